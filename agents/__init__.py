@@ -1,0 +1,1 @@
+"""cooplab.agents"""

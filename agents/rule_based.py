@@ -1,0 +1,122 @@
+"""Rule-based (ABM) policies of the CPR society, vectorized over agents and societies.
+
+Each policy is a plain function of the graph state (and a seeded generator) that returns
+arrays; the phase nodes in :mod:`cooplab.graphs.phases` apply them, mask dead agents and
+finished societies, and write the result into the state. Swap a policy by passing another
+function with the same signature to the node factory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from cooplab.tasks.cpr.world import col, imitation_probability, median_norm
+
+State = Mapping[str, Any]
+
+
+# --- harvest -------------------------------------------------------------------------------
+def capped_effort(state: State, rng: np.random.Generator) -> np.ndarray:
+    """e_i(t) = min(e_i, g_i / (alpha R(t))): an agent fishes with its effort trait but never
+    plans to catch more than its personal normative belief g_i (its preferred harvest cap)."""
+    alpha = col(state["params"]["alpha"])
+    R = state["R"][:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cap_effort = np.where(R > 0, state["g"] / (alpha * R), 0.0)
+    return np.minimum(state["e"], cap_effort)
+
+
+def trait_effort(state: State, rng: np.random.Generator) -> np.ndarray:
+    """e_i(t) = e_i: ignore the personal cap (an alternative for composition experiments)."""
+    return state["e"].copy()
+
+
+# --- peers ---------------------------------------------------------------------------------
+def sample_peer(alive: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """For each agent, a peer j != i drawn uniformly among the living agents; -1 if none.
+
+    Draws an offset in 1..N-1 (uniform over the others) and redraws where it lands on a dead
+    agent: rejection sampling, so the result is exactly uniform over living peers."""
+    S, N = alive.shape
+    if N < 2:
+        return np.full((S, N), -1)
+    idx = np.arange(N)[None, :]
+    j = (idx + rng.integers(1, N, size=(S, N))) % N
+    n_alive_others = alive.sum(axis=1, keepdims=True) - alive.astype(int)
+    has_peer = n_alive_others > 0
+    bad = ~np.take_along_axis(alive, j, axis=1) & has_peer
+    for _ in range(200):
+        if not bad.any():
+            break
+        redraw = (np.broadcast_to(idx, (S, N)) + rng.integers(1, N, size=(S, N))) % N
+        j = np.where(bad, redraw, j)
+        bad = ~np.take_along_axis(alive, j, axis=1) & has_peer
+    if bad.any():  # astronomically unlikely: finish exactly with random keys
+        keys = rng.random((S, N, N))
+        valid = alive[:, None, :] & ~np.eye(N, dtype=bool)[None]
+        j = np.where(bad, np.argmax(np.where(valid, keys, -1.0), axis=2), j)
+    return np.where(has_peer, j, -1)
+
+
+# --- punishment ----------------------------------------------------------------------------
+def sample_inspect_punish(state: State, threshold: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """§3.1.3: each agent samples one peer j uniformly, inspects with probability m_i; a
+    violation is h_j > threshold_i; it then punishes with probability p_i. Returns the
+    indicators B (punished someone) and V (was punished) and the per-society counts."""
+    alive = state["alive"]
+    S, N = alive.shape
+    j = sample_peer(alive, rng)
+    u_inspect = rng.random((S, N))
+    u_punish = rng.random((S, N))
+    has = j >= 0
+    jj = np.where(has, j, 0)
+    h_j = np.take_along_axis(state["h"], jj, axis=1)
+    inspect = alive & has & (u_inspect < state["m"])
+    violation = inspect & (h_j > threshold)
+    punish = violation & (u_punish < state["p"])
+    B = punish.astype(np.int8)
+    V = np.zeros((S, N), dtype=np.int8)
+    rows = np.broadcast_to(np.arange(S)[:, None], (S, N))
+    V[rows[punish], jj[punish]] = 1
+    return {"B": B, "V": V, "n_inspections": inspect.sum(axis=1), "n_violations": violation.sum(axis=1)}
+
+
+# --- social learning -----------------------------------------------------------------------
+def payoff_biased_imitation(state: State, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """§3.1.3: with probability ``learn_prob`` agent i meets a random living peer k and adopts
+    s_k = (e_k, m_k, g_k) with the logit probability on P_bar_k - P_bar_i; each adopted
+    component gets Gaussian mutation N(0, (sigma * range width)^2), clipped to its domain.
+    Updates are synchronous (everyone copies the traits held at the start of the phase)."""
+    P = state["params"]
+    alive = state["alive"]
+    S, N = alive.shape
+    k = sample_peer(alive, rng)
+    u_meet, u_adopt = rng.random((S, N)), rng.random((S, N))
+    z = rng.standard_normal((3, S, N))
+    has = k >= 0
+    kk = np.where(has, k, 0)
+    Pk = np.take_along_axis(state["P_bar"], kk, axis=1)
+    prob = imitation_probability(Pk, state["P_bar"], P["delta"])
+    adopt = alive & has & (u_meet < col(P["learn_prob"])) & (u_adopt < prob)
+    sigma = col(P["sigma"])
+    out = {}
+    widths = (("e", P["e_max"] - P["e_min"], 1.0), ("m", 1.0, 1.0), ("g", P["g_max"] - P["g_min"], np.inf))
+    for i, (name, width, hi) in enumerate(widths):
+        copied = np.take_along_axis(state[name], kk, axis=1) + z[i] * sigma * col(width)
+        out[name] = np.where(adopt, np.clip(copied, 0.0, hi), state[name])
+    out["n_adopted"] = adopt.sum(axis=1)
+    return out
+
+
+# --- group decision ------------------------------------------------------------------------
+def propose_own_cap(state: State, rng: np.random.Generator) -> np.ndarray:
+    """§3.1.3: each agent proposes its personal normative belief as the cap, g*_i = g_i."""
+    return state["g"].copy()
+
+
+def median_vote(proposals: np.ndarray, alive: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """§3.1.3: G(t+1) = median of the proposals (median-voter rule)."""
+    return median_norm(proposals, alive)

@@ -1,0 +1,3 @@
+"""cooplab: societies of LLM agents and teams of LLM scientists as LangGraph state graphs."""
+
+__version__ = "0.1.0"

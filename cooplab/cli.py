@@ -1,0 +1,246 @@
+"""The ``cooplab`` command line (Typer). ``--help`` works on every command; user mistakes
+print one line ``cooplab: error: ...`` and exit with code 2, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+try:  # Typer >= 0.20 vendors Click; older releases depend on it
+    from typer._click import exceptions as _cx
+except ImportError:  # pragma: no cover
+    from click import exceptions as _cx
+
+app = typer.Typer(
+    help="cooplab: societies of LLM agents and teams of LLM scientists as LangGraph state graphs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+run_app = typer.Typer(help="Run a society and write a run directory.", no_args_is_help=True, rich_markup_mode=None)
+params_app = typer.Typer(help="List a task's parameters, defaults and meanings.", no_args_is_help=True, rich_markup_mode=None)
+graph_app = typer.Typer(help="Print a society's graph as Mermaid text.", no_args_is_help=True, rich_markup_mode=None)
+figures_app = typer.Typer(help="Reproduce a paper's figures.", no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(run_app, name="run")
+app.add_typer(params_app, name="params")
+app.add_typer(graph_app, name="graph")
+app.add_typer(figures_app, name="figures")
+
+
+class UserError(Exception):
+    """A mistake in the user's input: reported in one line, exit code 2."""
+
+
+class Env(str, Enum):
+    harsh = "harsh"
+    rich = "rich"
+
+
+class Population(str, Enum):
+    altruistic = "altruistic"
+    selfish = "selfish"
+    mixed = "mixed"
+
+
+class Ablation(str, Enum):
+    full = "full"
+    osl = "osl"
+    ogd = "ogd"
+    neither = "neither"
+
+
+class AgentKind(str, Enum):
+    rule = "rule"
+    llm = "llm"
+
+
+def _err(msg: str) -> None:
+    raise UserError(msg)
+
+
+def _echo_json(obj: Any) -> None:
+    from cooplab.runstore import _jsonable
+
+    typer.echo(json.dumps(_jsonable(obj), indent=2))
+
+
+@run_app.command("cpr")
+def run_cpr_cmd(
+    out: Path = typer.Option(..., "--out", help="Run directory to write (created if missing)."),
+    agents: AgentKind = typer.Option(AgentKind.rule, "--agents", help="Who decides: rule-based (ABM) agents."),
+    env: Env = typer.Option(Env.harsh, "--env", help="Environment: harsh (r = 0.2) or rich (r = 0.6)."),
+    population: Population = typer.Option(Population.mixed, "--population", help="Initial population."),
+    ablation: Ablation = typer.Option(Ablation.full, "--ablation", help="full, osl (only social learning), ogd (only group decision), neither."),
+    n_agents: Optional[int] = typer.Option(None, "--n-agents", help="Number of agents N (default 10)."),
+    rounds: Optional[int] = typer.Option(None, "--rounds", help="Round cap T (default 50)."),
+    replicates: int = typer.Option(100, "--replicates", help="Replicate societies, run side by side in one graph invocation."),
+    seed: int = typer.Option(0, "--seed", help="Seed of every random draw (recorded in config.json)."),
+    set_: Optional[list[str]] = typer.Option(None, "--set", help="Override any parameter: --set beta=14 (see 'cooplab params cpr')."),
+    csv: bool = typer.Option(False, "--csv", help="Write tables as CSV instead of Parquet."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing run directory."),
+    as_json: bool = typer.Option(False, "--json", help="Print summary.json to stdout."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+) -> None:
+    """Run the common-pool fishery society (Gupta et al. 2025) and write a run directory."""
+    from cooplab import runstore
+    from cooplab.tasks.cpr.params import ParamError, parse_set
+    from cooplab.tasks.cpr.runner import resolve_params, run_to_dir
+
+    if agents is AgentKind.llm:
+        _err("--agents llm is not available yet (the LLM agent layer is a later issue); use --agents rule")
+    if replicates < 1:
+        _err(f"--replicates must be at least 1, got {replicates}")
+    if rounds is not None and rounds < 1:
+        _err(f"--rounds must be at least 1, got {rounds}")
+    if n_agents is not None and n_agents < 2:
+        _err(f"--n-agents must be at least 2, got {n_agents}")
+    try:
+        params = resolve_params(env.value, ablation.value, n_agents, rounds, parse_set(set_))
+        out = runstore.prepare_out(out, force=force)
+    except (ParamError, runstore.RunDirError) as exc:
+        _err(str(exc))
+    labels = {"env": env.value, "ablation": ablation.value}
+    try:
+        summary = run_to_dir(out, params, population=population.value, replicates=replicates, seed=seed, labels=labels, csv=csv, quiet=quiet)
+    except KeyboardInterrupt:
+        typer.echo(f"cooplab: interrupted; checkpoints are in {out}; continue with 'cooplab resume {out}'", err=True)
+        raise typer.Exit(130)
+    _report(out, summary, as_json)
+
+
+def _report(out: Path, summary: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        _echo_json(summary)
+        return
+    st, ef = summary["survival_time"], summary["efficiency"]
+    typer.echo(
+        f"survival time T_s = {st['mean']:.2f} ± {st['sem']:.2f} (s.e.m.), efficiency eta = {ef['mean']:.3f} ± {ef['sem']:.3f}, "
+        f"n = {st['n']} societies; collapse causes: {summary['collapse']}"
+    )
+    typer.echo(f"run directory: {out}  (summary.json, rounds.*, agents.*, figures/run.png)")
+
+
+@app.command("resume")
+def resume_cmd(
+    run_dir: Path = typer.Argument(..., help="A run directory written by 'cooplab run'."),
+    as_json: bool = typer.Option(False, "--json", help="Print summary.json to stdout."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+) -> None:
+    """Continue an interrupted run from its last checkpoint (no round lost or repeated)."""
+    from cooplab import runstore
+    from cooplab.tasks.cpr.runner import resume_dir
+
+    try:
+        summary = resume_dir(run_dir, quiet=quiet)
+    except runstore.RunDirError as exc:
+        _err(str(exc))
+    _report(run_dir, summary, as_json)
+
+
+@params_app.command("cpr")
+def params_cpr(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """Every CPR parameter with its default, meaning and source (paper or chosen)."""
+    from cooplab.tasks.cpr.params import params_table
+
+    rows = params_table()
+    if as_json:
+        _echo_json(rows)
+        return
+    w = max(len(r["name"]) for r in rows)
+    for r in rows:
+        typer.echo(f"{r['name']:<{w}}  {str(r['default']):<12}  {r['meaning']}  [{r['source']}]")
+
+
+@graph_app.command("cpr")
+def graph_cpr(
+    ablation: Ablation = typer.Option(Ablation.full, "--ablation", help="Which preset's graph to draw."),
+    no_punishment: bool = typer.Option(False, "--no-punishment", help="Draw the graph without the punish node."),
+) -> None:
+    """Print the CPR society's LangGraph graph as Mermaid text."""
+    from cooplab.tasks.cpr.params import ABLATIONS
+    from cooplab.tasks.cpr.society import build_cpr_graph, cpr_phases
+
+    g = build_cpr_graph(cpr_phases(punishment=not no_punishment, **ABLATIONS[ablation.value]))
+    typer.echo(g.get_graph().draw_mermaid())
+
+
+@figures_app.command("cpr-abm")
+def figures_cpr_abm(
+    out: Path = typer.Option(..., "--out", help="Directory for the PNG figures, CSVs and claims.md."),
+    replicates: int = typer.Option(100, "--replicates", help="Runs per condition (paper: 100)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of every random draw."),
+    set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a parameter in every condition: --set c=3.5"),
+    as_json: bool = typer.Option(False, "--json", help="Print the results (claims, timings) as JSON."),
+) -> None:
+    """Reproduce the paper's ABM validation: Fig. 2 (punishment off at t = 15), Fig. 3 (beta x r grid), Fig. 4 (populations x environments)."""
+    from cooplab import runstore
+    from cooplab.tasks.cpr.abm_figures import make_figures
+    from cooplab.tasks.cpr.params import ParamError, make_params, parse_set
+
+    if replicates < 2:
+        _err(f"--replicates must be at least 2 for error bars, got {replicates}")
+    try:
+        overrides = parse_set(set_)
+        make_params(**overrides)
+        runstore.prepare_out(out, force=True)
+    except (ParamError, runstore.RunDirError) as exc:
+        _err(str(exc))
+    res = make_figures(out, replicates, seed, overrides, log=lambda s: None if as_json else typer.echo(s, err=True))
+    if as_json:
+        _echo_json(res)
+        return
+    for c in res["claims"]:
+        typer.echo(f"({c['id']}) {'holds' if c['holds'] else 'does not hold'}: {c['claim']}\n    {c['evidence']}")
+    typer.echo(f"figures and CSVs in {out} (claims.md summarizes the claims)")
+
+
+def _mount_optional() -> None:
+    try:
+        from cooplab.sandbox.cli import app as sandbox_app  # noqa: WPS433
+    except Exception:  # the sandbox is optional at import time
+        return
+    app.add_typer(sandbox_app, name="sandbox", help="The sandboxed Python executor.")
+
+
+_mount_optional()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the app, turning user mistakes into one line and exit code 2."""
+    try:
+        rv = app(args=argv, prog_name="cooplab", standalone_mode=False)
+        if isinstance(rv, int):  # a typer.Exit(code) comes back as the return value
+            return rv
+    except UserError as exc:
+        typer.echo(f"cooplab: error: {exc}", err=True)
+        return 2
+    except _cx.NoArgsIsHelpError as exc:
+        exc.show()
+        return 0
+    except _cx.UsageError as exc:
+        hint = f" (see '{exc.ctx.command_path} --help')" if getattr(exc, "ctx", None) is not None else ""
+        typer.echo(f"cooplab: error: {exc.format_message().replace('Value error, ', '')}{hint}", err=True)
+        return 2
+    except (typer.Abort, KeyboardInterrupt):
+        typer.echo("cooplab: aborted", err=True)
+        return 130
+    except typer.Exit as exc:
+        return exc.exit_code
+    except _cx.ClickException as exc:
+        typer.echo(f"cooplab: error: {exc.format_message()}", err=True)
+        return exc.exit_code
+    return 0
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,131 @@
+"""Figures of the CPR society: one run's dynamics and the paper's ABM validation (Figs. 2-4)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+
+def _band(ax, x, mean, half, label, color=None, ls="-"):
+    line = ax.plot(x, mean, ls=ls, color=color, label=label, lw=1.8)[0]
+    ax.fill_between(x, mean - half, mean + half, color=line.get_color(), alpha=0.18, lw=0)
+    return line
+
+
+def timeseries_stats(rounds: pd.DataFrame, value: str, by: list[str] | None = None) -> pd.DataFrame:
+    """Mean and 95% CI (1.96 s.e.m.) of ``value`` over the societies still running at each round."""
+    keys = (by or []) + ["round"]
+    g = rounds.groupby(keys)[value]
+    out = g.agg(["mean", "std", "count"]).reset_index()
+    out["ci95"] = 1.96 * out["std"].fillna(0) / np.sqrt(out["count"].clip(lower=1))
+    return out
+
+
+def survival_curve(Ts: np.ndarray, T: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Share of societies still running after each round t = 0..T, with its 95% CI."""
+    t = np.arange(0, T + 1)
+    n = max(len(Ts), 1)
+    surv = np.array([(np.asarray(Ts) > k).mean() if k < T else (np.asarray(Ts) >= T).mean() for k in t])
+    ci = 1.96 * np.sqrt(surv * (1 - surv) / n)
+    return t, surv, ci
+
+
+def run_figure(rounds: pd.DataFrame, summary: dict[str, Any], outdir: Path) -> Path:
+    """Four panels for one run: survival curve, stock, effort and norm, compliance."""
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7), constrained_layout=True)
+    Ts = np.asarray(summary["survival_time"]["values"])
+    T = int(rounds["round"].max()) if len(rounds) else 1
+    t, s, ci = survival_curve(Ts, T)
+    _band(axes[0, 0], t, s, ci, "running")
+    axes[0, 0].set(title="Societies still running", xlabel="round t", ylabel="share", ylim=(-0.02, 1.02))
+    for ax, col, title in (
+        (axes[0, 1], "R", "Resource stock R(t)"),
+        (axes[1, 0], "mean_effort", "Mean effort e(t) and group norm G(t)"),
+        (axes[1, 1], "compliance", "Compliance: share with h_i <= norm"),
+    ):
+        st = timeseries_stats(rounds, col)
+        _band(ax, st["round"], st["mean"], st["ci95"], col)
+        ax.set(title=title, xlabel="round t")
+    if rounds["G"].notna().any():
+        ax2 = axes[1, 0].twinx()
+        st = timeseries_stats(rounds.dropna(subset=["G"]), "G")
+        _band(ax2, st["round"], st["mean"], st["ci95"], "G", color="tab:red", ls="--")
+        ax2.set_ylabel("G (fish)", color="tab:red")
+    fig.suptitle(
+        f"CPR {summary.get('env')} / {summary.get('population')} / {summary.get('ablation')}: "
+        f"T_s = {summary['survival_time']['mean']:.1f} ± {summary['survival_time']['sem']:.1f}, "
+        f"eta = {summary['efficiency']['mean']:.2f} (mean ± s.e.m., n = {summary['survival_time']['n']})"
+    )
+    path = outdir / "run.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def fig2(ts: pd.DataFrame, surv: pd.DataFrame, off_round: int, path: Path) -> Path:
+    """Fig. 2 analog: punishment disabled at t = off_round vs kept, for each beta."""
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), constrained_layout=True)
+    colors = {}
+    for (beta, off), grp in surv.groupby(["beta", "punishment_off"]):
+        c = colors.setdefault(beta, f"C{len(colors)}")
+        ls = "--" if off else "-"
+        lab = f"beta = {beta:g}, " + (f"off at t = {off_round}" if off else "always on")
+        _band(axes[0], grp["round"], grp["share"], grp["ci95"], lab, color=c, ls=ls)
+    axes[0].set(title="Societies still running", xlabel="round t", ylabel="share")
+    for ax, metric, title in ((axes[1], "R", "Resource stock R(t)"), (axes[2], "compliance", "Cooperation: share with h_i <= G")):
+        for (beta, off), grp in ts[ts["metric"] == metric].groupby(["beta", "punishment_off"]):
+            _band(ax, grp["round"], grp["mean"], grp["ci95"], None, color=colors[beta], ls="--" if off else "-")
+        ax.set(title=title + " (running societies)", xlabel="round t")
+    for ax in axes:
+        ax.axvline(off_round, color="grey", lw=0.8, ls=":")
+    axes[0].legend(fontsize=8)
+    fig.suptitle("Punishment disabled at t = %d (dashed) vs kept (solid); mean and 95%% CI" % off_round)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def fig3(grid: pd.DataFrame, path: Path) -> Path:
+    """Fig. 3 analog: mean survival time over beta x r."""
+    piv = grid.pivot(index="r", columns="beta", values="survival_mean").sort_index(ascending=False)
+    fig, ax = plt.subplots(figsize=(8.5, 6), constrained_layout=True)
+    im = ax.imshow(piv.values, aspect="auto", cmap="viridis", vmin=0, vmax=float(grid["rounds"].max()))
+    ax.set_xticks(range(piv.shape[1]), [f"{b:g}" for b in piv.columns])
+    ax.set_yticks(range(piv.shape[0]), [f"{r:.2f}" for r in piv.index])
+    for i in range(piv.shape[0]):
+        for j in range(piv.shape[1]):
+            v = piv.values[i, j]
+            ax.text(j, i, f"{v:.0f}", ha="center", va="center", fontsize=7, color="white" if v < 30 else "black")
+    ax.set(xlabel="punishment strength beta", ylabel="growth rate r", title="Mean survival time T_s (100 runs per cell)")
+    fig.colorbar(im, ax=ax, label="T_s (rounds)")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def fig4(bars: pd.DataFrame, path: Path) -> Path:
+    """Fig. 4 analog: survival by population x environment, mean ± s.e.m."""
+    pops = ["altruistic", "mixed", "selfish"]
+    envs = ["harsh", "rich"]
+    fig, ax = plt.subplots(figsize=(7, 4.5), constrained_layout=True)
+    w = 0.26
+    for k, pop in enumerate(pops):
+        sub = bars.set_index(["env", "population"])
+        means = [sub.loc[(e, pop), "survival_mean"] for e in envs]
+        sems = [sub.loc[(e, pop), "survival_sem"] for e in envs]
+        ax.bar(np.arange(len(envs)) + (k - 1) * w, means, w, yerr=sems, capsize=4, label=pop)
+    ax.set_xticks(range(len(envs)), [f"{e} (r = {bars[bars.env == e].r.iloc[0]:g})" for e in envs])
+    ax.set(ylabel="survival time T_s (rounds)", title="Survival by population and environment (mean ± s.e.m.)")
+    ax.legend()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

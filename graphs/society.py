@@ -1,0 +1,52 @@
+"""Generic society builder: an ordered list of phase nodes run once per round.
+
+A society is a LangGraph ``StateGraph`` whose nodes are the phases of one round, wired as a
+chain ``START -> phase_1 -> ... -> phase_k`` with a conditional edge from the last phase back
+to the first (next round) or to ``END``. Composing a new society is editing the ordered
+mapping of phases: swap a node, drop one, or insert one, then build.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from langgraph.graph import END, START, StateGraph
+
+Node = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def default_should_continue(state: Mapping[str, Any]) -> bool:
+    """Continue while some society is still running and the round cap is not reached."""
+    active = state.get("active")
+    more_rounds = int(state["round"]) <= int(state["max_round"])
+    return bool(more_rounds and (active is None or bool(active.any())))
+
+
+def build_society(
+    phases: Mapping[str, Node],
+    state_schema: type,
+    *,
+    checkpointer: Any = None,
+    should_continue: Callable[[Mapping[str, Any]], bool] = default_should_continue,
+    name: str = "society",
+    context_schema: type | None = None,
+):
+    """Compile a round-based society graph from ordered ``phases`` (name -> node)."""
+    if not phases:
+        raise ValueError("a society needs at least one phase node")
+    kwargs = {"context_schema": context_schema} if context_schema is not None else {}
+    g = StateGraph(state_schema, **kwargs)
+    names = list(phases)
+    for n in names:
+        g.add_node(n, phases[n])
+    g.add_edge(START, names[0])
+    for a, b in zip(names, names[1:]):
+        g.add_edge(a, b)
+    first = names[0]
+
+    def route(state: Mapping[str, Any]) -> str:
+        return first if should_continue(state) else END
+
+    g.add_conditional_edges(names[-1], route, [first, END])
+    return g.compile(checkpointer=checkpointer, name=name)

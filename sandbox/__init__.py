@@ -1,0 +1,1 @@
+"""cooplab.sandbox: the sandboxed Python executor (in progress)."""

@@ -1,0 +1,194 @@
+"""Parameters of the CPR fishery society (Gupta et al. 2025, §3.1 and §4.1).
+
+Every parameter has the paper's name where the paper names it, a default, a meaning and a
+``source``: ``paper`` when the seed text gives the value, ``chosen`` with a reason when the
+paper is silent (its appendix Table 2 is not in the seed). ``cooplab params cpr`` prints
+this table and ``docs/cpr.md`` reproduces it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+Env = Literal["harsh", "rich"]
+Population = Literal["altruistic", "selfish", "mixed"]
+Ablation = Literal["full", "osl", "ogd", "neither"]
+
+#: growth rate r for the two environments of §4.1 (paper: harsh r = 0.2, rich r = 0.6)
+ENVIRONMENTS: dict[str, float] = {"harsh": 0.2, "rich": 0.6}
+
+#: The paper's ablations (§4.2.5) as presets of the two alignment switches.
+ABLATIONS: dict[str, dict[str, bool]] = {
+    "full": {"social_learning": True, "group_decision": True},
+    "osl": {"social_learning": True, "group_decision": False},
+    "ogd": {"social_learning": False, "group_decision": True},
+    "neither": {"social_learning": False, "group_decision": False},
+}
+
+
+def _f(default: Any, description: str, source: str, **kw: Any) -> Any:
+    return Field(default, description=description, json_schema_extra={"source": source}, **kw)
+
+
+class CPRParams(BaseModel):
+    """All numeric parameters of one CPR society. Names follow the paper's symbols."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    # --- population and horizon -------------------------------------------------------
+    N: int = _f(10, "number of agents", "paper §4.1: all simulations use 10 agents", ge=2, le=100_000)
+    T: int = _f(50, "round cap", "paper §4.2: runs are capped at 50 rounds", ge=1, le=1_000_000)
+    # --- resource (§3.1.2) ------------------------------------------------------------
+    K: float = _f(1000.0, "carrying capacity of the stock", "chosen: sets the fish unit so that beta = 10 is about one round's catch, not a death sentence", gt=0)
+    R0: float = _f(1000.0, "initial stock R(1)", "chosen: the lake starts full (R0 = K)", ge=0)
+    r: float = _f(0.2, "intrinsic growth rate (harsh 0.2, rich 0.6)", "paper §4.1: harsh r = 0.2, rich r = 0.6", ge=0)
+    R_min: float = _f(50.0, "collapse threshold on the post-harvest stock", "chosen: 5% of K", ge=0)
+    # --- technology and economy (§3.1.1) ----------------------------------------------
+    alpha: float = _f(
+        0.1, "productivity: h_i = alpha * e_i * R", "chosen: 10 agents at full effort can empty the lake in one round", gt=0, le=1
+    )
+    c: float = _f(
+        4.0, "fixed consumption per agent per round", "chosen: 80% of the per-capita MSY in the harsh lake (rK/4N = 5)", gt=0
+    )
+    P0: float = _f(20.0, "initial wealth P_i(1)", "chosen: five rounds of consumption; one beta = 10 punishment is survivable", ge=0)
+    # --- sanctions ----------------------------------------------------------------------
+    beta: float = _f(10.0, "penalty paid by a punished agent", "paper Fig. 2 uses beta = 10 and 14", ge=0)
+    gamma: float = _f(1.0, "cost paid by a punisher", "chosen: a tenth of beta (sanctions cost less to give than to get)", ge=0)
+    punishment: bool = _f(True, "punishment phase on/off", "paper §4.1 (a)")
+    punish_off_round: int | None = _f(
+        None, "from this round on punishment is disabled (None: never)", "paper Fig. 2 disables it at t = 15", ge=1
+    )
+    # --- social learning (§3.1.3) ---------------------------------------------------------
+    social_learning: bool = _f(True, "payoff-biased imitation on/off", "paper §4.2.5 ablations")
+    delta: float = _f(0.2, "selection strength of the logit imitation rule (per fish)", "chosen: a 5-fish payoff gap gives Pr = 0.73", ge=0)
+    sigma: float = _f(
+        0.05, "mutation s.d., as a fraction of each trait's initial general range", "chosen: small exploration", ge=0
+    )
+    learn_prob: float = _f(
+        0.2, "probability that an agent revises its strategy in a round", "chosen: the paper says agents 'occasionally' revise", ge=0, le=1
+    )
+    ema: float = _f(
+        0.5, "weight of the newest round in the smoothed payoff P_bar", "chosen: the paper suggests an exponential moving average", gt=0, le=1
+    )
+    # --- group decision (§3.1.3) ------------------------------------------------------------
+    group_decision: bool = _f(True, "propose -> vote (median) group norm on/off", "paper §4.2.5 ablations")
+    # --- initial trait ranges of §4.1 (c): general range, split into altruistic/selfish halves
+    e_min: float = _f(
+        0.04, "lower end of the general initial effort range", "chosen: subsistence at full stock, alpha e K = c", ge=0, le=1
+    )
+    g_min: float = _f(4.0, "lower end of the general initial cap range", "chosen: subsistence, g = c", ge=0)
+    e_max: float = _f(
+        1.0, "upper end of the general initial effort range", "chosen: the physical maximum; caps g, not effort, bound a full lake's catch", ge=0, le=1
+    )
+    g_max: float = _f(30.0, "upper end of the general initial cap range", "chosen: twice the rich per-capita MSY (rK/4N = 15)", gt=0)
+    m_range: tuple[float, float] = _f((0.0, 1.0), "initial monitoring propensity range", "chosen: the full unit interval")
+    p_range: tuple[float, float] = _f((0.0, 1.0), "initial punishment propensity range", "chosen: the full unit interval")
+
+    @model_validator(mode="after")
+    def _check(self) -> "CPRParams":
+        for name in ("m_range", "p_range"):
+            lo, hi = getattr(self, name)
+            if not (0.0 <= lo <= hi <= 1.0):
+                raise ValueError(f"{name} must be a range inside [0, 1] with low <= high, got ({lo}, {hi})")
+        if self.e_min > self.e_max or self.g_min > self.g_max:
+            raise ValueError("the initial ranges need e_min <= e_max and g_min <= g_max")
+        if self.R0 > self.K:
+            raise ValueError(f"R0 ({self.R0}) must not exceed the carrying capacity K ({self.K})")
+        return self
+
+    @property
+    def H_opt(self) -> float:
+        """Maximum sustainable yield of the logistic model: max_R r R (1 - R/K) = r K / 4."""
+        return self.r * self.K / 4.0
+
+
+class InitialRange(BaseModel):
+    e: tuple[float, float]
+    g: tuple[float, float]
+
+
+def population_ranges(params: CPRParams, population: str) -> list[InitialRange]:
+    """Per-agent initial ranges. Altruists draw effort and cap from the lower half of the
+    general range, selfish agents from the upper half (paper §4.1 (c): 'defined by their
+    harvest thresholds', 'all in the initial range of a general agent'); ``mixed`` is half
+    and half (the first N//2 agents altruistic)."""
+    mid_e, mid_g = (params.e_min + params.e_max) / 2, (params.g_min + params.g_max) / 2
+    lo_e, hi_e = (params.e_min, mid_e), (mid_e, params.e_max)
+    lo_g, hi_g = (params.g_min, mid_g), (mid_g, params.g_max)
+    alt, sel = InitialRange(e=lo_e, g=lo_g), InitialRange(e=hi_e, g=hi_g)
+    if population == "altruistic":
+        return [alt] * params.N
+    if population == "selfish":
+        return [sel] * params.N
+    if population == "mixed":
+        return [alt] * (params.N // 2) + [sel] * (params.N - params.N // 2)
+    if population == "general":
+        return [InitialRange(e=(params.e_min, params.e_max), g=(params.g_min, params.g_max))] * params.N
+    raise ValueError(f"unknown population {population!r}; choose altruistic, selfish, mixed or general")
+
+
+class ParamError(ValueError):
+    """A user-facing, one-line parameter error."""
+
+
+def parse_set(items: list[str] | None) -> dict[str, Any]:
+    """Parse ``--set name=value`` items into a dict with values parsed as JSON where possible."""
+    import json
+
+    out: dict[str, Any] = {}
+    known = CPRParams.model_fields
+    for item in items or []:
+        if "=" not in item:
+            raise ParamError(f"--set expects name=value, got {item!r}")
+        name, raw = item.split("=", 1)
+        name = name.strip()
+        if name not in known:
+            raise ParamError(f"unknown parameter {name!r} in --set; run 'cooplab params cpr' to list them")
+        raw = raw.strip()
+        if raw.lower() in ("none", "null", ""):
+            value: Any = None
+        elif raw.lower() in ("true", "false"):
+            value = raw.lower() == "true"
+        else:
+            try:
+                value = json.loads(raw if not raw.startswith("(") else "[" + raw[1:-1] + "]")
+            except json.JSONDecodeError:
+                value = raw
+        out[name] = value
+    return out
+
+
+def make_params(**values: Any) -> CPRParams:
+    """Build validated parameters; turn pydantic's report into one readable line."""
+    try:
+        return CPRParams(**values)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        if not loc:
+            raise ParamError(f"invalid parameters: {msg}") from None
+        bad = err.get("input")
+        shown = f" (got {bad!r})" if not isinstance(bad, dict) else ""
+        raise ParamError(f"invalid parameter {loc}: {msg}{shown}") from None
+
+
+def params_table() -> list[dict[str, Any]]:
+    """Rows of (name, default, meaning, source) for docs and ``cooplab params``."""
+    rows = []
+    for name, f in CPRParams.model_fields.items():
+        default = f.default
+        if isinstance(default, float) and math.isfinite(default):
+            default = default
+        rows.append(
+            {
+                "name": name,
+                "default": default,
+                "meaning": f.description,
+                "source": (f.json_schema_extra or {}).get("source", ""),
+            }
+        )
+    return rows

@@ -1,0 +1,86 @@
+"""The CPR fishery's equations (Gupta et al. 2025, §3.1-3.2), each in one place.
+
+Arrays are shaped ``(S, N)`` for per-agent quantities and ``(S,)`` for per-society ones,
+where ``S`` is the number of replicate societies run side by side. Per-society parameters
+are ``(S,)`` arrays (so one batch can mix conditions, e.g. the Fig. 3 grid of beta x r) or
+plain floats.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+Array = np.ndarray
+
+
+def col(x: Array | float) -> Array | float:
+    """Broadcast a per-society ``(S,)`` parameter against ``(S, N)`` agent arrays."""
+    return x[:, None] if isinstance(x, np.ndarray) and x.ndim == 1 else x
+
+
+def harvest(alpha: Array | float, effort: Array, R: Array) -> Array:
+    """h_i(t) = alpha * e_i(t) * R(t)   (§3.1.2)."""
+    return col(alpha) * effort * R[:, None]
+
+
+def ration(h: Array, R: Array) -> Array:
+    """Scale harvests down proportionally when their sum would exceed the stock, so that
+    R^+ = max(0, R - sum h) holds with sum h <= R (a no-op whenever alpha * sum e <= 1)."""
+    total = h.sum(axis=1)
+    over = total > R
+    if not over.any():
+        return h
+    scale = np.where(over, R / np.where(total > 0, total, 1.0), 1.0)
+    return h * scale[:, None]
+
+
+def post_harvest_stock(R: Array, h: Array) -> Array:
+    """R^+(t) = max(0, R(t) - sum_i h_i(t))   (§3.1.2)."""
+    return np.maximum(0.0, R - h.sum(axis=1))
+
+
+def logistic_regrowth(R_plus: Array, r: Array | float, K: Array | float) -> Array:
+    """R(t+1) = R^+ + r R^+ (1 - R^+ / K)   (§3.1.2, discrete Verhulst law)."""
+    return R_plus + r * R_plus * (1.0 - R_plus / K)
+
+
+def round_payoff(h: Array, c: Array | float, gamma: Array | float, beta: Array | float, B: Array, V: Array) -> Array:
+    """pi_i(t) = h_i - c - gamma B_i - beta V_i, so that P_i(t+1) = P_i(t) + pi_i(t)   (§3.1.3)."""
+    return h - col(c) - col(gamma) * B - col(beta) * V
+
+
+def smoothed_payoff(P_bar: Array, payoff: Array, ema: Array | float) -> Array:
+    """P_bar_i <- (1 - lambda) P_bar_i + lambda pi_i: the exponential moving average of §3.1.3."""
+    lam = col(ema)
+    return (1.0 - lam) * P_bar + lam * payoff
+
+
+def imitation_probability(P_bar_model: Array, P_bar_self: Array, delta: Array | float) -> Array:
+    """Pr(i <- k) = 1 / (1 + exp(-delta (P_bar_k - P_bar_i)))   (§3.1.3, logit rule)."""
+    z = np.clip(col(delta) * (P_bar_model - P_bar_self), -500.0, 500.0)
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def median_norm(proposals: Array, alive: Array) -> Array:
+    """G(t+1) = median of the living agents' proposed caps   (§3.1.3, median-voter rule)."""
+    masked = np.where(alive, proposals, np.nan)
+    out = np.full(masked.shape[0], np.nan)
+    some = np.isfinite(masked).any(axis=1)
+    if some.any():
+        out[some] = np.nanmedian(masked[some], axis=1)
+    return out
+
+
+def h_opt(r: Array | float, K: Array | float) -> Array | float:
+    """H_opt = max_R r R (1 - R/K) = r K / 4: the logistic model's maximum sustainable yield.
+
+    With harvest taken before regrowth, a constant total catch H is sustainable forever at
+    the post-harvest stock R^+ iff r R^+ (1 - R^+/K) = H, which is largest at R^+ = K/2."""
+    return r * K / 4.0
+
+
+def efficiency_t(h_total: Array, r: Array | float, K: Array | float) -> Array:
+    """eta(t) = sum_i h_i(t) / H_opt   (§3.2); NaN where H_opt = 0 (no growth, r = 0)."""
+    H = np.broadcast_to(np.asarray(h_opt(r, K), dtype=float), np.shape(h_total))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(H > 0, h_total / np.where(H > 0, H, 1.0), np.nan)
