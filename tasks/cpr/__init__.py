@@ -1,0 +1,1 @@
+"""The common-pool-resource fishery (Gupta et al. 2025)."""
