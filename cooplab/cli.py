@@ -79,21 +79,35 @@ def run_cpr_cmd(
     ablation: Ablation = typer.Option(Ablation.full, "--ablation", help="full, osl (only social learning), ogd (only group decision), neither."),
     n_agents: Optional[int] = typer.Option(None, "--n-agents", help="Number of agents N (default 10)."),
     rounds: Optional[int] = typer.Option(None, "--rounds", help="Round cap T (default 50)."),
-    replicates: int = typer.Option(100, "--replicates", help="Replicate societies, run side by side in one graph invocation."),
+    replicates: Optional[int] = typer.Option(None, "--replicates", help="Replicate societies, run side by side in one graph invocation (default: 100 rule, 1 llm)."),
     seed: int = typer.Option(0, "--seed", help="Seed of every random draw (recorded in config.json)."),
     set_: Optional[list[str]] = typer.Option(None, "--set", help="Override any parameter: --set beta=14 (see 'cooplab params cpr')."),
     csv: bool = typer.Option(False, "--csv", help="Write tables as CSV instead of Parquet."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing run directory."),
     as_json: bool = typer.Option(False, "--json", help="Print summary.json to stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    model: str = typer.Option("local", "--model", help="LLM agents' model: local (SmolLM2-135M via llama.cpp), openai:NAME, scripted:FILE."),
+    agent_model: Optional[list[str]] = typer.Option(None, "--agent-model", help="Per-agent model, repeatable: --agent-model 2=openai:gpt-4o-mini (agents count from 0)."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible server URL for openai:NAME (vLLM, llama_cpp.server, ...)."),
+    temperature: float = typer.Option(0.7, "--temperature", help="Sampling temperature of LLM agents."),
+    max_tokens: int = typer.Option(64, "--max-tokens", help="Output token cap per LLM call."),
+    max_concurrency: int = typer.Option(8, "--max-concurrency", help="Concurrent model calls at most."),
+    rps: Optional[float] = typer.Option(None, "--rps", help="Requests per second at most (default: unlimited)."),
+    budget: Optional[float] = typer.Option(None, "--budget", help="Budget cap in USD; the run ends with status budget_exhausted when it is spent."),
+    price_in: float = typer.Option(0.0005, "--price-in", help="USD per 1K input tokens."),
+    price_out: float = typer.Option(0.003, "--price-out", help="USD per 1K output tokens."),
+    cache: Optional[str] = typer.Option(None, "--cache", help="Response cache file (default ~/.cache/cooplab/llm-cache.sqlite or $COOPLAB_CACHE); 'off' disables it."),
 ) -> None:
     """Run the common-pool fishery society (Gupta et al. 2025) and write a run directory."""
     from cooplab import runstore
     from cooplab.tasks.cpr.params import ParamError, parse_set
-    from cooplab.tasks.cpr.runner import resolve_params, run_to_dir
+    from cooplab.tasks.cpr.runner import RunStopped, resolve_params, run_to_dir
 
+    if replicates is None:
+        replicates = 1 if agents is AgentKind.llm else 100
+    llm = None
     if agents is AgentKind.llm:
-        _err("--agents llm is not available yet (the LLM agent layer is a later issue); use --agents rule")
+        llm = _llm_options(model, agent_model, base_url, temperature, max_tokens, max_concurrency, rps, budget, price_in, price_out, cache)
     if replicates < 1:
         _err(f"--replicates must be at least 1, got {replicates}")
     if rounds is not None and rounds < 1:
@@ -107,11 +121,47 @@ def run_cpr_cmd(
         _err(str(exc))
     labels = {"env": env.value, "ablation": ablation.value}
     try:
-        summary = run_to_dir(out, params, population=population.value, replicates=replicates, seed=seed, labels=labels, csv=csv, quiet=quiet)
+        summary = run_to_dir(out, params, population=population.value, replicates=replicates, seed=seed, labels=labels, csv=csv, quiet=quiet, llm=llm)
+    except RunStopped as exc:
+        typer.echo(f"cooplab: {exc}", err=True)
+        raise typer.Exit(1)
     except KeyboardInterrupt:
         typer.echo(f"cooplab: interrupted; checkpoints are in {out}; continue with 'cooplab resume {out}'", err=True)
         raise typer.Exit(130)
     _report(out, summary, as_json)
+
+
+def _llm_options(model, agent_model, base_url, temperature, max_tokens, max_concurrency, rps, budget, price_in, price_out, cache) -> dict[str, Any]:
+    from cooplab.agents.cache import default_cache_path
+    from cooplab.agents.models import ModelSpecError, parse_model_spec
+
+    models = {"default": model}
+    for item in agent_model or []:
+        if "=" not in item or not item.split("=", 1)[0].strip().isdigit():
+            _err(f"--agent-model expects AGENT=MODEL with AGENT a number, got {item!r}")
+        a, m = item.split("=", 1)
+        models[str(int(a))] = m.strip()
+    for name, v in (("--max-concurrency", max_concurrency), ("--max-tokens", max_tokens)):
+        if v < 1:
+            _err(f"{name} must be at least 1, got {v}")
+    if rps is not None and rps <= 0:
+        _err(f"--rps must be positive, got {rps}")
+    if budget is not None and budget < 0:
+        _err(f"--budget must not be negative, got {budget}")
+    if price_in < 0 or price_out < 0:
+        _err("--price-in and --price-out must not be negative")
+    if not 0 <= temperature <= 2:
+        _err(f"--temperature must be in [0, 2], got {temperature}")
+    for text in models.values():
+        try:
+            parse_model_spec(text, base_url=base_url)
+        except ModelSpecError as exc:
+            _err(str(exc))
+    return {
+        "models": models, "base_url": base_url, "temperature": temperature, "max_tokens": max_tokens,
+        "max_concurrency": max_concurrency, "rps": rps, "budget": budget, "price_in_per_1k": price_in,
+        "price_out_per_1k": price_out, "cache": "off" if cache == "off" else str(cache or default_cache_path()),
+    }
 
 
 def _report(out: Path, summary: dict[str, Any], as_json: bool) -> None:
@@ -123,6 +173,9 @@ def _report(out: Path, summary: dict[str, Any], as_json: bool) -> None:
         f"survival time T_s = {st['mean']:.2f} ± {st['sem']:.2f} (s.e.m.), efficiency eta = {ef['mean']:.3f} ± {ef['sem']:.3f}, "
         f"n = {st['n']} societies; collapse causes: {summary['collapse']}"
     )
+    if "ledger" in summary:
+        lg = summary["ledger"]
+        typer.echo(f"LLM calls: {lg['calls']} ({lg['cached_calls']} from cache), tokens in/out {lg['input_tokens']}/{lg['output_tokens']}, cost ${lg['cost_usd_float']:.6f}; status {summary['status']}")
     typer.echo(f"run directory: {out}  (summary.json, rounds.*, agents.*, figures/run.png)")
 
 
@@ -134,12 +187,15 @@ def resume_cmd(
 ) -> None:
     """Continue an interrupted run from its last checkpoint (no round lost or repeated)."""
     from cooplab import runstore
-    from cooplab.tasks.cpr.runner import resume_dir
+    from cooplab.tasks.cpr.runner import RunStopped, resume_dir
 
     try:
         summary = resume_dir(run_dir, quiet=quiet)
     except runstore.RunDirError as exc:
         _err(str(exc))
+    except RunStopped as exc:
+        typer.echo(f"cooplab: {exc}", err=True)
+        raise typer.Exit(1)
     _report(run_dir, summary, as_json)
 
 

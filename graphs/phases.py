@@ -8,10 +8,14 @@ per-society switches (punishment off from a given round, group norm on or off).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
 
 from cooplab.agents import rule_based as rb
 from cooplab.graphs.rng import phase_rng
@@ -25,14 +29,42 @@ def _running(state: State) -> np.ndarray:
     return state["alive"] & state["active"][:, None]
 
 
-def harvest_node(effort_policy: Callable = rb.capped_effort) -> Callable[[State], dict]:
-    def harvest(state: State) -> dict:
-        rng = phase_rng(state["seed"], state["round"], "harvest")
+@dataclass
+class PolicyResult:
+    """What an LLM (async) policy returns: the decided values plus extra state updates
+    (decision rows, the ledger's audit-trail entries) for the node to merge."""
+
+    value: Any
+    updates: dict[str, Any] = field(default_factory=dict)
+
+
+def is_async_policy(policy: Callable) -> bool:
+    """LLM policies are coroutine functions (or objects with an ``async __call__``) with the
+    signature ``(state, rng, context, config) -> PolicyResult``."""
+    return inspect.iscoroutinefunction(policy) or inspect.iscoroutinefunction(getattr(policy, "__call__", None))
+
+
+def harvest_node(effort_policy: Callable = rb.capped_effort) -> Callable[..., Any]:
+    def apply(state: State, effort_raw: np.ndarray) -> dict:
         run = _running(state)
-        effort = np.where(run, np.clip(effort_policy(state, rng), 0.0, 1.0), 0.0)
+        effort = np.where(run, np.clip(np.nan_to_num(effort_raw, nan=0.0), 0.0, 1.0), 0.0)
         h = world.ration(world.harvest(state["params"]["alpha"], effort, state["R"]), state["R"])
         R_plus = np.where(state["active"], world.post_harvest_stock(state["R"], h), state["R_plus"])
         return {"effort": effort, "h": h, "R_plus": R_plus}
+
+    if is_async_policy(effort_policy):
+
+        async def harvest_llm(state: State, runtime: Runtime, config: RunnableConfig) -> dict:
+            rng = phase_rng(state["seed"], state["round"], "harvest")
+            res: PolicyResult = await effort_policy(state, rng, runtime.context, config)
+            return {**apply(state, res.value), **res.updates}
+
+        harvest_llm.__name__ = "harvest"
+        return harvest_llm
+
+    def harvest(state: State) -> dict:
+        rng = phase_rng(state["seed"], state["round"], "harvest")
+        return apply(state, effort_policy(state, rng))
 
     return harvest
 

@@ -47,3 +47,6 @@ class CPRState(TypedDict, total=False):
     collapse: np.ndarray  # (S,) 0 running/cap, 1 stock <= R_min, 2 starvation
     eta_sum: np.ndarray  # (S,) running sum of eta(t) over the rounds lived
     history: Annotated[list[dict[str, Any]], operator.add]  # one record per round
+    # LLM agents (empty for rule-based runs)
+    decisions: Annotated[list[dict[str, Any]], operator.add]  # one row per decision
+    ledger: Annotated[list[dict[str, Any]], operator.add]  # the credit ledger's audit trail

@@ -64,7 +64,7 @@ def test_same_seed_same_summary_through_the_cli(tmp_path, capsys):
     (["run", "cpr", "--set", "beta"], "name=value"),
     (["run", "cpr", "--rounds", "0"], "--rounds"),
     (["run", "cpr", "--replicates", "0"], "--replicates"),
-    (["run", "cpr", "--agents", "llm"], "llm"),
+    (["run", "cpr", "--agents", "robot"], "--agents"),
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, capsys, args, needle):
     code, out, err = run_cli(args + ["--out", str(tmp_path / "x"), "-q"] if "--bogus" not in args else args + ["--out", str(tmp_path / "x")], capsys)

@@ -1,27 +1,33 @@
-"""Run one CPR condition into a run directory, with a SQLite checkpointer so it can resume."""
+"""Run one CPR condition into a run directory, with a SQLite checkpointer so it can resume.
+
+Rule-based runs invoke the graph synchronously; LLM runs invoke it with ``ainvoke`` and an
+:class:`~cooplab.agents.decisions.LLMService` (models, cache, ledger) in the runtime context.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
+from collections import OrderedDict
 from contextlib import contextmanager
+from decimal import Decimal
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
+import numpy as np
+import pandas as pd
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from cooplab import runstore
 from cooplab.evals.metrics import summarize
+from cooplab.graphs import phases as ph
+from cooplab.graphs.context import CoopContext
+from cooplab.graphs.ledger import BudgetExhausted, Ledger, Rates
+from cooplab.graphs.society import build_society
+from cooplab.graphs.state import CPRState
 from cooplab.tasks.cpr.params import ENVIRONMENTS, CPRParams, make_params
-from cooplab.tasks.cpr.society import (
-    Condition,
-    apply_ablation,
-    build_cpr_graph,
-    drive,
-    init_state,
-    phases_for,
-    recursion_limit,
-)
+from cooplab.tasks.cpr.society import Condition, apply_ablation, build_cpr_graph, drive, init_state, phases_for, recursion_limit
 
 THREAD = "cpr"
 
@@ -38,6 +44,23 @@ def resolve_params(env: str, ablation: str, n_agents: int | None, rounds: int | 
     return make_params(**values)
 
 
+def llm_phases(params: CPRParams) -> "OrderedDict[str, Callable]":
+    """The CPR graph with LLM agents deciding their effort (same nodes; the harvest policy is
+    swapped). Social learning happens in context (peers shown in the prompt), so the
+    parameter-copying ``learn`` node is not part of an LLM society."""
+    from cooplab.tasks.cpr.llm_agents import LLMEffortPolicy
+
+    nodes: OrderedDict[str, Callable] = OrderedDict()
+    nodes["harvest"] = ph.harvest_node(LLMEffortPolicy())
+    if params.punishment:
+        nodes["punish"] = ph.punish_node()
+    nodes["environment"] = ph.environment_node()
+    if params.group_decision:
+        nodes["propose"] = ph.propose_node()
+        nodes["vote"] = ph.vote_node()
+    return nodes
+
+
 @contextmanager
 def sqlite_saver(path: Path) -> Iterator[SqliteSaver]:
     conn = sqlite3.connect(str(path), check_same_thread=False)
@@ -47,7 +70,27 @@ def sqlite_saver(path: Path) -> Iterator[SqliteSaver]:
         conn.close()
 
 
-def _progress(total: int, quiet: bool):
+def build_service(config: dict[str, Any], entries: list[dict[str, Any]] | None = None):
+    """The LLM service of a run from its config (models, cache, ledger restored from the audit trail)."""
+    from cooplab.agents.cache import ResponseCache
+    from cooplab.agents.decisions import LLMService
+    from cooplab.agents.models import make_chat_model, parse_model_spec
+
+    llm = config["llm"]
+    models = {}
+    for agent, text in llm["models"].items():
+        spec = parse_model_spec(text, base_url=llm.get("base_url"), temperature=llm["temperature"], max_tokens=llm["max_tokens"])
+        models[agent] = (spec, make_chat_model(spec))
+    rates = Rates(Decimal(str(llm["price_in_per_1k"])), Decimal(str(llm["price_out_per_1k"])))
+    ledger = Ledger(budget=None if llm.get("budget") is None else Decimal(str(llm["budget"])), default_rates=rates)
+    if entries:
+        ledger.restore(entries)
+    cache = ResponseCache(None if llm.get("cache") in (None, "off") else llm["cache"])
+    return LLMService(models=models, ledger=ledger, cache=cache, seed=int(config["seed"]), max_concurrency=int(llm["max_concurrency"]),
+                      rps=llm.get("rps"))
+
+
+def _progress(total: int, quiet: bool, service=None):
     if quiet:
         return None, None
     from tqdm import tqdm
@@ -57,32 +100,28 @@ def _progress(total: int, quiet: bool):
     def update(env_update: dict) -> None:
         rec = env_update["history"][0]
         bar.n = int(rec["round"])
-        bar.set_postfix(running=int(env_update["active"].sum()), refresh=False)
+        post = {"running": int(env_update["active"].sum())}
+        if service is not None:
+            t = service.ledger.totals()
+            post.update(calls=t["calls"], tokens=t["input_tokens"] + t["output_tokens"], cost=f"${t['cost_usd_float']:.4f}")
+        bar.set_postfix(post, refresh=False)
         bar.refresh()
 
     return bar, update
 
 
-def run_to_dir(
-    out: Path,
-    params: CPRParams,
-    *,
-    population: str,
-    replicates: int,
-    seed: int,
-    labels: dict[str, Any],
-    csv: bool = False,
-    quiet: bool = False,
-) -> dict[str, Any]:
+def run_to_dir(out: Path, params: CPRParams, *, population: str, replicates: int, seed: int, labels: dict[str, Any],
+               csv: bool = False, quiet: bool = False, llm: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write config.json, run with checkpoints, then write tables, summary and figures."""
     config = {
         "task": "cpr",
-        "agents": "rule",
+        "agents": "llm" if llm else "rule",
         **labels,
         "population": population,
         "replicates": replicates,
         "seed": seed,
         "params": params.model_dump(),
+        "llm": llm,
         "csv": csv,
         "code_version": runstore.code_version(),
         "created": runstore.now(),
@@ -93,36 +132,100 @@ def run_to_dir(
     return _execute(out, config, state)
 
 
+class RunStopped(RuntimeError):
+    """A run stopped early but cleanly (model unreachable); resumable."""
+
+
 def _execute(out: Path, config: dict[str, Any], state: Any | None) -> dict[str, Any]:
+    if config.get("agents") == "llm":
+        return asyncio.run(_execute_llm(out, config, state))
     params = CPRParams(**config["params"])
     phases = phases_for(params)
     t0 = time.perf_counter()
-    quiet = config.get("_quiet", False)
     with sqlite_saver(out / "checkpoints.sqlite") as saver:
         graph = build_cpr_graph(phases, checkpointer=saver)
-        cfg = {"configurable": {"thread_id": THREAD}, "recursion_limit": params.T * (len(phases) + 1) + 10}
-        if state is None:  # resume
-            snap = graph.get_state(cfg)
-            if not snap.values:
-                raise runstore.RunDirError(f"{out} has no checkpoint to resume; start it again with 'cooplab run'")
-            if snap.next:
-                start = int(snap.values["round"])
-                cfg["recursion_limit"] = recursion_limit(snap.values, len(phases))
-            else:
-                start = None
-        else:
-            start = 1
-            cfg["recursion_limit"] = recursion_limit(state, len(phases))
-        bar, update = _progress(params.T, quiet)
+        cfg: dict[str, Any] = {"configurable": {"thread_id": THREAD}}
+        start, limit_state = _start(graph.get_state(cfg) if state is None else None, state, out)
+        cfg["recursion_limit"] = recursion_limit(limit_state, len(phases))
+        bar, update = _progress(params.T, config.get("_quiet", False))
         try:
-            if start is None:
-                final = graph.get_state(cfg).values
-            else:
-                final = drive(graph, state, cfg, progress=update, durability="async")
+            final = graph.get_state(cfg).values if start is None else drive(graph, state, cfg, progress=update, durability="async")
         finally:
             if bar is not None:
                 bar.close()
     return finish(out, config, final, time.perf_counter() - t0)
+
+
+def _start(snap: Any, state: Any, out: Path) -> tuple[int | None, Any]:
+    """(first round to run or None if the run had finished, a state to size the recursion limit)."""
+    if state is not None:
+        return 1, state
+    if not snap.values:
+        raise runstore.RunDirError(f"{out} has no checkpoint to resume; start it again with 'cooplab run'")
+    return (int(snap.values["round"]) if snap.next else None), snap.values
+
+
+async def _execute_llm(out: Path, config: dict[str, Any], state: Any | None) -> dict[str, Any]:
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    from cooplab.agents.decisions import ModelUnavailable
+
+    params = CPRParams(**config["params"])
+    phases = llm_phases(params)
+    t0 = time.perf_counter()
+    status, message = "completed", None
+    async with AsyncSqliteSaver.from_conn_string(str(out / "checkpoints.sqlite")) as saver:
+        graph = build_society(phases, CPRState, checkpointer=saver, name="cpr", context_schema=CoopContext)
+        cfg: dict[str, Any] = {"configurable": {"thread_id": THREAD}}
+        snap = await graph.aget_state(cfg) if state is None else None
+        start, limit_state = _start(snap, state, out)
+        cfg["recursion_limit"] = recursion_limit(limit_state, len(phases))
+        service = build_service(config, (snap.values or {}).get("ledger") if snap is not None else None)
+        bar, update = _progress(params.T, config.get("_quiet", False), service)
+        try:
+            if start is None:
+                final = (await graph.aget_state(cfg)).values
+            else:
+                final = await _arun(graph, state, cfg, CoopContext(llm=service, run_dir=str(out)), update, out)
+        except BaseException as exc:  # noqa: BLE001
+            inner = _unwrap(exc)
+            if isinstance(inner, BudgetExhausted):
+                status, message = "budget_exhausted", str(inner)
+            elif isinstance(inner, ModelUnavailable):
+                status, message = "stopped", str(inner)
+            else:
+                raise
+            final = (await graph.aget_state(cfg)).values
+        finally:
+            if bar is not None:
+                bar.close()
+            service.cache.close()
+    summary = finish(out, config, final, time.perf_counter() - t0, status=status, message=message, service=service)
+    if status == "stopped":
+        raise RunStopped(f"{message}; the run stopped at its last checkpoint: continue with 'cooplab resume {out}'")
+    return summary
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+async def _arun(graph, state, cfg, context, update, out: Path):
+    try:
+        from cooplab.graphs.tracing import tracing_callbacks
+
+        cfg = {**cfg, "callbacks": tracing_callbacks(out)}
+    except ImportError:  # tracing not installed yet
+        pass
+    final = None
+    async for mode, data in graph.astream(state, cfg, context=context, stream_mode=["updates", "values"], durability="sync"):
+        if mode == "updates" and "environment" in data and update is not None:
+            update(data["environment"])
+        elif mode == "values":
+            final = data
+    return final
 
 
 def resume_dir(out: Path, quiet: bool = False) -> dict[str, Any]:
@@ -136,9 +239,15 @@ def resume_dir(out: Path, quiet: bool = False) -> dict[str, Any]:
     return _execute(out, config, None)
 
 
-def finish(out: Path, config: dict[str, Any], final: dict[str, Any], seconds: float) -> dict[str, Any]:
+def finish(out: Path, config: dict[str, Any], final: dict[str, Any], seconds: float, *, status: str = "completed",
+           message: str | None = None, service=None) -> dict[str, Any]:
     config = {k: v for k, v in config.items() if not k.startswith("_")}
     csv = bool(config.get("csv"))
+    final = dict(final)
+    if status != "completed":  # societies still running were censored at the last completed round
+        running = np.asarray(final["active"])
+        last = int(final["round"]) - 1
+        final["T_s"] = np.where(running & (np.asarray(final["T_s"]) == 0), max(last, 0), final["T_s"])
     rounds = runstore.history_frame(final)
     runstore.write_table(rounds, out, "rounds", csv=csv)
     runstore.write_table(runstore.agents_frame(final), out, "agents", csv=csv)
@@ -146,22 +255,45 @@ def finish(out: Path, config: dict[str, Any], final: dict[str, Any], seconds: fl
     agent_steps = int(rounds["n_alive"].sum()) if len(rounds) else 0
     summary = {
         "task": "cpr",
-        "status": "completed",
+        "agents": config.get("agents", "rule"),
+        "status": status,
         "env": config.get("env"),
         "population": config.get("population"),
         "ablation": config.get("ablation"),
         "replicates": S,
         "n_agents": N,
         "seed": config["seed"],
+        "rounds_completed": int(final["round"]) - 1,
         **summarize(final),
         "wall_seconds": round(seconds, 3),
         "agent_steps": agent_steps,
     }
+    if message:
+        summary["message"] = message
+    if status != "completed":
+        summary["censored"] = bool(np.asarray(final["active"]).any())
+    if service is not None:
+        entries = [e.as_dict() for e in service.ledger.entries]
+        summary["ledger"] = service.ledger.totals()
+        summary["llm"] = {"cache_hits": service.cache.hits, "cache_misses": service.cache.misses}
+        if entries:
+            runstore.write_table(pd.DataFrame(entries), out, "ledger", csv=csv)
+        decisions = final.get("decisions") or []
+        if decisions:
+            df = pd.DataFrame(decisions)
+            df["parsed"] = df["parsed"].map(lambda v: None if v is None else runstore.json.dumps(v))
+            runstore.write_table(df, out, "decisions", csv=csv)
+            summary["decisions"] = {
+                "count": len(df),
+                "fallback_used": int(df["fallback_used"].sum()),
+                "mean_attempts": float(df["attempts"].mean()),
+            }
     runstore.write_json(out / "summary.json", summary)
     try:
         from cooplab.evals.plots_cpr import run_figure
 
-        run_figure(rounds, summary, out / "figures")
+        if len(rounds):
+            run_figure(rounds, summary, out / "figures")
     except Exception as exc:  # a figure must never lose the computed run
         summary["figure_error"] = f"{type(exc).__name__}: {exc}"
         runstore.write_json(out / "summary.json", summary)

@@ -1,0 +1,87 @@
+"""A deterministic SQLite cache of model responses (edsl-style).
+
+The key is the SHA-256 of a canonical JSON of everything that determines a call: the model's
+identity and decoding parameters, the messages, the agent, the round, the phase, the run's
+seed and the attempt (sample) index. Rerunning a config replays every call from the cache
+without touching the model; a run killed mid-way and resumed replays the calls it had made.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+def cache_key(**parts: Any) -> str:
+    blob = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def default_cache_path() -> Path:
+    env = os.environ.get("COOPLAB_CACHE")
+    if env:
+        return Path(env)
+    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return base / "cooplab" / "llm-cache.sqlite"
+
+
+@dataclass
+class CachedResponse:
+    text: str
+    input_tokens: int
+    output_tokens: int
+    latency: float
+
+
+class ResponseCache:
+    """Thread-safe SQLite response cache (WAL; one connection guarded by a lock)."""
+
+    def __init__(self, path: str | Path | None):
+        self.path = Path(path) if path else None
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+        if self.path is None:
+            self._db = None
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, text TEXT NOT NULL, input_tokens INTEGER,"
+            " output_tokens INTEGER, latency REAL, model TEXT, created TEXT DEFAULT CURRENT_TIMESTAMP)"
+        )
+
+    def get(self, key: str) -> CachedResponse | None:
+        if self._db is None:
+            self.misses += 1
+            return None
+        with self._lock:
+            row = self._db.execute("SELECT text, input_tokens, output_tokens, latency FROM responses WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return CachedResponse(row[0], int(row[1]), int(row[2]), float(row[3]))
+
+    def put(self, key: str, resp: CachedResponse, model: str) -> None:
+        if self._db is None:
+            return
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO responses (key, text, input_tokens, output_tokens, latency, model) VALUES (?, ?, ?, ?, ?, ?)",
+                (key, resp.text, resp.input_tokens, resp.output_tokens, resp.latency, model),
+            )
+
+    def close(self) -> None:
+        if self._db is not None:
+            with self._lock:
+                self._db.close()
+                self._db = None

@@ -1,0 +1,293 @@
+"""Sandbox sessions (one per agent) and the warm pool."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import queue
+import threading
+import time
+from typing import Literal, Optional, Union
+
+from .models import ErrorInfo, ExecResult, SandboxConfig, SandboxError
+from .transport import LocalTransport, Transport, TransportClosed
+
+log = logging.getLogger(__name__)
+
+Backend = Literal["docker", "local", "auto"]
+HOST_MARGIN = 15.0  # seconds the host waits beyond timeout + grace before killing the sandbox
+
+
+def resolve_backend(backend: str) -> str:
+    """'auto' -> 'docker' when a daemon answers, else 'local'."""
+    if backend not in ("docker", "local", "auto"):
+        raise ValueError(f"unknown sandbox backend {backend!r} (docker, local or auto)")
+    if backend != "auto":
+        return backend
+    from . import docker_backend
+
+    return "docker" if docker_backend.daemon_available() else "local"
+
+
+def start_transport(config: SandboxConfig, backend: str) -> Transport:
+    backend = resolve_backend(backend)
+    if backend == "local":
+        return LocalTransport(config)
+    from . import docker_backend
+
+    return docker_backend.start_container(config)
+
+
+class SandboxPool:
+    """Keeps ``size`` started, hand-shaken sandboxes (imports done, dataset
+    loaded) so that sessions start fast.  A sandbox is handed to exactly one
+    session and destroyed with it: containers are never reused."""
+
+    def __init__(self, config: Optional[SandboxConfig] = None, size: int = 2,
+                 backend: Backend = "auto", **overrides):
+        self.config = (config or SandboxConfig()).model_copy(update=overrides)
+        self.backend = resolve_backend(backend)
+        self.size = max(0, int(size))
+        self._ready: "queue.Queue[Transport]" = queue.Queue()
+        self._lock = threading.Lock()
+        self._filling = 0
+        self._closed = False
+        self.last_error: Optional[BaseException] = None
+        self._refill()
+
+    def _refill(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            missing = self.size - self._ready.qsize() - self._filling
+            if missing <= 0:
+                return
+            self._filling += missing
+        for _ in range(missing):
+            threading.Thread(target=self._fill_one, daemon=True, name="cooplab-sandbox-pool").start()
+
+    def _fill_one(self) -> None:
+        try:
+            t = start_transport(self.config, self.backend)
+        except BaseException as e:  # keep the error for diagnostics
+            self.last_error = e
+            log.warning("sandbox pool: could not start a sandbox: %s", e)
+            with self._lock:
+                self._filling -= 1
+            return
+        with self._lock:
+            self._filling -= 1
+            closed = self._closed
+        if closed:
+            t.kill()
+        else:
+            self._ready.put(t)
+
+    def acquire(self) -> Transport:
+        """A ready sandbox: from the pool if one is there, else a cold start."""
+        try:
+            while True:
+                t = self._ready.get_nowait()
+                if t.ping(2.0):
+                    return t
+                t.kill()
+        except queue.Empty:
+            pass
+        finally:
+            self._refill()
+        return start_transport(self.config, self.backend)
+
+    def wait_ready(self, n: Optional[int] = None, timeout: float = 120.0) -> bool:
+        n = self.size if n is None else n
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._ready.qsize() >= n:
+                return True
+            time.sleep(0.05)
+        return False
+
+    def session(self) -> "SandboxSession":
+        return SandboxSession(self.config, backend=self.backend, pool=self)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+        while True:
+            try:
+                self._ready.get_nowait().kill()
+            except queue.Empty:
+                break
+
+    def __enter__(self) -> "SandboxPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class SandboxSession:
+    """A persistent Python sandbox bound to one agent.
+
+    >>> with SandboxSession(SandboxConfig(dataset="data.csv"), backend="auto") as s:
+    ...     r = s.run_code("df.shape")
+
+    Variables persist across ``run_code`` calls.  After a restart (hard
+    timeout, out-of-memory kill, crash) the dataset is reloaded as ``df`` and
+    the result has ``state_reset=True``.
+    """
+
+    def __init__(self, config: Optional[SandboxConfig] = None, *, backend: Backend = "auto",
+                 pool: Optional[SandboxPool] = None, **overrides):
+        self.config = (config or SandboxConfig()).model_copy(update=overrides)
+        if overrides.get("dataset") is not None:
+            self.config = SandboxConfig.model_validate(self.config.model_dump())
+        self.pool = pool
+        self.backend = pool.backend if pool is not None else resolve_backend(backend)
+        self._transport: Optional[Transport] = None
+        self._lock = threading.RLock()
+        self._call_id = 0
+        self._pending_reset = False
+        self._closed = False
+        self.restarts = 0
+
+    # -- lifecycle --------------------------------------------------------
+    def start(self) -> "SandboxSession":
+        with self._lock:
+            if self._closed:
+                raise SandboxError("session is closed")
+            if self._transport is None:
+                if self.pool is not None:
+                    self._transport = self.pool.acquire()
+                else:
+                    self._transport = start_transport(self.config, self.backend)
+        return self
+
+    @property
+    def info(self) -> dict:
+        return dict(self._transport.ready_info) if self._transport else {}
+
+    @property
+    def container_id(self) -> Optional[str]:
+        return getattr(self._transport, "container_id", None)
+
+    def restart(self) -> None:
+        """Throw the sandbox away and start a fresh one (state reset)."""
+        with self._lock:
+            old, self._transport = self._transport, None
+            if old is not None:
+                old.kill()
+            self.restarts += 1
+            self._pending_reset = True
+            self.start()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            t, self._transport = self._transport, None
+        if t is not None:
+            t.close()
+
+    def __enter__(self) -> "SandboxSession":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # best effort
+        try:
+            if self._transport is not None:
+                self._transport.kill()
+        except Exception:
+            pass
+
+    # -- execution --------------------------------------------------------
+    def run_code(self, code: str, timeout: Optional[float] = None) -> ExecResult:
+        """Run ``code`` in the session; never raises for errors of the code."""
+        if not isinstance(code, str):
+            raise TypeError("code must be a string")
+        timeout = float(self.config.timeout if timeout is None else timeout)
+        if timeout <= 0:
+            raise ValueError("timeout must be positive")
+        with self._lock:
+            if self._closed:
+                raise SandboxError("session is closed")
+            if self._transport is not None and not self._transport.alive():
+                # the sandbox went away while idle (idle timeout, killed from outside)
+                self.restart()
+            if self._transport is None:
+                self.start()
+            t = self._transport
+            assert t is not None
+            self._call_id += 1
+            call_id = self._call_id
+            started = time.monotonic()
+            frame: Optional[dict] = None
+            failure: Optional[ExecResult] = None
+            try:
+                t.send({"op": "exec", "id": call_id, "code": code, "timeout": timeout})
+                deadline = started + timeout + self.config.interrupt_grace + HOST_MARGIN
+                while frame is None:
+                    f = t.recv(deadline)
+                    if f is None:
+                        failure = ExecResult(status="timeout", error=ErrorInfo(
+                            type="TimeoutError",
+                            message=f"sandbox unresponsive after {timeout:.1f} s; it was killed "
+                                    "and restarted (state reset)"))
+                        break
+                    if f.get("type") == "result" and f.get("id") == call_id:
+                        frame = f
+            except TransportClosed as e:
+                failure = ExecResult(status="crashed", error=ErrorInfo(
+                    type="SandboxCrashed", message=f"{e}; the sandbox was restarted (state reset)"))
+            duration = time.monotonic() - started
+            if frame is not None:
+                result = self._from_frame(frame)
+                restart = bool(frame.get("worker_dead"))
+            else:
+                assert failure is not None
+                result = failure
+                restart = True
+            result.duration = round(duration, 4)
+            if self._pending_reset:
+                result.state_reset = True
+                self._pending_reset = False
+            if restart:
+                try:
+                    self.restart()
+                    self._pending_reset = False
+                    result.state_reset = True
+                except SandboxError as e:
+                    self._transport = None
+                    self._pending_reset = True
+                    result.state_reset = True
+                    extra = f" (restart failed: {e})"
+                    if result.error is not None:
+                        result.error.message += extra
+            return result
+
+    @staticmethod
+    def _from_frame(frame: dict) -> ExecResult:
+        figures = []
+        for b64 in frame.get("figures") or []:
+            try:
+                figures.append(base64.b64decode(b64))
+            except (ValueError, TypeError):
+                pass
+        err = frame.get("error")
+        truncated = bool(frame.get("stdout_truncated") or frame.get("stderr_truncated")
+                         or frame.get("result_truncated") or frame.get("figures_dropped"))
+        return ExecResult(
+            status=frame.get("status", "crashed"),
+            stdout=frame.get("stdout") or "",
+            stderr=frame.get("stderr") or "",
+            result=frame.get("result"),
+            figures=figures,
+            error=ErrorInfo(**err) if isinstance(err, dict) else None,
+            truncated=truncated,
+        )
+
+
+def open_session(config: Optional[SandboxConfig] = None, backend: Union[Backend, str] = "auto",
+                 pool: Optional[SandboxPool] = None, **overrides) -> SandboxSession:
+    """Create and start a session (use it as a context manager)."""
+    return SandboxSession(config, backend=backend, pool=pool, **overrides).start()

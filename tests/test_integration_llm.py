@@ -1,0 +1,106 @@
+"""Integration: the real embedded local model, and ChatOpenAI against a real
+``python -m llama_cpp.server`` serving the same model on loopback."""
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pandas as pd
+import pytest
+from langchain_core.messages import HumanMessage
+
+from cooplab.agents.decisions import LLMService, ModelUnavailable, decide
+from cooplab.agents.models import local_model_path, make_chat_model, parse_model_spec
+from cooplab.cli import main
+from cooplab.tasks.cpr.llm_agents import EFFORT
+
+pytestmark = pytest.mark.integration
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_local_model_runs_the_cpr_society_end_to_end(tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(["run", "cpr", "--agents", "llm", "--model", "local", "--n-agents", "3", "--rounds", "2",
+                 "--out", str(out), "--cache", str(tmp_path / "c.sqlite"), "-q", "--json"])
+    stdout, err = capsys.readouterr()
+    assert code == 0, err
+    s = json.loads(stdout)
+    d = pd.read_parquet(out / "decisions.parquet")
+    assert len(d) == 6 and s["status"] == "completed"
+    assert (d["input_tokens"] > 100).all() and (d["output_tokens"] > 0).all()
+    # every decision ended with a valid effort in [0, 1], decoded or by fallback
+    efforts = [json.loads(p)["effort"] for p in d["parsed"]]
+    assert all(0 <= e <= 1 for e in efforts)
+    # the model's answers were JSON (grammar-constrained decoding): parseable on every attempt
+    for raw in d["raw"]:
+        assert isinstance(json.loads(raw), dict)
+
+
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory):
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("server") / "server.log"
+    log = open(log_path, "wb")  # a pipe nobody reads would fill up and block the server
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llama_cpp.server", "--model", str(local_model_path()), "--host", "127.0.0.1",
+         "--port", str(port), "--n_ctx", "2048", "--model_alias", "smollm2"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"llama_cpp.server exited: {log_path.read_text()[-2000:]}")
+        try:
+            opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never via a proxy
+            with opener.open(url + "/models", timeout=2) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        raise RuntimeError("llama_cpp.server did not start in 180 s")
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+def test_chat_openai_against_a_real_llama_cpp_server(llama_server, tmp_path, capsys):
+    spec = parse_model_spec("openai:smollm2", base_url=llama_server, max_tokens=32)
+    svc = LLMService(models={"default": (spec, make_chat_model(spec))})
+    value, rec = asyncio.run(decide(svc, EFFORT, [HumanMessage(content='How hard will you fish this round? Reply {"effort": <0..1>}')],
+                                    society=0, agent=0, round=1, ctx={"previous_effort": 0.5}))
+    assert 0 <= value.effort <= 1
+    assert rec.input_tokens > 5 and rec.output_tokens > 0  # reported by the server's usage
+    assert svc.ledger.totals()["calls"] == rec.attempts
+    # the whole society through the CLI against the server
+    out = tmp_path / "run"
+    code = main(["run", "cpr", "--agents", "llm", "--model", "openai:smollm2", "--base-url", llama_server, "--n-agents", "2",
+                 "--rounds", "2", "--out", str(out), "--cache", "off", "-q", "--json"])
+    stdout, err = capsys.readouterr()
+    assert code == 0, err
+    assert json.loads(stdout)["decisions"]["count"] == 4
+
+
+def test_refused_connection_retries_with_backoff_then_stops(tmp_path):
+    spec = parse_model_spec("openai:smollm2", base_url=f"http://127.0.0.1:{_free_port()}/v1")
+    svc = LLMService(models={"default": (spec, make_chat_model(spec))}, max_transport_retries=2, backoff_base=0.05)
+    t0 = time.perf_counter()
+    with pytest.raises(ModelUnavailable, match="unreachable after 3 attempts"):
+        asyncio.run(decide(svc, EFFORT, [HumanMessage(content="x")], society=0, agent=0, round=1, ctx={"previous_effort": 0.5}))
+    assert time.perf_counter() - t0 >= 0.05 + 0.1  # two backoff sleeps happened
+    assert svc.ledger.spent == 0 and svc.ledger.in_flight == 0
