@@ -3,7 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 bash scripts/setup.sh
-if [ -f scripts/ensure-docker.sh ]; then
-  bash scripts/ensure-docker.sh
-fi
+bash scripts/ensure-docker.sh     # Docker engine + the sandbox image (built offline)
+bash scripts/ensure-chromium.sh   # headless Chromium for the trace viewer's page test
 exec .venv/bin/python -m pytest "$@"

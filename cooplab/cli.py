@@ -256,11 +256,73 @@ def figures_cpr_abm(
     typer.echo(f"figures and CSVs in {out} (claims.md summarizes the claims)")
 
 
-def _mount_optional() -> None:
+analyze_app = typer.Typer(help="Analyze a set of runs: statistics and the paper's figures.", no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(analyze_app, name="analyze")
+
+
+@analyze_app.command("cpr")
+def analyze_cpr(
+    run_dirs: list[Path] = typer.Argument(..., help="Run directories of 'cooplab run cpr' (or a sweep's cells/*)."),
+    out: Path = typer.Option(..., "--out", help="Directory for figures and tables."),
+    as_json: bool = typer.Option(False, "--json", help="Print the analysis summary as JSON."),
+) -> None:
+    """ANOVA (model x population, type II, eta^2), Tukey HSD with letters, Welch t-tests for the ablations,
+    and the analogs of the paper's Figs. 5, 6, 7, 14 and 15."""
+    from cooplab import runstore
+    from cooplab.evals.analysis_cpr import analyze
+
     try:
-        from cooplab.sandbox.cli import app as sandbox_app  # noqa: WPS433
-    except Exception:  # the sandbox is optional at import time
+        runstore.prepare_out(out, force=True)
+        res = analyze(run_dirs, out)
+    except runstore.RunDirError as exc:
+        _err(str(exc))
+    if as_json:
+        _echo_json(res)
         return
+    typer.echo(f"{res['societies']} societies from {res['runs']} runs; figures: {', '.join(res['figures'])}")
+    for n in res["notes"]:
+        typer.echo(f"note: {n}")
+    typer.echo(f"tables and figures in {out} (statistics.md summarizes the tests)")
+
+
+@app.command("sweep")
+def sweep_cmd(
+    config: Path = typer.Argument(..., help="Sweep config (JSON): models, envs, populations, ablations, trials, ..."),
+    analyze_out: Optional[Path] = typer.Option(None, "--analyze", help="Where to write the analysis (default OUT/analysis)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the sweep result as JSON."),
+) -> None:
+    """Run every cell of a sweep concurrently (skipping finished cells, resuming interrupted ones), then analyze."""
+    from cooplab import runstore
+    from cooplab.evals.analysis_cpr import analyze
+    from cooplab.tasks.cpr.sweep import SweepError, load_config, run_sweep
+
+    try:
+        cfg = load_config(config)
+    except SweepError as exc:
+        _err(str(exc))
+    res = run_sweep(cfg, log=lambda s: None if as_json else typer.echo(s, err=True))
+    if res["run_dirs"]:
+        dest = analyze_out or Path(cfg.out) / "analysis"
+        try:
+            res["analysis"] = analyze([Path(d) for d in res["run_dirs"]], dest)
+            res["analysis_dir"] = str(dest)
+        except runstore.RunDirError as exc:
+            res["analysis_error"] = str(exc)
+    if as_json:
+        _echo_json(res)
+    else:
+        typer.echo(f"{res['cells']} cells: {len(res['ran'])} ran, {len(res['resumed'])} resumed, {len(res['skipped'])} already done, {len(res['failed'])} failed")
+        if "analysis_dir" in res:
+            typer.echo(f"analysis in {res['analysis_dir']}")
+    if res["failed"]:
+        raise typer.Exit(1)
+
+
+def _mount_optional() -> None:
+    from cooplab.evals.trace_viewer import traces_app
+    from cooplab.sandbox.cli import app as sandbox_app
+
+    app.add_typer(traces_app, name="traces", help="Export or view a run's traces (LangSmith run format).")
     app.add_typer(sandbox_app, name="sandbox", help="The sandboxed Python executor.")
 
 

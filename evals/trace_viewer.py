@@ -20,7 +20,6 @@ import sys
 import threading
 import time
 import webbrowser
-from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Optional
@@ -241,14 +240,14 @@ def export_cmd(
 ) -> None:
     """Send a finished run's traces to LangSmith (or a compatible server); the API key is read
     from $LANGSMITH_API_KEY, never from the command line."""
-    from cooplab.graphs.tracing import ExportError, TraceFileError, export_traces
+    from cooplab.graphs.tracing import ExportConfigError, ExportError, TraceFileError, export_traces
 
     _check_dir(run_dir)
     if endpoint is not None and not endpoint.startswith(("http://", "https://")):
         _fail(f"--endpoint must be an http(s) URL, got {endpoint!r}")
     try:
         n = export_traces(run_dir, endpoint=endpoint, project=project)
-    except TraceFileError as exc:
+    except (TraceFileError, ExportConfigError) as exc:
         _fail(str(exc))
     except ExportError as exc:
         _fail(str(exc), code=1)

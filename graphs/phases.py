@@ -82,10 +82,8 @@ def threshold(state: State) -> np.ndarray:
     return np.where(gd[:, None], state["G"][:, None], state["g"])
 
 
-def punish_node(policy: Callable = rb.sample_inspect_punish) -> Callable[[State], dict]:
-    def punish(state: State) -> dict:
-        rng = phase_rng(state["seed"], state["round"], "punish")
-        out = policy(state, threshold(state), rng)
+def punish_node(policy: Callable = rb.sample_inspect_punish) -> Callable[..., Any]:
+    def apply(state: State, out: dict) -> dict:
         on = punishment_enabled(state)
         return {
             "B": np.where(on[:, None], out["B"], 0).astype(np.int8),
@@ -93,6 +91,19 @@ def punish_node(policy: Callable = rb.sample_inspect_punish) -> Callable[[State]
             "n_inspections": np.where(on, out["n_inspections"], 0),
             "n_violations": np.where(on, out["n_violations"], 0),
         }
+
+    if is_async_policy(policy):
+
+        async def punish_llm(state: State, runtime: Runtime, config: RunnableConfig) -> dict:
+            rng = phase_rng(state["seed"], state["round"], "punish")
+            res: PolicyResult = await policy(state, rng, runtime.context, config)
+            return {**apply(state, res.value), **res.updates}
+
+        return punish_llm
+
+    def punish(state: State) -> dict:
+        rng = phase_rng(state["seed"], state["round"], "punish")
+        return apply(state, policy(state, threshold(state), rng))
 
     return punish
 
@@ -148,7 +159,13 @@ def environment_node(end_on_starvation: bool = True) -> Callable[[State], dict]:
                 "n_punished": V.sum(axis=1) * active,
                 "compliance": mean_alive(state["h"] <= threshold(state) + 1e-12),
             }
+        memory = {}
+        if "h_recent" in state:  # LLM agents see their last few rounds: shift in this round's outcomes
+            for key, now in (("h_recent", state["h"]), ("effort_recent", state["effort"]), ("V_recent", V.astype(float))):
+                old = state[key]
+                memory[key] = np.where(run[..., None], np.concatenate([now[..., None], old[..., :-1]], axis=2), old)
         return {
+            **memory,
             "P": np.where(run, wealth, state["P"]),
             "P_bar": P_bar,
             "alive": alive,
@@ -174,7 +191,17 @@ def learn_node(rule: Callable = rb.payoff_biased_imitation) -> Callable[[State],
     return learn
 
 
-def propose_node(policy: Callable = rb.propose_own_cap) -> Callable[[State], dict]:
+def propose_node(policy: Callable = rb.propose_own_cap) -> Callable[..., Any]:
+    """Rule policies return numeric proposals; LLM policies return texts (in ``updates``)."""
+    if is_async_policy(policy):
+
+        async def propose_llm(state: State, runtime: Runtime, config: RunnableConfig) -> dict:
+            rng = phase_rng(state["seed"], state["round"], "propose")
+            res: PolicyResult = await policy(state, rng, runtime.context, config)
+            return dict(res.updates)
+
+        return propose_llm
+
     def propose(state: State) -> dict:
         rng = phase_rng(state["seed"], state["round"], "propose")
         return {"proposals": np.where(_running(state), policy(state, rng), np.nan)}
@@ -182,7 +209,16 @@ def propose_node(policy: Callable = rb.propose_own_cap) -> Callable[[State], dic
     return propose
 
 
-def vote_node(rule: Callable = rb.median_vote) -> Callable[[State], dict]:
+def vote_node(rule: Callable = rb.median_vote) -> Callable[..., Any]:
+    if is_async_policy(rule):
+
+        async def vote_llm(state: State, runtime: Runtime, config: RunnableConfig) -> dict:
+            rng = phase_rng(state["seed"], state["round"], "vote")
+            res: PolicyResult = await rule(state, rng, runtime.context, config)
+            return dict(res.updates)
+
+        return vote_llm
+
     def vote(state: State) -> dict:
         rng = phase_rng(state["seed"], state["round"], "vote")
         G_new = rule(state["proposals"], _running(state), rng)

@@ -47,6 +47,15 @@ class CPRState(TypedDict, total=False):
     collapse: np.ndarray  # (S,) 0 running/cap, 1 stock <= R_min, 2 starvation
     eta_sum: np.ndarray  # (S,) running sum of eta(t) over the rounds lived
     history: Annotated[list[dict[str, Any]], operator.add]  # one record per round
-    # LLM agents (empty for rule-based runs)
+    # LLM agents (absent or empty for rule-based runs)
+    h_recent: np.ndarray  # (S, N, K) harvests of the last K rounds, newest first
+    effort_recent: np.ndarray  # (S, N, K) efforts of the last K rounds
+    V_recent: np.ndarray  # (S, N, K) 1 where the agent was fined
+    beliefs: list[list[str]]  # (S x N) personal normative beliefs in words
+    beliefs_initial: list[list[str]]  # (S x N) the templates drawn at the start
+    proposal_texts: list[list[str | None]]  # (S x N) this round's proposed group norms
+    norm_text: list[str | None]  # (S,) the adopted group norm, broadcast verbatim
+    agent_types: list[list[str]]  # (S x N) altruistic | selfish
+    norm_history: Annotated[list[dict[str, Any]], operator.add]  # adopted norm per society and round
     decisions: Annotated[list[dict[str, Any]], operator.add]  # one row per decision
     ledger: Annotated[list[dict[str, Any]], operator.add]  # the credit ledger's audit trail

@@ -545,6 +545,10 @@ class ExportError(RuntimeError):
     """The endpoint refused or could not be reached (one line)."""
 
 
+class ExportConfigError(ValueError):
+    """Export asked for without the settings it needs (user-facing, one line)."""
+
+
 def traces_path(run_dir: str | os.PathLike[str]) -> Path:
     p = Path(run_dir)
     return p if p.is_file() else p / TRACES_FILE
@@ -553,7 +557,8 @@ def traces_path(run_dir: str | os.PathLike[str]) -> Path:
 def load_runs(run_dir: str | os.PathLike[str], *, validate: bool = False) -> list[dict[str, Any]]:
     """The runs recorded in ``run_dir/traces.jsonl`` (or a traces file given directly),
     in file order. Blank lines are skipped; a malformed line raises :class:`TraceFileError`
-    (a last line cut short by a crash is skipped instead)."""
+    (a last line cut short by a crash is skipped instead). ``validate``: check every run
+    against ``langsmith.schemas.Run``."""
     path = traces_path(run_dir)
     if not path.is_file():
         raise TraceFileError(f"no {TRACES_FILE} in {run_dir}")
@@ -564,6 +569,12 @@ def load_runs(run_dir: str | os.PathLike[str], *, validate: bool = False) -> lis
             continue
         try:
             rec = json.loads(line)
+        except ValueError as exc:
+            if i == len(lines):  # a last line cut short by a crash mid-write
+                logger.warning("%s: skipped a cut-off last line", path)
+                continue
+            raise TraceFileError(f"{path}:{i}: not JSON: {exc}") from None
+        try:
             if not isinstance(rec, dict) or "id" not in rec:
                 raise ValueError("not a run object")
             if validate:
@@ -571,9 +582,6 @@ def load_runs(run_dir: str | os.PathLike[str], *, validate: bool = False) -> lis
 
                 Run(**rec)
         except Exception as exc:
-            if i == len(lines) and not validate:
-                logger.warning("%s: skipped a cut-off last line", path)
-                continue
             raise TraceFileError(f"{path}:{i}: not a LangSmith run: {str(exc).splitlines()[0]}") from None
         runs.append(rec)
     return runs
@@ -597,7 +605,9 @@ def export_traces(
     number of runs sent. Runs go parent-first (by ``dotted_order``) through the LangSmith
     client's batch ingest (``POST {endpoint}/runs/batch``). ``endpoint``/``api_key``/
     ``project`` default to LANGSMITH_ENDPOINT/LANGSMITH_API_KEY/LANGSMITH_PROJECT. Values
-    are scrubbed again before sending. Raises :class:`TraceFileError` or :class:`ExportError`.
+    are scrubbed again before sending. Raises :class:`TraceFileError` (bad file),
+    :class:`ExportConfigError` (neither endpoint nor key: nothing is sent) or
+    :class:`ExportError` (the endpoint refused or could not be reached).
     """
     from langsmith import Client
 
@@ -614,6 +624,11 @@ def export_traces(
     endpoint = endpoint or os.environ.get("LANGSMITH_ENDPOINT") or os.environ.get("LANGCHAIN_ENDPOINT") or None
     api_key = api_key or os.environ.get("LANGSMITH_API_KEY") or os.environ.get("LANGCHAIN_API_KEY") or None
     project = project or os.environ.get("LANGSMITH_PROJECT") or os.environ.get("LANGCHAIN_PROJECT") or "cooplab"
+    if endpoint is None and api_key is None:
+        raise ExportConfigError(
+            "no endpoint and no API key: set LANGSMITH_API_KEY (and LANGSMITH_ENDPOINT or --endpoint "
+            "for a server other than LangSmith's)"
+        )
     errors: list[BaseException] = []
     try:
         client = Client(
@@ -628,6 +643,9 @@ def export_traces(
     except Exception as exc:
         raise ExportError(f"cannot create a LangSmith client: {str(exc).splitlines()[0]}") from None
     secrets = secret_values()
+    ls_logger = logging.getLogger("langsmith")
+    old_level = ls_logger.level
+    ls_logger.setLevel(logging.CRITICAL)  # failures are reported once, by ExportError
     try:
         for i in range(0, len(uniq), batch_size):
             batch = []
@@ -642,6 +660,7 @@ def export_traces(
     except Exception as exc:
         errors.append(exc)
     finally:
+        ls_logger.setLevel(old_level)
         try:
             client.close() if hasattr(client, "close") else None
         except Exception:

@@ -24,7 +24,12 @@ fi
 stamp=.venv/.cooplab-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
+  # the CPU build of PyTorch first (the norm-similarity embedder needs it); otherwise a
+  # dependency could pull a multi-GB CUDA build
+  if ! .venv/bin/python -c "import torch" 2>/dev/null; then
+    .venv/bin/python -m pip install -q "torch==2.13.0" 2>&1 | grep -v "^WARNING: Location" || true
+  fi
   .venv/bin/python -m pip install -q -e ".[dev]" 2>&1 | grep -v "^WARNING: Location" || true
-  .venv/bin/python -c "import cooplab.tasks.cpr.society, langgraph, mesa" || { echo "setup: installation failed" >&2; exit 1; }
+  .venv/bin/python -c "import cooplab.tasks.cpr.society, langgraph, mesa, llama_cpp, statsmodels, sentence_transformers" || { echo "setup: installation failed" >&2; exit 1; }
   touch "$stamp"
 fi

@@ -43,7 +43,8 @@ def test_llm_run_writes_decisions_ledger_and_summary(tmp_path, capsys):
     assert s["agents"] == "llm" and s["status"] == "completed"
     d = pd.read_parquet(out / "decisions.parquet")
     rounds_lived = s["survival_time"]["values"][0]
-    assert len(d) == 3 * rounds_lived  # one effort decision per living agent per round
+    assert (d["phase"] == "harvest").sum() == 3 * rounds_lived  # one effort decision per living agent per round
+    assert set(d["phase"]) <= {"harvest", "punish", "propose", "vote"}
     assert set(d.columns) >= {"agent", "round", "phase", "raw", "parsed", "attempts", "fallback_used", "input_tokens", "output_tokens", "latency", "cost"}
     assert (d["attempts"] >= 1).all() and (d["attempts"] <= 3).all()
     led = pd.read_parquet(out / "ledger.parquet")
@@ -84,7 +85,7 @@ def test_unreachable_model_stops_cleanly_and_resume_continues(tmp_path, capsys):
     code, _, err = run(args, capsys)
     assert code == 1 and "cooplab resume" in err and "unreachable" in err
     s = json.loads((out / "summary.json").read_text())
-    assert s["status"] == "stopped" and s["rounds_completed"] == 2
+    assert s["status"] == "stopped" and 1 <= s["rounds_completed"] < 4
     # point the run at a working model and resume: no round lost or repeated
     cfg = json.loads((out / "config.json").read_text())
     cfg["llm"]["models"]["default"] = f"scripted:{good}"
@@ -153,6 +154,7 @@ def test_mixed_models_per_agent(tmp_path, capsys):
     code, _, err = run(["run", "cpr", "--agents", "llm", "--model", f"scripted:{a}", "--agent-model", f"1=scripted:{b}",
                         "--n-agents", "3", "--rounds", "1", "--out", str(out), "--cache", "off", "-q"], capsys)
     assert code == 0, err
-    d = pd.read_parquet(out / "decisions.parquet").set_index("agent")
+    d = pd.read_parquet(out / "decisions.parquet")
+    d = d[d["phase"] == "harvest"].set_index("agent")
     assert d.loc[1, "model"] == f"scripted:{b}" and d.loc[0, "model"] == f"scripted:{a}"
     assert json.loads(d.loc[1, "parsed"])["effort"] == 0.9 and json.loads(d.loc[2, "parsed"])["effort"] == 0.1

@@ -1,14 +1,32 @@
-"""LLM policies for the CPR society (the effort decision; more phases come with the LLM society).
+"""LLM policies of the CPR society (Gupta et al. 2025, §3.1.3-3.1.5, Figs. 8-11).
 
-Prompts are text files in ``tasks/cpr/prompts``. The payoff function and the resource
-dynamics are never shown: agents see their own recent outcomes, (if social learning is on)
-a few randomly sampled peers' recent actions and outcomes, their personal belief, the group
-norm verbatim (if one is in force) and the stock.
+Four prompts (text files in ``tasks/cpr/prompts``), written in our own words from the paper's
+descriptions; one structured decision each:
+
+=========  ===================================================  ==========================
+phase      the agent decides                                    paper
+=========  ===================================================  ==========================
+harvest    an effort in [0, 1]                                  Fig. 8
+punish     whom to fine among the peers it watched, or nobody   Fig. 9
+propose    its updated personal belief and a group-norm text    Fig. 10
+vote       one of the distinct proposals                        Fig. 11
+=========  ===================================================  ==========================
+
+The payoff function and the resource dynamics are never shown. Social learning happens in
+context: with social learning on, the effort and propose prompts summarize a few randomly
+sampled peers' recent actions and outcomes. With group decision on, the winning norm is
+broadcast verbatim and shown in the next round's prompts. Calls per living agent per round:
+Full 4, OGD 4 (no peer information), OSL 2 and Neither 2 (no proposals, no vote, no shared
+norm; beliefs keep their initial text). A society's last round (round cap or collapse) has no
+propose/vote calls: no later round would be governed by the norm. Propose and vote run after
+the environment step of round t and are recorded as decisions of round t.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+from collections import Counter
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -18,9 +36,10 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
 from cooplab.agents.decisions import DecisionSpec, LLMService, decide
-from cooplab.graphs.phases import PolicyResult
+from cooplab.graphs.phases import PolicyResult, punishment_enabled
 
 N_PEERS_SHOWN = 3
+MEMORY = 3  # rounds of personal history shown
 
 
 @lru_cache(maxsize=None)
@@ -28,83 +47,295 @@ def prompt(name: str) -> str:
     return resources.files("cooplab.tasks.cpr").joinpath("prompts", f"{name}.txt").read_text()
 
 
-class EffortDecision(BaseModel):
-    """An effort in [0, 1]."""
+@lru_cache(maxsize=None)
+def belief_bank() -> dict[str, list[str]]:
+    return json.loads(resources.files("cooplab.tasks.cpr").joinpath("prompts", "beliefs.json").read_text())
 
+
+# --- decisions -----------------------------------------------------------------------------
+class EffortDecision(BaseModel):
     effort: float = Field(ge=0.0, le=1.0, description="fishing effort between 0 and 1")
 
 
-def effort_fallback(ctx: dict[str, Any]) -> EffortDecision:
-    """Documented fallback: keep last round's effort (in round 1: the agent's initial effort trait)."""
-    return EffortDecision(effort=float(np.clip(ctx["previous_effort"], 0.0, 1.0)))
+class PunishDecision(BaseModel):
+    punish: int | None = Field(default=None, description="number of the fisher to fine, or null")
 
 
-EFFORT = DecisionSpec(phase="harvest", schema=EffortDecision, fallback=effort_fallback, max_attempts=3,
-                      instructions='Reply with one JSON object only: {"effort": <a number from 0 to 1>}.')
+class ProposeDecision(BaseModel):
+    belief: str = Field(min_length=3, max_length=400)
+    proposal: str = Field(min_length=3, max_length=300)
 
 
-def _fmt(x: float) -> str:
+class VoteDecision(BaseModel):
+    vote: int
+
+
+def _check_punish(v: PunishDecision, ctx: dict[str, Any]) -> None:
+    if v.punish is not None and v.punish not in ctx["shown"]:
+        raise ValueError(f"fisher {v.punish} was not among the fishers shown ({', '.join(map(str, ctx['shown']))}); use one of them or null")
+
+
+def _check_vote(v: VoteDecision, ctx: dict[str, Any]) -> None:
+    if not 1 <= v.vote <= ctx["n_options"]:
+        raise ValueError(f"vote must be a rule number from 1 to {ctx['n_options']}")
+
+
+EFFORT = DecisionSpec(
+    phase="harvest", schema=EffortDecision, max_attempts=3,
+    fallback=lambda ctx: EffortDecision(effort=float(np.clip(ctx["previous_effort"], 0.0, 1.0))),  # keep last round's effort
+    instructions='Reply with one JSON object only: {"effort": <a number from 0 to 1>}.')
+PUNISH = DecisionSpec(
+    phase="punish", schema=PunishDecision, check=_check_punish, max_attempts=3,
+    fallback=lambda ctx: PunishDecision(punish=None),  # fine nobody
+    instructions='Reply with one JSON object only: {"punish": <a fisher number shown, or null>}.')
+PROPOSE = DecisionSpec(
+    phase="propose", schema=ProposeDecision, max_attempts=3,
+    fallback=lambda ctx: ProposeDecision(belief=ctx["belief"], proposal=ctx["belief"]),  # keep belief, propose it
+    instructions='Reply with one JSON object only: {"belief": "<one sentence>", "proposal": "<one sentence>"}.')
+VOTE = DecisionSpec(
+    phase="vote", schema=VoteDecision, check=_check_vote, max_attempts=3,
+    fallback=lambda ctx: VoteDecision(vote=ctx["own_option"]),  # vote for one's own proposal
+    instructions='Reply with one JSON object only: {"vote": <a rule number>}.')
+
+
+# --- prompt pieces -------------------------------------------------------------------------
+def _t(x: float) -> str:
     return f"{x:.1f}"
 
 
+def norm_line(state: dict[str, Any], s: int) -> str:
+    text = (state.get("norm_text") or [None] * (s + 1))[s]
+    if bool(state["params"]["group_decision"][s]) and text:
+        return f'The rule your group adopted by vote: "{text}"'
+    if bool(state["params"]["group_decision"][s]):
+        return "Your group has not adopted any rule yet."
+    return "Your group has no shared rule about fishing."
+
+
+def own_history(state: dict[str, Any], s: int, i: int, rounds_done: int) -> str:
+    if rounds_done <= 0:
+        return f"- Nothing yet: this is the first round. Your savings: {_t(state['P'][s, i])}."
+    lines = []
+    for k in range(min(MEMORY, rounds_done)):
+        fined = ", and you were fined for overfishing" if state["V_recent"][s, i, k] else ""
+        lines.append(f"- {'Last round' if k == 0 else f'{k + 1} rounds ago'}: effort {state['effort_recent'][s, i, k]:.2f}, "
+                     f"you caught {_t(state['h_recent'][s, i, k])} tonnes{fined}.")
+    lines.append(f"- Your savings now: {_t(state['P'][s, i])}.")
+    return "\n".join(lines)
+
+
+def peer_block(state: dict[str, Any], s: int, peers: list[int], rounds_done: int) -> str:
+    if not peers or rounds_done <= 0:
+        return ""
+    lines = [f"- Fisher {j + 1}: effort {state['effort_recent'][s, j, 0]:.2f}, caught {_t(state['h_recent'][s, j, 0])} tonnes, "
+             f"savings {_t(state['P'][s, j])}" + (", was fined" if state["V_recent"][s, j, 0] else "") for j in peers]
+    return "\nWhat a few other fishers did last round:\n" + "\n".join(lines) + "\n"
+
+
+def system(state: dict[str, Any], i: int) -> SystemMessage:
+    return SystemMessage(content=prompt("system").format(name=f"Fisher {i + 1}", n_agents=state["alive"].shape[1]).strip())
+
+
+def _peers(rng: np.random.Generator, alive_idx: np.ndarray, i: int, k: int = N_PEERS_SHOWN) -> list[int]:
+    others = [int(j) for j in alive_idx if j != i]
+    if not others:
+        return []
+    return sorted(rng.choice(others, size=min(k, len(others)), replace=False).tolist())
+
+
 def effort_messages(state: dict[str, Any], s: int, i: int, peers: list[int]) -> list:
-    P = state["params"]
-    N = state["alive"].shape[1]
     t = int(state["round"])
-    gd = bool(P["group_decision"][s]) and np.isfinite(state["G"][s])
-    norm_line = (f"The group's agreed rule: no fisher should catch more than {_fmt(state['G'][s])} tonnes per round."
-                 if gd else "The group has no agreed rule about fishing.")
-    belief = f"you think a fisher should catch at most {_fmt(state['g'][s, i])} tonnes per round."
-    if t == 1:
-        own = "- This is the first round; you have caught nothing yet. Your savings: " + _fmt(state["P"][s, i]) + "."
-    else:
-        fined = " You were fined by a neighbour for overfishing." if state["V"][s, i] else ""
-        own = (f"- Last round you fished with effort {state['effort'][s, i]:.2f} and caught {_fmt(state['h'][s, i])} tonnes.{fined}\n"
-               f"- Your savings now: {_fmt(state['P'][s, i])}.")
-    if peers and t > 1:
-        lines = [f"- Fisher {j + 1}: effort {state['effort'][s, j]:.2f}, caught {_fmt(state['h'][s, j])} tonnes, savings {_fmt(state['P'][s, j])}"
-                 + (", was fined" if state["V"][s, j] else "") for j in peers]
-        peer_block = "\nWhat a few other fishers did last round:\n" + "\n".join(lines) + "\n"
-    else:
-        peer_block = ""
-    system = prompt("system").format(name=f"Fisher {i + 1}", n_agents=N)
-    human = prompt("effort").format(round=t, stock=_fmt(state["R"][s]), norm_line=norm_line, belief=belief,
-                                    own_history=own, peer_block=peer_block)
-    return [SystemMessage(content=system.strip()), HumanMessage(content=human.strip())]
+    human = prompt("effort").format(round=t, stock=_t(state["R"][s]), norm_line=norm_line(state, s),
+                                    belief=state["beliefs"][s][i], own_history=own_history(state, s, i, t - 1),
+                                    peer_block=peer_block(state, s, peers, t - 1))
+    return [system(state, i), HumanMessage(content=human.strip())]
+
+
+def punish_messages(state: dict[str, Any], s: int, i: int, shown: list[int]) -> list:
+    lines = "\n".join(f"- Fisher {j + 1}: effort {state['effort'][s, j]:.2f}, caught {_t(state['h'][s, j])} tonnes" for j in shown)
+    human = prompt("punish").format(round=int(state["round"]), peers=lines, norm_line=norm_line(state, s), belief=state["beliefs"][s][i])
+    return [system(state, i), HumanMessage(content=human.strip())]
+
+
+def propose_messages(state: dict[str, Any], s: int, i: int, peers: list[int]) -> list:
+    done = int(state["round"]) - 1  # the environment step has advanced the round
+    human = prompt("propose").format(round=done, stock=_t(state["R"][s]), own_history=own_history(state, s, i, done),
+                                     peer_block=peer_block(state, s, peers, done), norm_line=norm_line(state, s),
+                                     belief=state["beliefs"][s][i])
+    return [system(state, i), HumanMessage(content=human.strip())]
+
+
+def vote_messages(state: dict[str, Any], s: int, i: int, options: list[str]) -> list:
+    listing = "\n".join(f"{k + 1}. {text}" for k, text in enumerate(options))
+    human = prompt("vote").format(options=listing, belief=state["beliefs"][s][i])
+    return [system(state, i), HumanMessage(content=human.strip())]
+
+
+# --- running many decisions ----------------------------------------------------------------
+async def _gather(service: LLMService, spec: DecisionSpec, jobs: list, round_: int, config: Any) -> list:
+    """Ask all (society, agent, messages, ctx) jobs concurrently. Every call runs to completion
+    (a reserved call is never cancelled half-way); then the first failure is raised."""
+
+    async def one(job):
+        s, i, msgs, ctx = job
+        value, rec = await decide(service, spec, msgs, society=s, agent=i, round=round_, ctx=ctx, config=config)
+        return s, i, value, rec
+
+    results = await asyncio.gather(*(one(j) for j in jobs), return_exceptions=True)
+    failures = [r for r in results if isinstance(r, BaseException)]
+    if failures:
+        raise failures[0]
+    return results
+
+
+def _running(state: dict[str, Any]) -> np.ndarray:
+    return state["alive"] & state["active"][:, None]
+
+
+def _ledger_since(service: LLMService, n: int) -> list[dict]:
+    return [e.as_dict() for e in service.ledger.entries[n:]]
 
 
 class LLMEffortPolicy:
-    """e_i(t) = f_E(O_i(t)) decided by each agent's model, all agents of all societies concurrently."""
+    """Fig. 8: e_i(t) = f_E(O_i(t)), decided in context by each agent's model."""
 
-    async def __call__(self, state: dict[str, Any], rng: np.random.Generator, context: Any, config: Any) -> PolicyResult:
+    async def __call__(self, state, rng, context, config) -> PolicyResult:
         service: LLMService = context.llm
         S, N = state["alive"].shape
-        run = state["alive"] & state["active"][:, None]
+        run = _running(state)
         learn = state["params"]["social_learning"].astype(bool)
-        effort = np.zeros((S, N))
-        n_before = len(service.ledger.entries)
+        n0 = len(service.ledger.entries)
         jobs = []
         for s in range(S):
             alive_idx = np.flatnonzero(run[s])
             for i in alive_idx:
-                others = [int(j) for j in alive_idx if j != i]
-                peers = sorted(rng.choice(others, size=min(N_PEERS_SHOWN, len(others)), replace=False).tolist()) if (learn[s] and others) else []
+                peers = _peers(rng, alive_idx, int(i)) if learn[s] else []
                 prev = state["effort"][s, i] if state["round"] > 1 else state["e"][s, i]
                 jobs.append((s, int(i), effort_messages(state, s, int(i), peers), {"previous_effort": float(prev)}))
+        effort = np.zeros((S, N))
+        recs = []
+        for s, i, value, rec in await _gather(service, EFFORT, jobs, int(state["round"]), config):
+            effort[s, i] = value.effort
+            recs.append(rec.as_dict())
+        return PolicyResult(effort, {"decisions": recs, "ledger": _ledger_since(service, n0)})
 
-        async def one(job):
-            s, i, msgs, ctx = job
-            return s, i, await decide(service, EFFORT, msgs, society=s, agent=i, round=int(state["round"]), ctx=ctx, config=config)
 
-        # every call runs to completion (a reserved call is never cancelled half-way), then the
-        # first failure (budget exhausted, model unavailable) is raised
-        results = await asyncio.gather(*(one(j) for j in jobs), return_exceptions=True)
-        failures = [r for r in results if isinstance(r, BaseException)]
-        if failures:
-            raise failures[0]
-        records = []
-        for s, i, (value, rec) in results:
-            effort[s, i] = value.effort if value is not None else 0.0
-            records.append(rec.as_dict())
-        entries = [e.as_dict() for e in service.ledger.entries[n_before:]]
-        return PolicyResult(effort, {"decisions": records, "ledger": entries})
+class LLMPunishPolicy:
+    """Fig. 9: each agent watches a few random peers' catch this round and judges, against the
+    group norm in language (no numeric threshold), whether and whom to fine. B and V as in the
+    ABM (indicators), so the payoff update is the same: gamma to the punisher, beta to the punished."""
+
+    async def __call__(self, state, rng, context, config) -> PolicyResult:
+        service: LLMService = context.llm
+        S, N = state["alive"].shape
+        run = _running(state) & punishment_enabled(state)[:, None]
+        n0 = len(service.ledger.entries)
+        jobs = []
+        for s in range(S):
+            alive_idx = np.flatnonzero(_running(state)[s])
+            for i in np.flatnonzero(run[s]):
+                shown = _peers(rng, alive_idx, int(i))
+                if shown:
+                    jobs.append((s, int(i), punish_messages(state, s, int(i), shown), {"shown": [j + 1 for j in shown]}))
+        B = np.zeros((S, N), dtype=np.int8)
+        V = np.zeros((S, N), dtype=np.int8)
+        inspections = np.zeros(S, dtype=int)
+        recs = []
+        for s, i, value, rec in await _gather(service, PUNISH, jobs, int(state["round"]), config):
+            inspections[s] += 1
+            if value.punish is not None:
+                B[s, i] = 1
+                V[s, value.punish - 1] = 1
+            recs.append(rec.as_dict())
+        n_viol = B.sum(axis=1)
+        return PolicyResult({"B": B, "V": V, "n_inspections": inspections, "n_violations": n_viol},
+                            {"decisions": recs, "ledger": _ledger_since(service, n0)})
+
+
+class LLMProposePolicy:
+    """Fig. 10: update the personal belief and propose a short natural-language group norm."""
+
+    async def __call__(self, state, rng, context, config) -> PolicyResult:
+        service: LLMService = context.llm
+        S, N = state["alive"].shape
+        run = _running(state)
+        learn = state["params"]["social_learning"].astype(bool)
+        n0 = len(service.ledger.entries)
+        jobs = []
+        for s in range(S):
+            alive_idx = np.flatnonzero(run[s])
+            for i in alive_idx:
+                peers = _peers(rng, alive_idx, int(i)) if learn[s] else []
+                jobs.append((s, int(i), propose_messages(state, s, int(i), peers), {"belief": state["beliefs"][s][i]}))
+        beliefs = [list(row) for row in state["beliefs"]]
+        proposals: list[list[str | None]] = [[None] * N for _ in range(S)]
+        recs = []
+        for s, i, value, rec in await _gather(service, PROPOSE, jobs, int(state["round"]) - 1, config):
+            beliefs[s][i] = value.belief.strip()
+            proposals[s][i] = value.proposal.strip()
+            recs.append(rec.as_dict())
+        return PolicyResult(None, {"beliefs": beliefs, "proposal_texts": proposals, "decisions": recs,
+                                   "ledger": _ledger_since(service, n0)})
+
+
+def distinct_proposals(proposals: list[str | None]) -> list[str]:
+    """The distinct proposals in first-seen order (exact text after trimming)."""
+    seen: dict[str, None] = {}
+    for p in proposals:
+        if p:
+            seen.setdefault(p, None)
+    return list(seen)
+
+
+def plurality_winner(options: list[str], votes: list[int], rng: np.random.Generator) -> tuple[str, bool]:
+    """The option with most votes; a tie is broken uniformly at random by the seeded generator.
+    Returns (winner, was_tie)."""
+    counts = Counter(votes)
+    best = max(counts.values())
+    tied = sorted(k for k, c in counts.items() if c == best)
+    pick = tied[int(rng.integers(len(tied)))] if len(tied) > 1 else tied[0]
+    return options[pick - 1], len(tied) > 1
+
+
+class LLMVotePolicy:
+    """Fig. 11: vote among the distinct proposals; the winner is broadcast verbatim."""
+
+    async def __call__(self, state, rng, context, config) -> PolicyResult:
+        service: LLMService = context.llm
+        S, N = state["alive"].shape
+        run = _running(state)
+        n0 = len(service.ledger.entries)
+        options = {s: distinct_proposals(state["proposal_texts"][s]) for s in range(S)}
+        jobs = []
+        for s in range(S):
+            if len(options[s]) < 2:
+                continue  # a single proposal is adopted without a vote
+            for i in np.flatnonzero(run[s]):
+                own = state["proposal_texts"][s][i]
+                own_k = options[s].index(own) + 1 if own in options[s] else 1
+                jobs.append((s, int(i), vote_messages(state, s, int(i), options[s]), {"n_options": len(options[s]), "own_option": own_k}))
+        votes: dict[int, list[int]] = {s: [] for s in range(S)}
+        recs = []
+        for s, i, value, rec in await _gather(service, VOTE, jobs, int(state["round"]) - 1, config):
+            votes[s].append(value.vote)
+            recs.append(rec.as_dict())
+        norm = list(state.get("norm_text") or [None] * S)
+        history = []
+        for s in range(S):
+            if not state["active"][s] or not options[s]:
+                continue
+            tie = False
+            if len(options[s]) == 1:
+                norm[s] = options[s][0]
+            else:
+                norm[s], tie = plurality_winner(options[s], votes[s], rng)
+            history.append({"society": s, "round": int(state["round"]) - 1, "norm": norm[s], "options": len(options[s]),
+                            "votes": json.dumps(sorted(Counter(votes[s]).items())), "tie": tie})
+        return PolicyResult(None, {"norm_text": norm, "norm_history": history, "decisions": recs,
+                                   "ledger": _ledger_since(service, n0)})
+
+
+def initial_beliefs(agent_types: list[list[str]], rng: np.random.Generator) -> list[list[str]]:
+    """Each agent draws one template of its type from the bank (§4.2)."""
+    bank = belief_bank()
+    return [[bank[t][int(rng.integers(len(bank[t])))] for t in row] for row in agent_types]

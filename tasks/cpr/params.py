@@ -130,6 +130,15 @@ def population_ranges(params: CPRParams, population: str) -> list[InitialRange]:
     raise ValueError(f"unknown population {population!r}; choose altruistic, selfish, mixed or general")
 
 
+def agent_types(N: int, population: str) -> list[str]:
+    """altruistic / selfish label of each agent (mixed: the first N//2 are altruists)."""
+    if population in ("altruistic", "selfish"):
+        return [population] * N
+    if population == "mixed":
+        return ["altruistic"] * (N // 2) + ["selfish"] * (N - N // 2)
+    raise ValueError(f"population {population!r} has no LLM belief types; choose altruistic, selfish or mixed")
+
+
 class ParamError(ValueError):
     """A user-facing, one-line parameter error."""
 

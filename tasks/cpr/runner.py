@@ -45,20 +45,48 @@ def resolve_params(env: str, ablation: str, n_agents: int | None, rounds: int | 
 
 
 def llm_phases(params: CPRParams) -> "OrderedDict[str, Callable]":
-    """The CPR graph with LLM agents deciding their effort (same nodes; the harvest policy is
-    swapped). Social learning happens in context (peers shown in the prompt), so the
+    """The CPR graph with LLM agents: the same phase nodes with LLM policies plugged in
+    (Figs. 8-11). Social learning happens in context (peers shown in the prompts), so the
     parameter-copying ``learn`` node is not part of an LLM society."""
-    from cooplab.tasks.cpr.llm_agents import LLMEffortPolicy
+    from cooplab.tasks.cpr import llm_agents as la
 
     nodes: OrderedDict[str, Callable] = OrderedDict()
-    nodes["harvest"] = ph.harvest_node(LLMEffortPolicy())
+    nodes["harvest"] = ph.harvest_node(la.LLMEffortPolicy())
     if params.punishment:
-        nodes["punish"] = ph.punish_node()
+        nodes["punish"] = ph.punish_node(la.LLMPunishPolicy())
     nodes["environment"] = ph.environment_node()
     if params.group_decision:
-        nodes["propose"] = ph.propose_node()
-        nodes["vote"] = ph.vote_node()
+        nodes["propose"] = ph.propose_node(la.LLMProposePolicy())
+        nodes["vote"] = ph.vote_node(la.LLMVotePolicy())
     return nodes
+
+
+def init_llm_state(conditions, replicates: int, seed: int) -> dict[str, Any]:
+    """The rule-based initial state plus what LLM agents carry: belief texts drawn from the
+    template bank by type, an empty group norm, and a short memory of recent outcomes."""
+    from cooplab.graphs.rng import phase_rng
+    from cooplab.tasks.cpr.llm_agents import MEMORY, initial_beliefs
+    from cooplab.tasks.cpr.params import agent_types
+
+    state = init_state(conditions, replicates, seed)
+    S, N = state["alive"].shape
+    types = [agent_types(N, conditions[int(c)].population) for c in state["condition"]]
+    beliefs = initial_beliefs(types, phase_rng(seed, 0, "beliefs"))
+    state.update(
+        agent_types=types,
+        beliefs=beliefs,
+        beliefs_initial=[list(row) for row in beliefs],
+        proposal_texts=[[None] * N for _ in range(S)],
+        norm_text=[None] * S,
+        norm_history=[],
+        h_recent=np.zeros((S, N, MEMORY)),
+        effort_recent=np.zeros((S, N, MEMORY)),
+        V_recent=np.zeros((S, N, MEMORY)),
+        G=np.full(S, np.nan),  # LLM societies have no numeric norm: compliance is judged in language
+        decisions=[],
+        ledger=[],
+    )
+    return state
 
 
 @contextmanager
@@ -128,7 +156,8 @@ def run_to_dir(out: Path, params: CPRParams, *, population: str, replicates: int
     }
     runstore.write_json(out / "config.json", config)
     config["_quiet"] = quiet
-    state = init_state([Condition(params, population)], replicates, seed)
+    conds = [Condition(params, population)]
+    state = init_llm_state(conds, replicates, seed) if llm else init_state(conds, replicates, seed)
     return _execute(out, config, state)
 
 
@@ -278,6 +307,14 @@ def finish(out: Path, config: dict[str, Any], final: dict[str, Any], seconds: fl
         summary["llm"] = {"cache_hits": service.cache.hits, "cache_misses": service.cache.misses}
         if entries:
             runstore.write_table(pd.DataFrame(entries), out, "ledger", csv=csv)
+        if final.get("norm_history"):
+            runstore.write_table(pd.DataFrame(final["norm_history"]), out, "norms_adopted", csv=csv)
+        if final.get("beliefs") is not None:
+            types = final.get("agent_types") or []
+            init = final.get("beliefs_initial") or final["beliefs"]
+            rows = [{"society": s_, "agent": i_, "type": types[s_][i_] if types else None, "initial_belief": init[s_][i_], "final_belief": b_}
+                    for s_, row in enumerate(final["beliefs"]) for i_, b_ in enumerate(row)]
+            runstore.write_table(pd.DataFrame(rows), out, "beliefs_final", csv=csv)
         decisions = final.get("decisions") or []
         if decisions:
             df = pd.DataFrame(decisions)

@@ -1,0 +1,105 @@
+"""The paper's statistics (§4.2): two-way ANOVA (type II, with eta^2), Tukey HSD with a
+compact letter display, and Welch t-tests. statsmodels / scipy do the statistics; only the
+letter display is our own (the insert-and-absorb algorithm of Piepho 2004)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+
+def two_way_anova(df: pd.DataFrame, y: str, a: str, b: str) -> pd.DataFrame:
+    """Type II two-way ANOVA of ``y`` by factors ``a``, ``b`` and their interaction, with
+    eta^2 = SS_effect / SS_total. Rows: a, b, a:b, Residual."""
+    import statsmodels.api as sm
+    from statsmodels.formula.api import ols
+
+    data = df[[y, a, b]].rename(columns={y: "y", a: "A", b: "B"}).copy()
+    data["A"] = data["A"].astype(str)
+    data["B"] = data["B"].astype(str)
+    model = ols("y ~ C(A) + C(B) + C(A):C(B)", data=data).fit()
+    table = sm.stats.anova_lm(model, typ=2)
+    table = table.rename(index={"C(A)": a, "C(B)": b, "C(A):C(B)": f"{a} x {b}"})
+    ss_total = ((data["y"] - data["y"].mean()) ** 2).sum()
+    table["eta_sq"] = table["sum_sq"] / ss_total if ss_total > 0 else np.nan
+    table.loc["Residual", ["F", "PR(>F)", "eta_sq"]] = np.nan
+    return table.rename(columns={"PR(>F)": "p"})
+
+
+def tukey_hsd(df: pd.DataFrame, y: str, group: str, alpha: float = 0.05) -> pd.DataFrame:
+    """Pairwise Tukey HSD (statsmodels). Columns: group1, group2, meandiff, p_adj, lower, upper, reject."""
+    from statsmodels.stats.multicomp import pairwise_tukeyhsd
+
+    res = pairwise_tukeyhsd(df[y].to_numpy(dtype=float), df[group].astype(str).to_numpy(), alpha=alpha)
+    t = pd.DataFrame(res.summary().data[1:], columns=res.summary().data[0])
+    return t.rename(columns={"p-adj": "p_adj"})
+
+
+def compact_letters(groups: list[str], significant_pairs: set[frozenset[str]], order: list[str] | None = None) -> dict[str, str]:
+    """Compact letter display: groups sharing a letter do not differ significantly.
+
+    Insert-and-absorb (Piepho 2004): start with one column holding every group; for each
+    significant pair, split every column containing both into two (one without each), then
+    drop columns contained in another. Letters are assigned in the order of ``order`` (e.g.
+    groups sorted by mean, highest first)."""
+    cols: list[set[str]] = [set(groups)]
+    for pair in significant_pairs:
+        x, y = tuple(pair)
+        new: list[set[str]] = []
+        for c in cols:
+            if x in c and y in c:
+                new.extend([c - {x}, c - {y}])
+            else:
+                new.append(c)
+        # absorb: remove columns that are subsets of other columns
+        uniq = []
+        for c in new:
+            if c and not any(c < d for d in new) and c not in uniq:
+                uniq.append(c)
+        cols = uniq
+    order = order or groups
+    rank = {g: k for k, g in enumerate(order)}
+    cols.sort(key=lambda c: min(rank.get(g, 1e9) for g in c))
+    letters = {g: "" for g in groups}
+    for k, c in enumerate(cols):
+        letter = chr(ord("a") + k) if k < 26 else f"[{k}]"
+        for g in c:
+            letters[g] += letter
+    return {g: "".join(sorted(v)) for g, v in letters.items()}
+
+
+def cld_from_tukey(df: pd.DataFrame, y: str, group: str, alpha: float = 0.05) -> dict[str, str]:
+    groups = list(df.groupby(group)[y].mean().sort_values(ascending=False).index.astype(str))
+    if len(groups) < 2:
+        return {g: "a" for g in groups}
+    t = tukey_hsd(df, y, group, alpha)
+    sig = {frozenset((str(r.group1), str(r.group2))) for r in t.itertuples() if bool(r.reject)}
+    return compact_letters(groups, sig, order=groups)
+
+
+def welch(a: np.ndarray, b: np.ndarray) -> dict[str, Any]:
+    """Welch's t-test (scipy) with the Welch-Satterthwaite degrees of freedom."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    res = stats.ttest_ind(a, b, equal_var=False)
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if (va + vb) > 0 else float("nan")
+    return {"t": float(res.statistic), "p": float(res.pvalue), "df": float(df), "mean_a": float(a.mean()), "mean_b": float(b.mean()),
+            "n_a": int(len(a)), "n_b": int(len(b))}
+
+
+def anova_markdown(table: pd.DataFrame, title: str) -> str:
+    lines = [f"**{title}**", "", "| effect | df | F | p | eta^2 |", "|---|---|---|---|---|"]
+    for name, r in table.iterrows():
+        if name == "Residual":
+            lines.append(f"| Residual | {r['df']:.0f} | | | |")
+            continue
+        p = "<0.001" if r["p"] < 0.001 else f"{r['p']:.3f}"
+        lines.append(f"| {name} | {r['df']:.0f} | {r['F']:.2f} | {p} | {r['eta_sq']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["anova_markdown", "cld_from_tukey", "compact_letters", "tukey_hsd", "two_way_anova", "welch", "itertools"]

@@ -1,0 +1,135 @@
+"""``cooplab sweep CONFIG``: models x populations x environments x ablations x trials.
+
+Each cell (model, env, population, ablation) is one run directory whose replicate societies
+are the trials (they run side by side in one graph invocation). Cells run concurrently
+(``parallel``), cells already completed are skipped, interrupted cells are resumed, and the
+result feeds ``cooplab analyze cpr``.
+
+Config (JSON)::
+
+    {"out": "runs/sweep", "agents": "llm", "models": ["local"], "envs": ["harsh"],
+     "populations": ["mixed"], "ablations": ["full", "osl", "ogd", "neither"],
+     "trials": 2, "n_agents": 3, "rounds": 5, "seed": 0, "parallel": 2,
+     "llm": {"max_concurrency": 8, "budget": null, "cache": null, "temperature": 0.7, "max_tokens": 64},
+     "set": {"beta": 10}}
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from cooplab import runstore
+
+
+class SweepConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    out: str
+    agents: str = Field("llm", pattern="^(llm|rule)$")
+    models: list[str] = ["local"]
+    envs: list[str] = ["harsh"]
+    populations: list[str] = ["mixed"]
+    ablations: list[str] = ["full"]
+    trials: int = Field(2, ge=1)
+    n_agents: int = Field(3, ge=2)
+    rounds: int = Field(5, ge=1)
+    seed: int = 0
+    parallel: int = Field(2, ge=1)
+    llm: dict[str, Any] = {}
+    set: dict[str, Any] = {}
+
+
+class SweepError(ValueError):
+    pass
+
+
+def load_config(path: Path) -> SweepConfig:
+    import json
+
+    try:
+        raw = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise SweepError(f"cannot read sweep config {path}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise SweepError(f"sweep config {path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    try:
+        cfg = SweepConfig(**raw)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        raise SweepError(f"sweep config {path}: {'.'.join(map(str, e['loc']))}: {e['msg']}") from None
+    from cooplab.tasks.cpr.params import ABLATIONS, ENVIRONMENTS
+
+    for name, values, allowed in (("envs", cfg.envs, ENVIRONMENTS), ("populations", cfg.populations, ("altruistic", "selfish", "mixed")),
+                                  ("ablations", cfg.ablations, ABLATIONS)):
+        bad = [v for v in values if v not in allowed]
+        if bad or not values:
+            raise SweepError(f"sweep config {path}: {name} must be a non-empty list from {', '.join(allowed)}; got {values}")
+    if not cfg.models:
+        raise SweepError(f"sweep config {path}: models must not be empty")
+    return cfg
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text.split("/")[-1]).strip("-")
+
+
+def cells(cfg: SweepConfig) -> list[dict[str, Any]]:
+    out = []
+    models = cfg.models if cfg.agents == "llm" else ["rule"]
+    for model in models:
+        for env in cfg.envs:
+            for pop in cfg.populations:
+                for abl in cfg.ablations:
+                    out.append({"model": model, "env": env, "population": pop, "ablation": abl,
+                                "dir": Path(cfg.out) / "cells" / f"{_slug(model)}__{env}__{pop}__{abl}"})
+    return out
+
+
+def run_sweep(cfg: SweepConfig, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+    from cooplab.cli import _llm_options
+    from cooplab.tasks.cpr.runner import resolve_params, resume_dir, run_to_dir
+
+    todo = cells(cfg)
+    done, ran, resumed, failed = [], [], [], []
+    lock = threading.Lock()
+
+    def one(cell: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        d: Path = cell["dir"]
+        if (d / "summary.json").exists() and runstore.read_json(d / "summary.json").get("status") == "completed":
+            return "skipped", cell
+        if (d / "checkpoints.sqlite").exists() and (d / "config.json").exists():
+            resume_dir(d, quiet=True)
+            return "resumed", cell
+        params = resolve_params(cell["env"], cell["ablation"], cfg.n_agents, cfg.rounds, dict(cfg.set))
+        runstore.prepare_out(d, force=True)
+        llm = None
+        if cfg.agents == "llm":
+            o = {"max_concurrency": 8, "rps": None, "budget": None, "price_in": 0.0005, "price_out": 0.003, "cache": None,
+                 "temperature": 0.7, "max_tokens": 64, "base_url": None, **cfg.llm}
+            llm = _llm_options(cell["model"], None, o["base_url"], o["temperature"], o["max_tokens"], o["max_concurrency"], o["rps"],
+                               o["budget"], o["price_in"], o["price_out"], o["cache"])
+        run_to_dir(d, params, population=cell["population"], replicates=cfg.trials, seed=cfg.seed,
+                   labels={"env": cell["env"], "ablation": cell["ablation"], "sweep_cell": d.name}, quiet=True, llm=llm)
+        return "ran", cell
+
+    with ThreadPoolExecutor(max_workers=cfg.parallel) as pool:
+        futures = {pool.submit(one, c): c for c in todo}
+        for fut in as_completed(futures):
+            c = futures[fut]
+            try:
+                kind, _ = fut.result()
+            except Exception as exc:  # keep the other cells going; report at the end
+                with lock:
+                    failed.append({"cell": c["dir"].name, "error": f"{type(exc).__name__}: {exc}"})
+                log(f"cell {c['dir'].name}: FAILED ({type(exc).__name__}: {exc})")
+                continue
+            with lock:
+                {"skipped": done, "ran": ran, "resumed": resumed}[kind].append(c["dir"].name)
+            log(f"cell {c['dir'].name}: {kind} ({len(done) + len(ran) + len(resumed) + len(failed)}/{len(todo)})")
+    return {"cells": len(todo), "ran": ran, "resumed": resumed, "skipped": done, "failed": failed,
+            "run_dirs": [str(c["dir"]) for c in todo if c["dir"].name not in {f["cell"] for f in failed}]}
