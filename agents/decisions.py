@@ -83,6 +83,18 @@ class DecisionSpec(Generic[T]):
     fallback: Callable[[dict[str, Any]], T] | None = None
     max_attempts: int = 3
     instructions: str = "Reply with one JSON object only, no other text."
+    # optional: a per-call schema for grammar-constrained decoders (e.g. the ids actually shown);
+    # it only narrows decoding, validation always uses ``schema`` and ``check``
+    constrain: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None
+    max_tokens: int | None = None  # output cap for this decision (default: the model's --max-tokens)
+    _schema: dict[str, Any] | None = field(default=None, init=False, repr=False)
+
+    @property
+    def json_schema(self) -> dict[str, Any]:
+        """The schema's JSON Schema, computed once (pydantic's generation costs ~0.1 ms a call)."""
+        if self._schema is None:
+            self._schema = self.schema.model_json_schema()
+        return self._schema
 
 
 @dataclass
@@ -104,7 +116,29 @@ class DecisionRecord:
     cached_calls: int
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return dict(self.__dict__)  # shallow: the fields are plain values (asdict deep-copies)
+
+
+def decoding_schema(schema: dict[str, Any], levels: int = 21) -> dict[str, Any]:
+    """The schema handed to a grammar-constrained decoder. llama.cpp's JSON-schema grammar
+    ignores ``minimum``/``maximum``, so a bounded number becomes an enum of ``levels`` evenly
+    spaced values (0, 0.05, ..., 1 for an effort) and a bounded integer the enum of its range:
+    the model can then only say something valid. Validation still runs on the answer."""
+    props = schema.get("properties")
+    if not isinstance(props, dict):
+        return schema
+    out = dict(schema)
+    new_props = {}
+    for name, p in props.items():
+        lo, hi = p.get("minimum"), p.get("maximum")
+        if p.get("type") == "number" and lo is not None and hi is not None:
+            new_props[name] = {"enum": [round(lo + (hi - lo) * k / (levels - 1), 6) for k in range(levels)]}
+        elif p.get("type") == "integer" and lo is not None and hi is not None and hi - lo <= 100:
+            new_props[name] = {"enum": list(range(int(lo), int(hi) + 1))}
+        else:
+            new_props[name] = p
+    out["properties"] = new_props
+    return out
 
 
 class RateLimiter:
@@ -153,19 +187,22 @@ class LLMService:
             self._limiter = RateLimiter(self.rps)
 
     async def call(self, *, agent: int, society: int, round: int, phase: str, messages: list[BaseMessage],
-                   schema: dict[str, Any] | None, attempt: int, config: dict | None = None) -> tuple[CachedResponse, bool]:
+                   schema: dict[str, Any] | None, attempt: int, config: dict | None = None,
+                   decode_schema: dict[str, Any] | None = None, max_tokens: int | None = None) -> tuple[CachedResponse, bool]:
         """One model call (cached, charged, rate-limited, retried). Returns (response, cached)."""
         spec, model = self.model_for(agent)
         key = cache_key(model=spec.identity(), messages=[(m.type, str(m.content)) for m in messages], agent=f"{society}:{agent}",
-                        round=round, phase=phase, seed=self.seed, attempt=attempt, schema=schema)
+                        round=round, phase=phase, seed=self.seed, attempt=attempt, schema=_schema_id(schema),
+                        **({"max_tokens": max_tokens} if max_tokens else {}))
         hit = self.cache.get(key)
         agent_id = f"{society}:{agent}"
         if hit is not None:
             self.ledger.charge(call_id=key[:16], model=spec.id, agent=agent_id, round=round, phase=phase,
                                input_tokens=hit.input_tokens, output_tokens=hit.output_tokens, cached=True)
             return hit, True
-        est_in = max(messages_tokens(messages), sum(len(str(m.content)) for m in messages) // 2) + 16
-        reservation = self.ledger.reserve(self.ledger.cost(spec.id, est_in, spec.max_tokens))
+        est_in = sum(len(str(m.content)) for m in messages) // 2 + 8 * len(messages) + 16  # generous: ~4 chars a token
+        out_cap = max_tokens or spec.max_tokens
+        reservation = self.ledger.reserve(self.ledger.cost(spec.id, est_in, out_cap))
         try:
             self._sync_primitives()
             kwargs: dict[str, Any] = {}
@@ -173,13 +210,15 @@ class LLMService:
                 kwargs["phase"] = phase
             elif schema is not None:
                 if isinstance(model, LlamaCppChat):
-                    kwargs["response_format"] = {"type": "json_object", "schema": schema}
+                    kwargs["response_format"] = {"type": "json_object", "schema": decoding_schema(decode_schema or schema)}
                 elif spec.base_url:
                     kwargs["response_format"] = {"type": "json_object", "schema": schema}
                 else:
                     kwargs["response_format"] = {"type": "json_object"}
             if not isinstance(model, ScriptedChatModel):
                 kwargs["seed"] = int(key[:8], 16)
+                if max_tokens:
+                    kwargs["max_tokens"] = max_tokens
             delay = self.backoff_base
             for retry in range(self.max_transport_retries + 1):
                 try:
@@ -209,6 +248,22 @@ class LLMService:
                            input_tokens=i_tok, output_tokens=o_tok, reservation=reservation)
         self.cache.put(key, resp, spec.id)
         return resp, False
+
+
+_SCHEMA_IDS: dict[int, str] = {}
+
+
+def _schema_id(schema: dict[str, Any] | None) -> str | None:
+    """A stable digest of a response schema, memoized per schema object."""
+    if schema is None:
+        return None
+    sid = _SCHEMA_IDS.get(id(schema))
+    if sid is None:
+        import hashlib
+
+        sid = hashlib.sha256(json.dumps(schema, sort_keys=True).encode()).hexdigest()[:16]
+        _SCHEMA_IDS[id(schema)] = sid
+    return sid
 
 
 _JSON_RE = re.compile(r"\{.*\}", re.DOTALL)
@@ -252,7 +307,8 @@ async def decide(service: LLMService, spec: DecisionSpec[T], messages: list[Base
                  round: int, ctx: dict[str, Any] | None = None, config: dict | None = None) -> tuple[T | None, DecisionRecord]:
     """Ask one agent for one structured decision (see the module docstring)."""
     ctx = ctx or {}
-    schema = spec.schema.model_json_schema()
+    schema = spec.json_schema
+    decode_schema = spec.constrain(schema, ctx) if spec.constrain is not None else None
     convo = list(messages)
     raw, err = "", None
     in_tok = out_tok = cached_calls = 0
@@ -263,7 +319,8 @@ async def decide(service: LLMService, spec: DecisionSpec[T], messages: list[Base
     for attempt in range(spec.max_attempts):
         attempts = attempt + 1
         resp, cached = await service.call(agent=agent, society=society, round=round, phase=spec.phase, messages=convo,
-                                          schema=schema, attempt=attempt, config=config)
+                                          schema=schema, attempt=attempt, config=config, decode_schema=decode_schema,
+                                          max_tokens=spec.max_tokens)
         spec_id = service.model_for(agent)[0].id
         raw = resp.text
         in_tok += resp.input_tokens

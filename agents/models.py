@@ -245,7 +245,11 @@ def _get_llama(path: str, n_ctx: int, n_threads: int | None):
         if key not in _LLAMAS:
             from llama_cpp import Llama
 
-            _LLAMAS[key] = (Llama(model_path=path, n_ctx=n_ctx, n_threads=n_threads, verbose=False, seed=0), threading.Lock())
+            import os
+
+            threads = n_threads or os.cpu_count() or 1  # llama-cpp-python's default is half the cores
+            _LLAMAS[key] = (Llama(model_path=path, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, verbose=False, seed=0),
+                            threading.Lock())
         return _LLAMAS[key]
 
 

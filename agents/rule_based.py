@@ -66,7 +66,7 @@ def sample_inspect_punish(state: State, threshold: np.ndarray, rng: np.random.Ge
     """§3.1.3: each agent samples one peer j uniformly, inspects with probability m_i; a
     violation is h_j > threshold_i; it then punishes with probability p_i. Returns the
     indicators B (punished someone) and V (was punished) and the per-society counts."""
-    alive = state["alive"]
+    alive = state["alive"] & state["active"][:, None]  # living agents of societies still running
     S, N = alive.shape
     j = sample_peer(alive, rng)
     u_inspect = rng.random((S, N))
@@ -91,22 +91,25 @@ def payoff_biased_imitation(state: State, rng: np.random.Generator) -> dict[str,
     component gets Gaussian mutation N(0, (sigma * range width)^2), clipped to its domain.
     Updates are synchronous (everyone copies the traits held at the start of the phase)."""
     P = state["params"]
-    alive = state["alive"]
+    alive = state["alive"] & state["active"][:, None]  # living agents of societies still running
     S, N = alive.shape
     k = sample_peer(alive, rng)
     u_meet, u_adopt = rng.random((S, N)), rng.random((S, N))
-    z = rng.standard_normal((3, S, N))
     has = k >= 0
     kk = np.where(has, k, 0)
     Pk = np.take_along_axis(state["P_bar"], kk, axis=1)
     prob = imitation_probability(Pk, state["P_bar"], P["delta"])
     adopt = alive & has & (u_meet < col(P["learn_prob"])) & (u_adopt < prob)
-    sigma = col(P["sigma"])
+    rows, cols = np.nonzero(adopt)
+    z = rng.standard_normal((3, rows.size))  # mutation noise only for the adopters
     out = {}
     widths = (("e", P["e_max"] - P["e_min"], 1.0), ("m", 1.0, 1.0), ("g", P["g_max"] - P["g_min"], np.inf))
     for i, (name, width, hi) in enumerate(widths):
-        copied = np.take_along_axis(state[name], kk, axis=1) + z[i] * sigma * col(width)
-        out[name] = np.where(adopt, np.clip(copied, 0.0, hi), state[name])
+        new = state[name].copy()
+        w = np.broadcast_to(np.asarray(width, dtype=float), (S,))[rows] if np.ndim(width) else width
+        sg = np.broadcast_to(np.asarray(P["sigma"], dtype=float), (S,))[rows] if np.ndim(P["sigma"]) else P["sigma"]
+        new[rows, cols] = np.clip(state[name][rows, kk[rows, cols]] + z[i] * sg * w, 0.0, hi)
+        out[name] = new
     out["n_adopted"] = adopt.sum(axis=1)
     return out
 

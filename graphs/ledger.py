@@ -48,7 +48,7 @@ class Entry:
     cached: bool = False
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return dict(self.__dict__)
 
 
 @dataclass

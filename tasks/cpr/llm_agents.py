@@ -80,20 +80,32 @@ def _check_vote(v: VoteDecision, ctx: dict[str, Any]) -> None:
         raise ValueError(f"vote must be a rule number from 1 to {ctx['n_options']}")
 
 
+def _only(field: str, values: list) -> Any:
+    """A decoding constraint: ``field`` may only take ``values`` (for grammar-constrained models)."""
+
+    def constrain(schema: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        allowed = values(ctx) if callable(values) else values
+        return {**schema, "properties": {**schema["properties"], field: {"enum": allowed}}, "required": [field]}
+
+    return constrain
+
+
 EFFORT = DecisionSpec(
     phase="harvest", schema=EffortDecision, max_attempts=3,
     fallback=lambda ctx: EffortDecision(effort=float(np.clip(ctx["previous_effort"], 0.0, 1.0))),  # keep last round's effort
     instructions='Reply with one JSON object only: {"effort": <a number from 0 to 1>}.')
 PUNISH = DecisionSpec(
     phase="punish", schema=PunishDecision, check=_check_punish, max_attempts=3,
+    constrain=_only("punish", lambda ctx: list(ctx["shown"]) + [None]),
     fallback=lambda ctx: PunishDecision(punish=None),  # fine nobody
     instructions='Reply with one JSON object only: {"punish": <a fisher number shown, or null>}.')
 PROPOSE = DecisionSpec(
-    phase="propose", schema=ProposeDecision, max_attempts=3,
+    phase="propose", schema=ProposeDecision, max_attempts=3, max_tokens=160,  # two sentences of JSON
     fallback=lambda ctx: ProposeDecision(belief=ctx["belief"], proposal=ctx["belief"]),  # keep belief, propose it
     instructions='Reply with one JSON object only: {"belief": "<one sentence>", "proposal": "<one sentence>"}.')
 VOTE = DecisionSpec(
     phase="vote", schema=VoteDecision, check=_check_vote, max_attempts=3,
+    constrain=_only("vote", lambda ctx: list(range(1, ctx["n_options"] + 1))),
     fallback=lambda ctx: VoteDecision(vote=ctx["own_option"]),  # vote for one's own proposal
     instructions='Reply with one JSON object only: {"vote": <a rule number>}.')
 

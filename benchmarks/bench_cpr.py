@@ -1,0 +1,753 @@
+"""Benchmark: the Fig. 3 sweep of the CPR fishery ABM, three ways, in one process.
+
+    .venv/bin/python benchmarks/bench_cpr.py            # full run, writes the "## CPR ABM" section of benchmarks/RESULTS.md
+    .venv/bin/python benchmarks/bench_cpr.py --quick    # smoke run (few replicates); writes nothing unless --out is given
+
+The workload is the grid of ``cooplab.tasks.cpr.abm_figures.experiment_fig3``: 11 beta x 10 r
+cells (FIG3_BETAS x FIG3_RS), mixed population, default parameters otherwise (N = 10 agents,
+T = 50 rounds), 100 replicate societies per cell = 11,000 societies.
+
+1. cooplab      ``run_cpr`` over all conditions x replicates in ONE graph invocation, with an
+                InMemorySaver checkpointer and durability="exit" (as abm_figures runs it);
+                also once without a checkpointer, for information.
+2. numpy floor  one plain Python loop over rounds on the same (S, N) arrays, no LangGraph:
+                the same equations (cooplab.tasks.cpr.world) and policies
+                (cooplab.agents.rule_based), drawing from the same per-(seed, round, phase)
+                generators in the same order, so it must reproduce cooplab's survival times
+                exactly (asserted, society by society). It skips what is not part of the
+                model: LangGraph, the per-round history record (17 metrics/round), and the
+                propose/vote generators that the default policies never draw from.
+3. Mesa         a Mesa 3 model per society, one ``mesa.Agent`` per fisher, agents stepped
+                with ``AgentSet.do`` each phase, scalar Python arithmetic, its own random
+                streams (``Model.random``). By default the full sweep (all replicates of all
+                cells, society after society, one pass = one replicate of every cell); if
+                ``--mesa-max-seconds`` cuts it short after a whole pass, the row says SUBSET
+                (all cells stay equally represented). Its mean survival time is compared with
+                cooplab's on the same cells (stratified z-test over cells).
+4. (info only) ``run_compact``: the same model in numpy, dropping finished societies from the
+                arrays; other random streams, checked statistically. Not a target, it shows how
+                much of the exact floor's (and cooplab's) time goes to finished societies.
+
+Agent-steps = sum over societies and over the rounds actually simulated (up to and including
+the collapse round or the round cap) of the living agents at the start of the round; the same
+count for all three (cooplab's is derived from its history record, the floor and Mesa count
+as they go). Fast variants are repeated ``--repeats`` times (median reported).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import datetime as _dt
+import gc
+import io
+import math
+import os
+import platform
+import pstats
+import re
+import statistics
+import subprocess
+import sys
+import time
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from langgraph.checkpoint.memory import InMemorySaver
+
+import mesa
+from cooplab.agents import rule_based as rb
+from cooplab.graphs import phases as ph
+from cooplab.graphs.rng import phase_rng
+from cooplab.tasks.cpr import world
+from cooplab.tasks.cpr.abm_figures import FIG3_BETAS, FIG3_POP, FIG3_RS
+from cooplab.tasks.cpr.params import CPRParams, make_params, population_ranges
+from cooplab.tasks.cpr.society import Condition, init_state, run_cpr
+
+SECTION = "## CPR ABM"
+HERE = Path(__file__).resolve().parent
+
+
+# ------------------------------------------------------------------------------------------
+# workload
+# ------------------------------------------------------------------------------------------
+def fig3_conditions() -> tuple[list[Condition], list[dict[str, float]]]:
+    """The Fig. 3 grid exactly as abm_figures.experiment_fig3 builds it (r-major, then beta)."""
+    conds, meta = [], []
+    for r in FIG3_RS:
+        for beta in FIG3_BETAS:
+            conds.append(Condition(make_params(r=r, beta=beta), FIG3_POP))
+            meta.append({"r": r, "beta": beta})
+    return conds, meta
+
+
+# ------------------------------------------------------------------------------------------
+# 1. cooplab
+# ------------------------------------------------------------------------------------------
+def cooplab_agent_steps(final: dict[str, Any], N: int) -> int:
+    """Living agents at the start of each simulated round, from cooplab's history record.
+
+    A society active in round t was active in round t-1, so its living agents at the start of
+    round t are the ``n_alive`` recorded (after starvation) at the end of round t-1; N at t = 1."""
+    S = len(final["T_s"])
+    prev = np.full(S, N, dtype=np.int64)
+    total = 0
+    for rec in final["history"]:
+        total += int((np.asarray(rec["active"], dtype=np.int64) * prev).sum())
+        prev = np.asarray(rec["n_alive"], dtype=np.int64)
+    return total
+
+
+def run_cooplab(conds: list[Condition], replicates: int, seed: int, checkpointer: bool) -> dict[str, Any]:
+    saver = InMemorySaver() if checkpointer else None
+    t0 = time.perf_counter()
+    c0 = time.process_time()
+    final = run_cpr(conds, replicates, seed, checkpointer=saver, durability="exit")
+    wall = time.perf_counter() - t0
+    N = conds[0].params.N
+    return {
+        "wall": wall,
+        "cpu": time.process_time() - c0,
+        "agent_steps": cooplab_agent_steps(final, N),
+        "T_s": np.asarray(final["T_s"], dtype=int),
+        "eta_sum": np.asarray(final["eta_sum"], dtype=float),
+        "condition": np.asarray(final["condition"]),
+        "rounds": int(final["round"]) - 1,
+    }
+
+
+# ------------------------------------------------------------------------------------------
+# 2. plain numpy floor
+# ------------------------------------------------------------------------------------------
+def run_floor(conds: list[Condition], replicates: int, seed: int) -> dict[str, Any]:
+    """The same model as cooplab's CPR graph (all phases on), as one plain loop over rounds.
+
+    Node for node it performs cooplab's phase computations (graphs/phases.py) with the same
+    policies (agents/rule_based.py) and equations (tasks/cpr/world.py), and draws from
+    ``phase_rng(seed, round, phase)`` exactly as the nodes do: harvest and punish with the
+    round t, learn with t + 1 (the environment node advances ``round`` before learn runs)."""
+    t0 = time.perf_counter()
+    c0 = time.process_time()
+    st: dict[str, Any] = dict(init_state(conds, replicates, seed))
+    P = st["params"]
+    seed_ = st["seed"]
+    max_round = st["max_round"]
+    gd = P["group_decision"].astype(bool)
+    punish_on = P["punishment"].astype(bool)
+    agent_steps = 0
+    t = int(st["round"])
+    while True:
+        active, alive, R = st["active"], st["alive"], st["R"]
+        run = alive & active[:, None]
+        agent_steps += int(run.sum())
+        # --- harvest: capped effort, harvest, ration, post-harvest stock
+        rng = phase_rng(seed_, t, "harvest")
+        effort = np.where(run, np.clip(rb.capped_effort(st, rng), 0.0, 1.0), 0.0)
+        h = world.ration(world.harvest(P["alpha"], effort, R), R)
+        R_plus = np.where(active, world.post_harvest_stock(R, h), st["R_plus"])
+        st["effort"], st["h"], st["R_plus"] = effort, h, R_plus
+        # --- punish: sample a peer, inspect with m_i, punish violations of G with p_i
+        rng = phase_rng(seed_, t, "punish")
+        out = rb.sample_inspect_punish(st, ph.threshold(st), rng)
+        on = (punish_on & (t < P["punish_off_round"]) & active)[:, None]
+        B = np.where(on, out["B"], 0)
+        V = np.where(on, out["V"], 0)
+        # --- environment: payoff, starvation, regrowth, collapse / cap
+        payoff = np.where(run, world.round_payoff(h, P["c"], P["gamma"], P["beta"], B, V), 0.0)
+        wealth = st["P"] + payoff
+        starved = run & (wealth < 0)
+        alive = alive & ~starved
+        st["P_bar"] = np.where(run, world.smoothed_payoff(st["P_bar"], payoff, P["ema"]), st["P_bar"])
+        st["P"] = np.where(run, wealth, st["P"])
+        st["R"] = np.where(active, world.logistic_regrowth(R_plus, P["r"], P["K"]), R)
+        st["eta_sum"] = st["eta_sum"] + np.where(active, world.efficiency_t(h.sum(axis=1), P["r"], P["K"]), 0.0)
+        depleted = R_plus <= P["R_min"]
+        collapsed = active & (depleted | starved.any(axis=1))
+        T_s = np.where(collapsed, t, st["T_s"])
+        st["collapse"] = np.where(collapsed, np.where(depleted, 1, 2), st["collapse"])
+        still = active & ~collapsed
+        capped = still & (t >= P["T"])
+        st["T_s"] = np.where(capped, t, T_s)
+        active = still & ~capped
+        st["alive"], st["active"] = alive, active
+        t += 1
+        st["round"] = t
+        run = alive & active[:, None]
+        # --- learn: payoff-biased imitation with mutation (synchronous)
+        rng = phase_rng(seed_, t, "learn")
+        out = rb.payoff_biased_imitation(st, rng)
+        for k in ("e", "m", "g"):
+            st[k] = np.where(run, out[k], st[k])
+        # --- propose own cap, median vote (neither policy draws random numbers)
+        G_new = world.median_norm(np.where(run, st["g"], np.nan), run)
+        st["G"] = np.where(active & gd & np.isfinite(G_new), G_new, st["G"])
+        if not (t <= max_round and active.any()):
+            break
+    wall = time.perf_counter() - t0
+    return {
+        "wall": wall,
+        "cpu": time.process_time() - c0,
+        "agent_steps": agent_steps,
+        "T_s": np.asarray(st["T_s"], dtype=int),
+        "eta_sum": np.asarray(st["eta_sum"], dtype=float),
+        "rounds": t - 1,
+    }
+
+
+def run_compact(conds: list[Condition], replicates: int, seed: int) -> dict[str, Any]:
+    """INFORMATION ONLY, not the floor: the same model in numpy that drops finished societies
+    from the arrays and exploits that, with ``end_on_starvation``, every agent of a running
+    society is alive (so a uniform peer is ``(i + U{1..N-1}) mod N``, no rejection loop, and the
+    vote is a plain median). Its draws have other shapes than cooplab's, so it uses other random
+    streams (still from ``phase_rng``): it is checked statistically, not exactly. It shows how
+    much of the floor's time goes to societies that have already finished."""
+    if not all(c.params.punishment and c.params.social_learning and c.params.group_decision for c in conds):
+        raise ValueError("run_compact implements the default society (all phases on)")
+    t0 = time.perf_counter()
+    c0 = time.process_time()
+    st = init_state(conds, replicates, seed)
+    P = st["params"]
+    S, N = st["alive"].shape
+    ids = np.arange(S)
+    T_s = np.zeros(S, dtype=int)
+    eta_sum = np.zeros(S)
+    e, m, p, g, W, Pb = st["e"], st["m"], st["p"], st["g"], st["P"], st["P_bar"]
+    R, G = st["R"].copy(), st["G"].copy()
+    names = ("alpha", "c", "gamma", "beta", "r", "K", "R_min", "ema", "delta", "sigma", "learn_prob", "T", "punish_off_round")
+    prm = {k: P[k].copy() for k in names}
+    prm["we"], prm["wg"] = P["e_max"] - P["e_min"], P["g_max"] - P["g_min"]
+    ar = np.arange(N)[None, :]
+    agent_steps, t = 0, 1
+    while ids.size:
+        n = ids.size
+        agent_steps += n * N
+        q = {k: v[:, None] for k, v in prm.items()}
+        # harvest
+        aR = (prm["alpha"] * R)[:, None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            eff = np.where(aR > 0, np.minimum(e, g / aR), 0.0)
+        np.clip(eff, 0.0, 1.0, out=eff)
+        h = q["alpha"] * eff * R[:, None]
+        H = h.sum(axis=1)
+        over = H > R
+        if over.any():
+            h = h * np.where(over, R / np.where(H > 0, H, 1.0), 1.0)[:, None]
+            H = h.sum(axis=1)
+        Rp = np.maximum(0.0, R - H)
+        # punish
+        rng = phase_rng(seed, t, "punish")
+        j = (ar + rng.integers(1, N, size=(n, N))) % N
+        u = rng.random((2, n, N))
+        on = t < q["punish_off_round"]
+        pun = (u[0] < m) & (np.take_along_axis(h, j, axis=1) > G[:, None]) & (u[1] < p) & on
+        V = np.zeros((n, N))
+        V[np.broadcast_to(np.arange(n)[:, None], (n, N))[pun], j[pun]] = 1.0
+        # environment
+        pay = h - q["c"] - q["gamma"] * pun - q["beta"] * V
+        W = W + pay
+        Pb = (1.0 - q["ema"]) * Pb + q["ema"] * pay
+        R = Rp + prm["r"] * Rp * (1.0 - Rp / prm["K"])
+        eta_sum[ids] += H / (prm["r"] * prm["K"] / 4.0)
+        done = (Rp <= prm["R_min"]) | (W < 0).any(axis=1) | (t >= prm["T"])
+        t += 1
+        if done.any():
+            T_s[ids[done]] = t - 1
+            keep = ~done
+            ids, e, m, p, g, W, Pb, R, G = (x[keep] for x in (ids, e, m, p, g, W, Pb, R, G))
+            prm = {k: v[keep] for k, v in prm.items()}
+            q = {k: v[:, None] for k, v in prm.items()}
+            n = ids.size
+            if not n:
+                break
+        # learn (synchronous; mutation drawn for adopters only)
+        rng = phase_rng(seed, t, "learn")
+        k = (ar + rng.integers(1, N, size=(n, N))) % N
+        u = rng.random((2, n, N))
+        z = np.clip(q["delta"] * (np.take_along_axis(Pb, k, axis=1) - Pb), -500.0, 500.0)
+        adopt = (u[0] < q["learn_prob"]) & (u[1] < 1.0 / (1.0 + np.exp(-z)))
+        rows, cols = np.nonzero(adopt)
+        if rows.size:
+            zz = rng.standard_normal((3, rows.size))
+            src = k[rows, cols]
+            sg = prm["sigma"][rows]
+            e, m, g = e.copy(), m.copy(), g.copy()
+            e[rows, cols] = np.clip(e[rows, src] + zz[0] * sg * prm["we"][rows], 0.0, 1.0)
+            m[rows, cols] = np.clip(m[rows, src] + zz[1] * sg, 0.0, 1.0)
+            g[rows, cols] = np.maximum(g[rows, src] + zz[2] * sg * prm["wg"][rows], 0.0)
+        # propose own cap + median vote
+        G = np.median(g, axis=1)
+    return {"wall": time.perf_counter() - t0, "cpu": time.process_time() - c0, "agent_steps": agent_steps, "T_s": T_s, "eta_sum": eta_sum}
+
+
+# ------------------------------------------------------------------------------------------
+# 3. Mesa
+# ------------------------------------------------------------------------------------------
+class Fisher(mesa.Agent):
+    """One fisher: traits (effort e, monitoring m, punishing p, personal cap g), wealth and
+    smoothed payoff; the phase methods are called by ``FisheryModel.step`` on all agents."""
+
+    def __init__(self, model: "FisheryModel", e: float, m: float, p: float, g: float) -> None:
+        super().__init__(model)
+        self.e, self.m, self.p, self.g = e, m, p, g
+        self.wealth = model.prm.P0
+        self.p_bar = 0.0
+        self.effort = 0.0
+        self.h = 0.0
+        self.punished_someone = False
+        self.was_punished = False
+        self.new_traits: tuple[float, float, float] | None = None
+
+    def random_peer(self) -> "Fisher | None":
+        others = [a for a in self.model.agents if a is not self]
+        return self.random.choice(others) if others else None
+
+    def fish(self) -> None:
+        """Capped effort e_i(t) = min(e_i, g_i / (alpha R)); harvest h_i = alpha e_i(t) R."""
+        model = self.model
+        R, alpha = model.R, model.prm.alpha
+        cap = self.g / (alpha * R) if R > 0 else 0.0
+        self.effort = min(1.0, max(0.0, min(self.e, cap)))
+        self.h = alpha * self.effort * R
+        self.punished_someone = self.was_punished = False
+
+    def monitor(self) -> None:
+        """Sample a peer; inspect with prob. m; punish a violation (h_j > threshold) with prob. p."""
+        peer = self.random_peer()
+        if peer is None:
+            return
+        if self.random.random() < self.m:
+            if peer.h > self.model.threshold(self) and self.random.random() < self.p:
+                self.punished_someone = True
+                peer.was_punished = True
+
+    def settle(self) -> None:
+        """pi_i = h_i - c - gamma B_i - beta V_i; wealth and smoothed payoff."""
+        prm = self.model.prm
+        payoff = self.h - prm.c - prm.gamma * self.punished_someone - prm.beta * self.was_punished
+        self.wealth += payoff
+        self.p_bar = (1.0 - prm.ema) * self.p_bar + prm.ema * payoff
+
+    def consider_imitation(self) -> None:
+        """With prob. learn_prob meet a random peer; copy (e, m, g) with the logit probability,
+        each copied trait mutated by N(0, (sigma * initial range width)^2) and clipped."""
+        self.new_traits = None
+        prm = self.model.prm
+        if self.random.random() >= prm.learn_prob:
+            return
+        peer = self.random_peer()
+        if peer is None:
+            return
+        z = max(-500.0, min(500.0, prm.delta * (peer.p_bar - self.p_bar)))
+        if self.random.random() < 1.0 / (1.0 + math.exp(-z)):
+            gauss = self.random.gauss
+            self.new_traits = (
+                min(1.0, max(0.0, peer.e + gauss(0.0, prm.sigma * (prm.e_max - prm.e_min)))),
+                min(1.0, max(0.0, peer.m + gauss(0.0, prm.sigma * 1.0))),
+                max(0.0, peer.g + gauss(0.0, prm.sigma * (prm.g_max - prm.g_min))),
+            )
+
+    def adopt(self) -> None:
+        if self.new_traits is not None:
+            self.e, self.m, self.g = self.new_traits
+
+
+class FisheryModel(mesa.Model):
+    """One CPR society (Gupta et al. 2025) as a Mesa model; ``step`` is one round."""
+
+    def __init__(self, prm: CPRParams, population: str, seed: int) -> None:
+        super().__init__(rng=seed)
+        self.prm = prm
+        self.t = 1
+        self.R = prm.R0
+        self.T_s = 0
+        self.collapse = 0
+        self.eta_sum = 0.0
+        self.agent_steps = 0
+        for rg in population_ranges(prm, population):
+            u = self.random.uniform
+            Fisher(self, u(*rg.e), u(*prm.m_range), u(*prm.p_range), u(*rg.g))
+        self.G = statistics.median(a.g for a in self.agents) if prm.group_decision else math.nan
+
+    def threshold(self, inspector: Fisher) -> float:
+        return self.G if (self.prm.group_decision and not math.isnan(self.G)) else inspector.g
+
+    def step(self) -> None:
+        prm, t = self.prm, self.t
+        agents = self.agents
+        self.agent_steps += len(agents)
+        # harvest
+        agents.do("fish")
+        H = sum(a.h for a in agents)
+        if H > self.R:  # ration
+            scale = self.R / H
+            for a in agents:
+                a.h *= scale
+            H = sum(a.h for a in agents)
+        R_plus = max(0.0, self.R - H)
+        # punish
+        if prm.punishment and (prm.punish_off_round is None or t < prm.punish_off_round):
+            agents.do("monitor")
+        # environment
+        agents.do("settle")
+        starved = [a for a in agents if a.wealth < 0]
+        for a in starved:
+            a.remove()
+        self.R = R_plus + prm.r * R_plus * (1.0 - R_plus / prm.K)
+        self.eta_sum += H / (prm.r * prm.K / 4.0)
+        if R_plus <= prm.R_min or starved:
+            self.T_s, self.collapse, self.running = t, (1 if R_plus <= prm.R_min else 2), False
+            return
+        if t >= prm.T:
+            self.T_s, self.running = t, False
+            return
+        # learn
+        if prm.social_learning:
+            agents.do("consider_imitation")
+            agents.do("adopt")
+        # propose + vote
+        if prm.group_decision and len(agents):
+            self.G = statistics.median(a.g for a in agents)
+        self.t += 1
+
+
+def run_mesa(conds: list[Condition], seed: int, passes: int, max_seconds: float) -> dict[str, Any]:
+    """``passes`` whole passes (one replicate of every cell per pass), stopping early after a
+    whole pass once ``max_seconds`` have elapsed (then the result covers a subset)."""
+    t0 = time.perf_counter()
+    c0 = time.process_time()
+    T_s: list[int] = []
+    cell: list[int] = []
+    eta: list[float] = []
+    agent_steps = 0
+    rep = 0
+    while True:
+        for ci, c in enumerate(conds):
+            s = int(np.random.SeedSequence([seed, ci, rep]).generate_state(1)[0])
+            model = FisheryModel(c.params, c.population, s)
+            while model.running:
+                model.step()
+            T_s.append(model.T_s)
+            eta.append(model.eta_sum / max(model.T_s, 1))
+            cell.append(ci)
+            agent_steps += model.agent_steps
+        rep += 1
+        elapsed = time.perf_counter() - t0
+        if rep >= passes or elapsed >= max_seconds:
+            break
+    return {
+        "wall": time.perf_counter() - t0,
+        "cpu": time.process_time() - c0,
+        "agent_steps": agent_steps,
+        "T_s": np.asarray(T_s, dtype=int),
+        "condition": np.asarray(cell),
+        "passes": rep,
+        "societies": len(T_s),
+    }
+
+
+def stratified_compare(a_T: np.ndarray, a_cell: np.ndarray, b_T: np.ndarray, b_cell: np.ndarray) -> dict[str, float]:
+    """Mean T_s of A and B over the cells both cover (each cell weighted equally) and a
+    z-test of the difference: var = sum_c (s_A,c^2 / n_A,c + s_B,c^2 / n_B,c) / C^2."""
+    cells = sorted(set(a_cell.tolist()) & set(b_cell.tolist()))
+    ma, mb, var = [], [], 0.0
+    for c in cells:
+        xa, xb = a_T[a_cell == c].astype(float), b_T[b_cell == c].astype(float)
+        ma.append(xa.mean())
+        mb.append(xb.mean())
+        var += (xa.var(ddof=1) / xa.size if xa.size > 1 else 0.0) + (xb.var(ddof=1) / xb.size if xb.size > 1 else 0.0)
+    C = len(cells)
+    diff = float(np.mean(ma) - np.mean(mb))
+    se = math.sqrt(var) / C
+    z = diff / se if se > 0 else (0.0 if diff == 0 else math.inf)
+    p = math.erfc(abs(z) / math.sqrt(2.0))
+    # per-cell agreement: share of cells whose difference is within 2 combined standard errors
+    within = 0
+    for c, x, y in zip(cells, ma, mb):
+        xa, xb = a_T[a_cell == c].astype(float), b_T[b_cell == c].astype(float)
+        s = math.sqrt((xa.var(ddof=1) / xa.size if xa.size > 1 else 0.0) + (xb.var(ddof=1) / xb.size if xb.size > 1 else 0.0))
+        within += abs(x - y) <= 2 * s + 1e-12
+    return {"cells": C, "mean_a": float(np.mean(ma)), "mean_b": float(np.mean(mb)), "diff": diff, "se": se, "z": z, "p": p,
+            "cells_within_2se": int(within)}
+
+
+# ------------------------------------------------------------------------------------------
+# profiling
+# ------------------------------------------------------------------------------------------
+NODE_NAMES = ("harvest", "punish", "environment", "learn", "propose", "vote")
+
+
+def profile_cooplab(conds: list[Condition], replicates: int, seed: int, top: int = 25) -> tuple[str, list[str]]:
+    """cProfile one cooplab run; attribute its time to the phase nodes (and, inside them, the
+    policies and the history record) vs. LangGraph, init, compile and the exit checkpoint.
+    The exit checkpoint is serialized on a LangGraph background thread, which cProfile does not
+    trace; the main thread's wait for it shows up under the pregel loop's ``__exit__``."""
+    pr = cProfile.Profile()
+    t0 = time.perf_counter()
+    pr.enable()
+    run_cpr(conds, replicates, seed, checkpointer=InMemorySaver(), durability="exit")
+    pr.disable()
+    wall = time.perf_counter() - t0
+    st = pstats.Stats(pr)
+    total = st.total_tt
+
+    def cum(file_suffix: str, names: tuple[str, ...]) -> float:
+        out = 0.0
+        for (fn, _line, name), (_cc, _nc, _tt, ct, _callers) in st.stats.items():
+            if fn.replace(os.sep, "/").endswith(file_suffix) and name in names:
+                out += ct
+        return out
+
+    nodes = {n: cum("graphs/phases.py", (n,)) for n in NODE_NAMES}
+    parts = [
+        ("  policies: payoff_biased_imitation", cum("agents/rule_based.py", ("payoff_biased_imitation",))),
+        ("  policies: sample_inspect_punish", cum("agents/rule_based.py", ("sample_inspect_punish",))),
+        ("    of which sample_peer (both)", cum("agents/rule_based.py", ("sample_peer",))),
+        ("  history record: mean_alive helpers", cum("graphs/phases.py", ("mean_alive",))),
+        ("  vote: median_norm (nanmedian)", cum("tasks/cpr/world.py", ("median_norm",))),
+    ]
+    in_nodes = sum(nodes.values())
+    init = cum("tasks/cpr/society.py", ("init_state",))
+    compile_ = cum("tasks/cpr/society.py", ("build_cpr_graph",))
+    exit_wait = cum("langgraph/pregel/_loop.py", ("__exit__",))
+    lg = total - in_nodes - init - compile_ - exit_wait
+    summary = [f"cProfile of one cooplab run: profiled wall {wall:.2f} s, profiler total {total:.2f} s"]
+    for n in NODE_NAMES:
+        summary.append(f"node {n:<12s} {nodes[n]:7.3f} s ({100 * nodes[n] / total:4.1f}%)")
+    for label, v in parts:
+        summary.append(f"{label:<40s} {v:7.3f} s ({100 * v / total:4.1f}%)")
+    summary += [
+        f"init_state {init:7.3f} s; graph compile {compile_:7.3f} s",
+        f"exit checkpoint (main thread waiting on the saver) {exit_wait:7.3f} s ({100 * exit_wait / total:4.1f}%)",
+        f"LangGraph per-step machinery (rest) {lg:7.3f} s ({100 * lg / total:4.1f}%)",
+    ]
+    buf = io.StringIO()
+    pstats.Stats(pr, stream=buf).sort_stats("tottime").print_stats(top)
+    return "\n".join(summary) + "\n\n" + buf.getvalue(), summary
+
+
+# ------------------------------------------------------------------------------------------
+# reporting
+# ------------------------------------------------------------------------------------------
+def machine_info() -> dict[str, str]:
+    def v(pkg: str) -> str:
+        try:
+            return version(pkg)
+        except Exception:  # noqa: BLE001
+            return "?"
+
+    return {
+        "uname": " ".join(platform.uname()),
+        "uname_a": subprocess.run(["uname", "-a"], capture_output=True, text=True).stdout.strip(),
+        "nproc": str(os.cpu_count()),
+        "python": sys.version.split()[0],
+        "numpy": np.__version__,
+        "langgraph": v("langgraph"),
+        "langgraph-checkpoint": v("langgraph-checkpoint"),
+        "mesa": mesa.__version__,
+        "load": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+    }
+
+
+def fmt_rate(x: float) -> str:
+    return f"{x:,.0f}"
+
+
+def replace_section(path: Path, text: str) -> None:
+    """Replace the ``## CPR ABM`` section of ``path`` (up to the next ``## `` heading) or
+    append it; every other section is kept as is. The file is re-read just before writing."""
+    old = path.read_text() if path.exists() else "# Benchmark results\n"
+    pat = re.compile(r"^## CPR ABM[^\n]*\n.*?(?=^## |\Z)", re.S | re.M)
+    body = text.rstrip("\n") + "\n\n"
+    if pat.search(old):
+        new = pat.sub(lambda _m: body, old, count=1)
+    else:
+        new = old.rstrip("\n") + "\n\n" + body
+    path.write_text(new.rstrip("\n") + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smoke variant: 3 replicates/cell; no file written unless --out")
+    ap.add_argument("--out", type=Path, default=None, help="results file (default benchmarks/RESULTS.md; none for --quick)")
+    ap.add_argument("--replicates", type=int, default=None, help="replicates per cell (default 100; 3 with --quick)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=3, help="timed repeats of cooplab and the floor (median)")
+    ap.add_argument("--mesa-reps", type=int, default=None, help="Mesa: replicates per cell (default: the same as --replicates, i.e. the full sweep)")
+    ap.add_argument("--mesa-max-seconds", type=float, default=600.0,
+                    help="Mesa: stop after the whole pass (one replicate of every cell) that crosses this wall time; the result is then a subset")
+    ap.add_argument("--profile", choices=("auto", "always", "never"), default="always",
+                    help="cProfile one extra cooplab run (auto: only if it is more than 2x slower than the floor)")
+    args = ap.parse_args(argv)
+
+    reps = args.replicates or (3 if args.quick else 100)
+    mesa_reps = args.mesa_reps if args.mesa_reps is not None else reps
+    out = args.out if args.out is not None else (None if args.quick else HERE / "RESULTS.md")
+    conds, meta = fig3_conditions()
+    C, N, T = len(conds), conds[0].params.N, conds[0].params.T
+    S = C * reps
+    started = _dt.datetime.now(_dt.timezone.utc)
+    info = machine_info()
+    print(f"CPR Fig. 3 benchmark: {len(FIG3_BETAS)} beta x {len(FIG3_RS)} r = {C} cells x {reps} replicates = {S} societies, "
+          f"N = {N}, T = {T}, seed {args.seed}", flush=True)
+    print("machine: " + info["uname_a"] + f" | nproc {info['nproc']} | load {info['load']}", flush=True)
+
+    # warm-up (imports, first-call costs) on a tiny batch, not timed
+    run_cpr(conds[:2], 2, args.seed, checkpointer=InMemorySaver(), durability="exit")
+    run_floor(conds[:2], 2, args.seed)
+    run_compact(conds[:2], 2, args.seed)
+
+    coop_runs, floor_runs, compact_runs = [], [], []
+    for i in range(args.repeats):
+        gc.collect()
+        coop_runs.append(run_cooplab(conds, reps, args.seed, checkpointer=True))
+        gc.collect()
+        floor_runs.append(run_floor(conds, reps, args.seed))
+        gc.collect()
+        compact_runs.append(run_compact(conds, reps, args.seed))
+        print(f"  repeat {i + 1}/{args.repeats}: cooplab {coop_runs[-1]['wall']:.3f} s, floor {floor_runs[-1]['wall']:.3f} s, "
+              f"compacted numpy (info) {compact_runs[-1]['wall']:.3f} s", flush=True)
+    gc.collect()
+    coop_nock = run_cooplab(conds, reps, args.seed, checkpointer=False)
+    print(f"  cooplab without checkpointer (once): {coop_nock['wall']:.3f} s", flush=True)
+
+    # --- exactness: the floor reproduces cooplab society by society
+    ref = coop_runs[0]
+    for r in coop_runs[1:] + [coop_nock]:
+        assert np.array_equal(r["T_s"], ref["T_s"]), "cooplab runs disagree with each other"
+    for r in floor_runs:
+        assert np.array_equal(r["T_s"], ref["T_s"]), "numpy floor T_s differs from cooplab"
+        assert r["T_s"].mean() == ref["T_s"].mean()
+        assert np.allclose(r["eta_sum"], ref["eta_sum"], rtol=1e-12, atol=1e-12), "numpy floor efficiency differs"
+        assert r["agent_steps"] == ref["agent_steps"], "agent-step counts differ"
+    coop_mean_T = float(ref["T_s"].mean())
+    floor_mean_T = float(floor_runs[0]["T_s"].mean())
+    agent_steps = ref["agent_steps"]
+
+    # --- Mesa on a subset
+    print(f"  Mesa: {mesa_reps} replicates x {C} cells (stopping after a whole pass past {args.mesa_max_seconds:g} s)", flush=True)
+    gc.collect()
+    mz = run_mesa(conds, args.seed, mesa_reps, args.mesa_max_seconds)
+    subset = mz["societies"] < S
+    mesa_label = (f"Mesa {mesa.__version__} (SUBSET: {mz['passes']} rep/cell x {C} cells)" if subset
+                  else f"Mesa {mesa.__version__} (full sweep)")
+    cmp_ = stratified_compare(mz["T_s"], mz["condition"], ref["T_s"], ref["condition"])
+    cmp_c = stratified_compare(compact_runs[0]["T_s"], ref["condition"], ref["T_s"], ref["condition"])
+
+    med = lambda runs: statistics.median(r["wall"] for r in runs)  # noqa: E731
+    coop_wall, floor_wall, compact_wall = med(coop_runs), med(floor_runs), med(compact_runs)
+    rate = lambda steps, wall: steps / wall  # noqa: E731
+    coop_rate, floor_rate = rate(agent_steps, coop_wall), rate(agent_steps, floor_wall)
+    nock_rate = rate(agent_steps, coop_nock["wall"])
+    mesa_rate = rate(mz["agent_steps"], mz["wall"])
+    compact_steps = compact_runs[0]["agent_steps"]
+    compact_rate = rate(compact_steps, compact_wall)
+    time_ratio = coop_wall / floor_wall
+    speed_ratio = coop_rate / mesa_rate
+    ok1, ok2 = time_ratio <= 2.0, speed_ratio >= 50.0
+
+    medc = lambda runs: statistics.median(r["cpu"] for r in runs)  # noqa: E731
+    coop_cpu, floor_cpu, compact_cpu = medc(coop_runs), medc(floor_runs), medc(compact_runs)
+    cpu_time_ratio = coop_cpu / floor_cpu
+    cpu_speed_ratio = (agent_steps / coop_cpu) / (mz["agent_steps"] / mz["cpu"])
+
+    def row(label: str, soc: int, steps: int, wall: float, timings: str, cpu: float, meanT: float) -> tuple[str, ...]:
+        return (label, f"{soc:,}", f"{steps:,}", f"{wall:.3f}", timings, fmt_rate(steps / wall), f"{cpu:.3f}",
+                fmt_rate(steps / cpu), f"{meanT:.4f}")
+
+    walls = lambda runs: f"median of {args.repeats}: " + ", ".join(f"{r['wall']:.3f}" for r in runs)  # noqa: E731
+    rows = [
+        row("cooplab (run_cpr, InMemorySaver, durability=exit)", S, agent_steps, coop_wall, walls(coop_runs), coop_cpu, coop_mean_T),
+        row("cooplab, no checkpointer (info)", S, agent_steps, coop_nock["wall"], "1 run", coop_nock["cpu"],
+            float(coop_nock["T_s"].mean())),
+        row("plain numpy floor (same generators)", S, agent_steps, floor_wall, walls(floor_runs), floor_cpu, floor_mean_T),
+        row("info: numpy, finished societies dropped (own streams)", S, compact_steps, compact_wall, walls(compact_runs),
+            compact_cpu, float(compact_runs[0]["T_s"].mean())),
+        row(mesa_label, mz["societies"], mz["agent_steps"], mz["wall"], "1 run", mz["cpu"], float(mz["T_s"].mean())),
+    ]
+    head = ("variant", "societies", "agent-steps", "wall s", "timings", "agent-steps/s", "CPU s", "agent-steps/CPU-s", "mean T_s")
+    table = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    table += ["| " + " | ".join(r) + " |" for r in rows]
+
+    lines = [
+        SECTION,
+        "",
+        f"Run {started:%Y-%m-%d %H:%M UTC} with `.venv/bin/python benchmarks/bench_cpr.py"
+        + (" --quick" if args.quick else "") + ("" if args.replicates is None else f" --replicates {args.replicates}")
+        + ("" if args.mesa_reps is None else f" --mesa-reps {args.mesa_reps}")
+        + ("" if args.mesa_max_seconds == 600.0 else f" --mesa-max-seconds {args.mesa_max_seconds:g}") + "`"
+        + (" (QUICK SMOKE RUN, not the benchmark)" if args.quick else "") + ".",
+        "",
+        f"- Machine: `{info['uname_a']}`; nproc {info['nproc']}; load average at start {info['load']} "
+        "(2 cores, shared with another engineer's jobs)",
+        f"- Python {info['python']}, numpy {info['numpy']}, langgraph {info['langgraph']} "
+        f"(langgraph-checkpoint {info['langgraph-checkpoint']}), mesa {info['mesa']}",
+        f"- Workload: Fig. 3 grid of `abm_figures` ({len(FIG3_BETAS)} beta x {len(FIG3_RS)} r = {C} cells, mixed population, "
+        f"default parameters), N = {N} agents, T = {T} rounds, {reps} replicates/cell = {S:,} societies, seed {args.seed}. "
+        f"The batch ran {ref['rounds']} graph rounds (until every society had collapsed or hit the cap).",
+        "- Agent-steps: sum over societies and simulated rounds (collapse round included) of the agents alive at the "
+        "start of the round; counted the same way for all variants. Wall time of cooplab and the floor includes "
+        "`init_state` (and, for cooplab, graph compilation and the exit checkpoint).",
+        "",
+        *table,
+        "",
+        f"- **cooplab / numpy-floor time ratio: {time_ratio:.2f}x** (target <= 2x): "
+        + ("**met**" if ok1 else "**NOT met**"),
+        f"- **cooplab / Mesa speed ratio (agent-steps/s): {speed_ratio:,.1f}x** (target >= 50x): "
+        + ("**met**" if ok2 else "**NOT met**"),
+        f"- Same ratios on process CPU time (robust to the other jobs on this shared machine; CPU s = median "
+        f"of the repeats' CPU times): cooplab/floor {cpu_time_ratio:.2f}x, cooplab/Mesa {cpu_speed_ratio:,.1f}x.",
+        f"- Floor exactness: same seed, same `phase_rng(seed, round, phase)` generators in the same order; survival "
+        f"times equal society by society for all {S:,} societies (mean T_s {coop_mean_T:.4f} in both), per-society "
+        "efficiency sums equal to 1e-12, agent-step counts equal (asserted in the script).",
+        (f"- Mesa was measured on a SUBSET: {mz['passes']} whole pass(es) of one replicate per cell over all {C} cells "
+         f"= {mz['societies']:,} of the {S:,} societies" if subset else
+         f"- Mesa ran the same full sweep ({mz['societies']:,} societies, one `mesa.Model` each, run one after another)")
+        + f" ({mz['agent_steps']:,} agent-steps, {mz['wall']:.1f} s, model construction included); it uses its "
+        "own random streams (`Model.random`, seeded per society), so it matches cooplab only statistically. "
+        f"Mean T_s on the same {cmp_['cells']} cells, cells weighted equally: Mesa {cmp_['mean_a']:.3f} vs cooplab "
+        f"{cmp_['mean_b']:.3f} (difference {cmp_['diff']:+.3f} +- {cmp_['se']:.3f} s.e., stratified z = {cmp_['z']:.2f}, "
+        f"p = {cmp_['p']:.2g}); {cmp_['cells_within_2se']}/{cmp_['cells']} cells differ by less than 2 s.e.",
+        "- The floor omits what is not model semantics: LangGraph itself, cooplab's per-round history record "
+        "(17 metrics per round over all societies) and the propose/vote generators that the default policies never use. "
+        "cooplab and the floor both compute on all S societies every round (finished societies masked), which keeps "
+        "their random draws identical.",
+        f"- Info row (not a target): the same model in numpy computing only the societies still running "
+        f"({compact_wall:.3f} s, {compact_rate / mesa_rate:,.1f}x Mesa's agent-steps/s). It draws other random streams, so it "
+        f"is checked statistically: mean T_s {cmp_c['mean_a']:.3f} vs cooplab {cmp_c['mean_b']:.3f} (z = {cmp_c['z']:.2f}, "
+        f"p = {cmp_c['p']:.2g}). cooplab and the exact floor spend most of their time on societies that have already "
+        f"finished: {agent_steps:,} live agent-steps out of {S * N * ref['rounds']:,} computed agent slots "
+        f"({100 * agent_steps / (S * N * ref['rounds']):.0f}%).",
+        f"- Overheads inside cooplab (from the medians): LangGraph + history record + exit checkpoint = "
+        f"{coop_wall - floor_wall:+.3f} s wall ({coop_wall / floor_wall - 1:+.0%}), {coop_cpu - floor_cpu:+.3f} s CPU over the floor. "
+        f"The InMemorySaver exit checkpoint accounts for about {coop_cpu - coop_nock['cpu']:+.3f} s CPU (checkpointed median "
+        f"minus the single uncheckpointed run; wall: {coop_wall - coop_nock['wall']:+.3f} s, noisier).",
+        f"- Load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}.",
+    ]
+    prof_text = None
+    if args.profile == "always" or (args.profile == "auto" and not ok1):
+        prof_text, summary = profile_cooplab(conds, reps, args.seed)
+        lines += ["", "Where cooplab's time goes (cProfile, cumulative seconds; profiling inflates Python-level overheads):", "",
+                  "```", *summary, "```"]
+    section = "\n".join(lines) + "\n"
+
+    print()
+    print("\n".join(table))
+    print()
+    print(f"cooplab/floor time ratio {time_ratio:.2f}x (target <= 2x: {'met' if ok1 else 'NOT met'}); "
+          f"cooplab/Mesa speed ratio {speed_ratio:,.1f}x (target >= 50x: {'met' if ok2 else 'NOT met'})")
+    print(f"on CPU time: cooplab/floor {cpu_time_ratio:.2f}x, cooplab/Mesa {cpu_speed_ratio:,.1f}x")
+    print(f"mean T_s: cooplab {coop_mean_T:.4f} == floor {floor_mean_T:.4f} (exact, all {S} societies); "
+          f"Mesa{' (subset)' if subset else ''} {cmp_['mean_a']:.3f} vs cooplab same cells {cmp_['mean_b']:.3f}, z = {cmp_['z']:.2f}, p = {cmp_['p']:.2g}")
+    if prof_text:
+        print()
+        print(prof_text)
+    if out is not None:
+        replace_section(Path(out), section)
+        print(f"wrote section '{SECTION}' of {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
