@@ -320,6 +320,9 @@ def sweep_cmd(
 
 def _mount_optional() -> None:
     from cooplab.evals.trace_viewer import traces_app
+    from cooplab.tasks.diners.cli import register as register_diners
+
+    register_diners(run_app, figures_app)
     from cooplab.sandbox.cli import app as sandbox_app
 
     app.add_typer(traces_app, name="traces", help="Export or view a run's traces (LangSmith run format).")

@@ -1,0 +1,1 @@
+"""The Diner's Dilemma society with punishment and metanorms (issue 6)."""

@@ -1,0 +1,220 @@
+"""Run one Diner's Dilemma condition into a run directory (the CPR runner's conventions).
+
+Rule-based runs invoke the graph synchronously with a ``SqliteSaver``; LLM runs stream it with
+an ``AsyncSqliteSaver`` and the :class:`~cooplab.agents.decisions.LLMService` (models, cache,
+ledger; built by the CPR runner's ``build_service``) in the runtime context.
+
+Run directory: ``config.json``, ``checkpoints.sqlite``, ``summary.json`` and the per-iteration
+tables ``strategy_counts``, ``orders``, ``punishments``, ``utilities``, ``imitation`` (Parquet,
+or CSV with ``csv=True``); LLM runs add ``decisions`` and ``ledger``; ``figures/run.png``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cooplab import runstore
+from cooplab.graphs.context import CoopContext
+from cooplab.graphs.ledger import BudgetExhausted
+from cooplab.tasks.cpr.runner import RunStopped, _unwrap, build_service, sqlite_saver
+from cooplab.tasks.diners import model as dm
+from cooplab.tasks.diners.society import Condition, build_diners_graph, init_state, recursion_limit
+
+THREAD = "diners"
+
+
+# --- tables --------------------------------------------------------------------------------
+def _meta(final: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    return np.asarray(final["condition"]), np.asarray(final["replicate"])
+
+
+def strategy_counts(final: dict[str, Any], initial: np.ndarray) -> pd.DataFrame:
+    """One row per (society, iteration t): strategy counts after iteration t's update (t = 0:
+    the initial composition)."""
+    cond, rep = _meta(final)
+    S, N = initial.shape
+    frames = []
+    for t, strat in [(0, initial)] + [(int(h["round"]), h["strategy"]) for h in final.get("history") or []]:
+        d = {"condition": cond, "replicate": rep, "iteration": np.full(S, t)}
+        for c, name in enumerate(dm.STRATEGIES):
+            d[name] = (strat == c).sum(axis=1)
+        frames.append(pd.DataFrame(d))
+    df = pd.concat(frames, ignore_index=True)
+    return df.sort_values(["condition", "replicate", "iteration"], kind="stable").reset_index(drop=True)
+
+
+def per_agent_tables(final: dict[str, Any]) -> dict[str, pd.DataFrame]:
+    cond, rep = _meta(final)
+    S, N = np.asarray(final["strategy"]).shape
+    orders, utils, imit, pun = [], [], [], []
+    names = np.array(dm.STRATEGIES)
+    for h in final.get("history") or []:
+        t = int(h["round"])
+        base = {"condition": np.repeat(cond, N), "replicate": np.repeat(rep, N), "iteration": t, "agent": np.tile(np.arange(N), S),
+                "group": np.asarray(final["group"]).ravel(), "strategy": names[h["strategy_played"]].ravel()}
+        orders.append(pd.DataFrame({**base, "venue": np.array(dm.VENUES)[h["venue"] % len(dm.VENUES)].ravel(),
+                                    "order": np.where(h["defect"], "premium", "budget").ravel()}))
+        given = h["punish1"].sum(axis=2) + h["punish2"].sum(axis=2)
+        received = h["punish1"].sum(axis=1) + h["punish2"].sum(axis=1)
+        utils.append(pd.DataFrame({**base, "meal_utility": h["meal"].ravel(), "punishments_given": given.ravel(),
+                                   "punishments_received": received.ravel(), "utility": h["utility"].ravel(), "score": h["score"].ravel()}))
+        if "imitation_role" in h:
+            role = h["imitation_role"]
+            rr = np.where(role >= 0, role, 0)
+            imit.append(pd.DataFrame({**base, "role_model": role.ravel(),
+                                      "role_strategy": names[np.take_along_axis(h["strategy_played"], rr, axis=1)].ravel(),
+                                      "probability": h["imitation_prob"].ravel(), "adopted": h["imitation_adopt"].ravel(),
+                                      "new_strategy": names[h["strategy"]].ravel(), "changed": h["imitation_changed"].ravel()}))
+        for stage, key in ((1, "punish1"), (2, "punish2")):
+            s_, i_, j_ = np.nonzero(h[key])
+            played = h["strategy_played"]
+            pun.append(pd.DataFrame({"condition": cond[s_], "replicate": rep[s_], "iteration": t, "stage": stage,
+                                     "punisher": i_, "target": j_, "punisher_strategy": names[played[s_, i_]],
+                                     "target_strategy": names[played[s_, j_]]}))
+
+    def cat(xs: list[pd.DataFrame]) -> pd.DataFrame:
+        return pd.concat(xs, ignore_index=True) if xs else pd.DataFrame()
+
+    return {"orders": cat(orders), "utilities": cat(utils), "imitation": cat(imit), "punishments": cat(pun)}
+
+
+def share_summary(counts: pd.DataFrame) -> dict[str, Any]:
+    """Strategy shares per iteration and at the end, mean over replicates (and their s.d.)."""
+    n = counts[list(dm.STRATEGIES)].sum(axis=1)
+    shares = counts[list(dm.STRATEGIES)].div(n, axis=0).assign(condition=counts["condition"], iteration=counts["iteration"])
+    last = shares[shares["iteration"] == shares["iteration"].max()]
+    mean = shares.groupby("iteration")[list(dm.STRATEGIES)].mean()
+    return {
+        "final_shares": {k: float(v) for k, v in last[list(dm.STRATEGIES)].mean().items()},
+        "final_shares_sd": {k: float(v) for k, v in last[list(dm.STRATEGIES)].std(ddof=1).fillna(0.0).items()},
+        "shares_by_iteration": {int(t): {k: round(float(v), 6) for k, v in row.items()} for t, row in mean.iterrows()},
+    }
+
+
+# --- running -------------------------------------------------------------------------------
+def init_llm_state(cond: Condition, replicates: int, seed: int, iterations: int) -> dict[str, Any]:
+    state = init_state([cond], replicates, seed, iterations)
+    S, N = state["strategy"].shape
+    state.update(personas=[list(range(N)) for _ in range(S)], decisions=[], ledger=[])
+    return state
+
+
+def run_to_dir(out: Path, cond: Condition, *, replicates: int, seed: int, iterations: int, labels: dict[str, Any],
+               csv: bool = False, quiet: bool = True, llm: dict[str, Any] | None = None) -> dict[str, Any]:
+    config = {
+        "task": "diners", "agents": "llm" if llm else "rule", **labels,
+        "groups": [list(g) for g in cond.groups], "p": cond.p, "k": cond.k, "costs_stated": cond.stated, "beta": cond.beta,
+        "accumulate": cond.accumulate, "meal": cond.meal, "iterations": iterations, "replicates": replicates, "seed": seed,
+        "llm": llm, "csv": csv, "code_version": runstore.code_version(), "created": runstore.now(),
+    }
+    runstore.write_json(out / "config.json", config)
+    state = init_llm_state(cond, replicates, seed, iterations) if llm else init_state([cond], replicates, seed, iterations)
+    initial = state["strategy"].copy()
+    t0 = time.perf_counter()
+    if llm:
+        return asyncio.run(_execute_llm(out, config, state, initial, quiet))
+    with sqlite_saver(out / "checkpoints.sqlite") as saver:
+        graph = build_diners_graph(checkpointer=saver)
+        cfg = {"configurable": {"thread_id": THREAD}, "recursion_limit": recursion_limit(state)}
+        final = graph.invoke(state, cfg, durability="async")
+    return finish(out, config, final, initial, time.perf_counter() - t0)
+
+
+async def _execute_llm(out: Path, config: dict[str, Any], state: dict[str, Any], initial: np.ndarray, quiet: bool) -> dict[str, Any]:
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    from cooplab.agents.decisions import ModelUnavailable
+    from cooplab.tasks.diners.llm_agents import llm_phases
+
+    t0 = time.perf_counter()
+    status, message = "completed", None
+    async with AsyncSqliteSaver.from_conn_string(str(out / "checkpoints.sqlite")) as saver:
+        graph = build_diners_graph(llm_phases(), checkpointer=saver)
+        cfg: dict[str, Any] = {"configurable": {"thread_id": THREAD}, "recursion_limit": recursion_limit(state)}
+        try:
+            from cooplab.graphs.tracing import tracing_callbacks
+
+            cfg["callbacks"] = tracing_callbacks(out)
+        except ImportError:  # pragma: no cover
+            pass
+        service = build_service(config)
+        bar = None
+        if not quiet:
+            from tqdm import tqdm
+
+            bar = tqdm(total=int(state["max_round"]), desc="iterations", unit="it", leave=False, disable=None)
+        final = None
+        try:
+            async for mode, data in graph.astream(state, cfg, context=CoopContext(llm=service, run_dir=str(out)),
+                                                  stream_mode=["updates", "values"], durability="sync"):
+                if mode == "values":
+                    final = data
+                elif bar is not None and "swap" in data:
+                    bar.update(1)
+        except BaseException as exc:  # noqa: BLE001
+            inner = _unwrap(exc)
+            if isinstance(inner, BudgetExhausted):
+                status, message = "budget_exhausted", str(inner)
+            elif isinstance(inner, ModelUnavailable):
+                status, message = "stopped", str(inner)
+            else:
+                raise
+            final = (await graph.aget_state({"configurable": {"thread_id": THREAD}})).values
+        finally:
+            if bar is not None:
+                bar.close()
+            service.cache.close()
+    summary = finish(out, config, final, initial, time.perf_counter() - t0, status=status, message=message, service=service)
+    if status == "stopped":
+        raise RunStopped(f"{message}; the run stopped at its last checkpoint")
+    return summary
+
+
+def finish(out: Path, config: dict[str, Any], final: dict[str, Any], initial: np.ndarray, seconds: float, *,
+           status: str = "completed", message: str | None = None, service=None) -> dict[str, Any]:
+    csv = bool(config.get("csv"))
+    counts = strategy_counts(final, initial)
+    runstore.write_table(counts, out, "strategy_counts", csv=csv)
+    for stem, df in per_agent_tables(final).items():
+        runstore.write_table(df, out, stem, csv=csv)
+    S, N = np.asarray(final["strategy"]).shape
+    summary: dict[str, Any] = {
+        "task": "diners", "agents": config["agents"], "status": status, "combination": config.get("combination"),
+        "groups": config["groups"], "pk": config.get("pk"), "p": config["p"], "k": config["k"], "costs_stated": config["costs_stated"],
+        "beta": config["beta"], "replicates": S, "n_agents": N, "seed": config["seed"],
+        "iterations_completed": len(final.get("history") or []),
+        **share_summary(counts), "wall_seconds": round(seconds, 3),
+    }
+    if message:
+        summary["message"] = message
+    if service is not None:
+        from cooplab.tasks.diners.llm_agents import accuracy
+
+        decisions = final.get("decisions") or []
+        summary.update(accuracy(decisions))
+        summary["ledger"] = service.ledger.totals()
+        summary["llm"] = {"cache_hits": service.cache.hits, "cache_misses": service.cache.misses}
+        entries = [e.as_dict() for e in service.ledger.entries]
+        if entries:
+            runstore.write_table(pd.DataFrame(entries), out, "ledger", csv=csv)
+        if decisions:
+            df = pd.DataFrame(decisions)
+            df["parsed"] = df["parsed"].map(lambda v: None if v is None else runstore.json.dumps(v))
+            runstore.write_table(df, out, "decisions", csv=csv)
+            summary["decisions"] = {"count": len(df), "fallback_used": int(df["fallback_used"].sum()),
+                                    "mean_attempts": float(df["attempts"].mean())}
+    runstore.write_json(out / "summary.json", summary)
+    try:
+        from cooplab.tasks.diners.figures import run_figure
+
+        run_figure(counts, summary, out / "figures")
+    except Exception as exc:  # a figure must never lose the computed run
+        summary["figure_error"] = f"{type(exc).__name__}: {exc}"
+        runstore.write_json(out / "summary.json", summary)
+    return summary
