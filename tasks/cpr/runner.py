@@ -197,8 +197,6 @@ def _start(snap: Any, state: Any, out: Path) -> tuple[int | None, Any]:
 async def _execute_llm(out: Path, config: dict[str, Any], state: Any | None) -> dict[str, Any]:
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    from cooplab.agents.decisions import ModelUnavailable
-
     params = CPRParams(**config["params"])
     phases = llm_phases(params)
     t0 = time.perf_counter()
@@ -217,13 +215,10 @@ async def _execute_llm(out: Path, config: dict[str, Any], state: Any | None) -> 
             else:
                 final = await _arun(graph, state, cfg, CoopContext(llm=service, run_dir=str(out)), update, out)
         except BaseException as exc:  # noqa: BLE001
-            inner = _unwrap(exc)
-            if isinstance(inner, BudgetExhausted):
-                status, message = "budget_exhausted", str(inner)
-            elif isinstance(inner, ModelUnavailable):
-                status, message = "stopped", str(inner)
-            else:
+            stop = stop_status(exc)
+            if stop is None:
                 raise
+            status, message = stop
             final = (await graph.aget_state(cfg)).values
         finally:
             if bar is not None:
@@ -233,6 +228,19 @@ async def _execute_llm(out: Path, config: dict[str, Any], state: Any | None) -> 
     if status == "stopped":
         raise RunStopped(f"{message}; the run stopped at its last checkpoint: continue with 'cooplab resume {out}'")
     return summary
+
+
+def stop_status(exc: BaseException) -> tuple[str, str] | None:
+    """How an LLM run ends cleanly: ("budget_exhausted" | "stopped", message), or None for an
+    exception that is a real error and must propagate."""
+    from cooplab.agents.decisions import ModelUnavailable
+
+    inner = _unwrap(exc)
+    if isinstance(inner, BudgetExhausted):
+        return "budget_exhausted", str(inner)
+    if isinstance(inner, ModelUnavailable):
+        return "stopped", str(inner)
+    return None
 
 
 def _unwrap(exc: BaseException) -> BaseException:

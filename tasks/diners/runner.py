@@ -21,8 +21,7 @@ import pandas as pd
 
 from cooplab import runstore
 from cooplab.graphs.context import CoopContext
-from cooplab.graphs.ledger import BudgetExhausted
-from cooplab.tasks.cpr.runner import RunStopped, _unwrap, build_service, sqlite_saver
+from cooplab.tasks.cpr.runner import RunStopped, build_service, sqlite_saver, stop_status
 from cooplab.tasks.diners import model as dm
 from cooplab.tasks.diners.society import Condition, build_diners_graph, init_state, recursion_limit
 
@@ -129,7 +128,6 @@ def run_to_dir(out: Path, cond: Condition, *, replicates: int, seed: int, iterat
 async def _execute_llm(out: Path, config: dict[str, Any], state: dict[str, Any], initial: np.ndarray, quiet: bool) -> dict[str, Any]:
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    from cooplab.agents.decisions import ModelUnavailable
     from cooplab.tasks.diners.llm_agents import llm_phases
 
     t0 = time.perf_counter()
@@ -158,13 +156,10 @@ async def _execute_llm(out: Path, config: dict[str, Any], state: dict[str, Any],
                 elif bar is not None and "swap" in data:
                     bar.update(1)
         except BaseException as exc:  # noqa: BLE001
-            inner = _unwrap(exc)
-            if isinstance(inner, BudgetExhausted):
-                status, message = "budget_exhausted", str(inner)
-            elif isinstance(inner, ModelUnavailable):
-                status, message = "stopped", str(inner)
-            else:
+            stop = stop_status(exc)
+            if stop is None:
                 raise
+            status, message = stop
             final = (await graph.aget_state({"configurable": {"thread_id": THREAD}})).values
         finally:
             if bar is not None:
