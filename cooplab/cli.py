@@ -11,6 +11,9 @@ from typing import Any, Optional
 
 import typer
 
+from cooplab.cli_options import (AgentModelOpt, BaseUrlOpt, BudgetOpt, CacheOpt, CsvOpt, ForceOpt, JsonOpt, MaxConcurrencyOpt,
+                                  MaxTokensOpt, ModelOpt, OutOpt, PriceInOpt, PriceOutOpt, QuietOpt, RpsOpt, SeedOpt, TemperatureOpt)
+
 try:  # Typer >= 0.20 vendors Click; older releases depend on it
     from typer._click import exceptions as _cx
 except ImportError:  # pragma: no cover
@@ -72,7 +75,7 @@ def _echo_json(obj: Any) -> None:
 
 @run_app.command("cpr")
 def run_cpr_cmd(
-    out: Path = typer.Option(..., "--out", help="Run directory to write (created if missing)."),
+    out: OutOpt,
     agents: AgentKind = typer.Option(AgentKind.rule, "--agents", help="Who decides: rule-based (ABM) agents."),
     env: Env = typer.Option(Env.harsh, "--env", help="Environment: harsh (r = 0.2) or rich (r = 0.6)."),
     population: Population = typer.Option(Population.mixed, "--population", help="Initial population."),
@@ -80,23 +83,23 @@ def run_cpr_cmd(
     n_agents: Optional[int] = typer.Option(None, "--n-agents", help="Number of agents N (default 10)."),
     rounds: Optional[int] = typer.Option(None, "--rounds", help="Round cap T (default 50)."),
     replicates: Optional[int] = typer.Option(None, "--replicates", help="Replicate societies, run side by side in one graph invocation (default: 100 rule, 1 llm)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of every random draw (recorded in config.json)."),
+    seed: SeedOpt = 0,
     set_: Optional[list[str]] = typer.Option(None, "--set", help="Override any parameter: --set beta=14 (see 'cooplab params cpr')."),
-    csv: bool = typer.Option(False, "--csv", help="Write tables as CSV instead of Parquet."),
-    force: bool = typer.Option(False, "--force", help="Overwrite an existing run directory."),
-    as_json: bool = typer.Option(False, "--json", help="Print summary.json to stdout."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
-    model: str = typer.Option("local", "--model", help="LLM agents' model: local (SmolLM2-135M via llama.cpp), openai:NAME, scripted:FILE."),
-    agent_model: Optional[list[str]] = typer.Option(None, "--agent-model", help="Per-agent model, repeatable: --agent-model 2=openai:gpt-4o-mini (agents count from 0)."),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible server URL for openai:NAME (vLLM, llama_cpp.server, ...)."),
-    temperature: float = typer.Option(0.7, "--temperature", help="Sampling temperature of LLM agents."),
-    max_tokens: int = typer.Option(64, "--max-tokens", help="Output token cap per LLM call."),
-    max_concurrency: int = typer.Option(8, "--max-concurrency", help="Concurrent model calls at most."),
-    rps: Optional[float] = typer.Option(None, "--rps", help="Requests per second at most (default: unlimited)."),
-    budget: Optional[float] = typer.Option(None, "--budget", help="Budget cap in USD; the run ends with status budget_exhausted when it is spent."),
-    price_in: float = typer.Option(0.0005, "--price-in", help="USD per 1K input tokens."),
-    price_out: float = typer.Option(0.003, "--price-out", help="USD per 1K output tokens."),
-    cache: Optional[str] = typer.Option(None, "--cache", help="Response cache file (default ~/.cache/cooplab/llm-cache.sqlite or $COOPLAB_CACHE); 'off' disables it."),
+    csv: CsvOpt = False,
+    force: ForceOpt = False,
+    as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
+    model: ModelOpt = "local",
+    agent_model: AgentModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    temperature: TemperatureOpt = 0.7,
+    max_tokens: MaxTokensOpt = 64,
+    max_concurrency: MaxConcurrencyOpt = 8,
+    rps: RpsOpt = None,
+    budget: BudgetOpt = None,
+    price_in: PriceInOpt = 0.0005,
+    price_out: PriceOutOpt = 0.003,
+    cache: CacheOpt = None,
 ) -> None:
     """Run the common-pool fishery society (Gupta et al. 2025) and write a run directory."""
     from cooplab import runstore
