@@ -24,7 +24,7 @@ from cooplab.tasks.cpr import world
 State = Mapping[str, Any]
 
 
-def _running(state: State) -> np.ndarray:
+def running_agents(state: State) -> np.ndarray:
     """(S, N) mask of living agents in societies that are still running."""
     return state["alive"] & state["active"][:, None]
 
@@ -46,7 +46,7 @@ def is_async_policy(policy: Callable) -> bool:
 
 def harvest_node(effort_policy: Callable = rb.capped_effort) -> Callable[..., Any]:
     def apply(state: State, effort_raw: np.ndarray) -> dict:
-        run = _running(state)
+        run = running_agents(state)
         effort = np.where(run, np.clip(np.nan_to_num(effort_raw, nan=0.0), 0.0, 1.0), 0.0)
         h = world.ration(world.harvest(state["params"]["alpha"], effort, state["R"]), state["R"])
         R_plus = np.where(state["active"], world.post_harvest_stock(state["R"], h), state["R_plus"])
@@ -115,7 +115,7 @@ def environment_node(end_on_starvation: bool = True) -> Callable[[State], dict]:
         P = state["params"]
         t = int(state["round"])
         active = state["active"]
-        run = _running(state)
+        run = running_agents(state)
         B = state.get("B", np.zeros_like(state["h"], dtype=np.int8))
         V = state.get("V", np.zeros_like(state["h"], dtype=np.int8))
         payoff = np.where(run, world.round_payoff(state["h"], P["c"], P["gamma"], P["beta"], B, V), 0.0)
@@ -185,7 +185,7 @@ def learn_node(rule: Callable = rb.payoff_biased_imitation) -> Callable[[State],
     def learn(state: State) -> dict:
         rng = phase_rng(state["seed"], state["round"], "learn")
         out = rule(state, rng)
-        run = _running(state)
+        run = running_agents(state)
         return {k: np.where(run, out[k], state[k]) for k in ("e", "m", "g")}
 
     return learn
@@ -204,7 +204,7 @@ def propose_node(policy: Callable = rb.propose_own_cap) -> Callable[..., Any]:
 
     def propose(state: State) -> dict:
         rng = phase_rng(state["seed"], state["round"], "propose")
-        return {"proposals": np.where(_running(state), policy(state, rng), np.nan)}
+        return {"proposals": np.where(running_agents(state), policy(state, rng), np.nan)}
 
     return propose
 
@@ -221,7 +221,7 @@ def vote_node(rule: Callable = rb.median_vote) -> Callable[..., Any]:
 
     def vote(state: State) -> dict:
         rng = phase_rng(state["seed"], state["round"], "vote")
-        G_new = rule(state["proposals"], _running(state), rng)
+        G_new = rule(state["proposals"], running_agents(state), rng)
         gd = state["params"]["group_decision"].astype(bool)
         return {"G": np.where(state["active"] & gd & np.isfinite(G_new), G_new, state["G"])}
 

@@ -36,7 +36,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
 from cooplab.agents.decisions import DecisionSpec, LLMService, decide
-from cooplab.graphs.phases import PolicyResult, punishment_enabled
+from cooplab.graphs.phases import PolicyResult, punishment_enabled, running_agents
 
 N_PEERS_SHOWN = 3
 MEMORY = 3  # rounds of personal history shown
@@ -200,8 +200,18 @@ async def _gather(service: LLMService, spec: DecisionSpec, jobs: list, round_: i
     return results
 
 
-def _running(state: dict[str, Any]) -> np.ndarray:
-    return state["alive"] & state["active"][:, None]
+def _jobs_with_peers(state: dict[str, Any], rng: np.random.Generator, build: Any) -> list:
+    """One job (society, agent, messages, ctx) per living agent of each running society; with
+    social learning on, ``build(s, i, peers)`` gets a few randomly sampled living peers."""
+    run = running_agents(state)
+    learn = state["params"]["social_learning"].astype(bool)
+    jobs = []
+    for s in range(run.shape[0]):
+        alive_idx = np.flatnonzero(run[s])
+        for i in alive_idx:
+            peers = _peers(rng, alive_idx, int(i)) if learn[s] else []
+            jobs.append((s, int(i), *build(s, int(i), peers)))
+    return jobs
 
 
 def _ledger_since(service: LLMService, n: int) -> list[dict]:
@@ -214,16 +224,10 @@ class LLMEffortPolicy:
     async def __call__(self, state, rng, context, config) -> PolicyResult:
         service: LLMService = context.llm
         S, N = state["alive"].shape
-        run = _running(state)
-        learn = state["params"]["social_learning"].astype(bool)
         n0 = len(service.ledger.entries)
-        jobs = []
-        for s in range(S):
-            alive_idx = np.flatnonzero(run[s])
-            for i in alive_idx:
-                peers = _peers(rng, alive_idx, int(i)) if learn[s] else []
-                prev = state["effort"][s, i] if state["round"] > 1 else state["e"][s, i]
-                jobs.append((s, int(i), effort_messages(state, s, int(i), peers), {"previous_effort": float(prev)}))
+        prev = state["effort"] if state["round"] > 1 else state["e"]
+        jobs = _jobs_with_peers(state, rng, lambda s, i, peers: (effort_messages(state, s, i, peers),
+                                                                  {"previous_effort": float(prev[s, i])}))
         effort = np.zeros((S, N))
         recs = []
         for s, i, value, rec in await _gather(service, EFFORT, jobs, int(state["round"]), config):
@@ -240,11 +244,11 @@ class LLMPunishPolicy:
     async def __call__(self, state, rng, context, config) -> PolicyResult:
         service: LLMService = context.llm
         S, N = state["alive"].shape
-        run = _running(state) & punishment_enabled(state)[:, None]
+        run = running_agents(state) & punishment_enabled(state)[:, None]
         n0 = len(service.ledger.entries)
         jobs = []
         for s in range(S):
-            alive_idx = np.flatnonzero(_running(state)[s])
+            alive_idx = np.flatnonzero(running_agents(state)[s])
             for i in np.flatnonzero(run[s]):
                 shown = _peers(rng, alive_idx, int(i))
                 if shown:
@@ -270,15 +274,9 @@ class LLMProposePolicy:
     async def __call__(self, state, rng, context, config) -> PolicyResult:
         service: LLMService = context.llm
         S, N = state["alive"].shape
-        run = _running(state)
-        learn = state["params"]["social_learning"].astype(bool)
         n0 = len(service.ledger.entries)
-        jobs = []
-        for s in range(S):
-            alive_idx = np.flatnonzero(run[s])
-            for i in alive_idx:
-                peers = _peers(rng, alive_idx, int(i)) if learn[s] else []
-                jobs.append((s, int(i), propose_messages(state, s, int(i), peers), {"belief": state["beliefs"][s][i]}))
+        jobs = _jobs_with_peers(state, rng, lambda s, i, peers: (propose_messages(state, s, i, peers),
+                                                                  {"belief": state["beliefs"][s][i]}))
         beliefs = [list(row) for row in state["beliefs"]]
         proposals: list[list[str | None]] = [[None] * N for _ in range(S)]
         recs = []
@@ -315,7 +313,7 @@ class LLMVotePolicy:
     async def __call__(self, state, rng, context, config) -> PolicyResult:
         service: LLMService = context.llm
         S, N = state["alive"].shape
-        run = _running(state)
+        run = running_agents(state)
         n0 = len(service.ledger.entries)
         options = {s: distinct_proposals(state["proposal_texts"][s]) for s in range(S)}
         jobs = []
