@@ -44,6 +44,20 @@ def is_async_policy(policy: Callable) -> bool:
     return inspect.iscoroutinefunction(policy) or inspect.iscoroutinefunction(getattr(policy, "__call__", None))
 
 
+def llm_node(phase: str, policy: Callable, apply: Callable[[State, Any], dict] | None = None) -> Callable[..., Any]:
+    """The async node of an LLM policy: a seeded generator for (round, ``phase``), the policy
+    awaited with the runtime context (model service, ledger), then ``apply(state, value)`` (the
+    same bookkeeping the rule node does) merged with the policy's extra updates."""
+
+    async def node(state: State, runtime: Runtime, config: RunnableConfig) -> dict:
+        rng = phase_rng(state["seed"], state["round"], phase)
+        res: PolicyResult = await policy(state, rng, runtime.context, config)
+        return {**(apply(state, res.value) if apply is not None else {}), **res.updates}
+
+    node.__name__ = phase
+    return node
+
+
 def harvest_node(effort_policy: Callable = rb.capped_effort) -> Callable[..., Any]:
     def apply(state: State, effort_raw: np.ndarray) -> dict:
         run = running_agents(state)
@@ -53,14 +67,7 @@ def harvest_node(effort_policy: Callable = rb.capped_effort) -> Callable[..., An
         return {"effort": effort, "h": h, "R_plus": R_plus}
 
     if is_async_policy(effort_policy):
-
-        async def harvest_llm(state: State, runtime: Runtime, config: RunnableConfig) -> dict:
-            rng = phase_rng(state["seed"], state["round"], "harvest")
-            res: PolicyResult = await effort_policy(state, rng, runtime.context, config)
-            return {**apply(state, res.value), **res.updates}
-
-        harvest_llm.__name__ = "harvest"
-        return harvest_llm
+        return llm_node("harvest", effort_policy, apply)
 
     def harvest(state: State) -> dict:
         rng = phase_rng(state["seed"], state["round"], "harvest")
@@ -93,13 +100,7 @@ def punish_node(policy: Callable = rb.sample_inspect_punish) -> Callable[..., An
         }
 
     if is_async_policy(policy):
-
-        async def punish_llm(state: State, runtime: Runtime, config: RunnableConfig) -> dict:
-            rng = phase_rng(state["seed"], state["round"], "punish")
-            res: PolicyResult = await policy(state, rng, runtime.context, config)
-            return {**apply(state, res.value), **res.updates}
-
-        return punish_llm
+        return llm_node("punish", policy, apply)
 
     def punish(state: State) -> dict:
         rng = phase_rng(state["seed"], state["round"], "punish")
@@ -194,13 +195,7 @@ def learn_node(rule: Callable = rb.payoff_biased_imitation) -> Callable[[State],
 def propose_node(policy: Callable = rb.propose_own_cap) -> Callable[..., Any]:
     """Rule policies return numeric proposals; LLM policies return texts (in ``updates``)."""
     if is_async_policy(policy):
-
-        async def propose_llm(state: State, runtime: Runtime, config: RunnableConfig) -> dict:
-            rng = phase_rng(state["seed"], state["round"], "propose")
-            res: PolicyResult = await policy(state, rng, runtime.context, config)
-            return dict(res.updates)
-
-        return propose_llm
+        return llm_node("propose", policy)
 
     def propose(state: State) -> dict:
         rng = phase_rng(state["seed"], state["round"], "propose")
@@ -211,13 +206,7 @@ def propose_node(policy: Callable = rb.propose_own_cap) -> Callable[..., Any]:
 
 def vote_node(rule: Callable = rb.median_vote) -> Callable[..., Any]:
     if is_async_policy(rule):
-
-        async def vote_llm(state: State, runtime: Runtime, config: RunnableConfig) -> dict:
-            rng = phase_rng(state["seed"], state["round"], "vote")
-            res: PolicyResult = await rule(state, rng, runtime.context, config)
-            return dict(res.updates)
-
-        return vote_llm
+        return llm_node("vote", rule)
 
     def vote(state: State) -> dict:
         rng = phase_rng(state["seed"], state["round"], "vote")

@@ -22,12 +22,10 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, TypedDict
 
 import numpy as np
-from langchain_core.runnables import RunnableConfig
-from langgraph.runtime import Runtime
 
 from cooplab.agents.rule_based import sample_peer
 from cooplab.graphs.context import CoopContext
-from cooplab.graphs.phases import PolicyResult, is_async_policy
+from cooplab.graphs.phases import is_async_policy, llm_node
 from cooplab.graphs.rng import phase_rng
 from cooplab.graphs.society import build_society
 from cooplab.tasks.diners import model as dm
@@ -161,14 +159,7 @@ def _decision_node(phase: str, key: str, policy: Callable, clean: Callable[[Stat
     """A node writing ``key`` from ``policy``'s answer; ``clean`` masks what a policy may not do
     (punishing outside the group, oneself, or in a finished society) without changing the rest."""
     if is_async_policy(policy):
-
-        async def node_llm(state: State, runtime: Runtime, config: RunnableConfig) -> dict:
-            rng = phase_rng(state["seed"], state["round"], phase)
-            res: PolicyResult = await policy(state, rng, runtime.context, config)
-            return {key: clean(state, res.value), **also(state), **res.updates}
-
-        node_llm.__name__ = phase
-        return node_llm
+        return llm_node(phase, policy, lambda state, value: {key: clean(state, value), **also(state)})
 
     def node(state: State) -> dict:
         rng = phase_rng(state["seed"], state["round"], phase)
