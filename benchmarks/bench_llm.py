@@ -26,7 +26,9 @@ benchmark's rounds (K = R0 = 100 N, alpha = 1 / N: the group takes 30% of the st
     (20 ms scripted latency, N = 20); the replay must make zero model calls.
 (d) The real local model (SmolLM2-135M-Instruct via ``LlamaCppChat``, ``parse_model_spec("local")``):
     EFFORT decisions with ``effort_messages`` prompts from a real society state (round 4), one at a
-    time (the shared ``Llama`` is behind a lock, so concurrency would not help).
+    time (one model process serves calls in turn, so concurrency would not help). Since issue 9 the
+    model runs in a child process (``cooplab.agents.local_model``); ``bench_local_build.py``
+    compares that path and the build configurations with the old in-process one.
 """
 
 from __future__ import annotations
@@ -347,11 +349,14 @@ async def bench_local(n_decisions: int) -> dict[str, Any]:
     spec = parse_model_spec("local")
     model = make_chat_model(spec)
     assert isinstance(model, LlamaCppChat)
-    from cooplab.agents.models import _get_llama
+    from cooplab.agents.local_model import get_local_model
 
+    # the model runs in its own process (cooplab.agents.local_model); start it and load the model
+    # before timing, so the load is reported apart from the decisions
+    proc = get_local_model(model.model_path, model.n_ctx, model.n_threads)
     t0 = time.perf_counter()
-    llama, _lock = _get_llama(model.model_path, model.n_ctx, model.n_threads)
-    load_s = time.perf_counter() - t0
+    proc.chat({"messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 1, "temperature": 0.0, "seed": 0})
+    load_s = float(proc.meta.get("load_s", time.perf_counter() - t0))
     # realistic prompts: a 10-agent society's state after 3 rounds (scripted model), peers shown
     state = (await run_graph(10, 4, scripted_service()))["final"]
     state = {**state, "round": 4, "active": np.ones_like(state["active"])}  # as seen by round 4's harvest
@@ -375,7 +380,8 @@ async def bench_local(n_decisions: int) -> dict[str, Any]:
             "p50": med(lat), "min": min(lat), "max": max(lat), "first": lat[0], "calls": tot["calls"], "in_tok": tot["input_tokens"],
             "out_tok": tot["output_tokens"], "retry": sum(rec.attempts > 1 for _, rec in recs), "fallback": sum(rec.fallback_used for _, rec in recs),
             "prompt_tokens_first": svc.ledger.entries[0].input_tokens, "raws": [rec.raw for _, rec in recs],
-            "n_threads": getattr(llama, "n_threads", None), "n_threads_batch": getattr(llama, "n_threads_batch", None),
+            "n_threads": proc.meta.get("threads"), "n_threads_batch": proc.meta.get("threads"),
+            "extra_bufts": proc.meta.get("extra_bufts"), "system_info": proc.meta.get("system_info"),
             "model": spec.id, "temperature": spec.temperature, "max_tokens": spec.max_tokens}
 
 
@@ -495,8 +501,9 @@ def report(info, start, a, bs, c, d, prof, quick: bool, cmd: str, total_s: float
     L.append("")
     L.append("### (d) Local model decisions on this machine")
     L.append("")
-    L.append(f"`{d['model']}` via `LlamaCppChat` (temperature {d['temperature']}, max_tokens {d['max_tokens']}, JSON-schema-constrained decoding; "
-             f"n_threads {d['n_threads']} / n_threads_batch {d['n_threads_batch']}, llama-cpp-python's defaults for n_threads=None on {info['nproc']} cores). "
+    L.append(f"`{d['model']}` via `LlamaCppChat`, in its own model process (temperature {d['temperature']}, max_tokens {d['max_tokens']}, JSON-schema-constrained decoding; "
+             f"n_threads {d['n_threads']} / n_threads_batch {d['n_threads_batch']} on {info['nproc']} cores; extra buffer types "
+             f"{'on' if d.get('extra_bufts') else 'off'}; build `{d.get('system_info')}`). "
              f"{d['n']} EFFORT decisions through `decide`, one after another, prompts from `effort_messages` on a real 10-agent state at round 4 "
              f"with 3 peers shown (first call's prompt {d['prompt_tokens_first']} tokens with the chat template; a retry re-sends the conversation "
              f"plus the error, so later attempts are longer). Model load {fmt_t(d['load'])}, not counted. Retried = needed a 2nd or 3rd attempt; "

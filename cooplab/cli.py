@@ -7,12 +7,14 @@ import json
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
+from cooplab import cli_options as co
 from cooplab.cli_options import (AgentModelOpt, BaseUrlOpt, BudgetOpt, CacheOpt, CsvOpt, ForceOpt, JsonOpt, MaxConcurrencyOpt,
-                                  MaxTokensOpt, ModelOpt, OutOpt, PriceInOpt, PriceOutOpt, QuietOpt, RpsOpt, SeedOpt, TemperatureOpt)
+                                  MaxTokensOpt, ModelOpt, OptionError, OutOpt, PriceInOpt, PriceOutOpt, QuietOpt, RpsOpt,
+                                  SeedOpt, TemperatureOpt, num_opt)
 
 try:  # Typer >= 0.20 vendors Click; older releases depend on it
     from typer._click import exceptions as _cx
@@ -80,9 +82,9 @@ def run_cpr_cmd(
     env: Env = typer.Option(Env.harsh, "--env", help="Environment: harsh (r = 0.2) or rich (r = 0.6)."),
     population: Population = typer.Option(Population.mixed, "--population", help="Initial population."),
     ablation: Ablation = typer.Option(Ablation.full, "--ablation", help="full, osl (only social learning), ogd (only group decision), neither."),
-    n_agents: Optional[int] = typer.Option(None, "--n-agents", help="Number of agents N (default 10)."),
-    rounds: Optional[int] = typer.Option(None, "--rounds", help="Round cap T (default 50)."),
-    replicates: Optional[int] = typer.Option(None, "--replicates", help="Replicate societies, run side by side in one graph invocation (default: 100 rule, 1 llm)."),
+    n_agents: Annotated[Optional[int], num_opt("--n-agents", f"Number of agents N, 2..{co.MAX_AGENTS} (default 10).")] = None,
+    rounds: Annotated[Optional[int], num_opt("--rounds", f"Round cap T, 1..{co.MAX_ROUNDS} (default 50).")] = None,
+    replicates: Annotated[Optional[int], num_opt("--replicates", f"Replicate societies, run side by side in one graph invocation, 1..{co.MAX_REPLICATES} (default: 100 rule, 1 llm).")] = None,
     seed: SeedOpt = 0,
     set_: Optional[list[str]] = typer.Option(None, "--set", help="Override any parameter: --set beta=14 (see 'cooplab params cpr')."),
     csv: CsvOpt = False,
@@ -104,28 +106,27 @@ def run_cpr_cmd(
     """Run the common-pool fishery society (Gupta et al. 2025) and write a run directory."""
     from cooplab import runstore
     from cooplab.tasks.cpr.params import ParamError, parse_set
-    from cooplab.tasks.cpr.runner import RunStopped, resolve_params, run_to_dir
+    from cooplab.tasks.cpr.runner import RunFailed, RunStopped, resolve_params, run_to_dir
 
     if replicates is None:
         replicates = 1 if agents is AgentKind.llm else 100
-    llm = None
-    if agents is AgentKind.llm:
-        llm = _llm_options(model, agent_model, base_url, temperature, max_tokens, max_concurrency, rps, budget, price_in, price_out, cache)
-    if replicates < 1:
-        _err(f"--replicates must be at least 1, got {replicates}")
-    if rounds is not None and rounds < 1:
-        _err(f"--rounds must be at least 1, got {rounds}")
-    if n_agents is not None and n_agents < 2:
-        _err(f"--n-agents must be at least 2, got {n_agents}")
     try:
         params = resolve_params(env.value, ablation.value, n_agents, rounds, parse_set(set_))
+    except ParamError as exc:
+        _err(str(exc))
+    co.check_size(replicates, params.N, params.T)
+    llm = None
+    if agents is AgentKind.llm:
+        llm = _llm_options(model, agent_model, base_url, temperature, max_tokens, max_concurrency, rps, budget, price_in, price_out, cache,
+                           n_agents=params.N)
+    try:
         out = runstore.prepare_out(out, force=force)
-    except (ParamError, runstore.RunDirError) as exc:
+    except runstore.RunDirError as exc:
         _err(str(exc))
     labels = {"env": env.value, "ablation": ablation.value}
     try:
         summary = run_to_dir(out, params, population=population.value, replicates=replicates, seed=seed, labels=labels, csv=csv, quiet=quiet, llm=llm)
-    except RunStopped as exc:
+    except (RunStopped, RunFailed) as exc:
         typer.echo(f"cooplab: {exc}", err=True)
         raise typer.Exit(1)
     except KeyboardInterrupt:
@@ -134,37 +135,45 @@ def run_cpr_cmd(
     _report(out, summary, as_json)
 
 
-def _llm_options(model, agent_model, base_url, temperature, max_tokens, max_concurrency, rps, budget, price_in, price_out, cache) -> dict[str, Any]:
+def _llm_options(model, agent_model, base_url, temperature, max_tokens, max_concurrency, rps, budget, price_in, price_out, cache, *,
+                 n_agents: int | None = None, names: dict[str, str] | None = None) -> dict[str, Any]:
+    """Check the LLM options (every number by its rule in cooplab.cli_options, the model specs, the
+    scripted files, the cache) and assemble config.json's "llm". ``names``: how to call each setting
+    in messages (default: the CLI option, e.g. "--budget"; a sweep passes its config fields)."""
     from cooplab.agents.cache import default_cache_path
-    from cooplab.agents.models import ModelSpecError, parse_model_spec
 
+    label = (lambda key, opt: (names or {}).get(key, opt))
     models = {"default": model}
     for item in agent_model or []:
         if "=" not in item or not item.split("=", 1)[0].strip().isdigit():
-            _err(f"--agent-model expects AGENT=MODEL with AGENT a number, got {item!r}")
+            _err(f"--agent-model expects AGENT=MODEL with AGENT a number 0..N-1, got {item!r}")
         a, m = item.split("=", 1)
         models[str(int(a))] = m.strip()
-    for name, v in (("--max-concurrency", max_concurrency), ("--max-tokens", max_tokens)):
-        if v < 1:
-            _err(f"{name} must be at least 1, got {v}")
-    if rps is not None and rps <= 0:
-        _err(f"--rps must be positive, got {rps}")
-    if budget is not None and budget < 0:
-        _err(f"--budget must not be negative, got {budget}")
-    if price_in < 0 or price_out < 0:
-        _err("--price-in and --price-out must not be negative")
-    if not 0 <= temperature <= 2:
-        _err(f"--temperature must be in [0, 2], got {temperature}")
+    if n_agents is not None:
+        co.check_agent_models(models, n_agents, name=lambda k: f"--agent-model {k}={models[k]}")
+    for key, rule, v in (("temperature", "temperature", temperature), ("max_tokens", "max-tokens", max_tokens),
+                         ("max_concurrency", "max-concurrency", max_concurrency), ("rps", "rps", rps), ("budget", "budget", budget),
+                         ("price_in", "price-in", price_in), ("price_out", "price-out", price_out)):
+        co.check(label(key, "--" + rule), v, rule)
+    if base_url is not None and not isinstance(base_url, str):
+        _err(f"{label('base_url', '--base-url')} must be a URL string, got {base_url!r}")
+    if cache is not None and not isinstance(cache, str):
+        _err(f"{label('cache', '--cache')} must be a file path or 'off', got {cache!r}")
     for text in models.values():
-        try:
-            parse_model_spec(text, base_url=base_url)
-        except ModelSpecError as exc:
-            _err(str(exc))
+        _check_model(text, base_url, label("model", "--model"))
+    cache_path = "off" if cache == "off" else str(Path(cache).expanduser() if cache else default_cache_path())
+    if cache_path != "off":
+        co.check_cache(cache_path, label("cache", "--cache"))
     return {
         "models": models, "base_url": base_url, "temperature": temperature, "max_tokens": max_tokens,
         "max_concurrency": max_concurrency, "rps": rps, "budget": budget, "price_in_per_1k": price_in,
-        "price_out_per_1k": price_out, "cache": "off" if cache == "off" else str(cache or default_cache_path()),
+        "price_out_per_1k": price_out, "cache": cache_path,
     }
+
+
+def _check_model(text: Any, base_url: str | None, name: str = "--model") -> None:
+    """A model spec that parses, and for scripted:FILE a file that loads (one-line errors)."""
+    co.check_model(text, base_url, name)
 
 
 def _report(out: Path, summary: dict[str, Any], as_json: bool) -> None:
@@ -188,17 +197,32 @@ def resume_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print summary.json to stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
-    """Continue an interrupted run from its last checkpoint (no round lost or repeated)."""
+    """Continue an interrupted run (cpr or diners) from its last checkpoint (no round lost or repeated)."""
     from cooplab import runstore
-    from cooplab.tasks.cpr.runner import RunStopped, resume_dir
+    from cooplab.tasks.cpr.runner import RunFailed, RunStopped
 
     try:
+        task = runstore.read_run_config(run_dir).get("task")
+        if task == "cpr":
+            from cooplab.tasks.cpr.runner import resume_dir
+        elif task == "diners":
+            from cooplab.tasks.diners.runner import resume_dir
+        else:
+            raise runstore.RunDirError(f"{run_dir}/config.json: task must be 'cpr' or 'diners', got {task!r}; is it a cooplab run directory?")
         summary = resume_dir(run_dir, quiet=quiet)
     except runstore.RunDirError as exc:
         _err(str(exc))
-    except RunStopped as exc:
+    except (RunStopped, RunFailed) as exc:
         typer.echo(f"cooplab: {exc}", err=True)
         raise typer.Exit(1)
+    except KeyboardInterrupt:
+        typer.echo(f"cooplab: interrupted; checkpoints are in {run_dir}; continue with 'cooplab resume {run_dir}'", err=True)
+        raise typer.Exit(130)
+    if summary.get("task") == "diners":
+        from cooplab.tasks.diners.cli import report as diners_report
+
+        diners_report(run_dir, summary, as_json)
+        return
     _report(run_dir, summary, as_json)
 
 
@@ -232,8 +256,8 @@ def graph_cpr(
 @figures_app.command("cpr-abm")
 def figures_cpr_abm(
     out: Path = typer.Option(..., "--out", help="Directory for the PNG figures, CSVs and claims.md."),
-    replicates: int = typer.Option(100, "--replicates", help="Runs per condition (paper: 100)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of every random draw."),
+    replicates: Annotated[int, num_opt("--replicates", f"Runs per condition, 2..{co.MAX_REPLICATES} (paper: 100).", "figure-replicates")] = 100,
+    seed: SeedOpt = 0,
     set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a parameter in every condition: --set c=3.5"),
     as_json: bool = typer.Option(False, "--json", help="Print the results (claims, timings) as JSON."),
 ) -> None:
@@ -242,11 +266,11 @@ def figures_cpr_abm(
     from cooplab.tasks.cpr.abm_figures import make_figures
     from cooplab.tasks.cpr.params import ParamError, make_params, parse_set
 
-    if replicates < 2:
-        _err(f"--replicates must be at least 2 for error bars, got {replicates}")
     try:
         overrides = parse_set(set_)
-        make_params(**overrides)
+        params = make_params(**overrides)
+        # Fig. 3's grid is 11 x 10 conditions of `replicates` societies each, in one invocation
+        co.check_size(110 * replicates, params.N, params.T, names=("110 conditions x --replicates", "N", "T"))
         runstore.prepare_out(out, force=True)
     except (ParamError, runstore.RunDirError) as exc:
         _err(str(exc))
@@ -330,6 +354,9 @@ def _mount_optional() -> None:
 
     app.add_typer(traces_app, name="traces", help="Export or view a run's traces (LangSmith run format).")
     app.add_typer(sandbox_app, name="sandbox", help="The sandboxed Python executor.")
+    from cooplab.doctor import doctor_cmd
+
+    app.command("doctor")(doctor_cmd)
 
 
 _mount_optional()
@@ -341,8 +368,8 @@ def main(argv: list[str] | None = None) -> int:
         rv = app(args=argv, prog_name="cooplab", standalone_mode=False)
         if isinstance(rv, int):  # a typer.Exit(code) comes back as the return value
             return rv
-    except UserError as exc:
-        typer.echo(f"cooplab: error: {exc}", err=True)
+    except (UserError, OptionError) as exc:
+        typer.echo(f"cooplab: error: {_one_line(str(exc))}", err=True)
         return 2
     except _cx.NoArgsIsHelpError as exc:
         exc.show()
@@ -359,7 +386,38 @@ def main(argv: list[str] | None = None) -> int:
     except _cx.ClickException as exc:
         typer.echo(f"cooplab: error: {exc.format_message()}", err=True)
         return exc.exit_code
+    except Exception as exc:  # noqa: BLE001 - the safety net: never a raw traceback on the terminal
+        log = _save_traceback(exc)
+        where = f"the traceback is in {log}" if log else "the traceback could not be saved"
+        typer.echo(f"cooplab: internal error: {_one_line(f'{type(exc).__name__}: {exc}')} ({where}; please report it)", err=True)
+        return 1
     return 0
+
+
+def _one_line(text: str, limit: int = 400) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _save_traceback(exc: BaseException) -> Optional[Path]:
+    """Write ``exc``'s traceback to a file under the cooplab cache directory (or the temp directory)."""
+    import datetime as dt
+    import os
+    import tempfile
+    import traceback
+
+    text = "".join(traceback.format_exception(exc))
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "cooplab" / "errors"
+    for d in (base, Path(tempfile.gettempdir())):
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            path = d / f"cooplab-error-{stamp}-{os.getpid()}.log"
+            path.write_text(f"cooplab {' '.join(sys.argv[1:])}\n\n{text}")
+            return path
+        except OSError:
+            continue
+    return None
 
 
 def entry() -> None:

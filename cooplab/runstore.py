@@ -33,9 +33,92 @@ def prepare_out(out: Path, *, force: bool = False) -> Path:
     if (out / "config.json").exists() and not force:
         raise RunDirError(f"{out} already holds a run; pass --force to overwrite it or 'cooplab resume {out}' to continue it")
     if force:
-        for name in ("checkpoints.sqlite", "checkpoints.sqlite-wal", "checkpoints.sqlite-shm", "summary.json"):
+        for name in ("checkpoints.sqlite", "checkpoints.sqlite-wal", "checkpoints.sqlite-shm", "summary.json", "traces.jsonl", ERROR_LOG):
             (out / name).unlink(missing_ok=True)
     return out
+
+
+ERROR_LOG = "error.log"
+RESTART = "start it again with 'cooplab run ... --out {out} --force'"
+
+
+def read_run_config(out: Path) -> dict[str, Any]:
+    """A run directory's config.json, or a one-line RunDirError (missing, unreadable, not JSON,
+    not an object). Reads only; never changes the directory."""
+    out = Path(out)
+    if not out.exists():
+        raise RunDirError(f"{out} does not exist")
+    if not out.is_dir():
+        raise RunDirError(f"{out} is not a directory; give a run directory written by 'cooplab run'")
+    path = out / "config.json"
+    if not path.exists():
+        raise RunDirError(f"{out} is not a cooplab run directory (no config.json)")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RunDirError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise RunDirError(f"{path} is damaged (not valid JSON: {exc.msg} at line {exc.lineno}); restore it, or "
+                          f"{RESTART.format(out=out)}") from None
+    if not isinstance(config, dict):
+        raise RunDirError(f"{path} is damaged (not a JSON object); restore it, or {RESTART.format(out=out)}")
+    return config
+
+
+def readonly_uri(path: Path) -> str:
+    """An SQLite URI that reads ``path`` without creating or changing anything next to it: read-only,
+    and immutable (no -wal/-shm files made) unless a -wal file left by a killed writer holds data."""
+    from urllib.parse import quote
+
+    wal = Path(str(path) + "-wal")
+    return f"file:{quote(str(Path(path).resolve()))}?mode=ro" + ("" if wal.exists() and wal.stat().st_size else "&immutable=1")
+
+
+def check_checkpoints(out: Path) -> None:
+    """Refuse (one line) a run directory whose checkpoints.sqlite is missing, not SQLite, truncated
+    or without checkpoints. Opens the file read-only; never changes it."""
+    import sqlite3
+
+    out = Path(out)
+    path = out / "checkpoints.sqlite"
+    again = RESTART.format(out=out)
+    if not path.is_file():
+        raise RunDirError(f"{out} has no checkpoints.sqlite, so there is nothing to resume; {again}")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+    except OSError as exc:
+        raise RunDirError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if head != b"SQLite format 3\x00":
+        raise RunDirError(f"{path} is damaged (not an SQLite database); the run cannot resume: {again}")
+    try:
+        db = sqlite3.connect(readonly_uri(path), uri=True)
+        try:
+            ok = db.execute("PRAGMA quick_check").fetchone()
+            if not ok or ok[0] != "ok":
+                raise sqlite3.DatabaseError(str(ok[0] if ok else "quick_check failed"))
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            n = db.execute("SELECT count(*) FROM checkpoints").fetchone()[0] if "checkpoints" in tables else 0
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        raise RunDirError(f"{path} is damaged ({exc}); the run cannot resume: {again}") from None
+    if not n:
+        raise RunDirError(f"{path} holds no checkpoint, so there is nothing to resume; {again}")
+
+
+def save_error(out: Path, exc: BaseException) -> Path | None:
+    """Write ``exc``'s traceback to ``out/error.log`` (appending); its path, or None if that failed."""
+    import traceback
+
+    path = Path(out) / ERROR_LOG
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(f"--- {now()} {type(exc).__name__}: {exc}\n")
+            fh.write("".join(traceback.format_exception(exc)) + "\n")
+        return path
+    except OSError:
+        return None
 
 
 def code_version() -> str:

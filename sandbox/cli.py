@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 import sys
 from enum import Enum
@@ -23,8 +24,36 @@ class BackendChoice(str, Enum):
 
 
 def _fail(msg: str, code: int = 2) -> None:
-    typer.echo(f"error: {msg}", err=True)
+    typer.echo(f"cooplab: error: {msg}", err=True)
     raise typer.Exit(code)
+
+
+def _echo(text: str, err: bool = False) -> None:
+    """Print ``text`` whatever it holds (lone surrogates, characters the
+    terminal's encoding lacks): escaped, never a UnicodeEncodeError."""
+    stream = sys.stderr if err else sys.stdout
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        encoding = "utf-8"
+    try:
+        text.encode(encoding)
+    except UnicodeEncodeError:
+        text = text.encode(encoding, "backslashreplace").decode(encoding, "replace")
+    typer.echo(text, err=err, nl=False)
+
+
+def _read_code(file: Path) -> str:
+    try:
+        data = file.read_bytes()
+    except OSError as e:
+        _fail(f"cannot read {file}: {e.strerror or e}")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        _fail(f"cannot read {file}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})")
+    raise AssertionError("unreachable")
 
 
 @app.command()
@@ -73,18 +102,17 @@ def exec_(
     """Run code once in a fresh sandbox and print the result."""
     from pydantic import ValidationError
 
-    from .models import SandboxConfig, SandboxError
+    from .models import SandboxConfig, SandboxError, check_seconds
     from .session import SandboxSession
 
     if (code is None) == (file is None):
         _fail("give exactly one of --code or --file")
     if file is not None:
-        try:
-            code = file.read_text()
-        except OSError as e:
-            _fail(f"cannot read {file}: {e.strerror}")
-    if timeout <= 0:
-        _fail("--timeout must be positive")
+        code = _read_code(file)
+    try:
+        check_seconds(timeout, "--timeout")
+    except (TypeError, ValueError) as e:
+        _fail(str(e))
     try:
         config = SandboxConfig(dataset=dataset, timeout=timeout, image=image)
     except ValidationError as e:
@@ -95,25 +123,25 @@ def exec_(
     except SandboxError as e:
         _fail(str(e).splitlines()[0])
     if as_json:
-        typer.echo(json.dumps(result.to_json_dict(), indent=2))
+        _echo(json.dumps(result.to_json_dict(), indent=2) + "\n")
     else:
         if result.stdout:
-            sys.stdout.write(result.stdout if result.stdout.endswith("\n") else result.stdout + "\n")
+            _echo(result.stdout if result.stdout.endswith("\n") else result.stdout + "\n")
         if result.stderr:
-            sys.stderr.write(result.stderr if result.stderr.endswith("\n") else result.stderr + "\n")
+            _echo(result.stderr if result.stderr.endswith("\n") else result.stderr + "\n", err=True)
         if result.result is not None:
-            typer.echo(result.result)
+            _echo(result.result + "\n")
         if result.figures:
-            typer.echo(f"[{len(result.figures)} figure(s) captured]", err=True)
+            _echo(f"[{len(result.figures)} figure(s) captured]\n", err=True)
         if result.error is not None:
             tb = result.error.traceback.rstrip()
             if tb:
-                typer.echo(tb, err=True)
+                _echo(tb + "\n", err=True)
             last = tb.splitlines()[-1] if tb else ""
             if not last.startswith(result.error.type):
-                typer.echo(f"{result.error.type}: {result.error.message}", err=True)
+                _echo(f"{result.error.type}: {result.error.message}\n", err=True)
         if result.status != "ok":
-            typer.echo(f"[status: {result.status}]", err=True)
+            _echo(f"[status: {result.status}]\n", err=True)
     raise typer.Exit(0 if result.status == "ok" else 1)
 
 

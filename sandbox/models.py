@@ -2,16 +2,35 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 DEFAULT_IMAGE = "cooplab-sandbox:1"
 LABEL = "cooplab.sandbox"
 
 Status = Literal["ok", "error", "timeout", "oom", "crashed"]
+
+MAX_SECONDS = 1_000_000.0  # about 11.6 days: any longer duration is a mistake
+
+
+def check_seconds(value: Any, name: str = "timeout") -> float:
+    """``value`` as a float of seconds in (0, MAX_SECONDS]; raises TypeError for
+    a non-number (bools and strings included) and ValueError for NaN, infinities,
+    zero, negative or huge values.  Used wherever a duration comes from a user,
+    a config file or a model."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds, got {type(value).__name__} {value!r}")
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int too large for a float
+        seconds = math.inf
+    if not math.isfinite(seconds) or seconds <= 0 or seconds > MAX_SECONDS:
+        raise ValueError(f"{name} must be positive, finite and at most {MAX_SECONDS:.0f} s, got {value!r}")
+    return seconds
 
 
 class SandboxError(RuntimeError):
@@ -24,7 +43,11 @@ class SandboxUnavailable(SandboxError):
 
 def parse_bytes(value: int | str) -> int:
     """'2g' -> 2147483648; ints are returned unchanged."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a size: {value!r}")
     if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"not a size: {value!r}")
         return value
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*", str(value).lower())
     if not m:
@@ -37,25 +60,28 @@ class SandboxConfig(BaseModel):
     """Limits and options of a sandbox session (defaults follow Appendix C.1:
     30 s timeout, 2 GB memory)."""
 
+    model_config = ConfigDict(validate_assignment=True)
+
+    # numbers are finite and bounded (they may come from a config file or a model)
     image: str = DEFAULT_IMAGE
     dataset: Optional[Path] = None
-    timeout: float = 30.0
-    interrupt_grace: float = 2.0
+    timeout: float = Field(30.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
+    interrupt_grace: float = Field(2.0, ge=0, le=3600, allow_inf_nan=False)
     memory: str = "2g"
-    cpus: float = 1.0
-    pids_limit: int = 256
+    cpus: float = Field(1.0, gt=0, le=1024, allow_inf_nan=False)
+    pids_limit: int = Field(256, ge=8, le=1_000_000)
     tmpfs_size: str = "256m"
     shm_size: str = "64m"
     user: str = "10001:10001"
     network: str = "none"
-    max_output_bytes: int = 64 * 1024
-    max_result_chars: int = 20_000
-    max_figures: int = 5
-    max_figure_bytes: int = 2_000_000
+    max_output_bytes: int = Field(64 * 1024, ge=0, le=64 * 1024**2)
+    max_result_chars: int = Field(20_000, ge=1, le=10_000_000)
+    max_figures: int = Field(5, ge=0, le=100)
+    max_figure_bytes: int = Field(2_000_000, ge=0, le=64 * 1024**2)
     env_allowlist: list[str] = Field(default_factory=list)
     extra_env: dict[str, str] = Field(default_factory=dict)
-    idle_timeout: float = 900.0
-    start_timeout: float = 120.0
+    idle_timeout: float = Field(900.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
+    start_timeout: float = Field(120.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
     preload: list[str] = Field(default_factory=list)
     # local backend only
     local_python: Optional[str] = None
@@ -69,6 +95,19 @@ class SandboxConfig(BaseModel):
         if not p.is_file():
             raise ValueError(f"dataset not found: {v}")
         return p
+
+    @field_validator("memory", "tmpfs_size", "shm_size")
+    @classmethod
+    def _size_parses(cls, v: str) -> str:
+        if parse_bytes(v) <= 0:
+            raise ValueError(f"size must be positive: {v!r}")
+        return v
+
+    def with_overrides(self, **overrides: Any) -> "SandboxConfig":
+        """A validated copy with ``overrides`` applied (``model_copy`` would skip validation)."""
+        if not overrides:
+            return self.model_copy()
+        return SandboxConfig.model_validate({**self.model_dump(), **overrides})
 
     @property
     def memory_bytes(self) -> int:

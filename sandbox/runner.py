@@ -7,18 +7,32 @@ same text runs two processes:
 ``supervise``
     A small, long-lived process (PID 1 in a container).  It talks to the host
     over stdin/stdout with a line protocol, starts the *worker*, enforces the
-    timeout (SIGINT first, then SIGKILL), caps the worker's output, and decides
-    the status of every call.  It never imports pandas, so the OOM killer picks
-    the worker, not the supervisor.
+    timeout (SIGINT first, then SIGKILL), caps the worker's output, result and
+    figures, and decides the status of every call.  It never imports pandas,
+    so the OOM killer picks the worker, not the supervisor.
 
 ``worker``
     Holds the user's variables.  It reads requests on fd 3 and writes results
     on fd 4; its stdout/stderr are pipes read by the supervisor.  It never
     sees the host channel nor the session nonce.
 
+The user's code runs inside the worker and can do anything the worker can
+(write to fd 4 included), so nothing the worker writes is trusted by itself.
+A call ends when the worker *stops itself* (SIGSTOP) after writing its result:
+the kernel reports the stop to the supervisor (waitpid WUNTRACED, woken by
+SIGCHLD), which then kills every other process of the sandbox, checks that
+every thread of the worker is stopped, reads the pipes to the end and takes
+the newest frame carrying the call's random id.  A frame written while the
+code is still running is never read as the answer; the code keeps running
+until the timeout.  Threads that outlive their call make the supervisor
+restart the worker, so nothing of one call runs during a later one.  The
+worker is resumed (SIGCONT) when the next request is sent.
+
 Host -> supervisor: one JSON object per line on stdin.  The first line is
 ``{"op": "hello", "nonce": ...}``.  Supervisor -> host: every frame is one
-line ``<nonce> <json>``; the host ignores any line without the nonce.
+line ``<nonce> <json>``; the host ignores any line without the nonce.  When
+stdin reaches end-of-file (the host is gone) the supervisor kills the worker
+and exits at once, even in the middle of a call.
 
 It is started as ``python3 -I -c "import sys;exec(sys.argv[1])" <this source>
 supervise <json options>`` so that the supervisor can start the worker with the
@@ -35,10 +49,13 @@ import signal
 import sys
 import time
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 REQ_FD = 3
 RES_FD = 4
-MAX_WORKER_MESSAGE = 64 * 1024 * 1024
+MAX_SECONDS = 1000000  # longest timeout accepted (as in models.MAX_SECONDS)
+MAX_ERROR_TYPE = 200  # characters of an error's type name
+MAX_ERROR_MESSAGE = 2000
+MAX_TRACEBACK = 8000
 
 
 # --------------------------------------------------------------------------
@@ -57,12 +74,16 @@ def _set_nondumpable():
 
 
 def _cap_text(text, limit):
-    """Keep head and tail of ``text`` when longer than ``limit`` chars."""
+    """Keep head and tail of ``text`` when longer than ``limit`` chars; the
+    result (marker included) is at most ``limit`` chars, so capping twice
+    changes nothing."""
     if text is None or len(text) <= limit:
         return text, False
-    half = max(limit // 2, 1)
-    skipped = len(text) - 2 * half
-    return text[:half] + "\n... [%d characters truncated] ...\n" % skipped + text[-half:], True
+    marker = "\n... [%d characters truncated] ...\n"
+    keep = max(limit - len(marker % len(text)), 0)
+    head = keep - keep // 2
+    tail = keep - head
+    return text[:head] + marker % (len(text) - keep) + (text[-tail:] if tail else ""), True
 
 
 class Capture:
@@ -106,19 +127,133 @@ class Capture:
 # supervisor
 # --------------------------------------------------------------------------
 
+THREADS_NOTE = (
+    "cooplab sandbox: %d thread(s) started by this code were still running when the call ended, so "
+    "the sandbox was restarted (variables lost, df reloaded). Join every thread before the code ends.")
+
+
+def _check_seconds(value):
+    """``value`` as seconds in (0, MAX_SECONDS]; ValueError otherwise (NaN,
+    infinities, zero, negative, huge, not a number)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError("timeout must be a number of seconds, got %r" % (value,))
+    try:
+        seconds = float(value)
+    except OverflowError:
+        seconds = float("inf")
+    if not 0 < seconds <= MAX_SECONDS:  # False for NaN too
+        raise ValueError("timeout must be positive, finite and at most %d s, got %r" % (MAX_SECONDS, value))
+    return seconds
+
+
+def _valid_text(text):
+    """``text`` with lone surrogates (not encodable as UTF-8) backslash-escaped."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _clean_error(err):
+    """The worker's error object, checked and capped (it may come from the code)."""
+    if err is None:
+        return None
+    if not isinstance(err, dict):
+        return {"type": "InvalidResult", "message": "the worker sent a malformed error", "traceback": ""}
+    etype, msg, tb = err.get("type"), err.get("message"), err.get("traceback")
+    etype = _valid_text(etype)[:MAX_ERROR_TYPE] if isinstance(etype, str) and etype else "Error"
+    msg = _cap_text(_valid_text(msg), MAX_ERROR_MESSAGE)[0] if isinstance(msg, str) else ""
+    tb = _cap_text(_valid_text(tb), MAX_TRACEBACK)[0] if isinstance(tb, str) else ""
+    return {"type": etype, "message": msg, "traceback": tb}
+
+
+class ResultChannel:
+    """What the worker wrote to its result pipe during one call.  Only the last
+    ``limit`` bytes are kept: the supervisor computes ``limit`` from the caps so
+    that a legitimate frame always fits, and a worker writing gigabytes costs
+    no more memory than that."""
+
+    MAX_LINES = 1000  # lines examined from the end when looking for the frame
+
+    def __init__(self, limit):
+        self.limit = limit
+        self.buf = bytearray()
+        self.cut = False  # the start of the buffer was dropped
+
+    def clear(self):
+        self.buf = bytearray()
+        self.cut = False
+
+    def feed(self, data):
+        self.buf += data
+        if len(self.buf) > 2 * self.limit:
+            del self.buf[: len(self.buf) - self.limit]
+            self.cut = True
+
+    def last_frame(self, want_type, want_id=None):
+        """The newest complete line that is a frame of ``want_type`` (and
+        ``want_id``), or None.  Called only while the worker is frozen."""
+        data, cut = self.buf, self.cut
+        if len(data) > self.limit:
+            data, cut = data[len(data) - self.limit:], True
+        end = data.rfind(b"\n")
+        for _ in range(self.MAX_LINES):
+            if end < 0:
+                break
+            start = data.rfind(b"\n", 0, end)
+            if start < 0 and cut:
+                break  # this line's beginning was dropped
+            line = bytes(data[start + 1:end])
+            end = start
+            if not line:
+                continue
+            try:
+                msg = json.loads(line)
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(msg, dict) and msg.get("type") == want_type and (
+                    want_id is None or msg.get("id") == want_id):
+                return msg
+        return None
+
+
+def _on_sigchld(signum, frame):
+    """SIGCHLD only wakes the select loop (through the wakeup fd)."""
+
 
 class Supervisor:
+    """Runs the worker and decides every call's outcome from facts the worker
+    cannot fake: the worker ends a call by stopping itself (SIGSTOP), which the
+    kernel reports to its parent (waitpid WUNTRACED); only while it is stopped,
+    with every thread frozen and no other process left that could resume it,
+    is its result read.  Time, output, result and figure limits are applied
+    here."""
+
     def __init__(self, opts):
         self.opts = opts
         self.mode = opts.get("mode", "container")
         self.nonce = None
         self.worker_pid = None
         self.worker_status = None  # raw wait status once reaped
+        self.worker_stopped = False  # last waitpid report: stopped
+        self.foreign_continue = False  # resumed by another process since our last SIGCONT
         self.req_w = self.res_r = self.out_r = self.err_r = None
-        self.res_buf = bytearray()
+        self.req_pending = bytearray()
+        self.sig_r = self.sig_w = None
         self.stdin_buf = bytearray()
+        self.stdin_eof = False
         self.ready_msg = None
+        self.baseline = {}  # tid -> start time of the worker's threads when it became ready
+        self.res = ResultChannel(self._result_budget())
         self.boot_capture = Capture(16384)
+
+    def _result_budget(self):
+        """Upper bound of a legitimate worker frame (JSON with \\uXXXX escapes)."""
+        o = self.opts
+        chars = int(o.get("max_result_chars", 20000)) + MAX_ERROR_TYPE + MAX_ERROR_MESSAGE + MAX_TRACEBACK + 400
+        fig_b64 = 4 * ((int(o.get("max_figure_bytes", 2000000)) + 2) // 3) + 8
+        return 12 * chars + int(o.get("max_figures", 5)) * fig_b64 + 65536
 
     # -- host channel -----------------------------------------------------
     def emit(self, frame):
@@ -128,6 +263,26 @@ class Supervisor:
         while view:
             n = os.write(1, view)
             view = view[n:]
+
+    def _read_host(self):
+        try:
+            chunk = os.read(0, 1 << 20)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self.stdin_eof = True
+        else:
+            self.stdin_buf += chunk
+
+    def _drain_sig(self):
+        while True:
+            try:
+                if not os.read(self.sig_r, 4096):
+                    return
+            except (BlockingIOError, InterruptedError, OSError):
+                return
 
     def read_request(self, timeout):
         """Return the next JSON request from stdin, None on idle timeout,
@@ -141,22 +296,23 @@ class Supervisor:
                 if not line.strip():
                     continue
                 try:
-                    return json.loads(line)
-                except ValueError:
+                    req = json.loads(line)
+                except (ValueError, RecursionError):
                     continue
+                if isinstance(req, dict):
+                    return req
+                continue
+            if self.stdin_eof:
+                return "EOF"
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            try:
-                r, _, _ = select.select([0], [], [], min(remaining, 5.0))
-            except InterruptedError:
-                continue
+            r, _, _ = select.select([0, self.sig_r], [], [], min(remaining, 5.0))
+            if self.sig_r in r:
+                self._drain_sig()
             self.reap()
-            if r:
-                chunk = os.read(0, 1 << 20)
-                if not chunk:
-                    return "EOF"
-                self.stdin_buf += chunk
+            if 0 in r:
+                self._read_host()
 
     # -- worker management -------------------------------------------------
     def spawn_worker(self):
@@ -176,102 +332,163 @@ class Supervisor:
             (os.POSIX_SPAWN_DUP2, req_r, REQ_FD),
             (os.POSIX_SPAWN_DUP2, res_w, RES_FD),
         ]
-        kwargs = {"file_actions": actions}
-        if self.mode == "local":
-            kwargs["setsid"] = True
-        self.worker_pid = os.posix_spawn(sys.executable, argv, env, **kwargs)
+        # The worker gets a process group of its own inside our session: the
+        # group is then never "orphaned", so the kernel never sends it
+        # SIGHUP + SIGCONT when one of its processes exits while it is stopped.
+        self.worker_pid = os.posix_spawn(sys.executable, argv, env, file_actions=actions, setpgroup=0)
         self.worker_status = None
+        self.worker_stopped = False
         for fd in (req_r, res_w, out_w, err_w, devnull):
             os.close(fd)
-        for fd in (res_r, out_r, err_r):
+        for fd in (req_w, res_r, out_r, err_r):
             os.set_blocking(fd, False)
         self.req_w, self.res_r, self.out_r, self.err_r = req_w, res_r, out_r, err_r
-        self.res_buf = bytearray()
-
-    def close_worker_fds(self):
-        for fd in (self.req_w, self.res_r, self.out_r, self.err_r):
-            if fd is not None:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-        self.req_w = self.res_r = self.out_r = self.err_r = None
+        self.req_pending = bytearray()
+        self.res.clear()
 
     def reap(self):
+        """Collect child status changes: exits of any child (we are PID 1 in a
+        container), stops and continues of the worker."""
         while True:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                pid, status = os.waitpid(-1, os.WNOHANG | os.WUNTRACED | os.WCONTINUED)
             except ChildProcessError:
                 return
             except InterruptedError:
                 continue
             if pid == 0:
                 return
-            if pid == self.worker_pid:
+            if pid != self.worker_pid or self.worker_status is not None:
+                continue
+            if os.WIFSTOPPED(status):
+                self.worker_stopped = True
+            elif os.WIFCONTINUED(status):
+                # our own SIGCONTs are reported in resume_worker: another process did this
+                self.worker_stopped = False
+                self.foreign_continue = True
+            else:
                 self.worker_status = status
+                self.worker_stopped = False
 
     def worker_alive(self):
         self.reap()
         return self.worker_pid is not None and self.worker_status is None
 
-    def _pids(self):
+    def _signal_worker(self, sig):
+        if self.worker_pid and self.worker_status is None:
+            try:
+                os.kill(self.worker_pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def resume_worker(self):
+        self.worker_stopped = False
+        self._signal_worker(signal.SIGCONT)
+        # The kernel records the continue while sending it: collect that report now,
+        # so that any later one means another process stopped and resumed the worker.
+        if self.worker_pid and self.worker_status is None:
+            try:
+                pid, status = os.waitpid(self.worker_pid, os.WNOHANG | os.WCONTINUED)
+            except ChildProcessError:
+                pid = 0
+            if pid and not (os.WIFCONTINUED(status) or os.WIFSTOPPED(status)):
+                self.worker_status = status
+        self.foreign_continue = False
+
+    @staticmethod
+    def _pids():
         out = []
         for name in os.listdir("/proc"):
             if name.isdigit():
                 out.append(int(name))
         return out
 
-    def _stat(self, pid):
-        """(state, session id) of ``pid`` or None."""
+    @staticmethod
+    def _stat(path):
+        """Fields of a /proc stat file after the command name: [state, ppid,
+        pgrp, session, ...], or None."""
         try:
-            with open("/proc/%d/stat" % pid, "rb") as f:
+            with open(path, "rb") as f:
                 data = f.read()
-            fields = data[data.rfind(b")") + 2:].split()
-            return fields[0], int(fields[3])
-        except (OSError, ValueError, IndexError):
+            return data[data.rfind(b")") + 2:].split()
+        except OSError:
             return None
+
+    def _is_stray(self, pid, fields):
+        if self.mode == "container":
+            return True
+        # local mode: our session (LocalTransport starts us as a session leader);
+        # a process that left it escapes (the local backend is no boundary)
+        try:
+            if os.getsid(0) == os.getpid():
+                return int(fields[3]) == os.getpid()
+            return int(fields[2]) == self.worker_pid
+        except (ValueError, IndexError, OSError):
+            return False
 
     def kill_strays(self, include_worker=False):
         """Kill every process of the sandbox except the supervisor (and the
-        worker unless ``include_worker``).  Repeats until none is left."""
+        worker unless ``include_worker``); returns once none is left alive."""
         me = os.getpid()
         keep = {me}
         if not include_worker and self.worker_pid:
             keep.add(self.worker_pid)
         for _ in range(200):
             found = False
-            victims = []
             for p in self._pids():
                 if p in keep or (self.mode == "container" and p == 1):
                     continue
-                st = self._stat(p)
-                if st is None or st[0] in (b"Z", b"X"):
-                    continue  # gone, or a zombie waiting for its parent
-                if self.mode == "container" or st[1] == self.worker_pid:
-                    victims.append(p)
-            for pid in victims:
+                st = self._stat("/proc/%d/stat" % p)
+                if not st or st[0] in (b"Z", b"X") or not self._is_stray(p, st):
+                    continue  # gone, a zombie waiting for its parent, or not ours
                 try:
-                    os.kill(pid, signal.SIGKILL)
+                    os.kill(p, signal.SIGKILL)
                     found = True
                 except (ProcessLookupError, PermissionError):
                     pass
             self.reap()
             if not found:
-                # wait a little for zombies to be reaped, then re-check once
                 return
-            time.sleep(0.005)
+            time.sleep(0.002)
 
     def kill_worker(self):
-        if self.worker_pid and self.worker_status is None:
-            try:
-                os.kill(self.worker_pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        self._signal_worker(signal.SIGKILL)
         self.kill_strays(include_worker=True)
         deadline = time.monotonic() + 5
-        while self.worker_status is None and time.monotonic() < deadline:
+        while self.worker_pid and self.worker_status is None and time.monotonic() < deadline:
             self.reap()
-            time.sleep(0.01)
+            if self.worker_status is None:
+                r, _, _ = select.select([self.sig_r], [], [], 0.05)
+                if r:
+                    self._drain_sig()
+        self.worker_stopped = False
+
+    def tasks(self):
+        """{tid: start time} of the worker's threads."""
+        out = {}
+        base = "/proc/%d/task" % self.worker_pid
+        try:
+            names = os.listdir(base)
+        except OSError:
+            return out
+        for name in names:
+            st = self._stat("%s/%s/stat" % (base, name))
+            if st and len(st) > 19:
+                out[name] = (st[0], st[19])
+        return out
+
+    def frozen(self):
+        """Every thread of the worker is in the stopped state."""
+        tasks = self.tasks()
+        return bool(tasks) and all(state in (b"T", b"Z", b"X") for state, _ in tasks.values())
+
+    def new_threads(self):
+        """Threads of the worker that were not there when it became ready."""
+        now = {tid: start for tid, (_, start) in self.tasks().items()}
+        new = [tid for tid, start in now.items() if self.baseline.get(tid) != start]
+        if not new:
+            self.baseline = now  # threads that ended are forgotten
+        return new
 
     @staticmethod
     def oom_kills():
@@ -286,33 +503,7 @@ class Supervisor:
                 continue
         return None
 
-    # -- pumping -----------------------------------------------------------
-    def pump(self, deadline, out_cap, err_cap):
-        """Move data from the worker pipes until a full worker message is
-        available, the worker died, or ``deadline``.  Returns the message
-        dict, "DEAD", or None (deadline)."""
-        while True:
-            msg = self._pop_message()
-            if msg is not None:
-                return msg
-            fds = [fd for fd in (self.res_r, self.out_r, self.err_r) if fd is not None]
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            try:
-                r, _, _ = select.select(fds, [], [], min(remaining, 0.05))
-            except InterruptedError:
-                r = []
-            eof = False
-            for fd in r:
-                if self._read_fd(fd, out_cap, err_cap) == 0 and fd in (self.res_r, self.out_r, self.err_r):
-                    eof = True
-                    self._close_eof(fd)
-            if (eof or not r) and not self.worker_alive():
-                self.drain(out_cap, err_cap)
-                msg = self._pop_message()
-                return msg if msg is not None else "DEAD"
-
+    # -- moving data -------------------------------------------------------
     def _close_eof(self, fd):
         """``fd`` reached end-of-file: stop polling it."""
         try:
@@ -336,10 +527,7 @@ class Supervisor:
         if not data:
             return 0
         if fd == self.res_r:
-            self.res_buf += data
-            if len(self.res_buf) > MAX_WORKER_MESSAGE:
-                self.res_buf = bytearray()
-                self.kill_worker()
+            self.res.feed(data)
         elif fd == self.out_r:
             out_cap.feed(data)
         else:
@@ -347,40 +535,82 @@ class Supervisor:
         return len(data)
 
     def drain(self, out_cap, err_cap):
+        """Read whatever is in the worker's pipes now (complete once the worker
+        is frozen and no other process holds the pipes)."""
         for fd in (self.out_r, self.err_r, self.res_r):
             if fd is None:
                 continue
-            for _ in range(4096):
+            while True:
                 n = self._read_fd(fd, out_cap, err_cap)
                 if n == 0:
                     self._close_eof(fd)
                 if n <= 0:
                     break
 
-    def _pop_message(self):
+    def _flush_request(self):
+        try:
+            n = os.write(self.req_w, self.req_pending)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self.req_pending = bytearray()  # the worker closed its end: it will not answer
+            return
+        del self.req_pending[:n]
+
+    def wait_worker(self, deadline, out_cap, err_cap):
+        """Move data between the pipes until the worker stops itself ("STOPPED"),
+        dies ("DEAD"), the host goes away ("EOF") or ``deadline`` ("TIMEOUT")."""
         while True:
-            nl = self.res_buf.find(b"\n")
-            if nl < 0:
-                return None
-            line = bytes(self.res_buf[:nl])
-            del self.res_buf[: nl + 1]
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(msg, dict):
-                return msg
+            self.reap()
+            if self.worker_status is not None:
+                self.drain(out_cap, err_cap)
+                return "DEAD"
+            if self.worker_stopped or self.foreign_continue:
+                # (resumed by another process: it was stopped; settle() stops it again)
+                self.foreign_continue = False
+                return "STOPPED"
+            if self.stdin_eof:
+                return "EOF"
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return "TIMEOUT"
+            rfds = [self.sig_r, 0] + [fd for fd in (self.res_r, self.out_r, self.err_r) if fd is not None]
+            wfds = [self.req_w] if self.req_pending else []
+            r, w, _ = select.select(rfds, wfds, [], min(remaining, 5.0))
+            if w:
+                self._flush_request()
+            for fd in r:
+                if fd == self.sig_r:
+                    self._drain_sig()
+                elif fd == 0:
+                    self._read_host()
+                elif self._read_fd(fd, out_cap, err_cap) == 0:
+                    self._close_eof(fd)
+
+    def settle(self, out_cap, err_cap):
+        """The worker reported a stop.  Kill every other process (nothing can
+        resume it afterwards), make sure all its threads are stopped (stop it
+        again if a process resumed it before dying), then read everything it
+        wrote.  False if it could not be frozen (it is then killed)."""
+        self.kill_strays()
+        if not self.frozen():
+            self.worker_stopped = False
+            self._signal_worker(signal.SIGSTOP)
+            deadline = time.monotonic() + 5
+            while not (self.worker_stopped and self.frozen()):
+                self.reap()
+                if self.worker_status is not None or time.monotonic() > deadline:
+                    self.kill_worker()
+                    return False
+                r, _, _ = select.select([self.sig_r], [], [], 0.05)
+                if r:
+                    self._drain_sig()
+        self.drain(out_cap, err_cap)
+        return True
 
     def send_worker(self, obj):
-        data = (json.dumps(obj) + "\n").encode()
-        view = memoryview(data)
-        try:
-            while view:
-                n = os.write(self.req_w, view)
-                view = view[n:]
-            return True
-        except OSError:
-            return False
+        self.req_pending += (json.dumps(obj) + "\n").encode()
+        self._flush_request()
 
     # -- main loop -----------------------------------------------------------
     def wait_ready(self, timeout):
@@ -388,28 +618,39 @@ class Supervisor:
             return self.ready_msg
         deadline = time.monotonic() + timeout
         while True:
-            msg = self.pump(deadline, self.boot_capture, self.boot_capture)
-            if msg is None:
+            ev = self.wait_worker(deadline, self.boot_capture, self.boot_capture)
+            if ev == "EOF":
+                self.shutdown()
+            if ev == "TIMEOUT":
                 return {"type": "ready", "ok": False, "error": "worker did not start in time",
                         "log": self.boot_capture.text()}
-            if msg == "DEAD":
+            if ev == "DEAD" or not self.settle(self.boot_capture, self.boot_capture):
                 return {"type": "ready", "ok": False, "error": "worker died during start-up",
                         "log": self.boot_capture.text()}
-            if msg.get("type") == "ready":
-                msg["log"] = self.boot_capture.text()
-                self.ready_msg = msg
-                return msg
+            msg = self.res.last_frame("ready")
+            if msg is None:
+                self.resume_worker()
+                continue
+            self.res.clear()
+            self.baseline = {tid: start for tid, (_, start) in self.tasks().items()}
+            msg["log"] = self.boot_capture.text()
+            self.ready_msg = msg
+            return msg
 
     def run(self):
         _set_nondumpable()
         if self.mode == "container":
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             self._prepare_tmp()
+        self.sig_r, self.sig_w = os.pipe()
+        os.set_blocking(self.sig_r, False)
+        os.set_blocking(self.sig_w, False)
+        signal.signal(signal.SIGCHLD, _on_sigchld)
+        signal.set_wakeup_fd(self.sig_w, warn_on_full_buffer=False)
         self.spawn_worker()
         hello = self.read_request(float(self.opts.get("hello_timeout", 600)))
         if not isinstance(hello, dict) or hello.get("op") != "hello":
             self.shutdown()
-            return
         self.nonce = str(hello.get("nonce"))
         ready = self.wait_ready(float(self.opts.get("start_timeout", 120)))
         ready.setdefault("ok", True)
@@ -417,7 +658,6 @@ class Supervisor:
         self.emit(ready)
         if not ready.get("ok"):
             self.shutdown()
-            return
         idle = float(self.opts.get("idle_timeout", 900))
         while True:
             req = self.read_request(idle)
@@ -451,9 +691,76 @@ class Supervisor:
         except OSError:
             pass
 
+    @staticmethod
+    def _rejected(call_id, message):
+        return {"type": "result", "id": call_id, "status": "error", "worker_dead": False,
+                "error": {"type": "ValueError", "message": message, "traceback": ""},
+                "stdout": "", "stderr": "", "duration": 0.0}
+
+    def _check_figures(self, figures):
+        """(kept base64 strings, number dropped) under the figure caps."""
+        if not isinstance(figures, list):
+            return [], 0
+        max_n = int(self.opts.get("max_figures", 5))
+        max_b = int(self.opts.get("max_figure_bytes", 2000000))
+        max_len = 4 * ((max_b + 2) // 3)
+        kept, dropped = [], 0
+        for fig in figures:
+            if len(kept) >= max_n or not isinstance(fig, str) or len(fig) > max_len:
+                dropped += 1
+                continue
+            try:
+                size = len(base64.b64decode(fig, validate=True))
+            except ValueError:
+                dropped += 1
+                continue
+            if size > max_b:
+                dropped += 1
+                continue
+            kept.append(fig)
+        return kept, dropped
+
+    def _apply_result(self, frame, msg, interrupted, timeout):
+        """Fill ``frame`` from the worker's result ``msg``, re-applying every cap."""
+        result = msg.get("result")
+        result_truncated = msg.get("result_truncated") is True
+        if isinstance(result, str):
+            result, cut = _cap_text(_valid_text(result), int(self.opts.get("max_result_chars", 20000)))
+            result_truncated = result_truncated or cut
+        else:
+            result = None
+        figures, dropped = self._check_figures(msg.get("figures"))
+        claimed = msg.get("figures_dropped")
+        if isinstance(claimed, int) and not isinstance(claimed, bool) and 0 <= claimed <= 1000000:
+            dropped += claimed
+        err = _clean_error(msg.get("error"))
+        frame.update({"result": result, "result_truncated": result_truncated, "figures": figures,
+                      "figures_dropped": dropped, "error": err})
+        if interrupted:
+            # the supervisor had to interrupt the code: a timeout whatever it reports
+            message = "execution interrupted after %.1f s timeout (state kept)" % timeout
+            if err and err["type"] != "KeyboardInterrupt":
+                message += "; then %s: %s" % (err["type"], err["message"])
+            frame["status"] = "timeout"
+            frame["error"] = {"type": "TimeoutError", "message": message,
+                              "traceback": err["traceback"] if err else ""}
+        elif err and err["type"] == "MemoryError":
+            frame["status"] = "oom"
+        elif err:
+            frame["status"] = "error"
+        else:
+            frame["status"] = "ok"
+
     def do_exec(self, req):
         call_id = req.get("id")
-        timeout = float(req.get("timeout") or self.opts.get("timeout", 30))
+        try:
+            timeout = _check_seconds(req["timeout"] if req.get("timeout") is not None
+                                     else self.opts.get("timeout", 30))
+        except ValueError as e:
+            return self._rejected(call_id, str(e))
+        code = req.get("code", "")
+        if not isinstance(code, str):
+            return self._rejected(call_id, "code must be a string")
         grace = float(self.opts.get("interrupt_grace", 2.0))
         limit = int(self.opts.get("max_output_bytes", 65536))
         out_cap, err_cap = Capture(limit), Capture(limit)
@@ -463,39 +770,43 @@ class Supervisor:
             return {"type": "result", "id": call_id, "status": "crashed", "worker_dead": True,
                     "error": {"type": "WorkerDead", "message": "the worker is not running", "traceback": ""},
                     "stdout": "", "stderr": "", "duration": 0.0}
-        # drop anything the worker printed between calls (background threads)
+        # the worker has been frozen since the previous call: nothing belongs to this one yet
         self.drain(Capture(0), Capture(0))
-        self.res_buf = bytearray()
-        self.send_worker({"id": call_id, "code": req.get("code", "")})
+        self.res.clear()
+        # a fresh random id per call: a frame for this call cannot be prepared in advance
+        wid = os.urandom(16).hex()
+        # resume first: the worker then waits for the request, so no stop it reports
+        # from now on can predate it
+        self.resume_worker()
+        self.send_worker({"id": wid, "code": code})
         deadline = start + timeout
         interrupted = killed = False
         msg = None
+        threads = []
         while True:
-            got = self.pump(deadline, out_cap, err_cap)
-            if isinstance(got, dict):
-                if got.get("type") == "result" and got.get("id") == call_id:
-                    msg = got
-                    break
-                continue
-            if got == "DEAD":
+            ev = self.wait_worker(deadline, out_cap, err_cap)
+            if ev == "EOF":
+                self.shutdown()  # the host is gone: nobody will read the result
+            if ev == "DEAD":
                 break
-            # deadline passed
-            if not interrupted:
-                interrupted = True
-                try:
-                    os.kill(self.worker_pid, signal.SIGINT)
-                except ProcessLookupError:
-                    pass
-                deadline = time.monotonic() + grace
-                continue
-            killed = True
-            self.kill_worker()
-            break
-        if msg is not None:
-            # let output written just before the result arrive
-            self.drain(out_cap, err_cap)
-        self.kill_strays(include_worker=False)
-        self.drain(out_cap, err_cap)
+            if ev == "TIMEOUT":
+                if not interrupted:
+                    interrupted = True
+                    self._signal_worker(signal.SIGINT)
+                    deadline = time.monotonic() + grace
+                    continue
+                killed = True
+                self.kill_worker()
+                break
+            # STOPPED
+            if not self.settle(out_cap, err_cap):
+                break
+            msg = self.res.last_frame("result", wid)
+            if msg is not None:
+                threads = self.new_threads()
+                break
+            # stopped by the code itself (SIGSTOP, SIGTSTP) without finishing: go on
+            self.resume_worker()
         duration = time.monotonic() - start
         frame = {"type": "result", "id": call_id, "duration": round(duration, 4),
                  "stdout": out_cap.text(), "stderr": err_cap.text(),
@@ -503,20 +814,14 @@ class Supervisor:
                  "stdout_bytes": out_cap.total, "stderr_bytes": err_cap.total,
                  "interrupted": interrupted, "worker_dead": False}
         if msg is not None:
-            err = msg.get("error")
-            frame.update({k: msg.get(k) for k in ("result", "result_truncated", "figures",
-                                                   "figures_dropped", "error")})
-            if interrupted and err and err.get("type") == "KeyboardInterrupt":
-                frame["status"] = "timeout"
-                frame["error"] = {"type": "TimeoutError",
-                                  "message": "execution interrupted after %.1f s timeout (state kept)" % timeout,
-                                  "traceback": err.get("traceback", "")}
-            elif err and err.get("type") == "MemoryError":
-                frame["status"] = "oom"
-            elif err:
-                frame["status"] = "error"
-            else:
-                frame["status"] = "ok"
+            self._apply_result(frame, msg, interrupted, timeout)
+            if threads:
+                # a thread that outlived its call could write into later calls: restart
+                self.kill_worker()
+                frame["worker_dead"] = True
+                frame["threads_left"] = len(threads)
+                sep = "\n" if frame["stderr"] and not frame["stderr"].endswith("\n") else ""
+                frame["stderr"] += sep + THREADS_NOTE % len(threads) + "\n"
             return frame
         # the worker is gone (or was killed)
         if not killed:
@@ -551,7 +856,6 @@ class Supervisor:
             frame["error"] = {"type": "WorkerCrashed", "message": message + "; session restarted, state reset",
                               "traceback": err_cap.text()[-4000:]}
         return frame
-
 
 # --------------------------------------------------------------------------
 # worker
@@ -594,13 +898,22 @@ class Worker:
         self.opts = opts
         self.cell = 0
         self.main_pid = os.getpid()
+        self.base_tasks = 0
 
     def send(self, obj):
-        data = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+        # the leading newline ends any partial line the code may have left in the pipe
+        data = ("\n" + json.dumps(obj, separators=(",", ":")) + "\n").encode()
         view = memoryview(data)
         while view:
             n = os.write(RES_FD, view)
             view = view[n:]
+
+    @staticmethod
+    def stop():
+        """End of a call: stop (every thread of) this process.  The supervisor
+        learns of it from the kernel, reads the result, and sends SIGCONT with
+        the next request."""
+        os.kill(os.getpid(), signal.SIGSTOP)
 
     def setup(self):
         opts = self.opts
@@ -623,6 +936,7 @@ class Worker:
         import builtins
         self.ns = {"__name__": "__main__", "__builtins__": builtins}
         load_error = None
+        self._warm_thread_pools()
         for stmt in ("import numpy as np", "import pandas as pd",
                      "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot as plt"):
             try:
@@ -658,7 +972,54 @@ class Worker:
                 info["df_shape"] = list(self.ns["df"].shape)
             except Exception:
                 pass
+        self.base_tasks = self._task_count()
         self.send(info)
+        self.stop()
+
+    @staticmethod
+    def _task_count():
+        try:
+            return len(os.listdir("/proc/self/task"))
+        except OSError:
+            return 0
+
+    def _let_threads_exit(self):
+        """A thread the code joined may still be exiting in the kernel for a
+        moment after ``join()`` returned; wait for that (at most 0.2 s) so that
+        the supervisor does not take it for a thread left running.  Only an
+        optimisation against needless restarts: the supervisor decides."""
+        threading = sys.modules.get("threading")
+        if self._task_count() <= self.base_tasks:
+            return
+        if threading is not None and threading.active_count() > 1:
+            return  # Python threads still running: nothing to wait for
+        deadline = time.monotonic() + 0.2
+        while self._task_count() > self.base_tasks and time.monotonic() < deadline:
+            time.sleep(0.001)
+
+    @staticmethod
+    def _warm_thread_pools():
+        """Start the thread pools that libraries otherwise start on first use,
+        so that they are in the supervisor's thread baseline and the call that
+        first uses them is not taken for one that left threads running.
+        pyarrow (parquet, pandas' pyarrow engines): one CPU and one I/O thread
+        (the sandbox has about one CPU), started by a tiny CSV read, and the
+        system allocator instead of jemalloc, whose background threads start
+        per arena, at unpredictable times."""
+        import importlib.util
+
+        os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+        try:
+            if importlib.util.find_spec("pyarrow") is None:
+                return
+            import pyarrow
+            import pyarrow.csv
+
+            pyarrow.set_cpu_count(1)
+            pyarrow.set_io_thread_count(1)
+            pyarrow.csv.read_csv(pyarrow.BufferReader(b"a,b\n1,2\n"))
+        except Exception:
+            pass
 
     def read_request(self, buf):
         while True:
@@ -683,9 +1044,11 @@ class Worker:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             if os.getpid() != self.main_pid:  # a fork of the user's code
                 os._exit(0)
+            self._let_threads_exit()
             out["type"] = "result"
             out["id"] = req.get("id")
             self.send(out)
+            self.stop()
 
     def _format_error(self, exc):
         import traceback
@@ -695,9 +1058,9 @@ class Worker:
             tb = tb.tb_next
         # the innermost frames matter most; a bounded walk keeps deep recursion cheap
         lines = traceback.format_exception(type(exc), exc, tb, limit=-50)
-        text, _ = _cap_text("".join(lines), 8000)
-        msg, _ = _cap_text(str(exc), 2000)
-        return {"type": type(exc).__name__, "message": msg, "traceback": text}
+        text, _ = _cap_text("".join(lines), MAX_TRACEBACK)
+        msg, _ = _cap_text(str(exc), MAX_ERROR_MESSAGE)
+        return {"type": type(exc).__name__[:MAX_ERROR_TYPE], "message": msg, "traceback": text}
 
     def reap_zombies(self):
         """Collect our children that are already dead (killed background

@@ -5,11 +5,12 @@ from __future__ import annotations
 import base64
 import logging
 import queue
+import secrets
 import threading
 import time
 from typing import Literal, Optional, Union
 
-from .models import ErrorInfo, ExecResult, SandboxConfig, SandboxError
+from .models import ErrorInfo, ExecResult, SandboxConfig, SandboxError, check_seconds
 from .transport import LocalTransport, Transport, TransportClosed
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ class SandboxPool:
 
     def __init__(self, config: Optional[SandboxConfig] = None, size: int = 2,
                  backend: Backend = "auto", **overrides):
-        self.config = (config or SandboxConfig()).model_copy(update=overrides)
+        self.config = (config or SandboxConfig()).with_overrides(**overrides)
         self.backend = resolve_backend(backend)
         self.size = max(0, int(size))
         self._ready: "queue.Queue[Transport]" = queue.Queue()
@@ -138,14 +139,11 @@ class SandboxSession:
 
     def __init__(self, config: Optional[SandboxConfig] = None, *, backend: Backend = "auto",
                  pool: Optional[SandboxPool] = None, **overrides):
-        self.config = (config or SandboxConfig()).model_copy(update=overrides)
-        if overrides.get("dataset") is not None:
-            self.config = SandboxConfig.model_validate(self.config.model_dump())
+        self.config = (config or SandboxConfig()).with_overrides(**overrides)
         self.pool = pool
         self.backend = pool.backend if pool is not None else resolve_backend(backend)
         self._transport: Optional[Transport] = None
         self._lock = threading.RLock()
-        self._call_id = 0
         self._pending_reset = False
         self._closed = False
         self.restarts = 0
@@ -205,9 +203,7 @@ class SandboxSession:
         """Run ``code`` in the session; never raises for errors of the code."""
         if not isinstance(code, str):
             raise TypeError("code must be a string")
-        timeout = float(self.config.timeout if timeout is None else timeout)
-        if timeout <= 0:
-            raise ValueError("timeout must be positive")
+        timeout = check_seconds(self.config.timeout if timeout is None else timeout)
         with self._lock:
             if self._closed:
                 raise SandboxError("session is closed")
@@ -218,8 +214,7 @@ class SandboxSession:
                 self.start()
             t = self._transport
             assert t is not None
-            self._call_id += 1
-            call_id = self._call_id
+            call_id = secrets.token_hex(8)
             started = time.monotonic()
             frame: Optional[dict] = None
             failure: Optional[ExecResult] = None
@@ -267,6 +262,8 @@ class SandboxSession:
 
     @staticmethod
     def _from_frame(frame: dict) -> ExecResult:
+        # the supervisor already sends valid text; this keeps ExecResult printable whatever happens
+        text = _valid_text
         figures = []
         for b64 in frame.get("figures") or []:
             try:
@@ -276,15 +273,27 @@ class SandboxSession:
         err = frame.get("error")
         truncated = bool(frame.get("stdout_truncated") or frame.get("stderr_truncated")
                          or frame.get("result_truncated") or frame.get("figures_dropped"))
+        result = frame.get("result")
         return ExecResult(
             status=frame.get("status", "crashed"),
-            stdout=frame.get("stdout") or "",
-            stderr=frame.get("stderr") or "",
-            result=frame.get("result"),
+            stdout=text(frame.get("stdout") or ""),
+            stderr=text(frame.get("stderr") or ""),
+            result=text(result) if isinstance(result, str) else None,
             figures=figures,
-            error=ErrorInfo(**err) if isinstance(err, dict) else None,
+            error=ErrorInfo(type=text(err.get("type") or "Error"), message=text(err.get("message") or ""),
+                            traceback=text(err.get("traceback") or "")) if isinstance(err, dict) else None,
             truncated=truncated,
         )
+
+
+def _valid_text(value: object) -> str:
+    """``value`` as a str that encodes to UTF-8 (lone surrogates backslash-escaped)."""
+    s = value if isinstance(value, str) else str(value)
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def open_session(config: Optional[SandboxConfig] = None, backend: Union[Backend, str] = "auto",

@@ -125,7 +125,7 @@ class Transport:
 
     def send(self, obj: dict) -> None:
         try:
-            self._write((json.dumps(obj) + "\n").encode())
+            self._write((json.dumps(obj, allow_nan=False) + "\n").encode())
         except OSError as e:
             raise TransportClosed(f"sandbox channel closed: {e}") from e
 

@@ -1,9 +1,29 @@
 #!/usr/bin/env bash
 # Idempotent set-up: a virtual environment in .venv with cooplab installed (editable) and the
 # test extras. Works as root on a fresh machine that has only Python 3.11.
+#
+# llama-cpp-python (the embedded local model) is built here, portable: never tuned to the CPU it
+# happens to be compiled on (GGML_NATIVE=OFF, no AVX-512, no AMX), so the wheel is safe to carry to
+# another machine of the same architecture. The wheel is kept in $COOPLAB_WHEEL_DIR (default
+# ~/.cache/cooplab/wheels) under a name that records the version and the instruction-set baseline;
+# pip's own wheel cache is bypassed, because it keys wheels by source, not by build flags, and can
+# hand a native build made on another CPU back to us. After installing, one short generation of the
+# local model runs in a child process; if it crashes, set-up stops with one line.
+#
+#   bash scripts/setup.sh                  set up (fast when already done)
+#   bash scripts/setup.sh --rebuild-llama  rebuild the portable llama-cpp-python wheel
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
+LLAMA_VERSION=0.3.36
+REBUILD=0
+for a in "$@"; do
+  case "$a" in
+    --rebuild-llama) REBUILD=1 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "setup: unknown option $a (use --rebuild-llama or --help)" >&2; exit 2 ;;
+  esac
+done
 if ! command -v "$PY" >/dev/null 2>&1; then
   echo "setup: $PY not found; install Python 3.11 or set PYTHON=/path/to/python3.11" >&2
   exit 2
@@ -21,15 +41,58 @@ if [ ! -x .venv/bin/python ]; then
     fi
   fi
 fi
+quiet_pip() { .venv/bin/python -m pip "$@" 2>&1 | grep -v "^WARNING: Location" || true; }
+
+# ---- the instruction-set baseline of the llama.cpp build (never the build machine's own) ------
+arch="$(uname -m)"
+case "$arch" in
+  x86_64|amd64)
+    flags="$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true)"
+    has() { case " $flags " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+    off="-DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+    if has avx2 && has fma && has f16c && has bmi2; then
+      # x86-64-v3 (Haswell, 2013, and every later x86-64 server CPU)
+      BASELINE=x86-64-v3
+      LLAMA_CMAKE="-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON $off"
+    else
+      # x86-64-v2: SSE4.2 only, for older CPUs
+      BASELINE=x86-64-v2
+      LLAMA_CMAKE="-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=OFF -DGGML_AVX2=OFF -DGGML_FMA=OFF -DGGML_F16C=OFF -DGGML_BMI2=OFF $off"
+    fi ;;
+  *)
+    BASELINE="$arch-generic"
+    LLAMA_CMAKE="-DGGML_NATIVE=OFF" ;;
+esac
+LLAMA_TAG="llama-cpp-python-$LLAMA_VERSION-$BASELINE"
+WHEEL_DIR="${COOPLAB_WHEEL_DIR:-$HOME/.cache/cooplab/wheels}/$LLAMA_TAG"
+
+fingerprint="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16) $LLAMA_TAG"
 stamp=.venv/.cooplab-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
+if [ "$REBUILD" = 1 ] || [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$fingerprint" ]; then
+  quiet_pip install -q --upgrade pip
   # the CPU build of PyTorch first (the norm-similarity embedder needs it); otherwise a
   # dependency could pull a multi-GB CUDA build
   if ! .venv/bin/python -c "import torch" 2>/dev/null; then
-    .venv/bin/python -m pip install -q "torch==2.13.0" 2>&1 | grep -v "^WARNING: Location" || true
+    quiet_pip install -q "torch==2.13.0"
   fi
-  .venv/bin/python -m pip install -q -e ".[dev]" 2>&1 | grep -v "^WARNING: Location" || true
+  if [ "$REBUILD" = 1 ]; then rm -rf "$WHEEL_DIR"; fi
+  if ! ls "$WHEEL_DIR"/llama_cpp_python-*.whl >/dev/null 2>&1; then
+    echo "setup: building llama-cpp-python $LLAMA_VERSION for $BASELINE (portable; about 6 minutes on 2 cores)" >&2
+    tmp="$WHEEL_DIR.tmp.$$"
+    rm -rf "$tmp"; mkdir -p "$tmp"
+    if ! CMAKE_ARGS="$LLAMA_CMAKE" FORCE_CMAKE=1 .venv/bin/python -m pip wheel -q --no-deps --no-cache-dir \
+        --no-binary llama-cpp-python -w "$tmp" "llama-cpp-python==$LLAMA_VERSION" >"$tmp.log" 2>&1; then
+      echo "setup: building llama-cpp-python failed; last lines of $tmp.log:" >&2
+      tail -n 15 "$tmp.log" >&2
+      exit 1
+    fi
+    rm -rf "$WHEEL_DIR"; mv "$tmp" "$WHEEL_DIR"; rm -f "$tmp.log"
+  fi
+  quiet_pip install -q --force-reinstall --no-deps "$WHEEL_DIR"/llama_cpp_python-*.whl
+  quiet_pip install -q -e ".[dev]"
   .venv/bin/python -c "import cooplab.tasks.cpr.society, langgraph, mesa, llama_cpp, statsmodels, sentence_transformers" || { echo "setup: installation failed" >&2; exit 1; }
-  touch "$stamp"
+  # one short generation of the local model, in a child process: a crash stops set-up here,
+  # with one line, instead of in the middle of a run or a test session
+  PYTHON=.venv/bin/python bash scripts/check-local-model.sh >&2 || exit 1
+  echo "$fingerprint" > "$stamp"
 fi

@@ -118,3 +118,65 @@ def test_rerun_replays_from_the_cache(tmp_path, capsys):
     assert outs[1]["ledger"]["cached_calls"] == outs[1]["ledger"]["calls"] > 0
     assert outs[0]["final_shares"] == outs[1]["final_shares"]
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "a" / "orders.parquet"), pd.read_parquet(tmp_path / "b" / "orders.parquet"))
+
+
+def test_unreachable_model_stops_cleanly_and_resume_continues_with_one_trace(tmp_path, capsys):
+    """A diners LLM run whose model becomes unreachable in iteration 3 stops cleanly (exit 1,
+    resumable); 'cooplab resume' (task read from config.json) finishes it with no iteration lost or
+    repeated, equal to an uninterrupted run, and traces.jsonl holds both parts as one trace file."""
+    good = script(tmp_path / "good.json", order=[{"meal": "budget"}], punish=[{"punish": []}], metanorm=[{"punish": []}])
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"cycle": False, "by_phase": {
+        "order": [json.dumps({"meal": "budget"})] * 16 + [{"error": "connection"}] * 80,
+        "punish": [json.dumps({"punish": []})] * 200, "metanorm": [json.dumps({"punish": []})] * 200}}))
+
+    def args(out, f):
+        return ["run", "diners", "--agents", "llm", "--model", f"scripted:{f}", "--combination", "1", "--iterations", "4",
+                "--out", str(out), "--cache", "off", "-q", "--json"]
+
+    assert main(args(tmp_path / "ref", good)) == 0
+    ref = json.loads(capsys.readouterr()[0])
+    out = tmp_path / "run"
+    code = main(args(out, bad))
+    err = capsys.readouterr()[1]
+    assert code == 1 and "cooplab resume" in err and "Traceback" not in err
+    s = json.loads((out / "summary.json").read_text())
+    assert s["status"] == "stopped" and s["iterations_completed"] == 2
+    cfg = json.loads((out / "config.json").read_text())
+    cfg["llm"]["models"]["default"] = f"scripted:{good}"
+    (out / "config.json").write_text(json.dumps(cfg))
+    code = main(["resume", str(out), "-q", "--json"])
+    stdout, err = capsys.readouterr()
+    assert code == 0, err
+    s2 = json.loads(stdout)
+    assert s2["task"] == "diners" and s2["status"] == "completed" and s2["iterations_completed"] == 4
+    assert s2["final_shares"] == ref["final_shares"]
+    for stem in ("strategy_counts", "orders", "utilities", "punishments"):
+        pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "ref" / f"{stem}.parquet"), pd.read_parquet(out / f"{stem}.parquet"))
+    d = pd.read_parquet(out / "decisions.parquet")
+    assert not d.duplicated(["society", "agent", "round", "phase"]).any()
+    assert sorted(d["round"].unique()) == [1, 2, 3, 4] and (d[d["phase"] == "order"].groupby("round").size() == 8).all()
+    # one coherent trace file: the stopped run's tree, then the resumed run's
+    from cooplab.graphs.tracing import load_runs
+
+    runs = load_runs(out, validate=True)
+    by_id = {r["id"]: r for r in runs}
+    assert len(by_id) == len(runs)  # no run id twice
+    assert all(r["parent_run_id"] is None or r["parent_run_id"] in by_id for r in runs)  # parent links valid
+    assert all(r["parent_run_id"] is None or by_id[r["parent_run_id"]]["trace_id"] == r["trace_id"] for r in runs)
+    roots = [r for r in runs if r["parent_run_id"] is None]
+    assert len(roots) == 2 and roots[0]["status"] == "error" and "resumed" in roots[1]["tags"]
+    def steps(root, status):  # graph steps of the node runs of one part
+        return {r["extra"]["metadata"]["langgraph_step"] for r in runs
+                if r["parent_run_id"] == root["id"] and r["status"] == status}
+
+    done, failed, resumed = steps(roots[0], "success"), steps(roots[0], "error"), steps(roots[1], "success")
+    assert done and resumed and max(done) < min(resumed)  # no node done twice
+    assert failed == {min(resumed)}  # the node the model failed in is the one the resumed run starts with
+
+
+def test_agent_model_outside_the_society_is_a_one_line_error(tmp_path, capsys):
+    code = main(["run", "diners", "--agents", "llm", "--agent-model", "8=local", "--out", str(tmp_path / "x"), "-q"])
+    err = capsys.readouterr()[1]
+    assert code == 2 and err.count("\n") == 1 and "0..7" in err and "--agent-model 8" in err
+    assert not (tmp_path / "x").exists()

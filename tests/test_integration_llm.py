@@ -47,6 +47,8 @@ def test_local_model_runs_the_cpr_society_end_to_end(tmp_path, capsys):
     # grammar-constrained decoding: effort, punish and vote answers are JSON objects on every attempt
     for raw in d[d.phase.isin(["harvest", "punish", "vote"])]["raw"]:
         assert isinstance(json.loads(raw), dict)
+    # the model ran in its own process: no native llama.cpp code was loaded into this one
+    assert "llama_cpp" not in sys.modules
 
 
 @pytest.fixture(scope="module")

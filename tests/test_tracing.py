@@ -489,3 +489,64 @@ def test_interrupted_run_is_still_written(tmp_path, use_async):
     assert root["status"] == "error"
     assert "KeyboardInterrupt" in root["error"] or "CancelledError" in root["error"]  # asyncio cancels
     assert any(r["run_type"] == "llm" and r["total_tokens"] == 13 for r in runs)
+
+
+# ----------------------------------------------------------------------------------------
+_KILLED_SCRIPT = r"""
+import os, sys
+from typing import Any, TypedDict
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
+from langgraph.graph import END, START, StateGraph
+from cooplab.graphs.tracing import tracing_callbacks
+
+class S(TypedDict, total=False):
+    x: Any
+
+def think(state):
+    FakeListChatModel(responses=["harvest 3"]).invoke("How much?")
+    return {"x": 1}
+
+def act(state):
+    return {"x": 2}
+
+def die(state):
+    os._exit(9)  # as if killed with kill -9: no callback, no flush
+
+g = StateGraph(S)
+for name, fn in (("think", think), ("act", act), ("die", die)):
+    g.add_node(name, fn)
+g.add_edge(START, "think"); g.add_edge("think", "act"); g.add_edge("act", "die"); g.add_edge("die", END)
+g.compile(name="society").invoke({"x": 0}, {"callbacks": tracing_callbacks(sys.argv[1])})
+"""
+
+
+def test_a_killed_run_s_finished_nodes_are_recovered_into_one_coherent_trace_file(tmp_path):
+    """kill -9 mid-run loses no finished node: the next tracer on the file writes the journaled
+    nodes and the interrupted root (status error), then the resumed run's tree follows; every
+    parent link is valid and no run id appears twice."""
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-c", _KILLED_SCRIPT, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 9, res.stderr
+    assert not (tmp_path / "traces.jsonl").exists()  # the root never ended
+    journals = list(tmp_path.glob(".traces.jsonl.*.part"))
+    assert len(journals) == 1
+    runs = make_traces(tmp_path, "ainvoke")  # the resumed run: its tracer recovers the journal first
+    assert not list(tmp_path.glob(".traces.jsonl.*.part"))
+    by_id = check_tree(runs)
+    roots = [r for r in runs if r["parent_run_id"] is None]
+    assert len(roots) == 2 and [r["name"] for r in roots] == ["society", "society"]
+    first = roots[0]
+    assert runs[0]["id"] == first["id"]  # the interrupted tree first, parents first
+    assert first["status"] == "error" and first["error"].startswith("interrupted")
+    kids = {r["name"] for r in runs if r["parent_run_id"] == first["id"]}
+    assert {"think", "act"} <= kids and "die" not in kids  # finished nodes kept; the running one is lost
+    assert any(r["run_type"] == "llm" and by_id[r["parent_run_id"]]["name"] == "think" and r["trace_id"] == first["id"] for r in runs)
+    # a second recovery finds nothing to do, and a cut-off last line is dropped before appending
+    with open(tmp_path / "traces.jsonl", "a") as fh:
+        fh.write('{"id": "cut-off')
+    assert JsonlTracer(tmp_path / "traces.jsonl").runs_recovered == 0
+    runs2 = make_traces(tmp_path, "invoke")
+    check_tree(runs2)
+    assert len([r for r in runs2 if r["parent_run_id"] is None]) == 3

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from cooplab.cli_options import MAX_AGENTS, MAX_PARAM, MAX_ROUNDS
+
 Env = Literal["harsh", "rich"]
 Population = Literal["altruistic", "selfish", "mixed"]
 Ablation = Literal["full", "osl", "ogd", "neither"]
@@ -36,11 +38,11 @@ def _f(default: Any, description: str, source: str, **kw: Any) -> Any:
 class CPRParams(BaseModel):
     """All numeric parameters of one CPR society. Names follow the paper's symbols."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
     # --- population and horizon -------------------------------------------------------
-    N: int = _f(10, "number of agents", "paper §4.1: all simulations use 10 agents", ge=2, le=100_000)
-    T: int = _f(50, "round cap", "paper §4.2: runs are capped at 50 rounds", ge=1, le=1_000_000)
+    N: int = _f(10, "number of agents", "paper §4.1: all simulations use 10 agents", ge=2, le=MAX_AGENTS)
+    T: int = _f(50, "round cap", "paper §4.2: runs are capped at 50 rounds", ge=1, le=MAX_ROUNDS)
     # --- resource (§3.1.2) ------------------------------------------------------------
     K: float = _f(1000.0, "carrying capacity of the stock", "chosen: sets the fish unit so that beta = 10 is about one round's catch, not a death sentence", gt=0)
     R0: float = _f(1000.0, "initial stock R(1)", "chosen: the lake starts full (R0 = K)", ge=0)
@@ -59,7 +61,7 @@ class CPRParams(BaseModel):
     gamma: float = _f(1.0, "cost paid by a punisher", "chosen: a tenth of beta (sanctions cost less to give than to get)", ge=0)
     punishment: bool = _f(True, "punishment phase on/off", "paper §4.1 (a)")
     punish_off_round: int | None = _f(
-        None, "from this round on punishment is disabled (None: never)", "paper Fig. 2 disables it at t = 15", ge=1
+        None, "from this round on punishment is disabled (None: never)", "paper Fig. 2 disables it at t = 15", ge=1, le=MAX_ROUNDS
     )
     # --- social learning (§3.1.3) ---------------------------------------------------------
     social_learning: bool = _f(True, "payoff-biased imitation on/off", "paper §4.2.5 ablations")
@@ -87,6 +89,33 @@ class CPRParams(BaseModel):
     m_range: tuple[float, float] = _f((0.0, 1.0), "initial monitoring propensity range", "chosen: the full unit interval")
     p_range: tuple[float, float] = _f((0.0, 1.0), "initial punishment propensity range", "chosen: the full unit interval")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _types(cls, data: Any) -> Any:
+        """Wrong types and non-finite or absurd numbers, named, before pydantic's coercion (which
+        would turn true into 1.0 and "1e3" into 1000.0)."""
+        if not isinstance(data, dict):
+            return data
+        for name, v in data.items():
+            f = cls.model_fields.get(name)
+            if f is None:
+                continue  # extra="forbid" reports it
+            ann = f.annotation
+            if ann is bool:
+                if not isinstance(v, bool):
+                    raise ValueError(f"{name} must be true or false, got {v!r}")
+            elif name in ("m_range", "p_range"):
+                if not isinstance(v, (list, tuple)) or len(v) != 2:
+                    raise ValueError(f"{name} must be a pair [low, high] inside [0, 1], got {v!r}")
+                for x in v:
+                    _number(name, x, False)
+            elif name == "punish_off_round":
+                if v is not None:
+                    _number(name, v, True)
+            else:
+                _number(name, v, ann is int)
+        return data
+
     @model_validator(mode="after")
     def _check(self) -> "CPRParams":
         for name in ("m_range", "p_range"):
@@ -103,6 +132,15 @@ class CPRParams(BaseModel):
     def H_opt(self) -> float:
         """Maximum sustainable yield of the logistic model: max_R r R (1 - R/K) = r K / 4."""
         return self.r * self.K / 4.0
+
+
+def _number(name: str, v: Any, integer: bool) -> None:
+    from cooplab.cli_options import show
+
+    rule = "an integer" if integer else f"a finite number of magnitude at most {MAX_PARAM:.0e}".replace("e+", "e")
+    if (isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not math.isfinite(v))
+            or (not integer and abs(v) > MAX_PARAM)):
+        raise ValueError(f"{name} must be {rule} (see 'cooplab params cpr' for its domain), got {show(v)}")
 
 
 class InitialRange(BaseModel):

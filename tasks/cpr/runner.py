@@ -165,7 +165,71 @@ class RunStopped(RuntimeError):
     """A run stopped early but cleanly (model unreachable); resumable."""
 
 
+class RunFailed(RuntimeError):
+    """A run ended by an unexpected error: summary.json (status "failed") and error.log are in its
+    directory; the message (one line) says where."""
+
+
+def guarded(out: Path, config: dict[str, Any], fn: Callable[[], dict[str, Any]], write_summary: Callable[[dict[str, Any], str], None]) -> dict[str, Any]:
+    """Run ``fn``; turn an unexpected exception into :class:`RunFailed` after saving its traceback
+    to ``out/error.log`` and a summary.json with status "failed" (``write_summary(values, message)``
+    from the last checkpoint; a minimal summary if even that fails). Clean stops, Ctrl-C and
+    user-facing run-directory errors pass through unchanged."""
+    try:
+        return fn()
+    except (RunStopped, RunFailed, runstore.RunDirError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the safety net
+        log = runstore.save_error(out, exc)
+        message = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        try:
+            write_summary(_last_values(out, config), message)
+        except Exception:  # noqa: BLE001 - even the state is unusable: keep the essentials
+            try:
+                runstore.write_json(out / "summary.json", {"task": config.get("task"), "agents": config.get("agents"), "status": "failed",
+                                                           "message": message, "error_log": str(log) if log else None,
+                                                           "seed": config.get("seed")})
+            except Exception:  # noqa: BLE001
+                pass
+        where = f"the traceback is in {log}" if log else "the traceback could not be saved"
+        raise RunFailed(f"the run failed ({message}); {where}; summary.json has status 'failed'; after fixing the cause, "
+                        f"'cooplab resume {out}' continues from the last checkpoint") from exc
+
+
+def _last_values(out: Path, config: dict[str, Any]) -> dict[str, Any]:
+    """The channel values of a run's last checkpoint (no graph needed)."""
+    with sqlite_saver(out / "checkpoints.sqlite") as saver:
+        tup = saver.get_tuple({"configurable": {"thread_id": config.get("task", THREAD)}})
+    if tup is None or not tup.checkpoint.get("channel_values"):
+        raise RuntimeError("no checkpoint")
+    return dict(tup.checkpoint["channel_values"])
+
+
 def _execute(out: Path, config: dict[str, Any], state: Any | None) -> dict[str, Any]:
+    def failed(values: dict[str, Any], message: str) -> None:
+        finish(out, config, values, 0.0, status="failed", message=message)
+
+    return guarded(out, config, lambda: _execute_unguarded(out, config, state), failed)
+
+
+def load_snapshot(get: Callable[[], Any], out: Path) -> Any:
+    """A graph's last checkpoint; a damaged one (it does not deserialize) is a one-line RunDirError."""
+    try:
+        return get()
+    except Exception as exc:  # noqa: BLE001
+        raise runstore.RunDirError(f"{out}/checkpoints.sqlite is damaged ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); "
+                                   f"the run cannot resume: {runstore.RESTART.format(out=out)}") from None
+
+
+async def aload_snapshot(get: Callable[[], Any], out: Path) -> Any:
+    try:
+        return await get()
+    except Exception as exc:  # noqa: BLE001
+        raise runstore.RunDirError(f"{out}/checkpoints.sqlite is damaged ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); "
+                                   f"the run cannot resume: {runstore.RESTART.format(out=out)}") from None
+
+
+def _execute_unguarded(out: Path, config: dict[str, Any], state: Any | None) -> dict[str, Any]:
     if config.get("agents") == "llm":
         return asyncio.run(_execute_llm(out, config, state))
     params = CPRParams(**config["params"])
@@ -174,7 +238,7 @@ def _execute(out: Path, config: dict[str, Any], state: Any | None) -> dict[str, 
     with sqlite_saver(out / "checkpoints.sqlite") as saver:
         graph = build_cpr_graph(phases, checkpointer=saver)
         cfg: dict[str, Any] = {"configurable": {"thread_id": THREAD}}
-        start, limit_state = _start(graph.get_state(cfg) if state is None else None, state, out)
+        start, limit_state = _start(load_snapshot(lambda: graph.get_state(cfg), out) if state is None else None, state, out)
         cfg["recursion_limit"] = recursion_limit(limit_state, len(phases))
         bar, update = _progress(params.T, config.get("_quiet", False))
         try:
@@ -204,7 +268,7 @@ async def _execute_llm(out: Path, config: dict[str, Any], state: Any | None) -> 
     async with AsyncSqliteSaver.from_conn_string(str(out / "checkpoints.sqlite")) as saver:
         graph = build_society(phases, CPRState, checkpointer=saver, name="cpr", context_schema=CoopContext)
         cfg: dict[str, Any] = {"configurable": {"thread_id": THREAD}}
-        snap = await graph.aget_state(cfg) if state is None else None
+        snap = await aload_snapshot(lambda: graph.aget_state(cfg), out) if state is None else None
         start, limit_state = _start(snap, state, out)
         cfg["recursion_limit"] = recursion_limit(limit_state, len(phases))
         service = build_service(config, (snap.values or {}).get("ledger") if snap is not None else None)
@@ -254,6 +318,8 @@ async def _arun(graph, state, cfg, context, update, out: Path):
         from cooplab.graphs.tracing import tracing_callbacks
 
         cfg = {**cfg, "callbacks": tracing_callbacks(out)}
+        if state is None:  # a resumed run: its trace follows the interrupted one's in traces.jsonl
+            cfg["tags"] = [*cfg.get("tags", []), "resumed"]
     except ImportError:  # tracing not installed yet
         pass
     final = None
@@ -266,14 +332,68 @@ async def _arun(graph, state, cfg, context, update, out: Path):
 
 
 def resume_dir(out: Path, quiet: bool = False) -> dict[str, Any]:
+    """Continue a run from its last checkpoint after checking its config.json (every value by the
+    CLI's rules) and its checkpoints.sqlite (read-only): damaged files are one-line RunDirErrors."""
     out = Path(out)
-    if not (out / "config.json").exists():
-        raise runstore.RunDirError(f"{out} is not a cooplab run directory (no config.json)")
-    config = runstore.read_json(out / "config.json")
+    config = runstore.read_run_config(out)
     if config.get("task") != "cpr":
         raise runstore.RunDirError(f"{out} holds a {config.get('task')!r} run; only cpr runs resume here")
+    check_run_config(out, config)
+    runstore.check_checkpoints(out)
     config["_quiet"] = quiet
     return _execute(out, config, None)
+
+
+#: keys of config.json's "llm" (see cooplab.cli._llm_options)
+LLM_CONFIG_KEYS = {"models", "base_url", "temperature", "max_tokens", "max_concurrency", "rps", "budget", "price_in_per_1k",
+                   "price_out_per_1k", "cache"}
+
+
+def check_llm_config(out: Path, config: dict[str, Any], n_agents: int) -> None:
+    """config.json's "llm" of an LLM run, by the CLI's rules (raises OptionError)."""
+    from cooplab import cli_options as co
+
+    where = f"{out}/config.json: llm"
+    llm = config.get("llm")
+    co.check_llm(llm, where, LLM_CONFIG_KEYS)
+    missing = sorted(LLM_CONFIG_KEYS - {"base_url", "rps", "budget"} - set(llm))
+    if missing:
+        raise co.OptionError(f"{where} lacks {', '.join(missing)}")
+    co.check_agent_models(llm["models"], n_agents, name=lambda k: f"{where}.models[{k!r}]")
+    for agent, text in llm["models"].items():
+        co.check_model(text, llm.get("base_url"), f"{where}.models[{agent!r}]")
+    if llm["cache"] != "off":
+        co.check_cache(llm["cache"], f"{where}.cache")
+
+
+def check_run_config(out: Path, config: dict[str, Any]) -> None:
+    """Every value of a CPR run's config.json by the rules of the options that wrote it; a bad
+    value is a one-line RunDirError naming the field (the file is never changed)."""
+    from cooplab import cli_options as co
+    from cooplab.tasks.cpr.params import ParamError
+
+    where = f"{out}/config.json"
+    fix = f"fix the file, or {runstore.RESTART.format(out=out)}"
+    try:
+        if config.get("agents") not in ("rule", "llm"):
+            raise co.OptionError(f"{where}: agents must be 'rule' or 'llm', got {config.get('agents')!r}")
+        if config.get("population") not in ("altruistic", "selfish", "mixed"):
+            raise co.OptionError(f"{where}: population must be altruistic, selfish or mixed, got {config.get('population')!r}")
+        co.check(f"{where}: seed", config.get("seed"), "seed")
+        co.check(f"{where}: replicates", config.get("replicates"), "replicates")
+        if not isinstance(config.get("params"), dict):
+            raise co.OptionError(f"{where}: params must be a JSON object, got {config.get('params')!r}")
+        if not isinstance(config.get("csv", False), bool):
+            raise co.OptionError(f"{where}: csv must be true or false, got {config.get('csv')!r}")
+        try:
+            params = make_params(**config["params"])
+        except ParamError as exc:
+            raise co.OptionError(f"{where}: params: {exc}") from None
+        co.check_size(config["replicates"], params.N, params.T, names=("replicates", "params.N", "params.T"))
+        if config["agents"] == "llm":
+            check_llm_config(out, config, params.N)
+    except co.OptionError as exc:
+        raise runstore.RunDirError(f"{exc}; {fix}") from None
 
 
 def finish(out: Path, config: dict[str, Any], final: dict[str, Any], seconds: float, *, status: str = "completed",

@@ -25,6 +25,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cooplab import runstore
+from cooplab.cli_options import OptionError
 
 
 class SweepConfig(BaseModel):
@@ -55,8 +56,16 @@ def load_config(path: Path) -> SweepConfig:
         raw = json.loads(Path(path).read_text())
     except OSError as exc:
         raise SweepError(f"cannot read sweep config {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise SweepError(f"sweep config {path} is not a UTF-8 text file") from None
     except json.JSONDecodeError as exc:
         raise SweepError(f"sweep config {path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    if not isinstance(raw, dict):
+        raise SweepError(f"sweep config {path} must be a JSON object (see examples/grid-scripted.json)")
+    try:
+        check_raw(raw, f"sweep config {path}")
+    except OptionError as exc:
+        raise SweepError(str(exc)) from None
     try:
         cfg = SweepConfig(**raw)
     except ValidationError as exc:
@@ -71,7 +80,58 @@ def load_config(path: Path) -> SweepConfig:
             raise SweepError(f"sweep config {path}: {name} must be a non-empty list from {', '.join(allowed)}; got {values}")
     if not cfg.models:
         raise SweepError(f"sweep config {path}: models must not be empty")
+    check_cells(cfg, f"sweep config {path}")
     return cfg
+
+
+#: numeric fields of a sweep config -> the CLI rule they follow (cooplab/cli_options.py)
+NUMERIC_FIELDS = {"trials": "replicates", "n_agents": "n-agents", "rounds": "rounds", "seed": "seed", "parallel": "parallel"}
+#: keys of a sweep config's "llm"
+LLM_KEYS = {"max_concurrency", "rps", "budget", "price_in", "price_out", "cache", "temperature", "max_tokens", "base_url"}
+
+
+def check_raw(raw: dict[str, Any], where: str) -> None:
+    """Types and rules of every field, before pydantic (which would coerce true to 1 and "3" to 3)."""
+    from cooplab import cli_options as co
+
+    for key, rule in NUMERIC_FIELDS.items():
+        if key in raw:
+            co.check(f"{where}: {key}", raw[key], rule)
+    for key in ("out", "agents"):
+        if key in raw and not isinstance(raw[key], str):
+            raise OptionError(f"{where}: {key} must be a string, got {raw[key]!r}")
+    for key in ("models", "envs", "populations", "ablations"):
+        if key in raw and (not isinstance(raw[key], list) or not all(isinstance(x, str) for x in raw[key])):
+            raise OptionError(f"{where}: {key} must be a list of strings, got {raw[key]!r}")
+    if "llm" in raw:
+        co.check_llm(raw["llm"], f"{where}: llm", LLM_KEYS)
+    if "set" in raw and not isinstance(raw["set"], dict):
+        raise OptionError(f"{where}: set must be a JSON object of parameters (see 'cooplab params cpr'), got {raw['set']!r}")
+
+
+def check_cells(cfg: SweepConfig, where: str) -> None:
+    """Everything a cell would refuse, refused before any cell runs: parameters, sizes, models, cache."""
+    from cooplab import cli_options as co
+    from cooplab.tasks.cpr.params import ParamError
+    from cooplab.tasks.cpr.runner import resolve_params
+
+    try:
+        for env in cfg.envs:
+            for abl in cfg.ablations:
+                params = resolve_params(env, abl, cfg.n_agents, cfg.rounds, dict(cfg.set))
+        co.check_size(cfg.trials, params.N, params.T, names=("trials", "n_agents", "rounds"))
+        if cfg.agents == "llm":
+            for model in cfg.models:
+                co.check_model(model, cfg.llm.get("base_url"), f"{where}: models")
+            cache = cfg.llm.get("cache")
+            if cache != "off":
+                from cooplab.agents.cache import default_cache_path
+
+                co.check_cache(cache or default_cache_path(), f"{where}: llm.cache")
+    except ParamError as exc:
+        raise SweepError(f"{where}: set: {exc}") from None
+    except co.OptionError as exc:
+        raise SweepError(f"{where}: {exc}" if not str(exc).startswith(where) else str(exc)) from None
 
 
 def _slug(text: str) -> str:

@@ -12,24 +12,29 @@ functions so that importing this module never imports ``cooplab.cli`` (no import
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
+from cooplab import cli_options as co
 from cooplab.cli_options import (AgentModelOpt, BaseUrlOpt, BudgetOpt, CacheOpt, CsvOpt, ForceOpt, JsonOpt, MaxConcurrencyOpt,
-                                  MaxTokensOpt, ModelOpt, OutOpt, PriceInOpt, PriceOutOpt, QuietOpt, RpsOpt, SeedOpt, TemperatureOpt)
+                                  MaxTokensOpt, ModelOpt, OutOpt, PriceInOpt, PriceOutOpt, QuietOpt, RpsOpt, SeedOpt, TemperatureOpt,
+                                  num_opt)
+
+IterationsOpt = Annotated[int, num_opt("--iterations", f"Iterations of the Diner's Dilemma, 1..{co.MAX_ROUNDS} (paper: 10).")]
+BetaOpt = Annotated[float, num_opt("--beta", "Selection strength beta of the Fermi imitation rule, in [0, 1000] (paper: 1).")]
 
 
 def run_diners(
     out: OutOpt,
     agents: str = typer.Option("rule", "--agents", help="Who decides: rule (strategies executed exactly) or llm."),
-    combination: Optional[int] = typer.Option(None, "--combination", help="The paper's initial combination 1 or 2 (default 1)."),
+    combination: Annotated[Optional[int], num_opt("--combination", "The paper's initial combination 1 or 2 (default 1).")] = None,
     groups: Optional[str] = typer.Option(None, "--groups", help='Any initial composition, groups separated by ";": "M,P,E,R1;M,M,P,R1".'),
     pk: str = typer.Option("3:1", "--pk", help="Punishment costs p:k: unstated (not told to LLM agents; p = k = 1), 3:1, 6:1, or any P:K."),
-    iterations: int = typer.Option(10, "--iterations", help="Iterations of the Diner's Dilemma (paper: 10)."),
-    replicates: Optional[int] = typer.Option(None, "--replicates", help="Replicate societies run side by side (default: 200 rule, 1 llm)."),
+    iterations: IterationsOpt = 10,
+    replicates: Annotated[Optional[int], num_opt("--replicates", f"Replicate societies run side by side, 1..{co.MAX_REPLICATES} (default: 200 rule, 1 llm).")] = None,
     seed: SeedOpt = 0,
-    beta: float = typer.Option(1.0, "--beta", help="Selection strength beta of the Fermi imitation rule (paper: 1)."),
+    beta: BetaOpt = 1.0,
     csv: CsvOpt = False,
     force: ForceOpt = False,
     as_json: JsonOpt = False,
@@ -48,8 +53,8 @@ def run_diners(
 ) -> None:
     """Run the Diner's Dilemma society with punishment and metanorms (issue 6) and write a run directory."""
     from cooplab import runstore
-    from cooplab.cli import _echo_json, _err, _llm_options
-    from cooplab.tasks.cpr.runner import RunStopped
+    from cooplab.cli import _err, _llm_options
+    from cooplab.tasks.cpr.runner import RunFailed, RunStopped
     from cooplab.tasks.diners import model as dm
     from cooplab.tasks.diners.runner import run_to_dir
     from cooplab.tasks.diners.society import Condition
@@ -66,24 +71,39 @@ def run_diners(
         replicates = 1 if agents == "llm" else 200
     if replicates < 1:
         _err(f"--replicates must be at least 1, got {replicates}")
-    llm = None
-    if agents == "llm":
-        llm = _llm_options(model, agent_model, base_url, temperature, max_tokens, max_concurrency, rps, budget, price_in, price_out, cache)
     try:
         grp = dm.parse_groups(groups) if groups is not None else dm.COMBINATIONS[combination or 1]
         p, k, stated = dm.parse_pk(pk)
         cond = Condition(grp, p, k, stated, beta)
         cond.validate()
+    except dm.DinersError as exc:
+        _err(str(exc))
+    co.check_size(replicates, cond.n_agents, iterations, names=("--replicates", "diners", "--iterations"), diners=True)
+    llm = None
+    if agents == "llm":
+        llm = _llm_options(model, agent_model, base_url, temperature, max_tokens, max_concurrency, rps, budget, price_in, price_out, cache,
+                           n_agents=cond.n_agents)
+    try:
         out = runstore.prepare_out(out, force=force)
-    except (dm.DinersError, runstore.RunDirError) as exc:
+    except runstore.RunDirError as exc:
         _err(str(exc))
     labels = {"combination": None if groups is not None else (combination or 1), "pk": pk.strip().lower()}
     try:
         summary = run_to_dir(out, cond, replicates=replicates, seed=seed, iterations=iterations, labels=labels, csv=csv,
                              quiet=quiet, llm=llm)
-    except RunStopped as exc:
+    except (RunStopped, RunFailed) as exc:
         typer.echo(f"cooplab: {exc}", err=True)
         raise typer.Exit(1)
+    except KeyboardInterrupt:
+        typer.echo(f"cooplab: interrupted; checkpoints are in {out}; continue with 'cooplab resume {out}'", err=True)
+        raise typer.Exit(130)
+    report(out, summary, as_json)
+
+
+def report(out: Path, summary: dict[str, Any], as_json: bool) -> None:
+    """Print a diners run's summary (also used by 'cooplab resume')."""
+    from cooplab.cli import _echo_json
+
     if as_json:
         _echo_json(summary)
         return
@@ -100,10 +120,10 @@ def run_diners(
 
 def figures_diners(
     out: Path = typer.Option(..., "--out", help="Directory for the PNG figures, CSVs and claims.md."),
-    replicates: int = typer.Option(200, "--replicates", help="Rule-based replicates per condition."),
-    seed: int = typer.Option(0, "--seed", help="Seed of every random draw."),
-    iterations: int = typer.Option(10, "--iterations", help="Iterations per run (paper: 10)."),
-    beta: float = typer.Option(1.0, "--beta", help="Selection strength of the Fermi rule."),
+    replicates: Annotated[int, num_opt("--replicates", f"Rule-based replicates per condition, 2..{co.MAX_REPLICATES}.", "figure-replicates")] = 200,
+    seed: SeedOpt = 0,
+    iterations: IterationsOpt = 10,
+    beta: BetaOpt = 1.0,
     llm_run: Optional[Path] = typer.Option(None, "--llm-run", help="Also draw this LLM run directory's strategy shares."),
     as_json: bool = typer.Option(False, "--json", help="Print the results (final shares, claims) as JSON."),
 ) -> None:
@@ -112,12 +132,9 @@ def figures_diners(
     from cooplab.cli import _echo_json, _err
     from cooplab.tasks.diners.figures import make_figures
 
-    if replicates < 2:
-        _err(f"--replicates must be at least 2 for a spread, got {replicates}")
-    if iterations < 1:
-        _err(f"--iterations must be at least 1, got {iterations}")
-    if beta < 0:
-        _err(f"--beta must not be negative, got {beta}")
+    conditions = 6  # the paper's 2 combinations x 3 punishment settings, one graph invocation
+    co.check_size(conditions * replicates, max(len(sum(g, ())) for g in _combinations()), iterations,
+                  names=("6 conditions x --replicates", "diners", "--iterations"), diners=True)
     if llm_run is not None and not (Path(llm_run) / "config.json").exists():
         _err(f"--llm-run {llm_run} is not a cooplab run directory (no config.json)")
     try:
@@ -131,6 +148,12 @@ def figures_diners(
     for c in res["claims"]:
         typer.echo(f"({c['id']}) {'holds' if c['holds'] else 'does not hold'}: {c['claim']}\n    {c['evidence']}")
     typer.echo(f"figures and CSVs in {out} (claims.md summarizes the claims)")
+
+
+def _combinations():
+    from cooplab.tasks.diners import model as dm
+
+    return list(dm.COMBINATIONS.values())
 
 
 def register(run_app: typer.Typer, figures_app: typer.Typer) -> None:

@@ -58,6 +58,9 @@ VENUES = ("pub", "café")
 MEAL = {"c_b": 4.0, "v_b": 6.0, "c_p": 12.0, "v_p": 10.0}
 
 
+MAX_GROUPS = 100  # group numbers are stored as int8
+
+
 class DinersError(ValueError):
     """A user-facing problem with a composition or a parameter (one line)."""
 
@@ -75,6 +78,11 @@ def parse_groups(text: str) -> tuple[tuple[str, ...], ...]:
         groups.append(names)
     if len(groups) < 1 or any(len(g) < 2 for g in groups):
         raise DinersError(f"--groups {text!r}: every group needs at least two diners")
+    from cooplab.cli_options import MAX_DINERS
+
+    n = sum(len(g) for g in groups)
+    if len(groups) > MAX_GROUPS or n > MAX_DINERS:
+        raise DinersError(f"--groups: at most {MAX_GROUPS} groups and {MAX_DINERS} diners in all, got {len(groups)} groups and {n} diners")
     return tuple(groups)
 
 
@@ -88,8 +96,10 @@ def parse_pk(text: str) -> tuple[float, float, bool]:
         p, k = float(a), float(b)
     except ValueError:
         raise DinersError(f"--pk {text!r}: use unstated, 3:1, 6:1 or any P:K with numbers") from None
-    if p < 0 or k < 0:
-        raise DinersError(f"--pk {text!r}: p and k must not be negative")
+    from cooplab.cli_options import MAX_PARAM
+
+    if not (0 <= p <= MAX_PARAM and 0 <= k <= MAX_PARAM):  # also refuses nan and inf
+        raise DinersError(f"--pk {text!r}: p and k must be finite numbers in [0, {MAX_PARAM:g}], e.g. 3:1")
     return p, k, True
 
 

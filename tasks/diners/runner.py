@@ -21,7 +21,7 @@ import pandas as pd
 
 from cooplab import runstore
 from cooplab.graphs.context import CoopContext
-from cooplab.tasks.cpr.runner import RunStopped, build_service, sqlite_saver, stop_status
+from cooplab.tasks.cpr.runner import RunStopped, aload_snapshot, build_service, guarded, load_snapshot, sqlite_saver, stop_status
 from cooplab.tasks.diners import model as dm
 from cooplab.tasks.diners.society import Condition, build_diners_graph, init_state, recursion_limit
 
@@ -114,18 +114,41 @@ def run_to_dir(out: Path, cond: Condition, *, replicates: int, seed: int, iterat
     }
     runstore.write_json(out / "config.json", config)
     state = init_llm_state(cond, replicates, seed, iterations) if llm else init_state([cond], replicates, seed, iterations)
-    initial = state["strategy"].copy()
-    t0 = time.perf_counter()
-    if llm:
+    return _execute(out, config, state, state["strategy"].copy(), quiet)
+
+
+def _execute(out: Path, config: dict[str, Any], state: dict[str, Any] | None, initial: np.ndarray, quiet: bool) -> dict[str, Any]:
+    """Run (``state``) or resume (``state=None``) with the safety net of the CPR runner."""
+    def failed(values: dict[str, Any], message: str) -> None:
+        finish(out, config, values, initial, 0.0, status="failed", message=message)
+
+    return guarded(out, config, lambda: _execute_unguarded(out, config, state, initial, quiet), failed)
+
+
+def _execute_unguarded(out: Path, config: dict[str, Any], state: dict[str, Any] | None, initial: np.ndarray, quiet: bool) -> dict[str, Any]:
+    if config.get("agents") == "llm":
         return asyncio.run(_execute_llm(out, config, state, initial, quiet))
+    t0 = time.perf_counter()
     with sqlite_saver(out / "checkpoints.sqlite") as saver:
         graph = build_diners_graph(checkpointer=saver)
-        cfg = {"configurable": {"thread_id": THREAD}, "recursion_limit": recursion_limit(state)}
-        final = graph.invoke(state, cfg, durability="async")
+        cfg: dict[str, Any] = {"configurable": {"thread_id": THREAD}}
+        if state is None:
+            snap = load_snapshot(lambda: graph.get_state(cfg), out)
+            _check_snapshot(snap, out)
+            cfg["recursion_limit"] = recursion_limit(snap.values)
+            final = graph.invoke(None, cfg, durability="async") if snap.next else snap.values
+        else:
+            cfg["recursion_limit"] = recursion_limit(state)
+            final = graph.invoke(state, cfg, durability="async")
     return finish(out, config, final, initial, time.perf_counter() - t0)
 
 
-async def _execute_llm(out: Path, config: dict[str, Any], state: dict[str, Any], initial: np.ndarray, quiet: bool) -> dict[str, Any]:
+def _check_snapshot(snap: Any, out: Path) -> None:
+    if not snap.values or "max_round" not in snap.values:
+        raise runstore.RunDirError(f"{out} has no checkpoint to resume; {runstore.RESTART.format(out=out)}")
+
+
+async def _execute_llm(out: Path, config: dict[str, Any], state: dict[str, Any] | None, initial: np.ndarray, quiet: bool) -> dict[str, Any]:
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
     from cooplab.tasks.diners.llm_agents import llm_phases
@@ -134,27 +157,38 @@ async def _execute_llm(out: Path, config: dict[str, Any], state: dict[str, Any],
     status, message = "completed", None
     async with AsyncSqliteSaver.from_conn_string(str(out / "checkpoints.sqlite")) as saver:
         graph = build_diners_graph(llm_phases(), checkpointer=saver)
-        cfg: dict[str, Any] = {"configurable": {"thread_id": THREAD}, "recursion_limit": recursion_limit(state)}
+        cfg: dict[str, Any] = {"configurable": {"thread_id": THREAD}}
+        snap = None
+        if state is None:  # resume: continue from the last checkpoint (None input), ledger restored
+            snap = await aload_snapshot(lambda: graph.aget_state(cfg), out)
+            _check_snapshot(snap, out)
+        cfg["recursion_limit"] = recursion_limit(state if state is not None else snap.values)
         try:
             from cooplab.graphs.tracing import tracing_callbacks
 
             cfg["callbacks"] = tracing_callbacks(out)
+            if state is None:  # a resumed run: its trace follows the interrupted one's in traces.jsonl
+                cfg["tags"] = ["resumed"]
         except ImportError:  # pragma: no cover
             pass
-        service = build_service(config)
+        service = build_service(config, snap.values.get("ledger") if snap is not None else None)
         bar = None
         if not quiet:
             from tqdm import tqdm
 
-            bar = tqdm(total=int(state["max_round"]), desc="iterations", unit="it", leave=False, disable=None)
+            start = state if state is not None else snap.values
+            bar = tqdm(total=int(start["max_round"]), initial=int(start["round"]) - 1, desc="iterations", unit="it", leave=False, disable=None)
         final = None
         try:
-            async for mode, data in graph.astream(state, cfg, context=CoopContext(llm=service, run_dir=str(out)),
-                                                  stream_mode=["updates", "values"], durability="sync"):
-                if mode == "values":
-                    final = data
-                elif bar is not None and "swap" in data:
-                    bar.update(1)
+            if state is None and not snap.next:  # the run had finished
+                final = snap.values
+            else:
+                async for mode, data in graph.astream(state, cfg, context=CoopContext(llm=service, run_dir=str(out)),
+                                                      stream_mode=["updates", "values"], durability="sync"):
+                    if mode == "values":
+                        final = data
+                    elif bar is not None and "swap" in data:
+                        bar.update(1)
         except BaseException as exc:  # noqa: BLE001
             stop = stop_status(exc)
             if stop is None:
@@ -167,8 +201,67 @@ async def _execute_llm(out: Path, config: dict[str, Any], state: dict[str, Any],
             service.cache.close()
     summary = finish(out, config, final, initial, time.perf_counter() - t0, status=status, message=message, service=service)
     if status == "stopped":
-        raise RunStopped(f"{message}; the run stopped at its last checkpoint")
+        raise RunStopped(f"{message}; the run stopped at its last checkpoint: continue with 'cooplab resume {out}'")
     return summary
+
+
+def condition_of(config: dict[str, Any]) -> Condition:
+    """The condition a run's config.json records."""
+    return Condition(tuple(tuple(g) for g in config["groups"]), float(config["p"]), float(config["k"]), bool(config["costs_stated"]),
+                     float(config["beta"]), accumulate=bool(config.get("accumulate", True)),
+                     meal={k: float(v) for k, v in (config.get("meal") or dm.MEAL).items()})
+
+
+def resume_dir(out: Path, quiet: bool = True) -> dict[str, Any]:
+    """Continue a diners run from its last checkpoint (no iteration lost or repeated), after checking
+    its config.json and checkpoints.sqlite (damaged files are one-line RunDirErrors)."""
+    out = Path(out)
+    config = runstore.read_run_config(out)
+    if config.get("task") != "diners":
+        raise runstore.RunDirError(f"{out} holds a {config.get('task')!r} run; only diners runs resume here")
+    check_run_config(out, config)
+    runstore.check_checkpoints(out)
+    initial = init_state([condition_of(config)], int(config["replicates"]), int(config["seed"]), int(config["iterations"]))["strategy"]
+    return _execute(out, config, None, initial.copy(), quiet)
+
+
+def check_run_config(out: Path, config: dict[str, Any]) -> None:
+    """Every value of a diners run's config.json by the rules of the options that wrote it (one-line
+    RunDirError naming the field; the file is never changed)."""
+    from cooplab import cli_options as co
+    from cooplab.tasks.cpr.runner import check_llm_config
+
+    where = f"{out}/config.json"
+    fix = f"fix the file, or {runstore.RESTART.format(out=out)}"
+    try:
+        if config.get("agents") not in ("rule", "llm"):
+            raise co.OptionError(f"{where}: agents must be 'rule' or 'llm', got {config.get('agents')!r}")
+        for key, rule in (("seed", "seed"), ("replicates", "replicates"), ("iterations", "iterations"), ("beta", "beta")):
+            co.check(f"{where}: {key}", config.get(key), rule)
+        for key in ("p", "k"):
+            co.check(f"{where}: {key}", config.get(key), co.Num(float, 0, co.MAX_PARAM, hint="punishment cost"))
+        for key in ("costs_stated", "accumulate", "csv"):
+            if not isinstance(config.get(key, False), bool):
+                raise co.OptionError(f"{where}: {key} must be true or false, got {config.get(key)!r}")
+        groups = config.get("groups")
+        if not isinstance(groups, list) or not all(isinstance(g, list) and all(isinstance(x, str) for x in g) for g in groups):
+            raise co.OptionError(f"{where}: groups must be a list of lists of strategy codes ({', '.join(dm.STRATEGIES)}), got {groups!r}")
+        meal = config.get("meal", dm.MEAL)
+        if not isinstance(meal, dict) or set(meal) != set(dm.MEAL):
+            raise co.OptionError(f"{where}: meal must be an object with {', '.join(dm.MEAL)}, got {meal!r}")
+        for key, v in meal.items():
+            co.check(f"{where}: meal.{key}", v, co.Num(float, 0, co.MAX_PARAM))
+        try:
+            dm.parse_groups(";".join(",".join(g) for g in groups))
+            cond = condition_of(config)
+            cond.validate()
+        except dm.DinersError as exc:
+            raise co.OptionError(f"{where}: {exc}") from None
+        co.check_size(config["replicates"], cond.n_agents, config["iterations"], names=("replicates", "diners", "iterations"), diners=True)
+        if config["agents"] == "llm":
+            check_llm_config(out, config, cond.n_agents)
+    except co.OptionError as exc:
+        raise runstore.RunDirError(f"{exc}; {fix}") from None
 
 
 def finish(out: Path, config: dict[str, Any], final: dict[str, Any], initial: np.ndarray, seconds: float, *,

@@ -85,10 +85,12 @@ class Condition:
             for s in g:
                 if s not in dm.CODE:
                     raise dm.DinersError(f"unknown strategy {s!r}; use {', '.join(dm.STRATEGIES)}")
-        if self.p < 0 or self.k < 0:
-            raise dm.DinersError("p and k must not be negative")
-        if self.beta < 0:
-            raise dm.DinersError(f"beta must not be negative, got {self.beta}")
+        if not (0 <= self.p < float("inf") and 0 <= self.k < float("inf")):  # also refuses nan
+            raise dm.DinersError(f"p and k must be finite numbers >= 0, got {self.p} and {self.k}")
+        if not 0 <= self.beta < float("inf"):
+            raise dm.DinersError(f"beta must be a finite number >= 0, got {self.beta}")
+        if not all(isinstance(v, (int, float)) and 0 <= v < float("inf") for v in self.meal.values()):
+            raise dm.DinersError(f"meal costs and values must be finite numbers >= 0, got {self.meal}")
         for n in {len(g) for g in self.groups}:
             dm.check_dilemma(self.meal["c_b"], self.meal["v_b"], self.meal["c_p"], self.meal["v_p"], n)
 

@@ -48,7 +48,7 @@ def test_exec_local_file_and_error(tmp_path):
 def test_user_errors_exit_2_one_line(args, needle):
     r = runner.invoke(app, args)
     assert r.exit_code == 2, r.output
-    assert needle in r.stderr
+    assert needle in r.stderr and r.stderr.startswith("cooplab: error: ")
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 

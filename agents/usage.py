@@ -1,0 +1,123 @@
+"""Token usage of one model call: its upper bound, and the validation of what a backend reports.
+
+The credit ledger reserves a call's worst case before the call and charges its actual usage
+after it; the cap holds only if the reservation is a true upper bound and the charge can never
+exceed it. Both sides live here, used by every model path (OpenAI-compatible, local llama.cpp,
+scripted, cache replays):
+
+* :func:`input_bound` bounds the prompt tokens from the request itself. A BPE token covers at
+  least one byte of its text (byte-level BPE; SentencePiece with byte fallback), so a prompt
+  has at most as many tokens as the UTF-8 bytes of its messages, plus what the chat template
+  adds: at most :data:`MESSAGE_OVERHEAD` tokens per message (role markers, separators, a
+  SentencePiece prefix) and :data:`TEMPLATE_OVERHEAD` once (BOS, a template's default system
+  prompt, the assistant header), plus the bytes of any schema or tools sent with the request.
+* the output is bounded by the call's ``max_tokens``.
+* :func:`check_usage` turns whatever a backend reported into a :class:`Usage`. A count that is
+  missing, not an integer (a string, a bool, NaN, 2.5, ...), negative, or larger than the bound
+  is an error of the model endpoint: the call is charged at its bounds (its reservation, never
+  the reported number) and the usage carries the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+MESSAGE_OVERHEAD = 16  # tokens a chat template may add around one message
+TEMPLATE_OVERHEAD = 128  # tokens a chat template may add once per request
+
+
+def _nbytes(value: Any) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, str):
+        return len(value.encode("utf-8"))
+    return len(json.dumps(value, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8"))
+
+
+def input_bound(messages: list[Any], *sent: Any) -> int:
+    """An upper bound of the prompt tokens of a request: the UTF-8 bytes of every message's
+    content (and name, tool calls) plus the template overheads, plus the bytes of whatever else
+    is sent with it (``sent``: a response schema, tools)."""
+    n = TEMPLATE_OVERHEAD
+    for m in messages:
+        content = getattr(m, "content", m)
+        n += MESSAGE_OVERHEAD + _nbytes(content)
+        extra = getattr(m, "additional_kwargs", None)
+        if extra:
+            n += _nbytes(extra)
+        name = getattr(m, "name", None)
+        if name:
+            n += _nbytes(name)
+    for s in sent:
+        n += _nbytes(s)
+    return n
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Validated token counts of one call; ``error`` says why the reported usage was rejected
+    (then the counts are the call's bounds)."""
+
+    input_tokens: int
+    output_tokens: int
+    error: str | None = None
+
+
+def _count(value: Any, what: str, bound: int) -> tuple[int | None, str | None]:
+    if value is None:
+        return None, f"{what} missing"
+    if isinstance(value, bool):
+        return None, f"{what} is a boolean ({value})"
+    if isinstance(value, int):
+        n = value
+    elif isinstance(value, (float, Decimal)):
+        if not math.isfinite(value):
+            return None, f"{what} is not finite ({value})"
+        if value != int(value):
+            return None, f"{what} is not an integer ({value})"
+        n = int(value)
+    else:
+        return None, f"{what} is not a number ({_short(value)})"
+    if n < 0:
+        return None, f"{what} is negative ({n})"
+    if n > bound:
+        return None, f"{what} {n} exceeds the bound {bound} for this request"
+    return n, None
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    text = " ".join(repr(value).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _pick(d: dict, *names: str) -> Any:
+    for name in names:
+        if name in d:
+            return d[name]
+    return None
+
+
+def check_usage(reported: Any, *, input_bound: int, output_bound: int, source: str = "the endpoint") -> Usage:
+    """Validate reported usage (OpenAI ``prompt_tokens``/``completion_tokens`` or LangChain
+    ``input_tokens``/``output_tokens``) against the call's bounds. Invalid: charged at the bounds."""
+    if not isinstance(reported, dict):
+        why = "usage missing" if reported is None else f"usage is not an object ({_short(reported)})"
+        return Usage(input_bound, output_bound, f"{source}: {why}")
+    i, ei = _count(_pick(reported, "prompt_tokens", "input_tokens"), "prompt tokens", input_bound)
+    o, eo = _count(_pick(reported, "completion_tokens", "output_tokens"), "completion tokens", output_bound)
+    if ei or eo:
+        return Usage(input_bound, output_bound, f"{source}: " + "; ".join(e for e in (ei, eo) if e))
+    return Usage(i, o)
+
+
+def counted_usage(input_tokens: int, output_tokens: int, *, input_bound: int, output_bound: int) -> Usage:
+    """Usage counted by cooplab itself (a backend that reports none, a scripted model): an
+    approximation, so it is clamped to the bounds rather than flagged."""
+    return Usage(min(max(int(input_tokens), 0), input_bound), min(max(int(output_tokens), 0), output_bound))
+
+
+__all__ = ["MESSAGE_OVERHEAD", "TEMPLATE_OVERHEAD", "Usage", "check_usage", "counted_usage", "input_bound"]
