@@ -107,6 +107,18 @@ def check_checkpoints(out: Path) -> None:
         raise RunDirError(f"{path} holds no checkpoint, so there is nothing to resume; {again}")
 
 
+def config_for_resume(out: Path, task: str, check_config) -> dict[str, Any]:
+    """A run directory's config.json, ready to resume a ``task`` run: the task matches, every value
+    passes ``check_config(out, config)`` and checkpoints.sqlite is sound (one-line RunDirErrors;
+    nothing is changed)."""
+    config = read_run_config(out)
+    if config.get("task") != task:
+        raise RunDirError(f"{out} holds a {config.get('task')!r} run; only {task} runs resume here")
+    check_config(out, config)
+    check_checkpoints(out)
+    return config
+
+
 def save_error(out: Path, exc: BaseException) -> Path | None:
     """Write ``exc``'s traceback to ``out/error.log`` (appending); its path, or None if that failed."""
     import traceback

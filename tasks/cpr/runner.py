@@ -335,11 +335,7 @@ def resume_dir(out: Path, quiet: bool = False) -> dict[str, Any]:
     """Continue a run from its last checkpoint after checking its config.json (every value by the
     CLI's rules) and its checkpoints.sqlite (read-only): damaged files are one-line RunDirErrors."""
     out = Path(out)
-    config = runstore.read_run_config(out)
-    if config.get("task") != "cpr":
-        raise runstore.RunDirError(f"{out} holds a {config.get('task')!r} run; only cpr runs resume here")
-    check_run_config(out, config)
-    runstore.check_checkpoints(out)
+    config = runstore.config_for_resume(out, "cpr", check_run_config)
     config["_quiet"] = quiet
     return _execute(out, config, None)
 

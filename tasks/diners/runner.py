@@ -216,11 +216,7 @@ def resume_dir(out: Path, quiet: bool = True) -> dict[str, Any]:
     """Continue a diners run from its last checkpoint (no iteration lost or repeated), after checking
     its config.json and checkpoints.sqlite (damaged files are one-line RunDirErrors)."""
     out = Path(out)
-    config = runstore.read_run_config(out)
-    if config.get("task") != "diners":
-        raise runstore.RunDirError(f"{out} holds a {config.get('task')!r} run; only diners runs resume here")
-    check_run_config(out, config)
-    runstore.check_checkpoints(out)
+    config = runstore.config_for_resume(out, "diners", check_run_config)
     initial = init_state([condition_of(config)], int(config["replicates"]), int(config["seed"]), int(config["iterations"]))["strategy"]
     return _execute(out, config, None, initial.copy(), quiet)
 
