@@ -140,7 +140,7 @@ def make_calls(n: int) -> list[dict[str, Any]]:
     state = asyncio.run(bl.run_graph(10, 4, bl.scripted_service()))["final"]
     state = {**state, "round": 4, "active": np.ones_like(state["active"])}
     rng = np.random.default_rng(bl.SEED)
-    fmt = {"type": "json_object", "schema": decoding_schema(la.EFFORT.json_schema())}
+    fmt = {"type": "json_object", "schema": decoding_schema(la.EFFORT.json_schema)}
     role = {"human": "user", "ai": "assistant", "system": "system"}
     calls = []
     for k in range(n):
