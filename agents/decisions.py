@@ -301,6 +301,9 @@ def usage_of(msg: BaseMessage, messages: list[BaseMessage], text: str, *, input_
     um = getattr(msg, "usage_metadata", None)
     if um and meta.get("token_count_source") != "cooplab":
         return check_usage(dict(um), input_bound=input_bound, output_bound=output_bound)
+    if um and isinstance(um.get("input_tokens"), int) and isinstance(um.get("output_tokens"), int):
+        # counted by cooplab already (``with_usage``): clamp that count rather than count again
+        return counted_usage(um["input_tokens"], um["output_tokens"], input_bound=input_bound, output_bound=output_bound)
     return counted_usage(messages_tokens(messages), count_tokens(text), input_bound=input_bound, output_bound=output_bound)
 
 

@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         ratio = f"{r['dps'] / base_dps:.2f}" if base_dps else "n/a"
         L.append(f"| {r['name']} | {r['dps']:.2f} | {ratio} | {r['tps']:.1f} | {r['load'] * 1000:.0f} ms | {r['same']}/{n} | "
-                 f"`{r['system_info']}` |")
+                 f"`{r['system_info'].replace('|', chr(92) + '|')}` |")  # escaped: a table cell
     text = "\n".join(L) + "\n"
     print()
     print(text)
