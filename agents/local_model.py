@@ -108,8 +108,8 @@ class LocalModelProcess:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                                      start_new_session=True)
         self._buf = b""
-        self._stderr_tail.clear()
-        threading.Thread(target=self._drain_stderr, args=(self.proc,), daemon=True).start()
+        self._stderr_tail = deque(maxlen=40)  # this process's own: the last one's reader may still write to its old one
+        threading.Thread(target=self._drain_stderr, args=(self.proc, self._stderr_tail), daemon=True).start()
         hello = self._read_frame(self.start_timeout, starting=True)
         if not hello.get("ready"):
             err = hello.get("error", "unknown error")
@@ -117,10 +117,11 @@ class LocalModelProcess:
             raise LocalModelError(f"the local model could not be loaded: {err}")
         self.meta = {k: v for k, v in hello.items() if k != "ready"}
 
-    def _drain_stderr(self, proc: subprocess.Popen) -> None:
+    @staticmethod
+    def _drain_stderr(proc: subprocess.Popen, tail: deque) -> None:
         assert proc.stderr is not None
         for line in iter(proc.stderr.readline, b""):
-            self._stderr_tail.append(line[-500:])
+            tail.append(line[-500:])
 
     def _kill(self) -> None:
         p = self.proc
@@ -181,9 +182,12 @@ class LocalModelProcess:
             self._buf += chunk
         line, _, self._buf = self._buf.partition(b"\n")
         try:
-            return json.loads(line)
+            frame = json.loads(line)
         except ValueError:
-            raise self._crashed("sent a malformed frame") from None
+            frame = None
+        if not isinstance(frame, dict):
+            raise self._crashed("sent a malformed frame")
+        return frame
 
     # -- calls ----------------------------------------------------------------------------
     def chat(self, call: dict[str, Any]) -> dict[str, Any]:

@@ -132,7 +132,7 @@ RULES: dict[str, Num] = {
     "temperature": Num(float, 0, 2),
     "max-tokens": Num(int, 1, 100_000),
     "max-concurrency": Num(int, 1, 1024),
-    "rps": Num(float, 0, 1_000_000, lo_open=True, hint="requests per second; omit it for no limit", optional=True),
+    "rps": Num(float, 0.001, 1_000_000, hint="requests per second; omit it for no limit", optional=True),
     "budget": Num(float, 0, 1_000_000, hint="USD; omit it for no cap", optional=True),
     "price-in": Num(float, 0, 1000, hint="USD per 1K input tokens"),
     "price-out": Num(float, 0, 1000, hint="USD per 1K output tokens"),

@@ -822,6 +822,13 @@ class Supervisor:
                 frame["threads_left"] = len(threads)
                 sep = "\n" if frame["stderr"] and not frame["stderr"].endswith("\n") else ""
                 frame["stderr"] += sep + THREADS_NOTE % len(threads) + "\n"
+                if frame.get("status") == "ok":
+                    # a leftover thread could have written this call's frame itself: not an
+                    # answer to trust; the call is an error (output kept, result dropped)
+                    frame.update({"status": "error", "result": None, "result_truncated": False, "figures": [],
+                                  "figures_dropped": 0,
+                                  "error": {"type": "ThreadsLeftRunning", "message": THREADS_NOTE % len(threads),
+                                            "traceback": ""}})
             return frame
         # the worker is gone (or was killed)
         if not killed:

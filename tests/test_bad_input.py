@@ -448,3 +448,10 @@ def test_an_unexpected_error_outside_a_run_is_one_line_with_a_saved_traceback(tm
     assert code == 1 and len(lines) == 1 and lines[0].startswith("cooplab: internal error: RuntimeError: analysis exploded")
     logs = list((tmp_path / "cache" / "cooplab" / "errors").glob("*.log"))
     assert len(logs) == 1 and str(logs[0]) in lines[0] and "Traceback" in logs[0].read_text()
+
+
+@pytest.mark.parametrize("value", ["5e-324", "1e-6", "0.0009"])
+def test_a_vanishing_rps_is_refused_rather_than_sleeping_forever(tmp_path, capsys, value):
+    """1/rps of a tiny rate is an interval of days (or inf): the run would hang on its second call."""
+    code, _, err = run(["run", "cpr", "--agents", "llm", "--rps", value, "--out", str(tmp_path / "o"), "-q"], capsys)
+    assert code == 2 and err.count("\n") == 1 and err.startswith("cooplab: error: --rps") and "0.001" in err

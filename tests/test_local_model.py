@@ -76,6 +76,7 @@ def test_a_hanging_model_is_killed_at_the_timeout(monkeypatch):
 
 @pytest.mark.parametrize("mode,exc,needle", [
     ("garbage", lm.LocalModelCrashed, "malformed frame"),
+    ("null", lm.LocalModelCrashed, "malformed frame"),
     ("wrongid", lm.LocalModelCrashed, "instead of"),
     ("reject", lm.LocalModelError, r"refused it \(ValueError: bad grammar\)"),
     ("notready", lm.LocalModelError, "could not be loaded: ValueError: no such model"),

@@ -5,6 +5,7 @@ Its behaviour comes from the environment variable FAKE_WORKER_MODE:
   segv:N    answer N calls, then crash with a real SIGSEGV on the next one
   hang      never answer a call
   garbage   answer with a line that is not JSON
+  null      answer with a line that is JSON but not an object
   wrongid   answer with another call's id
   notready  report that the model could not be loaded
   reject    answer every call with ok=false
@@ -33,6 +34,8 @@ for line in sys.stdin:
         time.sleep(3600)
     if mode == "garbage":
         out.write("this is not a frame\n")
+    elif mode == "null":
+        out.write("null\n")
     elif mode == "wrongid":
         out.write(json.dumps({"id": req["id"] + 100, "ok": True, "out": {}}) + "\n")
     elif mode == "nochoices":
