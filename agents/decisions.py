@@ -44,6 +44,7 @@ from cooplab.agents.models import (
     TransientModelError,
     count_tokens,
     messages_tokens,
+    one_line,
 )
 from cooplab.agents.usage import Usage, check_usage, counted_usage, input_bound
 from cooplab.graphs.ledger import BudgetExhausted, Ledger
@@ -299,17 +300,11 @@ def usage_of(msg: BaseMessage, messages: list[BaseMessage], text: str, *, input_
     if "usage_raw" in meta:
         return check_usage(meta["usage_raw"], input_bound=input_bound, output_bound=output_bound)
     um = getattr(msg, "usage_metadata", None)
-    if um and meta.get("token_count_source") != "cooplab":
-        return check_usage(dict(um), input_bound=input_bound, output_bound=output_bound)
-    if um and isinstance(um.get("input_tokens"), int) and isinstance(um.get("output_tokens"), int):
-        # counted by cooplab already (``with_usage``): clamp that count rather than count again
+    if not um:
+        return counted_usage(messages_tokens(messages), count_tokens(text), input_bound=input_bound, output_bound=output_bound)
+    if meta.get("token_count_source") == "cooplab":  # counted by ``with_usage``: an approximation, clamped
         return counted_usage(um["input_tokens"], um["output_tokens"], input_bound=input_bound, output_bound=output_bound)
-    return counted_usage(messages_tokens(messages), count_tokens(text), input_bound=input_bound, output_bound=output_bound)
-
-
-def _one_line(text: Any, limit: int = 240) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return check_usage(dict(um), input_bound=input_bound, output_bound=output_bound)
 
 
 def _failure_message(spec: ModelSpec, exc: BaseException, attempts: int | None) -> str:
@@ -317,11 +312,11 @@ def _failure_message(spec: ModelSpec, exc: BaseException, attempts: int | None) 
     where = f"model {spec.id}" + (f" at {spec.base_url}" if spec.base_url else "")
     status = getattr(exc, "status_code", None)
     if attempts is None:
-        return f"{where} rejected the request" + (f" (HTTP {status})" if status is not None else "") + f": {_one_line(exc)}"
+        return f"{where} rejected the request" + (f" (HTTP {status})" if status is not None else "") + f": {one_line(exc)}"
     if isinstance(exc, EndpointResponseError):
-        return f"{where} returned malformed responses {attempts} times: {_one_line(exc)}"
+        return f"{where} returned malformed responses {attempts} times: {one_line(exc)}"
     if isinstance(status, int):
-        return f"{where} failed {attempts} times with HTTP {status}: {_one_line(exc)}"
+        return f"{where} failed {attempts} times with HTTP {status}: {one_line(exc)}"
     chain, c = [], exc
     while (c := c.__cause__ or c.__context__) is not None and len(chain) < 8:
         chain.append(c)
@@ -331,7 +326,7 @@ def _failure_message(spec: ModelSpec, exc: BaseException, attempts: int | None) 
     why = f"{type(exc).__name__}: {exc}"
     if cause is not None:
         why += f" ({type(cause).__name__}" + (f": {cause})" if str(cause) else ")")
-    return f"{where} unreachable after {attempts} attempts: {_one_line(why)}"
+    return f"{where} unreachable after {attempts} attempts: {one_line(why)}"
 
 
 _SCHEMA_IDS: dict[int, str] = {}

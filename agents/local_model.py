@@ -257,14 +257,34 @@ def check_local_model(model_path: str | None = None, timeout: float = 300.0, all
             continue
     res["returncode"] = p.returncode
     res["wall_s"] = round(time.perf_counter() - t0, 3)
-    if p.returncode == 0:
-        res["ok"] = True
-    elif p.returncode == 3:
-        res["ok"] = False
-        res["error"] = (f"llama-cpp-python was built for the CPU it was compiled on ({', '.join(res.get('non_portable', []))}); "
-                        "rebuild it portable with `bash scripts/setup.sh --rebuild-llama`")
-    else:
+    res["ok"] = p.returncode == 0
+    rebuild = "rebuild it portable: bash scripts/setup.sh --rebuild-llama"
+    if p.returncode == 3:
+        res["error"] = f"llama-cpp-python was built for the CPU it was compiled on ({', '.join(res.get('non_portable', []))}); {rebuild}"
+    elif p.returncode == -signal.SIGILL:
+        res["error"] = f"it died with SIGILL: the build uses an instruction this CPU lacks; {rebuild}"
+    elif p.returncode < 0:
+        res["error"] = (f"it crashed ({_signal_name(p.returncode).removeprefix('signal ')}) in llama.cpp on this CPU; "
+                        "'.venv/bin/cooplab doctor' shows the CPU features and the build")
+    elif p.returncode > 0:
         tail = " / ".join((p.stderr or "").strip().splitlines()[-2:])
-        res["ok"] = False
-        res["error"] = f"the local model crashed in a test generation ({_signal_name(p.returncode)})" + (f": {tail}" if tail else "")
+        res["error"] = f"the test generation failed (exit {p.returncode})" + (f": {tail}" if tail else "")
     return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m cooplab.agents.local_model --check``: one line, exit 0 (works) or 1 (why not)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv != ["--check"]:
+        print("usage: python -m cooplab.agents.local_model --check", file=sys.stderr)
+        return 2
+    r = check_local_model()
+    if r["ok"]:
+        print(f"local model: ok ({r.get('completion_tokens')} tokens in {r.get('generation_s')} s, build: {r.get('system_info')})")
+        return 0
+    print(f"the local model failed its test generation: {r['error']}", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -202,10 +202,15 @@ def _checked_chat_openai() -> type:
     return CheckedChatOpenAI
 
 
-def _snippet(value: Any, limit: int = 80) -> str:
+def one_line(value: Any, limit: int = 240) -> str:
+    """``value`` as text on one line (whitespace collapsed), cut to ``limit`` characters."""
     text = value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else str(value)
     text = " ".join(text.split())
-    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _snippet(value: Any, limit: int = 80) -> str:
+    return repr(one_line(value, limit))
 
 
 _JSON_TYPES = {str: "string", list: "array", dict: "object", type(None): "null", int: "number", float: "number", bool: "boolean"}

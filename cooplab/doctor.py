@@ -46,12 +46,9 @@ def check_cpu() -> dict[str, Any]:
 
 
 def check_local_model(timeout: float = 300.0) -> dict[str, Any]:
-    try:
-        from cooplab.agents.local_model import check_local_model as run_check
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        return {"name": "local model", "ok": False, "summary": f"cannot import the local model layer: {exc}", "details": {},
-                "fix": "bash scripts/setup.sh"}
     import importlib.util
+
+    from cooplab.agents.local_model import check_local_model as run_check
 
     # find_spec, not import: importing llama_cpp loads native code, which stays in child processes
     if importlib.util.find_spec("llama_cpp") is None:

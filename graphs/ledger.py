@@ -133,12 +133,10 @@ class Ledger:
             if res is not None:
                 if res.done:
                     raise ValueError("the reservation of this charge was already used or released")
-                if cost > res.amount:
-                    self._reserved -= res.amount
-                    res.done = True
-                    raise ValueError(f"a charge of ${cost} exceeds its reservation of ${res.amount}")
                 self._reserved -= res.amount
                 res.done = True
+                if cost > res.amount:
+                    raise ValueError(f"a charge of ${cost} exceeds its reservation of ${res.amount}")
             else:
                 self._check_room(cost)
             self._spent += cost
