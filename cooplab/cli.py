@@ -160,7 +160,7 @@ def _llm_options(model, agent_model, base_url, temperature, max_tokens, max_conc
     if cache is not None and not isinstance(cache, str):
         _err(f"{label('cache', '--cache')} must be a file path or 'off', got {cache!r}")
     for text in models.values():
-        _check_model(text, base_url, label("model", "--model"))
+        co.check_model(text, base_url, label("model", "--model"))
     cache_path = "off" if cache == "off" else str(Path(cache).expanduser() if cache else default_cache_path())
     if cache_path != "off":
         co.check_cache(cache_path, label("cache", "--cache"))
@@ -169,11 +169,6 @@ def _llm_options(model, agent_model, base_url, temperature, max_tokens, max_conc
         "max_concurrency": max_concurrency, "rps": rps, "budget": budget, "price_in_per_1k": price_in,
         "price_out_per_1k": price_out, "cache": cache_path,
     }
-
-
-def _check_model(text: Any, base_url: str | None, name: str = "--model") -> None:
-    """A model spec that parses, and for scripted:FILE a file that loads (one-line errors)."""
-    co.check_model(text, base_url, name)
 
 
 def _report(out: Path, summary: dict[str, Any], as_json: bool) -> None:

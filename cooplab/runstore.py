@@ -111,10 +111,17 @@ def config_for_resume(out: Path, task: str, check_config) -> dict[str, Any]:
     """A run directory's config.json, ready to resume a ``task`` run: the task matches, every value
     passes ``check_config(out, config)`` and checkpoints.sqlite is sound (one-line RunDirErrors;
     nothing is changed)."""
+    from cooplab.cli_options import OptionError
+
     config = read_run_config(out)
     if config.get("task") != task:
         raise RunDirError(f"{out} holds a {config.get('task')!r} run; only {task} runs resume here")
-    check_config(out, config)
+    try:
+        if config.get("agents") not in ("rule", "llm"):
+            raise OptionError(f"{out}/config.json: agents must be 'rule' or 'llm', got {config.get('agents')!r}")
+        check_config(out, config)
+    except OptionError as exc:
+        raise RunDirError(f"{exc}; fix the file, or {RESTART.format(out=out)}") from None
     check_checkpoints(out)
     return config
 

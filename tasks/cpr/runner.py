@@ -212,21 +212,25 @@ def _execute(out: Path, config: dict[str, Any], state: Any | None) -> dict[str, 
     return guarded(out, config, lambda: _execute_unguarded(out, config, state), failed)
 
 
+def _damaged(out: Path, exc: BaseException) -> runstore.RunDirError:
+    return runstore.RunDirError(f"{out}/checkpoints.sqlite is damaged ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); "
+                                f"the run cannot resume: {runstore.RESTART.format(out=out)}")
+
+
 def load_snapshot(get: Callable[[], Any], out: Path) -> Any:
     """A graph's last checkpoint; a damaged one (it does not deserialize) is a one-line RunDirError."""
     try:
         return get()
     except Exception as exc:  # noqa: BLE001
-        raise runstore.RunDirError(f"{out}/checkpoints.sqlite is damaged ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); "
-                                   f"the run cannot resume: {runstore.RESTART.format(out=out)}") from None
+        raise _damaged(out, exc) from None
 
 
 async def aload_snapshot(get: Callable[[], Any], out: Path) -> Any:
+    """:func:`load_snapshot` for a coroutine (``graph.aget_state``)."""
     try:
         return await get()
     except Exception as exc:  # noqa: BLE001
-        raise runstore.RunDirError(f"{out}/checkpoints.sqlite is damaged ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); "
-                                   f"the run cannot resume: {runstore.RESTART.format(out=out)}") from None
+        raise _damaged(out, exc) from None
 
 
 def _execute_unguarded(out: Path, config: dict[str, Any], state: Any | None) -> dict[str, Any]:
@@ -363,33 +367,28 @@ def check_llm_config(out: Path, config: dict[str, Any], n_agents: int) -> None:
 
 
 def check_run_config(out: Path, config: dict[str, Any]) -> None:
-    """Every value of a CPR run's config.json by the rules of the options that wrote it; a bad
-    value is a one-line RunDirError naming the field (the file is never changed)."""
+    """Every value of a CPR run's config.json by the rules of the options that wrote it; a bad value
+    is a one-line OptionError naming the field (``runstore.config_for_resume`` turns it into a
+    RunDirError; the file is never changed)."""
     from cooplab import cli_options as co
     from cooplab.tasks.cpr.params import ParamError
 
     where = f"{out}/config.json"
-    fix = f"fix the file, or {runstore.RESTART.format(out=out)}"
+    if config.get("population") not in ("altruistic", "selfish", "mixed"):
+        raise co.OptionError(f"{where}: population must be altruistic, selfish or mixed, got {config.get('population')!r}")
+    co.check(f"{where}: seed", config.get("seed"), "seed")
+    co.check(f"{where}: replicates", config.get("replicates"), "replicates")
+    if not isinstance(config.get("params"), dict):
+        raise co.OptionError(f"{where}: params must be a JSON object, got {config.get('params')!r}")
+    if not isinstance(config.get("csv", False), bool):
+        raise co.OptionError(f"{where}: csv must be true or false, got {config.get('csv')!r}")
     try:
-        if config.get("agents") not in ("rule", "llm"):
-            raise co.OptionError(f"{where}: agents must be 'rule' or 'llm', got {config.get('agents')!r}")
-        if config.get("population") not in ("altruistic", "selfish", "mixed"):
-            raise co.OptionError(f"{where}: population must be altruistic, selfish or mixed, got {config.get('population')!r}")
-        co.check(f"{where}: seed", config.get("seed"), "seed")
-        co.check(f"{where}: replicates", config.get("replicates"), "replicates")
-        if not isinstance(config.get("params"), dict):
-            raise co.OptionError(f"{where}: params must be a JSON object, got {config.get('params')!r}")
-        if not isinstance(config.get("csv", False), bool):
-            raise co.OptionError(f"{where}: csv must be true or false, got {config.get('csv')!r}")
-        try:
-            params = make_params(**config["params"])
-        except ParamError as exc:
-            raise co.OptionError(f"{where}: params: {exc}") from None
-        co.check_size(config["replicates"], params.N, params.T, names=("replicates", "params.N", "params.T"))
-        if config["agents"] == "llm":
-            check_llm_config(out, config, params.N)
-    except co.OptionError as exc:
-        raise runstore.RunDirError(f"{exc}; {fix}") from None
+        params = make_params(**config["params"])
+    except ParamError as exc:
+        raise co.OptionError(f"{where}: params: {exc}") from None
+    co.check_size(config["replicates"], params.N, params.T, names=("replicates", "params.N", "params.T"))
+    if config["agents"] == "llm":
+        check_llm_config(out, config, params.N)
 
 
 def finish(out: Path, config: dict[str, Any], final: dict[str, Any], seconds: float, *, status: str = "completed",

@@ -222,42 +222,36 @@ def resume_dir(out: Path, quiet: bool = True) -> dict[str, Any]:
 
 
 def check_run_config(out: Path, config: dict[str, Any]) -> None:
-    """Every value of a diners run's config.json by the rules of the options that wrote it (one-line
-    RunDirError naming the field; the file is never changed)."""
+    """Every value of a diners run's config.json by the rules of the options that wrote it (a one-line
+    OptionError naming the field, see ``runstore.config_for_resume``; the file is never changed)."""
     from cooplab import cli_options as co
     from cooplab.tasks.cpr.runner import check_llm_config
 
     where = f"{out}/config.json"
-    fix = f"fix the file, or {runstore.RESTART.format(out=out)}"
+    for key, rule in (("seed", "seed"), ("replicates", "replicates"), ("iterations", "iterations"), ("beta", "beta")):
+        co.check(f"{where}: {key}", config.get(key), rule)
+    for key in ("p", "k"):
+        co.check(f"{where}: {key}", config.get(key), co.Num(float, 0, co.MAX_PARAM, hint="punishment cost"))
+    for key in ("costs_stated", "accumulate", "csv"):
+        if not isinstance(config.get(key, False), bool):
+            raise co.OptionError(f"{where}: {key} must be true or false, got {config.get(key)!r}")
+    groups = config.get("groups")
+    if not isinstance(groups, list) or not all(isinstance(g, list) and all(isinstance(x, str) for x in g) for g in groups):
+        raise co.OptionError(f"{where}: groups must be a list of lists of strategy codes ({', '.join(dm.STRATEGIES)}), got {groups!r}")
+    meal = config.get("meal", dm.MEAL)
+    if not isinstance(meal, dict) or set(meal) != set(dm.MEAL):
+        raise co.OptionError(f"{where}: meal must be an object with {', '.join(dm.MEAL)}, got {meal!r}")
+    for key, v in meal.items():
+        co.check(f"{where}: meal.{key}", v, co.Num(float, 0, co.MAX_PARAM))
     try:
-        if config.get("agents") not in ("rule", "llm"):
-            raise co.OptionError(f"{where}: agents must be 'rule' or 'llm', got {config.get('agents')!r}")
-        for key, rule in (("seed", "seed"), ("replicates", "replicates"), ("iterations", "iterations"), ("beta", "beta")):
-            co.check(f"{where}: {key}", config.get(key), rule)
-        for key in ("p", "k"):
-            co.check(f"{where}: {key}", config.get(key), co.Num(float, 0, co.MAX_PARAM, hint="punishment cost"))
-        for key in ("costs_stated", "accumulate", "csv"):
-            if not isinstance(config.get(key, False), bool):
-                raise co.OptionError(f"{where}: {key} must be true or false, got {config.get(key)!r}")
-        groups = config.get("groups")
-        if not isinstance(groups, list) or not all(isinstance(g, list) and all(isinstance(x, str) for x in g) for g in groups):
-            raise co.OptionError(f"{where}: groups must be a list of lists of strategy codes ({', '.join(dm.STRATEGIES)}), got {groups!r}")
-        meal = config.get("meal", dm.MEAL)
-        if not isinstance(meal, dict) or set(meal) != set(dm.MEAL):
-            raise co.OptionError(f"{where}: meal must be an object with {', '.join(dm.MEAL)}, got {meal!r}")
-        for key, v in meal.items():
-            co.check(f"{where}: meal.{key}", v, co.Num(float, 0, co.MAX_PARAM))
-        try:
-            dm.parse_groups(";".join(",".join(g) for g in groups))
-            cond = condition_of(config)
-            cond.validate()
-        except dm.DinersError as exc:
-            raise co.OptionError(f"{where}: {exc}") from None
-        co.check_size(config["replicates"], cond.n_agents, config["iterations"], names=("replicates", "diners", "iterations"), diners=True)
-        if config["agents"] == "llm":
-            check_llm_config(out, config, cond.n_agents)
-    except co.OptionError as exc:
-        raise runstore.RunDirError(f"{exc}; {fix}") from None
+        dm.parse_groups(";".join(",".join(g) for g in groups))
+        cond = condition_of(config)
+        cond.validate()
+    except dm.DinersError as exc:
+        raise co.OptionError(f"{where}: {exc}") from None
+    co.check_size(config["replicates"], cond.n_agents, config["iterations"], names=("replicates", "diners", "iterations"), diners=True)
+    if config["agents"] == "llm":
+        check_llm_config(out, config, cond.n_agents)
 
 
 def finish(out: Path, config: dict[str, Any], final: dict[str, Any], initial: np.ndarray, seconds: float, *,
