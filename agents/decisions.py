@@ -47,7 +47,7 @@ from cooplab.agents.models import (
     one_line,
 )
 from cooplab.agents.usage import Usage, check_usage, counted_usage, input_bound
-from cooplab.graphs.ledger import BudgetExhausted, Ledger
+from cooplab.graphs.ledger import BudgetExhausted, Entry, Ledger
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -208,7 +208,7 @@ class LLMService:
     live_calls: int = 0
     retries: int = 0  # endpoint failures retried (transport errors, 5xx, malformed responses)
 
-    def model_for(self, agent: int) -> tuple[ModelSpec, BaseChatModel]:
+    def model_for(self, agent: int | str) -> tuple[ModelSpec, BaseChatModel]:
         return self.models.get(str(agent)) or self.models["default"]
 
     def _sync_primitives(self) -> None:
@@ -246,17 +246,33 @@ class LLMService:
                 kwargs["max_tokens"] = max_tokens
         in_bound = input_bound(messages, kwargs.get("response_format"))
         out_bound = int(max_tokens or spec.max_tokens)
+        resp, cached, _ = await self.charged_call(spec=spec, runnable=model, key=key, messages=messages, kwargs=kwargs,
+                                                  input_bound=in_bound, output_bound=out_bound, agent_id=agent_id, round=round,
+                                                  phase=phase, config=config)
+        return resp, cached
+
+    async def charged_call(self, *, spec: ModelSpec, runnable: Any, key: str, messages: list[BaseMessage], kwargs: dict[str, Any],
+                           input_bound: int, output_bound: int, agent_id: str, round: int | None, phase: str,
+                           config: dict | None = None, team: str | None = None,
+                           to_text: Callable[[BaseMessage], str] | None = None) -> tuple[CachedResponse, bool, Entry]:
+        """The core of every model call: cache lookup (a replay is charged its stored usage if it
+        fits the cap), else reserve the upper bound (``input_bound`` tokens in, ``output_bound``
+        out) BEFORE calling ``runnable.ainvoke(messages, config=config, **kwargs)`` with bounded
+        retries, validate the usage, commit the charge and cache the answer. ``to_text`` turns the
+        answer into the text that is cached and returned (default: its content); a tool-calling
+        caller encodes the tool calls there. Returns (response, cached, ledger entry)."""
         hit = self.cache.get(key)
         if hit is not None:
             # the stored counts are re-validated: a damaged cache never charges past the bound
             usage = check_usage({"input_tokens": hit.input_tokens, "output_tokens": hit.output_tokens},
-                                input_bound=in_bound, output_bound=out_bound, source="the cache")
+                                input_bound=input_bound, output_bound=output_bound, source="the cache")
             error = hit.usage_error or usage.error
             # the cost of a replay is known exactly: charged only if it fits the cap (else BudgetExhausted)
-            self.ledger.charge(call_id=key[:16], model=spec.id, agent=agent_id, round=round, phase=phase,
-                               input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cached=True, usage_error=error)
-            return CachedResponse(hit.text, usage.input_tokens, usage.output_tokens, hit.latency, error), True
-        reservation = self.ledger.reserve(self.ledger.cost(spec.id, in_bound, out_bound))
+            entry = self.ledger.charge(call_id=key[:16], model=spec.id, agent=agent_id, round=round, phase=phase,
+                                       input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cached=True,
+                                       usage_error=error, team=team)
+            return CachedResponse(hit.text, usage.input_tokens, usage.output_tokens, hit.latency, error), True, entry
+        reservation = self.ledger.reserve(self.ledger.cost(spec.id, input_bound, output_bound))
         try:
             self._sync_primitives()
             delay = self.backoff_base
@@ -266,7 +282,7 @@ class LLMService:
                         await self._limiter.wait()
                         t0 = time.perf_counter()
                         self.live_calls += 1
-                        msg = await model.ainvoke(messages, config=config, **kwargs)
+                        msg = await runnable.ainvoke(messages, config=config, **kwargs)
                         latency = time.perf_counter() - t0
                     break
                 except Exception as exc:  # noqa: BLE001
@@ -280,16 +296,20 @@ class LLMService:
                     self.retries += 1
                     await asyncio.sleep(min(delay, self.backoff_max))
                     delay *= 2
-            text = msg.content if isinstance(msg.content, str) else str(msg.content or "")
-            usage = usage_of(msg, messages, text, input_bound=in_bound, output_bound=out_bound)
+            if to_text is not None:
+                text = to_text(msg)
+            else:
+                text = msg.content if isinstance(msg.content, str) else str(msg.content or "")
+            usage = usage_of(msg, messages, text, input_bound=input_bound, output_bound=output_bound)
             resp = CachedResponse(text, usage.input_tokens, usage.output_tokens, latency, usage.error)
         except BaseException:
             self.ledger.release(reservation)
             raise
-        self.ledger.charge(call_id=key[:16], model=spec.id, agent=agent_id, round=round, phase=phase, input_tokens=usage.input_tokens,
-                           output_tokens=usage.output_tokens, reservation=reservation, usage_error=usage.error)
+        entry = self.ledger.charge(call_id=key[:16], model=spec.id, agent=agent_id, round=round, phase=phase,
+                                   input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, reservation=reservation,
+                                   usage_error=usage.error, team=team)
         self.cache.put(key, resp, spec.id)
-        return resp, False
+        return resp, False, entry
 
 
 def usage_of(msg: BaseMessage, messages: list[BaseMessage], text: str, *, input_bound: int, output_bound: int) -> Usage:

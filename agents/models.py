@@ -263,9 +263,35 @@ def checked_completion(response: Any) -> tuple[dict[str, Any], Any]:
         raise EndpointResponseError(f"choices[0].message.content is a JSON {_JSON_TYPES.get(type(content), 'value')}, not text")
     checked: dict[str, Any] = {k: v for k, v in response.items() if k in ("id", "model", "system_fingerprint") and isinstance(v, str)}
     finish = first.get("finish_reason")
-    checked["choices"] = [{"index": 0, "message": {"role": "assistant", "content": content or ""},
-                           "finish_reason": finish if isinstance(finish, str) else None}]
+    out_message: dict[str, Any] = {"role": "assistant", "content": content or ""}
+    tool_calls = _checked_tool_calls(message.get("tool_calls"))
+    if tool_calls:
+        out_message["tool_calls"] = tool_calls
+    checked["choices"] = [{"index": 0, "message": out_message, "finish_reason": finish if isinstance(finish, str) else None}]
     return checked, response.get("usage")
+
+
+def _checked_tool_calls(calls: Any) -> list[dict[str, Any]]:
+    """The tool calls of a chat completion's message, reduced to the fields LangChain reads
+    (``id``, ``type``, ``function.name``, ``function.arguments``), or
+    :class:`EndpointResponseError` when they are not tool calls. Arguments stay text: arguments
+    that are not JSON become LangChain ``invalid_tool_calls``, answered to the model as errors."""
+    if calls is None or calls == []:
+        return []
+    if not isinstance(calls, list):
+        raise EndpointResponseError(f"choices[0].message.tool_calls is not a list: {_snippet(calls)}")
+    out = []
+    for i, c in enumerate(calls):
+        fn = c.get("function") if isinstance(c, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not isinstance(c.get("id"), str):
+            raise EndpointResponseError(f"choices[0].message.tool_calls[{i}] is not a function call: {_snippet(c)}")
+        args = fn.get("arguments")
+        if args is None:
+            args = "{}"
+        if not isinstance(args, str):
+            raise EndpointResponseError(f"choices[0].message.tool_calls[{i}].function.arguments is not text: {_snippet(args)}")
+        out.append({"id": c["id"], "type": "function", "function": {"name": fn["name"], "arguments": args}})
+    return out
 
 
 def with_usage(msg: AIMessage, messages: list[BaseMessage]) -> AIMessage:
@@ -279,10 +305,16 @@ def with_usage(msg: AIMessage, messages: list[BaseMessage]) -> AIMessage:
 
 
 # --------------------------------------------------------------------------------------------
+_NO_USAGE = object()  # a scripted tool-call answer without "usage": cooplab counts its tokens
+
+
 class _Reply(str):
-    """A scripted answer's text carrying the usage it "reports" (``{"text": ..., "usage": ...}``)."""
+    """A scripted answer's text carrying the usage it "reports" (``{"text": ..., "usage": ...}``)
+    and the tool calls it makes (``{"tool_calls": [...]}``)."""
 
     usage: Any = None
+    tool_calls: list[dict[str, Any]] | None = None
+    invalid_tool_calls: list[dict[str, Any]] | None = None
 
 
 class ScriptedChatModel(BaseChatModel):
@@ -291,6 +323,14 @@ class ScriptedChatModel(BaseChatModel):
     ``{"error": "malformed"}`` a response that is not a chat completion. ``{"text": ..., "usage":
     {"prompt_tokens": ..., "completion_tokens": ...}}`` simulates a backend reporting usage (any
     JSON, validated like an endpoint's); without ``usage`` cooplab counts the tokens.
+
+    Tool calls (for tool-using agents): ``{"tool_calls": [{"name": "run_code", "args": {...},
+    "id": "c1"}], "text": ..., "usage": ...}`` answers with an ``AIMessage`` carrying those
+    ``tool_calls`` (``id`` optional: ``call_<n>``, numbered per model); ``"invalid_tool_calls":
+    [{"name": ..., "args": "<not JSON>", "error": ...}]`` simulates a native model's unparseable
+    arguments. :meth:`bind_tools` accepts any LangChain tools (the script decides what is called).
+    In Python, an answer may also be a callable ``f(messages) -> answer``, e.g. a final answer
+    quoting the last tool result.
 
     File format (JSON): ``{"answers": [...]}`` (used in order, cycling) and/or
     ``{"by_phase": {"effort": [...], ...}}`` (per phase, matched against the call's ``phase``
@@ -304,6 +344,19 @@ class ScriptedChatModel(BaseChatModel):
     select: str = "order"  # "order": answers in call order; "prompt_hash": chosen by a hash of the prompt
     _counters: dict[str, int] = PrivateAttr(default_factory=dict)
     _lock: Any = PrivateAttr(default_factory=threading.Lock)
+    _call_ids: int = PrivateAttr(default=0)
+
+    def bind_tools(self, tools: Any, *, tool_choice: Any = None, **kwargs: Any) -> Any:
+        """Native tool calling, scripted: the tools' schemas are bound like a real model's (and
+        so visible in traces); which tool is called is up to the script."""
+        from langchain_core.utils.function_calling import convert_to_openai_tool
+
+        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
+
+    def _tool_call_id(self) -> str:
+        with self._lock:
+            self._call_ids += 1
+            return f"call_{self._call_ids}"
 
     @classmethod
     def from_file(cls, path: str | Path, **kw: Any) -> "ScriptedChatModel":
@@ -345,14 +398,24 @@ class ScriptedChatModel(BaseChatModel):
     def _answer(self, messages: list[BaseMessage], kwargs: dict) -> tuple[str, float]:
         phase = (kwargs.get("metadata") or {}).get("phase") or kwargs.get("phase")
         a = self._next(phase, messages)
+        if callable(a):  # Python scripts only: an answer computed from the messages (e.g. from a tool's result)
+            a = a(messages)
         delay = self.latency
         if isinstance(a, dict):
             delay += float(a.get("delay", 0.0))
             if "error" in a:
                 return "\0" + str(a["error"]), delay
-            if "usage" in a:
+            if "usage" in a or "tool_calls" in a or "invalid_tool_calls" in a:
                 reply = _Reply(a.get("text", ""))
-                reply.usage = a["usage"]
+                reply.usage = a.get("usage")
+                if "tool_calls" in a:
+                    reply.tool_calls = [{"name": c["name"], "args": c.get("args", {}), "id": c.get("id") or self._tool_call_id(),
+                                         "type": "tool_call"} for c in a["tool_calls"]]
+                if "invalid_tool_calls" in a:
+                    reply.invalid_tool_calls = [{"name": c.get("name"), "args": c.get("args"), "id": c.get("id") or self._tool_call_id(),
+                                                 "error": c.get("error"), "type": "invalid_tool_call"} for c in a["invalid_tool_calls"]]
+                if "usage" not in a:
+                    reply.usage = _NO_USAGE
                 return reply, delay
             a = a.get("text", "")
         return str(a), delay
@@ -364,7 +427,15 @@ class ScriptedChatModel(BaseChatModel):
                 raise EndpointResponseError("scripted malformed response")
             raise TransientModelError(kind, "scripted transport failure")
         if isinstance(text, _Reply):
-            msg = AIMessage(content=str(text), response_metadata={"usage_raw": text.usage})
+            calls = {"tool_calls": text.tool_calls or [], "invalid_tool_calls": text.invalid_tool_calls or []}
+            if text.usage is _NO_USAGE:  # counted by cooplab: the text and the calls' JSON
+                msg = AIMessage(content=str(text), **calls)
+                i = messages_tokens(messages)
+                o = count_tokens(str(text)) + count_tokens(json.dumps([[c["name"], c["args"]] for c in msg.tool_calls]))
+                msg.usage_metadata = {"input_tokens": i, "output_tokens": o, "total_tokens": i + o}
+                msg.response_metadata = {"token_count_source": "cooplab"}
+            else:
+                msg = AIMessage(content=str(text), response_metadata={"usage_raw": text.usage}, **calls)
         else:
             msg = with_usage(AIMessage(content=text), messages)
         return ChatResult(generations=[ChatGeneration(message=msg)])

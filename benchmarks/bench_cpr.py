@@ -58,8 +58,8 @@ import numpy as np
 from langgraph.checkpoint.memory import InMemorySaver
 
 import mesa
-from cooplab.agents import rule_based as rb
-from cooplab.graphs import phases as ph
+from cooplab.tasks.cpr import rules as rb
+from cooplab.tasks.cpr import phases as ph
 from cooplab.graphs.rng import phase_rng
 from cooplab.tasks.cpr import world
 from cooplab.tasks.cpr.abm_figures import FIG3_BETAS, FIG3_POP, FIG3_RS

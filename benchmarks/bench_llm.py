@@ -66,8 +66,8 @@ from cooplab.agents.models import LlamaCppChat, ModelSpec, ScriptedChatModel, ma
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import Ledger
 from cooplab.graphs.society import build_society
-from cooplab.graphs.state import CPRState
-from cooplab.tasks.cpr import runner
+from cooplab.tasks.cpr.state import CPRState
+from cooplab.tasks.cpr import task as runner
 from cooplab.tasks.cpr.params import make_params
 from cooplab.tasks.cpr.society import Condition, init_state, recursion_limit
 

@@ -3,7 +3,6 @@ print one line ``cooplab: error: ...`` and exit with code 2, never a traceback."
 
 from __future__ import annotations
 
-import json
 import sys
 from enum import Enum
 from pathlib import Path
@@ -12,9 +11,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from cooplab import cli_options as co
-from cooplab.cli_options import (AgentModelOpt, BaseUrlOpt, BudgetOpt, CacheOpt, CsvOpt, ForceOpt, JsonOpt, MaxConcurrencyOpt,
-                                  MaxTokensOpt, ModelOpt, OptionError, OutOpt, PriceInOpt, PriceOutOpt, QuietOpt, RpsOpt,
-                                  SeedOpt, TemperatureOpt, num_opt)
+from cooplab.cli_options import OptionError, SeedOpt, fail, num_opt
 
 try:  # Typer >= 0.20 vendors Click; older releases depend on it
     from typer._click import exceptions as _cx
@@ -38,10 +35,6 @@ app.add_typer(graph_app, name="graph")
 app.add_typer(figures_app, name="figures")
 
 
-class UserError(Exception):
-    """A mistake in the user's input: reported in one line, exit code 2."""
-
-
 class Env(str, Enum):
     harsh = "harsh"
     rich = "rich"
@@ -60,130 +53,41 @@ class Ablation(str, Enum):
     neither = "neither"
 
 
-class AgentKind(str, Enum):
-    rule = "rule"
-    llm = "llm"
-
-
-def _err(msg: str) -> None:
-    raise UserError(msg)
-
-
 def _echo_json(obj: Any) -> None:
-    from cooplab.runstore import _jsonable
+    from cooplab.cli_tasks import echo_json
 
-    typer.echo(json.dumps(_jsonable(obj), indent=2))
+    echo_json(obj)
 
 
-@run_app.command("cpr")
-def run_cpr_cmd(
-    out: OutOpt,
-    agents: AgentKind = typer.Option(AgentKind.rule, "--agents", help="Who decides: rule-based (ABM) agents."),
+def cpr_options(
+    agents: str,
     env: Env = typer.Option(Env.harsh, "--env", help="Environment: harsh (r = 0.2) or rich (r = 0.6)."),
     population: Population = typer.Option(Population.mixed, "--population", help="Initial population."),
     ablation: Ablation = typer.Option(Ablation.full, "--ablation", help="full, osl (only social learning), ogd (only group decision), neither."),
     n_agents: Annotated[Optional[int], num_opt("--n-agents", f"Number of agents N, 2..{co.MAX_AGENTS} (default 10).")] = None,
     rounds: Annotated[Optional[int], num_opt("--rounds", f"Round cap T, 1..{co.MAX_ROUNDS} (default 50).")] = None,
     replicates: Annotated[Optional[int], num_opt("--replicates", f"Replicate societies, run side by side in one graph invocation, 1..{co.MAX_REPLICATES} (default: 100 rule, 1 llm).")] = None,
-    seed: SeedOpt = 0,
     set_: Optional[list[str]] = typer.Option(None, "--set", help="Override any parameter: --set beta=14 (see 'cooplab params cpr')."),
-    csv: CsvOpt = False,
-    force: ForceOpt = False,
-    as_json: JsonOpt = False,
-    quiet: QuietOpt = False,
-    model: ModelOpt = "local",
-    agent_model: AgentModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    temperature: TemperatureOpt = 0.7,
-    max_tokens: MaxTokensOpt = 64,
-    max_concurrency: MaxConcurrencyOpt = 8,
-    rps: RpsOpt = None,
-    budget: BudgetOpt = None,
-    price_in: PriceInOpt = 0.0005,
-    price_out: PriceOutOpt = 0.003,
-    cache: CacheOpt = None,
-) -> None:
+) -> dict[str, Any]:
     """Run the common-pool fishery society (Gupta et al. 2025) and write a run directory."""
-    from cooplab import runstore
     from cooplab.tasks.cpr.params import ParamError, parse_set
-    from cooplab.tasks.cpr.runner import RunFailed, RunStopped, resolve_params, run_to_dir
+    from cooplab.tasks.cpr.task import resolve_params
 
     if replicates is None:
-        replicates = 1 if agents is AgentKind.llm else 100
+        replicates = 1 if agents == "llm" else 100
     try:
         params = resolve_params(env.value, ablation.value, n_agents, rounds, parse_set(set_))
     except ParamError as exc:
-        _err(str(exc))
+        fail(str(exc))
     co.check_size(replicates, params.N, params.T)
-    llm = None
-    if agents is AgentKind.llm:
-        llm = _llm_options(model, agent_model, base_url, temperature, max_tokens, max_concurrency, rps, budget, price_in, price_out, cache,
-                           n_agents=params.N)
-    try:
-        out = runstore.prepare_out(out, force=force)
-    except runstore.RunDirError as exc:
-        _err(str(exc))
-    labels = {"env": env.value, "ablation": ablation.value}
-    try:
-        summary = run_to_dir(out, params, population=population.value, replicates=replicates, seed=seed, labels=labels, csv=csv, quiet=quiet, llm=llm)
-    except (RunStopped, RunFailed) as exc:
-        typer.echo(f"cooplab: {exc}", err=True)
-        raise typer.Exit(1)
-    except KeyboardInterrupt:
-        typer.echo(f"cooplab: interrupted; checkpoints are in {out}; continue with 'cooplab resume {out}'", err=True)
-        raise typer.Exit(130)
-    _report(out, summary, as_json)
+    return {"env": env.value, "ablation": ablation.value, "population": population.value, "replicates": replicates,
+            "params": params.model_dump()}
 
 
-def _llm_options(model, agent_model, base_url, temperature, max_tokens, max_concurrency, rps, budget, price_in, price_out, cache, *,
-                 n_agents: int | None = None, names: dict[str, str] | None = None) -> dict[str, Any]:
-    """Check the LLM options (every number by its rule in cooplab.cli_options, the model specs, the
-    scripted files, the cache) and assemble config.json's "llm". ``names``: how to call each setting
-    in messages (default: the CLI option, e.g. "--budget"; a sweep passes its config fields)."""
-    from cooplab.agents.cache import default_cache_path
+def _llm_options(*args: Any, **kw: Any) -> dict[str, Any]:
+    from cooplab.cli_tasks import llm_config
 
-    label = (lambda key, opt: (names or {}).get(key, opt))
-    models = {"default": model}
-    for item in agent_model or []:
-        if "=" not in item or not item.split("=", 1)[0].strip().isdigit():
-            _err(f"--agent-model expects AGENT=MODEL with AGENT a number 0..N-1, got {item!r}")
-        a, m = item.split("=", 1)
-        models[str(int(a))] = m.strip()
-    if n_agents is not None:
-        co.check_agent_models(models, n_agents, name=lambda k: f"--agent-model {k}={models[k]}")
-    for key, rule, v in (("temperature", "temperature", temperature), ("max_tokens", "max-tokens", max_tokens),
-                         ("max_concurrency", "max-concurrency", max_concurrency), ("rps", "rps", rps), ("budget", "budget", budget),
-                         ("price_in", "price-in", price_in), ("price_out", "price-out", price_out)):
-        co.check(label(key, "--" + rule), v, rule)
-    if base_url is not None and not isinstance(base_url, str):
-        _err(f"{label('base_url', '--base-url')} must be a URL string, got {base_url!r}")
-    if cache is not None and not isinstance(cache, str):
-        _err(f"{label('cache', '--cache')} must be a file path or 'off', got {cache!r}")
-    for text in models.values():
-        co.check_model(text, base_url, label("model", "--model"))
-    cache_path = "off" if cache == "off" else str(Path(cache).expanduser() if cache else default_cache_path())
-    if cache_path != "off":
-        co.check_cache(cache_path, label("cache", "--cache"))
-    return {
-        "models": models, "base_url": base_url, "temperature": temperature, "max_tokens": max_tokens,
-        "max_concurrency": max_concurrency, "rps": rps, "budget": budget, "price_in_per_1k": price_in,
-        "price_out_per_1k": price_out, "cache": cache_path,
-    }
-
-
-def _report(out: Path, summary: dict[str, Any], as_json: bool) -> None:
-    if as_json:
-        _echo_json(summary)
-        return
-    st, ef = summary["survival_time"], summary["efficiency"]
-    typer.echo(
-        f"survival time T_s = {st['mean']:.2f} ± {st['sem']:.2f} (s.e.m.), efficiency eta = {ef['mean']:.3f} ± {ef['sem']:.3f}, "
-        f"n = {st['n']} societies; collapse causes: {summary['collapse']}"
-    )
-    if "ledger" in summary:
-        lg = summary["ledger"]
-        typer.echo(f"LLM calls: {lg['calls']} ({lg['cached_calls']} from cache), tokens in/out {lg['input_tokens']}/{lg['output_tokens']}, cost ${lg['cost_usd_float']:.6f}; status {summary['status']}")
-    typer.echo(f"run directory: {out}  (summary.json, rounds.*, agents.*, figures/run.png)")
+    return llm_config(*args, **kw)
 
 
 @app.command("resume")
@@ -192,55 +96,17 @@ def resume_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print summary.json to stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
-    """Continue an interrupted run (cpr or diners) from its last checkpoint (no round lost or repeated)."""
-    from cooplab import runstore
-    from cooplab.tasks.cpr.runner import RunFailed, RunStopped
+    """Continue an interrupted run of any task from its last checkpoint (no round lost or repeated)."""
+    from cooplab.cli_tasks import resume_and_report
 
-    try:
-        task = runstore.read_run_config(run_dir).get("task")
-        if task == "cpr":
-            from cooplab.tasks.cpr.runner import resume_dir
-        elif task == "diners":
-            from cooplab.tasks.diners.runner import resume_dir
-        else:
-            raise runstore.RunDirError(f"{run_dir}/config.json: task must be 'cpr' or 'diners', got {task!r}; is it a cooplab run directory?")
-        summary = resume_dir(run_dir, quiet=quiet)
-    except runstore.RunDirError as exc:
-        _err(str(exc))
-    except (RunStopped, RunFailed) as exc:
-        typer.echo(f"cooplab: {exc}", err=True)
-        raise typer.Exit(1)
-    except KeyboardInterrupt:
-        typer.echo(f"cooplab: interrupted; checkpoints are in {run_dir}; continue with 'cooplab resume {run_dir}'", err=True)
-        raise typer.Exit(130)
-    if summary.get("task") == "diners":
-        from cooplab.tasks.diners.cli import report as diners_report
-
-        diners_report(run_dir, summary, as_json)
-        return
-    _report(run_dir, summary, as_json)
+    resume_and_report(run_dir, quiet=quiet, as_json=as_json)
 
 
-@params_app.command("cpr")
-def params_cpr(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
-    """Every CPR parameter with its default, meaning and source (paper or chosen)."""
-    from cooplab.tasks.cpr.params import params_table
-
-    rows = params_table()
-    if as_json:
-        _echo_json(rows)
-        return
-    w = max(len(r["name"]) for r in rows)
-    for r in rows:
-        typer.echo(f"{r['name']:<{w}}  {str(r['default']):<12}  {r['meaning']}  [{r['source']}]")
-
-
-@graph_app.command("cpr")
 def graph_cpr(
     ablation: Ablation = typer.Option(Ablation.full, "--ablation", help="Which preset's graph to draw."),
     no_punishment: bool = typer.Option(False, "--no-punishment", help="Draw the graph without the punish node."),
 ) -> None:
-    """Print the CPR society's LangGraph graph as Mermaid text."""
+    """Print the CPR society's LangGraph graph as Mermaid text (rule-based agents)."""
     from cooplab.tasks.cpr.params import ABLATIONS
     from cooplab.tasks.cpr.society import build_cpr_graph, cpr_phases
 
@@ -268,7 +134,7 @@ def figures_cpr_abm(
         co.check_size(110 * replicates, params.N, params.T, names=("110 conditions x --replicates", "N", "T"))
         runstore.prepare_out(out, force=True)
     except (ParamError, runstore.RunDirError) as exc:
-        _err(str(exc))
+        fail(str(exc))
     res = make_figures(out, replicates, seed, overrides, log=lambda s: None if as_json else typer.echo(s, err=True))
     if as_json:
         _echo_json(res)
@@ -297,7 +163,7 @@ def analyze_cpr(
         runstore.prepare_out(out, force=True)
         res = analyze(run_dirs, out)
     except runstore.RunDirError as exc:
-        _err(str(exc))
+        fail(str(exc))
     if as_json:
         _echo_json(res)
         return
@@ -321,7 +187,7 @@ def sweep_cmd(
     try:
         cfg = load_config(config)
     except SweepError as exc:
-        _err(str(exc))
+        fail(str(exc))
     res = run_sweep(cfg, log=lambda s: None if as_json else typer.echo(s, err=True))
     if res["run_dirs"]:
         dest = analyze_out or Path(cfg.out) / "analysis"
@@ -341,10 +207,15 @@ def sweep_cmd(
 
 
 def _mount_optional() -> None:
+    from cooplab.cli_tasks import register, run_command
     from cooplab.evals.trace_viewer import traces_app
+    from cooplab.tasks.cpr.task import TASK as CPR
     from cooplab.tasks.diners.cli import register as register_diners
+    from cooplab.tasks.diners.cli import run_command as diners_run
 
-    register_diners(run_app, figures_app)
+    register(run_app, params_app, graph_app, own={"run": {"cpr": run_command(CPR, cpr_options), "diners": diners_run()},
+                                                   "graph": {"cpr": graph_cpr}})
+    register_diners(figures_app)
     from cooplab.sandbox.cli import app as sandbox_app
 
     app.add_typer(traces_app, name="traces", help="Export or view a run's traces (LangSmith run format).")
@@ -363,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         rv = app(args=argv, prog_name="cooplab", standalone_mode=False)
         if isinstance(rv, int):  # a typer.Exit(code) comes back as the return value
             return rv
-    except (UserError, OptionError) as exc:
+    except OptionError as exc:
         typer.echo(f"cooplab: error: {_one_line(str(exc))}", err=True)
         return 2
     except _cx.NoArgsIsHelpError as exc:

@@ -26,6 +26,22 @@ class OptionError(Exception):
     ValueError: Typer's (pydantic) option validation must let it through unchanged."""
 
 
+def one_line(text: Any, limit: int = 400) -> str:
+    """``text`` on one line (whitespace runs collapsed), cut to ``limit`` characters."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def fail(msg: str, code: int = 2) -> None:
+    """The one error exit of every ``cooplab`` command: ``cooplab: error: <msg>`` on stderr (one
+    line) and exit ``code``: 2 for a user mistake (the default), 1 for a failure of the work
+    itself (e.g. a sandbox command that failed). Never returns."""
+    if code == 2:
+        raise OptionError(msg)
+    typer.echo(f"cooplab: error: {one_line(msg)}", err=True)
+    raise typer.Exit(code)
+
+
 # --- caps (documented in README.md "Bad input") -----------------------------------------------
 MAX_SEED = 2**63 - 1  #: seeds are stored as signed 64-bit integers (checkpoints, Parquet tables)
 MAX_AGENTS = 100_000  #: agents per society (CPR N)

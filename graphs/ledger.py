@@ -1,26 +1,36 @@
 """The credit-budget ledger: one per run, shared by every node through the runtime context.
 
 Each model call is charged its tokens at per-model rates (default: $0.0005 per 1K input and
-$0.003 per 1K output tokens, the science-team paper's rates). Amounts are ``Decimal`` so the
-sum of charges equals tokens x rates to the cent and beyond. Safe under concurrency: a call
-first *reserves* an upper bound of its cost; the reservation is refused when the budget cap
-would be exceeded (counting other calls' in-flight reservations), and on completion the
-actual cost is *committed* and the reservation released. Spending therefore never exceeds
-the cap: a charge larger than its reservation is refused (the model layer makes reservations
-true upper bounds, see ``agents/usage.py``), and a charge without a reservation (a cached replay,
-whose cost is known exactly) is checked against the cap under the same lock. Budgets and rates
-must be finite and non-negative.
+$0.003 per 1K output tokens, the science-team paper's rates). Other resources are charged as
+*units* of a kind (``charge_units``: e.g. ``sandbox_seconds`` of code execution) at a per-kind
+rate, zero by default, so one ledger can account for compute as well as tokens. Amounts are
+``Decimal`` so the sum of charges equals tokens x rates (and units x rates) to the cent and
+beyond.
+
+Safe under concurrency: a call first *reserves* an upper bound of its cost; the reservation is
+refused when the budget cap would be exceeded (counting other calls' in-flight reservations),
+and on completion the actual cost is *committed* and the reservation released. Spending
+therefore never exceeds the cap: a charge larger than its reservation is refused (the model
+layer makes reservations true upper bounds, see ``agents/usage.py``), and a charge without a
+reservation (a cached replay, whose cost is known exactly) is checked against the cap under the
+same lock. A charge that does not fit raises :class:`BudgetExhausted` and records nothing.
+
+Callers are identified by a string agent id (``"data.lead"``, ``"society 3 / agent 7"``; the
+society decisions use ``"{society}:{agent}"``), an optional team and an optional round. Budgets,
+rates and units must be finite and non-negative (``ValueError`` otherwise).
 """
 
 from __future__ import annotations
 
+import operator
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from decimal import Decimal
 from typing import Any
 
 PER_1K = Decimal(1000)
 DEFAULT_RATES = (Decimal("0.0005"), Decimal("0.003"))  # USD per 1K input, per 1K output tokens
+TOKENS = "tokens"  # the kind of a model call's entry
 
 
 class BudgetExhausted(RuntimeError):
@@ -42,6 +52,47 @@ def _amount(value: Any, what: str) -> Decimal:
     return d
 
 
+def _count(value: Any, what: str) -> int:
+    """A non-negative integer count (ints and numpy integers; no bools, floats or strings)."""
+    if isinstance(value, bool):
+        raise ValueError(f"{what} must be an integer, got {value!r}")
+    try:
+        n = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{what} must be an integer, got {value!r}") from None
+    if n < 0:
+        raise ValueError(f"{what} must not be negative, got {n}")
+    return n
+
+
+def _round(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ValueError(f"a round must be an integer or None, got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ValueError(f"a round must be an integer or None, got {value!r}") from None
+
+
+def _text(value: Any, what: str, *, optional: bool = False, nonempty: bool = False) -> str | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{what} must be a string{' or None' if optional else ''}, got {value!r}")
+    if nonempty and not value.strip():
+        raise ValueError(f"{what} must not be empty")
+    return value
+
+
+def _kind(value: Any) -> str:
+    kind = _text(value, "a charge's kind", nonempty=True)
+    if kind == TOKENS:
+        raise ValueError("the kind 'tokens' is reserved for model calls (use Ledger.charge)")
+    return kind
+
+
 @dataclass(frozen=True)
 class Rates:
     input_per_1k: Decimal = DEFAULT_RATES[0]
@@ -58,19 +109,57 @@ class Rates:
 
 @dataclass
 class Entry:
+    """One charge. Flat (every field a plain value): the entries become a Parquet table.
+
+    ``kind`` is ``"tokens"`` for a model call (``input_tokens``/``output_tokens`` set, ``units``
+    and ``rate`` None) or another kind (e.g. ``"sandbox_seconds"``: ``units`` charged at ``rate``
+    per unit, both Decimal text; the token counts are 0). ``cost`` is Decimal text: exact."""
+
     call_id: str
     model: str
     agent: str
-    round: int
+    round: int | None
     phase: str
     input_tokens: int
     output_tokens: int
     cost: str  # Decimal as text: exact
     cached: bool = False
     usage_error: str | None = None  # the endpoint reported impossible usage; charged at the call's bound
+    team: str | None = None
+    kind: str = TOKENS
+    units: str | None = None  # non-token charges: the units charged (Decimal text)
+    rate: str | None = None  # non-token charges: the price of one unit (Decimal text)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, row: dict[str, Any]) -> "Entry":
+        """An entry from an audit-trail row, also one written before the ``team``/``kind``/
+        ``units``/``rate`` fields existed (they get their defaults). Unknown or missing required
+        fields and malformed values raise ValueError."""
+        if not isinstance(row, dict):
+            raise ValueError(f"a ledger row must be a mapping, got {type(row).__name__}")
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(row) - names)
+        if unknown:
+            raise ValueError(f"a ledger row has unknown fields {unknown}")
+        required = {f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING}
+        missing = sorted(n for n in required if n not in row)
+        if missing:
+            raise ValueError(f"a ledger row lacks {missing}")
+        e = cls(**row)
+        e.round = _round(e.round)
+        e.input_tokens = _count(e.input_tokens, "input tokens")
+        e.output_tokens = _count(e.output_tokens, "output tokens")
+        e.cost = str(_amount(e.cost, "a row's cost"))
+        _text(e.kind, "a charge's kind", nonempty=True)
+        for name in ("units", "rate"):
+            v = getattr(e, name)
+            if v is not None:
+                setattr(e, name, str(_amount(v, f"a row's {name}")))
+        e.cached = bool(e.cached)
+        return e
 
 
 @dataclass
@@ -85,8 +174,11 @@ class Ledger:
     rates: dict[str, Rates] = field(default_factory=dict)
     default_rates: Rates = field(default_factory=Rates)
     entries: list[Entry] = field(default_factory=list)
+    #: price of one unit per non-token kind (e.g. ``{"sandbox_seconds": Decimal("0.0001")}``); 0 for other kinds
+    unit_rates: dict[str, Decimal] = field(default_factory=dict)
     _spent: Decimal = Decimal(0)
     _reserved: Decimal = Decimal(0)
+    _by_agent: dict[str, list] = field(default_factory=dict, repr=False)  # agent -> [cost, tokens]
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
@@ -95,6 +187,11 @@ class Ledger:
         for name, r in [("default", self.default_rates), *self.rates.items()]:
             if not isinstance(r, Rates):
                 raise ValueError(f"rates for {name} must be Rates, got {type(r).__name__}")
+        if not isinstance(self.unit_rates, dict):
+            raise ValueError(f"unit_rates must be a mapping of kind -> price per unit, got {type(self.unit_rates).__name__}")
+        self.unit_rates = {_kind(k): _amount(v, f"the price of one {k!s} unit") for k, v in self.unit_rates.items()}
+        if self.entries:
+            self.restore([e.as_dict() if isinstance(e, Entry) else e for e in self.entries])
 
     # --- rates ---------------------------------------------------------------------------
     def rates_for(self, model: str) -> Rates:
@@ -102,6 +199,16 @@ class Ledger:
 
     def cost(self, model: str, input_tokens: int, output_tokens: int) -> Decimal:
         return self.rates_for(model).cost(input_tokens, output_tokens)
+
+    def unit_rate(self, kind: str) -> Decimal:
+        """The price of one unit of ``kind`` (0 unless set in ``unit_rates``)."""
+        return self.unit_rates.get(_kind(kind), Decimal(0))
+
+    def unit_cost(self, kind: str, units: Any, rate: Any = None) -> Decimal:
+        """``units`` x the kind's rate (or ``rate`` when given); both finite and non-negative."""
+        u = _amount(units, f"the {kind!s} units")
+        r = self.unit_rate(kind) if rate is None else _amount(rate, f"the price of one {kind!s} unit")
+        return u * r
 
     # --- concurrency-safe charging -------------------------------------------------------
     def _check_room(self, amount: Decimal) -> None:  # under the lock
@@ -124,6 +231,15 @@ class Ledger:
                 self._reserved -= res.amount
                 res.done = True
 
+    def _account(self, entry: Entry, cost: Decimal) -> None:  # under the lock
+        self._spent += cost
+        self.entries.append(entry)
+        tot = self._by_agent.get(entry.agent)
+        if tot is None:
+            tot = self._by_agent[entry.agent] = [Decimal(0), 0]
+        tot[0] += cost
+        tot[1] += entry.input_tokens + entry.output_tokens
+
     def commit(self, res: Reservation | None, entry: Entry) -> Entry:
         """Record a finished call: release its reservation and add its actual cost. The cost may
         not exceed the reservation; without one (a cached replay: the cost is known exactly) it
@@ -139,14 +255,36 @@ class Ledger:
                     raise ValueError(f"a charge of ${cost} exceeds its reservation of ${res.amount}")
             else:
                 self._check_room(cost)
-            self._spent += cost
-            self.entries.append(entry)
+            self._account(entry, cost)
         return entry
 
-    def charge(self, *, call_id: str, model: str, agent: str, round: int, phase: str, input_tokens: int, output_tokens: int,
-               cached: bool = False, reservation: Reservation | None = None, usage_error: str | None = None) -> Entry:
+    def charge(self, *, call_id: str, model: str, agent: str, round: int | None, phase: str, input_tokens: int,
+               output_tokens: int, cached: bool = False, reservation: Reservation | None = None,
+               usage_error: str | None = None, team: str | None = None) -> Entry:
+        """Charge one model call its tokens at the model's rates (kind ``"tokens"``)."""
+        input_tokens = _count(input_tokens, "input tokens")
+        output_tokens = _count(output_tokens, "output tokens")
         cost = self.cost(model, input_tokens, output_tokens)
-        e = Entry(call_id, model, agent, int(round), phase, int(input_tokens), int(output_tokens), str(cost), cached, usage_error)
+        e = Entry(_text(call_id, "a call id"), _text(model, "a model id"), _text(agent, "an agent id", nonempty=True), _round(round),
+                  _text(phase, "a phase"), input_tokens, output_tokens, str(cost), bool(cached), usage_error,
+                  _text(team, "a team", optional=True))
+        return self.commit(reservation, e)
+
+    def charge_units(self, kind: str, units: Any, *, agent: str, team: str | None = None, round: int | None = None,
+                     phase: str = "", rate: Any = None, reservation: Reservation | None = None, call_id: str = "",
+                     model: str = "", note: str | None = None) -> Entry:
+        """Charge ``units`` of a non-token ``kind`` (e.g. ``"sandbox_seconds"``) at the kind's rate
+        from ``unit_rates`` (zero by default) or at ``rate``. Through the same cap as model calls:
+        with a ``reservation`` (from :meth:`reserve` of an upper bound, e.g. the sandbox timeout x
+        rate) the cost may not exceed it; without one it must fit the budget. A charge that does not
+        fit raises :class:`BudgetExhausted` and records nothing. ``note`` lands in ``usage_error``
+        (e.g. units clamped to their bound)."""
+        kind = _kind(kind)
+        u = _amount(units, f"the {kind} units")
+        r = self.unit_rate(kind) if rate is None else _amount(rate, f"the price of one {kind} unit")
+        e = Entry(_text(call_id, "a call id"), _text(model, "a model id"), _text(agent, "an agent id", nonempty=True), _round(round),
+                  _text(phase, "a phase"), 0, 0, str(u * r), False, _text(note, "a note", optional=True),
+                  _text(team, "a team", optional=True), kind, str(u), str(r))
         return self.commit(reservation, e)
 
     # --- state -----------------------------------------------------------------------------
@@ -162,21 +300,45 @@ class Ledger:
     def remaining(self) -> Decimal | None:
         return None if self.budget is None else self.budget - self._spent
 
-    def restore(self, entries: list[dict[str, Any]]) -> None:
-        """Rebuild from the audit trail kept in a checkpoint (on resume)."""
+    def agent_spent(self, agent: str) -> tuple[Decimal, int]:
+        """(cost, tokens) charged to ``agent`` so far (restored entries included)."""
         with self._lock:
-            self.entries = [Entry(**e) for e in entries]
-            self._spent = sum((Decimal(e.cost) for e in self.entries), Decimal(0))
+            tot = self._by_agent.get(agent)
+            return (tot[0], tot[1]) if tot else (Decimal(0), 0)
+
+    def entries_since(self, n: int, *, agent: str | None = None) -> list[Entry]:
+        """The entries recorded after the first ``n`` (optionally only ``agent``'s), under the lock."""
+        with self._lock:
+            new = self.entries[n:]
+        return new if agent is None else [e for e in new if e.agent == agent]
+
+    def restore(self, entries: list[dict[str, Any]]) -> None:
+        """Rebuild from the audit trail kept in a checkpoint (on resume). Rows written before the
+        ``team``/``kind``/``units``/``rate`` fields existed get their defaults."""
+        rebuilt = [Entry.from_dict(e) for e in entries]
+        with self._lock:
+            self.entries = []
+            self._spent = Decimal(0)
+            self._by_agent = {}
+            for e in rebuilt:
+                self._account(e, Decimal(e.cost))
             self._reserved = Decimal(0)
 
     def totals(self) -> dict[str, Any]:
         with self._lock:
-            ins = sum(e.input_tokens for e in self.entries)
-            outs = sum(e.output_tokens for e in self.entries)
+            calls = [e for e in self.entries if e.kind == TOKENS]
+            ins = sum(e.input_tokens for e in calls)
+            outs = sum(e.output_tokens for e in calls)
+            by_kind: dict[str, dict[str, Any]] = {}
+            for e in self.entries:
+                k = by_kind.setdefault(e.kind, {"entries": 0, "units": Decimal(0), "cost": Decimal(0)})
+                k["entries"] += 1
+                k["units"] += Decimal(e.input_tokens + e.output_tokens) if e.kind == TOKENS else Decimal(e.units or 0)
+                k["cost"] += Decimal(e.cost)
             return {
-                "calls": len(self.entries),
-                "cached_calls": sum(e.cached for e in self.entries),
-                "usage_errors": sum(e.usage_error is not None for e in self.entries),
+                "calls": len(calls),
+                "cached_calls": sum(e.cached for e in calls),
+                "usage_errors": sum(e.usage_error is not None for e in calls),
                 "input_tokens": ins,
                 "output_tokens": outs,
                 "cost_usd": str(self._spent),
@@ -186,4 +348,8 @@ class Ledger:
                     "default": [str(self.default_rates.input_per_1k), str(self.default_rates.output_per_1k)],
                     **{m: [str(r.input_per_1k), str(r.output_per_1k)] for m, r in self.rates.items()},
                 },
+                # per kind: entries, units (tokens in + out for "tokens", e.g. seconds otherwise), cost
+                "by_kind": {kind: {"entries": v["entries"], "units": str(v["units"]), "cost_usd": str(v["cost"])}
+                            for kind, v in sorted(by_kind.items())},
+                "unit_rates": {k: str(v) for k, v in sorted(self.unit_rates.items())},
             }

@@ -1,4 +1,9 @@
-"""``cooplab sandbox ...`` commands (mounted by the main CLI as a sub-app)."""
+"""``cooplab sandbox ...`` commands (mounted by the main CLI as a sub-app).
+
+Errors go through :func:`cooplab.cli_options.fail`, so every mistake prints one line
+``cooplab: error: ...`` when the commands run through ``cooplab.cli.main`` (the ``cooplab``
+console script, ``python -m cooplab.cli`` or ``python -m cooplab.sandbox.cli``).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,8 @@ from typing import Optional
 
 import typer
 
+from cooplab.cli_options import fail
+
 from .models import DEFAULT_IMAGE
 
 app = typer.Typer(help="Sandboxed Python executor (the agents' run_code tool).", no_args_is_help=True,
@@ -21,11 +28,6 @@ class BackendChoice(str, Enum):
     docker = "docker"
     local = "local"
     auto = "auto"
-
-
-def _fail(msg: str, code: int = 2) -> None:
-    typer.echo(f"cooplab: error: {msg}", err=True)
-    raise typer.Exit(code)
 
 
 def _echo(text: str, err: bool = False) -> None:
@@ -48,11 +50,11 @@ def _read_code(file: Path) -> str:
     try:
         data = file.read_bytes()
     except OSError as e:
-        _fail(f"cannot read {file}: {e.strerror or e}")
+        fail(f"cannot read {file}: {e.strerror or e}")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        _fail(f"cannot read {file}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})")
+        fail(f"cannot read {file}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})")
     raise AssertionError("unreachable")
 
 
@@ -75,7 +77,7 @@ def build(
             return
         build_image(image, mirror=mirror, suite=suite, with_pyarrow=not no_pyarrow)
     except SandboxError as e:
-        _fail(str(e).splitlines()[0] if str(e) else type(e).__name__, 1 if "command failed" in str(e) else 2)
+        fail(str(e).splitlines()[0] if str(e) else type(e).__name__, 1 if "command failed" in str(e) else 2)
 
 
 @app.command()
@@ -106,22 +108,22 @@ def exec_(
     from .session import SandboxSession
 
     if (code is None) == (file is None):
-        _fail("give exactly one of --code or --file")
+        fail("give exactly one of --code or --file")
     if file is not None:
         code = _read_code(file)
     try:
         check_seconds(timeout, "--timeout")
     except (TypeError, ValueError) as e:
-        _fail(str(e))
+        fail(str(e))
     try:
         config = SandboxConfig(dataset=dataset, timeout=timeout, image=image)
     except ValidationError as e:
-        _fail(e.errors()[0].get("msg", "invalid option").removeprefix("Value error, "))
+        fail(e.errors()[0].get("msg", "invalid option").removeprefix("Value error, "))
     try:
         with SandboxSession(config, backend=backend.value) as session:
             result = session.run_code(code or "")
     except SandboxError as e:
-        _fail(str(e).splitlines()[0])
+        fail(str(e).splitlines()[0])
     if as_json:
         _echo(json.dumps(result.to_json_dict(), indent=2) + "\n")
     else:
@@ -145,5 +147,7 @@ def exec_(
     raise typer.Exit(0 if result.status == "ok" else 1)
 
 
-if __name__ == "__main__":  # pragma: no cover
-    app()
+if __name__ == "__main__":  # pragma: no cover - the same as `cooplab sandbox ...`
+    from cooplab.cli import main
+
+    sys.exit(main(["sandbox", *sys.argv[1:]]))

@@ -24,7 +24,6 @@ the environment step of round t and are recorded as decisions of round t.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections import Counter
 from functools import lru_cache
@@ -35,8 +34,9 @@ import numpy as np
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from cooplab.agents.decisions import DecisionSpec, LLMService, decide
-from cooplab.graphs.phases import PolicyResult, punishment_enabled, running_agents
+from cooplab.agents.batch import Batch
+from cooplab.agents.decisions import DecisionSpec, LLMService
+from cooplab.tasks.cpr.phases import PolicyResult, punishment_enabled, running_agents
 
 N_PEERS_SHOWN = 3
 MEMORY = 3  # rounds of personal history shown
@@ -184,22 +184,6 @@ def vote_messages(state: dict[str, Any], s: int, i: int, options: list[str]) -> 
 
 
 # --- running many decisions ----------------------------------------------------------------
-async def _gather(service: LLMService, spec: DecisionSpec, jobs: list, round_: int, config: Any) -> list:
-    """Ask all (society, agent, messages, ctx) jobs concurrently. Every call runs to completion
-    (a reserved call is never cancelled half-way); then the first failure is raised."""
-
-    async def one(job):
-        s, i, msgs, ctx = job
-        value, rec = await decide(service, spec, msgs, society=s, agent=i, round=round_, ctx=ctx, config=config)
-        return s, i, value, rec
-
-    results = await asyncio.gather(*(one(j) for j in jobs), return_exceptions=True)
-    failures = [r for r in results if isinstance(r, BaseException)]
-    if failures:
-        raise failures[0]
-    return results
-
-
 def _jobs_with_peers(state: dict[str, Any], rng: np.random.Generator, build: Any) -> list:
     """One job (society, agent, messages, ctx) per living agent of each running society; with
     social learning on, ``build(s, i, peers)`` gets a few randomly sampled living peers."""
@@ -214,26 +198,21 @@ def _jobs_with_peers(state: dict[str, Any], rng: np.random.Generator, build: Any
     return jobs
 
 
-def _ledger_since(service: LLMService, n: int) -> list[dict]:
-    return [e.as_dict() for e in service.ledger.entries[n:]]
-
-
 class LLMEffortPolicy:
     """Fig. 8: e_i(t) = f_E(O_i(t)), decided in context by each agent's model."""
 
     async def __call__(self, state, rng, context, config) -> PolicyResult:
         service: LLMService = context.llm
         S, N = state["alive"].shape
-        n0 = len(service.ledger.entries)
+        batch = Batch(service)
         prev = state["effort"] if state["round"] > 1 else state["e"]
         jobs = _jobs_with_peers(state, rng, lambda s, i, peers: (effort_messages(state, s, i, peers),
                                                                   {"previous_effort": float(prev[s, i])}))
         effort = np.zeros((S, N))
-        recs = []
-        for s, i, value, rec in await _gather(service, EFFORT, jobs, int(state["round"]), config):
+        for s, i, value, rec in await batch.ask(EFFORT, jobs, int(state["round"]), config):
             effort[s, i] = value.effort
-            recs.append(rec.as_dict())
-        return PolicyResult(effort, {"decisions": recs, "ledger": _ledger_since(service, n0)})
+            batch.record(rec.as_dict())
+        return PolicyResult(effort, batch.updates())
 
 
 class LLMPunishPolicy:
@@ -245,7 +224,7 @@ class LLMPunishPolicy:
         service: LLMService = context.llm
         S, N = state["alive"].shape
         run = running_agents(state) & punishment_enabled(state)[:, None]
-        n0 = len(service.ledger.entries)
+        batch = Batch(service)
         jobs = []
         for s in range(S):
             alive_idx = np.flatnonzero(running_agents(state)[s])
@@ -256,16 +235,15 @@ class LLMPunishPolicy:
         B = np.zeros((S, N), dtype=np.int8)
         V = np.zeros((S, N), dtype=np.int8)
         inspections = np.zeros(S, dtype=int)
-        recs = []
-        for s, i, value, rec in await _gather(service, PUNISH, jobs, int(state["round"]), config):
+        for s, i, value, rec in await batch.ask(PUNISH, jobs, int(state["round"]), config):
             inspections[s] += 1
             if value.punish is not None:
                 B[s, i] = 1
                 V[s, value.punish - 1] = 1
-            recs.append(rec.as_dict())
+            batch.record(rec.as_dict())
         n_viol = B.sum(axis=1)
         return PolicyResult({"B": B, "V": V, "n_inspections": inspections, "n_violations": n_viol},
-                            {"decisions": recs, "ledger": _ledger_since(service, n0)})
+                            batch.updates())
 
 
 class LLMProposePolicy:
@@ -274,18 +252,16 @@ class LLMProposePolicy:
     async def __call__(self, state, rng, context, config) -> PolicyResult:
         service: LLMService = context.llm
         S, N = state["alive"].shape
-        n0 = len(service.ledger.entries)
+        batch = Batch(service)
         jobs = _jobs_with_peers(state, rng, lambda s, i, peers: (propose_messages(state, s, i, peers),
                                                                   {"belief": state["beliefs"][s][i]}))
         beliefs = [list(row) for row in state["beliefs"]]
         proposals: list[list[str | None]] = [[None] * N for _ in range(S)]
-        recs = []
-        for s, i, value, rec in await _gather(service, PROPOSE, jobs, int(state["round"]) - 1, config):
+        for s, i, value, rec in await batch.ask(PROPOSE, jobs, int(state["round"]) - 1, config):
             beliefs[s][i] = value.belief.strip()
             proposals[s][i] = value.proposal.strip()
-            recs.append(rec.as_dict())
-        return PolicyResult(None, {"beliefs": beliefs, "proposal_texts": proposals, "decisions": recs,
-                                   "ledger": _ledger_since(service, n0)})
+            batch.record(rec.as_dict())
+        return PolicyResult(None, {"beliefs": beliefs, "proposal_texts": proposals, **batch.updates()})
 
 
 def distinct_proposals(proposals: list[str | None]) -> list[str]:
@@ -314,7 +290,7 @@ class LLMVotePolicy:
         service: LLMService = context.llm
         S, N = state["alive"].shape
         run = running_agents(state)
-        n0 = len(service.ledger.entries)
+        batch = Batch(service)
         options = {s: distinct_proposals(state["proposal_texts"][s]) for s in range(S)}
         jobs = []
         for s in range(S):
@@ -325,10 +301,9 @@ class LLMVotePolicy:
                 own_k = options[s].index(own) + 1 if own in options[s] else 1
                 jobs.append((s, int(i), vote_messages(state, s, int(i), options[s]), {"n_options": len(options[s]), "own_option": own_k}))
         votes: dict[int, list[int]] = {s: [] for s in range(S)}
-        recs = []
-        for s, i, value, rec in await _gather(service, VOTE, jobs, int(state["round"]) - 1, config):
+        for s, i, value, rec in await batch.ask(VOTE, jobs, int(state["round"]) - 1, config):
             votes[s].append(value.vote)
-            recs.append(rec.as_dict())
+            batch.record(rec.as_dict())
         norm = list(state.get("norm_text") or [None] * S)
         history = []
         for s in range(S):
@@ -341,8 +316,7 @@ class LLMVotePolicy:
                 norm[s], tie = plurality_winner(options[s], votes[s], rng)
             history.append({"society": s, "round": int(state["round"]) - 1, "norm": norm[s], "options": len(options[s]),
                             "votes": json.dumps(sorted(Counter(votes[s]).items())), "tie": tie})
-        return PolicyResult(None, {"norm_text": norm, "norm_history": history, "decisions": recs,
-                                   "ledger": _ledger_since(service, n0)})
+        return PolicyResult(None, {"norm_text": norm, "norm_history": history, **batch.updates()})
 
 
 def initial_beliefs(agent_types: list[list[str]], rng: np.random.Generator) -> list[list[str]]:

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from cooplab.graphs import phases as ph
+from cooplab.tasks.cpr import phases as ph
 from cooplab.graphs.rng import phase_rng
 from cooplab.graphs.society import build_society
-from cooplab.graphs.state import CPRState
+from cooplab.tasks.cpr.state import CPRState
 from cooplab.tasks.cpr.params import ABLATIONS, CPRParams, population_ranges
 from cooplab.tasks.cpr.world import median_norm
 

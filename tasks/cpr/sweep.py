@@ -113,7 +113,7 @@ def check_cells(cfg: SweepConfig, where: str) -> None:
     """Everything a cell would refuse, refused before any cell runs: parameters, sizes, models, cache."""
     from cooplab import cli_options as co
     from cooplab.tasks.cpr.params import ParamError
-    from cooplab.tasks.cpr.runner import resolve_params
+    from cooplab.tasks.cpr.task import resolve_params
 
     try:
         for env in cfg.envs:
@@ -151,8 +151,9 @@ def cells(cfg: SweepConfig) -> list[dict[str, Any]]:
 
 
 def run_sweep(cfg: SweepConfig, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
-    from cooplab.cli import _llm_options
-    from cooplab.tasks.cpr.runner import resolve_params, resume_dir, run_to_dir
+    from cooplab import runner
+    from cooplab.cli_tasks import llm_config
+    from cooplab.tasks.cpr.task import TASK, resolve_params
 
     todo = cells(cfg)
     done, ran, resumed, failed = [], [], [], []
@@ -163,7 +164,7 @@ def run_sweep(cfg: SweepConfig, log: Callable[[str], None] = lambda s: None) -> 
         if (d / "summary.json").exists() and runstore.read_json(d / "summary.json").get("status") == "completed":
             return "skipped", cell
         if (d / "checkpoints.sqlite").exists() and (d / "config.json").exists():
-            resume_dir(d, quiet=True)
+            runner.resume(d, quiet=True)
             return "resumed", cell
         params = resolve_params(cell["env"], cell["ablation"], cfg.n_agents, cfg.rounds, dict(cfg.set))
         runstore.prepare_out(d, force=True)
@@ -171,10 +172,12 @@ def run_sweep(cfg: SweepConfig, log: Callable[[str], None] = lambda s: None) -> 
         if cfg.agents == "llm":
             o = {"max_concurrency": 8, "rps": None, "budget": None, "price_in": 0.0005, "price_out": 0.003, "cache": None,
                  "temperature": 0.7, "max_tokens": 64, "base_url": None, **cfg.llm}
-            llm = _llm_options(cell["model"], None, o["base_url"], o["temperature"], o["max_tokens"], o["max_concurrency"], o["rps"],
+            llm = llm_config(cell["model"], None, o["base_url"], o["temperature"], o["max_tokens"], o["max_concurrency"], o["rps"],
                                o["budget"], o["price_in"], o["price_out"], o["cache"])
-        run_to_dir(d, params, population=cell["population"], replicates=cfg.trials, seed=cfg.seed,
-                   labels={"env": cell["env"], "ablation": cell["ablation"], "sweep_cell": d.name}, quiet=True, llm=llm)
+        config = {"agents": cfg.agents, "env": cell["env"], "ablation": cell["ablation"], "sweep_cell": d.name,
+                  "population": cell["population"], "replicates": cfg.trials, "seed": cfg.seed, "params": params.model_dump(),
+                  "llm": llm, "csv": False}
+        runner.start(TASK, d, config, quiet=True)
         return "ran", cell
 
     with ThreadPoolExecutor(max_workers=cfg.parallel) as pool:

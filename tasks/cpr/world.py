@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from cooplab.agents.rule_based import col
+from cooplab.agents.rule_based import imitation_probability as logit_rule
+
 Array = np.ndarray
 
 
-def col(x: Array | float) -> Array | float:
-    """Broadcast a per-society ``(S,)`` parameter against ``(S, N)`` agent arrays."""
-    return x[:, None] if isinstance(x, np.ndarray) and x.ndim == 1 else x
 
 
 def harvest(alpha: Array | float, effort: Array, R: Array) -> Array:
@@ -57,8 +57,7 @@ def smoothed_payoff(P_bar: Array, payoff: Array, ema: Array | float) -> Array:
 
 def imitation_probability(P_bar_model: Array, P_bar_self: Array, delta: Array | float) -> Array:
     """Pr(i <- k) = 1 / (1 + exp(-delta (P_bar_k - P_bar_i)))   (§3.1.3, logit rule)."""
-    z = np.clip(col(delta) * (P_bar_model - P_bar_self), -500.0, 500.0)
-    return 1.0 / (1.0 + np.exp(-z))
+    return logit_rule(P_bar_model, P_bar_self, delta)
 
 
 def median_norm(proposals: Array, alive: Array) -> Array:

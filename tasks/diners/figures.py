@@ -18,7 +18,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from cooplab import runstore
 from cooplab.tasks.diners import model as dm
-from cooplab.tasks.diners.runner import strategy_counts
+from cooplab.tasks.diners.task import strategy_counts
 from cooplab.tasks.diners.society import paper_conditions, run_diners
 
 COLORS = {"P": "tab:blue", "R1": "tab:red", "E": "tab:green", "M": "tab:purple", "D": "black"}

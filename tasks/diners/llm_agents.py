@@ -34,9 +34,9 @@ import numpy as np
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field, create_model
 
+from cooplab.agents.batch import Batch
 from cooplab.agents.decisions import DecisionSpec, LLMService
-from cooplab.graphs.phases import PolicyResult
-from cooplab.tasks.cpr.llm_agents import _gather, _ledger_since
+from cooplab.graphs.nodes import PolicyResult
 from cooplab.tasks.diners import model as dm
 
 
@@ -214,15 +214,14 @@ class LLMOrderPolicy:
     async def __call__(self, state, rng, context, config) -> PolicyResult:
         service: LLMService = context.llm
         S, N = state["strategy"].shape
-        n0 = len(service.ledger.entries)
+        batch = Batch(service)
         jobs = [(s, i, order_messages(state, s, i), {}) for s in range(S) if state["active"][s] for i in range(N)]
         prescribed = dm.rule_orders(state["strategy"], state["reformed"])
         defect = np.zeros((S, N), dtype=bool)
-        rows = []
-        for s, i, value, rec in await _gather(service, ORDER, jobs, int(state["round"]), config):
+        for s, i, value, rec in await batch.ask(ORDER, jobs, int(state["round"]), config):
             defect[s, i] = value.meal == "premium"
-            rows.append(_row(rec, state, s, i, "premium" if prescribed[s, i] else "budget", value.meal))
-        return PolicyResult(defect, {"decisions": rows, "ledger": _ledger_since(service, n0)})
+            batch.record(_row(rec, state, s, i, "premium" if prescribed[s, i] else "budget", value.meal))
+        return PolicyResult(defect, batch.updates())
 
 
 class _LLMPunishBase:
@@ -241,20 +240,19 @@ class _LLMPunishBase:
     async def __call__(self, state, rng, context, config) -> PolicyResult:
         service: LLMService = context.llm
         S, N = state["strategy"].shape
-        n0 = len(service.ledger.entries)
+        batch = Batch(service)
         asked = self.who(state) & state["active"][:, None]
         jobs = [(s, int(i), self.messages(state, s, int(i)), {"allowed": [j + 1 for j in group_of(state, s, int(i)) if j != i]})
                 for s in range(S) for i in np.flatnonzero(asked[s])]
         presc = self.prescribed(state)
         out = np.zeros((S, N, N), dtype=bool)
-        rows = []
         largest = int(max(np.bincount(g).max() for g in np.asarray(state["group"])))
         spec = punish_spec(self.spec.phase, N, largest - 1)
-        for s, i, value, rec in await _gather(service, spec, jobs, int(state["round"]), config):
+        for s, i, value, rec in await batch.ask(spec, jobs, int(state["round"]), config):
             for j in value.punish:
                 out[s, i, j - 1] = True
-            rows.append(_row(rec, state, s, i, sorted(int(j) + 1 for j in np.flatnonzero(presc[s, i])), sorted(value.punish)))
-        return PolicyResult(out, {"decisions": rows, "ledger": _ledger_since(service, n0)})
+            batch.record(_row(rec, state, s, i, sorted(int(j) + 1 for j in np.flatnonzero(presc[s, i])), sorted(value.punish)))
+        return PolicyResult(out, batch.updates())
 
 
 class LLMPunishPolicy(_LLMPunishBase):

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cooplab.tasks.cpr.world import col, imitation_probability
+from cooplab.agents.rule_based import col, imitation_probability
 
 Array = np.ndarray
 

@@ -15,19 +15,19 @@ both kinds of agents. Every draw comes from ``phase_rng(seed, iteration, phase)`
 
 from __future__ import annotations
 
-import operator
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, TypedDict
+from typing import Any, TypedDict
 
 import numpy as np
 
 from cooplab.agents.rule_based import sample_peer
 from cooplab.graphs.context import CoopContext
-from cooplab.graphs.phases import is_async_policy, llm_node
+from cooplab.graphs.nodes import is_async_policy, llm_node
 from cooplab.graphs.rng import phase_rng
 from cooplab.graphs.society import build_society
+from cooplab.graphs.state import AppendLog
 from cooplab.tasks.diners import model as dm
 
 State = Mapping[str, Any]
@@ -54,11 +54,11 @@ class DinersState(TypedDict, total=False):
     active: np.ndarray  # (S,) bool
     played: np.ndarray  # (S, N) the strategies played this iteration (before imitation)
     imitation: dict[str, np.ndarray]  # this iteration's role models, probabilities, adoptions
-    history: Annotated[list[dict[str, Any]], operator.add]  # one record per iteration
+    history: AppendLog  # one record per iteration
     # LLM agents
     personas: list[list[int]]  # (S x N) persona index of each agent
-    decisions: Annotated[list[dict[str, Any]], operator.add]
-    ledger: Annotated[list[dict[str, Any]], operator.add]
+    decisions: AppendLog
+    ledger: AppendLog
 
 
 @dataclass(frozen=True)

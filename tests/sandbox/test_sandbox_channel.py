@@ -13,16 +13,27 @@ import sys
 import time
 from pathlib import Path
 
+import click
+from click.testing import CliRunner
 import pytest
 from pydantic import ValidationError
-from typer.testing import CliRunner
 
+from cooplab.cli import main
 from cooplab.sandbox import SandboxConfig, SandboxSession
-from cooplab.sandbox.cli import app
 
 FAST = dict(timeout=3.0, interrupt_grace=1.0)
 REPO = Path(__file__).resolve().parents[2]
-runner = CliRunner()
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "help_option_names": []})
+@click.argument("argv", nargs=-1, type=click.UNPROCESSED)
+def _cooplab(argv):
+    sys.exit(main(list(argv)))
+
+
+def sandbox(args):
+    """``cooplab sandbox ARGS`` through the real entry point (cooplab.cli.main), as a CliRunner result."""
+    return CliRunner().invoke(_cooplab, ["sandbox", *args])
 
 # Every id the worker loop could be answering: the frames of the running call
 # are searched for its request (user code can read anything in its process).
@@ -227,7 +238,7 @@ def test_supervisor_survives_bad_timeout_requests(session, raw):
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1", "0", "1e12"])
 def test_cli_rejects_bad_timeouts(value):
-    r = runner.invoke(app, ["exec", "--backend", "local", "--timeout", value, "--code", "1"])
+    r = sandbox(["exec", "--backend", "local", "--timeout", value, "--code", "1"])
     assert r.exit_code == 2, r.output
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("cooplab: error: --timeout must be positive"), r.stderr
@@ -246,13 +257,13 @@ def test_cli_entry_one_line_errors(tmp_path, capsys):
 def test_cli_file_not_utf8(tmp_path):
     f = tmp_path / "latin1.py"
     f.write_bytes(b"x = '\xe9t\xe9'\nx\n")
-    r = runner.invoke(app, ["exec", "--backend", "local", "--file", str(f)])
+    r = sandbox(["exec", "--backend", "local", "--file", str(f)])
     assert r.exit_code == 2, r.output
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("cooplab: error: ") and "not UTF-8" in lines[0], r.stderr
     d = tmp_path / "dir.py"
     d.mkdir()
-    r = runner.invoke(app, ["exec", "--backend", "local", "--file", str(d)])
+    r = sandbox(["exec", "--backend", "local", "--file", str(d)])
     assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1 and "cannot read" in r.stderr
 
 
@@ -268,7 +279,7 @@ SURROGATE_CODES = [
 @pytest.mark.parametrize("as_json", [False, True])
 def test_cli_prints_lone_surrogates(code, rc, as_json):
     args = ["exec", "--backend", "local", "--code", code] + (["--json"] if as_json else [])
-    r = runner.invoke(app, args)
+    r = sandbox(args)
     assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
     assert r.exit_code == rc, r.output
     assert "\\ud800" in r.output

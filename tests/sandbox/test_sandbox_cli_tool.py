@@ -3,28 +3,41 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
+import click
+from click.testing import CliRunner
 import pytest
-from typer.testing import CliRunner
 
+from cooplab.cli import main
 from cooplab.sandbox import ExecResult, SandboxConfig, SandboxSession, make_run_code_tool
-from cooplab.sandbox.cli import app
 from cooplab.sandbox.models import parse_bytes
 from cooplab.sandbox.runner import Capture
 from cooplab.sandbox.transport import FrameParser
 
-runner = CliRunner()
+
+@click.command(context_settings={"ignore_unknown_options": True, "help_option_names": []})
+@click.argument("argv", nargs=-1, type=click.UNPROCESSED)
+def _cooplab(argv):
+    sys.exit(main(list(argv)))
+
+
+def sandbox(args, **kwargs):
+    """``cooplab sandbox ARGS`` through the real entry point (cooplab.cli.main, which turns
+    errors into one ``cooplab: error:`` line), as a CliRunner result."""
+    return CliRunner().invoke(_cooplab, ["sandbox", *args], **kwargs)
 
 
 @pytest.mark.parametrize("cmd", [[], ["build"], ["doctor"], ["exec"]])
 def test_help(cmd):
-    r = runner.invoke(app, cmd + ["--help"])
+    r = sandbox(cmd + ["--help"])
     assert r.exit_code == 0 and "Usage" in r.output
 
 
 def test_exec_local_json(dataset):
-    r = runner.invoke(app, ["exec", "--backend", "local", "--dataset", str(dataset), "--code", "print('hi')\ndf.shape",
-                            "--json"])
+    r = sandbox(["exec", "--backend", "local", "--dataset", str(dataset), "--code", "print('hi')\ndf.shape",
+                 "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["status"] == "ok" and d["stdout"] == "hi\n" and d["result"] == "(100, 3)"
@@ -33,7 +46,7 @@ def test_exec_local_json(dataset):
 def test_exec_local_file_and_error(tmp_path):
     f = tmp_path / "c.py"
     f.write_text("1/0\n")
-    r = runner.invoke(app, ["exec", "--backend", "local", "--file", str(f)])
+    r = sandbox(["exec", "--backend", "local", "--file", str(f)])
     assert r.exit_code == 1
     assert "ZeroDivisionError" in r.stderr
 
@@ -46,10 +59,19 @@ def test_exec_local_file_and_error(tmp_path):
     (["exec", "--backend", "local", "--timeout", "0", "--code", "1"], "--timeout must be positive"),
 ])
 def test_user_errors_exit_2_one_line(args, needle):
-    r = runner.invoke(app, args)
+    r = sandbox(args)
     assert r.exit_code == 2, r.output
     assert needle in r.stderr and r.stderr.startswith("cooplab: error: ")
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("entry", [["-m", "cooplab.cli", "sandbox"], ["-m", "cooplab.sandbox.cli"]])
+def test_user_error_through_the_real_cli(entry, tmp_path):
+    """Both ways to start the sandbox CLI go through cooplab.cli.main: one error line, exit 2."""
+    p = subprocess.run([sys.executable, *entry, "exec", "--backend", "local", "--code", "1", "--file", "x.py"],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert p.stderr == "cooplab: error: give exactly one of --code or --file\n" and p.stdout == ""
 
 
 def test_langchain_tool(dataset):

@@ -1,0 +1,253 @@
+"""Tool-loop benchmark: the framework time of one tool-loop step beyond the sandbox call itself.
+
+    .venv/bin/python benchmarks/bench_tools.py                 # 200 steps per variant, ~1 min; writes RESULTS.md
+    .venv/bin/python benchmarks/bench_tools.py --steps 50 --no-write
+
+A step = one model call (zero-latency scripted model answering a ``run_code`` tool call) + the tool
+call through LangGraph's ToolNode + the ``run_code`` tool on a warm Docker sandbox (the agent's
+session is started and has run code before timing starts) + the ledger's sandbox-seconds charge,
+measured from the start of one model call to the start of the next. The sandbox call itself is
+the wall time of ``SandboxSession.run_code`` as the pool measures it (the seconds it reports and
+the ledger charges): framework time per step = step time - that step's own sandbox call. The
+sandbox call alone (``pool.run`` in a loop, same code, same session) is timed in the same run for
+reference. Variants: bare (no cache, no tracer), and as a run does it (SQLite response cache +
+the JSONL tracer of ``tracing_callbacks``).
+
+Writes (replaces) the ``## Tool loop`` section of benchmarks/RESULTS.md. Target: framework time
+per step < 5 ms (median).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from typing import TypedDict
+
+from langchain_core.messages import HumanMessage, ToolMessage
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.graph import END, START, StateGraph
+
+from cooplab.agents.cache import ResponseCache
+from cooplab.agents.decisions import LLMService
+from cooplab.agents.models import ModelSpec, ScriptedChatModel
+from cooplab.agents.tools import SANDBOX_SECONDS, ToolAgent, ToolLoopLimits, run_code_tool, tool_agent_node
+from cooplab.graphs.context import CoopContext
+from cooplab.graphs.ledger import Ledger
+from cooplab.graphs.state import AppendLog
+from cooplab.graphs.tracing import tracing_callbacks
+from cooplab.sandbox import SandboxConfig, docker_backend
+from cooplab.sandbox.pool import AgentSandboxPool
+
+RESULTS = Path(__file__).with_name("RESULTS.md")
+AGENT = "bench.agent"
+CODE = "x = {k}\nx + 1"
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    k = (len(xs) - 1) * p / 100
+    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def ms(s: float) -> str:
+    return f"{s * 1000:.2f} ms"
+
+
+class TimedScripted(ScriptedChatModel):
+    """A zero-latency scripted model that notes when each call starts."""
+
+    starts: list = []
+
+    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
+        self.starts.append(time.perf_counter())
+        return await super()._agenerate(messages, stop, run_manager, **kwargs)
+
+
+def script(steps: int):
+    def answer(messages):
+        k = sum(isinstance(m, ToolMessage) for m in messages)
+        if k < steps:
+            return {"tool_calls": [{"name": "run_code", "args": {"code": CODE.format(k=k)}}]}
+        return "done"
+
+    return answer
+
+
+class LoopState(TypedDict, total=False):
+    round: int
+    messages: AppendLog
+    tool_loops: AppendLog
+    ledger: AppendLog
+
+
+async def run_variant(pool: AgentSandboxPool, steps_total: int, per_loop: int, *, cache_path: Path | None, run_dir: Path | None,
+                      trace: bool = False):
+    """``run_dir`` None: the bare loop (``ToolAgent.arun``); else each loop is one run of a compiled
+    graph (its node: ``tool_agent_node``) with a SQLite checkpointer in ``run_dir``, traced there
+    with ``trace``."""
+    model = TimedScripted(answers=[script(per_loop)], cycle=True)
+    model.starts = []
+    spec = ModelSpec("scripted", "bench", max_tokens=64)
+    svc = LLMService(models={"default": (spec, model)}, ledger=Ledger(), cache=ResponseCache(cache_path), seed=1)
+    ctx = CoopContext(llm=svc, sandbox=pool, run_dir=None if run_dir is None else str(run_dir))
+    limits = ToolLoopLimits(max_steps=per_loop + 1)
+    agent = ToolAgent(AGENT, [run_code_tool()], limits=limits)
+    framework, sandbox, step_times = [], [], []
+    loops = max(1, steps_total // per_loop)
+    saver_cm = graph = None
+    if run_dir is not None:
+        g = StateGraph(LoopState, context_schema=CoopContext)
+        g.add_node("agent", tool_agent_node(AGENT, [run_code_tool()], lambda s: [HumanMessage(content=f"loop {s['round']}")],
+                                            limits=limits, ledger_key="ledger"))
+        g.add_edge(START, "agent")
+        g.add_edge("agent", END)
+        saver_cm = AsyncSqliteSaver.from_conn_string(str(run_dir / "checkpoints.sqlite"))
+        graph = g.compile(checkpointer=await saver_cm.__aenter__())
+    for i in range(loops):
+        model.starts.clear()
+        n0 = len(svc.ledger.entries)
+        if graph is None:
+            res = await agent.arun([HumanMessage(content=f"loop {i}")], context=ctx, round=i)
+            rec = res.record()
+        else:
+            cfg = {"configurable": {"thread_id": f"loop-{i}"}, **({"callbacks": tracing_callbacks(run_dir)} if trace else {})}
+            out = await graph.ainvoke({"round": i}, cfg, context=ctx, durability="sync")
+            rec = out["tool_loops"][-1]
+        assert rec["stop_reason"] == "final" and rec["n_tool_calls"] == per_loop, rec
+        secs = [float(e.units) for e in svc.ledger.entries[n0:] if e.kind == SANDBOX_SECONDS]
+        for j in range(per_loop):  # step j: model call j + its tool call, up to the start of model call j + 1
+            step = model.starts[j + 1] - model.starts[j]
+            step_times.append(step)
+            sandbox.append(secs[j])
+            framework.append(step - secs[j])
+    if saver_cm is not None:
+        await saver_cm.__aexit__(None, None, None)
+    return framework, sandbox, step_times
+
+
+def sandbox_alone(pool: AgentSandboxPool, n: int) -> list[float]:
+    out = []
+    for k in range(n):
+        out.append(pool.run(AGENT, CODE.format(k=k)).seconds)
+    return out
+
+
+def _uname() -> str:
+    try:
+        return subprocess.run(["uname", "-a"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return " ".join(platform.uname()).strip()
+
+
+def machine_info() -> list[str]:
+    import langchain_core
+    import langgraph.version
+
+    lines = [f"- date (UTC): {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M')}",
+             f"- uname -a: `{_uname()}`", f"- nproc: {os.cpu_count()}",
+             f"- python {platform.python_version()}, langgraph {langgraph.version.__version__}, langchain-core {langchain_core.__version__}"]
+    try:
+        v = docker_backend.get_client().version()
+        lines.append(f"- docker: {v.get('Version')} (API {v.get('ApiVersion')})")
+    except Exception:
+        lines.append("- docker: unavailable")
+    try:
+        load = os.getloadavg()
+        lines.append(f"- load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    except OSError:
+        pass
+    return lines
+
+
+def write_section(text: str) -> None:
+    old = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
+    pattern = re.compile(r"^## Tool loop\b.*?(?=^## |\Z)", re.S | re.M)
+    if pattern.search(old):
+        new = pattern.sub(lambda m: text, old, count=1)
+    else:
+        new = old.rstrip("\n") + "\n\n" + text
+    RESULTS.write_text(new if new.endswith("\n") else new + "\n")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=200, help="timed tool-loop steps per variant (default 200)")
+    ap.add_argument("--per-loop", type=int, default=5, help="tool steps per loop before the final answer (default 5)")
+    ap.add_argument("--backend", default="docker", choices=["docker", "local"], help="sandbox backend (default docker)")
+    ap.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
+    args = ap.parse_args()
+    if args.steps < 1 or args.per_loop < 1:
+        ap.error("--steps and --per-loop must be at least 1")
+
+    info = machine_info()
+    tmp = Path(tempfile.mkdtemp(prefix="cooplab-bench-tools-"))
+    t_start = time.perf_counter()
+    rows = []
+    try:
+        with AgentSandboxPool(SandboxConfig(), backend=args.backend) as pool:
+            for k in range(20):  # warm: the agent's session is started, imports done, code has run
+                pool.run(AGENT, CODE.format(k=k))
+            asyncio.run(run_variant(pool, args.per_loop * 4, args.per_loop, cache_path=None, run_dir=None))  # warm the code paths
+            alone = sandbox_alone(pool, args.steps)
+            variants = [("bare loop: `ToolAgent.arun`, no cache, no tracer", None, None, False),
+                        ("in a graph: `tool_agent_node`, SQLite checkpoints + SQLite cache", tmp / "c1.sqlite", tmp / "g1", False),
+                        ("in a graph, as a traced run: the same + the JSONL tracer", tmp / "c2.sqlite", tmp / "g2", True)]
+            for name, cache, run_dir, trace in variants:
+                if run_dir:
+                    run_dir.mkdir()
+                print(f"[{name}] {args.steps} steps ...", file=sys.stderr, flush=True)
+                fw, sb, st = asyncio.run(run_variant(pool, args.steps, args.per_loop, cache_path=cache, run_dir=run_dir, trace=trace))
+                rows.append((name, fw, sb, st))
+            alone2 = sandbox_alone(pool, args.steps)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    wall = time.perf_counter() - t_start
+    alone_all = alone + alone2
+
+    table = ["| variant | steps | framework / step p50 | p90 | step p50 | step p90 | its sandbox call p50 | step p50 - sandbox alone p50 |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name, fw, sb, st in rows:
+        table.append(f"| {name} | {len(fw)} | **{ms(pct(fw, 50))}** | {ms(pct(fw, 90))} | {ms(pct(st, 50))} | {ms(pct(st, 90))} | "
+                     f"{ms(pct(sb, 50))} | {ms(pct(st, 50) - pct(alone_all, 50))} |")
+    table.append(f"| sandbox call alone (`pool.run`, same code, same session; before and after) | {len(alone_all)} | | | "
+                 f"{ms(pct(alone_all, 50))} | {ms(pct(alone_all, 90))} | | |")
+    verdict = "- target: framework time per step < 5 ms (median): " + "; ".join(
+        f"{name.split(':')[0]} {ms(pct(fw, 50))} -> {'MET' if pct(fw, 50) < 0.005 else 'MISSED'}" for name, fw, _, _ in rows)
+    tracer = pct(rows[2][1], 50) - pct(rows[1][1], 50)
+    verdict += f"\n- the JSONL tracer's share (traced - untraced graph, medians): {ms(tracer)} per step"
+    text = "\n".join([
+        "## Tool loop", "",
+        f"`.venv/bin/python benchmarks/bench_tools.py` ({args.backend} sandbox, default limits; {args.steps} steps per variant, "
+        f"loops of {args.per_loop} tool steps + a final answer; whole run {wall:.0f} s).", "",
+        *info, "", *table, "", verdict, "",
+        "A step = a zero-latency scripted model's call (through `LLMService.charged_call`: cache key, ledger reservation and "
+        "charge, usage validation) answering a `run_code` tool call, the call through LangGraph's `ToolNode` and the "
+        "`run_code` tool (caller lookup, sandbox-seconds reservation, `AgentSandboxPool.arun` in a worker thread, charge, "
+        "result text), timed from the start of one model call to the start of the next. Framework / step = step - the "
+        "wall time of that step's own `SandboxSession.run_code` (what the pool reports and the ledger charges). "
+        "The last column subtracts the median of the sandbox call timed alone instead. The cache key hashes the whole "
+        "conversation, so a step's cost grows slowly with the loop's length. Graph variants: one graph run per loop "
+        "(`durability=\"sync\"`); the checkpoint written after the node falls outside the timed steps. With the tracer, "
+        "each model call's run records the whole conversation at its start and end (converted and scrubbed by "
+        "`cooplab.graphs.tracing`), which is most of the traced variant's extra time.", ""])
+    print(text)
+    if not args.no_write:
+        write_section(text)
+        print(f"updated {RESULTS}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

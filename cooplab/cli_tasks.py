@@ -1,0 +1,298 @@
+"""The task commands of the CLI, the same for every registered task::
+
+    cooplab run TASK [task options] [--agents rule|llm] [LLM options] --out DIR [--json]
+    cooplab resume DIR
+    cooplab params TASK [--json]
+    cooplab graph TASK [--agents rule|llm]
+
+A task's own options come from a small function (``options(agents, **opts) -> config fields``):
+:func:`run_command` adds the options every run has (``--out``, ``--seed``, ``--agents``, the LLM
+options, ``--csv``, ``--force``, ``--json``, ``-q``) to its signature, so Typer shows one
+``--help`` with both. A task without such a function (e.g. a third-party task) gets
+``--set name=value`` for each field of its ``Params`` model.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import typer
+
+from cooplab import cli_options as co
+from cooplab.cli_options import (AgentModelOpt, BaseUrlOpt, BudgetOpt, CacheOpt, CsvOpt, ForceOpt, JsonOpt, MaxConcurrencyOpt,
+                                  MaxTokensOpt, ModelOpt, OptionError, OutOpt, PriceInOpt, PriceOutOpt, QuietOpt, RpsOpt, SeedOpt,
+                                  TemperatureOpt, fail)
+from cooplab.graphs.task import Task
+
+
+def echo_json(obj: Any) -> None:
+    from cooplab.runstore import _jsonable
+
+    typer.echo(json.dumps(_jsonable(obj), indent=2))
+
+
+# --- the LLM options -----------------------------------------------------------------------
+def llm_config(model, agent_model, base_url, temperature, max_tokens, max_concurrency, rps, budget, price_in, price_out, cache, *,
+               n_agents: int | None = None, names: dict[str, str] | None = None) -> dict[str, Any]:
+    """Check the LLM options (every number by its rule in cooplab.cli_options, the model specs, the
+    scripted files, the cache) and assemble config.json's "llm". ``names``: how to call each setting
+    in messages (default: the CLI option, e.g. "--budget"; a sweep passes its config fields)."""
+    from cooplab.agents.cache import default_cache_path
+
+    label = (lambda key, opt: (names or {}).get(key, opt))
+    models = {"default": model}
+    for item in agent_model or []:
+        if "=" not in item or not item.split("=", 1)[0].strip().isdigit():
+            fail(f"--agent-model expects AGENT=MODEL with AGENT a number 0..N-1, got {item!r}")
+        a, m = item.split("=", 1)
+        models[str(int(a))] = m.strip()
+    if n_agents is not None:
+        co.check_agent_models(models, n_agents, name=lambda k: f"--agent-model {k}={models[k]}")
+    for key, rule, v in (("temperature", "temperature", temperature), ("max_tokens", "max-tokens", max_tokens),
+                         ("max_concurrency", "max-concurrency", max_concurrency), ("rps", "rps", rps), ("budget", "budget", budget),
+                         ("price_in", "price-in", price_in), ("price_out", "price-out", price_out)):
+        co.check(label(key, "--" + rule), v, rule)
+    if base_url is not None and not isinstance(base_url, str):
+        fail(f"{label('base_url', '--base-url')} must be a URL string, got {base_url!r}")
+    if cache is not None and not isinstance(cache, str):
+        fail(f"{label('cache', '--cache')} must be a file path or 'off', got {cache!r}")
+    for text in models.values():
+        co.check_model(text, base_url, label("model", "--model"))
+    cache_path = "off" if cache == "off" else str(Path(cache).expanduser() if cache else default_cache_path())
+    if cache_path != "off":
+        co.check_cache(cache_path, label("cache", "--cache"))
+    return {
+        "models": models, "base_url": base_url, "temperature": temperature, "max_tokens": max_tokens,
+        "max_concurrency": max_concurrency, "rps": rps, "budget": budget, "price_in_per_1k": price_in,
+        "price_out_per_1k": price_out, "cache": cache_path,
+    }
+
+
+# --- running and reporting -----------------------------------------------------------------
+def report(task: Task, out: Path, summary: dict[str, Any], as_json: bool) -> None:
+    """Print a run's summary: summary.json with ``--json``, else the task's lines, the LLM bill and
+    where the run directory is."""
+    if as_json:
+        echo_json(summary)
+        return
+    for line in task.report(summary):
+        typer.echo(line)
+    if "ledger" in summary:
+        lg = summary["ledger"]
+        typer.echo(f"LLM calls: {lg['calls']} ({lg['cached_calls']} from cache), tokens in/out {lg['input_tokens']}/{lg['output_tokens']}, "
+                   f"cost ${lg['cost_usd_float']:.6f}; status {summary['status']}")
+    typer.echo(f"run directory: {out}")
+
+
+def run_and_report(task: Task, out: Path, config: dict[str, Any], *, force: bool, quiet: bool, as_json: bool) -> None:
+    """Prepare ``out``, run ``config`` through the one runner and report; a clean stop or a failure
+    is one line and exit 1, Ctrl-C exit 130 (the run resumes with ``cooplab resume``)."""
+    from cooplab import runstore
+    from cooplab.runner import RunFailed, RunStopped, start
+
+    try:
+        out = runstore.prepare_out(out, force=force)
+    except runstore.RunDirError as exc:
+        fail(str(exc))
+    try:
+        summary = start(task, out, config, quiet=quiet)
+    except (RunStopped, RunFailed) as exc:
+        typer.echo(f"cooplab: {exc}", err=True)
+        raise typer.Exit(1)
+    except KeyboardInterrupt:
+        typer.echo(f"cooplab: interrupted; checkpoints are in {out}; continue with 'cooplab resume {out}'", err=True)
+        raise typer.Exit(130)
+    report(task, out, summary, as_json)
+
+
+def resume_and_report(run_dir: Path, *, quiet: bool, as_json: bool) -> None:
+    from cooplab import runstore
+    from cooplab.runner import RunFailed, RunStopped, resume
+    from cooplab.tasks import registry
+
+    try:
+        summary = resume(run_dir, quiet=quiet)
+    except runstore.RunDirError as exc:
+        fail(str(exc))
+    except (RunStopped, RunFailed) as exc:
+        typer.echo(f"cooplab: {exc}", err=True)
+        raise typer.Exit(1)
+    except KeyboardInterrupt:
+        typer.echo(f"cooplab: interrupted; checkpoints are in {run_dir}; continue with 'cooplab resume {run_dir}'", err=True)
+        raise typer.Exit(130)
+    report(registry.get(summary["task"]), run_dir, summary, as_json)
+
+
+# --- one run command per task --------------------------------------------------------------
+def _common(
+    out: OutOpt,
+    agents: str = typer.Option("rule", "--agents", help="Who decides: rule (the rules executed exactly) or llm."),
+    seed: SeedOpt = 0,
+    csv: CsvOpt = False,
+    force: ForceOpt = False,
+    as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
+    model: ModelOpt = "local",
+    agent_model: AgentModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    temperature: TemperatureOpt = 0.7,
+    max_tokens: MaxTokensOpt = 64,
+    max_concurrency: MaxConcurrencyOpt = 8,
+    rps: RpsOpt = None,
+    budget: BudgetOpt = None,
+    price_in: PriceInOpt = 0.0005,
+    price_out: PriceOutOpt = 0.003,
+    cache: CacheOpt = None,
+) -> None:
+    """The options every ``cooplab run TASK`` has (a template: never called)."""
+
+
+_LLM_KEYS = ("model", "agent_model", "base_url", "temperature", "max_tokens", "max_concurrency", "rps", "budget", "price_in",
+             "price_out", "cache")
+
+
+def agent_kinds(task: Task) -> type[Enum]:
+    """The choices of a task's ``--agents`` option (shown in ``--help``, checked by Typer)."""
+    return Enum(f"{task.name.title()}Agents", {k: k for k in task.agent_kinds}, type=str)
+
+
+def run_command(task: Task, options: Callable[..., dict[str, Any]]) -> Callable[..., None]:
+    """The ``cooplab run TASK`` command: ``options``' parameters (the task's own options, Typer
+    style) plus the common ones. ``options(agents=..., **task_opts)`` returns the task's config
+    fields (raising OptionError / calling ``fail`` on a bad value)."""
+    common = list(inspect.signature(_common, eval_str=True).parameters.values())
+    own = [p for p in inspect.signature(options, eval_str=True).parameters.values() if p.name != "agents"]
+    names = {p.name for p in common}
+    clash = names & {p.name for p in own}
+    if clash:
+        raise TypeError(f"task {task.name!r}: options {sorted(clash)} clash with the common run options")
+    if not set(task.agent_kinds) <= {"rule", "llm"}:
+        raise TypeError(f"task {task.name!r}: agent kinds must be rule and/or llm, got {task.agent_kinds}")
+    kinds = agent_kinds(task)
+    agents_param = common[1].replace(annotation=kinds, default=typer.Option(kinds(task.agent_kinds[0]), "--agents",
+                                                                            help=f"Who decides: {' or '.join(task.agent_kinds)}."))
+    params = [common[0], agents_param, *own, *common[2:]]
+
+    def command(**kw: Any) -> None:
+        c = {k: kw.pop(k) for k in list(kw) if k in names}
+        agents = getattr(c["agents"], "value", c["agents"])
+        if agents not in task.agent_kinds:
+            fail(f"--agents must be {' or '.join(task.agent_kinds)}, got {agents!r}")
+        fields = options(agents=agents, **kw)
+        config: dict[str, Any] = {"task": task.name, "agents": agents, **fields, "seed": c["seed"], "csv": c["csv"]}
+        config["llm"] = None
+        if agents == "llm":
+            config["llm"] = llm_config(*(c[k] for k in _LLM_KEYS), n_agents=task.n_agents(config))
+        run_and_report(task, c["out"], config, force=c["force"], quiet=c["quiet"], as_json=c["as_json"])
+
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    command.__doc__ = options.__doc__ or task.title
+    command.__name__ = f"run_{task.name}"
+    return command
+
+
+def parse_set(items: list[str] | None, fields: dict[str, Any], task: str) -> dict[str, Any]:
+    """``--set name=value`` items -> a dict, values parsed as JSON where possible (else text)."""
+    out: dict[str, Any] = {}
+    for item in items or []:
+        if "=" not in item:
+            fail(f"--set expects name=value, got {item!r}")
+        name, raw = (x.strip() for x in item.split("=", 1))
+        if name not in fields:
+            fail(f"unknown parameter {name!r} in --set; run 'cooplab params {task}' to list them")
+        try:
+            out[name] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[name] = raw
+    return out
+
+
+def params_options(task: Task) -> Callable[..., dict[str, Any]]:
+    """The task options of a task that only has a ``Params`` model: ``--set name=value``."""
+
+    def options(agents: str, set_: Optional[list[str]] = typer.Option(
+            None, "--set", help=f"Set a parameter: --set name=value (see 'cooplab params {task.name}').")) -> dict[str, Any]:
+        from pydantic import ValidationError
+
+        values = parse_set(set_, task.Params.model_fields if task.Params is not None else {}, task.name)
+        try:
+            params = task.Params(**values) if task.Params is not None else None
+        except ValidationError as exc:
+            e = exc.errors()[0]
+            fail(f"--set {'.'.join(str(x) for x in e['loc'])}: {e['msg'].removeprefix('Value error, ')}")
+        return {"params": params.model_dump(mode="json") if params is not None else {}}
+
+    options.__doc__ = task.title
+    return options
+
+
+# --- params, graph -------------------------------------------------------------------------
+def params_command(task: Task) -> Callable[..., None]:
+    def command(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+        rows = task.params_table()
+        if as_json:
+            echo_json(rows)
+            return
+        w = max((len(r["name"]) for r in rows), default=4)
+        for r in rows:
+            typer.echo(f"{r['name']:<{w}}  {str(r['default']):<12}  {r['meaning']}  [{r['source']}]")
+
+    command.__doc__ = f"Every {task.name} parameter with its default, meaning and source."
+    return command
+
+
+def graph_command(task: Task) -> Callable[..., None]:
+    kinds = agent_kinds(task)
+
+    def command(agents: kinds = typer.Option(kinds(task.agent_kinds[0]), "--agents", help=f"Whose graph: {' or '.join(task.agent_kinds)}.")) -> None:
+        agents = agents.value
+        typer.echo(task.build(task.default_config(agents)).get_graph().draw_mermaid())
+
+    command.__annotations__ = {"agents": kinds, "return": None}  # a local Enum: not resolvable from its name
+    command.__doc__ = f"Print the {task.name} graph as Mermaid text."
+    return command
+
+
+def _unloadable(message: str) -> Callable[..., None]:
+    def command() -> None:
+        fail(message)
+
+    return command
+
+
+def register(run_app: typer.Typer, params_app: typer.Typer, graph_app: typer.Typer,
+             own: dict[str, dict[str, Callable[..., Any]]] | None = None) -> list[str]:
+    """Mount run/params/graph commands for every registered task (``own``: commands a built-in task
+    defines itself, by app: {"run": {...}, "params": {...}, "graph": {...}}). A third-party task
+    that fails to load gets commands that only say why (one line, exit 2). Returns the names
+    of the tasks mounted."""
+    from cooplab.tasks import registry
+
+    own = own or {}
+    mounted = []
+    for name in registry.names():
+        try:
+            task = registry.get(name)
+        except registry.UnknownTask as exc:  # a broken plug-in: its commands say why, in one line
+            for app in (run_app, params_app, graph_app):
+                if not any(c.name == name for c in app.registered_commands):
+                    app.command(name, help="(failed to load; run it to see why)", add_help_option=False,
+                                context_settings={"ignore_unknown_options": True, "allow_extra_args": True})(_unloadable(str(exc)))
+            continue
+        for kind, app, default in (("run", run_app, lambda t: run_command(t, params_options(t))),
+                                   ("params", params_app, params_command), ("graph", graph_app, graph_command)):
+            if any(c.name == name for c in app.registered_commands):
+                continue
+            fn = own.get(kind, {}).get(name) or default(task)
+            app.command(name, help=(fn.__doc__ or task.title))(fn)
+        mounted.append(name)
+    return mounted
+
+
+__all__ = ["OptionError", "echo_json", "fail", "graph_command", "llm_config", "params_command", "params_options", "register", "report",
+           "resume_and_report", "run_and_report", "run_command"]

@@ -1,0 +1,155 @@
+"""The task interface: what a society, game or science team supplies so that the one runner
+(``cooplab.runner``) can run, checkpoint, resume, trace and report it.
+
+A task is a small object (usually a module-level instance of a :class:`Task` subclass) that
+knows its own configuration, graph, initial state and outputs. Everything else (the run
+directory, ``config.json``, SQLite checkpoints, resume, the LLM service with its models, cache
+and ledger, traces, clean stops on an exhausted budget or an unavailable model, the progress
+bar, ``summary.json`` and ``--json``) is the runner's. A task registers under a name: the
+built-in ones in :mod:`cooplab.tasks.registry`, third-party ones through the ``cooplab.tasks``
+entry-point group (see docs/write-your-own-task.md).
+
+The runner calls, in order: ``check_config`` (on resume: every value of a run's config.json),
+``init_state`` (a new run) or the last checkpoint (resume), ``build`` (the compiled graph, with
+the runner's checkpointer), then ``outputs`` with the final state (tables and figures written
+into the run directory, the task's summary fields returned) and ``report`` (the lines printed
+for a person). A run's ``config`` is a JSON object: the runner's fields (``task``, ``agents``,
+``seed``, ``llm``, ``csv``, ...) and the task's own (usually under ``params``).
+
+This module is deliberately free of any import from ``cooplab.agents`` or ``cooplab.tasks``:
+the graph layer defines the shape, the layers above fill it in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel
+
+Node = Callable[..., Any]
+
+
+class TaskConfigError(ValueError):
+    """A value of a task's configuration is wrong (one line naming the field and the fix)."""
+
+
+@dataclass
+class RunInfo:
+    """What the runner tells a task's ``outputs`` about the run that ended."""
+
+    out: Path  # the run directory
+    status: str  # completed | stopped | budget_exhausted | failed
+    message: str | None  # why it stopped early, if it did
+    seconds: float  # wall time of this invocation
+    csv: bool  # write tables as CSV instead of Parquet
+    llm: bool  # LLM agents (decisions and ledger are in the state)
+
+
+class Task:
+    """Base class of a task. Subclasses set the class attributes and override the methods marked
+    *required*; the others have defaults that fit a round-based society built with
+    :func:`cooplab.graphs.society.build_society`."""
+
+    #: registry name: ``cooplab run NAME``
+    name: ClassVar[str] = ""
+    #: one line for ``--help`` and ``cooplab params``
+    title: ClassVar[str] = ""
+    #: the pydantic model of the task's parameters (``config["params"]``); ``cooplab params``
+    #: lists its fields, the generic ``cooplab run NAME --set key=value`` validates through it
+    Params: ClassVar[type[BaseModel] | None] = None
+    #: the LangGraph state schema (a TypedDict; append-only fields typed ``AppendLog``)
+    state_schema: ClassVar[type | None] = None
+    #: the node whose update ends a round (the progress bar advances on it)
+    round_node: ClassVar[str | None] = None
+    #: what a round is called in progress bars and messages
+    round_unit: ClassVar[str] = "round"
+    #: which kinds of agents the task has (the first is the default)
+    agent_kinds: ClassVar[tuple[str, ...]] = ("rule", "llm")
+
+    # --- configuration ---------------------------------------------------------------------
+    def params(self, config: Mapping[str, Any]) -> BaseModel | None:
+        """The validated parameters of a run (``config["params"]`` through :attr:`Params`)."""
+        if self.Params is None:
+            return None
+        raw = config.get("params")  # always written by the CLI: a config.json without it is damaged
+        if not isinstance(raw, Mapping):
+            raise TaskConfigError(f"params must be a JSON object, got {raw!r}")
+        return self.Params(**raw)
+
+    def check_config(self, config: Mapping[str, Any]) -> None:
+        """Check every task-specific value of a run's config (a resumed run's config.json is
+        hostile input): raise :class:`TaskConfigError` (one line) on the first bad value."""
+        from pydantic import ValidationError
+
+        try:
+            self.params(config)
+        except ValidationError as exc:
+            e = exc.errors()[0]
+            loc = ".".join(str(x) for x in e["loc"]) or "params"
+            raise TaskConfigError(f"params.{loc}: {e['msg'].removeprefix('Value error, ')}") from None
+
+    def n_agents(self, config: Mapping[str, Any]) -> int:
+        """Agents per society (per-agent ``--agent-model`` keys are checked against it)."""
+        return int(getattr(self.params(config), "n_agents", 1))
+
+    def default_config(self, agents: str = "rule") -> dict[str, Any]:
+        """A complete config with default values (``cooplab graph NAME`` draws its graph)."""
+        params = self.Params().model_dump(mode="json") if self.Params is not None else {}
+        return {"task": self.name, "agents": agents, "seed": 0, "params": params, "llm": None}
+
+    # --- the graph -------------------------------------------------------------------------
+    def phases(self, config: Mapping[str, Any]) -> Mapping[str, Node]:
+        """*Required* unless :meth:`build` is overridden: the ordered nodes of one round."""
+        raise NotImplementedError(f"task {self.name!r} defines neither phases() nor build()")
+
+    def build(self, config: Mapping[str, Any], *, checkpointer: Any = None):
+        """The compiled graph of a run (default: :meth:`phases` looped by ``build_society``)."""
+        from cooplab.graphs.context import CoopContext
+        from cooplab.graphs.society import build_society
+
+        return build_society(self.phases(config), self.state_schema, checkpointer=checkpointer, name=self.name,
+                             context_schema=CoopContext)
+
+    def init_state(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """*Required*: the initial state of a new run (every random draw from ``config["seed"]``)."""
+        raise NotImplementedError
+
+    def total_rounds(self, config: Mapping[str, Any]) -> int:
+        """Rounds the progress bar counts to."""
+        return int(getattr(self.params(config), "rounds", 0) or 0)
+
+    def recursion_limit(self, state: Mapping[str, Any], n_nodes: int) -> int:
+        """LangGraph's step limit for a run from ``state`` (default: every round's nodes plus slack)."""
+        return int(state.get("max_round", 1)) * (n_nodes + 1) + 10
+
+    def progress(self, update: Mapping[str, Any]) -> dict[str, Any]:
+        """Extra progress-bar fields from the update of :attr:`round_node` (e.g. societies running)."""
+        active = update.get("active")
+        return {} if active is None else {"running": int(active.sum())}
+
+    # --- results ---------------------------------------------------------------------------
+    def outputs(self, final: Mapping[str, Any], config: Mapping[str, Any], run: RunInfo) -> dict[str, Any]:
+        """*Required*: write the task's tables and figures into ``run.out`` from the final state
+        and return the task's summary fields (merged into summary.json). Called also for a run
+        that stopped early or failed (``run.status``), with the state of its last checkpoint."""
+        raise NotImplementedError
+
+    def figure(self, summary: Mapping[str, Any], run: RunInfo) -> None:
+        """Draw ``figures/run.png`` (optional; an error here never loses the run)."""
+
+    def report(self, summary: Mapping[str, Any]) -> list[str]:
+        """The lines printed for a person after a run (``--json`` prints summary.json instead)."""
+        return [f"{self.name}: status {summary.get('status')}"]
+
+    def params_table(self) -> list[dict[str, Any]]:
+        """Rows (name, default, meaning, source) for ``cooplab params NAME``."""
+        if self.Params is None:
+            return []
+        rows = []
+        for name, f in self.Params.model_fields.items():
+            default = f.get_default(call_default_factory=True)
+            rows.append({"name": name, "default": default, "meaning": f.description or "", "source": "task"})
+        return rows

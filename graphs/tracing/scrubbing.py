@@ -1,0 +1,97 @@
+"""Secret scrubbing: replace secrets in a JSON-safe value by ``"***"``.
+
+A value is a secret when it sits under a secret-looking key (``api_key``, ``authorization``,
+``password``, a key ending in the whole word ``token``, ...), when a string equals the value
+of a secret environment variable (a name holding KEY, TOKEN, SECRET or PASSWORD), or, for
+longer such values, wherever they occur inside a string. Token *counts* (``input_tokens``,
+``max_tokens``) are not secrets and survive. The policy is in docs/traces.md ("Secrets
+policy"); this module has no dependency on the rest of the package.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+REDACTED = "***"
+
+# Keys whose (string) values are secrets. "token" only as a whole word at the end, so that
+# token *counts* (input_tokens, max_tokens, total_tokens) survive.
+_SECRET_KEY_RE = re.compile(
+    r"(api[_\-]?key|apikey|authorization|secret|passw(or)?d|passphrase|credential|cookie"
+    r"|private[_\-]?key|access[_\-]?key|session[_\-]?key|(^|[_\-\s.])token$|^token$)",
+    re.IGNORECASE,
+)
+# Environment variables whose values are secrets.
+_SECRET_ENV_RE = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
+# Environment values of at least _MIN_EXACT_SECRET characters are redacted where a whole
+# string equals them, and of at least _MIN_SUBSTRING_SECRET also inside longer strings.
+# Shorter values and flag-like values (TOKENIZERS_PARALLELISM=false) are not secrets.
+_MIN_EXACT_SECRET = 4
+_MIN_SUBSTRING_SECRET = 8
+_NOT_SECRET_VALUES = {"true", "false", "yes", "no", "on", "off", "none", "null", "auto", "default"}
+
+
+def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Values of environment variables whose names contain KEY/TOKEN/SECRET/PASSWORD,
+    longest first (so a secret containing another is replaced whole)."""
+    env = os.environ if environ is None else environ
+    vals = {
+        v for k, v in env.items()
+        if _SECRET_ENV_RE.search(k) and len(v.strip()) >= _MIN_EXACT_SECRET
+        and v.strip().lower() not in _NOT_SECRET_VALUES and not _is_number(v)
+    }
+    return sorted(vals, key=len, reverse=True)
+
+
+def _is_number(v: str) -> bool:
+    try:
+        float(v)
+        return True
+    except ValueError:
+        return False
+
+
+def is_secret_key(key: str) -> bool:
+    return bool(_SECRET_KEY_RE.search(str(key)))
+
+
+def scrub(obj: Any, secrets: Iterable[str] | None = None) -> Any:
+    """Replace secrets in a JSON-safe value: values of secret-looking keys, strings equal to a
+    secret environment value, and occurrences of longer secret values inside strings."""
+    vals = list(secret_values() if secrets is None else secrets)
+    exact = set(vals)
+    long = [v for v in vals if len(v) >= _MIN_SUBSTRING_SECRET]
+    return _scrub(obj, exact, long)
+
+
+def _redactable(key: str, value: Any) -> bool:
+    if isinstance(value, str):
+        return True
+    # numbers under a *token* key are counts (max_token); under password/secret/key, secrets
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return not key.lower().endswith("token")
+    return False
+
+
+def _scrub(obj: Any, exact: set[str], long: list[str]) -> Any:
+    if isinstance(obj, str):
+        if obj in exact:
+            return REDACTED
+        for v in long:
+            if v in obj:
+                obj = obj.replace(v, REDACTED)
+        return obj
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            if isinstance(k, str) and is_secret_key(k) and _redactable(k, v):
+                out[k] = REDACTED
+            else:
+                out[_scrub(k, exact, long) if isinstance(k, str) else k] = _scrub(v, exact, long)
+        return out
+    if isinstance(obj, list):
+        return [_scrub(v, exact, long) for v in obj]
+    return obj

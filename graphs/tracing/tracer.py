@@ -1,0 +1,380 @@
+"""The tracer: a LangChain callback handler writing LangSmith-format runs to ``traces.jsonl``.
+
+:class:`JsonlTracer` turns each run of a graph invocation (the root graph run, each node's
+chain run, each ``llm`` run, each ``tool`` run) into one JSON record when it ends, and appends
+a finished root run's whole tree to the file. A journal next to the file
+(``.traces.jsonl.<trace id>.part``) keeps the root's start and each finished node's subtree,
+so that :func:`recover_interrupted` can move a killed process's finished work into the file
+before the next run appends its own.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import os
+import threading
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from langchain_core.tracers.base import BaseTracer
+from langchain_core.tracers.schemas import Run as _LCRun
+
+from . import convert
+from .convert import fit_line, to_jsonable
+from .scrubbing import scrub, secret_values
+
+logger = logging.getLogger("cooplab.graphs.tracing")  # one logger for the package
+
+TRACES_FILE = "traces.jsonl"
+
+
+# ----------------------------------------------------------------------------------------
+# Token usage
+def _usage_from_outputs(outputs: Any) -> dict[str, int] | None:
+    """Sum the token usage of an llm run's outputs (an LLMResult dump)."""
+    if not isinstance(outputs, Mapping):
+        return None
+    tot = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+    found = False
+    for gens in outputs.get("generations") or []:
+        for gen in gens or []:
+            msg = gen.get("message") if isinstance(gen, Mapping) else None
+            if isinstance(msg, Mapping):
+                um = msg.get("usage_metadata") or (msg.get("kwargs") or {}).get("usage_metadata")
+            else:
+                um = getattr(msg, "usage_metadata", None)
+            if isinstance(um, Mapping):
+                found = True
+                for k in tot:
+                    tot[k] += int(um.get(k) or 0)
+    if not found:
+        tu = (outputs.get("llm_output") or {}).get("token_usage") or (outputs.get("llm_output") or {}).get("usage")
+        if isinstance(tu, Mapping):
+            found = True
+            tot["input_tokens"] = int(tu.get("prompt_tokens") or tu.get("input_tokens") or 0)
+            tot["output_tokens"] = int(tu.get("completion_tokens") or tu.get("output_tokens") or 0)
+            tot["total_tokens"] = int(tu.get("total_tokens") or 0)
+    if not found:
+        return None
+    if not tot["total_tokens"]:
+        tot["total_tokens"] = tot["input_tokens"] + tot["output_tokens"]
+    return tot
+
+
+def _iso(t: _dt.datetime | None) -> str | None:
+    if t is None:
+        return None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=_dt.timezone.utc)
+    return t.isoformat()
+
+
+# ----------------------------------------------------------------------------------------
+class JsonlTracer(BaseTracer):
+    """Append every run of a finished root run's tree to a JSON Lines file (LangSmith format).
+
+    Works with ``invoke``/``stream`` and ``ainvoke``/``astream`` (it runs inline, in the
+    thread or event loop that reports the event, and guards its state with a lock). Inputs
+    are copied when a run starts (later in-place changes to state arrays do not leak into
+    the record) and a run is turned into its compact JSON record as soon as it ends, so only
+    those records, not the live objects, are held until the root run ends.
+
+    So that a process killed mid-run loses no finished work, a root run's start and each of its
+    finished nodes (with their subtrees) are also appended to a journal next to the file
+    (``.traces.jsonl.<trace id>.part``), removed when the root ends. A new tracer on the same
+    file first moves what an interrupted process left there into the file
+    (:func:`recover_interrupted`): the interrupted root is written with status ``error``, so a
+    resumed run's ``traces.jsonl`` is one coherent trace file: the interrupted run's tree,
+    then the resumed run's, every parent link valid and no run id twice.
+    """
+
+    run_inline = True  # cheap; keeps event order under ainvoke/astream
+
+    def __init__(self, path: str | os.PathLike[str], **kwargs: Any) -> None:
+        kwargs.setdefault("_schema_format", "original+chat")
+        super().__init__(**kwargs)
+        self.path = Path(path)
+        self._lock = threading.RLock()
+        self._inputs: dict[str, Any] = {}
+        self._pending: dict[str, list[dict[str, Any]]] = {}
+        self._journaled: dict[str, set[str]] = {}
+        self.runs_written = 0
+        self.runs_recovered = recover_interrupted(self.path)
+
+    def on_chat_model_start(
+        self,
+        serialized: dict[str, Any],
+        messages: list[list[Any]],
+        *,
+        run_id: uuid.UUID,
+        tags: list[str] | None = None,
+        parent_run_id: uuid.UUID | None = None,
+        metadata: dict[str, Any] | None = None,
+        name: str | None = None,
+        **kwargs: Any,
+    ) -> _LCRun:
+        """A chat model call: an ``llm`` run whose inputs are ``{"messages": [[...]]}``, as
+        LangSmith records it (not the flattened prompt strings of the generic fallback)."""
+        run = self._create_chat_model_run(
+            serialized=serialized, messages=messages, run_id=run_id, parent_run_id=parent_run_id,
+            tags=tags, metadata=metadata, name=name, **kwargs,
+        )
+        run.run_type = "llm"
+        self._start_trace(run)
+        self._on_chat_model_start(run)
+        return run
+
+    # no child_runs tree in memory: each run becomes a record when it ends
+    @staticmethod
+    def _add_child_run(parent_run: _LCRun, child_run: _LCRun) -> None:  # noqa: ARG004
+        return None
+
+    def _persist_run(self, run: _LCRun) -> None:  # records are written in _end_trace
+        return None
+
+    def _on_run_create(self, run: _LCRun) -> None:
+        snap = to_jsonable(run.inputs, max_list=convert.MAX_MESSAGES if run.run_type == "llm" else None)
+        with self._lock:
+            self._inputs[str(run.id)] = snap
+            if self._is_local_root(run):
+                try:
+                    start = {"__start__": True, "id": str(run.id), "trace_id": str(run.trace_id),
+                             "parent_run_id": str(run.parent_run_id) if run.parent_run_id else None,
+                             "dotted_order": run.dotted_order, "name": run.name, "run_type": run.run_type,
+                             "start_time": _iso(run.start_time), "inputs": snap if isinstance(snap, dict) else {"input": snap},
+                             "extra": to_jsonable(dict(run.extra or {})), "tags": [str(t) for t in (run.tags or [])]}
+                    self._journal(str(run.trace_id), [fit_line(scrub(start))])
+                except Exception as exc:  # never break the traced program
+                    logger.warning("JsonlTracer: could not journal run %s: %r", run.id, exc)
+
+    def _is_local_root(self, run: _LCRun) -> bool:
+        if not run.parent_run_id:
+            return True
+        pid = str(run.parent_run_id)
+        return pid not in self.run_map or pid in self._external_run_ids
+
+    def _end_trace(self, run: _LCRun) -> None:
+        with self._lock:
+            root = self._is_local_root(run)
+            parent = self.run_map.get(str(run.parent_run_id)) if run.parent_run_id else None
+            node = parent is not None and self._is_local_root(parent)
+            super()._end_trace(run)  # calls _on_run_update(run)
+            if root:
+                self._flush_trace(str(run.trace_id))
+            elif node:  # a node of the root finished: journal its subtree
+                tid, prefix = str(run.trace_id), run.dotted_order or ""
+                done = self._journaled.setdefault(tid, set())
+                recs = [r for r in self._pending.get(tid, []) if r["id"] not in done and (r.get("dotted_order") or "").startswith(prefix)]
+                if recs:
+                    done.update(r["id"] for r in recs)
+                    self._journal(tid, recs)
+
+    def journal_path(self, trace_id: str) -> Path:
+        return journal_path(self.path, trace_id)
+
+    def _journal(self, trace_id: str, records: list[dict[str, Any]]) -> None:
+        path = self.journal_path(trace_id)
+        try:
+            lines = [json.dumps(r, ensure_ascii=False, allow_nan=False, separators=(",", ":")) for r in records]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with _live_lock:
+                _LIVE_JOURNALS.add(str(path))
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write("\n".join(lines) + "\n")
+        except (OSError, TypeError, ValueError) as exc:
+            logger.warning("JsonlTracer: could not write the journal %s: %r", path, exc)
+
+    def _on_run_update(self, run: _LCRun) -> None:
+        try:
+            record = self.record(run)
+        except Exception as exc:  # never break the traced program
+            logger.warning("JsonlTracer: could not record run %s: %r", run.id, exc)
+            return
+        with self._lock:
+            self._pending.setdefault(str(run.trace_id), []).append(record)
+
+    def record(self, run: _LCRun) -> dict[str, Any]:
+        """The JSON-safe, scrubbed LangSmith-format record of a finished run."""
+        secrets = secret_values()
+        inputs = self._inputs.pop(str(run.id), None)
+        if inputs in (None, {}, {"input": ""}, {"input": None}):  # streamed input: known at the end
+            inputs = to_jsonable(run.inputs, max_list=convert.MAX_MESSAGES if run.run_type == "llm" else None)
+        outputs = to_jsonable(run.outputs) if run.outputs is not None else None
+        extra = to_jsonable(dict(run.extra or {}))
+        rec: dict[str, Any] = {
+            "id": str(run.id),
+            "trace_id": str(run.trace_id),
+            "parent_run_id": str(run.parent_run_id) if run.parent_run_id else None,
+            "dotted_order": run.dotted_order,
+            "name": run.name,
+            "run_type": run.run_type,
+            "start_time": _iso(run.start_time),
+            "end_time": _iso(run.end_time),
+            "inputs": inputs if isinstance(inputs, dict) else {"input": inputs},
+            "outputs": outputs if (outputs is None or isinstance(outputs, dict)) else {"output": outputs},
+            "error": run.error,
+            "extra": extra if isinstance(extra, dict) else {"value": extra},
+            "tags": [str(t) for t in (run.tags or [])],
+            "status": "error" if run.error else "success",
+        }
+        if run.run_type == "llm":
+            usage = _usage_from_outputs(rec["outputs"])
+            if usage:
+                rec["extra"]["usage_metadata"] = usage
+                rec["prompt_tokens"] = usage["input_tokens"]
+                rec["completion_tokens"] = usage["output_tokens"]
+                rec["total_tokens"] = usage["total_tokens"]
+        return fit_line(scrub(rec, secrets))
+
+    def _flush_trace(self, trace_id: str) -> None:
+        records = self._pending.pop(trace_id, [])
+        if not records:
+            return
+        records.sort(key=lambda r: r.get("dotted_order") or "")  # parents before children
+        lines = []
+        for r in records:
+            try:
+                lines.append(json.dumps(r, ensure_ascii=False, allow_nan=False, separators=(",", ":")))
+            except (TypeError, ValueError) as exc:  # pragma: no cover - to_jsonable guards this
+                logger.warning("JsonlTracer: dropped run %s: %r", r.get("id"), exc)
+        try:
+            _append_lines(self.path, lines)
+            self.runs_written += len(lines)
+        except OSError as exc:
+            logger.warning("JsonlTracer: could not write %s: %r", self.path, exc)
+            return
+        self._journaled.pop(trace_id, None)
+        jp = self.journal_path(trace_id)
+        with _live_lock:
+            _LIVE_JOURNALS.discard(str(jp))
+        try:
+            jp.unlink(missing_ok=True)
+        except OSError:  # pragma: no cover
+            pass
+
+    def flush(self) -> None:
+        """Write the runs of every trace still open (e.g. before an abrupt stop). Runs still
+        running are not written; their finished children are."""
+        with self._lock:
+            for tid in list(self._pending):
+                self._flush_trace(tid)
+
+    def __repr__(self) -> str:
+        return f"JsonlTracer({str(self.path)!r})"
+
+
+# ----------------------------------------------------------------------------------------
+# Journals of root runs in progress, and their recovery after an interrupted process
+_LIVE_JOURNALS: set[str] = set()  # journals of root runs still running in this process
+_live_lock = threading.Lock()
+INTERRUPTED = "interrupted: the process ended before this run finished (a resumed run follows in this file)"
+
+
+def journal_path(path: str | os.PathLike[str], trace_id: str) -> Path:
+    p = Path(path)
+    return p.with_name(f".{p.name}.{trace_id}.part")
+
+
+def _append_lines(path: Path, lines: list[str]) -> None:
+    """Append lines to a JSONL file, first dropping a last line cut short by a crash mid-write."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        if size:
+            fh.seek(max(0, size - 1))
+            if fh.read(1) != b"\n":  # a cut-off last line: drop it (it is not a valid record)
+                fh.seek(0)
+                data = fh.read()
+                fh.truncate(data.rfind(b"\n") + 1)
+                fh.seek(0, os.SEEK_END)
+        fh.write(("\n".join(lines) + "\n").encode("utf-8"))
+        fh.flush()
+
+
+def _segments(dotted_order: str) -> list[tuple[str, str]]:
+    """(start time ISO, run id) of each run on a dotted_order's path, root first."""
+    out = []
+    for seg in (dotted_order or "").split("."):
+        if len(seg) > 36:
+            t = _dt.datetime.strptime(seg[:-36], "%Y%m%dT%H%M%S%fZ").replace(tzinfo=_dt.timezone.utc)
+            out.append((t.isoformat(), seg[-36:]))
+    return out
+
+
+def recover_interrupted(path: str | os.PathLike[str]) -> int:
+    """Move the journals an interrupted process left next to ``path`` into ``path``: their runs
+    not already there, and each run still open when the process ended (the root run, from its
+    journaled start) completed with status ``error``, parents first. Returns the number of runs
+    written. Journals of runs still running in this process are left alone."""
+    path = Path(path)
+    try:
+        journals = sorted(path.parent.glob(f".{path.name}.*.part"))
+    except OSError:  # pragma: no cover
+        return 0
+    with _live_lock:
+        journals = [j for j in journals if str(j) not in _LIVE_JOURNALS]
+    if not journals:
+        return 0
+    known: set[str] = set()
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                known.add(json.loads(line)["id"])
+            except (ValueError, KeyError, TypeError):
+                continue
+    written = 0
+    for j in journals:
+        records: dict[str, dict[str, Any]] = {}
+        starts: dict[str, dict[str, Any]] = {}
+        for line in j.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:  # a line cut short by the kill
+                continue
+            if not isinstance(rec, dict) or "id" not in rec:
+                continue
+            if rec.pop("__start__", False):
+                starts[rec["id"]] = rec
+            elif rec["id"] not in known:
+                records[rec["id"]] = rec
+        if not records and not any(s_["id"] not in known for s_ in starts.values()):
+            j.unlink(missing_ok=True)
+            continue
+        last_end = max((r.get("end_time") or r.get("start_time") or "" for r in records.values()), default="")
+        missing: dict[str, dict[str, Any]] = {}
+        for rec in list(records.values()) + list(starts.values()):
+            segs = _segments(rec.get("dotted_order") or "")
+            for depth, (t, rid) in enumerate(segs):
+                if rid in known or rid in records or rid in missing:
+                    continue
+                st = starts.get(rid, {})
+                missing[rid] = {
+                    "id": rid, "trace_id": segs[0][1],
+                    "parent_run_id": segs[depth - 1][1] if depth else st.get("parent_run_id"),
+                    "dotted_order": ".".join(seg for seg in (rec["dotted_order"].split(".")[: depth + 1])),
+                    "name": st.get("name") or "interrupted run", "run_type": st.get("run_type") or "chain",
+                    "start_time": st.get("start_time") or t, "end_time": max(last_end, st.get("start_time") or t),
+                    "inputs": st.get("inputs") or {}, "outputs": None, "error": INTERRUPTED,
+                    "extra": st.get("extra") or {}, "tags": st.get("tags") or [], "status": "error",
+                }
+        out = sorted(list(records.values()) + list(missing.values()), key=lambda r: r.get("dotted_order") or "")
+        lines = []
+        for r in out:
+            try:
+                lines.append(json.dumps(r, ensure_ascii=False, allow_nan=False, separators=(",", ":")))
+            except (TypeError, ValueError):  # pragma: no cover
+                continue
+        try:
+            if lines:
+                _append_lines(path, lines)
+            j.unlink(missing_ok=True)
+        except OSError as exc:
+            logger.warning("JsonlTracer: could not recover %s: %r", j, exc)
+            continue
+        known.update(r["id"] for r in out)
+        written += len(lines)
+    return written

@@ -1,0 +1,180 @@
+"""The CPR fishery society (Gupta, Zhong, Yakura, Eisenmann and Rahwan 2025, "The Role of Social
+Learning and Collective Norm Formation in Fostering Cooperation in LLM Multi-Agent Systems") as a
+task of the one runner: configuration, graph, initial state and outputs.
+
+A run's config.json holds, besides the runner's fields: ``env`` (harsh | rich), ``ablation``
+(full | osl | ogd | neither), ``population`` (altruistic | selfish | mixed), ``replicates`` and
+``params`` (every :class:`~cooplab.tasks.cpr.params.CPRParams` value).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cooplab import runstore
+from cooplab.evals.metrics import summarize
+from cooplab.graphs.rng import phase_rng
+from cooplab.graphs.task import RunInfo, Task, TaskConfigError
+from cooplab.tasks.cpr import phases as ph
+from cooplab.tasks.cpr.params import ENVIRONMENTS, CPRParams, ParamError, agent_types, make_params, params_table
+from cooplab.tasks.cpr.society import Condition, apply_ablation, init_state, phases_for
+from cooplab.tasks.cpr.state import CPRState
+
+
+def resolve_params(env: str, ablation: str, n_agents: int | None, rounds: int | None, overrides: dict[str, Any]) -> CPRParams:
+    """CLI choices -> validated parameters. Precedence: --set > --n-agents/--rounds > presets."""
+    values: dict[str, Any] = {"r": ENVIRONMENTS[env]}
+    values = apply_ablation(values, ablation)
+    if n_agents is not None:
+        values["N"] = n_agents
+    if rounds is not None:
+        values["T"] = rounds
+    values.update(overrides)
+    return make_params(**values)
+
+
+def llm_phases(params: CPRParams) -> "OrderedDict[str, Callable]":
+    """The CPR graph with LLM agents: the same phase nodes with LLM policies plugged in
+    (Figs. 8-11). Social learning happens in context (peers shown in the prompts), so the
+    parameter-copying ``learn`` node is not part of an LLM society."""
+    from cooplab.tasks.cpr import llm_agents as la
+
+    nodes: OrderedDict[str, Callable] = OrderedDict()
+    nodes["harvest"] = ph.harvest_node(la.LLMEffortPolicy())
+    if params.punishment:
+        nodes["punish"] = ph.punish_node(la.LLMPunishPolicy())
+    nodes["environment"] = ph.environment_node()
+    if params.group_decision:
+        nodes["propose"] = ph.propose_node(la.LLMProposePolicy())
+        nodes["vote"] = ph.vote_node(la.LLMVotePolicy())
+    return nodes
+
+
+def init_llm_state(conditions, replicates: int, seed: int) -> dict[str, Any]:
+    """The rule-based initial state plus what LLM agents carry: belief texts drawn from the
+    template bank by type, an empty group norm, and a short memory of recent outcomes."""
+    from cooplab.tasks.cpr.llm_agents import MEMORY, initial_beliefs
+
+    state = init_state(conditions, replicates, seed)
+    S, N = state["alive"].shape
+    types = [agent_types(N, conditions[int(c)].population) for c in state["condition"]]
+    beliefs = initial_beliefs(types, phase_rng(seed, 0, "beliefs"))
+    state.update(
+        agent_types=types,
+        beliefs=beliefs,
+        beliefs_initial=[list(row) for row in beliefs],
+        proposal_texts=[[None] * N for _ in range(S)],
+        norm_text=[None] * S,
+        norm_history=[],
+        h_recent=np.zeros((S, N, MEMORY)),
+        effort_recent=np.zeros((S, N, MEMORY)),
+        V_recent=np.zeros((S, N, MEMORY)),
+        G=np.full(S, np.nan),  # LLM societies have no numeric norm: compliance is judged in language
+        decisions=[],
+        ledger=[],
+    )
+    return state
+
+
+class CPRTask(Task):
+    name = "cpr"
+    title = "The common-pool fishery society (Gupta et al. 2025): harvest, punish, learn, propose, vote."
+    Params = CPRParams
+    state_schema = CPRState
+    round_node = "environment"
+
+    def params(self, config: Mapping[str, Any]) -> CPRParams:
+        raw = config.get("params")
+        if not isinstance(raw, Mapping):
+            raise TaskConfigError(f"params must be a JSON object, got {raw!r}")
+        try:
+            return make_params(**raw)
+        except ParamError as exc:
+            raise TaskConfigError(f"params: {exc}") from None
+
+    def check_config(self, config: Mapping[str, Any]) -> None:
+        from cooplab import cli_options as co
+
+        if config.get("population") not in ("altruistic", "selfish", "mixed"):
+            raise TaskConfigError(f"population must be altruistic, selfish or mixed, got {config.get('population')!r}")
+        co.check("replicates", config.get("replicates"), "replicates")
+        params = self.params(config)
+        co.check_size(config["replicates"], params.N, params.T, names=("replicates", "params.N", "params.T"))
+
+    def n_agents(self, config: Mapping[str, Any]) -> int:
+        return self.params(config).N
+
+    def default_config(self, agents: str = "rule") -> dict[str, Any]:
+        return {"task": self.name, "agents": agents, "env": "harsh", "ablation": "full", "population": "mixed", "replicates": 1,
+                "seed": 0, "params": CPRParams().model_dump(), "llm": None}
+
+    def phases(self, config: Mapping[str, Any]) -> "OrderedDict[str, Callable]":
+        params = self.params(config)
+        return llm_phases(params) if config.get("agents") == "llm" else phases_for(params)
+
+    def init_state(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        conds = [Condition(self.params(config), config["population"])]
+        seed, replicates = int(config["seed"]), int(config["replicates"])
+        if config.get("agents") == "llm":
+            return init_llm_state(conds, replicates, seed)
+        return init_state(conds, replicates, seed)
+
+    def total_rounds(self, config: Mapping[str, Any]) -> int:
+        return self.params(config).T
+
+    def outputs(self, final: Mapping[str, Any], config: Mapping[str, Any], run: RunInfo) -> dict[str, Any]:
+        final = dict(final)
+        if run.status != "completed":  # societies still running were censored at the last completed round
+            running = np.asarray(final["active"])
+            last = int(final["round"]) - 1
+            final["T_s"] = np.where(running & (np.asarray(final["T_s"]) == 0), max(last, 0), final["T_s"])
+        rounds = runstore.history_frame(final)
+        runstore.write_table(rounds, run.out, "rounds", csv=run.csv)
+        runstore.write_table(runstore.agents_frame(final), run.out, "agents", csv=run.csv)
+        S, N = final["alive"].shape
+        summary = {
+            "env": config.get("env"),
+            "population": config.get("population"),
+            "ablation": config.get("ablation"),
+            "replicates": S,
+            "n_agents": N,
+            "seed": config["seed"],
+            "rounds_completed": int(final["round"]) - 1,
+            **summarize(final),
+            "agent_steps": int(rounds["n_alive"].sum()) if len(rounds) else 0,
+        }
+        if run.status != "completed":
+            summary["censored"] = bool(np.asarray(final["active"]).any())
+        if final.get("norm_history"):
+            runstore.write_table(pd.DataFrame(final["norm_history"]), run.out, "norms_adopted", csv=run.csv)
+        if final.get("beliefs") is not None:
+            types = final.get("agent_types") or []
+            init = final.get("beliefs_initial") or final["beliefs"]
+            rows = [{"society": s_, "agent": i_, "type": types[s_][i_] if types else None, "initial_belief": init[s_][i_], "final_belief": b_}
+                    for s_, row in enumerate(final["beliefs"]) for i_, b_ in enumerate(row)]
+            runstore.write_table(pd.DataFrame(rows), run.out, "beliefs_final", csv=run.csv)
+        return summary
+
+    def figure(self, summary: Mapping[str, Any], run: RunInfo) -> None:
+        from cooplab.evals.plots_cpr import run_figure
+
+        rounds = runstore.read_table(run.out, "rounds")
+        if len(rounds):
+            run_figure(rounds, dict(summary), run.out / "figures")
+
+    def report(self, summary: Mapping[str, Any]) -> list[str]:
+        st, ef = summary["survival_time"], summary["efficiency"]
+        return [f"survival time T_s = {st['mean']:.2f} ± {st['sem']:.2f} (s.e.m.), efficiency eta = {ef['mean']:.3f} ± {ef['sem']:.3f}, "
+                f"n = {st['n']} societies; collapse causes: {summary['collapse']}",
+                "tables: summary.json, rounds.*, agents.*, figures/run.png"]
+
+    def params_table(self) -> list[dict[str, Any]]:
+        return params_table()
+
+
+TASK = CPRTask()

@@ -1,0 +1,221 @@
+"""The n-player Diner's Dilemma with punishment and metanorms (Warnakulasuriya et al., "Evolution
+of Cooperation in LLM-Agent Societies: A Preliminary Study Using Different Punishment Strategies";
+Boyd and Richerson 1992's strategies; Fermi imitation) as a task of the one runner.
+
+A run's config.json holds, besides the runner's fields: ``groups`` (strategy codes per group),
+``p`` and ``k`` (punishment costs), ``costs_stated``, ``beta``, ``accumulate``, ``meal``,
+``iterations``, ``replicates``, and the labels ``combination`` and ``pk``.
+
+Run directory: the per-iteration tables ``strategy_counts``, ``orders``, ``punishments``,
+``utilities``, ``imitation`` (Parquet, or CSV with ``csv=True``); LLM runs add ``decisions`` and
+``ledger`` (written by the runner); ``figures/run.png``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cooplab import runstore
+from cooplab.graphs.task import RunInfo, Task, TaskConfigError
+from cooplab.tasks.diners import model as dm
+from cooplab.tasks.diners.society import Condition, DinersState, build_diners_graph, diners_phases, init_state
+
+# --- tables --------------------------------------------------------------------------------
+def _meta(final: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    return np.asarray(final["condition"]), np.asarray(final["replicate"])
+
+
+def strategy_counts(final: dict[str, Any], initial: np.ndarray) -> pd.DataFrame:
+    """One row per (society, iteration t): strategy counts after iteration t's update (t = 0:
+    the initial composition)."""
+    cond, rep = _meta(final)
+    S, N = initial.shape
+    frames = []
+    for t, strat in [(0, initial)] + [(int(h["round"]), h["strategy"]) for h in final.get("history") or []]:
+        d = {"condition": cond, "replicate": rep, "iteration": np.full(S, t)}
+        for c, name in enumerate(dm.STRATEGIES):
+            d[name] = (strat == c).sum(axis=1)
+        frames.append(pd.DataFrame(d))
+    df = pd.concat(frames, ignore_index=True)
+    return df.sort_values(["condition", "replicate", "iteration"], kind="stable").reset_index(drop=True)
+
+
+def per_agent_tables(final: dict[str, Any]) -> dict[str, pd.DataFrame]:
+    cond, rep = _meta(final)
+    S, N = np.asarray(final["strategy"]).shape
+    orders, utils, imit, pun = [], [], [], []
+    names = np.array(dm.STRATEGIES)
+    for h in final.get("history") or []:
+        t = int(h["round"])
+        base = {"condition": np.repeat(cond, N), "replicate": np.repeat(rep, N), "iteration": t, "agent": np.tile(np.arange(N), S),
+                "group": np.asarray(final["group"]).ravel(), "strategy": names[h["strategy_played"]].ravel()}
+        orders.append(pd.DataFrame({**base, "venue": np.array(dm.VENUES)[h["venue"] % len(dm.VENUES)].ravel(),
+                                    "order": np.where(h["defect"], "premium", "budget").ravel()}))
+        given = h["punish1"].sum(axis=2) + h["punish2"].sum(axis=2)
+        received = h["punish1"].sum(axis=1) + h["punish2"].sum(axis=1)
+        utils.append(pd.DataFrame({**base, "meal_utility": h["meal"].ravel(), "punishments_given": given.ravel(),
+                                   "punishments_received": received.ravel(), "utility": h["utility"].ravel(), "score": h["score"].ravel()}))
+        if "imitation_role" in h:
+            role = h["imitation_role"]
+            rr = np.where(role >= 0, role, 0)
+            imit.append(pd.DataFrame({**base, "role_model": role.ravel(),
+                                      "role_strategy": names[np.take_along_axis(h["strategy_played"], rr, axis=1)].ravel(),
+                                      "probability": h["imitation_prob"].ravel(), "adopted": h["imitation_adopt"].ravel(),
+                                      "new_strategy": names[h["strategy"]].ravel(), "changed": h["imitation_changed"].ravel()}))
+        for stage, key in ((1, "punish1"), (2, "punish2")):
+            s_, i_, j_ = np.nonzero(h[key])
+            played = h["strategy_played"]
+            pun.append(pd.DataFrame({"condition": cond[s_], "replicate": rep[s_], "iteration": t, "stage": stage,
+                                     "punisher": i_, "target": j_, "punisher_strategy": names[played[s_, i_]],
+                                     "target_strategy": names[played[s_, j_]]}))
+
+    def cat(xs: list[pd.DataFrame]) -> pd.DataFrame:
+        return pd.concat(xs, ignore_index=True) if xs else pd.DataFrame()
+
+    return {"orders": cat(orders), "utilities": cat(utils), "imitation": cat(imit), "punishments": cat(pun)}
+
+
+def share_summary(counts: pd.DataFrame) -> dict[str, Any]:
+    """Strategy shares per iteration and at the end, mean over replicates (and their s.d.)."""
+    n = counts[list(dm.STRATEGIES)].sum(axis=1)
+    shares = counts[list(dm.STRATEGIES)].div(n, axis=0).assign(condition=counts["condition"], iteration=counts["iteration"])
+    last = shares[shares["iteration"] == shares["iteration"].max()]
+    mean = shares.groupby("iteration")[list(dm.STRATEGIES)].mean()
+    return {
+        "final_shares": {k: float(v) for k, v in last[list(dm.STRATEGIES)].mean().items()},
+        "final_shares_sd": {k: float(v) for k, v in last[list(dm.STRATEGIES)].std(ddof=1).fillna(0.0).items()},
+        "shares_by_iteration": {int(t): {k: round(float(v), 6) for k, v in row.items()} for t, row in mean.iterrows()},
+    }
+
+
+
+# --- the task ------------------------------------------------------------------------------
+def init_llm_state(cond: Condition, replicates: int, seed: int, iterations: int) -> dict[str, Any]:
+    state = init_state([cond], replicates, seed, iterations)
+    S, N = state["strategy"].shape
+    state.update(personas=[list(range(N)) for _ in range(S)], decisions=[], ledger=[])
+    return state
+
+
+def condition_of(config: Mapping[str, Any]) -> Condition:
+    """The condition a run's config.json records."""
+    return Condition(tuple(tuple(g) for g in config["groups"]), float(config["p"]), float(config["k"]), bool(config["costs_stated"]),
+                     float(config["beta"]), accumulate=bool(config.get("accumulate", True)),
+                     meal={k: float(v) for k, v in (config.get("meal") or dm.MEAL).items()})
+
+
+def condition_config(cond: Condition) -> dict[str, Any]:
+    """The config.json fields of a condition (the inverse of :func:`condition_of`)."""
+    return {"groups": [list(g) for g in cond.groups], "p": cond.p, "k": cond.k, "costs_stated": cond.stated, "beta": cond.beta,
+            "accumulate": cond.accumulate, "meal": cond.meal}
+
+
+class DinersTask(Task):
+    name = "diners"
+    title = "The n-player Diner's Dilemma with punishment and metanorm punishment, Fermi imitation."
+    state_schema = DinersState
+    round_node = "swap"
+    round_unit = "iteration"
+
+    def check_config(self, config: Mapping[str, Any]) -> None:
+        from cooplab import cli_options as co
+
+        for key, rule in (("seed", "seed"), ("replicates", "replicates"), ("iterations", "iterations"), ("beta", "beta")):
+            co.check(key, config.get(key), rule)
+        for key in ("p", "k"):
+            co.check(key, config.get(key), co.Num(float, 0, co.MAX_PARAM, hint="punishment cost"))
+        for key in ("costs_stated", "accumulate"):
+            if not isinstance(config.get(key, False), bool):
+                raise TaskConfigError(f"{key} must be true or false, got {config.get(key)!r}")
+        groups = config.get("groups")
+        if not isinstance(groups, list) or not all(isinstance(g, list) and all(isinstance(x, str) for x in g) for g in groups):
+            raise TaskConfigError(f"groups must be a list of lists of strategy codes ({', '.join(dm.STRATEGIES)}), got {groups!r}")
+        meal = config.get("meal", dm.MEAL)
+        if not isinstance(meal, dict) or set(meal) != set(dm.MEAL):
+            raise TaskConfigError(f"meal must be an object with {', '.join(dm.MEAL)}, got {meal!r}")
+        for key, v in meal.items():
+            co.check(f"meal.{key}", v, co.Num(float, 0, co.MAX_PARAM))
+        try:
+            dm.parse_groups(";".join(",".join(g) for g in groups))
+            cond = condition_of(config)
+            cond.validate()
+        except dm.DinersError as exc:
+            raise TaskConfigError(str(exc)) from None
+        co.check_size(config["replicates"], cond.n_agents, config["iterations"], names=("replicates", "diners", "iterations"), diners=True)
+
+    def n_agents(self, config: Mapping[str, Any]) -> int:
+        return condition_of(config).n_agents
+
+    def default_config(self, agents: str = "rule") -> dict[str, Any]:
+        return {"task": self.name, "agents": agents, **condition_config(Condition()), "iterations": 10, "replicates": 1, "seed": 0,
+                "llm": None, "combination": 1, "pk": "3:1"}
+
+    def build(self, config: Mapping[str, Any], *, checkpointer: Any = None):
+        if config.get("agents") == "llm":
+            from cooplab.tasks.diners.llm_agents import llm_phases
+
+            return build_diners_graph(llm_phases(), checkpointer=checkpointer)
+        return build_diners_graph(diners_phases(), checkpointer=checkpointer)
+
+    def init_state(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        args = (condition_of(config), int(config["replicates"]), int(config["seed"]), int(config["iterations"]))
+        return init_llm_state(*args) if config.get("agents") == "llm" else init_state([args[0]], *args[1:])
+
+    def total_rounds(self, config: Mapping[str, Any]) -> int:
+        return int(config["iterations"])
+
+    def _initial(self, config: Mapping[str, Any]) -> np.ndarray:
+        return init_state([condition_of(config)], int(config["replicates"]), int(config["seed"]), int(config["iterations"]))["strategy"]
+
+    def outputs(self, final: Mapping[str, Any], config: Mapping[str, Any], run: RunInfo) -> dict[str, Any]:
+        counts = strategy_counts(final, self._initial(config))
+        runstore.write_table(counts, run.out, "strategy_counts", csv=run.csv)
+        for stem, df in per_agent_tables(final).items():
+            runstore.write_table(df, run.out, stem, csv=run.csv)
+        S, N = np.asarray(final["strategy"]).shape
+        summary: dict[str, Any] = {
+            "combination": config.get("combination"), "groups": config["groups"], "pk": config.get("pk"), "p": config["p"],
+            "k": config["k"], "costs_stated": config["costs_stated"], "beta": config["beta"], "replicates": S, "n_agents": N,
+            "seed": config["seed"], "iterations_completed": len(final.get("history") or []), **share_summary(counts),
+        }
+        if run.llm:
+            from cooplab.tasks.diners.llm_agents import accuracy
+
+            summary.update(accuracy(final.get("decisions") or []))
+        return summary
+
+    def figure(self, summary: Mapping[str, Any], run: RunInfo) -> None:
+        from cooplab.tasks.diners.figures import run_figure
+
+        run_figure(runstore.read_table(run.out, "strategy_counts"), dict(summary), run.out / "figures")
+
+    def report(self, summary: Mapping[str, Any]) -> list[str]:
+        shares = ", ".join(f"{n} {v:.3f}" for n, v in summary["final_shares"].items() if v or n != "D")
+        lines = [f"final strategy shares after {summary['iterations_completed']} iterations (mean of {summary['replicates']} replicates): {shares}"]
+        if "decision_accuracy" in summary:
+            fmt = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
+            lines.append(f"decision accuracy {fmt(summary['decision_accuracy'])} ({summary['decision_accuracy_n']} orders), "
+                         f"punishment accuracy {fmt(summary['punishment_accuracy'])} ({summary['punishment_accuracy_n']} decisions)")
+        lines.append("tables: summary.json, strategy_counts.*, orders.*, punishments.*, utilities.*, imitation.*, figures/run.png")
+        return lines
+
+    def params_table(self) -> list[dict[str, Any]]:
+        d = self.default_config()
+        rows = [
+            ("groups", "M,P,E,R1;M,M,P,R1", "initial strategies, group by group (--combination 1|2 or --groups)", "paper §4"),
+            ("p", d["p"], "cost to the punished of one punishment (--pk P:K)", "paper §4 (3:1, 6:1, unstated)"),
+            ("k", d["k"], "cost to the punisher of one punishment", "paper §4"),
+            ("costs_stated", d["costs_stated"], "whether LLM agents are told p and k (--pk unstated: no)", "paper §4"),
+            ("beta", d["beta"], "selection strength of the Fermi imitation rule", "paper §3 (beta = 1)"),
+            ("accumulate", d["accumulate"], "pi is the accumulated utility (false: this iteration's only)", "paper §3"),
+            ("iterations", d["iterations"], "iterations of the game", "paper §4 (10)"),
+        ] + [(f"meal.{k}", v, {"c_b": "cost of the budget meal", "v_b": "value of the budget meal", "c_p": "cost of the premium meal",
+                                "v_p": "value of the premium meal"}[k], "paper (the dilemma's meal costs and values)") for k, v in dm.MEAL.items()]
+        return [{"name": n, "default": v, "meaning": m, "source": src} for n, v, m, src in rows]
+
+
+TASK = DinersTask()

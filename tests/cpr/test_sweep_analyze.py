@@ -1,0 +1,76 @@
+"""`cooplab sweep` and `cooplab analyze cpr` end to end with scripted models."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from cooplab.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(args, capsys):
+    code = main(args)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def grid(tmp_path):
+    cfg = json.loads((ROOT / "examples" / "grid-scripted.json").read_text())
+    cfg.update(out=str(tmp_path / "sweep"), trials=3, rounds=5, n_agents=3, envs=["harsh"], ablations=["full", "osl"],
+               populations=["altruistic", "selfish"],
+               models=[f"scripted:{ROOT / 'examples/scripted/cautious.json'}", f"scripted:{ROOT / 'examples/scripted/greedy.json'}"])
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps(cfg))
+    return path, cfg
+
+
+def test_sweep_runs_all_cells_then_skips_them_and_feeds_analyze(grid, capsys, tmp_path):
+    path, cfg = grid
+    code, out, err = run(["sweep", str(path), "--json"], capsys)
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["cells"] == 2 * 1 * 2 * 2 and len(res["ran"]) == 8 and not res["failed"]
+    a = res["analysis"]
+    assert a["societies"] == 8 * 3
+    adir = Path(res["analysis_dir"])
+    for f in ("fig5_6_survival_harsh.png", "fig7_ablations.png", "fig14_norm_similarity.png", "fig15_efficiency.png",
+              "anova_harsh.csv", "tukey_harsh.csv", "welch_ablations.csv", "statistics.md", "cells.csv", "norm_similarity.csv"):
+        assert (adir / f).exists(), f
+    anova = pd.read_csv(adir / "anova_harsh.csv", index_col=0)
+    assert {"model", "population", "model x population", "Residual"} <= set(anova.index)
+    assert anova.loc["Residual", "df"] == 4 * 3 - 4  # 12 full-condition societies, 4 cells
+    sim = pd.read_csv(adir / "norm_similarity.csv")
+    assert sim["S_ind"].between(-1 - 1e-6, 1 + 1e-6).all() and sim["S_align"].between(0, 1 + 1e-6).all()
+    # a second sweep skips every finished cell
+    code, out, _ = run(["sweep", str(path), "--json"], capsys)
+    res2 = json.loads(out)
+    assert len(res2["skipped"]) == 8 and not res2["ran"]
+    # a deleted summary (an interrupted cell) is resumed, not restarted
+    cell = Path(res["run_dirs"][0])
+    (cell / "summary.json").unlink()
+    code, out, _ = run(["sweep", str(path), "--json"], capsys)
+    assert json.loads(out)["resumed"] == [cell.name]
+
+
+def test_analyze_needs_finished_runs(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    code, _, err = run(["analyze", "cpr", str(tmp_path / "empty"), "--out", str(tmp_path / "a")], capsys)
+    assert code == 2 and "not a finished cooplab run" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("content,needle", [
+    ("{not json", "not valid JSON"),
+    ('{"out": "x", "ablations": ["full", "most"]}', "ablations"),
+    ('{"out": "x", "trials": 0}', "trials"),
+    ('{"out": "x", "colour": "red"}', "colour"),
+])
+def test_bad_sweep_config_is_one_line(tmp_path, capsys, content, needle):
+    p = tmp_path / "s.json"
+    p.write_text(content)
+    code, _, err = run(["sweep", str(p)], capsys)
+    assert code == 2 and needle in err and err.count("\n") == 1

@@ -1,0 +1,53 @@
+"""Watch a run in another process and kill it on observable progress (never after a fixed time)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import time
+from pathlib import Path
+from typing import Callable
+
+
+def run_progress(run_dir: Path, cache: Path) -> tuple[int, int, int] | None:
+    """(round, ledger entries in the last checkpoint, responses in the cache) of a run in progress, or
+    None while a file is missing or locked. The ledger is an append-only log (a DeltaChannel), so the
+    state is rebuilt through the task's graph, as the runner does on resume."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from cooplab.tasks import registry
+
+    if not (run_dir / "checkpoints.sqlite").exists() or not cache.exists():
+        return None
+    try:
+        with sqlite3.connect(str(cache), timeout=0.2) as db:
+            rows = db.execute("SELECT count(*) FROM responses").fetchone()[0]
+        config = json.loads((run_dir / "config.json").read_text())
+        task = registry.get(config["task"])
+        conn = sqlite3.connect(str(run_dir / "checkpoints.sqlite"), timeout=0.2, check_same_thread=False)
+        try:
+            values = task.build(config, checkpointer=SqliteSaver(conn)).get_state({"configurable": {"thread_id": task.name}}).values
+        finally:
+            conn.close()
+    except (sqlite3.Error, OSError, ValueError):
+        return None
+    if not values:
+        return None
+    return int(values.get("round", 0)), len(values.get("ledger") or []), rows
+
+
+def kill_when(proc, ready: Callable[[], bool], timeout: float = 120.0) -> bool:
+    """SIGKILL ``proc`` as soon as ``ready()`` holds, checked while the process is frozen (SIGSTOP) so
+    that what was seen is what the killed process had written. False if it ended first."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        os.kill(proc.pid, signal.SIGSTOP)
+        if ready():
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return True
+        os.kill(proc.pid, signal.SIGCONT)
+        time.sleep(0.02)
+    return False

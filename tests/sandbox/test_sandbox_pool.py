@@ -1,0 +1,156 @@
+"""The per-agent sandbox pool (cooplab.sandbox.pool): one session per agent, reused, closed with the
+pool, safe under threads and asyncio, never a silent fall back to local execution."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+
+import pytest
+
+from cooplab.sandbox import SandboxConfig, SandboxError, SandboxUnavailable
+from cooplab.sandbox import docker_backend
+from cooplab.sandbox.pool import AgentSandboxPool
+
+FAST = dict(timeout=5.0, interrupt_grace=1.0)
+
+
+def _pool(backend, dataset, **kw):
+    return AgentSandboxPool(SandboxConfig(dataset=dataset, **FAST), backend=backend, **kw)
+
+
+def test_one_session_per_agent_reused_and_isolated(backend, dataset):
+    with _pool(backend, dataset) as pool:
+        a = pool.run("data.lead", "secret = 41\nsecret + 1")
+        assert a.result.status == "ok" and a.result.result == "42" and a.agent_id == "data.lead" and a.backend == backend
+        assert a.seconds > 0
+        again = pool.run("data.lead", "secret")
+        assert again.result.result == "41"  # the same session: variables persist for that agent
+        other = pool.run("modeling.lead", "'secret' in globals(), df.shape")
+        assert other.result.result == "(False, (100, 3))"  # another agent: its own session, its own df
+        assert pool.session("data.lead") is pool.session("data.lead") is not pool.session("modeling.lead")
+        assert pool.agents() == ["data.lead", "modeling.lead"]
+        use = pool.usage()
+        assert use["data.lead"]["calls"] == 2 and use["modeling.lead"]["calls"] == 1
+        assert use["data.lead"]["seconds"] >= a.seconds
+        if backend == "docker":
+            assert pool.isolated and pool.session("data.lead").container_id != pool.session("modeling.lead").container_id
+        sessions = [pool.session(x) for x in pool.agents()]
+    # closed with the pool: every session, and the pool refuses new work
+    assert pool.closed and all(s._closed for s in sessions)
+    with pytest.raises(SandboxError, match="closed"):
+        pool.run("data.lead", "1")
+    pool.close()  # idempotent
+
+
+def test_concurrent_first_calls_of_one_agent_start_one_session(dataset):
+    with _pool("local", dataset) as pool:
+        barrier = threading.Barrier(6)
+        results = []
+
+        def worker(i):
+            barrier.wait()
+            results.append(pool.run("same", f"x{i} = {i}\n{i}").result.status)
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert results == ["ok"] * 6 and pool.agents() == ["same"]
+        # all six calls ran in the one session: every variable is there
+        r = pool.run("same", "sorted(k for k in globals() if k.startswith('x') and k[1:].isdigit())")
+        assert r.result.result == str([f"x{i}" for i in range(6)])
+        assert pool.usage()["same"]["calls"] == 7
+
+
+def test_asyncio_callers_run_agents_in_parallel_and_one_agent_in_order(dataset):
+    async def main():
+        async with _pool("local", dataset) as pool:
+            outs = await asyncio.gather(*(pool.arun(f"agent {i % 3}", "n = globals().get('n', 0) + 1\nn") for i in range(9)))
+            return pool, sorted(o.result.result for o in outs), pool.usage()
+
+    pool, counts, use = asyncio.run(main())
+    assert counts == sorted(["1", "2", "3"] * 3)  # three agents, three calls each, in order per agent
+    assert set(use) == {"agent 0", "agent 1", "agent 2"} and all(u["calls"] == 3 for u in use.values())
+    assert pool.closed
+
+
+def test_docker_is_never_silently_replaced_by_local_execution(monkeypatch, dataset, caplog):
+    import cooplab.sandbox.session as session_mod
+
+    local_starts = []
+
+    class NoLocal:
+        def __init__(self, *a, **k):
+            local_starts.append(1)
+            raise AssertionError("a local sandbox was started")
+
+    def no_daemon(*a, **k):
+        raise SandboxUnavailable("no Docker daemon answers (test)")
+
+    monkeypatch.setattr(session_mod, "LocalTransport", NoLocal)
+    monkeypatch.setattr(docker_backend, "daemon_available", lambda: False)
+    monkeypatch.setattr(docker_backend, "get_client", no_daemon)
+    with pytest.raises(SandboxUnavailable, match="never falls back"):
+        _pool("docker", dataset)
+    # without the eager check the first call fails the same way, still without a local sandbox
+    pool = _pool("docker", dataset, check=False)
+    with pytest.raises(SandboxUnavailable, match="no Docker daemon"):
+        pool.run("a", "1")
+    assert pool.agents() == []
+    pool.close()
+    assert not local_starts
+    # 'auto' is documented to use the local backend without a daemon: it says so
+    monkeypatch.undo()
+    monkeypatch.setattr(docker_backend, "daemon_available", lambda: False)
+    with caplog.at_level(logging.WARNING, logger="cooplab.sandbox.pool"):
+        auto = _pool("auto", dataset)
+    assert auto.backend == "local" and not auto.isolated and "LOCAL backend" in caplog.text
+    assert auto.run("a", "1 + 1").result.result == "2"
+    auto.close()
+
+
+def test_a_missing_image_is_refused_up_front(monkeypatch, dataset):
+    monkeypatch.setattr(docker_backend, "daemon_available", lambda: True)
+    monkeypatch.setattr(docker_backend, "image_available", lambda image: False)
+    with pytest.raises(SandboxUnavailable, match="missing"):
+        _pool("docker", dataset)
+
+
+@pytest.mark.parametrize("bad", [{"backend": "vm"}, {"warm": -1}, {"warm": 1.5}, {"warm": True}, {"timeout": float("nan")}])
+def test_bad_pool_arguments_are_refused(bad, dataset):
+    kw = {"backend": "local", **bad}
+    with pytest.raises((ValueError, TypeError)):
+        AgentSandboxPool(SandboxConfig(dataset=dataset), **kw)
+
+
+@pytest.mark.parametrize("agent", ["", "  ", None, 3])
+def test_bad_agent_ids_are_refused(agent, dataset):
+    with _pool("local", dataset) as pool, pytest.raises(ValueError, match="agent id"):
+        pool.session(agent)
+
+
+def test_max_call_seconds_bounds_what_a_call_reports(dataset):
+    with _pool("local", dataset) as pool:
+        bound = pool.max_call_seconds()
+        assert bound == 5.0 + 1.0 + 15.0 + pool.config.start_timeout
+        assert pool.max_call_seconds(1) < bound
+        r = pool.run("a", "import time\ntime.sleep(0.2)\n1", timeout=1)
+        assert r.result.status == "ok" and 0.2 <= r.seconds <= pool.max_call_seconds(1)
+        with pytest.raises(ValueError):
+            pool.max_call_seconds(float("inf"))
+
+
+@pytest.mark.docker
+def test_a_warm_docker_pool_hands_each_agent_its_own_container(docker_ready, dataset):
+    with _pool("docker", dataset, warm=2) as pool:
+        assert pool._warm is not None and pool._warm.wait_ready(2, timeout=120)
+        ids = {pool.session(a).container_id for a in ("x", "y")}
+        assert len(ids) == 2 and None not in ids
+        assert pool.run("x", "import os\nos.getuid()").result.result == "10001"
+        names = [c["Id"] for c in docker_backend.list_sandbox_containers()]
+        assert ids <= set(names)
+    live = {c["Id"] for c in docker_backend.list_sandbox_containers()}
+    assert not ids & live  # closed with the pool
