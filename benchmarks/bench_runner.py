@@ -21,11 +21,8 @@ shadows the editable install), alternating before/after per repeat so that machi
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import platform
-import re
 import shutil
 import statistics
 import subprocess
@@ -33,8 +30,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from _results import RESULTS, machine_info, write_section  # benchmarks/ is on sys.path when run as a script
+
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 BEFORE = "70fa04f"  # the last commit before the task layer (issue 10)
 SECTION = "Task runner"
 
@@ -105,25 +103,6 @@ def growth(sites: dict[str, Path | None], rounds_list: list[int], work: Path) ->
     return rows
 
 
-def machine() -> list[str]:
-    uname = " ".join(platform.uname())
-    lines = [f"- date (UTC): {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M')}", f"- machine: `{uname}`",
-             f"- nproc: {os.cpu_count()}, python {platform.python_version()}"]
-    try:
-        la = os.getloadavg()
-        lines.append(f"- load average at start: {la[0]:.2f} {la[1]:.2f} {la[2]:.2f}")
-    except OSError:
-        pass
-    return lines
-
-
-def write_section(text: str, path: Path) -> None:
-    old = path.read_text() if path.exists() else "# Benchmark results\n"
-    pattern = re.compile(rf"^## {re.escape(SECTION)}\b.*?(?=^## |\Z)", re.S | re.M)
-    new = pattern.sub(lambda m: text, old, count=1) if pattern.search(old) else old.rstrip("\n") + "\n\n" + text
-    path.write_text(new if new.endswith("\n") else new + "\n")
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--before", default=BEFORE, help=f"baseline commit (default {BEFORE})")
@@ -136,7 +115,7 @@ def main() -> int:
     a = ap.parse_args()
     if a.quick:
         a.repeats, a.replicates, a.growth_rounds = 2, 20, "5,10"
-    head = machine()
+    head = machine_info()
     with tempfile.TemporaryDirectory(prefix="bench-runner-") as tmp:
         work = Path(tmp)
         sites = {"before": build_before(a.before, work), "after": None}
@@ -173,7 +152,7 @@ def main() -> int:
     text = "\n".join(L)
     print(text)
     if a.out is not None or not a.quick:
-        write_section(text, a.out or RESULTS)
+        write_section(SECTION, text, a.out or RESULTS)
     return 0
 
 

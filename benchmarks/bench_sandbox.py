@@ -11,10 +11,7 @@ Targets: warm start < 0.3 s, trivial round trip < 50 ms p50.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import os
-import platform
-import re
 import shutil
 import statistics
 import subprocess
@@ -25,8 +22,7 @@ from pathlib import Path
 
 from cooplab.sandbox import SandboxConfig, SandboxPool, SandboxSession
 from cooplab.sandbox import docker_backend
-
-RESULTS = Path(__file__).with_name("RESULTS.md")
+from _results import RESULTS, machine_info, write_section  # benchmarks/ is on sys.path when run as a script
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -94,41 +90,6 @@ def bench_docker_run(image: str, n: int) -> list[float]:
     return out
 
 
-def _uname() -> str:
-    try:
-        return subprocess.run(["uname", "-a"], capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return " ".join(platform.uname()).strip()
-
-
-def machine_info() -> list[str]:
-    lines = [f"- date (UTC): {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M')}",
-             f"- uname -a: `{_uname()}`",
-             f"- nproc: {os.cpu_count()}",
-             f"- python: {platform.python_version()}"]
-    try:
-        v = docker_backend.get_client().version()
-        lines.append(f"- docker: {v.get('Version')} (API {v.get('ApiVersion')})")
-    except Exception:
-        lines.append("- docker: unavailable")
-    try:
-        load = os.getloadavg()
-        lines.append(f"- load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    except OSError:
-        pass
-    return lines
-
-
-def write_section(text: str) -> None:
-    old = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    pattern = re.compile(r"^## Sandbox\b.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(old):
-        new = pattern.sub(lambda m: text, old, count=1)
-    else:
-        new = old.rstrip("\n") + "\n\n" + text
-    RESULTS.write_text(new if new.endswith("\n") else new + "\n")
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=50, help="runs per measurement (default 50)")
@@ -140,7 +101,7 @@ def main() -> int:
     data = tmp / "data.csv"
     data.write_text("a,b\n" + "".join(f"{i},{i * 2}\n" for i in range(1000)))
     os.chmod(data, 0o644)
-    info = machine_info()
+    info = machine_info(docker=True)
     rows: list[tuple[str, dict]] = []
     have_docker = docker_backend.daemon_available() and docker_backend.image_available(SandboxConfig().image)
     for backend in (["docker"] if have_docker else []) + ["local"]:
@@ -183,7 +144,7 @@ def main() -> int:
          "/proc for stray processes after each call.", ""])
     print(text)
     if not args.no_write:
-        write_section(text)
+        write_section("Sandbox", text)
         print(f"updated {RESULTS}", file=sys.stderr)
     return 0
 

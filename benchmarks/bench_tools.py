@@ -21,17 +21,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
-import os
-import platform
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-
 from typing import TypedDict
 
 from langchain_core.messages import HumanMessage, ToolMessage
@@ -46,10 +40,10 @@ from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import Ledger
 from cooplab.graphs.state import AppendLog
 from cooplab.graphs.tracing import tracing_callbacks
-from cooplab.sandbox import SandboxConfig, docker_backend
+from cooplab.sandbox import SandboxConfig
 from cooplab.sandbox.pool import AgentSandboxPool
+from _results import RESULTS, machine_info, write_section  # benchmarks/ is on sys.path when run as a script
 
-RESULTS = Path(__file__).with_name("RESULTS.md")
 AGENT = "bench.agent"
 CODE = "x = {k}\nx + 1"
 
@@ -144,43 +138,6 @@ def sandbox_alone(pool: AgentSandboxPool, n: int) -> list[float]:
     return out
 
 
-def _uname() -> str:
-    try:
-        return subprocess.run(["uname", "-a"], capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return " ".join(platform.uname()).strip()
-
-
-def machine_info() -> list[str]:
-    import langchain_core
-    import langgraph.version
-
-    lines = [f"- date (UTC): {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M')}",
-             f"- uname -a: `{_uname()}`", f"- nproc: {os.cpu_count()}",
-             f"- python {platform.python_version()}, langgraph {langgraph.version.__version__}, langchain-core {langchain_core.__version__}"]
-    try:
-        v = docker_backend.get_client().version()
-        lines.append(f"- docker: {v.get('Version')} (API {v.get('ApiVersion')})")
-    except Exception:
-        lines.append("- docker: unavailable")
-    try:
-        load = os.getloadavg()
-        lines.append(f"- load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    except OSError:
-        pass
-    return lines
-
-
-def write_section(text: str) -> None:
-    old = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    pattern = re.compile(r"^## Tool loop\b.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(old):
-        new = pattern.sub(lambda m: text, old, count=1)
-    else:
-        new = old.rstrip("\n") + "\n\n" + text
-    RESULTS.write_text(new if new.endswith("\n") else new + "\n")
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=200, help="timed tool-loop steps per variant (default 200)")
@@ -191,7 +148,7 @@ def main() -> int:
     if args.steps < 1 or args.per_loop < 1:
         ap.error("--steps and --per-loop must be at least 1")
 
-    info = machine_info()
+    info = machine_info(versions=True, docker=True)
     tmp = Path(tempfile.mkdtemp(prefix="cooplab-bench-tools-"))
     t_start = time.perf_counter()
     rows = []
@@ -244,7 +201,7 @@ def main() -> int:
         "`cooplab.graphs.tracing`), which is most of the traced variant's extra time.", ""])
     print(text)
     if not args.no_write:
-        write_section(text)
+        write_section("Tool loop", text)
         print(f"updated {RESULTS}", file=sys.stderr)
     return 0
 

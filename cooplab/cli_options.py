@@ -151,6 +151,8 @@ RULES: dict[str, Num] = {
     "rps": Num(float, 0.001, 1_000_000, hint="requests per second; omit it for no limit", optional=True),
     "budget": Num(float, 0, 1_000_000, hint="USD; omit it for no cap", optional=True),
     "price-in": Num(float, 0, 1000, hint="USD per 1K input tokens"),
+    "sandbox-rate": Num(float, 0, 1000, hint="USD per second of sandbox time; 0: sandbox time is recorded but free"),
+    "sandbox-timeout": Num(float, 0, 86_400, lo_open=True, hint="seconds one run_code call may take"),
     "price-out": Num(float, 0, 1000, hint="USD per 1K output tokens"),
     "parallel": Num(int, 1, 64, hint="cells run at once"),
     "port": Num(int, 0, 65535),
@@ -194,6 +196,8 @@ RpsOpt = Annotated[Optional[float], num_opt("--rps", "Requests per second at mos
 BudgetOpt = Annotated[Optional[float], num_opt("--budget", "Budget cap in USD, in [0, 1e6]; the run ends with status budget_exhausted when it is spent.")]
 PriceInOpt = Annotated[float, num_opt("--price-in", "USD per 1K input tokens, in [0, 1000].")]
 PriceOutOpt = Annotated[float, num_opt("--price-out", "USD per 1K output tokens, in [0, 1000].")]
+SandboxRateOpt = Annotated[float, num_opt("--sandbox-rate", "USD per second of sandbox time charged to the run's ledger, in [0, 1000] (default 0: recorded, free).")]
+SandboxTimeoutOpt = Annotated[float, num_opt("--sandbox-timeout", "Seconds one run_code call may take, in (0, 86400]; the sandbox is killed past it.")]
 CacheOpt = Annotated[Optional[str], typer.Option("--cache", help="Response cache file (default ~/.cache/cooplab/llm-cache.sqlite or $COOPLAB_CACHE); 'off' disables it.")]
 
 
@@ -202,7 +206,7 @@ CacheOpt = Annotated[Optional[str], typer.Option("--cache", help="Response cache
 LLM_FIELDS: dict[str, str] = {
     "temperature": "temperature", "max_tokens": "max-tokens", "max_concurrency": "max-concurrency", "rps": "rps",
     "budget": "budget", "price_in": "price-in", "price_out": "price-out",
-    "price_in_per_1k": "price-in", "price_out_per_1k": "price-out",
+    "price_in_per_1k": "price-in", "price_out_per_1k": "price-out", "sandbox_usd_per_second": "sandbox-rate",
 }
 
 

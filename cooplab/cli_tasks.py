@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import json
+from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -24,8 +25,8 @@ import typer
 
 from cooplab import cli_options as co
 from cooplab.cli_options import (AgentModelOpt, BaseUrlOpt, BudgetOpt, CacheOpt, CsvOpt, ForceOpt, JsonOpt, MaxConcurrencyOpt,
-                                  MaxTokensOpt, ModelOpt, OptionError, OutOpt, PriceInOpt, PriceOutOpt, QuietOpt, RpsOpt, SeedOpt,
-                                  TemperatureOpt, fail)
+                                  MaxTokensOpt, ModelOpt, OptionError, OutOpt, PriceInOpt, PriceOutOpt, QuietOpt, RpsOpt,
+                                  SandboxRateOpt, SandboxTimeoutOpt, SeedOpt, TemperatureOpt, fail)
 from cooplab.graphs.task import Task
 
 
@@ -88,42 +89,46 @@ def report(task: Task, out: Path, summary: dict[str, Any], as_json: bool) -> Non
     typer.echo(f"run directory: {out}")
 
 
-def run_and_report(task: Task, out: Path, config: dict[str, Any], *, force: bool, quiet: bool, as_json: bool) -> None:
-    """Prepare ``out``, run ``config`` through the one runner and report; a clean stop or a failure
-    is one line and exit 1, Ctrl-C exit 130 (the run resumes with ``cooplab resume``)."""
+@contextmanager
+def _run_errors(out: Path):
+    """How a run that ends early is reported: a clean stop or a failure is one line and exit 1,
+    Ctrl-C exit 130 (the run resumes with ``cooplab resume``), a bad run directory exit 2."""
     from cooplab import runstore
-    from cooplab.runner import RunFailed, RunStopped, start
+    from cooplab.runner import RunFailed, RunStopped
 
     try:
-        out = runstore.prepare_out(out, force=force)
+        yield
     except runstore.RunDirError as exc:
         fail(str(exc))
-    try:
-        summary = start(task, out, config, quiet=quiet)
     except (RunStopped, RunFailed) as exc:
         typer.echo(f"cooplab: {exc}", err=True)
         raise typer.Exit(1)
     except KeyboardInterrupt:
         typer.echo(f"cooplab: interrupted; checkpoints are in {out}; continue with 'cooplab resume {out}'", err=True)
         raise typer.Exit(130)
+
+
+def run_and_report(task: Task, out: Path, config: dict[str, Any], *, force: bool, quiet: bool, as_json: bool) -> None:
+    """Prepare ``out``, run ``config`` through the one runner and report."""
+    from cooplab import runstore
+    from cooplab.runner import start
+
+    try:
+        out = runstore.prepare_out(out, force=force)
+    except runstore.RunDirError as exc:
+        fail(str(exc))
+    with _run_errors(out):
+        summary = start(task, out, config, quiet=quiet)
     report(task, out, summary, as_json)
 
 
 def resume_and_report(run_dir: Path, *, quiet: bool, as_json: bool) -> None:
-    from cooplab import runstore
-    from cooplab.runner import RunFailed, RunStopped, resume
+    """Resume any task's run and report it."""
+    from cooplab.runner import resume
     from cooplab.tasks import registry
 
-    try:
+    with _run_errors(run_dir):
         summary = resume(run_dir, quiet=quiet)
-    except runstore.RunDirError as exc:
-        fail(str(exc))
-    except (RunStopped, RunFailed) as exc:
-        typer.echo(f"cooplab: {exc}", err=True)
-        raise typer.Exit(1)
-    except KeyboardInterrupt:
-        typer.echo(f"cooplab: interrupted; checkpoints are in {run_dir}; continue with 'cooplab resume {run_dir}'", err=True)
-        raise typer.Exit(130)
     report(registry.get(summary["task"]), run_dir, summary, as_json)
 
 
@@ -151,6 +156,14 @@ def _common(
     """The options every ``cooplab run TASK`` has (a template: never called)."""
 
 
+def _sandbox(
+    sandbox_backend: str = typer.Option("docker", "--sandbox-backend", help="Where run_code runs: docker (isolated; never falls back) or local (no isolation, by name only)."),
+    sandbox_timeout: SandboxTimeoutOpt = 30.0,
+    sandbox_rate: SandboxRateOpt = 0.0,
+) -> None:
+    """The options of a task that uses the sandbox (a template: never called)."""
+
+
 _LLM_KEYS = ("model", "agent_model", "base_url", "temperature", "max_tokens", "max_concurrency", "rps", "budget", "price_in",
              "price_out", "cache")
 
@@ -165,6 +178,8 @@ def run_command(task: Task, options: Callable[..., dict[str, Any]]) -> Callable[
     style) plus the common ones. ``options(agents=..., **task_opts)`` returns the task's config
     fields (raising OptionError / calling ``fail`` on a bad value)."""
     common = list(inspect.signature(_common, eval_str=True).parameters.values())
+    if task.uses_sandbox:
+        common += list(inspect.signature(_sandbox, eval_str=True).parameters.values())
     own = [p for p in inspect.signature(options, eval_str=True).parameters.values() if p.name != "agents"]
     names = {p.name for p in common}
     clash = names & {p.name for p in own}
@@ -187,6 +202,12 @@ def run_command(task: Task, options: Callable[..., dict[str, Any]]) -> Callable[
         config["llm"] = None
         if agents == "llm":
             config["llm"] = llm_config(*(c[k] for k in _LLM_KEYS), n_agents=task.n_agents(config))
+        if task.uses_sandbox:
+            if c["sandbox_backend"] not in ("docker", "local"):
+                fail(f"--sandbox-backend must be docker or local, got {c['sandbox_backend']!r}")
+            config["sandbox"] = {"backend": c["sandbox_backend"], "timeout": c["sandbox_timeout"]}
+            if config["llm"] is not None:
+                config["llm"]["sandbox_usd_per_second"] = c["sandbox_rate"]
         run_and_report(task, c["out"], config, force=c["force"], quiet=c["quiet"], as_json=c["as_json"])
 
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]

@@ -91,11 +91,36 @@ def check_run_config(task: Task, out: Path, config: dict[str, Any]) -> None:
         raise co.OptionError(f"{where}: {exc}") from None
     if config["agents"] == "llm":
         check_llm_config(out, config, task.n_agents(config))
+    if task.uses_sandbox:
+        try:
+            sandbox_settings(config)
+        except ValueError as exc:
+            raise co.OptionError(f"{where}: sandbox: {' '.join(str(exc).split())[:300]}") from None
+
+
+def sandbox_settings(config: dict[str, Any]):
+    """(backend, SandboxConfig) of a run that uses the sandbox: config["sandbox"] is
+    ``{"backend": "docker" | "local", "timeout": seconds}``. ``local`` must be asked for by name:
+    a docker run never falls back to local execution (ValueError on a bad value)."""
+    from cooplab.sandbox import SandboxConfig
+
+    raw = config.get("sandbox") or {}
+    if not isinstance(raw, dict) or set(raw) - {"backend", "timeout"}:
+        raise ValueError(f"must be an object with backend and timeout, got {raw!r}")
+    backend = raw.get("backend", "docker")
+    if backend not in ("docker", "local"):
+        raise ValueError(f"backend must be docker or local, got {backend!r}")
+    timeout = raw.get("timeout", 30.0)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise ValueError(f"timeout must be a number of seconds, got {timeout!r}")
+    return backend, SandboxConfig(timeout=float(timeout))
 
 
 #: keys of config.json's "llm" (see cooplab.cli_options.llm_config)
 LLM_CONFIG_KEYS = {"models", "base_url", "temperature", "max_tokens", "max_concurrency", "rps", "budget", "price_in_per_1k",
-                   "price_out_per_1k", "cache"}
+                   "price_out_per_1k", "cache", "sandbox_usd_per_second"}
+#: keys a run's "llm" may leave out (older runs, runs without a cap or a sandbox)
+LLM_OPTIONAL = {"base_url", "rps", "budget", "sandbox_usd_per_second"}
 
 
 def check_llm_config(out: Path, config: dict[str, Any], n_agents: int) -> None:
@@ -105,7 +130,7 @@ def check_llm_config(out: Path, config: dict[str, Any], n_agents: int) -> None:
     where = f"{out}/config.json: llm"
     llm = config.get("llm")
     co.check_llm(llm, where, LLM_CONFIG_KEYS)
-    missing = sorted(LLM_CONFIG_KEYS - {"base_url", "rps", "budget"} - set(llm))
+    missing = sorted(LLM_CONFIG_KEYS - LLM_OPTIONAL - set(llm))
     if missing:
         raise co.OptionError(f"{where} lacks {', '.join(missing)}")
     co.check_agent_models(llm["models"], n_agents, name=lambda k: f"{where}.models[{k!r}]")
@@ -128,7 +153,8 @@ def build_service(config: dict[str, Any], entries: list[dict[str, Any]] | None =
         spec = parse_model_spec(text, base_url=llm.get("base_url"), temperature=llm["temperature"], max_tokens=llm["max_tokens"])
         models[agent] = (spec, make_chat_model(spec))
     rates = Rates(Decimal(str(llm["price_in_per_1k"])), Decimal(str(llm["price_out_per_1k"])))
-    ledger = Ledger(budget=None if llm.get("budget") is None else Decimal(str(llm["budget"])), default_rates=rates)
+    unit_rates = {"sandbox_seconds": Decimal(str(llm.get("sandbox_usd_per_second") or 0))}
+    ledger = Ledger(budget=None if llm.get("budget") is None else Decimal(str(llm["budget"])), default_rates=rates, unit_rates=unit_rates)
     if entries:
         ledger.restore(entries)
     cache = ResponseCache(None if llm.get("cache") in (None, "off") else llm["cache"])
@@ -299,11 +325,18 @@ async def _execute_llm(task: Task, out: Path, config: dict[str, Any], state: dic
         cfg["recursion_limit"] = task.recursion_limit(sized, len(graph.nodes) - 1)
         service = build_service(config, (snap.values or {}).get("ledger") if snap is not None else None)
         progress = _Progress(task, config, sized, quiet, service)
+        pool = None
         try:
             if not more:
                 final = snap.values
             else:
-                final = await _stream(graph, state, cfg, CoopContext(llm=service, run_dir=str(out)), progress, out)
+                if task.uses_sandbox:
+                    from cooplab.sandbox.pool import AgentSandboxPool
+
+                    backend, sandbox_config = sandbox_settings(config)
+                    pool = AgentSandboxPool(sandbox_config, backend=backend)
+                context = CoopContext(llm=service, sandbox=pool, run_dir=str(out))
+                final = await _stream(graph, state, cfg, context, progress, out)
         except BaseException as exc:  # noqa: BLE001
             stop = stop_status(exc)
             if stop is None:
@@ -313,6 +346,8 @@ async def _execute_llm(task: Task, out: Path, config: dict[str, Any], state: dic
         finally:
             progress.close()
             service.cache.close()
+            if pool is not None:
+                pool.close()
     summary = finish(task, out, config, final, time.perf_counter() - t0, status=status, message=message, service=service)
     if status == "stopped":
         raise RunStopped(f"{message}; the run stopped at its last checkpoint: continue with 'cooplab resume {out}'")

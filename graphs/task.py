@@ -68,6 +68,9 @@ class Task:
     round_unit: ClassVar[str] = "round"
     #: which kinds of agents the task has (the first is the default)
     agent_kinds: ClassVar[tuple[str, ...]] = ("rule", "llm")
+    #: LLM runs get a sandbox pool in the runtime context (one session per agent id; the run's
+    #: config["sandbox"] picks the backend and the timeout; ``--sandbox-*`` options on the CLI)
+    uses_sandbox: ClassVar[bool] = False
 
     # --- configuration ---------------------------------------------------------------------
     def params(self, config: Mapping[str, Any]) -> BaseModel | None:

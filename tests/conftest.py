@@ -1,3 +1,6 @@
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -21,3 +24,39 @@ def set_traits(state, **traits):
     for k, v in traits.items():
         state[k] = np.broadcast_to(np.asarray(v, dtype=float), (S, N)).copy()
     return state
+
+
+# --- Docker (tests marked ``docker``) ---------------------------------------------------------
+# They need a Docker daemon and the sandbox image (``bash scripts/ensure-docker.sh``). Without them
+# they are skipped, except when the CI environment variable is set: then they FAIL, so that a CI
+# without Docker cannot look green.
+def _docker_problem(image: str) -> str | None:
+    from cooplab.sandbox import docker_backend
+
+    if not docker_backend.daemon_available():
+        return "no Docker daemon answers"
+    if not docker_backend.image_available(image):
+        return f"sandbox image {image} is missing (run: cooplab sandbox build)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def docker_ready() -> None:
+    from cooplab.sandbox import SandboxConfig
+
+    problem = _docker_problem(SandboxConfig().image)
+    if problem:
+        msg = f"Docker sandbox unavailable: {problem}; run `bash scripts/ensure-docker.sh`"
+        if os.environ.get("CI"):
+            pytest.fail(msg + " (CI is set, so docker tests must not be skipped)", pytrace=False)
+        pytest.skip(msg)
+
+
+@pytest.fixture(scope="session")
+def dataset(tmp_path_factory) -> Path:
+    """A CSV the sandbox loads as ``df``: columns a (0..99), b = a / 2, label = a % 2."""
+    p = tmp_path_factory.mktemp("data") / "data.csv"
+    p.write_text("a,b,label\n" + "".join(f"{i},{i * 0.5},{i % 2}\n" for i in range(100)))
+    os.chmod(p, 0o644)
+    os.chmod(p.parent, 0o755)
+    return p

@@ -22,7 +22,7 @@ from enum import Enum
 from pathlib import PurePath
 from typing import Any
 
-from .scrubbing import REDACTED, scrub
+from .scrubbing import REDACTED, scrub, share
 
 # Arrays with more elements than this are written as a summary, not their values.
 MAX_ARRAY_ITEMS = 64
@@ -135,9 +135,15 @@ def _to_jsonable(obj: Any, depth: int, seen: set[int], max_list: int) -> Any:
         if _is_pandas(obj):
             return _pandas(obj, depth, seen, max_list)
         if hasattr(obj, "to_json") and hasattr(obj, "lc_id"):  # LangChain Serializable
+            hit = _memo_get(obj, max_list) if depth <= MEMO_MAX_DEPTH else None
+            if hit is not None:
+                return hit
             from langchain_core.load import dumpd
 
-            return _to_jsonable(dumpd(obj), depth + 1, seen, max_list)
+            out = _to_jsonable(dumpd(obj), depth + 1, seen, max_list)
+            if depth <= MEMO_MAX_DEPTH:
+                _memo_put(obj, max_list, out)
+            return out
         if hasattr(obj, "model_dump") and callable(obj.model_dump):  # pydantic v2
             return _to_jsonable(obj.model_dump(), depth + 1, seen, max_list)
         if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
@@ -151,6 +157,40 @@ def _to_jsonable(obj: Any, depth: int, seen: set[int], max_list: int) -> Any:
         seen.discard(key)
     text = repr(obj)
     return text if len(text) <= 500 else text[:500] + "...]"
+
+
+# --- memo of converted LangChain objects -----------------------------------------------------
+# A tool loop's model calls carry the whole conversation: every message would be converted again at
+# every call (and again in the node's and the graph's runs). Converted messages are remembered by
+# object identity, checked with a weak reference (an id is never reused while the object lives)
+# and the identity of its content, so a message is converted once per process. The converted
+# value is shared: callers must not change it (scrub and fit_line copy, never mutate nested values).
+MEMO_SIZE = 4096
+MEMO_MAX_DEPTH = MAX_DEPTH - 12  # a message's own nesting fits below the depth cap from here
+_MEMO: dict[tuple[int, int], tuple[Any, Any, Any, Any]] = {}
+
+
+def _memo_get(obj: Any, max_list: int) -> Any:
+    entry = _MEMO.get((id(obj), max_list))
+    if entry is None:
+        return None
+    ref, content, extra, value = entry
+    if ref() is not obj or getattr(obj, "content", None) is not content or getattr(obj, "additional_kwargs", None) is not extra:
+        return None
+    return value
+
+
+def _memo_put(obj: Any, max_list: int, value: Any) -> None:
+    import weakref
+
+    try:
+        ref = weakref.ref(obj)
+    except TypeError:  # not weakly referenceable: not remembered
+        return
+    if len(_MEMO) >= MEMO_SIZE:
+        _MEMO.pop(next(iter(_MEMO)))
+    _MEMO[(id(obj), max_list)] = (ref, getattr(obj, "content", None), getattr(obj, "additional_kwargs", None), value)
+    share(value)
 
 
 def _is_numpy(obj: Any) -> bool:

@@ -76,7 +76,33 @@ def _redactable(key: str, value: Any) -> bool:
     return False
 
 
+# Values the converter shares between records (converted messages, see convert's memo) are
+# scrubbed once per set of secrets: id -> (the value, the secrets it was scrubbed for, the result).
+# The entry holds the value itself, so its id cannot be reused while it is remembered.
+_SHARED: dict[int, list[Any]] = {}
+SHARED_SIZE = 4096
+
+
+def share(value: Any) -> None:
+    """Remember ``value`` (a JSON-safe value that is never changed and is reused in many records)
+    so that :func:`scrub` scrubs it once per set of secrets."""
+    if len(_SHARED) >= SHARED_SIZE:
+        _SHARED.pop(next(iter(_SHARED)))
+    _SHARED[id(value)] = [value, None, None]
+
+
 def _scrub(obj: Any, exact: set[str], long: list[str]) -> Any:
+    if type(obj) is dict and _SHARED:
+        entry = _SHARED.get(id(obj))
+        if entry is not None and entry[0] is obj:
+            key = (frozenset(exact), tuple(long))
+            if entry[1] != key:
+                entry[1], entry[2] = key, _scrub_value(obj, exact, long)
+            return entry[2]
+    return _scrub_value(obj, exact, long)
+
+
+def _scrub_value(obj: Any, exact: set[str], long: list[str]) -> Any:
     if isinstance(obj, str):
         if obj in exact:
             return REDACTED

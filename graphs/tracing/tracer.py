@@ -33,6 +33,22 @@ TRACES_FILE = "traces.jsonl"
 
 
 # ----------------------------------------------------------------------------------------
+class _Record(dict):
+    """A run record and its JSON line (``line``), so the line is serialized once."""
+
+    line: str | None = None
+
+
+def _dumps(rec: Mapping[str, Any]) -> str:
+    return json.dumps(rec, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def _line(rec: Mapping[str, Any]) -> str:
+    line = getattr(rec, "line", None)
+    return line if line is not None else _dumps(rec)
+
+
+# ----------------------------------------------------------------------------------------
 # Token usage
 def _usage_from_outputs(outputs: Any) -> dict[str, int] | None:
     """Sum the token usage of an llm run's outputs (an LLMResult dump)."""
@@ -118,12 +134,20 @@ class JsonlTracer(BaseTracer):
         **kwargs: Any,
     ) -> _LCRun:
         """A chat model call: an ``llm`` run whose inputs are ``{"messages": [[...]]}``, as
-        LangSmith records it (not the flattened prompt strings of the generic fallback)."""
-        run = self._create_chat_model_run(
-            serialized=serialized, messages=messages, run_id=run_id, parent_run_id=parent_run_id,
-            tags=tags, metadata=metadata, name=name, **kwargs,
-        )
-        run.run_type = "llm"
+        LangSmith records it (not the flattened prompt strings of the generic fallback).
+
+        The messages are converted here, once, through :func:`to_jsonable`'s memo of converted
+        messages (LangChain's own ``_create_chat_model_run`` would serialize the whole conversation
+        again at every call of a tool loop); the record is the same."""
+        inputs = to_jsonable({"messages": messages}, max_list=convert.MAX_MESSAGES)
+        if metadata:
+            kwargs.update({"metadata": metadata})
+        start_time = _dt.datetime.now(_dt.timezone.utc)
+        run = _LCRun(id=run_id, parent_run_id=parent_run_id, serialized=serialized, inputs=inputs,
+                     **self._get_run_kwargs(parent_run_id, kwargs), events=[{"name": "start", "time": start_time}],
+                     start_time=start_time, run_type="llm", tags=tags, name=name)
+        with self._lock:
+            self._inputs[str(run.id)] = inputs  # already JSON-safe: _on_run_create keeps it as is
         self._start_trace(run)
         self._on_chat_model_start(run)
         return run
@@ -137,7 +161,10 @@ class JsonlTracer(BaseTracer):
         return None
 
     def _on_run_create(self, run: _LCRun) -> None:
-        snap = to_jsonable(run.inputs, max_list=convert.MAX_MESSAGES if run.run_type == "llm" else None)
+        with self._lock:
+            snap = self._inputs.get(str(run.id))
+        if snap is None:
+            snap = to_jsonable(run.inputs, max_list=convert.MAX_MESSAGES if run.run_type == "llm" else None)
         with self._lock:
             self._inputs[str(run.id)] = snap
             if self._is_local_root(run):
@@ -179,7 +206,7 @@ class JsonlTracer(BaseTracer):
     def _journal(self, trace_id: str, records: list[dict[str, Any]]) -> None:
         path = self.journal_path(trace_id)
         try:
-            lines = [json.dumps(r, ensure_ascii=False, allow_nan=False, separators=(",", ":")) for r in records]
+            lines = [_line(r) for r in records]
             path.parent.mkdir(parents=True, exist_ok=True)
             with _live_lock:
                 _LIVE_JOURNALS.add(str(path))
@@ -228,7 +255,12 @@ class JsonlTracer(BaseTracer):
                 rec["prompt_tokens"] = usage["input_tokens"]
                 rec["completion_tokens"] = usage["output_tokens"]
                 rec["total_tokens"] = usage["total_tokens"]
-        return fit_line(scrub(rec, secrets))
+        rec = _Record(scrub(rec, secrets))
+        rec.line = _dumps(rec)  # serialized once: its length decides whether it must shrink, then it is written as is
+        if len(rec.line) > convert.MAX_LINE_CHARS:
+            rec = _Record(fit_line(rec))
+            rec.line = _dumps(rec)
+        return rec
 
     def _flush_trace(self, trace_id: str) -> None:
         records = self._pending.pop(trace_id, [])
@@ -238,7 +270,7 @@ class JsonlTracer(BaseTracer):
         lines = []
         for r in records:
             try:
-                lines.append(json.dumps(r, ensure_ascii=False, allow_nan=False, separators=(",", ":")))
+                lines.append(_line(r))
             except (TypeError, ValueError) as exc:  # pragma: no cover - to_jsonable guards this
                 logger.warning("JsonlTracer: dropped run %s: %r", r.get("id"), exc)
         try:

@@ -2,11 +2,8 @@
 ledger in the run directory, budget exhaustion, a stopped model, kill -9 and resume."""
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from decimal import Decimal
 from pathlib import Path
 
@@ -14,6 +11,7 @@ import pandas as pd
 import pytest
 
 from cooplab.cli import main
+from tests.helpers.progress import kill_when, run_progress
 
 EFFORTS = ['{"effort": 0.1}', '{"effort": 0.25}', '{"effort": 0.4}', 'no idea', '{"effort": 3}']
 
@@ -101,33 +99,6 @@ def test_unreachable_model_stops_cleanly_and_resume_continues(tmp_path, capsys):
     assert sorted(d["round"].unique()) == list(range(1, s2["survival_time"]["values"][0] + 1))
 
 
-def _progress(run_dir: Path, cache: Path) -> tuple[int, int, int] | None:
-    """(round, calls in the last checkpoint's ledger, responses in the cache) of a run in progress,
-    or None while a file is missing or locked."""
-    import sqlite3
-
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
-    from cooplab.tasks.cpr.task import TASK
-
-    if not (run_dir / "checkpoints.sqlite").exists() or not cache.exists():
-        return None
-    try:
-        with sqlite3.connect(str(cache), timeout=0.2) as db:
-            rows = db.execute("SELECT count(*) FROM responses").fetchone()[0]
-        conn = sqlite3.connect(str(run_dir / "checkpoints.sqlite"), timeout=0.2, check_same_thread=False)
-        try:  # the ledger is an append-only log (a DeltaChannel): the graph rebuilds it from the checkpoints' deltas
-            config = json.loads((run_dir / "config.json").read_text())
-            values = TASK.build(config, checkpointer=SqliteSaver(conn)).get_state({"configurable": {"thread_id": "cpr"}}).values
-        finally:
-            conn.close()
-    except (sqlite3.Error, OSError, ValueError):
-        return None
-    if not values:
-        return None
-    return int(values.get("round", 0)), len(values.get("ledger") or []), rows
-
-
 def test_kill_9_mid_run_then_resume_matches_an_uninterrupted_run(tmp_path):
     f = script(tmp_path, latency=0.05)
     exe = str(Path(sys.executable).parent / "cooplab")
@@ -142,18 +113,11 @@ def test_kill_9_mid_run_then_resume_matches_an_uninterrupted_run(tmp_path):
     # Kill on observable progress, not after a fixed time: the run is frozen (SIGSTOP) while we look,
     # and killed only when it is past round 2 *and* the cache holds calls the last checkpoint does not
     # account for (a node is half done), so the resumed run must replay them from the cache.
-    deadline, killed = time.time() + 120, False
-    while time.time() < deadline and proc.poll() is None:
-        os.kill(proc.pid, signal.SIGSTOP)
-        p = _progress(tmp_path / "run", tmp_path / "c2.sqlite")
-        if p is not None and p[0] >= 2 and p[2] > p[1]:
-            os.kill(proc.pid, signal.SIGKILL)
-            killed = True
-            break
-        os.kill(proc.pid, signal.SIGCONT)
-        time.sleep(0.02)
-    assert killed, "the run finished (or hung) before it could be killed mid-node; raise the latency"
-    proc.wait()
+    def mid_node() -> bool:
+        p = run_progress(tmp_path / "run", tmp_path / "c2.sqlite")
+        return p is not None and p[0] >= 2 and p[2] > p[1]
+
+    assert kill_when(proc, mid_node), "the run finished (or hung) before it could be killed mid-node; raise the latency"
     assert not (tmp_path / "run" / "summary.json").exists()
     res = subprocess.run([exe, "resume", str(tmp_path / "run"), "-q", "--json"], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr

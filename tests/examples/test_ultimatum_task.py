@@ -8,15 +8,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from tests.helpers.progress import kill_when
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "ultimatum"
@@ -167,21 +166,17 @@ def test_kill_9_mid_node_then_resume_matches_the_uninterrupted_run(env, tmp_path
     # Killed on observable progress, never after a fixed time: the process is frozen (SIGSTOP) while
     # we look, and killed once it is past round 2 with model calls answered (in the cache) since its
     # last checkpoint: a node is half done, so the resumed run must redo it, replaying those calls.
-    deadline, killed, seen = time.time() + 120, False, {}
-    while time.time() < deadline and proc.poll() is None:
-        os.kill(proc.pid, signal.SIGSTOP)
+    seen: dict[int, int] = {}
+
+    def mid_node() -> bool:
         p = _checkpoints_and_cache(run_dir, cache)
-        if p is not None:
-            n, round_, cached = p
-            seen.setdefault(n, cached)  # responses cached when checkpoint n was first seen
-            if round_ >= 3 and cached > seen[n]:
-                os.kill(proc.pid, signal.SIGKILL)
-                killed = True
-                break
-        os.kill(proc.pid, signal.SIGCONT)
-        time.sleep(0.01)
-    assert killed, "the run finished (or hung) before it could be killed mid-node; raise the latency"
-    proc.wait()
+        if p is None:
+            return False
+        n, round_, cached = p
+        seen.setdefault(n, cached)  # responses cached when checkpoint n was first seen
+        return round_ >= 3 and cached > seen[n]
+
+    assert kill_when(proc, mid_node), "the run finished (or hung) before it could be killed mid-node; raise the latency"
     assert not (run_dir / "summary.json").exists()
     res = ok(cli(env, "resume", run_dir, "--json", "-q"))
     a, b = json.loads(ref.stdout), json.loads(res.stdout)

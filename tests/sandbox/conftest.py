@@ -8,7 +8,6 @@ without Docker cannot look green.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -22,33 +21,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "docker: needs a Docker daemon and the sandbox image (fails under CI=...)")
 
 
-def _docker_problem(image: str) -> str | None:
-    from cooplab.sandbox import docker_backend
-
-    if not docker_backend.daemon_available():
-        return "no Docker daemon answers"
-    if not docker_backend.image_available(image):
-        return f"sandbox image {image} is missing (run: cooplab sandbox build)"
-    return None
-
-
-@pytest.fixture(scope="session")
-def docker_ready() -> None:
-    problem = _docker_problem(SandboxConfig().image)
-    if problem:
-        msg = f"Docker sandbox unavailable: {problem}; run `bash scripts/ensure-docker.sh`"
-        if os.environ.get("CI"):
-            pytest.fail(msg + " (CI is set, so docker tests must not be skipped)", pytrace=False)
-        pytest.skip(msg)
-
-
-@pytest.fixture(scope="session")
-def dataset(tmp_path_factory) -> Path:
-    p = tmp_path_factory.mktemp("data") / "data.csv"
-    p.write_text("a,b,label\n" + "".join(f"{i},{i * 0.5},{i % 2}\n" for i in range(100)))
-    os.chmod(p, 0o644)
-    os.chmod(p.parent, 0o755)
-    return p
+# docker_ready and dataset: tests/conftest.py
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,55 @@
+"""What every benchmark writes with its numbers: the machine, and its own section of RESULTS.md."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import re
+import subprocess
+from pathlib import Path
+
+RESULTS = Path(__file__).with_name("RESULTS.md")
+
+
+def uname() -> str:
+    try:
+        return subprocess.run(["uname", "-a"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return " ".join(platform.uname()).strip()
+
+
+def machine_info(*, versions: bool = False, docker: bool = False) -> list[str]:
+    """Markdown lines: date, ``uname -a``, cores, Python (and LangGraph/LangChain versions), the Docker
+    engine, the load average at the start (the machine is shared)."""
+    python = f"- python {platform.python_version()}"
+    if versions:
+        import langchain_core
+        import langgraph.version
+
+        python += f", langgraph {langgraph.version.__version__}, langchain-core {langchain_core.__version__}"
+    lines = [f"- date (UTC): {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M')}", f"- uname -a: `{uname()}`",
+             f"- nproc: {os.cpu_count()}", python]
+    if docker:
+        try:
+            from cooplab.sandbox import docker_backend
+
+            v = docker_backend.get_client().version()
+            lines.append(f"- docker: {v.get('Version')} (API {v.get('ApiVersion')})")
+        except Exception:  # noqa: BLE001 - information only
+            lines.append("- docker: unavailable")
+    try:
+        load = os.getloadavg()
+        lines.append(f"- load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    except OSError:
+        pass
+    return lines
+
+
+def write_section(title: str, text: str, path: Path = RESULTS) -> None:
+    """Replace the ``## {title}`` section of ``path`` with ``text`` (append it if absent); other
+    sections are kept."""
+    old = path.read_text() if path.exists() else "# Benchmark results\n"
+    pattern = re.compile(rf"^## {re.escape(title)}\b.*?(?=^## |\Z)", re.S | re.M)
+    new = pattern.sub(lambda m: text, old, count=1) if pattern.search(old) else old.rstrip("\n") + "\n\n" + text
+    path.write_text(new if new.endswith("\n") else new + "\n")

@@ -1,0 +1,143 @@
+"""A tool-using task through the one runner: run_code on the real Docker sandbox from the runner's
+sandbox pool, sandbox seconds charged to the run's ledger, and a budget cap reached in the middle of
+the tool loop ending the run cleanly (status budget_exhausted) with nothing lost: every charge in
+ledger.parquet, the last checkpoint loadable, the trace's tool runs nested under the agent run."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, TypedDict
+
+import pandas as pd
+import pytest
+from langchain_core.messages import HumanMessage
+from langgraph.graph import END, START, StateGraph
+
+from cooplab import runner
+from cooplab.agents.tools import run_code_tool, tool_agent_node
+from cooplab.graphs.context import CoopContext
+from cooplab.graphs.state import AppendLog
+from cooplab.graphs.task import RunInfo, Task
+from cooplab.graphs.tracing import load_runs
+from langsmith.schemas import Run
+from cooplab.tasks import registry
+
+USAGE = {"input_tokens": 120, "output_tokens": 12}
+RATE = 1e-6  # USD per sandbox second: a run_code call reserves its timeout's worth (20 s: $0.00002), then pays what it used
+
+
+class TeamState(TypedDict, total=False):
+    round: int
+    max_round: int
+    messages: AppendLog
+    tool_loops: AppendLog
+    ledger: AppendLog
+
+
+class AnalystTask(Task):
+    name = "analyst-test"
+    title = "one analyst with run_code"
+    state_schema = TeamState
+    agent_kinds = ("llm",)
+    uses_sandbox = True
+
+    def build(self, config, *, checkpointer=None):
+        g = StateGraph(TeamState, context_schema=CoopContext)
+        g.add_node("analyst", tool_agent_node("data.lead", [run_code_tool()], lambda s: [HumanMessage(content="compute 6 x 7")],
+                                              team="data", ledger_key="ledger"))
+        g.add_edge(START, "analyst")
+        g.add_edge("analyst", END)
+        return g.compile(checkpointer=checkpointer, name=self.name)
+
+    def init_state(self, config):
+        return {"round": 1, "max_round": 1, "messages": [], "tool_loops": [], "ledger": []}
+
+    def total_rounds(self, config):
+        return 1
+
+    def outputs(self, final, config, run: RunInfo) -> dict[str, Any]:
+        loops = final.get("tool_loops") or []
+        return {"stop_reasons": [r["stop_reason"] for r in loops], "answer": loops[-1]["final"] if loops else None}
+
+
+def runs_of(run_dir: Path) -> list[Run]:
+    """The run's traces as LangSmith ``Run`` objects (what a LangSmith-compatible viewer loads)."""
+    return [Run(**r) for r in load_runs(run_dir / "traces.jsonl")]
+
+
+def script(path: Path) -> Path:
+    answers = [{"tool_calls": [{"name": "run_code", "args": {"code": "x = 6 * 7\nx"}}], "usage": USAGE},
+               {"tool_calls": [{"name": "run_code", "args": {"code": "x + 1"}}], "usage": USAGE},
+               {"tool_calls": [{"name": "run_code", "args": {"code": "x + 2"}}], "usage": USAGE},
+               {"text": "x is 42", "usage": USAGE}]
+    path.write_text(json.dumps({"answers": answers, "cycle": False}))
+    return path
+
+
+def config(tmp_path: Path, budget: float | None) -> dict[str, Any]:
+    from cooplab.cli_tasks import llm_config
+
+    llm = llm_config(f"scripted:{script(tmp_path / 's.json')}", None, None, 0.0, 64, 1, None, budget, 0.0005, 0.003,
+                     str(tmp_path / "cache.sqlite"))
+    llm["sandbox_usd_per_second"] = RATE
+    return {"agents": "llm", "seed": 0, "llm": llm, "csv": False, "sandbox": {"backend": "docker", "timeout": 20.0}}
+
+
+@pytest.fixture
+def task(monkeypatch):
+    t = AnalystTask()
+    monkeypatch.setitem(registry._CACHE, t.name, t)  # as if installed through the entry-point group
+    return t
+
+
+@pytest.mark.docker
+def test_a_tool_task_runs_code_in_docker_and_a_budget_cap_mid_loop_ends_it_cleanly(tmp_path, task, docker_ready):
+    # 1. uncapped: three run_code calls in the real Docker sandbox, then the final answer
+    free = tmp_path / "free"
+    free.mkdir()
+    s = runner.start(task, free, config(tmp_path, None), quiet=True)
+    assert s["status"] == "completed" and s["stop_reasons"] == ["final"] and s["answer"] == "x is 42"
+    ledger = pd.read_parquet(free / "ledger.parquet")
+    model_calls = ledger[ledger["kind"] == "tokens"]
+    seconds = ledger[ledger["kind"] == "sandbox_seconds"]
+    assert len(model_calls) == 4 and len(seconds) == 3 and (seconds["agent"] == "data.lead").all() and (seconds["team"] == "data").all()
+    assert all(Decimal(c) > 0 for c in seconds["cost"])  # sandbox time is charged at the run's rate
+    tool_msgs = [r for r in runs_of(free) if r.run_type == "tool"]
+    assert len(tool_msgs) == 3 and "42" in json.dumps(tool_msgs[0].outputs)
+
+    # 2. the cap: the first model call and its run_code's reservation (timeout x rate, with room) fit;
+    #    the second model call does not (its reservation is at least its cost, twice the room left).
+    #    A run_code reservation bounds timeout + grace + margin + one sandbox restart (start_timeout): ~145 s.
+    call_cost = Decimal(str(model_calls["cost"].iloc[0]))
+    budget = float(call_cost + Decimal(200) * Decimal(str(RATE)) + Decimal(str(model_calls["cost"].iloc[1])) / 2)
+    capped = tmp_path / "capped"
+    capped.mkdir()
+    s2 = runner.start(task, capped, config(tmp_path, budget), quiet=True)
+    assert s2["status"] == "budget_exhausted" and "budget" in s2["message"]
+    assert Decimal(s2["ledger"]["cost_usd"]) <= Decimal(str(budget))
+    charged = pd.read_parquet(capped / "ledger.parquet")
+    assert list(charged["kind"])[:2] == ["tokens", "sandbox_seconds"]  # nothing charged is missing from the table
+    assert sum(Decimal(c) for c in charged["cost"]) == Decimal(s2["ledger"]["cost_usd"])
+    # the last checkpoint loads; the run resumes (still capped: it ends the same way, charges replayed from the cache)
+    values = runner.last_values(task, capped, json.loads((capped / "config.json").read_text()))
+    assert values["round"] == 1
+    s3 = runner.resume(capped, quiet=True)
+    assert s3["status"] == "budget_exhausted" and s3["ledger"]["cached_calls"] >= 1
+    # the trace: the agent's loop is a chain run; its model and tool runs are its children
+    runs = runs_of(capped)
+    agent = [r for r in runs if r.name == "data.lead"]
+    tools = [r for r in runs if r.run_type == "tool"]
+    assert agent and tools and all(t.parent_run_id in {a.id for a in agent} for t in tools)
+
+
+def test_sandbox_settings_of_a_run_are_checked_on_resume(tmp_path, task):
+    from cooplab.cli_options import OptionError
+
+    bad = {**config(tmp_path, None), "sandbox": {"backend": "auto"}}
+    with pytest.raises(OptionError, match="backend must be docker or local"):
+        runner.check_run_config(task, tmp_path, bad)
+    for value in (float("nan"), -1, "30", True):
+        with pytest.raises(OptionError, match="sandbox"):
+            runner.check_run_config(task, tmp_path, {**config(tmp_path, None), "sandbox": {"backend": "docker", "timeout": value}})
