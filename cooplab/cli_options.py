@@ -316,6 +316,10 @@ def check_model(text: Any, base_url: Any = None, name: str = "--model") -> None:
         raise OptionError(str(exc)) from None
     if spec.kind == "scripted":
         check_scripted_file(spec.name)
+    elif spec.kind == "local":
+        from cooplab.extras import require
+
+        require("local", "the local model")
 
 
 def check_cache(path: str | Path, name: str = "--cache") -> None:

@@ -128,7 +128,7 @@ def resume_and_report(run_dir: Path, *, quiet: bool, as_json: bool) -> None:
     from cooplab.tasks import registry
 
     with _run_errors(run_dir):
-        summary = resume(run_dir, quiet=quiet)
+        summary = resume(run_dir, quiet=quiet, warn=lambda m: typer.echo(f"cooplab: warning: {m}", err=True))
     report(registry.get(summary["task"]), run_dir, summary, as_json)
 
 

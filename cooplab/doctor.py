@@ -45,15 +45,38 @@ def check_cpu() -> dict[str, Any]:
             "details": c, "fix": None}
 
 
+def check_extras() -> dict[str, Any]:
+    """Which extras are installed (information: the core works without any), and which tasks."""
+    from cooplab.extras import EXTRAS, missing
+    from cooplab.tasks import registry
+
+    state = {extra: not missing(extra) for extra in EXTRAS}
+    tasks, broken = [], []
+    for name in registry.names():
+        try:
+            registry.get(name)
+            tasks.append(name)
+        except registry.UnknownTask as exc:
+            broken.append(str(exc))
+    summary = ", ".join(f"{e} {'yes' if ok else 'no'}" for e, ok in state.items()) + f"; tasks: {', '.join(tasks)}"
+    if broken:
+        summary += f"; {len(broken)} task(s) fail to load: {'; '.join(broken)}"
+    fix = None if all(state.values()) else f"pip install 'cooplab[{','.join(e for e, ok in state.items() if not ok)}]' for the rest"
+    return {"name": "extras", "ok": False if broken else None, "summary": summary,
+            "details": {"extras": state, "tasks": tasks, "broken_tasks": broken}, "fix": fix}
+
+
 def check_local_model(timeout: float = 300.0) -> dict[str, Any]:
-    import importlib.util
+    from cooplab.extras import missing
+
+    # find_spec, not import: importing llama_cpp loads native code, which stays in child processes
+    gone = missing("local")
+    if gone:
+        return {"name": "local model", "ok": False, "summary": f"not installed (missing: {', '.join(gone)})", "details": {},
+                "fix": "pip install 'cooplab[local]' (from a checkout: bash scripts/setup.sh, which builds llama.cpp portably)"}
 
     from cooplab.agents.local_model import check_local_model as run_check
 
-    # find_spec, not import: importing llama_cpp loads native code, which stays in child processes
-    if importlib.util.find_spec("llama_cpp") is None:
-        return {"name": "local model", "ok": False, "summary": "llama-cpp-python is not installed", "details": {},
-                "fix": "bash scripts/setup.sh"}
     r = run_check(timeout=timeout)
     build = r.get("system_info", "?")
     if r.get("ok"):
@@ -90,7 +113,7 @@ def check_chromium() -> dict[str, Any]:
 
 
 def run_checks(*, model: bool = True, docker: bool = True, chromium: bool = True, image: str | None = None) -> list[dict[str, Any]]:
-    checks = [check_cpu()]
+    checks = [check_cpu(), check_extras()]
     if model:
         checks.append(check_local_model())
     if docker:

@@ -52,14 +52,18 @@ def start(task: Task, out: Path, config: dict[str, Any], *, quiet: bool = False,
     out = Path(out)
     config = {"task": task.name, "agents": config.get("agents", task.agent_kinds[0]), **config,
               "code_version": runstore.code_version(), "created": runstore.now()}
+    config["environment"] = runstore.environment(config)
     runstore.write_json(out / "config.json", config)
     return execute(task, out, config, task.init_state(config) if state is None else state, quiet=quiet)
 
 
-def resume(out: Path, *, quiet: bool = False) -> dict[str, Any]:
+def resume(out: Path, *, quiet: bool = False, warn: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Continue any task's run from its last checkpoint, after checking its config.json (every value
     by the rules of the options that wrote it) and its checkpoints.sqlite (read-only): damaged
-    files and unknown tasks are one-line ``RunDirError``s and nothing is changed."""
+    files and unknown tasks are one-line ``RunDirError``s and nothing is changed. ``warn`` gets one
+    line when the environment differs from the one the run was started in (package versions, the
+    git commit, the local model's hash, the sandbox image): the run resumes, but its results may
+    differ from an uninterrupted run's."""
     from cooplab.tasks import registry
 
     out = Path(out)
@@ -71,7 +75,17 @@ def resume(out: Path, *, quiet: bool = False) -> dict[str, Any]:
     except registry.UnknownTask as exc:
         raise runstore.RunDirError(f"{out}/config.json: {exc}") from None
     config = runstore.config_for_resume(out, name, lambda o, c: check_run_config(task, o, c))
+    changes = runstore.environment_changes(config.get("environment"), runstore.environment(config))
+    if changes:
+        (warn or _log_warning)(f"{out} was started in another environment ({'; '.join(changes)}); "
+                               f"the resumed part may not match an uninterrupted run")
     return execute(task, out, config, None, quiet=quiet)
+
+
+def _log_warning(message: str) -> None:
+    import logging
+
+    logging.getLogger("cooplab").warning(message)
 
 
 def check_run_config(task: Task, out: Path, config: dict[str, Any]) -> None:

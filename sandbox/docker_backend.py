@@ -80,6 +80,14 @@ def daemon_available() -> bool:
         return False
 
 
+def image_id(image: str) -> str | None:
+    """The id (sha256:...) of a local image, or None if it is missing or no daemon answers."""
+    try:
+        return get_client().images.get(image).id
+    except Exception:
+        return None
+
+
 def image_available(image: str) -> bool:
     try:
         get_client().images.get(image)

