@@ -212,9 +212,12 @@ def _mount_optional() -> None:
     from cooplab.tasks.cpr.task import TASK as CPR
     from cooplab.tasks.diners.cli import register as register_diners
     from cooplab.tasks.diners.cli import run_command as diners_run
+    from cooplab.tasks.games import cli as games_cli
 
-    register(run_app, params_app, graph_app, own={"run": {"cpr": run_command(CPR, cpr_options), "diners": diners_run()},
-                                                   "graph": {"cpr": graph_cpr}})
+    register(run_app, params_app, graph_app, own={"run": {"cpr": run_command(CPR, cpr_options), "diners": diners_run(),
+                                                          "game": games_cli.run_command()},
+                                                  "params": {"game": games_cli.params_command},
+                                                  "graph": {"cpr": graph_cpr, "game": games_cli.graph_command}})
     register_diners(figures_app)
     from cooplab.sandbox.cli import app as sandbox_app
 
@@ -242,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except _cx.UsageError as exc:
         hint = f" (see '{exc.ctx.command_path} --help')" if getattr(exc, "ctx", None) is not None else ""
-        typer.echo(f"cooplab: error: {exc.format_message().replace('Value error, ', '')}{hint}", err=True)
+        typer.echo(f"cooplab: error: {_one_line(exc.format_message().replace('Value error, ', ''))}{hint}", err=True)
         return 2
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("cooplab: aborted", err=True)

@@ -22,6 +22,7 @@ GROUP = "cooplab.tasks"
 BUILTIN = {
     "cpr": "cooplab.tasks.cpr.task:TASK",
     "diners": "cooplab.tasks.diners.task:TASK",
+    "game": "cooplab.tasks.games.task:TASK",
 }
 
 

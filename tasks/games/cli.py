@@ -1,0 +1,114 @@
+"""CLI commands of the behavioral games, mounted by ``cooplab.cli``::
+
+    cooplab run game --game weakest-link|cpr|cpr-sanction|collective-risk|o-ring|public-goods
+                     --players nash|pareto|random|scripted:FILE [--group-size K] [--simulations S]
+                     [--rounds R] [--seed S] [--set name=value ...] --out DIR [--json]
+    cooplab params game [--game G] [--json]
+    cooplab graph game [--game G]
+
+``run game`` is the task's own options (:func:`game_options`) plus the options every run has,
+mounted by ``cooplab.cli_tasks.run_command``; the run goes through the one runner.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Any, Optional
+
+import typer
+
+from cooplab import cli_options as co
+from cooplab.cli_options import fail
+from cooplab.tasks.games.params import GAMES, MAX_GROUP, MAX_SIMULATIONS, TABLE4
+
+Game = Enum("Game", {g.replace("-", "_"): g for g in GAMES}, type=str)  # type: ignore[misc]
+
+GROUP_SIZE = co.Num(int, 2, MAX_GROUP, hint="players in each of the 2 groups")
+SIMULATIONS = co.Num(int, 1, MAX_SIMULATIONS)
+_TABLE4 = "; ".join(f"{g} {', '.join(map(str, s))}" for g, s in TABLE4.items())
+
+
+def _num(option: str, rule: co.Num, help: str) -> Any:
+    def parse(value: Any) -> Any:
+        return rule.parse(option, value) if isinstance(value, str) else rule.check(option, value)
+
+    return typer.Option(option, help=help, parser=parse, metavar="INTEGER")
+
+
+def game_options(
+    agents: str,
+    game: Game = typer.Option(..., "--game", help="The game (paper §3.1.1)."),
+    players: str = typer.Option("nash", "--players", help="Who plays: nash, pareto, random (uniform) or scripted:FILE (per-round actions, see docs/games.md)."),
+    group_size: Annotated[Optional[int], _num("--group-size", GROUP_SIZE, f"Players in each of the 2 groups, 2..{MAX_GROUP} (default 5; Appendix Table 4 sweeps: {_TABLE4}).")] = None,
+    simulations: Annotated[Optional[int], _num("--simulations", SIMULATIONS, f"Simulations run side by side, 1..{MAX_SIMULATIONS} (default 50).")] = None,
+    rounds: Annotated[Optional[int], co.num_opt("--rounds", f"Rounds per simulation, 1..{co.MAX_ROUNDS} (default 3; collective-risk: its R = 10).")] = None,
+    set_: Optional[list[str]] = typer.Option(None, "--set", help="Set a game constant: --set multiplier=2.5 (see 'cooplab params game --game G')."),
+) -> dict[str, Any]:
+    """Play one of the six behavioral games with reference players and write a run directory."""
+    from pydantic import ValidationError
+
+    from cooplab.cli_tasks import parse_set
+    from cooplab.tasks.games import players as pl
+    from cooplab.tasks.games.params import model_of
+
+    name = game.value
+    model = model_of(name)
+    values = parse_set(set_, model.model_fields, "game --game " + name)
+    for key, v in (("group_sizes", None if group_size is None else [group_size, group_size]), ("simulations", simulations),
+                   ("rounds", rounds)):
+        if v is not None:
+            if key in values:
+                fail(f"give {key} either with its option or with --set, not both")
+            values[key] = v
+    try:
+        P = model(**values)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        loc = ".".join(str(x) for x in e["loc"])
+        msg = e["msg"].removeprefix("Value error, ")
+        fail(f"--set {loc}: {msg}" if loc else f"{name}: {msg}")
+    kind, _, path = players.partition(":")
+    kind = kind.strip().lower()
+    if kind == "llm":
+        fail("--players llm is not built yet (issue 11's LLM players come next); use nash, pareto, random or scripted:FILE")
+    if kind not in pl.KINDS or (kind == "scripted") != bool(path.strip()):
+        fail(f"--players must be nash, pareto, random or scripted:FILE, got {players!r}")
+    script = None
+    if kind == "scripted":
+        try:
+            script = pl.load_script(path.strip(), P)
+        except pl.ScriptError as exc:
+            fail(str(exc))
+    return {"game": name, "players": kind, "script": script, "script_file": path.strip() or None, "params": P.model_dump(mode="json")}
+
+
+def run_command():
+    """``cooplab run game``: :func:`game_options` plus the options every run has."""
+    from cooplab.cli_tasks import run_command as make
+    from cooplab.tasks.games.task import TASK
+
+    return make(TASK, game_options)
+
+
+def params_command(
+    game: Optional[Game] = typer.Option(None, "--game", help="Only this game's parameters."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Every parameter of the six games with its default, meaning and source."""
+    from cooplab.cli_tasks import echo_json
+    from cooplab.tasks.games.task import TASK
+
+    rows = [r for r in TASK.params_table() if game is None or r["game"] == game.value]
+    if as_json:
+        echo_json(rows)
+        return
+    w = max(len(r["name"]) for r in rows)
+    for r in rows:
+        typer.echo(f"{r['game']:<16} {r['name']:<{w}}  {str(r['default']):<8}  {r['meaning']}  [{r['source']}]")
+
+
+def graph_command(game: Game = typer.Option(Game("weakest-link"), "--game", help="Whose graph.")) -> None:
+    """Print a game's graph as Mermaid text."""
+    from cooplab.tasks.games.task import TASK
+
+    typer.echo(TASK.build(TASK.default_config(game=game.value)).get_graph().draw_mermaid())

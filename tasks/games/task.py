@@ -1,0 +1,168 @@
+"""The six behavioral games of "cooperative profiles" (paper §3.1.1, Appendix B) as one task of the
+one runner: ``cooplab run game --game NAME --players nash|pareto|random|scripted:FILE ...``.
+
+A run's config.json holds, besides the runner's fields: ``game`` (one of :data:`GAMES`),
+``players`` (nash | pareto | random | scripted), ``script`` (scripted players: the validated
+script itself, so the run resumes without the file; else null), ``script_file`` (where it came
+from) and ``params`` (the game's parameter model, :mod:`.params`).
+
+Run directory: ``players.*`` (one row per simulation, round and player), ``rounds.*`` (per
+simulation and round: the metric, its Pareto proximity, payoffs and group outcomes),
+``simulations.*`` (per simulation: metric, proximity, near-Pareto, payoff, outcomes),
+``sanctions.*`` (CPR with sanctioning: every sanction), ``convergence.*`` (Appendix D's bootstrap),
+``summary.json`` and ``figures/run.png``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from cooplab import runstore
+from cooplab.graphs.rng import phase_rng
+from cooplab.graphs.task import RunInfo, Task, TaskConfigError
+from cooplab.tasks.games import equilibria as eq
+from cooplab.tasks.games import metrics as mt
+from cooplab.tasks.games import players as pl
+from cooplab.tasks.games.params import GAMES, MODELS, GameParams, model_of
+from cooplab.tasks.games.society import DECISION, GameState, game_phases, init_state
+
+SUMMARY_N = (1, 2, 5, 10, 20, 30, 50, 100, 200, 500)  #: sample sizes of the convergence curve kept in summary.json
+
+
+def phases_for(P: GameParams, policies: Mapping[str, Any]):
+    """The nodes of one round (a module-level hook: tests replace it to interrupt a run)."""
+    return game_phases(P, policies)
+
+
+class GameTask(Task):
+    name = "game"
+    title = "Six behavioral games (weakest-link, cpr, cpr-sanction, collective-risk, o-ring, public-goods) with reference players."
+    state_schema = GameState
+    round_node = "settle"
+    agent_kinds = ("rule",)  # LLM players come with the decision layer's game prompts (issue 11, later part)
+
+    # --- configuration ---------------------------------------------------------------------------------
+    def params(self, config: Mapping[str, Any]) -> GameParams:
+        game = config.get("game")
+        if game not in MODELS:
+            raise TaskConfigError(f"game must be one of {', '.join(GAMES)}, got {game!r}")
+        raw = config.get("params")
+        if not isinstance(raw, Mapping):
+            raise TaskConfigError(f"params must be a JSON object, got {raw!r}")
+        return model_of(game)(**raw)
+
+    def check_config(self, config: Mapping[str, Any]) -> None:
+        from pydantic import ValidationError
+
+        try:
+            P = self.params(config)
+        except ValidationError as exc:
+            e = exc.errors()[0]
+            loc = ".".join(str(x) for x in e["loc"])
+            raise TaskConfigError(f"params{'.' + loc if loc else ''}: {e['msg'].removeprefix('Value error, ')}") from None
+        players = config.get("players")
+        if players not in pl.KINDS:
+            raise TaskConfigError(f"players must be one of {', '.join(pl.KINDS)}, got {players!r}")
+        script = config.get("script")
+        if players == "scripted":
+            try:
+                pl.check_script(script, P, where="script")
+            except pl.ScriptError as exc:
+                raise TaskConfigError(str(exc)) from None
+        elif script is not None:
+            raise TaskConfigError(f"script must be null unless players is scripted, got {type(script).__name__}")
+
+    def n_agents(self, config: Mapping[str, Any]) -> int:
+        return self.params(config).n_players
+
+    def default_config(self, agents: str = "rule", game: str = "weakest-link") -> dict[str, Any]:
+        return {"task": self.name, "agents": agents, "seed": 0, "game": game, "players": "nash", "script": None, "script_file": None,
+                "params": model_of(game)().model_dump(mode="json"), "llm": None}
+
+    # --- the graph ---------------------------------------------------------------------------------------
+    def policies(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        return pl.policies(config["players"], self.params(config), config.get("script"))
+
+    def phases(self, config: Mapping[str, Any]):
+        return phases_for(self.params(config), self.policies(config))
+
+    def init_state(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        return init_state(self.params(config), int(config["seed"]))
+
+    def total_rounds(self, config: Mapping[str, Any]) -> int:
+        return self.params(config).rounds
+
+    # --- results -----------------------------------------------------------------------------------------
+    def outputs(self, final: Mapping[str, Any], config: Mapping[str, Any], run: RunInfo) -> dict[str, Any]:
+        P = self.params(config)
+        history = list(final.get("history") or [])
+        group = eq.groups_of(P)
+        tables = {"players": mt.player_table(P, history, group), "rounds": mt.round_table(P, history),
+                  "simulations": mt.simulation_table(P, history)}
+        if P.GAME == "cpr-sanction":
+            tables["sanctions"] = mt.sanction_table(history)
+        conv = None
+        if history:
+            conv = mt.bootstrap_convergence(tables["simulations"]["metric"], resamples=200,
+                                            rng=phase_rng(int(config["seed"]), 0, "bootstrap"))
+            tables["convergence"] = conv
+        for stem, df in tables.items():
+            if len(df.columns):
+                runstore.write_table(df, run.out, stem, csv=run.csv)
+        summary: dict[str, Any] = {"game": P.GAME, "players": config["players"], "script_file": config.get("script_file"),
+                                   "decision": DECISION[P.GAME], "group_sizes": list(P.group_sizes), "n_players": P.n_players,
+                                   "rounds": P.rounds, "simulations": P.simulations, "seed": config["seed"]}
+        summary.update(mt.summarize(P, history, tables["simulations"], conv if conv is not None else mt.bootstrap_convergence([])))
+        if "convergence" in summary:
+            keep = [i for i, n in enumerate(summary["convergence"]["n"]) if n in SUMMARY_N or n == P.simulations]
+            summary["convergence"] = {k: (v if k == "resamples" else [v[i] for i in keep]) for k, v in summary["convergence"].items()}
+        return summary
+
+    def figure(self, summary: Mapping[str, Any], run: RunInfo) -> None:
+        if not summary.get("rounds_completed"):
+            return
+        from cooplab.tasks.games.figures import run_figure
+
+        run_figure(runstore.read_table(run.out, "rounds"), runstore.read_table(run.out, "convergence"), summary,
+                   run.out / "figures" / "run.png")
+
+    def report(self, summary: Mapping[str, Any]) -> list[str]:
+        m, p = summary.get("metric") or {}, summary.get("pareto_proximity")
+        sizes = " + ".join(str(k) for k in summary.get("group_sizes", []))
+        head = (f"{summary.get('game')}: {summary.get('players')} players, groups {sizes}, {summary.get('rounds_completed')}/"
+                f"{summary.get('rounds')} rounds, {summary.get('simulations')} simulations")
+        if m.get("mean") is None:
+            return [f"{head}: no round completed (status {summary.get('status')})"]
+        ci = m.get("ci95")
+        ci_text = f" [95% CI {ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
+        lines = [f"{head}",
+                 f"mean {m['label']} {m['mean']:.3f}{ci_text} (Nash {m['nash']:g}, Pareto {m['pareto']:g}); Pareto proximity "
+                 f"{p['mean']:.3f} (0 = Pareto, 1 = Nash), near-Pareto share {p['near_pareto_share']:.2f}",
+                 f"mean payoff per player {summary['payoff']['mean_total_per_player']:.3f} over the game "
+                 f"({summary['payoff']['mean_per_player_per_round']:.3f} per round)"]
+        oc = summary.get("outcomes") or {}
+        if "threshold_met_rate" in oc:
+            lines.append(f"threshold met in {oc['threshold_met_rate']:.2f} of simulations, savings lost in {oc['savings_lost_rate']:.2f}; "
+                         f"expected payoff per player {oc['expected_payoff_per_player']:.3f}")
+        if "success_rate" in oc:
+            lines.append(f"O-Ring success in {oc['success_rate']:.2f} of rounds")
+        if "sanctions" in oc:
+            s = oc["sanctions"]
+            lines.append(f"sanction tokens per player and round: given {s['tokens_given_per_player_round']:.3f}, received "
+                         f"{s['tokens_received_per_player_round']:.3f}")
+        extra = ", sanctions.*" if summary.get("game") == "cpr-sanction" else ""
+        lines.append(f"tables: summary.json, players.*, rounds.*, simulations.*{extra}, convergence.*, figures/run.png")
+        return lines
+
+    def params_table(self) -> list[dict[str, Any]]:
+        rows = []
+        for game in GAMES:
+            for name, f in MODELS[game].model_fields.items():
+                extra = f.json_schema_extra if isinstance(f.json_schema_extra, dict) else {}
+                rows.append({"game": game, "name": name, "default": f.get_default(call_default_factory=True),
+                             "meaning": f.description or "", "source": extra.get("source", "")})
+        return rows
+
+
+TASK = GameTask()
