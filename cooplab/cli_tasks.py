@@ -199,8 +199,10 @@ def run_command(task: Task, options: Callable[..., dict[str, Any]]) -> Callable[
             fail(f"--agents must be {' or '.join(task.agent_kinds)}, got {agents!r}")
         fields = options(agents=agents, **kw)
         config: dict[str, Any] = {"task": task.name, "agents": agents, **fields, "seed": c["seed"], "csv": c["csv"]}
+        if config["agents"] not in task.agent_kinds:  # a task's options may choose the kind (e.g. game --players llm)
+            fail(f"--agents must be {' or '.join(task.agent_kinds)}, got {config['agents']!r}")
         config["llm"] = None
-        if agents == "llm":
+        if config["agents"] == "llm":
             config["llm"] = llm_config(*(c[k] for k in _LLM_KEYS), n_agents=task.n_agents(config))
         if task.uses_sandbox:
             if c["sandbox_backend"] not in ("docker", "local"):

@@ -1,7 +1,8 @@
 """CLI commands of the behavioral games, mounted by ``cooplab.cli``::
 
     cooplab run game --game weakest-link|cpr|cpr-sanction|collective-risk|o-ring|public-goods
-                     --players nash|pareto|random|scripted:FILE [--group-size K] [--simulations S]
+                     --players llm|nash|pareto|random|scripted:FILE [--model M ...]
+                     [--prompt standard|alternate|cot|tom] [--deliberation] [--group-size K] [--simulations S]
                      [--rounds R] [--seed S] [--set name=value ...] --out DIR [--json]
     cooplab params game [--game G] [--json]
     cooplab graph game [--game G]
@@ -21,6 +22,8 @@ from cooplab import cli_options as co
 from cooplab.cli_options import fail
 from cooplab.tasks.games.params import GAMES, MAX_GROUP, MAX_SIMULATIONS, TABLE4
 
+PROMPTS = ("standard", "alternate", "cot", "tom")
+
 Game = Enum("Game", {g.replace("-", "_"): g for g in GAMES}, type=str)  # type: ignore[misc]
 
 GROUP_SIZE = co.Num(int, 2, MAX_GROUP, hint="players in each of the 2 groups")
@@ -38,13 +41,15 @@ def _num(option: str, rule: co.Num, help: str) -> Any:
 def game_options(
     agents: str,
     game: Game = typer.Option(..., "--game", help="The game (paper §3.1.1)."),
-    players: str = typer.Option("nash", "--players", help="Who plays: nash, pareto, random (uniform) or scripted:FILE (per-round actions, see docs/games.md)."),
+    players: Optional[str] = typer.Option(None, "--players", help="Who plays: llm (the --model options apply), nash (default), pareto, random (uniform) or scripted:FILE (per-round actions, see docs/games.md)."),
+    prompt: str = typer.Option("standard", "--prompt", help="LLM players' prompt condition (Appendix B): standard, alternate (prose wording), cot (chain of thought) or tom (theory of mind)."),
+    deliberation: bool = typer.Option(False, "--deliberation", help="LLM players: each member writes 1-3 sentences to its group before each decision."),
     group_size: Annotated[Optional[int], _num("--group-size", GROUP_SIZE, f"Players in each of the 2 groups, 2..{MAX_GROUP} (default 5; Appendix Table 4 sweeps: {_TABLE4}).")] = None,
     simulations: Annotated[Optional[int], _num("--simulations", SIMULATIONS, f"Simulations run side by side, 1..{MAX_SIMULATIONS} (default 50).")] = None,
     rounds: Annotated[Optional[int], co.num_opt("--rounds", f"Rounds per simulation, 1..{co.MAX_ROUNDS} (default 3; collective-risk: its R = 10).")] = None,
     set_: Optional[list[str]] = typer.Option(None, "--set", help="Set a game constant: --set multiplier=2.5 (see 'cooplab params game --game G')."),
 ) -> dict[str, Any]:
-    """Play one of the six behavioral games with reference players and write a run directory."""
+    """Play one of the six behavioral games with reference or LLM players and write a run directory."""
     from pydantic import ValidationError
 
     from cooplab.cli_tasks import parse_set
@@ -67,19 +72,29 @@ def game_options(
         loc = ".".join(str(x) for x in e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
         fail(f"--set {loc}: {msg}" if loc else f"{name}: {msg}")
+    if players is None:
+        players = "llm" if agents == "llm" else "nash"
     kind, _, path = players.partition(":")
     kind = kind.strip().lower()
-    if kind == "llm":
-        fail("--players llm is not built yet (issue 11's LLM players come next); use nash, pareto, random or scripted:FILE")
+    if kind == "llm" and not path.strip():
+        if prompt not in PROMPTS:
+            fail(f"--prompt must be one of {', '.join(PROMPTS)}, got {prompt!r}")
+        return {"agents": "llm", "game": name, "players": "llm", "script": None, "script_file": None, "prompt": prompt,
+                "deliberation": bool(deliberation), "params": P.model_dump(mode="json")}
+    if agents == "llm":
+        fail(f"--agents llm plays LLM players; it cannot be combined with --players {players}")
     if kind not in pl.KINDS or (kind == "scripted") != bool(path.strip()):
-        fail(f"--players must be nash, pareto, random or scripted:FILE, got {players!r}")
+        fail(f"--players must be llm, nash, pareto, random or scripted:FILE, got {players!r}")
+    if prompt != "standard" or deliberation:
+        fail("--prompt and --deliberation apply to --players llm only")
     script = None
     if kind == "scripted":
         try:
             script = pl.load_script(path.strip(), P)
         except pl.ScriptError as exc:
             fail(str(exc))
-    return {"game": name, "players": kind, "script": script, "script_file": path.strip() or None, "params": P.model_dump(mode="json")}
+    return {"game": name, "players": kind, "script": script, "script_file": path.strip() or None, "prompt": "standard",
+            "deliberation": False, "params": P.model_dump(mode="json")}
 
 
 def run_command():

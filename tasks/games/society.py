@@ -201,8 +201,11 @@ def settle_node(P: Any) -> Callable[[State], dict]:
 # --- the graph ------------------------------------------------------------------------------------------
 def game_phases(P: Any, policies: Mapping[str, Callable]) -> "OrderedDict[str, Callable]":
     """The ordered nodes of one round of ``P.GAME``; ``policies`` fills the policy slots:
-    ``decide`` (every game) and ``sanction`` (CPR with sanctioning)."""
+    ``decide`` (every game), ``sanction`` (CPR with sanctioning) and optionally ``deliberate``
+    (LLM players' within-group messages before the decision)."""
     nodes: OrderedDict[str, Callable] = OrderedDict()
+    if policies.get("deliberate") is not None:  # LLM players with --deliberation: messages to the group first
+        nodes["deliberate"] = decision_node("deliberate", policies["deliberate"], lambda state, value: {})
     nodes[DECISION[P.GAME]] = decision_node(DECISION[P.GAME], policies["decide"], decide_apply(P))
     if P.GAME == "cpr-sanction":
         nodes["sanction"] = decision_node("sanction", policies["sanction"], sanction_apply(P))

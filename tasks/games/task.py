@@ -25,6 +25,8 @@ from cooplab.tasks.games import equilibria as eq
 from cooplab.tasks.games import metrics as mt
 from cooplab.tasks.games import players as pl
 from cooplab.tasks.games.params import GAMES, MODELS, GameParams, model_of
+
+PROMPTS = ("standard", "alternate", "cot", "tom")  #: the prompt conditions of LLM players (Appendix B; llm_agents.PROMPTS)
 from cooplab.tasks.games.society import DECISION, GameState, game_phases, init_state
 
 SUMMARY_N = (1, 2, 5, 10, 20, 30, 50, 100, 200, 500)  #: sample sizes of the convergence curve kept in summary.json
@@ -37,10 +39,10 @@ def phases_for(P: GameParams, policies: Mapping[str, Any]):
 
 class GameTask(Task):
     name = "game"
-    title = "Six behavioral games (weakest-link, cpr, cpr-sanction, collective-risk, o-ring, public-goods) with reference players."
+    title = "Six behavioral games (weakest-link, cpr, cpr-sanction, collective-risk, o-ring, public-goods) with reference or LLM players."
     state_schema = GameState
     round_node = "settle"
-    agent_kinds = ("rule",)  # LLM players come with the decision layer's game prompts (issue 11, later part)
+    agent_kinds = ("rule", "llm")  # rule: the reference players; llm: --players llm (tasks/games/llm_agents.py)
 
     # --- configuration ---------------------------------------------------------------------------------
     def params(self, config: Mapping[str, Any]) -> GameParams:
@@ -62,8 +64,17 @@ class GameTask(Task):
             loc = ".".join(str(x) for x in e["loc"])
             raise TaskConfigError(f"params{'.' + loc if loc else ''}: {e['msg'].removeprefix('Value error, ')}") from None
         players = config.get("players")
-        if players not in pl.KINDS:
-            raise TaskConfigError(f"players must be one of {', '.join(pl.KINDS)}, got {players!r}")
+        if players not in pl.KINDS + ("llm",):
+            raise TaskConfigError(f"players must be one of {', '.join(pl.KINDS + ('llm',))}, got {players!r}")
+        if (players == "llm") != (config.get("agents") == "llm"):
+            raise TaskConfigError(f"agents is {config.get('agents')!r} but players is {players!r}: players is llm exactly when agents is llm")
+        prompt, deliberation = config.get("prompt", "standard"), config.get("deliberation", False)
+        if prompt not in PROMPTS:
+            raise TaskConfigError(f"prompt must be one of {', '.join(PROMPTS)}, got {prompt!r}")
+        if not isinstance(deliberation, bool):
+            raise TaskConfigError(f"deliberation must be true or false, got {deliberation!r}")
+        if players != "llm" and (prompt != "standard" or deliberation):
+            raise TaskConfigError("prompt and deliberation apply to LLM players only (players llm)")
         script = config.get("script")
         if players == "scripted":
             try:
@@ -77,11 +88,16 @@ class GameTask(Task):
         return self.params(config).n_players
 
     def default_config(self, agents: str = "rule", game: str = "weakest-link") -> dict[str, Any]:
-        return {"task": self.name, "agents": agents, "seed": 0, "game": game, "players": "nash", "script": None, "script_file": None,
+        return {"task": self.name, "agents": agents, "seed": 0, "game": game, "players": "llm" if agents == "llm" else "nash",
+                "script": None, "script_file": None, "prompt": "standard", "deliberation": False,
                 "params": model_of(game)().model_dump(mode="json"), "llm": None}
 
     # --- the graph ---------------------------------------------------------------------------------------
     def policies(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        if config["players"] == "llm":
+            from cooplab.tasks.games.llm_agents import llm_policies
+
+            return llm_policies(self.params(config), config.get("prompt", "standard"), bool(config.get("deliberation", False)))
         return pl.policies(config["players"], self.params(config), config.get("script"))
 
     def phases(self, config: Mapping[str, Any]):
@@ -102,6 +118,11 @@ class GameTask(Task):
                   "simulations": mt.simulation_table(P, history)}
         if P.GAME == "cpr-sanction":
             tables["sanctions"] = mt.sanction_table(history)
+        messages = list(final.get("messages") or [])
+        if messages:
+            import pandas as pd
+
+            tables["messages"] = pd.DataFrame(messages)
         conv = None
         if history:
             conv = mt.bootstrap_convergence(tables["simulations"]["metric"], resamples=200,
@@ -113,6 +134,9 @@ class GameTask(Task):
         summary: dict[str, Any] = {"game": P.GAME, "players": config["players"], "script_file": config.get("script_file"),
                                    "decision": DECISION[P.GAME], "group_sizes": list(P.group_sizes), "n_players": P.n_players,
                                    "rounds": P.rounds, "simulations": P.simulations, "seed": config["seed"]}
+        if config["players"] == "llm":
+            summary.update(prompt=config.get("prompt", "standard"), deliberation=bool(config.get("deliberation", False)),
+                           messages=len(messages))
         summary.update(mt.summarize(P, history, tables["simulations"], conv if conv is not None else mt.bootstrap_convergence([])))
         if "convergence" in summary:
             keep = [i for i, n in enumerate(summary["convergence"]["n"]) if n in SUMMARY_N or n == P.simulations]
@@ -130,7 +154,10 @@ class GameTask(Task):
     def report(self, summary: Mapping[str, Any]) -> list[str]:
         m, p = summary.get("metric") or {}, summary.get("pareto_proximity")
         sizes = " + ".join(str(k) for k in summary.get("group_sizes", []))
-        head = (f"{summary.get('game')}: {summary.get('players')} players, groups {sizes}, {summary.get('rounds_completed')}/"
+        who = summary.get("players")
+        if who == "llm":
+            who = f"LLM ({summary.get('prompt')} prompt{', deliberation' if summary.get('deliberation') else ''})"
+        head = (f"{summary.get('game')}: {who} players, groups {sizes}, {summary.get('rounds_completed')}/"
                 f"{summary.get('rounds')} rounds, {summary.get('simulations')} simulations")
         if m.get("mean") is None:
             return [f"{head}: no round completed (status {summary.get('status')})"]
@@ -152,6 +179,11 @@ class GameTask(Task):
             lines.append(f"sanction tokens per player and round: given {s['tokens_given_per_player_round']:.3f}, received "
                          f"{s['tokens_received_per_player_round']:.3f}")
         extra = ", sanctions.*" if summary.get("game") == "cpr-sanction" else ""
+        if summary.get("players") == "llm":
+            d = summary.get("decisions") or {}
+            lines.append(f"LLM decisions: {d.get('count', 0)}, fallbacks {d.get('fallback_used', 0)}, mean attempts "
+                         f"{d.get('mean_attempts', 1.0):.2f}")
+            extra += ", decisions.*, ledger.*" + (", messages.*" if summary.get("messages") else "")
         lines.append(f"tables: summary.json, players.*, rounds.*, simulations.*{extra}, convergence.*, figures/run.png")
         return lines
 

@@ -298,12 +298,14 @@ def test_numeric_options_refuse_bad_values_in_one_line(tmp_path, capsys, option)
     (["--game", "collective-risk", "--set", "loss_probability=1.5"], "loss_probability"),
     (["--game", "collective-risk", "--set", "threshold=1000"], "threshold"),
     (["--game", "o-ring", "--set", "reward=10"], "reward"),
-    (["--game", "cpr", "--players", "llm"], "not built yet"),
+    (["--game", "cpr", "--players", "llm", "--prompt", "poetry"], "--prompt"),
+    (["--game", "cpr", "--players", "random", "--prompt", "cot"], "--players llm only"),
+    (["--game", "cpr", "--players", "nash", "--deliberation"], "--players llm only"),
     (["--game", "cpr", "--players", "greedy"], "--players"),
     (["--game", "cpr", "--players", "scripted"], "--players"),
     (["--game", "cpr", "--players", "nash:x"], "--players"),
     (["--game", "cpr", "--players", "scripted:/nonexistent/x.json"], "not found"),
-    (["--game", "cpr", "--agents", "llm"], "--agents"),
+    (["--game", "cpr", "--agents", "llm", "--players", "nash"], "--agents"),
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, capsys, args, needle):
     code, _, err = run_cli(["run", "game", *args, "--out", str(tmp_path / "o")], capsys)
