@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from cooplab.agents.batch import Batch
 from cooplab.agents.decisions import DecisionSpec
+from cooplab.agents.decisions import validate as validate_answer  # noqa: F401 - (spec, text, ctx) -> value; tests use it
 from cooplab.graphs.nodes import PolicyResult
 from cooplab.tasks.games import equilibria as eq
 from cooplab.tasks.games.players import action_range
