@@ -20,9 +20,7 @@ import typer
 
 from cooplab import cli_options as co
 from cooplab.cli_options import fail
-from cooplab.tasks.games.params import GAMES, MAX_GROUP, MAX_SIMULATIONS, TABLE4
-
-PROMPTS = ("standard", "alternate", "cot", "tom")
+from cooplab.tasks.games.params import GAMES, MAX_GROUP, MAX_SIMULATIONS, PROMPTS, TABLE4
 
 Game = Enum("Game", {g.replace("-", "_"): g for g in GAMES}, type=str)  # type: ignore[misc]
 

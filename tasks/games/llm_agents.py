@@ -48,10 +48,10 @@ from cooplab.agents.decisions import DecisionSpec
 from cooplab.agents.decisions import validate as validate_answer  # noqa: F401 - (spec, text, ctx) -> value; tests use it
 from cooplab.graphs.nodes import PolicyResult
 from cooplab.tasks.games import equilibria as eq
+from cooplab.tasks.games.params import PROMPTS
 from cooplab.tasks.games.players import action_range
 from cooplab.tasks.games.society import DECISION, round_view
 
-PROMPTS = ("standard", "alternate", "cot", "tom")
 MAX_ATTEMPTS = 3
 HISTORY_SHOWN = 10  #: earlier rounds shown in full (older ones are summarized by one line)
 REASONING_TOKENS = 320  #: output cap of a cot/tom decision (reasoning, then the action)

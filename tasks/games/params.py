@@ -24,6 +24,8 @@ from typing import Annotated, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 GAMES = ("weakest-link", "cpr", "cpr-sanction", "collective-risk", "o-ring", "public-goods")
+#: LLM players' prompt conditions (Appendix B): standard, alternate wording, chain of thought, theory of mind
+PROMPTS = ("standard", "alternate", "cot", "tom")
 
 #: Appendix Table 4: the group sizes (agents per group, two groups of equal size) of each game's sweep
 TABLE4: dict[str, tuple[int, ...]] = {

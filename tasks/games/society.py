@@ -15,8 +15,8 @@ policy slot: a reference policy ``(state, rng) -> array`` (:mod:`.players`) or a
 the CPR and diners societies do (``is_async_policy`` / ``llm_node``), and applies the same checks
 to both: actions in range, Public Goods allocations adding up to the endowment, sanctions only
 within one's own group (anything else aimed outside the group or at oneself is dropped and
-counted). A later deliberation phase is one more node before the decision node, writing messages
-to an ``AppendLog``.
+counted). LLM players' optional deliberation (``--deliberation``) is one more node, ``deliberate``,
+before the decision node, writing messages to the ``messages`` ``AppendLog``.
 
 ``settle`` computes the round's payoffs (:mod:`.payoffs`), appends the round's record to
 ``history`` and advances ``round``. Every random draw comes from ``phase_rng(seed, round, phase)``,
@@ -63,7 +63,7 @@ class GameState(TypedDict, total=False):
     sanction: np.ndarray  # (S, N, N) CPR with sanctioning: tokens i spends on j this round
     dropped: np.ndarray  # (S,) sanction tokens aimed outside the group or at oneself (refused)
     history: AppendLog  # one record per round
-    # LLM players (later): decision rows, the ledger's audit trail, deliberation messages
+    # LLM players: decision rows, the ledger's audit trail, deliberation messages
     decisions: AppendLog
     ledger: AppendLog
     messages: AppendLog

@@ -1,15 +1,17 @@
 """The six behavioral games of "cooperative profiles" (paper §3.1.1, Appendix B) as one task of the
-one runner: ``cooplab run game --game NAME --players nash|pareto|random|scripted:FILE ...``.
+one runner: ``cooplab run game --game NAME --players llm|nash|pareto|random|scripted:FILE ...``.
 
 A run's config.json holds, besides the runner's fields: ``game`` (one of :data:`GAMES`),
-``players`` (nash | pareto | random | scripted), ``script`` (scripted players: the validated
+``players`` (llm | nash | pareto | random | scripted; llm exactly when the runner's ``agents`` is
+llm), ``prompt`` (LLM players' condition: standard | alternate | cot | tom), ``deliberation``
+(LLM players: a within-group message before each decision), ``script`` (scripted players: the validated
 script itself, so the run resumes without the file; else null), ``script_file`` (where it came
 from) and ``params`` (the game's parameter model, :mod:`.params`).
 
 Run directory: ``players.*`` (one row per simulation, round and player), ``rounds.*`` (per
 simulation and round: the metric, its Pareto proximity, payoffs and group outcomes),
 ``simulations.*`` (per simulation: metric, proximity, near-Pareto, payoff, outcomes),
-``sanctions.*`` (CPR with sanctioning: every sanction), ``convergence.*`` (Appendix D's bootstrap),
+``sanctions.*`` (CPR with sanctioning: every sanction), ``messages.*`` (deliberation), ``convergence.*`` (Appendix D's bootstrap),
 ``summary.json`` and ``figures/run.png``.
 """
 
@@ -24,9 +26,7 @@ from cooplab.graphs.task import RunInfo, Task, TaskConfigError
 from cooplab.tasks.games import equilibria as eq
 from cooplab.tasks.games import metrics as mt
 from cooplab.tasks.games import players as pl
-from cooplab.tasks.games.params import GAMES, MODELS, GameParams, model_of
-
-PROMPTS = ("standard", "alternate", "cot", "tom")  #: the prompt conditions of LLM players (Appendix B; llm_agents.PROMPTS)
+from cooplab.tasks.games.params import GAMES, MODELS, PROMPTS, GameParams, model_of
 from cooplab.tasks.games.society import DECISION, GameState, game_phases, init_state
 
 SUMMARY_N = (1, 2, 5, 10, 20, 30, 50, 100, 200, 500)  #: sample sizes of the convergence curve kept in summary.json
