@@ -146,6 +146,15 @@ def _check_sanctions(v: Any, ctx: dict[str, Any]) -> None:
         raise ValueError(f"you may spend at most {ctx['max_sanction']} sanction tokens in total, got {total}")
 
 
+def _only_own_group(schema: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+    """Per-call decoding constraint (grammar-constrained models, e.g. llama.cpp): the sanctions may
+    only name the other members of the player's own group, each with 0..max_sanction tokens (the
+    total is checked after the answer)."""
+    tokens = {"enum": list(range(int(ctx["max_sanction"]) + 1))}
+    prop = {"type": "object", "properties": {str(j): tokens for j in ctx["allowed"]}, "additionalProperties": False}
+    return {**schema, "properties": {**schema.get("properties", {}), "sanctions": prop}, "required": ["sanctions"]}
+
+
 @lru_cache(maxsize=None)
 def sanction_spec(condition: str) -> DecisionSpec:
     fields: dict[str, Any] = {}
@@ -160,6 +169,7 @@ def sanction_spec(condition: str) -> DecisionSpec:
         return schema.model_validate({"reasoning": "", "sanctions": {}} if reasoning(condition) else {"sanctions": {}})
 
     return DecisionSpec(phase="sanction", schema=schema, check=_check_sanctions, fallback=fallback, max_attempts=MAX_ATTEMPTS,
+                        constrain=_only_own_group,
                         max_tokens=REASONING_TOKENS if reasoning(condition) else None,
                         instructions=f"Reply with one JSON object only: {example} (an empty object {{}} for no sanctions).")
 

@@ -148,6 +148,14 @@ def test_sanctions_above_the_budget_are_refused():
     assert la.validate_answer(spec, '{"sanctions": {"2": 6, "3": 4}}', ctx).sanctions == {2: 6, 3: 4}
 
 
+def test_sanction_decoding_constraint_names_only_the_own_group():
+    spec = la.sanction_spec("standard")
+    got = spec.constrain(spec.json_schema, {"allowed": [6, 8], "me": 7, "max_sanction": 3})
+    prop = got["properties"]["sanctions"]
+    assert set(prop["properties"]) == {"6", "8"} and prop["additionalProperties"] is False
+    assert prop["properties"]["6"] == {"enum": [0, 1, 2, 3]}
+
+
 # --- prompts ---------------------------------------------------------------------------------------------
 def played_state(game: str, sizes: list[int], rounds_done: int = 2):
     """The state of a game with ``rounds_done`` rounds played by random players (for rendering prompts)."""
