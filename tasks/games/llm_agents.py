@@ -37,11 +37,11 @@ from __future__ import annotations
 
 from functools import lru_cache
 from importlib import resources
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import numpy as np
 from langchain_core.messages import HumanMessage, SystemMessage
-from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from cooplab.agents.batch import Batch
 from cooplab.agents.decisions import DecisionSpec
@@ -237,7 +237,7 @@ def round_summary(P: Any, view: dict[str, Any], i: int) -> str:
     """One earlier round as the player learned it (:func:`round_view`)."""
     verb = {"effort": "effort", "extract": "extracted", "contribute": "contributed", "withdraw": "withdrew",
             "allocate": "allocated"}[DECISION[P.GAME]]
-    lines = [f"Your group: " + "; ".join(f"{_who(j, i)} {verb} {_action_text(P, a)}" for j, a in view["group_actions"].items())]
+    lines = ["Your group: " + "; ".join(f"{_who(j, i)} {verb} {_action_text(P, a)}" for j, a in view["group_actions"].items())]
     game = P.GAME
     if game == "weakest-link":
         lines.append(f"Minimum effort across all {P.n_players} players: {view['minimum_effort']}")
