@@ -27,7 +27,7 @@ from cooplab import cli_options as co
 from cooplab.cli_options import (AgentModelOpt, BaseUrlOpt, BudgetOpt, CacheOpt, CsvOpt, ForceOpt, JsonOpt, MaxConcurrencyOpt,
                                   MaxTokensOpt, ModelOpt, OptionError, OutOpt, PriceInOpt, PriceOutOpt, QuietOpt, RpsOpt,
                                   SandboxRateOpt, SandboxTimeoutOpt, SeedOpt, TemperatureOpt, fail)
-from cooplab.graphs.task import Task
+from cooplab.graphs.task import Task, first_error
 
 
 def echo_json(obj: Any) -> None:
@@ -246,8 +246,7 @@ def params_options(task: Task) -> Callable[..., dict[str, Any]]:
         try:
             params = task.Params(**values) if task.Params is not None else None
         except ValidationError as exc:
-            e = exc.errors()[0]
-            fail(f"--set {'.'.join(str(x) for x in e['loc'])}: {e['msg'].removeprefix('Value error, ')}")
+            fail(f"--set {first_error(exc)}")
         return {"params": params.model_dump(mode="json") if params is not None else {}}
 
     options.__doc__ = task.title

@@ -31,6 +31,7 @@ import pandas as pd
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from cooplab import runstore
+from cooplab.cli_options import one_line
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import BudgetExhausted, Ledger, Rates
 from cooplab.graphs.task import RunInfo, Task, TaskConfigError
@@ -50,9 +51,9 @@ def start(task: Task, out: Path, config: dict[str, Any], *, quiet: bool = False,
     """Write ``out/config.json`` (the runner's fields added), build the initial state and run.
     ``out`` must exist and be empty (``runstore.prepare_out``)."""
     out = Path(out)
-    config = {"task": task.name, "agents": config.get("agents", task.agent_kinds[0]), **config,
-              "code_version": runstore.code_version(), "created": runstore.now()}
-    config["environment"] = runstore.environment(config)
+    config = {"task": task.name, "agents": config.get("agents", task.agent_kinds[0]), **config}
+    env = runstore.environment(config)
+    config.update(code_version=runstore.code_version(env["git"]), created=runstore.now(), environment=env)
     runstore.write_json(out / "config.json", config)
     return execute(task, out, config, task.init_state(config) if state is None else state, quiet=quiet)
 
@@ -109,7 +110,7 @@ def check_run_config(task: Task, out: Path, config: dict[str, Any]) -> None:
         try:
             sandbox_settings(config)
         except ValueError as exc:
-            raise co.OptionError(f"{where}: sandbox: {' '.join(str(exc).split())[:300]}") from None
+            raise co.OptionError(f"{where}: sandbox: {co.one_line(exc, 300)}") from None
 
 
 def sandbox_settings(config: dict[str, Any]):
@@ -203,11 +204,11 @@ def sqlite_saver(path: Path) -> Iterator[SqliteSaver]:
 
 
 def _damaged(out: Path, exc: BaseException) -> runstore.RunDirError:
-    return runstore.RunDirError(f"{out}/checkpoints.sqlite is damaged ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); "
+    return runstore.RunDirError(f"{out}/checkpoints.sqlite is damaged ({one_line(f'{type(exc).__name__}: {exc}', 250)}); "
                                 f"the run cannot resume: {runstore.RESTART.format(out=out)}")
 
 
-def _first_round(snap: Any, state: Any, out: Path) -> tuple[bool, Any]:
+def _work_left(snap: Any, state: Any, out: Path) -> tuple[bool, Any]:
     """(whether there is work left, a state to size the recursion limit) of a new or resumed run."""
     if state is not None:
         return True, state
@@ -265,7 +266,7 @@ def execute(task: Task, out: Path, config: dict[str, Any], state: dict[str, Any]
         raise
     except Exception as exc:  # noqa: BLE001 - the safety net
         log = runstore.save_error(out, exc)
-        message = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        message = one_line(f"{type(exc).__name__}: {exc}", 350)
         try:
             finish(task, out, config, last_values(task, out, config), 0.0, status="failed", message=message)
         except Exception:  # noqa: BLE001 - even the state is unusable: keep the essentials
@@ -300,7 +301,7 @@ def _execute_rule(task: Task, out: Path, config: dict[str, Any], state: dict[str
                 snap = graph.get_state(cfg)
             except Exception as exc:  # noqa: BLE001 - a checkpoint that does not deserialize
                 raise _damaged(out, exc) from None
-        more, sized = _first_round(snap, state, out)
+        more, sized = _work_left(snap, state, out)
         cfg["recursion_limit"] = task.recursion_limit(sized, len(graph.nodes) - 1)
         progress = _Progress(task, config, sized, quiet)
         try:
@@ -335,7 +336,7 @@ async def _execute_llm(task: Task, out: Path, config: dict[str, Any], state: dic
                 snap = await graph.aget_state(cfg)
             except Exception as exc:  # noqa: BLE001
                 raise _damaged(out, exc) from None
-        more, sized = _first_round(snap, state, out)
+        more, sized = _work_left(snap, state, out)
         cfg["recursion_limit"] = task.recursion_limit(sized, len(graph.nodes) - 1)
         service = build_service(config, (snap.values or {}).get("ledger") if snap is not None else None)
         progress = _Progress(task, config, sized, quiet, service)
@@ -356,7 +357,7 @@ async def _execute_llm(task: Task, out: Path, config: dict[str, Any], state: dic
             if stop is None:
                 raise
             status, message = stop
-            final = (await graph.aget_state({"configurable": {"thread_id": task.name}})).values
+            final = (await graph.aget_state(cfg)).values
         finally:
             progress.close()
             service.cache.close()

@@ -140,15 +140,11 @@ def save_error(out: Path, exc: BaseException) -> Path | None:
         return None
 
 
-def code_version() -> str:
-    here = Path(__file__).resolve().parent.parent
-    try:
-        sha = subprocess.run(
-            ["git", "-C", str(here), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        sha = ""
-    return f"{__version__}+{sha}" if sha else __version__
+def code_version(git: dict[str, Any] | None = ...) -> str:  # type: ignore[assignment]
+    """cooplab's version, plus the short commit when it runs from a checkout (``git``: a
+    :func:`git_commit` already looked up)."""
+    git = git_commit() if git is ... else git
+    return f"{__version__}+{git['commit'][:7]}" if git else __version__
 
 
 def machine() -> str:

@@ -32,6 +32,13 @@ from pydantic import BaseModel
 Node = Callable[..., Any]
 
 
+def first_error(exc: Any) -> str:
+    """A pydantic ``ValidationError`` as one line: ``field.path: message`` of its first error."""
+    e = exc.errors()[0]
+    loc = ".".join(str(x) for x in e["loc"]) or "value"
+    return f"{loc}: {e['msg'].removeprefix('Value error, ')}"
+
+
 class TaskConfigError(ValueError):
     """A value of a task's configuration is wrong (one line naming the field and the fix)."""
 
@@ -90,9 +97,7 @@ class Task:
         try:
             self.params(config)
         except ValidationError as exc:
-            e = exc.errors()[0]
-            loc = ".".join(str(x) for x in e["loc"]) or "params"
-            raise TaskConfigError(f"params.{loc}: {e['msg'].removeprefix('Value error, ')}") from None
+            raise TaskConfigError(f"params.{first_error(exc)}") from None
 
     def n_agents(self, config: Mapping[str, Any]) -> int:
         """Agents per society (per-agent ``--agent-model`` keys are checked against it)."""

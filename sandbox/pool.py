@@ -101,22 +101,23 @@ class AgentSandboxPool:
         with self._lock:
             return sorted(self._sessions)
 
+    def _started(self, agent_id: str) -> SandboxSession | None:  # under self._lock
+        if self._closed:
+            raise SandboxError("the sandbox pool is closed")
+        return self._sessions.get(agent_id)
+
     def session(self, agent_id: str) -> SandboxSession:
         """The started session of ``agent_id`` (created on first use, then reused)."""
         if not isinstance(agent_id, str) or not agent_id.strip():
             raise ValueError(f"an agent id must be a non-empty string, got {agent_id!r}")
         with self._lock:
-            if self._closed:
-                raise SandboxError("the sandbox pool is closed")
-            s = self._sessions.get(agent_id)
+            s = self._started(agent_id)
             if s is not None:
                 return s
             starting = self._starting.setdefault(agent_id, threading.Lock())
         with starting:  # one start per agent; other agents start in parallel
             with self._lock:
-                if self._closed:
-                    raise SandboxError("the sandbox pool is closed")
-                s = self._sessions.get(agent_id)
+                s = self._started(agent_id)
                 if s is not None:
                     return s
             s = SandboxSession(self.config, backend=self.backend, pool=self._warm)

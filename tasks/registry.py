@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 from importlib.metadata import entry_points
 
+from cooplab.cli_options import one_line
 from cooplab.graphs.task import Task
 
 GROUP = "cooplab.tasks"
@@ -63,7 +64,7 @@ def get(name: str) -> Task:
     try:
         task = _load(target)
     except Exception as exc:  # noqa: BLE001 - a broken plug-in is reported, not raised as a traceback
-        raise UnknownTask(f"task {name!r} ({target}) failed to load: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}") from None
+        raise UnknownTask(f"task {name!r} ({target}) failed to load: {one_line(f'{type(exc).__name__}: {exc}', 250)}") from None
     if task.name != name:
         raise UnknownTask(f"task registered as {name!r} ({target}) calls itself {task.name!r}; the names must match")
     _CACHE[name] = task

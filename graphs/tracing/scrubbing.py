@@ -62,8 +62,8 @@ def scrub(obj: Any, secrets: Iterable[str] | None = None) -> Any:
     """Replace secrets in a JSON-safe value: values of secret-looking keys, strings equal to a
     secret environment value, and occurrences of longer secret values inside strings."""
     vals = list(secret_values() if secrets is None else secrets)
-    exact = set(vals)
-    long = [v for v in vals if len(v) >= _MIN_SUBSTRING_SECRET]
+    exact = frozenset(vals)
+    long = tuple(v for v in vals if len(v) >= _MIN_SUBSTRING_SECRET)
     return _scrub(obj, exact, long)
 
 
@@ -91,18 +91,18 @@ def share(value: Any) -> None:
     _SHARED[id(value)] = [value, None, None]
 
 
-def _scrub(obj: Any, exact: set[str], long: list[str]) -> Any:
+def _scrub(obj: Any, exact: frozenset[str], long: tuple[str, ...]) -> Any:
     if type(obj) is dict and _SHARED:
         entry = _SHARED.get(id(obj))
         if entry is not None and entry[0] is obj:
-            key = (frozenset(exact), tuple(long))
+            key = (exact, long)
             if entry[1] != key:
                 entry[1], entry[2] = key, _scrub_value(obj, exact, long)
             return entry[2]
     return _scrub_value(obj, exact, long)
 
 
-def _scrub_value(obj: Any, exact: set[str], long: list[str]) -> Any:
+def _scrub_value(obj: Any, exact: frozenset[str], long: tuple[str, ...]) -> Any:
     if isinstance(obj, str):
         if obj in exact:
             return REDACTED

@@ -83,19 +83,17 @@ USAGE = {"prompt_tokens": 50, "completion_tokens": 10}
 COST_PER_CALL = (Decimal(50) * Decimal("0.0005") + Decimal(10) * Decimal("0.003")) / 1000
 
 
-class RecordingLedger(Ledger):
-    """A ledger that records every reservation asked for and the peak of spent + in flight."""
+class WatchedLedger(Ledger):
+    """A ledger that records the peak of spent + in flight after every reservation and charge."""
 
     def __post_init__(self):
         super().__post_init__()
-        self.reservations: list[Decimal] = []
         self.peak = Decimal(0)
 
     def _watch(self):
         self.peak = max(self.peak, self.spent + self.in_flight)
 
     def reserve(self, amount):
-        self.reservations.append(Decimal(amount))
         r = super().reserve(amount)
         self._watch()
         return r
@@ -104,3 +102,15 @@ class RecordingLedger(Ledger):
         e = super().commit(res, entry)
         self._watch()
         return e
+
+
+class RecordingLedger(WatchedLedger):
+    """A watched ledger that also records every reservation asked for."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        self.reservations: list[Decimal] = []
+
+    def reserve(self, amount):
+        self.reservations.append(Decimal(amount))
+        return super().reserve(amount)

@@ -35,6 +35,7 @@ from cooplab.graphs.ledger import BudgetExhausted, Ledger, Rates
 from cooplab import runner as cpr_runner
 from cooplab.tasks.cpr.llm_agents import EFFORT
 
+from ._support import WatchedLedger
 from .misbehaving_server import (ANSWER, BODY_MODES, MALFORMED_MODES, REJECTED_MODES, USAGE_ERROR_MODES, MisbehavingServer, Reply,
                                  completion)
 
@@ -397,27 +398,6 @@ def test_property_check_usage_never_charges_outside_the_bounds():
         assert (u.error is None) == ok, (reported, u)
         if u.error is not None:
             assert (u.input_tokens, u.output_tokens) == (ib, ob) and "\n" not in u.error
-
-
-class WatchedLedger(Ledger):
-    """A ledger that records the peak of spent + in flight after every reservation and charge."""
-
-    def __post_init__(self):
-        super().__post_init__()
-        self.peak = Decimal(0)
-
-    def _watch(self):
-        self.peak = max(self.peak, self.spent + self.in_flight)
-
-    def reserve(self, amount):
-        r = super().reserve(amount)
-        self._watch()
-        return r
-
-    def commit(self, res, entry):
-        e = super().commit(res, entry)
-        self._watch()
-        return e
 
 
 def test_property_random_reported_usage_through_the_service_never_breaks_the_cap():

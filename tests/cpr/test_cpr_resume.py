@@ -1,14 +1,13 @@
 """A rule-based CPR run killed with SIGKILL mid-run resumes to the uninterrupted run's tables."""
 
 import json
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 
-from tests.helpers.progress import kill_when
+from tests.helpers.progress import checkpoints, kill_when
 
 
 def test_a_rule_cpr_run_killed_mid_run_resumes_to_the_same_tables(tmp_path):
@@ -21,17 +20,8 @@ def test_a_rule_cpr_run_killed_mid_run_resumes_to_the_same_tables(tmp_path):
     assert ref.returncode == 0, ref.stderr
     proc = subprocess.Popen(args(tmp_path / "run"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
-    def some_rounds_checkpointed() -> bool:  # past a few rounds (6 nodes a round), far from the end
-        db = tmp_path / "run" / "checkpoints.sqlite"
-        if not db.exists():
-            return False
-        try:
-            with sqlite3.connect(str(db), timeout=0.2) as c:
-                return c.execute("SELECT count(*) FROM checkpoints").fetchone()[0] >= 20
-        except sqlite3.Error:
-            return False
-
-    assert kill_when(proc, some_rounds_checkpointed, timeout=300), "the run finished before 20 checkpoints were seen; raise --rounds"
+    # killed a few rounds in (6 nodes a round), far from the end
+    assert kill_when(proc, lambda: checkpoints(tmp_path / "run") >= 20, timeout=300), "the run finished before 20 checkpoints were seen; raise --rounds"
     assert not (tmp_path / "run" / "summary.json").exists()
     res = subprocess.run([exe, "resume", str(tmp_path / "run"), "-q", "--json"], capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tests.helpers.progress import kill_when, run_progress
+from tests.helpers.progress import checkpoints, kill_when, run_progress
 
 
 def script(path: Path, latency: float) -> Path:
@@ -59,19 +59,7 @@ def test_a_rule_diners_run_killed_mid_run_resumes_to_the_same_tables(tmp_path):
     assert ref.returncode == 0, ref.stderr
     proc = subprocess.Popen(args(tmp_path / "run"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
-    def some_checkpoints() -> bool:
-        import sqlite3
-
-        db = tmp_path / "run" / "checkpoints.sqlite"
-        if not db.exists():
-            return False
-        try:
-            with sqlite3.connect(str(db), timeout=0.2) as c:
-                return c.execute("SELECT count(*) FROM checkpoints").fetchone()[0] >= 8
-        except sqlite3.Error:
-            return False
-
-    if not kill_when(proc, some_checkpoints, timeout=300):  # pragma: no cover - a machine fast enough to finish first
+    if not kill_when(proc, lambda: checkpoints(tmp_path / "run") >= 8, timeout=300):  # pragma: no cover - a machine fast enough to finish first
         raise AssertionError("the run finished before 8 checkpoints were seen; raise --iterations")
     res = subprocess.run([exe, "resume", str(tmp_path / "run"), "-q", "--json"], capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr

@@ -38,6 +38,18 @@ def run_progress(run_dir: Path, cache: Path) -> tuple[int, int, int] | None:
     return int(values.get("round", 0)), len(values.get("ledger") or []), rows
 
 
+def checkpoints(run_dir: Path) -> int:
+    """Checkpoints written so far by a run in progress (0 while the file is missing or locked)."""
+    db = run_dir / "checkpoints.sqlite"
+    if not db.exists():
+        return 0
+    try:
+        with sqlite3.connect(str(db), timeout=0.2) as c:
+            return c.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
 def kill_when(proc, ready: Callable[[], bool], timeout: float = 120.0) -> bool:
     """SIGKILL ``proc`` as soon as ``ready()`` holds, checked while the process is frozen (SIGSTOP) so
     that what was seen is what the killed process had written. False if it ended first."""

@@ -20,8 +20,11 @@ def hide(monkeypatch, *packages: str, forget: tuple[str, ...] = ()) -> None:
         for mod in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
             monkeypatch.delitem(sys.modules, mod)
         monkeypatch.setitem(sys.modules, name, None)
-    for mod in forget:
+    for mod in forget:  # forgotten as if never imported: out of sys.modules and off its parent package
         monkeypatch.delitem(sys.modules, mod, raising=False)
+        parent, _, child = mod.rpartition(".")
+        if parent in sys.modules:
+            monkeypatch.delattr(sys.modules[parent], child, raising=False)
 
 
 def one_line_error(capsys, args) -> str:
