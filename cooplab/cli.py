@@ -219,6 +219,8 @@ def _mount_optional() -> None:
                                                   "params": {"game": games_cli.params_command},
                                                   "graph": {"cpr": graph_cpr, "game": games_cli.graph_command}})
     register_diners(figures_app)
+    app.command("profile")(games_cli.profile_command)
+    figures_app.command("profile")(games_cli.profile_figure_command)
     from cooplab.sandbox.cli import app as sandbox_app
 
     app.add_typer(traces_app, name="traces", help="Export or view a run's traces (LangSmith run format).")

@@ -54,8 +54,16 @@ def _is_number(v: str) -> bool:
         return False
 
 
+_KEY_VERDICTS: dict[str, bool] = {}  #: key -> is it secret-looking (records repeat a few dozen keys)
+
+
 def is_secret_key(key: str) -> bool:
-    return bool(_SECRET_KEY_RE.search(str(key)))
+    verdict = _KEY_VERDICTS.get(key) if type(key) is str else None
+    if verdict is None:
+        verdict = bool(_SECRET_KEY_RE.search(str(key)))
+        if type(key) is str and len(_KEY_VERDICTS) < 10_000:
+            _KEY_VERDICTS[key] = verdict
+    return verdict
 
 
 def scrub(obj: Any, secrets: Iterable[str] | None = None) -> Any:
