@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models.chat_models import BaseChatModel
@@ -84,8 +84,26 @@ class ModelSpec:
         return {"model": self.id, "temperature": self.temperature, "max_tokens": self.max_tokens, **dict(self.params)}
 
 
+#: built-in scripted models, ``builtin:NAME[:ARG]`` -> ``factory(ARG)`` (a ScriptedChatModel); tasks
+#: register theirs on import (e.g. the science task's oracle and garbage teams)
+BUILTIN_MODELS: dict[str, Callable[[str], "ScriptedChatModel"]] = {}
+
+
+def register_builtin(name: str, factory: Callable[[str], "ScriptedChatModel"]) -> None:
+    """Make ``builtin:NAME:ARG`` a model spec: ``factory(ARG)`` builds the model."""
+    if not re.fullmatch(r"[a-z][a-z0-9\-]*", name):
+        raise ValueError(f"a built-in model name is lowercase letters, digits and '-', got {name!r}")
+    BUILTIN_MODELS[name] = factory
+
+
 def parse_model_spec(text: str, *, base_url: str | None = None, temperature: float = 0.7, max_tokens: int = 64) -> ModelSpec:
     text = (text or "").strip()
+    if text.startswith("builtin:"):
+        name, _, arg = text[8:].partition(":")
+        if name not in BUILTIN_MODELS:
+            known = ", ".join(sorted(BUILTIN_MODELS)) or "none registered"
+            raise ModelSpecError(f"unknown built-in model {name!r} ({known})")
+        return ModelSpec("builtin", text[8:], None, temperature, max_tokens)
     if text == "local":
         return ModelSpec("local", local_model_path().name, None, temperature, max_tokens)
     if text.startswith("openai:") and len(text) > 7:
@@ -117,6 +135,9 @@ def local_model_path() -> Path:
 
 
 def make_chat_model(spec: ModelSpec, **kw: Any) -> BaseChatModel:
+    if spec.kind == "builtin":
+        name, _, arg = spec.name.partition(":")
+        return BUILTIN_MODELS[name](arg)
     if spec.kind == "scripted":
         return ScriptedChatModel.from_file(spec.name, **kw)
     if spec.kind == "local":

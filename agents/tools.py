@@ -5,6 +5,8 @@ tools. :class:`ToolAgent` runs its loop: ask the model; if it calls tools, run t
 results back; repeat until it gives a final answer or a guard stops it:
 
 * ``final``: the model answered without a tool call;
+* ``completed``: a tool named in ``finish_tools`` (e.g. ``mark_complete``) ran without error: the
+  loop ends after that answer's calls, its final text is that tool's result;
 * ``step_cap``: ``max_steps`` model calls were made (the tools the last one asked for were run);
 * ``credit_cap``: the agent's next call could pass its token or credit cap (checked BEFORE the
   call, with the call's upper bound, so the cap is never passed by a model call);
@@ -67,7 +69,7 @@ from cooplab.graphs.ledger import BudgetExhausted, Entry, Ledger, _amount
 from cooplab.sandbox.models import SandboxConfig, SandboxError
 from cooplab.sandbox.tool import RunCodeInput
 
-StopReason = Literal["final", "step_cap", "credit_cap", "repeated_call", "malformed"]
+StopReason = Literal["final", "completed", "step_cap", "credit_cap", "repeated_call", "malformed"]
 ToolProtocol = Literal["auto", "native", "json"]
 
 #: errors that end the run (at the graph level) instead of being answered to the model: the budget,
@@ -352,7 +354,8 @@ class ToolAgent:
     """One agent with tools (see the module docstring). Reusable: every :meth:`arun` is one loop."""
 
     def __init__(self, agent_id: str, tools: Sequence[BaseTool], *, team: str | None = None, phase: str = "tools",
-                 limits: ToolLoopLimits | None = None, protocol: ToolProtocol = "auto", model_key: str | None = None):
+                 limits: ToolLoopLimits | None = None, protocol: ToolProtocol = "auto", model_key: str | None = None,
+                 finish_tools: Sequence[str] = (), notes: Callable[[ToolLoopResult], str | None] | None = None):
         if not isinstance(agent_id, str) or not agent_id.strip():
             raise ValueError(f"an agent id must be a non-empty string, got {agent_id!r}")
         if protocol not in ("auto", "native", "json"):
@@ -367,6 +370,14 @@ class ToolAgent:
         names = [t.name for t in self.tools]
         if len(set(names)) != len(names):
             raise ValueError(f"tool names must be unique, got {names}")
+        unknown = set(finish_tools) - set(names)
+        if unknown:
+            raise ValueError(f"finish_tools {sorted(unknown)} are not among the tools {names}")
+        #: tools that end the loop when they succeed (``mark_complete``)
+        self.finish_tools = frozenset(finish_tools)
+        #: called before every model call: a text returned (new since the last one) is added to the
+        #: conversation as a user message first (e.g. a budget warning once the pool gets low)
+        self.notes = notes
         self.tool_node = ToolNode(self.tools, handle_tool_errors=_tool_error_text)
         self._tool_specs = [convert_to_openai_tool(t) for t in self.tools]
         self._tools_id = cache_key(tools=self._tool_specs)[:16]
@@ -462,10 +473,16 @@ class ToolAgent:
             res.stop_reason, res.stop_detail = reason, detail
             return res
 
+        last_note: str | None = None
         try:
             while True:
                 if res.steps >= lim.max_steps:
                     return stop("step_cap", f"{lim.max_steps} model calls")
+                if self.notes is not None:
+                    note = self.notes(res)
+                    if note and note != last_note:
+                        add(HumanMessage(content=note))
+                    last_note = note or last_note
                 key = cache_key(model=spec.identity(), messages=[_message_key(m) for m in convo], agent=self.agent_id,
                                 team=self.team, round=rnd, phase=self.phase, seed=llm.seed, attempt=res.steps,
                                 tools=self._tools_id, protocol=proto, max_tokens=lim.max_tokens_per_call)
@@ -530,9 +547,13 @@ class ToolAgent:
                     res.tool_calls.append({"step": res.steps, "id": c["id"], "name": c["name"],
                                            "args": json.dumps(c["args"], sort_keys=True, ensure_ascii=False, default=str),
                                            "status": tm.status, "seconds": round(seconds, 6)})
+                    if c["name"] in self.finish_tools and tm.status != "error" and res.final is None:
+                        res.final = _text_of(tm)
                 for c in invalid:  # after the valid calls: the message's order (tool_calls, invalid_tool_calls)
                     self._not_run(res, add, c, f"Error: the arguments of {c.get('name')} could not be parsed: {c.get('error') or c.get('args')}",
                                   status="error")
+                if res.final is not None:
+                    return stop("completed", "a finishing tool succeeded")
         except FATAL_ERRORS as exc:
             absorb_tool_charges()
             res.stop_reason, res.stop_detail = None, f"{type(exc).__name__}: {exc}"

@@ -175,7 +175,7 @@ def analyze_cpr(
 
 @app.command("sweep")
 def sweep_cmd(
-    config: Path = typer.Argument(..., help="Sweep config (JSON): models, envs, populations, ablations, trials, ..."),
+    config: Path = typer.Argument(..., help="Sweep config (JSON): CPR cells (models, envs, populations, ablations, trials, ...) or, with \"task\": \"science\", science conditions (models, science_tasks, budgets, visibilities, team_sizes, prompts, simulations)."),
     analyze_out: Optional[Path] = typer.Option(None, "--analyze", help="Where to write the analysis (default OUT/analysis)."),
     as_json: bool = typer.Option(False, "--json", help="Print the sweep result as JSON."),
 ) -> None:
@@ -183,7 +183,22 @@ def sweep_cmd(
     from cooplab import runstore
     from cooplab.evals.analysis_cpr import analyze
     from cooplab.tasks.cpr.sweep import SweepError, load_config, run_sweep
+    from cooplab.tasks.science import sweep as science_sweep
 
+    try:
+        sci = science_sweep.load_file(config)
+    except SweepError as exc:
+        fail(str(exc))
+    if sci is not None:  # {"task": "science", ...}: science conditions (docs/science.md)
+        res = science_sweep.run_science_sweep(sci, log=lambda s: None if as_json else typer.echo(s, err=True))
+        if as_json:
+            _echo_json(res)
+        else:
+            typer.echo(f"{res['runs']} runs: {len(res['ran'])} ran, {len(res['resumed'])} resumed, {len(res['skipped'])} already done, "
+                       f"{len(res['failed'])} failed; scores in {res['scores_csv']}")
+        if res["failed"]:
+            raise typer.Exit(1)
+        return
     try:
         cfg = load_config(config)
     except SweepError as exc:
@@ -213,13 +228,16 @@ def _mount_optional() -> None:
     from cooplab.tasks.diners.cli import register as register_diners
     from cooplab.tasks.diners.cli import run_command as diners_run
     from cooplab.tasks.games import cli as games_cli
+    from cooplab.tasks.science import cli as science_cli
 
     register(run_app, params_app, graph_app, own={"run": {"cpr": run_command(CPR, cpr_options), "diners": diners_run(),
-                                                          "game": games_cli.run_command()},
+                                                          "game": games_cli.run_command(),
+                                                          "science": science_cli.run_command()},
                                                   "params": {"game": games_cli.params_command},
                                                   "graph": {"cpr": graph_cpr, "game": games_cli.graph_command}})
     register_diners(figures_app)
     app.command("profile")(games_cli.profile_command)
+    app.add_typer(science_cli.science_app, name="science", help="Score science runs with LLM judges and compare judges.")
     figures_app.command("profile")(games_cli.profile_figure_command)
     from cooplab.sandbox.cli import app as sandbox_app
 

@@ -202,7 +202,10 @@ def run_command(task: Task, options: Callable[..., dict[str, Any]]) -> Callable[
         if config["agents"] not in task.agent_kinds:  # a task's options may choose the kind (e.g. game --players llm)
             fail(f"--agents must be {' or '.join(task.agent_kinds)}, got {config['agents']!r}")
         config["llm"] = None
+        override = config.pop("model_override", None)  # a task option that fixes the model (e.g. science --team oracle)
         if config["agents"] == "llm":
+            if override is not None:
+                c["model"], c["agent_model"] = override, None
             config["llm"] = llm_config(*(c[k] for k in _LLM_KEYS), n_agents=task.n_agents(config))
         if task.uses_sandbox:
             if c["sandbox_backend"] not in ("docker", "local"):

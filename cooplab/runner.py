@@ -256,6 +256,7 @@ def execute(task: Task, out: Path, config: dict[str, Any], state: dict[str, Any]
     """Run (``state``: the initial state) or resume (``state=None``) ``config``'s run in ``out``,
     inside the safety net (an unexpected error becomes :class:`RunFailed`, see the module docstring)."""
     def body() -> dict[str, Any]:
+        task.prepare_run(config, out)
         if config.get("agents") == "llm":
             return asyncio.run(_execute_llm(task, out, config, state, quiet))
         return _execute_rule(task, out, config, state, quiet)
@@ -349,6 +350,9 @@ async def _execute_llm(task: Task, out: Path, config: dict[str, Any], state: dic
                     from cooplab.sandbox.pool import AgentSandboxPool
 
                     backend, sandbox_config = sandbox_settings(config)
+                    dataset = task.sandbox_dataset(config, out)
+                    if dataset is not None:
+                        sandbox_config = type(sandbox_config)(**{**sandbox_config.model_dump(), "dataset": dataset})
                     pool = AgentSandboxPool(sandbox_config, backend=backend)
                 context = CoopContext(llm=service, sandbox=pool, run_dir=str(out))
                 final = await _stream(graph, state, cfg, context, progress, out)

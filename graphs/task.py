@@ -121,6 +121,16 @@ class Task:
         return build_society(self.phases(config), self.state_schema, checkpointer=checkpointer, name=self.name,
                              context_schema=CoopContext)
 
+    def prepare_run(self, config: Mapping[str, Any], out: Path) -> None:
+        """Files the run needs in ``out`` before its graph runs (e.g. a generated dataset). Called
+        when a run starts and on every resume, so it must be idempotent (rewrite identical files,
+        or check the ones there). Default: nothing."""
+
+    def sandbox_dataset(self, config: Mapping[str, Any], out: Path) -> Path | None:
+        """The file every sandbox session of the run loads read-only as ``df`` (tasks that use the
+        sandbox), or None."""
+        return None
+
     def init_state(self, config: Mapping[str, Any]) -> dict[str, Any]:
         """*Required*: the initial state of a new run (every random draw from ``config["seed"]``)."""
         raise NotImplementedError

@@ -24,6 +24,7 @@ BUILTIN = {
     "cpr": "cooplab.tasks.cpr.task:TASK",
     "diners": "cooplab.tasks.diners.task:TASK",
     "game": "cooplab.tasks.games.task:TASK",
+    "science": "cooplab.tasks.science.task:TASK",
 }
 
 

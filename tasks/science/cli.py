@@ -1,0 +1,132 @@
+"""CLI of the science teams, mounted by ``cooplab.cli``::
+
+    cooplab run science --task ecology|anomaly|biomarker|geospatial --team llm|oracle|garbage --team-size 2|3
+                        --budget USD --visibility full|team|hidden [--prompt standard|tom] [--model ...]
+                        [--judge heuristic|MODEL] [--judge-samples K] [--seed S] --out DIR [--json]
+    cooplab science score DIR [DIR ...] --judge MODEL [--samples K] [--json]
+    cooplab science agreement DIR [DIR ...] --judge A --judge B [--json]
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from cooplab.cli_options import fail
+
+science_app = typer.Typer(help="Score science runs with LLM judges and compare judges.", no_args_is_help=True, rich_markup_mode=None)
+
+
+def science_options(
+    agents: str,
+    task: str = typer.Option("ecology", "--task", help="The science task: ecology, anomaly, biomarker or geospatial (paper §4.1)."),
+    team: str = typer.Option("llm", "--team", help="Who works: llm (the --model options apply), oracle (scripted: correct code and report) or garbage (scripted: a useless report)."),
+    team_size: int = typer.Option(2, "--team-size", help="Agents per team: 2 or 3."),
+    visibility: str = typer.Option("full", "--visibility", help="Budget visibility in the prompt: full, team or hidden."),
+    prompt: str = typer.Option("standard", "--prompt", help="Prompting: standard or tom (theory of mind)."),
+    judge: str = typer.Option("heuristic", "--judge", help="Scorer: heuristic (always computed), or a model spec (local, openai:NAME, scripted:FILE) that also judges the paper with the Appendix L rubric."),
+    judge_samples: int = typer.Option(3, "--judge-samples", help="Judge samples per report (their spread is reported), 1..20."),
+    set_: Optional[list[str]] = typer.Option(None, "--set", help="Set another parameter: --set max_reentries=2 (see 'cooplab params science')."),
+) -> dict[str, Any]:
+    """Four sequential science teams analyze a generated dataset in the sandbox under one shared budget; the report is scored."""
+    from pydantic import ValidationError
+
+    from cooplab import cli_options as co
+    from cooplab.cli_tasks import parse_set
+    from cooplab.graphs.task import first_error
+    from cooplab.tasks.science.params import ScienceParams
+    from cooplab.tasks.science.task import team_model
+
+    values = parse_set(set_, ScienceParams.model_fields, "science")
+    for key, v in (("task", task), ("team", team), ("team_size", team_size), ("visibility", visibility), ("prompt", prompt)):
+        if key in values:
+            fail(f"give {key} either with its option or with --set, not both")
+        values[key] = v
+    try:
+        P = ScienceParams(**values)
+    except ValidationError as exc:
+        fail(first_error(exc))
+    if isinstance(judge_samples, bool) or not 1 <= judge_samples <= 20:
+        fail(f"--judge-samples must be an integer in 1..20, got {judge_samples}")
+    judge_cfg = None
+    if judge != "heuristic":
+        co.check_model(judge, None, "--judge")
+        judge_cfg = {"model": judge, "samples": judge_samples}
+    fields: dict[str, Any] = {"params": P.model_dump(mode="json"), "dataset": {"sha256": None}, "judge": judge_cfg}
+    override = team_model(P.team, P.task)
+    if override is not None:
+        fields["model_override"] = override
+    return fields
+
+
+def run_command():
+    from cooplab.cli_tasks import run_command as make
+    from cooplab.tasks.science.task import TASK
+
+    return make(TASK, science_options)
+
+
+@science_app.command("score")
+def score_command(
+    dirs: list[Path] = typer.Argument(..., help="Science run directories."),
+    judge: str = typer.Option(..., "--judge", help="The judge model: local, openai:NAME (with --base-url), scripted:FILE."),
+    samples: int = typer.Option(3, "--samples", help="Judge samples per report, 1..20 (their spread is reported)."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible server for openai:NAME."),
+    cache: Optional[str] = typer.Option(None, "--cache", help="Response cache (default: the run's)."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Judge the final paper of one or more science runs (Appendix L rubric, k samples); results go into each run's scores.json."""
+    from cooplab import cli_options as co
+    from cooplab.cli_tasks import echo_json
+    from cooplab.tasks.science.judging import judge_run
+
+    co.check_model(judge, base_url, "--judge")
+    if isinstance(samples, bool) or not 1 <= samples <= 20:
+        fail(f"--samples must be an integer in 1..20, got {samples}")
+    rows = []
+    for d in dirs:
+        if not (d / "scores.json").exists() or not (d / "dataset").is_dir():
+            fail(f"{d} is not a finished science run directory (no scores.json or dataset/); run 'cooplab run science' first")
+        e = judge_run(d, judge, k=samples, base_url=base_url, cache=cache)
+        rows.append({"run": str(d), **{k: e[k] for k in ("judge", "k", "completeness", "quality", "accuracy", "std", "n_fallback")}})
+    if as_json:
+        echo_json(rows)
+        return
+    for r in rows:
+        typer.echo(f"{r['run']}: {r['judge']} x{r['k']}: completeness {r['completeness']}, quality {r['quality']}, accuracy "
+                   f"{r['accuracy']} (spread {r['std']}; fallbacks {r['n_fallback']})")
+
+
+@science_app.command("agreement")
+def agreement_command(
+    dirs: list[Path] = typer.Argument(..., help="Science run directories scored by both judges."),
+    judge: list[str] = typer.Option(..., "--judge", help="Two judges (as named in scores.json; 'heuristic' is the heuristic scorer)."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """How two scorers agree over many runs: Pearson r and mean absolute difference per dimension."""
+    from cooplab import runstore
+    from cooplab.cli_tasks import echo_json
+    from cooplab.evals.science_scoring import judge_agreement
+
+    if len(judge) != 2:
+        fail(f"--judge must be given exactly twice, got {len(judge)}")
+
+    def score(d: Path, name: str, dim: str) -> Any:
+        try:
+            s = runstore.read_json(d / "scores.json")
+        except (OSError, ValueError):
+            fail(f"{d}/scores.json cannot be read; is it a science run?")
+        if name == "heuristic":
+            return (s.get("heuristic") or {}).get(dim)
+        return next((j.get(dim) for j in s.get("judges") or [] if j.get("judge") == name), None)
+
+    out = {dim: judge_agreement([score(d, judge[0], dim) for d in dirs], [score(d, judge[1], dim) for d in dirs])
+           for dim in ("completeness", "quality", "accuracy")}
+    if as_json:
+        echo_json(out)
+        return
+    for dim, a in out.items():
+        r = "n/a" if a["pearson_r"] is None else f"{a['pearson_r']:.3f}"
+        typer.echo(f"{dim}: n {a['n']}, Pearson r {r}{' (' + a['reason'] + ')' if a.get('reason') else ''}, mean |diff| {a['mean_abs_diff']}")

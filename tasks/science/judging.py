@@ -1,0 +1,68 @@
+"""The LLM judge of a science run's report (Appendix L), on its own model service and ledger: the
+judge never spends the team's budget, and its calls are cached like the team's (a re-score replays)."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from pathlib import Path
+from typing import Any
+
+from cooplab import runstore
+
+JUDGE_MAX_TOKENS = 512  #: Appendix L: at most 512 output tokens, temperature 0
+
+
+def judge_service(config: dict[str, Any], judge: str, *, base_url: str | None = None, cache: str | None = None):
+    from cooplab.runner import build_service
+
+    llm = dict(config.get("llm") or {})
+    llm.update(models={"default": judge}, budget=None, temperature=0.0, max_tokens=JUDGE_MAX_TOKENS)
+    if base_url is not None:
+        llm["base_url"] = base_url
+    if cache is not None:
+        llm["cache"] = cache
+    llm.setdefault("price_in_per_1k", 0.0005)
+    llm.setdefault("price_out_per_1k", 0.003)
+    llm.setdefault("max_concurrency", 4)
+    return build_service({"llm": llm, "seed": int(config.get("seed", 0))})
+
+
+def _run(coro):
+    """Run a coroutine to completion also from inside a running event loop (the runner's)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(1) as ex:
+        return ex.submit(asyncio.run, coro).result()
+
+
+def judge_run(out: Path, judge: str, *, k: int = 3, base_url: str | None = None, cache: str | None = None) -> dict[str, Any]:
+    """Score ``out``'s final paper (or what exists) with ``judge`` k times; add the result to
+    scores.json (replacing an earlier score by the same judge) and return it."""
+    from cooplab.evals.science_scoring import judge_report
+    from cooplab.tasks.science import datasets as dsets
+
+    out = Path(out)
+    config = runstore.read_json(out / "config.json")
+    truth = runstore.read_json(out / "dataset" / dsets.TRUTH_FILE)
+    papers = sorted((out / "artifacts").glob("final_paper.v*.md"), key=lambda p: int(p.stem.rsplit(".v", 1)[1]))
+    if papers:
+        report = papers[-1].read_text(encoding="utf-8")
+    else:
+        report = "\n\n".join(p.read_text(encoding="utf-8") for p in sorted((out / "artifacts").glob("*.md")))
+    service = judge_service(config, judge, base_url=base_url, cache=cache)
+    try:
+        res = _run(judge_report(service, report, truth, k=k, judge_name=judge,
+                                task_description=dsets.TASK_DESCRIPTIONS.get(truth.get("task", ""), "")))
+        totals = service.ledger.totals()
+    finally:
+        service.cache.close()
+    entry = res.as_dict()
+    entry.pop("records", None)
+    entry["ledger"] = {k2: totals[k2] for k2 in ("calls", "cached_calls", "input_tokens", "output_tokens", "cost_usd_float")}
+    scores = runstore.read_json(out / "scores.json") if (out / "scores.json").exists() else {}
+    scores["judges"] = [j for j in scores.get("judges") or [] if j.get("judge") != judge] + [entry]
+    runstore.write_json(out / "scores.json", scores)
+    return entry

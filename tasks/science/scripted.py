@@ -1,0 +1,136 @@
+"""The built-in scripted teams that calibrate the scorers: ``--team oracle`` and ``--team garbage``.
+
+They are models, not shortcuts: ``builtin:science-oracle:TASK`` and ``builtin:science-garbage:TASK``
+are scripted chat models that go through the same graph, tools, sandbox, ledger and traces as an
+LLM team. Their answers are computed from the conversation (which agent is asking, in which
+phase, what the tools returned):
+
+- **oracle**: each code team's lead runs the task's reference analysis
+  (:data:`cooplab.tasks.science.oracle.ORACLE_CODE`) with ``run_code`` in its sandbox session and
+  puts the recovered results into its team's artifact; the writing team's lead reads the
+  evaluation report and writes the seven-section paper from those results
+  (:func:`~cooplab.tasks.science.oracle.oracle_report`). The oracle never reads the ground truth.
+- **garbage**: every agent marks its work complete at once; the artifacts are placeholders and
+  the paper is :func:`~cooplab.tasks.science.oracle.garbage_report`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
+
+from cooplab.agents.models import ScriptedChatModel, register_builtin
+from cooplab.tasks.science import oracle as orc
+from cooplab.tasks.science.roles import ARTIFACT, CODE_TEAMS, TEAMS, all_roles
+
+RESULT_RE = re.compile(r"ORACLE_RESULT (\{.*\})")
+PHASES = ("plan", "work", "deliberate1", "deliberate2", "deliberate3", "deliberate4", "deliberate5", "synthesize")
+
+
+def _who(messages: list[BaseMessage]) -> tuple[str, int]:
+    """(team, slot) of the asking agent, from its system prompt's first line."""
+    first = next((str(m.content) for m in messages if isinstance(m, SystemMessage)), "")
+    m = re.match(r"You are (.+?), a member of the", first)
+    name = m.group(1) if m else ""
+    for size in (3, 2):
+        for r in all_roles(size):
+            if r.name == name:
+                return r.team, r.slot
+    return "data", 0
+
+
+def _tool_results(messages: list[BaseMessage], name: str) -> list[str]:
+    return [str(m.content) for m in messages if isinstance(m, ToolMessage) and m.name == name and m.status != "error"]
+
+
+def _recovered(text: str) -> dict[str, Any] | None:
+    found = RESULT_RE.findall(text)
+    for raw in reversed(found):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            continue
+    return None
+
+
+def _call(tool: str, **args: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": tool, "args": args}]}
+
+
+def _plan(team: str) -> str:
+    return "\n".join([f"- {team}.0: run the reference analysis and report its numbers",
+                      f"- {team}.1: review the upstream artifacts", f"- {team}.2: review the upstream artifacts"])
+
+
+def oracle_model(task: str) -> ScriptedChatModel:
+    orc.check_args(task, 0)
+
+    def work(messages: list[BaseMessage]) -> Any:
+        team, slot = _who(messages)
+        if slot == 0 and team in CODE_TEAMS:
+            runs = _tool_results(messages, "run_code")
+            if not runs:
+                return _call("run_code", code=orc.ORACLE_CODE[task], description="the reference analysis")
+            rec = _recovered(runs[-1])
+            return _call("mark_complete", summary="reference analysis done" + (f": ORACLE_RESULT {json.dumps(rec)}" if rec else ""))
+        if slot == 0:  # the writing lead reads what the paper will be written from
+            if not _tool_results(messages, "read_artifact"):
+                return _call("read_artifact", name="evaluation_report")
+            return _call("mark_complete", summary="read the evaluation report")
+        if not _tool_results(messages, "list_artifacts"):
+            return _call("list_artifacts")
+        return _call("mark_complete", summary="reviewed the artifacts")
+
+    def synthesize(messages: list[BaseMessage]) -> Any:
+        team, _ = _who(messages)
+        name = ARTIFACT[team]
+        if _tool_results(messages, "write_artifact"):
+            return _call("mark_complete", summary=f"{name} written")
+        if team == "writing":
+            reads = _tool_results(messages, "read_artifact")
+            if not reads:
+                return _call("read_artifact", name="evaluation_report")
+            rec = _recovered(reads[-1]) or {}
+            return _call("write_artifact", name=name, content=orc.oracle_report(task, rec, {"facts": []}),
+                         description="the final paper")
+        prompt = "\n".join(str(m.content) for m in messages)
+        rec = _recovered(prompt)
+        body = (f"# {name}\n\nThe {team} team ran the reference analysis of the {task} data.\n\n"
+                + (f"Recovered results:\n\nORACLE_RESULT {json.dumps(rec)}\n" if rec else "The analysis returned no result.\n"))
+        return _call("write_artifact", name=name, content=body, description=f"the {team} team's artifact")
+
+    by_phase: dict[str, list[Any]] = {}
+    for team in TEAMS:
+        by_phase[f"{team}:plan"] = [_plan(team)]
+        by_phase[f"{team}:work"] = [work]
+        for k in range(1, 6):
+            by_phase[f"{team}:deliberate{k}"] = [f"The {team} team's reference analysis is done; its numbers are in the artifact."]
+        by_phase[f"{team}:synthesize"] = [synthesize]
+    return ScriptedChatModel(by_phase=by_phase, answers=["done"])
+
+
+def garbage_model(task: str) -> ScriptedChatModel:
+    orc.check_args(task, 0)
+
+    def synthesize(messages: list[BaseMessage]) -> Any:
+        team, _ = _who(messages)
+        if _tool_results(messages, "write_artifact"):
+            return _call("mark_complete", summary="done")
+        content = orc.garbage_report(task) if team == "writing" else "We looked at the data. TBD."
+        return _call("write_artifact", name=ARTIFACT[team], content=content)
+
+    by_phase: dict[str, list[Any]] = {}
+    for team in TEAMS:
+        by_phase[f"{team}:plan"] = ["- everyone: look at the data"]
+        by_phase[f"{team}:work"] = [_call("mark_complete", summary="done")]
+        for k in range(1, 6):
+            by_phase[f"{team}:deliberate{k}"] = ["ok"]
+        by_phase[f"{team}:synthesize"] = [synthesize]
+    return ScriptedChatModel(by_phase=by_phase, answers=["ok"])
+
+
+register_builtin("science-oracle", oracle_model)
+register_builtin("science-garbage", garbage_model)

@@ -1,0 +1,189 @@
+"""``cooplab sweep CONFIG`` for science conditions (paper §4.1.1): models x tasks x budgets x
+visibilities x team sizes x prompts, ``simulations`` runs per condition (seeds seed, seed+1, ...).
+
+Config (JSON; ``"task": "science"`` selects this sweep)::
+
+    {"task": "science", "out": "runs/science", "models": ["local"], "team": "llm",
+     "science_tasks": ["ecology", "anomaly"], "budgets": [0.5, 1.0], "visibilities": ["full", "hidden"],
+     "team_sizes": [2], "prompts": ["standard"], "simulations": 2, "seed": 0, "parallel": 1,
+     "sandbox_backend": "docker", "llm": {"max_concurrency": 4, "max_tokens": 256}, "set": {"max_steps": 4}}
+
+Every run is an ordinary run directory (``OUT/runs/CONDITION__sN``): finished runs are skipped,
+interrupted ones resumed. ``OUT/scores.csv`` has one row per run (condition, seed, status, the
+three heuristic scores, cost); ``OUT/conditions.csv`` the means per condition.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from itertools import product
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from cooplab import runstore
+from cooplab.cli_options import OptionError
+from cooplab.tasks.cpr.sweep import SweepError, _slug
+
+
+class ScienceSweep(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    task: str = Field("science", pattern="^science$")
+    out: str
+    models: list[str] = ["local"]
+    team: str = Field("llm", pattern="^(llm|oracle|garbage)$")
+    science_tasks: list[str] = ["ecology"]
+    budgets: list[float | None] = [1.0]
+    visibilities: list[str] = ["full"]
+    team_sizes: list[int] = [2]
+    prompts: list[str] = ["standard"]
+    simulations: int = Field(1, ge=1, le=1000)
+    seed: int = Field(0, ge=0)
+    parallel: int = Field(1, ge=1, le=64)
+    sandbox_backend: str = Field("docker", pattern="^(docker|local)$")
+    sandbox_timeout: float = Field(30.0, gt=0, le=600, allow_inf_nan=False)
+    llm: dict[str, Any] = {}
+    set: dict[str, Any] = {}
+
+
+LLM_KEYS = {"max_concurrency", "rps", "price_in", "price_out", "cache", "temperature", "max_tokens", "base_url"}
+
+
+def load(raw: dict[str, Any], where: str) -> ScienceSweep:
+    from cooplab import cli_options as co
+    from cooplab.tasks.science.params import ScienceParams
+
+    for key in ("models", "science_tasks", "visibilities", "prompts"):
+        if key in raw and (not isinstance(raw[key], list) or not raw[key] or not all(isinstance(x, str) for x in raw[key])):
+            raise SweepError(f"{where}: {key} must be a non-empty list of strings, got {raw[key]!r}")
+    for key, rule in (("simulations", "replicates"), ("seed", "seed"), ("parallel", "parallel")):
+        if key in raw:
+            try:
+                co.check(f"{where}: {key}", raw[key], rule)
+            except OptionError as exc:
+                raise SweepError(str(exc)) from None
+    for b in raw.get("budgets", []) if isinstance(raw.get("budgets", []), list) else [None, "x"]:
+        if b is not None:
+            try:
+                co.check(f"{where}: budgets", b, "budget")
+            except OptionError as exc:
+                raise SweepError(str(exc)) from None
+    if "llm" in raw:
+        try:
+            co.check_llm(raw["llm"], f"{where}: llm", LLM_KEYS)
+        except OptionError as exc:
+            raise SweepError(str(exc)) from None
+    try:
+        cfg = ScienceSweep(**raw)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        raise SweepError(f"{where}: {'.'.join(map(str, e['loc']))}: {e['msg']}") from None
+    try:  # every condition's parameters, before anything runs
+        for t, size, vis, prompt in product(cfg.science_tasks, cfg.team_sizes, cfg.visibilities, cfg.prompts):
+            ScienceParams(**{**cfg.set, "task": t, "team": cfg.team, "team_size": size, "visibility": vis, "prompt": prompt})
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        raise SweepError(f"{where}: {'.'.join(map(str, e['loc']))}: {e['msg']}") from None
+    if cfg.team == "llm":
+        for m in cfg.models:
+            try:
+                co.check_model(m, cfg.llm.get("base_url"), f"{where}: models")
+            except OptionError as exc:
+                raise SweepError(str(exc)) from None
+    return cfg
+
+
+def conditions(cfg: ScienceSweep) -> list[dict[str, Any]]:
+    models = cfg.models if cfg.team == "llm" else [cfg.team]
+    out = []
+    for m, t, b, v, size, p in product(models, cfg.science_tasks, cfg.budgets, cfg.visibilities, cfg.team_sizes, cfg.prompts):
+        name = f"{_slug(m)}__{t}__b{'none' if b is None else f'{b:g}'}__{v}__n{size}__{p}"
+        for i in range(cfg.simulations):
+            out.append({"model": m, "task": t, "budget": b, "visibility": v, "team_size": size, "prompt": p, "seed": cfg.seed + i,
+                        "condition": name, "dir": Path(cfg.out) / "runs" / f"{name}__s{cfg.seed + i}"})
+    return out
+
+
+def run_science_sweep(cfg: ScienceSweep, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+    import pandas as pd
+
+    from cooplab import runner
+    from cooplab.cli_tasks import llm_config
+    from cooplab.tasks.science.params import ScienceParams
+    from cooplab.tasks.science.task import TASK, team_model
+
+    todo = conditions(cfg)
+    done, ran, resumed, failed = [], [], [], []
+    lock = threading.Lock()
+
+    def one(c: dict[str, Any]) -> str:
+        d: Path = c["dir"]
+        if (d / "summary.json").exists() and runstore.read_json(d / "summary.json").get("status") in ("completed", "budget_exhausted"):
+            return "skipped"
+        if (d / "checkpoints.sqlite").exists() and (d / "config.json").exists():
+            runner.resume(d, quiet=True)
+            return "resumed"
+        o = {"max_concurrency": 8, "rps": None, "price_in": 0.0005, "price_out": 0.003, "cache": None, "temperature": 0.7,
+             "max_tokens": 256, "base_url": None, **cfg.llm}
+        model = team_model(cfg.team, c["task"]) or c["model"]
+        llm = llm_config(model, None, o["base_url"], o["temperature"], o["max_tokens"], o["max_concurrency"], o["rps"], c["budget"],
+                         o["price_in"], o["price_out"], o["cache"])
+        params = ScienceParams(**{**cfg.set, "task": c["task"], "team": cfg.team, "team_size": c["team_size"],
+                                  "visibility": c["visibility"], "prompt": c["prompt"]})
+        config = {"agents": "llm", "params": params.model_dump(mode="json"), "dataset": {"sha256": None}, "judge": None,
+                  "sandbox": {"backend": cfg.sandbox_backend, "timeout": cfg.sandbox_timeout}, "seed": c["seed"], "csv": False,
+                  "llm": llm, "sweep_condition": c["condition"]}
+        runstore.prepare_out(d, force=True)
+        runner.start(TASK, d, config, quiet=True)
+        return "ran"
+
+    with ThreadPoolExecutor(max_workers=cfg.parallel) as pool:
+        futures = {pool.submit(one, c): c for c in todo}
+        for fut in as_completed(futures):
+            c = futures[fut]
+            try:
+                kind = fut.result()
+            except Exception as exc:  # keep the other runs going; report at the end
+                with lock:
+                    failed.append({"run": c["dir"].name, "error": f"{type(exc).__name__}: {exc}"})
+                log(f"run {c['dir'].name}: FAILED ({type(exc).__name__}: {exc})")
+                continue
+            with lock:
+                {"skipped": done, "ran": ran, "resumed": resumed}[kind].append(c["dir"].name)
+            log(f"run {c['dir'].name}: {kind} ({len(done) + len(ran) + len(resumed) + len(failed)}/{len(todo)})")
+    rows = []
+    for c in todo:
+        p = c["dir"] / "summary.json"
+        if not p.exists():
+            continue
+        s = runstore.read_json(p)
+        rows.append({k: c[k] for k in ("condition", "model", "task", "budget", "visibility", "team_size", "prompt", "seed")}
+                    | {"status": s.get("status"), **(s.get("scores") or {}), "cost_usd": (s.get("ledger") or {}).get("cost_usd_float"),
+                       "run_dir": str(c["dir"])})
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    df = pd.DataFrame(rows)
+    if not df.empty:
+        df.to_csv(out / "scores.csv", index=False)
+        keys = ["condition", "model", "task", "budget", "visibility", "team_size", "prompt"]
+        agg = df.groupby(keys, dropna=False).agg(runs=("seed", "size"), completeness=("completeness", "mean"), quality=("quality", "mean"),
+                                                 accuracy=("accuracy", "mean"), cost_usd=("cost_usd", "mean")).reset_index()
+        agg.to_csv(out / "conditions.csv", index=False)
+    return {"runs": len(todo), "ran": ran, "resumed": resumed, "skipped": done, "failed": failed,
+            "scores_csv": str(out / "scores.csv") if rows else None}
+
+
+def is_science(raw: Any) -> bool:
+    return isinstance(raw, dict) and raw.get("task") == "science"
+
+
+def load_file(path: Path) -> ScienceSweep | None:
+    """The science sweep of a config file, or None when the file is another sweep (CPR)."""
+    try:
+        raw = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None  # the CPR loader reports the problem
+    return load(raw, f"sweep config {path}") if is_science(raw) else None

@@ -1,0 +1,218 @@
+"""Science teams (paper §4, Appendix C, L) as a task of the one runner:
+``cooplab run science --task ecology|anomaly|biomarker|geospatial --team llm|oracle|garbage ...``.
+
+A run's config.json holds, besides the runner's fields: ``params`` (:class:`.params.ScienceParams`:
+the science task, the team kind, team size, visibility, prompt and the loop caps), ``dataset``
+(the generated data's file name and SHA-256, checked on resume), ``sandbox`` (backend, timeout)
+and ``llm`` (the models: for ``--team oracle|garbage`` the built-in scripted models; the budget,
+the rates, the cache).
+
+Run directory: ``dataset/`` (data.csv, ground_truth.json), ``artifacts/NAME.vN.md`` (every
+version), ``messages.jsonl``, ``requests.jsonl`` (with the routing decisions), ``tool_loops.*``,
+``timeline.*``, ``decisions``-free (the teams' calls are tool loops), ``ledger.*`` (tokens and
+sandbox seconds per agent and team), ``traces.jsonl``, ``scores.json`` (the heuristic scorer; an
+LLM judge adds its scores there, see ``cooplab science score``), ``summary.json``,
+``figures/budget.png`` and ``report.html``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from cooplab import runstore
+from cooplab.graphs.task import RunInfo, Task, TaskConfigError, first_error
+from cooplab.tasks.science import datasets as dsets
+from cooplab.tasks.science import scripted  # noqa: F401 - registers the built-in scripted teams
+from cooplab.tasks.science.params import ScienceParams
+from cooplab.tasks.science.roles import ARTIFACT, TEAMS, all_roles
+from cooplab.tasks.science.team import ScienceState, TeamGraph, artifacts_of, init_state
+
+DATASET_DIR = "dataset"
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def team_model(team: str, task: str) -> str | None:
+    """The model spec of a built-in scripted team (None for LLM teams)."""
+    return {"oracle": f"builtin:science-oracle:{task}", "garbage": f"builtin:science-garbage:{task}"}.get(team)
+
+
+class ScienceTask(Task):
+    name = "science"
+    title = "Science teams: four sequential teams of tool-using agents analyze a dataset in the sandbox under one shared budget."
+    Params = ScienceParams
+    state_schema = ScienceState
+    round_node = "route"
+    round_unit = "team pass"
+    agent_kinds = ("llm",)
+    uses_sandbox = True
+
+    def check_config(self, config: Mapping[str, Any]) -> None:
+        from pydantic import ValidationError
+
+        try:
+            P = self.params(config)
+        except ValidationError as exc:
+            raise TaskConfigError(f"params.{first_error(exc)}") from None
+        ds = config.get("dataset")
+        if not isinstance(ds, Mapping) or not isinstance(ds.get("sha256"), (str, type(None))):
+            raise TaskConfigError(f"dataset must be an object with the data file's sha256, got {ds!r}")
+        judge = config.get("judge")
+        if judge is not None:
+            if not isinstance(judge, Mapping) or not isinstance(judge.get("model"), str) or isinstance(judge.get("samples"), bool) \
+                    or not isinstance(judge.get("samples"), int) or not 1 <= judge["samples"] <= 20:
+                raise TaskConfigError(f"judge must be null or {{\"model\": SPEC, \"samples\": 1..20}}, got {judge!r}")
+        want = team_model(P.team, P.task)
+        llm = config.get("llm") or {}
+        models = llm.get("models") if isinstance(llm, Mapping) else None
+        if want is not None and (not isinstance(models, Mapping) or models.get("default") != want):
+            raise TaskConfigError(f"team {P.team} plays the built-in model {want}; llm.models.default must be it")
+
+    def n_agents(self, config: Mapping[str, Any]) -> int:
+        return len(all_roles(self.params(config).team_size))
+
+    def default_config(self, agents: str = "llm") -> dict[str, Any]:
+        return {"task": self.name, "agents": "llm", "seed": 0, "params": ScienceParams().model_dump(mode="json"),
+                "dataset": {"sha256": None}, "sandbox": {"backend": "docker", "timeout": 30.0}, "llm": None}
+
+    # --- files --------------------------------------------------------------------------------------
+    def prepare_run(self, config: Mapping[str, Any], out: Path) -> None:
+        """Generate the dataset into ``out/dataset`` (deterministic for the seed); on resume, check
+        that the files are the ones the run started with (regenerated if missing)."""
+        P = self.params(config)
+        d = Path(out) / DATASET_DIR
+        data = d / dsets.DATA_FILE
+        if not data.exists() or not (d / dsets.TRUTH_FILE).exists():
+            dsets.generate(P.task, int(config["seed"]), d, size=P.data_size)
+        want = (config.get("dataset") or {}).get("sha256")
+        got = sha256(data)
+        if want is None:
+            cfg = runstore.read_json(Path(out) / "config.json")
+            cfg["dataset"] = {"file": f"{DATASET_DIR}/{dsets.DATA_FILE}", "sha256": got, "generator": dsets.GENERATOR}
+            runstore.write_json(Path(out) / "config.json", cfg)
+            if isinstance(config, dict):
+                config["dataset"] = cfg["dataset"]
+        elif got != want:
+            raise runstore.RunDirError(f"{data} is not the dataset this run started with (SHA-256 differs); restore it or start a new run")
+
+    def sandbox_dataset(self, config: Mapping[str, Any], out: Path) -> Path | None:
+        return Path(out) / DATASET_DIR / dsets.DATA_FILE
+
+    # --- the graph -----------------------------------------------------------------------------------
+    def build(self, config: Mapping[str, Any], *, checkpointer: Any = None):
+        P = self.params(config)
+        return TeamGraph(P, dsets.TASK_DESCRIPTIONS[P.task]).build(checkpointer)
+
+    def init_state(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        return init_state(self.params(config).max_reentries)
+
+    def total_rounds(self, config: Mapping[str, Any]) -> int:
+        return len(TEAMS)
+
+    def recursion_limit(self, state: Mapping[str, Any], n_nodes: int) -> int:
+        return int(state.get("max_round", 8)) * (n_nodes + 1) + 10
+
+    def progress(self, update: Mapping[str, Any]) -> dict[str, Any]:
+        c = update.get("cursor")
+        return {"next": TEAMS[c] if isinstance(c, int) and 0 <= c < len(TEAMS) else "end"}
+
+    # --- results -------------------------------------------------------------------------------------
+    def outputs(self, final: Mapping[str, Any], config: Mapping[str, Any], run: RunInfo) -> dict[str, Any]:
+        import pandas as pd
+
+        from cooplab.evals.science_scoring import heuristic_score
+
+        P = self.params(config)
+        out = run.out
+        arts = artifacts_of(final)
+        adir = out / "artifacts"
+        adir.mkdir(exist_ok=True)
+        for name, versions in arts.items():
+            for a in versions:
+                (adir / f"{name}.v{a['version']}.md").write_text(a["content"], encoding="utf-8")
+        for stem in ("messages", "requests", "routing", "completions"):
+            with open(out / f"{stem}.jsonl", "w", encoding="utf-8") as f:
+                for row in final.get(stem) or []:
+                    f.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+        for stem in ("tool_loops", "timeline"):
+            rows = [{k: (json.dumps(v, ensure_ascii=False, default=str) if isinstance(v, (list, dict)) else v) for k, v in r.items()}
+                    for r in final.get(stem) or []]
+            if rows:
+                runstore.write_table(pd.DataFrame(rows), out, stem, csv=run.csv)
+        truth = runstore.read_json(out / DATASET_DIR / dsets.TRUTH_FILE)
+        paper = (arts.get(ARTIFACT["writing"]) or [None])[-1]
+        if paper is not None:
+            report, scored = paper["content"], "final_paper"
+        else:  # no paper: what exists is scored as it is
+            report = "\n\n".join(v[-1]["content"] for v in arts.values())
+            scored = "the other artifacts (no final_paper)" if arts else "nothing (no artifact)"
+        h = heuristic_score(report, truth)
+        scores = {"task": P.task, "status": run.status, "scored": scored, "heuristic": h.as_dict()}
+        old = runstore.read_json(out / "scores.json") if (out / "scores.json").exists() else {}
+        if isinstance(old, dict) and old.get("judges"):
+            scores["judges"] = old["judges"]  # a resumed run keeps the judges' scores of its paper (re-score to update)
+        runstore.write_json(out / "scores.json", scores)
+        spent: dict[str, float] = {}
+        seconds: dict[str, float] = {}
+        for e in final.get("ledger") or []:
+            t = e.get("team") or "?"
+            spent[t] = spent.get(t, 0.0) + float(e.get("cost") or 0)
+            if e.get("kind") == "sandbox_seconds":
+                seconds[t] = seconds.get(t, 0.0) + float(e.get("units") or 0)
+        loops = list(final.get("tool_loops") or [])
+        stops: dict[str, int] = {}
+        for r in loops:
+            stops[str(r.get("stop_reason"))] = stops.get(str(r.get("stop_reason")), 0) + 1
+        passes = [(t["team"], t["visit"]) for t in final.get("timeline") or [] if t.get("node") == "synthesize"]
+        judged = None
+        judge = config.get("judge")
+        if judge and run.status in ("completed", "budget_exhausted"):
+            from cooplab.tasks.science.judging import judge_run
+
+            try:
+                e = judge_run(out, judge["model"], k=int(judge["samples"]))
+                judged = {k: e[k] for k in ("judge", "k", "completeness", "quality", "accuracy", "std", "n_fallback")}
+            except Exception as exc:  # noqa: BLE001 - the run's own results are kept; re-score with 'cooplab science score'
+                judged = {"judge": judge["model"], "error": f"{type(exc).__name__}: {exc}"[:300]}
+        return {"science_task": P.task, "judge": judged, "team": P.team, "team_size": P.team_size, "visibility": P.visibility, "prompt": P.prompt,
+                "scores": {k: h.scores()[k] for k in ("completeness", "quality", "accuracy")}, "scored": scored,
+                "facts": {f.id: f.status for f in h.facts}, "passes": [f"{t}#{v}" for t, v in passes],
+                "artifacts": {n: len(v) for n, v in arts.items()}, "requests": len(final.get("requests") or []),
+                "requests_refused": sum(1 for r in final.get("routing") or [] if r.get("decision") == "refused"),
+                "messages": len(final.get("messages") or []), "tool_loops": len(loops), "loop_stops": stops,
+                "cost_by_team_usd": {t: round(v, 6) for t, v in spent.items()},
+                "sandbox_seconds_by_team": {t: round(v, 3) for t, v in seconds.items()},
+                "stop": final.get("stop")}
+
+    def figure(self, summary: Mapping[str, Any], run: RunInfo) -> None:
+        from cooplab.tasks.science.report import write_report
+
+        write_report(run.out, summary)
+
+    def report(self, summary: Mapping[str, Any]) -> list[str]:
+        s = summary.get("scores") or {}
+        head = (f"science {summary.get('science_task')}: {summary.get('team')} team of {summary.get('team_size')} per team, "
+                f"visibility {summary.get('visibility')}, status {summary.get('status')}")
+        lines = [head, f"scores (heuristic, 0-1): completeness {s.get('completeness', 0):.2f}, quality {s.get('quality', 0):.2f}, "
+                       f"accuracy {s.get('accuracy', 0):.2f} (scored: {summary.get('scored')})",
+                 f"team passes: {', '.join(summary.get('passes') or []) or 'none'}; requests {summary.get('requests', 0)} "
+                 f"({summary.get('requests_refused', 0)} refused); tool loops {summary.get('tool_loops', 0)} {summary.get('loop_stops')}"]
+        cost = summary.get("cost_by_team_usd") or {}
+        if cost:
+            lines.append("cost by team: " + ", ".join(f"{t} ${v:.4f}" for t, v in cost.items()))
+        lines.append("files: dataset/, artifacts/, scores.json, report.html, messages.jsonl, requests.jsonl, tool_loops.*, ledger.*, "
+                     "traces.jsonl")
+        return lines
+
+
+TASK = ScienceTask()

@@ -1,0 +1,356 @@
+"""The science-team graph (paper §4.1, Appendix C): four sequential teams in one LangGraph graph.
+
+One pass of a team is four nodes, each checkpointed:
+
+- ``plan``: the lead reviews the artifacts (read/list tools) and writes a 3-5 bullet plan;
+- ``work``: every member (the lead too) runs its tool loop concurrently on its assignment, with
+  the tools of Appendix C.1 (``run_code`` in its own sandbox session, the dataset pre-loaded as
+  ``df``, for the data, model and eval teams; none for the writing team);
+- ``deliberate``: two rounds in which each member writes 2-3 sentences to the team;
+- ``synthesize``: the lead writes the team's artifact from the members' outputs and the discussion
+  (if the lead does not, the node writes it from what exists and records the fallback);
+
+then ``route`` picks the next team: a request of this pass to an earlier team
+(``request_additional_work`` / ``request_team_redo``) sends the run back to that team with the
+request in its lead's planning prompt, at most ``max_reentries`` times per team (a request past
+the cap is recorded as refused); afterwards the run returns to the team that asked. Otherwise the
+next team in order, and after the writing team the end.
+
+Budget: every model call and sandbox second is charged to the one ledger (reserved before, so the
+pool is never overspent, even with members working concurrently). When a charge does not fit,
+the node keeps what its agents produced until then (artifact versions, messages, requests) and
+records the stop; ``route`` then ends the run with status ``budget_exhausted``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any, TypedDict
+
+from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+
+from cooplab.agents.batch import ledger_since
+from cooplab.agents.tools import ToolAgent, ToolLoopLimits, ToolLoopResult, run_code_tool
+from cooplab.graphs.context import CoopContext
+from cooplab.graphs.ledger import BudgetExhausted
+from cooplab.graphs.state import AppendLog
+from cooplab.tasks.science import prompts as pr
+from cooplab.tasks.science.roles import ARTIFACT, CODE_TEAMS, TEAMS, Role, roles
+from cooplab.tasks.science.workspace import Workspace, workspace_tools
+
+
+class ScienceState(TypedDict, total=False):
+    round: int  #: team passes finished + 1 (the progress bar's unit)
+    max_round: int  #: passes at most (the recursion limit)
+    cursor: int  #: index in TEAMS of the team working now (-1: done)
+    visits: dict[str, int]  #: passes started per team
+    reentries: dict[str, int]  #: passes caused by requests, per team
+    return_to: list[int]  #: teams to go back to after a requested pass (a stack)
+    serving: dict[str, Any] | None  #: the request this pass answers
+    plan: str
+    assignments: dict[str, str]
+    outputs: list[list[str]]  #: this pass's [agent, output] pairs (the synthesis input)
+    discussion: list[dict[str, Any]]  #: this pass's deliberation
+    stop: dict[str, Any] | None  #: a budget stop caught inside a node: {"reason", "detail", "node"}
+    artifact_log: AppendLog
+    messages: AppendLog
+    requests: AppendLog
+    routing: AppendLog
+    completions: AppendLog
+    tool_loops: AppendLog
+    timeline: AppendLog
+    ledger: AppendLog
+
+
+def artifacts_of(state: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for a in state.get("artifact_log") or []:
+        out.setdefault(a["name"], []).append(a)
+    return out
+
+
+def init_state(max_reentries: int) -> dict[str, Any]:
+    return {"round": 1, "max_round": len(TEAMS) * (1 + 2 * max_reentries), "cursor": 0, "visits": {}, "reentries": {},
+            "return_to": [], "serving": None, "plan": "", "assignments": {}, "outputs": [], "discussion": [], "stop": None,
+            "artifact_log": [], "messages": [], "requests": [], "routing": [], "completions": [], "tool_loops": [], "timeline": [],
+            "ledger": []}
+
+
+class TeamGraph:
+    """Builds the graph for one run's settings (``P``: :class:`cooplab.tasks.science.params.ScienceParams`)."""
+
+    def __init__(self, P: Any, task_description: str):
+        self.P = P
+        self.description = task_description
+
+    # -- helpers -------------------------------------------------------------------------------
+    def team(self, state: Mapping[str, Any]) -> str:
+        return TEAMS[int(state["cursor"])]
+
+    def visit(self, state: Mapping[str, Any]) -> int:
+        return int((state.get("visits") or {}).get(self.team(state), 1))
+
+    def status(self, context: CoopContext, team: str) -> str:
+        ledger = context.ledger
+        team_spent = sum((Decimal(e.cost) for e in ledger.entries if e.team == team), Decimal(0))
+        return pr.budget_status(self.P.visibility, budget=ledger.budget, spent=ledger.spent, team_spent=team_spent, team=team)
+
+    def notes(self, context: CoopContext):
+        ledger = context.ledger
+
+        def note(_res: ToolLoopResult) -> str | None:
+            return pr.warning(self.P.visibility, ledger.budget, ledger.spent, warn_when_hidden=self.P.warn_when_hidden)
+
+        return note
+
+    def system(self, role: Role, context: CoopContext) -> SystemMessage:
+        text = pr.system_prompt(role, team_size=self.P.team_size, task_description=self.description,
+                                status=self.status(context, role.team), prompt=self.P.prompt, code_timeout=self.P.code_timeout)
+        w = pr.warning(self.P.visibility, context.ledger.budget, context.ledger.spent, warn_when_hidden=self.P.warn_when_hidden)
+        return SystemMessage(content=text + (f"\n\n{w}" if w else ""))
+
+    def agent(self, role: Role, tools: list, phase: str, context: CoopContext, max_steps: int) -> ToolAgent:
+        finish = ("mark_complete",) if any(t.name == "mark_complete" for t in tools) else ()
+        return ToolAgent(role.agent_id, tools, team=role.team, phase=f"{role.team}:{phase}",
+                         limits=ToolLoopLimits(max_steps=max_steps, max_tokens_per_call=self.P.max_tokens_per_call),
+                         finish_tools=finish, notes=self.notes(context))
+
+    def code_tool(self, team: str):
+        if team not in CODE_TEAMS:
+            return None
+        return run_code_tool(timeout=self.P.code_timeout, max_chars=self.P.code_output_chars)
+
+    async def run_agents(self, jobs: list[tuple[ToolAgent, list]], context: CoopContext, config: RunnableConfig, runtime: Runtime,
+                         rnd: int) -> tuple[list[ToolLoopResult | None], dict[str, Any] | None]:
+        """Run tool loops concurrently. A budget stop keeps every loop's partial result and is
+        returned as the stop record; other fatal errors (model or sandbox unavailable) propagate."""
+        results = await asyncio.gather(*(a.arun(m, context=context, round=rnd, config=config, runtime=runtime) for a, m in jobs),
+                                       return_exceptions=True)
+        out: list[ToolLoopResult | None] = []
+        stop = None
+        other: BaseException | None = None
+        for r in results:
+            if isinstance(r, BudgetExhausted):
+                stop = stop or {"reason": "budget_exhausted", "detail": str(r)}
+                out.append(getattr(r, "tool_loop", None))
+            elif isinstance(r, BaseException):
+                other = other or r
+                out.append(getattr(r, "tool_loop", None))
+            else:
+                out.append(r)
+        if other is not None:
+            raise other
+        return out, stop
+
+    def record(self, state: Mapping[str, Any], node: str, results: list[ToolLoopResult | None], n0: int, context: CoopContext,
+               t0: float, ws: Workspace | None = None, stop: dict[str, Any] | None = None) -> dict[str, Any]:
+        team, visit = self.team(state), self.visit(state)
+        upd: dict[str, Any] = {"tool_loops": [dict(r.record(), visit=visit, node=node) for r in results if r is not None],
+                               "ledger": ledger_since(context.llm, n0),
+                               "timeline": [{"team": team, "visit": visit, "node": node, "seconds": round(time.perf_counter() - t0, 3),
+                                             "spent_usd": str(context.ledger.spent)}]}
+        if ws is not None:
+            upd.update(ws.updates())
+        if stop is not None:
+            upd["stop"] = {**stop, "node": node, "team": team}
+        return upd
+
+    # -- nodes ---------------------------------------------------------------------------------
+    async def plan(self, state: ScienceState, config: RunnableConfig, runtime: Runtime[CoopContext]) -> dict[str, Any]:
+        ctx, t0 = runtime.context, time.perf_counter()
+        team = self.team(state)
+        visits = dict(state.get("visits") or {})
+        visits[team] = visits.get(team, 0) + 1
+        state = {**state, "visits": visits}
+        n0 = len(ctx.ledger.entries)
+        lead = roles(team, self.P.team_size)[0]
+        ws = Workspace(artifacts_of(state), team, visits[team])
+        tools = [t for t in workspace_tools(ws, code_tool=None) if t.name in ("read_artifact", "list_artifacts")]
+        serving = state.get("serving")
+        inbox = [m for m in state.get("messages") or [] if m["to_team"] == team]
+        request = None
+        if serving:
+            request = f"The {serving['from_team']} team ({serving['agent']}) asks for {'a REDO' if serving['kind'] == 'redo' else 'additional work'}: " \
+                      f"{serving['request']}" + (f" Justification: {serving['justification']}" if serving.get("justification") else "")
+        prompt = pr.plan_prompt(lead, team_size=self.P.team_size, request=request)
+        if inbox:
+            prompt += "\n\nMESSAGES TO YOUR TEAM:\n" + "\n".join(f"[{m['agent']} of {m['from_team']}]: {m['content']}" for m in inbox[-10:])
+        agent = self.agent(lead, tools, "plan", ctx, self.P.plan_steps)
+        (res,), stop = await self.run_agents([(agent, [self.system(lead, ctx), HumanMessage(content=prompt)])], ctx, config, runtime,
+                                             state["round"])
+        plan = (res.final if res is not None and res.final else "").strip()
+        fallback = not plan
+        if fallback:
+            plan = "\n".join(f"- {r.name} ({r.agent_id}): carry out your role's part of the project for this team."
+                             for r in roles(team, self.P.team_size))
+        upd = self.record(state, "plan", [res], n0, ctx, t0, ws, stop)
+        upd.update(visits=visits, plan=plan, assignments=assign(plan, roles(team, self.P.team_size)), outputs=[], discussion=[])
+        upd["timeline"][0]["fallback"] = fallback
+        return upd
+
+    async def work(self, state: ScienceState, config: RunnableConfig, runtime: Runtime[CoopContext]) -> dict[str, Any]:
+        ctx, t0 = runtime.context, time.perf_counter()
+        if state.get("stop"):
+            return {}
+        team, visit = self.team(state), self.visit(state)
+        n0 = len(ctx.ledger.entries)
+        ws = Workspace(artifacts_of(state), team, visit)
+        tools = workspace_tools(ws, code_tool=self.code_tool(team))
+        jobs = []
+        for role in roles(team, self.P.team_size):
+            task = (state.get("assignments") or {}).get(role.agent_id) or "Carry out your role's part of the plan."
+            jobs.append((self.agent(role, tools, "work", ctx, self.P.max_steps),
+                         [self.system(role, ctx), HumanMessage(content=pr.work_prompt(role, task=task, plan=state.get("plan", "")))]))
+        results, stop = await self.run_agents(jobs, ctx, config, runtime, state["round"])
+        outputs = [[r.agent_id, output_text(res)] for r, res in zip(roles(team, self.P.team_size), results)]
+        upd = self.record(state, "work", results, n0, ctx, t0, ws, stop)
+        upd["outputs"] = outputs
+        return upd
+
+    async def deliberate(self, state: ScienceState, config: RunnableConfig, runtime: Runtime[CoopContext]) -> dict[str, Any]:
+        ctx, t0 = runtime.context, time.perf_counter()
+        if state.get("stop"):
+            return {}
+        team, visit = self.team(state), self.visit(state)
+        n0 = len(ctx.ledger.entries)
+        ws = Workspace(artifacts_of(state), team, visit)
+        tools = [t for t in workspace_tools(ws, code_tool=None) if t.name == "read_artifact"]
+        discussion: list[dict[str, Any]] = []
+        all_results: list[ToolLoopResult | None] = []
+        stop = None
+        team_roles = roles(team, self.P.team_size)
+        for k in range(1, self.P.deliberation_rounds + 1):
+            jobs = [(self.agent(role, tools, f"deliberate{k}", ctx, 2),
+                     [self.system(role, ctx), HumanMessage(content=pr.deliberation_prompt(k, self.P.deliberation_rounds, discussion))])
+                    for role in team_roles]
+            results, stop = await self.run_agents(jobs, ctx, config, runtime, state["round"])
+            all_results += results
+            for role, res in zip(team_roles, results):
+                text = (res.final or "").strip() if res is not None else ""
+                if text:
+                    discussion.append({"agent": role.agent_id, "round": k, "message": text[:1200], "team": team, "visit": visit})
+            if stop:
+                break
+        upd = self.record(state, "deliberate", all_results, n0, ctx, t0, ws, stop)
+        upd["discussion"] = discussion
+        return upd
+
+    async def synthesize(self, state: ScienceState, config: RunnableConfig, runtime: Runtime[CoopContext]) -> dict[str, Any]:
+        ctx, t0 = runtime.context, time.perf_counter()
+        team, visit = self.team(state), self.visit(state)
+        n0 = len(ctx.ledger.entries)
+        ws = Workspace(artifacts_of(state), team, visit)
+        lead = roles(team, self.P.team_size)[0]
+        results: list[ToolLoopResult | None] = [None]
+        stop = None
+        if not state.get("stop"):
+            tools = [t for t in workspace_tools(ws, code_tool=None)
+                     if t.name in ("read_artifact", "list_artifacts", "write_artifact", "mark_complete")]
+            outputs = [(a, o) for a, o in state.get("outputs") or []]
+            prompt = pr.synthesis_prompt(lead, outputs, list(state.get("discussion") or []), excerpt=self.P.synthesis_excerpt)
+            agent = self.agent(lead, tools, "synthesize", ctx, self.P.synthesis_steps)
+            results, stop = await self.run_agents([(agent, [self.system(lead, ctx), HumanMessage(content=prompt)])], ctx, config,
+                                                  runtime, state["round"])
+        name = ARTIFACT[team]
+        mine = [a for a in ws.versions(name) if a["visit"] == visit and a["team"] == team]
+        fallback = None
+        if not mine:  # the lead did not write the team's artifact: keep what exists, say so
+            res = results[0]
+            text = (res.final or "").strip() if res is not None else ""
+            source = "the lead's final answer"
+            if len(text) < 200:
+                text = "\n\n".join(o for _, o in state.get("outputs") or [] if o.strip())
+                source = "the members' outputs"
+            if text.strip():
+                ws.write(lead.agent_id, name, text[: 100_000], f"written by cooplab from {source}: the lead did not call write_artifact")
+                fallback = source
+        upd = self.record(state, "synthesize", results, n0, ctx, t0, ws, stop)
+        upd["timeline"][0]["artifact_fallback"] = fallback
+        return upd
+
+    def route(self, state: ScienceState) -> dict[str, Any]:
+        stop = state.get("stop")
+        if stop:
+            raise BudgetExhausted(stop.get("detail") or "the budget is exhausted")
+        team, visit = self.team(state), self.visit(state)
+        cursor = int(state["cursor"])
+        reentries = dict(state.get("reentries") or {})
+        back = list(state.get("return_to") or [])
+        log: list[dict[str, Any]] = []
+        nxt, serving = None, None
+        for rq in [r for r in state.get("requests") or [] if r["from_team"] == team and r["visit"] == visit]:
+            target = rq["target_team"]
+            if nxt is None and reentries.get(target, 0) < self.P.max_reentries:
+                reentries[target] = reentries.get(target, 0) + 1
+                nxt, serving = TEAMS.index(target), rq
+                back.append(cursor)
+                log.append({**_req_key(rq), "decision": "accepted", "reason": f"re-entry {reentries[target]} of {self.P.max_reentries}"})
+            else:
+                why = (f"the {target} team has had its {self.P.max_reentries} re-entries" if nxt is None
+                       else "one request is served per pass; an earlier request of this pass was accepted")
+                log.append({**_req_key(rq), "decision": "refused", "reason": why})
+        if nxt is None:
+            if serving is None and state.get("serving") is not None and back:
+                nxt = back.pop()  # a requested pass is done: back to the team that asked
+            elif cursor + 1 < len(TEAMS):
+                nxt = cursor + 1
+            else:
+                nxt = -1
+        upd: dict[str, Any] = {"cursor": nxt, "reentries": reentries, "return_to": back, "serving": serving, "routing": log,
+                               "round": int(state["round"]) + 1}
+        return upd
+
+    @staticmethod
+    def after_route(state: ScienceState) -> str:
+        return END if int(state.get("cursor", -1)) < 0 else "plan"
+
+    def build(self, checkpointer: Any = None):
+        g = StateGraph(ScienceState, context_schema=CoopContext)
+        g.add_node("plan", self.plan)
+        g.add_node("work", self.work)
+        g.add_node("deliberate", self.deliberate)
+        g.add_node("synthesize", self.synthesize)
+        g.add_node("route", self.route)
+        g.add_edge(START, "plan")
+        g.add_edge("plan", "work")
+        g.add_edge("work", "deliberate")
+        g.add_edge("deliberate", "synthesize")
+        g.add_edge("synthesize", "route")
+        g.add_conditional_edges("route", self.after_route, ["plan", END])
+        return g.compile(checkpointer=checkpointer, name="science")
+
+
+def _req_key(rq: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: rq.get(k) for k in ("from_team", "agent", "target_team", "kind", "request", "visit")}
+
+
+def assign(plan: str, team_roles: list[Role]) -> dict[str, str]:
+    """Each member's task from the lead's plan: the plan's lines that name the member (by id or role
+    name); a member the plan does not name gets its role's part of the whole plan."""
+    lines = [ln.strip() for ln in plan.splitlines() if ln.strip()]
+    out = {}
+    for r in team_roles:
+        pat = re.compile(rf"({re.escape(r.agent_id)}|{re.escape(r.name)})", re.IGNORECASE)
+        mine = [ln for ln in lines if pat.search(ln)]
+        out[r.agent_id] = "\n".join(mine) if mine else f"Carry out the part of the plan that fits your role ({r.name})."
+    return out
+
+
+def output_text(res: ToolLoopResult | None, limit: int = 6000) -> str:
+    """What a member produced: its code outputs and artifacts written (tool results) and its final words."""
+    if res is None:
+        return ""
+    parts = []
+    for m in res.messages:
+        if isinstance(m, ToolMessage) and m.name in ("run_code", "write_artifact") and m.status != "error":
+            parts.append(f"[{m.name}] {str(m.content)[:2000]}")
+    if res.final:
+        parts.append(f"[summary] {res.final}")
+    return "\n".join(parts)[:limit]
