@@ -89,6 +89,9 @@ class TeamGraph:
     def __init__(self, P: Any, task_description: str):
         self.P = P
         self.description = task_description
+        self._ledger = None  # the run's ledger, set by every node (budget warnings read it)
+        self._agents: dict[tuple, ToolAgent] = {}
+        self._tools = {team: workspace_tools(None, code_tool=self.code_tool(team)) for team in TEAMS}
 
     # -- helpers -------------------------------------------------------------------------------
     def team(self, state: Mapping[str, Any]) -> str:
@@ -102,13 +105,23 @@ class TeamGraph:
         team_spent = sum((Decimal(e.cost) for e in ledger.entries if e.team == team), Decimal(0))
         return pr.budget_status(self.P.visibility, budget=ledger.budget, spent=ledger.spent, team_spent=team_spent, team=team)
 
-    def notes(self, context: CoopContext):
-        ledger = context.ledger
+    def note(self, _res: ToolLoopResult) -> str | None:
+        """The budget warning due before a model call of any loop (None above 30 % remaining)."""
+        ledger = self._ledger
+        if ledger is None:
+            return None
+        return pr.warning(self.P.visibility, ledger.budget, ledger.spent, warn_when_hidden=self.P.warn_when_hidden)
 
-        def note(_res: ToolLoopResult) -> str | None:
-            return pr.warning(self.P.visibility, ledger.budget, ledger.spent, warn_when_hidden=self.P.warn_when_hidden)
+    def tools(self, team: str, names: tuple[str, ...] | None = None) -> list:
+        return [t for t in self._tools[team] if names is None or t.name in names]
 
-        return note
+    def enter(self, context: CoopContext, ws: Workspace) -> None:
+        """A node starts: its workspace becomes the tools' (a context variable, inherited by the
+        agents' tasks) and the ledger the warnings'."""
+        from cooplab.tasks.science.workspace import CURRENT
+
+        self._ledger = context.ledger
+        CURRENT.set(ws)
 
     def system(self, role: Role, context: CoopContext) -> SystemMessage:
         text = pr.system_prompt(role, team_size=self.P.team_size, task_description=self.description,
@@ -117,10 +130,15 @@ class TeamGraph:
         return SystemMessage(content=text + (f"\n\n{w}" if w else ""))
 
     def agent(self, role: Role, tools: list, phase: str, context: CoopContext, max_steps: int) -> ToolAgent:
-        finish = ("mark_complete",) if any(t.name == "mark_complete" for t in tools) else ()
-        return ToolAgent(role.agent_id, tools, team=role.team, phase=f"{role.team}:{phase}",
-                         limits=ToolLoopLimits(max_steps=max_steps, max_tokens_per_call=self.P.max_tokens_per_call),
-                         finish_tools=finish, notes=self.notes(context))
+        """The agent of ``role`` for ``phase`` (made once per graph: its tools' schemas are converted once)."""
+        key = (role.agent_id, phase, tuple(t.name for t in tools), max_steps)
+        a = self._agents.get(key)
+        if a is None:
+            finish = ("mark_complete",) if any(t.name == "mark_complete" for t in tools) else ()
+            a = self._agents[key] = ToolAgent(role.agent_id, tools, team=role.team, phase=f"{role.team}:{phase}",
+                                              limits=ToolLoopLimits(max_steps=max_steps, max_tokens_per_call=self.P.max_tokens_per_call),
+                                              finish_tools=finish, notes=self.note)
+        return a
 
     def code_tool(self, team: str):
         if team not in CODE_TEAMS:
@@ -172,7 +190,8 @@ class TeamGraph:
         n0 = len(ctx.ledger.entries)
         lead = roles(team, self.P.team_size)[0]
         ws = Workspace(artifacts_of(state), team, visits[team])
-        tools = [t for t in workspace_tools(ws, code_tool=None) if t.name in ("read_artifact", "list_artifacts")]
+        self.enter(ctx, ws)
+        tools = self.tools(team, ("read_artifact", "list_artifacts"))
         serving = state.get("serving")
         inbox = [m for m in state.get("messages") or [] if m["to_team"] == team]
         request = None
@@ -202,7 +221,8 @@ class TeamGraph:
         team, visit = self.team(state), self.visit(state)
         n0 = len(ctx.ledger.entries)
         ws = Workspace(artifacts_of(state), team, visit)
-        tools = workspace_tools(ws, code_tool=self.code_tool(team))
+        self.enter(ctx, ws)
+        tools = self.tools(team)
         jobs = []
         for role in roles(team, self.P.team_size):
             task = (state.get("assignments") or {}).get(role.agent_id) or "Carry out your role's part of the plan."
@@ -221,7 +241,8 @@ class TeamGraph:
         team, visit = self.team(state), self.visit(state)
         n0 = len(ctx.ledger.entries)
         ws = Workspace(artifacts_of(state), team, visit)
-        tools = [t for t in workspace_tools(ws, code_tool=None) if t.name == "read_artifact"]
+        self.enter(ctx, ws)
+        tools = self.tools(team, ("read_artifact",))
         discussion: list[dict[str, Any]] = []
         all_results: list[ToolLoopResult | None] = []
         stop = None
@@ -247,12 +268,12 @@ class TeamGraph:
         team, visit = self.team(state), self.visit(state)
         n0 = len(ctx.ledger.entries)
         ws = Workspace(artifacts_of(state), team, visit)
+        self.enter(ctx, ws)
         lead = roles(team, self.P.team_size)[0]
         results: list[ToolLoopResult | None] = [None]
         stop = None
         if not state.get("stop"):
-            tools = [t for t in workspace_tools(ws, code_tool=None)
-                     if t.name in ("read_artifact", "list_artifacts", "write_artifact", "mark_complete")]
+            tools = self.tools(team, ("read_artifact", "list_artifacts", "write_artifact", "mark_complete"))
             outputs = [(a, o) for a, o in state.get("outputs") or []]
             prompt = pr.synthesis_prompt(lead, outputs, list(state.get("discussion") or []), excerpt=self.P.synthesis_excerpt)
             agent = self.agent(lead, tools, "synthesize", ctx, self.P.synthesis_steps)

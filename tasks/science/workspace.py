@@ -12,6 +12,7 @@ team, a request to a later team or to one's own, an oversized artifact.
 
 from __future__ import annotations
 
+import contextvars
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -169,8 +170,27 @@ class MarkCompleteInput(_In):
     summary: str = Field(description="A brief summary of what you did.")
 
 
-def workspace_tools(ws: Workspace, *, code_tool: BaseTool | None) -> list[BaseTool]:
-    """The tools of Appendix C.1 on ``ws`` (``run_code`` first, for the teams with code)."""
+#: the workspace of the node running now (set by the node; asyncio tasks and tool calls inherit it)
+CURRENT: contextvars.ContextVar[Workspace] = contextvars.ContextVar("cooplab_science_workspace")
+
+
+class _Current:
+    """The node's workspace, looked up at call time: the tools (and the agents holding them) are
+    built once per graph and serve every node."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            ws = CURRENT.get()
+        except LookupError:
+            raise RuntimeError("a science tool was called outside a team node (no current workspace)") from None
+        return getattr(ws, name)
+
+
+def workspace_tools(ws: Workspace | None = None, *, code_tool: BaseTool | None) -> list[BaseTool]:
+    """The tools of Appendix C.1 on ``ws``, or on the current node's workspace (:data:`CURRENT`)
+    when ``ws`` is None (``run_code`` first, for the teams with code)."""
+    if ws is None:
+        ws = _Current()  # type: ignore[assignment]
 
     def agent_of(runtime: ToolRuntime) -> str:
         return caller_of(runtime).agent_id
