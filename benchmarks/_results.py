@@ -53,3 +53,12 @@ def write_section(title: str, text: str, path: Path = RESULTS) -> None:
     pattern = re.compile(rf"^## {re.escape(title)}\b.*?(?=^## |\Z)", re.S | re.M)
     new = pattern.sub(lambda m: text, old, count=1) if pattern.search(old) else old.rstrip("\n") + "\n\n" + text
     path.write_text(new if new.endswith("\n") else new + "\n")
+
+
+def emit(title: str, text: str, *, write: bool, out: Path | None = None) -> None:
+    """Write the section to RESULTS.md (or ``out``) when ``write``, else print it (smoke runs)."""
+    if write:
+        write_section(title, text, out or RESULTS)
+        print(f"wrote '## {title}' to {out or RESULTS}")
+    else:
+        print(text)

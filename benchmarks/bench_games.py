@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _results import RESULTS, machine_info, write_section  # benchmarks/ is on sys.path when run as a script
+from _results import emit, machine_info  # benchmarks/ is on sys.path when run as a script
 
 from cooplab.tasks.games import players as pl
 from cooplab.tasks.games.params import GAMES, model_of
@@ -114,11 +114,7 @@ def main() -> int:
                     "sanction node's update and in the round's record)" if "cpr-sanction" in slow else "") + ".")
     L.append("")
     text = "\n".join(L)
-    if not a.quick or a.out:
-        write_section(SECTION, text, a.out or RESULTS)
-        print(f"wrote '## {SECTION}' to {a.out or RESULTS}")
-    else:
-        print(text)
+    emit(SECTION, text, write=not a.quick or a.out is not None, out=a.out)
     return 0
 
 

@@ -28,12 +28,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from _results import RESULTS, machine_info, write_section  # benchmarks/ is on sys.path when run as a script
+from _results import emit, machine_info  # benchmarks/ is on sys.path when run as a script
 
 from cooplab.cli_tasks import llm_config
 from cooplab.tasks.games import profile as pf
 from cooplab.tasks.games.params import GAMES
-from cooplab.tasks.games.society import DECISION
 
 SECTION = "Behavioral games, LLM players"
 ANSWERS = {"effort": ['{"effort": 7}', '{"effort": 10}'], "extract": ['{"extract": 4}', '{"extract": 6}'],
@@ -126,7 +125,7 @@ def main() -> int:
     L = [f"## {SECTION}", "",
          f"`.venv/bin/python benchmarks/bench_games_llm.py{' --quick' if a.quick else ''}` (took {time.perf_counter() - t_start:.0f} s).", "",
          *head, "",
-         f"### (a) Concurrency: round wall time over (decision phases x model latency)", "",
+         "### (a) Concurrency: round wall time over (decision phases x model latency)", "",
          f"Every game through the runner's LLM path (async graph, SQLite checkpoints, ledger, traces; cache off) with 2 groups of 5 "
          f"players x {S} simulations (the issue's workload) and x 1 simulation, {a.rounds} rounds, max concurrency 1024, and a "
          f"scripted model answering after {a.latency * 1000:.0f} ms. All players of all simulations decide a phase concurrently, so "
@@ -173,11 +172,7 @@ def main() -> int:
           f"{tot['output_tokens']:,} output tokens and {tot['input_tokens'] / 1e6:.1f}M input tokens here: the \"under 1K tokens\" "
           "can only refer to one player's output over a game, not to the profile's bill.", ""]
     text = "\n".join(L)
-    if not a.quick or a.out:
-        write_section(SECTION, text, a.out or RESULTS)
-        print(f"wrote '## {SECTION}' to {a.out or RESULTS}")
-    else:
-        print(text)
+    emit(SECTION, text, write=not a.quick or a.out is not None, out=a.out)
     return 0
 
 

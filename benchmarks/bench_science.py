@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _results import RESULTS, machine_info, write_section  # benchmarks/ is on sys.path when run as a script
+from _results import emit, machine_info  # benchmarks/ is on sys.path when run as a script
 
 SECTION = "Science teams"
 EXE = str(Path(sys.executable).parent / "cooplab")
@@ -128,11 +128,7 @@ def main() -> int:
               f"{loc['scores']['completeness']:.2f} | {loc['scores']['quality']:.2f} | {loc['scores']['accuracy']:.2f} | {loc['stops']} |"]
     L.append("")
     text = "\n".join(L)
-    if not a.quick or a.out:
-        write_section(SECTION, text, a.out or RESULTS)
-        print(f"wrote '## {SECTION}' to {a.out or RESULTS}")
-    else:
-        print(text)
+    emit(SECTION, text, write=not a.quick or a.out is not None, out=a.out)
     return 0
 
 

@@ -16,9 +16,6 @@ Config (JSON)::
 
 from __future__ import annotations
 
-import re
-import threading
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Callable
 
@@ -26,6 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cooplab import runstore
 from cooplab.cli_options import OptionError
+from cooplab.sweeps import SweepError, run_all
+from cooplab.sweeps import slug as _slug
 
 
 class SweepConfig(BaseModel):
@@ -43,10 +42,6 @@ class SweepConfig(BaseModel):
     parallel: int = Field(2, ge=1)
     llm: dict[str, Any] = {}
     set: dict[str, Any] = {}
-
-
-class SweepError(ValueError):
-    pass
 
 
 def load_config(path: Path) -> SweepConfig:
@@ -134,10 +129,6 @@ def check_cells(cfg: SweepConfig, where: str) -> None:
         raise SweepError(f"{where}: {exc}" if not str(exc).startswith(where) else str(exc)) from None
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text.split("/")[-1]).strip("-")
-
-
 def cells(cfg: SweepConfig) -> list[dict[str, Any]]:
     out = []
     models = cfg.models if cfg.agents == "llm" else ["rule"]
@@ -156,8 +147,6 @@ def run_sweep(cfg: SweepConfig, log: Callable[[str], None] = lambda s: None) -> 
     from cooplab.tasks.cpr.task import TASK, resolve_params
 
     todo = cells(cfg)
-    done, ran, resumed, failed = [], [], [], []
-    lock = threading.Lock()
 
     def one(cell: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         d: Path = cell["dir"]
@@ -180,19 +169,7 @@ def run_sweep(cfg: SweepConfig, log: Callable[[str], None] = lambda s: None) -> 
         runner.start(TASK, d, config, quiet=True)
         return "ran", cell
 
-    with ThreadPoolExecutor(max_workers=cfg.parallel) as pool:
-        futures = {pool.submit(one, c): c for c in todo}
-        for fut in as_completed(futures):
-            c = futures[fut]
-            try:
-                kind, _ = fut.result()
-            except Exception as exc:  # keep the other cells going; report at the end
-                with lock:
-                    failed.append({"cell": c["dir"].name, "error": f"{type(exc).__name__}: {exc}"})
-                log(f"cell {c['dir'].name}: FAILED ({type(exc).__name__}: {exc})")
-                continue
-            with lock:
-                {"skipped": done, "ran": ran, "resumed": resumed}[kind].append(c["dir"].name)
-            log(f"cell {c['dir'].name}: {kind} ({len(done) + len(ran) + len(resumed) + len(failed)}/{len(todo)})")
-    return {"cells": len(todo), "ran": ran, "resumed": resumed, "skipped": done, "failed": failed,
+    res = run_all(todo, lambda c: one(c)[0], parallel=cfg.parallel, noun="cell", log=log)
+    failed = res["failed"]
+    return {"cells": len(todo), "ran": res["ran"], "resumed": res["resumed"], "skipped": res["skipped"], "failed": failed,
             "run_dirs": [str(c["dir"]) for c in todo if c["dir"].name not in {f["cell"] for f in failed}]}

@@ -16,8 +16,6 @@ three heuristic scores, cost); ``OUT/conditions.csv`` the means per condition.
 from __future__ import annotations
 
 import json
-import threading
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from itertools import product
 from pathlib import Path
 from typing import Any, Callable
@@ -26,7 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cooplab import runstore
 from cooplab.cli_options import OptionError
-from cooplab.tasks.cpr.sweep import SweepError, _slug
+from cooplab.sweeps import SweepError, run_all
+from cooplab.sweeps import slug as _slug
 
 
 class ScienceSweep(BaseModel):
@@ -116,8 +115,6 @@ def run_science_sweep(cfg: ScienceSweep, log: Callable[[str], None] = lambda s: 
     from cooplab.tasks.science.task import TASK, team_model
 
     todo = conditions(cfg)
-    done, ran, resumed, failed = [], [], [], []
-    lock = threading.Lock()
 
     def one(c: dict[str, Any]) -> str:
         d: Path = c["dir"]
@@ -140,20 +137,7 @@ def run_science_sweep(cfg: ScienceSweep, log: Callable[[str], None] = lambda s: 
         runner.start(TASK, d, config, quiet=True)
         return "ran"
 
-    with ThreadPoolExecutor(max_workers=cfg.parallel) as pool:
-        futures = {pool.submit(one, c): c for c in todo}
-        for fut in as_completed(futures):
-            c = futures[fut]
-            try:
-                kind = fut.result()
-            except Exception as exc:  # keep the other runs going; report at the end
-                with lock:
-                    failed.append({"run": c["dir"].name, "error": f"{type(exc).__name__}: {exc}"})
-                log(f"run {c['dir'].name}: FAILED ({type(exc).__name__}: {exc})")
-                continue
-            with lock:
-                {"skipped": done, "ran": ran, "resumed": resumed}[kind].append(c["dir"].name)
-            log(f"run {c['dir'].name}: {kind} ({len(done) + len(ran) + len(resumed) + len(failed)}/{len(todo)})")
+    res = run_all(todo, one, parallel=cfg.parallel, noun="run", log=log)
     rows = []
     for c in todo:
         p = c["dir"] / "summary.json"
@@ -172,7 +156,7 @@ def run_science_sweep(cfg: ScienceSweep, log: Callable[[str], None] = lambda s: 
         agg = df.groupby(keys, dropna=False).agg(runs=("seed", "size"), completeness=("completeness", "mean"), quality=("quality", "mean"),
                                                  accuracy=("accuracy", "mean"), cost_usd=("cost_usd", "mean")).reset_index()
         agg.to_csv(out / "conditions.csv", index=False)
-    return {"runs": len(todo), "ran": ran, "resumed": resumed, "skipped": done, "failed": failed,
+    return {"runs": len(todo), **res,
             "scores_csv": str(out / "scores.csv") if rows else None}
 
 

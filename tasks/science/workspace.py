@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.tools import BaseTool, StructuredTool
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 from langgraph.prebuilt import ToolRuntime
 
 from cooplab.agents.tools import caller_of
