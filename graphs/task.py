@@ -169,5 +169,6 @@ class Task:
         rows = []
         for name, f in self.Params.model_fields.items():
             default = f.get_default(call_default_factory=True)
-            rows.append({"name": name, "default": default, "meaning": f.description or "", "source": "task"})
+            extra = f.json_schema_extra if isinstance(f.json_schema_extra, dict) else {}
+            rows.append({"name": name, "default": default, "meaning": f.description or "", "source": str(extra.get("source", "task"))})
         return rows

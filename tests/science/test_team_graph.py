@@ -319,3 +319,10 @@ def test_bad_science_sweep_configs_are_one_line_errors(tmp_path, capsys, edit, n
     code, _, err = cli(["sweep", f], capsys)
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "sw").exists()
+
+
+def test_params_name_their_source(capsys):
+    code, stdout, _ = cli(["params", "science", "--json"], capsys)
+    rows = {r["name"]: r for r in json.loads(stdout)}
+    assert code == 0 and rows["visibility"]["source"].startswith("paper") and "does not say" in rows["max_reentries"]["source"]
+    assert rows["deliberation_rounds"]["default"] == 2 and rows["code_timeout"]["default"] == 30.0
