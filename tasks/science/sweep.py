@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cooplab import runstore
 from cooplab.cli_options import OptionError
+from cooplab.graphs.task import first_error
 from cooplab.sweeps import SweepError, run_all
 from cooplab.sweeps import slug as _slug
 
@@ -78,14 +79,12 @@ def load(raw: dict[str, Any], where: str) -> ScienceSweep:
     try:
         cfg = ScienceSweep(**raw)
     except ValidationError as exc:
-        e = exc.errors()[0]
-        raise SweepError(f"{where}: {'.'.join(map(str, e['loc']))}: {e['msg']}") from None
+        raise SweepError(f"{where}: {first_error(exc)}") from None
     try:  # every condition's parameters, before anything runs
         for t, size, vis, prompt in product(cfg.science_tasks, cfg.team_sizes, cfg.visibilities, cfg.prompts):
             ScienceParams(**{**cfg.set, "task": t, "team": cfg.team, "team_size": size, "visibility": vis, "prompt": prompt})
     except ValidationError as exc:
-        e = exc.errors()[0]
-        raise SweepError(f"{where}: {'.'.join(map(str, e['loc']))}: {e['msg']}") from None
+        raise SweepError(f"{where}: {first_error(exc)}") from None
     if cfg.team == "llm":
         for m in cfg.models:
             try:

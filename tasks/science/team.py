@@ -180,6 +180,14 @@ class TeamGraph:
             upd["stop"] = {**stop, "node": node, "team": team}
         return upd
 
+    def begin(self, state: Mapping[str, Any], runtime: Runtime[CoopContext]) -> tuple[CoopContext, float, str, int, int, Workspace]:
+        """What every team node starts with: (context, start time, team, pass, ledger entries so
+        far, the workspace made current for the tools)."""
+        ctx, team, visit = runtime.context, self.team(state), self.visit(state)
+        ws = Workspace(artifacts_of(state), team, visit)
+        self.enter(ctx, ws)
+        return ctx, time.perf_counter(), team, visit, len(ctx.ledger.entries), ws
+
     # -- nodes ---------------------------------------------------------------------------------
     async def plan(self, state: ScienceState, config: RunnableConfig, runtime: Runtime[CoopContext]) -> dict[str, Any]:
         ctx, t0 = runtime.context, time.perf_counter()
@@ -215,13 +223,9 @@ class TeamGraph:
         return upd
 
     async def work(self, state: ScienceState, config: RunnableConfig, runtime: Runtime[CoopContext]) -> dict[str, Any]:
-        ctx, t0 = runtime.context, time.perf_counter()
         if state.get("stop"):
             return {}
-        team, visit = self.team(state), self.visit(state)
-        n0 = len(ctx.ledger.entries)
-        ws = Workspace(artifacts_of(state), team, visit)
-        self.enter(ctx, ws)
+        ctx, t0, team, visit, n0, ws = self.begin(state, runtime)
         tools = self.tools(team)
         jobs = []
         for role in roles(team, self.P.team_size):
@@ -235,13 +239,9 @@ class TeamGraph:
         return upd
 
     async def deliberate(self, state: ScienceState, config: RunnableConfig, runtime: Runtime[CoopContext]) -> dict[str, Any]:
-        ctx, t0 = runtime.context, time.perf_counter()
         if state.get("stop"):
             return {}
-        team, visit = self.team(state), self.visit(state)
-        n0 = len(ctx.ledger.entries)
-        ws = Workspace(artifacts_of(state), team, visit)
-        self.enter(ctx, ws)
+        ctx, t0, team, visit, n0, ws = self.begin(state, runtime)
         tools = self.tools(team, ("read_artifact",))
         discussion: list[dict[str, Any]] = []
         all_results: list[ToolLoopResult | None] = []
@@ -264,11 +264,7 @@ class TeamGraph:
         return upd
 
     async def synthesize(self, state: ScienceState, config: RunnableConfig, runtime: Runtime[CoopContext]) -> dict[str, Any]:
-        ctx, t0 = runtime.context, time.perf_counter()
-        team, visit = self.team(state), self.visit(state)
-        n0 = len(ctx.ledger.entries)
-        ws = Workspace(artifacts_of(state), team, visit)
-        self.enter(ctx, ws)
+        ctx, t0, team, visit, n0, ws = self.begin(state, runtime)
         lead = roles(team, self.P.team_size)[0]
         results: list[ToolLoopResult | None] = [None]
         stop = None
