@@ -43,6 +43,10 @@ class CachedResponse:
     usage_error: str | None = None  # the endpoint's reported usage was rejected; charged at the bound
 
 
+#: how long a cache write waits for another process's write to finish before giving up on it
+BUSY_SECONDS = 60.0
+
+
 class ResponseCache:
     """Thread-safe SQLite response cache (WAL; one connection guarded by a lock)."""
 
@@ -51,11 +55,14 @@ class ResponseCache:
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+        self.write_errors = 0
         if self.path is None:
             self._db = None
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
+        # several processes may share one cache file (a sweep's cells on the Ray executor): WAL lets
+        # readers and one writer work at once, and a writer waits up to BUSY_SECONDS for the lock
+        self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=BUSY_SECONDS)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(
@@ -91,11 +98,14 @@ class ResponseCache:
         if self._db is None:
             return
         with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO responses (key, text, input_tokens, output_tokens, latency, model, usage_error)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (key, resp.text, resp.input_tokens, resp.output_tokens, resp.latency, model, resp.usage_error),
-            )
+            try:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO responses (key, text, input_tokens, output_tokens, latency, model, usage_error)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (key, resp.text, resp.input_tokens, resp.output_tokens, resp.latency, model, resp.usage_error),
+                )
+            except sqlite3.OperationalError:  # locked for BUSY_SECONDS by other writers: the call stands, only its replay is lost
+                self.write_errors += 1
 
     def close(self) -> None:
         if self._db is not None:

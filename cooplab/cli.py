@@ -175,50 +175,81 @@ def analyze_cpr(
 
 @app.command("sweep")
 def sweep_cmd(
-    config: Path = typer.Argument(..., help="Sweep config (JSON): CPR cells (models, envs, populations, ablations, trials, ...) or, with \"task\": \"science\", science conditions (models, science_tasks, budgets, visibilities, team_sizes, prompts, simulations)."),
-    analyze_out: Optional[Path] = typer.Option(None, "--analyze", help="Where to write the analysis (default OUT/analysis)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the sweep result as JSON."),
+    config: Path = typer.Argument(..., help="Sweep config (JSON): CPR cells (models, envs, populations, ablations, trials, ...); with \"task\": \"science\", science conditions (models, science_tasks, budgets, ...); with any other \"task\" (diners, game, cpr, ...), a grid of that task's run options times seeds (docs/scale.md)."),
+    executor: str = typer.Option("local", "--executor", help="Where cells run: local (threads of this process, 'parallel' at a time) or ray (tasks on a Ray cluster; needs cooplab[ray])."),
+    address: Optional[str] = typer.Option(None, "--address", help="With --executor ray: the cluster to join, auto or HOST:PORT (default: start a private local Ray instance with 'parallel' CPUs)."),
+    analyze_out: Optional[Path] = typer.Option(None, "--analyze", help="CPR sweeps: where to write the analysis (default OUT/analysis)."),
+    no_analysis: bool = typer.Option(False, "--no-analysis", help="CPR sweeps: skip 'cooplab analyze cpr' at the end."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or per-cell lines."),
+    as_json: bool = typer.Option(False, "--json", help="Print the sweep result (cells, table) as JSON."),
 ) -> None:
-    """Run every cell of a sweep concurrently (skipping finished cells, resuming interrupted ones), then analyze."""
-    from cooplab import runstore
-    from cooplab.evals.analysis_cpr import analyze
+    """Run every cell of a sweep on an executor (skipping finished cells, resuming interrupted ones, a failed cell
+    recorded while the others go on), then write OUT/table.csv (one row per cell) and, for CPR, the analysis."""
+    from cooplab import runstore, sweeps, task_sweep
     from cooplab.tasks.cpr.sweep import SweepError, load_config, run_sweep
     from cooplab.tasks.science import sweep as science_sweep
 
-    try:
-        sci = science_sweep.load_file(config)
-    except SweepError as exc:
-        fail(str(exc))
-    if sci is not None:  # {"task": "science", ...}: science conditions (docs/science.md)
-        res = science_sweep.run_science_sweep(sci, log=lambda s: None if as_json else typer.echo(s, err=True))
+    if executor not in sweeps.EXECUTORS:
+        fail(f"--executor must be one of {', '.join(sweeps.EXECUTORS)}, got {executor!r}")
+    if address is not None and executor != "ray":
+        fail("--address is for --executor ray")
+    quiet = quiet or as_json
+    log = (lambda s: None) if quiet else (lambda s: typer.echo(s, err=True))
+    run = {"executor": executor, "address": address, "quiet": quiet}
+
+    def finish(res: dict[str, Any], noun: str, columns: list[str], extra: str = "") -> None:
         if as_json:
             _echo_json(res)
         else:
-            typer.echo(f"{res['runs']} runs: {len(res['ran'])} ran, {len(res['resumed'])} resumed, {len(res['skipped'])} already done, "
-                       f"{len(res['failed'])} failed; scores in {res['scores_csv']}")
+            rows = res.get("table") or []
+            for line in sweeps.format_table(rows, columns):
+                typer.echo(line)
+            typer.echo(f"{len(rows)} {noun}s: {len(res['ran'])} ran, {len(res['resumed'])} resumed, {len(res['skipped'])} already done, "
+                       f"{len(res['failed'])} failed ({res['executor']}, {res['seconds']:.1f} s); table in {res['table_csv']}{extra}")
         if res["failed"]:
             raise typer.Exit(1)
+
+    try:
+        sci = science_sweep.load_file(config)
+        generic = None if sci is not None else task_sweep.load_file(config)
+        if generic is not None:
+            js = task_sweep.jobs(generic, f"sweep config {config}")
+    except SweepError as exc:
+        fail(str(exc))
+    if sci is not None:  # {"task": "science", ...}: science conditions (docs/science.md)
+        try:
+            res = science_sweep.run_science_sweep(sci, log=log, **run)
+        except SweepError as exc:
+            fail(str(exc))
+        finish(res, "run", ["run", "status", "completeness", "quality", "accuracy", "ledger.cost_usd_float"],
+               f"; scores in {res['scores_csv']}" if res.get("scores_csv") else "")
+        return
+    if generic is not None:  # {"task": "diners" | "game" | ..., "args", "grid", "seeds"}
+        try:
+            res = sweeps.run_jobs(js, parallel=generic.parallel, noun="cell", log=log, **run)
+        except SweepError as exc:
+            fail(str(exc))
+        rows = sweeps.table(js, res, "cell")
+        res.update(cells=len(js), table=rows, table_csv=str(sweeps.write_table(rows, Path(generic.out))))
+        finish(res, "cell", ["cell", "status", *[k for k in (rows[0] if rows else {}) if k not in ("cell", "status", "seed", "task", "agents")][:5]])
         return
     try:
         cfg = load_config(config)
+        res = run_sweep(cfg, log=log, **run)
     except SweepError as exc:
         fail(str(exc))
-    res = run_sweep(cfg, log=lambda s: None if as_json else typer.echo(s, err=True))
-    if res["run_dirs"]:
+    extra = ""
+    if res["run_dirs"] and not no_analysis:
+        from cooplab.evals.analysis_cpr import analyze
+
         dest = analyze_out or Path(cfg.out) / "analysis"
         try:
             res["analysis"] = analyze([Path(d) for d in res["run_dirs"]], dest)
             res["analysis_dir"] = str(dest)
+            extra = f"; analysis in {dest}"
         except runstore.RunDirError as exc:
             res["analysis_error"] = str(exc)
-    if as_json:
-        _echo_json(res)
-    else:
-        typer.echo(f"{res['cells']} cells: {len(res['ran'])} ran, {len(res['resumed'])} resumed, {len(res['skipped'])} already done, {len(res['failed'])} failed")
-        if "analysis_dir" in res:
-            typer.echo(f"analysis in {res['analysis_dir']}")
-    if res["failed"]:
-        raise typer.Exit(1)
+    finish(res, "cell", ["cell", "status", "survival_time.mean", "efficiency.mean", "ledger.calls", "ledger.cost_usd_float"], extra)
 
 
 def _mount_optional() -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import inspect
 import json
 from contextlib import contextmanager
+from contextvars import ContextVar
 from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -213,6 +214,10 @@ def run_command(task: Task, options: Callable[..., dict[str, Any]]) -> Callable[
             config["sandbox"] = {"backend": c["sandbox_backend"], "timeout": c["sandbox_timeout"]}
             if config["llm"] is not None:
                 config["llm"]["sandbox_usd_per_second"] = c["sandbox_rate"]
+        box = _CAPTURE.get()
+        if box is not None:  # config_of: the config is what was asked for, not a run
+            box.append(config)
+            return
         run_and_report(task, c["out"], config, force=c["force"], quiet=c["quiet"], as_json=c["as_json"])
 
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
@@ -220,6 +225,32 @@ def run_command(task: Task, options: Callable[..., dict[str, Any]]) -> Callable[
     command.__doc__ = options.__doc__ or task.title
     command.__name__ = f"run_{task.name}"
     return command
+
+
+_CAPTURE: ContextVar[list[dict[str, Any]] | None] = ContextVar("cooplab_run_capture", default=None)
+
+
+def config_of(task: str, args: list[str]) -> dict[str, Any]:
+    """The run config that ``cooplab run TASK ARGS`` would run, checked exactly as the command
+    checks it, without running anything (a sweep builds its cells with it). A bad option raises
+    :class:`OptionError` (one line)."""
+    import click
+
+    from cooplab.cli import app
+
+    box: list[dict[str, Any]] = []
+    token = _CAPTURE.set(box)
+    try:
+        app(args=["run", task, *args], prog_name="cooplab", standalone_mode=False)
+    except click.exceptions.ClickException as exc:
+        raise OptionError(exc.format_message()) from None
+    except click.exceptions.Exit:
+        pass
+    finally:
+        _CAPTURE.reset(token)
+    if not box:
+        raise OptionError(f"'cooplab run {task}' with these options runs nothing (an option such as --help?)")
+    return box[0]
 
 
 def parse_set(items: list[str] | None, fields: dict[str, Any], task: str) -> dict[str, Any]:
@@ -319,5 +350,5 @@ def register(run_app: typer.Typer, params_app: typer.Typer, graph_app: typer.Typ
     return mounted
 
 
-__all__ = ["OptionError", "echo_json", "fail", "graph_command", "llm_config", "params_command", "params_options", "register", "report",
+__all__ = ["OptionError", "config_of", "echo_json", "fail", "graph_command", "llm_config", "params_command", "params_options", "register", "report",
            "resume_and_report", "run_and_report", "run_command"]

@@ -21,9 +21,8 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from cooplab import runstore
 from cooplab.cli_options import OptionError
-from cooplab.sweeps import SweepError, run_all
+from cooplab.sweeps import SweepError, job, run_jobs, table, write_table
 from cooplab.sweeps import slug as _slug
 
 
@@ -141,35 +140,33 @@ def cells(cfg: SweepConfig) -> list[dict[str, Any]]:
     return out
 
 
-def run_sweep(cfg: SweepConfig, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
-    from cooplab import runner
+def jobs(cfg: SweepConfig) -> list[dict[str, Any]]:
+    """Every cell as a job (cooplab.sweeps): its run directory, task and complete run config."""
     from cooplab.cli_tasks import llm_config
-    from cooplab.tasks.cpr.task import TASK, resolve_params
+    from cooplab.tasks.cpr.task import resolve_params
 
-    todo = cells(cfg)
-
-    def one(cell: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        d: Path = cell["dir"]
-        if (d / "summary.json").exists() and runstore.read_json(d / "summary.json").get("status") == "completed":
-            return "skipped", cell
-        if (d / "checkpoints.sqlite").exists() and (d / "config.json").exists():
-            runner.resume(d, quiet=True)
-            return "resumed", cell
+    out = []
+    for cell in cells(cfg):
         params = resolve_params(cell["env"], cell["ablation"], cfg.n_agents, cfg.rounds, dict(cfg.set))
-        runstore.prepare_out(d, force=True)
         llm = None
         if cfg.agents == "llm":
             o = {"max_concurrency": 8, "rps": None, "budget": None, "price_in": 0.0005, "price_out": 0.003, "cache": None,
                  "temperature": 0.7, "max_tokens": 64, "base_url": None, **cfg.llm}
             llm = llm_config(cell["model"], None, o["base_url"], o["temperature"], o["max_tokens"], o["max_concurrency"], o["rps"],
-                               o["budget"], o["price_in"], o["price_out"], o["cache"])
-        config = {"agents": cfg.agents, "env": cell["env"], "ablation": cell["ablation"], "sweep_cell": d.name,
+                             o["budget"], o["price_in"], o["price_out"], o["cache"])
+        d: Path = cell["dir"]
+        config = {"task": "cpr", "agents": cfg.agents, "env": cell["env"], "ablation": cell["ablation"], "sweep_cell": d.name,
                   "population": cell["population"], "replicates": cfg.trials, "seed": cfg.seed, "params": params.model_dump(),
                   "llm": llm, "csv": False}
-        runner.start(TASK, d, config, quiet=True)
-        return "ran", cell
+        out.append(job(d, "cpr", config, labels={k: cell[k] for k in ("model", "env", "population", "ablation")}))
+    return out
 
-    res = run_all(todo, lambda c: one(c)[0], parallel=cfg.parallel, noun="cell", log=log)
-    failed = res["failed"]
-    return {"cells": len(todo), "ran": res["ran"], "resumed": res["resumed"], "skipped": res["skipped"], "failed": failed,
-            "run_dirs": [str(c["dir"]) for c in todo if c["dir"].name not in {f["cell"] for f in failed}]}
+
+def run_sweep(cfg: SweepConfig, log: Callable[[str], None] = lambda s: None, *, executor: str = "local", address: str | None = None,
+              quiet: bool = True) -> dict[str, Any]:
+    todo = jobs(cfg)
+    res = run_jobs(todo, parallel=cfg.parallel, noun="cell", executor=executor, address=address, log=log, quiet=quiet)
+    rows = table(todo, res, "cell")
+    failed = {f["cell"] for f in res["failed"]}
+    return {"cells": len(todo), **res, "table": rows, "table_csv": str(write_table(rows, Path(cfg.out))),
+            "run_dirs": [j["dir"] for j in todo if Path(j["dir"]).name not in failed]}

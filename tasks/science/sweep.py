@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from cooplab import runstore
 from cooplab.cli_options import OptionError
 from cooplab.graphs.task import first_error
-from cooplab.sweeps import SweepError, run_all
+from cooplab.sweeps import SweepError, job, run_jobs, table, write_table
 from cooplab.sweeps import slug as _slug
 
 
@@ -105,23 +105,14 @@ def conditions(cfg: ScienceSweep) -> list[dict[str, Any]]:
     return out
 
 
-def run_science_sweep(cfg: ScienceSweep, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
-    import pandas as pd
-
-    from cooplab import runner
+def jobs(cfg: ScienceSweep) -> list[dict[str, Any]]:
+    """Every run of the sweep as a job (cooplab.sweeps): its directory, task and complete run config."""
     from cooplab.cli_tasks import llm_config
     from cooplab.tasks.science.params import ScienceParams
-    from cooplab.tasks.science.task import TASK, team_model
+    from cooplab.tasks.science.task import team_model
 
-    todo = conditions(cfg)
-
-    def one(c: dict[str, Any]) -> str:
-        d: Path = c["dir"]
-        if (d / "summary.json").exists() and runstore.read_json(d / "summary.json").get("status") in ("completed", "budget_exhausted"):
-            return "skipped"
-        if (d / "checkpoints.sqlite").exists() and (d / "config.json").exists():
-            runner.resume(d, quiet=True)
-            return "resumed"
+    out = []
+    for c in conditions(cfg):
         o = {"max_concurrency": 8, "rps": None, "price_in": 0.0005, "price_out": 0.003, "cache": None, "temperature": 0.7,
              "max_tokens": 256, "base_url": None, **cfg.llm}
         model = team_model(cfg.team, c["task"]) or c["model"]
@@ -129,14 +120,22 @@ def run_science_sweep(cfg: ScienceSweep, log: Callable[[str], None] = lambda s: 
                          o["price_in"], o["price_out"], o["cache"])
         params = ScienceParams(**{**cfg.set, "task": c["task"], "team": cfg.team, "team_size": c["team_size"],
                                   "visibility": c["visibility"], "prompt": c["prompt"]})
-        config = {"agents": "llm", "params": params.model_dump(mode="json"), "dataset": {"sha256": None}, "judge": None,
-                  "sandbox": {"backend": cfg.sandbox_backend, "timeout": cfg.sandbox_timeout}, "seed": c["seed"], "csv": False,
-                  "llm": llm, "sweep_condition": c["condition"]}
-        runstore.prepare_out(d, force=True)
-        runner.start(TASK, d, config, quiet=True)
-        return "ran"
+        config = {"task": "science", "agents": "llm", "params": params.model_dump(mode="json"), "dataset": {"sha256": None},
+                  "judge": None, "sandbox": {"backend": cfg.sandbox_backend, "timeout": cfg.sandbox_timeout}, "seed": c["seed"],
+                  "csv": False, "llm": llm, "sweep_condition": c["condition"]}
+        labels = {k: c[k] for k in ("condition", "model", "task", "budget", "visibility", "team_size", "prompt", "seed")}
+        out.append(job(c["dir"], "science", config, labels=labels, done=("completed", "budget_exhausted")))
+    return out
 
-    res = run_all(todo, one, parallel=cfg.parallel, noun="run", log=log)
+
+def run_science_sweep(cfg: ScienceSweep, log: Callable[[str], None] = lambda s: None, *, executor: str = "local",
+                      address: str | None = None, quiet: bool = True) -> dict[str, Any]:
+    import pandas as pd
+
+    todo = conditions(cfg)
+    js = jobs(cfg)
+    res = run_jobs(js, parallel=cfg.parallel, noun="run", executor=executor, address=address, log=log, quiet=quiet)
+    write_table(table(js, res, "run"), Path(cfg.out))
     rows = []
     for c in todo:
         p = c["dir"] / "summary.json"
