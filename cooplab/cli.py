@@ -252,6 +252,25 @@ def sweep_cmd(
     finish(res, "cell", ["cell", "status", "survival_time.mean", "efficiency.mean", "ledger.calls", "ledger.cost_usd_float"], extra)
 
 
+@app.command("report")
+def report_cmd(
+    directory: Path = typer.Argument(..., metavar="DIR", help="A run directory, or a sweep directory (run directories under cells/, runs/ or games/)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="The HTML file to write (default DIR/report.html; DIR/cooplab-report.html if DIR/report.html is another program's page)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the path, kind, sections, figures and bytes as JSON."),
+) -> None:
+    """Write one self-contained HTML page for a run or sweep: configuration, status, costs, figures, tables, trace links."""
+    from cooplab.evals.report import ReportError, write_report
+
+    try:
+        res = write_report(directory, out)
+    except ReportError as exc:
+        fail(str(exc))
+    if as_json:
+        _echo_json(res)
+    else:
+        typer.echo(res["path"])
+
+
 def _mount_optional() -> None:
     from cooplab.cli_tasks import register, run_command
     from cooplab.evals.trace_viewer import traces_app
