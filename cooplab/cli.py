@@ -231,7 +231,9 @@ def sweep_cmd(
             fail(str(exc))
         rows = sweeps.table(js, res, "cell")
         res.update(cells=len(js), table=rows, table_csv=str(sweeps.write_table(rows, Path(generic.out))))
-        finish(res, "cell", ["cell", "status", *[k for k in (rows[0] if rows else {}) if k not in ("cell", "status", "seed", "task", "agents")][:5]])
+        labels = list(js[0]["labels"]) if js else []
+        numbers = [k for k, v in (rows[0] if rows else {}).items() if isinstance(v, float) and k not in labels][:4]
+        finish(res, "cell", ["cell", "status", *numbers])
         return
     try:
         cfg = load_config(config)

@@ -6,6 +6,9 @@ of ``cooplab run TASK`` times seeds, one run directory per cell (docs/scale.md):
      "grid": {"--pk": ["3:1", "6:1"], "--combination": [1, 2]},
      "seeds": [0, 1, 2], "parallel": 2}
 
+A grid key ``"--set NAME"`` sweeps one parameter of a task's ``--set NAME=VALUE`` option (``{"--set
+beta": [0, 10, 20], "--set r": [0.2, 0.6]}``), so several parameters can be swept at once.
+
 Each cell is ``cooplab run TASK ARGS --GRID-OPTION VALUE ... --seed S --out OUT/cells/NAME``:
 its config is built and checked by the task's own run command before any cell runs (so a bad
 value in any cell is one line naming the cell), then every cell is a job of
@@ -53,8 +56,8 @@ def _check_raw(raw: dict[str, Any], where: str) -> None:
     if not isinstance(grid, dict):
         raise SweepError(f'{where}: grid must be an object {{"--option": [values, ...]}}, got {grid!r}')
     for opt, values in grid.items():
-        if not opt.startswith("-"):
-            raise SweepError(f"{where}: grid keys are options of 'cooplab run TASK' such as \"--pk\", got {opt!r}")
+        if not opt.startswith("-") or (" " in opt.strip() and not (opt.startswith("--set ") and len(opt.split()) == 2)):
+            raise SweepError(f"{where}: grid keys are options of 'cooplab run TASK' such as \"--pk\", or \"--set NAME\"; got {opt!r}")
         if not isinstance(values, list) or not values:
             raise SweepError(f"{where}: grid {opt} must be a non-empty list of values, got {values!r}")
         for v in values:
@@ -113,16 +116,21 @@ def _text(v: Any) -> str:
     return v if isinstance(v, str) else json.dumps(v)
 
 
+def _label(option: str) -> str:
+    """The table column of a grid option: ``--pk`` -> ``pk``, ``--set beta`` -> ``beta``."""
+    return option.split(None, 1)[1] if option.startswith("--set ") else option.lstrip("-")
+
+
 def cells(cfg: TaskSweep) -> list[dict[str, Any]]:
     opts = list(cfg.grid)
     out = []
     for values in product(*(cfg.grid[o] for o in opts)):
         for seed in cfg.seeds:
-            labels = {o.lstrip("-"): v for o, v in zip(opts, values)}
+            labels = {_label(o): v for o, v in zip(opts, values)}
             parts = [f"{k}-{slug(_text(v))}" for k, v in labels.items()] + [f"s{seed}"]
             args = [*cfg.args]
             for o, v in zip(opts, values):
-                args += [o, _text(v)]
+                args += ["--set", f"{o.split(None, 1)[1]}={_text(v)}"] if o.startswith("--set ") else [o, _text(v)]
             out.append({"name": "__".join(parts), "args": args, "seed": seed, "labels": {**labels, "seed": seed}})
     names = [c["name"] for c in out]
     if len(set(names)) != len(names):

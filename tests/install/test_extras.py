@@ -68,6 +68,24 @@ def test_analyze_without_the_analysis_extra(monkeypatch, capsys, tmp_path, hidde
     assert "needs 'pip install cooplab[analysis]'" in line and hidden in line
 
 
+def test_the_ray_executor_without_the_ray_extra(monkeypatch, capsys, tmp_path):
+    cfg = tmp_path / "s.json"
+    cfg.write_text(json.dumps({"task": "diners", "out": str(tmp_path / "s"), "args": ["--iterations", "2", "--replicates", "2"]}))
+    hide(monkeypatch, "ray")
+    line = one_line_error(capsys, ["sweep", str(cfg), "--executor", "ray"])
+    assert "the Ray executor (--executor ray) needs 'pip install cooplab[ray]'" in line
+    assert main(["sweep", str(cfg), "-q"]) == 0  # the local executor needs no Ray
+
+
+def test_otlp_export_without_the_viewer_extra(monkeypatch, capsys, tmp_path):
+    assert main(["run", "cpr", "--agents", "llm", "--model", f"scripted:{SCRIPTED}", "--n-agents", "2", "--rounds", "1", "--cache", "off",
+                 "--out", str(tmp_path / "r"), "-q"]) == 0
+    capsys.readouterr()
+    hide(monkeypatch, "opentelemetry.sdk", "opentelemetry.exporter", forget=("cooplab.evals.otlp_export",))
+    line = one_line_error(capsys, ["traces", "export", str(tmp_path / "r"), "--otlp", "http://127.0.0.1:9"])
+    assert "needs 'pip install cooplab[viewer]'" in line
+
+
 def test_abm_figures_without_the_analysis_extra(monkeypatch, capsys, tmp_path):
     hide(monkeypatch, "scipy", forget=("cooplab.tasks.cpr.abm_figures",))
     line = one_line_error(capsys, ["figures", "cpr-abm", "--out", str(tmp_path / "f"), "--replicates", "2"])
