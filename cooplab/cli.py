@@ -232,7 +232,7 @@ def sweep_cmd(
         rows = sweeps.table(js, res, "cell")
         res.update(cells=len(js), table=rows, table_csv=str(sweeps.write_table(rows, Path(generic.out))))
         labels = list(js[0]["labels"]) if js else []
-        numbers = [k for k, v in (rows[0] if rows else {}).items() if isinstance(v, float) and k not in labels][:4]
+        numbers = sorted((k for k, v in (rows[0] if rows else {}).items() if isinstance(v, float) and k not in labels), key=lambda k: not k.endswith(".mean"))[:4]
         finish(res, "cell", ["cell", "status", *numbers])
         return
     try:

@@ -125,7 +125,9 @@ def sweep_orphans(force: bool = False) -> list[str]:
     removed = []
     for c in client.api.containers(all=True, filters={"label": LABEL}):
         labels = c.get("Labels") or {}
-        if c.get("State") == "running" and _owner_alive(labels):
+        # a live owner's container is never ours to remove, whatever its state: another process
+        # (a sweep's cell on a Ray worker) may have created it and not started it yet
+        if _owner_alive(labels):
             continue
         try:
             client.api.remove_container(c["Id"], force=True)

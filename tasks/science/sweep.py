@@ -135,7 +135,8 @@ def run_science_sweep(cfg: ScienceSweep, log: Callable[[str], None] = lambda s: 
     todo = conditions(cfg)
     js = jobs(cfg)
     res = run_jobs(js, parallel=cfg.parallel, noun="run", executor=executor, address=address, log=log, quiet=quiet)
-    write_table(table(js, res, "run"), Path(cfg.out))
+    tab = table(js, res, "run")
+    table_csv = str(write_table(tab, Path(cfg.out)))
     rows = []
     for c in todo:
         p = c["dir"] / "summary.json"
@@ -154,7 +155,7 @@ def run_science_sweep(cfg: ScienceSweep, log: Callable[[str], None] = lambda s: 
         agg = df.groupby(keys, dropna=False).agg(runs=("seed", "size"), completeness=("completeness", "mean"), quality=("quality", "mean"),
                                                  accuracy=("accuracy", "mean"), cost_usd=("cost_usd", "mean")).reset_index()
         agg.to_csv(out / "conditions.csv", index=False)
-    return {"runs": len(todo), **res,
+    return {"runs": len(todo), **res, "table": tab, "table_csv": table_csv,
             "scores_csv": str(out / "scores.csv") if rows else None}
 
 

@@ -228,6 +228,21 @@ def test_diners_sweep_on_ray_equals_the_local_executor(tmp_path, capsys, ray_loc
     pd.testing.assert_frame_equal(table(tmp_path / "loc"), table(tmp_path / "ray"))
 
 
+def test_science_sweep_on_ray_equals_the_local_executor(tmp_path, capsys, ray_local):
+    """The oracle team with the local sandbox backend (no Docker needed here; the Docker sandbox on
+    Ray is exercised by benchmarks/bench_sweep.py)."""
+    for name, ex in (("loc", "local"), ("ray", "ray")):
+        cfg = tmp_path / f"{name}.json"
+        cfg.write_text(json.dumps({"task": "science", "out": str(tmp_path / name), "team": "oracle", "science_tasks": ["ecology"],
+                                   "simulations": 2, "sandbox_backend": "local", "parallel": 2, "llm": {"cache": "off"}}))
+        code, res, err = sweep([str(cfg), "--executor", ex], capsys)
+        assert code == 0 and len(res["ran"]) == 2 and res["executor"] == ex, err
+        assert Path(res["table_csv"]).exists() and Path(res["scores_csv"]).exists()
+    a, b = pd.read_csv(tmp_path / "loc" / "scores.csv"), pd.read_csv(tmp_path / "ray" / "scores.csv")
+    assert list(a["accuracy"]) == list(b["accuracy"]) == [1.0, 1.0]
+    pd.testing.assert_frame_equal(a.drop(columns=["run_dir"]), b.drop(columns=["run_dir"]))
+
+
 def _cell_workers() -> list[int]:
     """Pids of Ray worker processes that are running a cell right now (Ray titles them ray::execute_job)."""
     pids = []

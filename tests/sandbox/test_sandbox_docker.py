@@ -222,6 +222,35 @@ def test_orphans_removed_at_next_start(docker_ready):
             pass
 
 
+def test_a_live_process_s_container_that_is_not_started_yet_is_not_an_orphan(docker_ready):
+    # Two processes starting sandboxes at once (sweep cells on Ray workers): one's orphan sweep ran
+    # between the other's create and start and removed the "created" container, whose session then
+    # died with "sandbox exited". Only containers whose owner process is gone are orphans.
+    import socket
+
+    from cooplab.sandbox.models import LABEL
+
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    api = docker_backend.get_client().api
+    start = docker_backend._proc_start_time(live.pid)
+    labels = {LABEL: "1", f"{LABEL}.host": socket.gethostname(), f"{LABEL}.pid": str(live.pid), f"{LABEL}.pid_start": start or ""}
+    cid = api.create_container(
+        SandboxConfig().image, command=["python3", "-c", "pass"], labels=labels, user="10001:10001", network_disabled=True,
+        host_config=api.create_host_config(network_mode="none", auto_remove=True))["Id"]
+    try:
+        assert cid not in docker_backend.sweep_orphans(force=True)
+        assert cid in [c["Id"] for c in api.containers(all=True, filters={"label": LABEL})]
+        live.kill()
+        live.wait(30)
+        assert cid in docker_backend.sweep_orphans(force=True)  # its owner is gone now
+    finally:
+        live.kill()
+        try:
+            api.remove_container(cid, force=True)
+        except Exception:
+            pass
+
+
 def test_parquet_dataset(docker_ready, tmp_path):
     import pandas as pd
 
