@@ -3,6 +3,7 @@
 
 import asyncio
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -111,3 +112,35 @@ def test_refused_connection_retries_with_backoff_then_stops(tmp_path):
         asyncio.run(decide(svc, EFFORT, [HumanMessage(content="x")], society=0, agent=0, round=1, ctx={"previous_effort": 0.5}))
     assert time.perf_counter() - t0 >= 0.05 + 0.1  # two backoff sleeps happened
     assert svc.ledger.spent == 0 and svc.ledger.in_flight == 0
+
+
+def test_a_sweep_on_ray_calls_the_server_from_its_workers_and_replays_from_the_shared_cache(llama_server, tmp_path, capsys):
+    """Model endpoints and the response cache from Ray worker processes: two cells call the real
+    server at once, writing one cache file; the same sweep again (cells deleted) is answered
+    entirely from that cache, with the same decisions."""
+    import shutil
+
+    import ray  # noqa: F401  (test.sh installs every extra; a missing Ray fails here, not skips)
+
+    cfg = tmp_path / "sweep.json"
+    cfg.write_text(json.dumps({"out": str(tmp_path / "s"), "agents": "llm", "models": ["openai:smollm2"], "envs": ["harsh"],
+                               "populations": ["mixed"], "ablations": ["full", "neither"], "trials": 1, "n_agents": 2, "rounds": 1,
+                               "seed": 5, "parallel": 2,
+                               "llm": {"base_url": llama_server, "cache": str(tmp_path / "cache.sqlite"), "max_tokens": 48}}))
+    runs = []
+    for _ in range(2):
+        code = main(["sweep", str(cfg), "--executor", "ray", "--no-analysis", "--json"])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        res = json.loads(out)
+        assert len(res["ran"]) == 2 and all(p["pid"] != os.getpid() for p in res["placement"].values())
+        runs.append({r["cell"]: r for r in res["table"]})
+        decisions = {c: pd.read_parquet(tmp_path / "s" / "cells" / c / "decisions.parquet")[["agent", "phase", "raw", "parsed"]]
+                     for c in runs[-1]}
+        runs[-1]["decisions"] = decisions
+        shutil.rmtree(tmp_path / "s" / "cells")
+    first, again = runs
+    for cell in ("openai-smollm2__harsh__mixed__full", "openai-smollm2__harsh__mixed__neither"):
+        assert first[cell]["ledger.calls"] > 0 and first[cell]["ledger.cached_calls"] == 0  # the server answered
+        assert again[cell]["ledger.cached_calls"] == again[cell]["ledger.calls"] == first[cell]["ledger.calls"]  # all replayed
+        pd.testing.assert_frame_equal(first["decisions"][cell], again["decisions"][cell])
