@@ -15,7 +15,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import threading
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -25,7 +24,7 @@ import pandas as pd
 import pytest
 
 from cooplab.cli import main
-from cooplab.evals import report as rp
+from tests.helpers.chromium import browse
 
 REPO = Path(__file__).resolve().parents[2]
 CAUTIOUS = REPO / "examples" / "scripted" / "cautious.json"
@@ -265,24 +264,6 @@ def test_user_errors(case, dirs, capsys, tmp_path):
 
 # ----------------------------------------------------------------------------------------
 # the page in a real browser
-def chromium() -> str:
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    if exe:
-        return exe
-    msg = "chromium not found: run 'bash scripts/ensure-chromium.sh' (Debian package 'chromium')"
-    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
-        pytest.fail(msg)
-    pytest.skip(msg)
-
-
-def browse(tmp_path: Path, url: str, *args: str) -> subprocess.CompletedProcess:
-    cmd = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-           "--hide-scrollbars", f"--user-data-dir={tmp_path / 'chromium-profile'}", "--window-size=1200,900",
-           "--virtual-time-budget=10000", *args, url]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(tmp_path)})
-
-
 class LoggingServer:
     """A local HTTP server for one directory that records every request path."""
 

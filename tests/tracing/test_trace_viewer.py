@@ -8,8 +8,6 @@ Debian package (scripts/ensure-chromium.sh). Under CI a missing Chromium fails t
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -23,6 +21,7 @@ from click.testing import CliRunner
 import pytest
 
 from cooplab.cli import main
+from tests.helpers.chromium import browse
 from cooplab.evals import trace_viewer
 from cooplab.evals.trace_viewer import serve
 from cooplab.graphs.tracing import load_runs
@@ -123,25 +122,8 @@ def test_api_follows_a_growing_file(tmp_path):
 
 # ----------------------------------------------------------------------------------------
 # the page as a person sees it
-def _chromium() -> str:
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    if exe:
-        return exe
-    msg = "chromium not found: run 'bash scripts/ensure-chromium.sh' (Debian package 'chromium')"
-    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
-        pytest.fail(msg)
-    pytest.skip(msg)
-
-
 def _run_chromium(tmp_path: Path, url: str, *args: str) -> subprocess.CompletedProcess:
-    cmd = [
-        _chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        "--disable-dev-shm-usage", "--hide-scrollbars", f"--user-data-dir={tmp_path / 'chromium-profile'}",
-        "--window-size=1200,800", "--virtual-time-budget=10000", *args, url,
-    ]
-    env = {**os.environ, "HOME": str(tmp_path)}
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    return browse(tmp_path, url, *args, size="1200,800")
 
 
 def _image_stats(path: Path) -> tuple[int, int, int, float]:
