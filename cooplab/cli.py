@@ -173,6 +173,12 @@ def analyze_cpr(
     typer.echo(f"tables and figures in {out} (statistics.md summarizes the tests)")
 
 
+from cooplab.evals import bayes_cli as _bayes_cli  # noqa: E402 - NumPyro/JAX load only when a command runs
+
+analyze_app.command("profiles")(_bayes_cli.profiles_command)
+analyze_app.command("science")(_bayes_cli.science_command)
+
+
 @app.command("sweep")
 def sweep_cmd(
     config: Path = typer.Argument(..., help="Sweep config (JSON): CPR cells (models, envs, populations, ablations, trials, ...); with \"task\": \"science\", science conditions (models, science_tasks, budgets, ...); with any other \"task\" (diners, game, cpr, ...), a grid of that task's run options times seeds (docs/scale.md)."),
