@@ -21,7 +21,10 @@ science_app = typer.Typer(help="Score science runs with LLM judges and compare j
 
 def science_options(
     agents: str,
-    task: str = typer.Option("ecology", "--task", help="The science task: ecology, anomaly, biomarker or geospatial (paper §4.1)."),
+    task: Optional[str] = typer.Option(None, "--task", help="The science task: ecology (default), anomaly, biomarker or geospatial (paper §4.1)."),
+    dataset: Optional[list[Path]] = typer.Option(None, "--dataset", help="Your own data instead of --task: a CSV/TSV (any separator and common encoding) or Parquet file; repeat for several (then df is a dict of frames keyed by file stem)."),
+    task_file: Optional[Path] = typer.Option(None, "--task-file", help="With --dataset: a text/Markdown file saying what the teams should find out (replaces the built-in task text)."),
+    truth: Optional[Path] = typer.Option(None, "--truth", help="With --dataset: a JSON file of facts a correct report states (see docs/science.md); without it accuracy is not scored."),
     team: str = typer.Option("llm", "--team", help="Who works: llm (the --model options apply), oracle (scripted: correct code and report) or garbage (scripted: a useless report)."),
     team_size: int = typer.Option(2, "--team-size", help="Agents per team: 2 or 3."),
     visibility: str = typer.Option("full", "--visibility", help="Budget visibility in the prompt: full, team or hidden."),
@@ -39,6 +42,21 @@ def science_options(
     from cooplab.tasks.science.params import ScienceParams
     from cooplab.tasks.science.task import team_model
 
+    custom = None
+    if dataset:
+        from cooplab.tasks.science.owndata import OwnDataError, custom_section, read_task_file
+
+        if task is not None:
+            fail("give --task (a built-in task) or --dataset (your own data), not both")
+        if task_file is None:
+            fail("--dataset needs --task-file TASK.md saying what the teams should find out")
+        try:
+            custom = custom_section(dataset, read_task_file(task_file), truth)
+        except OwnDataError as exc:
+            fail(str(exc))
+    elif task_file is not None or truth is not None:
+        fail("--task-file and --truth go with --dataset (your own data)")
+    task = task or "ecology"
     values = parse_set(set_, ScienceParams.model_fields, "science")
     for key, v in (("task", task), ("team", team), ("team_size", team_size), ("visibility", visibility), ("prompt", prompt)):
         if key in values:
@@ -55,7 +73,13 @@ def science_options(
         co.check_model(judge, None, "--judge")
         judge_cfg = {"model": judge, "samples": judge_samples}
     fields: dict[str, Any] = {"params": P.model_dump(mode="json"), "dataset": {"sha256": None}, "judge": judge_cfg}
-    override = team_model(P.team, P.task)
+    if custom is not None:
+        from cooplab.tasks.science.task import custom_team_model
+
+        fields["custom"] = custom
+        override = custom_team_model(P.team)
+    else:
+        override = team_model(P.team, P.task)
     if override is not None:
         fields["model_override"] = override
     return fields

@@ -55,12 +55,16 @@ def judge_run(out: Path, judge: str, *, k: int = 3, base_url: str | None = None,
     service = judge_service(config, judge, base_url=base_url, cache=cache)
     try:
         res = _run(judge_report(service, report, truth, k=k, judge_name=judge,
-                                task_description=dsets.TASK_DESCRIPTIONS.get(truth.get("task", ""), "")))
+                                task_description=dsets.TASK_DESCRIPTIONS.get(truth.get("task", ""), truth.get("description", ""))))
         totals = service.ledger.totals()
     finally:
         service.cache.close()
     entry = res.as_dict()
     entry.pop("records", None)
+    if truth.get("task") == "custom" and not truth.get("accuracy_scored"):  # your own data without truth: not scored
+        entry["accuracy"] = None
+        if isinstance(entry.get("std"), dict):
+            entry["std"]["accuracy"] = None
     entry["ledger"] = {k2: totals[k2] for k2 in ("calls", "cached_calls", "input_tokens", "output_tokens", "cost_usd_float")}
     scores = runstore.read_json(out / "scores.json") if (out / "scores.json").exists() else {}
     scores["judges"] = [j for j in scores.get("judges") or [] if j.get("judge") != judge] + [entry]

@@ -91,7 +91,7 @@ def write_report(out: Path, summary: Mapping[str, Any]) -> Path:
     judges = ""
     for j in scores.get("judges") or []:
         judges += (f"<p>Judge <code>{html.escape(str(j.get('judge')))}</code> (k = {j.get('k')}): completeness "
-                   f"{j.get('completeness')}, quality {j.get('quality')}, accuracy {j.get('accuracy')}; spread {json.dumps(j.get('std'))}</p>")
+                   f"{j.get('completeness')}, quality {j.get('quality')}, accuracy {'not scored (no truth)' if j.get('accuracy') is None else j.get('accuracy')}; spread {json.dumps(j.get('std'))}</p>")
     timeline = ""
     try:
         tl = runstore.read_table(out, "timeline")
@@ -110,7 +110,7 @@ td,th{{border-bottom:1px solid #ddd;padding:2px 6px;text-align:left}} .paper{{bo
 <p>Status <b>{html.escape(str(s.get('status')))}</b>; team size {s.get('team_size')}; visibility {html.escape(str(s.get('visibility')))};
 prompt {html.escape(str(s.get('prompt')))}; cost ${(s.get('ledger') or {}).get('cost_usd_float', 0):.4f}; passes {html.escape(', '.join(s.get('passes') or []))}.</p>
 <h2>Scores</h2>
-<p>Heuristic (0-1): completeness {h.get('completeness', 0):.2f}, quality {h.get('quality', 0):.2f}, accuracy {h.get('accuracy', 0):.2f}
+<p>Heuristic (0-1): completeness {h.get('completeness', 0):.2f}, quality {h.get('quality', 0):.2f}, accuracy {'not scored (no truth)' if h.get('accuracy', 0) is None else format(h.get('accuracy', 0), '.2f')}
 (scored: {html.escape(str(scores.get('scored')))}).</p>{judges}
 <table><tr><th>fact</th><th>status</th><th>score</th><th>evidence</th></tr>{rows}</table>
 <h2>Budget</h2>{img}

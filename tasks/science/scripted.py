@@ -134,3 +134,101 @@ def garbage_model(task: str) -> ScriptedChatModel:
 
 register_builtin("science-oracle", oracle_model)
 register_builtin("science-garbage", garbage_model)
+
+
+# --- your own data: the describing team ---------------------------------------------------------------
+DESCRIBE_CODE = """import json as _j
+_fr = df if isinstance(df, dict) else {"data": df}
+_res = {}
+for _k, _d in _fr.items():
+    _num = _d.select_dtypes("number")
+    _res[str(_k)] = {"rows": int(_d.shape[0]), "columns": int(_d.shape[1]), "missing": int(_d.isna().sum().sum()),
+                     "means": {str(c): round(float(_num[c].mean()), 4) for c in list(_num.columns)[:8] if _num[c].notna().any()}}
+print("ORACLE_RESULT " + _j.dumps(_res))
+"""
+
+
+def describe_report(rec: dict[str, Any]) -> str:
+    """The describing team's seven-section paper: only what its code computed (shapes, missing
+    values, column means), in sentences the scorer's fact matching reads."""
+    facts = []
+    for stem, r in rec.items():
+        facts.append(f"In the {stem} table, the number of rows is {r['rows']} and the number of columns is {r['columns']}. "
+                     f"The number of missing values is {r['missing']}.")
+        facts += [f"The mean of {c} is {m}." for c, m in r.get("means", {}).items()]
+    results = "\n".join(f"- {f}" for f in facts) or "- The analysis returned no result."
+    n = len(rec)
+    return f"""# A descriptive analysis of the given data
+
+## Abstract
+
+We describe the {n} given table(s) with a short descriptive analysis run in the sandbox. The report states the size of every table, its missing values and the means of its first numeric columns.
+
+## Introduction
+
+The task asked the teams to analyze data they had not seen before. This report is the describing team's baseline: it computes summary statistics only and draws no causal or predictive conclusions.
+
+## Dataset Description
+
+The data team loaded every table and counted rows, columns and missing values. The tables and their sizes are listed in the results section below, with the numbers the code printed.
+
+## Methods
+
+The data team ran one Python script with pandas: the shape of each table, the count of missing cells, and the arithmetic mean of up to eight numeric columns per table. No model was fitted and no test was run.
+
+## Results
+
+{results}
+
+## Evaluation
+
+The numbers above were computed once from the full tables in the sandbox, so they carry no sampling error of the analysis itself. They were not checked against an independent source, and a mean over a column with missing values uses the observed cells only.
+
+## Conclusion
+
+The given data were read completely and described by their size, missingness and column means. A deeper analysis (models, tests, uncertainty) is left to an LLM team; this baseline only shows what the tables contain.
+"""
+
+
+def describe_model(_arg: str) -> ScriptedChatModel:
+    def work(messages: list[BaseMessage]) -> Any:
+        team, slot = _who(messages)
+        if slot == 0 and team == "data":
+            runs = _tool_results(messages, "run_code")
+            if not runs:
+                return _call("run_code", code=DESCRIBE_CODE, description="describe the tables")
+            rec = _recovered(runs[-1])
+            return _call("mark_complete", summary="description done" + (f": ORACLE_RESULT {json.dumps(rec)}" if rec else ""))
+        if not _tool_results(messages, "list_artifacts"):
+            return _call("list_artifacts")
+        return _call("mark_complete", summary="reviewed the artifacts")
+
+    def synthesize(messages: list[BaseMessage]) -> Any:
+        team, _ = _who(messages)
+        name = ARTIFACT[team]
+        if _tool_results(messages, "write_artifact"):
+            return _call("mark_complete", summary=f"{name} written")
+        if team != "data":
+            reads = _tool_results(messages, "read_artifact")
+            if not reads:
+                return _call("read_artifact", name="dataset_description")
+            rec = _recovered(reads[-1]) or {}
+            if team == "writing":
+                return _call("write_artifact", name=name, content=describe_report(rec), description="the final paper")
+        else:
+            rec = _recovered("\n".join(str(m.content) for m in messages)) or {}
+        body = (f"# {name}\n\nThe {team} team's record of the description of the tables.\n\n"
+                + (f"Recovered results:\n\nORACLE_RESULT {json.dumps(rec)}\n" if rec else "The description returned no result.\n"))
+        return _call("write_artifact", name=name, content=body, description=f"the {team} team's artifact")
+
+    by_phase: dict[str, list[Any]] = {}
+    for team in TEAMS:
+        by_phase[f"{team}:plan"] = [f"- {team}.0: describe the tables\n- {team}.1: review the artifacts\n- {team}.2: review the artifacts"]
+        by_phase[f"{team}:work"] = [work]
+        for k in range(1, 6):
+            by_phase[f"{team}:deliberate{k}"] = [f"The {team} team's description is done; its numbers are in the artifact."]
+        by_phase[f"{team}:synthesize"] = [synthesize]
+    return ScriptedChatModel(by_phase=by_phase, answers=["done"])
+
+
+register_builtin("science-describe", describe_model)

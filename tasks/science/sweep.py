@@ -151,6 +151,8 @@ def run_science_sweep(cfg: ScienceSweep, log: Callable[[str], None] = lambda s: 
     df = pd.DataFrame(rows)
     if not df.empty:
         df.to_csv(out / "scores.csv", index=False)
+        for col in ("completeness", "quality", "accuracy", "cost_usd"):  # a score not scored is null: left out of the mean
+            df[col] = pd.to_numeric(df[col], errors="coerce") if col in df else float("nan")
         keys = ["condition", "model", "task", "budget", "visibility", "team_size", "prompt"]
         agg = df.groupby(keys, dropna=False).agg(runs=("seed", "size"), completeness=("completeness", "mean"), quality=("quality", "mean"),
                                                  accuracy=("accuracy", "mean"), cost_usd=("cost_usd", "mean")).reset_index()

@@ -47,6 +47,36 @@ def team_model(team: str, task: str) -> str | None:
     return {"oracle": f"builtin:science-oracle:{task}", "garbage": f"builtin:science-garbage:{task}"}.get(team)
 
 
+def custom_team_model(team: str) -> str | None:
+    """The scripted teams of a run on your own data: ``oracle`` is the describing team (it computes
+    and states the data's shape, missing values and column means), ``garbage`` the useless report."""
+    return {"oracle": "builtin:science-describe:data", "garbage": "builtin:science-garbage:ecology"}.get(team)
+
+
+def _custom(config: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    c = config.get("custom")
+    return c if isinstance(c, Mapping) else None
+
+
+def _check_custom(c: Any) -> None:
+    from cooplab.evals.science_scoring import truth_facts
+
+    if not isinstance(c, Mapping) or set(c) != {"task", "datasets", "facts"}:
+        raise TaskConfigError(f"custom must be an object with task, datasets and facts, got {str(c)[:200]!r}")
+    if not isinstance(c["task"], str) or not c["task"].strip():
+        raise TaskConfigError("custom.task must be the task text")
+    ds = c["datasets"]
+    if not isinstance(ds, list) or not ds or not all(isinstance(d, Mapping) and isinstance(d.get("stem"), str)
+                                                     and isinstance(d.get("sha256"), str) and isinstance(d.get("path"), str)
+                                                     for d in ds):
+        raise TaskConfigError("custom.datasets must be a non-empty list of {path, stem, sha256, ...}")
+    if c["facts"] is not None:
+        try:
+            truth_facts({"facts": c["facts"]})
+        except ValueError as exc:
+            raise TaskConfigError(f"custom.facts: {exc}") from None
+
+
 class ScienceTask(Task):
     name = "science"
     title = "Science teams: four sequential teams of tool-using agents analyze a dataset in the sandbox under one shared budget."
@@ -72,7 +102,10 @@ class ScienceTask(Task):
             if not isinstance(judge, Mapping) or not isinstance(judge.get("model"), str) or isinstance(judge.get("samples"), bool) \
                     or not isinstance(judge.get("samples"), int) or not 1 <= judge["samples"] <= 20:
                 raise TaskConfigError(f"judge must be null or {{\"model\": SPEC, \"samples\": 1..20}}, got {judge!r}")
-        want = team_model(P.team, P.task)
+        custom = config.get("custom")
+        if custom is not None:
+            _check_custom(custom)
+        want = custom_team_model(P.team) if custom is not None else team_model(P.team, P.task)
         llm = config.get("llm") or {}
         models = llm.get("models") if isinstance(llm, Mapping) else None
         if want is not None and (not isinstance(models, Mapping) or models.get("default") != want):
@@ -89,6 +122,8 @@ class ScienceTask(Task):
     def prepare_run(self, config: Mapping[str, Any], out: Path) -> None:
         """Generate the dataset into ``out/dataset`` (deterministic for the seed); on resume, check
         that the files are the ones the run started with (regenerated if missing)."""
+        if _custom(config) is not None:
+            return self._prepare_custom(config, Path(out))
         P = self.params(config)
         d = Path(out) / DATASET_DIR
         data = d / dsets.DATA_FILE
@@ -105,12 +140,59 @@ class ScienceTask(Task):
         elif got != want:
             raise runstore.RunDirError(f"{data} is not the dataset this run started with (SHA-256 differs); restore it or start a new run")
 
+    def _prepare_custom(self, config: Mapping[str, Any], out: Path) -> None:
+        """Your own data: the canonical file the sandbox loads and ground_truth.json (the facts, or
+        none) are written once; on resume the copy must be unchanged (an error) and a changed input
+        file is a warning (the run goes on with its copy)."""
+        import sys
+
+        from cooplab.tasks.science import owndata
+
+        c = _custom(config)
+        d = out / DATASET_DIR
+        have = [p for p in (d / "data.csv", d / "data.parquet") if p.exists()]
+        if not have or not (d / dsets.TRUTH_FILE).exists():
+            try:
+                data = owndata.write_canonical([dict(i) for i in c["datasets"]], d)
+            except owndata.OwnDataError as exc:
+                raise runstore.RunDirError(str(exc)) from None
+            truth = {"task": "custom", "description": c["task"], "facts": list(c["facts"] or []), "accuracy_scored": c["facts"] is not None}
+            runstore.write_json(d / dsets.TRUTH_FILE, truth)
+        else:
+            data = have[0]
+            for i in c["datasets"]:
+                p = Path(i["path"])
+                now = owndata.sha256(p) if p.is_file() else None
+                if now != i["sha256"]:
+                    print(f"cooplab: warning: {p} {'is gone' if now is None else 'changed (SHA-256 differs)'} since the run started; "
+                          f"the run goes on with its copy in {d}", file=sys.stderr)
+        want = (config.get("dataset") or {}).get("sha256")
+        got = sha256(data)
+        if want is None:
+            cfg = runstore.read_json(out / "config.json")
+            cfg["dataset"] = {"file": f"{DATASET_DIR}/{data.name}", "sha256": got, "generator": "cooplab own data"}
+            runstore.write_json(out / "config.json", cfg)
+            if isinstance(config, dict):
+                config["dataset"] = cfg["dataset"]
+        elif got != want:
+            raise runstore.RunDirError(f"{data} is not the dataset this run started with (SHA-256 differs); restore it or start a new run")
+
     def sandbox_dataset(self, config: Mapping[str, Any], out: Path) -> Path | None:
+        if _custom(config) is not None:
+            d = Path(out) / DATASET_DIR
+            return d / "data.parquet" if (d / "data.parquet").exists() else d / "data.csv"
         return Path(out) / DATASET_DIR / dsets.DATA_FILE
 
     # --- the graph -----------------------------------------------------------------------------------
     def build(self, config: Mapping[str, Any], *, checkpointer: Any = None):
         P = self.params(config)
+        c = _custom(config)
+        if c is not None:
+            from cooplab.tasks.science import owndata
+
+            text = c["task"] + "\n\n" + owndata.data_note(list(c["datasets"]))
+            prefix = owndata.MULTI_PREAMBLE if len(c["datasets"]) > 1 else ""
+            return TeamGraph(P, text, code_prefix=prefix).build(checkpointer)
         return TeamGraph(P, dsets.TASK_DESCRIPTIONS[P.task]).build(checkpointer)
 
     def init_state(self, config: Mapping[str, Any]) -> dict[str, Any]:
@@ -157,7 +239,12 @@ class ScienceTask(Task):
             report = "\n\n".join(v[-1]["content"] for v in arts.values())
             scored = "the other artifacts (no final_paper)" if arts else "nothing (no artifact)"
         h = heuristic_score(report, truth)
-        scores = {"task": P.task, "status": run.status, "scored": scored, "heuristic": h.as_dict()}
+        custom = _custom(config) is not None
+        no_truth = custom and not truth.get("accuracy_scored")
+        hd = h.as_dict()
+        if no_truth:
+            hd["accuracy"] = None  # no truth given: not scored (never 0)
+        scores = {"task": "custom" if custom else P.task, "status": run.status, "scored": scored, "heuristic": hd}
         old = runstore.read_json(out / "scores.json") if (out / "scores.json").exists() else {}
         if isinstance(old, dict) and old.get("judges"):
             scores["judges"] = old["judges"]  # a resumed run keeps the judges' scores of its paper (re-score to update)
@@ -181,11 +268,14 @@ class ScienceTask(Task):
 
             try:
                 e = judge_run(out, judge["model"], k=int(judge["samples"]))
-                judged = {k: e[k] for k in ("judge", "k", "completeness", "quality", "accuracy", "std", "n_fallback")}
+                judged = {k: e.get(k) for k in ("judge", "k", "completeness", "quality", "accuracy", "std", "n_fallback")}
             except Exception as exc:  # noqa: BLE001 - the run's own results are kept; re-score with 'cooplab science score'
                 judged = {"judge": judge["model"], "error": f"{type(exc).__name__}: {exc}"[:300]}
-        return {"science_task": P.task, "judge": judged, "team": P.team, "team_size": P.team_size, "visibility": P.visibility, "prompt": P.prompt,
-                "scores": {k: h.scores()[k] for k in ("completeness", "quality", "accuracy")}, "scored": scored,
+        sc = {k: h.scores()[k] for k in ("completeness", "quality", "accuracy")}
+        if no_truth:
+            sc["accuracy"] = None
+        return {"science_task": "custom" if custom else P.task, "judge": judged, "team": P.team, "team_size": P.team_size, "visibility": P.visibility, "prompt": P.prompt,
+                "scores": sc, "scored": scored,
                 "facts": {f.id: f.status for f in h.facts}, "passes": [f"{t}#{v}" for t, v in passes],
                 "artifacts": {n: len(v) for n, v in arts.items()}, "requests": len(final.get("requests") or []),
                 "requests_refused": sum(1 for r in final.get("routing") or [] if r.get("decision") == "refused"),
@@ -203,8 +293,10 @@ class ScienceTask(Task):
         s = summary.get("scores") or {}
         head = (f"science {summary.get('science_task')}: {summary.get('team')} team of {summary.get('team_size')} per team, "
                 f"visibility {summary.get('visibility')}, status {summary.get('status')}")
+        acc = s.get("accuracy", 0)
+        acc = "not scored (no truth)" if acc is None else f"{acc:.2f}"
         lines = [head, f"scores (heuristic, 0-1): completeness {s.get('completeness', 0):.2f}, quality {s.get('quality', 0):.2f}, "
-                       f"accuracy {s.get('accuracy', 0):.2f} (scored: {summary.get('scored')})",
+                       f"accuracy {acc} (scored: {summary.get('scored')})",
                  f"team passes: {', '.join(summary.get('passes') or []) or 'none'}; requests {summary.get('requests', 0)} "
                  f"({summary.get('requests_refused', 0)} refused); tool loops {summary.get('tool_loops', 0)} {summary.get('loop_stops')}"]
         cost = summary.get("cost_by_team_usd") or {}

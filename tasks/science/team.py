@@ -86,9 +86,10 @@ def init_state(max_reentries: int) -> dict[str, Any]:
 class TeamGraph:
     """Builds the graph for one run's settings (``P``: :class:`cooplab.tasks.science.params.ScienceParams`)."""
 
-    def __init__(self, P: Any, task_description: str):
+    def __init__(self, P: Any, task_description: str, *, code_prefix: str = ""):
         self.P = P
         self.description = task_description
+        self.code_prefix = code_prefix  #: run before every run_code call's code (own data: several files -> a dict of frames)
         self._ledger = None  # the run's ledger, set by every node (budget warnings read it)
         self._agents: dict[tuple, ToolAgent] = {}
         self._tools = {team: workspace_tools(None, code_tool=self.code_tool(team)) for team in TEAMS}
@@ -143,7 +144,18 @@ class TeamGraph:
     def code_tool(self, team: str):
         if team not in CODE_TEAMS:
             return None
-        return run_code_tool(timeout=self.P.code_timeout, max_chars=self.P.code_output_chars)
+        tool = run_code_tool(timeout=self.P.code_timeout, max_chars=self.P.code_output_chars)
+        if not self.code_prefix:
+            return tool
+        from langchain_core.tools import StructuredTool
+
+        inner, prefix = tool.coroutine, self.code_prefix
+
+        async def run_code(code: str, runtime: Any, description: str = "") -> str:
+            return await inner(prefix + code, runtime, description)
+
+        run_code.__annotations__ = dict(inner.__annotations__)
+        return StructuredTool.from_function(coroutine=run_code, name=tool.name, args_schema=tool.args_schema, description=tool.description)
 
     async def run_agents(self, jobs: list[tuple[ToolAgent, list]], context: CoopContext, config: RunnableConfig, runtime: Runtime,
                          rnd: int) -> tuple[list[ToolLoopResult | None], dict[str, Any] | None]:
