@@ -308,7 +308,6 @@ def science_model(ybar, se, model_of_obs, C, B, y=None):
     games, sampled centred) measured by ``ybar`` with standard errors ``se``, and the outcome of each
     model-condition pair from ``theta`` of its model, condition controls ``C`` and capability
     controls ``B`` (models x q, z-scored; q may be 0)."""
-    import jax.numpy as jnp
     import numpyro
     import numpyro.distributions as dist
 
@@ -572,7 +571,7 @@ def analyze_profiles(dirs: Sequence[Path], out: Path, settings: Mapping[str, int
               "predictors": list(design["X"].columns), "notes": design["notes"],
               "model_info": str(model_info) if model_info else None,
               "divergences": fit["divergences"], "max_r_hat": _nanmax(coef["r_hat"]), "min_ess_bulk": _nanmin(coef["ess_bulk"])}
-    md = [f"# Pareto-proximity regression\n", _header(record),
+    md = ["# Pareto-proximity regression\n", _header(record),
           "## Coefficients\n", _write(out, "coefficients", coef), "",
           "## Posterior-predictive check (per game)\n", _write(out, "ppc", ppc), "", _ppc_note()]
     if design["notes"]:
