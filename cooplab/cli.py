@@ -33,6 +33,9 @@ app.add_typer(run_app, name="run")
 app.add_typer(params_app, name="params")
 app.add_typer(graph_app, name="graph")
 app.add_typer(figures_app, name="figures")
+bench_app = typer.Typer(help="Benchmarks: science teams on suites of closed-form data-analysis questions (docs/science.md).",
+                        no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(bench_app, name="bench")
 
 
 class Env(str, Enum):
@@ -258,6 +261,97 @@ def sweep_cmd(
         except runstore.RunDirError as exc:
             res["analysis_error"] = str(exc)
     finish(res, "cell", ["cell", "status", "survival_time.mean", "efficiency.mean", "ledger.calls", "ledger.cost_usd_float"], extra)
+
+
+@bench_app.command("science")
+def bench_science(
+    suite: Path = typer.Argument(..., help="The suite (JSONL): one question per line with id, question, constraints, format (@name[value] parts), file_name, optional level and concepts."),
+    tables: Path = typer.Option(..., "--tables", help="The directory holding every item's file_name."),
+    labels: Optional[Path] = typer.Option(None, "--labels", help="Labels (JSONL): id and common_answers, a list of [name, value] pairs; without it nothing is scored."),
+    team: str = typer.Option("llm", "--team", help="llm (the --model team) or answers:FILE (scripted: states the answers of FILE, JSONL id + answer; checks extraction and scoring)."),
+    team_size: int = typer.Option(2, "--team-size", help="Agents per team: 2 or 3, or 1 (every team is its lead alone, no deliberation: four single agents in sequence)."),
+    budget_per_item: Optional[float] = typer.Option(None, "--budget-per-item", help="USD cap of one item's run."),
+    budget: Optional[float] = typer.Option(None, "--budget", help="USD for the whole suite, split evenly over the items."),
+    visibility: str = typer.Option("full", "--visibility", help="Budget visibility in the prompt: full, team or hidden."),
+    model: str = typer.Option("local", "--model", help="The team's model: local, openai:NAME (with --base-url for other servers) or scripted:FILE."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="An OpenAI-compatible server for openai:NAME."),
+    max_tokens: int = typer.Option(256, "--max-tokens", help="Output cap of one model call."),
+    cache: Optional[str] = typer.Option(None, "--cache", help="The LLM response cache file, or off."),
+    sandbox_backend: str = typer.Option("docker", "--sandbox-backend", help="docker (isolated) or local (NOT a security boundary)."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Only the first K items."),
+    seed: SeedOpt = 0,
+    parallel: int = typer.Option(1, "--parallel", help="Items run at once (local executor; Ray's local instance gets this many CPUs)."),
+    executor: str = typer.Option("local", "--executor", help="local (threads) or ray (tasks on a Ray cluster; needs cooplab[ray])."),
+    out: Path = typer.Option(..., "--out", help="The bench directory: items/ID run dirs, results.parquet, summary.json, report.md, figures/."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or per-item lines."),
+    as_json: bool = typer.Option(False, "--json", help="Print summary.json."),
+) -> None:
+    """Run every question of a suite as one science run on its table (resumable: finished items are skipped and not
+    charged again), extract the @name[value] answers of the final paper and score them against the labels."""
+    from cooplab import sweeps
+    from cooplab.tasks.science.bench import BenchError, run_bench
+    from cooplab.tasks.science.owndata import OwnDataError
+
+    if team_size not in (1, 2, 3):
+        fail(f"--team-size must be 1, 2 or 3, got {team_size}")
+    if visibility not in ("full", "team", "hidden"):
+        fail(f"--visibility must be full, team or hidden, got {visibility!r}")
+    if sandbox_backend not in ("docker", "local"):
+        fail(f"--sandbox-backend must be docker or local, got {sandbox_backend!r}")
+    if executor not in sweeps.EXECUTORS:
+        fail(f"--executor must be one of {', '.join(sweeps.EXECUTORS)}, got {executor!r}")
+    co.check("--budget-per-item", budget_per_item, "budget")
+    co.check("--budget", budget, "budget")
+    co.check("--parallel", parallel, "parallel")
+    co.check("--max-tokens", max_tokens, "max-tokens")
+    if limit is not None and limit < 1:
+        fail(f"--limit must be at least 1, got {limit}")
+    quiet = quiet or as_json
+    log = (lambda s: None) if quiet else (lambda s: typer.echo(s, err=True))
+    try:
+        s = run_bench(suite, tables, out, labels=labels, team=team, team_size=team_size, budget_per_item=budget_per_item, budget=budget,
+                      visibility=visibility, model=model, limit=limit, seed=seed, parallel=parallel, executor=executor,
+                      backend=sandbox_backend, llm={"base_url": base_url, "max_tokens": max_tokens, "cache": cache}, log=log, quiet=quiet)
+    except (BenchError, OwnDataError, sweeps.SweepError) as exc:
+        fail(str(exc))
+    if as_json:
+        _echo_json(s)
+    else:
+        acc = "n/a" if s["accuracy"] is None else f"{100 * s['accuracy']:.1f}%"
+        cpc = "n/a" if s["cost_per_correct_usd"] is None else f"${s['cost_per_correct_usd']:.6f}"
+        typer.echo(f"{s['items']} items: {len(s['ran'])} ran, {len(s['resumed'])} resumed, {len(s['skipped'])} already done, "
+                   f"{len(s['failed'])} failed; accuracy {s['correct']}/{s['scored']} = {acc}; cost ${s['cost_usd']:.6f}, "
+                   f"per correct answer {cpc}; report in {out / 'report.md'}")
+    if s["failed"]:
+        raise typer.Exit(1)
+
+
+@bench_app.command("figure")
+def bench_figure(
+    dirs: list[Path] = typer.Argument(..., help="Bench directories (each with summary.json)."),
+    out: Path = typer.Option(..., "--out", help="The PNG to write."),
+    as_json: bool = typer.Option(False, "--json", help="Print the plotted points as JSON."),
+) -> None:
+    """Accuracy (95% Wilson interval) against cost per item, one point per bench directory."""
+    from cooplab import runstore
+    from cooplab.tasks.science.bench import figure
+
+    points = []
+    for d in dirs:
+        p = d / "summary.json"
+        try:
+            s = runstore.read_json(p)
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            fail(f"{p} cannot be read as a bench summary ({type(exc).__name__})")
+        if not isinstance(s, dict) or "accuracy" not in s or "ci95" not in s:
+            fail(f"{p} is not a bench summary (no accuracy)")
+        points.append((f"{d.name}: {s.get('team')} n={s.get('team_size')}", s))
+    figure(points, out)
+    rows = [{"bench": lab, "accuracy": s["accuracy"], "ci95": s["ci95"], "cost_per_item_usd": s.get("cost_per_item_usd")} for lab, s in points]
+    if as_json:
+        _echo_json({"figure": str(out), "points": rows})
+    else:
+        typer.echo(f"wrote {out} ({len(rows)} points)")
 
 
 @app.command("report")

@@ -26,7 +26,7 @@ def science_options(
     task_file: Optional[Path] = typer.Option(None, "--task-file", help="With --dataset: a text/Markdown file saying what the teams should find out (replaces the built-in task text)."),
     truth: Optional[Path] = typer.Option(None, "--truth", help="With --dataset: a JSON file of facts a correct report states (see docs/science.md); without it accuracy is not scored."),
     team: str = typer.Option("llm", "--team", help="Who works: llm (the --model options apply), oracle (scripted: correct code and report) or garbage (scripted: a useless report)."),
-    team_size: int = typer.Option(2, "--team-size", help="Agents per team: 2 or 3."),
+    team_size: int = typer.Option(2, "--team-size", help="Agents per team: 2 or 3 (the paper), or 1 (every team is its lead alone, no deliberation)."),
     visibility: str = typer.Option("full", "--visibility", help="Budget visibility in the prompt: full, team or hidden."),
     prompt: str = typer.Option("standard", "--prompt", help="Prompting: standard or tom (theory of mind)."),
     judge: str = typer.Option("heuristic", "--judge", help="Scorer: heuristic (always computed), or a model spec (local, openai:NAME, scripted:FILE) that also judges the paper with the Appendix L rubric."),

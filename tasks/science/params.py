@@ -23,7 +23,8 @@ class ScienceParams(BaseModel):
     task: Literal["ecology", "anomaly", "biomarker", "geospatial"] = _f("ecology", "The science task (§4.1, Appendix C.3).")
     team: Literal["llm", "oracle", "garbage"] = _f("llm", "Who works: LLM agents, or a built-in scripted team (oracle: correct "
                                                            "code and report; garbage: a useless report) that calibrates the scorers.", OURS)
-    team_size: Literal[2, 3] = _f(2, "Agents per team (§4.1.1: 2 or 3; Appendix C.5's specialist is the third).")
+    team_size: Literal[1, 2, 3] = _f(2, "Agents per team (§4.1.1: 2 or 3; Appendix C.5's specialist is the third). 1 (ours): "
+                                        "every team is its lead alone, without deliberation - four single agents in sequence.")
     visibility: Literal["full", "team", "hidden"] = _f("full", "Budget visibility in the system prompt (§4.1).")
     prompt: Literal["standard", "tom"] = _f("standard", "Prompting (§4.1.1: standard or theory of mind).")
     data_size: Literal["small", "default"] = _f("default", "Size of the generated dataset.", OURS)

@@ -74,11 +74,11 @@ _ROLES: dict[str, tuple[tuple[str, str], ...]] = {
 
 
 def roles(team: str, size: int) -> list[Role]:
-    """The ``size`` (2 or 3) roles of ``team``, the lead first."""
+    """The ``size`` (1, 2 or 3) roles of ``team``, the lead first (size 1: the lead alone)."""
     if team not in TEAMS:
         raise ValueError(f"team must be one of {', '.join(TEAMS)}, got {team!r}")
-    if size not in (2, 3):
-        raise ValueError(f"team size must be 2 or 3, got {size!r}")
+    if size not in (1, 2, 3):
+        raise ValueError(f"team size must be 1, 2 or 3, got {size!r}")
     return [Role(team, i, name, desc) for i, (name, desc) in enumerate(_ROLES[team][:size])]
 
 

@@ -26,6 +26,7 @@ from typing import Any
 from cooplab import runstore
 from cooplab.graphs.task import RunInfo, Task, TaskConfigError, first_error
 from cooplab.tasks.science import datasets as dsets
+from cooplab.tasks.science import bench as _bench  # noqa: F401 - registers builtin:science-answers (the bench's answers team)
 from cooplab.tasks.science import scripted  # noqa: F401 - registers the built-in scripted teams
 from cooplab.tasks.science.params import ScienceParams
 from cooplab.tasks.science.roles import ARTIFACT, TEAMS, all_roles

@@ -259,7 +259,8 @@ class TeamGraph:
         all_results: list[ToolLoopResult | None] = []
         stop = None
         team_roles = roles(team, self.P.team_size)
-        for k in range(1, self.P.deliberation_rounds + 1):
+        rounds = self.P.deliberation_rounds if len(team_roles) > 1 else 0  # a lead alone has no one to deliberate with
+        for k in range(1, rounds + 1):
             jobs = [(self.agent(role, tools, f"deliberate{k}", ctx, 2),
                      [self.system(role, ctx), HumanMessage(content=pr.deliberation_prompt(k, self.P.deliberation_rounds, discussion))])
                     for role in team_roles]
