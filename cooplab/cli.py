@@ -176,7 +176,7 @@ def analyze_cpr(
     typer.echo(f"tables and figures in {out} (statistics.md summarizes the tests)")
 
 
-from cooplab.evals import bayes_cli as _bayes_cli  # noqa: E402 - NumPyro/JAX load only when a command runs
+from cooplab.tasks.games import bayes_cli as _bayes_cli  # noqa: E402 - NumPyro/JAX load only when a command runs
 
 analyze_app.command("profiles")(_bayes_cli.profiles_command)
 analyze_app.command("science")(_bayes_cli.science_command)

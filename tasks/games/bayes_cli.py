@@ -1,5 +1,5 @@
 """``cooplab analyze profiles`` and ``cooplab analyze science``: the paper's Bayesian analyses
-(:mod:`cooplab.evals.bayes`, docs/statistics.md) from the command line."""
+(:mod:`cooplab.tasks.games.bayes`, docs/statistics.md) from the command line."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def profiles_command(
     as_json: bool = _JSON,
 ) -> None:
     """Bayesian regression of Pareto proximity on model size, thinking, CoT, ToM, group size, games and family (paper Table 1)."""
-    from cooplab.evals import bayes
+    from cooplab.tasks.games import bayes
     from cooplab.extras import require
 
     require("bayes", "the Bayesian analyses")
@@ -77,7 +77,7 @@ def science_command(
     as_json: bool = _JSON,
 ) -> None:
     """Measurement-error model: latent game dispositions predicting completeness, quality and accuracy (paper Table 2)."""
-    from cooplab.evals import bayes
+    from cooplab.tasks.games import bayes
     from cooplab.extras import require
 
     require("bayes", "the Bayesian analyses")
