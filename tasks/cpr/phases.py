@@ -3,8 +3,15 @@ learn, propose, vote.
 
 Each factory takes a policy (a rule from :mod:`cooplab.tasks.cpr.rules`, or an LLM policy) and returns a LangGraph
 node ``state -> update``. Nodes own the bookkeeping that every policy shares: a seeded
-generator per (round, phase), masking of dead agents and finished societies, and the
-per-society switches (punishment off from a given round, group norm on or off).
+generator per (round, phase), masking of dead agents, and the per-society switches
+(punishment off from a given round, group norm on or off).
+
+Rule nodes compute only the societies still running: once some have finished, the policy sees
+a :class:`~cooplab.graphs.nodes.SocietyRows` view of the running societies and a
+:class:`~cooplab.graphs.rng.RowSubsetGenerator` that draws every per-society random array
+for the whole batch (same shapes, same order) and hands back the running rows, so a run gives
+exactly the numbers it gave when finished societies were computed and masked; the results are
+scattered back into the full ``(S, ...)`` arrays, finished societies keeping their values.
 """
 
 from __future__ import annotations
@@ -14,8 +21,16 @@ from typing import Any
 
 import numpy as np
 
-from cooplab.graphs.nodes import PolicyResult, is_async_policy, llm_node, running_agents
-from cooplab.graphs.rng import phase_rng
+from cooplab.graphs.nodes import (
+    PolicyResult,
+    SocietyRows,
+    is_async_policy,
+    llm_node,
+    running_agents,
+    running_societies,
+    scatter,
+)
+from cooplab.graphs.rng import RowSubsetGenerator, phase_rng
 from cooplab.tasks.cpr import rules as rb
 from cooplab.tasks.cpr import world
 
@@ -38,7 +53,15 @@ def harvest_node(effort_policy: Callable = rb.capped_effort) -> Callable[..., An
 
     def harvest(state: State) -> dict:
         rng = phase_rng(state["seed"], state["round"], "harvest")
-        return apply(state, effort_policy(state, rng))
+        live = running_societies(state)
+        if live is None:
+            return apply(state, effort_policy(state, rng))
+        sub = SocietyRows(state, live)
+        part = apply(sub, effort_policy(sub, RowSubsetGenerator(rng, live, len(state["active"]))))
+        shape = state["alive"].shape  # finished societies exert no effort, catch nothing
+        return {"effort": scatter(np.zeros(shape), live, part["effort"], copy=False),
+                "h": scatter(np.zeros(shape), live, part["h"], copy=False),
+                "R_plus": scatter(state["R_plus"], live, part["R_plus"])}
 
     return harvest
 
@@ -71,7 +94,13 @@ def punish_node(policy: Callable = rb.sample_inspect_punish) -> Callable[..., An
 
     def punish(state: State) -> dict:
         rng = phase_rng(state["seed"], state["round"], "punish")
-        return apply(state, policy(state, threshold(state), rng))
+        live = running_societies(state)
+        if live is None:
+            return apply(state, policy(state, threshold(state), rng))
+        sub = SocietyRows(state, live)
+        part = apply(sub, policy(sub, threshold(sub), RowSubsetGenerator(rng, live, len(state["active"]))))
+        S = len(state["active"])
+        return {k: scatter(np.zeros((S, *v.shape[1:]), dtype=v.dtype), live, v, copy=False) for k, v in part.items()}
 
     return punish
 
@@ -83,19 +112,37 @@ def environment_node(end_on_starvation: bool = True) -> Callable[[State], dict]:
         P = state["params"]
         t = int(state["round"])
         active = state["active"]
-        run = running_agents(state)
-        B = state.get("B", np.zeros_like(state["h"], dtype=np.int8))
-        V = state.get("V", np.zeros_like(state["h"], dtype=np.int8))
-        payoff = np.where(run, world.round_payoff(state["h"], P["c"], P["gamma"], P["beta"], B, V), 0.0)
-        wealth = state["P"] + payoff
+        S = len(active)
+        live = running_societies(state)
+        # per-agent work on the running societies only (v: a view of them, or the whole state)
+        v = state if live is None else SocietyRows(state, live)
+
+        def full(part: np.ndarray, fill: Any) -> np.ndarray:  # finished societies get ``fill``
+            if live is None:
+                return part
+            return scatter(np.full((S, *part.shape[1:]), fill, dtype=part.dtype), live, part, copy=False)
+
+        def kept(key: str, part: np.ndarray) -> np.ndarray:  # finished societies keep state[key]
+            return part if live is None else scatter(state[key], live, part)
+
+        Pv = v["params"]
+        run = running_agents(v)
+        h = v["h"]
+        B = v.get("B", np.zeros_like(h, dtype=np.int8))
+        V = v.get("V", np.zeros_like(h, dtype=np.int8))
+        payoff = np.where(run, world.round_payoff(h, Pv["c"], Pv["gamma"], Pv["beta"], B, V), 0.0)
+        wealth = v["P"] + payoff
         starved = run & (wealth < 0)
-        alive = state["alive"] & ~starved
-        P_bar = np.where(run, world.smoothed_payoff(state["P_bar"], payoff, P["ema"]), state["P_bar"])
+        alive_v = v["alive"] & ~starved
+        P_bar = np.where(run, world.smoothed_payoff(v["P_bar"], payoff, Pv["ema"]), v["P_bar"])
+        died_v = starved.any(axis=1) if end_on_starvation else ~alive_v.any(axis=1)
+        n_alive_run = run.sum(axis=1)
+        # per-society bookkeeping on the whole batch (cheap (S,) arrays)
         R_next = np.where(active, world.logistic_regrowth(state["R_plus"], P["r"], P["K"]), state["R"])
-        H = state["h"].sum(axis=1)
+        H = full(h.sum(axis=1), 0.0)  # the harvest node leaves finished societies' catches at 0
         eta_t = world.efficiency_t(H, P["r"], P["K"])
         depleted = state["R_plus"] <= P["R_min"]
-        died = starved.any(axis=1) if end_on_starvation else ~alive.any(axis=1)
+        died = full(died_v, False)
         collapsed = active & (depleted | died)
         T_s = np.where(collapsed, t, state["T_s"])
         collapse = np.where(collapsed, np.where(depleted, 1, 2), state["collapse"])
@@ -103,10 +150,9 @@ def environment_node(end_on_starvation: bool = True) -> Callable[[State], dict]:
         capped = still & (t >= P["T"])
         T_s = np.where(capped, t, T_s)
         eta_sum = state["eta_sum"] + np.where(active, eta_t, 0.0)
-        n_alive_run = run.sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
             def mean_alive(x: np.ndarray) -> np.ndarray:
-                return np.where(n_alive_run > 0, (x * run).sum(axis=1) / np.maximum(n_alive_run, 1), np.nan)
+                return full(np.where(n_alive_run > 0, (x * run).sum(axis=1) / np.maximum(n_alive_run, 1), np.nan), np.nan)
 
             record = {
                 "round": t,
@@ -116,27 +162,27 @@ def environment_node(end_on_starvation: bool = True) -> Callable[[State], dict]:
                 "H": H,
                 "eta_t": eta_t,
                 "G": state["G"].copy(),
-                "n_alive": alive.sum(axis=1) * active,
-                "mean_effort": mean_alive(state["effort"]),
-                "mean_e": mean_alive(state["e"]),
-                "mean_g": mean_alive(state["g"]),
-                "mean_m": mean_alive(state["m"]),
+                "n_alive": full(alive_v.sum(axis=1), 0) * active,
+                "mean_effort": mean_alive(v["effort"]),
+                "mean_e": mean_alive(v["e"]),
+                "mean_g": mean_alive(v["g"]),
+                "mean_m": mean_alive(v["m"]),
                 "mean_P": mean_alive(wealth),
                 "n_inspections": state.get("n_inspections", np.zeros_like(H)) * active,
                 "n_violations": state.get("n_violations", np.zeros_like(H)) * active,
-                "n_punished": V.sum(axis=1) * active,
-                "compliance": mean_alive(state["h"] <= threshold(state) + 1e-12),
+                "n_punished": full(V.sum(axis=1), 0) * active,
+                "compliance": mean_alive(h <= threshold(v) + 1e-12),
             }
         memory = {}
         if "h_recent" in state:  # LLM agents see their last few rounds: shift in this round's outcomes
-            for key, now in (("h_recent", state["h"]), ("effort_recent", state["effort"]), ("V_recent", V.astype(float))):
-                old = state[key]
-                memory[key] = np.where(run[..., None], np.concatenate([now[..., None], old[..., :-1]], axis=2), old)
+            for key, now in (("h_recent", h), ("effort_recent", v["effort"]), ("V_recent", V.astype(float))):
+                old = v[key]
+                memory[key] = kept(key, np.where(run[..., None], np.concatenate([now[..., None], old[..., :-1]], axis=2), old))
         return {
             **memory,
-            "P": np.where(run, wealth, state["P"]),
-            "P_bar": P_bar,
-            "alive": alive,
+            "P": kept("P", np.where(run, wealth, v["P"])),
+            "P_bar": kept("P_bar", P_bar),
+            "alive": kept("alive", alive_v),
             "R": R_next,
             "T_s": T_s,
             "collapse": collapse,
@@ -152,9 +198,17 @@ def environment_node(end_on_starvation: bool = True) -> Callable[[State], dict]:
 def learn_node(rule: Callable = rb.payoff_biased_imitation) -> Callable[[State], dict]:
     def learn(state: State) -> dict:
         rng = phase_rng(state["seed"], state["round"], "learn")
-        out = rule(state, rng)
-        run = running_agents(state)
-        return {k: np.where(run, out[k], state[k]) for k in ("e", "m", "g")}
+        live = running_societies(state)
+        if live is None:
+            out = rule(state, rng)
+            run = running_agents(state)
+            return {k: np.where(run, out[k], state[k]) for k in ("e", "m", "g")}
+        if not live.size:
+            return {}
+        sub = SocietyRows(state, live)
+        out = rule(sub, RowSubsetGenerator(rng, live, len(state["active"])))
+        run = running_agents(sub)
+        return {k: scatter(state[k], live, np.where(run, out[k], sub[k])) for k in ("e", "m", "g")}
 
     return learn
 
@@ -166,7 +220,12 @@ def propose_node(policy: Callable = rb.propose_own_cap) -> Callable[..., Any]:
 
     def propose(state: State) -> dict:
         rng = phase_rng(state["seed"], state["round"], "propose")
-        return {"proposals": np.where(running_agents(state), policy(state, rng), np.nan)}
+        live = running_societies(state)
+        if live is None:
+            return {"proposals": np.where(running_agents(state), policy(state, rng), np.nan)}
+        sub = SocietyRows(state, live)
+        part = np.where(running_agents(sub), policy(sub, RowSubsetGenerator(rng, live, len(state["active"]))), np.nan)
+        return {"proposals": scatter(np.full(state["alive"].shape, np.nan), live, part, copy=False)}
 
     return propose
 
@@ -177,8 +236,14 @@ def vote_node(rule: Callable = rb.median_vote) -> Callable[..., Any]:
 
     def vote(state: State) -> dict:
         rng = phase_rng(state["seed"], state["round"], "vote")
-        G_new = rule(state["proposals"], running_agents(state), rng)
-        gd = state["params"]["group_decision"].astype(bool)
-        return {"G": np.where(state["active"] & gd & np.isfinite(G_new), G_new, state["G"])}
+        live = running_societies(state)
+        if live is None:
+            G_new = rule(state["proposals"], running_agents(state), rng)
+            gd = state["params"]["group_decision"].astype(bool)
+            return {"G": np.where(state["active"] & gd & np.isfinite(G_new), G_new, state["G"])}
+        sub = SocietyRows(state, live)
+        G_new = rule(sub["proposals"], running_agents(sub), RowSubsetGenerator(rng, live, len(state["active"])))
+        gd = sub["params"]["group_decision"].astype(bool)
+        return {"G": scatter(state["G"], live, np.where(gd & np.isfinite(G_new), G_new, sub["G"]))}
 
     return vote

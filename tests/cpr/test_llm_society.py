@@ -162,3 +162,20 @@ def test_initial_beliefs_follow_types():
     for t, b in zip(types, final["beliefs"][0]):
         assert b in bank[t]
     assert len(bank["altruistic"]) >= 3 and len(bank["selfish"]) >= 3
+
+
+def test_finished_societies_in_a_replicate_batch_are_never_asked_again():
+    # one batch: a broke condition whose societies starve in round 1 (effort 0), and a rich one that runs to T
+    answers = {**ANSWERS, "harvest": ['{"effort": 0.0}']}
+    conds = [Condition(make_params(N=3, T=4, r=0.6, P0=1.0), "mixed"), Condition(make_params(N=3, T=4, r=0.6, P0=1000.0), "mixed")]
+    model = Recorder(by_phase=answers, select="prompt_hash", seen=[])
+    svc = LLMService(models={"default": (ModelSpec("scripted", "rec"), model)})
+    graph = build_society(llm_phases(conds[0].params), CPRState, checkpointer=InMemorySaver(), context_schema=CoopContext)
+    state = init_llm_state(conds, 2, 1)
+    final = asyncio.run(graph.ainvoke(state, {"configurable": {"thread_id": "b"}, "recursion_limit": 500}, context=CoopContext(llm=svc)))
+    assert final["T_s"].tolist() == [1, 1, 4, 4] and final["collapse"].tolist() == [2, 2, 0, 0]
+    d = pd.DataFrame(final["decisions"])
+    assert set(d.loc[d["society"] < 2, "round"]) == {1}  # the starved societies: asked in round 1 only
+    assert set(d.loc[d["society"] >= 2, "round"]) == {1, 2, 3, 4}  # the others keep being asked
+    starved = d[d["society"] < 2]
+    assert len(starved) == 2 * 3 * 2 and set(starved["phase"]) == {"harvest", "punish"}  # 2 societies x 3 agents x 2 phases
