@@ -235,11 +235,10 @@ def sweep_cmd(
         return
     if generic is not None:  # {"task": "diners" | "game" | ..., "args", "grid", "seeds"}
         try:
-            res = sweeps.run_jobs(js, parallel=generic.parallel, noun="cell", log=log, **run)
+            res = task_sweep.run_task_sweep(generic, js, log=log, **run)
         except SweepError as exc:
             fail(str(exc))
-        rows = sweeps.table(js, res, "cell")
-        res.update(cells=len(js), table=rows, table_csv=str(sweeps.write_table(rows, Path(generic.out))))
+        rows = res["table"]
         labels = list(js[0]["labels"]) if js else []
         numbers = sorted((k for k, v in (rows[0] if rows else {}).items() if isinstance(v, float) and k not in labels), key=lambda k: not k.endswith(".mean"))[:4]
         finish(res, "cell", ["cell", "status", *numbers])

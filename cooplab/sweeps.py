@@ -266,7 +266,7 @@ def table(jobs: list[dict[str, Any]], res: dict[str, Any], noun: str) -> list[di
 
 
 def write_table(rows: list[dict[str, Any]], out: Path) -> Path:
-    """``OUT/table.csv`` (every column) and ``OUT/table.md`` (the labels, status and the main numbers)."""
+    """``OUT/table.csv``: every column of every row."""
     import pandas as pd
 
     out.mkdir(parents=True, exist_ok=True)
@@ -290,22 +290,3 @@ def format_table(rows: list[dict[str, Any]], columns: list[str], width: int = 14
     for r in rows:
         lines.append("  ".join(f"{cell(r.get(c))[:w[c]]:<{w[c]}}" for c in cols))
     return lines
-
-
-def run_all(todo: list[dict[str, Any]], one: Callable[[dict[str, Any]], str], *, parallel: int, noun: str,
-            log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
-    """Run ``one(item)`` for every item (each has a ``dir``), ``parallel`` at a time, in threads.
-    ``one`` returns "ran", "resumed" or "skipped"; an exception is recorded under "failed" and
-    the others go on. (Sweeps whose cells are jobs use :func:`run_jobs`, which also runs on Ray.)"""
-    res: dict[str, Any] = {"ran": [], "resumed": [], "skipped": [], "failed": []}
-    lock = threading.Lock()
-    with ThreadPoolExecutor(max_workers=parallel) as pool:
-        futures = {pool.submit(one, c): c for c in todo}
-        for fut in as_completed(futures):
-            try:
-                outcome: Any = {"kind": fut.result()}
-            except Exception as exc:
-                outcome = exc
-            with lock:
-                _record(res, {"dir": futures[fut]["dir"]}, outcome, noun, log, len(todo))
-    return res

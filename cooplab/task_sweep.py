@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cooplab.cli_options import OptionError
 from cooplab.graphs.task import first_error
-from cooplab.sweeps import SweepError, job, slug
+from cooplab.sweeps import SweepError, job, run_jobs, slug, table, write_table
 
 #: options a cell sets itself (a config must not give them in "args" or "grid")
 _OWN = {"--out", "--seed", "--json", "-q", "--quiet", "--force", "--help", "--csv"}
@@ -152,3 +152,11 @@ def jobs(cfg: TaskSweep, where: str = "sweep config") -> list[dict[str, Any]]:
             raise SweepError(f"{where}: cell {c['name']}: {exc}") from None
         out.append(job(d, cfg.task, config, labels=c["labels"], done=("completed", "budget_exhausted")))
     return out
+
+
+def run_task_sweep(cfg: TaskSweep, jobs: list[dict[str, Any]], **run: Any) -> dict[str, Any]:
+    """Run the jobs of ``cfg`` (``run``: executor, address, log, quiet of :func:`run_jobs`) and
+    write its table; the result has the cells' outcomes, the table and where it is."""
+    res = run_jobs(jobs, parallel=cfg.parallel, noun="cell", **run)
+    rows = table(jobs, res, "cell")
+    return {**res, "cells": len(jobs), "table": rows, "table_csv": str(write_table(rows, Path(cfg.out)))}

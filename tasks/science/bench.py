@@ -42,13 +42,10 @@ class BenchError(ValueError):
 
 # --- reading ------------------------------------------------------------------------------------
 def _lines(path: Path, what: str) -> Iterable[tuple[int, Any]]:
+    from cooplab.tasks.science.owndata import read_utf8
+
     p = Path(path)
-    if not p.is_file():
-        raise BenchError(f"{what} {p} does not exist or is not a file")
-    try:
-        text = p.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError:
-        raise BenchError(f"{what} {p} is not UTF-8 text") from None
+    text = read_utf8(p, what, BenchError)
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue

@@ -179,15 +179,20 @@ def data_note(infos: list[dict[str, Any]]) -> str:
 
 
 # --- the task text ----------------------------------------------------------------------------------
-def read_task_file(path: Path | str) -> str:
+def read_utf8(path: Path | str, what: str, error: type[ValueError] = OwnDataError) -> str:
+    """The text of a UTF-8 file (a BOM is dropped), else ``error``: one line naming ``what`` and why."""
     p = Path(path)
     if not p.is_file():
-        raise OwnDataError(f"task file {p} does not exist or is not a file")
+        raise error(f"{what} {p} does not exist or is not a file")
     try:
-        text = p.read_text(encoding="utf-8-sig")
+        return p.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
-        raise OwnDataError(f"task file {p} is not UTF-8 text") from None
-    text = text.strip()
+        raise error(f"{what} {p} is not UTF-8 text") from None
+
+
+def read_task_file(path: Path | str) -> str:
+    p = Path(path)
+    text = read_utf8(p, "task file").strip()
     if not text:
         raise OwnDataError(f"task file {p} is empty; describe what the teams should find out")
     if len(text) > MAX_TASK_CHARS:

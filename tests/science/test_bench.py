@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from cooplab.cli import main
+from tests.helpers.cli import fail_line
 from cooplab.tasks.science import bench
 
 EX = Path(__file__).resolve().parents[2] / "examples" / "bench-suite"
@@ -27,15 +28,6 @@ def run_bench(capsys, out, answers, *extra):
     o, err = capsys.readouterr()
     assert code == 0, err
     return json.loads(o)
-
-
-def fail_line(capsys, argv):
-    code = main(argv)
-    _, err = capsys.readouterr()
-    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
-    assert code == 2 and len(lines) == 1 and lines[0].startswith("cooplab: error:"), (code, err)
-    assert "Traceback" not in err
-    return lines[0]
 
 
 @pytest.fixture(scope="module")

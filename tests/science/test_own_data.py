@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from cooplab.cli import main
+from tests.helpers.cli import fail_line
 from cooplab.tasks.science import owndata
 
 RESULT_RE = re.compile(r"ORACLE_RESULT (\{.*\})")
@@ -40,15 +41,6 @@ def run(tmp_path, capsys, *args, out="run"):
 def recovered(out):
     text = (out / "artifacts" / "dataset_description.v1.md").read_text(encoding="utf-8")
     return json.loads(RESULT_RE.findall(text)[-1])
-
-
-def fail_line(capsys, argv):
-    code = main(argv)
-    _, err = capsys.readouterr()
-    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
-    assert code == 2 and len(lines) == 1 and lines[0].startswith("cooplab: error:"), (code, err)
-    assert "Traceback" not in err
-    return lines[0]
 
 
 def test_hostile_csv_with_truth_is_read_preloaded_scored_and_resumes(tmp_path, capsys):
