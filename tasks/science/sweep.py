@@ -132,22 +132,20 @@ def run_science_sweep(cfg: ScienceSweep, log: Callable[[str], None] = lambda s: 
                       address: str | None = None, quiet: bool = True) -> dict[str, Any]:
     import pandas as pd
 
-    todo = conditions(cfg)
     js = jobs(cfg)
     res = run_jobs(js, parallel=cfg.parallel, noun="run", executor=executor, address=address, log=log, quiet=quiet)
     tab = table(js, res, "run")
     table_csv = str(write_table(tab, Path(cfg.out)))
     rows = []
-    for c in todo:
-        p = c["dir"] / "summary.json"
+    for j in js:  # the labels are the condition's fields
+        p = Path(j["dir"]) / "summary.json"
         if not p.exists():
             continue
         s = runstore.read_json(p)
-        rows.append({k: c[k] for k in ("condition", "model", "task", "budget", "visibility", "team_size", "prompt", "seed")}
-                    | {"status": s.get("status"), **(s.get("scores") or {}), "cost_usd": (s.get("ledger") or {}).get("cost_usd_float"),
-                       "run_dir": str(c["dir"])})
+        rows.append(dict(j["labels"]) | {"status": s.get("status"), **(s.get("scores") or {}),
+                                         "cost_usd": (s.get("ledger") or {}).get("cost_usd_float"),
+                                         "run_dir": str(Path(cfg.out) / "runs" / Path(j["dir"]).name)})
     out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
     df = pd.DataFrame(rows)
     if not df.empty:
         df.to_csv(out / "scores.csv", index=False)
@@ -157,7 +155,7 @@ def run_science_sweep(cfg: ScienceSweep, log: Callable[[str], None] = lambda s: 
         agg = df.groupby(keys, dropna=False).agg(runs=("seed", "size"), completeness=("completeness", "mean"), quality=("quality", "mean"),
                                                  accuracy=("accuracy", "mean"), cost_usd=("cost_usd", "mean")).reset_index()
         agg.to_csv(out / "conditions.csv", index=False)
-    return {"runs": len(todo), **res, "table": tab, "table_csv": table_csv,
+    return {"runs": len(js), **res, "table": tab, "table_csv": table_csv,
             "scores_csv": str(out / "scores.csv") if rows else None}
 
 
