@@ -129,6 +129,8 @@ def run_floor(conds: list[Condition], replicates: int, seed: int) -> dict[str, A
     policies (tasks/cpr/rules.py) and equations (tasks/cpr/world.py), and draws from
     ``phase_rng(seed, round, phase)`` exactly as the nodes do: harvest and punish with the
     round t, learn with t + 1 (the environment node advances ``round`` before learn runs).
+    Individual learning (cooplab's ``adapt`` node, deterministic) runs between the environment
+    step and learn, on the societies still running, with the same rule (``rb.individual_learning``).
     Like cooplab's nodes it computes only the societies still running, but more directly: it
     keeps compacted arrays of the running societies from round to round (dropping the finished
     ones once, at the end of the round; no per-phase gather and scatter), and draws each
@@ -160,10 +162,13 @@ def run_floor(conds: list[Condition], replicates: int, seed: int) -> dict[str, A
         rng = RowSubsetGenerator(phase_rng(seed_, t, "punish"), ids, S)
         out = rb.sample_inspect_punish(st, ph.threshold(st), rng)
         on = (P["punishment"].astype(bool) & (t < P["punish_off_round"]))[:, None]
-        B = np.where(on, out["B"], 0)
-        V = np.where(on, out["V"], 0)
+        B = np.where(on, out["B"], 0).astype(np.int8)
+        V = np.where(on, out["V"], 0).astype(np.int8)
+        st["B"], st["V"] = B, V
+        st["I"], st["tau_V"] = np.where(on, out["I"], 0).astype(np.int8), np.where(on, out["tau_V"], np.inf)
         # --- environment: payoff, starvation, regrowth, collapse / cap
         payoff = np.where(alive, world.round_payoff(h, P["c"], P["gamma"], P["beta"], B, V), 0.0)
+        st["payoff"] = payoff
         wealth = st["P"] + payoff
         starved = alive & (wealth < 0)
         st["alive"] = alive & ~starved
@@ -183,10 +188,17 @@ def run_floor(conds: list[Condition], replicates: int, seed: int) -> dict[str, A
         st["round"] = t
         if not ids.size:
             break
+        alive = st["alive"]
+        # --- adapt: individual learning (deterministic; societies with it on and il_rate > 0)
+        il = st["params"]["individual_learning"].astype(bool) & (st["params"]["il_rate"] > 0)
+        if il.any():
+            out = rb.individual_learning(st)
+            run = alive & il[:, None]
+            for k in ("e", "m", "p", "g"):
+                st[k] = np.where(run, out[k], st[k])
         # --- learn: payoff-biased imitation with mutation (synchronous)
         rng = RowSubsetGenerator(phase_rng(seed_, t, "learn"), ids, S)
         out = rb.payoff_biased_imitation(st, rng)
-        alive = st["alive"]
         for k in ("e", "m", "g"):
             st[k] = np.where(alive, out[k], st[k])
         # --- propose own cap, median vote (neither policy draws random numbers)
@@ -212,7 +224,8 @@ def run_compact(conds: list[Condition], replicates: int, seed: int) -> dict[str,
     society is alive (so a uniform peer is ``(i + U{1..N-1}) mod N``, no rejection loop, and the
     vote is a plain median). Its draws have other shapes than cooplab's, so it uses other random
     streams (still from ``phase_rng``): it is checked statistically, not exactly. It shows how
-    much of the floor's time goes to societies that have already finished."""
+    much of the floor's time goes to societies that have already finished. Individual learning
+    is mirrored equation for equation (the violated norm is G, every inspector's threshold here)."""
     if not all(c.params.punishment and c.params.social_learning and c.params.group_decision for c in conds):
         raise ValueError("run_compact implements the default society (all phases on)")
     t0 = time.perf_counter()
@@ -225,9 +238,11 @@ def run_compact(conds: list[Condition], replicates: int, seed: int) -> dict[str,
     eta_sum = np.zeros(S)
     e, m, p, g, W, Pb = st["e"], st["m"], st["p"], st["g"], st["P"], st["P_bar"]
     R, G = st["R"].copy(), st["G"].copy()
-    names = ("alpha", "c", "gamma", "beta", "r", "K", "R_min", "ema", "delta", "sigma", "learn_prob", "T", "punish_off_round")
+    names = ("alpha", "c", "gamma", "beta", "r", "K", "R_min", "ema", "delta", "sigma", "learn_prob", "T", "punish_off_round",
+             "il_rate")
     prm = {k: P[k].copy() for k in names}
     prm["we"], prm["wg"] = P["e_max"] - P["e_min"], P["g_max"] - P["g_min"]
+    prm["il_rate"] = np.where(P["individual_learning"].astype(bool), prm["il_rate"], 0.0)  # lambda = 0: no change
     ar = np.arange(N)[None, :]
     agent_steps, t = 0, 1
     while ids.size:
@@ -251,7 +266,8 @@ def run_compact(conds: list[Condition], replicates: int, seed: int) -> dict[str,
         j = (ar + rng.integers(1, N, size=(n, N))) % N
         u = rng.random((2, n, N))
         on = t < q["punish_off_round"]
-        pun = (u[0] < m) & (np.take_along_axis(h, j, axis=1) > G[:, None]) & (u[1] < p) & on
+        insp = (u[0] < m) & on
+        pun = insp & (np.take_along_axis(h, j, axis=1) > G[:, None]) & (u[1] < p)
         V = np.zeros((n, N))
         V[np.broadcast_to(np.arange(n)[:, None], (n, N))[pun], j[pun]] = 1.0
         # environment
@@ -265,12 +281,21 @@ def run_compact(conds: list[Condition], replicates: int, seed: int) -> dict[str,
         if done.any():
             T_s[ids[done]] = t - 1
             keep = ~done
-            ids, e, m, p, g, W, Pb, R, G = (x[keep] for x in (ids, e, m, p, g, W, Pb, R, G))
+            ids, e, m, p, g, W, Pb, R, G, insp, pun, V, pay = (x[keep] for x in (ids, e, m, p, g, W, Pb, R, G, insp, pun, V, pay))
             prm = {k: v[keep] for k, v in prm.items()}
             q = {k: v[:, None] for k, v in prm.items()}
             n = ids.size
             if not n:
                 break
+        # adapt: individual learning; the violated norm is G (every inspector's threshold here)
+        lam = q["il_rate"]
+        s = np.clip(pay / q["c"], -1.0, 1.0)
+        fined = V == 1
+        g_new = np.where(fined, g - lam * np.maximum(g - G[:, None], 0.0), g)
+        e = np.clip(np.where(fined, (1.0 - lam) * e, np.where(pay < 0, e + lam * (1.0 - e), e)), 0.0, 1.0)
+        m = np.clip(np.where(insp, rb.reinforce(m, s, lam), m), 0.0, 1.0)
+        p = np.clip(np.where(pun, rb.reinforce(p, s, lam), p), 0.0, 1.0)
+        g = np.maximum(g_new, 0.0)
         # learn (synchronous; mutation drawn for adopters only)
         rng = phase_rng(seed, t, "learn")
         k = (ar + rng.integers(1, N, size=(n, N))) % N
@@ -296,7 +321,8 @@ def run_compact(conds: list[Condition], replicates: int, seed: int) -> dict[str,
 # ------------------------------------------------------------------------------------------
 class Fisher(mesa.Agent):
     """One fisher: traits (effort e, monitoring m, punishing p, personal cap g), wealth and
-    smoothed payoff; the phase methods are called by ``FisheryModel.step`` on all agents."""
+    smoothed payoff; the phase methods are called by ``FisheryModel.step`` on all agents
+    (fish, monitor, settle, adapt = individual learning, consider_imitation + adopt)."""
 
     def __init__(self, model: "FisheryModel", e: float, m: float, p: float, g: float) -> None:
         super().__init__(model)
@@ -307,6 +333,9 @@ class Fisher(mesa.Agent):
         self.h = 0.0
         self.punished_someone = False
         self.was_punished = False
+        self.inspected = False
+        self.tau = math.inf  # the lowest threshold among the inspectors who fined it this round
+        self.payoff = 0.0
         self.new_traits: tuple[float, float, float] | None = None
 
     def random_peer(self) -> "Fisher | None":
@@ -320,7 +349,8 @@ class Fisher(mesa.Agent):
         cap = self.g / (alpha * R) if R > 0 else 0.0
         self.effort = min(1.0, max(0.0, min(self.e, cap)))
         self.h = alpha * self.effort * R
-        self.punished_someone = self.was_punished = False
+        self.punished_someone = self.was_punished = self.inspected = False
+        self.tau = math.inf
 
     def monitor(self) -> None:
         """Sample a peer; inspect with prob. m; punish a violation (h_j > threshold) with prob. p."""
@@ -328,16 +358,43 @@ class Fisher(mesa.Agent):
         if peer is None:
             return
         if self.random.random() < self.m:
-            if peer.h > self.model.threshold(self) and self.random.random() < self.p:
+            self.inspected = True
+            thr = self.model.threshold(self)
+            if peer.h > thr and self.random.random() < self.p:
                 self.punished_someone = True
                 peer.was_punished = True
+                peer.tau = min(peer.tau, thr)
 
     def settle(self) -> None:
         """pi_i = h_i - c - gamma B_i - beta V_i; wealth and smoothed payoff."""
         prm = self.model.prm
         payoff = self.h - prm.c - prm.gamma * self.punished_someone - prm.beta * self.was_punished
+        self.payoff = payoff
         self.wealth += payoff
         self.p_bar = (1.0 - prm.ema) * self.p_bar + prm.ema * payoff
+
+    def adapt(self) -> None:
+        """Individual learning (Bush-Mosteller, aspiration = subsistence), from the round's own
+        consequences: a fine moves the cap toward the violated norm and lowers effort; a payoff
+        below 0 (not fined) raises effort; monitoring and punishing, if done, are reinforced by
+        the stimulus s = clip(payoff / c, -1, 1)."""
+        lam = self.model.prm.il_rate
+        s = min(1.0, max(-1.0, self.payoff / self.model.prm.c))
+
+        def reinforce(x: float) -> float:
+            return x + lam * s * (1.0 - x) if s >= 0 else x + lam * s * x
+
+        e, m, p, g = self.e, self.m, self.p, self.g
+        if self.was_punished:
+            g = g - lam * max(g - self.tau, 0.0)
+            e = (1.0 - lam) * e
+        elif self.payoff < 0:
+            e = e + lam * (1.0 - e)
+        if self.inspected:
+            m = reinforce(m)
+        if self.punished_someone:
+            p = reinforce(p)
+        self.e, self.m, self.p, self.g = min(1.0, max(0.0, e)), min(1.0, max(0.0, m)), min(1.0, max(0.0, p)), max(0.0, g)
 
     def consider_imitation(self) -> None:
         """With prob. learn_prob meet a random peer; copy (e, m, g) with the logit probability,
@@ -412,6 +469,9 @@ class FisheryModel(mesa.Model):
         if t >= prm.T:
             self.T_s, self.running = t, False
             return
+        # adapt (individual learning)
+        if prm.individual_learning and prm.il_rate > 0:
+            agents.do("adapt")
         # learn
         if prm.social_learning:
             agents.do("consider_imitation")
@@ -485,7 +545,7 @@ def stratified_compare(a_T: np.ndarray, a_cell: np.ndarray, b_T: np.ndarray, b_c
 # ------------------------------------------------------------------------------------------
 # profiling
 # ------------------------------------------------------------------------------------------
-NODE_NAMES = ("harvest", "punish", "environment", "learn", "propose", "vote")
+NODE_NAMES = ("harvest", "punish", "environment", "adapt", "learn", "propose", "vote")
 
 
 def profile_cooplab(conds: list[Condition], replicates: int, seed: int, top: int = 25) -> tuple[str, list[str]]:
@@ -513,6 +573,7 @@ def profile_cooplab(conds: list[Condition], replicates: int, seed: int, top: int
     parts = [
         ("  policies: payoff_biased_imitation", cum("tasks/cpr/rules.py", ("payoff_biased_imitation",))),
         ("  policies: sample_inspect_punish", cum("tasks/cpr/rules.py", ("sample_inspect_punish",))),
+        ("  policies: individual_learning", cum("tasks/cpr/rules.py", ("individual_learning",))),
         ("    of which sample_peer (both)", cum("agents/rule_based.py", ("sample_peer",))),
         ("  history record: mean_alive helpers", cum("tasks/cpr/phases.py", ("mean_alive",))),
         ("  vote: median_norm (nanmedian)", cum("tasks/cpr/world.py", ("median_norm",))),

@@ -22,7 +22,10 @@ Ablation = Literal["full", "osl", "ogd", "neither"]
 #: growth rate r for the two environments of §4.1 (paper: harsh r = 0.2, rich r = 0.6)
 ENVIRONMENTS: dict[str, float] = {"harsh": 0.2, "rich": 0.6}
 
-#: The paper's ablations (§4.2.5) as presets of the two alignment switches.
+#: The paper's ablations (§4.2.5) as presets of the two alignment switches. Individual learning
+#: (``individual_learning``, on by default) is not part of them: it stays on in all four, so
+#: ``neither`` means individual learning only, and a preset such as ``v1`` that switches it off
+#: composes with any ablation.
 ABLATIONS: dict[str, dict[str, bool]] = {
     "full": {"social_learning": True, "group_decision": True},
     "osl": {"social_learning": True, "group_decision": False},
@@ -75,6 +78,15 @@ class CPRParams(BaseModel):
     ema: float = _f(
         0.5, "weight of the newest round in the smoothed payoff P_bar", "chosen: the paper suggests an exponential moving average", gt=0, le=1
     )
+    # --- individual learning (abstract; §4.2.5 "individual history and environmental feedback")
+    individual_learning: bool = _f(
+        True, "individual (reinforcement) learning from one's own payoff, fines and sanctions on/off",
+        "paper abstract ('agents also individually learn from the consequences of harvesting, monitoring, and punishing') "
+        "and §4.2.5 (Neither: 'individual history and environmental feedback')")
+    il_rate: float = _f(
+        0.2, "learning rate lambda of individual learning (Bush-Mosteller; 0 = off)",
+        "chosen: as fast as social learning (learn_prob = 0.2); a fine closes a fifth of the gap to the violated norm",
+        ge=0, le=1)
     # --- group decision (§3.1.3) ------------------------------------------------------------
     group_decision: bool = _f(True, "propose -> vote (median) group norm on/off", "paper §4.2.5 ablations")
     # --- initial trait ranges of §4.1 (c): general range, split into altruistic/selfish halves
@@ -141,6 +153,28 @@ def _number(name: str, v: Any, integer: bool) -> None:
     if (isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not math.isfinite(v))
             or (not integer and abs(v) > MAX_PARAM)):
         raise ValueError(f"{name} must be {rule} (see 'cooplab params cpr' for its domain), got {show(v)}")
+
+
+#: Named parameter sets. ``v1``: the model as it was before individual learning was added
+#: (issue 14): the defaults of that version, written out so that later changes of the defaults
+#: do not move it, with ``individual_learning`` off (it reproduces v1's numbers bit for bit).
+#: A preset holds the model's calibration only; what other choices set (r by the environment, N,
+#: T, the ablation switches, punishment and its off round) is left to them.
+PRESETS: dict[str, dict[str, Any]] = {
+    "v1": {
+        "K": 1000.0, "R0": 1000.0, "R_min": 50.0, "alpha": 0.1, "c": 4.0, "P0": 20.0, "beta": 10.0, "gamma": 1.0,
+        "delta": 0.2, "sigma": 0.05, "learn_prob": 0.2, "ema": 0.5, "e_min": 0.04, "g_min": 4.0, "e_max": 1.0,
+        "g_max": 30.0, "m_range": (0.0, 1.0), "p_range": (0.0, 1.0),
+        "individual_learning": False, "il_rate": 0.2,
+    },
+}
+
+
+def preset_values(name: str) -> dict[str, Any]:
+    """The parameter values of the preset ``name`` (a copy; merge CLI choices over it)."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+    return dict(PRESETS[name])
 
 
 class InitialRange(BaseModel):

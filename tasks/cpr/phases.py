@@ -1,5 +1,5 @@
 """The phase nodes of the CPR society (Gupta et al. 2025, §3.1): harvest, punish, environment,
-learn, propose, vote.
+adapt (individual learning), learn, propose, vote.
 
 Each factory takes a policy (a rule from :mod:`cooplab.tasks.cpr.rules`, or an LLM policy) and returns a LangGraph
 node ``state -> update``. Nodes own the bookkeeping that every policy shares: a seeded
@@ -34,8 +34,8 @@ from cooplab.graphs.rng import RowSubsetGenerator, phase_rng
 from cooplab.tasks.cpr import rules as rb
 from cooplab.tasks.cpr import world
 
-__all__ = ["PolicyResult", "environment_node", "harvest_node", "is_async_policy", "learn_node", "llm_node", "propose_node",
-           "punish_node", "punishment_enabled", "running_agents", "threshold", "vote_node"]
+__all__ = ["PolicyResult", "adapt_node", "environment_node", "harvest_node", "individual_learning_enabled", "is_async_policy",
+           "learn_node", "llm_node", "propose_node", "punish_node", "punishment_enabled", "running_agents", "threshold", "vote_node"]
 
 State = Mapping[str, Any]
 
@@ -79,12 +79,25 @@ def threshold(state: State) -> np.ndarray:
     return np.where(gd[:, None], state["G"][:, None], state["g"])
 
 
+#: what the punish node writes where punishment is off or the society has finished
+PUNISH_FILL = {"B": 0, "V": 0, "I": 0, "tau_V": np.inf, "n_inspections": 0, "n_violations": 0}
+
+
 def punish_node(policy: Callable = rb.sample_inspect_punish) -> Callable[..., Any]:
+    """B, V, I (inspected someone) and tau_V (the norm a fined agent violated, +inf if not fined)
+    for individual learning. A policy that does not report I or tau_V (the LLM punish policy)
+    gets 0 and +inf."""
+
     def apply(state: State, out: dict) -> dict:
         on = punishment_enabled(state)
+        shape = state["alive"].shape
+        I = out.get("I", np.zeros(shape, dtype=np.int8))
+        tau_V = out.get("tau_V", np.full(shape, np.inf))
         return {
             "B": np.where(on[:, None], out["B"], 0).astype(np.int8),
             "V": np.where(on[:, None], out["V"], 0).astype(np.int8),
+            "I": np.where(on[:, None], I, 0).astype(np.int8),
+            "tau_V": np.where(on[:, None], tau_V, np.inf).astype(float),
             "n_inspections": np.where(on, out["n_inspections"], 0),
             "n_violations": np.where(on, out["n_violations"], 0),
         }
@@ -100,7 +113,7 @@ def punish_node(policy: Callable = rb.sample_inspect_punish) -> Callable[..., An
         sub = SocietyRows(state, live)
         part = apply(sub, policy(sub, threshold(sub), RowSubsetGenerator(rng, live, len(state["active"]))))
         S = len(state["active"])
-        return {k: scatter(np.zeros((S, *v.shape[1:]), dtype=v.dtype), live, v, copy=False) for k, v in part.items()}
+        return {k: scatter(np.full((S, *v.shape[1:]), PUNISH_FILL[k], dtype=v.dtype), live, v, copy=False) for k, v in part.items()}
 
     return punish
 
@@ -180,6 +193,7 @@ def environment_node(end_on_starvation: bool = True) -> Callable[[State], dict]:
                 memory[key] = kept(key, np.where(run[..., None], np.concatenate([now[..., None], old[..., :-1]], axis=2), old))
         return {
             **memory,
+            "payoff": full(payoff, 0.0),
             "P": kept("P", np.where(run, wealth, v["P"])),
             "P_bar": kept("P_bar", P_bar),
             "alive": kept("alive", alive_v),
@@ -195,19 +209,56 @@ def environment_node(end_on_starvation: bool = True) -> Callable[[State], dict]:
     return environment
 
 
+def individual_learning_enabled(state: State) -> np.ndarray:
+    """(S,) whether individual learning runs in a society: switched on, a positive rate, running."""
+    P = state["params"]
+    return P["individual_learning"].astype(bool) & (P["il_rate"] > 0) & state["active"]
+
+
+def adapt_node(rule: Callable = rb.individual_learning) -> Callable[[State], dict]:
+    """Individual learning (``adapt``): after the environment step (which leaves this round's
+    payoffs, and B, V, I, tau_V from the punish node, in the state) and before social learning.
+    Deterministic (no random draws, so no other phase's stream moves). Only the living agents of
+    running societies where individual learning is on change; a society with
+    ``individual_learning`` off or ``il_rate`` 0 keeps its traits exactly."""
+    keys = ("e", "m", "p", "g")
+
+    def adapt(state: State) -> dict:
+        on = individual_learning_enabled(state)
+        if not on.any():
+            return {}
+        if running_societies(state) is None:  # every society runs: the whole batch, masked
+            out = rule(state)
+            keep = running_agents(state) & on[:, None]
+            return {k: np.where(keep, out[k], state[k]) for k in keys}
+        rows = np.flatnonzero(on)
+        sub = SocietyRows(state, rows)
+        out = rule(sub)
+        run = running_agents(sub)
+        return {k: scatter(state[k], rows, np.where(run, out[k], sub[k])) for k in keys}
+
+    return adapt
+
+
 def learn_node(rule: Callable = rb.payoff_biased_imitation) -> Callable[[State], dict]:
+    """Social learning; societies whose ``social_learning`` is off keep their traits (a batch may
+    mix them: the rule still draws for every society, so the others' numbers do not change)."""
+
+    def learners(s: State) -> np.ndarray:
+        return running_agents(s) & s["params"]["social_learning"].astype(bool)[:, None]
+
     def learn(state: State) -> dict:
         rng = phase_rng(state["seed"], state["round"], "learn")
         live = running_societies(state)
         if live is None:
             out = rule(state, rng)
-            run = running_agents(state)
+            run = learners(state)
             return {k: np.where(run, out[k], state[k]) for k in ("e", "m", "g")}
         if not live.size:
             return {}
         sub = SocietyRows(state, live)
         out = rule(sub, RowSubsetGenerator(rng, live, len(state["active"])))
-        run = running_agents(sub)
+        run = learners(sub)
         return {k: scatter(state[k], live, np.where(run, out[k], sub[k])) for k in ("e", "m", "g")}
 
     return learn

@@ -39,7 +39,9 @@ def trait_effort(state: State, rng: np.random.Generator) -> np.ndarray:
 def sample_inspect_punish(state: State, threshold: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """§3.1.3: each agent samples one peer j uniformly, inspects with probability m_i; a
     violation is h_j > threshold_i; it then punishes with probability p_i. Returns the
-    indicators B (punished someone) and V (was punished) and the per-society counts."""
+    indicators B (punished someone), V (was punished) and I (inspected someone), tau_V (the
+    lowest threshold among the inspectors who fined the agent: the norm it violated; +inf where
+    it was not fined) and the per-society counts."""
     alive = state["alive"] & state["active"][:, None]  # living agents of societies still running
     S, N = alive.shape
     j = sample_peer(alive, rng)
@@ -55,7 +57,10 @@ def sample_inspect_punish(state: State, threshold: np.ndarray, rng: np.random.Ge
     V = np.zeros((S, N), dtype=np.int8)
     rows = np.broadcast_to(np.arange(S)[:, None], (S, N))
     V[rows[punish], jj[punish]] = 1
-    return {"B": B, "V": V, "n_inspections": inspect.sum(axis=1), "n_violations": violation.sum(axis=1)}
+    tau_V = np.full((S, N), np.inf)
+    np.minimum.at(tau_V, (rows[punish], jj[punish]), np.broadcast_to(threshold, (S, N))[punish])
+    return {"B": B, "V": V, "I": inspect.astype(np.int8), "tau_V": tau_V,
+            "n_inspections": inspect.sum(axis=1), "n_violations": violation.sum(axis=1)}
 
 
 # --- social learning -----------------------------------------------------------------------
@@ -86,6 +91,44 @@ def payoff_biased_imitation(state: State, rng: np.random.Generator) -> dict[str,
         out[name] = new
     out["n_adopted"] = adopt.sum(axis=1)
     return out
+
+
+# --- individual learning -----------------------------------------------------------------
+def reinforce(x: np.ndarray, s: np.ndarray, lam: np.ndarray | float) -> np.ndarray:
+    """Bush-Mosteller update of a propensity x in [0, 1] after taking the action with
+    stimulus s in [-1, 1]: x + lam s (1 - x) if s >= 0, else x + lam s x (Bush & Mosteller
+    1955; Macy & Flache 2002)."""
+    return np.where(s >= 0, x + lam * s * (1.0 - x), x + lam * s * x)
+
+
+def individual_learning(state: State) -> dict[str, np.ndarray]:
+    """Individual learning from one's own consequences (Gupta et al. 2025, abstract and §4.2.5),
+    as Bush-Mosteller reinforcement with an aspiration level (Bush & Mosteller 1955; Macy &
+    Flache 2002) set at subsistence (Simon 1955): a round payoff pi_i = 0, harvest = consumption.
+    With lam = ``il_rate`` and the stimulus s_i = clip(pi_i / c, -1, 1):
+
+    (a) fined (V_i = 1): g_i <- g_i - lam max(g_i - tau_i, 0) (the cap moves toward the norm it
+        violated, tau_i = the lowest threshold among the inspectors who fined it), e_i <- (1 - lam) e_i;
+    (b) not fined and pi_i < 0 (catch below consumption): e_i <- e_i + lam (1 - e_i);
+    (c) for each action taken, monitoring (I_i = 1: x = m_i) and punishing (B_i = 1: x = p_i),
+        x <- :func:`reinforce` (x, s_i); propensities of actions not taken are unchanged.
+
+    Every update uses the traits held at the start (synchronous); results are clipped to their
+    domains (e, m, p in [0, 1], g >= 0). Deterministic: no random draws. Returns new e, m, p, g
+    for every agent; the node keeps them only for the living agents of running societies."""
+    P = state["params"]
+    lam = col(P["il_rate"])
+    e, m, p, g = state["e"], state["m"], state["p"], state["g"]
+    payoff = state["payoff"]
+    fined = state["V"] == 1
+    s = np.clip(payoff / col(P["c"]), -1.0, 1.0)
+    tau = np.where(fined, state["tau_V"], g)  # g where not fined: no move (and no inf arithmetic)
+    g_new = np.where(fined, g - lam * np.maximum(g - tau, 0.0), g)
+    e_new = np.where(fined, (1.0 - lam) * e, np.where(payoff < 0, e + lam * (1.0 - e), e))
+    m_new = np.where(state["I"] == 1, reinforce(m, s, lam), m)
+    p_new = np.where(state["B"] == 1, reinforce(p, s, lam), p)
+    return {"e": np.clip(e_new, 0.0, 1.0), "m": np.clip(m_new, 0.0, 1.0), "p": np.clip(p_new, 0.0, 1.0),
+            "g": np.maximum(g_new, 0.0)}
 
 
 # --- group decision ------------------------------------------------------------------------

@@ -21,19 +21,24 @@ from cooplab.tasks.cpr.state import CPRState
 from cooplab.tasks.cpr.params import ABLATIONS, CPRParams, population_ranges
 from cooplab.tasks.cpr.world import median_norm
 
-PHASE_ORDER = ("harvest", "punish", "environment", "learn", "propose", "vote")
+PHASE_ORDER = ("harvest", "punish", "environment", "adapt", "learn", "propose", "vote")
 
 
 def cpr_phases(
-    *, punishment: bool = True, social_learning: bool = True, group_decision: bool = True, end_on_starvation: bool = True
+    *, punishment: bool = True, social_learning: bool = True, group_decision: bool = True, individual_learning: bool = True,
+    end_on_starvation: bool = True,
 ) -> "OrderedDict[str, Callable]":
     """The phases of one round, in order. A switch that is off removes its node(s) from the
-    graph, so the graph itself shows what runs (``cooplab graph cpr``)."""
+    graph, so the graph itself shows what runs (``cooplab graph cpr``). Individual learning
+    (``adapt``) is on in every ablation; the node also skips, society by society, those whose
+    ``individual_learning`` is off or whose ``il_rate`` is 0 (a batch may mix them)."""
     nodes: OrderedDict[str, Callable] = OrderedDict()
     nodes["harvest"] = ph.harvest_node()
     if punishment:
         nodes["punish"] = ph.punish_node()
     nodes["environment"] = ph.environment_node(end_on_starvation=end_on_starvation)
+    if individual_learning:
+        nodes["adapt"] = ph.adapt_node()
     if social_learning:
         nodes["learn"] = ph.learn_node()
     if group_decision:
@@ -42,9 +47,21 @@ def cpr_phases(
     return nodes
 
 
+def phases_for_batch(params: "list[CPRParams]") -> "OrderedDict[str, Callable]":
+    """The phases of a batch of conditions: a phase is in the graph when any condition needs it;
+    its node then skips, society by society, those whose switch is off (punishment, social
+    learning, group decision and individual learning are all per-society switches in the nodes)."""
+    return cpr_phases(
+        punishment=any(p.punishment for p in params), social_learning=any(p.social_learning for p in params),
+        group_decision=any(p.group_decision for p in params),
+        individual_learning=any(p.individual_learning and p.il_rate > 0 for p in params),
+    )
+
+
 def phases_for(params: CPRParams) -> "OrderedDict[str, Callable]":
     return cpr_phases(
-        punishment=params.punishment, social_learning=params.social_learning, group_decision=params.group_decision
+        punishment=params.punishment, social_learning=params.social_learning, group_decision=params.group_decision,
+        individual_learning=params.individual_learning and params.il_rate > 0,
     )
 
 
@@ -127,6 +144,9 @@ def init_state(conditions: Sequence[Condition], replicates: int, seed: int) -> C
         h=zeros.copy(),
         B=np.zeros((S, N), dtype=np.int8),
         V=np.zeros((S, N), dtype=np.int8),
+        I=np.zeros((S, N), dtype=np.int8),
+        tau_V=np.full((S, N), np.inf),
+        payoff=zeros.copy(),
         n_inspections=np.zeros(S, dtype=int),
         n_violations=np.zeros(S, dtype=int),
         proposals=np.full((S, N), np.nan),
@@ -159,7 +179,7 @@ def run_cpr(
     The graph's switches come from the first condition (all conditions in a batch share one
     graph); per-society values such as beta, r or ``punish_off_round`` may differ."""
     if phases is None:
-        phases = phases_for(conditions[0].params)
+        phases = phases_for_batch([c.params for c in conditions])
     graph = build_cpr_graph(phases, checkpointer=checkpointer)
     state = init_state(conditions, replicates, seed)
     cfg = {"configurable": {"thread_id": thread_id}, "recursion_limit": recursion_limit(state, len(phases))}

@@ -38,6 +38,9 @@ class CPRState(TypedDict, total=False):
     h: np.ndarray  # (S, N) harvest h_i(t)
     B: np.ndarray  # (S, N) 1 if i punished someone this round
     V: np.ndarray  # (S, N) 1 if i was punished this round
+    I: np.ndarray  # (S, N) int8, 1 if i inspected someone this round (0 where punishment is off; LLM: always 0)
+    tau_V: np.ndarray  # (S, N) lowest threshold among the inspectors who fined i this round (+inf: not fined)
+    payoff: np.ndarray  # (S, N) this round's payoff pi_i = h_i - c - gamma B_i - beta V_i (0: dead or finished)
     n_inspections: np.ndarray  # (S,) inspections made this round
     n_violations: np.ndarray  # (S,) violations found by inspectors this round
     proposals: np.ndarray  # (S, N) proposed caps g*_i(t+1)

@@ -92,6 +92,8 @@ class CPRTask(Task):
         raw = config.get("params")
         if not isinstance(raw, Mapping):
             raise TaskConfigError(f"params must be a JSON object, got {raw!r}")
+        if "individual_learning" not in raw:  # written before individual learning existed: the v1 model, resumed as such
+            raw = {**raw, "individual_learning": False}
         try:
             return make_params(**raw)
         except ParamError as exc:

@@ -1,11 +1,13 @@
 """Computing only the running societies must not change a rule-based run: the current code
 reproduces, bit for bit, reference outcomes written by the code that still computed every
-society every round (tests/cpr/data/exactness_reference.npz, see exactness_batches.py)."""
+society every round (tests/cpr/data/exactness_reference.npz, see exactness_batches.py), which
+had no individual learning (preset v1). With individual learning on there is no stored
+reference: the running-societies-only computation is compared with the whole-batch one."""
 
 import numpy as np
 import pytest
 
-from tests.cpr.exactness_batches import DATA, batches, outcomes
+from tests.cpr.exactness_batches import DATA, FINAL_KEYS, batches, outcomes
 
 
 @pytest.fixture(scope="module")
@@ -16,7 +18,7 @@ def reference():
 
 @pytest.fixture(scope="module")
 def current():
-    return outcomes()
+    return outcomes("v1")
 
 
 def test_reference_batches_mix_early_collapse_with_long_runs(reference):
@@ -40,6 +42,43 @@ def test_batch_reproduces_reference_exactly(reference, current, name):
     for k in keys:
         np.testing.assert_array_equal(current[k], reference[k], err_msg=k)  # NaNs compare equal
         assert current[k].dtype == reference[k].dtype, k
+
+
+def test_adapt_node_with_rate_zero_reproduces_the_reference_exactly(reference):
+    """The adapt node in every graph, individual_learning on, il_rate 0: skipped society by
+    society, so the numbers are v1's bit for bit."""
+    assert all("adapt" in kw["phases"] for kw in batches("il_rate0").values())
+    cur = outcomes("il_rate0")
+    assert sorted(cur) == sorted(reference)
+    for k in reference:
+        np.testing.assert_array_equal(cur[k], reference[k], err_msg=k)
+        assert cur[k].dtype == reference[k].dtype, k
+
+
+def test_individual_learning_running_rows_equal_the_whole_batch(reference, monkeypatch):
+    """Individual learning on (today's defaults): the nodes computing only the running societies
+    give exactly what they give when every node computes the whole batch and masks the finished
+    societies (``running_societies`` forced to None), including the adapt node."""
+    assert all("adapt" in kw["phases"] for kw in batches("on").values())
+    rows = outcomes("on")
+    from cooplab.tasks.cpr import phases as ph
+
+    calls = []
+    monkeypatch.setattr(ph, "running_societies", lambda state: calls.append(1))  # always None: whole batch
+    whole = outcomes("on")
+    assert calls  # the whole-batch path was taken
+    assert sorted(rows) == sorted(whole) == sorted(reference)
+    for k in rows:
+        np.testing.assert_array_equal(rows[k], whole[k], err_msg=k)
+        assert rows[k].dtype == whole[k].dtype, k
+    # individual learning changed the outcome of every batch (the comparison is not vacuous) ...
+    for name in batches("on"):
+        assert not np.array_equal(rows[f"{name}/final/g"], reference[f"{name}/final/g"]), name
+    # ... and finished societies were frozen while others ran (the two paths really differ in work)
+    for name in batches("on"):
+        T = rows[f"{name}/final/T_s"]
+        assert T.min() < T.max(), name
+    assert set(FINAL_KEYS) <= {k.split("/")[-1] for k in rows}
 
 
 def test_row_subset_generator_gives_the_whole_batch_draws_of_its_rows():

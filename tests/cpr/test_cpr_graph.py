@@ -40,10 +40,11 @@ def test_depletion_ends_the_run_at_the_right_round(small_state):
 
 
 def test_starvation_ends_the_run_at_the_right_round(small_state):
-    # nobody fishes: wealth 10 - 4 t < 0 first at t = 3
-    st = small_state(N=4, T=50, c=4.0, P0=10.0, punishment=False, social_learning=False)
+    # nobody fishes: wealth 10 - 4 t < 0 first at t = 3 (without individual learning, which
+    # would raise the effort of agents below subsistence)
+    st = small_state(N=4, T=50, c=4.0, P0=10.0, punishment=False, social_learning=False, individual_learning=False)
     set_traits(st, e=0.0)
-    out = build_cpr_graph(cpr_phases(punishment=False, social_learning=False)).invoke(st, {"recursion_limit": 500})
+    out = build_cpr_graph(cpr_phases(punishment=False, social_learning=False, individual_learning=False)).invoke(st, {"recursion_limit": 500})
     assert out["T_s"][0] == 3 and out["collapse"][0] == 2
     assert not out["alive"][0].any()
 
@@ -66,10 +67,10 @@ def test_finished_societies_are_frozen_while_others_run():
 
 
 @pytest.mark.parametrize("ablation,expected", [
-    ("full", ["harvest", "punish", "environment", "learn", "propose", "vote"]),
-    ("osl", ["harvest", "punish", "environment", "learn"]),
-    ("ogd", ["harvest", "punish", "environment", "propose", "vote"]),
-    ("neither", ["harvest", "punish", "environment"]),
+    ("full", ["harvest", "punish", "environment", "adapt", "learn", "propose", "vote"]),
+    ("osl", ["harvest", "punish", "environment", "adapt", "learn"]),
+    ("ogd", ["harvest", "punish", "environment", "adapt", "propose", "vote"]),
+    ("neither", ["harvest", "punish", "environment", "adapt"]),
 ])
 def test_ablation_presets_change_what_runs(ablation, expected):
     sw = ABLATIONS[ablation]
@@ -101,7 +102,9 @@ def test_without_a_group_norm_inspectors_use_their_own_belief(small_state):
 
 
 def test_social_learning_changes_traits_only_when_on():
-    p_on, p_off = make_params(T=5, r=0.6, learn_prob=1.0), make_params(T=5, r=0.6, social_learning=False)
+    # individual learning off in both: it would move the caps of fined agents on its own
+    p_on = make_params(T=5, r=0.6, learn_prob=1.0, individual_learning=False)
+    p_off = make_params(T=5, r=0.6, social_learning=False, individual_learning=False)
     on = run_cpr([Condition(p_on, "mixed")], 20, 3)
     off = run_cpr([Condition(p_off, "mixed")], 20, 3)
     init = init_state([Condition(p_on, "mixed")], 20, 3)

@@ -20,7 +20,7 @@ def test_a_rule_cpr_run_killed_mid_run_resumes_to_the_same_tables(tmp_path):
     assert ref.returncode == 0, ref.stderr
     proc = subprocess.Popen(args(tmp_path / "run"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
-    # killed a few rounds in (6 nodes a round), far from the end
+    # killed a few rounds in (7 nodes a round), far from the end
     assert kill_when(proc, lambda: checkpoints(tmp_path / "run") >= 20, timeout=300), "the run finished before 20 checkpoints were seen; raise --rounds"
     assert not (tmp_path / "run" / "summary.json").exists()
     res = subprocess.run([exe, "resume", str(tmp_path / "run"), "-q", "--json"], capture_output=True, text=True, timeout=600)
