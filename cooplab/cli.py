@@ -62,6 +62,10 @@ def _echo_json(obj: Any) -> None:
     echo_json(obj)
 
 
+PRESET_HELP = ("A named set of parameter values (tasks/cpr/params.py PRESETS; 'cooplab params cpr --preset NAME' shows it); "
+               "explicit options and --set win over it.")
+
+
 def cpr_options(
     agents: str,
     env: Env = typer.Option(Env.harsh, "--env", help="Environment: harsh (r = 0.2) or rich (r = 0.6)."),
@@ -71,6 +75,7 @@ def cpr_options(
     rounds: Annotated[Optional[int], num_opt("--rounds", f"Round cap T, 1..{co.MAX_ROUNDS} (default 50).")] = None,
     replicates: Annotated[Optional[int], num_opt("--replicates", f"Replicate societies, run side by side in one graph invocation, 1..{co.MAX_REPLICATES} (default: 100 rule, 1 llm).")] = None,
     set_: Optional[list[str]] = typer.Option(None, "--set", help="Override any parameter: --set beta=14 (see 'cooplab params cpr')."),
+    preset: Optional[str] = typer.Option(None, "--preset", help=PRESET_HELP),
 ) -> dict[str, Any]:
     """Run the common-pool fishery society (Gupta et al. 2025) and write a run directory."""
     from cooplab.tasks.cpr.params import ParamError, parse_set
@@ -79,12 +84,13 @@ def cpr_options(
     if replicates is None:
         replicates = 1 if agents == "llm" else 100
     try:
-        params = resolve_params(env.value, ablation.value, n_agents, rounds, parse_set(set_))
+        params = resolve_params(env.value, ablation.value, n_agents, rounds, parse_set(set_), preset=preset)
     except ParamError as exc:
         fail(str(exc))
     co.check_size(replicates, params.N, params.T)
-    return {"env": env.value, "ablation": ablation.value, "population": population.value, "replicates": replicates,
-            "params": params.model_dump()}
+    fields = {"env": env.value, "ablation": ablation.value, "population": population.value, "replicates": replicates,
+              "params": params.model_dump()}
+    return {**fields, "preset": preset} if preset is not None else fields
 
 
 def _llm_options(*args: Any, **kw: Any) -> dict[str, Any]:
@@ -117,21 +123,50 @@ def graph_cpr(
     typer.echo(g.get_graph().draw_mermaid())
 
 
+def params_cpr(
+    preset: Optional[str] = typer.Option(None, "--preset", help="Show the values of this preset (tasks/cpr/params.py PRESETS) where it sets them."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Every cpr parameter with its default (or a preset's value), meaning and source."""
+    from cooplab.tasks.cpr.params import ParamError, make_params, params_table
+    from cooplab.tasks.cpr.task import preset_values
+
+    try:
+        values = preset_values(preset)
+        params = make_params(**values)
+    except ParamError as exc:
+        fail(str(exc))
+    rows = params_table()
+    for r in rows:
+        if r["name"] in values:
+            r["value"], r["preset"] = getattr(params, r["name"]), preset
+    if as_json:
+        _echo_json(rows)
+        return
+    w = max((len(r["name"]) for r in rows), default=4)
+    for r in rows:
+        shown = r.get("value", r["default"])
+        where = f"preset {r['preset']}; default {r['default']}; {r['source']}" if "preset" in r else r["source"]
+        typer.echo(f"{r['name']:<{w}}  {str(shown):<12}  {r['meaning']}  [{where}]")
+
+
 @figures_app.command("cpr-abm")
 def figures_cpr_abm(
     out: Path = typer.Option(..., "--out", help="Directory for the PNG figures, CSVs and claims.md."),
     replicates: Annotated[int, num_opt("--replicates", f"Runs per condition, 2..{co.MAX_REPLICATES} (paper: 100).", "figure-replicates")] = 100,
     seed: SeedOpt = 0,
     set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a parameter in every condition: --set c=3.5"),
+    preset: Optional[str] = typer.Option(None, "--preset", help=PRESET_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the results (claims, timings) as JSON."),
 ) -> None:
     """Reproduce the paper's ABM validation: Fig. 2 (punishment off at t = 15), Fig. 3 (beta x r grid), Fig. 4 (populations x environments)."""
     from cooplab import runstore
     from cooplab.tasks.cpr.abm_figures import make_figures
     from cooplab.tasks.cpr.params import ParamError, make_params, parse_set
+    from cooplab.tasks.cpr.task import preset_values
 
     try:
-        overrides = parse_set(set_)
+        overrides = {**preset_values(preset), **parse_set(set_)}
         params = make_params(**overrides)
         # Fig. 3's grid is 11 x 10 conditions of `replicates` societies each, in one invocation
         co.check_size(110 * replicates, params.N, params.T, names=("110 conditions x --replicates", "N", "T"))
@@ -145,6 +180,88 @@ def figures_cpr_abm(
     for c in res["claims"]:
         typer.echo(f"({c['id']}) {'holds' if c['holds'] else 'does not hold'}: {c['claim']}\n    {c['evidence']}")
     typer.echo(f"figures and CSVs in {out} (claims.md summarizes the claims)")
+
+
+calibrate_app = typer.Typer(help="Map where in the space of the free (chosen) parameters a paper's claims hold.", no_args_is_help=True,
+                            rich_markup_mode=None)
+app.add_typer(calibrate_app, name="calibrate")
+
+
+@calibrate_app.command("cpr")
+def calibrate_cpr(
+    out: Path = typer.Option(..., "--out", help="Calibration directory: design.json, samples.jsonl (the checkpoint), samples.csv, claims_map.csv, sensitivity.csv, figures/, summary.json, report.md. Rerun the same command to continue; a larger --samples extends the design."),
+    samples: Annotated[int, num_opt("--samples", "Points of the Latin hypercube design, 1..100000.")] = 64,
+    replicates: Annotated[int, num_opt("--replicates", f"Runs per condition of every experiment, 2..{co.MAX_REPLICATES} (paper: 100).", "figure-replicates")] = 100,
+    seed: SeedOpt = 0,
+    batch: Annotated[int, num_opt("--batch", "Samples per job of the executor, 1..10000 (each sample is checkpointed as it finishes).")] = 4,
+    parallel: Annotated[int, num_opt("--parallel", "Jobs at once, 1..64 (local threads; Ray's local instance gets this many CPUs).")] = 1,
+    executor: str = typer.Option("local", "--executor", help="Where batches run: local (threads of this process) or ray (tasks on a Ray cluster; needs cooplab[ray])."),
+    address: Optional[str] = typer.Option(None, "--address", help="With --executor ray: the cluster to join, auto or HOST:PORT (default: a private local Ray instance)."),
+    preset: Optional[str] = typer.Option(None, "--preset", help="Values of the parameters outside the space for every sample (tasks/cpr/params.py PRESETS); the preset's values of sampled parameters are not used."),
+    set_: Optional[list[str]] = typer.Option(None, "--set", help="Set a parameter outside the space for every sample: --set individual_learning=true."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or per-batch lines."),
+    as_json: bool = typer.Option(False, "--json", help="Print summary.json."),
+) -> None:
+    """Evaluate the paper's five ABM claims (the experiments of 'cooplab figures cpr-abm') at every sample of a Latin hypercube over
+    the chosen parameters (docs/calibrate.md); report where each claim holds, alone and jointly, and which parameters matter."""
+    from cooplab import sweeps
+    from cooplab.extras import require
+
+    require("analysis", "the calibration (cooplab calibrate cpr)", ("scipy", "SALib"))
+    from cooplab.tasks.cpr import calibrate as cal
+    from cooplab.tasks.cpr.params import ParamError, make_params, parse_set
+    from cooplab.tasks.cpr.task import preset_values
+
+    if executor not in sweeps.EXECUTORS:
+        fail(f"--executor must be one of {', '.join(sweeps.EXECUTORS)}, got {executor!r}")
+    if address is not None and executor != "ray":
+        fail("--address is for --executor ray")
+    try:
+        sampled = {d.target: d.name for d in cal.space()}
+        own = parse_set(set_)
+        for name in own:
+            if name in sampled:
+                raise ParamError(f"--set {name}: {name} is sampled by the calibration (dimension {sampled[name]}); leave it out")
+            if name in ("r", "beta", "punish_off_round"):
+                raise ParamError(f"--set {name}: the experiments set {name} themselves (the paper's values); leave it out")
+        base = {k: v for k, v in preset_values(preset).items() if k not in sampled and k not in ("r", "beta", "punish_off_round")}
+        base.update(own)
+        params = make_params(**base)
+        co.check_size(110 * replicates, params.N, params.T, names=("110 conditions x --replicates", "N", "T"))
+    except ParamError as exc:
+        fail(str(exc))
+    quiet = quiet or as_json
+    log = (lambda s: None) if quiet else (lambda s: typer.echo(s, err=True))
+    try:
+        s = cal.calibrate(out, samples=samples, seed=seed, replicates=replicates, batch=batch, parallel=parallel, executor=executor,
+                          address=address, base=base, preset=preset, log=log, quiet=quiet)
+    except (cal.CalibrateError, sweeps.SweepError) as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        typer.echo(f"cooplab: interrupted; finished samples are in {out}/samples.jsonl; rerun the same command to continue", err=True)
+        raise typer.Exit(130)
+    if as_json:
+        _echo_json(s)
+    else:
+        for c in cal.CLAIMS:
+            d = s["claims"][c]
+            ci = "n/a" if d["ci95_low"] is None else f"[{100 * d['ci95_low']:.0f}%, {100 * d['ci95_high']:.0f}%]"
+            top = ", ".join(s["most_influential"][f"effect_{c}"][:2]) or "n/a"
+            typer.echo(f"({c}) holds in {d['held']}/{d['n']} samples ({100 * (d['share'] or 0):.0f}%, 95% CI {ci}); most influential: {top}")
+        d = s["all_five"]
+        typer.echo(f"all five hold in {d['held']}/{d['n']}; most claims held jointly: {s['best_region']['max_claims_held']} "
+                   f"(in {s['best_region'].get('n_samples', 0)} samples)")
+        run = s["run"]
+        tp = run["throughput"]["samples_x_replicates_x_rounds_per_second"]
+        typer.echo(f"{run['samples_evaluated']} samples evaluated, {run['samples_skipped']} already done, {len(run['failed'])} batches failed; "
+                   f"{run['wall_seconds']:.1f} s" + (f", {tp} samples x replicates x rounds per second" if tp else ""))
+        typer.echo(f"report in {Path(out) / 'report.md'}")
+    failed = s["run"]["failed"]
+    if failed:
+        typer.echo(f"cooplab: {len(failed)} batches failed (first: {failed[0]['batch']}: {failed[0]['error']}); "
+                   f"rerun the same command to retry their samples", err=True)
+    if failed or not s["complete"]:
+        raise typer.Exit(1)
 
 
 analyze_app = typer.Typer(help="Analyze a set of runs: statistics and the paper's figures.", no_args_is_help=True, rich_markup_mode=None)
@@ -384,7 +501,7 @@ def _mount_optional() -> None:
     register(run_app, params_app, graph_app, own={"run": {"cpr": run_command(CPR, cpr_options), "diners": diners_run(),
                                                           "game": games_cli.run_command(),
                                                           "science": science_cli.run_command()},
-                                                  "params": {"game": games_cli.params_command},
+                                                  "params": {"game": games_cli.params_command, "cpr": params_cpr},
                                                   "graph": {"cpr": graph_cpr, "game": games_cli.graph_command}})
     register_diners(figures_app)
     app.command("profile")(games_cli.profile_command)

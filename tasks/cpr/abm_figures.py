@@ -32,6 +32,15 @@ FIG2_POP = "altruistic"
 FIG3_BETAS = tuple(float(b) for b in np.arange(0, 21, 2))  # 11 values, 0..20
 FIG3_RS = tuple(round(float(r), 2) for r in np.arange(0.1, 1.01, 0.1))  # 10 values, 0.1..1.0
 FIG3_POP = "mixed"
+#: the effect size of each claim (``check_claims``'s ``effect``), in rounds of survival time T_s,
+#: positive in the direction the paper claims
+EFFECTS = {
+    "a": "mean over beta in {10, 14} of T_s(punishment kept) - T_s(punishment off at t = 15) (Fig. 2)",
+    "b": "mean over the moderate r in [0.25, 0.75] of T_s(beta = 20) - T_s(beta = 0) (Fig. 3)",
+    "c1": "harsh lake: T_s(altruistic) - max(T_s(mixed), T_s(selfish)) (Fig. 4)",
+    "c2": "rich lake: T_s(selfish) - T_s(altruistic) (Fig. 4)",
+    "c3": "rich lake: T_s(mixed) - max(T_s(altruistic), T_s(selfish)) (Fig. 4)",
+}
 
 
 def _run(conds: list[Condition], replicates: int, seed: int) -> dict[str, Any]:
@@ -124,18 +133,23 @@ def _welch(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
 
 
 def check_claims(fig2_reps: pd.DataFrame, grid: pd.DataFrame, bars: pd.DataFrame, fig4_reps: pd.DataFrame) -> list[dict[str, Any]]:
-    """Evaluate each §4.1 claim on the measured numbers (Welch t-tests at alpha = 0.05)."""
+    """Evaluate each §4.1 claim on the measured numbers (Welch t-tests at alpha = 0.05).
+
+    Each claim has ``holds``, the ``evidence`` as text and an ``effect``: a signed effect size in
+    rounds of survival, positive in the claim's direction (:data:`EFFECTS` defines them)."""
     claims = []
     # (a) punishment sustains cooperation; removing it shortens survival
-    parts, holds = [], True
+    parts, holds, gaps = [], True, []
     for beta in FIG2_BETAS:
         on = fig2_reps[(fig2_reps.beta == beta) & ~fig2_reps.punishment_off].survival_time.to_numpy()
         off = fig2_reps[(fig2_reps.beta == beta) & fig2_reps.punishment_off].survival_time.to_numpy()
         w = _welch(on, off)
         ok = on.mean() > off.mean() and w["p"] < 0.05
         holds &= ok
+        gaps.append(float(on.mean() - off.mean()))
         parts.append(f"beta={beta:g}: T_s kept {on.mean():.1f} vs off-at-{FIG2_OFF} {off.mean():.1f} (Welch t={w['t']:.2f}, p={w['p']:.2g})")
-    claims.append({"id": "a", "claim": "Punishment sustains cooperation; once disabled at t = 15, societies collapse sooner (Fig. 2)", "holds": bool(holds), "evidence": "; ".join(parts)})
+    claims.append({"id": "a", "claim": "Punishment sustains cooperation; once disabled at t = 15, societies collapse sooner (Fig. 2)", "holds": bool(holds), "evidence": "; ".join(parts),
+                   "effect": float(np.mean(gaps))})
     # (b) beta x r: stronger punishment helps at moderate r, non-linearly. Effect of beta at each r:
     # mean T_s at the largest beta minus at beta = 0, significant when it exceeds 1.96 combined s.e.m.
     lo_b, hi_b = grid.beta.min(), grid.beta.max()
@@ -155,6 +169,7 @@ def check_claims(fig2_reps: pd.DataFrame, grid: pd.DataFrame, bars: pd.DataFrame
             "evidence": f"T_s(beta={hi_b:g}) - T_s(beta={lo_b:g}) per r: "
             + ", ".join(f"r={r:g}: {d:+.1f}±{se:.1f}{'*' if sig else ''}" for r, (d, se, sig) in sorted(effects.items()))
             + " (* = beyond 1.96 s.e.)",
+            "effect": float(np.mean([effects[r][0] for r in moderate])) if moderate else float("nan"),
         }
     )
     # (c) altruists better in harsh; selfish better in rich; mixed best in rich
@@ -164,28 +179,32 @@ def check_claims(fig2_reps: pd.DataFrame, grid: pd.DataFrame, bars: pd.DataFrame
     w1, w2 = _welch(ts("harsh", "altruistic"), ts("harsh", "selfish")), _welch(ts("harsh", "altruistic"), ts("harsh", "mixed"))
     c1 = ts("harsh", "altruistic").mean() > max(ts("harsh", "selfish").mean(), ts("harsh", "mixed").mean()) and w1["p"] < 0.05 and w2["p"] < 0.05
     claims.append({"id": "c1", "claim": "Altruistic populations survive longest in the harsh environment (Fig. 4)", "holds": bool(c1),
-                   "evidence": f"harsh T_s: altruistic {ts('harsh','altruistic').mean():.1f}, mixed {ts('harsh','mixed').mean():.1f}, selfish {ts('harsh','selfish').mean():.1f}; altruistic vs selfish p={w1['p']:.2g}, vs mixed p={w2['p']:.2g}"})
+                   "evidence": f"harsh T_s: altruistic {ts('harsh','altruistic').mean():.1f}, mixed {ts('harsh','mixed').mean():.1f}, selfish {ts('harsh','selfish').mean():.1f}; altruistic vs selfish p={w1['p']:.2g}, vs mixed p={w2['p']:.2g}",
+                   "effect": float(ts("harsh", "altruistic").mean() - max(ts("harsh", "selfish").mean(), ts("harsh", "mixed").mean()))})
     w3 = _welch(ts("rich", "selfish"), ts("rich", "altruistic"))
     c2 = ts("rich", "selfish").mean() > ts("rich", "altruistic").mean() and w3["p"] < 0.05
     claims.append({"id": "c2", "claim": "Selfish populations do better than altruistic ones in the rich environment (Fig. 4)", "holds": bool(c2),
-                   "evidence": f"rich T_s: selfish {ts('rich','selfish').mean():.1f} vs altruistic {ts('rich','altruistic').mean():.1f} (p={w3['p']:.2g})"})
+                   "evidence": f"rich T_s: selfish {ts('rich','selfish').mean():.1f} vs altruistic {ts('rich','altruistic').mean():.1f} (p={w3['p']:.2g})",
+                   "effect": float(ts("rich", "selfish").mean() - ts("rich", "altruistic").mean())})
     best = max(("altruistic", "mixed", "selfish"), key=lambda pop: ts("rich", pop).mean())
     others = [pop for pop in ("altruistic", "selfish")]
     strictly = all(ts("rich", "mixed").mean() > ts("rich", o).mean() and _welch(ts("rich", "mixed"), ts("rich", o))["p"] < 0.05 for o in others)
     claims.append({"id": "c3", "claim": "Mixed populations do best in the rich environment (Fig. 4)", "holds": bool(strictly),
                    "evidence": f"rich T_s: mixed {ts('rich','mixed').mean():.1f}, selfish {ts('rich','selfish').mean():.1f}, altruistic {ts('rich','altruistic').mean():.1f}; highest mean: {best}"
-                   + ("" if strictly else "; mixed is not significantly above both others")})
+                   + ("" if strictly else "; mixed is not significantly above both others"),
+                   "effect": float(ts("rich", "mixed").mean() - max(ts("rich", o).mean() for o in others))})
     return claims
 
 
-def make_figures(out: Path, replicates: int = 100, seed: int = 0, overrides: dict[str, Any] | None = None,
-                 log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
-    out = Path(out)
-    overrides = overrides or {}
+def run_experiments(replicates: int, seed: int, overrides: dict[str, Any],
+                    log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+    """The three experiments of §4.1, each one graph invocation (seeds ``seed``, ``seed + 1``,
+    ``seed + 2``), with ``overrides`` in every condition. ``cooplab figures cpr-abm`` and
+    ``cooplab calibrate cpr`` (one call per sample) both run exactly this."""
     timings = {}
     t0 = time.perf_counter()
     log(f"Fig. 2: beta in {FIG2_BETAS} x punishment off at t={FIG2_OFF} or kept, {replicates} runs each")
-    ts2, surv2, reps2 = experiment_fig2(replicates, seed, overrides)
+    fig2_out = experiment_fig2(replicates, seed, overrides)
     timings["fig2"] = time.perf_counter() - t0
     t1 = time.perf_counter()
     log(f"Fig. 3: {len(FIG3_BETAS)} beta x {len(FIG3_RS)} r grid, {replicates} runs per cell")
@@ -193,8 +212,22 @@ def make_figures(out: Path, replicates: int = 100, seed: int = 0, overrides: dic
     timings["fig3"] = time.perf_counter() - t1
     t2 = time.perf_counter()
     log(f"Fig. 4: 3 populations x 2 environments, {replicates} runs each")
-    bars, reps4 = experiment_fig4(replicates, seed + 2, overrides)
+    fig4_out = experiment_fig4(replicates, seed + 2, overrides)
     timings["fig4"] = time.perf_counter() - t2
+    return {"fig2": fig2_out, "grid": grid, "fig4": fig4_out, "seconds": timings}
+
+
+def claims_of(exp: dict[str, Any]) -> list[dict[str, Any]]:
+    """:func:`check_claims` on the outputs of :func:`run_experiments`."""
+    return check_claims(exp["fig2"][2], exp["grid"], *exp["fig4"])
+
+
+def make_figures(out: Path, replicates: int = 100, seed: int = 0, overrides: dict[str, Any] | None = None,
+                 log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+    out = Path(out)
+    overrides = overrides or {}
+    exp = run_experiments(replicates, seed, overrides, log)
+    (ts2, surv2, reps2), grid, (bars, reps4), timings = exp["fig2"], exp["grid"], exp["fig4"], exp["seconds"]
     ts2.to_csv(out / "fig2_timeseries.csv", index=False)
     surv2.to_csv(out / "fig2_survival_curve.csv", index=False)
     reps2.to_csv(out / "fig2_replicates.csv", index=False)
@@ -202,7 +235,7 @@ def make_figures(out: Path, replicates: int = 100, seed: int = 0, overrides: dic
     bars.to_csv(out / "fig4_bars.csv", index=False)
     reps4.to_csv(out / "fig4_replicates.csv", index=False)
     figs = [fig2(ts2, surv2, FIG2_OFF, out / "fig2_punishment_off.png"), fig3(grid, out / "fig3_beta_r_grid.png"), fig4(bars, out / "fig4_populations.png")]
-    claims = check_claims(reps2, grid, bars, reps4)
+    claims = claims_of(exp)
     lines = ["# CPR ABM validation: the paper's claims with cooplab's parameters", "",
              f"{replicates} runs per condition, seed {seed}, parameter overrides: {overrides or 'none'}.", ""]
     for c in claims:

@@ -26,9 +26,37 @@ from cooplab.tasks.cpr.society import Condition, apply_ablation, init_state, pha
 from cooplab.tasks.cpr.state import CPRState
 
 
-def resolve_params(env: str, ablation: str, n_agents: int | None, rounds: int | None, overrides: dict[str, Any]) -> CPRParams:
-    """CLI choices -> validated parameters. Precedence: --set > --n-agents/--rounds > presets."""
-    values: dict[str, Any] = {"r": ENVIRONMENTS[env]}
+def presets() -> dict[str, dict[str, Any]]:
+    """The named parameter sets of ``tasks/cpr/params.py`` (``PRESETS``; none when it has none)."""
+    from cooplab.tasks.cpr import params as params_module
+
+    found = getattr(params_module, "PRESETS", None)
+    return dict(found) if isinstance(found, Mapping) else {}
+
+
+def preset_values(name: str | None) -> dict[str, Any]:
+    """The parameter values of preset ``name`` (``--preset NAME``; {} for None), or a one-line
+    :class:`ParamError` naming the presets there are."""
+    if name is None:
+        return {}
+    known = presets()
+    if name not in known:
+        listed = f"known presets: {', '.join(sorted(known))}" if known else "no presets are defined"
+        raise ParamError(f"unknown preset {name!r} for --preset; {listed}")
+    values = known[name]
+    if not isinstance(values, Mapping):
+        raise ParamError(f"preset {name!r} must map parameter names to values, got {type(values).__name__}")
+    unknown = sorted(set(values) - set(CPRParams.model_fields))
+    if unknown:
+        raise ParamError(f"preset {name!r} sets unknown parameters: {', '.join(unknown)} (see 'cooplab params cpr')")
+    return dict(values)
+
+
+def resolve_params(env: str, ablation: str, n_agents: int | None, rounds: int | None, overrides: dict[str, Any],
+                   preset: str | None = None) -> CPRParams:
+    """CLI choices -> validated parameters. Precedence: --set > --n-agents/--rounds > --env/--ablation
+    > --preset (a named parameter set) > the defaults."""
+    values: dict[str, Any] = {**preset_values(preset), "r": ENVIRONMENTS[env]}
     values = apply_ablation(values, ablation)
     if n_agents is not None:
         values["N"] = n_agents
