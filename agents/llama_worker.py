@@ -75,7 +75,7 @@ def _load(cfg: dict):
         lib.llama_model_default_params = params_without_extra_bufts
     threads = int(cfg.get("n_threads") or os.cpu_count() or 1)
     t0 = time.perf_counter()
-    llama = Llama(model_path=cfg["model_path"], n_ctx=int(cfg.get("n_ctx", 2048)), n_threads=threads,
+    llama = Llama(model_path=cfg["model_path"], n_ctx=int(cfg.get("n_ctx", 8192)), n_threads=threads,
                   n_threads_batch=threads, verbose=False, seed=0)
     info = lib.llama_print_system_info().decode("utf-8", "replace").strip()
     import llama_cpp

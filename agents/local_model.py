@@ -73,7 +73,7 @@ def _env_float(name: str, default: float) -> float:
 
 
 class LocalModelProcess:
-    def __init__(self, model_path: str, *, n_ctx: int = 2048, n_threads: int | None = None,
+    def __init__(self, model_path: str, *, n_ctx: int = 8192, n_threads: int | None = None,
                  extra_bufts: bool | None = None, timeout: float | None = None, start_timeout: float = 300.0,
                  argv: list[str] | None = None):
         if extra_bufts is None:
@@ -218,7 +218,7 @@ _PROCS: dict[tuple, LocalModelProcess] = {}
 _PROCS_LOCK = threading.Lock()
 
 
-def get_local_model(model_path: str, n_ctx: int = 2048, n_threads: int | None = None) -> LocalModelProcess:
+def get_local_model(model_path: str, n_ctx: int = 8192, n_threads: int | None = None) -> LocalModelProcess:
     """The shared model process for these settings (started lazily, on the first call)."""
     key = (model_path, n_ctx, n_threads)
     with _PROCS_LOCK:

@@ -496,7 +496,7 @@ class LlamaCppChat(BaseChatModel):
     model_path: str
     temperature: float = 0.7
     max_tokens: int = 64
-    n_ctx: int = 2048
+    n_ctx: int = 8192
     n_threads: int | None = None
 
     @property

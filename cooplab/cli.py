@@ -385,13 +385,18 @@ def bench_science(
     tables: Path = typer.Option(..., "--tables", help="The directory holding every item's file_name."),
     labels: Optional[Path] = typer.Option(None, "--labels", help="Labels (JSONL): id and common_answers, a list of [name, value] pairs; without it nothing is scored."),
     team: str = typer.Option("llm", "--team", help="llm (the --model team) or answers:FILE (scripted: states the answers of FILE, JSONL id + answer; checks extraction and scoring)."),
-    team_size: int = typer.Option(2, "--team-size", help="Agents per team: 2 or 3, or 1 (every team is its lead alone, no deliberation: four single agents in sequence)."),
+    team_size: int = typer.Option(2, "--team-size", help="Agents per team: 2 or 3 (the four teams of the paper), or 1: a single analyst agent with the code tool, the baseline (the solo pipeline)."),
     budget_per_item: Optional[float] = typer.Option(None, "--budget-per-item", help="USD cap of one item's run."),
     budget: Optional[float] = typer.Option(None, "--budget", help="USD for the whole suite, split evenly over the items."),
     visibility: str = typer.Option("full", "--visibility", help="Budget visibility in the prompt: full, team or hidden."),
     model: str = typer.Option("local", "--model", help="The team's model: local, openai:NAME (with --base-url for other servers) or scripted:FILE."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="An OpenAI-compatible server for openai:NAME."),
     max_tokens: int = typer.Option(256, "--max-tokens", help="Output cap of one model call."),
+    temperature: co.TemperatureOpt = 0.7,
+    max_concurrency: co.MaxConcurrencyOpt = 8,
+    rps: co.RpsOpt = None,
+    price_in: co.PriceInOpt = 0.0005,
+    price_out: co.PriceOutOpt = 0.003,
     cache: Optional[str] = typer.Option(None, "--cache", help="The LLM response cache file, or off."),
     sandbox_backend: str = typer.Option("docker", "--sandbox-backend", help="docker (isolated) or local (NOT a security boundary)."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Only the first K items."),
@@ -420,6 +425,9 @@ def bench_science(
     co.check("--budget", budget, "budget")
     co.check("--parallel", parallel, "parallel")
     co.check("--max-tokens", max_tokens, "max-tokens")
+    for flag, v in (("--temperature", temperature), ("--max-concurrency", max_concurrency), ("--rps", rps), ("--price-in", price_in),
+                    ("--price-out", price_out)):
+        co.check(flag, v, flag[2:])
     if limit is not None and limit < 1:
         fail(f"--limit must be at least 1, got {limit}")
     quiet = quiet or as_json
@@ -427,7 +435,8 @@ def bench_science(
     try:
         s = run_bench(suite, tables, out, labels=labels, team=team, team_size=team_size, budget_per_item=budget_per_item, budget=budget,
                       visibility=visibility, model=model, limit=limit, seed=seed, parallel=parallel, executor=executor,
-                      backend=sandbox_backend, llm={"base_url": base_url, "max_tokens": max_tokens, "cache": cache}, log=log, quiet=quiet)
+                      backend=sandbox_backend, llm={"base_url": base_url, "max_tokens": max_tokens, "temperature": temperature, "max_concurrency": max_concurrency,
+                           "rps": rps, "price_in": price_in, "price_out": price_out, "cache": cache}, log=log, quiet=quiet)
     except (BenchError, OwnDataError, sweeps.SweepError) as exc:
         fail(str(exc))
     if as_json:

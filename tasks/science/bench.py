@@ -229,7 +229,7 @@ def answers_model(path: str):
     """``builtin:science-answers:PATH``: PATH holds the answer text of one item."""
     from cooplab.agents.models import ScriptedChatModel
     from cooplab.tasks.science.roles import ARTIFACT, TEAMS
-    from cooplab.tasks.science.scripted import _call, _tool_results, _who
+    from cooplab.tasks.science.scripted import _call, _tool_results, _who, solo_analyze
 
     answer = Path(path).read_text(encoding="utf-8")
 
@@ -248,6 +248,7 @@ def answers_model(path: str):
         for k in range(1, 6):
             by_phase[f"{team}:deliberate{k}"] = ["ok"]
         by_phase[f"{team}:synthesize"] = [synthesize]
+    by_phase["solo:analyze"] = [solo_analyze(None, lambda _rec: f"# Answer\n\nThe scripted answers analyst states the given answer.\n\n{answer}\n")]
     return ScriptedChatModel(by_phase=by_phase, answers=["ok"])
 
 
@@ -284,7 +285,8 @@ def item_jobs(items: list[dict[str, Any]], out: Path, *, team: str, team_size: i
                 f.write_text(text, encoding="utf-8")
             spec = f"builtin:science-answers:{f.resolve()}"
         cfg = custom_config([it["table"]], task_text(it), None, team="llm", seed=seed, backend=backend,
-                            llm={**llm, "model": spec, "budget": budget_per_item}, team_size=team_size, visibility=visibility)
+                            llm={**llm, "model": spec, "budget": budget_per_item}, team_size=team_size, visibility=visibility,
+                            pipeline="solo" if team_size == 1 else "teams")
         cfg["csv"] = False
         cfg["bench_item"] = it["id"]
         jobs.append(job(out / "items" / it["id"], "science", cfg, labels={"id": it["id"]}, done=("completed", "budget_exhausted")))
@@ -340,8 +342,15 @@ def _acc(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "sub_answers": ns, "sub_correct": ks, "sub_accuracy": ks / ns if ns else None, "sub_ci95": [slo, shi]}
 
 
+#: Run statuses that are the team's own outcome. Other items (stopped by an error: model or sandbox
+#: unavailable, a crash) count as wrong in ``accuracy`` - the convention of public benchmarks - and
+#: ``finished`` gives the accuracy without them, so an infrastructure failure can be told apart.
+TEAM_OUTCOMES = ("completed", "budget_exhausted")
+
+
 def summarize(rows: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
     overall = _acc(rows)
+    fin = _acc([r for r in rows if r["status"] in TEAM_OUTCOMES])
     levels = sorted({r["level"] for r in rows if r["level"] is not None})
     concepts = sorted({c for r in rows for c in r["concepts"].split(",") if c})
     cost = sum(r["cost_usd"] for r in rows)
@@ -353,7 +362,8 @@ def summarize(rows: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any
             "cost_usd": round(cost, 6), "cost_per_item_usd": round(cost / len(rows), 6) if rows else None,
             "cost_per_correct_usd": round(cost / overall["correct"], 6) if overall["correct"] else None,
             "wall_seconds_per_item_mean": round(sum(walls) / len(walls), 3) if walls else None,
-            "statuses": {st: sum(1 for r in rows if r["status"] == st) for st in sorted({r["status"] for r in rows})}}
+            "statuses": {st: sum(1 for r in rows if r["status"] == st) for st in sorted({r["status"] for r in rows})},
+            "finished": {k: fin[k] for k in ("items", "scored", "correct", "accuracy", "ci95")}}
 
 
 def _pct(x: float | None) -> str:
@@ -380,7 +390,12 @@ def write_report(out: Path, s: dict[str, Any]) -> Path:
              f"- cost ${s['cost_usd']:.6f} (${s['cost_per_item_usd']:.6f} per item), cost per correct answer "
              + ("n/a (none correct)" if cpc is None else f"${cpc:.6f}"),
              f"- tokens in {s['tokens_in']}, out {s['tokens_out']}; mean wall time per item {s['wall_seconds_per_item_mean']} s; "
-             f"statuses {s['statuses']}", ""]
+             f"statuses {s['statuses']}"]
+    f = s.get("finished") or {}
+    if f and f.get("items") != s["items"]:
+        lines.append(f"- {s['items'] - f['items']} item(s) stopped by an error count as wrong above; over the {f['items']} whose run "
+                     f"finished (completed or budget exhausted): {f['correct']}/{f['scored']} = {_pct(f['accuracy'])}")
+    lines += [""]
     lines += _table("By level", s["by_level"]) + _table("By concept", s["by_concept"])
     lines += ["Figure: figures/accuracy-cost.png. One row per item: results.parquet.", ""]
     p = out / "report.md"
@@ -414,6 +429,11 @@ def figure(summaries: list[tuple[str, dict[str, Any]]], path: Path) -> Path:
     return path
 
 
+#: The model settings of a bench when not given (those of ``owndata.custom_config``).
+LLM_DEFAULTS = {"base_url": None, "temperature": 0.7, "max_tokens": 256, "max_concurrency": 8, "rps": None, "price_in": 0.0005,
+                "price_out": 0.003}
+
+
 def check_settings(out: Path, settings: dict[str, Any]) -> None:
     """A rerun must use the settings the bench directory was started with (else its finished items
     would be reused for other settings); ``OUT/bench.json`` records them. ``--limit`` may change."""
@@ -423,6 +443,8 @@ def check_settings(out: Path, settings: dict[str, Any]) -> None:
             old = json.loads(p.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             raise BenchError(f"{p} is not readable JSON; use a new --out") from None
+        if isinstance(old, dict) and isinstance(old.get("llm"), dict):
+            old["llm"] = {**LLM_DEFAULTS, **old["llm"]}  # a bench started before an option existed ran with its default
         diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
         if diff:
             raise BenchError(f"{out} was started with other settings ({', '.join(diff)} differ); rerun with the same ones or use a new --out")
@@ -452,7 +474,7 @@ def run_bench(suite: Path, tables: Path, out: Path, *, labels: Path | None, team
     settings = {"suite_sha256": _sha(Path(suite)), "team": team.split(":", 1)[0],
                 "answers_sha256": _sha(Path(team[len("answers:"):])) if answers is not None else None, "team_size": team_size,
                 "model": model if answers is None else None, "visibility": visibility, "budget_per_item": per_item, "seed": seed,
-                "sandbox": backend, "llm": {k: v for k, v in (llm or {}).items() if k != "cache"}}
+                "sandbox": backend, "llm": {**LLM_DEFAULTS, **{k: v for k, v in (llm or {}).items() if k != "cache"}}}
     check_settings(out, settings)
     js = item_jobs(items, out, team=team, team_size=team_size, budget_per_item=per_item, visibility=visibility, model=model, seed=seed,
                    backend=backend, llm=llm or {}, answers=answers)  # checks the model options before anything is written

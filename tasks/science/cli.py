@@ -26,7 +26,8 @@ def science_options(
     task_file: Optional[Path] = typer.Option(None, "--task-file", help="With --dataset: a text/Markdown file saying what the teams should find out (replaces the built-in task text)."),
     truth: Optional[Path] = typer.Option(None, "--truth", help="With --dataset: a JSON file of facts a correct report states (see docs/science.md); without it accuracy is not scored."),
     team: str = typer.Option("llm", "--team", help="Who works: llm (the --model options apply), oracle (scripted: correct code and report) or garbage (scripted: a useless report)."),
-    team_size: int = typer.Option(2, "--team-size", help="Agents per team: 2 or 3 (the paper), or 1 (every team is its lead alone, no deliberation)."),
+    team_size: Optional[int] = typer.Option(None, "--team-size", help="Agents per team: 2 (default) or 3 (the paper), or 1 (every team is its lead alone, no deliberation)."),
+    pipeline: Optional[str] = typer.Option(None, "--pipeline", help="teams (default): the paper's four sequential teams; solo: one analyst with the code tool does the whole project and writes the final paper (the single-agent baseline)."),
     visibility: str = typer.Option("full", "--visibility", help="Budget visibility in the prompt: full, team or hidden."),
     prompt: str = typer.Option("standard", "--prompt", help="Prompting: standard or tom (theory of mind)."),
     judge: str = typer.Option("heuristic", "--judge", help="Scorer: heuristic (always computed), or a model spec (local, openai:NAME, scripted:FILE) that also judges the paper with the Appendix L rubric."),
@@ -58,7 +59,10 @@ def science_options(
         fail("--task-file and --truth go with --dataset (your own data)")
     task = task or "ecology"
     values = parse_set(set_, ScienceParams.model_fields, "science")
-    for key, v in (("task", task), ("team", team), ("team_size", team_size), ("visibility", visibility), ("prompt", prompt)):
+    for key, v in (("task", task), ("team", team), ("team_size", team_size), ("pipeline", pipeline), ("visibility", visibility),
+                   ("prompt", prompt)):
+        if v is None:
+            continue
         if key in values:
             fail(f"give {key} either with its option or with --set, not both")
         values[key] = v

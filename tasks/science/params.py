@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cooplab.tasks.science.datasets import SIZES, TASKS
 
@@ -25,6 +25,9 @@ class ScienceParams(BaseModel):
                                                            "code and report; garbage: a useless report) that calibrates the scorers.", OURS)
     team_size: Literal[1, 2, 3] = _f(2, "Agents per team (§4.1.1: 2 or 3; Appendix C.5's specialist is the third). 1 (ours): "
                                         "every team is its lead alone, without deliberation - four single agents in sequence.")
+    pipeline: Literal["teams", "solo"] = _f("teams", "Who does the project: the paper's four sequential teams, or (ours) one solo "
+                                                    "analyst with the code tool who writes the final paper itself: the single-agent "
+                                                    "baseline (team size 1 only).", OURS)
     visibility: Literal["full", "team", "hidden"] = _f("full", "Budget visibility in the system prompt (§4.1).")
     prompt: Literal["standard", "tom"] = _f("standard", "Prompting (§4.1.1: standard or theory of mind).")
     data_size: Literal["small", "default"] = _f("default", "Size of the generated dataset.", OURS)
@@ -40,6 +43,15 @@ class ScienceParams(BaseModel):
     max_tokens_per_call: int | None = _f(None, "Output cap of one model call (default: the run's --max-tokens).", OURS, ge=1,
                                          le=100_000)
     warn_when_hidden: bool = _f(False, "Show the 30%/15% budget warnings also with hidden visibility.", OURS)
+
+
+    @model_validator(mode="after")
+    def _solo_is_one(self) -> "ScienceParams":
+        if self.pipeline == "solo":
+            if "team_size" in self.model_fields_set and self.team_size != 1:
+                raise ValueError(f"pipeline solo is one analyst: team_size must be 1, got {self.team_size}")
+            object.__setattr__(self, "team_size", 1)
+        return self
 
 
 assert set(TASKS) == {"ecology", "anomaly", "biomarker", "geospatial"} and set(SIZES) == {"small", "default"}

@@ -147,3 +147,38 @@ def synthesis_prompt(role: Role, outputs: list[tuple[str, str]], discussion: lis
             "Your team has completed its work. Review all code outputs and discussion, then produce a single, complete artifact "
             f"named \"{ARTIFACT[role.team]}\" using write_artifact. Do NOT write multiple versions of the same artifact.\n\n"
             f"{SECTIONS_TEMPLATE[role.team]}\n\nCODE OUTPUTS FROM TEAM:\n{out}\n\nTEAM DISCUSSION:\n{said}")
+
+
+# --- the solo pipeline (ours): one analyst does the whole project ---------------------------------
+_SOLO_TOOLS = """- read_artifact(name): Read a named artifact from the workspace.
+- write_artifact(name, content, description): Save an artifact.
+- list_artifacts(): List all available artifacts.
+- mark_complete(summary): Signal that your work is done."""
+
+
+def solo_system_prompt(role: Role, *, task_description: str, status: str, prompt: str, code_timeout: float, memory: str = "2GB") -> str:
+    """The system prompt of the solo analyst: Appendix C.1's structure without the team parts."""
+    parts = [f"You are {role.name}, working alone on this project.", "", f"PROJECT: {task_description}", "",
+             f"YOUR ROLE: {role.description}", ""]
+    if status:
+        parts += [status, ""]
+    parts += ["BUDGET RULES:",
+              "- Every tool call and LLM response costs credits from the budget.",
+              "- The project FAILS if the budget runs out before the final report is complete.",
+              "- If remaining budget is below 30%: write the final_paper now with what you have and call mark_complete.",
+              "- If remaining budget is below 15%: call mark_complete immediately. Do NOT start new analyses.",
+              "- Keep code short and targeted. Avoid redundant runs or printing excessive output.", "",
+              "TOOLS:", _TOOLS_CODE.format(timeout=code_timeout, memory=memory), _SOLO_TOOLS, "",
+              f"ARTIFACT: your report goes into \"{ARTIFACT[role.team]}\".", "",
+              "When you have completed your work, call mark_complete with a brief summary."]
+    if prompt == "tom":
+        parts += ["", "THINKING ABOUT OTHERS: before you write, consider what a reader of your report needs to check and reuse your "
+                      "results, and write it so that they can."]
+    return "\n".join(parts)
+
+
+def solo_work_prompt(role: Role) -> str:
+    """The solo analyst's one task: analyze, then write the final paper."""
+    return ("YOUR TASK: answer the project's questions. Use run_code to compute every number from the data (print the results). "
+            f"Then save your report with write_artifact(name=\"{ARTIFACT[role.team]}\", ...): it states each answer with its number, "
+            "in any answer format the project asks for. Then call mark_complete with a brief summary.")

@@ -15,7 +15,12 @@ from dataclasses import dataclass
 TEAMS = ("data", "model", "eval", "writing")
 DISPLAY = {"data": "Data", "model": "Modeling", "eval": "Evaluation", "writing": "Writing"}
 ARTIFACT = {"data": "dataset_description", "model": "model_architecture", "eval": "evaluation_report", "writing": "final_paper"}
-CODE_TEAMS = frozenset({"data", "model", "eval"})
+CODE_TEAMS = frozenset({"data", "model", "eval", "solo"})
+#: The single analyst of the solo pipeline (``--pipeline solo``; ``cooplab bench science
+#: --team-size 1``): one agent with the code tool does the whole project and writes the final paper.
+SOLO_TEAM = "solo"
+DISPLAY[SOLO_TEAM] = "Solo"
+ARTIFACT[SOLO_TEAM] = "final_paper"
 
 
 @dataclass(frozen=True)
@@ -73,8 +78,17 @@ _ROLES: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 
+SOLO = Role(SOLO_TEAM, 0, "Solo Analyst",
+            "You do the whole project alone: you load and explore the data, run the analyses the project asks for with the "
+            "code tool, check your numbers, and write the final_paper artifact that answers the project's questions. "
+            "There is no team and no one reviews your work.")
+
+
 def roles(team: str, size: int) -> list[Role]:
-    """The ``size`` (1, 2 or 3) roles of ``team``, the lead first (size 1: the lead alone)."""
+    """The ``size`` (1, 2 or 3) roles of ``team``, the lead first (size 1: the lead alone). The solo
+    team is the one analyst (:data:`SOLO`) whatever the size."""
+    if team == SOLO_TEAM:
+        return [SOLO]
     if team not in TEAMS:
         raise ValueError(f"team must be one of {', '.join(TEAMS)}, got {team!r}")
     if size not in (1, 2, 3):
@@ -84,6 +98,11 @@ def roles(team: str, size: int) -> list[Role]:
 
 def all_roles(size: int) -> list[Role]:
     return [r for t in TEAMS for r in roles(t, size)]
+
+
+def pipeline_roles(pipeline: str, size: int) -> list[Role]:
+    """Every agent of a run: the four teams' (``teams``) or the one analyst (``solo``)."""
+    return [SOLO] if pipeline == "solo" else all_roles(size)
 
 
 def role_of(agent_id: str, size: int) -> Role:

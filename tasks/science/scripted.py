@@ -24,7 +24,7 @@ from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
 
 from cooplab.agents.models import ScriptedChatModel, register_builtin
 from cooplab.tasks.science import oracle as orc
-from cooplab.tasks.science.roles import ARTIFACT, CODE_TEAMS, TEAMS, all_roles
+from cooplab.tasks.science.roles import ARTIFACT, CODE_TEAMS, SOLO, SOLO_TEAM, TEAMS, all_roles
 
 RESULT_RE = re.compile(r"ORACLE_RESULT (\{.*\})")
 PHASES = ("plan", "work", "deliberate1", "deliberate2", "deliberate3", "deliberate4", "deliberate5", "synthesize")
@@ -33,6 +33,8 @@ PHASES = ("plan", "work", "deliberate1", "deliberate2", "deliberate3", "delibera
 def _who(messages: list[BaseMessage]) -> tuple[str, int]:
     """(team, slot) of the asking agent, from its system prompt's first line."""
     first = next((str(m.content) for m in messages if isinstance(m, SystemMessage)), "")
+    if first.startswith(f"You are {SOLO.name},"):
+        return SOLO_TEAM, 0
     m = re.match(r"You are (.+?), a member of the", first)
     name = m.group(1) if m else ""
     for size in (3, 2):
@@ -63,6 +65,22 @@ def _call(tool: str, **args: Any) -> dict[str, Any]:
 def _plan(team: str) -> str:
     return "\n".join([f"- {team}.0: run the reference analysis and report its numbers",
                       f"- {team}.1: review the upstream artifacts", f"- {team}.2: review the upstream artifacts"])
+
+
+def solo_analyze(code: str | None, report: Any) -> Any:
+    """The ``solo:analyze`` step of a scripted team: run ``code`` (if any), write the final paper
+    ``report(recovered result)``, mark complete."""
+
+    def analyze(messages: list[BaseMessage]) -> Any:
+        runs = _tool_results(messages, "run_code")
+        if code is not None and not runs:
+            return _call("run_code", code=code, description="the reference analysis")
+        if _tool_results(messages, "write_artifact"):
+            return _call("mark_complete", summary="final paper written")
+        rec = (_recovered(runs[-1]) if runs else None) or {}
+        return _call("write_artifact", name=ARTIFACT[SOLO_TEAM], content=report(rec), description="the final paper")
+
+    return analyze
 
 
 def oracle_model(task: str) -> ScriptedChatModel:
@@ -109,6 +127,7 @@ def oracle_model(task: str) -> ScriptedChatModel:
         for k in range(1, 6):
             by_phase[f"{team}:deliberate{k}"] = [f"The {team} team's reference analysis is done; its numbers are in the artifact."]
         by_phase[f"{team}:synthesize"] = [synthesize]
+    by_phase[f"{SOLO_TEAM}:analyze"] = [solo_analyze(orc.ORACLE_CODE[task], lambda rec: orc.oracle_report(task, rec, {"facts": []}))]
     return ScriptedChatModel(by_phase=by_phase, answers=["done"])
 
 
@@ -129,6 +148,7 @@ def garbage_model(task: str) -> ScriptedChatModel:
         for k in range(1, 6):
             by_phase[f"{team}:deliberate{k}"] = ["ok"]
         by_phase[f"{team}:synthesize"] = [synthesize]
+    by_phase[f"{SOLO_TEAM}:analyze"] = [solo_analyze(None, lambda rec: orc.garbage_report(task))]
     return ScriptedChatModel(by_phase=by_phase, answers=["ok"])
 
 
@@ -228,6 +248,7 @@ def describe_model(_arg: str) -> ScriptedChatModel:
         for k in range(1, 6):
             by_phase[f"{team}:deliberate{k}"] = [f"The {team} team's description is done; its numbers are in the artifact."]
         by_phase[f"{team}:synthesize"] = [synthesize]
+    by_phase[f"{SOLO_TEAM}:analyze"] = [solo_analyze(DESCRIBE_CODE, describe_report)]
     return ScriptedChatModel(by_phase=by_phase, answers=["done"])
 
 

@@ -29,7 +29,7 @@ from cooplab.tasks.science import datasets as dsets
 from cooplab.tasks.science import bench as _bench  # noqa: F401 - registers builtin:science-answers (the bench's answers team)
 from cooplab.tasks.science import scripted  # noqa: F401 - registers the built-in scripted teams
 from cooplab.tasks.science.params import ScienceParams
-from cooplab.tasks.science.roles import ARTIFACT, TEAMS, all_roles
+from cooplab.tasks.science.roles import ARTIFACT, TEAMS, pipeline_roles
 from cooplab.tasks.science.team import ScienceState, TeamGraph, artifacts_of, init_state
 
 DATASET_DIR = "dataset"
@@ -113,7 +113,8 @@ class ScienceTask(Task):
             raise TaskConfigError(f"team {P.team} plays the built-in model {want}; llm.models.default must be it")
 
     def n_agents(self, config: Mapping[str, Any]) -> int:
-        return len(all_roles(self.params(config).team_size))
+        P = self.params(config)
+        return len(pipeline_roles(P.pipeline, P.team_size))
 
     def default_config(self, agents: str = "llm") -> dict[str, Any]:
         return {"task": self.name, "agents": "llm", "seed": 0, "params": ScienceParams().model_dump(mode="json"),
@@ -200,7 +201,7 @@ class ScienceTask(Task):
         return init_state(self.params(config).max_reentries)
 
     def total_rounds(self, config: Mapping[str, Any]) -> int:
-        return len(TEAMS)
+        return 1 if self.params(config).pipeline == "solo" else len(TEAMS)
 
     def recursion_limit(self, state: Mapping[str, Any], n_nodes: int) -> int:
         return int(state.get("max_round", 8)) * (n_nodes + 1) + 10
@@ -261,7 +262,7 @@ class ScienceTask(Task):
         stops: dict[str, int] = {}
         for r in loops:
             stops[str(r.get("stop_reason"))] = stops.get(str(r.get("stop_reason")), 0) + 1
-        passes = [(t["team"], t["visit"]) for t in final.get("timeline") or [] if t.get("node") == "synthesize"]
+        passes = [(t["team"], t["visit"]) for t in final.get("timeline") or [] if t.get("node") in ("synthesize", "analyze")]
         judged = None
         judge = config.get("judge")
         if judge and run.status in ("completed", "budget_exhausted"):
@@ -275,7 +276,7 @@ class ScienceTask(Task):
         sc = {k: h.scores()[k] for k in ("completeness", "quality", "accuracy")}
         if no_truth:
             sc["accuracy"] = None
-        return {"science_task": "custom" if custom else P.task, "judge": judged, "team": P.team, "team_size": P.team_size, "visibility": P.visibility, "prompt": P.prompt,
+        return {"science_task": "custom" if custom else P.task, "judge": judged, "team": P.team, "pipeline": P.pipeline, "team_size": P.team_size, "visibility": P.visibility, "prompt": P.prompt,
                 "scores": sc, "scored": scored,
                 "facts": {f.id: f.status for f in h.facts}, "passes": [f"{t}#{v}" for t, v in passes],
                 "artifacts": {n: len(v) for n, v in arts.items()}, "requests": len(final.get("requests") or []),
@@ -292,7 +293,9 @@ class ScienceTask(Task):
 
     def report(self, summary: Mapping[str, Any]) -> list[str]:
         s = summary.get("scores") or {}
-        head = (f"science {summary.get('science_task')}: {summary.get('team')} team of {summary.get('team_size')} per team, "
+        who = ("solo analyst" if summary.get("pipeline") == "solo"
+               else f"team of {summary.get('team_size')} per team")
+        head = (f"science {summary.get('science_task')}: {summary.get('team')} {who}, "
                 f"visibility {summary.get('visibility')}, status {summary.get('status')}")
         acc = s.get("accuracy", 0)
         acc = "not scored (no truth)" if acc is None else f"{acc:.2f}"

@@ -42,7 +42,7 @@ from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import BudgetExhausted
 from cooplab.graphs.state import AppendLog
 from cooplab.tasks.science import prompts as pr
-from cooplab.tasks.science.roles import ARTIFACT, CODE_TEAMS, TEAMS, Role, roles
+from cooplab.tasks.science.roles import ARTIFACT, CODE_TEAMS, SOLO, SOLO_TEAM, TEAMS, Role, roles
 from cooplab.tasks.science.workspace import Workspace, workspace_tools
 
 
@@ -90,13 +90,14 @@ class TeamGraph:
         self.P = P
         self.description = task_description
         self.code_prefix = code_prefix  #: run before every run_code call's code (own data: several files -> a dict of frames)
+        self.solo = getattr(P, "pipeline", "teams") == "solo"
         self._ledger = None  # the run's ledger, set by every node (budget warnings read it)
         self._agents: dict[tuple, ToolAgent] = {}
-        self._tools = {team: workspace_tools(None, code_tool=self.code_tool(team)) for team in TEAMS}
+        self._tools = {team: workspace_tools(None, code_tool=self.code_tool(team)) for team in (*TEAMS, SOLO_TEAM)}
 
     # -- helpers -------------------------------------------------------------------------------
     def team(self, state: Mapping[str, Any]) -> str:
-        return TEAMS[int(state["cursor"])]
+        return SOLO_TEAM if self.solo else TEAMS[int(state["cursor"])]
 
     def visit(self, state: Mapping[str, Any]) -> int:
         return int((state.get("visits") or {}).get(self.team(state), 1))
@@ -125,6 +126,11 @@ class TeamGraph:
         CURRENT.set(ws)
 
     def system(self, role: Role, context: CoopContext) -> SystemMessage:
+        if role.team == SOLO_TEAM:
+            text = pr.solo_system_prompt(role, task_description=self.description, status=self.status(context, role.team),
+                                         prompt=self.P.prompt, code_timeout=self.P.code_timeout)
+            w = pr.warning(self.P.visibility, context.ledger.budget, context.ledger.spent, warn_when_hidden=self.P.warn_when_hidden)
+            return SystemMessage(content=text + (f"\n\n{w}" if w else ""))
         text = pr.system_prompt(role, team_size=self.P.team_size, task_description=self.description,
                                 status=self.status(context, role.team), prompt=self.P.prompt, code_timeout=self.P.code_timeout)
         w = pr.warning(self.P.visibility, context.ledger.budget, context.ledger.spent, warn_when_hidden=self.P.warn_when_hidden)
@@ -305,10 +311,41 @@ class TeamGraph:
         upd["timeline"][0]["artifact_fallback"] = fallback
         return upd
 
+    async def analyze(self, state: ScienceState, config: RunnableConfig, runtime: Runtime[CoopContext]) -> dict[str, Any]:
+        """The solo pipeline's one node: the analyst's tool loop (code, artifacts), then the final
+        paper (written by cooplab from its final words or code outputs if the analyst did not)."""
+        ctx, t0 = runtime.context, time.perf_counter()
+        visits = {SOLO_TEAM: int((state.get("visits") or {}).get(SOLO_TEAM, 0)) + 1}
+        state = {**state, "visits": visits}
+        n0 = len(ctx.ledger.entries)
+        ws = Workspace(artifacts_of(state), SOLO_TEAM, visits[SOLO_TEAM])
+        self.enter(ctx, ws)
+        tools = self.tools(SOLO_TEAM, ("run_code", "read_artifact", "list_artifacts", "write_artifact", "mark_complete"))
+        agent = self.agent(SOLO, tools, "analyze", ctx, self.P.max_steps + self.P.synthesis_steps)
+        (res,), stop = await self.run_agents([(agent, [self.system(SOLO, ctx), HumanMessage(content=pr.solo_work_prompt(SOLO))])],
+                                             ctx, config, runtime, state["round"])
+        fallback = None
+        if not ws.versions(ARTIFACT[SOLO_TEAM]):
+            text = (res.final or "").strip() if res is not None else ""
+            source = "the analyst's final answer"
+            if len(text) < 200:
+                text = "\n\n".join(t for t in (output_text(res, limit=100_000), text) if t.strip())
+                source = "the analyst's code outputs and final answer"
+            if text.strip():
+                ws.write(SOLO.agent_id, ARTIFACT[SOLO_TEAM], text[:100_000],
+                         f"written by cooplab from {source}: the analyst did not call write_artifact")
+                fallback = source
+        upd = self.record(state, "analyze", [res], n0, ctx, t0, ws, stop)
+        upd["visits"] = visits
+        upd["timeline"][0]["artifact_fallback"] = fallback
+        return upd
+
     def route(self, state: ScienceState) -> dict[str, Any]:
         stop = state.get("stop")
         if stop:
             raise BudgetExhausted(stop.get("detail") or "the budget is exhausted")
+        if self.solo:
+            return {"cursor": -1, "routing": [], "round": int(state["round"]) + 1}
         team, visit = self.team(state), self.visit(state)
         cursor = int(state["cursor"])
         reentries = dict(state.get("reentries") or {})
@@ -343,6 +380,13 @@ class TeamGraph:
 
     def build(self, checkpointer: Any = None):
         g = StateGraph(ScienceState, context_schema=CoopContext)
+        if self.solo:
+            g.add_node("analyze", self.analyze)
+            g.add_node("route", self.route)
+            g.add_edge(START, "analyze")
+            g.add_edge("analyze", "route")
+            g.add_edge("route", END)
+            return g.compile(checkpointer=checkpointer, name="science-solo")
         g.add_node("plan", self.plan)
         g.add_node("work", self.work)
         g.add_node("deliberate", self.deliberate)

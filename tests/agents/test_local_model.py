@@ -100,7 +100,7 @@ def test_a_hostile_timeout_from_the_environment_is_refused(monkeypatch, value):
 def test_a_crashing_model_stops_decide_with_model_unavailable(monkeypatch):
     """Through the real service: retries counted, then ModelUnavailable (the clean-stop signal)."""
     monkeypatch.setenv("FAKE_WORKER_MODE", "segv:0")
-    key = ("/fake-crash.gguf", 2048, None)
+    key = ("/fake-crash.gguf", LlamaCppChat.model_fields["n_ctx"].default, None)
     monkeypatch.setitem(lm._PROCS, key, lm.LocalModelProcess(key[0], argv=FAKE))
     spec = ModelSpec("local", "fake-crash.gguf")
     svc = LLMService(models={"default": (spec, LlamaCppChat(model_path=key[0]))}, max_transport_retries=2, backoff_base=0.01)
@@ -118,7 +118,7 @@ def test_a_crashing_model_stops_decide_with_model_unavailable(monkeypatch):
 ])
 def test_refusals_and_garbled_answers_of_the_model_process_stop_cleanly(monkeypatch, mode, needle):
     monkeypatch.setenv("FAKE_WORKER_MODE", mode)
-    key = (f"/fake-{mode}.gguf", 2048, None)
+    key = (f"/fake-{mode}.gguf", LlamaCppChat.model_fields["n_ctx"].default, None)
     monkeypatch.setitem(lm._PROCS, key, lm.LocalModelProcess(key[0], argv=FAKE))
     spec = ModelSpec("local", key[0])
     svc = LLMService(models={"default": (spec, LlamaCppChat(model_path=key[0]))}, max_transport_retries=2, backoff_base=0.01)

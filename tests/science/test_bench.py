@@ -160,6 +160,9 @@ def test_bad_options_are_one_line(tmp_path, capsys):
     assert "--team-size" in fail_line(capsys, base + ["--team-size", "4"])
     assert "--tables" in fail_line(capsys, ["bench", "science", str(SUITE), "--tables", str(tmp_path / "none"), "--out", str(tmp_path)])
     assert "scripted model file" in fail_line(capsys, base + ["--team", "llm", "--model", f"scripted:{tmp_path / 'nope.json'}"])
+    for flag, bad in (("--price-in", "nan"), ("--price-out", "-1"), ("--temperature", "3"), ("--rps", "0"), ("--max-concurrency", "0"),
+                      ("--price-in", "1e400")):
+        assert flag in fail_line(capsys, base + [flag, bad])
     assert not (tmp_path / "o").exists()  # nothing written: a corrected rerun is not refused as "other settings"
 
 
@@ -199,15 +202,17 @@ def test_help_of_bench_commands(capsys):
     assert "--budget-per-item" in text and "--executor" in text and "--seed" in text and "Wilson" in text
 
 
-def test_team_size_one_is_four_leads_without_deliberation(tmp_path, capsys):
+def test_team_size_one_is_a_single_analyst(tmp_path, capsys):
+    """--team-size 1 is the baseline of the benchmark papers: one agent, one tool loop, no teams."""
     s = run_bench(capsys, tmp_path / "solo", EX / "answers-correct.jsonl", "--limit", "2", "--team-size", "1")
     assert s["team_size"] == 1 and s["correct"] == 2
     d = tmp_path / "solo" / "items" / "q01"
     cfg = json.loads((d / "config.json").read_text())
-    assert cfg["params"]["team_size"] == 1
+    assert cfg["params"]["team_size"] == 1 and cfg["params"]["pipeline"] == "solo"
     loops = pd.read_parquet(d / "tool_loops.parquet")
-    assert set(loops["agent"]) == {"data.0", "model.0", "eval.0", "writing.0"}  # only the four leads work
-    assert not loops["phase"].str.contains("deliberate").any()
+    assert list(loops["agent"]) == ["solo.0"] and list(loops["phase"]) == ["solo:analyze"]
+    summary = json.loads((d / "summary.json").read_text())
+    assert summary["passes"] == ["solo#1"] and summary["pipeline"] == "solo" and summary["artifacts"] == {"final_paper": 1}
     base = pd.read_parquet(tmp_path / "solo" / "results.parquet")
     assert base["tokens_in"].gt(0).all()
 
@@ -241,3 +246,150 @@ def test_make_suite_reproduces_the_shipped_files(tmp_path):
     subprocess.run([sys.executable, str(EX / "make_suite.py"), "--seed", "17", "--out", str(tmp_path)], check=True, capture_output=True)
     for rel in ("suite.jsonl", "labels.jsonl", "answers-correct.jsonl", "tables/orders.csv", "tables/sensors.csv", "tables/plants.csv"):
         assert (tmp_path / rel).read_bytes() == (EX / rel).read_bytes(), rel
+
+
+GATED = r'''
+import json, os, sys, time
+from pathlib import Path
+from langchain_core.messages import SystemMessage, ToolMessage
+from cooplab.agents.models import ScriptedChatModel, register_builtin
+
+suite = [json.loads(x) for x in Path(os.environ["SUITE"]).read_text().splitlines() if x.strip()]
+answers = {json.loads(x)["id"]: json.loads(x)["answer"] for x in Path(os.environ["ANSWERS"]).read_text().splitlines() if x.strip()}
+gate, blocked = Path(os.environ["GATE"]), Path(os.environ["BLOCKED"])
+
+
+def step(messages):
+    system = next(str(m.content) for m in messages if isinstance(m, SystemMessage))
+    item = next(it["id"] for it in suite if it["question"] in system)
+    if not any(isinstance(m, ToolMessage) for m in messages):
+        return {"tool_calls": [{"name": "write_artifact", "args": {"name": "final_paper", "content": "# Answer\n\n" + answers[item]}}]}
+    if item == "q04":  # q04's second call waits for the gate: the test kills the bench here
+        blocked.touch()
+        while not gate.exists():
+            time.sleep(0.02)
+    return {"tool_calls": [{"name": "mark_complete", "args": {"summary": "done"}}]}
+
+
+register_builtin("gated-analyst", lambda arg: ScriptedChatModel(by_phase={"solo:analyze": [step]}, answers=["ok"]))
+from cooplab.cli import main
+sys.exit(main(sys.argv[1:]))
+'''
+
+
+def test_kill_9_mid_item_then_resume_charges_nothing_twice(tmp_path):
+    """A solo-analyst bench is SIGKILLed inside item q04 (its first call paid, its node not yet
+    checkpointed); the rerun skips q01-q03, replays q04's paid call from the cache, and ends with the
+    cost, tokens and answers of a bench that was never interrupted."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "gated.py"
+    script.write_text(GATED)
+    gate = tmp_path / "gate"
+
+    def start(out: Path) -> subprocess.Popen:
+        env = {**os.environ, "SUITE": str(SUITE), "ANSWERS": str(EX / "answers-correct.jsonl"), "GATE": str(gate),
+               "BLOCKED": str(out.parent / f"{out.name}.blocked")}
+        cmd = [sys.executable, str(script), "bench", "science", str(SUITE), "--tables", str(TABLES), "--labels", str(LABELS),
+               "--team", "llm", "--model", "builtin:gated-analyst", "--team-size", "1", "--limit", "6", "--parallel", "1",
+               "--sandbox-backend", "local", "--cache", str(out.parent / f"{out.name}.sqlite"), "--out", str(out), "--json"]
+        return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                cwd=Path(__file__).resolve().parents[2])
+
+    killed = tmp_path / "killed"
+    p = start(killed)
+    deadline = time.monotonic() + 600  # a hang guard only: the kill waits for the observable block
+    while not (tmp_path / "killed.blocked").exists():
+        assert p.poll() is None, p.communicate()[1][-2000:]
+        assert time.monotonic() < deadline, "the bench never reached q04"
+        time.sleep(0.05)
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    done = sorted(d.name for d in (killed / "items").iterdir() if (d / "summary.json").exists())
+    assert done == ["q01", "q02", "q03"]  # the kill landed inside q04
+    gate.touch()
+    p = start(killed)
+    out, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err[-2000:]
+    s = json.loads(out)
+    assert s["skipped"] == ["q01", "q02", "q03"] and sorted(s["resumed"] + s["ran"]) == ["q04", "q05", "q06"]
+    q04 = json.loads((killed / "items" / "q04" / "summary.json").read_text())
+    assert q04["ledger"]["cached_calls"] >= 1  # the call paid before the kill was replayed, not bought again
+
+    ref_out = tmp_path / "ref"
+    p = start(ref_out)
+    out, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err[-2000:]
+    ref = json.loads(out)
+    assert s["correct"] == ref["correct"] == 6
+    assert s["cost_usd"] == pytest.approx(ref["cost_usd"]) and s["tokens_in"] == ref["tokens_in"]
+    a = pd.read_parquet(killed / "results.parquet").set_index("id")
+    b = pd.read_parquet(ref_out / "results.parquet").set_index("id")
+    for col in ("correct", "cost_usd", "tokens_in", "tokens_out"):
+        assert a[col].tolist() == pytest.approx(b[col].tolist()), col
+
+
+def test_an_item_stopped_by_an_error_counts_wrong_and_is_reported_apart(tmp_path, capsys):
+    """q02's model refuses every call (a permanent model error): the bench goes on, q02 is wrong in
+    the accuracy, and `finished` gives the accuracy over the items whose run finished."""
+    from langchain_core.messages import SystemMessage
+
+    from cooplab.agents.models import PermanentModelError, ScriptedChatModel, register_builtin
+
+    suite = {json.loads(x)["id"]: json.loads(x) for x in SUITE.read_text().splitlines() if x.strip()}
+    answers = {json.loads(x)["id"]: json.loads(x)["answer"] for x in (EX / "answers-correct.jsonl").read_text().splitlines()}
+
+    def step(messages):
+        system = next(str(m.content) for m in messages if isinstance(m, SystemMessage))
+        item = next(i for i, it in suite.items() if it["question"] in system)
+        if item == "q02":
+            raise PermanentModelError("the endpoint refused the request (HTTP 400)")
+        if len(messages) <= 2:
+            return {"tool_calls": [{"name": "write_artifact", "args": {"name": "final_paper", "content": answers[item]}}]}
+        return {"tool_calls": [{"name": "mark_complete", "args": {"summary": "done"}}]}
+
+    register_builtin("test-refuses-q02", lambda arg: ScriptedChatModel(by_phase={"solo:analyze": [step]}, answers=["ok"]))
+    code = main(["bench", "science", str(SUITE), "--tables", str(TABLES), "--labels", str(LABELS), "--team", "llm", "--model",
+                 "builtin:test-refuses-q02", "--team-size", "1", "--limit", "3", "--sandbox-backend", "local", "--cache", "off",
+                 "--out", str(tmp_path / "b"), "--json"])
+    o, err = capsys.readouterr()
+    assert code == 1, err  # a failed item makes the exit status 1; everything else is still written
+    s = json.loads(o)
+    assert s["failed"] == ["q02"] or "q02" in str(s.get("failed")), s.get("failed")
+    df = pd.read_parquet(tmp_path / "b" / "results.parquet").set_index("id")
+    assert df.loc["q02", "status"] not in bench.TEAM_OUTCOMES and not df.loc["q02", "correct"]
+    assert s["correct"] == 2 and s["scored"] == 3 and s["accuracy"] == pytest.approx(2 / 3)
+    assert s["finished"]["items"] == 2 and s["finished"]["accuracy"] == 1.0
+    assert "1 item(s) stopped by an error count as wrong above" in (tmp_path / "b" / "report.md").read_text()
+
+
+def test_prices_of_the_endpoint_set_the_bill(tmp_path, capsys):
+    s = run_bench(capsys, tmp_path / "p", EX / "answers-correct.jsonl", "--limit", "2", "--price-in", "0.01", "--price-out", "0.2")
+    assert s["tokens_in"] > 0 and s["tokens_out"] > 0
+    assert s["cost_usd"] == pytest.approx(s["tokens_in"] * 0.01 / 1000 + s["tokens_out"] * 0.2 / 1000, rel=1e-6)
+    assert json.loads((tmp_path / "p" / "bench.json").read_text())["llm"]["price_out"] == 0.2
+
+
+def test_a_bench_started_before_an_option_existed_resumes_with_its_default(tmp_path, capsys):
+    from cooplab.tasks.science.owndata import custom_config
+
+    out = tmp_path / "old"
+    run_bench(capsys, out, EX / "answers-correct.jsonl", "--limit", "1")
+    p = out / "bench.json"
+    old = json.loads(p.read_text())
+    old["llm"] = {"base_url": None, "max_tokens": 256}  # the settings file of an earlier cooplab
+    p.write_text(json.dumps(old))
+    s = run_bench(capsys, out, EX / "answers-correct.jsonl", "--limit", "1")
+    assert s["skipped"] == ["q01"]
+    old["llm"] = {"base_url": None, "max_tokens": 128}
+    p.write_text(json.dumps(old))
+    assert "llm differ" in fail_line(capsys, ["bench", "science", str(SUITE), "--tables", str(TABLES), "--labels", str(LABELS), "--team",
+                                              f"answers:{EX / 'answers-correct.jsonl'}", "--sandbox-backend", "local", "--cache", "off",
+                                              "--parallel", "2", "--limit", "1", "--out", str(out)])
+    # the defaults the bench assumes are those a run on your own data gets
+    llm = custom_config([TABLES / "orders.csv"], "x", None, backend="local")["llm"]
+    assert llm["temperature"] == bench.LLM_DEFAULTS["temperature"] and llm["max_tokens"] == bench.LLM_DEFAULTS["max_tokens"]
