@@ -113,7 +113,7 @@ SPACE: tuple[Dim, ...] = (
 )
 #: dimensions that join the space as soon as CPRParams has their field
 OPTIONAL: tuple[Dim, ...] = (
-    Dim("il_rate", 0.0, 0.5, "individual learning from none to half-way toward the better option per round"),
+    Dim("il_rate", 0.0, 0.5, "individual learning from none (the v1 model) to closing half the gap to a violated norm per fine"),
 )
 #: "chosen" parameters deliberately not sampled, and why
 FIXED: dict[str, str] = {

@@ -167,6 +167,21 @@ PRESETS: dict[str, dict[str, Any]] = {
         "g_max": 30.0, "m_range": (0.0, 1.0), "p_range": (0.0, 1.0),
         "individual_learning": False, "il_rate": 0.2,
     },
+    # sample 69 of `cooplab calibrate cpr --samples 128 --seed 0` (design 273f6afda7b54c0d), rounded to
+    # two significant digits: claims c1 and c2 hold at seeds 0, 1 and 2 (docs/cpr.md, "Calibration")
+    "calibrated": {
+        "K": 1000.0, "R0": 1000.0, "R_min": 86.0, "alpha": 0.13, "c": 7.8, "P0": 54.0, "beta": 10.0, "gamma": 4.7,
+        "delta": 0.4, "sigma": 0.019, "learn_prob": 0.89, "ema": 0.31, "e_min": 0.016, "g_min": 1.4, "e_max": 0.96,
+        "g_max": 17.0, "m_range": (0.0, 0.78), "p_range": (0.0, 0.58),
+        "individual_learning": True, "il_rate": 0.24,
+    },
+    # sample 112 of the same design, rounded: claims a (punishment) and c1 hold at seeds 0, 1 and 2
+    "calibrated-punishment": {
+        "K": 1000.0, "R0": 1000.0, "R_min": 71.0, "alpha": 0.082, "c": 3.1, "P0": 38.0, "beta": 10.0, "gamma": 7.2,
+        "delta": 0.86, "sigma": 0.096, "learn_prob": 0.62, "ema": 0.78, "e_min": 0.082, "g_min": 0.13, "e_max": 0.98,
+        "g_max": 18.0, "m_range": (0.0, 0.42), "p_range": (0.0, 0.55),
+        "individual_learning": True, "il_rate": 0.43,
+    },
 }
 
 

@@ -408,3 +408,18 @@ def test_a_preset_with_tuples_resumes_as_the_same_design(tmp_path, monkeypatch):
     assert ident["base"]["m_range_like"] == [0.0, 1.0]
     with pytest.raises(cal.CalibrateError, match="different calibration design"):
         cal.prepare(tmp_path / "c", samples=2, seed=0, replicates=2, base={"R0": 800.0}, preset="t")
+
+
+def test_calibrated_presets_are_points_of_the_space():
+    """The calibrated presets were picked from the calibration: each is a valid parameter set whose
+    sampled values lie inside the space's ranges, with the paper's values untouched."""
+    from cooplab.tasks.cpr import calibrate as cal
+    from cooplab.tasks.cpr.params import PRESETS, CPRParams
+
+    for name in ("calibrated", "calibrated-punishment"):
+        p = CPRParams(**PRESETS[name])
+        assert p.beta == 10.0 and p.N == 10 and p.T == 50 and p.individual_learning
+        for d in cal.space():
+            v = getattr(p, d.target)
+            v = v[1] if isinstance(v, tuple) else v
+            assert d.low <= v <= d.high, (name, d.name, v)

@@ -43,3 +43,26 @@ def test_local_model_science_run_completes_and_is_scored(tmp_path, capsys, docke
     # every loop ended for a recorded reason; the JSON tool protocol was used for the llama.cpp model
     assert loops.stop_reason.notna().all() and set(loops.protocol) == {"json"}
     assert s["ledger"]["input_tokens"] > 1000 and s["ledger"]["output_tokens"] > 0
+
+
+def test_local_model_bench_on_two_items_completes_and_is_scored(tmp_path, capsys, docker_ready):
+    """The example suite's first two items, the local model as the solo analyst, the Docker
+    sandbox: both items finish (completed or at their budget) and are scored; a rerun skips them
+    and charges nothing again."""
+    from pathlib import Path
+
+    ex = Path(__file__).resolve().parents[2] / "examples" / "bench-suite"
+    args = ["bench", "science", str(ex / "suite.jsonl"), "--tables", str(ex / "tables"), "--labels", str(ex / "labels.jsonl"),
+            "--team", "llm", "--model", "local", "--team-size", "1", "--limit", "2", "--max-tokens", "160",
+            "--budget-per-item", "0.02", "--sandbox-backend", "docker", "--cache", str(tmp_path / "c.sqlite"),
+            "--out", str(tmp_path / "b"), "--json"]
+    assert main(args) == 0
+    s = json.loads(capsys.readouterr()[0])
+    assert s["items"] == s["scored"] == 2 and sum(s["statuses"].values()) == 2
+    assert set(s["statuses"]) <= {"completed", "budget_exhausted"}, s["statuses"]
+    assert s["tokens_in"] > 0 and 0 < s["cost_usd"] <= 0.04 and s["accuracy"] in (0.0, 0.5, 1.0)
+    df = pd.read_parquet(tmp_path / "b" / "results.parquet")
+    assert list(df["id"]) == ["q01", "q02"] and df["correct"].notna().all()
+    assert main(args) == 0
+    again = json.loads(capsys.readouterr()[0])
+    assert again["skipped"] == ["q01", "q02"] and again["cost_usd"] == pytest.approx(s["cost_usd"])
