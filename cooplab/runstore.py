@@ -20,8 +20,9 @@ class RunDirError(ValueError):
     """A user-facing problem with a run directory."""
 
 
-def prepare_out(out: Path, *, force: bool = False) -> Path:
-    """Create ``out`` (and parents) and check it is writable; refuse to clobber a finished run."""
+def ensure_writable(out: Path, error: type[Exception] = None) -> Path:  # type: ignore[assignment]
+    """Create ``out`` (and parents) and check that a file can be written there; ``error`` (default
+    :class:`RunDirError`) with one line otherwise."""
     out = Path(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -29,7 +30,13 @@ def prepare_out(out: Path, *, force: bool = False) -> Path:
         probe.write_text("ok")
         probe.unlink()
     except OSError as exc:
-        raise RunDirError(f"cannot write to --out {out}: {exc.strerror or exc}") from None
+        raise (error or RunDirError)(f"cannot write to --out {out}: {exc.strerror or exc}") from None
+    return out
+
+
+def prepare_out(out: Path, *, force: bool = False) -> Path:
+    """Create ``out`` (and parents) and check it is writable; refuse to clobber a finished run."""
+    out = ensure_writable(out)
     if (out / "config.json").exists() and not force:
         raise RunDirError(f"{out} already holds a run; pass --force to overwrite it or 'cooplab resume {out}' to continue it")
     if force:

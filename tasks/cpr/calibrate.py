@@ -98,7 +98,7 @@ SPACE: tuple[Dim, ...] = (
         "imitation); default 0.2 at the geometric centre", log=True),
     Dim("sigma", 0.0, 0.2, "mutation from none to a fifth of a trait's initial range per copy (the paper: 'small')"),
     Dim("learn_prob", 0.05, 1.0, "strategy revision from once in 20 rounds to every round: the paper's 'occasionally' is the low "
-        "end; imitation is the only channel through which punishment acts (docs/cpr.md)"),
+        "end; imitation is one of the two channels through which a fine changes behaviour (docs/cpr.md)"),
     Dim("ema", 0.1, 1.0, "payoff memory from about 10 rounds (1/lambda) to the last round only"),
     Dim("e_min", 0.0, 0.1, "lowest initial effort from zero to 2.5 times subsistence at full stock with the default alpha "
         "(alpha*e*K = c at 0.04)"),
@@ -275,13 +275,9 @@ def prepare(out: Path, *, samples: int, seed: int, replicates: int, base: dict[s
         if samples < int(old["samples"]):
             raise CalibrateError(f"{out} holds a design of {old['samples']} samples; --samples must be at least that (it extends "
                                  f"the design), got {samples}; use another --out for a smaller one")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".cooplab-write-test"
-        probe.write_text("ok")
-        probe.unlink()
-    except OSError as exc:
-        raise CalibrateError(f"cannot write to --out {out}: {exc.strerror or exc}") from None
+    from cooplab.runstore import ensure_writable
+
+    ensure_writable(out, CalibrateError)
     dims = space()
     u = unit_design(seed, samples, block, len(dims))
     if old is not None:  # the stored design must be what this SciPy regenerates (else the prefix would change)
