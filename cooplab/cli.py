@@ -208,6 +208,7 @@ def calibrate_cpr(
     from cooplab.extras import require
 
     require("analysis", "the calibration (cooplab calibrate cpr)", ("scipy", "SALib"))
+    from cooplab import calibration
     from cooplab.tasks.cpr import calibrate as cal
     from cooplab.tasks.cpr.params import ParamError, make_params, parse_set
     from cooplab.tasks.cpr.task import preset_values
@@ -243,23 +244,12 @@ def calibrate_cpr(
     if as_json:
         _echo_json(s)
     else:
-        for c in cal.CLAIMS:
-            d = s["claims"][c]
-            ci = "n/a" if d["ci95_low"] is None else f"[{100 * d['ci95_low']:.0f}%, {100 * d['ci95_high']:.0f}%]"
-            top = ", ".join(s["most_influential"][f"effect_{c}"][:2]) or "n/a"
-            typer.echo(f"({c}) holds in {d['held']}/{d['n']} samples ({100 * (d['share'] or 0):.0f}%, 95% CI {ci}); most influential: {top}")
-        d = s["all_five"]
-        typer.echo(f"all five hold in {d['held']}/{d['n']}; most claims held jointly: {s['best_region']['max_claims_held']} "
-                   f"(in {s['best_region'].get('n_samples', 0)} samples)")
-        run = s["run"]
-        tp = run["throughput"]["samples_x_replicates_x_rounds_per_second"]
-        typer.echo(f"{run['samples_evaluated']} samples evaluated, {run['samples_skipped']} already done, {len(run['failed'])} batches failed; "
-                   f"{run['wall_seconds']:.1f} s" + (f", {tp} samples x replicates x rounds per second" if tp else ""))
+        for line in calibration.summary_lines(s, cal.spec()):
+            typer.echo(line)
         typer.echo(f"report in {Path(out) / 'report.md'}")
-    failed = s["run"]["failed"]
+    failed = calibration.failure_line(s)
     if failed:
-        typer.echo(f"cooplab: {len(failed)} batches failed (first: {failed[0]['batch']}: {failed[0]['error']}); "
-                   f"rerun the same command to retry their samples", err=True)
+        typer.echo(failed, err=True)
     if failed or not s["complete"]:
         raise typer.Exit(1)
 
@@ -512,7 +502,7 @@ def _mount_optional() -> None:
                                                           "science": science_cli.run_command()},
                                                   "params": {"game": games_cli.params_command, "cpr": params_cpr},
                                                   "graph": {"cpr": graph_cpr, "game": games_cli.graph_command}})
-    register_diners(figures_app)
+    register_diners(figures_app, calibrate_app)
     app.command("profile")(games_cli.profile_command)
     app.add_typer(science_cli.science_app, name="science", help="Score science runs with LLM judges and compare judges.")
     figures_app.command("profile")(games_cli.profile_figure_command)

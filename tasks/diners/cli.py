@@ -3,7 +3,9 @@
     cooplab run diners --agents rule|llm [--combination 1|2 | --groups "M,P,E,R1;M,M,P,R1"]
                        [--pk unstated|3:1|6:1|P:K] [--iterations 10] [--replicates R] [--seed S]
                        [--beta 1] [--model ... (the LLM options of 'run cpr')] --out DIR [--json]
-    cooplab figures diners --out DIR [--replicates 200] [--seed 0] [--llm-run DIR] [--json]
+    cooplab figures diners --out DIR [--replicates 200] [--seed 0] [--set c_p=16 ...] [--llm-run DIR] [--json]
+    cooplab calibrate diners --out DIR [--samples 64] [--replicates 200] [--seed 0] [--batch 4] [--parallel 1]
+                       [--executor local|ray] [--json] [-q]
 
 ``run diners`` is the task's own options (:func:`diners_options`) plus the options every run
 has, mounted by ``cooplab.cli_tasks``; the run itself goes through the one runner.
@@ -69,6 +71,9 @@ def figures_diners(
     seed: SeedOpt = 0,
     iterations: IterationsOpt = 10,
     beta: BetaOpt = 1.0,
+    set_: Optional[list[str]] = typer.Option(None, "--set", help="Change one of our free choices for the six conditions (docs/diners.md): "
+                                             "--set c_p=16; c_b, v_b, c_p, v_p (the menu), unstated_p, unstated_k (the p, k used for "
+                                             "'unstated'), memory (pi <- memory * pi + u; 1 = accumulated)."),
     llm_run: Optional[Path] = typer.Option(None, "--llm-run", help="Also draw this LLM run directory's strategy shares."),
     as_json: bool = typer.Option(False, "--json", help="Print the results (final shares, claims) as JSON."),
 ) -> None:
@@ -77,6 +82,12 @@ def figures_diners(
     from cooplab.cli_tasks import echo_json as _echo_json
     from cooplab.tasks.diners.figures import make_figures
 
+    from cooplab.tasks.diners import model as dm
+
+    try:
+        choices = dm.parse_choices(set_, tuple(sorted({len(g) for c in _combinations() for g in c})))
+    except dm.DinersError as exc:
+        fail(str(exc))
     conditions = 6  # the paper's 2 combinations x 3 punishment settings, one graph invocation
     co.check_size(conditions * replicates, max(len(sum(g, ())) for g in _combinations()), iterations,
                   names=("6 conditions x --replicates", "diners", "--iterations"), diners=True)
@@ -84,7 +95,8 @@ def figures_diners(
         fail(f"--llm-run {llm_run} is not a cooplab run directory (no config.json)")
     try:
         out.mkdir(parents=True, exist_ok=True)
-        res = make_figures(out, replicates, seed, iterations, beta, llm_run, log=lambda s: None if as_json else typer.echo(s, err=True))
+        res = make_figures(out, replicates, seed, iterations, beta, llm_run, log=lambda s: None if as_json else typer.echo(s, err=True),
+                           choices=choices)
     except (OSError, runstore.RunDirError) as exc:
         fail(str(exc))
     if as_json:
@@ -95,13 +107,65 @@ def figures_diners(
     typer.echo(f"figures and CSVs in {out} (claims.md summarizes the claims)")
 
 
+def calibrate_diners(
+    out: Path = typer.Option(..., "--out", help="Calibration directory: design.json, samples.jsonl (the checkpoint), samples.csv, claims_map.csv, sensitivity.csv, figures/, summary.json, report.md. Rerun the same command to continue; a larger --samples extends the design."),
+    samples: Annotated[int, num_opt("--samples", "Points of the Latin hypercube design, 1..100000.")] = 64,
+    replicates: Annotated[int, num_opt("--replicates", f"Replicates per condition (6 conditions per sample), 2..{co.MAX_REPLICATES} (figures diners: 200).", "figure-replicates")] = 200,
+    seed: SeedOpt = 0,
+    batch: Annotated[int, num_opt("--batch", "Samples per job of the executor, 1..10000 (each sample is checkpointed as it finishes).")] = 4,
+    parallel: Annotated[int, num_opt("--parallel", "Jobs at once, 1..64 (local threads; Ray's local instance gets this many CPUs).")] = 1,
+    executor: str = typer.Option("local", "--executor", help="Where batches run: local (threads of this process) or ray (tasks on a Ray cluster; needs cooplab[ray])."),
+    address: Optional[str] = typer.Option(None, "--address", help="With --executor ray: the cluster to join, auto or HOST:PORT (default: a private local Ray instance)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or per-batch lines."),
+    as_json: bool = typer.Option(False, "--json", help="Print summary.json."),
+) -> None:
+    """Evaluate the paper's six strategy leaders (Figs. 9, 10; the claims of 'cooplab figures diners') at every sample of a Latin
+    hypercube over our free choices: the menu, the p and k of 'unstated', the score's memory (docs/diners.md)."""
+    from cooplab import calibration, sweeps
+    from cooplab.cli_tasks import echo_json as _echo_json
+    from cooplab.extras import require
+
+    require("analysis", "the calibration (cooplab calibrate diners)", ("scipy", "SALib"))
+    from cooplab.tasks.diners import calibrate as cal
+
+    if executor not in sweeps.EXECUTORS:
+        fail(f"--executor must be one of {', '.join(sweeps.EXECUTORS)}, got {executor!r}")
+    if address is not None and executor != "ray":
+        fail("--address is for --executor ray")
+    co.check_size(6 * replicates, max(len(sum(g, ())) for g in _combinations()), cal.ITERATIONS,
+                  names=("6 conditions x --replicates", "diners", "iterations"), diners=True)
+    quiet = quiet or as_json
+    log = (lambda s: None) if quiet else (lambda s: typer.echo(s, err=True))
+    try:
+        s = cal.calibrate(out, samples=samples, seed=seed, replicates=replicates, batch=batch, parallel=parallel, executor=executor,
+                          address=address, log=log, quiet=quiet)
+    except (calibration.CalibrateError, sweeps.SweepError) as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        typer.echo(f"cooplab: interrupted; finished samples are in {out}/samples.jsonl; rerun the same command to continue", err=True)
+        raise typer.Exit(130)
+    if as_json:
+        _echo_json(s)
+    else:
+        for line in calibration.summary_lines(s, cal.spec()):
+            typer.echo(line)
+        typer.echo(f"report in {Path(out) / 'report.md'}")
+    failed = calibration.failure_line(s)
+    if failed:
+        typer.echo(failed, err=True)
+    if failed or not s["complete"]:
+        raise typer.Exit(1)
+
+
 def _combinations():
     from cooplab.tasks.diners import model as dm
 
     return list(dm.COMBINATIONS.values())
 
 
-def register(figures_app: typer.Typer) -> None:
-    """Add ``figures diners`` to cooplab's Typer app (idempotent)."""
+def register(figures_app: typer.Typer, calibrate_app: typer.Typer | None = None) -> None:
+    """Add ``figures diners`` (and ``calibrate diners``) to cooplab's Typer apps (idempotent)."""
     if not any(c.name == "diners" for c in figures_app.registered_commands):
         figures_app.command("diners")(figures_diners)
+    if calibrate_app is not None and not any(c.name == "diners" for c in calibrate_app.registered_commands):
+        calibrate_app.command("diners")(calibrate_diners)

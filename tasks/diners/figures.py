@@ -35,7 +35,10 @@ def share_stats(counts: pd.DataFrame, by: list[str] | None = None) -> pd.DataFra
     shares[by + ["iteration"]] = counts[by + ["iteration"]]
     long = shares.melt(id_vars=by + ["iteration"], value_vars=names, var_name="strategy", value_name="share")
     g = long.groupby(by + ["iteration", "strategy"], sort=False)["share"]
-    out = g.agg(mean="mean", sd="std", q05=lambda x: x.quantile(0.05), q95=lambda x: x.quantile(0.95), n="count").reset_index()
+    out = g.agg(mean="mean", sd="std", n="count")
+    out.insert(2, "q05", g.quantile(0.05))  # vectorized (a lambda per group took seconds per call)
+    out.insert(3, "q95", g.quantile(0.95))
+    out = out[["mean", "sd", "q05", "q95", "n"]].reset_index()
     out["sd"] = out["sd"].fillna(0.0)
     return out
 
@@ -98,9 +101,11 @@ def run_figure(counts: pd.DataFrame, summary: dict[str, Any], outdir: Path) -> P
     return path
 
 
-def rule_experiment(replicates: int, seed: int, iterations: int = 10, beta: float = 1.0) -> pd.DataFrame:
-    """The six paper conditions x ``replicates``; the strategy-count table with labels."""
-    conds = paper_conditions(beta)
+def rule_experiment(replicates: int, seed: int, iterations: int = 10, beta: float = 1.0,
+                    choices: dict[str, float] | None = None) -> pd.DataFrame:
+    """The six paper conditions x ``replicates``; the strategy-count table with labels. ``choices``:
+    our free choices (:data:`model.CHOICES`: the menu, the p, k of "unstated", memory), default ours."""
+    conds = paper_conditions(beta, choices)
     final = run_diners([c for _, _, c in conds], replicates, seed, iterations, checkpointer=InMemorySaver(), durability="exit")
     counts = strategy_counts(final, _initial(final))
     meta = pd.DataFrame([{"combination": comb, "pk": pk} for comb, pk, _ in conds])
@@ -121,45 +126,66 @@ def final_table(counts: pd.DataFrame) -> pd.DataFrame:
     return sh.groupby(["combination", "pk"], sort=False)[names].mean().reset_index()
 
 
+#: the paper's strategy leaders (§5, Figs. 9 and 10: one LLM run per condition): (combination, p:k) -> (figure, leader)
+PAPER_LEADERS = {(1, "unstated"): ("9(a)", "P"), (1, "3:1"): ("9(b)", "M"), (1, "6:1"): ("9(c)", "M"),
+                 (2, "unstated"): ("10(a)", "R1"), (2, "3:1"): ("10(b)", "P"), (2, "6:1"): ("10(c)", "M")}
+
+
 def check_claims(counts: pd.DataFrame) -> list[dict[str, Any]]:
-    """The paper's qualitative findings (§5) and B&R's predictions, checked on mean shares."""
+    """The paper's qualitative findings (§5) and B&R's predictions, checked on mean shares.
+
+    Each claim has ``holds``, its ``evidence`` as text and a signed ``effect`` (share of agents),
+    positive when it holds (0: a tie): for a leader claim the mean final share of the paper's
+    leader minus the largest other share; see :data:`EFFECTS`."""
     st = share_stats(counts, ["combination", "pk"])
     T = int(counts["iteration"].max())
+    means = {(c, pk, n, int(t)): float(m) for c, pk, n, t, m in
+             st[["combination", "pk", "strategy", "iteration", "mean"]].itertuples(index=False, name=None)}
 
     def mean_at(comb, pk, name, t=T) -> float:
-        d = st[(st["combination"] == comb) & (st["pk"] == pk) & (st["strategy"] == name) & (st["iteration"] == t)]
-        return float(d["mean"].iloc[0])
+        return means[(comb, pk, name, t)]
 
     def r1_area(comb, pk) -> float:  # mean R1 share over iterations 1..T
-        d = st[(st["combination"] == comb) & (st["pk"] == pk) & (st["strategy"] == "R1") & (st["iteration"] >= 1)]
-        return float(d["mean"].mean())
+        return float(np.mean([mean_at(comb, pk, "R1", t) for t in range(1, T + 1)]))
 
     def leader(comb, pk) -> str:
         return max(dm.STRATEGIES, key=lambda n: mean_at(comb, pk, n))
 
     claims = []
 
-    def add(cid, claim, holds, evidence):
-        claims.append({"id": cid, "claim": claim, "holds": bool(holds), "evidence": evidence})
+    def add(cid, claim, holds, evidence, effect, **extra):
+        claims.append({"id": cid, "claim": claim, "holds": bool(holds), "evidence": evidence, "effect": float(effect), **extra})
 
     for comb in (1, 2):
         r = {pk: mean_at(comb, pk, "R1") for pk in PK_ORDER}
         add(f"c{comb}-explicit-r1", f"combination {comb}: explicit punishment (3:1, 6:1) leaves fewer R1 at iteration {T} than unstated",
             r["3:1"] < r["unstated"] and r["6:1"] < r["unstated"],
-            f"final R1 share unstated {r['unstated']:.3f}, 3:1 {r['3:1']:.3f}, 6:1 {r['6:1']:.3f}")
+            f"final R1 share unstated {r['unstated']:.3f}, 3:1 {r['3:1']:.3f}, 6:1 {r['6:1']:.3f}",
+            r["unstated"] - max(r["3:1"], r["6:1"]))
         a = {pk: r1_area(comb, pk) for pk in PK_ORDER}
         add(f"c{comb}-larger-p", f"combination {comb}: larger p (6:1) drives R1 out faster than 3:1 (lower mean R1 share over iterations)",
-            a["6:1"] < a["3:1"], f"mean R1 share over iterations 1-{T}: 3:1 {a['3:1']:.3f}, 6:1 {a['6:1']:.3f}")
+            a["6:1"] < a["3:1"], f"mean R1 share over iterations 1-{T}: 3:1 {a['3:1']:.3f}, 6:1 {a['6:1']:.3f}", a["3:1"] - a["6:1"])
         for pk in ("3:1", "6:1"):
-            mp = mean_at(comb, pk, "M") + mean_at(comb, pk, "P")
+            sh = {n: mean_at(comb, pk, n) for n in dm.STRATEGIES}
+            mp = sh["M"] + sh["P"]
             add(f"c{comb}-{pk}-mp", f"combination {comb}, p:k {pk}: M or P dominate at iteration {T} (M + P > 50 %, one of them the largest)",
-                mp > 0.5 and leader(comb, pk) in ("M", "P"), f"M + P = {mp:.3f}; largest: {leader(comb, pk)}")
-    paper_leaders = {(1, "unstated"): "P", (1, "3:1"): "M", (1, "6:1"): "M", (2, "unstated"): "R1", (2, "3:1"): "P", (2, "6:1"): "M"}
-    for (comb, pk), who in paper_leaders.items():
+                mp > 0.5 and leader(comb, pk) in ("M", "P"), f"M + P = {mp:.3f}; largest: {leader(comb, pk)}",
+                min(mp - 0.5, max(sh["M"], sh["P"]) - max(v for n, v in sh.items() if n not in ("M", "P"))))
+    for (comb, pk), (fig, who) in PAPER_LEADERS.items():
         shares = ", ".join(f"{n} {mean_at(comb, pk, n):.3f}" for n in dm.STRATEGIES if n != "D")
         add(f"c{comb}-{pk}-leader", f"combination {comb}, p:k {pk}: the paper's single run ends with {who} the largest strategy",
-            leader(comb, pk) == who, f"mean final shares: {shares}; largest here: {leader(comb, pk)}")
+            leader(comb, pk) == who, f"mean final shares: {shares}; largest here: {leader(comb, pk)}",
+            mean_at(comb, pk, who) - max(mean_at(comb, pk, n) for n in dm.STRATEGIES if n != who), figure=fig)
     return claims
+
+
+#: what each claim's signed effect is (share of agents; positive in the claim's direction)
+EFFECTS = {
+    "explicit-r1": "final R1 share unstated - max(final R1 share at 3:1, at 6:1)",
+    "larger-p": "mean R1 share over iterations 1-T at 3:1 - at 6:1",
+    "mp": "min(M + P - 0.5, max(M, P) - the largest other final share)",
+    "leader": "final share of the paper's leader - the largest other final share",
+}
 
 
 def llm_run_figure(run_dir: Path, out: Path) -> Path:
@@ -174,11 +200,13 @@ def llm_run_figure(run_dir: Path, out: Path) -> Path:
 
 
 def make_figures(out: Path, replicates: int = 200, seed: int = 0, iterations: int = 10, beta: float = 1.0,
-                 llm_run: Path | None = None, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+                 llm_run: Path | None = None, log: Callable[[str], None] = lambda s: None,
+                 choices: dict[str, float] | None = None) -> dict[str, Any]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    counts = rule_experiment(replicates, seed, iterations, beta)
+    choices = {**dm.CHOICES, **(choices or {})}
+    counts = rule_experiment(replicates, seed, iterations, beta, choices)
     log(f"six conditions x {replicates} replicates in {time.perf_counter() - t0:.1f} s")
     st = share_stats(counts, ["combination", "pk"])
     counts.to_csv(out / "rule_strategy_counts.csv", index=False)
@@ -188,10 +216,13 @@ def make_figures(out: Path, replicates: int = 200, seed: int = 0, iterations: in
     combination_figure(st, 1, out / "fig9_rule.png", f"Fig. 9 analog: combination 1 (M,P,E,R1 | M,M,P,R1), rule-based, {replicates} replicates")
     combination_figure(st, 2, out / "fig10_rule.png", f"Fig. 10 analog: combination 2 (R1,R1,E,M | R1,P,P,M), rule-based, {replicates} replicates")
     claims = check_claims(counts)
-    lines = [f"# Diner's Dilemma, rule-based agents: {replicates} replicates per condition, {iterations} iterations, seed {seed}, beta {beta}", ""]
-    lines += [f"- **{c['id']}** ({'holds' if c['holds'] else 'does not hold'}): {c['claim']}. {c['evidence']}" for c in claims]
+    lines = [f"# Diner's Dilemma, rule-based agents: {replicates} replicates per condition, {iterations} iterations, seed {seed}, beta {beta}", "",
+             "Free choices: " + ", ".join(f"{k} = {v:g}" for k, v in choices.items())
+             + (" (ours, docs/diners.md)" if choices == dm.CHOICES else " (set with --set; ours: docs/diners.md)"), ""]
+    lines += [f"- **{c['id']}**{' (Fig. ' + c['figure'] + ')' if c.get('figure') else ''} ({'holds' if c['holds'] else 'does not hold'}): "
+              f"{c['claim']}. {c['evidence']}; effect {c['effect']:+.3f}" for c in claims]
     (out / "claims.md").write_text("\n".join(lines) + "\n")
-    res: dict[str, Any] = {"replicates": replicates, "seed": seed, "iterations": iterations, "beta": beta,
+    res: dict[str, Any] = {"replicates": replicates, "seed": seed, "iterations": iterations, "beta": beta, "choices": choices,
                            "final_shares": final.to_dict(orient="records"), "claims": claims,
                            "files": sorted(p.name for p in out.iterdir() if p.is_file())}
     if llm_run is not None:

@@ -56,6 +56,11 @@ COMBINATIONS = {
 PK_SETTINGS = {"unstated": (1.0, 1.0, False), "3:1": (3.0, 1.0, True), "6:1": (6.0, 1.0, True)}
 VENUES = ("pub", "café")
 MEAL = {"c_b": 4.0, "v_b": 6.0, "c_p": 12.0, "v_p": 10.0}
+# Our free choices for the paper's six conditions (docs/diners.md; `cooplab figures diners --set`,
+# mapped by `cooplab calibrate diners`): the menu, the p and k of the "unstated" setting, and the
+# memory of the score pi (pi <- memory * pi + u: 1 = accumulated since iteration 1, 0 = the last
+# iteration's utility only).
+CHOICES = {**MEAL, "unstated_p": PK_SETTINGS["unstated"][0], "unstated_k": PK_SETTINGS["unstated"][1], "memory": 1.0}
 
 
 MAX_GROUPS = 100  # group numbers are stored as int8
@@ -101,6 +106,33 @@ def parse_pk(text: str) -> tuple[float, float, bool]:
     if not (0 <= p <= MAX_PARAM and 0 <= k <= MAX_PARAM):  # also refuses nan and inf
         raise DinersError(f"--pk {text!r}: p and k must be finite numbers in [0, {MAX_PARAM:g}], e.g. 3:1")
     return p, k, True
+
+
+def parse_choices(items: list[str] | None, group_sizes: tuple[int, ...] = (4,)) -> dict[str, float]:
+    """``--set name=value`` (repeatable) -> our free choices (:data:`CHOICES`) to change. The menu
+    that results must be a Diner's Dilemma for every group size; ``memory`` is in [0, 1]."""
+    from cooplab.cli_options import MAX_PARAM
+
+    out: dict[str, float] = {}
+    for item in items or []:
+        name, sep, text = str(item).partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise DinersError(f"--set {item!r}: use name=value, e.g. --set c_p=16")
+        if name not in CHOICES:
+            raise DinersError(f"--set {name}: unknown choice; use {', '.join(CHOICES)}")
+        try:
+            v = float(text)
+        except ValueError:
+            raise DinersError(f"--set {name}={text}: not a number") from None
+        hi = 1.0 if name == "memory" else MAX_PARAM
+        if not 0 <= v <= hi:  # also refuses nan and inf
+            raise DinersError(f"--set {name}: must be a number in [0, {hi:g}], got {text}")
+        out[name] = v
+    ch = {**CHOICES, **out}
+    for n in group_sizes:
+        check_dilemma(ch["c_b"], ch["v_b"], ch["c_p"], ch["v_p"], n)
+    return out
 
 
 def check_dilemma(c_b: float, v_b: float, c_p: float, v_p: float, n: int) -> None:

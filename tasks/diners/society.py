@@ -70,7 +70,9 @@ class Condition:
     k: float = 1.0
     stated: bool = True
     beta: float = 1.0
-    accumulate: bool = True  # pi = accumulated utility (the paper); False: this iteration's only
+    # pi = accumulated utility (the paper); False: this iteration's only; a number in [0, 1] is the
+    # memory of the score, pi <- accumulate * pi + u (True = 1, False = 0)
+    accumulate: bool | float = True
     meal: dict[str, float] = field(default_factory=lambda: dict(dm.MEAL))
     label: str = ""
 
@@ -89,18 +91,30 @@ class Condition:
             raise dm.DinersError(f"p and k must be finite numbers >= 0, got {self.p} and {self.k}")
         if not 0 <= self.beta < float("inf"):
             raise dm.DinersError(f"beta must be a finite number >= 0, got {self.beta}")
+        if not 0 <= float(self.accumulate) <= 1:  # also refuses nan
+            raise dm.DinersError(f"accumulate (the score's memory) must be true, false or a number in [0, 1], got {self.accumulate}")
         if not all(isinstance(v, (int, float)) and 0 <= v < float("inf") for v in self.meal.values()):
             raise dm.DinersError(f"meal costs and values must be finite numbers >= 0, got {self.meal}")
         for n in {len(g) for g in self.groups}:
             dm.check_dilemma(self.meal["c_b"], self.meal["v_b"], self.meal["c_p"], self.meal["v_p"], n)
 
 
-def paper_conditions(beta: float = 1.0) -> list[tuple[int, str, Condition]]:
-    """The paper's six simulations: 2 combinations x 3 punishment settings (§4)."""
+def paper_conditions(beta: float = 1.0, choices: Mapping[str, float] | None = None) -> list[tuple[int, str, Condition]]:
+    """The paper's six simulations: 2 combinations x 3 punishment settings (§4). ``choices``: our
+    free choices (:data:`model.CHOICES`; missing ones are ours): the menu, the p and k used for
+    "unstated", and the memory of the score."""
+    ch = {**dm.CHOICES, **(choices or {})}
+    unknown = sorted(set(ch) - set(dm.CHOICES))
+    if unknown:
+        raise dm.DinersError(f"unknown choice {unknown[0]!r}; use {', '.join(dm.CHOICES)}")
+    meal = {name: float(ch[name]) for name in dm.MEAL}
     out = []
     for comb, groups in dm.COMBINATIONS.items():
         for pk, (p, k, stated) in dm.PK_SETTINGS.items():
-            out.append((comb, pk, Condition(groups, p, k, stated, beta, label=f"combination {comb}, p:k {pk}")))
+            if pk == "unstated":
+                p, k = float(ch["unstated_p"]), float(ch["unstated_k"])
+            out.append((comb, pk, Condition(groups, p, k, stated, beta, accumulate=float(ch["memory"]), meal=meal,
+                                            label=f"combination {comb}, p:k {pk}")))
     return out
 
 
@@ -200,8 +214,8 @@ def utility_node():
         act = state["active"][:, None]
         out = dm.utility(state["defect"], state["group"], state["punish1"], state["punish2"], P)
         u = np.where(act, out["utility"], 0.0)
-        acc = P["accumulate"].astype(bool)[:, None]
-        score = np.where(act, np.where(acc, state["score"] + u, u), state["score"])
+        memory = P["accumulate"][:, None]  # 1: accumulated (1 * pi + u is exactly pi + u), 0: this iteration's (0 * pi + u = u)
+        score = np.where(act, memory * state["score"] + u, state["score"])
         punished = out["received"] > 0
         reformed = state["reformed"] | (act & (state["strategy"] == dm.R1) & punished)
         return {"meal": np.where(act, out["meal"], 0.0), "utility": u, "score": score, "reformed": reformed}

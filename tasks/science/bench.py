@@ -31,6 +31,8 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+from cooplab.calibration import wilson  # noqa: F401 - the 95% Wilson interval, shared with cooplab calibrate
+
 ANSWER_RE = re.compile(r"@([A-Za-z_][A-Za-z0-9_]*)\[([^\[\]\n]*)\]")
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 MAX_LINE = 100_000
@@ -201,17 +203,6 @@ def score_item(labels: list[tuple[str, str]] | None, answers: dict[str, str]) ->
         return {"correct": None, "n_sub": 0, "n_sub_correct": 0, "sub": {}}
     sub = {name: match(value, answers.get(name)) for name, value in labels}
     return {"correct": all(sub.values()), "n_sub": len(sub), "n_sub_correct": sum(sub.values()), "sub": sub}
-
-
-def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float | None, float | None]:
-    """The 95% Wilson score interval of k successes in n trials ((None, None) for n = 0)."""
-    if n == 0:
-        return None, None
-    p = k / n
-    den = 1 + z * z / n
-    mid = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return (0.0 if k == 0 else max(0.0, mid - half)), (1.0 if k == n else min(1.0, mid + half))
 
 
 def task_text(item: dict[str, Any]) -> str:
