@@ -208,7 +208,7 @@ def calibrate_cpr(
     from cooplab.extras import require
 
     require("analysis", "the calibration (cooplab calibrate cpr)", ("scipy", "SALib"))
-    from cooplab import calibration
+    from cooplab.cli_tasks import run_calibration
     from cooplab.tasks.cpr import calibrate as cal
     from cooplab.tasks.cpr.params import ParamError, make_params, parse_set
     from cooplab.tasks.cpr.task import preset_values
@@ -231,27 +231,8 @@ def calibrate_cpr(
         co.check_size(110 * replicates, params.N, params.T, names=("110 conditions x --replicates", "N", "T"))
     except ParamError as exc:
         fail(str(exc))
-    quiet = quiet or as_json
-    log = (lambda s: None) if quiet else (lambda s: typer.echo(s, err=True))
-    try:
-        s = cal.calibrate(out, samples=samples, seed=seed, replicates=replicates, batch=batch, parallel=parallel, executor=executor,
-                          address=address, base=base, preset=preset, log=log, quiet=quiet)
-    except (cal.CalibrateError, sweeps.SweepError) as exc:
-        fail(str(exc))
-    except KeyboardInterrupt:
-        typer.echo(f"cooplab: interrupted; finished samples are in {out}/samples.jsonl; rerun the same command to continue", err=True)
-        raise typer.Exit(130)
-    if as_json:
-        _echo_json(s)
-    else:
-        for line in calibration.summary_lines(s, cal.spec()):
-            typer.echo(line)
-        typer.echo(f"report in {Path(out) / 'report.md'}")
-    failed = calibration.failure_line(s)
-    if failed:
-        typer.echo(failed, err=True)
-    if failed or not s["complete"]:
-        raise typer.Exit(1)
+    run_calibration(cal, out, as_json=as_json, quiet=quiet, samples=samples, seed=seed, replicates=replicates, batch=batch,
+                    parallel=parallel, executor=executor, address=address, base=base, preset=preset)
 
 
 analyze_app = typer.Typer(help="Analyze a set of runs: statistics and the paper's figures.", no_args_is_help=True, rich_markup_mode=None)

@@ -352,3 +352,34 @@ def register(run_app: typer.Typer, params_app: typer.Typer, graph_app: typer.Typ
 
 __all__ = ["OptionError", "config_of", "echo_json", "fail", "graph_command", "llm_config", "params_command", "params_options", "register", "report",
            "resume_and_report", "run_and_report", "run_command"]
+
+
+def run_calibration(cal: Any, out: Any, *, as_json: bool, quiet: bool, **kw: Any) -> None:
+    """Run ``cal.calibrate(out, ...)`` (a calibration module: ``cooplab calibrate cpr|diners``) and
+    report it: the summary (or JSON), a failed-samples line, exit 1 when samples failed or remain,
+    130 with a resume hint on Ctrl-C, one-line errors (exit 2)."""
+    from pathlib import Path
+
+    from cooplab import calibration, sweeps
+    from cooplab.cli_options import fail
+
+    quiet = quiet or as_json
+    log = (lambda s: None) if quiet else (lambda s: typer.echo(s, err=True))
+    try:
+        s = cal.calibrate(out, log=log, quiet=quiet, **kw)
+    except (calibration.CalibrateError, sweeps.SweepError) as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        typer.echo(f"cooplab: interrupted; finished samples are in {out}/samples.jsonl; rerun the same command to continue", err=True)
+        raise typer.Exit(130)
+    if as_json:
+        echo_json(s)
+    else:
+        for line in calibration.summary_lines(s, cal.spec()):
+            typer.echo(line)
+        typer.echo(f"report in {Path(out) / 'report.md'}")
+    failed = calibration.failure_line(s)
+    if failed:
+        typer.echo(failed, err=True)
+    if failed or not s["complete"]:
+        raise typer.Exit(1)

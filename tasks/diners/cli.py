@@ -121,8 +121,8 @@ def calibrate_diners(
 ) -> None:
     """Evaluate the paper's six strategy leaders (Figs. 9, 10; the claims of 'cooplab figures diners') at every sample of a Latin
     hypercube over our free choices: the menu, the p and k of 'unstated', the score's memory (docs/diners.md)."""
-    from cooplab import calibration, sweeps
-    from cooplab.cli_tasks import echo_json as _echo_json
+    from cooplab import sweeps
+    from cooplab.cli_tasks import run_calibration
     from cooplab.extras import require
 
     require("analysis", "the calibration (cooplab calibrate diners)", ("scipy", "SALib"))
@@ -134,27 +134,8 @@ def calibrate_diners(
         fail("--address is for --executor ray")
     co.check_size(6 * replicates, max(len(sum(g, ())) for g in _combinations()), cal.ITERATIONS,
                   names=("6 conditions x --replicates", "diners", "iterations"), diners=True)
-    quiet = quiet or as_json
-    log = (lambda s: None) if quiet else (lambda s: typer.echo(s, err=True))
-    try:
-        s = cal.calibrate(out, samples=samples, seed=seed, replicates=replicates, batch=batch, parallel=parallel, executor=executor,
-                          address=address, log=log, quiet=quiet)
-    except (calibration.CalibrateError, sweeps.SweepError) as exc:
-        fail(str(exc))
-    except KeyboardInterrupt:
-        typer.echo(f"cooplab: interrupted; finished samples are in {out}/samples.jsonl; rerun the same command to continue", err=True)
-        raise typer.Exit(130)
-    if as_json:
-        _echo_json(s)
-    else:
-        for line in calibration.summary_lines(s, cal.spec()):
-            typer.echo(line)
-        typer.echo(f"report in {Path(out) / 'report.md'}")
-    failed = calibration.failure_line(s)
-    if failed:
-        typer.echo(failed, err=True)
-    if failed or not s["complete"]:
-        raise typer.Exit(1)
+    run_calibration(cal, out, as_json=as_json, quiet=quiet, samples=samples, seed=seed, replicates=replicates, batch=batch,
+                    parallel=parallel, executor=executor, address=address)
 
 
 def _combinations():
