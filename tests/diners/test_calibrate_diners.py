@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +21,7 @@ from cooplab.tasks.diners import calibrate as cal
 from cooplab.tasks.diners import figures
 from cooplab.tasks.diners import model as dm
 from cooplab.tasks.diners.society import Condition, paper_conditions, run_diners
+from tests.helpers.calibration import kill_after_first_sample_then_rerun
 from tests.helpers.cli import fail_line
 
 EXE = str(Path(sys.executable).parent / "cooplab")
@@ -192,24 +190,8 @@ def test_kill_minus_9_then_rerun_gives_the_uninterrupted_table(tmp_path, capsys)
     assert main([*args, "--out", str(ref)]) == 0
     capsys.readouterr()
     out = tmp_path / "killed"
-    proc = subprocess.Popen([EXE, *args, "--out", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    deadline = time.time() + 300
-    try:
-        while time.time() < deadline and proc.poll() is None and not calib.read_rows(out):
-            time.sleep(0.01)  # polling the checkpoint file, not waiting a fixed time
-        assert proc.poll() is None, "the run ended before a sample was written"
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    done = calib.read_rows(out)
+    done, after = kill_after_first_sample_then_rerun(EXE, args, out, capsys)
     assert 1 <= len(done) < 6, len(done)
-    assert main([*args, "--out", str(out)]) == 0
-    capsys.readouterr()
-    after = calib.read_rows(out)
     for i, row in done.items():  # finished samples were kept, not computed again
         assert after[i] == row
     assert all(calib.starts(out)[i] == 1 for i in done)
