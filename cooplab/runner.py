@@ -34,6 +34,7 @@ from cooplab import runstore
 from cooplab.cli_options import one_line
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import BudgetExhausted, Ledger, Rates
+from cooplab.graphs.nodes import shared_rows
 from cooplab.graphs.task import RunInfo, Task, TaskConfigError
 
 
@@ -309,15 +310,17 @@ def _execute_rule(task: Task, out: Path, config: dict[str, Any], state: dict[str
             if not more:
                 final = snap.values
             elif progress.bar is None:
-                final = graph.invoke(state, cfg, durability="async")
+                with shared_rows():  # the nodes of the run share the running rows they gather
+                    final = graph.invoke(state, cfg, durability="async")
             else:
                 final = None
-                for mode, data in graph.stream(state, cfg, stream_mode=["updates", "values"], durability="async"):
-                    if mode == "values":
-                        final = data
-                    else:
-                        for node, update in data.items():
-                            progress(node, update)
+                with shared_rows():
+                    for mode, data in graph.stream(state, cfg, stream_mode=["updates", "values"], durability="async"):
+                        if mode == "values":
+                            final = data
+                        else:
+                            for node, update in data.items():
+                                progress(node, update)
         finally:
             progress.close()
     return finish(task, out, config, final, time.perf_counter() - t0)

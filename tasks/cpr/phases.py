@@ -29,13 +29,16 @@ from cooplab.graphs.nodes import (
     running_agents,
     running_societies,
     scatter,
+    where,
 )
+from cooplab.agents.rule_based import count_rows, row_sum
 from cooplab.graphs.rng import RowSubsetGenerator, phase_rng
 from cooplab.tasks.cpr import rules as rb
 from cooplab.tasks.cpr import world
 
 __all__ = ["PolicyResult", "adapt_node", "environment_node", "harvest_node", "individual_learning_enabled", "is_async_policy",
-           "learn_node", "llm_node", "propose_node", "punish_node", "punishment_enabled", "running_agents", "threshold", "vote_node"]
+           "learn_node", "llm_node", "propose_node", "punish_node", "punishment_enabled", "round_record", "running_agents", "threshold",
+           "vote_node"]
 
 State = Mapping[str, Any]
 
@@ -43,7 +46,7 @@ State = Mapping[str, Any]
 def harvest_node(effort_policy: Callable = rb.capped_effort) -> Callable[..., Any]:
     def apply(state: State, effort_raw: np.ndarray) -> dict:
         run = running_agents(state)
-        effort = np.where(run, np.clip(np.nan_to_num(effort_raw, nan=0.0), 0.0, 1.0), 0.0)
+        effort = where(run, np.clip(np.nan_to_num(effort_raw, nan=0.0), 0.0, 1.0), 0.0)
         h = world.ration(world.harvest(state["params"]["alpha"], effort, state["R"]), state["R"])
         R_plus = np.where(state["active"], world.post_harvest_stock(state["R"], h), state["R_plus"])
         return {"effort": effort, "h": h, "R_plus": R_plus}
@@ -93,13 +96,16 @@ def punish_node(policy: Callable = rb.sample_inspect_punish) -> Callable[..., An
         shape = state["alive"].shape
         I = out.get("I", np.zeros(shape, dtype=np.int8))
         tau_V = out.get("tau_V", np.full(shape, np.inf))
+        counts = {"n_inspections": np.where(on, out["n_inspections"], 0), "n_violations": np.where(on, out["n_violations"], 0)}
+        if on.all():  # in force everywhere: nothing to mask (the same numbers, no copies)
+            return {"B": np.asarray(out["B"]).astype(np.int8, copy=False), "V": np.asarray(out["V"]).astype(np.int8, copy=False),
+                    "I": np.asarray(I).astype(np.int8, copy=False), "tau_V": np.asarray(tau_V).astype(float, copy=False), **counts}
         return {
             "B": np.where(on[:, None], out["B"], 0).astype(np.int8),
             "V": np.where(on[:, None], out["V"], 0).astype(np.int8),
             "I": np.where(on[:, None], I, 0).astype(np.int8),
             "tau_V": np.where(on[:, None], tau_V, np.inf).astype(float),
-            "n_inspections": np.where(on, out["n_inspections"], 0),
-            "n_violations": np.where(on, out["n_violations"], 0),
+            **counts,
         }
 
     if is_async_policy(policy):
@@ -143,16 +149,16 @@ def environment_node(end_on_starvation: bool = True) -> Callable[[State], dict]:
         h = v["h"]
         B = v.get("B", np.zeros_like(h, dtype=np.int8))
         V = v.get("V", np.zeros_like(h, dtype=np.int8))
-        payoff = np.where(run, world.round_payoff(h, Pv["c"], Pv["gamma"], Pv["beta"], B, V), 0.0)
+        payoff = where(run, world.round_payoff(h, Pv["c"], Pv["gamma"], Pv["beta"], B, V), 0.0)
         wealth = v["P"] + payoff
         starved = run & (wealth < 0)
         alive_v = v["alive"] & ~starved
-        P_bar = np.where(run, world.smoothed_payoff(v["P_bar"], payoff, Pv["ema"]), v["P_bar"])
-        died_v = starved.any(axis=1) if end_on_starvation else ~alive_v.any(axis=1)
-        n_alive_run = run.sum(axis=1)
+        P_bar = where(run, world.smoothed_payoff(v["P_bar"], payoff, Pv["ema"]), v["P_bar"])
+        died_v = count_rows(starved) > 0 if end_on_starvation else count_rows(alive_v) == 0
+        n_alive_run = count_rows(run)
         # per-society bookkeeping on the whole batch (cheap (S,) arrays)
         R_next = np.where(active, world.logistic_regrowth(state["R_plus"], P["r"], P["K"]), state["R"])
-        H = full(h.sum(axis=1), 0.0)  # the harvest node leaves finished societies' catches at 0
+        H = full(row_sum(h), 0.0)  # the harvest node leaves finished societies' catches at 0
         eta_t = world.efficiency_t(H, P["r"], P["K"])
         depleted = state["R_plus"] <= P["R_min"]
         died = full(died_v, False)
@@ -163,29 +169,7 @@ def environment_node(end_on_starvation: bool = True) -> Callable[[State], dict]:
         capped = still & (t >= P["T"])
         T_s = np.where(capped, t, T_s)
         eta_sum = state["eta_sum"] + np.where(active, eta_t, 0.0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            def mean_alive(x: np.ndarray) -> np.ndarray:
-                return full(np.where(n_alive_run > 0, (x * run).sum(axis=1) / np.maximum(n_alive_run, 1), np.nan), np.nan)
-
-            record = {
-                "round": t,
-                "active": active.copy(),
-                "R": state["R"].copy(),
-                "R_plus": state["R_plus"].copy(),
-                "H": H,
-                "eta_t": eta_t,
-                "G": state["G"].copy(),
-                "n_alive": full(alive_v.sum(axis=1), 0) * active,
-                "mean_effort": mean_alive(v["effort"]),
-                "mean_e": mean_alive(v["e"]),
-                "mean_g": mean_alive(v["g"]),
-                "mean_m": mean_alive(v["m"]),
-                "mean_P": mean_alive(wealth),
-                "n_inspections": state.get("n_inspections", np.zeros_like(H)) * active,
-                "n_violations": state.get("n_violations", np.zeros_like(H)) * active,
-                "n_punished": full(V.sum(axis=1), 0) * active,
-                "compliance": mean_alive(h <= threshold(v) + 1e-12),
-            }
+        record = round_record(state, v, full, t, H, eta_t, alive_v, wealth, V, run, n_alive_run)
         memory = {}
         if "h_recent" in state:  # LLM agents see their last few rounds: shift in this round's outcomes
             for key, now in (("h_recent", h), ("effort_recent", v["effort"]), ("V_recent", V.astype(float))):
@@ -194,7 +178,7 @@ def environment_node(end_on_starvation: bool = True) -> Callable[[State], dict]:
         return {
             **memory,
             "payoff": full(payoff, 0.0),
-            "P": kept("P", np.where(run, wealth, v["P"])),
+            "P": kept("P", where(run, wealth, v["P"])),
             "P_bar": kept("P_bar", P_bar),
             "alive": kept("alive", alive_v),
             "R": R_next,
@@ -207,6 +191,47 @@ def environment_node(end_on_starvation: bool = True) -> Callable[[State], dict]:
         }
 
     return environment
+
+
+def round_record(state: State, v: State, full: Callable[[np.ndarray, Any], np.ndarray], t: int, H: np.ndarray,
+                 eta_t: np.ndarray, alive_v: np.ndarray, wealth: np.ndarray, V: np.ndarray, run: np.ndarray,
+                 n_alive_run: np.ndarray) -> dict:
+    """The environment's record of round ``t`` (the ``history``): the stock, norm and activity at
+    the start of the round, the catch and its efficiency, and per society counts and means over
+    the living agents of the running societies (``v``: their rows; ``full`` spreads a per-society
+    array of them over the batch with a fill for the others; NaN means where nobody lives)."""
+    active = state["active"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        n_or_1 = np.maximum(n_alive_run, 1)
+        some_alive = n_alive_run > 0
+        run_all = run.all()  # then x * run is x
+
+        def mean_alive(x: np.ndarray) -> np.ndarray:  # the sums are those of (x * run).sum(axis=1), faster
+            if x.dtype == np.bool_:
+                total = count_rows(x if run_all else x & run)
+            else:
+                total = row_sum(np.ascontiguousarray(x) if run_all else x * run)
+            return full(np.where(some_alive, total / n_or_1, np.nan), np.nan)
+
+        return {
+            "round": t,
+            "active": active.copy(),
+            "R": state["R"].copy(),
+            "R_plus": state["R_plus"].copy(),
+            "H": H,
+            "eta_t": eta_t,
+            "G": state["G"].copy(),
+            "n_alive": full(count_rows(alive_v), 0) * active,
+            "mean_effort": mean_alive(v["effort"]),
+            "mean_e": mean_alive(v["e"]),
+            "mean_g": mean_alive(v["g"]),
+            "mean_m": mean_alive(v["m"]),
+            "mean_P": mean_alive(wealth),
+            "n_inspections": state.get("n_inspections", np.zeros_like(H)) * active,
+            "n_violations": state.get("n_violations", np.zeros_like(H)) * active,
+            "n_punished": full(count_rows(V), 0) * active,
+            "compliance": mean_alive(v["h"] <= threshold(v) + 1e-12),
+        }
 
 
 def individual_learning_enabled(state: State) -> np.ndarray:
@@ -227,15 +252,18 @@ def adapt_node(rule: Callable = rb.individual_learning) -> Callable[[State], dic
         on = individual_learning_enabled(state)
         if not on.any():
             return {}
-        if running_societies(state) is None:  # every society runs: the whole batch, masked
+        live = running_societies(state)
+        if live is None:  # every society runs: the whole batch, masked
             out = rule(state)
             keep = running_agents(state) & on[:, None]
-            return {k: np.where(keep, out[k], state[k]) for k in keys}
+            return {k: where(keep, out[k], state[k]) for k in keys}
         rows = np.flatnonzero(on)
+        if len(rows) == len(live):  # on <= active: the running societies (share the rows gathered for them)
+            rows = live
         sub = SocietyRows(state, rows)
         out = rule(sub)
         run = running_agents(sub)
-        return {k: scatter(state[k], rows, np.where(run, out[k], sub[k])) for k in keys}
+        return {k: scatter(state[k], rows, where(run, out[k], sub[k])) for k in keys}
 
     return adapt
 
@@ -253,13 +281,13 @@ def learn_node(rule: Callable = rb.payoff_biased_imitation) -> Callable[[State],
         if live is None:
             out = rule(state, rng)
             run = learners(state)
-            return {k: np.where(run, out[k], state[k]) for k in ("e", "m", "g")}
+            return {k: where(run, out[k], state[k]) for k in ("e", "m", "g")}
         if not live.size:
             return {}
         sub = SocietyRows(state, live)
         out = rule(sub, RowSubsetGenerator(rng, live, len(state["active"])))
         run = learners(sub)
-        return {k: scatter(state[k], live, np.where(run, out[k], sub[k])) for k in ("e", "m", "g")}
+        return {k: scatter(state[k], live, where(run, out[k], sub[k])) for k in ("e", "m", "g")}
 
     return learn
 
@@ -273,9 +301,9 @@ def propose_node(policy: Callable = rb.propose_own_cap) -> Callable[..., Any]:
         rng = phase_rng(state["seed"], state["round"], "propose")
         live = running_societies(state)
         if live is None:
-            return {"proposals": np.where(running_agents(state), policy(state, rng), np.nan)}
+            return {"proposals": where(running_agents(state), policy(state, rng), np.nan)}
         sub = SocietyRows(state, live)
-        part = np.where(running_agents(sub), policy(sub, RowSubsetGenerator(rng, live, len(state["active"]))), np.nan)
+        part = where(running_agents(sub), policy(sub, RowSubsetGenerator(rng, live, len(state["active"]))), np.nan)
         return {"proposals": scatter(np.full(state["alive"].shape, np.nan), live, part, copy=False)}
 
     return propose

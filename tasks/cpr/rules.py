@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from cooplab.agents.rule_based import col, sample_peer
+from cooplab.agents.rule_based import col, count_rows, sample_peer
 from cooplab.tasks.cpr.world import imitation_probability, median_norm
 
 State = Mapping[str, Any]
@@ -49,18 +49,19 @@ def sample_inspect_punish(state: State, threshold: np.ndarray, rng: np.random.Ge
     u_punish = rng.random((S, N))
     has = j >= 0
     jj = np.where(has, j, 0)
-    h_j = np.take_along_axis(state["h"], jj, axis=1)
+    peer = jj + (np.arange(S) * N)[:, None]  # flat index of (s, j)
+    h_j = np.take(state["h"].reshape(-1), peer)
     inspect = alive & has & (u_inspect < state["m"])
     violation = inspect & (h_j > threshold)
     punish = violation & (u_punish < state["p"])
     B = punish.astype(np.int8)
     V = np.zeros((S, N), dtype=np.int8)
-    rows = np.broadcast_to(np.arange(S)[:, None], (S, N))
-    V[rows[punish], jj[punish]] = 1
+    fined = peer[punish]
+    V.reshape(-1)[fined] = 1
     tau_V = np.full((S, N), np.inf)
-    np.minimum.at(tau_V, (rows[punish], jj[punish]), np.broadcast_to(threshold, (S, N))[punish])
+    np.minimum.at(tau_V.reshape(-1), fined, np.broadcast_to(threshold, (S, N))[punish])
     return {"B": B, "V": V, "I": inspect.astype(np.int8), "tau_V": tau_V,
-            "n_inspections": inspect.sum(axis=1), "n_violations": violation.sum(axis=1)}
+            "n_inspections": count_rows(inspect), "n_violations": count_rows(violation)}
 
 
 # --- social learning -----------------------------------------------------------------------
@@ -76,10 +77,14 @@ def payoff_biased_imitation(state: State, rng: np.random.Generator) -> dict[str,
     u_meet, u_adopt = rng.random((S, N)), rng.random((S, N))
     has = k >= 0
     kk = np.where(has, k, 0)
-    Pk = np.take_along_axis(state["P_bar"], kk, axis=1)
-    prob = imitation_probability(Pk, state["P_bar"], P["delta"])
-    adopt = alive & has & (u_meet < col(P["learn_prob"])) & (u_adopt < prob)
-    rows, cols = np.nonzero(adopt)
+    peer = kk + (np.arange(S) * N)[:, None]  # flat index of (s, k)
+    # the logit probability only where it is used: the agents who meet a peer (same numbers)
+    meet = np.flatnonzero(alive & has & (u_meet < col(P["learn_prob"])))
+    P_bar = state["P_bar"].reshape(-1)
+    prob = imitation_probability(P_bar[peer.reshape(-1)[meet]][:, None], P_bar[meet][:, None], _per_agent(P["delta"], meet, N))
+    adopters = meet[u_adopt.reshape(-1)[meet] < prob[:, 0]]  # flat indices, in row-major order (as np.nonzero)
+    rows = adopters // N
+    src = peer.reshape(-1)[adopters]
     z = rng.standard_normal((3, rows.size))  # mutation noise only for the adopters
     out = {}
     widths = (("e", P["e_max"] - P["e_min"], 1.0), ("m", 1.0, 1.0), ("g", P["g_max"] - P["g_min"], np.inf))
@@ -87,10 +92,16 @@ def payoff_biased_imitation(state: State, rng: np.random.Generator) -> dict[str,
         new = state[name].copy()
         w = np.broadcast_to(np.asarray(width, dtype=float), (S,))[rows] if np.ndim(width) else width
         sg = np.broadcast_to(np.asarray(P["sigma"], dtype=float), (S,))[rows] if np.ndim(P["sigma"]) else P["sigma"]
-        new[rows, cols] = np.clip(state[name][rows, kk[rows, cols]] + z[i] * sg * w, 0.0, hi)
+        new.reshape(-1)[adopters] = np.clip(state[name].reshape(-1)[src] + z[i] * sg * w, 0.0, hi)
         out[name] = new
-    out["n_adopted"] = adopt.sum(axis=1)
+    out["n_adopted"] = np.bincount(rows, minlength=S)
     return out
+
+
+def _per_agent(x: np.ndarray | float, flat: np.ndarray, N: int) -> np.ndarray | float:
+    """A per-society parameter ((S,) array, or a scalar) at the agents ``flat`` (flat indices
+    into (S, N)), shaped (n, 1) like the (n, 1) columns it multiplies."""
+    return x[flat // N][:, None] if isinstance(x, np.ndarray) and x.ndim == 1 else x
 
 
 # --- individual learning -----------------------------------------------------------------
@@ -119,16 +130,42 @@ def individual_learning(state: State) -> dict[str, np.ndarray]:
     P = state["params"]
     lam = col(P["il_rate"])
     e, m, p, g = state["e"], state["m"], state["p"], state["g"]
+    N = e.shape[1]
     payoff = state["payoff"]
-    fined = state["V"] == 1
     s = np.clip(payoff / col(P["c"]), -1.0, 1.0)
-    tau = np.where(fined, state["tau_V"], g)  # g where not fined: no move (and no inf arithmetic)
-    g_new = np.where(fined, g - lam * np.maximum(g - tau, 0.0), g)
-    e_new = np.where(fined, (1.0 - lam) * e, np.where(payoff < 0, e + lam * (1.0 - e), e))
-    m_new = np.where(state["I"] == 1, reinforce(m, s, lam), m)
-    p_new = np.where(state["B"] == 1, reinforce(p, s, lam), p)
-    return {"e": np.clip(e_new, 0.0, 1.0), "m": np.clip(m_new, 0.0, 1.0), "p": np.clip(p_new, 0.0, 1.0),
-            "g": np.maximum(g_new, 0.0)}
+    ls = lam * s  # lam s, the common factor of both reinforce branches
+    # (a) the fined (few): g moves toward the violated norm tau, e falls
+    fined = np.flatnonzero(state["V"].reshape(-1) == 1)
+    lam_f = _per_agent(P["il_rate"], fined, N)
+    lam_f = lam_f[:, 0] if isinstance(lam_f, np.ndarray) else lam_f
+    g_new = g.copy()
+    g_f = g.reshape(-1)[fined]
+    g_new.reshape(-1)[fined] = g_f - lam_f * np.maximum(g_f - state["tau_V"].reshape(-1)[fined], 0.0)
+    # (b) a catch below consumption raises e; (a) overrides it for the fined
+    up = 1.0 - e
+    up *= lam
+    up += e  # e + lam (1 - e)
+    e_new = np.where(payoff < 0, up, e)
+    e_new.reshape(-1)[fined] = (1.0 - lam_f) * e.reshape(-1)[fined]
+    # (c) reinforce the propensities of the actions taken
+    nonneg = s >= 0
+    m_new = np.where(state["I"] == 1, _reinforce_ls(m, ls, nonneg), m)
+    p_new = p.copy()
+    punished = np.flatnonzero(state["B"].reshape(-1) == 1)  # few
+    p_new.reshape(-1)[punished] = _reinforce_ls(p.reshape(-1)[punished], ls.reshape(-1)[punished],
+                                                    nonneg.reshape(-1)[punished])
+    return {"e": np.clip(e_new, 0.0, 1.0, out=e_new), "m": np.clip(m_new, 0.0, 1.0, out=m_new),
+            "p": np.clip(p_new, 0.0, 1.0, out=p_new), "g": np.maximum(g_new, 0.0, out=g_new)}
+
+
+def _reinforce_ls(x: np.ndarray, ls: np.ndarray, nonneg: np.ndarray) -> np.ndarray:
+    """:func:`reinforce` given ``ls = lam * s`` and ``nonneg = s >= 0``: the same numbers."""
+    pos = 1.0 - x
+    pos *= ls
+    pos += x  # x + lam s (1 - x)
+    neg = ls * x
+    neg += x  # x + lam s x
+    return np.where(nonneg, pos, neg)
 
 
 # --- group decision ------------------------------------------------------------------------

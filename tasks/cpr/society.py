@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from cooplab.tasks.cpr import phases as ph
+from cooplab.graphs.nodes import shared_rows
 from cooplab.graphs.rng import phase_rng
 from cooplab.graphs.society import build_society
 from cooplab.tasks.cpr.state import CPRState
@@ -188,14 +189,17 @@ def run_cpr(
 
 
 def drive(graph, inp: Any, cfg: dict, *, progress: Callable[[dict], None] | None = None, **kw: Any) -> CPRState:
-    """Invoke (``inp`` a state) or resume (``inp`` None) a graph; report rounds to ``progress``."""
-    if progress is None:
-        return graph.invoke(inp, cfg, **kw)
-    final = None
-    for chunk in graph.stream(inp, cfg, stream_mode=["updates", "values"], **kw):
-        mode, data = chunk
-        if mode == "updates" and "environment" in data:
-            progress(data["environment"])
-        elif mode == "values":
-            final = data
-    return final
+    """Invoke (``inp`` a state) or resume (``inp`` None) a graph; report rounds to ``progress``.
+    The nodes of the run share the running rows they gather (:func:`~cooplab.graphs.nodes.shared_rows`)."""
+    with shared_rows():
+        if progress is None:
+            out = graph.invoke(inp, cfg, version="v2", **kw)  # v2 streams only the values (v1 also every update)
+            return {**out.value, "__interrupt__": list(out.interrupts)} if out.interrupts else out.value  # as v1 returns them
+        final = None
+        for chunk in graph.stream(inp, cfg, stream_mode=["updates", "values"], **kw):
+            mode, data = chunk
+            if mode == "updates" and "environment" in data:
+                progress(data["environment"])
+            elif mode == "values":
+                final = data
+        return final
