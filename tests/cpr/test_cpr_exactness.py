@@ -108,3 +108,33 @@ def test_scatter_writes_the_rows_and_keeps_the_rest(shape, dtype):
     np.testing.assert_array_equal(out, want)
     assert out.dtype == base.dtype and not np.shares_memory(out, base)
     np.testing.assert_array_equal(scatter(base, rows[:0], part[:0]), base)  # nothing running: unchanged
+
+
+def test_sharing_gathered_rows_between_nodes_changes_nothing(monkeypatch):
+    """Within a run the nodes share the running rows they gather and scatter
+    (``graphs.nodes.shared_rows``). With individual learning on, the shared run equals a run in
+    which every node gathers its own rows, bit for bit; and sharing did happen."""
+    import contextlib
+
+    from cooplab.graphs import nodes as gn
+    from cooplab.tasks.cpr import society
+
+    hits = []
+    real_get = gn._ByArray.get
+
+    def counting_get(self, arr, tag=None, default=None):
+        out = real_get(self, arr, tag, default)
+        hits.append(out is not default)
+        return out
+
+    monkeypatch.setattr(gn._ByArray, "get", counting_get)
+    shared = outcomes("on")
+    assert sum(hits) > 100  # rows were handed from node to node, not gathered again
+    monkeypatch.setattr(society, "shared_rows", contextlib.nullcontext)  # each node gathers its own
+    hits.clear()
+    alone = outcomes("on")
+    assert not hits  # no sharing at all in this run
+    assert sorted(shared) == sorted(alone)
+    for k in shared:
+        np.testing.assert_array_equal(shared[k], alone[k], err_msg=k)
+        assert shared[k].dtype == alone[k].dtype, k
