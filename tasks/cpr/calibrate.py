@@ -54,28 +54,28 @@ DELTA_MIN_SAMPLES = 50
 # --- the space (ranges fixed before any search; docs/calibrate.md) ------------------------------
 SPACE: tuple[Dim, ...] = (
     Dim("alpha", 0.05, 0.2, "a full-effort fleet of 10 takes N*alpha = 50% to 200% of the stock per round: overfishing stays "
-        "possible in both lakes (10*alpha > r/(1+r)) up to an empty lake in half a round; default 0.1 at the geometric centre", log=True),
+        "possible in both lakes (10*alpha > r/(1+r)) up to an empty lake in half a round; v1's 0.1 at the geometric centre", log=True),
     Dim("c", 2.0, 8.0, "40% to 160% of the harsh lake's per-capita MSY rK/4N = 5 (13% to 53% of the rich lake's 15): from easy "
         "subsistence to a harsh lake that cannot feed everyone, while the rich lake always can"),
-    Dim("P0", 5.0, 60.0, "from half of one beta = 10 fine (a first punishment starves) to six fines or 15 rounds of default consumption"),
+    Dim("P0", 5.0, 60.0, "from half of one beta = 10 fine (a first punishment starves) to six fines or 15 rounds of v1's consumption"),
     Dim("R_min", 20.0, 100.0, "collapse threshold from 2% of K (near extinction) to 10% of K (the low end of fisheries' 'overfished' "
         "reference points)"),
     Dim("gamma", 0.0, 10.0, "punisher's cost from free to the fine itself at beta = 10: fee:fine 0 to 1:1, around lab experiments' "
         "1:1 to 1:4 (commonly 1:3)"),
     Dim("delta", 0.02, 2.0, "a 5-fish payoff gap is copied with probability 0.52 (near-neutral drift) to 0.99995 (deterministic "
-        "imitation); default 0.2 at the geometric centre", log=True),
+        "imitation); v1's 0.2 at the geometric centre", log=True),
     Dim("sigma", 0.0, 0.2, "mutation from none to a fifth of a trait's initial range per copy (the paper: 'small')"),
     Dim("learn_prob", 0.05, 1.0, "strategy revision from once in 20 rounds to every round: the paper's 'occasionally' is the low "
         "end; imitation is one of the two channels through which a fine changes behaviour (docs/cpr.md)"),
     Dim("ema", 0.1, 1.0, "payoff memory from about 10 rounds (1/lambda) to the last round only"),
-    Dim("e_min", 0.0, 0.1, "lowest initial effort from zero to 2.5 times subsistence at full stock with the default alpha "
+    Dim("e_min", 0.0, 0.1, "lowest initial effort from zero to 2.5 times subsistence at full stock with v1's alpha "
         "(alpha*e*K = c at 0.04)"),
     Dim("e_max", 0.3, 1.0, "highest initial effort from 0.3 (our first version, where the rich lake could not be overfished) to "
         "the physical maximum"),
-    Dim("g_min", 0.0, 8.0, "lowest initial cap from none (our first version) to twice the default consumption"),
+    Dim("g_min", 0.0, 8.0, "lowest initial cap from none (our first version) to twice v1's consumption"),
     Dim("g_max", 15.0, 45.0, "highest initial cap from the rich lake's per-capita MSY (15) to three times it"),
     Dim("m_max", 0.2, 1.0, "initial monitoring propensities uniform on [0, m_max]: from a population that rarely inspects "
-        "(mean 0.1) to the full unit interval (default)", field="m_range"),
+        "(mean 0.1) to the full unit interval (v1)", field="m_range"),
     Dim("p_max", 0.2, 1.0, "initial punishment propensities uniform on [0, p_max]; p is never copied, so this sets how much a "
         "population punishes for life", field="p_range"),
 )

@@ -50,33 +50,33 @@ class CPRParams(BaseModel):
     K: float = _f(1000.0, "carrying capacity of the stock", "chosen: sets the fish unit so that beta = 10 is about one round's catch, not a death sentence", gt=0)
     R0: float = _f(1000.0, "initial stock R(1)", "chosen: the lake starts full (R0 = K)", ge=0)
     r: float = _f(0.2, "intrinsic growth rate (harsh 0.2, rich 0.6)", "paper §4.1: harsh r = 0.2, rich r = 0.6", ge=0)
-    R_min: float = _f(50.0, "collapse threshold on the post-harvest stock", "chosen: 5% of K", ge=0)
+    R_min: float = _f(71.0, "collapse threshold on the post-harvest stock", "chosen, calibrated (docs/cpr.md); v1: 50, 5% of K", ge=0)
     # --- technology and economy (§3.1.1) ----------------------------------------------
     alpha: float = _f(
-        0.1, "productivity: h_i = alpha * e_i * R", "chosen: 10 agents at full effort can empty the lake in one round", gt=0, le=1
+        0.082, "productivity: h_i = alpha * e_i * R", "chosen, calibrated (docs/cpr.md): 10 agents at full effort take 82% of the stock per round; v1: 0.1, they can empty the lake in one round", gt=0, le=1
     )
     c: float = _f(
-        4.0, "fixed consumption per agent per round", "chosen: 80% of the per-capita MSY in the harsh lake (rK/4N = 5)", gt=0
+        3.1, "fixed consumption per agent per round", "chosen, calibrated (docs/cpr.md): 62% of the harsh lake's per-capita MSY rK/4N = 5 (21% of the rich lake's 15); v1: 4.0 (80%)", gt=0
     )
-    P0: float = _f(20.0, "initial wealth P_i(1)", "chosen: five rounds of consumption; one beta = 10 punishment is survivable", ge=0)
+    P0: float = _f(38.0, "initial wealth P_i(1)", "chosen, calibrated (docs/cpr.md): 12 rounds of consumption, or almost four beta = 10 fines; v1: 20", ge=0)
     # --- sanctions ----------------------------------------------------------------------
     beta: float = _f(10.0, "penalty paid by a punished agent", "paper Fig. 2 uses beta = 10 and 14", ge=0)
-    gamma: float = _f(1.0, "cost paid by a punisher", "chosen: a tenth of beta (sanctions cost less to give than to get)", ge=0)
+    gamma: float = _f(7.2, "cost paid by a punisher", "chosen, calibrated (docs/cpr.md): fee:fine about 3:4 at beta = 10; v1: 1.0, a tenth of beta", ge=0)
     punishment: bool = _f(True, "punishment phase on/off", "paper §4.1 (a)")
     punish_off_round: int | None = _f(
         None, "from this round on punishment is disabled (None: never)", "paper Fig. 2 disables it at t = 15", ge=1, le=MAX_ROUNDS
     )
     # --- social learning (§3.1.3) ---------------------------------------------------------
     social_learning: bool = _f(True, "payoff-biased imitation on/off", "paper §4.2.5 ablations")
-    delta: float = _f(0.2, "selection strength of the logit imitation rule (per fish)", "chosen: a 5-fish payoff gap gives Pr = 0.73", ge=0)
+    delta: float = _f(0.86, "selection strength of the logit imitation rule (per fish)", "chosen, calibrated (docs/cpr.md): a 5-fish payoff gap gives Pr = 0.99; v1: 0.2 (0.73)", ge=0)
     sigma: float = _f(
-        0.05, "mutation s.d., as a fraction of each trait's initial general range", "chosen: small exploration", ge=0
+        0.096, "mutation s.d., as a fraction of each trait's initial general range", "chosen, calibrated (docs/cpr.md): small exploration; v1: 0.05", ge=0
     )
     learn_prob: float = _f(
-        0.2, "probability that an agent revises its strategy in a round", "chosen: the paper says agents 'occasionally' revise", ge=0, le=1
+        0.62, "probability that an agent revises its strategy in a round", "chosen, calibrated (docs/cpr.md); v1: 0.2, the paper says agents 'occasionally' revise", ge=0, le=1
     )
     ema: float = _f(
-        0.5, "weight of the newest round in the smoothed payoff P_bar", "chosen: the paper suggests an exponential moving average", gt=0, le=1
+        0.78, "weight of the newest round in the smoothed payoff P_bar", "chosen, calibrated (docs/cpr.md): the paper suggests an exponential moving average; v1: 0.5", gt=0, le=1
     )
     # --- individual learning (abstract; §4.2.5 "individual history and environmental feedback")
     individual_learning: bool = _f(
@@ -84,22 +84,22 @@ class CPRParams(BaseModel):
         "paper abstract ('agents also individually learn from the consequences of harvesting, monitoring, and punishing') "
         "and §4.2.5 (Neither: 'individual history and environmental feedback')")
     il_rate: float = _f(
-        0.2, "learning rate lambda of individual learning (Bush-Mosteller; 0 = off)",
-        "chosen: as fast as social learning (learn_prob = 0.2); a fine closes a fifth of the gap to the violated norm",
+        0.43, "learning rate lambda of individual learning (Bush-Mosteller; 0 = off)",
+        "chosen, calibrated (docs/cpr.md): a fine closes 43% of the gap to the violated norm; first version: 0.2",
         ge=0, le=1)
     # --- group decision (§3.1.3) ------------------------------------------------------------
     group_decision: bool = _f(True, "propose -> vote (median) group norm on/off", "paper §4.2.5 ablations")
     # --- initial trait ranges of §4.1 (c): general range, split into altruistic/selfish halves
     e_min: float = _f(
-        0.04, "lower end of the general initial effort range", "chosen: subsistence at full stock, alpha e K = c", ge=0, le=1
+        0.082, "lower end of the general initial effort range", "chosen, calibrated (docs/cpr.md): alpha e K = 6.7, about twice subsistence at full stock; v1: 0.04, subsistence (alpha e K = c)", ge=0, le=1
     )
-    g_min: float = _f(4.0, "lower end of the general initial cap range", "chosen: subsistence, g = c", ge=0)
+    g_min: float = _f(0.13, "lower end of the general initial cap range", "chosen, calibrated (docs/cpr.md); v1: 4.0, subsistence, g = c", ge=0)
     e_max: float = _f(
-        1.0, "upper end of the general initial effort range", "chosen: the physical maximum; caps g, not effort, bound a full lake's catch", ge=0, le=1
+        0.98, "upper end of the general initial effort range", "chosen, calibrated (docs/cpr.md); v1: 1.0, the physical maximum", ge=0, le=1
     )
-    g_max: float = _f(30.0, "upper end of the general initial cap range", "chosen: twice the rich per-capita MSY (rK/4N = 15)", gt=0)
-    m_range: tuple[float, float] = _f((0.0, 1.0), "initial monitoring propensity range", "chosen: the full unit interval")
-    p_range: tuple[float, float] = _f((0.0, 1.0), "initial punishment propensity range", "chosen: the full unit interval")
+    g_max: float = _f(18.0, "upper end of the general initial cap range", "chosen, calibrated (docs/cpr.md): just above the rich per-capita MSY (rK/4N = 15); v1: 30", gt=0)
+    m_range: tuple[float, float] = _f((0.0, 0.42), "initial monitoring propensity range", "chosen, calibrated (docs/cpr.md); v1: the full unit interval")
+    p_range: tuple[float, float] = _f((0.0, 0.55), "initial punishment propensity range", "chosen, calibrated (docs/cpr.md); v1: the full unit interval")
 
     @model_validator(mode="before")
     @classmethod
@@ -158,26 +158,30 @@ def _number(name: str, v: Any, integer: bool) -> None:
 #: Named parameter sets. ``v1``: the model as it was before individual learning was added
 #: (issue 14): the defaults of that version, written out so that later changes of the defaults
 #: do not move it, with ``individual_learning`` off (it reproduces v1's numbers bit for bit).
-#: A preset holds the model's calibration only; what other choices set (r by the environment, N,
-#: T, the ablation switches, punishment and its off round) is left to them.
+#: A preset holds the model's calibration only (the "chosen" values and the individual-learning
+#: switch); what the paper gives or the experiments set (r by the environment, beta, N, T, the
+#: ablation switches, punishment and its off round) is left to them: a preset that held beta would
+#: override the beta of every condition of Figs. 2 and 3 (tested).
 PRESETS: dict[str, dict[str, Any]] = {
     "v1": {
-        "K": 1000.0, "R0": 1000.0, "R_min": 50.0, "alpha": 0.1, "c": 4.0, "P0": 20.0, "beta": 10.0, "gamma": 1.0,
+        "K": 1000.0, "R0": 1000.0, "R_min": 50.0, "alpha": 0.1, "c": 4.0, "P0": 20.0, "gamma": 1.0,
         "delta": 0.2, "sigma": 0.05, "learn_prob": 0.2, "ema": 0.5, "e_min": 0.04, "g_min": 4.0, "e_max": 1.0,
         "g_max": 30.0, "m_range": (0.0, 1.0), "p_range": (0.0, 1.0),
         "individual_learning": False, "il_rate": 0.2,
     },
     # sample 69 of `cooplab calibrate cpr --samples 128 --seed 0` (design 273f6afda7b54c0d), rounded to
-    # two significant digits: claims c1 and c2 hold at seeds 0, 1 and 2 (docs/cpr.md, "Calibration")
+    # two significant digits: claims c1 and c2 hold at seeds 0, 1 and 2 (docs/cpr.md, "Calibration").
     "calibrated": {
-        "K": 1000.0, "R0": 1000.0, "R_min": 86.0, "alpha": 0.13, "c": 7.8, "P0": 54.0, "beta": 10.0, "gamma": 4.7,
+        "K": 1000.0, "R0": 1000.0, "R_min": 86.0, "alpha": 0.13, "c": 7.8, "P0": 54.0, "gamma": 4.7,
         "delta": 0.4, "sigma": 0.019, "learn_prob": 0.89, "ema": 0.31, "e_min": 0.016, "g_min": 1.4, "e_max": 0.96,
         "g_max": 17.0, "m_range": (0.0, 0.78), "p_range": (0.0, 0.58),
         "individual_learning": True, "il_rate": 0.24,
     },
-    # sample 112 of the same design, rounded: claims a (punishment) and c1 hold at seeds 0, 1 and 2
+    # sample 112 of the same design, rounded: claims a (punishment) and c1 hold at seeds 0, 1 and 2.
+    # The defaults of CPRParams since issue 14 (docs/cpr.md says why this one; pinned here so that a
+    # later change of the defaults does not move it; a test checks that they are equal today)
     "calibrated-punishment": {
-        "K": 1000.0, "R0": 1000.0, "R_min": 71.0, "alpha": 0.082, "c": 3.1, "P0": 38.0, "beta": 10.0, "gamma": 7.2,
+        "K": 1000.0, "R0": 1000.0, "R_min": 71.0, "alpha": 0.082, "c": 3.1, "P0": 38.0, "gamma": 7.2,
         "delta": 0.86, "sigma": 0.096, "learn_prob": 0.62, "ema": 0.78, "e_min": 0.082, "g_min": 0.13, "e_max": 0.98,
         "g_max": 18.0, "m_range": (0.0, 0.42), "p_range": (0.0, 0.55),
         "individual_learning": True, "il_rate": 0.43,

@@ -28,7 +28,7 @@ FINAL_KEYS = ("T_s", "collapse", "eta_sum", "alive", "e", "m", "p", "g", "P", "P
 #: variant -> (parameter values under every batch's own, whether the adapt node is in the graph)
 VARIANTS: dict[str, tuple[dict, bool]] = {
     "v1": (preset_values("v1"), False),  # the model the reference was written with
-    "il_rate0": ({"individual_learning": True, "il_rate": 0.0}, True),  # node present, skipped per society
+    "il_rate0": ({**preset_values("v1"), "individual_learning": True, "il_rate": 0.0}, True),  # v1, node present, skipped
     "on": ({}, True),  # today's defaults: individual learning on
 }
 

@@ -32,7 +32,7 @@ def test_same_seed_same_result_and_different_seed_differs():
 
 def test_depletion_ends_the_run_at_the_right_round(small_state):
     # r = 0: each round removes 20% of the stock; R^+(t) = 1000 * 0.8^t <= 50 first at t = 14
-    st = small_state(N=10, T=50, r=0.0, alpha=0.1, c=0.1, P0=1000, punishment=False, social_learning=False, group_decision=False)
+    st = small_state(N=10, T=50, r=0.0, R_min=50.0, alpha=0.1, c=0.1, P0=1000, punishment=False, social_learning=False, group_decision=False)
     set_traits(st, e=0.2, g=1e9)
     out = build_cpr_graph(cpr_phases(punishment=False, social_learning=False, group_decision=False)).invoke(st, {"recursion_limit": 500})
     assert out["T_s"][0] == 14 and out["collapse"][0] == 1

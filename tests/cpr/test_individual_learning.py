@@ -176,10 +176,11 @@ def test_switch_off_or_rate_zero_reproduces_the_v1_model_bit_for_bit():
     """(vii) full runs: v1 preset (node removed), the switch off, and il_rate 0 with the node in
     the graph all give the same numbers; individual learning on gives others."""
     kw = {"r": 0.6, "T": 20, "beta": 10.0}
-    v1 = make_params(**{**preset_values("v1"), **kw})
-    off = make_params(**kw, individual_learning=False)
-    zero = make_params(**kw, il_rate=0.0)
-    on = make_params(**kw)
+    base = {**preset_values("v1"), **kw}  # the first version's values; only the switch and the rate move
+    v1 = make_params(**base)
+    off = make_params(**{**base, "individual_learning": False, "il_rate": 0.43})
+    zero = make_params(**{**base, "individual_learning": True, "il_rate": 0.0})
+    on = make_params(**{**base, "individual_learning": True})
     assert "adapt" not in phases_for(v1) and "adapt" not in phases_for(off) and "adapt" not in phases_for(zero)
     runs = {
         "v1": run_cpr([Condition(v1, "mixed")], 40, 3),
@@ -281,12 +282,16 @@ def test_il_rate_accepts_its_domain(ok):
     assert make_params(il_rate=ok).il_rate == ok
 
 
-def test_v1_preset_is_the_old_defaults_with_individual_learning_off():
+def test_v1_preset_is_the_first_versions_defaults_with_individual_learning_off():
     v1 = preset_values("v1")
     assert v1["individual_learning"] is False
-    assert make_params(**v1) == CPRParams(individual_learning=False)
+    first = dict(K=1000.0, R0=1000.0, R_min=50.0, alpha=0.1, c=4.0, P0=20.0, gamma=1.0, delta=0.2, sigma=0.05,
+                 learn_prob=0.2, ema=0.5, e_min=0.04, g_min=4.0, e_max=1.0, g_max=30.0, m_range=(0.0, 1.0),
+                 p_range=(0.0, 1.0), il_rate=0.2)
+    assert make_params(**v1) == make_params(**first, individual_learning=False)
+    assert make_params(**v1) != CPRParams(individual_learning=False)  # the defaults moved on (calibrated)
     # choices made by other options are not part of a preset
-    assert not {"r", "N", "T", "social_learning", "group_decision", "punishment", "punish_off_round"} & set(v1)
+    assert not {"r", "beta", "N", "T", "social_learning", "group_decision", "punishment", "punish_off_round"} & set(v1)
     v1["c"] = 99.0  # a copy: the preset itself is untouched
     assert PRESETS["v1"]["c"] == 4.0
     with pytest.raises(ValueError) as exc:
@@ -298,7 +303,7 @@ def test_params_table_lists_the_new_parameters_with_sources():
     from cooplab.tasks.cpr.params import params_table
 
     rows = {r["name"]: r for r in params_table()}
-    assert rows["il_rate"]["default"] == 0.2 and rows["il_rate"]["source"].startswith("chosen")
+    assert rows["il_rate"]["default"] == 0.43 and rows["il_rate"]["source"].startswith("chosen")
     assert rows["individual_learning"]["default"] is True and "abstract" in rows["individual_learning"]["source"]
 
 
@@ -327,3 +332,41 @@ def test_a_batch_mixing_ablations_runs_each_condition_with_its_own_switches():
         assert np.array_equal(np.asarray(final[k])[idx], np.asarray(start[k])[idx]), k
         assert not np.array_equal(np.asarray(final[k])[~idx], np.asarray(start[k])[~idx]), k  # full: learned
     assert np.isnan(np.asarray(final["G"])[idx]).all() and np.isfinite(np.asarray(final["G"])[~idx]).all()
+
+
+def test_the_defaults_are_the_calibrated_preset_and_v1_keeps_the_first_values():
+    """Issue 14: the calibrated set became the defaults; v1 keeps the first version's numbers."""
+    d = CPRParams().model_dump()
+    assert {k: (tuple(v) if isinstance(v, list) else v) for k, v in PRESETS["calibrated-punishment"].items()} == {
+        k: d[k] for k in PRESETS["calibrated-punishment"]}
+    assert set(PRESETS["calibrated-punishment"]) | {"K", "R0"} >= set(PRESETS["v1"]) - {"individual_learning"}
+    assert (PRESETS["v1"]["c"], PRESETS["v1"]["alpha"], PRESETS["v1"]["individual_learning"]) == (4.0, 0.1, False)
+    assert d["c"] == 3.1 and d["alpha"] == 0.082 and d["individual_learning"] is True
+
+
+def test_presets_hold_only_our_choices_never_what_the_paper_or_the_experiments_set():
+    """A preset merged over the conditions of Figs. 2-4 must not override the conditions' own r,
+    beta, punishment round, N or T (an earlier preset held beta = 10, which turned the beta = 14 and
+    the beta grid of Figs. 2 and 3 into beta = 10 under --preset)."""
+    from cooplab.tasks.cpr.params import params_table
+
+    chosen = {r["name"] for r in params_table() if str(r["source"]).startswith("chosen")}
+    for name, values in PRESETS.items():
+        assert set(values) <= chosen | {"individual_learning"}, (name, set(values) - chosen)
+
+
+def test_figures_under_the_default_preset_equal_figures_under_the_defaults_it_now_is():
+    """The whole figures pipeline: --preset calibrated-punishment (merged over every condition) gives the
+    numbers of the defaults, beta grid included."""
+    from cooplab.tasks.cpr import abm_figures as af
+
+    import pandas as pd
+
+    a = af.run_experiments(4, 3, preset_values("calibrated-punishment"))
+    b = af.run_experiments(4, 3, {})
+    frames = [*a["fig2"], a["grid"], *a["fig4"]], [*b["fig2"], b["grid"], *b["fig4"]]
+    assert len(frames[0]) == 6
+    for x, y in zip(*frames):
+        pd.testing.assert_frame_equal(x, y)
+    assert a["grid"]["beta"].nunique() == len(af.FIG3_BETAS)  # the beta grid survived the preset
+    assert set(a["fig2"][2]["beta"]) == set(af.FIG2_BETAS)
