@@ -34,11 +34,15 @@ def imitation_probability(payoff_model: Array, payoff_self: Array, strength: Arr
 # tests/cpr/test_fast_paths.py).
 
 
+def flat_peers(j: Array, N: int) -> Array:
+    """Flat indices into an (S, N) array of the agents ``j`` (S, N) of each row: ``s * N + j[s, i]``."""
+    return j + (np.arange(len(j)) * N)[:, None]
+
+
 def take_peers(x: Array, j: Array) -> Array:
     """``np.take_along_axis(x, j, axis=1)`` for 2-D ``x`` and indices ``0 <= j < N``, through
     flat indices (the same values, several times faster)."""
-    S, N = x.shape
-    return np.take(x.reshape(-1), j + (np.arange(S) * N)[:, None])
+    return np.take(x.reshape(-1), flat_peers(j, x.shape[1]))
 
 
 def count_rows(x: Array) -> Array:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from cooplab.agents.rule_based import col, count_rows, sample_peer
+from cooplab.agents.rule_based import col, count_rows, flat_peers, sample_peer
 from cooplab.tasks.cpr.world import imitation_probability, median_norm
 
 State = Mapping[str, Any]
@@ -49,7 +49,7 @@ def sample_inspect_punish(state: State, threshold: np.ndarray, rng: np.random.Ge
     u_punish = rng.random((S, N))
     has = j >= 0
     jj = np.where(has, j, 0)
-    peer = jj + (np.arange(S) * N)[:, None]  # flat index of (s, j)
+    peer = flat_peers(jj, N)  # flat index of (s, j)
     h_j = np.take(state["h"].reshape(-1), peer)
     inspect = alive & has & (u_inspect < state["m"])
     violation = inspect & (h_j > threshold)
@@ -77,7 +77,7 @@ def payoff_biased_imitation(state: State, rng: np.random.Generator) -> dict[str,
     u_meet, u_adopt = rng.random((S, N)), rng.random((S, N))
     has = k >= 0
     kk = np.where(has, k, 0)
-    peer = kk + (np.arange(S) * N)[:, None]  # flat index of (s, k)
+    peer = flat_peers(kk, N)  # flat index of (s, k)
     # the logit probability only where it is used: the agents who meet a peer (same numbers)
     meet = np.flatnonzero(alive & has & (u_meet < col(P["learn_prob"])))
     P_bar = state["P_bar"].reshape(-1)
@@ -109,7 +109,7 @@ def reinforce(x: np.ndarray, s: np.ndarray, lam: np.ndarray | float) -> np.ndarr
     """Bush-Mosteller update of a propensity x in [0, 1] after taking the action with
     stimulus s in [-1, 1]: x + lam s (1 - x) if s >= 0, else x + lam s x (Bush & Mosteller
     1955; Macy & Flache 2002)."""
-    return np.where(s >= 0, x + lam * s * (1.0 - x), x + lam * s * x)
+    return _reinforce_ls(x, lam * s, s >= 0)
 
 
 def individual_learning(state: State) -> dict[str, np.ndarray]:

@@ -183,6 +183,10 @@ def old_payoff_biased_imitation(state, rng):
     return out
 
 
+def old_reinforce(x, s, lam):
+    return np.where(s >= 0, x + lam * s * (1.0 - x), x + lam * s * x)
+
+
 def old_individual_learning(state):
     P = state["params"]
     lam = col(P["il_rate"])
@@ -193,8 +197,8 @@ def old_individual_learning(state):
     tau = np.where(fined, state["tau_V"], g)
     g_new = np.where(fined, g - lam * np.maximum(g - tau, 0.0), g)
     e_new = np.where(fined, (1.0 - lam) * e, np.where(payoff < 0, e + lam * (1.0 - e), e))
-    m_new = np.where(state["I"] == 1, rb.reinforce(m, s, lam), m)
-    p_new = np.where(state["B"] == 1, rb.reinforce(p, s, lam), p)
+    m_new = np.where(state["I"] == 1, old_reinforce(m, s, lam), m)
+    p_new = np.where(state["B"] == 1, old_reinforce(p, s, lam), p)
     return {"e": np.clip(e_new, 0.0, 1.0), "m": np.clip(m_new, 0.0, 1.0), "p": np.clip(p_new, 0.0, 1.0),
             "g": np.maximum(g_new, 0.0)}
 
