@@ -170,8 +170,11 @@ def test_containers_never_reused_and_removed(docker_pool):
     with docker_pool.session() as s2:
         s2.run_code("1")
         assert s2.container_id != cid
-    time.sleep(0.5)
-    ids = [c["Id"] for c in docker_backend.list_sandbox_containers()]
+    # removal is synchronous unless docker's auto-remove got there first; wait for the daemon to
+    # report it gone (observable state, not a fixed sleep), for at most 30 s
+    deadline = time.monotonic() + 30
+    while cid in (ids := [c["Id"] for c in docker_backend.list_sandbox_containers()]) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert cid not in ids
 
 
