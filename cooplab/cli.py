@@ -158,6 +158,7 @@ def figures_cpr_abm(
     set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a parameter in every condition: --set c=3.5"),
     preset: Optional[str] = typer.Option(None, "--preset", help=PRESET_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the results (claims, timings) as JSON."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No per-figure progress lines."),
 ) -> None:
     """Reproduce the paper's ABM validation: Fig. 2 (punishment off at t = 15), Fig. 3 (beta x r grid), Fig. 4 (populations x environments)."""
     from cooplab import runstore
@@ -173,7 +174,7 @@ def figures_cpr_abm(
         runstore.prepare_out(out, force=True)
     except (ParamError, runstore.RunDirError) as exc:
         fail(str(exc))
-    res = make_figures(out, replicates, seed, overrides, log=lambda s: None if as_json else typer.echo(s, err=True))
+    res = make_figures(out, replicates, seed, overrides, log=lambda s: None if (as_json or quiet) else typer.echo(s, err=True))
     if as_json:
         _echo_json(res)
         return

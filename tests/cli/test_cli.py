@@ -171,6 +171,15 @@ def test_figures_cpr_abm_small(tmp_path, capsys):
     assert all(isinstance(c["holds"], bool) for c in res["claims"])
 
 
+def test_figures_cpr_abm_quiet_drops_the_progress_lines_only(tmp_path, capsys):
+    code, out, err = run_cli(["figures", "cpr-abm", "--out", str(tmp_path / "loud"), "--replicates", "2"], capsys)
+    assert code == 0 and "Fig. 3:" in err
+    code, quiet_out, quiet_err = run_cli(["figures", "cpr-abm", "--out", str(tmp_path / "quiet"), "--replicates", "2", "-q"], capsys)
+    assert code == 0 and "Fig. 3:" not in quiet_err
+    assert quiet_out.replace(str(tmp_path / "quiet"), "OUT") == out.replace(str(tmp_path / "loud"), "OUT")  # same verdicts printed
+    assert (tmp_path / "quiet" / "claims.md").read_text() == (tmp_path / "loud" / "claims.md").read_text()
+
+
 def test_readme_python_example_runs():
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     code = readme.split("```python", 1)[1].split("```", 1)[0]
