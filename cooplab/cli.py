@@ -174,7 +174,7 @@ def figures_cpr_abm(
         runstore.prepare_out(out, force=True)
     except (ParamError, runstore.RunDirError) as exc:
         fail(str(exc))
-    res = make_figures(out, replicates, seed, overrides, log=lambda s: None if (as_json or quiet) else typer.echo(s, err=True))
+    res = make_figures(out, replicates, seed, overrides, log=co.stderr_log(as_json or quiet))
     if as_json:
         _echo_json(res)
         return
@@ -292,7 +292,7 @@ def sweep_cmd(
     if address is not None and executor != "ray":
         fail("--address is for --executor ray")
     quiet = quiet or as_json
-    log = (lambda s: None) if quiet else (lambda s: typer.echo(s, err=True))
+    log = co.stderr_log(quiet)
     run = {"executor": executor, "address": address, "quiet": quiet}
 
     def finish(res: dict[str, Any], noun: str, columns: list[str], extra: str = "") -> None:
@@ -403,7 +403,7 @@ def bench_science(
     if limit is not None and limit < 1:
         fail(f"--limit must be at least 1, got {limit}")
     quiet = quiet or as_json
-    log = (lambda s: None) if quiet else (lambda s: typer.echo(s, err=True))
+    log = co.stderr_log(quiet)
     try:
         s = run_bench(suite, tables, out, labels=labels, team=team, team_size=team_size, budget_per_item=budget_per_item, budget=budget,
                       visibility=visibility, model=model, limit=limit, seed=seed, parallel=parallel, executor=executor,

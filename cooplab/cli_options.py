@@ -187,6 +187,11 @@ ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite an existing r
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print summary.json to stdout.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
 
+
+def stderr_log(quiet: bool) -> Callable[[str], None]:
+    """The progress-line sink of a long command: one line each to stderr, or nothing under -q/--json."""
+    return (lambda s: None) if quiet else (lambda s: typer.echo(s, err=True))
+
 # --- LLM agents (checked and assembled by cooplab.cli._llm_options) --------------------------
 ModelOpt = Annotated[str, typer.Option("--model", help="LLM agents' model: local (SmolLM2-135M via llama.cpp), openai:NAME, scripted:FILE.")]
 AgentModelOpt = Annotated[Optional[list[str]], typer.Option("--agent-model", help="Per-agent model, repeatable: --agent-model 2=openai:gpt-4o-mini (agents count from 0).")]

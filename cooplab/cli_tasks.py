@@ -364,7 +364,7 @@ def run_calibration(cal: Any, out: Any, *, as_json: bool, quiet: bool, **kw: Any
     from cooplab.cli_options import fail
 
     quiet = quiet or as_json
-    log = (lambda s: None) if quiet else (lambda s: typer.echo(s, err=True))
+    log = co.stderr_log(quiet)
     try:
         s = cal.calibrate(out, log=log, quiet=quiet, **kw)
     except (calibration.CalibrateError, sweeps.SweepError) as exc:

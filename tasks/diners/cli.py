@@ -95,7 +95,7 @@ def figures_diners(
         fail(f"--llm-run {llm_run} is not a cooplab run directory (no config.json)")
     try:
         out.mkdir(parents=True, exist_ok=True)
-        res = make_figures(out, replicates, seed, iterations, beta, llm_run, log=lambda s: None if as_json else typer.echo(s, err=True),
+        res = make_figures(out, replicates, seed, iterations, beta, llm_run, log=co.stderr_log(as_json),
                            choices=choices)
     except (OSError, runstore.RunDirError) as exc:
         fail(str(exc))
