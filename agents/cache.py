@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cooplab.limits import ConfigError
+
 
 def cache_key(**parts: Any) -> str:
     blob = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
@@ -112,3 +114,62 @@ class ResponseCache:
             with self._lock:
                 self._db.close()
                 self._db = None
+
+
+def check_cache(path: str | Path, name: str = "--cache") -> None:
+    """A response cache path: a new file in a writable directory, or an existing cooplab cache.
+    Nothing is created or changed when the check fails."""
+    p = Path(path).expanduser()
+    fix = f"point {name} at a new file in a writable directory, or use {name} off"
+    if p.is_dir():
+        raise ConfigError(f"{name} {p} is a directory, not a file; {fix}")
+    if p.exists():
+        try:
+            with open(p, "rb") as fh:
+                head = fh.read(16)
+        except OSError as exc:
+            raise ConfigError(f"{name} {p} cannot be read ({exc.strerror or exc}); {fix}") from None
+        if head and head != b"SQLite format 3\x00":
+            raise ConfigError(f"{name} {p} is not an SQLite database; {fix}")
+        if head:
+            try:
+                from cooplab.graphs.rundir import readonly_uri
+
+                db = sqlite3.connect(readonly_uri(p), uri=True)
+                try:
+                    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                finally:
+                    db.close()
+            except sqlite3.Error as exc:
+                raise ConfigError(f"{name} {p} is not a readable SQLite database ({exc}); {fix}") from None
+            if tables and "responses" not in tables:
+                raise ConfigError(f"{name} {p} is an SQLite database but not a cooplab response cache (tables: "
+                                  f"{', '.join(sorted(tables)[:5])}); {fix}")
+        if not os_access(p):
+            raise ConfigError(f"{name} {p} is not writable; {fix}")
+        return
+    # a new file: create it now (as the run would), undoing every directory made if that fails
+    made: list[Path] = []
+    d = p.parent
+    while not d.exists() and d != d.parent:
+        made.append(d)
+        d = d.parent
+    try:
+        ResponseCache(p).close()
+    except (OSError, sqlite3.Error) as exc:
+        for q in (p, Path(str(p) + "-wal"), Path(str(p) + "-shm")):
+            try:
+                q.unlink()
+            except OSError:
+                pass
+        for q in made:  # deepest first
+            try:
+                q.rmdir()
+            except OSError:
+                pass
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise ConfigError(f"{name} {p}: cannot create it ({reason}); {fix}") from None
+
+
+def os_access(p: Path) -> bool:
+    return os.access(p, os.W_OK)

@@ -19,11 +19,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForLLMRun,
+    CallbackManagerForLLMRun,
+)
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
+
+from cooplab.limits import ConfigError, Num, show
 
 
 class ModelSpecError(ValueError):
@@ -524,3 +529,71 @@ class LlamaCppChat(BaseChatModel):
 
     async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
         return await asyncio.to_thread(self._generate, messages, stop, None, **kwargs)
+
+
+# --- checks of model specs and scripted files (user input: one-line ConfigError)  -----------------------------------------------------------
+MAX_SCRIPT_DELAY = 3600.0
+
+
+def check_scripted_file(path: str | Path) -> None:
+    """A ``scripted:FILE`` model file: valid JSON, non-empty answers, every field of the right type."""
+    import json
+
+    p = Path(path)
+    where = f"scripted model file {p}"
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {where}: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{where} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    if isinstance(data, list):
+        data = {"answers": data}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where} must hold a JSON object with 'answers' or 'by_phase' (or a list of answers), got {show(data)}")
+    answers, by_phase = data.get("answers", []), data.get("by_phase", {})
+    if not isinstance(answers, list):
+        raise ConfigError(f"{where}: 'answers' must be a list of answers, got {show(answers)}")
+    if not isinstance(by_phase, dict) or not all(isinstance(v, list) for v in by_phase.values()):
+        raise ConfigError(f"{where}: 'by_phase' must map phase names to lists of answers, got {show(by_phase)}")
+    if not answers and not any(by_phase.values()):
+        raise ConfigError(f"{where} needs a non-empty 'answers' list or 'by_phase' mapping")
+    for seq_name, seq in [("answers", answers)] + [(f"by_phase.{k}", v) for k, v in by_phase.items()]:
+        for i, a in enumerate(seq):
+            at = f"{where}: {seq_name}[{i}]"
+            if isinstance(a, str):
+                continue
+            if not isinstance(a, dict):
+                raise ConfigError(f"{at} must be a string or an object with 'text', 'delay' or 'error', got {show(a)}")
+            if "text" in a and not isinstance(a["text"], str):
+                raise ConfigError(f"{at}.text must be a string, got {show(a['text'])}")
+            if "error" in a and not isinstance(a["error"], str):
+                raise ConfigError(f"{at}.error must be a string (timeout, connection, 429, 500), got {show(a['error'])}")
+            if "delay" in a:
+                Num(float, 0, MAX_SCRIPT_DELAY, hint="seconds").check(f"{at}.delay", a["delay"])
+    if "latency" in data:
+        Num(float, 0, MAX_SCRIPT_DELAY, hint="seconds added to every call").check(f"{where}: latency", data["latency"])
+    if "cycle" in data and not isinstance(data["cycle"], bool):
+        raise ConfigError(f"{where}: 'cycle' must be true or false, got {show(data['cycle'])}")
+    if data.get("select", "order") not in ("order", "prompt_hash"):
+        raise ConfigError(f"{where}: 'select' must be 'order' or 'prompt_hash', got {show(data.get('select'))}")
+
+
+def check_model(text: Any, base_url: Any = None, name: str = "--model") -> None:
+    """A model spec that parses, and for ``scripted:FILE`` a file that loads."""
+    if not isinstance(text, str):
+        raise ConfigError(f"{name} must be a model spec string (local, openai:NAME, scripted:FILE), got {show(text)}")
+    if base_url is not None and not isinstance(base_url, str):
+        raise ConfigError(f"base_url must be a URL string or null, got {show(base_url)}")
+    try:
+        spec = parse_model_spec(text, base_url=base_url)
+    except ModelSpecError as exc:
+        raise ConfigError(str(exc)) from None
+    if spec.kind == "scripted":
+        check_scripted_file(spec.name)
+    elif spec.kind == "local":
+        from cooplab.extras import require
+
+        require("local", "the local model")

@@ -52,7 +52,13 @@ from decimal import Decimal
 from typing import Any, Literal, Union
 
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -61,7 +67,12 @@ from langgraph.prebuilt.tool_node import ToolInvocationError
 from langgraph.runtime import Runtime
 
 from cooplab.agents.cache import cache_key
-from cooplab.agents.decisions import LLMService, ModelUnavailable, decoding_schema, parse_json
+from cooplab.agents.decisions import (
+    LLMService,
+    ModelUnavailable,
+    decoding_schema,
+    parse_json,
+)
 from cooplab.agents.models import LlamaCppChat, ScriptedChatModel
 from cooplab.agents.usage import input_bound
 from cooplab.graphs.context import CoopContext

@@ -13,7 +13,7 @@ Three measurements per game:
 1. **graph**: the game's LangGraph graph (``build_game_graph``, no checkpointer) invoked on the
    initial state, for Nash, Pareto and random players: the decision node(s), the checks, the
    payoffs and the round's record, every round. Best of ``--repeats``.
-2. **runner**: ``cooplab.runner.start`` with random players into a temporary run directory: the
+2. **runner**: ``cooplab.runs.runner.start`` with random players into a temporary run directory: the
    same graph with the runner's SQLite checkpoints (one per node), i.e. the ``wall_seconds`` of
    summary.json.
 3. **end to end**: the same call's total time, adding the tables (players, rounds, simulations,
@@ -28,7 +28,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from _results import emit, machine_info  # benchmarks/ is on sys.path when run as a script
+from _results import (  # benchmarks/ is on sys.path when run as a script
+    emit,
+    machine_info,
+)
 
 from cooplab.tasks.games import players as pl
 from cooplab.tasks.games.params import GAMES, model_of
@@ -55,7 +58,7 @@ def time_graph(game: str, kind: str, S: int, repeats: int) -> float:
 
 def time_runner(game: str, S: int) -> tuple[float, float]:
     """(wall_seconds of the runner, total seconds with outputs) of a random-player run."""
-    from cooplab.runner import start
+    from cooplab.runs.runner import start
     from cooplab.tasks.games.task import TASK
 
     P = model_of(game)(simulations=S)
@@ -104,7 +107,7 @@ def main() -> int:
     L += ["", f"Target of {TARGET:,} simulation-rounds per second per game through the graph: "
           f"{'met by every game and player kind' if ok else 'NOT met by every game and player kind'} (best of {repeats}). "
           "\"graph\": the LangGraph graph without a checkpointer (decision nodes with their checks, payoffs, the round's record); "
-          "\"runner\": `cooplab.runner.start`'s `wall_seconds` (the same graph with one SQLite checkpoint per node); \"end to end\": "
+          "\"runner\": `cooplab.runs.runner.start`'s `wall_seconds` (the same graph with one SQLite checkpoint per node); \"end to end\": "
           "the same call including the run directory's tables (one row per simulation, round and player), the 200-resample bootstrap "
           "convergence and the figure."]
     slow = [r["game"] for r in rows if r["runner"] < TARGET]

@@ -28,10 +28,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from _results import emit, machine_info  # benchmarks/ is on sys.path when run as a script
+from _results import (  # benchmarks/ is on sys.path when run as a script
+    emit,
+    machine_info,
+)
 
-from cooplab.cli_tasks import llm_config
-from cooplab.tasks.games import profile as pf
+from cooplab.agents.settings import llm_config
+from cooplab.runs import profiles as pf
 from cooplab.tasks.games.params import GAMES
 
 SECTION = "Behavioral games, LLM players"
@@ -50,7 +53,8 @@ def scripted(d: Path, latency: float) -> str:
 def run_game(d: Path, game: str, model: str, S: int, *, rounds: int | None = None, group_size: int | None = None,
              max_concurrency: int = 1024) -> dict:
     """One game through the runner; its summary."""
-    from cooplab import runner, runstore
+    from cooplab.runs import runner
+    from cooplab.runs import store as runstore
     from cooplab.tasks.games.task import TASK
 
     llm = llm_config(model, None, None, 0.7, 64, max_concurrency, None, None, 0.0005, 0.003, "off")

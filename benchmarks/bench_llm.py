@@ -59,17 +59,24 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.runtime import Runtime
 
+import cooplab.agents.batch as batch_mod
 import cooplab.tasks.cpr.llm_agents as la
 from cooplab.agents.cache import ResponseCache
 from cooplab.agents.decisions import DecisionSpec, LLMService, decide
-from cooplab.agents.models import LlamaCppChat, ModelSpec, ScriptedChatModel, make_chat_model, parse_model_spec
+from cooplab.agents.models import (
+    LlamaCppChat,
+    ModelSpec,
+    ScriptedChatModel,
+    make_chat_model,
+    parse_model_spec,
+)
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import Ledger
 from cooplab.graphs.society import build_society
-from cooplab.tasks.cpr.state import CPRState
 from cooplab.tasks.cpr import task as runner
 from cooplab.tasks.cpr.params import make_params
 from cooplab.tasks.cpr.society import Condition, init_state, recursion_limit
+from cooplab.tasks.cpr.state import CPRState
 
 HERE = Path(__file__).resolve().parent
 SECTION = "## LLM agent layer"
@@ -167,19 +174,26 @@ async def run_graph(N: int, rounds: int, service: LLMService, *, checkpointer: b
 # ------------------------------------------------------------------------------------------
 async def capture_calls(N: int, rounds: int) -> list[tuple[str, list]]:
     """Run the graph once (also a warm-up), recording every decide() call, grouped per
-    (round, phase) in call order: the groups the graph gathers concurrently."""
-    real = la.decide
+    (round, phase) in call order: the groups the graph gathers concurrently.
+
+    The LLM policies (``la.LLM*Policy``) do not call ``decide`` themselves: they hand their jobs to
+    ``Batch.ask`` -> ``cooplab.agents.batch.decide_all``, which gathers one ``decide`` per job. So
+    the name to intercept is ``decide`` in the module of ``decide_all``."""
+    real = batch_mod.decide
     groups: dict[tuple[int, str], list] = {}
 
     async def recording_decide(service, spec, messages, *, society, agent, round, ctx=None, config=None):
         groups.setdefault((round, spec.phase), []).append((society, agent, round, messages, ctx))
         return await real(service, spec, messages, society=society, agent=agent, round=round, ctx=ctx, config=config)
 
-    la.decide = recording_decide
+    batch_mod.decide = recording_decide
     try:
         await run_graph(N, rounds, scripted_service())
     finally:
-        la.decide = real
+        batch_mod.decide = real
+    if not groups:
+        raise RuntimeError("no decide() call was recorded: the LLM policies no longer reach decide through "
+                           "cooplab.agents.batch; update capture_calls")
     return [(phase, calls) for (_r, phase), calls in groups.items()]
 
 
@@ -257,7 +271,7 @@ PROFILE_GROUPS = [  # (label, file part, function names): cumulative time in the
     ("- `dataclasses.asdict` (decision + ledger rows)", "dataclasses.py", ("asdict",)),
     ("`decide` (all tasks)", "decisions.py", ("decide",)),
     ("- `LLMService.call`", "decisions.py", ("call",)),
-    ("- `DecisionSpec.schema.model_json_schema()` (recomputed on every `decide`)", "pydantic/main.py", ("model_json_schema",)),
+    ("- `DecisionSpec.schema.model_json_schema()` (computed once per spec, kept by `DecisionSpec.json_schema`)", "pydantic/main.py", ("model_json_schema",)),
     ("- `BaseChatModel.ainvoke` (the model call itself, incl. LangChain callbacks)", "chat_models.py", ("ainvoke",)),
     ("- `messages_tokens` (regex token count; `decide` estimate + scripted model usage)", "agents/models.py", ("messages_tokens",)),
     ("- `cache_key` (JSON + SHA-256)", "agents/cache.py", ("cache_key",)),
@@ -546,10 +560,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smoke run: fewer agents/rounds/repeats; no file written unless --out")
     ap.add_argument("--out", type=Path, default=None, help="results file (default benchmarks/RESULTS.md; none for --quick)")
-    ap.add_argument("--local-decisions", type=int, default=12)
+    ap.add_argument("--local-decisions", type=int, default=None, help="EFFORT decisions of the local model in (d) (default 12; 3 with --quick)")
     ap.add_argument("--profile", choices=["always", "never"], default="always",
                     help="cProfile a few graph runs at N = 100 (3 rounds) and summarize where the time goes")
     args = ap.parse_args(argv)
+    if args.local_decisions is not None and args.local_decisions < 1:
+        ap.error("--local-decisions must be at least 1")
     out = args.out if args.out is not None else (None if args.quick else HERE / "RESULTS.md")
     T0 = time.perf_counter()
     start = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M")
@@ -568,7 +584,7 @@ def main(argv: list[str] | None = None) -> int:
     c = asyncio.run(bench_replay(20, 2 if args.quick else 5, 0.02))
     print(f"  (c) first {c['first']['wall']:.3f} s, replay {c['replay']['wall']:.3f} s, ratio {c['ratio']:.3f}", flush=True)
     print(f"  (b), (c) done at {time.perf_counter() - T0:.0f} s", flush=True)
-    d = asyncio.run(bench_local(3 if args.quick else args.local_decisions))
+    d = asyncio.run(bench_local(args.local_decisions or (3 if args.quick else 12)))
     print(f"  (d) {d['dps']:.2f} decisions/s, mean latency {d['mean_latency']:.2f} s, retried {d['retry']}, fallback {d['fallback']}", flush=True)
 
     prof = profile_graph(100, 3, runs=2) if args.profile == "always" else None

@@ -131,9 +131,9 @@ def install(wheel: Path, target: Path) -> Path:
 
 def make_calls(n: int) -> list[dict[str, Any]]:
     sys.path.insert(0, str(HERE))
+    import bench_llm as bl
     import numpy as np
 
-    import bench_llm as bl
     from cooplab.agents.decisions import decoding_schema
 
     la = bl.la
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     start = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M")
     T0 = time.perf_counter()
     from cooplab.agents.models import local_model_path
-    from cooplab.doctor import cpu_features
+    from cooplab.cli.doctor import cpu_features
 
     base = baseline()
     pw = args.portable_wheel or find_wheel(Path.home() / ".cache" / "cooplab" / "wheels" / f"llama-cpp-python-{LLAMA_VERSION}-{base}")

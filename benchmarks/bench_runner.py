@@ -5,8 +5,9 @@
     .venv/bin/python benchmarks/bench_runner.py --before REV    # the baseline commit (default: the last commit before the runner)
 
 Two measurements, each on the current tree ("after") and on a clean build of the baseline commit
-("before": ``git worktree`` + ``pip install --no-deps --target``, run with ``PYTHONPATH`` so that it
-shadows the editable install), alternating before/after per repeat so that machine load hits both:
+("before": the commit's tree from ``git archive`` + ``pip install --no-deps --target``, run with
+``PYTHONPATH`` so that it shadows the editable install), alternating before/after per repeat so that
+machine load hits both:
 
 1. **Runner overhead per round, CPR rule-based**: ``cooplab run cpr --replicates 100 --rounds 50
    --env rich`` (10 agents, every phase on, SQLite checkpoints), the ``wall_seconds`` of
@@ -30,7 +31,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _results import RESULTS, machine_info, write_section  # benchmarks/ is on sys.path when run as a script
+from _results import (  # benchmarks/ is on sys.path when run as a script
+    RESULTS,
+    machine_info,
+    write_section,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 BEFORE = "70fa04f"  # the last commit before the task layer (issue 10)
@@ -42,14 +47,19 @@ UNEDIT = "import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable'
 
 
 def build_before(rev: str, work: Path) -> Path:
-    """A non-editable install of ``rev`` in ``work/site`` (shadows the editable install via PYTHONPATH)."""
+    """A non-editable install of ``rev`` in ``work/site`` (shadows the editable install via PYTHONPATH).
+
+    The commit's tree is exported with ``git archive`` (read-only: unlike ``git worktree add`` it
+    leaves the repository's metadata alone, so the benchmark can run while others use the checkout)."""
     tree, site = work / "tree", work / "site"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), rev], check=True, capture_output=True)
+    tree.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", rev], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True, capture_output=True)
     try:
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(site), str(tree)],
                        check=True, capture_output=True)
     finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], capture_output=True)
+        shutil.rmtree(tree, ignore_errors=True)
     return site
 
 
@@ -126,7 +136,7 @@ def main() -> int:
     med = {k: statistics.median(v) for k, v in ov.items()}
     ratio = med["after"] / med["before"]
     L = [f"## {SECTION}", "", f"`.venv/bin/python benchmarks/bench_runner.py{' --quick' if a.quick else ''}`: the one runner (issue 10, "
-         f"\"after\") against commit `{a.before}` (\"before\"), built from a clean worktree and run in the same session, alternating.", "",
+         f"\"after\") against commit `{a.before}` (\"before\"), built from a clean export of its tree (`git archive`) and run in the same session, alternating.", "",
          *head, "",
          f"### Runner overhead per round (CPR, rule agents, {a.replicates} societies x 10 agents, {a.rounds} rounds, rich, SQLite checkpoints)", "",
          "| code | median ms per round | runs (ms per round) |", "| --- | ---: | --- |"]

@@ -3,6 +3,7 @@ next to ``docker run --rm`` per call.
 
     .venv/bin/python benchmarks/bench_sandbox.py            # n=50 each, ~4 min
     .venv/bin/python benchmarks/bench_sandbox.py --n 10 --no-write
+    .venv/bin/python benchmarks/bench_sandbox.py --n 1 --roundtrip-n 1 --out /tmp/results.md   # smoke run, written elsewhere
 
 Writes (replaces) the ``## Sandbox`` section of benchmarks/RESULTS.md.
 Targets: warm start < 0.3 s, trivial round trip < 50 ms p50.
@@ -20,9 +21,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from cooplab.sandbox import SandboxConfig, SandboxPool, SandboxSession
-from cooplab.sandbox import docker_backend
-from _results import RESULTS, machine_info, write_section  # benchmarks/ is on sys.path when run as a script
+from _results import (  # benchmarks/ is on sys.path when run as a script
+    RESULTS,
+    machine_info,
+    write_section,
+)
+
+from cooplab.sandbox import SandboxConfig, SandboxPool, SandboxSession, docker_backend
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -95,6 +100,7 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=50, help="runs per measurement (default 50)")
     ap.add_argument("--roundtrip-n", type=int, default=200)
     ap.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
+    ap.add_argument("--out", type=Path, default=None, help="write the section to this file instead of benchmarks/RESULTS.md")
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="cooplab-bench-"))
@@ -144,8 +150,8 @@ def main() -> int:
          "/proc for stray processes after each call.", ""])
     print(text)
     if not args.no_write:
-        write_section("Sandbox", text)
-        print(f"updated {RESULTS}", file=sys.stderr)
+        write_section("Sandbox", text, args.out or RESULTS)
+        print(f"updated {args.out or RESULTS}", file=sys.stderr)
     return 0
 
 

@@ -26,7 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from _results import emit, machine_info  # benchmarks/ is on sys.path when run as a script
+from _results import (  # benchmarks/ is on sys.path when run as a script
+    emit,
+    machine_info,
+)
 
 SECTION = "Science teams"
 EXE = str(Path(sys.executable).parent / "cooplab")

@@ -3,6 +3,7 @@ of the science-teams paper's 7,310 team simulations on N nodes.
 
     .venv/bin/python benchmarks/bench_sweep.py            # about 8-12 min on 2 cores; writes "## Sweeps: local vs Ray" in RESULTS.md
     .venv/bin/python benchmarks/bench_sweep.py --quick    # smoke run (12 cells, 10 replicates, 2 science runs); prints only
+    .venv/bin/python benchmarks/bench_sweep.py --quick --betas 2 --rs 1 --replicates 1 --science-runs 1 --sandbox local   # tiniest (tests)
 
 (a) **The CPR Fig. 3 grid split into cells**: 11 beta x 10 r = 110 cells (mixed population, 10
     agents, 50 rounds, ``--replicates`` societies each, default 100: the 11,000 societies of Fig. 3),
@@ -31,18 +32,23 @@ import tempfile
 import time
 from pathlib import Path
 
-from _results import emit, machine_info  # benchmarks/ is on sys.path when run as a script
+from _results import (  # benchmarks/ is on sys.path when run as a script
+    emit,
+    machine_info,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "Sweeps: local vs Ray"
 
 
 def fig3_jobs(out: Path, replicates: int, betas: list[float], rs: list[float]) -> list[dict]:
-    from cooplab import task_sweep
+    from cooplab.cli.tasks import config_of
+    from cooplab.runs import task_sweep
 
     cfg = task_sweep.load({"task": "cpr", "out": str(out), "args": ["--agents", "rule", "--population", "mixed", "--replicates", str(replicates)],
                            "grid": {"--set beta": betas, "--set r": rs}, "seeds": [1], "parallel": 2}, "bench")
-    return task_sweep.jobs(cfg)
+    # the cells' configs are built by the command line's own parser, as `cooplab sweep` does
+    return task_sweep.jobs(cfg, "bench", config_of)
 
 
 def comparable(rows: list[dict]) -> list[dict]:
@@ -52,22 +58,29 @@ def comparable(rows: list[dict]) -> list[dict]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="12 cells, 10 replicates, 2 science runs; print only")
-    ap.add_argument("--replicates", type=int, default=100)
+    ap.add_argument("--quick", action="store_true", help="12 cells, 10 replicates, 2 science runs; print only (unless --out); "
+                    "--betas, --rs, --replicates and --science-runs given explicitly still apply")
+    ap.add_argument("--replicates", type=int, default=None, help="societies per cell (default 100; 10 with --quick)")
     ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--science-runs", type=int, default=6)
+    ap.add_argument("--science-runs", type=int, default=None, help="science runs in (b) (default 6; 2 with --quick)")
+    ap.add_argument("--betas", type=int, default=None, help="use the first K beta values of Fig. 3 (default all 11; 4 with --quick)")
+    ap.add_argument("--rs", type=int, default=None, help="use the first K r values of Fig. 3 (default all 10; 3 with --quick)")
     ap.add_argument("--sandbox", default="docker", choices=("docker", "local"))
     ap.add_argument("--out", type=Path, help="write the section to this file instead of RESULTS.md")
     a = ap.parse_args()
+    for name in ("replicates", "science_runs", "betas", "rs"):
+        if getattr(a, name) is not None and getattr(a, name) < 1:
+            ap.error(f"--{name.replace('_', '-')} must be at least 1")
     import ray
 
-    from cooplab import sweeps
+    from cooplab.runs import sweeps
     from cooplab.tasks.cpr.abm_figures import FIG3_BETAS, FIG3_RS
 
     betas, rs = list(FIG3_BETAS), list(FIG3_RS)
-    reps = a.replicates
-    if a.quick:
-        betas, rs, reps, a.science_runs = betas[:4], rs[:3], 10, 2
+    n_betas, n_rs = (4, 3) if a.quick else (len(betas), len(rs))
+    betas, rs = betas[: a.betas or n_betas], rs[: a.rs or n_rs]
+    reps = a.replicates or (10 if a.quick else 100)
+    a.science_runs = a.science_runs or (2 if a.quick else 6)
     n = len(betas) * len(rs)
     work = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
     walls: dict[str, list[float]] = {"local": [], "ray": []}
@@ -112,7 +125,7 @@ def main() -> int:
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
 
         # (b) science runs on Ray
-        from cooplab.tasks.science import sweep as science_sweep
+        from cooplab.runs import sweep_science as science_sweep
 
         sci = science_sweep.load({"task": "science", "out": str(work / "science"), "team": "oracle", "science_tasks": ["ecology"],
                                   "simulations": a.science_runs, "sandbox_backend": a.sandbox, "parallel": 2, "llm": {"cache": "off"}},
@@ -121,7 +134,7 @@ def main() -> int:
         sres = science_sweep.run_science_sweep(sci, executor="ray")
         sci_wall = time.perf_counter() - t1
         assert not sres["failed"], sres["failed"][:2]
-        per_run = sci_wall * 2 / a.science_runs  # 2 runs at a time
+        per_run = sci_wall * min(2, a.science_runs) / a.science_runs  # 2 runs at a time (1 if there is only one)
     finally:
         if ray.is_initialized():
             ray.shutdown()

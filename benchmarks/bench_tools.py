@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_tools.py                 # 200 steps per variant, ~1 min; writes RESULTS.md
     .venv/bin/python benchmarks/bench_tools.py --steps 50 --no-write
+    .venv/bin/python benchmarks/bench_tools.py --steps 1 --per-loop 1 --out /tmp/results.md   # smoke run, written elsewhere
 
 A step = one model call (zero-latency scripted model answering a ``run_code`` tool call) + the tool
 call through LangGraph's ToolNode + the ``run_code`` tool on a warm Docker sandbox (the agent's
@@ -28,6 +29,11 @@ import time
 from pathlib import Path
 from typing import TypedDict
 
+from _results import (  # benchmarks/ is on sys.path when run as a script
+    RESULTS,
+    machine_info,
+    write_section,
+)
 from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
@@ -35,14 +41,19 @@ from langgraph.graph import END, START, StateGraph
 from cooplab.agents.cache import ResponseCache
 from cooplab.agents.decisions import LLMService
 from cooplab.agents.models import ModelSpec, ScriptedChatModel
-from cooplab.agents.tools import SANDBOX_SECONDS, ToolAgent, ToolLoopLimits, run_code_tool, tool_agent_node
+from cooplab.agents.tools import (
+    SANDBOX_SECONDS,
+    ToolAgent,
+    ToolLoopLimits,
+    run_code_tool,
+    tool_agent_node,
+)
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import Ledger
 from cooplab.graphs.state import AppendLog
 from cooplab.graphs.tracing import tracing_callbacks
 from cooplab.sandbox import SandboxConfig
 from cooplab.sandbox.pool import AgentSandboxPool
-from _results import RESULTS, machine_info, write_section  # benchmarks/ is on sys.path when run as a script
 
 AGENT = "bench.agent"
 CODE = "x = {k}\nx + 1"
@@ -144,6 +155,7 @@ def main() -> int:
     ap.add_argument("--per-loop", type=int, default=5, help="tool steps per loop before the final answer (default 5)")
     ap.add_argument("--backend", default="docker", choices=["docker", "local"], help="sandbox backend (default docker)")
     ap.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
+    ap.add_argument("--out", type=Path, default=None, help="write the section to this file instead of benchmarks/RESULTS.md")
     args = ap.parse_args()
     if args.steps < 1 or args.per_loop < 1:
         ap.error("--steps and --per-loop must be at least 1")
@@ -201,8 +213,8 @@ def main() -> int:
         "`cooplab.graphs.tracing`), which is most of the traced variant's extra time.", ""])
     print(text)
     if not args.no_write:
-        write_section("Tool loop", text)
-        print(f"updated {RESULTS}", file=sys.stderr)
+        write_section("Tool loop", text, args.out or RESULTS)
+        print(f"updated {args.out or RESULTS}", file=sys.stderr)
     return 0
 
 

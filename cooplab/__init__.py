@@ -1,3 +1,38 @@
-"""cooplab: societies of LLM agents and teams of LLM scientists as LangGraph state graphs."""
+"""cooplab: societies of LLM agents and teams of LLM scientists as LangGraph state graphs.
 
-__version__ = "0.1.0"
+The Python API (the command line is a thin layer over it)::
+
+    import cooplab
+    run = cooplab.run(task="cpr", agents="llm", model="scripted:FILE", n_agents=3, rounds=3, out="runs/x")
+    run.rounds, run.decisions, run.ledger          # pandas DataFrames
+    cooplab.resume("runs/x")
+    cooplab.sweep("diners", out="runs/pk", grid={"pk": ["3:1", "6:1"]}, seeds=[0, 1])
+    cooplab.register_task(MyTask)                  # a task defined in a notebook
+
+The names below are loaded on first use, so ``import cooplab.graphs`` (or any lower layer) does
+not load the engine.
+"""
+
+from cooplab._version import __version__
+
+__all__ = ["__version__", "run", "resume", "arun", "aresume", "sweep", "register_task", "Run", "RunConfig", "LLMSettings",
+           "SandboxSettings", "ConfigError"]
+
+_LAZY = {"run": "cooplab.runs.api", "resume": "cooplab.runs.api", "arun": "cooplab.runs.api", "aresume": "cooplab.runs.api",
+         "sweep": "cooplab.runs.api", "register_task": "cooplab.runs.api", "Run": "cooplab.runs.api",
+         "RunConfig": "cooplab.runs.config", "LLMSettings": "cooplab.runs.config", "SandboxSettings": "cooplab.runs.config",
+         "ConfigError": "cooplab.limits"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'cooplab' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

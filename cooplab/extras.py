@@ -14,7 +14,7 @@ for what a user wants (README "Install")::
     all       all of the above
 
 Code that needs an extra calls :func:`require` before importing it: a missing package is then
-:class:`MissingExtra` (a user-facing ``OptionError``: ``cooplab: error: the local model needs 'pip
+:class:`MissingExtra` (a user-facing ``ConfigError``: ``cooplab: error: the local model needs 'pip
 install cooplab[local]'``, exit 2), never an ``ImportError`` traceback. ``require`` only looks the
 packages up (``importlib.util.find_spec``); it imports nothing.
 """
@@ -24,7 +24,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 
-from cooplab.cli_options import OptionError
+from cooplab.limits import ConfigError
 
 #: extra -> the importable packages it provides
 EXTRAS: dict[str, tuple[str, ...]] = {
@@ -40,7 +40,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
 }
 
 
-class MissingExtra(OptionError):
+class MissingExtra(ConfigError):
     """A part of cooplab that is not installed (one line naming the extra to install)."""
 
 

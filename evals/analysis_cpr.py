@@ -20,8 +20,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from cooplab import runstore  # noqa: E402
 from cooplab.evals import stats  # noqa: E402
+from cooplab.graphs import rundir  # noqa: E402
 
 POPS = ["altruistic", "mixed", "selfish"]
 ABLS = ["full", "osl", "ogd", "neither"]
@@ -43,22 +43,22 @@ def load_runs(run_dirs: list[Path], with_norms: bool = True) -> tuple[pd.DataFra
     for k, d in enumerate(run_dirs):
         d = Path(d)
         if not (d / "summary.json").exists() or not (d / "config.json").exists():
-            raise runstore.RunDirError(f"{d} is not a finished cooplab run (no summary.json); run or resume it first")
-        cfg, summ = runstore.read_json(d / "config.json"), runstore.read_json(d / "summary.json")
+            raise rundir.RunDirError(f"{d} is not a finished cooplab run (no summary.json); run or resume it first")
+        cfg, summ = rundir.read_json(d / "config.json"), rundir.read_json(d / "summary.json")
         if cfg.get("task") != "cpr":
-            raise runstore.RunDirError(f"{d} is a {cfg.get('task')!r} run, not cpr")
+            raise rundir.RunDirError(f"{d} is a {cfg.get('task')!r} run, not cpr")
         meta = {"run": k, "run_dir": str(d), "model": model_label(cfg), "population": cfg.get("population"), "env": cfg.get("env"),
                 "ablation": cfg.get("ablation"), "status": summ.get("status")}
         for rep, (ts, e) in enumerate(zip(summ["survival_time"]["values"], summ["efficiency"]["values"])):
             societies.append({**meta, "society": rep, "survival_time": ts, "efficiency": e})
-        rounds = runstore.read_table(d, "rounds")
+        rounds = rundir.read_table(d, "rounds")
         if len(rounds):
             eff.append(rounds[["replicate", "round", "eta_t"]].assign(**meta))
         if with_norms and ((d / "decisions.parquet").exists() or (d / "decisions.csv").exists()):
             try:
-                dec = runstore.read_table(d, "decisions")
-                bel = runstore.read_table(d, "beliefs_final")
-            except runstore.RunDirError:
+                dec = rundir.read_table(d, "decisions")
+                bel = rundir.read_table(d, "beliefs_final")
+            except rundir.RunDirError:
                 continue
             from cooplab.evals.norms import agent_norm_texts, norm_similarity
 
@@ -79,7 +79,7 @@ def analyze(run_dirs: list[Path], out: Path) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     soc, eff, norms = load_runs(run_dirs)
     if soc.empty:
-        raise runstore.RunDirError("no societies found in the given run directories")
+        raise rundir.RunDirError("no societies found in the given run directories")
     result: dict[str, Any] = {"runs": len(run_dirs), "societies": len(soc), "figures": [], "tables": [], "notes": []}
     cells = soc.groupby(["env", "model", "population", "ablation"])["survival_time"].agg(["mean", _sem, "count"]).reset_index()
     cells = cells.rename(columns={"_sem": "sem", "count": "n"})
@@ -130,7 +130,7 @@ def analyze(run_dirs: list[Path], out: Path) -> dict[str, Any]:
         norms.to_csv(out / "norm_similarity.csv", index=False)
         result["tables"].append("norm_similarity.csv")
     result["cells"] = cells.to_dict(orient="records")
-    runstore.write_json(out / "analysis.json", result)
+    rundir.write_json(out / "analysis.json", result)
     return result
 
 

@@ -50,8 +50,8 @@ from typing import Any, Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 from cooplab.extras import EXTRAS, MissingExtra, require
+from cooplab.graphs.rundir import TRACES_FILE
 
-TRACES_FILE = "traces.jsonl"
 OTLP_TRACES_PATH = "/v1/traces"
 DEFAULT_PROJECT = "cooplab"
 
@@ -416,7 +416,8 @@ def _content_text(c: Any) -> str | None:
 
 
 def _put_messages(attrs: dict[str, Any], prefix: str, messages: list[Any]) -> None:
-    from openinference.semconv.trace import MessageAttributes as MA, ToolCallAttributes as TCA
+    from openinference.semconv.trace import MessageAttributes as MA
+    from openinference.semconv.trace import ToolCallAttributes as TCA
 
     if len(messages) > MAX_MESSAGES:
         messages = messages[-MAX_MESSAGES:]
@@ -740,7 +741,9 @@ def export_otlp(run_dir: str | os.PathLike[str], url: str, *, project: str | Non
     answers: list[tuple[int, str]] = []  # (status, reason) of every HTTP answer, for the error line
     if own:
         import requests
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+            OTLPSpanExporter,
+        )
 
         session = requests.Session()
         session.hooks["response"].append(lambda r, *a, **k: answers.append((r.status_code, str(r.reason or ""))))

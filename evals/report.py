@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any, Iterable
 from urllib.parse import quote
 
+from cooplab.graphs.rundir import TRACES_FILE
+
 #: the folders of a sweep directory that hold its run directories
 RUN_FOLDERS = ("cells", "runs", "games")
 #: a table with at most this many rows is shown in full; a longer one shows PREVIEW_ROWS rows
@@ -600,9 +602,9 @@ def costs_of(summary: Any, run_dir: Path | None) -> dict[str, Any] | None:
         res["source"] = "summary.json"
     elif run_dir is not None and any((run_dir / f"ledger.{e}").is_file() for e in ("parquet", "csv")):
         try:
-            from cooplab import runstore
+            from cooplab.graphs import rundir
 
-            lg = runstore.read_table(run_dir, "ledger")
+            lg = rundir.read_table(run_dir, "ledger")
             total = sum((Decimal(str(c)) for c in lg["cost"] if num(c) is not None), Decimal(0)) if "cost" in lg else None
             res = {"calls": len(lg), "cached calls": int(lg["cached"].sum()) if "cached" in lg else None,
                    "input tokens": int(lg["input_tokens"].sum()) if "input_tokens" in lg else None,
@@ -667,7 +669,7 @@ def run_section(page: Page, d: Path, *, level: int, sid: str, title: str, in_swe
     agents = info.get("agents") if summary is not None else (config or {}).get("agents")
     cost = costs_of(summary, d)
     row = {"id": sid, "title": title, "status": fmt(status, 60), "task": task, "agents": agents, "headline": headline(info),
-           "cost": cost, "wall_seconds": info.get("wall_seconds"), "traces": (d / "traces.jsonl").is_file(), "dir": d, "sections": subs}
+           "cost": cost, "wall_seconds": info.get("wall_seconds"), "traces": (d / TRACES_FILE).is_file(), "dir": d, "sections": subs}
 
     parts = [f'<section class="run" id="{esc(sid)}"><{h}>{esc(title)} {status_badge(status)}</{h}>']
     parts.append(f'<p class="path">{esc(str(d))}</p>')
@@ -728,7 +730,7 @@ def run_section(page: Page, d: Path, *, level: int, sid: str, title: str, in_swe
 
 
 def traces_block(page: Page, d: Path, heading: str, where: str) -> str:
-    path = d / "traces.jsonl"
+    path = d / TRACES_FILE
     if not path.is_file():
         return heading + '<p class="muted">No traces.jsonl (only LLM runs are traced).</p>'
     t = scan_traces(path)
@@ -797,7 +799,7 @@ def runs_table(rows: list[dict[str, Any]], page: Page, linked: set[str]) -> str:
         cost = num(c.get("cost (USD)"))
         cells += [esc(fmt(c.get("calls"))), esc(fmt(c.get("input tokens"))), esc(fmt(c.get("output tokens"))),
                   esc("\u2014" if cost is None else f"{cost:.6g}"), esc(fmt(r["wall_seconds"]))]
-        cells.append(f'<a href="{esc(page.href(r["dir"] / "traces.jsonl"))}">traces.jsonl</a>' if r["traces"] else "\u2014")
+        cells.append(f'<a href="{esc(page.href(r["dir"] / TRACES_FILE))}">traces.jsonl</a>' if r["traces"] else "\u2014")
         body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return ('<div class="scroll"><table class="data runs"><thead><tr>' + "".join(f"<th>{esc(x)}</th>" for x in head)
             + f'</tr></thead><tbody>{"".join(body)}</tbody></table></div>')
@@ -884,7 +886,7 @@ document.body.setAttribute("data-images",ok+"/"+im.length)});"""
 
 def build(d: Path, out: Path) -> tuple[str, dict[str, Any]]:
     """The page for directory ``d`` (to be written at ``out``) and a description of it."""
-    from cooplab import __version__
+    from cooplab._version import __version__
 
     kind, runs = detect(d)
     page = Page(out_dir=out.parent, out_file=out)

@@ -1,4 +1,4 @@
-"""A small offline viewer for a run directory's ``traces.jsonl`` and the ``traces`` CLI.
+"""A small offline viewer for a run directory's ``traces.jsonl``.
 
 ``serve(run_dir)`` starts a standard-library HTTP server on loopback in a background thread:
 
@@ -10,8 +10,7 @@
   inputs, outputs and extra, which is what the page loads first).
 * ``GET /api/runs/<id>``  one run, in full.
 
-``traces_app`` is a Typer app with ``export`` and ``view`` (mounted as ``cooplab traces``);
-``export --otlp URL`` sends OpenTelemetry spans instead (:mod:`cooplab.evals.otlp_export`).
+The ``cooplab traces export|view`` commands are :mod:`cooplab.cli.traces`.
 """
 
 from __future__ import annotations
@@ -23,25 +22,17 @@ import sys
 import threading
 import time
 import webbrowser
-from importlib import resources
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-import typer
+from cooplab.graphs.tracing.export import traces_path as _traces_path
 
-from cooplab.cli_options import fail
-
-TRACES_FILE = "traces.jsonl"
 _SUMMARY_DROP = ("inputs", "outputs", "extra", "events", "serialized")
 _MAX_SUMMARY_ERROR = 300
 _PAGE_FILE = "trace_viewer.html"  # package data of cooplab.evals (pyproject.toml)
-
-
-def _traces_path(run_dir: str | os.PathLike[str]) -> Path:
-    p = Path(run_dir)
-    return p if p.is_file() else p / TRACES_FILE
 
 
 class _RunCache:
@@ -217,101 +208,3 @@ def view(run_dir: str | os.PathLike[str], port: int = 0, open_browser: bool = Fa
 
 def _html_escape(s: str) -> str:
     return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
-
-
-# ----------------------------------------------------------------------------------------
-# CLI: mounted by cooplab as "cooplab traces ..."
-traces_app = typer.Typer(
-    help="Traces of graph runs (LangSmith run format, RUN_DIR/traces.jsonl): export or view them.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
-
-
-def _check_dir(run_dir: Path) -> Path:
-    if not run_dir.exists():
-        fail(f"{run_dir} does not exist")
-    path = _traces_path(run_dir)
-    if not path.is_file():
-        fail(f"no {TRACES_FILE} in {run_dir} (traces are written when a graph run ends)")
-    return path
-
-
-@traces_app.command("export")
-def export_cmd(
-    run_dir: Path = typer.Argument(..., metavar="DIR", help="A run directory holding traces.jsonl (or the file itself)."),
-    endpoint: Optional[str] = typer.Option(None, "--endpoint", help="LangSmith-compatible API URL (default: $LANGSMITH_ENDPOINT, else LangSmith's)."),
-    otlp: Optional[str] = typer.Option(None, "--otlp", metavar="URL", help="Send OpenTelemetry spans (OpenInference conventions, OTLP/HTTP protobuf) to URL instead of LangSmith: a base URL such as http://127.0.0.1:6006 (Phoenix) or a full .../v1/traces URL. Needs the 'viewer' extra."),
-    project: Optional[str] = typer.Option(None, "--project", help="Project to file the runs under (default: $LANGSMITH_PROJECT, else 'cooplab'; with --otlp: 'cooplab')."),
-    timeout: float = typer.Option(10.0, "--timeout", help="With --otlp: seconds per request, retries of a refused connection included."),
-    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
-) -> None:
-    """Send a finished run's traces to LangSmith (or a compatible server); the API key is read
-    from $LANGSMITH_API_KEY, never from the command line. With --otlp URL: send them as OpenTelemetry
-    spans to Phoenix, Langfuse, Jaeger or any OTLP/HTTP collector (no key needed)."""
-    from cooplab.graphs.tracing import ExportConfigError, ExportError, TraceFileError, export_traces
-
-    _check_dir(run_dir)
-    if otlp is not None:
-        if endpoint is not None:
-            fail("give --endpoint (LangSmith) or --otlp (OpenTelemetry), not both")
-        _export_otlp(run_dir, otlp, project, timeout, as_json)
-        return
-    if endpoint is not None and not endpoint.startswith(("http://", "https://")):
-        fail(f"--endpoint must be an http(s) URL, got {endpoint!r}")
-    try:
-        n = export_traces(run_dir, endpoint=endpoint, project=project)
-    except (TraceFileError, ExportConfigError) as exc:
-        fail(str(exc))
-    except ExportError as exc:
-        fail(str(exc), code=1)
-    dest = endpoint or os.environ.get("LANGSMITH_ENDPOINT") or "LangSmith"
-    proj = project or os.environ.get("LANGSMITH_PROJECT") or "cooplab"
-    if as_json:
-        typer.echo(json.dumps({"runs": n, "endpoint": dest, "project": proj, "file": str(_traces_path(run_dir))}))
-    else:
-        typer.echo(f"exported {n} runs from {_traces_path(run_dir)} to {dest} (project {proj})")
-
-
-def _export_otlp(run_dir: Path, url: str, project: Optional[str], timeout: float, as_json: bool) -> None:
-    from cooplab.evals.otlp_export import OtlpConfigError, OtlpExportError, export_otlp, require_viewer
-
-    require_viewer()  # a missing extra: one line naming it (MissingExtra is an OptionError)
-    try:
-        res = export_otlp(run_dir, url, project=project, timeout=timeout)
-    except OtlpConfigError as exc:
-        fail(str(exc))
-    except OtlpExportError as exc:
-        fail(str(exc), code=1)
-    if as_json:
-        typer.echo(json.dumps(res.as_dict()))
-        return
-    rate = f", {res.spans / res.seconds:.0f} spans/s" if res.seconds > 0 and res.spans else ""
-    typer.echo(f"exported {res.spans} spans ({res.traces} trace{'' if res.traces == 1 else 's'}) from {res.file} to {res.endpoint} "
-               f"(project {res.project}) in {res.seconds:.2f} s{rate}")
-    if res.n_skipped:
-        typer.echo(f"skipped {res.n_skipped} lines that are not usable runs "
-                   f"({', '.join(f'{n} {why}' for why, n in sorted(res.skipped.items()))}; first: {res.first_skip})",
-                   err=True)
-    if res.orphans:
-        typer.echo(f"{res.orphans} parent runs are not in the file: their children are exported pointing at them",
-                   err=True)
-
-
-@traces_app.command("view")
-def view_cmd(
-    run_dir: Path = typer.Argument(..., metavar="DIR", help="A run directory holding traces.jsonl (or the file itself)."),
-    port: int = typer.Option(0, "--port", help="Port on 127.0.0.1 (0: any free port)."),
-    open_browser: bool = typer.Option(False, "--open", help="Open the page in the default browser."),
-    no_block: bool = typer.Option(False, "--no-block", help="Start, print the URL and return (for scripts and tests)."),
-) -> None:
-    """Browse a run's trace tree in a local, offline web page (127.0.0.1 only)."""
-    _check_dir(run_dir)
-    if not 0 <= port <= 65535:
-        fail(f"--port must be between 0 and 65535, got {port}")
-    try:
-        view(run_dir, port, open_browser, block=not no_block)
-    except OSError as exc:
-        fail(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}")

@@ -50,3 +50,23 @@ def build_society(
 
     g.add_conditional_edges(names[-1], route, [first, END])
     return g.compile(checkpointer=checkpointer, name=name)
+
+
+def insert_phase(phases: Mapping[str, Node], name: str, node: Node, *, after: str | None = None, before: str | None = None) -> dict[str, Node]:
+    """A copy of ``phases`` with ``node`` added under ``name`` right after ``after`` or right before
+    ``before`` (exactly one of them; a ValueError names the phases there are)."""
+    if (after is None) == (before is None):
+        raise ValueError("give exactly one of after= or before=")
+    anchor = after if after is not None else before
+    if anchor not in phases:
+        raise ValueError(f"no phase {anchor!r}; the phases are {', '.join(phases)}")
+    if name in phases:
+        raise ValueError(f"a phase named {name!r} is already there; pick another name")
+    out: dict[str, Node] = {}
+    for key, value in phases.items():
+        if key == before:
+            out[name] = node
+        out[key] = value
+        if key == after:
+            out[name] = node
+    return out

@@ -1,12 +1,12 @@
 """The task interface: what a society, game or science team supplies so that the one runner
-(``cooplab.runner``) can run, checkpoint, resume, trace and report it.
+(``cooplab.runs.runner``) can run, checkpoint, resume, trace and report it.
 
 A task is a small object (usually a module-level instance of a :class:`Task` subclass) that
 knows its own configuration, graph, initial state and outputs. Everything else (the run
 directory, ``config.json``, SQLite checkpoints, resume, the LLM service with its models, cache
 and ledger, traces, clean stops on an exhausted budget or an unavailable model, the progress
 bar, ``summary.json`` and ``--json``) is the runner's. A task registers under a name: the
-built-in ones in :mod:`cooplab.tasks.registry`, third-party ones through the ``cooplab.tasks``
+built-in ones in :mod:`cooplab.runs.registry`, third-party ones through the ``cooplab.tasks``
 entry-point group (see docs/write-your-own-task.md).
 
 The runner calls, in order: ``check_config`` (on resume: every value of a run's config.json),
@@ -98,6 +98,22 @@ class Task:
             self.params(config)
         except ValidationError as exc:
             raise TaskConfigError(f"params.{first_error(exc)}") from None
+
+    def options(self, agents: str, *, set: Any = None) -> dict[str, Any]:  # noqa: A002 - the name of --set
+        """The task's own config fields from its run options: the keywords are those of ``cooplab run
+        NAME``'s own options (``--n-agents`` is ``n_agents``), as Python values. Each value is checked by
+        the rule of its option; the first bad one is a one-line :class:`~cooplab.limits.ConfigError`.
+        Default: ``set`` (a dict of :attr:`Params` values, or ``name=value`` strings) -> ``params``."""
+        from pydantic import ValidationError
+
+        from cooplab.limits import ConfigError, parse_set
+
+        values = parse_set(set, self.Params.model_fields if self.Params is not None else {}, self.name)
+        try:
+            params = self.Params(**values) if self.Params is not None else None
+        except ValidationError as exc:
+            raise ConfigError(f"--set {first_error(exc)}") from None
+        return {"params": params.model_dump(mode="json") if params is not None else {}}
 
     def n_agents(self, config: Mapping[str, Any]) -> int:
         """Agents per society (per-agent ``--agent-model`` keys are checked against it)."""

@@ -37,7 +37,13 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
-from .models import ExecResult, SandboxConfig, SandboxError, SandboxUnavailable, check_seconds
+from .models import (
+    ExecResult,
+    SandboxConfig,
+    SandboxError,
+    SandboxUnavailable,
+    check_seconds,
+)
 from .session import HOST_MARGIN, Backend, SandboxPool, SandboxSession, resolve_backend
 
 log = logging.getLogger(__name__)

@@ -63,6 +63,6 @@ if docker image inspect "$IMAGE" >/dev/null 2>&1; then
   say "image $IMAGE present"
 else
   say "building image $IMAGE (debootstrap + docker import)"
-  "$PYTHON" -m cooplab.sandbox.cli build --image "$IMAGE"
+  "$PYTHON" -m cooplab.cli sandbox build --image "$IMAGE"
 fi
 say "ready"

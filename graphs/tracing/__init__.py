@@ -27,6 +27,8 @@ on the package.
 
 from __future__ import annotations
 
+from cooplab.graphs.rundir import TRACES_FILE
+
 from .convert import (
     LIST_KEEP,
     MAX_ARRAY_ITEMS,
@@ -39,10 +41,17 @@ from .convert import (
     safe_value,
     to_jsonable,
 )
-from .export import ExportConfigError, ExportError, TraceFileError, export_traces, load_runs, traces_path
+from .export import (
+    ExportConfigError,
+    ExportError,
+    TraceFileError,
+    export_traces,
+    load_runs,
+    traces_path,
+)
 from .live import live_tracing_enabled, scrubbing_client, tracing_callbacks
 from .scrubbing import REDACTED, is_secret_key, scrub, secret_values
-from .tracer import INTERRUPTED, TRACES_FILE, JsonlTracer, journal_path, recover_interrupted
+from .tracer import INTERRUPTED, JsonlTracer, journal_path, recover_interrupted
 
 __all__ = [
     "INTERRUPTED",

@@ -14,8 +14,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from cooplab.graphs.rundir import TRACES_FILE
+
 from .scrubbing import scrub, secret_values
-from .tracer import TRACES_FILE
 
 logger = logging.getLogger("cooplab.graphs.tracing")  # one logger for the package
 

@@ -14,10 +14,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from cooplab.graphs.rundir import TRACES_FILE
+
 from . import convert
 from .convert import to_jsonable
 from .scrubbing import scrub
-from .tracer import TRACES_FILE, JsonlTracer
+from .tracer import JsonlTracer
 
 
 def live_tracing_enabled(environ: Mapping[str, str] | None = None) -> bool:

@@ -29,7 +29,6 @@ from .scrubbing import scrub, secret_values
 
 logger = logging.getLogger("cooplab.graphs.tracing")  # one logger for the package
 
-TRACES_FILE = "traces.jsonl"
 
 
 # ----------------------------------------------------------------------------------------

@@ -19,9 +19,10 @@ require("analysis", "the ABM figures (cooplab figures cpr-abm)", ("scipy",))
 
 from scipy import stats  # noqa: E402
 
-from cooplab import runstore
 from cooplab.evals.metrics import efficiency, survival_time
 from cooplab.evals.plots_cpr import fig2, fig3, fig4, survival_curve, timeseries_stats
+from cooplab.graphs import rundir
+from cooplab.tasks.cpr import metrics as cpr_metrics
 from cooplab.tasks.cpr.params import ENVIRONMENTS, make_params
 from cooplab.tasks.cpr.society import Condition, run_cpr
 
@@ -55,7 +56,7 @@ def experiment_fig2(replicates: int, seed: int, overrides: dict[str, Any]) -> tu
             conds.append(Condition(p, FIG2_POP))
             meta.append({"beta": beta, "punishment_off": off})
     final = _run(conds, replicates, seed)
-    rounds = runstore.history_frame(final)
+    rounds = cpr_metrics.history_frame(final)
     mdf = pd.DataFrame(meta)
     rounds = rounds.join(mdf, on="condition")
     ts = pd.concat(
@@ -246,7 +247,7 @@ def make_figures(out: Path, replicates: int = 100, seed: int = 0, overrides: dic
         "figures": [str(f) for f in figs], "claims": claims,
         "seconds": {k: round(v, 2) for k, v in timings.items()},
         "fig4": bars.to_dict(orient="records"),
-        "machine": runstore.machine(), "created": runstore.now(), "code_version": runstore.code_version(),
+        "machine": rundir.machine(), "created": rundir.now(), "code_version": rundir.code_version(),
     }
-    runstore.write_json(out / "figures.json", result)
+    rundir.write_json(out / "figures.json", result)
     return result

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from cooplab.cli_options import MAX_AGENTS, MAX_PARAM, MAX_ROUNDS
+from cooplab.limits import MAX_AGENTS, MAX_PARAM, MAX_ROUNDS
 
 Env = Literal["harsh", "rich"]
 Population = Literal["altruistic", "selfish", "mixed"]
@@ -147,7 +147,7 @@ class CPRParams(BaseModel):
 
 
 def _number(name: str, v: Any, integer: bool) -> None:
-    from cooplab.cli_options import show
+    from cooplab.limits import show
 
     rule = "an integer" if integer else f"a finite number of magnitude at most {MAX_PARAM:.0e}".replace("e+", "e")
     if (isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not math.isfinite(v))

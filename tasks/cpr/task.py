@@ -16,12 +16,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cooplab import runstore
 from cooplab.evals.metrics import summarize
+from cooplab.graphs import rundir
+from cooplab.tasks.cpr import metrics as cpr_metrics
 from cooplab.graphs.rng import phase_rng
 from cooplab.graphs.task import RunInfo, Task, TaskConfigError
 from cooplab.tasks.cpr import phases as ph
-from cooplab.tasks.cpr.params import ENVIRONMENTS, CPRParams, ParamError, agent_types, make_params, params_table
+from cooplab.tasks.cpr.params import (
+    ENVIRONMENTS,
+    CPRParams,
+    ParamError,
+    agent_types,
+    make_params,
+    params_table,
+)
 from cooplab.tasks.cpr.society import Condition, apply_ablation, init_state, phases_for
 from cooplab.tasks.cpr.state import CPRState
 
@@ -128,13 +136,40 @@ class CPRTask(Task):
             raise TaskConfigError(f"params: {exc}") from None
 
     def check_config(self, config: Mapping[str, Any]) -> None:
-        from cooplab import cli_options as co
+        import cooplab.limits as co
 
         if config.get("population") not in ("altruistic", "selfish", "mixed"):
             raise TaskConfigError(f"population must be altruistic, selfish or mixed, got {config.get('population')!r}")
         co.check("replicates", config.get("replicates"), "replicates")
         params = self.params(config)
         co.check_size(config["replicates"], params.N, params.T, names=("replicates", "params.N", "params.T"))
+
+    def options(self, agents: str, *, env: str = "harsh", population: str = "mixed", ablation: str = "full", n_agents: int | None = None,
+                rounds: int | None = None, replicates: int | None = None, set: Any = None, preset: str | None = None) -> dict[str, Any]:  # noqa: A002
+        """``cooplab run cpr``'s own options: ``env`` harsh | rich, ``population`` altruistic | selfish |
+        mixed, ``ablation`` full | osl | ogd | neither, ``n_agents`` (N, default 10), ``rounds`` (T,
+        default 50), ``replicates`` (default 100 rule-based, 1 LLM), ``set`` (any parameter: a dict or
+        ``name=value`` strings) and ``preset`` (a named set of values; explicit options win over it)."""
+        import cooplab.limits as co
+        from cooplab.tasks.cpr.params import parse_set
+
+        for name, value, allowed in (("--env", env, tuple(ENVIRONMENTS)), ("--population", population, ("altruistic", "selfish", "mixed")),
+                                     ("--ablation", ablation, ("full", "osl", "ogd", "neither"))):
+            if value not in allowed:
+                raise co.ConfigError(f"{name} must be one of {', '.join(allowed)}, got {co.show(value)}")
+        for name, value, rule in (("--n-agents", n_agents, "n-agents"), ("--rounds", rounds, "rounds"), ("--replicates", replicates, "replicates")):
+            if value is not None:
+                co.check(name, value, rule)
+        if replicates is None:
+            replicates = 1 if agents == "llm" else 100
+        try:
+            overrides = parse_set(set) if set is None or isinstance(set, (list, tuple)) else co.parse_set(set, CPRParams.model_fields, "cpr")
+            params = resolve_params(env, ablation, n_agents, rounds, overrides, preset=preset)
+        except ParamError as exc:
+            raise co.ConfigError(str(exc)) from None
+        co.check_size(replicates, params.N, params.T)
+        fields = {"env": env, "ablation": ablation, "population": population, "replicates": replicates, "params": params.model_dump()}
+        return {**fields, "preset": preset} if preset is not None else fields
 
     def n_agents(self, config: Mapping[str, Any]) -> int:
         return self.params(config).N
@@ -163,9 +198,9 @@ class CPRTask(Task):
             running = np.asarray(final["active"])
             last = int(final["round"]) - 1
             final["T_s"] = np.where(running & (np.asarray(final["T_s"]) == 0), max(last, 0), final["T_s"])
-        rounds = runstore.history_frame(final)
-        runstore.write_table(rounds, run.out, "rounds", csv=run.csv)
-        runstore.write_table(runstore.agents_frame(final), run.out, "agents", csv=run.csv)
+        rounds = cpr_metrics.history_frame(final)
+        rundir.write_table(rounds, run.out, "rounds", csv=run.csv)
+        rundir.write_table(cpr_metrics.agents_frame(final), run.out, "agents", csv=run.csv)
         S, N = final["alive"].shape
         summary = {
             "env": config.get("env"),
@@ -181,19 +216,19 @@ class CPRTask(Task):
         if run.status != "completed":
             summary["censored"] = bool(np.asarray(final["active"]).any())
         if final.get("norm_history"):
-            runstore.write_table(pd.DataFrame(final["norm_history"]), run.out, "norms_adopted", csv=run.csv)
+            rundir.write_table(pd.DataFrame(final["norm_history"]), run.out, "norms_adopted", csv=run.csv)
         if final.get("beliefs") is not None:
             types = final.get("agent_types") or []
             init = final.get("beliefs_initial") or final["beliefs"]
             rows = [{"society": s_, "agent": i_, "type": types[s_][i_] if types else None, "initial_belief": init[s_][i_], "final_belief": b_}
                     for s_, row in enumerate(final["beliefs"]) for i_, b_ in enumerate(row)]
-            runstore.write_table(pd.DataFrame(rows), run.out, "beliefs_final", csv=run.csv)
+            rundir.write_table(pd.DataFrame(rows), run.out, "beliefs_final", csv=run.csv)
         return summary
 
     def figure(self, summary: Mapping[str, Any], run: RunInfo) -> None:
         from cooplab.evals.plots_cpr import run_figure
 
-        rounds = runstore.read_table(run.out, "rounds")
+        rounds = rundir.read_table(run.out, "rounds")
         if len(rounds):
             run_figure(rounds, dict(summary), run.out / "figures")
 

@@ -16,10 +16,10 @@ import numpy as np
 import pandas as pd
 from langgraph.checkpoint.memory import InMemorySaver
 
-from cooplab import runstore
+from cooplab.graphs import rundir
 from cooplab.tasks.diners import model as dm
-from cooplab.tasks.diners.task import strategy_counts
 from cooplab.tasks.diners.society import paper_conditions, run_diners
+from cooplab.tasks.diners.task import strategy_counts
 
 COLORS = {"P": "tab:blue", "R1": "tab:red", "E": "tab:green", "M": "tab:purple", "D": "black"}
 PK_ORDER = ("unstated", "3:1", "6:1")
@@ -189,8 +189,8 @@ EFFECTS = {
 
 
 def llm_run_figure(run_dir: Path, out: Path) -> Path:
-    counts = runstore.read_table(run_dir, "strategy_counts")
-    summary = runstore.read_json(run_dir / "summary.json") if (run_dir / "summary.json").exists() else {}
+    counts = rundir.read_table(run_dir, "strategy_counts")
+    summary = rundir.read_json(run_dir / "summary.json") if (run_dir / "summary.json").exists() else {}
     share_stats(counts).to_csv(out / "llm_run_shares.csv", index=False)
     path = run_figure(counts, summary, out / "llm_run")
     target = out / "llm_run.png"

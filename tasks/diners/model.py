@@ -83,7 +83,7 @@ def parse_groups(text: str) -> tuple[tuple[str, ...], ...]:
         groups.append(names)
     if len(groups) < 1 or any(len(g) < 2 for g in groups):
         raise DinersError(f"--groups {text!r}: every group needs at least two diners")
-    from cooplab.cli_options import MAX_DINERS
+    from cooplab.limits import MAX_DINERS
 
     n = sum(len(g) for g in groups)
     if len(groups) > MAX_GROUPS or n > MAX_DINERS:
@@ -101,7 +101,7 @@ def parse_pk(text: str) -> tuple[float, float, bool]:
         p, k = float(a), float(b)
     except ValueError:
         raise DinersError(f"--pk {text!r}: use unstated, 3:1, 6:1 or any P:K with numbers") from None
-    from cooplab.cli_options import MAX_PARAM
+    from cooplab.limits import MAX_PARAM
 
     if not (0 <= p <= MAX_PARAM and 0 <= k <= MAX_PARAM):  # also refuses nan and inf
         raise DinersError(f"--pk {text!r}: p and k must be finite numbers in [0, {MAX_PARAM:g}], e.g. 3:1")
@@ -111,7 +111,7 @@ def parse_pk(text: str) -> tuple[float, float, bool]:
 def parse_choices(items: list[str] | None, group_sizes: tuple[int, ...] = (4,)) -> dict[str, float]:
     """``--set name=value`` (repeatable) -> our free choices (:data:`CHOICES`) to change. The menu
     that results must be a Diner's Dilemma for every group size; ``memory`` is in [0, 1]."""
-    from cooplab.cli_options import MAX_PARAM
+    from cooplab.limits import MAX_PARAM
 
     out: dict[str, float] = {}
     for item in items or []:

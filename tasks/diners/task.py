@@ -19,10 +19,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cooplab import runstore
+from cooplab.graphs import rundir
 from cooplab.graphs.task import RunInfo, Task, TaskConfigError
 from cooplab.tasks.diners import model as dm
-from cooplab.tasks.diners.society import Condition, DinersState, build_diners_graph, diners_phases, init_state
+from cooplab.tasks.diners.society import (
+    Condition,
+    DinersState,
+    build_diners_graph,
+    diners_phases,
+    init_state,
+)
+
 
 # --- tables --------------------------------------------------------------------------------
 def _meta(final: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -122,7 +129,7 @@ class DinersTask(Task):
     round_unit = "iteration"
 
     def check_config(self, config: Mapping[str, Any]) -> None:
-        from cooplab import cli_options as co
+        import cooplab.limits as co
 
         for key, rule in (("seed", "seed"), ("replicates", "replicates"), ("iterations", "iterations"), ("beta", "beta")):
             co.check(key, config.get(key), rule)
@@ -146,6 +153,37 @@ class DinersTask(Task):
         except dm.DinersError as exc:
             raise TaskConfigError(str(exc)) from None
         co.check_size(config["replicates"], cond.n_agents, config["iterations"], names=("replicates", "diners", "iterations"), diners=True)
+
+    def options(self, agents: str, *, combination: int | None = None, groups: str | None = None, pk: str = "3:1", iterations: int = 10,
+                replicates: int | None = None, beta: float = 1.0) -> dict[str, Any]:
+        """``cooplab run diners``' own options: the paper's initial ``combination`` 1 or 2 (default 1) or any
+        ``groups`` ("M,P,E,R1;M,M,P,R1"), the punishment costs ``pk`` (unstated, 3:1, 6:1 or P:K),
+        ``iterations`` (paper: 10), ``replicates`` (default 200 rule-based, 1 LLM) and the Fermi rule's ``beta``."""
+        import cooplab.limits as co
+        from cooplab.tasks.diners.society import Condition
+
+        co.check("--iterations", iterations, "iterations")
+        co.check("--beta", beta, "beta")
+        if replicates is not None:
+            co.check("--replicates", replicates, "replicates")
+        if combination is not None and groups is not None:
+            raise co.ConfigError("give either --combination or --groups, not both")
+        if combination is not None and combination not in dm.COMBINATIONS:
+            raise co.ConfigError(f"--combination must be 1 or 2, got {combination}")
+        if not isinstance(pk, str) or (groups is not None and not isinstance(groups, str)):
+            raise co.ConfigError(f"--pk and --groups are text such as '3:1' and 'M,P,E,R1;M,M,P,R1', got {co.show(pk)} and {co.show(groups)}")
+        if replicates is None:
+            replicates = 1 if agents == "llm" else 200
+        try:
+            grp = dm.parse_groups(groups) if groups is not None else dm.COMBINATIONS[combination or 1]
+            p, k, stated = dm.parse_pk(pk)
+            cond = Condition(grp, p, k, stated, beta)
+            cond.validate()
+        except dm.DinersError as exc:
+            raise co.ConfigError(str(exc)) from None
+        co.check_size(replicates, cond.n_agents, iterations, names=("--replicates", "diners", "--iterations"), diners=True)
+        return {"combination": None if groups is not None else (combination or 1), "pk": pk.strip().lower(), **condition_config(cond),
+                "iterations": iterations, "replicates": replicates}
 
     def n_agents(self, config: Mapping[str, Any]) -> int:
         return condition_of(config).n_agents
@@ -173,9 +211,9 @@ class DinersTask(Task):
 
     def outputs(self, final: Mapping[str, Any], config: Mapping[str, Any], run: RunInfo) -> dict[str, Any]:
         counts = strategy_counts(final, self._initial(config))
-        runstore.write_table(counts, run.out, "strategy_counts", csv=run.csv)
+        rundir.write_table(counts, run.out, "strategy_counts", csv=run.csv)
         for stem, df in per_agent_tables(final).items():
-            runstore.write_table(df, run.out, stem, csv=run.csv)
+            rundir.write_table(df, run.out, stem, csv=run.csv)
         S, N = np.asarray(final["strategy"]).shape
         summary: dict[str, Any] = {
             "combination": config.get("combination"), "groups": config["groups"], "pk": config.get("pk"), "p": config["p"],
@@ -191,7 +229,7 @@ class DinersTask(Task):
     def figure(self, summary: Mapping[str, Any], run: RunInfo) -> None:
         from cooplab.tasks.diners.figures import run_figure
 
-        run_figure(runstore.read_table(run.out, "strategy_counts"), dict(summary), run.out / "figures")
+        run_figure(rundir.read_table(run.out, "strategy_counts"), dict(summary), run.out / "figures")
 
     def report(self, summary: Mapping[str, Any]) -> list[str]:
         shares = ", ".join(f"{n} {v:.3f}" for n, v in summary["final_shares"].items() if v or n != "D")

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from cooplab import runstore
+from cooplab.graphs import rundir
 from cooplab.graphs.rng import phase_rng
 from cooplab.graphs.task import RunInfo, Task, TaskConfigError
 from cooplab.tasks.games import equilibria as eq
@@ -84,6 +84,63 @@ class GameTask(Task):
         elif script is not None:
             raise TaskConfigError(f"script must be null unless players is scripted, got {type(script).__name__}")
 
+    def options(self, agents: str, *, game: str, players: str | None = None, prompt: str = "standard", deliberation: bool = False,
+                group_size: int | None = None, simulations: int | None = None, rounds: int | None = None, set: Any = None) -> dict[str, Any]:  # noqa: A002
+        """``cooplab run game``'s own options: the ``game``, who plays (``players``: llm, nash (default),
+        pareto, random or scripted:FILE), the LLM players' ``prompt`` and ``deliberation``, ``group_size``,
+        ``simulations``, ``rounds`` and ``set`` (game constants: a dict or ``name=value`` strings)."""
+        from pydantic import ValidationError
+
+        import cooplab.limits as co
+        from cooplab.tasks.games.params import MAX_GROUP, MAX_SIMULATIONS
+
+        if game not in GAMES:
+            raise co.ConfigError(f"--game must be one of {', '.join(GAMES)}, got {co.show(game)}")
+        for name, value, rule in (("--group-size", group_size, co.Num(int, 2, MAX_GROUP, hint="players in each of the 2 groups")),
+                                  ("--simulations", simulations, co.Num(int, 1, MAX_SIMULATIONS)), ("--rounds", rounds, "rounds")):
+            if value is not None:
+                co.check(name, value, rule)
+        model = model_of(game)
+        values = co.parse_set(set, model.model_fields, "game --game " + game)
+        for key, v in (("group_sizes", None if group_size is None else [group_size, group_size]), ("simulations", simulations),
+                       ("rounds", rounds)):
+            if v is not None:
+                if key in values:
+                    raise co.ConfigError(f"give {key} either with its option or with --set, not both")
+                values[key] = v
+        try:
+            P = model(**values)
+        except ValidationError as exc:
+            e = exc.errors()[0]
+            loc = ".".join(str(x) for x in e["loc"])
+            msg = e["msg"].removeprefix("Value error, ")
+            raise co.ConfigError(f"--set {loc}: {msg}" if loc else f"{game}: {msg}") from None
+        if players is None:
+            players = "llm" if agents == "llm" else "nash"
+        if not isinstance(players, str):
+            raise co.ConfigError(f"--players must be llm, nash, pareto, random or scripted:FILE, got {co.show(players)}")
+        kind, _, path = players.partition(":")
+        kind = kind.strip().lower()
+        if kind == "llm" and not path.strip():
+            if prompt not in PROMPTS:
+                raise co.ConfigError(f"--prompt must be one of {', '.join(PROMPTS)}, got {prompt!r}")
+            return {"agents": "llm", "game": game, "players": "llm", "script": None, "script_file": None, "prompt": prompt,
+                    "deliberation": bool(deliberation), "params": P.model_dump(mode="json")}
+        if agents == "llm":
+            raise co.ConfigError(f"--agents llm plays LLM players; it cannot be combined with --players {players}")
+        if kind not in pl.KINDS or (kind == "scripted") != bool(path.strip()):
+            raise co.ConfigError(f"--players must be llm, nash, pareto, random or scripted:FILE, got {players!r}")
+        if prompt != "standard" or deliberation:
+            raise co.ConfigError("--prompt and --deliberation apply to --players llm only")
+        script = None
+        if kind == "scripted":
+            try:
+                script = pl.load_script(path.strip(), P)
+            except pl.ScriptError as exc:
+                raise co.ConfigError(str(exc)) from None
+        return {"game": game, "players": kind, "script": script, "script_file": path.strip() or None, "prompt": "standard",
+                "deliberation": False, "params": P.model_dump(mode="json")}
+
     def n_agents(self, config: Mapping[str, Any]) -> int:
         return self.params(config).n_players
 
@@ -130,7 +187,7 @@ class GameTask(Task):
             tables["convergence"] = conv
         for stem, df in tables.items():
             if len(df.columns):
-                runstore.write_table(df, run.out, stem, csv=run.csv)
+                rundir.write_table(df, run.out, stem, csv=run.csv)
         summary: dict[str, Any] = {"game": P.GAME, "players": config["players"], "script_file": config.get("script_file"),
                                    "decision": DECISION[P.GAME], "group_sizes": list(P.group_sizes), "n_players": P.n_players,
                                    "rounds": P.rounds, "simulations": P.simulations, "seed": config["seed"]}
@@ -148,7 +205,7 @@ class GameTask(Task):
             return
         from cooplab.tasks.games.figures import run_figure
 
-        run_figure(runstore.read_table(run.out, "rounds"), runstore.read_table(run.out, "convergence"), summary,
+        run_figure(rundir.read_table(run.out, "rounds"), rundir.read_table(run.out, "convergence"), summary,
                    run.out / "figures" / "run.png")
 
     def report(self, summary: Mapping[str, Any]) -> list[str]:

@@ -40,6 +40,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cooplab.graphs.rundir import jsonable
+
 GENERATOR = "cooplab.tasks.science.datasets v1"
 TASKS = ("ecology", "anomaly", "biomarker", "geospatial")
 #: ``small`` is for quick smoke runs (about half the rows); the recovery tests use ``default``
@@ -977,20 +979,6 @@ def _fact(fid: str, kind: str, value: Any, context: list[str], statement: str,
     return out
 
 
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating):
-        return float(obj)
-    return obj
-
-
 def check_args(task: Any, seed: Any, size: Any = "default") -> tuple[str, int, str]:
     """Validated (task, seed, size); a ValueError with a one-line message otherwise."""
     if not isinstance(task, str) or task not in TASKS:
@@ -1016,7 +1004,7 @@ def generate(task: str, seed: int, out_dir: Path | str, *, size: str = "default"
     data_path, truth_path = out / DATA_FILE, out / TRUTH_FILE
     rng = np.random.default_rng([seed, TASKS.index(task)])
     made = _GENERATORS[task](rng, size, data_path)
-    truth = _jsonable({
+    truth = jsonable({
         "task": task,
         "seed": seed,
         "size": size,

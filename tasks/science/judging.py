@@ -8,13 +8,13 @@ import concurrent.futures
 from pathlib import Path
 from typing import Any
 
-from cooplab import runstore
+from cooplab.graphs import rundir
 
 JUDGE_MAX_TOKENS = 512  #: Appendix L: at most 512 output tokens, temperature 0
 
 
 def judge_service(config: dict[str, Any], judge: str, *, base_url: str | None = None, cache: str | None = None):
-    from cooplab.runner import build_service
+    from cooplab.agents.settings import build_service
 
     llm = dict(config.get("llm") or {})
     llm.update(models={"default": judge}, budget=None, temperature=0.0, max_tokens=JUDGE_MAX_TOKENS)
@@ -45,8 +45,8 @@ def judge_run(out: Path, judge: str, *, k: int = 3, base_url: str | None = None,
     from cooplab.tasks.science import datasets as dsets
 
     out = Path(out)
-    config = runstore.read_json(out / "config.json")
-    truth = runstore.read_json(out / "dataset" / dsets.TRUTH_FILE)
+    config = rundir.read_json(out / "config.json")
+    truth = rundir.read_json(out / "dataset" / dsets.TRUTH_FILE)
     papers = sorted((out / "artifacts").glob("final_paper.v*.md"), key=lambda p: int(p.stem.rsplit(".v", 1)[1]))
     if papers:
         report = papers[-1].read_text(encoding="utf-8")
@@ -66,7 +66,7 @@ def judge_run(out: Path, judge: str, *, k: int = 3, base_url: str | None = None,
         if isinstance(entry.get("std"), dict):
             entry["std"]["accuracy"] = None
     entry["ledger"] = {k2: totals[k2] for k2 in ("calls", "cached_calls", "input_tokens", "output_tokens", "cost_usd_float")}
-    scores = runstore.read_json(out / "scores.json") if (out / "scores.json").exists() else {}
+    scores = rundir.read_json(out / "scores.json") if (out / "scores.json").exists() else {}
     scores["judges"] = [j for j in scores.get("judges") or [] if j.get("judge") != judge] + [entry]
-    runstore.write_json(out / "scores.json", scores)
+    rundir.write_json(out / "scores.json", scores)
     return entry

@@ -27,7 +27,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 MAX_TASK_CHARS = 20_000
 SNIFF_BYTES = 64 * 1024
@@ -334,7 +341,7 @@ def custom_section(datasets: Sequence[Path | str], task: str, truth: Any = None)
 
 def custom_config(datasets: Sequence[Path | str], task: str, truth: Any = None, *, team: str = "llm", seed: int = 0,
                   backend: str = "docker", llm: dict[str, Any] | None = None, **params: Any) -> dict[str, Any]:
-    """A complete run config for :func:`cooplab.runner.run` (see docs/science.md, "Your own data")."""
+    """A complete run config for :func:`cooplab.runs.runner.run` (see docs/science.md, "Your own data")."""
     from cooplab.tasks.science.params import ScienceParams
     from cooplab.tasks.science.task import TASK, custom_team_model
 
@@ -342,11 +349,8 @@ def custom_config(datasets: Sequence[Path | str], task: str, truth: Any = None, 
     cfg = TASK.default_config()
     cfg.update(seed=seed, params=P.model_dump(mode="json"), custom=custom_section(datasets, task, truth), judge=None)
     cfg["sandbox"] = {"backend": backend, "timeout": 30.0}
-    from cooplab.cli_tasks import llm_config
+    from cooplab.agents.settings import LLMSettings
 
-    o = {"model": "local", "base_url": None, "temperature": 0.7, "max_tokens": 256, "max_concurrency": 8, "rps": None, "budget": None,
-         "price_in": 0.0005, "price_out": 0.003, "cache": None, **(llm or {})}
-    model = custom_team_model(team) or o["model"]
-    cfg["llm"] = llm_config(model, None, o["base_url"], o["temperature"], o["max_tokens"], o["max_concurrency"], o["rps"], o["budget"],
-                            o["price_in"], o["price_out"], o["cache"])
+    settings = LLMSettings.from_file({"max_tokens": 256, **(llm or {})})
+    cfg["llm"] = settings.model_copy(update={"model": custom_team_model(team) or settings.model}).to_config(None)
     return cfg

@@ -14,7 +14,14 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from cooplab.tasks.science.roles import ARTIFACT, CODE_TEAMS, DISPLAY, TEAMS, Role, roles
+from cooplab.tasks.science.roles import (
+    ARTIFACT,
+    CODE_TEAMS,
+    DISPLAY,
+    TEAMS,
+    Role,
+    roles,
+)
 
 VISIBILITY = ("full", "team", "hidden")
 PROMPTS = ("standard", "tom")

@@ -11,13 +11,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cooplab import runstore
+from cooplab.graphs import rundir
 
 
 def budget_figure(out: Path, path: Path) -> Path | None:
     """Cumulative cost per team over the run's charges (in the order they were made)."""
     try:
-        lg = runstore.read_table(out, "ledger")
+        lg = rundir.read_table(out, "ledger")
     except (FileNotFoundError, OSError, ValueError):
         return None
     if lg.empty:
@@ -33,7 +33,7 @@ def budget_figure(out: Path, path: Path) -> Path | None:
     for team, g in lg.groupby(lg["team"].fillna("?"), sort=False):
         ax.step(g.index, g["cost_f"].cumsum(), where="post", label=str(team))
     ax.plot(lg.index, lg["cost_f"].cumsum(), color="0.3", ls=":", label="all teams")
-    cfg = runstore.read_json(out / "config.json")
+    cfg = rundir.read_json(out / "config.json")
     budget = (cfg.get("llm") or {}).get("budget")
     if budget:
         ax.axhline(float(budget), color="tab:red", ls="--", lw=1, label="budget")
@@ -82,7 +82,7 @@ def _markdown(text: str) -> str:
 def write_report(out: Path, summary: Mapping[str, Any]) -> Path:
     out = Path(out)
     fig = budget_figure(out, out / "figures" / "budget.png")
-    scores = runstore.read_json(out / "scores.json") if (out / "scores.json").exists() else {}
+    scores = rundir.read_json(out / "scores.json") if (out / "scores.json").exists() else {}
     arts = sorted((out / "artifacts").glob("final_paper.v*.md"), key=lambda p: int(p.stem.rsplit(".v", 1)[1]))
     paper = arts[-1].read_text(encoding="utf-8") if arts else "(no final paper was written)"
     h = scores.get("heuristic") or {}
@@ -94,7 +94,7 @@ def write_report(out: Path, summary: Mapping[str, Any]) -> Path:
                    f"{j.get('completeness')}, quality {j.get('quality')}, accuracy {'not scored (no truth)' if j.get('accuracy') is None else j.get('accuracy')}; spread {json.dumps(j.get('std'))}</p>")
     timeline = ""
     try:
-        tl = runstore.read_table(out, "timeline")
+        tl = rundir.read_table(out, "timeline")
         timeline = tl.to_html(index=False, border=0)
     except (FileNotFoundError, OSError, ValueError):
         pass

@@ -18,13 +18,21 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
 
-from cooplab.agents.models import ScriptedChatModel, register_builtin
+from cooplab.agents.models import BUILTIN_MODELS, ScriptedChatModel, register_builtin
 from cooplab.tasks.science import oracle as orc
-from cooplab.tasks.science.roles import ARTIFACT, CODE_TEAMS, SOLO, SOLO_TEAM, TEAMS, all_roles
+from cooplab.tasks.science.roles import (
+    ARTIFACT,
+    CODE_TEAMS,
+    SOLO,
+    SOLO_TEAM,
+    TEAMS,
+    all_roles,
+)
 
 RESULT_RE = re.compile(r"ORACLE_RESULT (\{.*\})")
 PHASES = ("plan", "work", "deliberate1", "deliberate2", "deliberate3", "deliberate4", "deliberate5", "synthesize")
@@ -253,3 +261,31 @@ def describe_model(_arg: str) -> ScriptedChatModel:
 
 
 register_builtin("science-describe", describe_model)
+
+
+# --- the scripted answers team (cooplab bench science --answers) -----------------------------------------------------------------------
+def answers_model(path: str):
+    """``builtin:science-answers:PATH``: PATH holds the answer text of one item."""
+    answer = Path(path).read_text(encoding="utf-8")
+
+    def synthesize(messages: list[Any]) -> Any:
+        team, _ = _who(messages)
+        if _tool_results(messages, "write_artifact"):
+            return _call("mark_complete", summary="done")
+        content = (f"# Answer\n\nThe scripted answers team states the given answer.\n\n{answer}\n" if team == "writing"
+                   else f"# {ARTIFACT[team]}\n\nThe scripted answers team did no analysis.\n")
+        return _call("write_artifact", name=ARTIFACT[team], content=content, description=f"the {team} team's artifact")
+
+    by_phase: dict[str, list[Any]] = {}
+    for team in TEAMS:
+        by_phase[f"{team}:plan"] = ["- everyone: state the given answer"]
+        by_phase[f"{team}:work"] = [_call("mark_complete", summary="done")]
+        for k in range(1, 6):
+            by_phase[f"{team}:deliberate{k}"] = ["ok"]
+        by_phase[f"{team}:synthesize"] = [synthesize]
+    by_phase["solo:analyze"] = [solo_analyze(None, lambda _rec: f"# Answer\n\nThe scripted answers analyst states the given answer.\n\n{answer}\n")]
+    return ScriptedChatModel(by_phase=by_phase, answers=["ok"])
+
+
+if "science-answers" not in BUILTIN_MODELS:
+    register_builtin("science-answers", answers_model)

@@ -23,11 +23,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cooplab import runstore
+from cooplab.graphs import rundir
+from cooplab.graphs.rundir import TRACES_FILE
 from cooplab.graphs.task import RunInfo, Task, TaskConfigError, first_error
 from cooplab.tasks.science import datasets as dsets
-from cooplab.tasks.science import bench as _bench  # noqa: F401 - registers builtin:science-answers (the bench's answers team)
-from cooplab.tasks.science import scripted  # noqa: F401 - registers the built-in scripted teams
+from cooplab.tasks.science import scripted  # noqa: F401 - registers the built-in scripted teams (and the bench's answers team)
 from cooplab.tasks.science.params import ScienceParams
 from cooplab.tasks.science.roles import ARTIFACT, TEAMS, pipeline_roles
 from cooplab.tasks.science.team import ScienceState, TeamGraph, artifacts_of, init_state
@@ -112,6 +112,63 @@ class ScienceTask(Task):
         if want is not None and (not isinstance(models, Mapping) or models.get("default") != want):
             raise TaskConfigError(f"team {P.team} plays the built-in model {want}; llm.models.default must be it")
 
+    def options(self, agents: str, *, task: str | None = None, dataset: Any = None, task_file: Any = None, truth: Any = None,
+                team: str = "llm", team_size: int | None = None, pipeline: str | None = None, visibility: str = "full",
+                prompt: str = "standard", judge: str = "heuristic", judge_samples: int = 3, set: Any = None) -> dict[str, Any]:  # noqa: A002
+        """``cooplab run science``'s own options: a built-in ``task`` (ecology, anomaly, biomarker,
+        geospatial) or your own ``dataset`` (paths) with ``task_file`` and optional ``truth``; the
+        ``team`` (llm, oracle, garbage), ``team_size``, ``pipeline`` (teams | solo), budget
+        ``visibility``, ``prompt``, the ``judge`` (heuristic or a model spec) and its ``judge_samples``,
+        and ``set`` (any other parameter)."""
+        from pydantic import ValidationError
+
+        import cooplab.limits as co
+        from cooplab.agents.models import check_model
+
+        custom = None
+        if dataset:
+            from cooplab.tasks.science.owndata import OwnDataError, custom_section, read_task_file
+
+            if task is not None:
+                raise co.ConfigError("give --task (a built-in task) or --dataset (your own data), not both")
+            if task_file is None:
+                raise co.ConfigError("--dataset needs --task-file TASK.md saying what the teams should find out")
+            paths = [Path(d) for d in ([dataset] if isinstance(dataset, (str, Path)) else dataset)]
+            try:
+                custom = custom_section(paths, read_task_file(Path(task_file)), None if truth is None else Path(truth))
+            except OwnDataError as exc:
+                raise co.ConfigError(str(exc)) from None
+        elif task_file is not None or truth is not None:
+            raise co.ConfigError("--task-file and --truth go with --dataset (your own data)")
+        task = task or "ecology"
+        values = co.parse_set(set, ScienceParams.model_fields, "science")
+        for key, v in (("task", task), ("team", team), ("team_size", team_size), ("pipeline", pipeline), ("visibility", visibility),
+                       ("prompt", prompt)):
+            if v is None:
+                continue
+            if key in values:
+                raise co.ConfigError(f"give {key} either with its option or with --set, not both")
+            values[key] = v
+        try:
+            P = ScienceParams(**values)
+        except ValidationError as exc:
+            raise co.ConfigError(first_error(exc)) from None
+        if isinstance(judge_samples, bool) or not isinstance(judge_samples, int) or not 1 <= judge_samples <= 20:
+            raise co.ConfigError(f"--judge-samples must be an integer in 1..20, got {judge_samples}")
+        judge_cfg = None
+        if judge != "heuristic":
+            check_model(judge, None, "--judge")
+            judge_cfg = {"model": judge, "samples": judge_samples}
+        fields: dict[str, Any] = {"params": P.model_dump(mode="json"), "dataset": {"sha256": None}, "judge": judge_cfg}
+        if custom is not None:
+            fields["custom"] = custom
+            override = custom_team_model(P.team)
+        else:
+            override = team_model(P.team, P.task)
+        if override is not None:
+            fields["model_override"] = override
+        return fields
+
     def n_agents(self, config: Mapping[str, Any]) -> int:
         P = self.params(config)
         return len(pipeline_roles(P.pipeline, P.team_size))
@@ -134,13 +191,13 @@ class ScienceTask(Task):
         want = (config.get("dataset") or {}).get("sha256")
         got = sha256(data)
         if want is None:
-            cfg = runstore.read_json(Path(out) / "config.json")
+            cfg = rundir.read_json(Path(out) / "config.json")
             cfg["dataset"] = {"file": f"{DATASET_DIR}/{dsets.DATA_FILE}", "sha256": got, "generator": dsets.GENERATOR}
-            runstore.write_json(Path(out) / "config.json", cfg)
+            rundir.write_json(Path(out) / "config.json", cfg)
             if isinstance(config, dict):
                 config["dataset"] = cfg["dataset"]
         elif got != want:
-            raise runstore.RunDirError(f"{data} is not the dataset this run started with (SHA-256 differs); restore it or start a new run")
+            raise rundir.RunDirError(f"{data} is not the dataset this run started with (SHA-256 differs); restore it or start a new run")
 
     def _prepare_custom(self, config: Mapping[str, Any], out: Path) -> None:
         """Your own data: the canonical file the sandbox loads and ground_truth.json (the facts, or
@@ -157,9 +214,9 @@ class ScienceTask(Task):
             try:
                 data = owndata.write_canonical([dict(i) for i in c["datasets"]], d)
             except owndata.OwnDataError as exc:
-                raise runstore.RunDirError(str(exc)) from None
+                raise rundir.RunDirError(str(exc)) from None
             truth = {"task": "custom", "description": c["task"], "facts": list(c["facts"] or []), "accuracy_scored": c["facts"] is not None}
-            runstore.write_json(d / dsets.TRUTH_FILE, truth)
+            rundir.write_json(d / dsets.TRUTH_FILE, truth)
         else:
             data = have[0]
             for i in c["datasets"]:
@@ -171,13 +228,13 @@ class ScienceTask(Task):
         want = (config.get("dataset") or {}).get("sha256")
         got = sha256(data)
         if want is None:
-            cfg = runstore.read_json(out / "config.json")
+            cfg = rundir.read_json(out / "config.json")
             cfg["dataset"] = {"file": f"{DATASET_DIR}/{data.name}", "sha256": got, "generator": "cooplab own data"}
-            runstore.write_json(out / "config.json", cfg)
+            rundir.write_json(out / "config.json", cfg)
             if isinstance(config, dict):
                 config["dataset"] = cfg["dataset"]
         elif got != want:
-            raise runstore.RunDirError(f"{data} is not the dataset this run started with (SHA-256 differs); restore it or start a new run")
+            raise rundir.RunDirError(f"{data} is not the dataset this run started with (SHA-256 differs); restore it or start a new run")
 
     def sandbox_dataset(self, config: Mapping[str, Any], out: Path) -> Path | None:
         if _custom(config) is not None:
@@ -232,8 +289,8 @@ class ScienceTask(Task):
             rows = [{k: (json.dumps(v, ensure_ascii=False, default=str) if isinstance(v, (list, dict)) else v) for k, v in r.items()}
                     for r in final.get(stem) or []]
             if rows:
-                runstore.write_table(pd.DataFrame(rows), out, stem, csv=run.csv)
-        truth = runstore.read_json(out / DATASET_DIR / dsets.TRUTH_FILE)
+                rundir.write_table(pd.DataFrame(rows), out, stem, csv=run.csv)
+        truth = rundir.read_json(out / DATASET_DIR / dsets.TRUTH_FILE)
         paper = (arts.get(ARTIFACT["writing"]) or [None])[-1]
         if paper is not None:
             report, scored = paper["content"], "final_paper"
@@ -247,10 +304,10 @@ class ScienceTask(Task):
         if no_truth:
             hd["accuracy"] = None  # no truth given: not scored (never 0)
         scores = {"task": "custom" if custom else P.task, "status": run.status, "scored": scored, "heuristic": hd}
-        old = runstore.read_json(out / "scores.json") if (out / "scores.json").exists() else {}
+        old = rundir.read_json(out / "scores.json") if (out / "scores.json").exists() else {}
         if isinstance(old, dict) and old.get("judges"):
             scores["judges"] = old["judges"]  # a resumed run keeps the judges' scores of its paper (re-score to update)
-        runstore.write_json(out / "scores.json", scores)
+        rundir.write_json(out / "scores.json", scores)
         spent: dict[str, float] = {}
         seconds: dict[str, float] = {}
         for e in final.get("ledger") or []:
@@ -307,7 +364,7 @@ class ScienceTask(Task):
         if cost:
             lines.append("cost by team: " + ", ".join(f"{t} ${v:.4f}" for t, v in cost.items()))
         lines.append("files: dataset/, artifacts/, scores.json, report.html, messages.jsonl, requests.jsonl, tool_loops.*, ledger.*, "
-                     "traces.jsonl")
+                     + TRACES_FILE)
         return lines
 
 

@@ -37,12 +37,25 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
 from cooplab.agents.batch import ledger_since
-from cooplab.agents.tools import ToolAgent, ToolLoopLimits, ToolLoopResult, run_code_tool
+from cooplab.agents.tools import (
+    ToolAgent,
+    ToolLoopLimits,
+    ToolLoopResult,
+    run_code_tool,
+)
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import BudgetExhausted
 from cooplab.graphs.state import AppendLog
 from cooplab.tasks.science import prompts as pr
-from cooplab.tasks.science.roles import ARTIFACT, CODE_TEAMS, SOLO, SOLO_TEAM, TEAMS, Role, roles
+from cooplab.tasks.science.roles import (
+    ARTIFACT,
+    CODE_TEAMS,
+    SOLO,
+    SOLO_TEAM,
+    TEAMS,
+    Role,
+    roles,
+)
 from cooplab.tasks.science.workspace import Workspace, workspace_tools
 
 

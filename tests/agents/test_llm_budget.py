@@ -27,17 +27,42 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from cooplab.agents import models as models_mod
 from cooplab.agents.cache import ResponseCache
-from cooplab.agents.decisions import LLMService, ModelUnavailable, decide, endpoint_failure, usage_of
-from cooplab.agents.models import EndpointResponseError, ModelSpec, ScriptedChatModel, checked_completion, parse_model_spec
-from cooplab.agents.usage import MESSAGE_OVERHEAD, TEMPLATE_OVERHEAD, check_usage, input_bound
+from cooplab.agents.decisions import (
+    LLMService,
+    ModelUnavailable,
+    decide,
+    endpoint_failure,
+    usage_of,
+)
+from cooplab.agents.models import (
+    EndpointResponseError,
+    ModelSpec,
+    ScriptedChatModel,
+    checked_completion,
+    parse_model_spec,
+)
+from cooplab.agents.usage import (
+    MESSAGE_OVERHEAD,
+    TEMPLATE_OVERHEAD,
+    check_usage,
+    input_bound,
+)
 from cooplab.cli import main
 from cooplab.graphs.ledger import BudgetExhausted, Ledger, Rates
-from cooplab import runner as cpr_runner
+from cooplab.runs import runner as cpr_runner
 from cooplab.tasks.cpr.llm_agents import EFFORT
 
 from ._support import WatchedLedger
-from .misbehaving_server import (ANSWER, BODY_MODES, MALFORMED_MODES, REJECTED_MODES, USAGE_ERROR_MODES, MisbehavingServer, Reply,
-                                 completion)
+from .misbehaving_server import (
+    ANSWER,
+    BODY_MODES,
+    MALFORMED_MODES,
+    REJECTED_MODES,
+    USAGE_ERROR_MODES,
+    MisbehavingServer,
+    Reply,
+    completion,
+)
 
 BUDGET = Decimal("0.05")
 RETRIES = 4  # LLMService.max_transport_retries: every failing call is tried 5 times

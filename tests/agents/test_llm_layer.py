@@ -10,8 +10,20 @@ from langchain_core.messages import HumanMessage
 from pydantic import BaseModel, Field
 
 from cooplab.agents.cache import ResponseCache, cache_key
-from cooplab.agents.decisions import DecisionSpec, LLMService, ModelUnavailable, decide, parse_json
-from cooplab.agents.models import ModelSpec, ScriptedChatModel, count_tokens, parse_model_spec, ModelSpecError
+from cooplab.agents.decisions import (
+    DecisionSpec,
+    LLMService,
+    ModelUnavailable,
+    decide,
+    parse_json,
+)
+from cooplab.agents.models import (
+    ModelSpec,
+    ModelSpecError,
+    ScriptedChatModel,
+    count_tokens,
+    parse_model_spec,
+)
 from cooplab.graphs.ledger import BudgetExhausted, Ledger, Rates
 from cooplab.tasks.cpr.llm_agents import EFFORT
 

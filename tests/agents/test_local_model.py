@@ -23,7 +23,7 @@ from cooplab.agents.decisions import LLMService, ModelUnavailable, decide, is_tr
 from cooplab.agents.llama_worker import non_portable_features, parse_system_info
 from cooplab.agents.models import LlamaCppChat, ModelSpec
 from cooplab.cli import main
-from cooplab.doctor import cpu_features
+from cooplab.cli.doctor import cpu_features
 
 FAKE = [sys.executable, str(Path(__file__).resolve().parents[1] / "helpers" / "fake_llama_worker.py")]
 ROOT = Path(__file__).resolve().parents[2]

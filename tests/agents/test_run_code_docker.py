@@ -8,7 +8,12 @@ from decimal import Decimal
 import pytest
 from langchain_core.messages import HumanMessage, ToolMessage
 
-from cooplab.agents.tools import SANDBOX_SECONDS, ToolAgent, ToolSetupError, run_code_tool
+from cooplab.agents.tools import (
+    SANDBOX_SECONDS,
+    ToolAgent,
+    ToolSetupError,
+    run_code_tool,
+)
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import BudgetExhausted
 from cooplab.sandbox import SandboxConfig

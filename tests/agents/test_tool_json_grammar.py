@@ -13,8 +13,15 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_core.tools import tool
 from pydantic import BaseModel, Field
 
-from cooplab.agents.tools import (JSON_INSTRUCTIONS, MalformedToolAnswer, ToolAgent, ToolLoopLimits, parse_tool_answer,
-                                  render_json_protocol, tool_call_schema)
+from cooplab.agents.tools import (
+    JSON_INSTRUCTIONS,
+    MalformedToolAnswer,
+    ToolAgent,
+    ToolLoopLimits,
+    parse_tool_answer,
+    render_json_protocol,
+    tool_call_schema,
+)
 from cooplab.graphs.context import CoopContext
 
 from ._support import Counter, service
@@ -121,8 +128,8 @@ def test_the_step_cap_also_bounds_malformed_retries():
 
 @pytest.mark.integration
 def test_the_real_local_model_runs_a_bounded_tool_loop_and_every_call_is_charged():
-    from cooplab.agents.models import make_chat_model, parse_model_spec
     from cooplab.agents.decisions import LLMService
+    from cooplab.agents.models import make_chat_model, parse_model_spec
     from cooplab.graphs.ledger import Ledger
 
     c = Counter()

@@ -8,20 +8,44 @@ from decimal import Decimal
 from typing import Annotated, TypedDict
 
 import pytest
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
 from cooplab.agents.cache import ResponseCache
 from cooplab.agents.decisions import ModelUnavailable
-from cooplab.agents.models import EndpointResponseError, ScriptedChatModel, checked_completion
-from cooplab.agents.tools import ToolAgent, ToolLoopLimits, ToolSetupError, run_tool_loop, tool_agent_node
+from cooplab.agents.models import (
+    EndpointResponseError,
+    ScriptedChatModel,
+    checked_completion,
+)
+from cooplab.agents.tools import (
+    ToolAgent,
+    ToolLoopLimits,
+    ToolSetupError,
+    run_tool_loop,
+    tool_agent_node,
+)
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import BudgetExhausted, Ledger
 from cooplab.graphs.state import AppendLog
 
-from ._support import COST_PER_CALL, USAGE, Counter, RecordingLedger, call, quoting_final, service
+from ._support import (
+    COST_PER_CALL,
+    USAGE,
+    Counter,
+    RecordingLedger,
+    call,
+    quoting_final,
+    service,
+)
 
 
 class S(TypedDict, total=False):

@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 
 from cooplab.cli import figures_app, main, run_app
-from cooplab.cli_options import MAX_SEED
-from cooplab.tasks.diners.cli import register
+from cooplab.cli.diners import register
+from cooplab.limits import MAX_SEED
 
 register(figures_app)
 

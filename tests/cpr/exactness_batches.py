@@ -19,7 +19,13 @@ from pathlib import Path
 import numpy as np
 
 from cooplab.tasks.cpr.params import ABLATIONS, make_params, preset_values
-from cooplab.tasks.cpr.society import Condition, apply_ablation, cpr_phases, phases_for, run_cpr
+from cooplab.tasks.cpr.society import (
+    Condition,
+    apply_ablation,
+    cpr_phases,
+    phases_for,
+    run_cpr,
+)
 
 DATA = Path(__file__).resolve().parent / "data" / "exactness_reference.npz"
 FINAL_KEYS = ("T_s", "collapse", "eta_sum", "alive", "e", "m", "p", "g", "P", "P_bar", "R", "R_plus", "G", "round")

@@ -7,10 +7,16 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from cooplab.tasks.cpr import rules as rb
 from cooplab.tasks.cpr import phases as ph
+from cooplab.tasks.cpr import rules as rb
 from cooplab.tasks.cpr.params import ABLATIONS, make_params
-from cooplab.tasks.cpr.society import Condition, build_cpr_graph, cpr_phases, init_state, run_cpr
+from cooplab.tasks.cpr.society import (
+    Condition,
+    build_cpr_graph,
+    cpr_phases,
+    init_state,
+    run_cpr,
+)
 from tests.conftest import set_traits
 
 

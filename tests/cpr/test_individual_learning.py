@@ -12,7 +12,14 @@ import pytest
 from cooplab.graphs.nodes import PolicyResult
 from cooplab.tasks.cpr import phases as ph
 from cooplab.tasks.cpr import rules as rb
-from cooplab.tasks.cpr.params import ABLATIONS, PRESETS, CPRParams, ParamError, make_params, preset_values
+from cooplab.tasks.cpr.params import (
+    ABLATIONS,
+    PRESETS,
+    CPRParams,
+    ParamError,
+    make_params,
+    preset_values,
+)
 from cooplab.tasks.cpr.society import Condition, build_cpr_graph, phases_for, run_cpr
 from cooplab.tasks.cpr.task import resolve_params
 from tests.conftest import set_traits
@@ -358,9 +365,9 @@ def test_presets_hold_only_our_choices_never_what_the_paper_or_the_experiments_s
 def test_figures_under_the_default_preset_equal_figures_under_the_defaults_it_now_is():
     """The whole figures pipeline: --preset calibrated-punishment (merged over every condition) gives the
     numbers of the defaults, beta grid included."""
-    from cooplab.tasks.cpr import abm_figures as af
-
     import pandas as pd
+
+    from cooplab.tasks.cpr import abm_figures as af
 
     a = af.run_experiments(4, 3, preset_values("calibrated-punishment"))
     b = af.run_experiments(4, 3, {})

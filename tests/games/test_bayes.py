@@ -1,4 +1,4 @@
-"""The Bayesian analyses (cooplab.tasks.games.bayes): parameter recovery on data simulated from each model
+"""The Bayesian analyses (cooplab.evals.bayes): parameter recovery on data simulated from each model
 with known coefficients, the two CLI commands end to end (synthetic profiles in the real files'
 format, and profiles of reference players made by ``cooplab profile``), and hostile input refused
 in one line with exit 2.
@@ -21,8 +21,8 @@ import pytest
 
 from cooplab.cli import main
 from cooplab.extras import installed
+from cooplab.runs import profiles as pf
 from cooplab.tasks.games import equilibria as eq
-from cooplab.tasks.games import profile as pf
 from cooplab.tasks.games.params import GAMES
 
 if not (installed("numpyro") and installed("jax")):
@@ -31,7 +31,7 @@ if not (installed("numpyro") and installed("jax")):
         pytest.fail(msg + " (CI is set, so these tests must not be skipped)", pytrace=False)
     pytest.skip(msg, allow_module_level=True)
 
-from cooplab.tasks.games import bayes as bz  # noqa: E402
+from cooplab.evals import bayes as bz  # noqa: E402
 
 RECOVERY = {"chains": 2, "warmup": 500, "samples": 1000, "seed": 0}
 SMALL = ["--chains", "2", "--warmup", "200", "--samples", "200", "--seed", "1"]

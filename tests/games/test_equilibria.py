@@ -15,8 +15,16 @@ import pytest
 
 from cooplab.tasks.games import equilibria as eq
 from cooplab.tasks.games import payoffs as pf
-from cooplab.tasks.games.params import (TABLE4, CollectiveRiskParams, CPRParams, CPRSanctionParams, ORingParams, PublicGoodsParams,
-                                        WeakestLinkParams, model_of)
+from cooplab.tasks.games.params import (
+    TABLE4,
+    CollectiveRiskParams,
+    CPRParams,
+    CPRSanctionParams,
+    ORingParams,
+    PublicGoodsParams,
+    WeakestLinkParams,
+    model_of,
+)
 from cooplab.tasks.games.players import allocations
 
 EPS = 1e-9

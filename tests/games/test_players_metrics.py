@@ -12,7 +12,13 @@ import pytest
 from cooplab.tasks.games import equilibria as eq
 from cooplab.tasks.games import metrics as mt
 from cooplab.tasks.games import players as pl
-from cooplab.tasks.games.params import GAMES, TABLE4, CollectiveRiskParams, CPRSanctionParams, model_of
+from cooplab.tasks.games.params import (
+    GAMES,
+    TABLE4,
+    CollectiveRiskParams,
+    CPRSanctionParams,
+    model_of,
+)
 from cooplab.tasks.games.society import round_view, run_game, visible_sanctions
 
 

@@ -12,9 +12,8 @@ import pandas as pd
 import pytest
 
 from cooplab.cli import main
-from cooplab.tasks.games import profile as pf
+from cooplab.runs import profiles as pf
 from cooplab.tasks.games.params import GAMES
-
 from tests.games.test_llm_players import GOOD, script
 
 

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cooplab import calibration as calib
 from cooplab.cli import main
+from cooplab.runs import calibration as calib
 
 
 def kill_after_first_sample_then_rerun(exe: str, args: list[str], out: Path, capsys: Any) -> tuple[dict, dict]:

@@ -17,7 +17,7 @@ def run_progress(run_dir: Path, cache: Path) -> tuple[int, int, int] | None:
     state is rebuilt through the task's graph, as the runner does on resume."""
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    from cooplab.tasks import registry
+    from cooplab.runs import registry
 
     if not (run_dir / "checkpoints.sqlite").exists() or not cache.exists():
         return None

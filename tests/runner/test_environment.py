@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import re
 
-from cooplab import runstore
 from cooplab.cli import main
+from cooplab.runs import store as runstore
 
 
 def run(capsys, args):

@@ -25,8 +25,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cooplab import sweeps, task_sweep
 from cooplab.cli import main
+from cooplab.cli.tasks import config_of
+from cooplab.runs import sweeps, task_sweep
 from tests.helpers.progress import run_progress
 
 EXE = str(Path(sys.executable).parent / "cooplab")
@@ -133,7 +134,7 @@ def test_an_interrupted_cell_is_resumed_not_restarted(tmp_path, capsys):
 
 @pytest.mark.parametrize("executor", ["local", "ray"])
 def test_a_failing_cell_is_recorded_and_the_others_finish(tmp_path, executor, ray_local):
-    good = task_sweep.jobs(task_sweep.load(json.loads(diners_config(tmp_path, tmp_path / "d", seeds=[0]).read_text()), "t"))
+    good = task_sweep.jobs(task_sweep.load(json.loads(diners_config(tmp_path, tmp_path / "d", seeds=[0]).read_text()), "t"), "t", config_of)
     bad = sweeps.job(tmp_path / "d" / "cells" / "broken", "diners", {**good[0]["config"], "groups": "not a group list"})
     res = sweeps.run_jobs([*good, bad], parallel=2, noun="cell", executor=executor)
     assert sorted(res["ran"]) == sorted(Path(j["dir"]).name for j in good)
@@ -209,7 +210,7 @@ def ray_local():
 
 
 def test_cpr_sweep_on_ray_equals_the_local_executor(tmp_path, capsys, ray_local):
-    from cooplab.tasks.cpr.sweep import load_config, run_sweep
+    from cooplab.runs.sweep_cpr import load_config, run_sweep
 
     loc = run_sweep(load_config(cpr_config(tmp_path, tmp_path / "loc")), executor="local")
     on_ray = run_sweep(load_config(cpr_config(tmp_path, tmp_path / "ray")), executor="ray")
@@ -258,7 +259,7 @@ def _cell_workers() -> list[int]:
 
 
 def test_a_worker_killed_mid_cell_is_retried_and_resumes_nothing_lost_nothing_paid_twice(tmp_path, ray_local):
-    from cooplab.tasks.cpr.sweep import load_config, run_sweep
+    from cooplab.runs.sweep_cpr import load_config, run_sweep
 
     # two cells of two different models: their cache keys differ (a key names the model and the
     # agent), so every row of the shared cache belongs to exactly one cell's calls

@@ -14,15 +14,14 @@ import pandas as pd
 import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.graph import END, START, StateGraph
+from langsmith.schemas import Run
 
-from cooplab import runner
 from cooplab.agents.tools import run_code_tool, tool_agent_node
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.state import AppendLog
 from cooplab.graphs.task import RunInfo, Task
 from cooplab.graphs.tracing import load_runs
-from langsmith.schemas import Run
-from cooplab.tasks import registry
+from cooplab.runs import registry, runner
 
 USAGE = {"input_tokens": 120, "output_tokens": 12}
 RATE = 1e-6  # USD per sandbox second: a run_code call reserves its timeout's worth (20 s: $0.00002), then pays what it used
@@ -77,7 +76,7 @@ def script(path: Path) -> Path:
 
 
 def config(tmp_path: Path, budget: float | None) -> dict[str, Any]:
-    from cooplab.cli_tasks import llm_config
+    from cooplab.agents.settings import llm_config
 
     llm = llm_config(f"scripted:{script(tmp_path / 's.json')}", None, None, 0.0, 64, 1, None, budget, 0.0005, 0.003,
                      str(tmp_path / "cache.sqlite"))
@@ -133,11 +132,11 @@ def test_a_tool_task_runs_code_in_docker_and_a_budget_cap_mid_loop_ends_it_clean
 
 
 def test_sandbox_settings_of_a_run_are_checked_on_resume(tmp_path, task):
-    from cooplab.cli_options import OptionError
+    from cooplab.limits import ConfigError
 
     bad = {**config(tmp_path, None), "sandbox": {"backend": "auto"}}
-    with pytest.raises(OptionError, match="backend must be docker or local"):
+    with pytest.raises(ConfigError, match="backend must be docker or local"):
         runner.check_run_config(task, tmp_path, bad)
     for value in (float("nan"), -1, "30", True):
-        with pytest.raises(OptionError, match="sandbox"):
+        with pytest.raises(ConfigError, match="sandbox"):
             runner.check_run_config(task, tmp_path, {**config(tmp_path, None), "sandbox": {"backend": "docker", "timeout": value}})

@@ -7,11 +7,16 @@ import subprocess
 import sys
 
 import click
-from click.testing import CliRunner
 import pytest
+from click.testing import CliRunner
 
 from cooplab.cli import main
-from cooplab.sandbox import ExecResult, SandboxConfig, SandboxSession, make_run_code_tool
+from cooplab.sandbox import (
+    ExecResult,
+    SandboxConfig,
+    SandboxSession,
+    make_run_code_tool,
+)
 from cooplab.sandbox.models import parse_bytes
 from cooplab.sandbox.runner import Capture
 from cooplab.sandbox.transport import FrameParser
@@ -65,9 +70,9 @@ def test_user_errors_exit_2_one_line(args, needle):
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("entry", [["-m", "cooplab.cli", "sandbox"], ["-m", "cooplab.sandbox.cli"]])
+@pytest.mark.parametrize("entry", [["-m", "cooplab.cli", "sandbox"], ["-c", "import sys; from cooplab.cli import entry; sys.argv[0] = 'cooplab'; entry()", "sandbox"]])
 def test_user_error_through_the_real_cli(entry, tmp_path):
-    """Both ways to start the sandbox CLI go through cooplab.cli.main: one error line, exit 2."""
+    """``python -m cooplab.cli`` and the console script's entry point go through cooplab.cli.main: one error line, exit 2."""
     p = subprocess.run([sys.executable, *entry, "exec", "--backend", "local", "--code", "1", "--file", "x.py"],
                        capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert p.returncode == 2, (p.stdout, p.stderr)

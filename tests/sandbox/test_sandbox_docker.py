@@ -11,8 +11,7 @@ import time
 
 import pytest
 
-from cooplab.sandbox import SandboxConfig, SandboxSession
-from cooplab.sandbox import docker_backend
+from cooplab.sandbox import SandboxConfig, SandboxSession, docker_backend
 
 FAST = dict(timeout=3.0, interrupt_grace=1.0)
 

@@ -9,8 +9,12 @@ import threading
 
 import pytest
 
-from cooplab.sandbox import SandboxConfig, SandboxError, SandboxUnavailable
-from cooplab.sandbox import docker_backend
+from cooplab.sandbox import (
+    SandboxConfig,
+    SandboxError,
+    SandboxUnavailable,
+    docker_backend,
+)
 from cooplab.sandbox.pool import AgentSandboxPool
 
 FAST = dict(timeout=5.0, interrupt_grace=1.0)

@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 from cooplab.cli import main
+from cooplab.runs import bench
 from tests.helpers.cli import fail_line
-from cooplab.tasks.science import bench
 
 EX = Path(__file__).resolve().parents[2] / "examples" / "bench-suite"
 SUITE, TABLES, LABELS = EX / "suite.jsonl", EX / "tables", EX / "labels.jsonl"
@@ -338,7 +338,11 @@ def test_an_item_stopped_by_an_error_counts_wrong_and_is_reported_apart(tmp_path
     the accuracy, and `finished` gives the accuracy over the items whose run finished."""
     from langchain_core.messages import SystemMessage
 
-    from cooplab.agents.models import PermanentModelError, ScriptedChatModel, register_builtin
+    from cooplab.agents.models import (
+        PermanentModelError,
+        ScriptedChatModel,
+        register_builtin,
+    )
 
     suite = {json.loads(x)["id"]: json.loads(x) for x in SUITE.read_text().splitlines() if x.strip()}
     answers = {json.loads(x)["id"]: json.loads(x)["answer"] for x in (EX / "answers-correct.jsonl").read_text().splitlines()}

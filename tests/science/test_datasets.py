@@ -9,8 +9,15 @@ import pandas as pd
 import pytest
 
 from cooplab.tasks.science import datasets as D
-from cooplab.tasks.science.oracle import (ORACLE_CODE, SECTIONS, garbage_report, oracle_report,
-                                          parse_oracle_output, run_oracle_locally, wrong_report)
+from cooplab.tasks.science.oracle import (
+    ORACLE_CODE,
+    SECTIONS,
+    garbage_report,
+    oracle_report,
+    parse_oracle_output,
+    run_oracle_locally,
+    wrong_report,
+)
 
 SEEDS = (0, 1, 2)
 CASES = [(task, seed) for task in D.TASKS for seed in SEEDS]

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from cooplab.cli import main
-from tests.helpers.cli import fail_line
 from cooplab.tasks.science import owndata
+from tests.helpers.cli import fail_line
 
 RESULT_RE = re.compile(r"ORACLE_RESULT (\{.*\})")
 
@@ -161,7 +161,7 @@ def test_bad_files_are_one_line_before_anything_runs(tmp_path, capsys):
 
 
 def test_python_api_config_runs(tmp_path):
-    from cooplab import runner
+    from cooplab.runs import runner
     from cooplab.tasks.science.task import TASK
 
     p, _ = hostile_csv(tmp_path)

@@ -17,9 +17,28 @@ from cooplab.agents.cache import ResponseCache
 from cooplab.agents.decisions import LLMService
 from cooplab.agents.models import ModelSpec, ScriptedChatModel
 from cooplab.evals.science_scoring import (
-    JUDGE_SYSTEM, JUDGE_USER_TEMPLATE, METHOD_TERMS, SECTIONS, HeuristicScore, JudgeVerdict, clean_text, compare_judges,
-    extract_numbers, find_terms, ground_truth_text, heuristic_score, is_substantive, judge_agreement, judge_messages,
-    judge_prompt, judge_report, judge_spec, quality_parts, split_sections, to_unit, truth_problems,
+    JUDGE_SYSTEM,
+    JUDGE_USER_TEMPLATE,
+    METHOD_TERMS,
+    SECTIONS,
+    HeuristicScore,
+    JudgeVerdict,
+    clean_text,
+    compare_judges,
+    extract_numbers,
+    find_terms,
+    ground_truth_text,
+    heuristic_score,
+    is_substantive,
+    judge_agreement,
+    judge_messages,
+    judge_prompt,
+    judge_report,
+    judge_spec,
+    quality_parts,
+    split_sections,
+    to_unit,
+    truth_problems,
 )
 
 # =============================================================================================

@@ -92,7 +92,9 @@ def tool_run(tmp_path_factory) -> Path:
 
 
 def convert(run_dir: Path, project: str = "p") -> tuple[list, ox.OtlpExportResult]:
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+        InMemorySpanExporter,
+    )
 
     mem = InMemorySpanExporter()
     res = ox.export_otlp(run_dir, "memory", project=project, exporter=mem)
@@ -303,7 +305,9 @@ class Receiver:
     ``status`` sets its answer; ``hang`` makes it hold requests until closed."""
 
     def __init__(self, status: int = 200, hang: bool = False):
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+        )
 
         self.requests: list[tuple[str, str, Any]] = []
         self.status, self.release = status, threading.Event()

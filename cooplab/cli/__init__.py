@@ -1,0 +1,554 @@
+"""The ``cooplab`` command line (Typer). ``--help`` works on every command; user mistakes
+print one line ``cooplab: error: ...`` and exit with code 2, never a traceback."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from cooplab.cli import options as co
+from cooplab.cli.options import SeedOpt, fail, num_opt
+from cooplab.limits import ConfigError
+
+try:  # Typer >= 0.20 vendors Click; older releases depend on it
+    from typer._click import exceptions as _cx
+except ImportError:  # pragma: no cover
+    from click import exceptions as _cx
+
+app = typer.Typer(
+    help="cooplab: societies of LLM agents and teams of LLM scientists as LangGraph state graphs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+run_app = typer.Typer(help="Run a society and write a run directory.", no_args_is_help=True, rich_markup_mode=None)
+params_app = typer.Typer(help="List a task's parameters, defaults and meanings.", no_args_is_help=True, rich_markup_mode=None)
+graph_app = typer.Typer(help="Print a society's graph as Mermaid text.", no_args_is_help=True, rich_markup_mode=None)
+figures_app = typer.Typer(help="Reproduce a paper's figures.", no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(run_app, name="run")
+app.add_typer(params_app, name="params")
+app.add_typer(graph_app, name="graph")
+app.add_typer(figures_app, name="figures")
+bench_app = typer.Typer(help="Benchmarks: science teams on suites of closed-form data-analysis questions (docs/science.md).",
+                        no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(bench_app, name="bench")
+
+
+class Env(str, Enum):
+    harsh = "harsh"
+    rich = "rich"
+
+
+class Population(str, Enum):
+    altruistic = "altruistic"
+    selfish = "selfish"
+    mixed = "mixed"
+
+
+class Ablation(str, Enum):
+    full = "full"
+    osl = "osl"
+    ogd = "ogd"
+    neither = "neither"
+
+
+def _echo_json(obj: Any) -> None:
+    from cooplab.cli.tasks import echo_json
+
+    echo_json(obj)
+
+
+PRESET_HELP = ("A named set of parameter values (tasks/cpr/params.py PRESETS; 'cooplab params cpr --preset NAME' shows it); "
+               "explicit options and --set win over it.")
+
+
+def cpr_options(
+    agents: str,
+    env: Env = typer.Option(Env.harsh, "--env", help="Environment: harsh (r = 0.2) or rich (r = 0.6)."),
+    population: Population = typer.Option(Population.mixed, "--population", help="Initial population."),
+    ablation: Ablation = typer.Option(Ablation.full, "--ablation", help="full, osl (only social learning), ogd (only group decision), neither."),
+    n_agents: Annotated[Optional[int], num_opt("--n-agents", f"Number of agents N, 2..{co.MAX_AGENTS} (default 10).")] = None,
+    rounds: Annotated[Optional[int], num_opt("--rounds", f"Round cap T, 1..{co.MAX_ROUNDS} (default 50).")] = None,
+    replicates: Annotated[Optional[int], num_opt("--replicates", f"Replicate societies, run side by side in one graph invocation, 1..{co.MAX_REPLICATES} (default: 100 rule, 1 llm).")] = None,
+    set_: Optional[list[str]] = typer.Option(None, "--set", help="Override any parameter: --set beta=14 (see 'cooplab params cpr')."),
+    preset: Optional[str] = typer.Option(None, "--preset", help=PRESET_HELP),
+) -> dict[str, Any]:
+    """Run the common-pool fishery society (Gupta et al. 2025) and write a run directory."""
+    from cooplab.tasks.cpr.task import TASK
+
+    return TASK.options(agents, env=env.value, population=population.value, ablation=ablation.value, n_agents=n_agents, rounds=rounds,
+                        replicates=replicates, set=set_, preset=preset)
+
+
+@app.command("resume")
+def resume_cmd(
+    run_dir: Path = typer.Argument(..., help="A run directory written by 'cooplab run'."),
+    as_json: bool = typer.Option(False, "--json", help="Print summary.json to stdout."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+) -> None:
+    """Continue an interrupted run of any task from its last checkpoint (no round lost or repeated)."""
+    from cooplab.cli.tasks import resume_and_report
+
+    resume_and_report(run_dir, quiet=quiet, as_json=as_json)
+
+
+def graph_cpr(
+    ablation: Ablation = typer.Option(Ablation.full, "--ablation", help="Which preset's graph to draw."),
+    no_punishment: bool = typer.Option(False, "--no-punishment", help="Draw the graph without the punish node."),
+) -> None:
+    """Print the CPR society's LangGraph graph as Mermaid text (rule-based agents)."""
+    from cooplab.tasks.cpr.params import ABLATIONS
+    from cooplab.tasks.cpr.society import build_cpr_graph, cpr_phases
+
+    g = build_cpr_graph(cpr_phases(punishment=not no_punishment, **ABLATIONS[ablation.value]))
+    typer.echo(g.get_graph().draw_mermaid())
+
+
+def params_cpr(
+    preset: Optional[str] = typer.Option(None, "--preset", help="Show the values of this preset (tasks/cpr/params.py PRESETS) where it sets them."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Every cpr parameter with its default (or a preset's value), meaning and source."""
+    from cooplab.tasks.cpr.params import ParamError, make_params, params_table
+    from cooplab.tasks.cpr.task import preset_values
+
+    try:
+        values = preset_values(preset)
+        params = make_params(**values)
+    except ParamError as exc:
+        fail(str(exc))
+    rows = params_table()
+    for r in rows:
+        if r["name"] in values:
+            r["value"], r["preset"] = getattr(params, r["name"]), preset
+    if as_json:
+        _echo_json(rows)
+        return
+    w = max((len(r["name"]) for r in rows), default=4)
+    for r in rows:
+        shown = r.get("value", r["default"])
+        where = f"preset {r['preset']}; default {r['default']}; {r['source']}" if "preset" in r else r["source"]
+        typer.echo(f"{r['name']:<{w}}  {str(shown):<12}  {r['meaning']}  [{where}]")
+
+
+@figures_app.command("cpr-abm")
+def figures_cpr_abm(
+    out: Path = typer.Option(..., "--out", help="Directory for the PNG figures, CSVs and claims.md."),
+    replicates: Annotated[int, num_opt("--replicates", f"Runs per condition, 2..{co.MAX_REPLICATES} (paper: 100).", "figure-replicates")] = 100,
+    seed: SeedOpt = 0,
+    set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a parameter in every condition: --set c=3.5"),
+    preset: Optional[str] = typer.Option(None, "--preset", help=PRESET_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the results (claims, timings) as JSON."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No per-figure progress lines."),
+) -> None:
+    """Reproduce the paper's ABM validation: Fig. 2 (punishment off at t = 15), Fig. 3 (beta x r grid), Fig. 4 (populations x environments)."""
+    from cooplab.runs import store as runstore
+    from cooplab.tasks.cpr.abm_figures import make_figures
+    from cooplab.tasks.cpr.params import ParamError, make_params, parse_set
+    from cooplab.tasks.cpr.task import preset_values
+
+    try:
+        overrides = {**preset_values(preset), **parse_set(set_)}
+        params = make_params(**overrides)
+        # Fig. 3's grid is 11 x 10 conditions of `replicates` societies each, in one invocation
+        co.check_size(110 * replicates, params.N, params.T, names=("110 conditions x --replicates", "N", "T"))
+        runstore.prepare_out(out, force=True)
+    except (ParamError, runstore.RunDirError) as exc:
+        fail(str(exc))
+    res = make_figures(out, replicates, seed, overrides, log=co.stderr_log(as_json or quiet))
+    if as_json:
+        _echo_json(res)
+        return
+    for c in res["claims"]:
+        typer.echo(f"({c['id']}) {'holds' if c['holds'] else 'does not hold'}: {c['claim']}\n    {c['evidence']}")
+    typer.echo(f"figures and CSVs in {out} (claims.md summarizes the claims)")
+
+
+calibrate_app = typer.Typer(help="Map where in the space of the free (chosen) parameters a paper's claims hold.", no_args_is_help=True,
+                            rich_markup_mode=None)
+app.add_typer(calibrate_app, name="calibrate")
+
+
+@calibrate_app.command("cpr")
+def calibrate_cpr(
+    out: Path = typer.Option(..., "--out", help="Calibration directory: design.json, samples.jsonl (the checkpoint), samples.csv, claims_map.csv, sensitivity.csv, figures/, summary.json, report.md. Rerun the same command to continue; a larger --samples extends the design."),
+    samples: Annotated[int, num_opt("--samples", "Points of the Latin hypercube design, 1..100000.")] = 64,
+    replicates: Annotated[int, num_opt("--replicates", f"Runs per condition of every experiment, 2..{co.MAX_REPLICATES} (paper: 100).", "figure-replicates")] = 100,
+    seed: SeedOpt = 0,
+    batch: Annotated[int, num_opt("--batch", "Samples per job of the executor, 1..10000 (each sample is checkpointed as it finishes).")] = 4,
+    parallel: Annotated[int, num_opt("--parallel", "Jobs at once, 1..64 (local threads; Ray's local instance gets this many CPUs).")] = 1,
+    executor: str = typer.Option("local", "--executor", help="Where batches run: local (threads of this process) or ray (tasks on a Ray cluster; needs cooplab[ray])."),
+    address: Optional[str] = typer.Option(None, "--address", help="With --executor ray: the cluster to join, auto or HOST:PORT (default: a private local Ray instance)."),
+    preset: Optional[str] = typer.Option(None, "--preset", help="Values of the parameters outside the space for every sample (tasks/cpr/params.py PRESETS); the preset's values of sampled parameters are not used."),
+    set_: Optional[list[str]] = typer.Option(None, "--set", help="Set a parameter outside the space for every sample: --set individual_learning=true."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or per-batch lines."),
+    as_json: bool = typer.Option(False, "--json", help="Print summary.json."),
+) -> None:
+    """Evaluate the paper's five ABM claims (the experiments of 'cooplab figures cpr-abm') at every sample of a Latin hypercube over
+    the chosen parameters (docs/calibrate.md); report where each claim holds, alone and jointly, and which parameters matter."""
+    from cooplab.extras import require
+    from cooplab.runs import sweeps
+
+    require("analysis", "the calibration (cooplab calibrate cpr)", ("scipy", "SALib"))
+    from cooplab.cli.tasks import run_calibration
+    from cooplab.runs import calibrate_cpr as cal
+    from cooplab.tasks.cpr.params import ParamError, make_params, parse_set
+    from cooplab.tasks.cpr.task import preset_values
+
+    if executor not in sweeps.EXECUTORS:
+        fail(f"--executor must be one of {', '.join(sweeps.EXECUTORS)}, got {executor!r}")
+    if address is not None and executor != "ray":
+        fail("--address is for --executor ray")
+    try:
+        sampled = {d.target: d.name for d in cal.space()}
+        own = parse_set(set_)
+        for name in own:
+            if name in sampled:
+                raise ParamError(f"--set {name}: {name} is sampled by the calibration (dimension {sampled[name]}); leave it out")
+            if name in ("r", "beta", "punish_off_round"):
+                raise ParamError(f"--set {name}: the experiments set {name} themselves (the paper's values); leave it out")
+        base = {k: v for k, v in preset_values(preset).items() if k not in sampled and k not in ("r", "beta", "punish_off_round")}
+        base.update(own)
+        params = make_params(**base)
+        co.check_size(110 * replicates, params.N, params.T, names=("110 conditions x --replicates", "N", "T"))
+    except ParamError as exc:
+        fail(str(exc))
+    run_calibration(cal, out, as_json=as_json, quiet=quiet, samples=samples, seed=seed, replicates=replicates, batch=batch,
+                    parallel=parallel, executor=executor, address=address, base=base, preset=preset)
+
+
+analyze_app = typer.Typer(help="Analyze a set of runs: statistics and the paper's figures.", no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(analyze_app, name="analyze")
+
+
+@analyze_app.command("cpr")
+def analyze_cpr(
+    run_dirs: list[Path] = typer.Argument(..., help="Run directories of 'cooplab run cpr' (or a sweep's cells/*)."),
+    out: Path = typer.Option(..., "--out", help="Directory for figures and tables."),
+    as_json: bool = typer.Option(False, "--json", help="Print the analysis summary as JSON."),
+) -> None:
+    """ANOVA (model x population, type II, eta^2), Tukey HSD with letters, Welch t-tests for the ablations,
+    and the analogs of the paper's Figs. 5, 6, 7, 14 and 15."""
+    from cooplab.evals.analysis_cpr import analyze
+    from cooplab.runs import store as runstore
+
+    try:
+        runstore.prepare_out(out, force=True)
+        res = analyze(run_dirs, out)
+    except runstore.RunDirError as exc:
+        fail(str(exc))
+    if as_json:
+        _echo_json(res)
+        return
+    typer.echo(f"{res['societies']} societies from {res['runs']} runs; figures: {', '.join(res['figures'])}")
+    for n in res["notes"]:
+        typer.echo(f"note: {n}")
+    typer.echo(f"tables and figures in {out} (statistics.md summarizes the tests)")
+
+
+from cooplab.cli import bayes as _bayes_cli  # noqa: E402 - NumPyro/JAX load only when a command runs
+
+analyze_app.command("profiles")(_bayes_cli.profiles_command)
+analyze_app.command("science")(_bayes_cli.science_command)
+
+
+@app.command("sweep")
+def sweep_cmd(
+    config: Path = typer.Argument(..., help="Sweep config (JSON): CPR cells (models, envs, populations, ablations, trials, ...); with \"task\": \"science\", science conditions (models, science_tasks, budgets, ...); with any other \"task\" (diners, game, cpr, ...), a grid of that task's run options times seeds (docs/scale.md)."),
+    executor: str = typer.Option("local", "--executor", help="Where cells run: local (threads of this process, 'parallel' at a time) or ray (tasks on a Ray cluster; needs cooplab[ray])."),
+    address: Optional[str] = typer.Option(None, "--address", help="With --executor ray: the cluster to join, auto or HOST:PORT (default: start a private local Ray instance with 'parallel' CPUs)."),
+    analyze_out: Optional[Path] = typer.Option(None, "--analyze", help="CPR sweeps: where to write the analysis (default OUT/analysis)."),
+    no_analysis: bool = typer.Option(False, "--no-analysis", help="CPR sweeps: skip 'cooplab analyze cpr' at the end."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or per-cell lines."),
+    as_json: bool = typer.Option(False, "--json", help="Print the sweep result (cells, table) as JSON."),
+) -> None:
+    """Run every cell of a sweep on an executor (skipping finished cells, resuming interrupted ones, a failed cell
+    recorded while the others go on), then write OUT/table.csv (one row per cell) and, for CPR, the analysis."""
+    from cooplab.cli.tasks import config_of
+    from cooplab.runs import store as runstore
+    from cooplab.runs import sweep_science as science_sweep
+    from cooplab.runs import sweeps, task_sweep
+    from cooplab.runs.sweep_cpr import SweepError, load_config, run_sweep
+
+    if executor not in sweeps.EXECUTORS:
+        fail(f"--executor must be one of {', '.join(sweeps.EXECUTORS)}, got {executor!r}")
+    if address is not None and executor != "ray":
+        fail("--address is for --executor ray")
+    quiet = quiet or as_json
+    log = co.stderr_log(quiet)
+    run = {"executor": executor, "address": address, "quiet": quiet}
+
+    def finish(res: dict[str, Any], noun: str, columns: list[str], extra: str = "") -> None:
+        if as_json:
+            _echo_json(res)
+        else:
+            rows = res.get("table") or []
+            for line in sweeps.format_table(rows, columns):
+                typer.echo(line)
+            typer.echo(f"{len(rows)} {noun}s: {len(res['ran'])} ran, {len(res['resumed'])} resumed, {len(res['skipped'])} already done, "
+                       f"{len(res['failed'])} failed ({res['executor']}, {res['seconds']:.1f} s); table in {res['table_csv']}{extra}")
+        if res["failed"]:
+            raise typer.Exit(1)
+
+    try:
+        sci = science_sweep.load_file(config)
+        generic = None if sci is not None else task_sweep.load_file(config)
+        if generic is not None:
+            js = task_sweep.jobs(generic, f"sweep config {config}", config_of)
+    except SweepError as exc:
+        fail(str(exc))
+    if sci is not None:  # {"task": "science", ...}: science conditions (docs/science.md)
+        try:
+            res = science_sweep.run_science_sweep(sci, log=log, **run)
+        except SweepError as exc:
+            fail(str(exc))
+        finish(res, "run", ["run", "status", "completeness", "quality", "accuracy", "ledger.cost_usd_float"],
+               f"; scores in {res['scores_csv']}" if res.get("scores_csv") else "")
+        return
+    if generic is not None:  # {"task": "diners" | "game" | ..., "args", "grid", "seeds"}
+        try:
+            res = task_sweep.run_task_sweep(generic, js, log=log, **run)
+        except SweepError as exc:
+            fail(str(exc))
+        rows = res["table"]
+        labels = list(js[0]["labels"]) if js else []
+        numbers = sorted((k for k, v in (rows[0] if rows else {}).items() if isinstance(v, float) and k not in labels), key=lambda k: not k.endswith(".mean"))[:4]
+        finish(res, "cell", ["cell", "status", *numbers])
+        return
+    try:
+        cfg = load_config(config)
+        res = run_sweep(cfg, log=log, **run)
+    except SweepError as exc:
+        fail(str(exc))
+    extra = ""
+    if res["run_dirs"] and not no_analysis:
+        from cooplab.evals.analysis_cpr import analyze
+
+        dest = analyze_out or Path(cfg.out) / "analysis"
+        try:
+            res["analysis"] = analyze([Path(d) for d in res["run_dirs"]], dest)
+            res["analysis_dir"] = str(dest)
+            extra = f"; analysis in {dest}"
+        except runstore.RunDirError as exc:
+            res["analysis_error"] = str(exc)
+    finish(res, "cell", ["cell", "status", "survival_time.mean", "efficiency.mean", "ledger.calls", "ledger.cost_usd_float"], extra)
+
+
+@bench_app.command("science")
+def bench_science(
+    suite: Path = typer.Argument(..., help="The suite (JSONL): one question per line with id, question, constraints, format (@name[value] parts), file_name, optional level and concepts."),
+    tables: Path = typer.Option(..., "--tables", help="The directory holding every item's file_name."),
+    labels: Optional[Path] = typer.Option(None, "--labels", help="Labels (JSONL): id and common_answers, a list of [name, value] pairs; without it nothing is scored."),
+    team: str = typer.Option("llm", "--team", help="llm (the --model team) or answers:FILE (scripted: states the answers of FILE, JSONL id + answer; checks extraction and scoring)."),
+    team_size: int = typer.Option(2, "--team-size", help="Agents per team: 2 or 3 (the four teams of the paper), or 1: a single analyst agent with the code tool, the baseline (the solo pipeline)."),
+    budget_per_item: Optional[float] = typer.Option(None, "--budget-per-item", help="USD cap of one item's run."),
+    budget: Optional[float] = typer.Option(None, "--budget", help="USD for the whole suite, split evenly over the items."),
+    visibility: str = typer.Option("full", "--visibility", help="Budget visibility in the prompt: full, team or hidden."),
+    model: str = typer.Option("local", "--model", help="The team's model: local, openai:NAME (with --base-url for other servers) or scripted:FILE."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="An OpenAI-compatible server for openai:NAME."),
+    max_tokens: int = typer.Option(256, "--max-tokens", help="Output cap of one model call."),
+    temperature: co.TemperatureOpt = 0.7,
+    max_concurrency: co.MaxConcurrencyOpt = 8,
+    rps: co.RpsOpt = None,
+    price_in: co.PriceInOpt = 0.0005,
+    price_out: co.PriceOutOpt = 0.003,
+    cache: Optional[str] = typer.Option(None, "--cache", help="The LLM response cache file, or off."),
+    sandbox_backend: str = typer.Option("docker", "--sandbox-backend", help="docker (isolated) or local (NOT a security boundary)."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Only the first K items."),
+    seed: SeedOpt = 0,
+    parallel: int = typer.Option(1, "--parallel", help="Items run at once (local executor; Ray's local instance gets this many CPUs)."),
+    executor: str = typer.Option("local", "--executor", help="local (threads) or ray (tasks on a Ray cluster; needs cooplab[ray])."),
+    out: Path = typer.Option(..., "--out", help="The bench directory: items/ID run dirs, results.parquet, summary.json, report.md, figures/."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or per-item lines."),
+    as_json: bool = typer.Option(False, "--json", help="Print summary.json."),
+) -> None:
+    """Run every question of a suite as one science run on its table (resumable: finished items are skipped and not
+    charged again), extract the @name[value] answers of the final paper and score them against the labels."""
+    from cooplab.runs import sweeps
+    from cooplab.runs.bench import BenchError, run_bench
+    from cooplab.tasks.science.owndata import OwnDataError
+
+    if team_size not in (1, 2, 3):
+        fail(f"--team-size must be 1, 2 or 3, got {team_size}")
+    if visibility not in ("full", "team", "hidden"):
+        fail(f"--visibility must be full, team or hidden, got {visibility!r}")
+    if sandbox_backend not in ("docker", "local"):
+        fail(f"--sandbox-backend must be docker or local, got {sandbox_backend!r}")
+    if executor not in sweeps.EXECUTORS:
+        fail(f"--executor must be one of {', '.join(sweeps.EXECUTORS)}, got {executor!r}")
+    co.check("--budget-per-item", budget_per_item, "budget")
+    co.check("--budget", budget, "budget")
+    co.check("--parallel", parallel, "parallel")
+    co.check("--max-tokens", max_tokens, "max-tokens")
+    for flag, v in (("--temperature", temperature), ("--max-concurrency", max_concurrency), ("--rps", rps), ("--price-in", price_in),
+                    ("--price-out", price_out)):
+        co.check(flag, v, flag[2:])
+    if limit is not None and limit < 1:
+        fail(f"--limit must be at least 1, got {limit}")
+    quiet = quiet or as_json
+    log = co.stderr_log(quiet)
+    try:
+        s = run_bench(suite, tables, out, labels=labels, team=team, team_size=team_size, budget_per_item=budget_per_item, budget=budget,
+                      visibility=visibility, model=model, limit=limit, seed=seed, parallel=parallel, executor=executor,
+                      backend=sandbox_backend, llm={"base_url": base_url, "max_tokens": max_tokens, "temperature": temperature, "max_concurrency": max_concurrency,
+                           "rps": rps, "price_in": price_in, "price_out": price_out, "cache": cache}, log=log, quiet=quiet)
+    except (BenchError, OwnDataError, sweeps.SweepError) as exc:
+        fail(str(exc))
+    if as_json:
+        _echo_json(s)
+    else:
+        acc = "n/a" if s["accuracy"] is None else f"{100 * s['accuracy']:.1f}%"
+        cpc = "n/a" if s["cost_per_correct_usd"] is None else f"${s['cost_per_correct_usd']:.6f}"
+        typer.echo(f"{s['items']} items: {len(s['ran'])} ran, {len(s['resumed'])} resumed, {len(s['skipped'])} already done, "
+                   f"{len(s['failed'])} failed; accuracy {s['correct']}/{s['scored']} = {acc}; cost ${s['cost_usd']:.6f}, "
+                   f"per correct answer {cpc}; report in {out / 'report.md'}")
+    if s["failed"]:
+        raise typer.Exit(1)
+
+
+@bench_app.command("figure")
+def bench_figure(
+    dirs: list[Path] = typer.Argument(..., help="Bench directories (each with summary.json)."),
+    out: Path = typer.Option(..., "--out", help="The PNG to write."),
+    as_json: bool = typer.Option(False, "--json", help="Print the plotted points as JSON."),
+) -> None:
+    """Accuracy (95% Wilson interval) against cost per item, one point per bench directory."""
+    from cooplab.runs import store as runstore
+    from cooplab.runs.bench import figure
+
+    points = []
+    for d in dirs:
+        p = d / "summary.json"
+        try:
+            s = runstore.read_json(p)
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            fail(f"{p} cannot be read as a bench summary ({type(exc).__name__})")
+        if not isinstance(s, dict) or "accuracy" not in s or "ci95" not in s:
+            fail(f"{p} is not a bench summary (no accuracy)")
+        points.append((f"{d.name}: {s.get('team')} n={s.get('team_size')}", s))
+    figure(points, out)
+    rows = [{"bench": lab, "accuracy": s["accuracy"], "ci95": s["ci95"], "cost_per_item_usd": s.get("cost_per_item_usd")} for lab, s in points]
+    if as_json:
+        _echo_json({"figure": str(out), "points": rows})
+    else:
+        typer.echo(f"wrote {out} ({len(rows)} points)")
+
+
+@app.command("report")
+def report_cmd(
+    directory: Path = typer.Argument(..., metavar="DIR", help="A run directory, or a sweep directory (run directories under cells/, runs/ or games/)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="The HTML file to write (default DIR/report.html; DIR/cooplab-report.html if DIR/report.html is another program's page)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the path, kind, sections, figures and bytes as JSON."),
+) -> None:
+    """Write one self-contained HTML page for a run or sweep: configuration, status, costs, figures, tables, trace links."""
+    from cooplab.evals.report import ReportError, write_report
+
+    try:
+        res = write_report(directory, out)
+    except ReportError as exc:
+        fail(str(exc))
+    if as_json:
+        _echo_json(res)
+    else:
+        typer.echo(res["path"])
+
+
+def _mount_optional() -> None:
+    from cooplab.cli import games as games_cli
+    from cooplab.cli import science as science_cli
+    from cooplab.cli.diners import register as register_diners
+    from cooplab.cli.diners import run_command as diners_run
+    from cooplab.cli.tasks import register, run_command
+    from cooplab.cli.traces import traces_app
+    from cooplab.tasks.cpr.task import TASK as CPR
+
+    register(run_app, params_app, graph_app, own={"run": {"cpr": run_command(CPR, cpr_options), "diners": diners_run(),
+                                                          "game": games_cli.run_command(),
+                                                          "science": science_cli.run_command()},
+                                                  "params": {"game": games_cli.params_command, "cpr": params_cpr},
+                                                  "graph": {"cpr": graph_cpr, "game": games_cli.graph_command}})
+    register_diners(figures_app, calibrate_app)
+    app.command("profile")(games_cli.profile_command)
+    app.add_typer(science_cli.science_app, name="science", help="Score science runs with LLM judges and compare judges.")
+    figures_app.command("profile")(games_cli.profile_figure_command)
+    from cooplab.cli.sandbox import app as sandbox_app
+
+    app.add_typer(traces_app, name="traces", help="Export or view a run's traces (LangSmith run format).")
+    app.add_typer(sandbox_app, name="sandbox", help="The sandboxed Python executor.")
+    from cooplab.cli.doctor import doctor_cmd
+
+    app.command("doctor")(doctor_cmd)
+
+
+_mount_optional()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the app, turning user mistakes into one line and exit code 2."""
+    try:
+        rv = app(args=argv, prog_name="cooplab", standalone_mode=False)
+        if isinstance(rv, int):  # a typer.Exit(code) comes back as the return value
+            return rv
+    except ConfigError as exc:
+        typer.echo(f"cooplab: error: {_one_line(str(exc))}", err=True)
+        return 2
+    except _cx.NoArgsIsHelpError as exc:
+        exc.show()
+        return 0
+    except _cx.UsageError as exc:
+        hint = f" (see '{exc.ctx.command_path} --help')" if getattr(exc, "ctx", None) is not None else ""
+        typer.echo(f"cooplab: error: {_one_line(exc.format_message().replace('Value error, ', ''))}{hint}", err=True)
+        return 2
+    except (typer.Abort, KeyboardInterrupt):
+        typer.echo("cooplab: aborted", err=True)
+        return 130
+    except typer.Exit as exc:
+        return exc.exit_code
+    except _cx.ClickException as exc:
+        typer.echo(f"cooplab: error: {exc.format_message()}", err=True)
+        return exc.exit_code
+    except Exception as exc:  # noqa: BLE001 - the safety net: never a raw traceback on the terminal
+        log = _save_traceback(exc)
+        where = f"the traceback is in {log}" if log else "the traceback could not be saved"
+        typer.echo(f"cooplab: internal error: {_one_line(f'{type(exc).__name__}: {exc}')} ({where}; please report it)", err=True)
+        return 1
+    return 0
+
+
+def _one_line(text: str, limit: int = 400) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _save_traceback(exc: BaseException) -> Optional[Path]:
+    """Write ``exc``'s traceback to a file under the cooplab cache directory (or the temp directory)."""
+    import datetime as dt
+    import os
+    import tempfile
+    import traceback
+
+    text = "".join(traceback.format_exception(exc))
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "cooplab" / "errors"
+    for d in (base, Path(tempfile.gettempdir())):
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            path = d / f"cooplab-error-{stamp}-{os.getpid()}.log"
+            path.write_text(f"cooplab {' '.join(sys.argv[1:])}\n\n{text}")
+            return path
+        except OSError:
+            continue
+    return None
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

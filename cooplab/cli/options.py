@@ -1,0 +1,88 @@
+"""The command line's shared options: Typer declarations of every option that several commands
+have, and the one error exit.
+
+The rules behind the numbers live in :mod:`cooplab.limits` (no Typer there); this module only
+declares the options (``model: ModelOpt = "local"``; the default stays in the command's
+signature) and checks each number by its rule while the command line is parsed (:func:`num_opt`).
+The rules and caps are re-exported here, so a CLI module needs one import.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Callable, Optional
+
+import typer
+
+from cooplab.limits import (  # noqa: F401 - for CLI modules
+    MAX_AGENTS,
+    MAX_CELLS,
+    MAX_DINERS,
+    MAX_DINERS_CELLS,
+    MAX_PARAM,
+    MAX_REPLICATES,
+    MAX_ROUNDS,
+    MAX_SEED,
+    RULES,
+    ConfigError,
+    Num,
+    check,
+    check_agent_models,
+    check_size,
+    one_line,
+    show,
+)
+
+
+def fail(msg: str, code: int = 2) -> None:
+    """The one error exit of every ``cooplab`` command: ``cooplab: error: <msg>`` on stderr (one
+    line) and exit ``code``: 2 for a user mistake (the default), 1 for a failure of the work
+    itself (e.g. a sandbox command that failed). Never returns."""
+    if code == 2:
+        raise ConfigError(msg)
+    typer.echo(f"cooplab: error: {one_line(msg)}", err=True)
+    raise typer.Exit(code)
+
+
+
+def num_opt(option: str, help: str, rule: str | None = None, **kw: Any) -> Any:
+    """``typer.Option(option, ...)`` whose value follows ``RULES[rule]`` (default: the option's name),
+    checked while the command line is parsed. The ConfigError it raises is not a ValueError, so it
+    passes Typer's validation untouched and ``cooplab.cli.main`` prints it as one line, exit 2."""
+    r = RULES[rule or option.lstrip("-")]
+
+    def parse(value: Any) -> Any:
+        return r.parse(option, value) if isinstance(value, str) else r.check(option, value)
+
+    kw.setdefault("metavar", "INTEGER" if r.kind is int else "FLOAT")
+    return typer.Option(option, help=help, parser=parse, **kw)
+
+
+OutOpt = Annotated[Path, typer.Option("--out", help="Run directory to write (created if missing).")]
+SeedOpt = Annotated[int, num_opt("--seed", f"Seed of every random draw, 0..{MAX_SEED} (recorded in config.json).")]
+CsvOpt = Annotated[bool, typer.Option("--csv", help="Write tables as CSV instead of Parquet.")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite an existing run directory.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print summary.json to stdout.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
+
+
+def stderr_log(quiet: bool) -> Callable[[str], None]:
+    """The progress-line sink of a long command: one line each to stderr, or nothing under -q/--json."""
+    return (lambda s: None) if quiet else (lambda s: typer.echo(s, err=True))
+
+# --- LLM agents (checked and assembled by cooplab.agents.settings.llm_config) ---------------
+ModelOpt = Annotated[str, typer.Option("--model", help="LLM agents' model: local (SmolLM2-135M via llama.cpp), openai:NAME, scripted:FILE.")]
+AgentModelOpt = Annotated[Optional[list[str]], typer.Option("--agent-model", help="Per-agent model, repeatable: --agent-model 2=openai:gpt-4o-mini (agents count from 0).")]
+BaseUrlOpt = Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible server URL for openai:NAME (vLLM, llama_cpp.server, ...).")]
+TemperatureOpt = Annotated[float, num_opt("--temperature", "Sampling temperature of LLM agents, in [0, 2].")]
+MaxTokensOpt = Annotated[int, num_opt("--max-tokens", "Output token cap per LLM call (1..100000).")]
+MaxConcurrencyOpt = Annotated[int, num_opt("--max-concurrency", "Concurrent model calls at most (1..1024).")]
+RpsOpt = Annotated[Optional[float], num_opt("--rps", "Requests per second at most, in (0, 1e6] (default: unlimited).")]
+BudgetOpt = Annotated[Optional[float], num_opt("--budget", "Budget cap in USD, in [0, 1e6]; the run ends with status budget_exhausted when it is spent.")]
+PriceInOpt = Annotated[float, num_opt("--price-in", "USD per 1K input tokens, in [0, 1000].")]
+PriceOutOpt = Annotated[float, num_opt("--price-out", "USD per 1K output tokens, in [0, 1000].")]
+SandboxRateOpt = Annotated[float, num_opt("--sandbox-rate", "USD per second of sandbox time charged to the run's ledger, in [0, 1000] (default 0: recorded, free).")]
+SandboxTimeoutOpt = Annotated[float, num_opt("--sandbox-timeout", "Seconds one run_code call may take, in (0, 86400]; the sandbox is killed past it.")]
+CacheOpt = Annotated[Optional[str], typer.Option("--cache", help="Response cache file (default ~/.cache/cooplab/llm-cache.sqlite or $COOPLAB_CACHE); 'off' disables it.")]
+
+

@@ -1,0 +1,113 @@
+"""CLI of the science teams, mounted by ``cooplab.cli``::
+
+    cooplab run science --task ecology|anomaly|biomarker|geospatial --team llm|oracle|garbage --team-size 2|3
+                        --budget USD --visibility full|team|hidden [--prompt standard|tom] [--model ...]
+                        [--judge heuristic|MODEL] [--judge-samples K] [--seed S] --out DIR [--json]
+    cooplab science score DIR [DIR ...] --judge MODEL [--samples K] [--json]
+    cooplab science agreement DIR [DIR ...] --judge A --judge B [--json]
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from cooplab.agents.models import check_model
+
+from cooplab.cli.options import fail
+
+science_app = typer.Typer(help="Score science runs with LLM judges and compare judges.", no_args_is_help=True, rich_markup_mode=None)
+
+
+def science_options(
+    agents: str,
+    task: Optional[str] = typer.Option(None, "--task", help="The science task: ecology (default), anomaly, biomarker or geospatial (paper §4.1)."),
+    dataset: Optional[list[Path]] = typer.Option(None, "--dataset", help="Your own data instead of --task: a CSV/TSV (any separator and common encoding) or Parquet file; repeat for several (then df is a dict of frames keyed by file stem)."),
+    task_file: Optional[Path] = typer.Option(None, "--task-file", help="With --dataset: a text/Markdown file saying what the teams should find out (replaces the built-in task text)."),
+    truth: Optional[Path] = typer.Option(None, "--truth", help="With --dataset: a JSON file of facts a correct report states (see docs/science.md); without it accuracy is not scored."),
+    team: str = typer.Option("llm", "--team", help="Who works: llm (the --model options apply), oracle (scripted: correct code and report) or garbage (scripted: a useless report)."),
+    team_size: Optional[int] = typer.Option(None, "--team-size", help="Agents per team: 2 (default) or 3 (the paper), or 1 (every team is its lead alone, no deliberation)."),
+    pipeline: Optional[str] = typer.Option(None, "--pipeline", help="teams (default): the paper's four sequential teams; solo: one analyst with the code tool does the whole project and writes the final paper (the single-agent baseline)."),
+    visibility: str = typer.Option("full", "--visibility", help="Budget visibility in the prompt: full, team or hidden."),
+    prompt: str = typer.Option("standard", "--prompt", help="Prompting: standard or tom (theory of mind)."),
+    judge: str = typer.Option("heuristic", "--judge", help="Scorer: heuristic (always computed), or a model spec (local, openai:NAME, scripted:FILE) that also judges the paper with the Appendix L rubric."),
+    judge_samples: int = typer.Option(3, "--judge-samples", help="Judge samples per report (their spread is reported), 1..20."),
+    set_: Optional[list[str]] = typer.Option(None, "--set", help="Set another parameter: --set max_reentries=2 (see 'cooplab params science')."),
+) -> dict[str, Any]:
+    """Four sequential science teams analyze a generated dataset in the sandbox under one shared budget; the report is scored."""
+    from cooplab.tasks.science.task import TASK
+
+    return TASK.options(agents, task=task, dataset=dataset, task_file=task_file, truth=truth, team=team, team_size=team_size,
+                        pipeline=pipeline, visibility=visibility, prompt=prompt, judge=judge, judge_samples=judge_samples, set=set_)
+
+
+def run_command():
+    from cooplab.cli.tasks import run_command as make
+    from cooplab.tasks.science.task import TASK
+
+    return make(TASK, science_options)
+
+
+@science_app.command("score")
+def score_command(
+    dirs: list[Path] = typer.Argument(..., help="Science run directories."),
+    judge: str = typer.Option(..., "--judge", help="The judge model: local, openai:NAME (with --base-url), scripted:FILE."),
+    samples: int = typer.Option(3, "--samples", help="Judge samples per report, 1..20 (their spread is reported)."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible server for openai:NAME."),
+    cache: Optional[str] = typer.Option(None, "--cache", help="Response cache (default: the run's)."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Judge the final paper of one or more science runs (Appendix L rubric, k samples); results go into each run's scores.json."""
+    from cooplab.cli.tasks import echo_json
+    from cooplab.tasks.science.judging import judge_run
+
+    check_model(judge, base_url, "--judge")
+    if isinstance(samples, bool) or not 1 <= samples <= 20:
+        fail(f"--samples must be an integer in 1..20, got {samples}")
+    rows = []
+    for d in dirs:
+        if not (d / "scores.json").exists() or not (d / "dataset").is_dir():
+            fail(f"{d} is not a finished science run directory (no scores.json or dataset/); run 'cooplab run science' first")
+        e = judge_run(d, judge, k=samples, base_url=base_url, cache=cache)
+        rows.append({"run": str(d), **{k: e[k] for k in ("judge", "k", "completeness", "quality", "accuracy", "std", "n_fallback")}})
+    if as_json:
+        echo_json(rows)
+        return
+    for r in rows:
+        typer.echo(f"{r['run']}: {r['judge']} x{r['k']}: completeness {r['completeness']}, quality {r['quality']}, accuracy "
+                   f"{r['accuracy']} (spread {r['std']}; fallbacks {r['n_fallback']})")
+
+
+@science_app.command("agreement")
+def agreement_command(
+    dirs: list[Path] = typer.Argument(..., help="Science run directories scored by both judges."),
+    judge: list[str] = typer.Option(..., "--judge", help="Two judges (as named in scores.json; 'heuristic' is the heuristic scorer)."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """How two scorers agree over many runs: Pearson r and mean absolute difference per dimension."""
+    from cooplab.cli.tasks import echo_json
+    from cooplab.evals.science_scoring import judge_agreement
+    from cooplab.runs import store as runstore
+
+    if len(judge) != 2:
+        fail(f"--judge must be given exactly twice, got {len(judge)}")
+
+    def score(d: Path, name: str, dim: str) -> Any:
+        try:
+            s = runstore.read_json(d / "scores.json")
+        except (OSError, ValueError):
+            fail(f"{d}/scores.json cannot be read; is it a science run?")
+        if name == "heuristic":
+            return (s.get("heuristic") or {}).get(dim)
+        return next((j.get(dim) for j in s.get("judges") or [] if j.get("judge") == name), None)
+
+    out = {dim: judge_agreement([score(d, judge[0], dim) for d in dirs], [score(d, judge[1], dim) for d in dirs])
+           for dim in ("completeness", "quality", "accuracy")}
+    if as_json:
+        echo_json(out)
+        return
+    for dim, a in out.items():
+        r = "n/a" if a["pearson_r"] is None else f"{a['pearson_r']:.3f}"
+        typer.echo(f"{dim}: n {a['n']}, Pearson r {r}{' (' + a['reason'] + ')' if a.get('reason') else ''}, mean |diff| {a['mean_abs_diff']}")

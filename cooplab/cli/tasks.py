@@ -1,0 +1,343 @@
+"""The task commands of the CLI, the same for every registered task::
+
+    cooplab run TASK [task options] [--agents rule|llm] [LLM options] --out DIR [--json]
+    cooplab resume DIR
+    cooplab params TASK [--json]
+    cooplab graph TASK [--agents rule|llm]
+
+A task's own options come from a small function (``options(agents, **opts) -> config fields``):
+:func:`run_command` adds the options every run has (``--out``, ``--seed``, ``--agents``, the LLM
+options, ``--csv``, ``--force``, ``--json``, ``-q``) to its signature, so Typer shows one
+``--help`` with both. A task without such a function (e.g. a third-party task) gets
+``--set name=value`` for each field of its ``Params`` model.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from contextlib import contextmanager
+from contextvars import ContextVar
+from enum import Enum
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import typer
+
+from cooplab.runs.config import LLMSettings, SandboxSettings, build_config
+from cooplab.cli import options as co
+from cooplab.cli.options import (
+    AgentModelOpt,
+    BaseUrlOpt,
+    BudgetOpt,
+    CacheOpt,
+    CsvOpt,
+    ForceOpt,
+    JsonOpt,
+    MaxConcurrencyOpt,
+    MaxTokensOpt,
+    ModelOpt,
+    OutOpt,
+    PriceInOpt,
+    PriceOutOpt,
+    QuietOpt,
+    RpsOpt,
+    SandboxRateOpt,
+    SandboxTimeoutOpt,
+    SeedOpt,
+    TemperatureOpt,
+    fail,
+)
+from cooplab.graphs.task import Task
+from cooplab.limits import ConfigError
+
+
+def echo_json(obj: Any) -> None:
+    from cooplab.graphs.rundir import jsonable
+
+    typer.echo(json.dumps(jsonable(obj), indent=2))
+
+
+# --- running and reporting -----------------------------------------------------------------
+def report(task: Task, out: Path, summary: dict[str, Any], as_json: bool) -> None:
+    """Print a run's summary: summary.json with ``--json``, else the task's lines, the LLM bill and
+    where the run directory is."""
+    if as_json:
+        echo_json(summary)
+        return
+    for line in task.report(summary):
+        typer.echo(line)
+    if "ledger" in summary:
+        lg = summary["ledger"]
+        typer.echo(f"LLM calls: {lg['calls']} ({lg['cached_calls']} from cache), tokens in/out {lg['input_tokens']}/{lg['output_tokens']}, "
+                   f"cost ${lg['cost_usd_float']:.6f}; status {summary['status']}")
+    typer.echo(f"run directory: {out}")
+
+
+@contextmanager
+def _run_errors(out: Path):
+    """How a run that ends early is reported: a clean stop or a failure is one line and exit 1,
+    Ctrl-C exit 130 (the run resumes with ``cooplab resume``), a bad run directory exit 2."""
+    from cooplab.runs import store as runstore
+    from cooplab.runs.runner import RunFailed, RunStopped
+
+    try:
+        yield
+    except runstore.RunDirError as exc:
+        fail(str(exc))
+    except (RunStopped, RunFailed) as exc:
+        typer.echo(f"cooplab: {exc}", err=True)
+        raise typer.Exit(1)
+    except KeyboardInterrupt:
+        typer.echo(f"cooplab: interrupted; checkpoints are in {out}; continue with 'cooplab resume {out}'", err=True)
+        raise typer.Exit(130)
+
+
+def run_and_report(task: Task, out: Path, config: dict[str, Any], *, force: bool, quiet: bool, as_json: bool) -> None:
+    """Prepare ``out``, run ``config`` through the one runner and report."""
+    from cooplab.runs import store as runstore
+    from cooplab.runs.runner import start
+
+    try:
+        out = runstore.prepare_out(out, force=force)
+    except runstore.RunDirError as exc:
+        fail(str(exc))
+    with _run_errors(out):
+        summary = start(task, out, config, quiet=quiet)
+    report(task, out, summary, as_json)
+
+
+def resume_and_report(run_dir: Path, *, quiet: bool, as_json: bool) -> None:
+    """Resume any task's run and report it."""
+    from cooplab.runs import registry
+    from cooplab.runs.runner import resume
+
+    with _run_errors(run_dir):
+        summary = resume(run_dir, quiet=quiet, warn=lambda m: typer.echo(f"cooplab: warning: {m}", err=True))
+    report(registry.get(summary["task"]), run_dir, summary, as_json)
+
+
+# --- one run command per task --------------------------------------------------------------
+def _common(
+    out: OutOpt,
+    agents: str = typer.Option("rule", "--agents", help="Who decides: rule (the rules executed exactly) or llm."),
+    seed: SeedOpt = 0,
+    csv: CsvOpt = False,
+    force: ForceOpt = False,
+    as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
+    model: ModelOpt = "local",
+    agent_model: AgentModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    temperature: TemperatureOpt = 0.7,
+    max_tokens: MaxTokensOpt = 64,
+    max_concurrency: MaxConcurrencyOpt = 8,
+    rps: RpsOpt = None,
+    budget: BudgetOpt = None,
+    price_in: PriceInOpt = 0.0005,
+    price_out: PriceOutOpt = 0.003,
+    cache: CacheOpt = None,
+) -> None:
+    """The options every ``cooplab run TASK`` has (a template: never called)."""
+
+
+def _sandbox(
+    sandbox_backend: str = typer.Option("docker", "--sandbox-backend", help="Where run_code runs: docker (isolated; never falls back) or local (no isolation, by name only)."),
+    sandbox_timeout: SandboxTimeoutOpt = 30.0,
+    sandbox_rate: SandboxRateOpt = 0.0,
+) -> None:
+    """The options of a task that uses the sandbox (a template: never called)."""
+
+
+
+def agent_kinds(task: Task) -> type[Enum]:
+    """The choices of a task's ``--agents`` option (shown in ``--help``, checked by Typer)."""
+    return Enum(f"{task.name.title()}Agents", {k: k for k in task.agent_kinds}, type=str)
+
+
+def run_command(task: Task, options: Callable[..., dict[str, Any]]) -> Callable[..., None]:
+    """The ``cooplab run TASK`` command: ``options``' parameters (the task's own options, Typer
+    style) plus the common ones. ``options(agents=..., **task_opts)`` returns the task's config
+    fields (raising ConfigError / calling ``fail`` on a bad value)."""
+    common = list(inspect.signature(_common, eval_str=True).parameters.values())
+    if task.uses_sandbox:
+        common += list(inspect.signature(_sandbox, eval_str=True).parameters.values())
+    own = [p for p in inspect.signature(options, eval_str=True).parameters.values() if p.name != "agents"]
+    names = {p.name for p in common}
+    clash = names & {p.name for p in own}
+    if clash:
+        raise TypeError(f"task {task.name!r}: options {sorted(clash)} clash with the common run options")
+    if not set(task.agent_kinds) <= {"rule", "llm"}:
+        raise TypeError(f"task {task.name!r}: agent kinds must be rule and/or llm, got {task.agent_kinds}")
+    kinds = agent_kinds(task)
+    agents_param = common[1].replace(annotation=kinds, default=typer.Option(kinds(task.agent_kinds[0]), "--agents",
+                                                                            help=f"Who decides: {' or '.join(task.agent_kinds)}."))
+    params = [common[0], agents_param, *own, *common[2:]]
+
+    def command(**kw: Any) -> None:
+        c = {k: kw.pop(k) for k in list(kw) if k in names}
+        agents = getattr(c["agents"], "value", c["agents"])
+        if agents not in task.agent_kinds:
+            fail(f"--agents must be {' or '.join(task.agent_kinds)}, got {agents!r}")
+        fields = options(agents=agents, **kw)
+        llm = LLMSettings(agent_models=_agent_models(c["agent_model"]), **{k: c[k] for k in LLMSettings.model_fields if k != "agent_models"})
+        sandbox = SandboxSettings(backend=c["sandbox_backend"], timeout=c["sandbox_timeout"], rate=c["sandbox_rate"]) \
+            if task.uses_sandbox else SandboxSettings()
+        config = build_config(task, fields, agents=agents, seed=c["seed"], csv=c["csv"], llm=llm, sandbox=sandbox)
+        box = _CAPTURE.get()
+        if box is not None:  # config_of: the config is what was asked for, not a run
+            box.append(config)
+            return
+        run_and_report(task, c["out"], config, force=c["force"], quiet=c["quiet"], as_json=c["as_json"])
+
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    command.__doc__ = options.__doc__ or task.title
+    command.__name__ = f"run_{task.name}"
+    return command
+
+
+def _agent_models(items: list[str] | None) -> dict[int, str]:
+    """--agent-model AGENT=MODEL items -> {agent: model} (one line on a malformed item)."""
+    out = {}
+    for item in items or []:
+        if "=" not in item or not item.split("=", 1)[0].strip().isdigit():
+            fail(f"--agent-model expects AGENT=MODEL with AGENT a number 0..N-1, got {item!r}")
+        a, m = item.split("=", 1)
+        out[int(a)] = m.strip()
+    return out
+
+
+_CAPTURE: ContextVar[list[dict[str, Any]] | None] = ContextVar("cooplab_run_capture", default=None)
+
+
+def config_of(task: str, args: list[str]) -> dict[str, Any]:
+    """The run config that ``cooplab run TASK ARGS`` would run, checked exactly as the command
+    checks it, without running anything (a sweep builds its cells with it). A bad option raises
+    :class:`ConfigError` (one line)."""
+    import click
+
+    from cooplab.cli import app
+
+    box: list[dict[str, Any]] = []
+    token = _CAPTURE.set(box)
+    try:
+        app(args=["run", task, *args], prog_name="cooplab", standalone_mode=False)
+    except click.exceptions.ClickException as exc:
+        raise ConfigError(exc.format_message()) from None
+    except click.exceptions.Exit:
+        pass
+    finally:
+        _CAPTURE.reset(token)
+    if not box:
+        raise ConfigError(f"'cooplab run {task}' with these options runs nothing (an option such as --help?)")
+    return box[0]
+
+
+def params_options(task: Task) -> Callable[..., dict[str, Any]]:
+    """The task options of a task that only has a ``Params`` model: ``--set name=value``."""
+
+    def options(agents: str, set_: Optional[list[str]] = typer.Option(
+            None, "--set", help=f"Set a parameter: --set name=value (see 'cooplab params {task.name}').")) -> dict[str, Any]:
+        return task.options(agents, set=set_)
+
+    options.__doc__ = task.title
+    return options
+
+
+# --- params, graph -------------------------------------------------------------------------
+def params_command(task: Task) -> Callable[..., None]:
+    def command(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+        rows = task.params_table()
+        if as_json:
+            echo_json(rows)
+            return
+        w = max((len(r["name"]) for r in rows), default=4)
+        for r in rows:
+            typer.echo(f"{r['name']:<{w}}  {str(r['default']):<12}  {r['meaning']}  [{r['source']}]")
+
+    command.__doc__ = f"Every {task.name} parameter with its default, meaning and source."
+    return command
+
+
+def graph_command(task: Task) -> Callable[..., None]:
+    kinds = agent_kinds(task)
+
+    def command(agents: kinds = typer.Option(kinds(task.agent_kinds[0]), "--agents", help=f"Whose graph: {' or '.join(task.agent_kinds)}.")) -> None:
+        agents = agents.value
+        typer.echo(task.build(task.default_config(agents)).get_graph().draw_mermaid())
+
+    command.__annotations__ = {"agents": kinds, "return": None}  # a local Enum: not resolvable from its name
+    command.__doc__ = f"Print the {task.name} graph as Mermaid text."
+    return command
+
+
+def _unloadable(message: str) -> Callable[..., None]:
+    def command() -> None:
+        fail(message)
+
+    return command
+
+
+def register(run_app: typer.Typer, params_app: typer.Typer, graph_app: typer.Typer,
+             own: dict[str, dict[str, Callable[..., Any]]] | None = None) -> list[str]:
+    """Mount run/params/graph commands for every registered task (``own``: commands a built-in task
+    defines itself, by app: {"run": {...}, "params": {...}, "graph": {...}}). A third-party task
+    that fails to load gets commands that only say why (one line, exit 2). Returns the names
+    of the tasks mounted."""
+    from cooplab.runs import registry
+
+    own = own or {}
+    mounted = []
+    for name in registry.names():
+        try:
+            task = registry.get(name)
+        except registry.UnknownTask as exc:  # a broken plug-in: its commands say why, in one line
+            for app in (run_app, params_app, graph_app):
+                if not any(c.name == name for c in app.registered_commands):
+                    app.command(name, help="(failed to load; run it to see why)", add_help_option=False,
+                                context_settings={"ignore_unknown_options": True, "allow_extra_args": True})(_unloadable(str(exc)))
+            continue
+        for kind, app, default in (("run", run_app, lambda t: run_command(t, params_options(t))),
+                                   ("params", params_app, params_command), ("graph", graph_app, graph_command)):
+            if any(c.name == name for c in app.registered_commands):
+                continue
+            fn = own.get(kind, {}).get(name) or default(task)
+            app.command(name, help=(fn.__doc__ or task.title))(fn)
+        mounted.append(name)
+    return mounted
+
+
+__all__ = ["ConfigError", "config_of", "echo_json", "fail", "graph_command", "params_command", "params_options", "register", "report",
+           "resume_and_report", "run_and_report", "run_command"]
+
+
+def run_calibration(cal: Any, out: Any, *, as_json: bool, quiet: bool, **kw: Any) -> None:
+    """Run ``cal.calibrate(out, ...)`` (a calibration module: ``cooplab calibrate cpr|diners``) and
+    report it: the summary (or JSON), a failed-samples line, exit 1 when samples failed or remain,
+    130 with a resume hint on Ctrl-C, one-line errors (exit 2)."""
+    from pathlib import Path
+
+    from cooplab.cli.options import fail
+    from cooplab.runs import calibration, sweeps
+
+    quiet = quiet or as_json
+    log = co.stderr_log(quiet)
+    try:
+        s = cal.calibrate(out, log=log, quiet=quiet, **kw)
+    except (calibration.CalibrateError, sweeps.SweepError) as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        typer.echo(f"cooplab: interrupted; finished samples are in {out}/samples.jsonl; rerun the same command to continue", err=True)
+        raise typer.Exit(130)
+    if as_json:
+        echo_json(s)
+    else:
+        for line in calibration.summary_lines(s, cal.spec()):
+            typer.echo(line)
+        typer.echo(f"report in {Path(out) / 'report.md'}")
+    failed = calibration.failure_line(s)
+    if failed:
+        typer.echo(failed, err=True)
+    if failed or not s["complete"]:
+        raise typer.Exit(1)

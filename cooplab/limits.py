@@ -1,0 +1,211 @@
+"""Limits and one-line errors: the rules every number a user gives must follow, declared once.
+
+Every number that comes from a user (a command-line option, a sweep config, ``--set``, a keyword
+argument of :func:`cooplab.run`, a run's ``config.json`` read by ``cooplab resume``) is checked
+against one :class:`Num` rule of :data:`RULES`: finite, in its domain, below a documented cap (so
+that no value can exhaust memory), and of the right type. A violation is a :class:`ConfigError`
+whose message is one line: ``--budget must be a finite number in [0, 1000000] (USD; leave --budget
+out for no cap), got nan``.
+
+This module is the base of the package: it imports nothing else of cooplab, so every layer (the
+graphs, agents, tasks, evals, the engine and the command line) can use it. The command line adds
+its Typer options on top (:mod:`cooplab.cli.options`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+class ConfigError(Exception):
+    """A setting outside its rule (user-facing, one line; the CLI exits 2 on it). Deliberately not
+    a ValueError: Typer's (pydantic) option validation must let it through unchanged."""
+
+
+def one_line(text: Any, limit: int = 400) -> str:
+    """``text`` on one line (whitespace runs collapsed), cut to ``limit`` characters."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# --- caps (documented in README.md "Bad input") -----------------------------------------------
+MAX_SEED = 2**63 - 1  #: seeds are stored as signed 64-bit integers (checkpoints, Parquet tables)
+MAX_AGENTS = 100_000  #: agents per society (CPR N)
+MAX_DINERS = 1_000  #: diners per society (punishment matrices are agents x agents)
+MAX_ROUNDS = 10_000  #: CPR rounds T / diners iterations (every round is checkpointed)
+MAX_REPLICATES = 100_000  #: replicate societies in one run
+MAX_CELLS = 10_000_000  #: replicates x agents, and replicates x rounds, of one run (memory)
+MAX_DINERS_CELLS = 100_000_000  #: replicates x diners^2 x iterations of one diners run (memory)
+MAX_PARAM = 1e12  #: any real-valued society parameter (--set, diners --beta, --pk)
+
+
+@dataclass(frozen=True)
+class Num:
+    """A rule for one number: integer or real, inside [lo, hi] (an open end with lo_open/hi_open)."""
+
+    kind: type  # int or float
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+    hint: str = ""  # how to fix it / what the value means, shown in the message
+    optional: bool = False  # None (JSON null) allowed
+
+    def describe(self) -> str:
+        what = "an integer" if self.kind is int else "a finite number"
+        lo, hi = _fmt(self.lo), _fmt(self.hi)
+        if self.lo is not None and self.hi is not None:
+            rng = f"in {'(' if self.lo_open else '['}{lo}, {hi}{')' if self.hi_open else ']'}"
+            if self.kind is int:
+                rng = f"in {lo}..{hi}"
+        elif self.lo is not None:
+            rng = f"{'>' if self.lo_open else '>='} {lo}"
+        elif self.hi is not None:
+            rng = f"{'<' if self.hi_open else '<='} {hi}"
+        else:
+            rng = ""
+        return f"{what} {rng}".strip() + (f" ({self.hint})" if self.hint else "")
+
+    def check(self, name: str, value: Any, shown: str | None = None) -> Any:
+        """``value`` (a Python value from JSON or already parsed) if it follows the rule; else ConfigError."""
+        if value is None and self.optional:
+            return None
+        got = show(value) if shown is None else shown
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{name} must be {self.describe()}, got {got}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{name} must be {self.describe()}, got {got}")
+        if self.kind is int:
+            if isinstance(value, float):
+                if not value.is_integer():
+                    raise ConfigError(f"{name} must be {self.describe()}, got {got}")
+                value = int(value)
+        else:
+            try:
+                value = float(value)
+            except OverflowError:  # an integer too large for a float
+                raise ConfigError(f"{name} must be {self.describe()}, got {got}") from None
+        if self.lo is not None and (value < self.lo or (self.lo_open and value == self.lo)):
+            raise ConfigError(f"{name} must be {self.describe()}, got {got}")
+        if self.hi is not None and (value > self.hi or (self.hi_open and value == self.hi)):
+            raise ConfigError(f"{name} must be {self.describe()}, got {got}")
+        return value
+
+    def parse(self, name: str, text: str) -> Any:
+        """A command-line string -> a checked number."""
+        t = str(text).strip()
+        try:
+            value: Any = int(t) if self.kind is int else float(t)
+        except ValueError:
+            raise ConfigError(f"{name} must be {self.describe()}, got {show(t)}") from None
+        return self.check(name, value, shown=t if t.lower() in ("nan", "inf", "-inf", "+inf") else repr(t) if not t else t)
+
+
+def _fmt(x: float | None) -> str:
+    if x is None:
+        return ""
+    if isinstance(x, int) or (float(x).is_integer() and abs(x) < 1e7):
+        return str(int(x))
+    return f"{x:g}".replace("e+", "e")
+
+
+def show(value: Any) -> str:
+    """A value as shown in a message (nan, inf, true, 'abc', [1, 2])."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # nan, inf, -inf
+    if isinstance(value, str):
+        return repr(value[:60] + ("..." if len(value) > 60 else ""))
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+#: Every numeric option and config field. Keys are the option names without dashes.
+RULES: dict[str, Num] = {
+    "seed": Num(int, 0, MAX_SEED),
+    "n-agents": Num(int, 2, MAX_AGENTS, hint="agents per society"),
+    "rounds": Num(int, 1, MAX_ROUNDS),
+    "replicates": Num(int, 1, MAX_REPLICATES),
+    "figure-replicates": Num(int, 2, MAX_REPLICATES, hint="at least 2 for error bars"),
+    "iterations": Num(int, 1, MAX_ROUNDS),
+    "combination": Num(int, 1, 2, hint="the paper's initial combinations"),
+    "beta": Num(float, 0, 1000, hint="selection strength of the Fermi rule"),
+    "temperature": Num(float, 0, 2),
+    "max-tokens": Num(int, 1, 100_000),
+    "max-concurrency": Num(int, 1, 1024),
+    "rps": Num(float, 0.001, 1_000_000, hint="requests per second; omit it for no limit", optional=True),
+    "budget": Num(float, 0, 1_000_000, hint="USD; omit it for no cap", optional=True),
+    "price-in": Num(float, 0, 1000, hint="USD per 1K input tokens"),
+    "sandbox-rate": Num(float, 0, 1000, hint="USD per second of sandbox time; 0: sandbox time is recorded but free"),
+    "sandbox-timeout": Num(float, 0, 86_400, lo_open=True, hint="seconds one run_code call may take"),
+    "price-out": Num(float, 0, 1000, hint="USD per 1K output tokens"),
+    "parallel": Num(int, 1, 64, hint="cells run at once"),
+    "samples": Num(int, 1, 100_000, hint="points of the calibration design"),
+    "batch": Num(int, 1, 10_000, hint="samples per job"),
+    "port": Num(int, 0, 65535),
+}
+
+
+def check(name: str, value: Any, rule: str | Num) -> Any:
+    """Check one value from a file or a caller: ``check("sweep config x.json: trials", 3, "replicates")``."""
+    r = RULES[rule] if isinstance(rule, str) else rule
+    return r.check(name, value)
+
+
+def check_size(replicates: int, n_agents: int, rounds: int, *, names: tuple[str, str, str] = ("--replicates", "--n-agents", "--rounds"),
+               diners: bool = False) -> None:
+    """Refuse runs whose state would not fit in memory (caps documented in README.md)."""
+    r, n, t = names
+    if diners:
+        if replicates * n_agents * n_agents * rounds > MAX_DINERS_CELLS:
+            raise ConfigError(f"{r} x diners^2 x {t} must be at most {MAX_DINERS_CELLS:,} (memory), got "
+                              f"{replicates} x {n_agents}^2 x {rounds}; use fewer replicates or iterations")
+        return
+    if replicates * n_agents > MAX_CELLS:
+        raise ConfigError(f"{r} x {n} must be at most {MAX_CELLS:,} (memory), got {replicates} x {n_agents}; use fewer replicates")
+    if replicates * rounds > MAX_CELLS:
+        raise ConfigError(f"{r} x {t} must be at most {MAX_CELLS:,} (memory), got {replicates} x {rounds}; use fewer replicates or rounds")
+
+
+def check_agent_models(keys: Any, n_agents: int, name: Callable[[str], str] = lambda k: f"--agent-model {k}=...") -> None:
+    """Per-agent model keys must be agents of the society (0..n_agents-1)."""
+    for k in keys:
+        if k == "default":
+            continue
+        if not str(k).isdigit() or not 0 <= int(k) < n_agents:
+            raise ConfigError(f"{name(k)}: agent must be in 0..{n_agents - 1} (this society has {n_agents} agents; agents count from 0), got {k}")
+
+
+def parse_set(items: Any, fields: Any, task: str) -> dict[str, Any]:
+    """``--set name=value`` items (or, from Python, a dict) -> a dict of values, parsed as JSON where
+    possible (else kept as text). Every name must be one of ``fields``."""
+    import json
+
+    if items is None:
+        return {}
+    if isinstance(items, dict):
+        pairs = [(str(k), v, False) for k, v in items.items()]
+    elif isinstance(items, (list, tuple)) and all(isinstance(i, str) for i in items):
+        pairs = []
+        for item in items:
+            if "=" not in item:
+                raise ConfigError(f"--set expects name=value, got {item!r}")
+            name, raw = (x.strip() for x in item.split("=", 1))
+            pairs.append((name, raw, True))
+    else:
+        raise ConfigError(f"set must be a dict of parameter values (or a list of 'name=value' strings), got {show(items)}")
+    out: dict[str, Any] = {}
+    for name, value, text in pairs:
+        if name not in fields:
+            raise ConfigError(f"unknown parameter {name!r} in --set; run 'cooplab params {task}' to list them")
+        if text:
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                pass
+        out[name] = value
+    return out
+

@@ -1,0 +1,452 @@
+"""Benchmark mode: ``cooplab bench science SUITE.jsonl --tables DIR [--labels LABELS.jsonl] ...``.
+
+A suite is closed-form data-analysis questions, one JSON object per line (the convention of
+public data-analysis benchmarks such as InfiAgent-DABench): ``id``, ``question``,
+``constraints``, ``format`` (the answer template, ``@name[value]`` parts), ``file_name`` (a table
+under ``--tables``), optional ``level`` and ``concepts``. Labels, one object per line: ``id`` and
+``common_answers`` (a list of ``[name, value]`` pairs).
+
+Every item is one science run on its own data (:func:`cooplab.tasks.science.owndata.custom_config`:
+the item's table is the dataset, question + constraints + format the task text), run as a job of
+:mod:`cooplab.runs.sweeps` (``OUT/items/ID`` run directories, concurrent, finished items skipped on a
+rerun, ``--executor ray``). The answers are the ``@name[value]`` parts of the final artifact (the
+last one of each name wins); an item is correct when every labelled sub-answer matches
+(:func:`match`). ``OUT/results.parquet`` (one row per item), ``OUT/summary.json``, ``OUT/report.md``,
+``OUT/figures/accuracy-cost.png``.
+
+``--team answers:FILE`` is the scripted team ``builtin:science-answers:PATH``: every agent marks
+its work complete and the writing lead writes a final paper holding the given answer text (JSONL
+``id``, ``answer``). It checks the extraction and the scorer end to end, through the same graph,
+sandbox and ledger as an LLM team.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Iterable
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+from cooplab.runs.calibration import wilson  # noqa: F401 - the 95% Wilson interval, shared with cooplab calibrate
+
+ANSWER_RE = re.compile(r"@([A-Za-z_][A-Za-z0-9_]*)\[([^\[\]\n]*)\]")
+ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+MAX_LINE = 100_000
+
+
+class BenchError(ValueError):
+    """A suite, labels or answers file that cannot be used (the message is one line)."""
+
+
+# --- reading ------------------------------------------------------------------------------------
+def _lines(path: Path, what: str) -> Iterable[tuple[int, Any]]:
+    from cooplab.tasks.science.owndata import read_utf8
+
+    p = Path(path)
+    text = read_utf8(p, what, BenchError)
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        if len(line) > MAX_LINE:
+            raise BenchError(f"{what} {p} line {n}: longer than {MAX_LINE} characters")
+        try:
+            obj = json.loads(line, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(f"{c} is not allowed")))
+        except ValueError as exc:
+            raise BenchError(f"{what} {p} line {n}: not valid JSON ({str(exc).splitlines()[0][:100]})") from None
+        if not isinstance(obj, dict):
+            raise BenchError(f"{what} {p} line {n}: expected a JSON object, got {type(obj).__name__}")
+        yield n, obj
+
+
+def _item_id(obj: dict[str, Any], where: str) -> str:
+    v = obj.get("id")
+    if isinstance(v, bool) or not isinstance(v, (str, int)):
+        raise BenchError(f"{where}: id must be a string or an integer, got {v!r}")
+    s = str(v).strip()
+    if not ID_RE.match(s):
+        raise BenchError(f"{where}: id {s!r} must be 1-100 letters, digits, '.', '_' or '-' (it names a directory)")
+    return s
+
+
+def load_suite(path: Path | str, tables: Path | str) -> list[dict[str, Any]]:
+    """The suite's items, checked: fields, unique ids, a format with @name[...] parts, a table that
+    exists under ``tables``. BenchError (one line naming the line) otherwise."""
+    tdir = Path(tables)
+    if not tdir.is_dir():
+        raise BenchError(f"--tables {tdir} is not a directory")
+    items, seen = [], {}
+    for n, obj in _lines(Path(path), "suite"):
+        where = f"suite {path} line {n}"
+        iid = _item_id(obj, where)
+        if iid in seen:
+            raise BenchError(f"{where}: duplicate id {iid!r} (first on line {seen[iid]})")
+        seen[iid] = n
+        for key in ("question", "format", "file_name"):
+            if not isinstance(obj.get(key), str) or not obj[key].strip():
+                raise BenchError(f"{where}: {key} must be non-empty text, got {obj.get(key)!r}")
+        cons = obj.get("constraints", "")
+        if not isinstance(cons, str):
+            raise BenchError(f"{where}: constraints must be text, got {cons!r}")
+        names = [m.group(1) for m in ANSWER_RE.finditer(obj["format"])]
+        if not names:
+            raise BenchError(f"{where}: format {obj['format'][:80]!r} has no @name[...] answer part")
+        fname = obj["file_name"].strip()
+        table = (tdir / fname).resolve()
+        if tdir.resolve() not in table.parents or not table.is_file():
+            raise BenchError(f"{where}: file_name {fname!r} is not a file under --tables {tdir}")
+        level = obj.get("level")
+        if level is not None and (isinstance(level, bool) or not isinstance(level, (str, int))):
+            raise BenchError(f"{where}: level must be text, got {level!r}")
+        concepts = obj.get("concepts", [])
+        if isinstance(concepts, str):
+            concepts = [c.strip() for c in concepts.split(",") if c.strip()]
+        if not isinstance(concepts, list) or not all(isinstance(c, str) and c.strip() for c in concepts):
+            raise BenchError(f"{where}: concepts must be a list of non-empty strings, got {concepts!r}")
+        items.append({"id": iid, "line": n, "question": obj["question"].strip(), "constraints": cons.strip(),
+                      "format": obj["format"].strip(), "names": names, "file_name": fname, "table": str(table),
+                      "level": None if level is None else str(level), "concepts": [c.strip() for c in concepts]})
+    if not items:
+        raise BenchError(f"suite {path} has no items")
+    return items
+
+
+def _label_value(v: Any, where: str) -> str:
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, (int, float)):
+        if not math.isfinite(v):
+            raise BenchError(f"{where}: a label value must be finite, got {v!r}")
+        return repr(v) if isinstance(v, float) else str(v)
+    if isinstance(v, str) and v.strip():
+        if v.strip().lower() in ("nan", "inf", "-inf", "infinity", "-infinity"):
+            raise BenchError(f"{where}: a label value must be finite, got {v!r}")
+        return v.strip()
+    raise BenchError(f"{where}: a label value must be a number or non-empty text, got {v!r}")
+
+
+def load_labels(path: Path | str) -> dict[str, list[tuple[str, str]]]:
+    """``{id: [(name, value text), ...]}``; BenchError (one line naming the line) for a bad line."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    seen: dict[str, int] = {}
+    for n, obj in _lines(Path(path), "labels"):
+        where = f"labels {path} line {n}"
+        iid = _item_id(obj, where)
+        if iid in seen:
+            raise BenchError(f"{where}: duplicate id {iid!r} (first on line {seen[iid]})")
+        seen[iid] = n
+        ca = obj.get("common_answers")
+        if not isinstance(ca, list) or not ca:
+            raise BenchError(f"{where}: common_answers must be a non-empty list of [name, value] pairs")
+        pairs = []
+        for pair in ca:
+            if not isinstance(pair, list) or len(pair) != 2 or not isinstance(pair[0], str) or not pair[0].strip():
+                raise BenchError(f"{where}: common_answers must be [name, value] pairs, got {pair!r}")
+            pairs.append((pair[0].strip(), _label_value(pair[1], where)))
+        names = [p[0] for p in pairs]
+        if len(set(names)) != len(names):
+            raise BenchError(f"{where}: a name is given twice in common_answers")
+        out[iid] = pairs
+    return out
+
+
+def load_answers(path: Path | str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for n, obj in _lines(Path(path), "answers"):
+        where = f"answers {path} line {n}"
+        iid = _item_id(obj, where)
+        if iid in out:
+            raise BenchError(f"{where}: duplicate id {iid!r}")
+        if not isinstance(obj.get("answer"), str):
+            raise BenchError(f"{where}: answer must be text, got {obj.get('answer')!r}")
+        out[iid] = obj["answer"]
+    return out
+
+
+# --- extraction and scoring ------------------------------------------------------------------------
+def extract(text: str) -> dict[str, str]:
+    """The ``@name[value]`` answers of a text; the last one of each name wins (the final answer)."""
+    return {m.group(1): m.group(2).strip() for m in ANSWER_RE.finditer(text or "")}
+
+
+def _number(text: str) -> Decimal | None:
+    s = text.strip().replace(",", "").rstrip("%").strip()
+    try:
+        d = Decimal(s)
+    except InvalidOperation:
+        return None
+    return d if d.is_finite() else None
+
+
+def match(label: str, answer: str | None) -> bool:
+    """A sub-answer matches its label. A numeric label is compared at the precision it is written
+    in: the answer must lie within half a unit of the label's last digit (``"0.35"`` matches 0.3512
+    and 0.345..0.355, not 0.36; ``"12"`` matches 11.5..12.5). Text is compared case-insensitively
+    after trimming."""
+    if answer is None:
+        return False
+    lab = _number(label)
+    if lab is not None:
+        ans = _number(answer)
+        if ans is None:
+            return False
+        half = Decimal(5).scaleb(lab.as_tuple().exponent - 1)
+        return abs(ans - lab) <= half
+    return answer.strip().strip("'\"").strip().casefold() == label.strip().casefold()
+
+
+def score_item(labels: list[tuple[str, str]] | None, answers: dict[str, str]) -> dict[str, Any]:
+    if labels is None:
+        return {"correct": None, "n_sub": 0, "n_sub_correct": 0, "sub": {}}
+    sub = {name: match(value, answers.get(name)) for name, value in labels}
+    return {"correct": all(sub.values()), "n_sub": len(sub), "n_sub_correct": sum(sub.values()), "sub": sub}
+
+
+def task_text(item: dict[str, Any]) -> str:
+    parts = [f"QUESTION: {item['question']}"]
+    if item["constraints"]:
+        parts.append(f"CONSTRAINTS: {item['constraints']}")
+    parts.append(f"ANSWER FORMAT: {item['format']}")
+    parts.append("Compute the answer from the data with code. The final paper must end with the answer in exactly the "
+                 "answer format, each @name[...] part filled in with the value (no units), for example @name[0.42].")
+    return "\n\n".join(parts)
+
+
+# --- the bench ---------------------------------------------------------------------------------------
+def _sha(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def item_jobs(items: list[dict[str, Any]], out: Path, *, team: str, team_size: int, budget_per_item: float | None, visibility: str,
+              model: str, seed: int, backend: str, llm: dict[str, Any], answers: dict[str, str] | None) -> list[dict[str, Any]]:
+    """One sweep job per item (a run directory ``OUT/items/ID``)."""
+    from cooplab.runs.sweeps import job
+    from cooplab.tasks.science.owndata import custom_config
+
+    jobs = []
+    for it in items:
+        spec = model
+        if answers is not None:
+            adir = out / "answers"
+            adir.mkdir(parents=True, exist_ok=True)
+            f = adir / f"{it['id']}.txt"
+            text = answers.get(it["id"], "")
+            if not f.exists() or f.read_text(encoding="utf-8") != text:
+                f.write_text(text, encoding="utf-8")
+            spec = f"builtin:science-answers:{f.resolve()}"
+        cfg = custom_config([it["table"]], task_text(it), None, team="llm", seed=seed, backend=backend,
+                            llm={**llm, "model": spec, "budget": budget_per_item}, team_size=team_size, visibility=visibility,
+                            pipeline="solo" if team_size == 1 else "teams")
+        cfg["csv"] = False
+        cfg["bench_item"] = it["id"]
+        jobs.append(job(out / "items" / it["id"], "science", cfg, labels={"id": it["id"]}, done=("completed", "budget_exhausted")))
+    return jobs
+
+
+def final_text(run_dir: Path) -> tuple[str, str]:
+    """(text, where) of a run's final artifact: the last final_paper version, else every artifact's last version."""
+    adir = Path(run_dir) / "artifacts"
+    if not adir.is_dir():
+        return "", "nothing (no artifacts)"
+    latest: dict[str, tuple[int, Path]] = {}
+    for p in adir.glob("*.v*.md"):
+        name, _, v = p.name[:-3].rpartition(".v")
+        if v.isdigit() and (name not in latest or int(v) > latest[name][0]):
+            latest[name] = (int(v), p)
+    if "final_paper" in latest:
+        return latest["final_paper"][1].read_text(encoding="utf-8"), "final_paper"
+    text = "\n\n".join(latest[n][1].read_text(encoding="utf-8") for n in sorted(latest))
+    return text, "other artifacts (no final_paper)" if latest else "nothing (no artifacts)"
+
+
+def item_row(it: dict[str, Any], run_dir: Path, labels: dict[str, list[tuple[str, str]]] | None,
+             error: str | None) -> dict[str, Any]:
+    from cooplab.runs import store as runstore
+
+    s: dict[str, Any] = {}
+    if (run_dir / "summary.json").exists():
+        try:
+            s = runstore.read_json(run_dir / "summary.json")
+        except (OSError, ValueError):
+            s = {}
+    led = s.get("ledger") or {}
+    text, where = final_text(run_dir)
+    answers = extract(text)
+    sc = score_item(None if labels is None else labels.get(it["id"]), answers)
+    return {"id": it["id"], "level": it["level"], "concepts": ",".join(it["concepts"]), "file_name": it["file_name"],
+            "status": s.get("status") or ("failed" if error else "not run"), "correct": sc["correct"], "n_sub": sc["n_sub"],
+            "n_sub_correct": sc["n_sub_correct"], "answers": json.dumps(answers), "sub_correct": json.dumps(sc["sub"]),
+            "expected": json.dumps(dict(labels.get(it["id"], []))) if labels else "{}", "answer_source": where,
+            "tokens_in": int(led.get("input_tokens") or 0), "tokens_out": int(led.get("output_tokens") or 0),
+            "cost_usd": float(led.get("cost_usd_float") or 0.0), "wall_seconds": s.get("wall_seconds"),
+            "error": error, "run_dir": str(run_dir)}
+
+
+def _acc(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    scored = [r for r in rows if r["correct"] is not None]
+    k, n = sum(1 for r in scored if r["correct"]), len(scored)
+    ks, ns = sum(r["n_sub_correct"] for r in scored), sum(r["n_sub"] for r in scored)
+    lo, hi = wilson(k, n)
+    slo, shi = wilson(ks, ns)
+    return {"items": len(rows), "scored": n, "correct": k, "accuracy": k / n if n else None, "ci95": [lo, hi],
+            "sub_answers": ns, "sub_correct": ks, "sub_accuracy": ks / ns if ns else None, "sub_ci95": [slo, shi]}
+
+
+#: Run statuses that are the team's own outcome. Other items (stopped by an error: model or sandbox
+#: unavailable, a crash) count as wrong in ``accuracy`` - the convention of public benchmarks - and
+#: ``finished`` gives the accuracy without them, so an infrastructure failure can be told apart.
+TEAM_OUTCOMES = ("completed", "budget_exhausted")
+
+
+def summarize(rows: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
+    overall = _acc(rows)
+    fin = _acc([r for r in rows if r["status"] in TEAM_OUTCOMES])
+    levels = sorted({r["level"] for r in rows if r["level"] is not None})
+    concepts = sorted({c for r in rows for c in r["concepts"].split(",") if c})
+    cost = sum(r["cost_usd"] for r in rows)
+    walls = [r["wall_seconds"] for r in rows if isinstance(r["wall_seconds"], (int, float))]
+    return {**meta, **overall,
+            "by_level": {lv: _acc([r for r in rows if r["level"] == lv]) for lv in levels},
+            "by_concept": {c: _acc([r for r in rows if c in r["concepts"].split(",")]) for c in concepts},
+            "tokens_in": sum(r["tokens_in"] for r in rows), "tokens_out": sum(r["tokens_out"] for r in rows),
+            "cost_usd": round(cost, 6), "cost_per_item_usd": round(cost / len(rows), 6) if rows else None,
+            "cost_per_correct_usd": round(cost / overall["correct"], 6) if overall["correct"] else None,
+            "wall_seconds_per_item_mean": round(sum(walls) / len(walls), 3) if walls else None,
+            "statuses": {st: sum(1 for r in rows if r["status"] == st) for st in sorted({r["status"] for r in rows})},
+            "finished": {k: fin[k] for k in ("items", "scored", "correct", "accuracy", "ci95")}}
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def _table(title: str, groups: dict[str, dict[str, Any]]) -> list[str]:
+    lines = [f"## {title}", "", "| group | items | correct | accuracy | 95% CI | sub-answers correct |", "|---|---|---|---|---|---|"]
+    for g, a in groups.items():
+        ci = "n/a" if a["ci95"][0] is None else f"{_pct(a['ci95'][0])}–{_pct(a['ci95'][1])}"
+        lines.append(f"| {g} | {a['scored']} | {a['correct']} | {_pct(a['accuracy'])} | {ci} | {a['sub_correct']}/{a['sub_answers']} |")
+    return lines + [""]
+
+
+def write_report(out: Path, s: dict[str, Any]) -> Path:
+    cpc = s["cost_per_correct_usd"]
+    lines = [f"# Benchmark: {s['suite']}", "",
+             f"Team `{s['team']}`, team size {s['team_size']}, model `{s['model']}`, budget per item "
+             f"{s['budget_per_item']}, visibility {s['visibility']}, seed {s['seed']}, {s['items']} items "
+             f"({s['scored']} with labels).", "",
+             f"- accuracy (every sub-answer right): {s['correct']}/{s['scored']} = {_pct(s['accuracy'])}"
+             + ("" if s["ci95"][0] is None else f" (95% Wilson {_pct(s['ci95'][0])}–{_pct(s['ci95'][1])})"),
+             f"- sub-answer accuracy: {s['sub_correct']}/{s['sub_answers']} = {_pct(s['sub_accuracy'])}",
+             f"- cost ${s['cost_usd']:.6f} (${s['cost_per_item_usd']:.6f} per item), cost per correct answer "
+             + ("n/a (none correct)" if cpc is None else f"${cpc:.6f}"),
+             f"- tokens in {s['tokens_in']}, out {s['tokens_out']}; mean wall time per item {s['wall_seconds_per_item_mean']} s; "
+             f"statuses {s['statuses']}"]
+    f = s.get("finished") or {}
+    if f and f.get("items") != s["items"]:
+        lines.append(f"- {s['items'] - f['items']} item(s) stopped by an error count as wrong above; over the {f['items']} whose run "
+                     f"finished (completed or budget exhausted): {f['correct']}/{f['scored']} = {_pct(f['accuracy'])}")
+    lines += [""]
+    lines += _table("By level", s["by_level"]) + _table("By concept", s["by_concept"])
+    lines += ["Figure: figures/accuracy-cost.png. One row per item: results.parquet.", ""]
+    p = out / "report.md"
+    p.write_text("\n".join(lines), encoding="utf-8")
+    return p
+
+
+def figure(summaries: list[tuple[str, dict[str, Any]]], path: Path) -> Path:
+    """Accuracy (with its 95% Wilson interval) against cost per item, one point per bench."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    for label, s in summaries:
+        if s.get("accuracy") is None:
+            continue
+        x, y = s["cost_per_item_usd"] or 0.0, s["accuracy"]
+        lo, hi = s["ci95"]
+        ax.errorbar([x], [y], yerr=[[max(0.0, y - lo)], [max(0.0, hi - y)]], fmt="o", capsize=4, label=label)
+    ax.set_xlabel("cost per item (USD)")
+    ax.set_ylabel("accuracy (all sub-answers right)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.legend(fontsize=7, loc="best")
+    ax.set_title("accuracy vs cost (95% Wilson intervals)", fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+#: The model settings of a bench when not given (those of ``owndata.custom_config``).
+LLM_DEFAULTS = {"base_url": None, "temperature": 0.7, "max_tokens": 256, "max_concurrency": 8, "rps": None, "price_in": 0.0005,
+                "price_out": 0.003}
+
+
+def check_settings(out: Path, settings: dict[str, Any]) -> None:
+    """A rerun must use the settings the bench directory was started with (else its finished items
+    would be reused for other settings); ``OUT/bench.json`` records them. ``--limit`` may change."""
+    p = out / "bench.json"
+    if p.exists():
+        try:
+            old = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            raise BenchError(f"{p} is not readable JSON; use a new --out") from None
+        if isinstance(old, dict) and isinstance(old.get("llm"), dict):
+            old["llm"] = {**LLM_DEFAULTS, **old["llm"]}  # a bench started before an option existed ran with its default
+        diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
+        if diff:
+            raise BenchError(f"{out} was started with other settings ({', '.join(diff)} differ); rerun with the same ones or use a new --out")
+
+
+def run_bench(suite: Path, tables: Path, out: Path, *, labels: Path | None, team: str, team_size: int, budget_per_item: float | None,
+              budget: float | None, visibility: str, model: str, limit: int | None, seed: int, parallel: int, executor: str,
+              backend: str = "docker", llm: dict[str, Any] | None = None, log=lambda s: None, quiet: bool = True) -> dict[str, Any]:
+    """Run (or resume) a bench and write its outputs; returns the summary."""
+    import pandas as pd
+
+    from cooplab.runs.sweeps import run_jobs
+
+    items = load_suite(suite, tables)
+    labs = load_labels(labels) if labels is not None else None
+    if limit is not None:
+        items = items[:limit]
+    answers = None
+    if team.startswith("answers:"):
+        answers = load_answers(Path(team[len("answers:"):]))
+    elif team != "llm":
+        raise BenchError(f"--team must be llm or answers:FILE, got {team!r}")
+    if budget is not None and budget_per_item is not None:
+        raise BenchError("give --budget-per-item or --budget (the whole suite), not both")
+    per_item = budget / len(items) if budget is not None else budget_per_item
+    out = Path(out)
+    settings = {"suite_sha256": _sha(Path(suite)), "team": team.split(":", 1)[0],
+                "answers_sha256": _sha(Path(team[len("answers:"):])) if answers is not None else None, "team_size": team_size,
+                "model": model if answers is None else None, "visibility": visibility, "budget_per_item": per_item, "seed": seed,
+                "sandbox": backend, "llm": {**LLM_DEFAULTS, **{k: v for k, v in (llm or {}).items() if k != "cache"}}}
+    check_settings(out, settings)
+    js = item_jobs(items, out, team=team, team_size=team_size, budget_per_item=per_item, visibility=visibility, model=model, seed=seed,
+                   backend=backend, llm=llm or {}, answers=answers)  # checks the model options before anything is written
+    if not (out / "bench.json").exists():
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "bench.json").write_text(json.dumps(settings, indent=1, default=str) + "\n", encoding="utf-8")
+    res = run_jobs(js, parallel=parallel, noun="item", executor=executor, log=log, quiet=quiet)
+    errors = {f["item"]: f["error"] for f in res["failed"]}
+    rows = [item_row(it, out / "items" / it["id"], labs, errors.get(it["id"])) for it in items]
+    meta = {"suite": str(suite), "suite_sha256": _sha(Path(suite)), "labels": None if labels is None else str(labels),
+            "team": team, "team_size": team_size, "model": model if answers is None else "builtin:science-answers",
+            "budget_per_item": per_item, "visibility": visibility, "seed": seed, "executor": executor, "sandbox": backend,
+            "ran": sorted(res["ran"]), "resumed": sorted(res["resumed"]), "skipped": sorted(res["skipped"]),
+            "failed": res["failed"], "seconds_this_invocation": res["seconds"]}
+    s = summarize(rows, meta)
+    pd.DataFrame(rows).to_parquet(out / "results.parquet", index=False)
+    from cooplab.runs import store as runstore
+
+    runstore.write_json(out / "summary.json", s)
+    write_report(out, s)
+    figure([(f"{team} n={team_size}", s)], out / "figures" / "accuracy-cost.png")
+    return s

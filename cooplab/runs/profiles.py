@@ -1,0 +1,389 @@
+"""A model's cooperative profile (paper §3, Figure 2): the six games played by one model, one
+primary metric per game with its 95% interval and its Pareto proximity.
+
+``cooplab profile --model M [--simulations 20] --out DIR`` plays the games one after another, each
+as an ordinary run of the ``game`` task in ``DIR/games/GAME/`` (its own config.json,
+checkpoints, decisions, ledger and figure), then writes:
+
+- ``DIR/profile.json``: per game the metric (mean, 95% Student-t interval, s.d., n), the Nash and
+  Pareto references, the Pareto proximity (mean, interval, near-Pareto share), the run's status,
+  decisions, tokens, cost and wall time; over all games the model, the conditions and the totals;
+- ``DIR/decisions.*`` and ``DIR/ledger.*``: every game's decisions and ledger rows in one table
+  each, with a ``game`` column;
+- ``DIR/figures/profile.png``: one panel per game in the style of the paper's Figure 2.
+
+``DIR/profile-config.json`` records what was asked. Running the same command again continues: a
+finished game is read back, an interrupted one resumes from its last checkpoint (its finished LLM
+calls replay from the response cache, never paid twice), a game not started yet starts. The same
+directory with other settings is refused (one line) unless ``--force``.
+
+The budget (``--budget``) is for the whole profile: each game starts with what the games before it
+left; when it is spent the profile stops with status ``budget_exhausted`` and keeps what it has.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from cooplab.runs import store as runstore
+from cooplab.tasks.games.params import GAMES, PROMPTS, model_of
+
+PROFILE_KIND = "cooplab-profile"
+PROFILE_VERSION = 1
+DEFAULT_SIMULATIONS = 20  #: Appendix D: about 20 simulations estimate a game's metric well
+TITLES = {"weakest-link": "Weakest-Link", "cpr": "Common-Pool Resource", "cpr-sanction": "CPR + Sanction",
+          "collective-risk": "Collective Risk", "o-ring": "O-Ring", "public-goods": "Public Goods"}
+#: fields of profile-config.json that must match for a rerun to continue the same profile
+_SAME = ("games", "players", "simulations", "group_size", "seed", "prompt", "deliberation", "llm")
+
+
+class ProfileError(ValueError):
+    """A profile directory or request that cannot be used; the message is one line."""
+
+
+def request(*, games: Sequence[str] | None = None, players: str = "llm", simulations: int = DEFAULT_SIMULATIONS,
+            group_size: int | None = None, seed: int = 0, prompt: str = "standard", deliberation: bool = False,
+            llm: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What a profile is asked to play (profile-config.json), checked: the games (default all six,
+    in the paper's order), the players (llm, or a reference kind for anchors), the number of
+    simulations per game, the group size (two groups of it; default each game's 5), the seed, the
+    LLM players' prompt condition and deliberation, and the run's ``llm`` config
+    (``cooplab.agents.settings.llm_config``; required exactly for llm players)."""
+    chosen = list(GAMES if games is None else games)
+    bad = [g for g in chosen if g not in GAMES]
+    if bad or not chosen:
+        raise ProfileError(f"--games must be a comma-separated list of {', '.join(GAMES)}, got {','.join(map(str, chosen)) or 'nothing'}")
+    if len(set(chosen)) != len(chosen):
+        raise ProfileError(f"--games lists a game twice: {','.join(chosen)}")
+    if players not in ("llm", "nash", "pareto", "random"):
+        raise ProfileError(f"--players must be llm, nash, pareto or random, got {players!r}")
+    if (players == "llm") != (llm is not None):
+        raise ProfileError("LLM players need the llm settings and reference players none")
+    if prompt not in PROMPTS:
+        raise ProfileError(f"--prompt must be one of {', '.join(PROMPTS)}, got {prompt!r}")
+    if players != "llm" and (prompt != "standard" or deliberation):
+        raise ProfileError("--prompt and --deliberation apply to LLM players only")
+    req = {"kind": PROFILE_KIND, "version": PROFILE_VERSION, "games": chosen, "players": players, "simulations": simulations,
+           "group_size": group_size, "seed": seed, "prompt": prompt, "deliberation": bool(deliberation),
+           "llm": dict(llm) if llm is not None else None}
+    for g in chosen:  # the bounds and every game's own checks (e.g. CPR's multiplier below N), before anything runs
+        try:
+            game_params(req, g)
+        except ValueError as exc:
+            what = f"--group-size {group_size}" if group_size is not None else f"--simulations {simulations}"
+            raise ProfileError(f"{g}: {what}: {_first(exc)}") from None
+    return req
+
+
+def game_params(req: Mapping[str, Any], game: str):
+    """The parameters of one game of the profile: the paper's defaults, the profile's simulations and
+    group size."""
+    extra = {} if req.get("group_size") is None else {"group_sizes": [req["group_size"], req["group_size"]]}
+    return model_of(game)(simulations=req["simulations"], **extra)
+
+
+def _first(exc: Exception) -> str:
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        from cooplab.graphs.task import first_error
+
+        return first_error(exc)
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def game_config(req: Mapping[str, Any], game: str, budget: float | None) -> dict[str, Any]:
+    """The ``game`` task's config for one game of the profile (what ``cooplab run game`` writes)."""
+    llm = None
+    if req["llm"] is not None:
+        llm = {**req["llm"], "budget": budget}
+    return {"task": "game", "agents": "llm" if req["players"] == "llm" else "rule", "game": game, "players": req["players"],
+            "script": None, "script_file": None, "prompt": req["prompt"], "deliberation": req["deliberation"],
+            "params": game_params(req, game).model_dump(mode="json"), "seed": req["seed"], "csv": False,
+            "llm": llm}
+
+
+def label_of(req: Mapping[str, Any]) -> str:
+    """How a profile is named in figures: the model spec (or the reference players' kind), plus the
+    prompt condition when it is not the standard one."""
+    name = req["players"] if req["players"] != "llm" else str((req["llm"] or {}).get("models", {}).get("default", "llm"))
+    if name.startswith("scripted:"):
+        name = "scripted:" + Path(name.split(":", 1)[1]).name
+    extra = [req["prompt"]] if req.get("prompt", "standard") != "standard" else []
+    if req.get("deliberation"):
+        extra.append("deliberation")
+    return name + (f" ({', '.join(extra)})" if extra else "")
+
+
+def _differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """What differs between two requests, as "name old -> new" (the response cache's path may differ:
+    it only stores answers)."""
+    def view(r: Mapping[str, Any], k: str) -> Any:
+        v = r.get(k)
+        return {f: x for f, x in v.items() if f != "cache"} if k == "llm" and isinstance(v, Mapping) else v
+
+    out = []
+    for k in _SAME:
+        a, b = view(old, k), view(new, k)
+        if a == b:
+            continue
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            out += [f"{k}.{f} {a.get(f)!r} -> {b.get(f)!r}" for f in sorted(set(a) | set(b)) if a.get(f) != b.get(f)]
+        else:
+            out.append(f"{k} {a!r} -> {b!r}")
+    return out
+
+
+def prepare(out: Path, req: Mapping[str, Any], *, force: bool = False) -> Path:
+    """Create ``out`` or check that it holds this same profile (then the run continues). ``force``
+    empties a directory that holds another profile or anything else."""
+    out = Path(out)
+    cfg_path = out / "profile-config.json"
+    if out.exists() and not out.is_dir():
+        raise ProfileError(f"--out {out} is a file; give a directory")
+    if force and out.exists():
+        shutil.rmtree(out)
+    if cfg_path.exists():
+        try:
+            old = runstore.read_json(cfg_path)
+        except (OSError, ValueError) as exc:
+            raise ProfileError(f"{cfg_path} is damaged ({_first(exc)}); use --force to start over") from None
+        if not isinstance(old, dict) or old.get("kind") != PROFILE_KIND:
+            raise ProfileError(f"{cfg_path} is not a cooplab profile config; use another --out or --force")
+        diff = _differences(old, req)
+        if diff:
+            raise ProfileError(f"{out} holds a profile with other settings ({'; '.join(diff)}); use another --out, or --force "
+                               f"to start over")
+        return out
+    if out.exists() and any(out.iterdir()):
+        raise ProfileError(f"--out {out} is not empty and holds no profile; use another directory or --force")
+    out.mkdir(parents=True, exist_ok=True)
+    runstore.write_json(cfg_path, {**req, "created": runstore.now()})
+    return out
+
+
+def _spent(summary: Mapping[str, Any] | None) -> float:
+    lg = (summary or {}).get("ledger") or {}
+    v = lg.get("cost_usd_float", 0.0)
+    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) and v >= 0 else 0.0
+
+
+def _read_summary(run_dir: Path) -> dict[str, Any] | None:
+    p = run_dir / "summary.json"
+    if not p.exists():
+        return None
+    try:
+        s = runstore.read_json(p)
+    except (OSError, ValueError):
+        return None
+    return s if isinstance(s, dict) else None
+
+
+def run_profile(out: Path, req: Mapping[str, Any], *, quiet: bool = False, on_game: Callable[[str, str], None] | None = None,
+                warn: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Play (or continue) every game of ``req`` into ``out`` (made by :func:`prepare`) and write the
+    profile. ``on_game(game, what)`` is told what happens to each game: "done" (read back),
+    "resume", "start", "skipped" (the budget ran out before it). A game that stops early (budget,
+    a model that cannot be reached) ends the profile there: profile.json is written with what
+    exists and the stop is re-raised (``RunStopped``, ``RunFailed``) or recorded (budget)."""
+    from cooplab.runs import runner
+    from cooplab.tasks.games.task import TASK
+
+    out = Path(out)
+    tell = on_game or (lambda g, w: None)
+    total_budget = (req["llm"] or {}).get("budget")
+    summaries: dict[str, dict[str, Any] | None] = {}
+    status = "completed"
+    stop: BaseException | None = None
+    for game in req["games"]:
+        run_dir = out / "games" / game
+        summary = _read_summary(run_dir)
+        if summary is not None and summary.get("status") == "completed":
+            tell(game, "done")
+            summaries[game] = summary
+            continue
+        if status != "completed":
+            tell(game, "skipped")
+            summaries[game] = None
+            continue
+        try:
+            if (run_dir / "config.json").exists():
+                tell(game, "resume")
+                summary = runner.resume(run_dir, quiet=quiet, warn=warn)
+            else:
+                budget = None
+                if total_budget is not None:
+                    budget = max(0.0, float(total_budget) - sum(_spent(s) for s in summaries.values()))
+                    if budget <= 0.0:
+                        status = "budget_exhausted"
+                        tell(game, "skipped")
+                        summaries[game] = None
+                        continue
+                tell(game, "start")
+                runstore.prepare_out(run_dir)
+                summary = runner.start(TASK, run_dir, game_config(req, game, budget), quiet=quiet)
+        except (runner.RunStopped, runner.RunFailed) as exc:
+            summaries[game] = _read_summary(run_dir)
+            status, stop = ("stopped" if isinstance(exc, runner.RunStopped) else "failed"), exc
+            continue
+        summaries[game] = summary
+        if summary.get("status") != "completed":
+            status = str(summary.get("status"))
+    profile = build_profile(out, req, summaries, status)
+    if stop is not None:
+        raise stop
+    return profile
+
+
+def _game_entry(req: Mapping[str, Any], game: str, s: Mapping[str, Any] | None) -> dict[str, Any]:
+    from cooplab.tasks.games import equilibria as eq
+    from cooplab.tasks.games.metrics import METRIC_LABEL
+
+    P = game_params(req, game)
+    ref = eq.reference(P)
+    if s is None:
+        return {"title": TITLES[game], "status": "not_run", "metric": {"label": METRIC_LABEL[game], "mean": None, "ci95": None,
+                "nash": ref.nash, "pareto": ref.pareto}, "pareto_proximity": None}
+    m = dict(s.get("metric") or {})
+    m["n"] = s.get("simulations") if s.get("rounds_completed") else 0
+    entry: dict[str, Any] = {"title": TITLES[game], "status": s.get("status"), "run_dir": str(Path("games") / game),
+                             "group_sizes": s.get("group_sizes"),
+                             "rounds_completed": s.get("rounds_completed"), "rounds": s.get("rounds"), "metric": m,
+                             "pareto_proximity": s.get("pareto_proximity"), "outcomes": s.get("outcomes"),
+                             "wall_seconds": s.get("wall_seconds")}
+    if s.get("decisions"):
+        entry["decisions"] = s["decisions"]
+    lg = s.get("ledger")
+    if lg:
+        entry["ledger"] = {k: lg.get(k) for k in ("calls", "cached_calls", "input_tokens", "output_tokens", "cost_usd_float")}
+    return entry
+
+
+def build_profile(out: Path, req: Mapping[str, Any], summaries: Mapping[str, Mapping[str, Any] | None], status: str) -> dict[str, Any]:
+    """profile.json, the merged decisions and ledger tables and the figure from the games' summaries."""
+    import pandas as pd
+
+    games = {g: _game_entry(req, g, summaries.get(g)) for g in req["games"]}
+    totals = {"calls": 0, "cached_calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "decisions": 0,
+              "fallback_used": 0, "wall_seconds": 0.0}
+    for e in games.values():
+        lg = e.get("ledger") or {}
+        for k in ("calls", "cached_calls", "input_tokens", "output_tokens"):
+            totals[k] += int(lg.get(k) or 0)
+        totals["cost_usd"] += float(lg.get("cost_usd_float") or 0.0)
+        d = e.get("decisions") or {}
+        totals["decisions"] += int(d.get("count") or 0)
+        totals["fallback_used"] += int(d.get("fallback_used") or 0)
+        totals["wall_seconds"] += float(e.get("wall_seconds") or 0.0)
+    totals["cost_usd"] = round(totals["cost_usd"], 6)
+    totals["wall_seconds"] = round(totals["wall_seconds"], 3)
+    if totals["decisions"]:
+        totals["output_tokens_per_decision"] = round(totals["output_tokens"] / totals["decisions"], 2)
+        totals["input_tokens_per_decision"] = round(totals["input_tokens"] / totals["decisions"], 2)
+    profile = {"kind": PROFILE_KIND, "version": PROFILE_VERSION, "label": label_of(req), "status": status,
+               "players": req["players"], "model": (req["llm"] or {}).get("models", {}).get("default") if req["llm"] else None,
+               "prompt": req["prompt"], "deliberation": req["deliberation"], "simulations": req["simulations"],
+               "group_size": req.get("group_size"), "seed": req["seed"],
+               "budget_usd": (req["llm"] or {}).get("budget") if req["llm"] else None, "games": games, "totals": totals,
+               "updated": runstore.now()}
+    for stem in ("decisions", "ledger"):
+        frames = []
+        for g in req["games"]:
+            run_dir = out / "games" / g
+            try:
+                df = runstore.read_table(run_dir, stem)
+            except (FileNotFoundError, OSError, ValueError):
+                continue
+            frames.append(df.assign(game=g))
+        if frames:
+            runstore.write_table(pd.concat(frames, ignore_index=True), out, stem)
+    runstore.write_json(out / "profile.json", profile)
+    try:
+        profile_figure([profile], out / "figures" / "profile.png")
+    except Exception as exc:  # noqa: BLE001 - the figure must never lose the computed profile
+        profile["figure_error"] = f"{type(exc).__name__}: {exc}"
+        runstore.write_json(out / "profile.json", profile)
+    return profile
+
+
+def load_profile(path: Path) -> dict[str, Any]:
+    """A profile.json (or the directory holding it), checked enough to draw: one-line ProfileError."""
+    path = Path(path)
+    f = path / "profile.json" if path.is_dir() else path
+    try:
+        p = runstore.read_json(f)
+    except FileNotFoundError:
+        raise ProfileError(f"{path}: no profile.json; give a directory written by 'cooplab profile'") from None
+    except (OSError, ValueError) as exc:
+        raise ProfileError(f"{f} cannot be read: {_first(exc)}") from None
+    if not isinstance(p, dict) or p.get("kind") != PROFILE_KIND or not isinstance(p.get("games"), dict):
+        raise ProfileError(f"{f} is not a cooplab profile (kind {PROFILE_KIND!r} with games)")
+    for g, e in p["games"].items():
+        if g not in GAMES or not isinstance(e, dict) or not isinstance(e.get("metric"), dict):
+            raise ProfileError(f"{f}: games.{g} is not a game entry of a profile")
+        for k in ("mean", "nash", "pareto"):
+            v = e["metric"].get(k)
+            if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)):
+                raise ProfileError(f"{f}: games.{g}.metric.{k} must be a finite number or null, got {v!r}")
+        ci = e["metric"].get("ci95")
+        if ci is not None and not (isinstance(ci, list) and len(ci) == 2
+                                   and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in ci)):
+            raise ProfileError(f"{f}: games.{g}.metric.ci95 must be two finite numbers or null, got {ci!r}")
+    return p
+
+
+def profile_figure(profiles: Sequence[Mapping[str, Any]], path: Path, labels: Sequence[str] | None = None) -> Path:
+    """The paper's Figure 2 for one or more profiles: one panel per game, the profiles along the x
+    axis, the primary metric on the y axis with its 95% interval, the Nash (red) and Pareto (green)
+    references as dashed lines and the range between them shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    games = [g for g in GAMES if any(g in p["games"] for p in profiles)]
+    labels = list(labels) if labels is not None else [str(p.get("label", f"profile {i + 1}")) for i, p in enumerate(profiles)]
+    ncol = 3 if len(games) > 2 else len(games)
+    nrow = math.ceil(len(games) / ncol)
+    width = max(9.0, 1.2 * len(profiles) * ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(width, 3.3 * nrow), squeeze=False)
+    colors = plt.get_cmap("tab10")
+    for k, game in enumerate(games):
+        ax = axes[k // ncol][k % ncol]
+        entries = [p["games"].get(game) for p in profiles]
+        first = next(e for e in entries if e is not None)
+        nash, pareto = first["metric"].get("nash"), first["metric"].get("pareto")
+        if nash is not None and pareto is not None:
+            ax.axhspan(min(nash, pareto), max(nash, pareto), color="0.92", zorder=0)
+            ax.axhline(nash, color="tab:red", ls="--", lw=1.2, label="Nash")
+            ax.axhline(pareto, color="tab:green", ls="--", lw=1.2, label="Pareto")
+        for i, e in enumerate(entries):
+            if e is None or e["metric"].get("mean") is None:
+                ax.plot([i], [0], marker="x", color="0.6", ls="none")
+                continue
+            m = e["metric"]
+            ci = m.get("ci95")
+            yerr = None if not ci else [[m["mean"] - ci[0]], [ci[1] - m["mean"]]]
+            ax.errorbar([i], [m["mean"]], yerr=yerr, fmt="o", ms=7, capsize=4, color=colors(i % 10))
+        ax.set_xticks(range(len(profiles)))
+        ax.set_xticklabels(labels, rotation=30 if len(profiles) > 1 else 0, ha="right" if len(profiles) > 1 else "center", fontsize=8)
+        ax.set_xlim(-0.6, len(profiles) - 0.4)
+        ax.set_title(TITLES[game], fontsize=10)
+        ax.set_ylabel(first["metric"].get("label", "metric"), fontsize=9)
+        hi = max([v for v in (nash, pareto) if v is not None] + [10.0])
+        ax.set_ylim(-0.05 * hi - 0.3, 1.05 * hi + 0.3)
+        if k == 0:
+            ax.legend(fontsize=8, loc="best")
+    for k in range(len(games), nrow * ncol):
+        axes[k // ncol][k % ncol].axis("off")
+    fig.suptitle("Cooperative profile: primary metric per game (point: mean over simulations; bar: 95% CI)", fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,97 @@
+"""Where the runner and the CLI find tasks by name.
+
+Built-in tasks are listed here; a task defined in Python (a notebook, a script) registers with
+:func:`register_task` for the life of the process (its runs resume in that process); any
+installed distribution can add tasks through the
+``cooplab.tasks`` entry-point group, each entry naming a :class:`~cooplab.graphs.task.Task`
+instance (or class) as ``module:attribute``::
+
+    [project.entry-points."cooplab.tasks"]
+    ultimatum = "cooplab_ultimatum:TASK"
+
+A broken third-party entry point never breaks the built-in tasks: it is reported by name when
+that task is asked for (and listed by ``cooplab doctor``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+
+from cooplab.limits import one_line
+from cooplab.graphs.task import Task
+
+GROUP = "cooplab.tasks"
+BUILTIN = {
+    "cpr": "cooplab.tasks.cpr.task:TASK",
+    "diners": "cooplab.tasks.diners.task:TASK",
+    "game": "cooplab.tasks.games.task:TASK",
+    "science": "cooplab.tasks.science.task:TASK",
+}
+
+
+class UnknownTask(LookupError):
+    """No task of that name is installed, or its entry point is broken (one line)."""
+
+
+def _load(target: str) -> Task:
+    module, _, attr = target.partition(":")
+    obj = getattr(importlib.import_module(module), attr)
+    task = obj() if isinstance(obj, type) else obj
+    if not isinstance(task, Task):
+        raise TypeError(f"{target} is a {type(task).__name__}, not a cooplab.graphs.task.Task")
+    return task
+
+
+def third_party() -> dict[str, str]:
+    """Installed entry points of the ``cooplab.tasks`` group: name -> ``module:attribute``."""
+    return {ep.name: ep.value for ep in entry_points(group=GROUP) if ep.name not in BUILTIN}
+
+
+def names() -> list[str]:
+    """Every registered task name: built-in first, then third-party and registered in Python, in name order."""
+    return [*BUILTIN, *sorted(set(third_party()) | set(_REGISTERED) - set(BUILTIN))]
+
+
+_CACHE: dict[str, Task] = {}
+_REGISTERED: dict[str, Task] = {}
+
+
+def register_task(task: Task | type[Task], *, replace: bool = False) -> Task:
+    """Make ``task`` (an instance, or a class built with no arguments) runnable by its name for
+    the rest of the process: ``cooplab.run(task=NAME)``, ``cooplab.resume`` of its runs, sweeps.
+    A name already taken (built-in, installed or registered) is refused unless ``replace``."""
+    from cooplab.limits import ConfigError
+
+    obj = task() if isinstance(task, type) else task
+    if not isinstance(obj, Task):
+        raise ConfigError(f"register_task needs a cooplab.graphs.task.Task (an instance or a subclass), got {type(obj).__name__}")
+    name = obj.name
+    if not isinstance(name, str) or not name.strip() or not name.replace("-", "").replace("_", "").isalnum():
+        raise ConfigError(f"a task's name must be letters, digits, '-' or '_', got {name!r}; set the class attribute name")
+    taken = name in BUILTIN or name in third_party() or name in _REGISTERED
+    if taken and not replace:
+        raise ConfigError(f"a task named {name!r} is already registered; give it another name, or register_task(..., replace=True)")
+    _REGISTERED[name] = obj
+    _CACHE[name] = obj
+    return obj
+
+
+def get(name: str) -> Task:
+    """The task registered as ``name``, else :class:`UnknownTask`."""
+    if name in _CACHE:
+        return _CACHE[name]
+    if name in _REGISTERED:
+        return _REGISTERED[name]
+    target = BUILTIN.get(name) or third_party().get(name)
+    if target is None:
+        raise UnknownTask(f"no task named {name!r} is installed; installed tasks: {', '.join(names())} "
+                          f"(a third-party task registers in the {GROUP!r} entry-point group)")
+    try:
+        task = _load(target)
+    except Exception as exc:  # noqa: BLE001 - a broken plug-in is reported, not raised as a traceback
+        raise UnknownTask(f"task {name!r} ({target}) failed to load: {one_line(f'{type(exc).__name__}: {exc}', 250)}") from None
+    if task.name != name:
+        raise UnknownTask(f"task registered as {name!r} ({target}) calls itself {task.name!r}; the names must match")
+    _CACHE[name] = task
+    return task

@@ -1,0 +1,383 @@
+"""The one runner every task goes through (see :mod:`cooplab.graphs.task`).
+
+A run directory holds ``config.json`` (written first, so an interrupted run can always be
+resumed), ``checkpoints.sqlite`` (a LangGraph SQLite checkpointer, thread id = the task's name),
+the task's tables and figures, ``summary.json`` and, for LLM runs, ``traces.jsonl`` (LangSmith
+run format), ``decisions.*`` and ``ledger.*``.
+
+- Rule-based runs invoke the graph synchronously (``SqliteSaver``, checkpoints written in the
+  background: ``durability="async"``).
+- LLM runs stream it (``AsyncSqliteSaver``, every step's checkpoint written before the next
+  step starts: ``durability="sync"``) with the runtime context :class:`CoopContext` (the
+  :class:`~cooplab.agents.decisions.LLMService`: models, response cache and credit ledger,
+  the ledger restored from the state's audit trail on resume) and the tracer.
+- An exhausted budget ends the run cleanly (status ``budget_exhausted``); an unavailable model
+  stops it at its last checkpoint (status ``stopped``, :class:`RunStopped`); any other error
+  leaves ``error.log`` and a summary with status ``failed`` (:class:`RunFailed`). In every case
+  nothing already computed is lost and ``cooplab resume DIR`` continues from the last checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pandas as pd
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from cooplab.agents.settings import build_service, check_llm_config
+from cooplab.graphs.context import CoopContext
+from cooplab.graphs.ledger import BudgetExhausted
+from cooplab.graphs.nodes import shared_rows
+from cooplab.graphs.task import RunInfo, Task, TaskConfigError
+from cooplab.limits import one_line
+from cooplab.runs import store as runstore
+
+
+class RunStopped(RuntimeError):
+    """A run stopped early but cleanly (model unreachable); resumable."""
+
+
+class RunFailed(RuntimeError):
+    """A run ended by an unexpected error: summary.json (status "failed") and error.log are in its
+    directory; the message (one line) says where."""
+
+
+# --- starting and resuming -----------------------------------------------------------------
+def start(task: Task, out: Path, config: dict[str, Any], *, quiet: bool = False, state: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Write ``out/config.json`` (the runner's fields added), build the initial state and run.
+    ``out`` must exist and be empty (``runstore.prepare_out``)."""
+    out = Path(out)
+    config = {"task": task.name, "agents": config.get("agents", task.agent_kinds[0]), **config}
+    env = runstore.environment(config)
+    config.update(code_version=runstore.code_version(env["git"]), created=runstore.now(), environment=env)
+    runstore.write_json(out / "config.json", config)
+    return execute(task, out, config, task.init_state(config) if state is None else state, quiet=quiet)
+
+
+def resume(out: Path, *, quiet: bool = False, warn: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Continue any task's run from its last checkpoint, after checking its config.json (every value
+    by the rules of the options that wrote it) and its checkpoints.sqlite (read-only): damaged
+    files and unknown tasks are one-line ``RunDirError``s and nothing is changed. ``warn`` gets one
+    line when the environment differs from the one the run was started in (package versions, the
+    git commit, the local model's hash, the sandbox image): the run resumes, but its results may
+    differ from an uninterrupted run's."""
+    from cooplab.runs import registry
+
+    out = Path(out)
+    name = runstore.read_run_config(out).get("task")
+    if not isinstance(name, str):
+        raise runstore.RunDirError(f"{out}/config.json: task must be a task name, got {name!r}; is it a cooplab run directory?")
+    try:
+        task = registry.get(name)
+    except registry.UnknownTask as exc:
+        raise runstore.RunDirError(f"{out}/config.json: {exc}") from None
+    config = runstore.config_for_resume(out, name, lambda o, c: check_run_config(task, o, c))
+    changes = runstore.environment_changes(config.get("environment"), runstore.environment(config))
+    if changes:
+        (warn or _log_warning)(f"{out} was started in another environment ({'; '.join(changes)}); "
+                               f"the resumed part may not match an uninterrupted run")
+    return execute(task, out, config, None, quiet=quiet)
+
+
+def _log_warning(message: str) -> None:
+    import logging
+
+    logging.getLogger("cooplab").warning(message)
+
+
+def check_run_config(task: Task, out: Path, config: dict[str, Any]) -> None:
+    """Every value of a run's config.json: the runner's fields here, the task's by ``task.check_config``
+    (an ConfigError naming the field; ``runstore.config_for_resume`` turns it into a RunDirError)."""
+    import cooplab.limits as co
+
+    where = f"{out}/config.json"
+    if config.get("agents") not in task.agent_kinds:
+        raise co.ConfigError(f"{where}: agents must be one of {', '.join(task.agent_kinds)}, got {config.get('agents')!r}")
+    co.check(f"{where}: seed", config.get("seed"), "seed")
+    if not isinstance(config.get("csv", False), bool):
+        raise co.ConfigError(f"{where}: csv must be true or false, got {config.get('csv')!r}")
+    try:
+        task.check_config(config)
+    except (TaskConfigError, co.ConfigError) as exc:
+        raise co.ConfigError(f"{where}: {exc}") from None
+    if config["agents"] == "llm":
+        check_llm_config(out, config, task.n_agents(config))
+    if task.uses_sandbox:
+        try:
+            sandbox_settings(config)
+        except ValueError as exc:
+            raise co.ConfigError(f"{where}: sandbox: {co.one_line(exc, 300)}") from None
+
+
+def sandbox_settings(config: dict[str, Any]):
+    """(backend, SandboxConfig) of a run that uses the sandbox: config["sandbox"] is
+    ``{"backend": "docker" | "local", "timeout": seconds}``. ``local`` must be asked for by name:
+    a docker run never falls back to local execution (ValueError on a bad value)."""
+    from cooplab.sandbox import SandboxConfig
+
+    raw = config.get("sandbox") or {}
+    if not isinstance(raw, dict) or set(raw) - {"backend", "timeout"}:
+        raise ValueError(f"must be an object with backend and timeout, got {raw!r}")
+    backend = raw.get("backend", "docker")
+    if backend not in ("docker", "local"):
+        raise ValueError(f"backend must be docker or local, got {backend!r}")
+    timeout = raw.get("timeout", 30.0)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise ValueError(f"timeout must be a number of seconds, got {timeout!r}")
+    return backend, SandboxConfig(timeout=float(timeout))
+
+
+def stop_status(exc: BaseException) -> tuple[str, str] | None:
+    """How an LLM run ends cleanly: ("budget_exhausted" | "stopped", message), or None for an
+    exception that is a real error and must propagate."""
+    from cooplab.agents.decisions import ModelUnavailable
+    from cooplab.agents.tools import ToolSetupError
+    from cooplab.sandbox import SandboxError
+
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, BudgetExhausted):
+        return "budget_exhausted", str(exc)
+    if isinstance(exc, (ModelUnavailable, SandboxError, ToolSetupError)):  # a service is down: resume once it is back
+        return "stopped", str(exc)
+    return None
+
+
+# --- execution -----------------------------------------------------------------------------
+@contextmanager
+def sqlite_saver(path: Path) -> Iterator[SqliteSaver]:
+    conn = sqlite3.connect(str(path), check_same_thread=False)
+    try:
+        yield SqliteSaver(conn)
+    finally:
+        conn.close()
+
+
+def _damaged(out: Path, exc: BaseException) -> runstore.RunDirError:
+    return runstore.RunDirError(f"{out}/checkpoints.sqlite is damaged ({one_line(f'{type(exc).__name__}: {exc}', 250)}); "
+                                f"the run cannot resume: {runstore.RESTART.format(out=out)}")
+
+
+def _work_left(snap: Any, state: Any, out: Path) -> tuple[bool, Any]:
+    """(whether there is work left, a state to size the recursion limit) of a new or resumed run."""
+    if state is not None:
+        return True, state
+    if not snap.values or "round" not in snap.values:
+        raise runstore.RunDirError(f"{out} has no checkpoint to resume; {runstore.RESTART.format(out=out)}")
+    # work is left while a node is due (``next``) or a node's writes were saved but not yet folded into a
+    # checkpoint (a kill between the two: ``next`` is then empty but ``tasks`` holds the finished node)
+    return bool(snap.next or snap.tasks), snap.values
+
+
+class _Progress:
+    """The progress bar of a run (rounds; societies still running; LLM calls, tokens, cost)."""
+
+    def __init__(self, task: Task, config: dict[str, Any], start: Any, quiet: bool, service: Any = None):
+        self.task, self.service, self.bar = task, service, None
+        if quiet:
+            return
+        from tqdm import tqdm
+
+        total = max(task.total_rounds(config), int(start.get("max_round", 0) or 0))
+        done = max(int(start.get("round", 1) or 1) - 1, 0)
+        self.bar = tqdm(total=total or None, initial=done, desc=f"{task.name} {task.round_unit}s", unit=task.round_unit, leave=False,
+                        dynamic_ncols=True, disable=None)
+
+    def __call__(self, node: str, update: Any) -> None:
+        if self.bar is None or node != self.task.round_node or not isinstance(update, dict):
+            return
+        if "round" in update:
+            self.bar.n = int(update["round"]) - 1
+        else:
+            self.bar.n += 1
+        post = self.task.progress(update)
+        if self.service is not None:
+            t = self.service.ledger.totals()
+            post.update(calls=t["calls"], tokens=t["input_tokens"] + t["output_tokens"], cost=f"${t['cost_usd_float']:.4f}")
+        self.bar.set_postfix(post, refresh=False)
+        self.bar.refresh()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def execute(task: Task, out: Path, config: dict[str, Any], state: dict[str, Any] | None, *, quiet: bool = False) -> dict[str, Any]:
+    """Run (``state``: the initial state) or resume (``state=None``) ``config``'s run in ``out``,
+    inside the safety net (an unexpected error becomes :class:`RunFailed`, see the module docstring)."""
+    def body() -> dict[str, Any]:
+        task.prepare_run(config, out)
+        if config.get("agents") == "llm":
+            return asyncio.run(_execute_llm(task, out, config, state, quiet))
+        return _execute_rule(task, out, config, state, quiet)
+
+    try:
+        return body()
+    except (RunStopped, RunFailed, runstore.RunDirError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the safety net
+        log = runstore.save_error(out, exc)
+        message = one_line(f"{type(exc).__name__}: {exc}", 350)
+        try:
+            finish(task, out, config, last_values(task, out, config), 0.0, status="failed", message=message)
+        except Exception:  # noqa: BLE001 - even the state is unusable: keep the essentials
+            try:
+                runstore.write_json(out / "summary.json", {"task": config.get("task"), "agents": config.get("agents"), "status": "failed",
+                                                           "message": message, "error_log": str(log) if log else None,
+                                                           "seed": config.get("seed")})
+            except Exception:  # noqa: BLE001
+                pass
+        where = f"the traceback is in {log}" if log else "the traceback could not be saved"
+        raise RunFailed(f"the run failed ({message}); {where}; summary.json has status 'failed'; after fixing the cause, "
+                        f"'cooplab resume {out}' continues from the last checkpoint") from exc
+
+
+def last_values(task: Task, out: Path, config: dict[str, Any]) -> dict[str, Any]:
+    """The state of a run's last checkpoint (append-only logs rebuilt from their deltas)."""
+    with sqlite_saver(out / "checkpoints.sqlite") as saver:
+        snap = task.build(config, checkpointer=saver).get_state({"configurable": {"thread_id": task.name}})
+    if not snap.values:
+        raise RuntimeError("no checkpoint")
+    return dict(snap.values)
+
+
+def _execute_rule(task: Task, out: Path, config: dict[str, Any], state: dict[str, Any] | None, quiet: bool) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    with sqlite_saver(out / "checkpoints.sqlite") as saver:
+        graph = task.build(config, checkpointer=saver)
+        cfg: dict[str, Any] = {"configurable": {"thread_id": task.name}}
+        snap = None
+        if state is None:
+            try:
+                snap = graph.get_state(cfg)
+            except Exception as exc:  # noqa: BLE001 - a checkpoint that does not deserialize
+                raise _damaged(out, exc) from None
+        more, sized = _work_left(snap, state, out)
+        cfg["recursion_limit"] = task.recursion_limit(sized, len(graph.nodes) - 1)
+        progress = _Progress(task, config, sized, quiet)
+        try:
+            if not more:
+                final = snap.values
+            elif progress.bar is None:
+                with shared_rows():  # the nodes of the run share the running rows they gather
+                    final = graph.invoke(state, cfg, durability="async")
+            else:
+                final = None
+                with shared_rows():
+                    for mode, data in graph.stream(state, cfg, stream_mode=["updates", "values"], durability="async"):
+                        if mode == "values":
+                            final = data
+                        else:
+                            for node, update in data.items():
+                                progress(node, update)
+        finally:
+            progress.close()
+    return finish(task, out, config, final, time.perf_counter() - t0)
+
+
+async def _execute_llm(task: Task, out: Path, config: dict[str, Any], state: dict[str, Any] | None, quiet: bool) -> dict[str, Any]:
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    t0 = time.perf_counter()
+    status, message = "completed", None
+    async with AsyncSqliteSaver.from_conn_string(str(out / "checkpoints.sqlite")) as saver:
+        graph = task.build(config, checkpointer=saver)
+        cfg: dict[str, Any] = {"configurable": {"thread_id": task.name}}
+        snap = None
+        if state is None:
+            try:
+                snap = await graph.aget_state(cfg)
+            except Exception as exc:  # noqa: BLE001
+                raise _damaged(out, exc) from None
+        more, sized = _work_left(snap, state, out)
+        cfg["recursion_limit"] = task.recursion_limit(sized, len(graph.nodes) - 1)
+        service = build_service(config, (snap.values or {}).get("ledger") if snap is not None else None)
+        progress = _Progress(task, config, sized, quiet, service)
+        pool = None
+        try:
+            if not more:
+                final = snap.values
+            else:
+                if task.uses_sandbox:
+                    from cooplab.sandbox.pool import AgentSandboxPool
+
+                    backend, sandbox_config = sandbox_settings(config)
+                    dataset = task.sandbox_dataset(config, out)
+                    if dataset is not None:
+                        sandbox_config = type(sandbox_config)(**{**sandbox_config.model_dump(), "dataset": dataset})
+                    pool = AgentSandboxPool(sandbox_config, backend=backend)
+                context = CoopContext(llm=service, sandbox=pool, run_dir=str(out))
+                final = await _stream(graph, state, cfg, context, progress, out)
+        except BaseException as exc:  # noqa: BLE001
+            stop = stop_status(exc)
+            if stop is None:
+                raise
+            status, message = stop
+            final = (await graph.aget_state(cfg)).values
+        finally:
+            progress.close()
+            service.cache.close()
+            if pool is not None:
+                pool.close()
+    summary = finish(task, out, config, final, time.perf_counter() - t0, status=status, message=message, service=service)
+    if status == "stopped":
+        raise RunStopped(f"{message}; the run stopped at its last checkpoint: continue with 'cooplab resume {out}'")
+    return summary
+
+
+async def _stream(graph, state, cfg, context, progress: Callable[[str, Any], None], out: Path):
+    from cooplab.graphs.tracing import tracing_callbacks
+
+    cfg = {**cfg, "callbacks": tracing_callbacks(out)}
+    if state is None:  # a resumed run: its trace follows the interrupted one's in traces.jsonl
+        cfg["tags"] = [*cfg.get("tags", []), "resumed"]
+    final = None
+    async for mode, data in graph.astream(state, cfg, context=context, stream_mode=["updates", "values"], durability="sync"):
+        if mode == "values":
+            final = data
+        else:
+            for node, update in data.items():
+                progress(node, update)
+    return final
+
+
+# --- results -------------------------------------------------------------------------------
+def finish(task: Task, out: Path, config: dict[str, Any], final: dict[str, Any], seconds: float, *, status: str = "completed",
+           message: str | None = None, service: Any = None) -> dict[str, Any]:
+    """Write the task's outputs, the LLM bookkeeping (decisions, ledger) and summary.json; then the
+    run's figure (a figure error is recorded in the summary, never lost work)."""
+    csv = bool(config.get("csv"))
+    run = RunInfo(out=out, status=status, message=message, seconds=seconds, csv=csv, llm=config.get("agents") == "llm")
+    final = dict(final)
+    summary: dict[str, Any] = {"task": task.name, "agents": config.get("agents"), "status": status}
+    summary.update(task.outputs(final, config, run))
+    summary.setdefault("seed", config.get("seed"))
+    summary["wall_seconds"] = round(seconds, 3)
+    if message:
+        summary["message"] = message
+    if service is not None:
+        summary["ledger"] = service.ledger.totals()
+        summary["llm"] = {"cache_hits": service.cache.hits, "cache_misses": service.cache.misses}
+        entries = [e.as_dict() for e in service.ledger.entries]
+        if entries:
+            runstore.write_table(pd.DataFrame(entries), out, "ledger", csv=csv)
+    decisions = final.get("decisions") or []
+    if decisions:
+        df = pd.DataFrame(decisions)
+        if "parsed" in df:
+            df["parsed"] = df["parsed"].map(lambda v: None if v is None else runstore.json.dumps(v))
+        runstore.write_table(df, out, "decisions", csv=csv)
+        summary["decisions"] = {"count": len(df), "fallback_used": int(df["fallback_used"].sum()) if "fallback_used" in df else 0,
+                                "mean_attempts": float(df["attempts"].mean()) if "attempts" in df else 1.0}
+    runstore.write_json(out / "summary.json", summary)
+    try:
+        task.figure(summary, run)
+    except Exception as exc:  # noqa: BLE001 - a figure must never lose the computed run
+        summary["figure_error"] = f"{type(exc).__name__}: {exc}"
+        runstore.write_json(out / "summary.json", summary)
+    return summary

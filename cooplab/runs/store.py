@@ -1,0 +1,220 @@
+"""The life cycle of a run directory: making it, checking it before a resume, recording the
+environment it was made in, saving errors. The file helpers it uses are :mod:`cooplab.graphs.rundir`."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+from cooplab.graphs.rundir import RunDirError, jsonable, now, read_json, read_table, write_json, write_table  # noqa: F401 - the engine's file helpers
+from cooplab.graphs.rundir import code_version, git_commit, machine, readonly_uri, TRACES_FILE  # noqa: F401
+
+
+def ensure_writable(out: Path, error: type[Exception] = None) -> Path:  # type: ignore[assignment]
+    """Create ``out`` (and parents) and check that a file can be written there; ``error`` (default
+    :class:`RunDirError`) with one line otherwise."""
+    out = Path(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".cooplab-write-test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as exc:
+        raise (error or RunDirError)(f"cannot write to --out {out}: {exc.strerror or exc}") from None
+    return out
+
+
+def prepare_out(out: Path, *, force: bool = False) -> Path:
+    """Create ``out`` (and parents) and check it is writable; refuse to clobber a finished run."""
+    out = ensure_writable(out)
+    if (out / "config.json").exists() and not force:
+        raise RunDirError(f"{out} already holds a run; pass --force to overwrite it or 'cooplab resume {out}' to continue it")
+    if force:
+        for name in ("checkpoints.sqlite", "checkpoints.sqlite-wal", "checkpoints.sqlite-shm", "summary.json", TRACES_FILE, ERROR_LOG):
+            (out / name).unlink(missing_ok=True)
+    return out
+
+
+ERROR_LOG = "error.log"
+RESTART = "start it again with 'cooplab run ... --out {out} --force'"
+
+
+def read_run_config(out: Path) -> dict[str, Any]:
+    """A run directory's config.json, or a one-line RunDirError (missing, unreadable, not JSON,
+    not an object). Reads only; never changes the directory."""
+    out = Path(out)
+    if not out.exists():
+        raise RunDirError(f"{out} does not exist")
+    if not out.is_dir():
+        raise RunDirError(f"{out} is not a directory; give a run directory written by 'cooplab run'")
+    path = out / "config.json"
+    if not path.exists():
+        raise RunDirError(f"{out} is not a cooplab run directory (no config.json)")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RunDirError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise RunDirError(f"{path} is damaged (not valid JSON: {exc.msg} at line {exc.lineno}); restore it, or "
+                          f"{RESTART.format(out=out)}") from None
+    if not isinstance(config, dict):
+        raise RunDirError(f"{path} is damaged (not a JSON object); restore it, or {RESTART.format(out=out)}")
+    return config
+
+
+def check_checkpoints(out: Path) -> None:
+    """Refuse (one line) a run directory whose checkpoints.sqlite is missing, not SQLite, truncated
+    or without checkpoints. Opens the file read-only; never changes it."""
+    import sqlite3
+
+    out = Path(out)
+    path = out / "checkpoints.sqlite"
+    again = RESTART.format(out=out)
+    if not path.is_file():
+        raise RunDirError(f"{out} has no checkpoints.sqlite, so there is nothing to resume; {again}")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+    except OSError as exc:
+        raise RunDirError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if head != b"SQLite format 3\x00":
+        raise RunDirError(f"{path} is damaged (not an SQLite database); the run cannot resume: {again}")
+    try:
+        db = sqlite3.connect(readonly_uri(path), uri=True)
+        try:
+            ok = db.execute("PRAGMA quick_check").fetchone()
+            if not ok or ok[0] != "ok":
+                raise sqlite3.DatabaseError(str(ok[0] if ok else "quick_check failed"))
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            n = db.execute("SELECT count(*) FROM checkpoints").fetchone()[0] if "checkpoints" in tables else 0
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        raise RunDirError(f"{path} is damaged ({exc}); the run cannot resume: {again}") from None
+    if not n:
+        raise RunDirError(f"{path} holds no checkpoint, so there is nothing to resume; {again}")
+
+
+def config_for_resume(out: Path, task: str, check_config) -> dict[str, Any]:
+    """A run directory's config.json, ready to resume a ``task`` run: the task matches, every value
+    passes ``check_config(out, config)`` and checkpoints.sqlite is sound (one-line RunDirErrors;
+    nothing is changed)."""
+    from cooplab.limits import ConfigError
+
+    config = read_run_config(out)
+    if config.get("task") != task:
+        raise RunDirError(f"{out} holds a {config.get('task')!r} run; only {task} runs resume here")
+    try:
+        if config.get("agents") not in ("rule", "llm"):
+            raise ConfigError(f"{out}/config.json: agents must be 'rule' or 'llm', got {config.get('agents')!r}")
+        check_config(out, config)
+    except ConfigError as exc:
+        raise RunDirError(f"{exc}; fix the file, or {RESTART.format(out=out)}") from None
+    check_checkpoints(out)
+    return config
+
+
+def save_error(out: Path, exc: BaseException) -> Path | None:
+    """Write ``exc``'s traceback to ``out/error.log`` (appending); its path, or None if that failed."""
+    import traceback
+
+    path = Path(out) / ERROR_LOG
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(f"--- {now()} {type(exc).__name__}: {exc}\n")
+            fh.write("".join(traceback.format_exception(exc)) + "\n")
+        return path
+    except OSError:
+        return None
+
+
+# --- the environment a run was made in ------------------------------------------------------
+#: the distributions whose versions decide a run's results (recorded in config.json's "environment")
+DECIDING_PACKAGES = ("cooplab", "langgraph", "langchain-core", "langchain-openai", "numpy", "pandas", "llama-cpp-python")
+
+
+def _version(dist: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file, remembered per (path, size, mtime) under the cooplab cache directory."""
+    import hashlib
+
+    st = path.stat()
+    key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    memo_path = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "cooplab" / "sha256.json"
+    try:
+        memo = json.loads(memo_path.read_text())
+        if isinstance(memo, dict) and isinstance(memo.get(key), str):
+            return memo[key]
+    except (OSError, ValueError):
+        memo = {}
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    digest = h.hexdigest()
+    try:
+        memo_path.parent.mkdir(parents=True, exist_ok=True)
+        memo = {k: v for k, v in (memo if isinstance(memo, dict) else {}).items() if not k.startswith(f"{path.resolve()}|")}
+        memo[key] = digest
+        memo_path.write_text(json.dumps(memo))
+    except OSError:
+        pass
+    return digest
+
+
+def environment(config: dict[str, Any]) -> dict[str, Any]:
+    """What decides a run's results besides its config: the git commit (from a checkout), the
+    versions of :data:`DECIDING_PACKAGES`, the local model's file and SHA-256 (when a local model is
+    used) and the sandbox image id (when the run uses the sandbox)."""
+    env: dict[str, Any] = {"python": platform.python_version(), "machine": machine(), "git": git_commit(),
+                           "packages": {d: _version(d) for d in DECIDING_PACKAGES}}
+    models = ((config.get("llm") or {}).get("models") or {}).values()
+    if any(isinstance(m, str) and m.strip().lower() == "local" for m in models):
+        try:
+            from cooplab.agents.models import local_model_path
+
+            path = local_model_path()
+            env["local_model"] = {"file": path.name, "sha256": file_sha256(path)}
+        except Exception as exc:  # noqa: BLE001 - recorded, never fatal here (the run itself says what is wrong)
+            env["local_model"] = {"error": f"{type(exc).__name__}: {exc}"}
+    if config.get("sandbox"):
+        try:
+            from cooplab.sandbox import SandboxConfig, docker_backend
+
+            env["sandbox_image"] = {"name": SandboxConfig().image, "id": docker_backend.image_id(SandboxConfig().image)}
+        except Exception as exc:  # noqa: BLE001
+            env["sandbox_image"] = {"error": f"{type(exc).__name__}: {exc}"}
+    return env
+
+
+def environment_changes(recorded: Any, now: dict[str, Any]) -> list[str]:
+    """What differs between a run's recorded environment and this one, as short phrases
+    ("langgraph 1.2.21 -> 1.2.22"); nothing for a missing or malformed record."""
+    if not isinstance(recorded, dict):
+        return []
+    out = []
+    old_p, new_p = recorded.get("packages"), now.get("packages") or {}
+    if isinstance(old_p, dict):
+        out += [f"{d} {old_p.get(d)} -> {new_p.get(d)}" for d in DECIDING_PACKAGES if d in old_p and old_p.get(d) != new_p.get(d)]
+    old_g, new_g = recorded.get("git"), now.get("git")
+    if isinstance(old_g, dict) and isinstance(new_g, dict) and old_g.get("commit") != new_g.get("commit"):
+        out.append(f"git commit {str(old_g.get('commit'))[:12]} -> {str(new_g.get('commit'))[:12]}")
+    for key, label in (("local_model", "local model sha256"), ("sandbox_image", "sandbox image id")):
+        old, new = recorded.get(key), now.get(key)
+        field = "sha256" if key == "local_model" else "id"
+        if isinstance(old, dict) and isinstance(new, dict) and old.get(field) and old.get(field) != new.get(field):
+            out.append(f"{label} {str(old.get(field))[:12]} -> {str(new.get(field))[:12]}")
+    return out

@@ -1,0 +1,308 @@
+"""What every sweep shares: the error type, run-directory names, the cells as plain data, and
+running them on an executor (finished cells skipped, interrupted ones resumed, a failure kept
+while the others go on), then one table of every cell.
+
+A sweep (CPR, science, or any registered task, docs/scale.md) turns its config into **jobs**:
+plain JSON-able dicts ``{"dir", "task", "config", "done", "labels", "cwd"}``. A job carries
+everything a process needs to run its cell: :func:`execute_job` skips a cell whose
+``summary.json`` has a finished status, resumes one that has checkpoints, and otherwise starts
+it through the one runner (``cooplab.runs.runner``). A job with ``fn`` (``"module:function"``) is
+not a run directory: the function is called with the job, does its own skipping and
+checkpointing, and says whether it "ran", "resumed" or "skipped" (``cooplab calibrate cpr``'s
+batches of samples). Because a job is data, the same job runs in a
+thread of this process (the ``local`` executor, the default, no extra packages) or as a task on
+a Ray cluster (``--executor ray``, the ``ray`` extra): a worker that dies is retried by Ray, and
+the retry resumes the cell from its last checkpoint, so finished work is neither redone nor
+paid twice (LLM calls after the checkpoint replay from the response cache).
+
+Every node must see the sweep directory (and any file a config names, such as a scripted
+model) at the same path: one host, or a shared filesystem. Relative paths are resolved against
+the directory the sweep was started from (``cwd``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import socket
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any, Callable
+
+EXECUTORS = ("local", "ray")
+#: how many times Ray runs a cell again after its worker process died (the retry resumes it)
+RAY_RETRIES = 3
+
+
+class SweepError(ValueError):
+    """A sweep config that cannot be used; the message is one line."""
+
+
+def slug(text: str) -> str:
+    """A model spec or name as a directory-name part (``openai:gpt-4o`` -> ``openai-gpt-4o``)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text.split("/")[-1]).strip("-")
+
+
+def job(dir: Path | str, task: str, config: dict[str, Any], *, labels: dict[str, Any] | None = None,
+        done: tuple[str, ...] = ("completed",), fn: str | None = None) -> dict[str, Any]:
+    """One cell of a sweep as plain data (see the module's docstring). ``fn``: a function
+    ``module:attribute`` that runs the job instead of the runner."""
+    j = {"dir": str(Path(dir).absolute()), "task": task, "config": config, "done": list(done),
+         "labels": dict(labels or {}), "cwd": os.getcwd()}
+    if fn is not None:
+        j["fn"] = fn
+    return j
+
+
+def cell_status(d: Path) -> str | None:
+    """The status in a cell's summary.json, or None when it has none (not run, or interrupted)."""
+    from cooplab.runs import store as runstore
+
+    p = d / "summary.json"
+    if not p.exists():
+        return None
+    try:
+        return runstore.read_json(p).get("status")
+    except (runstore.RunDirError, AttributeError):
+        return None
+
+
+def execute_job(j: dict[str, Any]) -> dict[str, Any]:
+    """Run one cell wherever this is called (a thread here or a Ray worker): "skipped" when it is
+    finished, "resumed" when it has checkpoints, else "ran". Raises what the run raises."""
+    from cooplab.runs import runner
+    from cooplab.runs import store as runstore
+    from cooplab.runs import registry
+
+    if j.get("cwd") and os.getcwd() != j["cwd"] and threading.current_thread() is threading.main_thread():
+        os.chdir(j["cwd"])  # a Ray worker: relative paths in the config mean the sweep's directory
+    d = Path(j["dir"])
+    where = {"host": socket.gethostname(), "pid": os.getpid(), "node": _ray_node()}
+    if j.get("fn"):
+        import importlib
+
+        module, _, attr = j["fn"].partition(":")
+        kind = getattr(importlib.import_module(module), attr)(j)
+        if kind not in ("ran", "resumed", "skipped"):
+            raise ValueError(f"job function {j['fn']} returned {kind!r}, not ran, resumed or skipped")
+        return {"kind": kind, **where}
+    if cell_status(d) in j["done"]:
+        return {"kind": "skipped", **where}
+    if (d / "checkpoints.sqlite").exists() and (d / "config.json").exists():
+        runner.resume(d, quiet=True)
+        return {"kind": "resumed", **where}
+    runstore.prepare_out(d, force=True)
+    runner.start(registry.get(j["task"]), d, j["config"], quiet=True)
+    return {"kind": "ran", **where}
+
+
+def _ray_node() -> str | None:
+    """The Ray node this process belongs to, when it is a Ray worker."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return None
+    try:
+        return ray.get_runtime_context().get_node_id()
+    except Exception:  # not inside a task
+        return None
+
+
+def _record(res: dict[str, Any], j: dict[str, Any], outcome: dict[str, Any] | BaseException, noun: str,
+            log: Callable[[str], None], total: int) -> None:
+    name = Path(j["dir"]).name
+    if isinstance(outcome, BaseException):
+        msg = _error_line(outcome)
+        res["failed"].append({noun: name, "error": msg})
+        log(f"{noun} {name}: FAILED ({msg})")
+    else:
+        res[outcome["kind"]].append(name)
+        res.setdefault("placement", {})[name] = {k: outcome.get(k) for k in ("host", "pid", "node")}
+        log(f"{noun} {name}: {outcome['kind']} ({sum(len(res[k]) for k in ('ran', 'resumed', 'skipped', 'failed'))}/{total})")
+
+
+def _error_line(exc: BaseException) -> str:
+    """An exception (a Ray task error unwrapped to its cause) as ``Type: message`` on one line."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException):
+        exc = cause
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"{type(exc).__name__}: {text[:500]}"
+
+
+def _progress(total: int, noun: str, quiet: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=f"{noun}s", unit=noun, file=sys.stderr, disable=True if quiet or total == 0 else None, dynamic_ncols=True)  # None: only on a terminal
+
+
+def run_jobs(jobs: list[dict[str, Any]], *, parallel: int, noun: str, executor: str = "local", address: str | None = None,
+             log: Callable[[str], None] = lambda s: None, quiet: bool = True) -> dict[str, Any]:
+    """Run every job on ``executor`` (``parallel`` cells at a time locally; on Ray, as many as the
+    cluster has CPUs). A progress bar counts cells unless ``quiet``. Returns the names of the cells
+    that ran, resumed, were skipped, and those that failed with their error."""
+    if executor not in EXECUTORS:
+        raise SweepError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    res: dict[str, Any] = {"ran": [], "resumed": [], "skipped": [], "failed": [], "executor": executor}
+    bar = _progress(len(jobs), noun, quiet)
+    say = (lambda s: bar.write(s, file=sys.stderr)) if not quiet and len(jobs) else log
+
+    def done(j: dict[str, Any], outcome: Any) -> None:
+        _record(res, j, outcome, noun, say, len(jobs))
+        bar.update(1)
+
+    t0 = time.perf_counter()
+    try:
+        if executor == "ray":
+            res["ray"] = _run_ray(jobs, done, address=address, parallel=parallel)
+        else:
+            _run_local(jobs, done, parallel=parallel)
+    finally:
+        bar.close()
+    res["seconds"] = round(time.perf_counter() - t0, 3)
+    return res
+
+
+def _run_local(jobs: list[dict[str, Any]], done: Callable[[dict[str, Any], Any], None], *, parallel: int) -> None:
+    lock = threading.Lock()
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        futures = {pool.submit(execute_job, j): j for j in jobs}
+        for fut in as_completed(futures):
+            try:
+                outcome: Any = fut.result()
+            except Exception as exc:  # keep the other cells going; report at the end
+                outcome = exc
+            with lock:
+                done(futures[fut], outcome)
+
+
+def _ray_address(address: str | None) -> str | None:
+    if address is None or address == "auto":
+        return address
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise SweepError(f"--address must be auto or HOST:PORT (the head's GCS address, 'ray start --head' prints it), got {address!r}")
+    try:  # Ray itself would retry a dead address for minutes
+        socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
+    except OSError as exc:
+        raise SweepError(f"cannot reach a Ray cluster at {address}: {exc.strerror or exc}; start one with 'ray start --head' "
+                         f"or leave out --address for a local instance") from None
+    return address
+
+
+def _run_ray(jobs: list[dict[str, Any]], done: Callable[[dict[str, Any], Any], None], *, address: str | None,
+             parallel: int) -> dict[str, Any]:
+    """Submit every job as a Ray task (one CPU each; retried when its worker dies), then collect
+    them as they finish. Without ``address`` a private local Ray instance with ``parallel`` CPUs
+    is started and shut down again."""
+    from cooplab.extras import require
+
+    require("ray", "the Ray executor (--executor ray)")
+    import ray
+
+    address = _ray_address(address)
+    started = not ray.is_initialized()
+    if started:
+        kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+        if address is None:
+            kw["num_cpus"] = parallel
+        try:
+            ray.init(address=address or "local", **kw)  # "local": a new instance, never a cluster that happens to run here
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise SweepError(f"cannot reach a Ray cluster at {address}: {' '.join(str(exc).split())[:300]}") from None
+    try:
+        info = {"address": address or "local", "nodes": len([n for n in ray.nodes() if n.get("Alive")]),
+                "cpus": int(ray.cluster_resources().get("CPU", 0))}
+        remote = ray.remote(num_cpus=1, max_retries=RAY_RETRIES, retry_exceptions=False)(execute_job)
+        refs = {remote.remote(j): j for j in jobs}
+        pending = list(refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for ref in ready:
+                try:
+                    outcome: Any = ray.get(ref)
+                except Exception as exc:  # a cell's error, or a worker that died more often than RAY_RETRIES
+                    outcome = exc
+                done(refs[ref], outcome)
+        return info
+    finally:
+        if started:
+            ray.shutdown()
+
+
+# --- one table of every cell ---------------------------------------------------------------
+#: summary fields that say how, not what (left out of the table)
+_SKIP = ("values", "rates_per_1k", "by_kind", "wall_seconds", "seconds", "cost_usd")
+
+
+def _flatten(obj: Any, prefix: str = "", depth: int = 0) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if isinstance(obj, dict) and depth < 2:
+        for k, v in obj.items():
+            if k in _SKIP:
+                continue
+            out.update(_flatten(v, f"{prefix}{k}.", depth + 1) if isinstance(v, dict) else _flatten(v, f"{prefix}{k}", depth + 1))
+    elif isinstance(obj, bool):
+        out[prefix.rstrip(".")] = obj
+    elif isinstance(obj, int | float | str) or obj is None:
+        if isinstance(obj, float) and not math.isfinite(obj):
+            obj = None
+        out[prefix.rstrip(".")] = obj
+    return out
+
+
+def table(jobs: list[dict[str, Any]], res: dict[str, Any], noun: str) -> list[dict[str, Any]]:
+    """One row per cell: its labels (the grid values), status, and the scalar results of its
+    summary.json (nested ones as ``ledger.calls``, ``efficiency.mean``); failed cells have
+    their error."""
+    from cooplab.runs import store as runstore
+
+    errors = {f[noun]: f["error"] for f in res.get("failed", [])}
+    rows = []
+    for j in jobs:
+        d = Path(j["dir"])
+        row: dict[str, Any] = {noun: d.name, **j["labels"]}
+        p = d / "summary.json"
+        summary: dict[str, Any] = {}
+        if p.exists():
+            try:
+                summary = runstore.read_json(p)
+            except runstore.RunDirError:
+                summary = {}
+        flat = {k: v for k, v in _flatten(summary).items() if k not in row}
+        row["status"] = flat.pop("status", None) or ("failed" if d.name in errors else "not run")
+        row.update(flat)
+        if d.name in errors:
+            row["error"] = errors[d.name]
+        rows.append(row)
+    return rows
+
+
+def write_table(rows: list[dict[str, Any]], out: Path) -> Path:
+    """``OUT/table.csv``: every column of every row."""
+    import pandas as pd
+
+    out.mkdir(parents=True, exist_ok=True)
+    df = pd.DataFrame(rows)
+    path = out / "table.csv"
+    df.to_csv(path, index=False)
+    return path
+
+
+def format_table(rows: list[dict[str, Any]], columns: list[str], width: int = 14) -> list[str]:
+    """A few columns of the table as aligned text lines (what ``cooplab sweep`` prints)."""
+    cols = [c for c in columns if any(c in r for r in rows)]
+
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return "" if v is None else str(v)
+
+    w = {c: min(max(len(c), *(len(cell(r.get(c))) for r in rows)), 48 if i == 0 else width) for i, c in enumerate(cols)}
+    lines = ["  ".join(f"{c[:w[c]]:<{w[c]}}" for c in cols)]
+    for r in rows:
+        lines.append("  ".join(f"{cell(r.get(c))[:w[c]]:<{w[c]}}" for c in cols))
+    return lines

@@ -1,0 +1,826 @@
+"""The paper's two Bayesian analyses in NumPyro (docs/statistics.md).
+
+1. **Pareto-proximity regression** (paper §3.2, Tables 1 and 6): one observation per simulation
+   and game of every profile, ``proximity ~ Normal(mu, sigma)`` with
+   ``mu = intercept + b . x + game fixed effect + family random intercept``; predictors
+   log10(size in billions), thinking variant, CoT and ToM prompting, group size; games against
+   Collective Risk; the family intercepts ``delta_f ~ Normal(0, sigma_f)`` (sampled centred or
+   non-centred, :func:`family_centring`).
+2. **Measurement-error model** (paper §4.1.2, Tables 2 and 7): per model ``i`` and game ``g`` the
+   z-scored mean metric ``ybar_ig ~ Normal(theta_ig, SE_ig)``, ``theta_ig ~ Normal(mu_g, sigma_g)``,
+   and each science outcome (completeness, quality, accuracy; one fit per outcome) of a
+   model-condition pair ``y_ik ~ Normal(alpha + beta . theta_i + gamma . x_k + delta . b_i, tau)``.
+
+Both are fitted with NUTS on the CPU from a recorded seed; the tables carry the posterior mean,
+s.d., 95% interval, P(>0), split R-hat and bulk ESS (NumPyro's estimators), the divergences, and a
+posterior-predictive check. NumPyro and JAX are the optional extra ``bayes``.
+
+The data come from ``cooplab profile`` directories (profile.json and ``games/GAME/simulations.*``),
+a science sweep directory (``scores.csv``) and an optional ``models.csv``
+(:func:`read_model_info`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cooplab.limits import ConfigError
+
+#: the six games in the order of the paper's tables, and the prompt variants; the same as
+#: cooplab.tasks.games.params (a test holds them equal: the evals read run directories and never
+#: import a task)
+GAMES = ("weakest-link", "cpr", "cpr-sanction", "collective-risk", "o-ring", "public-goods")
+PROMPTS = ("standard", "alternate", "cot", "tom")
+PROFILE_KIND = "cooplab-profile"  #: profile.json's "kind" (written by cooplab.runs.profiles)
+REFERENCE_GAME = "collective-risk"  #: Table 6: game fixed effects against Collective Risk
+GAME_TITLES = {"weakest-link": "Weakest-Link", "cpr": "CPR", "cpr-sanction": "CPR+Sanction", "collective-risk": "Coll. Risk",
+               "o-ring": "O-Ring", "public-goods": "Public Goods"}
+OUTCOMES = ("completeness", "quality", "accuracy")
+SCIENCE_TASKS = ("anomaly", "biomarker", "ecology", "geospatial")  #: reference: anomaly (Table 7)
+VISIBILITIES = ("full", "team", "hidden")  #: reference: full
+MODEL_INFO_REQUIRED = ("model", "family", "size_b", "thinking")
+MODEL_INFO_OPTIONAL = ("ifeval", "mmlu_pro")
+SE_FLOOR = 0.01  #: smallest standard error of a z-scored game mean (a game whose simulations all agree)
+LIMITS = {"chains": (1, 16), "warmup": (1, 50_000), "samples": (1, 50_000), "seed": (0, 2**32 - 1)}
+
+
+class BayesError(ConfigError):
+    """Input the Bayesian analyses cannot use (one line: what is wrong and how to fix it)."""
+
+
+# --- settings ----------------------------------------------------------------------------------------
+def check_settings(chains: Any, warmup: Any, samples: Any, seed: Any) -> dict[str, int]:
+    """The sampler settings, checked: whole numbers within :data:`LIMITS`."""
+    out = {}
+    for name, v in (("chains", chains), ("warmup", warmup), ("samples", samples), ("seed", seed)):
+        lo, hi = LIMITS[name]
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not lo <= int(v) <= hi:
+            raise BayesError(f"--{name} must be a whole number from {lo} to {hi}, got {v!r}")
+        out[name] = int(v)
+    if out["samples"] < 4:
+        raise BayesError(f"--samples must be at least 4 for R-hat and ESS, got {out['samples']}")
+    return out
+
+
+# --- model metadata -------------------------------------------------------------------------------------
+def read_model_info(path: Path | None) -> pd.DataFrame | None:
+    """models.csv: one row per model. Required columns ``model`` (the name in profile.json's
+    ``model``, or the reference players' kind, and in scores.csv), ``family``, ``size_b``
+    (parameters in billions, > 0), ``thinking`` (0 or 1); optional ``ifeval`` and ``mmlu_pro``
+    (benchmark scores, 0-100) for the science model's capability controls."""
+    if path is None:
+        return None
+    path = Path(path)
+    try:
+        df = pd.read_csv(path, dtype={"model": str, "family": str})
+    except FileNotFoundError:
+        raise BayesError(f"--model-info {path}: no such file") from None
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise BayesError(f"--model-info {path} cannot be read as CSV: {_line(exc)}") from None
+    df.columns = [str(c).strip() for c in df.columns]
+    gone = [c for c in MODEL_INFO_REQUIRED if c not in df.columns]
+    if gone:
+        raise BayesError(f"--model-info {path} lacks the column(s) {', '.join(gone)}; it needs {', '.join(MODEL_INFO_REQUIRED)} "
+                         f"(optional: {', '.join(MODEL_INFO_OPTIONAL)})")
+    if df.empty:
+        raise BayesError(f"--model-info {path} has no rows")
+    for i, row in df.iterrows():
+        where = f"--model-info {path} row {i + 2}"
+        if not isinstance(row["model"], str) or not row["model"].strip():
+            raise BayesError(f"{where}: model must be a name, got {row['model']!r}")
+        if not isinstance(row["family"], str) or not row["family"].strip():
+            raise BayesError(f"{where} ({row['model']}): family must be a name, got {row['family']!r}")
+    if df["model"].duplicated().any():
+        raise BayesError(f"--model-info {path} lists model {df['model'][df['model'].duplicated()].iloc[0]!r} twice")
+    checks = {"size_b": (lambda v: v > 0, "a number of billions of parameters above 0"),
+              "thinking": (lambda v: v in (0.0, 1.0), "0 or 1"),
+              "ifeval": (lambda v: 0 <= v <= 100, "a score from 0 to 100"),
+              "mmlu_pro": (lambda v: 0 <= v <= 100, "a score from 0 to 100")}
+    for col, (ok, what) in checks.items():
+        if col not in df.columns:
+            continue
+        vals = pd.to_numeric(df[col], errors="coerce")
+        for i, (raw, v) in enumerate(zip(df[col], vals)):
+            if not (np.isfinite(v) and ok(float(v))):
+                raise BayesError(f"--model-info {path} row {i + 2} ({df['model'].iloc[i]}): {col} must be {what}, got {raw!r}")
+        df[col] = vals.astype(float)
+    df["model"] = df["model"].str.strip()
+    df["family"] = df["family"].str.strip()
+    return df.set_index("model")
+
+
+def info_of(info: pd.DataFrame | None, model: str, path_hint: str = "models.csv") -> dict[str, Any] | None:
+    if info is None:
+        return None
+    if model not in info.index:
+        raise BayesError(f"model {model!r} is not in --model-info ({path_hint}); add a row with model,family,size_b,thinking for it")
+    return info.loc[model].to_dict()
+
+
+# --- profiles --------------------------------------------------------------------------------------------
+def _line(exc: BaseException) -> str:
+    s = str(exc).strip().splitlines()
+    return s[0] if s else type(exc).__name__
+
+
+def load_profile_dir(d: Path) -> dict[str, Any]:
+    """One profile directory: its model name, prompt, and per game the simulation table (metric,
+    proximity) and group size. Every game must be there, completed, with at least two finite
+    simulations."""
+    from cooplab.graphs import rundir
+
+    d = Path(d)
+    if not d.is_dir():
+        raise BayesError(f"{d}: not a directory; give directories written by 'cooplab profile'")
+    f = d / "profile.json"
+    try:
+        p = rundir.read_json(f)
+    except FileNotFoundError:
+        raise BayesError(f"{d}: no profile.json; give a directory written by 'cooplab profile'") from None
+    except (OSError, ValueError) as exc:
+        raise BayesError(f"{f} cannot be read: {_line(exc)}") from None
+    if not isinstance(p, dict) or p.get("kind") != PROFILE_KIND or not isinstance(p.get("games"), dict) \
+            or not all(isinstance(e, dict) for e in p["games"].values()):
+        raise BayesError(f"{f} is not a cooplab profile (kind {PROFILE_KIND!r} with games)")
+    model = p.get("model") if p.get("model") is not None else p.get("players")
+    if not isinstance(model, str) or not model:
+        raise BayesError(f"{d}/profile.json names no model (model or players)")
+    prompt = p.get("prompt", "standard")
+    if prompt not in PROMPTS:
+        raise BayesError(f"{d}/profile.json: prompt must be one of {', '.join(PROMPTS)}, got {prompt!r}")
+    games: dict[str, dict[str, Any]] = {}
+    for g in GAMES:
+        e = p["games"].get(g)
+        if e is None:
+            raise BayesError(f"{d}: the profile has no {g} game; the analyses need all six games (run 'cooplab profile' without --games)")
+        if e.get("status") != "completed":
+            raise BayesError(f"{d}: game {g} has status {e.get('status')!r}, not completed; finish the profile (rerun the same "
+                             f"'cooplab profile' command)")
+        try:
+            sims = rundir.read_table(d / "games" / g, "simulations")
+        except (rundir.RunDirError, OSError, ValueError) as exc:
+            raise BayesError(f"{d}/games/{g}: simulations table cannot be read ({_line(exc)})") from None
+        for col in ("metric", "proximity"):
+            if col not in sims.columns:
+                raise BayesError(f"{d}/games/{g}/simulations has no {col} column; is it a cooplab game run?")
+            v = pd.to_numeric(sims[col], errors="coerce").to_numpy(dtype=float)
+            bad = ~np.isfinite(v)
+            if bad.any():
+                raise BayesError(f"{d}/games/{g}/simulations: {col} of simulation {int(np.flatnonzero(bad)[0])} is "
+                                 f"{sims[col].iloc[int(np.flatnonzero(bad)[0])]!r}, not a finite number; rerun that game")
+            if col == "proximity" and (v < 0).any():
+                raise BayesError(f"{d}/games/{g}/simulations: a proximity is negative ({v.min():g}); proximity is a distance")
+            sims[col] = v
+        if len(sims) < 2:
+            raise BayesError(f"{d}/games/{g}: {len(sims)} simulation(s); the analyses need at least 2 per game (--simulations)")
+        gs = e.get("group_sizes")
+        if not (isinstance(gs, list) and gs and all(isinstance(x, int) and not isinstance(x, bool) and 0 < x < 10_000 for x in gs)):
+            raise BayesError(f"{d}/profile.json: games.{g}.group_sizes must be a list of positive whole numbers, got {gs!r}")
+        games[g] = {"sims": sims[["metric", "proximity"]].reset_index(drop=True), "group_size": float(np.mean(gs))}
+    return {"dir": str(d), "model": model, "label": p.get("label", model), "prompt": prompt,
+            "deliberation": bool(p.get("deliberation")), "games": games}
+
+
+def load_profiles(dirs: Sequence[Path]) -> list[dict[str, Any]]:
+    if not dirs:
+        raise BayesError("give at least one profile directory")
+    seen: set[str] = set()
+    out = []
+    for d in dirs:
+        key = str(Path(d).resolve())
+        if key in seen:
+            raise BayesError(f"{d} is given twice")
+        seen.add(key)
+        out.append(load_profile_dir(Path(d)))
+    return out
+
+
+# --- design matrices ---------------------------------------------------------------------------------------
+def _drop_constant(X: pd.DataFrame, notes: list[str], why: str = "") -> pd.DataFrame:
+    keep = [c for c in X.columns if np.ptp(X[c].to_numpy(dtype=float)) > 0]
+    for c in X.columns:
+        if c not in keep:
+            notes.append(f"{c} is the same in every observation{why}: dropped (not identifiable)")
+    return X[keep]
+
+
+def profile_design(profiles: Sequence[Mapping[str, Any]], info: pd.DataFrame | None) -> dict[str, Any]:
+    """The regression's data: one row per simulation and game of every profile."""
+    notes: list[str] = []
+    models = sorted({p["model"] for p in profiles})
+    if len(models) < 2:
+        raise BayesError(f"the profile regression needs profiles of at least two models (got only {models[0]!r}): the family "
+                         f"random intercept and the model-level predictors cannot be told apart with one; add another model's "
+                         f"profile (reference players: 'cooplab profile --players random|nash')")
+    rows = []
+    for p in profiles:
+        mi = info_of(info, p["model"])
+        fam = mi["family"] if mi is not None else p["model"]
+        for g in GAMES:
+            e = p["games"][g]
+            for prox in e["sims"]["proximity"].to_numpy():
+                r = {"proximity": float(prox), "model": p["model"], "family": fam, "game": g, "profile": p["dir"],
+                     "cot": float(p["prompt"] == "cot"), "tom": float(p["prompt"] == "tom"), "group_size": e["group_size"]}
+                if mi is not None:
+                    r["log10_size"] = math.log10(mi["size_b"])
+                    r["thinking"] = float(mi["thinking"])
+                rows.append(r)
+    df = pd.DataFrame(rows)
+    if info is None:
+        notes.append("no --model-info: each model is its own family, and log10 size and thinking are left out")
+    fams = sorted(df["family"].unique())
+    if len(fams) < 2:
+        raise BayesError(f"every model is of family {fams[0]!r}: the family random intercept needs at least two families")
+    preds = [c for c in ("log10_size", "thinking", "cot", "tom", "group_size") if c in df.columns]
+    X = _drop_constant(df[preds].astype(float), notes).copy()
+    for g in GAMES:
+        if g != REFERENCE_GAME:
+            X[f"game: {g}"] = (df["game"] == g).astype(float)
+    if any(p["prompt"] == "alternate" for p in profiles):
+        notes.append("profiles with the alternate prompt count as standard (no indicator; paper App. E finds no effect)")
+    if any(p["deliberation"] for p in profiles):
+        notes.append("deliberation is not a predictor of the regression; deliberating profiles are pooled with the others")
+    fam_idx = df["family"].map({f: i for i, f in enumerate(fams)}).to_numpy()
+    return {"df": df, "X": X, "y": df["proximity"].to_numpy(dtype=float), "family": fam_idx, "families": fams, "models": models,
+            "notes": notes}
+
+
+# --- NumPyro -------------------------------------------------------------------------------------------------
+def numpyro_modules(chains: int = 1):
+    """numpyro and jax (the extra ``bayes``), on the CPU with up to ``chains`` host devices when
+    JAX is not initialised yet (chains then run in parallel; otherwise one after another)."""
+    from cooplab.extras import require
+
+    require("bayes", "the Bayesian analyses")
+    import numpyro
+
+    if "jax" not in sys.modules or not _jax_started():
+        numpyro.set_platform("cpu")
+        numpyro.set_host_device_count(max(1, min(chains, os.cpu_count() or 1)))
+    import jax
+
+    return numpyro, jax
+
+
+def _jax_started() -> bool:
+    try:
+        from jax._src import xla_bridge
+
+        return bool(getattr(xla_bridge, "_backends", None))
+    except Exception:  # noqa: BLE001 - a JAX without this private detail: assume started
+        return True
+
+
+def versions() -> dict[str, str]:
+    import jax
+    import matplotlib
+    import numpyro
+
+    return {"numpyro": numpyro.__version__, "jax": jax.__version__, "numpy": np.__version__, "pandas": pd.__version__,
+            "matplotlib": matplotlib.__version__, "python": sys.version.split()[0]}
+
+
+def profile_model(X, family, n_families, y=None, centred=True):
+    """The Pareto-proximity regression (predictors centred; the reported intercept is at zero).
+    ``centred``: sample the family intercepts themselves (right when the data pin each one) or as
+    ``sigma_f z_f`` (right when they are weakly informed); the posterior is the same either way."""
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+
+    xmean = jnp.mean(X, axis=0)
+    a_c = numpyro.sample("alpha_c", dist.Normal(0.5, 1.0))
+    beta = numpyro.sample("beta", dist.Normal(0.0, 1.0).expand([X.shape[1]]).to_event(1))
+    numpyro.deterministic("intercept", a_c - jnp.dot(xmean, beta))
+    sigma_f = numpyro.sample("sigma_f", dist.HalfNormal(0.5))
+    if centred:
+        delta = numpyro.sample("delta_f", dist.Normal(0.0, sigma_f).expand([n_families]).to_event(1))
+    else:
+        z_f = numpyro.sample("z_f", dist.Normal(0.0, 1.0).expand([n_families]).to_event(1))
+        delta = numpyro.deterministic("delta_f", sigma_f * z_f)
+    sigma = numpyro.sample("sigma", dist.HalfNormal(0.5))
+    mu = a_c + (X - xmean) @ beta + delta[family]  # not stored: recomputed for the draws that need it
+    numpyro.sample("y", dist.Normal(mu, sigma), obs=y)
+
+
+def science_model(ybar, se, model_of_obs, C, B, y=None):
+    """The measurement-error model of one outcome: latent z-scored dispositions ``theta`` (models x
+    games, sampled centred) measured by ``ybar`` with standard errors ``se``, and the outcome of each
+    model-condition pair from ``theta`` of its model, condition controls ``C`` and capability
+    controls ``B`` (models x q, z-scored; q may be 0)."""
+    import numpyro
+    import numpyro.distributions as dist
+
+    M, G = ybar.shape
+    mu_g = numpyro.sample("mu_g", dist.Normal(0.0, 2.0).expand([G]).to_event(1))
+    sigma_g = numpyro.sample("sigma_g", dist.HalfNormal(2.0).expand([G]).to_event(1))
+    # centred (the paper writes theta = mu_g + sigma_g z, the same model): the game means are z-scored
+    # across models, so sigma_g stays near 1 (no funnel), while precisely measured means (SE down to
+    # the floor) pin theta and would make z_ig a needle the sampler crosses in tiny steps
+    theta = numpyro.sample("theta", dist.Normal(mu_g, sigma_g).expand([M, G]).to_event(2))
+    numpyro.sample("ybar", dist.Normal(theta, se).to_event(2), obs=ybar)
+    alpha = numpyro.sample("alpha", dist.Normal(0.5, 0.5))
+    beta = numpyro.sample("beta", dist.Normal(0.0, 1.0).expand([G]).to_event(1))
+    gamma = numpyro.sample("gamma", dist.Normal(0.0, 0.5).expand([C.shape[1]]).to_event(1))
+    mu = alpha + theta[model_of_obs] @ beta + C @ gamma
+    if B.shape[1]:
+        delta = numpyro.sample("delta", dist.Normal(0.0, 0.5).expand([B.shape[1]]).to_event(1))
+        mu = mu + B[model_of_obs] @ delta
+    tau = numpyro.sample("tau", dist.HalfNormal(0.5))
+    numpyro.sample("y", dist.Normal(mu, tau), obs=y)
+
+
+def run_nuts(model: Callable, kwargs: Mapping[str, Any], settings: Mapping[str, int], progress: bool, target_accept: float = 0.9,
+             dense_mass: bool = False) -> dict[str, Any]:
+    """NUTS on ``model(**kwargs)``: the draws grouped by chain, the divergences, the wall time.
+    ``dense_mass``: adapt a full mass matrix (for posteriors with strong linear correlations)."""
+    numpyro, jax = numpyro_modules(settings["chains"])
+    from numpyro.infer import MCMC, NUTS
+
+    chains = settings["chains"]
+    method = "parallel" if chains > 1 and jax.local_device_count() >= chains else "sequential"
+    mcmc = MCMC(NUTS(model, target_accept_prob=target_accept, dense_mass=dense_mass), num_warmup=settings["warmup"], num_samples=settings["samples"],
+                num_chains=chains, chain_method=method, progress_bar=progress)
+    t0 = time.perf_counter()
+    mcmc.run(jax.random.PRNGKey(settings["seed"]), extra_fields=("diverging",), **kwargs)
+    draws = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
+    div = int(np.asarray(mcmc.get_extra_fields()["diverging"]).sum())
+    return {"draws": draws, "divergences": div, "seconds": round(time.perf_counter() - t0, 3), "chain_method": method}
+
+
+# --- diagnostics and summaries ---------------------------------------------------------------------------------
+def _ess_bulk(x: np.ndarray) -> float:
+    """Bulk ESS (Vehtari et al. 2021): NumPyro's ESS estimator on the split, rank-normalised chains."""
+    from numpyro.diagnostics import effective_sample_size
+    from scipy.stats import norm, rankdata
+
+    C, N = x.shape
+    h = N // 2
+    if h < 2:
+        return float("nan")
+    split = np.concatenate([x[:, :h], x[:, N - h:]], axis=0)
+    if np.ptp(split) == 0:
+        return float("nan")
+    r = rankdata(split, method="average").reshape(split.shape)
+    z = norm.ppf((r - 0.375) / (split.size + 0.25))
+    return float(effective_sample_size(z))
+
+
+def _rhat(x: np.ndarray) -> float:
+    from numpyro.diagnostics import split_gelman_rubin
+
+    if x.shape[1] < 4 or np.ptp(x) == 0:
+        return float("nan")
+    return float(split_gelman_rubin(x))
+
+
+def summarize(name: str, x: np.ndarray, group: str) -> dict[str, Any]:
+    """One coefficient from its draws (chains x draws)."""
+    flat = x.reshape(-1)
+    lo, hi = np.quantile(flat, [0.025, 0.975])
+    return {"group": group, "term": name, "mean": float(flat.mean()), "sd": float(flat.std(ddof=1)), "ci_low": float(lo),
+            "ci_high": float(hi), "p_positive": float((flat > 0).mean()), "r_hat": _rhat(x), "ess_bulk": _ess_bulk(x),
+            "excludes_zero": bool(lo > 0 or hi < 0)}
+
+
+PPC_DRAWS = 400  #: posterior draws (evenly spaced) that replicate the data
+
+
+def _flat(draws: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Draws with chains merged: (chains * draws, ...)."""
+    return {k: v.reshape(-1, *v.shape[2:]) for k, v in draws.items()}
+
+
+def _ppc_draws(seed: int, mean_of: Callable[[np.ndarray], np.ndarray], sd: np.ndarray) -> np.ndarray:
+    """Replicated data: for up to :data:`PPC_DRAWS` posterior draws (evenly spaced; ``mean_of(idx)``
+    gives their linear predictors), y_rep ~ Normal(mu, sd), from a generator seeded with ``seed``."""
+    idx = np.unique(np.linspace(0, sd.size - 1, min(PPC_DRAWS, sd.size)).astype(int))
+    mu = mean_of(idx)
+    rng = np.random.default_rng(seed)
+    return mu + sd[idx, None] * rng.standard_normal(mu.shape)
+
+
+def ppc_table(y: np.ndarray, rep: np.ndarray, groups: np.ndarray, names: Sequence[str], label: str) -> list[dict[str, Any]]:
+    """Per group: observed mean and s.d. against the replicated ones (their mean and 95% range),
+    the posterior-predictive p-values P(rep >= obs), the share of observations inside their own 95%
+    predictive interval, and the share of replicated values below 0 against the observed share."""
+    lo, hi = np.quantile(rep, [0.025, 0.975], axis=0)
+    inside = (y >= lo) & (y <= hi)
+    out = []
+    for gi, name in [(None, "all")] + list(enumerate(names)):
+        m = np.ones_like(y, dtype=bool) if gi is None else groups == gi
+        if not m.any():
+            continue
+        yo, yr = y[m], rep[:, m]
+        rm, rs = yr.mean(axis=1), yr.std(axis=1, ddof=1) if m.sum() > 1 else np.zeros(yr.shape[0])
+        so = float(yo.std(ddof=1)) if m.sum() > 1 else 0.0
+        out.append({label: name, "n": int(m.sum()), "obs_mean": float(yo.mean()), "rep_mean": float(rm.mean()),
+                    "rep_mean_lo": float(np.quantile(rm, 0.025)), "rep_mean_hi": float(np.quantile(rm, 0.975)),
+                    "p_mean": float((rm >= yo.mean()).mean()), "obs_sd": so, "rep_sd": float(rs.mean()),
+                    "p_sd": float((rs >= so).mean()), "coverage95": float(inside[m].mean()),
+                    "obs_below0": float((yo < 0).mean()), "rep_below0": float((yr < 0).mean())})
+    return out
+
+
+# --- output ---------------------------------------------------------------------------------------------------------
+_SIGNED = {"mean", "ci_low", "ci_high", "obs_mean", "rep_mean", "rep_mean_lo", "rep_mean_hi", "metric_mean", "z_observed", "theta_mean"}
+
+
+def _fmt(v: Any, col: str = "") -> str:
+    if isinstance(v, (bool, np.bool_)):
+        return "yes" if v else ""
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        if not np.isfinite(v):
+            return "–"
+        if col == "ess_bulk":
+            return f"{v:.0f}"
+        return f"{v:+.3f}" if col in _SIGNED else f"{v:.3f}"
+    return str(v)
+
+
+def markdown_table(df: pd.DataFrame) -> str:
+    cols = list(df.columns)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for _, r in df.iterrows():
+        lines.append("| " + " | ".join(_fmt(r[c], c) for c in cols) + " |")
+    return "\n".join(lines)
+
+
+def forest_plot(tables: Mapping[str, pd.DataFrame], path: Path, title: str) -> Path:
+    """Posterior means with 95% intervals, one panel per table (outcome)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(tables)
+    rows = max(len(t) for t in tables.values())
+    fig, axes = plt.subplots(1, n, figsize=(4.6 * n + 1.5, 0.32 * rows + 1.6), squeeze=False, sharey=True)
+    for ax, (name, t) in zip(axes[0], tables.items()):
+        yy = np.arange(len(t))[::-1]
+        color = np.where(t["excludes_zero"].to_numpy(), "tab:blue", "0.5")
+        ax.errorbar(t["mean"], yy, xerr=[t["mean"] - t["ci_low"], t["ci_high"] - t["mean"]], fmt="none", ecolor=list(color), lw=1.4)
+        ax.scatter(t["mean"], yy, c=list(color), s=18, zorder=3)
+        ax.axvline(0, color="k", lw=0.8, ls=":")
+        ax.set_yticks(yy)
+        ax.set_yticklabels(list(t["term"]), fontsize=8)
+        ax.set_title(name, fontsize=10)
+        ax.set_xlabel("posterior mean, 95% interval", fontsize=9)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _write(out: Path, stem: str, df: pd.DataFrame) -> str:
+    df.to_csv(out / f"{stem}.csv", index=False)
+    return markdown_table(df)
+
+
+def _fit_record(settings: Mapping[str, int], fits: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    return {**settings, "sampler": "NUTS (numpyro), target_accept_prob 0.9, CPU; dense mass matrix for the proximity regression", "versions": versions(),
+            "fits": {k: {kk: f[kk] for kk in ("divergences", "seconds", "chain_method", "family_parameterization") if kk in f}
+                     for k, f in fits.items()}}
+
+
+# --- analysis 1: Pareto proximity ------------------------------------------------------------------------------------
+def fit_profile_regression(design: Mapping[str, Any], settings: Mapping[str, int], progress: bool = False) -> dict[str, Any]:
+    import jax.numpy as jnp
+
+    numpyro_modules(settings["chains"])
+    X = design["X"]
+    centred = family_centring(design)
+    kw = {"X": jnp.asarray(X.to_numpy(dtype=float)), "family": jnp.asarray(design["family"]), "n_families": len(design["families"]),
+          "y": jnp.asarray(design["y"]), "centred": centred}
+    # dense mass matrix: the intercept and the family intercepts trade off along one line (only their
+    # sum is pinned by the data), which a diagonal mass matrix crosses slowly
+    fit = run_nuts(profile_model, kw, settings, progress, dense_mass=True)
+    fit["family_parameterization"] = "centred" if centred else "non-centred"
+    d = fit["draws"]
+    rows = [summarize("intercept", d["intercept"], "intercept")]
+    for j, c in enumerate(X.columns):
+        rows.append(summarize(_term_label(c), d["beta"][:, :, j], "game fixed effect" if c.startswith("game:") else "predictor"))
+    for k, f in enumerate(design["families"]):
+        rows.append(summarize(f"family: {f}", d["delta_f"][:, :, k], "family intercept"))
+    rows.append(summarize("sigma_f (family)", d["sigma_f"], "variance"))
+    rows.append(summarize("sigma (residual)", d["sigma"], "variance"))
+    f = _flat(d)
+    Xc = X.to_numpy(dtype=float) - X.to_numpy(dtype=float).mean(axis=0)
+    fam = np.asarray(design["family"])
+
+    def mean_of(idx: np.ndarray) -> np.ndarray:
+        return f["alpha_c"][idx, None] + f["beta"][idx] @ Xc.T + f["delta_f"][idx][:, fam]
+
+    # Bayesian R^2 (Gelman et al. 2019) per draw: var(mu) / (var(mu) + sigma^2), in chunks of draws
+    var_mu = np.concatenate([mean_of(np.arange(i, min(i + 256, f["sigma"].size))).var(axis=1)
+                             for i in range(0, f["sigma"].size, 256)])
+    r2 = (var_mu / (var_mu + f["sigma"] ** 2)).reshape(d["sigma"].shape)
+    rows.append(summarize("R^2 (Bayesian)", r2, "fit"))
+    coef = pd.DataFrame(rows)
+    rep = _ppc_draws(settings["seed"], mean_of, f["sigma"])
+    gi = design["df"]["game"].map({g: i for i, g in enumerate(GAMES)}).to_numpy()
+    ppc = pd.DataFrame(ppc_table(design["y"], rep, gi, list(GAMES), "game"))
+    return {"fit": fit, "coefficients": coef, "ppc": ppc}
+
+
+def family_centring(design: Mapping[str, Any]) -> bool:
+    """Whether to sample the family intercepts centred: when the data pin every family's mean
+    (its standard error, from the spread within families after the game means, is under half the
+    spread of the family means). Otherwise the centred form has a funnel (divergences) and the non-centred
+    one is used. Only the sampler's geometry depends on it, not the model."""
+    df = pd.DataFrame({"y": design["y"], "game": design["df"]["game"].to_numpy(), "family": design["family"]})
+    r = df["y"] - df.groupby("game")["y"].transform("mean")
+    fam_mean = r.groupby(df["family"]).mean()
+    within = float((r - df["family"].map(fam_mean)).std(ddof=1))
+    n = df.groupby("family").size()
+    se = within / np.sqrt(n.to_numpy(dtype=float))
+    spread = float(fam_mean.std(ddof=1)) if len(fam_mean) > 1 else 0.0
+    return bool(spread > 0 and se.max() < 0.5 * spread)
+
+
+def _term_label(c: str) -> str:
+    if c.startswith("game: "):
+        return "game: " + GAME_TITLES[c[6:]]
+    return {"log10_size": "log10(size)", "thinking": "thinking variant", "cot": "chain-of-thought", "tom": "theory of mind",
+            "group_size": "group size"}.get(c, c)
+
+
+def analyze_profiles(dirs: Sequence[Path], out: Path, settings: Mapping[str, int], model_info: Path | None = None,
+                     progress: bool = False) -> dict[str, Any]:
+    """Fit the Pareto-proximity regression and write ``coefficients.{csv,md}``, ``ppc.{csv,md}``,
+    ``forest.png`` and ``fit.json`` into ``out``."""
+    settings = check_settings(**settings)
+    info = read_model_info(model_info)
+    design = profile_design(load_profiles(dirs), info)
+    numpyro_modules(settings["chains"])
+    res = fit_profile_regression(design, settings, progress)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    coef, ppc, fit = res["coefficients"], res["ppc"], res["fit"]
+    forest_plot({"Pareto proximity (0 = Pareto, 1 = Nash)": coef[coef["group"] != "fit"]}, out / "forest.png",
+                f"Pareto-proximity regression: {len(design['y'])} simulations, {len(design['models'])} models, "
+                f"{len(design['families'])} families")
+    record = {"analysis": "pareto-proximity regression (paper §3.2, Tables 1 and 6)", **_fit_record(settings, {"proximity": fit}),
+              "observations": int(len(design["y"])), "models": design["models"], "families": design["families"],
+              "profiles": [{"dir": p, "model": m} for p, m in design["df"][["profile", "model"]].drop_duplicates().to_numpy()],
+              "predictors": list(design["X"].columns), "notes": design["notes"],
+              "model_info": str(model_info) if model_info else None,
+              "divergences": fit["divergences"], "max_r_hat": _nanmax(coef["r_hat"]), "min_ess_bulk": _nanmin(coef["ess_bulk"])}
+    md = ["# Pareto-proximity regression\n", _header(record),
+          "## Coefficients\n", _write(out, "coefficients", coef), "",
+          "## Posterior-predictive check (per game)\n", _write(out, "ppc", ppc), "", _ppc_note()]
+    if design["notes"]:
+        md += ["", "## Notes\n"] + [f"- {n}" for n in design["notes"]]
+    (out / "statistics.md").write_text("\n".join(md) + "\n")
+    from cooplab.graphs import rundir
+
+    rundir.write_json(out / "fit.json", record)
+    return {**record, "out": str(out), "coefficients": coef.to_dict(orient="records"), "ppc": ppc.to_dict(orient="records")}
+
+
+def _nanmax(s: pd.Series) -> float | None:
+    v = s.to_numpy(dtype=float)
+    return float(np.nanmax(v)) if np.isfinite(v).any() else None
+
+
+def _nanmin(s: pd.Series) -> float | None:
+    v = s.to_numpy(dtype=float)
+    return float(np.nanmin(v)) if np.isfinite(v).any() else None
+
+
+def _header(r: Mapping[str, Any]) -> str:
+    fits = "; ".join(f"{k}: {v['divergences']} divergences, {v['seconds']:.1f} s" for k, v in r["fits"].items())
+    return (f"NUTS: {r['chains']} chains x {r['samples']} draws after {r['warmup']} warm-up, seed {r['seed']}; {fits}. "
+            f"Max split R-hat {_fmt(r['max_r_hat'])}, min bulk ESS {_fmt(r['min_ess_bulk'], 'ess_bulk')}. "
+            f"numpyro {r['versions']['numpyro']}, jax {r['versions']['jax']}.\n")
+
+
+def _ppc_note() -> str:
+    return ("p_mean / p_sd: share of replicated data sets whose mean / s.d. is at least the observed one (near 0 or 1: the "
+            "model misses it); coverage95: share of observations inside their own 95% predictive interval; below0: share of "
+            "values under 0 (observed and replicated; the Normal likelihood puts mass there, proximity cannot).")
+
+
+# --- analysis 2: science outcomes ---------------------------------------------------------------------------------------
+def load_scores(sweep_dir: Path) -> tuple[pd.DataFrame, list[str]]:
+    """scores.csv of a science sweep, checked, averaged per model-condition pair (the paper's unit)."""
+    sweep_dir = Path(sweep_dir)
+    f = sweep_dir / "scores.csv" if sweep_dir.is_dir() else sweep_dir
+    try:
+        df = pd.read_csv(f)
+    except FileNotFoundError:
+        raise BayesError(f"{sweep_dir}: no scores.csv; give the out directory of a 'cooplab sweep' with \"task\": \"science\"") from None
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise BayesError(f"{f} cannot be read as CSV: {_line(exc)}") from None
+    need = ("model", "task", "budget", "visibility", "team_size", "prompt", "status") + OUTCOMES
+    gone = [c for c in need if c not in df.columns]
+    if gone:
+        raise BayesError(f"{f} lacks the column(s) {', '.join(gone)}; is it a science sweep's scores.csv?")
+    notes = []
+    ok = df["status"].isin(["completed", "budget_exhausted"])
+    if (~ok).any():
+        notes.append(f"{int((~ok).sum())} run(s) neither completed nor budget_exhausted left out")
+    df = df[ok].copy()
+    if df.empty:
+        raise BayesError(f"{f}: no completed runs")
+    df["model"] = df["model"].astype(str)
+    for c in OUTCOMES:
+        v = pd.to_numeric(df[c], errors="coerce")
+        bad = ~(np.isfinite(v) & (v >= 0) & (v <= 1))
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            raise BayesError(f"{f}: {c} of run {i + 1} is {df[c].iloc[i]!r}; scores must be numbers from 0 to 1 (re-score the run)")
+        df[c] = v.astype(float)
+    for c, allowed in (("task", SCIENCE_TASKS), ("visibility", VISIBILITIES), ("prompt", ("standard", "tom"))):
+        bad = ~df[c].isin(allowed)
+        if bad.any():
+            raise BayesError(f"{f}: {c} {df[c][bad].iloc[0]!r} is not one of {', '.join(allowed)}")
+    ts = pd.to_numeric(df["team_size"], errors="coerce")
+    bad = ~(np.isfinite(ts) & (ts >= 1) & (ts <= 100) & (ts == np.round(ts)))
+    if bad.any():
+        raise BayesError(f"{f}: team_size must be a whole number from 1 to 100, got {df['team_size'][bad].iloc[0]!r}")
+    df["team_size"] = ts.astype(int)
+    b = pd.to_numeric(df["budget"], errors="coerce")
+    if b.isna().all():
+        notes.append("no run has a budget: log(budget) is left out")
+        df["budget"] = np.nan
+    else:
+        bad = ~(np.isfinite(b) & (b > 0) & (b < 1e6))
+        if bad.any():
+            raise BayesError(f"{f}: budget {df['budget'][bad].iloc[0]!r} is not a positive finite number; log(budget) needs every "
+                             f"run to have one (leave budgetless runs out of the sweep)")
+        df["budget"] = b.astype(float)
+    keys = ["model", "task", "budget", "visibility", "team_size", "prompt"]
+    agg = df.groupby(keys, dropna=False)[list(OUTCOMES)].mean().reset_index()
+    agg["runs"] = df.groupby(keys, dropna=False).size().to_numpy()
+    return agg, notes
+
+
+def science_design(scores: pd.DataFrame, profiles: Sequence[Mapping[str, Any]], info: pd.DataFrame | None,
+                   notes: list[str]) -> dict[str, Any]:
+    by_model: dict[str, list[Mapping[str, Any]]] = {}
+    for p in profiles:
+        by_model.setdefault(p["model"], []).append(p)
+    models = sorted(scores["model"].unique())
+    missing = [m for m in models if m not in by_model]
+    if missing:
+        raise BayesError(f"model {missing[0]!r} of scores.csv has no profile among --profiles; add 'cooplab profile --model "
+                         f"{missing[0]}' output")
+    extra = sorted(set(by_model) - set(models))
+    if extra:
+        notes.append(f"profiles of models without science runs left out: {', '.join(extra)}")
+    if len(models) < 3:
+        raise BayesError(f"the measurement-error model needs science runs and profiles of at least three models (got "
+                         f"{len(models)}: {', '.join(models)}): the game effects are between-model comparisons")
+    M, G = len(models), len(GAMES)
+    ybar, se = np.zeros((M, G)), np.zeros((M, G))
+    nsim = np.zeros((M, G), dtype=int)
+    for i, m in enumerate(models):
+        for j, g in enumerate(GAMES):
+            v = np.concatenate([p["games"][g]["sims"]["metric"].to_numpy() for p in by_model[m]])
+            ybar[i, j], se[i, j], nsim[i, j] = v.mean(), v.std(ddof=1) / math.sqrt(v.size), v.size
+    center, scale = ybar.mean(axis=0), ybar.std(axis=0, ddof=1)
+    flat = [GAMES[j] for j in range(G) if not scale[j] > 0]
+    if flat:
+        raise BayesError(f"game {flat[0]}: every model has the same mean metric, so it cannot be z-scored; add profiles of models "
+                         f"that play it differently")
+    zbar, zse = (ybar - center) / scale, np.maximum(se / scale, SE_FLOOR)
+    if (se / scale < SE_FLOOR).any():
+        notes.append(f"{int((se / scale < SE_FLOOR).sum())} game mean(s) with a standard error under {SE_FLOOR} z-units (e.g. every "
+                     f"simulation alike) use {SE_FLOOR}")
+    # condition controls
+    C = pd.DataFrame(index=scores.index)
+    if scores["budget"].notna().all():
+        C["log(budget)"] = np.log(scores["budget"].to_numpy(dtype=float))
+    for t in SCIENCE_TASKS[1:]:
+        C[f"task: {t}"] = (scores["task"] == t).astype(float)
+    for v in VISIBILITIES[1:]:
+        C[f"visibility: {v}"] = (scores["visibility"] == v).astype(float)
+    sizes = sorted(scores["team_size"].unique())
+    for s in sizes[1:]:
+        C[f"team size = {s}"] = (scores["team_size"] == s).astype(float)
+    C["theory of mind"] = (scores["prompt"] == "tom").astype(float)
+    C = _drop_constant(C, notes, " of the science runs")
+    if sizes and sizes[0] != 2:
+        notes.append(f"team size reference: {sizes[0]}")
+    # capability controls (z-scored across the models)
+    B = pd.DataFrame(index=models)
+    if info is None:
+        notes.append("no --model-info: no capability controls")
+    else:
+        rows = {m: info_of(info, m) for m in models}
+        for col, name in (("ifeval", "IFEval"), ("mmlu_pro", "MMLU-Pro"), ("size_b", "log10(size)"), ("thinking", "thinking")):
+            if col not in info.columns:
+                continue
+            v = np.array([rows[m][col] for m in models], dtype=float)
+            if col == "size_b":
+                v = np.log10(v)
+            if not np.ptp(v) > 0:
+                notes.append(f"{name} is the same for every model: dropped")
+                continue
+            B[name] = (v - v.mean()) / v.std(ddof=1)
+    if M <= G + B.shape[1] + 1:
+        notes.append(f"{M} models for {G} game effects and {B.shape[1]} capability controls: the model-level coefficients are "
+                     f"weakly identified (their intervals mostly reflect the priors)")
+    idx = scores["model"].map({m: i for i, m in enumerate(models)}).to_numpy()
+    return {"models": models, "ybar": zbar, "se": zse, "raw_mean": ybar, "raw_se": se, "n_sims": nsim, "center": center,
+            "scale": scale, "C": C, "B": B, "model_of_obs": idx, "scores": scores, "notes": notes}
+
+
+def fit_science(design: Mapping[str, Any], outcome: str, settings: Mapping[str, int], progress: bool = False) -> dict[str, Any]:
+    import jax.numpy as jnp
+
+    numpyro_modules(settings["chains"])
+    y = design["scores"][outcome].to_numpy(dtype=float)
+    kw = {"ybar": jnp.asarray(design["ybar"]), "se": jnp.asarray(design["se"]), "model_of_obs": jnp.asarray(design["model_of_obs"]),
+          "C": jnp.asarray(design["C"].to_numpy(dtype=float).reshape(len(y), -1)),
+          "B": jnp.asarray(design["B"].to_numpy(dtype=float).reshape(len(design["models"]), -1)), "y": jnp.asarray(y)}
+    fit = run_nuts(science_model, kw, settings, progress)
+    d = fit["draws"]
+    rows = [summarize("intercept (alpha)", d["alpha"], "intercept")]
+    rows += [summarize(GAME_TITLES[g], d["beta"][:, :, j], "game behaviour (latent theta, z-scored)") for j, g in enumerate(GAMES)]
+    rows += [summarize(c, d["delta"][:, :, j], "capability control (z-scored)") for j, c in enumerate(design["B"].columns)]
+    rows += [summarize(c, d["gamma"][:, :, j], "condition control") for j, c in enumerate(design["C"].columns)]
+    rows.append(summarize("tau (residual SD)", d["tau"], "variance"))
+    coef = pd.DataFrame(rows)
+    f = _flat(d)
+    idx_obs = np.asarray(design["model_of_obs"])
+    Cn = np.asarray(kw["C"])
+    Bn = np.asarray(kw["B"])
+
+    def mean_of(idx: np.ndarray) -> np.ndarray:
+        mu = f["alpha"][idx, None] + np.einsum("dog,dg->do", f["theta"][idx][:, idx_obs], f["beta"][idx]) + f["gamma"][idx] @ Cn.T
+        if Bn.shape[1]:
+            mu = mu + f["delta"][idx] @ Bn[idx_obs].T
+        return mu
+
+    rep = _ppc_draws(settings["seed"], mean_of, f["tau"])
+    tasks = sorted(design["scores"]["task"].unique())
+    gi = design["scores"]["task"].map({t: i for i, t in enumerate(tasks)}).to_numpy()
+    ppc = pd.DataFrame(ppc_table(y, rep, gi, tasks, "task"))
+    theta = d["theta"].reshape(-1, *d["theta"].shape[2:])
+    return {"fit": fit, "coefficients": coef, "ppc": ppc, "theta_mean": theta.mean(axis=0), "theta_sd": theta.std(axis=0, ddof=1)}
+
+
+def analyze_science(sweep_dir: Path, profile_dirs: Sequence[Path], out: Path, settings: Mapping[str, int],
+                    model_info: Path | None = None, progress: bool = False, outcomes: Sequence[str] = OUTCOMES) -> dict[str, Any]:
+    """Fit the measurement-error model for each outcome; write ``coefficients.{csv,md}`` (all
+    outcomes, long), ``ppc.{csv,md}``, ``dispositions.csv`` (theta per model and game),
+    ``forest.png``, ``fit.json`` and ``statistics.md`` into ``out``."""
+    settings = check_settings(**settings)
+    info = read_model_info(model_info)
+    scores, notes = load_scores(sweep_dir)
+    design = science_design(scores, load_profiles(profile_dirs), info, notes)
+    numpyro_modules(settings["chains"])
+    fits, coefs, ppcs, tables = {}, [], [], {}
+    disp = []
+    for o in outcomes:
+        r = fit_science(design, o, settings, progress)
+        fits[o] = r["fit"]
+        coefs.append(r["coefficients"].assign(outcome=o))
+        ppcs.append(r["ppc"].assign(outcome=o))
+        tables[o] = r["coefficients"][r["coefficients"]["group"] != "intercept"]
+        for i, m in enumerate(design["models"]):
+            for j, g in enumerate(GAMES):
+                disp.append({"outcome": o, "model": m, "game": g, "metric_mean": design["raw_mean"][i, j], "metric_se": design["raw_se"][i, j],
+                             "simulations": int(design["n_sims"][i, j]), "z_observed": design["ybar"][i, j],
+                             "theta_mean": float(r["theta_mean"][i, j]), "theta_sd": float(r["theta_sd"][i, j])})
+    coef = pd.concat(coefs, ignore_index=True)
+    coef = coef[["outcome"] + [c for c in coef.columns if c != "outcome"]]
+    ppc = pd.concat(ppcs, ignore_index=True)
+    ppc = ppc[["outcome"] + [c for c in ppc.columns if c != "outcome"]]
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(disp).to_csv(out / "dispositions.csv", index=False)
+    forest_plot(tables, out / "forest.png", f"Measurement-error model: {len(scores)} model-condition pairs, {len(design['models'])} models")
+    record = {"analysis": "measurement-error model (paper §4.1.2, Tables 2 and 7)", **_fit_record(settings, fits),
+              "observations": int(len(scores)), "runs": int(scores["runs"].sum()), "models": design["models"], "outcomes": list(outcomes),
+              "condition_controls": list(design["C"].columns), "capability_controls": list(design["B"].columns),
+              "se_floor_z": SE_FLOOR, "notes": design["notes"], "model_info": str(model_info) if model_info else None,
+              "sweep": str(sweep_dir), "profiles": [str(p) for p in profile_dirs],
+              "divergences": int(sum(f["divergences"] for f in fits.values())), "max_r_hat": _nanmax(coef["r_hat"]),
+              "min_ess_bulk": _nanmin(coef["ess_bulk"])}
+    md = ["# Measurement-error model: game dispositions and science outcomes\n", _header(record),
+          "## Coefficients\n", _write(out, "coefficients", coef), "",
+          "## Posterior-predictive check (per outcome and task)\n", _write(out, "ppc", ppc), "", _ppc_note()]
+    if design["notes"]:
+        md += ["", "## Notes\n"] + [f"- {n}" for n in design["notes"]]
+    (out / "statistics.md").write_text("\n".join(md) + "\n")
+    from cooplab.graphs import rundir
+
+    rundir.write_json(out / "fit.json", record)
+    return {**record, "out": str(out), "coefficients": coef.to_dict(orient="records"), "ppc": ppc.to_dict(orient="records")}

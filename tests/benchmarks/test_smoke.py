@@ -1,0 +1,260 @@
+"""Smoke runs of every benchmark in ``benchmarks/`` at the smallest size its command line allows, so
+that a benchmark cannot break unseen (bench_llm.py crashed for weeks after a refactor because
+nothing ran it).
+
+Each test runs the script as a real subprocess from the repository root, the way the README runs
+it (``python benchmarks/bench_X.py ...``), writes its section into pytest's ``tmp_path`` (never
+into ``benchmarks/RESULTS.md``: checked before and after every run), and checks that the run
+exited 0 and printed/wrote the rows it should. No test checks a timing: numbers are noise at these
+sizes; they live in RESULTS.md only.
+
+Markers and guards follow the rest of the suite: ``docker`` tests take the ``docker_ready``
+fixture (skipped without Docker, FAILED when CI is set); the local model (llama.cpp + SmolLM2)
+is ``integration`` and, like the other integration tests, is not skipped when missing; Mesa is a
+``dev`` extra (installed with pytest) and not guarded; Ray is guarded like
+tests/runner/test_sweep_executors.py (skipped without it, FAILED when CI is set).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "benchmarks"
+RESULTS = BENCH / "RESULTS.md"
+
+#: every benchmark script and the test that smoke-runs it (a new bench_*.py must be added here)
+COVERED = {
+    "bench_cpr.py": "test_bench_cpr",
+    "bench_games.py": "test_bench_games",
+    "bench_games_llm.py": "test_bench_games_llm",
+    "bench_llm.py": "test_bench_llm",
+    "bench_local_build.py": "test_bench_local_build",
+    "bench_runner.py": "test_bench_runner",
+    "bench_sandbox.py": "test_bench_sandbox",
+    "bench_science.py": "test_bench_science",
+    "bench_sweep.py": "test_bench_sweep",
+    "bench_tools.py": "test_bench_tools",
+}
+
+
+def _digest(path: Path) -> str | None:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
+
+
+def run_bench(script: str, *args: str, tmp_path: Path, own_tmpdir: bool = True, timeout: float = 900) -> str:
+    """Run ``benchmarks/<script> args`` from the repository root; return its stdout (exit 0 asserted).
+
+    ``own_tmpdir``: point TMPDIR into ``tmp_path`` so the script's temporary files (run
+    directories, installs) land there too. Off for Ray, whose AF_UNIX socket paths under TMPDIR
+    must stay below 107 bytes (pytest's tmp_path is too deep)."""
+    env = dict(os.environ)
+    if own_tmpdir:
+        tmp = tmp_path / "tmp"
+        tmp.mkdir(exist_ok=True)
+        env["TMPDIR"] = str(tmp)
+    before = _digest(RESULTS)
+    p = subprocess.run([sys.executable, f"benchmarks/{script}", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=timeout)
+    assert p.returncode == 0, f"{script} exited {p.returncode}\n--- stdout\n{p.stdout[-4000:]}\n--- stderr\n{p.stderr[-4000:]}"
+    assert _digest(RESULTS) == before, f"{script} changed benchmarks/RESULTS.md"
+    return p.stdout
+
+
+def rows(markdown: str, first: str | None = None) -> list[list[str]]:
+    """The cells of the markdown table rows (separator rows left out), optionally only the rows whose
+    first cell is ``first``."""
+    out = []
+    for line in markdown.splitlines():
+        line = line.strip()
+        if not line.startswith("|") or set(line) <= set("|-: "):
+            continue
+        cells = [c.strip() for c in line.strip("|").split(" | ")]
+        if first is None or cells[0] == first:
+            out.append(cells)
+    return out
+
+
+def section(path: Path, title: str) -> str:
+    text = path.read_text()
+    assert f"\n{title}\n" in f"\n{text}", f"no '{title}' in {path}:\n{text[:2000]}"
+    return text[text.index(title):]
+
+
+def test_every_benchmark_has_a_smoke_test():
+    scripts = {p.name for p in BENCH.glob("bench_*.py")}
+    assert scripts == set(COVERED), f"benchmarks without a smoke test: {sorted(scripts - set(COVERED))}"
+    for name in COVERED.values():
+        assert callable(globals().get(name)), name
+
+
+def _need_ray() -> None:
+    if importlib.util.find_spec("ray") is None:
+        msg = "Ray is not installed: scripts/setup.sh installs the 'ray' extra (pip install -e .[ray])"
+        if os.environ.get("CI"):
+            pytest.fail(msg, pytrace=False)
+        pytest.skip(msg)
+
+
+# --- no external parts beyond the dev extra (Mesa) -------------------------------------------------
+@pytest.mark.slow
+def test_bench_cpr(tmp_path):
+    # 1 replicate per cell of the Fig. 3 grid (110 societies), 1 repeat; the CPU-time split and the
+    # cProfile run (--profile always, the default) are kept: they are code paths of their own
+    out = tmp_path / "results.md"
+    stdout = run_bench("bench_cpr.py", "--replicates", "1", "--repeats", "1", "--out", str(out), tmp_path=tmp_path)
+    text = section(out, "## CPR ABM")
+    variants = {r[0]: r for r in rows(text) if r[0] != "variant"}
+    assert "cooplab (run_cpr, InMemorySaver, durability=exit)" in variants and "plain numpy floor (same generators)" in variants
+    assert variants["cooplab (run_cpr, InMemorySaver, durability=exit)"][1] == "110"
+    assert [r for k, r in variants.items() if k.startswith("Mesa ") and "(full sweep)" in k][0][1] == "110"
+    assert "Where the CPU time goes" in text
+    assert "exact, all 110 societies" in stdout and f"wrote section '## CPR ABM' of {out}" in stdout
+
+
+@pytest.mark.slow
+def test_bench_games(tmp_path):
+    from cooplab.tasks.games.params import GAMES
+
+    out = tmp_path / "results.md"
+    run_bench("bench_games.py", "--simulations", "20", "--repeats", "1", "--out", str(out), tmp_path=tmp_path)
+    text = section(out, "## Behavioral games")
+    assert "20 simulations of 2 groups of 5 per game" in text
+    assert [r[0] for r in rows(text) if r[0] != "game"] == list(GAMES)
+
+
+@pytest.mark.slow
+def test_bench_games_llm(tmp_path):
+    # 1 simulation, 2 rounds (collective risk's threshold needs at least 2), 10 ms scripted latency,
+    # no local model; (c) always plays the 20-simulation profile with the instant model (~7 s)
+    from cooplab.tasks.games.params import GAMES
+
+    out = tmp_path / "results.md"
+    stdout = run_bench("bench_games_llm.py", "--simulations", "1", "--rounds", "2", "--latency", "0.01", "--no-local",
+                       "--out", str(out), tmp_path=tmp_path)
+    text = section(out, "## Behavioral games, LLM players")
+    a = [r for r in rows(text) if r[0] in GAMES]
+    assert [r[0] for r in a] == list(GAMES) and all(r[1] == "1" for r in a)
+    assert "### (c) Tokens and cost of a 20-simulation profile" in text and "### (b)" not in text
+    assert "(c) 20-simulation profile:" in stdout
+
+
+@pytest.mark.slow
+def test_bench_science(tmp_path):
+    # --quick: one oracle and one garbage run for (a), the oracle on the first task for (b), local
+    # sandbox backend, no local model
+    out = tmp_path / "results.md"
+    run_bench("bench_science.py", "--quick", "--out", str(out), tmp_path=tmp_path)
+    text = section(out, "## Science teams")
+    assert [r[:2] for r in rows(text) if r[0] in ("oracle", "garbage")] == [["oracle", "1"], ["garbage", "1"]]
+    ecology = rows(text, "ecology")
+    assert len(ecology) == 1 and ecology[0][-3:] == ["1.00", "1.00", "1.00"]  # the oracle scores fully
+    assert "(local sandbox)" in text
+
+
+@pytest.mark.slow
+def test_bench_runner(tmp_path):
+    # the baseline commit (default --before) is exported with git archive and pip-installed into
+    # tmp_path; 1 repeat of 1 society x 1 round, and the checkpoint growth at 1 round
+    out = tmp_path / "results.md"
+    run_bench("bench_runner.py", "--repeats", "1", "--replicates", "1", "--rounds", "1", "--growth-rounds", "1", "--out", str(out),
+              tmp_path=tmp_path)
+    text = section(out, "## Task runner")
+    assert [r[0] for r in rows(text) if r[0] in ("before", "after")] == ["before", "after", "before", "after"]
+    assert "**after / before = " in text
+    assert not any((tmp_path / "tmp").glob("bench-runner-*"))  # the export and the install are cleaned up
+
+
+@pytest.mark.slow
+def test_bench_sweep(tmp_path):
+    _need_ray()
+    # 2 cells (2 beta x 1 r) of 1 society, 1 science run, local sandbox (the default is Docker;
+    # the science cells only pass the backend on). TMPDIR is left alone: see run_bench.
+    out = tmp_path / "results.md"
+    run_bench("bench_sweep.py", "--quick", "--betas", "2", "--rs", "1", "--replicates", "1", "--science-runs", "1", "--sandbox", "local",
+              "--out", str(out), tmp_path=tmp_path, own_tmpdir=False)
+    text = section(out, "## Sweeps: local vs Ray")
+    assert "as 2 cells (2 beta x 1 r, 1 replicates each" in text
+    assert rows(text, "local (threads)") and rows(text, "Ray (2 CPUs, running)") and rows(text, "7,310 oracle-team runs")
+    assert "1 runs of the scripted oracle team (ecology task, local sandbox)" in text
+
+
+# --- the local model (llama.cpp + SmolLM2-135M) -------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.integration
+def test_bench_llm(tmp_path):
+    # --quick (the smallest plan: N = 10 and 100, 3 rounds; 100 ms latency for 2 rounds; replay of
+    # 2 rounds), one local-model decision, and the cProfile of the graph (default --profile always)
+    out = tmp_path / "results.md"
+    stdout = run_bench("bench_llm.py", "--quick", "--local-decisions", "1", "--out", str(out), tmp_path=tmp_path)
+    text = section(out, "## LLM agent layer")
+    a = [r for r in rows(text) if r[0] in ("10", "100") and len(r) == 11]
+    assert [(r[0], r[1]) for r in a] == [("10", "3"), ("100", "3")]
+    assert a[0][2] == "100 (30/30/20/20)"  # harvest/punish/propose/vote decisions captured from the graph
+    replay = rows(text, "replay")
+    assert len(replay) == 1 and replay[0][-1] == "0"  # the cached replay made no model call
+    assert len([r for r in rows(text, "1") if len(r) == 12]) == 1  # (d): one local-model decision
+    assert "### Profile (N = 100)" in text
+    assert "(a) N=10: 100 decisions" in stdout
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_bench_local_build(tmp_path):
+    # A full run builds a native llama-cpp-python wheel from source when none is cached
+    # (GGML_NATIVE=ON, about 6 minutes): too slow for the suite. The portable wheel of
+    # scripts/setup.sh stands in for it via --native-wheel; everything else runs for real: both
+    # installs into --target directories (under tmp_path), the four configurations in their own
+    # processes (in-process llama.cpp and cooplab's model process) on 1 decision, the report.
+    spec = importlib.util.spec_from_file_location("bench_local_build", BENCH / "bench_local_build.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # standard library imports only
+    wheels = Path.home() / ".cache" / "cooplab" / "wheels" / f"llama-cpp-python-{mod.LLAMA_VERSION}-{mod.baseline()}"
+    wheel = mod.find_wheel(wheels)
+    assert wheel is not None, f"no portable llama-cpp-python wheel in {wheels}: run bash scripts/setup.sh"
+    out = tmp_path / "results.md"
+    run_bench("bench_local_build.py", "--native-wheel", str(wheel), "--portable-wheel", str(wheel), "--decisions", "1", "--repeats", "1",
+              "--out", str(out), tmp_path=tmp_path)
+    text = section(out, "## Local model build")
+    configs = [r for r in rows(text) if r[0].startswith(("native,", "portable,"))]
+    assert [r[0] for r in configs] == ["native, in-process, extra bufts on", "portable, in-process, extra bufts on",
+                                      "portable, in-process, extra bufts off", "portable, model process, extra bufts off"]
+    assert all(r[1] != "failed" and r[5] == "1/1" for r in configs), configs  # same wheel, same seed: the same text
+
+
+# --- Docker --------------------------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.docker
+def test_bench_sandbox(tmp_path, docker_ready):
+    out = tmp_path / "results.md"
+    run_bench("bench_sandbox.py", "--n", "1", "--roundtrip-n", "1", "--out", str(out), tmp_path=tmp_path)
+    text = section(out, "## Sandbox")
+    names = [r[0] for r in rows(text) if r[0] != "measurement"]
+    for backend in ("docker", "local"):
+        assert [n for n in names if n.startswith(f"{backend}: ")] == [
+            f"{backend}: cold session start (create + imports + df load)", f"{backend}: warm-pool session start",
+            f"{backend}: trivial run_code round trip (`1 + 1`)"]
+    assert any(n.startswith("baseline: `docker run --rm`") for n in names)
+    assert all(r[1] == "1" for r in rows(text) if r[0] in names)
+    assert "Docker unavailable" not in text
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.docker
+def test_bench_tools(tmp_path, docker_ready):
+    out = tmp_path / "results.md"
+    run_bench("bench_tools.py", "--steps", "1", "--per-loop", "1", "--out", str(out), tmp_path=tmp_path)
+    text = section(out, "## Tool loop")
+    assert "(docker sandbox, default limits; 1 steps per variant" in text
+    variants = [r for r in rows(text) if r[0] != "variant"]
+    assert [r[1] for r in variants] == ["1", "1", "1", "2"]  # three variants, 1 step each; the sandbox alone before and after
+    assert variants[0][0].startswith("bare loop") and variants[2][0].startswith("in a graph, as a traced run")
