@@ -1,0 +1,232 @@
+"""The Python API: run, resume and sweep any registered task, and read a run back as tables.
+
+    import cooplab
+    run = cooplab.run(task="cpr", agents="llm", model="scripted:examples/scripted/cautious.json",
+                      n_agents=3, rounds=3, seed=4, out="runs/cpr-llm")
+    run.rounds          # pandas DataFrame, one row per (society, round)
+    run.decisions       # every LLM decision
+    run.ledger          # every charge of the credit ledger
+    cooplab.resume("runs/cpr-llm")
+
+Every command of the command line is a thin call of these functions; they check the whole
+configuration before anything is written (one-line :class:`~cooplab.limits.ConfigError`), go
+through the one runner (checkpoints, ledger, traces, tables, figure) and hand back a :class:`Run`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from itertools import product
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import pandas as pd
+
+from cooplab.graphs import rundir
+from cooplab.graphs.task import Task
+from cooplab.limits import ConfigError, show
+from cooplab.runs import registry
+from cooplab.runs.config import RunConfig
+
+
+@dataclass
+class Run:
+    """A run directory read back: its config, its summary and every table as a DataFrame.
+
+    Tables are read when first asked for (``run.table("rounds")``, or the attributes
+    :attr:`decisions`, :attr:`ledger`, :attr:`rounds`); :attr:`tables` lists what the run wrote."""
+
+    out: Path
+    config: dict[str, Any]
+    summary: dict[str, Any]
+    _tables: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def open(cls, out: str | Path) -> "Run":
+        """Read a finished (or stopped) run directory."""
+        out = Path(out)
+        if not (out / "summary.json").is_file():
+            raise rundir.RunDirError(f"{out} has no summary.json; is it a finished cooplab run directory?")
+        return cls(out=out, config=rundir.read_json(out / "config.json"), summary=rundir.read_json(out / "summary.json"))
+
+    @property
+    def task(self) -> str:
+        return str(self.config.get("task"))
+
+    @property
+    def status(self) -> str:
+        """completed | stopped | budget_exhausted | failed"""
+        return str(self.summary.get("status"))
+
+    @property
+    def tables(self) -> list[str]:
+        """The names of the tables in the run directory (Parquet or CSV)."""
+        names = {p.stem for p in self.out.iterdir() if p.suffix in (".parquet", ".csv") and p.is_file()}
+        return sorted(names)
+
+    def table(self, name: str) -> pd.DataFrame:
+        """One table of the run directory (``out/NAME.parquet`` or ``.csv``) as a DataFrame."""
+        if name not in self._tables:
+            self._tables[name] = rundir.read_table(self.out, name)
+        return self._tables[name]
+
+    def _maybe(self, name: str) -> pd.DataFrame | None:
+        return self.table(name) if name in self.tables else None
+
+    @property
+    def decisions(self) -> pd.DataFrame | None:
+        """Every LLM decision (agent, round, phase, the prompt's answer, fallbacks); None for rule-based runs."""
+        return self._maybe("decisions")
+
+    @property
+    def ledger(self) -> pd.DataFrame | None:
+        """Every entry of the credit ledger (reservations, charges, releases); None for rule-based runs."""
+        return self._maybe("ledger")
+
+    @property
+    def rounds(self) -> pd.DataFrame | None:
+        """The per-round table of a society (CPR: one row per society and round), if the task writes one."""
+        return self._maybe("rounds")
+
+    @property
+    def traces(self) -> list[dict[str, Any]]:
+        """The run's traces (LangSmith run format), one dict per run of the trace tree."""
+        from cooplab.graphs.tracing import load_runs
+
+        return load_runs(self.out) if (self.out / rundir.TRACES_FILE).is_file() else []
+
+    @property
+    def figure(self) -> Path | None:
+        """The run's figure (``figures/run.png``), if one was drawn."""
+        p = self.out / "figures" / "run.png"
+        return p if p.is_file() else None
+
+    def __repr__(self) -> str:
+        return f"Run({self.task!r}, status={self.status!r}, out={str(self.out)!r}, tables={self.tables})"
+
+
+def _config(config: RunConfig | Mapping[str, Any] | None, task: str | Task | None, kw: dict[str, Any]) -> tuple[Task, dict[str, Any]]:
+    """The checked config.json of a run from a RunConfig, a mapping of its fields, or keywords."""
+    if isinstance(task, Task):
+        task = registry.register_task(task, replace=True).name if registry._REGISTERED.get(task.name) is not task else task.name
+    if config is None:
+        if not isinstance(task, str):
+            raise ConfigError("cooplab.run needs task=NAME (or a RunConfig); installed tasks: " + ", ".join(registry.names()))
+        config = RunConfig.from_keywords(task, **kw)
+    elif kw or task is not None:
+        raise ConfigError(f"give cooplab.run either a RunConfig or keywords, not both (got {sorted(kw) + (['task'] if task else [])})")
+    elif isinstance(config, Mapping):
+        config = RunConfig.from_keywords(**dict(config))
+    elif not isinstance(config, RunConfig):
+        raise ConfigError(f"config must be a cooplab.RunConfig or a dict of its fields, got {show(config)}")
+    try:
+        t = registry.get(config.task)
+    except registry.UnknownTask as exc:
+        raise ConfigError(str(exc)) from None
+    return t, config.to_config(t)
+
+
+def run(config: RunConfig | Mapping[str, Any] | None = None, /, *, task: str | Task | None = None, out: str | Path,
+        force: bool = False, quiet: bool = False, **kw: Any) -> Run:
+    """Run a task and return the :class:`Run` it wrote in ``out``.
+
+    Either a :class:`~cooplab.runs.config.RunConfig`, or keywords: ``task`` (a registered name, or a
+    :class:`~cooplab.graphs.task.Task` instance, registered on the way), ``agents`` (rule or llm),
+    ``seed``, ``csv``, the LLM settings (``model``, ``agent_models``, ``base_url``, ``temperature``,
+    ``max_tokens``, ``max_concurrency``, ``rps``, ``budget``, ``price_in``, ``price_out``, ``cache``),
+    the sandbox settings (``sandbox_backend``, ``sandbox_timeout``, ``sandbox_rate``) and the task's
+    own options (``cooplab params TASK`` / ``help(task.options)``: CPR takes ``n_agents``, ``rounds``,
+    ``env``, ``population``, ``replicates``, ``set`` ...). Everything is checked before ``out`` is
+    made. ``force`` overwrites a run in ``out``; ``quiet`` hides the progress bar.
+
+    A run that stops early (budget spent, model unreachable) still returns its Run (see
+    :attr:`Run.status`); an unexpected error raises :class:`~cooplab.runs.runner.RunFailed` after
+    saving ``error.log``. Continue either with :func:`resume`."""
+    from cooplab.runs import runner, store
+
+    t, cfg = _config(config, task, kw)
+    path = store.prepare_out(Path(out), force=force)
+    try:
+        runner.start(t, path, cfg, quiet=quiet)
+    except runner.RunStopped:
+        pass
+    return Run.open(path)
+
+
+def resume(out: str | Path, *, quiet: bool = False, warn: Callable[[str], None] | None = None) -> Run:
+    """Continue a run from its last checkpoint (any task, a registered one included) and return it."""
+    from cooplab.runs import runner
+
+    try:
+        runner.resume(Path(out), quiet=quiet, warn=warn)
+    except runner.RunStopped:
+        pass
+    return Run.open(out)
+
+
+async def arun(config: RunConfig | Mapping[str, Any] | None = None, /, **kw: Any) -> Run:
+    """:func:`run` for async code (a notebook's event loop): the run goes to a worker thread."""
+    return await asyncio.to_thread(lambda: run(config, **kw))
+
+
+async def aresume(out: str | Path, **kw: Any) -> Run:
+    """:func:`resume` for async code."""
+    return await asyncio.to_thread(lambda: resume(out, **kw))
+
+
+def sweep(task: str | Task, *, out: str | Path, grid: Mapping[str, Sequence[Any]] | None = None, seeds: Sequence[int] = (0,),
+          parallel: int = 1, executor: str = "local", address: str | None = None, quiet: bool = True, **fixed: Any) -> pd.DataFrame:
+    """Run a grid of one task's runs and return their table (one row per cell; also written as
+    ``out/table.csv``). ``grid`` maps any keyword of :func:`run` to its values, ``seeds`` repeats
+    every cell, ``fixed`` holds the keywords every cell shares. Every cell's config is checked before
+    any runs (a bad value names its cell); finished cells are skipped and interrupted ones resumed
+    when the same sweep runs again; a failed cell is recorded while the others go on.
+
+        cooplab.sweep("diners", out="runs/pk", grid={"pk": ["3:1", "6:1"]}, seeds=[0, 1], replicates=20)
+    """
+    from cooplab.limits import Num, check
+    from cooplab.runs.sweeps import EXECUTORS, SweepError, job, run_jobs, slug, table, write_table
+
+    if isinstance(task, Task):
+        registry.register_task(task, replace=True)
+        task = task.name
+    grid = dict(grid or {})
+    if not all(isinstance(v, (list, tuple)) and v for v in grid.values()):
+        raise ConfigError(f"grid must map keywords to non-empty lists of values, got {show(grid)}")
+    if not isinstance(seeds, (list, tuple)) or not seeds:
+        raise ConfigError(f"seeds must be a non-empty list of integers, got {show(seeds)}")
+    check("parallel", parallel, "parallel")
+    Num(int, 1, 100_000).check("cells", len(list(product(*grid.values()))) * len(seeds))
+    if executor not in EXECUTORS:
+        raise ConfigError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    clash = sorted(set(grid) & set(fixed))
+    if clash:
+        raise ConfigError(f"{clash[0]!r} is both in grid and fixed; give it in one place")
+    base = Path(out)
+    jobs, names = [], set()
+    for values in product(*grid.values()):
+        labels = dict(zip(grid, values))
+        for seed in seeds:
+            name = "__".join([f"{k}-{slug(json.dumps(v) if not isinstance(v, str) else v)}" for k, v in labels.items()] + [f"s{seed}"])
+            if name in names:
+                raise ConfigError(f"two cells would share the directory {name!r}: make the grid values differ in letters or digits")
+            names.add(name)
+            try:
+                _, cfg = _config(None, task, {**fixed, **labels, "seed": seed})
+            except ConfigError as exc:
+                raise ConfigError(f"sweep cell {name}: {exc}") from None
+            jobs.append(job(base / "cells" / name, task, cfg, labels={**labels, "seed": seed}, done=("completed", "budget_exhausted")))
+    try:
+        res = run_jobs(jobs, parallel=parallel, noun="cell", executor=executor, address=address, log=lambda s: None, quiet=quiet)
+    except SweepError as exc:
+        raise ConfigError(str(exc)) from None
+    rows = table(jobs, res, "cell")
+    write_table(rows, base)
+    return rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows)
+
+
+def register_task(task: Task | type[Task], *, replace: bool = False) -> Task:
+    """Make a task defined in Python runnable by name in this process (see :func:`cooplab.runs.registry.register_task`)."""
+    return registry.register_task(task, replace=replace)
