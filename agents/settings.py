@@ -46,18 +46,26 @@ def check_llm(llm: Any, where: str, allowed: set[str]) -> dict[str, Any]:
     return llm
 
 
+def parse_agent_models(items: Any) -> dict[int, str]:
+    """``--agent-model AGENT=MODEL`` items (strings) -> {agent: model}; a one-line ConfigError on a malformed item."""
+    if not isinstance(items, (list, tuple)):
+        raise ConfigError(f"--agent-model expects a list of AGENT=MODEL items, got {show(items)}")
+    out: dict[int, str] = {}
+    for item in items:
+        if not isinstance(item, str) or "=" not in item or not item.split("=", 1)[0].strip().isdigit():
+            raise ConfigError(f"--agent-model expects AGENT=MODEL with AGENT a number 0..N-1, got {item!r}")
+        a, m = item.split("=", 1)
+        out[int(a)] = m.strip()
+    return out
+
+
 def llm_config(model, agent_model, base_url, temperature, max_tokens, max_concurrency, rps, budget, price_in, price_out, cache, *,
                n_agents: int | None = None, names: dict[str, str] | None = None) -> dict[str, Any]:
     """Check the LLM options (every number by its rule in :mod:`cooplab.limits`, the model specs, the
     scripted files, the cache) and assemble config.json's "llm". ``names``: how to call each setting
     in messages (default: the CLI option, e.g. "--budget"; a sweep passes its config fields)."""
     label = (lambda key, opt: (names or {}).get(key, opt))
-    models = {"default": model}
-    for item in agent_model or []:
-        if "=" not in item or not item.split("=", 1)[0].strip().isdigit():
-            raise ConfigError(f"--agent-model expects AGENT=MODEL with AGENT a number 0..N-1, got {item!r}")
-        a, m = item.split("=", 1)
-        models[str(int(a))] = m.strip()
+    models = {"default": model, **{str(a): m for a, m in parse_agent_models(agent_model or []).items()}}
     if n_agents is not None:
         check_agent_models(models, n_agents, name=lambda k: f"--agent-model {k}={models[k]}")
     for key, rule, v in (("temperature", "temperature", temperature), ("max_tokens", "max-tokens", max_tokens),

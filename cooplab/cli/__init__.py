@@ -12,7 +12,7 @@ import typer
 
 from cooplab.cli import options as co
 from cooplab.cli.options import SeedOpt, fail, num_opt
-from cooplab.limits import ConfigError
+from cooplab.limits import ConfigError, one_line
 
 try:  # Typer >= 0.20 vendors Click; older releases depend on it
     from typer._click import exceptions as _cx
@@ -495,14 +495,14 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(rv, int):  # a typer.Exit(code) comes back as the return value
             return rv
     except ConfigError as exc:
-        typer.echo(f"cooplab: error: {_one_line(str(exc))}", err=True)
+        typer.echo(f"cooplab: error: {one_line(str(exc))}", err=True)
         return 2
     except _cx.NoArgsIsHelpError as exc:
         exc.show()
         return 0
     except _cx.UsageError as exc:
         hint = f" (see '{exc.ctx.command_path} --help')" if getattr(exc, "ctx", None) is not None else ""
-        typer.echo(f"cooplab: error: {_one_line(exc.format_message().replace('Value error, ', ''))}{hint}", err=True)
+        typer.echo(f"cooplab: error: {one_line(exc.format_message().replace('Value error, ', ''))}{hint}", err=True)
         return 2
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("cooplab: aborted", err=True)
@@ -515,14 +515,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the safety net: never a raw traceback on the terminal
         log = _save_traceback(exc)
         where = f"the traceback is in {log}" if log else "the traceback could not be saved"
-        typer.echo(f"cooplab: internal error: {_one_line(f'{type(exc).__name__}: {exc}')} ({where}; please report it)", err=True)
+        typer.echo(f"cooplab: internal error: {one_line(f'{type(exc).__name__}: {exc}')} ({where}; please report it)", err=True)
         return 1
     return 0
-
-
-def _one_line(text: str, limit: int = 400) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _save_traceback(exc: BaseException) -> Optional[Path]:

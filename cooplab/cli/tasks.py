@@ -24,6 +24,7 @@ from typing import Any, Callable, Optional
 
 import typer
 
+from cooplab.agents.settings import parse_agent_models
 from cooplab.runs.config import LLMSettings, SandboxSettings, build_config
 from cooplab.cli import options as co
 from cooplab.cli.options import (
@@ -180,7 +181,7 @@ def run_command(task: Task, options: Callable[..., dict[str, Any]]) -> Callable[
         if agents not in task.agent_kinds:
             fail(f"--agents must be {' or '.join(task.agent_kinds)}, got {agents!r}")
         fields = options(agents=agents, **kw)
-        llm = LLMSettings(agent_models=_agent_models(c["agent_model"]), **{k: c[k] for k in LLMSettings.model_fields if k != "agent_models"})
+        llm = LLMSettings(agent_models=parse_agent_models(c["agent_model"] or []), **{k: c[k] for k in LLMSettings.model_fields if k != "agent_models"})
         sandbox = SandboxSettings(backend=c["sandbox_backend"], timeout=c["sandbox_timeout"], rate=c["sandbox_rate"]) \
             if task.uses_sandbox else SandboxSettings()
         config = build_config(task, fields, agents=agents, seed=c["seed"], csv=c["csv"], llm=llm, sandbox=sandbox)
@@ -195,17 +196,6 @@ def run_command(task: Task, options: Callable[..., dict[str, Any]]) -> Callable[
     command.__doc__ = options.__doc__ or task.title
     command.__name__ = f"run_{task.name}"
     return command
-
-
-def _agent_models(items: list[str] | None) -> dict[int, str]:
-    """--agent-model AGENT=MODEL items -> {agent: model} (one line on a malformed item)."""
-    out = {}
-    for item in items or []:
-        if "=" not in item or not item.split("=", 1)[0].strip().isdigit():
-            fail(f"--agent-model expects AGENT=MODEL with AGENT a number 0..N-1, got {item!r}")
-        a, m = item.split("=", 1)
-        out[int(a)] = m.strip()
-    return out
 
 
 _CAPTURE: ContextVar[list[dict[str, Any]] | None] = ContextVar("cooplab_run_capture", default=None)

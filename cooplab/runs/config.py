@@ -19,9 +19,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from cooplab.agents.settings import LLMSettings
+from cooplab.agents.settings import LLMSettings, parse_agent_models
 from cooplab.graphs.task import Task, first_error
-from cooplab.limits import ConfigError, show
+from cooplab.limits import ConfigError
 
 
 class SandboxSettings(BaseModel):
@@ -62,11 +62,7 @@ class RunConfig(BaseModel):
         and everything else the task's own options."""
         llm = {k: kw.pop(k) for k in list(kw) if k in LLM_KEYWORDS}
         if "agent_model" in llm:  # the CLI's repeatable --agent-model AGENT=MODEL
-            items = llm.pop("agent_model") or []
-            pairs = dict(str(i).split("=", 1) for i in items if "=" in str(i))
-            if len(pairs) != len(items) or not all(a.strip().isdigit() for a in pairs):
-                raise ConfigError(f"--agent-model expects AGENT=MODEL with AGENT a number 0..N-1, got {show(items)}")
-            llm["agent_models"] = {int(a): m.strip() for a, m in pairs.items()}
+            llm["agent_models"] = parse_agent_models(llm.pop("agent_model") or [])
         sandbox = {SANDBOX_KEYWORDS[k]: kw.pop(k) for k in list(kw) if k in SANDBOX_KEYWORDS}
         common = {k: kw.pop(k) for k in list(kw) if k in ("agents", "seed", "csv")}
         try:

@@ -70,6 +70,8 @@ def test_a_run_config_object_gives_the_same_config_as_keywords(tmp_path):
     ({"env": "stormy"}, "--env must be one of harsh, rich"),
     ({"agents": "robots"}, "--agents must be rule or llm"),
     ({"model": "nope:x"}, "model"),
+    ({"agent_model": ["x=scripted:a.json"]}, "--agent-model expects AGENT=MODEL with AGENT a number 0..N-1, got 'x=scripted:a.json'"),
+    ({"agent_model": ["7=local"]}, "agent must be in 0..2"),
 ])
 def test_bad_input_is_one_line_before_anything_is_written(tmp_path, kw, needle):
     with pytest.raises(cooplab.ConfigError) as err:
