@@ -33,9 +33,15 @@ from _results import (  # benchmarks/ is on sys.path when run as a script
     machine_info,
 )
 
-from cooplab.agents.settings import llm_config
+from cooplab.agents.settings import LLMSettings
 from cooplab.runs import profiles as pf
 from cooplab.tasks.games.params import GAMES
+
+
+def llm_config(model: str, max_concurrency: int) -> dict:
+    """A profile's LLM settings: the model, no cache, the CLI's defaults otherwise."""
+    return LLMSettings(model=model, max_concurrency=max_concurrency, cache="off").checked().model_dump(mode="json")
+
 
 SECTION = "Behavioral games, LLM players"
 ANSWERS = {"effort": ['{"effort": 7}', '{"effort": 10}'], "extract": ['{"extract": 4}', '{"extract": 6}'],
@@ -57,7 +63,7 @@ def run_game(d: Path, game: str, model: str, S: int, *, rounds: int | None = Non
     from cooplab.runs import store as runstore
     from cooplab.tasks.games.task import TASK
 
-    llm = llm_config(model, None, None, 0.7, 64, max_concurrency, None, None, 0.0005, 0.003, "off")
+    llm = llm_config(model, max_concurrency)
     req = pf.request(games=[game], players="llm", simulations=S, group_size=group_size, llm=llm)
     cfg = pf.game_config(req, game, None)
     if rounds is not None:
@@ -115,8 +121,7 @@ def main() -> int:
                    "out": lg["output_tokens"] / n, "calls": lg["calls"], "fallback": s["decisions"]["fallback_used"]}
             print(f"(b) local model: {n} decisions in {s['wall_seconds']:.1f} s = {loc['per_s']:.2f}/s; tokens per decision in "
                   f"{loc['in']:.0f} / out {loc['out']:.1f}", flush=True)
-        prof_req = pf.request(players="llm", simulations=20, llm=llm_config(instant, None, None, 0.7, 64, 1024, None, None, 0.0005,
-                                                                              0.003, "off"))
+        prof_req = pf.request(players="llm", simulations=20, llm=llm_config(instant, 1024))
         out = pf.prepare(d / "profile", prof_req)
         t0 = time.perf_counter()
         prof = pf.run_profile(out, prof_req, quiet=True)

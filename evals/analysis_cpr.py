@@ -29,12 +29,11 @@ ABLS = ["full", "osl", "ogd", "neither"]
 
 def model_label(cfg: dict[str, Any]) -> str:
     llm = cfg.get("llm") or {}
-    models = llm.get("models") or {}
-    if not models:
+    if not llm:
         return "rule-based"
-    base = models.get("default", "?")
+    base = str(llm.get("model") or "?")
     label = base.split("/")[-1] if base.startswith("scripted:") else base
-    return label + (" (+per-agent)" if len(models) > 1 else "")
+    return label + (" (+per-agent)" if llm.get("agent_models") else "")
 
 
 def load_runs(run_dirs: list[Path], with_norms: bool = True) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -44,11 +43,11 @@ def load_runs(run_dirs: list[Path], with_norms: bool = True) -> tuple[pd.DataFra
         d = Path(d)
         if not (d / "summary.json").exists() or not (d / "config.json").exists():
             raise rundir.RunDirError(f"{d} is not a finished cooplab run (no summary.json); run or resume it first")
-        cfg, summ = rundir.read_json(d / "config.json"), rundir.read_json(d / "summary.json")
+        cfg, summ = rundir.read_config(d), rundir.read_json(d / "summary.json")
         if cfg.get("task") != "cpr":
             raise rundir.RunDirError(f"{d} is a {cfg.get('task')!r} run, not cpr")
-        meta = {"run": k, "run_dir": str(d), "model": model_label(cfg), "population": cfg.get("population"), "env": cfg.get("env"),
-                "ablation": cfg.get("ablation"), "status": summ.get("status")}
+        meta = {"run": k, "run_dir": str(d), "model": model_label(cfg), "population": (cfg.get("params") or {}).get("population"),
+                "env": (cfg.get("params") or {}).get("env"), "ablation": (cfg.get("params") or {}).get("ablation"), "status": summ.get("status")}
         for rep, (ts, e) in enumerate(zip(summ["survival_time"]["values"], summ["efficiency"]["values"])):
             societies.append({**meta, "society": rep, "survival_time": ts, "efficiency": e})
         rounds = rundir.read_table(d, "rounds")

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Iterable
 from urllib.parse import quote
 
+from cooplab.graphs import rundir
 from cooplab.graphs.rundir import TRACES_FILE
 
 #: the folders of a sweep directory that hold its run directories
@@ -656,6 +657,7 @@ def run_section(page: Page, d: Path, *, level: int, sid: str, title: str, in_swe
     summary, summary_problem = read_json(d / "summary.json") if (d / "summary.json").is_file() else (None, None)
     if config is not None and not isinstance(config, dict):
         config, config_problem = None, "config.json is damaged (not a JSON object)"
+    config = rundir.upgrade_config(config) if config is not None else None  # runs of older versions read alike
     if summary is not None and not isinstance(summary, dict):
         summary, summary_problem = None, "summary.json is damaged (not a JSON object)"
     info = summary or {}
@@ -684,7 +686,7 @@ def run_section(page: Page, d: Path, *, level: int, sid: str, title: str, in_swe
         parts.append(page.problem(where, f"the run's figure failed: {fmt(info['figure_error'])}"))
     basics = [("status", status_badge(status)), ("task", task), ("agents", agents)] + headline(info)
     basics += [("seed", info.get("seed", (config or {}).get("seed"))), ("wall time (s)", info.get("wall_seconds"))]
-    created = (config or {}).get("created")
+    created = ((config or {}).get("record") or {}).get("created") if isinstance((config or {}).get("record"), dict) else None
     if created is not None:
         basics.append(("started", created))
     parts.append(cards((k, v) for k, v in basics if v is not None))
@@ -705,8 +707,9 @@ def run_section(page: Page, d: Path, *, level: int, sid: str, title: str, in_swe
 
     parts.append(sub("Configuration"))
     if config is not None:
-        env = config.get("environment")
-        shown = {k: v for k, v in config.items() if k != "environment"}
+        record = config.get("record") if isinstance(config.get("record"), dict) else {}
+        env = record.get("environment")
+        shown = {**config, "record": {k: v for k, v in record.items() if k != "environment"}} if record else config
         parts.append(f'<details{"" if in_sweep else " open"}><summary>config.json</summary>{kv_table(shown)}</details>')
         if env is not None:
             parts.append(f"<details><summary>environment (versions, git commit, machine)</summary>{kv_table(env)}</details>")

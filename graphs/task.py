@@ -13,8 +13,9 @@ The runner calls, in order: ``check_config`` (on resume: every value of a run's 
 ``init_state`` (a new run) or the last checkpoint (resume), ``build`` (the compiled graph, with
 the runner's checkpointer), then ``outputs`` with the final state (tables and figures written
 into the run directory, the task's summary fields returned) and ``report`` (the lines printed
-for a person). A run's ``config`` is a JSON object: the runner's fields (``task``, ``agents``,
-``seed``, ``llm``, ``csv``, ...) and the task's own (usually under ``params``).
+for a person). A run's ``config`` is its config.json (:class:`cooplab.runs.config.RunConfig`
+written out): the common fields (``task``, ``agents``, ``seed``, ``csv``, ``llm``, ``sandbox``,
+``record``) and every setting of the task under ``params``.
 
 This module is deliberately free of any import from ``cooplab.agents`` or ``cooplab.tasks``:
 the graph layer defines the shape, the layers above fill it in.
@@ -64,8 +65,9 @@ class Task:
     name: ClassVar[str] = ""
     #: one line for ``--help`` and ``cooplab params``
     title: ClassVar[str] = ""
-    #: the pydantic model of the task's parameters (``config["params"]``); ``cooplab params``
-    #: lists its fields, the generic ``cooplab run NAME --set key=value`` validates through it
+    #: the pydantic model of the task's parameters (``config["params"]``; a task with settings
+    #: beside them overrides :meth:`params`); ``cooplab params`` lists its fields, the generic
+    #: ``cooplab run NAME --set key=value`` validates through it
     Params: ClassVar[type[BaseModel] | None] = None
     #: the LangGraph state schema (a TypedDict; append-only fields typed ``AppendLog``)
     state_schema: ClassVar[type | None] = None
@@ -100,10 +102,12 @@ class Task:
             raise TaskConfigError(f"params.{first_error(exc)}") from None
 
     def options(self, agents: str, *, set: Any = None) -> dict[str, Any]:  # noqa: A002 - the name of --set
-        """The task's own config fields from its run options: the keywords are those of ``cooplab run
-        NAME``'s own options (``--n-agents`` is ``n_agents``), as Python values. Each value is checked by
-        the rule of its option; the first bad one is a one-line :class:`~cooplab.limits.ConfigError`.
-        Default: ``set`` (a dict of :attr:`Params` values, or ``name=value`` strings) -> ``params``."""
+        """The task's settings from its run options: ``{"params": {...}}`` (optionally ``agents`` when an
+        option picks the kind, ``model_override`` when one fixes the model, ``record`` for what the
+        run notes). The keywords are those of ``cooplab run NAME``'s own options (``--n-agents`` is
+        ``n_agents``), as Python values. Each value is checked by the rule of its option; the first
+        bad one is a one-line :class:`~cooplab.limits.ConfigError`. Default: ``set`` (a dict of
+        :attr:`Params` values, or ``name=value`` strings) -> ``params``."""
         from pydantic import ValidationError
 
         from cooplab.limits import ConfigError, parse_set
@@ -122,7 +126,8 @@ class Task:
     def default_config(self, agents: str = "rule") -> dict[str, Any]:
         """A complete config with default values (``cooplab graph NAME`` draws its graph)."""
         params = self.Params().model_dump(mode="json") if self.Params is not None else {}
-        return {"task": self.name, "agents": agents, "seed": 0, "params": params, "llm": None}
+        return {"version": 2, "task": self.name, "agents": agents, "seed": 0, "csv": False, "params": params, "llm": None,
+                "sandbox": None, "record": {}}
 
     # --- the graph -------------------------------------------------------------------------
     def phases(self, config: Mapping[str, Any]) -> Mapping[str, Node]:

@@ -114,7 +114,7 @@ def profile_command(
     """Play all six games with one model and write its cooperative profile (profile.json, the
     decisions and ledger, figures/profile.png). Running the same command again continues an
     interrupted profile; finished games and cached calls are not paid twice."""
-    from cooplab.agents.settings import llm_config
+    from cooplab.agents.settings import LLMSettings
     from cooplab.cli.tasks import echo_json
     from cooplab.runs import profiles as pf
     from cooplab.runs import runner
@@ -123,7 +123,8 @@ def profile_command(
     kind = players.strip().lower()
     llm = None
     if kind == "llm":
-        llm = llm_config(model, None, base_url, temperature, max_tokens, max_concurrency, rps, budget, price_in, price_out, cache)
+        llm = LLMSettings(model=model, base_url=base_url, temperature=temperature, max_tokens=max_tokens, max_concurrency=max_concurrency,
+                          rps=rps, budget=budget, price_in=price_in, price_out=price_out, cache=cache).checked().model_dump(mode="json")
     try:
         req = pf.request(games=chosen, players=kind, simulations=simulations, group_size=group_size, seed=seed, prompt=prompt,
                          deliberation=deliberation, llm=llm)

@@ -49,7 +49,13 @@ class Run:
         out = Path(out)
         if not (out / "summary.json").is_file():
             raise rundir.RunDirError(f"{out} has no summary.json; is it a finished cooplab run directory?")
-        return cls(out=out, config=rundir.read_json(out / "config.json"), summary=rundir.read_json(out / "summary.json"))
+        return cls(out=out, config=rundir.read_config(out), summary=rundir.read_json(out / "summary.json"))
+
+    @property
+    def run_config(self) -> RunConfig:
+        """The run's settings as a typed :class:`~cooplab.runs.config.RunConfig` (run them again with
+        ``cooplab.run(run.run_config, out=...)``)."""
+        return RunConfig.load(self.config, where=f"{self.out}/config.json")
 
     @property
     def task(self) -> str:

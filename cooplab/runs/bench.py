@@ -241,7 +241,7 @@ def item_jobs(items: list[dict[str, Any]], out: Path, *, team: str, team_size: i
                             llm={**llm, "model": spec, "budget": budget_per_item}, team_size=team_size, visibility=visibility,
                             pipeline="solo" if team_size == 1 else "teams")
         cfg["csv"] = False
-        cfg["bench_item"] = it["id"]
+        cfg["record"] = {**cfg["record"], "bench_item": it["id"]}
         jobs.append(job(out / "items" / it["id"], "science", cfg, labels={"id": it["id"]}, done=("completed", "budget_exhausted")))
     return jobs
 
@@ -382,9 +382,17 @@ def figure(summaries: list[tuple[str, dict[str, Any]]], path: Path) -> Path:
     return path
 
 
-#: The model settings of a bench when not given (those of ``owndata.custom_config``).
-LLM_DEFAULTS = {"base_url": None, "temperature": 0.7, "max_tokens": 256, "max_concurrency": 8, "rps": None, "price_in": 0.0005,
-                "price_out": 0.003}
+#: the model settings a bench records in bench.json (the model, budget and cache are recorded apart, or not at all)
+BENCH_LLM = ("base_url", "temperature", "max_tokens", "max_concurrency", "rps", "price_in", "price_out")
+
+
+def bench_llm(llm: dict[str, Any] | None) -> dict[str, Any]:
+    """The model settings of a bench as bench.json records them: those given, over the defaults of
+    a science run on its own data (``owndata.custom_config``: 256 output tokens)."""
+    from cooplab.agents.settings import LLMSettings
+
+    given = {k: v for k, v in (llm or {}).items() if k in BENCH_LLM}
+    return LLMSettings.model_validate({"max_tokens": 256, **given}, strict=False).model_dump(include=set(BENCH_LLM))
 
 
 def check_settings(out: Path, settings: dict[str, Any]) -> None:
@@ -397,7 +405,7 @@ def check_settings(out: Path, settings: dict[str, Any]) -> None:
         except (OSError, ValueError):
             raise BenchError(f"{p} is not readable JSON; use a new --out") from None
         if isinstance(old, dict) and isinstance(old.get("llm"), dict):
-            old["llm"] = {**LLM_DEFAULTS, **old["llm"]}  # a bench started before an option existed ran with its default
+            old["llm"] = bench_llm(old["llm"])  # a bench started before an option existed ran with its default
         diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
         if diff:
             raise BenchError(f"{out} was started with other settings ({', '.join(diff)} differ); rerun with the same ones or use a new --out")
@@ -427,7 +435,7 @@ def run_bench(suite: Path, tables: Path, out: Path, *, labels: Path | None, team
     settings = {"suite_sha256": _sha(Path(suite)), "team": team.split(":", 1)[0],
                 "answers_sha256": _sha(Path(team[len("answers:"):])) if answers is not None else None, "team_size": team_size,
                 "model": model if answers is None else None, "visibility": visibility, "budget_per_item": per_item, "seed": seed,
-                "sandbox": backend, "llm": {**LLM_DEFAULTS, **{k: v for k, v in (llm or {}).items() if k != "cache"}}}
+                "sandbox": backend, "llm": bench_llm(llm)}
     check_settings(out, settings)
     js = item_jobs(items, out, team=team, team_size=team_size, budget_per_item=per_item, visibility=visibility, model=model, seed=seed,
                    backend=backend, llm=llm or {}, answers=answers)  # checks the model options before anything is written

@@ -1,27 +1,38 @@
-"""One run configuration for every entry point: the command line, a sweep and Python.
+"""One run configuration for every entry point: the command line, a sweep, Python and resume.
 
-:class:`RunConfig` names what a run is (the task, who decides, the seed, the task's own options,
-the LLM settings, the sandbox settings); :meth:`RunConfig.to_config` checks every value by its
-rule (:mod:`cooplab.limits`, the task's :meth:`~cooplab.graphs.task.Task.options`, the model and
-cache checks of :mod:`cooplab.agents.settings`) and returns the run's ``config.json``. The first bad
-value is a one-line :class:`~cooplab.limits.ConfigError`, with the same message as on the command
-line, and nothing has been written yet.
+:class:`RunConfig` names what a run is: the task, who decides (``agents``), the seed, whether
+tables are CSV, the task's own settings (``params``), the LLM settings and the sandbox settings.
+A run's ``config.json`` is a RunConfig written out (:meth:`RunConfig.to_config`), plus ``record``:
+what was noted when the run started (code version, time, environment, a dataset's hash).
 
-``cooplab run TASK ...`` builds its config here from its flags, :func:`cooplab.run` from keyword
-arguments, and ``cooplab resume`` checks a ``config.json`` with the same rules
-(:func:`cooplab.runs.runner.check_run_config`).
+Two ways in:
+
+- **options**: the task's run options as keywords (``n_agents=3, rounds=5``, the keywords of its
+  :meth:`~cooplab.graphs.task.Task.options`, the same as ``cooplab run TASK``'s flags), resolved
+  into ``params`` by the task;
+- **params**: the stored settings themselves, as in a config.json (``RunConfig.load(path)``), to
+  run a configuration again or to resume one.
+
+Every value is checked by one set of rules (:mod:`cooplab.limits`, the task's own checks, the model
+and cache checks of :class:`~cooplab.agents.settings.LLMSettings`); the first bad value is a
+one-line :class:`~cooplab.limits.ConfigError`, with the same message whatever the entry point, and
+nothing has been written yet. Files written by older code are upgraded on reading
+(:func:`cooplab.graphs.rundir.upgrade_config`).
 """
 
 from __future__ import annotations
 
 import inspect
+import json
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cooplab.agents.settings import LLMSettings, parse_agent_models
-from cooplab.graphs.task import Task, first_error
-from cooplab.limits import ConfigError
+from cooplab.graphs import rundir
+from cooplab.graphs.task import Task, TaskConfigError, first_error
+from cooplab.limits import ConfigError, check, one_line, show
 
 
 class SandboxSettings(BaseModel):
@@ -33,47 +44,95 @@ class SandboxSettings(BaseModel):
     timeout: float = Field(30.0, description="Seconds one run_code call may take.")
     rate: float = Field(0.0, description="USD per second of sandbox time charged to the ledger (0: recorded, free).")
 
+    def checked(self, name: Any = None) -> "SandboxSettings":
+        """These settings with every value checked (``name(field)``: how to call it; default the CLI flag)."""
+        label = name or (lambda key: f"--sandbox-{key}")
+        if self.backend not in ("docker", "local"):
+            raise ConfigError(f"{label('backend')} must be docker or local, got {show(self.backend)}")
+        check(label("timeout"), self.timeout, "sandbox-timeout")
+        check(label("rate"), self.rate, "sandbox-rate")
+        return self
+
+    @classmethod
+    def from_file(cls, raw: Any, where: str) -> "SandboxSettings":
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{where} must be an object with backend, timeout and rate, got {show(raw)}")
+        unknown = sorted(set(raw) - set(cls.model_fields))
+        if unknown:
+            raise ConfigError(f"{where}: unknown field {unknown[0]!r}; use {', '.join(cls.model_fields)}")
+        if not isinstance(raw.get("backend", "docker"), str):
+            raise ConfigError(f"{where}.backend must be docker or local, got {show(raw.get('backend'))}")
+        for key, rule in (("timeout", "sandbox-timeout"), ("rate", "sandbox-rate")):
+            if key in raw:
+                check(f"{where}.{key}", raw[key], rule)
+        return cls.model_validate(raw, strict=False).checked(lambda key: f"{where}.{key}")
+
 
 #: keyword arguments of :func:`cooplab.run` that are LLM settings (CLI flag spellings kept where they differ)
 LLM_KEYWORDS = set(LLMSettings.model_fields) | {"agent_model"}
 #: keyword arguments that are sandbox settings
 SANDBOX_KEYWORDS = {"sandbox_backend": "backend", "sandbox_timeout": "timeout", "sandbox_rate": "rate"}
+#: fields of the LLM block every run's config.json names (older runs may lack the others)
+_LLM_REQUIRED = {"model", "temperature", "max_tokens", "max_concurrency", "price_in", "price_out", "cache"}
 
 
 class RunConfig(BaseModel):
-    """A run, before it is checked: the task, who decides (``agents``: rule or llm; default the
-    task's first kind), the seed, whether tables are CSV, the task's own options (the keywords of
-    its :meth:`~cooplab.graphs.task.Task.options`), and the LLM and sandbox settings."""
+    """A run: the task, who decides (``agents``: rule or llm; default the task's first kind), the
+    seed, whether tables are CSV, the task's settings (either ``options``, the keywords of its
+    :meth:`~cooplab.graphs.task.Task.options`, or ``params``, the settings as config.json stores
+    them), the LLM and sandbox settings, and ``record`` (noted when a run starts; not a setting)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
+    version: int = rundir.CONFIG_VERSION
     task: str
     agents: str | None = None
     seed: int = 0
     csv: bool = False
     options: dict[str, Any] = Field(default_factory=dict)
+    params: dict[str, Any] | None = None
     llm: LLMSettings | None = None
     sandbox: SandboxSettings | None = None
+    record: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod
     def from_keywords(cls, task: str, **kw: Any) -> "RunConfig":
         """A RunConfig from flat keywords, as :func:`cooplab.run` takes them: LLM settings
         (``model=``, ``budget=`` ...), sandbox settings (``sandbox_timeout=`` ...), the common fields,
-        and everything else the task's own options."""
+        ``params=`` (stored settings) and everything else the task's own options."""
         llm = {k: kw.pop(k) for k in list(kw) if k in LLM_KEYWORDS}
         if "agent_model" in llm:  # the CLI's repeatable --agent-model AGENT=MODEL
             llm["agent_models"] = parse_agent_models(llm.pop("agent_model") or [])
         sandbox = {SANDBOX_KEYWORDS[k]: kw.pop(k) for k in list(kw) if k in SANDBOX_KEYWORDS}
-        common = {k: kw.pop(k) for k in list(kw) if k in ("agents", "seed", "csv")}
+        common = {k: kw.pop(k) for k in list(kw) if k in ("agents", "seed", "csv", "params")}
         try:
             return cls(task=task, options=kw, llm=LLMSettings(**llm) if llm else None,
                        sandbox=SandboxSettings(**sandbox) if sandbox else None, **common)
         except ValidationError as exc:
             raise ConfigError(first_error(exc)) from None
 
+    @classmethod
+    def load(cls, source: str | Path | dict[str, Any], *, where: str | None = None) -> "RunConfig":
+        """A stored configuration (a run directory, its config.json, or the parsed object), upgraded
+        from older versions and checked like a resumed run's (one-line ConfigError). Run it again
+        with ``cooplab.run(RunConfig.load(path), out=...)``."""
+        if isinstance(source, dict):
+            raw, where = source, where or "config"
+        else:
+            path = Path(source)
+            path = path / "config.json" if path.is_dir() else path
+            where = where or str(path)
+            try:
+                raw = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise ConfigError(f"cannot read {path}: {one_line(exc)}") from None
+        config = check_stored(raw, where)
+        return cls(**{k: v for k, v in config.items() if k not in ("llm", "sandbox")},
+                   llm=None if config["llm"] is None else LLMSettings.model_validate(config["llm"], strict=False),
+                   sandbox=None if config["sandbox"] is None else SandboxSettings.model_validate(config["sandbox"], strict=False))
+
     def to_config(self, task: Task | None = None) -> dict[str, Any]:
         """The run's config.json: every value checked by its rule, nothing written."""
-        from cooplab.limits import check
         from cooplab.runs import registry
 
         task = task or registry.get(self.task)
@@ -81,11 +140,25 @@ class RunConfig(BaseModel):
         if agents not in task.agent_kinds:
             raise ConfigError(f"--agents must be {' or '.join(task.agent_kinds)}, got {agents!r}")
         check("--seed", self.seed, "seed")
-        _check_keywords(task, self.options)
-        fields = task.options(agents, **self.options)
+        if self.params is not None:
+            if self.options:
+                raise ConfigError(f"give the task's options or its stored params, not both (options: {', '.join(sorted(self.options))})")
+            fields: dict[str, Any] = {"params": self.params}
+            try:
+                task.check_config({"task": task.name, "agents": agents, "seed": self.seed, "params": self.params,
+                                   "llm": {"model": (self.llm or LLMSettings()).model}})
+            except TaskConfigError as exc:
+                raise ConfigError(f"params: {exc}" if not str(exc).startswith("params") else str(exc)) from None
+            except ValidationError as exc:
+                raise ConfigError(f"params.{first_error(exc)}") from None
+        else:
+            _check_keywords(task, self.options)
+            fields = task.options(agents, **self.options)
         llm = self.llm if self.llm is not None else LLMSettings()
         sandbox = self.sandbox if self.sandbox is not None else SandboxSettings()
-        return build_config(task, fields, agents=agents, seed=self.seed, csv=self.csv, llm=llm, sandbox=sandbox)
+        config = build_config(task, fields, agents=agents, seed=self.seed, csv=self.csv, llm=llm, sandbox=sandbox)
+        config["record"] = {**config["record"], **self.record}
+        return config
 
 
 def _check_keywords(task: Task, options: dict[str, Any]) -> None:
@@ -95,32 +168,76 @@ def _check_keywords(task: Task, options: dict[str, Any]) -> None:
     unknown = sorted(set(options) - set(known))
     if unknown:
         raise ConfigError(f"task {task.name!r} has no option {unknown[0]!r}; its options are {', '.join(known) or 'none'} "
-                          f"(and the common ones: agents, seed, csv, the LLM settings {', '.join(sorted(LLMSettings.model_fields))}, "
+                          f"(and the common ones: agents, seed, csv, params, the LLM settings {', '.join(sorted(LLMSettings.model_fields))}, "
                           f"sandbox_backend, sandbox_timeout, sandbox_rate)")
 
 
 def build_config(task: Task, fields: dict[str, Any], *, agents: str, seed: int, csv: bool, llm: LLMSettings,
                  sandbox: SandboxSettings) -> dict[str, Any]:
-    """config.json from a task's own fields (:meth:`Task.options`) and the common settings: the LLM
-    block only for LLM agents (a task option may pick the kind or fix the model), the sandbox block
+    """config.json from what a task's :meth:`~cooplab.graphs.task.Task.options` returned (``params``;
+    optionally ``agents`` when an option picks the kind, ``model_override`` when one fixes the
+    model, ``record``) and the common settings: the LLM block only for LLM agents, the sandbox block
     for tasks that use the sandbox."""
-    config: dict[str, Any] = {"task": task.name, "agents": agents, **fields, "seed": seed, "csv": csv}
-    if config["agents"] not in task.agent_kinds:  # a task's options may choose the kind (e.g. game --players llm)
-        raise ConfigError(f"--agents must be {' or '.join(task.agent_kinds)}, got {config['agents']!r}")
-    config["llm"] = None
-    override = config.pop("model_override", None)  # a task option that fixes the model (e.g. science --team oracle)
-    if config["agents"] == "llm":
+    unknown = sorted(set(fields) - {"params", "agents", "model_override", "record"})
+    if unknown or not isinstance(fields.get("params"), dict):
+        raise TypeError(f"task {task.name!r}: options() must return {{'params': {{...}}}} (and optionally agents, model_override, "
+                        f"record), got keys {sorted(fields)}")
+    agents = fields.get("agents", agents)
+    if agents not in task.agent_kinds:  # a task's options may choose the kind (e.g. game --players llm)
+        raise ConfigError(f"--agents must be {' or '.join(task.agent_kinds)}, got {agents!r}")
+    config: dict[str, Any] = {"version": rundir.CONFIG_VERSION, "task": task.name, "agents": agents, "seed": seed, "csv": csv,
+                              "params": fields["params"], "llm": None, "sandbox": None, "record": dict(fields.get("record") or {})}
+    if agents == "llm":
+        override = fields.get("model_override")  # a task option that fixes the model (e.g. science --team oracle)
         if override is not None:
             llm = llm.model_copy(update={"model": override, "agent_models": {}})
-        config["llm"] = llm.to_config(task.n_agents(config))
+        config["llm"] = llm.checked(task.n_agents(config)).model_dump(mode="json")
     if task.uses_sandbox:
-        if sandbox.backend not in ("docker", "local"):
-            raise ConfigError(f"--sandbox-backend must be docker or local, got {sandbox.backend!r}")
-        from cooplab.limits import check
+        config["sandbox"] = sandbox.checked().model_dump(mode="json")
+    return config
 
-        check("--sandbox-timeout", sandbox.timeout, "sandbox-timeout")
-        check("--sandbox-rate", sandbox.rate, "sandbox-rate")
-        config["sandbox"] = {"backend": sandbox.backend, "timeout": sandbox.timeout}
-        if config["llm"] is not None:
-            config["llm"]["sandbox_usd_per_second"] = sandbox.rate
+
+def check_stored(raw: Any, where: str, task: Task | None = None) -> dict[str, Any]:
+    """A stored config.json (any version) upgraded and checked, every value by the rules that wrote
+    it: the common fields here, the task's by ``task.check_config``, the LLM and sandbox blocks by
+    their models. Returns the config in the current shape (a one-line ConfigError otherwise)."""
+    from cooplab.runs import registry
+
+    config = rundir.upgrade_config(raw)
+    if not isinstance(config, dict):
+        raise ConfigError(f"{where} must be a JSON object, got {show(config)}")
+    if config.get("version") != rundir.CONFIG_VERSION:
+        raise ConfigError(f"{where}: version {show(config.get('version'))} is not one this cooplab reads "
+                          f"(it writes version {rundir.CONFIG_VERSION}); upgrade cooplab")
+    unknown = sorted(set(config) - set(rundir.CONFIG_FIELDS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown field {unknown[0]!r}; a config.json has {', '.join(rundir.CONFIG_FIELDS)}")
+    if task is None:
+        try:
+            task = registry.get(config.get("task"))
+        except registry.UnknownTask as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+    if config.get("agents") not in task.agent_kinds:
+        raise ConfigError(f"{where}: agents must be one of {', '.join(task.agent_kinds)}, got {show(config.get('agents'))}")
+    check(f"{where}: seed", config.get("seed"), "seed")
+    if not isinstance(config.get("csv", False), bool):
+        raise ConfigError(f"{where}: csv must be true or false, got {show(config.get('csv'))}")
+    if not isinstance(config.get("record", {}), dict):
+        raise ConfigError(f"{where}: record must be an object, got {show(config.get('record'))}")
+    config = {**config, "csv": config.get("csv", False), "record": config.get("record", {}), "llm": config.get("llm"),
+              "sandbox": config.get("sandbox")}
+    try:
+        task.check_config(config)
+    except (TaskConfigError, ConfigError) as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    except ValidationError as exc:
+        raise ConfigError(f"{where}: params.{first_error(exc)}") from None
+    if config["agents"] == "llm":
+        llm = LLMSettings.from_file(config["llm"], f"{where}: llm", required=_LLM_REQUIRED)
+        config["llm"] = llm.checked(task.n_agents(config), name=lambda key: f"{where}: llm.{key}").model_dump(mode="json")
+    elif config["llm"] is not None:
+        raise ConfigError(f"{where}: llm must be null for agents {config['agents']!r}, got {show(config['llm'])}")
+    if task.uses_sandbox:
+        config["sandbox"] = SandboxSettings.from_file(config["sandbox"] if config["sandbox"] is not None else {},
+                                                      f"{where}: sandbox").model_dump(mode="json")
     return config

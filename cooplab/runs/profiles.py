@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from cooplab.graphs.rundir import upgrade_llm
 from cooplab.runs import store as runstore
 from cooplab.tasks.games.params import GAMES, PROMPTS, model_of
 
@@ -52,7 +53,7 @@ def request(*, games: Sequence[str] | None = None, players: str = "llm", simulat
     in the paper's order), the players (llm, or a reference kind for anchors), the number of
     simulations per game, the group size (two groups of it; default each game's 5), the seed, the
     LLM players' prompt condition and deliberation, and the run's ``llm`` config
-    (``cooplab.agents.settings.llm_config``; required exactly for llm players)."""
+    (:class:`cooplab.agents.settings.LLMSettings`, checked; required exactly for llm players)."""
     chosen = list(GAMES if games is None else games)
     bad = [g for g in chosen if g not in GAMES]
     if bad or not chosen:
@@ -79,6 +80,11 @@ def request(*, games: Sequence[str] | None = None, players: str = "llm", simulat
     return req
 
 
+def _model(req: Mapping[str, Any]) -> str | None:
+    """The model spec of a profile's LLM players (None for reference players)."""
+    return upgrade_llm(req["llm"])[0].get("model") if isinstance(req.get("llm"), dict) else None
+
+
 def game_params(req: Mapping[str, Any], game: str):
     """The parameters of one game of the profile: the paper's defaults, the profile's simulations and
     group size."""
@@ -100,17 +106,17 @@ def game_config(req: Mapping[str, Any], game: str, budget: float | None) -> dict
     """The ``game`` task's config for one game of the profile (what ``cooplab run game`` writes)."""
     llm = None
     if req["llm"] is not None:
-        llm = {**req["llm"], "budget": budget}
-    return {"task": "game", "agents": "llm" if req["players"] == "llm" else "rule", "game": game, "players": req["players"],
-            "script": None, "script_file": None, "prompt": req["prompt"], "deliberation": req["deliberation"],
-            "params": game_params(req, game).model_dump(mode="json"), "seed": req["seed"], "csv": False,
-            "llm": llm}
+        llm = {**upgrade_llm(req["llm"])[0], "budget": budget}
+    return {"version": 2, "task": "game", "agents": "llm" if req["players"] == "llm" else "rule", "seed": req["seed"], "csv": False,
+            "params": {"game": game, "players": req["players"], "script": None, "script_file": None, "prompt": req["prompt"],
+                       "deliberation": req["deliberation"], **game_params(req, game).model_dump(mode="json")},
+            "llm": llm, "sandbox": None, "record": {}}
 
 
 def label_of(req: Mapping[str, Any]) -> str:
     """How a profile is named in figures: the model spec (or the reference players' kind), plus the
     prompt condition when it is not the standard one."""
-    name = req["players"] if req["players"] != "llm" else str((req["llm"] or {}).get("models", {}).get("default", "llm"))
+    name = req["players"] if req["players"] != "llm" else str(_model(req) or "llm")
     if name.startswith("scripted:"):
         name = "scripted:" + Path(name.split(":", 1)[1]).name
     extra = [req["prompt"]] if req.get("prompt", "standard") != "standard" else []
@@ -154,6 +160,8 @@ def prepare(out: Path, req: Mapping[str, Any], *, force: bool = False) -> Path:
             raise ProfileError(f"{cfg_path} is damaged ({_first(exc)}); use --force to start over") from None
         if not isinstance(old, dict) or old.get("kind") != PROFILE_KIND:
             raise ProfileError(f"{cfg_path} is not a cooplab profile config; use another --out or --force")
+        if isinstance(old.get("llm"), dict):  # a profile started before the LLM settings' current spelling
+            old = {**old, "llm": upgrade_llm(old["llm"])[0]}
         diff = _differences(old, req)
         if diff:
             raise ProfileError(f"{out} holds a profile with other settings ({'; '.join(diff)}); use another --out, or --force "
@@ -285,7 +293,7 @@ def build_profile(out: Path, req: Mapping[str, Any], summaries: Mapping[str, Map
         totals["output_tokens_per_decision"] = round(totals["output_tokens"] / totals["decisions"], 2)
         totals["input_tokens_per_decision"] = round(totals["input_tokens"] / totals["decisions"], 2)
     profile = {"kind": PROFILE_KIND, "version": PROFILE_VERSION, "label": label_of(req), "status": status,
-               "players": req["players"], "model": (req["llm"] or {}).get("models", {}).get("default") if req["llm"] else None,
+               "players": req["players"], "model": _model(req),
                "prompt": req["prompt"], "deliberation": req["deliberation"], "simulations": req["simulations"],
                "group_size": req.get("group_size"), "seed": req["seed"],
                "budget_usd": (req["llm"] or {}).get("budget") if req["llm"] else None, "games": games, "totals": totals,

@@ -29,13 +29,14 @@ from typing import Any, Callable, Iterator
 import pandas as pd
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from cooplab.agents.settings import build_service, check_llm_config
+from cooplab.agents.settings import build_service
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import BudgetExhausted
 from cooplab.graphs.nodes import shared_rows
-from cooplab.graphs.task import RunInfo, Task, TaskConfigError
+from cooplab.graphs.task import RunInfo, Task
 from cooplab.limits import one_line
 from cooplab.runs import store as runstore
+from cooplab.runs.config import check_stored
 
 
 class RunStopped(RuntimeError):
@@ -52,9 +53,10 @@ def start(task: Task, out: Path, config: dict[str, Any], *, quiet: bool = False,
     """Write ``out/config.json`` (the runner's fields added), build the initial state and run.
     ``out`` must exist and be empty (``runstore.prepare_out``)."""
     out = Path(out)
-    config = {"task": task.name, "agents": config.get("agents", task.agent_kinds[0]), **config}
+    config = {"version": config.get("version", 2), "task": task.name, "agents": config.get("agents", task.agent_kinds[0]), **config}
     env = runstore.environment(config)
-    config.update(code_version=runstore.code_version(env["git"]), created=runstore.now(), environment=env)
+    config["record"] = {**(config.get("record") or {}), "code_version": runstore.code_version(env["git"]), "created": runstore.now(),
+                        "environment": env}
     runstore.write_json(out / "config.json", config)
     return execute(task, out, config, task.init_state(config) if state is None else state, quiet=quiet)
 
@@ -76,8 +78,8 @@ def resume(out: Path, *, quiet: bool = False, warn: Callable[[str], None] | None
         task = registry.get(name)
     except registry.UnknownTask as exc:
         raise runstore.RunDirError(f"{out}/config.json: {exc}") from None
-    config = runstore.config_for_resume(out, name, lambda o, c: check_run_config(task, o, c))
-    changes = runstore.environment_changes(config.get("environment"), runstore.environment(config))
+    config = runstore.config_for_resume(out, name, lambda o, c: check_stored(c, f"{o}/config.json", task))
+    changes = runstore.environment_changes(config["record"].get("environment"), runstore.environment(config))
     if changes:
         (warn or _log_warning)(f"{out} was started in another environment ({'; '.join(changes)}); "
                                f"the resumed part may not match an uninterrupted run")
@@ -90,46 +92,14 @@ def _log_warning(message: str) -> None:
     logging.getLogger("cooplab").warning(message)
 
 
-def check_run_config(task: Task, out: Path, config: dict[str, Any]) -> None:
-    """Every value of a run's config.json: the runner's fields here, the task's by ``task.check_config``
-    (an ConfigError naming the field; ``runstore.config_for_resume`` turns it into a RunDirError)."""
-    import cooplab.limits as co
-
-    where = f"{out}/config.json"
-    if config.get("agents") not in task.agent_kinds:
-        raise co.ConfigError(f"{where}: agents must be one of {', '.join(task.agent_kinds)}, got {config.get('agents')!r}")
-    co.check(f"{where}: seed", config.get("seed"), "seed")
-    if not isinstance(config.get("csv", False), bool):
-        raise co.ConfigError(f"{where}: csv must be true or false, got {config.get('csv')!r}")
-    try:
-        task.check_config(config)
-    except (TaskConfigError, co.ConfigError) as exc:
-        raise co.ConfigError(f"{where}: {exc}") from None
-    if config["agents"] == "llm":
-        check_llm_config(out, config, task.n_agents(config))
-    if task.uses_sandbox:
-        try:
-            sandbox_settings(config)
-        except ValueError as exc:
-            raise co.ConfigError(f"{where}: sandbox: {co.one_line(exc, 300)}") from None
-
-
 def sandbox_settings(config: dict[str, Any]):
-    """(backend, SandboxConfig) of a run that uses the sandbox: config["sandbox"] is
-    ``{"backend": "docker" | "local", "timeout": seconds}``. ``local`` must be asked for by name:
-    a docker run never falls back to local execution (ValueError on a bad value)."""
+    """(backend, SandboxConfig) of a run that uses the sandbox, from its checked ``config["sandbox"]``
+    (:class:`~cooplab.runs.config.SandboxSettings`). ``local`` must be asked for by name: a docker
+    run never falls back to local execution."""
     from cooplab.sandbox import SandboxConfig
 
     raw = config.get("sandbox") or {}
-    if not isinstance(raw, dict) or set(raw) - {"backend", "timeout"}:
-        raise ValueError(f"must be an object with backend and timeout, got {raw!r}")
-    backend = raw.get("backend", "docker")
-    if backend not in ("docker", "local"):
-        raise ValueError(f"backend must be docker or local, got {backend!r}")
-    timeout = raw.get("timeout", 30.0)
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise ValueError(f"timeout must be a number of seconds, got {timeout!r}")
-    return backend, SandboxConfig(timeout=float(timeout))
+    return raw.get("backend", "docker"), SandboxConfig(timeout=float(raw.get("timeout", 30.0)))
 
 
 def stop_status(exc: BaseException) -> tuple[str, str] | None:

@@ -100,7 +100,7 @@ def check_checkpoints(out: Path) -> None:
 
 def config_for_resume(out: Path, task: str, check_config) -> dict[str, Any]:
     """A run directory's config.json, ready to resume a ``task`` run: the task matches, every value
-    passes ``check_config(out, config)`` and checkpoints.sqlite is sound (one-line RunDirErrors;
+    passes ``check_config(out, config)`` (which returns it in the current shape) and checkpoints.sqlite is sound (one-line RunDirErrors;
     nothing is changed)."""
     from cooplab.limits import ConfigError
 
@@ -108,9 +108,7 @@ def config_for_resume(out: Path, task: str, check_config) -> dict[str, Any]:
     if config.get("task") != task:
         raise RunDirError(f"{out} holds a {config.get('task')!r} run; only {task} runs resume here")
     try:
-        if config.get("agents") not in ("rule", "llm"):
-            raise ConfigError(f"{out}/config.json: agents must be 'rule' or 'llm', got {config.get('agents')!r}")
-        check_config(out, config)
+        config = check_config(out, config)
     except ConfigError as exc:
         raise RunDirError(f"{exc}; fix the file, or {RESTART.format(out=out)}") from None
     check_checkpoints(out)
@@ -181,7 +179,8 @@ def environment(config: dict[str, Any]) -> dict[str, Any]:
     used) and the sandbox image id (when the run uses the sandbox)."""
     env: dict[str, Any] = {"python": platform.python_version(), "machine": machine(), "git": git_commit(),
                            "packages": {d: _version(d) for d in DECIDING_PACKAGES}}
-    models = ((config.get("llm") or {}).get("models") or {}).values()
+    llm = config.get("llm") or {}
+    models = [llm.get("model"), *(llm.get("agent_models") or {}).values()]
     if any(isinstance(m, str) and m.strip().lower() == "local" for m in models):
         try:
             from cooplab.agents.models import local_model_path

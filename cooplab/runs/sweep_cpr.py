@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cooplab.agents.cache import check_cache
 from cooplab.agents.models import check_model
-from cooplab.agents.settings import LLMSettings, check_llm
+from cooplab.agents.settings import LLMSettings
 from cooplab.limits import ConfigError
 from cooplab.runs.sweeps import SweepError, job, run_jobs, table, write_table
 from cooplab.runs.sweeps import slug as _slug
@@ -102,7 +102,7 @@ def check_raw(raw: dict[str, Any], where: str) -> None:
         if key in raw and (not isinstance(raw[key], list) or not all(isinstance(x, str) for x in raw[key])):
             raise ConfigError(f"{where}: {key} must be a list of strings, got {raw[key]!r}")
     if "llm" in raw:
-        check_llm(raw["llm"], f"{where}: llm", LLM_KEYS)
+        LLMSettings.from_file(raw["llm"], f"{where}: llm", allowed=LLM_KEYS)
     if "set" in raw and not isinstance(raw["set"], dict):
         raise ConfigError(f"{where}: set must be a JSON object of parameters (see 'cooplab params cpr'), got {raw['set']!r}")
 
@@ -146,19 +146,17 @@ def cells(cfg: SweepConfig) -> list[dict[str, Any]]:
 
 def jobs(cfg: SweepConfig) -> list[dict[str, Any]]:
     """Every cell as a job (cooplab.runs.sweeps): its run directory, task and complete run config."""
-    from cooplab.agents.settings import LLMSettings
-    from cooplab.tasks.cpr.task import resolve_params
+    from cooplab.runs.config import RunConfig
+    from cooplab.tasks.cpr.task import TASK, resolve_params
 
     out = []
     for cell in cells(cfg):
         params = resolve_params(cell["env"], cell["ablation"], cfg.n_agents, cfg.rounds, dict(cfg.set))
-        llm = None
-        if cfg.agents == "llm":
-            llm = LLMSettings.from_file(cfg.llm, model=cell["model"]).to_config(None)
+        llm = LLMSettings.from_file(cfg.llm, "llm", model=cell["model"]) if cfg.agents == "llm" else None
         d: Path = cell["dir"]
-        config = {"task": "cpr", "agents": cfg.agents, "env": cell["env"], "ablation": cell["ablation"], "sweep_cell": d.name,
-                  "population": cell["population"], "replicates": cfg.trials, "seed": cfg.seed, "params": params.model_dump(),
-                  "llm": llm, "csv": False}
+        run = {"env": cell["env"], "ablation": cell["ablation"], "population": cell["population"], "replicates": cfg.trials}
+        config = RunConfig(task="cpr", agents=cfg.agents, seed=cfg.seed, params={**run, **params.model_dump()}, llm=llm,
+                           record={"sweep_cell": d.name}).to_config(TASK)
         out.append(job(d, "cpr", config, labels={k: cell[k] for k in ("model", "env", "population", "ablation")}))
     return out
 

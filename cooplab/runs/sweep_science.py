@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cooplab.runs import store as runstore
 from cooplab.agents.models import check_model
-from cooplab.agents.settings import LLMSettings, check_llm
+from cooplab.agents.settings import LLMSettings
 from cooplab.limits import ConfigError
 from cooplab.graphs.task import first_error
 from cooplab.runs.sweeps import SweepError, job, run_jobs, table, write_table
@@ -76,7 +76,7 @@ def load(raw: dict[str, Any], where: str) -> ScienceSweep:
                 raise SweepError(str(exc)) from None
     if "llm" in raw:
         try:
-            check_llm(raw["llm"], f"{where}: llm", LLM_KEYS)
+            LLMSettings.from_file(raw["llm"], f"{where}: llm", allowed=LLM_KEYS)
         except ConfigError as exc:
             raise SweepError(str(exc)) from None
     try:
@@ -110,19 +110,19 @@ def conditions(cfg: ScienceSweep) -> list[dict[str, Any]]:
 
 def jobs(cfg: ScienceSweep) -> list[dict[str, Any]]:
     """Every run of the sweep as a job (cooplab.runs.sweeps): its directory, task and complete run config."""
-    from cooplab.agents.settings import LLMSettings
+    from cooplab.runs.config import RunConfig, SandboxSettings
     from cooplab.tasks.science.params import ScienceParams
-    from cooplab.tasks.science.task import team_model
+    from cooplab.tasks.science.task import TASK, team_model
 
     out = []
     for c in conditions(cfg):
         model = team_model(cfg.team, c["task"]) or c["model"]
-        llm = LLMSettings.from_file({"max_tokens": 256, **cfg.llm}, model=model, budget=c["budget"]).to_config(None)
+        llm = LLMSettings.from_file({"max_tokens": 256, **cfg.llm}, "llm", model=model, budget=c["budget"])
         params = ScienceParams(**{**cfg.set, "task": c["task"], "team": cfg.team, "team_size": c["team_size"],
                                   "visibility": c["visibility"], "prompt": c["prompt"]})
-        config = {"task": "science", "agents": "llm", "params": params.model_dump(mode="json"), "dataset": {"sha256": None},
-                  "judge": None, "sandbox": {"backend": cfg.sandbox_backend, "timeout": cfg.sandbox_timeout}, "seed": c["seed"],
-                  "csv": False, "llm": llm, "sweep_condition": c["condition"]}
+        config = RunConfig(task="science", agents="llm", seed=c["seed"], params={**params.model_dump(mode="json"), "judge": None}, llm=llm,
+                           sandbox=SandboxSettings(backend=cfg.sandbox_backend, timeout=cfg.sandbox_timeout),
+                           record={"dataset": {"sha256": None}, "sweep_condition": c["condition"]}).to_config(TASK)
         labels = {k: c[k] for k in ("condition", "model", "task", "budget", "visibility", "team_size", "prompt", "seed")}
         out.append(job(c["dir"], "science", config, labels=labels, done=("completed", "budget_exhausted")))
     return out

@@ -2,9 +2,9 @@
 Learning and Collective Norm Formation in Fostering Cooperation in LLM Multi-Agent Systems") as a
 task of the one runner: configuration, graph, initial state and outputs.
 
-A run's config.json holds, besides the runner's fields: ``env`` (harsh | rich), ``ablation``
-(full | osl | ogd | neither), ``population`` (altruistic | selfish | mixed), ``replicates`` and
-``params`` (every :class:`~cooplab.tasks.cpr.params.CPRParams` value).
+A run's ``params`` (config.json) hold every :class:`~cooplab.tasks.cpr.params.CPRParams` value and,
+beside them, ``env`` (harsh | rich) and ``ablation`` (full | osl | ogd | neither) the values came
+from, ``population`` (altruistic | selfish | mixed), ``replicates`` and, if one was used, ``preset``.
 """
 
 from __future__ import annotations
@@ -117,6 +117,13 @@ def init_llm_state(conditions, replicates: int, seed: int) -> dict[str, Any]:
     return state
 
 
+#: CPR's settings beside the model's parameters in config["params"]: the environment and ablation
+#: the parameters came from, who the agents are, how many societies, and the preset if one was used
+RUN_SETTINGS = ("env", "ablation", "population", "replicates", "preset")
+POPULATIONS = ("altruistic", "selfish", "mixed")
+ABLATIONS = ("full", "osl", "ogd", "neither")
+
+
 class CPRTask(Task):
     name = "cpr"
     title = "The common-pool fishery society (Gupta et al. 2025): harvest, punish, learn, propose, vote."
@@ -128,6 +135,7 @@ class CPRTask(Task):
         raw = config.get("params")
         if not isinstance(raw, Mapping):
             raise TaskConfigError(f"params must be a JSON object, got {raw!r}")
+        raw = {k: v for k, v in raw.items() if k not in RUN_SETTINGS}
         if "individual_learning" not in raw:  # written before individual learning existed: the v1 model, resumed as such
             raw = {**raw, "individual_learning": False}
         try:
@@ -138,11 +146,17 @@ class CPRTask(Task):
     def check_config(self, config: Mapping[str, Any]) -> None:
         import cooplab.limits as co
 
-        if config.get("population") not in ("altruistic", "selfish", "mixed"):
-            raise TaskConfigError(f"population must be altruistic, selfish or mixed, got {config.get('population')!r}")
-        co.check("replicates", config.get("replicates"), "replicates")
         params = self.params(config)
-        co.check_size(config["replicates"], params.N, params.T, names=("replicates", "params.N", "params.T"))
+        run = config["params"]
+        if run.get("population") not in POPULATIONS:
+            raise TaskConfigError(f"params.population must be altruistic, selfish or mixed, got {run.get('population')!r}")
+        co.check("params.replicates", run.get("replicates"), "replicates")
+        for key, allowed in (("env", tuple(ENVIRONMENTS)), ("ablation", ABLATIONS)):
+            if run.get(key) is not None and run.get(key) not in allowed:
+                raise TaskConfigError(f"params.{key} must be one of {', '.join(allowed)}, got {co.show(run.get(key))}")
+        if run.get("preset") is not None and not isinstance(run.get("preset"), str):
+            raise TaskConfigError(f"params.preset must be a preset's name, got {co.show(run.get('preset'))}")
+        co.check_size(run["replicates"], params.N, params.T, names=("params.replicates", "params.N", "params.T"))
 
     def options(self, agents: str, *, env: str = "harsh", population: str = "mixed", ablation: str = "full", n_agents: int | None = None,
                 rounds: int | None = None, replicates: int | None = None, set: Any = None, preset: str | None = None) -> dict[str, Any]:  # noqa: A002
@@ -153,8 +167,8 @@ class CPRTask(Task):
         import cooplab.limits as co
         from cooplab.tasks.cpr.params import parse_set
 
-        for name, value, allowed in (("--env", env, tuple(ENVIRONMENTS)), ("--population", population, ("altruistic", "selfish", "mixed")),
-                                     ("--ablation", ablation, ("full", "osl", "ogd", "neither"))):
+        for name, value, allowed in (("--env", env, tuple(ENVIRONMENTS)), ("--population", population, POPULATIONS),
+                                     ("--ablation", ablation, ABLATIONS)):
             if value not in allowed:
                 raise co.ConfigError(f"{name} must be one of {', '.join(allowed)}, got {co.show(value)}")
         for name, value, rule in (("--n-agents", n_agents, "n-agents"), ("--rounds", rounds, "rounds"), ("--replicates", replicates, "replicates")):
@@ -168,23 +182,23 @@ class CPRTask(Task):
         except ParamError as exc:
             raise co.ConfigError(str(exc)) from None
         co.check_size(replicates, params.N, params.T)
-        fields = {"env": env, "ablation": ablation, "population": population, "replicates": replicates, "params": params.model_dump()}
-        return {**fields, "preset": preset} if preset is not None else fields
+        run = {"env": env, "ablation": ablation, "population": population, "replicates": replicates}
+        return {"params": {**run, **({"preset": preset} if preset is not None else {}), **params.model_dump()}}
 
     def n_agents(self, config: Mapping[str, Any]) -> int:
         return self.params(config).N
 
     def default_config(self, agents: str = "rule") -> dict[str, Any]:
-        return {"task": self.name, "agents": agents, "env": "harsh", "ablation": "full", "population": "mixed", "replicates": 1,
-                "seed": 0, "params": CPRParams().model_dump(), "llm": None}
+        return {**super().default_config(agents),
+                "params": {"env": "harsh", "ablation": "full", "population": "mixed", "replicates": 1, **CPRParams().model_dump()}}
 
     def phases(self, config: Mapping[str, Any]) -> "OrderedDict[str, Callable]":
         params = self.params(config)
         return llm_phases(params) if config.get("agents") == "llm" else phases_for(params)
 
     def init_state(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        conds = [Condition(self.params(config), config["population"])]
-        seed, replicates = int(config["seed"]), int(config["replicates"])
+        conds = [Condition(self.params(config), config["params"]["population"])]
+        seed, replicates = int(config["seed"]), int(config["params"]["replicates"])
         if config.get("agents") == "llm":
             return init_llm_state(conds, replicates, seed)
         return init_state(conds, replicates, seed)
@@ -203,9 +217,9 @@ class CPRTask(Task):
         rundir.write_table(cpr_metrics.agents_frame(final), run.out, "agents", csv=run.csv)
         S, N = final["alive"].shape
         summary = {
-            "env": config.get("env"),
-            "population": config.get("population"),
-            "ablation": config.get("ablation"),
+            "env": config["params"].get("env"),
+            "population": config["params"].get("population"),
+            "ablation": config["params"].get("ablation"),
             "replicates": S,
             "n_agents": N,
             "seed": config["seed"],

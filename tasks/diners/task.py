@@ -22,6 +22,7 @@ import pandas as pd
 from cooplab.graphs import rundir
 from cooplab.graphs.task import RunInfo, Task, TaskConfigError
 from cooplab.tasks.diners import model as dm
+from cooplab.tasks.diners.params import DinersParams
 from cooplab.tasks.diners.society import (
     Condition,
     DinersState,
@@ -109,14 +110,15 @@ def init_llm_state(cond: Condition, replicates: int, seed: int, iterations: int)
 
 
 def condition_of(config: Mapping[str, Any]) -> Condition:
-    """The condition a run's config.json records."""
-    return Condition(tuple(tuple(g) for g in config["groups"]), float(config["p"]), float(config["k"]), bool(config["costs_stated"]),
-                     float(config["beta"]), accumulate=bool(config.get("accumulate", True)),
-                     meal={k: float(v) for k, v in (config.get("meal") or dm.MEAL).items()})
+    """The condition a run's config.json records (in its ``params``)."""
+    P = config["params"]
+    return Condition(tuple(tuple(g) for g in P["groups"]), float(P["p"]), float(P["k"]), bool(P["costs_stated"]),
+                     float(P["beta"]), accumulate=bool(P.get("accumulate", True)),
+                     meal={k: float(v) for k, v in (P.get("meal") or dm.MEAL).items()})
 
 
 def condition_config(cond: Condition) -> dict[str, Any]:
-    """The config.json fields of a condition (the inverse of :func:`condition_of`)."""
+    """The ``params`` fields of a condition (the inverse of :func:`condition_of`)."""
     return {"groups": [list(g) for g in cond.groups], "p": cond.p, "k": cond.k, "costs_stated": cond.stated, "beta": cond.beta,
             "accumulate": cond.accumulate, "meal": cond.meal}
 
@@ -124,6 +126,7 @@ def condition_config(cond: Condition) -> dict[str, Any]:
 class DinersTask(Task):
     name = "diners"
     title = "The n-player Diner's Dilemma with punishment and metanorm punishment, Fermi imitation."
+    Params = DinersParams
     state_schema = DinersState
     round_node = "swap"
     round_unit = "iteration"
@@ -131,28 +134,41 @@ class DinersTask(Task):
     def check_config(self, config: Mapping[str, Any]) -> None:
         import cooplab.limits as co
 
-        for key, rule in (("seed", "seed"), ("replicates", "replicates"), ("iterations", "iterations"), ("beta", "beta")):
-            co.check(key, config.get(key), rule)
+        P = config.get("params")
+        if not isinstance(P, Mapping):
+            raise TaskConfigError(f"params must be a JSON object, got {co.show(P)}")
+        unknown = sorted(set(P) - set(DinersParams.model_fields))
+        if unknown:
+            raise TaskConfigError(f"params: unknown field {unknown[0]!r}; the diners settings are {', '.join(DinersParams.model_fields)}")
+        missing = sorted(set(DinersParams.model_fields) - set(P) - {"accumulate", "meal"})  # added after the first runs
+        if missing:
+            raise TaskConfigError(f"params lacks {', '.join(missing)}")
+        for key, rule in (("replicates", "replicates"), ("iterations", "iterations"), ("beta", "beta")):
+            co.check(f"params.{key}", P.get(key), rule)
         for key in ("p", "k"):
-            co.check(key, config.get(key), co.Num(float, 0, co.MAX_PARAM, hint="punishment cost"))
+            co.check(f"params.{key}", P.get(key), co.Num(float, 0, co.MAX_PARAM, hint="punishment cost"))
         for key in ("costs_stated", "accumulate"):
-            if not isinstance(config.get(key, False), bool):
-                raise TaskConfigError(f"{key} must be true or false, got {config.get(key)!r}")
-        groups = config.get("groups")
+            if not isinstance(P.get(key, False), bool):
+                raise TaskConfigError(f"params.{key} must be true or false, got {P.get(key)!r}")
+        if P.get("combination") is not None and P.get("combination") not in dm.COMBINATIONS:
+            raise TaskConfigError(f"params.combination must be 1, 2 or null, got {co.show(P.get('combination'))}")
+        if not isinstance(P.get("pk"), str):
+            raise TaskConfigError(f"params.pk must be text such as '3:1', got {co.show(P.get('pk'))}")
+        groups = P.get("groups")
         if not isinstance(groups, list) or not all(isinstance(g, list) and all(isinstance(x, str) for x in g) for g in groups):
-            raise TaskConfigError(f"groups must be a list of lists of strategy codes ({', '.join(dm.STRATEGIES)}), got {groups!r}")
-        meal = config.get("meal", dm.MEAL)
+            raise TaskConfigError(f"params.groups must be a list of lists of strategy codes ({', '.join(dm.STRATEGIES)}), got {groups!r}")
+        meal = P.get("meal", dm.MEAL)
         if not isinstance(meal, dict) or set(meal) != set(dm.MEAL):
-            raise TaskConfigError(f"meal must be an object with {', '.join(dm.MEAL)}, got {meal!r}")
+            raise TaskConfigError(f"params.meal must be an object with {', '.join(dm.MEAL)}, got {meal!r}")
         for key, v in meal.items():
-            co.check(f"meal.{key}", v, co.Num(float, 0, co.MAX_PARAM))
+            co.check(f"params.meal.{key}", v, co.Num(float, 0, co.MAX_PARAM))
         try:
             dm.parse_groups(";".join(",".join(g) for g in groups))
             cond = condition_of(config)
             cond.validate()
         except dm.DinersError as exc:
             raise TaskConfigError(str(exc)) from None
-        co.check_size(config["replicates"], cond.n_agents, config["iterations"], names=("replicates", "diners", "iterations"), diners=True)
+        co.check_size(P["replicates"], cond.n_agents, P["iterations"], names=("params.replicates", "diners", "params.iterations"), diners=True)
 
     def options(self, agents: str, *, combination: int | None = None, groups: str | None = None, pk: str = "3:1", iterations: int = 10,
                 replicates: int | None = None, beta: float = 1.0) -> dict[str, Any]:
@@ -182,15 +198,14 @@ class DinersTask(Task):
         except dm.DinersError as exc:
             raise co.ConfigError(str(exc)) from None
         co.check_size(replicates, cond.n_agents, iterations, names=("--replicates", "diners", "--iterations"), diners=True)
-        return {"combination": None if groups is not None else (combination or 1), "pk": pk.strip().lower(), **condition_config(cond),
-                "iterations": iterations, "replicates": replicates}
+        return {"params": {"combination": None if groups is not None else (combination or 1), "pk": pk.strip().lower(),
+                           **condition_config(cond), "iterations": iterations, "replicates": replicates}}
 
     def n_agents(self, config: Mapping[str, Any]) -> int:
         return condition_of(config).n_agents
 
     def default_config(self, agents: str = "rule") -> dict[str, Any]:
-        return {"task": self.name, "agents": agents, **condition_config(Condition()), "iterations": 10, "replicates": 1, "seed": 0,
-                "llm": None, "combination": 1, "pk": "3:1"}
+        return {**super().default_config(agents), "params": {**DinersParams().model_dump(), "replicates": 1}}
 
     def build(self, config: Mapping[str, Any], *, checkpointer: Any = None):
         if config.get("agents") == "llm":
@@ -200,14 +215,16 @@ class DinersTask(Task):
         return build_diners_graph(diners_phases(), checkpointer=checkpointer)
 
     def init_state(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        args = (condition_of(config), int(config["replicates"]), int(config["seed"]), int(config["iterations"]))
+        P = config["params"]
+        args = (condition_of(config), int(P["replicates"]), int(config["seed"]), int(P["iterations"]))
         return init_llm_state(*args) if config.get("agents") == "llm" else init_state([args[0]], *args[1:])
 
     def total_rounds(self, config: Mapping[str, Any]) -> int:
-        return int(config["iterations"])
+        return int(config["params"]["iterations"])
 
     def _initial(self, config: Mapping[str, Any]) -> np.ndarray:
-        return init_state([condition_of(config)], int(config["replicates"]), int(config["seed"]), int(config["iterations"]))["strategy"]
+        P = config["params"]
+        return init_state([condition_of(config)], int(P["replicates"]), int(config["seed"]), int(P["iterations"]))["strategy"]
 
     def outputs(self, final: Mapping[str, Any], config: Mapping[str, Any], run: RunInfo) -> dict[str, Any]:
         counts = strategy_counts(final, self._initial(config))
@@ -215,9 +232,10 @@ class DinersTask(Task):
         for stem, df in per_agent_tables(final).items():
             rundir.write_table(df, run.out, stem, csv=run.csv)
         S, N = np.asarray(final["strategy"]).shape
+        P = config["params"]
         summary: dict[str, Any] = {
-            "combination": config.get("combination"), "groups": config["groups"], "pk": config.get("pk"), "p": config["p"],
-            "k": config["k"], "costs_stated": config["costs_stated"], "beta": config["beta"], "replicates": S, "n_agents": N,
+            "combination": P.get("combination"), "groups": P["groups"], "pk": P.get("pk"), "p": P["p"],
+            "k": P["k"], "costs_stated": P["costs_stated"], "beta": P["beta"], "replicates": S, "n_agents": N,
             "seed": config["seed"], "iterations_completed": len(final.get("history") or []), **share_summary(counts),
         }
         if run.llm:
@@ -242,18 +260,17 @@ class DinersTask(Task):
         return lines
 
     def params_table(self) -> list[dict[str, Any]]:
-        d = self.default_config()
-        rows = [
-            ("groups", "M,P,E,R1;M,M,P,R1", "initial strategies, group by group (--combination 1|2 or --groups)", "paper §4"),
-            ("p", d["p"], "cost to the punished of one punishment (--pk P:K)", "paper §4 (3:1, 6:1, unstated)"),
-            ("k", d["k"], "cost to the punisher of one punishment", "paper §4"),
-            ("costs_stated", d["costs_stated"], "whether LLM agents are told p and k (--pk unstated: no)", "paper §4"),
-            ("beta", d["beta"], "selection strength of the Fermi imitation rule", "paper §3 (beta = 1)"),
-            ("accumulate", d["accumulate"], "pi is the accumulated utility (false: this iteration's only)", "paper §3"),
-            ("iterations", d["iterations"], "iterations of the game", "paper §4 (10)"),
-        ] + [(f"meal.{k}", v, {"c_b": "cost of the budget meal", "v_b": "value of the budget meal", "c_p": "cost of the premium meal",
-                                "v_p": "value of the premium meal"}[k], "paper (the dilemma's meal costs and values)") for k, v in dm.MEAL.items()]
-        return [{"name": n, "default": v, "meaning": m, "source": src} for n, v, m, src in rows]
+        rows = []
+        for row in super().params_table():
+            if row["name"] == "groups":
+                row["default"] = ";".join(",".join(g) for g in row["default"])
+            if row["name"] != "meal":
+                rows.append(row)
+                continue
+            meaning = {"c_b": "cost of the budget meal", "v_b": "value of the budget meal", "c_p": "cost of the premium meal",
+                       "v_p": "value of the premium meal"}
+            rows += [{"name": f"meal.{k}", "default": v, "meaning": meaning[k], "source": row["source"]} for k, v in dm.MEAL.items()]
+        return rows
 
 
 TASK = DinersTask()

@@ -1,12 +1,12 @@
 """The six behavioral games of "cooperative profiles" (paper §3.1.1, Appendix B) as one task of the
 one runner: ``cooplab run game --game NAME --players llm|nash|pareto|random|scripted:FILE ...``.
 
-A run's config.json holds, besides the runner's fields: ``game`` (one of :data:`GAMES`),
+A run's ``params`` (config.json) hold the game's parameters (:mod:`.params`) and: ``game`` (one of :data:`GAMES`),
 ``players`` (llm | nash | pareto | random | scripted; llm exactly when the runner's ``agents`` is
 llm), ``prompt`` (LLM players' condition: standard | alternate | cot | tom), ``deliberation``
 (LLM players: a within-group message before each decision), ``script`` (scripted players: the validated
 script itself, so the run resumes without the file; else null), ``script_file`` (where it came
-from) and ``params`` (the game's parameter model, :mod:`.params`).
+from).
 
 Run directory: ``players.*`` (one row per simulation, round and player), ``rounds.*`` (per
 simulation and round: the metric, its Pareto proximity, payoffs and group outcomes),
@@ -37,6 +37,16 @@ def phases_for(P: GameParams, policies: Mapping[str, Any]):
     return game_phases(P, policies)
 
 
+#: the game run's settings beside the game's parameters in config["params"]
+RUN_SETTINGS = ("game", "players", "script", "script_file", "prompt", "deliberation")
+
+
+def _own(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A run's settings (config["params"]; empty when that is not an object, which the checks report)."""
+    raw = config.get("params")
+    return raw if isinstance(raw, Mapping) else {}
+
+
 class GameTask(Task):
     name = "game"
     title = "Six behavioral games (weakest-link, cpr, cpr-sanction, collective-risk, o-ring, public-goods) with reference or LLM players."
@@ -46,13 +56,13 @@ class GameTask(Task):
 
     # --- configuration ---------------------------------------------------------------------------------
     def params(self, config: Mapping[str, Any]) -> GameParams:
-        game = config.get("game")
+        game = _own(config).get("game")
         if game not in MODELS:
             raise TaskConfigError(f"game must be one of {', '.join(GAMES)}, got {game!r}")
         raw = config.get("params")
         if not isinstance(raw, Mapping):
             raise TaskConfigError(f"params must be a JSON object, got {raw!r}")
-        return model_of(game)(**raw)
+        return model_of(game)(**{k: v for k, v in raw.items() if k not in RUN_SETTINGS})
 
     def check_config(self, config: Mapping[str, Any]) -> None:
         from pydantic import ValidationError
@@ -63,19 +73,19 @@ class GameTask(Task):
             e = exc.errors()[0]
             loc = ".".join(str(x) for x in e["loc"])
             raise TaskConfigError(f"params{'.' + loc if loc else ''}: {e['msg'].removeprefix('Value error, ')}") from None
-        players = config.get("players")
+        players = _own(config).get("players")
         if players not in pl.KINDS + ("llm",):
             raise TaskConfigError(f"players must be one of {', '.join(pl.KINDS + ('llm',))}, got {players!r}")
         if (players == "llm") != (config.get("agents") == "llm"):
             raise TaskConfigError(f"agents is {config.get('agents')!r} but players is {players!r}: players is llm exactly when agents is llm")
-        prompt, deliberation = config.get("prompt", "standard"), config.get("deliberation", False)
+        prompt, deliberation = _own(config).get("prompt", "standard"), _own(config).get("deliberation", False)
         if prompt not in PROMPTS:
             raise TaskConfigError(f"prompt must be one of {', '.join(PROMPTS)}, got {prompt!r}")
         if not isinstance(deliberation, bool):
             raise TaskConfigError(f"deliberation must be true or false, got {deliberation!r}")
         if players != "llm" and (prompt != "standard" or deliberation):
             raise TaskConfigError("prompt and deliberation apply to LLM players only (players llm)")
-        script = config.get("script")
+        script = _own(config).get("script")
         if players == "scripted":
             try:
                 pl.check_script(script, P, where="script")
@@ -124,8 +134,8 @@ class GameTask(Task):
         if kind == "llm" and not path.strip():
             if prompt not in PROMPTS:
                 raise co.ConfigError(f"--prompt must be one of {', '.join(PROMPTS)}, got {prompt!r}")
-            return {"agents": "llm", "game": game, "players": "llm", "script": None, "script_file": None, "prompt": prompt,
-                    "deliberation": bool(deliberation), "params": P.model_dump(mode="json")}
+            return {"agents": "llm", "params": {"game": game, "players": "llm", "script": None, "script_file": None, "prompt": prompt,
+                                                "deliberation": bool(deliberation), **P.model_dump(mode="json")}}
         if agents == "llm":
             raise co.ConfigError(f"--agents llm plays LLM players; it cannot be combined with --players {players}")
         if kind not in pl.KINDS or (kind == "scripted") != bool(path.strip()):
@@ -138,24 +148,24 @@ class GameTask(Task):
                 script = pl.load_script(path.strip(), P)
             except pl.ScriptError as exc:
                 raise co.ConfigError(str(exc)) from None
-        return {"game": game, "players": kind, "script": script, "script_file": path.strip() or None, "prompt": "standard",
-                "deliberation": False, "params": P.model_dump(mode="json")}
+        return {"params": {"game": game, "players": kind, "script": script, "script_file": path.strip() or None, "prompt": "standard",
+                           "deliberation": False, **P.model_dump(mode="json")}}
 
     def n_agents(self, config: Mapping[str, Any]) -> int:
         return self.params(config).n_players
 
     def default_config(self, agents: str = "rule", game: str = "weakest-link") -> dict[str, Any]:
-        return {"task": self.name, "agents": agents, "seed": 0, "game": game, "players": "llm" if agents == "llm" else "nash",
-                "script": None, "script_file": None, "prompt": "standard", "deliberation": False,
-                "params": model_of(game)().model_dump(mode="json"), "llm": None}
+        return {**super().default_config(agents),
+                "params": {"game": game, "players": "llm" if agents == "llm" else "nash", "script": None, "script_file": None,
+                           "prompt": "standard", "deliberation": False, **model_of(game)().model_dump(mode="json")}}
 
     # --- the graph ---------------------------------------------------------------------------------------
     def policies(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        if config["players"] == "llm":
+        if _own(config)["players"] == "llm":
             from cooplab.tasks.games.llm_agents import llm_policies
 
-            return llm_policies(self.params(config), config.get("prompt", "standard"), bool(config.get("deliberation", False)))
-        return pl.policies(config["players"], self.params(config), config.get("script"))
+            return llm_policies(self.params(config), _own(config).get("prompt", "standard"), bool(_own(config).get("deliberation", False)))
+        return pl.policies(_own(config)["players"], self.params(config), _own(config).get("script"))
 
     def phases(self, config: Mapping[str, Any]):
         return phases_for(self.params(config), self.policies(config))
@@ -188,11 +198,11 @@ class GameTask(Task):
         for stem, df in tables.items():
             if len(df.columns):
                 rundir.write_table(df, run.out, stem, csv=run.csv)
-        summary: dict[str, Any] = {"game": P.GAME, "players": config["players"], "script_file": config.get("script_file"),
+        summary: dict[str, Any] = {"game": P.GAME, "players": _own(config)["players"], "script_file": _own(config).get("script_file"),
                                    "decision": DECISION[P.GAME], "group_sizes": list(P.group_sizes), "n_players": P.n_players,
                                    "rounds": P.rounds, "simulations": P.simulations, "seed": config["seed"]}
-        if config["players"] == "llm":
-            summary.update(prompt=config.get("prompt", "standard"), deliberation=bool(config.get("deliberation", False)),
+        if _own(config)["players"] == "llm":
+            summary.update(prompt=_own(config).get("prompt", "standard"), deliberation=bool(_own(config).get("deliberation", False)),
                            messages=len(messages))
         summary.update(mt.summarize(P, history, tables["simulations"], conv if conv is not None else mt.bootstrap_convergence([])))
         if "convergence" in summary:

@@ -16,16 +16,16 @@ JUDGE_MAX_TOKENS = 512  #: Appendix L: at most 512 output tokens, temperature 0
 def judge_service(config: dict[str, Any], judge: str, *, base_url: str | None = None, cache: str | None = None):
     from cooplab.agents.settings import build_service
 
-    llm = dict(config.get("llm") or {})
-    llm.update(models={"default": judge}, budget=None, temperature=0.0, max_tokens=JUDGE_MAX_TOKENS)
+    from cooplab.agents.settings import LLMSettings
+
+    llm = {k: v for k, v in (config.get("llm") or {}).items() if k in LLMSettings.model_fields}
+    llm.update(model=judge, agent_models={}, budget=None, temperature=0.0, max_tokens=JUDGE_MAX_TOKENS)
     if base_url is not None:
         llm["base_url"] = base_url
     if cache is not None:
         llm["cache"] = cache
-    llm.setdefault("price_in_per_1k", 0.0005)
-    llm.setdefault("price_out_per_1k", 0.003)
     llm.setdefault("max_concurrency", 4)
-    return build_service({"llm": llm, "seed": int(config.get("seed", 0))})
+    return build_service({"llm": LLMSettings.model_validate(llm, strict=False), "seed": int(config.get("seed", 0))})
 
 
 def _run(coro):
@@ -45,7 +45,7 @@ def judge_run(out: Path, judge: str, *, k: int = 3, base_url: str | None = None,
     from cooplab.tasks.science import datasets as dsets
 
     out = Path(out)
-    config = rundir.read_json(out / "config.json")
+    config = rundir.read_config(out)
     truth = rundir.read_json(out / "dataset" / dsets.TRUTH_FILE)
     papers = sorted((out / "artifacts").glob("final_paper.v*.md"), key=lambda p: int(p.stem.rsplit(".v", 1)[1]))
     if papers:

@@ -325,7 +325,7 @@ def read_truth(path: Path | str) -> list[dict[str, Any]]:
 
 # --- the Python API ---------------------------------------------------------------------------------
 def custom_section(datasets: Sequence[Path | str], task: str, truth: Any = None) -> dict[str, Any]:
-    """config["custom"] of a run on your own data: ``datasets`` (paths), ``task`` (the task text),
+    """config["params"]["custom"] of a run on your own data: ``datasets`` (paths), ``task`` (the task text),
     ``truth`` (None, a truth dict ``{"facts": [...]}``, or a path to a truth JSON file)."""
     if not isinstance(task, str) or not task.strip():
         raise OwnDataError("the task description must be non-empty text")
@@ -345,12 +345,12 @@ def custom_config(datasets: Sequence[Path | str], task: str, truth: Any = None, 
     from cooplab.tasks.science.params import ScienceParams
     from cooplab.tasks.science.task import TASK, custom_team_model
 
-    P = ScienceParams(team=team, **params)
-    cfg = TASK.default_config()
-    cfg.update(seed=seed, params=P.model_dump(mode="json"), custom=custom_section(datasets, task, truth), judge=None)
-    cfg["sandbox"] = {"backend": backend, "timeout": 30.0}
     from cooplab.agents.settings import LLMSettings
 
-    settings = LLMSettings.from_file({"max_tokens": 256, **(llm or {})})
-    cfg["llm"] = settings.model_copy(update={"model": custom_team_model(team) or settings.model}).to_config(None)
+    P = ScienceParams(team=team, **params)
+    cfg = TASK.default_config()
+    cfg.update(seed=seed, params={**P.model_dump(mode="json"), "judge": None, "custom": custom_section(datasets, task, truth)})
+    cfg["sandbox"] = {"backend": backend, "timeout": 30.0, "rate": 0.0}
+    settings = LLMSettings.from_file({"max_tokens": 256, **(llm or {})}, "llm")
+    cfg["llm"] = settings.model_copy(update={"model": custom_team_model(team) or settings.model}).checked().model_dump(mode="json")
     return cfg

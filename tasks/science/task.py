@@ -1,11 +1,11 @@
 """Science teams (paper §4, Appendix C, L) as a task of the one runner:
 ``cooplab run science --task ecology|anomaly|biomarker|geospatial --team llm|oracle|garbage ...``.
 
-A run's config.json holds, besides the runner's fields: ``params`` (:class:`.params.ScienceParams`:
-the science task, the team kind, team size, visibility, prompt and the loop caps), ``dataset``
-(the generated data's file name and SHA-256, checked on resume), ``sandbox`` (backend, timeout)
-and ``llm`` (the models: for ``--team oracle|garbage`` the built-in scripted models; the budget,
-the rates, the cache).
+A run's config.json holds ``params`` (:class:`.params.ScienceParams`: the science task, the team
+kind, team size, visibility, prompt and the loop caps; ``judge``, the LLM judge or null; ``custom``
+for a run on your own data), ``record.dataset`` (the data file's name and SHA-256, checked on
+resume), ``sandbox`` (backend, timeout, rate) and ``llm`` (the models: for ``--team oracle|garbage``
+the built-in scripted models; the budget, the prices, the cache).
 
 Run directory: ``dataset/`` (data.csv, ground_truth.json), ``artifacts/NAME.vN.md`` (every
 version), ``messages.jsonl``, ``requests.jsonl`` (with the routing decisions), ``tool_loops.*``,
@@ -54,8 +54,23 @@ def custom_team_model(team: str) -> str | None:
     return {"oracle": "builtin:science-describe:data", "garbage": "builtin:science-garbage:ecology"}.get(team)
 
 
+#: the science run's settings beside ScienceParams in config["params"]
+RUN_SETTINGS = ("judge", "custom")
+
+
+def _own(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    raw = config.get("params")
+    return raw if isinstance(raw, Mapping) else {}
+
+
+def _dataset(config: Mapping[str, Any]) -> Any:
+    """What the run recorded of its data file (``record.dataset``)."""
+    record = config.get("record")
+    return record.get("dataset") if isinstance(record, Mapping) else None
+
+
 def _custom(config: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    c = config.get("custom")
+    c = _own(config).get("custom")
     return c if isinstance(c, Mapping) else None
 
 
@@ -78,6 +93,15 @@ def _check_custom(c: Any) -> None:
             raise TaskConfigError(f"custom.facts: {exc}") from None
 
 
+def _record_dataset(config: Mapping[str, Any], out: Path, dataset: dict[str, Any]) -> None:
+    """Note the data file's name and hash in config.json's ``record`` (and in ``config``)."""
+    cfg = rundir.upgrade_config(rundir.read_json(out / "config.json"))
+    cfg["record"] = {**(cfg.get("record") or {}), "dataset": dataset}
+    rundir.write_json(out / "config.json", cfg)
+    if isinstance(config, dict):
+        config["record"] = {**(config.get("record") or {}), "dataset": dataset}
+
+
 class ScienceTask(Task):
     name = "science"
     title = "Science teams: four sequential teams of tool-using agents analyze a dataset in the sandbox under one shared budget."
@@ -88,6 +112,12 @@ class ScienceTask(Task):
     agent_kinds = ("llm",)
     uses_sandbox = True
 
+    def params(self, config: Mapping[str, Any]) -> ScienceParams:
+        raw = config.get("params")
+        if not isinstance(raw, Mapping):
+            raise TaskConfigError(f"params must be a JSON object, got {raw!r}")
+        return ScienceParams(**{k: v for k, v in raw.items() if k not in RUN_SETTINGS})
+
     def check_config(self, config: Mapping[str, Any]) -> None:
         from pydantic import ValidationError
 
@@ -95,22 +125,22 @@ class ScienceTask(Task):
             P = self.params(config)
         except ValidationError as exc:
             raise TaskConfigError(f"params.{first_error(exc)}") from None
-        ds = config.get("dataset")
-        if not isinstance(ds, Mapping) or not isinstance(ds.get("sha256"), (str, type(None))):
-            raise TaskConfigError(f"dataset must be an object with the data file's sha256, got {ds!r}")
-        judge = config.get("judge")
+        ds = _dataset(config)
+        if ds is not None and (not isinstance(ds, Mapping) or not isinstance(ds.get("sha256"), (str, type(None)))):
+            raise TaskConfigError(f"record.dataset must be an object with the data file's sha256, got {ds!r}")
+        judge = _own(config).get("judge")
         if judge is not None:
             if not isinstance(judge, Mapping) or not isinstance(judge.get("model"), str) or isinstance(judge.get("samples"), bool) \
                     or not isinstance(judge.get("samples"), int) or not 1 <= judge["samples"] <= 20:
-                raise TaskConfigError(f"judge must be null or {{\"model\": SPEC, \"samples\": 1..20}}, got {judge!r}")
-        custom = config.get("custom")
+                raise TaskConfigError(f"params.judge must be null or {{\"model\": SPEC, \"samples\": 1..20}}, got {judge!r}")
+        custom = _own(config).get("custom")
         if custom is not None:
             _check_custom(custom)
         want = custom_team_model(P.team) if custom is not None else team_model(P.team, P.task)
         llm = config.get("llm") or {}
-        models = llm.get("models") if isinstance(llm, Mapping) else None
-        if want is not None and (not isinstance(models, Mapping) or models.get("default") != want):
-            raise TaskConfigError(f"team {P.team} plays the built-in model {want}; llm.models.default must be it")
+        model = llm.get("model") if isinstance(llm, Mapping) else None
+        if want is not None and model != want:
+            raise TaskConfigError(f"team {P.team} plays the built-in model {want}; llm.model must be it")
 
     def options(self, agents: str, *, task: str | None = None, dataset: Any = None, task_file: Any = None, truth: Any = None,
                 team: str = "llm", team_size: int | None = None, pipeline: str | None = None, visibility: str = "full",
@@ -159,9 +189,9 @@ class ScienceTask(Task):
         if judge != "heuristic":
             check_model(judge, None, "--judge")
             judge_cfg = {"model": judge, "samples": judge_samples}
-        fields: dict[str, Any] = {"params": P.model_dump(mode="json"), "dataset": {"sha256": None}, "judge": judge_cfg}
+        fields: dict[str, Any] = {"params": {**P.model_dump(mode="json"), "judge": judge_cfg}, "record": {"dataset": {"sha256": None}}}
         if custom is not None:
-            fields["custom"] = custom
+            fields["params"]["custom"] = custom
             override = custom_team_model(P.team)
         else:
             override = team_model(P.team, P.task)
@@ -174,8 +204,8 @@ class ScienceTask(Task):
         return len(pipeline_roles(P.pipeline, P.team_size))
 
     def default_config(self, agents: str = "llm") -> dict[str, Any]:
-        return {"task": self.name, "agents": "llm", "seed": 0, "params": ScienceParams().model_dump(mode="json"),
-                "dataset": {"sha256": None}, "sandbox": {"backend": "docker", "timeout": 30.0}, "llm": None}
+        return {**super().default_config("llm"), "params": {**ScienceParams().model_dump(mode="json"), "judge": None},
+                "record": {"dataset": {"sha256": None}}, "sandbox": {"backend": "docker", "timeout": 30.0, "rate": 0.0}}
 
     # --- files --------------------------------------------------------------------------------------
     def prepare_run(self, config: Mapping[str, Any], out: Path) -> None:
@@ -188,14 +218,10 @@ class ScienceTask(Task):
         data = d / dsets.DATA_FILE
         if not data.exists() or not (d / dsets.TRUTH_FILE).exists():
             dsets.generate(P.task, int(config["seed"]), d, size=P.data_size)
-        want = (config.get("dataset") or {}).get("sha256")
+        want = (_dataset(config) or {}).get("sha256")
         got = sha256(data)
         if want is None:
-            cfg = rundir.read_json(Path(out) / "config.json")
-            cfg["dataset"] = {"file": f"{DATASET_DIR}/{dsets.DATA_FILE}", "sha256": got, "generator": dsets.GENERATOR}
-            rundir.write_json(Path(out) / "config.json", cfg)
-            if isinstance(config, dict):
-                config["dataset"] = cfg["dataset"]
+            _record_dataset(config, Path(out), {"file": f"{DATASET_DIR}/{dsets.DATA_FILE}", "sha256": got, "generator": dsets.GENERATOR})
         elif got != want:
             raise rundir.RunDirError(f"{data} is not the dataset this run started with (SHA-256 differs); restore it or start a new run")
 
@@ -225,14 +251,10 @@ class ScienceTask(Task):
                 if now != i["sha256"]:
                     print(f"cooplab: warning: {p} {'is gone' if now is None else 'changed (SHA-256 differs)'} since the run started; "
                           f"the run goes on with its copy in {d}", file=sys.stderr)
-        want = (config.get("dataset") or {}).get("sha256")
+        want = (_dataset(config) or {}).get("sha256")
         got = sha256(data)
         if want is None:
-            cfg = rundir.read_json(out / "config.json")
-            cfg["dataset"] = {"file": f"{DATASET_DIR}/{data.name}", "sha256": got, "generator": "cooplab own data"}
-            rundir.write_json(out / "config.json", cfg)
-            if isinstance(config, dict):
-                config["dataset"] = cfg["dataset"]
+            _record_dataset(config, out, {"file": f"{DATASET_DIR}/{data.name}", "sha256": got, "generator": "cooplab own data"})
         elif got != want:
             raise rundir.RunDirError(f"{data} is not the dataset this run started with (SHA-256 differs); restore it or start a new run")
 
@@ -321,7 +343,7 @@ class ScienceTask(Task):
             stops[str(r.get("stop_reason"))] = stops.get(str(r.get("stop_reason")), 0) + 1
         passes = [(t["team"], t["visit"]) for t in final.get("timeline") or [] if t.get("node") in ("synthesize", "analyze")]
         judged = None
-        judge = config.get("judge")
+        judge = _own(config).get("judge")
         if judge and run.status in ("completed", "budget_exhausted"):
             from cooplab.tasks.science.judging import judge_run
 

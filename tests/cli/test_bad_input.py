@@ -325,10 +325,10 @@ def test_resume_on_paths_that_are_not_run_directories(tmp_path, capsys):
 
 
 RESUME_FIELDS = {
-    "rule": ["seed", "replicates", "params.K", "params.N", "params.T", "params.beta", "params.r", "params.punishment"],
-    "llm": ["seed", "replicates", "params.N", "llm.temperature", "llm.max_tokens", "llm.max_concurrency", "llm.rps", "llm.budget",
-            "llm.price_in_per_1k", "llm.price_out_per_1k"],
-    "diners": ["seed", "replicates", "iterations", "beta", "p", "k", "meal.c_b"],
+    "rule": ["seed", "params.replicates", "params.K", "params.N", "params.T", "params.beta", "params.r", "params.punishment"],
+    "llm": ["seed", "params.replicates", "params.N", "llm.temperature", "llm.max_tokens", "llm.max_concurrency", "llm.rps", "llm.budget",
+            "llm.price_in", "llm.price_out"],
+    "diners": ["seed", "params.replicates", "params.iterations", "params.beta", "params.p", "params.k", "params.meal.c_b"],
 }
 RESUME_CASES = [(n, f) for n, fs in RESUME_FIELDS.items() for f in fs]
 
@@ -341,11 +341,11 @@ def test_resume_refuses_a_config_json_edited_to_hold_bad_values(finished_runs, t
         if bad is True and field == "params.punishment":
             continue
         c = json.loads(json.dumps(cfg))
-        if "." in field:
-            a, b = field.split(".")
-            c[a][b] = bad
-        else:
-            c[field] = bad
+        *path, last = field.split(".")
+        where = c
+        for key in path:
+            where = where[key]
+        where[last] = bad
         (d / "config.json").write_text(json.dumps(c))
         before = digest(d)
         code, _, err = run(["resume", str(d), "-q"], capsys)
@@ -355,8 +355,9 @@ def test_resume_refuses_a_config_json_edited_to_hold_bad_values(finished_runs, t
 
 @pytest.mark.parametrize("patch,needle", [
     ({"agents": "robot"}, "agents"), ({"params": []}, "params"), ({"llm": None}, "llm"),
-    ({"llm": {"models": {"default": "scripted:/nonexistent.json"}}}, "not found"),
-    ({"llm": {"models": {"default": "local", "5": "local"}}}, "0..1"),
+    ({"llm": {"model": "scripted:/nonexistent.json"}}, "not found"),
+    ({"llm": {"agent_models": {"5": "local"}}}, "0..1"),
+    ({"llm": {"models": {"default": "local"}}}, "unknown field 'models'"),
     ({"llm": {"cache": "/proc/x/y"}}, "cache"),
 ])
 def test_resume_refuses_bad_llm_settings(finished_runs, tmp_path, capsys, patch, needle):

@@ -33,8 +33,8 @@ def test_run_cpr_writes_a_complete_run_directory(tmp_path, capsys):
     assert all(1 <= v <= 12 for v in summary["survival_time"]["values"])
     assert summary["survival_time"]["mean"] == pytest.approx(sum(summary["survival_time"]["values"]) / 8)
     cfg = json.loads((out / "config.json").read_text())
-    assert cfg["seed"] == 5 and cfg["population"] == "selfish" and cfg["ablation"] == "ogd"
-    assert set(cfg["params"]) == set(CPRParams.model_fields)  # every parameter recorded
+    assert cfg["seed"] == 5 and cfg["params"]["population"] == "selfish" and cfg["params"]["ablation"] == "ogd"
+    assert set(cfg["params"]) == set(CPRParams.model_fields) | {"env", "ablation", "population", "replicates"}  # every parameter recorded
     assert cfg["params"]["beta"] == 14 and cfg["params"]["r"] == 0.6 and cfg["params"]["social_learning"] is False
     rounds = pd.read_parquet(out / "rounds.parquet")
     assert set(rounds["replicate"]) == set(range(8))

@@ -305,7 +305,7 @@ def test_preset_in_run_params_and_figures(presets, tmp_path, capsys):
     assert rows["c"]["value"] == 3.5 and rows["c"]["preset"] == "v1" and "value" not in rows["alpha"]
     assert main(["run", "cpr", "--preset", "v1", "--replicates", "2", "--rounds", "2", "--out", str(tmp_path / "r"), "-q"]) == 0
     config = json.loads((tmp_path / "r" / "config.json").read_text())
-    assert config["params"]["c"] == 3.5 and config["params"]["R0"] == 900.0 and config["preset"] == "v1"
+    assert config["params"]["c"] == 3.5 and config["params"]["R0"] == 900.0 and config["params"]["preset"] == "v1"
     assert main(["run", "cpr", "--preset", "v1", "--set", "c=3", "--replicates", "2", "--rounds", "2", "--out", str(tmp_path / "s"), "-q"]) == 0
     assert json.loads((tmp_path / "s" / "config.json").read_text())["params"]["c"] == 3  # --set wins
     capsys.readouterr()

@@ -50,7 +50,7 @@ def test_llm_run_writes_decisions_ledger_and_summary(tmp_path, capsys):
     assert Decimal(s["ledger"]["cost_usd"]) == sum(Decimal(c) for c in led["cost"])
     assert sum(Decimal(c) for c in d["cost"]) == Decimal(s["ledger"]["cost_usd"])
     cfg = json.loads((out / "config.json").read_text())
-    assert cfg["llm"]["models"]["default"].startswith("scripted:") and "api_key" not in json.dumps(cfg).lower()
+    assert cfg["llm"]["model"].startswith("scripted:") and "api_key" not in json.dumps(cfg).lower()
 
 
 def test_rerun_replays_from_the_cache_identically(tmp_path, capsys):
@@ -86,7 +86,7 @@ def test_unreachable_model_stops_cleanly_and_resume_continues(tmp_path, capsys):
     assert s["status"] == "stopped" and 1 <= s["rounds_completed"] < 4
     # point the run at a working model and resume: no round lost or repeated
     cfg = json.loads((out / "config.json").read_text())
-    cfg["llm"]["models"]["default"] = f"scripted:{good}"
+    cfg["llm"]["model"] = f"scripted:{good}"
     (out / "config.json").write_text(json.dumps(cfg))
     code, stdout, err = run(["resume", str(out), "-q", "--json"], capsys)
     assert code == 0, err

@@ -143,7 +143,7 @@ def test_unreachable_model_stops_cleanly_and_resume_continues_with_one_trace(tmp
     s = json.loads((out / "summary.json").read_text())
     assert s["status"] == "stopped" and s["iterations_completed"] == 2
     cfg = json.loads((out / "config.json").read_text())
-    cfg["llm"]["models"]["default"] = f"scripted:{good}"
+    cfg["llm"]["model"] = f"scripted:{good}"
     (out / "config.json").write_text(json.dumps(cfg))
     code = main(["resume", str(out), "-q", "--json"])
     stdout, err = capsys.readouterr()

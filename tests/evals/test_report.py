@@ -95,7 +95,7 @@ def test_llm_run(dirs, capsys):
         n = len(pd.read_parquet(d / name))
         assert re.search(rf'>{re.escape(name)}</a> <span class="muted">{n:,} rows', html), name
     # config (readable) and traces (relative link + viewer command)
-    assert "scripted:" + str(CAUTIOUS) in html and "price_in_per_1k" in html
+    assert "scripted:" + str(CAUTIOUS) in html and "price_in" in html
     assert '<a href="traces.jsonl">traces.jsonl</a>' in html and f"cooplab traces view {d}" in html
     check_self_contained(html)
 
@@ -164,7 +164,7 @@ def test_generic_sweep_and_large_tables(dirs, capsys, tmp_path):
 def hostile_run(src: Path, d: Path) -> Path:
     shutil.copytree(src, d, ignore=shutil.ignore_patterns("report.html"))
     cfg = json.loads((d / "config.json").read_text())
-    cfg["llm"]["models"]["default"] = HOSTILE
+    cfg["llm"]["model"] = HOSTILE
     cfg["note"] = '"><img src=x onerror=alert(1)> http://evil.example/x.js'
     text = json.dumps(cfg)[:-1] + ', "nan": NaN, "huge": 1e999, "big": ' + "9" * 400 + ', "deep": ' + "[" * 50 + "]" * 50 + "}"
     (d / "config.json").write_text(text)

@@ -228,18 +228,19 @@ def test_resume_of_a_finished_run_rewrites_the_same_summary(finished, tmp_path, 
 
 
 @pytest.mark.parametrize("name,patch,needle", [
-    ("random", {"game": "chess"}, "game must be one of"),
-    ("random", {"players": "robot"}, "players must be one of"),
+    ("random", {"params.game": "chess"}, "game must be one of"),
+    ("random", {"params.players": "robot"}, "players must be one of"),
+    ("random", {"game": "cpr"}, "unknown field 'game'"),
     ("random", {"params.multiplier": 20.0}, "multiplier"),
     ("random", {"params.multiplier": "3"}, "multiplier"),
     ("random", {"params.simulations": -1}, "simulations"),
     ("random", {"params.group_sizes": [5, 1]}, "group_sizes"),
     ("random", {"params.sanction_cost": float("nan")}, "sanction_cost"),
     ("random", {"params.unknown": 1}, "unknown"),
-    ("random", {"script": {"rounds": []}}, "script must be null"),
+    ("random", {"params.script": {"rounds": []}}, "script must be null"),
     ("random", {"agents": "llm"}, "agents"),
-    ("scripted", {"script": {"rounds": [{"actions": 4, "sanctions": [[0, 7, 2]]}]}}, "only possible within one's own group"),
-    ("scripted", {"script": None}, "script must be a JSON object"),
+    ("scripted", {"params.script": {"rounds": [{"actions": 4, "sanctions": [[0, 7, 2]]}]}}, "only possible within one's own group"),
+    ("scripted", {"params.script": None}, "script must be a JSON object"),
 ])
 def test_resume_refuses_an_edited_config(finished, tmp_path, capsys, name, patch, needle):
     d = tmp_path / name

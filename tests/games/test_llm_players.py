@@ -56,8 +56,9 @@ def test_every_game_end_to_end_with_llm_players(tmp_path, capsys, game):
     assert s["status"] == "completed" and s["players"] == "llm" and s["agents"] == "llm" and s["prompt"] == "standard"
     assert s["rounds_completed"] == R and s["metric"]["mean"] is not None and "pareto_proximity" in s
     cfg = json.loads((out / "config.json").read_text())
-    assert cfg["agents"] == "llm" and cfg["players"] == "llm" and cfg["prompt"] == "standard" and cfg["deliberation"] is False
-    assert cfg["llm"]["models"]["default"].startswith("scripted:")
+    assert cfg["agents"] == "llm" and cfg["params"]["players"] == "llm" and cfg["params"]["prompt"] == "standard" \
+        and cfg["params"]["deliberation"] is False
+    assert cfg["llm"]["model"].startswith("scripted:")
     d = pd.read_parquet(out / "decisions.parquet")
     per_round = 2 * 10 * (2 if game == "cpr-sanction" else 1)
     assert len(d) == per_round * R and s["decisions"]["count"] == len(d)
@@ -223,7 +224,7 @@ def test_cot_and_tom_runs_record_the_condition(tmp_path, capsys):
     model = script(tmp_path, {"effort": ['{"reasoning": "everyone gains at 10", "effort": 10}', '{"effort": 9}']})
     for cond in ("cot", "tom", "alternate"):
         s, out = run_llm(tmp_path, capsys, "weakest-link", model, out=cond, extra=("--prompt", cond))
-        assert s["prompt"] == cond and json.loads((out / "config.json").read_text())["prompt"] == cond
+        assert s["prompt"] == cond and json.loads((out / "config.json").read_text())["params"]["prompt"] == cond
         d = pd.read_parquet(out / "decisions.parquet")
         assert (d["prompt"] == cond).all()
         if cond != "alternate":  # the answer without reasoning is refused and retried
@@ -290,7 +291,7 @@ def test_resume_refuses_a_bad_prompt_condition(tmp_path, capsys):
     cfg = json.loads((out / "config.json").read_text())
     for key, value, needle in (("prompt", "poetry", "prompt must be one of"), ("deliberation", "yes", "deliberation"),
                                ("players", "nash", "players is llm exactly when agents is llm")):
-        bad = {**cfg, key: value}
+        bad = {**cfg, "params": {**cfg["params"], key: value}}
         (out / "config.json").write_text(json.dumps(bad))
         code, _, err = run_cli(["resume", str(out), "-q"], capsys)
         assert code == 2 and needle in err and len(err.splitlines()) == 1, err

@@ -1,6 +1,6 @@
-"""config.json files written by the code before the library-first change (2026-11-25, one per task
-and kind of agents) are what the Python API and the CLI still build, and they still pass the checks a
-resume makes. When config.json's shape changes, these fixtures are what the migration must read."""
+"""config.json files written by the code before the typed run configuration (version 1, 2026-11-25,
+one per task and kind of agents): the migration reads them into what the Python API and the CLI
+build today (version 2), they pass the checks a resume makes, and their run directories resume."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from cooplab.graphs import rundir
+from cooplab.limits import ConfigError
 from cooplab.runs import registry, runner
-from cooplab.runs.config import RunConfig
+from cooplab.runs.config import RunConfig, check_stored
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).parent / "data" / "configs"
@@ -37,28 +39,75 @@ def test_every_task_has_a_fixture():
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_the_api_builds_the_config_the_old_code_wrote(name):
+def test_the_api_builds_what_the_old_config_upgrades_to(name):
     kw = dict(CASES[name])
     built = json.loads(json.dumps(RunConfig.from_keywords(kw.pop("task"), **kw).to_config()))  # as config.json holds it
     old = fixture(name)
-    if name.startswith("science"):  # the generated dataset's file and hash are filled in when the run starts
-        assert built.pop("dataset") == {"sha256": None} and set(old.pop("dataset")) == {"file", "sha256", "generator"}
-    assert built == old
+    upgraded = check_stored(old, "old")
+    assert built["version"] == upgraded["version"] == rundir.CONFIG_VERSION
+    if name.startswith("science"):  # the generated dataset's file and hash are noted when the run starts
+        assert built["record"].pop("dataset") == {"sha256": None}
+        assert set(upgraded["record"].pop("dataset")) == {"file", "sha256", "generator"}
+    assert built == upgraded
+
+
+def test_the_upgrade_moves_every_task_setting_under_params_and_respells_the_llm_block():
+    cpr = rundir.upgrade_config(fixture("cpr_llm"))
+    assert set(cpr) == set(rundir.CONFIG_FIELDS)
+    assert {k: cpr["params"][k] for k in ("env", "ablation", "population", "replicates", "N", "T")} == \
+        {"env": "harsh", "ablation": "full", "population": "mixed", "replicates": 1, "N": 3, "T": 3}
+    assert cpr["llm"]["model"].endswith("cautious.json") and cpr["llm"]["agent_models"] == {}
+    assert cpr["llm"]["price_in"] == 0.0005 and "price_in_per_1k" not in cpr["llm"] and "models" not in cpr["llm"]
+    diners = rundir.upgrade_config(fixture("diners_rule"))
+    assert diners["params"]["pk"] == "6:1" and diners["params"]["groups"][0] == ["M", "P", "E", "R1"]
+    science = rundir.upgrade_config(fixture("science_oracle"))
+    assert science["sandbox"] == {"backend": "local", "timeout": 30.0, "rate": 0.0}
+    assert science["params"]["judge"] is None and "dataset" in science["record"]
+    assert rundir.upgrade_config(science) == science  # the current version comes back as it is
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_an_old_config_passes_the_resume_checks(name, tmp_path):
-    cfg = fixture(name)
-    runner.check_run_config(registry.get(cfg["task"]), tmp_path, cfg)
+def test_an_old_config_passes_the_resume_checks(name):
+    cfg = check_stored(fixture(name), "old")
+    assert RunConfig.load(cfg).to_config() == {**cfg, "record": {}} or name.startswith("science")
 
 
-@pytest.mark.parametrize("name", ["cpr_rule", "diners_rule", "game_random"])
-def test_an_old_config_runs_and_resumes(name, tmp_path):
-    cfg = fixture(name)
-    task = registry.get(cfg["task"])
-    first = runner.start(task, tmp_path, cfg, quiet=True)
+@pytest.mark.parametrize("edit, needle", [
+    (lambda c: c.update(params="x"), "params must be a JSON object"),
+    (lambda c: c.update(population="nobody"), "population must be altruistic"),
+    (lambda c: c["llm"].update(price_in_per_1k=-1), "llm.price_in"),
+    (lambda c: c["llm"].update(models={"default": "local", "7": "local"}), "llm.agent_models"),
+    (lambda c: c.update(version=3), "version 3"),
+])
+def test_a_damaged_old_config_is_one_line_naming_the_field(edit, needle):
+    cfg = fixture("cpr_llm")
+    edit(cfg)
+    with pytest.raises(ConfigError, match=needle):
+        check_stored(cfg, "old")
+
+
+@pytest.mark.parametrize("name", ["cpr_rule", "diners_rule", "game_random", "cpr_llm"])
+def test_an_old_run_directory_resumes_to_the_same_result(name, tmp_path):
+    """A run directory whose config.json the old code wrote: its checkpoints resume under the
+    upgraded config and the result is the uninterrupted run's."""
+    old = fixture(name)
+    task = registry.get(old["task"])
+    first = runner.start(task, tmp_path, check_stored(old, "old"), quiet=True)
     assert first["status"] == "completed"
+    (tmp_path / "config.json").write_text(json.dumps({**old, "created": "2026-11-01T00:00:00+00:00"}))  # as the old code left it
     (tmp_path / "summary.json").unlink()
     again = runner.resume(tmp_path, quiet=True)
     assert again["status"] == "completed"
-    assert {k: v for k, v in again.items() if "seconds" not in k} == {k: v for k, v in first.items() if "seconds" not in k}
+    # the same summary, but for timings and this invocation's cache counts (json: nan equals nan)
+    drop = lambda s: json.dumps({k: v for k, v in s.items() if "seconds" not in k and k != "llm"}, sort_keys=True)  # noqa: E731
+    assert drop(again) == drop(first)
+
+
+def test_a_stored_config_runs_again_from_python(tmp_path):
+    import cooplab
+
+    first = cooplab.run(task="diners", replicates=3, iterations=2, seed=5, out=tmp_path / "a", quiet=True)
+    again = cooplab.run(RunConfig.load(tmp_path / "a"), out=tmp_path / "b", quiet=True)
+    strip = lambda c: {k: v for k, v in c.items() if k != "record"}  # noqa: E731
+    assert strip(again.config) == strip(first.config)
+    assert again.table("strategy_counts").equals(first.table("strategy_counts"))

@@ -106,7 +106,7 @@ def test_a_diners_grid_runs_every_cell_once_then_skips_them(tmp_path, capsys):
     assert len(t) == 4 and set(t["status"]) == {"completed"} and sorted(t["pk"]) == ["3:1", "3:1", "6:1", "6:1"]
     for _, row in t.iterrows():  # each cell ran exactly the options of its grid point
         cfg = json.loads((out / "cells" / row["cell"] / "config.json").read_text())
-        assert cfg["task"] == "diners" and cfg["pk"] == row["pk"] and cfg["seed"] == row["seed"] and cfg["iterations"] == 3
+        assert cfg["task"] == "diners" and cfg["params"]["pk"] == row["pk"] and cfg["seed"] == row["seed"] and cfg["params"]["iterations"] == 3
     # a cell equals the same run made by hand
     code = main(["run", "diners", "--agents", "rule", "--iterations", "3", "--replicates", "4", "--pk", "6:1", "--seed", "1",
                  "--out", str(tmp_path / "by-hand"), "-q"])
@@ -135,7 +135,7 @@ def test_an_interrupted_cell_is_resumed_not_restarted(tmp_path, capsys):
 @pytest.mark.parametrize("executor", ["local", "ray"])
 def test_a_failing_cell_is_recorded_and_the_others_finish(tmp_path, executor, ray_local):
     good = task_sweep.jobs(task_sweep.load(json.loads(diners_config(tmp_path, tmp_path / "d", seeds=[0]).read_text()), "t"), "t", config_of)
-    bad = sweeps.job(tmp_path / "d" / "cells" / "broken", "diners", {**good[0]["config"], "groups": "not a group list"})
+    bad = sweeps.job(tmp_path / "d" / "cells" / "broken", "diners", {**good[0]["config"], "params": {**good[0]["config"]["params"], "groups": "not a group list"}})
     res = sweeps.run_jobs([*good, bad], parallel=2, noun="cell", executor=executor)
     assert sorted(res["ran"]) == sorted(Path(j["dir"]).name for j in good)
     assert [f["cell"] for f in res["failed"]] == ["broken"] and "\n" not in res["failed"][0]["error"]

@@ -76,12 +76,12 @@ def script(path: Path) -> Path:
 
 
 def config(tmp_path: Path, budget: float | None) -> dict[str, Any]:
-    from cooplab.agents.settings import llm_config
+    from cooplab.agents.settings import LLMSettings
 
-    llm = llm_config(f"scripted:{script(tmp_path / 's.json')}", None, None, 0.0, 64, 1, None, budget, 0.0005, 0.003,
-                     str(tmp_path / "cache.sqlite"))
-    llm["sandbox_usd_per_second"] = RATE
-    return {"agents": "llm", "seed": 0, "llm": llm, "csv": False, "sandbox": {"backend": "docker", "timeout": 20.0}}
+    llm = LLMSettings(model=f"scripted:{script(tmp_path / 's.json')}", temperature=0.0, max_concurrency=1, budget=budget,
+                      cache=str(tmp_path / "cache.sqlite")).checked()
+    return {"version": 2, "agents": "llm", "seed": 0, "csv": False, "params": {}, "llm": llm.model_dump(mode="json"),
+            "sandbox": {"backend": "docker", "timeout": 20.0, "rate": RATE}, "record": {}}
 
 
 @pytest.fixture
@@ -134,9 +134,13 @@ def test_a_tool_task_runs_code_in_docker_and_a_budget_cap_mid_loop_ends_it_clean
 def test_sandbox_settings_of_a_run_are_checked_on_resume(tmp_path, task):
     from cooplab.limits import ConfigError
 
-    bad = {**config(tmp_path, None), "sandbox": {"backend": "auto"}}
+    from cooplab.runs.config import check_stored
+
+    good = {"task": task.name, **config(tmp_path, None)}
+    assert check_stored(good, "c", task)["sandbox"] == {"backend": "docker", "timeout": 20.0, "rate": RATE}
+    bad = {**good, "sandbox": {"backend": "auto"}}
     with pytest.raises(ConfigError, match="backend must be docker or local"):
-        runner.check_run_config(task, tmp_path, bad)
+        check_stored(bad, "c", task)
     for value in (float("nan"), -1, "30", True):
         with pytest.raises(ConfigError, match="sandbox"):
-            runner.check_run_config(task, tmp_path, {**config(tmp_path, None), "sandbox": {"backend": "docker", "timeout": value}})
+            check_stored({**good, "sandbox": {"backend": "docker", "timeout": value}}, "c", task)

@@ -396,4 +396,4 @@ def test_a_bench_started_before_an_option_existed_resumes_with_its_default(tmp_p
                                               "--parallel", "2", "--limit", "1", "--out", str(out)])
     # the defaults the bench assumes are those a run on your own data gets
     llm = custom_config([TABLES / "orders.csv"], "x", None, backend="local")["llm"]
-    assert llm["temperature"] == bench.LLM_DEFAULTS["temperature"] and llm["max_tokens"] == bench.LLM_DEFAULTS["max_tokens"]
+    assert {k: llm[k] for k in bench.BENCH_LLM} == bench.bench_llm(None)

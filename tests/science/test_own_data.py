@@ -60,9 +60,9 @@ def test_hostile_csv_with_truth_is_read_preloaded_scored_and_resumes(tmp_path, c
     assert recovered(out) == {"data": {"rows": 240, "columns": 3, "missing": 4,
                                        "means": {"größe": round(float(df["größe"].mean()), 4), "x": mean_x}}}
     cfg = json.loads((out / "config.json").read_text())
-    info = cfg["custom"]["datasets"][0]
+    info = cfg["params"]["custom"]["datasets"][0]
     assert info["separator"] == ";" and info["encoding"] in ("cp1252", "latin-1") and info["sha256"] == owndata.sha256(p)
-    assert cfg["dataset"]["sha256"] == owndata.sha256(out / "dataset" / "data.csv")
+    assert cfg["record"]["dataset"]["sha256"] == owndata.sha256(out / "dataset" / "data.csv")
     # the team prompts carry the task text in place of a built-in task's
     msgs = (out / "traces.jsonl").read_text(encoding="utf-8")
     assert "Describe the city table" in msgs
@@ -112,8 +112,8 @@ def test_several_files_wide_parquet_tsv_are_a_dict_of_frames(tmp_path, capsys):
         "wide table": (2500, 300, int(wide.isna().sum().sum())), "lookup": (50, 3, 0), "small": (2, 2, 1)}
     assert rec["lookup"]["means"]["k"] == 24.5 and rec["small"]["means"] == {"a": 2.0, "b": 2.5}
     cfg = json.loads((out / "config.json").read_text())
-    assert [d["format"] for d in cfg["custom"]["datasets"]] == ["csv", "parquet", "csv"]
-    assert cfg["custom"]["datasets"][2]["separator"] == "\t"
+    assert [d["format"] for d in cfg["params"]["custom"]["datasets"]] == ["csv", "parquet", "csv"]
+    assert cfg["params"]["custom"]["datasets"][2]["separator"] == "\t"
 
 
 @pytest.mark.parametrize("fact, why", [
