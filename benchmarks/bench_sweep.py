@@ -7,8 +7,8 @@ of the science-teams paper's 7,310 team simulations on N nodes.
 
 (a) **The CPR Fig. 3 grid split into cells**: 11 beta x 10 r = 110 cells (mixed population, 10
     agents, 50 rounds, ``--replicates`` societies each, default 100: the 11,000 societies of Fig. 3),
-    one run directory per cell, as ``cooplab sweep`` runs them: a task sweep with grid
-    ``{"--set beta": [...], "--set r": [...]}``. Run on the local executor (2 threads) and on a
+    one run directory per cell, as ``cooplab sweep`` runs them: a grid sweep with grid
+    ``{"set.beta": [...], "set.r": [...]}``. Run on the local executor (2 threads) and on a
     private Ray instance with 2 CPUs, in the same process, alternating per repeat. Ray's start-up
     is timed separately (``ray.init``), so the per-cell numbers are for a running cluster. The
     tables of the two executors are checked equal before any number is written.
@@ -42,13 +42,11 @@ SECTION = "Sweeps: local vs Ray"
 
 
 def fig3_jobs(out: Path, replicates: int, betas: list[float], rs: list[float]) -> list[dict]:
-    from cooplab.cli.tasks import config_of
-    from cooplab.runs import task_sweep
+    from cooplab.runs import grid
 
-    cfg = task_sweep.load({"task": "cpr", "out": str(out), "args": ["--agents", "rule", "--population", "mixed", "--replicates", str(replicates)],
-                           "grid": {"--set beta": betas, "--set r": rs}, "seeds": [1], "parallel": 2}, "bench")
-    # the cells' configs are built by the command line's own parser, as `cooplab sweep` does
-    return task_sweep.jobs(cfg, "bench", config_of)
+    sw = grid.load({"task": "cpr", "out": str(out), "fixed": {"agents": "rule", "population": "mixed", "replicates": replicates},
+                    "grid": {"set.beta": betas, "set.r": rs}, "seeds": [1], "parallel": 2}, "bench")
+    return grid.jobs(sw, "bench")  # every cell's config checked, as `cooplab sweep` does
 
 
 def comparable(rows: list[dict]) -> list[dict]:
@@ -125,13 +123,12 @@ def main() -> int:
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
 
         # (b) science runs on Ray
-        from cooplab.runs import sweep_science as science_sweep
+        from cooplab.runs import grid
 
-        sci = science_sweep.load({"task": "science", "out": str(work / "science"), "team": "oracle", "science_tasks": ["ecology"],
-                                  "simulations": a.science_runs, "sandbox_backend": a.sandbox, "parallel": 2, "llm": {"cache": "off"}},
-                                 "bench")
+        sci = grid.load({"task": "science", "out": str(work / "science"), "seeds": list(range(a.science_runs)), "parallel": 2,
+                         "fixed": {"team": "oracle", "task": "ecology", "sandbox_backend": a.sandbox, "cache": "off"}}, "bench")
         t1 = time.perf_counter()
-        sres = science_sweep.run_science_sweep(sci, executor="ray")
+        sres = grid.run(sci, executor="ray")
         sci_wall = time.perf_counter() - t1
         assert not sres["failed"], sres["failed"][:2]
         per_run = sci_wall * min(2, a.science_runs) / a.science_runs  # 2 runs at a time (1 if there is only one)

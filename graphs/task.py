@@ -80,6 +80,8 @@ class Task:
     #: LLM runs get a sandbox pool in the runtime context (one session per agent id; the run's
     #: config["sandbox"] picks the backend and the timeout; ``--sandbox-*`` options on the CLI)
     uses_sandbox: ClassVar[bool] = False
+    #: columns of a sweep's table that ``cooplab sweep`` prints (default: the first numbers)
+    sweep_columns: ClassVar[tuple[str, ...]] = ()
 
     # --- configuration ---------------------------------------------------------------------
     def params(self, config: Mapping[str, Any]) -> BaseModel | None:
@@ -182,6 +184,12 @@ class Task:
     def report(self, summary: Mapping[str, Any]) -> list[str]:
         """The lines printed for a person after a run (``--json`` prints summary.json instead)."""
         return [f"{self.name}: status {summary.get('status')}"]
+
+    def analyze_sweep(self, cells: list[dict[str, Any]], out: Path, *, analysis_out: Path | None = None) -> dict[str, Any] | None:
+        """After a sweep of this task (:mod:`cooplab.runs.grid`): analyze its finished cells (each
+        ``{"dir", "labels"}``) into files under ``out`` (``analysis_out``: where the caller asked for
+        them) and return fields for the sweep's result (where they are). Default: nothing."""
+        return None
 
     def params_table(self) -> list[dict[str, Any]]:
         """Rows (name, default, meaning, source) for ``cooplab params NAME``."""

@@ -259,21 +259,18 @@ analyze_app.command("science")(_bayes_cli.science_command)
 
 @app.command("sweep")
 def sweep_cmd(
-    config: Path = typer.Argument(..., help="Sweep config (JSON): CPR cells (models, envs, populations, ablations, trials, ...); with \"task\": \"science\", science conditions (models, science_tasks, budgets, ...); with any other \"task\" (diners, game, cpr, ...), a grid of that task's run options times seeds (docs/scale.md)."),
+    config: Path = typer.Argument(..., help="Sweep file (JSON): {\"task\", \"out\", \"fixed\": {keyword: value}, \"grid\": {keyword: [values]}, \"seeds\": [...], \"parallel\": N}, the keywords of 'cooplab run TASK' (docs/scale.md); paths relative to the file's folder. Files of the earlier CPR, science and command-line-options formats are converted (a one-line notice)."),
     executor: str = typer.Option("local", "--executor", help="Where cells run: local (threads of this process, 'parallel' at a time) or ray (tasks on a Ray cluster; needs cooplab[ray])."),
     address: Optional[str] = typer.Option(None, "--address", help="With --executor ray: the cluster to join, auto or HOST:PORT (default: start a private local Ray instance with 'parallel' CPUs)."),
-    analyze_out: Optional[Path] = typer.Option(None, "--analyze", help="CPR sweeps: where to write the analysis (default OUT/analysis)."),
-    no_analysis: bool = typer.Option(False, "--no-analysis", help="CPR sweeps: skip 'cooplab analyze cpr' at the end."),
+    analyze_out: Optional[Path] = typer.Option(None, "--analyze", help="Where the task's analysis goes (CPR: default OUT/analysis; science: OUT)."),
+    no_analysis: bool = typer.Option(False, "--no-analysis", help="Skip the task's analysis at the end (CPR: 'cooplab analyze cpr'; science: scores.csv, conditions.csv)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or per-cell lines."),
     as_json: bool = typer.Option(False, "--json", help="Print the sweep result (cells, table) as JSON."),
 ) -> None:
     """Run every cell of a sweep on an executor (skipping finished cells, resuming interrupted ones, a failed cell
-    recorded while the others go on), then write OUT/table.csv (one row per cell) and, for CPR, the analysis."""
-    from cooplab.cli.tasks import config_of
-    from cooplab.runs import store as runstore
-    from cooplab.runs import sweep_science as science_sweep
-    from cooplab.runs import sweeps, task_sweep
-    from cooplab.runs.sweep_cpr import SweepError, load_config, run_sweep
+    recorded while the others go on), then write OUT/table.csv (one row per cell) and the task's analysis."""
+    from cooplab.cli.tasks import run_keywords
+    from cooplab.runs import grid, registry, sweeps
 
     if executor not in sweeps.EXECUTORS:
         fail(f"--executor must be one of {', '.join(sweeps.EXECUTORS)}, got {executor!r}")
@@ -281,62 +278,36 @@ def sweep_cmd(
         fail("--address is for --executor ray")
     quiet = quiet or as_json
     log = co.stderr_log(quiet)
-    run = {"executor": executor, "address": address, "quiet": quiet}
-
-    def finish(res: dict[str, Any], noun: str, columns: list[str], extra: str = "") -> None:
-        if as_json:
-            _echo_json(res)
-        else:
-            rows = res.get("table") or []
-            for line in sweeps.format_table(rows, columns):
-                typer.echo(line)
-            typer.echo(f"{len(rows)} {noun}s: {len(res['ran'])} ran, {len(res['resumed'])} resumed, {len(res['skipped'])} already done, "
-                       f"{len(res['failed'])} failed ({res['executor']}, {res['seconds']:.1f} s); table in {res['table_csv']}{extra}")
-        if res["failed"]:
-            raise typer.Exit(1)
-
     try:
-        sci = science_sweep.load_file(config)
-        generic = None if sci is not None else task_sweep.load_file(config)
-        if generic is not None:
-            js = task_sweep.jobs(generic, f"sweep config {config}", config_of)
-    except SweepError as exc:
+        sw, notice = grid.load_file(config, convert_args=run_keywords)
+        if no_analysis:
+            sw = sw.model_copy(update={"analysis": False})
+        todo = grid.jobs(sw, f"sweep config {config}")
+    except (ConfigError, sweeps.SweepError) as exc:
         fail(str(exc))
-    if sci is not None:  # {"task": "science", ...}: science conditions (docs/science.md)
-        try:
-            res = science_sweep.run_science_sweep(sci, log=log, **run)
-        except SweepError as exc:
-            fail(str(exc))
-        finish(res, "run", ["run", "status", "completeness", "quality", "accuracy", "ledger.cost_usd_float"],
-               f"; scores in {res['scores_csv']}" if res.get("scores_csv") else "")
-        return
-    if generic is not None:  # {"task": "diners" | "game" | ..., "args", "grid", "seeds"}
-        try:
-            res = task_sweep.run_task_sweep(generic, js, log=log, **run)
-        except SweepError as exc:
-            fail(str(exc))
-        rows = res["table"]
-        labels = list(js[0]["labels"]) if js else []
-        numbers = sorted((k for k, v in (rows[0] if rows else {}).items() if isinstance(v, float) and k not in labels), key=lambda k: not k.endswith(".mean"))[:4]
-        finish(res, "cell", ["cell", "status", *numbers])
-        return
+    if notice:
+        typer.echo(f"cooplab: note: {notice}", err=True)
     try:
-        cfg = load_config(config)
-        res = run_sweep(cfg, log=log, **run)
-    except SweepError as exc:
+        res = grid.run(sw, todo, executor=executor, address=address, log=log, quiet=quiet, analysis_out=analyze_out)
+    except (ConfigError, sweeps.SweepError) as exc:
         fail(str(exc))
-    extra = ""
-    if res["run_dirs"] and not no_analysis:
-        from cooplab.evals.analysis_cpr import analyze
-
-        dest = analyze_out or Path(cfg.out) / "analysis"
-        try:
-            res["analysis"] = analyze([Path(d) for d in res["run_dirs"]], dest)
-            res["analysis_dir"] = str(dest)
-            extra = f"; analysis in {dest}"
-        except runstore.RunDirError as exc:
-            res["analysis_error"] = str(exc)
-    finish(res, "cell", ["cell", "status", "survival_time.mean", "efficiency.mean", "ledger.calls", "ledger.cost_usd_float"], extra)
+    rows = res.get("table") or []
+    if as_json:
+        _echo_json(res)
+    else:
+        labels = list(todo[0]["labels"]) if todo else []
+        wanted = registry.get(sw.task).sweep_columns
+        numbers = [c for c in wanted if rows and c in rows[0]] or sorted(
+            (k for k, v in (rows[0] if rows else {}).items() if isinstance(v, float) and k not in labels), key=lambda k: not k.endswith(".mean"))[:4]
+        for line in sweeps.format_table(rows, ["cell", "status", *numbers]):
+            typer.echo(line)
+        extra = "".join(f"; {what} in {res[key]}" for key, what in (("analysis_dir", "analysis"), ("scores_csv", "scores")) if res.get(key))
+        if res.get("analysis_error"):
+            extra += f"; analysis failed: {res['analysis_error']}"
+        typer.echo(f"{len(rows)} cells: {len(res['ran'])} ran, {len(res['resumed'])} resumed, {len(res['skipped'])} already done, "
+                   f"{len(res['failed'])} failed ({res['executor']}, {res['seconds']:.1f} s); table in {res['table_csv']}{extra}")
+    if res["failed"]:
+        raise typer.Exit(1)
 
 
 @bench_app.command("science")

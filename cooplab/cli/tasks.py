@@ -17,7 +17,6 @@ from __future__ import annotations
 import inspect
 import json
 from contextlib import contextmanager
-from contextvars import ContextVar
 from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -94,28 +93,31 @@ def _run_errors(out: Path):
         raise typer.Exit(130)
 
 
-def run_and_report(task: Task, out: Path, config: dict[str, Any], *, force: bool, quiet: bool, as_json: bool) -> None:
-    """Prepare ``out``, run ``config`` through the one runner and report."""
-    from cooplab.runs import store as runstore
-    from cooplab.runs.runner import start
+def _stopped(run: Any) -> None:
+    """A run that stopped early but cleanly: its line, exit 1 (it resumes)."""
+    if run.stopped:
+        typer.echo(f"cooplab: {run.stopped}", err=True)
+        raise typer.Exit(1)
 
-    try:
-        out = runstore.prepare_out(out, force=force)
-    except runstore.RunDirError as exc:
-        fail(str(exc))
+
+def run_and_report(task: Task, out: Path, config: dict[str, Any], *, force: bool, quiet: bool, as_json: bool) -> None:
+    """Run ``config`` with :func:`cooplab.run` (the run directory prepared there) and report."""
+    from cooplab.runs import api
+
     with _run_errors(out):
-        summary = start(task, out, config, quiet=quiet)
-    report(task, out, summary, as_json)
+        run = api.run(config, out=out, force=force, quiet=quiet)
+    _stopped(run)
+    report(task, run.out, run.summary, as_json)
 
 
 def resume_and_report(run_dir: Path, *, quiet: bool, as_json: bool) -> None:
-    """Resume any task's run and report it."""
-    from cooplab.runs import registry
-    from cooplab.runs.runner import resume
+    """Resume any task's run with :func:`cooplab.resume` and report it."""
+    from cooplab.runs import api, registry
 
     with _run_errors(run_dir):
-        summary = resume(run_dir, quiet=quiet, warn=lambda m: typer.echo(f"cooplab: warning: {m}", err=True))
-    report(registry.get(summary["task"]), run_dir, summary, as_json)
+        run = api.resume(run_dir, quiet=quiet, warn=lambda m: typer.echo(f"cooplab: warning: {m}", err=True))
+    _stopped(run)
+    report(registry.get(run.summary["task"]), run_dir, run.summary, as_json)
 
 
 # --- one run command per task --------------------------------------------------------------
@@ -185,10 +187,6 @@ def run_command(task: Task, options: Callable[..., dict[str, Any]]) -> Callable[
         sandbox = SandboxSettings(backend=c["sandbox_backend"], timeout=c["sandbox_timeout"], rate=c["sandbox_rate"]) \
             if task.uses_sandbox else SandboxSettings()
         config = build_config(task, fields, agents=agents, seed=c["seed"], csv=c["csv"], llm=llm, sandbox=sandbox)
-        box = _CAPTURE.get()
-        if box is not None:  # config_of: the config is what was asked for, not a run
-            box.append(config)
-            return
         run_and_report(task, c["out"], config, force=c["force"], quiet=c["quiet"], as_json=c["as_json"])
 
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
@@ -198,30 +196,40 @@ def run_command(task: Task, options: Callable[..., dict[str, Any]]) -> Callable[
     return command
 
 
-_CAPTURE: ContextVar[list[dict[str, Any]] | None] = ContextVar("cooplab_run_capture", default=None)
+#: parameters of ``cooplab run TASK`` that are not settings of the run
+_NOT_SETTINGS = {"out", "force", "as_json", "quiet"}
 
 
-def config_of(task: str, args: list[str]) -> dict[str, Any]:
-    """The run config that ``cooplab run TASK ARGS`` would run, checked exactly as the command
-    checks it, without running anything (a sweep builds its cells with it). A bad option raises
-    :class:`ConfigError` (one line)."""
-    import click
-
+def run_keywords(task: str, args: list[str]) -> dict[str, Any]:
+    """The :func:`cooplab.run` keywords of ``cooplab run TASK ARGS``: the options given, converted by
+    the command's own types, nothing run (a sweep file of the earlier "args" format is read with
+    it). A bad option raises :class:`ConfigError` (one line)."""
     from cooplab.cli import app
 
-    box: list[dict[str, Any]] = []
-    token = _CAPTURE.set(box)
+    group = typer.main.get_command(app)
+    with group.context_class(group) as ctx:  # Typer's own Click (it may bring a copy): its classes, not click's
+        run_group = group.get_command(ctx, "run")
+        cmd = run_group.get_command(ctx, task) if run_group is not None else None
+    if cmd is None:
+        raise ConfigError(f"no task named {task!r}")
     try:
-        app(args=["run", task, *args], prog_name="cooplab", standalone_mode=False)
-    except click.exceptions.ClickException as exc:
-        raise ConfigError(exc.format_message()) from None
-    except click.exceptions.Exit:
-        pass
-    finally:
-        _CAPTURE.reset(token)
-    if not box:
-        raise ConfigError(f"'cooplab run {task}' with these options runs nothing (an option such as --help?)")
-    return box[0]
+        sub = cmd.make_context(f"cooplab run {task}", [*args, "--out", "-"], resilient_parsing=False)
+    except ConfigError:
+        raise
+    except Exception as exc:  # Click's usage errors (format_message) and Exit (--help)
+        if hasattr(exc, "format_message"):
+            raise ConfigError(exc.format_message()) from None
+        if type(exc).__name__ == "Exit":
+            raise ConfigError(f"'cooplab run {task}' with these options runs nothing (an option such as --help?)") from None
+        raise
+    out: dict[str, Any] = {}
+    for name, value in sub.params.items():
+        source = sub.get_parameter_source(name)  # by name: Typer may bring its own copy of Click's enum
+        if name in _NOT_SETTINGS or getattr(source, "name", None) != "COMMANDLINE":
+            continue
+        value = getattr(value, "value", value)  # an Enum choice
+        out[name.rstrip("_")] = list(value) if isinstance(value, tuple) else value
+    return out
 
 
 def params_options(task: Task) -> Callable[..., dict[str, Any]]:
@@ -298,7 +306,7 @@ def register(run_app: typer.Typer, params_app: typer.Typer, graph_app: typer.Typ
     return mounted
 
 
-__all__ = ["ConfigError", "config_of", "echo_json", "fail", "graph_command", "params_command", "params_options", "register", "report",
+__all__ = ["ConfigError", "run_keywords", "echo_json", "fail", "graph_command", "params_command", "params_options", "register", "report",
            "resume_and_report", "run_and_report", "run_command"]
 
 

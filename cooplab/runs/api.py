@@ -16,9 +16,7 @@ through the one runner (checkpoints, ledger, traces, tables, figure) and hand ba
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass, field
-from itertools import product
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -41,6 +39,9 @@ class Run:
     out: Path
     config: dict[str, Any]
     summary: dict[str, Any]
+    #: why this call of :func:`run` / :func:`resume` stopped early (a model unreachable), with the
+    #: way to continue; None when it did not
+    stopped: str | None = None
     _tables: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -124,7 +125,13 @@ def _config(config: RunConfig | Mapping[str, Any] | None, task: str | Task | Non
     elif kw or task is not None:
         raise ConfigError(f"give cooplab.run either a RunConfig or keywords, not both (got {sorted(kw) + (['task'] if task else [])})")
     elif isinstance(config, Mapping):
-        config = RunConfig.from_keywords(**dict(config))
+        fields = dict(config)
+        if "version" in fields:  # a stored config.json, as read from a run directory
+            config = RunConfig.load(fields)
+        elif not isinstance(fields.get("task"), (str, Task)):
+            raise ConfigError(f"a config mapping needs task=NAME; installed tasks: {', '.join(registry.names())}")
+        else:
+            config = RunConfig.from_keywords(fields.pop("task"), **fields)
     elif not isinstance(config, RunConfig):
         raise ConfigError(f"config must be a cooplab.RunConfig or a dict of its fields, got {show(config)}")
     try:
@@ -154,22 +161,28 @@ def run(config: RunConfig | Mapping[str, Any] | None = None, /, *, task: str | T
 
     t, cfg = _config(config, task, kw)
     path = store.prepare_out(Path(out), force=force)
+    stopped = None
     try:
         runner.start(t, path, cfg, quiet=quiet)
-    except runner.RunStopped:
-        pass
-    return Run.open(path)
+    except runner.RunStopped as exc:
+        stopped = str(exc)
+    run_ = Run.open(path)
+    run_.stopped = stopped
+    return run_
 
 
 def resume(out: str | Path, *, quiet: bool = False, warn: Callable[[str], None] | None = None) -> Run:
     """Continue a run from its last checkpoint (any task, a registered one included) and return it."""
     from cooplab.runs import runner
 
+    stopped = None
     try:
         runner.resume(Path(out), quiet=quiet, warn=warn)
-    except runner.RunStopped:
-        pass
-    return Run.open(out)
+    except runner.RunStopped as exc:
+        stopped = str(exc)
+    run_ = Run.open(out)
+    run_.stopped = stopped
+    return run_
 
 
 async def arun(config: RunConfig | Mapping[str, Any] | None = None, /, **kw: Any) -> Run:
@@ -183,53 +196,37 @@ async def aresume(out: str | Path, **kw: Any) -> Run:
 
 
 def sweep(task: str | Task, *, out: str | Path, grid: Mapping[str, Sequence[Any]] | None = None, seeds: Sequence[int] = (0,),
-          parallel: int = 1, executor: str = "local", address: str | None = None, quiet: bool = True, **fixed: Any) -> pd.DataFrame:
+          parallel: int = 1, executor: str = "local", address: str | None = None, quiet: bool = True, analysis: bool = True,
+          **fixed: Any) -> pd.DataFrame:
     """Run a grid of one task's runs and return their table (one row per cell; also written as
-    ``out/table.csv``). ``grid`` maps any keyword of :func:`run` to its values, ``seeds`` repeats
-    every cell, ``fixed`` holds the keywords every cell shares. Every cell's config is checked before
-    any runs (a bad value names its cell); finished cells are skipped and interrupted ones resumed
-    when the same sweep runs again; a failed cell is recorded while the others go on.
+    ``out/table.csv``). ``grid`` maps any keyword of :func:`run` to its values (``"set.NAME"`` sweeps
+    one parameter of the task's ``set``), ``seeds`` repeats every cell, ``fixed`` holds the keywords
+    every cell shares. The same as a sweep file (:mod:`cooplab.runs.grid`, ``cooplab sweep FILE``).
+    Every cell's config is checked before any runs (a bad value names its cell); finished cells are
+    skipped and interrupted ones resumed when the same sweep runs again; a failed cell is recorded
+    while the others go on; then the task's analysis runs (CPR: ``out/analysis``) unless
+    ``analysis=False``.
 
         cooplab.sweep("diners", out="runs/pk", grid={"pk": ["3:1", "6:1"]}, seeds=[0, 1], replicates=20)
     """
-    from cooplab.limits import Num, check
-    from cooplab.runs.sweeps import EXECUTORS, SweepError, job, run_jobs, slug, table, write_table
+    from cooplab.runs import grid as grids
+    from cooplab.runs.sweeps import EXECUTORS, SweepError
 
     if isinstance(task, Task):
         registry.register_task(task, replace=True)
         task = task.name
-    grid = dict(grid or {})
-    if not all(isinstance(v, (list, tuple)) and v for v in grid.values()):
-        raise ConfigError(f"grid must map keywords to non-empty lists of values, got {show(grid)}")
-    if not isinstance(seeds, (list, tuple)) or not seeds:
-        raise ConfigError(f"seeds must be a non-empty list of integers, got {show(seeds)}")
-    check("parallel", parallel, "parallel")
-    Num(int, 1, 100_000).check("cells", len(list(product(*grid.values()))) * len(seeds))
     if executor not in EXECUTORS:
         raise ConfigError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
-    clash = sorted(set(grid) & set(fixed))
-    if clash:
-        raise ConfigError(f"{clash[0]!r} is both in grid and fixed; give it in one place")
-    base = Path(out)
-    jobs, names = [], set()
-    for values in product(*grid.values()):
-        labels = dict(zip(grid, values))
-        for seed in seeds:
-            name = "__".join([f"{k}-{slug(json.dumps(v) if not isinstance(v, str) else v)}" for k, v in labels.items()] + [f"s{seed}"])
-            if name in names:
-                raise ConfigError(f"two cells would share the directory {name!r}: make the grid values differ in letters or digits")
-            names.add(name)
-            try:
-                _, cfg = _config(None, task, {**fixed, **labels, "seed": seed})
-            except ConfigError as exc:
-                raise ConfigError(f"sweep cell {name}: {exc}") from None
-            jobs.append(job(base / "cells" / name, task, cfg, labels={**labels, "seed": seed}, done=("completed", "budget_exhausted")))
+    if grid is not None and not isinstance(grid, Mapping):
+        raise ConfigError(f"grid must map keywords to non-empty lists of values, got {show(grid)}")
+    raw = {"task": task, "out": str(out), "fixed": dict(fixed), "grid": {k: list(v) if isinstance(v, tuple) else v for k, v in (grid or {}).items()},
+           "seeds": list(seeds) if isinstance(seeds, (list, tuple)) else seeds, "parallel": parallel, "analysis": analysis}
+    sw = grids.load(raw, "sweep")
     try:
-        res = run_jobs(jobs, parallel=parallel, noun="cell", executor=executor, address=address, log=lambda s: None, quiet=quiet)
+        res = grids.run(sw, grids.jobs(sw), executor=executor, address=address, quiet=quiet)
     except SweepError as exc:
         raise ConfigError(str(exc)) from None
-    rows = table(jobs, res, "cell")
-    write_table(rows, base)
+    rows = res["table"]
     return rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows)
 
 

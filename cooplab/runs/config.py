@@ -96,10 +96,11 @@ class RunConfig(BaseModel):
     record: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod
-    def from_keywords(cls, task: str, **kw: Any) -> "RunConfig":
+    def from_keywords(cls, task: str, /, **kw: Any) -> "RunConfig":
         """A RunConfig from flat keywords, as :func:`cooplab.run` takes them: LLM settings
         (``model=``, ``budget=`` ...), sandbox settings (``sandbox_timeout=`` ...), the common fields,
-        ``params=`` (stored settings) and everything else the task's own options."""
+        ``params=`` (stored settings) and everything else the task's own options (a task option may
+        be called ``task``, as science's is: ``task`` here is positional)."""
         llm = {k: kw.pop(k) for k in list(kw) if k in LLM_KEYWORDS}
         if "agent_model" in llm:  # the CLI's repeatable --agent-model AGENT=MODEL
             llm["agent_models"] = parse_agent_models(llm.pop("agent_model") or [])

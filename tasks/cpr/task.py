@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -130,6 +131,7 @@ class CPRTask(Task):
     Params = CPRParams
     state_schema = CPRState
     round_node = "environment"
+    sweep_columns = ("survival_time.mean", "efficiency.mean", "ledger.calls", "ledger.cost_usd_float")
 
     def params(self, config: Mapping[str, Any]) -> CPRParams:
         raw = config.get("params")
@@ -248,9 +250,23 @@ class CPRTask(Task):
 
     def report(self, summary: Mapping[str, Any]) -> list[str]:
         st, ef = summary["survival_time"], summary["efficiency"]
-        return [f"survival time T_s = {st['mean']:.2f} ± {st['sem']:.2f} (s.e.m.), efficiency eta = {ef['mean']:.3f} ± {ef['sem']:.3f}, "
+
+        def pm(stat: Mapping[str, Any], digits: int) -> str:
+            """mean ± s.e.m.; the s.e.m. left out where there is none (one society; NaN reads back as null)"""
+            mean, sem = stat.get("mean"), stat.get("sem")
+            text = "n/a" if not isinstance(mean, (int, float)) else f"{mean:.{digits}f}"
+            return text + (f" ± {sem:.{digits}f}" if isinstance(sem, (int, float)) and np.isfinite(sem) else "")
+
+        return [f"survival time T_s = {pm(st, 2)} (s.e.m.), efficiency eta = {pm(ef, 3)}, "
                 f"n = {st['n']} societies; collapse causes: {summary['collapse']}",
                 "tables: summary.json, rounds.*, agents.*, figures/run.png"]
+
+    def analyze_sweep(self, cells: list[dict[str, Any]], out: Path, *, analysis_out: Path | None = None) -> dict[str, Any]:
+        """``cooplab analyze cpr`` over the finished cells (into ``OUT/analysis`` unless told otherwise)."""
+        from cooplab.evals.analysis_cpr import analyze
+
+        dest = Path(analysis_out) if analysis_out is not None else Path(out) / "analysis"
+        return {"analysis": analyze([Path(c["dir"]) for c in cells], dest), "analysis_dir": str(dest)}
 
     def params_table(self) -> list[dict[str, Any]]:
         return params_table()

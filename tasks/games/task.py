@@ -229,7 +229,7 @@ class GameTask(Task):
         if m.get("mean") is None:
             return [f"{head}: no round completed (status {summary.get('status')})"]
         ci = m.get("ci95")
-        ci_text = f" [95% CI {ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
+        ci_text = f" [95% CI {ci[0]:.3f}, {ci[1]:.3f}]" if ci and all(isinstance(x, (int, float)) for x in ci) else ""
         lines = [f"{head}",
                  f"mean {m['label']} {m['mean']:.3f}{ci_text} (Nash {m['nash']:g}, Pareto {m['pareto']:g}); Pareto proximity "
                  f"{p['mean']:.3f} (0 = Pareto, 1 = Nash), near-Pareto share {p['near_pareto_share']:.2f}",

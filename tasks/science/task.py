@@ -111,6 +111,7 @@ class ScienceTask(Task):
     round_unit = "team pass"
     agent_kinds = ("llm",)
     uses_sandbox = True
+    sweep_columns = ("scores.completeness", "scores.quality", "scores.accuracy", "ledger.cost_usd_float")
 
     def params(self, config: Mapping[str, Any]) -> ScienceParams:
         raw = config.get("params")
@@ -388,6 +389,35 @@ class ScienceTask(Task):
         lines.append("files: dataset/, artifacts/, scores.json, report.html, messages.jsonl, requests.jsonl, tool_loops.*, ledger.*, "
                      + TRACES_FILE)
         return lines
+
+    def analyze_sweep(self, cells: list[dict[str, Any]], out: Path, *, analysis_out: Path | None = None) -> dict[str, Any]:
+        """``OUT/scores.csv`` (one row per finished run: its condition, seed, status, the three scores
+        and the cost) and ``OUT/conditions.csv`` (their means per condition), which ``cooplab analyze
+        science`` reads. A run's condition is its cell name without the seed; the model, task, budget,
+        visibility, team size and prompt come from the run's own config.json."""
+        import pandas as pd
+
+        dest = Path(analysis_out) if analysis_out is not None else Path(out)
+        rows = []
+        for c in cells:
+            d = Path(c["dir"])
+            config, summary = rundir.read_config(d), rundir.read_json(d / "summary.json")
+            P, llm = config.get("params") or {}, config.get("llm") or {}
+            rows.append({"condition": d.name.rsplit("__s", 1)[0], "model": llm.get("model"), "task": P.get("task"),
+                         "budget": llm.get("budget"), "visibility": P.get("visibility"), "team_size": P.get("team_size"),
+                         "prompt": P.get("prompt"), "seed": config.get("seed"), "status": summary.get("status"),
+                         **(summary.get("scores") or {}), "cost_usd": (summary.get("ledger") or {}).get("cost_usd_float"),
+                         "run_dir": str(d)})
+        df = pd.DataFrame(rows)
+        dest.mkdir(parents=True, exist_ok=True)
+        df.to_csv(dest / "scores.csv", index=False)
+        for col in ("completeness", "quality", "accuracy", "cost_usd"):  # a score not scored is null: left out of the mean
+            df[col] = pd.to_numeric(df[col], errors="coerce") if col in df else float("nan")
+        keys = ["condition", "model", "task", "budget", "visibility", "team_size", "prompt"]
+        agg = df.groupby(keys, dropna=False).agg(runs=("seed", "size"), completeness=("completeness", "mean"), quality=("quality", "mean"),
+                                                 accuracy=("accuracy", "mean"), cost_usd=("cost_usd", "mean")).reset_index()
+        agg.to_csv(dest / "conditions.csv", index=False)
+        return {"scores_csv": str(dest / "scores.csv"), "conditions_csv": str(dest / "conditions.csv")}
 
 
 TASK = ScienceTask()

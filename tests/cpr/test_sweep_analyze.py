@@ -21,9 +21,10 @@ def run(args, capsys):
 @pytest.fixture
 def grid(tmp_path):
     cfg = json.loads((ROOT / "examples" / "grid-scripted.json").read_text())
-    cfg.update(out=str(tmp_path / "sweep"), trials=3, rounds=5, n_agents=3, envs=["harsh"], ablations=["full", "osl"],
-               populations=["altruistic", "selfish"],
-               models=[f"scripted:{ROOT / 'examples/scripted/cautious.json'}", f"scripted:{ROOT / 'examples/scripted/greedy.json'}"])
+    cfg.update(out=str(tmp_path / "sweep"))
+    cfg["fixed"].update(replicates=3, rounds=5, n_agents=3)
+    cfg["grid"].update(env=["harsh"], ablation=["full", "osl"], population=["altruistic", "selfish"],
+                       model=[f"scripted:{ROOT / 'examples/scripted/cautious.json'}", f"scripted:{ROOT / 'examples/scripted/greedy.json'}"])
     path = tmp_path / "sweep.json"
     path.write_text(json.dumps(cfg))
     return path, cfg

@@ -118,7 +118,7 @@ def test_sweep_returns_one_row_per_cell_and_skips_finished_cells(tmp_path):
     again = cooplab.sweep("diners", out=tmp_path / "sw", grid={"pk": ["3:1", "6:1"]}, seeds=[0, 1], replicates=4, iterations=3)
     assert len(again) == 4
     assert mtimes == {c: (tmp_path / "sw" / "cells" / c / "summary.json").stat().st_mtime_ns for c in cells}  # nothing rerun
-    with pytest.raises(cooplab.ConfigError, match="sweep cell pk-bad__s0: "):
+    with pytest.raises(cooplab.ConfigError, match="sweep: cell pk-bad__s0: "):
         cooplab.sweep("diners", out=tmp_path / "bad", grid={"pk": ["bad"]}, replicates=4)
     assert not (tmp_path / "bad").exists()
 

@@ -83,7 +83,7 @@ def test_analyze_without_the_analysis_extra(monkeypatch, capsys, tmp_path, hidde
 
 def test_the_ray_executor_without_the_ray_extra(monkeypatch, capsys, tmp_path):
     cfg = tmp_path / "s.json"
-    cfg.write_text(json.dumps({"task": "diners", "out": str(tmp_path / "s"), "args": ["--iterations", "2", "--replicates", "2"]}))
+    cfg.write_text(json.dumps({"task": "diners", "out": str(tmp_path / "s"), "fixed": {"iterations": 2, "replicates": 2}}))
     hide(monkeypatch, "ray")
     line = one_line_error(capsys, ["sweep", str(cfg), "--executor", "ray"])
     assert "the Ray executor (--executor ray) needs 'pip install cooplab[ray]'" in line

@@ -1,4 +1,4 @@
-"""Sweeps of any task on the local and the Ray executors (cooplab/sweeps.py, cooplab/task_sweep.py).
+"""Sweeps of any task on the local and the Ray executors (cooplab/runs/sweeps.py, cooplab/runs/grid.py).
 
 The Ray tests use real Ray: a private instance started with ``ray.init`` in the test, and a
 cluster of two nodes made with ``ray start --head`` and ``ray start --address`` (one CPU each). A
@@ -26,8 +26,7 @@ import pandas as pd
 import pytest
 
 from cooplab.cli import main
-from cooplab.cli.tasks import config_of
-from cooplab.runs import sweeps, task_sweep
+from cooplab.runs import grid, sweeps
 from tests.helpers.progress import run_progress
 
 EXE = str(Path(sys.executable).parent / "cooplab")
@@ -74,17 +73,17 @@ def cpr_config(tmp_path: Path, out: Path, *, latency: float = 0.0, rounds: int =
                ablations: tuple[str, ...] = ("full", "neither")) -> Path:
     a = script(tmp_path, "cautious", latency)
     b = script(tmp_path, "greedy", latency)
-    c = {"out": str(out), "agents": "llm", "models": [f"scripted:{a}", f"scripted:{b}"], "envs": ["harsh"], "populations": ["mixed"],
-         "ablations": list(ablations), "trials": 2, "n_agents": 3, "rounds": rounds, "seed": 3, "parallel": 2,
-         "llm": {"cache": cache, "max_concurrency": 1}}
+    c = {"task": "cpr", "out": str(out), "fixed": {"agents": "llm", "env": "harsh", "population": "mixed", "replicates": 2, "n_agents": 3,
+                                                   "rounds": rounds, "cache": cache, "max_concurrency": 1},
+         "grid": {"model": [f"scripted:{a}", f"scripted:{b}"], "ablation": list(ablations)}, "seeds": [3], "parallel": 2}
     p = tmp_path / f"{out.name}.json"
     p.write_text(json.dumps(c))
     return p
 
 
 def diners_config(tmp_path: Path, out: Path, **more) -> Path:
-    c = {"task": "diners", "out": str(out), "args": ["--agents", "rule", "--iterations", "3", "--replicates", "4"],
-         "grid": {"--pk": ["3:1", "6:1"]}, "seeds": [0, 1], "parallel": 2, **more}
+    c = {"task": "diners", "out": str(out), "fixed": {"agents": "rule", "iterations": 3, "replicates": 4},
+         "grid": {"pk": ["3:1", "6:1"]}, "seeds": [0, 1], "parallel": 2, **more}
     p = tmp_path / f"{out.name}.json"
     p.write_text(json.dumps(c))
     return p
@@ -134,7 +133,7 @@ def test_an_interrupted_cell_is_resumed_not_restarted(tmp_path, capsys):
 
 @pytest.mark.parametrize("executor", ["local", "ray"])
 def test_a_failing_cell_is_recorded_and_the_others_finish(tmp_path, executor, ray_local):
-    good = task_sweep.jobs(task_sweep.load(json.loads(diners_config(tmp_path, tmp_path / "d", seeds=[0]).read_text()), "t"), "t", config_of)
+    good = grid.jobs(grid.load(json.loads(diners_config(tmp_path, tmp_path / "d", seeds=[0]).read_text()), "t"))
     bad = sweeps.job(tmp_path / "d" / "cells" / "broken", "diners", {**good[0]["config"], "params": {**good[0]["config"]["params"], "groups": "not a group list"}})
     res = sweeps.run_jobs([*good, bad], parallel=2, noun="cell", executor=executor)
     assert sorted(res["ran"]) == sorted(Path(j["dir"]).name for j in good)
@@ -146,14 +145,15 @@ def test_a_failing_cell_is_recorded_and_the_others_finish(tmp_path, executor, ra
 
 @pytest.mark.parametrize("change,needle", [
     ({"grid": []}, "grid must be an object"),
-    ({"grid": {"pk": ["3:1"]}}, "grid keys are options"),
-    ({"grid": {"--pk": []}}, "non-empty list"),
-    ({"grid": {"--pk": [True]}}, "string or a finite number"),
-    ({"grid": {"--pk": [float("nan")]}}, "string or a finite number"),
-    ({"grid": {"--pk": [[1, 2]]}}, "string or a finite number"),
-    ({"grid": {"--out": ["x"]}}, "--out is set by the sweep"),
-    ({"args": ["--seed", "3"]}, "--seed is set by the sweep"),
-    ({"args": "--agents rule"}, "args must be a list of strings"),
+    ({"grid": {"pk": []}}, "non-empty list"),
+    ({"grid": {"pk": [True]}}, "--pk and --groups are text"),
+    ({"grid": {"pk": [float("nan")]}}, "values must be finite"),
+    ({"grid": {"pk": [[1, 2]]}}, "--pk and --groups are text"),
+    ({"grid": {"out": ["x"]}}, "out is set by the sweep"),
+    ({"fixed": {"seed": 3}}, "seed is set by the sweep"),
+    ({"fixed": "--agents rule"}, "fixed must be an object"),
+    ({"fixed": {"pk": "3:1"}}, "'pk' is both in fixed and grid"),
+    ({"fixed": {"agents": "rule", "replicates": 4, "iterations": 3, "model": 5}}, "cell pk-3-1__s0"),
     ({"seeds": []}, "seeds must be a non-empty list"),
     ({"seeds": [1, 1]}, "duplicates"),
     ({"seeds": [-1]}, "seeds"),
@@ -163,10 +163,10 @@ def test_a_failing_cell_is_recorded_and_the_others_finish(tmp_path, executor, ra
     ({"parallel": 2.5}, "parallel"),
     ({"task": "nope"}, "task 'nope' is not installed"),
     ({"task": 3}, "task must be a non-empty string"),
-    ({"grid": {"--pk": ["9:x"]}}, "cell pk-9-x__s0"),
-    ({"grid": {"--bogus": [1]}}, "No such option"),
-    ({"grid": {"--iterations": [-3]}}, "--iterations"),
-    ({"grid": {"--pk": ["3:1"], "--iterations": [1] * 3}}, "share the directory"),
+    ({"grid": {"pk": ["9:x"]}}, "cell pk-9-x__s0"),
+    ({"grid": {"bogus": [1]}}, "has no option 'bogus'"),
+    ({"grid": {"iterations": [-3]}, "fixed": {}}, "--iterations"),
+    ({"grid": {"pk": ["3:1"], "iterations": [1] * 3}, "fixed": {}}, "share the directory"),
     ({"unknown": 1}, "unknown"),
 ])
 def test_bad_task_sweep_configs_are_one_line_errors(tmp_path, capsys, change, needle):
@@ -209,9 +209,15 @@ def ray_local():
     ray.shutdown()
 
 
-def test_cpr_sweep_on_ray_equals_the_local_executor(tmp_path, capsys, ray_local):
-    from cooplab.runs.sweep_cpr import load_config, run_sweep
+def load_config(path: Path) -> grid.GridSweep:
+    return grid.load_file(path)[0].model_copy(update={"analysis": False})
 
+
+def run_sweep(sw: grid.GridSweep, executor: str) -> dict:
+    return grid.run(sw, executor=executor)
+
+
+def test_cpr_sweep_on_ray_equals_the_local_executor(tmp_path, capsys, ray_local):
     loc = run_sweep(load_config(cpr_config(tmp_path, tmp_path / "loc")), executor="local")
     on_ray = run_sweep(load_config(cpr_config(tmp_path, tmp_path / "ray")), executor="ray")
     assert len(loc["ran"]) == 4 and sorted(on_ray["ran"]) == sorted(loc["ran"]) and not on_ray["failed"]
@@ -259,8 +265,6 @@ def _cell_workers() -> list[int]:
 
 
 def test_a_worker_killed_mid_cell_is_retried_and_resumes_nothing_lost_nothing_paid_twice(tmp_path, ray_local):
-    from cooplab.runs.sweep_cpr import load_config, run_sweep
-
     # two cells of two different models: their cache keys differ (a key names the model and the
     # agent), so every row of the shared cache belongs to exactly one cell's calls
     one = ("full",)

@@ -298,10 +298,12 @@ def test_science_sweep_runs_conditions_and_skips_finished_runs(tmp_path, capsys)
     code, stdout, err = cli(["sweep", f, "--json"], capsys)
     assert code == 0, err
     res = json.loads(stdout)
-    assert res["runs"] == 4 and len(res["ran"]) == 4 and not res["failed"]
+    assert res["cells"] == 4 and len(res["ran"]) == 4 and not res["failed"]
     df = pd.read_csv(tmp_path / "sw" / "conditions.csv")
     assert len(df) == 4 and (df.accuracy == 1.0).all() and set(df.visibility) == {"full", "team"}
-    cfg0 = json.loads((tmp_path / "sw" / "runs" / "oracle__ecology__b0.5__team__n2__standard__s0" / "config.json").read_text())
+    assert "earlier science sweep format" in err  # read as a grid sweep
+    cfg0 = json.loads((tmp_path / "sw" / "cells" / "task-ecology__budget-0.5__visibility-team__team_size-2__prompt-standard__s0"
+                       / "config.json").read_text())
     assert cfg0["llm"]["budget"] == 0.5 and cfg0["params"]["visibility"] == "team"
     code, stdout, err = cli(["sweep", f, "--json"], capsys)
     assert code == 0 and len(json.loads(stdout)["skipped"]) == 4
