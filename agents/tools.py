@@ -77,7 +77,7 @@ from cooplab.agents.decisions import (
 )
 from cooplab.agents.usage import input_bound
 from cooplab.graphs.context import CoopContext
-from cooplab.graphs.ledger import BudgetExhausted, Entry, Ledger, _amount
+from cooplab.graphs.ledger import BudgetExhausted, Entry, _amount
 from cooplab.sandbox.models import SandboxConfig, SandboxError
 from cooplab.sandbox.tool import RunCodeInput
 
@@ -150,16 +150,13 @@ class ToolCaller:
     phase: str = "tools"
     entries: list[Entry] = field(default_factory=list)
 
-    @property
-    def ledger(self) -> Ledger | None:
-        return self.context.ledger
-
     def charge_units(self, kind: str, units: Any, **kw: Any) -> Entry | None:
-        """Charge a non-token ``kind`` to this agent (see :meth:`Ledger.charge_units`); None
-        when the run has no ledger."""
-        if self.ledger is None:
+        """Charge a non-token ``kind`` to this agent in the run's ledger (``context.ledger``, see
+        :meth:`Ledger.charge_units`); None when the run has no ledger."""
+        ledger = self.context.ledger
+        if ledger is None:
             return None
-        e = self.ledger.charge_units(kind, units, agent=self.agent_id, team=self.team, round=self.round, phase=self.phase, **kw)
+        e = ledger.charge_units(kind, units, agent=self.agent_id, team=self.team, round=self.round, phase=self.phase, **kw)
         self.entries.append(e)
         return e
 
@@ -445,7 +442,7 @@ class ToolAgent:
 
     async def _loop(self, inp: dict[str, Any], config: RunnableConfig, *, context: CoopContext, runtime: Runtime) -> ToolLoopResult:
         llm: LLMService = context.llm  # type: ignore[assignment]
-        ledger = llm.ledger
+        ledger = context.ledger
         spec, model = llm.model_for(self.model_key or self.agent_id)
         adapter = llm.adapter(spec, model)
         proto = self.protocol_for(model)
@@ -643,7 +640,7 @@ def run_code_tool(*, name: str = "run_code", timeout: float | None = None, max_c
         pool = caller.context.sandbox
         if pool is None:
             raise ToolSetupError("run_code needs a sandbox pool in the runtime context (CoopContext.sandbox)")
-        ledger = caller.ledger
+        ledger = caller.context.ledger
         bound = Decimal(str(pool.max_call_seconds(timeout)))
         reservation = ledger.reserve(ledger.unit_cost(kind, bound)) if ledger is not None else None
         try:
