@@ -26,25 +26,19 @@ async def decide_all(service: LLMService, spec: DecisionSpec, jobs: list, round_
     return results
 
 
-def ledger_since(service: LLMService, n: int) -> list[dict]:
-    """The ledger's audit-trail rows recorded after the first ``n`` (a node returns them as its
-    ``ledger`` update, so a checkpoint holds every charge made before it)."""
-    return [e.as_dict() for e in service.ledger.entries[n:]]
-
-
 class Batch:
-    """One phase's decisions by many agents, and what the node must record of them::
+    """One phase's decisions by many agents, and the rows the node must record of them::
 
         batch = Batch(context.llm)
         for s, i, value, rec in await batch.ask(SPEC, jobs, round_, config):
             ...                      # use value
             batch.record(rec.as_dict())
-        return PolicyResult(values, batch.updates())   # {"decisions": rows, "ledger": charges}
-    """
+        return PolicyResult(values, batch.updates())   # {"decisions": rows}
+
+    The ledger's charges reach the state through the node (``cooplab.graphs.nodes.llm_node``)."""
 
     def __init__(self, service: LLMService):
         self.service = service
-        self.n0 = len(service.ledger.entries)
         self.rows: list[dict[str, Any]] = []
 
     async def ask(self, spec: DecisionSpec, jobs: list, round_: int, config: Any) -> list:
@@ -54,5 +48,5 @@ class Batch:
         self.rows.append(row)
 
     def updates(self) -> dict[str, list[dict[str, Any]]]:
-        """The decision rows and the ledger charges made since the batch began (state updates)."""
-        return {"decisions": self.rows, "ledger": ledger_since(self.service, self.n0)}
+        """The decision rows (a state update)."""
+        return {"decisions": self.rows}

@@ -1,8 +1,9 @@
 """Structured decisions: a pydantic schema per decision, validated, retried, with a fallback.
 
 :class:`LLMService` is the graph-wide model service (it travels in LangGraph's runtime
-context): per-agent models, the response cache, the credit ledger, a concurrency bound and an
-optional requests-per-second limit. :func:`decide` asks one agent for one decision:
+context): per-agent models and the call path every model call goes through (``agents/calls.py``:
+response cache, credit ledger, retries, concurrency bound and requests-per-second limit,
+provider adapters). :func:`decide` asks one agent for one decision:
 
 1. the call's deterministic key (model identity, messages, agent, round, phase, seed, attempt)
    is looked up in the cache; a hit replays the answer without calling the model, charged its
@@ -21,12 +22,10 @@ value, attempts, fallback used, tokens, latency, cost.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Generic, TypeVar
 
@@ -35,71 +34,23 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from pydantic import BaseModel, ValidationError
 
 from cooplab.agents.cache import CachedResponse, ResponseCache, cache_key
-from cooplab.agents.models import (
-    EndpointResponseError,
-    LlamaCppChat,
-    ModelSpec,
-    PermanentModelError,
-    ScriptedChatModel,
-    TransientModelError,
-    count_tokens,
-    messages_tokens,
-    one_line,
+from cooplab.agents.calls import (  # noqa: F401 - is_transient, endpoint_failure, usage_of: imported from here too
+    CallPath,
+    ModelUnavailable,
+    ProviderAdapter,
+    Reply,
+    Request,
+    adapter_type,
+    decoding_schema,
+    endpoint_failure,
+    is_transient,
+    usage_of,
 )
-from cooplab.agents.usage import Usage, check_usage, counted_usage, input_bound
+from cooplab.agents.models import ModelSpec
+from cooplab.agents.usage import input_bound
 from cooplab.graphs.ledger import BudgetExhausted, Entry, Ledger
 
 T = TypeVar("T", bound=BaseModel)
-
-
-class ModelUnavailable(RuntimeError):
-    """The model endpoint failed past the retry budget (unreachable, 5xx, malformed responses) or
-    rejected the request (4xx); the run stops at its last checkpoint and can be resumed."""
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Timeout, refused connection, 408/409/429, 5xx and malformed responses (a body that is not
-    a chat completion: see :class:`~cooplab.agents.models.EndpointResponseError`) are worth
-    retrying; everything else is not."""
-    if isinstance(exc, (TransientModelError, TimeoutError, asyncio.TimeoutError, ConnectionError)):
-        return True
-    try:
-        import openai
-
-        if isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError, openai.InternalServerError,
-                            openai.APIResponseValidationError)):
-            return True
-        if isinstance(exc, openai.APIStatusError) and (getattr(exc, "status_code", 0) >= 500 or exc.status_code in (408, 409)):
-            return True
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        import httpx
-
-        if isinstance(exc, (httpx.TransportError,)):
-            return True
-    except ImportError:  # pragma: no cover
-        pass
-    return False
-
-
-def endpoint_failure(exc: BaseException) -> str | None:
-    """How a failed model call is handled: ``"transient"`` (retried with backoff, then
-    :class:`ModelUnavailable`), ``"permanent"`` (an HTTP error status the endpoint will repeat,
-    e.g. 401 or 404: :class:`ModelUnavailable` at once), or None: not the endpoint's failure (a
-    programming error), which propagates unchanged."""
-    if is_transient(exc):
-        return "transient"
-    if isinstance(exc, PermanentModelError):
-        return "permanent"
-    try:
-        import openai
-
-        if isinstance(exc, openai.APIStatusError):
-            return "permanent"
-    except ImportError:  # pragma: no cover
-        pass
-    return None
 
 
 @dataclass
@@ -149,50 +100,12 @@ class DecisionRecord:
         return dict(self.__dict__)  # shallow: the fields are plain values (asdict deep-copies)
 
 
-def decoding_schema(schema: dict[str, Any], levels: int = 21) -> dict[str, Any]:
-    """The schema handed to a grammar-constrained decoder. llama.cpp's JSON-schema grammar
-    ignores ``minimum``/``maximum``, so a bounded number becomes an enum of ``levels`` evenly
-    spaced values (0, 0.05, ..., 1 for an effort) and a bounded integer the enum of its range:
-    the model can then only say something valid. Validation still runs on the answer."""
-    props = schema.get("properties")
-    if not isinstance(props, dict):
-        return schema
-    out = dict(schema)
-    new_props = {}
-    for name, p in props.items():
-        lo, hi = p.get("minimum"), p.get("maximum")
-        if p.get("type") == "number" and lo is not None and hi is not None:
-            new_props[name] = {"enum": [round(lo + (hi - lo) * k / (levels - 1), 6) for k in range(levels)]}
-        elif p.get("type") == "integer" and lo is not None and hi is not None and hi - lo <= 100:
-            new_props[name] = {"enum": list(range(int(lo), int(hi) + 1))}
-        else:
-            new_props[name] = p
-    out["properties"] = new_props
-    return out
-
-
-class RateLimiter:
-    """At most ``rps`` call starts per second (token bucket of size 1)."""
-
-    def __init__(self, rps: float | None):
-        self.interval = 1.0 / rps if rps else 0.0
-        self._next = 0.0
-        self._lock = asyncio.Lock()
-
-    async def wait(self) -> None:
-        if not self.interval:
-            return
-        async with self._lock:
-            now = time.monotonic()
-            delay = self._next - now
-            self._next = max(now, self._next) + self.interval
-        if delay > 0:
-            await asyncio.sleep(delay)
-
-
 @dataclass
 class LLMService:
-    """Graph-wide model service (runtime context)."""
+    """Graph-wide model service (runtime context): the models, and the call path every model
+    call goes through (``agents/calls.py``: cache -> budget -> retry -> rate limit -> adapter),
+    built on the first call from the fields below. ``ledger`` is the run's ledger that path
+    charges; graph code reaches it as ``CoopContext.ledger``."""
 
     models: dict[str, tuple[ModelSpec, BaseChatModel]]  # "default" and/or per-agent keys "3"
     ledger: Ledger = field(default_factory=Ledger)
@@ -203,150 +116,73 @@ class LLMService:
     max_transport_retries: int = 4
     backoff_base: float = 0.5
     backoff_max: float = 8.0
-    _sem: asyncio.Semaphore | None = None
-    _limiter: RateLimiter | None = None
-    live_calls: int = 0
-    retries: int = 0  # endpoint failures retried (transport errors, 5xx, malformed responses)
+    _path: CallPath | None = field(default=None, init=False, repr=False)
+    _adapters: dict[tuple, ProviderAdapter] = field(default_factory=dict, init=False, repr=False)
 
     def model_for(self, agent: int | str) -> tuple[ModelSpec, BaseChatModel]:
         return self.models.get(str(agent)) or self.models["default"]
 
-    def _sync_primitives(self) -> None:
-        # created lazily inside the running loop
-        if self._sem is None:
-            self._sem = asyncio.Semaphore(max(1, int(self.max_concurrency)))
-            self._limiter = RateLimiter(self.rps)
+    def adapter(self, spec: ModelSpec, model: Any) -> ProviderAdapter:
+        """The provider adapter of ``model`` (a chat model, or one with tools bound)."""
+        model = getattr(model, "bound", model)
+        a = self._adapters.get((spec, id(model)))
+        if a is None or a.model is not model:
+            a = self._adapters[(spec, id(model))] = adapter_type(model)(spec, model)
+        return a
+
+    @property
+    def path(self) -> CallPath:
+        if self._path is None:
+            self._path = CallPath(ledger=self.ledger, cache=self.cache, max_concurrency=self.max_concurrency, rps=self.rps,
+                                  retries=self.max_transport_retries, backoff_base=self.backoff_base, backoff_max=self.backoff_max)
+        return self._path
+
+    @property
+    def live_calls(self) -> int:
+        """Requests that reached a model (every attempt, cache replays excluded)."""
+        return 0 if self._path is None else self._path.adapter.calls
+
+    @property
+    def retries(self) -> int:
+        """Endpoint failures retried (transport errors, 5xx, malformed responses)."""
+        return 0 if self._path is None else self._path.retry.count
+
+    async def ask(self, *, agent: int, society: int, round: int, phase: str, messages: list[BaseMessage],
+                  schema: dict[str, Any] | None, attempt: int, config: dict | None = None,
+                  decode_schema: dict[str, Any] | None = None, max_tokens: int | None = None) -> Reply:
+        """One structured-output call of a society agent, through the call path: the key is the
+        model's identity, the messages, the agent, round, phase, seed, attempt, schema and output
+        cap; the input bound covers what is sent, the output bound is ``max_tokens``."""
+        spec, model = self.model_for(agent)
+        adapter = self.adapter(spec, model)
+        key = cache_key(model=spec.identity(), messages=[(m.type, str(m.content)) for m in messages], agent=f"{society}:{agent}",
+                        round=round, phase=phase, seed=self.seed, attempt=attempt, schema=_schema_id(schema),
+                        **({"max_tokens": max_tokens} if max_tokens else {}))
+        rf = adapter.response_format(schema, decode_schema) if schema is not None else None
+        kwargs: dict[str, Any] = {} if rf is None else {"response_format": rf}
+        kwargs.update(adapter.call_options(key=key, phase=phase, max_tokens=max_tokens))
+        return await self.path(Request(spec, adapter, model, key, messages, kwargs, input_bound(messages, rf),
+                                       int(max_tokens or spec.max_tokens), f"{society}:{agent}", round, phase, config=config))
 
     async def call(self, *, agent: int, society: int, round: int, phase: str, messages: list[BaseMessage],
                    schema: dict[str, Any] | None, attempt: int, config: dict | None = None,
                    decode_schema: dict[str, Any] | None = None, max_tokens: int | None = None) -> tuple[CachedResponse, bool]:
-        """One model call (cached, charged, rate-limited, retried). Returns (response, cached).
-
-        Every charged call goes through the ledger's cap: a cached replay is charged its known
-        cost only if it fits; a live call first reserves its true upper bound (``input_bound`` of
-        what is sent, ``max_tokens`` of output) and is charged its validated usage, never more."""
-        spec, model = self.model_for(agent)
-        key = cache_key(model=spec.identity(), messages=[(m.type, str(m.content)) for m in messages], agent=f"{society}:{agent}",
-                        round=round, phase=phase, seed=self.seed, attempt=attempt, schema=_schema_id(schema),
-                        **({"max_tokens": max_tokens} if max_tokens else {}))
-        agent_id = f"{society}:{agent}"
-        kwargs: dict[str, Any] = {}
-        if isinstance(model, ScriptedChatModel):
-            kwargs["phase"] = phase
-        elif schema is not None:
-            if isinstance(model, LlamaCppChat):
-                kwargs["response_format"] = {"type": "json_object", "schema": decoding_schema(decode_schema or schema)}
-            elif spec.base_url:
-                kwargs["response_format"] = {"type": "json_object", "schema": schema}
-            else:
-                kwargs["response_format"] = {"type": "json_object"}
-        if not isinstance(model, ScriptedChatModel):
-            kwargs["seed"] = int(key[:8], 16)
-            if max_tokens:
-                kwargs["max_tokens"] = max_tokens
-        in_bound = input_bound(messages, kwargs.get("response_format"))
-        out_bound = int(max_tokens or spec.max_tokens)
-        resp, cached, _ = await self.charged_call(spec=spec, runnable=model, key=key, messages=messages, kwargs=kwargs,
-                                                  input_bound=in_bound, output_bound=out_bound, agent_id=agent_id, round=round,
-                                                  phase=phase, config=config)
-        return resp, cached
+        """:meth:`ask`, as (response, cached)."""
+        reply = await self.ask(agent=agent, society=society, round=round, phase=phase, messages=messages, schema=schema,
+                               attempt=attempt, config=config, decode_schema=decode_schema, max_tokens=max_tokens)
+        return reply.response, reply.cached
 
     async def charged_call(self, *, spec: ModelSpec, runnable: Any, key: str, messages: list[BaseMessage], kwargs: dict[str, Any],
                            input_bound: int, output_bound: int, agent_id: str, round: int | None, phase: str,
                            config: dict | None = None, team: str | None = None,
                            to_text: Callable[[BaseMessage], str] | None = None) -> tuple[CachedResponse, bool, Entry]:
-        """The core of every model call: cache lookup (a replay is charged its stored usage if it
-        fits the cap), else reserve the upper bound (``input_bound`` tokens in, ``output_bound``
-        out) BEFORE calling ``runnable.ainvoke(messages, config=config, **kwargs)`` with bounded
-        retries, validate the usage, commit the charge and cache the answer. ``to_text`` turns the
-        answer into the text that is cached and returned (default: its content); a tool-calling
-        caller encodes the tool calls there. Returns (response, cached, ledger entry)."""
-        hit = self.cache.get(key)
-        if hit is not None:
-            # the stored counts are re-validated: a damaged cache never charges past the bound
-            usage = check_usage({"input_tokens": hit.input_tokens, "output_tokens": hit.output_tokens},
-                                input_bound=input_bound, output_bound=output_bound, source="the cache")
-            error = hit.usage_error or usage.error
-            # the cost of a replay is known exactly: charged only if it fits the cap (else BudgetExhausted)
-            entry = self.ledger.charge(call_id=key[:16], model=spec.id, agent=agent_id, round=round, phase=phase,
-                                       input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cached=True,
-                                       usage_error=error, team=team)
-            return CachedResponse(hit.text, usage.input_tokens, usage.output_tokens, hit.latency, error), True, entry
-        reservation = self.ledger.reserve(self.ledger.cost(spec.id, input_bound, output_bound))
-        try:
-            self._sync_primitives()
-            delay = self.backoff_base
-            for retry in range(self.max_transport_retries + 1):
-                try:
-                    async with self._sem:
-                        await self._limiter.wait()
-                        t0 = time.perf_counter()
-                        self.live_calls += 1
-                        msg = await runnable.ainvoke(messages, config=config, **kwargs)
-                        latency = time.perf_counter() - t0
-                    break
-                except Exception as exc:  # noqa: BLE001
-                    kind = endpoint_failure(exc)
-                    if kind is None:
-                        raise
-                    if kind == "permanent":
-                        raise ModelUnavailable(_failure_message(spec, exc, None)) from exc
-                    if retry == self.max_transport_retries:
-                        raise ModelUnavailable(_failure_message(spec, exc, retry + 1)) from exc
-                    self.retries += 1
-                    await asyncio.sleep(min(delay, self.backoff_max))
-                    delay *= 2
-            if to_text is not None:
-                text = to_text(msg)
-            else:
-                text = msg.content if isinstance(msg.content, str) else str(msg.content or "")
-            usage = usage_of(msg, messages, text, input_bound=input_bound, output_bound=output_bound)
-            resp = CachedResponse(text, usage.input_tokens, usage.output_tokens, latency, usage.error)
-        except BaseException:
-            self.ledger.release(reservation)
-            raise
-        entry = self.ledger.charge(call_id=key[:16], model=spec.id, agent=agent_id, round=round, phase=phase,
-                                   input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, reservation=reservation,
-                                   usage_error=usage.error, team=team)
-        self.cache.put(key, resp, spec.id)
-        return resp, False, entry
-
-
-def usage_of(msg: BaseMessage, messages: list[BaseMessage], text: str, *, input_bound: int, output_bound: int) -> Usage:
-    """The validated usage of an answer, whatever the backend: the raw usage an endpoint reported
-    (``response_metadata["usage_raw"]``, set by the OpenAI-compatible and scripted models), else
-    the backend's ``usage_metadata``, else (or when cooplab counted) our own clamped count."""
-    meta = getattr(msg, "response_metadata", None) or {}
-    if "usage_raw" in meta:
-        return check_usage(meta["usage_raw"], input_bound=input_bound, output_bound=output_bound)
-    um = getattr(msg, "usage_metadata", None)
-    if not um:
-        return counted_usage(messages_tokens(messages), count_tokens(text), input_bound=input_bound, output_bound=output_bound)
-    if meta.get("token_count_source") == "cooplab":  # counted by ``with_usage``: an approximation, clamped
-        return counted_usage(um["input_tokens"], um["output_tokens"], input_bound=input_bound, output_bound=output_bound)
-    return check_usage(dict(um), input_bound=input_bound, output_bound=output_bound)
-
-
-def _failure_message(spec: ModelSpec, exc: BaseException, attempts: int | None) -> str:
-    """One line naming the model, its endpoint and what went wrong."""
-    where = f"model {spec.id}" + (f" at {spec.base_url}" if spec.base_url else "")
-    status = getattr(exc, "status_code", None)
-    if attempts is None:
-        return f"{where} rejected the request" + (f" (HTTP {status})" if status is not None else "") + f": {one_line(exc)}"
-    if isinstance(exc, EndpointResponseError):
-        return f"{where} returned malformed responses {attempts} times: {one_line(exc)}"
-    if isinstance(status, int):
-        return f"{where} failed {attempts} times with HTTP {status}: {one_line(exc)}"
-    chain, c = [], exc
-    while (c := c.__cause__ or c.__context__) is not None and len(chain) < 8:
-        chain.append(c)
-    # the transport's own error (e.g. httpx's ReadTimeout, RemoteProtocolError), else the first that says more
-    cause = next((c for c in chain if type(c).__module__.split(".")[0] in ("httpx", "httpcore")), None) \
-        or next((c for c in chain if str(c) and str(c) != str(exc)), None)
-    why = f"{type(exc).__name__}: {exc}"
-    if cause is not None:
-        why += f" ({type(cause).__name__}" + (f": {cause})" if str(cause) else ")")
-    return f"{where} unreachable after {attempts} attempts: {one_line(why)}"
+        """Any model call through the call path: ``runnable.ainvoke(messages, config=config,
+        **kwargs)`` with ``input_bound``/``output_bound`` tokens reserved. ``to_text`` turns the
+        answer into the text that is cached and returned (a tool-calling caller encodes the tool
+        calls there). Returns (response, cached, ledger entry)."""
+        reply = await self.path(Request(spec, self.adapter(spec, runnable), runnable, key, messages, kwargs, input_bound, output_bound,
+                                        agent_id, round, phase, team=team, config=config, to_text=to_text))
+        return reply.response, reply.cached, reply.entry
 
 
 _SCHEMA_IDS: dict[int, str] = {}
@@ -417,17 +253,17 @@ async def decide(service: LLMService, spec: DecisionSpec[T], messages: list[Base
     attempts = 0
     for attempt in range(spec.max_attempts):
         attempts = attempt + 1
-        resp, cached = await service.call(agent=agent, society=society, round=round, phase=spec.phase, messages=convo,
-                                          schema=schema, attempt=attempt, config=config, decode_schema=decode_schema,
-                                          max_tokens=spec.max_tokens)
-        spec_id = service.model_for(agent)[0].id
+        reply = await service.ask(agent=agent, society=society, round=round, phase=spec.phase, messages=convo,
+                                  schema=schema, attempt=attempt, config=config, decode_schema=decode_schema,
+                                  max_tokens=spec.max_tokens)
+        resp = reply.response
         raw = resp.text
         in_tok += resp.input_tokens
         out_tok += resp.output_tokens
         latency += resp.latency
-        cached_calls += int(cached)
+        cached_calls += int(reply.cached)
         usage_errors += int(resp.usage_error is not None)
-        cost += service.ledger.cost(spec_id, resp.input_tokens, resp.output_tokens)
+        cost += Decimal(reply.entry.cost)
         try:
             value = validate(spec, raw, ctx)
             err = None
@@ -452,4 +288,5 @@ def round_(x: float) -> float:
     return float(f"{x:.6f}")
 
 
-__all__ = ["BudgetExhausted", "DecisionRecord", "DecisionSpec", "LLMService", "ModelUnavailable", "decide", "parse_json", "validate"]
+__all__ = ["BudgetExhausted", "DecisionRecord", "DecisionSpec", "LLMService", "ModelUnavailable", "decide", "decoding_schema", "parse_json",
+           "validate"]

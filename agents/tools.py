@@ -30,7 +30,8 @@ How the model is asked for tools (``protocol``):
   llama.cpp model in particular: the model must answer one JSON object, ``{"tool": NAME, "args":
   {...}}`` or ``{"final": TEXT}``, constrained by a JSON schema built from the tools' argument
   schemas (:func:`tool_call_schema`; llama.cpp turns it into a grammar);
-* ``"auto"``: ``"json"`` for :class:`LlamaCppChat` and models without ``bind_tools``, else native.
+* ``"auto"``: what the model's provider adapter says (``agents/calls.py``): ``"json"`` for the
+  local llama.cpp model and models without ``bind_tools``, else native.
 
 Tracing: the loop is one ``chain`` run named after the agent id; every model call (``llm``) and
 every tool call (``tool``) is its child. Tools run through LangGraph's ``ToolNode`` (one call at a
@@ -67,16 +68,16 @@ from langgraph.prebuilt.tool_node import ToolInvocationError
 from langgraph.runtime import Runtime
 
 from cooplab.agents.cache import cache_key
+from cooplab.agents.calls import ProviderAdapter, adapter_type
 from cooplab.agents.decisions import (
     LLMService,
     ModelUnavailable,
     decoding_schema,
     parse_json,
 )
-from cooplab.agents.models import LlamaCppChat, ScriptedChatModel
 from cooplab.agents.usage import input_bound
 from cooplab.graphs.context import CoopContext
-from cooplab.graphs.ledger import BudgetExhausted, Entry, Ledger, _amount
+from cooplab.graphs.ledger import BudgetExhausted, Entry, _amount
 from cooplab.sandbox.models import SandboxConfig, SandboxError
 from cooplab.sandbox.tool import RunCodeInput
 
@@ -149,16 +150,13 @@ class ToolCaller:
     phase: str = "tools"
     entries: list[Entry] = field(default_factory=list)
 
-    @property
-    def ledger(self) -> Ledger | None:
-        return self.context.ledger
-
     def charge_units(self, kind: str, units: Any, **kw: Any) -> Entry | None:
-        """Charge a non-token ``kind`` to this agent (see :meth:`Ledger.charge_units`); None
-        when the run has no ledger."""
-        if self.ledger is None:
+        """Charge a non-token ``kind`` to this agent in the run's ledger (``context.ledger``, see
+        :meth:`Ledger.charge_units`); None when the run has no ledger."""
+        ledger = self.context.ledger
+        if ledger is None:
             return None
-        e = self.ledger.charge_units(kind, units, agent=self.agent_id, team=self.team, round=self.round, phase=self.phase, **kw)
+        e = ledger.charge_units(kind, units, agent=self.agent_id, team=self.team, round=self.round, phase=self.phase, **kw)
         self.entries.append(e)
         return e
 
@@ -393,16 +391,14 @@ class ToolAgent:
         self._tool_specs = [convert_to_openai_tool(t) for t in self.tools]
         self._tools_id = cache_key(tools=self._tool_specs)[:16]
         self._bound: dict[int, Any] = {}
-        self._decoder_schema: dict[str, Any] | None = None
+        self._json_schemas: tuple[dict[str, Any], dict[str, Any]] | None = None  # (schema, decoder's) of the JSON protocol
         self._runnable = RunnableLambda(self._loop, name=agent_id)
 
     # -- protocol -------------------------------------------------------------------------
     def protocol_for(self, model: BaseChatModel) -> str:
         if self.protocol != "auto":
             return self.protocol
-        if isinstance(model, LlamaCppChat):
-            return "json"
-        return "native" if type(model).bind_tools is not BaseChatModel.bind_tools else "json"
+        return adapter_type(model).tool_protocol(model)
 
     def _bind(self, model: BaseChatModel) -> Any:
         b = self._bound.get(id(model))
@@ -410,28 +406,17 @@ class ToolAgent:
             b = self._bound[id(model)] = (model, model.bind_tools(self.tools))
         return b[1]
 
-    def _request(self, spec, model, proto: str, convo: list[BaseMessage], key: str) -> tuple[Any, list[BaseMessage], dict, int]:
+    def _request(self, adapter: ProviderAdapter, model: Any, proto: str, convo: list[BaseMessage], key: str) -> tuple[Any, list[BaseMessage], dict, int]:
         """(runnable, messages sent, call kwargs, input bound) of the next model call."""
-        kwargs: dict[str, Any] = {}
-        scripted = isinstance(model, ScriptedChatModel)
-        if scripted:
-            kwargs["phase"] = self.phase
-        else:
-            kwargs["seed"] = int(key[:8], 16)
-            if self.limits.max_tokens_per_call:
-                kwargs["max_tokens"] = self.limits.max_tokens_per_call
+        kwargs = adapter.call_options(key=key, phase=self.phase, max_tokens=self.limits.max_tokens_per_call)
         if proto == "json":
             sent = render_json_protocol(convo, self.tools)
-            if not scripted:
-                if isinstance(model, LlamaCppChat):
-                    if self._decoder_schema is None:
-                        self._decoder_schema = tool_call_schema(self.tools, for_decoder=True)
-                    kwargs["response_format"] = {"type": "json_object", "schema": self._decoder_schema}
-                elif spec.base_url:
-                    kwargs["response_format"] = {"type": "json_object", "schema": tool_call_schema(self.tools)}
-                else:
-                    kwargs["response_format"] = {"type": "json_object"}
-            return model, sent, kwargs, input_bound(sent, kwargs.get("response_format"))
+            if self._json_schemas is None:
+                self._json_schemas = (tool_call_schema(self.tools), tool_call_schema(self.tools, for_decoder=True))
+            rf = adapter.response_format(*self._json_schemas)
+            if rf is not None:
+                kwargs["response_format"] = rf
+            return model, sent, kwargs, input_bound(sent, rf)
         extra = [m.tool_calls for m in convo if isinstance(m, AIMessage) and m.tool_calls]
         extra += [m.tool_call_id for m in convo if isinstance(m, ToolMessage)]
         n_calls = sum(len(c) for c in extra if isinstance(c, list))
@@ -457,8 +442,9 @@ class ToolAgent:
 
     async def _loop(self, inp: dict[str, Any], config: RunnableConfig, *, context: CoopContext, runtime: Runtime) -> ToolLoopResult:
         llm: LLMService = context.llm  # type: ignore[assignment]
-        ledger = llm.ledger
+        ledger = context.ledger
         spec, model = llm.model_for(self.model_key or self.agent_id)
+        adapter = llm.adapter(spec, model)
         proto = self.protocol_for(model)
         lim = self.limits
         rnd = inp["round"]
@@ -497,7 +483,7 @@ class ToolAgent:
                 key = cache_key(model=spec.identity(), messages=[_message_key(m) for m in convo], agent=self.agent_id,
                                 team=self.team, round=rnd, phase=self.phase, seed=llm.seed, attempt=res.steps,
                                 tools=self._tools_id, protocol=proto, max_tokens=lim.max_tokens_per_call)
-                runnable, sent, kwargs, in_bound = self._request(spec, model, proto, convo, key)
+                runnable, sent, kwargs, in_bound = self._request(adapter, model, proto, convo, key)
                 # the agent's own cap, with the call's upper bound: never passed by a model call
                 if lim.max_cost is not None or lim.max_tokens is not None:
                     spent, tokens = (res.cost, res.tokens) if lim.cap_scope == "loop" else ledger.agent_spent(self.agent_id)
@@ -654,7 +640,7 @@ def run_code_tool(*, name: str = "run_code", timeout: float | None = None, max_c
         pool = caller.context.sandbox
         if pool is None:
             raise ToolSetupError("run_code needs a sandbox pool in the runtime context (CoopContext.sandbox)")
-        ledger = caller.ledger
+        ledger = caller.context.ledger
         bound = Decimal(str(pool.max_call_seconds(timeout)))
         reservation = ledger.reserve(ledger.unit_cost(kind, bound)) if ledger is not None else None
         try:

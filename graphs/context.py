@@ -1,7 +1,8 @@
 """The runtime context: graph-wide services that travel beside the state, not in it.
 
 LangGraph passes it to every node (``runtime.context``); it is not checkpointed. What a
-checkpoint must restore (e.g. the ledger's audit trail) lives in the state instead.
+checkpoint must restore (e.g. the ledger's audit trail) lives in the state instead: a node's
+charges reach it through ``cooplab.graphs.nodes.charged``.
 
 The services are typed by the small protocols below, so this layer never imports the layers
 above it: the model service is ``cooplab.agents.decisions.LLMService``, the sandbox pool
@@ -21,8 +22,9 @@ from .ledger import Ledger
 
 @runtime_checkable
 class ModelService(Protocol):
-    """What nodes need of the model service: its ledger (every call is charged there) and the
-    charged, cached, retried call (see ``cooplab.agents.decisions.LLMService.call``)."""
+    """What nodes need of the model service: the models and the charged, cached, retried call
+    (see ``cooplab.agents.decisions.LLMService``), and the ledger it charges, which becomes
+    :attr:`CoopContext.ledger`."""
 
     ledger: Ledger
 
@@ -47,9 +49,10 @@ class CoopContext:
     * ``llm``: the model service (None for graphs without model calls);
     * ``sandbox``: a per-agent sandbox pool (None when no agent runs code);
     * ``run_dir``: the run directory (traces, tables), or None;
-    * ``ledger``: the run's ledger; by default the model service's own, so model calls and
-      non-token charges (sandbox seconds) are accounted for in one place. Giving a ledger that is
-      not the model service's is refused: spending would be split across two caps.
+    * ``ledger``: the run's ledger, the one handle graph code uses for it (budget status,
+      non-token charges such as sandbox seconds); by default the model service's own, so model
+      calls and other charges are accounted for in one place. Giving a ledger that is not the
+      model service's is refused: spending would be split across two caps.
     """
 
     # services are live objects, not data: pydantic (LangGraph's context JSON schema) leaves them

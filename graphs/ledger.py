@@ -15,6 +15,10 @@ layer makes reservations true upper bounds, see ``agents/usage.py``), and a char
 reservation (a cached replay, whose cost is known exactly) is checked against the cap under the
 same lock. A charge that does not fit raises :class:`BudgetExhausted` and records nothing.
 
+What a node charged reaches the run's state through :meth:`Ledger.recording` (see
+``cooplab.graphs.nodes.charged``), so every checkpoint holds the audit trail a resumed run
+restores the ledger from.
+
 Callers are identified by a string agent id (``"data.lead"``, ``"society 3 / agent 7"``; the
 society decisions use ``"{society}:{agent}"``), an optional team and an optional round. Budgets,
 rates and units must be finite and non-negative (``ValueError`` otherwise).
@@ -24,6 +28,9 @@ from __future__ import annotations
 
 import operator
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import MISSING, dataclass, field, fields
 from decimal import Decimal
 from typing import Any
@@ -31,6 +38,10 @@ from typing import Any
 PER_1K = Decimal(1000)
 DEFAULT_RATES = (Decimal("0.0005"), Decimal("0.003"))  # USD per 1K input, per 1K output tokens
 TOKENS = "tokens"  # the kind of a model call's entry
+
+
+#: the open :meth:`Ledger.recording` blocks of the current context: (ledger, the entries it collects)
+_RECORDINGS: ContextVar[tuple[tuple["Ledger", list["Entry"]], ...]] = ContextVar("cooplab_ledger_recordings", default=())
 
 
 class BudgetExhausted(RuntimeError):
@@ -256,7 +267,22 @@ class Ledger:
             else:
                 self._check_room(cost)
             self._account(entry, cost)
+            for ledger, rows in _RECORDINGS.get():
+                if ledger is self:
+                    rows.append(entry)
         return entry
+
+    @contextmanager
+    def recording(self) -> Iterator[list[Entry]]:
+        """The entries this ledger records inside the block, in the current context and the tasks
+        and threads started from it (they inherit it), and nowhere else: a node's own charges,
+        whatever other nodes charge at the same time. Recordings nest."""
+        rows: list[Entry] = []
+        token = _RECORDINGS.set(_RECORDINGS.get() + ((self, rows),))
+        try:
+            yield rows
+        finally:
+            _RECORDINGS.reset(token)
 
     def charge(self, *, call_id: str, model: str, agent: str, round: int | None, phase: str, input_tokens: int,
                output_tokens: int, cached: bool = False, reservation: Reservation | None = None,
@@ -305,12 +331,6 @@ class Ledger:
         with self._lock:
             tot = self._by_agent.get(agent)
             return (tot[0], tot[1]) if tot else (Decimal(0), 0)
-
-    def entries_since(self, n: int, *, agent: str | None = None) -> list[Entry]:
-        """The entries recorded after the first ``n`` (optionally only ``agent``'s), under the lock."""
-        with self._lock:
-            new = self.entries[n:]
-        return new if agent is None else [e for e in new if e.agent == agent]
 
     def restore(self, entries: list[dict[str, Any]]) -> None:
         """Rebuild from the audit trail kept in a checkpoint (on resume). Rows written before the

@@ -12,10 +12,10 @@ from __future__ import annotations
 import contextvars
 import inspect
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from langchain_core.runnables import RunnableConfig
@@ -177,11 +177,44 @@ def scatter(base: np.ndarray, rows: np.ndarray, part: np.ndarray, *, copy: bool 
 
 @dataclass
 class PolicyResult:
-    """What an LLM (async) policy returns: the decided values plus extra state updates
-    (decision rows, the ledger's audit-trail entries) for the node to merge."""
+    """What an LLM (async) policy returns: the decided values plus extra state updates (e.g.
+    decision rows) for the node to merge. The ledger's rows are not among them: the node adds
+    the charges it recorded (:func:`charged`)."""
 
     value: Any
     updates: dict[str, Any] = field(default_factory=dict)
+
+
+#: the state channel of the ledger's audit trail (an append-only log)
+LEDGER_KEY = "ledger"
+
+T = TypeVar("T")
+
+
+async def charged(context: Any, work: Awaitable[T]) -> tuple[T, list[dict[str, Any]] | None]:
+    """Await ``work``, recording what it charges to the run's ledger (``context.ledger``): (its
+    result, those charges as audit-trail rows, or None without a ledger). A node returns the rows
+    as its ``ledger`` update, so every checkpoint holds every charge made before it and a resumed
+    run restores its ledger from them; only this node's charges are recorded, whatever else runs
+    at the same time."""
+    ledger = getattr(context, "ledger", None)
+    if ledger is None:
+        return await work, None
+    with ledger.recording() as entries:
+        value = await work
+    return value, [e.as_dict() for e in entries]
+
+
+def ledger_node(node: Callable[[State, RunnableConfig, Runtime], Awaitable[dict]]) -> Callable[..., Awaitable[dict]]:
+    """The async node ``node(state, config, runtime)`` with the charges it made added to its
+    update under ``ledger`` (see :func:`charged`)."""
+
+    async def wrapped(state: State, config: RunnableConfig, runtime: Runtime) -> dict:
+        update, rows = await charged(runtime.context, node(state, config, runtime))
+        return update if rows is None else {**update, LEDGER_KEY: rows}
+
+    wrapped.__name__ = getattr(node, "__name__", "node")
+    return wrapped
 
 
 def is_async_policy(policy: Callable) -> bool:
@@ -193,12 +226,14 @@ def is_async_policy(policy: Callable) -> bool:
 def llm_node(phase: str, policy: Callable, apply: Callable[[State, Any], dict] | None = None) -> Callable[..., Any]:
     """The async node of an LLM policy: a seeded generator for (round, ``phase``), the policy
     awaited with the runtime context (model service, ledger), then ``apply(state, value)`` (the
-    same bookkeeping the rule node does) merged with the policy's extra updates."""
+    same bookkeeping the rule node does) merged with the policy's extra updates and the charges
+    the policy made (``ledger``)."""
 
     async def node(state: State, runtime: Runtime, config: RunnableConfig) -> dict:
         rng = phase_rng(state["seed"], state["round"], phase)
-        res: PolicyResult = await policy(state, rng, runtime.context, config)
-        return {**(apply(state, res.value) if apply is not None else {}), **res.updates}
+        res, rows = await charged(runtime.context, policy(state, rng, runtime.context, config))
+        update = {**(apply(state, res.value) if apply is not None else {}), **res.updates}
+        return update if rows is None else {**update, LEDGER_KEY: rows}
 
     node.__name__ = phase
     return node

@@ -36,7 +36,6 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
-from cooplab.agents.batch import ledger_since
 from cooplab.agents.tools import (
     ToolAgent,
     ToolLoopLimits,
@@ -45,6 +44,7 @@ from cooplab.agents.tools import (
 )
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import BudgetExhausted
+from cooplab.graphs.nodes import ledger_node
 from cooplab.graphs.state import AppendLog
 from cooplab.tasks.science import prompts as pr
 from cooplab.tasks.science.roles import (
@@ -198,11 +198,10 @@ class TeamGraph:
             raise other
         return out, stop
 
-    def record(self, state: Mapping[str, Any], node: str, results: list[ToolLoopResult | None], n0: int, context: CoopContext,
+    def record(self, state: Mapping[str, Any], node: str, results: list[ToolLoopResult | None], context: CoopContext,
                t0: float, ws: Workspace | None = None, stop: dict[str, Any] | None = None) -> dict[str, Any]:
         team, visit = self.team(state), self.visit(state)
         upd: dict[str, Any] = {"tool_loops": [dict(r.record(), visit=visit, node=node) for r in results if r is not None],
-                               "ledger": ledger_since(context.llm, n0),
                                "timeline": [{"team": team, "visit": visit, "node": node, "seconds": round(time.perf_counter() - t0, 3),
                                              "spent_usd": str(context.ledger.spent)}]}
         if ws is not None:
@@ -211,13 +210,13 @@ class TeamGraph:
             upd["stop"] = {**stop, "node": node, "team": team}
         return upd
 
-    def begin(self, state: Mapping[str, Any], runtime: Runtime[CoopContext]) -> tuple[CoopContext, float, str, int, int, Workspace]:
-        """What every team node starts with: (context, start time, team, pass, ledger entries so
-        far, the workspace made current for the tools)."""
+    def begin(self, state: Mapping[str, Any], runtime: Runtime[CoopContext]) -> tuple[CoopContext, float, str, int, Workspace]:
+        """What every team node starts with: (context, start time, team, pass, the workspace made
+        current for the tools)."""
         ctx, team, visit = runtime.context, self.team(state), self.visit(state)
         ws = Workspace(artifacts_of(state), team, visit)
         self.enter(ctx, ws)
-        return ctx, time.perf_counter(), team, visit, len(ctx.ledger.entries), ws
+        return ctx, time.perf_counter(), team, visit, ws
 
     # -- nodes ---------------------------------------------------------------------------------
     async def plan(self, state: ScienceState, config: RunnableConfig, runtime: Runtime[CoopContext]) -> dict[str, Any]:
@@ -226,7 +225,6 @@ class TeamGraph:
         visits = dict(state.get("visits") or {})
         visits[team] = visits.get(team, 0) + 1
         state = {**state, "visits": visits}
-        n0 = len(ctx.ledger.entries)
         lead = roles(team, self.P.team_size)[0]
         ws = Workspace(artifacts_of(state), team, visits[team])
         self.enter(ctx, ws)
@@ -248,7 +246,7 @@ class TeamGraph:
         if fallback:
             plan = "\n".join(f"- {r.name} ({r.agent_id}): carry out your role's part of the project for this team."
                              for r in roles(team, self.P.team_size))
-        upd = self.record(state, "plan", [res], n0, ctx, t0, ws, stop)
+        upd = self.record(state, "plan", [res], ctx, t0, ws, stop)
         upd.update(visits=visits, plan=plan, assignments=assign(plan, roles(team, self.P.team_size)), outputs=[], discussion=[])
         upd["timeline"][0]["fallback"] = fallback
         return upd
@@ -256,7 +254,7 @@ class TeamGraph:
     async def work(self, state: ScienceState, config: RunnableConfig, runtime: Runtime[CoopContext]) -> dict[str, Any]:
         if state.get("stop"):
             return {}
-        ctx, t0, team, visit, n0, ws = self.begin(state, runtime)
+        ctx, t0, team, visit, ws = self.begin(state, runtime)
         tools = self.tools(team)
         jobs = []
         for role in roles(team, self.P.team_size):
@@ -265,14 +263,14 @@ class TeamGraph:
                          [self.system(role, ctx), HumanMessage(content=pr.work_prompt(role, task=task, plan=state.get("plan", "")))]))
         results, stop = await self.run_agents(jobs, ctx, config, runtime, state["round"])
         outputs = [[r.agent_id, output_text(res)] for r, res in zip(roles(team, self.P.team_size), results)]
-        upd = self.record(state, "work", results, n0, ctx, t0, ws, stop)
+        upd = self.record(state, "work", results, ctx, t0, ws, stop)
         upd["outputs"] = outputs
         return upd
 
     async def deliberate(self, state: ScienceState, config: RunnableConfig, runtime: Runtime[CoopContext]) -> dict[str, Any]:
         if state.get("stop"):
             return {}
-        ctx, t0, team, visit, n0, ws = self.begin(state, runtime)
+        ctx, t0, team, visit, ws = self.begin(state, runtime)
         tools = self.tools(team, ("read_artifact",))
         discussion: list[dict[str, Any]] = []
         all_results: list[ToolLoopResult | None] = []
@@ -291,12 +289,12 @@ class TeamGraph:
                     discussion.append({"agent": role.agent_id, "round": k, "message": text[:1200], "team": team, "visit": visit})
             if stop:
                 break
-        upd = self.record(state, "deliberate", all_results, n0, ctx, t0, ws, stop)
+        upd = self.record(state, "deliberate", all_results, ctx, t0, ws, stop)
         upd["discussion"] = discussion
         return upd
 
     async def synthesize(self, state: ScienceState, config: RunnableConfig, runtime: Runtime[CoopContext]) -> dict[str, Any]:
-        ctx, t0, team, visit, n0, ws = self.begin(state, runtime)
+        ctx, t0, team, visit, ws = self.begin(state, runtime)
         lead = roles(team, self.P.team_size)[0]
         results: list[ToolLoopResult | None] = [None]
         stop = None
@@ -320,7 +318,7 @@ class TeamGraph:
             if text.strip():
                 ws.write(lead.agent_id, name, text[: 100_000], f"written by cooplab from {source}: the lead did not call write_artifact")
                 fallback = source
-        upd = self.record(state, "synthesize", results, n0, ctx, t0, ws, stop)
+        upd = self.record(state, "synthesize", results, ctx, t0, ws, stop)
         upd["timeline"][0]["artifact_fallback"] = fallback
         return upd
 
@@ -330,7 +328,6 @@ class TeamGraph:
         ctx, t0 = runtime.context, time.perf_counter()
         visits = {SOLO_TEAM: int((state.get("visits") or {}).get(SOLO_TEAM, 0)) + 1}
         state = {**state, "visits": visits}
-        n0 = len(ctx.ledger.entries)
         ws = Workspace(artifacts_of(state), SOLO_TEAM, visits[SOLO_TEAM])
         self.enter(ctx, ws)
         tools = self.tools(SOLO_TEAM, ("run_code", "read_artifact", "list_artifacts", "write_artifact", "mark_complete"))
@@ -348,7 +345,7 @@ class TeamGraph:
                 ws.write(SOLO.agent_id, ARTIFACT[SOLO_TEAM], text[:100_000],
                          f"written by cooplab from {source}: the analyst did not call write_artifact")
                 fallback = source
-        upd = self.record(state, "analyze", [res], n0, ctx, t0, ws, stop)
+        upd = self.record(state, "analyze", [res], ctx, t0, ws, stop)
         upd["visits"] = visits
         upd["timeline"][0]["artifact_fallback"] = fallback
         return upd
@@ -394,16 +391,16 @@ class TeamGraph:
     def build(self, checkpointer: Any = None):
         g = StateGraph(ScienceState, context_schema=CoopContext)
         if self.solo:
-            g.add_node("analyze", self.analyze)
+            g.add_node("analyze", ledger_node(self.analyze))
             g.add_node("route", self.route)
             g.add_edge(START, "analyze")
             g.add_edge("analyze", "route")
             g.add_edge("route", END)
             return g.compile(checkpointer=checkpointer, name="science-solo")
-        g.add_node("plan", self.plan)
-        g.add_node("work", self.work)
-        g.add_node("deliberate", self.deliberate)
-        g.add_node("synthesize", self.synthesize)
+        g.add_node("plan", ledger_node(self.plan))
+        g.add_node("work", ledger_node(self.work))
+        g.add_node("deliberate", ledger_node(self.deliberate))
+        g.add_node("synthesize", ledger_node(self.synthesize))
         g.add_node("route", self.route)
         g.add_edge(START, "plan")
         g.add_edge("plan", "work")

@@ -13,7 +13,7 @@ import numpy as np
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from cooplab.agents.batch import decide_all, ledger_since
+from cooplab.agents.batch import decide_all
 from cooplab.agents.decisions import DecisionSpec
 from cooplab.graphs.nodes import PolicyResult, llm_node
 
@@ -58,12 +58,11 @@ def llm_phase(spec: DecisionSpec, who: str, key: str, pie: float, ask, read):
 
     async def policy(state, rng, context, config) -> PolicyResult:
         service = context.llm
-        n0 = len(service.ledger.entries)
         jobs = [(s, i, chat(state, s, i, pie, text), ctx) for s, row in enumerate(state[who].tolist())
                 for k, i in enumerate(row) for text, ctx in [ask(state, s, k, i)]]
         done = await decide_all(service, spec, jobs, int(state["round"]), config)  # in job order
         values = np.array([read(v) for _, _, v, _ in done]).reshape(state[who].shape)
-        return PolicyResult(values, {"decisions": [r.as_dict() for *_, r in done], "ledger": ledger_since(service, n0)})
+        return PolicyResult(values, {"decisions": [r.as_dict() for *_, r in done]})  # the node adds the ledger's charges
 
     return llm_node(spec.phase, policy, lambda state, values: {key: values})
 

@@ -1,0 +1,445 @@
+"""The model call path: small layers behind one narrow interface.
+
+A model call is a :class:`Request` (the model and its adapter, the messages and options sent,
+the cache key, the token bounds, whom to charge). A layer is any ``async (Request) -> Reply``;
+each wraps the next. :class:`CallPath` composes them in a fixed order, outermost first:
+
+1. :class:`CacheLayer`: a stored answer for the key is replayed without going further, charged
+   its stored usage (re-validated against the bounds) only if that fits the cap; a live answer
+   is stored after it has been charged;
+2. :class:`BudgetLayer`: reserves the call's cost at its bounds before anything is sent
+   (``BudgetExhausted`` if spent + in flight + that would pass the cap), charges the validated
+   usage against the reservation, releases it on any failure;
+3. :class:`RetryLayer`: a failure the adapter calls transient is retried, the same request each
+   time, with bounded exponential backoff; past the bound, or at once for a permanent failure,
+   :class:`ModelUnavailable` with one line naming the model and what went wrong;
+4. :class:`RateLimitLayer`: at most ``max_concurrency`` requests at the provider, their starts
+   spaced by ``1 / rps``. It sits inside the retry layer so that every attempt is limited and a
+   backoff wait holds no slot;
+5. :class:`AdapterLayer`: sends the request through its :class:`ProviderAdapter`, the one place
+   that knows how scripted, local llama.cpp and OpenAI-compatible models differ: the options a
+   call takes, how structured output is asked for, whether tools are called natively, how usage
+   is read and which errors are worth retrying.
+
+Every layer takes its collaborators (ledger, cache, clock, sleep) as arguments, so each can be
+tested alone; :class:`~cooplab.agents.decisions.LLMService` builds one path per service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import BaseMessage
+
+from cooplab.agents.cache import CachedResponse, ResponseCache
+from cooplab.agents.models import (
+    EndpointResponseError,
+    LlamaCppChat,
+    ModelSpec,
+    PermanentModelError,
+    ScriptedChatModel,
+    TransientModelError,
+    count_tokens,
+    messages_tokens,
+    one_line,
+)
+from cooplab.agents.usage import Usage, check_usage, counted_usage
+from cooplab.graphs.ledger import Entry, Ledger, Reservation
+
+Sleep = Callable[[float], Awaitable[Any]]
+
+
+class ModelUnavailable(RuntimeError):
+    """The model endpoint failed past the retry budget (unreachable, 5xx, malformed responses) or
+    rejected the request (4xx); the run stops at its last checkpoint and can be resumed."""
+
+
+# --- the interface ----------------------------------------------------------------------------
+@dataclass
+class Request:
+    """One model call. ``runnable`` is what is invoked (the model, or the model with tools bound);
+    ``kwargs`` the call options (from the adapter); ``to_text`` turns the answer into the text
+    that is cached and returned (default: its content)."""
+
+    spec: ModelSpec
+    adapter: ProviderAdapter
+    runnable: Any
+    key: str
+    messages: list[BaseMessage]
+    kwargs: dict[str, Any]
+    input_bound: int
+    output_bound: int
+    agent: str
+    round: int | None
+    phase: str
+    team: str | None = None
+    config: dict | None = None
+    to_text: Callable[[BaseMessage], str] | None = None
+
+
+@dataclass
+class Reply:
+    """The answer of one call: its text and validated usage, whether it was a cache replay, and
+    the ledger entry it was charged (set by the layer that charged it)."""
+
+    response: CachedResponse
+    cached: bool = False
+    entry: Entry | None = None
+
+
+class Layer(Protocol):
+    async def __call__(self, request: Request) -> Reply: ...
+
+
+# --- provider adapters --------------------------------------------------------------------------
+def is_transient(exc: BaseException) -> bool:
+    """Timeout, refused connection, 408/409/429, 5xx and malformed responses (a body that is not
+    a chat completion: :class:`~cooplab.agents.models.EndpointResponseError`) are worth retrying;
+    everything else is not."""
+    if isinstance(exc, (TransientModelError, TimeoutError, asyncio.TimeoutError, ConnectionError)):
+        return True
+    try:
+        import openai
+
+        if isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError, openai.InternalServerError,
+                            openai.APIResponseValidationError)):
+            return True
+        if isinstance(exc, openai.APIStatusError) and (getattr(exc, "status_code", 0) >= 500 or exc.status_code in (408, 409)):
+            return True
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        import httpx
+
+        if isinstance(exc, httpx.TransportError):
+            return True
+    except ImportError:  # pragma: no cover
+        pass
+    return False
+
+
+def endpoint_failure(exc: BaseException) -> str | None:
+    """How a failed model call is handled: ``"transient"`` (retried with backoff, then
+    :class:`ModelUnavailable`), ``"permanent"`` (an error the endpoint will repeat, e.g. HTTP 401
+    or 404: :class:`ModelUnavailable` at once), or None: not the endpoint's failure (a
+    programming error), which propagates unchanged."""
+    if is_transient(exc):
+        return "transient"
+    if isinstance(exc, PermanentModelError):
+        return "permanent"
+    try:
+        import openai
+
+        if isinstance(exc, openai.APIStatusError):
+            return "permanent"
+    except ImportError:  # pragma: no cover
+        pass
+    return None
+
+
+def failure_message(spec: ModelSpec, exc: BaseException, attempts: int | None) -> str:
+    """One line naming the model, its endpoint and what went wrong (``attempts`` None: refused)."""
+    where = f"model {spec.id}" + (f" at {spec.base_url}" if spec.base_url else "")
+    status = getattr(exc, "status_code", None)
+    if attempts is None:
+        return f"{where} rejected the request" + (f" (HTTP {status})" if status is not None else "") + f": {one_line(exc)}"
+    if isinstance(exc, EndpointResponseError):
+        return f"{where} returned malformed responses {attempts} times: {one_line(exc)}"
+    if isinstance(status, int):
+        return f"{where} failed {attempts} times with HTTP {status}: {one_line(exc)}"
+    chain, c = [], exc
+    while (c := c.__cause__ or c.__context__) is not None and len(chain) < 8:
+        chain.append(c)
+    # the transport's own error (e.g. httpx's ReadTimeout, RemoteProtocolError), else the first that says more
+    cause = next((c for c in chain if type(c).__module__.split(".")[0] in ("httpx", "httpcore")), None) \
+        or next((c for c in chain if str(c) and str(c) != str(exc)), None)
+    why = f"{type(exc).__name__}: {exc}"
+    if cause is not None:
+        why += f" ({type(cause).__name__}" + (f": {cause})" if str(cause) else ")")
+    return f"{where} unreachable after {attempts} attempts: {one_line(why)}"
+
+
+class EndpointFailure(Exception):
+    """A provider error as the adapter classified it: ``transient`` (worth retrying) or not.
+    ``cause`` is the provider's own exception; :meth:`message` the one line shown to the user."""
+
+    def __init__(self, spec: ModelSpec, cause: BaseException, *, transient: bool):
+        super().__init__(str(cause))
+        self.spec, self.cause, self.transient = spec, cause, transient
+
+    def message(self, attempts: int | None) -> str:
+        return failure_message(self.spec, self.cause, attempts)
+
+
+def usage_of(msg: BaseMessage, messages: list[BaseMessage], text: str, *, input_bound: int, output_bound: int) -> Usage:
+    """The validated usage of an answer, whatever the backend: the raw usage an endpoint reported
+    (``response_metadata["usage_raw"]``, set by the OpenAI-compatible, llama.cpp and scripted
+    models), else the backend's ``usage_metadata``, else (or when cooplab counted) our own
+    count, clamped to the bounds. Impossible reported usage: the bounds, flagged."""
+    meta = getattr(msg, "response_metadata", None) or {}
+    if "usage_raw" in meta:
+        return check_usage(meta["usage_raw"], input_bound=input_bound, output_bound=output_bound)
+    um = getattr(msg, "usage_metadata", None)
+    if not um:
+        return counted_usage(messages_tokens(messages), count_tokens(text), input_bound=input_bound, output_bound=output_bound)
+    if meta.get("token_count_source") == "cooplab":  # counted by ``with_usage``: an approximation, clamped
+        return counted_usage(um["input_tokens"], um["output_tokens"], input_bound=input_bound, output_bound=output_bound)
+    return check_usage(dict(um), input_bound=input_bound, output_bound=output_bound)
+
+
+class ProviderAdapter:
+    """How cooplab talks to one kind of chat model. This base serves any LangChain chat model as
+    an OpenAI-compatible one: a JSON object asked for with the schema when the endpoint is a
+    server of ours (``base_url``), plain JSON mode otherwise; a seed derived from the cache key."""
+
+    def __init__(self, spec: ModelSpec, model: Any):
+        self.spec, self.model = spec, model
+
+    @classmethod
+    def tool_protocol(cls, model: Any) -> str:
+        """``"native"`` if the model binds tools itself, else ``"json"`` (a JSON tool-call grammar)."""
+        return "native" if type(model).bind_tools is not BaseChatModel.bind_tools else "json"
+
+    def response_format(self, schema: dict[str, Any], grammar: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """How to ask for one JSON object of ``schema`` (``grammar``: a narrower schema for a
+        grammar-constrained decoder)."""
+        if self.spec.base_url:
+            return {"type": "json_object", "schema": schema}
+        return {"type": "json_object"}
+
+    def call_options(self, *, key: str, phase: str, max_tokens: int | None) -> dict[str, Any]:
+        """The per-call options: a seed from the cache key (reproducible sampling), the output cap."""
+        options: dict[str, Any] = {"seed": int(key[:8], 16)}
+        if max_tokens:
+            options["max_tokens"] = max_tokens
+        return options
+
+    def usage(self, msg: BaseMessage, request: Request, text: str) -> Usage:
+        return usage_of(msg, request.messages, text, input_bound=request.input_bound, output_bound=request.output_bound)
+
+    def failure(self, exc: Exception) -> EndpointFailure | None:
+        """``exc`` as an endpoint failure, or None when it is not the endpoint's (it propagates)."""
+        kind = endpoint_failure(exc)
+        return None if kind is None else EndpointFailure(self.spec, exc, transient=kind == "transient")
+
+    async def invoke(self, request: Request) -> Reply:
+        t0 = time.perf_counter()
+        try:
+            msg = await request.runnable.ainvoke(request.messages, config=request.config, **request.kwargs)
+        except Exception as exc:  # noqa: BLE001 - classified below
+            failure = self.failure(exc)
+            if failure is None:
+                raise
+            raise failure from exc
+        latency = time.perf_counter() - t0
+        if request.to_text is not None:
+            text = request.to_text(msg)
+        else:
+            text = msg.content if isinstance(msg.content, str) else str(msg.content or "")
+        usage = self.usage(msg, request, text)
+        return Reply(CachedResponse(text, usage.input_tokens, usage.output_tokens, latency, usage.error))
+
+
+class ScriptedAdapter(ProviderAdapter):
+    """Scripted models: the answer is chosen by the call's phase; no seed, cap or JSON mode."""
+
+    def response_format(self, schema: dict[str, Any], grammar: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        return None
+
+    def call_options(self, *, key: str, phase: str, max_tokens: int | None) -> dict[str, Any]:
+        return {"phase": phase}
+
+
+class LlamaAdapter(ProviderAdapter):
+    """The local llama.cpp model: JSON-schema-constrained decoding (the schema becomes a grammar,
+    bounded numbers enums: see :func:`decoding_schema`), tools through the JSON grammar."""
+
+    @classmethod
+    def tool_protocol(cls, model: Any) -> str:
+        return "json"
+
+    def response_format(self, schema: dict[str, Any], grammar: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        return {"type": "json_object", "schema": decoding_schema(grammar or schema)}
+
+
+def adapter_type(model: Any) -> type[ProviderAdapter]:
+    """The adapter class of a chat model: the only place that tells providers apart."""
+    if isinstance(model, ScriptedChatModel):
+        return ScriptedAdapter
+    if isinstance(model, LlamaCppChat):
+        return LlamaAdapter
+    return ProviderAdapter
+
+
+def decoding_schema(schema: dict[str, Any], levels: int = 21) -> dict[str, Any]:
+    """The schema handed to a grammar-constrained decoder. llama.cpp's JSON-schema grammar
+    ignores ``minimum``/``maximum``, so a bounded number becomes an enum of ``levels`` evenly
+    spaced values (0, 0.05, ..., 1 for an effort) and a bounded integer the enum of its range:
+    the model can then only say something valid. Validation still runs on the answer."""
+    props = schema.get("properties")
+    if not isinstance(props, dict):
+        return schema
+    out = dict(schema)
+    new_props = {}
+    for name, p in props.items():
+        lo, hi = p.get("minimum"), p.get("maximum")
+        if p.get("type") == "number" and lo is not None and hi is not None:
+            new_props[name] = {"enum": [round(lo + (hi - lo) * k / (levels - 1), 6) for k in range(levels)]}
+        elif p.get("type") == "integer" and lo is not None and hi is not None and hi - lo <= 100:
+            new_props[name] = {"enum": list(range(int(lo), int(hi) + 1))}
+        else:
+            new_props[name] = p
+    out["properties"] = new_props
+    return out
+
+
+# --- the layers -----------------------------------------------------------------------------------
+class AdapterLayer:
+    """The innermost layer: the request's adapter calls the model. ``calls`` counts the requests
+    that reached a model (every attempt)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def __call__(self, request: Request) -> Reply:
+        self.calls += 1
+        return await request.adapter.invoke(request)
+
+
+class RateLimiter:
+    """At most ``rps`` call starts per second (a token bucket of size 1), by ``clock``."""
+
+    def __init__(self, rps: float | None, *, clock: Callable[[], float] = time.monotonic, sleep: Sleep = asyncio.sleep):
+        self.interval = 1.0 / rps if rps else 0.0
+        self._next = 0.0
+        self._lock = asyncio.Lock()
+        self._clock, self._sleep = clock, sleep
+
+    async def wait(self) -> None:
+        if not self.interval:
+            return
+        async with self._lock:
+            now = self._clock()
+            delay = self._next - now
+            self._next = max(now, self._next) + self.interval
+        if delay > 0:
+            await self._sleep(delay)
+
+
+class RateLimitLayer:
+    """At most ``max_concurrency`` requests inside at once; each start waits for the rate limiter."""
+
+    def __init__(self, inner: Layer, *, max_concurrency: int, rps: float | None, clock: Callable[[], float] = time.monotonic,
+                 sleep: Sleep = asyncio.sleep):
+        self.inner = inner
+        self._slots = asyncio.Semaphore(max(1, int(max_concurrency)))
+        self.limiter = RateLimiter(rps, clock=clock, sleep=sleep)
+
+    async def __call__(self, request: Request) -> Reply:
+        async with self._slots:
+            await self.limiter.wait()
+            return await self.inner(request)
+
+
+class RetryLayer:
+    """Transient endpoint failures retried up to ``retries`` times, waiting ``base``, 2 ``base``,
+    ... (at most ``cap`` seconds) between attempts; ``count`` is the retries made."""
+
+    def __init__(self, inner: Layer, *, retries: int, base: float, cap: float, sleep: Sleep = asyncio.sleep):
+        self.inner = inner
+        self.retries, self.base, self.cap = max(0, int(retries)), base, cap
+        self._sleep = sleep
+        self.count = 0
+
+    async def __call__(self, request: Request) -> Reply:
+        delay = self.base
+        attempt = 0
+        while True:
+            try:
+                return await self.inner(request)
+            except EndpointFailure as failure:
+                if not failure.transient:
+                    raise ModelUnavailable(failure.message(None)) from failure.cause
+                attempt += 1
+                if attempt > self.retries:
+                    raise ModelUnavailable(failure.message(attempt)) from failure.cause
+            self.count += 1
+            await self._sleep(min(delay, self.cap))
+            delay *= 2
+
+
+class BudgetLayer:
+    """Every live call is charged through the ledger's cap: its cost at the request's bounds is
+    reserved before the inner layers run, its validated usage charged against that reservation
+    after, and the reservation released if they fail. :meth:`charge_known` charges a call whose
+    cost is known (a replay) only if it fits."""
+
+    def __init__(self, inner: Layer, ledger: Ledger):
+        self.inner, self.ledger = inner, ledger
+
+    def _charge(self, request: Request, response: CachedResponse, *, cached: bool, reservation: Reservation | None) -> Entry:
+        return self.ledger.charge(call_id=request.key[:16], model=request.spec.id, agent=request.agent, round=request.round,
+                                  phase=request.phase, input_tokens=response.input_tokens, output_tokens=response.output_tokens,
+                                  cached=cached, reservation=reservation, usage_error=response.usage_error, team=request.team)
+
+    def charge_known(self, request: Request, response: CachedResponse) -> Entry:
+        return self._charge(request, response, cached=True, reservation=None)
+
+    async def __call__(self, request: Request) -> Reply:
+        ledger = self.ledger
+        reservation = ledger.reserve(ledger.cost(request.spec.id, request.input_bound, request.output_bound))
+        try:
+            reply = await self.inner(request)
+        except BaseException:
+            ledger.release(reservation)
+            raise
+        reply.entry = self._charge(request, reply.response, cached=False, reservation=reservation)
+        return reply
+
+
+class CacheLayer:
+    """Replays a stored answer (no inner layer runs), charged by ``charge_known``; stores a live
+    answer once the inner layers have charged it. The stored counts are re-validated against the
+    request's bounds: a damaged or foreign cache never charges past them."""
+
+    def __init__(self, inner: Layer, cache: ResponseCache, charge_known: Callable[[Request, CachedResponse], Entry]):
+        self.inner, self.cache, self.charge_known = inner, cache, charge_known
+
+    async def __call__(self, request: Request) -> Reply:
+        hit = self.cache.get(request.key)
+        if hit is not None:
+            usage = check_usage({"input_tokens": hit.input_tokens, "output_tokens": hit.output_tokens},
+                                input_bound=request.input_bound, output_bound=request.output_bound, source="the cache")
+            response = CachedResponse(hit.text, usage.input_tokens, usage.output_tokens, hit.latency, hit.usage_error or usage.error)
+            return Reply(response, True, self.charge_known(request, response))
+        reply = await self.inner(request)
+        self.cache.put(request.key, reply.response, request.spec.id)
+        return reply
+
+
+class CallPath:
+    """The layers in their fixed order: cache -> budget -> retry -> rate limit -> adapter."""
+
+    def __init__(self, *, ledger: Ledger, cache: ResponseCache, max_concurrency: int = 8, rps: float | None = None,
+                 retries: int = 4, backoff_base: float = 0.5, backoff_max: float = 8.0,
+                 clock: Callable[[], float] = time.monotonic, sleep: Sleep = asyncio.sleep):
+        self.adapter = AdapterLayer()
+        self.rate = RateLimitLayer(self.adapter, max_concurrency=max_concurrency, rps=rps, clock=clock, sleep=sleep)
+        self.retry = RetryLayer(self.rate, retries=retries, base=backoff_base, cap=backoff_max, sleep=sleep)
+        self.budget = BudgetLayer(self.retry, ledger)
+        self.cache = CacheLayer(self.budget, cache, self.budget.charge_known)
+
+    async def __call__(self, request: Request) -> Reply:
+        return await self.cache(request)
+
+
+__all__ = [
+    "AdapterLayer", "BudgetLayer", "CacheLayer", "CallPath", "EndpointFailure", "Layer", "LlamaAdapter", "ModelUnavailable",
+    "ProviderAdapter", "RateLimitLayer", "RateLimiter", "Reply", "Request", "RetryLayer", "ScriptedAdapter", "adapter_type",
+    "decoding_schema", "endpoint_failure", "failure_message", "is_transient", "usage_of",
+]
