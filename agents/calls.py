@@ -60,7 +60,7 @@ class ModelUnavailable(RuntimeError):
 
 
 # --- the interface ----------------------------------------------------------------------------
-@dataclass
+@dataclass(slots=True)
 class Request:
     """One model call. ``runnable`` is what is invoked (the model, or the model with tools bound);
     ``kwargs`` the call options (from the adapter); ``to_text`` turns the answer into the text
@@ -82,7 +82,7 @@ class Request:
     to_text: Callable[[BaseMessage], str] | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class Reply:
     """The answer of one call: its text and validated usage, whether it was a cache replay, and
     the ledger entry it was charged (set by the layer that charged it)."""

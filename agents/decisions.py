@@ -117,17 +117,16 @@ class LLMService:
     backoff_base: float = 0.5
     backoff_max: float = 8.0
     _path: CallPath | None = field(default=None, init=False, repr=False)
-    _adapters: dict[tuple, ProviderAdapter] = field(default_factory=dict, init=False, repr=False)
+    _adapters: dict[int, ProviderAdapter] = field(default_factory=dict, init=False, repr=False)
 
     def model_for(self, agent: int | str) -> tuple[ModelSpec, BaseChatModel]:
         return self.models.get(str(agent)) or self.models["default"]
 
     def adapter(self, spec: ModelSpec, model: Any) -> ProviderAdapter:
-        """The provider adapter of ``model`` (a chat model, or one with tools bound)."""
-        model = getattr(model, "bound", model)
-        a = self._adapters.get((spec, id(model)))
-        if a is None or a.model is not model:
-            a = self._adapters[(spec, id(model))] = adapter_type(model)(spec, model)
+        """The provider adapter of the chat model ``model`` under ``spec`` (made once)."""
+        a = self._adapters.get(id(model))
+        if a is None or a.model is not model or a.spec is not spec:
+            a = self._adapters[id(model)] = adapter_type(model)(spec, model)
         return a
 
     @property
@@ -180,7 +179,8 @@ class LLMService:
         **kwargs)`` with ``input_bound``/``output_bound`` tokens reserved. ``to_text`` turns the
         answer into the text that is cached and returned (a tool-calling caller encodes the tool
         calls there). Returns (response, cached, ledger entry)."""
-        reply = await self.path(Request(spec, self.adapter(spec, runnable), runnable, key, messages, kwargs, input_bound, output_bound,
+        adapter = self.adapter(spec, getattr(runnable, "bound", runnable))  # a model with tools bound: the model's
+        reply = await self.path(Request(spec, adapter, runnable, key, messages, kwargs, input_bound, output_bound,
                                         agent_id, round, phase, team=team, config=config, to_text=to_text))
         return reply.response, reply.cached, reply.entry
 
