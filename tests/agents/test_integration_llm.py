@@ -123,10 +123,11 @@ def test_a_sweep_on_ray_calls_the_server_from_its_workers_and_replays_from_the_s
     import ray  # noqa: F401  (test.sh installs every extra; a missing Ray fails here, not skips)
 
     cfg = tmp_path / "sweep.json"
-    cfg.write_text(json.dumps({"out": str(tmp_path / "s"), "agents": "llm", "models": ["openai:smollm2"], "envs": ["harsh"],
-                               "populations": ["mixed"], "ablations": ["full", "neither"], "trials": 1, "n_agents": 2, "rounds": 1,
-                               "seed": 5, "parallel": 2,
-                               "llm": {"base_url": llama_server, "cache": str(tmp_path / "cache.sqlite"), "max_tokens": 48}}))
+    cfg.write_text(json.dumps({"task": "cpr", "out": str(tmp_path / "s"), "seeds": [5], "parallel": 2,
+                               "fixed": {"agents": "llm", "model": "openai:smollm2", "env": "harsh", "population": "mixed", "replicates": 1,
+                                         "n_agents": 2, "rounds": 1, "base_url": llama_server, "cache": str(tmp_path / "cache.sqlite"),
+                                         "max_tokens": 48},
+                               "grid": {"ablation": ["full", "neither"]}}))
     runs = []
     for _ in range(2):
         code = main(["sweep", str(cfg), "--executor", "ray", "--no-analysis", "--json"])
@@ -140,7 +141,7 @@ def test_a_sweep_on_ray_calls_the_server_from_its_workers_and_replays_from_the_s
         runs[-1]["decisions"] = decisions
         shutil.rmtree(tmp_path / "s" / "cells")
     first, again = runs
-    for cell in ("openai-smollm2__harsh__mixed__full", "openai-smollm2__harsh__mixed__neither"):
+    for cell in ("ablation-full__s5", "ablation-neither__s5"):
         assert first[cell]["ledger.calls"] > 0 and first[cell]["ledger.cached_calls"] == 0  # the server answered
         assert again[cell]["ledger.cached_calls"] == again[cell]["ledger.calls"] == first[cell]["ledger.calls"]  # all replayed
         pd.testing.assert_frame_equal(first["decisions"][cell], again["decisions"][cell])
