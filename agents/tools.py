@@ -66,7 +66,7 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.channels.delta import DeltaChannel
@@ -405,6 +405,9 @@ class ToolLoopState(TypedDict, total=False):
     final: str | None
     note: str | None  #: the ``notes`` text due before the next model call
     last_note: str | None  #: the last note added to the conversation
+    #: under a token or credit cap: what the agent has spent (over the caps' scope) and the next
+    #: model call's upper bound, {"cost", "tokens", "next_cost", "next_tokens"} (costs as Decimal text)
+    spending: dict[str, Any] | None
     tool_calls: AppendLog  #: one record per tool call (answered, failed or not run)
     entries: AppendLog  #: this loop's ledger entries as rows (model calls, then the tools' charges)
     stop_reason: str | None
@@ -443,17 +446,6 @@ def _due_note(state: Mapping[str, Any]) -> HumanMessage | None:
 
 
 @dataclass(frozen=True)
-class Spending:
-    """What the agent has spent (over the caps' scope) and what its next model call may cost at
-    most (its upper bound): the credit cap's view of the ledger."""
-
-    cost: Decimal
-    tokens: int
-    next_cost: Decimal
-    next_tokens: int
-
-
-@dataclass(frozen=True)
 class Stop:
     """The end of a loop, as the edge decides it: the reason, and what the loop records with it
     (the final answer; answers to calls that are not run; a note that was due)."""
@@ -476,16 +468,16 @@ class Stop:
         return upd
 
 
-def route(state: Mapping[str, Any], limits: ToolLoopLimits, spending: Callable[[], Spending] | None = None) -> str | Stop:
+def route(state: Mapping[str, Any], limits: ToolLoopLimits) -> str | Stop:
     """The loop's conditional edge: where to go after ``state``'s last step. ``"tools"`` (run the
     calls of the model's answer), ``"model"`` (the next model call) or a :class:`Stop`.
 
-    A pure function of the state and the limits; ``spending`` (asked only before a model call,
-    when the limits have a token or credit cap) gives the ledger's view. The guards, in order:
-    a finishing tool succeeded (``completed``); the answer has no tool call (``final``); it repeats
-    an answered call (``repeated_call``: none of its calls run); too many malformed answers
-    (``malformed``); ``max_steps`` calls made (``step_cap``); the next call's upper bound could pass
-    a cap (``credit_cap``)."""
+    A pure function of the state and the limits (the ledger's view for the credit cap is the
+    state's ``spending``, set by the step before). The guards, in order: a finishing tool
+    succeeded (``completed``); the answer has no tool call (``final``); it repeats an answered call
+    (``repeated_call``: none of its calls run); too many malformed answers (``malformed``);
+    ``max_steps`` calls made (``step_cap``); the next call's upper bound could pass a cap
+    (``credit_cap``)."""
     last = state.get("last", "start")
     if last == "answer":
         ai = state["messages"][-1]
@@ -507,22 +499,42 @@ def route(state: Mapping[str, Any], limits: ToolLoopLimits, spending: Callable[[
         return Stop("malformed", f"{state['malformed']} malformed answers (limit {limits.max_malformed})")
     if state["steps"] >= limits.max_steps:
         return Stop("step_cap", f"{limits.max_steps} model calls")
-    if spending is not None and (limits.max_cost is not None or limits.max_tokens is not None):
-        s = spending()
+    if limits.max_cost is not None or limits.max_tokens is not None:
+        s = state.get("spending")
+        if not isinstance(s, Mapping):
+            raise ValueError("a loop under a token or credit cap needs its state's 'spending' before a model call")
         note = _due_note(state)  # added before the call, so it is part of the loop that stopped
-        if limits.max_cost is not None and s.cost + s.next_cost > limits.max_cost:
-            return Stop("credit_cap", f"spent ${s.cost} of ${limits.max_cost}; the next call may cost up to ${s.next_cost}",
+        cost, next_cost = Decimal(s["cost"]), Decimal(s["next_cost"])
+        if limits.max_cost is not None and cost + next_cost > limits.max_cost:
+            return Stop("credit_cap", f"spent ${cost} of ${limits.max_cost}; the next call may cost up to ${next_cost}",
                         messages=(note,) if note else ())
-        if limits.max_tokens is not None and s.tokens + s.next_tokens > limits.max_tokens:
-            return Stop("credit_cap", f"used {s.tokens} of {limits.max_tokens} tokens; the next call may use up to {s.next_tokens}",
+        if limits.max_tokens is not None and s["tokens"] + s["next_tokens"] > limits.max_tokens:
+            return Stop("credit_cap", f"used {s['tokens']} of {limits.max_tokens} tokens; the next call may use up to {s['next_tokens']}",
                         messages=(note,) if note else ())
     return "model"
 
 
+class _Edge(Runnable):
+    """:func:`route` as the graph's conditional edge. A runnable of ours because LangGraph traces a
+    function edge as a run of its own at every step, its input the whole state: a third of a
+    loop's trace, for a decision its next node's run shows anyway."""
+
+    name = "route"
+
+    def __init__(self, limits: ToolLoopLimits):
+        self.limits = limits
+
+    def invoke(self, state: Any, config: RunnableConfig | None = None, **kwargs: Any) -> str | Send:
+        r = route(state, self.limits)
+        return r if isinstance(r, str) else Send("finish", r.update())
+
+    async def ainvoke(self, state: Any, config: RunnableConfig | None = None, **kwargs: Any) -> str | Send:
+        return self.invoke(state)
+
+
 async def _finish(stop: dict[str, Any]) -> dict[str, Any]:
     """The loop's last node: records the :class:`Stop` its edge sent (a conditional edge cannot
-    write the state itself). Async, as the edge: LangGraph runs a sync function of an async graph
-    in a worker thread."""
+    write the state itself). Async: LangGraph runs a sync node of an async run in a worker thread."""
     return stop
 
 
@@ -636,32 +648,37 @@ class ToolAgent:
         g.add_node("model", self._model_step)
         g.add_node("tools", self._tools_step)
         g.add_node("finish", _finish)
-        g.add_conditional_edges(START, self._edge, ["model", "finish"])
-        g.add_conditional_edges("model", self._edge, ["model", "tools", "finish"])
-        g.add_conditional_edges("tools", self._edge, ["model", "finish"])
+        edge = _Edge(self.limits)
+        g.add_conditional_edges(START, edge, ["model", "finish"])
+        g.add_conditional_edges("model", edge, ["model", "tools", "finish"])
+        g.add_conditional_edges("tools", edge, ["model", "finish"])
         g.add_edge("finish", END)
         return g.compile(name=self.agent_id)
 
-    async def _edge(self, state: ToolLoopState, runtime: Runtime) -> str | Send:
-        r = route(state, self.limits, lambda: self._spending(state, runtime.context))
-        return r if isinstance(r, str) else Send("finish", r.update())
-
-    def _spending(self, state: Mapping[str, Any], context: CoopContext) -> Spending:
+    def _before_call(self, state: Mapping[str, Any], context: CoopContext) -> dict[str, Any]:
+        """What a step that may be followed by a model call sets for it (a state update): the note
+        due before the call and, under a token or credit cap, the ``spending`` the edge checks: the
+        agent's spending so far and the call's upper bound, the note included."""
+        upd: dict[str, Any] = {}
+        if self.notes is not None:
+            upd["note"] = self.notes(loop_result(state))
+        lim = self.limits
+        if lim.max_cost is None and lim.max_tokens is None:
+            return upd
+        state = {**state, **upd}
         llm: LLMService = context.llm  # type: ignore[assignment]
         spec, model = llm.model_for(self.model_key or self.agent_id)
         note = _due_note(state)
-        convo = [*state["messages"], *([note] if note else [])]
-        in_bound = self._request(spec, model, state["protocol"], convo, None)[3]
-        out_bound = int(self.limits.max_tokens_per_call or spec.max_tokens)
-        if self.limits.cap_scope == "loop":
+        in_bound = self._request(spec, model, state["protocol"], [*state["messages"], *([note] if note else [])], None)[3]
+        out_bound = int(lim.max_tokens_per_call or spec.max_tokens)
+        if lim.cap_scope == "loop":
             so_far = loop_result(state)
             cost, tokens = so_far.cost, so_far.tokens
         else:
             cost, tokens = llm.ledger.agent_spent(self.agent_id)
-        return Spending(cost, tokens, llm.ledger.cost(spec.id, in_bound, out_bound), in_bound + out_bound)
-
-    def _note(self, state: Mapping[str, Any]) -> str | None:
-        return self.notes(loop_result(state)) if self.notes is not None else None
+        upd["spending"] = {"cost": str(cost), "tokens": tokens, "next_cost": str(llm.ledger.cost(spec.id, in_bound, out_bound)),
+                           "next_tokens": in_bound + out_bound}
+        return upd
 
     async def _model_step(self, state: ToolLoopState, config: RunnableConfig, runtime: Runtime) -> dict[str, Any]:
         llm: LLMService = runtime.context.llm  # type: ignore[union-attr]
@@ -695,8 +712,7 @@ class ToolAgent:
                 upd["messages"] += [AIMessage(content=resp.text or "(empty)"),
                                     HumanMessage(content=f"That answer was invalid: {exc}. {JSON_INSTRUCTIONS}")]
                 upd.update(malformed=state["malformed"] + 1, last="malformed")
-                if self.notes is not None:
-                    upd["note"] = self._note(_merged(state, upd))
+                upd.update(self._before_call(_merged(state, upd), runtime.context))
                 return upd
         else:
             ai = _from_envelope(resp.text, steps)
@@ -743,8 +759,8 @@ class ToolAgent:
         upd: dict[str, Any] = {"messages": msgs, "tool_calls": recs, "entries": [e.as_dict() for e in caller.entries], "last": "tools"}
         if final is not None:
             upd["final"] = final
-        elif self.notes is not None:
-            upd["note"] = self._note(_merged(state, upd))
+        else:
+            upd.update(self._before_call(_merged(state, upd), runtime.context))
         return upd
 
     # -- a loop ---------------------------------------------------------------------------------
@@ -769,9 +785,8 @@ class ToolAgent:
             "messages": prompt, "n_prompt": len(prompt), "agent_id": self.agent_id, "team": self.team,
             "round": None if round is None else operator.index(round), "phase": self.phase, "model": spec.id,
             "protocol": self.protocol_for(model), "steps": 0, "malformed": 0, "last": "start", "final": None, "note": None,
-            "last_note": None, "tool_calls": [], "entries": [], "stop_reason": None, "stop_detail": ""}
-        if self.notes is not None:
-            state["note"] = self._note(state)
+            "last_note": None, "spending": None, "tool_calls": [], "entries": [], "stop_reason": None, "stop_detail": ""}
+        state.update(self._before_call(state, context))
         cfg: dict[str, Any] = dict(config or {})
         cfg["metadata"] = {**(cfg.get("metadata") or {}), "agent_id": self.agent_id, **({"team": self.team} if self.team else {})}
         cfg["recursion_limit"] = 2 * self.limits.max_steps + 3  # a model and a tools step per call, then finish
@@ -885,7 +900,7 @@ def run_code_tool(*, name: str = "run_code", timeout: float | None = None, max_c
 
 
 __all__ = [
-    "CALLER_KEY", "FATAL_ERRORS", "JSON_INSTRUCTIONS", "MalformedToolAnswer", "SANDBOX_SECONDS", "Spending", "Stop", "StopReason",
+    "CALLER_KEY", "FATAL_ERRORS", "JSON_INSTRUCTIONS", "MalformedToolAnswer", "SANDBOX_SECONDS", "Stop", "StopReason",
     "ToolAgent", "ToolCaller", "ToolLoopLimits", "ToolLoopResult", "ToolLoopState", "ToolSetupError", "caller_of", "loop_result",
     "parse_tool_answer", "render_json_protocol", "route", "run_code_tool", "run_tool_loop", "tool_agent_node", "tool_args_schema",
     "tool_call_schema",

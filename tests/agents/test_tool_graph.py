@@ -21,7 +21,6 @@ from langgraph.graph import END, START, StateGraph
 from cooplab.agents.decisions import LLMService
 from cooplab.agents.models import make_chat_model, parse_model_spec
 from cooplab.agents.tools import (
-    Spending,
     Stop,
     ToolAgent,
     ToolLoopLimits,
@@ -58,21 +57,22 @@ def answered(name, args, status="success"):
     return {"step": 1, "id": "x", "name": name, "args": json.dumps(args, sort_keys=True), "status": status, "seconds": 0.0}
 
 
-def never():
-    raise AssertionError("the ledger was asked although no cap applies here")
+def spent(cost, tokens, next_cost, next_tokens):
+    """The state's ``spending``: spent so far, and the next call's upper bound."""
+    return {"cost": str(cost), "tokens": tokens, "next_cost": str(next_cost), "next_tokens": next_tokens}
 
 
 def test_a_loop_starts_with_a_model_call_and_runs_the_tools_an_answer_asks_for():
     assert route(state(), LIMITS) == "model"
     s = state(messages=[HumanMessage(content="go"), answer(("add", {"a": 1, "b": 2}))], last="answer", steps=1)
-    assert route(s, LIMITS, never) == "tools"
-    assert route(state(last="tools", steps=1), LIMITS, never) == "model"
+    assert route(s, LIMITS) == "tools"
+    assert route(state(last="tools", steps=1), LIMITS) == "model"
 
 
 @pytest.mark.parametrize("protocol, text, final", [("native", "it is 3", "it is 3"), ("json", '{"final": "it is 3"}', "it is 3")])
 def test_an_answer_without_tool_calls_is_the_final_answer(protocol, text, final):
     s = state(messages=[HumanMessage(content="go"), AIMessage(content=text)], last="answer", steps=1, protocol=protocol)
-    r = route(s, LIMITS, never)
+    r = route(s, LIMITS)
     assert r == Stop("final", final=final)
     assert r.update() == {"stop_reason": "final", "stop_detail": "", "final": final}
 
@@ -80,7 +80,7 @@ def test_an_answer_without_tool_calls_is_the_final_answer(protocol, text, final)
 def test_a_call_repeating_an_answered_call_stops_the_loop_and_none_of_the_answer_runs():
     ai = answer(("add", {"a": 3, "b": 3}), ("add", {"b": 2, "a": 1}))  # the 2nd repeats add(1, 2), arguments reordered
     s = state(messages=[HumanMessage(content="go"), ai], last="answer", steps=2, tool_calls=[answered("add", {"a": 1, "b": 2})])
-    r = route(s, LIMITS, never)
+    r = route(s, LIMITS)
     assert isinstance(r, Stop) and r.reason == "repeated_call" and r.detail == "add with the same arguments as before"
     assert [m.tool_call_id for m in r.messages] == ["c0", "c1"] and all(isinstance(m, ToolMessage) for m in r.messages)
     assert all(m.status == "error" and "repeats an earlier identical call" in m.content for m in r.messages)
@@ -93,7 +93,7 @@ def test_what_counts_as_a_repeat():
     one = answer(("add", {"a": 1, "b": 2}))
     # a call that was refused (not run) before may be asked for again; other arguments are another call
     for records in ([answered("add", {"a": 1, "b": 2}, "not_run")], [answered("add", {"a": 1, "b": 3})], [answered("mul", {"a": 1, "b": 2})]):
-        assert route(state(messages=[one], last="answer", steps=1, tool_calls=records), LIMITS, never) == "tools"
+        assert route(state(messages=[one], last="answer", steps=1, tool_calls=records), LIMITS) == "tools"
     # a failed call counts (its error was answered); so does the same call twice in one answer, and a repeated unparsable call
     assert route(state(messages=[one], last="answer", tool_calls=[answered("add", {"a": 1, "b": 2}, "error")]), LIMITS).reason == "repeated_call"
     assert route(state(messages=[answer(("add", {"a": 1}), ("add", {"a": 1}))], last="answer"), LIMITS).reason == "repeated_call"
@@ -104,12 +104,12 @@ def test_what_counts_as_a_repeat():
 
 def test_a_finishing_tool_ends_the_loop_before_any_other_guard():
     s = state(last="tools", final="the report is written", steps=LIMITS.max_steps)
-    assert route(s, LIMITS, never) == Stop("completed", "a finishing tool succeeded")
+    assert route(s, LIMITS) == Stop("completed", "a finishing tool succeeded")
 
 
 @pytest.mark.parametrize("malformed, expected", [(1, "model"), (2, "malformed")])
 def test_malformed_answers_are_retried_up_to_their_limit(malformed, expected):
-    r = route(state(last="malformed", malformed=malformed, steps=malformed), LIMITS, never)
+    r = route(state(last="malformed", malformed=malformed, steps=malformed), LIMITS)
     assert (r if isinstance(r, str) else r.reason) == expected
     if expected == "malformed":
         assert r.detail == "2 malformed answers (limit 1)"
@@ -118,29 +118,32 @@ def test_malformed_answers_are_retried_up_to_their_limit(malformed, expected):
 @pytest.mark.parametrize("last", ["tools", "malformed"])
 def test_the_step_cap_comes_before_the_credit_cap(last):
     capped = ToolLoopLimits(max_steps=4, max_cost=Decimal("0.001"), max_malformed=9)
-    r = route(state(last=last, steps=4, malformed=1), capped, never)
-    assert r == Stop("step_cap", "4 model calls")
-    assert route(state(last=last, steps=3, malformed=1), capped, lambda: Spending(Decimal(0), 0, Decimal(0), 0)) == "model"
+    over = spent(1, 0, 1, 0)
+    assert route(state(last=last, steps=4, malformed=1, spending=over), capped) == Stop("step_cap", "4 model calls")
+    assert route(state(last=last, steps=3, malformed=1, spending=over), capped).reason == "credit_cap"
+    assert route(state(last=last, steps=3, malformed=1, spending=spent(0, 0, 0, 0)), capped) == "model"
 
 
 def test_the_credit_cap_compares_what_was_spent_plus_the_next_calls_bound_with_the_cap():
     by_cost = ToolLoopLimits(max_cost=Decimal("1.0"))
-    assert route(state(last="tools", steps=1), by_cost, lambda: Spending(Decimal("0.5"), 10, Decimal("0.5"), 10)) == "model"  # = cap: fits
-    r = route(state(last="tools", steps=1), by_cost, lambda: Spending(Decimal("0.5"), 10, Decimal("0.51"), 10))
+    assert route(state(last="tools", steps=1, spending=spent("0.5", 10, "0.5", 10)), by_cost) == "model"  # = the cap: fits
+    r = route(state(last="tools", steps=1, spending=spent("0.5", 10, "0.51", 10)), by_cost)
     assert r.reason == "credit_cap" and r.detail == "spent $0.5 of $1.0; the next call may cost up to $0.51"
     by_tokens = ToolLoopLimits(max_tokens=100)
-    assert route(state(), by_tokens, lambda: Spending(Decimal(9), 0, Decimal(9), 100)) == "model"
-    r = route(state(), by_tokens, lambda: Spending(Decimal(0), 1, Decimal(0), 100))
+    assert route(state(spending=spent(9, 0, 9, 100)), by_tokens) == "model"
+    r = route(state(spending=spent(0, 1, 0, 100)), by_tokens)
     assert r.reason == "credit_cap" and r.detail == "used 1 of 100 tokens; the next call may use up to 100"
-    # no cap: the ledger is never asked
-    assert route(state(last="tools", steps=1), ToolLoopLimits(), never) == "model"
+    # without a cap the spending is not looked at; with one it must be there
+    assert route(state(last="tools", steps=1, spending=spent(9, 9, 9, 9)), ToolLoopLimits()) == "model"
+    with pytest.raises(ValueError, match="spending"):
+        route(state(last="tools", steps=1), by_cost)
 
 
 def test_a_note_due_before_the_refused_call_is_kept_with_the_stop():
     cap = ToolLoopLimits(max_cost=Decimal("0.1"))
-    over = lambda: Spending(Decimal("0.1"), 0, Decimal("0.01"), 0)  # noqa: E731
-    assert [m.content for m in route(state(note="20 % of the budget left"), cap, over).messages] == ["20 % of the budget left"]
-    assert route(state(note="20 % left", last_note="20 % left"), cap, over).messages == ()  # already said
+    over = spent("0.1", 0, "0.01", 0)
+    assert [m.content for m in route(state(note="20 % of the budget left", spending=over), cap).messages] == ["20 % of the budget left"]
+    assert route(state(note="20 % left", last_note="20 % left", spending=over), cap).messages == ()  # already said
 
 
 def test_the_edge_never_changes_the_state():
