@@ -2,7 +2,10 @@
 
 A tool-using agent is one model (the model service's, for its agent id) with a set of LangChain
 tools. :class:`ToolAgent` runs its loop: ask the model; if it calls tools, run them and hand the
-results back; repeat until it gives a final answer or a guard stops it:
+results back; repeat until it gives a final answer or a guard stops it. The loop is a LangGraph
+graph (:meth:`ToolAgent.build_graph`): a ``model`` node, a ``tools`` node and a conditional edge,
+:func:`route`, holding the guards, which sends the loop to the tools, back to the model, or to a
+``finish`` node that records why it stopped:
 
 * ``final``: the model answered without a tool call;
 * ``completed``: a tool named in ``finish_tools`` (e.g. ``mark_complete``) ran without error: the
@@ -33,10 +36,12 @@ How the model is asked for tools (``protocol``):
 * ``"auto"``: what the model's provider adapter says (``agents/calls.py``): ``"json"`` for the
   local llama.cpp model and models without ``bind_tools``, else native.
 
-Tracing: the loop is one ``chain`` run named after the agent id; every model call (``llm``) and
-every tool call (``tool``) is its child. Tools run through LangGraph's ``ToolNode`` (one call at a
-time, in the order the model gave them), so tools may take LangGraph's ``ToolRuntime`` (the
-runtime context, the call's config); :func:`caller_of` gives a tool the calling agent.
+Tracing and checkpoints: the loop is one graph run named after the agent id; each step is a node
+run under it (``model`` with its ``llm`` run, ``tools`` with a ``tool`` run per call). Run from a
+graph node with the node's config, the loop is that graph's subgraph: its steps are checkpointed by
+the parent's checkpointer. Tools run through LangGraph's ``ToolNode`` (one call at a time, in the
+order the model gave them), so tools may take LangGraph's ``ToolRuntime`` (the runtime context, the
+call's config); :func:`caller_of` gives a tool the calling agent.
 
 See docs/tool-agents.md.
 """
@@ -46,11 +51,13 @@ from __future__ import annotations
 import inspect
 import json
 import operator
+import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, TypedDict, Union
 
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import (
@@ -60,12 +67,15 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.channels.delta import DeltaChannel
+from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode, ToolRuntime
 from langgraph.prebuilt.tool_node import ToolInvocationError
 from langgraph.runtime import Runtime
+from langgraph.types import Send
 
 from cooplab.agents.cache import cache_key
 from cooplab.agents.calls import ProviderAdapter, adapter_type
@@ -78,6 +88,7 @@ from cooplab.agents.decisions import (
 from cooplab.agents.usage import input_bound
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import BudgetExhausted, Entry, _amount
+from cooplab.graphs.state import SNAPSHOT_EVERY, AppendLog, extend
 from cooplab.sandbox.models import SandboxConfig, SandboxError
 from cooplab.sandbox.tool import RunCodeInput
 
@@ -151,8 +162,8 @@ class ToolCaller:
     entries: list[Entry] = field(default_factory=list)
 
     def charge_units(self, kind: str, units: Any, **kw: Any) -> Entry | None:
-        """Charge a non-token ``kind`` to this agent in the run's ledger (``context.ledger``, see
-        :meth:`Ledger.charge_units`); None when the run has no ledger."""
+        """Charge a non-token ``kind`` to this agent (see :meth:`Ledger.charge_units`); None
+        when the run has no ledger."""
         ledger = self.context.ledger
         if ledger is None:
             return None
@@ -318,8 +329,9 @@ def _text_of(m: BaseMessage) -> str:
     return c if isinstance(c, str) else m.text
 
 
-def _signature(name: Any, args: Any) -> str:
-    return json.dumps([name, args], sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+def _args_text(args: Any) -> str:
+    """A call's arguments as canonical JSON text (the records' ``args``; the repeat guard compares it)."""
+    return json.dumps(args, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def _message_key(m: BaseMessage) -> tuple:
@@ -358,9 +370,183 @@ def _tool_error_text(e: Exception) -> str:
     return f"Error: {type(e).__name__}: {e}\n Please fix your mistakes."
 
 
+def _not_run(call: dict, text: str, step: int) -> tuple[ToolMessage, dict[str, Any]]:
+    """The answer to a tool call that is not run (``text`` starting "not run") or cannot be
+    (arguments that do not parse), and its record."""
+    msg = ToolMessage(content=text, tool_call_id=call.get("id") or "", name=call.get("name") or "", status="error")
+    rec = {"step": step, "id": call.get("id"), "name": call.get("name"), "args": _args_text(call.get("args")),
+           "status": "not_run" if text.startswith("not run") else "error", "seconds": 0.0}
+    return msg, rec
+
+
+# --------------------------------------------------------------------------------------------
+# the loop as a LangGraph graph: its state, the guards on its edges, and the result it leaves
+#: an append-only channel (see :data:`cooplab.graphs.state.AppendLog`): a checkpoint holds one step's messages
+MessageLog = Annotated[list[BaseMessage], DeltaChannel(extend, snapshot_frequency=SNAPSHOT_EVERY)]
+
+
+class ToolLoopState(TypedDict, total=False):
+    """The state of one tool loop (the channels of its graph). Under a parent graph's checkpointer
+    every step is a checkpoint of it; :func:`loop_result` turns it into the :class:`ToolLoopResult`."""
+
+    messages: MessageLog  #: the prompt, then every message the loop adds
+    n_prompt: int  #: how many of ``messages`` are the prompt
+    agent_id: str
+    team: str | None
+    round: int | None
+    phase: str
+    model: str  #: the model's id
+    protocol: str  #: "native" or "json"
+    steps: int  #: model calls made
+    malformed: int  #: JSON-protocol answers that did not parse
+    last: str  #: what happened last: "start", "answer" (a model answer), "malformed", "tools" (tools ran)
+    final: str | None
+    note: str | None  #: the ``notes`` text due before the next model call
+    last_note: str | None  #: the last note added to the conversation
+    #: under a token or credit cap: what the agent has spent (over the caps' scope) and the next
+    #: model call's upper bound, {"cost", "tokens", "next_cost", "next_tokens"} (costs as Decimal text)
+    spending: dict[str, Any] | None
+    tool_calls: AppendLog  #: one record per tool call (answered, failed or not run)
+    entries: AppendLog  #: this loop's ledger entries as rows (model calls, then the tools' charges)
+    stop_reason: str | None
+    stop_detail: str
+
+
+def loop_result(state: Mapping[str, Any]) -> ToolLoopResult:
+    """The :class:`ToolLoopResult` a loop's state stands for (a finished loop's, or an interrupted
+    one's: ``stop_reason`` None)."""
+    res = ToolLoopResult(state["agent_id"], state.get("team"), state.get("round"), state["phase"], state["model"],
+                         state["protocol"], final=state.get("final"), stop_reason=state.get("stop_reason"),
+                         stop_detail=state.get("stop_detail") or "", steps=state.get("steps", 0),
+                         tool_calls=[dict(r) for r in state.get("tool_calls") or []], malformed=state.get("malformed", 0),
+                         messages=list(state["messages"][state["n_prompt"]:]))
+    for row in state.get("entries") or []:
+        res.account(Entry.from_dict(row))
+    return res
+
+
+_APPEND_KEYS = frozenset({"messages", "tool_calls", "entries"})
+
+
+def _merged(state: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    """``state`` with a node's ``update`` applied (the append-only channels extended), for a
+    partial result or a note before the graph has applied it."""
+    out = dict(state)
+    for k, v in update.items():
+        out[k] = [*(state.get(k) or []), *v] if k in _APPEND_KEYS else v
+    return out
+
+
+def _due_note(state: Mapping[str, Any]) -> HumanMessage | None:
+    """The note to add before the next model call: one that is new since the last one added."""
+    note = state.get("note")
+    return HumanMessage(content=note) if note and note != state.get("last_note") else None
+
+
+@dataclass(frozen=True)
+class Stop:
+    """The end of a loop, as the edge decides it: the reason, and what the loop records with it
+    (the final answer; answers to calls that are not run; a note that was due)."""
+
+    reason: StopReason
+    detail: str = ""
+    final: str | None = None
+    messages: tuple[BaseMessage, ...] = ()
+    tool_calls: tuple[dict[str, Any], ...] = ()
+
+    def update(self) -> dict[str, Any]:
+        """The state update that records this stop."""
+        upd: dict[str, Any] = {"stop_reason": self.reason, "stop_detail": self.detail}
+        if self.final is not None:
+            upd["final"] = self.final
+        if self.messages:
+            upd["messages"] = list(self.messages)
+        if self.tool_calls:
+            upd["tool_calls"] = [dict(r) for r in self.tool_calls]
+        return upd
+
+
+def route(state: Mapping[str, Any], limits: ToolLoopLimits) -> str | Stop:
+    """The loop's conditional edge: where to go after ``state``'s last step. ``"tools"`` (run the
+    calls of the model's answer), ``"model"`` (the next model call) or a :class:`Stop`.
+
+    A pure function of the state and the limits (the ledger's view for the credit cap is the
+    state's ``spending``, set by the step before). The guards, in order: a finishing tool
+    succeeded (``completed``); the answer has no tool call (``final``); it repeats an answered call
+    (``repeated_call``: none of its calls run); too many malformed answers (``malformed``);
+    ``max_steps`` calls made (``step_cap``); the next call's upper bound could pass a cap
+    (``credit_cap``)."""
+    last = state.get("last", "start")
+    if last == "answer":
+        ai = state["messages"][-1]
+        calls, invalid = list(ai.tool_calls), list(ai.invalid_tool_calls)
+        if not calls and not invalid:
+            return Stop("final", final=final_text(ai, state["protocol"]))
+        seen = {(r["name"], r["args"]) for r in state.get("tool_calls") or [] if r["status"] != "not_run"}
+        sigs = [(c.get("name"), _args_text(c.get("args"))) for c in [*calls, *invalid]]
+        repeated = [i for i, s in enumerate(sigs) if s in seen or s in sigs[:i]]
+        if not repeated:
+            return "tools"
+        answers = [_not_run(c, "not run: this call repeats an earlier identical call (same tool, same arguments); "
+                               "the tool loop stopped", state["steps"]) for c in [*calls, *invalid]]
+        return Stop("repeated_call", f"{sigs[repeated[0]][0]} with the same arguments as before",
+                    messages=tuple(m for m, _ in answers), tool_calls=tuple(r for _, r in answers))
+    if last == "tools" and state.get("final") is not None:
+        return Stop("completed", "a finishing tool succeeded")
+    if last == "malformed" and state["malformed"] > limits.max_malformed:
+        return Stop("malformed", f"{state['malformed']} malformed answers (limit {limits.max_malformed})")
+    if state["steps"] >= limits.max_steps:
+        return Stop("step_cap", f"{limits.max_steps} model calls")
+    if limits.max_cost is not None or limits.max_tokens is not None:
+        s = state.get("spending")
+        if not isinstance(s, Mapping):
+            raise ValueError("a loop under a token or credit cap needs its state's 'spending' before a model call")
+        note = _due_note(state)  # added before the call, so it is part of the loop that stopped
+        cost, next_cost = Decimal(s["cost"]), Decimal(s["next_cost"])
+        if limits.max_cost is not None and cost + next_cost > limits.max_cost:
+            return Stop("credit_cap", f"spent ${cost} of ${limits.max_cost}; the next call may cost up to ${next_cost}",
+                        messages=(note,) if note else ())
+        if limits.max_tokens is not None and s["tokens"] + s["next_tokens"] > limits.max_tokens:
+            return Stop("credit_cap", f"used {s['tokens']} of {limits.max_tokens} tokens; the next call may use up to {s['next_tokens']}",
+                        messages=(note,) if note else ())
+    return "model"
+
+
+class _Edge(Runnable):
+    """:func:`route` as the graph's conditional edge. A runnable of ours because LangGraph traces a
+    function edge as a run of its own at every step, its input the whole state: a third of a
+    loop's trace, for a decision its next node's run shows anyway."""
+
+    name = "route"
+
+    def __init__(self, limits: ToolLoopLimits):
+        self.limits = limits
+
+    def invoke(self, state: Any, config: RunnableConfig | None = None, **kwargs: Any) -> str | Send:
+        r = route(state, self.limits)
+        return r if isinstance(r, str) else Send("finish", r.update())
+
+    async def ainvoke(self, state: Any, config: RunnableConfig | None = None, **kwargs: Any) -> str | Send:
+        return self.invoke(state)
+
+
+async def _finish(stop: dict[str, Any]) -> dict[str, Any]:
+    """The loop's last node: records the :class:`Stop` its edge sent (a conditional edge cannot
+    write the state itself). Async: LangGraph runs a sync node of an async run in a worker thread."""
+    return stop
+
+
+def _interrupted(exc: BaseException, state: Mapping[str, Any]) -> None:
+    """Attach the loop so far to a run-ending error, for the caller to keep (``exc.tool_loop``)."""
+    res = loop_result(state)
+    res.stop_reason, res.stop_detail = None, f"{type(exc).__name__}: {exc}"
+    exc.tool_loop = res  # type: ignore[attr-defined]
+
+
 # --------------------------------------------------------------------------------------------
 class ToolAgent:
-    """One agent with tools (see the module docstring). Reusable: every :meth:`arun` is one loop."""
+    """One agent with tools (see the module docstring). Reusable: every :meth:`arun` is one loop,
+    one run of :attr:`graph`."""
 
     def __init__(self, agent_id: str, tools: Sequence[BaseTool], *, team: str | None = None, phase: str = "tools",
                  limits: ToolLoopLimits | None = None, protocol: ToolProtocol = "auto", model_key: str | None = None,
@@ -392,7 +578,8 @@ class ToolAgent:
         self._tools_id = cache_key(tools=self._tool_specs)[:16]
         self._bound: dict[int, Any] = {}
         self._json_schemas: tuple[dict[str, Any], dict[str, Any]] | None = None  # (schema, decoder's) of the JSON protocol
-        self._runnable = RunnableLambda(self._loop, name=agent_id)
+        #: the loop as a compiled LangGraph graph (see :meth:`build_graph`)
+        self.graph = self.build_graph()
 
     # -- protocol -------------------------------------------------------------------------
     def protocol_for(self, model: BaseChatModel) -> str:
@@ -406,9 +593,11 @@ class ToolAgent:
             b = self._bound[id(model)] = (model, model.bind_tools(self.tools))
         return b[1]
 
-    def _request(self, adapter: ProviderAdapter, model: Any, proto: str, convo: list[BaseMessage], key: str) -> tuple[Any, list[BaseMessage], dict, int]:
-        """(runnable, messages sent, call kwargs, input bound) of the next model call."""
-        kwargs = adapter.call_options(key=key, phase=self.phase, max_tokens=self.limits.max_tokens_per_call)
+    def _request(self, adapter: ProviderAdapter, model: Any, proto: str, convo: list[BaseMessage],
+                 key: str | None) -> tuple[Any, list[BaseMessage], dict, int]:
+        """(runnable, messages sent, call kwargs, input bound) of the next model call (``key``
+        None: for its bound only)."""
+        kwargs = adapter.call_options(key=key or "0" * 8, phase=self.phase, max_tokens=self.limits.max_tokens_per_call)
         if proto == "json":
             sent = render_json_protocol(convo, self.tools)
             if self._json_schemas is None:
@@ -423,146 +612,175 @@ class ToolAgent:
         bound = input_bound(convo, self._tool_specs, *extra) + TOOL_OVERHEAD * (len(self.tools) + n_calls)
         return self._bind(model), convo, kwargs, bound
 
-    # -- the loop ---------------------------------------------------------------------------
+    # -- the graph ----------------------------------------------------------------------------
+    def build_graph(self) -> Any:
+        """The loop as a LangGraph graph, compiled under the agent id (its run's name):
+
+        * ``model``: one model call through the model service's charged path (cache, ledger,
+          retries), its answer parsed (native tool calls, or the JSON grammar);
+        * ``tools``: the answer's tool calls, one at a time in the model's order, each through
+          LangGraph's ``ToolNode`` (tool runtime and injected arguments, validation, error texts).
+          A node of ours around it rather than ``ToolNode`` itself, which runs an answer's calls
+          concurrently and knows neither the per-answer limit, the records, the tools' charges,
+          the finishing tools nor the partial result a run-ending error must carry;
+        * ``finish``: records the stop its edge decided.
+
+        Every node is followed by the same conditional edge, :func:`route`, which holds the
+        guards. Compiled without a checkpointer: run inside a graph node with the node's config,
+        the loop is a subgraph of that graph, its steps checkpointed by the parent's checkpointer
+        (under a namespace of its own: see :meth:`arun`) and traced under the node's run."""
+        g = StateGraph(ToolLoopState, context_schema=CoopContext)
+        g.add_node("model", self._model_step)
+        g.add_node("tools", self._tools_step)
+        g.add_node("finish", _finish)
+        edge = _Edge(self.limits)
+        g.add_conditional_edges(START, edge, ["model", "finish"])
+        g.add_conditional_edges("model", edge, ["model", "tools", "finish"])
+        g.add_conditional_edges("tools", edge, ["model", "finish"])
+        g.add_edge("finish", END)
+        return g.compile(name=self.agent_id)
+
+    def _before_call(self, state: Mapping[str, Any], context: CoopContext) -> dict[str, Any]:
+        """What a step that may be followed by a model call sets for it (a state update): the note
+        due before the call and, under a token or credit cap, the ``spending`` the edge checks: the
+        agent's spending so far and the call's upper bound, the note included."""
+        upd: dict[str, Any] = {}
+        if self.notes is not None:
+            upd["note"] = self.notes(loop_result(state))
+        lim = self.limits
+        if lim.max_cost is None and lim.max_tokens is None:
+            return upd
+        state = {**state, **upd}
+        llm: LLMService = context.llm  # type: ignore[assignment]
+        spec, model = llm.model_for(self.model_key or self.agent_id)
+        note = _due_note(state)
+        in_bound = self._request(llm.adapter(spec, model), model, state["protocol"], [*state["messages"], *([note] if note else [])],
+                                 None)[3]
+        out_bound = int(lim.max_tokens_per_call or spec.max_tokens)
+        if lim.cap_scope == "loop":
+            so_far = loop_result(state)
+            cost, tokens = so_far.cost, so_far.tokens
+        else:
+            cost, tokens = context.ledger.agent_spent(self.agent_id)
+        upd["spending"] = {"cost": str(cost), "tokens": tokens, "next_cost": str(context.ledger.cost(spec.id, in_bound, out_bound)),
+                           "next_tokens": in_bound + out_bound}
+        return upd
+
+    async def _model_step(self, state: ToolLoopState, config: RunnableConfig, runtime: Runtime) -> dict[str, Any]:
+        llm: LLMService = runtime.context.llm  # type: ignore[union-attr]
+        spec, model = llm.model_for(self.model_key or self.agent_id)
+        proto, steps = state["protocol"], state["steps"]
+        upd: dict[str, Any] = {"messages": []}
+        note = _due_note(state)
+        if note is not None:
+            upd["messages"].append(note)
+            upd["last_note"] = state["note"]
+        convo = [*state["messages"], *upd["messages"]]
+        key = cache_key(model=spec.identity(), messages=[_message_key(m) for m in convo], agent=self.agent_id,
+                        team=self.team, round=state["round"], phase=self.phase, seed=llm.seed, attempt=steps,
+                        tools=self._tools_id, protocol=proto, max_tokens=self.limits.max_tokens_per_call)
+        runnable, sent, kwargs, in_bound = self._request(llm.adapter(spec, model), model, proto, convo, key)
+        try:
+            resp, cached, entry = await llm.charged_call(
+                spec=spec, runnable=runnable, key=key, messages=sent, kwargs=kwargs, input_bound=in_bound,
+                output_bound=int(self.limits.max_tokens_per_call or spec.max_tokens), agent_id=self.agent_id,
+                round=state["round"], phase=self.phase, config=config, team=self.team,
+                to_text=None if proto == "json" else _envelope)
+        except FATAL_ERRORS as exc:
+            _interrupted(exc, _merged(state, upd))
+            raise
+        steps += 1
+        upd.update(steps=steps, entries=[entry.as_dict()], last="answer")
+        if proto == "json":
+            try:
+                ai = parse_tool_answer(resp.text, call_id=f"call_{steps}")
+            except MalformedToolAnswer as exc:
+                upd["messages"] += [AIMessage(content=resp.text or "(empty)"),
+                                    HumanMessage(content=f"That answer was invalid: {exc}. {JSON_INSTRUCTIONS}")]
+                upd.update(malformed=state["malformed"] + 1, last="malformed")
+                upd.update(self._before_call(_merged(state, upd), runtime.context))
+                return upd
+        else:
+            ai = _from_envelope(resp.text, steps)
+        ai.usage_metadata = {"input_tokens": resp.input_tokens, "output_tokens": resp.output_tokens,
+                             "total_tokens": resp.input_tokens + resp.output_tokens}
+        ai.response_metadata = {"model": spec.id, "cached": cached}
+        upd["messages"].append(ai)
+        return upd
+
+    async def _tools_step(self, state: ToolLoopState, config: RunnableConfig, runtime: Runtime) -> dict[str, Any]:
+        history, ai = state["messages"][:-1], state["messages"][-1]
+        step, limit = state["steps"], self.limits.max_calls_per_step
+        caller = ToolCaller(self.agent_id, runtime.context, self.team, state["round"], self.phase)
+        tool_cfg: RunnableConfig = {**config, "configurable": {**(config.get("configurable") or {}), CALLER_KEY: caller}}
+        msgs: list[BaseMessage] = []
+        recs: list[dict[str, Any]] = []
+        final = None
+        try:
+            for i, c in enumerate(ai.tool_calls):
+                if i >= limit:
+                    m, r = _not_run(c, f"not run: at most {limit} tool calls per answer", step)
+                    msgs.append(m)
+                    recs.append(r)
+                    continue
+                t0 = time.perf_counter()
+                out = await self.tool_node.ainvoke({"messages": [*history, AIMessage(content="", tool_calls=[c])]}, tool_cfg,
+                                                   runtime=runtime)
+                seconds = time.perf_counter() - t0
+                tm = out["messages"][0] if isinstance(out, dict) else out[0]
+                if not isinstance(tm, ToolMessage):  # a tool returning a Command: keep the loop well-formed
+                    tm = ToolMessage(content=str(tm), tool_call_id=c["id"], name=c["name"])
+                msgs.append(tm)
+                recs.append({"step": step, "id": c["id"], "name": c["name"], "args": _args_text(c["args"]),
+                             "status": tm.status, "seconds": round(seconds, 6)})
+                if c["name"] in self.finish_tools and tm.status != "error" and final is None:
+                    final = _text_of(tm)
+        except FATAL_ERRORS as exc:
+            _interrupted(exc, _merged(state, {"messages": msgs, "tool_calls": recs, "entries": [e.as_dict() for e in caller.entries]}))
+            raise
+        for c in ai.invalid_tool_calls:  # after the valid calls: the message's order (tool_calls, invalid_tool_calls)
+            m, r = _not_run(c, f"Error: the arguments of {c.get('name')} could not be parsed: {c.get('error') or c.get('args')}", step)
+            msgs.append(m)
+            recs.append(r)
+        upd: dict[str, Any] = {"messages": msgs, "tool_calls": recs, "entries": [e.as_dict() for e in caller.entries], "last": "tools"}
+        if final is not None:
+            upd["final"] = final
+        else:
+            upd.update(self._before_call(_merged(state, upd), runtime.context))
+        return upd
+
+    # -- a loop ---------------------------------------------------------------------------------
     async def arun(self, messages: Sequence[BaseMessage], *, context: CoopContext, round: int | None = None,
-                   config: RunnableConfig | None = None, runtime: Runtime | None = None) -> ToolLoopResult:
+                   config: RunnableConfig | None = None) -> ToolLoopResult:
         """Run one loop from ``messages`` (the prompt). ``context`` supplies the model service,
-        the ledger and the sandbox pool; ``config`` the parent run (callbacks: traces);
-        ``runtime`` LangGraph's runtime when called from a node (else one is made)."""
+        the ledger and the sandbox pool; ``config`` the calling graph node's config (its callbacks:
+        traces; its checkpointer: the loop's steps are checkpointed).
+
+        Inside a node the loop's checkpoints get a namespace of their own for each run (the node's,
+        then ``AGENT:<uuid>``): a node that runs again (a resumed run) starts its loops afresh,
+        their answers replayed from the response cache and charged again, their tools run again
+        (the sandbox sessions and the ledger are not in the checkpoint, so a loop continued from
+        its last step would miss both)."""
         if not isinstance(context, CoopContext) or context.llm is None:
             raise ToolSetupError("a tool agent needs CoopContext(llm=LLMService(...))")
-        cfg: dict[str, Any] = dict(config or {})
-        cfg["metadata"] = {**(cfg.get("metadata") or {}), "agent_id": self.agent_id, **({"team": self.team} if self.team else {})}
-        rt = runtime.override(context=context) if runtime is not None else Runtime(context=context)
         if round is not None and (isinstance(round, bool) or not hasattr(round, "__index__")):
             raise ValueError(f"a round must be an integer or None, got {round!r}")
-        rnd = None if round is None else operator.index(round)
-        return await self._runnable.ainvoke({"agent_id": self.agent_id, "round": rnd, "messages": list(messages)}, cfg,
-                                            context=context, runtime=rt)
-
-    async def _loop(self, inp: dict[str, Any], config: RunnableConfig, *, context: CoopContext, runtime: Runtime) -> ToolLoopResult:
-        llm: LLMService = context.llm  # type: ignore[assignment]
-        ledger = context.ledger
-        spec, model = llm.model_for(self.model_key or self.agent_id)
-        adapter = llm.adapter(spec, model)
-        proto = self.protocol_for(model)
-        lim = self.limits
-        rnd = inp["round"]
-        res = ToolLoopResult(self.agent_id, self.team, rnd, self.phase, spec.id, proto)
-        caller = ToolCaller(self.agent_id, context, self.team, rnd, self.phase)
-        tool_cfg: RunnableConfig = {**config, "configurable": {**(config.get("configurable") or {}), CALLER_KEY: caller}}
-        convo: list[BaseMessage] = list(inp["messages"])
-        seen: set[str] = set()
-        out_bound = int(lim.max_tokens_per_call or spec.max_tokens)
-        n_tool_entries = 0
-
-        def absorb_tool_charges() -> None:
-            nonlocal n_tool_entries
-            for e in caller.entries[n_tool_entries:]:
-                res.account(e)
-            n_tool_entries = len(caller.entries)
-
-        def add(*msgs: BaseMessage) -> None:
-            convo.extend(msgs)
-            res.messages.extend(msgs)
-
-        def stop(reason: StopReason, detail: str = "") -> ToolLoopResult:
-            res.stop_reason, res.stop_detail = reason, detail
-            return res
-
-        last_note: str | None = None
-        try:
-            while True:
-                if res.steps >= lim.max_steps:
-                    return stop("step_cap", f"{lim.max_steps} model calls")
-                if self.notes is not None:
-                    note = self.notes(res)
-                    if note and note != last_note:
-                        add(HumanMessage(content=note))
-                    last_note = note or last_note
-                key = cache_key(model=spec.identity(), messages=[_message_key(m) for m in convo], agent=self.agent_id,
-                                team=self.team, round=rnd, phase=self.phase, seed=llm.seed, attempt=res.steps,
-                                tools=self._tools_id, protocol=proto, max_tokens=lim.max_tokens_per_call)
-                runnable, sent, kwargs, in_bound = self._request(adapter, model, proto, convo, key)
-                # the agent's own cap, with the call's upper bound: never passed by a model call
-                if lim.max_cost is not None or lim.max_tokens is not None:
-                    spent, tokens = (res.cost, res.tokens) if lim.cap_scope == "loop" else ledger.agent_spent(self.agent_id)
-                    next_cost, next_tokens = ledger.cost(spec.id, in_bound, out_bound), in_bound + out_bound
-                    if lim.max_cost is not None and spent + next_cost > lim.max_cost:
-                        return stop("credit_cap", f"spent ${spent} of ${lim.max_cost}; the next call may cost up to ${next_cost}")
-                    if lim.max_tokens is not None and tokens + next_tokens > lim.max_tokens:
-                        return stop("credit_cap", f"used {tokens} of {lim.max_tokens} tokens; the next call may use up to {next_tokens}")
-                resp, cached, entry = await llm.charged_call(
-                    spec=spec, runnable=runnable, key=key, messages=sent, kwargs=kwargs, input_bound=in_bound, output_bound=out_bound,
-                    agent_id=self.agent_id, round=rnd, phase=self.phase, config=config, team=self.team,
-                    to_text=None if proto == "json" else _envelope)
-                res.steps += 1
-                res.account(entry)
-                if proto == "json":
-                    try:
-                        ai = parse_tool_answer(resp.text, call_id=f"call_{res.steps}")
-                    except MalformedToolAnswer as exc:
-                        res.malformed += 1
-                        add(AIMessage(content=resp.text or "(empty)"),
-                            HumanMessage(content=f"That answer was invalid: {exc}. {JSON_INSTRUCTIONS}"))
-                        if res.malformed > lim.max_malformed:
-                            return stop("malformed", f"{res.malformed} malformed answers (limit {lim.max_malformed})")
-                        continue
-                else:
-                    ai = _from_envelope(resp.text, res.steps)
-                ai.usage_metadata = {"input_tokens": resp.input_tokens, "output_tokens": resp.output_tokens,
-                                     "total_tokens": resp.input_tokens + resp.output_tokens}
-                ai.response_metadata = {"model": spec.id, "cached": cached}
-                add(ai)
-                calls = list(ai.tool_calls)
-                invalid = list(ai.invalid_tool_calls)
-                if not calls and not invalid:
-                    res.final = final_text(ai, proto)
-                    return stop("final")
-                sigs = [_signature(c["name"], c["args"]) for c in calls] + [_signature(c.get("name"), c.get("args")) for c in invalid]
-                repeated = [i for i, s in enumerate(sigs) if s in seen or s in sigs[:i]]
-                if repeated:
-                    for c in [*calls, *invalid]:
-                        self._not_run(res, add, c, "not run: this call repeats an earlier identical call (same tool, same arguments); "
-                                                   "the tool loop stopped")
-                    first = ([*calls, *invalid])[repeated[0]]
-                    return stop("repeated_call", f"{first.get('name')} with the same arguments as before")
-                seen.update(sigs[: min(len(calls), lim.max_calls_per_step)] + sigs[len(calls):])  # what is answered below
-                for i, c in enumerate(calls):
-                    if i >= lim.max_calls_per_step:
-                        self._not_run(res, add, c, f"not run: at most {lim.max_calls_per_step} tool calls per answer")
-                        continue
-                    t0 = time.perf_counter()
-                    single = AIMessage(content="", tool_calls=[c])
-                    out = await self.tool_node.ainvoke({"messages": [*convo[:-1], single]}, tool_cfg, runtime=runtime)
-                    seconds = time.perf_counter() - t0
-                    tm = out["messages"][0] if isinstance(out, dict) else out[0]
-                    if not isinstance(tm, ToolMessage):  # a tool returning a Command: keep the loop well-formed
-                        tm = ToolMessage(content=str(tm), tool_call_id=c["id"], name=c["name"])
-                    absorb_tool_charges()
-                    add(tm)
-                    res.tool_calls.append({"step": res.steps, "id": c["id"], "name": c["name"],
-                                           "args": json.dumps(c["args"], sort_keys=True, ensure_ascii=False, default=str),
-                                           "status": tm.status, "seconds": round(seconds, 6)})
-                    if c["name"] in self.finish_tools and tm.status != "error" and res.final is None:
-                        res.final = _text_of(tm)
-                for c in invalid:  # after the valid calls: the message's order (tool_calls, invalid_tool_calls)
-                    self._not_run(res, add, c, f"Error: the arguments of {c.get('name')} could not be parsed: {c.get('error') or c.get('args')}",
-                                  status="error")
-                if res.final is not None:
-                    return stop("completed", "a finishing tool succeeded")
-        except FATAL_ERRORS as exc:
-            absorb_tool_charges()
-            res.stop_reason, res.stop_detail = None, f"{type(exc).__name__}: {exc}"
-            exc.tool_loop = res  # type: ignore[attr-defined]  # the partial result, for the caller to keep
-            raise
-
-    @staticmethod
-    def _not_run(res: ToolLoopResult, add: Callable, call: dict, text: str, status: str = "error") -> None:
-        add(ToolMessage(content=text, tool_call_id=call.get("id") or "", name=call.get("name") or "", status=status))
-        res.tool_calls.append({"step": res.steps, "id": call.get("id"), "name": call.get("name"),
-                               "args": json.dumps(call.get("args"), sort_keys=True, ensure_ascii=False, default=str),
-                               "status": "not_run" if text.startswith("not run") else "error", "seconds": 0.0})
+        spec, model = context.llm.model_for(self.model_key or self.agent_id)
+        prompt = list(messages)
+        state: dict[str, Any] = {
+            "messages": prompt, "n_prompt": len(prompt), "agent_id": self.agent_id, "team": self.team,
+            "round": None if round is None else operator.index(round), "phase": self.phase, "model": spec.id,
+            "protocol": self.protocol_for(model), "steps": 0, "malformed": 0, "last": "start", "final": None, "note": None,
+            "last_note": None, "spending": None, "tool_calls": [], "entries": [], "stop_reason": None, "stop_detail": ""}
+        state.update(self._before_call(state, context))
+        cfg: dict[str, Any] = dict(config or {})
+        cfg["metadata"] = {**(cfg.get("metadata") or {}), "agent_id": self.agent_id, **({"team": self.team} if self.team else {})}
+        cfg["recursion_limit"] = 2 * self.limits.max_steps + 3  # a model and a tools step per call, then finish
+        conf = dict(cfg.get("configurable") or {})
+        if conf.get("checkpoint_ns"):
+            conf["checkpoint_ns"] = f"{conf['checkpoint_ns']}|{re.sub(r'[|:]', '_', self.agent_id)}:{uuid.uuid4()}"
+        cfg["configurable"] = conf
+        return loop_result(await self.graph.ainvoke(state, cfg, context=context))
 
 
 async def run_tool_loop(agent_id: str, tools: Sequence[BaseTool], messages: Sequence[BaseMessage], *, context: CoopContext,
@@ -598,7 +816,7 @@ def tool_agent_node(agent_id: str, tools: Sequence[BaseTool], prompt_fn: PromptF
         rnd = None
         if round_key is not None:
             rnd = state.get(round_key) if isinstance(state, dict) else getattr(state, round_key, None)
-        res = await agent.arun(prompt, context=runtime.context, round=rnd, config=config, runtime=runtime)
+        res = await agent.arun(prompt, context=runtime.context, round=rnd, config=config)
         update: dict[str, Any] = {messages_key: (prompt if include_prompt else []) + res.messages}
         if record_key:
             update[record_key] = [res.record()]
@@ -668,7 +886,8 @@ def run_code_tool(*, name: str = "run_code", timeout: float | None = None, max_c
 
 
 __all__ = [
-    "CALLER_KEY", "FATAL_ERRORS", "JSON_INSTRUCTIONS", "MalformedToolAnswer", "SANDBOX_SECONDS", "StopReason", "ToolAgent",
-    "ToolCaller", "ToolLoopLimits", "ToolLoopResult", "ToolSetupError", "caller_of", "parse_tool_answer", "render_json_protocol",
-    "run_code_tool", "run_tool_loop", "tool_agent_node", "tool_args_schema", "tool_call_schema",
+    "CALLER_KEY", "FATAL_ERRORS", "JSON_INSTRUCTIONS", "MalformedToolAnswer", "SANDBOX_SECONDS", "Stop", "StopReason",
+    "ToolAgent", "ToolCaller", "ToolLoopLimits", "ToolLoopResult", "ToolLoopState", "ToolSetupError", "caller_of", "loop_result",
+    "parse_tool_answer", "render_json_protocol", "route", "run_code_tool", "run_tool_loop", "tool_agent_node", "tool_args_schema",
+    "tool_call_schema",
 ]

@@ -176,11 +176,11 @@ class TeamGraph:
         run_code.__annotations__ = dict(inner.__annotations__)
         return StructuredTool.from_function(coroutine=run_code, name=tool.name, args_schema=tool.args_schema, description=tool.description)
 
-    async def run_agents(self, jobs: list[tuple[ToolAgent, list]], context: CoopContext, config: RunnableConfig, runtime: Runtime,
+    async def run_agents(self, jobs: list[tuple[ToolAgent, list]], context: CoopContext, config: RunnableConfig,
                          rnd: int) -> tuple[list[ToolLoopResult | None], dict[str, Any] | None]:
         """Run tool loops concurrently. A budget stop keeps every loop's partial result and is
         returned as the stop record; other fatal errors (model or sandbox unavailable) propagate."""
-        results = await asyncio.gather(*(a.arun(m, context=context, round=rnd, config=config, runtime=runtime) for a, m in jobs),
+        results = await asyncio.gather(*(a.arun(m, context=context, round=rnd, config=config) for a, m in jobs),
                                        return_exceptions=True)
         out: list[ToolLoopResult | None] = []
         stop = None
@@ -239,7 +239,7 @@ class TeamGraph:
         if inbox:
             prompt += "\n\nMESSAGES TO YOUR TEAM:\n" + "\n".join(f"[{m['agent']} of {m['from_team']}]: {m['content']}" for m in inbox[-10:])
         agent = self.agent(lead, tools, "plan", ctx, self.P.plan_steps)
-        (res,), stop = await self.run_agents([(agent, [self.system(lead, ctx), HumanMessage(content=prompt)])], ctx, config, runtime,
+        (res,), stop = await self.run_agents([(agent, [self.system(lead, ctx), HumanMessage(content=prompt)])], ctx, config,
                                              state["round"])
         plan = (res.final if res is not None and res.final else "").strip()
         fallback = not plan
@@ -261,7 +261,7 @@ class TeamGraph:
             task = (state.get("assignments") or {}).get(role.agent_id) or "Carry out your role's part of the plan."
             jobs.append((self.agent(role, tools, "work", ctx, self.P.max_steps),
                          [self.system(role, ctx), HumanMessage(content=pr.work_prompt(role, task=task, plan=state.get("plan", "")))]))
-        results, stop = await self.run_agents(jobs, ctx, config, runtime, state["round"])
+        results, stop = await self.run_agents(jobs, ctx, config, state["round"])
         outputs = [[r.agent_id, output_text(res)] for r, res in zip(roles(team, self.P.team_size), results)]
         upd = self.record(state, "work", results, ctx, t0, ws, stop)
         upd["outputs"] = outputs
@@ -281,7 +281,7 @@ class TeamGraph:
             jobs = [(self.agent(role, tools, f"deliberate{k}", ctx, 2),
                      [self.system(role, ctx), HumanMessage(content=pr.deliberation_prompt(k, self.P.deliberation_rounds, discussion))])
                     for role in team_roles]
-            results, stop = await self.run_agents(jobs, ctx, config, runtime, state["round"])
+            results, stop = await self.run_agents(jobs, ctx, config, state["round"])
             all_results += results
             for role, res in zip(team_roles, results):
                 text = (res.final or "").strip() if res is not None else ""
@@ -304,7 +304,7 @@ class TeamGraph:
             prompt = pr.synthesis_prompt(lead, outputs, list(state.get("discussion") or []), excerpt=self.P.synthesis_excerpt)
             agent = self.agent(lead, tools, "synthesize", ctx, self.P.synthesis_steps)
             results, stop = await self.run_agents([(agent, [self.system(lead, ctx), HumanMessage(content=prompt)])], ctx, config,
-                                                  runtime, state["round"])
+                                                  state["round"])
         name = ARTIFACT[team]
         mine = [a for a in ws.versions(name) if a["visit"] == visit and a["team"] == team]
         fallback = None
@@ -333,7 +333,7 @@ class TeamGraph:
         tools = self.tools(SOLO_TEAM, ("run_code", "read_artifact", "list_artifacts", "write_artifact", "mark_complete"))
         agent = self.agent(SOLO, tools, "analyze", ctx, self.P.max_steps + self.P.synthesis_steps)
         (res,), stop = await self.run_agents([(agent, [self.system(SOLO, ctx), HumanMessage(content=pr.solo_work_prompt(SOLO))])],
-                                             ctx, config, runtime, state["round"])
+                                             ctx, config, state["round"])
         fallback = None
         if not ws.versions(ARTIFACT[SOLO_TEAM]):
             text = (res.final or "").strip() if res is not None else ""

@@ -1,7 +1,7 @@
 """A budget cap reached in the middle of a tool loop inside a compiled LangGraph graph with a SQLite
 checkpointer: the run ends with BudgetExhausted, spending never passes the cap, nothing recorded
 before it is lost, the last checkpoint loads and the run resumes; its trace loads as LangSmith runs
-with the tool runs nested under the agent's run."""
+with the tool runs nested under the agent's run (in its ``tools`` steps)."""
 
 from __future__ import annotations
 
@@ -121,7 +121,7 @@ def test_a_budget_cap_mid_loop_ends_the_run_cleanly_with_nothing_lost(tmp_path):
     assert [(e.agent, e.call_id, e.cost) for e in ledger2.entries] == [(e.agent, e.call_id, e.cost) for e in free.entries]
     assert final["ledger"] == [e.as_dict() for e in ledger2.entries]
 
-    # 4. the trace of the capped run: LangSmith runs, the tools nested under their agent's run
+    # 4. the trace of the capped run: LangSmith runs, the tools nested under their agent's run (in its steps)
     runs = load_runs(run_dir, validate=True)
     parsed = [Run(**r) for r in runs]
     by_id = {r.id: r for r in parsed}
@@ -131,12 +131,18 @@ def test_a_budget_cap_mid_loop_ends_the_run_cleanly_with_nothing_lost(tmp_path):
     assert set(agents) == {"modeling.lead", "data.lead"}
     assert by_id[agents["data.lead"].parent_run_id].name == "data"  # the agent's run is inside its graph node
     assert agents["data.lead"].error and "BudgetExhausted" in agents["data.lead"].error and not agents["modeling.lead"].error
+    # each step of a loop is a node run of the agent's run: model calls under "model", tool calls under "tools"
+    steps = {name: sorted((r for r in parsed if r.parent_run_id == a.id), key=lambda r: r.start_time) for name, a in agents.items()}
+    assert [r.name for r in steps["modeling.lead"]] == ["__start__", "model", "tools", "model", "tools", "model", "finish"]
+    assert [r.name for r in steps["data.lead"]] == ["__start__", "model", "tools", "model", "tools", "model"]
+    assert "BudgetExhausted" in steps["data.lead"][-1].error  # the step whose call was refused
     for name, n_tools, n_llm in (("modeling.lead", 2, 3), ("data.lead", 2, 2)):
-        tools = [r for r in parsed if r.run_type == "tool" and r.parent_run_id == agents[name].id]
-        llms = [r for r in parsed if r.run_type == "llm" and r.parent_run_id == agents[name].id]
+        kind_of = {r.id: r.name for r in steps[name]}
+        tools = [r for r in parsed if r.run_type == "tool" and kind_of.get(r.parent_run_id) == "tools"]
+        llms = [r for r in parsed if r.run_type == "llm" and kind_of.get(r.parent_run_id) == "model"]
         assert len(tools) == n_tools and all(t.name == "add" and t.trace_id == root.id for t in tools)
         assert len(llms) == n_llm  # the refused call left no llm run: it was never made
-    assert not [r for r in parsed if r.run_type == "tool" and by_id[r.parent_run_id].name not in agents]
-    data_tools = sorted((r for r in parsed if r.run_type == "tool" and r.parent_run_id == agents["data.lead"].id),
+    assert not [r for r in parsed if r.run_type == "tool" and by_id[by_id[r.parent_run_id].parent_run_id].name not in agents]
+    data_tools = sorted((r for r in parsed if r.run_type == "tool" and by_id[r.parent_run_id].parent_run_id == agents["data.lead"].id),
                         key=lambda r: r.start_time)
     assert [t.outputs for t in data_tools] and "11" in str(data_tools[0].outputs)

@@ -39,13 +39,14 @@ def run_progress(run_dir: Path, cache: Path) -> tuple[int, int, int] | None:
 
 
 def checkpoints(run_dir: Path) -> int:
-    """Checkpoints written so far by a run in progress (0 while the file is missing or locked)."""
+    """Checkpoints of the run's graph written so far by a run in progress (not its subgraphs', such
+    as the steps of tool loops; 0 while the file is missing or locked)."""
     db = run_dir / "checkpoints.sqlite"
     if not db.exists():
         return 0
     try:
         with sqlite3.connect(str(db), timeout=0.2) as c:
-            return c.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
+            return c.execute("SELECT count(*) FROM checkpoints WHERE checkpoint_ns = ''").fetchone()[0]
     except sqlite3.Error:
         return 0
 

@@ -124,11 +124,13 @@ def test_a_tool_task_runs_code_in_docker_and_a_budget_cap_mid_loop_ends_it_clean
     assert values["round"] == 1
     s3 = runner.resume(capped, quiet=True)
     assert s3["status"] == "budget_exhausted" and s3["ledger"]["cached_calls"] >= 1
-    # the trace: the agent's loop is a chain run; its model and tool runs are its children
+    # the trace: the agent's loop is a graph run; its steps are its children, the tool runs theirs
     runs = runs_of(capped)
+    by_id = {r.id: r for r in runs}
     agent = [r for r in runs if r.name == "data.lead"]
     tools = [r for r in runs if r.run_type == "tool"]
-    assert agent and tools and all(t.parent_run_id in {a.id for a in agent} for t in tools)
+    assert agent and tools and all(by_id[t.parent_run_id].name == "tools" for t in tools)
+    assert all(by_id[t.parent_run_id].parent_run_id in {a.id for a in agent} for t in tools)
 
 
 def test_sandbox_settings_of_a_run_are_checked_on_resume(tmp_path, task):

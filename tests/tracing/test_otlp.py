@@ -163,10 +163,13 @@ def test_a_tool_agent_run_has_agent_and_tool_spans_and_the_failed_tool_is_an_err
     assert kinds["data.lead"] == "AGENT" and kinds["add"] == "TOOL" and kinds["explode"] == "TOOL" and kinds["data"] == "CHAIN"
     agent = next(r for r in runs if r["name"] == "data.lead")
     assert by_run[agent["id"]].attributes["agent.name"] == "data.lead"
+    by_id = {r["id"]: r for r in runs}
     for r in runs:
         s = by_run[r["id"]]
-        if r["run_type"] == "tool":
-            assert s.attributes["tool.name"] == r["name"] and s.parent.span_id == by_run[agent["id"]].context.span_id
+        if r["run_type"] == "tool":  # under a "tools" step of the agent's loop
+            step = by_id[r["parent_run_id"]]
+            assert step["name"] == "tools" and step["parent_run_id"] == agent["id"]
+            assert s.attributes["tool.name"] == r["name"] and s.parent.span_id == by_run[step["id"]].context.span_id
             assert s.attributes["tool.id"] == r["extra"]["tool_call_id"]
     add = by_run[next(r["id"] for r in runs if r["name"] == "add")]
     assert add.status.status_code.name == "OK" and json.loads(add.attributes["input.value"]) == {"a": 1, "b": 2}
