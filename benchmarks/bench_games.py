@@ -62,8 +62,8 @@ def time_runner(game: str, S: int) -> tuple[float, float]:
     from cooplab.tasks.games.task import TASK
 
     P = model_of(game)(simulations=S)
-    config = {"task": "game", "agents": "rule", "game": game, "players": "random", "script": None, "script_file": None,
-              "params": P.model_dump(mode="json"), "seed": 1, "csv": False, "llm": None}
+    config = {"version": 2, "task": "game", "agents": "rule", "seed": 1, "csv": False, "llm": None, "sandbox": None, "record": {},
+              "params": {"game": game, "players": "random", "script": None, "script_file": None, **P.model_dump(mode="json")}}
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "run"
         out.mkdir()

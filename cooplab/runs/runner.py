@@ -32,6 +32,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from cooplab.agents.settings import build_service
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import BudgetExhausted
+from cooplab.graphs.rundir import upgrade_config
 from cooplab.graphs.nodes import shared_rows
 from cooplab.graphs.task import RunInfo, Task
 from cooplab.limits import one_line
@@ -53,6 +54,7 @@ def start(task: Task, out: Path, config: dict[str, Any], *, quiet: bool = False,
     """Write ``out/config.json`` (the runner's fields added), build the initial state and run.
     ``out`` must exist and be empty (``runstore.prepare_out``)."""
     out = Path(out)
+    config = upgrade_config({"task": task.name, **config})  # a config built in the earlier shape still runs
     config = {"version": config.get("version", 2), "task": task.name, "agents": config.get("agents", task.agent_kinds[0]), **config}
     env = runstore.environment(config)
     config["record"] = {**(config.get("record") or {}), "code_version": runstore.code_version(env["git"]), "created": runstore.now(),

@@ -111,3 +111,13 @@ def test_a_stored_config_runs_again_from_python(tmp_path):
     strip = lambda c: {k: v for k, v in c.items() if k != "record"}  # noqa: E731
     assert strip(again.config) == strip(first.config)
     assert again.table("strategy_counts").equals(first.table("strategy_counts"))
+
+
+def test_the_runner_takes_a_config_built_in_the_old_shape(tmp_path):
+    """Code that builds a version-1 config by hand (a user's script, an older benchmark) still runs,
+    and the run directory holds the upgraded version-2 file."""
+    old = fixture("diners_rule")
+    s = runner.start(registry.get("diners"), tmp_path, old, quiet=True)
+    assert s["status"] == "completed"
+    written = json.loads((tmp_path / "config.json").read_text())
+    assert written["version"] == rundir.CONFIG_VERSION and written["params"]["pk"] == "6:1" and "pk" not in written
