@@ -57,7 +57,7 @@ def test_the_core_wheel_installs_light_runs_and_names_missing_extras(tmp_path):
             "--cache", "off", "--out", "r1", "-q", "--json"], cwd=work)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["status"] == "completed"
-    env = json.loads((work / "r1" / "config.json").read_text())["environment"]
+    env = json.loads((work / "r1" / "config.json").read_text())["record"]["environment"]
     assert env["packages"]["langgraph"] and env["git"] is None  # a wheel install: versions, no checkout
     r = sh([cooplab, "run", "diners", "--iterations", "3", "--replicates", "5", "--out", "d1", "-q", "--json"], cwd=work)
     assert r.returncode == 0 and json.loads(r.stdout)["iterations_completed"] == 3, r.stderr
