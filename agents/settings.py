@@ -81,8 +81,11 @@ class LLMSettings(BaseModel):
         if self.base_url is not None and not isinstance(self.base_url, str):
             raise ConfigError(f"{label('base_url')} must be a URL string, got {self.base_url!r}")
         for agent, text in self.models().items():
-            check_model(text, self.base_url, label("model") if agent == "default" else f"{label('agent_models')}[{agent!r}]"
-                        if name is not None else "--model")
+            if name is None:  # the command line: every spec came from --model or --agent-model
+                where = "--model"
+            else:
+                where = label("model") if agent == "default" else f"{label('agent_models')}[{agent!r}]"
+            check_model(text, self.base_url, where)
         cache = "off" if self.cache == "off" else str(Path(self.cache).expanduser() if self.cache else default_cache_path())
         if cache != "off":
             check_cache(cache, label("cache"))

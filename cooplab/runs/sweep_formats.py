@@ -38,7 +38,8 @@ def kind_of(raw: Any) -> str:
         return "grid"
     if "task" not in raw:
         return "cpr"
-    if "args" in raw or any(isinstance(k, str) and k.startswith("-") for k in (raw.get("grid") or {}) if isinstance(raw.get("grid"), dict)):
+    grid = raw.get("grid")
+    if "args" in raw or (isinstance(grid, dict) and any(k.startswith("-") for k in grid)):
         return "args"
     if raw.get("task") == "science" and "grid" not in raw and "seeds" not in raw and set(raw) & _SCIENCE_KEYS:
         return "science"
@@ -333,6 +334,4 @@ def _from_args(cfg: TaskSweep, where: str, convert_args: Callable[[str, list[str
         if len(keys) != 1:
             raise ConfigError(f"{where}: grid {option} is not one option of 'cooplab run {cfg.task}'")
         grid[keys[0]] = converted
-    if "set" in fixed and any(k.startswith("set.") for k in grid) and isinstance(fixed["set"], list):
-        fixed["set"] = list(fixed["set"])
     return {"task": cfg.task, "out": cfg.out, "fixed": fixed, "grid": grid, "seeds": list(cfg.seeds), "parallel": cfg.parallel}
