@@ -61,7 +61,7 @@ def score_command(
 ) -> None:
     """Judge the final paper of one or more science runs (Appendix L rubric, k samples); results go into each run's scores.json."""
     from cooplab.cli.tasks import echo_json
-    from cooplab.tasks.science.judging import judge_run
+    from cooplab.tasks.science.judging import JudgeFailed, judge_run
 
     check_model(judge, base_url, "--judge")
     if isinstance(samples, bool) or not 1 <= samples <= 20:
@@ -70,7 +70,10 @@ def score_command(
     for d in dirs:
         if not (d / "scores.json").exists() or not (d / "dataset").is_dir():
             fail(f"{d} is not a finished science run directory (no scores.json or dataset/); run 'cooplab run science' first")
-        e = judge_run(d, judge, k=samples, base_url=base_url, cache=cache)
+        try:
+            e = judge_run(d, judge, k=samples, base_url=base_url, cache=cache)
+        except JudgeFailed as exc:
+            fail(str(exc), code=1)
         rows.append({"run": str(d), **{k: e[k] for k in ("judge", "k", "completeness", "quality", "accuracy", "std", "n_fallback")}})
     if as_json:
         echo_json(rows)

@@ -1,8 +1,10 @@
-"""The LLM judge of Appendix L.
+"""The LLM judge (the rubric and response format of Appendix L, in our own words).
 
 The judge's prompt (system prompt, user template with the rubric, and the reply instructions)
 is kept as text files in ``prompts/`` next to this module and read once at import
-(:func:`_prompt`). :func:`judge_prompt` and :func:`judge_messages` fill it for one report;
+(:func:`_prompt`). :func:`judge_prompt` and :func:`judge_messages` fill it for one report, which
+is untrusted data: it goes last, between two marker lines carrying a code derived from its own
+text (:func:`report_markers`), and the system prompt tells the judge to follow nothing inside;
 :class:`JudgeVerdict` is the strict response format, :func:`judge_spec` the decision asked of
 the model, and :func:`judge_report` samples the judge k times and summarizes the answers in a
 :class:`JudgeResult`.
@@ -11,6 +13,7 @@ the model, and :func:`judge_report` samples the judge k times and summarizes the
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -36,7 +39,7 @@ def _prompt(name: str) -> str:
 # =============================================================================================
 # the LLM judge (Appendix L)
 # =============================================================================================
-# The rubric and the response format are the instrument of Appendix L, reproduced as published.
+# The rubric's criteria, scales and response format are those of Appendix L, worded our own way.
 JUDGE_SYSTEM = _prompt("judge_system")
 JUDGE_USER_TEMPLATE = _prompt("judge_user")
 
@@ -46,7 +49,7 @@ JUDGE_MAX_REPORT_CHARS = 100_000
 #: Appendix L: a maximum of 512 output tokens.
 JUDGE_MAX_TOKENS = 512
 JUDGE_PHASE = "judge"
-_PLACEHOLDER_FIELDS = ("task", "task_description", "ground_truth_text", "report_text")
+_PLACEHOLDER_FIELDS = ("task", "task_description", "ground_truth_text", "report_open", "report_close", "report_text")
 _FIELD_RE = re.compile(r"\{(" + "|".join(_PLACEHOLDER_FIELDS) + r")\}")
 
 
@@ -97,19 +100,42 @@ def ground_truth_text(truth: dict[str, Any], max_chars: int = 4000) -> str:
     return text if len(text) <= max_chars else text[: max_chars - 18] + "\n[... cut ...]"
 
 
+#: runs of three or more angle brackets in a report are replaced by look-alike characters, so a
+#: report cannot even imitate the shape of the marker lines around it.
+_MARKER_LIKE_RE = re.compile(r"<{3,}|>{3,}")
+
+
+def _defang(text: str) -> str:
+    return _MARKER_LIKE_RE.sub(lambda m: ("\u2039" if m.group(0)[0] == "<" else "\u203a") * len(m.group(0)), text)
+
+
+def report_markers(report_text: str) -> tuple[str, str]:
+    """The two lines that enclose a report in the judge's prompt. Their code is the start of the
+    SHA-256 of the (already escaped) report text: the same report always gets the same markers
+    (cached judge calls replay), and no report can contain its own markers, since it would have
+    to contain a digest of itself."""
+    code = hashlib.sha256(report_text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return f"<<<REPORT {code} BEGINS>>>", f"<<<REPORT {code} ENDS>>>"
+
+
 def judge_prompt(report: Any, truth: dict[str, Any], *, task_description: str | None = None,
                  max_report_chars: int = JUDGE_MAX_REPORT_CHARS) -> str:
-    """The user message: :data:`JUDGE_USER_TEMPLATE` with its four fields filled in one pass (a
-    report quoting ``{task}`` is left as it is). The report is cleaned (:func:`clean_text`) and
-    cut at ``max_report_chars`` with a marker saying how much was left out."""
+    """The user message: :data:`JUDGE_USER_TEMPLATE` with its fields filled in one pass (a
+    report quoting ``{task}`` is left as it is). The report is cleaned (:func:`clean_text`), cut
+    at ``max_report_chars`` with a marker saying how much was left out, stripped of marker-like
+    runs of angle brackets, and placed last, between the lines of :func:`report_markers`."""
     text, _ = clean_text(report, max_chars=MAX_CHARS)
     if len(text) > max_report_chars:
         text = text[:max_report_chars] + f"\n\n[... the report continues for {len(text) - max_report_chars} more characters ...]"
+    text = _defang(text) if text.strip() else "(the report is empty)"
+    opening, closing = report_markers(text)
     values = {
         "task": str(truth.get("task", "")),
         "task_description": str(task_description if task_description is not None else truth.get("description", "")),
         "ground_truth_text": ground_truth_text(truth),
-        "report_text": text if text.strip() else "(the report is empty)",
+        "report_open": opening,
+        "report_close": closing,
+        "report_text": text,
     }
     return _FIELD_RE.sub(lambda m: values[m.group(1)], JUDGE_USER_TEMPLATE)
 
@@ -162,16 +188,23 @@ def to_unit(score: int) -> float:
     return (int(score) - 1) / 4.0
 
 
-def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
-    """The schema with ``$ref``s to ``$defs`` replaced by the definitions (for grammar-based
-    decoders that do not follow references)."""
+_LENGTH_KEYS = ("minLength", "maxLength")
+
+
+def grammar_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema a grammar-constrained decoder (the local llama.cpp model) gets: ``$ref``s to
+    ``$defs`` replaced by the definitions (decoders do not follow references), and no string
+    length bounds. llama.cpp writes ``maxLength: N`` as N nested optional repetitions; for the
+    rationales' 2000 that grammar crashed the model process (SIGSEGV) on every call, and even a
+    few hundred makes decoding many times slower. Lengths are still checked: every answer is
+    validated against :class:`JudgeVerdict` itself."""
     defs = schema.get("$defs", {})
 
     def walk(node: Any) -> Any:
         if isinstance(node, dict):
             if "$ref" in node and node["$ref"].startswith("#/$defs/"):
                 return walk(defs[node["$ref"].split("/")[-1]])
-            return {k: walk(v) for k, v in node.items() if k != "$defs"}
+            return {k: walk(v) for k, v in node.items() if k != "$defs" and k not in _LENGTH_KEYS}
         if isinstance(node, list):
             return [walk(x) for x in node]
         return node
@@ -186,10 +219,10 @@ def judge_spec(*, max_attempts: int = 3, max_tokens: int = JUDGE_MAX_TOKENS, pha
     """The judge's decision: schema :class:`JudgeVerdict`, an invalid answer's error fed back
     and the judge asked again up to ``max_attempts`` times, output capped at ``max_tokens``, and
     no fallback value: a sample that never validates is recorded (``fallback_used``) and left
-    out of the means, never replaced by an invented rating. Grammar-constrained decoders get the
-    schema with its references inlined."""
+    out of the means, never replaced by an invented rating. Grammar-constrained decoders get
+    :func:`grammar_schema`."""
     return DecisionSpec(phase=phase, schema=JudgeVerdict, fallback=None, max_attempts=max_attempts, max_tokens=max_tokens,
-                        instructions=_JUDGE_INSTRUCTIONS, constrain=lambda schema, ctx: _inline_refs(schema))
+                        instructions=_JUDGE_INSTRUCTIONS, constrain=lambda schema, ctx: grammar_schema(schema))
 
 
 DIMENSIONS: tuple[str, ...] = ("completeness", "quality", "accuracy")
@@ -267,6 +300,6 @@ async def judge_report(service: LLMService, report: Any, truth: dict[str, Any], 
 
 __all__ = [
     "DIMENSIONS", "JUDGE_MAX_REPORT_CHARS", "JUDGE_MAX_TOKENS", "JUDGE_PHASE", "JUDGE_SYSTEM", "JUDGE_USER_TEMPLATE",
-    "JudgeResult", "JudgeSections", "JudgeVerdict", "ground_truth_text", "judge_messages", "judge_prompt", "judge_report",
-    "judge_spec", "to_unit",
+    "JudgeResult", "JudgeSections", "JudgeVerdict", "grammar_schema", "ground_truth_text", "judge_messages", "judge_prompt",
+    "judge_report", "judge_spec", "report_markers", "to_unit",
 ]

@@ -8,9 +8,17 @@ import concurrent.futures
 from pathlib import Path
 from typing import Any
 
+from cooplab.agents.calls import ModelUnavailable
 from cooplab.graphs import rundir
+from cooplab.limits import one_line
 
 JUDGE_MAX_TOKENS = 512  #: Appendix L: at most 512 output tokens, temperature 0
+
+
+class JudgeFailed(RuntimeError):
+    """The judge model could not score a run (unreachable, crashed past its retries, refused the
+    request); the message is one line naming the run and the model. Nothing is written to the
+    run's scores.json."""
 
 
 def judge_service(config: dict[str, Any], judge: str, *, base_url: str | None = None, cache: str | None = None):
@@ -57,6 +65,8 @@ def judge_run(out: Path, judge: str, *, k: int = 3, base_url: str | None = None,
         res = _run(judge_report(service, report, truth, k=k, judge_name=judge,
                                 task_description=dsets.TASK_DESCRIPTIONS.get(truth.get("task", ""), truth.get("description", ""))))
         totals = service.ledger.totals()
+    except ModelUnavailable as exc:
+        raise JudgeFailed(one_line(f"the judge {judge} could not score {out}: {exc}", 600)) from None
     finally:
         service.cache.close()
     entry = res.as_dict()

@@ -782,15 +782,15 @@ def test_to_unit():
             to_unit(bad)
 
 
-def test_judge_prompt_is_the_appendix_l_instrument():
+def test_judge_prompt_carries_the_rubric_truth_and_report():
     msgs = judge_messages("## Abstract\nA report quoting {task} and {ground_truth_text} literally.", BIOMARKER)
     assert msgs[0].content == JUDGE_SYSTEM
     user = msgs[1].content
-    assert user.startswith("## Task context\n\nScience task: biomarker\nTask description: Predict treatment response")
+    assert user.startswith("## What the team was asked\n\nScience task: biomarker\nTask description: Predict treatment response")
     assert "quoting {task} and {ground_truth_text} literally" in user  # filled in one pass
     for f in BIOMARKER["facts"]:
         assert f["statement"] in user
-    assert '"completeness": <int 1-5>' in user and "### 3. Accuracy" in user
+    assert '"completeness": <integer from 1 to 5>' in user and "### 3. Accuracy" in user
     assert JUDGE_USER_TEMPLATE.count("{report_text}") == 1
     gt = ground_truth_text(GEOSPATIAL)
     assert "- range_km = 15 (+/- 3)" in gt and "- important_covariates = elevation, soil_ph" in gt and "n_sites = 400" in gt
@@ -882,6 +882,10 @@ def test_judge_spec_and_bad_k():
     decode = spec.constrain(spec.json_schema, {})
     assert "$defs" not in json.dumps(decode) and "$ref" not in json.dumps(decode)
     assert set(decode["properties"]["sections"]["properties"]) == set(SECTIONS)
+    # no string length bounds in the grammar: llama.cpp crashed on maxLength 2000 (validation keeps them)
+    assert "maxLength" not in json.dumps(decode) and "minLength" not in json.dumps(decode)
+    with pytest.raises(ValidationError):
+        JudgeVerdict.model_validate(verdict(accuracy_rationale="x" * 2001))
     for k in (0, -1, 1.5, True):
         with pytest.raises(ValueError):
             run(judge_report(judge_service(["{}"]), "r", ANOMALY, k=k))
