@@ -376,7 +376,7 @@ def bench_science(
         acc = "n/a" if s["accuracy"] is None else f"{100 * s['accuracy']:.1f}%"
         cpc = "n/a" if s["cost_per_correct_usd"] is None else f"${s['cost_per_correct_usd']:.6f}"
         typer.echo(f"{s['items']} items: {len(s['ran'])} ran, {len(s['resumed'])} resumed, {len(s['skipped'])} already done, "
-                   f"{len(s['failed'])} failed; accuracy {s['correct']}/{s['scored']} = {acc}; cost ${s['cost_usd']:.6f}, "
+                   f"{len(s['failed'])} failed, {len(s['not_scored'])} not scored; accuracy {s['correct']}/{s['scored']} = {acc}; cost ${s['cost_usd']:.6f}, "
                    f"per correct answer {cpc}; report in {out / 'report.md'}")
     if s["failed"]:
         raise typer.Exit(1)

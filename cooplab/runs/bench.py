@@ -11,7 +11,10 @@ the item's table is the dataset, question + constraints + format the task text),
 :mod:`cooplab.runs.sweeps` (``OUT/items/ID`` run directories, concurrent, finished items skipped on a
 rerun, ``--executor ray``). The answers are the ``@name[value]`` parts of the final artifact (the
 last one of each name wins); an item is correct when every labelled sub-answer matches
-(:func:`match`). ``OUT/results.parquet`` (one row per item), ``OUT/summary.json``, ``OUT/report.md``,
+(:mod:`cooplab.runs.bench_answers`: numbers at the label's precision, text, lists, dicts). An
+item that cannot be run or scored (a problem in its suite line or its labels) is kept, left out
+of the accuracy and listed with the reason (``why_not_scored``, ``not_scored``, report.md); one
+such item never stops the others. ``OUT/results.parquet`` (one row per item), ``OUT/summary.json``, ``OUT/report.md``,
 ``OUT/figures/accuracy-cost.png``.
 
 ``--team answers:FILE`` is the scripted team ``builtin:science-answers:PATH``: every agent marks
@@ -24,16 +27,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from collections.abc import Iterable
-from decimal import Decimal, InvalidOperation
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cooplab.limits import one_line
+from cooplab.runs.bench_answers import Value, answer_parts, extract, label_value, match, same, shown  # noqa: F401 - extract, match: the API
 from cooplab.runs.calibration import wilson  # noqa: F401 - the 95% Wilson interval, shared with cooplab calibrate
 
-ANSWER_RE = re.compile(r"@([A-Za-z_][A-Za-z0-9_]*)\[([^\[\]\n]*)\]")
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 MAX_LINE = 100_000
 
@@ -43,7 +46,13 @@ class BenchError(ValueError):
 
 
 # --- reading ------------------------------------------------------------------------------------
-def _lines(path: Path, what: str) -> Iterable[tuple[int, Any]]:
+def _no_constant(c: str) -> Any:
+    raise ValueError(f"{c} is not allowed")
+
+
+def _lines(path: Path, what: str, constants: bool = False) -> Iterable[tuple[int, Any]]:
+    """The JSON objects of a JSONL file with their line numbers (``constants``: NaN and Infinity
+    accepted, as Python writes them). BenchError (one line naming the line) otherwise."""
     from cooplab.tasks.science.owndata import read_utf8
 
     p = Path(path)
@@ -54,7 +63,7 @@ def _lines(path: Path, what: str) -> Iterable[tuple[int, Any]]:
         if len(line) > MAX_LINE:
             raise BenchError(f"{what} {p} line {n}: longer than {MAX_LINE} characters")
         try:
-            obj = json.loads(line, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(f"{c} is not allowed")))
+            obj = json.loads(line, parse_constant=None if constants else _no_constant)
         except ValueError as exc:
             raise BenchError(f"{what} {p} line {n}: not valid JSON ({str(exc).splitlines()[0][:100]})") from None
         if not isinstance(obj, dict):
@@ -62,102 +71,139 @@ def _lines(path: Path, what: str) -> Iterable[tuple[int, Any]]:
         yield n, obj
 
 
-def _item_id(obj: dict[str, Any], where: str) -> str:
+def _item_id(obj: dict[str, Any]) -> tuple[str | None, str | None]:
+    """(the item's id, None) or (None, why it cannot be one: an id names a directory)."""
     v = obj.get("id")
     if isinstance(v, bool) or not isinstance(v, (str, int)):
-        raise BenchError(f"{where}: id must be a string or an integer, got {v!r}")
+        return None, f"id must be a string or an integer, got {one_line(repr(v), 80)}"
     s = str(v).strip()
     if not ID_RE.match(s):
-        raise BenchError(f"{where}: id {s!r} must be 1-100 letters, digits, '.', '_' or '-' (it names a directory)")
-    return s
+        return None, f"id {one_line(repr(s), 80)} must be 1-100 letters, digits, '.', '_' or '-' (it names a directory)"
+    return s, None
+
+
+def _text(obj: dict[str, Any], key: str) -> str:
+    v = obj.get(key)
+    return v.strip() if isinstance(v, str) else ""
+
+
+def _concepts(v: Any) -> list[str]:
+    """The concepts of an item: a list of texts, or one comma-separated text (anything else: none)."""
+    if isinstance(v, str):
+        v = v.split(",")
+    return [c.strip() for c in v if isinstance(c, str) and c.strip()] if isinstance(v, list) else []
+
+
+def _item_problem(obj: dict[str, Any], tdir: Path) -> str | None:
+    """Why an item of a suite cannot be run (None if it can)."""
+    for key in ("question", "format", "file_name"):
+        if not _text(obj, key):
+            return f"{key} must be non-empty text, got {one_line(repr(obj.get(key)), 80)}"
+    if not isinstance(obj.get("constraints", ""), str):
+        return f"constraints must be text, got {one_line(repr(obj.get('constraints')), 80)}"
+    if not answer_parts(obj["format"]):
+        return f"format {one_line(repr(obj['format']), 80)} has no @name[...] answer part"
+    fname = _text(obj, "file_name")
+    table = (tdir / fname).resolve()
+    if tdir.resolve() not in table.parents or not table.is_file():
+        return f"file_name {one_line(repr(fname), 80)} is not a file under --tables {tdir}"
+    return None
 
 
 def load_suite(path: Path | str, tables: Path | str) -> list[dict[str, Any]]:
-    """The suite's items, checked: fields, unique ids, a format with @name[...] parts, a table that
-    exists under ``tables``. BenchError (one line naming the line) otherwise."""
+    """Every item of the suite, in order. An item that cannot be run (no usable id, a duplicate
+    id, a missing question, format or table, a format without @name[...] parts) is kept with
+    ``problem`` saying why, and is reported, never run; a level or concepts of an odd type are
+    dropped. BenchError (one line) only for the files themselves: ``--tables`` not a directory, a
+    line that is not a JSON object, no item at all."""
     tdir = Path(tables)
     if not tdir.is_dir():
         raise BenchError(f"--tables {tdir} is not a directory")
     items, seen = [], {}
     for n, obj in _lines(Path(path), "suite"):
-        where = f"suite {path} line {n}"
-        iid = _item_id(obj, where)
-        if iid in seen:
-            raise BenchError(f"{where}: duplicate id {iid!r} (first on line {seen[iid]})")
-        seen[iid] = n
-        for key in ("question", "format", "file_name"):
-            if not isinstance(obj.get(key), str) or not obj[key].strip():
-                raise BenchError(f"{where}: {key} must be non-empty text, got {obj.get(key)!r}")
-        cons = obj.get("constraints", "")
-        if not isinstance(cons, str):
-            raise BenchError(f"{where}: constraints must be text, got {cons!r}")
-        names = [m.group(1) for m in ANSWER_RE.finditer(obj["format"])]
-        if not names:
-            raise BenchError(f"{where}: format {obj['format'][:80]!r} has no @name[...] answer part")
-        fname = obj["file_name"].strip()
-        table = (tdir / fname).resolve()
-        if tdir.resolve() not in table.parents or not table.is_file():
-            raise BenchError(f"{where}: file_name {fname!r} is not a file under --tables {tdir}")
+        iid, problem = _item_id(obj)
+        if iid is not None and iid in seen:
+            problem = f"duplicate id {iid!r} (first on line {seen[iid]})"
+        elif iid is not None:
+            seen[iid] = n
+        problem = problem or _item_problem(obj, tdir)
         level = obj.get("level")
-        if level is not None and (isinstance(level, bool) or not isinstance(level, (str, int))):
-            raise BenchError(f"{where}: level must be text, got {level!r}")
-        concepts = obj.get("concepts", [])
-        if isinstance(concepts, str):
-            concepts = [c.strip() for c in concepts.split(",") if c.strip()]
-        if not isinstance(concepts, list) or not all(isinstance(c, str) and c.strip() for c in concepts):
-            raise BenchError(f"{where}: concepts must be a list of non-empty strings, got {concepts!r}")
-        items.append({"id": iid, "line": n, "question": obj["question"].strip(), "constraints": cons.strip(),
-                      "format": obj["format"].strip(), "names": names, "file_name": fname, "table": str(table),
-                      "level": None if level is None else str(level), "concepts": [c.strip() for c in concepts]})
+        fname = _text(obj, "file_name")
+        items.append({"id": iid if iid is not None else f"line-{n}", "line": n, "question": _text(obj, "question"),
+                      "constraints": _text(obj, "constraints"), "format": _text(obj, "format"),
+                      "names": [name for name, _ in answer_parts(_text(obj, "format"))], "file_name": fname,
+                      "table": str((tdir / fname).resolve()) if fname else "",
+                      "level": str(level) if isinstance(level, (str, int)) and not isinstance(level, bool) else None,
+                      "concepts": _concepts(obj.get("concepts", [])), "problem": problem})
     if not items:
         raise BenchError(f"suite {path} has no items")
     return items
 
 
-def _label_value(v: Any, where: str) -> str:
-    if isinstance(v, bool):
-        return str(v)
-    if isinstance(v, (int, float)):
-        if not math.isfinite(v):
-            raise BenchError(f"{where}: a label value must be finite, got {v!r}")
-        return repr(v) if isinstance(v, float) else str(v)
-    if isinstance(v, str) and v.strip():
-        if v.strip().lower() in ("nan", "inf", "-inf", "infinity", "-infinity"):
-            raise BenchError(f"{where}: a label value must be finite, got {v!r}")
-        return v.strip()
-    raise BenchError(f"{where}: a label value must be a number or non-empty text, got {v!r}")
+@dataclass(frozen=True)
+class Labels:
+    """One item's labels: (name, value) pairs (values read by :func:`label_value`), or why they
+    cannot score it."""
+
+    pairs: tuple[tuple[str, Value], ...] = ()
+    problem: str | None = None
+
+    def shown(self) -> str:
+        return json.dumps({name: shown(v) for name, v in self.pairs}, ensure_ascii=False)
 
 
-def load_labels(path: Path | str) -> dict[str, list[tuple[str, str]]]:
-    """``{id: [(name, value text), ...]}``; BenchError (one line naming the line) for a bad line."""
-    out: dict[str, list[tuple[str, str]]] = {}
+def _labels(obj: dict[str, Any]) -> Labels:
+    """The labels of one line (see :func:`load_labels`)."""
+    ca = obj.get("common_answers")
+    if not isinstance(ca, list) or not ca:
+        return Labels(problem="common_answers must be a non-empty list of [name, value] pairs")
+    pairs: dict[str, Value] = {}
+    for k, pair in enumerate(ca, 1):
+        if not isinstance(pair, list) or len(pair) != 2 or not isinstance(pair[0], str) or not pair[0].strip():
+            return Labels(problem=f"common_answers item {k} is not a [name, value] pair: {one_line(json.dumps(pair), 80)}")
+        name = pair[0].strip()
+        try:
+            value = label_value(pair[1])
+        except ValueError as exc:
+            return Labels(problem=f"the label of {name!r}: {exc}")
+        if name in pairs and pairs[name] != value:
+            return Labels(problem=f"{name!r} is given twice with different values ({shown(pairs[name])} and {shown(value)})")
+        pairs[name] = value
+    return Labels(tuple(pairs.items()))
+
+
+def load_labels(path: Path | str) -> tuple[dict[str, Labels], list[str]]:
+    """``{id: Labels}``, and notes on the lines that name no usable id. Every line is kept: a
+    label value may be text (quoted or not, empty, ``nan``), a number (also a bare ``NaN``), a
+    list or an object, or text holding a list or dict; a name given twice with the same value
+    counts once. A line that cannot score its item (no pairs, a null value, a name given twice
+    with different values, an id given again with other answers) marks that item not scored,
+    with the reason. BenchError (one line) only for a line that is not a JSON object."""
+    out: dict[str, Labels] = {}
+    notes: list[str] = []
     seen: dict[str, int] = {}
-    for n, obj in _lines(Path(path), "labels"):
-        where = f"labels {path} line {n}"
-        iid = _item_id(obj, where)
+    for n, obj in _lines(Path(path), "labels", constants=True):
+        iid, why = _item_id(obj)
+        if iid is None:
+            notes.append(f"labels line {n}: {why}")
+            continue
+        lab = _labels(obj)
         if iid in seen:
-            raise BenchError(f"{where}: duplicate id {iid!r} (first on line {seen[iid]})")
+            if lab != out[iid]:
+                out[iid] = Labels(problem=f"labels line {n} gives id {iid!r} again with other answers (first on line {seen[iid]})")
+            continue
         seen[iid] = n
-        ca = obj.get("common_answers")
-        if not isinstance(ca, list) or not ca:
-            raise BenchError(f"{where}: common_answers must be a non-empty list of [name, value] pairs")
-        pairs = []
-        for pair in ca:
-            if not isinstance(pair, list) or len(pair) != 2 or not isinstance(pair[0], str) or not pair[0].strip():
-                raise BenchError(f"{where}: common_answers must be [name, value] pairs, got {pair!r}")
-            pairs.append((pair[0].strip(), _label_value(pair[1], where)))
-        names = [p[0] for p in pairs]
-        if len(set(names)) != len(names):
-            raise BenchError(f"{where}: a name is given twice in common_answers")
-        out[iid] = pairs
-    return out
+        out[iid] = lab
+    return out, notes
 
 
 def load_answers(path: Path | str) -> dict[str, str]:
     out: dict[str, str] = {}
     for n, obj in _lines(Path(path), "answers"):
         where = f"answers {path} line {n}"
-        iid = _item_id(obj, where)
+        iid, why = _item_id(obj)
+        if iid is None:
+            raise BenchError(f"{where}: {why}")
         if iid in out:
             raise BenchError(f"{where}: duplicate id {iid!r}")
         if not isinstance(obj.get("answer"), str):
@@ -166,43 +212,14 @@ def load_answers(path: Path | str) -> dict[str, str]:
     return out
 
 
-# --- extraction and scoring ------------------------------------------------------------------------
-def extract(text: str) -> dict[str, str]:
-    """The ``@name[value]`` answers of a text; the last one of each name wins (the final answer)."""
-    return {m.group(1): m.group(2).strip() for m in ANSWER_RE.finditer(text or "")}
-
-
-def _number(text: str) -> Decimal | None:
-    s = text.strip().replace(",", "").rstrip("%").strip()
-    try:
-        d = Decimal(s)
-    except InvalidOperation:
-        return None
-    return d if d.is_finite() else None
-
-
-def match(label: str, answer: str | None) -> bool:
-    """A sub-answer matches its label. A numeric label is compared at the precision it is written
-    in: the answer must lie within half a unit of the label's last digit (``"0.35"`` matches 0.3512
-    and 0.345..0.355, not 0.36; ``"12"`` matches 11.5..12.5). Text is compared case-insensitively
-    after trimming."""
-    if answer is None:
-        return False
-    lab = _number(label)
-    if lab is not None:
-        ans = _number(answer)
-        if ans is None:
-            return False
-        half = Decimal(5).scaleb(lab.as_tuple().exponent - 1)
-        return abs(ans - lab) <= half
-    return answer.strip().strip("'\"").strip().casefold() == label.strip().casefold()
-
-
-def score_item(labels: list[tuple[str, str]] | None, answers: dict[str, str]) -> dict[str, Any]:
-    if labels is None:
-        return {"correct": None, "n_sub": 0, "n_sub_correct": 0, "sub": {}}
-    sub = {name: match(value, answers.get(name)) for name, value in labels}
-    return {"correct": all(sub.values()), "n_sub": len(sub), "n_sub_correct": sum(sub.values()), "sub": sub}
+# --- scoring -----------------------------------------------------------------------------------------
+def score_item(labels: Labels | None, answers: dict[str, str]) -> dict[str, Any]:
+    """An item's score: every labelled sub-answer compared (:func:`same`); ``correct`` None and
+    ``why`` set when the item cannot be scored (unusable labels; None: no labels)."""
+    if labels is None or labels.problem:
+        return {"correct": None, "n_sub": 0, "n_sub_correct": 0, "sub": {}, "why": None if labels is None else labels.problem}
+    sub = {name: same(value, answers.get(name)) for name, value in labels.pairs}
+    return {"correct": all(sub.values()), "n_sub": len(sub), "n_sub_correct": sum(sub.values()), "sub": sub, "why": None}
 
 
 def task_text(item: dict[str, Any]) -> str:
@@ -222,12 +239,14 @@ def _sha(path: Path) -> str:
 
 def item_jobs(items: list[dict[str, Any]], out: Path, *, team: str, team_size: int, budget_per_item: float | None, visibility: str,
               model: str, seed: int, backend: str, llm: dict[str, Any], answers: dict[str, str] | None) -> list[dict[str, Any]]:
-    """One sweep job per item (a run directory ``OUT/items/ID``)."""
+    """One sweep job per item that can run (a run directory ``OUT/items/ID``)."""
     from cooplab.runs.sweeps import job
     from cooplab.tasks.science.owndata import custom_config
 
     jobs = []
     for it in items:
+        if it["problem"]:
+            continue
         spec = model
         if answers is not None:
             adir = out / "answers"
@@ -262,27 +281,47 @@ def final_text(run_dir: Path) -> tuple[str, str]:
     return text, "other artifacts (no final_paper)" if latest else "nothing (no artifacts)"
 
 
-def item_row(it: dict[str, Any], run_dir: Path, labels: dict[str, list[tuple[str, str]]] | None,
-             error: str | None) -> dict[str, Any]:
+def _scored(it: dict[str, Any], answers: dict[str, str], labels: dict[str, Labels] | None) -> dict[str, Any]:
+    """The item's score, with why it has none: not run (a problem in the suite), no label, an
+    unusable label. Scoring one item never stops the bench: anything it raises is that item's
+    reason (the comparisons are bounded, so this is a guard, not the rule)."""
+    if it["problem"]:
+        return {**score_item(None, {}), "why": f"not run: {it['problem']}"}
+    if labels is None:
+        return score_item(None, answers)
+    lab = labels.get(it["id"])
+    if lab is None:
+        return {**score_item(None, answers), "why": "no label for this id"}
+    try:
+        return score_item(lab, answers)
+    except Exception as exc:  # noqa: BLE001 - one item's failure is reported with that item, see the docstring
+        return {**score_item(None, answers), "why": f"could not be scored: {type(exc).__name__}: {one_line(exc, 200)}"}
+
+
+def item_row(it: dict[str, Any], run_dir: Path, labels: dict[str, Labels] | None, error: str | None) -> dict[str, Any]:
+    """One row of results.parquet. An item that was not run (a problem in the suite) reads nothing
+    from ``run_dir`` (its id may be another item's)."""
     from cooplab.runs import store as runstore
 
     s: dict[str, Any] = {}
-    if (run_dir / "summary.json").exists():
+    if not it["problem"] and (run_dir / "summary.json").exists():
         try:
             s = runstore.read_json(run_dir / "summary.json")
         except (OSError, ValueError):
             s = {}
     led = s.get("ledger") or {}
-    text, where = final_text(run_dir)
+    text, where = final_text(run_dir) if not it["problem"] else ("", "nothing (not run)")
     answers = extract(text)
-    sc = score_item(None if labels is None else labels.get(it["id"]), answers)
-    return {"id": it["id"], "level": it["level"], "concepts": ",".join(it["concepts"]), "file_name": it["file_name"],
-            "status": s.get("status") or ("failed" if error else "not run"), "correct": sc["correct"], "n_sub": sc["n_sub"],
-            "n_sub_correct": sc["n_sub_correct"], "answers": json.dumps(answers), "sub_correct": json.dumps(sc["sub"]),
-            "expected": json.dumps(dict(labels.get(it["id"], []))) if labels else "{}", "answer_source": where,
+    sc = _scored(it, answers, labels)
+    lab = (labels or {}).get(it["id"])
+    return {"id": it["id"], "line": it["line"], "level": it["level"], "concepts": ",".join(it["concepts"]),
+            "file_name": it["file_name"], "status": s.get("status") or ("failed" if error else "not run"),
+            "correct": sc["correct"], "n_sub": sc["n_sub"], "n_sub_correct": sc["n_sub_correct"], "why_not_scored": sc["why"],
+            "answers": json.dumps(answers, ensure_ascii=False), "sub_correct": json.dumps(sc["sub"]),
+            "expected": lab.shown() if lab is not None and not it["problem"] else "{}", "answer_source": where,
             "tokens_in": int(led.get("input_tokens") or 0), "tokens_out": int(led.get("output_tokens") or 0),
             "cost_usd": float(led.get("cost_usd_float") or 0.0), "wall_seconds": s.get("wall_seconds"),
-            "error": error, "run_dir": str(run_dir)}
+            "error": error, "run_dir": "" if it["problem"] else str(run_dir)}
 
 
 def _acc(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -316,7 +355,8 @@ def summarize(rows: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any
             "cost_per_correct_usd": round(cost / overall["correct"], 6) if overall["correct"] else None,
             "wall_seconds_per_item_mean": round(sum(walls) / len(walls), 3) if walls else None,
             "statuses": {st: sum(1 for r in rows if r["status"] == st) for st in sorted({r["status"] for r in rows})},
-            "finished": {k: fin[k] for k in ("items", "scored", "correct", "accuracy", "ci95")}}
+            "finished": {k: fin[k] for k in ("items", "scored", "correct", "accuracy", "ci95")},
+            "not_scored": [{"id": r["id"], "line": r["line"], "why": r["why_not_scored"]} for r in rows if r["why_not_scored"]]}
 
 
 def _pct(x: float | None) -> str:
@@ -349,6 +389,11 @@ def write_report(out: Path, s: dict[str, Any]) -> Path:
         lines.append(f"- {s['items'] - f['items']} item(s) stopped by an error count as wrong above; over the {f['items']} whose run "
                      f"finished (completed or budget exhausted): {f['correct']}/{f['scored']} = {_pct(f['accuracy'])}")
     lines += [""]
+    if s.get("not_scored") or s.get("label_notes"):
+        lines += ["## Items not scored", "", "They are left out of the accuracy.", ""]
+        lines += [f"- `{n['id']}` (suite line {n['line']}): {n['why']}" for n in s.get("not_scored") or []]
+        lines += [f"- {note}" for note in s.get("label_notes") or []]
+        lines += [""]
     lines += _table("By level", s["by_level"]) + _table("By concept", s["by_concept"])
     lines += ["Figure: figures/accuracy-cost.png. One row per item: results.parquet.", ""]
     p = out / "report.md"
@@ -420,9 +465,11 @@ def run_bench(suite: Path, tables: Path, out: Path, *, labels: Path | None, team
     from cooplab.runs.sweeps import run_jobs
 
     items = load_suite(suite, tables)
-    labs = load_labels(labels) if labels is not None else None
+    labs, label_notes = load_labels(labels) if labels is not None else (None, [])
     if limit is not None:
         items = items[:limit]
+    if all(it["problem"] for it in items):
+        raise BenchError(f"no item of suite {suite} can be run; the first: line {items[0]['line']}: {items[0]['problem']}")
     answers = None
     if team.startswith("answers:"):
         answers = load_answers(Path(team[len("answers:"):]))
@@ -444,12 +491,12 @@ def run_bench(suite: Path, tables: Path, out: Path, *, labels: Path | None, team
         (out / "bench.json").write_text(json.dumps(settings, indent=1, default=str) + "\n", encoding="utf-8")
     res = run_jobs(js, parallel=parallel, noun="item", executor=executor, log=log, quiet=quiet)
     errors = {f["item"]: f["error"] for f in res["failed"]}
-    rows = [item_row(it, out / "items" / it["id"], labs, errors.get(it["id"])) for it in items]
+    rows = [item_row(it, out / "items" / it["id"], labs, None if it["problem"] else errors.get(it["id"])) for it in items]
     meta = {"suite": str(suite), "suite_sha256": _sha(Path(suite)), "labels": None if labels is None else str(labels),
             "team": team, "team_size": team_size, "model": model if answers is None else "builtin:science-answers",
             "budget_per_item": per_item, "visibility": visibility, "seed": seed, "executor": executor, "sandbox": backend,
             "ran": sorted(res["ran"]), "resumed": sorted(res["resumed"]), "skipped": sorted(res["skipped"]),
-            "failed": res["failed"], "seconds_this_invocation": res["seconds"]}
+            "failed": res["failed"], "seconds_this_invocation": res["seconds"], "label_notes": label_notes}
     s = summarize(rows, meta)
     pd.DataFrame(rows).to_parquet(out / "results.parquet", index=False)
     from cooplab.runs import store as runstore

@@ -1,8 +1,9 @@
 """Benchmark mode (``cooplab bench science``): the example suite under examples/bench-suite run
 by the scripted ``answers:`` team through the real graph, local sandbox and ledger. Correct
 answers score 100%, perturbed and malformed answers lose exactly their items, a resumed bench
-skips finished items without charging them again, hostile suite/label lines are one line (exit
-2) naming the line, and the precision rule holds on hand-computed cases."""
+skips finished items without charging them again, a line that is no JSON object is one line (exit
+2) naming it, an item or label that cannot be used is kept with its reason, and the precision
+rule holds on hand-computed cases (the real benchmark's shapes: test_bench_real_format.py)."""
 
 from __future__ import annotations
 
@@ -119,15 +120,9 @@ GOOD = {"id": "a1", "question": "Mean?", "constraints": "2 decimals", "format": 
 
 @pytest.mark.parametrize("line,why", [
     ('{"id": "a1", "question": "Mean?"', "not valid JSON"),
-    (json.dumps({k: v for k, v in GOOD.items() if k != "format"}), "format must be non-empty text"),
-    (json.dumps({**GOOD, "file_name": "nope.csv"}), "is not a file under --tables"),
-    (json.dumps({**GOOD, "file_name": "../suite.jsonl"}), "is not a file under --tables"),
-    (json.dumps({**GOOD, "format": "the mean"}), "no @name[...] answer part"),
-    (json.dumps({**GOOD, "id": "../x"}), "id '../x' must be"),
-    (json.dumps({**GOOD, "id": "a0"}), "duplicate id 'a0' (first on line 1)"),
     ("[1, 2]", "expected a JSON object"),
 ])
-def test_hostile_suite_lines_are_one_line_naming_the_line(tmp_path, capsys, line, why):
+def test_a_suite_line_that_is_no_json_object_is_one_line_naming_the_line(tmp_path, capsys, line, why):
     p = tmp_path / "suite.jsonl"
     p.write_text(json.dumps({**GOOD, "id": "a0"}) + "\n" + line + "\n")
     msg = fail_line(capsys, ["bench", "science", str(p), "--tables", str(TABLES), "--team", "answers:x", "--out", str(tmp_path / "o")])
@@ -136,20 +131,52 @@ def test_hostile_suite_lines_are_one_line_naming_the_line(tmp_path, capsys, line
 
 
 @pytest.mark.parametrize("line,why", [
-    ('{"id": "a1", "common_answers": [["m", NaN]]}', "not valid JSON (NaN is not allowed)"),
-    ('{"id": "a1", "common_answers": [["m", "nan"]]}', "must be finite"),
-    ('{"id": "a1", "common_answers": [["m"]]}', "[name, value] pairs"),
-    ('{"id": "a1", "common_answers": []}', "non-empty list"),
-    ('{"id": "a0", "common_answers": [["m", 1]]}', "duplicate id 'a0'"),
+    (json.dumps({k: v for k, v in GOOD.items() if k != "format"}), "format must be non-empty text"),
+    (json.dumps({**GOOD, "file_name": "nope.csv"}), "is not a file under --tables"),
+    (json.dumps({**GOOD, "file_name": "../suite.jsonl"}), "is not a file under --tables"),
+    (json.dumps({**GOOD, "format": "the mean"}), "no @name[...] answer part"),
+    (json.dumps({**GOOD, "id": "../x"}), "id '../x' must be"),
+    (json.dumps({**GOOD, "id": "a0"}), "duplicate id 'a0' (first on line 1)"),
 ])
-def test_hostile_label_lines(tmp_path, capsys, line, why):
-    s = tmp_path / "suite.jsonl"
-    s.write_text(json.dumps(GOOD) + "\n")
+def test_an_item_that_cannot_run_is_kept_with_its_reason(tmp_path, line, why):
+    p = tmp_path / "suite.jsonl"
+    p.write_text(json.dumps({**GOOD, "id": "a0"}) + "\n" + line + "\n")
+    first, second = bench.load_suite(p, TABLES)
+    assert first["problem"] is None and second["line"] == 2 and why in second["problem"], second["problem"]
+    p.write_text(line + "\n")
+    if why.startswith("duplicate"):
+        return
+    with pytest.raises(bench.BenchError, match=f"no item of suite {p} can be run; the first: line 1: "):
+        bench.run_bench(p, TABLES, tmp_path / "o", labels=None, team="llm", team_size=1, budget_per_item=None, budget=None,
+                        visibility="full", model="local", limit=None, seed=0, parallel=1, executor="local")
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("line,why", [
+    ('{"id": "a1", "common_answers": [["m"]]}', "common_answers item 1 is not a [name, value] pair"),
+    ('{"id": "a1", "common_answers": []}', "non-empty list"),
+    ('{"id": "a1", "common_answers": [["m", null]]}', "a label value must be text, a number, a list or an object, got null"),
+    ('{"id": "a1", "common_answers": [["m", 1], ["m", 2]]}', "'m' is given twice with different values (1 and 2)"),
+    ('{"id": "a0", "common_answers": [["m", 2]]}', "labels line 2 gives id 'a0' again with other answers (first on line 1)"),
+])
+def test_a_label_that_cannot_score_its_item_says_why(tmp_path, line, why):
     lab = tmp_path / "labels.jsonl"
     lab.write_text('{"id": "a0", "common_answers": [["m", 1]]}\n' + line + "\n")
-    msg = fail_line(capsys, ["bench", "science", str(s), "--tables", str(TABLES), "--labels", str(lab), "--team", "answers:x",
-                             "--out", str(tmp_path / "o")])
-    assert f"labels {lab} line 2: " in msg and why in msg, msg
+    labels, notes = bench.load_labels(lab)
+    bad = labels["a0" if "a0" in line else "a1"]
+    assert why in (bad.problem or ""), bad
+    assert bench.score_item(bad, {"m": "1"})["correct"] is None and notes == []
+
+
+def test_labels_of_every_real_shape_load(tmp_path):
+    lab = tmp_path / "labels.jsonl"
+    lab.write_text('{"id": 1, "common_answers": [["m", NaN], ["e", ""], ["q", "\'x\'"], ["l", [1, 2]], ["d", {"A": 1}]]}\n'
+                   '{"id": 1, "common_answers": [["m", NaN], ["e", ""], ["q", "\'x\'"], ["l", [1, 2]], ["d", {"A": 1}]]}\n'
+                   '{"id": "../x", "common_answers": [["m", 1]]}\n')
+    labels, notes = bench.load_labels(lab)
+    assert labels["1"].problem is None and dict(labels["1"].pairs) == {"m": "nan", "e": "", "q": "'x'", "l": ["1", "2"], "d": {"a": "1"}}
+    assert notes == ["labels line 3: id '../x' must be 1-100 letters, digits, '.', '_' or '-' (it names a directory)"]
+    assert bench.score_item(labels["1"], {"m": "NaN", "e": "", "q": "X", "l": "[2, 1]", "d": "{'a': 1.0}"})["correct"] is True
 
 
 def test_bad_options_are_one_line(tmp_path, capsys):
@@ -181,8 +208,8 @@ def test_precision_rule_by_hand(label, answer, ok):
 def test_extraction_last_answer_wins_and_ignores_broken_parts():
     text = "Template @m[value]. We computed @m[0.1], then corrected: @m[ 0.25 ]. Broken: @n[1.0 and @k[] end."
     assert bench.extract(text) == {"m": "0.25", "k": ""}
-    assert bench.score_item([("m", "0.25"), ("n", "1")], bench.extract(text)) == \
-        {"correct": False, "n_sub": 2, "n_sub_correct": 1, "sub": {"m": True, "n": False}}
+    assert bench.score_item(bench.Labels((("m", "0.25"), ("n", "1"))), bench.extract(text)) == \
+        {"correct": False, "n_sub": 2, "n_sub_correct": 1, "sub": {"m": True, "n": False}, "why": None}
 
 
 def test_wilson_interval_by_hand():
