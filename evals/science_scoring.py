@@ -32,12 +32,16 @@ Two scorers:
     (:data:`CROSS_REF_TERMS`, :data:`CROSS_REFS_FULL`).
   - *Accuracy* (:func:`score_facts`): the mean of the facts' scores. Facts are only looked for
     in text that may state findings: not in the introduction or the methods (:func:`_units`).
-    A *number* is found if a number within its tolerance stands next to a context phrase
-    (:func:`_score_number`); a *set* scores the F1 of the items named in its context
-    (:func:`_score_set`); a *claim* counts the sentences asserting and denying it, with
-    negations and comparatives ("higher than") read (:func:`_score_claim`); a *label* is
-    found if it is named next to its context (:func:`_score_label`). Each fact is ``found``,
-    ``contradicted`` or ``missing`` (:class:`FactResult`).
+    A fact is found only when the report commits to one value, label, set or direction: a
+    statement offering several candidates ("3, 4 or 5", "between 100 and 140", "kriging or the
+    random forest") or a guess ("may", "could", "one of") counts against it, as do statements
+    committing to something else. A *number* is found if numbers within its tolerance stand
+    next to a context phrase (:func:`_score_number`); a *set* scores right items minus wrong
+    ones over the truth's (:func:`_score_set`); a *claim* counts the sentences asserting and
+    denying it, with negations and comparatives ("higher than") read, and a single denial
+    defeats it (:func:`_score_claim`); a *label* is found if it is named next to its context
+    (:func:`_score_label`). Each fact is ``found``, ``contradicted`` or ``missing``
+    (:class:`FactResult`).
 
 * :func:`judge_report`: an LLM judge with the Appendix L rubric and response format, asked
   through the decision layer (:mod:`cooplab.agents.decisions`): the answer is validated

@@ -3,7 +3,10 @@
 A report is cut into units that may or may not state findings (:func:`_units`); each fact of
 the ground truth is then looked for by its kind (number, set, claim, label), with the negation,
 comparative and item-matching rules those need, and judged found, contradicted or missing
-(:class:`FactResult`, :func:`score_facts`). :func:`truth_facts` checks a ground truth's facts,
+(:class:`FactResult`, :func:`score_facts`). A fact is found only when the report commits to one
+value, label, set or direction for it: a statement that offers several candidates together
+(:func:`_joined`, :func:`_groups`) or as a guess (:func:`hedged`) does not count, and statements
+that commit to something else count against it (:class:`_Tally`). :func:`truth_facts` checks a ground truth's facts,
 :func:`heuristic_score` puts completeness, quality and accuracy together, and
 :func:`truth_problems` tests that a truth's own statements are found.
 """
@@ -14,7 +17,7 @@ import bisect
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from cooplab.evals.scoring.extraction import Number, extract_numbers, phrase_re, quality_parts
@@ -39,6 +42,9 @@ NEGATION_WINDOW = 6
 #: a number or label fact looks at no more than this many occurrences of its context phrases
 #: (real reports have a few dozen; bounds the work on hostile input).
 MAX_OCCURRENCES = 1000
+#: a claim reads at most this many occurrences of its phrases (and of its opposite's) in one
+#: sentence (a sentence states a claim once or twice; bounds the work on hostile input).
+CLAIM_OCCURRENCES = 20
 
 
 # =============================================================================================
@@ -187,6 +193,76 @@ def negated(unit: str, start: int, end: int, window: int = NEGATION_WINDOW) -> b
     return any(_is_neg(t, toks[i + 1] if i + 1 < len(toks) else None) for i, t in enumerate(toks))
 
 
+# --- commitment: hedges and alternatives ----------------------------------------------------------
+#: words that make a statement a guess, not a finding ("may be", "one of", "either ... or").
+_HEDGE_RE = re.compile(r"(?<![^\W_])(?:possibly|perhaps|maybe|might|may|could|either|whether|candidates?|"
+                       r"alternatively|one of|some of|any of|and/or)(?![^\W_])")
+#: a hedge is read from its sentence part: cut at ; : and at but / whereas / while / although /
+#: though / however / yet (not at commas or brackets, which "possibly X, or possibly Y" uses).
+_HEDGE_SPAN_RE = re.compile(r"[;:]|(?<![^\W_])(?:but|whereas|while|although|though|however|yet)(?![^\W_])")
+#: how far a hedge word may stand before the phrase, and after it (unless it stands between the
+#: phrase and the value or direction the statement gives it).
+HEDGE_BEFORE = 6
+HEDGE_AFTER = 3
+_ALT_WORD_RE = re.compile(r"(?<![^\W_])(?:or|nor|either)(?![^\W_])")
+_PURE_JOIN_RE = re.compile(r"^(?:[\s,;/\-\u2013\u2014]|(?<![^\W_])(?:and|or|nor|either|to|from|between|the|a|an)(?![^\W_]))*$")
+_WORD_RE = re.compile(r"[^\W_]+")
+
+
+def _part(unit: str, start: int, end: int) -> tuple[int, int]:
+    """The bounds of the sentence part around [start, end) (cut by :data:`_HEDGE_SPAN_RE`)."""
+    lo, hi = 0, len(unit)
+    for m in _HEDGE_SPAN_RE.finditer(unit):
+        if m.end() <= start:
+            lo = m.end()
+        elif m.start() >= end:
+            hi = m.start()
+            break
+    return lo, hi
+
+
+def hedged(unit: str, start: int, end: int, evidence: tuple[int, int] | None = None) -> bool:
+    """Whether the statement about the phrase at [start, end) of ``unit`` is a guess: a hedge
+    word (possibly, perhaps, maybe, might, may, could, either, whether, candidate(s), one of,
+    some of, any of, and/or) in the phrase's sentence part (:data:`_HEDGE_SPAN_RE`), at most
+    :data:`HEDGE_BEFORE` words before the phrase, :data:`HEDGE_AFTER` words after it, or anywhere
+    between the phrase and its ``evidence`` (the span of the value, label or comparative the
+    statement gives it)."""
+    lo, hi = _part(unit, start, end)
+    before = " ".join(unit[lo:start].split()[-HEDGE_BEFORE:])
+    after = " ".join(unit[end:hi].split()[:HEDGE_AFTER])
+    between = ""
+    if evidence is not None:
+        between = unit[end:evidence[0]] if evidence[0] >= end else unit[evidence[1]:start]
+    return any(_HEDGE_RE.search(t) for t in (before, after, between))
+
+
+def _joined(between: str) -> bool:
+    """Whether the text between two values (or names) offers them together: only connectors
+    (commas, semicolons, dashes, slashes, and / or / nor / either / to / from / between, articles:
+    "3, 4 or 5", "116-124", "between 10 and 20", "kriging or the random forest"), or an or /
+    nor / either with at most two other words ("4 species or 5 species", "t = 120 or t = 130")."""
+    if _PURE_JOIN_RE.match(between):
+        return True
+    return bool(_ALT_WORD_RE.search(between)) and len(_WORD_RE.findall(between)) <= 3
+
+
+def _groups(unit: str, spans: list[tuple[int, int]], alternatives_only: bool = False) -> list[int]:
+    """For spans of values or names in ``unit`` (sorted by start), the index of the group each
+    belongs to: neighbours whose text between is :func:`_joined` (``alternatives_only``: and holds
+    an or / nor / either, so that a list "A, B and C" is one statement of three items, while "A
+    or B" offers two) share a group."""
+    out: list[int] = []
+    for i, (a, b) in enumerate(spans):
+        if i and spans[i - 1][1] <= a:
+            between = unit[spans[i - 1][1]:a]
+            same = _joined(between) and (not alternatives_only or bool(_ALT_WORD_RE.search(between)))
+        else:
+            same = i > 0  # overlapping spans name one thing
+        out.append(out[-1] if same else i)
+    return out
+
+
 # --- comparatives ------------------------------------------------------------------------------
 _COMPARATIVES: dict[str, tuple[str, int]] = {}
 for _w in ("higher", "greater", "larger", "bigger", "stronger", "increased", "increase", "increases", "exceed", "exceeds",
@@ -202,16 +278,18 @@ _COMP_RE = re.compile(r"(?<![^\W_])(" + "|".join(sorted(_COMPARATIVES, key=len, 
 _THAN_RE = re.compile(r"(?<![^\W_])(?:than|compared (?:to|with)|relative to|versus|vs)(?![^\W_])")
 
 
-def _orientation(unit: str, ctx: re.Match, axis: str | None, negation: bool = True) -> tuple[str, int] | None:
+def _orientation(unit: str, ctx: re.Match, axis: str | None, negation: bool = True,
+                 bounds: tuple[int, int] | None = None) -> tuple[str, int] | None:
     """The direction a sentence gives the thing named at ``ctx``: the comparative nearest to it
     (on ``axis`` if given: "magnitude" higher/lower..., "quality" better/worse...), +1 or -1,
     flipped if "than" (compared to/with, relative to, versus, vs) stands between the comparative
     and the phrase (the phrase is then what is compared against: "random CV error is higher than
     spatial CV" says spatial CV is lower), and (if ``negation``) flipped if the phrase or the
-    comparative (three words before it) is negated. None if the sentence has no such
-    comparative."""
+    comparative (three words before it) is negated. Only comparatives within ``bounds`` (if
+    given) are read. None if there is no such comparative."""
     best = None
-    for m in _COMP_RE.finditer(unit):
+    lo, hi = bounds or (0, len(unit))
+    for m in _COMP_RE.finditer(unit, lo, hi):
         ax, sign = _COMPARATIVES[m.group(1)]
         if axis is not None and ax != axis:
             continue
@@ -332,6 +410,78 @@ def _number_close(n: Number, value: float, tol: float) -> bool:
 
 
 _QUANTIFIES_RE = re.compile(r"^[\s%]*(?:[^\W\d_][\w'-]*\s+)?$")
+#: a number right after a phrase, in its clause, with only linking words between (at most
+#: this many), is the value the statement gives it ("rmse 0.082", "the shift occurs at t = 40";
+#: not "the patients fall into 3 subtypes").
+DIRECT_WORDS = 3
+_LINK_RE = re.compile(r"^(?:[\s:=~(\u2248]|(?<![^\W_])(?:is|are|was|were|be|been|of|at|equals?|reach(?:es|ed)?|about|"
+                      r"approximately|around|roughly|nearly|near|t|n|occurs?|occurred|ha[sd]|have|gives?|gave|count|"
+                      r"value|estimated|measured|lies|stands)(?![^\W_]))*$")
+
+
+@dataclass
+class _Tally:
+    """The statements of one fact across a report: ``right`` committed to the truth, ``hedged``
+    offered it among other candidates or as a guess, ``wrong`` committed to something else;
+    with the first text of each."""
+
+    right: int = 0
+    hedged: int = 0
+    wrong: int = 0
+    first: dict[str, str] = field(default_factory=dict)
+
+    def add(self, verdict: str, text: str) -> None:
+        setattr(self, verdict, getattr(self, verdict) + 1)
+        self.first.setdefault(verdict, text)
+
+    def committed(self) -> bool:
+        """Found: at least one statement commits to the truth, none hedges, and those that
+        commit to the truth outnumber those that commit to something else."""
+        return self.right > 0 and self.hedged == 0 and self.right > self.wrong
+
+    def result(self, fact: dict[str, Any], kind: str, neutral: str | None = None) -> FactResult:
+        """The fact's verdict (``neutral``: a text that gave numbers or names but no statement)."""
+        first = self.first
+        if self.committed():
+            return FactResult(fact["id"], kind, "found", 1.0, _snippet(first["right"]))
+        if self.hedged:
+            return FactResult(fact["id"], kind, "contradicted", 0.0, "hedged: " + _snippet(first["hedged"]))
+        if self.wrong or self.right:
+            text = first.get("wrong") or first["right"]
+            return FactResult(fact["id"], kind, "contradicted", 0.0, _snippet(text))
+        if neutral is not None:
+            return FactResult(fact["id"], kind, "contradicted", 0.0, _snippet(neutral))
+        return FactResult(fact["id"], kind, "missing", 0.0, "")
+
+
+def _number_verdict(unit: str, m: re.Match, nums: list[Number], close: list[bool], alone: list[bool]) -> tuple[str | None, bool]:
+    """What one occurrence of a number fact's phrase states: ("right" | "hedged" | "wrong" |
+    None, whether numbers were read). ``nums``: the unit's numbers, ``close``: which are within
+    the tolerance, ``alone``: which are offered only with close ones (their group, :func:`_groups`,
+    is all close). See :func:`_score_number`."""
+    lo, hi = _window(unit, m.start(), m.end(), NUMBER_WINDOW)
+    first, last = (bisect.bisect_left(nums, x, key=lambda n: n.start) for x in (lo, hi))
+    idx = [i for i in range(first, last)
+           if nums[i].start + len(nums[i].text) <= hi and not (m.start() <= nums[i].start < m.end())]
+    before = [i for i in idx if nums[i].start < m.start()]
+    direct = None
+    if before and _QUANTIFIES_RE.match(unit[nums[before[-1]].start + len(nums[before[-1]].text):m.start()]):
+        direct = before[-1]
+        idx = [direct]
+    else:
+        _, c_hi = _clause(unit, m.start(), m.end())
+        after = [i for i in idx if nums[i].start >= m.end() and nums[i].start < c_hi]
+        link = unit[m.end():nums[after[0]].start] if after else ""
+        if after and len(link.split()) <= DIRECT_WORDS and _LINK_RE.match(link):
+            direct = after[0]
+    good = [i for i in idx if close[i]]
+    if good:
+        n = nums[good[0]]
+        guess = hedged(unit, m.start(), m.end(), (n.start, n.start + len(n.text)))
+        return ("hedged" if guess or not any(alone[i] for i in good) else "right"), True
+    if direct is not None:
+        return "wrong", True
+    return None, bool(idx)
 
 
 def _score_number(fact: dict[str, Any], units: list[_Unit]) -> FactResult:
@@ -340,32 +490,45 @@ def _score_number(fact: dict[str, Any], units: list[_Unit]) -> FactResult:
     near it are read: if a number directly precedes the phrase (at most one word between: "5
     species", "2 latent subtypes") it alone is read, as it counts that thing ("6 species linked
     by 4 interactions" states 6 species); otherwise every number within :data:`NUMBER_WINDOW`
-    words of the phrase in its sentence (not inside the phrase itself). Found (1) if a number
-    read is within the tolerance of the truth; contradicted (0) if numbers were read next to the
-    context but none is close; missing (0) if none was read. At most :data:`MAX_OCCURRENCES`
-    occurrences are read."""
+    words of the phrase in its sentence (not inside the phrase itself). The occurrence is a
+    statement that
+
+    * commits to the truth ("right") if a number read is within the tolerance of the truth and
+      every number offered together with it is too (:func:`_joined`: "t = 120-124" commits,
+      "3, 4, 5 or 6 species" and "between 100 and 140" do not), and no hedge word goes with it
+      (:func:`hedged`: "could be 5 species");
+    * hedges ("hedged") if such a number is read but offered among other values or as a guess;
+    * commits to another value ("wrong") if no close number is read and the number the phrase
+      directly gives (the one counting it, or the first within :data:`DIRECT_WORDS` words after
+      it in its clause: "reaches rmse 0.082") is not close.
+
+    Found (1) when statements commit to the truth, none hedges, and they outnumber those that
+    commit to another value (:class:`_Tally`); otherwise contradicted (0) if any statement gave
+    numbers, missing (0) if none did. At most :data:`MAX_OCCURRENCES` occurrences are read."""
     value, tol = float(fact["value"]), float(fact.get("tolerance") or 0.0)
     pats = _phrase_res(fact.get("context"))
-    wrong: str | None = None
+    tally = _Tally()
+    neutral: str | None = None
     seen = 0
     for u in units:
         if u.kind == "heading" or not u.findings or seen >= MAX_OCCURRENCES:
             continue
-        for m in _all_matches(u.text, pats)[: MAX_OCCURRENCES - seen]:
+        matches = _all_matches(u.text, pats)[: MAX_OCCURRENCES - seen]
+        if not matches:
+            continue
+        nums = extract_numbers(u.text)
+        groups = _groups(u.text, [(n.start, n.start + len(n.text)) for n in nums])
+        close = [_number_close(n, value, tol) for n in nums]
+        far_groups = {g for g, c in zip(groups, close) if not c}
+        alone = [g not in far_groups for g in groups]
+        for m in matches:
             seen += 1
-            lo, hi = _window(u.text, m.start(), m.end(), NUMBER_WINDOW)
-            before = extract_numbers(u.text[lo:m.start()])
-            if before and _QUANTIFIES_RE.match(u.text[lo + before[-1].start + len(before[-1].text):m.start()]):
-                nums = [before[-1]]
-            else:
-                nums = before + extract_numbers(u.text[m.end():hi])
-            if any(_number_close(n, value, tol) for n in nums):
-                return FactResult(fact["id"], "number", "found", 1.0, _snippet(u.text))
-            if nums and wrong is None:
-                wrong = _snippet(u.text)
-    if wrong is not None:
-        return FactResult(fact["id"], "number", "contradicted", 0.0, wrong)
-    return FactResult(fact["id"], "number", "missing", 0.0, "")
+            verdict, read = _number_verdict(u.text, m, nums, close, alone)
+            if verdict is not None:
+                tally.add(verdict, u.text)
+            elif read and neutral is None:
+                neutral = u.text
+    return tally.result(fact, "number", neutral)
 
 
 def _affinities(unit: str, contexts: list[list[re.Pattern]]) -> list[int]:
@@ -390,12 +553,17 @@ _SET_CLAUSE_RE = re.compile(r";|(?<![^\W_])(?:but|whereas|while|although|though|
                             r"after|before|when|so|thus|therefore)(?![^\W_]))")
 
 
+_ALTERNATIVE_NEXT_RE = re.compile(r"\s*(?:or|nor|alternatively|otherwise)(?![^\W_])")
+
+
 def _set_clauses(units: list[_Unit]) -> list[_Unit]:
     """The units cut into clauses at ";", at but / whereas / while / although / though /
     however / unlike / except / apart from, and at ", and" before a determiner, pronoun or
     preposition (", and the", ", and within", ...), but not at other commas or colons, which
     separate the items of a list: "BM03 and BM11 are predictive, whereas BM05 is prognostic"
-    names BM05 in another clause; "BM03, BM11, and BM05 are predictive" is one clause."""
+    names BM05 in another clause; "BM03, BM11, and BM05 are predictive" is one clause. A clause
+    that opens with an alternative ("; or rather BM05") stays with the one before it, which it
+    offers an alternative to."""
     out: list[_Unit] = []
     for u in units:
         if u.kind in ("heading", "row"):
@@ -403,6 +571,8 @@ def _set_clauses(units: list[_Unit]) -> list[_Unit]:
             continue
         start = 0
         for m in _SET_CLAUSE_RE.finditer(u.text):
+            if _ALTERNATIVE_NEXT_RE.match(u.text, m.end()):
+                continue
             if u.text[start:m.start()].strip():
                 out.append(_Unit(u.text[start:m.start()].strip(), u.line, u.kind, u.findings, u.end))
             start = m.end()
@@ -411,8 +581,18 @@ def _set_clauses(units: list[_Unit]) -> list[_Unit]:
     return out
 
 
+def _set_hedged(unit: str, phrase: tuple[int, int], spans: list[tuple[str, int, int, bool]]) -> bool:
+    """Whether a clause naming items offers them as alternatives or guesses: two items joined by
+    or / nor / either (:func:`_groups`: "BM03 or BM11", "either BM03 and BM07 or BM11"), or a
+    hedge word with the phrase (:func:`hedged`: "could be", "some of", "one of")."""
+    groups = _groups(unit, [(a, b) for _, a, b, _ in spans], alternatives_only=True)
+    if any(groups[i] == groups[i - 1] and spans[i - 1][2] <= spans[i][1] for i in range(1, len(spans))):
+        return True  # two distinct namings offered as alternatives (overlapping ones name one item)
+    return hedged(unit, phrase[0], phrase[1], spans[0][1:3])
+
+
 def _score_set(fact: dict[str, Any], units: list[_Unit], set_facts: Sequence[dict[str, Any]] = ()) -> FactResult:
-    """A set fact, scored by F1 between the items named and the truth items.
+    """A set fact, scored by the items named against the truth items (right minus wrong).
 
     Where: the clauses (:func:`_set_clauses`; list items and table rows are whole) that may
     state findings (not in the introduction or methods: :func:`_units`) and belong to this
@@ -436,9 +616,17 @@ def _score_set(fact: dict[str, Any], units: list[_Unit], set_facts: Sequence[dic
     item, e.g. "prognostic" for predictive biomarkers, "no effect" for important covariates) is
     not this fact's context.
 
-    Found if F1 >= 0.5, contradicted if below with false positives named, else missing (score =
-    F1 either way). If no item is named in context, the items named anywhere in the report
-    (enumerations again ignored) count at half weight (score = F1 / 2)."""
+    Commitment: a clause that offers items as alternatives or guesses (:func:`_set_hedged`:
+    "BM03 or BM07", "either ... or", "may include", "; or rather ...") makes the fact
+    contradicted (0), and so do two statements naming two or more items each whose sets differ
+    and neither contains the other ("The predictive biomarkers are BM03 and BM11. The predictive
+    biomarkers are BM07 and BM19.").
+
+    Score = max(0, right items - wrong items) / truth items: each wrongly named item cancels a
+    right one, so naming the truth together with as many other candidates earns nothing. Found
+    if the score is at least 0.5, contradicted if below with false positives named, else
+    missing. If no item is named in context, the items named anywhere in the report
+    (enumerations again ignored) count at half weight (score / 2)."""
     truth = [_item_key(x) for x in fact["value"]]
     others = [_item_key(x) for x in (fact.get("universe") or [])]
     universe = {k for k, _, _ in others} | {k for k, _, _ in truth} if others else set()
@@ -450,14 +638,19 @@ def _score_set(fact: dict[str, Any], units: list[_Unit], set_facts: Sequence[dic
     t_hit: set[str] = set()
     o_hit: set[str] = set()
 
+    statements: list[frozenset[str]] = []  # the item sets of the statements naming two or more
+
     def take(named: list[tuple[str, bool]]) -> None:
         keys = {k for k, _ in named}
         if len(keys) > limit or (universe and len(universe) > len(truth) and universe <= keys):
             return  # an enumeration of candidates
+        if len(keys) >= 2:
+            statements.append(frozenset(keys))
         for k, is_truth in named:
             (t_hit if is_truth else o_hit).add(k)
 
     neg_pats = _phrase_res(fact.get("negative_context"))
+    hedges: list[str] = []
     for i, u in enumerate(clauses):
         if _first_match(u.text, pats) is None or (neg_pats and _first_match(u.text, neg_pats) is not None):
             continue
@@ -471,7 +664,11 @@ def _score_set(fact: dict[str, Any], units: list[_Unit], set_facts: Sequence[dic
             named = []
             own = [(m.start(), m.end()) for m in _all_matches(u.text, pats)]
             rivals = sorted((m.start(), m.end()) for sp in tied for m in _all_matches(u.text, sp))
-            for key, a, b, is_truth in _mention_spans(u.text, truth, others):
+            spans = sorted(_mention_spans(u.text, truth, others), key=lambda s: (s[1], -s[2]))
+            if spans and _set_hedged(u.text, own[0], spans):
+                hedges.append(u.text)
+                continue
+            for key, a, b, is_truth in spans:
                 # in a clause shared with an equally strong sibling, a non-truth item counts
                 # only if this fact's phrase is at least as near to it as the sibling's
                 if is_truth or not rivals or _distance((a, b), own) <= _distance((a, b), rivals):
@@ -491,6 +688,11 @@ def _score_set(fact: dict[str, Any], units: list[_Unit], set_facts: Sequence[dic
                 j += 1
             if block:
                 take([(k, t) for k, _, _, t in _mention_spans("\n".join(block), truth, others)])
+    if hedges:
+        return FactResult(fact["id"], "set", "contradicted", 0.0, "hedged: " + _snippet(hedges[0]))
+    rival = next(((a, b) for a in statements for b in statements if not (a <= b or b <= a)), None)
+    if rival is not None:
+        return FactResult(fact["id"], "set", "contradicted", 0.0, f"names different sets: {sorted(rival[0])} and {sorted(rival[1])}")
     weight = 1.0
     where = "in context"
     if not t_hit and not o_hit:
@@ -500,17 +702,23 @@ def _score_set(fact: dict[str, Any], units: list[_Unit], set_facts: Sequence[dic
         weight, where = 0.5, "outside the context (half weight)"
     if not t_hit and not o_hit:
         return FactResult(fact["id"], "set", "missing", 0.0, "")
-    precision = len(t_hit) / (len(t_hit) + len(o_hit))
-    recall = len(t_hit) / len(truth)
-    f1 = 0.0 if not t_hit else 2 * precision * recall / (precision + recall)
+    net = max(0, len(t_hit) - len(o_hit)) / len({k for k, _, _ in truth})
     evidence = f"{where}: named {sorted(t_hit)} of {sorted(k for k, _, _ in truth)}, others {sorted(o_hit)}"
-    if f1 >= 0.5:
+    if net >= 0.5:
         status = "found"
     elif o_hit:
         status = "contradicted"
     else:
         status = "missing"
-    return FactResult(fact["id"], "set", status, round(weight * f1, 6), evidence)
+    return FactResult(fact["id"], "set", status, round(weight * net, 6), evidence)
+
+
+def _comparative_span(unit: str, ctx: re.Match) -> tuple[int, int] | None:
+    """The span of the comparative nearest to the phrase at ``ctx`` in its sentence part
+    (:func:`_part`), or None."""
+    lo, hi = _part(unit, ctx.start(), ctx.end())
+    best = min(_COMP_RE.finditer(unit, lo, hi), key=lambda c: abs(c.start() - ctx.start()), default=None)
+    return None if best is None else (best.start(), best.end())
 
 
 def _claim_direction(fact: dict[str, Any]) -> tuple[str, int] | None:
@@ -532,59 +740,81 @@ def _claim_direction(fact: dict[str, Any]) -> tuple[str, int] | None:
     return o[0], o[1] if bool(fact["value"]) else -o[1]
 
 
+def _claim_assertion(unit: str, m: re.Match, value: bool, direction: tuple[str, int] | None) -> bool | None:
+    """Whether the occurrence ``m`` of a claim's phrase agrees with the claim (True), disagrees
+    or only guesses (False), or says nothing about it (None). See :func:`_score_claim`."""
+    if direction is not None:
+        o = _orientation(unit, m, direction[0], bounds=_part(unit, m.start(), m.end()))
+        ok = None if o is None else (o[1] == direction[1])
+    else:
+        ok = (not negated(unit, m.start(), m.end())) == value
+    if ok is not None and hedged(unit, m.start(), m.end(), _comparative_span(unit, m)):
+        return False
+    return ok
+
+
 def _score_claim(fact: dict[str, Any], units: list[_Unit]) -> FactResult:
     """A claim fact (value true: the report should assert it; false: deny it). Each sentence
     that may state findings (not a heading, not in the introduction or methods: :func:`_units`)
-    containing a context phrase is one assertion:
+    containing a context phrase is one assertion; each occurrence of a phrase in it is read:
 
     * comparative claim (its statement has a comparative, e.g. "spatial CV gives a higher error
-      than random CV"): the sentence's orientation (:func:`_orientation`) on the statement's
-      axis must equal the required direction (:func:`_claim_direction`); a sentence without a
-      comparative on that axis is neutral;
-    * plain claim: the sentence asserts the finding unless the phrase is negated
+      than random CV"): the occurrence's orientation (:func:`_orientation`) on the statement's
+      axis must equal the required direction (:func:`_claim_direction`); without a comparative
+      on that axis it is neutral;
+    * plain claim: the occurrence asserts the finding unless the phrase is negated
       (:func:`negated`); consistent if that equals ``value``.
 
-    A sentence containing an optional ``negative_context`` phrase (naming the opposite finding)
-    asserts the opposite unless negated. Score = consistent / (consistent + inconsistent); found
-    if consistent > inconsistent, contradicted if inconsistent >= consistent > 0 or only
-    inconsistent, missing if no assertion."""
+    An occurrence of an optional ``negative_context`` phrase (naming the opposite finding)
+    asserts the opposite unless negated. A hedged occurrence (:func:`hedged`: "may be", "either
+    ... or", "perhaps the reverse") is inconsistent: a guess commits to no direction. The
+    sentence is consistent if some occurrence is and none is inconsistent, inconsistent if any
+    is. Found (1) if some sentence is consistent and none inconsistent (a report that states the
+    claim both ways has not committed to it); contradicted (0) if any is inconsistent; missing
+    (0) if no sentence asserts anything."""
     value = bool(fact["value"])
     pats = _phrase_res(fact.get("context"))
     neg_pats = _phrase_res(fact.get("negative_context"))
     direction = _claim_direction(fact)
-    good = bad = 0
+    good = bad = seen = 0
     ev_good = ev_bad = ""
     for u in units:
-        if u.kind == "heading" or not u.findings:
+        if u.kind == "heading" or not u.findings or seen >= MAX_OCCURRENCES:
             continue
-        m = _first_match(u.text, pats)
-        if m is not None:
-            if direction is not None:
-                o = _orientation(u.text, m, direction[0])
-                ok = None if o is None else (o[1] == direction[1])
-            else:
-                ok = (not negated(u.text, m.start(), m.end())) == value
-            if ok is True:
-                good += 1
-                ev_good = ev_good or u.text
-            elif ok is False:
-                bad += 1
-                ev_bad = ev_bad or u.text
-        n = _first_match(u.text, neg_pats)
-        if n is not None:
-            opposite = not negated(u.text, n.start(), n.end())
-            if opposite:
-                bad += 1
-                ev_bad = ev_bad or u.text
-            else:
-                good += 1
-                ev_good = ev_good or u.text
+        ms = _all_matches(u.text, pats)[:CLAIM_OCCURRENCES]
+        ns = _all_matches(u.text, neg_pats)[:CLAIM_OCCURRENCES]
+        seen += len(ms) + len(ns)
+        said = [_claim_assertion(u.text, m, value, direction) for m in ms]
+        said += [negated(u.text, n.start(), n.end()) and not hedged(u.text, n.start(), n.end()) for n in ns]
+        if False in said:
+            bad += 1
+            ev_bad = ev_bad or u.text
+        elif True in said:
+            good += 1
+            ev_good = ev_good or u.text
     if good + bad == 0:
         return FactResult(fact["id"], "claim", "missing", 0.0, "")
-    score = good / (good + bad)
-    if good > bad:
-        return FactResult(fact["id"], "claim", "found", round(score, 6), _snippet(ev_good))
-    return FactResult(fact["id"], "claim", "contradicted", round(score, 6), _snippet(ev_bad))
+    if bad == 0:
+        return FactResult(fact["id"], "claim", "found", 1.0, _snippet(ev_good))
+    return FactResult(fact["id"], "claim", "contradicted", 0.0, _snippet(ev_bad))
+
+
+def _label_verdict(unit: str, m: re.Match, spans: list[tuple[str, int, int, bool]], groups: list[int]) -> str | None:
+    """What one occurrence of a label fact's phrase states: "right" | "hedged" | "wrong" | None.
+    ``spans``: every naming of a candidate in ``unit`` (:func:`_mention_spans`), sorted, with the
+    group each belongs to (:func:`_groups`). See :func:`_score_label`."""
+    lo, hi = _window(unit, m.start(), m.end(), LABEL_WINDOW)
+    c_lo, c_hi = _clause(unit, m.start(), m.end(), comparisons=True)
+    lo, hi = max(lo, c_lo), min(hi, c_hi)
+    near = [i for i, (_, a, _, _) in enumerate(spans) if lo <= a < hi and not m.start() <= a < m.end()]
+    named = [i for i in near if spans[i][3] and not negated(unit, spans[i][1], spans[i][2])]
+    if named:
+        i = named[0]
+        offered = any(not spans[j][3] for j in range(len(spans)) if groups[j] == groups[i])
+        return "hedged" if offered or hedged(unit, m.start(), m.end(), spans[i][1:3]) else "right"
+    if near:  # another candidate named, or the label only negated
+        return "wrong"
+    return None
 
 
 def _score_label(fact: dict[str, Any], units: list[_Unit]) -> FactResult:
@@ -592,39 +822,40 @@ def _score_label(fact: dict[str, Any], units: list[_Unit]) -> FactResult:
     findings (not a heading, not in the introduction or methods: :func:`_units`), the text
     within :data:`LABEL_WINDOW` words of it and in its clause (:func:`_clause` with
     comparisons: "the random forest is the best model, ahead of kriging" does not name kriging
-    the best) is searched for the label and its optional
-    ``aliases`` (as items: :func:`_item_key`). Found (1) if one is named and not negated
-    (:func:`negated`); contradicted (0) if instead one of the optional ``alternatives``, or
-    another member of the label's family (``sensor_07`` for ``sensor_03``), is named, or the
-    label only negated; missing (0) otherwise."""
+    the best) is searched for the label and its optional ``aliases`` (as items:
+    :func:`_item_key`). The occurrence is a statement that
+
+    * commits to the label ("right") if it is named and not negated (:func:`negated`), not
+      offered together with another candidate (:func:`_joined`: "kriging or the random forest",
+      "kriging, random forest and linear regression"), and no hedge word goes with it
+      (:func:`hedged`: "is one of", "could be");
+    * hedges ("hedged") if it is named but offered so;
+    * commits to something else ("wrong") if instead one of the optional ``alternatives``, or
+      another member of the label's family (``sensor_07`` for ``sensor_03``), is named, or the
+      label only negated.
+
+    Found (1) when statements commit to the label, none hedges, and they outnumber those that
+    commit to something else (:class:`_Tally`); otherwise contradicted (0) if any statement named
+    a candidate, missing (0) if none did."""
     names = [_item_key(x) for x in [fact["value"], *(fact.get("aliases") or [])]]
     alts = [_item_key(x) for x in (fact.get("alternatives") or [])]
-    truth_keys = {k for k, _, _ in names}
     pats = _phrase_res(fact.get("context"))
-    wrong = ""
+    tally = _Tally()
     seen = 0
     for u in units:
         if u.kind == "heading" or not u.findings or seen >= MAX_OCCURRENCES:
             continue
-        for m in _all_matches(u.text, pats)[: MAX_OCCURRENCES - seen]:
+        matches = _all_matches(u.text, pats)[: MAX_OCCURRENCES - seen]
+        if not matches:
+            continue
+        spans = sorted(_mention_spans(u.text, names, alts), key=lambda s: (s[1], -s[2]))
+        groups = _groups(u.text, [(a, b) for _, a, b, _ in spans])
+        for m in matches:
             seen += 1
-            lo, hi = _window(u.text, m.start(), m.end(), LABEL_WINDOW)
-            c_lo, c_hi = _clause(u.text, m.start(), m.end(), comparisons=True)
-            lo, hi = max(lo, c_lo), min(hi, c_hi)
-            for _, rx, _ in names:
-                for h in rx.finditer(u.text, lo, hi):
-                    if m.start() <= h.start() < m.end():
-                        continue
-                    if not negated(u.text, h.start(), h.end()):
-                        return FactResult(fact["id"], "label", "found", 1.0, _snippet(u.text))
-                    wrong = wrong or u.text
-            window = u.text[lo:hi]
-            _, o_hit = _mentions(window, names, alts)
-            if o_hit - truth_keys:
-                wrong = wrong or u.text
-    if wrong:
-        return FactResult(fact["id"], "label", "contradicted", 0.0, _snippet(wrong))
-    return FactResult(fact["id"], "label", "missing", 0.0, "")
+            verdict = _label_verdict(u.text, m, spans, groups)
+            if verdict is not None:
+                tally.add(verdict, u.text)
+    return tally.result(fact, "label")
 
 
 _SCORERS = {"number": _score_number, "set": _score_set, "claim": _score_claim, "label": _score_label}
@@ -742,5 +973,5 @@ def truth_problems(truth: dict[str, Any]) -> list[str]:
 
 __all__ = [
     "FACT_KINDS", "LABEL_WINDOW", "MAX_OCCURRENCES", "NEGATION_WINDOW", "NUMBER_WINDOW", "FactResult", "HeuristicScore",
-    "heuristic_score", "negated", "score_facts", "truth_facts", "truth_problems",
+    "hedged", "heuristic_score", "negated", "score_facts", "truth_facts", "truth_problems",
 ]
