@@ -60,7 +60,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.runtime import Runtime
 
 import cooplab.agents.batch as batch_mod
-import cooplab.tasks.cpr.llm_agents as la
+import cooplab.tasks.cpr.llm as la
 from cooplab.agents.cache import ResponseCache
 from cooplab.agents.decisions import DecisionSpec, LLMService, decide
 from cooplab.agents.models import (
@@ -265,8 +265,8 @@ PROFILE_GROUPS = [  # (label, file part, function names): cumulative time in the
     ("- typing-Protocol `isinstance` checks (`isinstance(obj, SendProtocol)` in `_msgpack_default`)", "typing.py", ("__instancecheck__",)),
     ("`inspect.signature` (mostly LangChain, per model call: `_signature_parameters(self._agenerate)`)", "inspect.py", ("signature",)),
     ("graph compilation (`build_society`, 1 per run)", "graphs/society.py", ("build_society",)),
-    ("LLM policy bodies (`LLM*Policy.__call__`, excl. the gathered `decide` tasks)", "llm_agents.py", ("__call__",)),
-    ("- prompt building (`effort/punish/propose/vote_messages`)", "llm_agents.py",
+    ("LLM policy bodies (`LLM*Policy.__call__`, excl. the gathered `decide` tasks)", "tasks/cpr/llm.py", ("__call__",)),
+    ("- prompt building (`effort/punish/propose/vote_messages`)", "tasks/cpr/llm.py",
      ("effort_messages", "punish_messages", "propose_messages", "vote_messages")),
     ("- `dataclasses.asdict` (decision + ledger rows)", "dataclasses.py", ("asdict",)),
     ("`decide` (all tasks)", "decisions.py", ("decide",)),

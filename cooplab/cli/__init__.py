@@ -148,7 +148,7 @@ def figures_cpr_abm(
 ) -> None:
     """Reproduce the paper's ABM validation: Fig. 2 (punishment off at t = 15), Fig. 3 (beta x r grid), Fig. 4 (populations x environments)."""
     from cooplab.runs import store as runstore
-    from cooplab.tasks.cpr.abm_figures import make_figures
+    from cooplab.tasks.cpr.validation import make_figures
     from cooplab.tasks.cpr.params import ParamError, make_params, parse_set
     from cooplab.tasks.cpr.task import preset_values
 
@@ -234,7 +234,7 @@ def analyze_cpr(
 ) -> None:
     """ANOVA (model x population, type II, eta^2), Tukey HSD with letters, Welch t-tests for the ablations,
     and the analogs of the paper's Figs. 5, 6, 7, 14 and 15."""
-    from cooplab.evals.analysis_cpr import analyze
+    from cooplab.tasks.cpr.analysis import analyze
     from cooplab.runs import store as runstore
 
     try:

@@ -101,7 +101,7 @@ def no_sanctions(state: State, rng: np.random.Generator) -> np.ndarray:
 def random_sanctions(P: Any) -> Policy:
     """Each player spends a total uniform in 0..max_sanction, spread uniformly (multinomially) over
     the other members of its group."""
-    from cooplab.tasks.games.payoffs import same_group
+    from cooplab.tasks.games.model import same_group
 
     dt = np.int8 if P.max_sanction <= 127 else np.int16 if P.max_sanction <= 32_767 else np.int32
 
@@ -181,7 +181,7 @@ def _action(where: str, v: Any, P: Any) -> Any:
 def check_script(data: Any, P: Any, where: str = "script") -> dict[str, Any]:
     """Validate a script against the game and its groups; the normalized script: one entry per
     round, ``actions`` one value per player, ``sanctions`` a list of [i, j, tokens]."""
-    from cooplab.tasks.games.payoffs import same_group
+    from cooplab.tasks.games.model import same_group
 
     if not isinstance(data, dict) or not isinstance(data.get("rounds"), list):
         raise ScriptError(f"{where} must be a JSON object with a list 'rounds' (one entry per round, or one for all rounds)")

@@ -104,7 +104,7 @@ def test_a_crashing_model_stops_decide_with_model_unavailable(monkeypatch):
     monkeypatch.setitem(lm._PROCS, key, lm.LocalModelProcess(key[0], argv=FAKE))
     spec = ModelSpec("local", "fake-crash.gguf")
     svc = LLMService(models={"default": (spec, LlamaCppChat(model_path=key[0]))}, max_transport_retries=2, backoff_base=0.01)
-    from cooplab.tasks.cpr.llm_agents import EFFORT
+    from cooplab.tasks.cpr.llm import EFFORT
 
     with pytest.raises(ModelUnavailable, match="after 3 attempts.*SIGSEGV"):
         asyncio.run(decide(svc, EFFORT, [HumanMessage(content="x")], society=0, agent=0, round=1, ctx={"previous_effort": 0.5}))
@@ -122,7 +122,7 @@ def test_refusals_and_garbled_answers_of_the_model_process_stop_cleanly(monkeypa
     monkeypatch.setitem(lm._PROCS, key, lm.LocalModelProcess(key[0], argv=FAKE))
     spec = ModelSpec("local", key[0])
     svc = LLMService(models={"default": (spec, LlamaCppChat(model_path=key[0]))}, max_transport_retries=2, backoff_base=0.01)
-    from cooplab.tasks.cpr.llm_agents import EFFORT
+    from cooplab.tasks.cpr.llm import EFFORT
 
     try:
         with pytest.raises(ModelUnavailable, match=needle):

