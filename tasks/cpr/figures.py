@@ -12,6 +12,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from cooplab.tasks.cpr.metrics import mean_sem_text  # noqa: E402
+
 
 def _band(ax, x, mean, half, label, color=None, ls="-"):
     line = ax.plot(x, mean, ls=ls, color=color, label=label, lw=1.8)[0]
@@ -62,8 +64,8 @@ def run_figure(rounds: pd.DataFrame, summary: dict[str, Any], outdir: Path) -> P
         ax2.set_ylabel("G (fish)", color="tab:red")
     fig.suptitle(
         f"CPR {summary.get('env')} / {summary.get('population')} / {summary.get('ablation')}: "
-        f"T_s = {summary['survival_time']['mean']:.1f} ± {summary['survival_time']['sem']:.1f}, "
-        f"eta = {summary['efficiency']['mean']:.2f} (mean ± s.e.m., n = {summary['survival_time']['n']})"
+        f"T_s = {mean_sem_text(summary['survival_time'], 1)}, eta = {mean_sem_text(summary['efficiency'], 2)} "
+        f"({'mean ± s.e.m., ' if summary['survival_time'].get('n', 0) > 1 else ''}n = {summary['survival_time']['n']})"
     )
     path = outdir / "run.png"
     fig.savefig(path, dpi=110)

@@ -20,6 +20,7 @@ import pandas as pd
 from cooplab.evals.metrics import summarize
 from cooplab.graphs import rundir
 from cooplab.tasks.cpr import metrics as cpr_metrics
+from cooplab.tasks.cpr.metrics import counts_text, mean_sem_text
 from cooplab.graphs.rng import phase_rng
 from cooplab.graphs.task import RunInfo, Task, TaskConfigError
 from cooplab.tasks.cpr import phases as ph
@@ -251,14 +252,8 @@ class CPRTask(Task):
     def report(self, summary: Mapping[str, Any]) -> list[str]:
         st, ef = summary["survival_time"], summary["efficiency"]
 
-        def pm(stat: Mapping[str, Any], digits: int) -> str:
-            """mean ± s.e.m.; the s.e.m. left out where there is none (one society; NaN reads back as null)"""
-            mean, sem = stat.get("mean"), stat.get("sem")
-            text = "n/a" if not isinstance(mean, (int, float)) else f"{mean:.{digits}f}"
-            return text + (f" ± {sem:.{digits}f}" if isinstance(sem, (int, float)) and np.isfinite(sem) else "")
-
-        return [f"survival time T_s = {pm(st, 2)} (s.e.m.), efficiency eta = {pm(ef, 3)}, "
-                f"n = {st['n']} societies; collapse causes: {summary['collapse']}",
+        return [f"survival time T_s = {mean_sem_text(st, 2)} (s.e.m.), efficiency eta = {mean_sem_text(ef, 3)}, "
+                f"n = {st['n']} societies; collapse causes: {counts_text(summary['collapse'])}",
                 "tables: summary.json, rounds.*, agents.*, figures/run.png"]
 
     def analyze_sweep(self, cells: list[dict[str, Any]], out: Path, *, analysis_out: Path | None = None) -> dict[str, Any]:
