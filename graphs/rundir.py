@@ -99,8 +99,11 @@ def write_json(path: Path, obj: Any) -> None:
 
 
 def read_json(path: Path) -> Any:
-    """The JSON value in ``path``."""
-    return json.loads(Path(path).read_text())
+    """The JSON value in ``path``: a one-line :class:`RunDirError` when it is not JSON (or is nested
+    absurdly deep, :func:`cooplab.limits.parse_json`); OSError when it cannot be read."""
+    from cooplab.limits import parse_json
+
+    return parse_json(Path(path).read_bytes(), str(path), error=RunDirError)
 
 
 def write_table(df: pd.DataFrame, out: Path, stem: str, csv: bool = False) -> Path:
