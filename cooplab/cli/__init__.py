@@ -12,6 +12,7 @@ import typer
 
 from cooplab.cli import options as co
 from cooplab.cli.options import SeedOpt, fail, num_opt
+from cooplab.cli.tasks import task_group
 from cooplab.limits import ConfigError, one_line
 
 try:  # Typer >= 0.20 vendors Click; older releases depend on it
@@ -26,9 +27,12 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-run_app = typer.Typer(help="Run a society and write a run directory.", no_args_is_help=True, rich_markup_mode=None)
-params_app = typer.Typer(help="List a task's parameters, defaults and meanings.", no_args_is_help=True, rich_markup_mode=None)
-graph_app = typer.Typer(help="Print a society's graph as Mermaid text.", no_args_is_help=True, rich_markup_mode=None)
+run_app = typer.Typer(help="Run a society and write a run directory.", no_args_is_help=True, rich_markup_mode=None,
+                      cls=task_group("run"))
+params_app = typer.Typer(help="List a task's parameters, defaults and meanings.", no_args_is_help=True, rich_markup_mode=None,
+                         cls=task_group("params"))
+graph_app = typer.Typer(help="Print a society's graph as Mermaid text.", no_args_is_help=True, rich_markup_mode=None,
+                        cls=task_group("graph"))
 figures_app = typer.Typer(help="Reproduce a paper's figures.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(run_app, name="run")
 app.add_typer(params_app, name="params")
