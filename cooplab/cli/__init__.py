@@ -421,10 +421,12 @@ def report_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the path, kind, sections, figures and bytes as JSON."),
 ) -> None:
     """Write one self-contained HTML page for a run or sweep: configuration, status, costs, figures, tables, trace links."""
-    from cooplab.evals.report import ReportError, write_report
+    from cooplab.evals.report import ReportError, ReportWriteError, write_report
 
     try:
         res = write_report(directory, out)
+    except ReportWriteError as exc:  # a full disk: the work failed, not the input
+        fail(str(exc), code=1)
     except ReportError as exc:
         fail(str(exc))
     if as_json:

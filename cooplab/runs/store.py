@@ -3,6 +3,7 @@ environment it was made in, saving errors. The file helpers it uses are :mod:`co
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -18,13 +19,15 @@ def ensure_writable(out: Path, error: type[Exception] = None) -> Path:  # type: 
     """Create ``out`` (and parents) and check that a file can be written there; ``error`` (default
     :class:`RunDirError`) with one line otherwise."""
     out = Path(out)
+    probe = out / ".cooplab-write-test"
     try:
         out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".cooplab-write-test"
         probe.write_text("ok")
-        probe.unlink()
     except OSError as exc:
         raise (error or RunDirError)(f"cannot write to --out {out}: {exc.strerror or exc}") from None
+    finally:
+        with contextlib.suppress(OSError):
+            probe.unlink(missing_ok=True)
     return out
 
 
