@@ -60,9 +60,14 @@ def parse_json(text: str | bytes, where: str, *, error: Callable[[str], Exceptio
         raise error(f"{where}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
     except (ValueError, TypeError) as exc:  # a refused constant; bytes that are not UTF-8
         raise error(f"{where}: not valid JSON ({one_line(exc, 120)})") from None
-    if json_depth(value, MAX_JSON_DEPTH + 1) > MAX_JSON_DEPTH:
+    if _brackets(text) > MAX_JSON_DEPTH and json_depth(value, MAX_JSON_DEPTH + 1) > MAX_JSON_DEPTH:
         raise error(_too_deep(where))
     return value
+
+
+def _brackets(text: str | bytes) -> int:
+    """How many ``[`` and ``{`` ``text`` holds: an upper bound of its nesting, counted at C speed."""
+    return text.count("[") + text.count("{") if isinstance(text, str) else text.count(b"[") + text.count(b"{")
 
 
 def _too_deep(where: str) -> str:
