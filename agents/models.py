@@ -28,7 +28,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from cooplab.limits import ConfigError, Num, show
+from cooplab.limits import ConfigError, Num, parse_json, show
 
 
 class ModelSpecError(ValueError):
@@ -393,9 +393,10 @@ class ScriptedChatModel(BaseChatModel):
     @classmethod
     def from_file(cls, path: str | Path, **kw: Any) -> "ScriptedChatModel":
         try:
-            data = json.loads(Path(path).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ModelSpecError(f"cannot read scripted model file {path}: {exc}") from None
+            text = Path(path).read_bytes()
+        except OSError as exc:
+            raise ModelSpecError(f"cannot read scripted model file {path}: {exc.strerror or exc}") from None
+        data = parse_json(text, f"scripted model file {path}", error=ModelSpecError)
         if isinstance(data, list):
             data = {"answers": data}
         if not isinstance(data, dict) or not (data.get("answers") or data.get("by_phase")):
@@ -545,10 +546,7 @@ def check_scripted_file(path: str | Path) -> None:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {where}: {getattr(exc, 'strerror', None) or exc}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{where} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    data = parse_json(text, where)
     if isinstance(data, list):
         data = {"answers": data}
     if not isinstance(data, dict):

@@ -12,6 +12,7 @@ import typer
 
 from cooplab.cli import options as co
 from cooplab.cli.options import SeedOpt, fail, num_opt
+from cooplab.cli.tasks import task_group
 from cooplab.limits import ConfigError, one_line
 
 try:  # Typer >= 0.20 vendors Click; older releases depend on it
@@ -26,9 +27,12 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-run_app = typer.Typer(help="Run a society and write a run directory.", no_args_is_help=True, rich_markup_mode=None)
-params_app = typer.Typer(help="List a task's parameters, defaults and meanings.", no_args_is_help=True, rich_markup_mode=None)
-graph_app = typer.Typer(help="Print a society's graph as Mermaid text.", no_args_is_help=True, rich_markup_mode=None)
+run_app = typer.Typer(help="Run a society and write a run directory.", no_args_is_help=True, rich_markup_mode=None,
+                      cls=task_group("run"))
+params_app = typer.Typer(help="List a task's parameters, defaults and meanings.", no_args_is_help=True, rich_markup_mode=None,
+                         cls=task_group("params"))
+graph_app = typer.Typer(help="Print a society's graph as Mermaid text.", no_args_is_help=True, rich_markup_mode=None,
+                        cls=task_group("graph"))
 figures_app = typer.Typer(help="Reproduce a paper's figures.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(run_app, name="run")
 app.add_typer(params_app, name="params")
@@ -417,10 +421,12 @@ def report_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the path, kind, sections, figures and bytes as JSON."),
 ) -> None:
     """Write one self-contained HTML page for a run or sweep: configuration, status, costs, figures, tables, trace links."""
-    from cooplab.evals.report import ReportError, write_report
+    from cooplab.evals.report import ReportError, ReportWriteError, write_report
 
     try:
         res = write_report(directory, out)
+    except ReportWriteError as exc:  # a full disk: the work failed, not the input
+        fail(str(exc), code=1)
     except ReportError as exc:
         fail(str(exc))
     if as_json:

@@ -31,6 +31,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+from cooplab.limits import parse_json
 from cooplab.runs.calibration import wilson  # noqa: F401 - the 95% Wilson interval, shared with cooplab calibrate
 
 ANSWER_RE = re.compile(r"@([A-Za-z_][A-Za-z0-9_]*)\[([^\[\]\n]*)\]")
@@ -53,13 +54,14 @@ def _lines(path: Path, what: str) -> Iterable[tuple[int, Any]]:
             continue
         if len(line) > MAX_LINE:
             raise BenchError(f"{what} {p} line {n}: longer than {MAX_LINE} characters")
-        try:
-            obj = json.loads(line, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(f"{c} is not allowed")))
-        except ValueError as exc:
-            raise BenchError(f"{what} {p} line {n}: not valid JSON ({str(exc).splitlines()[0][:100]})") from None
+        obj = parse_json(line, f"{what} {p} line {n}", error=BenchError, parse_constant=_refuse_constant)
         if not isinstance(obj, dict):
             raise BenchError(f"{what} {p} line {n}: expected a JSON object, got {type(obj).__name__}")
         yield n, obj
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed")
 
 
 def _item_id(obj: dict[str, Any], where: str) -> str:
@@ -401,9 +403,11 @@ def check_settings(out: Path, settings: dict[str, Any]) -> None:
     p = out / "bench.json"
     if p.exists():
         try:
-            old = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            raise BenchError(f"{p} is not readable JSON; use a new --out") from None
+            old = parse_json(p.read_bytes(), str(p), error=BenchError)
+        except OSError as exc:
+            raise BenchError(f"{p} cannot be read ({exc.strerror or exc}); use a new --out") from None
+        except BenchError as exc:
+            raise BenchError(f"{exc}; use a new --out") from None
         if isinstance(old, dict) and isinstance(old.get("llm"), dict):
             old["llm"] = bench_llm(old["llm"])  # a bench started before an option existed ran with its default
         diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))

@@ -195,18 +195,27 @@ def execute(task: Task, out: Path, config: dict[str, Any], state: dict[str, Any]
     except Exception as exc:  # noqa: BLE001 - the safety net
         log = runstore.save_error(out, exc)
         message = one_line(f"{type(exc).__name__}: {exc}", 350)
-        try:
-            finish(task, out, config, last_values(task, out, config), 0.0, status="failed", message=message)
-        except Exception:  # noqa: BLE001 - even the state is unusable: keep the essentials
-            try:
-                runstore.write_json(out / "summary.json", {"task": config.get("task"), "agents": config.get("agents"), "status": "failed",
-                                                           "message": message, "error_log": str(log) if log else None,
-                                                           "seed": config.get("seed")})
-            except Exception:  # noqa: BLE001
-                pass
+        unwritten = _record_failure(task, out, config, message, log)
         where = f"the traceback is in {log}" if log else "the traceback could not be saved"
-        raise RunFailed(f"the run failed ({message}); {where}; summary.json has status 'failed'; after fixing the cause, "
+        summary = "summary.json has status 'failed'" if unwritten is None else f"summary.json could not be written ({unwritten})"
+        raise RunFailed(f"the run failed ({message}); {where}; {summary}; after fixing the cause, "
                         f"'cooplab resume {out}' continues from the last checkpoint") from exc
+
+
+def _record_failure(task: Task, out: Path, config: dict[str, Any], message: str, log: Path | None) -> str | None:
+    """Write summary.json with status "failed": the full one from the last checkpoint, else (the state
+    is unusable too) the essentials. None once written; else why it could not be (a full disk)."""
+    try:
+        finish(task, out, config, last_values(task, out, config), 0.0, status="failed", message=message)
+        return None
+    except Exception:  # noqa: BLE001 - even the state is unusable: keep the essentials
+        pass
+    try:
+        runstore.write_json(out / "summary.json", {"task": config.get("task"), "agents": config.get("agents"), "status": "failed",
+                                                   "message": message, "error_log": str(log) if log else None, "seed": config.get("seed")})
+        return None
+    except Exception as exc:  # noqa: BLE001
+        return one_line(getattr(exc, "strerror", None) or f"{type(exc).__name__}: {exc}", 120)
 
 
 def last_values(task: Task, out: Path, config: dict[str, Any]) -> dict[str, Any]:

@@ -3,6 +3,7 @@ environment it was made in, saving errors. The file helpers it uses are :mod:`co
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from cooplab.graphs.rundir import RunDirError, jsonable, now, read_json, read_table, write_json, write_table  # noqa: F401 - the engine's file helpers
+from cooplab.limits import ConfigError, parse_json
 from cooplab.graphs.rundir import code_version, git_commit, machine, readonly_uri, TRACES_FILE  # noqa: F401
 
 
@@ -17,13 +19,15 @@ def ensure_writable(out: Path, error: type[Exception] = None) -> Path:  # type: 
     """Create ``out`` (and parents) and check that a file can be written there; ``error`` (default
     :class:`RunDirError`) with one line otherwise."""
     out = Path(out)
+    probe = out / ".cooplab-write-test"
     try:
         out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".cooplab-write-test"
         probe.write_text("ok")
-        probe.unlink()
     except OSError as exc:
         raise (error or RunDirError)(f"cannot write to --out {out}: {exc.strerror or exc}") from None
+    finally:
+        with contextlib.suppress(OSError):
+            probe.unlink(missing_ok=True)
     return out
 
 
@@ -54,12 +58,13 @@ def read_run_config(out: Path) -> dict[str, Any]:
     if not path.exists():
         raise RunDirError(f"{out} is not a cooplab run directory (no config.json)")
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise RunDirError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise RunDirError(f"{path} is damaged (not valid JSON: {exc.msg} at line {exc.lineno}); restore it, or "
-                          f"{RESTART.format(out=out)}") from None
+    try:
+        config = parse_json(text, str(path))
+    except ConfigError as exc:
+        raise RunDirError(f"{exc}; restore it, or {RESTART.format(out=out)}") from None
     if not isinstance(config, dict):
         raise RunDirError(f"{path} is damaged (not a JSON object); restore it, or {RESTART.format(out=out)}")
     return config
@@ -102,8 +107,6 @@ def config_for_resume(out: Path, task: str, check_config) -> dict[str, Any]:
     """A run directory's config.json, ready to resume a ``task`` run: the task matches, every value
     passes ``check_config(out, config)`` (which returns it in the current shape) and checkpoints.sqlite is sound (one-line RunDirErrors;
     nothing is changed)."""
-    from cooplab.limits import ConfigError
-
     config = read_run_config(out)
     if config.get("task") != task:
         raise RunDirError(f"{out} holds a {config.get('task')!r} run; only {task} runs resume here")
@@ -153,7 +156,7 @@ def file_sha256(path: Path) -> str:
     key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
     memo_path = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "cooplab" / "sha256.json"
     try:
-        memo = json.loads(memo_path.read_text())
+        memo = parse_json(memo_path.read_bytes(), str(memo_path), error=ValueError)
         if isinstance(memo, dict) and isinstance(memo.get(key), str):
             return memo[key]
     except (OSError, ValueError):

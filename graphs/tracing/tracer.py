@@ -355,7 +355,7 @@ def recover_interrupted(path: str | os.PathLike[str]) -> int:
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
                 known.add(json.loads(line)["id"])
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError):
                 continue
     written = 0
     for j in journals:
@@ -364,7 +364,7 @@ def recover_interrupted(path: str | os.PathLike[str]) -> int:
         for line in j.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
                 rec = json.loads(line)
-            except ValueError:  # a line cut short by the kill
+            except (ValueError, RecursionError):  # a line cut short by the kill (or edited beyond reading)
                 continue
             if not isinstance(rec, dict) or "id" not in rec:
                 continue

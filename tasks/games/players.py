@@ -242,16 +242,16 @@ def load_script(path: str | Path, P: Any) -> dict[str, Any]:
     try:
         if p.stat().st_size > MAX_SCRIPT_BYTES:
             raise ScriptError(f"{p} is larger than {MAX_SCRIPT_BYTES:,} bytes")
-        data = json.loads(p.read_text(encoding="utf-8"))
+        text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ScriptError(f"scripted players' file {p} not found") from None
     except IsADirectoryError:
         raise ScriptError(f"scripted players' file {p} is a directory") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ScriptError(f"cannot read {p}: {type(exc).__name__}") from None
-    except json.JSONDecodeError as exc:
-        raise ScriptError(f"{p} is not JSON ({exc.msg} at line {exc.lineno})") from None
-    return check_script(data, P, where=str(p))
+    from cooplab.limits import parse_json
+
+    return check_script(parse_json(text, str(p), error=ScriptError), P, where=str(p))
 
 
 def script_actions(script: Mapping[str, Any], P: Any) -> np.ndarray:
