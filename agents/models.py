@@ -538,8 +538,6 @@ MAX_SCRIPT_DELAY = 3600.0
 
 def check_scripted_file(path: str | Path) -> None:
     """A ``scripted:FILE`` model file: valid JSON, non-empty answers, every field of the right type."""
-    import json
-
     p = Path(path)
     where = f"scripted model file {p}"
     try:
