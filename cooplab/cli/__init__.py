@@ -457,6 +457,9 @@ def _mount_optional() -> None:
 
     app.add_typer(traces_app, name="traces", help="Export or view a run's traces (LangSmith run format).")
     app.add_typer(sandbox_app, name="sandbox", help="The sandboxed Python executor.")
+    from cooplab.cli.models import app as models_app
+
+    app.add_typer(models_app, name="models")
     from cooplab.cli.doctor import doctor_cmd
 
     app.command("doctor")(doctor_cmd)
