@@ -146,8 +146,11 @@ def analyze(run_dirs: list[Path], out: Path) -> dict[str, Any]:
     result["tables"].append("statistics.md")
     result["figures"] += _plots(soc, eff, norms, letters_by_env, out)
     if len(norms):
+        from cooplab.evals.norms import embedder_record
+
         norms.to_csv(out / "norm_similarity.csv", index=False)
         result["tables"].append("norm_similarity.csv")
+        result["embedder"] = embedder_record()  # which files (SHA-256) and which code made the vectors
     result["cells"] = cells.to_dict(orient="records")
     rundir.write_json(out / "analysis.json", result)
     return result
