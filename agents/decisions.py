@@ -49,6 +49,7 @@ from cooplab.agents.calls import (  # noqa: F401 - is_transient, endpoint_failur
 from cooplab.agents.models import ModelSpec
 from cooplab.agents.usage import input_bound
 from cooplab.graphs.ledger import BudgetExhausted, Entry, Ledger
+from cooplab.limits import clean_strings
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -205,7 +206,15 @@ _JSON_RE = re.compile(r"\{.*\}", re.DOTALL)
 
 
 def parse_json(text: str) -> Any:
-    """The first JSON object in ``text`` (models often wrap JSON in prose or code fences)."""
+    """The first JSON object in ``text`` (models often wrap JSON in prose or code fences), its
+    strings cleaned of the lone surrogates JSON can spell (``"\\ud800"``)."""
+    try:
+        return clean_strings(_first_json(text))
+    except RecursionError:
+        raise ValueError("the answer's JSON is nested too deeply") from None
+
+
+def _first_json(text: str) -> Any:
     text = (text or "").strip()
     if not text:
         raise ValueError("the answer was empty")

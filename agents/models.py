@@ -28,7 +28,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from cooplab.limits import ConfigError, Num, show
+from cooplab.limits import ConfigError, Num, clean_strings, clean_text, show
 
 
 class ModelSpecError(ValueError):
@@ -235,8 +235,8 @@ def _checked_chat_openai() -> type:
 
 
 def one_line(value: Any, limit: int = 240) -> str:
-    """``value`` as text on one line (whitespace collapsed), cut to ``limit`` characters."""
-    text = value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else str(value)
+    """``value`` as text on one line (whitespace collapsed, lone surrogates replaced), cut to ``limit`` characters."""
+    text = value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else clean_text(str(value))
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -275,10 +275,17 @@ def parse_body(body: bytes) -> Any:
 def checked_completion(response: Any) -> tuple[dict[str, Any], Any]:
     """(a minimal, well-formed chat completion dict, the raw ``usage`` or None) from an
     endpoint's 200 response (its body, its parsed JSON, or an SDK object), or
-    :class:`EndpointResponseError` when it is not a chat completion."""
+    :class:`EndpointResponseError` when it is not a chat completion.
+
+    This is the edge where a server's strings enter cooplab: every one of them (the answer, ids,
+    the model's name, tool names and arguments, usage, an error's text) leaves here with its lone
+    surrogates replaced (:func:`~cooplab.limits.clean_text`), so no writer downstream meets one."""
     if isinstance(response, (bytes, bytearray)):
         response = parse_body(bytes(response))
-    response = _raw(response)
+    try:
+        response = clean_strings(_raw(response))
+    except RecursionError:
+        raise EndpointResponseError("the body is nested too deeply") from None
     if not isinstance(response, dict):
         raise EndpointResponseError(f"the body is a JSON {_JSON_TYPES.get(type(response), type(response).__name__)}, not an object")
     if response.get("error"):
@@ -322,8 +329,21 @@ def _checked_tool_calls(calls: Any) -> list[dict[str, Any]]:
             args = "{}"
         if not isinstance(args, str):
             raise EndpointResponseError(f"choices[0].message.tool_calls[{i}].function.arguments is not text: {_snippet(args)}")
-        out.append({"id": c["id"], "type": "function", "function": {"name": fn["name"], "arguments": args}})
+        out.append({"id": c["id"], "type": "function", "function": {"name": fn["name"], "arguments": _clean_arguments(args, i)}})
     return out
+
+
+def _clean_arguments(args: str, i: int) -> str:
+    """Tool-call arguments whose JSON spells a lone surrogate (``"\\ud800"``) re-encoded with
+    U+FFFD in its place; other arguments, and text that is not JSON, unchanged."""
+    try:
+        value = json.loads(args)
+    except ValueError:
+        return args
+    except RecursionError:
+        raise EndpointResponseError(f"choices[0].message.tool_calls[{i}].function.arguments is nested too deeply") from None
+    cleaned = clean_strings(value)
+    return args if cleaned == value else json.dumps(cleaned, ensure_ascii=False)
 
 
 def with_usage(msg: AIMessage, messages: list[BaseMessage]) -> AIMessage:
@@ -393,7 +413,7 @@ class ScriptedChatModel(BaseChatModel):
     @classmethod
     def from_file(cls, path: str | Path, **kw: Any) -> "ScriptedChatModel":
         try:
-            data = json.loads(Path(path).read_text())
+            data = clean_strings(json.loads(Path(path).read_text()))  # a file's JSON may spell lone surrogates too
         except (OSError, json.JSONDecodeError) as exc:
             raise ModelSpecError(f"cannot read scripted model file {path}: {exc}") from None
         if isinstance(data, list):

@@ -15,6 +15,7 @@ its Typer options on top (:mod:`cooplab.cli.options`).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -25,9 +26,31 @@ class ConfigError(Exception):
 
 
 def one_line(text: Any, limit: int = 400) -> str:
-    """``text`` on one line (whitespace runs collapsed), cut to ``limit`` characters."""
-    text = " ".join(str(text).split())
+    """``text`` on one line (whitespace runs collapsed, lone surrogates replaced), cut to ``limit`` characters."""
+    text = " ".join(clean_text(str(text)).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+#: UTF-16 surrogates: JSON may spell one alone (``"\\ud800"``), but no UTF-8 text can hold it
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD, so that any UTF-8 writer (SQLite,
+    Parquet, a checkpoint, a JSON line, the terminal) accepts it. Other text is returned as is."""
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
+def clean_strings(value: Any) -> Any:
+    """``value`` (JSON data: dicts, lists, strings, numbers) with :func:`clean_text` applied to every
+    string in it, dict keys included."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_strings(k): clean_strings(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(clean_strings(v) for v in value)
+    return value
 
 
 # --- caps (documented in README.md "Bad input") -----------------------------------------------

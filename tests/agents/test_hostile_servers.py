@@ -1,0 +1,115 @@
+"""What a hostile OpenAI-compatible server sends cannot break a run: text that is not UTF-8 text,
+a body that never ends, a body too large to hold, answers of another server; and every call a
+server was paid for is in the ledger, resumed or not (docs/llm.md, "Hostile servers").
+
+Every test talks to a real chat-completions server on 127.0.0.1 (``misbehaving_server``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from langchain_core.messages import HumanMessage
+from langchain_core.tools import tool
+
+from cooplab.agents.cache import CachedResponse, ResponseCache
+from cooplab.agents.models import make_chat_model, parse_model_spec
+from cooplab.graphs.tracing import JsonlTracer
+
+from .misbehaving_server import ANSWER, MisbehavingServer, Reply, completion
+from .test_llm_budget import fast_backoff, one_line, run, server_run, summary_of  # noqa: F401 - fast_backoff is a fixture
+
+SURROGATE = "\ud800"  # valid in JSON ("\\ud800"), never in UTF-8 text
+CLEAN = "\ufffd"
+
+
+def _with_surrogates(req: dict) -> Reply:
+    """A valid answer whose every string carries a lone surrogate: the answer, the id, the model's name."""
+    # the character itself in the answer's text, and spelled ("\\ud800") inside the answer's own JSON
+    body = completion(content=ANSWER[:-1] + ', "note": "' + SURROGATE + '", "spelled": "\\ud800"}')
+    body.update(id="chatcmpl-" + SURROGATE, model="x" + SURROGATE, system_fingerprint="fp" + SURROGATE)
+    return Reply(200, json.dumps(body).encode())  # ensure_ascii: the body spells "\ud800"
+
+
+# --- item 3: lone surrogates --------------------------------------------------------------------
+def test_lone_surrogates_in_answers_and_ids_neither_crash_a_run_nor_lose_its_trace(tmp_path, capsys):
+    out, cache = tmp_path / "run", tmp_path / "cache.sqlite"
+    with MisbehavingServer(_with_surrogates) as srv:
+        args = [str(cache) if a == "off" else str(a) for a in server_run(srv.url, out)]
+        code, stdout, err = run(args, capsys)
+        assert code == 0, err
+        assert json.loads(stdout)["status"] == "completed"
+        calls = len(srv.requests)
+        # every resume of the finished run works too, and a rerun replays the cached answers
+        code, _, err = run(["resume", out, "-q", "--json"], capsys)
+        assert code == 0, err
+        code, _, err = run([a if a != str(out) else str(tmp_path / "again") for a in args], capsys)
+        assert code == 0, err
+        assert len(srv.requests) == calls > 0
+    d = pd.read_parquet(out / "decisions.parquet")
+    assert d["raw"].str.contains(CLEAN).all() and not d["fallback_used"].any()
+    lines = (out / "traces.jsonl").read_bytes().decode("utf-8").splitlines()  # strict UTF-8
+    assert lines and not list(out.glob(".traces.jsonl.*.part"))
+    llm_runs = [r for r in map(json.loads, lines) if r["run_type"] == "llm"]
+    assert len(llm_runs) == calls
+    assert all(CLEAN in json.dumps(r["outputs"], ensure_ascii=False) for r in llm_runs)
+    assert SURROGATE not in (out / "traces.jsonl").read_text(encoding="utf-8")
+
+
+def test_a_lone_surrogate_in_an_error_text_gives_one_clean_line(tmp_path, capsys, fast_backoff):
+    out = tmp_path / "run"
+    body = json.dumps({"error": {"message": "no such key " + SURROGATE, "type": "invalid_request_error"}}).encode()
+    with MisbehavingServer(lambda r: Reply(401, body)) as srv:
+        code, stdout, err = run(server_run(srv.url, out), capsys)
+    line = one_line(err)
+    assert code == 1 and "HTTP 401" in line and SURROGATE not in line
+    s = summary_of(out)
+    assert s["status"] == "stopped" and SURROGATE not in s["message"]
+
+
+def test_tool_calls_with_lone_surrogates_arrive_clean():
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    call = {"id": "call_" + SURROGATE, "type": "function",
+            "function": {"name": "add", "arguments": json.dumps({"a": 1, "b": 2, "note": SURROGATE})}}
+    body = completion(content="thinking " + SURROGATE, message={"role": "assistant", "content": None, "tool_calls": [call]})
+    with MisbehavingServer(lambda r: Reply(200, json.dumps(body).encode())) as srv:
+        model = make_chat_model(parse_model_spec("openai:x", base_url=srv.url)).bind_tools([add])
+        msg = asyncio.run(model.ainvoke([HumanMessage("add 1 and 2")]))
+    assert msg.tool_calls[0]["args"] == {"a": 1, "b": 2, "note": CLEAN} and msg.tool_calls[0]["id"] == "call_" + CLEAN
+    json.dumps(msg.model_dump(), ensure_ascii=False).encode("utf-8")  # any writer takes it
+
+
+def test_json_inside_answers_is_cleaned_too():
+    from cooplab.agents.decisions import parse_json
+
+    assert parse_json('{"belief": "fish less \\ud800", "pair": "\\ud83d\\ude00"}') == {"belief": "fish less " + CLEAN, "pair": "\U0001F600"}
+    with pytest.raises(ValueError, match="nested too deeply"):
+        parse_json("[" * 100_000 + "]" * 100_000)
+
+
+def test_writers_take_lone_surrogates(tmp_path):
+    """Defence behind the edge: the cache, the tracer and the run directory's writers never raise on one."""
+    from cooplab.graphs.rundir import read_json, write_json, write_table
+
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    cache.put("k", CachedResponse("a" + SURROGATE, 1, 2, 0.1, "bad " + SURROGATE), "m" + SURROGATE)
+    assert cache.get("k").text == "a" + CLEAN and cache.write_errors == 0
+    write_json(tmp_path / "s.json", {"k" + SURROGATE: ["v" + SURROGATE]})
+    assert read_json(tmp_path / "s.json") == {"k" + CLEAN: ["v" + CLEAN]}
+    write_table(pd.DataFrame({"raw": ["x" + SURROGATE]}, dtype=object), tmp_path, "t")
+    assert pd.read_parquet(tmp_path / "t.parquet")["raw"].tolist() == ["x" + CLEAN]
+
+    from langchain_core.runnables import RunnableLambda
+
+    tracer = JsonlTracer(tmp_path / "traces.jsonl")
+    RunnableLambda(lambda x: {"answer": x + SURROGATE}, name="step").invoke("q" + SURROGATE, {"callbacks": [tracer]})
+    rec = json.loads((tmp_path / "traces.jsonl").read_bytes().decode("utf-8"))
+    assert rec["outputs"] == {"answer": "q" + CLEAN + CLEAN} and not list(tmp_path.glob(".traces.jsonl.*.part"))
