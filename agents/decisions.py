@@ -117,6 +117,7 @@ class LLMService:
     max_transport_retries: int = 4
     backoff_base: float = 0.5
     backoff_max: float = 8.0
+    call_timeout: float | None = 300.0  # seconds one attempt may take in all (LLMSettings.call_timeout)
     _path: CallPath | None = field(default=None, init=False, repr=False)
     _adapters: dict[int, ProviderAdapter] = field(default_factory=dict, init=False, repr=False)
 
@@ -134,7 +135,8 @@ class LLMService:
     def path(self) -> CallPath:
         if self._path is None:
             self._path = CallPath(ledger=self.ledger, cache=self.cache, max_concurrency=self.max_concurrency, rps=self.rps,
-                                  retries=self.max_transport_retries, backoff_base=self.backoff_base, backoff_max=self.backoff_max)
+                                  retries=self.max_transport_retries, backoff_base=self.backoff_base, backoff_max=self.backoff_max,
+                                  call_timeout=self.call_timeout)
         return self._path
 
     @property

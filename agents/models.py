@@ -48,6 +48,15 @@ class PermanentModelError(RuntimeError):
     grammar compiler rejects, a model file that does not load): no retry, the run stops cleanly."""
 
 
+class CallTimedOut(TransientModelError):
+    """No complete answer within the call timeout (``--call-timeout``): retried like a transport
+    failure, then the run stops cleanly."""
+
+    def __init__(self, seconds: float):
+        super().__init__("timeout", f"no complete answer within {seconds:g} s")
+        self.seconds = seconds
+
+
 class EndpointResponseError(TransientModelError):
     """The endpoint answered, but not with a chat completion (a body that is not JSON, no
     ``choices``, a null message, content that is not text, ...): retried like a transport

@@ -52,6 +52,8 @@ class LLMSettings(BaseModel):
     temperature: float = Field(0.7, json_schema_extra=_rule("temperature"))
     max_tokens: int = Field(64, description="Output token cap per call.", json_schema_extra=_rule("max-tokens"))
     max_concurrency: int = Field(8, json_schema_extra=_rule("max-concurrency"))
+    call_timeout: float = Field(300.0, description="Seconds one call to a model server may take in all (connecting, waiting, reading the "
+                                "whole answer); past it the call is retried, then the run stops.", json_schema_extra=_rule("call-timeout"))
     rps: float | None = Field(None, description="Requests per second at most (None: no limit).", json_schema_extra=_rule("rps"))
     budget: float | None = Field(None, description="Budget cap in USD (None: no cap).", json_schema_extra=_rule("budget"))
     price_in: float = Field(0.0005, description="USD per 1K input tokens.", json_schema_extra=_rule("price-in"))
@@ -140,4 +142,5 @@ def build_service(config: dict[str, Any], entries: list[dict[str, Any]] | None =
     if entries:
         ledger.restore(entries)
     cache = ResponseCache(None if llm.cache in (None, "off") else llm.cache)
-    return LLMService(models=models, ledger=ledger, cache=cache, seed=int(config["seed"]), max_concurrency=llm.max_concurrency, rps=llm.rps)
+    return LLMService(models=models, ledger=ledger, cache=cache, seed=int(config["seed"]), max_concurrency=llm.max_concurrency, rps=llm.rps,
+                      call_timeout=llm.call_timeout)

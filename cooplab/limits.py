@@ -159,6 +159,7 @@ RULES: dict[str, Num] = {
     "temperature": Num(float, 0, 2),
     "max-tokens": Num(int, 1, 100_000),
     "max-concurrency": Num(int, 1, 1024),
+    "call-timeout": Num(float, 0, 86_400, lo_open=True, hint="seconds one model call may take in all, its whole answer read"),
     "rps": Num(float, 0.001, 1_000_000, hint="requests per second; omit it for no limit", optional=True),
     "budget": Num(float, 0, 1_000_000, hint="USD; omit it for no cap", optional=True),
     "price-in": Num(float, 0, 1000, hint="USD per 1K input tokens"),

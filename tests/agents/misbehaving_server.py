@@ -133,7 +133,7 @@ class MisbehavingServer:
         self.requests: list[tuple[str, dict]] = []
         self.deliveries: list[Delivery] = []
         self.release = threading.Event()
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -202,6 +202,13 @@ class MisbehavingServer:
             pass
         with self._lock:
             self.deliveries.append(done)
+            self._lock.notify_all()
+
+    def wait_deliveries(self, n: int, timeout: float = 60.0) -> list[Delivery]:
+        """The streamed deliveries once ``n`` have ended (each ends when its client goes away)."""
+        with self._lock:
+            assert self._lock.wait_for(lambda: len(self.deliveries) >= n, timeout), f"{len(self.deliveries)} of {n} deliveries ended"
+            return list(self.deliveries)
 
     def _reply(self, req: dict) -> tuple[str, Reply]:
         with self._lock:

@@ -113,3 +113,41 @@ def test_writers_take_lone_surrogates(tmp_path):
     RunnableLambda(lambda x: {"answer": x + SURROGATE}, name="step").invoke("q" + SURROGATE, {"callbacks": [tracer]})
     rec = json.loads((tmp_path / "traces.jsonl").read_bytes().decode("utf-8"))
     assert rec["outputs"] == {"answer": "q" + CLEAN + CLEAN} and not list(tmp_path.glob(".traces.jsonl.*.part"))
+
+
+# --- item 4: a wall-clock bound on every call ---------------------------------------------------
+def test_a_server_trickling_its_answer_is_cut_at_the_call_timeout(tmp_path, capsys, fast_backoff):
+    """One byte every 50 ms of a body that would take minutes to arrive: the per-read timeout never
+    fires, the call timeout does, every attempt, and the run stops cleanly with one line."""
+    body = b" " * 5000 + json.dumps(completion()).encode()  # JSON may start with blanks: a valid answer, if it ever ends
+    out = tmp_path / "run"
+    with MisbehavingServer(lambda r: Reply(200, body, trickle=0.05)) as srv:
+        code, stdout, err = run(server_run(srv.url, out, "--call-timeout", "0.5", rounds=1), capsys)
+        requests = len(srv.requests)
+        deliveries = srv.wait_deliveries(requests)  # each ends when the server finds its client gone
+    line = one_line(err)
+    assert code == 1 and stdout == ""
+    assert "no complete answer within the call timeout of 0.5 s, 5 times" in line and "cooplab resume" in line
+    s = summary_of(out)
+    assert s["status"] == "stopped" and s["ledger"]["calls"] == 0
+    # both calls of the first phase, 1 + 4 retries each; the client gave up on every delivery
+    assert requests == 2 * 5
+    assert len(deliveries) == requests and not any(d.complete for d in deliveries)
+    assert all(d.sent < len(body) for d in deliveries)
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "nan", "inf", "86401"])
+def test_a_bad_call_timeout_is_one_line_before_any_work(bad, tmp_path, capsys):
+    out = tmp_path / "run"
+    code, _, err = run(server_run("http://127.0.0.1:9/v1", out, "--call-timeout", bad), capsys)
+    assert code == 2 and "--call-timeout" in one_line(err) and not out.exists()
+
+
+@pytest.mark.parametrize("bad", [0, -1, float("nan"), float("inf"), 10**9, "10", True])
+def test_a_bad_call_timeout_in_a_config_file_is_one_line(bad):
+    from cooplab.agents.settings import LLMSettings
+    from cooplab.limits import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^sweep x.json: llm.call_timeout must be") as e:
+        LLMSettings.from_file({"call_timeout": bad}, "sweep x.json: llm")
+    assert "\n" not in str(e.value)
