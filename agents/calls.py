@@ -125,6 +125,16 @@ def is_transient(exc: BaseException) -> bool:
     return False
 
 
+def _malformed_cause(exc: BaseException) -> EndpointResponseError | None:
+    """The malformed response behind ``exc`` (its cause chain), if any."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, EndpointResponseError):
+            return exc
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
 def endpoint_failure(exc: BaseException) -> str | None:
     """How a failed model call is handled: ``"transient"`` (retried with backoff, then
     :class:`ModelUnavailable`), ``"permanent"`` (an error the endpoint will repeat, e.g. HTTP 401
@@ -232,8 +242,12 @@ class ProviderAdapter:
         return usage_of(msg, request.messages, text, input_bound=request.input_bound, output_bound=request.output_bound)
 
     def failure(self, exc: Exception) -> EndpointFailure | None:
-        """``exc`` as an endpoint failure, or None when it is not the endpoint's (it propagates)."""
+        """``exc`` as an endpoint failure, or None when it is not the endpoint's (it propagates). A
+        malformed response the HTTP client found (a body past its cap) is named as such, not as
+        the SDK's connection error that wraps it."""
         kind = endpoint_failure(exc)
+        if kind == "transient":
+            exc = _malformed_cause(exc) or exc
         return None if kind is None else EndpointFailure(self.spec, exc, transient=kind == "transient")
 
     async def invoke(self, request: Request, timeout: float | None = None) -> Reply:

@@ -168,14 +168,13 @@ def make_chat_model(spec: ModelSpec, **kw: Any) -> BaseChatModel:
 
         if not os.environ.get("OPENAI_API_KEY") and spec.base_url is None:
             raise ModelSpecError("openai:NAME needs OPENAI_API_KEY in the environment (or --base-url for a local server)")
-        import httpx
-
         timeout = kw.get("timeout", 120)
+        sync_client, async_client = _http_clients(spec, timeout)
         return _checked_chat_openai()(
             # our own clients: langchain-openai's shared default async client outlives the event
             # loop it was first used in, which breaks a second run in the same process
-            http_client=httpx.Client(timeout=timeout, trust_env=False) if _is_loopback(spec.base_url) else None,
-            http_async_client=httpx.AsyncClient(timeout=timeout, trust_env=not _is_loopback(spec.base_url)),
+            http_client=sync_client,
+            http_async_client=async_client,
             model=spec.name,
             base_url=spec.base_url,
             api_key=os.environ.get("OPENAI_API_KEY") or "not-needed",
@@ -186,6 +185,14 @@ def make_chat_model(spec: ModelSpec, **kw: Any) -> BaseChatModel:
             use_responses_api=False,  # chat completions, whatever the model's name: the checked path
         )
     raise ModelSpecError(f"unknown model kind {spec.kind!r}")
+
+
+def _http_clients(spec: ModelSpec, timeout: float) -> tuple[Any, Any]:
+    """The (sync, async) HTTP clients of an OpenAI-compatible model: ``timeout`` per read, no proxy
+    for a loopback server, what is read capped (:class:`cooplab.agents.http_clients.BodyCap`)."""
+    from .http_clients import capped_clients
+
+    return capped_clients(spec.max_tokens, timeout=timeout, trust_env=not _is_loopback(spec.base_url))
 
 
 def _is_loopback(url: str | None) -> bool:
@@ -219,16 +226,16 @@ def _checked_chat_openai() -> type:
             payload = self._get_request_payload(messages, stop=stop, **kwargs)
             payload.pop("stream", None)
             raw = self.client.with_raw_response.create(**payload)  # HTTP errors raise openai.APIStatusError
-            return self._checked_result(raw.http_response.content)
+            return self._checked_result(raw.http_response.content, _output_cap(payload))
 
         async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs: Any) -> ChatResult:
             payload = self._get_request_payload(messages, stop=stop, **kwargs)
             payload.pop("stream", None)
             raw = await self.async_client.with_raw_response.create(**payload)
-            return await asyncio.to_thread(self._checked_result, raw.http_response.content)
+            return await asyncio.to_thread(self._checked_result, raw.http_response.content, _output_cap(payload))
 
-        def _checked_result(self, body: bytes) -> ChatResult:
-            checked, usage = checked_completion(parse_body(body))
+        def _checked_result(self, body: bytes, max_tokens: int | None = None) -> ChatResult:
+            checked, usage = checked_completion(parse_body(body), max_tokens=max_tokens)
             result = super()._create_chat_result(checked, {})
             msg = result.generations[0].message
             msg.response_metadata = {**(msg.response_metadata or {}), "usage_raw": usage}
@@ -281,14 +288,22 @@ def parse_body(body: bytes) -> Any:
         raise EndpointResponseError(f"the body is not JSON ({type(exc).__name__}: {exc}): {_snippet(body)}") from None
 
 
-def checked_completion(response: Any) -> tuple[dict[str, Any], Any]:
+def _output_cap(payload: dict[str, Any]) -> int | None:
+    """The output cap in tokens a chat-completions request names, if any."""
+    n = payload.get("max_completion_tokens") or payload.get("max_tokens")
+    return n if type(n) is int and n > 0 else None
+
+
+def checked_completion(response: Any, *, max_tokens: int | None = None) -> tuple[dict[str, Any], Any]:
     """(a minimal, well-formed chat completion dict, the raw ``usage`` or None) from an
     endpoint's 200 response (its body, its parsed JSON, or an SDK object), or
     :class:`EndpointResponseError` when it is not a chat completion.
 
     This is the edge where a server's strings enter cooplab: every one of them (the answer, ids,
     the model's name, tool names and arguments, usage, an error's text) leaves here with its lone
-    surrogates replaced (:func:`~cooplab.limits.clean_text`), so no writer downstream meets one."""
+    surrogates replaced (:func:`~cooplab.limits.clean_text`), so no writer downstream meets one.
+    With ``max_tokens``, an answer (text and tool calls) longer than that many tokens can hold
+    (:func:`~cooplab.agents.usage.answer_bytes_bound`) is malformed too: it is never stored."""
     if isinstance(response, (bytes, bytearray)):
         response = parse_body(bytes(response))
     try:
@@ -316,7 +331,19 @@ def checked_completion(response: Any) -> tuple[dict[str, Any], Any]:
     if tool_calls:
         out_message["tool_calls"] = tool_calls
     checked["choices"] = [{"index": 0, "message": out_message, "finish_reason": finish if isinstance(finish, str) else None}]
+    if max_tokens is not None:
+        _check_answer_size(out_message, max_tokens)
     return checked, response.get("usage")
+
+
+def _check_answer_size(message: dict[str, Any], max_tokens: int) -> None:
+    from .usage import answer_bytes_bound
+
+    limit = answer_bytes_bound(max_tokens)
+    parts = [message["content"]] + [v for c in message.get("tool_calls", []) for v in (c["id"], c["function"]["name"], c["function"]["arguments"])]
+    size = sum(len(p.encode("utf-8", "replace")) for p in parts)
+    if size > limit:
+        raise EndpointResponseError(f"the answer has {size} bytes, more than {max_tokens} tokens can hold ({limit})")
 
 
 def _checked_tool_calls(calls: Any) -> list[dict[str, Any]]:
@@ -552,7 +579,7 @@ class LlamaCppChat(BaseChatModel):
             call["stop"] = stop
         # the model process's answer is checked like any endpoint's: a garbled reply is a
         # malformed response (retried, then a clean stop), its usage is validated by the service
-        checked, usage = checked_completion(proc.chat(call))
+        checked, usage = checked_completion(proc.chat(call), max_tokens=_output_cap(call))
         msg = AIMessage(content=checked["choices"][0]["message"]["content"], response_metadata={"usage_raw": usage})
         return ChatResult(generations=[ChatGeneration(message=msg)])
 

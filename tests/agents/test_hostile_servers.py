@@ -151,3 +151,59 @@ def test_a_bad_call_timeout_in_a_config_file_is_one_line(bad):
     with pytest.raises(ConfigError, match=r"^sweep x.json: llm.call_timeout must be") as e:
         LLMSettings.from_file({"call_timeout": bad}, "sweep x.json: llm")
     assert "\n" not in str(e.value)
+
+
+# --- item 5: a cap on what is read and stored ----------------------------------------------------
+HUGE = 300 * 2**20  # the issue's 300 MB answers
+BUFFERS = 32 * 2**20  # more than the socket buffers between the server and the client can hold
+
+
+def _huge_answer(status: int = 200, declared: bool = False):
+    """A chat completion whose answer is ``HUGE`` bytes of 'x', made chunk by chunk as it is sent."""
+    head, tail = b'{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"', b'"}}]}'
+    block = b"x" * 2**16
+
+    def reply(req: dict) -> Reply:
+        chunks = (head if i < 0 else tail if i == HUGE // len(block) else block for i in range(-1, HUGE // len(block) + 1))
+        return Reply(status, chunks=chunks, declared_length=len(head) + HUGE + len(tail) if declared else None)
+
+    return reply
+
+
+@pytest.mark.parametrize("status,declared,says", [(200, False, "cooplab stopped reading it"), (200, True, "bytes, more than the"),
+                                                  (500, False, "cooplab stopped reading it")])
+def test_a_huge_body_is_not_read_past_its_cap(status, declared, says, tmp_path, capsys, fast_backoff):
+    out = tmp_path / "run"
+    with MisbehavingServer(_huge_answer(status, declared)) as srv:
+        code, stdout, err = run(server_run(srv.url, out, rounds=1), capsys)
+        requests = len(srv.requests)
+        deliveries = srv.wait_deliveries(requests)  # each ends when the client hangs up
+    line = one_line(err)
+    assert code == 1 and stdout == "" and "returned malformed responses 5 times" in line and says in line
+    s = summary_of(out)
+    assert s["status"] == "stopped" and s["ledger"]["calls"] == 0
+    assert requests == 2 * 5 and not any(d.complete for d in deliveries)
+    assert max(d.sent for d in deliveries) < BUFFERS, [d.sent for d in deliveries]  # of 300 MB each
+    assert (out / "checkpoints.sqlite").stat().st_size < 2**20
+
+
+def test_an_answer_longer_than_its_tokens_can_be_is_not_stored(tmp_path, capsys, fast_backoff):
+    """Under the body cap (JSON escapes make a body up to 6 times its text) but still impossible for
+    64 tokens: refused like any malformed response, and nothing of it reaches the run's files."""
+    from cooplab.agents.usage import answer_bytes_bound
+
+    text = "y" * (answer_bytes_bound(64) + 1)
+    out = tmp_path / "run"
+    with MisbehavingServer(lambda r: Reply(200, json.dumps(completion(content=text)).encode())) as srv:
+        code, _, err = run(server_run(srv.url, out, rounds=1), capsys)
+    assert code == 1 and "more than 64 tokens can hold" in one_line(err)
+    assert summary_of(out)["ledger"]["calls"] == 0
+    assert all(text[:1000] not in p.read_bytes().decode("utf-8", "replace") for p in out.rglob("*") if p.is_file())
+
+
+def test_the_caps_follow_max_tokens():
+    from cooplab.agents.usage import answer_bytes_bound, body_bytes_bound
+
+    assert answer_bytes_bound(64) < answer_bytes_bound(65) and body_bytes_bound(64) < 2**20 < body_bytes_bound(1000)
+    assert body_bytes_bound(100_000) < HUGE  # even the largest --max-tokens never lets a 300 MB body in
+
