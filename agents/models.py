@@ -94,8 +94,51 @@ class ModelSpec:
         return f"{self.kind}:{self.name}"
 
     def identity(self) -> dict[str, Any]:
-        """What identifies this model's answers in a cache key (the endpoint URL does not)."""
-        return {"model": self.id, "temperature": self.temperature, "max_tokens": self.max_tokens, **dict(self.params)}
+        """What identifies this model's answers in a cache key: the provider and the model's name
+        (:attr:`id`), the server that answers (:meth:`endpoint`, named when it is not the
+        provider's default, so keys made before it was part of the identity stay valid for the
+        local model, scripted models and OpenAI itself), the sampling settings."""
+        ident = {"model": self.id, "temperature": self.temperature, "max_tokens": self.max_tokens, **dict(self.params)}
+        endpoint = self.endpoint()
+        if endpoint is not None:
+            ident["endpoint"] = endpoint
+        return ident
+
+    def endpoint(self) -> str | None:
+        """The normalised URL (:func:`normalise_url`) of the server an ``openai:`` model calls:
+        ``base_url``, else ``$OPENAI_API_BASE`` or ``$OPENAI_BASE_URL`` as the OpenAI client reads
+        them; None for OpenAI's own API and for models that run in cooplab (local, scripted)."""
+        if self.kind != "openai":
+            return None
+        import os
+
+        url = self.base_url or os.environ.get("OPENAI_API_BASE") or os.environ.get("OPENAI_BASE_URL")
+        if not url:
+            return None
+        url = normalise_url(url)
+        return None if url == OPENAI_API else url
+
+
+#: OpenAI's own API, the endpoint of ``openai:NAME`` without a base URL
+OPENAI_API = "https://api.openai.com/v1"
+
+
+def normalise_url(url: str) -> str:
+    """One spelling of a server's URL: scheme and host in lower case, no user name or password, no
+    default port (80, 443), no trailing ``/``, no fragment. ``http://LocalHost:80/v1/`` and
+    ``http://localhost/v1`` are one server; ``localhost`` and ``127.0.0.1`` are two spellings
+    cooplab does not resolve, so two servers."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url.strip())
+    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+    try:
+        port = parts.port
+    except ValueError:  # not a port number: the connection will fail; the text stays as given
+        return url.strip()
+    host = f"[{host}]" if ":" in host else host
+    netloc = host if port is None or port == {"http": 80, "https": 443}.get(scheme) else f"{host}:{port}"
+    return urlunsplit((scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
 
 
 #: built-in scripted models, ``builtin:NAME[:ARG]`` -> ``factory(ARG)`` (a ScriptedChatModel); tasks

@@ -207,3 +207,51 @@ def test_the_caps_follow_max_tokens():
     assert answer_bytes_bound(64) < answer_bytes_bound(65) and body_bytes_bound(64) < 2**20 < body_bytes_bound(1000)
     assert body_bytes_bound(100_000) < HUGE  # even the largest --max-tokens never lets a 300 MB body in
 
+
+# --- item 6: the cache knows which server answered -----------------------------------------------
+def _answering(effort: float):
+    return lambda r: Reply(200, json.dumps(completion(content=json.dumps({"effort": effort, "punish": None}))).encode())
+
+
+def test_the_cache_never_replays_another_servers_answers(tmp_path, capsys):
+    cache = tmp_path / "shared.sqlite"
+
+    def cached_run(url: str, name: str) -> pd.DataFrame:
+        args = [str(cache) if a == "off" else str(a) for a in server_run(url, tmp_path / name, rounds=1)]
+        code, _, err = run(args, capsys)
+        assert code == 0, err
+        return pd.read_parquet(tmp_path / name / "decisions.parquet")
+
+    with MisbehavingServer(_answering(0.3)) as a, MisbehavingServer(_answering(0.7)) as b:
+        first = cached_run(a.url, "a")
+        assert len(a.requests) == len(first) > 0
+        # the same model name at another server: its own calls, its own answers
+        other = cached_run(b.url, "b")
+        assert len(b.requests) == len(other) and other["raw"].str.contains("0.7").all()
+        # the first server again, spelled another way (scheme in capitals, a trailing slash): replayed
+        again = cached_run(a.url.replace("http://", "HTTP://") + "/", "a2")
+        assert len(a.requests) == len(first) and again["raw"].str.contains("0.3").all()
+        assert again["cached_calls"].sum() == len(again)
+
+
+def test_keys_made_before_the_endpoint_counted_stay_valid_where_it_is_the_default(monkeypatch):
+    """The local model, scripted models and OpenAI's own API have no endpoint in their identity:
+    their cache keys are those main made (fixed here), so existing caches keep replaying."""
+    from cooplab.agents.cache import cache_key
+    from cooplab.agents.models import ModelSpec
+
+    for var in ("OPENAI_API_BASE", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+
+    def key(spec: ModelSpec) -> str:
+        return cache_key(model=spec.identity(), messages=[("human", "hi")], agent="0:0", round=1, phase="harvest", seed=0, attempt=0,
+                         schema=None)
+
+    assert key(ModelSpec("local", "SmolLM2-135M-Instruct-Q4_1.gguf")) == "fe6680003e24dfc55d6b9f9014711789f06bdad7300248aded86dbf07c3de189"
+    assert key(ModelSpec("openai", "gpt-4o-mini")) == "97c8eb468972d7910df934f9fa1f13a56acb382ef7281bd7abb375ed7cd8aed7"
+    assert key(ModelSpec("openai", "gpt-4o-mini", "HTTPS://api.openai.com:443/v1/")) == key(ModelSpec("openai", "gpt-4o-mini"))
+    assert key(ModelSpec("scripted", "a.json")) == "6a1074b6284c413e51ab0a2011def7b77d0be8465ea3dd7fe12288648a365e87"
+    # a server named by the environment, as the OpenAI client reads it, is a server of its own
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://10.0.0.5:8000/v1")
+    assert ModelSpec("openai", "gpt-4o-mini").endpoint() == "http://10.0.0.5:8000/v1"
+    assert key(ModelSpec("openai", "gpt-4o-mini")) != "97c8eb468972d7910df934f9fa1f13a56acb382ef7281bd7abb375ed7cd8aed7"
