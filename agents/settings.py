@@ -125,11 +125,14 @@ class LLMSettings(BaseModel):
             raise ConfigError(f"{where}.{'.'.join(str(x) for x in e['loc'])}: {e['msg']}") from None
 
 
-def build_service(config: dict[str, Any], entries: list[dict[str, Any]] | None = None):
-    """The LLM service of a run from its config (models, cache, ledger restored from the audit trail)."""
+def build_service(config: dict[str, Any], entries: list[dict[str, Any]] | None = None, journal: Path | None = None):
+    """The LLM service of a run from its config (models, cache, ledger restored from the audit
+    trail ``entries``). With ``journal`` (the run's :class:`~cooplab.graphs.ledger.LedgerJournal`
+    file) every charge is journaled, and the journal's charges the audit trail lacks (paid by an
+    interrupted process) are restored too."""
     from cooplab.agents.decisions import LLMService
     from cooplab.agents.models import make_chat_model, parse_model_spec  # looked up per call: tests wrap them
-    from cooplab.graphs.ledger import Ledger, Rates
+    from cooplab.graphs.ledger import Ledger, LedgerJournal, Rates
 
     llm = config["llm"] if isinstance(config["llm"], LLMSettings) else LLMSettings.model_validate(config["llm"], strict=False)
     models = {}
@@ -139,7 +142,11 @@ def build_service(config: dict[str, Any], entries: list[dict[str, Any]] | None =
     rates = Rates(Decimal(str(llm.price_in)), Decimal(str(llm.price_out)))
     unit_rates = {"sandbox_seconds": Decimal(str((config.get("sandbox") or {}).get("rate") or 0))}
     ledger = Ledger(budget=None if llm.budget is None else Decimal(str(llm.budget)), default_rates=rates, unit_rates=unit_rates)
-    if entries:
+    if journal is not None:
+        book = LedgerJournal(journal)
+        ledger.restore(entries or [], book.unrecorded(entries or []))
+        ledger.on_commit = book.append
+    elif entries:
         ledger.restore(entries)
     cache = ResponseCache(None if llm.cache in (None, "off") else llm.cache)
     return LLMService(models=models, ledger=ledger, cache=cache, seed=int(config["seed"]), max_concurrency=llm.max_concurrency, rps=llm.rps,

@@ -255,3 +255,49 @@ def test_keys_made_before_the_endpoint_counted_stay_valid_where_it_is_the_defaul
     monkeypatch.setenv("OPENAI_BASE_URL", "http://10.0.0.5:8000/v1")
     assert ModelSpec("openai", "gpt-4o-mini").endpoint() == "http://10.0.0.5:8000/v1"
     assert key(ModelSpec("openai", "gpt-4o-mini")) != "97c8eb468972d7910df934f9fa1f13a56acb382ef7281bd7abb375ed7cd8aed7"
+
+
+# --- item 12: every paid call is in the ledger, resumed or not ------------------------------------
+@pytest.mark.parametrize("cache", ["off", "file"])
+@pytest.mark.parametrize("stops", [1, 2])
+def test_every_paid_call_is_in_the_ledger_after_resumes(cache, stops, tmp_path, capsys, fast_backoff):
+    """The first phase's 2 calls succeed, then of the next phase's 2 one is paid and the other
+    fails until the run stops (``stops`` times, resuming in between): the paid call of the failed
+    node is in no checkpoint. After the last resume the ledger holds exactly the calls the server
+    answered, each as the live call it was; with a cache the resumed node replays it instead of
+    paying again, and the ledger equals an uninterrupted run's."""
+    out = tmp_path / "run"
+    args = [str(tmp_path / "cache.sqlite") if a == "off" and cache == "file" else str(a) for a in server_run("URL", out)]
+    with MisbehavingServer("500", script=["ok"] * 3) as srv:
+        code, _, err = run([srv.url if a == "URL" else a for a in args], capsys)
+        assert code == 1 and "HTTP 500" in one_line(err)
+        for _ in range(stops - 1):  # one more call paid, one more failing: stopped again
+            srv.script = ["ok"] * 2 if cache == "file" else ["ok"]  # with a cache one answer of the node is replayed
+            code, _, err = run(["resume", out, "-q", "--json"], capsys)
+            assert code == 1 and "HTTP 500" in one_line(err)
+        srv.mode = "ok"
+        code, stdout, err = run(["resume", out, "-q", "--json"], capsys)
+        paid = srv.modes_seen().count("ok")
+    assert code == 0, err
+    s = json.loads(stdout)
+    led = pd.read_parquet(out / "ledger.parquet")
+    assert s["status"] == "completed" and s["ledger"]["calls"] == len(led) == paid
+    assert s["ledger"]["cached_calls"] == 0 and not led["cached"].any()
+    per_call = (Decimal(120) * Decimal("0.0005") + Decimal(12) * Decimal("0.003")) / 1000
+    assert Decimal(s["ledger"]["cost_usd"]) == paid * per_call
+    if cache == "file":  # 2 rounds x 2 phases x 2 agents, each paid once
+        assert paid == 8
+    else:  # the failed node's paid calls, paid again on resume
+        assert paid == 8 + stops
+    # a finished run resumed again keeps its ledger
+    code, stdout, err = run(["resume", out, "-q", "--json"], capsys)
+    assert code == 0 and json.loads(stdout)["ledger"] == s["ledger"]
+
+
+def test_a_new_run_in_the_same_directory_starts_a_new_journal(tmp_path, capsys):
+    out = tmp_path / "run"
+    with MisbehavingServer("ok") as srv:
+        for extra in ([], ["--force"]):
+            code, stdout, err = run(server_run(srv.url, out, *extra), capsys)
+            assert code == 0, err
+            assert json.loads(stdout)["ledger"]["calls"] == 8
