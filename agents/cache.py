@@ -1,8 +1,9 @@
 """A deterministic SQLite cache of model responses (edsl-style).
 
 The key is the SHA-256 of a canonical JSON of everything that determines a call: the model's
-identity and decoding parameters, the messages, the agent, the round, the phase, the run's
-seed and the attempt (sample) index. Rerunning a config replays every call from the cache
+identity (provider, name, the server that answers unless it is the provider's default: see
+``ModelSpec.identity``) and decoding parameters, the messages, the agent, the round, the phase,
+the run's seed and the attempt (sample) index. Rerunning a config replays every call from the cache
 without touching the model; a run killed mid-way and resumed replays the calls it had made.
 A row holds the answer and the tokens it was charged (after validation: see ``agents/usage.py``)
 and, if the endpoint reported impossible usage, why. The service re-validates the stored counts
