@@ -140,7 +140,7 @@ def test_a_server_trickling_its_answer_is_cut_at_the_call_timeout(tmp_path, caps
 def test_a_bad_call_timeout_is_one_line_before_any_work(bad, tmp_path, capsys):
     out = tmp_path / "run"
     code, _, err = run(server_run("http://127.0.0.1:9/v1", out, "--call-timeout", bad), capsys)
-    assert code == 2 and "--call-timeout" in one_line(err) and not out.exists()
+    assert code == 2 and "--call-timeout must be" in one_line(err) and not out.exists()
 
 
 @pytest.mark.parametrize("bad", [0, -1, float("nan"), float("inf"), 10**9, "10", True])
