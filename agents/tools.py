@@ -90,6 +90,7 @@ from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import BudgetExhausted, Entry, _amount
 from cooplab.graphs.nodes import charged
 from cooplab.graphs.state import SNAPSHOT_EVERY, AppendLog, extend
+from cooplab.limits import clean_strings
 from cooplab.sandbox.models import SandboxConfig, SandboxError
 from cooplab.sandbox.tool import RunCodeInput
 
@@ -352,7 +353,7 @@ def _envelope(msg: BaseMessage) -> str:
 
 def _from_envelope(text: str, step: int) -> AIMessage:
     try:
-        d = json.loads(text)
+        d = clean_strings(json.loads(text))
         calls = [{"name": str(c["name"]), "args": c["args"] if isinstance(c["args"], dict) else {}, "id": c.get("id") or f"call_{step}_{i}",
                   "type": "tool_call"} for i, c in enumerate(d.get("tool_calls") or [])]
         invalid = [{"name": c.get("name"), "args": c.get("args"), "id": c.get("id") or f"invalid_{step}_{i}", "error": c.get("error"),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -26,9 +27,31 @@ class ConfigError(Exception):
 
 
 def one_line(text: Any, limit: int = 400) -> str:
-    """``text`` on one line (whitespace runs collapsed), cut to ``limit`` characters."""
-    text = " ".join(str(text).split())
+    """``text`` on one line (whitespace runs collapsed, lone surrogates replaced), cut to ``limit`` characters."""
+    text = " ".join(clean_text(str(text)).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+#: UTF-16 surrogates: JSON may spell one alone (``"\\ud800"``), but no UTF-8 text can hold it
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD, so that any UTF-8 writer (SQLite,
+    Parquet, a checkpoint, a JSON line, the terminal) accepts it. Other text is returned as is."""
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
+def clean_strings(value: Any) -> Any:
+    """``value`` (JSON data: dicts, lists, strings, numbers) with :func:`clean_text` applied to every
+    string in it, dict keys included."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_strings(k): clean_strings(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(clean_strings(v) for v in value)
+    return value
 
 
 # --- caps (documented in README.md "Bad input") -----------------------------------------------
@@ -186,6 +209,7 @@ RULES: dict[str, Num] = {
     "temperature": Num(float, 0, 2),
     "max-tokens": Num(int, 1, 100_000),
     "max-concurrency": Num(int, 1, 1024),
+    "call-timeout": Num(float, 0, 86_400, lo_open=True, hint="seconds one model call may take in all, its whole answer read"),
     "rps": Num(float, 0.001, 1_000_000, hint="requests per second; omit it for no limit", optional=True),
     "budget": Num(float, 0, 1_000_000, hint="USD; omit it for no cap", optional=True),
     "price-in": Num(float, 0, 1000, hint="USD per 1K input tokens"),

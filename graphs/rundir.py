@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from cooplab._version import __version__
+from cooplab.limits import clean_text
 
 #: the trace file of a run directory (LangSmith run format, one run per line)
 TRACES_FILE = "traces.jsonl"
@@ -73,9 +74,12 @@ def git_commit() -> dict[str, Any] | None:
 
 
 def jsonable(x: Any) -> Any:
-    """``x`` with numpy values, paths and tuples turned into JSON types (non-finite floats become null)."""
+    """``x`` with numpy values, paths and tuples turned into JSON types (non-finite floats become
+    null, lone surrogates in strings U+FFFD: the file is UTF-8 text)."""
+    if isinstance(x, str):
+        return clean_text(x)
     if isinstance(x, dict):
-        return {str(k): jsonable(v) for k, v in x.items()}
+        return {clean_text(str(k)): jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [jsonable(v) for v in x]
     if isinstance(x, np.ndarray):
@@ -124,13 +128,21 @@ def read_json(path: Path) -> Any:
 
 
 def write_table(df: pd.DataFrame, out: Path, stem: str, csv: bool = False) -> Path:
-    """Write ``out/stem.parquet`` (or ``.csv``) and return its path."""
+    """Write ``out/stem.parquet`` (or ``.csv``) and return its path. Strings that UTF-8 cannot hold
+    (a lone surrogate) are written with U+FFFD in its place."""
     path = out / f"{stem}.{'csv' if csv else 'parquet'}"
+    try:
+        _write(df, path, csv)
+    except UnicodeEncodeError:
+        _write(df.map(lambda v: clean_text(v) if isinstance(v, str) else v), path, csv)
+    return path
+
+
+def _write(df: pd.DataFrame, path: Path, csv: bool) -> None:
     if csv:
         df.to_csv(path, index=False)
     else:
         df.to_parquet(path, index=False)
-    return path
 
 
 def read_table(out: Path, stem: str) -> pd.DataFrame:

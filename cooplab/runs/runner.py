@@ -31,7 +31,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from cooplab.agents.settings import build_service
 from cooplab.graphs.context import CoopContext
-from cooplab.graphs.ledger import BudgetExhausted
+from cooplab.graphs.ledger import JOURNAL_FILE, BudgetExhausted
 from cooplab.graphs.rundir import upgrade_config
 from cooplab.graphs.nodes import shared_rows
 from cooplab.graphs.task import RunInfo, Task
@@ -277,7 +277,9 @@ async def _execute_llm(task: Task, out: Path, config: dict[str, Any], state: dic
                 raise _damaged(out, exc) from None
         more, sized = _work_left(snap, state, out)
         cfg["recursion_limit"] = task.recursion_limit(sized, len(graph.nodes) - 1)
-        service = build_service(config, (snap.values or {}).get("ledger") if snap is not None else None)
+        if state is not None:  # a new run: a journal left by an earlier run in this directory (--force) is not its own
+            (out / JOURNAL_FILE).unlink(missing_ok=True)
+        service = build_service(config, (snap.values or {}).get("ledger") if snap is not None else None, journal=out / JOURNAL_FILE)
         progress = _Progress(task, config, sized, quiet, service)
         pool = None
         try:

@@ -4,7 +4,6 @@ environment it was made in, saving errors. The file helpers it uses are :mod:`co
 from __future__ import annotations
 
 import contextlib
-import json
 import platform
 from pathlib import Path
 from typing import Any
