@@ -20,6 +20,7 @@ run format), ``decisions.*`` and ``ledger.*``.
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -353,7 +354,7 @@ def finish(task: Task, out: Path, config: dict[str, Any], final: dict[str, Any],
     if decisions:
         df = pd.DataFrame(decisions)
         if "parsed" in df:
-            df["parsed"] = df["parsed"].map(lambda v: None if v is None else runstore.json.dumps(v))
+            df["parsed"] = df["parsed"].map(lambda v: None if v is None else json.dumps(v))
         runstore.write_table(df, out, "decisions", csv=csv)
         summary["decisions"] = {"count": len(df), "fallback_used": int(df["fallback_used"].sum()) if "fallback_used" in df else 0,
                                 "mean_attempts": float(df["attempts"].mean()) if "attempts" in df else 1.0}
