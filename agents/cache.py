@@ -1,8 +1,9 @@
 """A deterministic SQLite cache of model responses (edsl-style).
 
 The key is the SHA-256 of a canonical JSON of everything that determines a call: the model's
-identity and decoding parameters, the messages, the agent, the round, the phase, the run's
-seed and the attempt (sample) index. Rerunning a config replays every call from the cache
+identity (provider, name, the server that answers unless it is the provider's default: see
+``ModelSpec.identity``) and decoding parameters, the messages, the agent, the round, the phase,
+the run's seed and the attempt (sample) index. Rerunning a config replays every call from the cache
 without touching the model; a run killed mid-way and resumed replays the calls it had made.
 A row holds the answer and the tokens it was charged (after validation: see ``agents/usage.py``)
 and, if the endpoint reported impossible usage, why. The service re-validates the stored counts
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cooplab.limits import ConfigError
+from cooplab.limits import ConfigError, clean_text
 
 
 def cache_key(**parts: Any) -> str:
@@ -97,14 +98,16 @@ class ResponseCache:
         return CachedResponse(str(row[0] or ""), row[1], row[2], latency, row[4])
 
     def put(self, key: str, resp: CachedResponse, model: str) -> None:
+        """Store an answer (text that SQLite's UTF-8 cannot hold, a lone surrogate, is stored replaced)."""
         if self._db is None:
             return
+        error = None if resp.usage_error is None else clean_text(resp.usage_error)
         with self._lock:
             try:
                 self._db.execute(
                     "INSERT OR REPLACE INTO responses (key, text, input_tokens, output_tokens, latency, model, usage_error)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (key, resp.text, resp.input_tokens, resp.output_tokens, resp.latency, model, resp.usage_error),
+                    (key, clean_text(resp.text), resp.input_tokens, resp.output_tokens, resp.latency, clean_text(model), error),
                 )
             except sqlite3.OperationalError:  # locked for BUSY_SECONDS by other writers: the call stands, only its replay is lost
                 self.write_errors += 1

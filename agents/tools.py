@@ -88,7 +88,9 @@ from cooplab.agents.decisions import (
 from cooplab.agents.usage import input_bound
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import BudgetExhausted, Entry, _amount
+from cooplab.graphs.nodes import charged
 from cooplab.graphs.state import SNAPSHOT_EVERY, AppendLog, extend
+from cooplab.limits import clean_strings
 from cooplab.sandbox.models import SandboxConfig, SandboxError
 from cooplab.sandbox.tool import RunCodeInput
 
@@ -351,7 +353,7 @@ def _envelope(msg: BaseMessage) -> str:
 
 def _from_envelope(text: str, step: int) -> AIMessage:
     try:
-        d = json.loads(text)
+        d = clean_strings(json.loads(text))
         calls = [{"name": str(c["name"]), "args": c["args"] if isinstance(c["args"], dict) else {}, "id": c.get("id") or f"call_{step}_{i}",
                   "type": "tool_call"} for i, c in enumerate(d.get("tool_calls") or [])]
         invalid = [{"name": c.get("name"), "args": c.get("args"), "id": c.get("id") or f"invalid_{step}_{i}", "error": c.get("error"),
@@ -760,7 +762,9 @@ class ToolAgent:
         then ``AGENT:<uuid>``): a node that runs again (a resumed run) starts its loops afresh,
         their answers replayed from the response cache and charged again, their tools run again
         (the sandbox sessions and the ledger are not in the checkpoint, so a loop continued from
-        its last step would miss both)."""
+        its last step would miss both). Since no resume reads them, the loop writes its
+        checkpoints in the background (``durability="async"``): a step does not wait for its
+        checkpoint, and the loop still ends only once all of them are written."""
         if not isinstance(context, CoopContext) or context.llm is None:
             raise ToolSetupError("a tool agent needs CoopContext(llm=LLMService(...))")
         if round is not None and (isinstance(round, bool) or not hasattr(round, "__index__")):
@@ -780,7 +784,7 @@ class ToolAgent:
         if conf.get("checkpoint_ns"):
             conf["checkpoint_ns"] = f"{conf['checkpoint_ns']}|{re.sub(r'[|:]', '_', self.agent_id)}:{uuid.uuid4()}"
         cfg["configurable"] = conf
-        return loop_result(await self.graph.ainvoke(state, cfg, context=context))
+        return loop_result(await self.graph.ainvoke(state, cfg, context=context, durability="async"))
 
 
 async def run_tool_loop(agent_id: str, tools: Sequence[BaseTool], messages: Sequence[BaseMessage], *, context: CoopContext,
@@ -804,7 +808,8 @@ def tool_agent_node(agent_id: str, tools: Sequence[BaseTool], prompt_fn: PromptF
     pool) and returns state updates for append-only channels (``AppendLog`` or ``add_messages``):
     ``messages_key``: the prompt (if ``include_prompt``) and the loop's new messages;
     ``record_key``: one :meth:`ToolLoopResult.record`; ``ledger_key`` (optional): the ledger
-    entries this loop charged, as rows, so a checkpoint holds the audit trail.
+    charges the node recorded while the loop ran (:func:`~cooplab.graphs.nodes.charged`), as rows,
+    so a checkpoint holds the audit trail.
     ``round_key``: the state field holding the round (None: no round)."""
     agent = ToolAgent(agent_id, tools, team=team, phase=phase, limits=limits, protocol=protocol, model_key=model_key)
 
@@ -816,12 +821,12 @@ def tool_agent_node(agent_id: str, tools: Sequence[BaseTool], prompt_fn: PromptF
         rnd = None
         if round_key is not None:
             rnd = state.get(round_key) if isinstance(state, dict) else getattr(state, round_key, None)
-        res = await agent.arun(prompt, context=runtime.context, round=rnd, config=config)
+        res, rows = await charged(runtime.context, agent.arun(prompt, context=runtime.context, round=rnd, config=config))
         update: dict[str, Any] = {messages_key: (prompt if include_prompt else []) + res.messages}
         if record_key:
             update[record_key] = [res.record()]
-        if ledger_key:
-            update[ledger_key] = [e.as_dict() for e in res.entries]
+        if ledger_key and rows is not None:
+            update[ledger_key] = rows
         return update
 
     node.__name__ = node.__qualname__ = f"tool_agent[{agent_id}]"

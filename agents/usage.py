@@ -11,7 +11,10 @@ scripted, cache replays):
   adds: at most :data:`MESSAGE_OVERHEAD` tokens per message (role markers, separators, a
   SentencePiece prefix) and :data:`TEMPLATE_OVERHEAD` once (BOS, a template's default system
   prompt, the assistant header), plus the bytes of any schema or tools sent with the request.
-* the output is bounded by the call's ``max_tokens``.
+* the output is bounded by the call's ``max_tokens``; so are the bytes of an answer
+  (:func:`answer_bytes_bound`: no token stands for more than :data:`MAX_TOKEN_BYTES` bytes) and of
+  the response body that carries it (:func:`body_bytes_bound`), which caps what is read from a
+  server and what is stored.
 * :func:`check_usage` turns whatever a backend reported into a :class:`Usage`. A count that is
   missing, not an integer (a string, a bool, NaN, 2.5, ...), negative, or larger than the bound
   is an error of the model endpoint: the call is charged at its bounds (its reservation, never
@@ -28,6 +31,26 @@ from typing import Any
 
 MESSAGE_OVERHEAD = 16  # tokens a chat template may add around one message
 TEMPLATE_OVERHEAD = 128  # tokens a chat template may add once per request
+#: UTF-8 bytes one output token stands for at most (the longest tokens of common vocabularies, runs
+#: of blanks or of one symbol, are well below it)
+MAX_TOKEN_BYTES = 256
+#: bytes of an answer besides what its tokens say: the JSON around tool calls, their ids
+ANSWER_OVERHEAD = 4096
+#: bytes of a chat completion's body besides its answer: ids, the model's name, usage, finish reason
+BODY_OVERHEAD = 64 * 1024
+#: JSON spells one byte of text in at most 6 (``\u0000``)
+JSON_ESCAPE = 6
+
+
+def answer_bytes_bound(max_tokens: int) -> int:
+    """The UTF-8 bytes an answer of at most ``max_tokens`` tokens can hold (tool calls included)."""
+    return MAX_TOKEN_BYTES * max(int(max_tokens), 1) + ANSWER_OVERHEAD
+
+
+def body_bytes_bound(max_tokens: int) -> int:
+    """The bytes of a chat-completion body whose answer has at most ``max_tokens`` tokens: what is
+    read from a server at most (184 KiB for 64 tokens, 1.5 MB per 1,000 tokens more)."""
+    return BODY_OVERHEAD + JSON_ESCAPE * answer_bytes_bound(max_tokens)
 
 
 def _nbytes(value: Any) -> int:
@@ -120,4 +143,5 @@ def counted_usage(input_tokens: int, output_tokens: int, *, input_bound: int, ou
     return Usage(min(max(int(input_tokens), 0), input_bound), min(max(int(output_tokens), 0), output_bound))
 
 
-__all__ = ["MESSAGE_OVERHEAD", "TEMPLATE_OVERHEAD", "Usage", "check_usage", "counted_usage", "input_bound"]
+__all__ = ["MAX_TOKEN_BYTES", "MESSAGE_OVERHEAD", "TEMPLATE_OVERHEAD", "Usage", "answer_bytes_bound", "body_bytes_bound", "check_usage",
+           "counted_usage", "input_bound"]

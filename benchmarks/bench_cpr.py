@@ -3,15 +3,15 @@
     .venv/bin/python benchmarks/bench_cpr.py            # full run, writes the "## CPR ABM" section of benchmarks/RESULTS.md
     .venv/bin/python benchmarks/bench_cpr.py --quick    # smoke run (few replicates); writes nothing unless --out is given
 
-The workload is the grid of ``cooplab.tasks.cpr.abm_figures.experiment_fig3``: 11 beta x 10 r
+The workload is the grid of ``cooplab.tasks.cpr.validation.experiment_fig3``: 11 beta x 10 r
 cells (FIG3_BETAS x FIG3_RS), mixed population, default parameters otherwise (N = 10 agents,
 T = 50 rounds), 100 replicate societies per cell = 11,000 societies.
 
 1. cooplab      ``run_cpr`` over all conditions x replicates in ONE graph invocation, with an
-                InMemorySaver checkpointer and durability="exit" (as abm_figures runs it);
+                InMemorySaver checkpointer and durability="exit" (as tasks/cpr/validation.py runs it);
                 also once without a checkpointer, for information.
 2. numpy floor  one plain Python loop over rounds, no LangGraph: the same equations
-                (cooplab.tasks.cpr.world) and policies (cooplab.tasks.cpr.rules), on compacted
+                (cooplab.tasks.cpr.model) and policies (cooplab.tasks.cpr.rules), on compacted
                 arrays of the running societies only (as cooplab's nodes compute only those),
                 drawing from the same per-(seed, round, phase) generators in the same order and
                 shapes (per-society arrays drawn for all S societies, running rows used), so it
@@ -65,8 +65,8 @@ from cooplab.tasks.cpr import rules as rb
 from cooplab.tasks.cpr import phases as ph
 from cooplab.graphs.nodes import where
 from cooplab.graphs.rng import RowSubsetGenerator, phase_rng
-from cooplab.tasks.cpr import world
-from cooplab.tasks.cpr.abm_figures import FIG3_BETAS, FIG3_POP, FIG3_RS
+from cooplab.tasks.cpr import model as world
+from cooplab.tasks.cpr.validation import FIG3_BETAS, FIG3_POP, FIG3_RS
 from cooplab.tasks.cpr.params import CPRParams, make_params, population_ranges
 from cooplab.tasks.cpr.society import Condition, init_state, run_cpr
 
@@ -78,7 +78,7 @@ HERE = Path(__file__).resolve().parent
 # workload
 # ------------------------------------------------------------------------------------------
 def fig3_conditions() -> tuple[list[Condition], list[dict[str, float]]]:
-    """The Fig. 3 grid exactly as abm_figures.experiment_fig3 builds it (r-major, then beta)."""
+    """The Fig. 3 grid exactly as validation.experiment_fig3 builds it (r-major, then beta)."""
     conds, meta = [], []
     for r in FIG3_RS:
         for beta in FIG3_BETAS:
@@ -129,7 +129,7 @@ def run_floor(conds: list[Condition], replicates: int, seed: int) -> dict[str, A
     """The same model as cooplab's CPR graph (all phases on), as one plain loop over rounds.
 
     Node for node it performs cooplab's phase computations (tasks/cpr/phases.py) with the same
-    policies (tasks/cpr/rules.py) and equations (tasks/cpr/world.py), and draws from
+    policies (tasks/cpr/rules.py) and equations (tasks/cpr/model.py), and draws from
     ``phase_rng(seed, round, phase)`` exactly as the nodes do: harvest and punish with the
     round t, learn with t + 1 (the environment node advances ``round`` before learn runs).
     Individual learning (cooplab's ``adapt`` node, deterministic) runs between the environment
@@ -582,7 +582,7 @@ def profile_cooplab(conds: list[Condition], replicates: int, seed: int, top: int
         ("  policies: individual_learning", cum("tasks/cpr/rules.py", ("individual_learning",))),
         ("    of which sample_peer (both)", cum("agents/rule_based.py", ("sample_peer",))),
         ("  history record: mean_alive helpers", cum("tasks/cpr/phases.py", ("mean_alive",))),
-        ("  vote: median_norm", cum("tasks/cpr/world.py", ("median_norm",))),
+        ("  vote: median_norm", cum("tasks/cpr/model.py", ("median_norm",))),
     ]
     in_nodes = sum(nodes.values())
     init = cum("tasks/cpr/society.py", ("init_state",))
@@ -890,7 +890,7 @@ def main(argv: list[str] | None = None) -> int:
         "(2 cores, shared with another engineer's jobs)",
         f"- Python {info['python']}, numpy {info['numpy']}, langgraph {info['langgraph']} "
         f"(langgraph-checkpoint {info['langgraph-checkpoint']}), mesa {info['mesa']}",
-        f"- Workload: Fig. 3 grid of `abm_figures` ({len(FIG3_BETAS)} beta x {len(FIG3_RS)} r = {C} cells, mixed population, "
+        f"- Workload: Fig. 3 grid of `tasks/cpr/validation.py` ({len(FIG3_BETAS)} beta x {len(FIG3_RS)} r = {C} cells, mixed population, "
         f"default parameters), N = {N} agents, T = {T} rounds, {reps} replicates/cell = {S:,} societies, seed {args.seed}. "
         f"The batch ran {ref['rounds']} graph rounds (until every society had collapsed or hit the cap).",
         "- Agent-steps: sum over societies and simulated rounds (collapse round included) of the agents alive at the "

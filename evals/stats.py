@@ -1,10 +1,20 @@
 """The paper's statistics (§4.2): two-way ANOVA (type II, with eta^2), Tukey HSD with a
 compact letter display, and Welch t-tests. statsmodels / scipy do the statistics; only the
-letter display is our own (the insert-and-absorb algorithm of Piepho 2004)."""
+letter display is our own (the insert-and-absorb algorithm of Piepho 2004).
+
+Each test first checks that it can be estimated on the data at hand and raises
+:class:`NotEstimable` (with the reason, in one line) where it cannot: no variance at all, none
+within the groups, a group of one. That is common with LLM societies (every society survives to
+the round cap) and would otherwise come out as F ratios of rounding noise, NaN rows and library
+warnings. Warnings the libraries still raise are collected by :func:`collect_warnings` and
+reported as one line each, never printed raw."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -16,6 +26,52 @@ require("analysis", "statistics (cooplab analyze, cooplab figures cpr-abm, coopl
 
 from scipy import stats  # noqa: E402
 
+#: variation below this share of the data's scale is rounding noise, not variance
+RELATIVE_TOL = 1e-9
+
+
+class NotEstimable(ValueError):
+    """A test that the data cannot support; the message says why, in one line."""
+
+
+def _spread(y: np.ndarray) -> float:
+    """The data's scale, for telling variance from rounding noise."""
+    return max(float(np.max(np.abs(y))) if y.size else 0.0, 1.0)
+
+
+def _check_values(y: np.ndarray, what: str) -> np.ndarray:
+    y = np.asarray(y, dtype=float)
+    if y.size == 0:
+        raise NotEstimable(f"{what}: no values")
+    if not np.all(np.isfinite(y)):
+        raise NotEstimable(f"{what}: missing or infinite values")
+    return y
+
+
+def _check_within_variance(df: pd.DataFrame, y: str, by: list[str]) -> None:
+    """Refuse when the values vary not at all, or not within any cell of ``by``."""
+    vals = _check_values(df[y].to_numpy(), y)
+    tol = RELATIVE_TOL * _spread(vals)
+    if np.ptp(vals) <= tol:
+        raise NotEstimable(f"every {y} value is {vals[0]:g}: no variance to test")
+    resid = df[y] - df.groupby(by)[y].transform("mean")
+    if float(np.max(np.abs(resid.to_numpy(dtype=float)))) <= tol:
+        raise NotEstimable(f"{y} does not vary within any {' x '.join(by)} cell, so there is no error variance")
+
+
+@contextlib.contextmanager
+def collect_warnings(notes: list[str], where: str) -> Iterator[None]:
+    """Run a block with library warnings captured; each distinct one becomes one line in ``notes``."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    seen: set[str] = set()
+    for w in caught:
+        text = " ".join(str(w.message).split())
+        if text not in seen:
+            seen.add(text)
+            notes.append(f"{where}: {w.category.__name__} from {w.filename.rsplit('/', 1)[-1]}: {text}")
+
 
 def two_way_anova(df: pd.DataFrame, y: str, a: str, b: str) -> pd.DataFrame:
     """Type II two-way ANOVA of ``y`` by factors ``a``, ``b`` and their interaction, with
@@ -24,6 +80,11 @@ def two_way_anova(df: pd.DataFrame, y: str, a: str, b: str) -> pd.DataFrame:
     from statsmodels.formula.api import ols
 
     data = df[[y, a, b]].rename(columns={y: "y", a: "A", b: "B"}).copy()
+    if data["A"].nunique() < 2 or data["B"].nunique() < 2:
+        raise NotEstimable(f"a two-way ANOVA needs at least two levels of {a} and of {b}")
+    if len(data) <= data.groupby(["A", "B"]).ngroups:
+        raise NotEstimable(f"no {a} x {b} cell has a replicate, so there is no error variance")
+    _check_within_variance(data.rename(columns={"y": y}), y, ["A", "B"])
     data["A"] = data["A"].astype(str)
     data["B"] = data["B"].astype(str)
     model = ols("y ~ C(A) + C(B) + C(A):C(B)", data=data).fit()
@@ -39,6 +100,12 @@ def tukey_hsd(df: pd.DataFrame, y: str, group: str, alpha: float = 0.05) -> pd.D
     """Pairwise Tukey HSD (statsmodels). Columns: group1, group2, meandiff, p_adj, lower, upper, reject."""
     from statsmodels.stats.multicomp import pairwise_tukeyhsd
 
+    sizes = df.groupby(group)[y].size()
+    if len(sizes) < 2:
+        raise NotEstimable(f"Tukey HSD needs at least two {group} groups")
+    if (sizes < 2).any():
+        raise NotEstimable(f"Tukey HSD needs two or more values per {group}; {sizes.idxmin()} has {int(sizes.min())}")
+    _check_within_variance(df, y, [group])
     res = pairwise_tukeyhsd(df[y].to_numpy(dtype=float), df[group].astype(str).to_numpy(), alpha=alpha)
     t = pd.DataFrame(res.summary().data[1:], columns=res.summary().data[0])
     return t.rename(columns={"p-adj": "p_adj"})
@@ -88,7 +155,11 @@ def cld_from_tukey(df: pd.DataFrame, y: str, group: str, alpha: float = 0.05) ->
 
 def welch(a: np.ndarray, b: np.ndarray) -> dict[str, Any]:
     """Welch's t-test (scipy) with the Welch-Satterthwaite degrees of freedom."""
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    a, b = _check_values(a, "the first group"), _check_values(b, "the second group")
+    if len(a) < 2 or len(b) < 2:
+        raise NotEstimable(f"a Welch test needs two or more values per group (n = {len(a)} and {len(b)})")
+    if np.ptp(a) <= RELATIVE_TOL * _spread(a) and np.ptp(b) <= RELATIVE_TOL * _spread(b):
+        raise NotEstimable(f"both groups are constant ({a[0]:g} and {b[0]:g}): no variance to test")
     res = stats.ttest_ind(a, b, equal_var=False)
     va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
     df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if (va + vb) > 0 else float("nan")
@@ -107,4 +178,5 @@ def anova_markdown(table: pd.DataFrame, title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["anova_markdown", "cld_from_tukey", "compact_letters", "tukey_hsd", "two_way_anova", "welch", "itertools"]
+__all__ = ["NotEstimable", "anova_markdown", "cld_from_tukey", "collect_warnings", "compact_letters", "tukey_hsd", "two_way_anova",
+           "welch", "itertools"]

@@ -9,6 +9,16 @@
 * ``GET /api/runs``       the runs of traces.jsonl as a JSON list (``?summary=1``: without
   inputs, outputs and extra, which is what the page loads first).
 * ``GET /api/runs/<id>``  one run, in full.
+* ``GET /api/info``       the file, how many runs it holds, and which lines could not be read.
+
+Only requests addressed to this server by a loopback name are answered: the ``Host`` header
+must be ``localhost``, ``127.0.0.1`` or ``[::1]`` (or the literal address it is bound to) with
+the bound port, else 421 (400 without a Host). A web page that points its own domain name at
+127.0.0.1 (DNS rebinding) therefore gets no prompt or answer out of a running viewer.
+
+A line of traces.jsonl that cannot be read (not JSON, not a run object, nested deeper than
+:data:`cooplab.limits.MAX_JSON_DEPTH` levels) is skipped and its number reported in ``/api/info``;
+the rest of the file is served as usual.
 
 The ``cooplab traces export|view`` commands are :mod:`cooplab.cli.traces`.
 """
@@ -16,6 +26,7 @@ The ``cooplab traces export|view`` commands are :mod:`cooplab.cli.traces`.
 from __future__ import annotations
 
 import functools
+import ipaddress
 import json
 import os
 import sys
@@ -29,15 +40,19 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from cooplab.graphs.tracing.export import traces_path as _traces_path
+from cooplab.limits import parse_json
 
 _SUMMARY_DROP = ("inputs", "outputs", "extra", "events", "serialized")
 _MAX_SUMMARY_ERROR = 300
+_MAX_BAD_LINE_NUMBERS = 20  # the numbers of unreadable lines listed in /api/info (all are counted)
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 _PAGE_FILE = "trace_viewer.html"  # package data of cooplab.evals (pyproject.toml)
 
 
 class _RunCache:
     """The runs of one traces file, re-read only when the file changes (it grows while a
-    run is in progress). Lines that are not JSON run objects are skipped and counted."""
+    run is in progress). Lines that are not JSON run objects (or are nested too deeply to
+    handle) are skipped: counted, and the first few listed by number."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -46,6 +61,8 @@ class _RunCache:
         self.runs: list[dict[str, Any]] = []
         self.by_id: dict[str, dict[str, Any]] = {}
         self.bad_lines = 0
+        self.bad_line_numbers: list[int] = []
+        self.read_error: str | None = None
 
     def get(self) -> "_RunCache":
         try:
@@ -59,23 +76,53 @@ class _RunCache:
             return self
 
     def _load(self, stamp: tuple[float, int] | None) -> None:
-        runs, bad = [], 0
+        runs: list[dict[str, Any]] = []
+        bad: list[int] = []
+        self.read_error = None
         if stamp is not None:
-            with open(self.path, encoding="utf-8", errors="replace") as fh:
-                for line in fh:
-                    if not line.strip():
-                        continue
-                    try:
-                        rec = json.loads(line)
-                    except ValueError:
-                        bad += 1
-                        continue
-                    if isinstance(rec, dict) and rec.get("id"):
-                        runs.append(rec)
-                    else:
-                        bad += 1
-        self.runs, self.bad_lines, self._stamp = runs, bad, stamp
+            try:
+                with open(self.path, encoding="utf-8", errors="replace") as fh:
+                    for n, line in enumerate(fh, 1):
+                        if not line.strip():
+                            continue
+                        rec = _run_or_none(line)
+                        if rec is None:
+                            bad.append(n)
+                        else:
+                            runs.append(rec)
+            except OSError as exc:  # unreadable now (permissions, removed): say so, serve what was read
+                self.read_error = f"cannot read {self.path.name}: {exc.strerror or exc}"
+        self.runs, self.bad_lines, self.bad_line_numbers, self._stamp = runs, len(bad), bad[:_MAX_BAD_LINE_NUMBERS], stamp
         self.by_id = {str(r["id"]): r for r in runs}
+
+
+def _run_or_none(line: str) -> dict[str, Any] | None:
+    """One line of traces.jsonl as a run object, or None if it is not one (not JSON, not an
+    object with an id, nested deeper than the JSON depth cap)."""
+    try:
+        rec = parse_json(line, "line", error=ValueError)
+    except ValueError:
+        return None
+    return rec if isinstance(rec, dict) and rec.get("id") else None
+
+
+def host_allowed(host: str | None, bound: tuple[Any, ...]) -> bool:
+    """Whether a request's ``Host`` header names this server by a loopback name (or the literal
+    address it is bound to) and its bound port. Any other name (a domain pointed at 127.0.0.1 by
+    DNS rebinding, ``localhost.example.com``, ``127.0.0.1.nip.io``), another port, or no Host is refused."""
+    if not host:
+        return False
+    addr, port = str(bound[0]), int(bound[1])
+    names = set(LOOPBACK_NAMES)
+    try:
+        ip = ipaddress.ip_address(addr)
+        if not ip.is_unspecified:
+            names.add(f"[{ip.compressed}]" if ip.version == 6 else ip.compressed)
+    except ValueError:
+        pass
+    host = host.strip().lower()
+    allowed = {f"{n}:{port}" for n in names} | (names if port == 80 else set())
+    return host in allowed
 
 
 def _summary(run: dict[str, Any]) -> dict[str, Any]:
@@ -132,8 +179,21 @@ def _make_handler(cache: _RunCache, title: str):
         def do_HEAD(self) -> None:  # noqa: N802
             self.do_GET()
 
+        def _addressed_here(self) -> bool:
+            """Refuse (400/421, nothing served) a request whose Host is missing, repeated or not ours."""
+            hosts = self.headers.get_all("Host") or []
+            if len(hosts) != 1:
+                self._json(400, {"error": "a request needs exactly one Host header"})
+                return False
+            if not host_allowed(hosts[0], self.server.server_address):
+                self._json(421, {"error": "this viewer answers only requests for localhost, 127.0.0.1 or [::1] on its own port"})
+                return False
+            return True
+
         def do_GET(self) -> None:  # noqa: N802
             try:
+                if not self._addressed_here():
+                    return
                 url = urlsplit(self.path)
                 path = url.path.rstrip("/") or "/"
                 if path in ("/", "/index.html"):
@@ -154,7 +214,8 @@ def _make_handler(cache: _RunCache, title: str):
                 elif path == "/api/info":
                     c = cache.get()
                     self._json(200, {"title": title, "file": str(c.path), "exists": c.path.is_file(),
-                                     "runs": len(c.runs), "bad_lines": c.bad_lines})
+                                     "runs": len(c.runs), "bad_lines": c.bad_lines, "bad_line_numbers": c.bad_line_numbers,
+                                     "read_error": c.read_error})
                 else:
                     self._json(404, {"error": "not found"})
             except (BrokenPipeError, ConnectionResetError):

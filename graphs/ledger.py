@@ -17,7 +17,12 @@ same lock. A charge that does not fit raises :class:`BudgetExhausted` and record
 
 What a node charged reaches the run's state through :meth:`Ledger.recording` (see
 ``cooplab.graphs.nodes.charged``), so every checkpoint holds the audit trail a resumed run
-restores the ledger from.
+restores the ledger from. A node that fails or is killed leaves no update, yet its calls were
+paid: so every charge is also appended, as it is made, to the run's :class:`LedgerJournal`, and a
+resumed ledger holds the checkpoint's entries plus the journal's entries no checkpoint holds
+(*unrecorded*). A cached replay of an unrecorded call is charged as that call (once, as it was
+paid), so a resumed run with a cache has the ledger of an uninterrupted one; without a cache the
+resumed node pays again, and both payments are in the ledger.
 
 Callers are identified by a string agent id (``"data.lead"``, ``"society 3 / agent 7"``; the
 society decisions use ``"{society}:{agent}"``), an optional team and an optional round. Budgets,
@@ -26,13 +31,17 @@ rates and units must be finite and non-negative (``ValueError`` otherwise).
 
 from __future__ import annotations
 
+import json
+import logging
 import operator
 import threading
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import MISSING, dataclass, field, fields
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 PER_1K = Decimal(1000)
@@ -187,9 +196,12 @@ class Ledger:
     entries: list[Entry] = field(default_factory=list)
     #: price of one unit per non-token kind (e.g. ``{"sandbox_seconds": Decimal("0.0001")}``); 0 for other kinds
     unit_rates: dict[str, Decimal] = field(default_factory=dict)
+    #: called with every entry committed (a :class:`LedgerJournal`'s ``append``), outside the lock
+    on_commit: Callable[["Entry"], Any] | None = field(default=None, repr=False)
     _spent: Decimal = Decimal(0)
     _reserved: Decimal = Decimal(0)
     _by_agent: dict[str, list] = field(default_factory=dict, repr=False)  # agent -> [cost, tokens]
+    _unrecorded: dict[str, list["Entry"]] = field(default_factory=dict, repr=False)  # call id -> paid calls no checkpoint holds
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
@@ -267,10 +279,25 @@ class Ledger:
             else:
                 self._check_room(cost)
             self._account(entry, cost)
-            for ledger, rows in _RECORDINGS.get():
-                if ledger is self:
-                    rows.append(entry)
+            self._record(entry)
+        if self.on_commit is not None:
+            self.on_commit(entry)
         return entry
+
+    def _record(self, entry: Entry) -> None:  # under the lock
+        for ledger, rows in _RECORDINGS.get():
+            if ledger is self:
+                rows.append(entry)
+
+    def _adopt(self, call_id: str) -> Entry | None:
+        """An unrecorded call with this id, now recorded (the open recordings get it), or None."""
+        with self._lock:
+            waiting = self._unrecorded.get(call_id)
+            if not waiting:
+                return None
+            entry = waiting.pop(0)
+            self._record(entry)
+            return entry
 
     @contextmanager
     def recording(self) -> Iterator[list[Entry]]:
@@ -287,7 +314,13 @@ class Ledger:
     def charge(self, *, call_id: str, model: str, agent: str, round: int | None, phase: str, input_tokens: int,
                output_tokens: int, cached: bool = False, reservation: Reservation | None = None,
                usage_error: str | None = None, team: str | None = None) -> Entry:
-        """Charge one model call its tokens at the model's rates (kind ``"tokens"``)."""
+        """Charge one model call its tokens at the model's rates (kind ``"tokens"``). A cached
+        replay of a call paid in an interrupted process and never checkpointed is that call: its
+        entry, already counted, is recorded and returned instead of a new charge."""
+        if cached:
+            adopted = self._adopt(call_id)
+            if adopted is not None:
+                return adopted
         input_tokens = _count(input_tokens, "input tokens")
         output_tokens = _count(output_tokens, "output tokens")
         cost = self.cost(model, input_tokens, output_tokens)
@@ -332,16 +365,23 @@ class Ledger:
             tot = self._by_agent.get(agent)
             return (tot[0], tot[1]) if tot else (Decimal(0), 0)
 
-    def restore(self, entries: list[dict[str, Any]]) -> None:
-        """Rebuild from the audit trail kept in a checkpoint (on resume). Rows written before the
+    def restore(self, entries: list[dict[str, Any]], unrecorded: list[dict[str, Any]] = ()) -> None:
+        """Rebuild from the audit trail kept in a checkpoint (on resume), plus the ``unrecorded``
+        charges of interrupted processes (:meth:`LedgerJournal.unrecorded`): counted, and a
+        cached replay of one of them is charged as it. Rows written before the
         ``team``/``kind``/``units``/``rate`` fields existed get their defaults."""
         rebuilt = [Entry.from_dict(e) for e in entries]
+        waiting = [Entry.from_dict(e) for e in unrecorded]
         with self._lock:
             self.entries = []
             self._spent = Decimal(0)
             self._by_agent = {}
-            for e in rebuilt:
+            self._unrecorded = {}
+            for e in rebuilt + waiting:
                 self._account(e, Decimal(e.cost))
+            for e in waiting:
+                if e.kind == TOKENS:
+                    self._unrecorded.setdefault(e.call_id, []).append(e)
             self._reserved = Decimal(0)
 
     def totals(self) -> dict[str, Any]:
@@ -373,3 +413,64 @@ class Ledger:
                             for kind, v in sorted(by_kind.items())},
                 "unit_rates": {k: str(v) for k, v in sorted(self.unit_rates.items())},
             }
+
+
+# --- the journal of every charge ----------------------------------------------------------------
+#: the journal's file in a run directory
+JOURNAL_FILE = "ledger-journal.jsonl"
+logger = logging.getLogger("cooplab.graphs.ledger")
+
+
+class LedgerJournal:
+    """Every charge of a run's ledger, one JSON line each, appended as it is committed (a
+    :attr:`Ledger.on_commit`): the record of what was paid even when the node that paid it never
+    reached a checkpoint (a model that stopped the run, ``kill -9``). A line cut short by a kill is
+    skipped; a journal that cannot be written is reported once and the run goes on."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._warned = False
+
+    def append(self, entry: Entry) -> None:
+        line = json.dumps(entry.as_dict(), sort_keys=True) + "\n"
+        with self._lock:
+            try:
+                with open(self.path, "a", encoding="utf-8") as fh:
+                    fh.write(line)
+            except OSError as exc:
+                if not self._warned:
+                    self._warned = True
+                    logger.warning("the ledger journal %s cannot be written (%s): calls paid by a node that does not finish "
+                                   "will be missing from a resumed run's ledger", self.path, exc.strerror or exc)
+
+    def entries(self) -> list[dict[str, Any]]:
+        """The journal's entries (none when there is no journal yet)."""
+        try:
+            text = self.path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return []
+        rows = []
+        for line in text.splitlines():
+            try:
+                rows.append(Entry.from_dict(json.loads(line)).as_dict())
+            except (ValueError, TypeError, RecursionError):  # a line cut short by a kill
+                continue
+        return rows
+
+    def unrecorded(self, recorded: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The journal's entries that ``recorded`` (a checkpoint's audit trail) does not hold,
+        counted as a multiset: a call paid twice and checkpointed once is unrecorded once."""
+        held = Counter(_canonical(Entry.from_dict(e).as_dict()) for e in recorded)
+        out = []
+        for row in self.entries():
+            key = _canonical(row)
+            if held[key]:
+                held[key] -= 1
+            else:
+                out.append(row)
+        return out
+
+
+def _canonical(row: dict[str, Any]) -> str:
+    return json.dumps(row, sort_keys=True)

@@ -8,6 +8,7 @@ making the directory, checking it before a resume, recording the environment.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -20,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from cooplab._version import __version__
+from cooplab.limits import clean_text
 
 #: the trace file of a run directory (LangSmith run format, one run per line)
 TRACES_FILE = "traces.jsonl"
@@ -72,9 +74,12 @@ def git_commit() -> dict[str, Any] | None:
 
 
 def jsonable(x: Any) -> Any:
-    """``x`` with numpy values, paths and tuples turned into JSON types (non-finite floats become null)."""
+    """``x`` with numpy values, paths and tuples turned into JSON types (non-finite floats become
+    null, lone surrogates in strings U+FFFD: the file is UTF-8 text)."""
+    if isinstance(x, str):
+        return clean_text(x)
     if isinstance(x, dict):
-        return {str(k): jsonable(v) for k, v in x.items()}
+        return {clean_text(str(k)): jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [jsonable(v) for v in x]
     if isinstance(x, np.ndarray):
@@ -91,26 +96,53 @@ def jsonable(x: Any) -> Any:
     return x
 
 
+def write_atomic(path: Path, data: bytes, tmp: Path | None = None) -> None:
+    """Write ``data`` to ``path`` all or nothing: into ``tmp`` (default ``path`` + ``.tmp``), flushed
+    to disk, then renamed over ``path``. If any step fails (a full disk, a read-only folder) the
+    OSError is raised, ``path`` is as it was and ``tmp`` is removed where the file system allows."""
+    path = Path(path)
+    tmp = Path(str(path) + ".tmp") if tmp is None else Path(tmp)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        tmp.replace(path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise
+
+
 def write_json(path: Path, obj: Any) -> None:
-    """Write ``obj`` as indented JSON, atomically (a temporary file renamed over ``path``)."""
-    tmp = Path(str(path) + ".tmp")
-    tmp.write_text(json.dumps(jsonable(obj), indent=2) + "\n")
-    tmp.replace(path)
+    """Write ``obj`` as indented JSON, atomically (:func:`write_atomic`)."""
+    write_atomic(path, (json.dumps(jsonable(obj), indent=2) + "\n").encode())
 
 
 def read_json(path: Path) -> Any:
-    """The JSON value in ``path``."""
-    return json.loads(Path(path).read_text())
+    """The JSON value in ``path``: a one-line :class:`RunDirError` when it is not JSON (or is nested
+    absurdly deep, :func:`cooplab.limits.parse_json`); OSError when it cannot be read."""
+    from cooplab.limits import parse_json
+
+    return parse_json(Path(path).read_bytes(), str(path), error=RunDirError)
 
 
 def write_table(df: pd.DataFrame, out: Path, stem: str, csv: bool = False) -> Path:
-    """Write ``out/stem.parquet`` (or ``.csv``) and return its path."""
+    """Write ``out/stem.parquet`` (or ``.csv``) and return its path. Strings that UTF-8 cannot hold
+    (a lone surrogate) are written with U+FFFD in its place."""
     path = out / f"{stem}.{'csv' if csv else 'parquet'}"
+    try:
+        _write(df, path, csv)
+    except UnicodeEncodeError:
+        _write(df.map(lambda v: clean_text(v) if isinstance(v, str) else v), path, csv)
+    return path
+
+
+def _write(df: pd.DataFrame, path: Path, csv: bool) -> None:
     if csv:
         df.to_csv(path, index=False)
     else:
         df.to_parquet(path, index=False)
-    return path
 
 
 def read_table(out: Path, stem: str) -> pd.DataFrame:

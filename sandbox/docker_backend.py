@@ -5,12 +5,15 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import shutil
 import socket
+import tempfile
 import threading
 import weakref
+from pathlib import Path
 from typing import Any, Optional
 
-from .models import LABEL, SandboxConfig, SandboxUnavailable, parse_bytes
+from .models import LABEL, SandboxConfig, SandboxError, SandboxUnavailable, parse_bytes
 from .transport import BOOT, DockerTransport, runner_options, runner_source
 
 _client: Any = None
@@ -20,6 +23,11 @@ _live: "weakref.WeakSet[DockerTransport]" = weakref.WeakSet()
 _live_lock = threading.Lock()
 
 CONTAINER_DATA_DIR = "/data"
+STAGING_PREFIX = "cooplab-sandbox-data-"
+STAGING_OWNER = "owner.json"
+_staging_lock = threading.Lock()
+_staging_root: Optional[Path] = None
+_staged: dict[tuple, Path] = {}
 CONTAINER_WORKDIR = "/tmp/work"
 BASE_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -145,6 +153,75 @@ def _cleanup_at_exit() -> None:
             t.kill()
         except Exception:
             pass
+    if _staging_root is not None:
+        shutil.rmtree(_staging_root, ignore_errors=True)
+
+
+# -- dataset staging --------------------------------------------------------
+# A bind mount shows its source path in the container's /proc/self/mountinfo.
+# The dataset is therefore mounted from a private directory under the temp
+# directory, whose path says nothing about where the user keeps the file.
+
+
+def sweep_staging(parent: Optional[Path] = None) -> list[Path]:
+    """Remove staging directories (under ``parent``, default the temp
+    directory) whose owner process is gone; returns them."""
+    parent = Path(parent or tempfile.gettempdir())
+    removed = []
+    for d in parent.glob(STAGING_PREFIX + "*"):
+        try:
+            if not d.is_dir() or d.is_symlink() or d.stat().st_uid != os.getuid():
+                continue
+            owner = json.loads((d / STAGING_OWNER).read_text())
+        except (OSError, ValueError):
+            continue  # not ours, or being created right now
+        if isinstance(owner, dict) and not _owner_alive(owner):
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+    return removed
+
+
+def _staging_dir() -> Path:
+    """This process's staging directory (mode 0700: only the Docker daemon,
+    which runs as root or as this user, needs to reach it)."""
+    global _staging_root
+    if _staging_root is None or not _staging_root.is_dir():
+        sweep_staging()
+        root = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX))
+        (root / STAGING_OWNER).write_text(json.dumps(OWNER))
+        _staging_root = root
+    return _staging_root
+
+
+def staged_dataset(dataset: Path) -> Path:
+    """The file the sandbox mounts for ``dataset``: a hard link to it (or a
+    copy, across file systems) in the staging directory, made once per
+    version of the file and shared by this process's sandboxes."""
+    try:
+        st = os.stat(dataset)
+    except OSError as e:
+        raise SandboxError(f"cannot read the dataset {dataset} ({e.strerror or e})") from e
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    with _staging_lock:
+        staged = _staged.get(key)
+        if staged is not None and staged.exists():
+            return staged
+        try:
+            entry = Path(tempfile.mkdtemp(dir=_staging_dir()))
+            staged = entry / dataset.name
+            try:
+                os.link(dataset, staged)
+            except OSError:
+                try:
+                    shutil.copy2(dataset, staged)
+                except OSError:
+                    shutil.rmtree(entry, ignore_errors=True)
+                    raise
+        except OSError as e:
+            raise SandboxError(f"cannot stage the dataset for the sandbox in {tempfile.gettempdir()} "
+                               f"({e.strerror or e}); free space there or set TMPDIR") from e
+        _staged[key] = staged
+        return staged
 
 
 atexit.register(_cleanup_at_exit)
@@ -170,7 +247,7 @@ def container_spec(config: SandboxConfig) -> tuple[dict, dict]:
     dataset = None
     if config.dataset is not None:
         dataset = f"{CONTAINER_DATA_DIR}/{config.dataset.name}"
-        binds[str(config.dataset)] = {"bind": dataset, "mode": "ro"}
+        binds[str(staged_dataset(config.dataset))] = {"bind": dataset, "mode": "ro"}
     opts = runner_options(config, mode="container", dataset=dataset, workdir=CONTAINER_WORKDIR)
     tmpfs_bytes = parse_bytes(config.tmpfs_size)
     create = dict(

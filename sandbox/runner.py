@@ -12,17 +12,19 @@ same text runs two processes:
     so the OOM killer picks the worker, not the supervisor.
 
 ``worker``
-    Holds the user's variables.  It reads requests on fd 3 and writes results
-    on fd 4; its stdout/stderr are pipes read by the supervisor.  It never
-    sees the host channel nor the session nonce.
+    Holds the user's variables.  It reads requests on fd 3 (a pipe) and writes
+    results on fd 4 (a Unix socket); its stdout/stderr are pipes read by the
+    supervisor.  It never sees the host channel nor the session nonce.
 
 The user's code runs inside the worker and can do anything the worker can
 (write to fd 4 included), so nothing the worker writes is trusted by itself.
 A call ends when the worker *stops itself* (SIGSTOP) after writing its result:
 the kernel reports the stop to the supervisor (waitpid WUNTRACED, woken by
-SIGCHLD), which then kills every other process of the sandbox, checks that
-every thread of the worker is stopped, reads the pipes to the end and takes
-the newest frame carrying the call's random id.  A frame written while the
+SIGCHLD), which then kills every other process of the sandbox (every one
+with a live thread), checks that every thread of the worker is stopped, reads
+the pipes to the end and takes the newest frame carrying the call's random id
+among the bytes the kernel says the worker process wrote (SO_PASSCRED): no
+other process can answer for it.  A frame written while the
 code is still running is never read as the answer; the code keeps running
 until the timeout.  Threads that outlive their call make the supervisor
 restart the worker, so nothing of one call runs during a later one.  The
@@ -46,6 +48,8 @@ import json
 import os
 import select
 import signal
+import socket
+import struct
 import sys
 import time
 
@@ -56,6 +60,7 @@ MAX_SECONDS = 1000000  # longest timeout accepted (as in models.MAX_SECONDS)
 MAX_ERROR_TYPE = 200  # characters of an error's type name
 MAX_ERROR_MESSAGE = 2000
 MAX_TRACEBACK = 8000
+UCRED = struct.Struct("iII")  # struct ucred: pid, uid, gid
 
 
 # --------------------------------------------------------------------------
@@ -169,7 +174,7 @@ def _clean_error(err):
 
 
 class ResultChannel:
-    """What the worker wrote to its result pipe during one call.  Only the last
+    """What the worker wrote to its result socket during one call.  Only the last
     ``limit`` bytes are kept: the supervisor computes ``limit`` from the caps so
     that a legitimate frame always fits, and a worker writing gigabytes costs
     no more memory than that."""
@@ -239,6 +244,7 @@ class Supervisor:
         self.worker_stopped = False  # last waitpid report: stopped
         self.foreign_continue = False  # resumed by another process since our last SIGCONT
         self.req_w = self.res_r = self.out_r = self.err_r = None
+        self.res_sock = None  # the result channel (self.res_r is its fd)
         self.req_pending = bytearray()
         self.sig_r = self.sig_w = None
         self.stdin_buf = bytearray()
@@ -317,7 +323,13 @@ class Supervisor:
     # -- worker management -------------------------------------------------
     def spawn_worker(self):
         req_r, req_w = os.pipe()
-        res_r, res_w = os.pipe()
+        # The result channel is a socket: with SO_PASSCRED set before anyone writes, the kernel
+        # tells the reader which process wrote each chunk, and never merges two writers' bytes
+        # in one read.  Only the worker's own bytes are kept (see _read_result).
+        self.res_sock, peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.res_sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        self.res_sock.setblocking(False)
+        res_r, res_w = self.res_sock.fileno(), peer.detach()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         devnull = os.open(os.devnull, os.O_RDONLY)
@@ -340,7 +352,7 @@ class Supervisor:
         self.worker_stopped = False
         for fd in (req_r, res_w, out_w, err_w, devnull):
             os.close(fd)
-        for fd in (req_w, res_r, out_r, err_r):
+        for fd in (req_w, out_r, err_r):
             os.set_blocking(fd, False)
         self.req_w, self.res_r, self.out_r, self.err_r = req_w, res_r, out_r, err_r
         self.req_pending = bytearray()
@@ -414,6 +426,21 @@ class Supervisor:
         except OSError:
             return None
 
+    @classmethod
+    def _alive(cls, pid):
+        """Some thread of process ``pid`` has not exited.  The stat line of the
+        process is its leader thread's: it says Z once that thread has exited,
+        even while other threads of the process run on."""
+        try:
+            tids = os.listdir("/proc/%d/task" % pid)
+        except OSError:
+            return False
+        for tid in tids:
+            st = cls._stat("/proc/%d/task/%s/stat" % (pid, tid))
+            if st and st[0] not in (b"Z", b"X"):
+                return True
+        return False
+
     def _is_stray(self, pid, fields):
         if self.mode == "container":
             return True
@@ -428,27 +455,38 @@ class Supervisor:
 
     def kill_strays(self, include_worker=False):
         """Kill every process of the sandbox except the supervisor (and the
-        worker unless ``include_worker``); returns once none is left alive."""
-        me = os.getpid()
-        keep = {me}
+        worker unless ``include_worker``).  A process counts while any of its
+        threads is alive, whatever its name, session or leader's state.
+        True once none is left alive; False if some still were after 5 s."""
+        keep = {os.getpid()}
         if not include_worker and self.worker_pid:
             keep.add(self.worker_pid)
-        for _ in range(200):
+        if include_worker and self.mode == "container":
+            # we are PID 1: this reaches every other process of the namespace at once,
+            # including children forked while it is delivered
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except OSError:
+                pass
+        deadline = time.monotonic() + 5
+        while True:
             found = False
             for p in self._pids():
-                if p in keep or (self.mode == "container" and p == 1):
-                    continue
+                if p in keep or (self.mode == "container" and p == 1) or not self._alive(p):
+                    continue  # gone, or a zombie waiting for its parent
                 st = self._stat("/proc/%d/stat" % p)
-                if not st or st[0] in (b"Z", b"X") or not self._is_stray(p, st):
-                    continue  # gone, a zombie waiting for its parent, or not ours
+                if not st or not self._is_stray(p, st):
+                    continue
                 try:
-                    os.kill(p, signal.SIGKILL)
+                    os.kill(p, signal.SIGKILL)  # the whole thread group, even with its leader gone
                     found = True
                 except (ProcessLookupError, PermissionError):
                     pass
             self.reap()
             if not found:
-                return
+                return True
+            if time.monotonic() > deadline:
+                return False
             time.sleep(0.002)
 
     def kill_worker(self):
@@ -511,15 +549,30 @@ class Supervisor:
         except OSError:
             pass
         if fd == self.res_r:
-            self.res_r = None
+            self.res_sock.detach()  # the fd is closed above
+            self.res_sock = self.res_r = None
         elif fd == self.out_r:
             self.out_r = None
         elif fd == self.err_r:
             self.err_r = None
 
+    def _read_result(self):
+        """One chunk from the result socket and the pid of the process that
+        wrote it (the kernel's word: a process cannot claim another's pid)."""
+        data, ancillary, _, _ = self.res_sock.recvmsg(1 << 20, socket.CMSG_SPACE(UCRED.size))
+        sender = None
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(payload) >= UCRED.size:
+                sender = UCRED.unpack_from(payload)[0]
+        return data, sender
+
     def _read_fd(self, fd, out_cap, err_cap):
+        sender = None
         try:
-            data = os.read(fd, 1 << 20)
+            if fd == self.res_r:
+                data, sender = self._read_result()
+            else:
+                data = os.read(fd, 1 << 20)
         except (BlockingIOError, InterruptedError):
             return -1
         except OSError:
@@ -527,7 +580,10 @@ class Supervisor:
         if not data:
             return 0
         if fd == self.res_r:
-            self.res.feed(data)
+            # bytes from any other process (a fork of the code, a stray of an earlier call) are
+            # dropped: they can never become an answer
+            if sender == self.worker_pid:
+                self.res.feed(data)
         elif fd == self.out_r:
             out_cap.feed(data)
         else:
@@ -592,7 +648,9 @@ class Supervisor:
         resume it afterwards), make sure all its threads are stopped (stop it
         again if a process resumed it before dying), then read everything it
         wrote.  False if it could not be frozen (it is then killed)."""
-        self.kill_strays()
+        if not self.kill_strays():
+            self.kill_worker()  # something could not be killed: nothing of this sandbox is trusted
+            return False
         if not self.frozen():
             self.worker_stopped = False
             self._signal_worker(signal.SIGSTOP)

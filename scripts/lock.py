@@ -5,7 +5,7 @@ current environment (run it in the project's .venv after a full set-up).
     .venv/bin/python scripts/lock.py --check    # exit 1 if constraints.txt differs from the environment
 
 ``scripts/setup.sh`` installs with ``-c constraints.txt`` so that a paper's numbers can be rerun with
-the same versions. Local version labels (``torch==2.13.0+cpu``) are dropped: ``==2.13.0`` matches them.
+the same versions. Local version labels (``1.2.3+cpu``) are dropped: ``==1.2.3`` matches them.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "constraints.txt"
-EXTRA_ROOTS = ("torch",)  # installed by setup.sh before the rest (the CPU build)
 
 
 def norm(name: str) -> str:
@@ -30,7 +29,6 @@ def closure() -> dict[str, str]:
     """name -> version of every distribution cooplab[all] needs, transitively, as installed here."""
     seen: dict[str, str] = {}
     todo: list[tuple[str, frozenset[str]]] = [("cooplab", frozenset({"all", "local", "analysis", "dev"}))]
-    todo += [(r, frozenset()) for r in EXTRA_ROOTS]
     while todo:
         name, extras = todo.pop()
         try:

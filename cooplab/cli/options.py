@@ -77,6 +77,7 @@ BaseUrlOpt = Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-co
 TemperatureOpt = Annotated[float, num_opt("--temperature", "Sampling temperature of LLM agents, in [0, 2].")]
 MaxTokensOpt = Annotated[int, num_opt("--max-tokens", "Output token cap per LLM call (1..100000).")]
 MaxConcurrencyOpt = Annotated[int, num_opt("--max-concurrency", "Concurrent model calls at most (1..1024).")]
+CallTimeoutOpt = Annotated[float, num_opt("--call-timeout", "Seconds one call to a model server may take in all, its whole answer read, in (0, 86400]; past it the call is retried, then the run stops.")]
 RpsOpt = Annotated[Optional[float], num_opt("--rps", "Requests per second at most, in (0, 1e6] (default: unlimited).")]
 BudgetOpt = Annotated[Optional[float], num_opt("--budget", "Budget cap in USD, in [0, 1e6]; the run ends with status budget_exhausted when it is spent.")]
 PriceInOpt = Annotated[float, num_opt("--price-in", "USD per 1K input tokens, in [0, 1000].")]

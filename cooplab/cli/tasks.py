@@ -10,6 +10,11 @@ A task's own options come from a small function (``options(agents, **opts) -> co
 options, ``--csv``, ``--force``, ``--json``, ``-q``) to its signature, so Typer shows one
 ``--help`` with both. A task without such a function (e.g. a third-party task) gets
 ``--set name=value`` for each field of its ``Params`` model.
+
+Built-in tasks' commands are mounted at start-up; a plug-in task's (an entry point of the
+``cooplab.tasks`` group) are made only when it is named (``cooplab run ultimatum``) or when the
+commands are listed (``cooplab run --help``): see :class:`TaskGroup`. So a plug-in that fails to
+import, even by calling ``sys.exit``, costs only its own commands.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import typer
+from typer.core import TyperGroup
 
 from cooplab.agents.settings import parse_agent_models
 from cooplab.runs.config import LLMSettings, SandboxSettings, build_config
@@ -31,6 +37,7 @@ from cooplab.cli.options import (
     BaseUrlOpt,
     BudgetOpt,
     CacheOpt,
+    CallTimeoutOpt,
     CsvOpt,
     ForceOpt,
     JsonOpt,
@@ -135,6 +142,7 @@ def _common(
     temperature: TemperatureOpt = 0.7,
     max_tokens: MaxTokensOpt = 64,
     max_concurrency: MaxConcurrencyOpt = 8,
+    call_timeout: CallTimeoutOpt = 300.0,
     rps: RpsOpt = None,
     budget: BudgetOpt = None,
     price_in: PriceInOpt = 0.0005,
@@ -277,32 +285,89 @@ def _unloadable(message: str) -> Callable[..., None]:
     return command
 
 
+#: how each task group makes a task's command when the task has none of its own
+_DEFAULT_COMMANDS: dict[str, Callable[[Task], Callable[..., None]]] = {
+    "run": lambda t: run_command(t, params_options(t)), "params": params_command, "graph": graph_command}
+_UNLOADABLE = {"help": "(failed to load; run it to see why)", "add_help_option": False,
+               "context_settings": {"ignore_unknown_options": True, "allow_extra_args": True}}
+
+
+def _mount(app: typer.Typer, kind: str, name: str, own: Callable[..., Any] | None = None) -> bool:
+    """Add ``name``'s ``kind`` command (run, params or graph) to ``app``: ``own``, else the default
+    one, else (the task fails to load) a command that only says why (one line, exit 2). Whether
+    the task loaded."""
+    from cooplab.runs import registry
+
+    try:
+        task = registry.get(name)
+    except registry.UnknownTask as exc:
+        app.command(name, **_UNLOADABLE)(_unloadable(str(exc)))
+        return False
+    fn = own or _DEFAULT_COMMANDS[kind](task)
+    app.command(name, help=(fn.__doc__ or task.title))(fn)
+    return True
+
+
+class TaskGroup(TyperGroup):
+    """The group of ``cooplab run|params|graph`` (``kind``): besides the commands mounted at start-up
+    (the built-in tasks'), a command for every other registered task, made when the task is named
+    or the commands are listed, and only then imported. Listing warns once, one line, for each
+    task that fails to load (the listing goes on)."""
+
+    kind = ""
+    _warned: set[str] = set()  # shared by the three groups: a broken plug-in is reported once
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        from cooplab.runs import registry
+
+        mounted = super().list_commands(ctx)
+        return [*mounted, *(n for n in registry.names() if n not in mounted)]
+
+    def get_command(self, ctx: Any, name: str) -> Any:
+        from cooplab.runs import registry
+
+        cmd = super().get_command(ctx, name)
+        if cmd is not None or name not in registry.names():
+            return cmd
+        app = typer.Typer(rich_markup_mode=None)
+        _mount(app, self.kind, name)
+        cmd = typer.main.get_command(app)  # one command: the command itself
+        self.add_command(cmd, name)
+        return cmd
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        from cooplab.runs import registry
+
+        for name in self.list_commands(ctx):
+            self.get_command(ctx, name)
+        for name, why in registry.failures().items():
+            if name not in TaskGroup._warned:
+                TaskGroup._warned.add(name)
+                typer.echo(f"cooplab: warning: {why}; its commands only say so", err=True)
+        super().format_commands(ctx, formatter)
+
+
+def task_group(kind: str) -> type[TaskGroup]:
+    """The :class:`TaskGroup` class of ``cooplab KIND`` (run, params or graph), for ``typer.Typer(cls=...)``."""
+    return type(f"{kind.title()}TaskGroup", (TaskGroup,), {"kind": kind})
+
+
 def register(run_app: typer.Typer, params_app: typer.Typer, graph_app: typer.Typer,
              own: dict[str, dict[str, Callable[..., Any]]] | None = None) -> list[str]:
-    """Mount run/params/graph commands for every registered task (``own``: commands a built-in task
-    defines itself, by app: {"run": {...}, "params": {...}, "graph": {...}}). A third-party task
-    that fails to load gets commands that only say why (one line, exit 2). Returns the names
-    of the tasks mounted."""
+    """Mount the run/params/graph commands of the built-in tasks (``own``: commands a built-in task
+    defines itself, by app: {"run": {...}, "params": {...}, "graph": {...}}); every other task's
+    are made lazily by the apps' :class:`TaskGroup`. Returns the names of the tasks mounted."""
     from cooplab.runs import registry
 
     own = own or {}
     mounted = []
-    for name in registry.names():
-        try:
-            task = registry.get(name)
-        except registry.UnknownTask as exc:  # a broken plug-in: its commands say why, in one line
-            for app in (run_app, params_app, graph_app):
-                if not any(c.name == name for c in app.registered_commands):
-                    app.command(name, help="(failed to load; run it to see why)", add_help_option=False,
-                                context_settings={"ignore_unknown_options": True, "allow_extra_args": True})(_unloadable(str(exc)))
-            continue
-        for kind, app, default in (("run", run_app, lambda t: run_command(t, params_options(t))),
-                                   ("params", params_app, params_command), ("graph", graph_app, graph_command)):
-            if any(c.name == name for c in app.registered_commands):
-                continue
-            fn = own.get(kind, {}).get(name) or default(task)
-            app.command(name, help=(fn.__doc__ or task.title))(fn)
-        mounted.append(name)
+    for name in registry.BUILTIN:
+        loaded = True
+        for kind, app in (("run", run_app), ("params", params_app), ("graph", graph_app)):
+            if not any(c.name == name for c in app.registered_commands):
+                loaded = _mount(app, kind, name, own.get(kind, {}).get(name)) and loaded
+        if loaded:
+            mounted.append(name)
     return mounted
 
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cooplab.limits import one_line
+from cooplab.limits import one_line, parse_json
 from cooplab.runs.bench_answers import Value, answer_parts, extract, label_value, match, same, shown  # noqa: F401 - extract, match: the API
 from cooplab.runs.calibration import wilson  # noqa: F401 - the 95% Wilson interval, shared with cooplab calibrate
 
@@ -62,10 +62,7 @@ def _lines(path: Path, what: str, constants: bool = False) -> Iterable[tuple[int
             continue
         if len(line) > MAX_LINE:
             raise BenchError(f"{what} {p} line {n}: longer than {MAX_LINE} characters")
-        try:
-            obj = json.loads(line, parse_constant=None if constants else _no_constant)
-        except ValueError as exc:
-            raise BenchError(f"{what} {p} line {n}: not valid JSON ({str(exc).splitlines()[0][:100]})") from None
+        obj = parse_json(line, f"{what} {p} line {n}", error=BenchError, parse_constant=None if constants else _no_constant)
         if not isinstance(obj, dict):
             raise BenchError(f"{what} {p} line {n}: expected a JSON object, got {type(obj).__name__}")
         yield n, obj
@@ -446,9 +443,11 @@ def check_settings(out: Path, settings: dict[str, Any]) -> None:
     p = out / "bench.json"
     if p.exists():
         try:
-            old = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            raise BenchError(f"{p} is not readable JSON; use a new --out") from None
+            old = parse_json(p.read_bytes(), str(p), error=BenchError)
+        except OSError as exc:
+            raise BenchError(f"{p} cannot be read ({exc.strerror or exc}); use a new --out") from None
+        except BenchError as exc:
+            raise BenchError(f"{exc}; use a new --out") from None
         if isinstance(old, dict) and isinstance(old.get("llm"), dict):
             old["llm"] = bench_llm(old["llm"])  # a bench started before an option existed ran with its default
         diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))

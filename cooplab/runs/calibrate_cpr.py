@@ -9,7 +9,7 @@ ABM claims hold (docs/calibrate.md).
   LHS of ``block`` points drawn from ``default_rng([seed, k])``; ``block`` is the sample count of the
   run that created OUT, so a fresh ``--samples N`` is one LHS of N points and ``--samples 2N`` on
   the same OUT appends a second LHS of N points (the first N samples are a prefix of the design).
-* **A sample** runs :func:`cooplab.tasks.cpr.abm_figures.run_experiments` and ``check_claims``
+* **A sample** runs :func:`cooplab.tasks.cpr.validation.run_experiments` and ``check_claims``
   (exactly what ``cooplab figures cpr-abm --seed SEED --set ...`` runs) with its parameter values:
   one graph invocation per experiment, seeds SEED, SEED + 1, SEED + 2 for every sample (common
   random numbers across samples).
@@ -164,7 +164,7 @@ def overrides_of(values: dict[str, float]) -> dict[str, Any]:
 # --- the design (cooplab/calibration.py; here what makes a CPR design) ---------------------------
 def identity(*, seed: int, replicates: int, block: int, base: dict[str, Any], preset: str | None) -> dict[str, Any]:
     """What makes two designs the same design: everything but the number of samples."""
-    from cooplab.tasks.cpr import abm_figures as af
+    from cooplab.tasks.cpr import validation as af
 
     ident = {
         "schema": SCHEMA, "task": "cpr", "seed": int(seed), "replicates": int(replicates), "block": int(block),
@@ -193,7 +193,7 @@ def prepare(out: Path, *, samples: int, seed: int, replicates: int, base: dict[s
 # --- one sample ------------------------------------------------------------------------------
 def evaluate(overrides: dict[str, Any], replicates: int, seed: int) -> dict[str, Any]:
     """Run the §4.1 experiments and claims of ``cooplab figures cpr-abm`` with ``overrides``."""
-    from cooplab.tasks.cpr import abm_figures as af
+    from cooplab.tasks.cpr import validation as af
 
     t0 = time.perf_counter()
     exp = af.run_experiments(replicates, seed, overrides)
@@ -234,7 +234,7 @@ def table(rows: dict[int, dict[str, Any]], names: list[str], n: int) -> "Any":
 # --- the whole calibration -------------------------------------------------------------------
 def spec(T: int | None = None, replicates: int | None = None) -> calib.Spec:
     """The CPR calibration for the shared code; ``T``, ``replicates``: for the throughput."""
-    from cooplab.tasks.cpr.abm_figures import EFFECTS
+    from cooplab.tasks.cpr.validation import EFFECTS
 
     return calib.Spec(
         task="cpr", title="Calibration of the CPR ABM: where the paper's §4.1 claims hold", command="cooplab figures cpr-abm",
@@ -258,7 +258,7 @@ def calibrate(out: Path, *, samples: int, seed: int = 0, replicates: int = 100, 
 
 #: societies of one sample per replicate: Fig. 2 (2 beta x 2), Fig. 3 (11 beta x 10 r), Fig. 4 (2 envs x 3 populations)
 def conditions_per_sample() -> int:
-    from cooplab.tasks.cpr import abm_figures as af
+    from cooplab.tasks.cpr import validation as af
 
     return 2 * len(af.FIG2_BETAS) + len(af.FIG3_BETAS) * len(af.FIG3_RS) + 2 * 3
 

@@ -41,6 +41,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from cooplab.limits import parse_json
+
 #: RBD-FAST harmonics: min(10, N // 8), so that the bias correction 2M/N stays <= 1/4
 RBD_MAX_M = 10
 #: the delta index (SALib.analyze.delta) needs classes of at least 10 samples: only from this many samples on
@@ -180,7 +182,7 @@ def prepare(out: Path, *, samples: int, seed: int, dims: list[Dim], identity: Ca
     old = None
     if path.exists():
         try:
-            old = json.loads(path.read_text(encoding="utf-8"))
+            old = parse_json(path.read_bytes(), str(path), error=ValueError)
             if not isinstance(old, dict) or "identity" not in old:
                 raise ValueError
         except (OSError, UnicodeDecodeError, ValueError):
@@ -251,16 +253,21 @@ def read_rows(out: Path, design: str | None = None) -> dict[int, dict[str, Any]]
     for line in path.read_bytes().split(b"\n"):
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue  # torn by a killed writer
+        row = _json_or_none(line)  # None: torn by a killed writer
         if not isinstance(row, dict) or not isinstance(row.get("sample"), int):
             continue
         if design is not None and row.get("design") != design:
             raise CalibrateError(f"{path} holds samples of another design ({row.get('design')}, not {design}); use another --out")
         rows.setdefault(row["sample"], row)
     return rows
+
+
+def _json_or_none(line: str) -> Any:
+    """A line of a JSONL file this module appends to, or None if a killed writer tore it (or it is not JSON)."""
+    try:
+        return parse_json(line, "line", error=ValueError)
+    except ValueError:
+        return None
 
 
 def append_line(path: Path, obj: dict[str, Any]) -> None:
@@ -297,9 +304,8 @@ def starts(out: Path) -> dict[int, int]:
     if not path.exists():
         return counts
     for line in path.read_text().splitlines():
-        try:
-            e = json.loads(line)
-        except ValueError:
+        e = _json_or_none(line)
+        if not isinstance(e, dict):
             continue
         if e.get("event") == "start":
             counts[e["sample"]] = counts.get(e["sample"], 0) + 1
@@ -406,7 +412,7 @@ def calibrate(out: Path, record: dict[str, Any], spec: Spec, *, samples: int, ba
     run["finished_at"] = runstore.now()
     with locked(out):
         append_line(out / RUNS, run)
-    runs = [json.loads(x) for x in (out / RUNS).read_text().splitlines() if x.strip().startswith("{") and x.strip().endswith("}")]
+    runs = [r for r in map(_json_or_none, (out / RUNS).read_text().splitlines()) if isinstance(r, dict)]
     if analyze_fn is None:
         return analyze(out, df, record, spec, run, runs=runs, per_sample=tp(df, None))
     return analyze_fn(out, df, record, run, runs=runs, per_sample=tp(df, None))

@@ -23,7 +23,6 @@ nothing has been written yet. Files written by older code are upgraded on readin
 from __future__ import annotations
 
 import inspect
-import json
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from cooplab.agents.settings import LLMSettings, parse_agent_models
 from cooplab.graphs import rundir
 from cooplab.graphs.task import Task, TaskConfigError, first_error
-from cooplab.limits import ConfigError, check, one_line, show
+from cooplab.limits import ConfigError, check, one_line, parse_json, show
 
 
 class SandboxSettings(BaseModel):
@@ -124,9 +123,10 @@ class RunConfig(BaseModel):
             path = path / "config.json" if path.is_dir() else path
             where = where or str(path)
             try:
-                raw = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise ConfigError(f"cannot read {path}: {one_line(exc)}") from None
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ConfigError(f"cannot read {path}: {one_line(getattr(exc, 'strerror', None) or exc)}") from None
+            raw = parse_json(text, str(path))
         config = check_stored(raw, where)
         return cls(**{k: v for k, v in config.items() if k not in ("llm", "sandbox")},
                    llm=None if config["llm"] is None else LLMSettings.model_validate(config["llm"], strict=False),

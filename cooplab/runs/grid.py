@@ -36,7 +36,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cooplab.graphs.task import first_error
-from cooplab.limits import ConfigError, show
+from cooplab.limits import ConfigError, parse_json, show
 from cooplab.runs.sweeps import job, run_jobs, slug, table, write_table
 
 #: at most this many cells in one sweep
@@ -250,13 +250,12 @@ def load_file(path: Path, *, convert_args: Callable[[str, list[str]], dict[str, 
     path = Path(path)
     where = f"sweep config {path}"
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read {where}: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{where} is not a UTF-8 text file") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{where} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    raw = parse_json(text, where)
     kind = sweep_formats.kind_of(raw)
     if kind == "grid":
         return load(raw, where, base=path.resolve().parent), None

@@ -9,8 +9,12 @@ instance (or class) as ``module:attribute``::
     [project.entry-points."cooplab.tasks"]
     ultimatum = "cooplab_ultimatum:TASK"
 
-A broken third-party entry point never breaks the built-in tasks: it is reported by name when
-that task is asked for (and listed by ``cooplab doctor``).
+Entry points are imported lazily: only when their task is asked for by name (:func:`get`), never
+by :func:`names`, which reads the installed metadata alone. A broken third-party entry point never
+breaks anything else: whatever its import raises (any exception, and ``SystemExit`` too: only
+Ctrl-C's KeyboardInterrupt goes through) becomes a one-line :class:`UnknownTask` naming the entry
+point, remembered for the rest of the process (the module is not imported again), and reported
+when that task is asked for (and listed by ``cooplab doctor``).
 """
 
 from __future__ import annotations
@@ -55,6 +59,12 @@ def names() -> list[str]:
 
 _CACHE: dict[str, Task] = {}
 _REGISTERED: dict[str, Task] = {}
+_FAILED: dict[str, str] = {}  # name -> why its entry point failed to load (one line)
+
+
+def failures() -> dict[str, str]:
+    """The tasks whose entry points failed to load in this process so far: name -> one line."""
+    return dict(_FAILED)
 
 
 def register_task(task: Task | type[Task], *, replace: bool = False) -> Task:
@@ -83,15 +93,21 @@ def get(name: str) -> Task:
         return _CACHE[name]
     if name in _REGISTERED:
         return _REGISTERED[name]
+    if name in _FAILED:
+        raise UnknownTask(_FAILED[name])
     target = BUILTIN.get(name) or third_party().get(name)
     if target is None:
         raise UnknownTask(f"no task named {name!r} is installed; installed tasks: {', '.join(names())} "
                           f"(a third-party task registers in the {GROUP!r} entry-point group)")
     try:
         task = _load(target)
-    except Exception as exc:  # noqa: BLE001 - a broken plug-in is reported, not raised as a traceback
-        raise UnknownTask(f"task {name!r} ({target}) failed to load: {one_line(f'{type(exc).__name__}: {exc}', 250)}") from None
-    if task.name != name:
-        raise UnknownTask(f"task registered as {name!r} ({target}) calls itself {task.name!r}; the names must match")
+        own_name = task.name
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - SystemExit included: a plug-in must not end the process it is loaded in
+        _FAILED[name] = f"task {name!r} ({target}) failed to load: {one_line(f'{type(exc).__name__}: {exc}', 250)}"
+        raise UnknownTask(_FAILED[name]) from None
+    if own_name != name:
+        raise UnknownTask(f"task registered as {name!r} ({target}) calls itself {own_name!r}; the names must match")
     _CACHE[name] = task
     return task

@@ -20,6 +20,7 @@ run format), ``decisions.*`` and ``ledger.*``.
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -31,7 +32,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from cooplab.agents.settings import build_service
 from cooplab.graphs.context import CoopContext
-from cooplab.graphs.ledger import BudgetExhausted
+from cooplab.graphs.ledger import JOURNAL_FILE, BudgetExhausted
 from cooplab.graphs.rundir import upgrade_config
 from cooplab.graphs.nodes import shared_rows
 from cooplab.graphs.task import RunInfo, Task
@@ -195,18 +196,27 @@ def execute(task: Task, out: Path, config: dict[str, Any], state: dict[str, Any]
     except Exception as exc:  # noqa: BLE001 - the safety net
         log = runstore.save_error(out, exc)
         message = one_line(f"{type(exc).__name__}: {exc}", 350)
-        try:
-            finish(task, out, config, last_values(task, out, config), 0.0, status="failed", message=message)
-        except Exception:  # noqa: BLE001 - even the state is unusable: keep the essentials
-            try:
-                runstore.write_json(out / "summary.json", {"task": config.get("task"), "agents": config.get("agents"), "status": "failed",
-                                                           "message": message, "error_log": str(log) if log else None,
-                                                           "seed": config.get("seed")})
-            except Exception:  # noqa: BLE001
-                pass
+        unwritten = _record_failure(task, out, config, message, log)
         where = f"the traceback is in {log}" if log else "the traceback could not be saved"
-        raise RunFailed(f"the run failed ({message}); {where}; summary.json has status 'failed'; after fixing the cause, "
+        summary = "summary.json has status 'failed'" if unwritten is None else f"summary.json could not be written ({unwritten})"
+        raise RunFailed(f"the run failed ({message}); {where}; {summary}; after fixing the cause, "
                         f"'cooplab resume {out}' continues from the last checkpoint") from exc
+
+
+def _record_failure(task: Task, out: Path, config: dict[str, Any], message: str, log: Path | None) -> str | None:
+    """Write summary.json with status "failed": the full one from the last checkpoint, else (the state
+    is unusable too) the essentials. None once written; else why it could not be (a full disk)."""
+    try:
+        finish(task, out, config, last_values(task, out, config), 0.0, status="failed", message=message)
+        return None
+    except Exception:  # noqa: BLE001 - even the state is unusable: keep the essentials
+        pass
+    try:
+        runstore.write_json(out / "summary.json", {"task": config.get("task"), "agents": config.get("agents"), "status": "failed",
+                                                   "message": message, "error_log": str(log) if log else None, "seed": config.get("seed")})
+        return None
+    except Exception as exc:  # noqa: BLE001
+        return one_line(getattr(exc, "strerror", None) or f"{type(exc).__name__}: {exc}", 120)
 
 
 def last_values(task: Task, out: Path, config: dict[str, Any]) -> dict[str, Any]:
@@ -268,7 +278,9 @@ async def _execute_llm(task: Task, out: Path, config: dict[str, Any], state: dic
                 raise _damaged(out, exc) from None
         more, sized = _work_left(snap, state, out)
         cfg["recursion_limit"] = task.recursion_limit(sized, len(graph.nodes) - 1)
-        service = build_service(config, (snap.values or {}).get("ledger") if snap is not None else None)
+        if state is not None:  # a new run: a journal left by an earlier run in this directory (--force) is not its own
+            (out / JOURNAL_FILE).unlink(missing_ok=True)
+        service = build_service(config, (snap.values or {}).get("ledger") if snap is not None else None, journal=out / JOURNAL_FILE)
         progress = _Progress(task, config, sized, quiet, service)
         pool = None
         try:
@@ -342,7 +354,7 @@ def finish(task: Task, out: Path, config: dict[str, Any], final: dict[str, Any],
     if decisions:
         df = pd.DataFrame(decisions)
         if "parsed" in df:
-            df["parsed"] = df["parsed"].map(lambda v: None if v is None else runstore.json.dumps(v))
+            df["parsed"] = df["parsed"].map(lambda v: None if v is None else json.dumps(v))
         runstore.write_table(df, out, "decisions", csv=csv)
         summary["decisions"] = {"count": len(df), "fallback_used": int(df["fallback_used"].sum()) if "fallback_used" in df else 0,
                                 "mean_attempts": float(df["attempts"].mean()) if "attempts" in df else 1.0}

@@ -3,13 +3,13 @@ environment it was made in, saving errors. The file helpers it uses are :mod:`co
 
 from __future__ import annotations
 
-import json
-import os
+import contextlib
 import platform
 from pathlib import Path
 from typing import Any
 
 from cooplab.graphs.rundir import RunDirError, jsonable, now, read_json, read_table, write_json, write_table  # noqa: F401 - the engine's file helpers
+from cooplab.limits import ConfigError, parse_json
 from cooplab.graphs.rundir import code_version, git_commit, machine, readonly_uri, TRACES_FILE  # noqa: F401
 
 
@@ -17,13 +17,15 @@ def ensure_writable(out: Path, error: type[Exception] = None) -> Path:  # type: 
     """Create ``out`` (and parents) and check that a file can be written there; ``error`` (default
     :class:`RunDirError`) with one line otherwise."""
     out = Path(out)
+    probe = out / ".cooplab-write-test"
     try:
         out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".cooplab-write-test"
         probe.write_text("ok")
-        probe.unlink()
     except OSError as exc:
         raise (error or RunDirError)(f"cannot write to --out {out}: {exc.strerror or exc}") from None
+    finally:
+        with contextlib.suppress(OSError):
+            probe.unlink(missing_ok=True)
     return out
 
 
@@ -54,12 +56,13 @@ def read_run_config(out: Path) -> dict[str, Any]:
     if not path.exists():
         raise RunDirError(f"{out} is not a cooplab run directory (no config.json)")
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise RunDirError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise RunDirError(f"{path} is damaged (not valid JSON: {exc.msg} at line {exc.lineno}); restore it, or "
-                          f"{RESTART.format(out=out)}") from None
+    try:
+        config = parse_json(text, str(path))
+    except ConfigError as exc:
+        raise RunDirError(f"{exc}; restore it, or {RESTART.format(out=out)}") from None
     if not isinstance(config, dict):
         raise RunDirError(f"{path} is damaged (not a JSON object); restore it, or {RESTART.format(out=out)}")
     return config
@@ -102,8 +105,6 @@ def config_for_resume(out: Path, task: str, check_config) -> dict[str, Any]:
     """A run directory's config.json, ready to resume a ``task`` run: the task matches, every value
     passes ``check_config(out, config)`` (which returns it in the current shape) and checkpoints.sqlite is sound (one-line RunDirErrors;
     nothing is changed)."""
-    from cooplab.limits import ConfigError
-
     config = read_run_config(out)
     if config.get("task") != task:
         raise RunDirError(f"{out} holds a {config.get('task')!r} run; only {task} runs resume here")
@@ -143,40 +144,10 @@ def _version(dist: str) -> str | None:
         return None
 
 
-
-
-def file_sha256(path: Path) -> str:
-    """SHA-256 of a file, remembered per (path, size, mtime) under the cooplab cache directory."""
-    import hashlib
-
-    st = path.stat()
-    key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
-    memo_path = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "cooplab" / "sha256.json"
-    try:
-        memo = json.loads(memo_path.read_text())
-        if isinstance(memo, dict) and isinstance(memo.get(key), str):
-            return memo[key]
-    except (OSError, ValueError):
-        memo = {}
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    digest = h.hexdigest()
-    try:
-        memo_path.parent.mkdir(parents=True, exist_ok=True)
-        memo = {k: v for k, v in (memo if isinstance(memo, dict) else {}).items() if not k.startswith(f"{path.resolve()}|")}
-        memo[key] = digest
-        memo_path.write_text(json.dumps(memo))
-    except OSError:
-        pass
-    return digest
-
-
 def environment(config: dict[str, Any]) -> dict[str, Any]:
     """What decides a run's results besides its config: the git commit (from a checkout), the
-    versions of :data:`DECIDING_PACKAGES`, the local model's file and SHA-256 (when a local model is
-    used) and the sandbox image id (when the run uses the sandbox)."""
+    versions of :data:`DECIDING_PACKAGES`, the local model's file, SHA-256 and origin (when a local
+    model is used) and the sandbox image id (when the run uses the sandbox)."""
     env: dict[str, Any] = {"python": platform.python_version(), "machine": machine(), "git": git_commit(),
                            "packages": {d: _version(d) for d in DECIDING_PACKAGES}}
     llm = config.get("llm") or {}
@@ -184,9 +155,10 @@ def environment(config: dict[str, Any]) -> dict[str, Any]:
     if any(isinstance(m, str) and m.strip().lower() == "local" for m in models):
         try:
             from cooplab.agents.models import local_model_path
+            from cooplab.agents.model_files import record
 
-            path = local_model_path()
-            env["local_model"] = {"file": path.name, "sha256": file_sha256(path)}
+            local_model_path()  # the file on disk is the pinned one (its SHA-256 checked)
+            env["local_model"] = record("smollm2")  # file, sha256, origin, how it came
         except Exception as exc:  # noqa: BLE001 - recorded, never fatal here (the run itself says what is wrong)
             env["local_model"] = {"error": f"{type(exc).__name__}: {exc}"}
     if config.get("sandbox"):

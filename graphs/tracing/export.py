@@ -8,13 +8,13 @@ are one-line exceptions the ``cooplab traces`` CLI prints as they are.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from pathlib import Path
 from typing import Any
 
 from cooplab.graphs.rundir import TRACES_FILE
+from cooplab.limits import parse_json
 
 from .scrubbing import scrub, secret_values
 
@@ -52,12 +52,12 @@ def load_runs(run_dir: str | os.PathLike[str], *, validate: bool = False) -> lis
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
-        except ValueError as exc:
+            rec = parse_json(line, f"{path}:{i}", error=TraceFileError)
+        except TraceFileError:
             if i == len(lines):  # a last line cut short by a crash mid-write
                 logger.warning("%s: skipped a cut-off last line", path)
                 continue
-            raise TraceFileError(f"{path}:{i}: not JSON: {exc}") from None
+            raise
         try:
             if not isinstance(rec, dict) or "id" not in rec:
                 raise ValueError("not a run object")

@@ -23,6 +23,8 @@ from typing import Any
 from langchain_core.tracers.base import BaseTracer
 from langchain_core.tracers.schemas import Run as _LCRun
 
+from cooplab.limits import clean_text
+
 from . import convert
 from .convert import fit_line, to_jsonable
 from .scrubbing import scrub, secret_values
@@ -39,7 +41,8 @@ class _Record(dict):
 
 
 def _dumps(rec: Mapping[str, Any]) -> str:
-    return json.dumps(rec, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    """A record's JSON line, valid UTF-8 whatever its strings hold (a lone surrogate becomes U+FFFD)."""
+    return clean_text(json.dumps(rec, ensure_ascii=False, allow_nan=False, separators=(",", ":")))
 
 
 def _line(rec: Mapping[str, Any]) -> str:
@@ -355,7 +358,7 @@ def recover_interrupted(path: str | os.PathLike[str]) -> int:
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
                 known.add(json.loads(line)["id"])
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError):
                 continue
     written = 0
     for j in journals:
@@ -364,7 +367,7 @@ def recover_interrupted(path: str | os.PathLike[str]) -> int:
         for line in j.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
                 rec = json.loads(line)
-            except ValueError:  # a line cut short by the kill
+            except (ValueError, RecursionError):  # a line cut short by the kill (or edited beyond reading)
                 continue
             if not isinstance(rec, dict) or "id" not in rec:
                 continue
@@ -396,7 +399,7 @@ def recover_interrupted(path: str | os.PathLike[str]) -> int:
         lines = []
         for r in out:
             try:
-                lines.append(json.dumps(r, ensure_ascii=False, allow_nan=False, separators=(",", ":")))
+                lines.append(_dumps(r))
             except (TypeError, ValueError):  # pragma: no cover
                 continue
         try:

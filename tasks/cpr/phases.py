@@ -34,7 +34,7 @@ from cooplab.graphs.nodes import (
 from cooplab.agents.rule_based import count_rows, row_sum
 from cooplab.graphs.rng import RowSubsetGenerator, phase_rng
 from cooplab.tasks.cpr import rules as rb
-from cooplab.tasks.cpr import world
+from cooplab.tasks.cpr import model
 
 __all__ = ["PolicyResult", "adapt_node", "environment_node", "harvest_node", "individual_learning_enabled", "is_async_policy",
            "learn_node", "llm_node", "propose_node", "punish_node", "punishment_enabled", "round_record", "running_agents", "threshold",
@@ -47,8 +47,8 @@ def harvest_node(effort_policy: Callable = rb.capped_effort) -> Callable[..., An
     def apply(state: State, effort_raw: np.ndarray) -> dict:
         run = running_agents(state)
         effort = where(run, np.clip(np.nan_to_num(effort_raw, nan=0.0), 0.0, 1.0), 0.0)
-        h = world.ration(world.harvest(state["params"]["alpha"], effort, state["R"]), state["R"])
-        R_plus = np.where(state["active"], world.post_harvest_stock(state["R"], h), state["R_plus"])
+        h = model.ration(model.harvest(state["params"]["alpha"], effort, state["R"]), state["R"])
+        R_plus = np.where(state["active"], model.post_harvest_stock(state["R"], h), state["R_plus"])
         return {"effort": effort, "h": h, "R_plus": R_plus}
 
     if is_async_policy(effort_policy):
@@ -149,17 +149,17 @@ def environment_node(end_on_starvation: bool = True) -> Callable[[State], dict]:
         h = v["h"]
         B = v.get("B", np.zeros_like(h, dtype=np.int8))
         V = v.get("V", np.zeros_like(h, dtype=np.int8))
-        payoff = where(run, world.round_payoff(h, Pv["c"], Pv["gamma"], Pv["beta"], B, V), 0.0)
+        payoff = where(run, model.round_payoff(h, Pv["c"], Pv["gamma"], Pv["beta"], B, V), 0.0)
         wealth = v["P"] + payoff
         starved = run & (wealth < 0)
         alive_v = v["alive"] & ~starved
-        P_bar = where(run, world.smoothed_payoff(v["P_bar"], payoff, Pv["ema"]), v["P_bar"])
+        P_bar = where(run, model.smoothed_payoff(v["P_bar"], payoff, Pv["ema"]), v["P_bar"])
         died_v = count_rows(starved) > 0 if end_on_starvation else count_rows(alive_v) == 0
         n_alive_run = count_rows(run)
         # per-society bookkeeping on the whole batch (cheap (S,) arrays)
-        R_next = np.where(active, world.logistic_regrowth(state["R_plus"], P["r"], P["K"]), state["R"])
+        R_next = np.where(active, model.logistic_regrowth(state["R_plus"], P["r"], P["K"]), state["R"])
         H = full(row_sum(h), 0.0)  # the harvest node leaves finished societies' catches at 0
-        eta_t = world.efficiency_t(H, P["r"], P["K"])
+        eta_t = model.efficiency_t(H, P["r"], P["K"])
         depleted = state["R_plus"] <= P["R_min"]
         died = full(died_v, False)
         collapsed = active & (depleted | died)

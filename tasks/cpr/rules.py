@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from cooplab.agents.rule_based import col, count_rows, flat_peers, sample_peer
-from cooplab.tasks.cpr.world import imitation_probability, median_norm
+from cooplab.tasks.cpr.model import imitation_probability, median_norm
 
 State = Mapping[str, Any]
 

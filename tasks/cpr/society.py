@@ -20,7 +20,7 @@ from cooplab.graphs.rng import phase_rng
 from cooplab.graphs.society import build_society
 from cooplab.tasks.cpr.state import CPRState
 from cooplab.tasks.cpr.params import ABLATIONS, CPRParams, population_ranges
-from cooplab.tasks.cpr.world import median_norm
+from cooplab.tasks.cpr.model import median_norm
 
 PHASE_ORDER = ("harvest", "punish", "environment", "adapt", "learn", "propose", "vote")
 

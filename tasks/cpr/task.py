@@ -20,6 +20,7 @@ import pandas as pd
 from cooplab.evals.metrics import summarize
 from cooplab.graphs import rundir
 from cooplab.tasks.cpr import metrics as cpr_metrics
+from cooplab.tasks.cpr.metrics import counts_text, mean_sem_text
 from cooplab.graphs.rng import phase_rng
 from cooplab.graphs.task import RunInfo, Task, TaskConfigError
 from cooplab.tasks.cpr import phases as ph
@@ -79,7 +80,7 @@ def llm_phases(params: CPRParams) -> "OrderedDict[str, Callable]":
     """The CPR graph with LLM agents: the same phase nodes with LLM policies plugged in
     (Figs. 8-11). Social learning happens in context (peers shown in the prompts), so the
     parameter-copying ``learn`` node is not part of an LLM society."""
-    from cooplab.tasks.cpr import llm_agents as la
+    from cooplab.tasks.cpr import llm as la
 
     nodes: OrderedDict[str, Callable] = OrderedDict()
     nodes["harvest"] = ph.harvest_node(la.LLMEffortPolicy())
@@ -95,7 +96,7 @@ def llm_phases(params: CPRParams) -> "OrderedDict[str, Callable]":
 def init_llm_state(conditions, replicates: int, seed: int) -> dict[str, Any]:
     """The rule-based initial state plus what LLM agents carry: belief texts drawn from the
     template bank by type, an empty group norm, and a short memory of recent outcomes."""
-    from cooplab.tasks.cpr.llm_agents import MEMORY, initial_beliefs
+    from cooplab.tasks.cpr.llm import MEMORY, initial_beliefs
 
     state = init_state(conditions, replicates, seed)
     S, N = state["alive"].shape
@@ -242,7 +243,7 @@ class CPRTask(Task):
         return summary
 
     def figure(self, summary: Mapping[str, Any], run: RunInfo) -> None:
-        from cooplab.evals.plots_cpr import run_figure
+        from cooplab.tasks.cpr.figures import run_figure
 
         rounds = rundir.read_table(run.out, "rounds")
         if len(rounds):
@@ -251,19 +252,13 @@ class CPRTask(Task):
     def report(self, summary: Mapping[str, Any]) -> list[str]:
         st, ef = summary["survival_time"], summary["efficiency"]
 
-        def pm(stat: Mapping[str, Any], digits: int) -> str:
-            """mean ± s.e.m.; the s.e.m. left out where there is none (one society; NaN reads back as null)"""
-            mean, sem = stat.get("mean"), stat.get("sem")
-            text = "n/a" if not isinstance(mean, (int, float)) else f"{mean:.{digits}f}"
-            return text + (f" ± {sem:.{digits}f}" if isinstance(sem, (int, float)) and np.isfinite(sem) else "")
-
-        return [f"survival time T_s = {pm(st, 2)} (s.e.m.), efficiency eta = {pm(ef, 3)}, "
-                f"n = {st['n']} societies; collapse causes: {summary['collapse']}",
+        return [f"survival time T_s = {mean_sem_text(st, 2)} (s.e.m.), efficiency eta = {mean_sem_text(ef, 3)}, "
+                f"n = {st['n']} societies; collapse causes: {counts_text(summary['collapse'])}",
                 "tables: summary.json, rounds.*, agents.*, figures/run.png"]
 
     def analyze_sweep(self, cells: list[dict[str, Any]], out: Path, *, analysis_out: Path | None = None) -> dict[str, Any]:
         """``cooplab analyze cpr`` over the finished cells (into ``OUT/analysis`` unless told otherwise)."""
-        from cooplab.evals.analysis_cpr import analyze
+        from cooplab.tasks.cpr.analysis import analyze
 
         dest = Path(analysis_out) if analysis_out is not None else Path(out) / "analysis"
         return {"analysis": analyze([Path(c["dir"]) for c in cells], dest), "analysis_dir": str(dest)}

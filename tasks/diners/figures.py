@@ -19,7 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from cooplab.graphs import rundir
 from cooplab.tasks.diners import model as dm
 from cooplab.tasks.diners.society import paper_conditions, run_diners
-from cooplab.tasks.diners.task import strategy_counts
+from cooplab.tasks.diners.metrics import strategy_counts
 
 COLORS = {"P": "tab:blue", "R1": "tab:red", "E": "tab:green", "M": "tab:purple", "D": "black"}
 PK_ORDER = ("unstated", "3:1", "6:1")

@@ -7,7 +7,7 @@ all with the same number of agents) through the phases of one iteration, in orde
 
 ``order``, ``punish`` and ``metanorm`` take a policy: a rule (``(state, rng) -> array``, the
 strategies executed exactly, vectorized over replicates) or an LLM policy (an async callable
-``(state, rng, context, config) -> PolicyResult``, see :mod:`.llm_agents`); the node factory
+``(state, rng, context, config) -> PolicyResult``, see :mod:`.llm`); the node factory
 detects which with ``is_async_policy``, as the CPR phase nodes do. ``utility``, ``imitate``
 (Fermi rule) and ``swap`` (venues rotate, the iteration's record is appended) are the same for
 both kinds of agents. Every draw comes from ``phase_rng(seed, iteration, phase)``.
@@ -18,47 +18,29 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any
 
 import numpy as np
 
-from cooplab.agents.rule_based import sample_peer
 from cooplab.graphs.context import CoopContext
-from cooplab.graphs.nodes import is_async_policy, llm_node
-from cooplab.graphs.rng import phase_rng
 from cooplab.graphs.society import build_society
-from cooplab.graphs.state import AppendLog
 from cooplab.tasks.diners import model as dm
+from cooplab.tasks.diners.phases import (
+    imitate_node,
+    metanorm_node,
+    metanorm_rule,
+    order_node,
+    order_rule,
+    punish_node,
+    punish_rule,
+    swap_node,
+    utility_node,
+    venues,
+)
+from cooplab.tasks.diners.state import PHASES, DinersState, State
 
-State = Mapping[str, Any]
-PHASES = ("order", "punish", "metanorm", "utility", "imitate", "swap")
-
-
-class DinersState(TypedDict, total=False):
-    seed: int
-    round: int  # current iteration t (1-based); > max_round once the run is over
-    max_round: int
-    params: dict[str, np.ndarray]  # per-society (S,) arrays: p, k, beta, c_b, v_b, c_p, v_p, accumulate, stated
-    condition: np.ndarray  # (S,)
-    replicate: np.ndarray  # (S,)
-    group: np.ndarray  # (S, N) group index of each agent (groups are fixed)
-    venue: np.ndarray  # (S, N) venue index of each agent's group this iteration
-    strategy: np.ndarray  # (S, N) strategy codes (model.STRATEGIES)
-    reformed: np.ndarray  # (S, N) bool: has been punished while playing R1 (R1 then cooperates)
-    defect: np.ndarray  # (S, N) bool: ordered the premium meal this iteration
-    punish1: np.ndarray  # (S, N, N) bool: i punished j in stage 2
-    punish2: np.ndarray  # (S, N, N) bool: i punished j in stage 3 (metanorm)
-    meal: np.ndarray  # (S, N) meal value - bill share
-    utility: np.ndarray  # (S, N) this iteration's utility
-    score: np.ndarray  # (S, N) pi: accumulated utility (or the last iteration's, accumulate = 0)
-    active: np.ndarray  # (S,) bool
-    played: np.ndarray  # (S, N) the strategies played this iteration (before imitation)
-    imitation: dict[str, np.ndarray]  # this iteration's role models, probabilities, adoptions
-    history: AppendLog  # one record per iteration
-    # LLM agents
-    personas: list[list[int]]  # (S x N) persona index of each agent
-    decisions: AppendLog
-    ledger: AppendLog
+__all__ = ["Condition", "DinersState", "build_diners_graph", "diners_phases", "init_state", "paper_conditions",
+           "recursion_limit", "run_diners", "should_continue"]
 
 
 @dataclass(frozen=True)
@@ -148,124 +130,6 @@ def init_state(conditions: Sequence[Condition], replicates: int, seed: int, iter
         defect=np.zeros((S, N), dtype=bool), punish1=np.zeros((S, N, N), dtype=bool), punish2=np.zeros((S, N, N), dtype=bool),
         meal=np.zeros((S, N)), utility=np.zeros((S, N)), score=np.zeros((S, N)), active=np.ones(S, dtype=bool), history=[],
     )
-
-
-def venues(group: np.ndarray, round_: int) -> np.ndarray:
-    """(S, N) venue of each agent in iteration ``round_``: its group's venue (groups rotate)."""
-    n_groups = int(group.max()) + 1
-    return dm.venue_of_groups(n_groups, round_)[group]
-
-
-# --- rule policies (the strategies, executed exactly) --------------------------------------
-def order_rule(state: State, rng: np.random.Generator) -> np.ndarray:
-    return dm.rule_orders(state["strategy"], state["reformed"])
-
-
-def punish_rule(state: State, rng: np.random.Generator) -> np.ndarray:
-    return dm.rule_punish(state["strategy"], state["defect"], dm.same_group(state["group"]))
-
-
-def metanorm_rule(state: State, rng: np.random.Generator) -> np.ndarray:
-    return dm.rule_metanorm(state["strategy"], state["defect"], state["punish1"], dm.same_group(state["group"]))
-
-
-# --- node factories ------------------------------------------------------------------------
-def _decision_node(phase: str, key: str, policy: Callable, clean: Callable[[State, Any], np.ndarray],
-                   also: Callable[[State], dict] = lambda state: {}):
-    """A node writing ``key`` from ``policy``'s answer; ``clean`` masks what a policy may not do
-    (punishing outside the group, oneself, or in a finished society) without changing the rest."""
-    if is_async_policy(policy):
-        return llm_node(phase, policy, lambda state, value: {key: clean(state, value), **also(state)})
-
-    def node(state: State) -> dict:
-        rng = phase_rng(state["seed"], state["round"], phase)
-        return {key: clean(state, policy(state, rng)), **also(state)}
-
-    node.__name__ = phase
-    return node
-
-
-def _clean_orders(state: State, value: Any) -> np.ndarray:
-    return np.asarray(value, dtype=bool) & state["active"][:, None]
-
-
-def _clean_pairs(state: State, value: Any) -> np.ndarray:
-    return np.asarray(value, dtype=bool) & dm.same_group(state["group"]) & state["active"][:, None, None]
-
-
-def order_node(policy: Callable = order_rule):
-    # the strategies played this iteration are kept for the record (imitation changes them)
-    return _decision_node("order", "defect", policy, _clean_orders, also=lambda state: {"played": state["strategy"].copy()})
-
-
-def punish_node(policy: Callable = punish_rule):
-    return _decision_node("punish", "punish1", policy, _clean_pairs)
-
-
-def metanorm_node(policy: Callable = metanorm_rule):
-    return _decision_node("metanorm", "punish2", policy, _clean_pairs)
-
-
-def utility_node():
-    """Stage 4: utilities, the accumulated score pi, and R1's switch after being punished."""
-
-    def utility(state: State) -> dict:
-        P = state["params"]
-        act = state["active"][:, None]
-        out = dm.utility(state["defect"], state["group"], state["punish1"], state["punish2"], P)
-        u = np.where(act, out["utility"], 0.0)
-        memory = P["accumulate"][:, None]  # 1: accumulated (1 * pi + u is exactly pi + u), 0: this iteration's (0 * pi + u = u)
-        score = np.where(act, memory * state["score"] + u, state["score"])
-        punished = out["received"] > 0
-        reformed = state["reformed"] | (act & (state["strategy"] == dm.R1) & punished)
-        return {"meal": np.where(act, out["meal"], 0.0), "utility": u, "score": score, "reformed": reformed}
-
-    return utility
-
-
-def imitate_node():
-    """Stage 5: pairwise Fermi imitation of a uniformly random role model from the whole population.
-    Adopting a different strategy starts it afresh (an adopted R1 defects until punished)."""
-
-    def imitate(state: State) -> dict:
-        rng = phase_rng(state["seed"], state["round"], "imitate")
-        S, N = state["strategy"].shape
-        role = sample_peer(np.ones((S, N), dtype=bool), rng)
-        u = rng.random((S, N))
-        res = dm.fermi_update(state["strategy"], state["score"], role, u, state["params"]["beta"])
-        act = state["active"][:, None]
-        new = np.where(act, res["strategy"], state["strategy"]).astype(np.int8)
-        changed = new != state["strategy"]
-        return {"strategy": new, "reformed": state["reformed"] & ~changed,
-                "imitation": {"role": role, "prob": res["prob"], "adopt": res["adopt"] & act, "changed": changed}}
-
-    return imitate
-
-
-def swap_node():
-    """Close the iteration: append its record, rotate the venues, advance the counter."""
-
-    def swap(state: State) -> dict:
-        t = int(state["round"])
-        imi = state.get("imitation") or {}
-        rec = {
-            "round": t,
-            "active": state["active"].copy(),
-            "venue": state["venue"].copy(),
-            "strategy_played": state["played"].copy(),
-            "defect": state["defect"].copy(),
-            "punish1": state["punish1"].copy(),
-            "punish2": state["punish2"].copy(),
-            "meal": state["meal"].copy(),
-            "utility": state["utility"].copy(),
-            "score": state["score"].copy(),
-            "strategy": state["strategy"].copy(),
-            **{f"imitation_{k}": np.asarray(v).copy() for k, v in imi.items()},
-        }
-        active = state["active"] & (t < int(state["max_round"]))
-        return {"history": [rec], "round": t + 1, "venue": venues(state["group"], t + 1), "active": active}
-
-    return swap
 
 
 def diners_phases(order_policy: Callable = order_rule, punish_policy: Callable = punish_rule,

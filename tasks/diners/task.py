@@ -17,11 +17,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from cooplab.graphs import rundir
 from cooplab.graphs.task import RunInfo, Task, TaskConfigError
 from cooplab.tasks.diners import model as dm
+from cooplab.tasks.diners.metrics import per_agent_tables, share_summary, strategy_counts
 from cooplab.tasks.diners.params import DinersParams
 from cooplab.tasks.diners.society import (
     Condition,
@@ -30,75 +30,6 @@ from cooplab.tasks.diners.society import (
     diners_phases,
     init_state,
 )
-
-
-# --- tables --------------------------------------------------------------------------------
-def _meta(final: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
-    return np.asarray(final["condition"]), np.asarray(final["replicate"])
-
-
-def strategy_counts(final: dict[str, Any], initial: np.ndarray) -> pd.DataFrame:
-    """One row per (society, iteration t): strategy counts after iteration t's update (t = 0:
-    the initial composition)."""
-    cond, rep = _meta(final)
-    S, N = initial.shape
-    frames = []
-    for t, strat in [(0, initial)] + [(int(h["round"]), h["strategy"]) for h in final.get("history") or []]:
-        d = {"condition": cond, "replicate": rep, "iteration": np.full(S, t)}
-        for c, name in enumerate(dm.STRATEGIES):
-            d[name] = (strat == c).sum(axis=1)
-        frames.append(pd.DataFrame(d))
-    df = pd.concat(frames, ignore_index=True)
-    return df.sort_values(["condition", "replicate", "iteration"], kind="stable").reset_index(drop=True)
-
-
-def per_agent_tables(final: dict[str, Any]) -> dict[str, pd.DataFrame]:
-    cond, rep = _meta(final)
-    S, N = np.asarray(final["strategy"]).shape
-    orders, utils, imit, pun = [], [], [], []
-    names = np.array(dm.STRATEGIES)
-    for h in final.get("history") or []:
-        t = int(h["round"])
-        base = {"condition": np.repeat(cond, N), "replicate": np.repeat(rep, N), "iteration": t, "agent": np.tile(np.arange(N), S),
-                "group": np.asarray(final["group"]).ravel(), "strategy": names[h["strategy_played"]].ravel()}
-        orders.append(pd.DataFrame({**base, "venue": np.array(dm.VENUES)[h["venue"] % len(dm.VENUES)].ravel(),
-                                    "order": np.where(h["defect"], "premium", "budget").ravel()}))
-        given = h["punish1"].sum(axis=2) + h["punish2"].sum(axis=2)
-        received = h["punish1"].sum(axis=1) + h["punish2"].sum(axis=1)
-        utils.append(pd.DataFrame({**base, "meal_utility": h["meal"].ravel(), "punishments_given": given.ravel(),
-                                   "punishments_received": received.ravel(), "utility": h["utility"].ravel(), "score": h["score"].ravel()}))
-        if "imitation_role" in h:
-            role = h["imitation_role"]
-            rr = np.where(role >= 0, role, 0)
-            imit.append(pd.DataFrame({**base, "role_model": role.ravel(),
-                                      "role_strategy": names[np.take_along_axis(h["strategy_played"], rr, axis=1)].ravel(),
-                                      "probability": h["imitation_prob"].ravel(), "adopted": h["imitation_adopt"].ravel(),
-                                      "new_strategy": names[h["strategy"]].ravel(), "changed": h["imitation_changed"].ravel()}))
-        for stage, key in ((1, "punish1"), (2, "punish2")):
-            s_, i_, j_ = np.nonzero(h[key])
-            played = h["strategy_played"]
-            pun.append(pd.DataFrame({"condition": cond[s_], "replicate": rep[s_], "iteration": t, "stage": stage,
-                                     "punisher": i_, "target": j_, "punisher_strategy": names[played[s_, i_]],
-                                     "target_strategy": names[played[s_, j_]]}))
-
-    def cat(xs: list[pd.DataFrame]) -> pd.DataFrame:
-        return pd.concat(xs, ignore_index=True) if xs else pd.DataFrame()
-
-    return {"orders": cat(orders), "utilities": cat(utils), "imitation": cat(imit), "punishments": cat(pun)}
-
-
-def share_summary(counts: pd.DataFrame) -> dict[str, Any]:
-    """Strategy shares per iteration and at the end, mean over replicates (and their s.d.)."""
-    n = counts[list(dm.STRATEGIES)].sum(axis=1)
-    shares = counts[list(dm.STRATEGIES)].div(n, axis=0).assign(condition=counts["condition"], iteration=counts["iteration"])
-    last = shares[shares["iteration"] == shares["iteration"].max()]
-    mean = shares.groupby("iteration")[list(dm.STRATEGIES)].mean()
-    return {
-        "final_shares": {k: float(v) for k, v in last[list(dm.STRATEGIES)].mean().items()},
-        "final_shares_sd": {k: float(v) for k, v in last[list(dm.STRATEGIES)].std(ddof=1).fillna(0.0).items()},
-        "shares_by_iteration": {int(t): {k: round(float(v), 6) for k, v in row.items()} for t, row in mean.iterrows()},
-    }
-
 
 
 # --- the task ------------------------------------------------------------------------------
@@ -209,7 +140,7 @@ class DinersTask(Task):
 
     def build(self, config: Mapping[str, Any], *, checkpointer: Any = None):
         if config.get("agents") == "llm":
-            from cooplab.tasks.diners.llm_agents import llm_phases
+            from cooplab.tasks.diners.llm import llm_phases
 
             return build_diners_graph(llm_phases(), checkpointer=checkpointer)
         return build_diners_graph(diners_phases(), checkpointer=checkpointer)
@@ -239,7 +170,7 @@ class DinersTask(Task):
             "seed": config["seed"], "iterations_completed": len(final.get("history") or []), **share_summary(counts),
         }
         if run.llm:
-            from cooplab.tasks.diners.llm_agents import accuracy
+            from cooplab.tasks.diners.llm import accuracy
 
             summary.update(accuracy(final.get("decisions") or []))
         return summary

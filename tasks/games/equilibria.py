@@ -1,5 +1,5 @@
 """Nash and Pareto references of the six games, derived from the payoffs of
-:mod:`cooplab.tasks.games.payoffs` (paper §3.1.1 and Appendix Table 3), and the reference action
+:mod:`cooplab.tasks.games.model` (paper §3.1.1 and Appendix Table 3), and the reference action
 profiles the Nash and Pareto players play.
 
 "Pareto" is the socially efficient outcome (§3.1): a profile that maximizes the sum of payoffs
@@ -67,7 +67,7 @@ from typing import Any
 
 import numpy as np
 
-from cooplab.tasks.games import payoffs as pf
+from cooplab.tasks.games import model as pf
 
 
 @dataclass(frozen=True)

@@ -101,7 +101,7 @@ def no_sanctions(state: State, rng: np.random.Generator) -> np.ndarray:
 def random_sanctions(P: Any) -> Policy:
     """Each player spends a total uniform in 0..max_sanction, spread uniformly (multinomially) over
     the other members of its group."""
-    from cooplab.tasks.games.payoffs import same_group
+    from cooplab.tasks.games.model import same_group
 
     dt = np.int8 if P.max_sanction <= 127 else np.int16 if P.max_sanction <= 32_767 else np.int32
 
@@ -181,7 +181,7 @@ def _action(where: str, v: Any, P: Any) -> Any:
 def check_script(data: Any, P: Any, where: str = "script") -> dict[str, Any]:
     """Validate a script against the game and its groups; the normalized script: one entry per
     round, ``actions`` one value per player, ``sanctions`` a list of [i, j, tokens]."""
-    from cooplab.tasks.games.payoffs import same_group
+    from cooplab.tasks.games.model import same_group
 
     if not isinstance(data, dict) or not isinstance(data.get("rounds"), list):
         raise ScriptError(f"{where} must be a JSON object with a list 'rounds' (one entry per round, or one for all rounds)")
@@ -242,16 +242,16 @@ def load_script(path: str | Path, P: Any) -> dict[str, Any]:
     try:
         if p.stat().st_size > MAX_SCRIPT_BYTES:
             raise ScriptError(f"{p} is larger than {MAX_SCRIPT_BYTES:,} bytes")
-        data = json.loads(p.read_text(encoding="utf-8"))
+        text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ScriptError(f"scripted players' file {p} not found") from None
     except IsADirectoryError:
         raise ScriptError(f"scripted players' file {p} is a directory") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ScriptError(f"cannot read {p}: {type(exc).__name__}") from None
-    except json.JSONDecodeError as exc:
-        raise ScriptError(f"{p} is not JSON ({exc.msg} at line {exc.lineno})") from None
-    return check_script(data, P, where=str(p))
+    from cooplab.limits import parse_json
+
+    return check_script(parse_json(text, str(p), error=ScriptError), P, where=str(p))
 
 
 def script_actions(script: Mapping[str, Any], P: Any) -> np.ndarray:

@@ -27,7 +27,9 @@ from cooplab.tasks.games import equilibria as eq
 from cooplab.tasks.games import metrics as mt
 from cooplab.tasks.games import players as pl
 from cooplab.tasks.games.params import GAMES, MODELS, PROMPTS, GameParams, model_of
-from cooplab.tasks.games.society import DECISION, GameState, game_phases, init_state
+from cooplab.tasks.games.phases import DECISION
+from cooplab.tasks.games.society import game_phases, init_state
+from cooplab.tasks.games.state import GameState
 
 SUMMARY_N = (1, 2, 5, 10, 20, 30, 50, 100, 200, 500)  #: sample sizes of the convergence curve kept in summary.json
 
@@ -52,7 +54,7 @@ class GameTask(Task):
     title = "Six behavioral games (weakest-link, cpr, cpr-sanction, collective-risk, o-ring, public-goods) with reference or LLM players."
     state_schema = GameState
     round_node = "settle"
-    agent_kinds = ("rule", "llm")  # rule: the reference players; llm: --players llm (tasks/games/llm_agents.py)
+    agent_kinds = ("rule", "llm")  # rule: the reference players; llm: --players llm (tasks/games/llm.py)
 
     # --- configuration ---------------------------------------------------------------------------------
     def params(self, config: Mapping[str, Any]) -> GameParams:
@@ -162,7 +164,7 @@ class GameTask(Task):
     # --- the graph ---------------------------------------------------------------------------------------
     def policies(self, config: Mapping[str, Any]) -> dict[str, Any]:
         if _own(config)["players"] == "llm":
-            from cooplab.tasks.games.llm_agents import llm_policies
+            from cooplab.tasks.games.llm import llm_policies
 
             return llm_policies(self.params(config), _own(config).get("prompt", "standard"), bool(_own(config).get("deliberation", False)))
         return pl.policies(_own(config)["players"], self.params(config), _own(config).get("script"))

@@ -313,13 +313,10 @@ def parse_truth(raw: Any, where: str = "truth") -> list[dict[str, Any]]:
 
 
 def read_truth(path: Path | str) -> list[dict[str, Any]]:
+    from cooplab.limits import parse_json
+
     p = Path(path)
-    if not p.is_file():
-        raise OwnDataError(f"truth file {p} does not exist or is not a file")
-    try:
-        raw = json.loads(p.read_text(encoding="utf-8-sig"), parse_constant=lambda c: float(c))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise OwnDataError(f"truth file {p} is not valid JSON ({str(exc).splitlines()[0][:120]})") from None
+    raw = parse_json(read_utf8(p, "truth file"), f"truth file {p}", error=OwnDataError, parse_constant=float)
     return parse_truth(raw, f"truth file {p}")
 
 

@@ -5,13 +5,19 @@
 request), or to ``mode(request_json)`` when ``mode`` is a callable returning a :class:`Reply`.
 Every request is recorded in ``requests`` as (mode name, request JSON). ``hang`` holds the
 connection open without answering until the server stops (the client's timeout decides).
+
+A reply with ``chunks`` (an iterable of byte strings, made lazily: a body of any size costs no
+memory) or ``trickle`` (seconds between the bytes of ``body``) is streamed, under a small socket
+send buffer, and each such delivery is recorded in ``deliveries``: the bytes the client took and
+whether the body was sent whole (a client that gave up cuts it short).
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -28,6 +34,16 @@ class Reply:
     content_type: str = "application/json"
     declared_length: int | None = None  # a Content-Length larger than the body: a truncated response
     hang: bool = False
+    chunks: Iterable[bytes] | None = None  # a streamed body (chunked, unless declared_length is set)
+    trickle: float | None = None  # seconds between the bytes of ``body``, sent one at a time
+
+
+@dataclass
+class Delivery:
+    """What became of one streamed reply: the bytes the client accepted, and whether all were sent."""
+
+    sent: int = 0
+    complete: bool = False
 
 
 def completion(content: Any = ANSWER, usage: Any = "default", *, message: Any = "default", choices: Any = "default",
@@ -115,8 +131,9 @@ class MisbehavingServer:
         self.mode = mode
         self.script = list(script or [])
         self.requests: list[tuple[str, dict]] = []
+        self.deliveries: list[Delivery] = []
         self.release = threading.Event()
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -137,6 +154,9 @@ class MisbehavingServer:
                     server.release.wait(120)
                     self.close_connection = True
                     return
+                if reply.chunks is not None or reply.trickle is not None:
+                    server._stream(self, reply)
+                    return
                 self.send_response(reply.status)
                 self.send_header("Content-Type", reply.content_type)
                 self.send_header("Content-Length", str(reply.declared_length if reply.declared_length is not None else len(reply.body)))
@@ -151,6 +171,44 @@ class MisbehavingServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def _stream(self, handler: BaseHTTPRequestHandler, reply: Reply) -> None:
+        """Send a streamed reply until it ends, the client goes away or the server stops."""
+        handler.close_connection = True
+        handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 16)
+        chunked = reply.declared_length is None and reply.trickle is None
+        handler.send_response(reply.status)
+        handler.send_header("Content-Type", reply.content_type)
+        if chunked:
+            handler.send_header("Transfer-Encoding", "chunked")
+        else:
+            handler.send_header("Content-Length", str(reply.declared_length if reply.declared_length is not None else len(reply.body)))
+        handler.end_headers()
+        body = (reply.body[i:i + 1] for i in range(len(reply.body))) if reply.trickle is not None else reply.chunks
+        done = Delivery()
+        try:
+            for chunk in body:
+                if reply.trickle is not None and self.release.wait(reply.trickle):
+                    break  # the server is stopping
+                handler.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
+                handler.wfile.flush()
+                done.sent += len(chunk)
+            else:
+                if chunked:
+                    handler.wfile.write(b"0\r\n\r\n")
+                    handler.wfile.flush()
+                done.complete = True
+        except OSError:  # the client closed the connection
+            pass
+        with self._lock:
+            self.deliveries.append(done)
+            self._lock.notify_all()
+
+    def wait_deliveries(self, n: int, timeout: float = 60.0) -> list[Delivery]:
+        """The streamed deliveries once ``n`` have ended (each ends when its client goes away)."""
+        with self._lock:
+            assert self._lock.wait_for(lambda: len(self.deliveries) >= n, timeout), f"{len(self.deliveries)} of {n} deliveries ended"
+            return list(self.deliveries)
 
     def _reply(self, req: dict) -> tuple[str, Reply]:
         with self._lock:

@@ -17,7 +17,7 @@ from langchain_core.messages import HumanMessage
 from cooplab.agents.decisions import LLMService, ModelUnavailable, decide
 from cooplab.agents.models import local_model_path, make_chat_model, parse_model_spec
 from cooplab.cli import main
-from cooplab.tasks.cpr.llm_agents import EFFORT
+from cooplab.tasks.cpr.llm import EFFORT
 
 pytestmark = pytest.mark.integration
 

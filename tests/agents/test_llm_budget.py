@@ -50,7 +50,7 @@ from cooplab.agents.usage import (
 from cooplab.cli import main
 from cooplab.graphs.ledger import BudgetExhausted, Ledger, Rates
 from cooplab.runs import runner as cpr_runner
-from cooplab.tasks.cpr.llm_agents import EFFORT
+from cooplab.tasks.cpr.llm import EFFORT
 
 from ._support import WatchedLedger
 from .misbehaving_server import (

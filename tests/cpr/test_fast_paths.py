@@ -13,7 +13,7 @@ from cooplab.agents.rule_based import col, count_rows, row_sum, sample_peer, tak
 from cooplab.graphs import nodes as gn
 from cooplab.tasks.cpr import phases as ph
 from cooplab.tasks.cpr import rules as rb
-from cooplab.tasks.cpr import world
+from cooplab.tasks.cpr import model as world
 from cooplab.tasks.cpr.params import make_params
 from cooplab.tasks.cpr.society import Condition, init_state
 

@@ -367,7 +367,7 @@ def test_figures_under_the_default_preset_equal_figures_under_the_defaults_it_no
     numbers of the defaults, beta grid included."""
     import pandas as pd
 
-    from cooplab.tasks.cpr import abm_figures as af
+    from cooplab.tasks.cpr import validation as af
 
     a = af.run_experiments(4, 3, preset_values("calibrated-punishment"))
     b = af.run_experiments(4, 3, {})

@@ -15,7 +15,7 @@ from cooplab.agents.models import ModelSpec, ScriptedChatModel
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.society import build_society
 from cooplab.tasks.cpr.state import CPRState
-from cooplab.tasks.cpr import llm_agents as la
+from cooplab.tasks.cpr import llm as la
 from cooplab.tasks.cpr.params import ABLATIONS, make_params
 from cooplab.tasks.cpr.task import init_llm_state, llm_phases
 from cooplab.tasks.cpr.society import Condition

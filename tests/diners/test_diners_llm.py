@@ -9,7 +9,7 @@ import pandas as pd
 
 from cooplab.cli import figures_app, main, run_app
 from cooplab.cli.diners import register
-from cooplab.tasks.diners import llm_agents as la
+from cooplab.tasks.diners import llm as la
 from cooplab.tasks.diners.society import Condition
 from cooplab.tasks.diners.task import init_llm_state
 

@@ -11,18 +11,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from cooplab.cli import figures_app, main, run_app
 from cooplab.cli.diners import register
-from cooplab.tasks.cpr import world
+from cooplab.tasks.cpr import model as world
 from cooplab.tasks.diners import model as dm
-from cooplab.tasks.diners.society import (
-    Condition,
-    imitate_node,
-    init_state,
-    metanorm_node,
-    order_node,
-    punish_node,
-    run_diners,
-    utility_node,
-)
+from cooplab.tasks.diners.phases import imitate_node, metanorm_node, order_node, punish_node, utility_node
+from cooplab.tasks.diners.society import Condition, init_state, run_diners
 
 register(figures_app)
 

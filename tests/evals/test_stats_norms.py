@@ -88,3 +88,61 @@ def test_real_embedding_model_ranks_paraphrases_above_unrelated_text():
     assert v.shape == (3, 384)
     assert np.allclose(np.linalg.norm(v, axis=1), 1.0)
     assert v[0] @ v[1] > v[0] @ v[2]
+
+
+# --- what the data cannot support: one line saying why, never numbers from rounding noise --------
+def _design(values):
+    """A 2 x 2 design with two societies per cell holding ``values`` in order."""
+    cells = [(m, p) for m in ("m1", "m2") for p in ("altruistic", "selfish") for _ in range(2)]
+    return pd.DataFrame({"model": [m for m, _ in cells], "population": [p for _, p in cells], "survival_time": values})
+
+
+@pytest.mark.parametrize("values, why", [
+    ([3.0] * 8, "every survival_time value is 3"),
+    ([3.0 + k * 1e-15 for k in range(8)], "every survival_time value is 3"),  # rounding noise only
+    ([1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0], "does not vary within any"),  # cells differ, nothing within them
+])
+def test_anova_and_tukey_refuse_data_without_error_variance(values, why):
+    df = _design(values)
+    with pytest.raises(stats.NotEstimable, match=why):
+        stats.two_way_anova(df, "survival_time", "model", "population")
+    if "within" not in why:
+        with pytest.raises(stats.NotEstimable, match=why):
+            stats.tukey_hsd(df, "survival_time", "model")
+
+
+def test_anova_refuses_unreplicated_or_one_level_designs():
+    one_each = _design([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]).drop_duplicates(["model", "population"])
+    with pytest.raises(stats.NotEstimable, match="no model x population cell has a replicate"):
+        stats.two_way_anova(one_each, "survival_time", "model", "population")
+    one_model = _design([1.0, 2.0, 3.0, 5.0, 1.0, 2.0, 3.0, 5.0]).assign(model="m1")
+    with pytest.raises(stats.NotEstimable, match="at least two levels of model"):
+        stats.two_way_anova(one_model, "survival_time", "model", "population")
+    with pytest.raises(stats.NotEstimable, match="survival_time: missing or infinite"):
+        stats.two_way_anova(_design([1.0, 2.0, np.nan, 5.0, 1.0, 2.0, 3.0, 5.0]), "survival_time", "model", "population")
+
+
+def test_anova_still_estimates_real_variance():
+    table = stats.two_way_anova(_design([1.0, 2.0, 2.0, 4.0, 3.0, 3.5, 6.0, 9.0]), "survival_time", "model", "population")
+    assert np.isfinite(table.loc["model", "F"]) and 0 <= table.loc["model", "p"] <= 1
+
+
+def test_welch_refuses_single_values_and_two_constant_groups():
+    with pytest.raises(stats.NotEstimable, match=r"n = 1 and 3"):
+        stats.welch([1.0], [1.0, 2.0, 3.0])
+    with pytest.raises(stats.NotEstimable, match="both groups are constant"):
+        stats.welch([3.0, 3.0], [3.0, 3.0, 3.0])
+    one_constant = stats.welch([3.0, 3.0, 3.0], [1.0, 2.0, 4.0])  # one constant group is still a test
+    assert np.isfinite(one_constant["t"]) and np.isfinite(one_constant["df"])
+
+
+def test_collect_warnings_turns_each_distinct_warning_into_one_line():
+    import warnings
+
+    notes: list[str] = []
+    with stats.collect_warnings(notes, "harsh ANOVA"):
+        for _ in range(3):
+            warnings.warn("precision loss\n  in moments", RuntimeWarning)
+        warnings.warn("another", UserWarning)
+    assert notes == ["harsh ANOVA: RuntimeWarning from test_stats_norms.py: precision loss in moments",
+                     "harsh ANOVA: UserWarning from test_stats_norms.py: another"]

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from cooplab.tasks.games import equilibria as eq
-from cooplab.tasks.games import payoffs as pf
+from cooplab.tasks.games import model as pf
 from cooplab.tasks.games.params import (
     TABLE4,
     CollectiveRiskParams,

@@ -315,7 +315,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys, args, needle):
 
 
 @pytest.mark.parametrize("content,needle", [
-    ("not json", "is not JSON"),
+    ("not json", "not valid JSON"),
     ('{"rounds": [{"actions": 11}]}', "0..10"),
     ('{"rounds": [{"actions": [1, 2]}]}', "one value per player"),
     ('{"rounds": [{"actions": 1, "sanctions": [[0, 1, 1]]}]}', "does not use"),

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from cooplab.cli import main
-from cooplab.tasks.games import llm_agents as la
+from cooplab.tasks.games import llm as la
 from cooplab.tasks.games import players as pl
 from cooplab.tasks.games import society as so
 from cooplab.tasks.games.params import GAMES, model_of
@@ -166,7 +166,7 @@ def played_state(game: str, sizes: list[int], rounds_done: int = 2):
     st["round"] = rounds_done + 1
     st["action"] = st["history"][-1]["action"]
     if game == "cpr-sanction":
-        from cooplab.tasks.games import payoffs as pf
+        from cooplab.tasks.games import model as pf
 
         st["stage_payoff"] = pf.cpr(st["action"], capacity=P.capacity, multiplier=P.multiplier)
     return P, st

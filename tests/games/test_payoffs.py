@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cooplab.tasks.games import payoffs as pf
+from cooplab.tasks.games import model as pf
 from cooplab.tasks.games.params import CPRSanctionParams
-from cooplab.tasks.games.society import ActionError, check_actions, clean_sanctions
+from cooplab.tasks.games.phases import ActionError, check_actions, clean_sanctions
 
 G55 = np.repeat([0, 1], 5)
 

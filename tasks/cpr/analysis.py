@@ -87,47 +87,70 @@ def analyze(run_dirs: list[Path], out: Path) -> dict[str, Any]:
     md = ["# CPR LLM society: statistics", ""]
     full = soc[soc["ablation"] == "full"]
     letters_by_env: dict[str, dict[str, str]] = {}
+    notes = result["notes"]
     for env, g in full.groupby("env"):
-        if g["model"].nunique() >= 2 and g["population"].nunique() >= 2 and len(g) > g.groupby(["model", "population"]).ngroups:
-            table = stats.two_way_anova(g, "survival_time", "model", "population")
+        anova_title = f"Two-way ANOVA (type II) of survival time, {env} environment"
+        try:
+            with stats.collect_warnings(notes, f"{env} ANOVA"):
+                table = stats.two_way_anova(g, "survival_time", "model", "population")
+        except stats.NotEstimable as e:
+            md += [f"**{anova_title}**: not estimable ({e}).", ""]
+            notes.append(f"{env}: ANOVA not estimable ({e})")
+        else:
             table.to_csv(out / f"anova_{env}.csv")
-            md.append(stats.anova_markdown(table, f"Two-way ANOVA (type II) of survival time, {env} environment"))
+            md.append(stats.anova_markdown(table, anova_title))
             result["tables"].append(f"anova_{env}.csv")
-        else:
-            result["notes"].append(f"{env}: ANOVA needs >= 2 models, >= 2 populations and replicated cells; skipped")
-        if g["model"].nunique() >= 2 and g.groupby("model").size().min() >= 2:
-            tk = stats.tukey_hsd(g, "survival_time", "model")
-            tk.to_csv(out / f"tukey_{env}.csv", index=False)
-            letters_by_env[env] = stats.cld_from_tukey(g, "survival_time", "model")
-            result["tables"].append(f"tukey_{env}.csv")
-        else:
-            letters_by_env[env] = {m: "" for m in g["model"].unique()}
-    # Welch t-tests for the ablations (§4.2.5): each reduced condition vs the rest
+        letters_by_env[env] = {m: "" for m in g["model"].unique()}
+        if g["model"].nunique() >= 2:
+            try:
+                with stats.collect_warnings(notes, f"{env} Tukey HSD"):
+                    tk = stats.tukey_hsd(g, "survival_time", "model")
+                    letters_by_env[env] = stats.cld_from_tukey(g, "survival_time", "model")
+            except stats.NotEstimable as e:
+                notes.append(f"{env}: Tukey HSD across models not estimable ({e}); no letters in the figure")
+            else:
+                tk.to_csv(out / f"tukey_{env}.csv", index=False)
+                result["tables"].append(f"tukey_{env}.csv")
+    # Welch t-tests for the ablations (§4.2.5): each reduced condition vs the rest, and vs full
     welch_rows = []
     if soc["ablation"].nunique() >= 2:
+        full_t = soc[soc["ablation"] == "full"]["survival_time"]
         for abl in ABLS:
             a = soc[soc["ablation"] == abl]["survival_time"]
-            b = soc[soc["ablation"] != abl]["survival_time"]
-            if len(a) >= 2 and len(b) >= 2:
-                welch_rows.append({"comparison": f"{abl} vs others", **stats.welch(a, b)})
-            if abl != "full":
-                f = soc[soc["ablation"] == "full"]["survival_time"]
-                if len(a) >= 2 and len(f) >= 2:
-                    welch_rows.append({"comparison": f"{abl} vs full", **stats.welch(a, f)})
+            if a.empty:
+                continue
+            pairs = [(f"{abl} vs others", soc[soc["ablation"] != abl]["survival_time"])]
+            if abl != "full" and len(full_t):
+                pairs.append((f"{abl} vs full", full_t))
+            for name, b in pairs:
+                row: dict[str, Any] = {"comparison": name, "mean_a": float(a.mean()), "mean_b": float(b.mean()),
+                                       "n_a": len(a), "n_b": len(b)}
+                try:
+                    with stats.collect_warnings(notes, f"Welch {name}"):
+                        row.update(stats.welch(a, b), not_estimable="")
+                except stats.NotEstimable as e:
+                    row.update(t=np.nan, df=np.nan, p=np.nan, not_estimable=str(e))
+                welch_rows.append(row)
     if welch_rows:
         wt = pd.DataFrame(welch_rows)
         wt.to_csv(out / "welch_ablations.csv", index=False)
         result["tables"].append("welch_ablations.csv")
-        md += ["**Welch t-tests, survival time by ablation**", "", "| comparison | mean | mean (other) | t | df | p |", "|---|---|---|---|---|---|"]
+        md += ["**Welch t-tests, survival time by ablation**", "", "| comparison | n | mean | mean (other) | t | df | p |",
+               "|---|---|---|---|---|---|---|"]
         for r in welch_rows:
-            md.append(f"| {r['comparison']} | {r['mean_a']:.2f} | {r['mean_b']:.2f} | {r['t']:.2f} | {r['df']:.1f} | {r['p']:.3g} |")
+            stat = (f"not estimable: {r['not_estimable']} | | |" if r["not_estimable"]
+                    else f"{r['t']:.2f} | {r['df']:.1f} | {r['p']:.3g} |")
+            md.append(f"| {r['comparison']} | {r['n_a']} vs {r['n_b']} | {r['mean_a']:.2f} | {r['mean_b']:.2f} | {stat}")
         md.append("")
     (out / "statistics.md").write_text("\n".join(md) + "\n" + "".join(f"- {n}\n" for n in result["notes"]))
     result["tables"].append("statistics.md")
     result["figures"] += _plots(soc, eff, norms, letters_by_env, out)
     if len(norms):
+        from cooplab.evals.norms import embedder_record
+
         norms.to_csv(out / "norm_similarity.csv", index=False)
         result["tables"].append("norm_similarity.csv")
+        result["embedder"] = embedder_record()  # which files (SHA-256) and which code made the vectors
     result["cells"] = cells.to_dict(orient="records")
     rundir.write_json(out / "analysis.json", result)
     return result

@@ -50,7 +50,8 @@ from cooplab.graphs.nodes import PolicyResult
 from cooplab.tasks.games import equilibria as eq
 from cooplab.tasks.games.params import PROMPTS
 from cooplab.tasks.games.players import action_range
-from cooplab.tasks.games.society import DECISION, round_view
+from cooplab.tasks.games.phases import DECISION
+from cooplab.tasks.games.society import round_view
 
 MAX_ATTEMPTS = 3
 HISTORY_SHOWN = 10  #: earlier rounds shown in full (older ones are summarized by one line)

@@ -1,4 +1,4 @@
-"""Figures of the CPR society: one run's dynamics and the paper's ABM validation (Figs. 2-4)."""
+"""Figures of the CPR society: one run's dynamics (stock, efforts, norms) and the plots of the ABM validation (Figs. 2-4, run by :mod:`.validation`)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,23 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from cooplab.tasks.cpr.metrics import mean_sem_text  # noqa: E402
 
-def _band(ax, x, mean, half, label, color=None, ls="-"):
+
+def _band(ax, x, mean, half, label, color=None, ls="-", bounds=(-np.inf, np.inf)):
+    """A mean line and its band (``mean ± half``), the band clipped to ``bounds`` (a share stays in [0, 1])."""
     line = ax.plot(x, mean, ls=ls, color=color, label=label, lw=1.8)[0]
-    ax.fill_between(x, mean - half, mean + half, color=line.get_color(), alpha=0.18, lw=0)
+    lo, hi = bounds
+    ax.fill_between(x, np.clip(mean - half, lo, hi), np.clip(mean + half, lo, hi), color=line.get_color(), alpha=0.18, lw=0)
     return line
+
+
+def _band_legend(ax, lines, band_label: str, **kw) -> None:
+    """A legend naming each line and saying what its shaded band is."""
+    from matplotlib.patches import Patch
+
+    handles = list(lines) + [Patch(facecolor="grey", alpha=0.3, label=band_label)]
+    ax.legend(handles=handles, fontsize=8, **kw)
 
 
 def timeseries_stats(rounds: pd.DataFrame, value: str, by: list[str] | None = None) -> pd.DataFrame:
@@ -38,37 +50,56 @@ def survival_curve(Ts: np.ndarray, T: int) -> tuple[np.ndarray, np.ndarray, np.n
 
 
 def run_figure(rounds: pd.DataFrame, summary: dict[str, Any], outdir: Path) -> Path:
-    """Four panels for one run: survival curve, stock, effort and norm, compliance."""
+    """``outdir/run.png``: :func:`run_figure_of` saved."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
-    fig, axes = plt.subplots(2, 2, figsize=(10, 7), constrained_layout=True)
-    Ts = np.asarray(summary["survival_time"]["values"])
-    T = int(rounds["round"].max()) if len(rounds) else 1
-    t, s, ci = survival_curve(Ts, T)
-    _band(axes[0, 0], t, s, ci, "running")
-    axes[0, 0].set(title="Societies still running", xlabel="round t", ylabel="share", ylim=(-0.02, 1.02))
-    for ax, col, title in (
-        (axes[0, 1], "R", "Resource stock R(t)"),
-        (axes[1, 0], "mean_effort", "Mean effort e(t) and group norm G(t)"),
-        (axes[1, 1], "compliance", "Compliance: share with h_i <= norm"),
-    ):
-        st = timeseries_stats(rounds, col)
-        _band(ax, st["round"], st["mean"], st["ci95"], col)
-        ax.set(title=title, xlabel="round t")
-    if rounds["G"].notna().any():
-        ax2 = axes[1, 0].twinx()
-        st = timeseries_stats(rounds.dropna(subset=["G"]), "G")
-        _band(ax2, st["round"], st["mean"], st["ci95"], "G", color="tab:red", ls="--")
-        ax2.set_ylabel("G (fish)", color="tab:red")
-    fig.suptitle(
-        f"CPR {summary.get('env')} / {summary.get('population')} / {summary.get('ablation')}: "
-        f"T_s = {summary['survival_time']['mean']:.1f} ± {summary['survival_time']['sem']:.1f}, "
-        f"eta = {summary['efficiency']['mean']:.2f} (mean ± s.e.m., n = {summary['survival_time']['n']})"
-    )
+    fig = run_figure_of(rounds, summary)
     path = outdir / "run.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def run_figure_of(rounds: pd.DataFrame, summary: dict[str, Any]) -> plt.Figure:
+    """Four panels for one run: survival curve, stock, effort and norm, compliance. Lines are
+    means over the societies still running at each round; bands their 95% confidence interval."""
+    from matplotlib.ticker import MaxNLocator
+
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7.4), constrained_layout=True)
+    Ts = np.asarray(summary["survival_time"]["values"])
+    n = len(Ts)
+    T = int(rounds["round"].max()) if len(rounds) else 1
+    ci_label = "95% CI over societies" if n > 1 else "one society: no interval"
+    t, s, ci = survival_curve(Ts, T)
+    line = _band(axes[0, 0], t, s, ci, "share still running", bounds=(0.0, 1.0))
+    axes[0, 0].set(title="Societies still running", xlabel="round t", ylabel="share of societies", ylim=(-0.02, 1.02))
+    _band_legend(axes[0, 0], [line], "95% CI (binomial)" if n > 1 else ci_label, loc="lower left")
+    panels = (
+        (axes[0, 1], "R", "Resource stock R(t)", "stock R (fish)", "mean stock", (0.0, np.inf)),
+        (axes[1, 0], "mean_effort", "Mean effort e(t) and group norm G(t)", "mean effort e", "mean effort", (0.0, np.inf)),
+        (axes[1, 1], "compliance", "Compliance: share with h_i <= norm", "share of agents", "mean compliance", (0.0, 1.0)),
+    )
+    for ax, col, title, ylabel, label, bounds in panels:
+        st = timeseries_stats(rounds, col)
+        lines = [_band(ax, st["round"], st["mean"], st["ci95"], label, bounds=bounds)]
+        ax.set(title=title, xlabel="round t", ylabel=ylabel)
+        if col == "mean_effort" and rounds["G"].notna().any():
+            ax2 = ax.twinx()
+            stg = timeseries_stats(rounds.dropna(subset=["G"]), "G")
+            lines.append(_band(ax2, stg["round"], stg["mean"], stg["ci95"], "mean group norm G (right axis)", color="tab:red",
+                               ls="--", bounds=bounds))
+            ax2.set_ylabel("group norm G (fish)", color="tab:red")
+        _band_legend(ax, lines, ci_label, loc="best")
+    for ax in axes.flat:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    fig.suptitle(
+        f"CPR {summary.get('env')} / {summary.get('population')} / {summary.get('ablation')}: "
+        f"T_s = {mean_sem_text(summary['survival_time'], 1)}, eta = {mean_sem_text(summary['efficiency'], 2)} "
+        f"({'mean ± s.e.m., ' if summary['survival_time'].get('n', 0) > 1 else ''}n = {summary['survival_time']['n']})"
+    )
+    fig.supxlabel("Lines: means over the societies still running at each round; bands: 95% confidence intervals "
+                  "(1.96 s.e.m.; for the running share, the binomial interval).", fontsize=8, color="dimgrey")
+    return fig
 
 
 def fig2(ts: pd.DataFrame, surv: pd.DataFrame, off_round: int, path: Path) -> Path:
@@ -130,6 +161,3 @@ def fig4(bars: pd.DataFrame, path: Path) -> Path:
     plt.close(fig)
     return path
 
-
-# --- cooplab calibrate: the figures moved to plots_calibration (shared by every task's calibration) ---------
-from cooplab.evals.plots_calibration import claim_map_figure, sensitivity_figure  # noqa: E402,F401

@@ -20,7 +20,7 @@ require("analysis", "the ABM figures (cooplab figures cpr-abm)", ("scipy",))
 from scipy import stats  # noqa: E402
 
 from cooplab.evals.metrics import efficiency, survival_time
-from cooplab.evals.plots_cpr import fig2, fig3, fig4, survival_curve, timeseries_stats
+from cooplab.tasks.cpr.figures import fig2, fig3, fig4, survival_curve, timeseries_stats
 from cooplab.graphs import rundir
 from cooplab.tasks.cpr import metrics as cpr_metrics
 from cooplab.tasks.cpr.params import ENVIRONMENTS, make_params

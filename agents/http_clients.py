@@ -1,0 +1,104 @@
+"""The HTTP clients of OpenAI-compatible models, with a cap on what a server can make cooplab read.
+
+A chat completion's body is bounded by the call's ``max_tokens`` (:func:`~cooplab.agents.usage.body_bytes_bound`).
+:class:`BodyCap` holds a server to it through the hooks of an httpx client: cooplab asks for an
+uncompressed body (``Accept-Encoding: identity``, so a small compressed body cannot unpack into a
+huge one); a compressed body, or a declared length past the cap, is refused before any of it is
+read; a body streamed without a length is read until the first byte past the cap, then its
+connection is closed. Each is a malformed response (:class:`~cooplab.agents.models.EndpointResponseError`):
+retried, then the run stops with one line. Error bodies (4xx, 5xx) are capped the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import httpx
+
+from cooplab.agents.models import EndpointResponseError, one_line
+from cooplab.agents.usage import body_bytes_bound
+
+
+def capped_clients(default_tokens: int, *, timeout: float, trust_env: bool) -> tuple[httpx.Client, httpx.AsyncClient]:
+    """A (sync, async) pair of httpx clients whose every response is held to :class:`BodyCap`."""
+    cap = BodyCap(default_tokens)
+    return (httpx.Client(timeout=timeout, trust_env=trust_env, event_hooks={"request": [cap.request], "response": [cap.response]}),
+            httpx.AsyncClient(timeout=timeout, trust_env=trust_env, event_hooks={"request": [cap.arequest], "response": [cap.aresponse]}))
+
+
+class BodyCap:
+    """httpx event hooks holding a response to the bytes its request's ``max_tokens`` (or
+    ``max_completion_tokens``; ``default_tokens`` when it names neither) allows."""
+
+    def __init__(self, default_tokens: int):
+        self.default_tokens = default_tokens
+
+    def request(self, request: httpx.Request) -> None:
+        request.headers["Accept-Encoding"] = "identity"
+
+    async def arequest(self, request: httpx.Request) -> None:
+        self.request(request)
+
+    def limit(self, request: httpx.Request) -> tuple[int, int]:
+        """(the request's output cap in tokens, the body bytes that allows)."""
+        try:
+            sent = json.loads(request.content)
+            tokens = sent.get("max_completion_tokens") or sent.get("max_tokens")
+        except Exception:  # noqa: BLE001 - not a JSON request of ours: the model's own cap
+            tokens = None
+        if type(tokens) is not int or tokens < 1:
+            tokens = self.default_tokens
+        return tokens, body_bytes_bound(tokens)
+
+    def _checked_head(self, response: httpx.Response) -> tuple[int, Callable[[], Exception]]:
+        """Refuse a compressed body or a declared length past the cap; (the cap, the error for a
+        body that passes it while it is read)."""
+        tokens, limit = self.limit(response.request)
+        encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            raise EndpointResponseError(f"the body is compressed ({one_line(encoding, 40)}) although cooplab asked for none")
+        declared = response.headers.get("Content-Length", "").strip()
+        if declared.isdigit() and int(declared) > limit:
+            raise EndpointResponseError(f"the body is {int(declared)} bytes, more than the {limit} an answer of at most "
+                                        f"{tokens} tokens can need")
+        return limit, lambda: EndpointResponseError(f"the body passed {limit} bytes, more than an answer of at most {tokens} tokens "
+                                                    "can need; cooplab stopped reading it")
+
+    def response(self, response: httpx.Response) -> None:
+        response.stream = _Capped(response.stream, *self._checked_head(response))
+
+    async def aresponse(self, response: httpx.Response) -> None:
+        response.stream = _AsyncCapped(response.stream, *self._checked_head(response))
+
+
+class _Counter:
+    """Counts the bytes of a body as they come; ``error()`` is raised past ``limit``."""
+
+    def __init__(self, stream: Any, limit: int, error: Callable[[], Exception]):
+        self.stream, self.limit, self.error, self.read = stream, limit, error, 0
+
+    def _count(self, chunk: bytes) -> bytes:
+        self.read += len(chunk)
+        if self.read > self.limit:
+            raise self.error()
+        return chunk
+
+
+class _Capped(_Counter, httpx.SyncByteStream):
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self.stream:
+            yield self._count(chunk)
+
+    def close(self) -> None:
+        self.stream.close()
+
+
+class _AsyncCapped(_Counter, httpx.AsyncByteStream):
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self.stream:
+            yield self._count(chunk)
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
