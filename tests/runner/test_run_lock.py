@@ -176,3 +176,22 @@ def _raises(fn) -> BaseException | None:
     except BaseException as exc:  # noqa: BLE001
         return exc
     return None
+
+
+def test_a_profile_whose_game_another_process_writes_is_one_line(tmp_path, env):
+    out = tmp_path / "profile"
+    args = cooplab("profile", "--out", out, "--players", "nash", "--games", "weakest-link", "--simulations", 2, "-q")
+    assert subprocess.run(args, env=env, capture_output=True, text=True, timeout=TIMEOUT).returncode == 0
+    game = out / "games" / "weakest-link"
+    (game / "summary.json").unlink()  # as if it had been interrupted: the next profile resumes it
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(game)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        busy = subprocess.run(args, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+        line = one_error_line(busy)
+        assert f"{game} is in use by another cooplab process (pid {holder.pid})" in line and "internal error" not in busy.stderr
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    assert subprocess.run(args, env=env, capture_output=True, text=True, timeout=TIMEOUT).returncode == 0
+    assert json.loads((game / "summary.json").read_text())["status"] == "completed"
