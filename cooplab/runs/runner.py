@@ -340,13 +340,15 @@ async def _stream(graph, state, cfg, context, progress: Callable[[str, Any], Non
 
 
 # --- results -------------------------------------------------------------------------------
-def _restored_totals(entries: Any) -> dict[str, Any] | None:
-    """The ledger totals of an audit trail (None when it cannot be read back)."""
-    from cooplab.graphs.ledger import Ledger
+def _restored_totals(out: Path, entries: Any) -> dict[str, Any] | None:
+    """The ledger totals of a run that failed: its last checkpoint's audit trail plus the charges
+    only its journal holds (None when they cannot be read back)."""
+    from cooplab.graphs.ledger import Ledger, LedgerJournal
 
     try:
+        entries = list(entries or [])
         ledger = Ledger()
-        ledger.restore(list(entries))
+        ledger.restore(entries, LedgerJournal(out / JOURNAL_FILE).unrecorded(entries))
         return ledger.totals()
     except Exception:  # noqa: BLE001 - a damaged trail: the summary says nothing rather than fail
         return None
@@ -371,8 +373,8 @@ def finish(task: Task, out: Path, config: dict[str, Any], final: dict[str, Any],
         entries = [e.as_dict() for e in service.ledger.entries]
         if entries:
             runstore.write_table(pd.DataFrame(entries), out, "ledger", csv=csv)
-    elif final.get("ledger"):  # a failed run: what it spent, from its last checkpoint's audit trail
-        summary["ledger"] = _restored_totals(final["ledger"])
+    elif run.llm:  # a failed run: what it spent, so that a sweep's budget counts it
+        summary["ledger"] = _restored_totals(out, final.get("ledger"))
     decisions = final.get("decisions") or []
     if decisions:
         df = pd.DataFrame(decisions)

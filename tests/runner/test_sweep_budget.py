@@ -6,6 +6,7 @@ starts only when its whole budget fits in what the sweep has left; the others ar
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,20 @@ def test_the_sweep_budget_holds_on_the_ray_executor(tmp_path, capsys):
     assert code == 0 and res["executor"] == "ray"
     assert spent(out) <= SWEEP_BUDGET and res["not_started"] and not res["failed"]
     assert len(res["ran"]) + len(res["not_started"]) == 4
+
+
+def test_a_failed_runs_summary_keeps_what_it_paid(tmp_path):
+    """A run that fails has no LLM service left to ask: its summary's ledger comes from the last
+    checkpoint's audit trail plus the calls only the ledger journal holds, so a sweep counts them."""
+    from cooplab.graphs.ledger import JOURNAL_FILE, Entry
+    from cooplab.runs.runner import _restored_totals
+
+    def entry(i: int) -> dict:
+        return Entry(call_id=f"c{i}", model="scripted:x", agent="0", round=1, phase="harvest", input_tokens=1000, output_tokens=100,
+                     cost=str(Decimal("0.0008") + Decimal(i) / 10**6)).as_dict()
+
+    recorded = [entry(1), entry(2)]
+    (tmp_path / JOURNAL_FILE).write_text("".join(json.dumps(e) + "\n" for e in [*recorded, entry(3)]))
+    totals = _restored_totals(tmp_path, recorded)
+    assert totals["calls"] == 3 and Decimal(totals["cost_usd"]) == Decimal("0.002406")
+    assert _restored_totals(tmp_path / "none", [{"not": "an entry"}]) is None  # unreadable: no number is made up
