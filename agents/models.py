@@ -185,6 +185,27 @@ def local_model_path() -> Path:
     return verified_path("smollm2", "the local model")
 
 
+#: the environment variable holding each hosted provider's API key (a provider added later adds its own)
+API_KEYS: dict[str, str] = {"openai": "OPENAI_API_KEY"}
+
+
+class MissingAPIKey(ConfigError):
+    """A hosted provider's model without its API key in the environment (one line; checked before
+    any work, so nothing is created)."""
+
+
+def missing_key(spec: ModelSpec) -> str | None:
+    """Why ``spec`` cannot be called for want of an API key (one line), or None. A model of a
+    provider in :data:`API_KEYS` needs that variable set (not blank), unless it is served from a
+    ``base_url`` of your own (a local or self-hosted server needs no key)."""
+    import os
+
+    var = API_KEYS.get(spec.kind)
+    if var is None or spec.base_url is not None or os.environ.get(var, "").strip():
+        return None
+    return f"{spec.id} needs {var} in the environment (or --base-url for an OpenAI-compatible server of your own)"
+
+
 def make_chat_model(spec: ModelSpec, **kw: Any) -> BaseChatModel:
     if spec.kind == "builtin":
         name, _, arg = spec.name.partition(":")
@@ -203,8 +224,8 @@ def make_chat_model(spec: ModelSpec, **kw: Any) -> BaseChatModel:
             raise ModelSpecError("openai:NAME needs the package langchain-openai") from exc
         import os
 
-        if not os.environ.get("OPENAI_API_KEY") and spec.base_url is None:
-            raise ModelSpecError("openai:NAME needs OPENAI_API_KEY in the environment (or --base-url for a local server)")
+        if missing_key(spec) is not None:
+            raise ModelSpecError(missing_key(spec))
         timeout = kw.get("timeout", 120)
         sync_client, async_client = _http_clients(spec, timeout)
         return _checked_chat_openai()(
@@ -442,6 +463,18 @@ class _Reply(str):
     invalid_tool_calls: list[dict[str, Any]] | None = None
 
 
+class ScriptMissingPhase(PermanentModelError):
+    """A scripted model asked for a phase its script has no answers for (one line naming both);
+    the run stops cleanly and resumes once the file answers the phase."""
+
+
+def script_gap(source: str, phase: str | None, by_phase: dict[str, Any]) -> str:
+    """One line: ``source`` has no answers for ``phase``, what it does answer, and the fix."""
+    has = ", ".join(repr(k) for k, v in by_phase.items() if v) or "none"
+    return (f"{source} has no answers for phase {phase or '(none)'!r}: add a by_phase entry {phase or 'PHASE'!r} or a default "
+            f"'answers' list (by_phase answers {has})")
+
+
 class ScriptedChatModel(BaseChatModel):
     """Replays fixed answers. An answer is a string, or ``{"text": ..., "delay": s}``, or
     ``{"error": "timeout" | "connection" | "429" | "500"}`` to simulate a transport failure, or
@@ -459,7 +492,9 @@ class ScriptedChatModel(BaseChatModel):
 
     File format (JSON): ``{"answers": [...]}`` (used in order, cycling) and/or
     ``{"by_phase": {"effort": [...], ...}}`` (per phase, matched against the call's ``phase``
-    metadata), plus optional ``"latency"`` (seconds added to every call)."""
+    metadata), plus optional ``"latency"`` (seconds added to every call). A call whose phase has
+    no answers (no ``by_phase`` entry and no ``answers``) raises :class:`ScriptMissingPhase`,
+    naming the phase and the file (``source``)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
     answers: list[Any] = Field(default_factory=list)
@@ -467,6 +502,7 @@ class ScriptedChatModel(BaseChatModel):
     latency: float = 0.0
     cycle: bool = True
     select: str = "order"  # "order": answers in call order; "prompt_hash": chosen by a hash of the prompt
+    source: str = "a scripted model defined in Python"  # where the answers come from, for messages
     _counters: dict[str, int] = PrivateAttr(default_factory=dict)
     _lock: Any = PrivateAttr(default_factory=threading.Lock)
     _call_ids: int = PrivateAttr(default=0)
@@ -499,17 +535,23 @@ class ScriptedChatModel(BaseChatModel):
         if select not in ("order", "prompt_hash"):
             raise ModelSpecError(f"scripted model file {path}: 'select' must be 'order' or 'prompt_hash'")
         return cls(answers=data.get("answers", []), by_phase=data.get("by_phase", {}), latency=float(data.get("latency", 0.0)),
-                   cycle=bool(data.get("cycle", True)), select=select, **kw)
+                   cycle=bool(data.get("cycle", True)), select=select, **{"source": f"scripted model file {path}", **kw})
 
     @property
     def _llm_type(self) -> str:
         return "cooplab-scripted"
 
+    def _sequence(self, phase: str | None) -> tuple[str, list[Any]]:
+        """(counter name, answers) of a call in ``phase``: its ``by_phase`` entry, else ``answers``;
+        :class:`ScriptMissingPhase` when both are empty."""
+        if phase and self.by_phase.get(phase):
+            return phase, self.by_phase[phase]
+        if self.answers:
+            return "*", self.answers
+        raise ScriptMissingPhase(script_gap(self.source, phase, self.by_phase))
+
     def _next(self, phase: str | None, messages: list[BaseMessage] | None = None) -> Any:
-        seq_name = phase if phase in self.by_phase else "*"
-        seq = self.by_phase.get(phase, self.answers) if phase else self.answers
-        if not seq:
-            seq, seq_name = self.answers, "*"
+        seq_name, seq = self._sequence(phase)
         if self.select == "prompt_hash" and messages:
             import hashlib
 
@@ -630,8 +672,10 @@ class LlamaCppChat(BaseChatModel):
 MAX_SCRIPT_DELAY = 3600.0
 
 
-def check_scripted_file(path: str | Path) -> None:
-    """A ``scripted:FILE`` model file: valid JSON, non-empty answers, every field of the right type."""
+def check_scripted_file(path: str | Path, phases: Any = ()) -> None:
+    """A ``scripted:FILE`` model file: valid JSON, non-empty answers, every field of the right type,
+    and answers for each of ``phases`` (the phases the caller will ask: a ``by_phase`` entry each,
+    unless the file has a default ``answers`` list)."""
     p = Path(path)
     where = f"scripted model file {p}"
     try:
@@ -669,10 +713,14 @@ def check_scripted_file(path: str | Path) -> None:
         raise ConfigError(f"{where}: 'cycle' must be true or false, got {show(data['cycle'])}")
     if data.get("select", "order") not in ("order", "prompt_hash"):
         raise ConfigError(f"{where}: 'select' must be 'order' or 'prompt_hash', got {show(data.get('select'))}")
+    missing = [] if answers else [ph for ph in phases if not by_phase.get(ph)]
+    if missing:
+        raise ConfigError(script_gap(where, missing[0], by_phase))
 
 
-def check_model(text: Any, base_url: Any = None, name: str = "--model") -> None:
-    """A model spec that parses, and for ``scripted:FILE`` a file that loads."""
+def check_model(text: Any, base_url: Any = None, name: str = "--model", *, phases: Any = ()) -> None:
+    """A model spec that parses, for ``scripted:FILE`` a file that loads and answers ``phases``, and
+    for a hosted provider's model its API key in the environment (:func:`missing_key`)."""
     if not isinstance(text, str):
         raise ConfigError(f"{name} must be a model spec string (local, openai:NAME, scripted:FILE), got {show(text)}")
     if base_url is not None and not isinstance(base_url, str):
@@ -682,8 +730,11 @@ def check_model(text: Any, base_url: Any = None, name: str = "--model") -> None:
     except ModelSpecError as exc:
         raise ConfigError(str(exc)) from None
     if spec.kind == "scripted":
-        check_scripted_file(spec.name)
+        check_scripted_file(spec.name, phases)
     elif spec.kind == "local":
         from cooplab.extras import require
 
         require("local", "the local model")
+    reason = missing_key(spec)
+    if reason is not None:
+        raise MissingAPIKey(f"{name}: {reason}")

@@ -637,6 +637,10 @@ def costs_of(summary: Any, run_dir: Path | None) -> dict[str, Any] | None:
     if isinstance(llm, dict):
         res["response cache hits"] = llm.get("cache_hits")
         res["response cache misses"] = llm.get("cache_misses")
+    judge = summary.get("judge") if isinstance(summary, dict) else None
+    if isinstance(judge, dict) and num(judge.get("cost_usd")) is not None:  # a science run's judge: its own ledger, beside the team's
+        res["judge cost (USD)"] = f"${num(judge['cost_usd']):.6g}"
+        res["judge budget (USD)"] = judge.get("budget_usd")
     return {k: v for k, v in res.items() if v is not None}
 
 

@@ -14,8 +14,10 @@ import json
 import os
 import platform
 import subprocess
+import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pandas as pd
@@ -29,6 +31,80 @@ TRACES_FILE = "traces.jsonl"
 
 class RunDirError(ValueError):
     """A user-facing problem with a run directory."""
+
+
+# --- one writer at a time ------------------------------------------------------------------
+#: the file in a run directory whose lock a process writing the directory holds
+LOCK_FILE = ".cooplab.lock"
+
+
+class RunDirBusy(RunDirError):
+    """Another process (or another thread of this one) is writing the run directory (one line)."""
+
+
+_held: dict[str, list[Any]] = {}  # resolved directory -> [descriptor, owning thread, depth]
+_held_guard = threading.Lock()
+
+
+@contextmanager
+def locked(out: Path) -> Iterator[Path]:
+    """Hold ``out``'s lock while the block runs: every process that writes a run directory (a run,
+    a resume, a sweep's cell, a judge's score) takes it first, so a second one stops at once with a
+    :class:`RunDirBusy` line naming the holder's pid, before it changes anything. The lock is the
+    kernel's (``flock`` on ``out/.cooplab.lock``), so a process that dies, even by ``kill -9``,
+    releases it; it is not inherited by the programs a run starts. The same thread may take it again
+    (a run that judges itself); another thread of the process may not. ``out`` must exist."""
+    out = Path(out)
+    key = str(out.resolve())
+    me = threading.get_ident()
+    with _held_guard:
+        held = _held.get(key)
+        if held is not None and held[1] == me:
+            held[2] += 1
+        elif held is not None:
+            raise RunDirBusy(f"{out} is being written by another run in this process; wait for it to end")
+        else:
+            _held[key] = [_acquire(out), me, 1]
+    try:
+        yield out
+    finally:
+        with _held_guard:
+            held = _held[key]
+            held[2] -= 1
+            if held[2] == 0:
+                del _held[key]
+                os.close(held[0])  # closing the descriptor releases the lock
+
+
+def _acquire(out: Path) -> int:
+    """A descriptor of ``out/LOCK_FILE`` holding its exclusive lock (our pid written in it), or a
+    one-line RunDirBusy / RunDirError."""
+    import fcntl
+
+    path = out / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise RunDirError(f"cannot lock {out} for writing ({path}: {exc.strerror or exc})") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = _holder(fd)
+        os.close(fd)
+        raise RunDirBusy(f"{out} is in use by another cooplab process ({holder}); wait for it to end (or stop it), "
+                         f"then run or resume this directory again") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def _holder(fd: int) -> str:
+    """"pid N" as the lock file says, or "pid unknown"."""
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:
+        text = ""
+    return f"pid {text}" if text.isdigit() else "pid unknown"
 
 
 def readonly_uri(path: Path) -> str:

@@ -23,7 +23,7 @@ the graph layer defines the shape, the layers above fill it in.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -31,6 +31,17 @@ from typing import Any, ClassVar
 from pydantic import BaseModel
 
 Node = Callable[..., Any]
+
+
+def usd_of(value: Any) -> float | None:
+    """A cost read from a file: 0 when absent, the number when finite and not negative, else None
+    (the file does not say what was spent)."""
+    import math
+
+    if value is None:
+        return 0.0
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    return float(value) if ok else None
 
 
 def first_error(exc: Any) -> str:
@@ -124,6 +135,34 @@ class Task:
     def n_agents(self, config: Mapping[str, Any]) -> int:
         """Agents per society (per-agent ``--agent-model`` keys are checked against it)."""
         return int(getattr(self.params(config), "n_agents", 1))
+
+    def llm_phases(self, config: Mapping[str, Any]) -> Sequence[str] | None:
+        """The phases the run's LLM agents are asked in (a scripted model's file must answer each,
+        checked before the run starts), or None when the task does not say (then a phase without
+        answers stops the run at its first call, naming the phase and the file)."""
+        return None
+
+    def other_models(self, config: Mapping[str, Any]) -> list[tuple[str, str, str, Sequence[str]]]:
+        """Models an LLM run calls besides its agents' (e.g. a judge), each as (its option, its place
+        in config.json, the model spec, the phases it is asked in): checked with the run's model
+        settings before the run starts or resumes. Default: none."""
+        return []
+
+    def cost_cap(self, config: Mapping[str, Any]) -> float | None:
+        """The most a run of ``config`` may spend in USD, all its capped spending together (default:
+        the LLM budget; 0 without LLM agents; None: no cap). A sweep with a sweep-wide budget
+        starts a cell only when this much is left."""
+        if config.get("agents") != "llm":
+            return 0.0
+        return (config.get("llm") or {}).get("budget")
+
+    def cost_spent(self, summary: Mapping[str, Any]) -> float | None:
+        """What a run spent in USD, from its summary.json (default: the LLM ledger's total; None when
+        an LLM run's summary holds no usable number)."""
+        ledger = summary.get("ledger")
+        if isinstance(ledger, Mapping):
+            return usd_of(ledger.get("cost_usd_float"))
+        return None if summary.get("agents") == "llm" else 0.0
 
     def default_config(self, agents: str = "rule") -> dict[str, Any]:
         """A complete config with default values (``cooplab graph NAME`` draws its graph)."""

@@ -263,7 +263,7 @@ analyze_app.command("science")(_bayes_cli.science_command)
 
 @app.command("sweep")
 def sweep_cmd(
-    config: Path = typer.Argument(..., help="Sweep file (JSON): {\"task\", \"out\", \"fixed\": {keyword: value}, \"grid\": {keyword: [values]}, \"seeds\": [...], \"parallel\": N}, the keywords of 'cooplab run TASK' (docs/scale.md); paths relative to the file's folder. Files of the earlier CPR, science and command-line-options formats are converted (a one-line notice)."),
+    config: Path = typer.Argument(..., help="Sweep file (JSON): {\"task\", \"out\", \"fixed\": {keyword: value}, \"grid\": {keyword: [values]}, \"seeds\": [...], \"parallel\": N, \"sweep_budget\": USD}, the keywords of 'cooplab run TASK' (docs/scale.md); paths relative to the file's folder. Files of the earlier CPR, science and command-line-options formats are converted (a one-line notice)."),
     executor: str = typer.Option("local", "--executor", help="Where cells run: local (threads of this process, 'parallel' at a time) or ray (tasks on a Ray cluster; needs cooplab[ray])."),
     address: Optional[str] = typer.Option(None, "--address", help="With --executor ray: the cluster to join, auto or HOST:PORT (default: start a private local Ray instance with 'parallel' CPUs)."),
     analyze_out: Optional[Path] = typer.Option(None, "--analyze", help="Where the task's analysis goes (CPR: default OUT/analysis; science: OUT)."),
@@ -308,8 +308,14 @@ def sweep_cmd(
         extra = "".join(f"; {what} in {res[key]}" for key, what in (("analysis_dir", "analysis"), ("scores_csv", "scores")) if res.get(key))
         if res.get("analysis_error"):
             extra += f"; analysis failed: {res['analysis_error']}"
+        unfunded = ""
+        if res.get("sweep_budget"):
+            b = res["sweep_budget"]
+            unfunded = (f", {len(res['not_started'])} not started (sweep_budget ${b['usd']:g}: ${b['spent_usd']:.6f} spent, "
+                        f"${b['left_usd']:.6f} left; raise it and run the sweep again to start them)") if res["not_started"] else \
+                f" (sweep_budget ${b['usd']:g}: ${b['spent_usd']:.6f} spent)"
         typer.echo(f"{len(rows)} cells: {len(res['ran'])} ran, {len(res['resumed'])} resumed, {len(res['skipped'])} already done, "
-                   f"{len(res['failed'])} failed ({res['executor']}, {res['seconds']:.1f} s); table in {res['table_csv']}{extra}")
+                   f"{len(res['failed'])} failed{unfunded} ({res['executor']}, {res['seconds']:.1f} s); table in {res['table_csv']}{extra}")
     if res["failed"]:
         raise typer.Exit(1)
 

@@ -143,6 +143,8 @@ def profile_command(
         typer.echo(f"cooplab: {exc}; profile.json holds the games played so far; run the same command again to continue",
                    err=True)
         raise typer.Exit(1)
+    except runner.runstore.RunDirError as exc:  # e.g. a game's directory another process is writing
+        fail(str(exc))
     except KeyboardInterrupt:
         typer.echo(f"cooplab: interrupted; run the same command again to continue the profile in {out}", err=True)
         raise typer.Exit(130)

@@ -2,21 +2,21 @@
 
     cooplab run science --task ecology|anomaly|biomarker|geospatial --team llm|oracle|garbage --team-size 2|3
                         --budget USD --visibility full|team|hidden [--prompt standard|tom] [--model ...]
-                        [--judge heuristic|MODEL] [--judge-samples K] [--seed S] --out DIR [--json]
-    cooplab science score DIR [DIR ...] --judge MODEL [--samples K] [--json]
+                        [--judge heuristic|MODEL] [--judge-samples K] [--judge-budget USD] [--seed S] --out DIR [--json]
+    cooplab science score DIR [DIR ...] --judge MODEL [--samples K] [--judge-budget USD] [--json]
     cooplab science agreement DIR [DIR ...] --judge A --judge B [--json]
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
 from cooplab.agents.models import check_model
 
-from cooplab.cli.options import fail
+from cooplab.cli.options import fail, num_opt
 
 science_app = typer.Typer(help="Score science runs with LLM judges and compare judges.", no_args_is_help=True, rich_markup_mode=None)
 
@@ -34,13 +34,15 @@ def science_options(
     prompt: str = typer.Option("standard", "--prompt", help="Prompting: standard or tom (theory of mind)."),
     judge: str = typer.Option("heuristic", "--judge", help="Scorer: heuristic (always computed), or a model spec (local, openai:NAME, scripted:FILE) that also judges the paper with the Appendix L rubric."),
     judge_samples: int = typer.Option(3, "--judge-samples", help="Judge samples per report (their spread is reported), 1..20."),
+    judge_budget: Annotated[Optional[float], num_opt("--judge-budget", "USD the LLM judge may spend, apart from the team's budget (default: the same amount as --budget; no cap without one).", "budget")] = None,
     set_: Optional[list[str]] = typer.Option(None, "--set", help="Set another parameter: --set max_reentries=2 (see 'cooplab params science')."),
 ) -> dict[str, Any]:
     """Four sequential science teams analyze a generated dataset in the sandbox under one shared budget; the report is scored."""
     from cooplab.tasks.science.task import TASK
 
     return TASK.options(agents, task=task, dataset=dataset, task_file=task_file, truth=truth, team=team, team_size=team_size,
-                        pipeline=pipeline, visibility=visibility, prompt=prompt, judge=judge, judge_samples=judge_samples, set=set_)
+                        pipeline=pipeline, visibility=visibility, prompt=prompt, judge=judge, judge_samples=judge_samples,
+                        judge_budget=judge_budget, set=set_)
 
 
 def run_command():
@@ -57,30 +59,45 @@ def score_command(
     samples: int = typer.Option(3, "--samples", help="Judge samples per report, 1..20 (their spread is reported)."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible server for openai:NAME."),
     cache: Optional[str] = typer.Option(None, "--cache", help="Response cache (default: the run's)."),
+    judge_budget: Annotated[Optional[float], num_opt("--judge-budget", "USD the judge may spend on each run (default: the run's judge budget, else its --budget; no cap without one).", "budget")] = None,
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Judge the final paper of one or more science runs (Appendix L rubric, k samples); results go into each run's scores.json."""
     from cooplab.cli.tasks import echo_json
-    from cooplab.tasks.science.judging import JudgeFailed, judge_run
+    from cooplab.evals.scoring.judge import JUDGE_PHASE
+    from cooplab.graphs import rundir
+    from cooplab.tasks.science.judging import JudgeFailed, judge_budget as budget_of, judge_run
 
-    check_model(judge, base_url, "--judge")
     if isinstance(samples, bool) or not 1 <= samples <= 20:
         fail(f"--samples must be an integer in 1..20, got {samples}")
-    rows = []
-    for d in dirs:
-        if not (d / "scores.json").exists() or not (d / "dataset").is_dir():
+    configs = []
+    for d in dirs:  # every directory and the judge's model (spec, file, API key) checked before any call
+        if not (d / "scores.json").exists() or not (d / "dataset").is_dir() or not (d / "config.json").is_file():
             fail(f"{d} is not a finished science run directory (no scores.json or dataset/); run 'cooplab run science' first")
         try:
-            e = judge_run(d, judge, k=samples, base_url=base_url, cache=cache)
+            config = rundir.read_config(d)
+        except rundir.RunDirError as exc:
+            fail(str(exc))
+        check_model(judge, base_url if base_url is not None else (config.get("llm") or {}).get("base_url"), "--judge",
+                    phases=(JUDGE_PHASE,))
+        configs.append(config)
+    rows = []
+    for d, config in zip(dirs, configs):
+        try:
+            e = judge_run(d, judge, k=samples, base_url=base_url, cache=cache, budget=budget_of(config, judge_budget))
         except JudgeFailed as exc:
-            fail(str(exc), code=1)
-        rows.append({"run": str(d), **{k: e[k] for k in ("judge", "k", "completeness", "quality", "accuracy", "std", "n_fallback")}})
+            fail(f"{d}: {exc}", code=1)
+        except rundir.RunDirError as exc:
+            fail(str(exc))
+        rows.append({"run": str(d), **{k: e[k] for k in ("judge", "k", "completeness", "quality", "accuracy", "std", "n_fallback")},
+                     "cost_usd": e["ledger"]["cost_usd_float"], "budget_usd": e["budget_usd"]})
     if as_json:
         echo_json(rows)
         return
     for r in rows:
+        cap = "" if r["budget_usd"] is None else f" of ${r['budget_usd']:g}"
         typer.echo(f"{r['run']}: {r['judge']} x{r['k']}: completeness {r['completeness']}, quality {r['quality']}, accuracy "
-                   f"{r['accuracy']} (spread {r['std']}; fallbacks {r['n_fallback']})")
+                   f"{r['accuracy']} (spread {r['std']}; fallbacks {r['n_fallback']}); judge cost ${r['cost_usd']:.6f}{cap}")
 
 
 @science_app.command("agreement")

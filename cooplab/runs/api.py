@@ -160,12 +160,13 @@ def run(config: RunConfig | Mapping[str, Any] | None = None, /, *, task: str | T
     from cooplab.runs import runner, store
 
     t, cfg = _config(config, task, kw)
-    path = store.prepare_out(Path(out), force=force)
     stopped = None
-    try:
-        runner.start(t, path, cfg, quiet=quiet)
-    except runner.RunStopped as exc:
-        stopped = str(exc)
+    with store.locked(store.ensure_writable(Path(out))) as path:  # no other process may clear or write it meanwhile
+        path = store.prepare_out(path, force=force)
+        try:
+            runner.start(t, path, cfg, quiet=quiet)
+        except runner.RunStopped as exc:
+            stopped = str(exc)
     run_ = Run.open(path)
     run_.stopped = stopped
     return run_
@@ -197,7 +198,7 @@ async def aresume(out: str | Path, **kw: Any) -> Run:
 
 def sweep(task: str | Task, *, out: str | Path, grid: Mapping[str, Sequence[Any]] | None = None, seeds: Sequence[int] = (0,),
           parallel: int = 1, executor: str = "local", address: str | None = None, quiet: bool = True, analysis: bool = True,
-          **fixed: Any) -> pd.DataFrame:
+          sweep_budget: float | None = None, **fixed: Any) -> pd.DataFrame:
     """Run a grid of one task's runs and return their table (one row per cell; also written as
     ``out/table.csv``). ``grid`` maps any keyword of :func:`run` to its values (``"set.NAME"`` sweeps
     one parameter of the task's ``set``), ``seeds`` repeats every cell, ``fixed`` holds the keywords
@@ -205,7 +206,9 @@ def sweep(task: str | Task, *, out: str | Path, grid: Mapping[str, Sequence[Any]
     Every cell's config is checked before any runs (a bad value names its cell); finished cells are
     skipped and interrupted ones resumed when the same sweep runs again; a failed cell is recorded
     while the others go on; then the task's analysis runs (CPR: ``out/analysis``) unless
-    ``analysis=False``.
+    ``analysis=False``. ``budget`` (a keyword of :func:`run`) caps each cell; ``sweep_budget`` caps
+    what all cells spend together (a cell starts only when its budget fits in what is left; the
+    others have status "not started (sweep_budget)" and start when the sweep runs again with more).
 
         cooplab.sweep("diners", out="runs/pk", grid={"pk": ["3:1", "6:1"]}, seeds=[0, 1], replicates=20)
     """
@@ -220,7 +223,8 @@ def sweep(task: str | Task, *, out: str | Path, grid: Mapping[str, Sequence[Any]
     if grid is not None and not isinstance(grid, Mapping):
         raise ConfigError(f"grid must map keywords to non-empty lists of values, got {show(grid)}")
     raw = {"task": task, "out": str(out), "fixed": dict(fixed), "grid": {k: list(v) if isinstance(v, tuple) else v for k, v in (grid or {}).items()},
-           "seeds": list(seeds) if isinstance(seeds, (list, tuple)) else seeds, "parallel": parallel, "analysis": analysis}
+           "seeds": list(seeds) if isinstance(seeds, (list, tuple)) else seeds, "parallel": parallel, "analysis": analysis,
+           "sweep_budget": sweep_budget}
     sw = grids.load(raw, "sweep")
     try:
         res = grids.run(sw, grids.jobs(sw), executor=executor, address=address, quiet=quiet)

@@ -28,6 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from cooplab.agents.models import MissingAPIKey
 from cooplab.agents.settings import LLMSettings, parse_agent_models
 from cooplab.graphs import rundir
 from cooplab.graphs.task import Task, TaskConfigError, first_error
@@ -193,9 +194,35 @@ def build_config(task: Task, fields: dict[str, Any], *, agents: str, seed: int, 
         if override is not None:
             llm = llm.model_copy(update={"model": override, "agent_models": {}})
         config["llm"] = llm.checked(task.n_agents(config)).model_dump(mode="json")
+        check_run_models(task, config, _cli_label)
     if task.uses_sandbox:
         config["sandbox"] = sandbox.checked().model_dump(mode="json")
     return config
+
+
+def check_run_models(task: Task, config: dict[str, Any], label: Any) -> None:
+    """The models an LLM run calls besides its agents' own checks: every ``scripted:FILE`` agent
+    model answers each phase the task asks (:meth:`~cooplab.graphs.task.Task.llm_phases`), and the
+    task's other models (:meth:`~cooplab.graphs.task.Task.other_models`, e.g. science's judge) are
+    checked like ``--model`` (spec, file, API key) on the run's endpoint. ``label(who, field)``:
+    how a model is called in the one-line ConfigError (who: "default", an agent number or the
+    other model's option; field: its place in config.json)."""
+    from cooplab.agents.models import check_model
+
+    llm = LLMSettings.model_validate(config["llm"], strict=False)
+    phases = task.llm_phases(config)
+    if phases:
+        for who, text in llm.models().items():
+            if text.startswith("scripted:"):
+                check_model(text, llm.base_url, label(who, "llm.model" if who == "default" else f"llm.agent_models[{who!r}]"),
+                            phases=phases)
+    for option, field, text, asked in task.other_models(config):
+        check_model(text, llm.base_url, label(option, field), phases=asked)
+
+
+def _cli_label(who: str, field: str) -> str:
+    """A model as the command line names it (--model, --agent-model N, or the task's own option)."""
+    return "--model" if who == "default" else f"--agent-model {who}" if who.isdigit() else who
 
 
 def check_stored(raw: Any, where: str, task: Task | None = None) -> dict[str, Any]:
@@ -229,6 +256,8 @@ def check_stored(raw: Any, where: str, task: Task | None = None) -> dict[str, An
               "sandbox": config.get("sandbox")}
     try:
         task.check_config(config)
+    except MissingAPIKey as exc:  # not the file's fault: kept apart (see config_for_resume)
+        raise MissingAPIKey(f"{where}: {exc}") from None
     except (TaskConfigError, ConfigError) as exc:
         raise ConfigError(f"{where}: {exc}") from None
     except ValidationError as exc:
@@ -236,6 +265,7 @@ def check_stored(raw: Any, where: str, task: Task | None = None) -> dict[str, An
     if config["agents"] == "llm":
         llm = LLMSettings.from_file(config["llm"], f"{where}: llm", required=_LLM_REQUIRED)
         config["llm"] = llm.checked(task.n_agents(config), name=lambda key: f"{where}: llm.{key}").model_dump(mode="json")
+        check_run_models(task, config, lambda who, field: f"{where}: {field}")
     elif config["llm"] is not None:
         raise ConfigError(f"{where}: llm must be null for agents {config['agents']!r}, got {show(config['llm'])}")
     if task.uses_sandbox:

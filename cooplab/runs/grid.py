@@ -17,7 +17,8 @@ naming the cell. Paths in a file (``out``, ``scripted:FILE`` models and players,
 ``dataset``, ``task_file``, ``truth``) are relative to the file's folder, so a sweep file runs
 from any directory. After the cells, the task's :meth:`~cooplab.graphs.task.Task.analyze_sweep`
 (CPR: ``cooplab analyze cpr``; science: ``scores.csv`` and ``conditions.csv``) runs on the
-finished ones unless ``"analysis": false``.
+finished ones unless ``"analysis": false``. ``budget`` (a run keyword) caps each cell;
+``"sweep_budget": USD`` caps what all cells spend together (:class:`~cooplab.runs.sweeps.SweepBudget`).
 
 Files in the three earlier formats (CPR's models x envs x populations x ablations, science's
 conditions, a task's command-line ``args``) are converted to this one with a one-line notice
@@ -37,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cooplab.graphs.task import first_error
 from cooplab.limits import ConfigError, parse_json, show
-from cooplab.runs.sweeps import job, run_jobs, slug, table, write_table
+from cooplab.runs.sweeps import SweepBudget, job, run_jobs, slug, table, write_table
 
 #: at most this many cells in one sweep
 MAX_CELLS = 100_000
@@ -51,8 +52,9 @@ SPEC_KEYWORDS = ("model", "players", "agent_model", "agent_models")
 
 class GridSweep(BaseModel):
     """A sweep: ``task``, ``out``, the keywords every cell shares (``fixed``), the grid (keyword ->
-    values), the ``seeds`` every grid point runs with, how many cells run at once (``parallel``)
-    and whether the task's analysis runs at the end (``analysis``)."""
+    values), the ``seeds`` every grid point runs with, how many cells run at once (``parallel``),
+    whether the task's analysis runs at the end (``analysis``) and the cap in USD on what all
+    cells spend together (``sweep_budget``; a cell's own cap is the run keyword ``budget``)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -63,6 +65,7 @@ class GridSweep(BaseModel):
     seeds: list[int] = Field(default_factory=lambda: [0])
     parallel: int = 1
     analysis: bool = True
+    sweep_budget: float | None = None
 
 
 def _check_value(where: str, v: Any, depth: int = 0) -> None:
@@ -110,6 +113,9 @@ def load(raw: Any, where: str, *, base: Path | None = None) -> GridSweep:
         raise ConfigError(f"{where}: seeds has duplicates: {seeds}")
     if "parallel" in raw:
         check(f"{where}: parallel", raw["parallel"], "parallel")
+    if raw.get("sweep_budget") is not None:
+        check(f"{where}: sweep_budget", raw["sweep_budget"], "budget")
+        raw = {**raw, "sweep_budget": float(raw["sweep_budget"])}
     own = sorted((set(raw.get("fixed", {})) | set(grid)) & _OWN)
     if own:
         raise ConfigError(f"{where}: {own[0]} is set by the sweep for each cell; remove it from fixed/grid (use \"seeds\" and \"out\")")
@@ -211,7 +217,12 @@ def jobs(sw: GridSweep, where: str = "sweep") -> list[dict[str, Any]]:
             config = RunConfig.from_keywords(sw.task, **c["keywords"]).to_config(task)
         except ConfigError as exc:
             raise ConfigError(f"{where}: cell {c['name']}: {exc}") from None
-        out.append(job(Path(sw.out) / "cells" / c["name"], sw.task, config, labels=c["labels"], done=("completed", "budget_exhausted")))
+        j = job(Path(sw.out) / "cells" / c["name"], sw.task, config, labels=c["labels"], done=("completed", "budget_exhausted"))
+        j["cap"] = task.cost_cap(config)
+        if sw.sweep_budget is not None and j["cap"] is None:
+            raise ConfigError(f"{where}: cell {c['name']} has no budget of its own; with sweep_budget every cell needs one "
+                              f"(\"budget\" in fixed or grid, USD per cell), so that what it may spend is known before it starts")
+        out.append(j)
     return out
 
 
@@ -224,10 +235,11 @@ def run(sw: GridSweep, todo: list[dict[str, Any]] | None = None, *, executor: st
     from cooplab.runs import registry
 
     todo = jobs(sw) if todo is None else todo
-    res = run_jobs(todo, parallel=sw.parallel, noun="cell", executor=executor, address=address, log=log, quiet=quiet)
+    budget = None if sw.sweep_budget is None else SweepBudget(sw.sweep_budget, todo)
+    res = run_jobs(todo, parallel=sw.parallel, noun="cell", executor=executor, address=address, log=log, quiet=quiet, budget=budget)
     rows = table(todo, res, "cell")
     result = {**res, "cells": len(todo), "table": rows, "table_csv": str(write_table(rows, Path(sw.out)))}
-    failed = {f["cell"] for f in res["failed"]}
+    failed = {f["cell"] for f in res["failed"]} | set(res["not_started"])
     finished = [{"dir": j["dir"], "labels": j["labels"]} for j in todo if Path(j["dir"]).name not in failed
                 and (Path(j["dir"]) / "summary.json").is_file()]
     result["run_dirs"] = [c["dir"] for c in finished]

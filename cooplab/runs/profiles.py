@@ -77,6 +77,12 @@ def request(*, games: Sequence[str] | None = None, players: str = "llm", simulat
         except ValueError as exc:
             what = f"--group-size {group_size}" if group_size is not None else f"--simulations {simulations}"
             raise ProfileError(f"{g}: {what}: {_first(exc)}") from None
+    if players == "llm":  # a scripted model answers every phase of every game chosen
+        from cooplab.runs.config import check_run_models
+        from cooplab.tasks.games.task import TASK
+
+        for g in chosen:
+            check_run_models(TASK, game_config(req, g, None), lambda who, field: "--model")
     return req
 
 

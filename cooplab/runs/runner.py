@@ -52,16 +52,18 @@ class RunFailed(RuntimeError):
 
 # --- starting and resuming -----------------------------------------------------------------
 def start(task: Task, out: Path, config: dict[str, Any], *, quiet: bool = False, state: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Write ``out/config.json`` (the runner's fields added), build the initial state and run.
-    ``out`` must exist and be empty (``runstore.prepare_out``)."""
+    """Write ``out/config.json`` (the runner's fields added), build the initial state and run, holding
+    the directory's lock (:func:`~cooplab.runs.store.locked`) throughout. ``out`` must exist and be
+    empty (``runstore.prepare_out``)."""
     out = Path(out)
     config = upgrade_config({"task": task.name, **config})  # a config built in the earlier shape still runs
     config = {"version": config.get("version", 2), "task": task.name, "agents": config.get("agents", task.agent_kinds[0]), **config}
     env = runstore.environment(config)
     config["record"] = {**(config.get("record") or {}), "code_version": runstore.code_version(env["git"]), "created": runstore.now(),
                         "environment": env}
-    runstore.write_json(out / "config.json", config)
-    return execute(task, out, config, task.init_state(config) if state is None else state, quiet=quiet)
+    with runstore.locked(out):
+        runstore.write_json(out / "config.json", config)
+        return execute(task, out, config, task.init_state(config) if state is None else state, quiet=quiet)
 
 
 def resume(out: Path, *, quiet: bool = False, warn: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -70,10 +72,17 @@ def resume(out: Path, *, quiet: bool = False, warn: Callable[[str], None] | None
     files and unknown tasks are one-line ``RunDirError``s and nothing is changed. ``warn`` gets one
     line when the environment differs from the one the run was started in (package versions, the
     git commit, the local model's hash, the sandbox image): the run resumes, but its results may
-    differ from an uninterrupted run's."""
+    differ from an uninterrupted run's. The directory's lock is held from the checks to the end: a
+    second process resuming (or running) it stops with a one-line ``RunDirBusy``."""
+    out = Path(out)
+    runstore.read_run_config(out)  # a run directory (never lock a folder that is not one)
+    with runstore.locked(out):
+        return _resume(out, quiet=quiet, warn=warn)
+
+
+def _resume(out: Path, *, quiet: bool, warn: Callable[[str], None] | None) -> dict[str, Any]:
     from cooplab.runs import registry
 
-    out = Path(out)
     name = runstore.read_run_config(out).get("task")
     if not isinstance(name, str):
         raise runstore.RunDirError(f"{out}/config.json: task must be a task name, got {name!r}; is it a cooplab run directory?")
@@ -331,6 +340,20 @@ async def _stream(graph, state, cfg, context, progress: Callable[[str, Any], Non
 
 
 # --- results -------------------------------------------------------------------------------
+def _restored_totals(out: Path, entries: Any) -> dict[str, Any] | None:
+    """The ledger totals of a run that failed: its last checkpoint's audit trail plus the charges
+    only its journal holds (None when they cannot be read back)."""
+    from cooplab.graphs.ledger import Ledger, LedgerJournal
+
+    try:
+        entries = list(entries or [])
+        ledger = Ledger()
+        ledger.restore(entries, LedgerJournal(out / JOURNAL_FILE).unrecorded(entries))
+        return ledger.totals()
+    except Exception:  # noqa: BLE001 - a damaged trail: the summary says nothing rather than fail
+        return None
+
+
 def finish(task: Task, out: Path, config: dict[str, Any], final: dict[str, Any], seconds: float, *, status: str = "completed",
            message: str | None = None, service: Any = None) -> dict[str, Any]:
     """Write the task's outputs, the LLM bookkeeping (decisions, ledger) and summary.json; then the
@@ -350,6 +373,8 @@ def finish(task: Task, out: Path, config: dict[str, Any], final: dict[str, Any],
         entries = [e.as_dict() for e in service.ledger.entries]
         if entries:
             runstore.write_table(pd.DataFrame(entries), out, "ledger", csv=csv)
+    elif run.llm:  # a failed run: what it spent, so that a sweep's budget counts it
+        summary["ledger"] = _restored_totals(out, final.get("ledger"))
     decisions = final.get("decisions") or []
     if decisions:
         df = pd.DataFrame(decisions)

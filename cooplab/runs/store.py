@@ -11,6 +11,7 @@ from typing import Any
 from cooplab.graphs.rundir import RunDirError, jsonable, now, read_json, read_table, write_json, write_table  # noqa: F401 - the engine's file helpers
 from cooplab.limits import ConfigError, parse_json
 from cooplab.graphs.rundir import code_version, git_commit, machine, readonly_uri, TRACES_FILE  # noqa: F401
+from cooplab.graphs.rundir import LOCK_FILE, RunDirBusy, locked  # noqa: F401 - one writer per run directory
 
 
 def ensure_writable(out: Path, error: type[Exception] = None) -> Path:  # type: ignore[assignment]
@@ -105,11 +106,15 @@ def config_for_resume(out: Path, task: str, check_config) -> dict[str, Any]:
     """A run directory's config.json, ready to resume a ``task`` run: the task matches, every value
     passes ``check_config(out, config)`` (which returns it in the current shape) and checkpoints.sqlite is sound (one-line RunDirErrors;
     nothing is changed)."""
+    from cooplab.agents.models import MissingAPIKey
+
     config = read_run_config(out)
     if config.get("task") != task:
         raise RunDirError(f"{out} holds a {config.get('task')!r} run; only {task} runs resume here")
     try:
         config = check_config(out, config)
+    except MissingAPIKey as exc:  # the file is fine: the environment lacks the key
+        raise RunDirError(f"{exc}; set it and resume again") from None
     except ConfigError as exc:
         raise RunDirError(f"{exc}; fix the file, or {RESTART.format(out=out)}") from None
     check_checkpoints(out)

@@ -29,11 +29,14 @@ import socket
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Callable
 
 EXECUTORS = ("local", "ray")
+#: a cell's status in the sweep's table when the sweep-wide budget could not cover it
+NOT_STARTED = "not started (sweep_budget)"
 #: how many times Ray runs a cell again after its worker process died (the retry resumes it)
 RAY_RETRIES = 3
 
@@ -90,14 +93,15 @@ def execute_job(j: dict[str, Any]) -> dict[str, Any]:
         if kind not in ("ran", "resumed", "skipped"):
             raise ValueError(f"job function {j['fn']} returned {kind!r}, not ran, resumed or skipped")
         return {"kind": kind, **where}
-    if cell_status(d) in j["done"]:
-        return {"kind": "skipped", **where}
-    if (d / "checkpoints.sqlite").exists() and (d / "config.json").exists():
-        runner.resume(d, quiet=True)
-        return {"kind": "resumed", **where}
-    runstore.prepare_out(d, force=True)
-    runner.start(registry.get(j["task"]), d, j["config"], quiet=True)
-    return {"kind": "ran", **where}
+    with runstore.locked(runstore.ensure_writable(d)):  # a cell another process is writing is not touched
+        if cell_status(d) in j["done"]:
+            return {"kind": "skipped", **where}
+        if (d / "checkpoints.sqlite").exists() and (d / "config.json").exists():
+            runner.resume(d, quiet=True)
+            return {"kind": "resumed", **where}
+        runstore.prepare_out(d, force=True)
+        runner.start(registry.get(j["task"]), d, j["config"], quiet=True)
+        return {"kind": "ran", **where}
 
 
 def _ray_node() -> str | None:
@@ -140,43 +144,75 @@ def _progress(total: int, noun: str, quiet: bool):
 
 
 def run_jobs(jobs: list[dict[str, Any]], *, parallel: int, noun: str, executor: str = "local", address: str | None = None,
-             log: Callable[[str], None] = lambda s: None, quiet: bool = True) -> dict[str, Any]:
+             log: Callable[[str], None] = lambda s: None, quiet: bool = True, budget: "SweepBudget | None" = None) -> dict[str, Any]:
     """Run every job on ``executor`` (``parallel`` cells at a time locally; on Ray, as many as the
-    cluster has CPUs). A progress bar counts cells unless ``quiet``. Returns the names of the cells
-    that ran, resumed, were skipped, and those that failed with their error."""
+    cluster has CPUs). A progress bar counts cells unless ``quiet``. With a ``budget`` (a cap on
+    what the cells spend together) a cell starts only when its whole cap fits in what is left
+    (:class:`SweepBudget`); the others are "not_started". Returns the names of the cells that ran,
+    resumed, were skipped, were not started, and those that failed with their error."""
     if executor not in EXECUTORS:
         raise SweepError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
-    res: dict[str, Any] = {"ran": [], "resumed": [], "skipped": [], "failed": [], "executor": executor}
+    res: dict[str, Any] = {"ran": [], "resumed": [], "skipped": [], "failed": [], "not_started": [], "executor": executor}
     bar = _progress(len(jobs), noun, quiet)
     say = (lambda s: bar.write(s, file=sys.stderr)) if not quiet and len(jobs) else log
 
     def done(j: dict[str, Any], outcome: Any) -> None:
+        if budget is not None:
+            budget.settle(j)
         _record(res, j, outcome, noun, say, len(jobs))
         bar.update(1)
 
     t0 = time.perf_counter()
     try:
         if executor == "ray":
-            res["ray"] = _run_ray(jobs, done, address=address, parallel=parallel)
+            res["ray"], left = _run_ray(jobs, done, address=address, parallel=parallel, budget=budget)
         else:
-            _run_local(jobs, done, parallel=parallel)
+            left = _run_local(jobs, done, parallel=parallel, budget=budget)
+        for j in left:  # only a budget leaves jobs unstarted
+            res["not_started"].append(Path(j["dir"]).name)
+            say(f"{noun} {Path(j['dir']).name}: not started ({budget.shortfall(j)})")
     finally:
         bar.close()
+    if budget is not None:
+        res["sweep_budget"] = budget.report()
     res["seconds"] = round(time.perf_counter() - t0, 3)
     return res
 
 
-def _run_local(jobs: list[dict[str, Any]], done: Callable[[dict[str, Any], Any], None], *, parallel: int) -> None:
-    lock = threading.Lock()
+def _schedule(jobs: list[dict[str, Any]], submit: Callable[[dict[str, Any]], Any], wait_one: Callable[[list[Any]], tuple[Any, Any]],
+              done: Callable[[dict[str, Any], Any], None], *, slots: int, budget: "SweepBudget | None") -> list[dict[str, Any]]:
+    """Start jobs in order while fewer than ``slots`` run and (with a ``budget``) the next one's cap
+    fits; when none fits, wait for a running one to end and try again. ``submit(job)`` -> a handle;
+    ``wait_one(handles)`` -> (a finished handle, its outcome or exception). Returns the jobs never
+    started (nothing running and none fits what the budget has left)."""
+    pending, running = list(jobs), {}
+    while pending or running:
+        while pending and len(running) < slots:
+            nxt = next((j for j in pending if budget is None or budget.admit(j)), None)
+            if nxt is None:
+                break
+            pending.remove(nxt)
+            running[submit(nxt)] = nxt
+        if not running:
+            break
+        handle, outcome = wait_one(list(running))
+        done(running.pop(handle), outcome)
+    return pending
+
+
+def _run_local(jobs: list[dict[str, Any]], done: Callable[[dict[str, Any], Any], None], *, parallel: int,
+               budget: "SweepBudget | None" = None) -> list[dict[str, Any]]:
+    from concurrent.futures import FIRST_COMPLETED, wait
+
+    def wait_one(futures: list[Any]) -> tuple[Any, Any]:
+        fut = next(iter(wait(futures, return_when=FIRST_COMPLETED).done))
+        try:
+            return fut, fut.result()
+        except Exception as exc:  # keep the other cells going; report at the end
+            return fut, exc
+
     with ThreadPoolExecutor(max_workers=parallel) as pool:
-        futures = {pool.submit(execute_job, j): j for j in jobs}
-        for fut in as_completed(futures):
-            try:
-                outcome: Any = fut.result()
-            except Exception as exc:  # keep the other cells going; report at the end
-                outcome = exc
-            with lock:
-                done(futures[fut], outcome)
+        return _schedule(jobs, lambda j: pool.submit(execute_job, j), wait_one, done, slots=parallel, budget=budget)
 
 
 def _ray_address(address: str | None) -> str | None:
@@ -194,10 +230,12 @@ def _ray_address(address: str | None) -> str | None:
 
 
 def _run_ray(jobs: list[dict[str, Any]], done: Callable[[dict[str, Any], Any], None], *, address: str | None,
-             parallel: int) -> dict[str, Any]:
-    """Submit every job as a Ray task (one CPU each; retried when its worker dies), then collect
-    them as they finish. Without ``address`` a private local Ray instance with ``parallel`` CPUs
-    is started and shut down again."""
+             parallel: int, budget: "SweepBudget | None" = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Submit the jobs as Ray tasks (one CPU each; retried when its worker dies) and collect them as
+    they finish: all at once, or with a ``budget`` as many as the cluster has CPUs (a cell's cap is
+    held only while it runs). Without ``address`` a private local Ray instance with ``parallel``
+    CPUs is started and shut down again. Returns the cluster's description and the jobs never
+    started."""
     from cooplab.extras import require
 
     require("ray", "the Ray executor (--executor ray)")
@@ -217,20 +255,85 @@ def _run_ray(jobs: list[dict[str, Any]], done: Callable[[dict[str, Any], Any], N
         info = {"address": address or "local", "nodes": len([n for n in ray.nodes() if n.get("Alive")]),
                 "cpus": int(ray.cluster_resources().get("CPU", 0))}
         remote = ray.remote(num_cpus=1, max_retries=RAY_RETRIES, retry_exceptions=False)(execute_job)
-        refs = {remote.remote(j): j for j in jobs}
-        pending = list(refs)
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
-            for ref in ready:
-                try:
-                    outcome: Any = ray.get(ref)
-                except Exception as exc:  # a cell's error, or a worker that died more often than RAY_RETRIES
-                    outcome = exc
-                done(refs[ref], outcome)
-        return info
+
+        def wait_one(refs: list[Any]) -> tuple[Any, Any]:
+            ready, _ = ray.wait(refs, num_returns=1)
+            try:
+                return ready[0], ray.get(ready[0])
+            except Exception as exc:  # a cell's error, or a worker that died more often than RAY_RETRIES
+                return ready[0], exc
+
+        slots = len(jobs) if budget is None else max(1, info["cpus"])
+        return info, _schedule(jobs, remote.remote, wait_one, done, slots=max(slots, 1), budget=budget)
     finally:
         if started:
             ray.shutdown()
+
+
+# --- a budget for the whole sweep ----------------------------------------------------------
+class SweepBudget:
+    """A cap (USD) on what a sweep's cells spend together, beside each cell's own budget.
+
+    Every job carries ``cap``: the most its run may spend (:meth:`~cooplab.graphs.task.Task.cost_cap`:
+    its budget, plus a judge's). A cell counts against the sweep with what it has spent (its
+    summary.json, read through :meth:`~cooplab.graphs.task.Task.cost_spent`) while it is not
+    running, and with its whole cap while it runs (its own ledger resumes its earlier spending and
+    stops it at the cap) or when what it spent is unknown (interrupted without a summary). A cell
+    starts (:meth:`admit`) only when its cap fits beside what the others count; a finished cell
+    (status among the job's ``done``) is skipped and needs nothing. So the cells never spend more
+    than the cap together, whatever the executor, the order or the number of reruns, and each cell
+    that runs keeps its whole budget (the same experiment as without the sweep's cap). A cell that
+    does not fit is not started; it starts on a later run of the sweep once the cap allows it."""
+
+    def __init__(self, usd: float, jobs: list[dict[str, Any]]):
+        self.usd = Decimal(str(usd))
+        self._cap = {j["dir"]: Decimal(str(j["cap"])) for j in jobs}
+        self._counted = {j["dir"]: self._spent(j) for j in jobs}
+        self._lock = threading.Lock()
+
+    def _spent(self, j: dict[str, Any]) -> Decimal:
+        """What a cell has spent by its summary.json (0 for a cell never started; its cap when unknown)."""
+        from cooplab.runs import registry
+        from cooplab.runs import store as runstore
+
+        d = Path(j["dir"])
+        if not (d / "summary.json").exists():
+            return self._cap[j["dir"]] if (d / "config.json").exists() else Decimal(0)
+        try:
+            spent = registry.get(j["task"]).cost_spent(runstore.read_json(d / "summary.json"))
+        except (runstore.RunDirError, AttributeError, registry.UnknownTask):
+            spent = None
+        return self._cap[j["dir"]] if spent is None else Decimal(str(spent))
+
+    def _others(self, j: dict[str, Any]) -> Decimal:
+        return sum((v for k, v in self._counted.items() if k != j["dir"]), Decimal(0))
+
+    def admit(self, j: dict[str, Any]) -> bool:
+        """Whether ``j`` may start now; if so its cap is held until :meth:`settle`."""
+        with self._lock:
+            if cell_status(Path(j["dir"])) in j["done"]:
+                return True  # skipped: spends nothing
+            if self._others(j) + self._cap[j["dir"]] > self.usd:
+                return False
+            self._counted[j["dir"]] = self._cap[j["dir"]]
+            return True
+
+    def settle(self, j: dict[str, Any]) -> None:
+        """A cell has ended: it counts with what it spent from now on."""
+        with self._lock:
+            self._counted[j["dir"]] = self._spent(j)
+
+    def shortfall(self, j: dict[str, Any]) -> str:
+        """Why ``j`` was not started, as a phrase."""
+        with self._lock:
+            left = max(self.usd - self._others(j), Decimal(0))
+        return f"sweep_budget: ${left:.6f} left of ${self.usd}, the cell's budget is ${self._cap[j['dir']]}"
+
+    def report(self) -> dict[str, Any]:
+        """The cap and what the cells count against it now (their spending, or caps where unknown)."""
+        with self._lock:
+            counted = sum(self._counted.values(), Decimal(0))
+        return {"usd": float(self.usd), "spent_usd": float(counted), "left_usd": float(max(self.usd - counted, Decimal(0)))}
 
 
 # --- one table of every cell ---------------------------------------------------------------
@@ -261,6 +364,7 @@ def table(jobs: list[dict[str, Any]], res: dict[str, Any], noun: str) -> list[di
     from cooplab.runs import store as runstore
 
     errors = {f[noun]: f["error"] for f in res.get("failed", [])}
+    unfunded = set(res.get("not_started") or [])
     rows = []
     for j in jobs:
         d = Path(j["dir"])
@@ -274,6 +378,8 @@ def table(jobs: list[dict[str, Any]], res: dict[str, Any], noun: str) -> list[di
                 summary = {}
         flat = {k: v for k, v in _flatten(summary).items() if k not in row}
         row["status"] = flat.pop("status", None) or ("failed" if d.name in errors else "not run")
+        if d.name in unfunded:  # not run this time: its budget did not fit in what the sweep had left
+            row["status"] = NOT_STARTED
         row.update(flat)
         if d.name in errors:
             row["error"] = errors[d.name]

@@ -114,6 +114,8 @@ def export_traces(
             "for a server other than LangSmith's)"
         )
     errors: list[BaseException] = []
+    where = endpoint or "the LangSmith default endpoint"
+    _check_reachable(endpoint or _DEFAULT_ENDPOINT)
     try:
         client = Client(
             api_url=endpoint,
@@ -123,6 +125,8 @@ def export_traces(
             tracing_sampling_rate=1.0,
             omit_traced_runtime_info=True,
             tracing_error_callback=errors.append,
+            retry_config=_retry_config(),
+            timeout_ms=(CONNECT_TIMEOUT_S * 1000, 30_000),
         )
     except Exception as exc:
         raise ExportError(f"cannot create a LangSmith client: {str(exc).splitlines()[0]}") from None
@@ -150,6 +154,65 @@ def export_traces(
         except Exception:
             pass
     if errors:
-        msg = scrub(str(errors[0]).splitlines()[0] if str(errors[0]) else type(errors[0]).__name__, secrets)
-        raise ExportError(f"export to {endpoint or 'the LangSmith default endpoint'} failed: {msg}")
+        raise ExportError(f"export to {where} failed: {scrub(reason(errors[0]), secrets)}")
     return len(uniq)
+
+
+_DEFAULT_ENDPOINT = "https://api.smith.langchain.com"
+#: seconds to open a connection to the endpoint (the check before sending, and each request's)
+CONNECT_TIMEOUT_S = 5
+
+
+def _check_reachable(url: str) -> None:
+    """Open (and close) one TCP connection to the endpoint before anything is sent: a refused
+    connection or a name that does not resolve is one line at once, not the client's rounds of
+    retries."""
+    import socket
+    from urllib.parse import urlparse
+
+    u = urlparse(url)
+    try:
+        port = u.port or (443 if u.scheme == "https" else 80)
+    except ValueError:
+        raise ExportError(f"cannot reach {url}: the port is not a number in 1..65535") from None
+    if not u.hostname:
+        raise ExportError(f"cannot reach {url}: no host in the URL")
+    try:
+        socket.create_connection((u.hostname, port), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        raise ExportError(f"cannot reach {url}: {_os_reason(exc)}; is the server running (check --endpoint or LANGSMITH_ENDPOINT)?") from None
+
+
+def _retry_config():
+    """Few, quick retries inside one request (the client retries each request three times besides)."""
+    from langsmith.utils import LangSmithRetry
+
+    return LangSmithRetry(total=1, connect=0, backoff_factor=0.5, status_forcelist=[429, 500, 502, 503, 504, 408, 425],
+                          allowed_methods=None, raise_on_redirect=False, raise_on_status=False, respect_retry_after_header=True)
+
+
+def _os_reason(exc: OSError) -> str:
+    return (exc.strerror or str(exc) or type(exc).__name__).strip().rstrip(".").lower() if not isinstance(exc, TimeoutError) \
+        else f"no answer within {CONNECT_TIMEOUT_S} s"
+
+
+def reason(exc: BaseException, limit: int = 200) -> str:
+    """Why an export failed, briefly: the operating system's reason deepest in the chain of causes
+    (a refused or reset connection, a timeout), else the error's first line, cut to ``limit``
+    characters (never the transport's long repr of its retries)."""
+    seen: set[int] = set()
+    todo, found = [exc], None
+    while todo:
+        e = todo.pop()
+        if id(e) in seen or len(seen) > 50:
+            continue
+        seen.add(id(e))
+        if isinstance(e, OSError) and not type(e).__module__.startswith(("urllib3", "requests", "langsmith")):
+            found = e  # the socket's own error (refused, reset, closed without an answer, timed out)
+        nxt = [e.__cause__, e.__context__, getattr(e, "reason", None), *getattr(e, "args", ())]
+        todo += [x for x in nxt if isinstance(x, BaseException)]
+    if found is not None:
+        return f"connection failed: {_os_reason(found)}"
+    first = (str(exc).splitlines() or [type(exc).__name__])[0]
+    first = first.split(" HTTPError(")[0].split(" ConnectionError(")[0]
+    return first if len(first) <= limit else first[: limit - 3] + "..."

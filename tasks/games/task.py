@@ -172,6 +172,13 @@ class GameTask(Task):
     def phases(self, config: Mapping[str, Any]):
         return phases_for(self.params(config), self.policies(config))
 
+    def llm_phases(self, config: Mapping[str, Any]) -> list[str] | None:
+        """LLM players are asked in every node of a round but ``settle`` (the decision, CPR's
+        sanctions, the deliberation)."""
+        if _own(config).get("players") != "llm":
+            return None
+        return [node for node in self.phases(config) if node != "settle"]
+
     def init_state(self, config: Mapping[str, Any]) -> dict[str, Any]:
         return init_state(self.params(config), int(config["seed"]))
 

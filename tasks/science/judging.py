@@ -1,33 +1,51 @@
 """The LLM judge of a science run's report (Appendix L), on its own model service and ledger: the
-judge never spends the team's budget, and its calls are cached like the team's (a re-score replays)."""
+judge never spends the team's budget, it has a budget of its own (``--judge-budget``; default the
+same amount as the team's ``--budget``), and its calls are cached like the team's (a re-score
+replays). What it spent is reported next to the team's cost (summary.json's ``judge``, scores.json)."""
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
-from cooplab.agents.calls import ModelUnavailable
 from cooplab.graphs import rundir
-from cooplab.limits import one_line
 
 JUDGE_MAX_TOKENS = 512  #: Appendix L: at most 512 output tokens, temperature 0
+#: what the judge's ledger reports (in scores.json and summary.json)
+LEDGER_FIELDS = ("calls", "cached_calls", "input_tokens", "output_tokens", "cost_usd_float")
 
 
 class JudgeFailed(RuntimeError):
-    """The judge model could not score a run (unreachable, crashed past its retries, refused the
-    request); the message is one line naming the run and the model. Nothing is written to the
-    run's scores.json."""
+    """The judge could not score the report (its budget ran out, its model could not be reached);
+    one line. ``ledger``: what it had spent by then."""
+
+    def __init__(self, message: str, ledger: dict[str, Any]):
+        super().__init__(message)
+        self.ledger = ledger
 
 
-def judge_service(config: dict[str, Any], judge: str, *, base_url: str | None = None, cache: str | None = None):
-    from cooplab.agents.settings import build_service
+def judge_budget(config: Mapping[str, Any], given: float | None = None) -> float | None:
+    """The judge's budget in USD: ``given``, else the run's ``params.judge.budget``, else the
+    team's ``llm.budget`` (None: no cap, as for the team)."""
+    if given is not None:
+        return float(given)
+    judge = (config.get("params") or {}).get("judge") if isinstance(config.get("params"), Mapping) else None
+    if isinstance(judge, Mapping) and judge.get("budget") is not None:
+        return float(judge["budget"])
+    team = (config.get("llm") or {}).get("budget")
+    return None if team is None else float(team)
 
-    from cooplab.agents.settings import LLMSettings
+
+def judge_service(config: dict[str, Any], judge: str, *, base_url: str | None = None, cache: str | None = None,
+                  budget: float | None = None):
+    """The judge's own model service: the run's model settings with the judge's model, temperature
+    0, 512 output tokens and its own ledger capped at ``budget`` USD (None: no cap)."""
+    from cooplab.agents.settings import LLMSettings, build_service
 
     llm = {k: v for k, v in (config.get("llm") or {}).items() if k in LLMSettings.model_fields}
-    llm.update(model=judge, agent_models={}, budget=None, temperature=0.0, max_tokens=JUDGE_MAX_TOKENS)
+    llm.update(model=judge, agent_models={}, budget=budget, temperature=0.0, max_tokens=JUDGE_MAX_TOKENS)
     if base_url is not None:
         llm["base_url"] = base_url
     if cache is not None:
@@ -46,9 +64,26 @@ def _run(coro):
         return ex.submit(asyncio.run, coro).result()
 
 
-def judge_run(out: Path, judge: str, *, k: int = 3, base_url: str | None = None, cache: str | None = None) -> dict[str, Any]:
-    """Score ``out``'s final paper (or what exists) with ``judge`` k times; add the result to
-    scores.json (replacing an earlier score by the same judge) and return it."""
+def _failure(judge: str, exc: BaseException, budget: float | None, ledger: dict[str, Any]) -> JudgeFailed:
+    """A judge's stop as one line: what happened, what it spent, how to score again."""
+    from cooplab.agents.decisions import BudgetExhausted
+    from cooplab.limits import one_line
+
+    spent = f"${float(ledger.get('cost_usd_float') or 0):.6f} in {ledger.get('calls', 0)} calls"
+    if isinstance(exc, BudgetExhausted):
+        why = f"the judge's budget (${budget:g}) ran out ({spent}); score again with a larger --judge-budget"
+    else:
+        why = f"{one_line(exc, 300)} ({spent})"
+    return JudgeFailed(f"judge {judge} did not finish: {why}", ledger)
+
+
+def judge_run(out: Path, judge: str, *, k: int = 3, base_url: str | None = None, cache: str | None = None,
+              budget: float | None = None) -> dict[str, Any]:
+    """Score ``out``'s final paper (or what exists) with ``judge`` k times under ``budget`` USD; add
+    the result (with the judge's ledger) to scores.json, replacing an earlier score by the same
+    judge, and return it. A judge stopped by its budget or an unreachable model raises
+    :class:`JudgeFailed` (scores.json unchanged). Holds the run directory's lock while it writes."""
+    from cooplab.agents.decisions import BudgetExhausted, ModelUnavailable
     from cooplab.evals.science_scoring import judge_report
     from cooplab.tasks.science import datasets as dsets
 
@@ -60,23 +95,29 @@ def judge_run(out: Path, judge: str, *, k: int = 3, base_url: str | None = None,
         report = papers[-1].read_text(encoding="utf-8")
     else:
         report = "\n\n".join(p.read_text(encoding="utf-8") for p in sorted((out / "artifacts").glob("*.md")))
-    service = judge_service(config, judge, base_url=base_url, cache=cache)
-    try:
-        res = _run(judge_report(service, report, truth, k=k, judge_name=judge,
-                                task_description=dsets.TASK_DESCRIPTIONS.get(truth.get("task", ""), truth.get("description", ""))))
-        totals = service.ledger.totals()
-    except ModelUnavailable as exc:
-        raise JudgeFailed(one_line(f"the judge {judge} could not score {out}: {exc}", 600)) from None
-    finally:
-        service.cache.close()
-    entry = res.as_dict()
-    entry.pop("records", None)
-    if truth.get("task") == "custom" and not truth.get("accuracy_scored"):  # your own data without truth: not scored
-        entry["accuracy"] = None
-        if isinstance(entry.get("std"), dict):
-            entry["std"]["accuracy"] = None
-    entry["ledger"] = {k2: totals[k2] for k2 in ("calls", "cached_calls", "input_tokens", "output_tokens", "cost_usd_float")}
-    scores = rundir.read_json(out / "scores.json") if (out / "scores.json").exists() else {}
-    scores["judges"] = [j for j in scores.get("judges") or [] if j.get("judge") != judge] + [entry]
-    rundir.write_json(out / "scores.json", scores)
+    with rundir.locked(out):
+        service = judge_service(config, judge, base_url=base_url, cache=cache, budget=budget)
+        try:
+            res = _run(judge_report(service, report, truth, k=k, judge_name=judge,
+                                    task_description=dsets.TASK_DESCRIPTIONS.get(truth.get("task", ""), truth.get("description", ""))))
+        except (BudgetExhausted, ModelUnavailable) as exc:
+            raise _failure(judge, exc, budget, _ledger(service)) from None
+        finally:
+            service.cache.close()
+        entry = res.as_dict()
+        entry.pop("records", None)
+        if truth.get("task") == "custom" and not truth.get("accuracy_scored"):  # your own data without truth: not scored
+            entry["accuracy"] = None
+            if isinstance(entry.get("std"), dict):
+                entry["std"]["accuracy"] = None
+        entry["ledger"] = _ledger(service)
+        entry["budget_usd"] = budget
+        scores = rundir.read_json(out / "scores.json") if (out / "scores.json").exists() else {}
+        scores["judges"] = [j for j in scores.get("judges") or [] if j.get("judge") != judge] + [entry]
+        rundir.write_json(out / "scores.json", scores)
     return entry
+
+
+def _ledger(service: Any) -> dict[str, Any]:
+    totals = service.ledger.totals()
+    return {k: totals[k] for k in LEDGER_FIELDS}

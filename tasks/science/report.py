@@ -79,6 +79,16 @@ def _markdown(text: str) -> str:
     return re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", body)
 
 
+def _judge_cost(entry: Mapping[str, Any]) -> str:
+    """"; cost $x of $b" of a judge's scores.json entry (its own ledger, apart from the team's)."""
+    ledger = entry.get("ledger")
+    cost = ledger.get("cost_usd_float") if isinstance(ledger, Mapping) else None
+    if not isinstance(cost, (int, float)) or isinstance(cost, bool):
+        return ""
+    cap = entry.get("budget_usd")
+    return f"; judge cost ${float(cost):.4f}" + (f" of its ${float(cap):.4f} budget" if isinstance(cap, (int, float)) else "")
+
+
 def write_report(out: Path, summary: Mapping[str, Any]) -> Path:
     out = Path(out)
     fig = budget_figure(out, out / "figures" / "budget.png")
@@ -91,7 +101,8 @@ def write_report(out: Path, summary: Mapping[str, Any]) -> Path:
     judges = ""
     for j in scores.get("judges") or []:
         judges += (f"<p>Judge <code>{html.escape(str(j.get('judge')))}</code> (k = {j.get('k')}): completeness "
-                   f"{j.get('completeness')}, quality {j.get('quality')}, accuracy {'not scored (no truth)' if j.get('accuracy') is None else j.get('accuracy')}; spread {json.dumps(j.get('std'))}</p>")
+                   f"{j.get('completeness')}, quality {j.get('quality')}, accuracy {'not scored (no truth)' if j.get('accuracy') is None else j.get('accuracy')}; spread {json.dumps(j.get('std'))}"
+                   f"{_judge_cost(j)}</p>")
     timeline = ""
     try:
         tl = rundir.read_table(out, "timeline")

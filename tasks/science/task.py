@@ -93,6 +93,28 @@ def _check_custom(c: Any) -> None:
             raise TaskConfigError(f"custom.facts: {exc}") from None
 
 
+def _check_judge(judge: Any) -> None:
+    """``params.judge``: null, or the judge's model, samples (1..20) and budget (USD or null: the
+    team's budget)."""
+    from cooplab.limits import ConfigError, check
+
+    if judge is None:
+        return
+    shape = f"params.judge must be null or {{\"model\": SPEC, \"samples\": 1..20, \"budget\": USD or null}}, got {str(judge)[:200]!r}"
+    if not isinstance(judge, Mapping) or not set(judge) <= {"model", "samples", "budget"} or not isinstance(judge.get("model"), str) \
+            or isinstance(judge.get("samples"), bool) or not isinstance(judge.get("samples"), int) or not 1 <= judge["samples"] <= 20:
+        raise TaskConfigError(shape)
+    try:
+        check("params.judge.budget", judge.get("budget"), "budget")
+    except ConfigError as exc:
+        raise TaskConfigError(str(exc)) from None
+
+
+def _judge(config: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    j = _own(config).get("judge")
+    return j if isinstance(j, Mapping) else None
+
+
 def _record_dataset(config: Mapping[str, Any], out: Path, dataset: dict[str, Any]) -> None:
     """Note the data file's name and hash in config.json's ``record`` (and in ``config``)."""
     cfg = rundir.upgrade_config(rundir.read_json(out / "config.json"))
@@ -100,6 +122,23 @@ def _record_dataset(config: Mapping[str, Any], out: Path, dataset: dict[str, Any
     rundir.write_json(out / "config.json", cfg)
     if isinstance(config, dict):
         config["record"] = {**(config.get("record") or {}), "dataset": dataset}
+
+
+def _judge_the_run(out: Path, config: Mapping[str, Any], judge: Mapping[str, Any]) -> dict[str, Any]:
+    """The summary's ``judge`` entry: the judge's scores, or its one-line error; with what it cost
+    (``cost_usd``, its ``ledger``) and the budget it had (``budget_usd``), next to the team's."""
+    from cooplab.tasks.science.judging import JudgeFailed, judge_budget, judge_run
+
+    budget = judge_budget(config)
+    try:
+        e = judge_run(out, judge["model"], k=int(judge["samples"]), budget=budget)
+        entry = {k: e.get(k) for k in ("judge", "k", "completeness", "quality", "accuracy", "std", "n_fallback")}
+        ledger = e.get("ledger") or {}
+    except JudgeFailed as exc:
+        entry, ledger = {"judge": judge["model"], "error": str(exc)}, exc.ledger
+    except Exception as exc:  # noqa: BLE001 - the run's own results are kept; re-score with 'cooplab science score'
+        entry, ledger = {"judge": judge["model"], "error": f"{type(exc).__name__}: {exc}"[:300]}, {}
+    return {**entry, "budget_usd": budget, "cost_usd": ledger.get("cost_usd_float", 0.0), "ledger": ledger}
 
 
 class ScienceTask(Task):
@@ -129,11 +168,7 @@ class ScienceTask(Task):
         ds = _dataset(config)
         if ds is not None and (not isinstance(ds, Mapping) or not isinstance(ds.get("sha256"), (str, type(None)))):
             raise TaskConfigError(f"record.dataset must be an object with the data file's sha256, got {ds!r}")
-        judge = _own(config).get("judge")
-        if judge is not None:
-            if not isinstance(judge, Mapping) or not isinstance(judge.get("model"), str) or isinstance(judge.get("samples"), bool) \
-                    or not isinstance(judge.get("samples"), int) or not 1 <= judge["samples"] <= 20:
-                raise TaskConfigError(f"params.judge must be null or {{\"model\": SPEC, \"samples\": 1..20}}, got {judge!r}")
+        _check_judge(_own(config).get("judge"))
         custom = _own(config).get("custom")
         if custom is not None:
             _check_custom(custom)
@@ -145,16 +180,17 @@ class ScienceTask(Task):
 
     def options(self, agents: str, *, task: str | None = None, dataset: Any = None, task_file: Any = None, truth: Any = None,
                 team: str = "llm", team_size: int | None = None, pipeline: str | None = None, visibility: str = "full",
-                prompt: str = "standard", judge: str = "heuristic", judge_samples: int = 3, set: Any = None) -> dict[str, Any]:  # noqa: A002
+                prompt: str = "standard", judge: str = "heuristic", judge_samples: int = 3, judge_budget: float | None = None,
+                set: Any = None) -> dict[str, Any]:  # noqa: A002
         """``cooplab run science``'s own options: a built-in ``task`` (ecology, anomaly, biomarker,
         geospatial) or your own ``dataset`` (paths) with ``task_file`` and optional ``truth``; the
         ``team`` (llm, oracle, garbage), ``team_size``, ``pipeline`` (teams | solo), budget
-        ``visibility``, ``prompt``, the ``judge`` (heuristic or a model spec) and its ``judge_samples``,
+        ``visibility``, ``prompt``, the ``judge`` (heuristic or a model spec; checked with the run's
+        model settings), its ``judge_samples`` and ``judge_budget`` (USD; default the team's budget),
         and ``set`` (any other parameter)."""
         from pydantic import ValidationError
 
         import cooplab.limits as co
-        from cooplab.agents.models import check_model
 
         custom = None
         if dataset:
@@ -186,10 +222,14 @@ class ScienceTask(Task):
             raise co.ConfigError(first_error(exc)) from None
         if isinstance(judge_samples, bool) or not isinstance(judge_samples, int) or not 1 <= judge_samples <= 20:
             raise co.ConfigError(f"--judge-samples must be an integer in 1..20, got {judge_samples}")
+        co.check("--judge-budget", judge_budget, "budget")
         judge_cfg = None
         if judge != "heuristic":
-            check_model(judge, None, "--judge")
-            judge_cfg = {"model": judge, "samples": judge_samples}
+            if not isinstance(judge, str):
+                raise co.ConfigError(f"--judge must be heuristic or a model spec, got {co.show(judge)}")
+            judge_cfg = {"model": judge, "samples": judge_samples, "budget": judge_budget}
+        elif judge_budget is not None:
+            raise co.ConfigError("--judge-budget goes with --judge MODEL (the heuristic scorer costs nothing)")
         fields: dict[str, Any] = {"params": {**P.model_dump(mode="json"), "judge": judge_cfg}, "record": {"dataset": {"sha256": None}}}
         if custom is not None:
             fields["params"]["custom"] = custom
@@ -199,6 +239,32 @@ class ScienceTask(Task):
         if override is not None:
             fields["model_override"] = override
         return fields
+
+    def other_models(self, config: Mapping[str, Any]) -> list[tuple[str, str, str, tuple[str, ...]]]:
+        """The LLM judge, when the run has one (asked in the judge's phase)."""
+        from cooplab.evals.scoring.judge import JUDGE_PHASE
+
+        j = _judge(config)
+        return [] if j is None else [("--judge", "params.judge.model", j["model"], (JUDGE_PHASE,))]
+
+    def cost_cap(self, config: Mapping[str, Any]) -> float | None:
+        """The team's budget plus the judge's (None when either has no cap)."""
+        from cooplab.tasks.science.judging import judge_budget
+
+        team = super().cost_cap(config)
+        if _judge(config) is None or team is None:
+            return team
+        judge = judge_budget(config)
+        return None if judge is None else team + judge
+
+    def cost_spent(self, summary: Mapping[str, Any]) -> float | None:
+        """The team's ledger plus what the judge spent."""
+        from cooplab.graphs.task import usd_of
+
+        team = super().cost_spent(summary)
+        judged = summary.get("judge")
+        judge = usd_of(judged.get("cost_usd")) if isinstance(judged, Mapping) else usd_of(judged)
+        return None if team is None or judge is None else team + judge
 
     def n_agents(self, config: Mapping[str, Any]) -> int:
         P = self.params(config)
@@ -344,15 +410,9 @@ class ScienceTask(Task):
             stops[str(r.get("stop_reason"))] = stops.get(str(r.get("stop_reason")), 0) + 1
         passes = [(t["team"], t["visit"]) for t in final.get("timeline") or [] if t.get("node") in ("synthesize", "analyze")]
         judged = None
-        judge = _own(config).get("judge")
+        judge = _judge(config)
         if judge and run.status in ("completed", "budget_exhausted"):
-            from cooplab.tasks.science.judging import judge_run
-
-            try:
-                e = judge_run(out, judge["model"], k=int(judge["samples"]))
-                judged = {k: e.get(k) for k in ("judge", "k", "completeness", "quality", "accuracy", "std", "n_fallback")}
-            except Exception as exc:  # noqa: BLE001 - the run's own results are kept; re-score with 'cooplab science score'
-                judged = {"judge": judge["model"], "error": f"{type(exc).__name__}: {exc}"[:300]}
+            judged = _judge_the_run(out, config, judge)
         sc = {k: h.scores()[k] for k in ("completeness", "quality", "accuracy")}
         if no_truth:
             sc["accuracy"] = None
@@ -386,6 +446,13 @@ class ScienceTask(Task):
         cost = summary.get("cost_by_team_usd") or {}
         if cost:
             lines.append("cost by team: " + ", ".join(f"{t} ${v:.4f}" for t, v in cost.items()))
+        judged = summary.get("judge")
+        if isinstance(judged, Mapping):
+            cap = judged.get("budget_usd")
+            outcome = (f"error: {judged['error']}" if judged.get("error") else
+                       f"completeness {judged.get('completeness')}, quality {judged.get('quality')}, accuracy {judged.get('accuracy')}")
+            lines.append(f"judge {judged.get('judge')}: {outcome}; cost ${float(judged.get('cost_usd') or 0):.4f}"
+                         f"{'' if cap is None else f' of its ${float(cap):.4f} budget'}")
         lines.append("files: dataset/, artifacts/, scores.json, report.html, messages.jsonl, requests.jsonl, tool_loops.*, ledger.*, "
                      + TRACES_FILE)
         return lines
