@@ -202,6 +202,7 @@ class Ledger:
     _reserved: Decimal = Decimal(0)
     _by_agent: dict[str, list] = field(default_factory=dict, repr=False)  # agent -> [cost, tokens]
     _unrecorded: dict[str, list["Entry"]] = field(default_factory=dict, repr=False)  # call id -> paid calls no checkpoint holds
+    _held: Decimal = Decimal(0)  # their cost: counted against the budget, not yet in ``spent`` (see restore)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
@@ -235,9 +236,11 @@ class Ledger:
 
     # --- concurrency-safe charging -------------------------------------------------------
     def _check_room(self, amount: Decimal) -> None:  # under the lock
-        if self.budget is not None and self._spent + self._reserved + amount > self.budget:
+        if self.budget is not None and self._spent + self._held + self._reserved + amount > self.budget:
+            held = f", paid before the resume ${self._held:.6f}" if self._held else ""
             raise BudgetExhausted(
-                f"budget ${self.budget} exhausted: spent ${self._spent:.6f}, in flight ${self._reserved:.6f}, next call up to ${amount:.6f}"
+                f"budget ${self.budget} exhausted: spent ${self._spent:.6f}{held}, in flight ${self._reserved:.6f}, "
+                f"next call up to ${amount:.6f}"
             )
 
     def reserve(self, amount: Decimal) -> Reservation:
@@ -290,14 +293,28 @@ class Ledger:
                 rows.append(entry)
 
     def _adopt(self, call_id: str) -> Entry | None:
-        """An unrecorded call with this id, now recorded (the open recordings get it), or None."""
+        """An unrecorded call with this id, now accounted and recorded (the open recordings get
+        it) at the point of the run where it was first made, or None."""
         with self._lock:
             waiting = self._unrecorded.get(call_id)
             if not waiting:
                 return None
             entry = waiting.pop(0)
+            self._held -= Decimal(entry.cost)
+            self._account(entry, Decimal(entry.cost))
             self._record(entry)
             return entry
+
+    def settle(self) -> list[Entry]:
+        """Account the unrecorded calls no replay adopted (a resume without a cache paid for them
+        again): both payments end in the ledger. Returns them. Called when a run ends."""
+        with self._lock:
+            left = [e for waiting in self._unrecorded.values() for e in waiting]
+            for e in left:
+                self._account(e, Decimal(e.cost))
+            self._unrecorded = {}
+            self._held = Decimal(0)
+            return left
 
     @contextmanager
     def recording(self) -> Iterator[list[Entry]]:
@@ -356,6 +373,11 @@ class Ledger:
         return self._reserved
 
     @property
+    def held(self) -> Decimal:
+        """Calls paid before a resume and not yet replayed (see :meth:`restore`)."""
+        return self._held
+
+    @property
     def remaining(self) -> Decimal | None:
         return None if self.budget is None else self.budget - self._spent
 
@@ -367,8 +389,12 @@ class Ledger:
 
     def restore(self, entries: list[dict[str, Any]], unrecorded: list[dict[str, Any]] = ()) -> None:
         """Rebuild from the audit trail kept in a checkpoint (on resume), plus the ``unrecorded``
-        charges of interrupted processes (:meth:`LedgerJournal.unrecorded`): counted, and a
-        cached replay of one of them is charged as it. Rows written before the
+        charges of interrupted processes (:meth:`LedgerJournal.unrecorded`). An unrecorded model
+        call is *held*: it counts against the budget at once, but enters ``spent`` and
+        ``entries`` only when a cached replay of it is charged (:meth:`charge` adopts it), so the
+        resumed run reaches that call with the spending, and the prompts that show it, of the
+        run that first made it; what no replay adopts is accounted by :meth:`settle`. Other
+        unrecorded charges (sandbox seconds) are accounted at once. Rows written before the
         ``team``/``kind``/``units``/``rate`` fields existed get their defaults."""
         rebuilt = [Entry.from_dict(e) for e in entries]
         waiting = [Entry.from_dict(e) for e in unrecorded]
@@ -377,20 +403,26 @@ class Ledger:
             self._spent = Decimal(0)
             self._by_agent = {}
             self._unrecorded = {}
-            for e in rebuilt + waiting:
+            self._held = Decimal(0)
+            for e in rebuilt + [e for e in waiting if e.kind != TOKENS]:
                 self._account(e, Decimal(e.cost))
             for e in waiting:
                 if e.kind == TOKENS:
                     self._unrecorded.setdefault(e.call_id, []).append(e)
+                    self._held += Decimal(e.cost)
             self._reserved = Decimal(0)
 
     def totals(self) -> dict[str, Any]:
+        """What the ledger holds, held calls included (they were paid)."""
         with self._lock:
-            calls = [e for e in self.entries if e.kind == TOKENS]
+            held = [e for waiting in self._unrecorded.values() for e in waiting]
+            everything = self.entries + held
+            spent = self._spent + self._held
+            calls = [e for e in everything if e.kind == TOKENS]
             ins = sum(e.input_tokens for e in calls)
             outs = sum(e.output_tokens for e in calls)
             by_kind: dict[str, dict[str, Any]] = {}
-            for e in self.entries:
+            for e in everything:
                 k = by_kind.setdefault(e.kind, {"entries": 0, "units": Decimal(0), "cost": Decimal(0)})
                 k["entries"] += 1
                 k["units"] += Decimal(e.input_tokens + e.output_tokens) if e.kind == TOKENS else Decimal(e.units or 0)
@@ -401,8 +433,8 @@ class Ledger:
                 "usage_errors": sum(e.usage_error is not None for e in calls),
                 "input_tokens": ins,
                 "output_tokens": outs,
-                "cost_usd": str(self._spent),
-                "cost_usd_float": float(self._spent),
+                "cost_usd": str(spent),
+                "cost_usd_float": float(spent),
                 "budget_usd": None if self.budget is None else str(self.budget),
                 "rates_per_1k": {
                     "default": [str(self.default_rates.input_per_1k), str(self.default_rates.output_per_1k)],

@@ -361,6 +361,8 @@ def finish(task: Task, out: Path, config: dict[str, Any], final: dict[str, Any],
     csv = bool(config.get("csv"))
     run = RunInfo(out=out, status=status, message=message, seconds=seconds, csv=csv, llm=config.get("agents") == "llm")
     final = dict(final)
+    if service is not None:
+        service.ledger.settle()  # calls paid before a resume that no replay adopted: paid twice, both kept
     summary: dict[str, Any] = {"task": task.name, "agents": config.get("agents"), "status": status}
     summary.update(task.outputs(final, config, run))
     summary.setdefault("seed", config.get("seed"))

@@ -306,8 +306,8 @@ sys.exit(main(sys.argv[1:]))
 
 def test_kill_9_mid_item_then_resume_charges_nothing_twice(tmp_path):
     """A solo-analyst bench is SIGKILLed inside item q04 (its first call paid, its node not yet
-    checkpointed); the rerun skips q01-q03, replays q04's paid call from the cache, and ends with the
-    cost, tokens and answers of a bench that was never interrupted."""
+    checkpointed); the rerun skips q01-q03, replays q04's paid call from the cache (charged once, as
+    the live call it was), and ends with the cost, tokens and answers of a bench never interrupted."""
     import os
     import signal
     import subprocess
@@ -345,7 +345,8 @@ def test_kill_9_mid_item_then_resume_charges_nothing_twice(tmp_path):
     s = json.loads(out)
     assert s["skipped"] == ["q01", "q02", "q03"] and sorted(s["resumed"] + s["ran"]) == ["q04", "q05", "q06"]
     q04 = json.loads((killed / "items" / "q04" / "summary.json").read_text())
-    assert q04["ledger"]["cached_calls"] >= 1  # the call paid before the kill was replayed, not bought again
+    assert q04["llm"]["cache_hits"] >= 1  # the call paid before the kill was replayed, not bought again ...
+    assert q04["ledger"]["cached_calls"] == 0  # ... and charged as the live call it was (the ledger journal)
 
     ref_out = tmp_path / "ref"
     p = start(ref_out)
