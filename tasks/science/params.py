@@ -42,7 +42,8 @@ class ScienceParams(BaseModel):
                                 le=100_000)
     max_tokens_per_call: int | None = _f(None, "Output cap of one model call (default: the run's --max-tokens).", OURS, ge=1,
                                          le=100_000)
-    warn_when_hidden: bool = _f(False, "Show the 30%/15% budget warnings also with hidden visibility.", OURS)
+    warn_when_hidden: bool = _f(True, "Show the 30%/15% budget warnings under hidden visibility too (the paper does: hidden "
+                                      "hides the numbers, not the warnings).", PAPER)
 
 
     @model_validator(mode="after")

@@ -1,12 +1,13 @@
-"""The science teams' prompts (paper Appendix C.1, C.4, C.6), in our words where the paper's are
-not the instrument, with the structure of the paper's: the system prompt (role, project, team,
-budget status and rules, tools, artifacts), the planning prompt of a team's lead, the work prompt
-of each member, the deliberation prompt (2 rounds) and the lead's synthesis prompt.
+"""The science teams' prompts, written by us. They carry what the paper's Appendix C.1, C.4 and
+C.6 prescribe (the same parts in the same order, the same rules, thresholds, tool names and
+artifacts), not its sentences: the system prompt (role, project, team, budget status and rules,
+tools, artifacts), the lead's planning prompt, each member's work prompt, the deliberation prompt
+(2 rounds) and the lead's synthesis prompt.
 
 Budget visibility (§4.1): ``full`` shows the whole pool (spent, remaining), ``team`` only what this
-team has spent, ``hidden`` nothing. The warnings at 30 % and 15 % remaining (the paper's wording of
-the budget rules) are added to the prompt when the pool gets there, under ``full`` and ``team``;
-under ``hidden`` only if ``warn_when_hidden`` (default off: hidden means no budget information).
+team has spent, ``hidden`` no numbers. The warnings at 30 % and 15 % remaining are added when the
+pool gets there in every condition, as in the paper: hidden visibility hides the numbers, not the
+warnings (``warn_when_hidden=False`` turns them off under ``hidden``).
 """
 
 from __future__ import annotations
@@ -27,22 +28,24 @@ VISIBILITY = ("full", "team", "hidden")
 PROMPTS = ("standard", "tom")
 WARN_AT = (Decimal("0.30"), Decimal("0.15"))
 
-WARNING_30 = ("BUDGET WARNING: less than 30% of the shared budget remains. Finish your current task concisely and call "
-              "mark_complete. Skip exploratory or speculative work.")
-WARNING_15 = ("BUDGET CRITICAL: less than 15% of the shared budget remains. Call mark_complete immediately with whatever you have. "
-              "Do NOT start new analyses.")
+WARNING_30 = ("BUDGET WARNING: under 30% of the shared credits are left. Wrap up the step you are on in as few calls as "
+              "possible, then call mark_complete; drop any optional or exploratory analysis.")
+WARNING_15 = ("BUDGET CRITICAL: under 15% of the shared credits are left. Call mark_complete now with what you already have; "
+              "begin no further analysis.")
 
 TOM = ("THINKING ABOUT OTHERS: before you act, consider what your teammates and the other teams already know, what they need "
        "from you to do their part, and what they are likely to do next; write your output so that they can use it directly.")
 
-_TOOLS_CODE = "- run_code(code, description): Execute Python code. The dataset is pre-loaded as 'df'. Available libraries: pandas, numpy, scikit-learn, scipy, matplotlib, seaborn. Timeout: {timeout:.0f}s. Memory limit: {memory}."
-_TOOLS = """- read_artifact(name): Read a named artifact from the workspace.
-- write_artifact(name, content, description): Save an artifact for other teams.
-- list_artifacts(): List all available artifacts.
-- send_message(to_team, content): Send a message to another team.
-- request_additional_work(target_team, request): Ask an earlier team to produce specific NEW output.
-- request_team_redo(target_team, request, justification): Ask an earlier team to REDO its work from scratch. EXPENSIVE.
-- mark_complete(summary): Signal that your work is done."""
+_TOOLS_CODE = ("- run_code(code, description): runs your Python code in a sandbox where the data is already loaded "
+               "into a DataFrame named 'df'; you can import pandas, numpy, scikit-learn, scipy, matplotlib and seaborn; "
+               "each run stops after {timeout:.0f}s and may use up to {memory} of memory.")
+_TOOLS = """- read_artifact(name): returns the workspace artifact with that name.
+- write_artifact(name, content, description): stores your output under a name so that other teams can read it.
+- list_artifacts(): names every artifact in the workspace.
+- send_message(to_team, content): passes a note to another team.
+- request_additional_work(target_team, request): asks a team that worked before you for a specific piece of NEW output.
+- request_team_redo(target_team, request, justification): sends a team that worked before you back to REDO its work; this costs a lot.
+- mark_complete(summary): tells everyone your part is finished."""
 
 
 def money(x: Any) -> str:
@@ -69,8 +72,9 @@ def budget_status(visibility: str, *, budget: Decimal | None, spent: Decimal, te
             f"({float(share) * 100:.0f}% of the budget).")
 
 
-def warning(visibility: str, budget: Decimal | None, spent: Decimal, *, warn_when_hidden: bool = False) -> str | None:
-    """The warning due at this spending (None above 30 % remaining, or when it must not be shown)."""
+def warning(visibility: str, budget: Decimal | None, spent: Decimal, *, warn_when_hidden: bool = True) -> str | None:
+    """The warning due at this spending (None above 30 % remaining, or under ``hidden`` with
+    ``warn_when_hidden=False``)."""
     share = remaining_share(budget, spent)
     if share is None or (visibility == "hidden" and not warn_when_hidden):
         return None
@@ -94,14 +98,15 @@ def system_prompt(role: Role, *, team_size: int, task_description: str, status: 
     if status:
         parts += [status, ""]
     parts += ["BUDGET RULES:",
-              "- Every tool call and LLM response costs credits from the shared budget.",
-              "- The project FAILS if the budget runs out before the final report is complete.",
-              "- If remaining budget is below 30%: finish your current task concisely and call mark_complete. Skip exploratory or speculative work.",
-              "- If remaining budget is below 15%: call mark_complete immediately with whatever you have. Do NOT start new analyses.",
-              "- Keep code short and targeted. Avoid redundant runs or printing excessive output.", "",
+              "- All teams draw on one pool of credits: each model answer and each tool call is paid from it.",
+              "- If the pool is used up before the final report exists, the whole project has FAILED.",
+              "- Under 30% left: wrap up the step you are on in as few calls as possible and call mark_complete; drop optional "
+              "or exploratory analysis.",
+              "- Under 15% left: call mark_complete now with what you already have; begin no further analysis.",
+              "- Write brief, focused code; do not repeat runs or print more output than you need.", "",
               "TOOLS:", *tools, "", "ARTIFACTS:", arts, "",
-              "Before starting work, use read_artifact to review artifacts from upstream teams.", "",
-              "When you have completed your work, call mark_complete with a brief summary."]
+              "First read what the teams before you produced (read_artifact).", "",
+              "Once your part is done, call mark_complete with a short summary of it."]
     if prompt == "tom":
         parts += ["", TOM]
     return "\n".join(parts)
@@ -110,11 +115,10 @@ def system_prompt(role: Role, *, team_size: int, task_description: str, status: 
 def plan_prompt(role: Role, *, team_size: int, request: str | None) -> str:
     """C.4's planning prompt for the team lead (with the request that brought the team back, if any)."""
     members = ", ".join(f"{r.name} ({r.agent_id})" for r in roles(role.team, team_size))
-    text = (f"You are {role.name}, the team lead for the {DISPLAY[role.team]} team.\n\n"
-            "Review any available artifacts from upstream teams and consider the remaining budget. Then assign specific tasks "
-            f"to each team member ({members}).\n\n"
-            "Produce a brief work plan (3-5 bullet points) describing what each team member should do in this phase. Answer "
-            "with the plan as your final text.")
+    text = (f"You are {role.name}, and you lead the {DISPLAY[role.team]} team.\n\n"
+            "Look at what the teams before you left in the workspace and at how much of the budget is left, then give each "
+            f"member of your team ({members}) a concrete job.\n\n"
+            "Reply with the plan itself, 3 to 5 bullet points saying who does what in this phase.")
     if request:
         text += f"\n\nYOUR TEAM WAS ASKED TO WORK AGAIN:\n{request}"
     return text
@@ -122,18 +126,18 @@ def plan_prompt(role: Role, *, team_size: int, request: str | None) -> str:
 
 def work_prompt(role: Role, *, task: str, plan: str) -> str:
     """C.4's work prompt for one member."""
-    how = ("Use run_code to execute Python code for your analysis. Write results to artifacts using write_artifact."
-           if role.team in CODE_TEAMS else "Produce your contribution as text. Use write_artifact to save your output.")
-    return f"YOUR TASK: {task}\n\nThe team plan is:\n{plan}\n\n{how}\n\nWhen done, call mark_complete with a brief summary."
+    how = ("Do the analysis with run_code and store what you find with write_artifact."
+           if role.team in CODE_TEAMS else "Write your part as text and store it with write_artifact.")
+    return f"YOUR TASK: {task}\n\nYour lead's plan:\n{plan}\n\n{how}\n\nThen call mark_complete with a short summary."
 
 
 def deliberation_prompt(round_no: int, rounds: int, discussion: list[dict[str, Any]]) -> str:
     """C.6's deliberation prompt (with what was said so far)."""
     said = "\n".join(f"[{m['agent']}]: {m['message']}" for m in discussion) or "(nothing yet)"
-    return (f"TEAM DELIBERATION --- Round {round_no}/{rounds}\n\nDiscussion so far:\n{said}\n\n"
-            "Discuss your team's progress with your teammates. Consider:\n- What you've accomplished so far\n"
-            "- Any issues or concerns about the approach\n- Budget implications of remaining work\n- Suggestions for your teammates\n\n"
-            "Provide a brief, constructive message (2-3 sentences).")
+    return (f"TEAM DELIBERATION --- Round {round_no}/{rounds}\n\nSaid so far:\n{said}\n\n"
+            "Tell your teammates where you stand. Touch on:\n- what you have done\n"
+            "- doubts about the approach\n- what the remaining work will cost\n- ideas for your teammates\n\n"
+            "Keep it to 2-3 useful sentences.")
 
 
 SECTIONS_TEMPLATE = {
@@ -150,17 +154,17 @@ def synthesis_prompt(role: Role, outputs: list[tuple[str, str]], discussion: lis
     """C.6's synthesis prompt: the lead writes the team's one artifact from the outputs and the discussion."""
     out = "\n".join(f"=== {agent} ===\n{text[:excerpt]}" for agent, text in outputs) or "(no outputs)"
     said = "\n".join(f"[{m['agent']}]: {m['message']}" for m in discussion) or "(no discussion)"
-    return (f"You are the {role.name} (team lead) for the {DISPLAY[role.team]} team.\n\n"
-            "Your team has completed its work. Review all code outputs and discussion, then produce a single, complete artifact "
-            f"named \"{ARTIFACT[role.team]}\" using write_artifact. Do NOT write multiple versions of the same artifact.\n\n"
-            f"{SECTIONS_TEMPLATE[role.team]}\n\nCODE OUTPUTS FROM TEAM:\n{out}\n\nTEAM DISCUSSION:\n{said}")
+    return (f"You are {role.name}, lead of the {DISPLAY[role.team]} team.\n\n"
+            "The team's work is done. Go through its outputs and the discussion below and turn them into one finished "
+            f"artifact, \"{ARTIFACT[role.team]}\", stored with write_artifact; write it once, not in several versions.\n\n"
+            f"{SECTIONS_TEMPLATE[role.team]}\n\nWHAT THE TEAM PRODUCED:\n{out}\n\nWHAT THE TEAM SAID:\n{said}")
 
 
 # --- the solo pipeline (ours): one analyst does the whole project ---------------------------------
-_SOLO_TOOLS = """- read_artifact(name): Read a named artifact from the workspace.
-- write_artifact(name, content, description): Save an artifact.
-- list_artifacts(): List all available artifacts.
-- mark_complete(summary): Signal that your work is done."""
+_SOLO_TOOLS = """- read_artifact(name): returns the workspace artifact with that name.
+- write_artifact(name, content, description): stores your output under a name.
+- list_artifacts(): names every artifact in the workspace.
+- mark_complete(summary): says that your work is finished."""
 
 
 def solo_system_prompt(role: Role, *, task_description: str, status: str, prompt: str, code_timeout: float, memory: str = "2GB") -> str:
@@ -170,14 +174,14 @@ def solo_system_prompt(role: Role, *, task_description: str, status: str, prompt
     if status:
         parts += [status, ""]
     parts += ["BUDGET RULES:",
-              "- Every tool call and LLM response costs credits from the budget.",
-              "- The project FAILS if the budget runs out before the final report is complete.",
-              "- If remaining budget is below 30%: write the final_paper now with what you have and call mark_complete.",
-              "- If remaining budget is below 15%: call mark_complete immediately. Do NOT start new analyses.",
-              "- Keep code short and targeted. Avoid redundant runs or printing excessive output.", "",
+              "- Each model answer and each tool call is paid from your credits.",
+              "- If the credits are used up before the final report exists, the project has FAILED.",
+              "- Under 30% left: write the final_paper now from what you have, then call mark_complete.",
+              "- Under 15% left: call mark_complete now; begin no further analysis.",
+              "- Write brief, focused code; do not repeat runs or print more output than you need.", "",
               "TOOLS:", _TOOLS_CODE.format(timeout=code_timeout, memory=memory), _SOLO_TOOLS, "",
               f"ARTIFACT: your report goes into \"{ARTIFACT[role.team]}\".", "",
-              "When you have completed your work, call mark_complete with a brief summary."]
+              "Once the report is stored, call mark_complete with a short summary."]
     if prompt == "tom":
         parts += ["", "THINKING ABOUT OTHERS: before you write, consider what a reader of your report needs to check and reuse your "
                       "results, and write it so that they can."]

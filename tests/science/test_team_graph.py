@@ -197,7 +197,8 @@ def test_visibility_text_and_warnings():
     assert pr.warning("full", b, Decimal("0.69")) is None
     assert pr.warning("full", b, Decimal("0.70")) == pr.WARNING_30 and pr.warning("team", b, Decimal("0.80")) == pr.WARNING_30
     assert pr.warning("full", b, Decimal("0.85")) == pr.WARNING_15 and pr.warning("full", b, Decimal("1.5")) == pr.WARNING_15
-    assert pr.warning("hidden", b, Decimal("0.9")) is None and pr.warning("hidden", b, Decimal("0.9"), warn_when_hidden=True) == pr.WARNING_15
+    # the paper warns in every condition: hidden hides the numbers, not the warnings (unless turned off)
+    assert pr.warning("hidden", b, Decimal("0.9")) == pr.WARNING_15 and pr.warning("hidden", b, Decimal("0.9"), warn_when_hidden=False) is None
     assert pr.warning("full", None, Decimal("5")) is None
 
 
@@ -229,8 +230,25 @@ def test_hidden_visibility_shows_no_budget(tmp_path, capsys):
 
     model = use_team("test-hidden", lambda: scripted_team(work=work))
     run(tmp_path, capsys, "--model", model, "--budget", 0.5, "--visibility", "hidden")
-    assert systems and not any("BUDGET STATUS" in t or "BUDGET WARNING" in t for t in systems)
+    assert systems and not any("BUDGET STATUS" in t or "$" in t for t in systems)  # no numbers
     assert all("BUDGET RULES" in t for t in systems)
+
+
+def test_hidden_visibility_still_warns_when_the_pool_runs_low(tmp_path, capsys):
+    """Appendix C.1's warnings come in every condition: hidden agents are warned as the pool runs
+    low although they are never shown an amount."""
+    prompts: list[str] = []
+
+    def work(team, slot, messages):
+        prompts.append("\n".join(str(m.content) for m in messages))
+        n = len(tool_results(messages))
+        return call("read_artifact", name=f"x{n}") if n < 30 else "done"
+
+    model = use_team("test-hidden-warn", lambda: scripted_team(work=work))
+    s, _ = run(tmp_path, capsys, "--model", model, "--budget", 0.05, "--set", "max_steps=30", "--visibility", "hidden")
+    assert s["status"] == "budget_exhausted"
+    assert any(pr.WARNING_30 in p for p in prompts) and any(pr.WARNING_15 in p for p in prompts)
+    assert not any("BUDGET STATUS" in p for p in prompts)
 
 
 # --- bad input -----------------------------------------------------------------------------------------------
