@@ -210,17 +210,21 @@ def profile_figure_command(
     dirs: list[Path] = typer.Argument(..., help="Profile directories (or profile.json files), one per model, drawn side by side."),
     out: Path = typer.Option(..., "--out", help="The figure file to write (.png, .pdf or .svg)."),
     label: Optional[list[str]] = typer.Option(None, "--label", help="Names on the x axis, one per directory in order (default: each profile's model)."),
+    model_info: Optional[Path] = typer.Option(None, "--model-info", help="models.csv (model,family,size_b,thinking; docs/statistics.md): colour by family, shape by model, size by log2 of the parameters, sorted by family and size, as the paper's Figure 2."),
 ) -> None:
     """Draw several cooperative profiles side by side (the paper's Figure 2)."""
+    from cooplab.evals.bayes import read_model_info
     from cooplab.runs import profiles as pf
+    from cooplab.tasks.games.figures import ModelInfoError
 
     if label and len(label) != len(dirs):
         fail(f"--label given {len(label)} times for {len(dirs)} profiles; give one per profile or none")
     if out.suffix.lower() not in (".png", ".pdf", ".svg"):
         fail(f"--out must end in .png, .pdf or .svg, got {out.name!r}")
+    info = read_model_info(model_info)
     try:
         profiles = [pf.load_profile(d) for d in dirs]
-    except pf.ProfileError as exc:
+        pf.profile_figure(profiles, out, labels=label, info=None if info is None else info.to_dict(orient="index"))
+    except (pf.ProfileError, ModelInfoError) as exc:
         fail(str(exc))
-    pf.profile_figure(profiles, out, labels=label)
     typer.echo(f"wrote {out}")

@@ -111,6 +111,10 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">", "p")  #: one p
 SIZE_BASE, SIZE_STEP = 4.0, 1.6  #: marker diameter (points) = base + step x (log2 of the parameters - log2 of the smallest's)
 
 
+class ModelInfoError(ValueError):
+    """A profile's model has no row in the model info (one line)."""
+
+
 def model_key(profile: Mapping[str, Any]) -> str:
     """The name a profile's model goes by in a models.csv: its model spec, or the reference players' kind."""
     return str(profile.get("model") or profile.get("players") or "")
@@ -139,7 +143,7 @@ def encoding(profiles: Sequence[Mapping[str, Any]], labels: Sequence[str], info:
     for i, p in enumerate(profiles):
         key = model_key(p)
         if key not in info:
-            raise KeyError(f"model {key!r} is not in the model info; add a row model,family,size_b,... for it")
+            raise ModelInfoError(f"model {key!r} is not in --model-info; add a row model,family,size_b,thinking for it")
         rows.append((str(info[key]["family"]), float(info[key]["size_b"]), labels[i], i, key))
     rows.sort()
     families = sorted({r[0] for r in rows})
