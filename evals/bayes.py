@@ -58,6 +58,7 @@ LIMITS = {"chains": (1, 16), "warmup": (1, 50_000), "samples": (1, 50_000), "see
 #: a first look
 PRESETS = {"profiles": {"chains": 4, "warmup": 2000, "samples": 2000}, "science": {"chains": 2, "warmup": 2000, "samples": 2000},
            "quick": {"chains": 2, "warmup": 200, "samples": 200}}
+PROFILE_TARGET_ACCEPT = 0.99  #: NUTS target acceptance of the proximity regression (the science model: 0.9)
 MAX_FALLBACK = 0.2  #: default --max-fallback: a game of a profile with a larger share of fallback decisions is left out
 
 
@@ -587,7 +588,8 @@ def _write(out: Path, stem: str, df: pd.DataFrame) -> str:
 
 
 def _fit_record(settings: Mapping[str, int], fits: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    return {**settings, "sampler": "NUTS (numpyro), target_accept_prob 0.9, CPU; dense mass matrix for the proximity regression", "versions": versions(),
+    return {**settings, "sampler": f"NUTS (numpyro), CPU; target_accept_prob 0.9, for the proximity regressions {PROFILE_TARGET_ACCEPT} "
+                                   f"and a dense mass matrix", "versions": versions(),
             "fits": {k: {kk: f[kk] for kk in ("divergences", "seconds", "chain_method", "family_parameterization") if kk in f}
                      for k, f in fits.items()}}
 
@@ -602,8 +604,10 @@ def fit_profile_regression(design: Mapping[str, Any], settings: Mapping[str, int
     kw = {"X": jnp.asarray(X.to_numpy(dtype=float)), "family": jnp.asarray(design["family"]), "n_families": len(design["families"]),
           "y": jnp.asarray(design["y"]), "centred": centred}
     # dense mass matrix: the intercept and the family intercepts trade off along one line (only their
-    # sum is pinned by the data), which a diagonal mass matrix crosses slowly
-    fit = run_nuts(profile_model, kw, settings, progress, dense_mass=True)
+    # sum is pinned by the data), which a diagonal mass matrix crosses slowly; target acceptance
+    # 0.99: with few families sigma_f is weakly identified and reaches near 0, where the default
+    # 0.9's larger steps diverge (docs/statistics.md, Sampling)
+    fit = run_nuts(profile_model, kw, settings, progress, target_accept=PROFILE_TARGET_ACCEPT, dense_mass=True)
     fit["family_parameterization"] = "centred" if centred else "non-centred"
     d = fit["draws"]
     rows = [summarize("intercept", d["intercept"], "intercept")]

@@ -1,13 +1,13 @@
 """Fallback decisions of LLM players (a decision with no valid answer after its attempts, played by
 the documented fallback): flagged in every table, counted per game in summary.json and the profile,
 and a game whose share is above ``--max-fallback`` left out of the profile, its text output and the
-Pareto-proximity regression (scripted models, so the answers are deterministic)."""
+Pareto-proximity regression (scripted models, so the answers are deterministic; the regressions'
+side is in test_bayes.py)."""
 
 from __future__ import annotations
 
 import json
 
-import numpy as np
 import pandas as pd
 import pytest
 
@@ -100,20 +100,3 @@ def test_bad_max_fallback_is_refused(tmp_path, capsys):
         code, _, err = cli(["profile", "--players", "nash", "--max-fallback", bad, "--out", tmp_path / "p"], capsys)
         assert code == 2 and "--max-fallback" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "p").exists()
-
-
-def test_excluded_games_leave_the_regression(failing_profile, tmp_path, capsys):
-    root, args = failing_profile
-    assert cli(args + ["--max-fallback", 0.2], capsys)[0] == 0
-    assert cli(["profile", "--players", "random", "--simulations", 2, "--out", root / "random", "-q"], capsys)[0] == 0
-    code, stdout, err = cli(["analyze", "profiles", root / "p", root / "random", "--out", tmp_path / "an", "--quick", "--json"], capsys)
-    assert code == 0, err
-    res = json.loads(stdout)
-    assert res["observations"] == 2 * 6 * 2 - 2  # the model's two Public Goods simulations are out
-    assert any("public-goods" in n and "fell back" in n for n in res["notes"])
-    # and kept in with a looser threshold
-    code, stdout, err = cli(["analyze", "profiles", root / "p", root / "random", "--out", tmp_path / "an2", "--quick", "--max-fallback", 1,
-                             "--json"], capsys)
-    assert code == 0, err
-    assert json.loads(stdout)["observations"] == 2 * 6 * 2
-    assert np.isfinite(pd.read_csv(tmp_path / "an2" / "coefficients.csv")["mean"]).all()
