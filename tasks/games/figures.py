@@ -206,16 +206,18 @@ def profile_figure(profiles: Sequence[Mapping[str, Any]], path: Path, labels: Se
     as a hollow grey point."""
     plt = _plt()
     from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
     games = [g for g in GAME_ORDER if any(g in p["games"] for p in profiles)]
     labels = list(labels) if labels is not None else [str(p.get("label", f"profile {i + 1}")) for i, p in enumerate(profiles)]
     enc = encoding(profiles, labels, info)
     points = enc["points"]
-    ncol = 3 if len(games) > 2 else len(games)
+    ncol = min(len(games), 3 if len(profiles) <= 8 else 2)  # many profiles: wider panels, two to a row
     nrow = math.ceil(len(games) / ncol)
-    width = max(9.0, 1.2 * len(profiles) * ncol)
-    legend_rows = math.ceil((len(enc["legend"]) + 3) / 4) if info is not None else 1
-    fig, axes = plt.subplots(nrow, ncol, figsize=(width, 3.3 * nrow + 0.3 * legend_rows + 0.6), squeeze=False)
+    width = min(40.0, max(9.0, ncol * (1.2 + 0.45 * len(profiles))))
+    legend_cols = max(2, min(6, int(width // 4.5)))
+    legend_rows = math.ceil((len(enc["legend"]) + 1) / legend_cols) if info is not None else 1
+    fig, axes = plt.subplots(nrow, ncol, figsize=(width, 3.3 * nrow + 0.22 * legend_rows + 0.8), squeeze=False)
     excluded_any = False
     for k, game in enumerate(games):
         ax = axes[k // ncol][k % ncol]
@@ -249,16 +251,17 @@ def profile_figure(profiles: Sequence[Mapping[str, Any]], path: Path, labels: Se
         ax.legend(fontsize=7, loc="best")
     for k in range(len(games), nrow * ncol):
         axes[k // ncol][k % ncol].axis("off")
-    handles = [Line2D([], [], ls="none", marker=mk, ms=sz, color=c, label=text) for _, text, c, mk, sz in enc["legend"]]
+    handles = [Patch(color=c, label=text) if kind == "family" else Line2D([], [], ls="none", marker=mk, ms=sz, color=c, label=text)
+               for kind, text, c, mk, sz in enc["legend"]]
     if excluded_any:
         handles.append(Line2D([], [], ls="none", marker="o", ms=7, color="0.6", mfc="none",
                               label="hollow grey: game left out of that profile (fallback share above max_fallback)"))
     if info is not None or excluded_any:
-        fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=7, frameon=False)
+        fig.legend(handles=handles, loc="lower center", ncol=legend_cols, fontsize=7, frameon=False)
     caption = "\n".join(["Cooperative profile: primary metric per game (point: mean over simulations; bar: 95% CI)",
                           *textwrap.wrap(reference_caption(profiles), 150)])
     fig.suptitle(caption, fontsize=8)
-    bottom = (0.3 * legend_rows + 0.3) / fig.get_figheight() if (info is not None or excluded_any) else 0.0
+    bottom = (0.22 * legend_rows + 0.3) / fig.get_figheight() if (info is not None or excluded_any) else 0.0
     fig.tight_layout(rect=(0, bottom, 1, 0.94))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
