@@ -95,10 +95,26 @@ def check_settings(chains: Any, warmup: Any, samples: Any, seed: Any, preset: st
 
 
 def check_max_fallback(v: Any) -> float:
-    """``--max-fallback``: a share from 0 to 1."""
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not (math.isfinite(v) and 0 <= v <= 1):
-        raise BayesError(f"--max-fallback must be a share from 0 to 1 (e.g. 0.2), got {v!r}")
-    return float(v)
+    """``--max-fallback``: a share from 0 to 1 (ConfigError otherwise)."""
+    from cooplab.limits import check
+
+    return float(check("--max-fallback", v, "max-fallback"))
+
+
+def fallback_of(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """The fallback record of a game (its summary.json or its profile.json entry): ``fallback``
+    (decisions, fallbacks, share). One written before it was recorded has only the decision counts:
+    the share is computed from them (they then include deliberation messages; marked
+    ``approximate``); reference players have none: share 0. The profile writer and the analyses
+    both read it here."""
+    fb = entry.get("fallback")
+    if isinstance(fb, Mapping) and "share" in fb:
+        return dict(fb)
+    d = entry.get("decisions") if isinstance(entry.get("decisions"), Mapping) else {}
+    n, k = d.get("count") or 0, d.get("fallback_used") or 0
+    ok = all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in (n, k))
+    share = k / n if ok and n > 0 else 0.0
+    return {"decisions": n, "fallbacks": k, "share": round(share, 6) if isinstance(share, float) else share, "approximate": True}
 
 
 # --- model metadata -------------------------------------------------------------------------------------
@@ -163,15 +179,8 @@ def _line(exc: BaseException) -> str:
 
 
 def _fallback_share(e: Mapping[str, Any], where: str) -> float:
-    """A game's share of fallback decisions from its profile.json entry (``fallback.share``; a profile
-    written before it was recorded: the decision counts; reference players: 0)."""
-    fb = e.get("fallback")
-    if isinstance(fb, Mapping) and "share" in fb:
-        v = fb["share"]
-    else:
-        d = e.get("decisions") if isinstance(e.get("decisions"), Mapping) else {}
-        n, k = d.get("count") or 0, d.get("fallback_used") or 0
-        v = k / n if isinstance(n, (int, float)) and isinstance(k, (int, float)) and n > 0 else 0.0
+    """A game's share of fallback decisions from its profile.json entry (:func:`fallback_of`), checked."""
+    v = fallback_of(e)["share"]
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and 0 <= v <= 1):
         raise BayesError(f"{where}.fallback.share must be a share from 0 to 1, got {v!r}")
     return float(v)

@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from cooplab.cli.options import fail
+from cooplab.cli.options import fail, num_opt
 
 _CHAINS = typer.Option(None, "--chains", help="NUTS chains (1-16; in parallel up to the number of CPU cores). Default: the paper's (profiles 4, science 2).")
 _WARMUP = typer.Option(None, "--warmup", help="Warm-up (adaptation) steps per chain. Default: the paper's 2000.")
@@ -17,7 +17,7 @@ _SAMPLES = typer.Option(None, "--samples", help="Posterior draws kept per chain.
 _QUICK = typer.Option(False, "--quick", help="Quick settings for tests and a first look: 2 chains x 200 draws after 200 warm-up (not for reporting).")
 _SEED = typer.Option(0, "--seed", help="Seed of the sampler (recorded in fit.json).")
 _INFO = typer.Option(None, "--model-info", help="models.csv: model,family,size_b,thinking[,ifeval,mmlu_pro] (docs/statistics.md).")
-_FALLBACK = typer.Option(0.2, "--max-fallback", help="Leave out a profile's game when more than this share of its decisions fell back, 0-1 (default 0.2).")
+_FALLBACK = num_opt("--max-fallback", "Leave out a profile's game when more than this share of its decisions fell back, 0-1 (default 0.2).")
 _JSON = typer.Option(False, "--json", help="Print the result as JSON (no progress bar).")
 
 
@@ -112,7 +112,6 @@ def science_command(
 
     require("bayes", "the Bayesian analyses")
     settings = _settings("science", quick, chains, warmup, samples, seed)
-    max_fallback = bayes.check_max_fallback(max_fallback)
     info = bayes.read_model_info(model_info)
     scores, notes = bayes.load_scores(sweep_dir)
     bayes.science_design(scores, bayes.load_profiles(profiles), info, list(notes), max_fallback)

@@ -27,7 +27,6 @@ Game = Enum("Game", {g.replace("-", "_"): g for g in GAMES}, type=str)  # type: 
 
 GROUP_SIZE = co.Num(int, 2, MAX_GROUP, hint="players in each of the 2 groups")
 SIMULATIONS = co.Num(int, 1, MAX_SIMULATIONS)
-MAX_FALLBACK = co.Num(float, 0, 1, hint="a share of decisions")
 _TABLE4 = "; ".join(f"{g} {', '.join(map(str, s))}" for g, s in TABLE4.items())
 
 
@@ -109,7 +108,7 @@ def profile_command(
     price_out: co.PriceOutOpt = 0.003,
     cache: co.CacheOpt = None,
     pareto_reference: Optional[list[str]] = typer.Option(None, "--pareto-reference", help="Set a game's Pareto value, repeatable: collective-risk=1.25 (contribution per round; default the fair share T/(N R), 1.0) or o-ring=10 (withdrawal; default the cheapest success t*/N, 6). Proximity is measured from it."),
-    max_fallback: Annotated[float, _num("--max-fallback", MAX_FALLBACK, "Leave a game out of the profile (and the analyses) when more than this share of its play decisions fell back, 0..1 (default 0.2).")] = 0.2,
+    max_fallback: Annotated[float, co.num_opt("--max-fallback", "Leave a game out of the profile (and the analyses) when more than this share of its play decisions fell back, 0..1 (default 0.2).")] = 0.2,
     force: bool = typer.Option(False, "--force", help="Start over in a directory that holds another profile (or anything else)."),
     as_json: bool = typer.Option(False, "--json", help="Print profile.json to stdout."),
     quiet: co.QuietOpt = False,

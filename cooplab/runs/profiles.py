@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from cooplab.evals.bayes import MAX_FALLBACK, check_max_fallback, fallback_of
 from cooplab.graphs.rundir import upgrade_llm
 from cooplab.runs import store as runstore
 from cooplab.tasks.games.figures import TITLES, profile_figure  # noqa: F401 - profile_figure is this module's API too
@@ -41,8 +42,8 @@ PROFILE_KIND = "cooplab-profile"
 PROFILE_VERSION = 1
 DEFAULT_SIMULATIONS = 20  #: Appendix D: about 20 simulations estimate a game's metric well
 #: a game whose share of fallback decisions is above this is left out of the profile (the paper left
-#: out a model that could not answer one game in valid JSON)
-DEFAULT_MAX_FALLBACK = 0.2
+#: out a model that could not answer one game in valid JSON); the analyses' default too
+DEFAULT_MAX_FALLBACK = MAX_FALLBACK
 #: fields of profile-config.json that must match for a rerun to continue the same profile
 _SAME = ("games", "players", "simulations", "group_size", "seed", "prompt", "deliberation", "llm", "pareto_references")
 
@@ -81,7 +82,8 @@ def request(*, games: Sequence[str] | None = None, players: str = "llm", simulat
     refs = _check_references(pareto_references, chosen)
     req = {"kind": PROFILE_KIND, "version": PROFILE_VERSION, "games": chosen, "players": players, "simulations": simulations,
            "group_size": group_size, "seed": seed, "prompt": prompt, "deliberation": bool(deliberation),
-           "llm": dict(llm) if llm is not None else None, "pareto_references": refs, "max_fallback": check_max_fallback(max_fallback)}
+           "llm": dict(llm) if llm is not None else None, "pareto_references": refs,
+           "max_fallback": check_max_fallback(max_fallback)}
     for g in chosen:  # the bounds and every game's own checks (e.g. CPR's multiplier below N), before anything runs
         try:
             game_params(req, g)
@@ -120,13 +122,6 @@ def _check_references(refs: Mapping[str, Any] | None, games: Sequence[str]) -> d
             raise ProfileError(f"--pareto-reference {g} must be a finite number, got {v!r}")
         out[g] = float(v)
     return out
-
-
-def check_max_fallback(v: Any) -> float:
-    """``--max-fallback``: a share from 0 to 1."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and 0.0 <= v <= 1.0):
-        raise ProfileError(f"--max-fallback must be a share from 0 to 1 (e.g. 0.2), got {v!r}")
-    return float(v)
 
 
 def _model(req: Mapping[str, Any]) -> str | None:
@@ -310,7 +305,7 @@ def _game_entry(req: Mapping[str, Any], game: str, s: Mapping[str, Any] | None) 
     m = dict(s.get("metric") or {})
     m["n"] = s.get("simulations") if s.get("rounds_completed") else 0
     m.setdefault("pareto_basis", ref.basis)
-    fb = _fallback_of(s)
+    fb = fallback_of(s)
     limit = req.get("max_fallback", DEFAULT_MAX_FALLBACK)
     entry: dict[str, Any] = {"title": TITLES[game], "status": s.get("status"), "run_dir": str(Path("games") / game),
                              "group_sizes": s.get("group_sizes"),
@@ -325,17 +320,6 @@ def _game_entry(req: Mapping[str, Any], game: str, s: Mapping[str, Any] | None) 
     if lg:
         entry["ledger"] = {k: lg.get(k) for k in ("calls", "cached_calls", "input_tokens", "output_tokens", "cost_usd_float")}
     return entry
-
-
-def _fallback_of(s: Mapping[str, Any]) -> dict[str, Any]:
-    """A game's fallback share from its summary (a summary written before it was recorded: from the
-    decision counts, which then include deliberation messages; marked ``approximate``)."""
-    fb = s.get("fallback")
-    if isinstance(fb, Mapping) and isinstance(fb.get("share"), (int, float)):
-        return dict(fb)
-    d = s.get("decisions") or {}
-    n, k = int(d.get("count") or 0), int(d.get("fallback_used") or 0)
-    return {"decisions": n, "fallbacks": k, "share": round(k / n, 6) if n else 0.0, "approximate": True}
 
 
 def references_of(games: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
