@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 
@@ -17,7 +17,7 @@ _SAMPLES = typer.Option(None, "--samples", help="Posterior draws kept per chain.
 _QUICK = typer.Option(False, "--quick", help="Quick settings for tests and a first look: 2 chains x 200 draws after 200 warm-up (not for reporting).")
 _SEED = typer.Option(0, "--seed", help="Seed of the sampler (recorded in fit.json).")
 _INFO = typer.Option(None, "--model-info", help="models.csv: model,family,size_b,thinking[,ifeval,mmlu_pro] (docs/statistics.md).")
-_FALLBACK = num_opt("--max-fallback", "Leave out a profile's game when more than this share of its decisions fell back, 0-1 (default 0.2).")
+_FALLBACK = Annotated[float, num_opt("--max-fallback", "Leave out a profile's game when more than this share of its decisions fell back, 0-1 (default 0.2).")]
 _JSON = typer.Option(False, "--json", help="Print the result as JSON (no progress bar).")
 
 
@@ -62,7 +62,7 @@ def profiles_command(
     profile_dirs: list[Path] = typer.Argument(..., help="Directories written by 'cooplab profile' (two or more models)."),
     out: Path = typer.Option(..., "--out", help="Directory for the tables, the forest plot and fit.json."),
     model_info: Optional[Path] = _INFO,
-    max_fallback: float = _FALLBACK,
+    max_fallback: _FALLBACK = 0.2,
     quick: bool = _QUICK,
     chains: Optional[int] = _CHAINS,
     warmup: Optional[int] = _WARMUP,
@@ -98,7 +98,7 @@ def science_command(
     profiles: list[Path] = typer.Option(..., "--profiles", help="A profile directory of every model of the sweep (repeat the option)."),
     out: Path = typer.Option(..., "--out", help="Directory for the tables, the forest plot and fit.json."),
     model_info: Optional[Path] = _INFO,
-    max_fallback: float = _FALLBACK,
+    max_fallback: _FALLBACK = 0.2,
     quick: bool = _QUICK,
     chains: Optional[int] = _CHAINS,
     warmup: Optional[int] = _WARMUP,
