@@ -220,6 +220,7 @@ RULES: dict[str, Num] = {
     "samples": Num(int, 1, 100_000, hint="points of the calibration design"),
     "batch": Num(int, 1, 10_000, hint="samples per job"),
     "port": Num(int, 0, 65535),
+    "max-fallback": Num(float, 0, 1, hint="a share of decisions, e.g. 0.2"),
 }
 
 

@@ -49,8 +49,17 @@ SCIENCE_TASKS = ("anomaly", "biomarker", "ecology", "geospatial")  #: reference:
 VISIBILITIES = ("full", "team", "hidden")  #: reference: full
 MODEL_INFO_REQUIRED = ("model", "family", "size_b", "thinking")
 MODEL_INFO_OPTIONAL = ("ifeval", "mmlu_pro")
-SE_FLOOR = 0.01  #: smallest standard error of a z-scored game mean (a game whose simulations all agree)
+#: smallest standard error of a z-scored game mean: the smallest the paper reports (§4.1.2: 0.001 to
+#: 0.35); only an SE below it is raised, e.g. 0 when every simulation of a game agrees
+SE_FLOOR = 0.001
 LIMITS = {"chains": (1, 16), "warmup": (1, 50_000), "samples": (1, 50_000), "seed": (0, 2**32 - 1)}
+#: the sampler settings of the paper (Table 1: 4 chains x 2,000 draws, warm-up unstated, taken as
+#: Table 2's 2,000; Table 2: 2 chains, 2,000 warm-up, 2,000 draws) and a quick preset for tests and
+#: a first look
+PRESETS = {"profiles": {"chains": 4, "warmup": 2000, "samples": 2000}, "science": {"chains": 2, "warmup": 2000, "samples": 2000},
+           "quick": {"chains": 2, "warmup": 200, "samples": 200}}
+PROFILE_TARGET_ACCEPT = 0.99  #: NUTS target acceptance of the proximity regression (the science model: 0.9)
+MAX_FALLBACK = 0.2  #: default --max-fallback: a game of a profile with a larger share of fallback decisions is left out
 
 
 class BayesError(ConfigError):
@@ -58,7 +67,21 @@ class BayesError(ConfigError):
 
 
 # --- settings ----------------------------------------------------------------------------------------
-def check_settings(chains: Any, warmup: Any, samples: Any, seed: Any) -> dict[str, int]:
+def sampler_settings(analysis: str, *, quick: bool = False, chains: Any = None, warmup: Any = None, samples: Any = None,
+                     seed: Any = 0) -> dict[str, Any]:
+    """The sampler settings of ``analysis`` ("profiles" or "science"): the paper's (:data:`PRESETS`)
+    or, with ``quick``, the quick preset; any of chains, warmup, samples given replaces the
+    preset's. Checked (:func:`check_settings`); ``preset`` names where they came from."""
+    base = PRESETS["quick" if quick else analysis]
+    given = {"chains": chains, "warmup": warmup, "samples": samples}
+    out = check_settings(**{k: base[k] if v is None else v for k, v in given.items()}, seed=seed)
+    name = "quick" if quick else "paper"
+    if any(v is not None and v != base[k] for k, v in given.items()):
+        name += " (changed: " + ", ".join(f"{k} {v}" for k, v in given.items() if v is not None and v != base[k]) + ")"
+    return {**out, "preset": name}
+
+
+def check_settings(chains: Any, warmup: Any, samples: Any, seed: Any, preset: str | None = None) -> dict[str, Any]:
     """The sampler settings, checked: whole numbers within :data:`LIMITS`."""
     out = {}
     for name, v in (("chains", chains), ("warmup", warmup), ("samples", samples), ("seed", seed)):
@@ -68,7 +91,30 @@ def check_settings(chains: Any, warmup: Any, samples: Any, seed: Any) -> dict[st
         out[name] = int(v)
     if out["samples"] < 4:
         raise BayesError(f"--samples must be at least 4 for R-hat and ESS, got {out['samples']}")
-    return out
+    return out if preset is None else {**out, "preset": str(preset)}
+
+
+def check_max_fallback(v: Any) -> float:
+    """``--max-fallback``: a share from 0 to 1 (ConfigError otherwise)."""
+    from cooplab.limits import check
+
+    return float(check("--max-fallback", v, "max-fallback"))
+
+
+def fallback_of(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """The fallback record of a game (its summary.json or its profile.json entry): ``fallback``
+    (decisions, fallbacks, share). One written before it was recorded has only the decision counts:
+    the share is computed from them (they then include deliberation messages; marked
+    ``approximate``); reference players have none: share 0. The profile writer and the analyses
+    both read it here."""
+    fb = entry.get("fallback")
+    if isinstance(fb, Mapping) and "share" in fb:
+        return dict(fb)
+    d = entry.get("decisions") if isinstance(entry.get("decisions"), Mapping) else {}
+    n, k = d.get("count") or 0, d.get("fallback_used") or 0
+    ok = all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in (n, k))
+    share = k / n if ok and n > 0 else 0.0
+    return {"decisions": n, "fallbacks": k, "share": round(share, 6) if isinstance(share, float) else share, "approximate": True}
 
 
 # --- model metadata -------------------------------------------------------------------------------------
@@ -132,10 +178,19 @@ def _line(exc: BaseException) -> str:
     return s[0] if s else type(exc).__name__
 
 
+def _fallback_share(e: Mapping[str, Any], where: str) -> float:
+    """A game's share of fallback decisions from its profile.json entry (:func:`fallback_of`), checked."""
+    v = fallback_of(e)["share"]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and 0 <= v <= 1):
+        raise BayesError(f"{where}.fallback.share must be a share from 0 to 1, got {v!r}")
+    return float(v)
+
+
 def load_profile_dir(d: Path) -> dict[str, Any]:
     """One profile directory: its model name, prompt, and per game the simulation table (metric,
-    proximity) and group size. Every game must be there, completed, with at least two finite
-    simulations."""
+    proximity), the group size and the share of fallback decisions. Every game must be there,
+    completed, with at least two finite simulations. Proximities above 1 (written before proximity
+    was capped at 1) are capped here, with a note."""
     from cooplab.graphs import rundir
 
     d = Path(d)
@@ -158,6 +213,7 @@ def load_profile_dir(d: Path) -> dict[str, Any]:
     if prompt not in PROMPTS:
         raise BayesError(f"{d}/profile.json: prompt must be one of {', '.join(PROMPTS)}, got {prompt!r}")
     games: dict[str, dict[str, Any]] = {}
+    notes: list[str] = []
     for g in GAMES:
         e = p["games"].get(g)
         if e is None:
@@ -179,15 +235,24 @@ def load_profile_dir(d: Path) -> dict[str, Any]:
                                  f"{sims[col].iloc[int(np.flatnonzero(bad)[0])]!r}, not a finite number; rerun that game")
             if col == "proximity" and (v < 0).any():
                 raise BayesError(f"{d}/games/{g}/simulations: a proximity is negative ({v.min():g}); proximity is a distance")
+            if col == "proximity" and (v > 1).any():
+                notes.append(f"{d}/games/{g}: {int((v > 1).sum())} proximity value(s) above 1 (an earlier cooplab, uncapped) "
+                             f"capped at 1")
+                v = np.minimum(v, 1.0)
             sims[col] = v
         if len(sims) < 2:
             raise BayesError(f"{d}/games/{g}: {len(sims)} simulation(s); the analyses need at least 2 per game (--simulations)")
         gs = e.get("group_sizes")
         if not (isinstance(gs, list) and gs and all(isinstance(x, int) and not isinstance(x, bool) and 0 < x < 10_000 for x in gs)):
             raise BayesError(f"{d}/profile.json: games.{g}.group_sizes must be a list of positive whole numbers, got {gs!r}")
-        games[g] = {"sims": sims[["metric", "proximity"]].reset_index(drop=True), "group_size": float(np.mean(gs))}
+        m = e.get("metric") if isinstance(e.get("metric"), Mapping) else {}
+        ref = {k: (float(m[k]) if isinstance(m.get(k), (int, float)) and not isinstance(m.get(k), bool) and math.isfinite(m[k]) else None)
+               for k in ("nash", "pareto")}
+        games[g] = {"sims": sims[["metric", "proximity"]].reset_index(drop=True), "group_size": float(np.mean(gs)),
+                    "fallback_share": _fallback_share(e, f"{d}/profile.json: games.{g}"), **ref,
+                    "pareto_basis": str(m.get("pareto_basis") or "derived")}
     return {"dir": str(d), "model": model, "label": p.get("label", model), "prompt": prompt,
-            "deliberation": bool(p.get("deliberation")), "games": games}
+            "deliberation": bool(p.get("deliberation")), "games": games, "notes": notes}
 
 
 def load_profiles(dirs: Sequence[Path]) -> list[dict[str, Any]]:
@@ -213,45 +278,83 @@ def _drop_constant(X: pd.DataFrame, notes: list[str], why: str = "") -> pd.DataF
     return X[keep]
 
 
-def profile_design(profiles: Sequence[Mapping[str, Any]], info: pd.DataFrame | None) -> dict[str, Any]:
-    """The regression's data: one row per simulation and game of every profile."""
-    notes: list[str] = []
-    models = sorted({p["model"] for p in profiles})
+#: the profiles each Pareto-proximity regression uses: the main one (paper Tables 1 and 6: every
+#: condition in the standard wording) and the prompt-invariance one (Appendix E, Table 5: the standard
+#: and the alternate wording only, no CoT, ToM or deliberation)
+REGRESSIONS = {"main": lambda p: p["prompt"] != "alternate",
+               "invariance": lambda p: p["prompt"] in ("standard", "alternate") and not p["deliberation"]}
+
+
+def _kept_games(p: Mapping[str, Any], max_fallback: float, notes: list[str]) -> list[str]:
+    """The games of profile ``p`` whose share of fallback decisions is at most ``max_fallback``
+    (a note names each game left out)."""
+    kept = []
+    for g in GAMES:
+        share = p["games"][g]["fallback_share"]
+        if share > max_fallback:
+            notes.append(f"{p['dir']}: {g} left out: {share:.0%} of its decisions fell back (above --max-fallback {max_fallback:g})")
+        else:
+            kept.append(g)
+    return kept
+
+
+def profile_design(profiles: Sequence[Mapping[str, Any]], info: pd.DataFrame | None, max_fallback: float = MAX_FALLBACK,
+                   kind: str = "main") -> dict[str, Any]:
+    """The data of a Pareto-proximity regression: one row per simulation and game of every profile
+    it uses (:data:`REGRESSIONS`), games above ``max_fallback`` left out. ``kind`` "invariance" adds
+    the indicator ``standard_prompt`` (1 standard, 0 alternate wording) and leaves out CoT and ToM."""
+    notes: list[str] = [n for p in profiles for n in p.get("notes", [])]
+    used = [p for p in profiles if REGRESSIONS[kind](p)]
+    if kind == "main" and len(used) < len(profiles):
+        notes.append(f"{len(profiles) - len(used)} alternate-prompt profile(s) left out of this regression (the paper's Table 6 uses "
+                     f"the standard wording); they enter the prompt-invariance regression (Table 5)")
+    models = sorted({p["model"] for p in used})
+    what = "the profile regression" if kind == "main" else "the prompt-invariance regression"
     if len(models) < 2:
-        raise BayesError(f"the profile regression needs profiles of at least two models (got only {models[0]!r}): the family "
+        raise BayesError(f"{what} needs profiles of at least two models (got {', '.join(map(repr, models)) or 'none'}): the family "
                          f"random intercept and the model-level predictors cannot be told apart with one; add another model's "
                          f"profile (reference players: 'cooplab profile --players random|nash')")
     rows = []
-    for p in profiles:
+    for p in used:
         mi = info_of(info, p["model"])
         fam = mi["family"] if mi is not None else p["model"]
-        for g in GAMES:
+        for g in _kept_games(p, max_fallback, notes):
             e = p["games"][g]
             for prox in e["sims"]["proximity"].to_numpy():
-                r = {"proximity": float(prox), "model": p["model"], "family": fam, "game": g, "profile": p["dir"],
-                     "cot": float(p["prompt"] == "cot"), "tom": float(p["prompt"] == "tom"), "group_size": e["group_size"]}
+                r = {"proximity": float(prox), "model": p["model"], "family": fam, "game": g, "profile": p["dir"], "prompt": p["prompt"],
+                     "group_size": e["group_size"]}
+                if kind == "main":
+                    r.update(cot=float(p["prompt"] == "cot"), tom=float(p["prompt"] == "tom"))
+                else:
+                    r["standard_prompt"] = float(p["prompt"] == "standard")
                 if mi is not None:
                     r["log10_size"] = math.log10(mi["size_b"])
                     r["thinking"] = float(mi["thinking"])
                 rows.append(r)
+    if not rows:
+        raise BayesError(f"{what} has no game left: every game of every profile is above --max-fallback {max_fallback:g}")
     df = pd.DataFrame(rows)
     if info is None:
         notes.append("no --model-info: each model is its own family, and log10 size and thinking are left out")
     fams = sorted(df["family"].unique())
     if len(fams) < 2:
         raise BayesError(f"every model is of family {fams[0]!r}: the family random intercept needs at least two families")
-    preds = [c for c in ("log10_size", "thinking", "cot", "tom", "group_size") if c in df.columns]
+    preds = [c for c in ("log10_size", "thinking", "cot", "tom", "standard_prompt", "group_size") if c in df.columns]
     X = _drop_constant(df[preds].astype(float), notes).copy()
-    for g in GAMES:
-        if g != REFERENCE_GAME:
+    if kind == "invariance" and "standard_prompt" not in X.columns:
+        raise BayesError("the prompt-invariance regression needs profiles in both wordings, standard and alternate")
+    present = [g for g in GAMES if (df["game"] == g).any()]
+    ref = REFERENCE_GAME if REFERENCE_GAME in present else present[0]
+    if ref != REFERENCE_GAME:
+        notes.append(f"no {REFERENCE_GAME} observations left: game effects are against {ref}")
+    for g in present:
+        if g != ref:
             X[f"game: {g}"] = (df["game"] == g).astype(float)
-    if any(p["prompt"] == "alternate" for p in profiles):
-        notes.append("profiles with the alternate prompt count as standard (no indicator; paper App. E finds no effect)")
-    if any(p["deliberation"] for p in profiles):
+    if kind == "main" and any(p["deliberation"] for p in used):
         notes.append("deliberation is not a predictor of the regression; deliberating profiles are pooled with the others")
     fam_idx = df["family"].map({f: i for i, f in enumerate(fams)}).to_numpy()
     return {"df": df, "X": X, "y": df["proximity"].to_numpy(dtype=float), "family": fam_idx, "families": fams, "models": models,
-            "notes": notes}
+            "notes": notes, "reference_game": ref, "kind": kind}
 
 
 # --- NumPyro -------------------------------------------------------------------------------------------------
@@ -312,11 +415,12 @@ def profile_model(X, family, n_families, y=None, centred=True):
     numpyro.sample("y", dist.Normal(mu, sigma), obs=y)
 
 
-def science_model(ybar, se, model_of_obs, C, B, y=None):
+def science_model(ybar, se, model_of_obs, C, B, y=None, observed=None):
     """The measurement-error model of one outcome: latent z-scored dispositions ``theta`` (models x
-    games, sampled centred) measured by ``ybar`` with standard errors ``se``, and the outcome of each
-    model-condition pair from ``theta`` of its model, condition controls ``C`` and capability
-    controls ``B`` (models x q, z-scored; q may be 0)."""
+    games, sampled centred) measured by ``ybar`` with standard errors ``se`` where ``observed``
+    (default everywhere; a game left out of a model's profile has no measurement), and the outcome
+    of each model-condition pair from ``theta`` of its model, condition controls ``C`` and
+    capability controls ``B`` (models x q, z-scored; q may be 0)."""
     import numpyro
     import numpyro.distributions as dist
 
@@ -327,7 +431,8 @@ def science_model(ybar, se, model_of_obs, C, B, y=None):
     # across models, so sigma_g stays near 1 (no funnel), while precisely measured means (SE down to
     # the floor) pin theta and would make z_ig a needle the sampler crosses in tiny steps
     theta = numpyro.sample("theta", dist.Normal(mu_g, sigma_g).expand([M, G]).to_event(2))
-    numpyro.sample("ybar", dist.Normal(theta, se).to_event(2), obs=ybar)
+    measured = dist.Normal(theta, se)
+    numpyro.sample("ybar", (measured if observed is None else measured.mask(observed)).to_event(2), obs=ybar)
     alpha = numpyro.sample("alpha", dist.Normal(0.5, 0.5))
     beta = numpyro.sample("beta", dist.Normal(0.0, 1.0).expand([G]).to_event(1))
     gamma = numpyro.sample("gamma", dist.Normal(0.0, 0.5).expand([C.shape[1]]).to_event(1))
@@ -492,7 +597,8 @@ def _write(out: Path, stem: str, df: pd.DataFrame) -> str:
 
 
 def _fit_record(settings: Mapping[str, int], fits: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    return {**settings, "sampler": "NUTS (numpyro), target_accept_prob 0.9, CPU; dense mass matrix for the proximity regression", "versions": versions(),
+    return {**settings, "sampler": f"NUTS (numpyro), CPU; target_accept_prob 0.9, for the proximity regressions {PROFILE_TARGET_ACCEPT} "
+                                   f"and a dense mass matrix", "versions": versions(),
             "fits": {k: {kk: f[kk] for kk in ("divergences", "seconds", "chain_method", "family_parameterization") if kk in f}
                      for k, f in fits.items()}}
 
@@ -507,8 +613,10 @@ def fit_profile_regression(design: Mapping[str, Any], settings: Mapping[str, int
     kw = {"X": jnp.asarray(X.to_numpy(dtype=float)), "family": jnp.asarray(design["family"]), "n_families": len(design["families"]),
           "y": jnp.asarray(design["y"]), "centred": centred}
     # dense mass matrix: the intercept and the family intercepts trade off along one line (only their
-    # sum is pinned by the data), which a diagonal mass matrix crosses slowly
-    fit = run_nuts(profile_model, kw, settings, progress, dense_mass=True)
+    # sum is pinned by the data), which a diagonal mass matrix crosses slowly; target acceptance
+    # 0.99: with few families sigma_f is weakly identified and reaches near 0, where the default
+    # 0.9's larger steps diverge (docs/statistics.md, Sampling)
+    fit = run_nuts(profile_model, kw, settings, progress, target_accept=PROFILE_TARGET_ACCEPT, dense_mass=True)
     fit["family_parameterization"] = "centred" if centred else "non-centred"
     d = fit["draws"]
     rows = [summarize("intercept", d["intercept"], "intercept")]
@@ -556,16 +664,58 @@ def _term_label(c: str) -> str:
     if c.startswith("game: "):
         return "game: " + GAME_TITLES[c[6:]]
     return {"log10_size": "log10(size)", "thinking": "thinking variant", "cot": "chain-of-thought", "tom": "theory of mind",
-            "group_size": "group size"}.get(c, c)
+            "group_size": "group size", "standard_prompt": "standard (vs. alternate)"}.get(c, c)
 
 
-def analyze_profiles(dirs: Sequence[Path], out: Path, settings: Mapping[str, int], model_info: Path | None = None,
-                     progress: bool = False) -> dict[str, Any]:
-    """Fit the Pareto-proximity regression and write ``coefficients.{csv,md}``, ``ppc.{csv,md}``,
-    ``forest.png`` and ``fit.json`` into ``out``."""
-    settings = check_settings(**settings)
+def prepare_profiles(dirs: Sequence[Path], model_info: Path | None = None, max_fallback: float = MAX_FALLBACK) -> dict[str, Any]:
+    """Everything the Pareto-proximity analysis needs, checked before anything is written: the
+    profiles, the model info, the main regression's design and (when there are alternate-prompt
+    profiles) the prompt-invariance regression's design, or the note why it cannot be fitted."""
+    max_fallback = check_max_fallback(max_fallback)
     info = read_model_info(model_info)
-    design = profile_design(load_profiles(dirs), info)
+    profiles = load_profiles(dirs)
+    main = profile_design(profiles, info, max_fallback, "main")
+    invariance, why = None, None
+    if any(p["prompt"] == "alternate" for p in profiles):
+        try:
+            invariance = profile_design(profiles, info, max_fallback, "invariance")
+        except BayesError as exc:
+            why = f"prompt-invariance regression (Table 5) not fitted: {exc}"
+            main["notes"].append(why)
+    main["notes"] += reference_notes(profiles)
+    return {"profiles": profiles, "info": info, "main": main, "invariance": invariance, "max_fallback": max_fallback}
+
+
+def reference_notes(profiles: Sequence[Mapping[str, Any]]) -> list[str]:
+    """A note for each game whose proximity is measured against different Pareto values in different
+    profiles (e.g. one profile with --pareto-reference collective-risk=1.25)."""
+    notes = []
+    for g in GAMES:
+        values = sorted({p["games"][g]["pareto"] for p in profiles if p["games"][g].get("pareto") is not None})
+        if len(values) > 1:
+            notes.append(f"{g}: the profiles measure proximity from different Pareto values ({', '.join(f'{v:g}' for v in values)})")
+    return notes
+
+
+def invariance_table(coef: pd.DataFrame, design: Mapping[str, Any]) -> pd.DataFrame:
+    """Appendix E's Table 5 from the invariance fit: the intercept, the model characteristics, the
+    prompt effect (standard vs. alternate), the variance components, R^2 and the observations per
+    wording (game effects and family intercepts are in invariance.csv)."""
+    keep = coef[~coef["group"].isin(["game fixed effect", "family intercept"])].copy()
+    prompts = design["df"]["prompt"]
+    n = pd.DataFrame([{"group": "observations", "term": f"N (standard / alternate): {len(prompts)} ({int((prompts == 'standard').sum())} / "
+                                                          f"{int((prompts == 'alternate').sum())})"}])
+    return pd.concat([keep, n], ignore_index=True)
+
+
+def analyze_profiles(dirs: Sequence[Path], out: Path, settings: Mapping[str, Any], model_info: Path | None = None,
+                     progress: bool = False, max_fallback: float = MAX_FALLBACK) -> dict[str, Any]:
+    """Fit the Pareto-proximity regression and write ``coefficients.{csv,md}``, ``ppc.{csv,md}``,
+    ``forest.png`` and ``fit.json`` into ``out``; with alternate-prompt profiles also the
+    prompt-invariance regression (``invariance.{csv,md}``: Appendix E, Table 5)."""
+    settings = check_settings(**settings)
+    prep = prepare_profiles(dirs, model_info, max_fallback)
+    design = prep["main"]
     numpyro_modules(settings["chains"])
     res = fit_profile_regression(design, settings, progress)
     out = Path(out)
@@ -574,15 +724,33 @@ def analyze_profiles(dirs: Sequence[Path], out: Path, settings: Mapping[str, int
     forest_plot({"Pareto proximity (0 = Pareto, 1 = Nash)": coef[coef["group"] != "fit"]}, out / "forest.png",
                 f"Pareto-proximity regression: {len(design['y'])} simulations, {len(design['models'])} models, "
                 f"{len(design['families'])} families")
-    record = {"analysis": "pareto-proximity regression (paper §3.2, Tables 1 and 6)", **_fit_record(settings, {"proximity": fit}),
+    fits = {"proximity": fit}
+    inv_record, inv_md = None, []
+    if prep["invariance"] is not None:
+        inv = fit_profile_regression(prep["invariance"], settings, progress)
+        fits["invariance"] = inv["fit"]
+        table = invariance_table(inv["coefficients"], prep["invariance"])
+        inv["coefficients"].to_csv(out / "invariance.csv", index=False)
+        inv_md = ["", "## Prompt invariance (Appendix E, Table 5): standard vs. alternate wording\n", markdown_table(table)]
+        (out / "invariance.md").write_text("\n".join(inv_md[1:]) + "\n")
+        term = inv["coefficients"].set_index("term").loc["standard (vs. alternate)"]
+        prompts = prep["invariance"]["df"]["prompt"]
+        inv_record = {"observations": int(len(prompts)), "standard": int((prompts == "standard").sum()),
+                      "alternate": int((prompts == "alternate").sum()), "models": prep["invariance"]["models"],
+                      "predictors": list(prep["invariance"]["X"].columns), "divergences": inv["fit"]["divergences"],
+                      "standard_vs_alternate": {k: float(term[k]) for k in ("mean", "sd", "ci_low", "ci_high", "p_positive")},
+                      "coefficients": inv["coefficients"].to_dict(orient="records")}
+    all_coef = pd.concat([coef] + ([pd.DataFrame(inv_record["coefficients"])] if inv_record else []), ignore_index=True)
+    record = {"analysis": "pareto-proximity regression (paper §3.2, Tables 1 and 6)", **_fit_record(settings, fits),
               "observations": int(len(design["y"])), "models": design["models"], "families": design["families"],
-              "profiles": [{"dir": p, "model": m} for p, m in design["df"][["profile", "model"]].drop_duplicates().to_numpy()],
-              "predictors": list(design["X"].columns), "notes": design["notes"],
+              "profiles": [_profile_record(p) for p in prep["profiles"]], "max_fallback": prep["max_fallback"],
+              "reference_game": design["reference_game"], "predictors": list(design["X"].columns), "notes": design["notes"],
               "model_info": str(model_info) if model_info else None,
-              "divergences": fit["divergences"], "max_r_hat": _nanmax(coef["r_hat"]), "min_ess_bulk": _nanmin(coef["ess_bulk"])}
+              "divergences": int(sum(f["divergences"] for f in fits.values())), "max_r_hat": _nanmax(all_coef["r_hat"]),
+              "min_ess_bulk": _nanmin(all_coef["ess_bulk"]), "invariance": inv_record}
     md = ["# Pareto-proximity regression\n", _header(record),
           "## Coefficients\n", _write(out, "coefficients", coef), "",
-          "## Posterior-predictive check (per game)\n", _write(out, "ppc", ppc), "", _ppc_note()]
+          "## Posterior-predictive check (per game)\n", _write(out, "ppc", ppc), "", _ppc_note(), *inv_md]
     if design["notes"]:
         md += ["", "## Notes\n"] + [f"- {n}" for n in design["notes"]]
     (out / "statistics.md").write_text("\n".join(md) + "\n")
@@ -590,6 +758,14 @@ def analyze_profiles(dirs: Sequence[Path], out: Path, settings: Mapping[str, int
 
     rundir.write_json(out / "fit.json", record)
     return {**record, "out": str(out), "coefficients": coef.to_dict(orient="records"), "ppc": ppc.to_dict(orient="records")}
+
+
+def _profile_record(p: Mapping[str, Any]) -> dict[str, Any]:
+    """What fit.json says about one profile: its directory, model, prompt, and per game the Nash and
+    Pareto values its proximity is measured from and its share of fallback decisions."""
+    return {"dir": p["dir"], "model": p["model"], "prompt": p["prompt"],
+            "games": {g: {"nash": e.get("nash"), "pareto": e.get("pareto"), "pareto_basis": e.get("pareto_basis"),
+                          "fallback_share": e["fallback_share"]} for g, e in p["games"].items()}}
 
 
 def _nanmax(s: pd.Series) -> float | None:
@@ -604,7 +780,8 @@ def _nanmin(s: pd.Series) -> float | None:
 
 def _header(r: Mapping[str, Any]) -> str:
     fits = "; ".join(f"{k}: {v['divergences']} divergences, {v['seconds']:.1f} s" for k, v in r["fits"].items())
-    return (f"NUTS: {r['chains']} chains x {r['samples']} draws after {r['warmup']} warm-up, seed {r['seed']}; {fits}. "
+    return (f"NUTS ({r.get('preset', 'settings given')} settings): {r['chains']} chains x {r['samples']} draws after {r['warmup']} "
+            f"warm-up, seed {r['seed']}; {fits}. "
             f"Max split R-hat {_fmt(r['max_r_hat'])}, min bulk ESS {_fmt(r['min_ess_bulk'], 'ess_bulk')}. "
             f"numpyro {r['versions']['numpyro']}, jax {r['versions']['jax']}.\n")
 
@@ -671,7 +848,11 @@ def load_scores(sweep_dir: Path) -> tuple[pd.DataFrame, list[str]]:
 
 
 def science_design(scores: pd.DataFrame, profiles: Sequence[Mapping[str, Any]], info: pd.DataFrame | None,
-                   notes: list[str]) -> dict[str, Any]:
+                   notes: list[str], max_fallback: float = MAX_FALLBACK) -> dict[str, Any]:
+    """The measurement-error model's data. A model's game mean pools its profiles' simulations of
+    the game, leaving out a profile's game whose share of fallback decisions is above
+    ``max_fallback``; a model with fewer than two simulations of a game left has no observation of
+    it (``observed`` False: its disposition is inferred from the other models and its outcomes)."""
     by_model: dict[str, list[Mapping[str, Any]]] = {}
     for p in profiles:
         by_model.setdefault(p["model"], []).append(p)
@@ -687,20 +868,30 @@ def science_design(scores: pd.DataFrame, profiles: Sequence[Mapping[str, Any]], 
         raise BayesError(f"the measurement-error model needs science runs and profiles of at least three models (got "
                          f"{len(models)}: {', '.join(models)}): the game effects are between-model comparisons")
     M, G = len(models), len(GAMES)
-    ybar, se = np.zeros((M, G)), np.zeros((M, G))
+    ybar, se = np.full((M, G), np.nan), np.full((M, G), np.nan)
     nsim = np.zeros((M, G), dtype=int)
     for i, m in enumerate(models):
+        kept = {p["dir"]: _kept_games(p, max_fallback, notes) for p in by_model[m]}
         for j, g in enumerate(GAMES):
-            v = np.concatenate([p["games"][g]["sims"]["metric"].to_numpy() for p in by_model[m]])
-            ybar[i, j], se[i, j], nsim[i, j] = v.mean(), v.std(ddof=1) / math.sqrt(v.size), v.size
-    center, scale = ybar.mean(axis=0), ybar.std(axis=0, ddof=1)
+            parts = [p["games"][g]["sims"]["metric"].to_numpy() for p in by_model[m] if g in kept[p["dir"]]]
+            v = np.concatenate(parts) if parts else np.zeros(0)
+            nsim[i, j] = v.size
+            if v.size >= 2:
+                ybar[i, j], se[i, j] = v.mean(), v.std(ddof=1) / math.sqrt(v.size)
+            elif parts:
+                notes.append(f"{m}: {g} has one simulation left after the fallback exclusions; no observation of it")
+    observed = np.isfinite(ybar)
+    center = np.array([ybar[observed[:, j], j].mean() if observed[:, j].any() else 0.0 for j in range(G)])
+    scale = np.array([ybar[observed[:, j], j].std(ddof=1) if observed[:, j].sum() > 1 else 0.0 for j in range(G)])
     flat = [GAMES[j] for j in range(G) if not scale[j] > 0]
     if flat:
-        raise BayesError(f"game {flat[0]}: every model has the same mean metric, so it cannot be z-scored; add profiles of models "
-                         f"that play it differently")
-    zbar, zse = (ybar - center) / scale, np.maximum(se / scale, SE_FLOOR)
-    if (se / scale < SE_FLOOR).any():
-        notes.append(f"{int((se / scale < SE_FLOOR).sum())} game mean(s) with a standard error under {SE_FLOOR} z-units (e.g. every "
+        raise BayesError(f"game {flat[0]}: fewer than two models have it, or every model has the same mean metric, so it cannot "
+                         f"be z-scored; add profiles of models that play it differently (or raise --max-fallback)")
+    zbar = np.where(observed, (ybar - center) / scale, 0.0)
+    zse_raw = np.where(observed, se / scale, 1.0)
+    zse = np.maximum(zse_raw, SE_FLOOR)
+    if (zse_raw < SE_FLOOR).any():
+        notes.append(f"{int((zse_raw < SE_FLOOR).sum())} game mean(s) with a standard error under {SE_FLOOR} z-units (e.g. every "
                      f"simulation alike) use {SE_FLOOR}")
     # condition controls
     C = pd.DataFrame(index=scores.index)
@@ -737,8 +928,8 @@ def science_design(scores: pd.DataFrame, profiles: Sequence[Mapping[str, Any]], 
         notes.append(f"{M} models for {G} game effects and {B.shape[1]} capability controls: the model-level coefficients are "
                      f"weakly identified (their intervals mostly reflect the priors)")
     idx = scores["model"].map({m: i for i, m in enumerate(models)}).to_numpy()
-    return {"models": models, "ybar": zbar, "se": zse, "raw_mean": ybar, "raw_se": se, "n_sims": nsim, "center": center,
-            "scale": scale, "C": C, "B": B, "model_of_obs": idx, "scores": scores, "notes": notes}
+    return {"models": models, "ybar": zbar, "se": zse, "observed": observed, "raw_mean": ybar, "raw_se": se, "n_sims": nsim,
+            "center": center, "scale": scale, "C": C, "B": B, "model_of_obs": idx, "scores": scores, "notes": notes}
 
 
 def fit_science(design: Mapping[str, Any], outcome: str, settings: Mapping[str, int], progress: bool = False) -> dict[str, Any]:
@@ -748,7 +939,8 @@ def fit_science(design: Mapping[str, Any], outcome: str, settings: Mapping[str, 
     y = design["scores"][outcome].to_numpy(dtype=float)
     kw = {"ybar": jnp.asarray(design["ybar"]), "se": jnp.asarray(design["se"]), "model_of_obs": jnp.asarray(design["model_of_obs"]),
           "C": jnp.asarray(design["C"].to_numpy(dtype=float).reshape(len(y), -1)),
-          "B": jnp.asarray(design["B"].to_numpy(dtype=float).reshape(len(design["models"]), -1)), "y": jnp.asarray(y)}
+          "B": jnp.asarray(design["B"].to_numpy(dtype=float).reshape(len(design["models"]), -1)), "y": jnp.asarray(y),
+          "observed": None if design.get("observed") is None else jnp.asarray(design["observed"])}
     fit = run_nuts(science_model, kw, settings, progress)
     d = fit["draws"]
     rows = [summarize("intercept (alpha)", d["alpha"], "intercept")]
@@ -776,15 +968,17 @@ def fit_science(design: Mapping[str, Any], outcome: str, settings: Mapping[str, 
     return {"fit": fit, "coefficients": coef, "ppc": ppc, "theta_mean": theta.mean(axis=0), "theta_sd": theta.std(axis=0, ddof=1)}
 
 
-def analyze_science(sweep_dir: Path, profile_dirs: Sequence[Path], out: Path, settings: Mapping[str, int],
-                    model_info: Path | None = None, progress: bool = False, outcomes: Sequence[str] = OUTCOMES) -> dict[str, Any]:
+def analyze_science(sweep_dir: Path, profile_dirs: Sequence[Path], out: Path, settings: Mapping[str, Any],
+                    model_info: Path | None = None, progress: bool = False, outcomes: Sequence[str] = OUTCOMES,
+                    max_fallback: float = MAX_FALLBACK) -> dict[str, Any]:
     """Fit the measurement-error model for each outcome; write ``coefficients.{csv,md}`` (all
     outcomes, long), ``ppc.{csv,md}``, ``dispositions.csv`` (theta per model and game),
     ``forest.png``, ``fit.json`` and ``statistics.md`` into ``out``."""
     settings = check_settings(**settings)
+    max_fallback = check_max_fallback(max_fallback)
     info = read_model_info(model_info)
     scores, notes = load_scores(sweep_dir)
-    design = science_design(scores, load_profiles(profile_dirs), info, notes)
+    design = science_design(scores, load_profiles(profile_dirs), info, notes, max_fallback)
     numpyro_modules(settings["chains"])
     fits, coefs, ppcs, tables = {}, [], [], {}
     disp = []
@@ -797,7 +991,8 @@ def analyze_science(sweep_dir: Path, profile_dirs: Sequence[Path], out: Path, se
         for i, m in enumerate(design["models"]):
             for j, g in enumerate(GAMES):
                 disp.append({"outcome": o, "model": m, "game": g, "metric_mean": design["raw_mean"][i, j], "metric_se": design["raw_se"][i, j],
-                             "simulations": int(design["n_sims"][i, j]), "z_observed": design["ybar"][i, j],
+                             "simulations": int(design["n_sims"][i, j]),
+                             "z_observed": design["ybar"][i, j] if design["observed"][i, j] else float("nan"),
                              "theta_mean": float(r["theta_mean"][i, j]), "theta_sd": float(r["theta_sd"][i, j])})
     coef = pd.concat(coefs, ignore_index=True)
     coef = coef[["outcome"] + [c for c in coef.columns if c != "outcome"]]
@@ -810,7 +1005,8 @@ def analyze_science(sweep_dir: Path, profile_dirs: Sequence[Path], out: Path, se
     record = {"analysis": "measurement-error model (paper §4.1.2, Tables 2 and 7)", **_fit_record(settings, fits),
               "observations": int(len(scores)), "runs": int(scores["runs"].sum()), "models": design["models"], "outcomes": list(outcomes),
               "condition_controls": list(design["C"].columns), "capability_controls": list(design["B"].columns),
-              "se_floor_z": SE_FLOOR, "notes": design["notes"], "model_info": str(model_info) if model_info else None,
+              "se_floor_z": SE_FLOOR, "max_fallback": max_fallback, "notes": design["notes"],
+              "model_info": str(model_info) if model_info else None,
               "sweep": str(sweep_dir), "profiles": [str(p) for p in profile_dirs],
               "divergences": int(sum(f["divergences"] for f in fits.values())), "max_r_hat": _nanmax(coef["r_hat"]),
               "min_ess_bulk": _nanmin(coef["ess_bulk"])}

@@ -107,6 +107,8 @@ def profile_command(
     price_in: co.PriceInOpt = 0.0005,
     price_out: co.PriceOutOpt = 0.003,
     cache: co.CacheOpt = None,
+    pareto_reference: Optional[list[str]] = typer.Option(None, "--pareto-reference", help="Set a game's Pareto value, repeatable: collective-risk=1.25 (contribution per round; default the fair share T/(N R), 1.0) or o-ring=10 (withdrawal; default the cheapest success t*/N, 6). Proximity is measured from it."),
+    max_fallback: Annotated[float, co.num_opt("--max-fallback", "Leave a game out of the profile (and the analyses) when more than this share of its play decisions fell back, 0..1 (default 0.2).")] = 0.2,
     force: bool = typer.Option(False, "--force", help="Start over in a directory that holds another profile (or anything else)."),
     as_json: bool = typer.Option(False, "--json", help="Print profile.json to stdout."),
     quiet: co.QuietOpt = False,
@@ -127,7 +129,8 @@ def profile_command(
                           rps=rps, budget=budget, price_in=price_in, price_out=price_out, cache=cache).checked().model_dump(mode="json")
     try:
         req = pf.request(games=chosen, players=kind, simulations=simulations, group_size=group_size, seed=seed, prompt=prompt,
-                         deliberation=deliberation, llm=llm)
+                         deliberation=deliberation, llm=llm, pareto_references=_references(pareto_reference),
+                         max_fallback=max_fallback)
         out = pf.prepare(out, req, force=force)
     except pf.ProfileError as exc:
         fail(str(exc))
@@ -156,20 +159,44 @@ def profile_command(
     typer.echo(f"profile directory: {out} (profile.json, decisions.*, ledger.*, figures/profile.png, games/GAME/)")
 
 
+def _references(items: Optional[list[str]]) -> dict[str, float] | None:
+    """``--pareto-reference GAME=VALUE`` items -> {game: value} (the profile checks games and ranges)."""
+    if not items:
+        return None
+    out: dict[str, float] = {}
+    for item in items:
+        game, sep, raw = (x.strip() for x in item.partition("="))
+        if not sep or not game:
+            fail(f"--pareto-reference expects GAME=VALUE (e.g. collective-risk=1.25), got {item!r}")
+        if game in out:
+            fail(f"--pareto-reference gives {game} twice")
+        out[game] = co.Num(float, hint="the game's Pareto value of its metric").parse(f"--pareto-reference {game}", raw)
+    return out
+
+
 def profile_lines(profile: dict[str, Any]) -> list[str]:
-    """The profile as text: one line per game and the totals."""
+    """The profile as text: one line per game (its metric with the Nash and Pareto values it is read
+    against, the proximity and the share of fallback decisions; a game left out for its fallbacks
+    says so), the excluded games and the totals."""
+    from cooplab.tasks.games.task import reference_text
+
     sizes = f"groups of {profile['group_size']}" if profile.get("group_size") else "groups of 5"
     lines = [f"cooperative profile of {profile['label']}: {profile['simulations']} simulations per game, {sizes}, seed {profile['seed']}, "
              f"status {profile['status']}"]
     for game, e in profile["games"].items():
         m, p = e["metric"], e.get("pareto_proximity") or {}
         if m.get("mean") is None:
-            lines.append(f"  {game:<16} {e['status']}")
+            lines.append(f"  {game:<16} {e['status']} ({reference_text(m)})")
             continue
         ci = m.get("ci95")
         ci_text = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
-        lines.append(f"  {game:<16} {m['label']} {m['mean']:.2f}{ci_text} (Nash {m['nash']:g}, Pareto {m['pareto']:g}); "
-                     f"Pareto proximity {p.get('mean', float('nan')):.2f}")
+        fb = (e.get("fallback") or {}).get("share", 0.0)
+        out = "" if e.get("included", True) else f"; LEFT OUT: {e.get('excluded_because', 'too many fallbacks')}"
+        lines.append(f"  {game:<16} {m['label']} {m['mean']:.2f}{ci_text} ({reference_text(m)}); "
+                     f"Pareto proximity {p.get('mean', float('nan')):.2f}; fallbacks {fb:.0%}{out}")
+    if profile.get("excluded_games"):
+        lines.append(f"left out of the profile (more than {profile['max_fallback']:.0%} of decisions fell back): "
+                     f"{', '.join(profile['excluded_games'])}")
     t = profile["totals"]
     if t["decisions"]:
         lines.append(f"decisions {t['decisions']} (fallbacks {t['fallback_used']}), LLM calls {t['calls']} ({t['cached_calls']} "
@@ -182,17 +209,21 @@ def profile_figure_command(
     dirs: list[Path] = typer.Argument(..., help="Profile directories (or profile.json files), one per model, drawn side by side."),
     out: Path = typer.Option(..., "--out", help="The figure file to write (.png, .pdf or .svg)."),
     label: Optional[list[str]] = typer.Option(None, "--label", help="Names on the x axis, one per directory in order (default: each profile's model)."),
+    model_info: Optional[Path] = typer.Option(None, "--model-info", help="models.csv (model,family,size_b,thinking; docs/statistics.md): colour by family, shape by model, size by log2 of the parameters, sorted by family and size, as the paper's Figure 2."),
 ) -> None:
     """Draw several cooperative profiles side by side (the paper's Figure 2)."""
+    from cooplab.evals.bayes import read_model_info
     from cooplab.runs import profiles as pf
+    from cooplab.tasks.games.figures import ModelInfoError
 
     if label and len(label) != len(dirs):
         fail(f"--label given {len(label)} times for {len(dirs)} profiles; give one per profile or none")
     if out.suffix.lower() not in (".png", ".pdf", ".svg"):
         fail(f"--out must end in .png, .pdf or .svg, got {out.name!r}")
+    info = read_model_info(model_info)
     try:
         profiles = [pf.load_profile(d) for d in dirs]
-    except pf.ProfileError as exc:
+        pf.profile_figure(profiles, out, labels=label, info=None if info is None else info.to_dict(orient="index"))
+    except (pf.ProfileError, ModelInfoError) as exc:
         fail(str(exc))
-    pf.profile_figure(profiles, out, labels=label)
     typer.echo(f"wrote {out}")

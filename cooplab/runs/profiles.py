@@ -6,8 +6,11 @@ as an ordinary run of the ``game`` task in ``DIR/games/GAME/`` (its own config.j
 checkpoints, decisions, ledger and figure), then writes:
 
 - ``DIR/profile.json``: per game the metric (mean, 95% Student-t interval, s.d., n), the Nash and
-  Pareto references, the Pareto proximity (mean, interval, near-Pareto share), the run's status,
-  decisions, tokens, cost and wall time; over all games the model, the conditions and the totals;
+  Pareto references (and where the Pareto value comes from), the Pareto proximity (mean, interval,
+  near-Pareto share, uncapped distance), the share of fallback decisions and whether the game is
+  in the profile (``included``: false when that share is above ``max_fallback``), the run's status,
+  decisions, tokens, cost and wall time; over all games the model, the conditions, the references,
+  the excluded games and the totals;
 - ``DIR/decisions.*`` and ``DIR/ledger.*``: every game's decisions and ledger rows in one table
   each, with a ``game`` column;
 - ``DIR/figures/profile.png``: one panel per game in the style of the paper's Figure 2.
@@ -29,17 +32,20 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from cooplab.evals.bayes import MAX_FALLBACK, check_max_fallback, fallback_of
 from cooplab.graphs.rundir import upgrade_llm
 from cooplab.runs import store as runstore
+from cooplab.tasks.games.figures import TITLES, profile_figure  # noqa: F401 - profile_figure is this module's API too
 from cooplab.tasks.games.params import GAMES, PROMPTS, model_of
 
 PROFILE_KIND = "cooplab-profile"
 PROFILE_VERSION = 1
 DEFAULT_SIMULATIONS = 20  #: Appendix D: about 20 simulations estimate a game's metric well
-TITLES = {"weakest-link": "Weakest-Link", "cpr": "Common-Pool Resource", "cpr-sanction": "CPR + Sanction",
-          "collective-risk": "Collective Risk", "o-ring": "O-Ring", "public-goods": "Public Goods"}
+#: a game whose share of fallback decisions is above this is left out of the profile (the paper left
+#: out a model that could not answer one game in valid JSON); the analyses' default too
+DEFAULT_MAX_FALLBACK = MAX_FALLBACK
 #: fields of profile-config.json that must match for a rerun to continue the same profile
-_SAME = ("games", "players", "simulations", "group_size", "seed", "prompt", "deliberation", "llm")
+_SAME = ("games", "players", "simulations", "group_size", "seed", "prompt", "deliberation", "llm", "pareto_references")
 
 
 class ProfileError(ValueError):
@@ -48,12 +54,17 @@ class ProfileError(ValueError):
 
 def request(*, games: Sequence[str] | None = None, players: str = "llm", simulations: int = DEFAULT_SIMULATIONS,
             group_size: int | None = None, seed: int = 0, prompt: str = "standard", deliberation: bool = False,
-            llm: Mapping[str, Any] | None = None) -> dict[str, Any]:
+            llm: Mapping[str, Any] | None = None, pareto_references: Mapping[str, Any] | None = None,
+            max_fallback: Any = DEFAULT_MAX_FALLBACK) -> dict[str, Any]:
     """What a profile is asked to play (profile-config.json), checked: the games (default all six,
     in the paper's order), the players (llm, or a reference kind for anchors), the number of
     simulations per game, the group size (two groups of it; default each game's 5), the seed, the
-    LLM players' prompt condition and deliberation, and the run's ``llm`` config
-    (:class:`cooplab.agents.settings.LLMSettings`, checked; required exactly for llm players)."""
+    LLM players' prompt condition and deliberation, the run's ``llm`` config
+    (:class:`cooplab.agents.settings.LLMSettings`, checked; required exactly for llm players), the
+    Pareto values set for the games that allow it (``pareto_references``: game -> value; see
+    :func:`settable_references`) and ``max_fallback`` (a game with a larger share of fallback
+    decisions is left out of the profile; only read when the profile is written, so a rerun may
+    change it)."""
     chosen = list(GAMES if games is None else games)
     bad = [g for g in chosen if g not in GAMES]
     if bad or not chosen:
@@ -68,14 +79,17 @@ def request(*, games: Sequence[str] | None = None, players: str = "llm", simulat
         raise ProfileError(f"--prompt must be one of {', '.join(PROMPTS)}, got {prompt!r}")
     if players != "llm" and (prompt != "standard" or deliberation):
         raise ProfileError("--prompt and --deliberation apply to LLM players only")
+    refs = _check_references(pareto_references, chosen)
     req = {"kind": PROFILE_KIND, "version": PROFILE_VERSION, "games": chosen, "players": players, "simulations": simulations,
            "group_size": group_size, "seed": seed, "prompt": prompt, "deliberation": bool(deliberation),
-           "llm": dict(llm) if llm is not None else None}
+           "llm": dict(llm) if llm is not None else None, "pareto_references": refs,
+           "max_fallback": check_max_fallback(max_fallback)}
     for g in chosen:  # the bounds and every game's own checks (e.g. CPR's multiplier below N), before anything runs
         try:
             game_params(req, g)
         except ValueError as exc:
-            what = f"--group-size {group_size}" if group_size is not None else f"--simulations {simulations}"
+            what = (f"--pareto-reference {g}={refs[g]}" if refs and g in refs else
+                    f"--group-size {group_size}" if group_size is not None else f"--simulations {simulations}")
             raise ProfileError(f"{g}: {what}: {_first(exc)}") from None
     if players == "llm":  # a scripted model answers every phase of every game chosen
         from cooplab.runs.config import check_run_models
@@ -86,6 +100,30 @@ def request(*, games: Sequence[str] | None = None, players: str = "llm", simulat
     return req
 
 
+def settable_references() -> tuple[str, ...]:
+    """The games whose Pareto reference can be set (their parameters have ``pareto_reference``)."""
+    return tuple(g for g in GAMES if "pareto_reference" in model_of(g).model_fields)
+
+
+def _check_references(refs: Mapping[str, Any] | None, games: Sequence[str]) -> dict[str, float] | None:
+    """``--pareto-reference GAME=VALUE`` values: known games that allow it, among the profile's
+    games, each a finite number (its range is the game's own check); None when none is set."""
+    if not refs:
+        return None
+    if not isinstance(refs, Mapping):
+        raise ProfileError(f"pareto references must be a mapping game -> value, got {type(refs).__name__}")
+    out = {}
+    for g, v in refs.items():
+        if g not in settable_references():
+            raise ProfileError(f"--pareto-reference: {g!r} has no settable Pareto reference; only {', '.join(settable_references())}")
+        if g not in games:
+            raise ProfileError(f"--pareto-reference {g}=...: {g} is not among the profile's games ({','.join(games)})")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ProfileError(f"--pareto-reference {g} must be a finite number, got {v!r}")
+        out[g] = float(v)
+    return out
+
+
 def _model(req: Mapping[str, Any]) -> str | None:
     """The model spec of a profile's LLM players (None for reference players)."""
     return upgrade_llm(req["llm"])[0].get("model") if isinstance(req.get("llm"), dict) else None
@@ -94,7 +132,9 @@ def _model(req: Mapping[str, Any]) -> str | None:
 def game_params(req: Mapping[str, Any], game: str):
     """The parameters of one game of the profile: the paper's defaults, the profile's simulations and
     group size."""
-    extra = {} if req.get("group_size") is None else {"group_sizes": [req["group_size"], req["group_size"]]}
+    extra: dict[str, Any] = {} if req.get("group_size") is None else {"group_sizes": [req["group_size"], req["group_size"]]}
+    if game in (req.get("pareto_references") or {}):
+        extra["pareto_reference"] = req["pareto_references"][game]
     return model_of(game)(simulations=req["simulations"], **extra)
 
 
@@ -261,20 +301,31 @@ def _game_entry(req: Mapping[str, Any], game: str, s: Mapping[str, Any] | None) 
     ref = eq.reference(P)
     if s is None:
         return {"title": TITLES[game], "status": "not_run", "metric": {"label": METRIC_LABEL[game], "mean": None, "ci95": None,
-                "nash": ref.nash, "pareto": ref.pareto}, "pareto_proximity": None}
+                "nash": ref.nash, "pareto": ref.pareto, "pareto_basis": ref.basis}, "pareto_proximity": None, "included": False}
     m = dict(s.get("metric") or {})
     m["n"] = s.get("simulations") if s.get("rounds_completed") else 0
+    m.setdefault("pareto_basis", ref.basis)
+    fb = fallback_of(s)
+    limit = req.get("max_fallback", DEFAULT_MAX_FALLBACK)
     entry: dict[str, Any] = {"title": TITLES[game], "status": s.get("status"), "run_dir": str(Path("games") / game),
                              "group_sizes": s.get("group_sizes"),
                              "rounds_completed": s.get("rounds_completed"), "rounds": s.get("rounds"), "metric": m,
-                             "pareto_proximity": s.get("pareto_proximity"), "outcomes": s.get("outcomes"),
-                             "wall_seconds": s.get("wall_seconds")}
+                             "pareto_proximity": s.get("pareto_proximity"), "fallback": fb, "included": fb["share"] <= limit,
+                             "outcomes": s.get("outcomes"), "wall_seconds": s.get("wall_seconds")}
+    if not entry["included"]:
+        entry["excluded_because"] = f"{fb['share']:.1%} of its play decisions fell back, above --max-fallback {limit:g}"
     if s.get("decisions"):
         entry["decisions"] = s["decisions"]
     lg = s.get("ledger")
     if lg:
         entry["ledger"] = {k: lg.get(k) for k in ("calls", "cached_calls", "input_tokens", "output_tokens", "cost_usd_float")}
     return entry
+
+
+def references_of(games: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per game the Nash and Pareto values its proximity is measured against, and the Pareto value's basis."""
+    return {g: {"nash": e["metric"].get("nash"), "pareto": e["metric"].get("pareto"), "pareto_basis": e["metric"].get("pareto_basis")}
+            for g, e in games.items()}
 
 
 def build_profile(out: Path, req: Mapping[str, Any], summaries: Mapping[str, Mapping[str, Any] | None], status: str) -> dict[str, Any]:
@@ -302,8 +353,10 @@ def build_profile(out: Path, req: Mapping[str, Any], summaries: Mapping[str, Map
                "players": req["players"], "model": _model(req),
                "prompt": req["prompt"], "deliberation": req["deliberation"], "simulations": req["simulations"],
                "group_size": req.get("group_size"), "seed": req["seed"],
-               "budget_usd": (req["llm"] or {}).get("budget") if req["llm"] else None, "games": games, "totals": totals,
-               "updated": runstore.now()}
+               "budget_usd": (req["llm"] or {}).get("budget") if req["llm"] else None,
+               "references": references_of(games), "max_fallback": req.get("max_fallback", DEFAULT_MAX_FALLBACK),
+               "excluded_games": [g for g, e in games.items() if e.get("status") == "completed" and not e.get("included", True)],
+               "games": games, "totals": totals, "updated": runstore.now()}
     for stem in ("decisions", "ledger"):
         frames = []
         for g in req["games"]:
@@ -348,56 +401,3 @@ def load_profile(path: Path) -> dict[str, Any]:
                                    and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in ci)):
             raise ProfileError(f"{f}: games.{g}.metric.ci95 must be two finite numbers or null, got {ci!r}")
     return p
-
-
-def profile_figure(profiles: Sequence[Mapping[str, Any]], path: Path, labels: Sequence[str] | None = None) -> Path:
-    """The paper's Figure 2 for one or more profiles: one panel per game, the profiles along the x
-    axis, the primary metric on the y axis with its 95% interval, the Nash (red) and Pareto (green)
-    references as dashed lines and the range between them shaded."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    games = [g for g in GAMES if any(g in p["games"] for p in profiles)]
-    labels = list(labels) if labels is not None else [str(p.get("label", f"profile {i + 1}")) for i, p in enumerate(profiles)]
-    ncol = 3 if len(games) > 2 else len(games)
-    nrow = math.ceil(len(games) / ncol)
-    width = max(9.0, 1.2 * len(profiles) * ncol)
-    fig, axes = plt.subplots(nrow, ncol, figsize=(width, 3.3 * nrow), squeeze=False)
-    colors = plt.get_cmap("tab10")
-    for k, game in enumerate(games):
-        ax = axes[k // ncol][k % ncol]
-        entries = [p["games"].get(game) for p in profiles]
-        first = next(e for e in entries if e is not None)
-        nash, pareto = first["metric"].get("nash"), first["metric"].get("pareto")
-        if nash is not None and pareto is not None:
-            ax.axhspan(min(nash, pareto), max(nash, pareto), color="0.92", zorder=0)
-            ax.axhline(nash, color="tab:red", ls="--", lw=1.2, label="Nash")
-            ax.axhline(pareto, color="tab:green", ls="--", lw=1.2, label="Pareto")
-        for i, e in enumerate(entries):
-            if e is None or e["metric"].get("mean") is None:
-                ax.plot([i], [0], marker="x", color="0.6", ls="none")
-                continue
-            m = e["metric"]
-            ci = m.get("ci95")
-            yerr = None if not ci else [[m["mean"] - ci[0]], [ci[1] - m["mean"]]]
-            ax.errorbar([i], [m["mean"]], yerr=yerr, fmt="o", ms=7, capsize=4, color=colors(i % 10))
-        ax.set_xticks(range(len(profiles)))
-        ax.set_xticklabels(labels, rotation=30 if len(profiles) > 1 else 0, ha="right" if len(profiles) > 1 else "center", fontsize=8)
-        ax.set_xlim(-0.6, len(profiles) - 0.4)
-        ax.set_title(TITLES[game], fontsize=10)
-        ax.set_ylabel(first["metric"].get("label", "metric"), fontsize=9)
-        hi = max([v for v in (nash, pareto) if v is not None] + [10.0])
-        ax.set_ylim(-0.05 * hi - 0.3, 1.05 * hi + 0.3)
-        if k == 0:
-            ax.legend(fontsize=8, loc="best")
-    for k in range(len(games), nrow * ncol):
-        axes[k // ncol][k % ncol].axis("off")
-    fig.suptitle("Cooperative profile: primary metric per game (point: mean over simulations; bar: 95% CI)", fontsize=10)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path

@@ -38,7 +38,8 @@ Collective Risk, E[u_i] = (R e - sum_r c_i^r)(1 - p 1[sum c < T]), p R e <= T <=
     (the Pareto players contribute integers adding up to exactly T, as evenly as possible).
     Metric (mean contribution per round): Nash 0, Pareto T / (N R). (The paper writes 1.25 for
     T / (N R) with T = 100 and R = 10, which is N = 8, one of its prompts' member counts; with its
-    default N = 10 the fair share is 1.0. Here N is always the configured one.)
+    default N = 10 the fair share is 1.0. Here N is always the configured one; the game's
+    ``pareto_reference`` replaces the value, e.g. 1.25 to follow the paper's number.)
 
 O-Ring, u_i = B/N 1[success] - c w_i, success iff every group's P_g >= theta.
     Nash: with everyone else at 0 every group product is 0 whatever one player does, so w = 0 is
@@ -49,7 +50,10 @@ O-Ring, u_i = B/N 1[success] - c w_i, success iff every group's P_g >= theta.
     most even split (integers differing by at most 1), so t* = min total such that even splits
     s_g with sum s_g = t* reach theta in every group at the pool factor (pool - t*)/pool; found by
     :func:`oring_min_total`. At the defaults (2 groups of 5): all w = 6, P_g = 54.4, u = 14.
-    Metric (mean withdrawal): Nash 0, Pareto t*/N.
+    Metric (mean withdrawal): Nash 0, Pareto t*/N (the game's ``pareto_reference`` replaces it).
+
+Proximity (:meth:`Reference.proximity`) is min(1, |m - Pareto| / |Nash - Pareto|); the uncapped
+value is :meth:`Reference.distance`.
 
 Public Goods, u_i = k_i + f_g sum_{G_i} g_j / |G_i| + f_n sum n_j / N, k + g + n = E,
     1 < f_g < min |G|, f_n < f_g, f_n < N.
@@ -62,7 +66,7 @@ Public Goods, u_i = k_i + f_g sum_{G_i} g_j / |G_i| + f_n sum n_j / N, k + g + n
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -72,15 +76,23 @@ from cooplab.tasks.games import model as pf
 
 @dataclass(frozen=True)
 class Reference:
-    """The primary metric's value under Nash play and under Pareto play."""
+    """The primary metric's value under Nash play and under Pareto play, and where the Pareto value
+    comes from (``basis``: the derivation, or "set" when the game's ``pareto_reference`` gives it)."""
 
     nash: float
     pareto: float
+    basis: str = field(default="derived", compare=False)  # a label: references compare by their values
+
+    def distance(self, value: Any) -> Any:
+        """The raw normalized distance |value - pareto| / |nash - pareto| (0 = Pareto, 1 = as far as
+        Nash; above 1 where the metric overshoots Pareto on the side away from Nash, e.g. contributing
+        far more than the fair share in Collective Risk)."""
+        return np.abs(np.asarray(value, dtype=float) - self.pareto) / abs(self.nash - self.pareto)
 
     def proximity(self, value: Any) -> Any:
-        """Pareto proximity |value - pareto| / |nash - pareto|: 0 = Pareto, 1 = Nash (above 1: further
-        from Pareto than Nash is, e.g. contributing far more than the fair share in Collective Risk)."""
-        return np.abs(np.asarray(value, dtype=float) - self.pareto) / abs(self.nash - self.pareto)
+        """Pareto proximity on the paper's scale, 0 = Pareto, 1 = Nash: :meth:`distance` capped at 1,
+        so any play at least as far from Pareto as Nash's counts as 1."""
+        return np.minimum(self.distance(value), 1.0)
 
 
 def groups_of(P: Any) -> np.ndarray:
@@ -155,9 +167,13 @@ def reference(P: Any) -> Reference:
     if game in ("cpr", "cpr-sanction"):
         return Reference(float(P.max_extract), 0.0)
     if game == "collective-risk":
-        return Reference(0.0, P.threshold / (P.n_players * P.rounds))
+        if P.pareto_reference is not None:
+            return Reference(0.0, float(P.pareto_reference), "set by pareto_reference")
+        return Reference(0.0, P.threshold / (P.n_players * P.rounds), "fair share T/(N R)")
     if game == "o-ring":
-        return Reference(0.0, oring_min_total(P) / P.n_players)
+        if P.pareto_reference is not None:
+            return Reference(0.0, float(P.pareto_reference), "set by pareto_reference")
+        return Reference(0.0, oring_min_total(P) / P.n_players, "cheapest success t*/N")
     if game == "public-goods":
         return Reference(0.0, float(P.endowment))
     raise ValueError(f"unknown game {game!r}")

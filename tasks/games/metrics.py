@@ -4,11 +4,16 @@
   CPR with sanctioning), contribution per round (Collective Risk), withdrawal (O-Ring), group-pool
   contribution (Public Goods). A simulation's metric is the mean over its rounds and players; the
   run's is the mean over simulations, with a 95% Student-t interval.
-- **Pareto proximity** of a simulation: |m - Pareto| / |Nash - Pareto| with m its metric and the
-  references of :func:`cooplab.tasks.games.equilibria.reference`: 0 = Pareto, 1 = Nash, above 1
-  further from Pareto than Nash (only possible where the metric can overshoot the Pareto value on
-  the far side from Nash: Collective Risk above twice the fair share, O-Ring above twice t*/N).
-  The near-Pareto share is the share of simulations with proximity <= ``near_pareto`` (0.2).
+- **Pareto proximity** of a simulation: min(1, |m - Pareto| / |Nash - Pareto|) with m its metric
+  and the references of :func:`cooplab.tasks.games.equilibria.reference`: 0 = Pareto, 1 = Nash or
+  further. The uncapped distance is kept as ``proximity_raw`` (above 1 only where the metric can
+  overshoot the Pareto value on the far side from Nash: Collective Risk above twice the fair share,
+  O-Ring above twice its Pareto withdrawal). The near-Pareto share is the share of simulations with
+  proximity <= ``near_pareto`` (0.2).
+- **Fallbacks** (LLM players): a decision that had no valid answer after its attempts was played by
+  the documented fallback. Every table flags them (``fallback``), and the summary gives the share of
+  the game's play decisions (the action, and CPR with sanctioning's sanctions; not deliberation
+  messages) that fell back.
 - Payoffs; group outcomes (Collective Risk threshold met and savings lost, O-Ring success);
   sanctions given and received.
 - **Bootstrap convergence** (Appendix D): for n = 1, 2, ... simulations, ``resamples`` (200)
@@ -33,6 +38,7 @@ METRIC_LABEL = {"weakest-link": "effort", "cpr": "extraction", "cpr-sanction": "
 ACTION_COLUMNS = {"weakest-link": ["effort"], "cpr": ["extraction"], "cpr-sanction": ["extraction"], "collective-risk": ["contribution"],
                   "o-ring": ["withdrawal"], "public-goods": ["keep", "group_pool", "global_pool"]}
 BOOTSTRAP_MAX_N = 500  #: bootstrap sample sizes go up to min(simulations, this)
+PROXIMITY_FORMULA = "min(1, |metric - pareto| / |nash - pareto|)"  #: how summary.json names the scale
 
 
 # --- statistics ---------------------------------------------------------------------------------------
@@ -160,25 +166,65 @@ def bootstrap_convergence(values: Any, *, resamples: int = 200, sizes: Sequence[
     return pd.DataFrame(rows)
 
 
+# --- fallbacks -------------------------------------------------------------------------------------------
+def fallback_masks(P: Any, history: Sequence[Mapping[str, Any]], decisions: Any, action_phase: str) -> dict[str, np.ndarray]:
+    """(rounds done, S, N) booleans: which play decisions fell back. ``"action"``: the decision of
+    the primary metric (``action_phase``); ``"sanction"`` (CPR with sanctioning only): the sanction
+    decision. ``decisions`` are the run's decision rows (round, society, agent, phase,
+    fallback_used); rows of a round not in ``history`` (a run stopped mid-round) are ignored.
+    Reference players make no decisions: every entry is False."""
+    R = len(history)
+    S, N = np.asarray(history[0]["action"]).shape[:2] if history else (0, 0)
+    phases = {"action": action_phase, **({"sanction": "sanction"} if P.GAME == "cpr-sanction" else {})}
+    masks = {k: np.zeros((R, S, N), dtype=bool) for k in phases}
+    rows = pd.DataFrame(list(decisions or []))
+    if rows.empty or "fallback_used" not in rows:
+        return masks
+    rows = rows[rows["fallback_used"].astype(bool)]
+    for key, phase in phases.items():
+        hit = rows[(rows["phase"] == phase) & (rows["round"] >= 1) & (rows["round"] <= R)]
+        masks[key][hit["round"].to_numpy(dtype=int) - 1, hit["society"].to_numpy(dtype=int), hit["agent"].to_numpy(dtype=int)] = True
+    return masks
+
+
+def _fallback_cells(masks: Mapping[str, np.ndarray]) -> tuple[np.ndarray, int]:
+    """(rounds, S, N) number of fallbacks per player and round, and the play decisions per cell."""
+    return sum(m.astype(np.int64) for m in masks.values()), len(masks)
+
+
+def fallback_summary(masks: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """The share of the game's play decisions that fell back, in all and per phase."""
+    cells, per = _fallback_cells(masks)
+    n = int(cells.size * per)
+    k = int(cells.sum())
+    return {"decisions": n, "fallbacks": k, "share": _r(k / n) if n else 0.0,
+            "by_phase": {key: {"decisions": int(m.size), "fallbacks": int(m.sum())} for key, m in masks.items()}}
+
+
 # --- tables ----------------------------------------------------------------------------------------------
-def player_table(P: Any, history: Sequence[Mapping[str, Any]], group: np.ndarray) -> pd.DataFrame:
-    """One row per simulation, round and player: the action(s), the payoff, and the game's extras
+def player_table(P: Any, history: Sequence[Mapping[str, Any]], group: np.ndarray,
+                 fallbacks: Mapping[str, np.ndarray] | None = None) -> pd.DataFrame:
+    """One row per simulation, round and player: the action(s), the payoff, whether the action was a
+    fallback (``fallback``; CPR with sanctioning also ``sanction_fallback``), and the game's extras
     (CPR with sanctioning: the CPR payoff, sanction tokens given and received; Collective Risk: the
     expected payoff; both paid at the end of round R)."""
     if not history:
         return pd.DataFrame()
     game = P.GAME
     S, N = np.asarray(history[0]["action"]).shape[:2]
+    fb = fallbacks if fallbacks is not None else fallback_masks(P, history, None, "")
     frames = []
-    for h in history:
+    for t, h in enumerate(history):
         d: dict[str, Any] = {"simulation": np.repeat(np.arange(S), N), "round": np.full(S * N, int(h["round"])),
                              "player": np.tile(np.arange(N), S), "group": np.tile(group, S)}
         a = np.asarray(h["action"])
         for k, col in enumerate(ACTION_COLUMNS[game]):
             d[col] = (a[..., k] if a.ndim == 3 else a).ravel().astype(np.int64)
         d["payoff"] = np.asarray(h["payoff"], dtype=float).ravel()
+        d["fallback"] = fb["action"][t].ravel()
         if game == "cpr-sanction":
             s = np.asarray(h["sanction"])
+            d["sanction_fallback"] = fb["sanction"][t].ravel()
             d["cpr_payoff"] = np.asarray(h["cpr_payoff"]).ravel()
             d["sanctions_given"] = s.sum(axis=2).ravel().astype(np.int64)
             d["sanctions_received"] = s.sum(axis=1).ravel().astype(np.int64)
@@ -188,19 +234,23 @@ def player_table(P: Any, history: Sequence[Mapping[str, Any]], group: np.ndarray
     return pd.concat(frames, ignore_index=True)
 
 
-def round_table(P: Any, history: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """One row per simulation and round: the metric (mean over players), its proximity, the mean
-    payoff, and the round's group outcomes."""
+def round_table(P: Any, history: Sequence[Mapping[str, Any]], fallbacks: Mapping[str, np.ndarray] | None = None) -> pd.DataFrame:
+    """One row per simulation and round: the metric (mean over players), its proximity (and the
+    uncapped ``proximity_raw``), the mean payoff, whether any play decision fell back (``fallback``)
+    and the share that did (``fallback_share``), and the round's group outcomes."""
     if not history:
         return pd.DataFrame()
     game, ref = P.GAME, eq.reference(P)
     S = np.asarray(history[0]["action"]).shape[0]
+    cells, per = _fallback_cells(fallbacks if fallbacks is not None else fallback_masks(P, history, None, ""))
     frames = []
-    for h in history:
+    for t, h in enumerate(history):
         a = np.asarray(h["action"])
         m = metric_of(game, a).mean(axis=-1)
         d: dict[str, Any] = {"simulation": np.arange(S), "round": np.full(S, int(h["round"])), "metric": m,
-                             "proximity": ref.proximity(m), "mean_payoff": np.asarray(h["payoff"], dtype=float).mean(axis=-1)}
+                             "proximity": ref.proximity(m), "proximity_raw": ref.distance(m),
+                             "mean_payoff": np.asarray(h["payoff"], dtype=float).mean(axis=-1),
+                             "fallback": cells[t].sum(axis=-1) > 0, "fallback_share": cells[t].sum(axis=-1) / (per * cells.shape[-1])}
         if game == "weakest-link":
             d["min_effort"] = a.min(axis=-1).astype(np.int64)
         elif game in ("cpr", "cpr-sanction"):
@@ -241,17 +291,21 @@ def sanction_table(history: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["simulation", "round", "sanctioner", "target", "tokens"])
 
 
-def simulation_table(P: Any, history: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """One row per simulation: its metric, proximity and near-Pareto flag, the mean total payoff
-    per player, and its outcomes."""
+def simulation_table(P: Any, history: Sequence[Mapping[str, Any]], fallbacks: Mapping[str, np.ndarray] | None = None) -> pd.DataFrame:
+    """One row per simulation: its metric, proximity (and the uncapped ``proximity_raw``) and
+    near-Pareto flag, the mean total payoff per player, whether any play decision fell back
+    (``fallback``) and the share that did (``fallback_share``), and its outcomes."""
     if not history:
         return pd.DataFrame()
     game, ref = P.GAME, eq.reference(P)
     m = per_simulation(game, history)
     prox = ref.proximity(m)
     S = m.size
-    d: dict[str, Any] = {"simulation": np.arange(S), "metric": m, "proximity": prox, "near_pareto": prox <= P.near_pareto,
-                         "payoff": sum(np.asarray(h["payoff"], dtype=float) for h in history).mean(axis=-1)}
+    cells, per = _fallback_cells(fallbacks if fallbacks is not None else fallback_masks(P, history, None, ""))
+    d: dict[str, Any] = {"simulation": np.arange(S), "metric": m, "proximity": prox, "proximity_raw": ref.distance(m),
+                         "near_pareto": prox <= P.near_pareto,
+                         "payoff": sum(np.asarray(h["payoff"], dtype=float) for h in history).mean(axis=-1),
+                         "fallback": cells.sum(axis=(0, 2)) > 0, "fallback_share": cells.sum(axis=(0, 2)) / (per * cells.shape[0] * cells.shape[2])}
     if game == "weakest-link":
         d["mean_min_effort"] = np.mean([np.asarray(h["action"]).min(axis=-1) for h in history], axis=0)
     elif game == "cpr-sanction":
@@ -279,20 +333,25 @@ def _r(x: Any, nd: int = 6) -> Any:
     return None if not math.isfinite(x) else round(x, nd)
 
 
-def summarize(P: Any, history: Sequence[Mapping[str, Any]], sims: pd.DataFrame, convergence: pd.DataFrame) -> dict[str, Any]:
-    """The task's summary fields: the primary metric (mean, 95% CI), Pareto proximity and the
-    near-Pareto share, payoffs, group outcomes, sanctions, and the bootstrap convergence."""
+def summarize(P: Any, history: Sequence[Mapping[str, Any]], sims: pd.DataFrame, convergence: pd.DataFrame,
+              fallbacks: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
+    """The task's summary fields: the primary metric (mean, 95% CI) with its Nash and Pareto values,
+    Pareto proximity and the near-Pareto share, the share of fallback decisions, payoffs, group
+    outcomes, sanctions, and the bootstrap convergence."""
     game, ref = P.GAME, eq.reference(P)
-    out: dict[str, Any] = {"rounds_completed": len(history)}
+    out: dict[str, Any] = {"rounds_completed": len(history),
+                           "fallback": fallback_summary(fallbacks if fallbacks is not None else fallback_masks(P, history, None, ""))}
     base = {"name": ACTION_COLUMNS[game][1 if game == "public-goods" else 0], "label": METRIC_LABEL[game],
-            "nash": _r(ref.nash), "pareto": _r(ref.pareto)}
+            "nash": _r(ref.nash), "pareto": _r(ref.pareto), "pareto_basis": ref.basis}
     if not history:
         out.update(metric={**base, "mean": None, "ci95": None, "sd": None}, pareto_proximity=None, payoff=None, outcomes={})
         return out
     mc, pc = mean_ci(sims["metric"]), mean_ci(sims["proximity"])
     out["metric"] = {**base, "mean": _r(mc["mean"]), "ci95": _r(mc["ci95"]), "sd": _r(mc["sd"])}
+    raw = sims["proximity_raw"].to_numpy(dtype=float)
     out["pareto_proximity"] = {"mean": _r(pc["mean"]), "ci95": _r(pc["ci95"]), "near_pareto_share": _r(float(sims["near_pareto"].mean())),
-                               "near_pareto_threshold": P.near_pareto, "normalization": "|metric - pareto| / |nash - pareto|"}
+                               "near_pareto_threshold": P.near_pareto, "normalization": PROXIMITY_FORMULA,
+                               "raw_distance_mean": _r(float(raw.mean())), "beyond_nash_share": _r(float((raw > 1.0).mean()))}
     pay = mean_ci(sims["payoff"])
     R = len(history)
     out["payoff"] = {"mean_total_per_player": _r(pay["mean"]), "ci95": _r(pay["ci95"]),

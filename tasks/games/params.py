@@ -159,8 +159,15 @@ class CollectiveRiskParams(GameParams):
     endowment: int = _f(10, "tokens each player receives per round (contributions are 0..endowment)", ge=1, le=MAX_TOKENS)
     threshold: int = _f(100, "total contributions T (all players, all rounds) that avert the loss", ge=1, le=MAX_TOKENS)
     loss_probability: float = _f(0.5, "probability that everyone loses all savings when the threshold is missed", ge=0.0, le=1.0)
+    pareto_reference: float | None = _f(None, "the Pareto value of the metric (contribution per round) that proximity is measured "
+                                        "from; null: the fair share threshold / (N x rounds), 1.0 at the defaults (the paper "
+                                        "writes about 1.25, the fair share of 8 players)", "ours (paper §3.1.1: T/(N R) ~ 1.25)",
+                                        gt=0.0, le=MAX_TOKENS)
 
     def check_game(self) -> None:
+        if self.pareto_reference is not None and self.pareto_reference > self.endowment:
+            raise ValueError(f"pareto_reference ({self.pareto_reference:g}) must be at most the endowment ({self.endowment}): a "
+                             "contribution per round cannot exceed it")
         N, R, E, T, p = self.n_players, self.rounds, self.endowment, self.threshold, self.loss_probability
         if T > p * N * R * E:
             raise ValueError(f"threshold ({T}) must be at most loss_probability x N x rounds x endowment ({p * N * R * E:g}): otherwise "
@@ -184,9 +191,16 @@ class ORingParams(GameParams):
     success_threshold: float = _f(50.0, "every group's production must reach this for the system to succeed", gt=0.0, le=MAX_FACTOR)
     reward: float = _f(200.0, "reward split equally among all N players when the system succeeds", ge=0.0, le=MAX_FACTOR)
     withdraw_cost: float = _f(1.0, "cost of one unit withdrawn", gt=0.0, le=MAX_FACTOR)
+    pareto_reference: float | None = _f(None, "the Pareto value of the metric (withdrawal per player) that proximity is measured "
+                                        "from; null: the cheapest successful withdrawal t*/N, 6 at the defaults (the paper "
+                                        "says only 'High')", "ours (paper Table 3: High)", gt=0.0, le=MAX_TOKENS)
 
     def check_game(self) -> None:
         from cooplab.tasks.games.equilibria import oring_min_total
+
+        if self.pareto_reference is not None and self.pareto_reference > self.max_withdraw:
+            raise ValueError(f"pareto_reference ({self.pareto_reference:g}) must be at most max_withdraw ({self.max_withdraw}): a "
+                             "withdrawal cannot exceed it")
 
         if self.n_players * self.max_withdraw > 10 * MAX_TOKENS:
             raise ValueError("N x max_withdraw must be at most 10,000,000")

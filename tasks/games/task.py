@@ -190,8 +190,9 @@ class GameTask(Task):
         P = self.params(config)
         history = list(final.get("history") or [])
         group = eq.groups_of(P)
-        tables = {"players": mt.player_table(P, history, group), "rounds": mt.round_table(P, history),
-                  "simulations": mt.simulation_table(P, history)}
+        fallbacks = mt.fallback_masks(P, history, final.get("decisions"), DECISION[P.GAME])
+        tables = {"players": mt.player_table(P, history, group, fallbacks), "rounds": mt.round_table(P, history, fallbacks),
+                  "simulations": mt.simulation_table(P, history, fallbacks)}
         if P.GAME == "cpr-sanction":
             tables["sanctions"] = mt.sanction_table(history)
         messages = list(final.get("messages") or [])
@@ -213,7 +214,8 @@ class GameTask(Task):
         if _own(config)["players"] == "llm":
             summary.update(prompt=_own(config).get("prompt", "standard"), deliberation=bool(_own(config).get("deliberation", False)),
                            messages=len(messages))
-        summary.update(mt.summarize(P, history, tables["simulations"], conv if conv is not None else mt.bootstrap_convergence([])))
+        summary.update(mt.summarize(P, history, tables["simulations"], conv if conv is not None else mt.bootstrap_convergence([]),
+                                    fallbacks))
         if "convergence" in summary:
             keep = [i for i, n in enumerate(summary["convergence"]["n"]) if n in SUMMARY_N or n == P.simulations]
             summary["convergence"] = {k: (v if k == "resamples" else [v[i] for i in keep]) for k, v in summary["convergence"].items()}
@@ -240,8 +242,9 @@ class GameTask(Task):
         ci = m.get("ci95")
         ci_text = f" [95% CI {ci[0]:.3f}, {ci[1]:.3f}]" if ci and all(isinstance(x, (int, float)) for x in ci) else ""
         lines = [f"{head}",
-                 f"mean {m['label']} {m['mean']:.3f}{ci_text} (Nash {m['nash']:g}, Pareto {m['pareto']:g}); Pareto proximity "
-                 f"{p['mean']:.3f} (0 = Pareto, 1 = Nash), near-Pareto share {p['near_pareto_share']:.2f}",
+                 f"mean {m['label']} {m['mean']:.3f}{ci_text} ({reference_text(m)}); Pareto proximity "
+                 f"{p['mean']:.3f} (0 = Pareto, 1 = Nash or further; uncapped distance {p.get('raw_distance_mean', p['mean']):.3f}), "
+                 f"near-Pareto share {p['near_pareto_share']:.2f}",
                  f"mean payoff per player {summary['payoff']['mean_total_per_player']:.3f} over the game "
                  f"({summary['payoff']['mean_per_player_per_round']:.3f} per round)"]
         oc = summary.get("outcomes") or {}
@@ -257,8 +260,10 @@ class GameTask(Task):
         extra = ", sanctions.*" if summary.get("game") == "cpr-sanction" else ""
         if summary.get("players") == "llm":
             d = summary.get("decisions") or {}
+            fb = summary.get("fallback") or {}
             lines.append(f"LLM decisions: {d.get('count', 0)}, fallbacks {d.get('fallback_used', 0)}, mean attempts "
-                         f"{d.get('mean_attempts', 1.0):.2f}")
+                         f"{d.get('mean_attempts', 1.0):.2f}; {fb.get('share', 0.0):.1%} of the play decisions fell back "
+                         f"(flagged in the tables' fallback column; they count in the metric)")
             extra += ", decisions.*, ledger.*" + (", messages.*" if summary.get("messages") else "")
         lines.append(f"tables: summary.json, players.*, rounds.*, simulations.*{extra}, convergence.*, figures/run.png")
         return lines
@@ -271,6 +276,12 @@ class GameTask(Task):
                 rows.append({"game": game, "name": name, "default": f.get_default(call_default_factory=True),
                              "meaning": f.description or "", "source": extra.get("source", "")})
         return rows
+
+
+def reference_text(metric: Mapping[str, Any]) -> str:
+    """"Nash 0, Pareto 1 (fair share T/(N R))": the references a metric is read against."""
+    basis = metric.get("pareto_basis")
+    return f"Nash {metric['nash']:g}, Pareto {metric['pareto']:g}" + (f" ({basis})" if basis and basis != "derived" else "")
 
 
 TASK = GameTask()

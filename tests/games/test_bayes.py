@@ -414,3 +414,181 @@ def test_missing_extra_is_one_line(synthetic, tmp_path, capsys, monkeypatch):
     code, _, err = cli(["analyze", "profiles", *synthetic["dirs"][:2], "--out", tmp_path / "o"], capsys)
     _one_line_error(code, err, "the Bayesian analyses needs 'pip install cooplab[bayes]' (missing: numpyro)")
     assert not (tmp_path / "o").exists()
+
+
+# --- sampler settings (paper Tables 1 and 2) and the standard-error floor --------------------------------------
+def test_sampler_defaults_are_the_papers():
+    assert {k: v for k, v in bz.sampler_settings("profiles").items() if k != "seed"} == \
+        {"chains": 4, "warmup": 2000, "samples": 2000, "preset": "paper"}  # Table 1: 4 chains x 2,000 draws
+    assert {k: v for k, v in bz.sampler_settings("science").items() if k != "seed"} == \
+        {"chains": 2, "warmup": 2000, "samples": 2000, "preset": "paper"}  # Table 2: 2 chains, 2,000 warm-up + 2,000
+    q = bz.sampler_settings("science", quick=True, seed=3)
+    assert (q["chains"], q["warmup"], q["samples"], q["seed"], q["preset"]) == (2, 200, 200, 3, "quick")
+    s = bz.sampler_settings("profiles", samples=300)
+    assert (s["chains"], s["warmup"], s["samples"]) == (4, 2000, 300) and s["preset"] == "paper (changed: samples 300)"
+    with pytest.raises(bz.BayesError, match="--chains"):
+        bz.sampler_settings("profiles", chains=0)
+
+
+def test_cli_takes_the_papers_chains_unless_told(synthetic, tmp_path, capsys):
+    out = tmp_path / "an"
+    code, stdout, err = cli(["analyze", "profiles", *synthetic["dirs"][:3], "--out", out, "--warmup", 60, "--samples", 60, "--json"], capsys)
+    assert code == 0, err
+    fit = json.loads((out / "fit.json").read_text())
+    assert (fit["chains"], fit["warmup"], fit["samples"]) == (4, 60, 60) and fit["preset"].startswith("paper (changed")
+    assert "NUTS (paper (changed: warmup 60, samples 60) settings): 4 chains" in (out / "statistics.md").read_text()
+
+
+def _profile_dict(model: str, metrics: dict[str, list[float]]) -> dict:
+    """A loaded profile (load_profile_dir's shape) with the given per-simulation metrics per game."""
+    games = {g: {"sims": pd.DataFrame({"metric": v, "proximity": np.zeros(len(v))}), "group_size": 5.0, "fallback_share": 0.0,
+                 "nash": 0.0, "pareto": 1.0, "pareto_basis": "derived"} for g, v in metrics.items()}
+    return {"dir": model, "model": model, "label": model, "prompt": "standard", "deliberation": False, "games": games, "notes": []}
+
+
+def _scores(models: list[str]) -> pd.DataFrame:
+    return pd.DataFrame([{"model": m, "task": "anomaly", "budget": 1.0, "visibility": "full", "team_size": 2, "prompt": "standard",
+                          "completeness": 0.5, "quality": 0.5, "accuracy": 0.5, "runs": 1} for m in models])
+
+
+def test_standard_errors_down_to_the_papers_smallest_are_kept():
+    """The paper's SEs go down to 0.001 z-units; one of 0.0077 z must be used as it is (a floor of
+    0.01 z raised it before), and only an SE of 0 (every simulation alike) is raised to 0.001."""
+    models = ["a", "b", "c", "d"]
+    means = [1.0, 2.0, 3.0, 4.0]
+    profiles = []
+    for m, mu in zip(models, means):
+        metrics = {g: [mu - 0.5, mu + 0.5] for g in GAMES}
+        metrics["weakest-link"] = [mu - 0.01, mu + 0.01] if m == "a" else [mu - 0.5, mu + 0.5]
+        metrics["cpr"] = [mu, mu] if m == "a" else [mu - 0.5, mu + 0.5]
+        profiles.append(_profile_dict(m, metrics))
+    d = bz.science_design(_scores(models), profiles, None, [])
+    scale = np.std(means, ddof=1)
+    wl, cpr = GAMES.index("weakest-link"), GAMES.index("cpr")
+    assert d["se"][0, wl] == pytest.approx(0.01 / scale)  # s = 0.01414, n = 2: SE 0.01 = 0.0077 z
+    assert d["se"][0, cpr] == bz.SE_FLOOR == 0.001
+    assert any("under 0.001 z-units" in n for n in d["notes"])
+
+
+def test_a_model_without_a_game_has_no_measurement_of_it():
+    models = ["a", "b", "c", "d"]
+    profiles = [_profile_dict(m, {g: [i - 0.5, i + 0.5] for g in GAMES}) for i, m in enumerate(models)]
+    profiles[1]["games"]["o-ring"]["fallback_share"] = 0.5
+    d = bz.science_design(_scores(models), profiles, None, [], max_fallback=0.2)
+    j = GAMES.index("o-ring")
+    assert not d["observed"][1, j] and d["observed"].sum() == 4 * 6 - 1 and d["n_sims"][1, j] == 0
+    assert any("b: o-ring left out: 50%" in n for n in d["notes"])
+    assert np.isfinite(d["ybar"]).all() and np.isfinite(d["se"]).all()
+    assert bz.science_design(_scores(models), profiles, None, [], max_fallback=0.6)["observed"].all()
+
+
+def test_excluded_games_leave_the_regression(tmp_path, capsys):
+    """A scripted model whose Public Goods answers never add up: that game falls back in every decision
+    and leaves the regression at --max-fallback 0.2; at 1 it is kept."""
+    from tests.games.test_fallbacks import NO_PUBLIC_GOODS
+    from tests.games.test_llm_players import script
+
+    model = script(tmp_path, NO_PUBLIC_GOODS)
+    assert main(["profile", "--model", f"scripted:{model}", "--simulations", "2", "--seed", "3", "--cache", "off",
+                 "--out", str(tmp_path / "p"), "-q", "--json"]) == 0
+    assert main(["profile", "--players", "random", "--simulations", "2", "--out", str(tmp_path / "random"), "-q", "--json"]) == 0
+    capsys.readouterr()
+    code, stdout, err = cli(["analyze", "profiles", tmp_path / "p", tmp_path / "random", "--out", tmp_path / "an", "--quick", "--json"], capsys)
+    assert code == 0, err
+    res = json.loads(stdout)
+    assert res["observations"] == 2 * 6 * 2 - 2  # the model's two Public Goods simulations are out
+    assert any("public-goods left out: 100% of its decisions fell back (above --max-fallback 0.2)" in n for n in res["notes"])
+    assert res["profiles"][0]["games"]["public-goods"]["fallback_share"] == 1.0
+    code, stdout, err = cli(["analyze", "profiles", tmp_path / "p", tmp_path / "random", "--out", tmp_path / "an2", "--quick",
+                             "--max-fallback", 1, "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(stdout)["observations"] == 2 * 6 * 2
+    code, _, err = cli(["analyze", "profiles", tmp_path / "p", tmp_path / "random", "--out", tmp_path / "an3", "--max-fallback", "nan"],
+                       capsys)
+    _one_line_error(code, err, "--max-fallback")
+    assert not (tmp_path / "an3").exists()
+
+
+def test_proximities_of_an_earlier_version_are_capped(synthetic, tmp_path):
+    p = _copy(synthetic["dirs"][0], tmp_path / "old")
+    f = p / "games" / "collective-risk" / "simulations.parquet"
+    t = pd.read_parquet(f)
+    t.loc[0, "proximity"] = 4.05
+    t.to_parquet(f, index=False)
+    loaded = bz.load_profile_dir(p)
+    assert loaded["games"]["collective-risk"]["sims"]["proximity"].max() <= 1.0
+    assert any("above 1" in n and "capped" in n for n in loaded["notes"])
+
+
+# --- the prompt-invariance regression (Appendix E, Table 5) ------------------------------------------------------
+ALT_SHIFT = 0.1  #: the alternate wording's profiles are this much further from Pareto
+
+
+@pytest.fixture(scope="module")
+def with_alternate(synthetic, tmp_path_factory):
+    """The synthetic models plus an alternate-wording profile of eight of them, ALT_SHIFT further from Pareto."""
+    root = tmp_path_factory.mktemp("alternate")
+    rng = np.random.default_rng(9)
+    alt = [write_profile(root / m, m, base + ALT_SHIFT, rng, prompt="alternate") for m, (_, _, _, base) in list(MODELS.items())[:8]]
+    return synthetic["dirs"] + alt
+
+
+def test_prompt_invariance_regression(with_alternate, synthetic, tmp_path, capsys):
+    out = tmp_path / "inv"
+    code, stdout, err = cli(["analyze", "profiles", *with_alternate, "--model-info", synthetic["info"], "--out", out, "--quick"], capsys)
+    assert code == 0, err
+    assert "prompt invariance (Table 5): standard vs. alternate" in stdout  # the text output names the effect
+    res = json.loads((out / "fit.json").read_text())
+    # the main regression leaves the alternate wording out, as the paper's Table 6
+    assert res["observations"] == 15 * 6 * 8 and any("alternate-prompt profile(s) left out" in n for n in res["notes"])
+    inv = res["invariance"]
+    assert (inv["standard"], inv["alternate"]) == (14 * 6 * 8, 8 * 6 * 8)  # the ToM profile is not in it
+    assert "standard_prompt" in inv["predictors"]
+    assert "theory of mind" not in {c["term"] for c in inv["coefficients"]}
+    t = inv["standard_vs_alternate"]
+    # the standard wording is ALT_SHIFT closer to Pareto (a little less: the simulated proximity is clipped at 0 and 1)
+    assert t["ci_high"] < 0 and -0.14 < t["mean"] < -0.05, t
+    md = (out / "invariance.md").read_text()
+    for row in ("| intercept |", "| log10(size) |", "| thinking variant |", "| standard (vs. alternate) |", "sigma_f (family)",
+                "sigma (residual)", "R^2 (Bayesian)", "N (standard / alternate): 1056 (672 / 384)"):
+        assert row in md, row
+    assert "game: " not in md  # game effects and family intercepts only in invariance.csv, as Table 5 leaves them out
+    full = pd.read_csv(out / "invariance.csv")
+    assert full["term"].str.startswith("game: ").sum() == 5 and full["term"].str.startswith("family: ").sum() == 3
+    assert "Prompt invariance (Appendix E, Table 5)" in (out / "statistics.md").read_text()
+    assert set(res["fits"]) == {"proximity", "invariance"}
+
+
+# --- Figure 2 with the model info ------------------------------------------------------------------------------------
+def test_figure_2_encodes_family_model_and_size(synthetic, tmp_path, capsys):
+    from cooplab.tasks.games.figures import encoding
+
+    profiles = [pf.load_profile(d) for d in synthetic["dirs"]]
+    info = bz.read_model_info(synthetic["info"]).to_dict(orient="index")
+    enc = encoding(profiles, [p["label"] for p in profiles], info)
+    pts = enc["points"]
+    # sorted by family, then size
+    assert [(p["family"], p["size_b"]) for p in pts] == sorted((p["family"], p["size_b"]) for p in pts)
+    for a in pts:
+        for b in pts:
+            assert (a["color"] == b["color"]) == (a["family"] == b["family"])
+            if a["family"] == b["family"]:
+                assert (a["marker"] == b["marker"]) == (a["model"] == b["model"])
+            if a["size_b"] < b["size_b"]:
+                assert a["size"] < b["size"]
+    texts = [t for _, t, *_ in enc["legend"]]
+    kinds = {k for k, *_ in enc["legend"]}
+    assert kinds == {"family", "model", "size"}
+    assert all(any(f"family {f}" in t for t in texts) for f in ("alpha", "beta", "gamma"))
+    assert all(any(t.startswith(m + " (") for t in texts) for m in MODELS)
+    assert any("log2 of the parameter count" in t for t in texts)
+    # the command draws it: analyze profiles writes profiles.png; figures profile takes --model-info too
+    out = tmp_path / "an"
+    code, stdout, err = cli(["analyze", "profiles", *synthetic["dirs"], "--model-info", synthetic["info"], "--out", out, "--quick"], capsys)
+    assert code == 0, err and (out / "profiles.png").stat().st_size > 20_000
+    code, _, err = cli(["figures", "profile", *synthetic["dirs"], "--model-info", synthetic["info"], "--out", tmp_path / "f.png"], capsys)
+    assert code == 0, err and (tmp_path / "f.png").stat().st_size > 20_000
+    f = tmp_path / "partial.csv"
+    f.write_text(f"model,family,size_b,thinking\n{FIRST},alpha,1,0\n")
+    code, _, err = cli(["figures", "profile", *synthetic["dirs"][:2], "--model-info", f, "--out", tmp_path / "g.png"], capsys)
+    _one_line_error(code, err, f"{SECOND!r} is not in --model-info")

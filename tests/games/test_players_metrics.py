@@ -188,9 +188,46 @@ def test_t_quantiles_and_intervals():
 
 def test_proximity_normalization():
     ref = eq.Reference(nash=0.0, pareto=1.0)  # Collective Risk at the defaults
-    assert ref.proximity([0.0, 1.0, 0.5, 3.0]).tolist() == [1.0, 0.0, 0.5, 2.0]  # 3.0: overshoot, further than Nash
+    # the paper's scale: 3.0 overshoots the fair share by twice Nash's distance and counts as Nash (1)
+    assert ref.proximity([0.0, 1.0, 0.5, 3.0]).tolist() == [1.0, 0.0, 0.5, 1.0]
+    assert ref.distance([0.0, 1.0, 0.5, 3.0]).tolist() == [1.0, 0.0, 0.5, 2.0]  # the uncapped distance is kept
     ref = eq.Reference(nash=10.0, pareto=0.0)  # CPR
     assert ref.proximity([10.0, 0.0, 2.0]).tolist() == [1.0, 0.0, 0.2]
+
+
+@pytest.mark.parametrize("game", GAMES)
+def test_random_players_proximity_is_on_the_papers_scale(game):
+    """Random players contribute about 5 per round in Collective Risk, four fair shares beyond it:
+    the proximity is 1 (as far as Nash, or further) and the uncapped distance keeps the 4."""
+    P = model_of(game)(simulations=40)
+    hist = play(P, "random", seed=3)
+    sims = mt.simulation_table(P, hist)
+    rounds = mt.round_table(P, hist)
+    for t in (sims, rounds):
+        assert t["proximity"].between(0.0, 1.0).all(), game
+        assert (t["proximity"] == np.minimum(t["proximity_raw"], 1.0)).all()
+    summary = mt.summarize(P, hist, sims, mt.bootstrap_convergence(sims["metric"]))
+    prox = summary["pareto_proximity"]
+    assert 0.0 <= prox["mean"] <= 1.0 and all(0.0 <= x <= 1.0 for x in prox["ci95"])
+    assert prox["raw_distance_mean"] == pytest.approx(sims["proximity_raw"].mean(), abs=1e-6)
+    if game == "collective-risk":
+        assert prox["mean"] == 1.0 and prox["raw_distance_mean"] > 3.5 and prox["beyond_nash_share"] == 1.0
+
+
+@pytest.mark.parametrize("game, default, basis", [("collective-risk", 1.0, "fair share T/(N R)"), ("o-ring", 6.0, "cheapest success t*/N")])
+def test_pareto_reference_is_settable(game, default, basis):
+    ref = eq.reference(model_of(game)())
+    assert (ref.pareto, ref.basis) == (default, basis)
+    P = model_of(game)(pareto_reference=1.25)
+    ref = eq.reference(P)
+    assert (ref.nash, ref.pareto, ref.basis) == (0.0, 1.25, "set by pareto_reference")
+    sims = mt.simulation_table(P, play(P, "pareto"))
+    # the Pareto players still play the welfare optimum; it is measured from the reference set
+    assert sims["proximity"].iloc[0] == pytest.approx(min(1.0, abs(default - 1.25) / 1.25))
+    for bad in (0, -1.0, 11.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError):
+            model_of(game)(pareto_reference=bad)
+    assert "pareto_reference" not in model_of("cpr").model_fields
 
 
 def test_bootstrap_convergence():

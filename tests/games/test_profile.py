@@ -219,3 +219,63 @@ def test_request_checks_the_simulations_against_every_game():
     assert r["games"] == ["o-ring", "cpr"] and r["llm"] is None
     with pytest.raises(pf.ProfileError):
         pf.request(players="llm", llm=None)
+
+
+# --- the Pareto references a profile is read against ------------------------------------------------------------
+def test_profile_prints_the_references_it_uses(tmp_path, capsys):
+    """Collective Risk's and O-Ring's Pareto values rest on a choice (the fair share with the configured
+    N; the cheapest success): every output names the values used, and --pareto-reference sets them."""
+    code, stdout, err = cli(["profile", "--players", "random", "--simulations", 2, "--out", tmp_path / "d"], capsys)
+    assert code == 0, err
+    assert "collective-risk  contribution per round" in stdout and "(Nash 0, Pareto 1 (fair share T/(N R)))" in stdout
+    assert "(Nash 0, Pareto 6 (cheapest success t*/N))" in stdout and "(Nash 10, Pareto 0)" in stdout
+    p = json.loads((tmp_path / "d" / "profile.json").read_text())
+    assert p["references"]["collective-risk"] == {"nash": 0.0, "pareto": 1.0, "pareto_basis": "fair share T/(N R)"}
+    assert p["references"]["o-ring"] == {"nash": 0.0, "pareto": 6.0, "pareto_basis": "cheapest success t*/N"}
+    args = ["profile", "--players", "random", "--simulations", 2, "--pareto-reference", "collective-risk=1.25", "--pareto-reference",
+            "o-ring=10", "--out", tmp_path / "s"]
+    code, stdout, err = cli(args + ["--json"], capsys)
+    assert code == 0, err
+    p = json.loads(stdout)
+    assert json.loads((tmp_path / "s" / "profile.json").read_text()) == p
+    for game, value in (("collective-risk", 1.25), ("o-ring", 10.0)):
+        assert p["references"][game] == {"nash": 0.0, "pareto": value, "pareto_basis": "set by pareto_reference"}
+        assert p["games"][game]["metric"]["pareto"] == value
+        cfg = json.loads((tmp_path / "s" / "games" / game / "config.json").read_text())
+        assert cfg["params"]["pareto_reference"] == value  # the game run itself measures from it
+        assert 0.0 <= p["games"][game]["pareto_proximity"]["mean"] <= 1.0
+    # random players withdraw about 5 of 10: far from a Pareto value of 10, near the cheapest success (6)
+    assert p["games"]["o-ring"]["pareto_proximity"]["mean"] > 0.4
+    code, stdout, err = cli(args, capsys)
+    assert code == 0, err and "Pareto 1.25 (set by pareto_reference)" in stdout and "Pareto 10 (set by pareto_reference)" in stdout
+    # the references are part of the profile: another value in the same directory is refused
+    code, _, err = cli(["profile", "--players", "random", "--simulations", 2, "--out", tmp_path / "s"], capsys)
+    assert code == 2 and "pareto_references" in err and len(err.strip().splitlines()) == 1
+
+
+def test_figure_caption_and_legend_name_the_references(tmp_path, capsys):
+    from cooplab.tasks.games.figures import reference_caption
+
+    for name, extra in (("d", []), ("s", ["--pareto-reference", "collective-risk=1.25"])):
+        assert cli(["profile", "--players", "random", "--simulations", 2, *extra, "--out", tmp_path / name, "-q"], capsys)[0] == 0
+    d, s = pf.load_profile(tmp_path / "d"), pf.load_profile(tmp_path / "s")
+    assert reference_caption([d]) == "Pareto references: Collective Risk 1 (fair share T/(N R)); O-Ring 6 (cheapest success t*/N)"
+    assert reference_caption([d, s]) == ("Pareto references: Collective Risk 1 (fair share T/(N R)) / 1.25 (set by pareto_reference); "
+                                         "O-Ring 6 (cheapest success t*/N)")
+    code, _, err = cli(["figures", "profile", tmp_path / "d", tmp_path / "s", "--out", tmp_path / "f.png"], capsys)
+    assert code == 0, err and (tmp_path / "f.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("ref, needle", [
+    ("cpr=3", "'cpr' has no settable Pareto reference"),
+    ("collective-risk", "expects GAME=VALUE"),
+    ("collective-risk=nan", "must be a finite number"),
+    ("collective-risk=0", "greater than 0"),
+    ("collective-risk=11", "at most the endowment"),
+    ("o-ring=1e999", "must be a finite number"),
+    ("o-ring=x", "must be a finite number"),
+])
+def test_bad_pareto_references_are_one_line_errors(tmp_path, capsys, ref, needle):
+    code, _, err = cli(["profile", "--players", "random", "--pareto-reference", ref, "--out", tmp_path / "p"], capsys)
+    assert code == 2 and err.startswith("cooplab: error: ") and needle in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "p").exists()
