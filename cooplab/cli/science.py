@@ -86,7 +86,7 @@ def score_command(
         try:
             e = judge_run(d, judge, k=samples, base_url=base_url, cache=cache, budget=budget_of(config, judge_budget))
         except JudgeFailed as exc:
-            fail(f"{d}: {exc}", code=1)
+            fail(str(exc), code=1)  # names the judge and the run
         except rundir.RunDirError as exc:
             fail(str(exc))
         rows.append({"run": str(d), **{k: e[k] for k in ("judge", "k", "completeness", "quality", "accuracy", "std", "n_fallback")},

@@ -59,12 +59,16 @@ def _run(coro):
     try:
         asyncio.get_running_loop()
     except RuntimeError:
+        inside_a_loop = False  # asyncio.run outside the except block: its errors must not carry this one as context
+    else:
+        inside_a_loop = True
+    if not inside_a_loop:
         return asyncio.run(coro)
     with concurrent.futures.ThreadPoolExecutor(1) as ex:
         return ex.submit(asyncio.run, coro).result()
 
 
-def _failure(judge: str, exc: BaseException, budget: float | None, ledger: dict[str, Any]) -> JudgeFailed:
+def _failure(judge: str, out: Path, exc: BaseException, budget: float | None, ledger: dict[str, Any]) -> JudgeFailed:
     """A judge's stop as one line: what happened, what it spent, how to score again."""
     from cooplab.agents.decisions import BudgetExhausted
     from cooplab.limits import one_line
@@ -74,7 +78,7 @@ def _failure(judge: str, exc: BaseException, budget: float | None, ledger: dict[
         why = f"the judge's budget (${budget:g}) ran out ({spent}); score again with a larger --judge-budget"
     else:
         why = f"{one_line(exc, 300)} ({spent})"
-    return JudgeFailed(f"judge {judge} did not finish: {why}", ledger)
+    return JudgeFailed(f"the judge {judge} could not score {out}: {why}", ledger)
 
 
 def judge_run(out: Path, judge: str, *, k: int = 3, base_url: str | None = None, cache: str | None = None,
@@ -101,7 +105,7 @@ def judge_run(out: Path, judge: str, *, k: int = 3, base_url: str | None = None,
             res = _run(judge_report(service, report, truth, k=k, judge_name=judge,
                                     task_description=dsets.TASK_DESCRIPTIONS.get(truth.get("task", ""), truth.get("description", ""))))
         except (BudgetExhausted, ModelUnavailable) as exc:
-            raise _failure(judge, exc, budget, _ledger(service)) from None
+            raise _failure(judge, out, exc, budget, _ledger(service)) from None
         finally:
             service.cache.close()
         entry = res.as_dict()

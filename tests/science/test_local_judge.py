@@ -53,7 +53,7 @@ def test_a_judge_that_never_answers_ends_the_command_in_one_line(garbage_run, ca
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert code == 1 and len(lines) == 1, err
     assert lines[0].startswith("cooplab: error: the judge scripted:") and "could not score" in lines[0]
-    assert "internal error" not in err and "Traceback" not in err
+    assert "internal error" not in err and "Traceback" not in err and "event loop" not in err
     assert (garbage_run / "scores.json").read_text() == before  # nothing written
 
 
