@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from cooplab.limits import ConfigError, one_line
+from cooplab.limits import ConfigError, one_line, sha256_file
 
 
 class ModelFilesError(ConfigError):
@@ -126,14 +126,6 @@ def model_dir(key: str) -> Path:
     return models_root() / model(key).key
 
 
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _fetch_hint(key: str) -> str:
     return f"run 'cooplab models fetch {key}' (from a checkout: bash scripts/setup.sh)"
 
@@ -153,7 +145,7 @@ def _problem(m: Model, f: ModelFile) -> str | None:
     if st.st_size != f.size:
         return f"{path} has {st.st_size} bytes, the pinned file {f.size}"
     try:
-        digest = sha256_of(path)
+        digest = sha256_file(path)
     except OSError as exc:
         return f"{path} cannot be read ({exc.strerror or exc})"
     if digest != f.sha256:
@@ -218,7 +210,7 @@ def _check_wheel(m: Model, wheel: Path) -> None:
     if not wheel.is_file():
         raise ModelFilesError(f"{wheel} is not a file; pass the wheel {m.wheel}")
     try:
-        digest = sha256_of(wheel)
+        digest = sha256_file(wheel)
     except OSError as exc:
         raise ModelFilesError(f"cannot read {wheel}: {exc.strerror or exc}") from None
     if digest != m.wheel_sha256:

@@ -67,6 +67,17 @@ MAX_JSON_DEPTH = 100  #: arrays and objects inside each other in any JSON read f
 
 
 # --- JSON from files --------------------------------------------------------------------------
+def sha256_file(path: Any) -> str:
+    """The SHA-256 of a file's bytes (hex), read in 1 MiB blocks (datasets, model files)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def parse_json(text: str | bytes, where: str, *, error: Callable[[str], Exception] = ConfigError,
                parse_constant: Callable[[str], Any] | None = None) -> Any:
     """The value of the JSON ``text`` read from ``where`` (a file, or "FILE line N"), else ``error``

@@ -19,7 +19,6 @@ the built-in tasks' fact kinds number, label and set, so accuracy is scored by t
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 import math
@@ -36,6 +35,8 @@ from pydantic import (
     model_validator,
 )
 
+from cooplab.limits import sha256_file
+
 MAX_TASK_CHARS = 20_000
 SNIFF_BYTES = 64 * 1024
 META_COLUMN = "__cooplab_frames__"
@@ -50,14 +51,6 @@ MULTI_PREAMBLE = (
 
 class OwnDataError(ValueError):
     """A custom task's file or truth cannot be used (one line)."""
-
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 # --- reading unfamiliar tables ---------------------------------------------------------------------
@@ -103,7 +96,7 @@ def read_table(path: Path | str) -> tuple[Any, dict[str, Any]]:
         raise OwnDataError(f"dataset {p} is empty")
     with open(p, "rb") as f:
         head = f.read(SNIFF_BYTES)
-    info: dict[str, Any] = {"path": str(p.resolve()), "stem": p.stem, "bytes": size, "sha256": sha256(p)}
+    info: dict[str, Any] = {"path": str(p.resolve()), "stem": p.stem, "bytes": size, "sha256": sha256_file(p)}
     if head.startswith(b"PAR1") or p.suffix.lower() in (".parquet", ".pq"):
         try:
             df = pd.read_parquet(p)

@@ -17,7 +17,6 @@ LLM judge adds its scores there, see ``cooplab science score``), ``summary.json`
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 from cooplab.graphs import rundir
 from cooplab.graphs.rundir import TRACES_FILE
 from cooplab.graphs.task import RunInfo, Task, TaskConfigError, first_error
+from cooplab.limits import sha256_file
 from cooplab.tasks.science import datasets as dsets
 from cooplab.tasks.science import scripted  # noqa: F401 - registers the built-in scripted teams (and the bench's answers team)
 from cooplab.tasks.science.params import ScienceParams
@@ -33,14 +33,6 @@ from cooplab.tasks.science.roles import ARTIFACT, TEAMS, pipeline_roles
 from cooplab.tasks.science.team import ScienceState, TeamGraph, artifacts_of, init_state
 
 DATASET_DIR = "dataset"
-
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def team_model(team: str, task: str) -> str | None:
@@ -286,7 +278,7 @@ class ScienceTask(Task):
         if not data.exists() or not (d / dsets.TRUTH_FILE).exists():
             dsets.generate(P.task, int(config["seed"]), d, size=P.data_size)
         want = (_dataset(config) or {}).get("sha256")
-        got = sha256(data)
+        got = sha256_file(data)
         if want is None:
             _record_dataset(config, Path(out), {"file": f"{DATASET_DIR}/{dsets.DATA_FILE}", "sha256": got, "generator": dsets.GENERATOR})
         elif got != want:
@@ -314,12 +306,12 @@ class ScienceTask(Task):
             data = have[0]
             for i in c["datasets"]:
                 p = Path(i["path"])
-                now = owndata.sha256(p) if p.is_file() else None
+                now = sha256_file(p) if p.is_file() else None
                 if now != i["sha256"]:
                     print(f"cooplab: warning: {p} {'is gone' if now is None else 'changed (SHA-256 differs)'} since the run started; "
                           f"the run goes on with its copy in {d}", file=sys.stderr)
         want = (_dataset(config) or {}).get("sha256")
-        got = sha256(data)
+        got = sha256_file(data)
         if want is None:
             _record_dataset(config, out, {"file": f"{DATASET_DIR}/{data.name}", "sha256": got, "generator": "cooplab own data"})
         elif got != want:

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from cooplab.cli import main
+from cooplab.limits import sha256_file
 from cooplab.tasks.science import owndata
 from tests.helpers.cli import fail_line
 
@@ -61,8 +62,8 @@ def test_hostile_csv_with_truth_is_read_preloaded_scored_and_resumes(tmp_path, c
                                        "means": {"größe": round(float(df["größe"].mean()), 4), "x": mean_x}}}
     cfg = json.loads((out / "config.json").read_text())
     info = cfg["params"]["custom"]["datasets"][0]
-    assert info["separator"] == ";" and info["encoding"] in ("cp1252", "latin-1") and info["sha256"] == owndata.sha256(p)
-    assert cfg["record"]["dataset"]["sha256"] == owndata.sha256(out / "dataset" / "data.csv")
+    assert info["separator"] == ";" and info["encoding"] in ("cp1252", "latin-1") and info["sha256"] == sha256_file(p)
+    assert cfg["record"]["dataset"]["sha256"] == sha256_file(out / "dataset" / "data.csv")
     # the team prompts carry the task text in place of a built-in task's
     msgs = (out / "traces.jsonl").read_text(encoding="utf-8")
     assert "Describe the city table" in msgs
