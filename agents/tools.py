@@ -71,6 +71,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.channels.delta import DeltaChannel
+from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode, ToolRuntime
 from langgraph.prebuilt.tool_node import ToolInvocationError
@@ -784,7 +785,9 @@ class ToolAgent:
         if conf.get("checkpoint_ns"):
             conf["checkpoint_ns"] = f"{conf['checkpoint_ns']}|{re.sub(r'[|:]', '_', self.agent_id)}:{uuid.uuid4()}"
         cfg["configurable"] = conf
-        return loop_result(await self.graph.ainvoke(state, cfg, context=context, durability="async"))
+        # checkpoints in the background, under a parent graph's checkpointer (a bare loop has none)
+        kw = {"durability": "async"} if conf.get(CONFIG_KEY_CHECKPOINTER) is not None else {}
+        return loop_result(await self.graph.ainvoke(state, cfg, context=context, **kw))
 
 
 async def run_tool_loop(agent_id: str, tools: Sequence[BaseTool], messages: Sequence[BaseMessage], *, context: CoopContext,

@@ -163,8 +163,13 @@ def _clause(unit: str, start: int, end: int, comparisons: bool = False) -> tuple
     """The clause of ``unit`` around [start, end): cut at ``; : , ( )``, a spaced dash and
     but / whereas / while / although / though / however / yet / unlike; with ``comparisons``
     also at than / against / versus / vs / compared to / compared with / ahead of."""
+    return _between_cuts(unit, start, end, _COMPARISON_CUT_RE if comparisons else _CLAUSE_RE)
+
+
+def _between_cuts(unit: str, start: int, end: int, cuts: re.Pattern[str]) -> tuple[int, int]:
+    """The bounds of the stretch of ``unit`` around [start, end) that no match of ``cuts`` crosses."""
     lo, hi = 0, len(unit)
-    for m in (_COMPARISON_CUT_RE if comparisons else _CLAUSE_RE).finditer(unit):
+    for m in cuts.finditer(unit):
         if m.end() <= start:
             lo = m.end()
         elif m.start() >= end:
@@ -211,14 +216,7 @@ _WORD_RE = re.compile(r"[^\W_]+")
 
 def _part(unit: str, start: int, end: int) -> tuple[int, int]:
     """The bounds of the sentence part around [start, end) (cut by :data:`_HEDGE_SPAN_RE`)."""
-    lo, hi = 0, len(unit)
-    for m in _HEDGE_SPAN_RE.finditer(unit):
-        if m.end() <= start:
-            lo = m.end()
-        elif m.start() >= end:
-            hi = m.start()
-            break
-    return lo, hi
+    return _between_cuts(unit, start, end, _HEDGE_SPAN_RE)
 
 
 def hedged(unit: str, start: int, end: int, evidence: tuple[int, int] | None = None) -> bool:
