@@ -649,3 +649,16 @@ def test_a_run_killed_mid_round_recovers_its_finished_rounds_and_the_open_one_as
     assert groups["round 1"]["status"] == "success" and groups["round 2"]["status"] == "error"
     assert groups["round 2"]["error"].startswith("interrupted")
     assert [r["name"] for r in runs if r["parent_run_id"] == groups["round 2"]["id"]] == ["act"]  # settle never ended
+
+
+def test_round_runs_export_to_langsmith_parents_first_with_the_run_s_thread(tmp_path, fake_langsmith):
+    assert _rounds_run(tmp_path, 0).returncode == 0
+    runs = load_runs(tmp_path, validate=True)
+    assert export_traces(tmp_path, endpoint=fake_langsmith.url, api_key="k-0123456789", project="p") == len(runs)
+    posted = fake_langsmith.batch_posts()
+    pos = {p["id"]: i for i, p in enumerate(posted)}
+    rounds = [p for p in posted if p["name"].startswith("round ")]
+    assert len(rounds) == 3 and all(p["extra"]["metadata"]["session_id"] == "S1" for p in rounds)
+    for p in posted:
+        if p.get("parent_run_id"):
+            assert pos[p["parent_run_id"]] < pos[p["id"]]
