@@ -130,6 +130,7 @@ class _RoundRun:
     open: int = 0  # node runs started and not yet ended
     error: str | None = None
     journaled: bool = False
+    written: bool = False  # in the file (by flush)
 
     def record(self) -> dict[str, Any]:
         rec = {"id": str(self.id), "trace_id": str(self.trace_id), "parent_run_id": str(self.parent_run_id),
@@ -256,14 +257,19 @@ class JsonlTracer(BaseTracer):
             if run.error:
                 group.error = group.error or f"the node {run.name} failed"
 
-    def _round_records(self, trace_id: str) -> list[dict[str, Any]]:
-        """The group runs of a finished trace, forgotten here (those already journaled included:
-        the file gets each run once, journals are only read after a crash)."""
+    def _round_records(self, trace_id: str, *, forget: bool = True) -> list[dict[str, Any]]:
+        """The records of a trace's group runs not yet written to the file (those journaled
+        included: journals are only read after a crash), then marked written; ``forget``: the
+        trace ended, drop its groups."""
         out = []
         for key in [k for k in self._rounds if k[0] == trace_id]:
-            group = self._rounds.pop(key)
-            self._round_ids.pop(str(group.id), None)
-            out.append(group.record())
+            group = self._rounds[key]
+            if not group.written:
+                group.written = True
+                out.append(group.record())
+            if forget:
+                del self._rounds[key]
+                self._round_ids.pop(str(group.id), None)
         return out
 
     # no child_runs tree in memory: each run becomes a record when it ends
@@ -410,9 +416,11 @@ class JsonlTracer(BaseTracer):
 
     def flush(self) -> None:
         """Write the runs of every trace still open (e.g. before an abrupt stop). Runs still
-        running are not written; their finished children are."""
+        running are not written; their finished children are, with their round runs as they
+        stand (a round's later nodes still point to it; it is not written again)."""
         with self._lock:
             for tid in list(self._pending):
+                self._pending[tid].extend(_Record(r) for r in self._round_records(tid, forget=False))
                 self._flush_trace(tid)
 
     def __repr__(self) -> str:

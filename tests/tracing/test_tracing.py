@@ -662,3 +662,32 @@ def test_round_runs_export_to_langsmith_parents_first_with_the_run_s_thread(tmp_
     for p in posted:
         if p.get("parent_run_id"):
             assert pos[p["parent_run_id"]] < pos[p["id"]]
+
+
+def test_a_flush_mid_round_writes_each_round_run_once_and_the_tree_stays_whole(tmp_path):
+    tracer = JsonlTracer(tmp_path / "traces.jsonl")
+
+    class S(TypedDict, total=False):
+        round: int
+
+    def act(state):
+        if state["round"] == 2:
+            tracer.flush()  # e.g. before an abrupt stop: round 1 and round 2 so far are written
+        return {}
+
+    def settle(state):
+        return {"round": state["round"] + 1}
+
+    g = StateGraph(S)
+    g.add_node("act", act)
+    g.add_node("settle", settle)
+    g.add_edge(START, "act")
+    g.add_edge("act", "settle")
+    g.add_conditional_edges("settle", lambda s: END if s["round"] > 3 else "act", ["act", END])
+    g.compile(name="society").invoke({"round": 1}, {"callbacks": [tracer]})
+    runs = load_runs(tmp_path, validate=True)
+    check_tree(runs)
+    groups = [r["name"] for r in runs if r["name"].startswith("round ")]
+    assert sorted(groups) == ["round 1", "round 2", "round 3"]
+    root = next(r for r in runs if r["parent_run_id"] is None)
+    assert root["status"] == "success"
