@@ -155,7 +155,7 @@ def cpr_view(run: Any, query: Mapping[str, str]) -> list[ex.Section]:
 
     body = [ex.Section("The lake", lake, id="lake"), ex.Section("Fishers by round", agent_blocks, id="agents"),
             ex.Section("Punishments: who fined whom", punish, id="fines"), cpr_norms(run, s, keep),
-            cpr_beliefs(my, my_beliefs)]
+            cpr_beliefs(my, my_beliefs, llm)]
     focus = [cpr_round(run, query, s, my, pairs, rounds, keep), cpr_agent(run, query, s, my, pairs, my_beliefs, keep)]
     return _page(run, query, focus, body)
 
@@ -180,7 +180,7 @@ def cpr_norms(run: Any, s: int, keep: dict[str, Any]) -> ex.Section | None:
     return ex.Section("Norms: proposed, voted, adopted", blocks, id="norms")
 
 
-def cpr_beliefs(my: Any, beliefs: Any) -> ex.Section | None:
+def cpr_beliefs(my: Any, beliefs: Any, llm: bool) -> ex.Section | None:
     blocks: list[ex.Block] = []
     if beliefs is not None and len(beliefs):
         wide = beliefs.pivot_table(index="agent", columns="round", values="belief", aggfunc="last")
@@ -189,7 +189,7 @@ def cpr_beliefs(my: Any, beliefs: Any) -> ex.Section | None:
             rows.append({"fisher": CPR.name(a), "_id": int(a), **{("at the start" if c == 0 else f"after round {c}"): r[c] for c in wide.columns}})
         blocks.append(ex.Table(rows, title="each fisher's personal norm in words, as it changed", links={"fisher": ("agent", "_id")},
                                filterable=True))
-    if my is not None and len(my) and "norm cap g" in my.columns and my["norm cap g"].notna().any():
+    if not llm and my is not None and len(my) and "norm cap g" in my.columns and my["norm cap g"].notna().any():
         blocks.append(per_agent_plot(my, CPR, "norm cap g", "personal harvest cap g", key="cpr-g"))
     return ex.Section("Beliefs over time", blocks, id="beliefs") if blocks else None
 
