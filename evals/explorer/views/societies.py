@@ -26,6 +26,7 @@ from .common import (
     per_agent_plot,
     pick_society,
     query_int,
+    whole,
     society_picker,
     with_society,
 )
@@ -84,10 +85,13 @@ def cpr_rounds(run: Any) -> pd.DataFrame | None:
     df = run.table("rounds")
     if df is None or not {"condition", "replicate", "round"} <= set(df.columns):
         return None
-    pairs = sorted({(int(c), int(r)) for c, r in zip(df["condition"], df["replicate"])})
-    index = {p: s for s, p in enumerate(pairs)}
-    df = df.copy()
-    df["society"] = [index[(int(c), int(r))] for c, r in zip(df["condition"], df["replicate"])]
+    keys = [(whole(c), whole(r)) for c, r in zip(df["condition"], df["replicate"])]
+    ok = [None not in k for k in keys]
+    if not all(ok):
+        run.notes.append(f"{len(ok) - sum(ok)} rows of the rounds table have no whole condition or replicate and are left out")
+    index = {p: s for s, p in enumerate(sorted({k for k, good in zip(keys, ok) if good}))}
+    df = df[ok].copy()
+    df["society"] = [index[k] for k, good in zip(keys, ok) if good]
     return df
 
 
@@ -95,9 +99,16 @@ def cpr_decisions(run: Any, phase: str) -> list[dict[str, Any]]:
     d = run.table("decisions")
     if d is None or not {"phase", "society", "agent", "round"} <= set(d.columns):
         return []
-    sub = d[d["phase"] == phase]
-    return [{"society": int(r["society"]), "agent": int(r["agent"]), "round": int(r["round"]), **parsed(r.get("parsed"))}
-            for _, r in sub.iterrows()]
+    out, bad = [], 0
+    for _, r in d[d["phase"] == phase].iterrows():
+        ids = {k: whole(r[k]) for k in ("society", "agent", "round")}
+        if None in ids.values():
+            bad += 1
+            continue
+        out.append({**parsed(r.get("parsed")), **ids})
+    if bad:
+        run.notes.append(f"{bad} {phase} decisions without a whole society, agent or round are left out")
+    return out
 
 
 def cpr_fines(run: Any, society: int) -> list[dict[str, Any]]:
@@ -105,7 +116,7 @@ def cpr_fines(run: Any, society: int) -> list[dict[str, Any]]:
     out = []
     for d in cpr_decisions(run, "punish"):
         k = d.get("punish")
-        if d["society"] == society and isinstance(k, int) and not isinstance(k, bool) and k >= 1:
+        if d["society"] == society and isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= 1_000_000:
             out.append({"round": d["round"], "punisher": d["agent"], "target": k - 1})
     return sorted(out, key=lambda p: (p["round"], p["punisher"]))
 
