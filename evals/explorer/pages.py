@@ -125,6 +125,10 @@ class Site:
             return {**self.base("no such run"), "message": "no such run under the folders given"}, 404
         filters = {k: q[k] for k in traces.FILTERS if q.get(k)}
         calls, note = traces.calls(run, filters)
+        noun = views.noun(run.task, self.task(run.task))
+        for c in calls:
+            if not c.get("agent_name") and isinstance(c.get("agent"), int):
+                c["agent_name"] = f"{noun} {c['agent'] + 1}"
         return {**self.base(f"model calls of {run.name}"), "run": self.header(run), "calls": calls, "filters": filters,
                 "notes": [note] if note else []}, 200
 

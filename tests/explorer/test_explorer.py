@@ -409,8 +409,14 @@ def test_non_finite_huge_and_wrong_typed_values_are_shown_never_a_crash(tmp_path
                   "R_plus": [1.0, 2.0, 3.0], "H": ["a", None, 2.5]}).to_csv(run / "rounds.csv", index=False)
     (run / "decisions.csv").write_text("society,agent,round,phase,parsed,raw\n0,0,1,punish,\"{\"\"punish\"\": 1e999}\",x\n"
                                        "0,1,1,propose,[1],y\nx,y,z,punish,{},z\n")
+    call = {"id": "c1", "run_type": "llm", "name": "m", "inputs": {"messages": [[{"kwargs": {"type": "human", "content": "Round 1. <b>hi</b>"}}]]},
+            "outputs": {"generations": [[{"text": "{\"punish\": 1}"}]]}, "extra": {"metadata": {"agent_id": 0, "round": "1", "phase": "punish"}}}
+    (run / "traces.jsonl").write_text('{"run_type": "llm", "inputs\n[1, 2]\n' + "[" * 5000 + '"llm"' + "]" * 5000 + "\n" + json.dumps(call) + "\n")
     server, url = serve([tmp_path / "runs"], task_for=task_for)
     try:
+        calls = httpx.get(url + "traces?" + urlencode({"id": "0/odd", "round": "1"})).text
+        assert calls.count('<article class="call">') == 1 and "2 damaged lines of traces.jsonl were skipped" in calls
+        assert "Round 1. &lt;b&gt;hi&lt;/b&gt;" in calls and "Fisher 1 \u00b7 punish \u00b7 round 1" in calls
         listing = httpx.get(url)
         assert listing.status_code == 200 and "\u221e" in listing.text and "odd" in listing.text
         for q in ({}, {"round": "1"}, {"agent": "0"}, {"society": "0", "round": "2"}):

@@ -16,7 +16,7 @@ from cooplab.evals.explorer import history
 from cooplab.evals.report import cut, dig, num
 from cooplab.graphs import explore as ex
 
-from . import KEY_NUMBERS, VIEWS, generic
+from . import KEY_NUMBERS, NOUNS, VIEWS, generic
 from .common import (
     Spec,
     agents_by_round,
@@ -408,3 +408,4 @@ def _natural(key: str) -> tuple:
 
 VIEWS.update({"cpr": cpr_view, "diners": diners_view, "game": game_view})
 KEY_NUMBERS.update({"cpr": cpr_numbers, "game": game_numbers})
+NOUNS.update({"cpr": CPR.noun, "diners": DINERS.noun, "game": GAME.noun})
