@@ -82,7 +82,10 @@ class Site:
                          "status": r.status, "model": model_of(r.config), "date": r.date,
                          "numbers": [(render.text(k, 60), render.text(v, 120)) for k, v in list(keys.items())[:6]],
                          "notes": list(r.notes)})
-        return {**self.base("cooplab runs"), "runs": rows, "filter": clean_query(query).get("q", "")}
+        q = clean_query(query)
+        sort = q.get("sort", "")
+        return {**self.base("cooplab runs"), "runs": rows, "filter": q.get("q", ""),
+                "sort": sort if sort.lstrip("-").isdigit() and len(sort) <= 3 else ""}
 
     def run_page(self, query: Mapping[str, str]) -> tuple[dict[str, Any], int]:
         q = clean_query(query)

@@ -170,6 +170,20 @@ def test_the_list_shows_every_run_under_the_folder_sweeps_cells_too(site, runs, 
     screenshot(tmp_path, site, "explorer-list")
 
 
+def test_the_list_filters_and_sorts_in_the_browser(site, tmp_path):
+    """The page's own script runs under the CSP: ?q= filters the rows, ?sort=N sorts by column N."""
+    rows = tables(dom(tmp_path, page(site, "", q="cpr llm")))[""]
+    shown = [r[2] for r in rows[1:] if r]
+    html_text = dom(tmp_path, page(site, "", q="game"))
+    hidden = [a for t, a in elements(html_text) if t == "tr" and "hidden" in a.get("class", "")]
+    assert len(hidden) == 7 and 'data-task="game"' in html_text  # only the profile's game is left
+    assert "cpr-llm" in shown
+    order = [r[3] for r in tables(dom(tmp_path, page(site, "", sort="3")))[""][1:]]
+    assert order == sorted(order) and order != sorted(order, reverse=True)
+    desc = [r[3] for r in tables(dom(tmp_path, page(site, "", sort="-3")))[""][1:]]
+    assert desc == sorted(order, reverse=True)
+
+
 # --- a CPR run of LLM fishers ----------------------------------------------------------------------
 def test_who_fined_whom_in_round_5_and_what_fisher_2_said(site, runs, tmp_path):
     d = decisions(runs, "cpr-llm")
@@ -330,13 +344,20 @@ def test_no_host_gets_nothing_and_pages_carry_a_strict_csp(site):
 
 @pytest.mark.parametrize("query", [
     {"id": "../../etc"}, {"id": "0/../.."}, {"id": "9/cpr-llm"}, {"id": "0/cpr-llm", "round": "<script>alert(1)</script>"},
-    {"id": "0/cpr-llm", "agent": "-5", "society": "99"}, {"id": "0/cpr-llm", "round": "9" * 30}, {"id": "0/cpr-llm", "round": "1e309"},
+    {"id": "0/cpr-llm", "agent": "-5", "society": "99"}, {"id": "0/cpr-llm", "sort": "<b>"}, {"id": "0/cpr-llm", "round": "9" * 30}, {"id": "0/cpr-llm", "round": "1e309"},
 ])
 def test_hostile_queries_get_a_page_or_a_404_never_a_500(site, query):
     r = httpx.get(page(site, "run", **query))
     assert r.status_code in (200, 404) and "Traceback" not in r.text and "<script>alert" not in r.text
     if r.status_code == 404:
         assert "no run with id" in r.text
+
+
+@pytest.mark.parametrize("path", ["/static/../app.py", "/static/%2e%2e/app.py", "/static/..%2fpages.py", "/static/"])
+def test_static_files_are_only_the_pages_own(site, path):
+    port = site.rstrip("/").rsplit(":", 1)[1]
+    code, _, body = raw_http(site, f"GET {path} HTTP/1.1\r\nHost: localhost:{port}\r\nConnection: close\r\n\r\n".encode())
+    assert code == 404 and b"import" not in body
 
 
 def test_a_damaged_run_shows_what_is_there_and_notes_the_rest(site, tmp_path):

@@ -226,6 +226,8 @@ def cpr_round(run: Any, query: Mapping[str, str], s: int, my: Any, pairs: list[d
         adopted = _rows_of(_rows_of(run.table("norms_adopted"), "society", s), "round", r)
         if adopted is not None and len(adopted):
             blocks.append(ex.KeyValues({"norm adopted after the vote": adopted.iloc[0].get("norm")}))
+    if run.config.get("agents") == "llm":
+        blocks.append(ex.Link(f"every model call of round {r} on the traces page", {"round": r}, trace=True))
     n = my["agent"].nunique() if my is not None and len(my) else 0
     for a in range(n) if n else []:
         talk = conversation(run, {"round": r, "agent": a, "society": s}, CPR)
