@@ -26,8 +26,10 @@ MAX_CALLS = 400
 #: characters of one message shown
 MAX_MESSAGE_CHARS = 20_000
 
-_NAME = re.compile(r"\byour name is ([A-Za-z][\w .-]{0,40}?) (\d{1,6})\b", re.I)
-_ROUND = re.compile(r"^\s*(?:round|iteration)\s+(\d{1,9})\b", re.I | re.M)
+#: "Your name is Fisher 3" (CPR), "You are Player 2 in Group 1" (games), "You are member 4 of a group" (diners)
+_NAME = re.compile(r"\b(?:your name is|you are) ([A-Za-z][\w-]{0,30}) (\d{1,6})\b", re.I)
+#: "Round 4.", "=== Round 2 of 3 ===", "Iteration 3, at the pub."
+_ROUND = re.compile(r"^\W*(?:round|iteration)\s+(\d{1,9})\b", re.I | re.M)
 
 
 def _messages(inputs: Any) -> list[dict[str, str]]:
@@ -82,7 +84,8 @@ def facts(rec: Mapping[str, Any]) -> dict[str, Any]:
     if agent is None:
         m = _NAME.search(text)
         if m:
-            agent, name = int(m.group(2)) - 1, f"{m.group(1)} {m.group(2)}"
+            agent = int(m.group(2)) - 1
+            name = None if m.group(1).lower() == "member" else f"{m.group(1)} {m.group(2)}"
     rnd = _int(md.get("round"))
     if rnd is None:
         human = [m["text"] for m in msgs if m["role"] in ("human", "HumanMessage", "user")]

@@ -448,3 +448,21 @@ def test_non_finite_huge_and_wrong_typed_values_are_shown_never_a_crash(tmp_path
         assert cmp.status_code == 200
     finally:
         stop(server)
+
+
+# --- who and when of a call in traces written before calls were labelled --------------------------
+@pytest.mark.parametrize("system, human, agent, name, rnd", [
+    ("You are one of 4 fishers ... Your name is Fisher 3.", "Round 4.\n\nThe lake now holds 900 tonnes.", 2, "Fisher 3", 4),
+    ("You are Player 2 in Group 1.\n\nGAME RULES: ...", "=== Round 2 of 3 ===\n\nPREVIOUS ROUNDS: ...", 1, "Player 2", 2),
+    ("You are Alex. You like food.\nYou are member 5 of a group of 4 friends who dine out.", "Iteration 3, at the pub. ...", 4, None, 3),
+])
+def test_unlabelled_calls_are_read_from_their_prompts(system, human, agent, name, rnd):
+    from cooplab.evals.explorer.traces import facts
+
+    msgs = [{"kwargs": {"type": "system", "content": system}}, {"kwargs": {"type": "human", "content": human}},
+            {"kwargs": {"type": "human", "content": "Round 99 was not valid JSON; answer again."}}]
+    f = facts({"run_type": "llm", "inputs": {"messages": [msgs]}, "extra": {"metadata": {"langgraph_node": "act"}}})
+    assert (f["agent"], f["agent_name"], f["round"], f["phase"]) == (agent, name, rnd, "act")
+    labelled = facts({"run_type": "llm", "inputs": {"messages": [msgs]},
+                      "extra": {"metadata": {"agent_id": 7, "agent_name": "Fisher 8", "round": 11, "phase": "vote", "society": 2}}})
+    assert (labelled["agent"], labelled["agent_name"], labelled["round"], labelled["phase"], labelled["society"]) == (7, "Fisher 8", 11, "vote", 2)
