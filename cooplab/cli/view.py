@@ -53,7 +53,7 @@ def _check_dirs(dirs: list[Path]) -> list[Path]:
 
 
 def view_cmd(
-    dirs: Optional[List[Path]] = typer.Argument(None, metavar="[DIR ...]", help="Folders holding run directories, searched recursively (sweeps' cells too). Default: ./runs if it exists, else the current folder."),
+    dirs: Optional[List[Path]] = typer.Argument(None, metavar="DIR", help="Folders holding run directories, searched recursively (sweeps' cells too). Default: ./runs if it exists, else the current folder."),
     port: int = typer.Option(0, "--port", help="Port to listen on (0: any free port)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (default: loopback only). Requests must still name localhost, 127.0.0.1 or [::1] in their Host header."),
     open_browser: bool = typer.Option(False, "--open/--no-open", help="Open the explorer in the default browser."),

@@ -385,10 +385,14 @@ def test_a_third_party_task_shows_its_own_sections_through_the_hook(tmp_path):
     run.mkdir(parents=True)
     (run / "config.json").write_text(json.dumps({"version": 2, "task": "ultimatum-test", "agents": "rule", "seed": 0, "params": {}}))
     (run / "summary.json").write_text(json.dumps({"task": "ultimatum-test", "status": "completed", "offer": 4}))
+    (tmp_path / "runs" / "u2").mkdir()  # a run still going: config.json only
+    (tmp_path / "runs" / "u2" / "config.json").write_text(json.dumps({"version": 2, "task": "ultimatum-test", "agents": "llm",
+                                                                      "llm": {"model": "openai:m"}}))
     server, url = serve([tmp_path / "runs"], task_for=lambda name: Ultimatum() if name == "ultimatum-test" else None)
     try:
         listing = httpx.get(url).text
         assert "<b>offer</b> 4" in listing
+        assert "running or unfinished" in listing and "no summary.json (the run has not finished" in listing and "openai:m" in listing
         own = httpx.get(url + "run?" + urlencode({"id": "0/u1"})).text
         assert '<section id="offers"><h2>Offers</h2>' in own and "offer of 4" in own
         broken = httpx.get(url + "run?" + urlencode({"id": "0/u1", "boom": "1"})).text
