@@ -436,11 +436,14 @@ def test_non_finite_huge_and_wrong_typed_values_are_shown_never_a_crash(tmp_path
                                        "0,1,1,propose,[1],y\nx,y,z,punish,{},z\n")
     call = {"id": "c1", "run_type": "llm", "name": "m", "inputs": {"messages": [[{"kwargs": {"type": "human", "content": "Round 1. <b>hi</b>"}}]]},
             "outputs": {"generations": [[{"text": "{\"punish\": 1}"}]]}, "extra": {"metadata": {"agent_id": 0, "round": "1", "phase": "punish"}}}
-    (run / "traces.jsonl").write_text('{"run_type": "llm", "inputs\n[1, 2]\n' + "[" * 5000 + '"llm"' + "]" * 5000 + "\n" + json.dumps(call) + "\n")
+    named = {**call, "id": "c2", "extra": {"metadata": {"agent_id": "eve", "agent_name": "Eve \"the' <i>bad</i>", "round": 1, "phase": "x"}}}
+    (run / "traces.jsonl").write_text('{"run_type": "llm", "inputs\n[1, 2]\n' + "[" * 5000 + '"llm"' + "]" * 5000 + "\n" + json.dumps(call)
+                                      + "\n" + json.dumps(named) + "\n")
     server, url = serve([tmp_path / "runs"], task_for=task_for)
     try:
         calls = httpx.get(url + "traces?" + urlencode({"id": "0/odd", "round": "1"})).text
-        assert calls.count('<article class="call">') == 1 and "2 damaged lines of traces.jsonl were skipped" in calls
+        assert calls.count('<article class="call">') == 2 and "2 damaged lines of traces.jsonl were skipped" in calls
+        assert "Eve &#34;the&#39; &lt;i&gt;bad&lt;/i&gt; \u00b7 x \u00b7 round 1" in calls and "<i>" not in calls
         assert "Round 1. &lt;b&gt;hi&lt;/b&gt;" in calls and "Fisher 1 \u00b7 punish \u00b7 round 1" in calls
         listing = httpx.get(url)
         assert listing.status_code == 200 and "\u221e" in listing.text and "odd" in listing.text
