@@ -380,6 +380,20 @@ class Ultimatum(Task):
         return {"offer": summary.get("offer")}
 
 
+def test_a_science_runs_key_numbers_lead_with_accuracy_and_cost(tmp_path):
+    from cooplab.evals.explorer.views import key_numbers
+    from cooplab.evals.explorer.runs import RunDir
+
+    run = tmp_path / "sci"
+    run.mkdir()
+    (run / "summary.json").write_text(json.dumps({"task": "science", "status": "completed", "science_task": "ecology",
+                                                  "scores": {"completeness": 1.0, "quality": 0.5, "accuracy": 0.75, "judges": {"j": {}}},
+                                                  "ledger": {"cost_usd_float": 0.0123}}))
+    got = key_numbers(RunDir(id="0/sci", out=run, root=tmp_path))
+    assert list(got) == ["science task", "accuracy", "completeness", "quality", "cost (USD)"]
+    assert got["accuracy"] == 0.75 and got["cost (USD)"] == "0.0123"
+
+
 def test_a_third_party_task_shows_its_own_sections_through_the_hook(tmp_path):
     run = tmp_path / "runs" / "u1"
     run.mkdir(parents=True)

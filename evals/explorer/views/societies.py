@@ -356,6 +356,15 @@ def game_view(run: Any, query: Mapping[str, str]) -> list[ex.Section]:
     return _page(run, query, focus, body)
 
 
+def science_numbers(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """A science run: its task, the heuristic scores (accuracy first) and the cost."""
+    scores = summary.get("scores") if isinstance(summary.get("scores"), Mapping) else {}
+    out: dict[str, Any] = {"science task": summary.get("science_task")}
+    out.update({k: scores.get(k) for k in ("accuracy", "completeness", "quality") if k in scores})
+    cost = generic.key_numbers(summary).get("cost (USD)")
+    return {k: v for k, v in {**out, "cost (USD)": cost}.items() if v is not None}
+
+
 def game_numbers(summary: Mapping[str, Any]) -> dict[str, Any]:
     out = generic.key_numbers(summary)
     out.pop("rounds", None)
@@ -409,5 +418,5 @@ def _natural(key: str) -> tuple:
 
 
 VIEWS.update({"cpr": cpr_view, "diners": diners_view, "game": game_view})
-KEY_NUMBERS.update({"cpr": cpr_numbers, "game": game_numbers})
+KEY_NUMBERS.update({"cpr": cpr_numbers, "game": game_numbers, "science": science_numbers})
 NOUNS.update({"cpr": CPR.noun, "diners": DINERS.noun, "game": GAME.noun})
