@@ -56,16 +56,26 @@ def query_int(query: Mapping[str, str], key: str) -> int | None:
     return int(v)
 
 
-def society_key(row: Any, cols: Sequence[str]) -> str:
-    return "/".join(str(_int(row[c]) if _int(row[c]) is not None else row[c]) for c in cols)
+def society_keys(df: Any, cols: Sequence[str]) -> Any:
+    """Each row's society as text: the values of ``cols`` joined by "/" (whole numbers without ".0")."""
+    import pandas as pd
+
+    key = None
+    for c in cols:
+        values = pd.to_numeric(df[c], errors="coerce")
+        whole_ = values.notna() & (values.abs() < 1e15) & (values % 1 == 0)
+        text = df[c].astype(str)
+        text[whole_] = values[whole_].astype("int64").astype(str)
+        key = text if key is None else key + "/" + text
+    return key if key is not None else pd.Series("0", index=df.index)
 
 
 def with_society(df: Any, spec: Spec) -> Any:
-    """``df`` with a ``society`` text column (its society's key), or None without the columns."""
+    """``df`` with a ``_society`` text column (its society's key), or None without the columns."""
     if df is None or not all(c in df.columns for c in spec.society):
         return None
     df = df.copy()
-    df["_society"] = [society_key(r, spec.society) for _, r in df[list(spec.society)].iterrows()] if spec.society else "0"
+    df["_society"] = society_keys(df, spec.society)
     return df
 
 
