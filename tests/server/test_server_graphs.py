@@ -1,0 +1,103 @@
+"""The graphs served to LangGraph's own server (cooplab.runs.server_graphs), run in this process
+with LangGraph's in-memory checkpointer: the same settings and seed give the same numbers as
+``cooplab.run``; settings come from the context or the config (the context wins); a bad setting is
+one line before any run directory is made; langgraph.json names every factory."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+
+import cooplab
+from cooplab.limits import ConfigError
+from cooplab.runs import server_graphs as sg
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTED = ROOT / "examples" / "scripted" / "cautious.json"
+#: what differs between two runs of the same config: the time they took
+VARYING = ("wall_seconds",)
+
+
+def serve_and_run(graph_id: str, runs: Path, monkeypatch, *, context=None, configurable=None, run_id="r1"):
+    """Build the served graph as the server would (factory with config and runtime) and run it to the end."""
+    monkeypatch.setenv(sg.RUNS_ENV, str(runs))
+    config = {"configurable": {**(configurable or {}), "thread_id": "t", "run_id": run_id}}
+    graph = getattr(sg, graph_id)(config=config, runtime=SimpleNamespace(context=context))
+    graph = graph.copy(update={"checkpointer": InMemorySaver()})
+    return asyncio.run(graph.ainvoke({}, config, context=context))
+
+
+def same_summary(served: dict, run_dir: Path) -> None:
+    mine = json.loads((run_dir / "summary.json").read_text())
+    assert {k: v for k, v in served.items() if k not in VARYING} == {k: v for k, v in mine.items() if k not in VARYING}
+
+
+def test_served_rule_cpr_gives_the_numbers_of_cooplab_run(tmp_path, monkeypatch):
+    options = {"n_agents": 4, "rounds": 6, "replicates": 3}
+    state = serve_and_run("cpr", tmp_path / "served", monkeypatch, context={"seed": 7, "options": options})
+    ref = cooplab.run(task="cpr", seed=7, out=tmp_path / "ref", quiet=True, **options)
+    same_summary(state["summary"], ref.out)
+    served_dir = Path(state["run_dir"])
+    assert served_dir.parent == tmp_path / "served" and served_dir.name == "cpr-r1"
+    pd.testing.assert_frame_equal(pd.read_parquet(served_dir / "rounds.parquet"), ref.rounds)
+    # the state the server holds is the final state: one history record per round, none twice
+    assert [h["round"] for h in state["history"]] == list(range(1, 7))
+    assert isinstance(state["P"], np.ndarray) and state["P"].shape == (3, 4)
+
+
+def test_served_llm_cpr_with_a_scripted_model_gives_the_numbers_of_cooplab_run(tmp_path, monkeypatch):
+    settings = {"agents": "llm", "model": f"scripted:{SCRIPTED}", "seed": 4, "options": {"n_agents": 3, "rounds": 3}}
+    state = serve_and_run("cpr", tmp_path / "served", monkeypatch, context=settings)
+    ref = cooplab.run(task="cpr", agents="llm", model=f"scripted:{SCRIPTED}", seed=4, n_agents=3, rounds=3, cache="off",
+                      out=tmp_path / "ref", quiet=True)
+    assert state["summary"]["status"] == "completed" and state["summary"]["ledger"]["calls"] > 0
+    same_summary(state["summary"], ref.out)
+    assert len(state["decisions"]) == len(ref.decisions) and len(state["ledger"]) == len(ref.ledger)
+
+
+def test_the_context_wins_over_the_config_and_defaults_fill_the_rest(tmp_path, monkeypatch):
+    state = serve_and_run("cpr", tmp_path, monkeypatch, context={"seed": 2}, configurable={"seed": 9, "options": {"rounds": 2,
+                                                                                                              "replicates": 1}})
+    assert state["summary"]["seed"] == 2 and state["summary"]["rounds_completed"] == 2 and state["summary"]["replicates"] == 1
+    bare = serve_and_run("diners", tmp_path, monkeypatch, run_id="r2")  # a bare run in Studio: the graph's defaults
+    assert bare["summary"]["status"] == "completed" and bare["summary"]["replicates"] == 2
+
+
+@pytest.mark.parametrize("context, says", [
+    ({"seed": -1}, "--seed"),
+    ({"seed": True}, "settings: seed"),
+    ({"options": {"n_agents": "many"}}, "--n-agents"),
+    ({"options": {"colour": 1}}, "no option 'colour'"),
+    ({"agents": "robots"}, "--agents"),
+    ({"sandbox": {"speed": 1}}, "sandbox has no setting 'speed'"),
+    ({"llm": {"temprature": 1}}, "llm has no setting 'temprature'"),
+    ({"llm": {"seed": 1}}, "llm has no setting 'seed'"),
+    ({"budget": float("nan"), "agents": "llm", "model": f"scripted:{SCRIPTED}"}, "budget"),
+    ({"model": "scripted:/nonexistent.json", "agents": "llm"}, "/nonexistent.json"),
+    ({"unknown": 1}, "settings: unknown"),
+    ("not settings", "the context must be an object"),
+])
+def test_a_bad_setting_is_one_line_before_any_run_directory(tmp_path, monkeypatch, context, says):
+    monkeypatch.setenv(sg.RUNS_ENV, str(tmp_path / "runs"))
+    with pytest.raises(ConfigError) as e:
+        sg.cpr(config={"configurable": {}}, runtime=SimpleNamespace(context=context))
+    assert says in str(e.value) and "\n" not in str(e.value)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_langgraph_json_names_one_factory_per_built_in_task():
+    spec = json.loads((ROOT / "langgraph.json").read_text())
+    assert set(spec["graphs"]) == set(sg.GRAPHS) == {"cpr", "diners", "game", "science"}
+    for graph_id, where in spec["graphs"].items():
+        module, _, name = where.partition(":")
+        assert module == sg.__name__ and callable(getattr(sg, name))
+        graph = getattr(sg, name)(config={"configurable": {}}, runtime=None)
+        assert graph.checkpointer is None and graph.get_context_jsonschema()["properties"]["options"]["default"]
+        assert list(graph.get_graph().nodes) == ["__start__", "setup", sg.GRAPHS[graph_id][0], "__end__"]
