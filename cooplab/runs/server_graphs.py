@@ -57,6 +57,11 @@ RUNS_ENV = "COOPLAB_SERVER_RUNS"
 DEFAULT_RUNS = "runs/langgraph"
 
 
+class SettingsError(ConfigError, ValueError):
+    """A bad setting of a served run (one line). Also a ValueError: the server passes the message of a
+    ValueError on to the client, where it replaces others with "An internal error occurred"."""
+
+
 class ServerSettings(BaseModel):
     """The settings of one run of a served graph (its context schema; Studio shows it as a form).
     The keywords of :func:`cooplab.run`, grouped: a field not given takes the graph's default."""
@@ -260,8 +265,11 @@ def serve(graph_id: str, config: RunnableConfig | None, runtime: Any = None):
     if graph_id not in GRAPHS:
         raise ConfigError(f"unknown graph {graph_id!r}; the served graphs are {', '.join(GRAPHS)}")
     schema = GRAPHS[graph_id][1]
-    settings = settings_of(schema, config, getattr(runtime, "context", None))
-    task, config_ = run_config(graph_id, settings)
+    try:
+        settings = settings_of(schema, config, getattr(runtime, "context", None))
+        task, config_ = run_config(graph_id, settings)
+    except ConfigError as exc:
+        raise SettingsError(str(exc)) from None
     return served_graph(task, config_, schema)
 
 
@@ -286,4 +294,4 @@ def science(config: RunnableConfig, runtime: ServerRuntime):
     return serve("science", config, runtime)
 
 
-__all__ = ["GRAPHS", "ServerSettings", "cpr", "diners", "game", "science", "serve", "served_graph", "settings_of", "run_config"]
+__all__ = ["GRAPHS", "ServerSettings", "SettingsError", "cpr", "diners", "game", "science", "serve", "served_graph", "settings_of", "run_config"]

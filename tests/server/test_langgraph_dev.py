@@ -132,18 +132,19 @@ def server(tmp_path_factory):
     assert not counter.requests, f"the server tried to reach other hosts: {counter.requests}"
 
 
-def run_on_server(url: str, graph_id: str, context: dict) -> dict:
-    """One run of ``graph_id`` on a new thread through langgraph-sdk; its final state."""
+def run_on_server(url: str, graph_id: str, context: dict, *, status: str = "success") -> dict:
+    """One run of ``graph_id`` on a new thread through langgraph-sdk, which must end with ``status``:
+    its final state (success) or what the run's join returned (error)."""
     from langgraph_sdk import get_client
 
     async def go() -> dict:
         client = get_client(url=url)
         thread = await client.threads.create()
         run = await client.runs.create(thread["thread_id"], graph_id, input={}, context=context)
-        await client.runs.join(thread["thread_id"], run["run_id"])
+        joined = await client.runs.join(thread["thread_id"], run["run_id"])
         done = await client.runs.get(thread["thread_id"], run["run_id"])
-        assert done["status"] == "success", done
-        return (await client.threads.get_state(thread["thread_id"]))["values"]
+        assert done["status"] == status, (done, joined)
+        return (await client.threads.get_state(thread["thread_id"]))["values"] if status == "success" else joined
 
     return asyncio.run(go())
 
@@ -176,6 +177,13 @@ def test_the_server_lists_every_graph_with_its_settings(server):
         for a in found:
             schemas = client.get(f"/assistants/{a['assistant_id']}/schemas").json()
             assert {"agents", "seed", "model", "budget", "options"} <= set(schemas["context_schema"]["properties"])
+
+
+def test_a_bad_setting_reaches_the_client_as_one_line(server):
+    joined = run_on_server(server["url"], "cpr", {"seed": -3}, status="error")
+    assert joined["__error__"]["error"] == "SettingsError" and "--seed" in joined["__error__"]["message"], joined
+    assert "\n" not in joined["__error__"]["message"]
+    assert not list(server["runs"].glob("cpr-*"))  # refused before a run directory was made (the first cpr run of this server)
 
 
 def test_a_scripted_cpr_society_gives_the_numbers_of_cooplab_run(server, tmp_path, capsys):

@@ -89,6 +89,7 @@ def test_a_bad_setting_is_one_line_before_any_run_directory(tmp_path, monkeypatc
     with pytest.raises(ConfigError) as e:
         sg.cpr(config={"configurable": {}}, runtime=SimpleNamespace(context=context))
     assert says in str(e.value) and "\n" not in str(e.value)
+    assert isinstance(e.value, ValueError)  # the server passes a ValueError's message on to the client
     assert not (tmp_path / "runs").exists()
 
 
