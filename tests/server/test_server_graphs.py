@@ -9,6 +9,7 @@ import asyncio
 import json
 from pathlib import Path
 from types import SimpleNamespace
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
@@ -16,6 +17,8 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 import cooplab
+from cooplab.graphs.state import AppendLog
+from cooplab.graphs.task import Task
 from cooplab.limits import ConfigError
 from cooplab.runs import server_graphs as sg
 
@@ -102,3 +105,39 @@ def test_langgraph_json_names_one_factory_per_built_in_task():
         graph = getattr(sg, name)(config={"configurable": {}}, runtime=None)
         assert graph.checkpointer is None and graph.get_context_jsonschema()["properties"]["options"]["default"]
         assert list(graph.get_graph().nodes) == ["__start__", "setup", sg.GRAPHS[graph_id][0], "__end__"]
+
+
+
+class TinyState(TypedDict, total=False):
+    seed: int
+    round: int
+    max_round: int
+    history: AppendLog
+
+
+class Tiny(Task):
+    """A task whose initial state already holds a record in its log."""
+
+    name = "tiny-served"
+    state_schema = TinyState
+    agent_kinds = ("rule",)
+
+    def phases(self, config):
+        return {"step": lambda s: {"round": s["round"] + 1, "history": [{"round": s["round"]}]}}
+
+    def init_state(self, config):
+        return {"seed": 0, "round": 1, "max_round": 3, "history": [{"round": 0}]}
+
+    def outputs(self, final, config, run):
+        return {"records": len(final["history"])}
+
+
+def test_a_log_the_initial_state_already_holds_is_not_doubled(tmp_path, monkeypatch):
+    """served_graph takes any task: its append-only logs reach the server's state once, even when the
+    initial state already holds records."""
+    monkeypatch.setenv(sg.RUNS_ENV, str(tmp_path))
+    config = {"version": 2, "task": "tiny-served", "agents": "rule", "seed": 0, "csv": False, "params": {}, "llm": None,
+              "sandbox": None, "record": {}}
+    graph = sg.served_graph(Tiny(), config).copy(update={"checkpointer": InMemorySaver()})
+    state = asyncio.run(graph.ainvoke({}, {"configurable": {"thread_id": "t", "run_id": "r"}}))
+    assert [h["round"] for h in state["history"]] == [0, 1, 2, 3] and state["summary"]["records"] == 4
