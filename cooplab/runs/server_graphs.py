@@ -37,7 +37,7 @@ import typing
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
@@ -159,21 +159,13 @@ def run_config(graph_id: str, settings: ServerSettings) -> tuple[Task, dict[str,
     return task, RunConfig.from_keywords(name, **settings.keywords()).to_config(task)
 
 
-def _reduced_keys(schema: type) -> set[str]:
-    """The state keys whose channel folds updates into the value (an AppendLog, an ``operator.add``
-    list): a node returns only what it adds to them."""
-    hints = typing.get_type_hints(schema, include_extras=True)
-    return {k for k, h in hints.items() if typing.get_origin(h) is typing.Annotated and h.__metadata__}
-
-
 def _served_state(schema: type) -> type:
-    """The task's state schema plus the run directory and the summary of the run."""
-
-    class ServedState(schema, total=False):  # type: ignore[misc, valid-type]
-        run_dir: str  # where the run's files are
-        summary: dict[str, Any]  # summary.json of the run, once it has ended
-
-    return ServedState
+    """The task's state schema with every key a plain value (an append-only log of the task is a
+    list here, replaced by each update: a second run on the same thread starts from its own initial
+    state, never from the logs of the run before), plus the run directory and the run's summary."""
+    hints = {k: (typing.get_args(h)[0] if typing.get_origin(h) is typing.Annotated else h)
+             for k, h in typing.get_type_hints(schema, include_extras=True).items()}
+    return TypedDict(f"Served{schema.__name__}", {**hints, "run_dir": str, "summary": dict[str, Any]}, total=False)  # type: ignore[misc]
 
 
 def _run_dir(task: Task, config: RunnableConfig) -> Path:
@@ -202,7 +194,6 @@ def served_graph(task: Task, checked: dict[str, Any], schema: type[ServerSetting
 
     inner = task.build(checked)
     own_keys = set(typing.get_type_hints(task.state_schema))
-    reduced = _reduced_keys(task.state_schema)
 
     def setup(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
         """Make the run directory and its files; the task's initial state."""
@@ -248,8 +239,7 @@ def served_graph(task: Task, checked: dict[str, Any], schema: type[ServerSetting
                 await asyncio.to_thread(_close, service, pool)
         summary = await asyncio.to_thread(runner.finish, task, out, cfg, dict(final), time.perf_counter() - t0, status=status,
                                           message=message, service=service)
-        update = {k: (v[len(initial.get(k) or []):] if k in reduced else v) for k, v in final.items()}
-        return {**update, "summary": runstore.jsonable(summary)}
+        return {**final, "summary": runstore.jsonable(summary)}
 
     g = StateGraph(_served_state(task.state_schema), context_schema=schema)
     g.add_node("setup", setup)

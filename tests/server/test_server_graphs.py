@@ -65,6 +65,19 @@ def test_served_llm_cpr_with_a_scripted_model_gives_the_numbers_of_cooplab_run(t
     assert len(state["decisions"]) == len(ref.decisions) and len(state["ledger"]) == len(ref.ledger)
 
 
+def test_a_second_run_on_the_same_thread_starts_from_its_own_initial_state(tmp_path, monkeypatch):
+    """Studio runs a graph again on the same thread: the new run must not inherit the logs of the first."""
+    monkeypatch.setenv(sg.RUNS_ENV, str(tmp_path))
+    context = {"seed": 5, "options": {"n_agents": 3, "rounds": 4, "replicates": 1}}
+    graph = sg.cpr(config={"configurable": {}}, runtime=SimpleNamespace(context=context))
+    graph = graph.copy(update={"checkpointer": InMemorySaver()})
+    first = asyncio.run(graph.ainvoke({}, {"configurable": {"thread_id": "t", "run_id": "a"}}, context=context))
+    second = asyncio.run(graph.ainvoke({}, {"configurable": {"thread_id": "t", "run_id": "b"}}, context=context))
+    assert [h["round"] for h in second["history"]] == [1, 2, 3, 4]
+    assert {k: v for k, v in second["summary"].items() if k not in VARYING} == {k: v for k, v in first["summary"].items() if k not in VARYING}
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "cpr-b" / "rounds.parquet"), pd.read_parquet(tmp_path / "cpr-a" / "rounds.parquet"))
+
+
 def test_the_context_wins_over_the_config_and_defaults_fill_the_rest(tmp_path, monkeypatch):
     state = serve_and_run("cpr", tmp_path, monkeypatch, context={"seed": 2}, configurable={"seed": 9, "options": {"rounds": 2,
                                                                                                               "replicates": 1}})
