@@ -226,18 +226,20 @@ def execute(task: Task, out: Path, config: dict[str, Any], state: dict[str, Any]
     except Exception as exc:  # noqa: BLE001 - the safety net
         log = runstore.save_error(out, exc)
         message = one_line(f"{type(exc).__name__}: {exc}", 350)
-        unwritten = _record_failure(task, out, config, message, log)
+        unwritten = record_failure(task, out, config, message, log)
         where = f"the traceback is in {log}" if log else "the traceback could not be saved"
         summary = "summary.json has status 'failed'" if unwritten is None else f"summary.json could not be written ({unwritten})"
         raise RunFailed(f"the run failed ({message}); {where}; {summary}; after fixing the cause, "
                         f"'cooplab resume {out}' continues from the last checkpoint") from exc
 
 
-def _record_failure(task: Task, out: Path, config: dict[str, Any], message: str, log: Path | None) -> str | None:
-    """Write summary.json with status "failed": the full one from the last checkpoint, else (the state
-    is unusable too) the essentials. None once written; else why it could not be (a full disk)."""
+def record_failure(task: Task, out: Path, config: dict[str, Any], message: str, log: Path | None,
+                   state: dict[str, Any] | None = None) -> str | None:
+    """Write summary.json with status "failed": the full one from ``state`` (default: the last
+    checkpoint's), else (the state is unusable too) the essentials. None once written; else why it
+    could not be (a full disk)."""
     try:
-        finish(task, out, config, last_values(task, out, config), 0.0, status="failed", message=message)
+        finish(task, out, config, last_values(task, out, config) if state is None else state, 0.0, status="failed", message=message)
         return None
     except Exception:  # noqa: BLE001 - even the state is unusable: keep the essentials
         pass

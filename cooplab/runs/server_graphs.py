@@ -44,7 +44,7 @@ from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cooplab.graphs.task import Task, first_error
-from cooplab.limits import ConfigError, show
+from cooplab.limits import ConfigError, one_line, show
 from cooplab.runs import registry, runner
 from cooplab.runs import store as runstore
 from cooplab.runs.config import LLM_KEYWORDS, SANDBOX_KEYWORDS, RunConfig
@@ -177,6 +177,13 @@ def _run_dir(task: Task, config: RunnableConfig) -> Path:
     return runstore.prepare_out(root / f"{task.name}-{safe}")
 
 
+def _record_failure(task: Task, out: Path, cfg: dict[str, Any], final: dict[str, Any], exc: Exception) -> None:
+    """An unexpected error of a served run, kept in its directory as ``cooplab run`` keeps it: the
+    traceback in error.log, summary.json with status "failed" from the last state the run reached."""
+    log = runstore.save_error(out, exc)
+    runner.record_failure(task, out, cfg, one_line(f"{type(exc).__name__}: {exc}", 350), log, state=final)
+
+
 def _close(service: Any, pool: Any) -> None:
     """Close an LLM run's response cache and sandbox pool."""
     if service is not None:
@@ -232,6 +239,8 @@ def served_graph(task: Task, checked: dict[str, Any], schema: type[ServerSetting
         except BaseException as exc:  # noqa: BLE001 - a spent budget or a service down ends the run cleanly
             stop = runner.stop_status(exc) if service is not None else None
             if stop is None:
+                if isinstance(exc, Exception):  # as the runner does: error.log and a summary with status "failed"
+                    await asyncio.to_thread(_record_failure, task, out, cfg, dict(final), exc)
                 raise
             status, message = stop
         finally:

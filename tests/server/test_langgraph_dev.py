@@ -177,6 +177,8 @@ def test_the_server_lists_every_graph_with_its_settings(server):
         for a in found:
             schemas = client.get(f"/assistants/{a['assistant_id']}/schemas").json()
             assert {"agents", "seed", "model", "budget", "options"} <= set(schemas["context_schema"]["properties"])
+            drawn = client.get(f"/assistants/{a['assistant_id']}/graph", params={"xray": "true"}).json()
+            assert any(str(n["id"]).startswith(f"{a['graph_id']}:") for n in drawn["nodes"]), drawn  # the task's nodes, for Studio
 
 
 def test_a_bad_setting_reaches_the_client_as_one_line(server):

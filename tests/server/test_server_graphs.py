@@ -118,6 +118,9 @@ def test_langgraph_json_names_one_factory_per_built_in_task():
         graph = getattr(sg, name)(config={"configurable": {}}, runtime=None)
         assert graph.checkpointer is None and graph.get_context_jsonschema()["properties"]["options"]["default"]
         assert list(graph.get_graph().nodes) == ["__start__", "setup", sg.GRAPHS[graph_id][0], "__end__"]
+        # the task's own graph is a subgraph: Studio draws (xray) and steps through its nodes
+        inner = [n for n in graph.get_graph(xray=True).nodes if n.startswith(f"{graph_id}:") and not n.endswith("__")]
+        assert len(inner) >= 2, inner
 
 
 
@@ -154,3 +157,32 @@ def test_a_log_the_initial_state_already_holds_is_not_doubled(tmp_path, monkeypa
     graph = sg.served_graph(Tiny(), config).copy(update={"checkpointer": InMemorySaver()})
     state = asyncio.run(graph.ainvoke({}, {"configurable": {"thread_id": "t", "run_id": "r"}}))
     assert [h["round"] for h in state["history"]] == [0, 1, 2, 3] and state["summary"]["records"] == 4
+
+
+class Failing(Tiny):
+    """A task whose node breaks in its second round."""
+
+    name = "failing-served"
+
+    def phases(self, config):
+        def step(s):
+            if s["round"] == 2:
+                raise RuntimeError("the node broke")
+            return {"round": s["round"] + 1, "history": [{"round": s["round"]}]}
+
+        return {"step": step}
+
+
+def test_an_unexpected_error_leaves_error_log_and_a_failed_summary(tmp_path, monkeypatch):
+    """As cooplab run does: the error reaches the caller, and the run directory says what happened."""
+    monkeypatch.setenv(sg.RUNS_ENV, str(tmp_path))
+    config = {"version": 2, "task": "failing-served", "agents": "rule", "seed": 0, "csv": False, "params": {}, "llm": None,
+              "sandbox": None, "record": {}}
+    graph = sg.served_graph(Failing(), config).copy(update={"checkpointer": InMemorySaver()})
+    with pytest.raises(RuntimeError, match="the node broke"):
+        asyncio.run(graph.ainvoke({}, {"configurable": {"thread_id": "t", "run_id": "r"}}))
+    out = tmp_path / "failing-served-r"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["message"] == "RuntimeError: the node broke"
+    assert summary["records"] == 2  # the last state the run reached: the initial record and round 1's
+    assert "the node broke" in (out / "error.log").read_text() and not (out / "checkpoints.sqlite").exists()
