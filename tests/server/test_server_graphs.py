@@ -186,3 +186,12 @@ def test_an_unexpected_error_leaves_error_log_and_a_failed_summary(tmp_path, mon
     assert summary["status"] == "failed" and summary["message"] == "RuntimeError: the node broke"
     assert summary["records"] == 2  # the last state the run reached: the initial record and round 1's
     assert "the node broke" in (out / "error.log").read_text() and not (out / "checkpoints.sqlite").exists()
+
+
+def test_a_spent_budget_ends_the_served_run_as_it_ends_cooplab_run(tmp_path, monkeypatch):
+    settings = {"agents": "llm", "model": f"scripted:{SCRIPTED}", "seed": 1, "budget": 0.02, "options": {"n_agents": 3, "rounds": 20}}
+    state = serve_and_run("cpr", tmp_path / "served", monkeypatch, context=settings)
+    ref = cooplab.run(task="cpr", agents="llm", model=f"scripted:{SCRIPTED}", seed=1, budget=0.02, n_agents=3, rounds=20, cache="off",
+                      out=tmp_path / "ref", quiet=True)
+    assert state["summary"]["status"] == "budget_exhausted" and state["summary"]["ledger"]["cost_usd_float"] <= 0.02
+    same_summary(state["summary"], ref.out)
