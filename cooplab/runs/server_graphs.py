@@ -293,4 +293,5 @@ def science(config: RunnableConfig, runtime: ServerRuntime):
     return serve("science", config, runtime)
 
 
-__all__ = ["GRAPHS", "ServerSettings", "SettingsError", "cpr", "diners", "game", "science", "serve", "served_graph", "settings_of", "run_config"]
+__all__ = ["GRAPHS", "ServerSettings", "SettingsError", "cpr", "diners", "game", "science", "serve", "served_graph", "settings_of",
+           "run_config"]
