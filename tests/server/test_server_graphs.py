@@ -83,8 +83,14 @@ def test_the_context_wins_over_the_config_and_defaults_fill_the_rest(tmp_path, m
     state = serve_and_run("cpr", tmp_path, monkeypatch, context={"seed": 2}, configurable={"seed": 9, "options": {"rounds": 2,
                                                                                                               "replicates": 1}})
     assert state["summary"]["seed"] == 2 and state["summary"]["rounds_completed"] == 2 and state["summary"]["replicates"] == 1
-    bare = serve_and_run("diners", tmp_path, monkeypatch, run_id="r2")  # a bare run in Studio: the graph's defaults
-    assert bare["summary"]["status"] == "completed" and bare["summary"]["replicates"] == 2
+
+
+@pytest.mark.parametrize("graph_id", ["cpr", "diners", "game"])
+def test_a_bare_run_does_something_small(tmp_path, monkeypatch, graph_id):
+    """A run with no settings (Studio's plain "run"): rule agents, a few rounds, completed."""
+    state = serve_and_run(graph_id, tmp_path, monkeypatch)
+    assert state["summary"]["status"] == "completed" and state["summary"]["agents"] == "rule"
+    assert (Path(state["run_dir"]) / "summary.json").is_file()
 
 
 @pytest.mark.parametrize("context, says", [
