@@ -172,10 +172,16 @@ def run(config: RunConfig | Mapping[str, Any] | None = None, /, *, task: str | T
     return run_
 
 
-def resume(out: str | Path, *, quiet: bool = False, warn: Callable[[str], None] | None = None) -> Run:
-    """Continue a run from its last checkpoint (any task, a registered one included) and return it."""
+def resume(out: str | Path, *, quiet: bool = False, warn: Callable[[str], None] | None = None,
+           models: Sequence[Any] = ()) -> Run:
+    """Continue a run from its last checkpoint (any task, a registered one included) and return it.
+    ``models``: the chat model objects a run made from Python was given (a new process holds none;
+    each is matched to the run's ``instance:`` specs by its class and settings)."""
+    from cooplab.agents.instances import register
     from cooplab.runs import runner
 
+    for model in models:
+        register(model)
     stopped = None
     try:
         runner.resume(Path(out), quiet=quiet, warn=warn)
