@@ -323,7 +323,7 @@ def detect(d: Path) -> tuple[str, list[Path]]:
         return "sweep", runs
     if is_run_dir(d):
         return "run", []
-    markers = [m for m in ("sweep.json", "profile.json", "scores.csv", "table.csv") if (d / m).is_file()]
+    markers = [m for m in ("sweep.json", "profile.json", "scores.csv", "table.csv", "efficiency.csv") if (d / m).is_file()]
     if markers:
         return "sweep", []
     raise ReportError(f"{d} is neither a run directory (no config.json or summary.json) nor a sweep directory "

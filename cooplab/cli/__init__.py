@@ -255,6 +255,35 @@ def analyze_cpr(
     typer.echo(f"tables and figures in {out} (statistics.md summarizes the tests)")
 
 
+@analyze_app.command("efficiency")
+def analyze_efficiency(
+    profiles: list[Path] = typer.Option([], "--profiles", help="Profile directories of 'cooplab profile' (repeat the option)."),
+    science: list[Path] = typer.Option([], "--science", help="Science runs or science sweep directories (repeat the option)."),
+    out: Path = typer.Option(..., "--out", help="Directory for efficiency.csv, efficiency.md and efficiency.png."),
+    as_json: bool = typer.Option(False, "--json", help="Print the table as JSON."),
+) -> None:
+    """What a model's game profile costs against one of its science runs (tokens, USD, time; from
+    the ledgers), beside the paper's Table 10 where the model is one of its 35."""
+    import json
+
+    from cooplab.evals import efficiency
+    from cooplab.runs import store as runstore
+
+    try:
+        res = efficiency.compare(list(profiles), list(science))  # bad input fails before --out is touched
+        runstore.prepare_out(out, force=True)
+        paths = efficiency.write(res, out)
+    except (efficiency.EfficiencyError, runstore.RunDirError) as exc:
+        fail(str(exc))
+    table = res["table"]
+    if as_json:
+        _echo_json({"table": json.loads(table.to_json(orient="records")), "notes": res["notes"],
+                    "files": {k: str(v) for k, v in paths.items()}})
+        return
+    typer.echo(paths["md"].read_text(encoding="utf-8").split("\n\n", 1)[1].rstrip())
+    typer.echo(f"efficiency.csv, efficiency.md and efficiency.png in {out}")
+
+
 from cooplab.cli import bayes as _bayes_cli  # noqa: E402 - NumPyro/JAX load only when a command runs
 
 analyze_app.command("profiles")(_bayes_cli.profiles_command)

@@ -209,7 +209,7 @@ def profile_figure_command(
     dirs: list[Path] = typer.Argument(..., help="Profile directories (or profile.json files), one per model, drawn side by side."),
     out: Path = typer.Option(..., "--out", help="The figure file to write (.png, .pdf or .svg)."),
     label: Optional[list[str]] = typer.Option(None, "--label", help="Names on the x axis, one per directory in order (default: each profile's model)."),
-    model_info: Optional[Path] = typer.Option(None, "--model-info", help="models.csv (model,family,size_b,thinking; docs/statistics.md): colour by family, shape by model, size by log2 of the parameters, sorted by family and size, as the paper's Figure 2."),
+    model_info: Optional[Path] = typer.Option(None, "--model-info", help="models.csv (model,family,size_b,thinking; docs/statistics.md; 'paper': the paper's 35 models): colour by family, shape by model, size by log2 of the parameters, sorted by family and size, as the paper's Figure 2."),
 ) -> None:
     """Draw several cooperative profiles side by side (the paper's Figure 2)."""
     from cooplab.evals.bayes import read_model_info

@@ -143,6 +143,7 @@ class ScienceTask(Task):
     agent_kinds = ("llm",)
     uses_sandbox = True
     sweep_columns = ("scores.completeness", "scores.quality", "scores.accuracy", "ledger.cost_usd_float")
+    sweep_seeds = (0, 1, 2, 3, 4)  # five simulations per condition, as in the paper's sweep (§4.1.1)
 
     def params(self, config: Mapping[str, Any]) -> ScienceParams:
         raw = config.get("params")
