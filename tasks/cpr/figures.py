@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from cooplab.tasks.cpr.metrics import mean_sem_text  # noqa: E402
+from cooplab.evals.text import mean_sem_text  # noqa: E402
 
 
 def _band(ax, x, mean, half, label, color=None, ls="-", bounds=(-np.inf, np.inf)):

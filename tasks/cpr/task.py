@@ -20,7 +20,7 @@ import pandas as pd
 from cooplab.evals.metrics import summarize
 from cooplab.graphs import rundir
 from cooplab.tasks.cpr import metrics as cpr_metrics
-from cooplab.tasks.cpr.metrics import counts_text, mean_sem_text
+from cooplab.evals.text import counts_text, mean_sem_text
 from cooplab.graphs.rng import phase_rng
 from cooplab.graphs.task import RunInfo, Task, TaskConfigError
 from cooplab.tasks.cpr import phases as ph
@@ -252,8 +252,10 @@ class CPRTask(Task):
     def report(self, summary: Mapping[str, Any]) -> list[str]:
         st, ef = summary["survival_time"], summary["efficiency"]
 
-        return [f"survival time T_s = {mean_sem_text(st, 2)} (s.e.m.), efficiency eta = {mean_sem_text(ef, 3)}, "
-                f"n = {st['n']} societies; collapse causes: {counts_text(summary['collapse'])}",
+        n = st.get("n", 0)
+        how = " (mean ± s.e.m. over societies)" if n > 1 else ""
+        return [f"survival time T_s = {mean_sem_text(st, 2)}, efficiency eta = {mean_sem_text(ef, 3)}{how}, "
+                f"n = {n} {'society' if n == 1 else 'societies'}; collapse causes: {counts_text(summary['collapse'])}",
                 "tables: summary.json, rounds.*, agents.*, figures/run.png"]
 
     def analyze_sweep(self, cells: list[dict[str, Any]], out: Path, *, analysis_out: Path | None = None) -> dict[str, Any]:

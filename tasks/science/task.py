@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from cooplab.evals.text import counts_text
 from cooplab.graphs import rundir
 from cooplab.graphs.rundir import TRACES_FILE
 from cooplab.graphs.task import RunInfo, Task, TaskConfigError, first_error
@@ -434,7 +435,7 @@ class ScienceTask(Task):
         lines = [head, f"scores (heuristic, 0-1): completeness {s.get('completeness', 0):.2f}, quality {s.get('quality', 0):.2f}, "
                        f"accuracy {acc} (scored: {summary.get('scored')})",
                  f"team passes: {', '.join(summary.get('passes') or []) or 'none'}; requests {summary.get('requests', 0)} "
-                 f"({summary.get('requests_refused', 0)} refused); tool loops {summary.get('tool_loops', 0)} {summary.get('loop_stops')}"]
+                 f"({summary.get('requests_refused', 0)} refused); tool loops {summary.get('tool_loops', 0)} (stops: {counts_text(summary.get('loop_stops'))})"]
         cost = summary.get("cost_by_team_usd") or {}
         if cost:
             lines.append("cost by team: " + ", ".join(f"{t} ${v:.4f}" for t, v in cost.items()))
