@@ -41,3 +41,23 @@ def plain(value: Any) -> str:
     if isinstance(value, (list, tuple, set, frozenset)):
         return ",".join(plain(v) for v in value) or "none"
     return str(value)
+
+
+def model_display_name(spec: Any) -> str:
+    """A model spec as a figure or table names it: ``openai:gpt-4o-mini`` -> ``gpt-4o-mini``,
+    ``local`` -> the local model's name (``SmolLM2-135M-Instruct``), ``scripted:DIR/cautious.json``
+    -> ``cautious (scripted)``, ``builtin:oracle:x`` -> ``oracle:x (built-in)``; never a path."""
+    text = str(spec or "").strip()
+    kind, _, name = text.partition(":")
+    if text == "local":
+        from cooplab.agents.model_files import MODELS
+
+        return MODELS["smollm2"].title.split(",")[0]
+    if kind == "scripted" and name:
+        stem = name.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+        return f"{stem.rsplit('.', 1)[0] if '.' in stem else stem} (scripted)"
+    if kind == "builtin" and name:
+        return f"{name} (built-in)"
+    if kind == "openai" and name:
+        return name
+    return text or "unknown model"
