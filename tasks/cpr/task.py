@@ -246,8 +246,15 @@ class CPRTask(Task):
         from cooplab.tasks.cpr.figures import run_figure
 
         rounds = rundir.read_table(run.out, "rounds")
-        if len(rounds):
-            run_figure(rounds, dict(summary), run.out / "figures")
+        if not len(rounds):
+            return
+        extra: dict[str, Any] = {}
+        if run.llm:  # what only an LLM run has: each agent's effort and the adopted norms' text
+            from cooplab.tasks.cpr.figures import agent_efforts
+
+            extra["efforts"] = agent_efforts(_table_or_none(run.out, "decisions"))
+            extra["norms"] = _table_or_none(run.out, "norms_adopted")
+        run_figure(rounds, dict(summary), run.out / "figures", **extra)
 
     def report(self, summary: Mapping[str, Any]) -> list[str]:
         st, ef = summary["survival_time"], summary["efficiency"]
@@ -270,3 +277,11 @@ class CPRTask(Task):
 
 
 TASK = CPRTask()
+
+
+def _table_or_none(out: Path, stem: str) -> pd.DataFrame | None:
+    """A table of the run directory, or None when the run did not write it (no decisions, no norm)."""
+    try:
+        return rundir.read_table(out, stem)
+    except rundir.RunDirError:
+        return None
