@@ -195,26 +195,48 @@ def run_figure_of(rounds: pd.DataFrame, summary: dict[str, Any], *, efforts: pd.
 
 
 def fig2(ts: pd.DataFrame, surv: pd.DataFrame, off_round: int, path: Path) -> Path:
-    """Fig. 2 analog: punishment disabled at t = off_round vs kept, for each beta."""
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), constrained_layout=True)
-    colors = {}
+    """``path``: :func:`fig2_of` saved."""
+    fig = fig2_of(ts, surv, off_round)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def fig2_of(ts: pd.DataFrame, surv: pd.DataFrame, off_round: int) -> plt.Figure:
+    """Fig. 2 analog: punishment disabled at t = off_round vs kept, for each beta. Shares (running
+    societies, compliance) keep their bands in [0, 1]; the legend names every line style, the
+    bands and the dotted switch-off line."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4), constrained_layout=True)
+    colors: dict[float, str] = {}
+    share = (0.0, 1.0)
     for (beta, off), grp in surv.groupby(["beta", "punishment_off"]):
         c = colors.setdefault(beta, f"C{len(colors)}")
         ls = "--" if off else "-"
         lab = f"beta = {beta:g}, " + (f"off at t = {off_round}" if off else "always on")
-        _band(axes[0], grp["round"], grp["share"], grp["ci95"], lab, color=c, ls=ls)
-    axes[0].set(title="Societies still running", xlabel="round t", ylabel="share")
-    for ax, metric, title in ((axes[1], "R", "Resource stock R(t)"), (axes[2], "compliance", "Cooperation: share with h_i <= G")):
+        _band(axes[0], grp["round"], grp["share"], grp["ci95"], lab, color=c, ls=ls, bounds=share)
+    axes[0].set(title="Societies still running", xlabel="round t", ylabel="share of societies")
+    panels = ((axes[1], "R", "Resource stock R(t)", "stock R (fish)", (0.0, np.inf)),
+              (axes[2], "compliance", "Cooperation: share with h_i <= G", "share of agents", share))
+    for ax, metric, title, ylabel, bounds in panels:
         for (beta, off), grp in ts[ts["metric"] == metric].groupby(["beta", "punishment_off"]):
-            _band(ax, grp["round"], grp["mean"], grp["ci95"], None, color=colors[beta], ls="--" if off else "-")
-        ax.set(title=title + " (running societies)", xlabel="round t")
+            _band(ax, grp["round"], grp["mean"], grp["ci95"], None, color=colors.get(beta, "grey"), ls="--" if off else "-",
+                  bounds=bounds)
+        ax.set(title=title + " (running societies)", xlabel="round t", ylabel=ylabel)
     for ax in axes:
         ax.axvline(off_round, color="grey", lw=0.8, ls=":")
-    axes[0].legend(fontsize=8)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    handles, _ = axes[0].get_legend_handles_labels()
+    handles += [Patch(facecolor="grey", alpha=0.3, label="95% CI over societies"),
+                Line2D([], [], color="grey", lw=0.8, ls=":", label=f"t = {off_round}: punishment switched off")]
+    axes[0].legend(handles=handles, fontsize=8)
     fig.suptitle("Punishment disabled at t = %d (dashed) vs kept (solid); mean and 95%% CI" % off_round)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    fig.supxlabel("Colours as in the left legend (one per beta). Lines: the running share (left), and means over the societies "
+                  "still running (middle, right); bands: 95% confidence intervals over those societies.", fontsize=8, color="dimgrey")
+    return fig
 
 
 def fig3(grid: pd.DataFrame, path: Path) -> Path:

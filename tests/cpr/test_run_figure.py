@@ -111,3 +111,29 @@ def test_a_scripted_llm_run_draws_its_figure(tmp_path):
                  "--out", str(out), "-q"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert "figure_error" not in summary and (out / "figures" / "run.png").stat().st_size > 10_000
+
+
+def test_fig2_names_line_styles_bands_and_the_switch_off_line():
+    from cooplab.tasks.cpr.figures import fig2_of
+
+    rows_s, rows_t = [], []
+    for beta in (10.0, 14.0):
+        for off in (False, True):
+            for t in range(0, 21):
+                rows_s.append({"beta": beta, "punishment_off": off, "round": t, "share": 1.0 - 0.03 * t * off, "ci95": 0.2})
+                for metric, mean in (("R", 900.0 - 10 * t), ("compliance", 0.95)):
+                    rows_t.append({"metric": metric, "beta": beta, "punishment_off": off, "round": t, "mean": mean, "ci95": 0.2})
+    fig = fig2_of(pd.DataFrame(rows_t), pd.DataFrame(rows_s), 15)
+    try:
+        texts = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+        assert "beta = 10, off at t = 15" in texts and "beta = 14, always on" in texts
+        assert "95% CI over societies" in texts and "t = 15: punishment switched off" in texts
+        for ax in fig.axes:
+            ticks = [x for x in ax.get_xticks() if ax.get_xlim()[0] <= x <= ax.get_xlim()[1]]
+            assert all(float(x).is_integer() for x in ticks)
+        for ax in (fig.axes[0], fig.axes[2]):  # shares: bands stay in [0, 1]
+            for band in ax.collections:
+                ys = np.concatenate([p.vertices[:, 1] for p in band.get_paths()])
+                assert 0 <= ys.min() and ys.max() <= 1
+    finally:
+        plt.close(fig)
