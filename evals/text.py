@@ -61,3 +61,8 @@ def model_display_name(spec: Any) -> str:
     if kind == "openai" and name:
         return name
     return text or "unknown model"
+
+
+def number_text(value: Any, digits: int = 3, missing: str = "n/a") -> str:
+    """A finite number with ``digits`` decimals; ``missing`` for None, NaN, infinities or a non-number."""
+    return f"{value:.{digits}f}" if _finite(value) else missing

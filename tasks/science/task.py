@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cooplab.evals.text import counts_text
+from cooplab.evals.text import counts_text, number_text
 from cooplab.graphs import rundir
 from cooplab.graphs.rundir import TRACES_FILE
 from cooplab.graphs.task import RunInfo, Task, TaskConfigError, first_error
@@ -443,7 +443,8 @@ class ScienceTask(Task):
         if isinstance(judged, Mapping):
             cap = judged.get("budget_usd")
             outcome = (f"error: {judged['error']}" if judged.get("error") else
-                       f"completeness {judged.get('completeness')}, quality {judged.get('quality')}, accuracy {judged.get('accuracy')}")
+                       f"completeness {number_text(judged.get('completeness'))}, quality {number_text(judged.get('quality'))}, "
+                       f"accuracy {number_text(judged.get('accuracy'), missing='not scored (no truth)')}")
             lines.append(f"judge {judged.get('judge')}: {outcome}; cost ${float(judged.get('cost_usd') or 0):.4f}"
                          f"{'' if cap is None else f' of its ${float(cap):.4f} budget'}")
         lines.append("files: dataset/, artifacts/, scores.json, report.html, messages.jsonl, requests.jsonl, tool_loops.*, ledger.*, "

@@ -53,3 +53,18 @@ def test_the_science_summary_lines_are_plain():
                "passes": ["A#1"], "requests": 0, "requests_refused": 0, "tool_loops": 3, "loop_stops": {"done": 2, "budget": 1},
                "cost_by_team_usd": {"A": 0.01}, "judge": None}
     _assert_plain("\n".join(ScienceTask().report(summary)))
+    summary["judge"] = {"judge": "openai:gpt-4o-mini", "completeness": 0.5, "quality": float("nan"), "accuracy": None,
+                        "cost_usd": 0.01, "budget_usd": None}
+    lines = ScienceTask().report(summary)
+    _assert_plain("\n".join(lines))
+    assert any("accuracy not scored (no truth)" in line for line in lines if line.startswith("judge "))
+
+
+def test_the_science_score_line_is_plain():
+    from cooplab.cli.science import score_line
+
+    line = score_line({"run": "runs/a", "judge": "openai:gpt-4o-mini", "k": 3, "completeness": 0.5, "quality": 0.25,
+                       "accuracy": None, "std": {"completeness": 0.1, "quality": None}, "n_fallback": 0, "cost_usd": 0.002,
+                       "budget_usd": None})
+    _assert_plain(line)
+    assert "accuracy not scored (no truth)" in line and "spread completeness 0.100, quality n/a" in line
