@@ -14,6 +14,7 @@ from cooplab.cli import options as co
 from cooplab.cli.options import SeedOpt, fail, num_opt
 from cooplab.cli.tasks import task_group
 from cooplab.limits import ConfigError, one_line
+from cooplab.evals.text import plain
 
 try:  # Typer >= 0.20 vendors Click; older releases depend on it
     from typer._click import exceptions as _cx
@@ -136,8 +137,8 @@ def params_cpr(
     w = max((len(r["name"]) for r in rows), default=4)
     for r in rows:
         shown = r.get("value", r["default"])
-        where = f"preset {r['preset']}; default {r['default']}; {r['source']}" if "preset" in r else r["source"]
-        typer.echo(f"{r['name']:<{w}}  {str(shown):<12}  {r['meaning']}  [{where}]")
+        where = f"preset {r['preset']}; default {plain(r['default'])}; {r['source']}" if "preset" in r else r["source"]
+        typer.echo(f"{r['name']:<{w}}  {plain(shown):<12}  {r['meaning']}  [{where}]")
 
 
 @figures_app.command("cpr-abm")

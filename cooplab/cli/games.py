@@ -22,6 +22,7 @@ import typer
 from cooplab.cli import options as co
 from cooplab.cli.options import fail
 from cooplab.tasks.games.params import GAMES, MAX_GROUP, MAX_SIMULATIONS, TABLE4
+from cooplab.evals.text import plain
 
 Game = Enum("Game", {g.replace("-", "_"): g for g in GAMES}, type=str)  # type: ignore[misc]
 
@@ -77,7 +78,7 @@ def params_command(
         return
     w = max(len(r["name"]) for r in rows)
     for r in rows:
-        typer.echo(f"{r['game']:<16} {r['name']:<{w}}  {str(r['default']):<8}  {r['meaning']}  [{r['source']}]")
+        typer.echo(f"{r['game']:<16} {r['name']:<{w}}  {plain(r['default']):<8}  {r['meaning']}  [{r['source']}]")
 
 
 def graph_command(game: Game = typer.Option(Game("weakest-link"), "--game", help="Whose graph.")) -> None:
