@@ -118,13 +118,20 @@ def fallback_of(entry: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # --- model metadata -------------------------------------------------------------------------------------
+#: the paper's model inventory (Tables 8 and 9) in models.csv's format: ``--model-info paper``
+PAPER_MODEL_INFO = Path(__file__).resolve().parent / "data" / "paper_models.csv"
+
 def read_model_info(path: Path | None) -> pd.DataFrame | None:
     """models.csv: one row per model. Required columns ``model`` (the name in profile.json's
     ``model``, or the reference players' kind, and in scores.csv), ``family``, ``size_b``
     (parameters in billions, > 0), ``thinking`` (0 or 1); optional ``ifeval`` and ``mmlu_pro``
-    (benchmark scores, 0-100) for the science model's capability controls."""
+    (benchmark scores, 0-100) for the science model's capability controls. ``paper`` (when no
+    file of that name exists) is the cooperative-profiles paper's 35 models, shipped with cooplab
+    (:data:`PAPER_MODEL_INFO`; Tables 8 and 9, with each score's source)."""
     if path is None:
         return None
+    if str(path) == "paper" and not Path("paper").exists():
+        path = PAPER_MODEL_INFO
     path = Path(path)
     try:
         df = pd.read_csv(path, dtype={"model": str, "family": str})
@@ -165,11 +172,18 @@ def read_model_info(path: Path | None) -> pd.DataFrame | None:
 
 
 def info_of(info: pd.DataFrame | None, model: str, path_hint: str = "models.csv") -> dict[str, Any] | None:
+    """A model's row of models.csv: by its exact name, else (when exactly one row matches) by the
+    name without its provider (``openai:qwen3-8b`` is ``qwen3-8b``) or its organisation
+    (``Qwen/qwen3-8b``), ignoring case."""
     if info is None:
         return None
-    if model not in info.index:
+    if model in info.index:
+        return info.loc[model].to_dict()
+    bare = str(model).split(":", 1)[-1].rsplit("/", 1)[-1].strip().lower()
+    rows = [m for m in info.index if str(m).strip().lower() == bare]
+    if len(rows) != 1:
         raise BayesError(f"model {model!r} is not in --model-info ({path_hint}); add a row with model,family,size_b,thinking for it")
-    return info.loc[model].to_dict()
+    return info.loc[rows[0]].to_dict()
 
 
 # --- profiles --------------------------------------------------------------------------------------------

@@ -93,6 +93,8 @@ class Task:
     uses_sandbox: ClassVar[bool] = False
     #: columns of a sweep's table that ``cooplab sweep`` prints (default: the first numbers)
     sweep_columns: ClassVar[tuple[str, ...]] = ()
+    #: the seeds a sweep runs every grid point with when it names none (its simulations per condition)
+    sweep_seeds: ClassVar[tuple[int, ...]] = (0,)
 
     # --- configuration ---------------------------------------------------------------------
     def params(self, config: Mapping[str, Any]) -> BaseModel | None:

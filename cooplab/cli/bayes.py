@@ -16,7 +16,7 @@ _WARMUP = typer.Option(None, "--warmup", help="Warm-up (adaptation) steps per ch
 _SAMPLES = typer.Option(None, "--samples", help="Posterior draws kept per chain. Default: the paper's 2000.")
 _QUICK = typer.Option(False, "--quick", help="Quick settings for tests and a first look: 2 chains x 200 draws after 200 warm-up (not for reporting).")
 _SEED = typer.Option(0, "--seed", help="Seed of the sampler (recorded in fit.json).")
-_INFO = typer.Option(None, "--model-info", help="models.csv: model,family,size_b,thinking[,ifeval,mmlu_pro] (docs/statistics.md).")
+_INFO = typer.Option(None, "--model-info", help="models.csv: model,family,size_b,thinking[,ifeval,mmlu_pro] (docs/statistics.md); 'paper': the paper's 35 models.")
 _FALLBACK = Annotated[float, num_opt("--max-fallback", "Leave out a profile's game when more than this share of its decisions fell back, 0-1 (default 0.2).")]
 _JSON = typer.Option(False, "--json", help="Print the result as JSON (no progress bar).")
 

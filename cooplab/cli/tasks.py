@@ -57,6 +57,7 @@ from cooplab.cli.options import (
 )
 from cooplab.graphs.task import Task
 from cooplab.limits import ConfigError
+from cooplab.evals.text import plain
 
 
 def echo_json(obj: Any) -> None:
@@ -260,7 +261,7 @@ def params_command(task: Task) -> Callable[..., None]:
             return
         w = max((len(r["name"]) for r in rows), default=4)
         for r in rows:
-            typer.echo(f"{r['name']:<{w}}  {str(r['default']):<12}  {r['meaning']}  [{r['source']}]")
+            typer.echo(f"{r['name']:<{w}}  {plain(r['default']):<12}  {r['meaning']}  [{r['source']}]")
 
     command.__doc__ = f"Every {task.name} parameter with its default, meaning and source."
     return command

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from cooplab.evals.text import counts_text, number_text
 from cooplab.graphs import rundir
 from cooplab.graphs.rundir import TRACES_FILE
 from cooplab.graphs.task import RunInfo, Task, TaskConfigError, first_error
@@ -143,6 +144,7 @@ class ScienceTask(Task):
     agent_kinds = ("llm",)
     uses_sandbox = True
     sweep_columns = ("scores.completeness", "scores.quality", "scores.accuracy", "ledger.cost_usd_float")
+    sweep_seeds = (0, 1, 2, 3, 4)  # five simulations per condition, as in the paper's sweep (§4.1.1)
 
     def params(self, config: Mapping[str, Any]) -> ScienceParams:
         raw = config.get("params")
@@ -434,7 +436,7 @@ class ScienceTask(Task):
         lines = [head, f"scores (heuristic, 0-1): completeness {s.get('completeness', 0):.2f}, quality {s.get('quality', 0):.2f}, "
                        f"accuracy {acc} (scored: {summary.get('scored')})",
                  f"team passes: {', '.join(summary.get('passes') or []) or 'none'}; requests {summary.get('requests', 0)} "
-                 f"({summary.get('requests_refused', 0)} refused); tool loops {summary.get('tool_loops', 0)} {summary.get('loop_stops')}"]
+                 f"({summary.get('requests_refused', 0)} refused); tool loops {summary.get('tool_loops', 0)} (stops: {counts_text(summary.get('loop_stops'))})"]
         cost = summary.get("cost_by_team_usd") or {}
         if cost:
             lines.append("cost by team: " + ", ".join(f"{t} ${v:.4f}" for t, v in cost.items()))
@@ -442,7 +444,8 @@ class ScienceTask(Task):
         if isinstance(judged, Mapping):
             cap = judged.get("budget_usd")
             outcome = (f"error: {judged['error']}" if judged.get("error") else
-                       f"completeness {judged.get('completeness')}, quality {judged.get('quality')}, accuracy {judged.get('accuracy')}")
+                       f"completeness {number_text(judged.get('completeness'))}, quality {number_text(judged.get('quality'))}, "
+                       f"accuracy {number_text(judged.get('accuracy'), missing='not scored (no truth)')}")
             lines.append(f"judge {judged.get('judge')}: {outcome}; cost ${float(judged.get('cost_usd') or 0):.4f}"
                          f"{'' if cap is None else f' of its ${float(cap):.4f} budget'}")
         lines.append("files: dataset/, artifacts/, scores.json, report.html, messages.jsonl, requests.jsonl, tool_loops.*, ledger.*, "
