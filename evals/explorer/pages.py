@@ -118,7 +118,7 @@ class Site:
         sb = views.sections(b, {}, self.task(b.task))
         plots = overlay(plots_of(sa), plots_of(sb))
         return {**self.base(f"compare {a.name} and {b.name}"), "a": self.header(a), "b": self.header(b), "numbers": numbers,
-                "plots": [render.block(p, a) for p in plots], "notes": notes + [f"A: {n}" for n in dict.fromkeys(a.notes)]
+                "plots": [render.block(p, a) for p in plots], "twins": twins(sa, sb, a, b), "notes": notes + [f"A: {n}" for n in dict.fromkeys(a.notes)]
                 + [f"B: {n}" for n in dict.fromkeys(b.notes)]}, 200
 
     def traces_page(self, query: Mapping[str, str]) -> tuple[dict[str, Any], int]:
@@ -134,6 +134,28 @@ class Site:
                 c["agent_name"] = f"{noun} {c['agent'] + 1}"
         return {**self.base(f"model calls of {run.name}"), "run": self.header(run), "calls": calls, "filters": filters,
                 "notes": [note] if note else []}, 200
+
+
+#: sections shown side by side on the comparison page when either run has them (their tables and notes)
+TWIN_SECTIONS = ("fines", "norms")
+
+
+def twins(sa: list[ex.Section], sb: list[ex.Section], a: RunDir, b: RunDir) -> list[dict[str, Any]]:
+    """The sections of :data:`TWIN_SECTIONS` of both runs, each run's blocks (plots left out) rendered
+    with its own links."""
+    by_a = {s.id: s for s in sa if isinstance(s, ex.Section)}
+    by_b = {s.id: s for s in sb if isinstance(s, ex.Section)}
+    out = []
+    for sid in TWIN_SECTIONS:
+        if sid not in by_a and sid not in by_b:
+            continue
+        sides = []
+        for sec, run in ((by_a.get(sid), a), (by_b.get(sid), b)):
+            blocks = [x for x in (sec.blocks if sec else []) if not isinstance(x, ex.Plot)]
+            sides.append([render.block(x, run) for x in blocks] or [render.block(ex.Note("not in this run", level="info"), run)])
+        title = (by_a.get(sid) or by_b.get(sid)).title
+        out.append({"title": render.text(title, 200), "a": sides[0], "b": sides[1]})
+    return out
 
 
 def plots_of(secs: list[ex.Section]) -> dict[str, ex.Plot]:

@@ -289,6 +289,11 @@ def test_compare_two_runs_key_numbers_and_overlaid_plots(site, runs, tmp_path):
     eb = json.loads((runs / "cpr-greedy" / "summary.json").read_text())["efficiency"]["mean"]
     assert [float(x) for x in by["efficiency"]] == pytest.approx([ea, eb], rel=1e-5)
     assert html_text.count('<figure class="plot"><img src="data:image/svg+xml;base64,') >= 3
+    assert "Norms: proposed, voted, adopted, side by side" in html_text and "Punishments: who fined whom, side by side" in html_text
+    for name in ("cpr-llm", "cpr-greedy"):  # each run's adopted norms, with links into its own page
+        adopted = pd.read_parquet(runs / name / "norms_adopted.parquet")
+        assert all(html.escape(n, quote=False) in html_text for n in adopted.norm)
+        assert f"/run?id=0%2F{name}&amp;round=1" in html_text
     screenshot(tmp_path, url, "explorer-compare")
 
 
