@@ -221,7 +221,6 @@ def cpr_round(run: Any, query: Mapping[str, str], s: int, my: Any, pairs: list[d
         blocks += agents_by_round(rr, CPR, ["effort", "harvest", "payoff", "wealth", "fined"], title=f"the fishers in round {r}",
                                   key_prefix="cpr-round", plots=[], keep=keep)
     if run.config.get("agents") == "llm":
-        blocks.append(ex.KeyValues({}, title=f"who fined whom in round {r}"))
         blocks += fines([p for p in pairs if p["round"] == r], CPR, keep=keep)[:1]
         adopted = _rows_of(_rows_of(run.table("norms_adopted"), "society", s), "round", r)
         if adopted is not None and len(adopted):
