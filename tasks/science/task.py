@@ -353,6 +353,7 @@ class ScienceTask(Task):
         import pandas as pd
 
         from cooplab.evals.science_scoring import heuristic_score
+        from cooplab.tasks.science.explore import artifact_index
 
         P = self.params(config)
         out = run.out
@@ -362,6 +363,7 @@ class ScienceTask(Task):
         for name, versions in arts.items():
             for a in versions:
                 (adir / f"{name}.v{a['version']}.md").write_text(a["content"], encoding="utf-8")
+        rundir.write_json(adir / "index.json", artifact_index(arts))
         for stem in ("messages", "requests", "routing", "completions"):
             with open(out / f"{stem}.jsonl", "w", encoding="utf-8") as f:
                 for row in final.get(stem) or []:

@@ -163,7 +163,10 @@ class TeamGraph:
     def code_tool(self, team: str):
         if team not in CODE_TEAMS:
             return None
-        tool = run_code_tool(timeout=self.P.code_timeout, max_chars=self.P.code_output_chars)
+        from cooplab.tasks.science.explore import record_sandbox_call
+
+        # every call and its figures are kept in the run directory for the explorer (cooplab view)
+        tool = run_code_tool(timeout=self.P.code_timeout, max_chars=self.P.code_output_chars, on_result=record_sandbox_call)
         if not self.code_prefix:
             return tool
         from langchain_core.tools import StructuredTool
