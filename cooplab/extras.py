@@ -12,6 +12,7 @@ for what a user wants (README "Install")::
     bayes     the Bayesian analyses of ``cooplab analyze profiles|science`` (NumPyro, JAX)
     viewer    OTLP export of traces to Phoenix, Langfuse or Jaeger (OpenTelemetry SDK, OTLP/HTTP
               exporter, OpenInference conventions, Phoenix's client)
+    view      the run explorer of ``cooplab view`` (Starlette, Jinja2, uvicorn)
     all       all of the above
 
 Code that needs an extra calls :func:`require` before importing it: a missing package is then
@@ -38,6 +39,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "bayes": ("numpyro", "jax"),
     # OTLP export of traces (evals/otlp_export.py) and Phoenix's client (its tests read spans back)
     "viewer": ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http", "openinference.semconv", "phoenix.client"),
+    # the run explorer (cooplab view, evals/explorer): the web app, its templates and its server
+    "view": ("starlette", "jinja2", "uvicorn"),
 }
 
 

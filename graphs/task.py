@@ -224,6 +224,28 @@ class Task:
         """The lines printed for a person after a run (``--json`` prints summary.json instead)."""
         return [f"{self.name}: status {summary.get('status')}"]
 
+    # --- the run explorer (cooplab view) -----------------------------------------------------
+    def explore(self, run: Any, query: Mapping[str, str]) -> list[Any] | None:
+        """The sections of this run's page in the explorer (``cooplab view``): a list of
+        :class:`cooplab.graphs.explore.Section` (plain data blocks, rendered and escaped by the
+        explorer), or None to use the explorer's built-in view of the task (CPR, diners, games) or
+        its generic one (config, summary, key numbers, tables, figures, traces).
+
+        ``run`` is a :class:`cooplab.evals.explorer.runs.RunDir` (``.out``, ``.config``, ``.summary``,
+        ``.table(name)`` returning None when a table is absent or damaged, ``.notes`` to add a
+        line about something damaged); ``query`` the page's query parameters (hostile text:
+        validate before use; e.g. ``agent``, ``round``), which :class:`~cooplab.graphs.explore.Link`
+        blocks set. Must never raise on a partial or damaged run: show what is there and a
+        :class:`~cooplab.graphs.explore.Note` (an exception is caught and shown as a note)."""
+        return None
+
+    def key_numbers(self, summary: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The few numbers that tell this run apart in the explorer's list and comparison (e.g.
+        survival time, accuracy, cost), from its summary.json (hostile: may lack any field), or None
+        for the explorer's default (the built-in tasks' headline numbers, else the summary's
+        top-level numbers)."""
+        return None
+
     def analyze_sweep(self, cells: list[dict[str, Any]], out: Path, *, analysis_out: Path | None = None) -> dict[str, Any] | None:
         """After a sweep of this task (:mod:`cooplab.runs.grid`): analyze its finished cells (each
         ``{"dir", "labels"}``) into files under ``out`` (``analysis_out``: where the caller asked for

@@ -469,6 +469,9 @@ def _mount_optional() -> None:
     from cooplab.cli.doctor import doctor_cmd
 
     app.command("doctor")(doctor_cmd)
+    from cooplab.cli.view import view_cmd
+
+    app.command("view")(view_cmd)
 
 
 _mount_optional()
