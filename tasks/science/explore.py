@@ -465,44 +465,46 @@ def _judge_fact(run: ScienceRun, fid: str) -> list[str]:
 
 
 def _facts(run: ScienceRun) -> list[Any]:
-    from cooplab.graphs.explore import Columns, KeyValues, Note, Table, Text
+    """The summary line, then the final paper beside its facts (each: status, score, the truth, the
+    scorer's evidence and any judge's word on it), then the judge's ratings and reasons."""
+    from cooplab.graphs.explore import Columns, Note, Table, Text
 
     h = run.scores.get("heuristic") if isinstance(run.scores.get("heuristic"), dict) else {}
     facts = [f for f in h.get("facts") or [] if isinstance(f, dict)] if isinstance(h.get("facts"), list) else []
-    truth = _truth_facts(run)
     blocks: list[Any] = []
-    if not facts:
-        blocks.append(Note("no per-fact scores in scores.json (the run was not scored, or has no ground truth)"))
-    else:
+    if facts:
         wrong = [str(f.get("id")) for f in facts if _score(f) < 1.0]
         blocks.append(Text(f"{len(facts) - len(wrong)} of {len(facts)} facts found in full"
                            + (f"; not found or wrong: {', '.join(one_line(w, 60) for w in wrong)}" if wrong else "")
                            + f" (scored: {one_line(run.scores.get('scored'), 80)})."))
-        rows = []
-        for f in facts:
-            fid = str(f.get("id"))
-            t = truth.get(fid, {})
-            rows.append({"fact": fid, "kind": f.get("kind"), "status": f.get("status"), "score": _fmt(f.get("score")),
-                         "truth": clean_text(str(t.get("statement", ""))), "evidence (heuristic scorer)": _why(f)})
-        blocks.append(Table(rows, title="facts (heuristic scorer)", filterable=True))
-        for f in facts:
-            fid = str(f.get("id"))
-            t = truth.get(fid, {})
-            left = [KeyValues({"fact": fid, "status": one_line(f.get("status"), 40), "score": _fmt(f.get("score"))}),
-                    Text("The truth: " + clean_text(str(t.get("statement") or "(not in the ground truth file)")))]
-            right = [Text("Evidence: " + _why(f))] + [Text(s) for s in _judge_fact(run, fid)]
-            blocks.append(Columns([left, right]))
+    else:
+        blocks.append(Note("no per-fact scores in scores.json (the run was not scored, or has no ground truth)"))
+    paper = [a for a in run.artifacts if a["name"] == "final_paper"]
+    text = read_text(run, paper[-1]["file"]) if paper else None
+    left = ([Text(f"The final paper (version {paper[-1]['version']}), as scored:"), Text(text, pre=True)] if text is not None
+            else [Note("no final paper to show")])
+    blocks.append(Columns([left, _fact_cards(run, facts)]))
     judged = _judge_rows(run)
     if judged:
         blocks.append(Table(judged, title="the LLM judge's ratings (1-5) and reasons, per sample"))
-    paper = [a for a in run.artifacts if a["name"] == "final_paper"]
-    if paper:
-        text = read_text(run, paper[-1]["file"])
-        if text is not None:
-            from cooplab.graphs.explore import Details
-
-            blocks.append(Details(f"the final paper (version {paper[-1]['version']}), as scored", [Text(text, pre=True)]))
     return blocks
+
+
+def _fact_cards(run: ScienceRun, facts: list[dict[str, Any]]) -> list[Any]:
+    """One open box per fact: the verdict in its title, the truth and the evidence inside."""
+    from cooplab.graphs.explore import Details, Text
+
+    truth = _truth_facts(run)
+    cards = []
+    for f in facts:
+        fid = str(f.get("id"))
+        mark = "right" if _score(f) >= 1.0 else ("partly right" if _score(f) > 0 else "WRONG or missing")
+        t = truth.get(fid, {})
+        inner = [Text("The truth: " + clean_text(str(t.get("statement") or "(not in the ground truth file)"))),
+                 Text("Evidence (heuristic scorer): " + _why(f))] + [Text(s) for s in _judge_fact(run, fid)]
+        cards.append(Details(f"{fid} · {one_line(f.get('kind'), 20)} · {one_line(f.get('status'), 30)} · score {_fmt(f.get('score'))}"
+                             f" · {mark}", inner, open=True))
+    return cards
 
 
 def _score(f: Mapping[str, Any]) -> float:

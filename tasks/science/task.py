@@ -425,6 +425,12 @@ class ScienceTask(Task):
 
         write_report(run.out, summary)
 
+    def explore(self, run: Any, query: Mapping[str, str]) -> list[Any]:
+        """The science run's page in the explorer (:func:`cooplab.tasks.science.explore.sections`)."""
+        from cooplab.tasks.science.explore import sections
+
+        return sections(Path(run.out), query)
+
     def report(self, summary: Mapping[str, Any]) -> list[str]:
         s = summary.get("scores") or {}
         who = ("solo analyst" if summary.get("pipeline") == "solo"
