@@ -498,13 +498,23 @@ def _fact_cards(run: ScienceRun, facts: list[dict[str, Any]]) -> list[Any]:
     cards = []
     for f in facts:
         fid = str(f.get("id"))
-        mark = "right" if _score(f) >= 1.0 else ("partly right" if _score(f) > 0 else "WRONG or missing")
+        mark = _verdict(f)
         t = truth.get(fid, {})
         inner = [Text("The truth: " + clean_text(str(t.get("statement") or "(not in the ground truth file)"))),
                  Text("Evidence (heuristic scorer): " + _why(f))] + [Text(s) for s in _judge_fact(run, fid)]
-        cards.append(Details(f"{fid} · {one_line(f.get('kind'), 20)} · {one_line(f.get('status'), 30)} · score {_fmt(f.get('score'))}"
-                             f" · {mark}", inner, open=True))
+        head = f"{fid} · {one_line(f.get('kind') or '?', 20)} · {one_line(f.get('status') or '?', 30)}"
+        cards.append(Details(f"{head} · score {_fmt(f.get('score'))} · {mark}", inner, open=True))
     return cards
+
+
+def _verdict(f: Mapping[str, Any]) -> str:
+    """A fact's outcome in words: right, partly right, WRONG (the report commits to something
+    else, or hedges) or NOT STATED."""
+    if _score(f) >= 1.0:
+        return "right"
+    if _score(f) > 0:
+        return "partly right"
+    return "NOT STATED" if f.get("status") == "missing" else "WRONG"
 
 
 def _score(f: Mapping[str, Any]) -> float:

@@ -113,10 +113,9 @@ def test_damaged_files_are_named_and_the_rest_is_shown(tmp_path):
     secs = sx.sections(tmp_path, {})
     shown = texts(secs)
     assert "1 of 3 facts found in full; not found or wrong: shift_time, rmse" in shown
-    assert "shift_time · number · contradicted · score 0.00 · WRONG or missing" in shown
+    assert "shift_time · number · contradicted · score 0.00 · WRONG" in shown
     assert "Evidence (heuristic scorer): a shift at t = 60" in shown
-    assert "rmse · ? · missing · score n/a" not in shown  # a NaN score is shown as n/a, the kind as given
-    assert "score n/a" in shown
+    assert "rmse · ? · missing · score n/a · NOT STATED" in shown  # a NaN score is n/a
     assert "five species \ufffd" in shown  # undecodable bytes replaced, the paper still shown
     assert "1 ledger row(s) have no readable cost" in shown
     plot = next(b for b in all_blocks(secs) if isinstance(b, ex.Plot))
@@ -307,10 +306,11 @@ def test_the_science_page_in_chromium(explorer, tmp_path):
     assert re.search(r'<img src="data:image/png;base64,[A-Za-z0-9+/=]{200,}" alt="sandbox_figures/data-1-data.0-call_\d+-1.png">', html)
     assert "ValueError: &lt;img src=x onerror=alert(1)&gt;" in html
     # the report beside each fact's verdict, truth and evidence
-    assert "shift_time · number · contradicted · score 0.00 · WRONG or missing" in html
+    assert "shift_time · number · contradicted · score 0.00 · WRONG" in html
     assert "The truth: A regime shift occurs at t = 177." in html
     assert "Evidence (heuristic scorer): a regime shift occurs at t = 60, where the mean abundance drops." in html
     assert "n_species · number · found · score 1.00 · right" in html
+    assert "forecast_baseline_rmse · number · missing · score 0.00 · NOT STATED" in html
     # the budget plot and the artifacts' versions
     assert 'alt="USD spent per team (cumulative)"' in html and "every version of every artifact" in html
 
