@@ -88,14 +88,17 @@ def call_record(result: Any, code: str, description: str, *, agent: str, team: s
     return rec, cut
 
 
-def record_sandbox_call(result: Any, code: str, description: str, runtime: Any) -> None:
+def record_sandbox_call(result: Any, code: str, description: str, runtime: Any, *, prefix: str = "") -> None:
     """``run_code``'s ``on_result`` hook for science teams: append the call to
     ``sandbox_calls.jsonl`` and save its figures, in the run directory of the calling agent's
-    context (nothing without one). A resumed node that reruns a call appends it again: readers
-    keep the last record of each (team, pass, agent, call id). Never raises into the tool: a
-    disk error only loses the record."""
+    context (nothing without one). ``prefix``: code the run puts before every call's code (your
+    own data's set-up), left out of the record so it shows the agent's code. A resumed node that
+    reruns a call appends it again: readers keep the last record of each (team, pass, agent, call
+    id). Never raises into the tool: a disk error only loses the record."""
     from cooplab.agents.tools import caller_of
 
+    if prefix and code.startswith(prefix):
+        code = code[len(prefix):]
     caller = caller_of(runtime)
     out = getattr(caller.context, "run_dir", None)
     if not out:

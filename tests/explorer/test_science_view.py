@@ -191,6 +191,47 @@ def test_a_call_record_caps_its_text_and_keeps_only_png_figures(tmp_path):
     assert [p.name for p in (tmp_path / sx.SANDBOX_FIGURES).iterdir()] == [f"data-1-data.0-{part}-1.png"]
 
 
+def test_the_recorder_keeps_the_agents_code_its_pass_and_figures(tmp_path):
+    """record_sandbox_call with the objects a team node hands a tool: the agent's caller in the
+    config, the node's workspace current (its pass), the run directory in the context."""
+    from types import SimpleNamespace
+
+    from cooplab.agents.tools import CALLER_KEY, ToolCaller
+    from cooplab.graphs.context import CoopContext
+    from cooplab.sandbox.models import ExecResult
+    from cooplab.tasks.science.workspace import CURRENT, Workspace
+
+    caller = ToolCaller("model.1", CoopContext(run_dir=str(tmp_path)), team="model", round=3, phase="model:work")
+    runtime = SimpleNamespace(config={"configurable": {CALLER_KEY: caller}}, context=caller.context, tool_call_id="call/7")
+    token = CURRENT.set(Workspace(artifacts={}, team="model", visit=2))
+    try:
+        res = ExecResult(status="ok", stdout="fit done\n", figures=[PNG_1x1, b"not a png"])
+        sx.record_sandbox_call(res, "SETUP = 1\nfit()", "fit the model", runtime, prefix="SETUP = 1\n")
+    finally:
+        CURRENT.reset(token)
+    (rec,) = [json.loads(line) for line in (tmp_path / sx.SANDBOX_CALLS).read_text().splitlines()]
+    assert (rec["agent"], rec["team"], rec["visit"], rec["round"], rec["call_id"]) == ("model.1", "model", 2, 3, "call/7")
+    assert rec["code"] == "fit()" and rec["stdout"] == "fit done\n" and rec["figures_dropped"] == 1
+    assert rec["figures"] == ["sandbox_figures/model-2-model.1-call_7-1.png"]
+    assert (tmp_path / rec["figures"][0]).read_bytes() == PNG_1x1
+    # without a run directory nothing is written and nothing fails
+    bare = ToolCaller("model.1", CoopContext(), team="model")
+    sx.record_sandbox_call(res, "x", "", SimpleNamespace(config={"configurable": {CALLER_KEY: bare}}, tool_call_id="c"))
+
+
+def test_passes_in_order_with_a_redo_and_the_cost_of_each(tmp_path):
+    rows = [("data", 1, "plan", "0.1"), ("data", 1, "synthesize", "0.3"), ("model", 1, "synthesize", "0.5"),
+            ("data", 2, "synthesize", "0.9"), ("model", 2, "synthesize", "bad")]
+    pd.DataFrame([{"team": t, "visit": v, "node": n, "seconds": 1.0, "spent_usd": s} for t, v, n, s in rows]).to_parquet(
+        tmp_path / "timeline.parquet")
+    pd.DataFrame([loop(agent="data.1", visit=2, calls=["c9"])]).to_parquet(tmp_path / "tool_loops.parquet")
+    write_calls(tmp_path, record("c9", agent="data.1", visit=2))
+    table = next(b for b in all_blocks(sx.sections(tmp_path, {})) if isinstance(b, ex.Table) and b.title.startswith("passes"))
+    got = [(r["pass"], r["steps"], r["cost (USD)"], r["code calls"], r["agents"]) for r in table.rows]
+    assert got == [("data#1", "plan > synthesize", "0.3000", 0, ""), ("model#1", "synthesize", "0.2000", 0, ""),
+                   ("data#2", "synthesize", "0.4000", 1, "data.1 (Data Analyst)"), ("model#2", "synthesize", "n/a", 0, "")]
+
+
 # --- a real science run in the explorer, in headless Chromium ------------------------------------------------
 HOSTILE_CODE = """import matplotlib.pyplot as plt
 print("</pre><script>document.title='pwned-code'</script>")
