@@ -538,7 +538,7 @@ def _passes(run: ScienceRun) -> list[tuple[Any, Any]]:
 
 
 def _timeline(run: ScienceRun) -> list[Any]:
-    from cooplab.graphs.explore import Note, Table
+    from cooplab.graphs.explore import Details, Link, Note, Table
 
     if not run.timeline:
         return [Note("no timeline: the run wrote no team pass (or timeline.parquet is missing)")]
@@ -565,6 +565,9 @@ def _timeline(run: ScienceRun) -> list[Any]:
              for lp in run.loops]
     if loops:
         blocks.append(Table(loops, title="every agent's tool loop: who did what in each step"))
+        agents = sorted({str(lp.get("agent")) for lp in run.loops if lp.get("agent")})
+        blocks.append(Details("each agent's model calls (prompts and answers, from the trace)",
+                              [Link(f"{_who(run, a)}: its model calls", {"agent": a}, trace=True) for a in agents]))
     return blocks
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from html import unescape as html_unescape
 import re
 import shutil
 from pathlib import Path
@@ -340,6 +341,8 @@ def test_the_science_page_in_chromium(explorer, tmp_path):
     assert re.search(r"<td>data#1</td>\s*<td>plan &gt; work &gt; deliberate &gt; synthesize</td>\s*<td>data.0 \(Data Lead\)</td>"
                      r"\s*<td>dataset_description v1</td>\s*<td[^>]*>2</td>", html), html[:3000]
     assert "<td>writing#1</td>" in html and "final_paper v1" in html
+    link = re.search(r'<a href="(/traces\?id=[^"]*agent=data.0[^"]*)">data.0 \(Data Lead\): its model calls</a>', html)
+    assert link, "no link to the data lead's model calls"
     # a code call: its code, its output (the hostile line as text), its figure as an image, the failing call's error
     assert "data#1 · data.0 (Data Lead) · call call_1 · ok" in html
     assert "print(\"&lt;/pre&gt;&lt;script&gt;document.title='pwned-code'&lt;/script&gt;\")" in html
@@ -354,6 +357,11 @@ def test_the_science_page_in_chromium(explorer, tmp_path):
     assert "forecast_baseline_rmse · number · missing · score 0.00 · NOT STATED" in html
     # the budget plot and the artifacts' versions
     assert 'alt="USD spent per team (cumulative)"' in html and "every version of every artifact" in html
+
+    calls = browse(tmp_path, explorer.split("/run?")[0] + html_unescape(link.group(1)), "--dump-dom").stdout
+    assert "pwned" not in re.search(r"<title>(.*?)</title>", calls, re.S).group(1)
+    assert "6 calls" in calls and "You are Data Lead, a member of the Data team." in calls  # the data lead's 6 model calls
+    assert "You are ML Engineer" not in calls  # and no other agent's
 
     png = tmp_path / "explorer-science.png"
     shot = browse(tmp_path, explorer, f"--screenshot={png}", size="1300,2400")
