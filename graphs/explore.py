@@ -49,14 +49,18 @@ class KeyValues:
 class Table:
     """Rows of a table: a pandas DataFrame or a list of dicts. ``max_rows`` caps what is shown (the
     page says how many rows were left out); ``filterable`` adds a text filter over the rows.
-    ``links`` maps a column to the query parameter its cells link to (e.g. ``{"agent": "agent"}``:
-    each cell of column agent links to ``?agent=<value>`` on the run's page)."""
+    ``links`` maps a column to the query parameter its cells link to (e.g. ``{"round": "round"}``:
+    each cell of column round links to ``?round=<value>`` on the run's page), or to (parameter,
+    column whose value the link carries), e.g. ``{"name": ("agent", "id")}``; ``keep`` holds query
+    parameters every such link keeps (e.g. the society shown). Columns whose name starts with ``_``
+    are not shown (e.g. an id a link carries)."""
 
     rows: Any
     title: str | None = None
     max_rows: int = 500
     filterable: bool = True
-    links: Mapping[str, str] = field(default_factory=dict)
+    links: Mapping[str, Any] = field(default_factory=dict)
+    keep: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -14,8 +14,11 @@ import typer
 
 from cooplab.cli.options import fail
 
+#: the servers started by --no-block in this process (tests stop them with cooplab.evals.explorer.app.stop)
+STARTED: list[Any] = []
 
-def _task_for(name: str) -> Any:
+
+def task_for(name: str) -> Any:
     """The registered task of this name, or None (a run of a task not installed here)."""
     from cooplab.runs import registry
 
@@ -70,7 +73,7 @@ def view_cmd(
     from cooplab.evals.explorer.runs import discover
 
     try:
-        server, url = explorer.serve(roots, host=bind, port=port, task_for=_task_for)
+        server, url = explorer.serve(roots, host=bind, port=port, task_for=task_for)
     except OSError as exc:
         fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
     n = len(discover(roots))
@@ -85,6 +88,7 @@ def view_cmd(
         except Exception:  # noqa: BLE001 - no browser: the URL is printed
             pass
     if no_block:
+        STARTED.append(server)
         return
     try:
         while server._cooplab_thread.is_alive():  # type: ignore[attr-defined]

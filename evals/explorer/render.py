@@ -157,17 +157,23 @@ def block(b: Any, run: Any, depth: int = 0) -> dict[str, Any]:
                 "items": [(text(k, 80), text(v, 400)) for k, v in items[:200]]}
     if isinstance(b, ex.Table):
         cols, rows, total = table_rows(b.rows, max(0, int(b.max_rows)))
-        links = {str(k): str(v) for k, v in dict(b.links or {}).items()}
+        links = {str(k): (v, k) if isinstance(v, str) else (str(v[0]), str(v[1])) for k, v in dict(b.links or {}).items()
+                 if isinstance(v, str) or (isinstance(v, (tuple, list)) and len(v) == 2)}
         out_rows = []
         for r in rows:
+            values = dict(zip(cols, r))
             cells = []
             for c, v in zip(cols, r):
+                if c.startswith("_"):
+                    continue
                 d = cell(v)
-                if c in links and v is not None and d["text"] != "\u2014":
-                    d["href"] = run_href(run.id, **{links[c]: d["text"]})
+                param, src = links.get(c, (None, None))
+                target = values.get(src)
+                if param and target is not None and cell(target)["text"] != "\u2014":
+                    d["href"] = run_href(run.id, **{**dict(b.keep or {}), param: cell(target)["text"]})
                 cells.append(d)
             out_rows.append(cells)
-        return {"kind": "table", "title": text(b.title) if b.title else None, "columns": cols, "rows": out_rows,
+        return {"kind": "table", "title": text(b.title) if b.title else None, "columns": [c for c in cols if not c.startswith("_")], "rows": out_rows,
                 "total": total, "shown": len(rows), "filterable": bool(b.filterable)}
     if isinstance(b, ex.Plot):
         uri, problem = plot_svg(b)

@@ -86,7 +86,7 @@ def facts(rec: Mapping[str, Any]) -> dict[str, Any]:
     rnd = _int(md.get("round"))
     if rnd is None:
         human = [m["text"] for m in msgs if m["role"] in ("human", "HumanMessage", "user")]
-        m = _ROUND.search(human[-1] if human else text)
+        m = _ROUND.search(human[0] if human else text)
         rnd = int(m.group(1)) if m else None
     phase = md.get("phase") or md.get("langgraph_node")
     return {"society": md.get("society"), "agent": agent, "agent_name": name, "round": rnd,
@@ -96,9 +96,24 @@ def facts(rec: Mapping[str, Any]) -> dict[str, Any]:
             "start": rec.get("start_time")}
 
 
+def fill_rounds(calls: list[dict[str, Any]]) -> None:
+    """A call whose round is not known (a prompt that does not name it, in a trace without round
+    labels) belongs to the round of the same agent's call before it."""
+    last: dict[tuple[Any, Any], Any] = {}
+    for f in calls:
+        who = (f.get("society"), f.get("agent"))
+        if f.get("round") is None and f.get("agent") is not None:
+            f["round"] = last.get(who)
+        last[who] = f.get("round")
+
+
 def matches(f: Mapping[str, Any], filters: Mapping[str, str]) -> bool:
+    """Whether a call matches every filter (a call without a society label matches any society:
+    traces written before calls were labelled do not say which society of a batch asked)."""
     for k, want in filters.items():
         have = f.get(k)
+        if have is None and k == "society":
+            continue
         if have is None or str(have) != str(want).strip():
             return False
     return True
@@ -127,15 +142,14 @@ def calls(run: Any, filters: Mapping[str, str]) -> tuple[list[dict[str, Any]], s
                     continue
                 if not isinstance(rec, Mapping) or rec.get("run_type") != "llm":
                     continue
-                f = facts(rec)
-                if matches(f, filters):
-                    if len(out) >= MAX_CALLS:
-                        more += 1
-                        continue
-                    out.append(f)
+                out.append(facts(rec))
     except OSError as exc:
         return out, f"cannot read traces.jsonl: {exc.strerror or exc}"
     out.sort(key=lambda f: str(f.get("start") or ""))
+    fill_rounds(out)
+    out = [f for f in out if matches(f, filters)]
+    if len(out) > MAX_CALLS:
+        more, out = len(out) - MAX_CALLS, out[:MAX_CALLS]
     notes = []
     if bad:
         notes.append(f"{bad} damaged lines of traces.jsonl were skipped")
