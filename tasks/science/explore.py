@@ -32,6 +32,9 @@ ARTIFACT_INDEX = "artifacts/index.json"  #: who wrote each artifact version, in 
 MAX_RECORD_CHARS = 20_000  #: each text field of a recorded call (code, stdout, stderr, result, traceback) at most
 SHOW_CHARS = 4_000  #: what the page shows of one output before cutting it (with a note)
 MAX_LINES = 20_000  #: JSON lines read from one file at most
+MAX_JSONL_BYTES = 64 << 20  #: bytes read from one JSON-lines file at most
+MAX_CALLS_SHOWN = 100  #: code calls on one page at most (the team and call links show the others)
+MAX_FIGURES_SHOWN = 30  #: figures embedded in one page at most
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -178,12 +181,13 @@ def _jsonl_file(run: ScienceRun, rel: str, what: str) -> list[dict[str, Any]]:
     p = run.out / rel
     if not p.is_file():
         return []
-    rows, bad = [], 0
+    rows, bad, size = [], 0, 0
     try:
         with open(p, encoding="utf-8", errors="replace") as f:
             for i, line in enumerate(f):
-                if i >= MAX_LINES:
-                    run.note(f"{rel} has more than {MAX_LINES} lines: only the first are shown")
+                size += len(line)
+                if i >= MAX_LINES or size > MAX_JSONL_BYTES:
+                    run.note(f"{rel} is longer than {MAX_LINES} lines or {MAX_JSONL_BYTES >> 20} MB: only its start is shown")
                     break
                 if not line.strip():
                     continue
@@ -364,7 +368,7 @@ _QUERY_RE = re.compile(r"^[A-Za-z0-9_.#:-]{1,80}$")
 
 def sections(out: Path, query: Mapping[str, Any] | None = None) -> list[Any]:
     """The explorer's sections of a science run (``query``: the page's parameters, hostile; ``call``
-    opens that code call, ``team`` keeps the code calls of one team)."""
+    shows that code call alone, ``team`` keeps the code calls of one team)."""
     from cooplab.graphs.explore import Section
 
     run = load_run(out)
@@ -585,8 +589,15 @@ def _shown(text: Any, title: str, cut_when_recorded: bool = False) -> list[Any]:
     return blocks
 
 
-def _call_blocks(run: ScienceRun, c: Mapping[str, Any]) -> list[Any]:
-    from cooplab.graphs.explore import Code, Image, Note
+def _figures(c: Mapping[str, Any]) -> list[Any]:
+    """A call record's figure paths (a list, else none)."""
+    return list(c.get("figures")) if isinstance(c.get("figures"), list) else []
+
+
+def _call_blocks(run: ScienceRun, c: Mapping[str, Any], shown: list[int]) -> list[Any]:
+    """One call's code, outputs and figures; ``shown`` counts the figures embedded in the page so
+    far (past :data:`MAX_FIGURES_SHOWN` a link to the call alone replaces them)."""
+    from cooplab.graphs.explore import Code, Image, Link, Note
 
     cut = set(c.get("cut") or []) if isinstance(c.get("cut"), list) else set()
     blocks: list[Any] = []
@@ -604,8 +615,13 @@ def _call_blocks(run: ScienceRun, c: Mapping[str, Any]) -> list[Any]:
         blocks.append(Note("the sandbox cut this call's output at its own limit", level="info"))
     if c.get("state_reset"):
         blocks.append(Note("the sandbox was restarted before this call: its variables were lost", level="info"))
-    for rel in c.get("figures") or []:
+    for rel in _figures(c):
         if isinstance(rel, str) and _FIGURE_RE.match(rel) and (run.out / rel).is_file():
+            if shown[0] >= MAX_FIGURES_SHOWN:
+                blocks.append(Link(f"{MAX_FIGURES_SHOWN} figures are shown on this page; open this call alone to see its figures",
+                                   {"call": str(c.get("call_id"))}))
+                break
+            shown[0] += 1
             blocks.append(Image(rel, caption=f"figure from {one_line(c.get('agent'), 40)}'s call {one_line(c.get('call_id'), 40)}"))
         else:
             blocks.append(Note(f"a figure of this call is not shown: {one_line(rel, 80)} is not a PNG file of {SANDBOX_FIGURES}/"))
@@ -624,16 +640,22 @@ def _code_calls(run: ScienceRun, q: Mapping[str, str]) -> list[Any]:
         blocks += [Link(f"only {t}", {"team": t}) for t in teams] + [Link("all teams", {})]
     if q.get("team") in teams:
         calls = [c for c in calls if str(c.get("team")) == q["team"]]
+    if q.get("call") in {str(c.get("call_id")) for c in calls}:
+        calls = [c for c in calls if str(c.get("call_id")) == q["call"]]
+        blocks.append(Link("all code calls", {}))
     if not calls:
         return blocks + [Note("no code was run (the run has no run_code call)", level="info")]
-    for i, c in enumerate(calls):
-        status = one_line(c.get("status"), 20)
+    if len(calls) > MAX_CALLS_SHOWN:
+        blocks.append(Note(f"{len(calls)} code calls: the first {MAX_CALLS_SHOWN} are shown (keep one team's with the links above)",
+                           level="info"))
+    shown = [0]
+    for i, c in enumerate(calls[:MAX_CALLS_SHOWN]):
+        n_fig = len(_figures(c))
         head = (f"{one_line(c.get('team'), 20)}#{one_line(c.get('visit'), 6)} · {_who(run, c.get('agent'))} · "
-                f"call {one_line(c.get('call_id'), 40)} · {status} · {_fmt(c.get('seconds'), 2)} s"
-                + (f" · {len(c.get('figures') or [])} figure(s)" if c.get("figures") else "")
+                f"call {one_line(c.get('call_id'), 40)} · {one_line(c.get('status'), 20)} · {_fmt(c.get('seconds'), 2)} s"
+                + (f" · {n_fig} figure(s)" if n_fig else "")
                 + (f" · {one_line(c.get('description'), 80)}" if c.get("description") else ""))
-        opened = q.get("call") == str(c.get("call_id")) or (not q.get("call") and i == 0)
-        blocks.append(Details(head, _call_blocks(run, c), open=opened))
+        blocks.append(Details(head, _call_blocks(run, c, shown), open=i == 0))
     return blocks
 
 

@@ -128,7 +128,8 @@ def test_figure_paths_outside_sandbox_figures_are_never_shown(tmp_path):
     (tmp_path / sx.SANDBOX_FIGURES / "ok-1.png").write_bytes(PNG_1x1)
     (tmp_path / "secret.png").write_bytes(PNG_1x1)
     write_calls(tmp_path, record(figures=["sandbox_figures/ok-1.png", "../secret.png", "secret.png", "/etc/passwd",
-                                          "sandbox_figures/missing.png", 7]))
+                                          "sandbox_figures/missing.png", 7]),
+                record("c2", figures="sandbox_figures/ok-1.png"))  # not a list: no figure
     secs = sx.sections(tmp_path, {})
     images = [b for b in all_blocks(secs) if isinstance(b, ex.Image)]
     assert [i.path for i in images] == ["sandbox_figures/ok-1.png"]
@@ -156,7 +157,7 @@ def test_a_run_without_recorded_calls_shows_their_code_with_a_note(tmp_path):
 def test_long_output_is_cut_on_the_page_with_a_note(tmp_path):
     long = "x" * (sx.SHOW_CHARS + 123)
     write_calls(tmp_path, record(stdout=long, stderr="warning: <b>\n", error="ValueError: </pre>", traceback="tb", cut=["stdout"]))
-    secs = sx.sections(tmp_path, {"call": "c1"})
+    secs = sx.sections(tmp_path, {})
     details = next(b for b in all_blocks(secs) if isinstance(b, ex.Details) and b.summary.startswith("data#1"))
     assert details.open
     boxes = {b.title: b.text for b in walk(details.blocks) if isinstance(b, ex.Code)}
@@ -164,6 +165,25 @@ def test_long_output_is_cut_on_the_page_with_a_note(tmp_path):
     notes = texts([ex.Section("", details.blocks)], ex.Note)
     assert "stdout: 123 more characters not shown" in notes
     assert f"stdout: longer than {sx.MAX_RECORD_CHARS} characters; only the first were recorded" in notes
+
+
+def test_a_page_shows_at_most_100_calls_and_30_figures_and_links_to_the_rest(tmp_path):
+    n = sx.MAX_CALLS_SHOWN + 5
+    (tmp_path / sx.SANDBOX_FIGURES).mkdir()
+    recs = []
+    for i in range(n):
+        (tmp_path / sx.SANDBOX_FIGURES / f"f{i}.png").write_bytes(PNG_1x1)
+        recs.append(record(f"c{i}", figures=[f"sandbox_figures/f{i}.png"]))
+    write_calls(tmp_path, *recs)
+    blocks = all_blocks(sx.sections(tmp_path, {}))
+    assert len([b for b in blocks if isinstance(b, ex.Details) and "· call " in b.summary]) == sx.MAX_CALLS_SHOWN
+    assert len([b for b in blocks if isinstance(b, ex.Image)]) == sx.MAX_FIGURES_SHOWN
+    more = [b for b in blocks if isinstance(b, ex.Link) and "open this call alone" in b.text]
+    assert [m.params for m in more[:2]] == [{"call": f"c{sx.MAX_FIGURES_SHOWN}"}, {"call": f"c{sx.MAX_FIGURES_SHOWN + 1}"}]
+    assert f"{n} code calls: the first {sx.MAX_CALLS_SHOWN} are shown" in texts([ex.Section("", blocks)], ex.Note)
+    alone = all_blocks(sx.sections(tmp_path, {"call": f"c{n - 1}"}))
+    assert [b.summary.split(" · ")[2] for b in alone if isinstance(b, ex.Details) and "· call " in b.summary] == [f"call c{n - 1}"]
+    assert [b.path for b in alone if isinstance(b, ex.Image)] == [f"sandbox_figures/f{n - 1}.png"]
 
 
 def test_hostile_query_values_are_ignored(tmp_path):
