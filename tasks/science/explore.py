@@ -35,6 +35,7 @@ MAX_LINES = 20_000  #: JSON lines read from one file at most
 MAX_JSONL_BYTES = 64 << 20  #: bytes read from one JSON-lines file at most
 MAX_CALLS_SHOWN = 100  #: code calls on one page at most (the team and call links show the others)
 MAX_FIGURES_SHOWN = 30  #: figures embedded in one page at most
+PREVIEW_LINES = 30  #: lines of a long program shown before its whole text (in a closed box)
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -337,7 +338,15 @@ def _artifacts(run: ScienceRun) -> list[dict[str, Any]]:
             found.append({"name": m["name"], "version": int(m["v"]), "file": f"artifacts/{p.name}",
                           "agent": info.get("agent"), "team": info.get("team"), "visit": info.get("visit"),
                           "description": info.get("description")})
-    return sorted(found, key=lambda a: (a["name"], a["version"]))
+    return sorted(found, key=lambda a: (_team_rank(a.get("team")), a["name"], a["version"]))
+
+
+def _team_rank(team: Any) -> int:
+    """A team's place in the pipeline (data, model, eval, writing, solo; unknown last)."""
+    from cooplab.tasks.science.roles import SOLO_TEAM, TEAMS
+
+    order = (*TEAMS, SOLO_TEAM)
+    return order.index(team) if team in order else len(order)
 
 
 def read_text(run: ScienceRun, rel: str, limit: int = 200_000) -> str | None:
@@ -589,6 +598,18 @@ def _shown(text: Any, title: str, cut_when_recorded: bool = False) -> list[Any]:
     return blocks
 
 
+def _code_box(code: str) -> list[Any]:
+    """A call's code: all of it when short, else its first :data:`PREVIEW_LINES` lines and the
+    whole code in a closed box (a long program does not bury the output below it)."""
+    from cooplab.graphs.explore import Code, Details
+
+    lines = code.splitlines()
+    if len(lines) <= PREVIEW_LINES + 10:
+        return [Code(code, language="python", title="code")]
+    return [Code("\n".join(lines[:PREVIEW_LINES]), language="python", title=f"code (the first {PREVIEW_LINES} of {len(lines)} lines)"),
+            Details(f"all {len(lines)} lines of the code", [Code(code, language="python")])]
+
+
 def _figures(c: Mapping[str, Any]) -> list[Any]:
     """A call record's figure paths (a list, else none)."""
     return list(c.get("figures")) if isinstance(c.get("figures"), list) else []
@@ -603,7 +624,7 @@ def _call_blocks(run: ScienceRun, c: Mapping[str, Any], shown: list[int]) -> lis
     blocks: list[Any] = []
     if c.get("description"):
         blocks.append(Code(clean_text(str(c["description"])), title="what the agent said the code is for"))
-    blocks.append(Code(clean_text(str(c.get("code") or "")), language="python", title="code"))
+    blocks += _code_box(clean_text(str(c.get("code") or "")))
     if c.get("recorded") is False:
         return blocks + [Note("output not recorded by this run", level="info")]
     for k in ("stdout", "stderr", "result"):
@@ -634,7 +655,7 @@ def _code_calls(run: ScienceRun, q: Mapping[str, str]) -> list[Any]:
     from cooplab.graphs.explore import Details, Link, Note
 
     calls = run.calls
-    teams = sorted({str(c.get("team")) for c in calls})
+    teams = sorted({str(c.get("team")) for c in calls}, key=lambda t: (_team_rank(t), t))
     blocks: list[Any] = []
     if len(teams) > 1:
         blocks += [Link(f"only {t}", {"team": t}) for t in teams] + [Link("all teams", {})]

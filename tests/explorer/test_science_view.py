@@ -186,6 +186,16 @@ def test_a_page_shows_at_most_100_calls_and_30_figures_and_links_to_the_rest(tmp
     assert [b.path for b in alone if isinstance(b, ex.Image)] == [f"sandbox_figures/f{n - 1}.png"]
 
 
+def test_a_long_program_shows_its_start_and_all_of_it_in_a_closed_box(tmp_path):
+    code = "\n".join(f"x{i} = {i}" for i in range(100))
+    write_calls(tmp_path, record(code=code))
+    call = next(b for b in all_blocks(sx.sections(tmp_path, {})) if isinstance(b, ex.Details) and "· call " in b.summary)
+    preview, whole = call.blocks[1], call.blocks[2]
+    assert preview.title == f"code (the first {sx.PREVIEW_LINES} of 100 lines)"
+    assert preview.text.splitlines() == code.splitlines()[:sx.PREVIEW_LINES]
+    assert whole.summary == "all 100 lines of the code" and not whole.open and whole.blocks[0].text == code
+
+
 def test_hostile_query_values_are_ignored(tmp_path):
     write_calls(tmp_path, record("c1"), record("c2", team="model", agent="model.0"))
     for q in ({"team": "<script>"}, {"call": "x" * 500}, {"team": ["data"]}):
