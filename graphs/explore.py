@@ -79,6 +79,8 @@ class Plot:
     key: str | None = None
     integer_x: bool = True
     caption: str = ""
+    #: labels of series drawn dashed (a comparison draws run B's lines dashed)
+    dashed: Sequence[str] = ()
 
 
 @dataclass

@@ -18,6 +18,8 @@ from cooplab.evals.explorer.runs import RunDir, discover
 from cooplab.evals.report import cut, num
 from cooplab.graphs import explore as ex
 
+#: lines of one run in an overlaid plot at most (plots with more lines and a "mean" line overlay the means)
+MAX_OVERLAID = 5
 #: query values longer than this are refused (ids, agents, rounds are short)
 MAX_QUERY_CHARS = 400
 
@@ -156,11 +158,15 @@ def overlay(pa: dict[str, ex.Plot], pb: dict[str, ex.Plot]) -> list[ex.Plot]:
         series: dict[str, list[Any]] = {}
         for tag, p in parts:
             pos = {num(v): i for i, v in enumerate(p.x)}
-            for label, ys in list(p.series.items())[: render.MAX_SERIES // 2]:
+            items = list(p.series.items())
+            if len(items) > MAX_OVERLAID and "mean" in p.series:  # one line per agent: the runs' means only
+                items = [("mean", p.series["mean"])]
+            for label, ys in items[:MAX_OVERLAID]:
                 ys = list(ys)
                 series[f"{tag} \u00b7 {label}"] = [ys[pos[x]] if x in pos and pos[x] < len(ys) else math.nan for x in xs]
         first = parts[0][1]
         only = "" if len(parts) == 2 else f" (only run {parts[0][0]} has this plot)"
+        caption = "run A solid, run B dashed" + (f"; {first.caption}" if first.caption else "")
         out.append(ex.Plot(xs, series, title=first.title + only, xlabel=first.xlabel, ylabel=first.ylabel, kind=first.kind,
-                           key=key, integer_x=first.integer_x, caption=first.caption))
+                           key=key, integer_x=first.integer_x, caption=caption, dashed=[k for k in series if k.startswith("B ")]))
     return out

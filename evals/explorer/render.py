@@ -90,6 +90,7 @@ def plot_svg(p: ex.Plot, *, width: float = 7.0, height: float = 3.2) -> tuple[st
     fig = Figure(figsize=(width, height), dpi=100)
     ax = fig.add_subplot()
     drawn = 0
+    colours: dict[str, int] = {}  # a label and its dashed twin ("A · x", "B · x") share a colour
     items = list(p.series.items())
     for label, ys in items[:MAX_SERIES]:
         ys = list(ys)
@@ -103,7 +104,8 @@ def plot_svg(p: ex.Plot, *, width: float = 7.0, height: float = 3.2) -> tuple[st
         elif p.kind == "step":
             ax.step(xv, yv, where="mid", label=name)
         else:
-            ax.plot(xv, yv, marker="o" if len(idx) <= 40 else None, markersize=3, label=name)
+            ax.plot(xv, yv, marker="o" if len(idx) <= 40 else None, markersize=3, label=name,
+                    linestyle="--" if label in set(p.dashed) else "-", color=f"C{colours.setdefault(_base(label), len(colours)) % 10}")
         drawn += 1
     if not drawn:
         return None, "nothing to plot (every value is missing or not a finite number)"
@@ -121,6 +123,12 @@ def plot_svg(p: ex.Plot, *, width: float = 7.0, height: float = 3.2) -> tuple[st
     buf = io.BytesIO()
     fig.savefig(buf, format="svg")
     return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue()).decode("ascii"), None
+
+
+def _base(label: Any) -> str:
+    """A series label without its run tag ("A · mean" -> "mean")."""
+    text = str(label)
+    return text.split(" \u00b7 ", 1)[1] if text[:4] in ("A \u00b7 ", "B \u00b7 ") else text
 
 
 def image_uri(run: Any, rel: str) -> tuple[str | None, str | None]:

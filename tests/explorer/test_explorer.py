@@ -396,3 +396,28 @@ def test_cooplab_view_prints_its_url_and_serves(capsys, runs):
     finally:
         while STARTED:
             stop(STARTED.pop())
+
+
+# --- hostile values in a run's files ---------------------------------------------------------------
+def test_non_finite_huge_and_wrong_typed_values_are_shown_never_a_crash(tmp_path):
+    run = tmp_path / "runs" / "odd"
+    run.mkdir(parents=True)
+    (run / "config.json").write_text('{"version": 2, "task": "cpr", "agents": "llm", "llm": "not an object", "params": [1, 2]}')
+    (run / "summary.json").write_text('{"task": "cpr", "status": ["x"], "survival_time": {"mean": Infinity, "sem": NaN}, '
+                                      '"efficiency": {"mean": 1e308, "sem": -1}, "ledger": {"cost_usd_float": -1}, "collapse": "none"}')
+    pd.DataFrame({"condition": [0, 0, 0], "replicate": [0, 0, 0], "round": [1, 2, 3], "R": [float("inf"), float("nan"), -1e300],
+                  "R_plus": [1.0, 2.0, 3.0], "H": ["a", None, 2.5]}).to_csv(run / "rounds.csv", index=False)
+    (run / "decisions.csv").write_text("society,agent,round,phase,parsed,raw\n0,0,1,punish,\"{\"\"punish\"\": 1e999}\",x\n"
+                                       "0,1,1,propose,[1],y\nx,y,z,punish,{},z\n")
+    server, url = serve([tmp_path / "runs"], task_for=task_for)
+    try:
+        listing = httpx.get(url)
+        assert listing.status_code == 200 and "\u221e" in listing.text and "odd" in listing.text
+        for q in ({}, {"round": "1"}, {"agent": "0"}, {"society": "0", "round": "2"}):
+            r = httpx.get(url + "run?" + urlencode({"id": "0/odd", **q}))
+            assert r.status_code == 200 and "Traceback" not in r.text and "view failed" not in r.text, (q, r.text[-2000:])
+            assert '<section id="lake">' in r.text and "decisions without a whole society, agent or round are left out" in r.text
+        cmp = httpx.get(url + "compare?" + urlencode({"a": "0/odd", "b": "0/odd"}))
+        assert cmp.status_code == 200
+    finally:
+        stop(server)

@@ -40,9 +40,13 @@ class Spec:
         return f"{self.noun} {i + 1}" if i is not None else str(agent)
 
 
-def _int(v: Any) -> int | None:
+def whole(v: Any) -> int | None:
+    """A whole number (an int, or a float or text that is one), else None."""
     n = num(v)
-    return int(n) if n is not None and n == int(n) and abs(n) < 1e12 else None
+    return int(n) if n is not None and abs(n) < 1e12 and n == int(n) else None
+
+
+_int = whole
 
 
 def query_int(query: Mapping[str, str], key: str) -> int | None:
@@ -79,7 +83,7 @@ def society_picker(keys: Sequence[str], chosen: str | None, label: str) -> list[
         return []
     rows = [{label: k, "shown": "\u2190 shown" if k == chosen else ""} for k in keys[:MAX_SOCIETIES]]
     more = [ex.Note(f"{len(keys) - MAX_SOCIETIES} more societies: open one with ?society=KEY", level="info")] if len(keys) > MAX_SOCIETIES else []
-    return [ex.Details(f"{len(keys)} societies in this run; showing {label} {chosen} (pick another)",
+    return [ex.Details(f"{len(keys)} {label}s in this run (societies side by side); showing {label} {chosen} (pick another)",
                        [ex.Table(rows, links={label: "society"}, filterable=True)]), *more]
 
 

@@ -26,6 +26,7 @@ from .common import (
     per_agent_plot,
     pick_society,
     query_int,
+    whole,
     society_picker,
     with_society,
 )
@@ -84,10 +85,13 @@ def cpr_rounds(run: Any) -> pd.DataFrame | None:
     df = run.table("rounds")
     if df is None or not {"condition", "replicate", "round"} <= set(df.columns):
         return None
-    pairs = sorted({(int(c), int(r)) for c, r in zip(df["condition"], df["replicate"])})
-    index = {p: s for s, p in enumerate(pairs)}
-    df = df.copy()
-    df["society"] = [index[(int(c), int(r))] for c, r in zip(df["condition"], df["replicate"])]
+    keys = [(whole(c), whole(r)) for c, r in zip(df["condition"], df["replicate"])]
+    ok = [None not in k for k in keys]
+    if not all(ok):
+        run.notes.append(f"{len(ok) - sum(ok)} rows of the rounds table have no whole condition or replicate and are left out")
+    index = {p: s for s, p in enumerate(sorted({k for k, good in zip(keys, ok) if good}))}
+    df = df[ok].copy()
+    df["society"] = [index[k] for k, good in zip(keys, ok) if good]
     return df
 
 
@@ -95,9 +99,16 @@ def cpr_decisions(run: Any, phase: str) -> list[dict[str, Any]]:
     d = run.table("decisions")
     if d is None or not {"phase", "society", "agent", "round"} <= set(d.columns):
         return []
-    sub = d[d["phase"] == phase]
-    return [{"society": int(r["society"]), "agent": int(r["agent"]), "round": int(r["round"]), **parsed(r.get("parsed"))}
-            for _, r in sub.iterrows()]
+    out, bad = [], 0
+    for _, r in d[d["phase"] == phase].iterrows():
+        ids = {k: whole(r[k]) for k in ("society", "agent", "round")}
+        if None in ids.values():
+            bad += 1
+            continue
+        out.append({**parsed(r.get("parsed")), **ids})
+    if bad:
+        run.notes.append(f"{bad} {phase} decisions without a whole society, agent or round are left out")
+    return out
 
 
 def cpr_fines(run: Any, society: int) -> list[dict[str, Any]]:
@@ -105,7 +116,7 @@ def cpr_fines(run: Any, society: int) -> list[dict[str, Any]]:
     out = []
     for d in cpr_decisions(run, "punish"):
         k = d.get("punish")
-        if d["society"] == society and isinstance(k, int) and not isinstance(k, bool) and k >= 1:
+        if d["society"] == society and isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= 1_000_000:
             out.append({"round": d["round"], "punisher": d["agent"], "target": k - 1})
     return sorted(out, key=lambda p: (p["round"], p["punisher"]))
 
@@ -155,7 +166,7 @@ def cpr_view(run: Any, query: Mapping[str, str]) -> list[ex.Section]:
 
     body = [ex.Section("The lake", lake, id="lake"), ex.Section("Fishers by round", agent_blocks, id="agents"),
             ex.Section("Punishments: who fined whom", punish, id="fines"), cpr_norms(run, s, keep),
-            cpr_beliefs(my, my_beliefs)]
+            cpr_beliefs(my, my_beliefs, llm)]
     focus = [cpr_round(run, query, s, my, pairs, rounds, keep), cpr_agent(run, query, s, my, pairs, my_beliefs, keep)]
     return _page(run, query, focus, body)
 
@@ -180,7 +191,7 @@ def cpr_norms(run: Any, s: int, keep: dict[str, Any]) -> ex.Section | None:
     return ex.Section("Norms: proposed, voted, adopted", blocks, id="norms")
 
 
-def cpr_beliefs(my: Any, beliefs: Any) -> ex.Section | None:
+def cpr_beliefs(my: Any, beliefs: Any, llm: bool) -> ex.Section | None:
     blocks: list[ex.Block] = []
     if beliefs is not None and len(beliefs):
         wide = beliefs.pivot_table(index="agent", columns="round", values="belief", aggfunc="last")
@@ -189,7 +200,7 @@ def cpr_beliefs(my: Any, beliefs: Any) -> ex.Section | None:
             rows.append({"fisher": CPR.name(a), "_id": int(a), **{("at the start" if c == 0 else f"after round {c}"): r[c] for c in wide.columns}})
         blocks.append(ex.Table(rows, title="each fisher's personal norm in words, as it changed", links={"fisher": ("agent", "_id")},
                                filterable=True))
-    if my is not None and len(my) and "norm cap g" in my.columns and my["norm cap g"].notna().any():
+    if not llm and my is not None and len(my) and "norm cap g" in my.columns and my["norm cap g"].notna().any():
         blocks.append(per_agent_plot(my, CPR, "norm cap g", "personal harvest cap g", key="cpr-g"))
     return ex.Section("Beliefs over time", blocks, id="beliefs") if blocks else None
 
