@@ -69,8 +69,9 @@ def save_figures(run_dir: Path, stem: str, figures: list[bytes]) -> tuple[list[s
 
 
 def call_record(result: Any, code: str, description: str, *, agent: str, team: str | None, visit: int | None,
-                round: int | None, phase: str, call_id: str) -> tuple[dict[str, Any], list[str]]:
-    """The JSON record of one ``run_code`` call (the figures not yet saved) and which fields were cut."""
+                round: int | None, phase: str, call_id: str) -> dict[str, Any]:
+    """The JSON record of one ``run_code`` call, the figures not yet saved (``cut``: the text fields
+    cut to :data:`MAX_RECORD_CHARS`)."""
     rec: dict[str, Any] = {"agent": agent, "team": team, "visit": visit, "round": round, "phase": phase, "call_id": call_id,
                            "status": getattr(result, "status", None), "seconds": getattr(result, "duration", None),
                            "state_reset": bool(getattr(result, "state_reset", False)),
@@ -89,7 +90,7 @@ def call_record(result: Any, code: str, description: str, *, agent: str, team: s
         if was_cut:
             cut.append(k)
     rec["cut"] = cut
-    return rec, cut
+    return rec
 
 
 def record_sandbox_call(result: Any, code: str, description: str, runtime: Any, *, prefix: str = "") -> None:
@@ -97,8 +98,8 @@ def record_sandbox_call(result: Any, code: str, description: str, runtime: Any, 
     ``sandbox_calls.jsonl`` and save its figures, in the run directory of the calling agent's
     context (nothing without one). ``prefix``: code the run puts before every call's code (your
     own data's set-up), left out of the record so it shows the agent's code. A resumed node that
-    reruns a call appends it again: readers keep the last record of each (team, pass, agent, call
-    id). Never raises into the tool: a disk error only loses the record."""
+    reruns a call appends it again (and rewrites its figures): readers keep the last record of each
+    (team, pass, agent, call id). Never raises into the tool: a disk error only loses the record."""
     from cooplab.agents.tools import caller_of
 
     if prefix and code.startswith(prefix):
@@ -109,7 +110,7 @@ def record_sandbox_call(result: Any, code: str, description: str, runtime: Any, 
         return
     visit = _current_visit()
     call_id = str(getattr(runtime, "tool_call_id", "") or "")
-    rec, _ = call_record(result, code, description, agent=caller.agent_id, team=caller.team, visit=visit, round=caller.round,
+    rec = call_record(result, code, description, agent=caller.agent_id, team=caller.team, visit=visit, round=caller.round,
                          phase=caller.phase, call_id=call_id)
     out = Path(out)
     try:
@@ -151,6 +152,8 @@ class ScienceRun:
     timeline: list[dict[str, Any]] = field(default_factory=list)
     loops: list[dict[str, Any]] = field(default_factory=list)
     calls: list[dict[str, Any]] = field(default_factory=list)
+    routing: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)
     artifacts: list[dict[str, Any]] = field(default_factory=list)
     ledger: list[dict[str, Any]] = field(default_factory=list)
     scores: dict[str, Any] = field(default_factory=dict)
@@ -244,6 +247,8 @@ def load_run(out: Path) -> ScienceRun:
     run.loops = _table(run, "tool_loops", "the agents' tool loops")
     run.ledger = _table(run, "ledger", "the budget over time")
     run.calls = _calls(run)
+    run.routing = _jsonl_file(run, "routing.jsonl", "the requests between teams")
+    run.messages = _jsonl_file(run, "messages.jsonl", "the messages between teams")
     run.artifacts = _artifacts(run)
     return run
 
@@ -320,7 +325,7 @@ _VERSION_RE = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9_\-]{0,63})\.v(?P<v>[0-9]
 
 def _artifacts(run: ScienceRun) -> list[dict[str, Any]]:
     """Every artifact version (name, version, file, and who wrote it in which pass when
-    ``artifacts/index.json`` says), in name and version order."""
+    ``artifacts/index.json`` says), in pipeline, name and version order."""
     adir = run.out / "artifacts"
     if not adir.is_dir():
         run.note("artifacts/ is missing: no artifact can be shown")
@@ -578,9 +583,29 @@ def _timeline(run: ScienceRun) -> list[Any]:
              for lp in run.loops]
     if loops:
         blocks.append(Table(loops, title="every agent's tool loop: who did what in each step"))
+        blocks += _between_teams(run)
         agents = sorted({str(lp.get("agent")) for lp in run.loops if lp.get("agent")})
         blocks.append(Details("each agent's model calls (prompts and answers, from the trace)",
                               [Link(f"{_who(run, a)}: its model calls", {"agent": a}, trace=True) for a in agents]))
+    return blocks
+
+
+def _between_teams(run: ScienceRun) -> list[Any]:
+    """The requests a team made of an earlier one (and whether each was served: the reason for a
+    redo pass), and the messages between teams."""
+    from cooplab.graphs.explore import Table
+
+    blocks: list[Any] = []
+    if run.routing:
+        rows = [{"from": f"{one_line(r.get('from_team'), 20)}#{one_line(r.get('visit'), 6)}", "agent": _who(run, r.get("agent")),
+                 "to team": one_line(r.get("target_team"), 20), "kind": one_line(r.get("kind"), 20),
+                 "request": clean_text(str(r.get("request") or "")), "decision": one_line(r.get("decision"), 20),
+                 "why": one_line(r.get("reason"), 300)} for r in run.routing]
+        blocks.append(Table(rows, title="requests to earlier teams, and whether each was served (a served request is a redo pass)"))
+    if run.messages:
+        rows = [{"from": f"{one_line(m.get('from_team'), 20)}#{one_line(m.get('visit'), 6)}", "agent": _who(run, m.get("agent")),
+                 "to team": one_line(m.get("to_team"), 20), "message": clean_text(str(m.get("content") or ""))} for m in run.messages]
+        blocks.append(Table(rows, title="messages between teams"))
     return blocks
 
 

@@ -212,9 +212,8 @@ def test_a_call_record_caps_its_text_and_keeps_only_png_figures(tmp_path):
     res = ExecResult(status="error", stdout="o" * (sx.MAX_RECORD_CHARS + 5), stderr="e",
                      error=ErrorInfo(type="ValueError", message="bad", traceback="Traceback ..."),
                      figures=[PNG_1x1, b"<svg onload=alert(1)>", b"GIF89a"])
-    rec, cut = sx.call_record(res, "print(1)", "why", agent="data.0", team="data", visit=1, round=1, phase="data:work",
-                              call_id="../../x")
-    assert cut == ["stdout"] and len(rec["stdout"]) == sx.MAX_RECORD_CHARS and rec["error"] == "ValueError: bad"
+    rec = sx.call_record(res, "print(1)", "why", agent="data.0", team="data", visit=1, round=1, phase="data:work", call_id="../../x")
+    assert rec["cut"] == ["stdout"] and len(rec["stdout"]) == sx.MAX_RECORD_CHARS and rec["error"] == "ValueError: bad"
     part = sx._safe_part("../../x")  # a hostile call id: no path separator, no leading dot
     assert "/" not in part and not part.startswith(".")
     paths, dropped = sx.save_figures(tmp_path, f"data-1-data.0-{part}", res.figures)
@@ -258,7 +257,18 @@ def test_passes_in_order_with_a_redo_and_the_cost_of_each(tmp_path):
         tmp_path / "timeline.parquet")
     pd.DataFrame([loop(agent="data.1", visit=2, calls=["c9"])]).to_parquet(tmp_path / "tool_loops.parquet")
     write_calls(tmp_path, record("c9", agent="data.1", visit=2))
-    table = next(b for b in all_blocks(sx.sections(tmp_path, {})) if isinstance(b, ex.Table) and b.title.startswith("passes"))
+    with open(tmp_path / "routing.jsonl", "w") as f:
+        f.write(json.dumps({"from_team": "model", "agent": "model.0", "target_team": "data", "kind": "redo", "request": "<b>clean</b> again",
+                            "visit": 1, "decision": "accepted", "reason": "re-entry 1 of 1"}) + "\n")
+    (tmp_path / "messages.jsonl").write_text(json.dumps({"from_team": "data", "agent": "data.1", "to_team": "model",
+                                                          "content": "see sp3", "visit": 2}) + "\n")
+    blocks = all_blocks(sx.sections(tmp_path, {}))
+    tables = {b.title.split(" (")[0].split(",")[0]: b.rows for b in blocks if isinstance(b, ex.Table) and b.title}
+    assert tables["requests to earlier teams"] == [{"from": "model#1", "agent": "model.0 (ML Engineer)", "to team": "data", "kind": "redo",
+                                                    "request": "<b>clean</b> again", "decision": "accepted", "why": "re-entry 1 of 1"}]
+    assert tables["messages between teams"] == [{"from": "data#2", "agent": "data.1 (Data Analyst)", "to team": "model",
+                                                 "message": "see sp3"}]
+    table = next(b for b in blocks if isinstance(b, ex.Table) and b.title.startswith("passes"))
     got = [(r["pass"], r["steps"], r["cost (USD)"], r["code calls"], r["agents"]) for r in table.rows]
     assert got == [("data#1", "plan > synthesize", "0.3000", 0, ""), ("model#1", "synthesize", "0.2000", 0, ""),
                    ("data#2", "synthesize", "0.4000", 1, "data.1 (Data Analyst)"), ("model#2", "synthesize", "n/a", 0, "")]
