@@ -265,8 +265,9 @@ def _calls(run: ScienceRun) -> list[dict[str, Any]]:
             return list(last.values())
         kept = [r for k, r in last.items() if k in made]
         if len(kept) < len(last):
-            run.note(f"{len(last) - len(kept)} record(s) of {SANDBOX_CALLS} match no tool call of this run "
-                     "(left by an earlier run in the same directory) and are not shown")
+            run.note(f"{len(last) - len(kept)} record(s) of {SANDBOX_CALLS} match no tool call of this run's tool loops "
+                     "(left by a node that was interrupted and run again, or by an earlier run in the same directory) "
+                     "and are not shown")
         return kept
     calls = []
     for lp in run.loops:

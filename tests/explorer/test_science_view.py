@@ -13,6 +13,8 @@ import os
 from html import unescape as html_unescape
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -144,7 +146,7 @@ def test_records_left_by_an_earlier_run_are_not_shown(tmp_path):
     write_calls(tmp_path, record("c1", stdout="old run\n"), record("c2", stdout="first try\n"), record("c2", stdout="rerun after resume\n"))
     run = sx.load_run(tmp_path)
     assert [(c["call_id"], c["stdout"]) for c in run.calls] == [("c2", "rerun after resume\n")]
-    assert any("1 record(s) of sandbox_calls.jsonl match no tool call" in n for n in run.notes)
+    assert any("1 record(s) of sandbox_calls.jsonl match no tool call of this run's tool loops" in n for n in run.notes)
 
 
 def test_a_run_without_recorded_calls_shows_their_code_with_a_note(tmp_path):
@@ -272,6 +274,45 @@ def test_passes_in_order_with_a_redo_and_the_cost_of_each(tmp_path):
     got = [(r["pass"], r["steps"], r["cost (USD)"], r["code calls"], r["agents"]) for r in table.rows]
     assert got == [("data#1", "plan > synthesize", "0.3000", 0, ""), ("model#1", "synthesize", "0.2000", 0, ""),
                    ("data#2", "synthesize", "0.4000", 1, "data.1 (Data Analyst)"), ("model#2", "synthesize", "n/a", 0, "")]
+
+
+def _cooplab(*args, timeout=600):
+    exe = str(Path(sys.executable).parent / "cooplab")
+    return subprocess.run([exe, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+
+
+def _shown_calls(out: Path) -> list[tuple[str, str]]:
+    return sorted((c["agent"], c["status"]) for c in sx.load_run(out).calls)
+
+
+@pytest.mark.integration
+def test_a_killed_and_resumed_run_shows_each_code_call_once(tmp_path):
+    """Killed (SIGKILL) once the model team's code call is recorded, then resumed: the interrupted
+    node runs again and records its call again, the page shows each of the three calls once."""
+    from tests.helpers.progress import kill_when
+
+    exe = str(Path(sys.executable).parent / "cooplab")
+    out = tmp_path / "run"
+    proc = subprocess.Popen([exe, "run", "science", "--task", "anomaly", "--team", "oracle", "--sandbox-backend", "local",
+                             "--cache", str(tmp_path / "c.sqlite"), "--out", str(out), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    calls = out / sx.SANDBOX_CALLS
+    assert kill_when(proc, lambda: calls.is_file() and len(calls.read_text().splitlines()) >= 2, timeout=300), "the run ended first"
+    res = _cooplab("resume", out, "-q")
+    assert res.returncode == 0, res.stderr
+    assert len(calls.read_text().splitlines()) >= 3
+    assert _shown_calls(out) == [("data.0", "ok"), ("eval.0", "ok"), ("model.0", "ok")]
+
+
+@pytest.mark.integration
+def test_a_forced_run_over_an_old_one_does_not_show_the_old_calls(tmp_path):
+    out = tmp_path / "run"
+    for team in ("oracle", "garbage"):  # the garbage team runs no code
+        res = _cooplab("run", "science", "--task", "anomaly", "--team", team, "--sandbox-backend", "local", "--cache", "off",
+                       "--out", out, "-q", "--force")
+        assert res.returncode == 0, res.stderr
+    assert len((out / sx.SANDBOX_CALLS).read_text().splitlines()) == 3  # the oracle's, still in the file
+    run = sx.load_run(out)
+    assert run.calls == [] and any("3 record(s) of sandbox_calls.jsonl match no tool call" in n for n in run.notes)
 
 
 # --- a real science run in the explorer, in headless Chromium ------------------------------------------------
