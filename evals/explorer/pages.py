@@ -82,7 +82,10 @@ class Site:
                          "status": r.status, "model": model_of(r.config), "date": r.date,
                          "numbers": [(render.text(k, 60), render.text(v, 120)) for k, v in list(keys.items())[:6]],
                          "notes": list(r.notes)})
-        return {**self.base("cooplab runs"), "runs": rows, "filter": clean_query(query).get("q", "")}
+        q = clean_query(query)
+        sort = q.get("sort", "")
+        return {**self.base("cooplab runs"), "runs": rows, "filter": q.get("q", ""),
+                "sort": sort if sort.lstrip("-").isdigit() and len(sort) <= 3 else ""}
 
     def run_page(self, query: Mapping[str, str]) -> tuple[dict[str, Any], int]:
         q = clean_query(query)
@@ -125,6 +128,10 @@ class Site:
             return {**self.base("no such run"), "message": "no such run under the folders given"}, 404
         filters = {k: q[k] for k in traces.FILTERS if q.get(k)}
         calls, note = traces.calls(run, filters)
+        noun = views.noun(run.task, self.task(run.task))
+        for c in calls:
+            if not c.get("agent_name") and isinstance(c.get("agent"), int):
+                c["agent_name"] = f"{noun} {c['agent'] + 1}"
         return {**self.base(f"model calls of {run.name}"), "run": self.header(run), "calls": calls, "filters": filters,
                 "notes": [note] if note else []}, 200
 

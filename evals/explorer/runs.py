@@ -37,6 +37,7 @@ class RunDir:
     notes: list[str] = field(default_factory=list)
     _json: dict[str, Any] = field(default_factory=dict, repr=False)
     _tables: dict[str, Any] = field(default_factory=dict, repr=False)
+    _calls: Any = field(default=None, repr=False)  # the model calls of traces.jsonl, read once (explorer.traces)
 
     def _read(self, name: str) -> dict[str, Any]:
         if name not in self._json:

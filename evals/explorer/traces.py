@@ -26,8 +26,10 @@ MAX_CALLS = 400
 #: characters of one message shown
 MAX_MESSAGE_CHARS = 20_000
 
-_NAME = re.compile(r"\byour name is ([A-Za-z][\w .-]{0,40}?) (\d{1,6})\b", re.I)
-_ROUND = re.compile(r"^\s*(?:round|iteration)\s+(\d{1,9})\b", re.I | re.M)
+#: "Your name is Fisher 3" (CPR), "You are Player 2 in Group 1" (games), "You are member 4 of a group" (diners)
+_NAME = re.compile(r"\b(?:your name is|you are) ([A-Za-z][\w-]{0,30}) (\d{1,6})\b", re.I)
+#: "Round 4.", "=== Round 2 of 3 ===", "Iteration 3, at the pub."
+_ROUND = re.compile(r"^\W*(?:round|iteration)\s+(\d{1,9})\b", re.I | re.M)
 
 
 def _messages(inputs: Any) -> list[dict[str, str]]:
@@ -82,7 +84,8 @@ def facts(rec: Mapping[str, Any]) -> dict[str, Any]:
     if agent is None:
         m = _NAME.search(text)
         if m:
-            agent, name = int(m.group(2)) - 1, f"{m.group(1)} {m.group(2)}"
+            agent = int(m.group(2)) - 1
+            name = None if m.group(1).lower() == "member" else f"{m.group(1)} {m.group(2)}"
     rnd = _int(md.get("round"))
     if rnd is None:
         human = [m["text"] for m in msgs if m["role"] in ("human", "HumanMessage", "user")]
@@ -120,19 +123,33 @@ def matches(f: Mapping[str, Any], filters: Mapping[str, str]) -> bool:
 
 
 def calls(run: Any, filters: Mapping[str, str]) -> tuple[list[dict[str, Any]], str | None]:
-    """(the run's model calls matching ``filters``, a note on what could not be read or was cut)."""
-    path = run.out / TRACES_FILE
+    """(the run's model calls matching ``filters``, a note on what could not be read or was cut).
+    The file is read once per page (kept on ``run``)."""
+    if run._calls is None:
+        run._calls = read_calls(run.out / TRACES_FILE)
+    found, notes = run._calls
+    out = [f for f in found if matches(f, filters)]
+    if len(out) > MAX_CALLS:
+        notes = [*notes, f"{len(out) - MAX_CALLS} more calls match; narrow the filter (round, agent, phase)"]
+        out = out[:MAX_CALLS]
+    return out, "; ".join(notes) or None
+
+
+def read_calls(path: Any) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every LLM run of a traces.jsonl as a call (who, when, prompt, answer), in time order, and
+    notes on what could not be read."""
     if not path.is_file():
-        return [], "this run has no traces.jsonl (traces are written when a graph run ends)"
+        return [], ["this run has no traces.jsonl (traces are written when a graph run ends)"]
     out: list[dict[str, Any]] = []
-    bad = more = 0
-    read = 0
+    notes: list[str] = []
+    bad = read = 0
     try:
         with open(path, "rb") as fh:
             for raw in fh:
                 read += len(raw)
                 if read > MAX_BYTES:
-                    return out, f"only the first {MAX_BYTES >> 20} MB of traces.jsonl were read"
+                    notes.append(f"only the first {MAX_BYTES >> 20} MB of traces.jsonl were read")
+                    break
                 if b'"llm"' not in raw:
                     continue
                 try:
@@ -140,19 +157,12 @@ def calls(run: Any, filters: Mapping[str, str]) -> tuple[list[dict[str, Any]], s
                 except (ValueError, RecursionError):
                     bad += 1
                     continue
-                if not isinstance(rec, Mapping) or rec.get("run_type") != "llm":
-                    continue
-                out.append(facts(rec))
+                if isinstance(rec, Mapping) and rec.get("run_type") == "llm":
+                    out.append(facts(rec))
     except OSError as exc:
-        return out, f"cannot read traces.jsonl: {exc.strerror or exc}"
+        notes.append(f"cannot read traces.jsonl: {exc.strerror or exc}")
     out.sort(key=lambda f: str(f.get("start") or ""))
     fill_rounds(out)
-    out = [f for f in out if matches(f, filters)]
-    if len(out) > MAX_CALLS:
-        more, out = len(out) - MAX_CALLS, out[:MAX_CALLS]
-    notes = []
     if bad:
         notes.append(f"{bad} damaged lines of traces.jsonl were skipped")
-    if more:
-        notes.append(f"{more} more calls match; narrow the filter (round, agent, phase)")
-    return out, "; ".join(notes) or None
+    return out, notes

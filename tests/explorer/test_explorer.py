@@ -170,6 +170,20 @@ def test_the_list_shows_every_run_under_the_folder_sweeps_cells_too(site, runs, 
     screenshot(tmp_path, site, "explorer-list")
 
 
+def test_the_list_filters_and_sorts_in_the_browser(site, tmp_path):
+    """The page's own script runs under the CSP: ?q= filters the rows, ?sort=N sorts by column N."""
+    rows = tables(dom(tmp_path, page(site, "", q="cpr llm")))[""]
+    shown = [r[2] for r in rows[1:] if r]
+    html_text = dom(tmp_path, page(site, "", q="game"))
+    hidden = [a for t, a in elements(html_text) if t == "tr" and "hidden" in a.get("class", "")]
+    assert len(hidden) == 7 and 'data-task="game"' in html_text  # only the profile's game is left
+    assert "cpr-llm" in shown
+    order = [r[3] for r in tables(dom(tmp_path, page(site, "", sort="3")))[""][1:]]
+    assert order == sorted(order) and order != sorted(order, reverse=True)
+    desc = [r[3] for r in tables(dom(tmp_path, page(site, "", sort="-3")))[""][1:]]
+    assert desc == sorted(order, reverse=True)
+
+
 # --- a CPR run of LLM fishers ----------------------------------------------------------------------
 def test_who_fined_whom_in_round_5_and_what_fisher_2_said(site, runs, tmp_path):
     d = decisions(runs, "cpr-llm")
@@ -330,13 +344,20 @@ def test_no_host_gets_nothing_and_pages_carry_a_strict_csp(site):
 
 @pytest.mark.parametrize("query", [
     {"id": "../../etc"}, {"id": "0/../.."}, {"id": "9/cpr-llm"}, {"id": "0/cpr-llm", "round": "<script>alert(1)</script>"},
-    {"id": "0/cpr-llm", "agent": "-5", "society": "99"}, {"id": "0/cpr-llm", "round": "9" * 30}, {"id": "0/cpr-llm", "round": "1e309"},
+    {"id": "0/cpr-llm", "agent": "-5", "society": "99"}, {"id": "0/cpr-llm", "sort": "<b>"}, {"id": "0/cpr-llm", "round": "9" * 30}, {"id": "0/cpr-llm", "round": "1e309"},
 ])
 def test_hostile_queries_get_a_page_or_a_404_never_a_500(site, query):
     r = httpx.get(page(site, "run", **query))
     assert r.status_code in (200, 404) and "Traceback" not in r.text and "<script>alert" not in r.text
     if r.status_code == 404:
         assert "no run with id" in r.text
+
+
+@pytest.mark.parametrize("path", ["/static/../app.py", "/static/%2e%2e/app.py", "/static/..%2fpages.py", "/static/"])
+def test_static_files_are_only_the_pages_own(site, path):
+    port = site.rstrip("/").rsplit(":", 1)[1]
+    code, _, body = raw_http(site, f"GET {path} HTTP/1.1\r\nHost: localhost:{port}\r\nConnection: close\r\n\r\n".encode())
+    assert code == 404 and b"import" not in body
 
 
 def test_a_damaged_run_shows_what_is_there_and_notes_the_rest(site, tmp_path):
@@ -409,8 +430,14 @@ def test_non_finite_huge_and_wrong_typed_values_are_shown_never_a_crash(tmp_path
                   "R_plus": [1.0, 2.0, 3.0], "H": ["a", None, 2.5]}).to_csv(run / "rounds.csv", index=False)
     (run / "decisions.csv").write_text("society,agent,round,phase,parsed,raw\n0,0,1,punish,\"{\"\"punish\"\": 1e999}\",x\n"
                                        "0,1,1,propose,[1],y\nx,y,z,punish,{},z\n")
+    call = {"id": "c1", "run_type": "llm", "name": "m", "inputs": {"messages": [[{"kwargs": {"type": "human", "content": "Round 1. <b>hi</b>"}}]]},
+            "outputs": {"generations": [[{"text": "{\"punish\": 1}"}]]}, "extra": {"metadata": {"agent_id": 0, "round": "1", "phase": "punish"}}}
+    (run / "traces.jsonl").write_text('{"run_type": "llm", "inputs\n[1, 2]\n' + "[" * 5000 + '"llm"' + "]" * 5000 + "\n" + json.dumps(call) + "\n")
     server, url = serve([tmp_path / "runs"], task_for=task_for)
     try:
+        calls = httpx.get(url + "traces?" + urlencode({"id": "0/odd", "round": "1"})).text
+        assert calls.count('<article class="call">') == 1 and "2 damaged lines of traces.jsonl were skipped" in calls
+        assert "Round 1. &lt;b&gt;hi&lt;/b&gt;" in calls and "Fisher 1 \u00b7 punish \u00b7 round 1" in calls
         listing = httpx.get(url)
         assert listing.status_code == 200 and "\u221e" in listing.text and "odd" in listing.text
         for q in ({}, {"round": "1"}, {"agent": "0"}, {"society": "0", "round": "2"}):
@@ -421,3 +448,21 @@ def test_non_finite_huge_and_wrong_typed_values_are_shown_never_a_crash(tmp_path
         assert cmp.status_code == 200
     finally:
         stop(server)
+
+
+# --- who and when of a call in traces written before calls were labelled --------------------------
+@pytest.mark.parametrize("system, human, agent, name, rnd", [
+    ("You are one of 4 fishers ... Your name is Fisher 3.", "Round 4.\n\nThe lake now holds 900 tonnes.", 2, "Fisher 3", 4),
+    ("You are Player 2 in Group 1.\n\nGAME RULES: ...", "=== Round 2 of 3 ===\n\nPREVIOUS ROUNDS: ...", 1, "Player 2", 2),
+    ("You are Alex. You like food.\nYou are member 5 of a group of 4 friends who dine out.", "Iteration 3, at the pub. ...", 4, None, 3),
+])
+def test_unlabelled_calls_are_read_from_their_prompts(system, human, agent, name, rnd):
+    from cooplab.evals.explorer.traces import facts
+
+    msgs = [{"kwargs": {"type": "system", "content": system}}, {"kwargs": {"type": "human", "content": human}},
+            {"kwargs": {"type": "human", "content": "Round 99 was not valid JSON; answer again."}}]
+    f = facts({"run_type": "llm", "inputs": {"messages": [msgs]}, "extra": {"metadata": {"langgraph_node": "act"}}})
+    assert (f["agent"], f["agent_name"], f["round"], f["phase"]) == (agent, name, rnd, "act")
+    labelled = facts({"run_type": "llm", "inputs": {"messages": [msgs]},
+                      "extra": {"metadata": {"agent_id": 7, "agent_name": "Fisher 8", "round": 11, "phase": "vote", "society": 2}}})
+    assert (labelled["agent"], labelled["agent_name"], labelled["round"], labelled["phase"], labelled["society"]) == (7, "Fisher 8", 11, "vote", 2)

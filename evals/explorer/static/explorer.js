@@ -44,6 +44,14 @@
       th.addEventListener("click", go);
       th.addEventListener("keydown", function (e) { if (e.key === "Enter") go(); });
     });
+    // ?sort=N on the list: sort by column N at load (-N: descending)
+    document.querySelectorAll("table[data-initial-sort]").forEach(function (table) {
+      var n = parseInt(table.getAttribute("data-initial-sort"), 10);
+      var th = table.tHead && table.tHead.rows[0] ? table.tHead.rows[0].cells[Math.abs(n)] : null;
+      if (!th || isNaN(n)) return;
+      sortBy(table, th.cellIndex, th);
+      if (n < 0 || Object.is(n, -0)) sortBy(table, th.cellIndex, th);
+    });
     document.querySelectorAll("input.filter").forEach(function (input) {
       var table = input.id === "runfilter" ? document.getElementById("runs") : nextTable(input);
       if (!table) return;

@@ -21,6 +21,18 @@ VIEWS: dict[str, Callable[[Any, Mapping[str, str]], list[ex.Section]]] = {}
 KEY_NUMBERS: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {}
 
 
+#: task name -> what the built-in view calls one agent ("Fisher": agent 2 is "Fisher 3")
+NOUNS: dict[str, str] = {}
+
+
+def noun(task_name: str, task: Any = None) -> str:
+    """What a task calls one agent: its ``agent_noun`` when it sets one, the built-in view's, else "Agent"."""
+    own = getattr(task, "agent_noun", None)
+    if isinstance(own, str) and own and own != "Agent":
+        return own
+    return NOUNS.get(task_name, "Agent")
+
+
 def _problem(what: str, exc: BaseException) -> ex.Note:
     return ex.Note(f"{what} failed: {cut(f'{type(exc).__name__}: {exc}', 300)}; the generic view is shown instead")
 

@@ -8,7 +8,6 @@ A society's per-agent tables differ by task only in their column names; :class:`
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -189,7 +188,3 @@ def parsed(v: Any) -> dict[str, Any]:
         return {}
     return obj if isinstance(obj, dict) else {}
 
-
-def finite(v: Any) -> float | None:
-    n = num(v)
-    return n if n is not None and math.isfinite(n) else None

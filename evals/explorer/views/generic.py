@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from cooplab.evals.report import costs_of, cut, headline, num
+from cooplab.evals.report import costs_of, headline, num
 from cooplab.graphs import explore as ex
 from cooplab.graphs.rundir import TRACES_FILE
 
@@ -84,6 +84,3 @@ def view(run: Any, query: Mapping[str, str]) -> list[ex.Section]:
     secs = [summary_section(run), config_section(run), tables_section(run), figures_section(run), traces_section(run)]
     return [s for s in secs if s is not None]
 
-
-def cut_text(v: Any, n: int = 300) -> str:
-    return cut(v if isinstance(v, str) else str(v), n)

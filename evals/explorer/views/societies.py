@@ -16,7 +16,7 @@ from cooplab.evals.explorer import history
 from cooplab.evals.report import cut, dig, num
 from cooplab.graphs import explore as ex
 
-from . import KEY_NUMBERS, VIEWS, generic
+from . import KEY_NUMBERS, NOUNS, VIEWS, generic
 from .common import (
     Spec,
     agents_by_round,
@@ -226,6 +226,8 @@ def cpr_round(run: Any, query: Mapping[str, str], s: int, my: Any, pairs: list[d
         adopted = _rows_of(_rows_of(run.table("norms_adopted"), "society", s), "round", r)
         if adopted is not None and len(adopted):
             blocks.append(ex.KeyValues({"norm adopted after the vote": adopted.iloc[0].get("norm")}))
+    if run.config.get("agents") == "llm":
+        blocks.append(ex.Link(f"every model call of round {r} on the traces page", {"round": r}, trace=True))
     n = my["agent"].nunique() if my is not None and len(my) else 0
     for a in range(n) if n else []:
         talk = conversation(run, {"round": r, "agent": a, "society": s}, CPR)
@@ -408,3 +410,4 @@ def _natural(key: str) -> tuple:
 
 VIEWS.update({"cpr": cpr_view, "diners": diners_view, "game": game_view})
 KEY_NUMBERS.update({"cpr": cpr_numbers, "game": game_numbers})
+NOUNS.update({"cpr": CPR.noun, "diners": DINERS.noun, "game": GAME.noun})
