@@ -355,6 +355,7 @@ class ScienceTask(Task):
         import pandas as pd
 
         from cooplab.evals.science_scoring import heuristic_score
+        from cooplab.tasks.science.explore import artifact_index
 
         P = self.params(config)
         out = run.out
@@ -364,6 +365,7 @@ class ScienceTask(Task):
         for name, versions in arts.items():
             for a in versions:
                 (adir / f"{name}.v{a['version']}.md").write_text(a["content"], encoding="utf-8")
+        rundir.write_json(adir / "index.json", artifact_index(arts))
         for stem in ("messages", "requests", "routing", "completions"):
             with open(out / f"{stem}.jsonl", "w", encoding="utf-8") as f:
                 for row in final.get(stem) or []:
@@ -424,6 +426,12 @@ class ScienceTask(Task):
         from cooplab.tasks.science.report import write_report
 
         write_report(run.out, summary)
+
+    def explore(self, run: Any, query: Mapping[str, str]) -> list[Any]:
+        """The science run's page in the explorer (:func:`cooplab.tasks.science.explore.sections`)."""
+        from cooplab.tasks.science.explore import sections
+
+        return sections(Path(run.out), query)
 
     def report(self, summary: Mapping[str, Any]) -> list[str]:
         s = summary.get("scores") or {}
