@@ -93,6 +93,10 @@ class Task:
     uses_sandbox: ClassVar[bool] = False
     #: columns of a sweep's table that ``cooplab sweep`` prints (default: the first numbers)
     sweep_columns: ClassVar[tuple[str, ...]] = ()
+    #: the output-token cap of one model call when a run does not set ``max_tokens`` (None: the
+    #: LLM settings' own default); the command line, Python, sweeps and configs all apply it
+    #: (:func:`cooplab.runs.config.build_config`)
+    default_max_tokens: ClassVar[int | None] = None
 
     # --- configuration ---------------------------------------------------------------------
     def params(self, config: Mapping[str, Any]) -> BaseModel | None:

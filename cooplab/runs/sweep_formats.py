@@ -237,7 +237,7 @@ def load_science(raw: dict[str, Any], where: str) -> ScienceSweep:
 
 def _from_science(cfg: ScienceSweep) -> dict[str, Any]:
     fixed: dict[str, Any] = {"team": cfg.team, "sandbox_backend": cfg.sandbox_backend, "sandbox_timeout": cfg.sandbox_timeout,
-                             "max_tokens": 256, **cfg.llm}
+                             **cfg.llm}  # no max_tokens given: the science task's own (build_config)
     if cfg.set:
         fixed["set"] = dict(cfg.set)
     grid: dict[str, list[Any]] = {}

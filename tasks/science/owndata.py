@@ -336,11 +336,12 @@ def custom_config(datasets: Sequence[Path | str], task: str, truth: Any = None, 
     from cooplab.tasks.science.task import TASK, custom_team_model
 
     from cooplab.agents.settings import LLMSettings
+    from cooplab.tasks.science.defaults import MAX_TOKENS
 
     P = ScienceParams(team=team, **params)
     cfg = TASK.default_config()
     cfg.update(seed=seed, params={**P.model_dump(mode="json"), "judge": None, "custom": custom_section(datasets, task, truth)})
     cfg["sandbox"] = {"backend": backend, "timeout": 30.0, "rate": 0.0}
-    settings = LLMSettings.from_file({"max_tokens": 256, **(llm or {})}, "llm")
+    settings = LLMSettings.from_file({"max_tokens": MAX_TOKENS, **(llm or {})}, "llm")
     cfg["llm"] = settings.model_copy(update={"model": custom_team_model(team) or settings.model}).checked().model_dump(mode="json")
     return cfg

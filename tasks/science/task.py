@@ -28,6 +28,7 @@ from cooplab.graphs.task import RunInfo, Task, TaskConfigError, first_error
 from cooplab.limits import sha256_file
 from cooplab.tasks.science import datasets as dsets
 from cooplab.tasks.science import scripted  # noqa: F401 - registers the built-in scripted teams (and the bench's answers team)
+from cooplab.tasks.science.defaults import MAX_TOKENS
 from cooplab.tasks.science.params import ScienceParams
 from cooplab.tasks.science.roles import ARTIFACT, TEAMS, pipeline_roles
 from cooplab.tasks.science.team import ScienceState, TeamGraph, artifacts_of, init_state
@@ -143,6 +144,7 @@ class ScienceTask(Task):
     agent_kinds = ("llm",)
     uses_sandbox = True
     sweep_columns = ("scores.completeness", "scores.quality", "scores.accuracy", "ledger.cost_usd_float")
+    default_max_tokens = MAX_TOKENS
 
     def params(self, config: Mapping[str, Any]) -> ScienceParams:
         raw = config.get("params")
