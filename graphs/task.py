@@ -95,6 +95,10 @@ class Task:
     sweep_columns: ClassVar[tuple[str, ...]] = ()
     #: the seeds a sweep runs every grid point with when it names none (its simulations per condition)
     sweep_seeds: ClassVar[tuple[int, ...]] = (0,)
+    #: the output-token cap of one model call when a run does not set ``max_tokens`` (None: the
+    #: LLM settings' own default); the command line, Python, sweeps and configs all apply it
+    #: (:func:`cooplab.runs.config.build_config`)
+    default_max_tokens: ClassVar[int | None] = None
 
     # --- configuration ---------------------------------------------------------------------
     def params(self, config: Mapping[str, Any]) -> BaseModel | None:

@@ -15,6 +15,7 @@ from cooplab.cli.options import SeedOpt, fail, num_opt
 from cooplab.cli.tasks import task_group
 from cooplab.limits import ConfigError, one_line
 from cooplab.evals.text import plain
+from cooplab.tasks.science.defaults import MAX_TOKENS as SCIENCE_MAX_TOKENS
 
 try:  # Typer >= 0.20 vendors Click; older releases depend on it
     from typer._click import exceptions as _cx
@@ -362,7 +363,7 @@ def bench_science(
     visibility: str = typer.Option("full", "--visibility", help="Budget visibility in the prompt: full, team or hidden."),
     model: str = typer.Option("local", "--model", help="The team's model: local, openai:NAME (with --base-url for other servers) or scripted:FILE."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="An OpenAI-compatible server for openai:NAME."),
-    max_tokens: int = typer.Option(256, "--max-tokens", help="Output cap of one model call."),
+    max_tokens: int = typer.Option(SCIENCE_MAX_TOKENS, "--max-tokens", help="Output cap of one model call (the science default)."),
     temperature: co.TemperatureOpt = 0.7,
     max_concurrency: co.MaxConcurrencyOpt = 8,
     rps: co.RpsOpt = None,

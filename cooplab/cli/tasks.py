@@ -172,6 +172,8 @@ def run_command(task: Task, options: Callable[..., dict[str, Any]]) -> Callable[
     style) plus the common ones. ``options(agents=..., **task_opts)`` returns the task's config
     fields (raising ConfigError / calling ``fail`` on a bad value)."""
     common = list(inspect.signature(_common, eval_str=True).parameters.values())
+    if task.default_max_tokens is not None:  # the task's own output cap, shown in --help
+        common = [p.replace(default=task.default_max_tokens) if p.name == "max_tokens" else p for p in common]
     if task.uses_sandbox:
         common += list(inspect.signature(_sandbox, eval_str=True).parameters.values())
     own = [p for p in inspect.signature(options, eval_str=True).parameters.values() if p.name != "agents"]

@@ -47,7 +47,7 @@ _OWN = {"out", "seed", "force", "quiet"}
 #: keywords whose values are files (relative to a sweep file's folder)
 PATH_KEYWORDS = ("cache", "dataset", "task_file", "truth")
 #: keywords whose values are model specs (``scripted:FILE`` is a file)
-SPEC_KEYWORDS = ("model", "players", "agent_model", "agent_models")
+SPEC_KEYWORDS = ("model", "players", "judge", "agent_model", "agent_models")
 
 
 class GridSweep(BaseModel):
@@ -222,7 +222,7 @@ def resolve_paths(keywords: dict[str, Any], base: Path) -> dict[str, Any]:
             out[key] = str(_path(v, base))
         elif key in PATH_KEYWORDS and isinstance(v, list):
             out[key] = [str(_path(x, base)) if isinstance(x, str) else x for x in v]
-        elif key in ("model", "players"):
+        elif key in ("model", "players", "judge"):
             out[key] = _spec(v, base)
         elif key == "agent_model" and isinstance(v, list):  # ["2=scripted:f.json", ...]
             out[key] = [f"{x.split('=', 1)[0]}={_spec(x.split('=', 1)[1], base)}" if isinstance(x, str) and "=" in x else x for x in v]
