@@ -1,6 +1,8 @@
 """Chat models behind cooplab's agents: ``local`` (SmolLM2-135M-Instruct via llama.cpp),
-``openai:NAME`` (OpenAI or any OpenAI-compatible server via langchain-openai), and
-``scripted:FILE`` (fixed answers, for tests and demos). All are LangChain chat models.
+``local:PATH.gguf`` (any GGUF chat model file, the same llama.cpp build and child process),
+``openai:NAME`` (OpenAI or any OpenAI-compatible server via langchain-openai), ``scripted:FILE``
+(fixed answers, for tests and demos), and a LangChain chat model object handed in from Python
+(``instance:...``, see :mod:`cooplab.agents.instances`). All are LangChain chat models.
 
 Every model's answer carries its token counts: the endpoint's raw ``usage`` in
 ``response_metadata["usage_raw"]`` (OpenAI-compatible; scripted answers with ``usage``), or
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import threading
 import time
@@ -88,6 +91,8 @@ class ModelSpec:
     temperature: float = 0.7
     max_tokens: int = 64
     params: tuple = field(default_factory=tuple)
+    #: the GGUF file of a ``local:PATH`` model (None: the shipped SmolLM2)
+    path: str | None = None
 
     @property
     def id(self) -> str:
@@ -99,6 +104,8 @@ class ModelSpec:
         provider's default, so keys made before it was part of the identity stay valid for the
         local model, scripted models and OpenAI itself), the sampling settings."""
         ident = {"model": self.id, "temperature": self.temperature, "max_tokens": self.max_tokens, **dict(self.params)}
+        if self.path is not None:
+            ident.update(gguf_identity(self.path))
         endpoint = self.endpoint()
         if endpoint is not None:
             ident["endpoint"] = endpoint
@@ -163,6 +170,14 @@ def parse_model_spec(text: str, *, base_url: str | None = None, temperature: flo
         return ModelSpec("builtin", text[8:], None, temperature, max_tokens)
     if text == "local":
         return ModelSpec("local", local_model_path().name, None, temperature, max_tokens)
+    if text.startswith("local:"):
+        path = gguf_file(text[6:])
+        return ModelSpec("local", path.name, None, temperature, max_tokens, path=str(path))
+    if text.startswith("instance:"):
+        from .instances import registered
+
+        registered(text)  # a chat model object registered in this process, else one line
+        return ModelSpec("instance", text[9:], None, temperature, max_tokens)
     if text.startswith("openai:") and len(text) > 7:
         return ModelSpec("openai", text[7:], base_url, temperature, max_tokens)
     if text.startswith("scripted:") and len(text) > 9:
@@ -170,7 +185,57 @@ def parse_model_spec(text: str, *, base_url: str | None = None, temperature: flo
         if not path.is_file():
             raise ModelSpecError(f"scripted model file {path} not found")
         return ModelSpec("scripted", str(path), None, temperature, max_tokens)
-    raise ModelSpecError(f"unknown model {text!r}; use local, openai:NAME (with --base-url for other servers) or scripted:FILE")
+    raise ModelSpecError(f"unknown model {text!r}; use local, local:PATH.gguf, openai:NAME (with --base-url for other servers) "
+                         "or scripted:FILE")
+
+
+def gguf_file(text: str) -> Path:
+    """The model file of ``local:PATH``: an existing regular file that starts with GGUF's magic
+    bytes, as an absolute path (``~`` expanded). Anything else is one line saying what it is."""
+    if not text.strip():
+        raise ModelSpecError("local:PATH needs the path of a GGUF model file, e.g. local:~/models/qwen2.5-0.5b-instruct-q4_k_m.gguf")
+    path = Path(text).expanduser()
+    try:
+        path = path.resolve(strict=True)
+        if not path.is_file():
+            raise ModelSpecError(f"local model {text}: not a file (give the path of a .gguf file)")
+        with open(path, "rb") as fh:
+            magic = fh.read(4)
+    except FileNotFoundError:
+        raise ModelSpecError(f"local model file {text} not found") from None
+    except OSError as exc:
+        raise ModelSpecError(f"cannot read local model file {text}: {exc.strerror or exc}") from None
+    if magic != b"GGUF":
+        raise ModelSpecError(f"local model file {text} is not a GGUF file (llama.cpp reads GGUF; convert the model with "
+                             "llama.cpp's convert_hf_to_gguf.py)")
+    return path
+
+
+_GGUF_SHA256: dict[tuple[str, int, int], str] = {}
+_GGUF_LOCK = threading.Lock()
+
+
+def gguf_sha256(path: str) -> str:
+    """A model file's SHA-256, hashed once per process for each (file, size, modification time)."""
+    st = os.stat(path)
+    key = (path, st.st_size, st.st_mtime_ns)
+    with _GGUF_LOCK:
+        if key not in _GGUF_SHA256:
+            from cooplab.limits import sha256_file
+
+            _GGUF_SHA256[key] = sha256_file(path)
+        return _GGUF_SHA256[key]
+
+
+def gguf_identity(path: str) -> dict[str, str]:
+    """What identifies a GGUF file's answers in a cache key: its content, not its name or place.
+    The shipped SmolLM2 under another name or folder is the shipped model (the ``local`` key, so
+    its cached answers replay); any other file is named by its SHA-256."""
+    from cooplab.agents.model_files import MODELS
+
+    digest = gguf_sha256(path)
+    shipped = next((f for f in MODELS["smollm2"].files if f.sha256 == digest), None)
+    return {"model": f"local:{shipped.name}"} if shipped is not None else {"model": f"local:{Path(path).name}", "sha256": digest}
 
 
 def local_model_path() -> Path:
@@ -207,6 +272,10 @@ def missing_key(spec: ModelSpec) -> str | None:
 
 
 def make_chat_model(spec: ModelSpec, **kw: Any) -> BaseChatModel:
+    if spec.kind == "instance":
+        from .instances import registered
+
+        return registered(spec.id)
     if spec.kind == "builtin":
         name, _, arg = spec.name.partition(":")
         return BUILTIN_MODELS[name](arg)
@@ -216,7 +285,8 @@ def make_chat_model(spec: ModelSpec, **kw: Any) -> BaseChatModel:
         from cooplab.extras import require
 
         require("local", "the local model")
-        return LlamaCppChat(model_path=str(local_model_path()), temperature=spec.temperature, max_tokens=spec.max_tokens, **kw)
+        path = spec.path or str(local_model_path())
+        return LlamaCppChat(model_path=path, temperature=spec.temperature, max_tokens=spec.max_tokens, **kw)
     if spec.kind == "openai":
         try:
             from langchain_openai import ChatOpenAI
@@ -722,7 +792,7 @@ def check_model(text: Any, base_url: Any = None, name: str = "--model", *, phase
     """A model spec that parses, for ``scripted:FILE`` a file that loads and answers ``phases``, and
     for a hosted provider's model its API key in the environment (:func:`missing_key`)."""
     if not isinstance(text, str):
-        raise ConfigError(f"{name} must be a model spec string (local, openai:NAME, scripted:FILE), got {show(text)}")
+        raise ConfigError(f"{name} must be a model spec string (local, local:PATH.gguf, openai:NAME, scripted:FILE), got {show(text)}")
     if base_url is not None and not isinstance(base_url, str):
         raise ConfigError(f"base_url must be a URL string or null, got {show(base_url)}")
     try:

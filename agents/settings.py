@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from cooplab.agents.cache import ResponseCache, check_cache, default_cache_path
 from cooplab.agents.models import check_model
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from cooplab.limits import ConfigError, check, check_agent_models, show
 
@@ -46,7 +46,8 @@ class LLMSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    model: str = Field("local", description="Model spec of every agent: local, openai:NAME, scripted:FILE, builtin:NAME.")
+    model: str = Field("local", description="Model spec of every agent: local, local:PATH.gguf, openai:NAME, scripted:FILE, "
+                       "builtin:NAME, or (from Python) a LangChain chat model object.")
     agent_models: dict[int, str] = Field(default_factory=dict, description="Per-agent model specs by agent number (0..N-1).")
     base_url: str | None = Field(None, description="OpenAI-compatible server URL for openai:NAME.")
     temperature: float = Field(0.7, json_schema_extra=_rule("temperature"))
@@ -59,6 +60,21 @@ class LLMSettings(BaseModel):
     price_in: float = Field(0.0005, description="USD per 1K input tokens.", json_schema_extra=_rule("price-in"))
     price_out: float = Field(0.003, description="USD per 1K output tokens.", json_schema_extra=_rule("price-out"))
     cache: str | None = Field(None, description="Response cache file (None: the default cache; 'off': no cache).")
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model_object(cls, value: Any) -> Any:
+        """A chat model object becomes its registered spec string (:mod:`cooplab.agents.instances`)."""
+        from cooplab.agents.instances import as_spec
+
+        return as_spec(value)
+
+    @field_validator("agent_models", mode="before")
+    @classmethod
+    def _agent_model_objects(cls, value: Any) -> Any:
+        from cooplab.agents.instances import as_spec
+
+        return {k: as_spec(v) for k, v in value.items()} if isinstance(value, dict) else value
 
     @staticmethod
     def rules() -> dict[str, str]:

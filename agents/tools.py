@@ -857,7 +857,8 @@ def run_code_tool(*, name: str = "run_code", timeout: float | None = None, max_c
     and the status as text, and charges the seconds the call used to the ledger as ``kind``
     (``sandbox_seconds``) at the ledger's rate for it (zero unless set): reserved for the call's
     upper bound before it runs (``BudgetExhausted`` if that does not fit), committed after.
-    ``config`` only sets the limits shown in the description (the pool's config applies)."""
+    ``on_result(result, code, description, runtime)``, when given, sees every call's full
+    :class:`ExecResult` (figures included), e.g. to keep it in the run directory. ``config`` only sets the limits shown in the description (the pool's config applies)."""
     shown = config or SandboxConfig()
     if timeout is not None:
         from cooplab.sandbox.models import check_seconds
@@ -884,7 +885,7 @@ def run_code_tool(*, name: str = "run_code", timeout: float | None = None, max_c
         caller.charge_units(kind, seconds, reservation=reservation, call_id=runtime.tool_call_id or "",
                             model=f"sandbox:{call.backend}", note=note)
         if on_result is not None:
-            on_result(call.result, code, description)
+            on_result(call.result, code, description, runtime)
         return call.result.to_text(max_chars=max_chars)
 
     # real types, not the module's postponed (string) annotations: LangChain resolves a tool's type

@@ -12,6 +12,9 @@ for what a user wants (README "Install")::
     bayes     the Bayesian analyses of ``cooplab analyze profiles|science`` (NumPyro, JAX)
     viewer    OTLP export of traces to Phoenix, Langfuse or Jaeger (OpenTelemetry SDK, OTLP/HTTP
               exporter, OpenInference conventions, Phoenix's client)
+    server    LangGraph's own development server and its client (``langgraph dev``, langgraph-sdk)
+              for the graphs of langgraph.json
+    view      the run explorer of ``cooplab view`` (Starlette, Jinja2, uvicorn)
     all       all of the above
 
 Code that needs an extra calls :func:`require` before importing it: a missing package is then
@@ -38,6 +41,10 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "bayes": ("numpyro", "jax"),
     # OTLP export of traces (evals/otlp_export.py) and Phoenix's client (its tests read spans back)
     "viewer": ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http", "openinference.semconv", "phoenix.client"),
+    # langgraph dev serving langgraph.json's graphs (cooplab/runs/server_graphs.py), and the SDK its test drives it with
+    "server": ("langgraph_cli", "langgraph_api", "langgraph_runtime_inmem", "langgraph_sdk"),
+    # the run explorer (cooplab view, evals/explorer): the web app, its templates and its server
+    "view": ("starlette", "jinja2", "uvicorn"),
 }
 
 

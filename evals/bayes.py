@@ -118,13 +118,20 @@ def fallback_of(entry: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # --- model metadata -------------------------------------------------------------------------------------
+#: the paper's model inventory (Tables 8 and 9) in models.csv's format: ``--model-info paper``
+PAPER_MODEL_INFO = Path(__file__).resolve().parent / "data" / "paper_models.csv"
+
 def read_model_info(path: Path | None) -> pd.DataFrame | None:
     """models.csv: one row per model. Required columns ``model`` (the name in profile.json's
     ``model``, or the reference players' kind, and in scores.csv), ``family``, ``size_b``
     (parameters in billions, > 0), ``thinking`` (0 or 1); optional ``ifeval`` and ``mmlu_pro``
-    (benchmark scores, 0-100) for the science model's capability controls."""
+    (benchmark scores, 0-100) for the science model's capability controls. ``paper`` (when no
+    file of that name exists) is the cooperative-profiles paper's 35 models, shipped with cooplab
+    (:data:`PAPER_MODEL_INFO`; Tables 8 and 9, with each score's source)."""
     if path is None:
         return None
+    if str(path) == "paper" and not Path("paper").exists():
+        path = PAPER_MODEL_INFO
     path = Path(path)
     try:
         df = pd.read_csv(path, dtype={"model": str, "family": str})
@@ -165,11 +172,18 @@ def read_model_info(path: Path | None) -> pd.DataFrame | None:
 
 
 def info_of(info: pd.DataFrame | None, model: str, path_hint: str = "models.csv") -> dict[str, Any] | None:
+    """A model's row of models.csv: by its exact name, else (when exactly one row matches) by the
+    name without its provider (``openai:qwen3-8b`` is ``qwen3-8b``) or its organisation
+    (``Qwen/qwen3-8b``), ignoring case."""
     if info is None:
         return None
-    if model not in info.index:
+    if model in info.index:
+        return info.loc[model].to_dict()
+    bare = str(model).split(":", 1)[-1].rsplit("/", 1)[-1].strip().lower()
+    rows = [m for m in info.index if str(m).strip().lower() == bare]
+    if len(rows) != 1:
         raise BayesError(f"model {model!r} is not in --model-info ({path_hint}); add a row with model,family,size_b,thinking for it")
-    return info.loc[model].to_dict()
+    return info.loc[rows[0]].to_dict()
 
 
 # --- profiles --------------------------------------------------------------------------------------------
@@ -793,8 +807,66 @@ def _ppc_note() -> str:
 
 
 # --- analysis 2: science outcomes ---------------------------------------------------------------------------------------
-def load_scores(sweep_dir: Path) -> tuple[pd.DataFrame, list[str]]:
-    """scores.csv of a science sweep, checked, averaged per model-condition pair (the paper's unit)."""
+#: where ``analyze science`` takes the three outcomes from: the LLM judge's scores (as the paper's
+#: Table 2 does) or the heuristic scorer's
+SCORE_SOURCES = ("judge", "heuristic")
+
+
+def _run_judge(run_dir: Path | None, judge: str | None) -> dict[str, Any] | None:
+    """The judge entry (``judge``'s, else the last) of a run directory's scores.json with all three
+    scores, or None."""
+    from cooplab.evals.science_scoring import JUDGE_COLUMNS, judge_entry
+    from cooplab.graphs import rundir
+
+    if run_dir is None or not (run_dir / "scores.json").is_file():
+        return None
+    try:
+        entry = judge_entry(rundir.read_json(run_dir / "scores.json"), judge)
+    except (OSError, ValueError):
+        return None
+    return None if entry is None or any(entry.get(k) is None for k in JUDGE_COLUMNS) else entry
+
+
+def _judge_outcomes(df: pd.DataFrame, f: Path) -> tuple[pd.DataFrame, str]:
+    """``df`` with the judge's scores in the outcome columns, and the judge's name. A run whose
+    row has no judge scores (scored after the sweep with ``cooplab science score``) is read from
+    its run directory's scores.json; a run no judge scored, or runs scored by different judges,
+    are a one-line BayesError."""
+    from cooplab.evals.science_scoring import JUDGE_COLUMNS
+
+    fix = (f"score the runs with 'cooplab science score RUN_DIR ... --judge MODEL' (or name a judge in the sweep), "
+           f"or use --score-source heuristic")
+    df = df.copy()
+    for col in (*JUDGE_COLUMNS.values(), "judge"):
+        if col not in df.columns:
+            df[col] = np.nan
+    df["judge"] = df["judge"].astype(object)  # an empty column is read as floats
+    for i in df.index:
+        if df.loc[i, list(JUDGE_COLUMNS.values())].notna().all():
+            continue
+        d = Path(df.loc[i, "run_dir"]) if isinstance(df.get("run_dir", pd.Series(dtype=object)).get(i), str) else None
+        entry = _run_judge(d, df.loc[i, "judge"] if isinstance(df.loc[i, "judge"], str) else None)
+        if entry is None:
+            where = d if d is not None else f"row {int(df.index.get_loc(i)) + 1}"
+            raise BayesError(f"{f}: run {where} has no judge scores; {fix}")
+        df.loc[i, "judge"] = entry.get("judge")
+        for dim, col in JUDGE_COLUMNS.items():
+            df.loc[i, col] = entry[dim]
+    judges = sorted({str(j) for j in df["judge"]})
+    if len(judges) > 1:
+        raise BayesError(f"{f}: the runs were scored by different judges ({', '.join(judges)}); score them all with one judge "
+                         f"('cooplab science score ... --judge MODEL') or use --score-source heuristic")
+    for dim, col in JUDGE_COLUMNS.items():
+        df[dim] = df[col]
+    return df, judges[0]
+
+
+def load_scores(sweep_dir: Path, source: str = "judge") -> tuple[pd.DataFrame, list[str]]:
+    """scores.csv of a science sweep, checked, averaged per model-condition pair (the paper's unit).
+    ``source``: the judge's scores (``judge_*`` columns, or the runs' scores.json) or the
+    heuristic scorer's (``completeness``, ``quality``, ``accuracy``); the first note says which."""
+    if source not in SCORE_SOURCES:
+        raise BayesError(f"--score-source must be judge or heuristic, got {source!r}")
     sweep_dir = Path(sweep_dir)
     f = sweep_dir / "scores.csv" if sweep_dir.is_dir() else sweep_dir
     try:
@@ -803,7 +875,7 @@ def load_scores(sweep_dir: Path) -> tuple[pd.DataFrame, list[str]]:
         raise BayesError(f"{sweep_dir}: no scores.csv; give the out directory of a 'cooplab sweep' with \"task\": \"science\"") from None
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise BayesError(f"{f} cannot be read as CSV: {_line(exc)}") from None
-    need = ("model", "task", "budget", "visibility", "team_size", "prompt", "status") + OUTCOMES
+    need = ("model", "task", "budget", "visibility", "team_size", "prompt", "status") + (OUTCOMES if source == "heuristic" else ())
     gone = [c for c in need if c not in df.columns]
     if gone:
         raise BayesError(f"{f} lacks the column(s) {', '.join(gone)}; is it a science sweep's scores.csv?")
@@ -814,6 +886,11 @@ def load_scores(sweep_dir: Path) -> tuple[pd.DataFrame, list[str]]:
     df = df[ok].copy()
     if df.empty:
         raise BayesError(f"{f}: no completed runs")
+    if source == "judge":
+        df, judge = _judge_outcomes(df, f)
+        notes.insert(0, f"outcomes: the LLM judge's scores ({judge}), as in the paper's Table 2")
+    else:
+        notes.insert(0, "outcomes: the heuristic scorer's scores (--score-source heuristic; the paper's Table 2 uses a judge's)")
     df["model"] = df["model"].astype(str)
     for c in OUTCOMES:
         v = pd.to_numeric(df[c], errors="coerce")
@@ -970,14 +1047,14 @@ def fit_science(design: Mapping[str, Any], outcome: str, settings: Mapping[str, 
 
 def analyze_science(sweep_dir: Path, profile_dirs: Sequence[Path], out: Path, settings: Mapping[str, Any],
                     model_info: Path | None = None, progress: bool = False, outcomes: Sequence[str] = OUTCOMES,
-                    max_fallback: float = MAX_FALLBACK) -> dict[str, Any]:
+                    max_fallback: float = MAX_FALLBACK, score_source: str = "judge") -> dict[str, Any]:
     """Fit the measurement-error model for each outcome; write ``coefficients.{csv,md}`` (all
     outcomes, long), ``ppc.{csv,md}``, ``dispositions.csv`` (theta per model and game),
     ``forest.png``, ``fit.json`` and ``statistics.md`` into ``out``."""
     settings = check_settings(**settings)
     max_fallback = check_max_fallback(max_fallback)
     info = read_model_info(model_info)
-    scores, notes = load_scores(sweep_dir)
+    scores, notes = load_scores(sweep_dir, score_source)
     design = science_design(scores, load_profiles(profile_dirs), info, notes, max_fallback)
     numpyro_modules(settings["chains"])
     fits, coefs, ppcs, tables = {}, [], [], {}
@@ -1005,7 +1082,8 @@ def analyze_science(sweep_dir: Path, profile_dirs: Sequence[Path], out: Path, se
     record = {"analysis": "measurement-error model (paper §4.1.2, Tables 2 and 7)", **_fit_record(settings, fits),
               "observations": int(len(scores)), "runs": int(scores["runs"].sum()), "models": design["models"], "outcomes": list(outcomes),
               "condition_controls": list(design["C"].columns), "capability_controls": list(design["B"].columns),
-              "se_floor_z": SE_FLOOR, "max_fallback": max_fallback, "notes": design["notes"],
+              "se_floor_z": SE_FLOOR, "max_fallback": max_fallback, "score_source": score_source, "outcomes_from": notes[0],
+              "notes": design["notes"],
               "model_info": str(model_info) if model_info else None,
               "sweep": str(sweep_dir), "profiles": [str(p) for p in profile_dirs],
               "divergences": int(sum(f["divergences"] for f in fits.values())), "max_r_hat": _nanmax(coef["r_hat"]),

@@ -38,7 +38,23 @@ def claim_map_figure(df: pd.DataFrame, claim: str, x: str, y: str, xlog: bool, y
 
 
 def sensitivity_figure(sens: pd.DataFrame, path: Path) -> Path:
+    """``path``: :func:`sensitivity_figure_of` saved."""
+    fig = sensitivity_figure_of(sens)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+#: what the sensitivity figure's bars, error bars and line are
+SENSITIVITY_CAPTION = ("Bars: first-order sensitivity index S1 (RBD-FAST) of each output to each parameter over the calibration's "
+                       "samples; error bars: the 95% confidence half-width of S1 from 100 bootstrap resamples (SALib); "
+                       "grey line: S1 = 0. A parameter without a bar has no estimate (see the panel's note).")
+
+
+def sensitivity_figure_of(sens: pd.DataFrame) -> plt.Figure:
     """First-order sensitivity (RBD-FAST S1 with its confidence) of every output to every parameter."""
+    import textwrap
+
     outputs = list(dict.fromkeys(sens["output"]))
     cols = 3
     rows = int(np.ceil(len(outputs) / cols))
@@ -54,6 +70,5 @@ def sensitivity_figure(sens: pd.DataFrame, path: Path) -> Path:
         ax.set_xlabel("S1 (RBD-FAST)", fontsize=8)
     for ax in list(axes.flat)[len(outputs):]:
         ax.axis("off")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    fig.supxlabel("\n".join(textwrap.wrap(SENSITIVITY_CAPTION, int(15 * fig.get_figwidth()))), fontsize=8, color="dimgrey")
+    return fig

@@ -323,7 +323,7 @@ def detect(d: Path) -> tuple[str, list[Path]]:
         return "sweep", runs
     if is_run_dir(d):
         return "run", []
-    markers = [m for m in ("sweep.json", "profile.json", "scores.csv", "table.csv") if (d / m).is_file()]
+    markers = [m for m in ("sweep.json", "profile.json", "scores.csv", "table.csv", "efficiency.csv") if (d / m).is_file()]
     if markers:
         return "sweep", []
     raise ReportError(f"{d} is neither a run directory (no config.json or summary.json) nor a sweep directory "
@@ -713,6 +713,11 @@ def run_section(page: Page, d: Path, *, level: int, sid: str, title: str, in_swe
         basics.append(("started", created))
     parts.append(cards((k, v) for k, v in basics if v is not None))
 
+    if task == "science":  # the team's scores, facts and paper: the science run's one page is this one
+        from cooplab.evals.report_science import science_sections
+
+        parts.append(science_sections(page, d, sub, where))
+
     parts.append(sub("Costs") + cost_cards(cost))
 
     figs = list_files(d, IMAGE_TYPES, ("figures", ""))
@@ -1017,12 +1022,19 @@ def build(d: Path, out: Path) -> tuple[str, dict[str, Any]]:
     return doc, info
 
 
+#: how the science task's own page began before it became this page (older runs): rewritten too
+LEGACY_SCIENCE_TITLE = "<title>cooplab science run"
+
+
 def default_out(d: Path) -> Path:
-    """DIR/report.html, or DIR/cooplab-report.html when DIR/report.html is another program's page
-    (a science run writes its own report.html)."""
+    """DIR/report.html (a science run writes this same page itself; an earlier cooplab page, or an
+    older cooplab science page, is rewritten), or DIR/cooplab-report.html when DIR/report.html is
+    another program's page."""
     p = d / "report.html"
-    if p.exists() and MARKER not in read_text_head(p, 4000):
-        return d / "cooplab-report.html"
+    if p.exists():
+        head = read_text_head(p, 4000)
+        if MARKER not in head and LEGACY_SCIENCE_TITLE not in head:
+            return d / "cooplab-report.html"
     return p
 
 

@@ -79,10 +79,12 @@ from cooplab.evals.scoring.agreement import compare_judges, judge_agreement
 from cooplab.evals.scoring.extraction import METHOD_TERMS, extract_numbers, find_terms, quality_parts
 from cooplab.evals.scoring.facts import HeuristicScore, heuristic_score, truth_facts, truth_problems
 from cooplab.evals.scoring.judge import (
+    JUDGE_COLUMNS,
     JUDGE_SYSTEM,
     JUDGE_USER_TEMPLATE,
     JudgeVerdict,
     ground_truth_text,
+    judge_entry,
     judge_messages,
     judge_prompt,
     judge_report,
@@ -92,8 +94,8 @@ from cooplab.evals.scoring.judge import (
 from cooplab.evals.scoring.sections import SECTIONS, clean_text, is_substantive, split_sections
 
 __all__ = [
-    "JUDGE_SYSTEM", "JUDGE_USER_TEMPLATE", "METHOD_TERMS", "SECTIONS", "HeuristicScore", "JudgeVerdict", "clean_text",
+    "JUDGE_COLUMNS", "JUDGE_SYSTEM", "JUDGE_USER_TEMPLATE", "METHOD_TERMS", "SECTIONS", "HeuristicScore", "JudgeVerdict", "clean_text",
     "compare_judges", "extract_numbers", "find_terms", "ground_truth_text", "heuristic_score", "is_substantive",
-    "judge_agreement", "judge_messages", "judge_prompt", "judge_report", "judge_spec", "quality_parts", "split_sections",
+    "judge_agreement", "judge_entry", "judge_messages", "judge_prompt", "judge_report", "judge_spec", "quality_parts", "split_sections",
     "to_unit", "truth_facts", "truth_problems",
 ]

@@ -95,6 +95,12 @@ class Task:
     uses_sandbox: ClassVar[bool] = False
     #: columns of a sweep's table that ``cooplab sweep`` prints (default: the first numbers)
     sweep_columns: ClassVar[tuple[str, ...]] = ()
+    #: the seeds a sweep runs every grid point with when it names none (its simulations per condition)
+    sweep_seeds: ClassVar[tuple[int, ...]] = (0,)
+    #: the output-token cap of one model call when a run does not set ``max_tokens`` (None: the
+    #: LLM settings' own default); the command line, Python, sweeps and configs all apply it
+    #: (:func:`cooplab.runs.config.build_config`)
+    default_max_tokens: ClassVar[int | None] = None
 
     # --- configuration ---------------------------------------------------------------------
     def params(self, config: Mapping[str, Any]) -> BaseModel | None:
@@ -225,6 +231,28 @@ class Task:
     def report(self, summary: Mapping[str, Any]) -> list[str]:
         """The lines printed for a person after a run (``--json`` prints summary.json instead)."""
         return [f"{self.name}: status {summary.get('status')}"]
+
+    # --- the run explorer (cooplab view) -----------------------------------------------------
+    def explore(self, run: Any, query: Mapping[str, str]) -> list[Any] | None:
+        """The sections of this run's page in the explorer (``cooplab view``): a list of
+        :class:`cooplab.graphs.explore.Section` (plain data blocks, rendered and escaped by the
+        explorer), or None to use the explorer's built-in view of the task (CPR, diners, games) or
+        its generic one (config, summary, key numbers, tables, figures, traces).
+
+        ``run`` is a :class:`cooplab.evals.explorer.runs.RunDir` (``.out``, ``.config``, ``.summary``,
+        ``.table(name)`` returning None when a table is absent or damaged, ``.notes`` to add a
+        line about something damaged); ``query`` the page's query parameters (hostile text:
+        validate before use; e.g. ``agent``, ``round``), which :class:`~cooplab.graphs.explore.Link`
+        blocks set. Must never raise on a partial or damaged run: show what is there and a
+        :class:`~cooplab.graphs.explore.Note` (an exception is caught and shown as a note)."""
+        return None
+
+    def key_numbers(self, summary: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The few numbers that tell this run apart in the explorer's list and comparison (e.g.
+        survival time, accuracy, cost), from its summary.json (hostile: may lack any field), or None
+        for the explorer's default (the built-in tasks' headline numbers, else the summary's
+        top-level numbers)."""
+        return None
 
     def analyze_sweep(self, cells: list[dict[str, Any]], out: Path, *, analysis_out: Path | None = None) -> dict[str, Any] | None:
         """After a sweep of this task (:mod:`cooplab.runs.grid`): analyze its finished cells (each

@@ -14,6 +14,8 @@ from cooplab.cli import options as co
 from cooplab.cli.options import SeedOpt, fail, num_opt
 from cooplab.cli.tasks import task_group
 from cooplab.limits import ConfigError, one_line
+from cooplab.evals.text import plain
+from cooplab.tasks.science.defaults import MAX_TOKENS as SCIENCE_MAX_TOKENS
 
 try:  # Typer >= 0.20 vendors Click; older releases depend on it
     from typer._click import exceptions as _cx
@@ -136,8 +138,8 @@ def params_cpr(
     w = max((len(r["name"]) for r in rows), default=4)
     for r in rows:
         shown = r.get("value", r["default"])
-        where = f"preset {r['preset']}; default {r['default']}; {r['source']}" if "preset" in r else r["source"]
-        typer.echo(f"{r['name']:<{w}}  {str(shown):<12}  {r['meaning']}  [{where}]")
+        where = f"preset {r['preset']}; default {plain(r['default'])}; {r['source']}" if "preset" in r else r["source"]
+        typer.echo(f"{r['name']:<{w}}  {plain(shown):<12}  {r['meaning']}  [{where}]")
 
 
 @figures_app.command("cpr-abm")
@@ -255,6 +257,35 @@ def analyze_cpr(
     typer.echo(f"tables and figures in {out} (statistics.md summarizes the tests)")
 
 
+@analyze_app.command("efficiency")
+def analyze_efficiency(
+    profiles: list[Path] = typer.Option([], "--profiles", help="Profile directories of 'cooplab profile' (repeat the option)."),
+    science: list[Path] = typer.Option([], "--science", help="Science runs or science sweep directories (repeat the option)."),
+    out: Path = typer.Option(..., "--out", help="Directory for efficiency.csv, efficiency.md and efficiency.png."),
+    as_json: bool = typer.Option(False, "--json", help="Print the table as JSON."),
+) -> None:
+    """What a model's game profile costs against one of its science runs (tokens, USD, time; from
+    the ledgers), beside the paper's Table 10 where the model is one of its 35."""
+    import json
+
+    from cooplab.evals import efficiency
+    from cooplab.runs import store as runstore
+
+    try:
+        res = efficiency.compare(list(profiles), list(science))  # bad input fails before --out is touched
+        runstore.prepare_out(out, force=True)
+        paths = efficiency.write(res, out)
+    except (efficiency.EfficiencyError, runstore.RunDirError) as exc:
+        fail(str(exc))
+    table = res["table"]
+    if as_json:
+        _echo_json({"table": json.loads(table.to_json(orient="records")), "notes": res["notes"],
+                    "files": {k: str(v) for k, v in paths.items()}})
+        return
+    typer.echo(paths["md"].read_text(encoding="utf-8").split("\n\n", 1)[1].rstrip())
+    typer.echo(f"efficiency.csv, efficiency.md and efficiency.png in {out}")
+
+
 from cooplab.cli import bayes as _bayes_cli  # noqa: E402 - NumPyro/JAX load only when a command runs
 
 analyze_app.command("profiles")(_bayes_cli.profiles_command)
@@ -332,7 +363,7 @@ def bench_science(
     visibility: str = typer.Option("full", "--visibility", help="Budget visibility in the prompt: full, team or hidden."),
     model: str = typer.Option("local", "--model", help="The team's model: local, openai:NAME (with --base-url for other servers) or scripted:FILE."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="An OpenAI-compatible server for openai:NAME."),
-    max_tokens: int = typer.Option(256, "--max-tokens", help="Output cap of one model call."),
+    max_tokens: int = typer.Option(SCIENCE_MAX_TOKENS, "--max-tokens", help="Output cap of one model call (the science default)."),
     temperature: co.TemperatureOpt = 0.7,
     max_concurrency: co.MaxConcurrencyOpt = 8,
     rps: co.RpsOpt = None,
@@ -469,6 +500,9 @@ def _mount_optional() -> None:
     from cooplab.cli.doctor import doctor_cmd
 
     app.command("doctor")(doctor_cmd)
+    from cooplab.cli.view import view_cmd
+
+    app.command("view")(view_cmd)
 
 
 _mount_optional()

@@ -16,7 +16,7 @@ _WARMUP = typer.Option(None, "--warmup", help="Warm-up (adaptation) steps per ch
 _SAMPLES = typer.Option(None, "--samples", help="Posterior draws kept per chain. Default: the paper's 2000.")
 _QUICK = typer.Option(False, "--quick", help="Quick settings for tests and a first look: 2 chains x 200 draws after 200 warm-up (not for reporting).")
 _SEED = typer.Option(0, "--seed", help="Seed of the sampler (recorded in fit.json).")
-_INFO = typer.Option(None, "--model-info", help="models.csv: model,family,size_b,thinking[,ifeval,mmlu_pro] (docs/statistics.md).")
+_INFO = typer.Option(None, "--model-info", help="models.csv: model,family,size_b,thinking[,ifeval,mmlu_pro] (docs/statistics.md); 'paper': the paper's 35 models.")
 _FALLBACK = Annotated[float, num_opt("--max-fallback", "Leave out a profile's game when more than this share of its decisions fell back, 0-1 (default 0.2).")]
 _JSON = typer.Option(False, "--json", help="Print the result as JSON (no progress bar).")
 
@@ -104,6 +104,7 @@ def science_command(
     warmup: Optional[int] = _WARMUP,
     samples: Optional[int] = _SAMPLES,
     seed: int = _SEED,
+    score_source: str = typer.Option("judge", "--score-source", help="The outcomes: judge (the LLM judge's scores, as the paper's Table 2; default) or heuristic (the heuristic scorer's)."),
     as_json: bool = _JSON,
 ) -> None:
     """Measurement-error model: latent game dispositions predicting completeness, quality and accuracy (paper Table 2)."""
@@ -113,8 +114,9 @@ def science_command(
     require("bayes", "the Bayesian analyses")
     settings = _settings("science", quick, chains, warmup, samples, seed)
     info = bayes.read_model_info(model_info)
-    scores, notes = bayes.load_scores(sweep_dir)
+    scores, notes = bayes.load_scores(sweep_dir, score_source)  # a missing judge score fails before --out is touched
     bayes.science_design(scores, bayes.load_profiles(profiles), info, list(notes), max_fallback)
     _prepare(out)
-    res = bayes.analyze_science(sweep_dir, profiles, out, settings, model_info, progress=not as_json, max_fallback=max_fallback)
+    res = bayes.analyze_science(sweep_dir, profiles, out, settings, model_info, progress=not as_json, max_fallback=max_fallback,
+                                score_source=score_source)
     _report(res, as_json, "Measurement-error model")

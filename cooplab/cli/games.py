@@ -22,6 +22,7 @@ import typer
 from cooplab.cli import options as co
 from cooplab.cli.options import fail
 from cooplab.tasks.games.params import GAMES, MAX_GROUP, MAX_SIMULATIONS, TABLE4
+from cooplab.evals.text import plain
 
 Game = Enum("Game", {g.replace("-", "_"): g for g in GAMES}, type=str)  # type: ignore[misc]
 
@@ -77,7 +78,7 @@ def params_command(
         return
     w = max(len(r["name"]) for r in rows)
     for r in rows:
-        typer.echo(f"{r['game']:<16} {r['name']:<{w}}  {str(r['default']):<8}  {r['meaning']}  [{r['source']}]")
+        typer.echo(f"{r['game']:<16} {r['name']:<{w}}  {plain(r['default']):<8}  {r['meaning']}  [{r['source']}]")
 
 
 def graph_command(game: Game = typer.Option(Game("weakest-link"), "--game", help="Whose graph.")) -> None:
@@ -209,7 +210,7 @@ def profile_figure_command(
     dirs: list[Path] = typer.Argument(..., help="Profile directories (or profile.json files), one per model, drawn side by side."),
     out: Path = typer.Option(..., "--out", help="The figure file to write (.png, .pdf or .svg)."),
     label: Optional[list[str]] = typer.Option(None, "--label", help="Names on the x axis, one per directory in order (default: each profile's model)."),
-    model_info: Optional[Path] = typer.Option(None, "--model-info", help="models.csv (model,family,size_b,thinking; docs/statistics.md): colour by family, shape by model, size by log2 of the parameters, sorted by family and size, as the paper's Figure 2."),
+    model_info: Optional[Path] = typer.Option(None, "--model-info", help="models.csv (model,family,size_b,thinking; docs/statistics.md; 'paper': the paper's 35 models): colour by family, shape by model, size by log2 of the parameters, sorted by family and size, as the paper's Figure 2."),
 ) -> None:
     """Draw several cooperative profiles side by side (the paper's Figure 2)."""
     from cooplab.evals.bayes import read_model_info

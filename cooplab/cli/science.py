@@ -95,9 +95,20 @@ def score_command(
         echo_json(rows)
         return
     for r in rows:
-        cap = "" if r["budget_usd"] is None else f" of ${r['budget_usd']:g}"
-        typer.echo(f"{r['run']}: {r['judge']} x{r['k']}: completeness {r['completeness']}, quality {r['quality']}, accuracy "
-                   f"{r['accuracy']} (spread {r['std']}; fallbacks {r['n_fallback']}); judge cost ${r['cost_usd']:.6f}{cap}")
+        typer.echo(score_line(r))
+
+
+def score_line(r: dict[str, Any]) -> str:
+    """One judged run as a line of text: its scores (accuracy ``not scored (no truth)`` when the run
+    has no truth), their spread over the judge's readings, fallbacks and the judge's cost."""
+    from cooplab.evals.text import counts_text, number_text
+
+    cap = "" if r.get("budget_usd") is None else f" of ${r['budget_usd']:g}"
+    std = r.get("std") if isinstance(r.get("std"), dict) else {}
+    spread = counts_text({k: number_text(v) for k, v in std.items()})
+    return (f"{r['run']}: {r['judge']} x{r['k']}: completeness {number_text(r.get('completeness'))}, quality "
+            f"{number_text(r.get('quality'))}, accuracy {number_text(r.get('accuracy'), missing='not scored (no truth)')} "
+            f"(spread {spread}; fallbacks {r.get('n_fallback')}); judge cost ${r['cost_usd']:.6f}{cap}")
 
 
 @science_app.command("agreement")
@@ -128,6 +139,9 @@ def agreement_command(
     if as_json:
         echo_json(out)
         return
+    from cooplab.evals.text import number_text
+
     for dim, a in out.items():
         r = "n/a" if a["pearson_r"] is None else f"{a['pearson_r']:.3f}"
-        typer.echo(f"{dim}: n {a['n']}, Pearson r {r}{' (' + a['reason'] + ')' if a.get('reason') else ''}, mean |diff| {a['mean_abs_diff']}")
+        typer.echo(f"{dim}: n {a['n']}, Pearson r {r}{' (' + a['reason'] + ')' if a.get('reason') else ''}, "
+                   f"mean |diff| {number_text(a['mean_abs_diff'])}")

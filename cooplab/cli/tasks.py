@@ -57,6 +57,7 @@ from cooplab.cli.options import (
 )
 from cooplab.graphs.task import Task
 from cooplab.limits import ConfigError
+from cooplab.evals.text import plain
 
 
 def echo_json(obj: Any) -> None:
@@ -171,6 +172,8 @@ def run_command(task: Task, options: Callable[..., dict[str, Any]]) -> Callable[
     style) plus the common ones. ``options(agents=..., **task_opts)`` returns the task's config
     fields (raising ConfigError / calling ``fail`` on a bad value)."""
     common = list(inspect.signature(_common, eval_str=True).parameters.values())
+    if task.default_max_tokens is not None:  # the task's own output cap, shown in --help
+        common = [p.replace(default=task.default_max_tokens) if p.name == "max_tokens" else p for p in common]
     if task.uses_sandbox:
         common += list(inspect.signature(_sandbox, eval_str=True).parameters.values())
     own = [p for p in inspect.signature(options, eval_str=True).parameters.values() if p.name != "agents"]
@@ -260,7 +263,7 @@ def params_command(task: Task) -> Callable[..., None]:
             return
         w = max((len(r["name"]) for r in rows), default=4)
         for r in rows:
-            typer.echo(f"{r['name']:<{w}}  {str(r['default']):<12}  {r['meaning']}  [{r['source']}]")
+            typer.echo(f"{r['name']:<{w}}  {plain(r['default']):<12}  {r['meaning']}  [{r['source']}]")
 
     command.__doc__ = f"Every {task.name} parameter with its default, meaning and source."
     return command

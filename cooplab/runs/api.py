@@ -172,10 +172,16 @@ def run(config: RunConfig | Mapping[str, Any] | None = None, /, *, task: str | T
     return run_
 
 
-def resume(out: str | Path, *, quiet: bool = False, warn: Callable[[str], None] | None = None) -> Run:
-    """Continue a run from its last checkpoint (any task, a registered one included) and return it."""
+def resume(out: str | Path, *, quiet: bool = False, warn: Callable[[str], None] | None = None,
+           models: Sequence[Any] = ()) -> Run:
+    """Continue a run from its last checkpoint (any task, a registered one included) and return it.
+    ``models``: the chat model objects a run made from Python was given (a new process holds none;
+    each is matched to the run's ``instance:`` specs by its class and settings)."""
+    from cooplab.agents.instances import register
     from cooplab.runs import runner
 
+    for model in models:
+        register(model)
     stopped = None
     try:
         runner.resume(Path(out), quiet=quiet, warn=warn)
@@ -196,12 +202,14 @@ async def aresume(out: str | Path, **kw: Any) -> Run:
     return await asyncio.to_thread(lambda: resume(out, **kw))
 
 
-def sweep(task: str | Task, *, out: str | Path, grid: Mapping[str, Sequence[Any]] | None = None, seeds: Sequence[int] = (0,),
+def sweep(task: str | Task, *, out: str | Path, grid: Mapping[str, Sequence[Any]] | None = None, seeds: Sequence[int] | None = None,
           parallel: int = 1, executor: str = "local", address: str | None = None, quiet: bool = True, analysis: bool = True,
-          sweep_budget: float | None = None, **fixed: Any) -> pd.DataFrame:
+          sweep_budget: float | None = None, sample: Mapping[str, Any] | None = None, **fixed: Any) -> pd.DataFrame:
     """Run a grid of one task's runs and return their table (one row per cell; also written as
     ``out/table.csv``). ``grid`` maps any keyword of :func:`run` to its values (``"set.NAME"`` sweeps
-    one parameter of the task's ``set``), ``seeds`` repeats every cell, ``fixed`` holds the keywords
+    one parameter of the task's ``set``), ``seeds`` repeats every cell (default: the task's
+    ``sweep_seeds``; five for science), ``sample`` draws some grid points instead of all
+    (``{"points": N, "seed": S, "weights": {...}}``, see :class:`cooplab.runs.grid.Sample`), ``fixed`` holds the keywords
     every cell shares. The same as a sweep file (:mod:`cooplab.runs.grid`, ``cooplab sweep FILE``).
     Every cell's config is checked before any runs (a bad value names its cell); finished cells are
     skipped and interrupted ones resumed when the same sweep runs again; a failed cell is recorded
@@ -224,7 +232,7 @@ def sweep(task: str | Task, *, out: str | Path, grid: Mapping[str, Sequence[Any]
         raise ConfigError(f"grid must map keywords to non-empty lists of values, got {show(grid)}")
     raw = {"task": task, "out": str(out), "fixed": dict(fixed), "grid": {k: list(v) if isinstance(v, tuple) else v for k, v in (grid or {}).items()},
            "seeds": list(seeds) if isinstance(seeds, (list, tuple)) else seeds, "parallel": parallel, "analysis": analysis,
-           "sweep_budget": sweep_budget}
+           "sweep_budget": sweep_budget, "sample": dict(sample) if isinstance(sample, Mapping) else sample}
     sw = grids.load(raw, "sweep")
     try:
         res = grids.run(sw, grids.jobs(sw), executor=executor, address=address, quiet=quiet)

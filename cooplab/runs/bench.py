@@ -430,11 +430,12 @@ BENCH_LLM = ("base_url", "temperature", "max_tokens", "max_concurrency", "rps", 
 
 def bench_llm(llm: dict[str, Any] | None) -> dict[str, Any]:
     """The model settings of a bench as bench.json records them: those given, over the defaults of
-    a science run on its own data (``owndata.custom_config``: 256 output tokens)."""
+    a science run on its own data (``owndata.custom_config``: the science output cap)."""
     from cooplab.agents.settings import LLMSettings
+    from cooplab.tasks.science.defaults import MAX_TOKENS
 
     given = {k: v for k, v in (llm or {}).items() if k in BENCH_LLM}
-    return LLMSettings.model_validate({"max_tokens": 256, **given}, strict=False).model_dump(include=set(BENCH_LLM))
+    return LLMSettings.model_validate({"max_tokens": MAX_TOKENS, **given}, strict=False).model_dump(include=set(BENCH_LLM))
 
 
 def check_settings(out: Path, settings: dict[str, Any]) -> None:

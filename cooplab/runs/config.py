@@ -174,6 +174,14 @@ def _check_keywords(task: Task, options: dict[str, Any]) -> None:
                           f"sandbox_backend, sandbox_timeout, sandbox_rate)")
 
 
+def with_task_defaults(task: Task, llm: LLMSettings) -> LLMSettings:
+    """``llm`` with the task's own output cap (:attr:`~cooplab.graphs.task.Task.default_max_tokens`)
+    when the run did not set ``max_tokens`` itself."""
+    if task.default_max_tokens is None or "max_tokens" in llm.model_fields_set:
+        return llm
+    return llm.model_copy(update={"max_tokens": task.default_max_tokens})
+
+
 def build_config(task: Task, fields: dict[str, Any], *, agents: str, seed: int, csv: bool, llm: LLMSettings,
                  sandbox: SandboxSettings) -> dict[str, Any]:
     """config.json from what a task's :meth:`~cooplab.graphs.task.Task.options` returned (``params``;
@@ -190,6 +198,7 @@ def build_config(task: Task, fields: dict[str, Any], *, agents: str, seed: int, 
     config: dict[str, Any] = {"version": rundir.CONFIG_VERSION, "task": task.name, "agents": agents, "seed": seed, "csv": csv,
                               "params": fields["params"], "llm": None, "sandbox": None, "record": dict(fields.get("record") or {})}
     if agents == "llm":
+        llm = with_task_defaults(task, llm)
         override = fields.get("model_override")  # a task option that fixes the model (e.g. science --team oracle)
         if override is not None:
             llm = llm.model_copy(update={"model": override, "agent_models": {}})

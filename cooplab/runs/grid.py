@@ -47,7 +47,7 @@ _OWN = {"out", "seed", "force", "quiet"}
 #: keywords whose values are files (relative to a sweep file's folder)
 PATH_KEYWORDS = ("cache", "dataset", "task_file", "truth")
 #: keywords whose values are model specs (``scripted:FILE`` is a file)
-SPEC_KEYWORDS = ("model", "players", "agent_model", "agent_models")
+SPEC_KEYWORDS = ("model", "players", "judge", "agent_model", "agent_models")
 
 
 class GridSweep(BaseModel):
@@ -66,6 +66,19 @@ class GridSweep(BaseModel):
     parallel: int = 1
     analysis: bool = True
     sweep_budget: float | None = None
+    sample: dict[str, Any] | None = None
+
+
+class Sample(BaseModel):
+    """A weighted draw of grid points instead of every one: ``points`` of them, drawn without
+    replacement with the generator seeded by ``seed``; a point's weight is the product of its
+    values' ``weights`` (``{"keyword": {"value": weight}}``, the value as text; 1 where none is given)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    points: int
+    seed: int = 0
+    weights: dict[str, dict[str, float]] = Field(default_factory=dict)
 
 
 def _check_value(where: str, v: Any, depth: int = 0) -> None:
@@ -104,7 +117,10 @@ def load(raw: Any, where: str, *, base: Path | None = None) -> GridSweep:
             raise ConfigError(f"{where}: grid {key} must be a non-empty list of values, got {show(values)}")
         _check_value(f"{where}: grid {key}", values)
     _check_value(f"{where}: fixed", raw.get("fixed", {}))
-    seeds = raw.get("seeds", [0])
+    if "seeds" not in raw or raw["seeds"] is None:  # the task's simulations per condition
+        task_seeds = registry.get(raw["task"]).sweep_seeds if raw.get("task") in registry.names() else (0,)
+        raw = {**raw, "seeds": list(task_seeds)}
+    seeds = raw["seeds"]
     if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
         raise ConfigError(f"{where}: seeds must be a non-empty list of integers, got {show(seeds)}")
     for s in seeds:
@@ -128,13 +144,62 @@ def load(raw: Any, where: str, *, base: Path | None = None) -> GridSweep:
         raise ConfigError(f"{where}: {first_error(exc)}") from None
     if sw.task not in registry.names():
         raise ConfigError(f"{where}: task {sw.task!r} is not installed; installed tasks: {', '.join(registry.names())}")
-    n = len(sw.seeds) * math.prod(len(v) for v in sw.grid.values())
+    points = math.prod(len(v) for v in sw.grid.values())
+    if sw.sample is not None:
+        points = _check_sample(sw, points, where).points
+    n = len(sw.seeds) * points
     if n > MAX_CELLS:
         raise ConfigError(f"{where}: the grid has {n} cells; at most {MAX_CELLS} per sweep (split it)")
     if base is not None:
         sw = sw.model_copy(update={"out": str(_path(sw.out, base)), "fixed": resolve_paths(sw.fixed, base),
                                    "grid": {k: [resolve_paths({k: v}, base)[k] for v in vs] for k, vs in sw.grid.items()}})
     return sw
+
+
+def _check_sample(sw: GridSweep, points: int, where: str) -> Sample:
+    """A sweep's ``sample``, checked against its grid (one-line ConfigError)."""
+    from cooplab.limits import check
+
+    try:
+        sample = Sample.model_validate(sw.sample, strict=False)
+    except ValidationError as exc:
+        raise ConfigError(f"{where}: sample: {first_error(exc)} (sample is {{\"points\": N, \"seed\": S, \"weights\": "
+                          f"{{\"keyword\": {{\"value\": weight}}}}}})") from None
+    if isinstance(sw.sample.get("points"), bool) or not 1 <= sample.points <= points:
+        raise ConfigError(f"{where}: sample.points must be a whole number from 1 to the grid's {points} points, got {show(sw.sample.get('points'))}")
+    check(f"{where}: sample.seed", sample.seed, "seed")
+    for key, by_value in sample.weights.items():
+        if key not in sw.grid:
+            raise ConfigError(f"{where}: sample.weights names {key!r}, which is not a grid keyword ({', '.join(sw.grid) or 'no grid'})")
+        texts = {_text(v) for v in sw.grid[key]}
+        for value, w in by_value.items():
+            if value not in texts:
+                raise ConfigError(f"{where}: sample.weights.{key} names {value!r}, not one of the grid's values ({', '.join(sorted(texts))})")
+            if isinstance(w, bool) or not math.isfinite(w) or w < 0 or w > 1e6:
+                raise ConfigError(f"{where}: sample.weights.{key}.{value} must be a weight from 0 to 1e6, got {show(w)}")
+    if sum(1 for w in _point_weights(sw.grid, sample) if w > 0) < sample.points:
+        raise ConfigError(f"{where}: sample.points is {sample.points}, but only "
+                          f"{sum(1 for w in _point_weights(sw.grid, sample) if w > 0)} grid points have a weight above 0")
+    return sample
+
+
+def _point_weights(grid: dict[str, list[Any]], sample: Sample) -> list[float]:
+    """The weight of each grid point, in the order of :func:`itertools.product` over the grid."""
+    keys = list(grid)
+    return [math.prod(sample.weights.get(k, {}).get(_text(v), 1.0) for k, v in zip(keys, values))
+            for values in product(*(grid[k] for k in keys))]
+
+
+def sampled_points(grid: dict[str, list[Any]], sample: Sample) -> list[int]:
+    """The indices (in product order, ascending) of the grid points a sample draws: ``points``
+    of them without replacement, each draw in proportion to the weights of the points left
+    (NumPy's ``Generator.choice``), seeded by ``sample.seed`` alone, so the same file draws the
+    same points on every machine."""
+    import numpy as np
+
+    w = np.asarray(_point_weights(grid, sample), dtype=float)
+    picked = np.random.default_rng(sample.seed).choice(len(w), size=sample.points, replace=False, p=w / w.sum())
+    return sorted(int(i) for i in picked)
 
 
 def _path(text: str, base: Path) -> Path:
@@ -157,7 +222,7 @@ def resolve_paths(keywords: dict[str, Any], base: Path) -> dict[str, Any]:
             out[key] = str(_path(v, base))
         elif key in PATH_KEYWORDS and isinstance(v, list):
             out[key] = [str(_path(x, base)) if isinstance(x, str) else x for x in v]
-        elif key in ("model", "players"):
+        elif key in ("model", "players", "judge"):
             out[key] = _spec(v, base)
         elif key == "agent_model" and isinstance(v, list):  # ["2=scripted:f.json", ...]
             out[key] = [f"{x.split('=', 1)[0]}={_spec(x.split('=', 1)[1], base)}" if isinstance(x, str) and "=" in x else x for x in v]
@@ -193,7 +258,10 @@ def cells(sw: GridSweep) -> list[dict[str, Any]]:
     """Every cell: its directory name, its keywords and its labels (grid values and seed)."""
     keys = list(sw.grid)
     out, names = [], set()
-    for values in product(*(sw.grid[k] for k in keys)):
+    points = list(product(*(sw.grid[k] for k in keys)))
+    if sw.sample is not None:
+        points = [points[i] for i in sampled_points(sw.grid, Sample.model_validate(sw.sample, strict=False))]
+    for values in points:
         point = dict(zip(keys, values))
         for seed in sw.seeds:
             name = "__".join([f"{k.removeprefix('set.')}-{slug(_text(v))}" for k, v in point.items()] + [f"s{seed}"])

@@ -57,14 +57,22 @@ def start(task: Task, out: Path, config: dict[str, Any], *, quiet: bool = False,
     the directory's lock (:func:`~cooplab.runs.store.locked`) throughout. ``out`` must exist and be
     empty (``runstore.prepare_out``)."""
     out = Path(out)
+    config = stamped(task, config)
+    with runstore.locked(out):
+        runstore.write_json(out / "config.json", config)
+        return execute(task, out, config, task.init_state(config) if state is None else state, quiet=quiet)
+
+
+def stamped(task: Task, config: dict[str, Any]) -> dict[str, Any]:
+    """A new run's config.json: ``config`` in the current shape with the runner's fields, and what is
+    noted when a run starts in ``record`` (code version, time, environment, the run's own id as
+    ``thread_id``)."""
     config = upgrade_config({"task": task.name, **config})  # a config built in the earlier shape still runs
     config = {"version": config.get("version", 2), "task": task.name, "agents": config.get("agents", task.agent_kinds[0]), **config}
     env = runstore.environment(config)
     config["record"] = {**(config.get("record") or {}), "code_version": runstore.code_version(env["git"]), "created": runstore.now(),
                         "environment": env, "thread_id": new_thread_id()}
-    with runstore.locked(out):
-        runstore.write_json(out / "config.json", config)
-        return execute(task, out, config, task.init_state(config) if state is None else state, quiet=quiet)
+    return config
 
 
 def resume(out: Path, *, quiet: bool = False, warn: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -117,6 +125,20 @@ def sandbox_settings(config: dict[str, Any]):
 
     raw = config.get("sandbox") or {}
     return raw.get("backend", "docker"), SandboxConfig(timeout=float(raw.get("timeout", 30.0)))
+
+
+def sandbox_pool(task: Task, config: dict[str, Any], out: Path):
+    """The per-agent sandbox pool of an LLM run of a task that uses the sandbox (its dataset loaded
+    read-only in every session), or None. The caller closes it."""
+    if not task.uses_sandbox:
+        return None
+    from cooplab.sandbox.pool import AgentSandboxPool
+
+    backend, sandbox_config = sandbox_settings(config)
+    dataset = task.sandbox_dataset(config, out)
+    if dataset is not None:
+        sandbox_config = type(sandbox_config)(**{**sandbox_config.model_dump(), "dataset": dataset})
+    return AgentSandboxPool(sandbox_config, backend=backend)
 
 
 def stop_status(exc: BaseException) -> tuple[str, str] | None:
@@ -242,18 +264,20 @@ def execute(task: Task, out: Path, config: dict[str, Any], state: dict[str, Any]
     except Exception as exc:  # noqa: BLE001 - the safety net
         log = runstore.save_error(out, exc)
         message = one_line(f"{type(exc).__name__}: {exc}", 350)
-        unwritten = _record_failure(task, out, config, message, log)
+        unwritten = record_failure(task, out, config, message, log)
         where = f"the traceback is in {log}" if log else "the traceback could not be saved"
         summary = "summary.json has status 'failed'" if unwritten is None else f"summary.json could not be written ({unwritten})"
         raise RunFailed(f"the run failed ({message}); {where}; {summary}; after fixing the cause, "
                         f"'cooplab resume {out}' continues from the last checkpoint") from exc
 
 
-def _record_failure(task: Task, out: Path, config: dict[str, Any], message: str, log: Path | None) -> str | None:
-    """Write summary.json with status "failed": the full one from the last checkpoint, else (the state
-    is unusable too) the essentials. None once written; else why it could not be (a full disk)."""
+def record_failure(task: Task, out: Path, config: dict[str, Any], message: str, log: Path | None,
+                   state: dict[str, Any] | None = None) -> str | None:
+    """Write summary.json with status "failed": the full one from ``state`` (default: the last
+    checkpoint's), else (the state is unusable too) the essentials. None once written; else why it
+    could not be (a full disk)."""
     try:
-        finish(task, out, config, last_values(task, out, config), 0.0, status="failed", message=message)
+        finish(task, out, config, last_values(task, out, config) if state is None else state, 0.0, status="failed", message=message)
         return None
     except Exception:  # noqa: BLE001 - even the state is unusable: keep the essentials
         pass
@@ -333,14 +357,7 @@ async def _execute_llm(task: Task, out: Path, config: dict[str, Any], state: dic
             if not more:
                 final = snap.values
             else:
-                if task.uses_sandbox:
-                    from cooplab.sandbox.pool import AgentSandboxPool
-
-                    backend, sandbox_config = sandbox_settings(config)
-                    dataset = task.sandbox_dataset(config, out)
-                    if dataset is not None:
-                        sandbox_config = type(sandbox_config)(**{**sandbox_config.model_dump(), "dataset": dataset})
-                    pool = AgentSandboxPool(sandbox_config, backend=backend)
+                pool = sandbox_pool(task, config, out)
                 context = CoopContext(llm=service, sandbox=pool, run_dir=str(out))
                 final = await _stream(graph, state, cfg, context, progress, out)
         except BaseException as exc:  # noqa: BLE001

@@ -4,6 +4,7 @@ environment it was made in, saving errors. The file helpers it uses are :mod:`co
 from __future__ import annotations
 
 import contextlib
+import os
 import platform
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,7 @@ def config_for_resume(out: Path, task: str, check_config) -> dict[str, Any]:
     """A run directory's config.json, ready to resume a ``task`` run: the task matches, every value
     passes ``check_config(out, config)`` (which returns it in the current shape) and checkpoints.sqlite is sound (one-line RunDirErrors;
     nothing is changed)."""
+    from cooplab.agents.instances import ModelObjectMissing
     from cooplab.agents.models import MissingAPIKey
 
     config = read_run_config(out)
@@ -115,6 +117,8 @@ def config_for_resume(out: Path, task: str, check_config) -> dict[str, Any]:
         config = check_config(out, config)
     except MissingAPIKey as exc:  # the file is fine: the environment lacks the key
         raise RunDirError(f"{exc}; set it and resume again") from None
+    except ModelObjectMissing as exc:  # the file is fine: this process was not handed the object
+        raise RunDirError(str(exc)) from None
     except ConfigError as exc:
         raise RunDirError(f"{exc}; fix the file, or {RESTART.format(out=out)}") from None
     check_checkpoints(out)
@@ -166,6 +170,23 @@ def environment(config: dict[str, Any]) -> dict[str, Any]:
             env["local_model"] = record("smollm2")  # file, sha256, origin, how it came
         except Exception as exc:  # noqa: BLE001 - recorded, never fatal here (the run itself says what is wrong)
             env["local_model"] = {"error": f"{type(exc).__name__}: {exc}"}
+    files = {m: m[6:] for m in models if isinstance(m, str) and m.startswith("local:")}
+    if files:  # local:PATH models: each file's content, so a rerun can tell it has the same model
+        from cooplab.agents.models import gguf_sha256
+
+        env["local_files"] = {}
+        for spec, path in sorted(files.items()):
+            try:
+                real = str(Path(path).expanduser().resolve(strict=True))
+                env["local_files"][spec] = {"file": real, "bytes": os.path.getsize(real),
+                                            "sha256": gguf_sha256(real)}
+            except Exception as exc:  # noqa: BLE001 - recorded, never fatal here
+                env["local_files"][spec] = {"error": f"{type(exc).__name__}: {exc}"}
+    objects = sorted({m for m in models if isinstance(m, str) and m.startswith("instance:")})
+    if objects:  # chat model objects from Python: their class, so a reader knows what answered
+        from cooplab.agents.instances import describe
+
+        env["model_objects"] = {spec: describe(spec) for spec in objects}
     if config.get("sandbox"):
         try:
             from cooplab.sandbox import SandboxConfig, docker_backend

@@ -29,7 +29,7 @@ from cooplab.runs.sweeps import SweepError
 FORMAT_NAMES = {"cpr": "CPR sweep", "science": "science sweep", "args": "command-line options"}
 #: keys only the earlier science format has
 _SCIENCE_KEYS = {"models", "team", "science_tasks", "budgets", "visibilities", "team_sizes", "prompts", "simulations", "seed",
-                 "sandbox_backend", "sandbox_timeout", "llm", "set"}
+                 "sandbox_backend", "sandbox_timeout", "llm", "set", "judge"}
 
 
 def kind_of(raw: Any) -> str:
@@ -187,6 +187,7 @@ class ScienceSweep(BaseModel):
     sandbox_timeout: float = Field(30.0, gt=0, le=600, allow_inf_nan=False)
     llm: dict[str, Any] = {}
     set: dict[str, Any] = {}
+    judge: dict[str, Any] | None = None  # {"model": SPEC, "samples": K, "budget": USD}: every run is also judged
 
 
 #: what a sweep config's "llm" may set: every LLM setting but the models (the sweep's own field) and the budget (per condition)
@@ -217,6 +218,11 @@ def load_science(raw: dict[str, Any], where: str) -> ScienceSweep:
             LLMSettings.from_file(raw["llm"], f"{where}: llm", allowed=LLM_KEYS)
         except ConfigError as exc:
             raise SweepError(str(exc)) from None
+    judge = raw.get("judge")
+    if judge is not None and (not isinstance(judge, dict) or not set(judge) <= {"model", "samples", "budget"}
+                              or not isinstance(judge.get("model"), str)):
+        raise SweepError(f'{where}: judge must be {{"model": SPEC, "samples": 1..20, "budget": USD}} (samples and budget '
+                         f"optional), got {str(judge)[:200]!r}")
     try:
         cfg = ScienceSweep(**raw)
     except ValidationError as exc:
@@ -237,9 +243,11 @@ def load_science(raw: dict[str, Any], where: str) -> ScienceSweep:
 
 def _from_science(cfg: ScienceSweep) -> dict[str, Any]:
     fixed: dict[str, Any] = {"team": cfg.team, "sandbox_backend": cfg.sandbox_backend, "sandbox_timeout": cfg.sandbox_timeout,
-                             "max_tokens": 256, **cfg.llm}
+                             **cfg.llm}  # no max_tokens given: the science task's own (build_config)
     if cfg.set:
         fixed["set"] = dict(cfg.set)
+    if cfg.judge is not None:  # the task's own options: checked with each cell (samples 1..20, the budget's rule)
+        fixed.update({"judge": cfg.judge["model"], "judge_samples": cfg.judge.get("samples", 3), "judge_budget": cfg.judge.get("budget")})
     grid: dict[str, list[Any]] = {}
     if cfg.team == "llm":
         grid["model"] = list(cfg.models)

@@ -399,7 +399,9 @@ def write_table(rows: list[dict[str, Any]], out: Path) -> Path:
 
 
 def format_table(rows: list[dict[str, Any]], columns: list[str], width: int = 14) -> list[str]:
-    """A few columns of the table as aligned text lines (what ``cooplab sweep`` prints)."""
+    """A few columns of the table as aligned text lines (what ``cooplab sweep`` prints). Headers
+    are printed in full (``survival_time.mean``, never a cut name); a value wider than its column
+    (at most ``width`` characters, 48 for the first column, or the header's width) ends in ``…``."""
     cols = [c for c in columns if any(c in r for r in rows)]
 
     def cell(v: Any) -> str:
@@ -407,8 +409,12 @@ def format_table(rows: list[dict[str, Any]], columns: list[str], width: int = 14
             return f"{v:.4g}"
         return "" if v is None else str(v)
 
-    w = {c: min(max(len(c), *(len(cell(r.get(c))) for r in rows)), 48 if i == 0 else width) for i, c in enumerate(cols)}
-    lines = ["  ".join(f"{c[:w[c]]:<{w[c]}}" for c in cols)]
+    def fit(text: str, w: int) -> str:
+        return f"{text:<{w}}" if len(text) <= w else text[: w - 1] + "\u2026"
+
+    w = {c: max(len(c), min(max((len(cell(r.get(c))) for r in rows), default=0), 48 if i == 0 else width))
+         for i, c in enumerate(cols)}
+    lines = ["  ".join(f"{c:<{w[c]}}" for c in cols)]
     for r in rows:
-        lines.append("  ".join(f"{cell(r.get(c))[:w[c]]:<{w[c]}}" for c in cols))
-    return lines
+        lines.append("  ".join(fit(cell(r.get(c)), w[c]) for c in cols))
+    return [line.rstrip() for line in lines]

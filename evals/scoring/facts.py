@@ -589,6 +589,25 @@ def _set_hedged(unit: str, phrase: tuple[int, int], spans: list[tuple[str, int, 
     return hedged(unit, phrase[0], phrase[1], spans[0][1:3])
 
 
+#: words by which a clause outside a set fact's context claims something of the items it names:
+#: a relation (drives, predicts, affects, is associated with, explains ...), an effect or its
+#: size (effect, coefficient, correlation, odds ratio, importance, significant ...) or a
+#: direction (the comparatives: higher, increases, reduced ...). Naming items without one of
+#: these ("the columns are rainfall, soil and x") states nothing about them.
+_SET_CLAIM_RE = re.compile(
+    r"(?<![^\W_])(?:driv(?:e|es|en|ing|er|ers)|predict(?:s|ed|ing|ive|or|ors)?|affect(?:s|ed|ing)?|influenc(?:e|es|ed|ing)|"
+    r"determin(?:e|es|ed|ing)|explain(?:s|ed|ing)?|caus(?:e|es|ed|ing)|modif(?:y|ies|ied|ying)|modulat(?:e|es|ed|ing)|"
+    r"rais(?:e|es|ed|ing)|reduc(?:e|es|ing)|lower(?:s|ing)|boost(?:s|ed|ing)?|depend(?:s|ed|ing)?|"
+    r"associat(?:ed|ion|ions)|correlat(?:e|es|ed|ion|ions)|relat(?:ed|ion|ionship)|link(?:ed)?|"
+    r"contribut(?:e|es|ed|ing|ion)|effects?|impacts?|coefficients?|slopes?|odds ratio|importance|important|"
+    r"significant(?:ly)?|strongest|weakest|main factors?|key factors?)(?![^\W_])")
+
+
+def _claims_items(clause: str) -> bool:
+    """Whether a clause claims something of the items it names (:data:`_SET_CLAIM_RE`, :data:`_COMP_RE`)."""
+    return _SET_CLAIM_RE.search(clause) is not None or _COMP_RE.search(clause) is not None
+
+
 def _score_set(fact: dict[str, Any], units: list[_Unit], set_facts: Sequence[dict[str, Any]] = ()) -> FactResult:
     """A set fact, scored by the items named against the truth items (right minus wrong).
 
@@ -623,8 +642,11 @@ def _score_set(fact: dict[str, Any], units: list[_Unit], set_facts: Sequence[dic
     Score = max(0, right items - wrong items) / truth items: each wrongly named item cancels a
     right one, so naming the truth together with as many other candidates earns nothing. Found
     if the score is at least 0.5, contradicted if below with false positives named, else
-    missing. If no item is named in context, the items named anywhere in the report
-    (enumerations again ignored) count at half weight (score / 2)."""
+    missing. If no item is named in context, the items named in clauses outside it count at half
+    weight (score / 2), but only clauses that may state findings and claim something of the
+    items (:func:`_claims_items`: a relation, an effect or its size, a direction; "rainfall
+    raises yield", not "the columns are rainfall and soil"), do not hedge, and are no
+    enumeration: a fact needs the claim, not the words."""
     truth = [_item_key(x) for x in fact["value"]]
     others = [_item_key(x) for x in (fact.get("universe") or [])]
     universe = {k for k, _, _ in others} | {k for k, _, _ in truth} if others else set()
@@ -694,10 +716,11 @@ def _score_set(fact: dict[str, Any], units: list[_Unit], set_facts: Sequence[dic
     weight = 1.0
     where = "in context"
     if not t_hit and not o_hit:
-        for u in units:
-            if u.kind != "heading":
-                take([(k, t) for k, _, _, t in _mention_spans(u.text, truth, others)])
-        weight, where = 0.5, "outside the context (half weight)"
+        for u in clauses:
+            spans = sorted(_mention_spans(u.text, truth, others), key=lambda s: (s[1], -s[2])) if u.kind != "heading" else []
+            if spans and _claims_items(u.text) and not _set_hedged(u.text, spans[0][1:3], spans):
+                take([(k, t) for k, _, _, t in spans])
+        weight, where = 0.5, "outside the context, in a claim (half weight)"
     if not t_hit and not o_hit:
         return FactResult(fact["id"], "set", "missing", 0.0, "")
     net = max(0, len(t_hit) - len(o_hit)) / len({k for k, _, _ in truth})
@@ -738,12 +761,33 @@ def _claim_direction(fact: dict[str, Any]) -> tuple[str, int] | None:
     return o[0], o[1] if bool(fact["value"]) else -o[1]
 
 
+#: an inquiry: a sentence part in which the phrase is only what was looked at ("we examined the
+#: spatial autocorrelation") states no finding about it ...
+_INQUIRY_RE = re.compile(r"(?<![^\W_])(?:look(?:ed)? (?:at|for)|examin(?:e|ed|ing)|stud(?:y|ied|ying)|investigat(?:e|ed|ing)|"
+                         r"explor(?:e|ed|ing)|consider(?:ed|ing)?|assess(?:ed|ing)?|check(?:ed|ing)?(?: for)?|"
+                         r"analy[sz](?:e|ed|ing)|test(?:ed|ing)? for|search(?:ed)? for|measur(?:e|ed|ing)|evaluat(?:e|ed|ing)|"
+                         r"quantif(?:y|ied|ying)|estimat(?:e|ed|ing)|describ(?:e|ed|ing))(?![^\W_])")
+#: ... unless the part also reports a result ("we examined X and found it positive")
+_RESULT_RE = re.compile(r"(?<![^\W_])(?:found|finds?|shows?|showed|shown|reveal(?:s|ed)?|indicat(?:es|ed)|confirm(?:s|ed)|"
+                        r"demonstrat(?:es|ed)|is|are|was|were|exists?|existed|present|detected|observed)(?![^\W_])")
+
+
+def _only_inquired(unit: str, m: re.Match) -> bool:
+    """Whether the phrase at ``m`` is only the object of an inquiry (:data:`_INQUIRY_RE`) in its
+    sentence part, which reports no result (:data:`_RESULT_RE`)."""
+    lo, hi = _part(unit, m.start(), m.end())
+    part = unit[lo:m.start()] + " " + unit[m.end():hi]
+    return _INQUIRY_RE.search(unit, lo, m.start()) is not None and _RESULT_RE.search(part) is None
+
+
 def _claim_assertion(unit: str, m: re.Match, value: bool, direction: tuple[str, int] | None) -> bool | None:
     """Whether the occurrence ``m`` of a claim's phrase agrees with the claim (True), disagrees
     or only guesses (False), or says nothing about it (None). See :func:`_score_claim`."""
     if direction is not None:
         o = _orientation(unit, m, direction[0], bounds=_part(unit, m.start(), m.end()))
         ok = None if o is None else (o[1] == direction[1])
+    elif _only_inquired(unit, m):
+        ok = None  # the topic named, nothing claimed of it
     else:
         ok = (not negated(unit, m.start(), m.end())) == value
     if ok is not None and hedged(unit, m.start(), m.end(), _comparative_span(unit, m)):
@@ -761,7 +805,9 @@ def _score_claim(fact: dict[str, Any], units: list[_Unit]) -> FactResult:
       axis must equal the required direction (:func:`_claim_direction`); without a comparative
       on that axis it is neutral;
     * plain claim: the occurrence asserts the finding unless the phrase is negated
-      (:func:`negated`); consistent if that equals ``value``.
+      (:func:`negated`); consistent if that equals ``value``. A phrase that is only the object
+      of an inquiry in a part reporting no result ("we examined the spatial autocorrelation":
+      :func:`_only_inquired`) asserts nothing: the claim needs its statement, not its words.
 
     An occurrence of an optional ``negative_context`` phrase (naming the opposite finding)
     asserts the opposite unless negated. A hedged occurrence (:func:`hedged`: "may be", "either

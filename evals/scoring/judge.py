@@ -257,6 +257,19 @@ class JudgeResult:
                 "records": [r.as_dict() for r in self.records], "n_fallback": self.n_fallback}
 
 
+#: the columns of a judge's scores in a science sweep's scores.csv (beside the heuristic's)
+JUDGE_COLUMNS = {"completeness": "judge_completeness", "quality": "judge_quality", "accuracy": "judge_accuracy"}
+
+
+def judge_entry(scores: Any, judge: str | None = None) -> dict[str, Any] | None:
+    """A run's judge scores from its scores.json (``scores``): the entry of the judge ``judge``
+    (None: the last judge that scored the run), or None when no such judge has scored it."""
+    entries = [j for j in (scores.get("judges") or [] if isinstance(scores, dict) else []) if isinstance(j, dict)]
+    if judge is not None:
+        entries = [j for j in entries if j.get("judge") == judge]
+    return entries[-1] if entries else None
+
+
 async def judge_report(service: LLMService, report: Any, truth: dict[str, Any], *, k: int = 3, judge_name: str | None = None,
                        agent: int = 0, society: int = 0, spec: DecisionSpec[JudgeVerdict] | None = None,
                        task_description: str | None = None, max_report_chars: int = JUDGE_MAX_REPORT_CHARS,
@@ -299,7 +312,7 @@ async def judge_report(service: LLMService, report: Any, truth: dict[str, Any], 
 
 
 __all__ = [
-    "DIMENSIONS", "JUDGE_MAX_REPORT_CHARS", "JUDGE_MAX_TOKENS", "JUDGE_PHASE", "JUDGE_SYSTEM", "JUDGE_USER_TEMPLATE",
-    "JudgeResult", "JudgeSections", "JudgeVerdict", "grammar_schema", "ground_truth_text", "judge_messages", "judge_prompt",
+    "DIMENSIONS", "JUDGE_COLUMNS", "JUDGE_MAX_REPORT_CHARS", "JUDGE_MAX_TOKENS", "JUDGE_PHASE", "JUDGE_SYSTEM", "JUDGE_USER_TEMPLATE",
+    "JudgeResult", "JudgeSections", "JudgeVerdict", "grammar_schema", "ground_truth_text", "judge_entry", "judge_messages", "judge_prompt",
     "judge_report", "judge_spec", "report_markers", "to_unit",
 ]

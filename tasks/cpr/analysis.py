@@ -21,6 +21,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from cooplab.evals import stats  # noqa: E402
+from cooplab.evals.text import model_display_name  # noqa: E402
 from cooplab.graphs import rundir  # noqa: E402
 
 POPS = ["altruistic", "mixed", "selfish"]
@@ -28,12 +29,12 @@ ABLS = ["full", "osl", "ogd", "neither"]
 
 
 def model_label(cfg: dict[str, Any]) -> str:
+    """The model a run's societies are shown under: its readable name (``gpt-4o-mini``,
+    ``SmolLM2-135M-Instruct``, ``cautious (scripted)``), ``rule-based`` without an LLM."""
     llm = cfg.get("llm") or {}
     if not llm:
         return "rule-based"
-    base = str(llm.get("model") or "?")
-    label = base.split("/")[-1] if base.startswith("scripted:") else base
-    return label + (" (+per-agent)" if llm.get("agent_models") else "")
+    return model_display_name(llm.get("model")) + (" (+per-agent)" if llm.get("agent_models") else "")
 
 
 def load_runs(run_dirs: list[Path], with_norms: bool = True) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -156,74 +157,143 @@ def analyze(run_dirs: list[Path], out: Path) -> dict[str, Any]:
     return result
 
 
+def _caption(fig, text: str) -> None:
+    """A figure's caption under its panels: what the bars, lines, bands and markers are."""
+    import textwrap
+
+    fig.supxlabel("\n".join(textwrap.wrap(text, max(60, int(15 * fig.get_figwidth())))), fontsize=8, color="dimgrey")
+
+
+def _n_text(counts: list[int]) -> str:
+    """``n = 3 societies per bar`` or ``n = 1-5 societies per bar`` (bars with n = 1 have no error bar)."""
+    counts = [c for c in counts if c > 0]
+    if not counts:
+        return "no societies"
+    lo, hi = min(counts), max(counts)
+    text = f"n = {lo} societies per bar" if lo == hi else f"n = {lo}-{hi} societies per bar"
+    return text + ("; a bar of one society has no error bar" if lo == 1 else "")
+
+
+def _bars(ax, g: pd.DataFrame, key: str, levels: list[str]) -> tuple[float, list[int]]:
+    """Grouped bars of mean survival time (±1 s.e.m.) per ``key`` level and population; returns the
+    top of the highest bar and the number of societies behind each bar."""
+    from matplotlib.ticker import MaxNLocator
+
+    pops = [p for p in POPS if p in set(g["population"])]
+    w = 0.8 / max(len(pops), 1)
+    top, ns = 0.0, []
+    for k, pop in enumerate(pops):
+        xs = [g[(g[key] == lev) & (g.population == pop)]["survival_time"] for lev in levels]
+        means = np.array([x.mean() if len(x) else np.nan for x in xs], dtype=float)
+        sems = np.array([_sem(x) for x in xs], dtype=float)
+        ns += [len(x) for x in xs]
+        ax.bar(np.arange(len(levels)) + (k - (len(pops) - 1) / 2) * w, means, w, yerr=sems, capsize=3, label=pop)
+        if np.isfinite(means).any():
+            top = max(top, float(np.nanmax(means + sems)))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.legend(title="population", fontsize=8, title_fontsize=8)
+    return top, ns
+
+
+def survival_figure(g: pd.DataFrame, env: str, letters: dict[str, str]) -> plt.Figure:
+    """Figs. 5 and 6: mean survival time by model and population in one environment, ±1 s.e.m.,
+    with the Tukey HSD letters of the models above their bars."""
+    models = sorted(g["model"].unique())
+    fig, ax = plt.subplots(figsize=(max(5, 1.8 * len(models) + 2), 4.6), constrained_layout=True)
+    top, ns = _bars(ax, g, "model", models)
+    shown = any(letters.get(mo) for mo in models)
+    for j, mo in enumerate(models):
+        ax.text(j, top * 1.05 + 0.5, letters.get(mo, ""), ha="center", fontsize=11, weight="bold")
+    ax.set_xticks(range(len(models)), models, rotation=15)
+    ax.set(xlabel="model", ylabel="survival time T_s (rounds)", title=f"Survival by model and population, {env}", ylim=(0, top * 1.2 + 1))
+    _caption(fig, f"Bars: mean survival time over the societies of each model and population; error bars: ±1 s.e.m. over "
+                  f"those societies ({_n_text(ns)}). "
+                  + ("Letters: Tukey HSD groups of the models (models sharing a letter do not differ at the 5% level)."
+                     if shown else "No letters: the Tukey HSD across models needs two models and is estimable only with "
+                                   "varying survival times (see statistics.md)."))
+    return fig
+
+
+def ablation_figure(soc: pd.DataFrame) -> plt.Figure:
+    """Fig. 7: mean survival time by ablation and population, one panel per environment, ±1 s.e.m."""
+    envs = sorted(soc["env"].unique())
+    fig, axes = plt.subplots(1, len(envs), figsize=(6 * len(envs), 4.4), constrained_layout=True, squeeze=False)
+    ns: list[int] = []
+    for ax, env in zip(axes[0], envs):
+        g = soc[soc.env == env]
+        abls = [a for a in ABLS if a in set(g["ablation"])]
+        _, n = _bars(ax, g, "ablation", abls)
+        ns += n
+        ax.set_xticks(range(len(abls)), [a.upper() if a != "full" else "Full" for a in abls])
+        ax.set(title=f"Ablations, {env}", xlabel="condition", ylabel="survival time T_s (rounds)")
+    _caption(fig, "Bars: mean survival time over the societies of each condition and population, all models pooled; error "
+                  f"bars: ±1 s.e.m. over those societies ({_n_text(ns)}). Full: social learning and group decisions; "
+                  "OSL: only social learning; OGD: only group decisions; NEITHER: neither.")
+    return fig
+
+
+def norms_figure(norms: pd.DataFrame) -> plt.Figure:
+    """Fig. 14: each society's individual norm similarity against its alignment, at its last round."""
+    last = norms.sort_values("round").groupby(["run", "society"]).tail(1)
+    fig, ax = plt.subplots(figsize=(6, 5.3), constrained_layout=True)
+    markers = {"altruistic": "o", "mixed": "s", "selfish": "^"}
+    for (model, pop), g in last.groupby(["model", "population"]):
+        ax.scatter(g["S_ind"], g["S_align"], marker=markers.get(pop, "x"), label=f"{model} / {pop}", alpha=0.8)
+    ax.set(xlabel="individual similarity S_ind", ylabel="alignment S_align", title="Within-society norms at the end of each run")
+    ax.legend(title="model / population", fontsize=7, title_fontsize=7)
+    _caption(fig, "Each point: one society at its last round (colour and shape: model and population); S_ind: mean "
+                  "pairwise cosine similarity of the agents' norm-text embeddings; S_align: their mean cosine similarity "
+                  "to the society's common direction (the normalized sum of the embeddings).")
+    return fig
+
+
+def efficiency_figure(eff: pd.DataFrame) -> plt.Figure:
+    """Fig. 15: efficiency eta(t) per model over the rounds, one panel per environment (full
+    condition when present): the mean over the societies still running, with its 95% CI."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
+
+    envs = sorted(eff["env"].unique())
+    fig, axes = plt.subplots(1, len(envs), figsize=(6 * len(envs), 4.4), constrained_layout=True, squeeze=False)
+    for ax, env in zip(axes[0], envs):
+        g = eff[(eff.env == env) & (eff.ablation == "full")] if (eff.ablation == "full").any() else eff[eff.env == env]
+        handles = []
+        for model, gm in g.groupby("model"):
+            st = gm.groupby("round")["eta_t"].agg(["mean", "std", "count"]).reset_index()
+            half = 1.96 * st["std"].fillna(0) / np.sqrt(st["count"].clip(lower=1))
+            line = ax.plot(st["round"], st["mean"], label=model)[0]
+            ax.fill_between(st["round"], np.clip(st["mean"] - half, 0, None), st["mean"] + half, alpha=0.2, color=line.get_color(), lw=0)
+            handles.append(line)
+        ax.axhline(1.0, color="grey", ls=":", lw=1)
+        handles += [Patch(facecolor="grey", alpha=0.3, label="95% CI over running societies"),
+                    Line2D([], [], color="grey", ls=":", lw=1, label="eta = 1: harvest at the maximum sustainable yield")]
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set(title=f"Efficiency eta(t), {env}", xlabel="round t", ylabel="eta(t)")
+        ax.legend(handles=handles, fontsize=8)
+    _caption(fig, "Lines: mean efficiency eta(t) = harvest / (rK/4) over the societies of each model still running at round t "
+                  "(full condition when present); bands: 95% confidence intervals (1.96 s.e.m.) over those societies, "
+                  "none where one society runs.")
+    return fig
+
+
+def _save(fig: plt.Figure, out: Path, name: str) -> str:
+    fig.savefig(out / name, dpi=110)
+    plt.close(fig)
+    return name
+
+
 def _plots(soc, eff, norms, letters, out: Path) -> list[str]:
     made = []
     full = soc[soc["ablation"] == "full"] if (soc["ablation"] == "full").any() else soc
-    for env, g in full.groupby("env"):  # Figs. 5 and 6
-        models = sorted(g["model"].unique())
-        pops = [p for p in POPS if p in set(g["population"])]
-        fig, ax = plt.subplots(figsize=(max(5, 1.8 * len(models) + 2), 4.2), constrained_layout=True)
-        w = 0.8 / max(len(pops), 1)
-        top = 0
-        for k, pop in enumerate(pops):
-            m = [g[(g.model == mo) & (g.population == pop)]["survival_time"] for mo in models]
-            means = [x.mean() if len(x) else np.nan for x in m]
-            sems = [_sem(x) for x in m]
-            ax.bar(np.arange(len(models)) + (k - (len(pops) - 1) / 2) * w, means, w, yerr=sems, capsize=3, label=pop)
-            top = max(top, np.nanmax(np.array(means) + np.array(sems)) if len(means) else 0)
-        for j, mo in enumerate(models):
-            ax.text(j, top * 1.05 + 0.5, letters.get(env, {}).get(mo, ""), ha="center", fontsize=11, weight="bold")
-        ax.set_xticks(range(len(models)), models, rotation=15)
-        ax.set(ylabel="survival time T_s (rounds)", title=f"Survival by model and population, {env}\n(±1 s.e.m.; letters: Tukey HSD groups)", ylim=(0, top * 1.2 + 1))
-        ax.legend(fontsize=8)
-        name = f"fig5_6_survival_{env}.png"
-        fig.savefig(out / name, dpi=110)
-        plt.close(fig)
-        made.append(name)
-    if soc["ablation"].nunique() >= 2:  # Fig. 7
-        envs = sorted(soc["env"].unique())
-        fig, axes = plt.subplots(1, len(envs), figsize=(6 * len(envs), 4), constrained_layout=True, squeeze=False)
-        for ax, env in zip(axes[0], envs):
-            g = soc[soc.env == env]
-            abls = [a for a in ABLS if a in set(g["ablation"])]
-            pops = [p for p in POPS if p in set(g["population"])]
-            w = 0.8 / max(len(pops), 1)
-            for k, pop in enumerate(pops):
-                xs = [g[(g.ablation == a) & (g.population == pop)]["survival_time"] for a in abls]
-                ax.bar(np.arange(len(abls)) + (k - (len(pops) - 1) / 2) * w, [x.mean() for x in xs], w, yerr=[_sem(x) for x in xs], capsize=3, label=pop)
-            ax.set_xticks(range(len(abls)), [a.upper() if a != "full" else "Full" for a in abls])
-            ax.set(title=f"Ablations, {env}", ylabel="survival time T_s (±1 s.e.m.)")
-            ax.legend(fontsize=8)
-        fig.savefig(out / "fig7_ablations.png", dpi=110)
-        plt.close(fig)
-        made.append("fig7_ablations.png")
-    if len(norms):  # Fig. 14: final-round S_ind vs S_align per society
-        last = norms.sort_values("round").groupby(["run", "society"]).tail(1)
-        fig, ax = plt.subplots(figsize=(6, 5), constrained_layout=True)
-        markers = {"altruistic": "o", "mixed": "s", "selfish": "^"}
-        for (model, pop), g in last.groupby(["model", "population"]):
-            ax.scatter(g["S_ind"], g["S_align"], marker=markers.get(pop, "x"), label=f"{model} / {pop}", alpha=0.8)
-        ax.set(xlabel="individual similarity S_ind", ylabel="alignment S_align", title="Within-society norms at the end of each run")
-        ax.legend(fontsize=7)
-        fig.savefig(out / "fig14_norm_similarity.png", dpi=110)
-        plt.close(fig)
-        made.append("fig14_norm_similarity.png")
-    if len(eff):  # Fig. 15
-        envs = sorted(eff["env"].unique())
-        fig, axes = plt.subplots(1, len(envs), figsize=(6 * len(envs), 4), constrained_layout=True, squeeze=False)
-        for ax, env in zip(axes[0], envs):
-            g = eff[(eff.env == env) & (eff.ablation == "full")] if (eff.ablation == "full").any() else eff[eff.env == env]
-            for model, gm in g.groupby("model"):
-                st = gm.groupby("round")["eta_t"].agg(["mean", "std", "count"]).reset_index()
-                half = st["std"].fillna(0) / np.sqrt(st["count"].clip(lower=1))
-                line = ax.plot(st["round"], st["mean"], label=model)[0]
-                ax.fill_between(st["round"], st["mean"] - half, st["mean"] + half, alpha=0.2, color=line.get_color(), lw=0)
-            ax.axhline(1.0, color="grey", ls=":", lw=1)
-            ax.set(title=f"Efficiency eta(t), {env} (running societies, ±1 s.e.m.)", xlabel="round t", ylabel="eta(t)")
-            ax.legend(fontsize=8)
-        fig.savefig(out / "fig15_efficiency.png", dpi=110)
-        plt.close(fig)
-        made.append("fig15_efficiency.png")
+    for env, g in full.groupby("env"):
+        made.append(_save(survival_figure(g, env, letters.get(env, {})), out, f"fig5_6_survival_{env}.png"))
+    if soc["ablation"].nunique() >= 2:
+        made.append(_save(ablation_figure(soc), out, "fig7_ablations.png"))
+    if len(norms):
+        made.append(_save(norms_figure(norms), out, "fig14_norm_similarity.png"))
+    if len(eff):
+        made.append(_save(efficiency_figure(eff), out, "fig15_efficiency.png"))
     return made
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from cooplab.tasks.cpr.metrics import mean_sem_text  # noqa: E402
+from cooplab.evals.text import mean_sem_text  # noqa: E402
 
 
 def _band(ax, x, mean, half, label, color=None, ls="-", bounds=(-np.inf, np.inf)):
@@ -49,23 +50,114 @@ def survival_curve(Ts: np.ndarray, T: int) -> tuple[np.ndarray, np.ndarray, np.n
     return t, surv, ci
 
 
-def run_figure(rounds: pd.DataFrame, summary: dict[str, Any], outdir: Path) -> Path:
+#: the LLM run figure's norm panel: at most this many adopted norms, each cut to this many characters
+MAX_NORMS_SHOWN, MAX_NORM_CHARS = 4, 240
+#: per-agent effort lines get one legend entry each up to this many agents (then one entry for all)
+MAX_AGENTS_NAMED = 10
+
+
+def agent_efforts(decisions: pd.DataFrame) -> pd.DataFrame:
+    """Each agent's effort per round (society, agent, round, effort) from an LLM run's decisions
+    table: the harvest decisions as applied (a fallback's value where the model's answer failed).
+    Rows whose effort is missing, malformed or outside [0, 1] are left out."""
+    cols = ["society", "agent", "round", "effort"]
+    if decisions is None or not len(decisions) or not {"phase", "parsed", "society", "agent", "round"} <= set(decisions.columns):
+        return pd.DataFrame(columns=cols)
+    harvest = decisions[decisions["phase"] == "harvest"]
+
+    def effort(parsed: Any) -> float:
+        if isinstance(parsed, str):
+            try:
+                parsed = json.loads(parsed)
+            except ValueError:
+                return np.nan
+        value = parsed.get("effort") if isinstance(parsed, dict) else None
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value <= 1.0
+        return float(value) if ok else np.nan
+
+    out = harvest[["society", "agent", "round"]].assign(effort=harvest["parsed"].map(effort))
+    return out.dropna(subset=["effort"]).reset_index(drop=True)[cols]
+
+
+def norm_lines(norms: pd.DataFrame, society: int = 0, width: int = 70) -> list[str]:
+    """The adopted norms of one society as wrapped text: each change of norm with its round (the
+    last :data:`MAX_NORMS_SHOWN`, each cut to :data:`MAX_NORM_CHARS` characters, a cut ending in
+    an ellipsis)."""
+    import textwrap
+
+    if norms is None or not len(norms) or not {"society", "round", "norm"} <= set(norms.columns):
+        return ["No norm was adopted."]
+    own = norms[norms["society"] == society].sort_values("round", kind="stable")
+    changes: list[tuple[int, str]] = []
+    for rnd, text in zip(own["round"], own["norm"]):
+        text = " ".join(str(text).split()) if isinstance(text, str) else ""
+        if text and (not changes or changes[-1][1] != text):
+            changes.append((int(rnd), text))
+    if not changes:
+        return ["No norm was adopted."]
+    lines = [f"({len(changes) - MAX_NORMS_SHOWN} earlier norms not shown)"] if len(changes) > MAX_NORMS_SHOWN else []
+    for rnd, text in changes[-MAX_NORMS_SHOWN:]:
+        cut = text if len(text) <= MAX_NORM_CHARS else text[: MAX_NORM_CHARS - 1].rstrip() + "\u2026"
+        lines += textwrap.wrap(f"from round {rnd}: \u201c{cut}\u201d", width) + [""]
+    return lines[:-1] if lines[-1] == "" else lines
+
+
+def _effort_panel(ax, efforts: pd.DataFrame, society: int, societies: int) -> None:
+    """One line per agent: the effort it applied in each round (one society)."""
+    own = efforts[efforts["society"] == society]
+    agents = sorted(own["agent"].unique())
+    named = len(agents) <= MAX_AGENTS_NAMED
+    for a in agents:
+        d = own[own["agent"] == a].sort_values("round")
+        ax.plot(d["round"], d["effort"], marker="o", ms=3, lw=1.2 if named else 0.6, alpha=1.0 if named else 0.5,
+                label=f"Fisher {int(a) + 1}" if named else None)
+    if not named:
+        ax.plot([], [], color="grey", lw=0.6, label=f"one line per fisher ({len(agents)})")
+    where = f" (society {society + 1} of {societies})" if societies > 1 else ""
+    ax.set(title=f"Effort per agent{where}", xlabel="round t", ylabel="effort e_i (share of full effort)", ylim=(-0.03, 1.03))
+    if agents:
+        ax.legend(fontsize=7, ncol=2 if len(agents) > 5 and named else 1, loc="best")
+    else:
+        ax.text(0.5, 0.5, "No harvest decision was recorded.", ha="center", va="center", transform=ax.transAxes)
+
+
+def _norm_panel(ax, norms: pd.DataFrame, society: int, societies: int) -> None:
+    """The adopted norm's text, wrapped and cut, in a panel without axes."""
+    ax.axis("off")
+    where = f" (society {society + 1} of {societies})" if societies > 1 else ""
+    ax.set_title(f"Adopted group norm{where}")
+    ax.text(0.0, 1.0, "\n".join(norm_lines(norms, society)), va="top", ha="left", fontsize=8, family="serif",
+            transform=ax.transAxes, wrap=False)
+
+
+def run_figure(rounds: pd.DataFrame, summary: dict[str, Any], outdir: Path, *, efforts: pd.DataFrame | None = None,
+               norms: pd.DataFrame | None = None) -> Path:
     """``outdir/run.png``: :func:`run_figure_of` saved."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
-    fig = run_figure_of(rounds, summary)
+    fig = run_figure_of(rounds, summary, efforts=efforts, norms=norms)
     path = outdir / "run.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
 
-def run_figure_of(rounds: pd.DataFrame, summary: dict[str, Any]) -> plt.Figure:
+def run_figure_of(rounds: pd.DataFrame, summary: dict[str, Any], *, efforts: pd.DataFrame | None = None,
+                  norms: pd.DataFrame | None = None) -> plt.Figure:
     """Four panels for one run: survival curve, stock, effort and norm, compliance. Lines are
-    means over the societies still running at each round; bands their 95% confidence interval."""
+    means over the societies still running at each round; bands their 95% confidence interval.
+    An LLM run (``efforts`` from :func:`agent_efforts`, ``norms``: its norms_adopted table) gets
+    two more: each agent's effort per round and the adopted norm's text (the first society)."""
     from matplotlib.ticker import MaxNLocator
 
-    fig, axes = plt.subplots(2, 2, figsize=(10, 7.4), constrained_layout=True)
+    llm = efforts is not None or norms is not None
+    fig, grid = plt.subplots(3 if llm else 2, 2, figsize=(10, 10.6 if llm else 7.4), constrained_layout=True,
+                             gridspec_kw={"height_ratios": [1, 1, 0.9] if llm else [1, 1]})
+    axes = grid[:2]
+    if llm:
+        societies = int(summary.get("replicates") or 1)
+        _effort_panel(grid[2, 0], efforts if efforts is not None else agent_efforts(None), 0, societies)
+        _norm_panel(grid[2, 1], norms, 0, societies)
     Ts = np.asarray(summary["survival_time"]["values"])
     n = len(Ts)
     T = int(rounds["round"].max()) if len(rounds) else 1
@@ -90,7 +182,7 @@ def run_figure_of(rounds: pd.DataFrame, summary: dict[str, Any]) -> plt.Figure:
                                ls="--", bounds=bounds))
             ax2.set_ylabel("group norm G (fish)", color="tab:red")
         _band_legend(ax, lines, ci_label, loc="best")
-    for ax in axes.flat:
+    for ax in grid.flat:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.suptitle(
         f"CPR {summary.get('env')} / {summary.get('population')} / {summary.get('ablation')}: "
@@ -103,26 +195,48 @@ def run_figure_of(rounds: pd.DataFrame, summary: dict[str, Any]) -> plt.Figure:
 
 
 def fig2(ts: pd.DataFrame, surv: pd.DataFrame, off_round: int, path: Path) -> Path:
-    """Fig. 2 analog: punishment disabled at t = off_round vs kept, for each beta."""
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), constrained_layout=True)
-    colors = {}
+    """``path``: :func:`fig2_of` saved."""
+    fig = fig2_of(ts, surv, off_round)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def fig2_of(ts: pd.DataFrame, surv: pd.DataFrame, off_round: int) -> plt.Figure:
+    """Fig. 2 analog: punishment disabled at t = off_round vs kept, for each beta. Shares (running
+    societies, compliance) keep their bands in [0, 1]; the legend names every line style, the
+    bands and the dotted switch-off line."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4), constrained_layout=True)
+    colors: dict[float, str] = {}
+    share = (0.0, 1.0)
     for (beta, off), grp in surv.groupby(["beta", "punishment_off"]):
         c = colors.setdefault(beta, f"C{len(colors)}")
         ls = "--" if off else "-"
         lab = f"beta = {beta:g}, " + (f"off at t = {off_round}" if off else "always on")
-        _band(axes[0], grp["round"], grp["share"], grp["ci95"], lab, color=c, ls=ls)
-    axes[0].set(title="Societies still running", xlabel="round t", ylabel="share")
-    for ax, metric, title in ((axes[1], "R", "Resource stock R(t)"), (axes[2], "compliance", "Cooperation: share with h_i <= G")):
+        _band(axes[0], grp["round"], grp["share"], grp["ci95"], lab, color=c, ls=ls, bounds=share)
+    axes[0].set(title="Societies still running", xlabel="round t", ylabel="share of societies")
+    panels = ((axes[1], "R", "Resource stock R(t)", "stock R (fish)", (0.0, np.inf)),
+              (axes[2], "compliance", "Cooperation: share with h_i <= G", "share of agents", share))
+    for ax, metric, title, ylabel, bounds in panels:
         for (beta, off), grp in ts[ts["metric"] == metric].groupby(["beta", "punishment_off"]):
-            _band(ax, grp["round"], grp["mean"], grp["ci95"], None, color=colors[beta], ls="--" if off else "-")
-        ax.set(title=title + " (running societies)", xlabel="round t")
+            _band(ax, grp["round"], grp["mean"], grp["ci95"], None, color=colors.get(beta, "grey"), ls="--" if off else "-",
+                  bounds=bounds)
+        ax.set(title=title + " (running societies)", xlabel="round t", ylabel=ylabel)
     for ax in axes:
         ax.axvline(off_round, color="grey", lw=0.8, ls=":")
-    axes[0].legend(fontsize=8)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    handles, _ = axes[0].get_legend_handles_labels()
+    handles += [Patch(facecolor="grey", alpha=0.3, label="95% CI over societies"),
+                Line2D([], [], color="grey", lw=0.8, ls=":", label=f"t = {off_round}: punishment switched off")]
+    axes[0].legend(handles=handles, fontsize=8)
     fig.suptitle("Punishment disabled at t = %d (dashed) vs kept (solid); mean and 95%% CI" % off_round)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    fig.supxlabel("Colours as in the left legend (one per beta). Lines: the running share (left), and means over the societies "
+                  "still running (middle, right); bands: 95% confidence intervals over those societies.", fontsize=8, color="dimgrey")
+    return fig
 
 
 def fig3(grid: pd.DataFrame, path: Path) -> Path:

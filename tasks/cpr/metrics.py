@@ -46,20 +46,3 @@ def agents_frame(state: dict[str, Any]) -> pd.DataFrame:
             "wealth": state["P"].ravel(),
         }
     )
-
-
-def mean_sem_text(stat: dict[str, Any] | None, digits: int) -> str:
-    """``mean ± s.e.m.`` of a summary statistic, for reports and figure titles; the s.e.m. is left
-    out where there is none (one society: NaN, or null once read back from JSON)."""
-    stat = stat or {}
-    mean, sem = stat.get("mean"), stat.get("sem")
-    if not isinstance(mean, (int, float)) or not np.isfinite(mean):
-        return "n/a"
-    text = f"{mean:.{digits}f}"
-    return text + (f" ± {sem:.{digits}f}" if isinstance(sem, (int, float)) and np.isfinite(sem) else "")
-
-
-def counts_text(counts: dict[str, Any] | None) -> str:
-    """``a 3, b 0`` for a mapping of labels to counts (never a Python repr)."""
-    return ", ".join(f"{k} {v}" for k, v in (counts or {}).items()) or "none"
-

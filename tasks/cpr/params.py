@@ -64,7 +64,7 @@ class CPRParams(BaseModel):
     gamma: float = _f(7.2, "cost paid by a punisher", "chosen, calibrated (docs/cpr.md): fee:fine about 3:4 at beta = 10; v1: 1.0, a tenth of beta", ge=0)
     punishment: bool = _f(True, "punishment phase on/off", "paper §4.1 (a)")
     punish_off_round: int | None = _f(
-        None, "from this round on punishment is disabled (None: never)", "paper Fig. 2 disables it at t = 15", ge=1, le=MAX_ROUNDS
+        None, "from this round on punishment is disabled (none: never)", "paper Fig. 2 disables it at t = 15", ge=1, le=MAX_ROUNDS
     )
     # --- social learning (§3.1.3) ---------------------------------------------------------
     social_learning: bool = _f(True, "payoff-biased imitation on/off", "paper §4.2.5 ablations")

@@ -20,7 +20,7 @@ import pandas as pd
 from cooplab.evals.metrics import summarize
 from cooplab.graphs import rundir
 from cooplab.tasks.cpr import metrics as cpr_metrics
-from cooplab.tasks.cpr.metrics import counts_text, mean_sem_text
+from cooplab.evals.text import counts_text, mean_sem_text
 from cooplab.graphs.rng import phase_rng
 from cooplab.graphs.task import RunInfo, Task, TaskConfigError
 from cooplab.tasks.cpr import phases as ph
@@ -247,14 +247,23 @@ class CPRTask(Task):
         from cooplab.tasks.cpr.figures import run_figure
 
         rounds = rundir.read_table(run.out, "rounds")
-        if len(rounds):
-            run_figure(rounds, dict(summary), run.out / "figures")
+        if not len(rounds):
+            return
+        extra: dict[str, Any] = {}
+        if run.llm:  # what only an LLM run has: each agent's effort and the adopted norms' text
+            from cooplab.tasks.cpr.figures import agent_efforts
+
+            extra["efforts"] = agent_efforts(_table_or_none(run.out, "decisions"))
+            extra["norms"] = _table_or_none(run.out, "norms_adopted")
+        run_figure(rounds, dict(summary), run.out / "figures", **extra)
 
     def report(self, summary: Mapping[str, Any]) -> list[str]:
         st, ef = summary["survival_time"], summary["efficiency"]
 
-        return [f"survival time T_s = {mean_sem_text(st, 2)} (s.e.m.), efficiency eta = {mean_sem_text(ef, 3)}, "
-                f"n = {st['n']} societies; collapse causes: {counts_text(summary['collapse'])}",
+        n = st.get("n", 0)
+        how = " (mean ± s.e.m. over societies)" if n > 1 else ""
+        return [f"survival time T_s = {mean_sem_text(st, 2)}, efficiency eta = {mean_sem_text(ef, 3)}{how}, "
+                f"n = {n} {'society' if n == 1 else 'societies'}; collapse causes: {counts_text(summary['collapse'])}",
                 "tables: summary.json, rounds.*, agents.*, figures/run.png"]
 
     def analyze_sweep(self, cells: list[dict[str, Any]], out: Path, *, analysis_out: Path | None = None) -> dict[str, Any]:
@@ -269,3 +278,11 @@ class CPRTask(Task):
 
 
 TASK = CPRTask()
+
+
+def _table_or_none(out: Path, stem: str) -> pd.DataFrame | None:
+    """A table of the run directory, or None when the run did not write it (no decisions, no norm)."""
+    try:
+        return rundir.read_table(out, stem)
+    except rundir.RunDirError:
+        return None

@@ -43,7 +43,22 @@ def share_stats(counts: pd.DataFrame, by: list[str] | None = None) -> pd.DataFra
     return out
 
 
-def _panel(ax, st: pd.DataFrame, title: str, bands: bool = True) -> None:
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _panel(ax, st: pd.DataFrame, title: str, bands: bool = True) -> bool:
+    """One panel: the mean share of each strategy per iteration; with more than one replicate, a
+    band of ±1 s.d. and dotted 5th and 95th percentiles over the replicates. Returns whether it
+    drew bands. Iterations are whole numbers on the x axis."""
+    from matplotlib.ticker import MaxNLocator
+
+    drew = False
     for name in dm.STRATEGIES:
         d = st[st["strategy"] == name].sort_values("iteration")
         if not len(d) or (d["mean"].max() == 0 and d["q95"].max() == 0):
@@ -51,51 +66,71 @@ def _panel(ax, st: pd.DataFrame, title: str, bands: bool = True) -> None:
         x = d["iteration"].to_numpy()
         ax.plot(x, 100 * d["mean"], marker="o", ms=3, color=COLORS[name], label=f"{name} ({dm.STRATEGY_NAMES[name]})")
         if bands and d["n"].max() > 1:
+            drew = True
             ax.fill_between(x, 100 * np.clip(d["mean"] - d["sd"], 0, 1), 100 * np.clip(d["mean"] + d["sd"], 0, 1),
                             color=COLORS[name], alpha=0.15, lw=0)
             ax.plot(x, 100 * d["q05"], color=COLORS[name], lw=0.6, ls=":")
             ax.plot(x, 100 * d["q95"], color=COLORS[name], lw=0.6, ls=":")
     ax.set_title(title, fontsize=9)
     ax.set_xlabel("iteration")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylim(-2, 102)
     ax.grid(alpha=0.3)
+    return drew
+
+
+def _legend(ax, bands: bool, **kw) -> None:
+    """The strategies' lines, and (when drawn) what the band and the dotted lines are."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles, _ = ax.get_legend_handles_labels()
+    if bands:
+        handles += [Patch(facecolor="grey", alpha=0.3, label="band: mean ± 1 s.d. over replicates"),
+                    Line2D([], [], color="grey", lw=0.6, ls=":", label="dotted: 5th and 95th percentiles over replicates")]
+    ax.legend(handles=handles, fontsize=7, **kw)
+
+
+def combination_figure_of(st: pd.DataFrame, comb: int, suptitle: str):
+    """Figs. 9 and 10: one panel per punishment setting of one initial combination."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), sharey=True)
+    bands = False
+    for ax, pk in zip(axes, PK_ORDER):
+        bands |= _panel(ax, st[(st["combination"] == comb) & (st["pk"] == pk)], PK_TITLE[pk])
+    axes[0].set_ylabel("% of agents")
+    _legend(axes[-1], bands, loc="center right")
+    fig.suptitle(suptitle, fontsize=10)
+    fig.tight_layout()
+    return fig
 
 
 def combination_figure(st: pd.DataFrame, comb: int, path: Path, suptitle: str) -> Path:
-    import matplotlib
+    return _save(combination_figure_of(st, comb, suptitle), path)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), sharey=True)
-    for ax, pk in zip(axes, PK_ORDER):
-        _panel(ax, st[(st["combination"] == comb) & (st["pk"] == pk)], PK_TITLE[pk])
-    axes[0].set_ylabel("% of agents")
-    axes[-1].legend(fontsize=7, loc="center right")
-    fig.suptitle(suptitle, fontsize=10)
+def run_figure_of(counts: pd.DataFrame, summary: dict[str, Any]):
+    """One run's strategy shares per iteration (mean over its replicates)."""
+    plt = _plt()
+    st = share_stats(counts)
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    pk = summary.get("pk") or f"{summary.get('p')}:{summary.get('k')}"
+    reps = summary.get("replicates")
+    bands = _panel(ax, st, f"{summary.get('agents')} agents, p:k {pk}, {reps} replicate{'' if reps == 1 else 's'}")
+    ax.set_ylabel("% of agents")
+    _legend(ax, bands)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig
 
 
 def run_figure(counts: pd.DataFrame, summary: dict[str, Any], outdir: Path) -> Path:
-    """One run's strategy shares per iteration (mean over its replicates)."""
-    import matplotlib
+    """``outdir/run.png``: :func:`run_figure_of` saved."""
+    return _save(run_figure_of(counts, summary), Path(outdir) / "run.png")
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    st = share_stats(counts)
-    fig, ax = plt.subplots(figsize=(6, 3.8))
-    pk = summary.get("pk") or f"{summary.get('p')}:{summary.get('k')}"
-    _panel(ax, st, f"{summary.get('agents')} agents, p:k {pk}, {summary.get('replicates')} replicate(s)")
-    ax.set_ylabel("% of agents")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    outdir.mkdir(parents=True, exist_ok=True)
-    path = outdir / "run.png"
+def _save(fig, path: Path) -> Path:
+    plt = _plt()
+    path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

@@ -23,11 +23,14 @@ def _plt():
     return plt
 
 
-def run_figure(rounds: pd.DataFrame, convergence: pd.DataFrame, summary: Mapping[str, Any], path: Path) -> Path:
-    """Left: the primary metric per round (mean over simulations, 95% band of the per-simulation
-    values' mean), with the Nash and Pareto references. Right: the bootstrap convergence of the
-    run's metric (mean absolute error against the number of simulations, +-1 s.d., 95th percentile)."""
+def run_figure_of(rounds: pd.DataFrame, convergence: pd.DataFrame, summary: Mapping[str, Any]):
+    """Left: the primary metric per round (mean over simulations, with its 95% CI over the
+    simulations), with the Nash and Pareto references. Right: the bootstrap convergence of the
+    run's metric (mean absolute error against the number of simulations, ±1 s.d. over the
+    resamples, 95th percentile). Every line and band has a legend entry."""
     plt = _plt()
+    from matplotlib.ticker import MaxNLocator
+
     game = summary["game"]
     m = summary["metric"]
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 3.8))
@@ -35,24 +38,32 @@ def run_figure(rounds: pd.DataFrame, convergence: pd.DataFrame, summary: Mapping
         g = rounds.groupby("round")["metric"]
         mean, sd, n = g.mean(), g.std(ddof=1).fillna(0.0), g.count()
         half = 1.96 * sd / np.sqrt(n)
-        ax.plot(mean.index, mean.values, marker="o", color="tab:blue", label=f"{summary['players']} players")
-        ax.fill_between(mean.index, mean - half, mean + half, color="tab:blue", alpha=0.2, lw=0)
+        ax.plot(mean.index, mean.values, marker="o", color="tab:blue", label=f"mean over simulations ({summary['players']} players)")
+        if int(n.max()) > 1:
+            ax.fill_between(mean.index, mean - half, mean + half, color="tab:blue", alpha=0.2, lw=0, label="95% CI over simulations")
     ax.axhline(m["nash"], color="tab:red", ls="--", lw=1, label=f"Nash ({m['nash']:g})")
     basis = m.get("pareto_basis")
     ax.axhline(m["pareto"], color="tab:green", ls="--", lw=1,
                label=f"Pareto ({m['pareto']:g}" + (f"; {basis})" if basis and basis != "derived" else ")"))
     ax.set_xlabel("round")
-    from matplotlib.ticker import MaxNLocator
-
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel(f"mean {METRIC_LABEL[game]}")
     sizes = "+".join(str(k) for k in summary["group_sizes"])
     ax.set_title(f"{game}: {sizes} players, {summary['simulations']} simulations", fontsize=9)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
-    _convergence_panel(bx, convergence, "C0", f"{game}")
+    _convergence_panel(bx, convergence, "C0", "mean absolute error")
+    if len(convergence):
+        bx.legend(fontsize=7)
     bx.set_title("bootstrap convergence (App. D, 200 resamples)", fontsize=9)
     fig.tight_layout()
+    return fig
+
+
+def run_figure(rounds: pd.DataFrame, convergence: pd.DataFrame, summary: Mapping[str, Any], path: Path) -> Path:
+    """``path``: :func:`run_figure_of` saved."""
+    plt = _plt()
+    fig = run_figure_of(rounds, convergence, summary)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -60,13 +71,19 @@ def run_figure(rounds: pd.DataFrame, convergence: pd.DataFrame, summary: Mapping
 
 
 def _convergence_panel(ax, cv: pd.DataFrame, color: str, label: str, column: str = "mae") -> None:
+    """The error of the metric's estimate against the simulations used: for ``mae``, with a band of
+    ±1 s.d. and a dashed 95th percentile over the bootstrap resamples (each with its legend label)."""
+    from matplotlib.ticker import MaxNLocator
+
     if not len(cv):
         return
     ax.plot(cv["n"], cv[column], color=color, label=label)
     if column == "mae":
-        ax.fill_between(cv["n"], np.maximum(cv["mae"] - cv["sd"], 0), cv["mae"] + cv["sd"], color=color, alpha=0.2, lw=0)
-        ax.plot(cv["n"], cv["p95"], color=color, ls="--", lw=0.8)
+        ax.fill_between(cv["n"], np.maximum(cv["mae"] - cv["sd"], 0), cv["mae"] + cv["sd"], color=color, alpha=0.2, lw=0,
+                        label="±1 s.d. over resamples")
+        ax.plot(cv["n"], cv["p95"], color=color, ls="--", lw=0.8, label="95th percentile over resamples")
     ax.set_xlabel("simulations used")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("mean absolute error" if column == "mae" else "MAE / s.d. of the full data")
     ax.grid(alpha=0.3)
 
@@ -89,7 +106,9 @@ def convergence_figure(per_game: Mapping[str, Any], path: Path, *, resamples: in
     agg = pd.DataFrame([{"n": n, "mae": float(np.concatenate(e).mean()), "sd": float(np.concatenate(e).std(ddof=1)),
                          "p95": float(np.percentile(np.concatenate(e), 95))} for n, e in sorted(pooled.items()) if len(e) == len(per_game)])
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 3.8))
-    _convergence_panel(ax, agg, "black", "all games")
+    _convergence_panel(ax, agg, "black", "all games: mean absolute error")
+    if len(agg):
+        ax.legend(fontsize=7)
     ax.set_title(f"all games ({len(per_game)}): mean absolute error", fontsize=9)
     for k, (game, cv) in enumerate(table.groupby("game", sort=False)):
         if cv["mae_sd_units"].notna().any():
@@ -198,6 +217,18 @@ def reference_caption(profiles: Sequence[Mapping[str, Any]]) -> str:
 
 def profile_figure(profiles: Sequence[Mapping[str, Any]], path: Path, labels: Sequence[str] | None = None,
                    info: Mapping[str, Mapping[str, Any]] | None = None) -> Path:
+    """``path``: :func:`profile_figure_of` saved."""
+    plt = _plt()
+    fig = profile_figure_of(profiles, labels, info)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def profile_figure_of(profiles: Sequence[Mapping[str, Any]], labels: Sequence[str] | None = None,
+                      info: Mapping[str, Mapping[str, Any]] | None = None):
     """The paper's Figure 2 for one or more profiles: one panel per game, the profiles along the x
     axis, the primary metric on the y axis with its 95% interval, the Nash (red) and Pareto (green)
     references as dashed lines (labelled with their values; the caption lists them) and the range
@@ -218,7 +249,7 @@ def profile_figure(profiles: Sequence[Mapping[str, Any]], path: Path, labels: Se
     legend_cols = max(2, min(6, int(width // 4.5)))
     legend_rows = math.ceil((len(enc["legend"]) + 1) / legend_cols) if info is not None else 1
     fig, axes = plt.subplots(nrow, ncol, figsize=(width, 3.3 * nrow + 0.22 * legend_rows + 0.8), squeeze=False)
-    excluded_any = False
+    excluded_any = missing_any = False
     for k, game in enumerate(games):
         ax = axes[k // ncol][k % ncol]
         entries = [profiles[pt["index"]]["games"].get(game) for pt in points]
@@ -226,12 +257,14 @@ def profile_figure(profiles: Sequence[Mapping[str, Any]], path: Path, labels: Se
         first = next(e for e in entries if e is not None)
         for r, (nash, pareto, basis) in enumerate(refs):
             ls = ("--", ":", "-.")[r % 3]
-            ax.axhspan(min(nash, pareto), max(nash, pareto), color="0.92", zorder=0)
+            ax.axhspan(min(nash, pareto), max(nash, pareto), color="0.92", zorder=0,
+                       label="between Nash and Pareto" if r == 0 else None)
             ax.axhline(nash, color="tab:red", ls=ls, lw=1.2, label=f"Nash {nash:g}")
             ax.axhline(pareto, color="tab:green", ls=ls, lw=1.2, label=f"Pareto {pareto:g}" + (f" ({basis})" if basis != "derived" else ""))
         for x, (pt, e) in enumerate(zip(points, entries)):
             if e is None or e["metric"].get("mean") is None:
                 ax.plot([x], [0], marker="x", color="0.6", ls="none")
+                missing_any = True
                 continue
             m = e["metric"]
             ci = m.get("ci95")
@@ -256,15 +289,13 @@ def profile_figure(profiles: Sequence[Mapping[str, Any]], path: Path, labels: Se
     if excluded_any:
         handles.append(Line2D([], [], ls="none", marker="o", ms=7, color="0.6", mfc="none",
                               label="hollow grey: game left out of that profile (fallback share above max_fallback)"))
-    if info is not None or excluded_any:
+    if missing_any:
+        handles.append(Line2D([], [], ls="none", marker="x", ms=7, color="0.6", label="grey x at 0: no result of that game in that profile"))
+    if info is not None or excluded_any or missing_any:
         fig.legend(handles=handles, loc="lower center", ncol=legend_cols, fontsize=7, frameon=False)
     caption = "\n".join(["Cooperative profile: primary metric per game (point: mean over simulations; bar: 95% CI)",
                           *textwrap.wrap(reference_caption(profiles), 150)])
     fig.suptitle(caption, fontsize=8)
-    bottom = (0.22 * legend_rows + 0.3) / fig.get_figheight() if (info is not None or excluded_any) else 0.0
+    bottom = (0.22 * legend_rows + 0.3) / fig.get_figheight() if (info is not None or excluded_any or missing_any) else 0.0
     fig.tight_layout(rect=(0, bottom, 1, 0.94))
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return fig

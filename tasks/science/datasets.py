@@ -484,9 +484,9 @@ def _anomaly(rng: np.random.Generator, size: str, data_path: Path) -> dict[str, 
         _fact("n_collective_anomalies", "number", n_col, ["collective anomal", "collective"],
               f"There are {n_col} collective anomalies (runs of 30-60 offset steps).", tolerance=0),
         _fact("anomalous_sensors", "set", involved, ["sensor", "anomal"],
-              "The anomalies occur on sensors " + ", ".join(involved) + "."),
+              "The anomalies occur on sensors " + ", ".join(involved) + ".", universe=list(names)),
         _fact("collective_sensors", "set", coll_sensors, ["collective", "sensor"],
-              "The collective anomalies occur on " + ", ".join(coll_sensors) + "."),
+              "The collective anomalies occur on " + ", ".join(coll_sensors) + ".", universe=list(names)),
     ]
     details = {
         "sensors": names,

@@ -22,6 +22,7 @@ import csv
 import io
 import json
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
@@ -123,16 +124,52 @@ def read_table(path: Path | str) -> tuple[Any, dict[str, Any]]:
     return df, info
 
 
-def inspect_datasets(paths: Sequence[Path | str]) -> list[dict[str, Any]]:
-    """Read every input (checked before a run starts) and return their infos; stems must differ."""
+def inspect_datasets(paths: Sequence[Path | str], *, columns: list[str] | None = None) -> list[dict[str, Any]]:
+    """Read every input (checked before a run starts) and return their infos; stems must differ.
+    ``columns``: a list that gets every input's column names (the candidates of a keywords fact)."""
     if not paths:
         raise OwnDataError("give at least one --dataset")
-    infos = [read_table(p)[1] for p in paths]
+    infos = []
+    for p in paths:
+        df, info = read_table(p)
+        infos.append(info)
+        if columns is not None:
+            columns.extend(str(c) for c in df.columns)
     stems = [i["stem"] for i in infos]
     dup = next((s for s in stems if stems.count(s) > 1), None)
     if dup is not None:
         raise OwnDataError(f"two datasets have the file stem {dup!r}; the frames are keyed by stem, so rename one")
     return infos
+
+
+#: a keywords fact gets the data's columns as its candidates only up to this many columns
+MAX_UNIVERSE = 500
+
+
+def _words(text: str) -> str:
+    return " " + " ".join(re.findall(r"[^\W_]+", text.lower())) + " "
+
+
+def with_candidates(facts: list[dict[str, Any]], columns: Sequence[str]) -> list[dict[str, Any]]:
+    """``facts`` with every keywords (set) fact given the data's other columns as its
+    ``universe``: a column the report names in the fact's context that is not a keyword then
+    counts against the fact, and a list of every column is an enumeration, not a finding. A column
+    whose words contain a keyword's, or are contained in them (``rainfall_mm`` for ``rainfall``),
+    or are in the fact's context (``yield`` in "drivers of yield") is no candidate against it;
+    with more than :data:`MAX_UNIVERSE` columns no universe is set."""
+    names = list(dict.fromkeys(c for c in columns if c.strip()))
+    if len(names) > MAX_UNIVERSE:
+        return facts
+    out = []
+    for f in facts:
+        if f["kind"] == "set" and "universe" not in f:
+            keys = [_words(k) for k in f["value"]]
+            context = " ".join(_words(c) for c in f["context"])
+            others = [c for c in names if _words(c) not in context and not any(k in _words(c) or _words(c) in k for k in keys)]
+            if others:
+                f = {**f, "universe": others}
+        out.append(f)
+    return out
 
 
 def write_canonical(infos: list[dict[str, Any]], d: Path) -> Path:
@@ -319,13 +356,16 @@ def custom_section(datasets: Sequence[Path | str], task: str, truth: Any = None)
     ``truth`` (None, a truth dict ``{"facts": [...]}``, or a path to a truth JSON file)."""
     if not isinstance(task, str) or not task.strip():
         raise OwnDataError("the task description must be non-empty text")
-    infos = inspect_datasets(list(datasets))
+    columns: list[str] = []
+    infos = inspect_datasets(list(datasets), columns=columns)
     if truth is None:
         facts = None
     elif isinstance(truth, (str, Path)):
         facts = read_truth(truth)
     else:
         facts = parse_truth(truth)
+    if facts is not None:
+        facts = with_candidates(facts, columns)
     return {"task": task.strip()[:MAX_TASK_CHARS], "datasets": infos, "facts": facts}
 
 
@@ -336,11 +376,12 @@ def custom_config(datasets: Sequence[Path | str], task: str, truth: Any = None, 
     from cooplab.tasks.science.task import TASK, custom_team_model
 
     from cooplab.agents.settings import LLMSettings
+    from cooplab.tasks.science.defaults import MAX_TOKENS
 
     P = ScienceParams(team=team, **params)
     cfg = TASK.default_config()
     cfg.update(seed=seed, params={**P.model_dump(mode="json"), "judge": None, "custom": custom_section(datasets, task, truth)})
     cfg["sandbox"] = {"backend": backend, "timeout": 30.0, "rate": 0.0}
-    settings = LLMSettings.from_file({"max_tokens": 256, **(llm or {})}, "llm")
+    settings = LLMSettings.from_file({"max_tokens": MAX_TOKENS, **(llm or {})}, "llm")
     cfg["llm"] = settings.model_copy(update={"model": custom_team_model(team) or settings.model}).checked().model_dump(mode="json")
     return cfg

@@ -22,12 +22,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from cooplab.evals.text import counts_text, number_text
 from cooplab.graphs import rundir
 from cooplab.graphs.rundir import TRACES_FILE
 from cooplab.graphs.task import RunInfo, Task, TaskConfigError, first_error
 from cooplab.limits import sha256_file
 from cooplab.tasks.science import datasets as dsets
 from cooplab.tasks.science import scripted  # noqa: F401 - registers the built-in scripted teams (and the bench's answers team)
+from cooplab.tasks.science.defaults import MAX_TOKENS
 from cooplab.tasks.science.params import ScienceParams
 from cooplab.tasks.science.roles import ARTIFACT, TEAMS, pipeline_roles
 from cooplab.tasks.science.team import ScienceState, TeamGraph, artifacts_of, init_state
@@ -143,6 +145,8 @@ class ScienceTask(Task):
     agent_kinds = ("llm",)
     uses_sandbox = True
     sweep_columns = ("scores.completeness", "scores.quality", "scores.accuracy", "ledger.cost_usd_float")
+    sweep_seeds = (0, 1, 2, 3, 4)  # five simulations per condition, as in the paper's sweep (§4.1.1)
+    default_max_tokens = MAX_TOKENS
 
     def params(self, config: Mapping[str, Any]) -> ScienceParams:
         raw = config.get("params")
@@ -353,6 +357,7 @@ class ScienceTask(Task):
         import pandas as pd
 
         from cooplab.evals.science_scoring import heuristic_score
+        from cooplab.tasks.science.explore import artifact_index
 
         P = self.params(config)
         out = run.out
@@ -362,6 +367,7 @@ class ScienceTask(Task):
         for name, versions in arts.items():
             for a in versions:
                 (adir / f"{name}.v{a['version']}.md").write_text(a["content"], encoding="utf-8")
+        rundir.write_json(adir / "index.json", artifact_index(arts))
         for stem in ("messages", "requests", "routing", "completions"):
             with open(out / f"{stem}.jsonl", "w", encoding="utf-8") as f:
                 for row in final.get(stem) or []:
@@ -423,6 +429,12 @@ class ScienceTask(Task):
 
         write_report(run.out, summary)
 
+    def explore(self, run: Any, query: Mapping[str, str]) -> list[Any]:
+        """The science run's page in the explorer (:func:`cooplab.tasks.science.explore.sections`)."""
+        from cooplab.tasks.science.explore import sections
+
+        return sections(Path(run.out), query)
+
     def report(self, summary: Mapping[str, Any]) -> list[str]:
         s = summary.get("scores") or {}
         who = ("solo analyst" if summary.get("pipeline") == "solo"
@@ -434,7 +446,7 @@ class ScienceTask(Task):
         lines = [head, f"scores (heuristic, 0-1): completeness {s.get('completeness', 0):.2f}, quality {s.get('quality', 0):.2f}, "
                        f"accuracy {acc} (scored: {summary.get('scored')})",
                  f"team passes: {', '.join(summary.get('passes') or []) or 'none'}; requests {summary.get('requests', 0)} "
-                 f"({summary.get('requests_refused', 0)} refused); tool loops {summary.get('tool_loops', 0)} {summary.get('loop_stops')}"]
+                 f"({summary.get('requests_refused', 0)} refused); tool loops {summary.get('tool_loops', 0)} (stops: {counts_text(summary.get('loop_stops'))})"]
         cost = summary.get("cost_by_team_usd") or {}
         if cost:
             lines.append("cost by team: " + ", ".join(f"{t} ${v:.4f}" for t, v in cost.items()))
@@ -442,7 +454,8 @@ class ScienceTask(Task):
         if isinstance(judged, Mapping):
             cap = judged.get("budget_usd")
             outcome = (f"error: {judged['error']}" if judged.get("error") else
-                       f"completeness {judged.get('completeness')}, quality {judged.get('quality')}, accuracy {judged.get('accuracy')}")
+                       f"completeness {number_text(judged.get('completeness'))}, quality {number_text(judged.get('quality'))}, "
+                       f"accuracy {number_text(judged.get('accuracy'), missing='not scored (no truth)')}")
             lines.append(f"judge {judged.get('judge')}: {outcome}; cost ${float(judged.get('cost_usd') or 0):.4f}"
                          f"{'' if cap is None else f' of its ${float(cap):.4f} budget'}")
         lines.append("files: dataset/, artifacts/, scores.json, report.html, messages.jsonl, requests.jsonl, tool_loops.*, ledger.*, "
@@ -450,11 +463,16 @@ class ScienceTask(Task):
         return lines
 
     def analyze_sweep(self, cells: list[dict[str, Any]], out: Path, *, analysis_out: Path | None = None) -> dict[str, Any]:
-        """``OUT/scores.csv`` (one row per finished run: its condition, seed, status, the three scores
-        and the cost) and ``OUT/conditions.csv`` (their means per condition), which ``cooplab analyze
-        science`` reads. A run's condition is its cell name without the seed; the model, task, budget,
-        visibility, team size and prompt come from the run's own config.json."""
+        """``OUT/scores.csv`` (one row per finished run: its condition, seed, status, both scorers'
+        scores and the cost) and ``OUT/conditions.csv`` (their means per condition), which
+        ``cooplab analyze science`` reads. ``completeness``, ``quality`` and ``accuracy`` are the
+        heuristic scorer's (as before); ``judge`` names the LLM judge whose scores are in
+        ``judge_completeness``, ``judge_quality`` and ``judge_accuracy`` (:func:`_judge_row`; empty
+        for a run no judge scored). A run's condition is its cell name without the seed; the
+        model, task, budget, visibility, team size and prompt come from the run's own config.json."""
         import pandas as pd
+
+        from cooplab.evals.science_scoring import JUDGE_COLUMNS
 
         dest = Path(analysis_out) if analysis_out is not None else Path(out)
         rows = []
@@ -465,18 +483,35 @@ class ScienceTask(Task):
             rows.append({"condition": d.name.rsplit("__s", 1)[0], "model": llm.get("model"), "task": P.get("task"),
                          "budget": llm.get("budget"), "visibility": P.get("visibility"), "team_size": P.get("team_size"),
                          "prompt": P.get("prompt"), "seed": config.get("seed"), "status": summary.get("status"),
-                         **(summary.get("scores") or {}), "cost_usd": (summary.get("ledger") or {}).get("cost_usd_float"),
-                         "run_dir": str(d)})
+                         **(summary.get("scores") or {}), **_judge_row(d, config, summary),
+                         "cost_usd": (summary.get("ledger") or {}).get("cost_usd_float"), "run_dir": str(d)})
         df = pd.DataFrame(rows)
         dest.mkdir(parents=True, exist_ok=True)
         df.to_csv(dest / "scores.csv", index=False)
-        for col in ("completeness", "quality", "accuracy", "cost_usd"):  # a score not scored is null: left out of the mean
+        means = ["completeness", "quality", "accuracy", *JUDGE_COLUMNS.values(), "cost_usd"]
+        for col in means:  # a score not scored is null: left out of the mean
             df[col] = pd.to_numeric(df[col], errors="coerce") if col in df else float("nan")
         keys = ["condition", "model", "task", "budget", "visibility", "team_size", "prompt"]
-        agg = df.groupby(keys, dropna=False).agg(runs=("seed", "size"), completeness=("completeness", "mean"), quality=("quality", "mean"),
-                                                 accuracy=("accuracy", "mean"), cost_usd=("cost_usd", "mean")).reset_index()
+        agg = df.groupby(keys, dropna=False).agg(runs=("seed", "size"), **{col: (col, "mean") for col in means}).reset_index()
         agg.to_csv(dest / "conditions.csv", index=False)
         return {"scores_csv": str(dest / "scores.csv"), "conditions_csv": str(dest / "conditions.csv")}
+
+
+def _judge_row(d: Path, config: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's judge columns in scores.csv: the scores in its scores.json of the judge its config
+    names (else of the last judge that scored it, e.g. with ``cooplab science score``), or empty
+    ones (with the judge's one-line error from summary.json when it failed)."""
+    from cooplab.evals.science_scoring import JUDGE_COLUMNS, judge_entry
+
+    configured = _judge(config)
+    name = configured["model"] if configured else None
+    scores = rundir.read_json(d / "scores.json") if (d / "scores.json").is_file() else {}
+    entry = judge_entry(scores, name)
+    failed = summary.get("judge") if isinstance(summary.get("judge"), Mapping) else {}
+    row: dict[str, Any] = {"judge": (entry or {}).get("judge", name)}
+    row.update({col: (entry or {}).get(dim) for dim, col in JUDGE_COLUMNS.items()})
+    row["judge_error"] = None if entry is not None else failed.get("error")
+    return row
 
 
 TASK = ScienceTask()

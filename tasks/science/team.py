@@ -25,6 +25,7 @@ records the stop; ``route`` then ends the run with status ``budget_exhausted``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 import time
 from collections.abc import Mapping
@@ -165,7 +166,11 @@ class TeamGraph:
     def code_tool(self, team: str):
         if team not in CODE_TEAMS:
             return None
-        tool = run_code_tool(timeout=self.P.code_timeout, max_chars=self.P.code_output_chars)
+        from cooplab.tasks.science.explore import record_sandbox_call
+
+        # every call and its figures are kept in the run directory for the explorer (cooplab view)
+        tool = run_code_tool(timeout=self.P.code_timeout, max_chars=self.P.code_output_chars,
+                             on_result=functools.partial(record_sandbox_call, prefix=self.code_prefix))
         if not self.code_prefix:
             return tool
         from langchain_core.tools import StructuredTool

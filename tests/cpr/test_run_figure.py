@@ -1,12 +1,15 @@
 """The CPR run figure says what every line and band is, keeps shares in [0, 1] and counts rounds
-in whole numbers (issue 31, item 4)."""
+in whole numbers; an LLM run's shows each agent's effort and the adopted norm (issue 31, item 4)."""
+
+import json
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
 
-from cooplab.tasks.cpr.figures import run_figure_of
+from cooplab.tasks.cpr.figures import agent_efforts, run_figure_of
 
 
 def _rounds(n_soc: int) -> pd.DataFrame:
@@ -50,5 +53,87 @@ def test_every_panel_names_its_lines_and_bands(n_soc):
                 assert ys.min() >= 0 and ys.max() <= 1, (ax.get_title(), ys.min(), ys.max())
         assert "nan" not in fig.get_suptitle()
         assert "95% confidence" in fig._supxlabel.get_text()
+    finally:
+        plt.close(fig)
+
+
+def _decisions() -> pd.DataFrame:
+    rows = [{"society": 0, "agent": a, "round": t, "phase": "harvest", "parsed": json.dumps({"effort": 0.1 * (a + 1) + 0.01 * t})}
+            for a in range(3) for t in range(1, 6)]
+    rows += [{"society": 0, "agent": 0, "round": 6, "phase": "harvest", "parsed": "{not json"},  # malformed: left out
+             {"society": 0, "agent": 1, "round": 6, "phase": "harvest", "parsed": json.dumps({"effort": float("inf")})},
+             {"society": 0, "agent": 2, "round": 6, "phase": "harvest", "parsed": None},
+             {"society": 0, "agent": 0, "round": 1, "phase": "vote", "parsed": json.dumps({"vote": 1})}]
+    return pd.DataFrame(rows)
+
+
+def test_the_llm_run_figure_shows_each_agents_effort_and_the_adopted_norm():
+    long_norm = "Nobody catches more than ten tonnes a round, " * 12
+    norms = pd.DataFrame([{"society": 0, "round": 1, "norm": "Fish lightly."}, {"society": 0, "round": 2, "norm": "Fish lightly."},
+                          {"society": 0, "round": 3, "norm": long_norm}])
+    efforts = agent_efforts(_decisions())
+    assert len(efforts) == 15 and efforts["effort"].between(0, 1).all()
+    fig = run_figure_of(_rounds(1), _summary(1), efforts=efforts, norms=norms)
+    try:
+        effort = next(ax for ax in fig.axes if ax.get_title() == "Effort per agent")
+        assert [t.get_text() for t in effort.get_legend().get_texts()] == ["Fisher 1", "Fisher 2", "Fisher 3"]
+        assert [len(line.get_xdata()) for line in effort.get_lines()] == [5, 5, 5]
+        ticks = [x for x in effort.get_xticks() if effort.get_xlim()[0] <= x <= effort.get_xlim()[1]]
+        assert all(float(x).is_integer() for x in ticks)
+        panel = next(ax for ax in fig.axes if ax.get_title() == "Adopted group norm")
+        text = panel.texts[0].get_text()
+        lines = text.splitlines()
+        assert lines[0].startswith("from round 1:") and "Fish lightly." in lines[0]
+        assert sum("from round" in line for line in lines) == 2  # round 2 kept the same norm: no new entry
+        assert text.rstrip().endswith("\u2026\u201d") and max(len(line) for line in lines) <= 70
+        assert len(text.replace("\n", " ")) < len(long_norm)  # cut, and the cut is marked
+    finally:
+        plt.close(fig)
+
+
+def test_without_an_adopted_norm_the_panel_says_so():
+    fig = run_figure_of(_rounds(1), _summary(1), efforts=agent_efforts(pd.DataFrame()), norms=None)
+    try:
+        panel = next(ax for ax in fig.axes if ax.get_title() == "Adopted group norm")
+        assert panel.texts[0].get_text() == "No norm was adopted."
+        effort = next(ax for ax in fig.axes if ax.get_title() == "Effort per agent")
+        assert effort.texts[0].get_text() == "No harvest decision was recorded."
+    finally:
+        plt.close(fig)
+
+
+def test_a_scripted_llm_run_draws_its_figure(tmp_path):
+    from cooplab.cli import main
+
+    script = Path(__file__).resolve().parents[2] / "examples" / "scripted" / "cautious.json"
+    out = tmp_path / "llm"
+    assert main(["run", "cpr", "--agents", "llm", "--model", f"scripted:{script}", "--n-agents", "3", "--rounds", "3",
+                 "--out", str(out), "-q"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert "figure_error" not in summary and (out / "figures" / "run.png").stat().st_size > 10_000
+
+
+def test_fig2_names_line_styles_bands_and_the_switch_off_line():
+    from cooplab.tasks.cpr.figures import fig2_of
+
+    rows_s, rows_t = [], []
+    for beta in (10.0, 14.0):
+        for off in (False, True):
+            for t in range(0, 21):
+                rows_s.append({"beta": beta, "punishment_off": off, "round": t, "share": 1.0 - 0.03 * t * off, "ci95": 0.2})
+                for metric, mean in (("R", 900.0 - 10 * t), ("compliance", 0.95)):
+                    rows_t.append({"metric": metric, "beta": beta, "punishment_off": off, "round": t, "mean": mean, "ci95": 0.2})
+    fig = fig2_of(pd.DataFrame(rows_t), pd.DataFrame(rows_s), 15)
+    try:
+        texts = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+        assert "beta = 10, off at t = 15" in texts and "beta = 14, always on" in texts
+        assert "95% CI over societies" in texts and "t = 15: punishment switched off" in texts
+        for ax in fig.axes:
+            ticks = [x for x in ax.get_xticks() if ax.get_xlim()[0] <= x <= ax.get_xlim()[1]]
+            assert all(float(x).is_integer() for x in ticks)
+        for ax in (fig.axes[0], fig.axes[2]):  # shares: bands stay in [0, 1]
+            for band in ax.collections:
+                ys = np.concatenate([p.vertices[:, 1] for p in band.get_paths()])
+                assert 0 <= ys.min() and ys.max() <= 1
     finally:
         plt.close(fig)

@@ -228,7 +228,7 @@ def test_damaged_json(dirs, capsys, tmp_path):
 
 
 def test_default_out_keeps_another_programs_report(dirs, capsys, tmp_path):
-    """A science run writes its own report.html: the default output then goes next to it."""
+    """Another program's report.html is left alone: the default output then goes next to it."""
     d = tmp_path / "science-like"
     shutil.copytree(dirs["rule"], d, ignore=shutil.ignore_patterns("report.html"))
     (d / "report.html").write_text("<html>the team's paper</html>")

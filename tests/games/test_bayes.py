@@ -259,7 +259,8 @@ def test_cli_profiles_end_to_end(synthetic, tmp_path, capsys):
 def test_cli_science_end_to_end(synthetic, tmp_path, capsys):
     out = tmp_path / "sci"
     profiles = [x for d in synthetic["dirs"][:-1] for x in ("--profiles", d)]
-    code, stdout, err = cli(["analyze", "science", synthetic["sweep"], *profiles, "--model-info", synthetic["info"], "--out", out,
+    # the synthetic sweep's scores.csv holds one scorer's columns (no judge_*): read them as the heuristic's
+    code, stdout, err = cli(["analyze", "science", synthetic["sweep"], *profiles, "--score-source", "heuristic", "--model-info", synthetic["info"], "--out", out,
                              "--chains", "1", "--warmup", "100", "--samples", "100", "--seed", "2"], capsys)  # plumbing, not convergence
     assert code == 0, err
     assert "Measurement-error model: 112 observations, 14 models" in stdout
@@ -385,7 +386,7 @@ def test_every_sampler_option_refuses_hostile_values(synthetic, tmp_path, capsys
 def test_bad_science_input_is_refused(synthetic, tmp_path, capsys):
     last = list(MODELS)[-1]
     profiles = [x for d in synthetic["dirs"][:-2] for x in ("--profiles", d)]  # the last model has science runs but no profile
-    code, _, err = cli(["analyze", "science", synthetic["sweep"], *profiles, "--out", tmp_path / "o"], capsys)
+    code, _, err = cli(["analyze", "science", synthetic["sweep"], *profiles, "--score-source", "heuristic", "--out", tmp_path / "o"], capsys)
     _one_line_error(code, err, f"{last!r} of scores.csv has no profile")
     bad = tmp_path / "sweep"
     bad.mkdir()
@@ -393,11 +394,11 @@ def test_bad_science_input_is_refused(synthetic, tmp_path, capsys):
     s.loc[3, "accuracy"] = np.nan
     s.to_csv(bad / "scores.csv", index=False)
     all_profiles = [x for d in synthetic["dirs"][:-1] for x in ("--profiles", d)]
-    code, _, err = cli(["analyze", "science", bad, *all_profiles, "--out", tmp_path / "o"], capsys)
+    code, _, err = cli(["analyze", "science", bad, *all_profiles, "--score-source", "heuristic", "--out", tmp_path / "o"], capsys)
     _one_line_error(code, err, "accuracy of run 4", "from 0 to 1")
     s = pd.read_csv(synthetic["sweep"] / "scores.csv")
     s[s["model"].isin([FIRST, SECOND])].to_csv(bad / "scores.csv", index=False)
-    code, _, err = cli(["analyze", "science", bad, *all_profiles, "--out", tmp_path / "o"], capsys)
+    code, _, err = cli(["analyze", "science", bad, *all_profiles, "--score-source", "heuristic", "--out", tmp_path / "o"], capsys)
     _one_line_error(code, err, "at least three models")
     code, _, err = cli(["analyze", "science", tmp_path / "empty", *all_profiles, "--out", tmp_path / "o"], capsys)
     _one_line_error(code, err, "no scores.csv")

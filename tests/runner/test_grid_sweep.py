@@ -138,13 +138,15 @@ def test_an_earlier_cpr_sweep_is_read_as_the_grid_sweep_it_means_with_a_notice(t
 
 
 def test_an_earlier_science_sweep_is_read_as_a_grid_sweep(tmp_path):
+    from cooplab.tasks.science.defaults import MAX_TOKENS
+
     old = {"task": "science", "out": str(tmp_path / "s"), "team": "oracle", "science_tasks": ["ecology"], "budgets": [0.5, None],
            "simulations": 2, "seed": 3, "sandbox_backend": "local", "llm": {"cache": "off"}}
     (tmp_path / "s.json").write_text(json.dumps(old))
     sw, notice = grid.load_file(tmp_path / "s.json")
     assert "earlier science sweep format" in notice and sw.seeds == [3, 4] and sw.grid["budget"] == [0.5, None]
     budgets = sorted((j["config"]["llm"]["budget"] is None, j["config"]["llm"]["max_tokens"]) for j in grid.jobs(sw))
-    assert budgets == [(False, 256), (False, 256), (True, 256), (True, 256)]
+    assert budgets == [(False, MAX_TOKENS), (False, MAX_TOKENS), (True, MAX_TOKENS), (True, MAX_TOKENS)]  # the science default
 
 
 def test_an_earlier_args_sweep_needs_the_command_line_parser_and_means_the_same_cells(tmp_path, capsys):

@@ -407,13 +407,14 @@ def test_prices_of_the_endpoint_set_the_bill(tmp_path, capsys):
 
 
 def test_a_bench_started_before_an_option_existed_resumes_with_its_default(tmp_path, capsys):
+    from cooplab.tasks.science.defaults import MAX_TOKENS
     from cooplab.tasks.science.owndata import custom_config
 
     out = tmp_path / "old"
     run_bench(capsys, out, EX / "answers-correct.jsonl", "--limit", "1")
     p = out / "bench.json"
     old = json.loads(p.read_text())
-    old["llm"] = {"base_url": None, "max_tokens": 256}  # the settings file of an earlier cooplab
+    old["llm"] = {"base_url": None, "max_tokens": MAX_TOKENS}  # the settings file of an earlier cooplab
     p.write_text(json.dumps(old))
     s = run_bench(capsys, out, EX / "answers-correct.jsonl", "--limit", "1")
     assert s["skipped"] == ["q01"]

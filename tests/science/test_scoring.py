@@ -569,7 +569,8 @@ IMPORTANT = GEOSPATIAL["facts"][2]
     ("BM03, BM11, and BM05 are predictive.", "found", 0.5),  # one list, one clause
     ("The predictive biomarkers are BM03 and BM11, and the\nsubtype marker BM05 is high in one group.", "found", 1.0),
     ("The predictive biomarkers are BM07 and BM19.", "contradicted", 0.0),
-    ("We found BM03 and BM11 in the data.", "found", 0.5),  # outside the context: half weight
+    ("We found BM03 and BM11 in the data.", "missing", 0.0),  # named outside the context, nothing claimed of them
+    ("BM03 and BM11 are strongly associated with the response.", "found", 0.5),  # a claim outside the context: half weight
     ("Nothing was predictive.", "missing", 0.0),
     ("The predictive biomarkers were screened among BM01, BM02, BM03, BM04, BM05, BM06 and BM11.", "missing", 0.0),  # an enumeration
 ])

@@ -212,7 +212,8 @@ def test_warnings_reach_the_prompt_and_the_budget_is_never_overshot_mid_tool_loo
 
     model = use_team("test-budget", lambda: scripted_team(work=work))
     budget = 0.05
-    s, out = run(tmp_path, capsys, "--model", model, "--budget", budget, "--set", "max_steps=30")
+    # the output cap the budget was chosen for: each call reserves max_tokens x the output price
+    s, out = run(tmp_path, capsys, "--model", model, "--budget", budget, "--max-tokens", 64, "--set", "max_steps=30")
     assert s["status"] == "budget_exhausted" and s["ledger"]["cost_usd_float"] <= budget
     assert any(pr.WARNING_30 in p for p in prompts) and any(pr.WARNING_15 in p for p in prompts)
     assert any("BUDGET STATUS:" in p and "remaining" in p for p in prompts)
@@ -245,7 +246,7 @@ def test_hidden_visibility_still_warns_when_the_pool_runs_low(tmp_path, capsys):
         return call("read_artifact", name=f"x{n}") if n < 30 else "done"
 
     model = use_team("test-hidden-warn", lambda: scripted_team(work=work))
-    s, _ = run(tmp_path, capsys, "--model", model, "--budget", 0.05, "--set", "max_steps=30", "--visibility", "hidden")
+    s, _ = run(tmp_path, capsys, "--model", model, "--budget", 0.05, "--max-tokens", 64, "--set", "max_steps=30", "--visibility", "hidden")
     assert s["status"] == "budget_exhausted"
     assert any(pr.WARNING_30 in p for p in prompts) and any(pr.WARNING_15 in p for p in prompts)
     assert not any("BUDGET STATUS" in p for p in prompts)

@@ -1,0 +1,99 @@
+"""``cooplab view [DIR ...]``: the run explorer (:mod:`cooplab.evals.explorer`) on 127.0.0.1."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import sys
+import time
+import webbrowser
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+
+from cooplab.cli.options import fail
+
+#: the servers started by --no-block in this process (tests stop them with cooplab.evals.explorer.app.stop)
+STARTED: list[Any] = []
+
+
+def task_for(name: str) -> Any:
+    """The registered task of this name, or None (a run of a task not installed here)."""
+    from cooplab.runs import registry
+
+    try:
+        return registry.get(name)
+    except Exception:  # noqa: BLE001 - unknown or broken plug-in: the generic view
+        return None
+
+
+def _check_host(host: str) -> str:
+    if host == "localhost":
+        return "127.0.0.1"
+    try:
+        return ipaddress.ip_address(host.strip("[]")).compressed
+    except ValueError:
+        fail(f"--host must be an IP address such as 127.0.0.1 (or localhost), got {host!r}")
+        raise  # pragma: no cover - fail never returns
+
+
+def _check_dirs(dirs: list[Path]) -> list[Path]:
+    from cooplab.evals.explorer.runs import discover
+
+    for d in dirs:
+        if not d.exists():
+            fail(f"{d} does not exist; give folders holding run directories ('cooplab run ... --out DIR')")
+        if not d.is_dir():
+            fail(f"{d} is not a directory; give folders holding run directories")
+    if not discover(dirs):
+        fail(f"no run directories (with config.json or summary.json) under {', '.join(map(str, dirs))}; "
+             "run one with 'cooplab run TASK --out DIR' or give another folder")
+    return dirs
+
+
+def view_cmd(
+    dirs: Optional[List[Path]] = typer.Argument(None, metavar="DIR", help="Folders holding run directories, searched recursively (sweeps' cells too). Default: ./runs if it exists, else the current folder."),
+    port: int = typer.Option(0, "--port", help="Port to listen on (0: any free port)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (default: loopback only). Requests must still name localhost, 127.0.0.1 or [::1] in their Host header."),
+    open_browser: bool = typer.Option(False, "--open/--no-open", help="Open the explorer in the default browser."),
+    as_json: bool = typer.Option(False, "--json", help="Print {url, runs, dirs} as one JSON line instead of a sentence."),
+    no_block: bool = typer.Option(False, "--no-block", help="Start, print the URL and return (for scripts and tests)."),
+) -> None:
+    """Explore runs in a local web app: the list of runs (sortable, filterable), a society's rounds,
+    agents, punishments, norms, beliefs and conversations, and two runs side by side."""
+    from cooplab.extras import require
+
+    require("view", "the run explorer (cooplab view)")
+    if not 0 <= port <= 65535:
+        fail(f"--port must be between 0 and 65535, got {port}")
+    bind = _check_host(host)
+    roots = _check_dirs(list(dirs) if dirs else [Path("runs") if Path("runs").is_dir() else Path(".")])
+    from cooplab.evals.explorer import app as explorer
+    from cooplab.evals.explorer.runs import discover
+
+    try:
+        server, url = explorer.serve(roots, host=bind, port=port, task_for=task_for)
+    except OSError as exc:
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    n = len(discover(roots))
+    if as_json:
+        typer.echo(json.dumps({"url": url, "runs": n, "dirs": [str(d) for d in roots]}))
+    else:
+        typer.echo(f"cooplab view: {n} runs under {', '.join(map(str, roots))} at {url}" + ("" if no_block else "  (Ctrl-C to stop)"))
+    sys.stdout.flush()
+    if open_browser:
+        try:
+            webbrowser.open(url)
+        except Exception:  # noqa: BLE001 - no browser: the URL is printed
+            pass
+    if no_block:
+        STARTED.append(server)
+        return
+    try:
+        while server._cooplab_thread.is_alive():  # type: ignore[attr-defined]
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        typer.echo("cooplab view stopped", err=True)
+    finally:
+        explorer.stop(server)

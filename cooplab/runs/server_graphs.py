@@ -1,0 +1,297 @@
+"""The built-in tasks as graphs for LangGraph's own server: ``langgraph dev``, the Agent Server API
+and Studio load them through ``langgraph.json`` at the repository root (README "Open a graph in
+LangGraph Studio").
+
+Each of :func:`cpr`, :func:`diners`, :func:`game` and :func:`science` is a graph factory of the
+shape the server calls, ``make_graph(config, runtime)``: it reads the run's settings from the typed
+context (``runtime.context``, a :class:`ServerSettings`) or, for a client that only sends a config,
+from ``config["configurable"]`` (the context wins), checks them by the rules of ``cooplab run``
+(one-line :class:`~cooplab.limits.ConfigError` before anything is written) and compiles, without a
+checkpointer (the server brings its own):
+
+    START -> setup -> <task> -> END
+
+* ``setup`` makes the run directory (``$COOPLAB_SERVER_RUNS/<task>-<run id>``, default
+  ``runs/langgraph``), writes its config.json and the task's files (e.g. science's dataset) and puts
+  the task's initial state into the graph's state;
+* ``<task>`` (cpr, diners, game, science) runs the task's own compiled graph as a subgraph, so Studio
+  shows and steps through its nodes, with the services the runner would give it (model service
+  with cache and ledger, the per-agent sandbox pool) built from the settings; then it writes the
+  run's tables, figure and summary.json as ``cooplab run`` does, and puts the summary in the state.
+
+The same settings and seed give the same numbers as ``cooplab run`` (the same config, initial
+state, graph and outputs). The state keeps its numpy arrays: the server's checkpoint serializer
+(LangGraph's ``JsonPlusSerializer``) stores them natively and its JSON encoder (orjson with
+``OPT_SERIALIZE_NUMPY``) writes them as nested lists, so no serializer of ours is registered; NaN and
+infinities become ``null`` in the API's JSON only (``summary`` holds the run's results in plain
+types, as in summary.json).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import time
+import typing
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from cooplab.graphs.task import Task, first_error
+from cooplab.limits import ConfigError, one_line, show
+from cooplab.runs import registry, runner
+from cooplab.runs import store as runstore
+from cooplab.runs.config import LLM_KEYWORDS, SANDBOX_KEYWORDS, RunConfig
+
+if TYPE_CHECKING:  # the server resolves the name itself when it classifies a factory
+    from langgraph_sdk.runtime import ServerRuntime
+
+#: the environment variable naming where served runs write their run directories
+RUNS_ENV = "COOPLAB_SERVER_RUNS"
+DEFAULT_RUNS = "runs/langgraph"
+
+
+class SettingsError(ConfigError, ValueError):
+    """A bad setting of a served run (one line). Also a ValueError: the server passes the message of a
+    ValueError on to the client, where it replaces others with "An internal error occurred"."""
+
+
+class ServerSettings(BaseModel):
+    """The settings of one run of a served graph (its context schema; Studio shows it as a form).
+    The keywords of :func:`cooplab.run`, grouped: a field not given takes the graph's default."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    agents: str | None = Field(None, description="rule or llm (default: the task's first kind).")
+    seed: int = Field(0, description="The run's seed: every random draw derives from it.")
+    model: str | None = Field(None, description="Model spec of every LLM agent (local, openai:NAME, scripted:FILE, builtin:NAME).")
+    budget: float | None = Field(None, description="Budget cap in USD of an LLM run (null: no cap).")
+    options: dict[str, Any] = Field(default_factory=dict, description="The task's own options, as cooplab.run takes them "
+                                    "(cooplab params TASK); given, they replace the default options as a whole.")
+    llm: dict[str, Any] = Field(default_factory=dict, description="Other LLM settings: temperature, max_tokens, cache (default off here: "
+                                "a cache file is SQLite, which needs langgraph dev --allow-blocking), base_url, agent_models, price_in, "
+                                "price_out, max_concurrency, rps, call_timeout.")
+    sandbox: dict[str, Any] = Field(default_factory=dict, description="Sandbox settings of science: backend, timeout, rate.")
+
+    def keywords(self) -> dict[str, Any]:
+        """These settings as the keywords of :func:`cooplab.run` (a one-line ConfigError when two
+        fields set the same keyword)."""
+        kw: dict[str, Any] = {"seed": self.seed}
+        for key in ("agents", "model", "budget"):
+            if getattr(self, key) is not None:
+                kw[key] = getattr(self, key)
+        sandbox = {f"sandbox_{k}": v for k, v in self.sandbox.items()}
+        unknown = sorted(k for k in sandbox if k not in SANDBOX_KEYWORDS)
+        if unknown:
+            raise ConfigError(f"sandbox has no setting {unknown[0].removeprefix('sandbox_')!r}; use backend, timeout or rate")
+        strange = sorted(k for k in self.llm if k not in LLM_KEYWORDS)
+        if strange:
+            raise ConfigError(f"llm has no setting {strange[0]!r}; use {', '.join(sorted(LLM_KEYWORDS - {'agent_model'}))}")
+        llm = {"cache": "off", **self.llm}  # LLM settings are ignored by rule-based runs
+        for group, values in (("llm", llm), ("sandbox", sandbox), ("options", self.options)):
+            twice = sorted(set(values) & set(kw))
+            if twice:
+                raise ConfigError(f"{group} sets {twice[0]!r}, which is already set; give it once")
+            kw.update(values)
+        return kw
+
+
+class CPRSettings(ServerSettings):
+    options: dict[str, Any] = Field({"n_agents": 5, "rounds": 10, "replicates": 2},
+                                    description=ServerSettings.model_fields["options"].description)
+
+
+class DinersSettings(ServerSettings):
+    options: dict[str, Any] = Field({"iterations": 3, "replicates": 2},
+                                    description=ServerSettings.model_fields["options"].description)
+
+
+class GameSettings(ServerSettings):
+    options: dict[str, Any] = Field({"game": "public-goods", "simulations": 2, "rounds": 3},
+                                    description=ServerSettings.model_fields["options"].description)
+
+
+class ScienceSettings(ServerSettings):
+    agents: str | None = Field("llm", description="llm (science teams are LLM agents; --team oracle plays a built-in model).")
+    options: dict[str, Any] = Field({"task": "ecology", "team": "oracle"},
+                                    description=ServerSettings.model_fields["options"].description)
+
+
+#: graph id (langgraph.json) -> (registered task, its settings schema)
+GRAPHS: dict[str, tuple[str, type[ServerSettings]]] = {
+    "cpr": ("cpr", CPRSettings),
+    "diners": ("diners", DinersSettings),
+    "game": ("game", GameSettings),
+    "science": ("science", ScienceSettings),
+}
+
+
+def settings_of(schema: type[ServerSettings], config: Mapping[str, Any] | None, context: Any) -> ServerSettings:
+    """A run's settings: ``config["configurable"]``'s fields of ``schema`` overridden by the context's
+    (a mapping or a settings object); a one-line ConfigError for a bad value."""
+    given: dict[str, Any] = {}
+    configurable = (config or {}).get("configurable") if isinstance(config, Mapping) else None
+    if isinstance(configurable, Mapping):
+        given.update({k: v for k, v in configurable.items() if k in schema.model_fields})
+    if isinstance(context, BaseModel):
+        given.update(context.model_dump(exclude_unset=True))
+    elif isinstance(context, Mapping):
+        given.update(context)
+    elif context is not None:
+        raise ConfigError(f"the context must be an object of settings ({', '.join(schema.model_fields)}), got {show(context)}")
+    try:
+        return schema.model_validate(given)
+    except ValidationError as exc:
+        raise ConfigError(f"settings: {first_error(exc)}") from None
+
+
+def run_config(graph_id: str, settings: ServerSettings) -> tuple[Task, dict[str, Any]]:
+    """(the task, the checked config.json of a run) of a served graph's settings: the same config
+    ``cooplab run`` makes from the same options."""
+    name = GRAPHS[graph_id][0]
+    task = registry.get(name)
+    return task, RunConfig.from_keywords(name, **settings.keywords()).to_config(task)
+
+
+def _served_state(schema: type) -> type:
+    """The task's state schema with every key a plain value (an append-only log of the task is a
+    list here, replaced by each update: a second run on the same thread starts from its own initial
+    state, never from the logs of the run before), plus the run directory and the run's summary."""
+    hints = {k: (typing.get_args(h)[0] if typing.get_origin(h) is typing.Annotated else h)
+             for k, h in typing.get_type_hints(schema, include_extras=True).items()}
+    return TypedDict(f"Served{schema.__name__}", {**hints, "run_dir": str, "summary": dict[str, Any]}, total=False)  # type: ignore[misc]
+
+
+def _run_dir(task: Task, config: RunnableConfig) -> Path:
+    """A new, empty run directory for this server run: ``$COOPLAB_SERVER_RUNS/<task>-<run id>``."""
+    configurable = config.get("configurable") or {}
+    run_id = str(configurable.get("run_id") or config.get("run_id") or uuid.uuid4())
+    safe = re.sub(r"[^A-Za-z0-9_-]", "_", run_id)[:80]
+    root = Path(os.environ.get(RUNS_ENV) or DEFAULT_RUNS)
+    return runstore.prepare_out(root / f"{task.name}-{safe}")
+
+
+def _record_failure(task: Task, out: Path, cfg: dict[str, Any], final: dict[str, Any], exc: Exception) -> None:
+    """An unexpected error of a served run, kept in its directory as ``cooplab run`` keeps it: the
+    traceback in error.log, summary.json with status "failed" from the last state the run reached."""
+    log = runstore.save_error(out, exc)
+    runner.record_failure(task, out, cfg, one_line(f"{type(exc).__name__}: {exc}", 350), log, state=final)
+
+
+def _close(service: Any, pool: Any) -> None:
+    """Close an LLM run's response cache and sandbox pool."""
+    if service is not None:
+        service.cache.close()
+    if pool is not None:
+        pool.close()
+
+
+def served_graph(task: Task, checked: dict[str, Any], schema: type[ServerSettings] = ServerSettings):
+    """The server-facing graph of one run of ``task`` with the ``checked`` config.json (see the
+    module docstring), compiled without a checkpointer."""
+    from cooplab.graphs.context import CoopContext
+    from cooplab.graphs.ledger import JOURNAL_FILE
+    from cooplab.graphs.nodes import shared_rows
+
+    inner = task.build(checked)
+    own_keys = set(typing.get_type_hints(task.state_schema))
+
+    def setup(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        """Make the run directory and its files; the task's initial state."""
+        out = _run_dir(task, config)
+        stamped = runner.stamped(task, checked)
+        runstore.write_json(out / "config.json", stamped)
+        task.prepare_run(stamped, out)  # may note a dataset's hash in config.json
+        return {**task.init_state(runstore.read_run_config(out)), "run_dir": str(out)}
+
+    def services(out: Path, cfg: dict[str, Any]) -> tuple[Any, Any, Any, dict[str, Any]]:
+        """(model service, sandbox pool, runtime context, run config) of an LLM run, as the runner
+        builds them (no traces.jsonl: the server records the run's steps itself); all None and an
+        empty run config for a rule-based run."""
+        if cfg.get("agents") != "llm":
+            return None, None, None, {}
+        from cooplab.agents.settings import build_service
+
+        service = build_service(cfg, None, journal=out / JOURNAL_FILE)
+        pool = runner.sandbox_pool(task, cfg, out)
+        return service, pool, CoopContext(llm=service, sandbox=pool, run_dir=str(out)), {}
+
+    async def run_task(state: Mapping[str, Any]) -> dict[str, Any]:
+        """The task's graph from the initial state, with the run's services; then its outputs. File
+        work goes to a worker thread (the server's event loop is shared by every run)."""
+        out = Path(state["run_dir"])
+        cfg = await asyncio.to_thread(runstore.read_run_config, out)
+        initial = {k: v for k, v in state.items() if k in own_keys}
+        service, pool, context, run_cfg = await asyncio.to_thread(services, out, cfg)
+        run_cfg["recursion_limit"] = task.recursion_limit(initial, len(inner.nodes) - 1)
+        status, message, final = "completed", None, initial
+        t0 = time.perf_counter()
+        try:
+            with shared_rows():
+                async for values in inner.astream(initial, run_cfg, context=context, stream_mode="values"):
+                    final = values
+        except BaseException as exc:  # noqa: BLE001 - a spent budget or a service down ends the run cleanly
+            stop = runner.stop_status(exc) if service is not None else None
+            if stop is None:
+                if isinstance(exc, Exception):  # as the runner does: error.log and a summary with status "failed"
+                    await asyncio.to_thread(_record_failure, task, out, cfg, dict(final), exc)
+                raise
+            status, message = stop
+        finally:
+            if service is not None or pool is not None:
+                await asyncio.to_thread(_close, service, pool)
+        summary = await asyncio.to_thread(runner.finish, task, out, cfg, dict(final), time.perf_counter() - t0, status=status,
+                                          message=message, service=service)
+        return {**final, "summary": runstore.jsonable(summary)}
+
+    g = StateGraph(_served_state(task.state_schema), context_schema=schema)
+    g.add_node("setup", setup)
+    g.add_node(task.name, run_task)
+    g.add_edge(START, "setup")
+    g.add_edge("setup", task.name)
+    g.add_edge(task.name, END)
+    return g.compile(name=task.name)
+
+
+def serve(graph_id: str, config: RunnableConfig | None, runtime: Any = None):
+    """The compiled server graph ``graph_id`` for the settings in ``config`` / ``runtime.context``."""
+    if graph_id not in GRAPHS:
+        raise ConfigError(f"unknown graph {graph_id!r}; the served graphs are {', '.join(GRAPHS)}")
+    schema = GRAPHS[graph_id][1]
+    try:
+        settings = settings_of(schema, config, getattr(runtime, "context", None))
+        task, config_ = run_config(graph_id, settings)
+    except ConfigError as exc:
+        raise SettingsError(str(exc)) from None
+    return served_graph(task, config_, schema)
+
+
+# --- the factories langgraph.json names (the server passes both arguments by keyword) ------------
+def cpr(config: RunnableConfig, runtime: ServerRuntime):
+    """The CPR fishery society (defaults: rule agents, 2 societies of 5 for 10 rounds)."""
+    return serve("cpr", config, runtime)
+
+
+def diners(config: RunnableConfig, runtime: ServerRuntime):
+    """The Diner's Dilemma (defaults: rule agents, 2 replicates of 3 iterations)."""
+    return serve("diners", config, runtime)
+
+
+def game(config: RunnableConfig, runtime: ServerRuntime):
+    """A behavioral game (defaults: the public-goods game, Nash players, 2 simulations of 3 rounds)."""
+    return serve("game", config, runtime)
+
+
+def science(config: RunnableConfig, runtime: ServerRuntime):
+    """A science team (defaults: the ecology task, the oracle team in the Docker sandbox)."""
+    return serve("science", config, runtime)
+
+
+__all__ = ["GRAPHS", "ServerSettings", "SettingsError", "cpr", "diners", "game", "science", "serve", "served_graph", "settings_of",
+           "run_config"]

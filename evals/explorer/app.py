@@ -1,0 +1,167 @@
+"""The explorer's web app: Starlette routes, Jinja templates, the Host check and security headers.
+
+    app = create_app([Path("runs")], task_for=registry_lookup)
+    server, url = serve([Path("runs")], task_for=registry_lookup)   # uvicorn on 127.0.0.1, a thread
+
+Pages (all server-rendered; the only script is the vendored ``static/explorer.js`` that sorts and
+filters tables):
+
+* ``/``                          the runs under the folders (task, status, model, key numbers, date)
+* ``/run?id=ID[&agent=A][&round=R]``  one run: the task's sections (its ``explore`` hook, the built-in
+  view, or the generic one); ``agent`` follows one agent, ``round`` opens one round
+* ``/compare?a=ID&b=ID``         two runs side by side: key numbers, the plots of both overlaid
+* ``/traces?id=ID[&round=R][&agent=A][&phase=P]``  the run's model calls (prompt and answer), filtered
+* ``/static/...``                the page's CSS and script (package data, no CDN)
+
+Safety: every request must name this server by a loopback name and its port in ``Host``
+(:func:`cooplab.evals.trace_viewer.host_allowed`; 400 without exactly one Host, 421 for another
+name); every response carries a Content-Security-Policy that allows scripts and styles from this
+server only (no inline script, no eval), images from this server and ``data:`` URIs, no frames, no
+requests elsewhere. Run text reaches the page only through Jinja's autoescape.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from cooplab.evals.explorer import pages
+from cooplab.evals.trace_viewer import host_allowed
+
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+       "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
+           "X-Frame-Options": "DENY", "Cache-Control": "no-store"}
+
+#: task name -> its registered Task (None when it is not installed); the command line passes the registry's
+TaskLookup = Callable[[str], Any]
+
+
+def _package_dir(name: str) -> Path:
+    return Path(str(resources.files(__package__).joinpath(name)))
+
+
+def templates() -> Environment:
+    """The Jinja environment: the package's templates, autoescape on for every template."""
+    env = Environment(loader=FileSystemLoader(str(_package_dir("templates"))), autoescape=select_autoescape(default=True,
+                      default_for_string=True), trim_blocks=True, lstrip_blocks=True)
+    return env
+
+
+class Guard:
+    """ASGI middleware: refuse requests not addressed to this server by a loopback name (400/421),
+    add the security headers to every response."""
+
+    def __init__(self, app: Any, bound: Callable[[], tuple[str, int]]):
+        self.app, self.bound = app, bound
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        hosts = [v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"host"]
+        if len(hosts) != 1:
+            await self._refuse(400, "a request needs exactly one Host header", scope, receive, send)
+            return
+        if not host_allowed(hosts[0], self.bound()):
+            await self._refuse(421, "this explorer answers only requests for localhost, 127.0.0.1 or [::1] on its own port",
+                               scope, receive, send)
+            return
+
+        async def send_with_headers(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                headers = [(k, v) for k, v in message.get("headers", []) if k.decode("latin-1").lower() not in
+                           {h.lower() for h in HEADERS}]
+                headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in HEADERS.items()]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+    async def _refuse(self, code: int, text: str, scope: dict, receive: Any, send: Any) -> None:
+        await JSONResponse({"error": text}, status_code=code, headers=HEADERS)(scope, receive, send)
+
+
+def create_app(roots: list[Path], *, task_for: TaskLookup | None = None, bound: Callable[[], tuple[str, int]] | None = None) -> Any:
+    """The ASGI app over the run directories under ``roots``. ``task_for`` maps a task name to its
+    Task (for the ``explore`` hook); ``bound`` gives the (address, port) the server listens on, for
+    the Host check (default: 127.0.0.1:80)."""
+    env = templates()
+    site = pages.Site(roots=[Path(r) for r in roots], task_for=task_for or (lambda name: None))
+
+    def page(name: str, ctx: dict[str, Any], code: int = 200) -> HTMLResponse:
+        return HTMLResponse(env.get_template(name).render(**ctx), status_code=code)
+
+    async def index(request: Request) -> Response:
+        return page("index.html", site.index(dict(request.query_params)))
+
+    async def run(request: Request) -> Response:
+        ctx, code = site.run_page(dict(request.query_params))
+        return page("run.html" if code == 200 else "error.html", ctx, code)
+
+    async def compare(request: Request) -> Response:
+        ctx, code = site.compare_page(dict(request.query_params))
+        return page("compare.html" if code == 200 else "error.html", ctx, code)
+
+    async def traces(request: Request) -> Response:
+        ctx, code = site.traces_page(dict(request.query_params))
+        return page("traces.html" if code == 200 else "error.html", ctx, code)
+
+    routes = [Route("/", index), Route("/run", run), Route("/compare", compare), Route("/traces", traces),
+              Mount("/static", app=StaticFiles(directory=str(_package_dir("static"))), name="static")]
+    app = Starlette(routes=routes)
+    return Guard(app, bound or (lambda: ("127.0.0.1", 80)))
+
+
+def serve(roots: list[Path], *, host: str = "127.0.0.1", port: int = 0, task_for: TaskLookup | None = None) -> tuple[Any, str]:
+    """Serve the explorer on ``host:port`` (0: any free port) from a daemon thread; returns (server,
+    url) once it accepts connections. Stop with :func:`stop`. An address that cannot be bound raises
+    OSError."""
+    import uvicorn
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.listen(128)
+    addr = sock.getsockname()[:2]
+    app = create_app(roots, task_for=task_for, bound=lambda: addr)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
+    server.install_signal_handlers = lambda: None  # type: ignore[method-assign] - the thread is not the main one
+    ready = threading.Event()
+    thread = threading.Thread(target=lambda: server.run(sockets=[sock]), name="cooplab-explorer", daemon=True)
+    server._cooplab_thread = thread  # type: ignore[attr-defined]
+    server._cooplab_sock = sock  # type: ignore[attr-defined]
+    thread.start()
+    while not server.started and thread.is_alive():
+        ready.wait(0.02)
+    if not server.started:
+        raise OSError(f"the explorer could not start on {host}:{port}")
+    shown = f"[{addr[0]}]" if ":" in str(addr[0]) else addr[0]
+    return server, f"http://{shown}:{addr[1]}/"
+
+
+def stop(server: Any) -> None:
+    """Stop a server started by :func:`serve` and wait for its thread."""
+    server.should_exit = True
+    thread = getattr(server, "_cooplab_thread", None)
+    if thread is not None:
+        thread.join(timeout=30)
+    sock = getattr(server, "_cooplab_sock", None)
+    if sock is not None:
+        sock.close()

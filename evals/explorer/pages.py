@@ -1,0 +1,201 @@
+"""What each page of the explorer shows, as template contexts (plain data, escaped by Jinja).
+
+:class:`Site` holds the folders given to ``cooplab view`` and re-reads them on every list page (a run
+that finished since shows up); run ids are looked up among the runs found, so a request can never
+name a path outside those folders.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cooplab.evals.explorer import render, traces, views
+from cooplab.evals.explorer.runs import RunDir, discover
+from cooplab.evals.report import cut, num
+from cooplab.graphs import explore as ex
+
+#: lines of one run in an overlaid plot at most (plots with more lines and a "mean" line overlay the means)
+MAX_OVERLAID = 5
+#: query values longer than this are refused (ids, agents, rounds are short)
+MAX_QUERY_CHARS = 400
+
+
+def model_of(config: Mapping[str, Any]) -> str:
+    """The run's model ("rule" for rule-based agents; per-agent models counted)."""
+    if config.get("agents") != "llm":
+        a = config.get("agents")
+        return a if isinstance(a, str) and a else "?"
+    llm = config.get("llm") if isinstance(config.get("llm"), Mapping) else {}
+    model = llm.get("model")
+    text = cut(model, 80) if isinstance(model, str) else "?"
+    per = llm.get("agent_models")
+    if isinstance(per, Mapping) and per:
+        text += f" (+{len(per)} per-agent)"
+    return text
+
+
+def clean_query(q: Mapping[str, str]) -> dict[str, str]:
+    """Query parameters, with over-long values dropped (hostile text stays text)."""
+    return {str(k): str(v) for k, v in q.items() if len(str(v)) <= MAX_QUERY_CHARS and len(str(k)) <= 40}
+
+
+@dataclass
+class Site:
+    roots: list[Path]
+    task_for: Callable[[str], Any]
+    _runs: dict[str, RunDir] = field(default_factory=dict)
+
+    # --- finding runs ---------------------------------------------------------------------
+    def scan(self) -> list[RunDir]:
+        runs = discover(self.roots)
+        self._runs = {r.id: r for r in runs}
+        return runs
+
+    def get(self, run_id: str | None) -> RunDir | None:
+        """A fresh reader of the run with this id (None when no such run is under the folders)."""
+        if not run_id:
+            return None
+        if run_id not in self._runs:
+            self.scan()
+        r = self._runs.get(run_id)
+        return RunDir(id=r.id, out=r.out, root=r.root) if r is not None else None
+
+    def task(self, name: str) -> Any:
+        try:
+            return self.task_for(name)
+        except Exception:  # noqa: BLE001 - an unknown or broken task: the built-in or generic view
+            return None
+
+    def base(self, title: str) -> dict[str, Any]:
+        return {"title": title, "roots": [str(r) for r in self.roots]}
+
+    # --- pages ----------------------------------------------------------------------------
+    def index(self, query: Mapping[str, str]) -> dict[str, Any]:
+        rows = []
+        for r in self.scan():
+            keys = views.key_numbers(r, self.task(r.task))
+            rows.append({"id": r.id, "href": render.run_href(r.id), "name": r.name, "root": str(r.root), "task": r.task,
+                         "status": r.status, "model": model_of(r.config), "date": r.date,
+                         "numbers": [(render.text(k, 60), render.text(v, 120)) for k, v in list(keys.items())[:6]],
+                         "notes": list(r.notes)})
+        q = clean_query(query)
+        sort = q.get("sort", "")
+        return {**self.base("cooplab runs"), "runs": rows, "filter": q.get("q", ""),
+                "sort": sort if sort.lstrip("-").isdigit() and len(sort) <= 3 else ""}
+
+    def run_page(self, query: Mapping[str, str]) -> tuple[dict[str, Any], int]:
+        q = clean_query(query)
+        run = self.get(q.get("id"))
+        if run is None:
+            return {**self.base("no such run"), "message": f"no run with id {cut(str(query.get('id', '')), 200)!r} under "
+                    "the folders given; go back to the list"}, 404
+        secs = views.sections(run, q, self.task(run.task))
+        rendered = render.sections(secs, run)
+        return {**self.base(f"{run.name} \u00b7 {run.task}"), "run": self.header(run), "sections": rendered,
+                "notes": list(dict.fromkeys(run.notes)), "query": q}, 200
+
+    def header(self, run: RunDir) -> dict[str, Any]:
+        return {"id": run.id, "name": run.name, "task": run.task, "status": run.status, "model": model_of(run.config),
+                "date": run.date, "path": str(run.out), "href": render.run_href(run.id)}
+
+    def compare_page(self, query: Mapping[str, str]) -> tuple[dict[str, Any], int]:
+        q = clean_query(query)
+        a, b = self.get(q.get("a")), self.get(q.get("b"))
+        if a is None or b is None:
+            return {**self.base("compare"), "message": "give two runs of the list to compare: /compare?a=ID&b=ID "
+                    "(pick A and B on the list page)"}, 404
+        notes = []
+        if a.task != b.task:
+            notes.append(f"the runs are of different tasks ({a.task} and {b.task}): only what they share is compared")
+        ka, kb = views.key_numbers(a, self.task(a.task)), views.key_numbers(b, self.task(b.task))
+        keys = list(dict.fromkeys([*ka, *kb]))
+        numbers = [(render.text(k, 60), render.text(ka.get(k), 200), render.text(kb.get(k), 200)) for k in keys]
+        sa = views.sections(a, {}, self.task(a.task))
+        sb = views.sections(b, {}, self.task(b.task))
+        plots = overlay(plots_of(sa), plots_of(sb))
+        return {**self.base(f"compare {a.name} and {b.name}"), "a": self.header(a), "b": self.header(b), "numbers": numbers,
+                "plots": [render.block(p, a) for p in plots], "twins": twins(sa, sb, a, b), "notes": notes + [f"A: {n}" for n in dict.fromkeys(a.notes)]
+                + [f"B: {n}" for n in dict.fromkeys(b.notes)]}, 200
+
+    def traces_page(self, query: Mapping[str, str]) -> tuple[dict[str, Any], int]:
+        q = clean_query(query)
+        run = self.get(q.get("id"))
+        if run is None:
+            return {**self.base("no such run"), "message": "no such run under the folders given"}, 404
+        filters = {k: q[k] for k in traces.FILTERS if q.get(k)}
+        calls, note = traces.calls(run, filters)
+        noun = views.noun(run.task, self.task(run.task))
+        for c in calls:
+            if not c.get("agent_name") and isinstance(c.get("agent"), int):
+                c["agent_name"] = f"{noun} {c['agent'] + 1}"
+        return {**self.base(f"model calls of {run.name}"), "run": self.header(run), "calls": calls, "filters": filters,
+                "notes": [note] if note else []}, 200
+
+
+#: sections shown side by side on the comparison page when either run has them (their tables and notes)
+TWIN_SECTIONS = ("fines", "norms")
+
+
+def twins(sa: list[ex.Section], sb: list[ex.Section], a: RunDir, b: RunDir) -> list[dict[str, Any]]:
+    """The sections of :data:`TWIN_SECTIONS` of both runs, each run's blocks (plots left out) rendered
+    with its own links."""
+    by_a = {s.id: s for s in sa if isinstance(s, ex.Section)}
+    by_b = {s.id: s for s in sb if isinstance(s, ex.Section)}
+    out = []
+    for sid in TWIN_SECTIONS:
+        if sid not in by_a and sid not in by_b:
+            continue
+        sides = []
+        for sec, run in ((by_a.get(sid), a), (by_b.get(sid), b)):
+            blocks = [x for x in (sec.blocks if sec else []) if not isinstance(x, ex.Plot)]
+            sides.append([render.block(x, run) for x in blocks] or [render.block(ex.Note("not in this run", level="info"), run)])
+        title = (by_a.get(sid) or by_b.get(sid)).title
+        out.append({"title": render.text(title, 200), "a": sides[0], "b": sides[1]})
+    return out
+
+
+def plots_of(secs: list[ex.Section]) -> dict[str, ex.Plot]:
+    """The keyed plots of a page, by key (nested blocks included)."""
+    found: dict[str, ex.Plot] = {}
+
+    def walk(blocks: list[Any]) -> None:
+        for b in blocks:
+            if isinstance(b, ex.Plot) and b.key and b.key not in found:
+                found[b.key] = b
+            elif isinstance(b, ex.Details):
+                walk(b.blocks)
+            elif isinstance(b, ex.Columns):
+                for col in b.columns:
+                    walk(col)
+
+    for s in secs:
+        if isinstance(s, ex.Section):
+            walk(s.blocks)
+    return found
+
+
+def overlay(pa: dict[str, ex.Plot], pb: dict[str, ex.Plot]) -> list[ex.Plot]:
+    """One plot per key of either run: both runs' series on the same axes (labelled A and B)."""
+    out = []
+    for key in dict.fromkeys([*pa, *pb]):
+        parts = [(tag, p) for tag, p in (("A", pa.get(key)), ("B", pb.get(key))) if p is not None]
+        xs = sorted({x for _, p in parts for x in (num(v) for v in p.x) if x is not None})
+        series: dict[str, list[Any]] = {}
+        for tag, p in parts:
+            pos = {num(v): i for i, v in enumerate(p.x)}
+            items = list(p.series.items())
+            if len(items) > MAX_OVERLAID and "mean" in p.series:  # one line per agent: the runs' means only
+                items = [("mean", p.series["mean"])]
+            for label, ys in items[:MAX_OVERLAID]:
+                ys = list(ys)
+                series[f"{tag} \u00b7 {label}"] = [ys[pos[x]] if x in pos and pos[x] < len(ys) else math.nan for x in xs]
+        first = parts[0][1]
+        only = "" if len(parts) == 2 else f" (only run {parts[0][0]} has this plot)"
+        caption = "run A solid, run B dashed" + (f"; {first.caption}" if first.caption else "")
+        out.append(ex.Plot(xs, series, title=first.title + only, xlabel=first.xlabel, ylabel=first.ylabel, kind=first.kind,
+                           key=key, integer_x=first.integer_x, caption=caption, dashed=[k for k in series if k.startswith("B ")]))
+    return out

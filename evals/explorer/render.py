@@ -1,0 +1,222 @@
+"""Turning a task's sections (:mod:`cooplab.graphs.explore`) into what the templates show.
+
+Nothing here writes markup: blocks become plain dicts of strings and numbers, and the Jinja
+templates (autoescape on) write the HTML. Plots are drawn by matplotlib as SVG and shown as
+``<img src="data:image/svg+xml;base64,...">``: an image never runs a script, whatever its labels say.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlencode
+
+from cooplab.evals.report import cut, fmt, image_mime, num
+from cooplab.graphs import explore as ex
+
+#: characters of one table cell shown (the rest is cut, with an ellipsis)
+MAX_CELL_CHARS = 2_000
+#: columns of a table shown at most
+MAX_COLUMNS = 40
+#: points of one plot series at most (longer series are thinned evenly)
+MAX_POINTS = 2_000
+#: series of one plot at most (the rest are named in the caption)
+MAX_SERIES = 24
+#: bytes of one image file shown inline at most
+MAX_IMAGE_BYTES = 8 << 20
+#: blocks nested in Details/Columns at most this deep
+MAX_NESTING = 6
+
+
+def run_href(run_id: str, **params: Any) -> str:
+    """The address of a run's page with query parameters (each value as text)."""
+    q = {"id": run_id, **{k: str(v) for k, v in params.items() if v is not None}}
+    return "/run?" + urlencode(q)
+
+
+def trace_href(run_id: str, **params: Any) -> str:
+    """The address of a run's traces page, filtered by these parameters."""
+    q = {"id": run_id, **{k: str(v) for k, v in params.items() if v is not None}}
+    return "/traces?" + urlencode(q)
+
+
+def text(v: Any, limit: int = MAX_CELL_CHARS) -> str:
+    """Any value as plain text (None as an em dash, NaN named, long text cut)."""
+    return v if isinstance(v, str) and len(v) <= limit else fmt(v, limit)
+
+
+def table_rows(rows: Any, max_rows: int) -> tuple[list[str], list[list[Any]], int]:
+    """(columns, rows of cell values, total rows) of a DataFrame or a list of dicts."""
+    try:
+        import pandas as pd
+
+        if isinstance(rows, pd.DataFrame):
+            cols = [str(c) for c in rows.columns[:MAX_COLUMNS]]
+            sub = rows.iloc[: max(max_rows, 0), :MAX_COLUMNS]
+            return cols, [list(r) for r in sub.itertuples(index=False, name=None)], len(rows)
+    except ImportError:  # pragma: no cover
+        pass
+    rows = [r for r in (rows or []) if isinstance(r, Mapping)]
+    cols: list[str] = []
+    for r in rows[:max_rows]:
+        for k in r:
+            if str(k) not in cols and len(cols) < MAX_COLUMNS:
+                cols.append(str(k))
+    return cols, [[r.get(c) for c in cols] for r in rows[:max_rows]], len(rows)
+
+
+def cell(v: Any) -> dict[str, Any]:
+    """One table cell: its text and, for numbers, the value the sorter uses."""
+    n = num(v)
+    return {"text": text(v), "sort": "" if n is None else repr(n)}
+
+
+def plot_svg(p: ex.Plot, *, width: float = 7.0, height: float = 3.2) -> tuple[str | None, str | None]:
+    """(a data: URI of the plot as SVG, None) or (None, why it could not be drawn)."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    xs = list(p.x)[:MAX_POINTS * 50]
+    if not xs:
+        return None, "nothing to plot (no points)"
+    step = max(1, math.ceil(len(xs) / MAX_POINTS))
+    idx = list(range(0, len(xs), step))
+    xnum = [num(xs[i]) for i in idx]
+    categorical = any(v is None for v in xnum)
+    xv = list(range(len(idx))) if categorical else xnum
+    fig = Figure(figsize=(width, height), dpi=100)
+    ax = fig.add_subplot()
+    drawn = 0
+    colours: dict[str, int] = {}  # a label and its dashed twin ("A · x", "B · x") share a colour
+    items = list(p.series.items())
+    for label, ys in items[:MAX_SERIES]:
+        ys = list(ys)
+        yv = [num(ys[i]) if i < len(ys) else None for i in idx]
+        yv = [math.nan if v is None else v for v in yv]
+        if all(math.isnan(v) for v in yv):
+            continue
+        name = cut(str(label), 40)
+        if p.kind == "bar":
+            ax.bar([x + drawn * 0.8 / max(len(items), 1) for x in xv], yv, width=0.8 / max(len(items), 1), label=name)
+        elif p.kind == "step":
+            ax.step(xv, yv, where="mid", label=name)
+        else:
+            ax.plot(xv, yv, marker="o" if len(idx) <= 40 else None, markersize=3, label=name,
+                    linestyle="--" if label in set(p.dashed) else "-", color=f"C{colours.setdefault(_base(label), len(colours)) % 10}")
+        drawn += 1
+    if not drawn:
+        return None, "nothing to plot (every value is missing or not a finite number)"
+    if categorical:
+        ax.set_xticks(xv, [cut(str(xs[i]), 12) for i in idx], rotation=30, ha="right")
+    elif p.integer_x:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title(cut(p.title, 80), fontsize=10)
+    ax.set_xlabel(cut(p.xlabel, 60))
+    ax.set_ylabel(cut(p.ylabel, 60))
+    ax.grid(alpha=0.3)
+    if drawn > 1 or p.kind == "bar":
+        ax.legend(fontsize=7, loc="best", ncol=2 if drawn > 6 else 1)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="svg")
+    return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue()).decode("ascii"), None
+
+
+def _base(label: Any) -> str:
+    """A series label without its run tag ("A · mean" -> "mean")."""
+    text = str(label)
+    return text.split(" \u00b7 ", 1)[1] if text[:4] in ("A \u00b7 ", "B \u00b7 ") else text
+
+
+def image_uri(run: Any, rel: str) -> tuple[str | None, str | None]:
+    """(a data: URI of an image file inside the run directory, None) or (None, why not)."""
+    try:
+        base = run.out.resolve()
+        path = (base / rel).resolve()
+        path.relative_to(base)
+    except (OSError, ValueError):
+        return None, f"{cut(rel, 120)} is not a file of this run"
+    try:
+        if not path.is_file() or path.stat().st_size > MAX_IMAGE_BYTES:
+            return None, f"{cut(rel, 120)} is missing or too large to show"
+        data = path.read_bytes()
+    except OSError as exc:
+        return None, f"cannot read {cut(rel, 120)}: {exc.strerror or exc}"
+    mime = image_mime(data[:16]) or ("image/svg+xml" if path.suffix.lower() == ".svg" else None)
+    if mime is None:
+        return None, f"{cut(rel, 120)} is not an image"
+    return f"data:{mime};base64," + base64.b64encode(data).decode("ascii"), None
+
+
+def block(b: Any, run: Any, depth: int = 0) -> dict[str, Any]:
+    """One block as a dict for the templates (``kind`` picks the macro)."""
+    if depth > MAX_NESTING:
+        return {"kind": "note", "text": "blocks nested too deeply to show", "level": "warn"}
+    if isinstance(b, ex.Text):
+        return {"kind": "text", "text": text(b.text, 100_000), "pre": bool(b.pre)}
+    if isinstance(b, ex.Note):
+        return {"kind": "note", "text": text(b.text, 2_000), "level": "info" if b.level == "info" else "warn"}
+    if isinstance(b, ex.KeyValues):
+        items = list(b.items.items()) if isinstance(b.items, Mapping) else []
+        return {"kind": "kv", "title": text(b.title) if b.title else None,
+                "items": [(text(k, 80), text(v, 400)) for k, v in items[:200]]}
+    if isinstance(b, ex.Table):
+        cols, rows, total = table_rows(b.rows, max(0, int(b.max_rows)))
+        links = {str(k): (v, k) if isinstance(v, str) else (str(v[0]), str(v[1])) for k, v in dict(b.links or {}).items()
+                 if isinstance(v, str) or (isinstance(v, (tuple, list)) and len(v) == 2)}
+        out_rows = []
+        for r in rows:
+            values = dict(zip(cols, r))
+            cells = []
+            for c, v in zip(cols, r):
+                if c.startswith("_"):
+                    continue
+                d = cell(v)
+                param, src = links.get(c, (None, None))
+                target = values.get(src)
+                if param and target is not None and cell(target)["text"] != "\u2014":
+                    d["href"] = run_href(run.id, **{**dict(b.keep or {}), param: cell(target)["text"]})
+                cells.append(d)
+            out_rows.append(cells)
+        return {"kind": "table", "title": text(b.title) if b.title else None, "columns": [c for c in cols if not c.startswith("_")], "rows": out_rows,
+                "total": total, "shown": len(rows), "filterable": bool(b.filterable)}
+    if isinstance(b, ex.Plot):
+        uri, problem = plot_svg(b)
+        return {"kind": "plot", "src": uri, "problem": problem, "title": text(b.title), "caption": text(b.caption, 1_000),
+                "alt": text(b.title or b.ylabel or "plot", 200)}
+    if isinstance(b, ex.Image):
+        uri, problem = image_uri(run, str(b.path))
+        return {"kind": "image", "src": uri, "problem": problem, "caption": text(b.caption, 1_000), "alt": text(b.path, 200)}
+    if isinstance(b, ex.Code):
+        return {"kind": "code", "text": text(b.text, 200_000), "title": text(b.title) if b.title else None}
+    if isinstance(b, ex.Link):
+        params = {str(k): text(v, 200) for k, v in dict(b.params or {}).items()}
+        href = trace_href(run.id, **params) if b.trace else run_href(run.id, **params)
+        return {"kind": "link", "text": text(b.text, 300), "href": href}
+    if isinstance(b, ex.Details):
+        return {"kind": "details", "summary": text(b.summary, 300), "open": bool(b.open),
+                "blocks": [block(x, run, depth + 1) for x in list(b.blocks or [])]}
+    if isinstance(b, ex.Columns):
+        return {"kind": "columns", "columns": [[block(x, run, depth + 1) for x in list(col or [])] for col in list(b.columns or [])[:4]]}
+    return {"kind": "note", "text": f"a block of an unknown kind ({type(b).__name__}) is not shown", "level": "warn"}
+
+
+def sections(secs: Any, run: Any) -> list[dict[str, Any]]:
+    """A task's sections as dicts for the templates (anchors made unique)."""
+    from cooplab.evals.report import slug
+
+    out: list[dict[str, Any]] = []
+    used: set[str] = set()
+    for s in list(secs or []):
+        if not isinstance(s, ex.Section):
+            out.append({"title": "?", "id": f"s{len(out)}", "blocks": [block(ex.Note(f"not a Section: {type(s).__name__}"), run)]})
+            continue
+        sid = slug(s.id or s.title)
+        while sid in used:
+            sid += "-x"
+        used.add(sid)
+        out.append({"title": text(s.title, 200), "id": sid, "blocks": [block(b, run) for b in list(s.blocks or [])]})
+    return out

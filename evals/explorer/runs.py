@@ -1,0 +1,139 @@
+"""Finding and reading run directories for the explorer, never raising on a damaged one.
+
+:func:`discover` walks the folders given to ``cooplab view`` (recursively, sweeps' cells too) and
+returns one :class:`RunDir` per directory holding ``config.json`` or ``summary.json``. A
+:class:`RunDir` reads its files lazily; every problem (JSON that does not parse, a table that does
+not load) becomes a line in :attr:`RunDir.notes` shown on the page, never an exception.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cooplab.evals.report import cut, is_run_dir, read_json
+from cooplab.graphs import rundir
+
+#: folders walked below each root at most (a home directory given by mistake stays quick)
+MAX_DIRS = 20_000
+#: runs listed at most
+MAX_RUNS = 5_000
+#: how deep below a root the walk goes
+MAX_DEPTH = 8
+#: directories never entered
+SKIP = {".git", "node_modules", "__pycache__", ".venv", "figures", "artifacts", "sandbox", "workspace"}
+
+
+@dataclass
+class RunDir:
+    """One run directory as the explorer sees it: ``id`` is its address in the app's URLs
+    (``<root number>/<relative path>``), ``out`` the directory."""
+
+    id: str
+    out: Path
+    root: Path
+    notes: list[str] = field(default_factory=list)
+    _json: dict[str, Any] = field(default_factory=dict, repr=False)
+    _tables: dict[str, Any] = field(default_factory=dict, repr=False)
+    _calls: Any = field(default=None, repr=False)  # the model calls of traces.jsonl, read once (explorer.traces)
+
+    def _read(self, name: str) -> dict[str, Any]:
+        if name not in self._json:
+            path = self.out / name
+            obj: Any = {}
+            if path.is_file():
+                obj, problem = read_json(path)
+                if problem:
+                    self.notes.append(problem)
+                    obj = {}
+                elif not isinstance(obj, dict):
+                    self.notes.append(f"{name} is not a JSON object")
+                    obj = {}
+            else:
+                self.notes.append(f"no {name} (the run has not finished, or the directory is incomplete)")
+            self._json[name] = obj
+        return self._json[name]
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """config.json ({} when absent or damaged; a note says which)."""
+        return self._read("config.json")
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """summary.json ({} when absent or damaged; a note says which)."""
+        return self._read("summary.json")
+
+    @property
+    def task(self) -> str:
+        t = self.summary.get("task") or self.config.get("task")
+        return t if isinstance(t, str) and t else "?"
+
+    @property
+    def status(self) -> str:
+        s = self.summary.get("status")
+        return s if isinstance(s, str) and s else ("running or unfinished" if self.config else "?")
+
+    @property
+    def name(self) -> str:
+        """The run's folder relative to the folder it was found under."""
+        rel = self.out.relative_to(self.root).as_posix()
+        return self.root.name if rel == "." else rel
+
+    def has_table(self, name: str) -> bool:
+        return any((self.out / f"{name}.{ext}").is_file() for ext in ("parquet", "csv"))
+
+    def table(self, name: str) -> Any:
+        """The table ``name`` as a DataFrame, or None when absent or damaged (a note says which)."""
+        if name not in self._tables:
+            df = None
+            if self.has_table(name):
+                try:
+                    df = rundir.read_table(self.out, name)
+                except Exception as exc:  # noqa: BLE001 - a damaged table is a note, never a crash
+                    self.notes.append(f"table {name} could not be read ({cut(f'{type(exc).__name__}: {exc}', 200)})")
+            self._tables[name] = df
+        return self._tables[name]
+
+    @property
+    def tables(self) -> list[str]:
+        try:
+            return sorted({p.stem for p in self.out.iterdir() if p.suffix in (".parquet", ".csv") and p.is_file()})
+        except OSError:
+            return []
+
+    @property
+    def date(self) -> str:
+        """When the run last wrote its summary (else its config), as ``YYYY-MM-DD HH:MM`` UTC."""
+        import datetime as dt
+
+        for name in ("summary.json", "config.json"):
+            try:
+                t = (self.out / name).stat().st_mtime
+            except OSError:
+                continue
+            return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
+        return ""
+
+
+def discover(roots: list[Path]) -> list[RunDir]:
+    """Every run directory at or below ``roots`` (sorted by root, then path). Symbolic links are not
+    followed; unreadable folders are skipped."""
+    found: list[RunDir] = []
+    for n, root in enumerate(roots):
+        root = root.resolve()
+        seen = 0
+        for dirpath, dirnames, _files in os.walk(root, followlinks=False, onerror=lambda e: None):
+            here = Path(dirpath)
+            depth = len(here.relative_to(root).parts)
+            seen += 1
+            dirnames[:] = sorted(d for d in dirnames if d not in SKIP and not d.startswith(".")) if depth < MAX_DEPTH else []
+            if seen > MAX_DIRS or len(found) >= MAX_RUNS:
+                dirnames[:] = []
+                continue
+            if is_run_dir(here):
+                rel = here.relative_to(root).as_posix()
+                found.append(RunDir(id=f"{n}/{rel}" if rel != "." else f"{n}", out=here, root=root))
+    return found

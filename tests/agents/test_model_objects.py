@@ -1,0 +1,183 @@
+"""Chat model objects from Python (``model=ChatOpenAI(...)``) and any GGUF file (``local:PATH``)
+wherever a model spec string goes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from langchain_openai import ChatOpenAI
+
+import cooplab
+from cooplab.agents import instances
+from cooplab.agents.models import ModelSpecError, gguf_file, gguf_identity, parse_model_spec
+from cooplab.graphs.rundir import RunDirError
+from cooplab.limits import ConfigError
+
+from .misbehaving_server import MisbehavingServer, Reply, completion
+from .test_llm_budget import fast_backoff  # noqa: F401 - a fixture
+
+
+def _answering(effort: float):
+    return lambda r: Reply(200, json.dumps(completion(content=json.dumps({"effort": effort, "punish": None}))).encode())
+
+
+def _chat(url: str, **kw) -> ChatOpenAI:
+    return ChatOpenAI(model="tiny-fisher", base_url=url, api_key="sk-test", max_retries=0, **kw)
+
+
+# --- objects ---------------------------------------------------------------------------------
+def test_the_spec_of_an_object_names_its_model_and_changes_with_its_settings():
+    a, b = _chat("http://127.0.0.1:9/v1"), _chat("http://127.0.0.1:9/v1")
+    assert instances.register(a) == instances.register(b)  # same class and settings: same spec, same cache keys
+    spec = instances.register(a)
+    assert spec.startswith("instance:tiny-fisher#") and len(spec.rpartition("#")[2]) == 12
+    assert instances.register(_chat("http://127.0.0.1:9/v1", temperature=0.1)) != spec
+    assert instances.register(_chat("http://127.0.0.1:10/v1")) != spec  # another server
+    assert "sk-test" not in spec
+    with pytest.raises(TypeError, match="BaseChatModel"):
+        instances.register("gpt")
+
+
+def test_an_unregistered_object_spec_is_one_line():
+    with pytest.raises(instances.ModelObjectMissing, match=r"pass the object again.*resume"):
+        parse_model_spec("instance:someone-else#0123456789ab")
+
+
+def test_a_society_runs_on_a_chat_model_object_and_resumes_in_a_new_process(tmp_path):
+    with MisbehavingServer(_answering(0.4)) as srv:
+        run = cooplab.run(task="cpr", agents="llm", model=_chat(srv.url), n_agents=3, rounds=2, budget=1.0,
+                          cache=str(tmp_path / "cache.sqlite"), out=tmp_path / "run", quiet=True)
+        assert run.status == "completed", run.stopped
+        calls = len(srv.requests)
+        assert calls == len(run.ledger) > len(run.decisions) > 0  # every call charged once (learning calls too)
+        recorded = json.loads((tmp_path / "run" / "config.json").read_text())["llm"]["model"]
+        assert recorded.startswith("instance:tiny-fisher#")
+        ledger = run.ledger
+        assert set(ledger["model"]) == {recorded}
+        # the ledger charged what the server reported (120 in, 12 out per call) at the run's prices
+        spent = Decimal(str(ledger["cost"].astype(str).map(Decimal).sum()))
+        assert spent == calls * (Decimal(120) * Decimal("0.0005") + Decimal(12) * Decimal("0.003")) / 1000
+
+        # the same object's settings again: every answer replays from the cache, no request
+        again = cooplab.run(task="cpr", agents="llm", model=_chat(srv.url), n_agents=3, rounds=2, budget=1.0,
+                            cache=str(tmp_path / "cache.sqlite"), out=tmp_path / "again", quiet=True)
+        assert len(srv.requests) == calls and again.decisions["cached_calls"].sum() == calls
+
+    # another process does not hold the object: resuming is one line, exit 2, nothing touched
+    before = sorted(p.name for p in (tmp_path / "run").iterdir())
+    out = subprocess.run([sys.executable, "-m", "cooplab.cli", "resume", str(tmp_path / "run")], capture_output=True, text=True)
+    assert out.returncode == 2, out.stderr
+    assert "pass the object again" in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == before
+
+
+def test_per_agent_objects_and_strings_mix(tmp_path):
+    with MisbehavingServer(_answering(0.2)) as low, MisbehavingServer(_answering(0.8)) as high:
+        run = cooplab.run(task="cpr", agents="llm", model=_chat(low.url), agent_models={1: _chat(high.url)}, n_agents=3,
+                          rounds=1, cache="off", out=tmp_path / "mix", quiet=True)
+        assert run.status == "completed"
+        harvest = run.decisions[run.decisions["phase"] == "harvest"]
+        by_agent = harvest.groupby("agent")["raw"].first()
+        assert "0.8" in by_agent[1] and "0.2" in by_agent[0] and "0.2" in by_agent[2]
+        assert len(high.requests) == (run.ledger["agent"] == "0:1").sum() > 0
+        assert len(low.requests) == (run.ledger["agent"] != "0:1").sum() > 0
+
+
+def test_a_wrong_object_is_one_line_before_any_work(tmp_path):
+    with pytest.raises((ConfigError, TypeError), match="BaseChatModel|model"):
+        cooplab.run(task="cpr", agents="llm", model=object(), out=tmp_path / "x", quiet=True)
+    assert not (tmp_path / "x").exists()
+
+
+# --- local:PATH.gguf -------------------------------------------------------------------------
+def test_local_path_checks_the_file(tmp_path):
+    with pytest.raises(ModelSpecError, match="not found"):
+        gguf_file(str(tmp_path / "missing.gguf"))
+    with pytest.raises(ModelSpecError, match="not a file"):
+        gguf_file(str(tmp_path))
+    (tmp_path / "fake.gguf").write_bytes(b"PK\x03\x04 not a model")
+    with pytest.raises(ModelSpecError, match="not a GGUF file"):
+        gguf_file(str(tmp_path / "fake.gguf"))
+    with pytest.raises(ModelSpecError, match="needs the path"):
+        gguf_file("  ")
+    (tmp_path / "tiny.gguf").write_bytes(b"GGUF" + b"\0" * 60)
+    spec = parse_model_spec(f"local:{tmp_path / 'tiny.gguf'}")
+    assert (spec.kind, spec.name, spec.path) == ("local", "tiny.gguf", str((tmp_path / "tiny.gguf").resolve()))
+    # a file of its own is named by its content in cache keys, not by where it lies
+    ident = spec.identity()
+    assert ident["model"] == "local:tiny.gguf" and len(ident["sha256"]) == 64
+    (tmp_path / "moved").mkdir()
+    (tmp_path / "tiny.gguf").rename(tmp_path / "moved" / "tiny.gguf")
+    assert gguf_identity(str(tmp_path / "moved" / "tiny.gguf"))["sha256"] == ident["sha256"]
+
+
+def test_a_bad_local_path_is_one_line_exit_2_before_a_run_dir(tmp_path):
+    bad = tmp_path / "notes.gguf"
+    bad.write_text("hello")
+    out = subprocess.run([sys.executable, "-m", "cooplab.cli", "run", "cpr", "--agents", "llm", "--model", f"local:{bad}",
+                          "--out", str(tmp_path / "run")], capture_output=True, text=True)
+    assert out.returncode == 2 and "not a GGUF file" in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.integration
+def test_any_gguf_file_runs_a_society_in_the_model_process(tmp_path):
+    """A second GGUF made from the shipped one (a copy under another name and folder) proves the
+    path: the same llama.cpp build and child process load whatever file ``local:PATH`` names."""
+    from cooplab.agents.models import local_model_path
+
+    shipped = local_model_path()
+    other = tmp_path / "models" / "my-fisher.Q4_1.gguf"
+    other.parent.mkdir()
+    other.write_bytes(shipped.read_bytes())
+    run = cooplab.run(task="cpr", agents="llm", model=f"local:{other}", n_agents=2, rounds=1, max_tokens=48,
+                      cache=str(tmp_path / "cache.sqlite"), out=tmp_path / "run", quiet=True)
+    assert run.status == "completed", run.stopped
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["llm"]["model"] == f"local:{other}"
+    assert set(run.ledger["model"]) == {"local:my-fisher.Q4_1.gguf"}
+    # same bytes as the shipped model: its answers are the shipped model's, so `local` replays them
+    replay = cooplab.run(task="cpr", agents="llm", model="local", n_agents=2, rounds=1, max_tokens=48,
+                         cache=str(tmp_path / "cache.sqlite"), out=tmp_path / "replay", quiet=True)
+    assert len(replay.ledger) == len(run.ledger) > 0 and replay.ledger["cached"].all()
+    pd.testing.assert_series_equal(run.decisions["raw"].reset_index(drop=True), replay.decisions["raw"].reset_index(drop=True))
+
+
+def test_resume_takes_the_objects_again(tmp_path, fast_backoff):
+    seen = {"n": 0, "down": True}
+
+    def flaky(req: dict) -> Reply:
+        seen["n"] += 1
+        if seen["down"] and seen["n"] > 4:
+            return Reply(500, b'{"error": {"message": "overloaded"}}')
+        return _answering(0.5)(req)
+
+    with MisbehavingServer(flaky) as srv:
+        first = cooplab.run(task="cpr", agents="llm", model=_chat(srv.url), n_agents=3, rounds=2, cache="off",
+                            out=tmp_path / "run", quiet=True)
+        assert first.status != "completed" and first.stopped
+        seen["down"] = False
+        instances._REGISTRY.clear()  # as in a new process
+        with pytest.raises(RunDirError, match="pass the object again"):
+            cooplab.resume(tmp_path / "run", quiet=True)
+        done = cooplab.resume(tmp_path / "run", quiet=True, models=[_chat(srv.url)])
+        assert done.status == "completed", done.stopped
+        assert (done.rounds["round"].max() if "round" in done.rounds else len(done.rounds)) == 2
+
+
+def test_the_environment_record_names_files_and_objects(tmp_path):
+    from cooplab.runs.store import environment
+
+    (tmp_path / "tiny.gguf").write_bytes(b"GGUF" + b"\1" * 60)
+    spec = instances.register(_chat("http://127.0.0.1:9/v1"))
+    env = environment({"llm": {"model": f"local:{tmp_path / 'tiny.gguf'}", "agent_models": {"1": spec}}})
+    rec = env["local_files"][f"local:{tmp_path / 'tiny.gguf'}"]
+    assert rec["bytes"] == 64 and len(rec["sha256"]) == 64 and rec["file"].endswith("tiny.gguf")
+    assert env["model_objects"][spec] == {"class": "langchain_openai.chat_models.base.ChatOpenAI", "name": "tiny-fisher"}
