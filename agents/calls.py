@@ -51,7 +51,7 @@ from cooplab.agents.models import (
     one_line,
 )
 from cooplab.agents.usage import Usage, check_usage, counted_usage
-from cooplab.graphs.ledger import Entry, Ledger, Reservation
+from cooplab.graphs.ledger import Entry, Ledger, Reservation, call_id_of
 
 Sleep = Callable[[float], Awaitable[Any]]
 
@@ -415,7 +415,7 @@ class BudgetLayer:
         self.inner, self.ledger = inner, ledger
 
     def _charge(self, request: Request, response: CachedResponse, *, cached: bool, reservation: Reservation | None) -> Entry:
-        return self.ledger.charge(call_id=request.key[:16], model=request.spec.id, agent=request.agent, round=request.round,
+        return self.ledger.charge(call_id=call_id_of(request.key), model=request.spec.id, agent=request.agent, round=request.round,
                                   phase=request.phase, input_tokens=response.input_tokens, output_tokens=response.output_tokens,
                                   cached=cached, reservation=reservation, usage_error=response.usage_error, team=request.team)
 

@@ -48,7 +48,8 @@ from cooplab.agents.calls import (  # noqa: F401 - is_transient, endpoint_failur
 )
 from cooplab.agents.models import ModelSpec
 from cooplab.agents.usage import input_bound
-from cooplab.graphs.ledger import BudgetExhausted, Entry, Ledger
+from cooplab.graphs.ledger import BudgetExhausted, Entry, Ledger, call_id_of
+from cooplab.graphs.tracing.labels import call_config
 from cooplab.limits import clean_strings
 
 T = TypeVar("T", bound=BaseModel)
@@ -163,6 +164,7 @@ class LLMService:
         rf = adapter.response_format(schema, decode_schema) if schema is not None else None
         kwargs: dict[str, Any] = {} if rf is None else {"response_format": rf}
         kwargs.update(adapter.call_options(key=key, phase=phase, max_tokens=max_tokens))
+        config = call_config(config, agent=agent, society=society, round=round, phase=phase, model=spec.id, call_id=call_id_of(key))
         return await self.path(Request(spec, adapter, model, key, messages, kwargs, input_bound(messages, rf),
                                        int(max_tokens or spec.max_tokens), f"{society}:{agent}", round, phase, config=config))
 
@@ -183,6 +185,7 @@ class LLMService:
         answer into the text that is cached and returned (a tool-calling caller encodes the tool
         calls there). Returns (response, cached, ledger entry)."""
         adapter = self.adapter(spec, getattr(runnable, "bound", runnable))  # a model with tools bound: the model's
+        config = call_config(config, agent=agent_id, society=None, round=round, phase=phase, model=spec.id, call_id=call_id_of(key), team=team)
         reply = await self.path(Request(spec, adapter, runnable, key, messages, kwargs, input_bound, output_bound,
                                         agent_id, round, phase, team=team, config=config, to_text=to_text))
         return reply.response, reply.cached, reply.entry

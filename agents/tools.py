@@ -91,6 +91,7 @@ from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import BudgetExhausted, Entry, _amount
 from cooplab.graphs.nodes import charged
 from cooplab.graphs.state import SNAPSHOT_EVERY, AppendLog, extend
+from cooplab.graphs.tracing.labels import call_labels, labelled
 from cooplab.limits import clean_strings
 from cooplab.sandbox.models import SandboxConfig, SandboxError
 from cooplab.sandbox.tool import RunCodeInput
@@ -715,7 +716,9 @@ class ToolAgent:
         history, ai = state["messages"][:-1], state["messages"][-1]
         step, limit = state["steps"], self.limits.max_calls_per_step
         caller = ToolCaller(self.agent_id, runtime.context, self.team, state["round"], self.phase)
-        tool_cfg: RunnableConfig = {**config, "configurable": {**(config.get("configurable") or {}), CALLER_KEY: caller}}
+        tool_cfg: RunnableConfig = {**labelled(config, call_labels(config, agent=self.agent_id, society=None, round=state["round"],  # type: ignore[typeddict-item]
+                                                                   phase=self.phase, team=self.team)),
+                                    "configurable": {**(config.get("configurable") or {}), CALLER_KEY: caller}}
         msgs: list[BaseMessage] = []
         recs: list[dict[str, Any]] = []
         final = None

@@ -51,6 +51,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from cooplab.extras import EXTRAS, MissingExtra, require
 from cooplab.graphs.rundir import TRACES_FILE
+from cooplab.graphs.tracing.charges import Charge, ledger_charges, match_charges, run_dir_of
 
 OTLP_TRACES_PATH = "/v1/traces"
 DEFAULT_PROJECT = "cooplab"
@@ -181,6 +182,33 @@ def run_metadata(run_dir: str | os.PathLike[str]) -> dict[str, str]:
     if isinstance(task, str) and task.strip():
         meta["cooplab.task"] = _clean_str(task.strip())[:MAX_NAME_CHARS]
     return meta
+
+
+def run_session(run_dir: str | os.PathLike[str]) -> str:
+    """The session of a run directory's spans when its runs name none: the run's id
+    (config.json's ``record.thread_id``), else (a run made before it was recorded) the directory."""
+    d = run_dir_of(run_dir)
+    try:
+        cfg = json.loads((d / "config.json").read_text(encoding="utf-8", errors="replace"))
+        tid = cfg["record"]["thread_id"]
+    except (OSError, ValueError, RecursionError, KeyError, TypeError):
+        tid = None
+    if isinstance(tid, str) and tid.strip():
+        return _cut(_clean_str(tid.strip()), MAX_NAME_CHARS)
+    return _cut(_clean_str(str(d.resolve())), MAX_NAME_CHARS)
+
+
+def run_charges(path: Path) -> dict[str, Charge]:
+    """What the run's ledger charged for each model call of the traces file ``path``, by run id
+    (a first pass over the file; runs that cannot be read are left out here and counted later)."""
+    charges = ledger_charges(path)
+    if not charges:
+        return {}
+    calls = []
+    for _, rec in iter_records(path, Counter(), []):
+        if rec.get("run_type") == "llm":
+            calls.append({k: rec.get(k) for k in ("id", "run_type", "start_time", "error", "extra")})
+    return match_charges(calls, charges)
 
 
 def iter_records(path: Path, counts: Counter, first: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -385,9 +413,11 @@ def model_name(rec: dict[str, Any]) -> str:
     """The model of an ``llm`` run: ``extra.metadata.ls_model_name``, else the invocation
     parameters' ``model``/``model_name``/``model_id``, else the answer's ``response_metadata``
     ``model_name``/``model``, else the run's name (the chat model's class, e.g. ``ScriptedChatModel``,
-    for models that name no model)."""
+    for models that name no model). Before the invocation parameters: cooplab's own ``metadata.model``
+    (the model's spec id, set on every model call cooplab makes)."""
     extra = _dict(rec.get("extra"))
-    cands = [_dict(extra.get("metadata")).get("ls_model_name")]
+    md = _dict(extra.get("metadata"))
+    cands = [md.get("ls_model_name"), md.get("model")]
     ip = _dict(extra.get("invocation_params"))
     cands += [ip.get("model"), ip.get("model_name"), ip.get("model_id")]
     for m in _generation_messages(rec)[:1]:
@@ -470,14 +500,22 @@ def _put_value(attrs: dict[str, Any], keys: tuple[str, str], value: Any) -> None
         attrs[keys[1]] = Mime.JSON.value
 
 
-def span_attributes(rec: dict[str, Any], kind: str, run_id: str, meta: dict[str, str]) -> dict[str, Any]:
+def span_attributes(rec: dict[str, Any], kind: str, run_id: str, meta: dict[str, str], *, session: str | None = None,
+                    charge: Charge | None = None) -> dict[str, Any]:
     """The OpenInference attributes of one LangSmith run (every value a str, bool, int or float, or
-    a list of str)."""
+    a list of str): ``session.id`` (the run's ``session_id`` metadata, else ``session``) and, for a
+    model call the ledger charged (``charge``), its cost and the charged token counts."""
     from openinference.semconv.trace import SpanAttributes as SA
 
     extra = _dict(rec.get("extra"))
     md = _dict(extra.get("metadata"))
     attrs: dict[str, Any] = {SA.OPENINFERENCE_SPAN_KIND: kind}
+    sid = md.get("session_id")
+    sid = _cut(sid.strip(), MAX_NAME_CHARS) if isinstance(sid, str) and sid.strip() else session
+    if sid:
+        attrs[SA.SESSION_ID] = sid
+    if kind == "LLM" and charge is not None:
+        _put_charge(attrs, charge)
     _put_value(attrs, (SA.INPUT_VALUE, SA.INPUT_MIME_TYPE), rec.get("inputs"))
     _put_value(attrs, (SA.OUTPUT_VALUE, SA.OUTPUT_MIME_TYPE), rec.get("outputs"))
     name = _name(rec.get("name"), "run")
@@ -525,6 +563,20 @@ def span_attributes(rec: dict[str, Any], kind: str, run_id: str, meta: dict[str,
     return attrs
 
 
+def _put_charge(attrs: dict[str, Any], charge: Charge) -> None:
+    """OpenInference's cost attributes (USD) of a charged model call, and the token counts the
+    ledger charged (``cooplab.charged_tokens.*``: at most the call's output cap, unlike the
+    model-reported ``llm.token_count.*``)."""
+    from openinference.semconv.trace import SpanAttributes as SA
+
+    attrs[SA.LLM_COST_TOTAL] = float(charge.cost)
+    if charge.prompt_cost is not None and charge.completion_cost is not None:
+        attrs[SA.LLM_COST_PROMPT] = float(charge.prompt_cost)
+        attrs[SA.LLM_COST_COMPLETION] = float(charge.completion_cost)
+    attrs["cooplab.charged_tokens.prompt"] = charge.input_tokens
+    attrs["cooplab.charged_tokens.completion"] = charge.output_tokens
+
+
 def _error_text(rec: dict[str, Any]) -> str | None:
     err = rec.get("error")
     if err is None or err == "":
@@ -547,8 +599,10 @@ def _error_summary(err: str) -> tuple[str, str | None]:
 class SpanBuilder:
     """Turns LangSmith run records into SDK ``ReadableSpan`` objects (one resource for the export)."""
 
-    def __init__(self, project: str, meta: dict[str, str]):
+    def __init__(self, project: str, meta: dict[str, str], *, session: str | None = None,
+                 charges: dict[str, Charge] | None = None):
         require_viewer()
+        self.session, self.charges = session, charges or {}
         from openinference.semconv.resource import ResourceAttributes
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.util.instrumentation import InstrumentationScope
@@ -590,7 +644,7 @@ class SpanBuilder:
         if end is None or end < start:
             end = start
         kind = span_kind(rec)
-        attrs = span_attributes(rec, kind, run_id, self.meta)
+        attrs = span_attributes(rec, kind, run_id, self.meta, session=self.session, charge=self.charges.get(str(rec.get("id"))))
         err = _error_text(rec)
         events = []
         if err is not None:
@@ -627,7 +681,7 @@ def convert_runs(run_dir: str | os.PathLike[str], *, project: str = DEFAULT_PROJ
     res = result if result is not None else OtlpExportResult()
     res.file = str(path)
     res.project = project
-    builder = SpanBuilder(project, run_metadata(run_dir))
+    builder = SpanBuilder(project, run_metadata(run_dir), session=run_session(run_dir), charges=run_charges(path))
     from cooplab.graphs.tracing import scrub, secret_values
 
     secrets = secret_values()  # scrubbed again before export, as the LangSmith export does

@@ -9,7 +9,13 @@
 * ``GET /api/runs``       the runs of traces.jsonl as a JSON list (``?summary=1``: without
   inputs, outputs and extra, which is what the page loads first).
 * ``GET /api/runs/<id>``  one run, in full.
-* ``GET /api/info``       the file, how many runs it holds, and which lines could not be read.
+* ``GET /api/info``       the file, how many runs it holds, which lines could not be read, and
+  ``ledger``: what the run's ledger charged for model calls (calls, tokens, cost; null without one).
+
+Token counts come from two places and the page says which is which: an ``llm`` run's
+``prompt_tokens``/``completion_tokens`` are what the model *reported*; the ledger *charges* at most
+the call's output cap, at the run's prices. Each model call the ledger charged also gets
+``charged_prompt_tokens``, ``charged_completion_tokens`` and ``cost_usd`` (matched by its call id).
 
 Only requests addressed to this server by a loopback name are answered: the ``Host`` header
 must be ``localhost``, ``127.0.0.1`` or ``[::1]`` (or the literal address it is bound to) with
@@ -39,6 +45,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from cooplab.graphs.tracing.charges import Charge, ledger_charges, ledger_totals, match_charges
 from cooplab.graphs.tracing.export import traces_path as _traces_path
 from cooplab.limits import parse_json
 
@@ -142,6 +149,20 @@ def _summary(run: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _charged(cache: _RunCache) -> dict[str, Charge]:
+    """What the run's ledger charged for each model call of the file, by run id (none without a ledger)."""
+    return match_charges(cache.runs, ledger_charges(cache.path.parent))
+
+
+def _with_charge(run: dict[str, Any], charged: dict[str, Charge]) -> dict[str, Any]:
+    """A model call's record with what the ledger charged for it beside the tokens the model
+    reported: ``charged_prompt_tokens``, ``charged_completion_tokens``, ``cost_usd``."""
+    ch = charged.get(str(run.get("id")))
+    if ch is None:
+        return run
+    return {**run, "charged_prompt_tokens": ch.input_tokens, "charged_completion_tokens": ch.output_tokens, "cost_usd": float(ch.cost)}
+
+
 @functools.cache
 def _page_template() -> str:
     """The viewer page (package data), with its ``__TITLE__`` placeholders."""
@@ -202,20 +223,21 @@ def _make_handler(cache: _RunCache, title: str):
                     c = cache.get()
                     q = parse_qs(url.query)
                     summary = q.get("summary", ["0"])[0] not in ("0", "false", "")
-                    runs = [_summary(r) for r in c.runs] if summary else c.runs
-                    self._json(200, runs)
+                    charged = _charged(c)
+                    self._json(200, [_with_charge(_summary(r) if summary else r, charged) for r in c.runs])
                 elif path.startswith("/api/runs/"):
                     rid = unquote(path[len("/api/runs/"):])
-                    run = cache.get().by_id.get(rid)
+                    c = cache.get()
+                    run = c.by_id.get(rid)
                     if run is None:
                         self._json(404, {"error": f"no run {rid}"})
                     else:
-                        self._json(200, run)
+                        self._json(200, _with_charge(run, _charged(c)))
                 elif path == "/api/info":
                     c = cache.get()
                     self._json(200, {"title": title, "file": str(c.path), "exists": c.path.is_file(),
                                      "runs": len(c.runs), "bad_lines": c.bad_lines, "bad_line_numbers": c.bad_line_numbers,
-                                     "read_error": c.read_error})
+                                     "read_error": c.read_error, "ledger": ledger_totals(c.path.parent)})
                 else:
                     self._json(404, {"error": "not found"})
             except (BrokenPipeError, ConnectionResetError):

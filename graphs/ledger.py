@@ -49,6 +49,11 @@ DEFAULT_RATES = (Decimal("0.0005"), Decimal("0.003"))  # USD per 1K input, per 1
 TOKENS = "tokens"  # the kind of a model call's entry
 
 
+def call_id_of(key: str) -> str:
+    """The ledger's id of a model call with the cache key ``key`` (also in the call's trace metadata)."""
+    return key[:16]
+
+
 #: the open :meth:`Ledger.recording` blocks of the current context: (ledger, the entries it collects)
 _RECORDINGS: ContextVar[tuple[tuple["Ledger", list["Entry"]], ...]] = ContextVar("cooplab_ledger_recordings", default=())
 

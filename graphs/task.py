@@ -86,6 +86,8 @@ class Task:
     round_node: ClassVar[str | None] = None
     #: what a round is called in progress bars and messages
     round_unit: ClassVar[str] = "round"
+    #: what the task calls one agent in traces (agent 2 is "Fisher 3" in run names; see docs/traces.md)
+    agent_noun: ClassVar[str] = "Agent"
     #: which kinds of agents the task has (the first is the default)
     agent_kinds: ClassVar[tuple[str, ...]] = ("rule", "llm")
     #: LLM runs get a sandbox pool in the runtime context (one session per agent id; the run's

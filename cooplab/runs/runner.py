@@ -1,7 +1,8 @@
 """The one runner every task goes through (see :mod:`cooplab.graphs.task`).
 
 A run directory holds ``config.json`` (written first, so an interrupted run can always be
-resumed), ``checkpoints.sqlite`` (a LangGraph SQLite checkpointer, thread id = the task's name),
+resumed), ``checkpoints.sqlite`` (a LangGraph SQLite checkpointer, thread id = the run's own id, recorded as
+``record.thread_id`` in config.json; runs made before it was recorded use the task's name),
 the task's tables and figures, ``summary.json`` and, for LLM runs, ``traces.jsonl`` (LangSmith
 run format), ``decisions.*`` and ``ledger.*``.
 
@@ -36,7 +37,7 @@ from cooplab.graphs.ledger import JOURNAL_FILE, BudgetExhausted
 from cooplab.graphs.rundir import upgrade_config
 from cooplab.graphs.nodes import shared_rows
 from cooplab.graphs.task import RunInfo, Task
-from cooplab.limits import one_line
+from cooplab.limits import ConfigError, one_line, show
 from cooplab.runs import store as runstore
 from cooplab.runs.config import check_stored
 
@@ -64,12 +65,13 @@ def start(task: Task, out: Path, config: dict[str, Any], *, quiet: bool = False,
 
 def stamped(task: Task, config: dict[str, Any]) -> dict[str, Any]:
     """A new run's config.json: ``config`` in the current shape with the runner's fields, and what is
-    noted when a run starts in ``record`` (code version, time, environment)."""
+    noted when a run starts in ``record`` (code version, time, environment, the run's own id as
+    ``thread_id``)."""
     config = upgrade_config({"task": task.name, **config})  # a config built in the earlier shape still runs
     config = {"version": config.get("version", 2), "task": task.name, "agents": config.get("agents", task.agent_kinds[0]), **config}
     env = runstore.environment(config)
     config["record"] = {**(config.get("record") or {}), "code_version": runstore.code_version(env["git"]), "created": runstore.now(),
-                        "environment": env}
+                        "environment": env, "thread_id": new_thread_id()}
     return config
 
 
@@ -98,6 +100,10 @@ def _resume(out: Path, *, quiet: bool, warn: Callable[[str], None] | None) -> di
     except registry.UnknownTask as exc:
         raise runstore.RunDirError(f"{out}/config.json: {exc}") from None
     config = runstore.config_for_resume(out, name, lambda o, c: check_stored(c, f"{o}/config.json", task))
+    try:
+        thread_id(task, config)
+    except ConfigError as exc:
+        raise runstore.RunDirError(f"{out}/config.json: {exc}; fix the file, or {runstore.RESTART.format(out=out)}") from None
     changes = runstore.environment_changes(config["record"].get("environment"), runstore.environment(config))
     if changes:
         (warn or _log_warning)(f"{out} was started in another environment ({'; '.join(changes)}); "
@@ -152,6 +158,38 @@ def stop_status(exc: BaseException) -> tuple[str, str] | None:
 
 
 # --- execution -----------------------------------------------------------------------------
+MAX_THREAD_ID = 200  #: characters of a recorded thread id (a new run's is a 36-character UUID)
+
+
+def new_thread_id() -> str:
+    """A new run's own id: its checkpoints' thread id and its traces' thread and session."""
+    import uuid
+
+    return str(uuid.uuid4())
+
+
+def thread_id(task: Task, config: dict[str, Any]) -> str:
+    """The thread id of a run's checkpoints: the one its config.json records (``record.thread_id``),
+    else the task's name (runs made before the id was recorded checkpointed under it)."""
+    record = config.get("record") or {}
+    if "thread_id" not in record:
+        return task.name
+    tid = record["thread_id"]
+    if not isinstance(tid, str) or not 0 < len(tid) <= MAX_THREAD_ID or not tid.isprintable() or tid != tid.strip():
+        raise ConfigError(f"record.thread_id must be the run's id (1 to {MAX_THREAD_ID} printable characters), got {show(tid)}")
+    return tid
+
+
+def _graph_config(task: Task, config: dict[str, Any]) -> dict[str, Any]:
+    """The run's LangGraph config: its thread, and the metadata every traced run inherits (the task,
+    the run's id as thread and session, how agents are named in run names: see docs/traces.md)."""
+    from cooplab.graphs.tracing import run_metadata, run_tags
+
+    tid = thread_id(task, config)
+    return {"configurable": {"thread_id": tid}, "metadata": run_metadata(task.name, tid, getattr(task, "agent_noun", None)),
+            "tags": run_tags(task.name, tid)}
+
+
 @contextmanager
 def sqlite_saver(path: Path) -> Iterator[SqliteSaver]:
     conn = sqlite3.connect(str(path), check_same_thread=False)
@@ -254,7 +292,7 @@ def record_failure(task: Task, out: Path, config: dict[str, Any], message: str, 
 def last_values(task: Task, out: Path, config: dict[str, Any]) -> dict[str, Any]:
     """The state of a run's last checkpoint (append-only logs rebuilt from their deltas)."""
     with sqlite_saver(out / "checkpoints.sqlite") as saver:
-        snap = task.build(config, checkpointer=saver).get_state({"configurable": {"thread_id": task.name}})
+        snap = task.build(config, checkpointer=saver).get_state({"configurable": {"thread_id": thread_id(task, config)}})
     if not snap.values:
         raise RuntimeError("no checkpoint")
     return dict(snap.values)
@@ -264,7 +302,7 @@ def _execute_rule(task: Task, out: Path, config: dict[str, Any], state: dict[str
     t0 = time.perf_counter()
     with sqlite_saver(out / "checkpoints.sqlite") as saver:
         graph = task.build(config, checkpointer=saver)
-        cfg: dict[str, Any] = {"configurable": {"thread_id": task.name}}
+        cfg: dict[str, Any] = _graph_config(task, config)
         snap = None
         if state is None:
             try:
@@ -301,7 +339,7 @@ async def _execute_llm(task: Task, out: Path, config: dict[str, Any], state: dic
     status, message = "completed", None
     async with AsyncSqliteSaver.from_conn_string(str(out / "checkpoints.sqlite")) as saver:
         graph = task.build(config, checkpointer=saver)
-        cfg: dict[str, Any] = {"configurable": {"thread_id": task.name}}
+        cfg: dict[str, Any] = _graph_config(task, config)
         snap = None
         if state is None:
             try:

@@ -15,6 +15,8 @@ The package's modules, lowest first (each imports only those above it):
 * :mod:`.scrubbing` secret scrubbing (:func:`scrub`, :func:`secret_values`, :func:`is_secret_key`);
 * :mod:`.convert`   JSON conversion of values and its limits (:func:`to_jsonable`,
   :func:`fit_line`, :func:`safe_value`, ``MAX_*``);
+* :mod:`.labels`    who did what: the metadata, tags and run names of runs and calls;
+* :mod:`.charges`   what the ledger charged for each traced model call (matched by call id);
 * :mod:`.tracer`    the callback handler, its crash-safe journal and :func:`recover_interrupted`;
 * :mod:`.live`      :func:`tracing_callbacks` and the scrubbing client of live LangSmith tracing;
 * :mod:`.export`    reading ``traces.jsonl`` back (:func:`load_runs`) and :func:`export_traces`.
@@ -49,11 +51,24 @@ from .export import (
     load_runs,
     traces_path,
 )
+from .charges import Charge, ledger_charges, ledger_totals, match_charges
+from .labels import agent_name, call_config, call_labels, call_name, labelled, run_metadata, run_tags
 from .live import live_tracing_enabled, scrubbing_client, tracing_callbacks
 from .scrubbing import REDACTED, is_secret_key, scrub, secret_values
 from .tracer import INTERRUPTED, JsonlTracer, journal_path, recover_interrupted
 
 __all__ = [
+    "Charge",
+    "ledger_charges",
+    "ledger_totals",
+    "match_charges",
+    "agent_name",
+    "call_config",
+    "call_labels",
+    "call_name",
+    "labelled",
+    "run_metadata",
+    "run_tags",
     "INTERRUPTED",
     "LIST_KEEP",
     "MAX_ARRAY_ITEMS",

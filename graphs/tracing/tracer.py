@@ -17,6 +17,7 @@ import os
 import threading
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,55 @@ def _iso(t: _dt.datetime | None) -> str | None:
 
 
 # ----------------------------------------------------------------------------------------
+# Round groups
+def _round_of(inputs: Any) -> int | None:
+    """The round of a node run's input state (a whole number), or None."""
+    if not isinstance(inputs, Mapping):
+        return None
+    r = inputs.get("round")
+    if isinstance(r, bool):
+        return None
+    try:
+        n = int(r)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return n if n == r and 0 <= n < 10**9 else None
+
+
+def _segment(run: _LCRun) -> str:
+    """A run's own part of a dotted order: its start time and id."""
+    return run.start_time.strftime("%Y%m%dT%H%M%S%fZ") + str(run.id)
+
+
+@dataclass
+class _RoundRun:
+    """The chain run grouping one round's node runs (``round 2``): it starts with the round's first
+    node and ends with its last; its metadata and tags are the graph run's, plus the round."""
+
+    id: uuid.UUID
+    trace_id: Any
+    parent_run_id: Any
+    round: int
+    start_time: _dt.datetime
+    end_time: _dt.datetime
+    dotted_order: str
+    metadata: dict[str, Any]
+    tags: list[str]
+    open: int = 0  # node runs started and not yet ended
+    error: str | None = None
+    journaled: bool = False
+    written: bool = False  # in the file (by flush)
+
+    def record(self) -> dict[str, Any]:
+        rec = {"id": str(self.id), "trace_id": str(self.trace_id), "parent_run_id": str(self.parent_run_id),
+               "dotted_order": self.dotted_order, "name": f"round {self.round}", "run_type": "chain",
+               "start_time": _iso(self.start_time), "end_time": _iso(self.end_time), "inputs": {"round": self.round},
+               "outputs": None, "error": self.error, "extra": {"metadata": {**to_jsonable(self.metadata), "round": self.round}},
+               "tags": [*self.tags, f"round:{self.round}"], "status": "error" if self.error else "success"}
+        return scrub(rec)
+
+
+# ----------------------------------------------------------------------------------------
 class JsonlTracer(BaseTracer):
     """Append every run of a finished root run's tree to a JSON Lines file (LangSmith format).
 
@@ -112,7 +162,7 @@ class JsonlTracer(BaseTracer):
 
     run_inline = True  # cheap; keeps event order under ainvoke/astream
 
-    def __init__(self, path: str | os.PathLike[str], **kwargs: Any) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, group_rounds: bool = True, **kwargs: Any) -> None:
         kwargs.setdefault("_schema_format", "original+chat")
         super().__init__(**kwargs)
         self.path = Path(path)
@@ -120,6 +170,9 @@ class JsonlTracer(BaseTracer):
         self._inputs: dict[str, Any] = {}
         self._pending: dict[str, list[dict[str, Any]]] = {}
         self._journaled: dict[str, set[str]] = {}
+        self._rounds: dict[tuple[str, int], _RoundRun] = {}  # (trace id, round) -> its group run
+        self._round_ids: dict[str, _RoundRun] = {}  # group run id -> group run
+        self.group_rounds = group_rounds
         self.runs_written = 0
         self.runs_recovered = recover_interrupted(self.path)
 
@@ -154,6 +207,71 @@ class JsonlTracer(BaseTracer):
         self._on_chat_model_start(run)
         return run
 
+    # -- rounds: a graph's node runs grouped under one chain run per round ("round 2") ----------
+    def _start_trace(self, run: _LCRun) -> None:  # type: ignore[override]
+        """LangChain's bookkeeping; then a node run of a graph whose state has a ``round`` moves
+        under that round's group run (its descendants follow: their dotted orders extend its own)."""
+        super()._start_trace(run)
+        if not self.group_rounds or run.run_type != "chain" or not run.parent_run_id:
+            return
+        with self._lock:
+            parent = self.run_map.get(str(run.parent_run_id))
+            rnd = _round_of(run.inputs)
+            if parent is None or rnd is None or not self._is_local_root(parent):
+                return
+            group = self._round_run(parent, rnd, run)
+            run.parent_run_id = group.id
+            run.dotted_order = f"{group.dotted_order}.{_segment(run)}"
+            self.order_map[run.id] = (run.trace_id, run.dotted_order)
+            group.open += 1
+
+    def _round_run(self, root: _LCRun, rnd: int, first: _LCRun) -> "_RoundRun":
+        """The group run of round ``rnd`` of ``root``'s trace (made at its first node; the group of
+        the round before is then complete, and journaled)."""
+        key = (str(root.trace_id), rnd)
+        group = self._rounds.get(key)
+        if group is None:
+            for other in [g for (tid, _), g in self._rounds.items() if tid == key[0] and not g.journaled and g.open == 0]:
+                self._journal_round(other)
+            gid = uuid.uuid4()
+            start = first.start_time
+            group = _RoundRun(id=gid, trace_id=root.trace_id, parent_run_id=root.id, round=rnd, start_time=start, end_time=start,
+                              dotted_order=f"{root.dotted_order}.{start.strftime('%Y%m%dT%H%M%S%fZ')}{gid}",
+                              metadata=dict((root.extra or {}).get("metadata") or {}), tags=[str(t) for t in (root.tags or [])])
+            self._rounds[key] = self._round_ids[str(gid)] = group
+            self._journal(key[0], [{"__start__": True, **group.record()}])  # named "round N" if the process dies in it
+        return group
+
+    def _journal_round(self, group: "_RoundRun") -> None:
+        group.journaled = True
+        self._journal(str(group.trace_id), [group.record()])
+        self._journaled.setdefault(str(group.trace_id), set()).add(str(group.id))
+
+    def _round_ended(self, run: _LCRun) -> None:
+        """A node run of a round group ended: the group ends no earlier."""
+        group = self._round_ids.get(str(run.parent_run_id))
+        if group is not None:
+            group.open -= 1
+            if run.end_time is not None and run.end_time > group.end_time:
+                group.end_time = run.end_time
+            if run.error:
+                group.error = group.error or f"the node {run.name} failed"
+
+    def _round_records(self, trace_id: str, *, forget: bool = True) -> list[dict[str, Any]]:
+        """The records of a trace's group runs not yet written to the file (those journaled
+        included: journals are only read after a crash), then marked written; ``forget``: the
+        trace ended, drop its groups."""
+        out = []
+        for key in [k for k in self._rounds if k[0] == trace_id]:
+            group = self._rounds[key]
+            if not group.written:
+                group.written = True
+                out.append(group.record())
+            if forget:
+                del self._rounds[key]
+                self._round_ids.pop(str(group.id), None)
+        return out
+
     # no child_runs tree in memory: each run becomes a record when it ends
     @staticmethod
     def _add_child_run(parent_run: _LCRun, child_run: _LCRun) -> None:  # noqa: ARG004
@@ -184,15 +302,21 @@ class JsonlTracer(BaseTracer):
         if not run.parent_run_id:
             return True
         pid = str(run.parent_run_id)
+        if pid in self._round_ids:
+            return False
         return pid not in self.run_map or pid in self._external_run_ids
 
     def _end_trace(self, run: _LCRun) -> None:
         with self._lock:
             root = self._is_local_root(run)
+            grouped = str(run.parent_run_id) in self._round_ids
             parent = self.run_map.get(str(run.parent_run_id)) if run.parent_run_id else None
-            node = parent is not None and self._is_local_root(parent)
+            node = grouped or (parent is not None and self._is_local_root(parent))
+            if grouped:
+                self._round_ended(run)
             super()._end_trace(run)  # calls _on_run_update(run)
             if root:
+                self._pending.setdefault(str(run.trace_id), []).extend(_Record(r) for r in self._round_records(str(run.trace_id)))
                 self._flush_trace(str(run.trace_id))
             elif node:  # a node of the root finished: journal its subtree
                 tid, prefix = str(run.trace_id), run.dotted_order or ""
@@ -292,9 +416,11 @@ class JsonlTracer(BaseTracer):
 
     def flush(self) -> None:
         """Write the runs of every trace still open (e.g. before an abrupt stop). Runs still
-        running are not written; their finished children are."""
+        running are not written; their finished children are, with their round runs as they
+        stand (a round's later nodes still point to it; it is not written again)."""
         with self._lock:
             for tid in list(self._pending):
+                self._pending[tid].extend(_Record(r) for r in self._round_records(tid, forget=False))
                 self._flush_trace(tid)
 
     def __repr__(self) -> str:

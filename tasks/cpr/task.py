@@ -132,6 +132,7 @@ class CPRTask(Task):
     Params = CPRParams
     state_schema = CPRState
     round_node = "environment"
+    agent_noun = "Fisher"
     sweep_columns = ("survival_time.mean", "efficiency.mean", "ledger.calls", "ledger.cost_usd_float")
 
     def params(self, config: Mapping[str, Any]) -> CPRParams:

@@ -60,6 +60,7 @@ class DinersTask(Task):
     Params = DinersParams
     state_schema = DinersState
     round_node = "swap"
+    agent_noun = "Diner"
     round_unit = "iteration"
 
     def check_config(self, config: Mapping[str, Any]) -> None:

@@ -54,6 +54,7 @@ class GameTask(Task):
     title = "Six behavioral games (weakest-link, cpr, cpr-sanction, collective-risk, o-ring, public-goods) with reference or LLM players."
     state_schema = GameState
     round_node = "settle"
+    agent_noun = "Player"
     agent_kinds = ("rule", "llm")  # rule: the reference players; llm: --players llm (tasks/games/llm.py)
 
     # --- configuration ---------------------------------------------------------------------------------

@@ -47,6 +47,7 @@ from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import BudgetExhausted
 from cooplab.graphs.nodes import ledger_node
 from cooplab.graphs.state import AppendLog
+from cooplab.graphs.tracing.labels import AGENT_NAME, labelled
 from cooplab.tasks.science import prompts as pr
 from cooplab.tasks.science.roles import (
     ARTIFACT,
@@ -55,6 +56,7 @@ from cooplab.tasks.science.roles import (
     SOLO_TEAM,
     TEAMS,
     Role,
+    all_roles,
     roles,
 )
 from cooplab.tasks.science.workspace import Workspace, workspace_tools
@@ -182,10 +184,18 @@ class TeamGraph:
         return StructuredTool.from_function(coroutine=run_code, name=tool.name, args_schema=tool.args_schema, description=tool.description)
 
     async def run_agents(self, jobs: list[tuple[ToolAgent, list]], context: CoopContext, config: RunnableConfig,
-                         rnd: int) -> tuple[list[ToolLoopResult | None], dict[str, Any] | None]:
-        """Run tool loops concurrently. A budget stop keeps every loop's partial result and is
-        returned as the stop record; other fatal errors (model or sandbox unavailable) propagate."""
-        results = await asyncio.gather(*(a.arun(m, context=context, round=rnd, config=config) for a, m in jobs),
+                         state: Mapping[str, Any]) -> tuple[list[ToolLoopResult | None], dict[str, Any] | None]:
+        """Run tool loops concurrently (in ``state``'s round, the team's pass of ``state``; their
+        traces labelled with the role's name, team and pass). A budget stop keeps every loop's
+        partial result and is returned as the stop record; other fatal errors (model or sandbox
+        unavailable) propagate."""
+        rnd, pass_ = state["round"], self.visit(state)
+
+        def traced(a: ToolAgent) -> RunnableConfig:
+            name = next((r.name for r in (*all_roles(self.P.team_size), SOLO) if r.agent_id == a.agent_id), a.agent_id)
+            return labelled(config, {AGENT_NAME: name, "team": a.team, "pass": pass_})  # type: ignore[return-value]
+
+        results = await asyncio.gather(*(a.arun(m, context=context, round=rnd, config=traced(a)) for a, m in jobs),
                                        return_exceptions=True)
         out: list[ToolLoopResult | None] = []
         stop = None
@@ -245,7 +255,7 @@ class TeamGraph:
             prompt += "\n\nMESSAGES TO YOUR TEAM:\n" + "\n".join(f"[{m['agent']} of {m['from_team']}]: {m['content']}" for m in inbox[-10:])
         agent = self.agent(lead, tools, "plan", ctx, self.P.plan_steps)
         (res,), stop = await self.run_agents([(agent, [self.system(lead, ctx), HumanMessage(content=prompt)])], ctx, config,
-                                             state["round"])
+                                             state)
         plan = (res.final if res is not None and res.final else "").strip()
         fallback = not plan
         if fallback:
@@ -266,7 +276,7 @@ class TeamGraph:
             task = (state.get("assignments") or {}).get(role.agent_id) or "Carry out your role's part of the plan."
             jobs.append((self.agent(role, tools, "work", ctx, self.P.max_steps),
                          [self.system(role, ctx), HumanMessage(content=pr.work_prompt(role, task=task, plan=state.get("plan", "")))]))
-        results, stop = await self.run_agents(jobs, ctx, config, state["round"])
+        results, stop = await self.run_agents(jobs, ctx, config, state)
         outputs = [[r.agent_id, output_text(res)] for r, res in zip(roles(team, self.P.team_size), results)]
         upd = self.record(state, "work", results, ctx, t0, ws, stop)
         upd["outputs"] = outputs
@@ -286,7 +296,7 @@ class TeamGraph:
             jobs = [(self.agent(role, tools, f"deliberate{k}", ctx, 2),
                      [self.system(role, ctx), HumanMessage(content=pr.deliberation_prompt(k, self.P.deliberation_rounds, discussion))])
                     for role in team_roles]
-            results, stop = await self.run_agents(jobs, ctx, config, state["round"])
+            results, stop = await self.run_agents(jobs, ctx, config, state)
             all_results += results
             for role, res in zip(team_roles, results):
                 text = (res.final or "").strip() if res is not None else ""
@@ -309,7 +319,7 @@ class TeamGraph:
             prompt = pr.synthesis_prompt(lead, outputs, list(state.get("discussion") or []), excerpt=self.P.synthesis_excerpt)
             agent = self.agent(lead, tools, "synthesize", ctx, self.P.synthesis_steps)
             results, stop = await self.run_agents([(agent, [self.system(lead, ctx), HumanMessage(content=prompt)])], ctx, config,
-                                                  state["round"])
+                                                  state)
         name = ARTIFACT[team]
         mine = [a for a in ws.versions(name) if a["visit"] == visit and a["team"] == team]
         fallback = None
@@ -338,7 +348,7 @@ class TeamGraph:
         tools = self.tools(SOLO_TEAM, ("run_code", "read_artifact", "list_artifacts", "write_artifact", "mark_complete"))
         agent = self.agent(SOLO, tools, "analyze", ctx, self.P.max_steps + self.P.synthesis_steps)
         (res,), stop = await self.run_agents([(agent, [self.system(SOLO, ctx), HumanMessage(content=pr.solo_work_prompt(SOLO))])],
-                                             ctx, config, state["round"])
+                                             ctx, config, state)
         fallback = None
         if not ws.versions(ARTIFACT[SOLO_TEAM]):
             text = (res.final or "").strip() if res is not None else ""

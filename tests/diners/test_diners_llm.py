@@ -166,9 +166,10 @@ def test_unreachable_model_stops_cleanly_and_resume_continues_with_one_trace(tmp
     assert all(r["parent_run_id"] is None or by_id[r["parent_run_id"]]["trace_id"] == r["trace_id"] for r in runs)
     roots = [r for r in runs if r["parent_run_id"] is None]
     assert len(roots) == 2 and roots[0]["status"] == "error" and "resumed" in roots[1]["tags"]
-    def steps(root, status):  # graph steps of the node runs of one part
+    def steps(root, status):  # graph steps of the node runs of one part (each under its round's run)
+        rounds = {r["id"] for r in runs if r["parent_run_id"] == root["id"] and r["name"].startswith("round ")}
         return {r["extra"]["metadata"]["langgraph_step"] for r in runs
-                if r["parent_run_id"] == root["id"] and r["status"] == status}
+                if r["parent_run_id"] in rounds and r["status"] == status}
 
     done, failed, resumed = steps(roots[0], "success"), steps(roots[0], "error"), steps(roots[1], "success")
     assert done and resumed and max(done) < min(resumed)  # no node done twice

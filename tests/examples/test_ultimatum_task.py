@@ -140,10 +140,11 @@ def _checkpoints_and_cache(run_dir: Path, cache: Path) -> tuple[int, int, int] |
 
         conn = sqlite3.connect(str(run_dir / "checkpoints.sqlite"), timeout=0.2, check_same_thread=False)
         try:
-            tup = SqliteSaver(conn).get_tuple({"configurable": {"thread_id": "ultimatum"}})
+            thread = json.loads((run_dir / "config.json").read_text())["record"]["thread_id"]  # the run's own id
+            tup = SqliteSaver(conn).get_tuple({"configurable": {"thread_id": thread}})
         finally:
             conn.close()
-    except sqlite3.Error:
+    except (sqlite3.Error, OSError, ValueError, KeyError):
         return None
     if tup is None:
         return None

@@ -96,11 +96,13 @@ def test_a_damaged_old_config_is_one_line_naming_the_field(edit, needle):
 
 
 @pytest.mark.parametrize("name", ["cpr_rule", "diners_rule", "game_random", "cpr_llm"])
-def test_an_old_run_directory_resumes_to_the_same_result(name, tmp_path):
-    """A run directory whose config.json the old code wrote: its checkpoints resume under the
-    upgraded config and the result is the uninterrupted run's."""
+def test_an_old_run_directory_resumes_to_the_same_result(name, tmp_path, monkeypatch):
+    """A run directory whose config.json the old code wrote: its checkpoints (under the task's name,
+    as the old code checkpointed) resume under the upgraded config and the result is the
+    uninterrupted run's."""
     old = fixture(name)
     task = registry.get(old["task"])
+    monkeypatch.setattr(runner, "new_thread_id", lambda: task.name)
     first = runner.start(task, tmp_path, check_stored(old, "old"), quiet=True)
     assert first["status"] == "completed"
     (tmp_path / "config.json").write_text(json.dumps({**old, "created": "2026-11-01T00:00:00+00:00"}))  # as the old code left it

@@ -23,11 +23,13 @@ import urllib.error
 import urllib.request
 import uuid
 from datetime import datetime, timedelta
+from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypedDict
 
 import click
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -134,8 +136,8 @@ def test_a_cpr_run_becomes_one_span_per_run_with_the_tree_ids_times_and_tokens_k
         assert meta["langsmith.run_id"] == r["id"]
     for r in llm_runs:
         a = by_run[r["id"]].attributes
-        # the scripted model names no model: the run's name (its class) stands for it
-        assert a["llm.model_name"] == (r["extra"]["metadata"].get("ls_model_name") or r["name"])
+        # the scripted model names no model: cooplab's spec id (metadata "model") stands for it
+        assert a["llm.model_name"] == r["extra"]["metadata"]["model"] == f"scripted:{ROOT / 'examples/scripted/cautious.json'}"
         assert (a["llm.token_count.prompt"], a["llm.token_count.completion"], a["llm.token_count.total"]) == (
             r["prompt_tokens"], r["completion_tokens"], r["total_tokens"])
         prompt = r["inputs"]["messages"][0]
@@ -152,6 +154,64 @@ def test_a_cpr_run_becomes_one_span_per_run_with_the_tree_ids_times_and_tokens_k
     # the same file gives the same ids again
     again, _ = convert(cpr_run)
     assert [(s.context.trace_id, s.context.span_id) for s in again] == [(s.context.trace_id, s.context.span_id) for s in spans]
+
+
+def ledger_costs(run_dir: Path) -> dict[str, list[Decimal]]:
+    """The ledger's live (not replayed) charges by call id, in ledger order."""
+    lg = pd.read_parquet(run_dir / "ledger.parquet")
+    out: dict[str, list[Decimal]] = {}
+    for row in lg[lg["kind"] == "tokens"].itertuples():
+        if not row.cached:
+            out.setdefault(row.call_id, []).append((Decimal(row.cost), row.input_tokens, row.output_tokens))
+    return out
+
+
+def test_each_model_call_carries_the_cost_the_ledger_charged_and_every_span_the_run_as_session(cpr_run):
+    runs = load_runs(cpr_run, validate=True)
+    spans, _ = convert(cpr_run)
+    run_id = json.loads((cpr_run / "config.json").read_text())["record"]["thread_id"]
+    assert {s.attributes["session.id"] for s in spans} == {run_id}
+    by_run = {s.attributes["langsmith.run_id"]: s for s in spans}
+    costs, total = ledger_costs(cpr_run), Decimal(0)
+    price_in, price_out = (Decimal(str(json.loads((cpr_run / "config.json").read_text())["llm"][k])) for k in ("price_in", "price_out"))
+    for r in sorted((r for r in runs if r["run_type"] == "llm"), key=lambda r: r["start_time"]):
+        a = by_run[r["id"]].attributes
+        cost, tin, tout = costs[r["extra"]["metadata"]["call_id"]].pop(0)
+        assert Decimal(str(a["llm.cost.total"])) == cost and (a["cooplab.charged_tokens.prompt"], a["cooplab.charged_tokens.completion"]) == (tin, tout)
+        assert Decimal(str(a["llm.cost.prompt"])) == tin * price_in / 1000 and Decimal(str(a["llm.cost.completion"])) == tout * price_out / 1000
+        total += cost
+    summary = json.loads((cpr_run / "summary.json").read_text())
+    assert float(total) == pytest.approx(summary["ledger"]["cost_usd_float"]) and not any(costs.values())
+    assert not any("llm.cost.total" in s.attributes for s in spans if s.attributes["openinference.span.kind"] != "LLM")
+
+
+def test_a_damaged_ledger_or_config_leaves_cost_out_and_a_run_without_id_is_its_directory(tmp_path, cpr_run):
+    import shutil
+
+    d = tmp_path / "run"
+    shutil.copytree(cpr_run, d)
+    lg = pd.read_parquet(d / "ledger.parquet")
+    lg.loc[0, "cost"], lg.loc[1, "input_tokens"] = "nan", -5
+    lg.to_parquet(d / "ledger.parquet")
+    cfg = json.loads((d / "config.json").read_text())
+    del cfg["record"]["thread_id"]
+    cfg["llm"]["price_in"] = "x"
+    (d / "config.json").write_text(json.dumps(cfg))
+    bad = set(lg.loc[[0, 1], "call_id"])
+    spans, _ = convert(d)
+    llm = {s.attributes["langsmith.run_id"]: s.attributes for s in spans if s.attributes["openinference.span.kind"] == "LLM"}
+    for r in load_runs(d):
+        if r["run_type"] == "llm":
+            a = llm[r["id"]]
+            assert ("llm.cost.total" in a) == (r["extra"]["metadata"]["call_id"] not in bad)
+            assert "llm.cost.prompt" not in a  # the prices cannot be read: only the row's total
+    (d / "ledger.parquet").write_bytes(b"not parquet")
+    spans, _ = convert(d)
+    assert not any("llm.cost.total" in s.attributes for s in spans)
+    (d / "traces.jsonl").write_text("".join(json.dumps({**json.loads(line), "extra": {}}) + "\n"
+                                            for line in (d / "traces.jsonl").read_text().splitlines()))
+    spans, _ = convert(d)  # runs that name no session: the run directory is the session
+    assert {s.attributes["session.id"] for s in spans} == {str(d.resolve())}
 
 
 def test_a_tool_agent_run_has_agent_and_tool_spans_and_the_failed_tool_is_an_error(tool_run):
@@ -545,16 +605,32 @@ def test_phoenix_shows_the_exported_runs_as_the_same_tree(phoenix, cpr_run, tool
             a = s["attributes"]
             if r["run_type"] == "llm":
                 assert s["span_kind"] == "LLM"
-                assert a["llm.model_name"] == (r["extra"]["metadata"].get("ls_model_name") or r["name"])
+                md = r["extra"]["metadata"]
+                assert a["llm.model_name"] == (md.get("ls_model_name") or md.get("model") or r["name"])
                 if r.get("total_tokens") is not None:
                     assert (a["llm.token_count.prompt"], a["llm.token_count.completion"], a["llm.token_count.total"]) == (
                         r["prompt_tokens"], r["completion_tokens"], r["total_tokens"])
             elif r["run_type"] == "tool":
                 assert s["span_kind"] == "TOOL" and a["tool.name"] == r["name"]
                 assert s["status_code"] == ("ERROR" if r["error"] else "OK")
+        # exactly one session: the run (its id, or the directory of a run that records none), holding every trace
+        sessions = client.sessions.list(project_name=project)
+        ids = {s["attributes"]["session.id"] for s in spans}
+        assert len(ids) == 1 and [x["session_id"] for x in sessions] == list(ids)
+        assert {t["trace_id"] for t in sessions[0]["traces"]} == {uuid.UUID(r["trace_id"]).hex for r in runs}
         if run_dir == cpr_run:
+            assert ids == {json.loads((cpr_run / "config.json").read_text())["record"]["thread_id"]}
             llm = [r for r in runs if r["run_type"] == "llm"]
             assert llm and all(by_run[r["id"]]["attributes"]["llm.token_count.total"] == r["total_tokens"] for r in llm)
+            # every model call's cost as the ledger charged it; together the ledger's total
+            costs = ledger_costs(cpr_run)
+            for r in sorted(llm, key=lambda r: r["start_time"]):
+                a = by_run[r["id"]]["attributes"]
+                cost, tin, tout = costs[r["extra"]["metadata"]["call_id"]].pop(0)
+                assert Decimal(str(a["llm.cost.total"])) == cost
+                assert a["llm.cost.prompt"] + a["llm.cost.completion"] == pytest.approx(a["llm.cost.total"])
+            total = sum(by_run[r["id"]]["attributes"]["llm.cost.total"] for r in llm)
+            assert total == pytest.approx(json.loads((cpr_run / "summary.json").read_text())["ledger"]["cost_usd_float"])
         else:
             assert sorted(s["attributes"]["tool.name"] for s in spans if s["span_kind"] == "TOOL") == ["add", "explode"]
             assert [s["name"] for s in spans if s["span_kind"] == "AGENT"] == ["data.lead"]

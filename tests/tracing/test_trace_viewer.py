@@ -388,3 +388,40 @@ def test_the_page_says_which_lines_were_skipped(run_dir, tmp_path):
         server.server_close()
     assert 'data-loaded="1"' in dom and 'class="name">society<' in dom
     assert "1 unreadable line skipped (line 2)" in dom
+
+
+# ----------------------------------------------------------------------------------------
+# two token counts of one run: what the model reported, what the ledger charged
+def test_the_header_says_what_the_model_reported_and_what_the_ledger_charged(tmp_path, capsys):
+    """A scripted model whose answers are longer than --max-tokens: the ledger charges the cap, the
+    traces hold the reported usage; the viewer shows both, each named, and each call's charge."""
+    out = tmp_path / "run"
+    model = Path(__file__).resolve().parents[2] / "examples/scripted/cautious.json"
+    assert main(["run", "cpr", "--agents", "llm", "--model", f"scripted:{model}", "--n-agents", "3", "--rounds", "2",
+                 "--max-tokens", "4", "--out", str(out), "-q", "--cache", "off"]) in (0, None)
+    capsys.readouterr()
+    ledger = json.loads((out / "summary.json").read_text())["ledger"]
+    llm = [r for r in load_runs(out) if r["run_type"] == "llm"]
+    reported = sum(r["completion_tokens"] for r in llm)
+    assert reported > ledger["output_tokens"] and ledger["calls"] == len(llm)  # the answers are longer than the cap
+    server, url = serve(out, host="127.0.0.1", port=0)
+    try:
+        _, _, body = get(url + "/api/info")
+        info = json.loads(body)["ledger"]
+        assert (info["calls"], info["input_tokens"], info["output_tokens"]) == (ledger["calls"], ledger["input_tokens"], ledger["output_tokens"])
+        assert info["cost_usd"] == pytest.approx(ledger["cost_usd_float"])
+        _, _, body = get(url + "/api/runs?summary=1")
+        calls = [r for r in json.loads(body) if r["run_type"] == "llm"]
+        assert all(r["charged_completion_tokens"] <= r["completion_tokens"] for r in calls) and len(calls) == len(llm)
+        assert sum(r["charged_completion_tokens"] for r in calls) == ledger["output_tokens"]
+        assert sum(r["charged_prompt_tokens"] for r in calls) == ledger["input_tokens"]
+        assert sum(r["cost_usd"] for r in calls) == pytest.approx(ledger["cost_usd_float"])
+        html = _run_chromium(tmp_path, url, "--dump-dom").stdout
+        assert f"{reported + sum(r['prompt_tokens'] for r in llm)}</b> tokens reported by the model" in html
+        assert (f"{ledger['input_tokens'] + ledger['output_tokens']}</b> charged tokens (ledger: {ledger['input_tokens']} in / "
+                f"{ledger['output_tokens']} out, {ledger['calls']} calls") in html
+        detail = _run_chromium(tmp_path, f"{url}#run={llm[0]['id']}", "--dump-dom").stdout
+        assert "charged (ledger)" in detail and "tokens reported by the model" in detail and "Fisher 1" in detail
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -6,6 +6,7 @@ No network: the LangSmith endpoint is a tiny fake HTTP server on 127.0.0.1 start
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -581,3 +582,112 @@ def test_tracing_imports_no_higher_layer():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "[]"
+
+
+# ----------------------------------------------------------------------------------------
+# a round's node runs grouped under one "round N" run
+_ROUNDS_SCRIPT = r"""
+import os, sys
+from typing import Any, TypedDict
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
+from langgraph.graph import END, START, StateGraph
+from cooplab.graphs.tracing import tracing_callbacks
+
+class S(TypedDict, total=False):
+    round: int
+    x: Any
+
+def act(state):
+    FakeListChatModel(responses=["harvest 3"]).invoke("How much?")
+    return {"x": state["round"]}
+
+def settle(state):
+    if state["round"] == int(sys.argv[2]):
+        os._exit(9)  # killed in this round's last node (kill -9: no callback, no flush)
+    return {"round": state["round"] + 1}
+
+g = StateGraph(S)
+g.add_node("act", act); g.add_node("settle", settle)
+g.add_edge(START, "act"); g.add_edge("act", "settle")
+g.add_conditional_edges("settle", lambda s: END if s["round"] > 3 else "act", ["act", END])
+g.compile(name="society").invoke({"round": 1, "x": 0}, {"callbacks": tracing_callbacks(sys.argv[1]), "metadata": {"session_id": "S1"}})
+"""
+
+
+def _rounds_run(tmp_path: Path, kill_in: int) -> subprocess.CompletedProcess:
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-c", _ROUNDS_SCRIPT, str(tmp_path), str(kill_in)], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_the_nodes_of_a_round_are_grouped_under_a_round_run(tmp_path):
+    assert _rounds_run(tmp_path, 0).returncode == 0
+    runs = load_runs(tmp_path, validate=True)
+    by_id = check_tree(runs)
+    root = next(r for r in runs if r["parent_run_id"] is None)
+    groups = [r for r in runs if r["parent_run_id"] == root["id"]]
+    assert [g["name"] for g in groups] == ["round 1", "round 2", "round 3"]  # the root's only children
+    for n, g in enumerate(groups, 1):
+        kids = [r for r in runs if r["parent_run_id"] == g["id"]]
+        assert [k["name"] for k in kids] == ["act", "settle"] and all(k["inputs"]["round"] == n for k in kids)
+        assert g["start_time"] == kids[0]["start_time"] and g["end_time"] == max(k["end_time"] for k in kids)
+        assert g["status"] == "success" and g["run_type"] == "chain" and f"round:{n}" in g["tags"]
+        assert g["extra"]["metadata"]["session_id"] == "S1" and g["extra"]["metadata"]["round"] == n
+    llm = [r for r in runs if r["run_type"] == "llm"]
+    assert len(llm) == 3 and all(by_id[by_id[r["parent_run_id"]]["parent_run_id"]]["name"].startswith("round ") for r in llm)
+
+
+def test_a_run_killed_mid_round_recovers_its_finished_rounds_and_the_open_one_as_interrupted(tmp_path):
+    assert _rounds_run(tmp_path, 2).returncode == 9
+    runs = make_traces(tmp_path, "ainvoke")  # the next tracer on the file recovers the journal first
+    check_tree(runs)
+    first = next(r for r in runs if r["parent_run_id"] is None)
+    groups = {r["name"]: r for r in runs if r["parent_run_id"] == first["id"]}
+    assert set(groups) == {"round 1", "round 2"}
+    assert groups["round 1"]["status"] == "success" and groups["round 2"]["status"] == "error"
+    assert groups["round 2"]["error"].startswith("interrupted")
+    assert [r["name"] for r in runs if r["parent_run_id"] == groups["round 2"]["id"]] == ["act"]  # settle never ended
+
+
+def test_round_runs_export_to_langsmith_parents_first_with_the_run_s_thread(tmp_path, fake_langsmith):
+    assert _rounds_run(tmp_path, 0).returncode == 0
+    runs = load_runs(tmp_path, validate=True)
+    assert export_traces(tmp_path, endpoint=fake_langsmith.url, api_key="k-0123456789", project="p") == len(runs)
+    posted = fake_langsmith.batch_posts()
+    pos = {p["id"]: i for i, p in enumerate(posted)}
+    rounds = [p for p in posted if p["name"].startswith("round ")]
+    assert len(rounds) == 3 and all(p["extra"]["metadata"]["session_id"] == "S1" for p in rounds)
+    for p in posted:
+        if p.get("parent_run_id"):
+            assert pos[p["parent_run_id"]] < pos[p["id"]]
+
+
+def test_a_flush_mid_round_writes_each_round_run_once_and_the_tree_stays_whole(tmp_path):
+    tracer = JsonlTracer(tmp_path / "traces.jsonl")
+
+    class S(TypedDict, total=False):
+        round: int
+
+    def act(state):
+        if state["round"] == 2:
+            tracer.flush()  # e.g. before an abrupt stop: round 1 and round 2 so far are written
+        return {}
+
+    def settle(state):
+        return {"round": state["round"] + 1}
+
+    g = StateGraph(S)
+    g.add_node("act", act)
+    g.add_node("settle", settle)
+    g.add_edge(START, "act")
+    g.add_edge("act", "settle")
+    g.add_conditional_edges("settle", lambda s: END if s["round"] > 3 else "act", ["act", END])
+    g.compile(name="society").invoke({"round": 1}, {"callbacks": [tracer]})
+    runs = load_runs(tmp_path, validate=True)
+    check_tree(runs)
+    groups = [r["name"] for r in runs if r["name"].startswith("round ")]
+    assert sorted(groups) == ["round 1", "round 2", "round 3"]
+    root = next(r for r in runs if r["parent_run_id"] is None)
+    assert root["status"] == "success"

@@ -1,0 +1,149 @@
+"""What the ledger charged for each traced model call, read back from a run directory.
+
+An ``llm`` run's token counts are what the model reported; the ledger (``ledger.parquet`` or
+``ledger.csv``) holds what the run was charged: at most the call's output cap, at the run's prices.
+Each model call's metadata carries the ledger's ``call_id`` (:mod:`.labels`), so the two can be put
+side by side: :func:`ledger_charges` reads the charged model calls, :func:`match_charges` gives each
+traced call its charge, :func:`ledger_totals` sums what the ledger charged for tokens. Every value
+read is checked: a missing or unreadable file, or a row that is not a sound charge, is left out.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+from .labels import CALL_ID
+
+PER_1K = Decimal(1000)
+MAX_COUNT = 10**12  #: token counts above this are not believed (a damaged file)
+
+
+@dataclass(frozen=True)
+class Charge:
+    """One model call as the ledger charged it (costs in USD; the split into prompt and completion
+    is None when the run's prices do not reproduce the row's cost)."""
+
+    input_tokens: int
+    output_tokens: int
+    cost: Decimal
+    prompt_cost: Decimal | None = None
+    completion_cost: Decimal | None = None
+    cached: bool = False
+
+
+def _count(v: Any) -> int | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, float) and (not math.isfinite(v) or v != int(v)):
+        return None
+    try:
+        n = int(v)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return n if 0 <= n <= MAX_COUNT else None
+
+
+def _money(v: Any) -> Decimal | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    try:
+        d = Decimal(str(v))
+    except (InvalidOperation, ValueError):
+        return None
+    return d if d.is_finite() and d >= 0 else None
+
+
+def run_dir_of(path: str | Path) -> Path:
+    """The run directory of a run directory or of a file in it (its traces.jsonl)."""
+    p = Path(path)
+    return p.parent if p.is_file() else p
+
+
+def run_prices(run_dir: str | Path) -> tuple[Decimal, Decimal] | None:
+    """(USD per 1K input tokens, per 1K output tokens) of the run's config.json, or None."""
+    try:
+        cfg = json.loads((run_dir_of(run_dir) / "config.json").read_text(encoding="utf-8"))
+        llm = cfg.get("llm") if isinstance(cfg, dict) else None
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(llm, dict):
+        return None
+    pin, pout = _money(llm.get("price_in")), _money(llm.get("price_out"))
+    return None if pin is None or pout is None else (pin, pout)
+
+
+def ledger_rows(run_dir: str | Path) -> list[dict[str, Any]] | None:
+    """The rows of the run's ledger table, or None when it has none (or it cannot be read)."""
+    d = run_dir_of(run_dir)
+    try:
+        import pandas as pd
+
+        for ext, read in (("parquet", pd.read_parquet), ("csv", pd.read_csv)):
+            p = d / f"ledger.{ext}"
+            if p.is_file():
+                return read(p).to_dict("records")
+    except Exception:  # noqa: BLE001 - a damaged table: nothing charged is known
+        return None
+    return None
+
+
+def _charge(row: Mapping[str, Any], prices: tuple[Decimal, Decimal] | None) -> tuple[str, Charge] | None:
+    """(call id, charge) of a sound token row, else None."""
+    if row.get("kind", "tokens") != "tokens" or not isinstance(row.get("call_id"), str) or not row["call_id"]:
+        return None
+    tin, tout, cost = _count(row.get("input_tokens")), _count(row.get("output_tokens")), _money(row.get("cost"))
+    if tin is None or tout is None or cost is None:
+        return None
+    pc = cc = None
+    if prices is not None:
+        pc, cc = Decimal(tin) * prices[0] / PER_1K, Decimal(tout) * prices[1] / PER_1K
+        if pc + cc != cost:
+            pc = cc = None
+    return row["call_id"], Charge(tin, tout, cost, pc, cc, cached=row.get("cached") is True or row.get("cached") == 1)
+
+
+def ledger_charges(run_dir: str | Path, rows: list[dict[str, Any]] | None = None) -> dict[str, list[Charge]]:
+    """The ledger's charges of model calls by call id, in ledger order (a call paid again after a
+    resume, or replayed from the cache, has more than one). ``rows``: the ledger's rows if read."""
+    prices = run_prices(run_dir)
+    out: dict[str, list[Charge]] = {}
+    for row in (ledger_rows(run_dir) if rows is None else rows) or []:
+        got = _charge(row, prices) if isinstance(row, Mapping) else None
+        if got is not None:
+            out.setdefault(got[0], []).append(got[1])
+    return out
+
+
+def match_charges(runs: Iterable[Mapping[str, Any]], charges: Mapping[str, list[Charge]]) -> dict[str, Charge]:
+    """Each traced model call's charge, by run id: the ``llm`` runs that ended without error, in
+    start order, take the live (not replayed) charges of their ``call_id`` in ledger order."""
+    left = {k: [c for c in v if not c.cached] for k, v in charges.items()}
+    calls = [r for r in runs if isinstance(r, Mapping) and r.get("run_type") == "llm" and not r.get("error")]
+    calls.sort(key=lambda r: str(r.get("start_time") or ""))
+    out: dict[str, Charge] = {}
+    for r in calls:
+        extra = r.get("extra") if isinstance(r.get("extra"), Mapping) else {}
+        md = extra.get("metadata") if isinstance(extra.get("metadata"), Mapping) else {}
+        queue = left.get(md.get(CALL_ID)) if isinstance(md.get(CALL_ID), str) else None
+        if queue:
+            out[str(r.get("id"))] = queue.pop(0)
+    return out
+
+
+def ledger_totals(run_dir: str | Path) -> dict[str, Any] | None:
+    """What the ledger charged for model calls: calls, input and output tokens, cost (USD, float),
+    replays from the cache included as the ledger counts them; None without a ledger table."""
+    rows = ledger_rows(run_dir)
+    if rows is None:
+        return None
+    tin = tout = calls = 0
+    cost = Decimal(0)
+    for ch in (c for cs in ledger_charges(run_dir, rows).values() for c in cs):
+        tin, tout, cost, calls = tin + ch.input_tokens, tout + ch.output_tokens, cost + ch.cost, calls + 1
+    return {"calls": calls, "input_tokens": tin, "output_tokens": tout, "total_tokens": tin + tout, "cost_usd": float(cost)}
