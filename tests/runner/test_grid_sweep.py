@@ -82,7 +82,8 @@ def test_python_and_a_file_give_the_same_cells_and_table(tmp_path, capsys):
 def test_a_science_option_called_task_can_be_swept(tmp_path):
     sw = grid.load({"task": "science", "out": str(tmp_path / "s"), "fixed": {"team": "oracle", "sandbox_backend": "local"},
                     "grid": {"task": ["ecology", "anomaly"]}}, "t")
-    assert sorted(j["config"]["params"]["task"] for j in grid.jobs(sw)) == ["anomaly", "ecology"]
+    # science runs five simulations per condition by default (its sweep_seeds)
+    assert sorted(j["config"]["params"]["task"] for j in grid.jobs(sw)) == ["anomaly"] * 5 + ["ecology"] * 5
 
 
 def test_the_task_s_analysis_hook_runs_on_the_finished_cells_unless_switched_off(tmp_path, monkeypatch):
