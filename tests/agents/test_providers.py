@@ -229,3 +229,50 @@ def test_a_cpr_society_runs_against_each_providers_server(tmp_path, capsys, kind
     # every call reported 120 in, 12 out: charged exactly that
     assert s["ledger"]["cost_usd_float"] == pytest.approx(s["ledger"]["calls"] * (120 * 0.001 + 12 * 0.002) / 1000)
     assert json.loads((out / "config.json").read_text())["llm"]["model"] == f"{kind}:m1"
+
+
+# --- item 3: prices ----------------------------------------------------------------------------------
+def test_list_prices_match_the_longest_prefix_of_the_models_name():
+    from cooplab.agents.prices import NOMINAL, PRICES_DATE, list_price, price_of
+
+    assert PRICES_DATE == "2025-06-01"
+    assert list_price("anthropic", "claude-3-5-haiku-latest") == list_price("anthropic", "claude-3-5-haiku-20241022") == (0.0008, 0.004)
+    assert list_price("openai", "gpt-4o-mini-2024-07-18") == (0.00015, 0.0006) and list_price("openai", "gpt-4o") == (0.0025, 0.01)
+    assert list_price("google_genai", "models/gemini-2.0-flash-001") == (0.0001, 0.0004)
+    assert list_price("openai", "gpt-4omni") is None and list_price("anthropic", "claude-foo") is None
+    spec = parse_model_spec
+    assert price_of(spec("anthropic:claude-foo")) is None  # a hosted model on its own API: unknown
+    assert price_of(spec("anthropic:claude-foo", base_url="http://127.0.0.1:9")) == NOMINAL  # a server of one's own
+    assert price_of(spec("ollama:llama3")) == NOMINAL and price_of(spec("builtin:science-oracle:ecology")) == NOMINAL
+    assert price_of(spec("anthropic:claude-foo"), 0.1, 0.2) == (0.1, 0.2)  # the override wins
+    assert price_of(spec("openai:gpt-4o"), None, 0.5) == (0.0025, 0.5)
+
+
+def test_a_budget_with_a_model_of_unknown_price_is_one_line_and_creates_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    out = tmp_path / "run"
+    argv = ["run", "cpr", "--agents", "llm", "--model", "anthropic:claude-foo", "--n-agents", "2", "--out", str(out), "--budget", "1"]
+    line = fail_line(capsys, argv)
+    assert "--budget needs the price of anthropic:claude-foo" in line and "--price-in" in line and not out.exists()
+    line = fail_line(capsys, argv + ["--price-in", "0.001"])  # half a price is not a price
+    assert "needs the price of anthropic:claude-foo" in line and not out.exists()
+
+
+def test_each_model_is_charged_its_own_price_and_the_prices_are_recorded(tmp_path, capsys):
+    import pandas as pd
+
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"answers": ['{"effort": 0.2, "punish": null, "vote": 1, "belief": "b", "proposal": "p"}']}))
+    out = tmp_path / "run"
+    with AnthropicServer("ok") as srv:
+        code = main(["run", "cpr", "--agents", "llm", "--model", f"scripted:{script}", "--agent-model", "1=anthropic:claude-3-5-haiku-latest",
+                     "--base-url", srv.root, "--n-agents", "2", "--rounds", "1", "--cache", "off", "--budget", "1", "--out", str(out), "-q"])
+    assert code == 0, capsys.readouterr().err
+    prices = json.loads((out / "config.json").read_text())["llm"]["prices"]
+    assert prices == {f"scripted:{script}": [0.0005, 0.003], "anthropic:claude-3-5-haiku-latest": [0.0008, 0.004]}
+    led = pd.read_parquet(out / "ledger.parquet")
+    for model, (p_in, p_out) in prices.items():
+        rows = led[led["model"] == model]
+        assert len(rows) > 0
+        for r in rows.itertuples():
+            assert float(r.cost) == pytest.approx((r.input_tokens * p_in + r.output_tokens * p_out) / 1000)
