@@ -46,9 +46,9 @@ class LLMSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    model: str = Field("local", description="Model spec of every agent: local, openai:NAME, scripted:FILE, builtin:NAME.")
+    model: str = Field("local", description="Model spec of every agent: local, PROVIDER:NAME (openai, anthropic, google_genai, ollama), scripted:FILE, builtin:NAME.")
     agent_models: dict[int, str] = Field(default_factory=dict, description="Per-agent model specs by agent number (0..N-1).")
-    base_url: str | None = Field(None, description="OpenAI-compatible server URL for openai:NAME.")
+    base_url: str | None = Field(None, description="Another server speaking the provider's API (agents/providers.py).")
     temperature: float = Field(0.7, json_schema_extra=_rule("temperature"))
     max_tokens: int = Field(64, description="Output token cap per call.", json_schema_extra=_rule("max-tokens"))
     max_concurrency: int = Field(8, json_schema_extra=_rule("max-concurrency"))

@@ -73,7 +73,7 @@ def stderr_log(quiet: bool) -> Callable[[str], None]:
 # --- LLM agents (checked and assembled by cooplab.agents.settings.llm_config) ---------------
 ModelOpt = Annotated[str, typer.Option("--model", help="LLM agents' model: local (SmolLM2-135M via llama.cpp), openai:NAME, scripted:FILE.")]
 AgentModelOpt = Annotated[Optional[list[str]], typer.Option("--agent-model", help="Per-agent model, repeatable: --agent-model 2=openai:gpt-4o-mini (agents count from 0).")]
-BaseUrlOpt = Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible server URL for openai:NAME (vLLM, llama_cpp.server, ...).")]
+BaseUrlOpt = Annotated[Optional[str], typer.Option("--base-url", help="Another server speaking the model provider's API: an OpenAI-compatible one for openai:NAME (vLLM, llama_cpp.server, ...), an Anthropic, Gemini or Ollama one for anthropic:, google_genai:, ollama:.")]
 TemperatureOpt = Annotated[float, num_opt("--temperature", "Sampling temperature of LLM agents, in [0, 2].")]
 MaxTokensOpt = Annotated[int, num_opt("--max-tokens", "Output token cap per LLM call (1..100000).")]
 MaxConcurrencyOpt = Annotated[int, num_opt("--max-concurrency", "Concurrent model calls at most (1..1024).")]

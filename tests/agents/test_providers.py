@@ -276,3 +276,31 @@ def test_each_model_is_charged_its_own_price_and_the_prices_are_recorded(tmp_pat
         assert len(rows) > 0
         for r in rows.itertuples():
             assert float(r.cost) == pytest.approx((r.input_tokens * p_in + r.output_tokens * p_out) / 1000)
+
+
+# --- item 2: tools through each provider's native tool calling ----------------------------------------
+def test_the_tool_loop_calls_tools_natively_through_anthropics_api():
+    from cooplab.agents.tools import ToolAgent
+    from cooplab.graphs.context import CoopContext
+    from langchain_core.messages import SystemMessage
+    from tests.agents._support import Counter
+    from tests.fakes.anthropic_server import Answer
+
+    def answer(req):
+        results = [b for m in req.body["messages"] if isinstance(m.get("content"), list) for b in m["content"]
+                   if b.get("type") == "tool_result"]
+        return Answer(text="The sum is 5") if results else Answer(tool_calls=[("add", {"a": 2, "b": 3})])
+
+    c = Counter()
+    with AnthropicServer("ok", answer=answer) as srv:
+        svc = _service("anthropic", srv.root)
+        agent = ToolAgent("data.lead", c.tools, team="data")
+        res = asyncio.run(agent.arun([SystemMessage(content="You are the data lead."), HumanMessage(content="Add 2 and 3.")],
+                                     context=CoopContext(llm=svc)))
+    first, second = (r.body for r in srv.calls())
+    assert [t["name"] for t in first["tools"]] == [t.name for t in c.tools] and "input_schema" in first["tools"][0]
+    use = next(b for b in second["messages"][-2]["content"] if b["type"] == "tool_use")
+    result = next(b for b in second["messages"][-1]["content"] if b["type"] == "tool_result")
+    assert result["tool_use_id"] == use["id"] and "5" in json.dumps(result["content"])
+    assert res.protocol == "native" and res.stop_reason == "final" and res.final == "The sum is 5" and c.calls == [("add", 2, 3)]
+    assert svc.ledger.spent == 2 * svc.ledger.cost("anthropic:m1", 120, 12)
