@@ -304,3 +304,20 @@ def test_the_tool_loop_calls_tools_natively_through_anthropics_api():
     assert result["tool_use_id"] == use["id"] and "5" in json.dumps(result["content"])
     assert res.protocol == "native" and res.stop_reason == "final" and res.final == "The sum is 5" and c.calls == [("add", 2, 3)]
     assert svc.ledger.spent == 2 * svc.ledger.cost("anthropic:m1", 120, 12)
+
+
+def test_resuming_without_the_providers_package_says_to_install_it_and_changes_nothing(tmp_path, capsys, monkeypatch):
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"answers": ['{"effort": 0.2, "punish": null, "vote": 1, "belief": "b", "proposal": "p"}']}))
+    d = tmp_path / "run"
+    assert main(["run", "cpr", "--agents", "llm", "--model", f"scripted:{script}", "--n-agents", "2", "--rounds", "1", "--cache", "off",
+                 "--out", str(d), "-q"]) == 0
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["llm"].update(model="anthropic:claude-3-5-haiku-latest", base_url="http://127.0.0.1:9")
+    (d / "config.json").write_text(json.dumps(cfg))
+    before = {p.name: p.stat().st_mtime_ns for p in d.iterdir() if p.name != ".cooplab.lock"}  # the lock is taken, then let go
+    monkeypatch.setitem(__import__("sys").modules, "langchain_anthropic", None)
+    capsys.readouterr()
+    line = fail_line(capsys, ["resume", str(d)])
+    assert "pip install cooplab[anthropic]" in line and "install it and resume again" in line and "fix the file" not in line
+    assert {p.name: p.stat().st_mtime_ns for p in d.iterdir() if p.name != ".cooplab.lock"} == before
