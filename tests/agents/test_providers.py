@@ -321,3 +321,13 @@ def test_resuming_without_the_providers_package_says_to_install_it_and_changes_n
     line = fail_line(capsys, ["resume", str(d)])
     assert "pip install cooplab[anthropic]" in line and "install it and resume again" in line and "fix the file" not in line
     assert {p.name: p.stat().st_mtime_ns for p in d.iterdir() if p.name != ".cooplab.lock"} == before
+
+
+def test_anthropics_tool_prompt_is_inside_the_input_bound():
+    """Anthropic adds a system prompt of a few hundred tokens to a request with tools (the forced
+    ``answer`` tool too): a short prompt's honest report of them is charged as reported, not flagged."""
+    from tests.fakes.anthropic_server import message, ok_reply, usage
+
+    with AnthropicServer(lambda req: ok_reply(req, message(req, usage_=usage(700, 12)))) as srv:
+        reply = _ask(_service("anthropic", srv.root))
+    assert (reply.response.input_tokens, reply.response.usage_error) == (700, None)
