@@ -331,3 +331,18 @@ def test_anthropics_tool_prompt_is_inside_the_input_bound():
     with AnthropicServer(lambda req: ok_reply(req, message(req, usage_=usage(700, 12)))) as srv:
         reply = _ask(_service("anthropic", srv.root))
     assert (reply.response.input_tokens, reply.response.usage_error) == (700, None)
+
+
+def test_recorded_prices_win_and_hostile_ones_are_one_line():
+    """A resumed run charges the prices its config.json recorded, whatever the table says now."""
+    from cooplab.agents.settings import LLMSettings
+
+    spec = "anthropic:claude-3-5-haiku-latest"
+    llm = LLMSettings(model=spec, base_url="http://127.0.0.1:9", agent_models={1: "ollama:x"}, prices={spec: [1, 2]})
+    assert llm.resolved_prices() == {spec: [1.0, 2.0], "ollama:x": [0.0005, 0.003]}
+    for bad in ([float("nan"), 1], [-1, 1], [1], [True, 1], [float("inf"), 0], "cheap", [1e9, 0]):
+        with pytest.raises(ConfigError) as e:  # as a resumed run's config.json would hold them
+            LLMSettings.from_file({"model": spec, "base_url": "http://127.0.0.1:9", "prices": {spec: bad}}, "config.json: llm")
+        assert "config.json: llm.prices" in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(ConfigError):
+        LLMSettings.from_file({"model": spec, "prices": [1, 2]}, "config.json: llm")
