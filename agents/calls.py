@@ -29,6 +29,8 @@ tested alone; :class:`~cooplab.agents.decisions.LLMService` builds one path per 
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -99,30 +101,43 @@ class Layer(Protocol):
 
 
 # --- provider adapters --------------------------------------------------------------------------
+#: HTTP statuses worth retrying besides 5xx: request timeout, conflict, too many requests
+RETRY_STATUSES = (408, 409, 429)
+
+
+def _status(exc: BaseException) -> int | None:
+    """The HTTP status a provider SDK's error carries, if it is one: ``openai``'s and ``anthropic``'s
+    ``APIStatusError.status_code``, ``ollama.ResponseError.status_code``, ``google.genai``'s
+    ``errors.APIError.code`` (``None`` for a transport error)."""
+    for module, name, attr in (("openai", "APIStatusError", "status_code"), ("anthropic", "APIStatusError", "status_code"),
+                               ("ollama", "ResponseError", "status_code"), ("google.genai.errors", "APIError", "code")):
+        mod = sys.modules.get(module)  # only an SDK that is loaded can have raised its error
+        cls = getattr(mod, name, None) if mod is not None else None
+        if cls is not None and isinstance(exc, cls):
+            status = getattr(exc, attr, None)
+            return status if type(status) is int else -1
+    return None
+
+
+def _transport_error(exc: BaseException) -> bool:
+    """A provider SDK's connection or timeout error (no HTTP status), or httpx's own."""
+    for module, names in (("openai", ("APIConnectionError", "APIResponseValidationError")),
+                          ("anthropic", ("APIConnectionError", "APIResponseValidationError")), ("httpx", ("TransportError",))):
+        mod = sys.modules.get(module)
+        if mod is not None and isinstance(exc, tuple(getattr(mod, n) for n in names if hasattr(mod, n))):
+            return True
+    return False
+
+
 def is_transient(exc: BaseException) -> bool:
     """Timeout, refused connection, 408/409/429, 5xx and malformed responses (a body that is not
     a chat completion: :class:`~cooplab.agents.models.EndpointResponseError`) are worth retrying;
-    everything else is not."""
-    if isinstance(exc, (TransientModelError, TimeoutError, asyncio.TimeoutError, ConnectionError)):
+    everything else is not. Each provider's SDK errors are read by :func:`_status`: an error of
+    the HTTP layer without a status (``ollama``'s stream errors: -1) is transient too."""
+    if isinstance(exc, (TransientModelError, TimeoutError, asyncio.TimeoutError, ConnectionError)) or _transport_error(exc):
         return True
-    try:
-        import openai
-
-        if isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError, openai.InternalServerError,
-                            openai.APIResponseValidationError)):
-            return True
-        if isinstance(exc, openai.APIStatusError) and (getattr(exc, "status_code", 0) >= 500 or exc.status_code in (408, 409)):
-            return True
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        import httpx
-
-        if isinstance(exc, httpx.TransportError):
-            return True
-    except ImportError:  # pragma: no cover
-        pass
-    return False
+    status = _status(exc)
+    return status is not None and (status < 0 or status >= 500 or status in RETRY_STATUSES)
 
 
 def _malformed_cause(exc: BaseException) -> EndpointResponseError | None:
@@ -142,22 +157,16 @@ def endpoint_failure(exc: BaseException) -> str | None:
     programming error), which propagates unchanged."""
     if is_transient(exc):
         return "transient"
-    if isinstance(exc, PermanentModelError):
+    if isinstance(exc, PermanentModelError) or _status(exc) is not None:  # a 4xx the provider will repeat
         return "permanent"
-    try:
-        import openai
-
-        if isinstance(exc, openai.APIStatusError):
-            return "permanent"
-    except ImportError:  # pragma: no cover
-        pass
     return None
 
 
 def failure_message(spec: ModelSpec, exc: BaseException, attempts: int | None) -> str:
     """One line naming the model, its endpoint and what went wrong (``attempts`` None: refused)."""
     where = f"model {spec.id}" + (f" at {spec.base_url}" if spec.base_url else "")
-    status = getattr(exc, "status_code", None)
+    status = _status(exc)
+    status = None if status is None or status < 0 else status
     if attempts is None:
         return f"{where} rejected the request" + (f" (HTTP {status})" if status is not None else "") + f": {one_line(exc)}"
     if isinstance(exc, CallTimedOut):
@@ -231,12 +240,22 @@ class ProviderAdapter:
             return {"type": "json_object", "schema": schema}
         return {"type": "json_object"}
 
+    def structured(self, schema: dict[str, Any], grammar: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The call options that ask for one JSON object of ``schema`` through the provider's own
+        path (default: :meth:`response_format` as ``response_format``); {} when it has none."""
+        rf = self.response_format(schema, grammar)
+        return {} if rf is None else {"response_format": rf}
+
     def call_options(self, *, key: str, phase: str, max_tokens: int | None) -> dict[str, Any]:
         """The per-call options: a seed from the cache key (reproducible sampling), the output cap."""
-        options: dict[str, Any] = {"seed": int(key[:8], 16)}
+        options: dict[str, Any] = {"seed": seed_of(key)}
         if max_tokens:
             options["max_tokens"] = max_tokens
         return options
+
+    def text_of(self, msg: BaseMessage) -> str:
+        """The text of an answer that is cached and returned (its content)."""
+        return msg.content if isinstance(msg.content, str) else str(msg.content or "")
 
     def usage(self, msg: BaseMessage, request: Request, text: str) -> Usage:
         return usage_of(msg, request.messages, text, input_bound=request.input_bound, output_bound=request.output_bound)
@@ -265,10 +284,7 @@ class ProviderAdapter:
                 raise
             raise failure from exc
         latency = time.perf_counter() - t0
-        if request.to_text is not None:
-            text = request.to_text(msg)
-        else:
-            text = msg.content if isinstance(msg.content, str) else str(msg.content or "")
+        text = request.to_text(msg) if request.to_text is not None else self.text_of(msg)
         usage = self.usage(msg, request, text)
         return Reply(CachedResponse(text, usage.input_tokens, usage.output_tokens, latency, usage.error))
 
@@ -297,12 +313,77 @@ class LlamaAdapter(ProviderAdapter):
         return {"type": "json_object", "schema": decoding_schema(grammar or schema)}
 
 
+def seed_of(key: str) -> int:
+    """The sampling seed of a call: the first 32 bits of its cache key (reproducible)."""
+    return int(key[:8], 16)
+
+
+#: the name of the tool whose forced call carries a structured answer (Anthropic)
+ANSWER_TOOL = "answer"
+
+
+class AnthropicAdapter(ProviderAdapter):
+    """Anthropic's Messages API: a structured answer is a forced call of one tool (``answer``) whose
+    input schema is the JSON schema, read back as that call's arguments; tools are called natively.
+    The API takes no seed: sampling is not reproducible there (cache replays are)."""
+
+    def structured(self, schema: dict[str, Any], grammar: dict[str, Any] | None = None) -> dict[str, Any]:
+        tool = {"name": ANSWER_TOOL, "description": "Give your answer as this tool's input.", "input_schema": schema}
+        return {"tools": [tool], "tool_choice": {"type": "tool", "name": ANSWER_TOOL}}
+
+    def call_options(self, *, key: str, phase: str, max_tokens: int | None) -> dict[str, Any]:
+        return {"max_tokens": max_tokens} if max_tokens else {}
+
+    def text_of(self, msg: BaseMessage) -> str:
+        """The forced tool call's arguments as JSON text, else the answer's text."""
+        call = next((c for c in getattr(msg, "tool_calls", None) or [] if c["name"] == ANSWER_TOOL), None)
+        return json.dumps(call["args"], ensure_ascii=False) if call is not None else msg.text
+
+
+class GoogleAdapter(ProviderAdapter):
+    """Google's Gemini API: ``response_mime_type`` application/json with ``response_json_schema``,
+    a seed from the cache key, the output cap as ``max_output_tokens``; tools natively."""
+
+    def structured(self, schema: dict[str, Any], grammar: dict[str, Any] | None = None) -> dict[str, Any]:
+        return {"response_mime_type": "application/json", "response_json_schema": schema}
+
+    def call_options(self, *, key: str, phase: str, max_tokens: int | None) -> dict[str, Any]:
+        return {"seed": seed_of(key), **({"max_output_tokens": max_tokens} if max_tokens else {})}
+
+    def text_of(self, msg: BaseMessage) -> str:
+        return msg.text
+
+
+class OllamaAdapter(ProviderAdapter):
+    """Ollama's chat API: ``format`` = the JSON schema (constrained decoding on the server), a seed
+    from the cache key in ``options`` with the temperature and output cap, one unstreamed answer;
+    tools natively."""
+
+    def structured(self, schema: dict[str, Any], grammar: dict[str, Any] | None = None) -> dict[str, Any]:
+        return {"format": schema}
+
+    def call_options(self, *, key: str, phase: str, max_tokens: int | None) -> dict[str, Any]:
+        options = {"seed": seed_of(key), "temperature": self.spec.temperature, "num_predict": int(max_tokens or self.spec.max_tokens)}
+        return {"options": options, "stream": False}
+
+    def text_of(self, msg: BaseMessage) -> str:
+        return msg.text
+
+
+#: the adapter of each hosted provider's models, by spec kind (others: by the model's class)
+PROVIDER_ADAPTERS: dict[str, type[ProviderAdapter]] = {"anthropic": AnthropicAdapter, "google_genai": GoogleAdapter,
+                                                       "ollama": OllamaAdapter}
+
+
 def adapter_type(model: Any) -> type[ProviderAdapter]:
     """The adapter class of a chat model: the only place that tells providers apart."""
     if isinstance(model, ScriptedChatModel):
         return ScriptedAdapter
     if isinstance(model, LlamaCppChat):
         return LlamaAdapter
+    for kind, module in (("anthropic", "langchain_anthropic"), ("google_genai", "langchain_google_genai"), ("ollama", "langchain_ollama")):
+        if type(model).__module__.split(".")[0] == module or any(c.__module__.split(".")[0] == module for c in type(model).__mro__):
+            return PROVIDER_ADAPTERS[kind]
     return ProviderAdapter
 
 
@@ -472,6 +553,6 @@ class CallPath:
 
 __all__ = [
     "AdapterLayer", "BudgetLayer", "CacheLayer", "CallPath", "EndpointFailure", "Layer", "LlamaAdapter", "ModelUnavailable",
-    "ProviderAdapter", "RateLimitLayer", "RateLimiter", "Reply", "Request", "RetryLayer", "ScriptedAdapter", "adapter_type",
+    "AnthropicAdapter", "GoogleAdapter", "OllamaAdapter", "ProviderAdapter", "RateLimitLayer", "RateLimiter", "Reply", "Request", "RetryLayer", "ScriptedAdapter", "adapter_type",
     "decoding_schema", "endpoint_failure", "failure_message", "is_transient", "usage_of",
 ]

@@ -1,4 +1,4 @@
-"""The HTTP clients of OpenAI-compatible models, with a cap on what a server can make cooplab read.
+"""The HTTP clients of hosted models (OpenAI-compatible, Anthropic, Google, Ollama), with a cap on what a server can make cooplab read.
 
 A chat completion's body is bounded by the call's ``max_tokens`` (:func:`~cooplab.agents.usage.body_bytes_bound`).
 :class:`BodyCap` holds a server to it through the hooks of an httpx client: cooplab asks for an
@@ -28,6 +28,14 @@ def capped_clients(default_tokens: int, *, timeout: float, trust_env: bool) -> t
             httpx.AsyncClient(timeout=timeout, trust_env=trust_env, event_hooks={"request": [cap.arequest], "response": [cap.aresponse]}))
 
 
+def request_cap(sent: dict[str, Any]) -> Any:
+    """The output cap a provider's JSON request names: ``max_completion_tokens`` or ``max_tokens``
+    (OpenAI, Anthropic), ``options.num_predict`` (Ollama), ``generationConfig.maxOutputTokens``
+    (Google)."""
+    return (sent.get("max_completion_tokens") or sent.get("max_tokens") or (sent.get("options") or {}).get("num_predict")
+            or (sent.get("generationConfig") or {}).get("maxOutputTokens"))
+
+
 class BodyCap:
     """httpx event hooks holding a response to the bytes its request's ``max_tokens`` (or
     ``max_completion_tokens``; ``default_tokens`` when it names neither) allows."""
@@ -44,8 +52,7 @@ class BodyCap:
     def limit(self, request: httpx.Request) -> tuple[int, int]:
         """(the request's output cap in tokens, the body bytes that allows)."""
         try:
-            sent = json.loads(request.content)
-            tokens = sent.get("max_completion_tokens") or sent.get("max_tokens")
+            tokens = request_cap(json.loads(request.content))
         except Exception:  # noqa: BLE001 - not a JSON request of ours: the model's own cap
             tokens = None
         if type(tokens) is not int or tokens < 1:

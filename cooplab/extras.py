@@ -12,6 +12,9 @@ for what a user wants (README "Install")::
     bayes     the Bayesian analyses of ``cooplab analyze profiles|science`` (NumPyro, JAX)
     viewer    OTLP export of traces to Phoenix, Langfuse or Jaeger (OpenTelemetry SDK, OTLP/HTTP
               exporter, OpenInference conventions, Phoenix's client)
+    anthropic Anthropic's models, ``anthropic:NAME`` (langchain-anthropic)
+    google    Google's Gemini models, ``google_genai:NAME`` (langchain-google-genai)
+    ollama    models served by Ollama, ``ollama:NAME`` (langchain-ollama)
     all       all of the above
 
 Code that needs an extra calls :func:`require` before importing it: a missing package is then
@@ -37,6 +40,10 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     # the Bayesian analyses (cooplab analyze profiles / science): NumPyro on JAX, CPU
     "bayes": ("numpyro", "jax"),
     # OTLP export of traces (evals/otlp_export.py) and Phoenix's client (its tests read spans back)
+    # the hosted providers' LangChain integrations (cooplab.agents.providers)
+    "anthropic": ("langchain_anthropic", "anthropic"),
+    "google": ("langchain_google_genai",),
+    "ollama": ("langchain_ollama", "ollama"),
     "viewer": ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http", "openinference.semconv", "phoenix.client"),
 }
 
