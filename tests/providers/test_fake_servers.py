@@ -171,7 +171,7 @@ def test_langchain_google_genai_structured_output_both_ways_and_tool_calls():
         schema_call, forced_call = srv.calls()[1:]
         assert schema_call.body["generationConfig"]["responseMimeType"] == "application/json"
         assert forced_call.body["toolConfig"]["functionCallingConfig"] == {"allowedFunctionNames": ["Decision"], "mode": "ANY"}
-        srv.answer = gg.Answer(calls=[("add", {"a": 1, "b": 2})])
+        srv.answer = gg.Answer(tool_calls=[("add", {"a": 1, "b": 2})])
         call = asyncio.run(llm.bind_tools([add]).ainvoke("add")).tool_calls[0]
         assert (call["name"], call["args"]) == ("add", {"a": 1, "b": 2})
 
