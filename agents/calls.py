@@ -106,23 +106,44 @@ RETRY_STATUSES = (408, 409, 429)
 
 
 def _status(exc: BaseException) -> int | None:
-    """The HTTP status a provider SDK's error carries, if it is one: ``openai``'s and ``anthropic``'s
-    ``APIStatusError.status_code``, ``ollama.ResponseError.status_code``, ``google.genai``'s
-    ``errors.APIError.code`` (``None`` for a transport error)."""
-    for module, name, attr in (("openai", "APIStatusError", "status_code"), ("anthropic", "APIStatusError", "status_code"),
-                               ("ollama", "ResponseError", "status_code"), ("google.genai.errors", "APIError", "code")):
-        mod = sys.modules.get(module)  # only an SDK that is loaded can have raised its error
-        cls = getattr(mod, name, None) if mod is not None else None
-        if cls is not None and isinstance(exc, cls):
-            status = getattr(exc, attr, None)
-            return status if type(status) is int else -1
+    """The HTTP status a provider SDK's error carries (it, or what it was raised from), if it is
+    one: ``openai``'s and ``anthropic``'s ``APIStatusError.status_code``,
+    ``ollama.ResponseError.status_code``, ``google.genai``'s ``errors.APIError.code``; -1 for such
+    an error without a status; None for anything else."""
+    for e in _chain(exc):
+        for module, name, attr in (("openai", "APIStatusError", "status_code"), ("anthropic", "APIStatusError", "status_code"),
+                                   ("ollama", "ResponseError", "status_code"), ("google.genai.errors", "APIError", "code")):
+            mod = sys.modules.get(module)  # only an SDK that is loaded can have raised its error
+            cls = getattr(mod, name, None) if mod is not None else None
+            if cls is not None and isinstance(e, cls):
+                status = getattr(e, attr, None)
+                return status if type(status) is int else -1
     return None
+
+
+def _chain(exc: BaseException, depth: int = 4) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from (an integration re-raises its SDK's errors)."""
+    out: list[BaseException] = []
+    while exc is not None and len(out) < depth:
+        out.append(exc)
+        exc = exc.__cause__
+    return out
+
+
+def _model_error(exc: BaseException) -> bool | None:
+    """LangChain's own classification of a provider error (``langchain_core.exceptions.ModelError``,
+    which integrations raise for HTTP errors): whether it is retryable, or None when it is not one."""
+    from langchain_core import exceptions
+
+    cls = getattr(exceptions, "ModelError", None)
+    return bool(getattr(exc, "is_retryable", False)) if cls is not None and isinstance(exc, cls) else None
 
 
 def _transport_error(exc: BaseException) -> bool:
     """A provider SDK's connection or timeout error (no HTTP status), or httpx's own."""
     for module, names in (("openai", ("APIConnectionError", "APIResponseValidationError")),
-                          ("anthropic", ("APIConnectionError", "APIResponseValidationError")), ("httpx", ("TransportError",))):
+                          ("anthropic", ("APIConnectionError", "APIResponseValidationError")), ("httpx", ("TransportError",)),
+                          ("httpx2", ("TransportError",))):
         mod = sys.modules.get(module)
         if mod is not None and isinstance(exc, tuple(getattr(mod, n) for n in names if hasattr(mod, n))):
             return True
@@ -135,6 +156,8 @@ def is_transient(exc: BaseException) -> bool:
     everything else is not. Each provider's SDK errors are read by :func:`_status`: an error of
     the HTTP layer without a status (``ollama``'s stream errors: -1) is transient too."""
     if isinstance(exc, (TransientModelError, TimeoutError, asyncio.TimeoutError, ConnectionError)) or _transport_error(exc):
+        return True
+    if _model_error(exc):
         return True
     status = _status(exc)
     return status is not None and (status < 0 or status >= 500 or status in RETRY_STATUSES)
@@ -157,7 +180,7 @@ def endpoint_failure(exc: BaseException) -> str | None:
     programming error), which propagates unchanged."""
     if is_transient(exc):
         return "transient"
-    if isinstance(exc, PermanentModelError) or _status(exc) is not None:  # a 4xx the provider will repeat
+    if isinstance(exc, PermanentModelError) or _status(exc) is not None or _model_error(exc) is False:  # a 4xx, repeated
         return "permanent"
     return None
 
@@ -180,7 +203,7 @@ def failure_message(spec: ModelSpec, exc: BaseException, attempts: int | None) -
     while (c := c.__cause__ or c.__context__) is not None and len(chain) < 8:
         chain.append(c)
     # the transport's own error (e.g. httpx's ReadTimeout, RemoteProtocolError), else the first that says more
-    cause = next((c for c in chain if type(c).__module__.split(".")[0] in ("httpx", "httpcore")), None) \
+    cause = next((c for c in chain if type(c).__module__.split(".")[0] in ("httpx", "httpcore", "httpx2", "httpcore2")), None) \
         or next((c for c in chain if str(c) and str(c) != str(exc)), None)
     why = f"{type(exc).__name__}: {exc}"
     if cause is not None:

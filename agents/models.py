@@ -1,5 +1,6 @@
 """Chat models behind cooplab's agents: ``local`` (SmolLM2-135M-Instruct via llama.cpp),
-``openai:NAME`` (OpenAI or any OpenAI-compatible server via langchain-openai), and
+``PROVIDER:NAME`` of a hosted provider (``openai:`` for OpenAI or any OpenAI-compatible server,
+``anthropic:``, ``google_genai:``, ``ollama:``: the table in ``agents/providers.py``), and
 ``scripted:FILE`` (fixed answers, for tests and demos). All are LangChain chat models.
 
 Every model's answer carries its token counts: the endpoint's raw ``usage`` in

@@ -64,10 +64,13 @@ def _api_key(p: "Provider", spec: ModelSpec) -> str:
     return next((os.environ[v] for v in p.keys if os.environ.get(v, "").strip()), "") or "not-needed"
 
 
-def _clients(spec: ModelSpec, url: str | None, timeout: float) -> tuple[Any, Any]:
+def _clients(spec: ModelSpec, url: str | None, timeout: float, http: Any = None) -> tuple[Any, Any]:
+    """Capped (sync, async) clients of ``http`` (default httpx) for a model at ``url``."""
+    import httpx
+
     from cooplab.agents.http_clients import capped_clients
 
-    return capped_clients(spec.max_tokens, timeout=timeout, trust_env=not _is_loopback(url))
+    return capped_clients(spec.max_tokens, timeout=timeout, trust_env=not _is_loopback(url), http=http or httpx)
 
 
 # --- what enters cooplab from a provider's answer --------------------------------------------------
@@ -123,8 +126,9 @@ def _unreadable(exc: BaseException) -> EndpointResponseError:
 # --- Anthropic ------------------------------------------------------------------------------------
 def _anthropic_content(raw: Any) -> dict[str, Any]:
     """An Anthropic Messages answer (the SDK's unvalidated object, as JSON values) checked: an object
-    whose ``content`` is a list of typed blocks (text with text, tool_use with id, name and object
-    input), its usage zeroed (kept apart by the caller); else :class:`EndpointResponseError`."""
+    whose ``content`` is a list of typed blocks, its text blocks with text and tool_use blocks with
+    id, name and object input (other blocks, e.g. thinking, are left out: they are not the answer),
+    its usage zeroed (kept apart by the caller); else :class:`EndpointResponseError`."""
     if not isinstance(raw, dict):
         raise EndpointResponseError(f"the body is not a message object: {_snippet(raw)}")
     if raw.get("type") == "error" or raw.get("error"):
@@ -132,15 +136,20 @@ def _anthropic_content(raw: Any) -> dict[str, Any]:
     content = raw.get("content")
     if not isinstance(content, list):
         raise EndpointResponseError(f"content is not a list of blocks: {_snippet(content)}")
+    read = []
     for i, b in enumerate(content):
-        ok = isinstance(b, dict) and (
-            (b.get("type") == "text" and isinstance(b.get("text"), str))
-            or (b.get("type") == "tool_use" and isinstance(b.get("id"), str) and isinstance(b.get("name"), str)
-                and isinstance(b.get("input"), dict)))
+        kind = b.get("type") if isinstance(b, dict) else None
+        if not isinstance(kind, str):
+            raise EndpointResponseError(f"content[{i}] is not a typed block: {_snippet(b)}")
+        if kind not in ("text", "tool_use"):  # thinking, server tools, ...: not part of the answer
+            continue
+        ok = (kind == "text" and isinstance(b.get("text"), str)) or (
+            isinstance(b.get("id"), str) and isinstance(b.get("name"), str) and isinstance(b.get("input"), dict))
         if not ok:
-            raise EndpointResponseError(f"content[{i}] is not a text or tool_use block: {_snippet(b)}")
+            raise EndpointResponseError(f"content[{i}] is not a well-formed {kind} block: {_snippet(b)}")
+        read.append(b)
     return {"id": raw.get("id") if isinstance(raw.get("id"), str) else "msg", "type": "message", "role": "assistant",
-            "model": raw.get("model") if isinstance(raw.get("model"), str) else "", "content": content,
+            "model": raw.get("model") if isinstance(raw.get("model"), str) else "", "content": read,
             "stop_reason": raw.get("stop_reason") if isinstance(raw.get("stop_reason"), str) else None,
             "stop_sequence": None, "usage": {"input_tokens": 0, "output_tokens": 0}}
 
@@ -205,46 +214,101 @@ def _build_anthropic(spec: ModelSpec, **kw: Any) -> BaseChatModel:
     url, timeout = p.url(spec.base_url), _timeout(kw)
     model = _anthropic_class()(model=spec.name, base_url=url, api_key=_api_key(p, spec), temperature=spec.temperature,
                                max_tokens=spec.max_tokens, max_retries=0, timeout=timeout)
-    model._http = _clients(spec, url, timeout)
+    import httpx2  # the Anthropic SDK's HTTP library, a drop-in fork of httpx
+
+    model._http = _clients(spec, url, timeout, httpx2)
     return model
 
 
-# --- Ollama ---------------------------------------------------------------------------------------
-_OLLAMA: Any = None
+# --- Ollama and Google: the SDK parses, cooplab reads the body as received ----------------------------
+def _checked_class(base: type, usage_of: Callable[[dict[str, Any]], Any], cap_of: Callable[[Any, dict[str, Any]], int | None],
+                   name: str) -> type:
+    """``base`` (a LangChain chat model) whose answers are checked (:func:`checked_message`) with the
+    usage ``usage_of(body)`` reads from the response body as received (``recorded_bodies``), and
+    whose bodies the SDK cannot read, or that are not JSON objects, are malformed responses."""
+    from cooplab.agents.http_clients import recorded_bodies
+
+    def finish(self: Any, result: Any, bodies: list[bytearray], kwargs: dict[str, Any]) -> Any:
+        body = _last_json(bodies)
+        checked_message(result.generations[0].message, cap_of(self, kwargs), usage_of(body))
+        return result
+
+    async def _agenerate(self: Any, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        with recorded_bodies() as bodies:
+            try:
+                result = await base._agenerate(self, messages, stop, run_manager, **kwargs)
+            except _UNREADABLE as exc:
+                raise _unreadable(exc) from exc
+        return finish(self, result, bodies, kwargs)
+
+    def _generate(self: Any, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        with recorded_bodies() as bodies:
+            try:
+                result = base._generate(self, messages, stop, run_manager, **kwargs)
+            except _UNREADABLE as exc:
+                raise _unreadable(exc) from exc
+        return finish(self, result, bodies, kwargs)
+
+    return type(name, (base,), {"_agenerate": _agenerate, "_generate": _generate, "__module__": __name__,
+                                "__doc__": f"{base.__name__} with cooplab's checks of its answers (agents/providers.py)."})
+
+
+def _last_json(bodies: list[bytearray]) -> dict[str, Any]:
+    """The last JSON object of the last body read (a one-object body, or the last line of a
+    stream of lines), or :class:`EndpointResponseError`."""
+    from cooplab.agents.models import parse_body
+
+    if not bodies:
+        raise EndpointResponseError("no response body was read")
+    lines = [ln for ln in bytes(bodies[-1]).splitlines() if ln.strip()]
+    try:
+        value = parse_body(bytes(bodies[-1]))
+    except EndpointResponseError:
+        if len(lines) < 2:
+            raise
+        value = parse_body(lines[-1])
+    if not isinstance(value, dict):
+        raise EndpointResponseError(f"the body is not a JSON object: {_snippet(value)}")
+    return clean_strings(value)
+
+
+def _ollama_usage(body: dict[str, Any]) -> Any:
+    return {"input_tokens": body.get("prompt_eval_count"), "output_tokens": body.get("eval_count")}
+
+
+def _google_usage(body: dict[str, Any]) -> Any:
+    """Gemini's ``usageMetadata`` as input and output counts: the prompt's, and the candidates' plus
+    the model's thoughts (billed as output) when both are integers."""
+    u = body.get("usageMetadata")
+    if not isinstance(u, dict):
+        return u
+    out, thoughts = u.get("candidatesTokenCount"), u.get("thoughtsTokenCount")
+    if type(out) is int and type(thoughts) is int:
+        out += thoughts
+    return {"input_tokens": u.get("promptTokenCount"), "output_tokens": out}
+
+
+_CLASSES: dict[str, type] = {}
 
 
 def _ollama_class() -> type:
-    """``ChatOllama`` whose answers are checked and whose unreadable bodies are malformed responses."""
-    global _OLLAMA
-    if _OLLAMA is not None:
-        return _OLLAMA
-    from langchain_ollama import ChatOllama
+    if "ollama" not in _CLASSES:
+        from langchain_ollama import ChatOllama
 
-    def checked(self: Any, result: Any, kwargs: dict[str, Any]) -> Any:
-        gen = result.generations[0]
-        info = gen.generation_info or {}
-        usage = {"input_tokens": info.get("prompt_eval_count"), "output_tokens": info.get("eval_count")} if info.get("done") else None
-        cap = _cap(kwargs.get("options") or {}, self.num_predict or 0, "num_predict") or None
-        checked_message(gen.message, cap, usage)
-        return result
+        _CLASSES["ollama"] = _checked_class(ChatOllama, _ollama_usage,
+                                            lambda m, kw: _cap(kw.get("options") or {}, m.num_predict or 0, "num_predict") or None,
+                                            "CheckedChatOllama")
+    return _CLASSES["ollama"]
 
-    class CheckedChatOllama(ChatOllama):
-        async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs: Any) -> Any:
-            try:
-                result = await super()._agenerate(messages, stop, run_manager, **kwargs)
-            except _UNREADABLE as exc:
-                raise _unreadable(exc) from exc
-            return checked(self, result, kwargs)
 
-        def _generate(self, messages, stop=None, run_manager=None, **kwargs: Any) -> Any:
-            try:
-                result = super()._generate(messages, stop, run_manager, **kwargs)
-            except _UNREADABLE as exc:
-                raise _unreadable(exc) from exc
-            return checked(self, result, kwargs)
+def _google_class() -> type:
+    if "google" not in _CLASSES:
+        from langchain_google_genai import ChatGoogleGenerativeAI
 
-    _OLLAMA = CheckedChatOllama
-    return CheckedChatOllama
+        _CLASSES["google"] = _checked_class(ChatGoogleGenerativeAI, _google_usage,
+                                            lambda m, kw: _cap(kw, m.max_output_tokens or 0, "max_output_tokens") or None,
+                                            "CheckedChatGoogle")
+    return _CLASSES["google"]
 
 
 def _build_ollama(spec: ModelSpec, **kw: Any) -> BaseChatModel:
@@ -259,44 +323,6 @@ def _build_ollama(spec: ModelSpec, **kw: Any) -> BaseChatModel:
 
 
 # --- Google GenAI ---------------------------------------------------------------------------------
-_GOOGLE: Any = None
-
-
-def _google_class() -> type:
-    """``ChatGoogleGenerativeAI`` whose answers are checked and whose unreadable bodies are malformed
-    responses; its usage is the provider's ``usageMetadata`` as LangChain normalised it (None when
-    the answer has none)."""
-    global _GOOGLE
-    if _GOOGLE is not None:
-        return _GOOGLE
-    from langchain_google_genai import ChatGoogleGenerativeAI
-
-    def checked(self: Any, result: Any, kwargs: dict[str, Any]) -> Any:
-        msg = result.generations[0].message
-        um = msg.usage_metadata
-        usage = {"input_tokens": um.get("input_tokens"), "output_tokens": um.get("output_tokens")} if um else None
-        checked_message(msg, _cap(kwargs, self.max_output_tokens or 0, "max_output_tokens") or None, usage)
-        return result
-
-    class CheckedChatGoogle(ChatGoogleGenerativeAI):
-        async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs: Any) -> Any:
-            try:
-                result = await super()._agenerate(messages, stop, run_manager, **kwargs)
-            except _UNREADABLE as exc:
-                raise _unreadable(exc) from exc
-            return checked(self, result, kwargs)
-
-        def _generate(self, messages, stop=None, run_manager=None, **kwargs: Any) -> Any:
-            try:
-                result = super()._generate(messages, stop, run_manager, **kwargs)
-            except _UNREADABLE as exc:
-                raise _unreadable(exc) from exc
-            return checked(self, result, kwargs)
-
-    _GOOGLE = CheckedChatGoogle
-    return CheckedChatGoogle
-
-
 def _build_google(spec: ModelSpec, **kw: Any) -> BaseChatModel:
     from google import genai
     from google.genai.types import HttpOptions
