@@ -222,14 +222,16 @@ def _build_anthropic(spec: ModelSpec, **kw: Any) -> BaseChatModel:
 
 # --- Ollama and Google: the SDK parses, cooplab reads the body as received ----------------------------
 def _checked_class(base: type, usage_of: Callable[[dict[str, Any]], Any], cap_of: Callable[[Any, dict[str, Any]], int | None],
-                   name: str) -> type:
+                   name: str, shape: Callable[[dict[str, Any]], None]) -> type:
     """``base`` (a LangChain chat model) whose answers are checked (:func:`checked_message`) with the
     usage ``usage_of(body)`` reads from the response body as received (``recorded_bodies``), and
-    whose bodies the SDK cannot read, or that are not JSON objects, are malformed responses."""
+    whose bodies the SDK cannot read, that are not JSON objects, or that ``shape(body)`` finds no
+    answer (it raises :class:`EndpointResponseError`) are malformed responses."""
     from cooplab.agents.http_clients import recorded_bodies
 
     def finish(self: Any, result: Any, bodies: list[bytearray], kwargs: dict[str, Any]) -> Any:
         body = _last_json(bodies)
+        shape(body)
         checked_message(result.generations[0].message, cap_of(self, kwargs), usage_of(body))
         return result
 
@@ -272,6 +274,23 @@ def _last_json(bodies: list[bytearray]) -> dict[str, Any]:
     return clean_strings(value)
 
 
+def _ollama_shape(body: dict[str, Any]) -> None:
+    """An Ollama answer ends with ``"done": true``: without it the answer was cut short."""
+    if body.get("done") is not True:
+        raise EndpointResponseError(f"the answer never ended (its last object has done = {_snippet(body.get('done'))})")
+
+
+def _google_shape(body: dict[str, Any]) -> None:
+    """A Gemini answer has a non-empty list of ``candidates``, unless the prompt was blocked
+    (``promptFeedback.blockReason``: an empty answer, as the API means it)."""
+    candidates, feedback = body.get("candidates"), body.get("promptFeedback")
+    if isinstance(candidates, list) and candidates and all(isinstance(c, dict) for c in candidates):
+        return
+    if candidates is None and isinstance(feedback, dict) and feedback.get("blockReason"):
+        return
+    raise EndpointResponseError(f"candidates is not a non-empty list of objects: {_snippet(candidates)}")
+
+
 def _ollama_usage(body: dict[str, Any]) -> Any:
     return {"input_tokens": body.get("prompt_eval_count"), "output_tokens": body.get("eval_count")}
 
@@ -297,7 +316,7 @@ def _ollama_class() -> type:
 
         _CLASSES["ollama"] = _checked_class(ChatOllama, _ollama_usage,
                                             lambda m, kw: _cap(kw.get("options") or {}, m.num_predict or 0, "num_predict") or None,
-                                            "CheckedChatOllama")
+                                            "CheckedChatOllama", _ollama_shape)
     return _CLASSES["ollama"]
 
 
@@ -307,7 +326,7 @@ def _google_class() -> type:
 
         _CLASSES["google"] = _checked_class(ChatGoogleGenerativeAI, _google_usage,
                                             lambda m, kw: _cap(kw, m.max_output_tokens or 0, "max_output_tokens") or None,
-                                            "CheckedChatGoogle")
+                                            "CheckedChatGoogle", _google_shape)
     return _CLASSES["google"]
 
 

@@ -19,30 +19,24 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from .base import (
     ANSWER,
     COMMON_MODES,
+    Answer,
     USAGE_VALUES,
     FakeServer,
     Reply,
     Request,
+    Talk,
     json_reply,
+    texts,
     oversize,
     truncations,
 )
 
 _ids = itertools.count(1)
-
-
-@dataclass
-class Answer:
-    """What the model says: ``text``, and tool calls as ``(name, input)`` pairs."""
-
-    text: str = ""
-    tool_calls: list[tuple[str, dict]] = field(default_factory=list)
 
 
 def forced_tool(body: Any) -> str | None:
@@ -197,6 +191,13 @@ class AnthropicServer(FakeServer):
 
     MODES = MODES
     CALL_PATHS = ("/v1/messages",)
+
+    @staticmethod
+    def talk(body: Any) -> Talk:
+        body = body if isinstance(body, dict) else {}
+        blocks = [b for m in body.get("messages") or [] if isinstance(m.get("content"), list) for b in m["content"]]
+        return Talk(texts(body.get("system", "")), [t.get("name") for t in body.get("tools") or []],
+                    sum(isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks))
 
     def fixed(self, req: Request) -> Reply:
         return error(404, "not_found_error", f"Not found: {req.method} {req.path}")

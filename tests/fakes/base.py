@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 from tests.agents.misbehaving_server import ANSWER, Delivery, Reply as _BaseReply
 
-__all__ = ["ANSWER", "Delivery", "FakeServer", "Reply", "Request", "USAGE_VALUES", "json_reply", "oversize", "truncations", "COMMON_MODES"]
+__all__ = ["ANSWER", "Answer", "Talk", "texts", "Delivery", "FakeServer", "Reply", "Request", "USAGE_VALUES", "json_reply", "oversize", "truncations", "COMMON_MODES"]
 
 
 @dataclass
@@ -32,6 +32,35 @@ class Reply(_BaseReply):
     """A reply of :class:`tests.agents.misbehaving_server.Reply`'s kinds, with response headers."""
 
     headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Answer:
+    """What the model says, whatever the provider: ``text``, and tool calls as ``(name, arguments)`` pairs."""
+
+    text: str = ""
+    tool_calls: list[tuple[str, dict]] = field(default_factory=list)
+
+
+@dataclass
+class Talk:
+    """What a chat request holds, read the same way for every provider: the system prompt's text,
+    the names of the tools offered, and how many tool results the conversation already has."""
+
+    system: str = ""
+    tools: list[str] = field(default_factory=list)
+    tool_results: int = 0
+
+
+def texts(value: Any) -> str:
+    """The text in a prompt field that is a string or a list of blocks/parts with ``text``."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return texts(value.get("parts", value.get("text", "")))
+    if isinstance(value, list):
+        return "\n".join(texts(v) for v in value)
+    return ""
 
 
 @dataclass
@@ -253,6 +282,11 @@ class FakeServer:
         with self._lock:
             assert self._lock.wait_for(lambda: len(self.deliveries) >= n, timeout), f"{len(self.deliveries)} of {n} deliveries ended"
             return list(self.deliveries)
+
+    @staticmethod
+    def talk(body: Any) -> Talk:
+        """The request's :class:`Talk` (each provider's server reads its own format)."""
+        raise NotImplementedError
 
     # --- what was asked -----------------------------------------------------------------------
     def calls(self) -> list[Request]:

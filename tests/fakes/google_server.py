@@ -21,29 +21,23 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from .base import (
     COMMON_MODES,
     USAGE_VALUES,
+    Answer,
     FakeServer,
     Reply,
     Request,
+    Talk,
     json_reply,
     oversize,
+    texts,
     truncations,
 )
 
 _CALL = re.compile(r"^/(v1beta|v1|v1alpha)/models/([^/:]+):(generateContent|streamGenerateContent)$")
-
-
-@dataclass
-class Answer:
-    """What the model says: ``text``, and function calls as ``(name, args)`` pairs."""
-
-    text: str = ""
-    calls: list[tuple[str, dict]] = field(default_factory=list)
 
 
 def forced_function(body: Any) -> str | None:
@@ -68,9 +62,9 @@ def parts_of(req: Request) -> list[dict[str, Any]]:
             args = json.loads(answer)
         except ValueError:
             args = {"text": answer}
-        answer = Answer(calls=[(name, args)])
+        answer = Answer(tool_calls=[(name, args)])
     parts: list[dict[str, Any]] = [{"text": answer.text}] if answer.text else []
-    return parts + [{"functionCall": {"name": n, "args": a}} for n, a in answer.calls]
+    return parts + [{"functionCall": {"name": n, "args": a}} for n, a in answer.tool_calls]
 
 
 def usage(prompt: Any = 120, candidates: Any = 12) -> dict[str, Any]:
@@ -161,6 +155,13 @@ class GoogleServer(FakeServer):
 
     def is_call(self, req: Request) -> bool:
         return req.method == "POST" and _CALL.match(req.path.split("?")[0]) is not None
+
+    @staticmethod
+    def talk(body: Any) -> Talk:
+        body = body if isinstance(body, dict) else {}
+        parts = [p for c in body.get("contents") or [] for p in c.get("parts") or []]
+        return Talk(texts(body.get("systemInstruction", "")), [d["name"] for t in body.get("tools") or [] for d in t.get("functionDeclarations") or []],
+                    sum("functionResponse" in p for p in parts))
 
     def fixed(self, req: Request) -> Reply:
         m = re.match(r"^/v1beta/models/([^/:?]+)$", req.path.split("?")[0])

@@ -18,29 +18,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from .base import (
     COMMON_MODES,
     USAGE_VALUES,
+    Answer,
     FakeServer,
     Reply,
     Request,
+    Talk,
     json_reply,
     oversize,
     truncations,
 )
 
 CREATED = "2026-11-25T12:00:00.000000Z"
-
-
-@dataclass
-class Answer:
-    """What the model says: ``content``, and tool calls as ``(name, arguments)`` pairs."""
-
-    content: str = ""
-    tool_calls: list[tuple[str, dict]] = field(default_factory=list)
 
 
 def _answer(req: Request) -> Answer:
@@ -60,7 +53,7 @@ def counts(prompt_eval_count: Any = 120, eval_count: Any = 12) -> dict[str, Any]
 def final(req: Request, usage: dict[str, Any] | None = None, *, message: Any = "default", done_reason: str = "stop") -> dict[str, Any]:
     """The object that ends an answer: the whole message when not streaming, an empty one when streaming."""
     a = _answer(req)
-    msg: dict[str, Any] = {"role": "assistant", "content": "" if streams(req) else a.content}
+    msg: dict[str, Any] = {"role": "assistant", "content": "" if streams(req) else a.text}
     if a.tool_calls:
         msg["tool_calls"] = [{"function": {"name": n, "arguments": args}} for n, args in a.tool_calls]
     return {"model": _model(req), "created_at": CREATED, "message": msg if message == "default" else message, "done": True,
@@ -90,7 +83,7 @@ def chat_reply(req: Request, last: dict[str, Any] | None = None, *, before: list
     a = _answer(req)
     head = before if before is not None else [
         {"model": _model(req), "created_at": CREATED, "message": {"role": "assistant", "content": p}, "done": False}
-        for p in pieces(a.content)]
+        for p in pieces(a.text)]
     return Reply(200, ndjson([*head, last]), "application/x-ndjson")
 
 
@@ -137,7 +130,7 @@ MODES: dict[str, Callable[[Request], Reply]] = {
                                          before=[{"model": _model(r), "created_at": CREATED,
                                                   "message": {"role": "assistant", "content": "{\"eff"}, "done": False}]),
     "never_done": lambda r: chat_reply(r, {"model": _model(r), "created_at": CREATED,
-                                           "message": {"role": "assistant", "content": str(_answer(r).content)}, "done": False}, before=[]),
+                                           "message": {"role": "assistant", "content": str(_answer(r).text)}, "done": False}, before=[]),
     "garbage_line": _raw_stream([b'{"model":"m","created_at":"x","message":{"role":"assistant","content":"{"},"done":false}',
                                  b"<html>502 Bad Gateway</html>"]),
     "oversize": lambda r: oversize(b'{"model":"m","created_at":"x","message":{"role":"assistant","content":"',
@@ -163,6 +156,12 @@ class OllamaServer(FakeServer):
     def __init__(self, mode: Any = "ok", script: list[Any] | None = None, answer: Any = None, models: tuple[str, ...] = ("llama3",)):
         super().__init__(mode, script, **({} if answer is None else {"answer": answer}))
         self.models = models
+
+    @staticmethod
+    def talk(body: Any) -> Talk:
+        msgs = (body or {}).get("messages") or [] if isinstance(body, dict) else []
+        return Talk("\n".join(str(m.get("content")) for m in msgs if m.get("role") == "system"),
+                    [t["function"]["name"] for t in (body or {}).get("tools") or []], sum(m.get("role") == "tool" for m in msgs))
 
     def fixed(self, req: Request) -> Reply:
         path = req.path.split("?")[0]
