@@ -47,7 +47,7 @@ def test_provider_model_specs_parse(text):
     assert spec.id == text and spec.kind in PROVIDERS and spec.name == text.split(":", 1)[1]
 
 
-@pytest.mark.parametrize("text, says", [("mistral:large", "unknown provider 'mistral'"), ("claude-3", "unknown model 'claude-3'"),
+@pytest.mark.parametrize("text, says", [("mistral:large", "unknown model provider 'mistral'"), ("claude-3", "unknown model 'claude-3'"),
                                         ("anthropic:", "names no model")])
 def test_an_unknown_provider_is_one_line_listing_the_known_ones(text, says):
     with pytest.raises(ModelSpecError) as e:
