@@ -159,7 +159,8 @@ def test_ollama_structured_output_is_format_with_a_seed():
 
 # --- item 3: usage by the OpenAI path's rules; errors classified --------------------------------------
 HOSTILE_USAGE = {"huge": "exceeds the bound", "negative": "is negative", "missing": "missing", "bool": "is a boolean",
-                 "numeric_string": "is not a number", "over_max_tokens": "exceeds the bound 32"}
+                 "numeric_string": "is not a number", "over_max_tokens": "exceeds the bound 32", "nan": "is not finite",
+                 "abc": "is not a number", "fraction": "is not an integer", "infinity": "is not finite"}
 
 
 @pytest.mark.parametrize("kind", list(SERVERS))
@@ -188,6 +189,10 @@ def test_a_good_answers_usage_is_charged_as_reported(kind):
     ("google_genai", "503", 3, "HTTP 503"), ("google_genai", "json_list", 3, "malformed"), ("google_genai", "not_json", 3, "malformed"),
     ("ollama", "404", 1, "rejected the request (HTTP 404)"), ("ollama", "503", 3, "HTTP 503"), ("ollama", "json_list", 3, "malformed"),
     ("ollama", "oversize", 3, "malformed"), ("anthropic", "oversize", 3, "malformed"), ("google_genai", "oversize", 3, "malformed"),
+    ("google_genai", "no_content", 3, "no content parts"), ("google_genai", "empty_parts", 3, "no content parts"),
+    ("ollama", "never_done", 3, "never ended"),
+    ("anthropic", "500_html", 3, "HTML error page"), ("google_genai", "500_html", 3, "HTML error page"),
+    ("ollama", "500_html", 3, "HTML error page"),
 ])
 def test_provider_errors_are_retried_or_refused_and_stop_with_one_line(kind, mode, calls, says):
     with SERVERS[kind](mode) as srv:
@@ -196,7 +201,7 @@ def test_provider_errors_are_retried_or_refused_and_stop_with_one_line(kind, mod
             _ask(service)
         n = len(srv.calls())
     msg = str(e.value)
-    assert says in msg and f"model {kind}:m1" in msg and "\n" not in msg
+    assert says in msg and f"model {kind}:m1" in msg and "\n" not in msg and "Traceback" not in msg
     assert n == calls and service.ledger.in_flight == 0 and service.ledger.spent == 0
 
 
