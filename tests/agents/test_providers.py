@@ -351,3 +351,16 @@ def test_recorded_prices_win_and_hostile_ones_are_one_line():
         assert "config.json: llm.prices" in str(e.value) and "\n" not in str(e.value)
     with pytest.raises(ConfigError):
         LLMSettings.from_file({"model": spec, "prices": [1, 2]}, "config.json: llm")
+
+
+def test_a_science_sweep_with_a_budget_and_a_model_of_unknown_price_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    cfg = tmp_path / "sweep.json"
+    sweep = {"task": "science", "out": str(tmp_path / "sw"), "team": "llm", "models": ["anthropic:claude-foo"], "science_tasks": ["ecology"],
+             "budgets": [0.5], "sandbox_backend": "local"}
+    cfg.write_text(json.dumps(sweep))
+    line = fail_line(capsys, ["sweep", str(cfg)])
+    assert "budgets needs the price of anthropic:claude-foo" in line and not (tmp_path / "sw").exists()
+    from cooplab.runs.sweep_formats import load_science
+
+    load_science({**sweep, "llm": {"price_in": 0.001, "price_out": 0.002}}, "sweep.json")  # priced: it passes the check
