@@ -29,6 +29,9 @@ tested alone; :class:`~cooplab.agents.decisions.LLMService` builds one path per 
 from __future__ import annotations
 
 import asyncio
+import json
+import re
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -99,30 +102,66 @@ class Layer(Protocol):
 
 
 # --- provider adapters --------------------------------------------------------------------------
+#: HTTP statuses worth retrying besides 5xx: request timeout, conflict, too many requests
+RETRY_STATUSES = (408, 409, 429)
+
+
+def _status(exc: BaseException) -> int | None:
+    """The HTTP status a provider SDK's error carries (it, or what it was raised from), if it is
+    one: ``openai``'s and ``anthropic``'s ``APIStatusError.status_code``,
+    ``ollama.ResponseError.status_code``, ``google.genai``'s ``errors.APIError.code``; -1 for such
+    an error without a status; None for anything else."""
+    for e in _chain(exc):
+        for module, name, attr in (("openai", "APIStatusError", "status_code"), ("anthropic", "APIStatusError", "status_code"),
+                                   ("ollama", "ResponseError", "status_code"), ("google.genai.errors", "APIError", "code")):
+            mod = sys.modules.get(module)  # only an SDK that is loaded can have raised its error
+            cls = getattr(mod, name, None) if mod is not None else None
+            if cls is not None and isinstance(e, cls):
+                status = getattr(e, attr, None)
+                return status if type(status) is int else -1
+    return None
+
+
+def _chain(exc: BaseException, depth: int = 4) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from (an integration re-raises its SDK's errors)."""
+    out: list[BaseException] = []
+    while exc is not None and len(out) < depth:
+        out.append(exc)
+        exc = exc.__cause__
+    return out
+
+
+def _model_error(exc: BaseException) -> bool | None:
+    """LangChain's own classification of a provider error (``langchain_core.exceptions.ModelError``,
+    which integrations raise for HTTP errors): whether it is retryable, or None when it is not one."""
+    from langchain_core import exceptions
+
+    cls = getattr(exceptions, "ModelError", None)
+    return bool(getattr(exc, "is_retryable", False)) if cls is not None and isinstance(exc, cls) else None
+
+
+def _transport_error(exc: BaseException) -> bool:
+    """A provider SDK's connection or timeout error (no HTTP status), or httpx's own."""
+    for module, names in (("openai", ("APIConnectionError", "APIResponseValidationError")),
+                          ("anthropic", ("APIConnectionError", "APIResponseValidationError")), ("httpx", ("TransportError",)),
+                          ("httpx2", ("TransportError",))):
+        mod = sys.modules.get(module)
+        if mod is not None and isinstance(exc, tuple(getattr(mod, n) for n in names if hasattr(mod, n))):
+            return True
+    return False
+
+
 def is_transient(exc: BaseException) -> bool:
     """Timeout, refused connection, 408/409/429, 5xx and malformed responses (a body that is not
     a chat completion: :class:`~cooplab.agents.models.EndpointResponseError`) are worth retrying;
-    everything else is not."""
-    if isinstance(exc, (TransientModelError, TimeoutError, asyncio.TimeoutError, ConnectionError)):
+    everything else is not. Each provider's SDK errors are read by :func:`_status`: an error of
+    the HTTP layer without a status (``ollama``'s stream errors: -1) is transient too."""
+    if isinstance(exc, (TransientModelError, TimeoutError, asyncio.TimeoutError, ConnectionError)) or _transport_error(exc):
         return True
-    try:
-        import openai
-
-        if isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError, openai.InternalServerError,
-                            openai.APIResponseValidationError)):
-            return True
-        if isinstance(exc, openai.APIStatusError) and (getattr(exc, "status_code", 0) >= 500 or exc.status_code in (408, 409)):
-            return True
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        import httpx
-
-        if isinstance(exc, httpx.TransportError):
-            return True
-    except ImportError:  # pragma: no cover
-        pass
-    return False
+    if _model_error(exc):
+        return True
+    status = _status(exc)
+    return status is not None and (status < 0 or status >= 500 or status in RETRY_STATUSES)
 
 
 def _malformed_cause(exc: BaseException) -> EndpointResponseError | None:
@@ -142,41 +181,45 @@ def endpoint_failure(exc: BaseException) -> str | None:
     programming error), which propagates unchanged."""
     if is_transient(exc):
         return "transient"
-    if isinstance(exc, PermanentModelError):
+    if isinstance(exc, PermanentModelError) or _status(exc) is not None or _model_error(exc) is False:  # a 4xx, repeated
         return "permanent"
-    try:
-        import openai
-
-        if isinstance(exc, openai.APIStatusError):
-            return "permanent"
-    except ImportError:  # pragma: no cover
-        pass
     return None
 
 
 def failure_message(spec: ModelSpec, exc: BaseException, attempts: int | None) -> str:
     """One line naming the model, its endpoint and what went wrong (``attempts`` None: refused)."""
     where = f"model {spec.id}" + (f" at {spec.base_url}" if spec.base_url else "")
-    status = getattr(exc, "status_code", None)
+    status = _status(exc)
+    status = None if status is None or status < 0 else status
     if attempts is None:
-        return f"{where} rejected the request" + (f" (HTTP {status})" if status is not None else "") + f": {one_line(exc)}"
+        return f"{where} rejected the request" + (f" (HTTP {status})" if status is not None else "") + f": {_error_text(exc)}"
     if isinstance(exc, CallTimedOut):
         return (f"{where} sent no complete answer within the call timeout of {exc.seconds:g} s, {attempts} times "
                 "(raise --call-timeout, or llm.call_timeout in a config file, if the server is just slow)")
     if isinstance(exc, EndpointResponseError):
         return f"{where} returned malformed responses {attempts} times: {one_line(exc)}"
     if isinstance(status, int):
-        return f"{where} failed {attempts} times with HTTP {status}: {one_line(exc)}"
+        return f"{where} failed {attempts} times with HTTP {status}: {_error_text(exc)}"
     chain, c = [], exc
     while (c := c.__cause__ or c.__context__) is not None and len(chain) < 8:
         chain.append(c)
     # the transport's own error (e.g. httpx's ReadTimeout, RemoteProtocolError), else the first that says more
-    cause = next((c for c in chain if type(c).__module__.split(".")[0] in ("httpx", "httpcore")), None) \
+    cause = next((c for c in chain if type(c).__module__.split(".")[0] in ("httpx", "httpcore", "httpx2", "httpcore2")), None) \
         or next((c for c in chain if str(c) and str(c) != str(exc)), None)
     why = f"{type(exc).__name__}: {exc}"
     if cause is not None:
         why += f" ({type(cause).__name__}" + (f": {cause})" if str(cause) else ")")
     return f"{where} unreachable after {attempts} attempts: {one_line(why)}"
+
+
+_HTML = re.compile(r"<\s*(!doctype|html|head|body|pre|title|h1)\b", re.IGNORECASE)
+
+
+def _error_text(exc: BaseException) -> str:
+    """What an HTTP error says, on one line; a server's HTML error page (which may hold its own
+    traceback) is named, not quoted."""
+    text = one_line(exc)
+    return "the server sent an HTML error page" if _HTML.search(text) else text
 
 
 class EndpointFailure(Exception):
@@ -231,12 +274,27 @@ class ProviderAdapter:
             return {"type": "json_object", "schema": schema}
         return {"type": "json_object"}
 
+    def structured(self, schema: dict[str, Any], grammar: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The call options that ask for one JSON object of ``schema`` through the provider's own
+        path (default: :meth:`response_format` as ``response_format``); {} when it has none."""
+        rf = self.response_format(schema, grammar)
+        return {} if rf is None else {"response_format": rf}
+
     def call_options(self, *, key: str, phase: str, max_tokens: int | None) -> dict[str, Any]:
         """The per-call options: a seed from the cache key (reproducible sampling), the output cap."""
-        options: dict[str, Any] = {"seed": int(key[:8], 16)}
+        options: dict[str, Any] = {"seed": seed_of(key)}
         if max_tokens:
             options["max_tokens"] = max_tokens
         return options
+
+    def extra_input(self, *, tools: bool) -> int:
+        """Input tokens the provider adds to a request beyond its messages and what is sent with
+        them (counted in the call's input bound): none here."""
+        return 0
+
+    def text_of(self, msg: BaseMessage) -> str:
+        """The text of an answer that is cached and returned (its content)."""
+        return msg.content if isinstance(msg.content, str) else str(msg.content or "")
 
     def usage(self, msg: BaseMessage, request: Request, text: str) -> Usage:
         return usage_of(msg, request.messages, text, input_bound=request.input_bound, output_bound=request.output_bound)
@@ -265,10 +323,7 @@ class ProviderAdapter:
                 raise
             raise failure from exc
         latency = time.perf_counter() - t0
-        if request.to_text is not None:
-            text = request.to_text(msg)
-        else:
-            text = msg.content if isinstance(msg.content, str) else str(msg.content or "")
+        text = request.to_text(msg) if request.to_text is not None else self.text_of(msg)
         usage = self.usage(msg, request, text)
         return Reply(CachedResponse(text, usage.input_tokens, usage.output_tokens, latency, usage.error))
 
@@ -297,12 +352,84 @@ class LlamaAdapter(ProviderAdapter):
         return {"type": "json_object", "schema": decoding_schema(grammar or schema)}
 
 
+def seed_of(key: str) -> int:
+    """The sampling seed of a call: the first 32 bits of its cache key (reproducible)."""
+    return int(key[:8], 16)
+
+
+#: the name of the tool whose forced call carries a structured answer (Anthropic)
+ANSWER_TOOL = "answer"
+#: input tokens of the system prompt Anthropic adds to a request with tools, with room to spare
+TOOL_PROMPT_TOKENS = 1024
+
+
+class AnthropicAdapter(ProviderAdapter):
+    """Anthropic's Messages API: a structured answer is a forced call of one tool (``answer``) whose
+    input schema is the JSON schema, read back as that call's arguments; tools are called natively.
+    The API takes no seed: sampling is not reproducible there (cache replays are)."""
+
+    def structured(self, schema: dict[str, Any], grammar: dict[str, Any] | None = None) -> dict[str, Any]:
+        tool = {"name": ANSWER_TOOL, "description": "Give your answer as this tool's input.", "input_schema": schema}
+        return {"tools": [tool], "tool_choice": {"type": "tool", "name": ANSWER_TOOL}}
+
+    def call_options(self, *, key: str, phase: str, max_tokens: int | None) -> dict[str, Any]:
+        return {"max_tokens": max_tokens} if max_tokens else {}
+
+    def extra_input(self, *, tools: bool) -> int:
+        """The system prompt Anthropic adds to a request with tools (a few hundred tokens by its
+        documentation, depending on the model and the tool choice): :data:`TOOL_PROMPT_TOKENS`."""
+        return TOOL_PROMPT_TOKENS if tools else 0
+
+    def text_of(self, msg: BaseMessage) -> str:
+        """The forced tool call's arguments as JSON text, else the answer's text."""
+        call = next((c for c in getattr(msg, "tool_calls", None) or [] if c["name"] == ANSWER_TOOL), None)
+        return json.dumps(call["args"], ensure_ascii=False) if call is not None else msg.text
+
+
+class GoogleAdapter(ProviderAdapter):
+    """Google's Gemini API: ``response_mime_type`` application/json with ``response_json_schema``,
+    a seed from the cache key, the output cap as ``max_output_tokens``; tools natively."""
+
+    def structured(self, schema: dict[str, Any], grammar: dict[str, Any] | None = None) -> dict[str, Any]:
+        return {"response_mime_type": "application/json", "response_json_schema": schema}
+
+    def call_options(self, *, key: str, phase: str, max_tokens: int | None) -> dict[str, Any]:
+        return {"seed": seed_of(key), **({"max_output_tokens": max_tokens} if max_tokens else {})}
+
+    def text_of(self, msg: BaseMessage) -> str:
+        return msg.text
+
+
+class OllamaAdapter(ProviderAdapter):
+    """Ollama's chat API: ``format`` = the JSON schema (constrained decoding on the server), a seed
+    from the cache key in ``options`` with the temperature and output cap, one unstreamed answer;
+    tools natively."""
+
+    def structured(self, schema: dict[str, Any], grammar: dict[str, Any] | None = None) -> dict[str, Any]:
+        return {"format": schema}
+
+    def call_options(self, *, key: str, phase: str, max_tokens: int | None) -> dict[str, Any]:
+        options = {"seed": seed_of(key), "temperature": self.spec.temperature, "num_predict": int(max_tokens or self.spec.max_tokens)}
+        return {"options": options, "stream": False}
+
+    def text_of(self, msg: BaseMessage) -> str:
+        return msg.text
+
+
+#: the adapter of each hosted provider's models, by spec kind (others: by the model's class)
+PROVIDER_ADAPTERS: dict[str, type[ProviderAdapter]] = {"anthropic": AnthropicAdapter, "google_genai": GoogleAdapter,
+                                                       "ollama": OllamaAdapter}
+
+
 def adapter_type(model: Any) -> type[ProviderAdapter]:
     """The adapter class of a chat model: the only place that tells providers apart."""
     if isinstance(model, ScriptedChatModel):
         return ScriptedAdapter
     if isinstance(model, LlamaCppChat):
         return LlamaAdapter
+    for kind, module in (("anthropic", "langchain_anthropic"), ("google_genai", "langchain_google_genai"), ("ollama", "langchain_ollama")):
+        if type(model).__module__.split(".")[0] == module or any(c.__module__.split(".")[0] == module for c in type(model).__mro__):
+            return PROVIDER_ADAPTERS[kind]
     return ProviderAdapter
 
 
@@ -472,6 +599,6 @@ class CallPath:
 
 __all__ = [
     "AdapterLayer", "BudgetLayer", "CacheLayer", "CallPath", "EndpointFailure", "Layer", "LlamaAdapter", "ModelUnavailable",
-    "ProviderAdapter", "RateLimitLayer", "RateLimiter", "Reply", "Request", "RetryLayer", "ScriptedAdapter", "adapter_type",
+    "AnthropicAdapter", "GoogleAdapter", "OllamaAdapter", "ProviderAdapter", "RateLimitLayer", "RateLimiter", "Reply", "Request", "RetryLayer", "ScriptedAdapter", "adapter_type",
     "decoding_schema", "endpoint_failure", "failure_message", "is_transient", "usage_of",
 ]

@@ -161,11 +161,11 @@ class LLMService:
         key = cache_key(model=spec.identity(), messages=[(m.type, str(m.content)) for m in messages], agent=f"{society}:{agent}",
                         round=round, phase=phase, seed=self.seed, attempt=attempt, schema=_schema_id(schema),
                         **({"max_tokens": max_tokens} if max_tokens else {}))
-        rf = adapter.response_format(schema, decode_schema) if schema is not None else None
-        kwargs: dict[str, Any] = {} if rf is None else {"response_format": rf}
-        kwargs.update(adapter.call_options(key=key, phase=phase, max_tokens=max_tokens))
+        structured = adapter.structured(schema, decode_schema) if schema is not None else {}
+        kwargs: dict[str, Any] = {**structured, **adapter.call_options(key=key, phase=phase, max_tokens=max_tokens)}
+        bound = input_bound(messages, *structured.values()) + adapter.extra_input(tools="tools" in structured)
         config = call_config(config, agent=agent, society=society, round=round, phase=phase, model=spec.id, call_id=call_id_of(key))
-        return await self.path(Request(spec, adapter, model, key, messages, kwargs, input_bound(messages, rf),
+        return await self.path(Request(spec, adapter, model, key, messages, kwargs, bound,
                                        int(max_tokens or spec.max_tokens), f"{society}:{agent}", round, phase, config=config))
 
     async def call(self, *, agent: int, society: int, round: int, phase: str, messages: list[BaseMessage],

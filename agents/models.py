@@ -1,8 +1,9 @@
 """Chat models behind cooplab's agents: ``local`` (SmolLM2-135M-Instruct via llama.cpp),
 ``local:PATH.gguf`` (any GGUF chat model file, the same llama.cpp build and child process),
-``openai:NAME`` (OpenAI or any OpenAI-compatible server via langchain-openai), ``scripted:FILE``
-(fixed answers, for tests and demos), and a LangChain chat model object handed in from Python
-(``instance:...``, see :mod:`cooplab.agents.instances`). All are LangChain chat models.
+``PROVIDER:NAME`` of a hosted provider (``openai:`` for OpenAI or any OpenAI-compatible server,
+``anthropic:``, ``google_genai:``, ``ollama:``: the table in ``agents/providers.py``),
+``scripted:FILE`` (fixed answers, for tests and demos), and a LangChain chat model object handed in
+from Python (``instance:...``, see :mod:`cooplab.agents.instances`). All are LangChain chat models.
 
 Every model's answer carries its token counts: the endpoint's raw ``usage`` in
 ``response_metadata["usage_raw"]`` (OpenAI-compatible; scripted answers with ``usage``), or
@@ -112,18 +113,18 @@ class ModelSpec:
         return ident
 
     def endpoint(self) -> str | None:
-        """The normalised URL (:func:`normalise_url`) of the server an ``openai:`` model calls:
-        ``base_url``, else ``$OPENAI_API_BASE`` or ``$OPENAI_BASE_URL`` as the OpenAI client reads
-        them; None for OpenAI's own API and for models that run in cooplab (local, scripted)."""
-        if self.kind != "openai":
-            return None
-        import os
+        """The normalised URL (:func:`normalise_url`) of the server a hosted provider's model calls
+        (:data:`~cooplab.agents.providers.PROVIDERS`): ``base_url``, else the provider's own variable
+        (``$OPENAI_API_BASE`` or ``$OPENAI_BASE_URL``, ``$ANTHROPIC_BASE_URL``, ``$OLLAMA_HOST``);
+        None for the provider's default server and for models that run in cooplab (local, scripted)."""
+        from cooplab.agents.providers import provider
 
-        url = self.base_url or os.environ.get("OPENAI_API_BASE") or os.environ.get("OPENAI_BASE_URL")
+        p = provider(self.kind)
+        url = p.url(self.base_url) if p is not None else None
         if not url:
             return None
         url = normalise_url(url)
-        return None if url == OPENAI_API else url
+        return None if url == p.default_url else url
 
 
 #: OpenAI's own API, the endpoint of ``openai:NAME`` without a base URL
@@ -178,15 +179,26 @@ def parse_model_spec(text: str, *, base_url: str | None = None, temperature: flo
 
         registered(text)  # a chat model object registered in this process, else one line
         return ModelSpec("instance", text[9:], None, temperature, max_tokens)
-    if text.startswith("openai:") and len(text) > 7:
-        return ModelSpec("openai", text[7:], base_url, temperature, max_tokens)
     if text.startswith("scripted:") and len(text) > 9:
         path = Path(text[9:])
         if not path.is_file():
             raise ModelSpecError(f"scripted model file {path} not found")
         return ModelSpec("scripted", str(path), None, temperature, max_tokens)
-    raise ModelSpecError(f"unknown model {text!r}; use local, local:PATH.gguf, openai:NAME (with --base-url for other servers) "
-                         "or scripted:FILE")
+    return _provider_spec(text, base_url, temperature, max_tokens)
+
+
+def _provider_spec(text: str, base_url: str | None, temperature: float, max_tokens: int) -> ModelSpec:
+    """``PROVIDER:MODEL`` of a hosted provider (:data:`~cooplab.agents.providers.PROVIDERS`), or one
+    line listing the specs there are."""
+    from cooplab.agents.providers import PROVIDERS, known_prefixes
+
+    kind, sep, name = text.partition(":")
+    if sep and kind in PROVIDERS:
+        if not name.strip():
+            raise ModelSpecError(f"{text!r} names no model; use {kind}:NAME")
+        return ModelSpec(kind, name.strip(), base_url, temperature, max_tokens)
+    what = f"unknown model provider {kind!r} in {text!r}" if sep and re.fullmatch(r"[a-z][a-z0-9_\-]*", kind) else f"unknown model {text!r}"
+    raise ModelSpecError(f"{what}; use local, {known_prefixes()} (--base-url for another server), scripted:FILE or builtin:NAME")
 
 
 def gguf_file(text: str) -> Path:
@@ -250,25 +262,38 @@ def local_model_path() -> Path:
     return verified_path("smollm2", "the local model")
 
 
-#: the environment variable holding each hosted provider's API key (a provider added later adds its own)
-API_KEYS: dict[str, str] = {"openai": "OPENAI_API_KEY"}
-
-
 class MissingAPIKey(ConfigError):
     """A hosted provider's model without its API key in the environment (one line; checked before
     any work, so nothing is created)."""
 
 
 def missing_key(spec: ModelSpec) -> str | None:
-    """Why ``spec`` cannot be called for want of an API key (one line), or None. A model of a
-    provider in :data:`API_KEYS` needs that variable set (not blank), unless it is served from a
-    ``base_url`` of your own (a local or self-hosted server needs no key)."""
+    """Why ``spec`` cannot be called for want of an API key (one line), or None. A hosted provider's
+    model (:data:`~cooplab.agents.providers.PROVIDERS`) that has a key variable needs one of them
+    set (not blank), unless it is served from a ``base_url`` of your own (a local or self-hosted
+    server needs no key)."""
     import os
 
-    var = API_KEYS.get(spec.kind)
-    if var is None or spec.base_url is not None or os.environ.get(var, "").strip():
+    from cooplab.agents.providers import provider
+
+    p = provider(spec.kind)
+    if p is None or not p.keys or spec.base_url is not None or any(os.environ.get(v, "").strip() for v in p.keys):
         return None
-    return f"{spec.id} needs {var} in the environment (or --base-url for an OpenAI-compatible server of your own)"
+    return f"{spec.id} needs {' or '.join(p.keys)} in the environment (or --base-url for a server of your own that needs none)"
+
+
+def require_provider(spec: ModelSpec) -> None:
+    """A hosted provider's integration package installed (else one line naming the extra) and its
+    API key in the environment (else :class:`MissingAPIKey`)."""
+    from cooplab.agents.providers import provider
+    from cooplab.extras import require
+
+    p = provider(spec.kind)
+    if p is not None and p.extra is not None:
+        require(p.extra, spec.id, p.modules)
+    reason = missing_key(spec)
+    if reason is not None:
+        raise MissingAPIKey(reason)
 
 
 def make_chat_model(spec: ModelSpec, **kw: Any) -> BaseChatModel:
@@ -287,32 +312,38 @@ def make_chat_model(spec: ModelSpec, **kw: Any) -> BaseChatModel:
         require("local", "the local model")
         path = spec.path or str(local_model_path())
         return LlamaCppChat(model_path=path, temperature=spec.temperature, max_tokens=spec.max_tokens, **kw)
-    if spec.kind == "openai":
-        try:
-            from langchain_openai import ChatOpenAI
-        except ImportError as exc:  # pragma: no cover
-            raise ModelSpecError("openai:NAME needs the package langchain-openai") from exc
-        import os
+    from cooplab.agents.providers import provider
 
-        if missing_key(spec) is not None:
-            raise ModelSpecError(missing_key(spec))
-        timeout = kw.get("timeout", 120)
-        sync_client, async_client = _http_clients(spec, timeout)
-        return _checked_chat_openai()(
-            # our own clients: langchain-openai's shared default async client outlives the event
-            # loop it was first used in, which breaks a second run in the same process
-            http_client=sync_client,
-            http_async_client=async_client,
-            model=spec.name,
-            base_url=spec.base_url,
-            api_key=os.environ.get("OPENAI_API_KEY") or "not-needed",
-            temperature=spec.temperature,
-            max_tokens=spec.max_tokens,
-            max_retries=0,  # cooplab retries transport errors itself, with backoff and accounting
-            timeout=timeout,
-            use_responses_api=False,  # chat completions, whatever the model's name: the checked path
-        )
-    raise ModelSpecError(f"unknown model kind {spec.kind!r}")
+    p = provider(spec.kind)
+    if p is None:
+        raise ModelSpecError(f"unknown model kind {spec.kind!r}")
+    try:
+        require_provider(spec)
+    except ConfigError as exc:
+        raise ModelSpecError(str(exc)) from None
+    return p.build(spec, **kw)
+
+
+def _make_openai(spec: ModelSpec, **kw: Any) -> BaseChatModel:
+    """``openai:NAME``: OpenAI, or any OpenAI-compatible server at ``base_url``."""
+    import os
+
+    timeout = kw.get("timeout", 120)
+    sync_client, async_client = _http_clients(spec, timeout)
+    return _checked_chat_openai()(
+        # our own clients: langchain-openai's shared default async client outlives the event
+        # loop it was first used in, which breaks a second run in the same process
+        http_client=sync_client,
+        http_async_client=async_client,
+        model=spec.name,
+        base_url=spec.base_url,
+        api_key=os.environ.get("OPENAI_API_KEY") or "not-needed",
+        temperature=spec.temperature,
+        max_tokens=spec.max_tokens,
+        max_retries=0,  # cooplab retries transport errors itself, with backoff and accounting
+        timeout=timeout,
+        use_responses_api=False,  # chat completions, whatever the model's name: the checked path
+    )
 
 
 def _http_clients(spec: ModelSpec, timeout: float) -> tuple[Any, Any]:
@@ -792,7 +823,7 @@ def check_model(text: Any, base_url: Any = None, name: str = "--model", *, phase
     """A model spec that parses, for ``scripted:FILE`` a file that loads and answers ``phases``, and
     for a hosted provider's model its API key in the environment (:func:`missing_key`)."""
     if not isinstance(text, str):
-        raise ConfigError(f"{name} must be a model spec string (local, local:PATH.gguf, openai:NAME, scripted:FILE), got {show(text)}")
+        raise ConfigError(f"{name} must be a model spec string (local, local:PATH.gguf, PROVIDER:NAME, scripted:FILE), got {show(text)}")
     if base_url is not None and not isinstance(base_url, str):
         raise ConfigError(f"base_url must be a URL string or null, got {show(base_url)}")
     try:
@@ -805,6 +836,7 @@ def check_model(text: Any, base_url: Any = None, name: str = "--model", *, phase
         from cooplab.extras import require
 
         require("local", "the local model")
-    reason = missing_key(spec)
-    if reason is not None:
-        raise MissingAPIKey(f"{name}: {reason}")
+    try:
+        require_provider(spec)
+    except ConfigError as exc:  # MissingAPIKey, MissingExtra: the environment's, kept apart from the spec's
+        raise type(exc)(f"{name}: {exc}") from None

@@ -35,6 +35,18 @@ def parse_agent_models(items: Any) -> dict[int, str]:
     return out
 
 
+def check_prices(prices: Any, where: str) -> dict[str, list[float]]:
+    """``{model id: [USD per 1K input tokens, per 1K output]}``, each price a number in [0, 1000]
+    (not a boolean, finite), or a one-line ConfigError naming ``where``."""
+    if not isinstance(prices, dict):
+        raise ConfigError(f"{where} must map model ids to [price in, price out], got {show(prices)}")
+    for key, value in prices.items():
+        if not (isinstance(value, (list, tuple)) and len(value) == 2 and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1000 for v in value)):
+            raise ConfigError(f"{where}[{key!r}] must be [USD per 1K input tokens, per 1K output], each in [0, 1000], got {show(value)}")
+    return {str(k): [float(v[0]), float(v[1])] for k, v in prices.items()}
+
+
 def _rule(name: str) -> dict[str, str]:
     return {"rule": name}
 
@@ -46,10 +58,10 @@ class LLMSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    model: str = Field("local", description="Model spec of every agent: local, local:PATH.gguf, openai:NAME, scripted:FILE, "
-                       "builtin:NAME, or (from Python) a LangChain chat model object.")
+    model: str = Field("local", description="Model spec of every agent: local, local:PATH.gguf, PROVIDER:NAME (openai, anthropic, "
+                       "google_genai, ollama), scripted:FILE, builtin:NAME, or (from Python) a LangChain chat model object.")
     agent_models: dict[int, str] = Field(default_factory=dict, description="Per-agent model specs by agent number (0..N-1).")
-    base_url: str | None = Field(None, description="OpenAI-compatible server URL for openai:NAME.")
+    base_url: str | None = Field(None, description="Another server speaking the provider's API (agents/providers.py).")
     temperature: float = Field(0.7, json_schema_extra=_rule("temperature"))
     max_tokens: int = Field(64, description="Output token cap per call.", json_schema_extra=_rule("max-tokens"))
     max_concurrency: int = Field(8, json_schema_extra=_rule("max-concurrency"))
@@ -57,8 +69,12 @@ class LLMSettings(BaseModel):
                                 "whole answer); past it the call is retried, then the run stops.", json_schema_extra=_rule("call-timeout"))
     rps: float | None = Field(None, description="Requests per second at most (None: no limit).", json_schema_extra=_rule("rps"))
     budget: float | None = Field(None, description="Budget cap in USD (None: no cap).", json_schema_extra=_rule("budget"))
-    price_in: float = Field(0.0005, description="USD per 1K input tokens.", json_schema_extra=_rule("price-in"))
-    price_out: float = Field(0.003, description="USD per 1K output tokens.", json_schema_extra=_rule("price-out"))
+    price_in: float | None = Field(None, description="USD per 1K input tokens of every model (None: each model's price, "
+                                   "agents/prices.py).", json_schema_extra=_rule("price-in"))
+    price_out: float | None = Field(None, description="USD per 1K output tokens of every model (None: each model's price).",
+                                    json_schema_extra=_rule("price-out"))
+    prices: dict[str, list[float]] | None = Field(None, description="The prices used, USD per 1K input and output tokens by model "
+                                                  "id (filled in by checked(); recorded in config.json).")
     cache: str | None = Field(None, description="Response cache file (None: the default cache; 'off': no cache).")
 
     @field_validator("model", mode="before")
@@ -104,10 +120,28 @@ class LLMSettings(BaseModel):
             else:
                 where = label("model") if agent == "default" else f"{label('agent_models')}[{agent!r}]"
             check_model(text, self.base_url, where)
+        prices = self.resolved_prices(label("budget"))
         cache = "off" if self.cache == "off" else str(Path(self.cache).expanduser() if self.cache else default_cache_path())
         if cache != "off":
             check_cache(cache, label("cache"))
-        return self.model_copy(update={"cache": cache})
+        return self.model_copy(update={"cache": cache, "prices": prices})
+
+    def specs(self) -> dict[str, Any]:
+        """Every model's parsed spec by who uses it (as :meth:`models`)."""
+        from cooplab.agents.models import parse_model_spec
+
+        return {who: parse_model_spec(text, base_url=self.base_url, temperature=self.temperature, max_tokens=self.max_tokens)
+                for who, text in self.models().items()}
+
+    def resolved_prices(self, budget_name: str = "--budget") -> dict[str, list[float]]:
+        """The prices of every model (:func:`cooplab.agents.prices.run_prices`): those recorded in
+        :attr:`prices` (a resumed run's) first, the others from the overrides or the price table;
+        one line when a model has none under a budget."""
+        from cooplab.agents.prices import run_prices
+
+        recorded = check_prices(self.prices or {}, "llm.prices")
+        todo = {who: spec for who, spec in self.specs().items() if spec.id not in recorded}
+        return {**run_prices(todo, self.price_in, self.price_out, self.budget, budget_name), **recorded}
 
     @classmethod
     def from_file(cls, raw: Any, where: str, *, allowed: set[str] | None = None, required: set[str] = frozenset(),
@@ -129,6 +163,8 @@ class LLMSettings(BaseModel):
                 raise ConfigError(f"{where}: unknown field {key!r}; use {', '.join(sorted(allowed))}")
             if key in rules:
                 check(f"{where}.{key}", value, rules[key])
+            elif key == "prices" and value is not None:
+                check_prices(value, f"{where}.prices")
             elif key in ("model", "base_url", "cache") and value is not None and not isinstance(value, str):
                 raise ConfigError(f"{where}.{key} must be a string{'' if key == 'model' else ' or null'}, got {show(value)}")
             elif key == "agent_models" and (not isinstance(value, dict) or not all(
@@ -155,9 +191,13 @@ def build_service(config: dict[str, Any], entries: list[dict[str, Any]] | None =
     for agent, text in llm.models().items():
         spec = parse_model_spec(text, base_url=llm.base_url, temperature=llm.temperature, max_tokens=llm.max_tokens)
         models[agent] = (spec, make_chat_model(spec))
-    rates = Rates(Decimal(str(llm.price_in)), Decimal(str(llm.price_out)))
+    from cooplab.agents.prices import NOMINAL
+
+    per_model = {model: Rates(Decimal(str(p[0])), Decimal(str(p[1]))) for model, p in llm.resolved_prices().items()}
+    rates = Rates(Decimal(str(NOMINAL[0])), Decimal(str(NOMINAL[1])))
     unit_rates = {"sandbox_seconds": Decimal(str((config.get("sandbox") or {}).get("rate") or 0))}
-    ledger = Ledger(budget=None if llm.budget is None else Decimal(str(llm.budget)), default_rates=rates, unit_rates=unit_rates)
+    ledger = Ledger(budget=None if llm.budget is None else Decimal(str(llm.budget)), rates=per_model, default_rates=rates,
+                    unit_rates=unit_rates)
     if journal is not None:
         book = LedgerJournal(journal)
         ledger.restore(entries or [], book.unrecorded(entries or []))

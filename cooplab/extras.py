@@ -15,6 +15,9 @@ for what a user wants (README "Install")::
     server    LangGraph's own development server and its client (``langgraph dev``, langgraph-sdk)
               for the graphs of langgraph.json
     view      the run explorer of ``cooplab view`` (Starlette, Jinja2, uvicorn)
+    anthropic Anthropic's models, ``anthropic:NAME`` (langchain-anthropic)
+    google    Google's Gemini models, ``google_genai:NAME`` (langchain-google-genai)
+    ollama    models served by Ollama, ``ollama:NAME`` (langchain-ollama)
     all       all of the above
 
 Code that needs an extra calls :func:`require` before importing it: a missing package is then
@@ -40,6 +43,10 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     # the Bayesian analyses (cooplab analyze profiles / science): NumPyro on JAX, CPU
     "bayes": ("numpyro", "jax"),
     # OTLP export of traces (evals/otlp_export.py) and Phoenix's client (its tests read spans back)
+    # the hosted providers' LangChain integrations (cooplab.agents.providers)
+    "anthropic": ("langchain_anthropic", "anthropic"),
+    "google": ("langchain_google_genai",),
+    "ollama": ("langchain_ollama", "ollama"),
     "viewer": ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http", "openinference.semconv", "phoenix.client"),
     # langgraph dev serving langgraph.json's graphs (cooplab/runs/server_graphs.py), and the SDK its test drives it with
     "server": ("langgraph_cli", "langgraph_api", "langgraph_runtime_inmem", "langgraph_sdk"),

@@ -80,11 +80,11 @@ LLAMA_TAG="llama-cpp-python-$LLAMA_VERSION-$BASELINE"
 WHEEL_DIR="${COOPLAB_WHEEL_DIR:-$HOME/.cache/cooplab/wheels}/$LLAMA_TAG"
 
 case ",$EXTRAS," in
-  *,all,*) EXTRAS=local,analysis,dev,ray,bayes,viewer,server,view ;;
+  *,all,*) EXTRAS=local,analysis,dev,ray,bayes,viewer,server,view,anthropic,google,ollama ;;
   ,none,) EXTRAS="" ;;
 esac
 for e in ${EXTRAS//,/ }; do
-  case "$e" in local|analysis|dev|ray|bayes|viewer|server|view) ;; *) echo "setup: unknown extra '$e' (local, analysis, dev, ray, bayes, viewer, server, view, all or none)" >&2; exit 2 ;; esac
+  case "$e" in local|analysis|dev|ray|bayes|viewer|server|view|anthropic|google|ollama) ;; *) echo "setup: unknown extra '$e' (local, analysis, dev, ray, bayes, viewer, server, view, anthropic, google, ollama, all or none)" >&2; exit 2 ;; esac
 done
 has_extra() { case ",$EXTRAS," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 fingerprint="$(cat pyproject.toml constraints.txt scripts/setup.sh | sha256sum | cut -c1-16) $LLAMA_TAG [$EXTRAS]"
@@ -130,6 +130,9 @@ for d in sys.argv[1:]:
   has_extra dev && checks="$checks, pytest, mesa"
   has_extra server && checks="$checks, langgraph_api, langgraph_runtime_inmem, langgraph_sdk"
   has_extra view && checks="$checks, starlette, jinja2, uvicorn"
+  has_extra anthropic && checks="$checks, langchain_anthropic"
+  has_extra google && checks="$checks, langchain_google_genai"
+  has_extra ollama && checks="$checks, langchain_ollama"
   .venv/bin/python -c "$checks" || { echo "setup: installation failed" >&2; exit 1; }
   fetch_models
   # one short generation of the local model, in a child process: a crash stops set-up here,

@@ -146,8 +146,8 @@ def _common(
     call_timeout: CallTimeoutOpt = 300.0,
     rps: RpsOpt = None,
     budget: BudgetOpt = None,
-    price_in: PriceInOpt = 0.0005,
-    price_out: PriceOutOpt = 0.003,
+    price_in: PriceInOpt = None,
+    price_out: PriceOutOpt = None,
     cache: CacheOpt = None,
 ) -> None:
     """The options every ``cooplab run TASK`` has (a template: never called)."""
@@ -194,7 +194,7 @@ def run_command(task: Task, options: Callable[..., dict[str, Any]]) -> Callable[
         if agents not in task.agent_kinds:
             fail(f"--agents must be {' or '.join(task.agent_kinds)}, got {agents!r}")
         fields = options(agents=agents, **kw)
-        llm = LLMSettings(agent_models=parse_agent_models(c["agent_model"] or []), **{k: c[k] for k in LLMSettings.model_fields if k != "agent_models"})
+        llm = LLMSettings(agent_models=parse_agent_models(c["agent_model"] or []), **{k: c[k] for k in LLMSettings.model_fields if k in c and k != "agent_models"})
         sandbox = SandboxSettings(backend=c["sandbox_backend"], timeout=c["sandbox_timeout"], rate=c["sandbox_rate"]) \
             if task.uses_sandbox else SandboxSettings()
         config = build_config(task, fields, agents=agents, seed=c["seed"], csv=c["csv"], llm=llm, sandbox=sandbox)

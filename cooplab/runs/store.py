@@ -109,6 +109,7 @@ def config_for_resume(out: Path, task: str, check_config) -> dict[str, Any]:
     nothing is changed)."""
     from cooplab.agents.instances import ModelObjectMissing
     from cooplab.agents.models import MissingAPIKey
+    from cooplab.extras import MissingExtra
 
     config = read_run_config(out)
     if config.get("task") != task:
@@ -119,6 +120,8 @@ def config_for_resume(out: Path, task: str, check_config) -> dict[str, Any]:
         raise RunDirError(f"{exc}; set it and resume again") from None
     except ModelObjectMissing as exc:  # the file is fine: this process was not handed the object
         raise RunDirError(str(exc)) from None
+    except MissingExtra as exc:  # the file is fine: the environment lacks a provider's package
+        raise RunDirError(f"{exc}; install it and resume again") from None
     except ConfigError as exc:
         raise RunDirError(f"{exc}; fix the file, or {RESTART.format(out=out)}") from None
     check_checkpoints(out)

@@ -1,0 +1,188 @@
+"""Runs through the CLI against each provider's fake server on 127.0.0.1 (``tests/fakes``), through the
+provider's real SDK: a CPR society, a game profile and a science team complete with exact ledger
+totals (the servers' reported tokens times the given prices) inside the budget; hostile usage is
+charged at the call's bound, flagged and counted; a server that sends no usable answer, refuses,
+hangs or sends too much stops the run cleanly, with one line and a resumable run directory, never a
+traceback (docs/models.md, "Providers")."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+import pandas as pd
+import pytest
+
+from tests.agents.test_llm_budget import fast_backoff, one_line, summary_of  # noqa: F401 - fast_backoff is a fixture
+from tests.fakes import anthropic_server, google_server, ollama_server
+
+from ._support import (
+    BUDGET,
+    PER_CALL,
+    PROVIDERS,
+    SERVERS,
+    GAME_ANSWER,
+    cpr_run,
+    profile_run,
+    run,
+    science_answer,
+    science_run,
+)
+
+MODULES = {"anthropic": anthropic_server, "ollama": ollama_server, "google_genai": google_server}
+RETRIES = 4  # every failing call is tried 1 + RETRIES times, a refused one once
+
+
+def native_structured_output(provider: str, body: dict) -> bool:
+    """Whether a request asks for the decision's JSON schema through the provider's own mechanism."""
+    if provider == "anthropic":
+        return (body.get("tool_choice") or {}).get("type") == "tool" or "format" in (body.get("output_config") or {})
+    if provider == "ollama":
+        return isinstance(body.get("format"), dict) and body["format"].get("type") == "object"
+    cfg = body.get("generationConfig") or {}
+    return "responseJsonSchema" in cfg or "responseSchema" in cfg or "toolConfig" in body
+
+
+def assert_exact_ledger(s: dict, out, calls: int) -> None:
+    """The ledger holds every answered call at the reported tokens and the given prices, within the budget."""
+    led = s["ledger"]
+    assert led["calls"] == calls and led["usage_errors"] == 0, led
+    assert (led["input_tokens"], led["output_tokens"]) == (120 * calls, 12 * calls)
+    assert Decimal(led["cost_usd"]) == calls * PER_CALL <= Decimal(led["budget_usd"])
+    rows = pd.read_parquet(out / "ledger.parquet")
+    rows = rows[rows["kind"] == "tokens"] if "kind" in rows else rows
+    assert len(rows) == calls and sum(Decimal(c) for c in rows["cost"]) == calls * PER_CALL
+
+
+# --- well-behaved servers: every task runs to completion, exactly accounted ---------------------------
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_cpr_society_runs_on_each_provider_with_an_exact_ledger(provider, tmp_path, capsys):
+    out = tmp_path / "run"
+    with SERVERS[provider]("ok") as srv:
+        code, stdout, err = run(cpr_run(provider, srv.url, out), capsys)
+        calls = srv.calls()
+    assert code == 0, err
+    s = summary_of(out)
+    assert json.loads(stdout)["status"] == s["status"] == "completed" and s["rounds_completed"] == 2
+    assert len(calls) == 8  # 2 rounds x 2 phases x 2 agents
+    assert_exact_ledger(s, out, len(calls))
+    assert all(native_structured_output(provider, r.body) for r in calls), calls[0].body
+    assert all(r.body.get("model") == "fake-model" or "/models/fake-model:" in r.path for r in calls)
+    d = pd.read_parquet(out / "decisions.parquet")
+    assert not d["fallback_used"].any() and (d["attempts"] == 1).all() if "attempts" in d else not d["fallback_used"].any()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_game_profile_runs_on_each_provider_with_an_exact_ledger(provider, tmp_path, capsys):
+    out = tmp_path / "profile"
+    with SERVERS[provider]("ok", answer=GAME_ANSWER) as srv:
+        code, stdout, err = run(profile_run(provider, srv.url, out), capsys)
+        calls = len(srv.calls())
+    assert code == 0, err
+    p = json.loads(stdout)
+    assert set(p["games"]) == {"cpr", "public-goods"} and all(g["included"] for g in p["games"].values())
+    t = p["totals"]
+    assert t["calls"] == t["decisions"] == calls > 0 and t["fallback_used"] == 0 and t["cached_calls"] == 0
+    assert (t["input_tokens"], t["output_tokens"]) == (120 * calls, 12 * calls)
+    assert Decimal(str(t["cost_usd"])) == calls * PER_CALL <= BUDGET
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_science_team_runs_on_each_provider_with_an_exact_ledger(provider, tmp_path, capsys):
+    """The four teams, each member answering with the provider's native tool calls (write_artifact,
+    mark_complete): every pass completes and writes its artifact; tokens are the only cost."""
+    out = tmp_path / "science"
+    server = SERVERS[provider]
+    with server("ok", answer=science_answer(server)) as srv:
+        code, stdout, err = run(science_run(provider, srv.url, out), capsys)
+        calls = srv.calls()
+    assert code == 0, err
+    s = json.loads(stdout)
+    assert s["status"] == "completed" and s["passes"] == ["data#1", "model#1", "eval#1", "writing#1"]
+    assert any(server.talk(r.body).tools for r in calls)  # the tools went out in the provider's own format
+    for name in ("dataset_description", "model_architecture", "evaluation_report", "final_paper"):
+        assert (out / "artifacts" / f"{name}.v1.md").exists()
+    led = s["ledger"]
+    assert led["calls"] == len(calls) and (led["input_tokens"], led["output_tokens"]) == (120 * len(calls), 12 * len(calls))
+    assert Decimal(led["cost_usd"]) == len(calls) * PER_CALL <= Decimal(led["budget_usd"])
+
+
+# --- hostile usage: charged at the bound, flagged, counted -----------------------------------------
+@pytest.mark.parametrize("mode", sorted(anthropic_server.USAGE_ERROR_MODES))
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_hostile_usage_is_charged_at_the_bound_and_counted(provider, mode, tmp_path, capsys, fast_backoff):
+    out = tmp_path / "run"
+    with SERVERS[provider](mode) as srv:
+        code, stdout, err = run(cpr_run(provider, srv.url, out), capsys)
+        calls = len(srv.calls())
+    assert code == 0, err
+    s = summary_of(out)
+    assert s["status"] == "completed" and Decimal(s["ledger"]["cost_usd"]) <= BUDGET
+    led = pd.read_parquet(out / "ledger.parquet")
+    assert s["ledger"]["calls"] == len(led) == calls == 8 and s["ledger"]["usage_errors"] == len(led)
+    assert led["usage_error"].str.startswith("the endpoint:").all()
+    # charged at the bound: the request's bytes + overheads and max_tokens (64), never the report
+    assert (led["output_tokens"] == 64).all() and (led["input_tokens"] < 10_000).all()
+    assert sum(Decimal(c) for c in led["cost"]) == Decimal(s["ledger"]["cost_usd"])
+    d = pd.read_parquet(out / "decisions.parquet")
+    assert int(d["usage_errors"].sum()) == len(led) and not d["fallback_used"].any()  # the answers were used
+
+
+# --- a broken server: a clean stop, one line, resumable ----------------------------------------------
+def _broken(provider: str) -> list[tuple[str, str]]:
+    m = MODULES[provider]
+    return [(provider, mode) for mode in m.MALFORMED_MODES + m.RETRIED_ERRORS + m.FINAL_ERRORS]
+
+
+@pytest.mark.parametrize("provider,mode", [case for p in PROVIDERS for case in _broken(p)])
+def test_a_broken_server_stops_the_run_cleanly(provider, mode, tmp_path, capsys, fast_backoff):
+    out = tmp_path / "run"
+    # the first round's two effort calls succeed, then the server breaks
+    with SERVERS[provider](mode, script=["ok", "ok"]) as srv:
+        code, stdout, err = run(cpr_run(provider, srv.url, out), capsys)
+        seen = srv.modes_seen()
+        line = one_line(err)
+        assert code == 1 and stdout == ""
+        assert f"cooplab resume {out}" in line
+        s = summary_of(out)
+        assert s["status"] == "stopped" and s["rounds_completed"] == 0 and s["ledger"]["calls"] == 2
+        assert Decimal(s["ledger"]["cost_usd"]) == 2 * PER_CALL
+        tries = 1 if mode in MODULES[provider].FINAL_ERRORS else 1 + RETRIES
+        assert seen[:2] == ["ok", "ok"] and len(seen) == 2 + 2 * tries, seen
+        # the server mended, the run resumes to its end and pays each answered call once
+        srv.mode = "ok"
+        code, stdout, err = run(["resume", out, "-q", "--json"], capsys)
+        answered = srv.modes_seen().count("ok")
+    assert code == 0, err
+    s = json.loads(stdout)
+    assert s["status"] == "completed" and s["ledger"]["calls"] == answered == 8
+    assert Decimal(s["ledger"]["cost_usd"]) == 8 * PER_CALL
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_hanging_server_is_cut_at_the_call_timeout(provider, tmp_path, capsys, fast_backoff):
+    out = tmp_path / "run"
+    with SERVERS[provider]("hang") as srv:
+        code, stdout, err = run(cpr_run(provider, srv.url, out, "--call-timeout", "0.5", rounds=1), capsys)
+        requests = len(srv.calls())
+    line = one_line(err)
+    assert code == 1 and stdout == "" and "within the call timeout of 0.5 s, 5 times" in line and "cooplab resume" in line
+    s = summary_of(out)
+    assert s["status"] == "stopped" and s["ledger"]["calls"] == 0 and requests == 2 * (1 + RETRIES)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_an_oversize_answer_is_not_read_past_its_cap(provider, tmp_path, capsys, fast_backoff):
+    """300 MB of answer, made as it is sent: cooplab stops reading long before, every attempt."""
+    out = tmp_path / "run"
+    with SERVERS[provider]("oversize") as srv:
+        code, stdout, err = run(cpr_run(provider, srv.url, out, rounds=1), capsys)
+        requests = len(srv.calls())
+        deliveries = srv.wait_deliveries(requests)  # each ends when the client hangs up
+    line = one_line(err)
+    assert code == 1 and stdout == "" and "cooplab resume" in line
+    assert summary_of(out)["ledger"]["calls"] == 0
+    assert requests == 2 * (1 + RETRIES) and not any(d.complete for d in deliveries)
+    assert max(d.sent for d in deliveries) < 32 * 2**20, [d.sent for d in deliveries]
