@@ -78,7 +78,15 @@ def list_price(kind: str, name: str) -> tuple[float, float] | None:
 def price_of(spec: Any, price_in: float | None = None, price_out: float | None = None) -> tuple[float, float] | None:
     """(USD per 1K input, per 1K output tokens) of the model ``spec``, or None when it has none (a
     hosted provider's unknown model on its own API): the override where given, else the list price,
-    else the nominal price for a model of your own."""
+    else the nominal price for a model of your own. A chat model object (``instance:``) is priced
+    by its provider and model name (:func:`cooplab.agents.instances.price_identity`)."""
+    if spec.kind == "instance":
+        from types import SimpleNamespace
+
+        from cooplab.agents.instances import price_identity
+
+        kind, name, own = price_identity(spec.id)
+        spec = SimpleNamespace(kind=kind or "instance", name=name, base_url=own)
     table = list_price(spec.kind, spec.name)
     if table is None and (spec.kind in SELF_HOSTED or getattr(spec, "base_url", None)):
         table = NOMINAL

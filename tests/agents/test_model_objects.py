@@ -181,3 +181,23 @@ def test_the_environment_record_names_files_and_objects(tmp_path):
     rec = env["local_files"][f"local:{tmp_path / 'tiny.gguf'}"]
     assert rec["bytes"] == 64 and len(rec["sha256"]) == 64 and rec["file"].endswith("tiny.gguf")
     assert env["model_objects"][spec] == {"class": "langchain_openai.chat_models.base.ChatOpenAI", "name": "tiny-fisher"}
+
+
+def test_objects_are_priced_by_their_provider_and_model_name():
+    from langchain_anthropic import ChatAnthropic
+
+    from cooplab.agents.models import parse_model_spec as parse
+    from cooplab.agents.prices import list_price, price_of
+
+    hosted = parse(instances.register(ChatOpenAI(model="gpt-4o-mini", api_key="sk-x")))
+    assert price_of(hosted) == list_price("openai", "gpt-4o-mini") is not None
+    claude = parse(instances.register(ChatAnthropic(model="claude-3-5-haiku-latest", api_key="sk-x")))
+    assert price_of(claude) == list_price("anthropic", "claude-3-5-haiku-latest") is not None
+    # at a server of your own: the nominal price, as for openai:NAME --base-url
+    own = parse(instances.register(_chat("http://127.0.0.1:9/v1")))
+    assert price_of(own) == price_of(parse("openai:tiny-fisher", base_url="http://127.0.0.1:9/v1"))
+    # a class no price table knows: no price (a budget then needs --price-in/--price-out)
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    assert price_of(parse(instances.register(FakeListChatModel(responses=["x"])))) is None
+    assert price_of(parse(instances.register(FakeListChatModel(responses=["x"]))), 0.1, 0.2) == (0.1, 0.2)
