@@ -13,10 +13,11 @@ So, before any span is sent, :func:`register_prices`:
    an entry with the same pattern that exists already (an earlier export) is reused when its prices
    are the same and updated (``updateModel``) when not, so re-exporting adds no entries;
 3. waits until Phoenix prices with them: Phoenix reads its price table from its database every few
-   seconds (its ``GenerativeModelStore`` daemon), and a span is priced once, at ingestion. So a probe
-   span of the last model written (1M prompt and 1M completion tokens) is sent to a scratch project
-   and the project is polled until a probe is priced at the new rates (a probe that arrived before
-   the refresh stays unpriced, and another is sent), within a deadline; then the project is deleted.
+   seconds (its ``GenerativeModelStore`` daemon), and a span is priced once, at ingestion. So for
+   each model a probe span (1M prompt and 1M completion tokens) is sent to a scratch project and
+   the project is polled until a probe is priced at the new rates (a probe that arrived before the
+   refresh keeps no or the old price, and another is sent), within a deadline; then the scratch
+   project is deleted. This also finds an entry of someone else's that Phoenix prefers to ours.
 
 Every failure (not a Phoenix, an error answer, no price known for a model, no refresh within the
 deadline) raises :class:`PhoenixPriceError`, one line, before any of the run's spans is sent.
@@ -43,6 +44,7 @@ DEFAULT_DEADLINE = 120.0  #: seconds to wait for Phoenix to price with the new e
 POLL_SECONDS = 0.25  #: between two looks at the probe project
 MAX_MODELS = 10_000  #: entries of Phoenix's price table read to find ours
 ENTRY_PREFIX = "cooplab "  #: names of the entries this module writes: prefix + model name
+MAX_RATE = Decimal(1000)  #: USD per 1K tokens above this is not a rate (cooplab's own cap on --price-in/out)
 
 
 class PhoenixPriceError(OtlpConfigError):
@@ -81,7 +83,7 @@ def _rate_pair(v: Any) -> tuple[Decimal, Decimal] | None:
             d = Decimal(str(x)) if not isinstance(x, bool) else None
         except ArithmeticError:
             d = None
-        if d is None or not d.is_finite() or d < 0:
+        if d is None or not d.is_finite() or not 0 <= d <= MAX_RATE:
             return None
         out.append(d)
     return out[0], out[1]
@@ -90,7 +92,7 @@ def _rate_pair(v: Any) -> tuple[Decimal, Decimal] | None:
 def ledger_rates(run_dir: str | os.PathLike[str]) -> dict[str, tuple[Decimal, Decimal]]:
     """The rates per 1K tokens the run's ledger used, by model key (``"default"`` for the default),
     from ``summary.json``; ``config.json``'s ``llm.price_in``/``price_out`` as ``"config"``. Values
-    that are not two finite non-negative amounts are left out."""
+    that are not two amounts from 0 to :data:`MAX_RATE` are left out."""
     out: dict[str, tuple[Decimal, Decimal]] = {}
     try:
         summary = json.loads((run_dir_of(run_dir) / "summary.json").read_text(encoding="utf-8"))
@@ -103,7 +105,7 @@ def ledger_rates(run_dir: str | os.PathLike[str]) -> dict[str, tuple[Decimal, De
             if isinstance(k, str) and pair is not None:
                 out[k] = pair
     cfg = run_prices(run_dir)
-    if cfg is not None:
+    if cfg is not None and _rate_pair(cfg) is not None:
         out.setdefault("config", cfg)
     return out
 
@@ -174,6 +176,27 @@ class GraphQL:
         return data
 
 
+def _dig(data: Any, *keys: str) -> Any:
+    """``data[k1][k2]...``, or None where the answer lacks a level or has the wrong type."""
+    for k in keys:
+        data = data.get(k) if isinstance(data, dict) else None
+    return data
+
+
+def _nodes(data: Any, *keys: str) -> list[dict[str, Any]]:
+    """The nodes of the connection at ``keys`` (``edges[].node``) that are objects."""
+    edges = _dig(data, *keys, "edges")
+    return [e["node"] for e in edges if isinstance(e, dict) and isinstance(e.get("node"), dict)] if isinstance(edges, list) else []
+
+
+def _written_id(data: dict[str, Any], field: str) -> str:
+    """The id of the entry a ``createModel``/``updateModel`` answer names."""
+    mid = _dig(data, field, "model", "id")
+    if not isinstance(mid, str) or not mid:
+        raise PhoenixPriceError(f"--phoenix-prices: Phoenix's {field} answer names no model id")
+    return mid
+
+
 _LIST = """query($first: Int!) { generativeModels(first: $first) { edges { node {
   id name namePattern provider kind tokenPrices { tokenType kind costPerMillionTokens } } } } }"""
 _CREATE = """mutation($input: CreateModelMutationInput!) { createModel(input: $input) { model { id } } }"""
@@ -190,7 +213,8 @@ def _costs(price: ModelPrice) -> list[dict[str, Any]]:
 
 
 def _same_prices(node: Mapping[str, Any], price: ModelPrice) -> bool:
-    have = {(p.get("tokenType"), p.get("kind")): p.get("costPerMillionTokens") for p in node.get("tokenPrices") or []}
+    prices = node.get("tokenPrices") if isinstance(node.get("tokenPrices"), list) else []
+    have = {(p.get("tokenType"), p.get("kind")): p.get("costPerMillionTokens") for p in prices if isinstance(p, dict)}
     want = {(c["tokenType"], c["kind"]): c["costPerMillionTokens"] for c in _costs(price)}
     return set(have) == set(want) and all(
         isinstance(have[k], (int, float)) and math.isclose(have[k], v, rel_tol=1e-12, abs_tol=0) for k, v in want.items())
@@ -210,11 +234,9 @@ class PriceEntry:
 
 def upsert_prices(gql: GraphQL, prices: list[ModelPrice]) -> list[PriceEntry]:
     """Create, update or reuse one custom entry per model (found by its exact pattern, no provider)."""
-    edges = gql(_LIST, first=MAX_MODELS).get("generativeModels", {}).get("edges") or []
-    ours = {}
-    for e in edges:
-        node = e.get("node") if isinstance(e, dict) else None
-        if isinstance(node, dict) and node.get("kind") == "CUSTOM" and not node.get("provider"):
+    ours: dict[Any, dict[str, Any]] = {}
+    for node in _nodes(gql(_LIST, first=MAX_MODELS), "generativeModels"):
+        if node.get("kind") == "CUSTOM" and not node.get("provider") and isinstance(node.get("id"), str):
             ours.setdefault(node.get("namePattern"), node)
     out = []
     for price in prices:
@@ -223,12 +245,13 @@ def upsert_prices(gql: GraphQL, prices: list[ModelPrice]) -> list[PriceEntry]:
             out.append(PriceEntry(price.model, str(node["id"]), "reused"))
             continue
         if node is not None:
-            data = gql(_UPDATE, input={"id": node["id"], "name": node.get("name") or price.entry_name, "provider": None,
+            name = node["name"] if isinstance(node.get("name"), str) and node["name"] else price.entry_name
+            data = gql(_UPDATE, input={"id": node["id"], "name": name, "provider": None,
                                        "namePattern": price.pattern, "costs": _costs(price)})
-            out.append(PriceEntry(price.model, str(data["updateModel"]["model"]["id"]), "updated"))
+            out.append(PriceEntry(price.model, _written_id(data, "updateModel"), "updated"))
         else:
             data = gql(_CREATE, input={"name": price.entry_name, "namePattern": price.pattern, "costs": _costs(price)})
-            out.append(PriceEntry(price.model, str(data["createModel"]["model"]["id"]), "created"))
+            out.append(PriceEntry(price.model, _written_id(data, "createModel"), "created"))
     return out
 
 
@@ -264,15 +287,14 @@ def wait_until_priced(gql: GraphQL, send: Callable[[Any], bool], price: ModelPri
     project_id = None
     try:
         while True:
-            if sent == seen:  # every probe sent so far arrived unpriced (or none was sent): send one more
+            if seen >= sent:  # every probe sent so far arrived unpriced (or none was sent): send one more
                 if not send(_probe_span(price, project)):
                     raise PhoenixPriceError(f"--phoenix-prices: Phoenix did not accept a probe span for {_cut(price.model, 80)!r}")
                 sent += 1
             proj = gql(_PROBE, name=project).get("getProjectByName")
             if isinstance(proj, dict):
-                project_id = proj.get("id")
-                costs = [((e.get("node") or {}).get("costSummary") or {}).get("total", {}).get("cost")
-                         for e in (proj.get("spans") or {}).get("edges") or []]
+                project_id = proj.get("id") if isinstance(proj.get("id"), str) else project_id
+                costs = [_dig(n, "costSummary", "total", "cost") for n in _nodes(proj, "spans")]
                 if any(isinstance(c, (int, float)) and math.isclose(c, want, rel_tol=1e-9) for c in costs):
                     return sent
                 seen = len(costs)
@@ -298,7 +320,8 @@ def register_prices(run_dir: str | os.PathLike[str], otlp_url: str, charges_by_m
         return []
     gql = GraphQL(phoenix_base(otlp_url), timeout)
     entries = upsert_prices(gql, prices)
-    wait_until_priced(gql, send, prices[-1], deadline=deadline)
+    for price in prices:  # the first waits for Phoenix's refresh; the others are priced at once then
+        wait_until_priced(gql, send, price, deadline=deadline)
     return entries
 
 

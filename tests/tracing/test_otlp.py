@@ -281,6 +281,85 @@ def test_phoenix_prices_against_a_server_that_is_not_phoenix_fail_in_one_line_be
     assert res.exit_code == 2 and "needs --otlp" in one_error_line(res)
 
 
+class FakePhoenix:
+    """A loopback server with Phoenix's two endpoints, answering GraphQL with canned (often hostile)
+    bodies chosen by the operation the query names; counts the OTLP requests it accepts."""
+
+    def __init__(self, answers: dict[str, Any]):
+        self.answers, self.asked, self.otlp = answers, [], 0
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                return
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.path.endswith("/v1/traces"):
+                    outer.otlp += 1
+                    out = b""
+                else:
+                    query = json.loads(body)["query"]
+                    op = next(k for k in outer.answers if k in query)
+                    outer.asked.append(op)
+                    out = json.dumps(outer.answers[op]).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+_NO_MODELS = {"data": {"generativeModels": {"edges": []}}}
+
+
+@pytest.mark.parametrize("answers, expected", [
+    ({"generativeModels": {"errors": [{"message": "boom\nsecond line"}]}}, "Phoenix refused a request: boom second line"),
+    ({"generativeModels": {"data": None}}, "gave no data"),
+    ({"generativeModels": {"data": {"generativeModels": None}}, "createModel": {"data": {"createModel": None}}},
+     "createModel answer names no model id"),
+    ({"generativeModels": {"data": {"generativeModels": {"edges": [None, 5, {"node": {"kind": "CUSTOM", "id": 3}}]}}},
+      "createModel": {"errors": ["not an object"]}}, "refused a request: not an object"),
+])
+def test_hostile_phoenix_answers_give_one_line_exit_2_and_no_span_is_sent(cpr_run, answers, expected):
+    fake = FakePhoenix(answers)
+    try:
+        res = traces(["export", str(cpr_run), "--otlp", fake.url, "--phoenix-prices", "--timeout", "5"])
+    finally:
+        fake.close()
+    assert res.exit_code == 2 and expected in one_error_line(res) and fake.otlp == 0
+
+
+def test_phoenix_that_never_prices_the_probe_is_given_up_on_at_the_deadline(cpr_run):
+    from cooplab.evals import phoenix_prices as pp
+
+    unpriced = {"data": {"getProjectByName": {"id": "UHJvamVjdDox", "spans": {"edges": [
+        {"node": {"costSummary": {"total": {"cost": None}}}}, {"node": {"costSummary": None}}, {"node": 7}]}}}}
+    fake = FakePhoenix({"getProjectByName": unpriced, "deleteProject": {"data": {"deleteProject": {}}}})
+    ticks = iter(range(10**6))
+    sent = []
+    try:
+        with pytest.raises(pp.PhoenixPriceError, match="did not price model 'm' at the new rates within 30 s"):
+            pp.wait_until_priced(pp.GraphQL(fake.url, 5), lambda span: sent.append(span) or True,
+                                 pp.ModelPrice("m", Decimal("0.0005"), Decimal("0.003")), deadline=30,
+                                 clock=lambda: float(next(ticks)))
+    finally:
+        fake.close()
+    # probes that arrived unpriced were followed by more; the deadline ran on the clock given; the
+    # scratch project was deleted
+    assert len(sent) >= 2 and fake.asked.count("getProjectByName") == 31 and fake.asked[-1] == "deleteProject"
+    a = sent[0].attributes
+    assert (a["llm.model_name"], a["llm.token_count.prompt"], a["llm.token_count.completion"]) == ("m", 10**6, 10**6)
+
+
 def test_a_tool_agent_run_has_agent_and_tool_spans_and_the_failed_tool_is_an_error(tool_run):
     runs = load_runs(tool_run, validate=True)
     spans, res = convert(tool_run)
