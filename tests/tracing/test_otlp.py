@@ -802,7 +802,7 @@ _COSTS = """query($name: String!) { getProjectByName(name: $name) { costSummary 
   sessions(first: 10) { edges { node { sessionId costSummary { total { cost } } } } }
   spans(first: 1000) { edges { node { attributes costSummary { total { cost } prompt { tokens } completion { tokens } }
     trace { traceId costSummary { total { cost } } } } } } } }"""
-_MODELS = """query { generativeModels(first: 10000) { edges { node { name namePattern kind } } } }"""
+_MODELS = """query { generativeModels(first: 10000) { edges { node { name namePattern kind tokenPrices { costPerMillionTokens } } } } }"""
 
 
 def _phoenix_own_costs_are_the_ledgers(base: str, project: str, run_dir: Path, runs: list[dict]) -> None:
@@ -831,8 +831,18 @@ def _phoenix_own_costs_are_the_ledgers(base: str, project: str, run_dir: Path, r
     res = traces(["export", str(run_dir), "--otlp", base, "--project", project + "-again", "--json", "--phoenix-prices"])
     assert res.exit_code == 0, res.output
     assert [e["action"] for e in json.loads(res.stdout)["prices"]] == ["reused"]
-    pattern = "^" + re.escape(next(r for r in runs if r["run_type"] == "llm")["extra"]["metadata"]["model"]) + "$"
+    model = next(r for r in runs if r["run_type"] == "llm")["extra"]["metadata"]["model"]
+    pattern = "^" + re.escape(model) + "$"
     ours = [e["node"] for e in _gql(base, _MODELS)["generativeModels"]["edges"] if e["node"]["namePattern"] == pattern]
     assert [n["kind"] for n in ours] == ["CUSTOM"]
+    # other rates for the same model name update that entry in place (still one entry)
+    from cooplab.evals import phoenix_prices as pp
+
+    gql = pp.GraphQL(base, 30)
+    (first,) = json.loads(res.stdout)["prices"]
+    (upd,) = pp.upsert_prices(gql, [pp.ModelPrice(model, Decimal("0.001"), Decimal("0.004"))])
+    assert (upd.action, upd.id) == ("updated", first["id"])
+    ours = [e["node"] for e in _gql(base, _MODELS)["generativeModels"]["edges"] if e["node"]["namePattern"] == pattern]
+    assert len(ours) == 1 and sorted(p["costPerMillionTokens"] for p in ours[0]["tokenPrices"]) == [1.0, 4.0]
     names = [e["node"]["name"] for e in _gql(base, "query { projects(first: 100) { edges { node { name } } } }")["projects"]["edges"]]
     assert not any(n.startswith("cooplab-price-probe-") for n in names)
