@@ -117,6 +117,8 @@ class OtlpExportResult:
     orphans: int = 0  #: spans whose parent run is not in the file (kept, pointing at the missing parent)
     requests: int = 0
     seconds: float = 0.0
+    prices: list[dict[str, str]] | None = None  #: Phoenix price entries set (``phoenix_prices``), else None
+    price_seconds: float = 0.0  #: time spent setting Phoenix's prices and waiting for it to use them
 
     @property
     def n_skipped(self) -> int:
@@ -129,6 +131,7 @@ class OtlpExportResult:
             "first_skip": self.first_skip, "orphans": self.orphans, "requests": self.requests,
             "seconds": round(self.seconds, 4),
             "spans_per_second": round(self.spans / self.seconds, 1) if self.seconds > 0 else None,
+            "prices": self.prices, "price_seconds": round(self.price_seconds, 4),
         }
 
 
@@ -209,6 +212,16 @@ def run_charges(path: Path) -> dict[str, Charge]:
         if rec.get("run_type") == "llm":
             calls.append({k: rec.get(k) for k in ("id", "run_type", "start_time", "error", "extra")})
     return match_charges(calls, charges)
+
+
+def charges_by_model(path: Path, charges: dict[str, Charge]) -> dict[str, list[Charge]]:
+    """The charges of ``charges`` (by run id) grouped by the ``llm.model_name`` their spans get."""
+    out: dict[str, list[Charge]] = {}
+    for _, rec in iter_records(path, Counter(), []):
+        ch = charges.get(str(rec.get("id"))) if rec.get("run_type") == "llm" else None
+        if ch is not None:
+            out.setdefault(model_name(rec), []).append(ch)
+    return out
 
 
 def iter_records(path: Path, counts: Counter, first: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -504,7 +517,9 @@ def span_attributes(rec: dict[str, Any], kind: str, run_id: str, meta: dict[str,
                     charge: Charge | None = None) -> dict[str, Any]:
     """The OpenInference attributes of one LangSmith run (every value a str, bool, int or float, or
     a list of str): ``session.id`` (the run's ``session_id`` metadata, else ``session``) and, for a
-    model call the ledger charged (``charge``), its cost and the charged token counts."""
+    model call the ledger charged (``charge``), its cost, with ``llm.token_count.*`` the charged
+    counts (so a viewer that prices tokens, as Phoenix does, finds the ledger's cost) and the counts
+    the model reported in ``cooplab.reported_tokens.*``; an uncharged call keeps the reported ones."""
     from openinference.semconv.trace import SpanAttributes as SA
 
     extra = _dict(rec.get("extra"))
@@ -524,11 +539,16 @@ def span_attributes(rec: dict[str, Any], kind: str, run_id: str, meta: dict[str,
         prov = md.get("ls_provider")
         if isinstance(prov, str) and prov:
             attrs[SA.LLM_PROVIDER] = _cut(prov, MAX_NAME_CHARS)
-        counts = token_counts(rec)
+        reported = token_counts(rec)
+        counts = reported if charge is None else {
+            "prompt": charge.input_tokens, "completion": charge.output_tokens,
+            "total": charge.input_tokens + charge.output_tokens}
         for key, attr in (("prompt", SA.LLM_TOKEN_COUNT_PROMPT), ("completion", SA.LLM_TOKEN_COUNT_COMPLETION),
                           ("total", SA.LLM_TOKEN_COUNT_TOTAL)):
             if key in counts:
                 attrs[attr] = counts[key]
+            if charge is not None and key in reported:
+                attrs[f"cooplab.reported_tokens.{key}"] = reported[key]
         ip = extra.get("invocation_params")
         if isinstance(ip, dict) and ip:
             attrs[SA.LLM_INVOCATION_PARAMETERS] = _to_json(ip)
@@ -565,8 +585,8 @@ def span_attributes(rec: dict[str, Any], kind: str, run_id: str, meta: dict[str,
 
 def _put_charge(attrs: dict[str, Any], charge: Charge) -> None:
     """OpenInference's cost attributes (USD) of a charged model call, and the token counts the
-    ledger charged (``cooplab.charged_tokens.*``: at most the call's output cap, unlike the
-    model-reported ``llm.token_count.*``)."""
+    ledger charged (``cooplab.charged_tokens.*``, the same as ``llm.token_count.*`` then: at most
+    the call's output cap, unlike the model-reported ``cooplab.reported_tokens.*``)."""
     from openinference.semconv.trace import SpanAttributes as SA
 
     attrs[SA.LLM_COST_TOTAL] = float(charge.cost)
@@ -673,15 +693,17 @@ class SpanBuilder:
 
 
 def convert_runs(run_dir: str | os.PathLike[str], *, project: str = DEFAULT_PROJECT,
-                 result: OtlpExportResult | None = None) -> Iterator[Any]:
-    """The spans of a traces file, in file order (a generator; ``result`` collects the counts)."""
+                 result: OtlpExportResult | None = None, charges: dict[str, Charge] | None = None) -> Iterator[Any]:
+    """The spans of a traces file, in file order (a generator; ``result`` collects the counts).
+    ``charges``: the ledger's charges by run id, if already read (:func:`run_charges`)."""
     path = traces_file(run_dir)
     if not path.is_file():
         raise OtlpConfigError(f"no {TRACES_FILE} in {run_dir}")
     res = result if result is not None else OtlpExportResult()
     res.file = str(path)
     res.project = project
-    builder = SpanBuilder(project, run_metadata(run_dir), session=run_session(run_dir), charges=run_charges(path))
+    builder = SpanBuilder(project, run_metadata(run_dir), session=run_session(run_dir),
+                          charges=run_charges(path) if charges is None else charges)
     from cooplab.graphs.tracing import scrub, secret_values
 
     secrets = secret_values()  # scrubbed again before export, as the LangSmith export does
@@ -771,13 +793,17 @@ def _failure_line(messages: list[str], url: str, answer: tuple[int, str] | None 
 
 
 def export_otlp(run_dir: str | os.PathLike[str], url: str, *, project: str | None = None,
-                timeout: float = 10.0, batch_size: int = MAX_BATCH, exporter: Any = None) -> OtlpExportResult:
+                timeout: float = 10.0, batch_size: int = MAX_BATCH, exporter: Any = None,
+                phoenix_prices: bool = False) -> OtlpExportResult:
     """Send the runs of ``run_dir/traces.jsonl`` (or a traces file) as OpenInference spans to the
     OTLP/HTTP endpoint ``url`` (a base URL or a full ``.../v1/traces`` URL), ``batch_size`` spans per
     request, each request given ``timeout`` seconds (connection failures are retried within it).
     ``exporter``: any ``SpanExporter`` to use instead (tests pass the SDK's in-memory one). Returns
     what was sent; raises :class:`OtlpConfigError` (bad URL, project or file) or
-    :class:`OtlpExportError` (the endpoint failed; spans of earlier batches may have arrived)."""
+    :class:`OtlpExportError` (the endpoint failed; spans of earlier batches may have arrived).
+    ``phoenix_prices``: ``url`` is an Arize Phoenix; first set its price of each of the run's models
+    to the ledger's rates (:mod:`cooplab.evals.phoenix_prices`; its failures raise
+    ``PhoenixPriceError``, an :class:`OtlpConfigError`, before any span is sent)."""
     require_viewer()
     endpoint = otlp_traces_url(url) if exporter is None else str(url)
     if project is None:
@@ -812,6 +838,18 @@ def export_otlp(run_dir: str | os.PathLike[str], url: str, *, project: str | Non
     t0 = time.perf_counter()
     sent = 0
     try:
+        path = traces_file(run_dir)
+        if not path.is_file():
+            raise OtlpConfigError(f"no {TRACES_FILE} in {run_dir}")
+        charges = run_charges(path)
+        if phoenix_prices:
+            from .phoenix_prices import register_prices
+
+            res.prices = [e.as_dict() for e in register_prices(
+                run_dir, endpoint, charges_by_model(path, charges),
+                lambda span: exporter.export((span,)) is SpanExportResult.SUCCESS, timeout=timeout)]
+            res.price_seconds = time.perf_counter() - t0
+            t0 = time.perf_counter()  # ``seconds`` is the time of sending the spans
         batch: list[Any] = []
 
         def flush() -> None:
@@ -828,7 +866,7 @@ def export_otlp(run_dir: str | os.PathLike[str], url: str, *, project: str | Non
             sent += len(batch)
             batch.clear()
 
-        for span in convert_runs(run_dir, project=project, result=res):
+        for span in convert_runs(run_dir, project=project, result=res, charges=charges):
             batch.append(span)
             if len(batch) >= batch_size:
                 flush()

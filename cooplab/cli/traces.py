@@ -40,6 +40,7 @@ def export_cmd(
     otlp: Optional[str] = typer.Option(None, "--otlp", metavar="URL", help="Send OpenTelemetry spans (OpenInference conventions, OTLP/HTTP protobuf) to URL instead of LangSmith: a base URL such as http://127.0.0.1:6006 (Phoenix) or a full .../v1/traces URL. Needs the 'viewer' extra."),
     project: Optional[str] = typer.Option(None, "--project", help="Project to file the runs under (default: $LANGSMITH_PROJECT, else 'cooplab'; with --otlp: 'cooplab')."),
     timeout: float = typer.Option(10.0, "--timeout", help="With --otlp: seconds per request, retries of a refused connection included."),
+    phoenix_prices: bool = typer.Option(False, "--phoenix-prices", help="With --otlp to Arize Phoenix: first set Phoenix's price of each of the run's models (Settings > Models, an exact-name entry) to the ledger's rates, so Phoenix's own cost columns show what the ledger charged. Any failure: one line, exit 2, nothing sent."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Send a finished run's traces to LangSmith (or a compatible server); the API key is read
@@ -56,8 +57,10 @@ def export_cmd(
     if otlp is not None:
         if endpoint is not None:
             fail("give --endpoint (LangSmith) or --otlp (OpenTelemetry), not both")
-        _export_otlp(run_dir, otlp, project, timeout, as_json)
+        _export_otlp(run_dir, otlp, project, timeout, as_json, phoenix_prices)
         return
+    if phoenix_prices:
+        fail("--phoenix-prices needs --otlp URL (the Phoenix server)")
     if endpoint is not None and not endpoint.startswith(("http://", "https://")):
         fail(f"--endpoint must be an http(s) URL, got {endpoint!r}")
     try:
@@ -74,7 +77,8 @@ def export_cmd(
         typer.echo(f"exported {n} runs from {_traces_path(run_dir)} to {dest} (project {proj})")
 
 
-def _export_otlp(run_dir: Path, url: str, project: Optional[str], timeout: float, as_json: bool) -> None:
+def _export_otlp(run_dir: Path, url: str, project: Optional[str], timeout: float, as_json: bool,
+                 phoenix_prices: bool = False) -> None:
     from cooplab.evals.otlp_export import (
         OtlpConfigError,
         OtlpExportError,
@@ -84,7 +88,7 @@ def _export_otlp(run_dir: Path, url: str, project: Optional[str], timeout: float
 
     require_viewer()  # a missing extra: one line naming it (MissingExtra is an ConfigError)
     try:
-        res = export_otlp(run_dir, url, project=project, timeout=timeout)
+        res = export_otlp(run_dir, url, project=project, timeout=timeout, phoenix_prices=phoenix_prices)
     except OtlpConfigError as exc:
         fail(str(exc))
     except OtlpExportError as exc:
@@ -95,6 +99,9 @@ def _export_otlp(run_dir: Path, url: str, project: Optional[str], timeout: float
     rate = f", {res.spans / res.seconds:.0f} spans/s" if res.seconds > 0 and res.spans else ""
     typer.echo(f"exported {res.spans} spans ({res.traces} trace{'' if res.traces == 1 else 's'}) from {res.file} to {res.endpoint} "
                f"(project {res.project}) in {res.seconds:.2f} s{rate}")
+    for e in res.prices or []:
+        typer.echo(f"Phoenix price of model {e['model']}: {e['action']} (entry {e['id']}, "
+                   f"Phoenix used it after {res.price_seconds:.1f} s)")
     if res.n_skipped:
         typer.echo(f"skipped {res.n_skipped} lines that are not usable runs "
                    f"({', '.join(f'{n} {why}' for why, n in sorted(res.skipped.items()))}; first: {res.first_skip})",

@@ -214,6 +214,152 @@ def test_a_damaged_ledger_or_config_leaves_cost_out_and_a_run_without_id_is_its_
     assert {s.attributes["session.id"] for s in spans} == {str(d.resolve())}
 
 
+def test_a_charged_call_counts_the_charged_tokens_and_keeps_the_reported_ones_apart(tmp_path, cpr_run):
+    """A reply longer than the call's cap: the ledger charges the cap, the model reports more. The
+    span's llm.token_count.* (what Phoenix prices) are the charged counts."""
+    import shutil
+
+    d = tmp_path / "run"
+    shutil.copytree(cpr_run, d)
+    lines = []
+    for line in (d / "traces.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if r["run_type"] == "llm":
+            r["completion_tokens"] += 1000
+            r["total_tokens"] += 1000
+        lines.append(json.dumps(r) + "\n")
+    (d / "traces.jsonl").write_text("".join(lines))
+    spans, _ = convert(d)
+    by_run = {s.attributes["langsmith.run_id"]: s.attributes for s in spans}
+    costs = ledger_costs(d)
+    llm = sorted((r for r in load_runs(d) if r["run_type"] == "llm"), key=lambda r: r["start_time"])
+    assert llm
+    for r in llm:
+        a = by_run[r["id"]]
+        _, tin, tout = costs[r["extra"]["metadata"]["call_id"]].pop(0)
+        assert (a["llm.token_count.prompt"], a["llm.token_count.completion"], a["llm.token_count.total"]) == (tin, tout, tin + tout)
+        assert (a["cooplab.charged_tokens.prompt"], a["cooplab.charged_tokens.completion"]) == (tin, tout)
+        assert (a["cooplab.reported_tokens.prompt"], a["cooplab.reported_tokens.completion"], a["cooplab.reported_tokens.total"]) == (
+            r["prompt_tokens"], r["completion_tokens"], r["total_tokens"])
+        assert r["completion_tokens"] != tout
+
+
+def test_phoenix_prices_are_the_ledger_rates_that_reproduce_its_charges(tmp_path, cpr_run):
+    import shutil
+
+    from cooplab.evals import phoenix_prices as pp
+
+    d = tmp_path / "run"
+    shutil.copytree(cpr_run, d)
+    path = d / "traces.jsonl"
+    by_model = ox.charges_by_model(path, ox.run_charges(path))
+    model = f"scripted:{ROOT / 'examples/scripted/cautious.json'}"
+    assert list(by_model) == [model] and len(by_model[model]) == sum(map(len, ledger_costs(d).values()))
+    (price,) = pp.model_prices(d, by_model)  # summary.json's default rates: the config's prices
+    assert (price.input_per_1k, price.output_per_1k) == (Decimal("0.0005"), Decimal("0.003"))
+    assert price.per_million() == (0.5, 3.0) and price.pattern == "^" + __import__("re").escape(model) + "$"
+    summary = json.loads((d / "summary.json").read_text())
+    summary["ledger"]["rates_per_1k"] = {"default": ["0.1", "0.2"], model: ["0.0005", "0.003"], "other": ["nan", "-1"]}
+    (d / "summary.json").write_text(json.dumps(summary))
+    assert pp.model_prices(d, by_model) == [price]  # the model's own rates, the default does not reproduce
+    summary["ledger"]["rates_per_1k"] = {"default": ["0.1", "0.2"]}
+    (d / "summary.json").write_text(json.dumps(summary))
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["llm"]["price_in"] = 7
+    (d / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(pp.PhoenixPriceError, match="no rate .* reproduces what the ledger charged") as e:
+        pp.model_prices(d, by_model)
+    assert "\n" not in str(e.value)
+
+
+def test_phoenix_prices_against_a_server_that_is_not_phoenix_fail_in_one_line_before_any_span(cpr_run, receiver):
+    res = traces(["export", str(cpr_run), "--otlp", receiver.url, "--phoenix-prices", "--timeout", "2"])
+    line = one_error_line(res)
+    assert res.exit_code == 2 and "HTTP 404" in line and "is this a Phoenix server?" in line and receiver.url + "/graphql" in line
+    assert receiver.spans() == []
+    res = traces(["export", str(cpr_run), "--phoenix-prices"])
+    assert res.exit_code == 2 and "needs --otlp" in one_error_line(res)
+
+
+class FakePhoenix:
+    """A loopback server with Phoenix's two endpoints, answering GraphQL with canned (often hostile)
+    bodies chosen by the operation the query names; counts the OTLP requests it accepts."""
+
+    def __init__(self, answers: dict[str, Any]):
+        self.answers, self.asked, self.otlp = answers, [], 0
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                return
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.path.endswith("/v1/traces"):
+                    outer.otlp += 1
+                    out = b""
+                else:
+                    query = json.loads(body)["query"]
+                    op = next(k for k in outer.answers if k in query)
+                    outer.asked.append(op)
+                    out = json.dumps(outer.answers[op]).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+_NO_MODELS = {"data": {"generativeModels": {"edges": []}}}
+
+
+@pytest.mark.parametrize("answers, expected", [
+    ({"generativeModels": {"errors": [{"message": "boom\nsecond line"}]}}, "Phoenix refused a request: boom second line"),
+    ({"generativeModels": {"data": None}}, "gave no data"),
+    ({"generativeModels": {"data": {"generativeModels": None}}, "createModel": {"data": {"createModel": None}}},
+     "createModel answer names no model id"),
+    ({"generativeModels": {"data": {"generativeModels": {"edges": [None, 5, {"node": {"kind": "CUSTOM", "id": 3}}]}}},
+      "createModel": {"errors": ["not an object"]}}, "refused a request: not an object"),
+])
+def test_hostile_phoenix_answers_give_one_line_exit_2_and_no_span_is_sent(cpr_run, answers, expected):
+    fake = FakePhoenix(answers)
+    try:
+        res = traces(["export", str(cpr_run), "--otlp", fake.url, "--phoenix-prices", "--timeout", "5"])
+    finally:
+        fake.close()
+    assert res.exit_code == 2 and expected in one_error_line(res) and fake.otlp == 0
+
+
+def test_phoenix_that_never_prices_the_probe_is_given_up_on_at_the_deadline(cpr_run):
+    from cooplab.evals import phoenix_prices as pp
+
+    unpriced = {"data": {"getProjectByName": {"id": "UHJvamVjdDox", "spans": {"edges": [
+        {"node": {"costSummary": {"total": {"cost": None}}}}, {"node": {"costSummary": None}}, {"node": 7}]}}}}
+    fake = FakePhoenix({"getProjectByName": unpriced, "deleteProject": {"data": {"deleteProject": {}}}})
+    ticks = iter(range(10**6))
+    sent = []
+    try:
+        with pytest.raises(pp.PhoenixPriceError, match="did not price model 'm' at the new rates within 30 s"):
+            pp.wait_until_priced(pp.GraphQL(fake.url, 5), lambda span: sent.append(span) or True,
+                                 pp.ModelPrice("m", Decimal("0.0005"), Decimal("0.003")), deadline=30,
+                                 clock=lambda: float(next(ticks)))
+    finally:
+        fake.close()
+    # probes that arrived unpriced were followed by more; the deadline ran on the clock given; the
+    # scratch project was deleted
+    assert len(sent) >= 2 and fake.asked.count("getProjectByName") == 31 and fake.asked[-1] == "deleteProject"
+    a = sent[0].attributes
+    assert (a["llm.model_name"], a["llm.token_count.prompt"], a["llm.token_count.completion"]) == ("m", 10**6, 10**6)
+
+
 def test_a_tool_agent_run_has_agent_and_tool_spans_and_the_failed_tool_is_an_error(tool_run):
     runs = load_runs(tool_run, validate=True)
     spans, res = convert(tool_run)
@@ -382,6 +528,11 @@ class Receiver:
 
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if not self.path.endswith("/v1/traces"):  # a collector answers only its traces path
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if hang:
                     outer.release.wait(30)
                     return
@@ -587,9 +738,10 @@ def test_phoenix_shows_the_exported_runs_as_the_same_tree(phoenix, cpr_run, tool
     client = Client(base_url=phoenix)
     for run_dir, project in ((cpr_run, "cooplab-cpr"), (tool_run, "cooplab-tools")):
         runs = load_runs(run_dir, validate=True)
-        res = traces(["export", str(run_dir), "--otlp", phoenix, "--project", project, "--json"])
+        res = traces(["export", str(run_dir), "--otlp", phoenix, "--project", project, "--json", "--phoenix-prices"])
         assert res.exit_code == 0, res.output
         assert json.loads(res.stdout)["spans"] == len(runs)
+        assert [e["action"] for e in json.loads(res.stdout)["prices"]] == (["created"] if run_dir == cpr_run else [])
         spans = _phoenix_spans(client, project, len(runs))
         assert len(spans) == len(runs), f"Phoenix has {len(spans)} spans of {len(runs)} runs"
         by_run = {s["attributes"]["langsmith.run_id"]: s for s in spans}
@@ -621,7 +773,6 @@ def test_phoenix_shows_the_exported_runs_as_the_same_tree(phoenix, cpr_run, tool
         if run_dir == cpr_run:
             assert ids == {json.loads((cpr_run / "config.json").read_text())["record"]["thread_id"]}
             llm = [r for r in runs if r["run_type"] == "llm"]
-            assert llm and all(by_run[r["id"]]["attributes"]["llm.token_count.total"] == r["total_tokens"] for r in llm)
             # every model call's cost as the ledger charged it; together the ledger's total
             costs = ledger_costs(cpr_run)
             for r in sorted(llm, key=lambda r: r["start_time"]):
@@ -631,6 +782,67 @@ def test_phoenix_shows_the_exported_runs_as_the_same_tree(phoenix, cpr_run, tool
                 assert a["llm.cost.prompt"] + a["llm.cost.completion"] == pytest.approx(a["llm.cost.total"])
             total = sum(by_run[r["id"]]["attributes"]["llm.cost.total"] for r in llm)
             assert total == pytest.approx(json.loads((cpr_run / "summary.json").read_text())["ledger"]["cost_usd_float"])
+            _phoenix_own_costs_are_the_ledgers(phoenix, project, cpr_run, runs)
         else:
             assert sorted(s["attributes"]["tool.name"] for s in spans if s["span_kind"] == "TOOL") == ["add", "explode"]
             assert [s["name"] for s in spans if s["span_kind"] == "AGENT"] == ["data.lead"]
+
+
+def _gql(base: str, query: str, **variables) -> dict:
+    """The data of a query to Phoenix's GraphQL API (the one its web UI uses)."""
+    req = urllib.request.Request(base + "/graphql", json.dumps({"query": query, "variables": variables}).encode(),
+                                 {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        body = json.loads(r.read())
+    assert not body.get("errors"), body["errors"]
+    return body["data"]
+
+
+_COSTS = """query($name: String!) { getProjectByName(name: $name) { costSummary { total { cost } }
+  sessions(first: 10) { edges { node { sessionId costSummary { total { cost } } } } }
+  spans(first: 1000) { edges { node { attributes costSummary { total { cost } prompt { tokens } completion { tokens } }
+    trace { traceId costSummary { total { cost } } } } } } } }"""
+_MODELS = """query { generativeModels(first: 10000) { edges { node { name namePattern kind tokenPrices { costPerMillionTokens } } } } }"""
+
+
+def _phoenix_own_costs_are_the_ledgers(base: str, project: str, run_dir: Path, runs: list[dict]) -> None:
+    """Phoenix's own cost (computed by Phoenix from token counts and its price table, what its UI
+    shows) of every model call, trace, session and the project is what the ledger charged; a
+    second export reuses the price entry."""
+    import re
+
+    proj = _gql(base, _COSTS, name=project)["getProjectByName"]
+    spans = {json.loads(e["node"]["attributes"])["langsmith"]["run_id"]: e["node"] for e in proj["spans"]["edges"]}
+    costs = ledger_costs(run_dir)
+    for r in sorted((r for r in runs if r["run_type"] == "llm"), key=lambda r: r["start_time"]):
+        node = spans[r["id"]]
+        cost, tin, tout = costs[r["extra"]["metadata"]["call_id"]].pop(0)
+        assert node["costSummary"]["total"]["cost"] == pytest.approx(float(cost), rel=1e-9, abs=0)
+        assert (node["costSummary"]["prompt"]["tokens"], node["costSummary"]["completion"]["tokens"]) == (tin, tout)
+    assert not any(costs.values())
+    ledger_total = json.loads((run_dir / "summary.json").read_text())["ledger"]["cost_usd_float"]
+    assert proj["costSummary"]["total"]["cost"] == pytest.approx(ledger_total, rel=1e-9, abs=0)
+    (trace,) = {n["trace"]["traceId"]: n["trace"] for n in spans.values()}.values()
+    assert trace["costSummary"]["total"]["cost"] == pytest.approx(ledger_total, rel=1e-9, abs=0)
+    (session,) = [e["node"] for e in proj["sessions"]["edges"]]
+    assert session["sessionId"] == json.loads((run_dir / "config.json").read_text())["record"]["thread_id"]
+    assert session["costSummary"]["total"]["cost"] == pytest.approx(ledger_total, rel=1e-9, abs=0)
+    # exporting again (here to another project) reuses the entry: one per model, no probe project left
+    res = traces(["export", str(run_dir), "--otlp", base, "--project", project + "-again", "--json", "--phoenix-prices"])
+    assert res.exit_code == 0, res.output
+    assert [e["action"] for e in json.loads(res.stdout)["prices"]] == ["reused"]
+    model = next(r for r in runs if r["run_type"] == "llm")["extra"]["metadata"]["model"]
+    pattern = "^" + re.escape(model) + "$"
+    ours = [e["node"] for e in _gql(base, _MODELS)["generativeModels"]["edges"] if e["node"]["namePattern"] == pattern]
+    assert [n["kind"] for n in ours] == ["CUSTOM"]
+    # other rates for the same model name update that entry in place (still one entry)
+    from cooplab.evals import phoenix_prices as pp
+
+    gql = pp.GraphQL(base, 30)
+    (first,) = json.loads(res.stdout)["prices"]
+    (upd,) = pp.upsert_prices(gql, [pp.ModelPrice(model, Decimal("0.001"), Decimal("0.004"))])
+    assert (upd.action, upd.id) == ("updated", first["id"])
+    ours = [e["node"] for e in _gql(base, _MODELS)["generativeModels"]["edges"] if e["node"]["namePattern"] == pattern]
+    assert len(ours) == 1 and sorted(p["costPerMillionTokens"] for p in ours[0]["tokenPrices"]) == [1.0, 4.0]
+    names = [e["node"]["name"] for e in _gql(base, "query { projects(first: 100) { edges { node { name } } } }")["projects"]["edges"]]
+    assert not any(n.startswith("cooplab-price-probe-") for n in names)
