@@ -396,17 +396,24 @@ def _checked_chat_openai() -> type:
         def _checked_result(self, body: bytes, max_tokens: int | None = None) -> ChatResult:
             checked, usage = checked_completion(parse_body(body), max_tokens=max_tokens)
             result = super()._create_chat_result(checked, {})
-            msg = result.generations[0].message
-            msg.response_metadata = {**(msg.response_metadata or {}), "usage_raw": usage}
-            msg.usage_metadata = None
-            if isinstance(usage, dict):
-                i, o = usage.get("prompt_tokens"), usage.get("completion_tokens")
-                if all(type(v) is int and v >= 0 for v in (i, o)):
-                    msg.usage_metadata = {"input_tokens": i, "output_tokens": o, "total_tokens": i + o}
+            attach_usage(result.generations[0].message, usage, "prompt_tokens", "completion_tokens")
             return result
 
     _CHECKED_CHAT_OPENAI = CheckedChatOpenAI
     return CheckedChatOpenAI
+
+
+def attach_usage(msg: BaseMessage, usage: Any, input_key: str, output_key: str) -> BaseMessage:
+    """Keep an endpoint's reported usage exactly as received in ``response_metadata["usage_raw"]``
+    (the model service checks it against the call's bounds, ``agents/usage.py``), and make it
+    ``usage_metadata`` (for traces) only when both counts are non-negative integers."""
+    msg.response_metadata = {**(msg.response_metadata or {}), "usage_raw": usage}
+    msg.usage_metadata = None
+    if isinstance(usage, dict):
+        i, o = usage.get(input_key), usage.get(output_key)
+        if all(type(v) is int and v >= 0 for v in (i, o)):
+            msg.usage_metadata = {"input_tokens": i, "output_tokens": o, "total_tokens": i + o}
+    return msg
 
 
 def one_line(value: Any, limit: int = 240) -> str:

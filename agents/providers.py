@@ -28,7 +28,7 @@ from typing import Any, Callable
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage
 
-from cooplab.agents.models import OPENAI_API, EndpointResponseError, ModelSpec, _is_loopback, _raw, _snippet, normalise_url
+from cooplab.agents.models import OPENAI_API, attach_usage, EndpointResponseError, ModelSpec, _is_loopback, _raw, _snippet, normalise_url
 from cooplab.limits import clean_strings
 
 
@@ -98,13 +98,7 @@ def checked_message(msg: Any, max_tokens: int | None, usage: Any) -> AIMessage:
         if size > limit:
             raise EndpointResponseError(f"the answer has {size} bytes, more than {max_tokens} tokens can hold ({limit})")
     usage = clean_strings(usage) if isinstance(usage, dict) else usage
-    msg.response_metadata = {**(msg.response_metadata or {}), "usage_raw": usage}
-    msg.usage_metadata = None
-    if isinstance(usage, dict):
-        i, o = usage.get("input_tokens"), usage.get("output_tokens")
-        if all(type(v) is int and v >= 0 for v in (i, o)):
-            msg.usage_metadata = {"input_tokens": i, "output_tokens": o, "total_tokens": i + o}
-    return msg
+    return attach_usage(msg, usage, "input_tokens", "output_tokens")
 
 
 def _cap(kwargs: dict[str, Any], default: int, *names: str) -> int:

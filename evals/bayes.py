@@ -834,8 +834,8 @@ def _judge_outcomes(df: pd.DataFrame, f: Path) -> tuple[pd.DataFrame, str]:
     are a one-line BayesError."""
     from cooplab.evals.science_scoring import JUDGE_COLUMNS
 
-    fix = (f"score the runs with 'cooplab science score RUN_DIR ... --judge MODEL' (or name a judge in the sweep), "
-           f"or use --score-source heuristic")
+    fix = ("score the runs with 'cooplab science score RUN_DIR ... --judge MODEL' (or name a judge in the sweep), "
+           "or use --score-source heuristic")
     df = df.copy()
     for col in (*JUDGE_COLUMNS.values(), "judge"):
         if col not in df.columns:
