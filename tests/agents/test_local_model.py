@@ -157,7 +157,7 @@ def test_doctor_reports_the_cpu_and_json(capsys):
     assert code == 0 and out["ok"] is True
     assert [c["name"] for c in out["checks"]] == ["cpu", "extras"] and out["checks"][0]["details"]["arch"]
     extras = out["checks"][1]["details"]
-    assert extras["extras"] == {name: True for name in ("local", "analysis", "dev", "ray", "bayes", "viewer", "server", "view")} and {"cpr", "diners"} <= set(extras["tasks"])
+    assert extras["extras"] == {name: True for name in ("local", "analysis", "dev", "ray", "bayes", "viewer", "server", "view", "anthropic", "google", "ollama")} and {"cpr", "diners"} <= set(extras["tasks"])
 
 
 def test_doctor_names_missing_extras_and_the_local_model_s_fix(capsys, monkeypatch):
