@@ -13,20 +13,24 @@ from decimal import Decimal
 import pandas as pd
 import pytest
 
-from tests.agents.test_llm_budget import fast_backoff, one_line, summary_of  # noqa: F401 - fast_backoff is a fixture
+from tests.agents.test_llm_budget import fast_backoff  # noqa: F401 - a fixture
 from tests.fakes import anthropic_server, google_server, ollama_server
 
 from ._support import (
     BUDGET,
     PER_CALL,
+    PRICE_IN,
+    PRICE_OUT,
     PROVIDERS,
     SERVERS,
     GAME_ANSWER,
     cpr_run,
+    one_line,
     profile_run,
     run,
     science_answer,
     science_run,
+    summary_of,
 )
 
 MODULES = {"anthropic": anthropic_server, "ollama": ollama_server, "google_genai": google_server}
@@ -110,8 +114,16 @@ def test_a_science_team_runs_on_each_provider_with_an_exact_ledger(provider, tmp
 
 
 # --- hostile usage: charged at the bound, flagged, counted -----------------------------------------
-@pytest.mark.parametrize("mode", sorted(anthropic_server.USAGE_ERROR_MODES))
-@pytest.mark.parametrize("provider", PROVIDERS)
+#: usage counts of a JSON type the Ollama and Google SDKs cannot coerce to an integer: their
+#: validation refuses the whole body, so it is a malformed response, not an answer (docs/llm.md)
+SDK_REFUSED_USAGE = {"abc", "nan_string", "nan", "infinity", "fraction", "not_object"}
+
+
+def _usage_cases() -> list[tuple[str, str]]:
+    return [(p, m) for p in PROVIDERS for m in anthropic_server.USAGE_ERROR_MODES if p == "anthropic" or m not in SDK_REFUSED_USAGE]
+
+
+@pytest.mark.parametrize("provider,mode", _usage_cases())
 def test_hostile_usage_is_charged_at_the_bound_and_counted(provider, mode, tmp_path, capsys, fast_backoff):
     out = tmp_path / "run"
     with SERVERS[provider](mode) as srv:
@@ -128,6 +140,40 @@ def test_hostile_usage_is_charged_at_the_bound_and_counted(provider, mode, tmp_p
     assert sum(Decimal(c) for c in led["cost"]) == Decimal(s["ledger"]["cost_usd"])
     d = pd.read_parquet(out / "decisions.parquet")
     assert int(d["usage_errors"].sum()) == len(led) and not d["fallback_used"].any()  # the answers were used
+
+
+@pytest.mark.parametrize("provider,mode", [(p, m) for p in ("google_genai", "ollama") for m in sorted(SDK_REFUSED_USAGE)])
+def test_usage_the_sdk_cannot_read_is_a_malformed_response(provider, mode, tmp_path, capsys, fast_backoff):
+    out = tmp_path / "run"
+    with SERVERS[provider](mode) as srv:
+        code, stdout, err = run(cpr_run(provider, srv.url, out, rounds=1), capsys)
+        calls = len(srv.calls())
+    line = one_line(err)
+    assert code == 1 and stdout == "" and "returned malformed responses 5 times" in line and f"cooplab resume {out}" in line
+    s = summary_of(out)
+    assert s["status"] == "stopped" and s["ledger"]["calls"] == 0 and calls == 2 * (1 + RETRIES)
+
+
+#: answers that say nothing: each provider's way of an empty or refused answer
+EMPTY_ANSWERS = [("anthropic", "empty_content"), ("anthropic", "refusal"), ("ollama", "empty_answer"), ("google_genai", "safety"),
+                 ("google_genai", "blocked_prompt"), ("google_genai", "no_content"), ("google_genai", "empty_parts")]
+
+
+@pytest.mark.parametrize("provider,mode", EMPTY_ANSWERS)
+def test_an_empty_answer_is_paid_and_falls_back(provider, mode, tmp_path, capsys):
+    """An answer with no text is an answer (the server did the work): each decision asks up to 3
+    times, pays each call as reported, then takes its fallback; the run completes."""
+    out = tmp_path / "run"
+    with SERVERS[provider](mode) as srv:
+        code, stdout, err = run(cpr_run(provider, srv.url, out, rounds=1), capsys)
+        calls = len(srv.calls())
+    assert code == 0, err
+    s = json.loads(stdout)
+    d = pd.read_parquet(out / "decisions.parquet")
+    assert s["status"] == "completed" and d["fallback_used"].all() and calls == d["attempts"].sum() == 4 * 3
+    out_tokens = 0 if mode == "blocked_prompt" else 12  # a blocked prompt reports no output
+    assert (s["ledger"]["calls"], s["ledger"]["input_tokens"], s["ledger"]["output_tokens"]) == (calls, 120 * calls, out_tokens * calls)
+    assert Decimal(s["ledger"]["cost_usd"]) == calls * (120 * PRICE_IN + out_tokens * PRICE_OUT) / 1000
 
 
 # --- a broken server: a clean stop, one line, resumable ----------------------------------------------
