@@ -276,6 +276,11 @@ class ProviderAdapter:
             options["max_tokens"] = max_tokens
         return options
 
+    def extra_input(self, *, tools: bool) -> int:
+        """Input tokens the provider adds to a request beyond its messages and what is sent with
+        them (counted in the call's input bound): none here."""
+        return 0
+
     def text_of(self, msg: BaseMessage) -> str:
         """The text of an answer that is cached and returned (its content)."""
         return msg.content if isinstance(msg.content, str) else str(msg.content or "")
@@ -343,6 +348,8 @@ def seed_of(key: str) -> int:
 
 #: the name of the tool whose forced call carries a structured answer (Anthropic)
 ANSWER_TOOL = "answer"
+#: input tokens of the system prompt Anthropic adds to a request with tools, with room to spare
+TOOL_PROMPT_TOKENS = 1024
 
 
 class AnthropicAdapter(ProviderAdapter):
@@ -356,6 +363,11 @@ class AnthropicAdapter(ProviderAdapter):
 
     def call_options(self, *, key: str, phase: str, max_tokens: int | None) -> dict[str, Any]:
         return {"max_tokens": max_tokens} if max_tokens else {}
+
+    def extra_input(self, *, tools: bool) -> int:
+        """The system prompt Anthropic adds to a request with tools (a few hundred tokens by its
+        documentation, depending on the model and the tool choice): :data:`TOOL_PROMPT_TOKENS`."""
+        return TOOL_PROMPT_TOKENS if tools else 0
 
     def text_of(self, msg: BaseMessage) -> str:
         """The forced tool call's arguments as JSON text, else the answer's text."""

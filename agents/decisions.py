@@ -162,7 +162,8 @@ class LLMService:
                         **({"max_tokens": max_tokens} if max_tokens else {}))
         structured = adapter.structured(schema, decode_schema) if schema is not None else {}
         kwargs: dict[str, Any] = {**structured, **adapter.call_options(key=key, phase=phase, max_tokens=max_tokens)}
-        return await self.path(Request(spec, adapter, model, key, messages, kwargs, input_bound(messages, *structured.values()),
+        bound = input_bound(messages, *structured.values()) + adapter.extra_input(tools="tools" in structured)
+        return await self.path(Request(spec, adapter, model, key, messages, kwargs, bound,
                                        int(max_tokens or spec.max_tokens), f"{society}:{agent}", round, phase, config=config))
 
     async def call(self, *, agent: int, society: int, round: int, phase: str, messages: list[BaseMessage],

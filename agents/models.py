@@ -769,7 +769,5 @@ def check_model(text: Any, base_url: Any = None, name: str = "--model", *, phase
         require("local", "the local model")
     try:
         require_provider(spec)
-    except MissingAPIKey as exc:
-        raise MissingAPIKey(f"{name}: {exc}") from None
-    except ConfigError as exc:
-        raise ConfigError(f"{name}: {exc}") from None
+    except ConfigError as exc:  # MissingAPIKey, MissingExtra: the environment's, kept apart from the spec's
+        raise type(exc)(f"{name}: {exc}") from None

@@ -59,7 +59,7 @@ def _timeout(kw: dict[str, Any]) -> float:
     return float(kw.get("timeout", 120))
 
 
-def _api_key(p: "Provider", spec: ModelSpec) -> str:
+def _api_key(p: "Provider") -> str:
     """The provider's key from the environment; a placeholder for a server of one's own (--base-url)."""
     return next((os.environ[v] for v in p.keys if os.environ.get(v, "").strip()), "") or "not-needed"
 
@@ -212,7 +212,7 @@ def _anthropic_class() -> type:
 def _build_anthropic(spec: ModelSpec, **kw: Any) -> BaseChatModel:
     p = PROVIDERS["anthropic"]
     url, timeout = p.url(spec.base_url), _timeout(kw)
-    model = _anthropic_class()(model=spec.name, base_url=url, api_key=_api_key(p, spec), temperature=spec.temperature,
+    model = _anthropic_class()(model=spec.name, base_url=url, api_key=_api_key(p), temperature=spec.temperature,
                                max_tokens=spec.max_tokens, max_retries=0, timeout=timeout)
     import httpx2  # the Anthropic SDK's HTTP library, a drop-in fork of httpx
 
@@ -348,7 +348,7 @@ def _build_google(spec: ModelSpec, **kw: Any) -> BaseChatModel:
 
     p = PROVIDERS["google_genai"]
     url, timeout = p.url(spec.base_url), _timeout(kw)
-    key = _api_key(p, spec)
+    key = _api_key(p)
     model = _google_class()(model=spec.name, google_api_key=key, base_url=url, temperature=spec.temperature,
                             max_output_tokens=spec.max_tokens, max_retries=1, timeout=timeout)  # 1 attempt: no retry of the SDK's
     sync_client, async_client = _clients(spec, url, timeout)

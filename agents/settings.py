@@ -35,6 +35,18 @@ def parse_agent_models(items: Any) -> dict[int, str]:
     return out
 
 
+def check_prices(prices: Any, where: str) -> dict[str, list[float]]:
+    """``{model id: [USD per 1K input tokens, per 1K output]}``, each price a number in [0, 1000]
+    (not a boolean, finite), or a one-line ConfigError naming ``where``."""
+    if not isinstance(prices, dict):
+        raise ConfigError(f"{where} must map model ids to [price in, price out], got {show(prices)}")
+    for key, value in prices.items():
+        if not (isinstance(value, (list, tuple)) and len(value) == 2 and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1000 for v in value)):
+            raise ConfigError(f"{where}[{key!r}] must be [USD per 1K input tokens, per 1K output], each in [0, 1000], got {show(value)}")
+    return {str(k): [float(v[0]), float(v[1])] for k, v in prices.items()}
+
+
 def _rule(name: str) -> dict[str, str]:
     return {"rule": name}
 
@@ -111,13 +123,8 @@ class LLMSettings(BaseModel):
         one line when a model has none under a budget."""
         from cooplab.agents.prices import run_prices
 
-        recorded = dict(self.prices or {})
+        recorded = check_prices(self.prices or {}, "llm.prices")
         todo = {who: spec for who, spec in self.specs().items() if spec.id not in recorded}
-        for key, value in recorded.items():
-            if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                                                       and 0 <= v <= 1000 for v in value)):
-                raise ConfigError(f"llm.prices[{key!r}] must be [USD per 1K input tokens, per 1K output], each in [0, 1000], "
-                                  f"got {show(value)}")
         return {**run_prices(todo, self.price_in, self.price_out, self.budget, budget_name), **recorded}
 
     @classmethod
@@ -140,8 +147,8 @@ class LLMSettings(BaseModel):
                 raise ConfigError(f"{where}: unknown field {key!r}; use {', '.join(sorted(allowed))}")
             if key in rules:
                 check(f"{where}.{key}", value, rules[key])
-            elif key == "prices" and value is not None and not isinstance(value, dict):
-                raise ConfigError(f"{where}.prices must map model ids to [price in, price out], got {show(value)}")
+            elif key == "prices" and value is not None:
+                check_prices(value, f"{where}.prices")
             elif key in ("model", "base_url", "cache") and value is not None and not isinstance(value, str):
                 raise ConfigError(f"{where}.{key} must be a string{'' if key == 'model' else ' or null'}, got {show(value)}")
             elif key == "agent_models" and (not isinstance(value, dict) or not all(

@@ -607,11 +607,11 @@ class ToolAgent:
                 self._json_schemas = (tool_call_schema(self.tools), tool_call_schema(self.tools, for_decoder=True))
             structured = adapter.structured(*self._json_schemas)
             kwargs.update(structured)
-            return model, sent, kwargs, input_bound(sent, *structured.values())
+            return model, sent, kwargs, input_bound(sent, *structured.values()) + adapter.extra_input(tools="tools" in structured)
         extra = [m.tool_calls for m in convo if isinstance(m, AIMessage) and m.tool_calls]
         extra += [m.tool_call_id for m in convo if isinstance(m, ToolMessage)]
         n_calls = sum(len(c) for c in extra if isinstance(c, list))
-        bound = input_bound(convo, self._tool_specs, *extra) + TOOL_OVERHEAD * (len(self.tools) + n_calls)
+        bound = input_bound(convo, self._tool_specs, *extra) + TOOL_OVERHEAD * (len(self.tools) + n_calls) + adapter.extra_input(tools=True)
         return self._bind(model), convo, kwargs, bound
 
     # -- the graph ----------------------------------------------------------------------------

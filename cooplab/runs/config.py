@@ -29,6 +29,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cooplab.agents.models import MissingAPIKey
+from cooplab.extras import MissingExtra
 from cooplab.agents.settings import LLMSettings, parse_agent_models
 from cooplab.graphs import rundir
 from cooplab.graphs.task import Task, TaskConfigError, first_error
@@ -256,8 +257,8 @@ def check_stored(raw: Any, where: str, task: Task | None = None) -> dict[str, An
               "sandbox": config.get("sandbox")}
     try:
         task.check_config(config)
-    except MissingAPIKey as exc:  # not the file's fault: kept apart (see config_for_resume)
-        raise MissingAPIKey(f"{where}: {exc}") from None
+    except (MissingAPIKey, MissingExtra) as exc:  # not the file's fault: kept apart (see config_for_resume)
+        raise type(exc)(f"{where}: {exc}") from None
     except (TaskConfigError, ConfigError) as exc:
         raise ConfigError(f"{where}: {exc}") from None
     except ValidationError as exc:

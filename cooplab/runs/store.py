@@ -107,6 +107,7 @@ def config_for_resume(out: Path, task: str, check_config) -> dict[str, Any]:
     passes ``check_config(out, config)`` (which returns it in the current shape) and checkpoints.sqlite is sound (one-line RunDirErrors;
     nothing is changed)."""
     from cooplab.agents.models import MissingAPIKey
+    from cooplab.extras import MissingExtra
 
     config = read_run_config(out)
     if config.get("task") != task:
@@ -115,6 +116,8 @@ def config_for_resume(out: Path, task: str, check_config) -> dict[str, Any]:
         config = check_config(out, config)
     except MissingAPIKey as exc:  # the file is fine: the environment lacks the key
         raise RunDirError(f"{exc}; set it and resume again") from None
+    except MissingExtra as exc:  # the file is fine: the environment lacks a provider's package
+        raise RunDirError(f"{exc}; install it and resume again") from None
     except ConfigError as exc:
         raise RunDirError(f"{exc}; fix the file, or {RESTART.format(out=out)}") from None
     check_checkpoints(out)

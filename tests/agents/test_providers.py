@@ -304,3 +304,45 @@ def test_the_tool_loop_calls_tools_natively_through_anthropics_api():
     assert result["tool_use_id"] == use["id"] and "5" in json.dumps(result["content"])
     assert res.protocol == "native" and res.stop_reason == "final" and res.final == "The sum is 5" and c.calls == [("add", 2, 3)]
     assert svc.ledger.spent == 2 * svc.ledger.cost("anthropic:m1", 120, 12)
+
+
+def test_resuming_without_the_providers_package_says_to_install_it_and_changes_nothing(tmp_path, capsys, monkeypatch):
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"answers": ['{"effort": 0.2, "punish": null, "vote": 1, "belief": "b", "proposal": "p"}']}))
+    d = tmp_path / "run"
+    assert main(["run", "cpr", "--agents", "llm", "--model", f"scripted:{script}", "--n-agents", "2", "--rounds", "1", "--cache", "off",
+                 "--out", str(d), "-q"]) == 0
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["llm"].update(model="anthropic:claude-3-5-haiku-latest", base_url="http://127.0.0.1:9")
+    (d / "config.json").write_text(json.dumps(cfg))
+    before = {p.name: p.stat().st_mtime_ns for p in d.iterdir() if p.name != ".cooplab.lock"}  # the lock is taken, then let go
+    monkeypatch.setitem(__import__("sys").modules, "langchain_anthropic", None)
+    capsys.readouterr()
+    line = fail_line(capsys, ["resume", str(d)])
+    assert "pip install cooplab[anthropic]" in line and "install it and resume again" in line and "fix the file" not in line
+    assert {p.name: p.stat().st_mtime_ns for p in d.iterdir() if p.name != ".cooplab.lock"} == before
+
+
+def test_anthropics_tool_prompt_is_inside_the_input_bound():
+    """Anthropic adds a system prompt of a few hundred tokens to a request with tools (the forced
+    ``answer`` tool too): a short prompt's honest report of them is charged as reported, not flagged."""
+    from tests.fakes.anthropic_server import message, ok_reply, usage
+
+    with AnthropicServer(lambda req: ok_reply(req, message(req, usage_=usage(700, 12)))) as srv:
+        reply = _ask(_service("anthropic", srv.root))
+    assert (reply.response.input_tokens, reply.response.usage_error) == (700, None)
+
+
+def test_recorded_prices_win_and_hostile_ones_are_one_line():
+    """A resumed run charges the prices its config.json recorded, whatever the table says now."""
+    from cooplab.agents.settings import LLMSettings
+
+    spec = "anthropic:claude-3-5-haiku-latest"
+    llm = LLMSettings(model=spec, base_url="http://127.0.0.1:9", agent_models={1: "ollama:x"}, prices={spec: [1, 2]})
+    assert llm.resolved_prices() == {spec: [1.0, 2.0], "ollama:x": [0.0005, 0.003]}
+    for bad in ([float("nan"), 1], [-1, 1], [1], [True, 1], [float("inf"), 0], "cheap", [1e9, 0]):
+        with pytest.raises(ConfigError) as e:  # as a resumed run's config.json would hold them
+            LLMSettings.from_file({"model": spec, "base_url": "http://127.0.0.1:9", "prices": {spec: bad}}, "config.json: llm")
+        assert "config.json: llm.prices" in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(ConfigError):
+        LLMSettings.from_file({"model": spec, "prices": [1, 2]}, "config.json: llm")

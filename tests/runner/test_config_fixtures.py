@@ -56,7 +56,22 @@ def test_the_api_builds_what_the_old_config_upgrades_to(name):
     if name.startswith("science"):  # the generated dataset's file and hash are noted when the run starts
         assert built["record"].pop("dataset") == {"sha256": None}
         assert set(upgraded["record"].pop("dataset")) == {"file", "sha256", "generator"}
+    if built.get("llm"):  # old runs named the nominal prices; new ones record each model's: the same rates either way
+        assert same_prices(built["llm"], upgraded["llm"])
     assert built == upgraded
+
+
+def same_prices(built: dict, old: dict) -> bool:
+    """Whether two llm blocks charge every model alike (then their price fields are made equal)."""
+    from cooplab.agents.settings import LLMSettings
+
+    def rates(llm: dict) -> dict:
+        return LLMSettings.model_validate({**llm, "cache": "off"}, strict=False).resolved_prices()
+
+    same = rates(built) == rates(old)
+    for key in ("price_in", "price_out", "prices"):
+        old[key] = built.get(key)
+    return same
 
 
 def test_the_upgrade_moves_every_task_setting_under_params_and_respells_the_llm_block():
