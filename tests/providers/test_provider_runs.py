@@ -15,6 +15,7 @@ import pytest
 
 from tests.agents.test_llm_budget import fast_backoff  # noqa: F401 - a fixture
 from tests.fakes import anthropic_server, google_server, ollama_server
+from tests.fakes.base import ANSWER
 
 from ._support import (
     BUDGET,
@@ -237,6 +238,21 @@ def test_a_hanging_server_is_cut_at_the_call_timeout(provider, tmp_path, capsys,
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_server_trickling_its_answer_is_cut_at_the_call_timeout(provider, tmp_path, capsys, fast_backoff):
+    """A valid answer, one byte every 50 ms: no read ever waits long, the call timeout still ends
+    every attempt, and the client gives up on every delivery."""
+    out = tmp_path / "run"
+    with SERVERS[provider]("trickle") as srv:
+        code, stdout, err = run(cpr_run(provider, srv.url, out, "--call-timeout", "0.5", rounds=1), capsys)
+        requests = len(srv.calls())
+        deliveries = srv.wait_deliveries(requests)  # each ends when the server finds its client gone
+    line = one_line(err)
+    assert code == 1 and stdout == "" and "within the call timeout of 0.5 s, 5 times" in line
+    assert summary_of(out)["ledger"]["calls"] == 0 and requests == 2 * (1 + RETRIES)
+    assert not any(d.complete for d in deliveries)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
 def test_an_oversize_answer_is_not_read_past_its_cap(provider, tmp_path, capsys, fast_backoff):
     """300 MB of answer, made as it is sent: cooplab stops reading long before, every attempt."""
     out = tmp_path / "run"
@@ -249,3 +265,19 @@ def test_an_oversize_answer_is_not_read_past_its_cap(provider, tmp_path, capsys,
     assert summary_of(out)["ledger"]["calls"] == 0
     assert requests == 2 * (1 + RETRIES) and not any(d.complete for d in deliveries)
     assert max(d.sent for d in deliveries) < 32 * 2**20, [d.sent for d in deliveries]
+
+
+SURROGATE, CLEAN = "\ud800", "\ufffd"  # a lone surrogate is valid JSON ("\\ud800"), never UTF-8 text
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_lone_surrogates_in_answers_arrive_clean(provider, tmp_path, capsys):
+    out = tmp_path / "run"
+    answer = ANSWER[:-1] + ', "note": "' + SURROGATE + '"}'
+    with SERVERS[provider]("ok", answer=answer) as srv:
+        code, stdout, err = run(cpr_run(provider, srv.url, out, rounds=1), capsys)
+    assert code == 0, err
+    d = pd.read_parquet(out / "decisions.parquet")
+    assert d["raw"].str.contains(CLEAN).all() and not d["fallback_used"].any()
+    for path in out.rglob("*.jsonl"):
+        assert SURROGATE not in path.read_bytes().decode("utf-8")  # strict UTF-8
