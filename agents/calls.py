@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -191,14 +192,14 @@ def failure_message(spec: ModelSpec, exc: BaseException, attempts: int | None) -
     status = _status(exc)
     status = None if status is None or status < 0 else status
     if attempts is None:
-        return f"{where} rejected the request" + (f" (HTTP {status})" if status is not None else "") + f": {one_line(exc)}"
+        return f"{where} rejected the request" + (f" (HTTP {status})" if status is not None else "") + f": {_error_text(exc)}"
     if isinstance(exc, CallTimedOut):
         return (f"{where} sent no complete answer within the call timeout of {exc.seconds:g} s, {attempts} times "
                 "(raise --call-timeout, or llm.call_timeout in a config file, if the server is just slow)")
     if isinstance(exc, EndpointResponseError):
         return f"{where} returned malformed responses {attempts} times: {one_line(exc)}"
     if isinstance(status, int):
-        return f"{where} failed {attempts} times with HTTP {status}: {one_line(exc)}"
+        return f"{where} failed {attempts} times with HTTP {status}: {_error_text(exc)}"
     chain, c = [], exc
     while (c := c.__cause__ or c.__context__) is not None and len(chain) < 8:
         chain.append(c)
@@ -209,6 +210,16 @@ def failure_message(spec: ModelSpec, exc: BaseException, attempts: int | None) -
     if cause is not None:
         why += f" ({type(cause).__name__}" + (f": {cause})" if str(cause) else ")")
     return f"{where} unreachable after {attempts} attempts: {one_line(why)}"
+
+
+_HTML = re.compile(r"<\s*(!doctype|html|head|body|pre|title|h1)\b", re.IGNORECASE)
+
+
+def _error_text(exc: BaseException) -> str:
+    """What an HTTP error says, on one line; a server's HTML error page (which may hold its own
+    traceback) is named, not quoted."""
+    text = one_line(exc)
+    return "the server sent an HTML error page" if _HTML.search(text) else text
 
 
 class EndpointFailure(Exception):

@@ -23,10 +23,12 @@ from cooplab.agents.models import EndpointResponseError, one_line
 from cooplab.agents.usage import body_bytes_bound
 
 
-def capped_clients(default_tokens: int, *, timeout: float, trust_env: bool, http: Any = httpx) -> tuple[Any, Any]:
+def capped_clients(default_tokens: int, *, timeout: float, trust_env: bool, http: Any = httpx,
+                   rewrite: Callable[[bytes], bytes] | None = None) -> tuple[Any, Any]:
     """A (sync, async) pair of clients whose every response is held to :class:`BodyCap`. ``http``:
-    the client library the SDK takes, ``httpx`` or its drop-in fork ``httpx2`` (Anthropic's SDK)."""
-    cap = BodyCap(default_tokens, http)
+    the client library the SDK takes, ``httpx`` or its drop-in fork ``httpx2`` (Anthropic's SDK);
+    ``rewrite``: see :class:`BodyCap`."""
+    cap = BodyCap(default_tokens, http, rewrite)
     return (http.Client(timeout=timeout, trust_env=trust_env, event_hooks={"request": [cap.request], "response": [cap.response]}),
             http.AsyncClient(timeout=timeout, trust_env=trust_env, event_hooks={"request": [cap.arequest], "response": [cap.aresponse]}))
 
@@ -41,11 +43,15 @@ def request_cap(sent: dict[str, Any]) -> Any:
 
 class BodyCap:
     """httpx event hooks holding a response to the bytes its request's ``max_tokens`` (or
-    ``max_completion_tokens``; ``default_tokens`` when it names neither) allows."""
+    ``max_completion_tokens``; ``default_tokens`` when it names neither) allows. With ``rewrite``,
+    a 200 body is read whole (capped, and kept as received inside :func:`recorded_bodies`) and the
+    SDK reads ``rewrite(body)`` instead: how a provider's hostile usage counts are taken out of what
+    an SDK that validates them would refuse, while cooplab checks them as received."""
 
-    def __init__(self, default_tokens: int, http: Any = httpx):
+    def __init__(self, default_tokens: int, http: Any = httpx, rewrite: Callable[[bytes], bytes] | None = None):
         self.default_tokens = default_tokens
         self.streams = _stream_classes(http)
+        self.http, self.rewrite = http, rewrite
 
     def request(self, request: httpx.Request) -> None:
         request.headers["Accept-Encoding"] = "identity"
@@ -79,9 +85,13 @@ class BodyCap:
 
     def response(self, response: httpx.Response) -> None:
         response.stream = self.streams[0](response.stream, *self._checked_head(response))
+        if self.rewrite is not None and response.status_code == 200:
+            response.stream = self.http.ByteStream(self.rewrite(b"".join(response.stream)))
 
     async def aresponse(self, response: httpx.Response) -> None:
         response.stream = self.streams[1](response.stream, *self._checked_head(response))
+        if self.rewrite is not None and response.status_code == 200:
+            response.stream = self.http.ByteStream(self.rewrite(b"".join([c async for c in response.stream])))
 
 
 #: where the bodies read in the current context are kept (see :func:`recorded_bodies`)

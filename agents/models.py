@@ -182,7 +182,7 @@ def _provider_spec(text: str, base_url: str | None, temperature: float, max_toke
         if not name.strip():
             raise ModelSpecError(f"{text!r} names no model; use {kind}:NAME")
         return ModelSpec(kind, name.strip(), base_url, temperature, max_tokens)
-    what = f"unknown provider {kind!r} in {text!r}" if sep and re.fullmatch(r"[a-z][a-z0-9_\-]*", kind) else f"unknown model {text!r}"
+    what = f"unknown model provider {kind!r} in {text!r}" if sep and re.fullmatch(r"[a-z][a-z0-9_\-]*", kind) else f"unknown model {text!r}"
     raise ModelSpecError(f"{what}; use local, {known_prefixes()} (--base-url for another server), scripted:FILE or builtin:NAME")
 
 

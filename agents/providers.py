@@ -64,13 +64,14 @@ def _api_key(p: "Provider") -> str:
     return next((os.environ[v] for v in p.keys if os.environ.get(v, "").strip()), "") or "not-needed"
 
 
-def _clients(spec: ModelSpec, url: str | None, timeout: float, http: Any = None) -> tuple[Any, Any]:
+def _clients(spec: ModelSpec, url: str | None, timeout: float, http: Any = None,
+             rewrite: Callable[[bytes], bytes] | None = None) -> tuple[Any, Any]:
     """Capped (sync, async) clients of ``http`` (default httpx) for a model at ``url``."""
     import httpx
 
     from cooplab.agents.http_clients import capped_clients
 
-    return capped_clients(spec.max_tokens, timeout=timeout, trust_env=not _is_loopback(url), http=http or httpx)
+    return capped_clients(spec.max_tokens, timeout=timeout, trust_env=not _is_loopback(url), http=http or httpx, rewrite=rewrite)
 
 
 # --- what enters cooplab from a provider's answer --------------------------------------------------
@@ -292,7 +293,11 @@ def _google_shape(body: dict[str, Any]) -> None:
     (``promptFeedback.blockReason``: an empty answer, as the API means it)."""
     candidates, feedback = body.get("candidates"), body.get("promptFeedback")
     if isinstance(candidates, list) and candidates and all(isinstance(c, dict) for c in candidates):
-        return
+        first = candidates[0]
+        parts = (first.get("content") or {}).get("parts") if isinstance(first.get("content"), dict) else None
+        if isinstance(parts, list) and parts or first.get("finishReason") not in (None, "STOP", "MAX_TOKENS"):
+            return  # an answer, or none for a reason the API gives (SAFETY, RECITATION, ...)
+        raise EndpointResponseError(f"candidates[0] has no content parts: {_snippet(first)}")
     if candidates is None and isinstance(feedback, dict) and feedback.get("blockReason"):
         return
     raise EndpointResponseError(f"candidates is not a non-empty list of objects: {_snippet(candidates)}")
@@ -318,6 +323,57 @@ def _ollama_clean_streams(base: type) -> dict[str, Any]:
             yield _clean_part(part)
 
     return {"_create_chat_stream": _create_chat_stream, "_acreate_chat_stream": _acreate_chat_stream}
+
+
+def _without_bad_counts(body: bytes, where: Callable[[dict[str, Any]], dict[str, Any] | None], names: tuple[str, ...]) -> bytes:
+    """``body`` with the counts ``names`` of the object ``where(json)`` dropped when they are not
+    non-negative integers (the SDK would refuse the whole body; cooplab checks them as received
+    and charges such a call at its bounds). Anything else, and a body that is not JSON, unchanged."""
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        return body
+    if not isinstance(data, dict):
+        return body
+    target = where(data)
+    if not isinstance(target, dict):
+        return body
+    bad = [k for k in names if k in target and not (type(target[k]) is int and target[k] >= 0)]
+    if not bad:
+        return body
+    for k in bad:
+        del target[k]
+    return json.dumps(data).encode()
+
+
+#: the counts of an Ollama answer its client validates as integers
+_OLLAMA_COUNTS = ("total_duration", "load_duration", "prompt_eval_count", "prompt_eval_duration", "eval_count", "eval_duration")
+#: the counts of Gemini's usageMetadata its SDK validates as integers
+_GOOGLE_COUNTS = ("promptTokenCount", "candidatesTokenCount", "totalTokenCount", "thoughtsTokenCount", "cachedContentTokenCount",
+                  "toolUsePromptTokenCount")
+
+
+def _ollama_rewrite(body: bytes) -> bytes:
+    return _without_bad_counts(body, lambda d: d, _OLLAMA_COUNTS)
+
+
+def _google_rewrite(body: bytes) -> bytes:
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        return body
+    if isinstance(data, dict) and "usageMetadata" in data and not isinstance(data["usageMetadata"], dict):
+        del data["usageMetadata"]  # not an object: cooplab flags it as received; the SDK would refuse the body
+        return json.dumps(data).encode()
+    usage = data.get("usageMetadata") if isinstance(data, dict) else None
+    if isinstance(usage, dict):  # per-modality details whose counts the SDK would refuse: not read by cooplab, dropped
+        details = [k for k, v in usage.items() if k.endswith("Details") and not (isinstance(v, list) and all(
+            isinstance(d, dict) and type(d.get("tokenCount", 0)) is int and d.get("tokenCount", 0) >= 0 for d in v))]
+        for k in details:
+            del usage[k]
+        if details:
+            body = json.dumps(data).encode()
+    return _without_bad_counts(body, lambda d: d.get("usageMetadata"), _GOOGLE_COUNTS)
 
 
 def _ollama_usage(body: dict[str, Any]) -> Any:
@@ -363,7 +419,7 @@ def _build_ollama(spec: ModelSpec, **kw: Any) -> BaseChatModel:
     from cooplab.agents.http_clients import BodyCap
 
     url, timeout = PROVIDERS["ollama"].url(spec.base_url) or OLLAMA_LOCAL, _timeout(kw)
-    cap = BodyCap(spec.max_tokens)
+    cap = BodyCap(spec.max_tokens, rewrite=_ollama_rewrite)
     return _ollama_class()(model=spec.name, base_url=url, temperature=spec.temperature, num_predict=spec.max_tokens,
                            client_kwargs={"timeout": timeout, "trust_env": not _is_loopback(url)},
                            sync_client_kwargs={"event_hooks": {"request": [cap.request], "response": [cap.response]}},
@@ -380,7 +436,7 @@ def _build_google(spec: ModelSpec, **kw: Any) -> BaseChatModel:
     key = _api_key(p)
     model = _google_class()(model=spec.name, google_api_key=key, base_url=url, temperature=spec.temperature,
                             max_output_tokens=spec.max_tokens, max_retries=1, timeout=timeout)  # 1 attempt: no retry of the SDK's
-    sync_client, async_client = _clients(spec, url, timeout)
+    sync_client, async_client = _clients(spec, url, timeout, rewrite=_google_rewrite)
     options = {"httpx_client": sync_client, "httpx_async_client": async_client, **({"base_url": url} if url else {})}
     model.client = genai.Client(api_key=key, http_options=HttpOptions(**options))
     return model

@@ -20,7 +20,8 @@ from typing import Any, Callable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cooplab.agents.cache import check_cache
-from cooplab.agents.models import check_model
+from cooplab.agents.models import check_model, parse_model_spec
+from cooplab.agents.prices import run_prices
 from cooplab.agents.settings import LLMSettings
 from cooplab.graphs.task import first_error
 from cooplab.limits import ConfigError
@@ -230,6 +231,9 @@ def load_science(raw: dict[str, Any], where: str) -> ScienceSweep:
         for m in cfg.models:
             try:
                 check_model(m, cfg.llm.get("base_url"), f"{where}: models")
+                budget = next((b for b in cfg.budgets if b is not None), None)  # a capped condition needs the model's price
+                run_prices({"m": parse_model_spec(m, base_url=cfg.llm.get("base_url"))}, cfg.llm.get("price_in"),
+                           cfg.llm.get("price_out"), budget, f"{where}: budgets")
             except ConfigError as exc:
                 raise SweepError(str(exc)) from None
     return cfg

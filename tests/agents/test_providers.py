@@ -47,7 +47,7 @@ def test_provider_model_specs_parse(text):
     assert spec.id == text and spec.kind in PROVIDERS and spec.name == text.split(":", 1)[1]
 
 
-@pytest.mark.parametrize("text, says", [("mistral:large", "unknown provider 'mistral'"), ("claude-3", "unknown model 'claude-3'"),
+@pytest.mark.parametrize("text, says", [("mistral:large", "unknown model provider 'mistral'"), ("claude-3", "unknown model 'claude-3'"),
                                         ("anthropic:", "names no model")])
 def test_an_unknown_provider_is_one_line_listing_the_known_ones(text, says):
     with pytest.raises(ModelSpecError) as e:
@@ -159,7 +159,8 @@ def test_ollama_structured_output_is_format_with_a_seed():
 
 # --- item 3: usage by the OpenAI path's rules; errors classified --------------------------------------
 HOSTILE_USAGE = {"huge": "exceeds the bound", "negative": "is negative", "missing": "missing", "bool": "is a boolean",
-                 "numeric_string": "is not a number", "over_max_tokens": "exceeds the bound 32"}
+                 "numeric_string": "is not a number", "over_max_tokens": "exceeds the bound 32", "nan": "is not finite",
+                 "abc": "is not a number", "fraction": "is not an integer", "infinity": "is not finite"}
 
 
 @pytest.mark.parametrize("kind", list(SERVERS))
@@ -188,6 +189,10 @@ def test_a_good_answers_usage_is_charged_as_reported(kind):
     ("google_genai", "503", 3, "HTTP 503"), ("google_genai", "json_list", 3, "malformed"), ("google_genai", "not_json", 3, "malformed"),
     ("ollama", "404", 1, "rejected the request (HTTP 404)"), ("ollama", "503", 3, "HTTP 503"), ("ollama", "json_list", 3, "malformed"),
     ("ollama", "oversize", 3, "malformed"), ("anthropic", "oversize", 3, "malformed"), ("google_genai", "oversize", 3, "malformed"),
+    ("google_genai", "no_content", 3, "no content parts"), ("google_genai", "empty_parts", 3, "no content parts"),
+    ("ollama", "never_done", 3, "never ended"),
+    ("anthropic", "500_html", 3, "HTML error page"), ("google_genai", "500_html", 3, "HTML error page"),
+    ("ollama", "500_html", 3, "HTML error page"),
 ])
 def test_provider_errors_are_retried_or_refused_and_stop_with_one_line(kind, mode, calls, says):
     with SERVERS[kind](mode) as srv:
@@ -196,7 +201,7 @@ def test_provider_errors_are_retried_or_refused_and_stop_with_one_line(kind, mod
             _ask(service)
         n = len(srv.calls())
     msg = str(e.value)
-    assert says in msg and f"model {kind}:m1" in msg and "\n" not in msg
+    assert says in msg and f"model {kind}:m1" in msg and "\n" not in msg and "Traceback" not in msg
     assert n == calls and service.ledger.in_flight == 0 and service.ledger.spent == 0
 
 
@@ -346,3 +351,16 @@ def test_recorded_prices_win_and_hostile_ones_are_one_line():
         assert "config.json: llm.prices" in str(e.value) and "\n" not in str(e.value)
     with pytest.raises(ConfigError):
         LLMSettings.from_file({"model": spec, "prices": [1, 2]}, "config.json: llm")
+
+
+def test_a_science_sweep_with_a_budget_and_a_model_of_unknown_price_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    cfg = tmp_path / "sweep.json"
+    sweep = {"task": "science", "out": str(tmp_path / "sw"), "team": "llm", "models": ["anthropic:claude-foo"], "science_tasks": ["ecology"],
+             "budgets": [0.5], "sandbox_backend": "local"}
+    cfg.write_text(json.dumps(sweep))
+    line = fail_line(capsys, ["sweep", str(cfg)])
+    assert "budgets needs the price of anthropic:claude-foo" in line and not (tmp_path / "sw").exists()
+    from cooplab.runs.sweep_formats import load_science
+
+    load_science({**sweep, "llm": {"price_in": 0.001, "price_out": 0.002}}, "sweep.json")  # priced: it passes the check

@@ -142,9 +142,10 @@ MODES.update({name: _usage_mode(values) for name, values in USAGE_VALUES.items()
 
 USAGE_ERROR_MODES = sorted(USAGE_VALUES)
 MALFORMED_MODES = ["not_json", "html", "text", "empty", "binary", "json_list", "json_string", "json_null", "no_candidates",
-                   "empty_candidates", "null_candidates", "candidates_string", "part_not_object", "text_number", "truncated",
-                   "truncated_json"]
-#: a candidate without content or parts is an empty answer (as the OpenAI path's null content), not a malformed body
+                   "empty_candidates", "null_candidates", "candidates_string", "no_content", "empty_parts", "part_not_object",
+                   "text_number", "truncated", "truncated_json"]
+#: a candidate without content parts is malformed when it stopped normally; with a reason (SAFETY, ...)
+#: or a blocked prompt it is an empty answer (``safety``, ``blocked_prompt``)
 RETRIED_ERRORS = ["429", "500", "503", "500_html", "502_empty"]
 FINAL_ERRORS = ["400", "403", "404"]
 

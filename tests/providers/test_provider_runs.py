@@ -115,16 +115,8 @@ def test_a_science_team_runs_on_each_provider_with_an_exact_ledger(provider, tmp
 
 
 # --- hostile usage: charged at the bound, flagged, counted -----------------------------------------
-#: usage counts of a JSON type the Ollama and Google SDKs cannot coerce to an integer: their
-#: validation refuses the whole body, so it is a malformed response, not an answer (docs/llm.md)
-SDK_REFUSED_USAGE = {"abc", "nan_string", "nan", "infinity", "fraction", "not_object"}
-
-
-def _usage_cases() -> list[tuple[str, str]]:
-    return [(p, m) for p in PROVIDERS for m in anthropic_server.USAGE_ERROR_MODES if p == "anthropic" or m not in SDK_REFUSED_USAGE]
-
-
-@pytest.mark.parametrize("provider,mode", _usage_cases())
+@pytest.mark.parametrize("mode", anthropic_server.USAGE_ERROR_MODES)
+@pytest.mark.parametrize("provider", PROVIDERS)
 def test_hostile_usage_is_charged_at_the_bound_and_counted(provider, mode, tmp_path, capsys, fast_backoff):
     out = tmp_path / "run"
     with SERVERS[provider](mode) as srv:
@@ -141,18 +133,6 @@ def test_hostile_usage_is_charged_at_the_bound_and_counted(provider, mode, tmp_p
     assert sum(Decimal(c) for c in led["cost"]) == Decimal(s["ledger"]["cost_usd"])
     d = pd.read_parquet(out / "decisions.parquet")
     assert int(d["usage_errors"].sum()) == len(led) and not d["fallback_used"].any()  # the answers were used
-
-
-@pytest.mark.parametrize("provider,mode", [(p, m) for p in ("google_genai", "ollama") for m in sorted(SDK_REFUSED_USAGE)])
-def test_usage_the_sdk_cannot_read_is_a_malformed_response(provider, mode, tmp_path, capsys, fast_backoff):
-    out = tmp_path / "run"
-    with SERVERS[provider](mode) as srv:
-        code, stdout, err = run(cpr_run(provider, srv.url, out, rounds=1), capsys)
-        calls = len(srv.calls())
-    line = one_line(err)
-    assert code == 1 and stdout == "" and "returned malformed responses 5 times" in line and f"cooplab resume {out}" in line
-    s = summary_of(out)
-    assert s["status"] == "stopped" and s["ledger"]["calls"] == 0 and calls == 2 * (1 + RETRIES)
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -174,7 +154,7 @@ def test_a_concurrent_run_with_huge_usage_ends_budget_exhausted_within_the_cap(p
 
 #: answers that say nothing: each provider's way of an empty or refused answer
 EMPTY_ANSWERS = [("anthropic", "empty_content"), ("anthropic", "refusal"), ("ollama", "empty_answer"), ("google_genai", "safety"),
-                 ("google_genai", "blocked_prompt"), ("google_genai", "no_content"), ("google_genai", "empty_parts")]
+                 ("google_genai", "blocked_prompt")]
 
 
 @pytest.mark.parametrize("provider,mode", EMPTY_ANSWERS)
