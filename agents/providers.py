@@ -84,7 +84,8 @@ def answer_size(msg: AIMessage) -> int:
 def checked_message(msg: Any, max_tokens: int | None, usage: Any) -> AIMessage:
     """A provider's answer as it may enter cooplab: an AIMessage whose tool calls are named with
     object arguments, no longer than ``max_tokens`` can hold (else :class:`EndpointResponseError`),
-    carrying ``usage`` (the provider's report, as received) in ``response_metadata["usage_raw"]``;
+    its strings cleaned of lone surrogates, carrying ``usage`` (the provider's report, as received)
+    in ``response_metadata["usage_raw"]``;
     its ``usage_metadata`` (for traces) only when both counts are non-negative integers."""
     from cooplab.agents.usage import answer_bytes_bound
 
@@ -97,7 +98,14 @@ def checked_message(msg: Any, max_tokens: int | None, usage: Any) -> AIMessage:
         size, limit = answer_size(msg), answer_bytes_bound(max_tokens)
         if size > limit:
             raise EndpointResponseError(f"the answer has {size} bytes, more than {max_tokens} tokens can hold ({limit})")
+    # JSON may spell lone surrogates, which no UTF-8 file takes: cleaned here, where the answer
+    # enters cooplab, like the OpenAI path's (checked_completion)
+    msg.content = clean_strings(msg.content)
+    msg.tool_calls = clean_strings(msg.tool_calls)
+    msg.invalid_tool_calls = clean_strings(msg.invalid_tool_calls)
+    msg.id = clean_strings(msg.id)
     usage = clean_strings(usage) if isinstance(usage, dict) else usage
+    msg.response_metadata = clean_strings(msg.response_metadata or {})
     return attach_usage(msg, usage, "input_tokens", "output_tokens")
 
 
@@ -217,11 +225,11 @@ def _build_anthropic(spec: ModelSpec, **kw: Any) -> BaseChatModel:
 
 # --- Ollama and Google: the SDK parses, cooplab reads the body as received ----------------------------
 def _checked_class(base: type, usage_of: Callable[[dict[str, Any]], Any], cap_of: Callable[[Any, dict[str, Any]], int | None],
-                   name: str, shape: Callable[[dict[str, Any]], None]) -> type:
+                   name: str, shape: Callable[[dict[str, Any]], None], extra: dict[str, Any] | None = None) -> type:
     """``base`` (a LangChain chat model) whose answers are checked (:func:`checked_message`) with the
     usage ``usage_of(body)`` reads from the response body as received (``recorded_bodies``), and
     whose bodies the SDK cannot read, that are not JSON objects, or that ``shape(body)`` finds no
-    answer (it raises :class:`EndpointResponseError`) are malformed responses."""
+    answer (it raises :class:`EndpointResponseError`) are malformed responses. ``extra``: more methods."""
     from cooplab.agents.http_clients import recorded_bodies
 
     def finish(self: Any, result: Any, bodies: list[bytearray], kwargs: dict[str, Any]) -> Any:
@@ -246,7 +254,7 @@ def _checked_class(base: type, usage_of: Callable[[dict[str, Any]], Any], cap_of
                 raise _unreadable(exc) from exc
         return finish(self, result, bodies, kwargs)
 
-    return type(name, (base,), {"_agenerate": _agenerate, "_generate": _generate, "__module__": __name__,
+    return type(name, (base,), {"_agenerate": _agenerate, "_generate": _generate, "__module__": __name__, **(extra or {}),
                                 "__doc__": f"{base.__name__} with cooplab's checks of its answers (agents/providers.py)."})
 
 
@@ -288,6 +296,28 @@ def _google_shape(body: dict[str, Any]) -> None:
     if candidates is None and isinstance(feedback, dict) and feedback.get("blockReason"):
         return
     raise EndpointResponseError(f"candidates is not a non-empty list of objects: {_snippet(candidates)}")
+
+
+def _clean_part(part: Any) -> Any:
+    """One object of an Ollama answer (the client's model, or a mapping) with lone surrogates cleaned
+    from its strings before LangChain builds a message of it (which would refuse them)."""
+    if hasattr(part, "model_dump") and hasattr(type(part), "model_validate"):
+        return type(part).model_validate(clean_strings(part.model_dump(by_alias=True)))
+    return clean_strings(part)
+
+
+def _ollama_clean_streams(base: type) -> dict[str, Any]:
+    """``base``'s chat streams, each part cleaned (:func:`_clean_part`)."""
+
+    def _create_chat_stream(self: Any, messages: Any, stop: Any = None, **kwargs: Any) -> Any:
+        for part in base._create_chat_stream(self, messages, stop, **kwargs):
+            yield _clean_part(part)
+
+    async def _acreate_chat_stream(self: Any, messages: Any, stop: Any = None, **kwargs: Any) -> Any:
+        async for part in base._acreate_chat_stream(self, messages, stop, **kwargs):
+            yield _clean_part(part)
+
+    return {"_create_chat_stream": _create_chat_stream, "_acreate_chat_stream": _acreate_chat_stream}
 
 
 def _without_bad_counts(body: bytes, where: Callable[[dict[str, Any]], dict[str, Any] | None], names: tuple[str, ...]) -> bytes:
@@ -366,7 +396,7 @@ def _ollama_class() -> type:
 
         _CLASSES["ollama"] = _checked_class(ChatOllama, _ollama_usage,
                                             lambda m, kw: _cap(kw.get("options") or {}, m.num_predict or 0, "num_predict") or None,
-                                            "CheckedChatOllama", _ollama_shape)
+                                            "CheckedChatOllama", _ollama_shape, _ollama_clean_streams(ChatOllama))
     return _CLASSES["ollama"]
 
 

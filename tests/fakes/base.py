@@ -140,8 +140,9 @@ COMMON_MODES: dict[str, Callable[[Request], Reply]] = {
 
 
 def truncations(ok: Callable[[Request], Reply]) -> dict[str, Callable[[Request], Reply]]:
-    """Modes that cut the valid reply ``ok`` short: a Content-Length the body never reaches, and a
-    body that simply stops mid-JSON."""
+    """Modes that cut the valid reply ``ok`` short: a Content-Length the body never reaches, a body
+    that simply stops mid-JSON, and ``trickle``: the whole body, one byte every 50 ms (each read
+    is quick, the answer takes minutes: only a wall-clock bound on the call ends it)."""
 
     def declared(r: Request) -> Reply:
         whole = ok(r).body
@@ -151,7 +152,11 @@ def truncations(ok: Callable[[Request], Reply]) -> dict[str, Callable[[Request],
         whole = ok(r).body
         return Reply(200, whole[: len(whole) // 2])
 
-    return {"truncated": declared, "truncated_json": cut}
+    def trickle(r: Request) -> Reply:
+        reply = ok(r)
+        return Reply(200, b" " * 2000 + reply.body, reply.content_type, trickle=0.05)  # JSON may start with blanks
+
+    return {"truncated": declared, "truncated_json": cut, "trickle": trickle}
 
 
 class FakeServer:

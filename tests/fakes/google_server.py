@@ -3,14 +3,14 @@
 SDK, and passes its ``base_url`` on as ``HttpOptions(base_url=...)``, so a loopback server is
 reachable without any patching).
 
-``POST /v1beta/models/NAME:generateContent`` answers a ``GenerateContentResponse``:
+``POST /v1beta/models/NAME:generateContent`` (or ``/v1/...``: google-genai 3.x calls ``v1``) answers a ``GenerateContentResponse``:
 ``candidates[].content.parts[]`` (``{"text": ...}``, or ``{"functionCall": {"name", "args"}}`` when
 the request forces one function through ``toolConfig.functionCallingConfig`` mode ``ANY``, or the
 answer is a call), ``finishReason``, and ``usageMetadata`` ``{promptTokenCount,
 candidatesTokenCount, totalTokenCount}``; ``:streamGenerateContent?alt=sse`` sends the same as
 server-sent events. Errors use Google's body ``{"error": {"code", "message", "status"}}`` (400
 ``INVALID_ARGUMENT``, 403 ``PERMISSION_DENIED``, 404 ``NOT_FOUND``, 429 ``RESOURCE_EXHAUSTED``,
-500 ``INTERNAL``, 503 ``UNAVAILABLE``). ``GET /v1beta/models/NAME`` describes the model.
+500 ``INTERNAL``, 503 ``UNAVAILABLE``). ``GET /v1beta/models/NAME`` (or ``v1``) describes the model.
 
 What the server answers comes from ``answer`` (see :mod:`tests.fakes.base`): a string (the text),
 or ``answer(request)`` returning a string or an :class:`Answer`.
@@ -144,6 +144,8 @@ USAGE_ERROR_MODES = sorted(USAGE_VALUES)
 MALFORMED_MODES = ["not_json", "html", "text", "empty", "binary", "json_list", "json_string", "json_null", "no_candidates",
                    "empty_candidates", "null_candidates", "candidates_string", "no_content", "empty_parts", "part_not_object",
                    "text_number", "truncated", "truncated_json"]
+#: a candidate without content parts is malformed when it stopped normally; with a reason (SAFETY, ...)
+#: or a blocked prompt it is an empty answer (``safety``, ``blocked_prompt``)
 RETRIED_ERRORS = ["429", "500", "503", "500_html", "502_empty"]
 FINAL_ERRORS = ["400", "403", "404"]
 
@@ -164,7 +166,7 @@ class GoogleServer(FakeServer):
                     sum("functionResponse" in p for p in parts))
 
     def fixed(self, req: Request) -> Reply:
-        m = re.match(r"^/v1beta/models/([^/:?]+)$", req.path.split("?")[0])
+        m = re.match(r"^/(?:v1beta|v1|v1alpha)/models/([^/:?]+)$", req.path.split("?")[0])
         if req.method == "GET" and m:
             return json_reply({"name": f"models/{m.group(1)}", "displayName": m.group(1), "inputTokenLimit": 1_048_576,
                                "outputTokenLimit": 8192, "supportedGenerationMethods": ["generateContent", "countTokens"]})

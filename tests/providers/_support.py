@@ -31,6 +31,19 @@ def run(args: list[Any], capsys) -> tuple[int, str, str]:
     return code, out, err
 
 
+def one_line(err: str) -> str:
+    """The single line cooplab writes when a run stops. A server's error body may be quoted in it
+    (even one whose HTML says "Traceback"); a traceback of cooplab's own would be more than one line."""
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("cooplab: "), err
+    return lines[0]
+
+
+def summary_of(out: Path) -> dict:
+    assert (out / "summary.json").exists(), "the run was lost: no summary.json"
+    return json.loads((out / "summary.json").read_text())
+
+
 def paid(provider: str, url: str, *, budget: Decimal = BUDGET) -> list[str]:
     """The model options of a run against ``url``: the provider's model, explicit prices, a budget, no cache."""
     return ["--model", f"{provider}:fake-model", "--base-url", url, "--price-in", PRICE_IN, "--price-out", PRICE_OUT,

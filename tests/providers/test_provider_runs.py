@@ -13,20 +13,25 @@ from decimal import Decimal
 import pandas as pd
 import pytest
 
-from tests.agents.test_llm_budget import fast_backoff, one_line, summary_of  # noqa: F401 - fast_backoff is a fixture
+from tests.agents.test_llm_budget import fast_backoff  # noqa: F401 - a fixture
 from tests.fakes import anthropic_server, google_server, ollama_server
+from tests.fakes.base import ANSWER
 
 from ._support import (
     BUDGET,
     PER_CALL,
+    PRICE_IN,
+    PRICE_OUT,
     PROVIDERS,
     SERVERS,
     GAME_ANSWER,
     cpr_run,
+    one_line,
     profile_run,
     run,
     science_answer,
     science_run,
+    summary_of,
 )
 
 MODULES = {"anthropic": anthropic_server, "ollama": ollama_server, "google_genai": google_server}
@@ -50,7 +55,7 @@ def assert_exact_ledger(s: dict, out, calls: int) -> None:
     assert (led["input_tokens"], led["output_tokens"]) == (120 * calls, 12 * calls)
     assert Decimal(led["cost_usd"]) == calls * PER_CALL <= Decimal(led["budget_usd"])
     rows = pd.read_parquet(out / "ledger.parquet")
-    rows = rows[rows["kind"] == "tokens"] if "kind" in rows else rows
+    rows = rows[rows["kind"] == "tokens"]
     assert len(rows) == calls and sum(Decimal(c) for c in rows["cost"]) == calls * PER_CALL
 
 
@@ -69,7 +74,7 @@ def test_a_cpr_society_runs_on_each_provider_with_an_exact_ledger(provider, tmp_
     assert all(native_structured_output(provider, r.body) for r in calls), calls[0].body
     assert all(r.body.get("model") == "fake-model" or "/models/fake-model:" in r.path for r in calls)
     d = pd.read_parquet(out / "decisions.parquet")
-    assert not d["fallback_used"].any() and (d["attempts"] == 1).all() if "attempts" in d else not d["fallback_used"].any()
+    assert not d["fallback_used"].any() and (d["attempts"] == 1).all()
 
 
 @pytest.mark.integration
@@ -110,7 +115,7 @@ def test_a_science_team_runs_on_each_provider_with_an_exact_ledger(provider, tmp
 
 
 # --- hostile usage: charged at the bound, flagged, counted -----------------------------------------
-@pytest.mark.parametrize("mode", sorted(anthropic_server.USAGE_ERROR_MODES))
+@pytest.mark.parametrize("mode", anthropic_server.USAGE_ERROR_MODES)
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_hostile_usage_is_charged_at_the_bound_and_counted(provider, mode, tmp_path, capsys, fast_backoff):
     out = tmp_path / "run"
@@ -128,6 +133,45 @@ def test_hostile_usage_is_charged_at_the_bound_and_counted(provider, mode, tmp_p
     assert sum(Decimal(c) for c in led["cost"]) == Decimal(s["ledger"]["cost_usd"])
     d = pd.read_parquet(out / "decisions.parquet")
     assert int(d["usage_errors"].sum()) == len(led) and not d["fallback_used"].any()  # the answers were used
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_concurrent_run_with_huge_usage_ends_budget_exhausted_within_the_cap(provider, tmp_path, capsys):
+    """8 agents, 8 calls at a time, each reporting 10^9 tokens: charged at their bounds, the run
+    ends when the next reservation would not fit, and never spends past the cap."""
+    out = tmp_path / "run"
+    cap = Decimal("0.004")
+    with SERVERS[provider]("huge") as srv:
+        args = cpr_run(provider, srv.url, out, "--max-concurrency", 8, agents=8, rounds=3)
+        args[args.index("--budget") + 1] = cap
+        code, stdout, err = run(args, capsys)
+        calls = len(srv.calls())
+    assert code == 0, err
+    s = json.loads(stdout)
+    assert s["status"] == "budget_exhausted" and Decimal(s["ledger"]["cost_usd"]) <= cap
+    assert s["ledger"]["usage_errors"] == s["ledger"]["calls"] == calls > 0  # every answered call is in the ledger
+
+
+#: answers that say nothing: each provider's way of an empty or refused answer
+EMPTY_ANSWERS = [("anthropic", "empty_content"), ("anthropic", "refusal"), ("ollama", "empty_answer"), ("google_genai", "safety"),
+                 ("google_genai", "blocked_prompt")]
+
+
+@pytest.mark.parametrize("provider,mode", EMPTY_ANSWERS)
+def test_an_empty_answer_is_paid_and_falls_back(provider, mode, tmp_path, capsys):
+    """An answer with no text is an answer (the server did the work): each decision asks up to 3
+    times, pays each call as reported, then takes its fallback; the run completes."""
+    out = tmp_path / "run"
+    with SERVERS[provider](mode) as srv:
+        code, stdout, err = run(cpr_run(provider, srv.url, out, rounds=1), capsys)
+        calls = len(srv.calls())
+    assert code == 0, err
+    s = json.loads(stdout)
+    d = pd.read_parquet(out / "decisions.parquet")
+    assert s["status"] == "completed" and d["fallback_used"].all() and calls == d["attempts"].sum() == 4 * 3
+    out_tokens = 0 if mode == "blocked_prompt" else 12  # a blocked prompt reports no output
+    assert (s["ledger"]["calls"], s["ledger"]["input_tokens"], s["ledger"]["output_tokens"]) == (calls, 120 * calls, out_tokens * calls)
+    assert Decimal(s["ledger"]["cost_usd"]) == calls * (120 * PRICE_IN + out_tokens * PRICE_OUT) / 1000
 
 
 # --- a broken server: a clean stop, one line, resumable ----------------------------------------------
@@ -174,6 +218,21 @@ def test_a_hanging_server_is_cut_at_the_call_timeout(provider, tmp_path, capsys,
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_server_trickling_its_answer_is_cut_at_the_call_timeout(provider, tmp_path, capsys, fast_backoff):
+    """A valid answer, one byte every 50 ms: no read ever waits long, the call timeout still ends
+    every attempt, and the client gives up on every delivery."""
+    out = tmp_path / "run"
+    with SERVERS[provider]("trickle") as srv:
+        code, stdout, err = run(cpr_run(provider, srv.url, out, "--call-timeout", "0.5", rounds=1), capsys)
+        requests = len(srv.calls())
+        deliveries = srv.wait_deliveries(requests)  # each ends when the server finds its client gone
+    line = one_line(err)
+    assert code == 1 and stdout == "" and "within the call timeout of 0.5 s, 5 times" in line
+    assert summary_of(out)["ledger"]["calls"] == 0 and requests == 2 * (1 + RETRIES)
+    assert not any(d.complete for d in deliveries)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
 def test_an_oversize_answer_is_not_read_past_its_cap(provider, tmp_path, capsys, fast_backoff):
     """300 MB of answer, made as it is sent: cooplab stops reading long before, every attempt."""
     out = tmp_path / "run"
@@ -186,3 +245,19 @@ def test_an_oversize_answer_is_not_read_past_its_cap(provider, tmp_path, capsys,
     assert summary_of(out)["ledger"]["calls"] == 0
     assert requests == 2 * (1 + RETRIES) and not any(d.complete for d in deliveries)
     assert max(d.sent for d in deliveries) < 32 * 2**20, [d.sent for d in deliveries]
+
+
+SURROGATE, CLEAN = "\ud800", "\ufffd"  # a lone surrogate is valid JSON ("\\ud800"), never UTF-8 text
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_lone_surrogates_in_answers_arrive_clean(provider, tmp_path, capsys):
+    out = tmp_path / "run"
+    answer = ANSWER[:-1] + ', "note": "' + SURROGATE + '"}'
+    with SERVERS[provider]("ok", answer=answer) as srv:
+        code, stdout, err = run(cpr_run(provider, srv.url, out, rounds=1), capsys)
+    assert code == 0, err
+    d = pd.read_parquet(out / "decisions.parquet")
+    assert d["raw"].str.contains(CLEAN).all() and not d["fallback_used"].any()
+    for path in out.rglob("*.jsonl"):
+        assert SURROGATE not in path.read_bytes().decode("utf-8")  # strict UTF-8
