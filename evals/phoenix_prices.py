@@ -91,7 +91,8 @@ def _rate_pair(v: Any) -> tuple[Decimal, Decimal] | None:
 
 def ledger_rates(run_dir: str | os.PathLike[str]) -> dict[str, tuple[Decimal, Decimal]]:
     """The rates per 1K tokens the run's ledger used, by model key (``"default"`` for the default),
-    from ``summary.json``; ``config.json``'s ``llm.price_in``/``price_out`` as ``"config"``. Values
+    from ``summary.json``; ``config.json``'s ``llm.price_in``/``price_out`` as ``"config"`` and its
+    per-model ``llm.prices`` as ``"config:MODEL"``. Values
     that are not two amounts from 0 to :data:`MAX_RATE` are left out."""
     out: dict[str, tuple[Decimal, Decimal]] = {}
     try:
@@ -104,9 +105,9 @@ def ledger_rates(run_dir: str | os.PathLike[str]) -> dict[str, tuple[Decimal, De
             pair = _rate_pair(v)
             if isinstance(k, str) and pair is not None:
                 out[k] = pair
-    cfg = run_prices(run_dir)
-    if cfg is not None and _rate_pair(cfg) is not None:
-        out.setdefault("config", cfg)
+    for model, pair in run_prices(run_dir).items():
+        if _rate_pair(pair) is not None:
+            out.setdefault("config" if model is None else f"config:{model}", pair)
     return out
 
 

@@ -65,17 +65,30 @@ def run_dir_of(path: str | Path) -> Path:
     return p.parent if p.is_file() else p
 
 
-def run_prices(run_dir: str | Path) -> tuple[Decimal, Decimal] | None:
-    """(USD per 1K input tokens, per 1K output tokens) of the run's config.json, or None."""
+def run_prices(run_dir: str | Path) -> dict[str | None, tuple[Decimal, Decimal]]:
+    """The run's prices per 1K input and output tokens from its config.json: by model id from
+    ``llm.prices`` (what each model was charged), and under ``None`` the run-wide
+    ``llm.price_in``/``price_out`` when both are set (runs made before prices were per model).
+    Empty when the file or the values cannot be read."""
     try:
         cfg = json.loads((run_dir_of(run_dir) / "config.json").read_text(encoding="utf-8"))
         llm = cfg.get("llm") if isinstance(cfg, dict) else None
     except (OSError, ValueError, RecursionError):
-        return None
+        return {}
     if not isinstance(llm, dict):
-        return None
+        return {}
+    out: dict[str | None, tuple[Decimal, Decimal]] = {}
+    per_model = llm.get("prices")
+    if isinstance(per_model, dict):
+        for model, pair in per_model.items():
+            if isinstance(model, str) and isinstance(pair, (list, tuple)) and len(pair) == 2:
+                pin, pout = _money(pair[0]), _money(pair[1])
+                if pin is not None and pout is not None:
+                    out[model] = (pin, pout)
     pin, pout = _money(llm.get("price_in")), _money(llm.get("price_out"))
-    return None if pin is None or pout is None else (pin, pout)
+    if pin is not None and pout is not None:
+        out[None] = (pin, pout)
+    return out
 
 
 def ledger_rows(run_dir: str | Path) -> list[dict[str, Any]] | None:
@@ -93,14 +106,17 @@ def ledger_rows(run_dir: str | Path) -> list[dict[str, Any]] | None:
     return None
 
 
-def _charge(row: Mapping[str, Any], prices: tuple[Decimal, Decimal] | None) -> tuple[str, Charge] | None:
-    """(call id, charge) of a sound token row, else None."""
+def _charge(row: Mapping[str, Any], by_model: Mapping[str | None, tuple[Decimal, Decimal]]) -> tuple[str, Charge] | None:
+    """(call id, charge) of a sound token row, else None; its prompt and completion costs when
+    the prices of its model (else the run-wide ones) reproduce its cost."""
     if row.get("kind", "tokens") != "tokens" or not isinstance(row.get("call_id"), str) or not row["call_id"]:
         return None
     tin, tout, cost = _count(row.get("input_tokens")), _count(row.get("output_tokens")), _money(row.get("cost"))
     if tin is None or tout is None or cost is None:
         return None
     pc = cc = None
+    prices = by_model.get(row.get("model")) if isinstance(row.get("model"), str) else None
+    prices = prices or by_model.get(None)
     if prices is not None:
         pc, cc = Decimal(tin) * prices[0] / PER_1K, Decimal(tout) * prices[1] / PER_1K
         if pc + cc != cost:

@@ -173,7 +173,9 @@ def test_each_model_call_carries_the_cost_the_ledger_charged_and_every_span_the_
     assert {s.attributes["session.id"] for s in spans} == {run_id}
     by_run = {s.attributes["langsmith.run_id"]: s for s in spans}
     costs, total = ledger_costs(cpr_run), Decimal(0)
-    price_in, price_out = (Decimal(str(json.loads((cpr_run / "config.json").read_text())["llm"][k])) for k in ("price_in", "price_out"))
+    llm = json.loads((cpr_run / "config.json").read_text())["llm"]
+    (price_in, price_out), = [tuple(Decimal(str(x)) for x in pair) for pair in llm["prices"].values()]  # the run's one model
+    assert llm["price_in"] is None and llm["price_out"] is None  # no run-wide override: the model's own price
     for r in sorted((r for r in runs if r["run_type"] == "llm"), key=lambda r: r["start_time"]):
         a = by_run[r["id"]].attributes
         cost, tin, tout = costs[r["extra"]["metadata"]["call_id"]].pop(0)
@@ -196,6 +198,7 @@ def test_a_damaged_ledger_or_config_leaves_cost_out_and_a_run_without_id_is_its_
     cfg = json.loads((d / "config.json").read_text())
     del cfg["record"]["thread_id"]
     cfg["llm"]["price_in"] = "x"
+    cfg["llm"]["prices"] = {m: ["x", p[1]] for m, p in cfg["llm"]["prices"].items()}
     (d / "config.json").write_text(json.dumps(cfg))
     bad = set(lg.loc[[0, 1], "call_id"])
     spans, _ = convert(d)
@@ -265,7 +268,8 @@ def test_phoenix_prices_are_the_ledger_rates_that_reproduce_its_charges(tmp_path
     summary["ledger"]["rates_per_1k"] = {"default": ["0.1", "0.2"]}
     (d / "summary.json").write_text(json.dumps(summary))
     cfg = json.loads((d / "config.json").read_text())
-    cfg["llm"]["price_in"] = 7
+    cfg["llm"]["price_in"], cfg["llm"]["price_out"] = 7, 0.003
+    cfg["llm"]["prices"] = {model: [7, 0.003]}
     (d / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(pp.PhoenixPriceError, match="no rate .* reproduces what the ledger charged") as e:
         pp.model_prices(d, by_model)
@@ -846,3 +850,23 @@ def _phoenix_own_costs_are_the_ledgers(base: str, project: str, run_dir: Path, r
     assert len(ours) == 1 and sorted(p["costPerMillionTokens"] for p in ours[0]["tokenPrices"]) == [1.0, 4.0]
     names = [e["node"]["name"] for e in _gql(base, "query { projects(first: 100) { edges { node { name } } } }")["projects"]["edges"]]
     assert not any(n.startswith("cooplab-price-probe-") for n in names)
+
+
+def test_each_ledger_row_is_split_at_its_own_models_prices(tmp_path):
+    """Runs with two models at two prices (config.json's llm.prices): a call's prompt and
+    completion costs come from its own model's prices; an unknown model falls back to the
+    run-wide price_in/price_out, and without those has its total only."""
+    from cooplab.graphs.tracing.charges import ledger_charges
+
+    (tmp_path / "config.json").write_text(json.dumps({"llm": {"price_in": None, "price_out": None,
+                                                              "prices": {"a": [0.001, 0.002], "b": [0.01, 0.02]}}}))
+    rows = [{"kind": "tokens", "call_id": "c1", "model": "a", "input_tokens": 1000, "output_tokens": 1000, "cost": 0.003},
+            {"kind": "tokens", "call_id": "c2", "model": "b", "input_tokens": 1000, "output_tokens": 1000, "cost": 0.03},
+            {"kind": "tokens", "call_id": "c3", "model": "z", "input_tokens": 1000, "output_tokens": 1000, "cost": 0.5}]
+    got = ledger_charges(tmp_path, rows)
+    assert (got["c1"][0].prompt_cost, got["c1"][0].completion_cost) == (Decimal("0.001"), Decimal("0.002"))
+    assert (got["c2"][0].prompt_cost, got["c2"][0].completion_cost) == (Decimal("0.01"), Decimal("0.02"))
+    assert got["c3"][0].prompt_cost is None and got["c3"][0].cost == Decimal("0.5")
+    (tmp_path / "config.json").write_text(json.dumps({"llm": {"price_in": 0.25, "price_out": 0.25}}))
+    got = ledger_charges(tmp_path, rows)
+    assert got["c3"][0].prompt_cost == Decimal("0.25") and got["c1"][0].prompt_cost is None  # 0.5 != 0.003
