@@ -171,6 +171,12 @@ def read_model_info(path: Path | None) -> pd.DataFrame | None:
     return df.set_index("model")
 
 
+def bare_model_name(model: Any) -> str:
+    """A model's name without its provider or organisation, in lower case: ``openai:Qwen/Qwen3-8B``
+    is ``qwen3-8b`` (how the paper's tables name models)."""
+    return str(model).split(":", 1)[-1].rsplit("/", 1)[-1].strip().lower()
+
+
 def info_of(info: pd.DataFrame | None, model: str, path_hint: str = "models.csv") -> dict[str, Any] | None:
     """A model's row of models.csv: by its exact name, else (when exactly one row matches) by the
     name without its provider (``openai:qwen3-8b`` is ``qwen3-8b``) or its organisation
@@ -179,7 +185,7 @@ def info_of(info: pd.DataFrame | None, model: str, path_hint: str = "models.csv"
         return None
     if model in info.index:
         return info.loc[model].to_dict()
-    bare = str(model).split(":", 1)[-1].rsplit("/", 1)[-1].strip().lower()
+    bare = bare_model_name(model)
     rows = [m for m in info.index if str(m).strip().lower() == bare]
     if len(rows) != 1:
         raise BayesError(f"model {model!r} is not in --model-info ({path_hint}); add a row with model,family,size_b,thinking for it")

@@ -17,13 +17,15 @@ The paper's own Table 10 (mean tokens per science run of its 34 models) ships as
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from cooplab.evals.bayes import bare_model_name
+from cooplab.evals.report import num
+from cooplab.graphs.rundir import RunDirError, read_json
 from cooplab.limits import ConfigError
 
 #: the paper's Table 10: model, conditions, mean input, output and total tokens per science run
@@ -35,7 +37,7 @@ class EfficiencyError(ConfigError):
 
 
 def _ledger(run_dir: Path) -> pd.DataFrame | None:
-    from cooplab.graphs.rundir import RunDirError, read_table
+    from cooplab.graphs.rundir import read_table
 
     try:
         return read_table(run_dir, "ledger")
@@ -44,11 +46,9 @@ def _ledger(run_dir: Path) -> pd.DataFrame | None:
 
 
 def _num(v: Any) -> float:
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        return 0.0
-    return x if math.isfinite(x) and x >= 0 else 0.0
+    """A count or amount from a ledger or summary: a finite number of at least 0, else 0."""
+    x = num(v)
+    return x if x is not None and x >= 0 else 0.0
 
 
 def ledger_totals(ledger: pd.DataFrame | None) -> dict[str, float]:
@@ -73,9 +73,10 @@ def ledger_totals(ledger: pd.DataFrame | None) -> dict[str, float]:
 
 
 def _read_json(p: Path) -> dict[str, Any]:
+    """A JSON object file, or {} when it is missing, unreadable or not an object."""
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = read_json(p)
+    except (OSError, RunDirError):
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -127,10 +128,6 @@ def science_row(run_dir: Path) -> dict[str, Any] | None:
             "wall_seconds": _num(summary.get("wall_seconds")), **ledger_totals(_ledger(run_dir))}
 
 
-def _bare(model: str) -> str:
-    return str(model).split(":", 1)[-1].rsplit("/", 1)[-1].strip().lower()
-
-
 def compare(profiles: list[Path], science: list[Path]) -> dict[str, Any]:
     """Per model: the profile's costs, the mean science run's, and the ratios (science per run over
     the profile). Models with a profile but no science run, or the reverse, keep their own columns."""
@@ -161,7 +158,7 @@ def compare(profiles: list[Path], science: list[Path]) -> dict[str, Any]:
         for m in ("total_tokens", "output_tokens", "cost_usd", "wall_seconds"):
             a, b = r.get(f"science_{m}_per_run"), r.get(f"profile_{m}")
             r[f"ratio_{m}"] = a / b if a is not None and b else None
-        bare = _bare(r["model"])
+        bare = bare_model_name(r["model"])
         r["paper_science_total_tokens_per_run"] = float(paper.loc[bare, "total_per_run"]) if bare in paper.index else None
     table = pd.DataFrame(list(rows.values()))
     notes = []

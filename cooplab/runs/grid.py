@@ -177,9 +177,9 @@ def _check_sample(sw: GridSweep, points: int, where: str) -> Sample:
                 raise ConfigError(f"{where}: sample.weights.{key} names {value!r}, not one of the grid's values ({', '.join(sorted(texts))})")
             if isinstance(w, bool) or not math.isfinite(w) or w < 0 or w > 1e6:
                 raise ConfigError(f"{where}: sample.weights.{key}.{value} must be a weight from 0 to 1e6, got {show(w)}")
-    if sum(1 for w in _point_weights(sw.grid, sample) if w > 0) < sample.points:
-        raise ConfigError(f"{where}: sample.points is {sample.points}, but only "
-                          f"{sum(1 for w in _point_weights(sw.grid, sample) if w > 0)} grid points have a weight above 0")
+    weighted = sum(1 for w in _point_weights(sw.grid, sample) if w > 0)
+    if weighted < sample.points:
+        raise ConfigError(f"{where}: sample.points is {sample.points}, but only {weighted} grid points have a weight above 0")
     return sample
 
 
