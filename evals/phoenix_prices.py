@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Callable, Iterable, Mapping
 
-from cooplab.graphs.tracing.charges import Charge, run_dir_of, run_prices
+from cooplab.graphs.tracing.charges import Charge, money_pair, run_dir_of, run_prices
 
 from .otlp_export import OTLP_TRACES_PATH, OtlpConfigError, _cut
 
@@ -75,18 +75,9 @@ class ModelPrice:
 # ---------------------------------------------------------------------------------------------
 # the run's rates
 def _rate_pair(v: Any) -> tuple[Decimal, Decimal] | None:
-    if not isinstance(v, (list, tuple)) or len(v) != 2:
-        return None
-    out = []
-    for x in v:
-        try:
-            d = Decimal(str(x)) if not isinstance(x, bool) else None
-        except ArithmeticError:
-            d = None
-        if d is None or not d.is_finite() or not 0 <= d <= MAX_RATE:
-            return None
-        out.append(d)
-    return out[0], out[1]
+    """Two rates per 1K tokens from 0 to :data:`MAX_RATE`, or None."""
+    pair = money_pair(v)
+    return pair if pair is not None and all(x <= MAX_RATE for x in pair) else None
 
 
 def ledger_rates(run_dir: str | os.PathLike[str]) -> dict[str, tuple[Decimal, Decimal]]:

@@ -59,6 +59,14 @@ def _money(v: Any) -> Decimal | None:
     return d if d.is_finite() and d >= 0 else None
 
 
+def money_pair(v: Any) -> tuple[Decimal, Decimal] | None:
+    """Two amounts (a list or tuple of two finite numbers of at least 0, e.g. a price in and out), or None."""
+    if not isinstance(v, (list, tuple)) or len(v) != 2:
+        return None
+    a, b = _money(v[0]), _money(v[1])
+    return None if a is None or b is None else (a, b)
+
+
 def run_dir_of(path: str | Path) -> Path:
     """The run directory of a run directory or of a file in it (its traces.jsonl)."""
     p = Path(path)
@@ -81,13 +89,11 @@ def run_prices(run_dir: str | Path) -> dict[str | None, tuple[Decimal, Decimal]]
     per_model = llm.get("prices")
     if isinstance(per_model, dict):
         for model, pair in per_model.items():
-            if isinstance(model, str) and isinstance(pair, (list, tuple)) and len(pair) == 2:
-                pin, pout = _money(pair[0]), _money(pair[1])
-                if pin is not None and pout is not None:
-                    out[model] = (pin, pout)
-    pin, pout = _money(llm.get("price_in")), _money(llm.get("price_out"))
-    if pin is not None and pout is not None:
-        out[None] = (pin, pout)
+            if isinstance(model, str) and (prices := money_pair(pair)) is not None:
+                out[model] = prices
+    run_wide = money_pair([llm.get("price_in"), llm.get("price_out")])
+    if run_wide is not None:
+        out[None] = run_wide
     return out
 
 
