@@ -126,7 +126,50 @@ MALFORMED_MODES = ["not_json", "html", "text", "empty", "binary", "json_list", "
 REJECTED_MODES = ["401", "404"]
 
 
-class MisbehavingServer:
+def send_body(handler: BaseHTTPRequestHandler, reply: Reply, chunked: bool, release: threading.Event) -> Delivery:
+    """Write a streamed reply's body (its ``chunks``, or ``body`` a byte at a time every ``trickle``
+    seconds) until it ends, the client goes away or ``release`` is set (the server stopping); what
+    was delivered. Headers are the caller's."""
+    body = (reply.body[i:i + 1] for i in range(len(reply.body))) if reply.trickle is not None else reply.chunks
+    done = Delivery()
+    try:
+        for chunk in body:
+            if reply.trickle is not None and release.wait(reply.trickle):
+                break  # the server is stopping
+            if chunked and not chunk:
+                continue  # an empty chunk would end the body
+            handler.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
+            handler.wfile.flush()
+            done.sent += len(chunk)
+        else:
+            if chunked:
+                handler.wfile.write(b"0\r\n\r\n")
+                handler.wfile.flush()
+            done.complete = True
+    except OSError:  # the client closed the connection
+        pass
+    return done
+
+
+class DeliveryLog:
+    """What became of a server's streamed replies (``deliveries``), kept under ``_lock`` (a Condition)."""
+
+    deliveries: list[Delivery]
+    _lock: threading.Condition
+
+    def _delivered(self, done: Delivery) -> None:
+        with self._lock:
+            self.deliveries.append(done)
+            self._lock.notify_all()
+
+    def wait_deliveries(self, n: int, timeout: float = 60.0) -> list[Delivery]:
+        """The streamed deliveries once ``n`` have ended (each ends when its client goes away)."""
+        with self._lock:
+            assert self._lock.wait_for(lambda: len(self.deliveries) >= n, timeout), f"{len(self.deliveries)} of {n} deliveries ended"
+            return list(self.deliveries)
+
+
+class MisbehavingServer(DeliveryLog):
     def __init__(self, mode: str | Callable[[dict], Reply] = "ok", script: list[str] | None = None):
         self.mode = mode
         self.script = list(script or [])
@@ -184,31 +227,7 @@ class MisbehavingServer:
         else:
             handler.send_header("Content-Length", str(reply.declared_length if reply.declared_length is not None else len(reply.body)))
         handler.end_headers()
-        body = (reply.body[i:i + 1] for i in range(len(reply.body))) if reply.trickle is not None else reply.chunks
-        done = Delivery()
-        try:
-            for chunk in body:
-                if reply.trickle is not None and self.release.wait(reply.trickle):
-                    break  # the server is stopping
-                handler.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
-                handler.wfile.flush()
-                done.sent += len(chunk)
-            else:
-                if chunked:
-                    handler.wfile.write(b"0\r\n\r\n")
-                    handler.wfile.flush()
-                done.complete = True
-        except OSError:  # the client closed the connection
-            pass
-        with self._lock:
-            self.deliveries.append(done)
-            self._lock.notify_all()
-
-    def wait_deliveries(self, n: int, timeout: float = 60.0) -> list[Delivery]:
-        """The streamed deliveries once ``n`` have ended (each ends when its client goes away)."""
-        with self._lock:
-            assert self._lock.wait_for(lambda: len(self.deliveries) >= n, timeout), f"{len(self.deliveries)} of {n} deliveries ended"
-            return list(self.deliveries)
+        self._delivered(send_body(handler, reply, chunked, self.release))
 
     def _reply(self, req: dict) -> tuple[str, Reply]:
         with self._lock:

@@ -17,12 +17,12 @@ import json
 import math
 import socket
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
-from tests.agents.misbehaving_server import ANSWER, Delivery, Reply as _BaseReply
+from tests.agents.misbehaving_server import ANSWER, Delivery, DeliveryLog, Reply as _BaseReply, send_body
 
 __all__ = ["ANSWER", "Answer", "Talk", "texts", "Delivery", "FakeServer", "Reply", "Request", "USAGE_VALUES", "json_reply", "oversize", "truncations", "COMMON_MODES"]
 
@@ -159,7 +159,7 @@ def truncations(ok: Callable[[Request], Reply]) -> dict[str, Callable[[Request],
     return {"truncated": declared, "truncated_json": cut, "trickle": trickle}
 
 
-class FakeServer:
+class FakeServer(DeliveryLog):
     """A provider's API on 127.0.0.1, answering by mode (see the module's docstring)."""
 
     MODES: ClassVar[dict[str, Callable[[Request], Reply]]] = {}
@@ -260,33 +260,7 @@ class FakeServer:
         handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 16)
         chunked = reply.declared_length is None and reply.trickle is None
         self._head(handler, reply, None if chunked else (reply.declared_length if reply.declared_length is not None else len(reply.body)))
-        body: Iterable[bytes] = (reply.body[i:i + 1] for i in range(len(reply.body))) if reply.trickle is not None else reply.chunks
-        done = Delivery()
-        try:
-            for chunk in body:
-                if reply.trickle is not None and self.release.wait(reply.trickle):
-                    break  # the server is stopping
-                if chunked and not chunk:
-                    continue  # an empty chunk would end the body
-                handler.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
-                handler.wfile.flush()
-                done.sent += len(chunk)
-            else:
-                if chunked:
-                    handler.wfile.write(b"0\r\n\r\n")
-                    handler.wfile.flush()
-                done.complete = True
-        except OSError:  # the client closed the connection
-            pass
-        with self._lock:
-            self.deliveries.append(done)
-            self._lock.notify_all()
-
-    def wait_deliveries(self, n: int, timeout: float = 60.0) -> list[Delivery]:
-        """The streamed deliveries once ``n`` have ended (each ends when its client goes away)."""
-        with self._lock:
-            assert self._lock.wait_for(lambda: len(self.deliveries) >= n, timeout), f"{len(self.deliveries)} of {n} deliveries ended"
-            return list(self.deliveries)
+        self._delivered(send_body(handler, reply, chunked, self.release))
 
     @staticmethod
     def talk(body: Any) -> Talk:
