@@ -142,13 +142,15 @@ def fines(pairs: list[dict[str, Any]], spec: Spec, *, verb: str = "fined", amoun
     rows = [{spec.round_unit: p["round"], "who": spec.name(p["punisher"]), verb: spec.name(p["target"]),
              **({amount: p.get(amount)} if amount else {}), "_id": whole(p["punisher"])} for p in pairs]
     agents = sorted({whole(p["punisher"]) for p in pairs} | {whole(p["target"]) for p in pairs} - {None})
+    totals: dict[tuple[int | None, int | None], Any] = {}  # (who, whom) -> count or amount, in one pass over the pairs
+    for p in pairs:
+        key = (whole(p["punisher"]), whole(p["target"]))
+        totals[key] = totals.get(key, 0) + ((num(p.get(amount)) or 0) if amount else 1)
     matrix = []
     for a in agents:
         row: dict[str, Any] = {f"who \u2193 / {verb} \u2192": spec.name(a)}
         for b in agents:
-            got = [p for p in pairs if whole(p["punisher"]) == a and whole(p["target"]) == b]
-            total = sum(num(p.get(amount)) or 0 for p in got) if amount else len(got)
-            row[spec.name(b)] = total or ""
+            row[spec.name(b)] = totals.get((a, b), 0) or ""
         matrix.append(row)
     return [ex.Table(rows, title=f"who {verb} whom, {spec.round_unit} by {spec.round_unit}", links={spec.round_unit: "round",
                      "who": ("agent", "_id")}, max_rows=5_000, keep=dict(keep or {})),
