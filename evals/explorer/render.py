@@ -31,16 +31,20 @@ MAX_IMAGE_BYTES = 8 << 20
 MAX_NESTING = 6
 
 
+def _href(page: str, run_id: str, params: Mapping[str, Any]) -> str:
+    """``/PAGE?id=RUN&...``: the run's id, then each parameter that is not None as text."""
+    q = {"id": run_id, **{k: str(v) for k, v in params.items() if v is not None}}
+    return f"/{page}?" + urlencode(q)
+
+
 def run_href(run_id: str, **params: Any) -> str:
     """The address of a run's page with query parameters (each value as text)."""
-    q = {"id": run_id, **{k: str(v) for k, v in params.items() if v is not None}}
-    return "/run?" + urlencode(q)
+    return _href("run", run_id, params)
 
 
 def trace_href(run_id: str, **params: Any) -> str:
     """The address of a run's traces page, filtered by these parameters."""
-    q = {"id": run_id, **{k: str(v) for k, v in params.items() if v is not None}}
-    return "/traces?" + urlencode(q)
+    return _href("traces", run_id, params)
 
 
 def text(v: Any, limit: int = MAX_CELL_CHARS) -> str:

@@ -3,9 +3,7 @@ and the run's one page, the same that ``cooplab report`` writes (evals/report.py
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from cooplab.graphs import rundir
 
@@ -44,7 +42,7 @@ def budget_figure(out: Path, path: Path) -> Path | None:
     return path
 
 
-def write_report(out: Path, summary: Mapping[str, Any] | None = None) -> Path:
+def write_report(out: Path) -> Path:
     """The run's one page, ``out/report.html``: the budget figure, then the page ``cooplab report``
     writes for any run (evals/report.py), which for a science run holds the scores with every
     fact's evidence, the judges, the final paper, the budget figure, the timeline and the tables.

@@ -56,7 +56,7 @@ from cooplab.tasks.science.roles import (
     SOLO_TEAM,
     TEAMS,
     Role,
-    all_roles,
+    role_of,
     roles,
 )
 from cooplab.tasks.science.workspace import Workspace, workspace_tools
@@ -192,7 +192,7 @@ class TeamGraph:
         rnd, pass_ = state["round"], self.visit(state)
 
         def traced(a: ToolAgent) -> RunnableConfig:
-            name = next((r.name for r in (*all_roles(self.P.team_size), SOLO) if r.agent_id == a.agent_id), a.agent_id)
+            name = role_of(a.agent_id, self.P.team_size).name  # every agent is made from a role (self.agent)
             return labelled(config, {AGENT_NAME: name, "team": a.team, "pass": pass_})  # type: ignore[return-value]
 
         results = await asyncio.gather(*(a.arun(m, context=context, round=rnd, config=traced(a)) for a, m in jobs),

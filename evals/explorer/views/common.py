@@ -35,7 +35,7 @@ class Spec:
     round_unit: str = "round"
 
     def name(self, agent: Any) -> str:
-        i = _int(agent)
+        i = whole(agent)
         return f"{self.noun} {i + 1}" if i is not None else str(agent)
 
 
@@ -43,9 +43,6 @@ def whole(v: Any) -> int | None:
     """A whole number (an int, or a float or text that is one), else None."""
     n = num(v)
     return int(n) if n is not None and abs(n) < 1e12 and n == int(n) else None
-
-
-_int = whole
 
 
 def query_int(query: Mapping[str, str], key: str) -> int | None:
@@ -104,7 +101,7 @@ def agents_by_round(df: Any, spec: Spec, values: Sequence[str], *, title: str, k
     cols = [c for c in values if c in df.columns]
     rows = []
     for _, r in df.sort_values([spec.round, spec.agent]).iterrows():
-        row = {spec.round_unit: r[spec.round], spec.noun.lower(): spec.name(r[spec.agent]), "_id": _int(r[spec.agent])}
+        row = {spec.round_unit: r[spec.round], spec.noun.lower(): spec.name(r[spec.agent]), "_id": whole(r[spec.agent])}
         row.update({labels.get(c, c): r[c] for c in cols})
         rows.append(row)
     blocks: list[ex.Block] = [ex.Table(rows, title=title, links={spec.noun.lower(): ("agent", "_id"), spec.round_unit: "round"},
@@ -117,7 +114,7 @@ def agents_by_round(df: Any, spec: Spec, values: Sequence[str], *, title: str, k
 
 def per_agent_plot(df: Any, spec: Spec, col: str, label: str, *, key: str) -> ex.Plot:
     rounds = sorted({r for r in df[spec.round].tolist() if num(r) is not None})
-    agents = sorted({a for a in df[spec.agent].tolist() if _int(a) is not None})
+    agents = sorted({a for a in df[spec.agent].tolist() if whole(a) is not None})
     series: dict[str, list[Any]] = {}
     if len(agents) <= MAX_AGENT_LINES:
         for a in agents:
@@ -143,15 +140,17 @@ def fines(pairs: list[dict[str, Any]], spec: Spec, *, verb: str = "fined", amoun
     if not pairs:
         return [ex.Note(f"nobody {verb} anybody", level="info")]
     rows = [{spec.round_unit: p["round"], "who": spec.name(p["punisher"]), verb: spec.name(p["target"]),
-             **({amount: p.get(amount)} if amount else {}), "_id": _int(p["punisher"])} for p in pairs]
-    agents = sorted({_int(p["punisher"]) for p in pairs} | {_int(p["target"]) for p in pairs} - {None})
+             **({amount: p.get(amount)} if amount else {}), "_id": whole(p["punisher"])} for p in pairs]
+    agents = sorted({whole(p["punisher"]) for p in pairs} | {whole(p["target"]) for p in pairs} - {None})
+    totals: dict[tuple[int | None, int | None], Any] = {}  # (who, whom) -> count or amount, in one pass over the pairs
+    for p in pairs:
+        key = (whole(p["punisher"]), whole(p["target"]))
+        totals[key] = totals.get(key, 0) + ((num(p.get(amount)) or 0) if amount else 1)
     matrix = []
     for a in agents:
         row: dict[str, Any] = {f"who \u2193 / {verb} \u2192": spec.name(a)}
         for b in agents:
-            got = [p for p in pairs if _int(p["punisher"]) == a and _int(p["target"]) == b]
-            total = sum(num(p.get(amount)) or 0 for p in got) if amount else len(got)
-            row[spec.name(b)] = total or ""
+            row[spec.name(b)] = totals.get((a, b), 0) or ""
         matrix.append(row)
     return [ex.Table(rows, title=f"who {verb} whom, {spec.round_unit} by {spec.round_unit}", links={spec.round_unit: "round",
                      "who": ("agent", "_id")}, max_rows=5_000, keep=dict(keep or {})),

@@ -50,11 +50,9 @@ def config_section(run: Any) -> ex.Section:
     return ex.Section("Configuration", blocks, id="config")
 
 
-def tables_section(run: Any, skip: tuple[str, ...] = ()) -> ex.Section | None:
+def tables_section(run: Any) -> ex.Section | None:
     blocks: list[ex.Block] = []
     for name in run.tables:
-        if name in skip:
-            continue
         df = run.table(name)
         if df is None:
             blocks.append(ex.Note(f"table {name} could not be read"))

@@ -36,8 +36,7 @@ DINERS = Spec(noun="Diner", society=("condition", "replicate"), round="iteration
 GAME = Spec(noun="Player", society=("simulation",), round="round", agent="player")
 
 
-def _page(run: Any, query: Mapping[str, str], focus: list[ex.Section | None], body: list[ex.Section | None],
-          skip_tables: tuple[str, ...] = ()) -> list[ex.Section]:
+def _page(run: Any, focus: list[ex.Section | None], body: list[ex.Section | None]) -> list[ex.Section]:
     """Summary, then the round or agent asked for, then the society's sections, then the generic ones."""
     secs = [generic.summary_section(run), *focus, *body, generic.config_section(run), generic.tables_section(run),
             generic.figures_section(run), generic.traces_section(run)]
@@ -168,7 +167,7 @@ def cpr_view(run: Any, query: Mapping[str, str]) -> list[ex.Section]:
             ex.Section("Punishments: who fined whom", punish, id="fines"), cpr_norms(run, s, keep),
             cpr_beliefs(my, my_beliefs, llm)]
     focus = [cpr_round(run, query, s, my, pairs, rounds, keep), cpr_agent(run, query, s, my, pairs, my_beliefs, keep)]
-    return _page(run, query, focus, body)
+    return _page(run, focus, body)
 
 
 def cpr_norms(run: Any, s: int, keep: dict[str, Any]) -> ex.Section | None:
@@ -225,7 +224,6 @@ def cpr_round(run: Any, query: Mapping[str, str], s: int, my: Any, pairs: list[d
         adopted = _rows_of(_rows_of(run.table("norms_adopted"), "society", s), "round", r)
         if adopted is not None and len(adopted):
             blocks.append(ex.KeyValues({"norm adopted after the vote": adopted.iloc[0].get("norm")}))
-    if run.config.get("agents") == "llm":
         blocks.append(ex.Link(f"every model call of round {r} on the traces page", {"round": r}, trace=True))
     n = my["agent"].nunique() if my is not None and len(my) else 0
     for a in range(n) if n else []:
@@ -309,7 +307,7 @@ def diners_view(run: Any, query: Mapping[str, str]) -> list[ex.Section]:
     body = [ex.Section("The society", state, id="state"), ex.Section("Diners by iteration", agent_blocks, id="agents"),
             ex.Section("Punishments: who punished whom", punish, id="fines")]
     focus = [_round_focus(run, query, DINERS, u, pairs, keep, "punished"), _agent_focus(run, query, DINERS, u, pairs, keep, "punished")]
-    return _page(run, query, focus, body)
+    return _page(run, focus, body)
 
 
 # --- games -----------------------------------------------------------------------------------------
@@ -352,7 +350,7 @@ def game_view(run: Any, query: Mapping[str, str]) -> list[ex.Section]:
         body.append(ex.Section("Sanctions: who sanctioned whom", fines(pairs, GAME, verb="sanctioned", amount="tokens", keep=keep),
                                id="fines"))
     focus = [_round_focus(run, query, GAME, pl, pairs, keep, "sanctioned"), _agent_focus(run, query, GAME, pl, pairs, keep, "sanctioned")]
-    return _page(run, query, focus, body)
+    return _page(run, focus, body)
 
 
 def science_numbers(summary: Mapping[str, Any]) -> dict[str, Any]:
