@@ -492,3 +492,16 @@ def test_unlabelled_calls_are_read_from_their_prompts(system, human, agent, name
     labelled = facts({"run_type": "llm", "inputs": {"messages": [msgs]},
                       "extra": {"metadata": {"agent_id": 7, "agent_name": "Fisher 8", "round": 11, "phase": "vote", "society": 2}}})
     assert (labelled["agent"], labelled["agent_name"], labelled["round"], labelled["phase"], labelled["society"]) == (7, "Fisher 8", 11, "vote", 2)
+
+
+def test_a_punisher_or_target_that_is_no_agent_id_is_listed_but_left_out_of_the_matrix():
+    """A pair whose punisher (or target) is not an agent number (missing in a damaged table) stays
+    in the list; the who-fined-whom matrix has rows and columns for agent numbers only."""
+    from cooplab.evals.explorer.views.common import Spec, fines
+
+    spec = Spec(noun="Fisher", society=("society",), round="round", agent="agent")
+    listed, matrix = fines([{"round": 1, "punisher": 0, "target": 2}, {"round": 2, "punisher": None, "target": 1},
+                            {"round": 2, "punisher": "x", "target": 0}], spec)
+    assert len(listed.rows) == 3
+    assert [r["who \u2193 / fined \u2192"] for r in matrix.rows] == ["Fisher 1", "Fisher 2", "Fisher 3"]
+    assert matrix.rows[0]["Fisher 3"] == 1 and matrix.rows[1]["Fisher 1"] == ""

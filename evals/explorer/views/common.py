@@ -141,7 +141,7 @@ def fines(pairs: list[dict[str, Any]], spec: Spec, *, verb: str = "fined", amoun
         return [ex.Note(f"nobody {verb} anybody", level="info")]
     rows = [{spec.round_unit: p["round"], "who": spec.name(p["punisher"]), verb: spec.name(p["target"]),
              **({amount: p.get(amount)} if amount else {}), "_id": whole(p["punisher"])} for p in pairs]
-    agents = sorted({whole(p["punisher"]) for p in pairs} | {whole(p["target"]) for p in pairs} - {None})
+    agents = sorted(({whole(p["punisher"]) for p in pairs} | {whole(p["target"]) for p in pairs}) - {None})
     totals: dict[tuple[int | None, int | None], Any] = {}  # (who, whom) -> count or amount, in one pass over the pairs
     for p in pairs:
         key = (whole(p["punisher"]), whole(p["target"]))
