@@ -10,13 +10,14 @@ read is checked: a missing or unreadable file, or a row that is not a sound char
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
+
+from cooplab.graphs.rundir import read_json, read_table
 
 from .labels import CALL_ID
 
@@ -79,10 +80,10 @@ def run_prices(run_dir: str | Path) -> dict[str | None, tuple[Decimal, Decimal]]
     ``llm.price_in``/``price_out`` when both are set (runs made before prices were per model).
     Empty when the file or the values cannot be read."""
     try:
-        cfg = json.loads((run_dir_of(run_dir) / "config.json").read_text(encoding="utf-8"))
-        llm = cfg.get("llm") if isinstance(cfg, dict) else None
-    except (OSError, ValueError, RecursionError):
+        cfg = read_json(run_dir_of(run_dir) / "config.json")
+    except (OSError, ValueError):  # RunDirError is a ValueError
         return {}
+    llm = cfg.get("llm") if isinstance(cfg, dict) else None
     if not isinstance(llm, dict):
         return {}
     out: dict[str | None, tuple[Decimal, Decimal]] = {}
@@ -99,17 +100,10 @@ def run_prices(run_dir: str | Path) -> dict[str | None, tuple[Decimal, Decimal]]
 
 def ledger_rows(run_dir: str | Path) -> list[dict[str, Any]] | None:
     """The rows of the run's ledger table, or None when it has none (or it cannot be read)."""
-    d = run_dir_of(run_dir)
     try:
-        import pandas as pd
-
-        for ext, read in (("parquet", pd.read_parquet), ("csv", pd.read_csv)):
-            p = d / f"ledger.{ext}"
-            if p.is_file():
-                return read(p).to_dict("records")
-    except Exception:  # noqa: BLE001 - a damaged table: nothing charged is known
+        return read_table(run_dir_of(run_dir), "ledger").to_dict("records")
+    except Exception:  # noqa: BLE001 - no table (RunDirError) or a damaged one: nothing charged is known
         return None
-    return None
 
 
 def _charge(row: Mapping[str, Any], by_model: Mapping[str | None, tuple[Decimal, Decimal]]) -> tuple[str, Charge] | None:
