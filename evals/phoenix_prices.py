@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Callable, Iterable, Mapping
 
-from cooplab.graphs.tracing.charges import Charge, money_pair, run_dir_of, run_prices
+from cooplab.graphs.tracing.charges import Charge, money_pair, run_dir_of, run_prices, split_cost
 
 from .otlp_export import OTLP_TRACES_PATH, OtlpConfigError, _cut
 
@@ -103,8 +103,7 @@ def ledger_rates(run_dir: str | os.PathLike[str]) -> dict[str, tuple[Decimal, De
 
 
 def _reproduces(rates: tuple[Decimal, Decimal], charges: Iterable[Charge]) -> bool:
-    return all(Decimal(c.input_tokens) * rates[0] / 1000 + Decimal(c.output_tokens) * rates[1] / 1000 == c.cost
-               for c in charges)
+    return all(sum(split_cost(c.input_tokens, c.output_tokens, rates)) == c.cost for c in charges)
 
 
 def model_prices(run_dir: str | os.PathLike[str], charges_by_model: Mapping[str, list[Charge]]) -> list[ModelPrice]:

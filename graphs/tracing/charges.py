@@ -68,6 +68,11 @@ def money_pair(v: Any) -> tuple[Decimal, Decimal] | None:
     return None if a is None or b is None else (a, b)
 
 
+def split_cost(input_tokens: int, output_tokens: int, prices: tuple[Decimal, Decimal]) -> tuple[Decimal, Decimal]:
+    """The prompt and completion costs (USD) of a call's tokens at ``prices`` per 1K input and output tokens."""
+    return Decimal(input_tokens) * prices[0] / PER_1K, Decimal(output_tokens) * prices[1] / PER_1K
+
+
 def run_dir_of(path: str | Path) -> Path:
     """The run directory of a run directory or of a file in it (its traces.jsonl)."""
     p = Path(path)
@@ -118,7 +123,7 @@ def _charge(row: Mapping[str, Any], by_model: Mapping[str | None, tuple[Decimal,
     prices = by_model.get(row.get("model")) if isinstance(row.get("model"), str) else None
     prices = prices or by_model.get(None)
     if prices is not None:
-        pc, cc = Decimal(tin) * prices[0] / PER_1K, Decimal(tout) * prices[1] / PER_1K
+        pc, cc = split_cost(tin, tout, prices)
         if pc + cc != cost:
             pc = cc = None
     return row["call_id"], Charge(tin, tout, cost, pc, cc, cached=row.get("cached") is True or row.get("cached") == 1)
