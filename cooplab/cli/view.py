@@ -38,7 +38,8 @@ def _check_host(host: str) -> str:
         raise  # pragma: no cover - fail never returns
 
 
-def _check_dirs(dirs: list[Path]) -> list[Path]:
+def _check_dirs(dirs: list[Path]) -> int:
+    """How many run directories ``dirs`` hold (a one-line exit 2 when a folder is missing or holds none)."""
     from cooplab.evals.explorer.runs import discover
 
     for d in dirs:
@@ -46,10 +47,11 @@ def _check_dirs(dirs: list[Path]) -> list[Path]:
             fail(f"{d} does not exist; give folders holding run directories ('cooplab run ... --out DIR')")
         if not d.is_dir():
             fail(f"{d} is not a directory; give folders holding run directories")
-    if not discover(dirs):
+    found = discover(dirs)
+    if not found:
         fail(f"no run directories (with config.json or summary.json) under {', '.join(map(str, dirs))}; "
              "run one with 'cooplab run TASK --out DIR' or give another folder")
-    return dirs
+    return len(found)
 
 
 def view_cmd(
@@ -68,15 +70,14 @@ def view_cmd(
     if not 0 <= port <= 65535:
         fail(f"--port must be between 0 and 65535, got {port}")
     bind = _check_host(host)
-    roots = _check_dirs(list(dirs) if dirs else [Path("runs") if Path("runs").is_dir() else Path(".")])
+    roots = list(dirs) if dirs else [Path("runs") if Path("runs").is_dir() else Path(".")]
+    n = _check_dirs(roots)
     from cooplab.evals.explorer import app as explorer
-    from cooplab.evals.explorer.runs import discover
 
     try:
         server, url = explorer.serve(roots, host=bind, port=port, task_for=task_for)
     except OSError as exc:
         fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
-    n = len(discover(roots))
     if as_json:
         typer.echo(json.dumps({"url": url, "runs": n, "dirs": [str(d) for d in roots]}))
     else:
