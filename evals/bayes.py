@@ -850,7 +850,8 @@ def _judge_outcomes(df: pd.DataFrame, f: Path) -> tuple[pd.DataFrame, str]:
     for i in df.index:
         if df.loc[i, list(JUDGE_COLUMNS.values())].notna().all():
             continue
-        d = Path(df.loc[i, "run_dir"]) if isinstance(df.get("run_dir", pd.Series(dtype=object)).get(i), str) else None
+        run_dir = df.loc[i, "run_dir"] if "run_dir" in df.columns else None
+        d = Path(run_dir) if isinstance(run_dir, str) else None
         entry = _run_judge(d, df.loc[i, "judge"] if isinstance(df.loc[i, "judge"], str) else None)
         if entry is None:
             where = d if d is not None else f"row {int(df.index.get_loc(i)) + 1}"

@@ -171,17 +171,21 @@ def traces_file(run_dir: str | os.PathLike[str]) -> Path:
     return p if p.is_file() else p / TRACES_FILE
 
 
+def run_config(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """The config.json of a run directory (or of the one holding a traces file) as an object; empty
+    when it is missing, damaged or not an object."""
+    try:
+        cfg = json.loads((run_dir_of(run_dir) / "config.json").read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return cfg if isinstance(cfg, dict) else {}
+
+
 def run_metadata(run_dir: str | os.PathLike[str]) -> dict[str, str]:
     """``cooplab.run_dir`` (absolute) and, when the run directory's config.json names one,
     ``cooplab.task``. A missing or damaged config.json only leaves the task out."""
-    p = Path(run_dir)
-    d = p.parent if p.is_file() else p
-    meta = {"cooplab.run_dir": _clean_str(str(d.resolve()))}
-    try:
-        cfg = json.loads((d / "config.json").read_text(encoding="utf-8", errors="replace"))
-    except (OSError, ValueError, RecursionError):
-        return meta
-    task = cfg.get("task") if isinstance(cfg, dict) else None
+    meta = {"cooplab.run_dir": _clean_str(str(run_dir_of(run_dir).resolve()))}
+    task = run_config(run_dir).get("task")
     if isinstance(task, str) and task.strip():
         meta["cooplab.task"] = _clean_str(task.strip())[:MAX_NAME_CHARS]
     return meta
@@ -190,15 +194,11 @@ def run_metadata(run_dir: str | os.PathLike[str]) -> dict[str, str]:
 def run_session(run_dir: str | os.PathLike[str]) -> str:
     """The session of a run directory's spans when its runs name none: the run's id
     (config.json's ``record.thread_id``), else (a run made before it was recorded) the directory."""
-    d = run_dir_of(run_dir)
-    try:
-        cfg = json.loads((d / "config.json").read_text(encoding="utf-8", errors="replace"))
-        tid = cfg["record"]["thread_id"]
-    except (OSError, ValueError, RecursionError, KeyError, TypeError):
-        tid = None
+    record = run_config(run_dir).get("record")
+    tid = record.get("thread_id") if isinstance(record, dict) else None
     if isinstance(tid, str) and tid.strip():
         return _cut(_clean_str(tid.strip()), MAX_NAME_CHARS)
-    return _cut(_clean_str(str(d.resolve())), MAX_NAME_CHARS)
+    return _cut(_clean_str(str(run_dir_of(run_dir).resolve())), MAX_NAME_CHARS)
 
 
 def run_charges(path: Path) -> dict[str, Charge]:

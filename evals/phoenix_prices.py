@@ -25,7 +25,6 @@ deadline) raises :class:`PhoenixPriceError`, one line, before any of the run's s
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -35,9 +34,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Callable, Iterable, Mapping
 
-from cooplab.graphs.tracing.charges import Charge, money_pair, run_dir_of, run_prices
+from cooplab.graphs.rundir import read_json
+from cooplab.graphs.tracing.charges import Charge, money_pair, run_dir_of, run_prices, split_cost
 
 from .otlp_export import OTLP_TRACES_PATH, OtlpConfigError, _cut
+from .report import dig
 
 PROBE_TOKENS = 1_000_000  #: prompt and completion tokens of a probe span: its cost is the price per million
 DEFAULT_DEADLINE = 120.0  #: seconds to wait for Phoenix to price with the new entries (it refreshes every ~5 s)
@@ -87,9 +88,8 @@ def ledger_rates(run_dir: str | os.PathLike[str]) -> dict[str, tuple[Decimal, De
     that are not two amounts from 0 to :data:`MAX_RATE` are left out."""
     out: dict[str, tuple[Decimal, Decimal]] = {}
     try:
-        summary = json.loads((run_dir_of(run_dir) / "summary.json").read_text(encoding="utf-8"))
-        rates = summary["ledger"]["rates_per_1k"]
-    except (OSError, ValueError, RecursionError, KeyError, TypeError):
+        rates = dig(read_json(run_dir_of(run_dir) / "summary.json"), "ledger.rates_per_1k")
+    except (OSError, ValueError):  # RunDirError is a ValueError
         rates = None
     if isinstance(rates, dict):
         for k, v in rates.items():
@@ -103,8 +103,7 @@ def ledger_rates(run_dir: str | os.PathLike[str]) -> dict[str, tuple[Decimal, De
 
 
 def _reproduces(rates: tuple[Decimal, Decimal], charges: Iterable[Charge]) -> bool:
-    return all(Decimal(c.input_tokens) * rates[0] / 1000 + Decimal(c.output_tokens) * rates[1] / 1000 == c.cost
-               for c in charges)
+    return all(sum(split_cost(c.input_tokens, c.output_tokens, rates)) == c.cost for c in charges)
 
 
 def model_prices(run_dir: str | os.PathLike[str], charges_by_model: Mapping[str, list[Charge]]) -> list[ModelPrice]:
@@ -168,22 +167,15 @@ class GraphQL:
         return data
 
 
-def _dig(data: Any, *keys: str) -> Any:
-    """``data[k1][k2]...``, or None where the answer lacks a level or has the wrong type."""
-    for k in keys:
-        data = data.get(k) if isinstance(data, dict) else None
-    return data
-
-
 def _nodes(data: Any, *keys: str) -> list[dict[str, Any]]:
     """The nodes of the connection at ``keys`` (``edges[].node``) that are objects."""
-    edges = _dig(data, *keys, "edges")
+    edges = dig(data, ".".join((*keys, "edges")))
     return [e["node"] for e in edges if isinstance(e, dict) and isinstance(e.get("node"), dict)] if isinstance(edges, list) else []
 
 
 def _written_id(data: dict[str, Any], field: str) -> str:
     """The id of the entry a ``createModel``/``updateModel`` answer names."""
-    mid = _dig(data, field, "model", "id")
+    mid = dig(data, f"{field}.model.id")
     if not isinstance(mid, str) or not mid:
         raise PhoenixPriceError(f"--phoenix-prices: Phoenix's {field} answer names no model id")
     return mid
@@ -286,7 +278,7 @@ def wait_until_priced(gql: GraphQL, send: Callable[[Any], bool], price: ModelPri
             proj = gql(_PROBE, name=project).get("getProjectByName")
             if isinstance(proj, dict):
                 project_id = proj.get("id") if isinstance(proj.get("id"), str) else project_id
-                costs = [_dig(n, "costSummary", "total", "cost") for n in _nodes(proj, "spans")]
+                costs = [dig(n, "costSummary.total.cost") for n in _nodes(proj, "spans")]
                 if any(isinstance(c, (int, float)) and math.isclose(c, want, rel_tol=1e-9) for c in costs):
                     return sent
                 seen = len(costs)

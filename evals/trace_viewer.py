@@ -56,15 +56,31 @@ LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 _PAGE_FILE = "trace_viewer.html"  # package data of cooplab.evals (pyproject.toml)
 
 
+def _stamp(path: Path) -> tuple[float, int] | None:
+    """A file's modification time and size (None when it cannot be read): what tells it changed."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime, st.st_size
+
+
+#: the files beside traces.jsonl that what the ledger charged is read from (:mod:`~cooplab.graphs.tracing.charges`)
+_CHARGE_FILES = ("ledger.parquet", "ledger.csv", "config.json")
+
+
 class _RunCache:
     """The runs of one traces file, re-read only when the file changes (it grows while a
     run is in progress). Lines that are not JSON run objects (or are nested too deeply to
-    handle) are skipped: counted, and the first few listed by number."""
+    handle) are skipped: counted, and the first few listed by number. What the ledger charged
+    for each model call is matched again only when the runs, the ledger or config.json change."""
 
     def __init__(self, path: Path):
         self.path = path
         self._lock = threading.Lock()
         self._stamp: tuple[float, int] | None = None
+        self._charged: dict[str, Charge] = {}
+        self._charged_stamp: tuple[Any, ...] | None = None
         self.runs: list[dict[str, Any]] = []
         self.by_id: dict[str, dict[str, Any]] = {}
         self.bad_lines = 0
@@ -72,15 +88,20 @@ class _RunCache:
         self.read_error: str | None = None
 
     def get(self) -> "_RunCache":
-        try:
-            st = self.path.stat()
-            stamp = (st.st_mtime, st.st_size)
-        except OSError:
-            stamp = None
+        stamp = _stamp(self.path)
         with self._lock:
             if stamp != self._stamp:
                 self._load(stamp)
             return self
+
+    def charged(self) -> dict[str, Charge]:
+        """What the run's ledger charged for each model call of the file, by run id (none without a ledger)."""
+        with self._lock:
+            stamp = (self._stamp, *(_stamp(self.path.parent / name) for name in _CHARGE_FILES))
+            if stamp != self._charged_stamp:
+                self._charged = match_charges(self.runs, ledger_charges(self.path.parent))
+                self._charged_stamp = stamp
+            return self._charged
 
     def _load(self, stamp: tuple[float, int] | None) -> None:
         runs: list[dict[str, Any]] = []
@@ -147,11 +168,6 @@ def _summary(run: dict[str, Any]) -> dict[str, Any]:
     if isinstance(err, str) and len(err) > _MAX_SUMMARY_ERROR:
         out["error"] = err[:_MAX_SUMMARY_ERROR] + "..."
     return out
-
-
-def _charged(cache: _RunCache) -> dict[str, Charge]:
-    """What the run's ledger charged for each model call of the file, by run id (none without a ledger)."""
-    return match_charges(cache.runs, ledger_charges(cache.path.parent))
 
 
 def _with_charge(run: dict[str, Any], charged: dict[str, Charge]) -> dict[str, Any]:
@@ -223,7 +239,7 @@ def _make_handler(cache: _RunCache, title: str):
                     c = cache.get()
                     q = parse_qs(url.query)
                     summary = q.get("summary", ["0"])[0] not in ("0", "false", "")
-                    charged = _charged(c)
+                    charged = c.charged()
                     self._json(200, [_with_charge(_summary(r) if summary else r, charged) for r in c.runs])
                 elif path.startswith("/api/runs/"):
                     rid = unquote(path[len("/api/runs/"):])
@@ -232,7 +248,7 @@ def _make_handler(cache: _RunCache, title: str):
                     if run is None:
                         self._json(404, {"error": f"no run {rid}"})
                     else:
-                        self._json(200, _with_charge(run, _charged(c)))
+                        self._json(200, _with_charge(run, c.charged()))
                 elif path == "/api/info":
                     c = cache.get()
                     self._json(200, {"title": title, "file": str(c.path), "exists": c.path.is_file(),

@@ -10,13 +10,14 @@ read is checked: a missing or unreadable file, or a row that is not a sound char
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
+
+from cooplab.graphs.rundir import read_json, read_table
 
 from .labels import CALL_ID
 
@@ -67,6 +68,11 @@ def money_pair(v: Any) -> tuple[Decimal, Decimal] | None:
     return None if a is None or b is None else (a, b)
 
 
+def split_cost(input_tokens: int, output_tokens: int, prices: tuple[Decimal, Decimal]) -> tuple[Decimal, Decimal]:
+    """The prompt and completion costs (USD) of a call's tokens at ``prices`` per 1K input and output tokens."""
+    return Decimal(input_tokens) * prices[0] / PER_1K, Decimal(output_tokens) * prices[1] / PER_1K
+
+
 def run_dir_of(path: str | Path) -> Path:
     """The run directory of a run directory or of a file in it (its traces.jsonl)."""
     p = Path(path)
@@ -79,10 +85,10 @@ def run_prices(run_dir: str | Path) -> dict[str | None, tuple[Decimal, Decimal]]
     ``llm.price_in``/``price_out`` when both are set (runs made before prices were per model).
     Empty when the file or the values cannot be read."""
     try:
-        cfg = json.loads((run_dir_of(run_dir) / "config.json").read_text(encoding="utf-8"))
-        llm = cfg.get("llm") if isinstance(cfg, dict) else None
-    except (OSError, ValueError, RecursionError):
+        cfg = read_json(run_dir_of(run_dir) / "config.json")
+    except (OSError, ValueError):  # RunDirError is a ValueError
         return {}
+    llm = cfg.get("llm") if isinstance(cfg, dict) else None
     if not isinstance(llm, dict):
         return {}
     out: dict[str | None, tuple[Decimal, Decimal]] = {}
@@ -99,17 +105,10 @@ def run_prices(run_dir: str | Path) -> dict[str | None, tuple[Decimal, Decimal]]
 
 def ledger_rows(run_dir: str | Path) -> list[dict[str, Any]] | None:
     """The rows of the run's ledger table, or None when it has none (or it cannot be read)."""
-    d = run_dir_of(run_dir)
     try:
-        import pandas as pd
-
-        for ext, read in (("parquet", pd.read_parquet), ("csv", pd.read_csv)):
-            p = d / f"ledger.{ext}"
-            if p.is_file():
-                return read(p).to_dict("records")
-    except Exception:  # noqa: BLE001 - a damaged table: nothing charged is known
+        return read_table(run_dir_of(run_dir), "ledger").to_dict("records")
+    except Exception:  # noqa: BLE001 - no table (RunDirError) or a damaged one: nothing charged is known
         return None
-    return None
 
 
 def _charge(row: Mapping[str, Any], by_model: Mapping[str | None, tuple[Decimal, Decimal]]) -> tuple[str, Charge] | None:
@@ -124,7 +123,7 @@ def _charge(row: Mapping[str, Any], by_model: Mapping[str | None, tuple[Decimal,
     prices = by_model.get(row.get("model")) if isinstance(row.get("model"), str) else None
     prices = prices or by_model.get(None)
     if prices is not None:
-        pc, cc = Decimal(tin) * prices[0] / PER_1K, Decimal(tout) * prices[1] / PER_1K
+        pc, cc = split_cost(tin, tout, prices)
         if pc + cc != cost:
             pc = cc = None
     return row["call_id"], Charge(tin, tout, cost, pc, cc, cached=row.get("cached") is True or row.get("cached") == 1)

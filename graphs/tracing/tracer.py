@@ -108,9 +108,9 @@ def _round_of(inputs: Any) -> int | None:
     return n if n == r and 0 <= n < 10**9 else None
 
 
-def _segment(run: _LCRun) -> str:
+def _segment(start: _dt.datetime, run_id: Any) -> str:
     """A run's own part of a dotted order: its start time and id."""
-    return run.start_time.strftime("%Y%m%dT%H%M%S%fZ") + str(run.id)
+    return start.strftime("%Y%m%dT%H%M%S%fZ") + str(run_id)
 
 
 @dataclass
@@ -221,7 +221,7 @@ class JsonlTracer(BaseTracer):
                 return
             group = self._round_run(parent, rnd, run)
             run.parent_run_id = group.id
-            run.dotted_order = f"{group.dotted_order}.{_segment(run)}"
+            run.dotted_order = f"{group.dotted_order}.{_segment(run.start_time, run.id)}"
             self.order_map[run.id] = (run.trace_id, run.dotted_order)
             group.open += 1
 
@@ -236,7 +236,7 @@ class JsonlTracer(BaseTracer):
             gid = uuid.uuid4()
             start = first.start_time
             group = _RoundRun(id=gid, trace_id=root.trace_id, parent_run_id=root.id, round=rnd, start_time=start, end_time=start,
-                              dotted_order=f"{root.dotted_order}.{start.strftime('%Y%m%dT%H%M%S%fZ')}{gid}",
+                              dotted_order=f"{root.dotted_order}.{_segment(start, gid)}",
                               metadata=dict((root.extra or {}).get("metadata") or {}), tags=[str(t) for t in (root.tags or [])])
             self._rounds[key] = self._round_ids[str(gid)] = group
             self._journal(key[0], [{"__start__": True, **group.record()}])  # named "round N" if the process dies in it

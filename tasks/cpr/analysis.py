@@ -23,6 +23,7 @@ import pandas as pd  # noqa: E402
 from cooplab.evals import stats  # noqa: E402
 from cooplab.evals.text import model_display_name  # noqa: E402
 from cooplab.graphs import rundir  # noqa: E402
+from cooplab.tasks.cpr.figures import timeseries_stats  # noqa: E402
 
 POPS = ["altruistic", "mixed", "selfish"]
 ABLS = ["full", "osl", "ogd", "neither"]
@@ -260,8 +261,8 @@ def efficiency_figure(eff: pd.DataFrame) -> plt.Figure:
         g = eff[(eff.env == env) & (eff.ablation == "full")] if (eff.ablation == "full").any() else eff[eff.env == env]
         handles = []
         for model, gm in g.groupby("model"):
-            st = gm.groupby("round")["eta_t"].agg(["mean", "std", "count"]).reset_index()
-            half = 1.96 * st["std"].fillna(0) / np.sqrt(st["count"].clip(lower=1))
+            st = timeseries_stats(gm, "eta_t")
+            half = st["ci95"]
             line = ax.plot(st["round"], st["mean"], label=model)[0]
             ax.fill_between(st["round"], np.clip(st["mean"] - half, 0, None), st["mean"] + half, alpha=0.2, color=line.get_color(), lw=0)
             handles.append(line)
