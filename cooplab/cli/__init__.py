@@ -282,7 +282,7 @@ def analyze_efficiency(
         _echo_json({"table": json.loads(table.to_json(orient="records")), "notes": res["notes"],
                     "files": {k: str(v) for k, v in paths.items()}})
         return
-    typer.echo(paths["md"].read_text(encoding="utf-8").split("\n\n", 1)[1].rstrip())
+    typer.echo(efficiency.markdown(res).split("\n\n", 1)[1].rstrip())
     typer.echo(f"efficiency.csv, efficiency.md and efficiency.png in {out}")
 
 
