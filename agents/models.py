@@ -324,36 +324,6 @@ def make_chat_model(spec: ModelSpec, **kw: Any) -> BaseChatModel:
     return p.build(spec, **kw)
 
 
-def _make_openai(spec: ModelSpec, **kw: Any) -> BaseChatModel:
-    """``openai:NAME``: OpenAI, or any OpenAI-compatible server at ``base_url``."""
-    import os
-
-    timeout = kw.get("timeout", 120)
-    sync_client, async_client = _http_clients(spec, timeout)
-    return _checked_chat_openai()(
-        # our own clients: langchain-openai's shared default async client outlives the event
-        # loop it was first used in, which breaks a second run in the same process
-        http_client=sync_client,
-        http_async_client=async_client,
-        model=spec.name,
-        base_url=spec.base_url,
-        api_key=os.environ.get("OPENAI_API_KEY") or "not-needed",
-        temperature=spec.temperature,
-        max_tokens=spec.max_tokens,
-        max_retries=0,  # cooplab retries transport errors itself, with backoff and accounting
-        timeout=timeout,
-        use_responses_api=False,  # chat completions, whatever the model's name: the checked path
-    )
-
-
-def _http_clients(spec: ModelSpec, timeout: float) -> tuple[Any, Any]:
-    """The (sync, async) HTTP clients of an OpenAI-compatible model: ``timeout`` per read, no proxy
-    for a loopback server, what is read capped (:class:`cooplab.agents.http_clients.BodyCap`)."""
-    from .http_clients import capped_clients
-
-    return capped_clients(spec.max_tokens, timeout=timeout, trust_env=not _is_loopback(spec.base_url))
-
-
 def _is_loopback(url: str | None) -> bool:
     """Loopback servers are reached directly, never through an HTTP proxy from the environment."""
     if not url:

@@ -438,9 +438,18 @@ def _build_google(spec: ModelSpec, **kw: Any) -> BaseChatModel:
 
 
 def _build_openai(spec: ModelSpec, **kw: Any) -> BaseChatModel:
-    from cooplab.agents.models import _make_openai
+    """``openai:NAME``: OpenAI, or any OpenAI-compatible server at ``base_url``."""
+    from cooplab.agents.models import _checked_chat_openai
 
-    return _make_openai(spec, **kw)
+    timeout = _timeout(kw)
+    # our own clients: langchain-openai's shared default async client outlives the event loop it
+    # was first used in, which breaks a second run in the same process
+    sync_client, async_client = _clients(spec, spec.base_url, timeout)
+    return _checked_chat_openai()(http_client=sync_client, http_async_client=async_client, model=spec.name, base_url=spec.base_url,
+                                  api_key=_api_key(PROVIDERS["openai"]), temperature=spec.temperature, max_tokens=spec.max_tokens,
+                                  max_retries=0,  # cooplab retries transport errors itself, with backoff and accounting
+                                  timeout=timeout,
+                                  use_responses_api=False)  # chat completions, whatever the model's name: the checked path
 
 
 #: Ollama's server on this machine, the default of ``ollama:NAME``
