@@ -476,9 +476,16 @@ def provider(kind: str) -> Provider | None:
     return PROVIDERS.get(kind)
 
 
+def provider_of_model(model: Any) -> str | None:
+    """The hosted provider whose LangChain integration package (the first of its
+    :attr:`Provider.modules`) defines a chat model object's class or one of its bases, or None."""
+    return next((kind for c in type(model).__mro__ for kind, p in PROVIDERS.items() if c.__module__.split(".")[0] == p.modules[0]),
+                None)
+
+
 def known_prefixes() -> str:
     """The hosted providers' prefixes, for messages: ``openai:NAME, anthropic:NAME, ...``."""
     return ", ".join(f"{k}:NAME" for k in PROVIDERS)
 
 
-__all__ = ["OLLAMA_LOCAL", "PROVIDERS", "Provider", "answer_size", "checked_message", "known_prefixes", "provider"]
+__all__ = ["OLLAMA_LOCAL", "PROVIDERS", "Provider", "answer_size", "checked_message", "known_prefixes", "provider", "provider_of_model"]
