@@ -320,25 +320,26 @@ def _ollama_clean_streams(base: type) -> dict[str, Any]:
     return {"_create_chat_stream": _create_chat_stream, "_acreate_chat_stream": _acreate_chat_stream}
 
 
-def _without_bad_counts(body: bytes, where: Callable[[dict[str, Any]], dict[str, Any] | None], names: tuple[str, ...]) -> bytes:
-    """``body`` with the counts ``names`` of the object ``where(json)`` dropped when they are not
-    non-negative integers (the SDK would refuse the whole body; cooplab checks them as received
-    and charges such a call at its bounds). Anything else, and a body that is not JSON, unchanged."""
+def _rewritten(body: bytes, fix: Callable[[dict[str, Any]], bool]) -> bytes:
+    """``body`` re-encoded when ``fix(json)`` changed its JSON object in place (it returns True);
+    else, and for a body that is not a JSON object, unchanged."""
     try:
         data = json.loads(body)
     except (ValueError, RecursionError):
         return body
-    if not isinstance(data, dict):
-        return body
-    target = where(data)
+    return json.dumps(data).encode() if isinstance(data, dict) and fix(data) else body
+
+
+def _drop_bad_counts(target: Any, names: tuple[str, ...]) -> bool:
+    """Drop the counts ``names`` of the object ``target`` that are not non-negative integers (the SDK
+    would refuse the whole body; cooplab checks them as received and charges such a call at its
+    bounds); whether any was dropped."""
     if not isinstance(target, dict):
-        return body
+        return False
     bad = [k for k in names if k in target and not (type(target[k]) is int and target[k] >= 0)]
-    if not bad:
-        return body
     for k in bad:
         del target[k]
-    return json.dumps(data).encode()
+    return bool(bad)
 
 
 #: the counts of an Ollama answer its client validates as integers
@@ -349,26 +350,27 @@ _GOOGLE_COUNTS = ("promptTokenCount", "candidatesTokenCount", "totalTokenCount",
 
 
 def _ollama_rewrite(body: bytes) -> bytes:
-    return _without_bad_counts(body, lambda d: d, _OLLAMA_COUNTS)
+    return _rewritten(body, lambda data: _drop_bad_counts(data, _OLLAMA_COUNTS))
+
+
+def _google_fix(data: dict[str, Any]) -> bool:
+    """Gemini's ``usageMetadata`` made readable by its SDK (see :func:`_drop_bad_counts`); whether it changed."""
+    if "usageMetadata" in data and not isinstance(data["usageMetadata"], dict):
+        del data["usageMetadata"]  # not an object: cooplab flags it as received; the SDK would refuse the body
+        return True
+    usage = data.get("usageMetadata")
+    if not isinstance(usage, dict):
+        return False
+    # per-modality details whose counts the SDK would refuse: not read by cooplab, dropped
+    details = [k for k, v in usage.items() if k.endswith("Details") and not (isinstance(v, list) and all(
+        isinstance(d, dict) and type(d.get("tokenCount", 0)) is int and d.get("tokenCount", 0) >= 0 for d in v))]
+    for k in details:
+        del usage[k]
+    return _drop_bad_counts(usage, _GOOGLE_COUNTS) or bool(details)
 
 
 def _google_rewrite(body: bytes) -> bytes:
-    try:
-        data = json.loads(body)
-    except (ValueError, RecursionError):
-        return body
-    if isinstance(data, dict) and "usageMetadata" in data and not isinstance(data["usageMetadata"], dict):
-        del data["usageMetadata"]  # not an object: cooplab flags it as received; the SDK would refuse the body
-        return json.dumps(data).encode()
-    usage = data.get("usageMetadata") if isinstance(data, dict) else None
-    if isinstance(usage, dict):  # per-modality details whose counts the SDK would refuse: not read by cooplab, dropped
-        details = [k for k, v in usage.items() if k.endswith("Details") and not (isinstance(v, list) and all(
-            isinstance(d, dict) and type(d.get("tokenCount", 0)) is int and d.get("tokenCount", 0) >= 0 for d in v))]
-        for k in details:
-            del usage[k]
-        if details:
-            body = json.dumps(data).encode()
-    return _without_bad_counts(body, lambda d: d.get("usageMetadata"), _GOOGLE_COUNTS)
+    return _rewritten(body, _google_fix)
 
 
 def _ollama_usage(body: dict[str, Any]) -> Any:
