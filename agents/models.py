@@ -272,12 +272,10 @@ def missing_key(spec: ModelSpec) -> str | None:
     model (:data:`~cooplab.agents.providers.PROVIDERS`) that has a key variable needs one of them
     set (not blank), unless it is served from a ``base_url`` of your own (a local or self-hosted
     server needs no key)."""
-    import os
-
     from cooplab.agents.providers import provider
 
     p = provider(spec.kind)
-    if p is None or not p.keys or spec.base_url is not None or any(os.environ.get(v, "").strip() for v in p.keys):
+    if p is None or not p.keys or spec.base_url is not None or p.key() is not None:
         return None
     return f"{spec.id} needs {' or '.join(p.keys)} in the environment (or --base-url for a server of your own that needs none)"
 

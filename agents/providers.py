@@ -49,10 +49,19 @@ class Provider:
     def url(self, base_url: str | None) -> str | None:
         """The server a model calls: ``base_url``, else the first variable of :attr:`url_env` that is
         set, else None (the provider's own server)."""
-        url = base_url or next((os.environ[v] for v in self.url_env if os.environ.get(v, "").strip()), None)
+        url = base_url or _first_set(self.url_env)
         if url and "://" not in url:  # OLLAMA_HOST may be host:port
             url = "http://" + url.strip()
         return url
+
+    def key(self) -> str | None:
+        """The API key: the first variable of :attr:`keys` that is set (not blank), or None."""
+        return _first_set(self.keys)
+
+
+def _first_set(names: tuple[str, ...]) -> str | None:
+    """The value of the first environment variable of ``names`` that is set and not blank, or None."""
+    return next((os.environ[v] for v in names if os.environ.get(v, "").strip()), None)
 
 
 def _timeout(kw: dict[str, Any]) -> float:
@@ -61,7 +70,7 @@ def _timeout(kw: dict[str, Any]) -> float:
 
 def _api_key(p: "Provider") -> str:
     """The provider's key from the environment; a placeholder for a server of one's own (--base-url)."""
-    return next((os.environ[v] for v in p.keys if os.environ.get(v, "").strip()), "") or "not-needed"
+    return p.key() or "not-needed"
 
 
 def _clients(spec: ModelSpec, url: str | None, timeout: float, http: Any = None,
