@@ -427,10 +427,9 @@ def adapter_type(model: Any) -> type[ProviderAdapter]:
         return ScriptedAdapter
     if isinstance(model, LlamaCppChat):
         return LlamaAdapter
-    for kind, module in (("anthropic", "langchain_anthropic"), ("google_genai", "langchain_google_genai"), ("ollama", "langchain_ollama")):
-        if type(model).__module__.split(".")[0] == module or any(c.__module__.split(".")[0] == module for c in type(model).__mro__):
-            return PROVIDER_ADAPTERS[kind]
-    return ProviderAdapter
+    from cooplab.agents.providers import provider_of_model
+
+    return PROVIDER_ADAPTERS.get(provider_of_model(model) or "", ProviderAdapter)
 
 
 def decoding_schema(schema: dict[str, Any], levels: int = 21) -> dict[str, Any]:

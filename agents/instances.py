@@ -95,24 +95,22 @@ def describe(spec: str) -> dict[str, str]:
     return {"class": f"{cls.__module__}.{cls.__qualname__}", "name": model_label(model)}
 
 
-#: the provider of a LangChain integration package, for prices (``agents/prices.py``)
-_PROVIDER_OF_PACKAGE = {"langchain_openai": "openai", "langchain_anthropic": "anthropic",
-                        "langchain_google_genai": "google_genai", "langchain_ollama": "ollama"}
-#: each provider's own API: an object pointed elsewhere is a server of your own (the nominal price)
-_OWN_API = {"openai": ("openai_api_base", ("https://api.openai.com/v1",)),
-            "anthropic": ("anthropic_api_url", ("https://api.anthropic.com",))}
+#: the attribute naming the server of a provider's chat model objects: an object pointed at
+#: another server than the provider's own API is a server of your own (the nominal price)
+_URL_ATTR = {"openai": "openai_api_base", "anthropic": "anthropic_api_url"}
 
 
 def price_identity(spec: str) -> tuple[str | None, str, str | None]:
     """(provider, model name, server of your own or None) of a registered object, as the price
     table reads them: the provider from the class's integration package (None for another
     class), the name from :func:`model_label`, the server when it is not the provider's own API."""
+    from cooplab.agents.providers import PROVIDERS, provider_of_model
+
     model = registered(spec)
-    kind = next((k for c in type(model).__mro__ for pkg, k in _PROVIDER_OF_PACKAGE.items()
-                 if c.__module__.split(".")[0] == pkg), None)
-    attr, defaults = _OWN_API.get(kind or "", (None, ()))
+    kind = provider_of_model(model)
+    attr = _URL_ATTR.get(kind or "")
     url = getattr(model, attr, None) if attr else None
-    own = url.rstrip("/") if isinstance(url, str) and url.strip() and url.rstrip("/") not in defaults else None
+    own = url.rstrip("/") if isinstance(url, str) and url.strip() and url.rstrip("/") != PROVIDERS[kind].default_url else None
     return kind, model_label(model), own
 
 

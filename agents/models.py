@@ -272,12 +272,10 @@ def missing_key(spec: ModelSpec) -> str | None:
     model (:data:`~cooplab.agents.providers.PROVIDERS`) that has a key variable needs one of them
     set (not blank), unless it is served from a ``base_url`` of your own (a local or self-hosted
     server needs no key)."""
-    import os
-
     from cooplab.agents.providers import provider
 
     p = provider(spec.kind)
-    if p is None or not p.keys or spec.base_url is not None or any(os.environ.get(v, "").strip() for v in p.keys):
+    if p is None or not p.keys or spec.base_url is not None or p.key() is not None:
         return None
     return f"{spec.id} needs {' or '.join(p.keys)} in the environment (or --base-url for a server of your own that needs none)"
 
@@ -322,36 +320,6 @@ def make_chat_model(spec: ModelSpec, **kw: Any) -> BaseChatModel:
     except ConfigError as exc:
         raise ModelSpecError(str(exc)) from None
     return p.build(spec, **kw)
-
-
-def _make_openai(spec: ModelSpec, **kw: Any) -> BaseChatModel:
-    """``openai:NAME``: OpenAI, or any OpenAI-compatible server at ``base_url``."""
-    import os
-
-    timeout = kw.get("timeout", 120)
-    sync_client, async_client = _http_clients(spec, timeout)
-    return _checked_chat_openai()(
-        # our own clients: langchain-openai's shared default async client outlives the event
-        # loop it was first used in, which breaks a second run in the same process
-        http_client=sync_client,
-        http_async_client=async_client,
-        model=spec.name,
-        base_url=spec.base_url,
-        api_key=os.environ.get("OPENAI_API_KEY") or "not-needed",
-        temperature=spec.temperature,
-        max_tokens=spec.max_tokens,
-        max_retries=0,  # cooplab retries transport errors itself, with backoff and accounting
-        timeout=timeout,
-        use_responses_api=False,  # chat completions, whatever the model's name: the checked path
-    )
-
-
-def _http_clients(spec: ModelSpec, timeout: float) -> tuple[Any, Any]:
-    """The (sync, async) HTTP clients of an OpenAI-compatible model: ``timeout`` per read, no proxy
-    for a loopback server, what is read capped (:class:`cooplab.agents.http_clients.BodyCap`)."""
-    from .http_clients import capped_clients
-
-    return capped_clients(spec.max_tokens, timeout=timeout, trust_env=not _is_loopback(spec.base_url))
 
 
 def _is_loopback(url: str | None) -> bool:

@@ -49,10 +49,19 @@ class Provider:
     def url(self, base_url: str | None) -> str | None:
         """The server a model calls: ``base_url``, else the first variable of :attr:`url_env` that is
         set, else None (the provider's own server)."""
-        url = base_url or next((os.environ[v] for v in self.url_env if os.environ.get(v, "").strip()), None)
+        url = base_url or _first_set(self.url_env)
         if url and "://" not in url:  # OLLAMA_HOST may be host:port
             url = "http://" + url.strip()
         return url
+
+    def key(self) -> str | None:
+        """The API key: the first variable of :attr:`keys` that is set (not blank), or None."""
+        return _first_set(self.keys)
+
+
+def _first_set(names: tuple[str, ...]) -> str | None:
+    """The value of the first environment variable of ``names`` that is set and not blank, or None."""
+    return next((os.environ[v] for v in names if os.environ.get(v, "").strip()), None)
 
 
 def _timeout(kw: dict[str, Any]) -> float:
@@ -61,7 +70,7 @@ def _timeout(kw: dict[str, Any]) -> float:
 
 def _api_key(p: "Provider") -> str:
     """The provider's key from the environment; a placeholder for a server of one's own (--base-url)."""
-    return next((os.environ[v] for v in p.keys if os.environ.get(v, "").strip()), "") or "not-needed"
+    return p.key() or "not-needed"
 
 
 def _clients(spec: ModelSpec, url: str | None, timeout: float, http: Any = None,
@@ -320,25 +329,26 @@ def _ollama_clean_streams(base: type) -> dict[str, Any]:
     return {"_create_chat_stream": _create_chat_stream, "_acreate_chat_stream": _acreate_chat_stream}
 
 
-def _without_bad_counts(body: bytes, where: Callable[[dict[str, Any]], dict[str, Any] | None], names: tuple[str, ...]) -> bytes:
-    """``body`` with the counts ``names`` of the object ``where(json)`` dropped when they are not
-    non-negative integers (the SDK would refuse the whole body; cooplab checks them as received
-    and charges such a call at its bounds). Anything else, and a body that is not JSON, unchanged."""
+def _rewritten(body: bytes, fix: Callable[[dict[str, Any]], bool]) -> bytes:
+    """``body`` re-encoded when ``fix(json)`` changed its JSON object in place (it returns True);
+    else, and for a body that is not a JSON object, unchanged."""
     try:
         data = json.loads(body)
     except (ValueError, RecursionError):
         return body
-    if not isinstance(data, dict):
-        return body
-    target = where(data)
+    return json.dumps(data).encode() if isinstance(data, dict) and fix(data) else body
+
+
+def _drop_bad_counts(target: Any, names: tuple[str, ...]) -> bool:
+    """Drop the counts ``names`` of the object ``target`` that are not non-negative integers (the SDK
+    would refuse the whole body; cooplab checks them as received and charges such a call at its
+    bounds); whether any was dropped."""
     if not isinstance(target, dict):
-        return body
+        return False
     bad = [k for k in names if k in target and not (type(target[k]) is int and target[k] >= 0)]
-    if not bad:
-        return body
     for k in bad:
         del target[k]
-    return json.dumps(data).encode()
+    return bool(bad)
 
 
 #: the counts of an Ollama answer its client validates as integers
@@ -349,26 +359,27 @@ _GOOGLE_COUNTS = ("promptTokenCount", "candidatesTokenCount", "totalTokenCount",
 
 
 def _ollama_rewrite(body: bytes) -> bytes:
-    return _without_bad_counts(body, lambda d: d, _OLLAMA_COUNTS)
+    return _rewritten(body, lambda data: _drop_bad_counts(data, _OLLAMA_COUNTS))
+
+
+def _google_fix(data: dict[str, Any]) -> bool:
+    """Gemini's ``usageMetadata`` made readable by its SDK (see :func:`_drop_bad_counts`); whether it changed."""
+    if "usageMetadata" in data and not isinstance(data["usageMetadata"], dict):
+        del data["usageMetadata"]  # not an object: cooplab flags it as received; the SDK would refuse the body
+        return True
+    usage = data.get("usageMetadata")
+    if not isinstance(usage, dict):
+        return False
+    # per-modality details whose counts the SDK would refuse: not read by cooplab, dropped
+    details = [k for k, v in usage.items() if k.endswith("Details") and not (isinstance(v, list) and all(
+        isinstance(d, dict) and type(d.get("tokenCount", 0)) is int and d.get("tokenCount", 0) >= 0 for d in v))]
+    for k in details:
+        del usage[k]
+    return _drop_bad_counts(usage, _GOOGLE_COUNTS) or bool(details)
 
 
 def _google_rewrite(body: bytes) -> bytes:
-    try:
-        data = json.loads(body)
-    except (ValueError, RecursionError):
-        return body
-    if isinstance(data, dict) and "usageMetadata" in data and not isinstance(data["usageMetadata"], dict):
-        del data["usageMetadata"]  # not an object: cooplab flags it as received; the SDK would refuse the body
-        return json.dumps(data).encode()
-    usage = data.get("usageMetadata") if isinstance(data, dict) else None
-    if isinstance(usage, dict):  # per-modality details whose counts the SDK would refuse: not read by cooplab, dropped
-        details = [k for k, v in usage.items() if k.endswith("Details") and not (isinstance(v, list) and all(
-            isinstance(d, dict) and type(d.get("tokenCount", 0)) is int and d.get("tokenCount", 0) >= 0 for d in v))]
-        for k in details:
-            del usage[k]
-        if details:
-            body = json.dumps(data).encode()
-    return _without_bad_counts(body, lambda d: d.get("usageMetadata"), _GOOGLE_COUNTS)
+    return _rewritten(body, _google_fix)
 
 
 def _ollama_usage(body: dict[str, Any]) -> Any:
@@ -438,9 +449,18 @@ def _build_google(spec: ModelSpec, **kw: Any) -> BaseChatModel:
 
 
 def _build_openai(spec: ModelSpec, **kw: Any) -> BaseChatModel:
-    from cooplab.agents.models import _make_openai
+    """``openai:NAME``: OpenAI, or any OpenAI-compatible server at ``base_url``."""
+    from cooplab.agents.models import _checked_chat_openai
 
-    return _make_openai(spec, **kw)
+    timeout = _timeout(kw)
+    # our own clients: langchain-openai's shared default async client outlives the event loop it
+    # was first used in, which breaks a second run in the same process
+    sync_client, async_client = _clients(spec, spec.base_url, timeout)
+    return _checked_chat_openai()(http_client=sync_client, http_async_client=async_client, model=spec.name, base_url=spec.base_url,
+                                  api_key=_api_key(PROVIDERS["openai"]), temperature=spec.temperature, max_tokens=spec.max_tokens,
+                                  max_retries=0,  # cooplab retries transport errors itself, with backoff and accounting
+                                  timeout=timeout,
+                                  use_responses_api=False)  # chat completions, whatever the model's name: the checked path
 
 
 #: Ollama's server on this machine, the default of ``ollama:NAME``
@@ -467,9 +487,16 @@ def provider(kind: str) -> Provider | None:
     return PROVIDERS.get(kind)
 
 
+def provider_of_model(model: Any) -> str | None:
+    """The hosted provider whose LangChain integration package (the first of its
+    :attr:`Provider.modules`) defines a chat model object's class or one of its bases, or None."""
+    return next((kind for c in type(model).__mro__ for kind, p in PROVIDERS.items() if c.__module__.split(".")[0] == p.modules[0]),
+                None)
+
+
 def known_prefixes() -> str:
     """The hosted providers' prefixes, for messages: ``openai:NAME, anthropic:NAME, ...``."""
     return ", ".join(f"{k}:NAME" for k in PROVIDERS)
 
 
-__all__ = ["OLLAMA_LOCAL", "PROVIDERS", "Provider", "answer_size", "checked_message", "known_prefixes", "provider"]
+__all__ = ["OLLAMA_LOCAL", "PROVIDERS", "Provider", "answer_size", "checked_message", "known_prefixes", "provider", "provider_of_model"]

@@ -183,18 +183,14 @@ def build_service(config: dict[str, Any], entries: list[dict[str, Any]] | None =
     file) every charge is journaled, and the journal's charges the audit trail lacks (paid by an
     interrupted process) are restored too."""
     from cooplab.agents.decisions import LLMService
-    from cooplab.agents.models import make_chat_model, parse_model_spec  # looked up per call: tests wrap them
+    from cooplab.agents.models import make_chat_model  # looked up per call: tests wrap it (and parse_model_spec, in specs())
+    from cooplab.agents.prices import NOMINAL
     from cooplab.graphs.ledger import Ledger, LedgerJournal, Rates
 
     llm = config["llm"] if isinstance(config["llm"], LLMSettings) else LLMSettings.model_validate(config["llm"], strict=False)
-    models = {}
-    for agent, text in llm.models().items():
-        spec = parse_model_spec(text, base_url=llm.base_url, temperature=llm.temperature, max_tokens=llm.max_tokens)
-        models[agent] = (spec, make_chat_model(spec))
-    from cooplab.agents.prices import NOMINAL
-
-    per_model = {model: Rates(Decimal(str(p[0])), Decimal(str(p[1]))) for model, p in llm.resolved_prices().items()}
-    rates = Rates(Decimal(str(NOMINAL[0])), Decimal(str(NOMINAL[1])))
+    models = {agent: (spec, make_chat_model(spec)) for agent, spec in llm.specs().items()}
+    per_model = {model: Rates(*p) for model, p in llm.resolved_prices().items()}  # Rates takes floats by their shortest text
+    rates = Rates(*NOMINAL)
     unit_rates = {"sandbox_seconds": Decimal(str((config.get("sandbox") or {}).get("rate") or 0))}
     ledger = Ledger(budget=None if llm.budget is None else Decimal(str(llm.budget)), rates=per_model, default_rates=rates,
                     unit_rates=unit_rates)

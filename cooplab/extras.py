@@ -42,11 +42,11 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "ray": ("ray",),
     # the Bayesian analyses (cooplab analyze profiles / science): NumPyro on JAX, CPU
     "bayes": ("numpyro", "jax"),
-    # OTLP export of traces (evals/otlp_export.py) and Phoenix's client (its tests read spans back)
     # the hosted providers' LangChain integrations (cooplab.agents.providers)
     "anthropic": ("langchain_anthropic", "anthropic"),
     "google": ("langchain_google_genai",),
     "ollama": ("langchain_ollama", "ollama"),
+    # OTLP export of traces (evals/otlp_export.py) and Phoenix's client (its tests read spans back)
     "viewer": ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http", "openinference.semconv", "phoenix.client"),
     # langgraph dev serving langgraph.json's graphs (cooplab/runs/server_graphs.py), and the SDK its test drives it with
     "server": ("langgraph_cli", "langgraph_api", "langgraph_runtime_inmem", "langgraph_sdk"),

@@ -210,17 +210,16 @@ def served_graph(task: Task, checked: dict[str, Any], schema: type[ServerSetting
         task.prepare_run(stamped, out)  # may note a dataset's hash in config.json
         return {**task.init_state(runstore.read_run_config(out)), "run_dir": str(out)}
 
-    def services(out: Path, cfg: dict[str, Any]) -> tuple[Any, Any, Any, dict[str, Any]]:
-        """(model service, sandbox pool, runtime context, run config) of an LLM run, as the runner
-        builds them (no traces.jsonl: the server records the run's steps itself); all None and an
-        empty run config for a rule-based run."""
+    def services(out: Path, cfg: dict[str, Any]) -> tuple[Any, Any, Any]:
+        """(model service, sandbox pool, runtime context) of an LLM run, as the runner builds them (no
+        traces.jsonl: the server records the run's steps itself); all None for a rule-based run."""
         if cfg.get("agents") != "llm":
-            return None, None, None, {}
+            return None, None, None
         from cooplab.agents.settings import build_service
 
         service = build_service(cfg, None, journal=out / JOURNAL_FILE)
         pool = runner.sandbox_pool(task, cfg, out)
-        return service, pool, CoopContext(llm=service, sandbox=pool, run_dir=str(out)), {}
+        return service, pool, CoopContext(llm=service, sandbox=pool, run_dir=str(out))
 
     async def run_task(state: Mapping[str, Any]) -> dict[str, Any]:
         """The task's graph from the initial state, with the run's services; then its outputs. File
@@ -228,8 +227,8 @@ def served_graph(task: Task, checked: dict[str, Any], schema: type[ServerSetting
         out = Path(state["run_dir"])
         cfg = await asyncio.to_thread(runstore.read_run_config, out)
         initial = {k: v for k, v in state.items() if k in own_keys}
-        service, pool, context, run_cfg = await asyncio.to_thread(services, out, cfg)
-        run_cfg["recursion_limit"] = task.recursion_limit(initial, len(inner.nodes) - 1)
+        service, pool, context = await asyncio.to_thread(services, out, cfg)
+        run_cfg = {"recursion_limit": task.recursion_limit(initial, len(inner.nodes) - 1)}
         status, message, final = "completed", None, initial
         t0 = time.perf_counter()
         try:
