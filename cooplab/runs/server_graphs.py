@@ -70,7 +70,7 @@ class ServerSettings(BaseModel):
 
     agents: str | None = Field(None, description="rule or llm (default: the task's first kind).")
     seed: int = Field(0, description="The run's seed: every random draw derives from it.")
-    model: str | None = Field(None, description="Model spec of every LLM agent (local, openai:NAME, scripted:FILE, builtin:NAME).")
+    model: str | None = Field(None, description="Model spec of every LLM agent (local, local:PATH.gguf, PROVIDER:NAME such as openai:NAME or anthropic:NAME, scripted:FILE, builtin:NAME).")
     budget: float | None = Field(None, description="Budget cap in USD of an LLM run (null: no cap).")
     options: dict[str, Any] = Field(default_factory=dict, description="The task's own options, as cooplab.run takes them "
                                     "(cooplab params TASK); given, they replace the default options as a whole.")
