@@ -225,16 +225,26 @@ def gguf_file(text: str) -> Path:
 
 _GGUF_SHA256: dict[tuple[str, int, int], str] = {}
 _GGUF_LOCK = threading.Lock()
+#: a model file at least this big is announced on stderr before it is hashed (reading a few GB takes
+#: seconds; a 200 GB file, minutes)
+HASH_NOTE_BYTES = 1 << 30
 
 
 def gguf_sha256(path: str) -> str:
-    """A model file's SHA-256, hashed once per process for each (file, size, modification time)."""
+    """A model file's SHA-256, hashed once per process for each (file, size, modification time). A
+    file of :data:`HASH_NOTE_BYTES` or more gets one line on stderr first, saying what is read and why."""
     st = os.stat(path)
     key = (path, st.st_size, st.st_mtime_ns)
     with _GGUF_LOCK:
         if key not in _GGUF_SHA256:
             from cooplab.limits import sha256_file
 
+            if st.st_size >= HASH_NOTE_BYTES:
+                import sys
+
+                size = f"{st.st_size / 1e9:.1f} GB" if st.st_size >= 10**8 else f"{st.st_size / 1e6:.1f} MB"
+                print(f"cooplab: reading all {size} of {path} once to hash it (a local: model's answers are "
+                      "cached under its content's SHA-256); this can take minutes", file=sys.stderr, flush=True)
             _GGUF_SHA256[key] = sha256_file(path)
         return _GGUF_SHA256[key]
 

@@ -19,6 +19,13 @@ checkpointer (the server brings its own):
   with cache and ledger, the per-agent sandbox pool) built from the settings; then it writes the
   run's tables, figure and summary.json as ``cooplab run`` does, and puts the summary in the state.
 
+Settings come from whoever can reach the server, so before any other check (those read the files
+and open the caches they are given) :func:`check_served` refuses, unless the operator opted in by an
+environment variable (:data:`OPT_INS`), the local sandbox backend, a model server the client names,
+any file path (``local:`` and ``scripted:`` models, your own data, a cache file) and a paid model
+without a budget: one line naming the setting and the variable (docs/langgraph-server.md). Which web
+pages reach the server at all is the guard's business (:mod:`cooplab.runs.server_app`).
+
 The same settings and seed give the same numbers as ``cooplab run`` (the same config, initial
 state, graph and outputs). The state keeps its numpy arrays: the server's checkpoint serializer
 (LangGraph's ``JsonPlusSerializer``) stores them natively and its JSON encoder (orjson with
@@ -55,6 +62,21 @@ if TYPE_CHECKING:  # the server resolves the name itself when it classifies a fa
 #: the environment variable naming where served runs write their run directories
 RUNS_ENV = "COOPLAB_SERVER_RUNS"
 DEFAULT_RUNS = "runs/langgraph"
+
+#: the operator's opt-ins (environment variables of the server, each off unless set to 1): a served
+#: graph takes its settings from whoever can reach the server, so by default it refuses every setting
+#: that would run code on the host, send the server's API keys elsewhere, touch a file the client
+#: names, or spend without a cap (docs/langgraph-server.md "What a served graph refuses")
+ALLOW_LOCAL_SANDBOX = "COOPLAB_SERVE_ALLOW_LOCAL_SANDBOX"
+ALLOW_CLIENT_SERVERS = "COOPLAB_SERVE_ALLOW_CLIENT_SERVERS"
+ALLOW_PATHS = "COOPLAB_SERVE_ALLOW_PATHS"
+ALLOW_UNBUDGETED = "COOPLAB_SERVE_ALLOW_UNBUDGETED"
+OPT_INS = (ALLOW_LOCAL_SANDBOX, ALLOW_CLIENT_SERVERS, ALLOW_PATHS, ALLOW_UNBUDGETED)
+_ON, _OFF = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
+#: model spec prefixes that name a file on the server's disk
+PATH_SPECS = ("local:", "scripted:")
+#: science's options that name files on the server's disk (your own data)
+PATH_OPTIONS = ("dataset", "task_file", "truth")
 
 
 class SettingsError(ConfigError, ValueError):
@@ -149,6 +171,101 @@ def settings_of(schema: type[ServerSettings], config: Mapping[str, Any] | None, 
         return schema.model_validate(given)
     except ValidationError as exc:
         raise ConfigError(f"settings: {first_error(exc)}") from None
+
+
+def opted_in(variable: str) -> bool:
+    """Whether the operator set the opt-in ``variable`` (1, true, yes, on; unset, 0, false, no, off:
+    not); any other value is a one-line SettingsError naming it."""
+    raw = os.environ.get(variable, "").strip().lower()
+    if raw in _OFF:
+        return False
+    if raw in _ON:
+        return True
+    raise SettingsError(f"the server's ${variable} must be 1 (allow) or 0 (refuse), got {show(os.environ.get(variable))}")
+
+
+def _refuse(what: str, why: str, variable: str) -> None:
+    """A refused setting, unless the operator opted in with ``variable``: one line the client sees."""
+    if not opted_in(variable):
+        raise SettingsError(f"this server refuses {what}: {why}; its operator can allow it by starting the server with "
+                            f"{variable}=1 (docs/langgraph-server.md)")
+
+
+def _spec_text(value: Any) -> str | None:
+    """A model spec as its parser reads it (stripped), or None when it is not text (refused later by its own check)."""
+    return value.strip() if isinstance(value, str) else None
+
+
+def _models(values: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(where, spec, whose budget) of every model spec a run's settings name: the agents' model,
+    per-agent models (``agent_models`` or ``agent_model`` items), science's judge, a game's players."""
+    found: list[tuple[str, Any, str]] = [("model", values.get("model"), "budget")]
+    agent_models = values.get("agent_models")
+    if isinstance(agent_models, Mapping):
+        found += [(f"llm.agent_models[{str(k)[:20]!r}]", v, "budget") for k, v in agent_models.items()]
+    items = values.get("agent_model")
+    if isinstance(items, (list, tuple)):
+        found += [("llm.agent_model", i.split("=", 1)[-1], "budget") for i in items if isinstance(i, str)]
+    found += [("options.judge", values.get("judge"), "judge"), ("options.players", values.get("players"), "budget")]
+    params = values.get("params")
+    if isinstance(params, Mapping):
+        judge = params.get("judge")
+        if isinstance(judge, Mapping):
+            found.append(("options.params.judge.model", judge.get("model"), "params.judge"))
+    return [(where, text, whose) for where, v, whose in found if (text := _spec_text(v))]
+
+
+def check_served(values: Mapping[str, Any]) -> None:
+    """Refuse (one-line SettingsError) what a served run may not do unless its operator opted in
+    (:data:`OPT_INS`). ``values``: the run's settings flat, as the keywords of :func:`cooplab.run`
+    (or a config.json's, :func:`_config_values`). Checked before any other check, since those read
+    the files and open the caches they are given."""
+    from cooplab.agents.providers import provider
+
+    if values.get("sandbox_backend") == "local":
+        _refuse("sandbox.backend 'local'", "the local backend runs the agents' code on this machine without isolation",
+                ALLOW_LOCAL_SANDBOX)
+    if values.get("base_url") is not None:
+        _refuse(f"llm.base_url {show(values.get('base_url'))}", "a model server the client names would receive the server's API keys "
+                "and the run's prompts", ALLOW_CLIENT_SERVERS)
+    for key in PATH_OPTIONS:
+        if values.get(key) is not None:
+            _refuse(f"options.{key}", "it names a file on this machine", ALLOW_PATHS)
+    params = values.get("params")
+    if isinstance(params, Mapping) and params.get("custom") is not None:
+        _refuse("options.params.custom", "your own data names files on this machine", ALLOW_PATHS)
+    cache = values.get("cache", "off")
+    if cache != "off":
+        _refuse(f"llm.cache {show(cache)}", "a response cache is a file on this machine (the served default is off)", ALLOW_PATHS)
+    judge = params.get("judge") if isinstance(params, Mapping) else None
+    caps = {"budget": values.get("budget"), "judge": values.get("judge_budget"),
+            "params.judge": judge.get("budget") if isinstance(judge, Mapping) else None}
+    prices = sorted(k for k in ("price_in", "price_out", "prices") if values.get(k) is not None)
+    for where, text, whose in _models(values):
+        if text.lower().startswith(PATH_SPECS):
+            _refuse(f"{where} {text[:80]!r}", "a local: or scripted: model names a file on this machine (local alone, the shipped "
+                    "model, and builtin: models are served)", ALLOW_PATHS)
+        p = provider(text.partition(":")[0])
+        if p is None or not p.keys:
+            continue
+        if caps["budget"] is None and caps[whose] is None:
+            _refuse(f"{where} {text[:80]!r} without a budget", f"{p.kind} models are paid with the server's {' or '.join(p.keys)}; give "
+                    f"{'options.judge_budget or ' if whose == 'judge' else ''}budget (USD) to cap what the run may spend",
+                    ALLOW_UNBUDGETED)
+        if prices:
+            _refuse(f"llm.{prices[0]} with the paid model {text[:80]!r}", "prices the client sets decide what the budget counts (0 "
+                    "would let the run spend without a cap); the price table's are used", ALLOW_UNBUDGETED)
+
+
+def _config_values(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's config.json as the flat settings :func:`check_served` reads (the checked config, the
+    last word: what the run would really use)."""
+    llm = config.get("llm") if isinstance(config.get("llm"), Mapping) else {}
+    sandbox = config.get("sandbox") if isinstance(config.get("sandbox"), Mapping) else {}
+    return {"model": llm.get("model"), "agent_models": llm.get("agent_models"), "base_url": llm.get("base_url"),
+            "cache": llm.get("cache", "off"), "budget": llm.get("budget"), "price_in": llm.get("price_in"),
+            "price_out": llm.get("price_out"), "sandbox_backend": sandbox.get("backend"),
+            "params": config.get("params")}
 
 
 def run_config(graph_id: str, settings: ServerSettings) -> tuple[Task, dict[str, Any]]:
@@ -265,7 +382,9 @@ def serve(graph_id: str, config: RunnableConfig | None, runtime: Any = None):
     schema = GRAPHS[graph_id][1]
     try:
         settings = settings_of(schema, config, getattr(runtime, "context", None))
+        check_served(settings.keywords())  # before the checks of run_config, which read the files they are given
         task, config_ = run_config(graph_id, settings)
+        check_served(_config_values(config_))  # and what the checked config would really use
     except ConfigError as exc:
         raise SettingsError(str(exc)) from None
     return served_graph(task, config_, schema)
@@ -292,5 +411,6 @@ def science(config: RunnableConfig, runtime: ServerRuntime):
     return serve("science", config, runtime)
 
 
-__all__ = ["GRAPHS", "ServerSettings", "SettingsError", "cpr", "diners", "game", "science", "serve", "served_graph", "settings_of",
+__all__ = ["ALLOW_CLIENT_SERVERS", "ALLOW_LOCAL_SANDBOX", "ALLOW_PATHS", "ALLOW_UNBUDGETED", "GRAPHS", "OPT_INS", "ServerSettings",
+           "SettingsError", "check_served", "cpr", "diners", "game", "science", "serve", "served_graph", "settings_of",
            "run_config"]

@@ -80,8 +80,9 @@ def langgraph_cli() -> str:
 
 
 def offline_env(tmp: Path, proxy_port: int) -> dict[str, str]:
-    """The server's environment: no telemetry, no version check, no tracing, no keys, and every proxy at the recorder."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LANGSMITH_", "LANGCHAIN_", "LANGGRAPH_", "OPENAI_"))}
+    """The server's environment: no telemetry, no version check, no tracing, no keys, no opt-in of the operator
+    (COOPLAB_SERVE_ALLOW_*), and every proxy at the recorder."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LANGSMITH_", "LANGCHAIN_", "LANGGRAPH_", "OPENAI_", "COOPLAB_SERVE_"))}
     proxy = f"http://127.0.0.1:{proxy_port}"
     env.update(LANGGRAPH_CLI_NO_ANALYTICS="1", LANGGRAPH_NO_VERSION_CHECK="true", LANGSMITH_TRACING="false", LANGCHAIN_TRACING_V2="false",
                COOPLAB_SERVER_RUNS=str(tmp / "runs"), HTTP_PROXY=proxy, HTTPS_PROXY=proxy, ALL_PROXY=proxy, http_proxy=proxy,
@@ -113,9 +114,10 @@ def server(tmp_path_factory):
     counter = ProxyRecorder()
     port = free_port()
     log = tmp / "server.log"
+    env = {**offline_env(tmp, counter.port), "COOPLAB_SERVE_ALLOW_PATHS": "1"}  # the scripted model is a file (the operator allows it)
     with open(log, "wb") as out:
         proc = subprocess.Popen([langgraph_cli(), "dev", "--config", str(tmp / "langgraph.json"), "--host", "127.0.0.1", "--port",
-                                 str(port), "--no-browser", "--no-reload"], cwd=tmp, env=offline_env(tmp, counter.port), stdout=out,
+                                 str(port), "--no-browser", "--no-reload"], cwd=tmp, env=env, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:

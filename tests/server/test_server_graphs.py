@@ -28,6 +28,13 @@ SCRIPTED = ROOT / "examples" / "scripted" / "cautious.json"
 VARYING = ("wall_seconds",)
 
 
+@pytest.fixture(autouse=True)
+def no_opt_ins(monkeypatch):
+    """The operator's opt-ins of this shell do not reach the tests: each test sets the ones it needs."""
+    for variable in sg.OPT_INS:
+        monkeypatch.delenv(variable, raising=False)
+
+
 def serve_and_run(graph_id: str, runs: Path, monkeypatch, *, context=None, configurable=None, run_id="r1"):
     """Build the served graph as the server would (factory with config and runtime) and run it to the end."""
     monkeypatch.setenv(sg.RUNS_ENV, str(runs))
@@ -56,6 +63,7 @@ def test_served_rule_cpr_gives_the_numbers_of_cooplab_run(tmp_path, monkeypatch)
 
 
 def test_served_llm_cpr_with_a_scripted_model_gives_the_numbers_of_cooplab_run(tmp_path, monkeypatch):
+    monkeypatch.setenv(sg.ALLOW_PATHS, "1")  # the operator allows model files (scripted:FILE)
     settings = {"agents": "llm", "model": f"scripted:{SCRIPTED}", "seed": 4, "options": {"n_agents": 3, "rounds": 3}}
     state = serve_and_run("cpr", tmp_path / "served", monkeypatch, context=settings)
     ref = cooplab.run(task="cpr", agents="llm", model=f"scripted:{SCRIPTED}", seed=4, n_agents=3, rounds=3, cache="off",
@@ -109,6 +117,7 @@ def test_a_bare_run_does_something_small(tmp_path, monkeypatch, graph_id):
 ])
 def test_a_bad_setting_is_one_line_before_any_run_directory(tmp_path, monkeypatch, context, says):
     monkeypatch.setenv(sg.RUNS_ENV, str(tmp_path / "runs"))
+    monkeypatch.setenv(sg.ALLOW_PATHS, "1")  # past the refusals (test_serve_refusals.py): the checks of cooplab run
     with pytest.raises(ConfigError) as e:
         sg.cpr(config={"configurable": {}}, runtime=SimpleNamespace(context=context))
     assert says in str(e.value) and "\n" not in str(e.value)
@@ -196,6 +205,7 @@ def test_an_unexpected_error_leaves_error_log_and_a_failed_summary(tmp_path, mon
 
 
 def test_a_spent_budget_ends_the_served_run_as_it_ends_cooplab_run(tmp_path, monkeypatch):
+    monkeypatch.setenv(sg.ALLOW_PATHS, "1")
     settings = {"agents": "llm", "model": f"scripted:{SCRIPTED}", "seed": 1, "budget": 0.02, "options": {"n_agents": 3, "rounds": 20}}
     state = serve_and_run("cpr", tmp_path / "served", monkeypatch, context=settings)
     ref = cooplab.run(task="cpr", agents="llm", model=f"scripted:{SCRIPTED}", seed=1, budget=0.02, n_agents=3, rounds=20, cache="off",
