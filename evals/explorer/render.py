@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import io
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode
@@ -72,8 +73,24 @@ def table_rows(rows: Any, max_rows: int) -> tuple[list[str], list[list[Any]], in
     return cols, [[r.get(c) for c in cols] for r in rows[:max_rows]], len(rows)
 
 
-def cell(v: Any) -> dict[str, Any]:
-    """One table cell: its text and, for numbers, the value the sorter uses."""
+#: the last word of a column name that holds identifiers ("call_id", "thread id", "cache key")
+_ID_WORDS = {"id", "ids", "key", "keys", "hash", "digest", "uuid", "sha", "sha256", "thread", "checkpoint", "cell"}
+#: the first word of a column name that holds identifiers ("call", "run_id", "trace")
+_ID_FIRST = {"call", "run", "thread", "trace", "span", "checkpoint", "parent"}
+
+
+def is_identifier(column: Any) -> bool:
+    """Whether a column holds identifiers (call, run, agent, thread ids, keys, hashes): text to show
+    as it is and sort as text, never a number ("5e41512851534475" is a call id, not 5 x 10^41512851534475)."""
+    words = [w for w in re.split(r"[\s_.\-/]+", str(column).lower()) if w]
+    return bool(words) and (words[-1] in _ID_WORDS or words[0] in _ID_FIRST)
+
+
+def cell(v: Any, column: Any = None) -> dict[str, Any]:
+    """One table cell: its text and, for numbers, the value the sorter uses (a cell of an
+    identifier column, :func:`is_identifier`, is text: shown verbatim, sorted as text)."""
+    if column is not None and is_identifier(column):
+        return {"text": text(v), "sort": ""}
     n = num(v)
     return {"text": text(v), "sort": "" if n is None else repr(n)}
 
@@ -178,7 +195,7 @@ def block(b: Any, run: Any, depth: int = 0) -> dict[str, Any]:
             for c, v in zip(cols, r):
                 if c.startswith("_"):
                     continue
-                d = cell(v)
+                d = cell(v, c)
                 param, src = links.get(c, (None, None))
                 target = values.get(src)
                 if param and target is not None and cell(target)["text"] != "\u2014":

@@ -19,7 +19,6 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
@@ -368,12 +367,11 @@ def read_text(run: ScienceRun, rel: str, limit: int = 200_000) -> str | None:
 
 
 def money(v: Any) -> float | None:
-    """A cost cell (Decimal text, number) as a finite float, else None."""
-    try:
-        d = Decimal(str(v))
-    except (InvalidOperation, ValueError):
-        return None
-    return float(d) if d.is_finite() else None
+    """A cost cell (Decimal text, number) as a finite float, else None (bounded:
+    :func:`cooplab.evals.report.num`, no decimal trap escapes)."""
+    from cooplab.evals.report import num
+
+    return num(v)
 
 
 # --- the page ----------------------------------------------------------------------------------------

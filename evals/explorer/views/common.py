@@ -8,6 +8,7 @@ A society's per-agent tables differ by task only in their column names; :class:`
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,7 +41,12 @@ class Spec:
 
 
 def whole(v: Any) -> int | None:
-    """A whole number (an int, or a float or text that is one), else None."""
+    """An agent, round or society number: an int, a float that is whole, or text of at most 12
+    digits ("3", "-1"); else None. Text is never read as a number in any other notation: "1e5" or
+    "0x1f" is no agent 100000 or 31."""
+    if isinstance(v, str):
+        t = v.strip()
+        return int(t) if re.fullmatch(r"-?[0-9]{1,12}", t) else None
     n = num(v)
     return int(n) if n is not None and abs(n) < 1e12 and n == int(n) else None
 
