@@ -272,13 +272,20 @@ def table_preview(path: Path, rows: int) -> tuple[Any, int | None, bool, str | N
         if path.suffix == ".parquet":
             import pyarrow.parquet as pq
 
-            pf = pq.ParquetFile(path)
-            total = pf.metadata.num_rows
-            if rows <= 0 or total == 0:
-                return pf.schema_arrow.empty_table().to_pandas(), total, False, None
-            batch = next(pf.iter_batches(batch_size=rows), None)
-            head = batch.to_pandas() if batch is not None else pf.schema_arrow.empty_table().to_pandas()
-            return head.head(rows), total, False, None
+            with open(path, "rb") as fh:  # Python opens it: a folder name that is not UTF-8 reads like any other
+                rundir.table_footprint(path, fh)  # over the bounds: refused by its footer, before any value is read
+                text = rundir.text_columns(pq.ParquetFile(fh).schema_arrow)
+                pf = pq.ParquetFile(fh, read_dictionary=text or None)
+                total = pf.metadata.num_rows
+                if rows <= 0 or total == 0:
+                    return pf.schema_arrow.empty_table().to_pandas(), total, False, None
+                batch = next(pf.iter_batches(batch_size=rows), None)
+                if batch is None:
+                    return pf.schema_arrow.empty_table().to_pandas(), total, False, None
+                import pyarrow as pa
+
+                head = rundir.expand(pa.Table.from_batches([batch]), path, text).to_pandas()  # measured before it is decoded
+                return head.head(rows), total, False, None
         size = path.stat().st_size
         if size <= 8 << 20:
             df = pd.read_csv(path)
@@ -417,7 +424,7 @@ class Page:
             rel = os.path.relpath(Path(target).resolve(), self.out_dir.resolve())
         except ValueError:
             return Path(target).resolve().as_uri()
-        return quote(rel.replace(os.sep, "/"))
+        return quote(os.fsencode(rel.replace(os.sep, "/")))  # a name that is not UTF-8: its own bytes, %-encoded
 
     def problem(self, where: str, text: str) -> str:
         self.problems.append(f"{where}: {text}")

@@ -101,7 +101,9 @@ def create_app(roots: list[Path], *, task_for: TaskLookup | None = None, bound: 
     site = pages.Site(roots=[Path(r) for r in roots], task_for=task_for or (lambda name: None))
 
     def page(name: str, ctx: dict[str, Any], code: int = 200) -> HTMLResponse:
-        return HTMLResponse(env.get_template(name).render(**ctx), status_code=code)
+        # text UTF-8 cannot hold (a lone surrogate from a file or a folder name) becomes "?", never a 500
+        body = env.get_template(name).render(**ctx).encode("utf-8", "replace")
+        return HTMLResponse(body, status_code=code)
 
     async def index(request: Request) -> Response:
         return page("index.html", site.index(dict(request.query_params)))

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cooplab.evals.explorer import render, traces, views
-from cooplab.evals.explorer.runs import RunDir, discover
+from cooplab.evals.explorer.runs import RunDir, discover, shown
 from cooplab.evals.report import cut, num
 from cooplab.graphs import explore as ex
 
@@ -71,14 +71,14 @@ class Site:
             return None
 
     def base(self, title: str) -> dict[str, Any]:
-        return {"title": title, "roots": [str(r) for r in self.roots]}
+        return {"title": title, "roots": [shown(r) for r in self.roots]}
 
     # --- pages ----------------------------------------------------------------------------
     def index(self, query: Mapping[str, str]) -> dict[str, Any]:
         rows = []
         for r in self.scan():
             keys = views.key_numbers(r, self.task(r.task))
-            rows.append({"id": r.id, "href": render.run_href(r.id), "name": r.name, "root": str(r.root), "task": r.task,
+            rows.append({"id": r.id, "href": render.run_href(r.id), "name": r.name, "root": shown(r.root), "task": r.task,
                          "status": r.status, "model": model_of(r.config), "date": r.date,
                          "numbers": [(render.text(k, 60), render.text(v, 120)) for k, v in list(keys.items())[:6]],
                          "notes": list(r.notes)})
@@ -100,7 +100,7 @@ class Site:
 
     def header(self, run: RunDir) -> dict[str, Any]:
         return {"id": run.id, "name": run.name, "task": run.task, "status": run.status, "model": model_of(run.config),
-                "date": run.date, "path": str(run.out), "href": render.run_href(run.id)}
+                "date": run.date, "path": shown(run.out), "href": render.run_href(run.id)}
 
     def compare_page(self, query: Mapping[str, str]) -> tuple[dict[str, Any], int]:
         q = clean_query(query)

@@ -62,7 +62,9 @@ def tables_section(run: Any) -> ex.Section | None:
 
 
 def figures_section(run: Any) -> ex.Section | None:
-    folder = run.out / "figures"
+    folder = run.file("figures")
+    if folder is None:
+        return None
     try:
         files = sorted(p for p in folder.iterdir() if p.suffix.lower() in (".png", ".svg", ".jpg", ".jpeg") and p.is_file())
     except OSError:

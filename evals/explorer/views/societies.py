@@ -51,6 +51,8 @@ def _rows_of(df: Any, col: str, value: Any) -> Any:
 def cpr_history(run: Any) -> tuple[pd.DataFrame | None, pd.DataFrame | None, str | None]:
     """(every fisher in every round, every fisher's belief after every round, a note) from the checkpoints."""
     rows, beliefs = [], []
+    if run.file(history.CHECKPOINTS) is None:  # a link leaving the run folder: never opened
+        return None, None, f"{history.CHECKPOINTS} leads outside the run folder and is not read"
     try:
         for updated, v in history.updates(run.out):
             alive = v.get("alive")
