@@ -185,11 +185,41 @@ def cpr_norms(run: Any, s: int, keep: dict[str, Any]) -> ex.Section | None:
     adopted = _rows_of(run.table("norms_adopted"), "society", s)
     if adopted is not None and len(adopted):
         cols = [c for c in ("round", "norm", "options", "votes", "tie") if c in adopted.columns]
-        blocks.append(ex.Table(adopted[cols].rename(columns={"norm": "adopted norm", "votes": "votes (option, count)"}),
-                               title="norms adopted", links={"round": "round"}, keep=keep))
+        shown = adopted[cols].rename(columns={"norm": "adopted norm"})
+        if "votes" in shown.columns:
+            shown = shown.assign(votes=[votes_text(v) for v in shown["votes"]])
+        blocks.append(ex.Table(shown, title="norms adopted", links={"round": "round"}, keep=keep))
     if not blocks:
         return None
     return ex.Section("Norms: proposed, voted, adopted", blocks, id="norms")
+
+
+def votes_text(v: Any) -> Any:
+    """A vote count as people read it: "option 1: 3, option 2: 2" from ``[[1, 3], [2, 2]]`` (JSON
+    text or a list of (option, count) pairs); anything else as it is."""
+    pairs = parsed_list(v)
+    if pairs is None or not pairs:
+        return v
+    out = []
+    for p in pairs[:50]:
+        if not (isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in p)):
+            return v
+        out.append(f"option {whole(p[0]) if whole(p[0]) is not None else p[0]}: {whole(p[1]) if whole(p[1]) is not None else p[1]}")
+    return ", ".join(out)
+
+
+def parsed_list(v: Any) -> list[Any] | None:
+    """A list from a list, an array or JSON text of one; None otherwise."""
+    import json
+
+    if hasattr(v, "tolist") and not isinstance(v, str):
+        v = v.tolist()
+    if isinstance(v, str):
+        try:
+            v = json.loads(v)
+        except (ValueError, RecursionError):
+            return None
+    return [x.tolist() if hasattr(x, "tolist") else x for x in v] if isinstance(v, (list, tuple)) else None
 
 
 def cpr_beliefs(my: Any, beliefs: Any, llm: bool) -> ex.Section | None:
