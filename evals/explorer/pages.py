@@ -12,8 +12,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
-from cooplab.evals.explorer import render, traces, views
+from cooplab.evals.explorer import groups, render, traces, views
 from cooplab.evals.explorer.runs import RunDir, discover, shown
 from cooplab.evals.report import cut, num
 from cooplab.graphs import explore as ex
@@ -48,12 +49,22 @@ class Site:
     roots: list[Path]
     task_for: Callable[[str], Any]
     _runs: dict[str, RunDir] = field(default_factory=dict)
+    _groups: dict[str, groups.Group] = field(default_factory=dict)
 
     # --- finding runs ---------------------------------------------------------------------
     def scan(self) -> list[RunDir]:
         runs = discover(self.roots)
         self._runs = {r.id: r for r in runs}
+        self._groups = {g.id: g for g in groups.find(self.roots, runs)}
         return runs
+
+    def group(self, gid: str | None) -> groups.Group | None:
+        """The sweep or profile with this id (None when there is none under the folders)."""
+        if not gid:
+            return None
+        if gid not in self._groups:
+            self.scan()
+        return self._groups.get(gid)
 
     def get(self, run_id: str | None) -> RunDir | None:
         """A fresh reader of the run with this id (None when no such run is under the folders)."""
@@ -84,7 +95,10 @@ class Site:
                          "notes": list(r.notes)})
         q = clean_query(query)
         sort = q.get("sort", "")
-        return {**self.base("cooplab runs"), "runs": rows, "filter": q.get("q", ""),
+        sets = [{"href": "/group?" + urlencode({"id": g.id}), "name": g.name, "kind": g.kind, "cells": len(g.cells),
+                 "conditions": len({groups.condition_of(c)[0] for c in g.cells}) if g.kind == "sweep" else None}
+                for g in self._groups.values()]
+        return {**self.base("cooplab runs"), "runs": rows, "groups": sets, "filter": q.get("q", ""),
                 "sort": sort if sort.lstrip("-").isdigit() and len(sort) <= 3 else ""}
 
     def run_page(self, query: Mapping[str, str]) -> tuple[dict[str, Any], int]:
@@ -97,6 +111,17 @@ class Site:
         rendered = render.sections(secs, run)
         return {**self.base(f"{run.name} \u00b7 {run.task}"), "run": self.header(run), "sections": rendered,
                 "notes": list(dict.fromkeys(run.notes)), "query": q}, 200
+
+    def group_page(self, query: Mapping[str, str]) -> tuple[dict[str, Any], int]:
+        q = clean_query(query)
+        g = self.group(q.get("id"))
+        if g is None:
+            return {**self.base("no such sweep or profile"), "message": f"no sweep or profile with id {cut(str(query.get('id', '')), 200)!r} "
+                    "under the folders given; go back to the list"}, 404
+        secs = groups.sections(g, q)
+        page = groups.as_page(g)
+        return {**self.base(f"{g.name} \u00b7 {g.kind}"), "group": {"id": g.id, "name": g.name, "kind": g.kind, "path": shown(g.out),
+                "cells": len(g.cells)}, "sections": render.sections(secs, page), "query": q}, 200
 
     def header(self, run: RunDir) -> dict[str, Any]:
         return {"id": run.id, "name": run.name, "task": run.task, "status": run.status, "model": model_of(run.config),

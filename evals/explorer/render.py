@@ -40,6 +40,12 @@ def _href(page: str, run_id: str, params: Mapping[str, Any]) -> str:
     return f"/{page}?" + urlencode(q)
 
 
+def _page(run: Any) -> str:
+    """The app page that shows ``run``: "run", or "group" for a sweep or a profile."""
+    page = getattr(run, "page", "run")
+    return page if page in ("run", "group") else "run"
+
+
 def run_href(run_id: str, **params: Any) -> str:
     """The address of a run's page with query parameters (each value as text)."""
     return _href("run", run_id, params)
@@ -107,8 +113,9 @@ MEAN_COLOUR = "#111111"
 
 
 def is_mean(label: Any) -> bool:
-    """Whether a series is a mean over agents (drawn black and thick, never in an agent's colour)."""
-    return _base(label).strip().lower().endswith("mean")
+    """Whether a series is a mean ("mean", "society mean", "mean of efficiency"): drawn black and
+    thick, never in an agent's colour."""
+    return re.search(r"(?:^|[^\w])mean(?:[^\w]|$)", _base(label).strip().lower()) is not None
 
 
 def colours(labels: list[Any]) -> dict[str, str]:
@@ -239,8 +246,8 @@ def block(b: Any, run: Any, depth: int = 0) -> dict[str, Any]:
                 d = cell(v, c)
                 param, src = links.get(c, (None, None))
                 target = values.get(src)
-                if param and target is not None and cell(target)["text"] != "\u2014":
-                    d["href"] = run_href(run.id, **{**dict(b.keep or {}), param: cell(target)["text"]})
+                if param and target is not None and cell(target)["text"] != "\u2014":  # "id": another run's page
+                    d["href"] = _href("run" if param == "id" else _page(run), run.id, {**dict(b.keep or {}), param: cell(target)["text"]})
                 cells.append(d)
             out_rows.append(cells)
         return {"kind": "table", "title": text(b.title) if b.title else None, "columns": [c for c in cols if not c.startswith("_")], "rows": out_rows,
@@ -257,10 +264,11 @@ def block(b: Any, run: Any, depth: int = 0) -> dict[str, Any]:
         at = values.index(chosen) if chosen in values else -1
         keep = {str(k): str(v) for k, v in dict(b.keep or {}).items() if str(k) not in ("id", b.param)}
         near = {"prev": values[at - 1] if at > 0 else None, "next": values[at + 1] if 0 <= at < len(values) - 1 else None}
+        page = _page(run)
         return {"kind": "choice", "param": str(b.param), "options": opts, "chosen": chosen, "label": text(b.label, 200),
-                "id": run.id, "keep": sorted(keep.items()), "count": len(values),
-                "prev": run_href(run.id, **{**keep, b.param: near["prev"]}) if near["prev"] is not None else None,
-                "next": run_href(run.id, **{**keep, b.param: near["next"]}) if near["next"] is not None else None}
+                "id": run.id, "keep": sorted(keep.items()), "count": len(values), "action": f"/{page}",
+                "prev": _href(page, run.id, {**keep, b.param: near["prev"]}) if near["prev"] is not None else None,
+                "next": _href(page, run.id, {**keep, b.param: near["next"]}) if near["next"] is not None else None}
     if isinstance(b, ex.Image):
         uri, problem = image_uri(run, str(b.path))
         return {"kind": "image", "src": uri, "problem": problem, "caption": text(b.caption, 1_000), "alt": text(b.path, 200)}
@@ -268,7 +276,7 @@ def block(b: Any, run: Any, depth: int = 0) -> dict[str, Any]:
         return {"kind": "code", "text": text(b.text, 200_000), "title": text(b.title) if b.title else None}
     if isinstance(b, ex.Link):
         params = {str(k): text(v, 200) for k, v in dict(b.params or {}).items()}
-        href = trace_href(run.id, **params) if b.trace else run_href(run.id, **params)
+        href = trace_href(run.id, **params) if b.trace else _href(_page(run), run.id, params)
         return {"kind": "link", "text": text(b.text, 300), "href": href}
     if isinstance(b, ex.Details):
         return {"kind": "details", "summary": text(b.summary, 300), "open": bool(b.open),

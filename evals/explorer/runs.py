@@ -55,6 +55,7 @@ class RunDir:
     id: str
     out: Path
     root: Path
+    page: str = "run"  # the page of the app that shows it ("group": a sweep or a profile)
     notes: list[str] = field(default_factory=list)
     _json: dict[str, Any] = field(default_factory=dict, repr=False)
     _tables: dict[str, Any] = field(default_factory=dict, repr=False)

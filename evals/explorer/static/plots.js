@@ -9,7 +9,7 @@
 "use strict";
 (function () {
   var SVG = "http://www.w3.org/2000/svg";
-  var HEIGHT = 300, M = { l: 62, r: 14, t: 12, b: 46 };
+  var HEIGHT = 300;
   var uid = 0;
 
   function el(name, attrs, parent) {
@@ -49,8 +49,11 @@
     this.fig = fig; this.d = data; this.id = "p" + (++uid);
     this.hidden = {};
     var xs = data.x.filter(function (v) { return v !== null && isFinite(v); });
-    this.full = data.categorical || data.kind === "bar" ? [-0.5, data.x.length - 0.5] : [Math.min.apply(null, xs), Math.max.apply(null, xs)];
+    var cat = data.categorical || data.kind === "bar";
+    this.M = { l: 62, r: 14, t: 12, b: data.categorical ? 86 : 46 };  // room for slanted category names
+    this.full = cat ? [-0.5, data.x.length - 0.5] : [Math.min.apply(null, xs), Math.max.apply(null, xs)];
     if (this.full[0] === this.full[1]) this.full = [this.full[0] - 1, this.full[1] + 1];
+    else if (!cat) { var pad = (this.full[1] - this.full[0]) * 0.02; this.full = [this.full[0] - pad, this.full[1] + pad]; }
     this.view = this.full.slice();
     this.box = html("div", "chart", null);
     this.tip = html("div", "tip", null);
@@ -115,7 +118,7 @@
   };
 
   Chart.prototype.draw = function () {
-    var d = this.d, self = this;
+    var d = this.d, self = this, M = this.M;
     while (this.box.firstChild) this.box.removeChild(this.box.firstChild);
     var W = Math.max(320, Math.min(this.box.clientWidth || this.fig.clientWidth || 700, 1400));
     var w = W - M.l - M.r, h = HEIGHT - M.t - M.b;
@@ -272,7 +275,7 @@
   };
 
   Chart.prototype.listen = function (over, svg) {
-    var self = this, start = null;
+    var self = this, start = null, M = this.M;
     function px(e) {
       var r = svg.getBoundingClientRect();
       return { x: e.clientX - r.left, y: e.clientY - r.top };
