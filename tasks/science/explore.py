@@ -586,7 +586,7 @@ def _timeline(run: ScienceRun) -> list[Any]:
                      "wrote": ", ".join(f"{a['name']} v{a['version']}" for a in run.artifacts
                                         if (a.get("team"), a.get("visit")) == (team, visit)) or "-",
                      "code calls": sum(1 for c in run.calls if (c.get("team"), c.get("visit")) == (team, visit)),
-                     "seconds": _fmt(sum(float(r.get("seconds") or 0) for r in nodes), 1),
+                     "seconds": _fmt(sum(money(r.get("seconds")) or 0.0 for r in nodes), 1),
                      "cost (USD)": _fmt(None if spent is None else spent - prev, 4)})
         prev = spent if spent is not None else prev
     blocks: list[Any] = [Table(rows, title="passes, in order (a team's second pass is a redo another team asked for)")]

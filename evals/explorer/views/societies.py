@@ -7,6 +7,7 @@ across rounds (``?agent=ID``, 0-based ids: agent 1 is "Fisher 2").
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -443,7 +444,8 @@ def _at(df: Any, col: str, x: Any, value: str) -> Any:
 
 
 def _natural(key: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else p for p in str(key).split("/"))
+    # whole numbers by value (18 digits at most: a key is an id, never a 5,000-digit number), text after them
+    return tuple((0, int(p), "") if re.fullmatch(r"[0-9]{1,18}", p) else (1, 0, p) for p in str(key).split("/"))
 
 
 VIEWS.update({"cpr": cpr_view, "diners": diners_view, "game": game_view})
