@@ -163,6 +163,12 @@ def register_builtin(name: str, factory: Callable[[str], "ScriptedChatModel"]) -
 
 def parse_model_spec(text: str, *, base_url: str | None = None, temperature: float = 0.7, max_tokens: int = 64) -> ModelSpec:
     text = (text or "").strip()
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a file name in another encoding: one line now, not a failed run later
+        shown = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace") if isinstance(text, str) else text
+        raise ModelSpecError(f"the model spec '{shown}' is not UTF-8 text (a file name in another encoding?); "
+                             "rename the file so that its name is UTF-8") from None
     if text.startswith("builtin:"):
         name, _, arg = text[8:].partition(":")
         if name not in BUILTIN_MODELS:

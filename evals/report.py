@@ -32,7 +32,7 @@ import re
 import secrets
 import shlex
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, InvalidOperation, localcontext
 from pathlib import Path
 from typing import Any, Iterable
 from urllib.parse import quote
@@ -102,8 +102,10 @@ def cut(text: str, limit: int = MAX_TEXT_CHARS) -> str:
 
 
 def fmt(v: Any, limit: int = MAX_TEXT_CHARS) -> str:
-    """A value as short plain text: NaN and infinities named, huge numbers in scientific
-    notation, long strings and nested values cut."""
+    """A value as short plain text: NaN and infinities named, fractions to 4 significant digits
+    (0.8333, 12.35; 1,000 to 10^9 as whole numbers), huge and tiny numbers in scientific notation,
+    long strings and nested values cut. Text is shown as it is (an id that looks like a number stays
+    the id)."""
     if v is None:
         return "\u2014"
     if isinstance(v, bool):
@@ -124,9 +126,12 @@ def fmt(v: Any, limit: int = MAX_TEXT_CHARS) -> str:
             return "0"
         if abs(v) >= 1e9 or abs(v) < 1e-4:
             return f"{v:.4g}"
-        return f"{v:.6g}"
+        if abs(v) >= 1000:  # 4 significant digits or more: rounded to a whole number, never 1.235e+05
+            return f"{v:.0f}"
+        return f"{v:.4g}"
     if isinstance(v, Decimal):
-        return fmt(float(v), limit) if v.is_finite() else str(v)
+        f = _bounded(v)
+        return fmt(f, limit) if f is not None else cut(str(v), limit)
     if isinstance(v, str):
         return cut(v, limit)
     if isinstance(v, (list, tuple, dict)):
@@ -145,8 +150,22 @@ def fmt(v: Any, limit: int = MAX_TEXT_CHARS) -> str:
     return cut(str(v), limit)
 
 
+#: a number written as text longer than this is not read as a number (ids, hashes and prose stay text)
+MAX_NUMBER_CHARS = 64
+#: decimal exponents beyond +-this are not read as numbers ("5e41512851534475" is a call id, not 10^41512851534475)
+MAX_EXPONENT = 300
+#: the decimal context of every sum this module does: its own (the user's global context is never read or
+#: changed), no trap (an overflow is an infinity the caller checks, never an exception)
+EXACT = Context(prec=60, Emax=999_999, Emin=-999_999, traps=[])
+
+
 def num(v: Any) -> float | None:
-    """A finite number from an int, float or decimal string; None for anything else."""
+    """A finite number from an int, float, Decimal or decimal string; None for anything else.
+
+    Bounded: text longer than :data:`MAX_NUMBER_CHARS` or with an exponent beyond
+    :data:`MAX_EXPONENT`, NaN and infinities are None; no decimal signal can escape, whatever the
+    global decimal context says. Identifiers (call, run, agent and thread ids) are never passed
+    here: they are text, whatever they look like."""
     if isinstance(v, bool) or v is None:
         return None
     if isinstance(v, (int, float)):
@@ -156,11 +175,17 @@ def num(v: Any) -> float | None:
             return None
         return f if math.isfinite(f) else None
     if isinstance(v, str):
-        try:
-            d = Decimal(v.strip())
-        except (InvalidOperation, ValueError):
+        s = v.strip()
+        if not s or len(s) > MAX_NUMBER_CHARS:
             return None
-        return float(d) if d.is_finite() and abs(d) < Decimal("1e300") else None
+        with localcontext(EXACT):
+            try:
+                d = Decimal(s)
+            except (InvalidOperation, ValueError, ArithmeticError):
+                return None
+        return _bounded(d)
+    if isinstance(v, Decimal):
+        return _bounded(v)
     try:
         import numpy as np
 
@@ -169,6 +194,28 @@ def num(v: Any) -> float | None:
     except ImportError:  # pragma: no cover
         pass
     return None
+
+
+def _bounded(d: Decimal) -> float | None:
+    """A finite Decimal within the exponent bound as a float (no context used), else None."""
+    if not d.is_finite():
+        return None
+    if d.is_zero():
+        return 0.0
+    if not -MAX_EXPONENT <= d.adjusted() <= MAX_EXPONENT:
+        return None
+    return float(d)
+
+
+def exact_sum(values: Iterable[Any]) -> Decimal | None:
+    """The exact sum of the values that are numbers (:func:`num`), in :data:`EXACT` (None when it is
+    not finite)."""
+    with localcontext(EXACT):
+        total = Decimal(0)
+        for v in values:
+            if num(v) is not None:
+                total += Decimal(str(v).strip()) if not isinstance(v, Decimal) else v
+        return total if total.is_finite() else None
 
 
 def dig(d: Any, dotted: str) -> Any:
@@ -225,13 +272,20 @@ def table_preview(path: Path, rows: int) -> tuple[Any, int | None, bool, str | N
         if path.suffix == ".parquet":
             import pyarrow.parquet as pq
 
-            pf = pq.ParquetFile(path)
-            total = pf.metadata.num_rows
-            if rows <= 0 or total == 0:
-                return pf.schema_arrow.empty_table().to_pandas(), total, False, None
-            batch = next(pf.iter_batches(batch_size=rows), None)
-            head = batch.to_pandas() if batch is not None else pf.schema_arrow.empty_table().to_pandas()
-            return head.head(rows), total, False, None
+            with open(path, "rb") as fh:  # Python opens it: a folder name that is not UTF-8 reads like any other
+                rundir.table_footprint(path, fh)  # over the bounds: refused by its footer, before any value is read
+                text = rundir.text_columns(pq.ParquetFile(fh).schema_arrow)
+                pf = pq.ParquetFile(fh, read_dictionary=text or None)
+                total = pf.metadata.num_rows
+                if rows <= 0 or total == 0:
+                    return pf.schema_arrow.empty_table().to_pandas(), total, False, None
+                batch = next(pf.iter_batches(batch_size=rows), None)
+                if batch is None:
+                    return pf.schema_arrow.empty_table().to_pandas(), total, False, None
+                import pyarrow as pa
+
+                head = rundir.expand(pa.Table.from_batches([batch]), path, text).to_pandas()  # measured before it is decoded
+                return head.head(rows), total, False, None
         size = path.stat().st_size
         if size <= 8 << 20:
             df = pd.read_csv(path)
@@ -370,7 +424,7 @@ class Page:
             rel = os.path.relpath(Path(target).resolve(), self.out_dir.resolve())
         except ValueError:
             return Path(target).resolve().as_uri()
-        return quote(rel.replace(os.sep, "/"))
+        return quote(os.fsencode(rel.replace(os.sep, "/")))  # a name that is not UTF-8: its own bytes, %-encoded
 
     def problem(self, where: str, text: str) -> str:
         self.problems.append(f"{where}: {text}")
@@ -624,7 +678,7 @@ def costs_of(summary: Any, run_dir: Path | None) -> dict[str, Any] | None:
             from cooplab.graphs import rundir
 
             lg = rundir.read_table(run_dir, "ledger")
-            total = sum((Decimal(str(c)) for c in lg["cost"] if num(c) is not None), Decimal(0)) if "cost" in lg else None
+            total = exact_sum(lg["cost"]) if "cost" in lg else None
             res = {"calls": len(lg), "cached calls": int(lg["cached"].sum()) if "cached" in lg else None,
                    "input tokens": int(lg["input_tokens"].sum()) if "input_tokens" in lg else None,
                    "output tokens": int(lg["output_tokens"].sum()) if "output_tokens" in lg else None,

@@ -2,7 +2,7 @@
 
 A task describes one run's page as a list of :class:`Section` objects, each holding blocks
 (:class:`Text`, :class:`Note`, :class:`KeyValues`, :class:`Table`, :class:`Plot`, :class:`Image`,
-:class:`Code`, :class:`Link`, :class:`Details`, :class:`Columns`). The explorer
+:class:`Code`, :class:`Link`, :class:`Choice`, :class:`Details`, :class:`Columns`). The explorer
 (:mod:`cooplab.evals.explorer`) renders them with its own templates: every string is escaped, so a
 task never writes markup and text from a run (a model's answer, an agent's name) can never run as
 code in the browser. Links carry query parameters of the run's own page only (``Link(params=...)``),
@@ -65,10 +65,14 @@ class Table:
 
 @dataclass
 class Plot:
-    """A plot drawn on the server as SVG: ``series`` maps a label to y values over ``x`` (the same
-    length; None or NaN leaves a gap). ``kind``: line | step | bar. ``key`` names the plot across runs:
-    a comparison overlays the two runs' plots of the same key. ``integer_x``: x ticks on whole numbers
-    (rounds)."""
+    """A plot, drawn in the browser (hover shows the values, dragging zooms in): ``series`` maps a
+    label to y values over ``x`` (the same length; None or NaN leaves a gap). ``kind``: line | step |
+    bar | points. ``key`` names the plot across runs: a comparison overlays the two runs' plots of the
+    same key. ``integer_x``: x ticks on whole numbers (rounds). ``bands`` maps a label to (lower,
+    upper) values over ``x``: an interval drawn as a shaded band (as whiskers over categories, bars or
+    points) in the colour of the series of the same label; ``scatter`` maps a label to (xs, ys):
+    single values drawn as open dots (e.g. each seed of a condition). Say in ``caption`` what every
+    line, band and dot is."""
 
     x: Sequence[Any]
     series: Mapping[str, Sequence[Any]]
@@ -81,6 +85,8 @@ class Plot:
     caption: str = ""
     #: labels of series drawn dashed (a comparison draws run B's lines dashed)
     dashed: Sequence[str] = ()
+    bands: Mapping[str, Any] = field(default_factory=dict)
+    scatter: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -112,6 +118,19 @@ class Link:
 
 
 @dataclass
+class Choice:
+    """A drop-down that opens the run's page with ``param`` set to the option picked (and the
+    parameters of ``keep`` kept), e.g. one society of a batch of 100: ``options`` are (value, label)
+    pairs, ``chosen`` the value shown now. With the previous and next option as links."""
+
+    param: str
+    options: Sequence[Any]
+    chosen: Any = None
+    label: str = ""
+    keep: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class Details:
     """A collapsible group of blocks under a one-line summary (e.g. one tool call)."""
 
@@ -127,7 +146,7 @@ class Columns:
     columns: list[list["Block"]] = field(default_factory=list)
 
 
-Block = Union[Text, Note, KeyValues, Table, Plot, Image, Code, Link, Details, Columns]
+Block = Union[Text, Note, KeyValues, Table, Plot, Image, Code, Link, Choice, Details, Columns]
 
 
 @dataclass

@@ -113,7 +113,7 @@ def readonly_uri(path: Path) -> str:
     from urllib.parse import quote
 
     wal = Path(str(path) + "-wal")
-    return f"file:{quote(str(Path(path).resolve()))}?mode=ro" + ("" if wal.exists() and wal.stat().st_size else "&immutable=1")
+    return f"file:{quote(os.fsencode(Path(path).resolve()))}?mode=ro" + ("" if wal.exists() and wal.stat().st_size else "&immutable=1")
 
 
 def code_version(git: dict[str, Any] | None = ...) -> str:  # type: ignore[assignment]
@@ -215,18 +215,147 @@ def write_table(df: pd.DataFrame, out: Path, stem: str, csv: bool = False) -> Pa
 
 
 def _write(df: pd.DataFrame, path: Path, csv: bool) -> None:
+    # through a file Python opened: a folder whose name is not UTF-8 (bytes of another encoding) is
+    # written like any other (pyarrow would refuse the name itself, after the run's work was done)
     if csv:
-        df.to_csv(path, index=False)
+        with open(path, "w", encoding="utf-8", newline="") as fh:
+            df.to_csv(fh, index=False)
     else:
-        df.to_parquet(path, index=False)
+        with open(path, "wb") as fh:
+            df.to_parquet(fh, index=False)
+
+
+#: a table is read only when its footer promises at most this many cells (rows x columns)
+MAX_TABLE_CELLS = 50_000_000
+#: ... and at most this many bytes once decoded (a CSV file: at most this many bytes on disk)
+MAX_TABLE_BYTES = 1 << 30
+#: bytes one value of a Parquet physical type takes once decoded (byte arrays: measured)
+_WIDTH = {"BOOLEAN": 1, "INT32": 4, "INT64": 8, "INT96": 12, "FLOAT": 4, "DOUBLE": 8}
+#: what pandas adds per text value (a Python str object) beyond its characters
+_OBJECT_BYTES = 56
+
+
+def _gb(n: float) -> str:
+    return f"{n / (1 << 30):.1f} GB" if n >= 1 << 30 else f"{n / (1 << 20):.0f} MB"
+
+
+def inside(out: Path, name: str) -> Path:
+    """``out/name``, refused (a one-line :class:`RunDirError`) when it resolves outside ``out``: a
+    symbolic link (or ``..``) that leaves the run directory is not the run's file."""
+    base = Path(out).resolve()
+    path = Path(out) / name
+    try:
+        path.resolve().relative_to(base)
+    except ValueError:
+        raise RunDirError(f"{path} leads outside its run directory (a symbolic link to "
+                          f"{os.fsdecode(os.path.realpath(path))!r}); it is not read") from None
+    except (OSError, RuntimeError) as exc:  # a symlink loop
+        raise RunDirError(f"{path} cannot be resolved ({exc}); it is not read") from None
+    return path
+
+
+def table_footprint(path: Path, fh: Any = None) -> tuple[int, int, int]:
+    """(rows, columns, bytes once decoded, estimated) of a Parquet file from its footer, without
+    reading its data; a one-line :class:`RunDirError` when it is over :data:`MAX_TABLE_CELLS` or
+    :data:`MAX_TABLE_BYTES`. Text columns are counted by their stored (uncompressed) size here;
+    :func:`read_table` measures their decoded size before expanding them. ``fh``: the file, opened
+    (else ``path`` is opened here)."""
+    import pyarrow.parquet as pq
+
+    if fh is None:
+        with open(path, "rb") as own:
+            return table_footprint(path, own)
+    try:
+        md = pq.ParquetFile(fh).metadata
+    except Exception as exc:  # noqa: BLE001 - not Parquet, damaged footer
+        raise RunDirError(f"{path} is not a readable Parquet file ({type(exc).__name__}: {str(exc)[:160]})") from None
+    rows, cols = md.num_rows, md.num_columns
+    if rows < 0 or cols < 0 or rows * max(cols, 1) > MAX_TABLE_CELLS:
+        raise RunDirError(f"{path} holds {rows:,} rows x {cols:,} columns by its footer, over the {MAX_TABLE_CELLS:,} cells "
+                          "cooplab reads; it is not read (is it a cooplab table?)")
+    est = 0
+    for g in range(md.num_row_groups):
+        rg = md.row_group(g)
+        for c in range(rg.num_columns):
+            ch = rg.column(c)
+            width = _WIDTH.get(ch.physical_type)
+            if ch.physical_type == "FIXED_LEN_BYTE_ARRAY":
+                width = max(1, int(md.schema.column(c).length or 1))
+            stored = max(0, int(ch.total_uncompressed_size or 0))
+            if width is not None:
+                est += max(stored, int(ch.num_values) * width)
+            else:
+                dict_bytes = stored if ch.has_dictionary_page and "." in ch.path_in_schema else 0
+                # text: measured by read_table; a nested text column: each value may be the longest entry of its dictionary
+                est += max(stored, int(ch.num_values) * (_OBJECT_BYTES + (dict_bytes if dict_bytes else 0)))
+    if est > MAX_TABLE_BYTES:
+        raise RunDirError(f"{path} would take about {_gb(est)} of memory to read ({rows:,} rows x {cols:,} columns by its footer), "
+                          f"over the {_gb(MAX_TABLE_BYTES)} cooplab reads; it is not read (is it a cooplab table?)")
+    return rows, cols, est
+
+
+def text_columns(schema: Any) -> list[str]:
+    """The names of an Arrow schema's top-level text and binary columns (read as dictionaries, then
+    measured, by :func:`expand`)."""
+    import pyarrow as pa
+
+    return [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+            or pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type)]
+
+
+def expand(table: Any, path: Path, text: list[str], base: int = 0) -> Any:
+    """``table`` (its ``text`` columns read as dictionaries) with those columns decoded, after
+    measuring what decoding them takes: over :data:`MAX_TABLE_BYTES` (with ``base`` bytes already
+    counted) is a one-line :class:`RunDirError` naming ``path``, and nothing is decoded."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    decoded = base
+    for name in text:
+        for chunk in table.column(name).chunks:
+            if isinstance(chunk, pa.DictionaryArray) and len(chunk):
+                decoded += int(pc.sum(pc.take(pc.binary_length(chunk.dictionary), chunk.indices)).as_py() or 0)
+        if decoded > MAX_TABLE_BYTES:
+            raise RunDirError(f"{path} would take more than {_gb(MAX_TABLE_BYTES)} of memory once its text column {name!r} is "
+                              f"expanded ({table.num_rows:,} rows); it is not read (is it a cooplab table?)")
+    if not text:
+        return table
+    plain = pa.schema([pa.field(f.name, f.type.value_type if f.name in text and pa.types.is_dictionary(f.type) else f.type,
+                                f.nullable) for f in table.schema], metadata=table.schema.metadata)
+    return table.cast(plain)
+
+
+def _read_parquet(path: Path) -> pd.DataFrame:
+    """A Parquet table, checked against the bounds before any value is decoded: the footer first
+    (:func:`table_footprint`), then text columns read as dictionaries (their stored size) and their
+    decoded size measured before they are expanded (:func:`expand`: a short file of one long text
+    repeated would otherwise ask for gigabytes)."""
+    import pyarrow.parquet as pq
+
+    with open(path, "rb") as fh:  # Python opens it: a folder name that is not UTF-8 reads like any other
+        _rows, _cols, est = table_footprint(path, fh)
+        text = text_columns(pq.ParquetFile(fh).schema_arrow)
+        table = pq.ParquetFile(fh, read_dictionary=text or None).read(use_pandas_metadata=True)
+    return expand(table, path, text, est).to_pandas()
 
 
 def read_table(out: Path, stem: str) -> pd.DataFrame:
-    """``out/stem.parquet`` or ``out/stem.csv``, whichever exists (else a one-line RunDirError)."""
-    for ext, reader in (("parquet", pd.read_parquet), ("csv", pd.read_csv)):
+    """``out/stem.parquet`` or ``out/stem.csv``, whichever exists (else a one-line RunDirError).
+
+    A run directory is data, never trusted: a file that is a symbolic link leaving ``out`` is
+    refused (:func:`inside`), and so is a table whose footer (Parquet) or size (CSV) says it would
+    take more than :data:`MAX_TABLE_BYTES` of memory or hold more than :data:`MAX_TABLE_CELLS`
+    cells, each in one line naming the file, before its values are read."""
+    for ext in ("parquet", "csv"):
         p = Path(out) / f"{stem}.{ext}"
-        if p.exists():
-            return reader(p)
+        if p.exists() or p.is_symlink():
+            p = inside(out, p.name)
+            if ext == "parquet":
+                return _read_parquet(p)
+            size = p.stat().st_size
+            if size > MAX_TABLE_BYTES // 4:
+                raise RunDirError(f"{p} is {_gb(size)}, over the {_gb(MAX_TABLE_BYTES // 4)} of CSV cooplab reads; it is not read")
+            return pd.read_csv(p)
     raise RunDirError(f"{out} has no {stem}.parquet or {stem}.csv; is it a cooplab run directory?")
 
 

@@ -469,7 +469,9 @@ def report_cmd(
     if as_json:
         _echo_json(res)
     else:
-        typer.echo(res["path"])
+        from cooplab.limits import clean_text
+
+        typer.echo(clean_text(res["path"]))  # a path that is not UTF-8 is printed with U+FFFD, never an error after the work
 
 
 def _mount_optional() -> None:
@@ -510,6 +512,11 @@ _mount_optional()
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app, turning user mistakes into one line and exit code 2."""
+    bad = _not_utf8(sys.argv[1:] if argv is None else argv)
+    if bad is not None:  # a path or name in another encoding: one line now, never a failure after the work
+        typer.echo(f"cooplab: error: '{bad}' is not UTF-8 text (a file or folder name in another encoding?); "
+                   "cooplab's command line takes UTF-8 paths and names: rename it (Python's cooplab.run accepts any path)", err=True)
+        return 2
     try:
         rv = app(args=argv, prog_name="cooplab", standalone_mode=False)
         if isinstance(rv, int):  # a typer.Exit(code) comes back as the return value
@@ -540,6 +547,20 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _not_utf8(args: list[str]) -> Optional[str]:
+    """The first argument UTF-8 cannot hold (bytes of another encoding, kept by Python as lone
+    surrogates), shown with those bytes as ``\\xNN``; None when every one is UTF-8."""
+    for a in args:
+        try:
+            str(a).encode("utf-8")
+        except UnicodeEncodeError:
+            try:
+                return str(a).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            except UnicodeEncodeError:
+                return str(a).encode("utf-8", "backslashreplace").decode("utf-8")
+    return None
+
+
 def _save_traceback(exc: BaseException) -> Optional[Path]:
     """Write ``exc``'s traceback to a file under the cooplab cache directory (or the temp directory)."""
     import datetime as dt
@@ -554,7 +575,8 @@ def _save_traceback(exc: BaseException) -> Optional[Path]:
         try:
             d.mkdir(parents=True, exist_ok=True)
             path = d / f"cooplab-error-{stamp}-{os.getpid()}.log"
-            path.write_text(f"cooplab {' '.join(sys.argv[1:])}\n\n{text}")
+            # a path or value that is not UTF-8 (a folder named in another encoding) is written escaped, never a second error
+            path.write_text(f"cooplab {' '.join(sys.argv[1:])}\n\n{text}", encoding="utf-8", errors="backslashreplace")
             return path
         except OSError:
             continue

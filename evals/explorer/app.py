@@ -3,13 +3,15 @@
     app = create_app([Path("runs")], task_for=registry_lookup)
     server, url = serve([Path("runs")], task_for=registry_lookup)   # uvicorn on 127.0.0.1, a thread
 
-Pages (all server-rendered; the only script is the vendored ``static/explorer.js`` that sorts and
-filters tables):
+Pages (all server-rendered; the only scripts are the package's own ``static/explorer.js``, which
+sorts and filters tables, and ``static/plots.js``, which draws the plots from their numbers):
 
 * ``/``                          the runs under the folders (task, status, model, key numbers, date)
 * ``/run?id=ID[&agent=A][&round=R]``  one run: the task's sections (its ``explore`` hook, the built-in
   view, or the generic one); ``agent`` follows one agent, ``round`` opens one round
 * ``/compare?a=ID&b=ID``         two runs side by side: key numbers, the plots of both overlaid
+* ``/group?id=ID[&metric=M]``   a sweep (its cells by condition, one aggregate plot) or a profile
+  (profile.json, its games and figure)
 * ``/traces?id=ID[&round=R][&agent=A][&phase=P]``  the run's model calls (prompt and answer), filtered
 * ``/static/...``                the page's CSS and script (package data, no CDN)
 
@@ -101,7 +103,9 @@ def create_app(roots: list[Path], *, task_for: TaskLookup | None = None, bound: 
     site = pages.Site(roots=[Path(r) for r in roots], task_for=task_for or (lambda name: None))
 
     def page(name: str, ctx: dict[str, Any], code: int = 200) -> HTMLResponse:
-        return HTMLResponse(env.get_template(name).render(**ctx), status_code=code)
+        # text UTF-8 cannot hold (a lone surrogate from a file or a folder name) becomes "?", never a 500
+        body = env.get_template(name).render(**ctx).encode("utf-8", "replace")
+        return HTMLResponse(body, status_code=code)
 
     async def index(request: Request) -> Response:
         return page("index.html", site.index(dict(request.query_params)))
@@ -114,11 +118,15 @@ def create_app(roots: list[Path], *, task_for: TaskLookup | None = None, bound: 
         ctx, code = site.compare_page(dict(request.query_params))
         return page("compare.html" if code == 200 else "error.html", ctx, code)
 
+    async def group(request: Request) -> Response:
+        ctx, code = site.group_page(dict(request.query_params))
+        return page("group.html" if code == 200 else "error.html", ctx, code)
+
     async def traces(request: Request) -> Response:
         ctx, code = site.traces_page(dict(request.query_params))
         return page("traces.html" if code == 200 else "error.html", ctx, code)
 
-    routes = [Route("/", index), Route("/run", run), Route("/compare", compare), Route("/traces", traces),
+    routes = [Route("/", index), Route("/run", run), Route("/group", group), Route("/compare", compare), Route("/traces", traces),
               Mount("/static", app=StaticFiles(directory=str(_package_dir("static"))), name="static")]
     app = Starlette(routes=routes)
     return Guard(app, bound or (lambda: ("127.0.0.1", 80)))

@@ -12,9 +12,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
-from cooplab.evals.explorer import render, traces, views
-from cooplab.evals.explorer.runs import RunDir, discover
+from cooplab.evals.explorer import groups, render, traces, views
+from cooplab.evals.explorer.runs import RunDir, discover, shown
 from cooplab.evals.report import cut, num
 from cooplab.graphs import explore as ex
 
@@ -48,12 +49,22 @@ class Site:
     roots: list[Path]
     task_for: Callable[[str], Any]
     _runs: dict[str, RunDir] = field(default_factory=dict)
+    _groups: dict[str, groups.Group] = field(default_factory=dict)
 
     # --- finding runs ---------------------------------------------------------------------
     def scan(self) -> list[RunDir]:
         runs = discover(self.roots)
         self._runs = {r.id: r for r in runs}
+        self._groups = {g.id: g for g in groups.find(self.roots, runs)}
         return runs
+
+    def group(self, gid: str | None) -> groups.Group | None:
+        """The sweep or profile with this id (None when there is none under the folders)."""
+        if not gid:
+            return None
+        if gid not in self._groups:
+            self.scan()
+        return self._groups.get(gid)
 
     def get(self, run_id: str | None) -> RunDir | None:
         """A fresh reader of the run with this id (None when no such run is under the folders)."""
@@ -71,20 +82,23 @@ class Site:
             return None
 
     def base(self, title: str) -> dict[str, Any]:
-        return {"title": title, "roots": [str(r) for r in self.roots]}
+        return {"title": title, "roots": [shown(r) for r in self.roots]}
 
     # --- pages ----------------------------------------------------------------------------
     def index(self, query: Mapping[str, str]) -> dict[str, Any]:
         rows = []
         for r in self.scan():
             keys = views.key_numbers(r, self.task(r.task))
-            rows.append({"id": r.id, "href": render.run_href(r.id), "name": r.name, "root": str(r.root), "task": r.task,
+            rows.append({"id": r.id, "href": render.run_href(r.id), "name": r.name, "root": shown(r.root), "task": r.task,
                          "status": r.status, "model": model_of(r.config), "date": r.date,
                          "numbers": [(render.text(k, 60), render.text(v, 120)) for k, v in list(keys.items())[:6]],
                          "notes": list(r.notes)})
         q = clean_query(query)
         sort = q.get("sort", "")
-        return {**self.base("cooplab runs"), "runs": rows, "filter": q.get("q", ""),
+        sets = [{"href": "/group?" + urlencode({"id": g.id}), "name": g.name, "kind": g.kind, "cells": len(g.cells),
+                 "conditions": len({groups.condition_of(c)[0] for c in g.cells}) if g.kind == "sweep" else None}
+                for g in self._groups.values()]
+        return {**self.base("cooplab runs"), "runs": rows, "groups": sets, "filter": q.get("q", ""),
                 "sort": sort if sort.lstrip("-").isdigit() and len(sort) <= 3 else ""}
 
     def run_page(self, query: Mapping[str, str]) -> tuple[dict[str, Any], int]:
@@ -98,9 +112,20 @@ class Site:
         return {**self.base(f"{run.name} \u00b7 {run.task}"), "run": self.header(run), "sections": rendered,
                 "notes": list(dict.fromkeys(run.notes)), "query": q}, 200
 
+    def group_page(self, query: Mapping[str, str]) -> tuple[dict[str, Any], int]:
+        q = clean_query(query)
+        g = self.group(q.get("id"))
+        if g is None:
+            return {**self.base("no such sweep or profile"), "message": f"no sweep or profile with id {cut(str(query.get('id', '')), 200)!r} "
+                    "under the folders given; go back to the list"}, 404
+        secs = groups.sections(g, q)
+        page = groups.as_page(g)
+        return {**self.base(f"{g.name} \u00b7 {g.kind}"), "group": {"id": g.id, "name": g.name, "kind": g.kind, "path": shown(g.out),
+                "cells": len(g.cells)}, "sections": render.sections(secs, page), "query": q}, 200
+
     def header(self, run: RunDir) -> dict[str, Any]:
         return {"id": run.id, "name": run.name, "task": run.task, "status": run.status, "model": model_of(run.config),
-                "date": run.date, "path": str(run.out), "href": render.run_href(run.id)}
+                "date": run.date, "path": shown(run.out), "href": render.run_href(run.id)}
 
     def compare_page(self, query: Mapping[str, str]) -> tuple[dict[str, Any], int]:
         q = clean_query(query)

@@ -1,15 +1,16 @@
 """Turning a task's sections (:mod:`cooplab.graphs.explore`) into what the templates show.
 
 Nothing here writes markup: blocks become plain dicts of strings and numbers, and the Jinja
-templates (autoescape on) write the HTML. Plots are drawn by matplotlib as SVG and shown as
-``<img src="data:image/svg+xml;base64,...">``: an image never runs a script, whatever its labels say.
+templates (autoescape on) write the HTML. A plot becomes its numbers as JSON in a ``data-plot``
+attribute (escaped by the template), which the page's own ``static/plots.js`` draws as SVG in the
+browser (hover, zoom), putting every label in as text, never as markup.
 """
 
 from __future__ import annotations
 
 import base64
-import io
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode
@@ -29,12 +30,20 @@ MAX_SERIES = 24
 MAX_IMAGE_BYTES = 8 << 20
 #: blocks nested in Details/Columns at most this deep
 MAX_NESTING = 6
+#: options of one drop-down at most
+MAX_CHOICES = 10_000
 
 
 def _href(page: str, run_id: str, params: Mapping[str, Any]) -> str:
     """``/PAGE?id=RUN&...``: the run's id, then each parameter that is not None as text."""
     q = {"id": run_id, **{k: str(v) for k, v in params.items() if v is not None}}
     return f"/{page}?" + urlencode(q)
+
+
+def _page(run: Any) -> str:
+    """The app page that shows ``run``: "run", or "group" for a sweep or a profile."""
+    page = getattr(run, "page", "run")
+    return page if page in ("run", "group") else "run"
 
 
 def run_href(run_id: str, **params: Any) -> str:
@@ -72,16 +81,67 @@ def table_rows(rows: Any, max_rows: int) -> tuple[list[str], list[list[Any]], in
     return cols, [[r.get(c) for c in cols] for r in rows[:max_rows]], len(rows)
 
 
-def cell(v: Any) -> dict[str, Any]:
-    """One table cell: its text and, for numbers, the value the sorter uses."""
+#: the last word of a column name that holds identifiers ("call_id", "thread id", "cache key")
+_ID_WORDS = {"id", "ids", "key", "keys", "hash", "digest", "uuid", "sha", "sha256", "thread", "checkpoint", "cell"}
+#: the first word of a column name that holds identifiers ("call", "run_id", "trace")
+_ID_FIRST = {"call", "run", "thread", "trace", "span", "checkpoint", "parent"}
+
+
+def is_identifier(column: Any) -> bool:
+    """Whether a column holds identifiers (call, run, agent, thread ids, keys, hashes): text to show
+    as it is and sort as text, never a number ("5e41512851534475" is a call id, not 5 x 10^41512851534475)."""
+    words = [w for w in re.split(r"[\s_.\-/]+", str(column).lower()) if w]
+    return bool(words) and (words[-1] in _ID_WORDS or words[0] in _ID_FIRST)
+
+
+def cell(v: Any, column: Any = None) -> dict[str, Any]:
+    """One table cell: its text and, for numbers, the value the sorter uses (a cell of an
+    identifier column, :func:`is_identifier`, is text: shown verbatim, sorted as text)."""
+    if column is not None and is_identifier(column):
+        return {"text": text(v), "sort": ""}
     n = num(v)
     return {"text": text(v), "sort": "" if n is None else repr(n)}
 
 
-def plot_svg(p: ex.Plot, *, width: float = 7.0, height: float = 3.2) -> tuple[str | None, str | None]:
-    """(a data: URI of the plot as SVG, None) or (None, why it could not be drawn)."""
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
+#: line colours: distinct from each other and from :data:`MEAN_COLOUR` (a society's mean is never
+#: drawn in an agent's colour); a label keeps its colour across the two runs of a comparison
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7b4173",
+           "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#9edae5", "#dbdb8d", "#393b79",
+           "#637939", "#8c6d31", "#843c39", "#5254a3")
+#: the colour of a mean line ("mean", "society mean", "A · mean"): black, drawn thicker
+MEAN_COLOUR = "#111111"
+
+
+def is_mean(label: Any) -> bool:
+    """Whether a series is a mean ("mean", "society mean", "mean of efficiency"): drawn black and
+    thick, never in an agent's colour."""
+    return re.search(r"(?:^|[^\w])mean(?:[^\w]|$)", _base(label).strip().lower()) is not None
+
+
+def colours(labels: list[Any]) -> dict[str, str]:
+    """A colour for every label: means black, the others the palette in order (a label and its
+    twin of the other run, "A · x" and "B · x", share one)."""
+    out: dict[str, str] = {}
+    order: dict[str, int] = {}
+    for label in labels:
+        base = _base(label)
+        if is_mean(label):
+            out[str(label)] = MEAN_COLOUR
+        else:
+            out[str(label)] = PALETTE[order.setdefault(base, len(order)) % len(PALETTE)]
+    return out
+
+
+def _short(v: float | None) -> float | None:
+    """A value rounded to 6 significant digits for the page (the page shows 4)."""
+    return None if v is None else float(f"{v:.6g}")
+
+
+def plot_data(p: ex.Plot) -> tuple[str | None, str | None]:
+    """(the plot as JSON for the page's plots.js, None) or (None, why it cannot be drawn). Numbers
+    only: a value that is not a finite number is a gap (null); long series are thinned evenly;
+    labels are text the script puts in with textContent."""
+    import json
 
     xs = list(p.x)[:MAX_POINTS * 50]
     if not xs:
@@ -90,43 +150,48 @@ def plot_svg(p: ex.Plot, *, width: float = 7.0, height: float = 3.2) -> tuple[st
     idx = list(range(0, len(xs), step))
     xnum = [num(xs[i]) for i in idx]
     categorical = any(v is None for v in xnum)
-    xv = list(range(len(idx))) if categorical else xnum
-    fig = Figure(figsize=(width, height), dpi=100)
-    ax = fig.add_subplot()
-    drawn = 0
-    colours: dict[str, int] = {}  # a label and its dashed twin ("A · x", "B · x") share a colour
-    items = list(p.series.items())
-    for label, ys in items[:MAX_SERIES]:
+    xv = list(range(len(idx))) if categorical else [_short(v) for v in xnum]
+    kind = p.kind if p.kind in ("line", "step", "bar", "points") else "line"
+    labels = [str(label) for label, _ in list(p.series.items())[:MAX_SERIES]]
+    col = colours(labels + [str(k) for k in p.bands if str(k) not in labels] + [str(k) for k in p.scatter if str(k) not in labels])
+    dashed = {str(d) for d in p.dashed}
+    series = []
+    for label, ys in list(p.series.items())[:MAX_SERIES]:
         ys = list(ys)
-        yv = [num(ys[i]) if i < len(ys) else None for i in idx]
-        yv = [math.nan if v is None else v for v in yv]
-        if all(math.isnan(v) for v in yv):
+        yv = [_short(num(ys[i])) if i < len(ys) else None for i in idx]
+        if all(v is None for v in yv):
             continue
-        name = cut(str(label), 40)
-        if p.kind == "bar":
-            ax.bar([x + drawn * 0.8 / max(len(items), 1) for x in xv], yv, width=0.8 / max(len(items), 1), label=name)
-        elif p.kind == "step":
-            ax.step(xv, yv, where="mid", label=name)
-        else:
-            ax.plot(xv, yv, marker="o" if len(idx) <= 40 else None, markersize=3, label=name,
-                    linestyle="--" if label in set(p.dashed) else "-", color=f"C{colours.setdefault(_base(label), len(colours)) % 10}")
-        drawn += 1
-    if not drawn:
+        name = cut(str(label), 60)
+        series.append({"label": name, "y": yv, "colour": col[str(label)], "dashed": str(label) in dashed,
+                       "width": 3.0 if is_mean(label) else 1.6})
+    bands = []
+    for label, pair in list(p.bands.items())[:MAX_SERIES]:
+        try:
+            lo, hi = (list(v) for v in pair)
+        except (TypeError, ValueError):
+            continue
+        lv = [_short(num(lo[i])) if i < len(lo) else None for i in idx]
+        hv = [_short(num(hi[i])) if i < len(hi) else None for i in idx]
+        if any(a is not None and b is not None for a, b in zip(lv, hv)):
+            bands.append({"label": cut(str(label), 60), "lo": lv, "hi": hv, "colour": col[str(label)]})
+    scatter = []
+    slot = {str(xs[i]): k for k, i in enumerate(idx)}  # a category's place on the x axis
+    for label, pair in list(p.scatter.items())[:MAX_SERIES]:
+        try:
+            sx, sy = (list(v)[:MAX_POINTS * 10] for v in pair)
+        except (TypeError, ValueError):
+            continue
+        px = [slot.get(str(x)) for x in sx] if categorical else [_short(num(x)) for x in sx]
+        py = [_short(num(y)) for y in sy]
+        keep = [(a, b) for a, b in zip(px, py) if a is not None and b is not None]
+        if keep:
+            scatter.append({"label": cut(str(label), 60), "x": [a for a, _ in keep], "y": [b for _, b in keep], "colour": col[str(label)]})
+    if not series and not bands and not scatter:
         return None, "nothing to plot (every value is missing or not a finite number)"
-    if categorical:
-        ax.set_xticks(xv, [cut(str(xs[i]), 12) for i in idx], rotation=30, ha="right")
-    elif p.integer_x:
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_title(cut(p.title, 80), fontsize=10)
-    ax.set_xlabel(cut(p.xlabel, 60))
-    ax.set_ylabel(cut(p.ylabel, 60))
-    ax.grid(alpha=0.3)
-    if drawn > 1 or p.kind == "bar":
-        ax.legend(fontsize=7, loc="best", ncol=2 if drawn > 6 else 1)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="svg")
-    return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue()).decode("ascii"), None
+    data = {"title": cut(str(p.title), 120), "xlabel": cut(str(p.xlabel), 60), "ylabel": cut(str(p.ylabel), 60), "kind": kind,
+            "integer_x": bool(p.integer_x), "categorical": categorical, "x": xv,
+            "xticks": [cut(str(xs[i]), 24) for i in idx] if categorical else None, "series": series, "bands": bands, "scatter": scatter}
+    return json.dumps(data, allow_nan=False, ensure_ascii=False), None
 
 
 def _base(label: Any) -> str:
@@ -178,19 +243,32 @@ def block(b: Any, run: Any, depth: int = 0) -> dict[str, Any]:
             for c, v in zip(cols, r):
                 if c.startswith("_"):
                     continue
-                d = cell(v)
+                d = cell(v, c)
                 param, src = links.get(c, (None, None))
                 target = values.get(src)
-                if param and target is not None and cell(target)["text"] != "\u2014":
-                    d["href"] = run_href(run.id, **{**dict(b.keep or {}), param: cell(target)["text"]})
+                if param and target is not None and cell(target)["text"] != "\u2014":  # "id": another run's page
+                    d["href"] = _href("run" if param == "id" else _page(run), run.id, {**dict(b.keep or {}), param: cell(target)["text"]})
                 cells.append(d)
             out_rows.append(cells)
         return {"kind": "table", "title": text(b.title) if b.title else None, "columns": [c for c in cols if not c.startswith("_")], "rows": out_rows,
                 "total": total, "shown": len(rows), "filterable": bool(b.filterable)}
     if isinstance(b, ex.Plot):
-        uri, problem = plot_svg(b)
-        return {"kind": "plot", "src": uri, "problem": problem, "title": text(b.title), "caption": text(b.caption, 1_000),
+        data, problem = plot_data(b)
+        return {"kind": "plot", "data": data, "problem": problem, "title": text(b.title), "caption": text(b.caption, 1_000),
                 "alt": text(b.title or b.ylabel or "plot", 200)}
+    if isinstance(b, ex.Choice):
+        opts = [(str(o[0]), text(o[1], 120)) if isinstance(o, (tuple, list)) and len(o) == 2 else (str(o), text(o, 120))
+                for o in list(b.options or [])[:MAX_CHOICES]]
+        values = [v for v, _ in opts]
+        chosen = str(b.chosen) if b.chosen is not None else (values[0] if values else "")
+        at = values.index(chosen) if chosen in values else -1
+        keep = {str(k): str(v) for k, v in dict(b.keep or {}).items() if str(k) not in ("id", b.param)}
+        near = {"prev": values[at - 1] if at > 0 else None, "next": values[at + 1] if 0 <= at < len(values) - 1 else None}
+        page = _page(run)
+        return {"kind": "choice", "param": str(b.param), "options": opts, "chosen": chosen, "label": text(b.label, 200),
+                "id": run.id, "keep": sorted(keep.items()), "count": len(values), "action": f"/{page}",
+                "prev": _href(page, run.id, {**keep, b.param: near["prev"]}) if near["prev"] is not None else None,
+                "next": _href(page, run.id, {**keep, b.param: near["next"]}) if near["next"] is not None else None}
     if isinstance(b, ex.Image):
         uri, problem = image_uri(run, str(b.path))
         return {"kind": "image", "src": uri, "problem": problem, "caption": text(b.caption, 1_000), "alt": text(b.path, 200)}
@@ -198,7 +276,7 @@ def block(b: Any, run: Any, depth: int = 0) -> dict[str, Any]:
         return {"kind": "code", "text": text(b.text, 200_000), "title": text(b.title) if b.title else None}
     if isinstance(b, ex.Link):
         params = {str(k): text(v, 200) for k, v in dict(b.params or {}).items()}
-        href = trace_href(run.id, **params) if b.trace else run_href(run.id, **params)
+        href = trace_href(run.id, **params) if b.trace else _href(_page(run), run.id, params)
         return {"kind": "link", "text": text(b.text, 300), "href": href}
     if isinstance(b, ex.Details):
         return {"kind": "details", "summary": text(b.summary, 300), "open": bool(b.open),

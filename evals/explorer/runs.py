@@ -4,6 +4,12 @@
 returns one :class:`RunDir` per directory holding ``config.json`` or ``summary.json``. A
 :class:`RunDir` reads its files lazily; every problem (JSON that does not parse, a table that does
 not load) becomes a line in :attr:`RunDir.notes` shown on the page, never an exception.
+
+A run folder is data, never trusted: every file the explorer reads goes through :meth:`RunDir.file`,
+which refuses a symbolic link (or ``..``) leading outside the run folder; tables are read by
+:func:`cooplab.graphs.rundir.read_table`, which also refuses a table whose footer asks for more
+memory than it allows; a folder whose name is not UTF-8 is listed under a readable name
+(:func:`shown`), its undecodable bytes written as ``\\xNN``.
 """
 
 from __future__ import annotations
@@ -26,6 +32,21 @@ MAX_DEPTH = 8
 SKIP = {".git", "node_modules", "__pycache__", ".venv", "figures", "artifacts", "sandbox", "workspace"}
 
 
+def shown(text: Any) -> str:
+    """A path or name as text a page can hold: bytes that are not UTF-8 (a folder named in another
+    encoding, kept by Python as lone surrogates) written as ``\\xNN``."""
+    t = os.fsdecode(text) if isinstance(text, (bytes, os.PathLike)) else str(text)
+    try:
+        t.encode("utf-8")
+        return t
+    except UnicodeEncodeError:
+        pass
+    try:
+        return t.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate that stands for no byte
+        return t.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 @dataclass
 class RunDir:
     """One run directory as the explorer sees it: ``id`` is its address in the app's URLs
@@ -34,16 +55,28 @@ class RunDir:
     id: str
     out: Path
     root: Path
+    page: str = "run"  # the page of the app that shows it ("group": a sweep or a profile)
     notes: list[str] = field(default_factory=list)
     _json: dict[str, Any] = field(default_factory=dict, repr=False)
     _tables: dict[str, Any] = field(default_factory=dict, repr=False)
     _calls: Any = field(default=None, repr=False)  # the model calls of traces.jsonl, read once (explorer.traces)
 
+    def file(self, name: str) -> Path | None:
+        """``out/name`` when it stays inside the run folder, else None and a note (a symbolic link
+        leading elsewhere is never read: a shared run folder must not show the reader's own files)."""
+        try:
+            return rundir.inside(self.out, name)
+        except rundir.RunDirError as exc:
+            self.notes.append(shown(exc))
+            return None
+
     def _read(self, name: str) -> dict[str, Any]:
         if name not in self._json:
-            path = self.out / name
+            path = self.file(name)
             obj: Any = {}
-            if path.is_file():
+            if path is None:
+                pass
+            elif path.is_file():
                 obj, problem = read_json(path)
                 if problem:
                     self.notes.append(problem)
@@ -80,10 +113,10 @@ class RunDir:
     def name(self) -> str:
         """The run's folder relative to the folder it was found under."""
         rel = self.out.relative_to(self.root).as_posix()
-        return self.root.name if rel == "." else rel
+        return shown(self.root.name if rel == "." else rel)
 
     def has_table(self, name: str) -> bool:
-        return any((self.out / f"{name}.{ext}").is_file() for ext in ("parquet", "csv"))
+        return any((self.out / f"{name}.{ext}").is_file() or (self.out / f"{name}.{ext}").is_symlink() for ext in ("parquet", "csv"))
 
     def table(self, name: str) -> Any:
         """The table ``name`` as a DataFrame, or None when absent or damaged (a note says which)."""
@@ -92,15 +125,17 @@ class RunDir:
             if self.has_table(name):
                 try:
                     df = rundir.read_table(self.out, name)
+                except rundir.RunDirError as exc:  # outside the folder, or over the size bounds: one line naming the file
+                    self.notes.append(f"table {name} is not shown: {cut(shown(exc), 300)}")
                 except Exception as exc:  # noqa: BLE001 - a damaged table is a note, never a crash
-                    self.notes.append(f"table {name} could not be read ({cut(f'{type(exc).__name__}: {exc}', 200)})")
+                    self.notes.append(f"table {name} could not be read ({cut(shown(f'{type(exc).__name__}: {exc}'), 200)})")
             self._tables[name] = df
         return self._tables[name]
 
     @property
     def tables(self) -> list[str]:
         try:
-            return sorted({p.stem for p in self.out.iterdir() if p.suffix in (".parquet", ".csv") and p.is_file()})
+            return sorted({shown(p.stem) for p in self.out.iterdir() if p.suffix in (".parquet", ".csv") and (p.is_file() or p.is_symlink())})
         except OSError:
             return []
 
@@ -122,6 +157,7 @@ def discover(roots: list[Path]) -> list[RunDir]:
     """Every run directory at or below ``roots`` (sorted by root, then path). Symbolic links are not
     followed; unreadable folders are skipped."""
     found: list[RunDir] = []
+    ids: set[str] = set()
     for n, root in enumerate(roots):
         root = root.resolve()
         seen = 0
@@ -134,6 +170,10 @@ def discover(roots: list[Path]) -> list[RunDir]:
                 dirnames[:] = []
                 continue
             if is_run_dir(here):
-                rel = here.relative_to(root).as_posix()
-                found.append(RunDir(id=f"{n}/{rel}" if rel != "." else f"{n}", out=here, root=root))
+                rel = shown(here.relative_to(root).as_posix())
+                rid = f"{n}/{rel}" if rel != "." else f"{n}"
+                while rid in ids:  # a readable name that another folder already has (its bytes differ)
+                    rid += "~"
+                ids.add(rid)
+                found.append(RunDir(id=rid, out=here, root=root))
     return found

@@ -126,7 +126,8 @@ def calls(run: Any, filters: Mapping[str, str]) -> tuple[list[dict[str, Any]], s
     """(the run's model calls matching ``filters``, a note on what could not be read or was cut).
     The file is read once per page (kept on ``run``)."""
     if run._calls is None:
-        run._calls = read_calls(run.out / TRACES_FILE)
+        path = run.file(TRACES_FILE) if hasattr(run, "file") else run.out / TRACES_FILE  # never a link leaving the run folder
+        run._calls = read_calls(path) if path is not None else ([], [])
     found, notes = run._calls
     out = [f for f in found if matches(f, filters)]
     if len(out) > MAX_CALLS:

@@ -19,7 +19,6 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
@@ -164,8 +163,11 @@ class ScienceRun:
 
 
 def _json_file(run: ScienceRun, rel: str, what: str, kind: type = dict) -> Any:
-    """The JSON value of ``run.out / rel`` if it is a ``kind``, else ``kind()`` and a note."""
-    p = run.out / rel
+    """The JSON value of ``run.out / rel`` if it is a ``kind``, else ``kind()`` and a note (a link
+    leading outside the run folder is not read)."""
+    p = _inside(run, rel)
+    if p is None:
+        return kind()
     if not p.is_file():
         run.note(f"{rel} is missing: {what} cannot be shown")
         return kind()
@@ -182,8 +184,8 @@ def _json_file(run: ScienceRun, rel: str, what: str, kind: type = dict) -> Any:
 
 def _jsonl_file(run: ScienceRun, rel: str, what: str) -> list[dict[str, Any]]:
     """The JSON objects of the lines of ``run.out / rel``; a bad line is skipped with a note."""
-    p = run.out / rel
-    if not p.is_file():
+    p = _inside(run, rel)
+    if p is None or not p.is_file():
         return []
     rows, bad, size = [], 0, 0
     try:
@@ -208,6 +210,16 @@ def _jsonl_file(run: ScienceRun, rel: str, what: str) -> list[dict[str, Any]]:
     if bad:
         run.note(f"{rel}: {bad} line(s) are not JSON objects and were skipped ({what})")
     return rows
+
+
+def _inside(run: ScienceRun, rel: str) -> Path | None:
+    """``run.out / rel``, or None and a note when it leads outside the run folder (a symbolic link
+    in a shared run folder must never show the reader's own files)."""
+    try:
+        return rundir.inside(run.out, rel)
+    except rundir.RunDirError as exc:
+        run.note(exc)
+        return None
 
 
 def _table(run: ScienceRun, stem: str, what: str) -> list[dict[str, Any]]:
@@ -357,8 +369,11 @@ def _team_rank(team: Any) -> int:
 
 def read_text(run: ScienceRun, rel: str, limit: int = 200_000) -> str | None:
     """A text file of the run (decoded leniently, cut to ``limit``), or None and a note."""
+    p = _inside(run, rel)
+    if p is None:
+        return None
     try:
-        with open(run.out / rel, "rb") as f:
+        with open(p, "rb") as f:
             data = f.read(limit + 1)
     except OSError as exc:
         run.note(f"{rel} cannot be read ({one_line(exc, 160)})")
@@ -368,12 +383,11 @@ def read_text(run: ScienceRun, rel: str, limit: int = 200_000) -> str | None:
 
 
 def money(v: Any) -> float | None:
-    """A cost cell (Decimal text, number) as a finite float, else None."""
-    try:
-        d = Decimal(str(v))
-    except (InvalidOperation, ValueError):
-        return None
-    return float(d) if d.is_finite() else None
+    """A cost cell (Decimal text, number) as a finite float, else None (bounded:
+    :func:`cooplab.evals.report.num`, no decimal trap escapes)."""
+    from cooplab.evals.report import num
+
+    return num(v)
 
 
 # --- the page ----------------------------------------------------------------------------------------
@@ -572,7 +586,7 @@ def _timeline(run: ScienceRun) -> list[Any]:
                      "wrote": ", ".join(f"{a['name']} v{a['version']}" for a in run.artifacts
                                         if (a.get("team"), a.get("visit")) == (team, visit)) or "-",
                      "code calls": sum(1 for c in run.calls if (c.get("team"), c.get("visit")) == (team, visit)),
-                     "seconds": _fmt(sum(float(r.get("seconds") or 0) for r in nodes), 1),
+                     "seconds": _fmt(sum(money(r.get("seconds")) or 0.0 for r in nodes), 1),
                      "cost (USD)": _fmt(None if spent is None else spent - prev, 4)})
         prev = spent if spent is not None else prev
     blocks: list[Any] = [Table(rows, title="passes, in order (a team's second pass is a redo another team asked for)")]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 import shutil
 import socket
 from html.parser import HTMLParser
@@ -117,7 +118,7 @@ def elements(html_text: str) -> list[tuple[str, dict[str, str]]]:
 def assert_inert(html_text: str) -> None:
     """No script but the page's own, no element a payload would add, nothing a payload would set."""
     els = elements(html_text)
-    assert [a.get("src") for t, a in els if t == "script"] == ["/static/explorer.js"]
+    assert [a.get("src") for t, a in els if t == "script"] == ["/static/explorer.js", "/static/plots.js"]
     assert not [a for t, a in els if t == "img" and a.get("src") == "x"]
     assert not [a for t, a in els if any(k.startswith("on") for k in a)]
     assert "data-pwned" not in html_text.split("<body", 1)[1].split(">", 1)[0]
@@ -221,9 +222,13 @@ def test_a_cpr_run_shows_the_lake_agents_norms_and_beliefs(site, runs, tmp_path)
     proposals = {json.loads(p)["proposal"] for p in d[d.phase == "propose"].parsed}
     assert {r[2] for r in norms["norms proposed"][1:]} == proposals
     assert len(norms["votes"]) == 1 + (d.phase == "vote").sum()
+    adopted = pd.read_parquet(runs / "cpr-llm" / "norms_adopted.parquet")
+    votes = [r[norms["norms adopted"][0].index("votes")] for r in norms["norms adopted"][1:]]
+    assert votes == [", ".join(f"option {o}: {n}" for o, n in json.loads(v)) for v in adopted.votes]  # never a Python list
+    assert all(re.fullmatch(r"option \d+: \d+(, option \d+: \d+)*", v) for v in votes)
     beliefs = tables(section(html_text, "beliefs"))["each fisher's personal norm in words, as it changed"]
     assert beliefs[0][:3] == ["fisher", "at the start", "after round 1"] and len(beliefs) == 5
-    assert html_text.count('<figure class="plot"><img src="data:image/svg+xml;base64,') >= 3
+    assert html_text.count('data-drawn="1"') >= 3 and html_text.count('<svg') >= 3  # drawn by plots.js under the CSP
     screenshot(tmp_path, run_page(site, "cpr-llm"), "explorer-cpr")
 
 
@@ -277,6 +282,26 @@ def test_a_game_profile_shows_players_and_sanctions(site, runs, tmp_path):
     screenshot(tmp_path, run_page(site, name), "explorer-game")
 
 
+def test_a_profile_has_its_own_page_with_its_games_and_figure(site, runs, tmp_path):
+    listing = dom(tmp_path, site)
+    assert 'href="/group?id=0%2Fprofile"' in listing and 'href="/group?id=0%2Fsweep"' in listing
+    html_text = dom(tmp_path, page(site, "group", id="0/profile"))
+    prof = json.loads((runs / "profile" / "profile.json").read_text())
+    game = prof["games"]["cpr-sanction"]
+    row = tables(section(html_text, "profile"))["every game"]
+    got = dict(zip(row[0], row[1]))
+    assert got["game"] == "cpr-sanction" and got["title"] == game["title"] and got["metric"] == game["metric"]["label"]
+    assert float(got["mean"]) == pytest.approx(game["metric"]["mean"], rel=1e-3)
+    assert float(got["Pareto proximity"]) == pytest.approx(game["pareto_proximity"]["mean"], rel=1e-3)
+    lo, hi = (float(v) for v in got["proximity 95% CI"].split(" to "))
+    assert [lo, hi] == pytest.approx(game["pareto_proximity"]["ci95"], rel=1e-3)
+    assert 'href="/run?id=0%2Fprofile%2Fgames%2Fcpr-sanction"' in html_text
+    assert html_text.count('data-drawn="1"') == 1 and "whiskers: its 95% confidence interval" in html_text
+    assert '<img src="data:image/png;base64,' in section(html_text, "figure")
+    assert_inert(html_text)
+    screenshot(tmp_path, page(site, "group", id="0/profile"), "explorer-profile")
+
+
 # --- two runs side by side -------------------------------------------------------------------------
 def test_compare_two_runs_key_numbers_and_overlaid_plots(site, runs, tmp_path):
     url = page(site, "compare", a="0/cpr-llm", b="0/cpr-greedy")
@@ -287,8 +312,8 @@ def test_compare_two_runs_key_numbers_and_overlaid_plots(site, runs, tmp_path):
     assert "greedy.json" in by["model"][1] and "cautious.json" in by["model"][0]
     ea = json.loads((runs / "cpr-llm" / "summary.json").read_text())["efficiency"]["mean"]
     eb = json.loads((runs / "cpr-greedy" / "summary.json").read_text())["efficiency"]["mean"]
-    assert [float(x) for x in by["efficiency"]] == pytest.approx([ea, eb], rel=1e-5)
-    assert html_text.count('<figure class="plot"><img src="data:image/svg+xml;base64,') >= 3
+    assert [float(x) for x in by["efficiency"]] == pytest.approx([ea, eb], rel=1e-3)  # 4 significant digits
+    assert html_text.count('data-drawn="1"') >= 3 and html_text.count('<svg') >= 3
     assert "Norms: proposed, voted, adopted, side by side" in html_text and "Punishments: who fined whom, side by side" in html_text
     for name in ("cpr-llm", "cpr-greedy"):  # each run's adopted norms, with links into its own page
         adopted = pd.read_parquet(runs / name / "norms_adopted.parquet")

@@ -428,7 +428,7 @@ def test_the_science_page_in_chromium(explorer, tmp_path):
     assert "n_species · number · found · score 1.00 · right" in html
     assert "forecast_baseline_rmse · number · missing · score 0.00 · NOT STATED" in html
     # the budget plot and the artifacts' versions
-    assert 'alt="USD spent per team (cumulative)"' in html and "every version of every artifact" in html
+    assert 'aria-label="USD spent per team (cumulative)" data-drawn="1"' in html and "every version of every artifact" in html
 
     calls = browse(tmp_path, explorer.split("/run?")[0] + html_unescape(link.group(1)), "--dump-dom").stdout
     assert "pwned" not in re.search(r"<title>(.*?)</title>", calls, re.S).group(1)

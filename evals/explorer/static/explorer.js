@@ -1,5 +1,5 @@
 // cooplab view: sort a table by clicking a column header, filter its rows with the search box
-// before it. No data is ever turned into markup here: rows are moved or hidden, never rebuilt.
+// before it, open the option picked in a drop-down. No data is ever turned into markup here: rows are moved or hidden, never rebuilt.
 "use strict";
 (function () {
   function cellKey(td) {
@@ -51,6 +51,10 @@
       if (!th || isNaN(n)) return;
       sortBy(table, th.cellIndex, th);
       if (n < 0 || Object.is(n, -0)) sortBy(table, th.cellIndex, th);
+    });
+    // a drop-down that picks what the page shows (one society of a batch): open it on change
+    document.querySelectorAll("select.autosubmit").forEach(function (sel) {
+      sel.addEventListener("change", function () { if (sel.form) sel.form.submit(); });
     });
     document.querySelectorAll("input.filter").forEach(function (input) {
       var table = input.id === "runfilter" ? document.getElementById("runs") : nextTable(input);

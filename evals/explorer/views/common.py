@@ -8,6 +8,7 @@ A society's per-agent tables differ by task only in their column names; :class:`
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,8 +19,6 @@ from cooplab.graphs import explore as ex
 
 #: agents drawn as separate lines of a plot at most (larger societies: the mean only)
 MAX_AGENT_LINES = 12
-#: societies offered in the picker at most
-MAX_SOCIETIES = 60
 #: calls shown inline in a round's or an agent's conversation at most
 MAX_INLINE_CALLS = 60
 
@@ -40,7 +39,12 @@ class Spec:
 
 
 def whole(v: Any) -> int | None:
-    """A whole number (an int, or a float or text that is one), else None."""
+    """An agent, round or society number: an int, a float that is whole, or text of at most 12
+    digits ("3", "-1"); else None. Text is never read as a number in any other notation: "1e5" or
+    "0x1f" is no agent 100000 or 31."""
+    if isinstance(v, str):
+        t = v.strip()
+        return int(t) if re.fullmatch(r"-?[0-9]{1,12}", t) else None
     n = num(v)
     return int(n) if n is not None and abs(n) < 1e12 and n == int(n) else None
 
@@ -84,13 +88,22 @@ def pick_society(keys: Sequence[str], query: Mapping[str, str]) -> str | None:
     return keys[0] if keys else None
 
 
+def plural(n: int, noun: str) -> str:
+    """"1 society", "100 societies", "2 simulations"."""
+    if n == 1:
+        return f"1 {noun}"
+    if noun.endswith("y") and noun[-2:-1] not in "aeiou":
+        return f"{n} {noun[:-1]}ies"
+    return f"{n} {noun}{'es' if noun.endswith(('s', 'x', 'ch', 'sh')) else 's'}"
+
+
 def society_picker(keys: Sequence[str], chosen: str | None, label: str) -> list[ex.Block]:
+    """A drop-down of every society of the batch (all of them, however many: each is one click
+    away), with the previous and next one as links."""
     if len(keys) <= 1:
         return []
-    rows = [{label: k, "shown": "\u2190 shown" if k == chosen else ""} for k in keys[:MAX_SOCIETIES]]
-    more = [ex.Note(f"{len(keys) - MAX_SOCIETIES} more societies: open one with ?society=KEY", level="info")] if len(keys) > MAX_SOCIETIES else []
-    return [ex.Details(f"{len(keys)} {label}s in this run (societies side by side); showing {label} {chosen} (pick another)",
-                       [ex.Table(rows, links={label: "society"}, filterable=True)]), *more]
+    return [ex.Choice("society", [(k, f"{label} {k}") for k in keys], chosen=chosen,
+                      label=f"{plural(len(keys), label)} in this run (side by side); showing {label} {chosen}; pick another:")]
 
 
 def agents_by_round(df: Any, spec: Spec, values: Sequence[str], *, title: str, key_prefix: str, plots: Sequence[str],
@@ -124,7 +137,8 @@ def per_agent_plot(df: Any, spec: Spec, col: str, label: str, *, key: str) -> ex
     means = df.groupby(spec.round)[col].apply(lambda s: _mean(s.tolist()))
     series["mean"] = [means.get(r) for r in rounds]
     return ex.Plot(rounds, series, title=f"{label} by {spec.round_unit}", xlabel=spec.round_unit, ylabel=label, key=key,
-                   caption=f"one line per {spec.noun.lower()}; 'mean' over the {spec.noun.lower()}s with a value")
+                   caption=f"one line per {spec.noun.lower()} (up to {MAX_AGENT_LINES}); the thick black line is the mean over the "
+                           f"{spec.noun.lower()}s with a value in that {spec.round_unit}")
 
 
 def _mean(values: list[Any]) -> float | None:

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from cooplab.evals.report import costs_of, headline, num
+from cooplab.evals.report import costs_of, fmt, headline, num
 from cooplab.graphs import explore as ex
 from cooplab.graphs.rundir import TRACES_FILE
 
@@ -31,8 +31,9 @@ def summary_section(run: Any) -> ex.Section:
     if isinstance(msg, str) and msg:
         blocks.append(ex.Note(f"the run stopped: {msg}", level="info"))
     costs = costs_of(run.summary, run.out)
-    if costs and "problem" not in costs:
-        blocks.append(ex.KeyValues({k: v for k, v in costs.items() if k != "source"}, title="LLM costs"))
+    if costs and "problem" not in costs:  # exact decimal costs shown to 4 significant digits (the ledger keeps them exact)
+        blocks.append(ex.KeyValues({k: (fmt(num(v)) if k.startswith(("cost", "judge cost")) and num(v) is not None else v)
+                                    for k, v in costs.items() if k != "source"}, title="LLM costs"))
     elif costs:
         blocks.append(ex.Note(costs["problem"]))
     return ex.Section("Summary", blocks, id="summary")
@@ -62,7 +63,9 @@ def tables_section(run: Any) -> ex.Section | None:
 
 
 def figures_section(run: Any) -> ex.Section | None:
-    folder = run.out / "figures"
+    folder = run.file("figures")
+    if folder is None:
+        return None
     try:
         files = sorted(p for p in folder.iterdir() if p.suffix.lower() in (".png", ".svg", ".jpg", ".jpeg") and p.is_file())
     except OSError:

@@ -7,6 +7,7 @@ across rounds (``?agent=ID``, 0-based ids: agent 1 is "Fisher 2").
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -51,6 +52,8 @@ def _rows_of(df: Any, col: str, value: Any) -> Any:
 def cpr_history(run: Any) -> tuple[pd.DataFrame | None, pd.DataFrame | None, str | None]:
     """(every fisher in every round, every fisher's belief after every round, a note) from the checkpoints."""
     rows, beliefs = [], []
+    if run.file(history.CHECKPOINTS) is None:  # a link leaving the run folder: never opened
+        return None, None, f"{history.CHECKPOINTS} leads outside the run folder and is not read"
     try:
         for updated, v in history.updates(run.out):
             alive = v.get("alive")
@@ -183,11 +186,41 @@ def cpr_norms(run: Any, s: int, keep: dict[str, Any]) -> ex.Section | None:
     adopted = _rows_of(run.table("norms_adopted"), "society", s)
     if adopted is not None and len(adopted):
         cols = [c for c in ("round", "norm", "options", "votes", "tie") if c in adopted.columns]
-        blocks.append(ex.Table(adopted[cols].rename(columns={"norm": "adopted norm", "votes": "votes (option, count)"}),
-                               title="norms adopted", links={"round": "round"}, keep=keep))
+        shown = adopted[cols].rename(columns={"norm": "adopted norm"})
+        if "votes" in shown.columns:
+            shown = shown.assign(votes=[votes_text(v) for v in shown["votes"]])
+        blocks.append(ex.Table(shown, title="norms adopted", links={"round": "round"}, keep=keep))
     if not blocks:
         return None
     return ex.Section("Norms: proposed, voted, adopted", blocks, id="norms")
+
+
+def votes_text(v: Any) -> Any:
+    """A vote count as people read it: "option 1: 3, option 2: 2" from ``[[1, 3], [2, 2]]`` (JSON
+    text or a list of (option, count) pairs); anything else as it is."""
+    pairs = parsed_list(v)
+    if pairs is None or not pairs:
+        return v
+    out = []
+    for p in pairs[:50]:
+        if not (isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in p)):
+            return v
+        out.append(f"option {whole(p[0]) if whole(p[0]) is not None else p[0]}: {whole(p[1]) if whole(p[1]) is not None else p[1]}")
+    return ", ".join(out)
+
+
+def parsed_list(v: Any) -> list[Any] | None:
+    """A list from a list, an array or JSON text of one; None otherwise."""
+    import json
+
+    if hasattr(v, "tolist") and not isinstance(v, str):
+        v = v.tolist()
+    if isinstance(v, str):
+        try:
+            v = json.loads(v)
+        except (ValueError, RecursionError):
+            return None
+    return [x.tolist() if hasattr(x, "tolist") else x for x in v] if isinstance(v, (list, tuple)) else None
 
 
 def cpr_beliefs(my: Any, beliefs: Any, llm: bool) -> ex.Section | None:
@@ -411,7 +444,8 @@ def _at(df: Any, col: str, x: Any, value: str) -> Any:
 
 
 def _natural(key: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else p for p in str(key).split("/"))
+    # whole numbers by value (18 digits at most: a key is an id, never a 5,000-digit number), text after them
+    return tuple((0, int(p), "") if re.fullmatch(r"[0-9]{1,18}", p) else (1, 0, p) for p in str(key).split("/"))
 
 
 VIEWS.update({"cpr": cpr_view, "diners": diners_view, "game": game_view})

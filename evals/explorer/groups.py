@@ -1,0 +1,330 @@
+"""Sweeps and profiles: the folders that hold many runs, each with a page of its own.
+
+A **sweep** (``cooplab sweep``: run directories under ``cells/``, ``runs/``) is shown by condition:
+its cells grouped by their grid values (the cell's name without its ``__sSEED`` part), one metric at
+a time (``?metric=``), with one aggregate plot (the mean over each condition's seeds, its 95%
+confidence interval and every seed's value) and a table per condition linking to every cell.
+
+A **profile** (``cooplab profile``: ``profile.json``, ``figures/profile.png``, ``games/*``) is
+shown as its settings, one row per game (metric, Pareto proximity and their intervals as
+``profile.json`` gives them), one plot of every game's Pareto proximity with its interval, and the
+profile's figure.
+
+Everything is read as data: ``table.csv`` and ``profile.json`` through the same bounded readers as a
+run's files, never a link leading outside the folder.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cooplab.evals.explorer.runs import RunDir, shown
+from cooplab.evals.report import RUN_FOLDERS, cut, num, read_json
+from cooplab.graphs import explore as ex
+from cooplab.graphs import rundir
+
+#: a cell's name ends in its seed: "rounds-3__s0", "model-x__players-5__s12"
+_SEED = re.compile(r"__s(-?\d{1,12})$")
+#: columns of table.csv that are bookkeeping, not results
+_NOT_METRICS = {"seed", "replicates", "n_agents", "rounds", "rounds_completed", "agent_steps", "wall_seconds", "version"}
+#: metrics offered at most
+MAX_METRICS = 60
+#: conditions drawn at most
+MAX_CONDITIONS = 400
+
+
+@dataclass
+class Group:
+    """A sweep or a profile found under the folders given: ``id`` is its address (``/group?id=ID``)."""
+
+    id: str
+    out: Path
+    root: Path
+    kind: str  # "sweep" | "profile"
+    cells: dict[str, str]  # cell folder name -> its run's id
+
+    @property
+    def name(self) -> str:
+        rel = self.out.relative_to(self.root).as_posix()
+        return shown(self.root.name if rel == "." else rel)
+
+
+def find(roots: list[Path], runs: list[RunDir]) -> list[Group]:
+    """Every sweep (a folder whose cells/, runs/ or games/ hold run directories) and every profile
+    (a folder with profile.json) among the runs found, in path order."""
+    found: dict[Path, Group] = {}
+    resolved = [Path(r).resolve() for r in roots]
+
+    def group_of(d: Path) -> Group | None:
+        if d in found:
+            return found[d]
+        for n, root in enumerate(resolved):
+            try:
+                rel = d.relative_to(root).as_posix()
+            except ValueError:
+                continue
+            kind = "profile" if (d / "profile.json").is_file() or (d / "profile-config.json").is_file() else "sweep"
+            gid = f"{n}/{shown(rel)}" if rel != "." else f"{n}"
+            found[d] = Group(id=gid, out=d, root=root, kind=kind, cells={})
+            return found[d]
+        return None
+
+    for r in runs:
+        if r.out.parent.name in RUN_FOLDERS:
+            g = group_of(r.out.parent.parent)
+            if g is not None:
+                g.cells[shown(r.out.name)] = r.id
+    return sorted(found.values(), key=lambda g: g.id)
+
+
+def as_page(g: Group) -> RunDir:
+    """A reader of the group's own files (its notes, links that stay inside it) for the blocks."""
+    return RunDir(id=g.id, out=g.out, root=g.root, page="group")
+
+
+# --- statistics ----------------------------------------------------------------------------------
+#: two-sided 95% quantiles of Student's t for 1..30 degrees of freedom
+_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110,
+        2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def t95(df: int) -> float:
+    """The two-sided 95% quantile of Student's t with ``df`` degrees of freedom."""
+    if df <= 0:
+        return math.nan
+    if df <= len(_T95):
+        return _T95[df - 1]
+    return 1.95996 + 2.4 / df  # within 0.002 of the exact value above 30
+
+
+def mean_ci(values: list[float]) -> tuple[float | None, float | None, float | None]:
+    """(mean, lower, upper) of a 95% t interval of the mean; no interval for fewer than two values."""
+    xs = [v for v in values if v is not None and math.isfinite(v)]
+    if not xs:
+        return None, None, None
+    m = sum(xs) / len(xs)
+    if len(xs) < 2:
+        return m, None, None
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+    half = t95(len(xs) - 1) * sd / math.sqrt(len(xs))
+    return m, m - half, m + half
+
+
+# --- a sweep -------------------------------------------------------------------------------------
+def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(_flatten(v, key + "."))
+        elif not isinstance(v, (list, tuple)):
+            out[key] = v
+    return out
+
+
+def cell_rows(g: Group, page: RunDir) -> list[dict[str, Any]]:
+    """One row per cell: ``cell`` and the scalars of table.csv (else of each cell's summary.json)."""
+    rows: list[dict[str, Any]] = []
+    if page.has_table("table"):
+        df = page.table("table")
+        if df is not None and "cell" in df.columns:
+            rows = [{str(k): v for k, v in r.items()} for r in df.to_dict("records")]
+            for r in rows:
+                r["cell"] = shown(r["cell"])
+            return rows
+    for name in sorted(g.cells):
+        s, problem = read_json(g.out / _folder(g, name) / name / "summary.json") if _folder(g, name) else (None, "no folder")
+        rows.append({"cell": name, **(_flatten(s) if isinstance(s, Mapping) else {})})
+    return rows
+
+
+def _folder(g: Group, cell: str) -> str | None:
+    for f in RUN_FOLDERS:
+        if (g.out / f / cell).is_dir():
+            return f
+    return None
+
+
+def condition_of(cell: str) -> tuple[str, str | None]:
+    """(the cell's condition, its seed): "rounds-3__s0" -> ("rounds-3", "0")."""
+    m = _SEED.search(cell)
+    return (cell[: m.start()], m.group(1)) if m else (cell, None)
+
+
+def grid_keys(cells: list[str]) -> list[str]:
+    """The grid's keys read from the cells' names ("rounds-3__model-x__s0" -> rounds, model)."""
+    keys: list[str] = []
+    for c in cells:
+        for part in condition_of(c)[0].split("__"):
+            k = part.split("-", 1)[0]
+            if k and k not in keys and "-" in part:
+                keys.append(k)
+    return keys
+
+
+def metrics_of(rows: list[dict[str, Any]], skip: set[str]) -> list[str]:
+    """The numeric result columns, means first ("survival_time.mean", "efficiency.mean", ...)."""
+    cols: list[str] = []
+    for r in rows:
+        for k in r:
+            if k not in cols:
+                cols.append(k)
+    good = [c for c in cols if c not in skip and c not in _NOT_METRICS and not c.endswith((".sem", ".ci95", ".n", ".sd"))
+            and sum(num(r.get(c)) is not None for r in rows) >= max(1, len(rows) // 2)]
+    return (sorted((c for c in good if c.endswith(".mean")), key=good.index) + [c for c in good if not c.endswith(".mean")])[:MAX_METRICS]
+
+
+def sweep_sections(g: Group, query: Mapping[str, str]) -> list[ex.Section]:
+    page = as_page(g)
+    rows = cell_rows(g, page)
+    if not rows:
+        return [ex.Section("Cells", [ex.Note("no cell has results yet (no table.csv and no summary.json)")], id="cells")]
+    keys = grid_keys([str(r["cell"]) for r in rows])
+    metrics = metrics_of(rows, {"cell", "status", *keys})
+    metric = query.get("metric") if query.get("metric") in metrics else (metrics[0] if metrics else None)
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        cond, seed = condition_of(str(r["cell"]))
+        r["_seed"] = seed if seed is not None else r.get("seed")
+        by.setdefault(cond, []).append(r)
+    conds = list(by)[:MAX_CONDITIONS]
+    blocks: list[ex.Block] = []
+    if len(by) > MAX_CONDITIONS:
+        blocks.append(ex.Note(f"{len(by)} conditions: the first {MAX_CONDITIONS} are shown"))
+    if metric is None:
+        blocks.append(ex.Note("the cells have no numeric results to aggregate"))
+    else:
+        blocks.append(ex.Choice("metric", [(m, m) for m in metrics], chosen=metric, label="metric:"))
+        numeric_x = len(keys) == 1 and all(num(by[c][0].get(keys[0])) is not None for c in conds)
+        order = sorted(conds, key=lambda c: num(by[c][0].get(keys[0]))) if numeric_x else conds
+        stats = {c: mean_ci([num(r.get(metric)) for r in by[c]]) for c in order}
+        xs = [num(by[c][0].get(keys[0])) for c in order] if numeric_x else [_label(c) for c in order]
+        scatter_x, scatter_y = [], []
+        for x, c in zip(xs, order):
+            for r in by[c]:
+                if num(r.get(metric)) is not None:
+                    scatter_x.append(x)
+                    scatter_y.append(num(r.get(metric)))
+        n = sorted({sum(num(r.get(metric)) is not None for r in by[c]) for c in order})
+        seeds = f"{n[0]}" if len(n) == 1 else f"{n[0]} to {n[-1]}"
+        label = f"mean of {metric}"
+        blocks.append(ex.Plot(xs, {label: [stats[c][0] for c in order]}, title=f"{metric} by condition",
+                              xlabel=keys[0] if numeric_x else "condition", ylabel=metric, kind="line" if numeric_x else "points",
+                              key=f"sweep-{metric}", integer_x=numeric_x and all(float(x).is_integer() for x in xs),
+                              bands={label: ([stats[c][1] for c in order], [stats[c][2] for c in order])},
+                              scatter={"each seed": (scatter_x, scatter_y)},
+                              caption=f"black {'line' if numeric_x else 'dots'}: the mean of {metric} over the seeds of each condition "
+                                      f"({seeds} seeds); {'grey band' if numeric_x else 'whiskers'}: the 95% confidence interval of that "
+                                      "mean (Student's t, seeds - 1 degrees of freedom; none where a condition has a single seed); open "
+                                      "dots: each seed's own value. A cell that is itself a batch of societies contributes its own "
+                                      "mean, so the interval is over seeds, not societies."))
+        table = []
+        for c in order:
+            m, lo, hi = stats[c]
+            vals = [r for r in by[c] if num(r.get(metric)) is not None]
+            table.append({"condition": _label(c), "seeds": len(vals), "mean": m, "95% CI": f"{_f(lo)} to {_f(hi)}" if lo is not None else "\u2014",
+                          "each seed": ", ".join(f"s{r['_seed']}: {_f(num(r.get(metric)))}" for r in vals)})
+        blocks.append(ex.Table(table, title=f"{metric}, condition by condition", filterable=True))
+    cells: list[ex.Block] = []
+    for c in conds:
+        rs = [{"cell": r["cell"], "seed": r["_seed"], "status": r.get("status"), **({metric: r.get(metric)} if metric else {}),
+               "_id": g.cells.get(str(r["cell"]))} for r in by[c]]
+        cells.append(ex.Details(f"{_label(c)}: {len(rs)} cell{'s' if len(rs) != 1 else ''}",
+                                [ex.Table(rs, links={"cell": ("id", "_id")}, filterable=False)]))
+    secs = [ex.Section("Conditions", blocks, id="conditions"), ex.Section("Cells by condition", cells, id="cells")]
+    return secs + _files(g, page)
+
+
+def _label(cond: str) -> str:
+    """A condition as people read it: "rounds-3__model-x" -> "rounds=3, model=x"."""
+    parts = []
+    for p in cond.split("__"):
+        k, sep, v = p.partition("-")
+        parts.append(f"{k}={v}" if sep else p)
+    return ", ".join(parts) or cond
+
+
+def _f(v: float | None) -> str:
+    from cooplab.evals.report import fmt
+
+    return fmt(v)
+
+
+# --- a profile -----------------------------------------------------------------------------------
+def profile_sections(g: Group, query: Mapping[str, str]) -> list[ex.Section]:
+    page = as_page(g)
+    path = page.file("profile.json")
+    prof: Any = {}
+    if path is not None and path.is_file():
+        prof, problem = read_json(path)
+        if problem:
+            page.notes.append(problem)
+            prof = {}
+    if not isinstance(prof, Mapping):
+        page.notes.append("profile.json is not a JSON object")
+        prof = {}
+    if not prof:
+        page.notes.append("no readable profile.json (the profile has not finished, or the folder is incomplete)")
+    settings = {k: prof.get(k) for k in ("label", "status", "players", "model", "prompt", "deliberation", "simulations", "group_size",
+                                         "seed", "budget_usd", "max_fallback") if k in prof}
+    blocks: list[ex.Block] = [ex.KeyValues(settings, title="the profile")]
+    games = prof.get("games") if isinstance(prof.get("games"), Mapping) else {}
+    rows, xs, ys, lo, hi = [], [], [], [], []
+    for name, gm in list(games.items())[:200]:
+        if not isinstance(gm, Mapping):
+            continue
+        metric = gm.get("metric") if isinstance(gm.get("metric"), Mapping) else {}
+        prox = gm.get("pareto_proximity") if isinstance(gm.get("pareto_proximity"), Mapping) else {}
+        fb = gm.get("fallback") if isinstance(gm.get("fallback"), Mapping) else {}
+        ci, pci = _pair(metric.get("ci95")), _pair(prox.get("ci95"))
+        title = gm.get("title") if isinstance(gm.get("title"), str) else str(name)
+        rows.append({"game": str(name), "title": title, "status": gm.get("status"), "metric": metric.get("label") or metric.get("name"),
+                     "mean": metric.get("mean"), "metric 95% CI": f"{_f(ci[0])} to {_f(ci[1])}" if ci[0] is not None else "\u2014",
+                     "Nash": metric.get("nash"), "Pareto": metric.get("pareto"), "Pareto proximity": prox.get("mean"),
+                     "proximity 95% CI": f"{_f(pci[0])} to {_f(pci[1])}" if pci[0] is not None else "\u2014",
+                     "fallback share": fb.get("share"), "_id": g.cells.get(shown(name))})
+        xs.append(cut(title, 24))
+        ys.append(prox.get("mean"))
+        lo.append(pci[0])
+        hi.append(pci[1])
+    if rows:
+        blocks.append(ex.Table(rows, title="every game", links={"game": ("id", "_id")}, filterable=len(rows) > 5))
+        label = "mean Pareto proximity"
+        sims = prof.get("simulations")
+        blocks.append(ex.Plot(xs, {label: ys}, title="Pareto proximity by game", xlabel="game", ylabel="Pareto proximity", kind="points",
+                              key="profile-proximity", integer_x=False, bands={label: (lo, hi)},
+                              caption=f"black dots: each game's mean Pareto proximity over its {sims if sims is not None else ''} "
+                                      "simulations (0: the Pareto outcome, 1: the Nash outcome or beyond); whiskers: its 95% "
+                                      "confidence interval, as profile.json gives it"))
+    else:
+        blocks.append(ex.Note("profile.json lists no game"))
+    figs = [ex.Image(p, caption=p) for p in ("figures/profile.png",) if (g.out / p).is_file()]
+    secs = [ex.Section("Profile", blocks, id="profile")]
+    if figs:
+        secs.append(ex.Section("The profile's figure", figs, id="figure"))
+    if prof:
+        import json
+
+        secs.append(ex.Section("profile.json", [ex.Details("profile.json in full", [ex.Code(json.dumps(prof, indent=2, default=str)[:200_000], "json")])],
+                               id="json"))
+    return secs + _files(g, page)
+
+
+def _pair(v: Any) -> tuple[float | None, float | None]:
+    if isinstance(v, (list, tuple)) and len(v) == 2 and num(v[0]) is not None and num(v[1]) is not None:
+        return num(v[0]), num(v[1])
+    return None, None
+
+
+def _files(g: Group, page: RunDir) -> list[ex.Section]:
+    """The group's notes (what could not be read)."""
+    return [ex.Section("Problems", [ex.Note(n) for n in dict.fromkeys(page.notes)], id="problems")] if page.notes else []
+
+
+def sections(g: Group, query: Mapping[str, str]) -> list[ex.Section]:
+    return profile_sections(g, query) if g.kind == "profile" else sweep_sections(g, query)
