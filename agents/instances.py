@@ -279,6 +279,11 @@ class CheckedObject(BaseChatModel):
     max_tokens: int = 64
     cache: Any = False  # cooplab's own response cache serves every call
 
+    def __repr__(self) -> str:  # never the object's fields: a class of one's own may hold a secret in plain text
+        return f"CheckedObject({_path(self.inner)})"
+
+    __str__ = __repr__
+
     @property
     def _llm_type(self) -> str:
         try:
