@@ -28,7 +28,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-import pandas as pd
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from cooplab.agents.settings import build_service
