@@ -195,6 +195,14 @@ def write_json(path: Path, obj: Any) -> None:
     write_atomic(path, (json.dumps(jsonable(obj), indent=2) + "\n").encode())
 
 
+def write_jsonl(path: Path, rows: Any) -> None:
+    """Write ``rows`` as JSON lines (UTF-8; values JSON cannot hold as their text; a lone surrogate
+    written as U+FFFD, so no record a model wrote can make the file fail)."""
+    with open(path, "w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(clean_text(json.dumps(row, ensure_ascii=False, default=str)) + "\n")
+
+
 def read_json(path: Path) -> Any:
     """The JSON value in ``path``: a one-line :class:`RunDirError` when it is not JSON (or is nested
     absurdly deep, :func:`cooplab.limits.parse_json`); OSError when it cannot be read."""

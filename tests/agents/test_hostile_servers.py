@@ -118,7 +118,7 @@ def test_writers_take_lone_surrogates(tmp_path):
 def test_table_writers_take_lone_surrogates_in_records_nested_values_and_column_names(tmp_path):
     """pandas refuses a lone surrogate when a frame of text columns is made: the writers clean the
     records themselves, and the strings inside a cell's lists and dicts (issue 37.4)."""
-    from cooplab.graphs.rundir import frame, write_table
+    from cooplab.graphs.rundir import frame, write_jsonl, write_table
 
     rows = [{"raw": "x" + SURROGATE, "parsed": {"k" + SURROGATE: ["v" + SURROGATE]}, "n" + SURROGATE: 1}]
     for csv in (False, True):
@@ -130,6 +130,8 @@ def test_table_writers_take_lone_surrogates_in_records_nested_values_and_column_
     write_table(nested, tmp_path, "nested")
     back = pd.read_parquet(tmp_path / "nested.parquet")
     assert list(back["turns"][0]) == ["a" + CLEAN, "b"] and back["meta"][0] == {"who": "c" + CLEAN}
+    write_jsonl(tmp_path / "messages.jsonl", rows)
+    assert json.loads((tmp_path / "messages.jsonl").read_bytes().decode("utf-8"))["parsed"] == {"k" + CLEAN: ["v" + CLEAN]}
 
 
 # --- item 4: a wall-clock bound on every call ---------------------------------------------------
