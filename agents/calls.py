@@ -53,7 +53,7 @@ from cooplab.agents.models import (
     messages_tokens,
     one_line,
 )
-from cooplab.agents.usage import Usage, check_usage, counted_usage
+from cooplab.agents.usage import TextEstimate, Usage, check_usage, counted_usage
 from cooplab.graphs.ledger import Entry, Ledger, Reservation, call_id_of
 
 Sleep = Callable[[float], Awaitable[Any]]
@@ -237,17 +237,51 @@ class EndpointFailure(Exception):
 def usage_of(msg: BaseMessage, messages: list[BaseMessage], text: str, *, input_bound: int, output_bound: int) -> Usage:
     """The validated usage of an answer, whatever the backend: the raw usage an endpoint reported
     (``response_metadata["usage_raw"]``, set by the OpenAI-compatible, llama.cpp and scripted
-    models), else the backend's ``usage_metadata``, else (or when cooplab counted) our own
-    count, clamped to the bounds. Impossible reported usage: the bounds, flagged."""
+    models, and for chat model objects), else the backend's ``usage_metadata``, else (or when
+    cooplab counted) our own count, clamped to the bounds. Impossible reported usage: the bounds,
+    flagged; implausibly low usage (below what the text can be, :func:`text_estimate`): cooplab's
+    estimate, flagged."""
     meta = getattr(msg, "response_metadata", None) or {}
     if "usage_raw" in meta:
-        return check_usage(meta["usage_raw"], input_bound=input_bound, output_bound=output_bound)
+        return check_usage(meta["usage_raw"], input_bound=input_bound, output_bound=output_bound, text=text_estimate(messages, text))
     um = getattr(msg, "usage_metadata", None)
     if not um:
         return counted_usage(messages_tokens(messages), count_tokens(text), input_bound=input_bound, output_bound=output_bound)
     if meta.get("token_count_source") == "cooplab":  # counted by ``with_usage``: an approximation, clamped
         return counted_usage(um["input_tokens"], um["output_tokens"], input_bound=input_bound, output_bound=output_bound)
-    return check_usage(dict(um), input_bound=input_bound, output_bound=output_bound)
+    return check_usage(dict(um), input_bound=input_bound, output_bound=output_bound, text=text_estimate(messages, text))
+
+
+#: the keys of a native tool answer's cached text (``agents/tools.py: _envelope``)
+_ENVELOPE = {"content", "tool_calls", "invalid_tool_calls"}
+
+
+def _answer_text(text: str) -> str:
+    """What a model wrote in an answer's cached text: the text itself, or for a native tool answer
+    (a JSON envelope of content and tool calls) its content and each call's name and arguments."""
+    if not text.startswith('{"content"'):
+        return text
+    try:
+        d = json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+    if not isinstance(d, dict) or set(d) != _ENVELOPE:
+        return text
+    parts = [str(d.get("content") or "")]
+    for c in (d.get("tool_calls") or []) + (d.get("invalid_tool_calls") or []):
+        if isinstance(c, dict):
+            args = c.get("args")
+            parts += [str(c.get("name") or ""), args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, default=str)]
+    return "".join(parts)
+
+
+def text_estimate(messages: list[BaseMessage], text: str) -> TextEstimate:
+    """What a call's text says of its tokens (:class:`~cooplab.agents.usage.TextEstimate`): the bytes
+    and cooplab's count of the messages' contents and of the answer (what the model wrote)."""
+    prompt = [m.content if isinstance(m.content, str) else str(m.text) for m in messages]  # text blocks only (an image is not its bytes)
+    answer = _answer_text(text or "")
+    return TextEstimate(sum(len(p.encode("utf-8", "replace")) for p in prompt), len(answer.encode("utf-8", "replace")),
+                        messages_tokens(messages), count_tokens(answer))
 
 
 class ProviderAdapter:
@@ -265,7 +299,9 @@ class ProviderAdapter:
     @classmethod
     def tool_protocol(cls, model: Any) -> str:
         """``"native"`` if the model binds tools itself, else ``"json"`` (a JSON tool-call grammar)."""
-        return "native" if type(model).bind_tools is not BaseChatModel.bind_tools else "json"
+        from cooplab.agents.instances import unwrapped
+
+        return "native" if type(unwrapped(model)).bind_tools is not BaseChatModel.bind_tools else "json"
 
     def response_format(self, schema: dict[str, Any], grammar: dict[str, Any] | None = None) -> dict[str, Any] | None:
         """How to ask for one JSON object of ``schema`` (``grammar``: a narrower schema for a
@@ -422,7 +458,11 @@ PROVIDER_ADAPTERS: dict[str, type[ProviderAdapter]] = {"anthropic": AnthropicAda
 
 
 def adapter_type(model: Any) -> type[ProviderAdapter]:
-    """The adapter class of a chat model: the only place that tells providers apart."""
+    """The adapter class of a chat model: the only place that tells providers apart (a chat model
+    object handed in from Python by the object it checks)."""
+    from cooplab.agents.instances import unwrapped
+
+    model = unwrapped(model)
     if isinstance(model, ScriptedChatModel):
         return ScriptedAdapter
     if isinstance(model, LlamaCppChat):
@@ -572,7 +612,8 @@ class CacheLayer:
         hit = self.cache.get(request.key)
         if hit is not None:
             usage = check_usage({"input_tokens": hit.input_tokens, "output_tokens": hit.output_tokens},
-                                input_bound=request.input_bound, output_bound=request.output_bound, source="the cache")
+                                input_bound=request.input_bound, output_bound=request.output_bound, source="the cache",
+                                text=text_estimate(request.messages, hit.text))
             response = CachedResponse(hit.text, usage.input_tokens, usage.output_tokens, hit.latency, hit.usage_error or usage.error)
             return Reply(response, True, self.charge_known(request, response))
         reply = await self.inner(request)

@@ -195,6 +195,14 @@ def write_json(path: Path, obj: Any) -> None:
     write_atomic(path, (json.dumps(jsonable(obj), indent=2) + "\n").encode())
 
 
+def write_jsonl(path: Path, rows: Any) -> None:
+    """Write ``rows`` as JSON lines (UTF-8; values JSON cannot hold as their text; a lone surrogate
+    written as U+FFFD, so no record a model wrote can make the file fail)."""
+    with open(path, "w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(clean_text(json.dumps(row, ensure_ascii=False, default=str)) + "\n")
+
+
 def read_json(path: Path) -> Any:
     """The JSON value in ``path``: a one-line :class:`RunDirError` when it is not JSON (or is nested
     absurdly deep, :func:`cooplab.limits.parse_json`); OSError when it cannot be read."""
@@ -203,14 +211,39 @@ def read_json(path: Path) -> Any:
     return parse_json(Path(path).read_bytes(), str(path), error=RunDirError)
 
 
-def write_table(df: pd.DataFrame, out: Path, stem: str, csv: bool = False) -> Path:
-    """Write ``out/stem.parquet`` (or ``.csv``) and return its path. Strings that UTF-8 cannot hold
-    (a lone surrogate) are written with U+FFFD in its place."""
+def _clean_cell(value: Any) -> Any:
+    """A table cell with every lone surrogate in its strings replaced (lists, tuples and dicts too)."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {_clean_cell(k): _clean_cell(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_clean_cell(v) for v in value)
+    if isinstance(value, np.ndarray) and value.dtype == object:
+        return np.array([_clean_cell(v) for v in value.tolist()], dtype=object)
+    return value
+
+
+def frame(rows: Any) -> pd.DataFrame:
+    """A table of records (a list of dicts), every string in it, column names included, with its
+    lone surrogates replaced: pandas' text columns (Arrow strings) refuse a lone surrogate when the
+    frame is made, before any writer could replace it."""
+    return pd.DataFrame([{_clean_cell(str(k)): _clean_cell(v) for k, v in dict(r).items()} for r in rows])
+
+
+def write_table(df: pd.DataFrame | list[dict[str, Any]], out: Path, stem: str, csv: bool = False) -> Path:
+    """Write ``out/stem.parquet`` (or ``.csv``) and return its path. ``df`` is a DataFrame or a list of
+    records (:func:`frame`). Strings that UTF-8 cannot hold (a lone surrogate), also inside lists
+    and dicts in a cell and in column names, are written with U+FFFD in their place."""
+    if not isinstance(df, pd.DataFrame):
+        df = frame(df)
     path = out / f"{stem}.{'csv' if csv else 'parquet'}"
     try:
         _write(df, path, csv)
     except UnicodeEncodeError:
-        _write(df.map(lambda v: clean_text(v) if isinstance(v, str) else v), path, csv)
+        clean = df.map(_clean_cell)
+        clean.columns = [_clean_cell(str(c)) for c in clean.columns]
+        _write(clean, path, csv)
     return path
 
 
@@ -339,6 +372,11 @@ def _read_parquet(path: Path) -> pd.DataFrame:
     return expand(table, path, text, est).to_pandas()
 
 
+#: columns of cooplab's tables that hold identifiers: read from a CSV table as text, never as numbers
+#: (a call id such as ``5e41512851534475`` or ``0123456789abcdef`` is not a number)
+ID_COLUMNS = ("call_id", "model", "run_id", "thread_id", "trace_id")
+
+
 def read_table(out: Path, stem: str) -> pd.DataFrame:
     """``out/stem.parquet`` or ``out/stem.csv``, whichever exists (else a one-line RunDirError).
 
@@ -355,8 +393,13 @@ def read_table(out: Path, stem: str) -> pd.DataFrame:
             size = p.stat().st_size
             if size > MAX_TABLE_BYTES // 4:
                 raise RunDirError(f"{p} is {_gb(size)}, over the {_gb(MAX_TABLE_BYTES // 4)} of CSV cooplab reads; it is not read")
-            return pd.read_csv(p)
+            return _read_csv(p)
     raise RunDirError(f"{out} has no {stem}.parquet or {stem}.csv; is it a cooplab run directory?")
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    """A CSV table, its identifier columns (:data:`ID_COLUMNS`) as text."""
+    return pd.read_csv(path, dtype={c: "string" for c in ID_COLUMNS})
 
 
 # --- config.json versions ---------------------------------------------------------------------

@@ -28,7 +28,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-import pandas as pd
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from cooplab.agents.settings import build_service
@@ -428,12 +427,12 @@ def finish(task: Task, out: Path, config: dict[str, Any], final: dict[str, Any],
         summary["llm"] = {"cache_hits": service.cache.hits, "cache_misses": service.cache.misses}
         entries = [e.as_dict() for e in service.ledger.entries]
         if entries:
-            runstore.write_table(pd.DataFrame(entries), out, "ledger", csv=csv)
+            runstore.write_table(entries, out, "ledger", csv=csv)
     elif run.llm:  # a failed run: what it spent, so that a sweep's budget counts it
         summary["ledger"] = _restored_totals(out, final.get("ledger"))
     decisions = final.get("decisions") or []
     if decisions:
-        df = pd.DataFrame(decisions)
+        df = runstore.frame(decisions)  # its text cleaned of lone surrogates (pandas refuses them)
         if "parsed" in df:
             df["parsed"] = df["parsed"].map(lambda v: None if v is None else json.dumps(v))
         runstore.write_table(df, out, "decisions", csv=csv)

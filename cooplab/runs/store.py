@@ -9,7 +9,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from cooplab.graphs.rundir import RunDirError, jsonable, now, read_json, read_table, write_json, write_table  # noqa: F401 - the engine's file helpers
+from cooplab.graphs.rundir import RunDirError, frame, jsonable, now, read_json, read_table, write_json, write_table  # noqa: F401 - the engine's file helpers
 from cooplab.limits import ConfigError, parse_json
 from cooplab.graphs.rundir import code_version, git_commit, machine, readonly_uri, TRACES_FILE  # noqa: F401
 from cooplab.graphs.rundir import LOCK_FILE, RunDirBusy, locked  # noqa: F401 - one writer per run directory

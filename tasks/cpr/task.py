@@ -234,13 +234,13 @@ class CPRTask(Task):
         if run.status != "completed":
             summary["censored"] = bool(np.asarray(final["active"]).any())
         if final.get("norm_history"):
-            rundir.write_table(pd.DataFrame(final["norm_history"]), run.out, "norms_adopted", csv=run.csv)
+            rundir.write_table(list(final["norm_history"]), run.out, "norms_adopted", csv=run.csv)
         if final.get("beliefs") is not None:
             types = final.get("agent_types") or []
             init = final.get("beliefs_initial") or final["beliefs"]
             rows = [{"society": s_, "agent": i_, "type": types[s_][i_] if types else None, "initial_belief": init[s_][i_], "final_belief": b_}
                     for s_, row in enumerate(final["beliefs"]) for i_, b_ in enumerate(row)]
-            rundir.write_table(pd.DataFrame(rows), run.out, "beliefs_final", csv=run.csv)
+            rundir.write_table(rows, run.out, "beliefs_final", csv=run.csv)
         return summary
 
     def figure(self, summary: Mapping[str, Any], run: RunInfo) -> None:

@@ -198,9 +198,7 @@ class GameTask(Task):
             tables["sanctions"] = mt.sanction_table(history)
         messages = list(final.get("messages") or [])
         if messages:
-            import pandas as pd
-
-            tables["messages"] = pd.DataFrame(messages)
+            tables["messages"] = rundir.frame(messages)  # model text: cleaned of lone surrogates as the frame is made
         conv = None
         if history:
             conv = mt.bootstrap_convergence(tables["simulations"]["metric"], resamples=200,

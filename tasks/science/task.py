@@ -26,7 +26,7 @@ from cooplab.evals.text import counts_text, number_text
 from cooplab.graphs import rundir
 from cooplab.graphs.rundir import TRACES_FILE
 from cooplab.graphs.task import RunInfo, Task, TaskConfigError, first_error
-from cooplab.limits import sha256_file
+from cooplab.limits import clean_text, sha256_file
 from cooplab.tasks.science import datasets as dsets
 from cooplab.tasks.science import scripted  # noqa: F401 - registers the built-in scripted teams (and the bench's answers team)
 from cooplab.tasks.science.defaults import MAX_TOKENS
@@ -354,8 +354,6 @@ class ScienceTask(Task):
 
     # --- results -------------------------------------------------------------------------------------
     def outputs(self, final: Mapping[str, Any], config: Mapping[str, Any], run: RunInfo) -> dict[str, Any]:
-        import pandas as pd
-
         from cooplab.evals.science_scoring import heuristic_score
         from cooplab.tasks.science.explore import artifact_index
 
@@ -366,17 +364,15 @@ class ScienceTask(Task):
         adir.mkdir(exist_ok=True)
         for name, versions in arts.items():
             for a in versions:
-                (adir / f"{name}.v{a['version']}.md").write_text(a["content"], encoding="utf-8")
+                (adir / f"{name}.v{a['version']}.md").write_text(clean_text(str(a["content"])), encoding="utf-8")
         rundir.write_json(adir / "index.json", artifact_index(arts))
         for stem in ("messages", "requests", "routing", "completions"):
-            with open(out / f"{stem}.jsonl", "w", encoding="utf-8") as f:
-                for row in final.get(stem) or []:
-                    f.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+            rundir.write_jsonl(out / f"{stem}.jsonl", final.get(stem) or [])
         for stem in ("tool_loops", "timeline"):
             rows = [{k: (json.dumps(v, ensure_ascii=False, default=str) if isinstance(v, (list, dict)) else v) for k, v in r.items()}
                     for r in final.get(stem) or []]
             if rows:
-                rundir.write_table(pd.DataFrame(rows), out, stem, csv=run.csv)
+                rundir.write_table(rows, out, stem, csv=run.csv)
         truth = rundir.read_json(out / DATASET_DIR / dsets.TRUTH_FILE)
         paper = (arts.get(ARTIFACT["writing"]) or [None])[-1]
         if paper is not None:

@@ -115,6 +115,25 @@ def test_writers_take_lone_surrogates(tmp_path):
     assert rec["outputs"] == {"answer": "q" + CLEAN + CLEAN} and not list(tmp_path.glob(".traces.jsonl.*.part"))
 
 
+def test_table_writers_take_lone_surrogates_in_records_nested_values_and_column_names(tmp_path):
+    """pandas refuses a lone surrogate when a frame of text columns is made: the writers clean the
+    records themselves, and the strings inside a cell's lists and dicts (issue 37.4)."""
+    from cooplab.graphs.rundir import frame, write_jsonl, write_table
+
+    rows = [{"raw": "x" + SURROGATE, "parsed": {"k" + SURROGATE: ["v" + SURROGATE]}, "n" + SURROGATE: 1}]
+    for csv in (False, True):
+        path = write_table(rows, tmp_path, "decisions", csv=csv)
+        back = pd.read_csv(path) if csv else pd.read_parquet(path)
+        assert back["raw"].tolist() == ["x" + CLEAN] and list(back.columns)[2] == "n" + CLEAN
+    assert frame(rows)["parsed"].tolist() == [{"k" + CLEAN: ["v" + CLEAN]}]
+    nested = pd.DataFrame({"turns": [["a" + SURROGATE, "b"]], "meta": [{"who": "c" + SURROGATE}]}, dtype=object)
+    write_table(nested, tmp_path, "nested")
+    back = pd.read_parquet(tmp_path / "nested.parquet")
+    assert list(back["turns"][0]) == ["a" + CLEAN, "b"] and back["meta"][0] == {"who": "c" + CLEAN}
+    write_jsonl(tmp_path / "messages.jsonl", rows)
+    assert json.loads((tmp_path / "messages.jsonl").read_bytes().decode("utf-8"))["parsed"] == {"k" + CLEAN: ["v" + CLEAN]}
+
+
 # --- item 4: a wall-clock bound on every call ---------------------------------------------------
 def test_a_server_trickling_its_answer_is_cut_at_the_call_timeout(tmp_path, capsys, fast_backoff):
     """One byte every 50 ms of a body that would take minutes to arrive: the per-read timeout never
