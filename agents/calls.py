@@ -5,8 +5,9 @@ the cache key, the token bounds, whom to charge). A layer is any ``async (Reques
 each wraps the next. :class:`CallPath` composes them in a fixed order, outermost first:
 
 1. :class:`CacheLayer`: a stored answer for the key is replayed without going further, charged
-   its stored usage (re-validated against the bounds) only if that fits the cap; a live answer
-   is stored after it has been charged;
+   its stored usage (re-validated against the bounds) only if that fits the cap, and traced like a
+   live call, marked cached (:mod:`cooplab.agents.replay`); a live answer is stored after it has
+   been charged;
 2. :class:`BudgetLayer`: reserves the call's cost at its bounds before anything is sent
    (``BudgetExhausted`` if spent + in flight + that would pass the cap), charges the validated
    usage against the reservation, releases it on any failure;
@@ -53,6 +54,7 @@ from cooplab.agents.models import (
     messages_tokens,
     one_line,
 )
+from cooplab.agents.replay import trace_replay
 from cooplab.agents.usage import Usage, check_usage, counted_usage
 from cooplab.graphs.ledger import Entry, Ledger, Reservation, call_id_of
 
@@ -85,6 +87,9 @@ class Request:
     team: str | None = None
     config: dict | None = None
     to_text: Callable[[BaseMessage], str] | None = None
+    #: how a stored answer's text is read back as the model's message (the inverse of ``to_text``),
+    #: for the trace of a replay; default: a message of that text
+    from_text: Callable[[str], BaseMessage] | None = None
 
 
 @dataclass(slots=True)
@@ -561,23 +566,35 @@ class BudgetLayer:
 
 
 class CacheLayer:
-    """Replays a stored answer (no inner layer runs), charged by ``charge_known``; stores a live
-    answer once the inner layers have charged it. The stored counts are re-validated against the
-    request's bounds: a damaged or foreign cache never charges past them."""
+    """Replays a stored answer (no inner layer runs), charged by ``charge_known``, then reported by
+    ``on_replay`` (the call path's: traced like a live call, :mod:`cooplab.agents.replay`); stores a
+    live answer once the inner layers have charged it. The stored counts are re-validated against
+    the request's bounds: a damaged or foreign cache never charges past them."""
 
-    def __init__(self, inner: Layer, cache: ResponseCache, charge_known: Callable[[Request, CachedResponse], Entry]):
-        self.inner, self.cache, self.charge_known = inner, cache, charge_known
+    def __init__(self, inner: Layer, cache: ResponseCache, charge_known: Callable[[Request, CachedResponse], Entry],
+                 on_replay: Callable[[Request, CachedResponse], Awaitable[Any]] | None = None):
+        self.inner, self.cache, self.charge_known, self.on_replay = inner, cache, charge_known, on_replay
 
     async def __call__(self, request: Request) -> Reply:
         hit = self.cache.get(request.key)
         if hit is not None:
             usage = check_usage({"input_tokens": hit.input_tokens, "output_tokens": hit.output_tokens},
                                 input_bound=request.input_bound, output_bound=request.output_bound, source="the cache")
-            response = CachedResponse(hit.text, usage.input_tokens, usage.output_tokens, hit.latency, hit.usage_error or usage.error)
-            return Reply(response, True, self.charge_known(request, response))
+            response = CachedResponse(hit.text, usage.input_tokens, usage.output_tokens, hit.latency, hit.usage_error or usage.error,
+                                      hit.created)
+            reply = Reply(response, True, self.charge_known(request, response))
+            if self.on_replay is not None:
+                await self.on_replay(request, response)
+            return reply
         reply = await self.inner(request)
         self.cache.put(request.key, reply.response, request.spec.id)
         return reply
+
+
+async def traced_replay(request: Request, response: CachedResponse) -> None:
+    """A call answered from the cache, reported through its callbacks like a live one (its trace)."""
+    await trace_replay(runnable=request.runnable, messages=request.messages, kwargs=request.kwargs, config=request.config,
+                       response=response, from_text=request.from_text)
 
 
 class CallPath:
@@ -590,7 +607,7 @@ class CallPath:
         self.rate = RateLimitLayer(self.adapter, max_concurrency=max_concurrency, rps=rps, clock=clock, sleep=sleep)
         self.retry = RetryLayer(self.rate, retries=retries, base=backoff_base, cap=backoff_max, sleep=sleep)
         self.budget = BudgetLayer(self.retry, ledger)
-        self.cache = CacheLayer(self.budget, cache, self.budget.charge_known)
+        self.cache = CacheLayer(self.budget, cache, self.budget.charge_known, traced_replay)
 
     async def __call__(self, request: Request) -> Reply:
         return await self.cache(request)

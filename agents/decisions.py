@@ -179,15 +179,17 @@ class LLMService:
     async def charged_call(self, *, spec: ModelSpec, runnable: Any, key: str, messages: list[BaseMessage], kwargs: dict[str, Any],
                            input_bound: int, output_bound: int, agent_id: str, round: int | None, phase: str,
                            config: dict | None = None, team: str | None = None,
-                           to_text: Callable[[BaseMessage], str] | None = None) -> tuple[CachedResponse, bool, Entry]:
+                           to_text: Callable[[BaseMessage], str] | None = None,
+                           from_text: Callable[[str], BaseMessage] | None = None) -> tuple[CachedResponse, bool, Entry]:
         """Any model call through the call path: ``runnable.ainvoke(messages, config=config,
         **kwargs)`` with ``input_bound``/``output_bound`` tokens reserved. ``to_text`` turns the
         answer into the text that is cached and returned (a tool-calling caller encodes the tool
-        calls there). Returns (response, cached, ledger entry)."""
+        calls there), ``from_text`` that text back into the message (a replay's trace shows it).
+        Returns (response, cached, ledger entry)."""
         adapter = self.adapter(spec, getattr(runnable, "bound", runnable))  # a model with tools bound: the model's
         config = call_config(config, agent=agent_id, society=None, round=round, phase=phase, model=spec.id, call_id=call_id_of(key), team=team)
         reply = await self.path(Request(spec, adapter, runnable, key, messages, kwargs, input_bound, output_bound,
-                                        agent_id, round, phase, team=team, config=config, to_text=to_text))
+                                        agent_id, round, phase, team=team, config=config, to_text=to_text, from_text=from_text))
         return reply.response, reply.cached, reply.entry
 
 
