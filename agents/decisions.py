@@ -46,7 +46,7 @@ from cooplab.agents.calls import (  # noqa: F401 - is_transient, endpoint_failur
     is_transient,
     usage_of,
 )
-from cooplab.agents.models import ModelSpec
+from cooplab.agents.models import DEFAULT_CALL_DEADLINE, ModelSpec
 from cooplab.agents.usage import input_bound
 from cooplab.graphs.ledger import BudgetExhausted, Entry, Ledger, call_id_of
 from cooplab.graphs.tracing.labels import call_config
@@ -119,6 +119,7 @@ class LLMService:
     backoff_base: float = 0.5
     backoff_max: float = 8.0
     call_timeout: float | None = 300.0  # seconds one attempt may take in all (LLMSettings.call_timeout)
+    call_deadline: float | None = DEFAULT_CALL_DEADLINE  # seconds one call may take in all, retries included (LLMSettings.call_deadline)
     _path: CallPath | None = field(default=None, init=False, repr=False)
     _adapters: dict[int, ProviderAdapter] = field(default_factory=dict, init=False, repr=False)
 
@@ -137,7 +138,7 @@ class LLMService:
         if self._path is None:
             self._path = CallPath(ledger=self.ledger, cache=self.cache, max_concurrency=self.max_concurrency, rps=self.rps,
                                   retries=self.max_transport_retries, backoff_base=self.backoff_base, backoff_max=self.backoff_max,
-                                  call_timeout=self.call_timeout)
+                                  call_timeout=self.call_timeout, call_deadline=self.call_deadline)
         return self._path
 
     @property
