@@ -24,10 +24,11 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import Any
 
+from langchain_core.callbacks.manager import AsyncCallbackManager
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.runnables import RunnableBinding
+from langchain_core.runnables import RunnableBinding, ensure_config
 from pydantic import ConfigDict
 
 from cooplab.agents.cache import CachedResponse
@@ -103,6 +104,15 @@ def _unbound(runnable: Any, config: dict | None, kwargs: dict[str, Any]) -> tupl
     return runnable, config, kwargs
 
 
+def _handlers(model: Any, config: dict | None) -> list:
+    """The callback handlers a call of ``model`` with ``config`` would report to (those of the config
+    or of the running graph, the model's own, and LangSmith's when tracing is switched on)."""
+    cfg = ensure_config(config)
+    own = model.callbacks if isinstance(model, BaseChatModel) else None
+    return AsyncCallbackManager.configure(cfg.get("callbacks"), own, inheritable_tags=cfg.get("tags"),
+                                          inheritable_metadata=cfg.get("metadata")).handlers
+
+
 async def trace_replay(*, runnable: Any, messages: list[BaseMessage], kwargs: dict[str, Any], config: dict | None,
                        response: CachedResponse, from_text: Callable[[str], BaseMessage] | None = None) -> None:
     """Report a call answered from the cache through its callbacks (see the module docstring):
@@ -110,6 +120,8 @@ async def trace_replay(*, runnable: Any, messages: list[BaseMessage], kwargs: di
     invoked with, ``response`` the stored answer."""
     try:
         model, config, kwargs = _unbound(runnable, config, dict(kwargs))
+        if not _handlers(model, config):
+            return  # nobody listens (no tracer given, none switched on): nothing to report
         replay = ReplayChatModel(original=model, message=replay_message(response.text, response, from_text), cache=False,
                                  **({"callbacks": model.callbacks, "tags": model.tags, "metadata": model.metadata, "verbose": model.verbose}
                                     if isinstance(model, BaseChatModel) else {}))
