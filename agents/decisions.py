@@ -46,7 +46,7 @@ from cooplab.agents.calls import (  # noqa: F401 - is_transient, endpoint_failur
     is_transient,
     usage_of,
 )
-from cooplab.agents.models import ModelSpec
+from cooplab.agents.models import DEFAULT_CALL_DEADLINE, ModelSpec
 from cooplab.agents.usage import input_bound
 from cooplab.graphs.ledger import BudgetExhausted, Entry, Ledger, call_id_of
 from cooplab.graphs.tracing.labels import call_config
@@ -119,6 +119,7 @@ class LLMService:
     backoff_base: float = 0.5
     backoff_max: float = 8.0
     call_timeout: float | None = 300.0  # seconds one attempt may take in all (LLMSettings.call_timeout)
+    call_deadline: float | None = DEFAULT_CALL_DEADLINE  # seconds one call may take in all, retries included (LLMSettings.call_deadline)
     _path: CallPath | None = field(default=None, init=False, repr=False)
     _adapters: dict[int, ProviderAdapter] = field(default_factory=dict, init=False, repr=False)
 
@@ -137,7 +138,7 @@ class LLMService:
         if self._path is None:
             self._path = CallPath(ledger=self.ledger, cache=self.cache, max_concurrency=self.max_concurrency, rps=self.rps,
                                   retries=self.max_transport_retries, backoff_base=self.backoff_base, backoff_max=self.backoff_max,
-                                  call_timeout=self.call_timeout)
+                                  call_timeout=self.call_timeout, call_deadline=self.call_deadline)
         return self._path
 
     @property
@@ -179,15 +180,17 @@ class LLMService:
     async def charged_call(self, *, spec: ModelSpec, runnable: Any, key: str, messages: list[BaseMessage], kwargs: dict[str, Any],
                            input_bound: int, output_bound: int, agent_id: str, round: int | None, phase: str,
                            config: dict | None = None, team: str | None = None,
-                           to_text: Callable[[BaseMessage], str] | None = None) -> tuple[CachedResponse, bool, Entry]:
+                           to_text: Callable[[BaseMessage], str] | None = None,
+                           from_text: Callable[[str], BaseMessage] | None = None) -> tuple[CachedResponse, bool, Entry]:
         """Any model call through the call path: ``runnable.ainvoke(messages, config=config,
         **kwargs)`` with ``input_bound``/``output_bound`` tokens reserved. ``to_text`` turns the
         answer into the text that is cached and returned (a tool-calling caller encodes the tool
-        calls there). Returns (response, cached, ledger entry)."""
+        calls there), ``from_text`` that text back into the message (a replay's trace shows it).
+        Returns (response, cached, ledger entry)."""
         adapter = self.adapter(spec, getattr(runnable, "bound", runnable))  # a model with tools bound: the model's
         config = call_config(config, agent=agent_id, society=None, round=round, phase=phase, model=spec.id, call_id=call_id_of(key), team=team)
         reply = await self.path(Request(spec, adapter, runnable, key, messages, kwargs, input_bound, output_bound,
-                                        agent_id, round, phase, team=team, config=config, to_text=to_text))
+                                        agent_id, round, phase, team=team, config=config, to_text=to_text, from_text=from_text))
         return reply.response, reply.cached, reply.entry
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cooplab.agents.cache import ResponseCache, check_cache, default_cache_path
-from cooplab.agents.models import check_model
+from cooplab.agents.models import DEFAULT_CALL_DEADLINE, check_model
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from cooplab.limits import ConfigError, check, check_agent_models, show
@@ -65,8 +65,11 @@ class LLMSettings(BaseModel):
     temperature: float = Field(0.7, json_schema_extra=_rule("temperature"))
     max_tokens: int = Field(64, description="Output token cap per call.", json_schema_extra=_rule("max-tokens"))
     max_concurrency: int = Field(8, json_schema_extra=_rule("max-concurrency"))
-    call_timeout: float = Field(300.0, description="Seconds one call to a model server may take in all (connecting, waiting, reading the "
-                                "whole answer); past it the call is retried, then the run stops.", json_schema_extra=_rule("call-timeout"))
+    call_timeout: float = Field(300.0, description="Seconds one attempt of a call to a model server may take in all (connecting, waiting, "
+                                "reading the whole answer); past it the call is retried, then the run stops.", json_schema_extra=_rule("call-timeout"))
+    call_deadline: float = Field(DEFAULT_CALL_DEADLINE, description="Seconds one call to a model server may take in all, its retries "
+                                 "and the waits between them included; past it the run stops (resumable) naming the server. Raise it "
+                                 "(with call_timeout) for slow reasoning models.", json_schema_extra=_rule("call-deadline"))
     rps: float | None = Field(None, description="Requests per second at most (None: no limit).", json_schema_extra=_rule("rps"))
     budget: float | None = Field(None, description="Budget cap in USD (None: no cap).", json_schema_extra=_rule("budget"))
     price_in: float | None = Field(None, description="USD per 1K input tokens of every model (None: each model's price, "
@@ -202,4 +205,4 @@ def build_service(config: dict[str, Any], entries: list[dict[str, Any]] | None =
         ledger.restore(entries)
     cache = ResponseCache(None if llm.cache in (None, "off") else llm.cache)
     return LLMService(models=models, ledger=ledger, cache=cache, seed=int(config["seed"]), max_concurrency=llm.max_concurrency, rps=llm.rps,
-                      call_timeout=llm.call_timeout)
+                      call_timeout=llm.call_timeout, call_deadline=llm.call_deadline)

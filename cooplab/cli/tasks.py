@@ -29,7 +29,7 @@ from typing import Any, Callable, Optional
 import typer
 from typer.core import TyperGroup
 
-from cooplab.agents.settings import parse_agent_models
+from cooplab.agents.settings import DEFAULT_CALL_DEADLINE, parse_agent_models
 from cooplab.runs.config import LLMSettings, SandboxSettings, build_config
 from cooplab.cli import options as co
 from cooplab.cli.options import (
@@ -37,6 +37,7 @@ from cooplab.cli.options import (
     BaseUrlOpt,
     BudgetOpt,
     CacheOpt,
+    CallDeadlineOpt,
     CallTimeoutOpt,
     CsvOpt,
     ForceOpt,
@@ -144,6 +145,7 @@ def _common(
     max_tokens: MaxTokensOpt = 64,
     max_concurrency: MaxConcurrencyOpt = 8,
     call_timeout: CallTimeoutOpt = 300.0,
+    call_deadline: CallDeadlineOpt = DEFAULT_CALL_DEADLINE,
     rps: RpsOpt = None,
     budget: BudgetOpt = None,
     price_in: PriceInOpt = None,

@@ -4,7 +4,8 @@ Each LLM run of the trace becomes one call: its agent, round, phase (and society
 messages of its prompt and the answer. Who and when come from the run's metadata (``agent_id``,
 ``round``, ``phase``, ... set by cooplab's tracing); traces written before those labels existed are
 read from the prompt itself (``Your name is Fisher 3`` -> agent 2, ``Round 4.``) and the graph node
-(the phase).
+(the phase). A call answered from the response cache (a rerun, a resume, a fork) is one too, marked
+``cached``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from cooplab.evals.report import cut
 from cooplab.graphs.rundir import TRACES_FILE
+from cooplab.graphs.tracing.labels import is_cached
 
 #: the query parameters the traces page filters by
 FILTERS = ("society", "agent", "round", "phase", "team", "pass")
@@ -96,7 +98,7 @@ def facts(rec: Mapping[str, Any]) -> dict[str, Any]:
             "phase": phase if isinstance(phase, str) else None, "team": md.get("team"), "pass": md.get("pass"),
             "model": md.get("model") or md.get("ls_model_name") or rec.get("name"), "messages": msgs,
             "answer": _answer(rec.get("outputs")), "error": rec.get("error"), "name": rec.get("name"),
-            "start": rec.get("start_time")}
+            "start": rec.get("start_time"), "cached": is_cached(md)}
 
 
 def fill_rounds(calls: list[dict[str, Any]]) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from cooplab.graphs.rundir import read_json, read_table
 
-from .labels import CALL_ID
+from .labels import CALL_ID, is_cached
 
 PER_1K = Decimal(1000)
 MAX_COUNT = 10**12  #: token counts above this are not believed (a damaged file)
@@ -142,10 +142,11 @@ def ledger_charges(run_dir: str | Path, rows: list[dict[str, Any]] | None = None
 
 
 def match_charges(runs: Iterable[Mapping[str, Any]], charges: Mapping[str, list[Charge]]) -> dict[str, Charge]:
-    """Each traced model call's charge, by run id: the ``llm`` runs that ended without error, in
-    start order, take the live (not replayed) charges of their ``call_id`` in ledger order."""
+    """Each traced model call's charge, by run id: the ``llm`` runs that ended without error and
+    were not answered from the cache (a replay costs nothing), in start order, take the live (not
+    replayed) charges of their ``call_id`` in ledger order."""
     left = {k: [c for c in v if not c.cached] for k, v in charges.items()}
-    calls = [r for r in runs if isinstance(r, Mapping) and r.get("run_type") == "llm" and not r.get("error")]
+    calls = [r for r in runs if isinstance(r, Mapping) and r.get("run_type") == "llm" and not r.get("error") and not _replayed(r)]
     calls.sort(key=lambda r: str(r.get("start_time") or ""))
     out: dict[str, Charge] = {}
     for r in calls:
@@ -155,6 +156,11 @@ def match_charges(runs: Iterable[Mapping[str, Any]], charges: Mapping[str, list[
         if queue:
             out[str(r.get("id"))] = queue.pop(0)
     return out
+
+
+def _replayed(run: Mapping[str, Any]) -> bool:
+    extra = run.get("extra") if isinstance(run.get("extra"), Mapping) else {}
+    return is_cached(extra.get("metadata") if isinstance(extra.get("metadata"), Mapping) else None)
 
 
 def ledger_totals(run_dir: str | Path) -> dict[str, Any] | None:

@@ -28,6 +28,7 @@ from cooplab.limits import clean_text
 
 from . import convert
 from .convert import fit_line, to_jsonable
+from .labels import is_cached
 from .scrubbing import scrub, secret_values
 
 logger = logging.getLogger("cooplab.graphs.tracing")  # one logger for the package
@@ -412,6 +413,10 @@ class JsonlTracer(BaseTracer):
                 rec["prompt_tokens"] = usage["input_tokens"]
                 rec["completion_tokens"] = usage["output_tokens"]
                 rec["total_tokens"] = usage["total_tokens"]
+            if is_cached(rec["extra"].get("metadata")):  # answered from the cache: it cost nothing
+                rec["prompt_cost"] = rec["completion_cost"] = rec["total_cost"] = 0
+                if usage:
+                    rec["extra"]["usage_metadata"] = {**usage, "input_cost": 0, "output_cost": 0, "total_cost": 0}
         rec = _Record(scrub(rec, secrets))
         rec.line = _dumps(rec)  # serialized once: its length decides whether it must shrink, then it is written as is
         if len(rec.line) > convert.MAX_LINE_CHARS:
