@@ -104,3 +104,20 @@ def test_docs_cite_papers_by_title_not_by_file_path():
     bad = [f"{f.relative_to(ROOT)}:{i}" for f in DOCS for i, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1)
            if re.search(r"shared/seeds|\bseeds/|cooperative-profiles-science-teams|cpr-social-learning-norms", line)]
     assert not bad, bad
+
+
+def test_docs_say_which_llm_society_claims_hold_and_which_judge_rules_are_ours():
+    """docs/cpr-llm.md gives a verdict for each LLM-society finding of the CPR paper (§4.2.1-4.2.5),
+    as docs/cpr.md does for the ABM; docs/science.md names the judge's rule and sample count that
+    Appendix L does not have as our choices."""
+    llm = (ROOT / "docs" / "cpr-llm.md").read_text(encoding="utf-8")
+    section = llm[llm.index("## Do the paper's LLM-society findings hold?"):]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert len(rows) >= 8
+    for row in rows:
+        assert re.search(r"\|\s*(\*\*)?(reproduced|not reproduced|untested)", row), row
+    for part in ("4.2.1", "4.2.2", "4.2.3", "4.2.4", "4.2.5"):
+        assert f"§{part}" in section, part
+    sci = " ".join((ROOT / "docs" / "science.md").read_text(encoding="utf-8").split())
+    assert "our choices, not Appendix L's" in sci
+    assert "several candidate values" in sci and "--judge-samples 1" in sci
