@@ -149,10 +149,6 @@ def profile_command(
     chosen = None if games is None else [g.strip() for g in games.split(",") if g.strip()]
     kind = players.strip().lower()
     llm = None
-    if kind != "llm":
-        from cooplab.cli.tasks import refuse_llm_options
-
-        refuse_llm_options("--players llm")
     if kind == "llm":
         llm = LLMSettings(model=model, base_url=base_url, temperature=temperature, max_tokens=max_tokens, max_concurrency=max_concurrency,
                           rps=rps, budget=budget, price_in=price_in, price_out=price_out, cache=cache).checked().model_dump(mode="json")
@@ -160,6 +156,10 @@ def profile_command(
         req = pf.request(games=chosen, players=kind, simulations=simulations, group_size=group_size, seed=seed, prompt=prompt,
                          deliberation=deliberation, llm=llm, pareto_references=_references(pareto_reference),
                          max_fallback=max_fallback)
+        if kind != "llm":  # after the options' own checks: a bad --players is named first
+            from cooplab.cli.tasks import refuse_llm_options
+
+            refuse_llm_options("--players llm")
         out = pf.prepare(out, req, force=force)
     except pf.ProfileError as exc:
         fail(str(exc))
