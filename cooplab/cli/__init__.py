@@ -36,6 +36,22 @@ params_app = typer.Typer(help="List a task's parameters, defaults and meanings."
 graph_app = typer.Typer(help="Print a society's graph as Mermaid text.", no_args_is_help=True, rich_markup_mode=None,
                         cls=task_group("graph"))
 figures_app = typer.Typer(help="Reproduce a paper's figures.", no_args_is_help=True, rich_markup_mode=None)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from cooplab._version import __version__
+
+        typer.echo(f"cooplab {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                       help="Print cooplab's version and exit.")) -> None:
+    """cooplab: societies of LLM agents and teams of LLM scientists as LangGraph state graphs."""
+
+
 app.add_typer(run_app, name="run")
 app.add_typer(params_app, name="params")
 app.add_typer(graph_app, name="graph")
@@ -361,7 +377,7 @@ def bench_science(
     budget_per_item: Optional[float] = typer.Option(None, "--budget-per-item", help="USD cap of one item's run."),
     budget: Optional[float] = typer.Option(None, "--budget", help="USD for the whole suite, split evenly over the items."),
     visibility: str = typer.Option("full", "--visibility", help="Budget visibility in the prompt: full, team or hidden."),
-    model: str = typer.Option("local", "--model", help="The team's model: local, PROVIDER:NAME (openai:, anthropic:, google_genai:, ollama:; --base-url for other servers) or scripted:FILE."),
+    model: str = typer.Option("local", "--model", help=f"The team's model: {co.model_kinds()}."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="Another server speaking the provider's API (an OpenAI-compatible one for openai:NAME)."),
     max_tokens: int = typer.Option(SCIENCE_MAX_TOKENS, "--max-tokens", help="Output cap of one model call (the science default)."),
     temperature: co.TemperatureOpt = 0.7,

@@ -31,6 +31,30 @@ SIMULATIONS = co.Num(int, 1, MAX_SIMULATIONS)
 _TABLE4 = "; ".join(f"{g} {', '.join(map(str, s))}" for g, s in TABLE4.items())
 
 
+def smallest_group(game: str, limit: int = 64) -> int | None:
+    """The smallest group size (2 groups of it) at which ``game``'s default constants keep the game
+    a dilemma (its own checks pass), e.g. 3 for public-goods (its group multiplier 2 must be below
+    the group size); None if none up to ``limit``."""
+    from cooplab.tasks.games.params import model_of
+
+    for k in range(int(GROUP_SIZE.lo), limit + 1):
+        try:
+            model_of(game)(group_sizes=[k, k], simulations=1)
+            return k
+        except ValueError:
+            continue
+    return None
+
+
+def group_size_note(profile: bool) -> str:
+    """What --group-size's help says about the games that need larger groups (computed)."""
+    needs = {g: smallest_group(g) for g in GAMES}
+    more = [f"{g} needs at least {k}" for g, k in needs.items() if k != GROUP_SIZE.lo]
+    if not more:
+        return ""
+    return f"; with their default constants {', '.join(more)}" + (" (or leave it out with --games)" if profile else "")
+
+
 def _num(option: str, rule: co.Num, help: str) -> Any:
     def parse(value: Any) -> Any:
         return rule.parse(option, value) if isinstance(value, str) else rule.check(option, value)
@@ -44,7 +68,7 @@ def game_options(
     players: Optional[str] = typer.Option(None, "--players", help="Who plays: llm (the --model options apply), nash (default), pareto, random (uniform) or scripted:FILE (per-round actions, see docs/games.md)."),
     prompt: str = typer.Option("standard", "--prompt", help="LLM players' prompt condition (Appendix B): standard, alternate (prose wording), cot (chain of thought) or tom (theory of mind)."),
     deliberation: bool = typer.Option(False, "--deliberation", help="LLM players: each member writes 1-3 sentences to its group before each decision."),
-    group_size: Annotated[Optional[int], _num("--group-size", GROUP_SIZE, f"Players in each of the 2 groups, 2..{MAX_GROUP} (default 5; Appendix Table 4 sweeps: {_TABLE4}).")] = None,
+    group_size: Annotated[Optional[int], _num("--group-size", GROUP_SIZE, f"Players in each of the 2 groups, 2..{MAX_GROUP} (default 5; Appendix Table 4 sweeps: {_TABLE4}){group_size_note(False)}.")] = None,
     simulations: Annotated[Optional[int], _num("--simulations", SIMULATIONS, f"Simulations run side by side, 1..{MAX_SIMULATIONS} (default 50).")] = None,
     rounds: Annotated[Optional[int], co.num_opt("--rounds", f"Rounds per simulation, 1..{co.MAX_ROUNDS} (default 3; collective-risk: its R = 10).")] = None,
     set_: Optional[list[str]] = typer.Option(None, "--set", help="Set a game constant: --set multiplier=2.5 (see 'cooplab params game --game G')."),
@@ -93,7 +117,7 @@ def profile_command(
     out: co.OutOpt,
     model: co.ModelOpt = "local",
     simulations: Annotated[int, _num("--simulations", SIMULATIONS, f"Simulations per game, 1..{MAX_SIMULATIONS} (default 20; Appendix D: about 20 suffice).")] = 20,
-    group_size: Annotated[Optional[int], _num("--group-size", GROUP_SIZE, f"Players in each of the 2 groups of every game, 2..{MAX_GROUP} (default 5).")] = None,
+    group_size: Annotated[Optional[int], _num("--group-size", GROUP_SIZE, f"Players in each of the 2 groups of every game, 2..{MAX_GROUP} (default 5){group_size_note(True)}.")] = None,
     games: Optional[str] = typer.Option(None, "--games", help="Comma-separated games to play (default all six)."),
     players: str = typer.Option("llm", "--players", help="llm (the model; default) or a reference kind: nash, pareto, random (anchors for the figure)."),
     prompt: str = typer.Option("standard", "--prompt", help="Prompt condition (Appendix B): standard, alternate, cot or tom."),
@@ -132,6 +156,10 @@ def profile_command(
         req = pf.request(games=chosen, players=kind, simulations=simulations, group_size=group_size, seed=seed, prompt=prompt,
                          deliberation=deliberation, llm=llm, pareto_references=_references(pareto_reference),
                          max_fallback=max_fallback)
+        if kind != "llm":  # after the options' own checks: a bad --players is named first
+            from cooplab.cli.tasks import refuse_llm_options
+
+            refuse_llm_options("--players llm")
         out = pf.prepare(out, req, force=force)
     except pf.ProfileError as exc:
         fail(str(exc))

@@ -45,6 +45,25 @@ def fail(msg: str, code: int = 2) -> None:
 
 
 
+def given(*names: str) -> list[str]:
+    """The options among ``names`` (parameter names) that the user typed on the command line of
+    the command being run, as flags (``--model``), in ``names``' order; [] outside a command."""
+    try:
+        from typer._click.globals import get_current_context
+    except ImportError:  # pragma: no cover - Typer releases that use Click itself
+        from click import get_current_context
+    ctx = get_current_context(silent=True)
+    if ctx is None:
+        return []
+    flags = {p.name: (p.opts[0] if getattr(p, "opts", None) else p.name) for p in ctx.command.params}
+    out = []
+    for name in names:
+        source = ctx.get_parameter_source(name) if name in flags else None
+        if getattr(source, "name", None) == "COMMANDLINE":  # by name: Typer may bring its own copy of Click's enum
+            out.append(flags[name])
+    return out
+
+
 def num_opt(option: str, help: str, rule: str | None = None, **kw: Any) -> Any:
     """``typer.Option(option, ...)`` whose value follows ``RULES[rule]`` (default: the option's name),
     checked while the command line is parsed. The ConfigError it raises is not a ValueError, so it
@@ -71,7 +90,17 @@ def stderr_log(quiet: bool) -> Callable[[str], None]:
     return (lambda s: None) if quiet else (lambda s: typer.echo(s, err=True))
 
 # --- LLM agents (checked and assembled by cooplab.agents.settings.llm_config) ---------------
-ModelOpt = Annotated[str, typer.Option("--model", help="LLM agents' model: local (SmolLM2-135M via llama.cpp), openai:NAME, scripted:FILE.")]
+def model_kinds() -> str:
+    """Every kind of model spec, for ``--model``'s help: the hosted providers from their table
+    (:data:`cooplab.agents.providers.PROVIDERS`), so a provider added there is listed here."""
+    from cooplab.agents.providers import PROVIDERS
+
+    hosted = ", ".join(f"{k}:NAME" for k in PROVIDERS)
+    return (f"local (SmolLM2-135M via llama.cpp), local:PATH.gguf (any GGUF chat model file), {hosted} (a hosted provider; "
+            "--base-url for another server speaking its API), scripted:FILE (fixed answers)")
+
+
+ModelOpt = Annotated[str, typer.Option("--model", help=f"LLM agents' model: {model_kinds()}.")]
 AgentModelOpt = Annotated[Optional[list[str]], typer.Option("--agent-model", help="Per-agent model, repeatable: --agent-model 2=openai:gpt-4o-mini (agents count from 0).")]
 BaseUrlOpt = Annotated[Optional[str], typer.Option("--base-url", help="Another server speaking the model provider's API: an OpenAI-compatible one for openai:NAME (vLLM, llama_cpp.server, ...), an Anthropic, Gemini or Ollama one for anthropic:, google_genai:, ollama:.")]
 TemperatureOpt = Annotated[float, num_opt("--temperature", "Sampling temperature of LLM agents, in [0, 2].")]

@@ -16,6 +16,7 @@ import typer
 
 from cooplab.agents.models import check_model
 
+from cooplab.cli import options as co
 from cooplab.cli.options import fail, num_opt
 
 science_app = typer.Typer(help="Score science runs with LLM judges and compare judges.", no_args_is_help=True, rich_markup_mode=None)
@@ -32,7 +33,7 @@ def science_options(
     pipeline: Optional[str] = typer.Option(None, "--pipeline", help="teams (default): the paper's four sequential teams; solo: one analyst with the code tool does the whole project and writes the final paper (the single-agent baseline)."),
     visibility: str = typer.Option("full", "--visibility", help="Budget visibility in the prompt: full, team or hidden."),
     prompt: str = typer.Option("standard", "--prompt", help="Prompting: standard or tom (theory of mind)."),
-    judge: str = typer.Option("heuristic", "--judge", help="Scorer: heuristic (always computed), or a model spec (local, PROVIDER:NAME such as openai:, anthropic:, google_genai:, ollama:, scripted:FILE) that also judges the paper with the Appendix L rubric."),
+    judge: str = typer.Option("heuristic", "--judge", help=f"Scorer: heuristic (always computed), or a model spec that also judges the paper with the Appendix L rubric: {co.model_kinds()}."),
     judge_samples: int = typer.Option(3, "--judge-samples", help="Judge samples per report (their spread is reported), 1..20."),
     judge_budget: Annotated[Optional[float], num_opt("--judge-budget", "USD the LLM judge may spend, apart from the team's budget (default: the same amount as --budget; no cap without one).", "budget")] = None,
     set_: Optional[list[str]] = typer.Option(None, "--set", help="Set another parameter: --set max_reentries=2 (see 'cooplab params science')."),
@@ -55,7 +56,7 @@ def run_command():
 @science_app.command("score")
 def score_command(
     dirs: list[Path] = typer.Argument(..., help="Science run directories."),
-    judge: str = typer.Option(..., "--judge", help="The judge model: local, PROVIDER:NAME (openai:, anthropic:, google_genai:, ollama:; --base-url for another server), scripted:FILE."),
+    judge: str = typer.Option(..., "--judge", help=f"The judge model: {co.model_kinds()}."),
     samples: int = typer.Option(3, "--samples", help="Judge samples per report, 1..20 (their spread is reported)."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="Another server speaking the judge provider's API (an OpenAI-compatible one for openai:NAME)."),
     cache: Optional[str] = typer.Option(None, "--cache", help="Response cache (default: the run's)."),

@@ -189,6 +189,7 @@ def run_command(task: Task, options: Callable[..., dict[str, Any]]) -> Callable[
     agents_param = common[1].replace(annotation=kinds, default=typer.Option(kinds(task.agent_kinds[0]), "--agents",
                                                                             help=f"Who decides: {' or '.join(task.agent_kinds)}."))
     params = [common[0], agents_param, *own, *common[2:]]
+    own_names = {p.name for p in own}
 
     def command(**kw: Any) -> None:
         c = {k: kw.pop(k) for k in list(kw) if k in names}
@@ -196,6 +197,8 @@ def run_command(task: Task, options: Callable[..., dict[str, Any]]) -> Callable[
         if agents not in task.agent_kinds:
             fail(f"--agents must be {' or '.join(task.agent_kinds)}, got {agents!r}")
         fields = options(agents=agents, **kw)
+        if fields.get("agents", agents) != "llm":
+            refuse_llm_options("--players llm" if "players" in own_names else "--agents llm")
         llm = LLMSettings(agent_models=parse_agent_models(c["agent_model"] or []), **{k: c[k] for k in LLMSettings.model_fields if k in c and k != "agent_models"})
         sandbox = SandboxSettings(backend=c["sandbox_backend"], timeout=c["sandbox_timeout"], rate=c["sandbox_rate"]) \
             if task.uses_sandbox else SandboxSettings()
@@ -207,6 +210,21 @@ def run_command(task: Task, options: Callable[..., dict[str, Any]]) -> Callable[
     command.__doc__ = options.__doc__ or task.title
     command.__name__ = f"run_{task.name}"
     return command
+
+
+#: the options of LLM agents (parameter names): refused on the command line of a rule-based run
+LLM_OPTIONS = ("model", "agent_model", "base_url", "temperature", "max_tokens", "max_concurrency", "call_timeout", "rps", "budget",
+               "price_in", "price_out", "cache")
+
+
+def refuse_llm_options(how: str) -> None:
+    """One line, exit 2, when the user typed an LLM option for a run without LLM agents (it would
+    be ignored without a word); ``how`` says how to ask for LLM agents."""
+    typed = co.given(*LLM_OPTIONS)
+    if typed:
+        one = len(typed) == 1
+        fail(f"{', '.join(typed)} {'applies' if one else 'apply'} to LLM agents only, and this run has none: add {how}, "
+             f"or leave {'it' if one else 'them'} out")
 
 
 #: parameters of ``cooplab run TASK`` that are not settings of the run

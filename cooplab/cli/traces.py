@@ -116,13 +116,25 @@ def view_cmd(
     run_dir: Path = typer.Argument(..., metavar="DIR", help="A run directory holding traces.jsonl (or the file itself)."),
     port: int = typer.Option(0, "--port", help="Port on 127.0.0.1 (0: any free port)."),
     open_browser: bool = typer.Option(False, "--open", help="Open the page in the default browser."),
-    no_block: bool = typer.Option(False, "--no-block", help="Start, print the URL and return (for scripts and tests)."),
+    no_block: bool = typer.Option(False, "--no-block", help="Serve from a background process, print its URL and pid, and return; it serves until stopped with 'kill PID'."),
 ) -> None:
     """Browse a run's trace tree in a local, offline web page (127.0.0.1 only)."""
     _check_dir(run_dir)
     if not 0 <= port <= 65535:
         fail(f"--port must be between 0 and 65535, got {port}")
+    if no_block:
+        from cooplab.cli import detached
+        from cooplab.cli.view import STARTED, _open
+
+        try:
+            child, ready = detached.start({"kind": "traces", "run_dir": str(run_dir.absolute()), "port": port})
+        except detached.DetachError as exc:
+            fail(str(exc), code=2 if str(exc).startswith("cannot listen") else 1)
+        STARTED.append(child)
+        typer.echo(f"trace viewer for {run_dir}: {ready['url']} (server pid {child.pid}; stop it with 'kill {child.pid}')")
+        _open(ready["url"], open_browser)
+        return
     try:
-        trace_viewer.view(run_dir, port, open_browser, block=not no_block)
+        trace_viewer.view(run_dir, port, open_browser, block=True)
     except OSError as exc:
         fail(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}")

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from cooplab.cli import main
-from cooplab.cli.view import STARTED, task_for
+from cooplab.cli.view import stop_started, task_for
 from cooplab.evals.explorer.app import CSP, serve, stop
 from cooplab.graphs import explore as ex
 from cooplab.graphs.task import Task
@@ -463,8 +463,7 @@ def test_cooplab_view_prints_its_url_and_serves(capsys, runs):
         assert out["url"].startswith("http://127.0.0.1:") and out["runs"] == 8 and out["dirs"] == [str(runs)]
         assert "cpr-llm" in httpx.get(out["url"]).text
     finally:
-        while STARTED:
-            stop(STARTED.pop())
+        stop_started()
 
 
 # --- hostile values in a run's files ---------------------------------------------------------------

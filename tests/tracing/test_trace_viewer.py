@@ -8,6 +8,7 @@ Debian package (scripts/ensure-chromium.sh). Under CI a missing Chromium fails t
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -236,20 +237,17 @@ def test_cli_user_error_through_the_console_script(tmp_path):
         assert len(p.stderr.splitlines()) == 1 and p.stderr.startswith("cooplab: error: "), p.stderr
 
 
-def test_cli_view_no_block(run_dir, monkeypatch):
-    started = []
-    real = trace_viewer.view
-    monkeypatch.setattr(trace_viewer, "view", lambda *a, **k: started.append(real(*a, **k)) or started[-1])
+def test_cli_view_no_block(run_dir):
+    from cooplab.cli.view import STARTED, stop_started
+
     res = traces(["view", str(run_dir), "--no-block"])
-    assert res.exit_code == 0, res.output
-    url = res.stdout.strip().splitlines()[-1]
-    assert url.startswith("http://127.0.0.1:")
     try:
+        assert res.exit_code == 0, res.output
+        url, pid = re.search(r"(http://127\.0\.0\.1:\d+/) \(server pid (\d+);", res.stdout).groups()
+        assert int(pid) == STARTED[-1].pid
         assert len(json.loads(get(url + "api/runs")[2])) == len(load_runs(run_dir))
     finally:
-        server, _ = started[0]
-        server.shutdown()
-        server.server_close()
+        stop_started()
 
 
 # ----------------------------------------------------------------------------------------
