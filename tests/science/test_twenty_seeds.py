@@ -13,6 +13,7 @@ A full oracle run per task through the graph is in test_team_graph.py.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -23,26 +24,23 @@ from cooplab.evals.science_scoring import heuristic_score
 from cooplab.sandbox.models import ExecResult
 from cooplab.tasks.science import datasets as D
 from cooplab.tasks.science import prompts as pr
-from cooplab.tasks.science.oracle import ORACLE_CODE, RESULT_PREFIX, oracle_stdout, parse_oracle_output
+from cooplab.tasks.science.oracle import ORACLE_CODE, RESULT_PREFIX, parse_oracle_output
 from cooplab.tasks.science.params import ScienceParams
 from cooplab.tasks.science.roles import ARTIFACT, roles
 from cooplab.tasks.science.scripted import oracle_model
 from cooplab.tasks.science.team import output_text
 from cooplab.tasks.science.workspace import Workspace
 
-SEEDS = range(20)
+from .conftest import SWEEP_SEEDS
+from .gaming import FILLER, SECTIONS
+
+SEEDS = SWEEP_SEEDS
 
 
 @pytest.fixture(scope="module")
-def made(tmp_path_factory):
+def made(seeded):
     """Every (task, seed 0-19): its ground truth and what the oracle's program prints."""
-    root = tmp_path_factory.mktemp("seeds")
-    out = {}
-    for task in D.TASKS:
-        for seed in SEEDS:
-            ds = D.generate(task, seed, root / task / str(seed))
-            out[task, seed] = (ds.truth, oracle_stdout(task, ds.data_path))
-    return out
+    return {key: (s.truth, s.stdout) for key, s in seeded.items()}
 
 
 # --- the oracle's result along the team's message path -------------------------------------------------------
@@ -110,3 +108,102 @@ def test_the_oracle_team_scores_1_on_seeds_0_to_19(task, made):
         parse_oracle_output(stdout)  # the whole output parses
         s = heuristic_score(team_paper(task, stdout), truth)
         assert s.scores() == {"completeness": 1.0, "quality": 1.0, "accuracy": 1.0}, (seed, [f for f in s.facts if f.score < 1])
+
+
+# --- reports that never looked at the data ----------------------------------------------------------------------
+#: per task, what a report can say without the data: the task's claims (true on every seed) and findings
+#: without a name or a number in them
+GENERIC = {
+    "ecology": "A regime shift occurs in the second half of the series, when one species' growth rate drops. The species "
+               "interact through competition and facilitation, and the persistence baseline is hard to beat.",
+    "anomaly": "The sensors show point anomalies, contextual anomalies and collective anomalies, and the collective "
+               "anomalies are concentrated on a few sensors.",
+    "biomarker": "The patients fall into latent subtypes that differ in a few biomarkers. The treatment effect reverses "
+                 "across subtypes: positive in one subtype and negative in the other subtype(s). A few biomarkers are "
+                 "predictive of the treatment effect, and some are prognostic.",
+    "geospatial": "Spatial (blocked) cross-validation gives a higher error than random cross-validation, which is optimistic "
+                  "under spatial autocorrelation. The residuals of a covariate-only regression are spatially "
+                  "autocorrelated (positive Moran's I). Several covariates are important predictors of the concentration, "
+                  "and the others have no effect.",
+}
+
+
+def blind_report(findings: str) -> str:
+    """A complete seven-section report whose Results and Conclusion state ``findings``."""
+    body = {**FILLER, "Results": findings + " " + FILLER["Evaluation"], "Conclusion": FILLER["Conclusion"] + " " + findings}
+    return "# Report\n\n" + "\n\n".join(f"## {name}\n\n{body[name]}" for name in SECTIONS) + "\n"
+
+
+def claims_only(truth: dict) -> str:
+    """Every claim of the truth as its own statement says it, and nothing else (the biomarker task's statement
+    names the responder subtype's marker, which a report without the data cannot know: it says "one subtype")."""
+    markers = {f["value"] for f in truth["facts"] if f["kind"] == "label"}
+    out = []
+    for f in truth["facts"]:
+        if f["kind"] == "claim":
+            text = f["statement"]
+            for m in markers:
+                text = text.replace(f"the {m}-high subtype", "one subtype")
+            assert not any(m in text for m in markers), text
+            out.append(text)
+    return " ".join(out)
+
+
+@pytest.mark.parametrize("task", D.TASKS)
+def test_a_report_that_never_looked_at_the_data_scores_0_on_seeds_0_to_19(task, made):
+    """Issue 37: 0.45 (geospatial) and 0.20 (biomarker) came from claims that hold on every seed."""
+    for seed in SEEDS:
+        truth, _ = made[task, seed]
+        claims = claims_only(truth)
+        styles = [("generic", GENERIC[task])] + ([("claims only", claims), ("both", GENERIC[task] + " " + claims)] if claims else [])
+        for name, findings in styles:
+            s = heuristic_score(blind_report(findings), truth)
+            assert s.completeness == 1.0, s.sections
+            assert s.accuracy == 0.0, (name, seed, [f for f in s.facts if f.score > 0])
+
+
+def test_every_claim_that_never_changes_needs_the_data_to_count(made):
+    """A claim with the same value on all 20 seeds can be stated without the data: the truth makes it rest
+    on facts that change from seed to seed, which a report must find for the claim to count."""
+    for task in D.TASKS:
+        truths = [made[task, seed][0] for seed in SEEDS]
+        for f in truths[0]["facts"]:
+            values = {json.dumps(next(g for g in t["facts"] if g["id"] == f["id"])["value"], sort_keys=True) for t in truths}
+            if f["kind"] != "claim" or len(values) > 1:
+                continue
+            assert f.get("requires"), (task, f["id"])
+            for r in f["requires"]:
+                rv = {json.dumps(next(g for g in t["facts"] if g["id"] == r)["value"], sort_keys=True) for t in truths}
+                assert len(rv) > 5, (task, f["id"], r, rv)  # the evidence changes from seed to seed
+
+
+CLAIM = {"id": "reverses", "kind": "claim", "value": True, "context": ["reverse"], "requires": ["best"],
+         "statement": "The treatment effect reverses across subtypes."}
+LABEL = {"id": "best", "kind": "label", "value": "BM07", "context": ["benefit"], "alternatives": ["BM03"],
+         "statement": "The treatment benefits the BM07-high subtype."}
+
+
+@pytest.mark.parametrize("text,status", [
+    ("The treatment benefits the BM07-high subtype. The treatment effect reverses across subtypes.", "found"),
+    ("The treatment effect reverses across subtypes.", "missing"),  # no evidence from the data
+    ("The treatment benefits the BM03-high subtype. The treatment effect reverses across subtypes.", "missing"),
+    ("The treatment benefits the BM07-high subtype. The treatment effect does not reverse.", "contradicted"),
+])
+def test_a_required_fact_backs_the_claim(text, status):
+    truth = {"facts": [CLAIM, LABEL]}
+    r = {f.id: f for f in heuristic_score(text, truth).facts}["reverses"]
+    assert r.status == status and r.score == (1.0 if status == "found" else 0.0), r
+    if text == "The treatment effect reverses across subtypes.":
+        assert "best not found" in r.evidence
+
+
+@pytest.mark.parametrize("requires,needle", [
+    ("best", "non-empty list of fact ids"), ([], "non-empty list"), ([3], "non-empty list of fact ids"),
+    (["nope"], "'nope', which is not another fact"), (["reverses"], "'reverses', which is not another fact"),
+])
+def test_bad_requires_are_one_line_errors(requires, needle):
+    with pytest.raises(ValueError, match=needle):
+        heuristic_score("text", {"facts": [{**CLAIM, "requires": requires}, LABEL]})
+    chained = {"facts": [CLAIM, {**LABEL, "requires": ["reverses"]}]}
+    with pytest.raises(ValueError, match="has 'requires' itself"):
+        heuristic_score("text", chained)
