@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from cooplab.evals.scoring.extraction import Number, extract_numbers, phrase_re, quality_parts
+from cooplab.evals.scoring.extraction import Number, context_re, extract_numbers, phrase_re, quality_parts
 from cooplab.evals.scoring.sections import (
     SECTIONS,
     _TOKEN_RE,
@@ -111,7 +111,7 @@ def _units(text: str) -> list[_Unit]:
 def _phrase_res(phrases: Any) -> list[re.Pattern]:
     if isinstance(phrases, str):
         phrases = [phrases]
-    return [p for p in (phrase_re(str(x)) for x in (phrases or [])) if p is not None]
+    return [p for p in (context_re(str(x)) for x in (phrases or [])) if p is not None]
 
 
 def _first_match(unit: str, pats: list[re.Pattern]) -> re.Match | None:
