@@ -13,6 +13,8 @@ A full oracle run per task through the graph is in test_team_graph.py.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 from typing import Any
 
@@ -55,42 +57,48 @@ def _loop(agent: str, team: str, messages: list, final: str | None) -> ToolLoopR
 
 
 def team_paper(task: str, stdout: str, P: ScienceParams = ScienceParams()) -> str:
-    """The final paper the oracle team writes when its program prints ``stdout``, through the functions
-    the graph calls: the scripted model's answers, the run_code tool's text (``code_output_chars``), the
-    member output a synthesis prompt quotes (``output_text``, ``synthesis_excerpt``), the workspace's
-    mark_complete and read_artifact answers."""
-    model = oracle_model(task)
-    ws = Workspace({}, "eval", 1)
-    team = roles("eval", P.team_size)
-    system = {r.agent_id: SystemMessage(content=pr.system_prompt(r, team_size=P.team_size, task_description=D.TASK_DESCRIPTIONS[task],
+    """The final paper the oracle team writes when its program prints ``stdout``."""
+    return scripted_team_paper(oracle_model(task), "eval", ORACLE_CODE[task], stdout, D.TASK_DESCRIPTIONS[task], P)
+
+
+def scripted_team_paper(model: Any, code_team: str, code: str, stdout: str, description: str,
+                        P: ScienceParams = ScienceParams()) -> str:
+    """The final paper a scripted team (``model``) writes when the code its ``code_team`` lead runs
+    prints ``stdout``, through the functions the graph calls: the scripted model's answers, the
+    run_code tool's text (``code_output_chars``), the member output a synthesis prompt quotes
+    (``output_text``, ``synthesis_excerpt``), the workspace's mark_complete and read_artifact answers."""
+    ws = Workspace({}, code_team, 1)
+    team = roles(code_team, P.team_size)
+    system = {r.agent_id: SystemMessage(content=pr.system_prompt(r, team_size=P.team_size, task_description=description,
                                                                     status="", prompt="standard", code_timeout=P.code_timeout))
               for r in team + roles("writing", P.team_size)}
-    # the eval lead's work loop: run the program, then mark complete
-    work = model.by_phase["eval:work"][0]
+    # the lead's work loop: run the program, then mark complete
+    work = model.by_phase[f"{code_team}:work"][0]
     lead = team[0]
     msgs = [system[lead.agent_id], HumanMessage(content=pr.work_prompt(lead, task="run the analysis", plan=""))]
     call = _call_id(work(msgs), 1)
-    assert call["name"] == "run_code" and call["args"]["code"] == ORACLE_CODE[task]
+    assert call["name"] == "run_code" and call["args"]["code"] == code
     tool_text = ExecResult(status="ok", stdout=stdout).to_text(max_chars=P.code_output_chars)
     msgs += [AIMessage(content="", tool_calls=[call]), ToolMessage(content=tool_text, name="run_code", tool_call_id=call["id"])]
     done = _call_id(work(msgs), 2)
     assert done["name"] == "mark_complete"
     final = ws.complete(lead.agent_id, done["args"]["summary"])
     msgs += [AIMessage(content="", tool_calls=[done]), ToolMessage(content=final, name="mark_complete", tool_call_id=done["id"])]
-    outputs = [(lead.agent_id, output_text(_loop(lead.agent_id, "eval", msgs[2:], final)))]
-    outputs += [(r.agent_id, output_text(_loop(r.agent_id, "eval", [], "marked complete: reviewed the artifacts"))) for r in team[1:]]
-    said = [{"agent": r.agent_id, "message": model.by_phase[f"eval:deliberate{k}"][0]} for k in (1, 2) for r in team]
-    # the eval lead's synthesis: the team's artifact from the members' outputs
+    outputs = [(lead.agent_id, output_text(_loop(lead.agent_id, code_team, msgs[2:], final)))]
+    outputs += [(r.agent_id, output_text(_loop(r.agent_id, code_team, [], "marked complete: reviewed the artifacts")))
+                for r in team[1:]]
+    said = [{"agent": r.agent_id, "message": model.by_phase[f"{code_team}:deliberate{k}"][0]} for k in (1, 2) for r in team]
+    # the lead's synthesis: the team's artifact from the members' outputs
     prompt = pr.synthesis_prompt(lead, outputs, said, excerpt=P.synthesis_excerpt)
-    wrote = _call_id(model.by_phase["eval:synthesize"][0]([system[lead.agent_id], HumanMessage(content=prompt)]), 3)
-    assert wrote["name"] == "write_artifact" and wrote["args"]["name"] == ARTIFACT["eval"]
-    ws.write(lead.agent_id, ARTIFACT["eval"], wrote["args"]["content"])
-    # the writing lead's synthesis: read the evaluation report, write the paper
+    wrote = _call_id(model.by_phase[f"{code_team}:synthesize"][0]([system[lead.agent_id], HumanMessage(content=prompt)]), 3)
+    assert wrote["name"] == "write_artifact" and wrote["args"]["name"] == ARTIFACT[code_team]
+    ws.write(lead.agent_id, ARTIFACT[code_team], wrote["args"]["content"])
+    # the writing lead's synthesis: read the artifact, write the paper
     author = roles("writing", P.team_size)[0]
     synth = model.by_phase["writing:synthesize"][0]
     msgs = [system[author.agent_id], HumanMessage(content=pr.synthesis_prompt(author, [], [], excerpt=P.synthesis_excerpt))]
     read = _call_id(synth(msgs), 4)
-    assert read["name"] == "read_artifact"
+    assert read["name"] == "read_artifact" and read["args"]["name"] == ARTIFACT[code_team]
     msgs += [AIMessage(content="", tool_calls=[read]),
              ToolMessage(content=ws.read(read["args"]["name"]), name="read_artifact", tool_call_id=read["id"])]
     paper = _call_id(synth(msgs), 5)
@@ -207,3 +215,23 @@ def test_bad_requires_are_one_line_errors(requires, needle):
     chained = {"facts": [CLAIM, {**LABEL, "requires": ["reverses"]}]}
     with pytest.raises(ValueError, match="has 'requires' itself"):
         heuristic_score("text", chained)
+
+
+def test_the_describing_team_keeps_the_tables_before_the_cut():
+    """On your own data ``--team oracle`` is the describing team: one result line per table, so 14
+    tables (more than a member's 2,000 characters of a tool output) lose only the tables past the
+    cut, not the whole result."""
+    import pandas as pd
+
+    from cooplab.tasks.science.scripted import DESCRIBE_CODE, describe_model
+
+    frames = {f"table_{k:02d}": pd.DataFrame({f"measurement_{j}": [k + j, k + j + 2.0] for j in range(8)}) for k in range(14)}
+    ns = {"df": frames}
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        exec(compile(DESCRIBE_CODE, "<describe>", "exec"), ns)
+    assert len(buf.getvalue()) > 2000
+    paper = scripted_team_paper(describe_model(""), "data", DESCRIBE_CODE, buf.getvalue(), "Describe the tables.")
+    described = [k for k in range(14) if f"In the table_{k:02d} table, the number of rows is 2" in paper]
+    assert described == list(range(len(described))) and len(described) >= 5, described  # the first ones, whole
+    assert "The mean of measurement_7 is 8.0." in paper  # table_00: mean of 7 and 9
