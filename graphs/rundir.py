@@ -363,13 +363,49 @@ def _read_parquet(path: Path) -> pd.DataFrame:
     (:func:`table_footprint`), then text columns read as dictionaries (their stored size) and their
     decoded size measured before they are expanded (:func:`expand`: a short file of one long text
     repeated would otherwise ask for gigabytes)."""
-    import pyarrow.parquet as pq
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:  # the light core has fastparquet only (pyarrow comes with the analysis extra)
+        return _read_parquet_fastparquet(path)
 
     with open(path, "rb") as fh:  # Python opens it: a folder name that is not UTF-8 reads like any other
         _rows, _cols, est = table_footprint(path, fh)
         text = text_columns(pq.ParquetFile(fh).schema_arrow)
         table = pq.ParquetFile(fh, read_dictionary=text or None).read(use_pandas_metadata=True)
     return expand(table, path, text, est).to_pandas()
+
+
+#: Parquet physical types of fastparquet's footer (thrift enum numbers) -> bytes one value takes
+_FP_WIDTH = {0: 1, 1: 4, 2: 8, 3: 12, 4: 4, 5: 8}
+
+
+def _read_parquet_fastparquet(path: Path) -> pd.DataFrame:
+    """A Parquet table read with fastparquet (installs without pyarrow), checked against the same
+    bounds from its footer first. fastparquet decodes a dictionary-encoded text column into
+    references to the dictionary's strings, so a repeated long text costs one pointer per row
+    (counted here), not one copy per row as in Arrow."""
+    import fastparquet
+
+    with open(path, "rb") as fh:
+        try:
+            pf = fastparquet.ParquetFile(fh)
+            rows, cols = int(pf.count()), len(pf.columns)
+        except Exception as exc:  # noqa: BLE001 - not Parquet, damaged footer
+            raise RunDirError(f"{path} is not a readable Parquet file ({type(exc).__name__}: {str(exc)[:160]})") from None
+        if rows < 0 or cols < 0 or rows * max(cols, 1) > MAX_TABLE_CELLS:
+            raise RunDirError(f"{path} holds {rows:,} rows x {cols:,} columns by its footer, over the {MAX_TABLE_CELLS:,} cells "
+                              "cooplab reads; it is not read (is it a cooplab table?)")
+        est = 0
+        for rg in pf.fmd.row_groups or []:
+            for ch in rg.columns or []:
+                md = ch.meta_data
+                stored = max(0, int(md.total_uncompressed_size or 0))
+                width = _FP_WIDTH.get(md.type, _OBJECT_BYTES)
+                est += max(stored, max(0, int(md.num_values or 0)) * width)
+        if est > MAX_TABLE_BYTES:
+            raise RunDirError(f"{path} would take about {_gb(est)} of memory to read ({rows:,} rows x {cols:,} columns by its "
+                              f"footer), over the {_gb(MAX_TABLE_BYTES)} cooplab reads; it is not read (is it a cooplab table?)")
+        return pf.to_pandas()
 
 
 #: columns of cooplab's tables that hold identifiers: read from a CSV table as text, never as numbers
