@@ -15,11 +15,11 @@ not load the engine.
 
 from cooplab._version import __version__
 
-__all__ = ["__version__", "run", "resume", "arun", "aresume", "sweep", "register_task", "Run", "RunConfig", "LLMSettings",
+__all__ = ["__version__", "run", "resume", "arun", "aresume", "sweep", "asweep", "register_task", "Run", "RunConfig", "LLMSettings",
            "SandboxSettings", "ConfigError"]
 
 _LAZY = {"run": "cooplab.runs.api", "resume": "cooplab.runs.api", "arun": "cooplab.runs.api", "aresume": "cooplab.runs.api",
-         "sweep": "cooplab.runs.api", "register_task": "cooplab.runs.api", "Run": "cooplab.runs.api",
+         "sweep": "cooplab.runs.api", "asweep": "cooplab.runs.api", "register_task": "cooplab.runs.api", "Run": "cooplab.runs.api",
          "RunConfig": "cooplab.runs.config", "LLMSettings": "cooplab.runs.config", "SandboxSettings": "cooplab.runs.config",
          "ConfigError": "cooplab.limits"}
 

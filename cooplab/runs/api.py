@@ -16,6 +16,7 @@ through the one runner (checkpoints, ledger, traces, tables, figure) and hand ba
 from __future__ import annotations
 
 import asyncio
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -24,7 +25,7 @@ import pandas as pd
 
 from cooplab.graphs import rundir
 from cooplab.graphs.task import Task
-from cooplab.limits import ConfigError, show
+from cooplab.limits import ConfigError, for_python, show
 from cooplab.runs import registry
 from cooplab.runs.config import RunConfig
 
@@ -114,6 +115,25 @@ class Run:
         return f"Run({self.task!r}, status={self.status!r}, out={str(self.out)!r}, tables={self.tables})"
 
 
+def _python_words(fn: Callable) -> Callable:
+    """``fn`` whose one-line errors (and a stopped run's :attr:`Run.stopped`) name keywords and
+    calls (``seed``, ``force=True``, ``cooplab.resume('DIR')``) where the command line names flags
+    and commands (``--seed``, ``--force``, ``cooplab resume DIR``): :func:`cooplab.limits.for_python`."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kw: Any) -> Any:
+        try:
+            result = fn(*args, **kw)
+        except Exception as exc:
+            if type(exc).__module__.startswith("cooplab.") and len(exc.args) == 1 and isinstance(exc.args[0], str):
+                exc.args = (for_python(exc.args[0]),)
+            raise
+        if isinstance(result, Run) and result.stopped:
+            result.stopped = for_python(result.stopped)
+        return result
+
+    return wrapper
+
+
 def _config(config: RunConfig | Mapping[str, Any] | None, task: str | Task | None, kw: dict[str, Any]) -> tuple[Task, dict[str, Any]]:
     """The checked config.json of a run from a RunConfig, a mapping of its fields, or keywords."""
     if isinstance(task, Task):
@@ -141,6 +161,7 @@ def _config(config: RunConfig | Mapping[str, Any] | None, task: str | Task | Non
     return t, config.to_config(t)
 
 
+@_python_words
 def run(config: RunConfig | Mapping[str, Any] | None = None, /, *, task: str | Task | None = None, out: str | Path,
         force: bool = False, quiet: bool = False, **kw: Any) -> Run:
     """Run a task and return the :class:`Run` it wrote in ``out``.
@@ -172,6 +193,7 @@ def run(config: RunConfig | Mapping[str, Any] | None = None, /, *, task: str | T
     return run_
 
 
+@_python_words
 def resume(out: str | Path, *, quiet: bool = False, warn: Callable[[str], None] | None = None,
            models: Sequence[Any] = ()) -> Run:
     """Continue a run from its last checkpoint (any task, a registered one included) and return it.
@@ -193,7 +215,9 @@ def resume(out: str | Path, *, quiet: bool = False, warn: Callable[[str], None] 
 
 
 async def arun(config: RunConfig | Mapping[str, Any] | None = None, /, **kw: Any) -> Run:
-    """:func:`run` for async code (a notebook's event loop): the run goes to a worker thread."""
+    """:func:`run` for async code (``await cooplab.arun(...)``): the run goes to a worker thread, the
+    caller's event loop goes on meanwhile. (:func:`run` itself also works inside a running event
+    loop, such as a notebook's: it waits there for the run.)"""
     return await asyncio.to_thread(lambda: run(config, **kw))
 
 
@@ -202,6 +226,12 @@ async def aresume(out: str | Path, **kw: Any) -> Run:
     return await asyncio.to_thread(lambda: resume(out, **kw))
 
 
+async def asweep(task: str | Task, **kw: Any) -> pd.DataFrame:
+    """:func:`sweep` for async code."""
+    return await asyncio.to_thread(lambda: sweep(task, **kw))
+
+
+@_python_words
 def sweep(task: str | Task, *, out: str | Path, grid: Mapping[str, Sequence[Any]] | None = None, seeds: Sequence[int] | None = None,
           parallel: int = 1, executor: str = "local", address: str | None = None, quiet: bool = True, analysis: bool = True,
           sweep_budget: float | None = None, sample: Mapping[str, Any] | None = None, **fixed: Any) -> pd.DataFrame:

@@ -20,7 +20,6 @@ run format), ``decisions.*`` and ``ledger.*``.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 import time
@@ -32,6 +31,7 @@ import pandas as pd
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from cooplab.agents.settings import build_service
+from cooplab.graphs.aio import run_sync
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import JOURNAL_FILE, BudgetExhausted
 from cooplab.graphs.rundir import upgrade_config
@@ -254,7 +254,8 @@ def execute(task: Task, out: Path, config: dict[str, Any], state: dict[str, Any]
     def body() -> dict[str, Any]:
         task.prepare_run(config, out)
         if config.get("agents") == "llm":
-            return asyncio.run(_execute_llm(task, out, config, state, quiet))
+            # on a worker thread's own loop where one already runs (a notebook): see graphs/aio.py
+            return run_sync(lambda: _execute_llm(task, out, config, state, quiet))
         return _execute_rule(task, out, config, state, quiet)
 
     try:
@@ -267,8 +268,19 @@ def execute(task: Task, out: Path, config: dict[str, Any], state: dict[str, Any]
         unwritten = record_failure(task, out, config, message, log)
         where = f"the traceback is in {log}" if log else "the traceback could not be saved"
         summary = "summary.json has status 'failed'" if unwritten is None else f"summary.json could not be written ({unwritten})"
-        raise RunFailed(f"the run failed ({message}); {where}; {summary}; after fixing the cause, "
-                        f"'cooplab resume {out}' continues from the last checkpoint") from exc
+        then = (f"'cooplab resume {out}' continues from the last checkpoint" if resumable(task, out, config) else
+                f"{runstore.RESTART.format(out=out)} (it failed before its first checkpoint: there is nothing to resume)")
+        raise RunFailed(f"the run failed ({message}); {where}; {summary}; after fixing the cause, {then}") from exc
+
+
+def resumable(task: Task, out: Path, config: dict[str, Any]) -> bool:
+    """Whether ``cooplab resume`` can continue the run in ``out``: it has a checkpoint holding a
+    round (a run that failed before its first checkpoint must start again instead)."""
+    try:
+        runstore.check_checkpoints(out)
+        return "round" in last_values(task, out, config)
+    except Exception:  # noqa: BLE001 - missing, damaged, empty: not resumable
+        return False
 
 
 def record_failure(task: Task, out: Path, config: dict[str, Any], message: str, log: Path | None,
