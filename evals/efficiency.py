@@ -65,10 +65,10 @@ def ledger_totals(ledger: pd.DataFrame | None) -> dict[str, float]:
         if col in tokens:
             out[col] = float(sum(_num(v) for v in tokens[col]))
     out["total_tokens"] = out["input_tokens"] + out["output_tokens"]
-    if "cost" in tokens:
-        out["cost_usd"] = float(sum(_num(v) for v in tokens["cost"]))
-    if "cost" in ledger:
-        out["sandbox_usd"] = float(sum(_num(v) for v in ledger[(kind == "sandbox_seconds") & ~cached]["cost"]))
+    if "cost_usd_exact" in tokens:  # the exact text: summed as numbers one by one, an unreadable one as 0
+        out["cost_usd"] = float(sum(_num(v) for v in tokens["cost_usd_exact"]))
+    if "cost_usd_exact" in ledger:
+        out["sandbox_usd"] = float(sum(_num(v) for v in ledger[(kind == "sandbox_seconds") & ~cached]["cost_usd_exact"]))
     return out
 
 

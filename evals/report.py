@@ -624,7 +624,8 @@ def costs_of(summary: Any, run_dir: Path | None) -> dict[str, Any] | None:
             from cooplab.graphs import rundir
 
             lg = rundir.read_table(run_dir, "ledger")
-            total = sum((Decimal(str(c)) for c in lg["cost"] if num(c) is not None), Decimal(0)) if "cost" in lg else None
+            exact = "cost_usd_exact"  # the ledger's exact amounts (graphs/tables.py)
+            total = sum((Decimal(str(c)) for c in lg[exact] if num(c) is not None), Decimal(0)) if exact in lg else None
             res = {"calls": len(lg), "cached calls": int(lg["cached"].sum()) if "cached" in lg else None,
                    "input tokens": int(lg["input_tokens"].sum()) if "input_tokens" in lg else None,
                    "output tokens": int(lg["output_tokens"].sum()) if "output_tokens" in lg else None,

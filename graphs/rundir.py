@@ -221,12 +221,22 @@ def _write(df: pd.DataFrame, path: Path, csv: bool) -> None:
         df.to_parquet(path, index=False)
 
 
+#: columns that are text whatever they look like (a CSV reader would make "5e415128" a number)
+TEXT_COLUMNS = ("agent_id", "call_id", "cost_usd_exact", "units", "rate")
+
+
 def read_table(out: Path, stem: str) -> pd.DataFrame:
-    """``out/stem.parquet`` or ``out/stem.csv``, whichever exists (else a one-line RunDirError)."""
-    for ext, reader in (("parquet", pd.read_parquet), ("csv", pd.read_csv)):
+    """``out/stem.parquet`` or ``out/stem.csv``, whichever exists (else a one-line RunDirError), in
+    today's shape (:func:`cooplab.graphs.tables.upgrade`: the agent key and the money columns)."""
+    from cooplab.graphs.tables import upgrade
+
+    def csv(p: Path) -> pd.DataFrame:
+        return pd.read_csv(p, dtype={c: str for c in TEXT_COLUMNS})
+
+    for ext, reader in (("parquet", pd.read_parquet), ("csv", csv)):
         p = Path(out) / f"{stem}.{ext}"
         if p.exists():
-            return reader(p)
+            return upgrade(stem, reader(p))
     raise RunDirError(f"{out} has no {stem}.parquet or {stem}.csv; is it a cooplab run directory?")
 
 

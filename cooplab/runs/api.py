@@ -272,6 +272,86 @@ def sweep(task: str | Task, *, out: str | Path, grid: Mapping[str, Sequence[Any]
     return rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows)
 
 
+#: how many run directories :func:`load_runs` reads at most (a pattern that matches a whole disk is refused)
+MAX_RUNS = 100_000
+#: the columns every row of :func:`load_runs` has, first
+RUN_COLUMNS = ("run", "task", "status", "agents", "seed", "model", "created", "wall_seconds")
+
+
+def _run_dirs(where: str | Path | Sequence[str | Path]) -> list[Path]:
+    """The run directories ``where`` names: each directory (a glob pattern's matches too) and
+    every directory below it holding a config.json, symbolic links not followed, in name order."""
+    import glob
+    import os
+
+    items = [where] if isinstance(where, (str, Path)) else list(where)
+    found: dict[str, Path] = {}
+    for item in items:
+        if not isinstance(item, (str, Path)):
+            raise ConfigError(f"load_runs takes a directory, a glob pattern or a list of them, got {show(item)}")
+        text = str(item)
+        roots = [Path(m) for m in sorted(glob.glob(text))] if glob.has_magic(text) else [Path(text)]
+        for root in roots:
+            if not root.is_dir():
+                continue
+            for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+                dirnames.sort()
+                if "config.json" in filenames:
+                    found.setdefault(os.path.normpath(dirpath), Path(dirpath))
+                    if len(found) > MAX_RUNS:
+                        raise ConfigError(f"load_runs: {text} holds more than {MAX_RUNS:,} run directories; name fewer")
+    return [found[k] for k in sorted(found)]
+
+
+def _run_row(d: Path) -> dict[str, Any]:
+    """One row of :func:`load_runs`: who the run is, its settings (``params.NAME``) and the scalar
+    results of its summary.json (nested ones as ``ledger.calls``), like a sweep's table."""
+    from cooplab.runs.sweeps import _flatten
+
+    row: dict[str, Any] = {"run": str(d)}
+    try:
+        config = rundir.read_config(d)
+    except Exception as exc:  # noqa: BLE001 - a damaged directory is a row that says so, never a crash
+        return {**row, "status": "unreadable", "error": f"config.json: {exc}"}
+    if not isinstance(config, Mapping):
+        return {**row, "status": "unreadable", "error": "config.json is not an object"}
+    summary: Any = {}
+    if (d / "summary.json").is_file():
+        try:
+            summary = rundir.read_json(d / "summary.json")
+        except Exception as exc:  # noqa: BLE001
+            row["error"] = f"summary.json: {exc}"
+    summary = summary if isinstance(summary, Mapping) else {}
+    llm = config.get("llm") if isinstance(config.get("llm"), Mapping) else {}
+    record = config.get("record") if isinstance(config.get("record"), Mapping) else {}
+    row.update(task=config.get("task"), status=summary.get("status") or ("unreadable" if "error" in row else "not finished"),
+               agents=config.get("agents"), seed=config.get("seed"), model=llm.get("model"), created=record.get("created"),
+               wall_seconds=summary.get("wall_seconds"))
+    params = config.get("params") if isinstance(config.get("params"), Mapping) else {}
+    row.update({f"params.{k}": v for k, v in _flatten(dict(params)).items()})
+    row.update({k: v for k, v in _flatten(dict(summary)).items() if k not in row and f"params.{k}" not in row})
+    return {k: (str(v) if k in ("run", "task", "status", "agents", "model", "created") and v is not None else v) for k, v in row.items()}
+
+
+def load_runs(where: str | Path | Sequence[str | Path] = "runs") -> pd.DataFrame:
+    """A table of many runs, one row per run directory: ``run`` (its path: reopen it with
+    :meth:`Run.open`), ``task``, ``status`` (``not finished`` for a run without summary.json yet),
+    ``agents``, ``seed``, ``model``, ``created``, ``wall_seconds``, the task's settings as
+    ``params.NAME`` and the scalar results of its summary (``survival_time.mean``,
+    ``ledger.cost_usd_float``, ``scores.accuracy`` ...). Runs of different tasks share the table
+    (a column a task does not have is empty). Like Inspect's ``evals_df``.
+
+    ``where``: a directory (every run below it, at any depth: a sweep's cells too), a glob pattern
+    (``"runs/cpr-*"``; ``"runs/**"``), or a list of them. A directory that cannot be read is a row
+    with status ``unreadable`` and its ``error``; nothing is written."""
+    rows = [_run_row(d) for d in _run_dirs(where)]
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return pd.DataFrame(columns=list(RUN_COLUMNS))
+    first = [c for c in RUN_COLUMNS if c in df.columns]
+    return df[first + [c for c in df.columns if c not in first]]
+
+
 def register_task(task: Task | type[Task], *, replace: bool = False) -> Task:
     """Make a task defined in Python runnable by name in this process (see :func:`cooplab.runs.registry.register_task`)."""
     return registry.register_task(task, replace=replace)

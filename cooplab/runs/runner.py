@@ -35,6 +35,7 @@ from cooplab.graphs.aio import run_sync
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import JOURNAL_FILE, BudgetExhausted
 from cooplab.graphs.rundir import upgrade_config
+from cooplab.graphs.tables import money_table
 from cooplab.graphs.nodes import shared_rows
 from cooplab.graphs.task import RunInfo, Task
 from cooplab.limits import ConfigError, one_line, show
@@ -439,8 +440,8 @@ def finish(task: Task, out: Path, config: dict[str, Any], final: dict[str, Any],
         summary["ledger"] = service.ledger.totals()
         summary["llm"] = {"cache_hits": service.cache.hits, "cache_misses": service.cache.misses}
         entries = [e.as_dict() for e in service.ledger.entries]
-        if entries:
-            runstore.write_table(pd.DataFrame(entries), out, "ledger", csv=csv)
+        if entries:  # the money as float and exact text, the agent as agent_id (graphs/tables.py)
+            runstore.write_table(money_table("ledger", pd.DataFrame(entries)), out, "ledger", csv=csv)
     elif run.llm:  # a failed run: what it spent, so that a sweep's budget counts it
         summary["ledger"] = _restored_totals(out, final.get("ledger"))
     decisions = final.get("decisions") or []
@@ -448,7 +449,7 @@ def finish(task: Task, out: Path, config: dict[str, Any], final: dict[str, Any],
         df = pd.DataFrame(decisions)
         if "parsed" in df:
             df["parsed"] = df["parsed"].map(lambda v: None if v is None else json.dumps(v))
-        runstore.write_table(df, out, "decisions", csv=csv)
+        runstore.write_table(money_table("decisions", df), out, "decisions", csv=csv)
         summary["decisions"] = {"count": len(df), "fallback_used": int(df["fallback_used"].sum()) if "fallback_used" in df else 0,
                                 "mean_attempts": float(df["attempts"].mean()) if "attempts" in df else 1.0}
     runstore.write_json(out / "summary.json", summary)

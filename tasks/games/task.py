@@ -200,7 +200,9 @@ class GameTask(Task):
         if messages:
             import pandas as pd
 
-            tables["messages"] = pd.DataFrame(messages)
+            from cooplab.graphs.tables import with_agent_ids
+
+            tables["messages"] = with_agent_ids(pd.DataFrame(messages), "simulation", "player")
         conv = None
         if history:
             conv = mt.bootstrap_convergence(tables["simulations"]["metric"], resamples=200,

@@ -193,7 +193,7 @@ def test_a_damaged_ledger_or_config_leaves_cost_out_and_a_run_without_id_is_its_
     d = tmp_path / "run"
     shutil.copytree(cpr_run, d)
     lg = pd.read_parquet(d / "ledger.parquet")
-    lg.loc[0, "cost"], lg.loc[1, "input_tokens"] = "nan", -5
+    lg.loc[0, "cost_usd_exact"], lg.loc[1, "input_tokens"] = "nan", -5
     lg.to_parquet(d / "ledger.parquet")
     cfg = json.loads((d / "config.json").read_text())
     del cfg["record"]["thread_id"]
