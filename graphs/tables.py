@@ -72,6 +72,7 @@ def with_costs(df: pd.DataFrame, source: str = "cost") -> pd.DataFrame:
     if source not in df.columns:
         return df.copy()
     exact = pd.Series([None if v is None or (isinstance(v, float) and v != v) else str(v) for v in df[source]], index=df.index)
+    df = df.drop(columns=[c for c in (COST, EXACT_COST) if c in df.columns and c != source])
     at = list(df.columns).index(source)
     df = df.drop(columns=[source])
     df.insert(at, EXACT_COST, exact)

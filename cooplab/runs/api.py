@@ -118,7 +118,9 @@ class Run:
 def _python_words(fn: Callable) -> Callable:
     """``fn`` whose one-line errors (and a stopped run's :attr:`Run.stopped`) name keywords and
     calls (``seed``, ``force=True``, ``cooplab.resume('DIR')``) where the command line names flags
-    and commands (``--seed``, ``--force``, ``cooplab resume DIR``): :func:`cooplab.limits.for_python`."""
+    and commands (``--seed``, ``--force``, ``cooplab resume DIR``): :func:`cooplab.limits.for_python`.
+    ``fn`` itself stays reachable as ``.in_cli_words``: the command line calls it, so its messages
+    keep naming flags."""
     @functools.wraps(fn)
     def wrapper(*args: Any, **kw: Any) -> Any:
         try:
@@ -131,6 +133,7 @@ def _python_words(fn: Callable) -> Callable:
             result.stopped = for_python(result.stopped)
         return result
 
+    wrapper.in_cli_words = fn  # type: ignore[attr-defined]
     return wrapper
 
 

@@ -20,6 +20,7 @@ run format), ``decisions.*`` and ``ledger.*``.
 
 from __future__ import annotations
 
+import decimal
 import json
 import sqlite3
 import time
@@ -259,6 +260,11 @@ def execute(task: Task, out: Path, config: dict[str, Any], state: dict[str, Any]
             return run_sync(lambda: _execute_llm(task, out, config, state, quiet))
         return _execute_rule(task, out, config, state, quiet)
 
+    with decimal.localcontext(decimal_context()):  # the caller's decimal context neither changes the sums nor is changed
+        return _safety_net(task, out, config, body)
+
+
+def _safety_net(task: Task, out: Path, config: dict[str, Any], body: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     try:
         return body()
     except (RunStopped, RunFailed, runstore.RunDirError):
@@ -282,6 +288,14 @@ def resumable(task: Task, out: Path, config: dict[str, Any]) -> bool:
         return "round" in last_values(task, out, config)
     except Exception:  # noqa: BLE001 - missing, damaged, empty: not resumable
         return False
+
+
+def decimal_context() -> decimal.Context:
+    """The decimal context every run computes its money in (the ledger's exact sums): Python's
+    default, stated here so that a caller's own context (a notebook's ``getcontext().prec = 6``, a
+    trap on ``Inexact``) changes no amount a run records; it is set for the run only."""
+    return decimal.Context(prec=28, rounding=decimal.ROUND_HALF_EVEN, Emin=-999999, Emax=999999, capitals=1, clamp=0,
+                           flags=[], traps=[decimal.InvalidOperation, decimal.DivisionByZero, decimal.Overflow])
 
 
 def record_failure(task: Task, out: Path, config: dict[str, Any], message: str, log: Path | None,

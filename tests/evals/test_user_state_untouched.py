@@ -107,7 +107,7 @@ SCRIPT = textwrap.dedent('''
     sci = out / "science"
     sci.mkdir()
     (sci / "config.json").write_text(json.dumps({"llm": {"budget": 0.1}}))
-    pd.DataFrame({"cost": ["0.01", "0.02"], "cost_usd": [0.01, 0.02], "team": ["data", "model"]}).to_csv(sci / "ledger.csv", index=False)
+    pd.DataFrame({"cost_usd": [0.01, 0.02], "cost_usd_exact": ["0.01", "0.02"], "team": ["data", "model"]}).to_csv(sci / "ledger.csv", index=False)
     made.append(sr.budget_figure(sci, fig_dir / "budget.png"))
 
     assert all(Path(p).is_file() and Path(p).stat().st_size > 1000 for p in made), made
@@ -158,3 +158,28 @@ def test_no_module_sets_the_backend_or_uses_pyplot():
     assert not found, found
     planted = ast.parse("import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\nfrom matplotlib import pyplot\n")
     assert len(_calls_of(planted)) == 3  # the scan sees each kind
+
+
+def test_a_callers_decimal_context_changes_no_amount_a_run_records(tmp_path):
+    """A notebook's own decimal context (few digits, a trap on Inexact) neither rounds nor stops the
+    ledger's exact sums, in a script or inside a running event loop; and it is still the caller's after."""
+    import asyncio
+    import decimal
+
+    import cooplab
+
+    kw = dict(task="cpr", agents="llm", model=f"scripted:{ROOT / 'examples' / 'scripted' / 'cautious.json'}", n_agents=3, rounds=2,
+              cache="off", quiet=True)
+    plain = cooplab.run(out=tmp_path / "plain", **kw).summary["ledger"]["cost_usd"]
+    assert len(decimal.Decimal(plain).as_tuple().digits) > 3  # more digits than the caller's context keeps
+    mine = decimal.Context(prec=3, traps=[decimal.Inexact, decimal.InvalidOperation])
+
+    async def cell():
+        return cooplab.run(out=tmp_path / "loop", **kw).summary
+
+    with decimal.localcontext(mine) as ctx:
+        script = cooplab.run(out=tmp_path / "script", **kw).summary
+        looped = asyncio.run(cell())
+        assert decimal.getcontext() is ctx and ctx.prec == 3 and ctx.traps[decimal.Inexact]
+    for s in (script, looped):
+        assert s["status"] == "completed" and s["ledger"]["cost_usd"] == plain

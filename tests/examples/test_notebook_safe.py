@@ -228,7 +228,7 @@ def test_a_failure_before_the_first_checkpoint_says_to_start_again_in_the_caller
     from cooplab.runs import api
 
     with pytest.raises(RunFailed) as err:
-        api.run.__wrapped__(out=tmp_path / "cli", **kw)
+        api.run.in_cli_words(out=tmp_path / "cli", **kw)
     assert f"'cooplab run ... --out {tmp_path / 'cli'} --force'" in str(err.value) and "cooplab resume" not in str(err.value)
 
 
