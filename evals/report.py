@@ -678,7 +678,8 @@ def costs_of(summary: Any, run_dir: Path | None) -> dict[str, Any] | None:
             from cooplab.graphs import rundir
 
             lg = rundir.read_table(run_dir, "ledger")
-            total = exact_sum(lg["cost"]) if "cost" in lg else None
+            exact = "cost_usd_exact"  # the ledger's exact amounts (graphs/tables.py)
+            total = exact_sum(lg[exact]) if exact in lg else None
             res = {"calls": len(lg), "cached calls": int(lg["cached"].sum()) if "cached" in lg else None,
                    "input tokens": int(lg["input_tokens"].sum()) if "input_tokens" in lg else None,
                    "output tokens": int(lg["output_tokens"].sum()) if "output_tokens" in lg else None,

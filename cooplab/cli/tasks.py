@@ -110,11 +110,12 @@ def _stopped(run: Any) -> None:
 
 
 def run_and_report(task: Task, out: Path, config: dict[str, Any], *, force: bool, quiet: bool, as_json: bool) -> None:
-    """Run ``config`` with :func:`cooplab.run` (the run directory prepared there) and report."""
+    """Run ``config`` with :func:`cooplab.run` (the run directory prepared there) and report; its
+    one-line errors in the command line's words."""
     from cooplab.runs import api
 
     with _run_errors(out):
-        run = api.run(config, out=out, force=force, quiet=quiet)
+        run = api.run.in_cli_words(config, out=out, force=force, quiet=quiet)  # its messages name flags
     _stopped(run)
     report(task, run.out, run.summary, as_json)
 
@@ -124,7 +125,7 @@ def resume_and_report(run_dir: Path, *, quiet: bool, as_json: bool) -> None:
     from cooplab.runs import api, registry
 
     with _run_errors(run_dir):
-        run = api.resume(run_dir, quiet=quiet, warn=lambda m: typer.echo(f"cooplab: warning: {m}", err=True))
+        run = api.resume.in_cli_words(run_dir, quiet=quiet, warn=lambda m: typer.echo(f"cooplab: warning: {m}", err=True))
     _stopped(run)
     report(registry.get(run.summary["task"]), run_dir, run.summary, as_json)
 

@@ -20,7 +20,7 @@ run format), ``decisions.*`` and ``ledger.*``.
 
 from __future__ import annotations
 
-import asyncio
+import decimal
 import json
 import sqlite3
 import time
@@ -31,9 +31,11 @@ from typing import Any, Callable, Iterator
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from cooplab.agents.settings import build_service
+from cooplab.graphs.aio import run_sync
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import JOURNAL_FILE, BudgetExhausted
 from cooplab.graphs.rundir import upgrade_config
+from cooplab.graphs.tables import money_table
 from cooplab.graphs.nodes import shared_rows
 from cooplab.graphs.task import RunInfo, Task
 from cooplab.limits import ConfigError, one_line, show
@@ -253,9 +255,15 @@ def execute(task: Task, out: Path, config: dict[str, Any], state: dict[str, Any]
     def body() -> dict[str, Any]:
         task.prepare_run(config, out)
         if config.get("agents") == "llm":
-            return asyncio.run(_execute_llm(task, out, config, state, quiet))
+            # on a worker thread's own loop where one already runs (a notebook): see graphs/aio.py
+            return run_sync(lambda: _execute_llm(task, out, config, state, quiet))
         return _execute_rule(task, out, config, state, quiet)
 
+    with decimal.localcontext(decimal_context()):  # the caller's decimal context neither changes the sums nor is changed
+        return _safety_net(task, out, config, body)
+
+
+def _safety_net(task: Task, out: Path, config: dict[str, Any], body: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     try:
         return body()
     except (RunStopped, RunFailed, runstore.RunDirError):
@@ -266,8 +274,27 @@ def execute(task: Task, out: Path, config: dict[str, Any], state: dict[str, Any]
         unwritten = record_failure(task, out, config, message, log)
         where = f"the traceback is in {log}" if log else "the traceback could not be saved"
         summary = "summary.json has status 'failed'" if unwritten is None else f"summary.json could not be written ({unwritten})"
-        raise RunFailed(f"the run failed ({message}); {where}; {summary}; after fixing the cause, "
-                        f"'cooplab resume {out}' continues from the last checkpoint") from exc
+        then = (f"'cooplab resume {out}' continues from the last checkpoint" if resumable(task, out, config) else
+                f"{runstore.RESTART.format(out=out)} (it failed before its first checkpoint: there is nothing to resume)")
+        raise RunFailed(f"the run failed ({message}); {where}; {summary}; after fixing the cause, {then}") from exc
+
+
+def resumable(task: Task, out: Path, config: dict[str, Any]) -> bool:
+    """Whether ``cooplab resume`` can continue the run in ``out``: it has a checkpoint holding a
+    round (a run that failed before its first checkpoint must start again instead)."""
+    try:
+        runstore.check_checkpoints(out)
+        return "round" in last_values(task, out, config)
+    except Exception:  # noqa: BLE001 - missing, damaged, empty: not resumable
+        return False
+
+
+def decimal_context() -> decimal.Context:
+    """The decimal context every run computes its money in (the ledger's exact sums): Python's
+    default, stated here so that a caller's own context (a notebook's ``getcontext().prec = 6``, a
+    trap on ``Inexact``) changes no amount a run records; it is set for the run only."""
+    return decimal.Context(prec=28, rounding=decimal.ROUND_HALF_EVEN, Emin=-999999, Emax=999999, capitals=1, clamp=0,
+                           flags=[], traps=[decimal.InvalidOperation, decimal.DivisionByZero, decimal.Overflow])
 
 
 def record_failure(task: Task, out: Path, config: dict[str, Any], message: str, log: Path | None,
@@ -426,8 +453,8 @@ def finish(task: Task, out: Path, config: dict[str, Any], final: dict[str, Any],
         summary["ledger"] = service.ledger.totals()
         summary["llm"] = {"cache_hits": service.cache.hits, "cache_misses": service.cache.misses}
         entries = [e.as_dict() for e in service.ledger.entries]
-        if entries:
-            runstore.write_table(entries, out, "ledger", csv=csv)
+        if entries:  # the money as float and exact text, the agent as agent_id (graphs/tables.py)
+            runstore.write_table(money_table("ledger", runstore.frame(entries)), out, "ledger", csv=csv)
     elif run.llm:  # a failed run: what it spent, so that a sweep's budget counts it
         summary["ledger"] = _restored_totals(out, final.get("ledger"))
     decisions = final.get("decisions") or []
@@ -435,7 +462,7 @@ def finish(task: Task, out: Path, config: dict[str, Any], final: dict[str, Any],
         df = runstore.frame(decisions)  # its text cleaned of lone surrogates (pandas refuses them)
         if "parsed" in df:
             df["parsed"] = df["parsed"].map(lambda v: None if v is None else json.dumps(v))
-        runstore.write_table(df, out, "decisions", csv=csv)
+        runstore.write_table(money_table("decisions", df), out, "decisions", csv=csv)
         summary["decisions"] = {"count": len(df), "fallback_used": int(df["fallback_used"].sum()) if "fallback_used" in df else 0,
                                 "mean_attempts": float(df["attempts"].mean()) if "attempts" in df else 1.0}
     runstore.write_json(out / "summary.json", summary)

@@ -116,7 +116,7 @@ def _charge(row: Mapping[str, Any], by_model: Mapping[str | None, tuple[Decimal,
     the prices of its model (else the run-wide ones) reproduce its cost."""
     if row.get("kind", "tokens") != "tokens" or not isinstance(row.get("call_id"), str) or not row["call_id"]:
         return None
-    tin, tout, cost = _count(row.get("input_tokens")), _count(row.get("output_tokens")), _money(row.get("cost"))
+    tin, tout, cost = _count(row.get("input_tokens")), _count(row.get("output_tokens")), _money(row.get("cost_usd_exact"))
     if tin is None or tout is None or cost is None:
         return None
     pc = cc = None

@@ -7,6 +7,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cooplab.graphs.tables import ids
+
 
 def history_frame(state: dict[str, Any]) -> pd.DataFrame:
     """The per-round table: one row per (society, round) the society was running."""
@@ -31,13 +33,17 @@ def history_frame(state: dict[str, Any]) -> pd.DataFrame:
 
 
 def agents_frame(state: dict[str, Any]) -> pd.DataFrame:
-    """Final per-agent traits and wealth."""
+    """Final per-agent traits and wealth: one row per agent of each society (``society``: the run's
+    index of the society, the decisions' ``society``; ``agent_id``: ``"SOCIETY:AGENT"``)."""
     S, N = state["alive"].shape
+    society, agent = np.repeat(np.arange(S), N), np.tile(np.arange(N), S)
     return pd.DataFrame(
         {
             "condition": np.repeat(np.asarray(state["condition"]), N),
             "replicate": np.repeat(np.asarray(state["replicate"]), N),
-            "agent": np.tile(np.arange(N), S),
+            "society": society,
+            "agent": agent,
+            "agent_id": ids(society, agent),  # the agent key of every table (graphs/tables.py)
             "alive": state["alive"].ravel(),
             "e": state["e"].ravel(),
             "m": state["m"].ravel(),

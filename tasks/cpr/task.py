@@ -22,6 +22,7 @@ from cooplab.graphs import rundir
 from cooplab.tasks.cpr import metrics as cpr_metrics
 from cooplab.evals.text import counts_text, mean_sem_text
 from cooplab.graphs.rng import phase_rng
+from cooplab.graphs.tables import agent_id
 from cooplab.graphs.task import RunInfo, Task, TaskConfigError
 from cooplab.tasks.cpr import phases as ph
 from cooplab.tasks.cpr.params import (
@@ -238,7 +239,8 @@ class CPRTask(Task):
         if final.get("beliefs") is not None:
             types = final.get("agent_types") or []
             init = final.get("beliefs_initial") or final["beliefs"]
-            rows = [{"society": s_, "agent": i_, "type": types[s_][i_] if types else None, "initial_belief": init[s_][i_], "final_belief": b_}
+            rows = [{"society": s_, "agent": i_, "agent_id": agent_id(s_, i_), "type": types[s_][i_] if types else None,
+                     "initial_belief": init[s_][i_], "final_belief": b_}
                     for s_, row in enumerate(final["beliefs"]) for i_, b_ in enumerate(row)]
             rundir.write_table(rows, run.out, "beliefs_final", csv=run.csv)
         return summary

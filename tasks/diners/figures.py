@@ -43,15 +43,6 @@ def share_stats(counts: pd.DataFrame, by: list[str] | None = None) -> pd.DataFra
     return out
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _panel(ax, st: pd.DataFrame, title: str, bands: bool = True) -> bool:
     """One panel: the mean share of each strategy per iteration; with more than one replicate, a
     band of ±1 s.d. and dotted 5th and 95th percentiles over the replicates. Returns whether it
@@ -93,8 +84,9 @@ def _legend(ax, bands: bool, **kw) -> None:
 
 def combination_figure_of(st: pd.DataFrame, comb: int, suptitle: str):
     """Figs. 9 and 10: one panel per punishment setting of one initial combination."""
-    plt = _plt()
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), sharey=True)
+    from cooplab.evals.canvas import subplots
+
+    fig, axes = subplots(1, 3, figsize=(13, 3.8), sharey=True)
     bands = False
     for ax, pk in zip(axes, PK_ORDER):
         bands |= _panel(ax, st[(st["combination"] == comb) & (st["pk"] == pk)], PK_TITLE[pk])
@@ -111,9 +103,10 @@ def combination_figure(st: pd.DataFrame, comb: int, path: Path, suptitle: str) -
 
 def run_figure_of(counts: pd.DataFrame, summary: dict[str, Any]):
     """One run's strategy shares per iteration (mean over its replicates)."""
-    plt = _plt()
+    from cooplab.evals.canvas import subplots
+
     st = share_stats(counts)
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig, ax = subplots(figsize=(6.4, 4.2))
     pk = summary.get("pk") or f"{summary.get('p')}:{summary.get('k')}"
     reps = summary.get("replicates")
     bands = _panel(ax, st, f"{summary.get('agents')} agents, p:k {pk}, {reps} replicate{'' if reps == 1 else 's'}")
@@ -129,10 +122,8 @@ def run_figure(counts: pd.DataFrame, summary: dict[str, Any], outdir: Path) -> P
 
 
 def _save(fig, path: Path) -> Path:
-    plt = _plt()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 

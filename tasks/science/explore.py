@@ -287,7 +287,7 @@ def _calls(run: ScienceRun) -> list[dict[str, Any]]:
             if c.get("name") != "run_code":
                 continue
             args = _args(c.get("args"))
-            calls.append({"agent": lp.get("agent"), "team": lp.get("team"), "visit": lp.get("visit"), "round": lp.get("round"),
+            calls.append({"agent": lp.get("agent_id"), "team": lp.get("team"), "visit": lp.get("visit"), "round": lp.get("round"),
                           "phase": lp.get("phase"), "call_id": c.get("id"), "status": c.get("status"), "seconds": c.get("seconds"),
                           "code": str(args.get("code", "")), "description": str(args.get("description", "")), "recorded": False})
     if calls:
@@ -306,7 +306,7 @@ def _loop_call_keys(run: ScienceRun) -> set[tuple[str, str, str, str]] | None:
     or None when there is no tool loop table to check against."""
     if not run.loops:
         return None
-    return {_call_key({**lp, "call_id": c.get("id")}) for lp in run.loops for c in _loop_calls(run, lp) if c.get("name") == "run_code"}
+    return {_call_key({**lp, "agent": lp.get("agent_id"), "call_id": c.get("id")}) for lp in run.loops for c in _loop_calls(run, lp) if c.get("name") == "run_code"}
 
 
 def _loop_calls(run: ScienceRun, loop: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -580,7 +580,7 @@ def _timeline(run: ScienceRun) -> list[Any]:
         nodes = [r for r in run.timeline if (r.get("team"), r.get("visit")) == (team, visit)]
         spent = money(nodes[-1].get("spent_usd"))
         loops = [lp for lp in run.loops if (lp.get("team"), lp.get("visit")) == (team, visit)]
-        agents = sorted({str(lp.get("agent")) for lp in loops})
+        agents = sorted({str(lp.get("agent_id")) for lp in loops})
         rows.append({"pass": f"{team}#{visit}", "steps": " > ".join(str(r.get("node")) for r in nodes),
                      "agents": ", ".join(_who(run, a) for a in agents),
                      "wrote": ", ".join(f"{a['name']} v{a['version']}" for a in run.artifacts
@@ -592,14 +592,14 @@ def _timeline(run: ScienceRun) -> list[Any]:
     blocks: list[Any] = [Table(rows, title="passes, in order (a team's second pass is a redo another team asked for)")]
     if not any(a.get("team") for a in run.artifacts) and run.artifacts:
         blocks.append(Note("artifacts/index.json is missing: which pass wrote each artifact is not known", level="info"))
-    loops = [{"pass": f"{lp.get('team')}#{lp.get('visit')}", "step": lp.get("node"), "agent": _who(run, lp.get("agent")),
+    loops = [{"pass": f"{lp.get('team')}#{lp.get('visit')}", "step": lp.get("node"), "agent": _who(run, lp.get("agent_id")),
               "stop": lp.get("stop_reason"), "model steps": lp.get("steps"), "tool calls": lp.get("n_tool_calls"),
-              "tools": ", ".join(str(c.get("name")) for c in _loop_calls(run, lp)), "cost (USD)": _fmt(money(lp.get("cost")), 4)}
+              "tools": ", ".join(str(c.get("name")) for c in _loop_calls(run, lp)), "cost (USD)": _fmt(money(lp.get("cost_usd_exact")), 4)}
              for lp in run.loops]
     if loops:
         blocks.append(Table(loops, title="every agent's tool loop: who did what in each step"))
         blocks += _between_teams(run)
-        agents = sorted({str(lp.get("agent")) for lp in run.loops if lp.get("agent")})
+        agents = sorted({str(lp.get("agent_id")) for lp in run.loops if lp.get("agent_id")})
         blocks.append(Details("each agent's model calls (prompts and answers, from the trace)",
                               [Link(f"{_who(run, a)}: its model calls", {"agent": a}, trace=True) for a in agents]))
     return blocks
@@ -742,7 +742,7 @@ def _budget(run: ScienceRun) -> list[Any]:
 
     if not run.ledger:
         return [Note("no ledger: the budget over time cannot be shown")]
-    costs = [money(e.get("cost")) for e in run.ledger]
+    costs = [money(e.get("cost_usd_exact")) for e in run.ledger]
     bad = sum(1 for c in costs if c is None)
     teams = list(dict.fromkeys(str(e.get("team") or "?") for e in run.ledger))
     series: dict[str, list[float]] = {t: [] for t in teams}

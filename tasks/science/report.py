@@ -16,17 +16,13 @@ def budget_figure(out: Path, path: Path) -> Path | None:
         return None
     if lg.empty:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from cooplab.evals.canvas import subplots
 
     lg = lg.reset_index(drop=True)
-    lg["cost_f"] = lg["cost"].astype(float)
-    fig, ax = plt.subplots(figsize=(7, 3.2))
+    fig, ax = subplots(figsize=(7, 3.2))
     for team, g in lg.groupby(lg["team"].fillna("?"), sort=False):
-        ax.step(g.index, g["cost_f"].cumsum(), where="post", label=str(team))
-    ax.plot(lg.index, lg["cost_f"].cumsum(), color="0.3", ls=":", label="all teams")
+        ax.step(g.index, g["cost_usd"].cumsum(), where="post", label=str(team))
+    ax.plot(lg.index, lg["cost_usd"].cumsum(), color="0.3", ls=":", label="all teams")
     cfg = rundir.read_json(out / "config.json")
     budget = (cfg.get("llm") or {}).get("budget")
     if budget:
@@ -38,7 +34,6 @@ def budget_figure(out: Path, path: Path) -> Path | None:
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 

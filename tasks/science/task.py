@@ -25,6 +25,7 @@ from typing import Any
 from cooplab.evals.text import counts_text, number_text
 from cooplab.graphs import rundir
 from cooplab.graphs.rundir import TRACES_FILE
+from cooplab.graphs.tables import money_table
 from cooplab.graphs.task import RunInfo, Task, TaskConfigError, first_error
 from cooplab.limits import clean_text, sha256_file
 from cooplab.tasks.science import datasets as dsets
@@ -372,7 +373,8 @@ class ScienceTask(Task):
             rows = [{k: (json.dumps(v, ensure_ascii=False, default=str) if isinstance(v, (list, dict)) else v) for k, v in r.items()}
                     for r in final.get(stem) or []]
             if rows:
-                rundir.write_table(rows, out, stem, csv=run.csv)
+                df = rundir.frame(rows)
+                rundir.write_table(money_table(stem, df) if stem == "tool_loops" else df, out, stem, csv=run.csv)
         truth = rundir.read_json(out / DATASET_DIR / dsets.TRUTH_FILE)
         paper = (arts.get(ARTIFACT["writing"]) or [None])[-1]
         if paper is not None:

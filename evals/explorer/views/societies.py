@@ -32,6 +32,8 @@ from .common import (
     with_society,
 )
 
+#: the agent key and the society index every per-agent table carries (graphs/tables.py): who a row is, not a value of it
+KEYS = ("society", "agent_id")
 CPR = Spec(noun="Fisher", society=("society",), round="round", agent="agent")
 DINERS = Spec(noun="Diner", society=("condition", "replicate"), round="iteration", agent="agent", round_unit="iteration")
 GAME = Spec(noun="Player", society=("simulation",), round="round", agent="player")
@@ -372,7 +374,7 @@ def game_view(run: Any, query: Mapping[str, str]) -> list[ex.Section]:
                               keep=keep))
     agent_blocks: list[ex.Block] = []
     if pl is not None and len(pl):
-        values = [c for c in pl.columns if c not in ("simulation", "round", "player", "_society")]
+        values = [c for c in pl.columns if c not in ("simulation", "round", "player", *KEYS, "_society")]
         action = next((c for c in values if c not in ("group", "payoff", "fallback")), None)
         agent_blocks = agents_by_round(pl, GAME, values, title="every player, every round", key_prefix="game",
                                        plots=[c for c in (action, "payoff") if c], keep=keep)
@@ -410,7 +412,7 @@ def _round_focus(run: Any, query: Mapping[str, str], spec: Spec, df: Any, pairs:
     blocks: list[ex.Block] = []
     rows = _rows_of(df, spec.round, r)
     if rows is not None and len(rows):
-        values = [c for c in rows.columns if c not in (*spec.society, spec.round, spec.agent, "_society")]
+        values = [c for c in rows.columns if c not in (*spec.society, spec.round, spec.agent, *KEYS, "_society")]
         blocks += agents_by_round(rows, spec, values, title=f"{spec.round_unit} {r}", key_prefix="round", plots=[], keep=keep)
     blocks += fines([p for p in pairs if str(p["round"]) == str(r)], spec, verb=verb, keep=keep)[:1]
     blocks += conversation(run, {"round": r}, spec)
@@ -426,7 +428,7 @@ def _agent_focus(run: Any, query: Mapping[str, str], spec: Spec, df: Any, pairs:
     blocks: list[ex.Block] = []
     rows = _rows_of(df, spec.agent, a)
     if rows is not None and len(rows):
-        values = [c for c in rows.columns if c not in (*spec.society, spec.round, spec.agent, "_society")]
+        values = [c for c in rows.columns if c not in (*spec.society, spec.round, spec.agent, *KEYS, "_society")]
         blocks += agents_by_round(rows, spec, values, title=f"{name}, {spec.round_unit} by {spec.round_unit}", key_prefix="agent",
                                   plots=[], keep=keep)
     else:
