@@ -101,6 +101,10 @@ class Task:
     #: LLM settings' own default); the command line, Python, sweeps and configs all apply it
     #: (:func:`cooplab.runs.config.build_config`)
     default_max_tokens: ClassVar[int | None] = None
+    #: classes of the task's own that its state holds besides plain values, numpy arrays and chat
+    #: messages (pydantic models, dataclasses, named tuples, enums): the only other types its
+    #: checkpoints are read back with (:mod:`cooplab.graphs.checkpoint_serde`; anything else is refused)
+    checkpoint_types: ClassVar[tuple[type, ...]] = ()
 
     # --- configuration ---------------------------------------------------------------------
     def params(self, config: Mapping[str, Any]) -> BaseModel | None:

@@ -32,6 +32,7 @@ import pandas as pd
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from cooplab.agents.settings import build_service
+from cooplab.graphs import checkpoint_serde
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import JOURNAL_FILE, BudgetExhausted
 from cooplab.graphs.rundir import upgrade_config
@@ -99,7 +100,8 @@ def _resume(out: Path, *, quiet: bool, warn: Callable[[str], None] | None) -> di
         task = registry.get(name)
     except registry.UnknownTask as exc:
         raise runstore.RunDirError(f"{out}/config.json: {exc}") from None
-    config = runstore.config_for_resume(out, name, lambda o, c: check_stored(c, f"{o}/config.json", task))
+    config = runstore.config_for_resume(out, name, lambda o, c: check_stored(c, f"{o}/config.json", task),
+                                        checkpoint_serde.serializer(task))
     try:
         thread_id(task, config)
     except ConfigError as exc:
@@ -191,15 +193,19 @@ def _graph_config(task: Task, config: dict[str, Any]) -> dict[str, Any]:
 
 
 @contextmanager
-def sqlite_saver(path: Path) -> Iterator[SqliteSaver]:
+def sqlite_saver(path: Path, task: Task | None = None) -> Iterator[SqliteSaver]:
+    """The run's checkpointer, reading back only what a checkpoint of ``task`` may hold
+    (:mod:`cooplab.graphs.checkpoint_serde`)."""
     conn = sqlite3.connect(str(path), check_same_thread=False)
     try:
-        yield SqliteSaver(conn)
+        yield SqliteSaver(conn, serde=checkpoint_serde.serializer(task))
     finally:
         conn.close()
 
 
 def _damaged(out: Path, exc: BaseException) -> runstore.RunDirError:
+    if isinstance(exc, checkpoint_serde.CheckpointRefused):
+        return runstore.refused_checkpoint(out, exc)
     return runstore.RunDirError(f"{out}/checkpoints.sqlite is damaged ({one_line(f'{type(exc).__name__}: {exc}', 250)}); "
                                 f"the run cannot resume: {runstore.RESTART.format(out=out)}")
 
@@ -291,7 +297,7 @@ def record_failure(task: Task, out: Path, config: dict[str, Any], message: str, 
 
 def last_values(task: Task, out: Path, config: dict[str, Any]) -> dict[str, Any]:
     """The state of a run's last checkpoint (append-only logs rebuilt from their deltas)."""
-    with sqlite_saver(out / "checkpoints.sqlite") as saver:
+    with sqlite_saver(out / "checkpoints.sqlite", task) as saver:
         snap = task.build(config, checkpointer=saver).get_state({"configurable": {"thread_id": thread_id(task, config)}})
     if not snap.values:
         raise RuntimeError("no checkpoint")
@@ -300,7 +306,7 @@ def last_values(task: Task, out: Path, config: dict[str, Any]) -> dict[str, Any]
 
 def _execute_rule(task: Task, out: Path, config: dict[str, Any], state: dict[str, Any] | None, quiet: bool) -> dict[str, Any]:
     t0 = time.perf_counter()
-    with sqlite_saver(out / "checkpoints.sqlite") as saver:
+    with sqlite_saver(out / "checkpoints.sqlite", task) as saver:
         graph = task.build(config, checkpointer=saver)
         cfg: dict[str, Any] = _graph_config(task, config)
         snap = None
@@ -333,11 +339,13 @@ def _execute_rule(task: Task, out: Path, config: dict[str, Any], state: dict[str
 
 
 async def _execute_llm(task: Task, out: Path, config: dict[str, Any], state: dict[str, Any] | None, quiet: bool) -> dict[str, Any]:
+    import aiosqlite
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
     t0 = time.perf_counter()
     status, message = "completed", None
-    async with AsyncSqliteSaver.from_conn_string(str(out / "checkpoints.sqlite")) as saver:
+    async with aiosqlite.connect(str(out / "checkpoints.sqlite")) as conn:
+        saver = AsyncSqliteSaver(conn, serde=checkpoint_serde.serializer(task))
         graph = task.build(config, checkpointer=saver)
         cfg: dict[str, Any] = _graph_config(task, config)
         snap = None
