@@ -58,7 +58,7 @@ class CheckpointRefused(ValueError):
 
     def __init__(self, what: str):
         self.what = what
-        super().__init__(f"it holds {what}, which no cooplab checkpoint holds; it was refused without being loaded "
+        super().__init__(f"it holds {what}, which no cooplab checkpoint holds; it was refused unread "
                          "(nothing named in it was imported or run)")
 
 
@@ -198,14 +198,14 @@ class CheckpointSerializer(JsonPlusSerializer):
             if code in (EXT_CONSTRUCTOR_SINGLE_ARG, EXT_CONSTRUCTOR_POS_ARGS, EXT_CONSTRUCTOR_KW_ARGS, EXT_METHOD_SINGLE_ARG,
                         EXT_PYDANTIC_V1, EXT_PYDANTIC_V2):
                 if not isinstance(inner, (list, tuple)) or len(inner) < 3 or not all(isinstance(x, str) for x in inner[:2]):
-                    refuse(f"a malformed extension object (code {code})")
+                    refuse(f"a malformed extension value (code {code})")
                 module, name = inner[0][:120], inner[1][:120]
                 make = known.get((code, module, name))
                 if make is None:
-                    refuse(f"a {module}.{name} object" if code != EXT_METHOD_SINGLE_ARG
+                    refuse(f"a value of type {module}.{name}" if code != EXT_METHOD_SINGLE_ARG
                            else f"a call of {module}.{name}.{str(inner[3] if len(inner) > 3 else '')[:60]}")
                 return make(inner[2]) if build else None
-            refuse(f"an unknown extension object (code {code})")
+            refuse(f"an extension value of unknown code {code}")
 
         return hook
 
