@@ -38,7 +38,7 @@ from cooplab.graphs.ledger import JOURNAL_FILE, BudgetExhausted
 from cooplab.graphs.rundir import upgrade_config
 from cooplab.graphs.nodes import shared_rows
 from cooplab.graphs.task import RunInfo, Task
-from cooplab.limits import ConfigError, one_line, show
+from cooplab.limits import ConfigError, check, one_line, show
 from cooplab.runs import store as runstore
 from cooplab.runs.config import check_stored
 
@@ -76,21 +76,29 @@ def stamped(task: Task, config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-def resume(out: Path, *, quiet: bool = False, warn: Callable[[str], None] | None = None) -> dict[str, Any]:
+def resume(out: Path, *, quiet: bool = False, warn: Callable[[str], None] | None = None, budget: float | None = None,
+           budget_name: str = "budget", notice: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Continue any task's run from its last checkpoint, after checking its config.json (every value
     by the rules of the options that wrote it) and its checkpoints.sqlite (read-only): damaged
     files and unknown tasks are one-line ``RunDirError``s and nothing is changed. ``warn`` gets one
     line when the environment differs from the one the run was started in (package versions, the
     git commit, the local model's hash, the sandbox image): the run resumes, but its results may
     differ from an uninterrupted run's. The directory's lock is held from the checks to the end: a
-    second process resuming (or running) it stops with a one-line ``RunDirBusy``."""
+    second process resuming (or running) it stops with a one-line ``RunDirBusy``.
+
+    A run that ended with its budget spent (status ``budget_exhausted``) resumes only with a raised
+    ``budget`` (USD, above the run's; ``budget_name`` is how the caller spells it in messages):
+    config.json then records the new cap (``llm.budget``, and ``record.budget_raised``) and
+    ``notice`` gets one line saying so. Without it, such a run is a one-line ``RunDirError`` and
+    nothing is changed (resuming it would only replay its stop)."""
     out = Path(out)
     runstore.read_run_config(out)  # a run directory (never lock a folder that is not one)
     with runstore.locked(out):
-        return _resume(out, quiet=quiet, warn=warn)
+        return _resume(out, quiet=quiet, warn=warn, budget=budget, budget_name=budget_name, notice=notice)
 
 
-def _resume(out: Path, *, quiet: bool, warn: Callable[[str], None] | None) -> dict[str, Any]:
+def _resume(out: Path, *, quiet: bool, warn: Callable[[str], None] | None, budget: float | None = None,
+            budget_name: str = "budget", notice: Callable[[str], None] | None = None) -> dict[str, Any]:
     from cooplab.runs import registry
 
     name = runstore.read_run_config(out).get("task")
@@ -106,11 +114,56 @@ def _resume(out: Path, *, quiet: bool, warn: Callable[[str], None] | None) -> di
         thread_id(task, config)
     except ConfigError as exc:
         raise runstore.RunDirError(f"{out}/config.json: {exc}; fix the file, or {runstore.RESTART.format(out=out)}") from None
+    config = _budget_for_resume(out, task, config, budget, budget_name, notice or warn or _log_warning)
     changes = runstore.environment_changes(config["record"].get("environment"), runstore.environment(config))
     if changes:
         (warn or _log_warning)(f"{out} was started in another environment ({'; '.join(changes)}); "
                                f"the resumed part may not match an uninterrupted run")
     return execute(task, out, config, None, quiet=quiet)
+
+
+def _budget_for_resume(out: Path, task: Task, config: dict[str, Any], budget: float | None, name: str,
+                       say: Callable[[str], None]) -> dict[str, Any]:
+    """The config a run resumes with under :func:`resume`'s budget rule (one-line RunDirErrors)."""
+    llm = config.get("llm") if isinstance(config.get("llm"), dict) else {}
+    old = llm.get("budget")
+    how = f"'cooplab resume {out} --budget USD', or cooplab.resume(..., budget=USD) in Python"
+    if budget is None:
+        if _status(out) == "budget_exhausted":
+            raise runstore.RunDirError(f"{out} ended with its budget of ${old} spent, so resuming it would change nothing; "
+                                       f"to continue it, raise the budget above ${old} ({how})")
+        return config
+    if config.get("agents") != "llm":
+        raise runstore.RunDirError(f"{name} caps what model calls cost; {out} is a run of {config.get('agents')} agents, which makes none")
+    try:
+        value = check(name, budget, "budget")
+    except ConfigError as exc:
+        raise runstore.RunDirError(str(exc)) from None
+    if old is None:
+        raise runstore.RunDirError(f"{out} has no budget cap, so there is none to raise; resume it without {name}")
+    if value <= old:
+        raise runstore.RunDirError(f"{name} must be above the run's budget of ${old} to continue it, got {value:g}")
+    raw = runstore.read_run_config(out)
+    raised = [r for r in ((raw.get("record") or {}).get("budget_raised") or []) if isinstance(r, dict)]
+    raw = {**raw, "llm": {**raw["llm"], "budget": value},
+           "record": {**(raw.get("record") or {}), "budget_raised": [*raised, {"from": old, "to": value, "at": runstore.now()}]}}
+    try:
+        new = check_stored(raw, f"{out}/config.json", task)
+    except ConfigError as exc:
+        raise runstore.RunDirError(f"{exc}; the budget was not raised") from None
+    runstore.write_json(out / "config.json", raw)
+    say(f"the budget of {out} is raised from ${old:g} to ${value:g} (recorded in its config.json); it continues from its last "
+        f"checkpoint")
+    return new
+
+
+def _status(out: Path) -> str | None:
+    """The status in a run's summary.json, or None (none yet, or damaged)."""
+    try:
+        summary = runstore.read_json(out / "summary.json")
+    except (runstore.RunDirError, OSError, ValueError):
+        return None
+    return summary.get("status") if isinstance(summary, dict) else None
 
 
 def _log_warning(message: str) -> None:
@@ -367,7 +420,12 @@ async def _execute_llm(task: Task, out: Path, config: dict[str, Any], state: dic
             else:
                 pool = sandbox_pool(task, config, out)
                 context = CoopContext(llm=service, sandbox=pool, run_dir=str(out))
-                final = await _stream(graph, state, cfg, context, progress, out)
+
+                def step(node: str, update: Any) -> None:
+                    service.ledger.forget_granted()  # the interrupted node is done: a call it did not make again is not coming
+                    progress(node, update)
+
+                final = await _stream(graph, state, cfg, context, step, out)
         except BaseException as exc:  # noqa: BLE001
             stop = stop_status(exc)
             if stop is None:
