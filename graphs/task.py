@@ -217,6 +217,14 @@ class Task:
         """LangGraph's step limit for a run from ``state`` (default: every round's nodes plus slack)."""
         return int(state.get("max_round", 1)) * (n_nodes + 1) + 10
 
+    def budget_resume_point(self, history: Any) -> Any:
+        """The checkpoint a run that ended ``budget_exhausted`` continues from once its budget is
+        raised: one of ``history`` (the graph's state snapshots, newest first), or None for the last
+        one (default: a society's failed node runs again). A task that records a budget stop in its
+        state instead of failing the node returns the snapshot from before that node (the run then
+        forks there: a copy of it becomes the last checkpoint)."""
+        return None
+
     def progress(self, update: Mapping[str, Any]) -> dict[str, Any]:
         """Extra progress-bar fields from the update of :attr:`round_node` (e.g. societies running)."""
         active = update.get("active")

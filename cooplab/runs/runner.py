@@ -151,9 +151,19 @@ def _budget_for_resume(out: Path, task: Task, config: dict[str, Any], budget: fl
         new = check_stored(raw, f"{out}/config.json", task)
     except ConfigError as exc:
         raise runstore.RunDirError(f"{exc}; the budget was not raised") from None
+    where = "its last checkpoint"
+    if _status(out) == "budget_exhausted":
+        with sqlite_saver(out / "checkpoints.sqlite", task) as saver:
+            graph = task.build(new, checkpointer=saver)
+            try:
+                point = task.budget_resume_point(graph.get_state_history({"configurable": {"thread_id": thread_id(task, new)}}))
+            except Exception as exc:  # noqa: BLE001 - a checkpoint that does not deserialize
+                raise _damaged(out, exc) from None
+            if point is not None:  # the stop is in the state: fork from before the node it cut short
+                graph.update_state(point.config, None, as_node="__copy__")
+                where = f"the checkpoint before its {point.next[0]} step, where the budget stopped it"
     runstore.write_json(out / "config.json", raw)
-    say(f"the budget of {out} is raised from ${old:g} to ${value:g} (recorded in its config.json); it continues from its last "
-        f"checkpoint")
+    say(f"the budget of {out} is raised from ${old:g} to ${value:g} (recorded in its config.json); it continues from {where}")
     return new
 
 

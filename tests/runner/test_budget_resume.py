@@ -175,3 +175,20 @@ def test_budget_on_resume_of_a_rule_run_or_a_run_without_a_cap_is_one_line(tmp_p
                  "--cache", "off", "-q"]) == 0
     capsys.readouterr()
     assert "no budget cap" in fail_line(capsys, ["resume", str(out), "--budget", "1", "-q"])
+
+
+def test_a_science_run_stopped_by_its_budget_continues_from_the_step_it_cut_short(tmp_path, capsys):
+    """Science keeps a budget stop in its state (the team's partial work is kept) and ends at its
+    route: raised, the run forks from the checkpoint before the step the stop cut short and runs on."""
+    out = tmp_path / "sci"
+    base = ["run", "science", "--task", "anomaly", "--team", "oracle", "--sandbox-backend", "local", "--seed", "5", "--cache", "off",
+            "-q", "--json"]
+    assert main([*base, "--budget", "0.002", "--out", str(out)]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["status"] == "budget_exhausted" and first["ledger"]["calls"] == 0
+    assert "budget" in fail_line(capsys, ["resume", str(out), "-q"])
+    assert main(["resume", str(out), "--budget", "0.1", "-q", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "continues from the checkpoint before its plan step" in captured.err and len(captured.err.strip().splitlines()) == 1
+    s = json.loads(captured.out)
+    assert s["status"] == "completed" and s["ledger"]["calls"] > 0 and float(s["ledger"]["cost_usd"]) <= 0.1
