@@ -288,7 +288,6 @@ class Ledger:
             except BudgetExhausted as exc:
                 refused = exc
                 if call_id is not None:
-                    self._refused[call_id] = str(exc)
                     decision = {"event": "refuse", "call_id": call_id, "amount": str(amount), "budget": str(self.budget),
                                 "message": str(exc)}
             else:
@@ -342,7 +341,6 @@ class Ledger:
                 except BudgetExhausted as exc:
                     if not model_call:
                         raise
-                    self._refused[entry.call_id] = str(exc)
                     decision = {"event": "refuse", "call_id": entry.call_id, "amount": str(cost), "budget": str(self.budget),
                                 "message": str(exc)}
             if decision is None:
