@@ -5,16 +5,16 @@ The kill loop: a real ``cooplab run`` of LLM fishers (scripted model, a budget t
 in its fourth round), killed with SIGKILL at seeded points chosen by observable progress (lines of
 its ledger journal: every budget decision and every charge is one line, written before the call
 is sent or refused), then ``cooplab resume``d and killed again, until a last resume ends it. Its
-rounds, calls, cost, stop message, ledger and decisions equal the uninterrupted run's.
+rounds, calls, cost, stop message, ledger entries and decisions equal the uninterrupted run's.
 
 Why these kill points. A kill can leave a run in four states: between nodes (a clean checkpoint),
 with reservations granted and their calls still at the model, with answers paid that no checkpoint
 holds yet, or with the budget's refusal decided while the phase's other calls finish. The journal
 of the uninterrupted run says at which line each state arises (its ``reserve`` lines, its charge
 lines, its ``refuse`` line), and it is line for line the journal a killed and resumed run writes;
-so one seeded kill lands in each of the last three (the first arises between any two phases and
-is hit by them too), plus two seeded kills anywhere: five kills, every state covered, each kill a
-process start (a few seconds), not the issue's twenty.
+so one seeded kill lands in each of the last three (the first, a clean checkpoint, is what every
+other kill-and-resume test of the suite covers), plus one seeded kill anywhere: four kills, every
+state covered, each kill a process start (a few seconds), not the issue's twenty.
 """
 
 from __future__ import annotations
@@ -86,13 +86,13 @@ def lines(run: Path) -> int:
 
 
 def kill_points(ref: list[dict]) -> list[int]:
-    """Journal line counts to kill at: one seeded line of each kind of state, two anywhere."""
+    """Journal line counts to kill at: one seeded line of each kind of state, one anywhere."""
     rng = random.Random(SEED)
     kinds = {"held": [i for i, r in enumerate(ref) if r.get("event") == "reserve"],
              "paid": [i for i, r in enumerate(ref) if "event" not in r],
              "refused": [i for i, r in enumerate(ref) if r.get("event") == "refuse"]}
     assert all(kinds.values()), {k: len(v) for k, v in kinds.items()}
-    points = {rng.choice(v) + 1 for v in kinds.values()} | set(rng.sample(range(1, len(ref)), 2))
+    points = {rng.choice(v) + 1 for v in kinds.values()} | {rng.randrange(1, len(ref))}
     return sorted(points)
 
 
@@ -100,7 +100,7 @@ def files(run: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(run.iterdir()) if p.is_file() and p.name != ".cooplab.lock"}
 
 
-def test_a_budget_run_killed_five_times_ends_as_the_uninterrupted_run(tmp_path, capsys):
+def test_a_budget_run_killed_four_times_ends_as_the_uninterrupted_run(tmp_path, capsys):
     f = script(tmp_path)
     ref_dir, run = tmp_path / "ref", tmp_path / "run"
     done = subprocess.run(args(f, ref_dir, tmp_path / "c1.sqlite"), capture_output=True, text=True, timeout=300)
@@ -129,7 +129,13 @@ def test_a_budget_run_killed_five_times_ends_as_the_uninterrupted_run(tmp_path, 
         assert a[key] == b[key], (key, why)
     for key in ("calls", "cost_usd", "cached_calls", "input_tokens", "output_tokens"):
         assert a["ledger"][key] == b["ledger"][key], (key, why)
-    pd.testing.assert_frame_equal(pd.read_parquet(ref_dir / "ledger.parquet"), pd.read_parquet(run / "ledger.parquet"))
+    # the same charges; within a phase they are listed in the order its concurrent calls answered (the
+    # uninterrupted run's own order varies with the model's threads), so they are compared in call order
+    def charges(d: Path) -> pd.DataFrame:
+        led = pd.read_parquet(d / "ledger.parquet")
+        return led.sort_values(["round", "phase", "agent", "call_id"], kind="stable").reset_index(drop=True)
+
+    pd.testing.assert_frame_equal(charges(ref_dir), charges(run))
     da = pd.read_parquet(ref_dir / "decisions.parquet").drop(columns=["latency", "cached_calls"])
     db = pd.read_parquet(run / "decisions.parquet").drop(columns=["latency", "cached_calls"])
     pd.testing.assert_frame_equal(da, db)
