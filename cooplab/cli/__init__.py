@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from cooplab.cli import options as co
-from cooplab.cli.options import SeedOpt, fail, num_opt
+from cooplab.cli.options import BudgetRaiseOpt, SeedOpt, fail, num_opt
 from cooplab.cli.tasks import task_group
 from cooplab.limits import ConfigError, one_line
 from cooplab.evals.text import plain
@@ -112,11 +112,12 @@ def resume_cmd(
     run_dir: Path = typer.Argument(..., help="A run directory written by 'cooplab run'."),
     as_json: bool = typer.Option(False, "--json", help="Print summary.json to stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    budget: BudgetRaiseOpt = None,
 ) -> None:
     """Continue an interrupted run of any task from its last checkpoint (no round lost or repeated)."""
     from cooplab.cli.tasks import resume_and_report
 
-    resume_and_report(run_dir, quiet=quiet, as_json=as_json)
+    resume_and_report(run_dir, quiet=quiet, as_json=as_json, budget=budget)
 
 
 def graph_cpr(

@@ -110,6 +110,8 @@ CallTimeoutOpt = Annotated[float, num_opt("--call-timeout", "Seconds one attempt
 CallDeadlineOpt = Annotated[float, num_opt("--call-deadline", "Seconds one call to a model server may take in all, its retries and the waits between them included, in (0, 86400]; past it the run stops (resumable), naming the server. Raise it, with --call-timeout, for slow reasoning models.")]
 RpsOpt = Annotated[Optional[float], num_opt("--rps", "Requests per second at most, in (0, 1e6] (default: unlimited).")]
 BudgetOpt = Annotated[Optional[float], num_opt("--budget", "Budget cap in USD, in [0, 1e6]; the run ends with status budget_exhausted when it is spent.")]
+BudgetRaiseOpt = Annotated[Optional[float], num_opt("--budget", "A higher budget cap in USD for an LLM run, in [0, 1e6] and above its own "
+                                                     "(recorded in config.json); a run that ended budget_exhausted continues only with it.")]
 PriceInOpt = Annotated[Optional[float], num_opt("--price-in", "USD per 1K input tokens of every model, in [0, 1000] (default: each model's list price as of the date in agents/prices.py; nominal 0.0005 for local and self-hosted models).")]
 PriceOutOpt = Annotated[Optional[float], num_opt("--price-out", "USD per 1K output tokens of every model, in [0, 1000] (default: each model's list price; nominal 0.003 for local and self-hosted models).")]
 SandboxRateOpt = Annotated[float, num_opt("--sandbox-rate", "USD per second of sandbox time charged to the run's ledger, in [0, 1000] (default 0: recorded, free).")]

@@ -120,12 +120,13 @@ def run_and_report(task: Task, out: Path, config: dict[str, Any], *, force: bool
     report(task, run.out, run.summary, as_json)
 
 
-def resume_and_report(run_dir: Path, *, quiet: bool, as_json: bool) -> None:
-    """Resume any task's run with :func:`cooplab.resume` and report it."""
+def resume_and_report(run_dir: Path, *, quiet: bool, as_json: bool, budget: float | None = None) -> None:
+    """Resume any task's run with :func:`cooplab.resume` (``budget``: a raised cap) and report it."""
     from cooplab.runs import api, registry
 
     with _run_errors(run_dir):
-        run = api.resume.in_cli_words(run_dir, quiet=quiet, warn=lambda m: typer.echo(f"cooplab: warning: {m}", err=True))
+        run = api.resume.in_cli_words(run_dir, quiet=quiet, warn=lambda m: typer.echo(f"cooplab: warning: {m}", err=True), budget=budget,
+                         notice=lambda m: typer.echo(f"cooplab: {m}", err=True), budget_name="--budget")
     _stopped(run)
     report(registry.get(run.summary["task"]), run_dir, run.summary, as_json)
 

@@ -198,10 +198,14 @@ def run(config: RunConfig | Mapping[str, Any] | None = None, /, *, task: str | T
 
 @_python_words
 def resume(out: str | Path, *, quiet: bool = False, warn: Callable[[str], None] | None = None,
-           models: Sequence[Any] = ()) -> Run:
+           models: Sequence[Any] = (), budget: float | None = None, notice: Callable[[str], None] | None = None,
+           budget_name: str = "budget") -> Run:
     """Continue a run from its last checkpoint (any task, a registered one included) and return it.
     ``models``: the chat model objects a run made from Python was given (a new process holds none;
-    each is matched to the run's ``instance:`` specs by its class and settings)."""
+    each is matched to the run's ``instance:`` specs by its class and settings). ``budget``: a new,
+    higher cap in USD for an LLM run (the only way to continue one that ended ``budget_exhausted``;
+    ``notice``, default a warning on the ``cooplab`` logger, gets the one line saying it was raised;
+    ``budget_name``: how messages call it, e.g. ``--budget`` from the command line)."""
     from cooplab.agents.instances import register
     from cooplab.runs import runner
 
@@ -209,7 +213,7 @@ def resume(out: str | Path, *, quiet: bool = False, warn: Callable[[str], None] 
         register(model)
     stopped = None
     try:
-        runner.resume(Path(out), quiet=quiet, warn=warn)
+        runner.resume(Path(out), quiet=quiet, warn=warn, budget=budget, budget_name=budget_name, notice=notice)
     except runner.RunStopped as exc:
         stopped = str(exc)
     run_ = Run.open(out)

@@ -17,6 +17,7 @@ import pandas as pd
 from langgraph.checkpoint.memory import InMemorySaver
 
 from cooplab.graphs import rundir
+from cooplab.graphs.checkpoint_serde import CheckpointSerializer
 from cooplab.tasks.diners import model as dm
 from cooplab.tasks.diners.society import paper_conditions, run_diners
 from cooplab.tasks.diners.metrics import strategy_counts
@@ -132,7 +133,8 @@ def rule_experiment(replicates: int, seed: int, iterations: int = 10, beta: floa
     """The six paper conditions x ``replicates``; the strategy-count table with labels. ``choices``:
     our free choices (:data:`model.CHOICES`: the menu, the p, k of "unstated", memory), default ours."""
     conds = paper_conditions(beta, choices)
-    final = run_diners([c for _, _, c in conds], replicates, seed, iterations, checkpointer=InMemorySaver(), durability="exit")
+    final = run_diners([c for _, _, c in conds], replicates, seed, iterations, checkpointer=InMemorySaver(serde=CheckpointSerializer()),
+                       durability="exit")
     counts = strategy_counts(final, _initial(final))
     meta = pd.DataFrame([{"combination": comb, "pk": pk} for comb, pk, _ in conds])
     return counts.join(meta, on="condition")

@@ -343,6 +343,21 @@ class ScienceTask(Task):
     def init_state(self, config: Mapping[str, Any]) -> dict[str, Any]:
         return init_state(self.params(config).max_reentries)
 
+    def budget_resume_point(self, history: Any) -> Any:
+        """A budget stop is kept in the state (``stop``, naming the node it cut short): with a raised
+        budget the run continues from the checkpoint before that node, which runs again (its calls
+        paid before the stop replay from the cache)."""
+        stop = None
+        for i, snap in enumerate(history):
+            values = snap.values or {}
+            if i == 0:
+                stop = values.get("stop")
+                if not isinstance(stop, dict):
+                    return None
+            elif not values.get("stop") and stop.get("node") in snap.next:
+                return snap
+        return None
+
     def total_rounds(self, config: Mapping[str, Any]) -> int:
         return 1 if self.params(config).pipeline == "solo" else len(TEAMS)
 

@@ -119,11 +119,14 @@ def test_a_tool_task_runs_code_in_docker_and_a_budget_cap_mid_loop_ends_it_clean
     charged = pd.read_parquet(capped / "ledger.parquet")
     assert list(charged["kind"])[:2] == ["tokens", "sandbox_seconds"]  # nothing charged is missing from the table
     assert sum(Decimal(c) for c in charged["cost_usd_exact"]) == Decimal(s2["ledger"]["cost_usd"])
-    # the last checkpoint loads; the run resumes (still capped: it ends the same way, charges replayed from the cache)
+    # the last checkpoint loads; resuming the finished run as it is would only replay its stop: one line, nothing changed
     values = runner.last_values(task, capped, json.loads((capped / "config.json").read_text()))
     assert values["round"] == 1
-    s3 = runner.resume(capped, quiet=True)
-    assert s3["status"] == "budget_exhausted" and s3["ledger"]["cached_calls"] >= 1
+    with pytest.raises(runner.runstore.RunDirError, match="raise the budget"):
+        runner.resume(capped, quiet=True)
+    # with a raised cap it goes on: the stopped loop runs again, its paid calls replayed from the cache
+    s3 = runner.resume(capped, quiet=True, budget=budget * 100, notice=lambda line: None)
+    assert s3["status"] == "completed" and s3["ledger"]["cached_calls"] >= 1 and s3["answer"] == "x is 42"
     # the trace: the agent's loop is a graph run; its steps are its children, the tool runs theirs
     runs = runs_of(capped)
     by_id = {r.id: r for r in runs}
