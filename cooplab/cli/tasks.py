@@ -29,7 +29,7 @@ from typing import Any, Callable, Optional
 import typer
 from typer.core import TyperGroup
 
-from cooplab.agents.settings import DEFAULT_CALL_DEADLINE, parse_agent_models
+from cooplab.agents.settings import DEFAULT_CALL_DEADLINE
 from cooplab.runs.config import LLMSettings, SandboxSettings, build_config
 from cooplab.cli import options as co
 from cooplab.cli.options import (
@@ -109,7 +109,7 @@ def _stopped(run: Any) -> None:
         raise typer.Exit(1)
 
 
-def run_and_report(task: Task, out: Path, config: dict[str, Any], *, force: bool, quiet: bool, as_json: bool) -> None:
+def run_and_report(task: Task, out: Path, config: Any, *, force: bool, quiet: bool, as_json: bool) -> None:
     """Run ``config`` with :func:`cooplab.run` (the run directory prepared there) and report; its
     one-line errors in the command line's words."""
     from cooplab.runs import api
@@ -201,7 +201,7 @@ def run_command(task: Task, options: Callable[..., dict[str, Any]]) -> Callable[
         fields = options(agents=agents, **kw)
         if fields.get("agents", agents) != "llm":
             refuse_llm_options("--players llm" if "players" in own_names else "--agents llm")
-        llm = LLMSettings(agent_models=parse_agent_models(c["agent_model"] or []), **{k: c[k] for k in LLMSettings.model_fields if k in c and k != "agent_models"})
+        llm = LLMSettings.from_options(c)
         sandbox = SandboxSettings(backend=c["sandbox_backend"], timeout=c["sandbox_timeout"], rate=c["sandbox_rate"]) \
             if task.uses_sandbox else SandboxSettings()
         config = build_config(task, fields, agents=agents, seed=c["seed"], csv=c["csv"], llm=llm, sandbox=sandbox)

@@ -37,7 +37,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cooplab.graphs.task import first_error
-from cooplab.limits import ConfigError, parse_json, show
+from cooplab.limits import ConfigError, for_python, parse_json, show
 from cooplab.runs.sweeps import SweepBudget, job, run_jobs, slug, table, write_table
 
 #: at most this many cells in one sweep
@@ -282,10 +282,10 @@ def jobs(sw: GridSweep, where: str = "sweep") -> list[dict[str, Any]]:
     out = []
     for c in cells(sw):
         try:
-            config = RunConfig.from_keywords(sw.task, **c["keywords"]).to_config(task)
-        except ConfigError as exc:
-            raise ConfigError(f"{where}: cell {c['name']}: {exc}") from None
-        j = job(Path(sw.out) / "cells" / c["name"], sw.task, config, labels=c["labels"], done=("completed", "budget_exhausted"))
+            config = RunConfig.from_keywords(sw.task, **c["keywords"]).resolve(task)
+        except ConfigError as exc:  # a cell's settings are keywords of cooplab.run: named as such
+            raise ConfigError(f"{where}: cell {c['name']}: {for_python(str(exc))}") from None
+        j = job(Path(sw.out) / "cells" / c["name"], sw.task, config.to_json(), labels=c["labels"], done=("completed", "budget_exhausted"))
         j["cap"] = task.cost_cap(config)
         if sw.sweep_budget is not None and j["cap"] is None:
             raise ConfigError(f"{where}: cell {c['name']} has no budget of its own; with sweep_budget every cell needs one "

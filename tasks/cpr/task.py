@@ -2,9 +2,10 @@
 Learning and Collective Norm Formation in Fostering Cooperation in LLM Multi-Agent Systems") as a
 task of the one runner: configuration, graph, initial state and outputs.
 
-A run's ``params`` (config.json) hold every :class:`~cooplab.tasks.cpr.params.CPRParams` value and,
-beside them, ``env`` (harsh | rich) and ``ablation`` (full | osl | ogd | neither) the values came
-from, ``population`` (altruistic | selfish | mixed), ``replicates`` and, if one was used, ``preset``.
+A run's settings are a :class:`~cooplab.tasks.cpr.params.CPRSettings` (``config.params``; config.json's
+``params``): every :class:`~cooplab.tasks.cpr.params.CPRParams` value and, beside them, ``env``
+(harsh | rich) and ``ablation`` (full | osl | ogd | neither) the values came from, ``population``
+(altruistic | selfish | mixed), ``replicates`` and, if one was used, ``preset``.
 """
 
 from __future__ import annotations
@@ -23,15 +24,16 @@ from cooplab.tasks.cpr import metrics as cpr_metrics
 from cooplab.evals.text import counts_text, mean_sem_text
 from cooplab.graphs.rng import phase_rng
 from cooplab.graphs.tables import agent_id
-from cooplab.graphs.task import RunInfo, Task, TaskConfigError
+from cooplab.graphs.task import RunInfo, Task, TaskConfig
 from cooplab.tasks.cpr import phases as ph
 from cooplab.tasks.cpr.params import (
     ENVIRONMENTS,
+    RUN_SETTINGS,
     CPRParams,
+    CPRSettings,
     ParamError,
     agent_types,
     make_params,
-    params_table,
 )
 from cooplab.tasks.cpr.society import Condition, apply_ablation, init_state, phases_for
 from cooplab.tasks.cpr.state import CPRState
@@ -64,7 +66,7 @@ def preset_values(name: str | None) -> dict[str, Any]:
 
 
 def resolve_params(env: str, ablation: str, n_agents: int | None, rounds: int | None, overrides: dict[str, Any],
-                   preset: str | None = None) -> CPRParams:
+                   preset: str | None = None) -> CPRParams:  # the earlier CPR sweep format's cells (cooplab/runs/sweep_formats.py)
     """CLI choices -> validated parameters. Precedence: --set > --n-agents/--rounds > --env/--ablation
     > --preset (a named parameter set) > the defaults."""
     values: dict[str, Any] = {**preset_values(preset), "r": ENVIRONMENTS[env]}
@@ -120,48 +122,21 @@ def init_llm_state(conditions, replicates: int, seed: int) -> dict[str, Any]:
     return state
 
 
-#: CPR's settings beside the model's parameters in config["params"]: the environment and ablation
-#: the parameters came from, who the agents are, how many societies, and the preset if one was used
-RUN_SETTINGS = ("env", "ablation", "population", "replicates", "preset")
 POPULATIONS = ("altruistic", "selfish", "mixed")
 ABLATIONS = ("full", "osl", "ogd", "neither")
+__all__ = ["RUN_SETTINGS", "CPRTask", "TASK"]
+
+Config = TaskConfig[CPRSettings]
 
 
 class CPRTask(Task):
     name = "cpr"
     title = "The common-pool fishery society (Gupta et al. 2025): harvest, punish, learn, propose, vote."
-    Params = CPRParams
+    Params = CPRSettings
     state_schema = CPRState
     round_node = "environment"
     agent_noun = "Fisher"
     sweep_columns = ("survival_time.mean", "efficiency.mean", "ledger.calls", "ledger.cost_usd_float")
-
-    def params(self, config: Mapping[str, Any]) -> CPRParams:
-        raw = config.get("params")
-        if not isinstance(raw, Mapping):
-            raise TaskConfigError(f"params must be a JSON object, got {raw!r}")
-        raw = {k: v for k, v in raw.items() if k not in RUN_SETTINGS}
-        if "individual_learning" not in raw:  # written before individual learning existed: the v1 model, resumed as such
-            raw = {**raw, "individual_learning": False}
-        try:
-            return make_params(**raw)
-        except ParamError as exc:
-            raise TaskConfigError(f"params: {exc}") from None
-
-    def check_config(self, config: Mapping[str, Any]) -> None:
-        import cooplab.limits as co
-
-        params = self.params(config)
-        run = config["params"]
-        if run.get("population") not in POPULATIONS:
-            raise TaskConfigError(f"params.population must be altruistic, selfish or mixed, got {run.get('population')!r}")
-        co.check("params.replicates", run.get("replicates"), "replicates")
-        for key, allowed in (("env", tuple(ENVIRONMENTS)), ("ablation", ABLATIONS)):
-            if run.get(key) is not None and run.get(key) not in allowed:
-                raise TaskConfigError(f"params.{key} must be one of {', '.join(allowed)}, got {co.show(run.get(key))}")
-        if run.get("preset") is not None and not isinstance(run.get("preset"), str):
-            raise TaskConfigError(f"params.preset must be a preset's name, got {co.show(run.get('preset'))}")
-        co.check_size(run["replicates"], params.N, params.T, names=("params.replicates", "params.N", "params.T"))
 
     def options(self, agents: str, *, env: str = "harsh", population: str = "mixed", ablation: str = "full", n_agents: int | None = None,
                 rounds: int | None = None, replicates: int | None = None, set: Any = None, preset: str | None = None) -> dict[str, Any]:  # noqa: A002
@@ -172,46 +147,45 @@ class CPRTask(Task):
         import cooplab.limits as co
         from cooplab.tasks.cpr.params import parse_set
 
-        for name, value, allowed in (("--env", env, tuple(ENVIRONMENTS)), ("--population", population, POPULATIONS),
-                                     ("--ablation", ablation, ABLATIONS)):
+        names = {"env": "--env", "population": "--population", "ablation": "--ablation", "replicates": "--replicates",
+                 "preset": "--preset"}
+        for key, value, allowed in (("env", env, ENVIRONMENTS), ("ablation", ablation, ABLATIONS)):  # read before the model sees them
             if value not in allowed:
-                raise co.ConfigError(f"{name} must be one of {', '.join(allowed)}, got {co.show(value)}")
-        for name, value, rule in (("--n-agents", n_agents, "n-agents"), ("--rounds", rounds, "rounds"), ("--replicates", replicates, "replicates")):
-            if value is not None:
-                co.check(name, value, rule)
+                co.validate(CPRSettings, {key: value}, co.flags(names))  # the model's own message
+                raise co.ConfigError(f"--{key} must be {' or '.join(allowed)}, got {co.show(value)}")
         if replicates is None:
             replicates = 1 if agents == "llm" else 100
         try:
             overrides = parse_set(set) if set is None or isinstance(set, (list, tuple)) else co.parse_set(set, CPRParams.model_fields, "cpr")
-            params = resolve_params(env, ablation, n_agents, rounds, overrides, preset=preset)
+            values: dict[str, Any] = {**preset_values(preset), "r": ENVIRONMENTS[env]}
         except ParamError as exc:
             raise co.ConfigError(str(exc)) from None
-        co.check_size(replicates, params.N, params.T)
-        run = {"env": env, "ablation": ablation, "population": population, "replicates": replicates}
-        return {"params": {**run, **({"preset": preset} if preset is not None else {}), **params.model_dump()}}
+        values = apply_ablation(values, ablation)
+        if n_agents is not None:
+            values["N"], names["N"] = n_agents, "--n-agents"
+        if rounds is not None:
+            values["T"], names["T"] = rounds, "--rounds"
+        for key in overrides:
+            names[key] = f"--set {key}"
+        values.update(overrides)
+        run = {"env": env, "ablation": ablation, "population": population, "replicates": replicates, "preset": preset}
+        return {"params": co.validate(CPRSettings, {**values, **run}, co.flags(names, rest=lambda f: f"--set {f}"),
+                                      context={"agents": agents})}
 
-    def n_agents(self, config: Mapping[str, Any]) -> int:
-        return self.params(config).N
+    def phases(self, config: Config) -> "OrderedDict[str, Callable]":
+        return llm_phases(config.params) if config.agents == "llm" else phases_for(config.params)
 
-    def default_config(self, agents: str = "rule") -> dict[str, Any]:
-        return {**super().default_config(agents),
-                "params": {"env": "harsh", "ablation": "full", "population": "mixed", "replicates": 1, **CPRParams().model_dump()}}
+    def init_state(self, config: Config) -> dict[str, Any]:
+        P = config.params
+        conds = [Condition(P, P.population)]
+        if config.agents == "llm":
+            return init_llm_state(conds, P.replicates, config.seed)
+        return init_state(conds, P.replicates, config.seed)
 
-    def phases(self, config: Mapping[str, Any]) -> "OrderedDict[str, Callable]":
-        params = self.params(config)
-        return llm_phases(params) if config.get("agents") == "llm" else phases_for(params)
+    def total_rounds(self, config: Config) -> int:
+        return config.params.T
 
-    def init_state(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        conds = [Condition(self.params(config), config["params"]["population"])]
-        seed, replicates = int(config["seed"]), int(config["params"]["replicates"])
-        if config.get("agents") == "llm":
-            return init_llm_state(conds, replicates, seed)
-        return init_state(conds, replicates, seed)
-
-    def total_rounds(self, config: Mapping[str, Any]) -> int:
-        return self.params(config).T
-
-    def outputs(self, final: Mapping[str, Any], config: Mapping[str, Any], run: RunInfo) -> dict[str, Any]:
+    def outputs(self, final: Mapping[str, Any], config: Config, run: RunInfo) -> dict[str, Any]:
         final = dict(final)
         if run.status != "completed":  # societies still running were censored at the last completed round
             running = np.asarray(final["active"])
@@ -221,13 +195,14 @@ class CPRTask(Task):
         rundir.write_table(rounds, run.out, "rounds", csv=run.csv)
         rundir.write_table(cpr_metrics.agents_frame(final), run.out, "agents", csv=run.csv)
         S, N = final["alive"].shape
+        P = config.params
         summary = {
-            "env": config["params"].get("env"),
-            "population": config["params"].get("population"),
-            "ablation": config["params"].get("ablation"),
+            "env": P.env,
+            "population": P.population,
+            "ablation": P.ablation,
             "replicates": S,
             "n_agents": N,
-            "seed": config["seed"],
+            "seed": config.seed,
             "rounds_completed": int(final["round"]) - 1,
             **summarize(final),
             "agent_steps": int(rounds["n_alive"].sum()) if len(rounds) else 0,
@@ -274,10 +249,6 @@ class CPRTask(Task):
 
         dest = Path(analysis_out) if analysis_out is not None else Path(out) / "analysis"
         return {"analysis": analyze([Path(c["dir"]) for c in cells], dest), "analysis_dir": str(dest)}
-
-    def params_table(self) -> list[dict[str, Any]]:
-        return params_table()
-
 
 TASK = CPRTask()
 

@@ -49,7 +49,7 @@ def test_the_api_builds_what_the_old_config_upgrades_to(name):
     kw = dict(CASES[name])
     built = json.loads(json.dumps(RunConfig.from_keywords(kw.pop("task"), **kw).to_config()))  # as config.json holds it
     old = fixture(name)
-    upgraded = check_stored(old, "old")
+    upgraded = check_stored(old, "old").to_json()
     for key, default in ADDED_SINCE.get(CASES[name]["task"], {}).items():
         if key in built["params"]:  # (some games only)
             upgraded["params"].setdefault(key, default)  # a parameter added later, whose default is what old runs did
@@ -92,7 +92,7 @@ def test_the_upgrade_moves_every_task_setting_under_params_and_respells_the_llm_
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_an_old_config_passes_the_resume_checks(name):
-    cfg = check_stored(fixture(name), "old")
+    cfg = check_stored(fixture(name), "old").to_json()
     assert RunConfig.load(cfg).to_config() == {**cfg, "record": {}} or name.startswith("science")
 
 

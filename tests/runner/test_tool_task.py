@@ -79,7 +79,7 @@ def config(tmp_path: Path, budget: float | None) -> dict[str, Any]:
     from cooplab.agents.settings import LLMSettings
 
     llm = LLMSettings(model=f"scripted:{script(tmp_path / 's.json')}", temperature=0.0, max_concurrency=1, budget=budget,
-                      cache=str(tmp_path / "cache.sqlite")).checked()
+                      cache=str(tmp_path / "cache.sqlite")).resolve()
     return {"version": 2, "agents": "llm", "seed": 0, "csv": False, "params": {}, "llm": llm.model_dump(mode="json"),
             "sandbox": {"backend": "docker", "timeout": 20.0, "rate": RATE}, "record": {}}
 
@@ -142,7 +142,7 @@ def test_sandbox_settings_of_a_run_are_checked_on_resume(tmp_path, task):
     from cooplab.runs.config import check_stored
 
     good = {"task": task.name, **config(tmp_path, None)}
-    assert check_stored(good, "c", task)["sandbox"] == {"backend": "docker", "timeout": 20.0, "rate": RATE}
+    assert check_stored(good, "c", task).sandbox.model_dump() == {"backend": "docker", "timeout": 20.0, "rate": RATE}
     bad = {**good, "sandbox": {"backend": "auto"}}
     with pytest.raises(ConfigError, match="backend must be docker or local"):
         check_stored(bad, "c", task)

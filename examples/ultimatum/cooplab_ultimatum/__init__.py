@@ -35,7 +35,7 @@ from cooplab.agents.rule_based import imitation_probability, sample_peer
 from cooplab.graphs import rundir
 from cooplab.graphs.rng import phase_rng
 from cooplab.graphs.state import AppendLog
-from cooplab.graphs.task import RunInfo, Task
+from cooplab.graphs.task import RunInfo, Task, TaskConfig
 
 MAX_GAMES = 10_000_000  # replicates x n_players / 2 x rounds: the history must fit in memory
 
@@ -125,26 +125,26 @@ class UltimatumTask(Task):
     state_schema = State
     round_node = "settle"
 
-    def n_agents(self, config) -> int:
-        return self.params(config).n_players
+    def n_agents(self, config: TaskConfig[Params]) -> int:
+        return config.params.n_players
 
-    def init_state(self, config) -> dict[str, Any]:
-        P, seed = self.params(config), int(config["seed"])
+    def init_state(self, config: TaskConfig[Params]) -> dict[str, Any]:
+        P, seed = config.params, config.seed
         rng = phase_rng(seed, 0, "traits")
         draw = lambda m: np.clip(m + rng.uniform(-P.spread, P.spread, (P.replicates, P.n_players)), 0.0, 1.0)  # noqa: E731
         return {"seed": seed, "round": 1, "max_round": P.rounds, "p": draw(P.offer), "q": draw(P.threshold),
                 "earned": np.zeros((P.replicates, P.n_players)), "history": [], "decisions": [], "ledger": []}
 
-    def phases(self, config) -> dict[str, Any]:
-        P = self.params(config)
-        if config.get("agents") == "llm":  # the LLM stack is imported only for LLM runs
+    def phases(self, config: TaskConfig[Params]) -> dict[str, Any]:
+        P = config.params
+        if config.agents == "llm":  # the LLM stack is imported only for LLM runs
             from cooplab_ultimatum.llm import llm_offer, llm_respond
 
             return {"pair": pair, "offer": llm_offer(P.pie), "respond": llm_respond(P.pie), "settle": settle_node(P, imitate=False)}
         return {"pair": pair, "offer": rule_offer, "respond": rule_respond, "settle": settle_node(P, imitate=True)}
 
-    def outputs(self, final, config, run: RunInfo) -> dict[str, Any]:
-        P, hist = self.params(config), final.get("history") or []
+    def outputs(self, final, config: TaskConfig[Params], run: RunInfo) -> dict[str, Any]:
+        P, hist = config.params, final.get("history") or []
         S, M = P.replicates, P.n_players // 2
         col = lambda k: np.array([h[k] for h in hist]).ravel()  # noqa: E731 - (rounds, S, M) -> one value per game
         games = pd.DataFrame({"round": np.repeat([h["round"] for h in hist], S * M).astype(int),
