@@ -45,7 +45,29 @@ def load(name: str, entry: Lazy) -> Any:
     return typer.main.get_command(holder)  # one command: the command itself
 
 
-class LazyGroup(TyperGroup):
+def light_help(option: Any) -> Any:
+    """``option`` (a group's ``--help``) checked without pydantic. Typer coerces every option value
+    that is not already a bool through a pydantic ``TypeAdapter``, and a ``--help`` that was not
+    given has the value None: so every group on the way to ``cooplab run cpr --help`` would import
+    pydantic (about as long as Python's own start) for nothing. A flag's value needs no coercion."""
+    try:
+        from typer._coercion import PassThroughRuntimeParam
+
+        if option is not None and getattr(option, "_runtime_param", False) is None:
+            option._runtime_param = PassThroughRuntimeParam(parameter_info=option.type_descriptor.parameter_info, annotation=bool)
+    except (ImportError, AttributeError, TypeError):  # pragma: no cover - another Typer: only slower
+        pass
+    return option
+
+
+class LightHelp:
+    """Mixin of a Typer group whose ``--help`` does not load pydantic (:func:`light_help`)."""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        return light_help(super().get_help_option(ctx))  # type: ignore[misc]
+
+
+class LazyGroup(LightHelp, TyperGroup):
     """A Typer group that imports a command when it is asked for by name (to run it or show its
     ``--help``), and lists every command from :attr:`lazy` without importing any. Commands
     registered on the group's Typer app the usual way come first when they share a name."""

@@ -38,6 +38,7 @@ import typer
 from typer.core import TyperGroup
 
 from cooplab.cli import options as co
+from cooplab.cli.lazy import LightHelp
 from cooplab.cli.options import (
     AgentModelOpt,
     BaseUrlOpt,
@@ -386,7 +387,7 @@ def _mount(app: typer.Typer, kind: str, name: str) -> bool:
     return True
 
 
-class TaskGroup(TyperGroup):
+class TaskGroup(LightHelp, TyperGroup):
     """The group of ``cooplab run|params|graph`` (``kind``): a command for every registered task,
     made when the task is named or the commands are listed, and only then imported (a built-in
     task's from its CLI module, without loading the task). Listing warns once, one line, for each
