@@ -1,6 +1,6 @@
 """Benchmark: how fast the command line answers (issue 41.6), against the code before, in one run.
 
-    .venv/bin/python benchmarks/bench_startup.py                  # ~3-6 min; writes "## Command-line start-up" in RESULTS.md
+    .venv/bin/python benchmarks/bench_startup.py                  # ~3-10 min (the before code is slow to start); writes "## Command-line start-up" in RESULTS.md
     .venv/bin/python benchmarks/bench_startup.py --quick          # smoke run: 1 repeat; writes nothing unless --out is given
     .venv/bin/python benchmarks/bench_startup.py --before REV     # the baseline commit (default: the last commit before the lazy CLI)
 
@@ -108,20 +108,24 @@ def startup(site: Path | None, repeats: int) -> dict:
     return out
 
 
-def scripted_run(site: Path | None, work: Path, repeats: int) -> dict:
-    """{variant: [(whole process wall s, the run's own wall_seconds), ...]} of a 2-round scripted LLM run."""
-    variants = ["before", "after"] if site is not None else ["after"]
+def run_args(out: Path) -> list[str]:
+    """``cooplab run cpr``: 2 rounds of 3 scripted LLM agents, no cache."""
     model = f"scripted:{ROOT / 'examples' / 'scripted' / 'cautious.json'}"
+    return ["run", "cpr", "--agents", "llm", "--model", model, "--n-agents", "3", "--rounds", "2", "--cache", "off", "--out", str(out),
+            "-q", "--json"]
+
+
+def scripted_run(site: Path | None, work: Path, repeats: int) -> dict:
+    """{variant: [(whole process wall s, its CPU s, the run's own wall_seconds), ...]} of a 2-round scripted LLM run."""
+    variants = ["before", "after"] if site is not None else ["after"]
     out: dict = {v: [] for v in variants}
     for r in range(repeats):
         for v in (variants if r % 2 == 0 else list(reversed(variants))):
             d = work / f"run-{v}-{r}"
-            args = ["run", "cpr", "--agents", "llm", "--model", model, "--n-agents", "3", "--rounds", "2", "--cache", "off",
-                    "--out", str(d), "-q", "--json"]
-            wall, _, p = timed(argv_of(v, args), env_of(v, site))
+            wall, cpu, p = timed(argv_of(v, run_args(d)), env_of(v, site))
             if p.returncode != 0:
                 raise RuntimeError(f"{v}: the scripted run exited {p.returncode}: {p.stderr[-500:]}")
-            out[v].append((wall, float(json.loads(p.stdout)["wall_seconds"])))
+            out[v].append((wall, cpu, float(json.loads(p.stdout)["wall_seconds"])))
             shutil.rmtree(d, ignore_errors=True)
     return out
 
@@ -151,8 +155,8 @@ def ratios(rows: list[tuple[float, float]], bare: list[tuple[float, float]], k: 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--before", default=BEFORE, help=f"baseline commit (default {BEFORE}); 'none': measure this checkout only")
-    ap.add_argument("--repeats", type=int, default=20, help="repeats of every command (default 20)")
-    ap.add_argument("--run-repeats", type=int, default=5, help="repeats of the scripted run (default 5)")
+    ap.add_argument("--repeats", type=int, default=10, help="repeats of every command (default 10)")
+    ap.add_argument("--run-repeats", type=int, default=3, help="repeats of the scripted run (default 3)")
     ap.add_argument("--quick", action="store_true", help="1 repeat of everything (a smoke run)")
     ap.add_argument("--out", type=Path, default=None, help="write the section here instead of benchmarks/RESULTS.md")
     a = ap.parse_args()
@@ -172,7 +176,9 @@ def main() -> int:
         site = None if a.before == "none" else build_before(a.before, work)
         st = startup(site, a.repeats)
         run = scripted_run(site, work, a.run_repeats)
-        imp = {v: importtime(v, site, ["--help"]) for v in (["before", "after"] if site is not None else ["after"])}
+        both = ["before", "after"] if site is not None else ["after"]
+        imp = {v: importtime(v, site, ["--help"]) for v in both}
+        imp_run = {v: importtime(v, site, run_args(work / f"importtime-{v}")) for v in both}
     try:
         end_load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     except OSError:
@@ -193,19 +199,21 @@ def main() -> int:
             cells.append(f"**{ratios(res[v], bare, 0):.1f}x / {ratios(res[v], bare, 1):.1f}x**")
         L.append(f"| `cooplab {c}` | " + " | ".join(cells) + " |")
     L += ["", "2-round scripted LLM run of CPR (`run cpr --agents llm --model scripted:examples/scripted/cautious.json --n-agents 3 "
-          f"--rounds 2 --cache off -q --json`), {a.run_repeats} runs each (target: the whole process <= its own work + 0.5 s):", "",
-          "| code | whole process s | its own work s (summary wall_seconds) | the rest s |", "| --- | ---: | ---: | ---: |"]
+          f"--rounds 2 --cache off -q --json`), medians of {a.run_repeats} runs each (target: the whole process <= its own work + 0.5 s; "
+          "its own work: the summary's `wall_seconds`, graph build, run and checkpoints):", "",
+          "| code | whole process wall s | whole process CPU s | its own work s | the rest s (wall) |", "| --- | ---: | ---: | ---: | ---: |"]
     for v, rows in run.items():
-        whole, own = statistics.median(w for w, _ in rows), statistics.median(o for _, o in rows)
-        rest = statistics.median(w - o for w, o in rows)
-        L.append(f"| {v} | {whole:.2f} | {own:.2f} | **{rest:.2f}** |")
-    L += ["", "`python -X importtime` of `cooplab --help` (one run each; the sum of the modules' self times, which the load inflates "
-          "alike for both):", "", "| code | modules | import time ms | heaviest packages (ms) | heavy packages imported |",
-          "| --- | ---: | ---: | --- | --- |"]
-    for v, r in imp.items():
-        top = sorted(r["by_pkg"].items(), key=lambda kv: -kv[1])[:8]
-        L.append(f"| {v} | {r['modules']} | {r['self_ms']:.0f} | {', '.join(f'{k} {us / 1e3:.0f}' for k, us in top)} | "
-                 f"{', '.join(r['heavy']) or 'none'} |")
+        whole, cpu_s, own = (statistics.median(r[k] for r in rows) for k in range(3))
+        rest = statistics.median(w - o for w, _, o in rows)
+        L.append(f"| {v} | {whole:.2f} | {cpu_s:.2f} | {own:.2f} | **{rest:.2f}** |")
+    L += ["", "`python -X importtime` (one run each; the sum of the modules' self times, which the instrumentation and the load inflate "
+          "alike for both):", "", "| code | command | modules | import time ms | heaviest packages (ms) | heavy packages imported |",
+          "| --- | --- | ---: | ---: | --- | --- |"]
+    for what, table in (("--help", imp), ("the scripted run", imp_run)):
+        for v, r in table.items():
+            top = sorted(r["by_pkg"].items(), key=lambda kv: -kv[1])[:10]
+            L.append(f"| {v} | {what} | {r['modules']} | {r['self_ms']:.0f} | {', '.join(f'{k} {us / 1e3:.0f}' for k, us in top)} | "
+                     f"{', '.join(r['heavy']) or 'none'} |")
     L += ["", f"- load average at the end: {end_load}", ""]
     text = "\n".join(L)
     print(text)

@@ -322,11 +322,11 @@ def params_options(task: "Task") -> Callable[..., dict[str, Any]]:
 
 
 # --- params, graph -------------------------------------------------------------------------
-def params_command(task: "Task") -> Callable[..., None]:
+def params_command(task: "Task | TaskFacts") -> Callable[..., None]:
     def command(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
         from cooplab.evals.text import plain
 
-        rows = task.params_table()
+        rows = loaded(task).params_table()
         if as_json:
             echo_json(rows)
             return
@@ -338,12 +338,12 @@ def params_command(task: "Task") -> Callable[..., None]:
     return command
 
 
-def graph_command(task: "Task") -> Callable[..., None]:
+def graph_command(task: "Task | TaskFacts") -> Callable[..., None]:
     kinds = agent_kinds(task)
 
     def command(agents: kinds = typer.Option(kinds(task.agent_kinds[0]), "--agents", help=f"Whose graph: {' or '.join(task.agent_kinds)}.")) -> None:
-        agents = agents.value
-        typer.echo(task.build(task.default_config(agents)).get_graph().draw_mermaid())
+        agents, real = agents.value, loaded(task)
+        typer.echo(real.build(real.default_config(agents)).get_graph().draw_mermaid())
 
     command.__annotations__ = {"agents": kinds, "return": None}  # a local Enum: not resolvable from its name
     command.__doc__ = f"Print the {task.name} graph as Mermaid text."
@@ -358,7 +358,7 @@ def _unloadable(message: str) -> Callable[..., None]:
 
 
 #: how each task group makes a task's command when the task has none of its own
-_DEFAULT_COMMANDS: dict[str, Callable[["Task"], Callable[..., None]]] = {
+_DEFAULT_COMMANDS: dict[str, Callable[[Any], Callable[..., None]]] = {
     "run": lambda t: run_command(t, params_options(t)), "params": params_command, "graph": graph_command}
 _UNLOADABLE = {"help": "(failed to load; run it to see why)", "add_help_option": False,
                "context_settings": {"ignore_unknown_options": True, "allow_extra_args": True}}
@@ -369,9 +369,11 @@ def _mount(app: typer.Typer, kind: str, name: str) -> bool:
     (from its CLI module, :data:`BUILTIN`; the task itself is not loaded), else the default one,
     else (the task fails to load) a command that only says why (one line, exit 2). Whether the
     task loaded."""
-    if name in BUILTIN:
+    if name in BUILTIN:  # the task's own command, else the default one made from its facts: the task is loaded when it runs
         module = importlib.import_module(BUILTIN[name])
         fn = module.command(kind)
+        if fn is None and kind in ("params", "graph"):
+            fn = _DEFAULT_COMMANDS[kind](module.FACTS)
         if fn is not None:
             app.command(name, help=(fn.__doc__ or module.FACTS.title))(fn)
             return True
