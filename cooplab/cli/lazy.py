@@ -35,7 +35,7 @@ class Lazy(NamedTuple):
 
 def load(name: str, entry: Lazy) -> Any:
     """The Click command of ``entry`` (importing its module), named ``name``."""
-    module, _, attr = entry.target.partition(":")
+    module, _sep, attr = entry.target.partition(":")
     obj = getattr(importlib.import_module(module), attr)
     holder = typer.Typer(rich_markup_mode=None, add_completion=False)
     if isinstance(obj, typer.Typer):
@@ -49,7 +49,8 @@ def light_help(option: Any) -> Any:
     """``option`` (a group's ``--help``) checked without pydantic. Typer coerces every option value
     that is not already a bool through a pydantic ``TypeAdapter``, and a ``--help`` that was not
     given has the value None: so every group on the way to ``cooplab run cpr --help`` would import
-    pydantic (about as long as Python's own start) for nothing. A flag's value needs no coercion."""
+    pydantic (several times Python's own start-up) for nothing. A flag's value needs no coercion.
+    Uses Typer's private coercion classes (typer 0.29); with another Typer it changes nothing."""
     try:
         from typer._coercion import PassThroughRuntimeParam
 
