@@ -40,6 +40,7 @@ COVERED = {
     "bench_runner.py": "test_bench_runner",
     "bench_sandbox.py": "test_bench_sandbox",
     "bench_science.py": "test_bench_science",
+    "bench_startup.py": "test_bench_startup",
     "bench_sweep.py": "test_bench_sweep",
     "bench_tools.py": "test_bench_tools",
 }
@@ -170,6 +171,19 @@ def test_bench_runner(tmp_path):
     assert [r[0] for r in rows(text) if r[0] in ("before", "after")] == ["before", "after", "before", "after"]
     assert "**after / before = " in text
     assert not any((tmp_path / "tmp").glob("bench-runner-*"))  # the export and the install are cleaned up
+
+
+@pytest.mark.slow
+def test_bench_startup(tmp_path):
+    # the baseline commit (default --before) is exported with git archive and pip-installed into
+    # tmp_path; every command and the scripted run once, importtime of --help once
+    out = tmp_path / "results.md"
+    run_bench("bench_startup.py", "--quick", "--out", str(out), tmp_path=tmp_path)
+    text = section(out, "## Command-line start-up")
+    assert [r[0] for r in rows(text) if r[0].startswith("`cooplab ")] == [
+        "`cooplab --help`", "`cooplab --version`", "`cooplab run cpr --help`", "`cooplab params cpr`"]
+    assert [r[0] for r in rows(text) if r[0] in ("before", "after")] == ["before", "after", "before", "after", "before", "after"]
+    assert not any((tmp_path / "tmp").glob("bench-startup-*"))  # the export and the install are cleaned up
 
 
 @pytest.mark.slow
