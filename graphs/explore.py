@@ -120,7 +120,7 @@ class Code:
 @dataclass
 class Link:
     """A link to the same run's page with these query parameters (e.g. ``{"agent": "2"}``), or with
-    ``trace`` set: to the run's trace viewer filtered by these parameters."""
+    ``trace`` set: to the run's model calls (its traces page) filtered by these parameters."""
 
     text: str
     params: Mapping[str, Any] = field(default_factory=dict)

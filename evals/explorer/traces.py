@@ -10,8 +10,9 @@ those labels existed are read from the prompt itself (``Your name is Fisher 3`` 
 ``Round 4.``) and the graph node (the phase). A call answered from the response cache (a rerun, a
 resume, a fork) is one too, marked ``cached``, and is charged nothing.
 
-Every line of the file is read as data: a line that is not a JSON object (or is nested too deeply
-to read) is counted and its number named, never an error; the records are counted by run type.
+Every line of the file is read as data: a line that is not a JSON object (or is nested more than
+:data:`cooplab.limits.MAX_JSON_DEPTH` levels deep) is counted and its number named, never an error;
+the records are counted by run type.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from cooplab.evals.values import cut, num
 from cooplab.graphs.rundir import TRACES_FILE
 from cooplab.graphs.tracing import charges as ledger
 from cooplab.graphs.tracing.labels import CALL_ID, is_cached
+from cooplab.limits import parse_json
 
 #: the query parameters the traces page filters by
 FILTERS = ("society", "agent", "round", "phase", "team", "pass")
@@ -243,9 +245,9 @@ def read_trace_file(path: Any) -> TraceFile:
                     break
                 if not raw.strip():
                     continue
-                try:
-                    rec = json.loads(raw)
-                except (ValueError, RecursionError):
+                try:  # nested deeper than MAX_JSON_DEPTH: damaged too (every later reader stays clear of the recursion limit)
+                    rec = parse_json(raw, f"traces.jsonl line {n}", error=ValueError)
+                except ValueError:
                     rec = None
                 if not isinstance(rec, Mapping):
                     tf.bad += 1
@@ -264,7 +266,7 @@ def read_trace_file(path: Any) -> TraceFile:
     fill_rounds(tf.calls)
     if tf.bad:
         more = ", \u2026" if tf.bad > len(tf.bad_lines) else ""
-        tf.notes.append(f"{tf.bad} damaged line{'s' if tf.bad != 1 else ''} of traces.jsonl (not a JSON object) "
+        tf.notes.append(f"{tf.bad} damaged line{'s' if tf.bad != 1 else ''} of traces.jsonl (not a readable JSON object) "
                         f"{'were' if tf.bad != 1 else 'was'} skipped: line{'s' if len(tf.bad_lines) > 1 else ''} "
                         f"{', '.join(map(str, tf.bad_lines))}{more}")
     return tf

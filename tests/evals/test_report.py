@@ -254,7 +254,7 @@ def test_hostile_run_text_stays_text_and_damage_is_named(dirs, capsys, tmp_path)
     assert "&#34;nan&#34;: NaN" in run and "&#34;huge&#34;: Infinity" in run  # config.json in full: non-finite numbers named
     problems = " | ".join(res["problems"])
     n = sum(1 for _ in open(d / "traces.jsonl"))
-    assert f"2 damaged lines of traces.jsonl (not a JSON object) were skipped: lines {n - 1}, {n}" in problems
+    assert f"2 damaged lines of traces.jsonl (not a readable JSON object) were skipped: lines {n - 1}, {n}" in problems
     assert "figures/evil.png is not an image" in problems
     assert "table broken is not shown" in problems and "broken.parquet" in problems
     assert res["figures"] == 2 == img_count(html)  # run.png and the copy with the hostile name

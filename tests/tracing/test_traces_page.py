@@ -172,7 +172,7 @@ def test_lines_it_cannot_read_are_skipped_and_named_never_a_500(run_dir, tmp_pat
         r = httpx.get(url + "traces?id=0")
         assert r.status_code == 200 and r.text.count('<article class="call">') == len(llm_runs(run_dir))
         n = len(lines)
-        assert f"4 damaged lines of traces.jsonl (not a JSON object) were skipped: lines 4, {n - 2}, {n - 1}, {n}" in r.text
+        assert f"4 damaged lines of traces.jsonl (not a readable JSON object) were skipped: lines 4, {n - 2}, {n - 1}, {n}" in r.text
         assert httpx.get(url + "run?id=0").status_code == 200
     finally:
         stop(server)
