@@ -32,7 +32,6 @@ from typing import Any
 from cooplab.evals.explorer.runs import RUN_FOLDERS, RunDir, read_json, shown
 from cooplab.evals.values import cut, fmt, num
 from cooplab.graphs import explore as ex
-from cooplab.graphs import rundir
 
 #: a cell's name ends in its seed: "rounds-3__s0", "model-x__players-5__s12"
 _SEED = re.compile(r"__s(-?\d{1,12})$")

@@ -341,3 +341,18 @@ def test_the_files_open_from_disk_in_headless_chromium(dirs, capsys, tmp_path):
 
     _, _, colours, std = image_stats(png)
     assert colours > 50 and std > 5  # text, cards and figures: not a blank page
+
+
+def test_markdown_goes_through_markdown_it_with_raw_html_links_and_images_off():
+    """Headings three levels down, pipe tables, emphasis, code; raw HTML, links, autolinks and
+    images stay text; a text longer than the bound is cut, and says so."""
+    from cooplab.evals.explorer import markdown
+
+    html, cut = markdown.to_html("# Title\n\n## Part\n\n| a | b |\n|---|---|\n| **x** | `y` |\n\n"
+                                 f"{HOSTILE}\n\n<div onclick=alert(1)>block</div>\n\n[a](javascript:alert(1)) ![i](http://e.x/i.png) <http://e.x/>")
+    assert not cut and "<h4>Title</h4>" in html and "<h5>Part</h5>" in html
+    assert "<td><strong>x</strong></td>" in html and "<td><code>y</code></td>" in html
+    assert "&lt;script&gt;" in html and "&lt;div onclick=alert(1)&gt;" in html
+    assert "<a" not in html and "<img" not in html and "<script" not in html and "<div" not in html
+    long, cut = markdown.to_html("word " * markdown.MAX_CHARS)
+    assert cut and len(long) < markdown.MAX_CHARS + 100
