@@ -91,3 +91,28 @@ def test_hostile_scores_and_papers_stay_text(science_run, capsys, tmp_path):
     (d / "scores.json").write_text("{damaged")
     html = Path(json.loads(cli(["report", d, "--json"], capsys))["path"]).read_text()
     assert "scores.json cannot be read" in html
+
+
+def test_the_files_open_from_disk_in_headless_chromium(science_run, capsys, tmp_path):
+    """The run's own file and a copy with hostile scores and paper, opened as file://: no console
+    message (a CSP refusal would be one), every image decoded, every plot drawn, no script of the run."""
+    from tests.helpers.chromium import DevTools
+
+    d = tmp_path / "hostile"
+    shutil.copytree(science_run, d)
+    scores = json.loads((d / "scores.json").read_text())
+    scores["judges"] = [{"judge": HOSTILE, "k": 1, "completeness": 0.5, "quality": 0.5, "accuracy": 0.5}]
+    (d / "scores.json").write_text(json.dumps(scores))
+    (d / "artifacts" / "final_paper.v2.md").write_text(f"# {HOSTILE}\n\n<img src=x onerror=\"document.body.setAttribute('data-pwned','2')\">")
+    hostile = Path(json.loads(cli(["report", d, "--json"], capsys))["path"])
+    with DevTools(tmp_path) as b:
+        for path in (science_run / "report.html", hostile):
+            b.events.clear()
+            b.open(path.as_uri())
+            assert b.console() == [], (path, b.console())
+            widths = b.eval("Array.from(document.images).map(i => i.complete ? i.naturalWidth : 0)")
+            assert widths and all(w > 0 for w in widths), widths
+            plots = b.eval("[document.querySelectorAll('figure.plot[data-plot]').length, document.querySelectorAll('figure.plot[data-drawn=\"1\"]').length]")
+            assert plots[0] >= 1 and plots[0] == plots[1], plots  # the budget per team, drawn by the inlined plots.js
+            assert b.eval("document.body.getAttribute('data-pwned')") is None
+            assert b.eval("document.querySelectorAll('script').length") == 2
