@@ -33,8 +33,8 @@ COMMANDS = {
     "resume": Lazy("cooplab.cli.runs:resume_cmd", "Continue an interrupted run of any task from its last checkpoint (no round lost or repeated)."),
     "sweep": Lazy("cooplab.cli.runs:sweep_cmd", "Run every cell of a sweep on an executor (skipping finished cells, resuming interrupted ones, "
                   "a failed cell recorded while the others go on), then write OUT/table.csv (one row per cell) and the task's analysis."),
-    "report": Lazy("cooplab.cli.runs:report_cmd", "Write one self-contained HTML page for a run or sweep: configuration, status, costs, "
-                   "figures, tables, trace links."),
+    "report": Lazy("cooplab.cli.runs:report_cmd", "Write the explorer's pages of a run, sweep, profile or folder of results to one "
+                   "self-contained HTML file (offline, no server)."),
     "profile": Lazy("cooplab.cli.games:profile_command", "Play all six games with one model and write its cooperative profile "
                     "(profile.json, the decisions and ledger, figures/profile.png)."),
     "doctor": Lazy("cooplab.cli.doctor:doctor_cmd", "Check this machine: CPU features, the llama.cpp build and a test generation (in a "

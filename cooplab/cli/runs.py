@@ -90,15 +90,16 @@ def sweep_cmd(
 
 
 def report_cmd(
-    directory: Path = typer.Argument(..., metavar="DIR", help="A run directory, or a sweep directory (run directories under cells/, runs/ or games/)."),
+    directory: Path = typer.Argument(..., metavar="DIR", help="A run directory, a sweep or profile directory (run directories under cells/, runs/ or games/), or a folder of results (claims.md, statistics.md, efficiency.csv, ...)."),
     out: Optional[Path] = typer.Option(None, "--out", help="The HTML file to write (default DIR/report.html; DIR/cooplab-report.html if DIR/report.html is another program's page)."),
     as_json: bool = typer.Option(False, "--json", help="Print the path, kind, sections, figures and bytes as JSON."),
 ) -> None:
-    """Write one self-contained HTML page for a run or sweep: configuration, status, costs, figures, tables, trace links."""
+    """Write the explorer's pages of a run, sweep, profile or folder of results to one self-contained HTML file (offline, no server)."""
+    from cooplab.cli.view import task_for
     from cooplab.evals.report import ReportError, ReportWriteError, write_report
 
     try:
-        res = write_report(directory, out)
+        res = write_report(directory, out, task_for=task_for)
     except ReportWriteError as exc:  # a full disk: the work failed, not the input
         fail(str(exc), code=1)
     except ReportError as exc:
