@@ -93,14 +93,17 @@ def fig3_conditions() -> tuple[list[Condition], list[dict[str, float]]]:
 def cooplab_agent_steps(final: dict[str, Any], N: int) -> int:
     """Living agents at the start of each simulated round, from cooplab's history record.
 
-    A society active in round t was active in round t-1, so its living agents at the start of
-    round t are the ``n_alive`` recorded (after starvation) at the end of round t-1; N at t = 1."""
+    Each round's record covers the societies running at its start (``rows``; a record written
+    before the running block existed: those ``active``); their living agents at the start of round
+    t are the ``n_alive`` recorded (after starvation) at the end of round t-1; N at t = 1."""
     S = len(final["T_s"])
     prev = np.full(S, N, dtype=np.int64)
     total = 0
     for rec in final["history"]:
-        total += int((np.asarray(rec["active"], dtype=np.int64) * prev).sum())
-        prev = np.asarray(rec["n_alive"], dtype=np.int64)
+        rows = np.asarray(rec["rows"]) if "rows" in rec else np.flatnonzero(rec["active"])
+        n_alive = np.asarray(rec["n_alive"], dtype=np.int64)
+        total += int(prev[rows].sum())
+        prev[rows] = n_alive if "rows" in rec else n_alive[rows]
     return total
 
 
@@ -120,6 +123,97 @@ def run_cooplab(conds: list[Condition], replicates: int, seed: int, checkpointer
         "condition": np.asarray(final["condition"]),
         "rounds": int(final["round"]) - 1,
     }
+
+
+# ------------------------------------------------------------------------------------------
+# 1b. cooplab of another checkout (--baseline): the "before" of a change, in the same run
+# ------------------------------------------------------------------------------------------
+#: what the baseline's worker process runs: it imports cooplab from the package tree given in
+#: argv[1], answers "warm" and "run REPS SEED" lines on stdin with one JSON line each (its own
+#: wall and CPU time of run_cpr, as run_cooplab measures them here) and writes each run's survival
+#: times and efficiency sums to the .npz named in the answer
+BASELINE_WORKER = r"""
+import gc, json, os, sys, tempfile, time
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+import cooplab
+from langgraph.checkpoint.memory import InMemorySaver
+from cooplab.tasks.cpr.params import make_params
+from cooplab.tasks.cpr.society import Condition, run_cpr
+from cooplab.tasks.cpr.validation import FIG3_BETAS, FIG3_POP, FIG3_RS
+assert os.path.realpath(cooplab.__file__).startswith(os.path.realpath(sys.argv[2])), cooplab.__file__
+conds = [Condition(make_params(r=r, beta=beta), FIG3_POP) for r in FIG3_RS for beta in FIG3_BETAS]
+print(json.dumps({"ready": cooplab.__file__}), flush=True)
+for line in sys.stdin:
+    cmd = line.split()
+    if cmd[0] == "warm":
+        run_cpr(conds[:2], 2, int(cmd[1]), checkpointer=InMemorySaver(), durability="exit")
+        print(json.dumps({"warm": True}), flush=True)
+    elif cmd[0] == "run":
+        reps, seed = int(cmd[1]), int(cmd[2])
+        gc.collect()
+        t0, c0 = time.perf_counter(), time.process_time()
+        final = run_cpr(conds, reps, seed, checkpointer=InMemorySaver(), durability="exit")
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        fd, path = tempfile.mkstemp(suffix=".npz")
+        os.close(fd)
+        np.savez(path, T_s=np.asarray(final["T_s"], dtype=int), eta_sum=np.asarray(final["eta_sum"], dtype=float))
+        del final
+        print(json.dumps({"wall": wall, "cpu": cpu, "file": path}), flush=True)
+"""
+
+
+class Baseline:
+    """cooplab from another checkout (``--baseline DIR``: a git worktree of an older commit, say),
+    run in a worker process of the same interpreter that imports cooplab from that checkout; each
+    call of :meth:`run` times one ``run_cpr`` of the Fig. 3 sweep there, between this process's own
+    repeats (nothing runs in both processes at once). The checkout's package tree is assembled from
+    its pyproject's ``package-dir`` with symbolic links in a temporary folder."""
+
+    def __init__(self, checkout: Path, seed: int) -> None:
+        import json
+        import tempfile
+        import tomllib
+
+        self.checkout = Path(checkout).resolve()
+        meta = tomllib.loads((self.checkout / "pyproject.toml").read_text())
+        dirs = meta["tool"]["setuptools"]["package-dir"]
+        self._tmp = tempfile.TemporaryDirectory(prefix="cooplab-baseline-")
+        root = Path(self._tmp.name) / "cooplab"
+        root.mkdir()
+        for item in (self.checkout / dirs["cooplab"]).iterdir():
+            (root / item.name).symlink_to(item)
+        for name, rel in dirs.items():
+            if name.count(".") == 1 and not (root / name.split(".")[1]).exists():
+                (root / name.split(".")[1]).symlink_to(self.checkout / rel)
+        self.commit = subprocess.run(["git", "-C", str(self.checkout), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                     text=True).stdout.strip() or "?"
+        self._json = json
+        self.proc = subprocess.Popen([sys.executable, "-c", BASELINE_WORKER, self._tmp.name, str(self.checkout)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, cwd=self._tmp.name)
+        self._ask(None)  # ready
+        self._ask(f"warm {seed}")
+
+    def _ask(self, line: str | None) -> dict[str, Any]:
+        if line is not None:
+            self.proc.stdin.write(line + "\n")
+            self.proc.stdin.flush()
+        answer = self.proc.stdout.readline()
+        if not answer:
+            raise RuntimeError(f"the baseline worker ({self.checkout}) stopped; see its error above")
+        return self._json.loads(answer)
+
+    def run(self, replicates: int, seed: int) -> dict[str, Any]:
+        res = self._ask(f"run {replicates} {seed}")
+        with np.load(res["file"]) as d:
+            out = {"wall": res["wall"], "cpu": res["cpu"], "T_s": d["T_s"], "eta_sum": d["eta_sum"]}
+        os.unlink(res["file"])
+        return out
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+        self._tmp.cleanup()
 
 
 # ------------------------------------------------------------------------------------------
@@ -641,8 +735,7 @@ SPLIT_ROWS = (
     ("draws", "random draws (phase generators, whole-batch draws, running rows taken)"),
     ("bookkeeping", "node / loop bookkeeping (masks, payoffs, stock, collapse; floor: + dropping finished societies)"),
     ("init", "init_state (the initial batch)"),
-    ("gather", "cooplab: running rows of the (S, ...) state (SocietyRows, shared between nodes)"),
-    ("scatter", "cooplab: results written back into new (S, ...) state arrays"),
+    ("regroup", "cooplab: finished societies leave the running block; the batch put back together at the end"),
     ("record", "cooplab: the per-round history record (17 metrics)"),
     ("checkpoint", "cooplab: exit checkpoint, serialization (InMemorySaver, its thread)"),
     ("langgraph", "cooplab: LangGraph (graph compilation, the steps between the nodes, checkpoint bookkeeping)"),
@@ -655,7 +748,6 @@ def time_split(conds: list[Condition], replicates: int, seed: int) -> dict[str, 
     is LangGraph). The same policies, generators and equations run in both (asserted)."""
     import collections
 
-    from cooplab.graphs import nodes as gn
     from cooplab.graphs import rng as grng
     from cooplab.tasks.cpr import society
     from cooplab.tasks.cpr.society import phases_for_batch
@@ -679,8 +771,7 @@ def time_split(conds: list[Condition], replicates: int, seed: int) -> dict[str, 
             patch(here, "init_state", W("init", init_state))  # the floor's
             patch(society, "init_state", W("init", society.init_state))  # run_cpr's
             if which == "cooplab":
-                patch(gn.SocietyRows, "__getitem__", W("gather", gn.SocietyRows.__getitem__))
-                patch(ph, "scatter", W("scatter", ph.scatter))
+                patch(ph, "_regroup", W("regroup", ph._regroup))
                 patch(ph, "round_record", W("record", ph.round_record))
                 for meth in ("put", "put_writes"):
                     patch(InMemorySaver, meth, W("checkpoint", getattr(InMemorySaver, meth)))
@@ -783,6 +874,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mesa-reps", type=int, default=None, help="Mesa: replicates per cell (default: the same as --replicates, i.e. the full sweep)")
     ap.add_argument("--mesa-max-seconds", type=float, default=600.0,
                     help="Mesa: stop after the whole pass (one replicate of every cell) that crosses this wall time; the result is then a subset")
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="another checkout of cooplab (e.g. a git worktree of the commit before a change): its run_cpr is timed "
+                         "in a worker process between this checkout's repeats, and reported beside it (before / after)")
     ap.add_argument("--profile", choices=("auto", "always", "never"), default="always",
                     help="split the CPU time of one more cooplab run and floor run by cause (written to the results) and "
                          "cProfile one more cooplab run (printed) (auto: only if a target is missed)")
@@ -804,8 +898,9 @@ def main(argv: list[str] | None = None) -> int:
     run_cpr(conds[:2], 2, args.seed, checkpointer=InMemorySaver(), durability="exit")
     run_floor(conds[:2], 2, args.seed)
     run_compact(conds[:2], 2, args.seed)
+    base = Baseline(args.baseline, args.seed) if args.baseline is not None else None
 
-    coop_runs, floor_runs, compact_runs = [], [], []
+    coop_runs, floor_runs, compact_runs, base_runs = [], [], [], []
     for i in range(args.repeats):
         gc.collect()
         coop_runs.append(run_cooplab(conds, reps, args.seed, checkpointer=True))
@@ -813,8 +908,13 @@ def main(argv: list[str] | None = None) -> int:
         floor_runs.append(run_floor(conds, reps, args.seed))
         gc.collect()
         compact_runs.append(run_compact(conds, reps, args.seed))
+        if base is not None:
+            base_runs.append(base.run(reps, args.seed))
         print(f"  repeat {i + 1}/{args.repeats}: cooplab {coop_runs[-1]['wall']:.3f} s, floor {floor_runs[-1]['wall']:.3f} s, "
-              f"compacted numpy (info) {compact_runs[-1]['wall']:.3f} s", flush=True)
+              f"compacted numpy (info) {compact_runs[-1]['wall']:.3f} s"
+              + (f", baseline cooplab {base_runs[-1]['wall']:.3f} s" if base is not None else ""), flush=True)
+    if base is not None:
+        base.close()
     gc.collect()
     coop_nock = run_cooplab(conds, reps, args.seed, checkpointer=False)
     print(f"  cooplab without checkpointer (once): {coop_nock['wall']:.3f} s", flush=True)
@@ -823,6 +923,9 @@ def main(argv: list[str] | None = None) -> int:
     ref = coop_runs[0]
     for r in coop_runs[1:] + [coop_nock]:
         assert np.array_equal(r["T_s"], ref["T_s"]), "cooplab runs disagree with each other"
+    for r in base_runs:
+        assert np.array_equal(r["T_s"], ref["T_s"]), "the baseline checkout's T_s differs from this one's"
+        assert np.array_equal(r["eta_sum"], ref["eta_sum"]), "the baseline checkout's efficiency sums differ from this one's"
     for r in floor_runs:
         assert np.array_equal(r["T_s"], ref["T_s"]), "numpy floor T_s differs from cooplab"
         assert r["T_s"].mean() == ref["T_s"].mean()
