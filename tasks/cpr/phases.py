@@ -179,8 +179,9 @@ def _regroup(state: State, update: dict, compact: bool) -> dict:
     """The block after the environment step: the societies that finished leave it (their final
     values go to ``finished``); once none runs, the whole batch is put back together."""
     going_on = update["active"]
+    none_left = {"ended": None} if state.get("ended") is not None else {}
     if going_on.all():
-        return {}
+        return none_left
     S = block.n_societies(state)
     values = {**state, **update}
     rows = state.get("rows")
@@ -188,13 +189,13 @@ def _regroup(state: State, update: dict, compact: bool) -> dict:
         rows = np.arange(S)
     if not going_on.any():  # the last round: every array over the whole batch again
         if len(rows) == S:
-            return {}
-        return block.whole_batch({**values, "rows": rows}, list(state.get("finished") or []), S)
+            return none_left
+        return {**block.whole_batch({**values, "rows": rows}, list(state.get("finished") or []), S), **none_left}
     if not compact or not block.compactable(state):
-        return {}
+        return none_left
     keep, gone = np.flatnonzero(going_on), np.flatnonzero(~going_on)
     return {**block.take_block(values, keep), "rows": rows[keep], "n_societies": S,
-            "finished": [block.finished_entry(values, gone, rows)]}
+            "finished": [block.finished_entry(values, gone, rows)], "ended": block.ended(values, gone, rows)}
 
 
 def round_record(state: State, t: int, H: np.ndarray, eta_t: np.ndarray, alive: np.ndarray, wealth: np.ndarray,

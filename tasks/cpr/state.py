@@ -8,7 +8,9 @@ sweeps, conditions), so one graph invocation advances all of them at once.
 societies that were still running when the last round ended: ``rows`` gives their indices in the
 batch (sorted), ``n_societies`` is ``S``. At the end of each round the ``environment`` node drops
 the societies that finished from the block and appends their final values to ``finished`` (an
-append-only log, one entry per round in which some finished). A node therefore computes only on
+append-only log, one entry per round in which some finished); ``ended`` holds their agents'
+arrays as that round left them (their last round, for viewers of a checkpoint; None after a
+round in which none left). A node therefore computes only on
 running societies, with no gathering or scattering of rows, and every array it reads lines up
 with every other. In the round in which the last societies finish, the environment node puts
 the batch back together, so the state the graph returns has every array over all ``S``
@@ -77,6 +79,7 @@ class CPRState(TypedDict, total=False):
     eta_sum: np.ndarray  # (n,) running sum of eta(t) over the rounds lived
     history: AppendLog  # one record per round: the societies running at its start (``rows``) and their metrics
     finished: AppendLog  # the final values of the societies dropped from the block, one entry per round
+    ended: dict[str, np.ndarray] | None  # the societies that left the block this round (``rows``) and their agents' arrays then
     # LLM agents (absent or empty for rule-based runs; such a state is never compacted)
     h_recent: np.ndarray  # (S, N, K) harvests of the last K rounds, newest first
     effort_recent: np.ndarray  # (S, N, K) efforts of the last K rounds
@@ -124,6 +127,15 @@ def take_block(values: Mapping[str, Any], keep: np.ndarray) -> dict[str, Any]:
     """The fields of the block (and ``params``) present in ``values``, at the block rows ``keep``."""
     out: dict[str, Any] = {k: np.take(values[k], keep, axis=0) for k in BLOCK if k in values}
     out["params"] = {k: np.take(v, keep) for k, v in values["params"].items()}
+    return out
+
+
+def ended(values: Mapping[str, Any], gone: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """What ``ended`` holds after a round in which the block rows ``gone`` left the block: their
+    batch indices (``rows``) and every per-agent array of the block at their rows, as the round
+    left them (the last round of these societies, for viewers of the checkpoints)."""
+    out = {"rows": rows[gone]}
+    out.update((k, np.take(values[k], gone, axis=0)) for k in BLOCK if k in values and np.ndim(values[k]) == 2)
     return out
 
 
