@@ -74,8 +74,8 @@ def full_history(state: dict[str, Any]) -> list[dict[str, Any]]:
             v = np.asarray(v)
             if k in fill:
                 arr = np.array(fill[k], dtype=v.dtype)
-            else:  # counts 0, means NaN
-                arr = np.full(S, 0 if k in _COUNTS or v.dtype.kind != "f" else np.nan, dtype=v.dtype)
+            else:  # counts 0 (integers widened to int64, as they were written), means NaN
+                arr = np.full(S, 0 if k in _COUNTS or v.dtype.kind != "f" else np.nan, dtype=np.int64 if v.dtype.kind in "iu" else v.dtype)
             arr[rows] = v
             whole[k] = arr
         out.append(whole)

@@ -198,13 +198,25 @@ def _regroup(state: State, update: dict, compact: bool) -> dict:
             "finished": [block.finished_entry(values, gone, rows)], "ended": block.ended(values, gone, rows)}
 
 
+def _count(x: np.ndarray, most: int, *, sure: bool = False) -> np.ndarray:
+    """Counts of agents (0 to ``most``) in the smallest integer type that holds them: a record is
+    kept in the checkpoints, and readers widen its integers to int64 (``metrics.full_history``).
+    Unless ``sure``, values outside that range (or not integers) are kept as they are."""
+    x = np.asarray(x)
+    if x.dtype.kind not in "iu" or (not sure and x.size and (x.min() < 0 or x.max() > most)):
+        return x
+    return x.astype(np.int8 if most <= 127 else np.int16 if most <= 32767 else np.int32)
+
+
 def round_record(state: State, t: int, H: np.ndarray, eta_t: np.ndarray, alive: np.ndarray, wealth: np.ndarray,
                  V: np.ndarray, run: np.ndarray, n_alive_run: np.ndarray) -> dict:
     """The environment's record of round ``t`` (an entry of ``history``) for the societies running
     at its start: their batch indices (``rows``), the stock, norm and activity at the start of
     the round, the catch and its efficiency, and per society counts and means over the living
-    agents (NaN means where nobody lives)."""
+    agents (NaN means where nobody lives). Batch indices and counts are stored in the smallest
+    integer type that holds them; readers widen them."""
     active = state["active"]
+    N = alive.shape[1]
     rows = state.get("rows")
     if rows is None:
         rows = np.arange(len(active))
@@ -238,21 +250,21 @@ def round_record(state: State, t: int, H: np.ndarray, eta_t: np.ndarray, alive: 
         zeros = None if "n_inspections" in state and "n_violations" in state else np.zeros_like(H)
         return {
             "round": t,
-            "rows": rows,
+            "rows": rows.astype(np.int32) if len(rows) and rows[-1] < 2**31 else rows,
             "R": at(state["R"]),
             "R_plus": at(state["R_plus"]),
             "H": at(H),
             "eta_t": at(eta_t),
             "G": G,
-            "n_alive": count_rows(at(alive)),
+            "n_alive": _count(count_rows(at(alive)), N, sure=True),
             "mean_effort": mean_alive(at(state["effort"])),
             "mean_e": mean_alive(at(state["e"])),
             "mean_g": mean_alive(at(state["g"])),
             "mean_m": mean_alive(at(state["m"])),
             "mean_P": mean_alive(at(wealth)),
-            "n_inspections": at(state["n_inspections"]) if zeros is None else at(state.get("n_inspections", zeros)),
-            "n_violations": at(state["n_violations"]) if zeros is None else at(state.get("n_violations", zeros)),
-            "n_punished": count_rows(at(V)),
+            "n_inspections": _count(at(state["n_inspections"]) if zeros is None else at(state.get("n_inspections", zeros)), N),
+            "n_violations": _count(at(state["n_violations"]) if zeros is None else at(state.get("n_violations", zeros)), N),
+            "n_punished": _count(count_rows(at(V)), N, sure=True),
             "compliance": mean_alive(complied),
         }
 
