@@ -284,9 +284,7 @@ def run_floor(conds: list[Condition], replicates: int, seed: int) -> dict[str, A
         if done.any():  # drop the finished societies
             keep = np.flatnonzero(~done)
             ids = ids[keep]
-            for k in per_society:
-                st[k] = np.take(st[k], keep, axis=0)
-            st["params"] = {k: np.take(v, keep) for k, v in P.items()}
+            drop_finished(st, keep, per_society)
         t += 1
         st["round"] = t
         if not ids.size:
@@ -319,6 +317,13 @@ def run_floor(conds: list[Condition], replicates: int, seed: int) -> dict[str, A
         "eta_sum": eta_sum_all,
         "rounds": t - 1,
     }
+
+
+def drop_finished(st: dict[str, Any], keep: np.ndarray, per_society: list[str]) -> None:
+    """The floor's compaction: keep the rows ``keep`` of every per-society array and parameter."""
+    for k in per_society:
+        st[k] = np.take(st[k], keep, axis=0)
+    st["params"] = {k: np.take(v, keep) for k, v in st["params"].items()}
 
 
 def run_compact(conds: list[Condition], replicates: int, seed: int) -> dict[str, Any]:
@@ -736,9 +741,10 @@ class SplitTimer:
 SPLIT_ROWS = (
     ("policies", "rule policies (the model's arithmetic: rules.py, median vote)"),
     ("draws", "random draws (phase generators, whole-batch draws, running rows taken)"),
-    ("bookkeeping", "node / loop bookkeeping (masks, payoffs, stock, collapse; floor: + dropping finished societies)"),
+    ("bookkeeping", "node / loop bookkeeping (masks, payoffs, stock, collapse)"),
     ("init", "init_state (the initial batch)"),
-    ("regroup", "cooplab: finished societies leave the running block; the batch put back together at the end"),
+    ("regroup", "finished societies leave the arrays (cooplab: the running block, their final values logged, the batch put "
+                "back together at the end; floor: its compaction)"),
     ("record", "cooplab: the per-round history record (17 metrics)"),
     ("checkpoint", "cooplab: exit checkpoint, serialization (InMemorySaver, its thread)"),
     ("langgraph", "cooplab: LangGraph (graph compilation, the steps between the nodes, checkpoint bookkeeping)"),
@@ -795,6 +801,7 @@ def time_split(conds: list[Condition], replicates: int, seed: int) -> dict[str, 
                 for name in ("capped_effort", "sample_inspect_punish", "individual_learning", "payoff_biased_imitation"):
                     patch(rb, name, W("policies", getattr(rb, name)))
                 patch(world, "median_norm", W("policies", world.median_norm))
+                patch(here, "drop_finished", W("regroup", drop_finished))
                 gc.collect()
                 res = run_floor(conds, replicates, seed)
                 total, T_s = res["cpu"], res["T_s"]
