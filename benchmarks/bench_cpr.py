@@ -68,7 +68,7 @@ from cooplab.graphs.rng import RowSubsetGenerator, phase_rng
 from cooplab.tasks.cpr import model as world
 from cooplab.tasks.cpr.validation import FIG3_BETAS, FIG3_POP, FIG3_RS
 from cooplab.tasks.cpr.params import CPRParams, make_params, population_ranges
-from cooplab.tasks.cpr.society import Condition, init_state, run_cpr
+from cooplab.tasks.cpr.society import Condition, init_state, phases_for_batch, run_cpr
 
 SECTION = "## CPR ABM"
 #: issue 41, point 4: cooplab's time at most this multiple of the exact numpy floor's ...
@@ -751,6 +751,47 @@ SPLIT_ROWS = (
 )
 
 
+def langgraph_alone(conds: list[Condition], seed: int, repeats: int = 3) -> dict[str, float]:
+    """LangGraph's own cost per superstep with no array work between the steps: the node updates of a
+    small batch (one replicate a cell) are recorded, then replayed through the same graph (each node
+    returns its recorded update), with the InMemorySaver exit checkpoint; best of ``repeats``. What a
+    superstep costs does not depend on the size of the arrays it carries."""
+    import collections
+
+    from cooplab.tasks.cpr.society import build_cpr_graph
+
+    nodes = phases_for_batch([c.params for c in conds])
+    log: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
+
+    def recorder(name: str, node: Any) -> Any:
+        def rec(state: Any) -> dict[str, Any]:
+            update = node(state)
+            log[name].append(update)
+            return update
+        rec.__name__ = name
+        return rec
+
+    def replayer(name: str) -> Any:
+        updates = iter(log[name])
+
+        def replay(state: Any) -> dict[str, Any]:
+            return next(updates)
+        replay.__name__ = name
+        return replay
+
+    run_cpr(conds, 1, seed, phases=collections.OrderedDict((k, recorder(k, f)) for k, f in nodes.items()))
+    steps = sum(len(v) for v in log.values())
+    best = math.inf
+    for _ in range(repeats):
+        graph = build_cpr_graph(collections.OrderedDict((k, replayer(k)) for k in nodes), checkpointer=InMemorySaver())
+        state = init_state(conds, 1, seed)
+        gc.collect()
+        c0 = time.process_time()
+        graph.invoke(state, {"configurable": {"thread_id": "replay"}, "recursion_limit": 10_000}, durability="exit")
+        best = min(best, time.process_time() - c0)
+    return {"steps": steps, "cpu": best}
+
+
 def time_split(conds: list[Condition], replicates: int, seed: int) -> dict[str, dict[str, float]]:
     """The CPU time of one checkpointed cooplab run and one floor run split by what it is spent on
     (exclusive times from :class:`SplitTimer`; the floor's untimed rest is its bookkeeping, cooplab's
@@ -759,7 +800,6 @@ def time_split(conds: list[Condition], replicates: int, seed: int) -> dict[str, 
 
     from cooplab.graphs import rng as grng
     from cooplab.tasks.cpr import society
-    from cooplab.tasks.cpr.society import phases_for_batch
 
     saved: list[tuple[Any, str, Any]] = []
 
@@ -1114,6 +1154,15 @@ def main(argv: list[str] | None = None) -> int:
         lines += ["", "Where the CPU time goes: one more checkpointed cooplab run and one floor run, each call timed with "
                   "`time.thread_time` (exclusive times of nested calls; the untimed rest is LangGraph for cooplab, bookkeeping for "
                   "the floor):", "", *split_table(split, mz["cpu"] / mz["agent_steps"], agent_steps)]
+        alone = langgraph_alone(conds, args.seed)
+        lg_real = split["cooplab"]["langgraph"]
+        steps = ref["rounds"] * len(phases_for_batch([c.params for c in conds]))
+        lines += ["", f"LangGraph itself: replaying the node updates of a small batch (one replicate a cell) through the same graph, "
+                  f"with no array work between the steps, costs {alone['cpu']:.3f} s CPU for {alone['steps']} supersteps "
+                  f"({1e6 * alone['cpu'] / alone['steps']:.0f} us each, the exit checkpoint of that small state included); in the "
+                  f"run above the untimed rest is {lg_real:.3f} s for {steps} node steps "
+                  f"({1e6 * lg_real / steps:.0f} us each): the same Python work runs slower after each node's "
+                  "numpy work has pushed it out of the CPU caches."]
         prof_text, summary = profile_cooplab(conds, reps, args.seed)
         prof_text = "\n".join(split_table(split, mz["cpu"] / mz["agent_steps"], agent_steps)) + "\n\n" + prof_text
     section = "\n".join(lines) + "\n"
