@@ -78,10 +78,6 @@ def threshold(state: State) -> np.ndarray:
     return np.where(gd[:, None], state["G"][:, None], state["g"])
 
 
-#: what the punish node writes where punishment is off or the society has finished
-PUNISH_FILL = {"B": 0, "V": 0, "I": 0, "tau_V": np.inf, "n_inspections": 0, "n_violations": 0}
-
-
 def punish_node(policy: Callable = rb.sample_inspect_punish) -> Callable[..., Any]:
     """B, V, I (inspected someone) and tau_V (the norm a fined agent violated, +inf if not fined)
     for individual learning. A policy that does not report I or tau_V (the LLM punish policy)
@@ -247,7 +243,10 @@ def round_record(state: State, t: int, H: np.ndarray, eta_t: np.ndarray, alive: 
             complied = h <= (G + 1e-12)[:, None]
         else:
             complied = h <= np.where(gd[:, None], G[:, None], at(state["g"])) + 1e-12
-        zeros = None if "n_inspections" in state and "n_violations" in state else np.zeros_like(H)
+
+        def counts(key: str) -> np.ndarray:  # of the punish node (zeros without one)
+            return _count(at(state[key]) if key in state else np.zeros_like(at(H)), N)
+
         return {
             "round": t,
             "rows": rows.astype(np.int32) if len(rows) and rows[-1] < 2**31 else rows,
@@ -262,8 +261,8 @@ def round_record(state: State, t: int, H: np.ndarray, eta_t: np.ndarray, alive: 
             "mean_g": mean_alive(at(state["g"])),
             "mean_m": mean_alive(at(state["m"])),
             "mean_P": mean_alive(at(wealth)),
-            "n_inspections": _count(at(state["n_inspections"]) if zeros is None else at(state.get("n_inspections", zeros)), N),
-            "n_violations": _count(at(state["n_violations"]) if zeros is None else at(state.get("n_violations", zeros)), N),
+            "n_inspections": counts("n_inspections"),
+            "n_violations": counts("n_violations"),
             "n_punished": _count(count_rows(at(V)), N, sure=True),
             "compliance": mean_alive(complied),
         }
