@@ -139,3 +139,13 @@ def test_the_explorer_finds_every_society_in_every_round_it_ran(tmp_path):
         # every fisher was alive at the start of each of these rounds (a starvation ends the society)
         want = rounds[rounds.replicate == s].set_index("round")["mean_effort"]
         assert mine.groupby("round")["effort"].mean().tolist() == pytest.approx(want.tolist(), rel=1e-12), s
+
+
+def test_environment_node_compact_false_keeps_the_whole_batch_with_the_same_numbers():
+    conds = _conditions()
+    phases = cpr_phases()
+    phases["environment"] = ph.environment_node(compact=False)
+    state = init_state(conds, 8, 3)
+    sizes = [len(v["rows"]) for v in build_cpr_graph(phases).stream(state, {"recursion_limit": 1000}, stream_mode="values")]
+    assert set(sizes) == {16}
+    _same(run_cpr(conds, 8, 3, phases=phases), run_cpr(conds, 8, 3))
