@@ -69,14 +69,24 @@ def cpr_history(run: Any) -> tuple[pd.DataFrame | None, pd.DataFrame | None, str
                         beliefs.append({"society": s, "round": when, "agent": i, "belief": b})
             if "round" in updated and "history" in updated and t >= 1:  # the environment ended round t
                 types = v.get("agent_types") or []
-                for s in range(alive.shape[0]):
-                    for i in range(alive.shape[1]):
-                        rows.append({"society": s, "round": t, "agent": i,
-                                     "type": types[s][i] if s < len(types) and i < len(types[s]) else None,
-                                     "effort": float(v["effort"][s, i]), "harvest": float(v["h"][s, i]),
-                                     "payoff": float(v["payoff"][s, i]), "wealth": float(v["P"][s, i]),
-                                     "fined": int(v["V"][s, i]), "fined someone": int(v["B"][s, i]),
-                                     "norm cap g": float(v["g"][s, i]), "alive": bool(v["alive"][s, i])})
+                # a rule run's arrays hold its running societies (their batch indices in ``rows``); those
+                # that finished this round left them, their agents' arrays are in ``ended``
+                blocks = [(v, v.get("rows"))]
+                if "ended" in updated and v.get("ended"):
+                    blocks.append((v["ended"], v["ended"]["rows"]))
+                for arrays, ids in blocks:
+                    ended_before = arrays.get("T_s")  # a society that had finished before round t: not in it
+                    for r in range(arrays["alive"].shape[0]):
+                        if ended_before is not None and 0 < int(ended_before[r]) < t:
+                            continue
+                        s = int(ids[r]) if ids is not None else r
+                        for i in range(arrays["alive"].shape[1]):
+                            rows.append({"society": s, "round": t, "agent": i,
+                                         "type": types[s][i] if s < len(types) and i < len(types[s]) else None,
+                                         "effort": float(arrays["effort"][r, i]), "harvest": float(arrays["h"][r, i]),
+                                         "payoff": float(arrays["payoff"][r, i]), "wealth": float(arrays["P"][r, i]),
+                                         "fined": int(arrays["V"][r, i]), "fined someone": int(arrays["B"][r, i]),
+                                         "norm cap g": float(arrays["g"][r, i]), "alive": bool(arrays["alive"][r, i])})
     except history.HistoryError as exc:
         return None, None, str(exc)
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
