@@ -48,7 +48,7 @@ PositiveShare = Annotated[float, RULES["share"].within(0, lo_open=True)]
 class CPRParams(BaseModel):
     """All numeric parameters of one CPR society. Names follow the paper's symbols."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False, defer_build=True)
 
     # --- population and horizon -------------------------------------------------------
     N: Annotated[int, RULES["n-agents"]] = _f(10, "number of agents", "paper §4.1: all simulations use 10 agents")
@@ -221,6 +221,8 @@ class CPRSettings(CPRParams):
 
 
 class InitialRange(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     e: tuple[float, float]
     g: tuple[float, float]
 

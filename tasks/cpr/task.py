@@ -36,7 +36,7 @@ from cooplab.tasks.cpr.params import (
     make_params,
 )
 from cooplab.tasks.cpr.society import Condition, apply_ablation, init_state, phases_for
-from cooplab.tasks.cpr.state import CPRState
+from cooplab.tasks.cpr.state import CPRState, full_state
 
 
 def presets() -> dict[str, dict[str, Any]]:
@@ -186,7 +186,7 @@ class CPRTask(Task):
         return config.params.T
 
     def outputs(self, final: Mapping[str, Any], config: Config, run: RunInfo) -> dict[str, Any]:
-        final = dict(final)
+        final = full_state(final)  # a run stopped early may end with finished societies out of the running block
         if run.status != "completed":  # societies still running were censored at the last completed round
             running = np.asarray(final["active"])
             last = int(final["round"]) - 1
