@@ -47,10 +47,11 @@ def usd_of(value: Any) -> float | None:
 
 
 def first_error(exc: Any) -> str:
-    """A pydantic ``ValidationError`` as one line: ``field.path: message`` of its first error."""
-    e = exc.errors()[0]
-    loc = ".".join(str(x) for x in e["loc"]) or "value"
-    return f"{loc}: {e['msg'].removeprefix('Value error, ')}"
+    """A pydantic ``ValidationError`` as one line (kept for tasks written against it): the one
+    formatter's message, :func:`cooplab.limits.explain`, the setting named by its field path."""
+    from cooplab.limits import explain
+
+    return explain(exc)
 
 
 class TaskConfigError(ValueError):
@@ -162,21 +163,6 @@ class Task:
     def params(self, config: TaskConfig) -> Any:
         """The run's settings (``config.params``, an instance of :attr:`Params`)."""
         return config.params
-
-    def check_config(self, config: Mapping[str, Any]) -> None:
-        """Check the task's settings in a config.json's object (``config["params"]``) by :attr:`Params`:
-        raise :class:`TaskConfigError` (one line) on the first bad value. (The engine reads a stored
-        config with :func:`cooplab.runs.config.check_stored`, which does this and the rest.)"""
-        from pydantic import ValidationError
-
-        from cooplab.limits import explain, in_file
-
-        if self.Params is None:
-            return
-        try:
-            self.Params.model_validate(config.get("params"), context={"agents": config.get("agents"), "stored": True})
-        except ValidationError as exc:
-            raise TaskConfigError(explain(exc, in_file("config", "params")).removeprefix("config: ")) from None
 
     def options(self, agents: str, *, set: Any = None) -> dict[str, Any]:  # noqa: A002 - the name of --set
         """The task's settings from its run options: ``{"params": Params(...)}`` (optionally ``agents``

@@ -147,9 +147,9 @@ def _first(exc: Exception) -> str:
     from pydantic import ValidationError
 
     if isinstance(exc, ValidationError):
-        from cooplab.graphs.task import first_error
+        from cooplab.limits import explain
 
-        return first_error(exc)
+        return explain(exc)
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 

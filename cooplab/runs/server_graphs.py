@@ -50,8 +50,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from cooplab.graphs.task import Task, first_error
-from cooplab.limits import ConfigError, one_line, show
+from cooplab.graphs.task import Task
+from cooplab.limits import ConfigError, explain, one_line, show
 from cooplab.runs import registry, runner
 from cooplab.runs import store as runstore
 from cooplab.runs.config import LLM_KEYWORDS, SANDBOX_KEYWORDS, RunConfig
@@ -170,7 +170,7 @@ def settings_of(schema: type[ServerSettings], config: Mapping[str, Any] | None, 
     try:
         return schema.model_validate(given)
     except ValidationError as exc:
-        raise ConfigError(f"settings: {first_error(exc)}") from None
+        raise ConfigError(f"settings: {explain(exc)}") from None
 
 
 def opted_in(variable: str) -> bool:

@@ -23,8 +23,7 @@ from cooplab.agents.cache import check_cache
 from cooplab.agents.models import check_model, parse_model_spec
 from cooplab.agents.prices import run_prices
 from cooplab.agents.settings import LLMSettings
-from cooplab.graphs.task import first_error
-from cooplab.limits import ConfigError
+from cooplab.limits import ConfigError, explain
 from cooplab.runs.sweeps import SweepError
 
 FORMAT_NAMES = {"cpr": "CPR sweep", "science": "science sweep", "args": "command-line options"}
@@ -240,12 +239,12 @@ def load_science(raw: dict[str, Any], where: str) -> ScienceSweep:
     try:
         cfg = ScienceSweep(**raw)
     except ValidationError as exc:
-        raise SweepError(f"{where}: {first_error(exc)}") from None
+        raise SweepError(f"{where}: {explain(exc)}") from None
     try:  # every condition's parameters, before anything runs
         for t, size, vis, prompt in product(cfg.science_tasks, cfg.team_sizes, cfg.visibilities, cfg.prompts):
             ScienceParams(**{**cfg.set, "task": t, "team": cfg.team, "team_size": size, "visibility": vis, "prompt": prompt})
     except ValidationError as exc:
-        raise SweepError(f"{where}: {first_error(exc)}") from None
+        raise SweepError(f"{where}: {explain(exc)}") from None
     if cfg.team == "llm":
         for m in cfg.models:
             try:
@@ -336,7 +335,7 @@ def load_args(raw: Any, where: str) -> TaskSweep:
     try:
         cfg = TaskSweep(**raw)
     except ValidationError as exc:
-        raise SweepError(f"{where}: {first_error(exc)}") from None
+        raise SweepError(f"{where}: {explain(exc)}") from None
     return cfg  # the task and the number of cells are checked on the converted grid (grid.load)
 
 
