@@ -119,3 +119,25 @@ def test_a_config_written_before_variants_reads_as_the_original(tmp_path):
     cfg = cooplab.RunConfig.from_keywords("cpr", agents="llm", model=SCRIPTED, n_agents=2, rounds=1).to_config()
     del cfg["llm"]["prompt_variant"]
     assert cooplab.RunConfig.load(cfg).llm.prompt_variant == "original"
+
+
+def test_the_diners_persona_axis_reaches_the_prompts(tmp_path, capsys, monkeypatch):
+    """The Diner's Dilemma paper gives its diners personas: a variant swaps them (and nothing else)."""
+    from cooplab.graphs.task import Task
+    from cooplab.tasks.diners import llm as dl
+    from cooplab.tasks.diners.task import DinersTask
+
+    monkeypatch.setattr(DinersTask, "figure", Task.figure)
+    names = {v: [p["name"] for p in dl.personas(v)] for v in ("persona-reworded", "persona-other", "persona-neutral")}
+    assert names["persona-reworded"] == names["persona-neutral"] == [p["name"] for p in dl.personas()]
+    assert "Ana Costa" in names["persona-other"] and not set(names["persona-other"]) & set(names["persona-reworded"])
+    assert [p["lifestyle"] for p in dl.personas("persona-reworded")] != [p["lifestyle"] for p in dl.personas()]
+    assert prompts.overridden("cooplab.tasks.diners", "persona-other") == ["personas.json"]
+    model = tmp_path / "m.json"
+    model.write_text(json.dumps({"by_phase": {"order": ['{"meal": "budget"}'], "punish": ['{"punish": []}'], "metanorm": ['{"punish": []}']}}))
+    code = main(["run", "diners", "--agents", "llm", "--combination", "1", "--pk", "3:1", "--iterations", "1", "--model", f"scripted:{model}",
+                 "--cache", "off", "--prompt-variant", "persona-other", "--out", str(tmp_path / "run"), "-q", "--json"])
+    assert code == 0, capsys.readouterr().err
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["llm"]["prompt_variant"] == "persona-other"
+    traces = (tmp_path / "run" / "traces.jsonl").read_text()
+    assert "Ana Costa" in traces and "Raj Sharma" not in traces
