@@ -322,6 +322,7 @@ def draw(report: dict[str, Any]):
     """One panel per outcome: each variant's mean (a dot) with its 95% interval (a bar), one
     series per model and condition; a dashed line at the mean across variants of each series."""
     from cooplab.evals.canvas import subplots
+    from cooplab.evals.text import model_display_name
 
     outcomes = sorted({r["outcome"] for r in report["spread"]})
     variants = report["variants"]
@@ -340,7 +341,7 @@ def draw(report: dict[str, Any]):
                 ys.append(p["mean"])
                 lo.append(p["mean"] - p["low"] if p["low"] is not None else 0.0)
                 hi.append(p["high"] - p["mean"] if p["high"] is not None else 0.0)
-            label = f"{r['model']} | {r['condition']}"
+            label = f"{model_display_name(r['model'])} | {r['condition']}"
             line = ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3, label=label)
             ax.axhline(r["mean"], color=line[0].get_color(), linestyle="--", linewidth=0.8)
         ax.set_xticks(range(len(variants)), variants, rotation=20, ha="right", fontsize=8)
