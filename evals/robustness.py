@@ -343,14 +343,16 @@ def draw(report: dict[str, Any]):
                 hi.append(p["high"] - p["mean"] if p["high"] is not None else 0.0)
             label = f"{model_display_name(r['model'])} | {r['condition']}"
             line = ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3, label=label)
-            ax.axhline(r["mean"], color=line[0].get_color(), linestyle="--", linewidth=0.8)
+            ax.axhline(r["mean"], color=line[0].get_color(), linestyle="--", linewidth=0.8, label=f"{label}: mean across variants")
         ax.set_xticks(range(len(variants)), variants, rotation=20, ha="right", fontsize=8)
         ax.set_ylabel(outcome)
         fragile = [e for e in report["effects"] if e["outcome"] == outcome and e["fragile"]]
         ax.set_title(f"{outcome}: mean per prompt variant" + (f"  (FRAGILE: {len(fragile)} effect(s))" if fragile else ""), fontsize=9)
         ax.legend(fontsize=7, loc="best")
-    fig.suptitle("Dots: a variant's mean; bars: its 95% t interval over societies/seeds (none with one value); "
-                 "dashed: the series' mean across variants", fontsize=8)
+    import textwrap
+
+    fig.suptitle(textwrap.fill("Dots: a variant's mean; bars: its 95% t interval over societies or seeds (none with one value); "
+                               "dashed: that series' mean across the variants", width=int(fig.get_figwidth() * 14)), fontsize=8)
     return fig
 
 
