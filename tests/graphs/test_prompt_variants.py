@@ -141,3 +141,16 @@ def test_the_diners_persona_axis_reaches_the_prompts(tmp_path, capsys, monkeypat
     assert json.loads((tmp_path / "run" / "config.json").read_text())["llm"]["prompt_variant"] == "persona-other"
     traces = (tmp_path / "run" / "traces.jsonl").read_text()
     assert "Ana Costa" in traces and "Raj Sharma" not in traces
+
+
+def test_the_example_variant_sweep_builds_a_config_per_variant_and_a_bad_name_names_its_cell(tmp_path):
+    from cooplab.runs import grid
+
+    sw, notice = grid.load_file(Path(__file__).resolve().parents[2] / "examples" / "variants-scripted.json")
+    jobs = grid.jobs(sw)
+    assert notice is None and len(jobs) == 10
+    assert {j["config"]["llm"]["prompt_variant"] for j in jobs} == {"original", "reword-a", "reword-b", "reword-c", "format-bullets"}
+    bad = grid.load({"task": "cpr", "out": str(tmp_path), "fixed": {"agents": "llm", "model": SCRIPTED},
+                     "grid": {"prompt_variant": ["original", "reworded"]}}, "sweep")
+    with pytest.raises(ConfigError, match="cell prompt_variant-reworded__s0: --prompt-variant: unknown prompt variant 'reworded'"):
+        grid.jobs(bad)
