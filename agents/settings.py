@@ -73,6 +73,8 @@ class LLMSettings(BaseModel):
     prices: dict[StrictStr, Annotated[list[Price], Field(min_length=2, max_length=2)]] | None = Field(
         None, description="The prices used, USD per 1K input and output tokens by model id (filled in by resolve(); recorded in config.json).")
     cache: StrictStr | None = Field(None, description="Response cache file (None: the default cache; 'off': no cache).")
+    prompt_variant: StrictStr = Field("original", description="Which wording of the task's prompts the agents get: original, or a "
+                                      "folder of prompts/variants/ beside the task's prompts (docs/robustness.md).")
 
     @field_validator("model", mode="before")
     @classmethod

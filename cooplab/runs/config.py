@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_
 from cooplab.agents.models import MissingAPIKey
 from cooplab.agents.settings import CLI_NAMES, LLMSettings, parse_agent_models
 from cooplab.extras import MissingExtra
-from cooplab.graphs import rundir
+from cooplab.graphs import prompts, rundir
 from cooplab.graphs.task import Task, TaskConfigError
 from cooplab.limits import RULES, ConfigError, flags, in_file, one_line, parse_json, show, validate
 
@@ -245,6 +245,7 @@ def build_config(task: Task, fields: dict[str, Any], *, agents: str, seed: int, 
             llm = llm.model_copy(update={"model": fixed, "agent_models": {}})
         config.llm = llm
         config.llm = llm.resolve(task.n_agents(config))
+        prompts.check(task, config.llm.prompt_variant)
         check_run_models(task, config, _cli_label)
     if task.uses_sandbox:
         config.sandbox = sandbox
@@ -325,6 +326,7 @@ def check_stored(raw: Any, where: str, task: Task | None = None) -> RunConfig:
         if missing:
             raise ConfigError(f"{where}: llm lacks {', '.join(missing)}")
         out.llm = validate(LLMSettings, llm, in_file(where, "llm"), strict=False)
+        prompts.check(task, out.llm.prompt_variant, f"{where}: llm.prompt_variant")
         fixed = task.fixed_model(out)
         if fixed is not None and out.llm.model != fixed:
             raise ConfigError(f"{where}: llm.model must be {fixed}, the built-in model these params play, got {show(out.llm.model)}")

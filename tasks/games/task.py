@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from cooplab.graphs import rundir
+from cooplab.graphs import prompts, rundir
 from cooplab.graphs.rng import phase_rng
 from cooplab.graphs.task import RunInfo, Task, TaskConfig
 from cooplab.tasks.games import equilibria as eq
@@ -103,7 +103,7 @@ class GameTask(Task):
         if P.players == "llm":
             from cooplab.tasks.games.llm import llm_policies
 
-            return llm_policies(P, P.prompt, P.deliberation)
+            return llm_policies(P, P.prompt, P.deliberation, prompts.variant_of(config))
         return pl.policies(P.players, P, P.script)
 
     def phases(self, config: Config):
