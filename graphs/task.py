@@ -225,9 +225,9 @@ class Task:
         """A configuration with default values (``cooplab graph NAME`` draws its graph): ``agents``
         (default the task's first kind) and ``params`` set over the defaults of :attr:`Params`."""
         agents = agents or self.agent_kinds[0]
-        values = self.default_params().model_dump(mode="json")
-        if self.Params is not None:
-            values = self.Params.model_validate({**values, **params}, context={"agents": agents})
+        # the given settings over the model's own defaults (a default that follows another setting, as
+        # a solo pipeline's one analyst, follows it)
+        values = self.Params.model_validate(params, context={"agents": agents}) if self.Params is not None else NoParams(**params)
         return PlainConfig(task=self.name, agents=agents, params=values)
 
     # --- the graph -------------------------------------------------------------------------
