@@ -291,7 +291,7 @@ class GameRun(BaseModel):
         if agents is not None and (self.players == "llm") != (agents == "llm"):
             raise ValueError(f"agents is {agents!r} but players is {self.players!r}: players is llm exactly when agents is llm")
         if self.players != "llm" and (self.prompt != "standard" or self.deliberation):
-            raise cross(("prompt", "deliberation"), "<prompt> and <deliberation> apply to LLM players only (players llm)")
+            raise cross(("prompt", "deliberation"), "<prompt> and <deliberation> apply to <players> llm only")
         if self.players == "scripted":
             try:
                 pl.check_script(self.script, self, where="script")

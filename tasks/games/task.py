@@ -65,6 +65,9 @@ class GameTask(Task):
 
         names = {"game": "--game", "players": "--players", "prompt": "--prompt", "deliberation": "--deliberation",
                  "group_sizes": "--group-size", "simulations": "--simulations", "rounds": "--rounds"}
+        values = co.parse_set(set, model_of(game).model_fields, "game --game " + game) if isinstance(game, str) and game in GAMES else {}
+        for key in values:  # a setting given with --set is named so
+            names[key] = f"--set {key}"
         label = co.flags(names, rest=lambda f: f"--set {f}")
         co.validate(GameSettings, {"game": game}, label)  # which game, before its parameters are read
         values = co.parse_set(set, model_of(game).model_fields, "game --game " + game)

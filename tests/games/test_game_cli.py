@@ -228,8 +228,8 @@ def test_resume_of_a_finished_run_rewrites_the_same_summary(finished, tmp_path, 
 
 
 @pytest.mark.parametrize("name,patch,needle", [
-    ("random", {"params.game": "chess"}, "game must be one of"),
-    ("random", {"params.players": "robot"}, "players must be one of"),
+    ("random", {"params.game": "chess"}, "game must be weakest-link, cpr"),
+    ("random", {"params.players": "robot"}, "players must be llm, nash"),
     ("random", {"game": "cpr"}, "unknown field 'game'"),
     ("random", {"params.multiplier": 20.0}, "multiplier"),
     ("random", {"params.multiplier": "3"}, "multiplier"),
