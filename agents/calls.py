@@ -95,6 +95,7 @@ class Reply:
     response: CachedResponse
     cached: bool = False
     entry: Entry | None = None
+    reused_tokens: int = 0  #: prompt tokens the model reused from an earlier call (its prompt cache; a live answer's)
 
 
 class Layer(Protocol):
@@ -325,7 +326,7 @@ class ProviderAdapter:
         latency = time.perf_counter() - t0
         text = request.to_text(msg) if request.to_text is not None else self.text_of(msg)
         usage = self.usage(msg, request, text)
-        return Reply(CachedResponse(text, usage.input_tokens, usage.output_tokens, latency, usage.error))
+        return Reply(CachedResponse(text, usage.input_tokens, usage.output_tokens, latency, usage.error), reused_tokens=usage.reused_tokens)
 
 
 class ScriptedAdapter(ProviderAdapter):
@@ -458,15 +459,21 @@ def decoding_schema(schema: dict[str, Any], levels: int = 21) -> dict[str, Any]:
 class AdapterLayer:
     """The innermost layer: the request's adapter calls the model, each attempt bounded by
     ``timeout`` seconds in all (None: unbounded). ``calls`` counts the requests that reached a
-    model (every attempt)."""
+    model (every attempt); ``prompt_tokens`` the prompt tokens of those answered and
+    ``reused_tokens`` how many of them the model reused from earlier calls (its prompt cache)."""
 
     def __init__(self, timeout: float | None = None) -> None:
         self.calls = 0
+        self.prompt_tokens = 0
+        self.reused_tokens = 0
         self.timeout = timeout
 
     async def __call__(self, request: Request) -> Reply:
         self.calls += 1
-        return await request.adapter.invoke(request, self.timeout)
+        reply = await request.adapter.invoke(request, self.timeout)
+        self.prompt_tokens += reply.response.input_tokens
+        self.reused_tokens += reply.reused_tokens
+        return reply
 
 
 class RateLimiter:

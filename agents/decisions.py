@@ -146,6 +146,15 @@ class LLMService:
         return 0 if self._path is None else self._path.adapter.calls
 
     @property
+    def prompt_reuse(self) -> dict[str, Any]:
+        """What the model read and reused of the prompts of this service's live calls (cache
+        replays excluded): prompt tokens, tokens reused from earlier calls (the local model's kept
+        KV states, a provider's prompt cache), tokens read, and the reused share (None before any)."""
+        a = self._path.adapter if self._path is not None else None
+        n, k = (a.prompt_tokens, a.reused_tokens) if a is not None else (0, 0)
+        return {"prompt_tokens": n, "tokens_reused": k, "tokens_read": n - k, "reused_share": round(k / n, 4) if n else None}
+
+    @property
     def retries(self) -> int:
         """Endpoint failures retried (transport errors, 5xx, malformed responses)."""
         return 0 if self._path is None else self._path.retry.count
