@@ -11,21 +11,24 @@ Configurations, each a ``cooplab`` command line run by its own Python:
   reuses only the prefix the next prompt shares with the last call; the science system prompt
   carries the live budget status in Appendix C.1's place; the CPR prompts end with their
   instructions.
-- ``after, reuse off``: this checkout with ``COOPLAB_LOCAL_REUSE_MB=0``: the new prompt layout,
-  llama-cpp-python's last-prefix reuse only. Same prompts as ``after``, so the same calls, tokens
+- ``after, no kept states``: this checkout with ``COOPLAB_LOCAL_REUSE_MB=0``: the new prompt layout,
+  only the live KV cache reused (what the last call read). Same prompts as ``after``, so the same calls, tokens
   and answers (the benchmark checks it): the difference is the reuse alone.
 - ``after``: this checkout as it ships (kept KV states, 512 MB).
 
 Workloads, the configurations interleaved so that the machine's load hits them alike:
 
-(a) **Reading speed** (after only): two agents' conversations interleaved, each call one more
-    turn, straight through ``LocalModelProcess``: prompt tokens, tokens read and reused, seconds,
-    with kept states and without (the same process, every call read cold); and one cold read of
-    the longest prompt with a one-token answer: the model's prompt reading speed.
+(a) **The local model's speed** (after only): one cold read of a prompt with a one-token answer
+    (prompt tokens read per second) and one short prompt with up to 48 tokens generated, in a
+    model process with ``OMP_WAIT_POLICY=passive`` and one with ``active``; then two agents'
+    conversations interleaved, each call one more turn, straight through ``LocalModelProcess``:
+    prompt tokens, tokens read and reused, seconds, every prompt read cold and then with the kept
+    states (the same process), and whether the answers are the same.
 (b) **Science bench**: ``cooplab bench science examples/bench-suite/suite.jsonl --team llm --model
     local --team-size 2 --cache off`` item by item (``--limit 1``, then 2, ...: a bench resumes
     its finished items), per configuration: wall seconds per item (the item run's own
-    ``wall_seconds``), calls, tokens in/out, cost, prompt tokens reused.
+    ``wall_seconds``), calls, tokens in/out, cost, prompt tokens reused. ``after, no kept
+    states`` runs the first ``--off-items`` items only (1: a science item takes long).
 (c) **The main job's LLM society** (run.sh): ``cooplab run cpr --agents llm --model local --env
     harsh --population mixed --n-agents 4 --rounds 8 --seed 0 --cache off``, per configuration:
     wall seconds, calls, tokens, and how many of the decisions (society, agent, round, phase)
@@ -55,6 +58,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SECTION = "Local model: prompt reuse"
 SUITE = ROOT / "examples" / "bench-suite"
 CLI = "import sys; from cooplab.cli import main; sys.exit(main(sys.argv[1:]))"
+OFF = "after, no kept states"
 CPR = ["--agents", "llm", "--model", "local", "--env", "harsh", "--population", "mixed", "--seed", "0", "--cache", "off"]
 
 
@@ -72,7 +76,7 @@ def configs(before: str | None) -> dict[str, tuple[str, dict[str, str]]]:
     out = {}
     if before:
         out["before"] = (before, base)
-    out["after, reuse off"] = (sys.executable, {**base, "COOPLAB_LOCAL_REUSE_MB": "0"})
+    out[OFF] = (sys.executable, {**base, "COOPLAB_LOCAL_REUSE_MB": "0"})
     out["after"] = (sys.executable, base)
     return out
 
@@ -82,21 +86,53 @@ RULES = ("You work in a team of two analysts on a data set of orders. Read what 
          "store what you find, and tell your teammate what you did. Keep every answer short. ")
 
 
-def micro(turns: int, max_tokens: int) -> dict[str, Any]:
+def convo(agent: int, turn: int) -> list[dict]:
+    """Agent ``agent``'s prompt at ``turn`` of its conversation (two agents' system prompts differ only at their end)."""
+    msgs = [{"role": "system", "content": f"{RULES * 6}You are analyst {agent + 1}."}]
+    for t in range(turn):
+        msgs += [{"role": "user", "content": f"Step {t + 1}: the table has {1000 + 37 * t + agent} rows. What next?"},
+                 {"role": "assistant", "content": f"I will check column {t + 1} of the table."}]
+    return msgs + [{"role": "user", "content": f"Step {turn + 1}: what do you do now?"}]
+
+
+def model_process(wait: str | None = None):
+    """A fresh model process (``wait``: its ``OMP_WAIT_POLICY``), loaded."""
     from cooplab.agents.local_model import LocalModelProcess
     from cooplab.agents.models import local_model_path
 
-    def convo(agent: int, turn: int) -> list[dict]:
-        msgs = [{"role": "system", "content": f"{RULES * 6}You are analyst {agent + 1}."}]
-        for t in range(turn):
-            msgs += [{"role": "user", "content": f"Step {t + 1}: the table has {1000 + 37 * t + agent} rows. What next?"},
-                     {"role": "assistant", "content": f"I will check column {t + 1} of the table."}]
-        return msgs + [{"role": "user", "content": f"Step {turn + 1}: what do you do now?"}]
-
-    res: dict[str, Any] = {}
-    p = LocalModelProcess(str(local_model_path()), n_ctx=4096)
+    old = os.environ.get("OMP_WAIT_POLICY")
+    if wait is not None:
+        os.environ["OMP_WAIT_POLICY"] = wait
     try:
-        p.chat({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1, "temperature": 0.0, "seed": 0})  # load
+        p = LocalModelProcess(str(local_model_path()), n_ctx=4096)
+        p.chat({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1, "temperature": 0.0, "seed": 0})  # started in this environment
+    finally:
+        if wait is not None:
+            os.environ.pop("OMP_WAIT_POLICY") if old is None else os.environ.__setitem__("OMP_WAIT_POLICY", old)
+    return p
+
+
+def speeds(turns: int, wait: str | None) -> dict[str, float]:
+    """Prompt reading (one cold read of the longest prompt, a one-token answer) and generation
+    (a short prompt, up to 48 tokens) in tokens per second."""
+    p = model_process(wait)
+    try:
+        t0 = time.perf_counter()
+        out = p.chat({"messages": convo(1, max(turns, 1) - 1), "max_tokens": 1, "temperature": 0.0, "seed": 0}, reuse=False)
+        read = out["usage"]["prompt_tokens"], time.perf_counter() - t0
+        msgs = [{"role": "user", "content": "Write a long list of things a fisher does in a day."}]
+        t0 = time.perf_counter()
+        out = p.chat({"messages": msgs, "max_tokens": 48, "temperature": 0.0, "seed": 0}, reuse=False)
+        gen = out["usage"]["completion_tokens"], time.perf_counter() - t0
+    finally:
+        p.close()
+    return {"read_tokens": read[0], "read_tps": read[0] / read[1], "gen_tokens": gen[0], "gen_tps": gen[0] / gen[1]}
+
+
+def micro(turns: int, max_tokens: int, waits: list[str | None]) -> dict[str, Any]:
+    res: dict[str, Any] = {"speeds": {w or "as set": speeds(turns, w) for w in waits}}
+    p = model_process()
+    try:
         for mode in ("cold", "reuse"):  # cold first: nothing kept helps it
             n0, k0, t0, texts = p.prompt_tokens, p.reused_tokens, time.perf_counter(), []
             for turn in range(turns):
@@ -106,10 +142,6 @@ def micro(turns: int, max_tokens: int) -> dict[str, Any]:
                     texts.append(out["choices"][0]["message"]["content"])
             res[mode] = {"calls": 2 * turns, "prompt_tokens": p.prompt_tokens - n0, "reused": p.reused_tokens - k0,
                          "seconds": time.perf_counter() - t0, "texts": texts}
-        longest = convo(1, turns - 1)
-        t0 = time.perf_counter()
-        out = p.chat({"messages": longest, "max_tokens": 1, "temperature": 0.0, "seed": 0}, reuse=False)
-        res["read"] = {"tokens": out["usage"]["prompt_tokens"], "seconds": time.perf_counter() - t0}
     finally:
         p.close()
     res["same_texts"] = res["cold"]["texts"] == res["reuse"]["texts"]
@@ -117,10 +149,12 @@ def micro(turns: int, max_tokens: int) -> dict[str, Any]:
 
 
 # --- (b) science bench and (c) the CPR society -----------------------------------------------------
-def science(cfgs: dict, items: int, team_size: int, work: Path) -> dict[str, list[dict]]:
+def science(cfgs: dict, items: int, team_size: int, work: Path, off_items: int) -> dict[str, list[dict]]:
     per: dict[str, list[dict]] = {name: [] for name in cfgs}
     for k in range(1, items + 1):
         for name, (python, env) in cfgs.items():
+            if name == OFF and k > off_items:
+                continue
             out = work / f"science-{name.replace(' ', '-').replace(',', '')}"
             cli(python, ["bench", "science", str(SUITE / "suite.jsonl"), "--tables", str(SUITE / "tables"), "--labels",
                          str(SUITE / "labels.jsonl"), "--team", "llm", "--model", "local", "--team-size", str(team_size),
@@ -170,10 +204,13 @@ def report(a: dict | None, b: dict | None, c: dict | None, head: list[str], args
     lines = [f"## {SECTION}", "", *head, f"- OMP_WAIT_POLICY: {os.environ.get('OMP_WAIT_POLICY', '(unset: llama.cpp threads spin at barriers)')}",
              f"- command: `python benchmarks/bench_local_reuse.py {' '.join(sys.argv[1:])}`", ""]
     if a:
-        rd = a["read"]
-        lines += ["### (a) Reading speed (SmolLM2-135M, llama.cpp, this process's threads)", "",
-                  f"One cold read of a {rd['tokens']}-token prompt (one-token answer): **{rd['tokens'] / rd['seconds']:.0f} prompt tokens/s**.",
-                  f"Two agents' conversations interleaved, {a['cold']['calls']} calls, answers of at most {args.max_tokens} tokens:", "",
+        lines += ["### (a) The local model's speed (SmolLM2-135M, llama.cpp, 2 threads)", "",
+                  "| OMP_WAIT_POLICY of the model process | prompt read (tokens) | read, tokens/s | generated (tokens) | generated, tokens/s |",
+                  "|---|---:|---:|---:|---:|"]
+        for w, v in a["speeds"].items():
+            lines.append(f"| {w} | {v['read_tokens']} | {v['read_tps']:.0f} | {v['gen_tokens']} | {v['gen_tps']:.1f} |")
+        lines += ["", f"Two agents' conversations interleaved, {a['cold']['calls']} calls, answers of at most {args.max_tokens} tokens "
+                      "(OMP_WAIT_POLICY as set for the whole benchmark):", "",
                   "| prompts | calls | prompt tokens | read | reused | seconds | prompt tokens per second (charged) |", "|---|---:|---:|---:|---:|---:|---:|"]
         for mode, label in (("cold", "every prompt read in full"), ("reuse", "kept states reused")):
             m = a[mode]
@@ -187,14 +224,14 @@ def report(a: dict | None, b: dict | None, c: dict | None, head: list[str], args
             for r in rows:
                 lines.append(f"| {name} | {r['item']} | {r['wall']:.0f} | {fmt(r['calls'])} | {fmt(r['in'])} / {fmt(r['out'])} | "
                              f"{usd(r['cost'])} | {fmt(r['reused'])} | {r['status']} |")
-        lines += ["", "| configuration | wall s per item (mean) | seconds per 1,000 prompt tokens charged | speed-up per item vs first |",
-                  "|---|---:|---:|---:|"]
-        base = None
+        lines += ["", "| configuration | items | wall s per item (mean) | seconds per 1,000 prompt tokens charged | speed-up per item vs first, same items |",
+                  "|---|---:|---:|---:|---:|"]
+        first = next(iter(b.values()))
         for name, rows in b.items():
             wall = statistics.mean(r["wall"] for r in rows)
+            ref = statistics.mean(r["wall"] for r in first[: len(rows)])
             tin = sum(r["in"] or 0 for r in rows)
-            base = base or wall
-            lines.append(f"| {name} | {wall:.0f} | {1000 * sum(r['wall'] for r in rows) / max(tin, 1):.2f} | {base / wall:.2f}x |")
+            lines.append(f"| {name} | {len(rows)} | {wall:.0f} | {1000 * sum(r['wall'] for r in rows) / max(tin, 1):.2f} | {ref / wall:.2f}x |")
         lines.append("")
     if c:
         lines += [f"### (c) The main job's LLM society (`cooplab run cpr {' '.join(CPR[:-2])} --n-agents {args.cpr_agents} --rounds {args.cpr_rounds}`)", "",
@@ -213,6 +250,7 @@ def main() -> int:
     ap.add_argument("--before", help="the Python interpreter of a checkout of the baseline commit (its .venv/bin/python)")
     ap.add_argument("--items", type=int, default=4, help="(b) science bench items (0: skip)")
     ap.add_argument("--team-size", type=int, default=2)
+    ap.add_argument("--off-items", type=int, default=1, help="(b) items also run without kept states (the same calls and answers expected)")
     ap.add_argument("--cpr-agents", type=int, default=4)
     ap.add_argument("--cpr-rounds", type=int, default=8, help="(c) rounds of the CPR society (0: skip)")
     ap.add_argument("--turns", type=int, default=6, help="(a) turns of each conversation (0: skip)")
@@ -224,19 +262,19 @@ def main() -> int:
         a.turns, a.items, a.cpr_agents, a.cpr_rounds, a.max_tokens = 2, 0, 2, 1, 4
     if a.before and not Path(a.before).exists():
         raise SystemExit(f"bench_local_reuse: --before {a.before} does not exist (the baseline checkout's .venv/bin/python)")
-    for flag in ("items", "turns", "cpr_rounds", "max_tokens", "cpr_agents"):
+    for flag in ("items", "turns", "cpr_rounds", "max_tokens", "cpr_agents", "off_items"):
         if getattr(a, flag) < 0 or (flag in ("max_tokens", "cpr_agents") and getattr(a, flag) < 1):
             raise SystemExit(f"bench_local_reuse: --{flag.replace('_', '-')} must be a positive whole number, got {getattr(a, flag)}")
     head = machine_info(versions=True)
     cfgs = configs(a.before)
     work = Path(tempfile.mkdtemp(prefix="bench-reuse-"))
     try:
-        ra = micro(a.turns, a.max_tokens) if a.turns else None
+        ra = micro(a.turns, a.max_tokens, [None] if a.quick else ["passive", "active"]) if a.turns else None
         if ra:
-            print(f"(a) read {ra['read']['tokens']} tokens in {ra['read']['seconds']:.2f} s; cold {ra['cold']['seconds']:.1f} s, "
-                  f"reuse {ra['reuse']['seconds']:.1f} s, same answers: {ra['same_texts']}", flush=True)
+            print(f"(a) {ra['speeds']}; cold {ra['cold']['seconds']:.1f} s, reuse {ra['reuse']['seconds']:.1f} s, "
+                  f"same answers: {ra['same_texts']}", flush=True)
         rc = society(cfgs, a.cpr_agents, a.cpr_rounds, work) if a.cpr_rounds else None
-        rb = science(cfgs, a.items, a.team_size, work) if a.items else None
+        rb = science(cfgs, a.items, a.team_size, work, a.off_items) if a.items else None
     finally:
         shutil.rmtree(work, ignore_errors=True)
     try:
