@@ -78,6 +78,15 @@ def test_reused_tokens_are_read_from_usage_and_change_no_charge(usage, reused):
     assert (u.input_tokens, u.output_tokens, u.error, u.reused_tokens) == (10, 2, None, reused)
 
 
+def test_geminis_cached_prompt_tokens_are_read():
+    from cooplab.agents.providers import _google_usage
+
+    body = {"usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 2, "cachedContentTokenCount": 6}}
+    assert check_usage(_google_usage(body), input_bound=100, output_bound=10).reused_tokens == 6
+    body["usageMetadata"].pop("cachedContentTokenCount")
+    assert check_usage(_google_usage(body), input_bound=100, output_bound=10).reused_tokens == 0
+
+
 def test_a_runs_summary_reports_the_prompt_tokens_reused(tmp_path):
     usage = {"prompt_tokens": 40, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 30}}
     script = tmp_path / "m.json"
