@@ -196,6 +196,15 @@ def fmt(x: Any, spec: str = ",") -> str:
     return "–" if x is None else format(x, spec)
 
 
+def cpu_model() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+    return f"{fields.get('Model name', '?').strip()}, {fields.get('CPU(s)', '?').strip()} CPUs"
+
+
 def usd(x: Any) -> str:
     return "–" if x is None else f"${x:.4f}"
 
@@ -266,6 +275,7 @@ def main() -> int:
         if getattr(a, flag) < 0 or (flag in ("max_tokens", "cpr_agents") and getattr(a, flag) < 1):
             raise SystemExit(f"bench_local_reuse: --{flag.replace('_', '-')} must be a positive whole number, got {getattr(a, flag)}")
     head = machine_info(versions=True)
+    head.insert(2, f"- CPU (lscpu): {cpu_model()}")
     cfgs = configs(a.before)
     work = Path(tempfile.mkdtemp(prefix="bench-reuse-"))
     try:
