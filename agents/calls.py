@@ -95,7 +95,6 @@ class Reply:
     response: CachedResponse
     cached: bool = False
     entry: Entry | None = None
-    reused_tokens: int = 0  #: prompt tokens the model reused from an earlier call (its prompt cache; a live answer's)
 
 
 class Layer(Protocol):
@@ -251,6 +250,29 @@ def usage_of(msg: BaseMessage, messages: list[BaseMessage], text: str, *, input_
     return check_usage(dict(um), input_bound=input_bound, output_bound=output_bound)
 
 
+def reused_of(msg: BaseMessage, input_tokens: int) -> int:
+    """The prompt tokens of an answer that its backend says it reused from an earlier call (its
+    prompt cache), for a run's reuse rate only: they change no charge. Read from the usage the
+    endpoint reported (OpenAI's ``prompt_tokens_details.cached_tokens``, which vLLM's and
+    llama.cpp's servers and cooplab's local model report too; Gemini's cached content as
+    ``cached_tokens``), else LangChain's ``input_token_details.cache_read``; 0 when it says nothing
+    or something impossible (not an integer from 0 to ``input_tokens``). Anthropic's
+    ``cache_read_input_tokens`` is not read: Anthropic counts them apart from its input tokens,
+    and cooplab does not ask it to cache."""
+    meta = getattr(msg, "response_metadata", None) or {}
+    reported = meta.get("usage_raw") if "usage_raw" in meta else getattr(msg, "usage_metadata", None)
+    if not isinstance(reported, dict):
+        return 0
+    for outer, inner in (("prompt_tokens_details", "cached_tokens"), ("input_token_details", "cache_read")):
+        details = reported.get(outer)
+        if isinstance(details, dict) and inner in details:
+            value = details[inner]
+            break
+    else:
+        value = reported.get("cached_tokens", 0)
+    return value if type(value) is int and 0 <= value <= input_tokens else 0
+
+
 class ProviderAdapter:
     """How cooplab talks to one kind of chat model. This base serves any LangChain chat model as
     an OpenAI-compatible one: a JSON object asked for with the schema when the endpoint is a
@@ -259,6 +281,9 @@ class ProviderAdapter:
     #: whether an attempt can be stopped at the call timeout: a local model's call runs in a thread
     #: that cannot be, so the model process has its own bound (``COOPLAB_LOCAL_TIMEOUT``)
     stoppable = True
+    #: prompt tokens of this adapter's answered calls, and how many of them the model reused (:func:`reused_of`)
+    prompt_tokens = 0
+    reused_tokens = 0
 
     def __init__(self, spec: ModelSpec, model: Any):
         self.spec, self.model = spec, model
@@ -326,7 +351,9 @@ class ProviderAdapter:
         latency = time.perf_counter() - t0
         text = request.to_text(msg) if request.to_text is not None else self.text_of(msg)
         usage = self.usage(msg, request, text)
-        return Reply(CachedResponse(text, usage.input_tokens, usage.output_tokens, latency, usage.error), reused_tokens=usage.reused_tokens)
+        self.prompt_tokens += usage.input_tokens
+        self.reused_tokens += reused_of(msg, usage.input_tokens)
+        return Reply(CachedResponse(text, usage.input_tokens, usage.output_tokens, latency, usage.error))
 
 
 class ScriptedAdapter(ProviderAdapter):
@@ -459,21 +486,15 @@ def decoding_schema(schema: dict[str, Any], levels: int = 21) -> dict[str, Any]:
 class AdapterLayer:
     """The innermost layer: the request's adapter calls the model, each attempt bounded by
     ``timeout`` seconds in all (None: unbounded). ``calls`` counts the requests that reached a
-    model (every attempt); ``prompt_tokens`` the prompt tokens of those answered and
-    ``reused_tokens`` how many of them the model reused from earlier calls (its prompt cache)."""
+    model (every attempt)."""
 
     def __init__(self, timeout: float | None = None) -> None:
         self.calls = 0
-        self.prompt_tokens = 0
-        self.reused_tokens = 0
         self.timeout = timeout
 
     async def __call__(self, request: Request) -> Reply:
         self.calls += 1
-        reply = await request.adapter.invoke(request, self.timeout)
-        self.prompt_tokens += reply.response.input_tokens
-        self.reused_tokens += reply.reused_tokens
-        return reply
+        return await request.adapter.invoke(request, self.timeout)
 
 
 class RateLimiter:
@@ -606,5 +627,5 @@ class CallPath:
 __all__ = [
     "AdapterLayer", "BudgetLayer", "CacheLayer", "CallPath", "EndpointFailure", "Layer", "LlamaAdapter", "ModelUnavailable",
     "AnthropicAdapter", "GoogleAdapter", "OllamaAdapter", "ProviderAdapter", "RateLimitLayer", "RateLimiter", "Reply", "Request", "RetryLayer", "ScriptedAdapter", "adapter_type",
-    "decoding_schema", "endpoint_failure", "failure_message", "is_transient", "usage_of",
+    "decoding_schema", "endpoint_failure", "failure_message", "is_transient", "reused_of", "usage_of",
 ]

@@ -150,8 +150,8 @@ class LLMService:
         """What the model read and reused of the prompts of this service's live calls (cache
         replays excluded): prompt tokens, tokens reused from earlier calls (the local model's kept
         KV states, a provider's prompt cache), tokens read, and the reused share (None before any)."""
-        a = self._path.adapter if self._path is not None else None
-        n, k = (a.prompt_tokens, a.reused_tokens) if a is not None else (0, 0)
+        n = sum(a.prompt_tokens for a in self._adapters.values())
+        k = sum(a.reused_tokens for a in self._adapters.values())
         return {"prompt_tokens": n, "tokens_reused": k, "tokens_read": n - k, "reused_share": round(k / n, 4) if n else None}
 
     @property

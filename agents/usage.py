@@ -19,10 +19,6 @@ scripted, cache replays):
   missing, not an integer (a string, a bool, NaN, 2.5, ...), negative, or larger than the bound
   is an error of the model endpoint: the call is charged at its bounds (its reservation, never
   the reported number) and the usage carries the reason.
-* the prompt tokens the backend reused from an earlier call (a prompt cache: the local model's
-  kept KV states, OpenAI's ``prompt_tokens_details.cached_tokens``, Gemini's cached content) are
-  read by :func:`reused_tokens` for the run's reuse rate only; they change no charge. A count
-  that is not an integer from 0 to the prompt tokens is taken as 0.
 """
 
 from __future__ import annotations
@@ -92,7 +88,6 @@ class Usage:
     input_tokens: int
     output_tokens: int
     error: str | None = None
-    reused_tokens: int = 0  #: of the input tokens, those the backend reused from an earlier call (not charged differently)
 
 
 def _count(value: Any, what: str, bound: int) -> tuple[int | None, str | None]:
@@ -139,23 +134,7 @@ def check_usage(reported: Any, *, input_bound: int, output_bound: int, source: s
     o, eo = _count(_pick(reported, "completion_tokens", "output_tokens"), "completion tokens", output_bound)
     if ei or eo:
         return Usage(input_bound, output_bound, f"{source}: " + "; ".join(e for e in (ei, eo) if e))
-    return Usage(i, o, reused_tokens=reused_tokens(reported, i))
-
-
-def reused_tokens(reported: dict, input_tokens: int) -> int:
-    """The prompt tokens a backend says it reused (OpenAI's ``prompt_tokens_details.cached_tokens``,
-    which llama-cpp-python's and vLLM's servers and cooplab's local model report too; LangChain's
-    ``input_token_details.cache_read``; a bare ``cached_tokens``), 0 when it says nothing or
-    something impossible. Anthropic's ``cache_read_input_tokens`` is not read: Anthropic counts
-    them apart from its ``input_tokens``, and cooplab does not ask it to cache."""
-    for outer, inner in (("prompt_tokens_details", "cached_tokens"), ("input_token_details", "cache_read")):
-        details = reported.get(outer)
-        if isinstance(details, dict) and inner in details:
-            value = details[inner]
-            break
-    else:
-        value = reported.get("cached_tokens", 0)
-    return value if type(value) is int and 0 <= value <= input_tokens else 0
+    return Usage(i, o)
 
 
 def counted_usage(input_tokens: int, output_tokens: int, *, input_bound: int, output_bound: int) -> Usage:
@@ -165,4 +144,4 @@ def counted_usage(input_tokens: int, output_tokens: int, *, input_bound: int, ou
 
 
 __all__ = ["MAX_TOKEN_BYTES", "MESSAGE_OVERHEAD", "TEMPLATE_OVERHEAD", "Usage", "answer_bytes_bound", "body_bytes_bound", "check_usage",
-           "counted_usage", "input_bound", "reused_tokens"]
+           "counted_usage", "input_bound"]

@@ -12,11 +12,12 @@ import json
 
 import numpy as np
 import pytest
+from langchain_core.messages import AIMessage
 
 import cooplab
 from cooplab.agents import local_model as lm
+from cooplab.agents.calls import reused_of
 from cooplab.agents.llama_worker import PrefixStates, common_prefix
-from cooplab.agents.usage import check_usage
 
 
 def toks(*xs: int) -> np.ndarray:
@@ -65,26 +66,33 @@ def test_states_are_bounded_in_bytes_least_recently_used_out():
 
 @pytest.mark.parametrize("usage,reused", [
     ({"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 6}}, 6),  # OpenAI, the local model
-    ({"input_tokens": 10, "output_tokens": 2, "input_token_details": {"cache_read": 4}}, 4),  # LangChain
+    ({"prompt_tokens": 10, "completion_tokens": 2, "cached_tokens": 6}, 6),  # Gemini, as cooplab reads its usage
     ({"prompt_tokens": 10, "completion_tokens": 2}, 0),
     ({"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 11}}, 0),  # more than the prompt
     ({"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": -1}}, 0),
     ({"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": True}}, 0),
     ({"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": "6"}}, 0),
     ({"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": "lots"}, 0),
+    ("lots", 0),
 ])
-def test_reused_tokens_are_read_from_usage_and_change_no_charge(usage, reused):
-    u = check_usage(usage, input_bound=100, output_bound=10)
-    assert (u.input_tokens, u.output_tokens, u.error, u.reused_tokens) == (10, 2, None, reused)
+def test_reused_tokens_are_read_from_the_reported_usage(usage, reused):
+    msg = AIMessage(content="x", response_metadata={"usage_raw": usage})
+    assert reused_of(msg, 10) == reused
+
+
+def test_reused_tokens_are_read_from_langchains_usage_metadata():
+    msg = AIMessage(content="x", usage_metadata={"input_tokens": 10, "output_tokens": 2, "total_tokens": 12,
+                                                 "input_token_details": {"cache_read": 4}})
+    assert reused_of(msg, 10) == 4
 
 
 def test_geminis_cached_prompt_tokens_are_read():
     from cooplab.agents.providers import _google_usage
 
     body = {"usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 2, "cachedContentTokenCount": 6}}
-    assert check_usage(_google_usage(body), input_bound=100, output_bound=10).reused_tokens == 6
+    assert reused_of(AIMessage(content="x", response_metadata={"usage_raw": _google_usage(body)}), 10) == 6
     body["usageMetadata"].pop("cachedContentTokenCount")
-    assert check_usage(_google_usage(body), input_bound=100, output_bound=10).reused_tokens == 0
+    assert reused_of(AIMessage(content="x", response_metadata={"usage_raw": _google_usage(body)}), 10) == 0
 
 
 def test_a_runs_summary_reports_the_prompt_tokens_reused(tmp_path):
