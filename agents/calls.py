@@ -627,5 +627,5 @@ class CallPath:
 __all__ = [
     "AdapterLayer", "BudgetLayer", "CacheLayer", "CallPath", "EndpointFailure", "Layer", "LlamaAdapter", "ModelUnavailable",
     "AnthropicAdapter", "GoogleAdapter", "OllamaAdapter", "ProviderAdapter", "RateLimitLayer", "RateLimiter", "Reply", "Request", "RetryLayer", "ScriptedAdapter", "adapter_type",
-    "decoding_schema", "endpoint_failure", "failure_message", "is_transient", "reused_of", "usage_of",
+    "decoding_schema", "endpoint_failure", "failure_message", "is_transient", "usage_of",
 ]

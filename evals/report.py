@@ -691,11 +691,6 @@ def costs_of(summary: Any, run_dir: Path | None) -> dict[str, Any] | None:
     if isinstance(llm, dict):
         res["response cache hits"] = llm.get("cache_hits")
         res["response cache misses"] = llm.get("cache_misses")
-        reuse = llm.get("prompt_reuse")  # what the model reused of the prompts it read (its prompt cache)
-        if isinstance(reuse, dict):
-            n, k = reuse.get("prompt_tokens"), reuse.get("tokens_reused")
-            if type(n) is int and type(k) is int and 0 <= k <= n:
-                res["prompt tokens reused"] = f"{k:,} of {n:,}" + (f" ({100 * k / n:.0f}%)" if n else "")
     judge = summary.get("judge") if isinstance(summary, dict) else None
     if isinstance(judge, dict) and num(judge.get("cost_usd")) is not None:  # a science run's judge: its own ledger, beside the team's
         res["judge cost (USD)"] = f"${num(judge['cost_usd']):.6g}"

@@ -183,12 +183,3 @@ def test_the_next_turn_reads_only_what_follows_the_kept_prompt_and_answers_as_a_
     assert said and warm["choices"][0]["message"]["content"] == cold["choices"][0]["message"]["content"]
     assert u["prompt_tokens_details"]["cached_tokens"] == n0  # the whole first prompt, nothing of its answer
 
-
-def test_the_report_shows_the_prompt_tokens_reused_and_ignores_hostile_counts():
-    from cooplab.evals.report import costs_of
-
-    s = {"ledger": {"calls": 2}, "llm": {"prompt_reuse": {"prompt_tokens": 2000, "tokens_reused": 1500}}}
-    assert costs_of(s, None)["prompt tokens reused"] == "1,500 of 2,000 (75%)"
-    for bad in ({"prompt_tokens": 10, "tokens_reused": 11}, {"prompt_tokens": "x", "tokens_reused": 1}, "lots",
-                {"prompt_tokens": 5, "tokens_reused": True}, {"prompt_tokens": 5, "tokens_reused": -1}):
-        assert "prompt tokens reused" not in costs_of({"ledger": {"calls": 2}, "llm": {"prompt_reuse": bad}}, None)
