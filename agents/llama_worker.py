@@ -89,8 +89,8 @@ def _load(cfg: dict):
         lib.llama_model_default_params = params_without_extra_bufts
     threads = int(cfg.get("n_threads") or os.cpu_count() or 1)
     t0 = time.perf_counter()
-    llama = _reusing(Llama)(model_path=cfg["model_path"], n_ctx=int(cfg.get("n_ctx", 8192)), n_threads=threads,
-                            n_threads_batch=threads, verbose=False, seed=0)
+    llama = _reusing(Llama, lib)(model_path=cfg["model_path"], n_ctx=int(cfg.get("n_ctx", 8192)), n_threads=threads,
+                                 n_threads_batch=threads, verbose=False, seed=0)
     llama.states = PrefixStates(int(cfg.get("reuse_bytes") or 0))
     info = lib.llama_print_system_info().decode("utf-8", "replace").strip()
     import llama_cpp
@@ -175,9 +175,10 @@ class PrefixStates:
         self.dropped += 1
 
 
-def _reusing(Llama):
-    """``Llama`` that reuses kept states, and reads every prompt so that its answer is the answer of
-    a cold read of that prompt (the whole prompt read from its first token):
+def _reusing(Llama, lib):
+    """``Llama`` (llama-cpp-python's class; ``lib``, its ``llama_cpp.llama_cpp`` bindings) that
+    reuses kept states, and reads every prompt so that its answer is the answer of a cold read of
+    that prompt (the whole prompt read from its first token):
 
     * llama.cpp computes a token read alone (a batch of one, as every generated token is) with
       other kernels than tokens read in a batch of two or more, and the numbers differ in their
@@ -191,10 +192,10 @@ def _reusing(Llama):
 
     Before a prompt is read, the kept state sharing the longest prefix with it is restored when
     that is longer than what the live KV cache shares. ``prompt_read`` of ``prompt_tokens`` are
-    the tokens actually read."""
+    the tokens actually read. A model whose memory cannot drop the cells after a position (a
+    recurrent one: llama.cpp then refuses the cut) reads every prompt from its first token and
+    keeps nothing."""
     import numpy as np
-
-    import llama_cpp.llama_cpp as lib
 
     u8p = __import__("ctypes").POINTER(__import__("ctypes").c_uint8)
 
@@ -226,7 +227,9 @@ def _reusing(Llama):
                 if sid is not None and min(k, n - 2) > min(live, n - 2):
                     live = self._restore(*self.states.take(sid), want)
             keep = max(0, min(live, n - 2)) if self.reuse else 0  # at least two tokens read
-            self._ctx.kv_cache_seq_rm(-1, keep, -1)
+            if not self._ctx.kv_cache_seq_rm(-1, keep, -1):
+                self.forget()
+                keep = 0
             self.n_tokens, self._requires_eval, self._clean = keep, True, n
             return super().generate(tokens, *args, **kwargs)  # llama-cpp-python reads tokens[keep:]
 
@@ -247,7 +250,9 @@ def _reusing(Llama):
             n = self.prompt_tokens
             if n == 0 or self.n_tokens < n or self._clean < n:
                 return
-            self._ctx.kv_cache_seq_rm(-1, n, -1)
+            if not self._ctx.kv_cache_seq_rm(-1, n, -1):  # the answer's cells cannot be dropped alone
+                self.forget()
+                return
             self.n_tokens, self._requires_eval = n, True  # the live logits are the answer's, not the prompt's
             if not self.states.max_bytes:
                 return
@@ -261,6 +266,12 @@ def _reusing(Llama):
             got = lib.llama_state_seq_get_data(self._ctx.ctx, data.ctypes.data_as(u8p), size, 0)
             if got:
                 self.states.keep(toks, data[:got])
+
+        def forget(self) -> None:
+            """Empty the live KV cache: the next prompt is read from its first token (kept states stay)."""
+            self._ctx.kv_cache_seq_rm(-1, 0, -1)
+            self.n_tokens = self._clean = 0
+            self._requires_eval = True
 
     return ReusingLlama
 
@@ -276,7 +287,13 @@ def answer(llama, call: dict, *, reuse: bool = True) -> dict:
     usage = out.get("usage")
     if isinstance(usage, dict) and llama.prompt_tokens:
         usage["prompt_tokens_details"] = {"cached_tokens": max(0, llama.prompt_tokens - llama.prompt_read)}
-    llama.remember()
+    try:
+        llama.remember()
+    except Exception:  # noqa: BLE001 - keeping a state saves time later; failing to is never the call's failure
+        try:
+            llama.forget()  # what is live is no longer known to be the prompt's: the next call reads afresh
+        except Exception:  # noqa: BLE001
+            pass
     return out
 
 

@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage
 import cooplab
 from cooplab.agents import local_model as lm
 from cooplab.agents.calls import reused_of
-from cooplab.agents.llama_worker import PrefixStates, common_prefix
+from cooplab.agents.llama_worker import PrefixStates, _reusing, answer, common_prefix
 
 
 def toks(*xs: int) -> np.ndarray:
@@ -62,6 +62,94 @@ def test_states_are_bounded_in_bytes_least_recently_used_out():
     assert not s.keep(toks(4), state(101))  # alone over the bound: not kept
     off = PrefixStates(0)
     assert not off.keep(toks(1), state(1)) and len(off) == 0
+
+
+class StandInContext:
+    """llama-cpp-python's context as the reusing model uses it; ``cuts`` says whether the memory
+    drops the cells from a position on (a recurrent model's refuses any cut but a whole one)."""
+
+    def __init__(self, cuts: bool):
+        self.cuts, self.ctx, self.removed = cuts, None, []
+
+    def kv_cache_seq_rm(self, seq_id: int, p0: int, p1: int) -> bool:
+        self.removed.append(p0)
+        return self.cuts or p0 == 0
+
+
+class StandInLlama:
+    """What the reusing model needs of llama-cpp-python's ``Llama``: ``generate`` evaluates the
+    prompt tokens after the ``n_tokens`` it has, then makes two tokens; nothing native."""
+
+    n_batch = 512
+
+    def __init__(self, cuts: bool = True):
+        self._ctx, self.n_tokens, self.input_ids = StandInContext(cuts), 0, np.zeros(64, dtype=np.intc)
+
+    def eval(self, tokens):
+        self.input_ids[self.n_tokens:self.n_tokens + len(tokens)] = tokens
+        self.n_tokens += len(tokens)
+
+    def generate(self, tokens, *args, **kwargs):
+        self.eval(tokens[self.n_tokens:])
+        for t in (90, 91):
+            self.eval([t])
+        return iter(())
+
+    def create_chat_completion(self, *, prompt, **kwargs):
+        list(self.generate(prompt))
+        return {"choices": [{"message": {"content": "ok"}}], "usage": {"prompt_tokens": len(prompt), "completion_tokens": 2}}
+
+
+class StandInLib:
+    """The bindings a state is copied out and back with: the state of the live tokens as bytes."""
+
+    def llama_state_seq_get_size(self, ctx, seq):
+        return 8
+
+    def llama_state_seq_get_data(self, ctx, dst, size, seq):
+        return size
+
+    def llama_state_seq_set_data(self, ctx, src, size, seq):
+        return size
+
+
+def stand_in(cuts: bool = True, max_bytes: int = 1000):
+    llama = _reusing(StandInLlama, StandInLib())(cuts)
+    llama.states = PrefixStates(max_bytes)
+    return llama
+
+
+def test_a_prompt_sharing_a_kept_prefix_reads_only_the_rest_and_never_the_answer():
+    llama = stand_in()
+    first = answer(llama, {"prompt": [1, 2, 3, 4, 5, 6]})
+    assert first["usage"]["prompt_tokens_details"] == {"cached_tokens": 0} and len(llama.states) == 1
+    assert llama.n_tokens == 6  # the answer's tokens are cut off
+    second = answer(llama, {"prompt": [1, 2, 3, 4, 5, 6, 7, 8]})
+    assert second["usage"]["prompt_tokens_details"] == {"cached_tokens": 6}
+
+
+def test_a_memory_that_cannot_cut_the_answer_off_keeps_nothing_and_reads_every_prompt_afresh():
+    """A recurrent model's memory refuses to drop the cells after a position: its state would hold
+    the answer's tokens, so none is kept and the next prompt is read from its first token (keeping
+    the live cache, as before, read the next prompt after the last answer's tokens)."""
+    llama = stand_in(cuts=False)
+    answer(llama, {"prompt": [1, 2, 3, 4, 5, 6]})
+    assert len(llama.states) == 0 and llama.n_tokens == 0
+    again = answer(llama, {"prompt": [1, 2, 3, 4, 5, 6, 7, 8]})
+    assert again["usage"]["prompt_tokens_details"] == {"cached_tokens": 0} and llama.input_ids[:8].tolist() == list(range(1, 9))
+
+
+def test_a_failure_to_keep_a_state_never_fails_the_call():
+    class Broken(StandInLib):
+        def llama_state_seq_get_data(self, ctx, dst, size, seq):
+            raise OSError("no memory for the copy")
+
+    llama = _reusing(StandInLlama, Broken())()
+    llama.states = PrefixStates(1000)
+    out = answer(llama, {"prompt": [1, 2, 3, 4]})
+    assert out["choices"][0]["message"]["content"] == "ok" and len(llama.states) == 0
+    assert llama.n_tokens == 0  # what was live is read afresh next time
+    assert answer(llama, {"prompt": [1, 2, 3, 4]})["usage"]["prompt_tokens_details"] == {"cached_tokens": 0}
 
 
 @pytest.mark.parametrize("usage,reused", [
