@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import re
 import sqlite3
 import threading
 from dataclasses import dataclass
@@ -44,6 +46,17 @@ class CachedResponse:
     output_tokens: int
     latency: float
     usage_error: str | None = None  # the endpoint's reported usage was rejected; charged at the bound
+    created: str | None = None  # when the answer was stored (ISO 8601, UTC), read back by ``get``; None if unknown
+
+
+_SQLITE_TIME = re.compile(r"(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})")
+
+
+def stored_at(value: Any) -> str | None:
+    """SQLite's ``CURRENT_TIMESTAMP`` of a row (``2026-11-25 10:04:05``, UTC) as ISO 8601
+    (``2026-11-25T10:04:05+00:00``); None for anything else."""
+    m = _SQLITE_TIME.fullmatch(value) if isinstance(value, str) else None
+    return f"{m.group(1)}T{m.group(2)}+00:00" if m else None
 
 
 #: how long a cache write waits for another process's write to finish before giving up on it
@@ -85,17 +98,19 @@ class ResponseCache:
             self.misses += 1
             return None
         with self._lock:
-            row = self._db.execute("SELECT text, input_tokens, output_tokens, latency, usage_error FROM responses WHERE key = ?",
-                                   (key,)).fetchone()
+            row = self._db.execute("SELECT text, input_tokens, output_tokens, latency, usage_error, created FROM responses"
+                                   " WHERE key = ?", (key,)).fetchone()
         if row is None:
             self.misses += 1
             return None
         self.hits += 1
         try:
             latency = float(row[3])
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             latency = 0.0
-        return CachedResponse(str(row[0] or ""), row[1], row[2], latency, row[4])
+        if not 0 <= latency < math.inf:  # NaN, infinite or negative: not a duration
+            latency = 0.0
+        return CachedResponse(str(row[0] or ""), row[1], row[2], latency, row[4], stored_at(row[5]))
 
     def put(self, key: str, resp: CachedResponse, model: str) -> None:
         """Store an answer (text that SQLite's UTF-8 cannot hold, a lone surrogate, is stored replaced)."""

@@ -5,14 +5,18 @@ the cache key, the token bounds, whom to charge). A layer is any ``async (Reques
 each wraps the next. :class:`CallPath` composes them in a fixed order, outermost first:
 
 1. :class:`CacheLayer`: a stored answer for the key is replayed without going further, charged
-   its stored usage (re-validated against the bounds) only if that fits the cap; a live answer
-   is stored after it has been charged;
+   its stored usage (re-validated against the bounds) only if that fits the cap, and traced like a
+   live call, marked cached (:mod:`cooplab.agents.replay`); a live answer is stored after it has
+   been charged;
 2. :class:`BudgetLayer`: reserves the call's cost at its bounds before anything is sent
    (``BudgetExhausted`` if spent + in flight + that would pass the cap), charges the validated
    usage against the reservation, releases it on any failure;
 3. :class:`RetryLayer`: a failure the adapter calls transient is retried, the same request each
    time, with bounded exponential backoff; past the bound, or at once for a permanent failure,
-   :class:`ModelUnavailable` with one line naming the model and what went wrong;
+   :class:`ModelUnavailable` with one line naming the model and what went wrong. Under a call
+   deadline (``--call-deadline``) the attempts and the waits between them take that long at most
+   in all, so a server that stalls holds a run for the deadline, not the call timeout times every
+   retry;
 4. :class:`RateLimitLayer`: at most ``max_concurrency`` requests at the provider, their starts
    spaced by ``1 / rps``. It sits inside the retry layer so that every attempt is limited and a
    backoff wait holds no slot;
@@ -20,7 +24,8 @@ each wraps the next. :class:`CallPath` composes them in a fixed order, outermost
    that knows how scripted, local llama.cpp and OpenAI-compatible models differ: the options a
    call takes, how structured output is asked for, whether tools are called natively, how usage
    is read and which errors are worth retrying. Each attempt is bounded in total time (the call
-   timeout): past it, it fails as :class:`~cooplab.agents.models.CallTimedOut`, a transient failure.
+   timeout, or what is left of the call deadline if less): past it, it fails as
+   :class:`~cooplab.agents.models.CallTimedOut`, a transient failure.
 
 Every layer takes its collaborators (ledger, cache, clock, sleep) as arguments, so each can be
 tested alone; :class:`~cooplab.agents.decisions.LLMService` builds one path per service.
@@ -53,7 +58,8 @@ from cooplab.agents.models import (
     messages_tokens,
     one_line,
 )
-from cooplab.agents.usage import Usage, check_usage, counted_usage
+from cooplab.agents.replay import trace_replay
+from cooplab.agents.usage import TextEstimate, Usage, check_usage, counted_usage
 from cooplab.graphs.ledger import Entry, Ledger, Reservation, call_id_of
 
 Sleep = Callable[[float], Awaitable[Any]]
@@ -85,6 +91,24 @@ class Request:
     team: str | None = None
     config: dict | None = None
     to_text: Callable[[BaseMessage], str] | None = None
+    #: how a stored answer's text is read back as the model's message (the inverse of ``to_text``),
+    #: for the trace of a replay; default: a message of that text
+    from_text: Callable[[str], BaseMessage] | None = None
+    #: what is left of the call's time in all (set by the retry layer under a call deadline)
+    deadline: Deadline | None = None
+
+
+@dataclass(slots=True)
+class Deadline:
+    """The time one call may take in all (``--call-deadline``): its attempts at the model and the
+    waits between them count (``used``), not a wait for a free slot (other calls' time)."""
+
+    seconds: float
+    used: float = 0.0
+    attempts: int = 0
+
+    def left(self) -> float:
+        return self.seconds - self.used
 
 
 @dataclass(slots=True)
@@ -212,6 +236,43 @@ def failure_message(spec: ModelSpec, exc: BaseException, attempts: int | None) -
     return f"{where} unreachable after {attempts} attempts: {one_line(why)}"
 
 
+def server_of(spec: ModelSpec) -> str:
+    """Where a model's calls go, as ``host:port``: its ``base_url``, else its provider's own
+    server (or the server the provider's variable names); for a model that runs in cooplab (local,
+    scripted), what it is."""
+    from urllib.parse import urlsplit
+
+    from cooplab.agents.providers import provider
+
+    p = provider(spec.kind)
+    url = (p.url(spec.base_url) or p.default_url) if p is not None else spec.base_url
+    if not url:
+        return "the local model's process" if spec.kind == "local" else f"the {spec.kind} model in this process"
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme.lower())
+        host = parts.hostname or ""
+    except ValueError:
+        return one_line(url, 120)
+    if not host:
+        return one_line(url, 120)
+    host = f"[{host}]" if ":" in host else host
+    return f"{host}:{port}" if port else host
+
+
+def deadline_message(spec: ModelSpec, exc: BaseException, deadline: Deadline) -> str:
+    """One line for a call that ran out of its call deadline: the model, the server that stalled
+    (``host:port``), how long and how many attempts, what the last attempt did, what to raise."""
+    where = f"model {spec.id} at {server_of(spec)}"
+    n = deadline.attempts
+    tries = f"{n} attempt{'s' if n != 1 else ''} in {deadline.used:.1f} s"
+    if isinstance(exc, CallTimedOut):
+        what = f"stalled: no complete answer within the call deadline of {deadline.seconds:g} s ({tries})"
+    else:
+        what = f"gave no answer within the call deadline of {deadline.seconds:g} s ({tries}; the last: {_error_text(exc)})"
+    return f"{where} {what}; raise --call-deadline, or llm.call_deadline in a config file, if the server is just slow"
+
+
 _HTML = re.compile(r"<\s*(!doctype|html|head|body|pre|title|h1)\b", re.IGNORECASE)
 
 
@@ -237,17 +298,51 @@ class EndpointFailure(Exception):
 def usage_of(msg: BaseMessage, messages: list[BaseMessage], text: str, *, input_bound: int, output_bound: int) -> Usage:
     """The validated usage of an answer, whatever the backend: the raw usage an endpoint reported
     (``response_metadata["usage_raw"]``, set by the OpenAI-compatible, llama.cpp and scripted
-    models), else the backend's ``usage_metadata``, else (or when cooplab counted) our own
-    count, clamped to the bounds. Impossible reported usage: the bounds, flagged."""
+    models, and for chat model objects), else the backend's ``usage_metadata``, else (or when
+    cooplab counted) our own count, clamped to the bounds. Impossible reported usage: the bounds,
+    flagged; implausibly low usage (below what the text can be, :func:`text_estimate`): cooplab's
+    estimate, flagged."""
     meta = getattr(msg, "response_metadata", None) or {}
     if "usage_raw" in meta:
-        return check_usage(meta["usage_raw"], input_bound=input_bound, output_bound=output_bound)
+        return check_usage(meta["usage_raw"], input_bound=input_bound, output_bound=output_bound, text=text_estimate(messages, text))
     um = getattr(msg, "usage_metadata", None)
     if not um:
         return counted_usage(messages_tokens(messages), count_tokens(text), input_bound=input_bound, output_bound=output_bound)
     if meta.get("token_count_source") == "cooplab":  # counted by ``with_usage``: an approximation, clamped
         return counted_usage(um["input_tokens"], um["output_tokens"], input_bound=input_bound, output_bound=output_bound)
-    return check_usage(dict(um), input_bound=input_bound, output_bound=output_bound)
+    return check_usage(dict(um), input_bound=input_bound, output_bound=output_bound, text=text_estimate(messages, text))
+
+
+#: the keys of a native tool answer's cached text (``agents/tools.py: _envelope``)
+_ENVELOPE = {"content", "tool_calls", "invalid_tool_calls"}
+
+
+def _answer_text(text: str) -> str:
+    """What a model wrote in an answer's cached text: the text itself, or for a native tool answer
+    (a JSON envelope of content and tool calls) its content and each call's name and arguments."""
+    if not text.startswith('{"content"'):
+        return text
+    try:
+        d = json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+    if not isinstance(d, dict) or set(d) != _ENVELOPE:
+        return text
+    parts = [str(d.get("content") or "")]
+    for c in (d.get("tool_calls") or []) + (d.get("invalid_tool_calls") or []):
+        if isinstance(c, dict):
+            args = c.get("args")
+            parts += [str(c.get("name") or ""), args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, default=str)]
+    return "".join(parts)
+
+
+def text_estimate(messages: list[BaseMessage], text: str) -> TextEstimate:
+    """What a call's text says of its tokens (:class:`~cooplab.agents.usage.TextEstimate`): the bytes
+    and cooplab's count of the messages' contents and of the answer (what the model wrote)."""
+    prompt = [m.content if isinstance(m.content, str) else str(m.text) for m in messages]  # text blocks only (an image is not its bytes)
+    answer = _answer_text(text or "")
+    return TextEstimate(sum(len(p.encode("utf-8", "replace")) for p in prompt), len(answer.encode("utf-8", "replace")),
+                        messages_tokens(messages), count_tokens(answer))
 
 
 def reused_of(msg: BaseMessage, input_tokens: int) -> int:
@@ -291,7 +386,9 @@ class ProviderAdapter:
     @classmethod
     def tool_protocol(cls, model: Any) -> str:
         """``"native"`` if the model binds tools itself, else ``"json"`` (a JSON tool-call grammar)."""
-        return "native" if type(model).bind_tools is not BaseChatModel.bind_tools else "json"
+        from cooplab.agents.instances import unwrapped
+
+        return "native" if type(unwrapped(model)).bind_tools is not BaseChatModel.bind_tools else "json"
 
     def response_format(self, schema: dict[str, Any], grammar: dict[str, Any] | None = None) -> dict[str, Any] | None:
         """How to ask for one JSON object of ``schema`` (``grammar``: a narrower schema for a
@@ -450,7 +547,11 @@ PROVIDER_ADAPTERS: dict[str, type[ProviderAdapter]] = {"anthropic": AnthropicAda
 
 
 def adapter_type(model: Any) -> type[ProviderAdapter]:
-    """The adapter class of a chat model: the only place that tells providers apart."""
+    """The adapter class of a chat model: the only place that tells providers apart (a chat model
+    object handed in from Python by the object it checks)."""
+    from cooplab.agents.instances import unwrapped
+
+    model = unwrapped(model)
     if isinstance(model, ScriptedChatModel):
         return ScriptedAdapter
     if isinstance(model, LlamaCppChat):
@@ -485,16 +586,28 @@ def decoding_schema(schema: dict[str, Any], levels: int = 21) -> dict[str, Any]:
 # --- the layers -----------------------------------------------------------------------------------
 class AdapterLayer:
     """The innermost layer: the request's adapter calls the model, each attempt bounded by
-    ``timeout`` seconds in all (None: unbounded). ``calls`` counts the requests that reached a
-    model (every attempt)."""
+    ``timeout`` seconds in all (None: unbounded) and by what is left of the call's deadline
+    (``request.deadline``, which the attempt's time, by ``clock``, is counted against). ``calls``
+    counts the requests that reached a model (every attempt)."""
 
-    def __init__(self, timeout: float | None = None) -> None:
+    def __init__(self, timeout: float | None = None, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.calls = 0
         self.timeout = timeout
+        self._clock = clock
 
     async def __call__(self, request: Request) -> Reply:
         self.calls += 1
-        return await request.adapter.invoke(request, self.timeout)
+        deadline = request.deadline
+        if deadline is None:
+            return await request.adapter.invoke(request, self.timeout)
+        left = max(deadline.left(), 0.0)
+        timeout = left if self.timeout is None else min(self.timeout, left)
+        deadline.attempts += 1
+        t0 = self._clock()
+        try:
+            return await request.adapter.invoke(request, timeout)
+        finally:
+            deadline.used += self._clock() - t0
 
 
 class RateLimiter:
@@ -534,17 +647,25 @@ class RateLimitLayer:
 
 class RetryLayer:
     """Transient endpoint failures retried up to ``retries`` times, waiting ``base``, 2 ``base``,
-    ... (at most ``cap`` seconds) between attempts; ``count`` is the retries made."""
+    ... (at most ``cap`` seconds) between attempts; ``count`` is the retries made. With a
+    ``deadline`` (seconds), a call's attempts and waits take that long at most in all: an attempt
+    is cut when it runs out (the adapter layer), and no retry starts that could not begin before
+    it; then :class:`ModelUnavailable` says which server stalled and for how long."""
 
-    def __init__(self, inner: Layer, *, retries: int, base: float, cap: float, sleep: Sleep = asyncio.sleep):
+    def __init__(self, inner: Layer, *, retries: int, base: float, cap: float, sleep: Sleep = asyncio.sleep,
+                 deadline: float | None = None):
         self.inner = inner
         self.retries, self.base, self.cap = max(0, int(retries)), base, cap
+        self.deadline = deadline
         self._sleep = sleep
         self.count = 0
 
     async def __call__(self, request: Request) -> Reply:
         delay = self.base
         attempt = 0
+        if self.deadline is not None and request.deadline is None:
+            request.deadline = Deadline(float(self.deadline))
+        dl = request.deadline
         while True:
             try:
                 return await self.inner(request)
@@ -552,10 +673,15 @@ class RetryLayer:
                 if not failure.transient:
                     raise ModelUnavailable(failure.message(None)) from failure.cause
                 attempt += 1
+                wait = min(delay, self.cap)
+                if dl is not None and (dl.left() <= 0 or (attempt <= self.retries and dl.left() <= wait)):
+                    raise ModelUnavailable(deadline_message(request.spec, failure.cause, dl)) from failure.cause
                 if attempt > self.retries:
                     raise ModelUnavailable(failure.message(attempt)) from failure.cause
             self.count += 1
-            await self._sleep(min(delay, self.cap))
+            await self._sleep(wait)
+            if dl is not None:
+                dl.used += wait
             delay *= 2
 
 
@@ -578,7 +704,7 @@ class BudgetLayer:
 
     async def __call__(self, request: Request) -> Reply:
         ledger = self.ledger
-        reservation = ledger.reserve(ledger.cost(request.spec.id, request.input_bound, request.output_bound))
+        reservation = ledger.reserve(ledger.cost(request.spec.id, request.input_bound, request.output_bound), call_id_of(request.key))
         try:
             reply = await self.inner(request)
         except BaseException:
@@ -589,23 +715,36 @@ class BudgetLayer:
 
 
 class CacheLayer:
-    """Replays a stored answer (no inner layer runs), charged by ``charge_known``; stores a live
-    answer once the inner layers have charged it. The stored counts are re-validated against the
-    request's bounds: a damaged or foreign cache never charges past them."""
+    """Replays a stored answer (no inner layer runs), charged by ``charge_known``, then reported by
+    ``on_replay`` (the call path's: traced like a live call, :mod:`cooplab.agents.replay`); stores a
+    live answer once the inner layers have charged it. The stored counts are re-validated against
+    the request's bounds: a damaged or foreign cache never charges past them."""
 
-    def __init__(self, inner: Layer, cache: ResponseCache, charge_known: Callable[[Request, CachedResponse], Entry]):
-        self.inner, self.cache, self.charge_known = inner, cache, charge_known
+    def __init__(self, inner: Layer, cache: ResponseCache, charge_known: Callable[[Request, CachedResponse], Entry],
+                 on_replay: Callable[[Request, CachedResponse], Awaitable[Any]] | None = None):
+        self.inner, self.cache, self.charge_known, self.on_replay = inner, cache, charge_known, on_replay
 
     async def __call__(self, request: Request) -> Reply:
         hit = self.cache.get(request.key)
         if hit is not None:
             usage = check_usage({"input_tokens": hit.input_tokens, "output_tokens": hit.output_tokens},
-                                input_bound=request.input_bound, output_bound=request.output_bound, source="the cache")
-            response = CachedResponse(hit.text, usage.input_tokens, usage.output_tokens, hit.latency, hit.usage_error or usage.error)
-            return Reply(response, True, self.charge_known(request, response))
+                                input_bound=request.input_bound, output_bound=request.output_bound, source="the cache",
+                                text=text_estimate(request.messages, hit.text))
+            response = CachedResponse(hit.text, usage.input_tokens, usage.output_tokens, hit.latency, hit.usage_error or usage.error,
+                                      hit.created)
+            reply = Reply(response, True, self.charge_known(request, response))
+            if self.on_replay is not None:
+                await self.on_replay(request, response)
+            return reply
         reply = await self.inner(request)
         self.cache.put(request.key, reply.response, request.spec.id)
         return reply
+
+
+async def traced_replay(request: Request, response: CachedResponse) -> None:
+    """A call answered from the cache, reported through its callbacks like a live one (its trace)."""
+    await trace_replay(runnable=request.runnable, messages=request.messages, kwargs=request.kwargs, config=request.config,
+                       response=response, from_text=request.from_text)
 
 
 class CallPath:
@@ -613,19 +752,19 @@ class CallPath:
 
     def __init__(self, *, ledger: Ledger, cache: ResponseCache, max_concurrency: int = 8, rps: float | None = None,
                  retries: int = 4, backoff_base: float = 0.5, backoff_max: float = 8.0, call_timeout: float | None = None,
-                 clock: Callable[[], float] = time.monotonic, sleep: Sleep = asyncio.sleep):
-        self.adapter = AdapterLayer(call_timeout)
+                 call_deadline: float | None = None, clock: Callable[[], float] = time.monotonic, sleep: Sleep = asyncio.sleep):
+        self.adapter = AdapterLayer(call_timeout, clock=clock)
         self.rate = RateLimitLayer(self.adapter, max_concurrency=max_concurrency, rps=rps, clock=clock, sleep=sleep)
-        self.retry = RetryLayer(self.rate, retries=retries, base=backoff_base, cap=backoff_max, sleep=sleep)
+        self.retry = RetryLayer(self.rate, retries=retries, base=backoff_base, cap=backoff_max, sleep=sleep, deadline=call_deadline)
         self.budget = BudgetLayer(self.retry, ledger)
-        self.cache = CacheLayer(self.budget, cache, self.budget.charge_known)
+        self.cache = CacheLayer(self.budget, cache, self.budget.charge_known, traced_replay)
 
     async def __call__(self, request: Request) -> Reply:
         return await self.cache(request)
 
 
 __all__ = [
-    "AdapterLayer", "BudgetLayer", "CacheLayer", "CallPath", "EndpointFailure", "Layer", "LlamaAdapter", "ModelUnavailable",
+    "AdapterLayer", "BudgetLayer", "CacheLayer", "CallPath", "Deadline", "EndpointFailure", "Layer", "LlamaAdapter", "ModelUnavailable",
     "AnthropicAdapter", "GoogleAdapter", "OllamaAdapter", "ProviderAdapter", "RateLimitLayer", "RateLimiter", "Reply", "Request", "RetryLayer", "ScriptedAdapter", "adapter_type",
-    "decoding_schema", "endpoint_failure", "failure_message", "is_transient", "usage_of",
+    "deadline_message", "decoding_schema", "endpoint_failure", "failure_message", "is_transient", "server_of", "usage_of",
 ]

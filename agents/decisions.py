@@ -46,9 +46,10 @@ from cooplab.agents.calls import (  # noqa: F401 - is_transient, endpoint_failur
     is_transient,
     usage_of,
 )
-from cooplab.agents.models import ModelSpec
+from cooplab.agents.models import DEFAULT_CALL_DEADLINE, ModelSpec
 from cooplab.agents.usage import input_bound
 from cooplab.graphs.ledger import BudgetExhausted, Entry, Ledger, call_id_of
+from cooplab.graphs.tables import agent_id
 from cooplab.graphs.tracing.labels import call_config
 from cooplab.limits import clean_strings
 
@@ -119,6 +120,7 @@ class LLMService:
     backoff_base: float = 0.5
     backoff_max: float = 8.0
     call_timeout: float | None = 300.0  # seconds one attempt may take in all (LLMSettings.call_timeout)
+    call_deadline: float | None = DEFAULT_CALL_DEADLINE  # seconds one call may take in all, retries included (LLMSettings.call_deadline)
     _path: CallPath | None = field(default=None, init=False, repr=False)
     _adapters: dict[int, ProviderAdapter] = field(default_factory=dict, init=False, repr=False)
 
@@ -137,7 +139,7 @@ class LLMService:
         if self._path is None:
             self._path = CallPath(ledger=self.ledger, cache=self.cache, max_concurrency=self.max_concurrency, rps=self.rps,
                                   retries=self.max_transport_retries, backoff_base=self.backoff_base, backoff_max=self.backoff_max,
-                                  call_timeout=self.call_timeout)
+                                  call_timeout=self.call_timeout, call_deadline=self.call_deadline)
         return self._path
 
     @property
@@ -167,7 +169,7 @@ class LLMService:
         cap; the input bound covers what is sent, the output bound is ``max_tokens``."""
         spec, model = self.model_for(agent)
         adapter = self.adapter(spec, model)
-        key = cache_key(model=spec.identity(), messages=[(m.type, str(m.content)) for m in messages], agent=f"{society}:{agent}",
+        key = cache_key(model=spec.identity(), messages=[(m.type, str(m.content)) for m in messages], agent=agent_id(society, agent),
                         round=round, phase=phase, seed=self.seed, attempt=attempt, schema=_schema_id(schema),
                         **({"max_tokens": max_tokens} if max_tokens else {}))
         structured = adapter.structured(schema, decode_schema) if schema is not None else {}
@@ -175,7 +177,7 @@ class LLMService:
         bound = input_bound(messages, *structured.values()) + adapter.extra_input(tools="tools" in structured)
         config = call_config(config, agent=agent, society=society, round=round, phase=phase, model=spec.id, call_id=call_id_of(key))
         return await self.path(Request(spec, adapter, model, key, messages, kwargs, bound,
-                                       int(max_tokens or spec.max_tokens), f"{society}:{agent}", round, phase, config=config))
+                                       int(max_tokens or spec.max_tokens), agent_id(society, agent), round, phase, config=config))
 
     async def call(self, *, agent: int, society: int, round: int, phase: str, messages: list[BaseMessage],
                    schema: dict[str, Any] | None, attempt: int, config: dict | None = None,
@@ -188,15 +190,17 @@ class LLMService:
     async def charged_call(self, *, spec: ModelSpec, runnable: Any, key: str, messages: list[BaseMessage], kwargs: dict[str, Any],
                            input_bound: int, output_bound: int, agent_id: str, round: int | None, phase: str,
                            config: dict | None = None, team: str | None = None,
-                           to_text: Callable[[BaseMessage], str] | None = None) -> tuple[CachedResponse, bool, Entry]:
+                           to_text: Callable[[BaseMessage], str] | None = None,
+                           from_text: Callable[[str], BaseMessage] | None = None) -> tuple[CachedResponse, bool, Entry]:
         """Any model call through the call path: ``runnable.ainvoke(messages, config=config,
         **kwargs)`` with ``input_bound``/``output_bound`` tokens reserved. ``to_text`` turns the
         answer into the text that is cached and returned (a tool-calling caller encodes the tool
-        calls there). Returns (response, cached, ledger entry)."""
+        calls there), ``from_text`` that text back into the message (a replay's trace shows it).
+        Returns (response, cached, ledger entry)."""
         adapter = self.adapter(spec, getattr(runnable, "bound", runnable))  # a model with tools bound: the model's
         config = call_config(config, agent=agent_id, society=None, round=round, phase=phase, model=spec.id, call_id=call_id_of(key), team=team)
         reply = await self.path(Request(spec, adapter, runnable, key, messages, kwargs, input_bound, output_bound,
-                                        agent_id, round, phase, team=team, config=config, to_text=to_text))
+                                        agent_id, round, phase, team=team, config=config, to_text=to_text, from_text=from_text))
         return reply.response, reply.cached, reply.entry
 
 

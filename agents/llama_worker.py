@@ -10,7 +10,13 @@ answers chat-completion requests, one JSON object per line:
 The first line the child writes is ``{"ready": true, "system_info": ..., ...}`` (or
 ``{"ready": false, "error": ...}`` when the model cannot be loaded). The protocol uses a private
 copy of the original stdout; file descriptor 1 is pointed at stderr so that anything native code
-prints cannot corrupt a frame. The child exits at EOF on stdin (its parent went away).
+prints cannot corrupt a frame.
+
+The child dies with its parent, even in the middle of a generation (:func:`die_with_parent`): on
+Linux the kernel sends it SIGKILL when the parent goes (``PR_SET_PDEATHSIG``); everywhere, a thread
+reads stdin and ends the process at EOF (the parent closed the pipe, or died and the kernel closed
+it), and another ends it when it is re-parented (the parent's pid, ``COOPLAB_LLAMA_PARENT``, is no
+longer its parent).
 
 Why a child process: llama.cpp is native code. On some CPUs a build or a kernel can crash
 (SIGSEGV, SIGILL); in-process that kills the whole run, the test runner or the notebook. Here it
@@ -297,6 +303,57 @@ def answer(llama, call: dict, *, reuse: bool = True) -> dict:
     return out
 
 
+PARENT_ENV = "COOPLAB_LLAMA_PARENT"  #: the pid of the process that started the worker
+PR_SET_PDEATHSIG = 1  #: linux/prctl.h
+
+
+def _pdeathsig() -> bool:
+    """Ask the Linux kernel to SIGKILL this process when the thread that started it ends (the
+    parent process starts workers from a thread that lives as long as it does). False elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def die_with_parent(parent: int | None, lines: "queue.Queue[str | None]", poll: float = 0.25) -> bool:
+    """Tie this process's life to its parent's: PR_SET_PDEATHSIG where the kernel has it, and two
+    daemon threads: one moves stdin's lines to ``lines`` and ends the process at EOF, the other
+    ends it when the process is re-parented (its parent pid is no longer ``parent``). Returns
+    whether the kernel signal is armed. Work in progress is abandoned: nobody is left to answer."""
+    import threading
+
+    armed = _pdeathsig()
+    if parent is not None and os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(0)
+
+    def read() -> None:
+        for line in sys.stdin:
+            lines.put(line)
+        os._exit(0)  # EOF: the parent closed the pipe or is gone
+
+    def watch() -> None:
+        while True:
+            if parent is not None and os.getppid() != parent:
+                os._exit(0)
+            time.sleep(poll)
+
+    threading.Thread(target=read, name="llama-worker-stdin", daemon=True).start()
+    threading.Thread(target=watch, name="llama-worker-parent", daemon=True).start()
+    return armed
+
+
+def _parent_pid() -> int | None:
+    raw = os.environ.get(PARENT_ENV, "")
+    return int(raw) if raw.isdigit() else None
+
+
 def _fault(kind: str | None) -> None:
     """Fault injection for tests of the crash path: a genuine native crash of this process."""
     if kind == "segv":
@@ -308,6 +365,10 @@ def _fault(kind: str | None) -> None:
 
 
 def serve(cfg: dict) -> int:
+    import queue
+
+    lines: queue.Queue[str | None] = queue.Queue()
+    die_with_parent(_parent_pid(), lines)  # before the model loads: a load can take long too
     proto = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
     os.dup2(2, 1)  # native prints go to stderr, never into a frame
     sys.stdout = sys.stderr
@@ -322,7 +383,8 @@ def serve(cfg: dict) -> int:
         send({"ready": False, "error": f"{type(exc).__name__}: {exc}"})
         return 1
     send({"ready": True, **meta})
-    for line in sys.stdin:
+    while True:
+        line = lines.get()
         if not line.strip():
             continue
         try:

@@ -11,6 +11,12 @@ retry loop restarts the process and, if the crash repeats, gives up with ``Model
 which stops a run cleanly at its last checkpoint (status ``stopped``, resumable). Nothing native
 ever runs in the caller's process.
 
+The model process dies with this one (SIGTERM, SIGKILL, a crash: see ``llama_worker``'s
+``die_with_parent``). Workers are started from one daemon thread that lives as long as this
+process (:func:`_spawn`), because Linux's parent-death signal fires when the *thread* that
+started a child ends: a worker started from an executor's or a notebook helper's thread would
+otherwise die with that thread.
+
 Environment:
   ``COOPLAB_LOCAL_EXTRA_BUFTS=1``  let llama.cpp repack weights into its extra CPU buffer types
                                   (off by default: the AMX buffer type crashed on AMX CPUs)
@@ -27,6 +33,7 @@ import atexit
 import json
 import math
 import os
+import queue
 import select
 import signal
 import subprocess
@@ -34,6 +41,7 @@ import sys
 import threading
 import time
 from collections import deque
+from concurrent.futures import Future
 from typing import Any
 
 from .models import PermanentModelError, TransientModelError
@@ -59,6 +67,32 @@ def _signal_name(rc: int | None) -> str:
         except ValueError:
             return f"signal {-rc}"
     return f"exit code {rc}"
+
+
+_SPAWN_QUEUE: "queue.Queue[tuple[Future, tuple, dict]]" = queue.Queue()
+_SPAWNER: threading.Thread | None = None
+_SPAWNER_LOCK = threading.Lock()
+
+
+def _spawner() -> None:
+    while True:
+        fut, args, kw = _SPAWN_QUEUE.get()
+        try:
+            fut.set_result(subprocess.Popen(*args, **kw))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            fut.set_exception(exc)
+
+
+def _spawn(*args: Any, **kw: Any) -> subprocess.Popen:
+    """``subprocess.Popen(*args, **kw)`` run by the process-long spawner thread (started on first use)."""
+    global _SPAWNER
+    with _SPAWNER_LOCK:
+        if _SPAWNER is None or not _SPAWNER.is_alive():  # also after a fork: the thread is not in the child
+            _SPAWNER = threading.Thread(target=_spawner, name="cooplab-llama-spawner", daemon=True)
+            _SPAWNER.start()
+    fut: Future = Future()
+    _SPAWN_QUEUE.put((fut, args, kw))
+    return fut.result()
 
 
 def _env_float(name: str, default: float) -> float:
@@ -130,10 +164,10 @@ class LocalModelProcess:
     def _start(self) -> None:
         if self.proc is not None:
             self.restarts += 1
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self.proc = subprocess.Popen([*self.argv, json.dumps(self.cfg)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                                     start_new_session=True)
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "COOPLAB_LLAMA_PARENT": str(os.getpid())}
+        self.proc = _spawn([*self.argv, json.dumps(self.cfg)],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                           start_new_session=True)
         self._buf = b""
         self._stderr_tail = deque(maxlen=40)  # this process's own: the last one's reader may still write to its old one
         threading.Thread(target=self._drain_stderr, args=(self.proc, self._stderr_tail), daemon=True).start()

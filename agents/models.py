@@ -32,7 +32,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from cooplab.limits import ConfigError, Num, clean_strings, clean_text, parse_json, show
+from cooplab.limits import DEFAULT_CALL_DEADLINE, ConfigError, Num, clean_strings, clean_text, parse_json, show  # noqa: F401 - DEFAULT_CALL_DEADLINE: re-exported
 
 
 class ModelSpecError(ValueError):
@@ -50,6 +50,8 @@ class TransientModelError(RuntimeError):
 class PermanentModelError(RuntimeError):
     """The model refused the request or cannot serve at all, and would refuse again (a request its
     grammar compiler rejects, a model file that does not load): no retry, the run stops cleanly."""
+
+
 
 
 class CallTimedOut(TransientModelError):
@@ -107,6 +109,8 @@ class ModelSpec:
         ident = {"model": self.id, "temperature": self.temperature, "max_tokens": self.max_tokens, **dict(self.params)}
         if self.path is not None:
             ident.update(gguf_identity(self.path))
+        if self.kind == "scripted":  # named by its content, never by where the file lies (a key is the same in every checkout)
+            ident.update(scripted_identity(self.name))
         endpoint = self.endpoint()
         if endpoint is not None:
             ident["endpoint"] = endpoint
@@ -266,6 +270,34 @@ def gguf_identity(path: str) -> dict[str, str]:
     return {"model": f"local:{shipped.name}"} if shipped is not None else {"model": f"local:{Path(path).name}", "sha256": digest}
 
 
+_SCRIPT_SHA256: dict[tuple[str, int, int, int], str] = {}
+
+
+def scripted_identity(path: str) -> dict[str, str]:
+    """What identifies a scripted model file's answers in a cache key and call id: its content (the
+    SHA-256 of its bytes), not its name or folder, so the same file in two checkouts, or copied
+    elsewhere, gives the same keys (``config.json`` still records the path it was given). Hashed
+    once per process for each (file, size, modification time); a file that cannot be read is named
+    by its path (the run then stops where the model is made, with one line)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return {"model": f"scripted:{path}"}
+    key = (os.path.abspath(path), st.st_ino, st.st_size, st.st_mtime_ns)
+    with _GGUF_LOCK:
+        digest = _SCRIPT_SHA256.get(key)
+    if digest is None:
+        from cooplab.limits import sha256_file
+
+        try:
+            digest = sha256_file(path)
+        except OSError:
+            return {"model": f"scripted:{path}"}
+        with _GGUF_LOCK:
+            _SCRIPT_SHA256[key] = digest
+    return {"model": "scripted", "sha256": digest}
+
+
 def local_model_path() -> Path:
     """The SmolLM2-135M-Instruct GGUF: the pinned file of :mod:`cooplab.agents.model_files` (``smollm2``),
     checked against its SHA-256. Needs the local extra (llama-cpp-python, which loads it in the
@@ -312,9 +344,9 @@ def require_provider(spec: ModelSpec) -> None:
 
 def make_chat_model(spec: ModelSpec, **kw: Any) -> BaseChatModel:
     if spec.kind == "instance":
-        from .instances import registered
+        from .instances import checked, registered
 
-        return registered(spec.id)
+        return checked(registered(spec.id), spec.max_tokens)  # its answers checked like a server's
     if spec.kind == "builtin":
         name, _, arg = spec.name.partition(":")
         return BUILTIN_MODELS[name](arg)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cooplab.agents.cache import ResponseCache, check_cache, default_cache_path
-from cooplab.agents.models import check_model
+from cooplab.agents.models import DEFAULT_CALL_DEADLINE, check_model
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from cooplab.limits import ConfigError, check, check_agent_models, show
@@ -65,8 +65,11 @@ class LLMSettings(BaseModel):
     temperature: float = Field(0.7, json_schema_extra=_rule("temperature"))
     max_tokens: int = Field(64, description="Output token cap per call.", json_schema_extra=_rule("max-tokens"))
     max_concurrency: int = Field(8, json_schema_extra=_rule("max-concurrency"))
-    call_timeout: float = Field(300.0, description="Seconds one call to a model server may take in all (connecting, waiting, reading the "
-                                "whole answer); past it the call is retried, then the run stops.", json_schema_extra=_rule("call-timeout"))
+    call_timeout: float = Field(300.0, description="Seconds one attempt of a call to a model server may take in all (connecting, waiting, "
+                                "reading the whole answer); past it the call is retried, then the run stops.", json_schema_extra=_rule("call-timeout"))
+    call_deadline: float = Field(DEFAULT_CALL_DEADLINE, description="Seconds one call to a model server may take in all, its retries "
+                                 "and the waits between them included; past it the run stops (resumable) naming the server. Raise it "
+                                 "(with call_timeout) for slow reasoning models.", json_schema_extra=_rule("call-deadline"))
     rps: float | None = Field(None, description="Requests per second at most (None: no limit).", json_schema_extra=_rule("rps"))
     budget: float | None = Field(None, description="Budget cap in USD (None: no cap).", json_schema_extra=_rule("budget"))
     price_in: float | None = Field(None, description="USD per 1K input tokens of every model (None: each model's price, "
@@ -180,8 +183,9 @@ class LLMSettings(BaseModel):
 def build_service(config: dict[str, Any], entries: list[dict[str, Any]] | None = None, journal: Path | None = None):
     """The LLM service of a run from its config (models, cache, ledger restored from the audit
     trail ``entries``). With ``journal`` (the run's :class:`~cooplab.graphs.ledger.LedgerJournal`
-    file) every charge is journaled, and the journal's charges the audit trail lacks (paid by an
-    interrupted process) are restored too."""
+    file) every charge and every budget decision on a model call is journaled, and what an
+    interrupted process left there is restored too: the charges the audit trail lacks, the
+    reservations it still held and the calls its budget refused."""
     from cooplab.agents.decisions import LLMService
     from cooplab.agents.models import make_chat_model  # looked up per call: tests wrap it (and parse_model_spec, in specs())
     from cooplab.agents.prices import NOMINAL
@@ -196,10 +200,11 @@ def build_service(config: dict[str, Any], entries: list[dict[str, Any]] | None =
                     unit_rates=unit_rates)
     if journal is not None:
         book = LedgerJournal(journal)
-        ledger.restore(entries or [], book.unrecorded(entries or []))
-        ledger.on_commit = book.append
+        granted, refused = book.decisions(ledger.budget)
+        ledger.restore(entries or [], book.unrecorded(entries or []), granted=granted, refused=refused)
+        ledger.on_commit, ledger.on_decision = book.append, book.record
     elif entries:
         ledger.restore(entries)
     cache = ResponseCache(None if llm.cache in (None, "off") else llm.cache)
     return LLMService(models=models, ledger=ledger, cache=cache, seed=int(config["seed"]), max_concurrency=llm.max_concurrency, rps=llm.rps,
-                      call_timeout=llm.call_timeout)
+                      call_timeout=llm.call_timeout, call_deadline=llm.call_deadline)

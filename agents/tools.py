@@ -688,7 +688,8 @@ class ToolAgent:
                 spec=spec, runnable=runnable, key=key, messages=sent, kwargs=kwargs, input_bound=in_bound,
                 output_bound=int(self.limits.max_tokens_per_call or spec.max_tokens), agent_id=self.agent_id,
                 round=state["round"], phase=self.phase, config=config, team=self.team,
-                to_text=None if proto == "json" else _envelope)
+                to_text=None if proto == "json" else _envelope,
+                from_text=None if proto == "json" else (lambda text: _from_envelope(text, steps + 1)))
         except FATAL_ERRORS as exc:
             _interrupted(exc, _merged(state, upd))
             raise

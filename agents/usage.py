@@ -19,6 +19,11 @@ scripted, cache replays):
   missing, not an integer (a string, a bool, NaN, 2.5, ...), negative, or larger than the bound
   is an error of the model endpoint: the call is charged at its bounds (its reservation, never
   the reported number) and the usage carries the reason.
+* a count below what the call's text can be (:class:`TextEstimate`: fewer tokens than its UTF-8
+  bytes / :data:`MAX_TOKEN_BYTES`, e.g. 0 tokens, or 1 token for 8 KB of answer, as a gateway that
+  zeroes usage reports) is implausibly low: that side is charged cooplab's own count of the text
+  (at least that floor, at most the bound), and the usage carries the reason too. The floor is a
+  true lower bound (no token stands for more bytes), so a model's honest count is never flagged.
 """
 
 from __future__ import annotations
@@ -81,6 +86,29 @@ def input_bound(messages: list[Any], *sent: Any) -> int:
 
 
 @dataclass(frozen=True)
+class TextEstimate:
+    """What a call's own text says of its tokens: the UTF-8 bytes of its prompt (the messages'
+    contents) and of its answer (text and tool calls), and cooplab's count of them (words and
+    punctuation marks, :func:`~cooplab.agents.models.count_tokens`, a documented approximation)."""
+
+    input_bytes: int
+    output_bytes: int
+    input_tokens: int
+    output_tokens: int
+
+    @property
+    def input_floor(self) -> int:
+        """The fewest prompt tokens the messages' contents can be (no token stands for more than
+        :data:`MAX_TOKEN_BYTES` bytes)."""
+        return -(-max(int(self.input_bytes), 0) // MAX_TOKEN_BYTES)
+
+    @property
+    def output_floor(self) -> int:
+        """The fewest completion tokens the answer can be."""
+        return -(-max(int(self.output_bytes), 0) // MAX_TOKEN_BYTES)
+
+
+@dataclass(frozen=True)
 class Usage:
     """Validated token counts of one call; ``error`` says why the reported usage was rejected
     (then the counts are the call's bounds)."""
@@ -124,9 +152,12 @@ def _pick(d: dict, *names: str) -> Any:
     return None
 
 
-def check_usage(reported: Any, *, input_bound: int, output_bound: int, source: str = "the endpoint") -> Usage:
+def check_usage(reported: Any, *, input_bound: int, output_bound: int, source: str = "the endpoint",
+                text: TextEstimate | None = None) -> Usage:
     """Validate reported usage (OpenAI ``prompt_tokens``/``completion_tokens`` or LangChain
-    ``input_tokens``/``output_tokens``) against the call's bounds. Invalid: charged at the bounds."""
+    ``input_tokens``/``output_tokens``) against the call's bounds. Invalid: charged at the bounds.
+    With ``text``, a count below the floor of the text it counts is implausibly low: that count is
+    charged cooplab's estimate of the text instead (:func:`plausible`)."""
     if not isinstance(reported, dict):
         why = "usage missing" if reported is None else f"usage is not an object ({_short(reported)})"
         return Usage(input_bound, output_bound, f"{source}: {why}")
@@ -134,7 +165,23 @@ def check_usage(reported: Any, *, input_bound: int, output_bound: int, source: s
     o, eo = _count(_pick(reported, "completion_tokens", "output_tokens"), "completion tokens", output_bound)
     if ei or eo:
         return Usage(input_bound, output_bound, f"{source}: " + "; ".join(e for e in (ei, eo) if e))
-    return Usage(i, o)
+    return Usage(i, o) if text is None else plausible(i, o, text, input_bound=input_bound, output_bound=output_bound, source=source)
+
+
+def plausible(i: int, o: int, text: TextEstimate, *, input_bound: int, output_bound: int, source: str = "the endpoint") -> Usage:
+    """Valid reported counts ``i``, ``o`` held against the floors of the text they count
+    (:class:`TextEstimate`): a count below its floor is replaced by cooplab's estimate of that text
+    (at least the floor, at most the bound) and the usage says why; otherwise they stand as reported."""
+    why = []
+    if i < text.input_floor:
+        why.append(f"{i} prompt tokens for {text.input_bytes} bytes of prompt (at least {text.input_floor})")
+        i = min(max(text.input_tokens, text.input_floor), input_bound)
+    if o < text.output_floor:
+        why.append(f"{o} completion tokens for {text.output_bytes} bytes of answer (at least {text.output_floor})")
+        o = min(max(text.output_tokens, text.output_floor), output_bound)
+    if not why:
+        return Usage(i, o)
+    return Usage(i, o, f"{source}: usage implausibly low: {'; '.join(why)}; charged cooplab's estimate ({i} in, {o} out)")
 
 
 def counted_usage(input_tokens: int, output_tokens: int, *, input_bound: int, output_bound: int) -> Usage:
@@ -143,5 +190,5 @@ def counted_usage(input_tokens: int, output_tokens: int, *, input_bound: int, ou
     return Usage(min(max(int(input_tokens), 0), input_bound), min(max(int(output_tokens), 0), output_bound))
 
 
-__all__ = ["MAX_TOKEN_BYTES", "MESSAGE_OVERHEAD", "TEMPLATE_OVERHEAD", "Usage", "answer_bytes_bound", "body_bytes_bound", "check_usage",
+__all__ = ["MAX_TOKEN_BYTES", "MESSAGE_OVERHEAD", "TEMPLATE_OVERHEAD", "TextEstimate", "Usage", "plausible", "answer_bytes_bound", "body_bytes_bound", "check_usage",
            "counted_usage", "input_bound"]

@@ -52,6 +52,7 @@ from urllib.parse import urlsplit, urlunsplit
 from cooplab.extras import EXTRAS, MissingExtra, require
 from cooplab.graphs.rundir import TRACES_FILE
 from cooplab.graphs.tracing.charges import Charge, ledger_charges, match_charges, run_dir_of
+from cooplab.graphs.tracing.labels import ORIGINAL_LATENCY, ORIGINAL_USAGE, is_cached
 
 OTLP_TRACES_PATH = "/v1/traces"
 DEFAULT_PROJECT = "cooplab"
@@ -529,7 +530,11 @@ def span_attributes(rec: dict[str, Any], kind: str, run_id: str, meta: dict[str,
     sid = _cut(sid.strip(), MAX_NAME_CHARS) if isinstance(sid, str) and sid.strip() else session
     if sid:
         attrs[SA.SESSION_ID] = sid
-    if kind == "LLM" and charge is not None:
+    cached = kind == "LLM" and is_cached(md)
+    if cached:
+        charge = None  # a replay is never matched to a charge: it cost nothing
+        _put_replay(attrs, rec, md)
+    elif kind == "LLM" and charge is not None:
         _put_charge(attrs, charge)
     _put_value(attrs, (SA.INPUT_VALUE, SA.INPUT_MIME_TYPE), rec.get("inputs"))
     _put_value(attrs, (SA.OUTPUT_VALUE, SA.OUTPUT_MIME_TYPE), rec.get("outputs"))
@@ -543,6 +548,8 @@ def span_attributes(rec: dict[str, Any], kind: str, run_id: str, meta: dict[str,
         counts = reported if charge is None else {
             "prompt": charge.input_tokens, "completion": charge.output_tokens,
             "total": charge.input_tokens + charge.output_tokens}
+        if cached:  # no token was processed: a viewer that prices tokens prices nothing
+            counts = {"prompt": 0, "completion": 0, "total": 0}
         for key, attr in (("prompt", SA.LLM_TOKEN_COUNT_PROMPT), ("completion", SA.LLM_TOKEN_COUNT_COMPLETION),
                           ("total", SA.LLM_TOKEN_COUNT_TOTAL)):
             if key in counts:
@@ -595,6 +602,28 @@ def _put_charge(attrs: dict[str, Any], charge: Charge) -> None:
         attrs[SA.LLM_COST_COMPLETION] = float(charge.completion_cost)
     attrs["cooplab.charged_tokens.prompt"] = charge.input_tokens
     attrs["cooplab.charged_tokens.completion"] = charge.output_tokens
+
+
+def _put_replay(attrs: dict[str, Any], rec: dict[str, Any], md: dict[str, Any]) -> None:
+    """The attributes of a model call answered from the response cache: ``cooplab.cached`` true,
+    cost zero (``llm.cost.*`` 0.0; ``llm.token_count.*`` are set to 0 by the caller), and what the
+    original call took: ``cooplab.original_tokens.*`` (the metadata's ``original_usage``, else the
+    run's own counts) and ``cooplab.original_latency_s``."""
+    from openinference.semconv.trace import SpanAttributes as SA
+
+    attrs["cooplab.cached"] = True
+    attrs[SA.LLM_COST_TOTAL] = attrs[SA.LLM_COST_PROMPT] = attrs[SA.LLM_COST_COMPLETION] = 0.0
+    usage = _dict(md.get(ORIGINAL_USAGE))
+    original = {"prompt": _count(usage.get("input_tokens")), "completion": _count(usage.get("output_tokens")),
+                "total": _count(usage.get("total_tokens"))}
+    if original["prompt"] is None or original["completion"] is None:
+        original = dict(token_counts(rec))
+    for key in ("prompt", "completion", "total"):
+        if original.get(key) is not None:
+            attrs[f"cooplab.original_tokens.{key}"] = original[key]
+    latency = md.get(ORIGINAL_LATENCY)
+    if isinstance(latency, (int, float)) and not isinstance(latency, bool) and 0 <= latency < math.inf:
+        attrs["cooplab.original_latency_s"] = float(latency)
 
 
 def _error_text(rec: dict[str, Any]) -> str | None:

@@ -195,6 +195,14 @@ def write_json(path: Path, obj: Any) -> None:
     write_atomic(path, (json.dumps(jsonable(obj), indent=2) + "\n").encode())
 
 
+def write_jsonl(path: Path, rows: Any) -> None:
+    """Write ``rows`` as JSON lines (UTF-8; values JSON cannot hold as their text; a lone surrogate
+    written as U+FFFD, so no record a model wrote can make the file fail)."""
+    with open(path, "w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(clean_text(json.dumps(row, ensure_ascii=False, default=str)) + "\n")
+
+
 def read_json(path: Path) -> Any:
     """The JSON value in ``path``: a one-line :class:`RunDirError` when it is not JSON (or is nested
     absurdly deep, :func:`cooplab.limits.parse_json`); OSError when it cannot be read."""
@@ -203,14 +211,39 @@ def read_json(path: Path) -> Any:
     return parse_json(Path(path).read_bytes(), str(path), error=RunDirError)
 
 
-def write_table(df: pd.DataFrame, out: Path, stem: str, csv: bool = False) -> Path:
-    """Write ``out/stem.parquet`` (or ``.csv``) and return its path. Strings that UTF-8 cannot hold
-    (a lone surrogate) are written with U+FFFD in its place."""
+def _clean_cell(value: Any) -> Any:
+    """A table cell with every lone surrogate in its strings replaced (lists, tuples and dicts too)."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {_clean_cell(k): _clean_cell(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_clean_cell(v) for v in value)
+    if isinstance(value, np.ndarray) and value.dtype == object:
+        return np.array([_clean_cell(v) for v in value.tolist()], dtype=object)
+    return value
+
+
+def frame(rows: Any) -> pd.DataFrame:
+    """A table of records (a list of dicts), every string in it, column names included, with its
+    lone surrogates replaced: pandas' text columns (Arrow strings) refuse a lone surrogate when the
+    frame is made, before any writer could replace it."""
+    return pd.DataFrame([{_clean_cell(str(k)): _clean_cell(v) for k, v in dict(r).items()} for r in rows])
+
+
+def write_table(df: pd.DataFrame | list[dict[str, Any]], out: Path, stem: str, csv: bool = False) -> Path:
+    """Write ``out/stem.parquet`` (or ``.csv``) and return its path. ``df`` is a DataFrame or a list of
+    records (:func:`frame`). Strings that UTF-8 cannot hold (a lone surrogate), also inside lists
+    and dicts in a cell and in column names, are written with U+FFFD in their place."""
+    if not isinstance(df, pd.DataFrame):
+        df = frame(df)
     path = out / f"{stem}.{'csv' if csv else 'parquet'}"
     try:
         _write(df, path, csv)
     except UnicodeEncodeError:
-        _write(df.map(lambda v: clean_text(v) if isinstance(v, str) else v), path, csv)
+        clean = df.map(_clean_cell)
+        clean.columns = [_clean_cell(str(c)) for c in clean.columns]
+        _write(clean, path, csv)
     return path
 
 
@@ -330,7 +363,10 @@ def _read_parquet(path: Path) -> pd.DataFrame:
     (:func:`table_footprint`), then text columns read as dictionaries (their stored size) and their
     decoded size measured before they are expanded (:func:`expand`: a short file of one long text
     repeated would otherwise ask for gigabytes)."""
-    import pyarrow.parquet as pq
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:  # the light core has fastparquet only (pyarrow comes with the analysis extra)
+        return _read_parquet_fastparquet(path)
 
     with open(path, "rb") as fh:  # Python opens it: a folder name that is not UTF-8 reads like any other
         _rows, _cols, est = table_footprint(path, fh)
@@ -339,24 +375,74 @@ def _read_parquet(path: Path) -> pd.DataFrame:
     return expand(table, path, text, est).to_pandas()
 
 
+#: Parquet physical types of fastparquet's footer (thrift enum numbers) -> bytes one value takes
+_FP_WIDTH = {0: 1, 1: 4, 2: 8, 3: 12, 4: 4, 5: 8}
+
+
+def _read_parquet_fastparquet(path: Path) -> pd.DataFrame:
+    """A Parquet table read with fastparquet (installs without pyarrow), checked against the same
+    bounds from its footer first. fastparquet decodes a dictionary-encoded text column into
+    references to the dictionary's strings, so a repeated long text costs one pointer per row
+    (counted here), not one copy per row as in Arrow."""
+    import fastparquet
+
+    with open(path, "rb") as fh:
+        try:
+            pf = fastparquet.ParquetFile(fh)
+            rows, cols = int(pf.count()), len(pf.columns)
+        except Exception as exc:  # noqa: BLE001 - not Parquet, damaged footer
+            raise RunDirError(f"{path} is not a readable Parquet file ({type(exc).__name__}: {str(exc)[:160]})") from None
+        if rows < 0 or cols < 0 or rows * max(cols, 1) > MAX_TABLE_CELLS:
+            raise RunDirError(f"{path} holds {rows:,} rows x {cols:,} columns by its footer, over the {MAX_TABLE_CELLS:,} cells "
+                              "cooplab reads; it is not read (is it a cooplab table?)")
+        est = 0
+        for rg in pf.fmd.row_groups or []:
+            for ch in rg.columns or []:
+                md = ch.meta_data
+                stored = max(0, int(md.total_uncompressed_size or 0))
+                width = _FP_WIDTH.get(md.type, _OBJECT_BYTES)
+                est += max(stored, max(0, int(md.num_values or 0)) * width)
+        if est > MAX_TABLE_BYTES:
+            raise RunDirError(f"{path} would take about {_gb(est)} of memory to read ({rows:,} rows x {cols:,} columns by its "
+                              f"footer), over the {_gb(MAX_TABLE_BYTES)} cooplab reads; it is not read (is it a cooplab table?)")
+        return pf.to_pandas()
+
+
+#: columns of cooplab's tables that hold identifiers: read from a CSV table as text, never as numbers
+#: (a call id such as ``5e41512851534475`` or ``0123456789abcdef`` is not a number)
+ID_COLUMNS = ("call_id", "model", "run_id", "thread_id", "trace_id")
+
+
+#: columns that are text whatever they look like (a CSV reader would make "5e415128" a number)
+TEXT_COLUMNS = ("agent_id", "call_id", "cost_usd_exact", "units", "rate")
+
+
 def read_table(out: Path, stem: str) -> pd.DataFrame:
-    """``out/stem.parquet`` or ``out/stem.csv``, whichever exists (else a one-line RunDirError).
+    """``out/stem.parquet`` or ``out/stem.csv``, whichever exists (else a one-line RunDirError), in
+    today's shape (:func:`cooplab.graphs.tables.upgrade`: the agent key and the money columns).
 
     A run directory is data, never trusted: a file that is a symbolic link leaving ``out`` is
     refused (:func:`inside`), and so is a table whose footer (Parquet) or size (CSV) says it would
     take more than :data:`MAX_TABLE_BYTES` of memory or hold more than :data:`MAX_TABLE_CELLS`
     cells, each in one line naming the file, before its values are read."""
+    from cooplab.graphs.tables import upgrade
+
     for ext in ("parquet", "csv"):
         p = Path(out) / f"{stem}.{ext}"
         if p.exists() or p.is_symlink():
             p = inside(out, p.name)
             if ext == "parquet":
-                return _read_parquet(p)
+                return upgrade(stem, _read_parquet(p))
             size = p.stat().st_size
             if size > MAX_TABLE_BYTES // 4:
                 raise RunDirError(f"{p} is {_gb(size)}, over the {_gb(MAX_TABLE_BYTES // 4)} of CSV cooplab reads; it is not read")
-            return pd.read_csv(p)
+            return upgrade(stem, _read_csv(p))
     raise RunDirError(f"{out} has no {stem}.parquet or {stem}.csv; is it a cooplab run directory?")
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    """A CSV table, its identifier and exact-amount columns (:data:`ID_COLUMNS`, :data:`TEXT_COLUMNS`) as text."""
+    return pd.read_csv(path, dtype={c: "string" for c in (*ID_COLUMNS, *TEXT_COLUMNS)})
 
 
 # --- config.json versions ---------------------------------------------------------------------

@@ -78,6 +78,56 @@ def _set_nondumpable():
         pass
 
 
+#: syscalls our own seccomp filter refuses (EPERM), on top of the container's profile:
+#: io_uring_setup, io_uring_enter, io_uring_register. They have these numbers on every
+#: architecture Docker runs us on (x86_64, its i386 and x32 ABIs, aarch64, arm).
+BLOCKED_SYSCALLS = (425, 426, 427)
+_X32_BIT = 0x40000000
+_EPERM = 1
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def _block_syscalls():
+    """Install a seccomp filter on this process (inherited by every child, never removable)
+    that makes the :data:`BLOCKED_SYSCALLS` fail with EPERM and allows everything else.
+
+    Filters stack: the kernel applies this one and the container's profile (Docker's default)
+    and the stricter answer wins, so this only takes away. Docker's default profile allows
+    io_uring before Docker 25, and io_uring's submission queue bypasses per-syscall filtering,
+    so it is refused here whatever the daemon's version. Raises OSError if the kernel refuses."""
+    ld, alu_and, jge, jgt, ret = 0x20, 0x54, 0x35, 0x25, 0x06  # BPF_LD|W|ABS, ALU|AND|K, JMP|JGE|K, JMP|JGT|K, RET|K
+    lo, hi = min(BLOCKED_SYSCALLS), max(BLOCKED_SYSCALLS)
+    assert list(BLOCKED_SYSCALLS) == list(range(lo, hi + 1))
+    prog = [
+        (ld, 0, 0, 0),                      # A = seccomp_data.nr
+        (alu_and, 0, 0, ~_X32_BIT & 0xFFFFFFFF),  # the x32 ABI's numbers are nr | 0x40000000
+        (jge, 0, 2, lo),                    # nr < lo: allow
+        (jgt, 1, 0, hi),                    # nr > hi: allow
+        (ret, 0, 0, 0x00050000 | _EPERM),   # SECCOMP_RET_ERRNO | EPERM
+        (ret, 0, 0, 0x7FFF0000),            # SECCOMP_RET_ALLOW
+    ]
+    insns = (_SockFilter * len(prog))(*[_SockFilter(*i) for i in prog])
+    fprog = _SockFprog(len(prog), insns)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+    # PR_SET_NO_NEW_PRIVS (38): required to install a filter without CAP_SYS_ADMIN (Docker's
+    # no-new-privileges has set it already in a container)
+    if libc.prctl(38, 1, None, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, "prctl(PR_SET_NO_NEW_PRIVS): " + os.strerror(err))
+    # PR_SET_SECCOMP (22), SECCOMP_MODE_FILTER (2)
+    if libc.prctl(22, 2, ctypes.cast(ctypes.pointer(fprog), ctypes.c_void_p), 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, "prctl(PR_SET_SECCOMP): " + os.strerror(err))
+
+
 def _cap_text(text, limit):
     """Keep head and tail of ``text`` when longer than ``limit`` chars; the
     result (marker included) is at most ``limit`` chars, so capping twice
@@ -697,6 +747,12 @@ class Supervisor:
 
     def run(self):
         _set_nondumpable()
+        refused = None
+        try:
+            _block_syscalls()  # before the worker exists: it and all it starts inherit the filter
+        except (OSError, AttributeError) as e:
+            if self.mode == "container":  # fail closed: no code runs without the filter
+                refused = f"the sandbox could not install its seccomp filter (io_uring stays open): {e}"
         if self.mode == "container":
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             self._prepare_tmp()
@@ -705,6 +761,12 @@ class Supervisor:
         os.set_blocking(self.sig_w, False)
         signal.signal(signal.SIGCHLD, _on_sigchld)
         signal.set_wakeup_fd(self.sig_w, warn_on_full_buffer=False)
+        if refused is not None:
+            hello = self.read_request(float(self.opts.get("hello_timeout", 600)))
+            if isinstance(hello, dict) and hello.get("op") == "hello":
+                self.nonce = str(hello.get("nonce"))
+                self.emit({"type": "ready", "ok": False, "error": refused, "protocol": PROTOCOL_VERSION})
+            self.shutdown()
         self.spawn_worker()
         hello = self.read_request(float(self.opts.get("hello_timeout", 600)))
         if not isinstance(hello, dict) or hello.get("op") != "hello":

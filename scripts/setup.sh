@@ -54,7 +54,16 @@ if [ ! -x .venv/bin/python ]; then
     fi
   fi
 fi
-quiet_pip() { .venv/bin/python -m pip "$@" 2>&1 | grep -v "^WARNING: Location" || true; }
+# pip's own notes are kept, except two that say nothing to act on: the "Location" lines and
+# setuptools' editable-install banner (our package folder is named like the package, on purpose)
+quiet_pip() {
+  .venv/bin/python -m pip "$@" 2>&1 | awk '
+    /^WARNING: Location/ { next }
+    /BuildBackendWarning: Editable installation\./ { skip = 1; next }
+    skip && /with strategy, WheelFile/ { skip = 0; next }
+    skip { next }
+    { print }' || true
+}
 
 # ---- the instruction-set baseline of the llama.cpp build (never the build machine's own) ------
 arch="$(uname -m)"
@@ -141,4 +150,15 @@ for d in sys.argv[1:]:
   echo "$fingerprint" > "$stamp"
 else
   fetch_models  # the files may have been removed since; a quick SHA-256 check when they are there
+fi
+
+# what to try next (2-4 lines); the commands use only the extras installed
+if has_extra local; then try_model=local; else try_model=scripted:examples/scripted/cautious.json; fi
+echo "setup: done. Try next:"
+echo "  .venv/bin/cooplab run cpr --out runs/first                      # rule-based fishery society, seconds"
+echo "  .venv/bin/cooplab run cpr --agents llm --model $try_model --n-agents 3 --rounds 2 --out runs/first-llm"
+if has_extra view; then
+  echo "  .venv/bin/cooplab view runs                                     # read them in the browser (README: Using the CLI)"
+else
+  echo "  .venv/bin/cooplab --help                                        # every command (README: Using the CLI)"
 fi

@@ -21,14 +21,42 @@ import typer
 
 from cooplab.cli import options as co
 from cooplab.cli.options import fail
-from cooplab.tasks.games.params import GAMES, MAX_GROUP, MAX_SIMULATIONS, TABLE4
+from cooplab.cli.tasks import TaskFacts
 from cooplab.evals.text import plain
+from cooplab.tasks.games.params import GAMES, MAX_GROUP, MAX_SIMULATIONS, TABLE4
+
+#: what ``cooplab run game`` needs of the task before it is loaded (a test checks it against the task)
+FACTS = TaskFacts("game")
 
 Game = Enum("Game", {g.replace("-", "_"): g for g in GAMES}, type=str)  # type: ignore[misc]
 
 GROUP_SIZE = co.Num(int, 2, MAX_GROUP, hint="players in each of the 2 groups")
 SIMULATIONS = co.Num(int, 1, MAX_SIMULATIONS)
 _TABLE4 = "; ".join(f"{g} {', '.join(map(str, s))}" for g, s in TABLE4.items())
+
+
+def smallest_group(game: str, limit: int = 64) -> int | None:
+    """The smallest group size (2 groups of it) at which ``game``'s default constants keep the game
+    a dilemma (its own checks pass), e.g. 3 for public-goods (its group multiplier 2 must be below
+    the group size); None if none up to ``limit``."""
+    from cooplab.tasks.games.params import model_of
+
+    for k in range(int(GROUP_SIZE.lo), limit + 1):
+        try:
+            model_of(game)(group_sizes=[k, k], simulations=1)
+            return k
+        except ValueError:
+            continue
+    return None
+
+
+def group_size_note(profile: bool) -> str:
+    """What --group-size's help says about the games that need larger groups (computed)."""
+    needs = {g: smallest_group(g) for g in GAMES}
+    more = [f"{g} needs at least {k}" for g, k in needs.items() if k != GROUP_SIZE.lo]
+    if not more:
+        return ""
+    return f"; with their default constants {', '.join(more)}" + (" (or leave it out with --games)" if profile else "")
 
 
 def _num(option: str, rule: co.Num, help: str) -> Any:
@@ -44,7 +72,7 @@ def game_options(
     players: Optional[str] = typer.Option(None, "--players", help="Who plays: llm (the --model options apply), nash (default), pareto, random (uniform) or scripted:FILE (per-round actions, see docs/games.md)."),
     prompt: str = typer.Option("standard", "--prompt", help="LLM players' prompt condition (Appendix B): standard, alternate (prose wording), cot (chain of thought) or tom (theory of mind)."),
     deliberation: bool = typer.Option(False, "--deliberation", help="LLM players: each member writes 1-3 sentences to its group before each decision."),
-    group_size: Annotated[Optional[int], _num("--group-size", GROUP_SIZE, f"Players in each of the 2 groups, 2..{MAX_GROUP} (default 5; Appendix Table 4 sweeps: {_TABLE4}).")] = None,
+    group_size: Annotated[Optional[int], _num("--group-size", GROUP_SIZE, f"Players in each of the 2 groups, 2..{MAX_GROUP} (default 5; Appendix Table 4 sweeps: {_TABLE4}){group_size_note(False)}.")] = None,
     simulations: Annotated[Optional[int], _num("--simulations", SIMULATIONS, f"Simulations run side by side, 1..{MAX_SIMULATIONS} (default 50).")] = None,
     rounds: Annotated[Optional[int], co.num_opt("--rounds", f"Rounds per simulation, 1..{co.MAX_ROUNDS} (default 3; collective-risk: its R = 10).")] = None,
     set_: Optional[list[str]] = typer.Option(None, "--set", help="Set a game constant: --set multiplier=2.5 (see 'cooplab params game --game G')."),
@@ -59,9 +87,13 @@ def game_options(
 def run_command():
     """``cooplab run game``: :func:`game_options` plus the options every run has."""
     from cooplab.cli.tasks import run_command as make
-    from cooplab.tasks.games.task import TASK
 
-    return make(TASK, game_options)
+    return make(FACTS, game_options)
+
+
+def command(kind: str) -> Any:
+    """The task's own ``cooplab KIND game`` command (run, params or graph)."""
+    return {"run": run_command, "params": lambda: params_command, "graph": lambda: graph_command}[kind]()
 
 
 def params_command(
@@ -93,7 +125,7 @@ def profile_command(
     out: co.OutOpt,
     model: co.ModelOpt = "local",
     simulations: Annotated[int, _num("--simulations", SIMULATIONS, f"Simulations per game, 1..{MAX_SIMULATIONS} (default 20; Appendix D: about 20 suffice).")] = 20,
-    group_size: Annotated[Optional[int], _num("--group-size", GROUP_SIZE, f"Players in each of the 2 groups of every game, 2..{MAX_GROUP} (default 5).")] = None,
+    group_size: Annotated[Optional[int], _num("--group-size", GROUP_SIZE, f"Players in each of the 2 groups of every game, 2..{MAX_GROUP} (default 5){group_size_note(True)}.")] = None,
     games: Optional[str] = typer.Option(None, "--games", help="Comma-separated games to play (default all six)."),
     players: str = typer.Option("llm", "--players", help="llm (the model; default) or a reference kind: nash, pareto, random (anchors for the figure)."),
     prompt: str = typer.Option("standard", "--prompt", help="Prompt condition (Appendix B): standard, alternate, cot or tom."),
@@ -117,7 +149,6 @@ def profile_command(
     """Play all six games with one model and write its cooperative profile (profile.json, the
     decisions and ledger, figures/profile.png). Running the same command again continues an
     interrupted profile; finished games and cached calls are not paid twice."""
-    from cooplab.agents.settings import LLMSettings
     from cooplab.cli.tasks import echo_json
     from cooplab.runs import profiles as pf
     from cooplab.runs import runner
@@ -126,12 +157,17 @@ def profile_command(
     kind = players.strip().lower()
     llm = None
     if kind == "llm":
-        llm = LLMSettings(model=model, base_url=base_url, temperature=temperature, max_tokens=max_tokens, max_concurrency=max_concurrency,
-                          rps=rps, budget=budget, price_in=price_in, price_out=price_out, cache=cache).checked().model_dump(mode="json")
+        llm = co.llm_settings(dict(model=model, base_url=base_url, temperature=temperature, max_tokens=max_tokens,
+                                   max_concurrency=max_concurrency, rps=rps, budget=budget, price_in=price_in, price_out=price_out,
+                                   cache=cache)).checked().model_dump(mode="json")
     try:
         req = pf.request(games=chosen, players=kind, simulations=simulations, group_size=group_size, seed=seed, prompt=prompt,
                          deliberation=deliberation, llm=llm, pareto_references=_references(pareto_reference),
                          max_fallback=max_fallback)
+        if kind != "llm":  # after the options' own checks: a bad --players is named first
+            from cooplab.cli.tasks import refuse_llm_options
+
+            refuse_llm_options("--players llm")
         out = pf.prepare(out, req, force=force)
     except pf.ProfileError as exc:
         fail(str(exc))

@@ -14,8 +14,21 @@ import typer
 
 from cooplab.cli.options import fail
 
-#: the servers started by --no-block in this process (tests stop them with cooplab.evals.explorer.app.stop)
+#: the server processes started by --no-block from this process (subprocess.Popen; stop_started() ends them)
 STARTED: list[Any] = []
+
+
+def stop_started() -> None:
+    """End every server process that --no-block started from this process (by its pid) and reap it."""
+    while STARTED:
+        child = STARTED.pop()
+        if child.poll() is None:
+            child.terminate()
+            try:
+                child.wait(timeout=30)
+            except Exception:  # noqa: BLE001 - it ignored SIGTERM
+                child.kill()
+                child.wait()
 
 
 def task_for(name: str) -> Any:
@@ -54,13 +67,21 @@ def _check_dirs(dirs: list[Path]) -> int:
     return found
 
 
+def _open(url: str, open_browser: bool) -> None:
+    if open_browser:
+        try:
+            webbrowser.open(url)
+        except Exception:  # noqa: BLE001 - no browser: the URL is printed
+            pass
+
+
 def view_cmd(
     dirs: Optional[List[Path]] = typer.Argument(None, metavar="DIR", help="Folders holding run directories, searched recursively (sweeps' cells too). Default: ./runs if it exists, else the current folder."),
     port: int = typer.Option(0, "--port", help="Port to listen on (0: any free port)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (default: loopback only). Requests must still name localhost, 127.0.0.1 or [::1] in their Host header."),
     open_browser: bool = typer.Option(False, "--open/--no-open", help="Open the explorer in the default browser."),
     as_json: bool = typer.Option(False, "--json", help="Print {url, runs, dirs} as one JSON line instead of a sentence."),
-    no_block: bool = typer.Option(False, "--no-block", help="Start, print the URL and return (for scripts and tests)."),
+    no_block: bool = typer.Option(False, "--no-block", help="Serve from a background process, print its URL and pid, and return; it serves until stopped with 'kill PID'."),
 ) -> None:
     """Explore runs in a local web app: the list of runs (sortable, filterable), a society's rounds,
     agents, punishments, norms, beliefs and conversations, and two runs side by side."""
@@ -72,6 +93,21 @@ def view_cmd(
     bind = _check_host(host)
     roots = list(dirs) if dirs else [Path("runs") if Path("runs").is_dir() else Path(".")]
     n = _check_dirs(roots)
+    if no_block:
+        from cooplab.cli import detached
+
+        try:
+            child, ready = detached.start({"kind": "explorer", "dirs": [str(d.absolute()) for d in roots], "host": bind, "port": port})
+        except detached.DetachError as exc:
+            fail(str(exc), code=2 if str(exc).startswith("cannot listen") else 1)
+        STARTED.append(child)
+        url, pid = ready["url"], child.pid
+        if as_json:
+            typer.echo(json.dumps({"url": url, "runs": n, "dirs": [str(d) for d in roots], "pid": pid}))
+        else:
+            typer.echo(f"cooplab view: {n} runs under {', '.join(map(str, roots))} at {url} (server pid {pid}; stop it with 'kill {pid}')")
+        _open(url, open_browser)
+        return
     from cooplab.evals.explorer import app as explorer
 
     try:
@@ -81,16 +117,9 @@ def view_cmd(
     if as_json:
         typer.echo(json.dumps({"url": url, "runs": n, "dirs": [str(d) for d in roots]}))
     else:
-        typer.echo(f"cooplab view: {n} runs under {', '.join(map(str, roots))} at {url}" + ("" if no_block else "  (Ctrl-C to stop)"))
+        typer.echo(f"cooplab view: {n} runs under {', '.join(map(str, roots))} at {url}  (Ctrl-C to stop)")
     sys.stdout.flush()
-    if open_browser:
-        try:
-            webbrowser.open(url)
-        except Exception:  # noqa: BLE001 - no browser: the URL is printed
-            pass
-    if no_block:
-        STARTED.append(server)
-        return
+    _open(url, open_browser)
     try:
         while server._cooplab_thread.is_alive():  # type: ignore[attr-defined]
             time.sleep(0.5)

@@ -98,7 +98,7 @@ class ServerSettings(BaseModel):
                                     "(cooplab params TASK); given, they replace the default options as a whole.")
     llm: dict[str, Any] = Field(default_factory=dict, description="Other LLM settings: temperature, max_tokens, cache (default off here: "
                                 "a cache file is SQLite, which needs langgraph dev --allow-blocking), base_url, agent_models, price_in, "
-                                "price_out, max_concurrency, rps, call_timeout.")
+                                "price_out, max_concurrency, rps, call_timeout, call_deadline.")
     sandbox: dict[str, Any] = Field(default_factory=dict, description="Sandbox settings of science: backend, timeout, rate.")
 
     def keywords(self) -> dict[str, Any]:

@@ -4,7 +4,8 @@ Numbers with their percent marks (:class:`Number`, :func:`extract_numbers`); the
 statistical tests and cross-references a report names (:func:`find_terms` over
 :data:`METHOD_TERMS`, :data:`TEST_TERMS`, :data:`CROSS_REF_TERMS`); the numbers a report states
 and the four parts of the quality score built from them (:func:`result_numbers`,
-:func:`quality_parts`); and a fact's context phrase as a pattern (:func:`phrase_re`).
+:func:`quality_parts`); and a fact's context phrase (:func:`context_re`) or a named item
+(:func:`phrase_re`) as a pattern.
 """
 
 from __future__ import annotations
@@ -262,8 +263,57 @@ def phrase_re(phrase: str) -> re.Pattern | None:
     return re.compile(rf"(?<![^\W_])(?<!non-)(?<!non )(?:{body})(?![^\W_])", re.IGNORECASE)
 
 
+#: words that may stand between two words of a context phrase ("the mean of the yield" names
+#: "mean yield"): articles, a few prepositions and possessives, "value(s)"; never and / or /
+#: not / no / with / to / from, which can turn the phrase into another ("spatial and random CV")
+_GAP_WORDS = ("of", "the", "a", "an", "in", "for", "per", "on", "at", "by", "its", "their", "this", "that", "these", "those",
+              "value", "values", "across", "over")
+#: a phrase word after which no gap is allowed: quantifiers and negations ("most of the
+#: important covariates" does not name "most important")
+_NO_GAP_AFTER = frozenset({"most", "least", "some", "all", "any", "each", "every", "many", "few", "no", "not", "none", "top",
+                           "same", "non"})
+_JOIN = r"[\s\-_/]*"
+_GAP_JOIN = r"(?:[\s\-_/]+(?:(?:" + "|".join(_GAP_WORDS) + r")[\s\-_/]+){1,3}|[\s\-_/]*)"
+
+
+def _stem(word: str) -> str:
+    """``word`` as a prefix of its inflections: a final consonant + "y" loses the "y"
+    ("anomaly" -> "anomal", matching "anomalies"). Nothing else is cut: a plural in a phrase
+    stays plural ("patients" does not name "each patient", whose number is no patient count)."""
+    if len(word) > 3 and word.endswith("y") and word[-2] not in "aeiouy":
+        return word[:-1]
+    return word
+
+
+@lru_cache(maxsize=4096)
+def context_re(phrase: str) -> re.Pattern | None:
+    """A fact's context phrase as a pattern, looser than :func:`phrase_re` (which names items):
+
+    * every word is matched as the prefix of its inflections (:func:`_stem`): "means of yields"
+      names "mean yield", "points anomalous" names "point anomaly"; a word of three letters or
+      fewer that is not the last is matched exactly;
+    * one to three of the words :data:`_GAP_WORDS` may stand between two words of the phrase
+      ("the mean of yield_t" names "mean yield"), but not after a quantifier or negation
+      (:data:`_NO_GAP_AFTER`) and never "and", "or", "not", "with" ...;
+    * a word is a column-name token: an underscore, a hyphen or a slash is a boundary around it
+      ("yield_t", "log_yield" name "yield") and digits may follow it ("yield2");
+    * never right after "non-" / "non " ("spatial cv" does not name "non-spatial CV")."""
+    words = _TOKEN_RE.findall(str(phrase).lower())
+    if not words:
+        return None
+    parts = []
+    for i, w in enumerate(words):
+        stem = _stem(w)
+        last = i == len(words) - 1
+        parts.append(re.escape(stem) + (r"[^\W\d_]*" if last or len(stem) > 3 else ""))
+    body = parts[0]
+    for i in range(1, len(words)):
+        body += (_JOIN if words[i - 1] in _NO_GAP_AFTER else _GAP_JOIN) + parts[i]
+    return re.compile(rf"(?<![^\W_])(?<!non-)(?<!non )(?:{body})\d*(?![^\W_])", re.IGNORECASE)
+
+
 
 __all__ = [
     "CROSS_REFS_FULL", "CROSS_REF_TERMS", "METHODS_FULL", "METHOD_TERMS", "NUMBERS_FULL", "TESTS_FULL", "TEST_TERMS",
-    "Number", "extract_numbers", "find_terms", "phrase_re", "quality_parts", "result_numbers",
+    "Number", "context_re", "extract_numbers", "find_terms", "phrase_re", "quality_parts", "result_numbers",
 ]

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from cooplab.evals.scoring.extraction import Number, extract_numbers, phrase_re, quality_parts
+from cooplab.evals.scoring.extraction import Number, context_re, extract_numbers, phrase_re, quality_parts
 from cooplab.evals.scoring.sections import (
     SECTIONS,
     _TOKEN_RE,
@@ -111,7 +111,7 @@ def _units(text: str) -> list[_Unit]:
 def _phrase_res(phrases: Any) -> list[re.Pattern]:
     if isinstance(phrases, str):
         phrases = [phrases]
-    return [p for p in (phrase_re(str(x)) for x in (phrases or [])) if p is not None]
+    return [p for p in (context_re(str(x)) for x in (phrases or [])) if p is not None]
 
 
 def _first_match(unit: str, pats: list[re.Pattern]) -> re.Match | None:
@@ -909,7 +909,8 @@ def truth_facts(truth: dict[str, Any]) -> list[dict[str, Any]]:
     """The ground truth's facts, checked: each needs a string ``id``, a ``kind`` of
     :data:`FACT_KINDS`, a ``value`` of the right type (number: finite real; set: non-empty list
     of strings; claim: bool; label: non-empty string), a list of ``context`` phrases and a
-    ``statement``. Raises ValueError naming the first bad fact."""
+    ``statement``; an optional ``requires`` names other facts of the truth (which require
+    nothing themselves: :func:`score_facts`). Raises ValueError naming the first bad fact."""
     if not isinstance(truth, dict) or not isinstance(truth.get("facts"), list):
         raise ValueError("the ground truth must be an object with a 'facts' list")
     facts = []
@@ -941,15 +942,49 @@ def truth_facts(truth: dict[str, Any]) -> list[dict[str, Any]]:
         if not isinstance(f.get("statement"), str):
             raise ValueError(f"{where}: needs a 'statement'")
         facts.append(f)
+    ids = [f["id"] for f in facts]
+    for f in facts:
+        req = f.get("requires")
+        if req is None:
+            continue
+        where = f"fact {f['id']!r}"
+        if not isinstance(req, list) or not req or not all(isinstance(r, str) for r in req):
+            raise ValueError(f"{where}: 'requires' must be a non-empty list of fact ids")
+        bad = [r for r in req if r not in ids or r == f["id"]]
+        if bad:
+            raise ValueError(f"{where}: 'requires' names {bad[0]!r}, which is not another fact of this truth")
+        chained = [r for r in req if facts[ids.index(r)].get("requires") is not None]
+        if chained:
+            raise ValueError(f"{where}: requires {chained[0]!r}, which has 'requires' itself; name the facts it rests on directly")
     return facts
 
 
 def score_facts(text: str, truth: dict[str, Any]) -> list[FactResult]:
-    """Every fact of ``truth`` scored against ``text`` (already cleaned), in the truth's order."""
+    """Every fact of ``truth`` scored against ``text`` (already cleaned), in the truth's order.
+
+    A fact with ``requires`` (a list of other facts' ids) is found only when every fact it
+    requires is found too (:func:`_backed`): a finding a report can state without looking at
+    the data (a claim that holds for every dataset of a task) counts only together with the
+    data's findings it rests on."""
     units = _units(text)
     facts = truth_facts(truth)
     sets = [f for f in facts if f["kind"] == "set"]
-    return [_score_set(f, units, sets) if f["kind"] == "set" else _SCORERS[f["kind"]](f, units) for f in facts]
+    results = [_score_set(f, units, sets) if f["kind"] == "set" else _SCORERS[f["kind"]](f, units) for f in facts]
+    by_id = {r.id: r for r in results}
+    return [_backed(r, f, by_id) for r, f in zip(results, facts)]
+
+
+def _backed(result: FactResult, fact: dict[str, Any], by_id: dict[str, FactResult]) -> FactResult:
+    """``result`` if the fact requires nothing, or every fact it ``requires`` is found; a found
+    fact whose required facts are not all found becomes missing (score 0), its evidence saying
+    which are not (a contradicted or missing one stays as it is)."""
+    req = fact.get("requires") or []
+    lacking = [r for r in req if by_id[r].status != "found"]
+    if result.status != "found" or not lacking:
+        return result
+    return FactResult(result.id, result.kind, "missing", 0.0,
+                      f"stated, but not backed by the data's findings it rests on ({', '.join(lacking)} not found): "
+                      + result.evidence)
 
 
 # =============================================================================================

@@ -52,7 +52,7 @@ from .export import (
     traces_path,
 )
 from .charges import Charge, ledger_charges, ledger_totals, match_charges
-from .labels import agent_name, call_config, call_labels, call_name, labelled, run_metadata, run_tags
+from .labels import CACHED, agent_name, call_config, call_labels, call_name, is_cached, labelled, replay_config, run_metadata, run_tags
 from .live import live_tracing_enabled, scrubbing_client, tracing_callbacks
 from .scrubbing import REDACTED, is_secret_key, scrub, secret_values
 from .tracer import INTERRUPTED, JsonlTracer, journal_path, recover_interrupted
@@ -62,11 +62,14 @@ __all__ = [
     "ledger_charges",
     "ledger_totals",
     "match_charges",
+    "CACHED",
     "agent_name",
     "call_config",
     "call_labels",
     "call_name",
+    "is_cached",
     "labelled",
+    "replay_config",
     "run_metadata",
     "run_tags",
     "INTERRUPTED",

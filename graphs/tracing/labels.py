@@ -19,6 +19,12 @@ AGENT_NOUN = "agent_noun"
 AGENT_NAME = "agent_name"
 #: metadata key matching an llm run to its ledger row (the ledger's ``call_id``)
 CALL_ID = "call_id"
+#: metadata key (and tag) of a call answered from the response cache (a replay: no model was asked)
+CACHED = "cached"
+#: metadata keys of what a replayed call's original took: its latency (seconds), its tokens, when it was stored
+ORIGINAL_LATENCY = "original_latency_s"
+ORIGINAL_USAGE = "original_usage"
+CACHED_AT = "cached_at"
 #: the labels a call may carry, in the order of its tags
 LABELS = ("society", "agent_id", AGENT_NAME, "round", "phase", "team", "pass", "model", CALL_ID)
 SEP = " · "
@@ -84,6 +90,32 @@ def call_name(labels: Mapping[str, Any]) -> str:
     elif labels.get("round") is not None:
         parts.append(f"round {labels['round']}")
     return SEP.join(parts)
+
+
+def is_cached(metadata: Mapping[str, Any] | None) -> bool:
+    """Whether a run's metadata says it is a call answered from the cache."""
+    return isinstance(metadata, Mapping) and metadata.get(CACHED) is True
+
+
+def replay_config(config: Mapping[str, Any] | None, *, latency: Any, input_tokens: int, output_tokens: int,
+                  usage_error: str | None = None, created: str | None = None) -> dict[str, Any]:
+    """The config of a call answered from the cache: ``config`` (the call's own, :func:`call_config`)
+    with the metadata ``cached: true`` and what the original call took (its latency in seconds when
+    it is a sound number, the tokens it was charged, and when its answer was stored when known), and
+    the tag ``cached``."""
+    cfg = dict(config or {})
+    usage: dict[str, Any] = {"input_tokens": input_tokens, "output_tokens": output_tokens, "total_tokens": input_tokens + output_tokens}
+    if usage_error is not None:
+        usage["usage_error"] = usage_error
+    md: dict[str, Any] = {**(cfg.get("metadata") or {}), CACHED: True, ORIGINAL_USAGE: usage}
+    if isinstance(latency, (int, float)) and not isinstance(latency, bool) and 0 <= latency < float("inf"):
+        md[ORIGINAL_LATENCY] = float(latency)
+    if isinstance(created, str) and created:
+        md[CACHED_AT] = created
+    cfg["metadata"] = md
+    tags = list(cfg.get("tags") or [])
+    cfg["tags"] = tags if CACHED in tags else [*tags, CACHED]
+    return cfg
 
 
 def call_config(config: Mapping[str, Any] | None, *, agent: int | str, society: int | None, round: int | None, phase: str,

@@ -28,6 +28,7 @@ from cooplab.limits import clean_text
 
 from . import convert
 from .convert import fit_line, to_jsonable
+from .labels import is_cached
 from .scrubbing import scrub, secret_values
 
 logger = logging.getLogger("cooplab.graphs.tracing")  # one logger for the package
@@ -53,8 +54,41 @@ def _line(rec: Mapping[str, Any]) -> str:
 
 # ----------------------------------------------------------------------------------------
 # Token usage
+def _token_count(value: Any) -> int | None:
+    """A reported token count as a whole number of at least 0, or None (missing: 0)."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf")) or value != int(value)):
+        return None
+    n = int(value)
+    return n if 0 <= n <= 10**15 else None
+
+
+class _BadUsage(Exception):
+    pass
+
+
 def _usage_from_outputs(outputs: Any) -> dict[str, int] | None:
-    """Sum the token usage of an llm run's outputs (an LLMResult dump)."""
+    """Sum the token usage of an llm run's outputs (an LLMResult dump). Counts that are not whole
+    numbers of at least 0 (infinite, negative, text) make the usage unknown (None): the run is
+    recorded without it, as an endpoint's impossible usage is (the ledger says what was charged)."""
+    try:
+        return _summed_usage(outputs)
+    except _BadUsage:
+        return None
+
+
+def _add(tot: dict[str, int], usage: Mapping[str, Any], names: dict[str, tuple[str, ...]]) -> None:
+    for k, keys in names.items():
+        n = _token_count(next((usage[key] for key in keys if usage.get(key) is not None), None))
+        if n is None:
+            raise _BadUsage
+        tot[k] += n
+
+
+def _summed_usage(outputs: Any) -> dict[str, int] | None:
     if not isinstance(outputs, Mapping):
         return None
     tot = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
@@ -68,15 +102,13 @@ def _usage_from_outputs(outputs: Any) -> dict[str, int] | None:
                 um = getattr(msg, "usage_metadata", None)
             if isinstance(um, Mapping):
                 found = True
-                for k in tot:
-                    tot[k] += int(um.get(k) or 0)
+                _add(tot, um, {k: (k,) for k in tot})
     if not found:
         tu = (outputs.get("llm_output") or {}).get("token_usage") or (outputs.get("llm_output") or {}).get("usage")
         if isinstance(tu, Mapping):
             found = True
-            tot["input_tokens"] = int(tu.get("prompt_tokens") or tu.get("input_tokens") or 0)
-            tot["output_tokens"] = int(tu.get("completion_tokens") or tu.get("output_tokens") or 0)
-            tot["total_tokens"] = int(tu.get("total_tokens") or 0)
+            _add(tot, tu, {"input_tokens": ("prompt_tokens", "input_tokens"), "output_tokens": ("completion_tokens", "output_tokens"),
+                           "total_tokens": ("total_tokens",)})
     if not found:
         return None
     if not tot["total_tokens"]:
@@ -381,6 +413,10 @@ class JsonlTracer(BaseTracer):
                 rec["prompt_tokens"] = usage["input_tokens"]
                 rec["completion_tokens"] = usage["output_tokens"]
                 rec["total_tokens"] = usage["total_tokens"]
+            if is_cached(rec["extra"].get("metadata")):  # answered from the cache: it cost nothing
+                rec["prompt_cost"] = rec["completion_cost"] = rec["total_cost"] = 0
+                if usage:
+                    rec["extra"]["usage_metadata"] = {**usage, "input_cost": 0, "output_cost": 0, "total_cost": 0}
         rec = _Record(scrub(rec, secrets))
         rec.line = _dumps(rec)  # serialized once: its length decides whether it must shrink, then it is written as is
         if len(rec.line) > convert.MAX_LINE_CHARS:

@@ -14,7 +14,9 @@ Each task has one generator. ``generate(task, seed, out_dir)`` writes
   tokens a report would literally write: column names such as ``sensor_03``, ``BM07``,
   ``elevation``, or species links such as ``sp2->sp4``), ``claim`` (a boolean finding; ``context``
   names it) or ``label`` (one categorical token). ``context`` lists lowercase phrases that name
-  the fact; ``statement`` is one sentence a correct report would contain. ``details`` holds the
+  the fact; ``statement`` is one sentence a correct report would contain. A claim that holds on
+  every seed (a report could state it without the data) has ``requires``: the facts of the data
+  it rests on, without which the scorer does not count it. ``details`` holds the
   full numeric truth (parameters, anomaly positions, reference cross-validation errors).
 
 Everything is drawn from ``numpy.random.default_rng([seed, task_index])``, so a seed gives
@@ -724,7 +726,7 @@ def _biomarker(rng: np.random.Generator, size: str, data_path: Path) -> dict[str
               ["reverse", "opposite", "harm", "negative in"],
               f"The treatment effect reverses across subtypes: positive in the {resp_marker}-high "
               "subtype and negative in the other subtype(s).",
-              negative_context=["same direction", "same sign"]),
+              negative_context=["same direction", "same sign"], requires=["responder_subtype_marker"]),
     ]
     details = {
         "biomarkers": names,
@@ -774,6 +776,9 @@ GEO_NOISE_SD = 1.5
 GEO_FOLDS = 5
 GEO_BLOCKS = 4
 GEO_NEIGHBOURS = 10
+#: the two claims hold on every seed (a report can state them without the data), so they are
+#: scored only in a report that also found the covariate model they are about
+GEO_MODEL_FACTS = ["important_covariates", "top_covariate"]
 
 
 def _smooth_field(rng: np.random.Generator, xy: np.ndarray, scale: float, bumps: int) -> np.ndarray:
@@ -923,11 +928,13 @@ def _geospatial(rng: np.random.Generator, size: str, data_path: Path) -> dict[st
         _fact("spatial_cv_higher", "claim", bool(higher),
               ["spatial cross-validation", "spatial cv", "blocked", "block cross-validation"],
               "Spatial (blocked) cross-validation gives a higher error than random "
-              "cross-validation, which is optimistic under spatial autocorrelation."),
+              "cross-validation, which is optimistic under spatial autocorrelation.",
+              requires=GEO_MODEL_FACTS),
         _fact("residual_spatial_autocorrelation", "claim", True,
               ["spatial autocorrelation", "autocorrelat", "moran", "spatially correlated"],
               "The residuals of a covariate-only regression are spatially autocorrelated "
-              "(positive Moran's I).", negative_context=["spatially independent", "spatially random"]),
+              "(positive Moran's I).", negative_context=["spatially independent", "spatially random"],
+              requires=GEO_MODEL_FACTS),
     ]
     details = {
         "covariates": list(GEO_COVARIATES),

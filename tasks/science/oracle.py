@@ -4,8 +4,10 @@
 DataFrame ``df`` (the task's ``data.csv``) is already loaded, only numpy, pandas and the standard
 library are used (no scipy, no scikit-learn: least squares, logistic regression by IRLS,
 k-means, change-point scans, robust z-scores, Moran's I and cross-validation folds are written
-out in numpy), and the last line printed is ``ORACLE_RESULT <json>`` with the recovered facts
-under the ground truth's fact ids plus supporting statistics. Each program runs in well under
+out in numpy), and it prints ``ORACLE_RESULT <json>`` with the recovered facts under the ground
+truth's fact ids plus the statistics the report quotes, then ``ORACLE_DETAIL <json>`` with bulky
+detail no report needs: the finding comes first and stays short, so an output cut to its first
+characters (a team's synthesis prompt) still holds it whole. Each program runs in well under
 5 s on one CPU. The programs are real modules, :mod:`cooplab.tasks.science.oracle_programs`
 ``.<task>`` (imported and tested like any code: ``analyze(df)`` returns the dict), and
 ``ORACLE_CODE[task]`` is the text of that module's file, read by :func:`program_source`.
@@ -34,6 +36,8 @@ import pandas as pd
 from cooplab.tasks.science.datasets import TASKS, check_args
 
 RESULT_PREFIX = "ORACLE_RESULT "
+#: the line after the result: detail no report needs (see each program's ``DETAIL``)
+DETAIL_PREFIX = "ORACLE_DETAIL "
 
 # ----------------------------------------------------------------------------------------------
 # The oracle programs: one module per task in oracle_programs/, sent to the sandbox as source text
@@ -57,22 +61,33 @@ ORACLE_CODE: dict[str, str] = {task: program_source(task) for task in TASKS}
 
 
 def parse_oracle_output(stdout: str) -> dict[str, Any]:
-    """The JSON of the last ``ORACLE_RESULT`` line of a program's output."""
-    for line in reversed(stdout.splitlines()):
-        if line.startswith(RESULT_PREFIX):
-            return json.loads(line[len(RESULT_PREFIX):])
+    """The JSON of the last ``ORACLE_RESULT`` line of a program's output, with the keys of the
+    ``ORACLE_DETAIL`` line printed right after it (if any) added: the whole ``analyze(df)``."""
+    lines = stdout.splitlines()
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].startswith(RESULT_PREFIX):
+            result = json.loads(lines[i][len(RESULT_PREFIX):])
+            if i + 1 < len(lines) and lines[i + 1].startswith(DETAIL_PREFIX):
+                detail = json.loads(lines[i + 1][len(DETAIL_PREFIX):])
+                result.update({k: v for k, v in detail.items() if k not in result})
+            return result
     raise ValueError("no ORACLE_RESULT line in the oracle's output: the program did not finish")
 
 
-def run_oracle_locally(task: str, data_path: Path | str) -> dict[str, Any]:
-    """Run ``ORACLE_CODE[task]`` in a fresh namespace with ``df`` read from ``data_path``."""
+def oracle_stdout(task: str, data_path: Path | str) -> str:
+    """What ``ORACLE_CODE[task]`` prints, run in a fresh namespace with ``df`` read from ``data_path``."""
     check_args(task, 0)
     namespace: dict[str, Any] = {"__name__": "__oracle__", "np": np, "pd": pd,
                                  "df": pd.read_csv(data_path)}
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         exec(compile(ORACLE_CODE[task], f"<oracle:{task}>", "exec"), namespace)
-    return parse_oracle_output(buf.getvalue())
+    return buf.getvalue()
+
+
+def run_oracle_locally(task: str, data_path: Path | str) -> dict[str, Any]:
+    """Run ``ORACLE_CODE[task]`` in a fresh namespace with ``df`` read from ``data_path``: its result."""
+    return parse_oracle_output(oracle_stdout(task, data_path))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -57,13 +57,18 @@ def _tool_results(messages: list[BaseMessage], name: str) -> list[str]:
 
 
 def _recovered(text: str) -> dict[str, Any] | None:
-    found = RESULT_RE.findall(text)
-    for raw in reversed(found):
+    """Every whole ``ORACLE_RESULT`` object in ``text`` merged in order (a later one wins a key), or
+    None. A line cut short (a tool output or a member's output is cut to its first characters) is
+    skipped, so a program that prints its findings on several short lines keeps those before the cut."""
+    out: dict[str, Any] | None = None
+    for raw in RESULT_RE.findall(text):
         try:
-            return json.loads(raw)
+            found = json.loads(raw)
         except ValueError:
             continue
-    return None
+        if isinstance(found, dict):
+            out = {**(out or {}), **found}
+    return out
 
 
 def _call(tool: str, **args: Any) -> dict[str, Any]:
@@ -165,14 +170,14 @@ register_builtin("science-garbage", garbage_model)
 
 
 # --- your own data: the describing team ---------------------------------------------------------------
+#: one ORACLE_RESULT line per table: a team's cut copy of the output keeps the tables before the cut
 DESCRIBE_CODE = """import json as _j
 _fr = df if isinstance(df, dict) else {"data": df}
-_res = {}
 for _k, _d in _fr.items():
     _num = _d.select_dtypes("number")
-    _res[str(_k)] = {"rows": int(_d.shape[0]), "columns": int(_d.shape[1]), "missing": int(_d.isna().sum().sum()),
-                     "means": {str(c): round(float(_num[c].mean()), 4) for c in list(_num.columns)[:8] if _num[c].notna().any()}}
-print("ORACLE_RESULT " + _j.dumps(_res))
+    _one = {"rows": int(_d.shape[0]), "columns": int(_d.shape[1]), "missing": int(_d.isna().sum().sum()),
+            "means": {str(c): round(float(_num[c].mean()), 4) for c in list(_num.columns)[:8] if _num[c].notna().any()}}
+    print("ORACLE_RESULT " + _j.dumps({str(_k): _one}))
 """
 
 

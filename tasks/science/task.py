@@ -25,8 +25,9 @@ from typing import Any
 from cooplab.evals.text import counts_text, number_text
 from cooplab.graphs import rundir
 from cooplab.graphs.rundir import TRACES_FILE
+from cooplab.graphs.tables import money_table
 from cooplab.graphs.task import RunInfo, Task, TaskConfigError, first_error
-from cooplab.limits import sha256_file
+from cooplab.limits import clean_text, sha256_file
 from cooplab.tasks.science import datasets as dsets
 from cooplab.tasks.science import scripted  # noqa: F401 - registers the built-in scripted teams (and the bench's answers team)
 from cooplab.tasks.science.defaults import MAX_TOKENS
@@ -345,6 +346,21 @@ class ScienceTask(Task):
     def init_state(self, config: Mapping[str, Any]) -> dict[str, Any]:
         return init_state(self.params(config).max_reentries)
 
+    def budget_resume_point(self, history: Any) -> Any:
+        """A budget stop is kept in the state (``stop``, naming the node it cut short): with a raised
+        budget the run continues from the checkpoint before that node, which runs again (its calls
+        paid before the stop replay from the cache)."""
+        stop = None
+        for i, snap in enumerate(history):
+            values = snap.values or {}
+            if i == 0:
+                stop = values.get("stop")
+                if not isinstance(stop, dict):
+                    return None
+            elif not values.get("stop") and stop.get("node") in snap.next:
+                return snap
+        return None
+
     def total_rounds(self, config: Mapping[str, Any]) -> int:
         return 1 if self.params(config).pipeline == "solo" else len(TEAMS)
 
@@ -357,8 +373,6 @@ class ScienceTask(Task):
 
     # --- results -------------------------------------------------------------------------------------
     def outputs(self, final: Mapping[str, Any], config: Mapping[str, Any], run: RunInfo) -> dict[str, Any]:
-        import pandas as pd
-
         from cooplab.evals.science_scoring import heuristic_score
         from cooplab.tasks.science.explore import artifact_index
 
@@ -369,17 +383,16 @@ class ScienceTask(Task):
         adir.mkdir(exist_ok=True)
         for name, versions in arts.items():
             for a in versions:
-                (adir / f"{name}.v{a['version']}.md").write_text(a["content"], encoding="utf-8")
+                (adir / f"{name}.v{a['version']}.md").write_text(clean_text(str(a["content"])), encoding="utf-8")
         rundir.write_json(adir / "index.json", artifact_index(arts))
         for stem in ("messages", "requests", "routing", "completions"):
-            with open(out / f"{stem}.jsonl", "w", encoding="utf-8") as f:
-                for row in final.get(stem) or []:
-                    f.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+            rundir.write_jsonl(out / f"{stem}.jsonl", final.get(stem) or [])
         for stem in ("tool_loops", "timeline"):
             rows = [{k: (json.dumps(v, ensure_ascii=False, default=str) if isinstance(v, (list, dict)) else v) for k, v in r.items()}
                     for r in final.get(stem) or []]
             if rows:
-                rundir.write_table(pd.DataFrame(rows), out, stem, csv=run.csv)
+                df = rundir.frame(rows)
+                rundir.write_table(money_table(stem, df) if stem == "tool_loops" else df, out, stem, csv=run.csv)
         truth = rundir.read_json(out / DATASET_DIR / dsets.TRUTH_FILE)
         paper = (arts.get(ARTIFACT["writing"]) or [None])[-1]
         if paper is not None:
@@ -430,7 +443,7 @@ class ScienceTask(Task):
     def figure(self, summary: Mapping[str, Any], run: RunInfo) -> None:
         from cooplab.tasks.science.report import write_report
 
-        write_report(run.out)
+        write_report(run.out, self)
 
     def explore(self, run: Any, query: Mapping[str, str]) -> list[Any]:
         """The science run's page in the explorer (:func:`cooplab.tasks.science.explore.sections`)."""

@@ -117,6 +117,15 @@ BODY_MODES: dict[str, Callable[[dict], Reply]] = {
 for _name, _usage in USAGE_MODES.items():
     BODY_MODES[_name] = (lambda u: lambda r: _json(completion(drop=("usage",)) if u(r) == "<drop>" else completion(usage=u(r))))(_usage)
 
+#: usage a gateway may report that is valid but below what the answer can be (charged cooplab's estimate, flagged)
+LOW_USAGE_MODES: dict[str, Callable[[dict], Reply]] = {
+    "zero_usage": lambda r: _json(completion(usage={"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0})),
+    # one token for 8 KB of answer: the decision's JSON, then prose
+    "low_usage": lambda r: _json(completion(content=ANSWER + "\n" + "we should all fish a little less. " * 240,
+                                            usage={"prompt_tokens": 120, "completion_tokens": 1, "total_tokens": 121})),
+}
+BODY_MODES.update(LOW_USAGE_MODES)
+
 MODES = sorted(BODY_MODES)
 USAGE_ERROR_MODES = sorted(USAGE_MODES)  # a usable answer whose usage is an endpoint error
 MALFORMED_MODES = ["not_json", "html", "text", "empty", "binary", "json_list", "json_string", "json_null", "no_choices",

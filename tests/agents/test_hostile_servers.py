@@ -115,6 +115,25 @@ def test_writers_take_lone_surrogates(tmp_path):
     assert rec["outputs"] == {"answer": "q" + CLEAN + CLEAN} and not list(tmp_path.glob(".traces.jsonl.*.part"))
 
 
+def test_table_writers_take_lone_surrogates_in_records_nested_values_and_column_names(tmp_path):
+    """pandas refuses a lone surrogate when a frame of text columns is made: the writers clean the
+    records themselves, and the strings inside a cell's lists and dicts (issue 37.4)."""
+    from cooplab.graphs.rundir import frame, write_jsonl, write_table
+
+    rows = [{"raw": "x" + SURROGATE, "parsed": {"k" + SURROGATE: ["v" + SURROGATE]}, "n" + SURROGATE: 1}]
+    for csv in (False, True):
+        path = write_table(rows, tmp_path, "decisions", csv=csv)
+        back = pd.read_csv(path) if csv else pd.read_parquet(path)
+        assert back["raw"].tolist() == ["x" + CLEAN] and list(back.columns)[2] == "n" + CLEAN
+    assert frame(rows)["parsed"].tolist() == [{"k" + CLEAN: ["v" + CLEAN]}]
+    nested = pd.DataFrame({"turns": [["a" + SURROGATE, "b"]], "meta": [{"who": "c" + SURROGATE}]}, dtype=object)
+    write_table(nested, tmp_path, "nested")
+    back = pd.read_parquet(tmp_path / "nested.parquet")
+    assert list(back["turns"][0]) == ["a" + CLEAN, "b"] and back["meta"][0] == {"who": "c" + CLEAN}
+    write_jsonl(tmp_path / "messages.jsonl", rows)
+    assert json.loads((tmp_path / "messages.jsonl").read_bytes().decode("utf-8"))["parsed"] == {"k" + CLEAN: ["v" + CLEAN]}
+
+
 # --- item 4: a wall-clock bound on every call ---------------------------------------------------
 def test_a_server_trickling_its_answer_is_cut_at_the_call_timeout(tmp_path, capsys, fast_backoff):
     """One byte every 50 ms of a body that would take minutes to arrive: the per-read timeout never
@@ -134,6 +153,42 @@ def test_a_server_trickling_its_answer_is_cut_at_the_call_timeout(tmp_path, caps
     assert requests == 2 * 5
     assert len(deliveries) == requests and not any(d.complete for d in deliveries)
     assert all(d.sent < len(body) for d in deliveries)
+
+
+def test_a_server_that_sends_its_headers_then_nothing_stops_the_run_at_the_call_deadline(tmp_path, capsys):
+    """Issue 38, item 10: the headers of a 200, then silence. With the default call timeout (300 s)
+    and a small call deadline, each call's first attempt is cut at the deadline and no retry starts:
+    the run stops with one line naming the stalled server (host:port), the model and how long."""
+    out = tmp_path / "run"
+    srv = MisbehavingServer()
+
+    def headers_then_nothing(req: dict) -> Reply:
+        def body():  # a chunked body whose first chunk never comes (until the server stops)
+            srv.release.wait(120)
+            yield from ()
+
+        return Reply(200, chunks=body())
+
+    srv.mode = headers_then_nothing
+    with srv:
+        code, stdout, err = run(server_run(srv.url, out, "--call-deadline", "1.5", rounds=1), capsys)
+        requests = len(srv.requests)
+    line = one_line(err)
+    port = srv.httpd.server_address[1]
+    assert code == 1 and stdout == ""
+    assert f"model openai:x at 127.0.0.1:{port} stalled: no complete answer within the call deadline of 1.5 s (1 attempt in " in line
+    assert "raise --call-deadline" in line and "cooplab resume" in line
+    s = summary_of(out)
+    assert s["status"] == "stopped" and "stalled" in s["message"] and s["ledger"]["calls"] == 0
+    # the first phase's two calls, one attempt each: the retries (4 per call) never started
+    assert requests == 2 < 2 * 5
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "nan", "inf", "86401"])
+def test_a_bad_call_deadline_is_one_line_before_any_work(bad, tmp_path, capsys):
+    out = tmp_path / "run"
+    code, _, err = run(server_run("http://127.0.0.1:9/v1", out, "--call-deadline", bad), capsys)
+    assert code == 2 and "--call-deadline must be" in one_line(err) and not out.exists()
 
 
 @pytest.mark.parametrize("bad", ["0", "-1", "nan", "inf", "86401"])

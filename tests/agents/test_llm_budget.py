@@ -125,7 +125,7 @@ def test_impossible_usage_is_charged_at_the_bound_and_counted(mode, tmp_path, ca
     assert led["usage_error"].str.startswith("the endpoint:").all()
     # charged at the bound: the request's bytes + overheads and max_tokens (64), never the report
     assert (led["output_tokens"] == 64).all() and (led["input_tokens"] < 10_000).all()
-    assert sum(Decimal(c) for c in led["cost"]) == Decimal(s["ledger"]["cost_usd"])
+    assert sum(Decimal(c) for c in led["cost_usd_exact"]) == Decimal(s["ledger"]["cost_usd"])
     d = pd.read_parquet(out / "decisions.parquet")
     assert int(d["usage_errors"].sum()) == len(led) and not d["fallback_used"].any()  # the answers were used
 
@@ -149,6 +149,58 @@ def test_valid_usage_is_charged_exactly_as_reported(tmp_path, capsys):
     assert s["ledger"]["usage_errors"] == 0 and led["usage_error"].isna().all()
     assert (led["input_tokens"] == 120).all() and (led["output_tokens"] == 12).all()
     assert Decimal(s["ledger"]["cost_usd"]) == len(led) * (Decimal(120) * Decimal("0.0005") + Decimal(12) * Decimal("0.003")) / 1000
+
+
+# --- implausibly low usage: charged cooplab's estimate of the text, flagged (issue 37.6) ----------
+def test_a_gateway_that_zeroes_usage_cannot_switch_the_budget_off(tmp_path, capsys):
+    out = tmp_path / "run"
+    with MisbehavingServer("zero_usage") as srv:
+        code, _, err = run(server_run(srv.url, out, rounds=1), capsys)
+    assert code == 0, err
+    s = summary_of(out)
+    led = pd.read_parquet(out / "ledger.parquet")
+    assert s["ledger"]["usage_errors"] == len(led) > 0
+    assert led["usage_error"].str.startswith("the endpoint: usage implausibly low: 0 prompt tokens").all()
+    # charged cooplab's count of the prompt and the answer: the budget counts every call
+    assert (led["input_tokens"] > 100).all() and (led["output_tokens"] > 5).all()
+    assert Decimal(s["ledger"]["cost_usd"]) > 0 and int(pd.read_parquet(out / "decisions.parquet")["usage_errors"].sum()) == len(led)
+
+
+def test_one_token_for_8_kb_of_answer_is_charged_at_least_what_the_bytes_can_be(tmp_path, capsys):
+    out = tmp_path / "run"
+    with MisbehavingServer("low_usage") as srv:
+        code, _, err = run(server_run(srv.url, out, rounds=1), capsys)
+    assert code == 0, err
+    led = pd.read_parquet(out / "ledger.parquet")
+    assert len(led) > 0 and led["usage_error"].str.contains("1 completion tokens for 8").all()
+    # the plausible prompt count stands; the answer's ~1,500 words are clamped to the call's cap (64)
+    assert (led["input_tokens"] == 120).all() and (led["output_tokens"] == 64).all()
+    assert not pd.read_parquet(out / "decisions.parquet")["fallback_used"].any()
+
+
+def test_the_usage_floor_never_flags_an_honest_count():
+    from cooplab.agents.usage import TextEstimate
+
+    text = TextEstimate(input_bytes=2560, output_bytes=8192, input_tokens=500, output_tokens=1500)
+    assert (text.input_floor, text.output_floor) == (10, 32)
+    honest = check_usage({"prompt_tokens": 10, "completion_tokens": 32}, input_bound=5000, output_bound=2048, text=text)
+    assert honest.error is None and (honest.input_tokens, honest.output_tokens) == (10, 32)
+    low = check_usage({"prompt_tokens": 9, "completion_tokens": 40}, input_bound=5000, output_bound=2048, text=text)
+    assert (low.input_tokens, low.output_tokens) == (500, 40) and "9 prompt tokens for 2560 bytes of prompt (at least 10)" in low.error
+    capped = check_usage({"input_tokens": 0, "output_tokens": 0}, input_bound=300, output_bound=64, text=text)
+    assert (capped.input_tokens, capped.output_tokens) == (300, 64) and "usage implausibly low" in capped.error
+    empty = TextEstimate(input_bytes=0, output_bytes=0, input_tokens=0, output_tokens=0)
+    assert check_usage({"prompt_tokens": 0, "completion_tokens": 0}, input_bound=9, output_bound=9, text=empty).error is None
+
+
+def test_infinite_usage_keeps_every_model_call_in_the_traces(tmp_path, capsys):
+    out = tmp_path / "run"
+    with MisbehavingServer("infinity") as srv:
+        code, _, err = run(server_run(srv.url, out, rounds=1), capsys)
+    assert code == 0, err
+    led = pd.read_parquet(out / "ledger.parquet")
+    llm = [r for r in map(json.loads, (out / "traces.jsonl").read_text().splitlines()) if r["run_type"] == "llm"]
+    assert len(llm) == len(led) > 0 and led["usage_error"].str.contains("not finite").all()
 
 
 # --- a broken endpoint: a clean stop, one line, resumable ------------------------------------

@@ -155,3 +155,21 @@ def test_a_model_name_that_is_not_utf8_is_one_line_before_any_work(tmp_path, cap
     line = fail_line(capsys, ["run", "cpr", "--agents", "llm", "--model", f"scripted:{script}", "--rounds", "2", "--out", str(out)])
     assert "is not UTF-8" in line and "m\\xe9.json" in line
     assert not out.exists()
+
+
+def test_tables_read_without_pyarrow_keep_the_bounds(tmp_path, monkeypatch):
+    """The light core has fastparquet and no pyarrow: tables still read, and a footer over the bound
+    is refused in one line before any value is decoded."""
+    import sys
+
+    import pandas as pd
+
+    df = pd.DataFrame({"agent": ["0", "1", "2"], "harvest": [1.5, 2.0, 0.25], "text": ["a", "bb", "ccc"]})
+    df.to_parquet(tmp_path / "decisions.parquet", engine="fastparquet", index=False)
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)  # import pyarrow.parquet -> ImportError
+    back = rundir.read_table(tmp_path, "decisions")
+    assert back["harvest"].tolist() == [1.5, 2.0, 0.25] and back["text"].tolist() == ["a", "bb", "ccc"]
+    monkeypatch.setattr(rundir, "MAX_TABLE_CELLS", 5)
+    with pytest.raises(rundir.RunDirError) as err:
+        rundir.read_table(tmp_path, "decisions")
+    assert "3 rows x 3 columns" in str(err.value) and "\n" not in str(err.value)

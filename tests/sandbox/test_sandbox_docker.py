@@ -63,6 +63,48 @@ seccomp = [l.split()[1] for l in open('/proc/self/status') if l.startswith('Secc
         assert nets == ["lo"]
 
 
+IO_URING = r'''
+import ctypes, os, threading
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def attempt(nr, *args):
+    ctypes.set_errno(0)
+    r = libc.syscall(ctypes.c_long(nr), *args)
+    return r, ctypes.get_errno()
+params = ctypes.create_string_buffer(120)  # struct io_uring_params
+out = {"setup": attempt(425, 4, params), "enter": attempt(426, 0, 0, 0, 0, None, 0),
+       "register": attempt(427, 0, 0, None, 0), "x32": attempt(425 | 0x40000000, 4, params)}
+box = {}
+t = threading.Thread(target=lambda: box.update(thread=attempt(425, 4, params)))  # a new thread inherits it
+t.start(); t.join()
+out.update(box)
+seccomp = [l.split()[1] for l in open('/proc/self/status') if l.startswith('Seccomp_filters:')]
+(out, seccomp)
+'''
+
+
+def test_io_uring_is_refused_and_analysis_still_runs(dsession):
+    """io_uring_setup/enter/register (425-427) fail with EPERM in the container, in any thread
+    and through the x32 numbers, whatever the daemon's default profile allows (Docker < 25
+    allowed them); the usual analysis code is unaffected."""
+    r = dsession.run_code(IO_URING)
+    assert r.status == "ok", r
+    out, filters = eval(r.result)
+    for name in ("setup", "enter", "register", "thread"):
+        assert out[name] == (-1, 1), (name, out)  # -1, EPERM (no io_uring fd was made)
+    assert out["x32"][0] == -1, out
+    assert not filters or int(filters[0]) >= 2, filters  # Docker's profile and ours, stacked
+    r = dsession.run_code(
+        "import numpy as np, pandas as pd, subprocess, sys\n"
+        "from concurrent.futures import ThreadPoolExecutor\n"
+        "m = pd.DataFrame({'x': np.arange(10.0)}).x.mean()\n"
+        "with ThreadPoolExecutor(2) as ex: s = sum(ex.map(lambda v: v * 2, range(4)))\n"
+        "p = subprocess.run([sys.executable, '-c', 'print(6 * 7)'], capture_output=True, text=True)\n"
+        "(float(m), s, p.stdout.strip(), float(df.b.sum()))")
+    assert r.status == "ok", r
+    assert eval(r.result) == (4.5, 12, "42", 2475.0)
+
+
 def test_dns_and_pip_fail_fast(dsession):
     t = time.monotonic()
     r = dsession.run_code("import socket\nsocket.getaddrinfo('pypi.org', 443)")

@@ -3,14 +3,13 @@
 A team that ran no analysis could earn accuracy by naming the data's columns (a keywords fact
 such as "drivers of yield" counted the column names wherever they stood) or by naming a claim's
 topic ("we examined the spatial autocorrelation"). Two kinds of report must now score near zero
-(accuracy <= 0.1) on every built-in task (seeds 0-4) and on your own data: one naming every
+(accuracy <= 0.1) on every built-in task (seeds 0-19) and on your own data: one naming every
 variable and every fact's topic while claiming nothing, and one shotgunning many candidate
 numbers (a table of candidates per quantity and a sentence per candidate); the oracle's report
 still scores 1 on the same tasks and data."""
 
 from __future__ import annotations
 
-import csv
 import json
 
 import numpy as np
@@ -20,12 +19,13 @@ import pytest
 from cooplab.cli import main
 from cooplab.evals.science_scoring import heuristic_score
 from cooplab.tasks.science import datasets as D
-from cooplab.tasks.science.oracle import oracle_report, run_oracle_locally
+from cooplab.tasks.science.oracle import oracle_report
 from cooplab.tasks.science.owndata import custom_section
 
+from .conftest import SWEEP_SEEDS
 from .gaming import FILLER, SECTIONS, number_candidates
 
-SEEDS = range(5)
+SEEDS = SWEEP_SEEDS
 BOUND = 0.1  # "near zero"
 
 
@@ -51,17 +51,9 @@ def shotgun(truth: dict) -> str:
 
 
 @pytest.fixture(scope="module")
-def made(tmp_path_factory):
+def made(seeded):
     """Every (task, seed): its ground truth, the oracle's recovered facts and the data's columns."""
-    root = tmp_path_factory.mktemp("claims")
-    out = {}
-    for task in D.TASKS:
-        for seed in SEEDS:
-            ds = D.generate(task, seed, root / task / str(seed))
-            with open(ds.data_path, newline="") as f:
-                columns = next(csv.reader(f))
-            out[task, seed] = (ds.truth, run_oracle_locally(task, ds.data_path), columns)
-    return out
+    return {(task, seed): (s.truth, s.recovered, s.columns) for (task, seed), s in seeded.items() if seed in SEEDS}
 
 
 @pytest.mark.parametrize("task", D.TASKS)

@@ -22,6 +22,7 @@ import pytest
 from cooplab.tasks.science import datasets as D
 from cooplab.tasks.science import oracle_programs
 from cooplab.tasks.science.oracle import (
+    DETAIL_PREFIX,
     ORACLE_CODE,
     RESULT_PREFIX,
     parse_oracle_output,
@@ -71,7 +72,8 @@ def test_analyze_in_process_equals_the_sandbox_program(task, small):
     direct = mod.analyze(df)
     printed = run_oracle_locally(task, small[task])
     assert direct == printed
-    assert json.dumps(direct) == json.dumps(printed)  # same keys, same order, same float digits
+    # same keys, same float digits (the detail keys are printed on their own line, after the finding)
+    assert json.dumps(direct, sort_keys=True) == json.dumps(printed, sort_keys=True)
     assert mod.analyze(df) == direct  # no state kept between calls (e.g. a module-level RNG)
 
 
@@ -89,8 +91,9 @@ def test_oracle_code_is_the_module_file_and_sandbox_safe(task):
             imported.add("." * node.level + (node.module or ""))
     assert {name.split(".")[0] for name in imported} <= SANDBOX_IMPORTS, imported
     assert "cooplab" not in code
-    # the printed line keeps its format: the last line prints the prefix plus the JSON
-    assert code.splitlines()[-1].strip() == f'print("{RESULT_PREFIX}" + json.dumps(result))'
+    # the printed lines keep their format: the finding (the prefix plus the JSON), then the detail
+    assert [ln.strip() for ln in code.splitlines()[-2:]] == [f'print("{RESULT_PREFIX}" + json.dumps(result))',
+                                                            f'print("{DETAIL_PREFIX}" + json.dumps(detail))']
 
 
 @pytest.mark.parametrize("task", D.TASKS)

@@ -554,6 +554,50 @@ def test_number_fact_percentages_and_headings():
     assert fact_result(SHIFT, "## 3. Regime shift\nWe looked for it.").status == "missing"
 
 
+MEAN_YIELD = {"id": "mean_yield", "kind": "number", "value": 6.6, "tolerance": 0.05, "context": ["mean yield"],
+              "statement": "The mean yield is 6.6."}
+
+
+@pytest.mark.parametrize("text,status", [
+    # issue 38: plainly stated, on word stems and column-name tokens
+    ("The mean of yield_t is 6.5993.", "found"),
+    ("The mean yield_t is 6.5993.", "found"),
+    ("Means of the yields were 6.61.", "found"),
+    ("The mean value of yield is 6.6 t/ha.", "found"),
+    ("| mean of yield2 | 6.6 |", "found"),
+    ("The mean of yield_t is 7.4.", "contradicted"),
+    # ... but only articles, prepositions and "value" between the words: not another quantity
+    ("The mean of rainfall and yield is 6.6.", "missing"),
+    ("The mean of log_yield is 6.6.", "missing"),
+    ("The mean rainfall is 6.6, and the yield varies.", "missing"),
+])
+def test_context_phrases_match_word_stems_and_column_names(text, status):
+    assert fact_result(MEAN_YIELD, text).status == status
+
+
+def test_context_gaps_never_join_another_phrase():
+    top = {"id": "top", "kind": "label", "value": "elevation", "context": ["most important"], "alternatives": ["rainfall"],
+           "statement": "The most important covariate is elevation."}
+    assert fact_result(top, "The most important covariate is elevation.").status == "found"
+    assert fact_result(top, "Most of the important covariates are rainfall and soil.").status == "missing"
+    spatial_cv = GEOSPATIAL["facts"][3]  # context "spatial cross-validation", "spatial cv", ...
+    assert fact_result(spatial_cv, "Spatial and random CV give a higher error than the training error.").status == "missing"
+    assert fact_result(spatial_cv, "Non-spatial CV gives a higher error than random CV.").status == "missing"
+    n_patients = BIOMARKER["facts"][0]  # "patients": a plural stays plural
+    assert fact_result(n_patients, "The trial enrolled 600 patients. Each patient has 24 biomarkers.").status == "found"
+
+
+def test_the_describing_team_is_credited_for_the_means_it_states():
+    """The own-data describing team writes "The mean of yield_t is 6.5993." (its code's column
+    means): a truth "mean yield 6.6 +- 0.05" finds it."""
+    from cooplab.tasks.science.scripted import describe_report
+
+    paper = describe_report({"data": {"rows": 240, "columns": 3, "missing": 0, "means": {"yield_t": 6.5993, "rain_mm": 812.4}}})
+    assert "The mean of yield_t is 6.5993." in paper
+    s = heuristic_score(paper, {"task": "custom", "facts": [MEAN_YIELD]})
+    assert s.facts[0].status == "found" and s.accuracy == 1.0
+
+
 PREDICTIVE = BIOMARKER["facts"][2]
 IMPORTANT = GEOSPATIAL["facts"][2]
 

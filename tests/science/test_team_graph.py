@@ -36,12 +36,18 @@ def run(tmp_path, capsys, *args, out="run", expect=0):
 
 
 # --- calibration: the built-in scripted teams through the whole graph ------------------------------------
+#: per task, the seed of 0-19 whose oracle result is the longest (measured before the result was
+#: printed first and short: anomaly seed 2 had 2,333 characters and lost the whole result);
+#: every seed 0-19 goes along the same message path in test_twenty_seeds.py
+LONGEST_RESULT_SEED = {"ecology": 4, "anomaly": 2, "biomarker": 16, "geospatial": 10}
+
+
 @pytest.mark.parametrize("task", TASKS)
-def test_oracle_team_scores_high_on_every_task(tmp_path, capsys, task):
-    s, out = run(tmp_path, capsys, "--task", task, "--team", "oracle")
+def test_oracle_team_scores_1_on_every_task(tmp_path, capsys, task):
+    s, out = run(tmp_path, capsys, "--task", task, "--team", "oracle", "--seed", LONGEST_RESULT_SEED[task])
     assert s["status"] == "completed" and s["passes"] == ["data#1", "model#1", "eval#1", "writing#1"]
     sc = s["scores"]
-    assert sc["completeness"] >= 0.9 and sc["quality"] >= 0.75 and sc["accuracy"] >= 0.9, sc
+    assert sc == {"completeness": 1.0, "quality": 1.0, "accuracy": 1.0}, sc
     assert all(v == "found" for v in s["facts"].values()), s["facts"]
     # the oracle's numbers came from its code run in the sandbox, charged as sandbox seconds per team
     lg = pd.read_parquet(out / "ledger.parquet")
@@ -122,7 +128,7 @@ def test_requests_route_back_to_the_earlier_team_within_the_reentry_cap(tmp_path
     assert len(reqs) == len(routing) and {r["kind"] for r in reqs} == {"additional", "redo"}
     # the data team's second plan saw the request
     loops = pd.read_parquet(out / "tool_loops.parquet")
-    assert ((loops.agent == "data.0") & (loops.phase == "data:plan")).sum() == 2
+    assert ((loops.agent_id == "data.0") & (loops.phase == "data:plan")).sum() == 2
 
 
 def test_requests_to_a_later_team_and_bad_arguments_are_errors_to_the_model(tmp_path, capsys):

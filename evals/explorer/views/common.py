@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cooplab.evals.explorer import traces
-from cooplab.evals.report import cut, num
+from cooplab.evals.values import cut, num
 from cooplab.graphs import explore as ex
 
 #: agents drawn as separate lines of a plot at most (larger societies: the mean only)
@@ -184,7 +184,8 @@ def conversation(run: Any, filters: Mapping[str, Any], spec: Spec, *, open_: boo
         blocks.append(ex.Note(note))
     for c in found[:MAX_INLINE_CALLS]:
         who = c.get("agent_name") or (spec.name(c["agent"]) if c.get("agent") is not None else c.get("name") or "?")
-        head = f"{who} \u00b7 {c.get('phase') or '?'}" + (f" \u00b7 {spec.round_unit} {c['round']}" if c.get("round") is not None else "")
+        head = f"{who} \u00b7 {c.get('phase') or '?'}" + (f" \u00b7 {spec.round_unit} {c['round']}" if c.get("round") is not None else "") \
+            + (" \u00b7 cached" if c.get("cached") else "")
         inner: list[ex.Block] = [ex.Code(m["text"], title=m["role"]) for m in c.get("messages") or []]
         inner.append(ex.Code(c.get("answer") or "", title="answer"))
         if c.get("error"):
