@@ -22,8 +22,9 @@ Workloads, the configurations interleaved so that the machine's load hits them a
     (prompt tokens read per second) and one short prompt with up to 48 tokens generated, in a
     model process with ``OMP_WAIT_POLICY=passive`` and one with ``active``; then two agents'
     conversations interleaved, each call one more turn, straight through ``LocalModelProcess``:
-    prompt tokens, tokens read and reused, seconds, every prompt read cold and then with the kept
-    states (the same process), and whether the answers are the same.
+    prompt tokens, tokens read and reused, seconds, every prompt read cold, then in a fresh
+    process with the kept states (what its own earlier calls read: the other agent's system
+    prompt, the agent's earlier turns), and whether the answers are the same.
 (b) **Science bench**: ``cooplab bench science examples/bench-suite/suite.jsonl --team llm --model
     local --team-size 2 --cache off`` item by item (``--limit 1``, then 2, ...: a bench resumes
     its finished items), per configuration: wall seconds per item (the item run's own
@@ -131,9 +132,9 @@ def speeds(turns: int, wait: str | None) -> dict[str, float]:
 
 def micro(turns: int, max_tokens: int, waits: list[str | None]) -> dict[str, Any]:
     res: dict[str, Any] = {"speeds": {w or "as set": speeds(turns, w) for w in waits}}
-    p = model_process()
-    try:
-        for mode in ("cold", "reuse"):  # cold first: nothing kept helps it
+    for mode in ("cold", "reuse"):  # each in a fresh model process: the reuse pass reuses only what its own calls read
+        p = model_process()
+        try:
             n0, k0, t0, texts = p.prompt_tokens, p.reused_tokens, time.perf_counter(), []
             for turn in range(turns):
                 for agent in (0, 1):
@@ -142,32 +143,43 @@ def micro(turns: int, max_tokens: int, waits: list[str | None]) -> dict[str, Any
                     texts.append(out["choices"][0]["message"]["content"])
             res[mode] = {"calls": 2 * turns, "prompt_tokens": p.prompt_tokens - n0, "reused": p.reused_tokens - k0,
                          "seconds": time.perf_counter() - t0, "texts": texts}
-    finally:
-        p.close()
+        finally:
+            p.close()
     res["same_texts"] = res["cold"]["texts"] == res["reuse"]["texts"]
     return res
 
 
 # --- (b) science bench and (c) the CPR society -----------------------------------------------------
-def science(cfgs: dict, items: int, team_size: int, work: Path, off_items: int) -> dict[str, list[dict]]:
+def science(cfgs: dict, items: int, team_size: int, work: Path, off_items: int, together: bool = False) -> dict[str, list[dict]]:
+    from concurrent.futures import ThreadPoolExecutor
+
     per: dict[str, list[dict]] = {name: [] for name in cfgs}
     for k in range(1, items + 1):
-        for name, (python, env) in cfgs.items():
-            if name == OFF and k > off_items:
-                continue
-            out = work / f"science-{name.replace(' ', '-').replace(',', '')}"
-            cli(python, ["bench", "science", str(SUITE / "suite.jsonl"), "--tables", str(SUITE / "tables"), "--labels",
-                         str(SUITE / "labels.jsonl"), "--team", "llm", "--model", "local", "--team-size", str(team_size),
-                         "--limit", str(k), "--cache", "off", "--out", str(out)], env)
-            item = sorted(p.name for p in (out / "items").iterdir())[k - 1]
-            s = json.loads((out / "items" / item / "summary.json").read_text())
-            led, reuse = s.get("ledger") or {}, (s.get("llm") or {}).get("prompt_reuse") or {}
-            per[name].append({"item": item, "wall": s["wall_seconds"], "calls": led.get("calls"), "in": led.get("input_tokens"),
-                              "out": led.get("output_tokens"), "cost": led.get("cost_usd_float"), "reused": reuse.get("tokens_reused"),
-                              "status": s.get("status")})
-            print(f"(b) {item} {name}: {s['wall_seconds']:.0f} s, {led.get('calls')} calls, {led.get('input_tokens')} tokens in, "
-                  f"{reuse.get('tokens_reused', '-')} reused", flush=True)
+        names = [name for name in cfgs if not (name == OFF and k > off_items)]
+        if together:  # every configuration's item at the same time: the machine's load hits them alike
+            with ThreadPoolExecutor(len(names)) as pool:
+                rows = list(pool.map(lambda name: science_item(cfgs, name, k, team_size, work), names))
+        else:
+            rows = [science_item(cfgs, name, k, team_size, work) for name in names]
+        for name, row in zip(names, rows):
+            per[name].append(row)
     return per
+
+
+def science_item(cfgs: dict, name: str, k: int, team_size: int, work: Path) -> dict:
+    python, env = cfgs[name]
+    out = work / f"science-{name.replace(' ', '-').replace(',', '')}"
+    cli(python, ["bench", "science", str(SUITE / "suite.jsonl"), "--tables", str(SUITE / "tables"), "--labels",
+                 str(SUITE / "labels.jsonl"), "--team", "llm", "--model", "local", "--team-size", str(team_size),
+                 "--limit", str(k), "--cache", "off", "--out", str(out)], env)
+    item = sorted(p.name for p in (out / "items").iterdir())[k - 1]
+    s = json.loads((out / "items" / item / "summary.json").read_text())
+    led, reuse = s.get("ledger") or {}, (s.get("llm") or {}).get("prompt_reuse") or {}
+    print(f"(b) {item} {name}: {s['wall_seconds']:.0f} s, {led.get('calls')} calls, {led.get('input_tokens')} tokens in, "
+          f"{reuse.get('tokens_reused', '-')} reused", flush=True)
+    return {"item": item, "wall": s["wall_seconds"], "calls": led.get("calls"), "in": led.get("input_tokens"),
+            "out": led.get("output_tokens"), "cost": led.get("cost_usd_float"), "reused": reuse.get("tokens_reused"),
+            "status": s.get("status")}
 
 
 def society(cfgs: dict, agents: int, rounds: int, work: Path) -> dict[str, dict]:
@@ -187,6 +199,8 @@ def society(cfgs: dict, agents: int, rounds: int, work: Path) -> dict[str, dict]
     for r in res.values():
         keys = set(first) | set(r["decisions"])
         r["differ"] = sum(first.get(k) != r["decisions"].get(k) for k in keys)
+        off = res[OFF]["decisions"] if OFF in res else None
+        r["differ_off"] = None if off is None else sum(off.get(k) != r["decisions"].get(k) for k in set(off) | set(r["decisions"]))
         r["n_decisions"] = len(r["decisions"])
     return res
 
@@ -244,12 +258,12 @@ def report(a: dict | None, b: dict | None, c: dict | None, head: list[str], args
         lines.append("")
     if c:
         lines += [f"### (c) The main job's LLM society (`cooplab run cpr {' '.join(CPR[:-2])} --n-agents {args.cpr_agents} --rounds {args.cpr_rounds}`)", "",
-                  "| configuration | wall s | calls | tokens in / out | prompt tokens reused | survival | decisions | differ from first | speed-up vs first |",
-                  "|---|---:|---:|---:|---:|---|---:|---:|---:|"]
+                  "| configuration | wall s | calls | tokens in / out | prompt tokens reused | survival | decisions | differ from first | speed-up vs first "
+                  f"| differ from {OFF} |", "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|"]
         base = next(iter(c.values()))["wall"]
         for name, r in c.items():
             lines.append(f"| {name} | {r['wall']:.0f} | {fmt(r['calls'])} | {fmt(r['in'])} / {fmt(r['out'])} | {fmt(r['reused'])} | "
-                         f"{r['survival']} | {r['n_decisions']} | {r['differ']} | {base / r['wall']:.2f}x |")
+                         f"{r['survival']} | {r['n_decisions']} | {r['differ']} | {base / r['wall']:.2f}x | {fmt(r['differ_off'])} |")
         lines.append("")
     return "\n".join(lines) + "\n"
 
@@ -260,10 +274,13 @@ def main() -> int:
     ap.add_argument("--items", type=int, default=4, help="(b) science bench items (0: skip)")
     ap.add_argument("--team-size", type=int, default=2)
     ap.add_argument("--off-items", type=int, default=1, help="(b) items also run without kept states (the same calls and answers expected)")
+    ap.add_argument("--together", action="store_true", help="(b) run the configurations' item at the same time (a busy machine)")
     ap.add_argument("--cpr-agents", type=int, default=4)
     ap.add_argument("--cpr-rounds", type=int, default=8, help="(c) rounds of the CPR society (0: skip)")
     ap.add_argument("--turns", type=int, default=6, help="(a) turns of each conversation (0: skip)")
     ap.add_argument("--max-tokens", type=int, default=16, help="(a) answer cap")
+    ap.add_argument("--waits", default="passive,active",
+                    help="(a) the OMP_WAIT_POLICY values whose speeds are measured, comma-separated (passive, active, as-set)")
     ap.add_argument("--quick", action="store_true", help="smoke size: (a) 2 turns, no (b), (c) 2 agents for 1 round")
     ap.add_argument("--out", type=Path, default=None, help="write the section into this file instead of RESULTS.md")
     a = ap.parse_args()
@@ -274,17 +291,21 @@ def main() -> int:
     for flag in ("items", "turns", "cpr_rounds", "max_tokens", "cpr_agents", "off_items"):
         if getattr(a, flag) < 0 or (flag in ("max_tokens", "cpr_agents") and getattr(a, flag) < 1):
             raise SystemExit(f"bench_local_reuse: --{flag.replace('_', '-')} must be a positive whole number, got {getattr(a, flag)}")
+    waits = [w.strip() for w in a.waits.split(",")]
+    if not all(w in ("passive", "active", "as-set") for w in waits):
+        raise SystemExit(f"bench_local_reuse: --waits must list passive, active or as-set, comma-separated, got {a.waits!r}")
+    waits = [None if w == "as-set" else w for w in waits]
     head = machine_info(versions=True)
     head.insert(2, f"- CPU (lscpu): {cpu_model()}")
     cfgs = configs(a.before)
     work = Path(tempfile.mkdtemp(prefix="bench-reuse-"))
     try:
-        ra = micro(a.turns, a.max_tokens, [None] if a.quick else ["passive", "active"]) if a.turns else None
+        ra = micro(a.turns, a.max_tokens, [None] if a.quick else waits) if a.turns else None
         if ra:
             print(f"(a) {ra['speeds']}; cold {ra['cold']['seconds']:.1f} s, reuse {ra['reuse']['seconds']:.1f} s, "
                   f"same answers: {ra['same_texts']}", flush=True)
         rc = society(cfgs, a.cpr_agents, a.cpr_rounds, work) if a.cpr_rounds else None
-        rb = science(cfgs, a.items, a.team_size, work, a.off_items) if a.items else None
+        rb = science(cfgs, a.items, a.team_size, work, a.off_items, a.together) if a.items else None
     finally:
         shutil.rmtree(work, ignore_errors=True)
     try:
