@@ -1,6 +1,7 @@
 """The layers point one way, and no import cycle crosses a package.
 
-    cooplab.cli (the command line: Typer apps)             may import everything below
+    cooplab.cli (the command line: Typer apps;             may import everything below
+                 cooplab._entry, the console script)
       -> cooplab.runs (the engine) and cooplab (the API)   never the command line
         -> cooplab.tasks (the worlds)                      never the engine
           -> cooplab.evals, cooplab.agents                 never a task
@@ -24,6 +25,9 @@ ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = {"cooplab": "cooplab", "graphs": "cooplab.graphs", "agents": "cooplab.agents", "sandbox": "cooplab.sandbox",
            "evals": "cooplab.evals", "tasks": "cooplab.tasks"}
 BASE = ("cooplab.limits", "cooplab.extras", "cooplab._version")
+#: the console script (pyproject's ``cooplab = "cooplab._entry:entry"``): it answers ``--version``, then
+#: hands over to the command line, so it sits at the top with it
+ENTRY = "cooplab._entry"
 #: package -> the packages (besides itself) its modules may import
 ALLOWED = {
     "base": set(),
@@ -48,7 +52,7 @@ def package_of(module: str) -> str | None:
             return name
     if module == "cooplab.runs" or module.startswith("cooplab.runs."):
         return "engine"
-    if module == "cooplab.cli" or module.startswith("cooplab.cli."):
+    if module == "cooplab.cli" or module.startswith("cooplab.cli.") or module == ENTRY:
         return "cli"
     if module == "cooplab":
         return "api"
@@ -70,13 +74,28 @@ def modules(root: Path = None) -> dict[str, Path]:  # type: ignore[assignment]
     return out
 
 
-def imports_of(path: Path, module: str) -> list[tuple[int, str]]:
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    """The ids of the nodes inside ``if TYPE_CHECKING:`` blocks (``typing.TYPE_CHECKING`` too): imports
+    for type annotations only, which never run."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+                                         or isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING"):
+            out |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    return out
+
+
+def imports_of(path: Path, module: str, *, runtime_only: bool = False) -> list[tuple[int, str]]:
     """(line, imported name) for every import in ``path``; relative imports resolved against ``module``.
-    ``from a.b import c`` yields ``a.b`` and ``a.b.c`` (c may be a module)."""
+    ``from a.b import c`` yields ``a.b`` and ``a.b.c`` (c may be a module). ``runtime_only``: leave
+    out the imports under ``if TYPE_CHECKING:``."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    skip = _type_checking_nodes(tree) if runtime_only else set()
     out = []
     for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             out += [(node.lineno, a.name) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -92,13 +111,22 @@ def imports_of(path: Path, module: str) -> list[tuple[int, str]]:
 
 
 def edges(mods: dict[str, Path]) -> dict[str, set[str]]:
-    """module -> the source modules it imports (a name resolves to the longest module it names)."""
+    """module -> the source modules it imports when it runs: a name resolves to the longest module it
+    names, and the packages above that module count too (importing ``a.b.c`` runs ``a/__init__.py``
+    and ``a/b/__init__.py`` first). Imports for type annotations only (``if TYPE_CHECKING:``) never
+    run and make no edge, as import-linter's ``exclude_type_checking_imports``."""
     out: dict[str, set[str]] = {}
     for m, path in mods.items():
-        for _, name in imports_of(path, m):
+        for _, name in imports_of(path, m, runtime_only=True):
             target = name if name in mods else name.rsplit(".", 1)[0] if name.rsplit(".", 1)[0] in mods else None
-            if target and target != m:
-                out.setdefault(m, set()).add(target)
+            if target is None:
+                continue
+            parts = target.split(".")
+            above = [".".join(parts[:i]) for i in range(1, len(parts))]
+            # the packages above m itself ran before m: reaching them again through an import is no new edge
+            for t in [target] + [a for a in above if not m.startswith(a + ".")]:
+                if t in mods and t != m:
+                    out.setdefault(m, set()).add(t)
     return out
 
 
@@ -122,8 +150,9 @@ def violations(root: Path = None) -> list[str]:  # type: ignore[assignment]
     return sorted(set(bad))
 
 
-def cycles(root: Path = None) -> list[list[str]]:  # type: ignore[assignment]
-    """Strongly connected components (Tarjan) of the module graph that span two packages."""
+def components(root: Path = None) -> list[list[str]]:  # type: ignore[assignment]
+    """Every import cycle: the strongly connected components (Tarjan) of the module graph with two
+    modules or more, each sorted."""
     mods = modules(root or ROOT)
     graph = edges(mods)
     index: dict[str, int] = {}
@@ -152,7 +181,7 @@ def cycles(root: Path = None) -> list[list[str]]:  # type: ignore[assignment]
                 comp.append(w)
                 if w == v:
                     break
-            if len({package_of(x) for x in comp}) > 1:
+            if len(comp) > 1:
                 found.append(sorted(comp))
 
     import sys
@@ -166,6 +195,16 @@ def cycles(root: Path = None) -> list[list[str]]:  # type: ignore[assignment]
     finally:
         sys.setrecursionlimit(old)
     return found
+
+
+def cycles(root: Path = None) -> list[list[str]]:  # type: ignore[assignment]
+    """The import cycles whose files lie in two packages."""
+    return [c for c in components(root) if len({package_of(x) for x in c}) > 1]
+
+
+def cycles_inside_packages(root: Path = None) -> list[list[str]]:  # type: ignore[assignment]
+    """The import cycles whose files all lie in one package."""
+    return [c for c in components(root) if len({package_of(x) for x in c}) == 1]
 
 
 def test_every_layer_imports_only_what_is_below_it():
@@ -238,6 +277,7 @@ def test_the_checker_names_exact_modules():
     assert package_of("cooplab.runsx") == "api"
     assert package_of("cooplab.limits") == "base"
     assert package_of("cooplab.tasks.registry") == "tasks"
+    assert package_of("cooplab._entry") == "cli"  # the console script, above the command line it starts
 
 
 def test_tasks_do_not_reach_into_each_other():
