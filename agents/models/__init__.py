@@ -32,49 +32,19 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from cooplab.limits import ConfigError, Num, clean_strings, clean_text, parse_json, show
-
-
-class ModelSpecError(ValueError):
-    """A bad ``--model`` value (user-facing, one line)."""
-
-
-class TransientModelError(RuntimeError):
-    """A transport failure worth retrying: timeout, refused connection, 429, 5xx."""
-
-    def __init__(self, kind: str, message: str = ""):
-        super().__init__(f"{kind}: {message}" if message else kind)
-        self.kind = kind
-
-
-class PermanentModelError(RuntimeError):
-    """The model refused the request or cannot serve at all, and would refuse again (a request its
-    grammar compiler rejects, a model file that does not load): no retry, the run stops cleanly."""
-
-
-#: seconds one model call may take in all by default (``--call-deadline``), its retries and the waits
-#: between them included: a server that stalls ends a default run in about this long (a whole attempt
-#: of the default call timeout, 300 s, then 180 s of the next)
-DEFAULT_CALL_DEADLINE = 480.0
-
-
-class CallTimedOut(TransientModelError):
-    """No complete answer within the call timeout (``--call-timeout``): retried like a transport
-    failure, then the run stops cleanly."""
-
-    def __init__(self, seconds: float):
-        super().__init__("timeout", f"no complete answer within {seconds:g} s")
-        self.seconds = seconds
-
-
-class EndpointResponseError(TransientModelError):
-    """The endpoint answered, but not with a chat completion (a body that is not JSON, no
-    ``choices``, a null message, content that is not text, ...): retried like a transport
-    failure, then the run stops cleanly."""
-
-    def __init__(self, message: str):
-        super().__init__("malformed response", message)
-
+from cooplab.agents.models.errors import (  # noqa: F401 - re-exported until the package is split
+    DEFAULT_CALL_DEADLINE,
+    CallTimedOut,
+    EndpointResponseError,
+    MissingAPIKey,
+    ModelSpecError,
+    PermanentModelError,
+    TransientModelError,
+    one_line,
+)
+from cooplab.agents.models.openai_compat import attach_usage, checked_completion, output_cap, parse_body  # noqa: F401
+from cooplab.agents.models.urls import normalise_url
+from cooplab.limits import ConfigError, Num, clean_strings, parse_json, show
 
 _TOKEN_RE = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 
@@ -135,28 +105,6 @@ class ModelSpec:
         return None if url == p.default_url else url
 
 
-#: OpenAI's own API, the endpoint of ``openai:NAME`` without a base URL
-OPENAI_API = "https://api.openai.com/v1"
-
-
-def normalise_url(url: str) -> str:
-    """One spelling of a server's URL: scheme and host in lower case, no user name or password, no
-    default port (80, 443), no trailing ``/``, no fragment. ``http://LocalHost:80/v1/`` and
-    ``http://localhost/v1`` are one server; ``localhost`` and ``127.0.0.1`` are two spellings
-    cooplab does not resolve, so two servers."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url.strip())
-    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
-    try:
-        port = parts.port
-    except ValueError:  # not a port number: the connection will fail; the text stays as given
-        return url.strip()
-    host = f"[{host}]" if ":" in host else host
-    netloc = host if port is None or port == {"http": 80, "https": 443}.get(scheme) else f"{host}:{port}"
-    return urlunsplit((scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
-
-
 #: built-in scripted models, ``builtin:NAME[:ARG]`` -> ``factory(ARG)`` (a ScriptedChatModel); tasks
 #: register theirs on import (e.g. the science task's oracle and garbage teams)
 BUILTIN_MODELS: dict[str, Callable[[str], "ScriptedChatModel"]] = {}
@@ -189,7 +137,7 @@ def parse_model_spec(text: str, *, base_url: str | None = None, temperature: flo
         path = gguf_file(text[6:])
         return ModelSpec("local", path.name, None, temperature, max_tokens, path=str(path))
     if text.startswith("instance:"):
-        from .instances import registered
+        from cooplab.agents.instances import registered
 
         registered(text)  # a chat model object registered in this process, else one line
         return ModelSpec("instance", text[9:], None, temperature, max_tokens)
@@ -314,11 +262,6 @@ def local_model_path() -> Path:
     return verified_path("smollm2", "the local model")
 
 
-class MissingAPIKey(ConfigError):
-    """A hosted provider's model without its API key in the environment (one line; checked before
-    any work, so nothing is created)."""
-
-
 def missing_key(spec: ModelSpec) -> str | None:
     """Why ``spec`` cannot be called for want of an API key (one line), or None. A hosted provider's
     model (:data:`~cooplab.agents.providers.PROVIDERS`) that has a key variable needs one of them
@@ -348,7 +291,7 @@ def require_provider(spec: ModelSpec) -> None:
 
 def make_chat_model(spec: ModelSpec, **kw: Any) -> BaseChatModel:
     if spec.kind == "instance":
-        from .instances import checked, registered
+        from cooplab.agents.instances import checked, registered
 
         return checked(registered(spec.id), spec.max_tokens)  # its answers checked like a server's
     if spec.kind == "builtin":
@@ -372,200 +315,6 @@ def make_chat_model(spec: ModelSpec, **kw: Any) -> BaseChatModel:
     except ConfigError as exc:
         raise ModelSpecError(str(exc)) from None
     return p.build(spec, **kw)
-
-
-def _is_loopback(url: str | None) -> bool:
-    """Loopback servers are reached directly, never through an HTTP proxy from the environment."""
-    if not url:
-        return False
-    from urllib.parse import urlparse
-
-    host = (urlparse(url).hostname or "").lower()
-    return host in ("localhost", "::1") or host.startswith("127.")
-
-
-_CHECKED_CHAT_OPENAI: Any = None
-
-
-def _checked_chat_openai() -> type:
-    """``ChatOpenAI`` that reads the endpoint's response body itself: a body that is not a chat
-    completion raises :class:`EndpointResponseError` (never an AttributeError or a pydantic error
-    from deep inside), and the reported ``usage``, exactly as received (the SDK would coerce a
-    ``true`` or ``"100"`` into an int), goes to ``response_metadata["usage_raw"]`` for the model
-    service to validate against the call's bounds (``agents/usage.py``); it becomes
-    ``usage_metadata`` (for traces) only when its counts are non-negative integers. Only the
-    plain chat-completions call is made (no ``parse``, no Responses API, no streaming)."""
-    global _CHECKED_CHAT_OPENAI
-    if _CHECKED_CHAT_OPENAI is not None:
-        return _CHECKED_CHAT_OPENAI
-    from langchain_openai import ChatOpenAI
-
-    class CheckedChatOpenAI(ChatOpenAI):
-        def _generate(self, messages, stop=None, run_manager=None, **kwargs: Any) -> ChatResult:
-            payload = self._get_request_payload(messages, stop=stop, **kwargs)
-            payload.pop("stream", None)
-            raw = self.client.with_raw_response.create(**payload)  # HTTP errors raise openai.APIStatusError
-            return self._checked_result(raw.http_response.content, _output_cap(payload))
-
-        async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs: Any) -> ChatResult:
-            payload = self._get_request_payload(messages, stop=stop, **kwargs)
-            payload.pop("stream", None)
-            raw = await self.async_client.with_raw_response.create(**payload)
-            return await asyncio.to_thread(self._checked_result, raw.http_response.content, _output_cap(payload))
-
-        def _checked_result(self, body: bytes, max_tokens: int | None = None) -> ChatResult:
-            checked, usage = checked_completion(parse_body(body), max_tokens=max_tokens)
-            result = super()._create_chat_result(checked, {})
-            attach_usage(result.generations[0].message, usage, "prompt_tokens", "completion_tokens")
-            return result
-
-    _CHECKED_CHAT_OPENAI = CheckedChatOpenAI
-    return CheckedChatOpenAI
-
-
-def attach_usage(msg: BaseMessage, usage: Any, input_key: str, output_key: str) -> BaseMessage:
-    """Keep an endpoint's reported usage exactly as received in ``response_metadata["usage_raw"]``
-    (the model service checks it against the call's bounds, ``agents/usage.py``), and make it
-    ``usage_metadata`` (for traces) only when both counts are non-negative integers."""
-    msg.response_metadata = {**(msg.response_metadata or {}), "usage_raw": usage}
-    msg.usage_metadata = None
-    if isinstance(usage, dict):
-        i, o = usage.get(input_key), usage.get(output_key)
-        if all(type(v) is int and v >= 0 for v in (i, o)):
-            msg.usage_metadata = {"input_tokens": i, "output_tokens": o, "total_tokens": i + o}
-    return msg
-
-
-def one_line(value: Any, limit: int = 240) -> str:
-    """``value`` as text on one line (whitespace collapsed, lone surrogates replaced), cut to ``limit`` characters."""
-    text = value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else clean_text(str(value))
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _snippet(value: Any, limit: int = 80) -> str:
-    return repr(one_line(value, limit))
-
-
-_JSON_TYPES = {str: "string", list: "array", dict: "object", type(None): "null", int: "number", float: "number", bool: "boolean"}
-
-
-def _raw(value: Any) -> Any:
-    """The JSON values behind the OpenAI SDK's models, as received: the SDK builds them without
-    validation, and ``model_dump`` would coerce a reported ``true`` or ``"100"`` into an int."""
-    from pydantic import BaseModel
-
-    if isinstance(value, BaseModel):
-        value = {**value.__dict__, **(value.__pydantic_extra__ or {})}
-    if isinstance(value, dict):
-        return {k: _raw(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_raw(v) for v in value]
-    return value
-
-
-def parse_body(body: bytes) -> Any:
-    """The JSON of a response body, or :class:`EndpointResponseError` (empty, not JSON, not UTF-8)."""
-    if not body.strip():
-        raise EndpointResponseError("the body is empty")
-    try:
-        return json.loads(body)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise EndpointResponseError(f"the body is not JSON ({type(exc).__name__}: {exc}): {_snippet(body)}") from None
-
-
-def _output_cap(payload: dict[str, Any]) -> int | None:
-    """The output cap in tokens a chat-completions request names, if any."""
-    n = payload.get("max_completion_tokens") or payload.get("max_tokens")
-    return n if type(n) is int and n > 0 else None
-
-
-def checked_completion(response: Any, *, max_tokens: int | None = None) -> tuple[dict[str, Any], Any]:
-    """(a minimal, well-formed chat completion dict, the raw ``usage`` or None) from an
-    endpoint's 200 response (its body, its parsed JSON, or an SDK object), or
-    :class:`EndpointResponseError` when it is not a chat completion.
-
-    This is the edge where a server's strings enter cooplab: every one of them (the answer, ids,
-    the model's name, tool names and arguments, usage, an error's text) leaves here with its lone
-    surrogates replaced (:func:`~cooplab.limits.clean_text`), so no writer downstream meets one.
-    With ``max_tokens``, an answer (text and tool calls) longer than that many tokens can hold
-    (:func:`~cooplab.agents.usage.answer_bytes_bound`) is malformed too: it is never stored."""
-    if isinstance(response, (bytes, bytearray)):
-        response = parse_body(bytes(response))
-    try:
-        response = clean_strings(_raw(response))
-    except RecursionError:
-        raise EndpointResponseError("the body is nested too deeply") from None
-    if not isinstance(response, dict):
-        raise EndpointResponseError(f"the body is a JSON {_JSON_TYPES.get(type(response), type(response).__name__)}, not an object")
-    if response.get("error"):
-        raise EndpointResponseError(f"the body holds an error: {_snippet(response.get('error'))}")
-    choices = response.get("choices")
-    if not isinstance(choices, list) or not choices:
-        raise EndpointResponseError("no choices" if not choices else f"choices is not a list: {_snippet(choices)}")
-    first = choices[0]
-    message = first.get("message") if isinstance(first, dict) else None
-    if not isinstance(message, dict):
-        raise EndpointResponseError(f"choices[0].message is {_snippet(message) if message is not None else 'missing'}")
-    content = message.get("content")
-    if content is not None and not isinstance(content, str):
-        raise EndpointResponseError(f"choices[0].message.content is a JSON {_JSON_TYPES.get(type(content), 'value')}, not text")
-    checked: dict[str, Any] = {k: v for k, v in response.items() if k in ("id", "model", "system_fingerprint") and isinstance(v, str)}
-    finish = first.get("finish_reason")
-    out_message: dict[str, Any] = {"role": "assistant", "content": content or ""}
-    tool_calls = _checked_tool_calls(message.get("tool_calls"))
-    if tool_calls:
-        out_message["tool_calls"] = tool_calls
-    checked["choices"] = [{"index": 0, "message": out_message, "finish_reason": finish if isinstance(finish, str) else None}]
-    if max_tokens is not None:
-        _check_answer_size(out_message, max_tokens)
-    return checked, response.get("usage")
-
-
-def _check_answer_size(message: dict[str, Any], max_tokens: int) -> None:
-    from .usage import answer_bytes_bound
-
-    limit = answer_bytes_bound(max_tokens)
-    parts = [message["content"]] + [v for c in message.get("tool_calls", []) for v in (c["id"], c["function"]["name"], c["function"]["arguments"])]
-    size = sum(len(p.encode("utf-8", "replace")) for p in parts)
-    if size > limit:
-        raise EndpointResponseError(f"the answer has {size} bytes, more than {max_tokens} tokens can hold ({limit})")
-
-
-def _checked_tool_calls(calls: Any) -> list[dict[str, Any]]:
-    """The tool calls of a chat completion's message, reduced to the fields LangChain reads
-    (``id``, ``type``, ``function.name``, ``function.arguments``), or
-    :class:`EndpointResponseError` when they are not tool calls. Arguments stay text: arguments
-    that are not JSON become LangChain ``invalid_tool_calls``, answered to the model as errors."""
-    if calls is None or calls == []:
-        return []
-    if not isinstance(calls, list):
-        raise EndpointResponseError(f"choices[0].message.tool_calls is not a list: {_snippet(calls)}")
-    out = []
-    for i, c in enumerate(calls):
-        fn = c.get("function") if isinstance(c, dict) else None
-        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not isinstance(c.get("id"), str):
-            raise EndpointResponseError(f"choices[0].message.tool_calls[{i}] is not a function call: {_snippet(c)}")
-        args = fn.get("arguments")
-        if args is None:
-            args = "{}"
-        if not isinstance(args, str):
-            raise EndpointResponseError(f"choices[0].message.tool_calls[{i}].function.arguments is not text: {_snippet(args)}")
-        out.append({"id": c["id"], "type": "function", "function": {"name": fn["name"], "arguments": _clean_arguments(args, i)}})
-    return out
-
-
-def _clean_arguments(args: str, i: int) -> str:
-    """Tool-call arguments whose JSON spells a lone surrogate (``"\\ud800"``) re-encoded with
-    U+FFFD in its place; other arguments, and text that is not JSON, unchanged."""
-    try:
-        value = json.loads(args)
-    except ValueError:
-        return args
-    except RecursionError:
-        raise EndpointResponseError(f"choices[0].message.tool_calls[{i}].function.arguments is nested too deeply") from None
-    cleaned = clean_strings(value)
-    return args if cleaned == value else json.dumps(cleaned, ensure_ascii=False)
 
 
 def with_usage(msg: AIMessage, messages: list[BaseMessage]) -> AIMessage:
@@ -774,7 +523,7 @@ class LlamaCppChat(BaseChatModel):
         return "cooplab-llamacpp"
 
     def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
-        from .local_model import get_local_model
+        from cooplab.agents.local_model import get_local_model
 
         proc = get_local_model(self.model_path, self.n_ctx, self.n_threads)
         role = {"human": "user", "ai": "assistant", "system": "system"}
@@ -788,7 +537,7 @@ class LlamaCppChat(BaseChatModel):
             call["stop"] = stop
         # the model process's answer is checked like any endpoint's: a garbled reply is a
         # malformed response (retried, then a clean stop), its usage is validated by the service
-        checked, usage = checked_completion(proc.chat(call), max_tokens=_output_cap(call))
+        checked, usage = checked_completion(proc.chat(call), max_tokens=output_cap(call))
         msg = AIMessage(content=checked["choices"][0]["message"]["content"], response_metadata={"usage_raw": usage})
         return ChatResult(generations=[ChatGeneration(message=msg)])
 
