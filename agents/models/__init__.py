@@ -43,21 +43,25 @@ from cooplab.agents.models.errors import (  # noqa: F401 - re-exported until the
     one_line,
 )
 from cooplab.agents.models.openai_compat import attach_usage, checked_completion, output_cap, parse_body  # noqa: F401
+from cooplab.agents.models.local import (  # noqa: F401
+    HASH_NOTE_BYTES,
+    LlamaCppChat,
+    gguf_file,
+    gguf_identity,
+    gguf_sha256,
+    local_model_path,
+)
+from cooplab.agents.models.scripted import (  # noqa: F401
+    BUILTIN_MODELS,
+    ScriptedChatModel,
+    ScriptMissingPhase,
+    check_scripted_file,
+    register_builtin,
+    scripted_identity,
+)
 from cooplab.agents.models.urls import normalise_url
+from cooplab.agents.usage import count_tokens, messages_tokens  # noqa: F401
 from cooplab.limits import ConfigError, Num, clean_strings, parse_json, show
-
-_TOKEN_RE = re.compile(r"\w+|[^\w\s]", re.UNICODE)
-
-
-def count_tokens(text: str) -> int:
-    """Our own token count where a backend reports none: words and punctuation marks
-    (a documented approximation; real BPE counts are typically 1.0-1.4x this)."""
-    return len(_TOKEN_RE.findall(text or ""))
-
-
-def messages_tokens(messages: list[BaseMessage]) -> int:
-    return sum(count_tokens(str(m.content)) + 4 for m in messages)
-
 
 # --------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -105,18 +109,6 @@ class ModelSpec:
         return None if url == p.default_url else url
 
 
-#: built-in scripted models, ``builtin:NAME[:ARG]`` -> ``factory(ARG)`` (a ScriptedChatModel); tasks
-#: register theirs on import (e.g. the science task's oracle and garbage teams)
-BUILTIN_MODELS: dict[str, Callable[[str], "ScriptedChatModel"]] = {}
-
-
-def register_builtin(name: str, factory: Callable[[str], "ScriptedChatModel"]) -> None:
-    """Make ``builtin:NAME:ARG`` a model spec: ``factory(ARG)`` builds the model."""
-    if not re.fullmatch(r"[a-z][a-z0-9\-]*", name):
-        raise ValueError(f"a built-in model name is lowercase letters, digits and '-', got {name!r}")
-    BUILTIN_MODELS[name] = factory
-
-
 def parse_model_spec(text: str, *, base_url: str | None = None, temperature: float = 0.7, max_tokens: int = 64) -> ModelSpec:
     text = (text or "").strip()
     try:
@@ -161,105 +153,6 @@ def _provider_spec(text: str, base_url: str | None, temperature: float, max_toke
         return ModelSpec(kind, name.strip(), base_url, temperature, max_tokens)
     what = f"unknown model provider {kind!r} in {text!r}" if sep and re.fullmatch(r"[a-z][a-z0-9_\-]*", kind) else f"unknown model {text!r}"
     raise ModelSpecError(f"{what}; use local, {known_prefixes()} (--base-url for another server), scripted:FILE or builtin:NAME")
-
-
-def gguf_file(text: str) -> Path:
-    """The model file of ``local:PATH``: an existing regular file that starts with GGUF's magic
-    bytes, as an absolute path (``~`` expanded). Anything else is one line saying what it is."""
-    if not text.strip():
-        raise ModelSpecError("local:PATH needs the path of a GGUF model file, e.g. local:~/models/qwen2.5-0.5b-instruct-q4_k_m.gguf")
-    path = Path(text).expanduser()
-    try:
-        path = path.resolve(strict=True)
-        if not path.is_file():
-            raise ModelSpecError(f"local model {text}: not a file (give the path of a .gguf file)")
-        with open(path, "rb") as fh:
-            magic = fh.read(4)
-    except FileNotFoundError:
-        raise ModelSpecError(f"local model file {text} not found") from None
-    except OSError as exc:
-        raise ModelSpecError(f"cannot read local model file {text}: {exc.strerror or exc}") from None
-    if magic != b"GGUF":
-        raise ModelSpecError(f"local model file {text} is not a GGUF file (llama.cpp reads GGUF; convert the model with "
-                             "llama.cpp's convert_hf_to_gguf.py)")
-    return path
-
-
-_GGUF_SHA256: dict[tuple[str, int, int], str] = {}
-_GGUF_LOCK = threading.Lock()
-#: a model file at least this big is announced on stderr before it is hashed (reading a few GB takes
-#: seconds; a 200 GB file, minutes)
-HASH_NOTE_BYTES = 1 << 30
-
-
-def gguf_sha256(path: str) -> str:
-    """A model file's SHA-256, hashed once per process for each (file, size, modification time). A
-    file of :data:`HASH_NOTE_BYTES` or more gets one line on stderr first, saying what is read and why."""
-    st = os.stat(path)
-    key = (path, st.st_size, st.st_mtime_ns)
-    with _GGUF_LOCK:
-        if key not in _GGUF_SHA256:
-            from cooplab.limits import sha256_file
-
-            if st.st_size >= HASH_NOTE_BYTES:
-                import sys
-
-                size = f"{st.st_size / 1e9:.1f} GB" if st.st_size >= 10**8 else f"{st.st_size / 1e6:.1f} MB"
-                print(f"cooplab: reading all {size} of {path} once to hash it (a local: model's answers are "
-                      "cached under its content's SHA-256); this can take minutes", file=sys.stderr, flush=True)
-            _GGUF_SHA256[key] = sha256_file(path)
-        return _GGUF_SHA256[key]
-
-
-def gguf_identity(path: str) -> dict[str, str]:
-    """What identifies a GGUF file's answers in a cache key: its content, not its name or place.
-    The shipped SmolLM2 under another name or folder is the shipped model (the ``local`` key, so
-    its cached answers replay); any other file is named by its SHA-256."""
-    from cooplab.agents.model_files import MODELS
-
-    digest = gguf_sha256(path)
-    shipped = next((f for f in MODELS["smollm2"].files if f.sha256 == digest), None)
-    return {"model": f"local:{shipped.name}"} if shipped is not None else {"model": f"local:{Path(path).name}", "sha256": digest}
-
-
-_SCRIPT_SHA256: dict[tuple[str, int, int, int], str] = {}
-
-
-def scripted_identity(path: str) -> dict[str, str]:
-    """What identifies a scripted model file's answers in a cache key and call id: its content (the
-    SHA-256 of its bytes), not its name or folder, so the same file in two checkouts, or copied
-    elsewhere, gives the same keys (``config.json`` still records the path it was given). Hashed
-    once per process for each (file, size, modification time); a file that cannot be read is named
-    by its path (the run then stops where the model is made, with one line)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return {"model": f"scripted:{path}"}
-    key = (os.path.abspath(path), st.st_ino, st.st_size, st.st_mtime_ns)
-    with _GGUF_LOCK:
-        digest = _SCRIPT_SHA256.get(key)
-    if digest is None:
-        from cooplab.limits import sha256_file
-
-        try:
-            digest = sha256_file(path)
-        except OSError:
-            return {"model": f"scripted:{path}"}
-        with _GGUF_LOCK:
-            _SCRIPT_SHA256[key] = digest
-    return {"model": "scripted", "sha256": digest}
-
-
-def local_model_path() -> Path:
-    """The SmolLM2-135M-Instruct GGUF: the pinned file of :mod:`cooplab.agents.model_files` (``smollm2``),
-    checked against its SHA-256. Needs the local extra (llama-cpp-python, which loads it in the
-    model's own process, see ``cooplab.agents.local_model``) and the fetched file: either missing is
-    one line saying what to install or run."""
-    from cooplab.extras import require
-    from cooplab.agents.model_files import verified_path
-
-    require("local", "the local model")
-    return verified_path("smollm2", "the local model")
 
 
 def missing_key(spec: ModelSpec) -> str | None:
@@ -315,284 +208,6 @@ def make_chat_model(spec: ModelSpec, **kw: Any) -> BaseChatModel:
     except ConfigError as exc:
         raise ModelSpecError(str(exc)) from None
     return p.build(spec, **kw)
-
-
-def with_usage(msg: AIMessage, messages: list[BaseMessage]) -> AIMessage:
-    """Make sure an answer carries token counts, counting them ourselves if needed."""
-    um = getattr(msg, "usage_metadata", None)
-    if not um or not um.get("input_tokens") and not um.get("output_tokens"):
-        i, o = messages_tokens(messages), count_tokens(str(msg.content))
-        msg.usage_metadata = {"input_tokens": i, "output_tokens": o, "total_tokens": i + o}
-        msg.response_metadata = {**(msg.response_metadata or {}), "token_count_source": "cooplab"}
-    return msg
-
-
-# --------------------------------------------------------------------------------------------
-_NO_USAGE = object()  # a scripted tool-call answer without "usage": cooplab counts its tokens
-
-
-class _Reply(str):
-    """A scripted answer's text carrying the usage it "reports" (``{"text": ..., "usage": ...}``)
-    and the tool calls it makes (``{"tool_calls": [...]}``)."""
-
-    usage: Any = None
-    tool_calls: list[dict[str, Any]] | None = None
-    invalid_tool_calls: list[dict[str, Any]] | None = None
-
-
-class ScriptMissingPhase(PermanentModelError):
-    """A scripted model asked for a phase its script has no answers for (one line naming both);
-    the run stops cleanly and resumes once the file answers the phase."""
-
-
-def script_gap(source: str, phase: str | None, by_phase: dict[str, Any]) -> str:
-    """One line: ``source`` has no answers for ``phase``, what it does answer, and the fix."""
-    has = ", ".join(repr(k) for k, v in by_phase.items() if v) or "none"
-    return (f"{source} has no answers for phase {phase or '(none)'!r}: add a by_phase entry {phase or 'PHASE'!r} or a default "
-            f"'answers' list (by_phase answers {has})")
-
-
-class ScriptedChatModel(BaseChatModel):
-    """Replays fixed answers. An answer is a string, or ``{"text": ..., "delay": s}``, or
-    ``{"error": "timeout" | "connection" | "429" | "500"}`` to simulate a transport failure, or
-    ``{"error": "malformed"}`` a response that is not a chat completion. ``{"text": ..., "usage":
-    {"prompt_tokens": ..., "completion_tokens": ...}}`` simulates a backend reporting usage (any
-    JSON, validated like an endpoint's); without ``usage`` cooplab counts the tokens.
-
-    Tool calls (for tool-using agents): ``{"tool_calls": [{"name": "run_code", "args": {...},
-    "id": "c1"}], "text": ..., "usage": ...}`` answers with an ``AIMessage`` carrying those
-    ``tool_calls`` (``id`` optional: ``call_<n>``, numbered per model); ``"invalid_tool_calls":
-    [{"name": ..., "args": "<not JSON>", "error": ...}]`` simulates a native model's unparseable
-    arguments. :meth:`bind_tools` accepts any LangChain tools (the script decides what is called).
-    In Python, an answer may also be a callable ``f(messages) -> answer``, e.g. a final answer
-    quoting the last tool result.
-
-    File format (JSON): ``{"answers": [...]}`` (used in order, cycling) and/or
-    ``{"by_phase": {"effort": [...], ...}}`` (per phase, matched against the call's ``phase``
-    metadata), plus optional ``"latency"`` (seconds added to every call). A call whose phase has
-    no answers (no ``by_phase`` entry and no ``answers``) raises :class:`ScriptMissingPhase`,
-    naming the phase and the file (``source``)."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-    answers: list[Any] = Field(default_factory=list)
-    by_phase: dict[str, list[Any]] = Field(default_factory=dict)
-    latency: float = 0.0
-    cycle: bool = True
-    select: str = "order"  # "order": answers in call order; "prompt_hash": chosen by a hash of the prompt
-    source: str = "a scripted model defined in Python"  # where the answers come from, for messages
-    _counters: dict[str, int] = PrivateAttr(default_factory=dict)
-    _lock: Any = PrivateAttr(default_factory=threading.Lock)
-    _call_ids: int = PrivateAttr(default=0)
-
-    def bind_tools(self, tools: Any, *, tool_choice: Any = None, **kwargs: Any) -> Any:
-        """Native tool calling, scripted: the tools' schemas are bound like a real model's (and
-        so visible in traces); which tool is called is up to the script."""
-        from langchain_core.utils.function_calling import convert_to_openai_tool
-
-        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
-
-    def _tool_call_id(self) -> str:
-        with self._lock:
-            self._call_ids += 1
-            return f"call_{self._call_ids}"
-
-    @classmethod
-    def from_file(cls, path: str | Path, **kw: Any) -> "ScriptedChatModel":
-        try:
-            text = Path(path).read_bytes()
-        except OSError as exc:
-            raise ModelSpecError(f"cannot read scripted model file {path}: {exc.strerror or exc}") from None
-        # a file's JSON may spell lone surrogates too
-        data = clean_strings(parse_json(text, f"scripted model file {path}", error=ModelSpecError))
-        if isinstance(data, list):
-            data = {"answers": data}
-        if not isinstance(data, dict) or not (data.get("answers") or data.get("by_phase")):
-            raise ModelSpecError(f"scripted model file {path} needs a non-empty 'answers' list or 'by_phase' mapping")
-        select = data.get("select", "order")
-        if select not in ("order", "prompt_hash"):
-            raise ModelSpecError(f"scripted model file {path}: 'select' must be 'order' or 'prompt_hash'")
-        return cls(answers=data.get("answers", []), by_phase=data.get("by_phase", {}), latency=float(data.get("latency", 0.0)),
-                   cycle=bool(data.get("cycle", True)), select=select, **{"source": f"scripted model file {path}", **kw})
-
-    @property
-    def _llm_type(self) -> str:
-        return "cooplab-scripted"
-
-    def _sequence(self, phase: str | None) -> tuple[str, list[Any]]:
-        """(counter name, answers) of a call in ``phase``: its ``by_phase`` entry, else ``answers``;
-        :class:`ScriptMissingPhase` when both are empty."""
-        if phase and self.by_phase.get(phase):
-            return phase, self.by_phase[phase]
-        if self.answers:
-            return "*", self.answers
-        raise ScriptMissingPhase(script_gap(self.source, phase, self.by_phase))
-
-    def _next(self, phase: str | None, messages: list[BaseMessage] | None = None) -> Any:
-        seq_name, seq = self._sequence(phase)
-        if self.select == "prompt_hash" and messages:
-            import hashlib
-
-            h = hashlib.sha256("\n".join(str(m.content) for m in messages).encode()).digest()
-            return seq[int.from_bytes(h[:4], "big") % len(seq)]
-        with self._lock:
-            i = self._counters.get(seq_name, 0)
-            self._counters[seq_name] = i + 1
-        if i >= len(seq) and not self.cycle:
-            return ""
-        return seq[i % len(seq)]
-
-    def _answer(self, messages: list[BaseMessage], kwargs: dict) -> tuple[str, float]:
-        phase = (kwargs.get("metadata") or {}).get("phase") or kwargs.get("phase")
-        a = self._next(phase, messages)
-        if callable(a):  # Python scripts only: an answer computed from the messages (e.g. from a tool's result)
-            a = a(messages)
-        delay = self.latency
-        if isinstance(a, dict):
-            delay += float(a.get("delay", 0.0))
-            if "error" in a:
-                return "\0" + str(a["error"]), delay
-            if "usage" in a or "tool_calls" in a or "invalid_tool_calls" in a:
-                reply = _Reply(a.get("text", ""))
-                reply.usage = a.get("usage")
-                if "tool_calls" in a:
-                    reply.tool_calls = [{"name": c["name"], "args": c.get("args", {}), "id": c.get("id") or self._tool_call_id(),
-                                         "type": "tool_call"} for c in a["tool_calls"]]
-                if "invalid_tool_calls" in a:
-                    reply.invalid_tool_calls = [{"name": c.get("name"), "args": c.get("args"), "id": c.get("id") or self._tool_call_id(),
-                                                 "error": c.get("error"), "type": "invalid_tool_call"} for c in a["invalid_tool_calls"]]
-                if "usage" not in a:
-                    reply.usage = _NO_USAGE
-                return reply, delay
-            a = a.get("text", "")
-        return str(a), delay
-
-    def _result(self, text: str, messages: list[BaseMessage]) -> ChatResult:
-        if text.startswith("\0"):
-            kind = text[1:]
-            if kind == "malformed":
-                raise EndpointResponseError("scripted malformed response")
-            raise TransientModelError(kind, "scripted transport failure")
-        if isinstance(text, _Reply):
-            calls = {"tool_calls": text.tool_calls or [], "invalid_tool_calls": text.invalid_tool_calls or []}
-            if text.usage is _NO_USAGE:  # counted by cooplab: the text and the calls' JSON
-                msg = AIMessage(content=str(text), **calls)
-                i = messages_tokens(messages)
-                o = count_tokens(str(text)) + count_tokens(json.dumps([[c["name"], c["args"]] for c in msg.tool_calls]))
-                msg.usage_metadata = {"input_tokens": i, "output_tokens": o, "total_tokens": i + o}
-                msg.response_metadata = {"token_count_source": "cooplab"}
-            else:
-                msg = AIMessage(content=str(text), response_metadata={"usage_raw": text.usage}, **calls)
-        else:
-            msg = with_usage(AIMessage(content=text), messages)
-        return ChatResult(generations=[ChatGeneration(message=msg)])
-
-    def _generate(self, messages, stop=None, run_manager: CallbackManagerForLLMRun | None = None, **kwargs) -> ChatResult:
-        text, delay = self._answer(messages, kwargs)
-        if delay:
-            time.sleep(delay)
-        return self._result(text, messages)
-
-    async def _agenerate(self, messages, stop=None, run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs) -> ChatResult:
-        text, delay = self._answer(messages, kwargs)
-        if delay:
-            await asyncio.sleep(delay)
-        return self._result(text, messages)
-
-
-# --------------------------------------------------------------------------------------------
-class LlamaCppChat(BaseChatModel):
-    """SmolLM2 (or any GGUF chat model) through llama-cpp-python, in a child process.
-
-    Our own small class instead of langchain-community's ``ChatLlamaCpp`` because we need,
-    per call: JSON-schema-constrained decoding (``response_format`` -> llama.cpp grammar), a
-    seed derived from the call's cache key (reproducible sampling), exact token counts from
-    llama.cpp's ``usage``, one shared model for many agents, and native code kept out of the
-    caller's process: the model runs in ``cooplab.agents.llama_worker`` (see
-    ``cooplab.agents.local_model``), so a crash of llama.cpp is a transient model error that
-    stops a run cleanly instead of killing it."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-    model_path: str
-    temperature: float = 0.7
-    max_tokens: int = 64
-    n_ctx: int = 8192
-    n_threads: int | None = None
-
-    @property
-    def _llm_type(self) -> str:
-        return "cooplab-llamacpp"
-
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
-        from cooplab.agents.local_model import get_local_model
-
-        proc = get_local_model(self.model_path, self.n_ctx, self.n_threads)
-        role = {"human": "user", "ai": "assistant", "system": "system"}
-        msgs = [{"role": role.get(m.type, "user"), "content": str(m.content)} for m in messages]
-        call: dict[str, Any] = {"messages": msgs, "temperature": self.temperature, "max_tokens": kwargs.get("max_tokens", self.max_tokens)}
-        if kwargs.get("response_format"):
-            call["response_format"] = kwargs["response_format"]
-        if kwargs.get("seed") is not None:
-            call["seed"] = int(kwargs["seed"]) % (2**31)
-        if stop:
-            call["stop"] = stop
-        # the model process's answer is checked like any endpoint's: a garbled reply is a
-        # malformed response (retried, then a clean stop), its usage is validated by the service
-        checked, usage = checked_completion(proc.chat(call), max_tokens=output_cap(call))
-        msg = AIMessage(content=checked["choices"][0]["message"]["content"], response_metadata={"usage_raw": usage})
-        return ChatResult(generations=[ChatGeneration(message=msg)])
-
-    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
-        return await asyncio.to_thread(self._generate, messages, stop, None, **kwargs)
-
-
-# --- checks of model specs and scripted files (user input: one-line ConfigError)  -----------------------------------------------------------
-MAX_SCRIPT_DELAY = 3600.0
-
-
-def check_scripted_file(path: str | Path, phases: Any = ()) -> None:
-    """A ``scripted:FILE`` model file: valid JSON, non-empty answers, every field of the right type,
-    and answers for each of ``phases`` (the phases the caller will ask: a ``by_phase`` entry each,
-    unless the file has a default ``answers`` list)."""
-    p = Path(path)
-    where = f"scripted model file {p}"
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read {where}: {getattr(exc, 'strerror', None) or exc}") from None
-    data = parse_json(text, where)
-    if isinstance(data, list):
-        data = {"answers": data}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where} must hold a JSON object with 'answers' or 'by_phase' (or a list of answers), got {show(data)}")
-    answers, by_phase = data.get("answers", []), data.get("by_phase", {})
-    if not isinstance(answers, list):
-        raise ConfigError(f"{where}: 'answers' must be a list of answers, got {show(answers)}")
-    if not isinstance(by_phase, dict) or not all(isinstance(v, list) for v in by_phase.values()):
-        raise ConfigError(f"{where}: 'by_phase' must map phase names to lists of answers, got {show(by_phase)}")
-    if not answers and not any(by_phase.values()):
-        raise ConfigError(f"{where} needs a non-empty 'answers' list or 'by_phase' mapping")
-    for seq_name, seq in [("answers", answers)] + [(f"by_phase.{k}", v) for k, v in by_phase.items()]:
-        for i, a in enumerate(seq):
-            at = f"{where}: {seq_name}[{i}]"
-            if isinstance(a, str):
-                continue
-            if not isinstance(a, dict):
-                raise ConfigError(f"{at} must be a string or an object with 'text', 'delay' or 'error', got {show(a)}")
-            if "text" in a and not isinstance(a["text"], str):
-                raise ConfigError(f"{at}.text must be a string, got {show(a['text'])}")
-            if "error" in a and not isinstance(a["error"], str):
-                raise ConfigError(f"{at}.error must be a string (timeout, connection, 429, 500), got {show(a['error'])}")
-            if "delay" in a:
-                Num(float, 0, MAX_SCRIPT_DELAY, hint="seconds").check(f"{at}.delay", a["delay"])
-    if "latency" in data:
-        Num(float, 0, MAX_SCRIPT_DELAY, hint="seconds added to every call").check(f"{where}: latency", data["latency"])
-    if "cycle" in data and not isinstance(data["cycle"], bool):
-        raise ConfigError(f"{where}: 'cycle' must be true or false, got {show(data['cycle'])}")
-    if data.get("select", "order") not in ("order", "prompt_hash"):
-        raise ConfigError(f"{where}: 'select' must be 'order' or 'prompt_hash', got {show(data.get('select'))}")
-    missing = [] if answers else [ph for ph in phases if not by_phase.get(ph)]
-    if missing:
-        raise ConfigError(script_gap(where, missing[0], by_phase))
 
 
 def check_model(text: Any, base_url: Any = None, name: str = "--model", *, phases: Any = ()) -> None:
