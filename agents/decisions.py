@@ -46,7 +46,8 @@ from cooplab.agents.calls import (  # noqa: F401 - is_transient, endpoint_failur
     is_transient,
     usage_of,
 )
-from cooplab.agents.models import DEFAULT_CALL_DEADLINE, ModelSpec
+from cooplab.agents.models.errors import DEFAULT_CALL_DEADLINE
+from cooplab.agents.models.spec import ModelSpec
 from cooplab.agents.usage import input_bound
 from cooplab.graphs.ledger import BudgetExhausted, Entry, Ledger, call_id_of
 from cooplab.graphs.tracing.labels import call_config

@@ -410,7 +410,8 @@ def _size(*parts: Any) -> int:
 def checked(model: BaseChatModel, max_tokens: int) -> BaseChatModel:
     """A registered object as cooplab calls it: wrapped in :class:`CheckedObject`, unless it is one
     of cooplab's own models, which check their answers themselves (a scripted model, the local model)."""
-    from cooplab.agents.models import LlamaCppChat, ScriptedChatModel
+    from cooplab.agents.models.local import LlamaCppChat
+    from cooplab.agents.models.scripted import ScriptedChatModel
 
     if isinstance(model, (ScriptedChatModel, LlamaCppChat, CheckedObject)):
         return model

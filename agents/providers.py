@@ -34,7 +34,7 @@ from cooplab.agents.models.urls import is_loopback, normalise_url
 from cooplab.limits import clean_strings
 
 if TYPE_CHECKING:  # for annotations only: the model spec's module reads this table
-    from cooplab.agents.models import ModelSpec
+    from cooplab.agents.models.spec import ModelSpec
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from cooplab.agents.models import check_model
+from cooplab.agents.models.factory import check_model
 
 from cooplab.cli import options as co
 from cooplab.cli.options import fail, num_opt
