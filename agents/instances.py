@@ -92,7 +92,7 @@ def _secret_name(name: str) -> bool:
 
 
 def _url(text: str) -> str:
-    """A URL as :func:`~cooplab.agents.models.normalise_url` spells it, with the values of query
+    """A URL as :func:`~cooplab.agents.models.urls.normalise_url` spells it, with the values of query
     parameters named like secrets masked (a user name and password are dropped there)."""
     from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
