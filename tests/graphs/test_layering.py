@@ -240,14 +240,15 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
         "(KEY_NUMBERS, NOUNS), which issue 39 step 3 replaces with Task hooks",
     frozenset({"cooplab.evals.otlp_export", "cooplab.evals.phoenix_prices"}):
         "the OTLP export registers model prices with Phoenix when it exports, and the price module uses the export's "
-        "endpoint constant and errors",
+        "path constant, errors and text cutter",
     frozenset({"cooplab.tasks.science.owndata", "cooplab.tasks.science.task"}):
-        "the science task reads a team's own data set (owndata) and the own-data runner builds its runs from the task",
+        "the science task reads a team's own data (owndata), and owndata's custom_config builds a run's config from the task",
     frozenset({"cooplab.cli", "cooplab.cli.diners", "cooplab.cli.games", "cooplab.cli.science", "cooplab.cli.tasks"}):
-        "the command line registers each world's commands, and their shared body (cli/tasks.py) looks the app up "
-        "when a command runs",
+        "the command line registers each world's commands, and their shared helpers (cli/tasks.py) read the app back "
+        "to turn a sweep's options into keywords (run_keywords)",
     frozenset({"cooplab.cli.detached", "cooplab.cli.view"}):
-        "`cooplab view --no-block` serves from a detached child, which starts the view of the run it was given",
+        "`cooplab view --no-block` starts a detached child (cli/detached.py), which serves with the view command's "
+        "task lookup",
 }
 
 
