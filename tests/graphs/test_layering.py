@@ -102,6 +102,15 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
     return out
 
 
+def from_module(node: ast.ImportFrom, package: str) -> str:
+    """The module a ``from ... import`` statement in ``package`` names, relative imports resolved."""
+    if not node.level:
+        return node.module or ""
+    parts = package.split(".")
+    base = ".".join(parts[: len(parts) - (node.level - 1)])
+    return f"{base}.{node.module}" if node.module else base
+
+
 def imports_of(path: Path, module: str, *, runtime_only: bool = False) -> list[tuple[int, str]]:
     """(line, imported name) for every import in ``path``; relative imports resolved against ``module``.
     ``from a.b import c`` yields ``a.b`` and ``a.b.c`` (c may be a module). ``runtime_only``: leave
@@ -116,12 +125,7 @@ def imports_of(path: Path, module: str, *, runtime_only: bool = False) -> list[t
         if isinstance(node, ast.Import):
             out += [(node.lineno, a.name) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                parts = package.split(".")
-                base = ".".join(parts[: len(parts) - (node.level - 1)])
-                mod = f"{base}.{node.module}" if node.module else base
-            else:
-                mod = node.module or ""
+            mod = from_module(node, package)
             out.append((node.lineno, mod))  # "from a import b" runs a/__init__.py: an import of a
             out += [(node.lineno, f"{mod}.{a.name}") for a in node.names if a.name != "*"]
     return out
@@ -234,7 +238,7 @@ def cycles_inside_packages(root: Path = None) -> list[list[str]]:  # type: ignor
 KNOWN_CYCLES: dict[frozenset[str], str] = {
     frozenset({"cooplab.evals.report", "cooplab.evals.report_science"}):
         "`cooplab report` calls the science sections by name and they use its number formatting "
-        "(issue 39 step 4 renders the report from the explorer's templates, with each world's sections from Task hooks)",
+        "(issue 39 step 4 renders the report from the explorer's templates, each world's sections from Task hooks)",
     frozenset({"cooplab.evals.explorer.views", "cooplab.evals.explorer.views.societies"}):
         "the views package imports the societies' views to register them, and they read its name tables "
         "(KEY_NUMBERS, NOUNS), which issue 39 step 3 replaces with Task hooks",
@@ -242,7 +246,8 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
         "the OTLP export registers model prices with Phoenix when it exports, and the price module uses the export's "
         "path constant, errors and text cutter",
     frozenset({"cooplab.tasks.science.owndata", "cooplab.tasks.science.task"}):
-        "the science task reads a team's own data (owndata), and owndata's custom_config builds a run's config from the task",
+        "the science task reads a team's own data (owndata), and owndata's custom_config builds a run's config "
+        "from the task",
     frozenset({"cooplab.cli", "cooplab.cli.diners", "cooplab.cli.games", "cooplab.cli.science", "cooplab.cli.tasks"}):
         "the command line registers each world's commands, and their shared helpers (cli/tasks.py) read the app back "
         "to turn a sweep's options into keywords (run_keywords)",
@@ -282,7 +287,8 @@ def facade_imports(root: Path = None) -> list[str]:  # type: ignore[assignment]
     facades = {}
     for m, path in mods.items():
         tree = parse(path)
-        if path.name == "__init__.py" and any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in tree.body):
+        lazy = any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in tree.body)
+        if path.name == "__init__.py" and lazy:
             facades[m] = _bound_at_top(tree)
     bad = []
     for m, path in mods.items():
@@ -290,8 +296,7 @@ def facade_imports(root: Path = None) -> list[str]:  # type: ignore[assignment]
         for node in ast.walk(parse(path)):
             if not isinstance(node, ast.ImportFrom):
                 continue
-            parts = package.split(".")
-            mod = (".".join(parts[: len(parts) - (node.level - 1)]) + (f".{node.module}" if node.module else "")) if node.level else node.module
+            mod = from_module(node, package)
             if mod not in facades or mod == m:
                 continue
             for a in node.names:
@@ -419,7 +424,8 @@ def test_a_known_cycle_may_shrink_but_not_grow(tmp_path):
         "evals/report_science.py": "from cooplab.evals.report import fmt\n",
     })
     assert unexplained_cycles(root) == []
-    (root / "evals" / "report_science.py").write_text("from cooplab.evals.report import fmt\nfrom cooplab.evals import extra\n")
+    (root / "evals" / "report_science.py").write_text("from cooplab.evals.report import fmt\n"
+                                                      "from cooplab.evals import extra\n")
     (root / "evals" / "extra.py").write_text("from cooplab.evals import report\n")
     assert unexplained_cycles(root) == [["cooplab.evals.extra", "cooplab.evals.report", "cooplab.evals.report_science"]]
 
