@@ -674,7 +674,7 @@ class BudgetLayer:
 
     async def __call__(self, request: Request) -> Reply:
         ledger = self.ledger
-        reservation = ledger.reserve(ledger.cost(request.spec.id, request.input_bound, request.output_bound))
+        reservation = ledger.reserve(ledger.cost(request.spec.id, request.input_bound, request.output_bound), call_id_of(request.key))
         try:
             reply = await self.inner(request)
         except BaseException:

@@ -46,12 +46,12 @@ from cooplab.agents.calls import (  # noqa: F401 - is_transient, endpoint_failur
     is_transient,
     usage_of,
 )
-from cooplab.agents.models.errors import DEFAULT_CALL_DEADLINE
 from cooplab.agents.models.spec import ModelSpec
 from cooplab.agents.usage import input_bound
 from cooplab.graphs.ledger import BudgetExhausted, Entry, Ledger, call_id_of
+from cooplab.graphs.tables import agent_id
 from cooplab.graphs.tracing.labels import call_config
-from cooplab.limits import clean_strings
+from cooplab.limits import DEFAULT_CALL_DEADLINE, clean_strings
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -160,7 +160,7 @@ class LLMService:
         cap; the input bound covers what is sent, the output bound is ``max_tokens``."""
         spec, model = self.model_for(agent)
         adapter = self.adapter(spec, model)
-        key = cache_key(model=spec.identity(), messages=[(m.type, str(m.content)) for m in messages], agent=f"{society}:{agent}",
+        key = cache_key(model=spec.identity(), messages=[(m.type, str(m.content)) for m in messages], agent=agent_id(society, agent),
                         round=round, phase=phase, seed=self.seed, attempt=attempt, schema=_schema_id(schema),
                         **({"max_tokens": max_tokens} if max_tokens else {}))
         structured = adapter.structured(schema, decode_schema) if schema is not None else {}
@@ -168,7 +168,7 @@ class LLMService:
         bound = input_bound(messages, *structured.values()) + adapter.extra_input(tools="tools" in structured)
         config = call_config(config, agent=agent, society=society, round=round, phase=phase, model=spec.id, call_id=call_id_of(key))
         return await self.path(Request(spec, adapter, model, key, messages, kwargs, bound,
-                                       int(max_tokens or spec.max_tokens), f"{society}:{agent}", round, phase, config=config))
+                                       int(max_tokens or spec.max_tokens), agent_id(society, agent), round, phase, config=config))
 
     async def call(self, *, agent: int, society: int, round: int, phase: str, messages: list[BaseMessage],
                    schema: dict[str, Any] | None, attempt: int, config: dict | None = None,

@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cooplab.agents.cache import ResponseCache, check_cache, default_cache_path
-from cooplab.agents.models.errors import DEFAULT_CALL_DEADLINE
 from cooplab.agents.models.factory import check_model
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from cooplab.limits import ConfigError, check, check_agent_models, show
+from cooplab.limits import DEFAULT_CALL_DEADLINE, ConfigError, check, check_agent_models, show
 
 
 def parse_agent_models(items: Any) -> dict[int, str]:
@@ -184,8 +183,9 @@ class LLMSettings(BaseModel):
 def build_service(config: dict[str, Any], entries: list[dict[str, Any]] | None = None, journal: Path | None = None):
     """The LLM service of a run from its config (models, cache, ledger restored from the audit
     trail ``entries``). With ``journal`` (the run's :class:`~cooplab.graphs.ledger.LedgerJournal`
-    file) every charge is journaled, and the journal's charges the audit trail lacks (paid by an
-    interrupted process) are restored too."""
+    file) every charge and every budget decision on a model call is journaled, and what an
+    interrupted process left there is restored too: the charges the audit trail lacks, the
+    reservations it still held and the calls its budget refused."""
     from cooplab.agents.decisions import LLMService
     from cooplab.agents.models.factory import make_chat_model  # looked up per call: tests wrap it (and parse_model_spec, in specs())
     from cooplab.agents.prices import NOMINAL
@@ -200,8 +200,9 @@ def build_service(config: dict[str, Any], entries: list[dict[str, Any]] | None =
                     unit_rates=unit_rates)
     if journal is not None:
         book = LedgerJournal(journal)
-        ledger.restore(entries or [], book.unrecorded(entries or []))
-        ledger.on_commit = book.append
+        granted, refused = book.decisions(ledger.budget)
+        ledger.restore(entries or [], book.unrecorded(entries or []), granted=granted, refused=refused)
+        ledger.on_commit, ledger.on_decision = book.append, book.record
     elif entries:
         ledger.restore(entries)
     cache = ResponseCache(None if llm.cache in (None, "off") else llm.cache)

@@ -21,6 +21,13 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 
+#: seconds one model call may take in all by default (``--call-deadline``), its retries and the waits
+#: between them included: a server that stalls ends a default run in about this long (a whole attempt
+#: of the default call timeout, 300 s, then 180 s of the next). Here, not in the model layer, so that
+#: ``cooplab run TASK --help`` shows it without loading the model layer.
+DEFAULT_CALL_DEADLINE = 480.0
+
+
 class ConfigError(Exception):
     """A setting outside its rule (user-facing, one line; the CLI exits 2 on it). Deliberately not
     a ValueError: Typer's (pydantic) option validation must let it through unchanged."""
@@ -185,6 +192,47 @@ class Num:
         except ValueError:
             raise ConfigError(f"{name} must be {self.describe()}, got {show(t)}") from None
         return self.check(name, value, shown=t if t.lower() in ("nan", "inf", "-inf", "+inf") else repr(t) if not t else t)
+
+
+#: a command of the command line quoted in a message ('cooplab params cpr'): said as it is
+_COMMAND = re.compile(r"'cooplab [^']*'")
+#: a command-line option in a message (--n-agents), not inside a word or a value (a--b, '--x')
+_FLAG = re.compile(r"(?<![\w'\"-])--([a-z][a-z0-9]*(?:-[a-z0-9]+)*)(?![\w-])")
+#: options whose Python keyword is not the option's name with underscores
+_KEYWORD_OF = {"force": "force=True", "quiet": "quiet=True", "csv": "csv=True", "agent-model": "agent_model"}
+
+
+def for_python(message: str) -> str:
+    """A one-line message of the engine as a Python caller should read it: command-line options
+    as the keywords of :func:`cooplab.run` (``--n-agents`` -> ``n_agents``, ``--force`` ->
+    ``force=True``, ``--agent-model 2=local`` -> ``agent_models[2] ('local')``), and the advice to resume or to
+    start again as the calls that do it (``'cooplab resume DIR'`` -> ``cooplab.resume('DIR')``).
+    Every message is written once, in the command line's words (the CLI prints it as it is); the
+    Python API raises it through this function. Other commands it quotes (``'cooplab params
+    cpr'``) are left as commands."""
+    def command(m: re.Match) -> str:
+        text = m.group(0)[1:-1]
+        again = re.fullmatch(r"cooplab run \.\.\. --out (.+) --force", text)
+        if again:
+            return f"cooplab.run(..., out={again.group(1)!r}, force=True)"
+        resume = re.fullmatch(r"cooplab resume (.+)", text)
+        if resume:
+            return f"cooplab.resume({resume.group(1)!r})"
+        return m.group(0)
+
+    def flags(text: str) -> str:
+        def agent_model(m: re.Match) -> str:
+            key, spec, colon = m.group(1), m.group(2), m.group(3) or ""
+            return f"agent_models[{key}]" + ("" if spec in (None, "...") else f" ({spec!r})") + colon
+
+        text = re.sub(r"(?<![\w-])--agent-model (\d+|default)(?:=(\S+?))?(:?)(?=\s|$|[,;)])", agent_model, text)
+        return _FLAG.sub(lambda m: _KEYWORD_OF.get(m.group(1), m.group(1).replace("-", "_")), text)
+
+    parts, last = [], 0
+    for m in _COMMAND.finditer(message):
+        parts += [flags(message[last:m.start()]), command(m)]
+        last = m.end()
+    return "".join(parts + [flags(message[last:])])
 
 
 def _fmt(x: float | None) -> str:

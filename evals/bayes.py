@@ -584,14 +584,11 @@ def markdown_table(df: pd.DataFrame) -> str:
 
 def forest_plot(tables: Mapping[str, pd.DataFrame], path: Path, title: str) -> Path:
     """Posterior means with 95% intervals, one panel per table (outcome)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from cooplab.evals.canvas import subplots
 
     n = len(tables)
     rows = max(len(t) for t in tables.values())
-    fig, axes = plt.subplots(1, n, figsize=(4.6 * n + 1.5, 0.32 * rows + 1.6), squeeze=False, sharey=True)
+    fig, axes = subplots(1, n, figsize=(4.6 * n + 1.5, 0.32 * rows + 1.6), squeeze=False, sharey=True)
     for ax, (name, t) in zip(axes[0], tables.items()):
         yy = np.arange(len(t))[::-1]
         color = np.where(t["excludes_zero"].to_numpy(), "tab:blue", "0.5")
@@ -607,7 +604,6 @@ def forest_plot(tables: Mapping[str, pd.DataFrame], path: Path, title: str) -> P
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from cooplab.evals.bayes import bare_model_name
-from cooplab.evals.report import num
+from cooplab.evals.values import num
 from cooplab.graphs.rundir import RunDirError, read_json
 from cooplab.limits import ConfigError
 
@@ -65,10 +65,10 @@ def ledger_totals(ledger: pd.DataFrame | None) -> dict[str, float]:
         if col in tokens:
             out[col] = float(sum(_num(v) for v in tokens[col]))
     out["total_tokens"] = out["input_tokens"] + out["output_tokens"]
-    if "cost" in tokens:
-        out["cost_usd"] = float(sum(_num(v) for v in tokens["cost"]))
-    if "cost" in ledger:
-        out["sandbox_usd"] = float(sum(_num(v) for v in ledger[(kind == "sandbox_seconds") & ~cached]["cost"]))
+    if "cost_usd_exact" in tokens:  # the exact text: summed as numbers one by one, an unreadable one as 0
+        out["cost_usd"] = float(sum(_num(v) for v in tokens["cost_usd_exact"]))
+    if "cost_usd_exact" in ledger:
+        out["sandbox_usd"] = float(sum(_num(v) for v in ledger[(kind == "sandbox_seconds") & ~cached]["cost_usd_exact"]))
     return out
 
 
@@ -207,14 +207,11 @@ def markdown(result: dict[str, Any]) -> str:
 
 def figure(table: pd.DataFrame, path: Path) -> None:
     """Tokens of each model's profile and of its mean science run, side by side on a log axis."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from cooplab.evals.canvas import subplots
     import numpy as np
 
     models = list(table["model"]) if not table.empty else []
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.2 * len(models) + 2), 4))
+    fig, ax = subplots(figsize=(max(5.0, 1.2 * len(models) + 2), 4))
     x = np.arange(len(models))
     cols = [("profile_total_tokens", "whole profile (all games)", "tab:blue"),
             ("science_total_tokens_per_run", "one science run (mean)", "tab:orange"),
@@ -232,4 +229,3 @@ def figure(table: pd.DataFrame, path: Path) -> None:
     fig.supxlabel("Bars: ledger totals of paid calls; a missing bar means no such runs for that model.", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+from cooplab.evals.canvas import Figure, subplots
 
 
 def claim_map_figure(df: pd.DataFrame, claim: str, x: str, y: str, xlog: bool, ylog: bool, path: Path, *,
@@ -20,7 +18,7 @@ def claim_map_figure(df: pd.DataFrame, claim: str, x: str, y: str, xlog: bool, y
     label = label or f"({claim})"
     held = df[f"holds_{claim}"].astype(bool).to_numpy()
     eff = df[f"effect_{claim}"].to_numpy(dtype=float)
-    fig, ax = plt.subplots(figsize=(6.2, 5), constrained_layout=True)
+    fig, ax = subplots(figsize=(6.2, 5), constrained_layout=True)
     lim = float(np.nanmax(np.abs(eff))) if np.isfinite(eff).any() and np.nanmax(np.abs(eff)) > 0 else 1.0
     sc = ax.scatter(df[x][~held], df[y][~held], c=eff[~held], cmap="coolwarm_r", vmin=-lim, vmax=lim, marker="o", s=36, edgecolors="0.4", linewidths=0.6, label=f"does not hold ({(~held).sum()})")
     ax.scatter(df[x][held], df[y][held], c=eff[held], cmap="coolwarm_r", vmin=-lim, vmax=lim, marker="*", s=140, edgecolors="k",
@@ -33,7 +31,6 @@ def claim_map_figure(df: pd.DataFrame, claim: str, x: str, y: str, xlog: bool, y
     ax.legend(loc="best", fontsize=8)
     fig.colorbar(sc, ax=ax, label=f"effect size of {label}" + (f" ({unit})" if unit else ""))
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 
@@ -41,7 +38,6 @@ def sensitivity_figure(sens: pd.DataFrame, path: Path) -> Path:
     """``path``: :func:`sensitivity_figure_of` saved."""
     fig = sensitivity_figure_of(sens)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 
@@ -51,14 +47,14 @@ SENSITIVITY_CAPTION = ("Bars: first-order sensitivity index S1 (RBD-FAST) of eac
                        "grey line: S1 = 0. A parameter without a bar has no estimate (see the panel's note).")
 
 
-def sensitivity_figure_of(sens: pd.DataFrame) -> plt.Figure:
+def sensitivity_figure_of(sens: pd.DataFrame) -> Figure:
     """First-order sensitivity (RBD-FAST S1 with its confidence) of every output to every parameter."""
     import textwrap
 
     outputs = list(dict.fromkeys(sens["output"]))
     cols = 3
     rows = int(np.ceil(len(outputs) / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 0.28 * sens["parameter"].nunique() * rows + 1.5 * rows),
+    fig, axes = subplots(rows, cols, figsize=(5.2 * cols, 0.28 * sens["parameter"].nunique() * rows + 1.5 * rows),
                              constrained_layout=True, squeeze=False)
     for ax, o in zip(axes.flat, outputs):
         sub = sens[sens["output"] == o].sort_values("S1", na_position="first")

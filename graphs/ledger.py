@@ -191,6 +191,7 @@ class Entry:
 class Reservation:
     amount: Decimal
     done: bool = False
+    call_id: str | None = None  # a model call's id: its grant and release are journaled (see Ledger.reserve)
 
 
 @dataclass
@@ -203,11 +204,16 @@ class Ledger:
     unit_rates: dict[str, Decimal] = field(default_factory=dict)
     #: called with every entry committed (a :class:`LedgerJournal`'s ``append``), outside the lock
     on_commit: Callable[["Entry"], Any] | None = field(default=None, repr=False)
+    #: called with every budget decision on a model call (a :class:`LedgerJournal`'s ``record``): a
+    #: reservation granted or released, a call refused; written before the call is sent or refused
+    on_decision: Callable[[dict[str, Any]], Any] | None = field(default=None, repr=False)
     _spent: Decimal = Decimal(0)
     _reserved: Decimal = Decimal(0)
     _by_agent: dict[str, list] = field(default_factory=dict, repr=False)  # agent -> [cost, tokens]
     _unrecorded: dict[str, list["Entry"]] = field(default_factory=dict, repr=False)  # call id -> paid calls no checkpoint holds
     _held: Decimal = Decimal(0)  # their cost: counted against the budget, not yet in ``spent`` (see restore)
+    _granted: dict[str, list[Decimal]] = field(default_factory=dict, repr=False)  # call id -> reservations an interrupted process held
+    _refused: dict[str, str] = field(default_factory=dict, repr=False)  # call id -> why this budget refused it before
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
@@ -248,19 +254,60 @@ class Ledger:
                 f"next call up to ${amount:.6f}"
             )
 
-    def reserve(self, amount: Decimal) -> Reservation:
-        """Hold ``amount`` for an upcoming call or raise :class:`BudgetExhausted`."""
+    def reserve(self, amount: Decimal, call_id: str | None = None) -> Reservation:
+        """Hold ``amount`` for an upcoming call or raise :class:`BudgetExhausted`. With ``call_id``
+        (a model call's id) the decision is journaled (:attr:`on_decision`) before it returns, and
+        the decisions an interrupted process made are kept (see :meth:`restore`): a call refused
+        under this budget is refused again, a call whose reservation was held takes it over
+        without a new check, so a resumed run decides as the uninterrupted one did."""
         amount = _amount(amount, "a reservation")
+        decision: dict[str, Any] | None = None
+        refused: BudgetExhausted | None = None
         with self._lock:
-            self._check_room(amount)
-            self._reserved += amount
-            return Reservation(amount)
+            if call_id is not None and call_id in self._refused:
+                raise BudgetExhausted(self._refused[call_id])
+            held = self._granted.get(call_id) if call_id is not None else None
+            if held:
+                was = held.pop(0)  # already counted in ``_reserved``: the interrupted process's grant
+                if not held:
+                    del self._granted[call_id]
+                if amount > was:
+                    self._reserved -= was
+                    try:
+                        self._check_room(amount)
+                    except BudgetExhausted:
+                        self._reserved += was
+                        self._granted.setdefault(call_id, []).insert(0, was)
+                        raise
+                    self._reserved += amount
+                else:
+                    self._reserved += amount - was
+                return Reservation(amount, call_id=call_id)
+            try:
+                self._check_room(amount)
+            except BudgetExhausted as exc:
+                refused = exc
+                if call_id is not None:
+                    decision = {"event": "refuse", "call_id": call_id, "amount": str(amount), "budget": str(self.budget),
+                                "message": str(exc)}
+            else:
+                self._reserved += amount
+                if call_id is not None:
+                    decision = {"event": "reserve", "call_id": call_id, "amount": str(amount)}
+        if decision is not None and self.on_decision is not None:
+            self.on_decision(decision)
+        if refused is not None:
+            raise refused
+        return Reservation(amount, call_id=call_id)
 
     def release(self, res: Reservation) -> None:
         with self._lock:
-            if not res.done:
-                self._reserved -= res.amount
-                res.done = True
+            if res.done:
+                return
+            self._reserved -= res.amount
+            res.done = True
+        if res.call_id is not None and self.on_decision is not None:
+            self.on_decision({"event": "release", "call_id": res.call_id})
 
     def _account(self, entry: Entry, cost: Decimal) -> None:  # under the lock
         self._spent += cost
@@ -276,6 +323,7 @@ class Ledger:
         not exceed the reservation; without one (a cached replay: the cost is known exactly) it
         must fit the cap, else :class:`BudgetExhausted` and nothing is recorded."""
         cost = _amount(Decimal(entry.cost), "a charge")
+        decision: dict[str, Any] | None = None
         with self._lock:
             if res is not None:
                 if res.done:
@@ -285,9 +333,23 @@ class Ledger:
                 if cost > res.amount:
                     raise ValueError(f"a charge of ${cost} exceeds its reservation of ${res.amount}")
             else:
-                self._check_room(cost)
-            self._account(entry, cost)
-            self._record(entry)
+                model_call = entry.kind == TOKENS and bool(entry.call_id)
+                if model_call and entry.call_id in self._refused:
+                    raise BudgetExhausted(self._refused[entry.call_id])
+                try:
+                    self._check_room(cost)
+                except BudgetExhausted as exc:
+                    if not model_call:
+                        raise
+                    decision = {"event": "refuse", "call_id": entry.call_id, "amount": str(cost), "budget": str(self.budget),
+                                "message": str(exc)}
+            if decision is None:
+                self._account(entry, cost)
+                self._record(entry)
+        if decision is not None:
+            if self.on_decision is not None:
+                self.on_decision(decision)
+            raise BudgetExhausted(decision["message"])
         if self.on_commit is not None:
             self.on_commit(entry)
         return entry
@@ -319,7 +381,18 @@ class Ledger:
                 self._account(e, Decimal(e.cost))
             self._unrecorded = {}
             self._held = Decimal(0)
-            return left
+        self.forget_granted()
+        return left
+
+    def forget_granted(self) -> int:
+        """Drop the reservations an interrupted process held that no call of the resumed run took
+        over (the runner calls it once the interrupted node has finished: a call it did not make
+        again will not be made). Returns how many were dropped."""
+        with self._lock:
+            left = [a for amounts in self._granted.values() for a in amounts]
+            self._reserved -= sum(left, Decimal(0))
+            self._granted = {}
+            return len(left)
 
     @contextmanager
     def recording(self) -> Iterator[list[Entry]]:
@@ -392,7 +465,8 @@ class Ledger:
             tot = self._by_agent.get(agent)
             return (tot[0], tot[1]) if tot else (Decimal(0), 0)
 
-    def restore(self, entries: list[dict[str, Any]], unrecorded: list[dict[str, Any]] = ()) -> None:
+    def restore(self, entries: list[dict[str, Any]], unrecorded: list[dict[str, Any]] = (), *,
+                granted: list[tuple[str, Any]] = (), refused: dict[str, str] | None = None) -> None:
         """Rebuild from the audit trail kept in a checkpoint (on resume), plus the ``unrecorded``
         charges of interrupted processes (:meth:`LedgerJournal.unrecorded`). An unrecorded model
         call is *held*: it counts against the budget at once, but enters ``spent`` and
@@ -400,9 +474,20 @@ class Ledger:
         resumed run reaches that call with the spending, and the prompts that show it, of the
         run that first made it; what no replay adopts is accounted by :meth:`settle`. Other
         unrecorded charges (sandbox seconds) are accounted at once. Rows written before the
-        ``team``/``kind``/``units``/``rate`` fields existed get their defaults."""
+        ``team``/``kind``/``units``/``rate`` fields existed get their defaults.
+
+        ``granted`` (call id, amount): reservations of model calls an interrupted process held
+        (granted, neither charged nor released), counted as in flight at once, so that the resumed
+        ledger is the ledger of the moment of the interruption; the call that is made again takes
+        its reservation over (:meth:`reserve`). ``refused`` (call id -> message): calls this budget
+        refused, refused again (a budget stop is where the uninterrupted run stopped, however its
+        calls are replayed). :meth:`LedgerJournal.decisions` reads both."""
         rebuilt = [Entry.from_dict(e) for e in entries]
         waiting = [Entry.from_dict(e) for e in unrecorded]
+        grants: dict[str, list[Decimal]] = {}
+        for call_id, amount in granted:
+            grants.setdefault(_text(call_id, "a call id"), []).append(_amount(amount, "a held reservation"))
+        refusals = {_text(k, "a call id"): _text(v, "a refusal") for k, v in (refused or {}).items()}
         with self._lock:
             self.entries = []
             self._spent = Decimal(0)
@@ -415,7 +500,9 @@ class Ledger:
                 if e.kind == TOKENS:
                     self._unrecorded.setdefault(e.call_id, []).append(e)
                     self._held += Decimal(e.cost)
-            self._reserved = Decimal(0)
+            self._granted = grants
+            self._refused = refusals
+            self._reserved = sum((a for amounts in grants.values() for a in amounts), Decimal(0))
 
     def totals(self) -> dict[str, Any]:
         """What the ledger holds, held calls included (they were paid)."""
@@ -468,12 +555,29 @@ class LedgerJournal:
         self.path = Path(path)
         self._lock = threading.Lock()
         self._warned = False
+        self._tail_checked = False
+
+    def _ends_with_newline(self) -> bool:
+        with open(self.path, "rb") as fh:
+            fh.seek(-1, 2)
+            return fh.read(1) == b"\n"
 
     def append(self, entry: Entry) -> None:
-        line = json.dumps(entry.as_dict(), sort_keys=True) + "\n"
+        self._write(json.dumps(entry.as_dict(), sort_keys=True) + "\n")
+
+    def record(self, decision: dict[str, Any]) -> None:
+        """Append a budget decision on a model call (:attr:`Ledger.on_decision`): ``{"event":
+        "reserve" | "release" | "refuse", "call_id": ..., ...}``."""
+        self._write(json.dumps(decision, sort_keys=True) + "\n")
+
+    def _write(self, line: str) -> None:
         with self._lock:
             try:
                 with open(self.path, "a", encoding="utf-8") as fh:
+                    if not self._tail_checked:  # a line a kill cut short must not swallow the next one
+                        self._tail_checked = True
+                        if fh.tell() and not self._ends_with_newline():
+                            line = "\n" + line
                     fh.write(line)
             except OSError as exc:
                 if not self._warned:
@@ -481,8 +585,8 @@ class LedgerJournal:
                     logger.warning("the ledger journal %s cannot be written (%s): calls paid by a node that does not finish "
                                    "will be missing from a resumed run's ledger", self.path, exc.strerror or exc)
 
-    def entries(self) -> list[dict[str, Any]]:
-        """The journal's entries (none when there is no journal yet)."""
+    def _lines(self) -> list[dict[str, Any]]:
+        """Every whole line as a JSON object, in order (a line cut short by a kill is skipped)."""
         try:
             text = self.path.read_text(encoding="utf-8", errors="replace")
         except FileNotFoundError:
@@ -490,10 +594,55 @@ class LedgerJournal:
         rows = []
         for line in text.splitlines():
             try:
-                rows.append(Entry.from_dict(json.loads(line)).as_dict())
-            except (ValueError, TypeError, RecursionError):  # a line cut short by a kill
+                row = json.loads(line)
+            except (ValueError, RecursionError):
                 continue
+            if isinstance(row, dict):
+                rows.append(row)
         return rows
+
+    def entries(self) -> list[dict[str, Any]]:
+        """The journal's entries (none when there is no journal yet)."""
+        return [e for _, e in self._parsed() if e is not None]
+
+    def _parsed(self) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+        out = []
+        for row in self._lines():
+            if "event" in row:
+                out.append((row, None))
+                continue
+            try:
+                out.append((row, Entry.from_dict(row).as_dict()))
+            except (ValueError, TypeError):  # damaged: not an entry
+                continue
+        return out
+
+    def decisions(self, budget: Decimal | None) -> tuple[list[tuple[str, Decimal]], dict[str, str]]:
+        """(the reservations of model calls still held when the journal ends: granted, neither
+        charged nor released, as (call id, amount); the calls refused under ``budget``, call id ->
+        message). A run resumed with a raised budget has no refusals: its calls are decided anew.
+        Damaged lines are skipped."""
+        held: dict[str, list[Decimal]] = {}
+        refused: dict[str, str] = {}
+        for row, entry in self._parsed():
+            cid = row.get("call_id")
+            if not isinstance(cid, str) or not cid or len(cid) > 200:
+                continue
+            if entry is not None:  # a live model call's charge ends its reservation
+                if entry["kind"] == TOKENS and not entry["cached"] and held.get(cid):
+                    held[cid].pop(0)
+                continue
+            event = row.get("event")
+            if event == "reserve":
+                try:
+                    held.setdefault(cid, []).append(_amount(row.get("amount"), "a held reservation"))
+                except ValueError:
+                    continue
+            elif event == "release" and held.get(cid):
+                held[cid].pop(0)
+            elif event == "refuse" and budget is not None and row.get("budget") == str(budget) and isinstance(row.get("message"), str):
+                refused[cid] = row["message"][:1000]
+        return [(cid, a) for cid, amounts in held.items() for a in amounts], refused
 
     def unrecorded(self, recorded: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The journal's entries that ``recorded`` (a checkpoint's audit trail) does not hold,

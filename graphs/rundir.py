@@ -413,29 +413,36 @@ def _read_parquet_fastparquet(path: Path) -> pd.DataFrame:
 ID_COLUMNS = ("call_id", "model", "run_id", "thread_id", "trace_id")
 
 
+#: columns that are text whatever they look like (a CSV reader would make "5e415128" a number)
+TEXT_COLUMNS = ("agent_id", "call_id", "cost_usd_exact", "units", "rate")
+
+
 def read_table(out: Path, stem: str) -> pd.DataFrame:
-    """``out/stem.parquet`` or ``out/stem.csv``, whichever exists (else a one-line RunDirError).
+    """``out/stem.parquet`` or ``out/stem.csv``, whichever exists (else a one-line RunDirError), in
+    today's shape (:func:`cooplab.graphs.tables.upgrade`: the agent key and the money columns).
 
     A run directory is data, never trusted: a file that is a symbolic link leaving ``out`` is
     refused (:func:`inside`), and so is a table whose footer (Parquet) or size (CSV) says it would
     take more than :data:`MAX_TABLE_BYTES` of memory or hold more than :data:`MAX_TABLE_CELLS`
     cells, each in one line naming the file, before its values are read."""
+    from cooplab.graphs.tables import upgrade
+
     for ext in ("parquet", "csv"):
         p = Path(out) / f"{stem}.{ext}"
         if p.exists() or p.is_symlink():
             p = inside(out, p.name)
             if ext == "parquet":
-                return _read_parquet(p)
+                return upgrade(stem, _read_parquet(p))
             size = p.stat().st_size
             if size > MAX_TABLE_BYTES // 4:
                 raise RunDirError(f"{p} is {_gb(size)}, over the {_gb(MAX_TABLE_BYTES // 4)} of CSV cooplab reads; it is not read")
-            return _read_csv(p)
+            return upgrade(stem, _read_csv(p))
     raise RunDirError(f"{out} has no {stem}.parquet or {stem}.csv; is it a cooplab run directory?")
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
-    """A CSV table, its identifier columns (:data:`ID_COLUMNS`) as text."""
-    return pd.read_csv(path, dtype={c: "string" for c in ID_COLUMNS})
+    """A CSV table, its identifier and exact-amount columns (:data:`ID_COLUMNS`, :data:`TEXT_COLUMNS`) as text."""
+    return pd.read_csv(path, dtype={c: "string" for c in (*ID_COLUMNS, *TEXT_COLUMNS)})
 
 
 # --- config.json versions ---------------------------------------------------------------------

@@ -101,6 +101,10 @@ class Task:
     #: LLM settings' own default); the command line, Python, sweeps and configs all apply it
     #: (:func:`cooplab.runs.config.build_config`)
     default_max_tokens: ClassVar[int | None] = None
+    #: classes of the task's own that its state holds besides plain values, numpy arrays and chat
+    #: messages (pydantic models, dataclasses, named tuples, enums): the only other types its
+    #: checkpoints are read back with (:mod:`cooplab.graphs.checkpoint_serde`; anything else is refused)
+    checkpoint_types: ClassVar[tuple[type, ...]] = ()
 
     # --- configuration ---------------------------------------------------------------------
     def params(self, config: Mapping[str, Any]) -> BaseModel | None:
@@ -213,6 +217,14 @@ class Task:
         """LangGraph's step limit for a run from ``state`` (default: every round's nodes plus slack)."""
         return int(state.get("max_round", 1)) * (n_nodes + 1) + 10
 
+    def budget_resume_point(self, history: Any) -> Any:
+        """The checkpoint a run that ended ``budget_exhausted`` continues from once its budget is
+        raised: one of ``history`` (the graph's state snapshots, newest first), or None for the last
+        one (default: a society's failed node runs again). A task that records a budget stop in its
+        state instead of failing the node returns the snapshot from before that node (the run then
+        forks there: a copy of it becomes the last checkpoint)."""
+        return None
+
     def progress(self, update: Mapping[str, Any]) -> dict[str, Any]:
         """Extra progress-bar fields from the update of :attr:`round_node` (e.g. societies running)."""
         active = update.get("active")
@@ -234,10 +246,11 @@ class Task:
 
     # --- the run explorer (cooplab view) -----------------------------------------------------
     def explore(self, run: Any, query: Mapping[str, str]) -> list[Any] | None:
-        """The sections of this run's page in the explorer (``cooplab view``): a list of
-        :class:`cooplab.graphs.explore.Section` (plain data blocks, rendered and escaped by the
-        explorer), or None to use the explorer's built-in view of the task (CPR, diners, games) or
-        its generic one (config, summary, key numbers, tables, figures, traces).
+        """The sections of this run's page in the explorer (``cooplab view``, and the file of
+        ``cooplab report``): a list of :class:`cooplab.graphs.explore.Section` (plain data blocks,
+        rendered and escaped by the explorer; the generic sections follow them: summary and costs,
+        config, tables, figures, notes, traces, files), or None to use the explorer's built-in view
+        of the task (CPR, diners, games) or its generic one alone.
 
         ``run`` is a :class:`cooplab.evals.explorer.runs.RunDir` (``.out``, ``.config``, ``.summary``,
         ``.table(name)`` returning None when a table is absent or damaged, ``.notes`` to add a

@@ -3,10 +3,10 @@
 Usage: python scripts/fig_diners_calibration.py SEED0/samples.csv SEED1/samples.csv docs/img/diners_calibration.png
 """
 import sys
-import matplotlib
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
+
 import pandas as pd
+
+from cooplab.evals.canvas import subplots
 
 a, b, out = sys.argv[1:4]
 runs = {"seed 0": pd.read_csv(a), "seed 1": pd.read_csv(b)}
@@ -14,7 +14,7 @@ for df in runs.values():
     df["gain"] = (df.value_ratio - 0.25) * df.extra_price
     df["up"] = df.unstated_pk * df.unstated_k
     df["four"] = df.holds_9b & df.holds_9c & df.holds_10a & df.holds_10b
-fig, ax = plt.subplots(1, 3, figsize=(13, 3.9), constrained_layout=True)
+fig, ax = subplots(1, 3, figsize=(13, 3.9), constrained_layout=True)
 df = runs["seed 0"]
 ax[0].scatter(df.gain[~df.four], df.up[~df.four], s=10, c="0.7", label=f"not all four ({(~df.four).sum()})")
 ax[0].scatter(df.gain[df.four], df.up[df.four], s=14, c="tab:blue", label=f"9(b), 9(c), 10(a), 10(b) hold ({df.four.sum()})")

@@ -35,12 +35,6 @@ class PermanentModelError(RuntimeError):
     grammar compiler rejects, a model file that does not load): no retry, the run stops cleanly."""
 
 
-#: seconds one model call may take in all by default (``--call-deadline``), its retries and the waits
-#: between them included: a server that stalls ends a default run in about this long (a whole attempt
-#: of the default call timeout, 300 s, then 180 s of the next)
-DEFAULT_CALL_DEADLINE = 480.0
-
-
 class CallTimedOut(TransientModelError):
     """No complete answer within the call timeout (``--call-timeout``): retried like a transport
     failure, then the run stops cleanly."""

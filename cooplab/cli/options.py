@@ -9,8 +9,9 @@ The rules and caps are re-exported here, so a CLI module needs one import.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
 
@@ -32,6 +33,9 @@ from cooplab.limits import (  # noqa: F401 - for CLI modules
     one_line,
     show,
 )
+
+if TYPE_CHECKING:
+    from cooplab.agents.settings import LLMSettings
 
 
 def fail(msg: str, code: int = 2) -> None:
@@ -90,14 +94,30 @@ def stderr_log(quiet: bool) -> Callable[[str], None]:
     return (lambda s: None) if quiet else (lambda s: typer.echo(s, err=True))
 
 # --- LLM agents (checked and assembled by cooplab.agents.settings.llm_config) ---------------
-def model_kinds() -> str:
-    """Every kind of model spec, for ``--model``'s help: the hosted providers from their table
-    (:data:`cooplab.agents.providers.PROVIDERS`), so a provider added there is listed here."""
-    from cooplab.agents.providers import PROVIDERS
+#: the hosted providers' spec prefixes, in the order of :data:`cooplab.agents.providers.PROVIDERS`
+#: (named here so that ``--help`` does not load the model layer; a test checks the two agree)
+HOSTED_PROVIDERS = ("openai", "anthropic", "google_genai", "ollama")
 
-    hosted = ", ".join(f"{k}:NAME" for k in PROVIDERS)
+
+def model_kinds() -> str:
+    """Every kind of model spec, for ``--model``'s help."""
+    hosted = ", ".join(f"{k}:NAME" for k in HOSTED_PROVIDERS)
     return (f"local (SmolLM2-135M via llama.cpp), local:PATH.gguf (any GGUF chat model file), {hosted} (a hosted provider; "
             "--base-url for another server speaking its API), scripted:FILE (fixed answers)")
+
+
+def llm_settings(values: Mapping[str, Any]) -> "LLMSettings":
+    """A command's LLM settings, built the same way by every command from its values of the shared
+    LLM options below (by parameter name: ``model``, ``agent_model``, ``base_url``, ``temperature``,
+    ``max_tokens``, ...); a setting the command has no option for keeps its default. Not yet
+    checked: :meth:`~cooplab.agents.settings.LLMSettings.checked` does that (the run checks it
+    with the number of agents)."""
+    from cooplab.agents.settings import LLMSettings, parse_agent_models
+
+    kw = {k: values[k] for k in LLMSettings.model_fields if k in values and k != "agent_models"}
+    if values.get("agent_model"):
+        kw["agent_models"] = parse_agent_models(values["agent_model"])
+    return LLMSettings(**kw)
 
 
 ModelOpt = Annotated[str, typer.Option("--model", help=f"LLM agents' model: {model_kinds()}.")]
@@ -110,6 +130,8 @@ CallTimeoutOpt = Annotated[float, num_opt("--call-timeout", "Seconds one attempt
 CallDeadlineOpt = Annotated[float, num_opt("--call-deadline", "Seconds one call to a model server may take in all, its retries and the waits between them included, in (0, 86400]; past it the run stops (resumable), naming the server. Raise it, with --call-timeout, for slow reasoning models.")]
 RpsOpt = Annotated[Optional[float], num_opt("--rps", "Requests per second at most, in (0, 1e6] (default: unlimited).")]
 BudgetOpt = Annotated[Optional[float], num_opt("--budget", "Budget cap in USD, in [0, 1e6]; the run ends with status budget_exhausted when it is spent.")]
+BudgetRaiseOpt = Annotated[Optional[float], num_opt("--budget", "A higher budget cap in USD for an LLM run, in [0, 1e6] and above its own "
+                                                     "(recorded in config.json); a run that ended budget_exhausted continues only with it.")]
 PriceInOpt = Annotated[Optional[float], num_opt("--price-in", "USD per 1K input tokens of every model, in [0, 1000] (default: each model's list price as of the date in agents/prices.py; nominal 0.0005 for local and self-hosted models).")]
 PriceOutOpt = Annotated[Optional[float], num_opt("--price-out", "USD per 1K output tokens of every model, in [0, 1000] (default: each model's list price; nominal 0.003 for local and self-hosted models).")]
 SandboxRateOpt = Annotated[float, num_opt("--sandbox-rate", "USD per second of sandbox time charged to the run's ledger, in [0, 1000] (default 0: recorded, free).")]

@@ -16,6 +16,7 @@ through the one runner (checkpoints, ledger, traces, tables, figure) and hand ba
 from __future__ import annotations
 
 import asyncio
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -24,7 +25,7 @@ import pandas as pd
 
 from cooplab.graphs import rundir
 from cooplab.graphs.task import Task
-from cooplab.limits import ConfigError, show
+from cooplab.limits import ConfigError, for_python, show
 from cooplab.runs import registry
 from cooplab.runs.config import RunConfig
 
@@ -114,6 +115,28 @@ class Run:
         return f"Run({self.task!r}, status={self.status!r}, out={str(self.out)!r}, tables={self.tables})"
 
 
+def _python_words(fn: Callable) -> Callable:
+    """``fn`` whose one-line errors (and a stopped run's :attr:`Run.stopped`) name keywords and
+    calls (``seed``, ``force=True``, ``cooplab.resume('DIR')``) where the command line names flags
+    and commands (``--seed``, ``--force``, ``cooplab resume DIR``): :func:`cooplab.limits.for_python`.
+    ``fn`` itself stays reachable as ``.in_cli_words``: the command line calls it, so its messages
+    keep naming flags."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kw: Any) -> Any:
+        try:
+            result = fn(*args, **kw)
+        except Exception as exc:
+            if type(exc).__module__.startswith("cooplab.") and len(exc.args) == 1 and isinstance(exc.args[0], str):
+                exc.args = (for_python(exc.args[0]),)
+            raise
+        if isinstance(result, Run) and result.stopped:
+            result.stopped = for_python(result.stopped)
+        return result
+
+    wrapper.in_cli_words = fn  # type: ignore[attr-defined]
+    return wrapper
+
+
 def _config(config: RunConfig | Mapping[str, Any] | None, task: str | Task | None, kw: dict[str, Any]) -> tuple[Task, dict[str, Any]]:
     """The checked config.json of a run from a RunConfig, a mapping of its fields, or keywords."""
     if isinstance(task, Task):
@@ -141,6 +164,7 @@ def _config(config: RunConfig | Mapping[str, Any] | None, task: str | Task | Non
     return t, config.to_config(t)
 
 
+@_python_words
 def run(config: RunConfig | Mapping[str, Any] | None = None, /, *, task: str | Task | None = None, out: str | Path,
         force: bool = False, quiet: bool = False, **kw: Any) -> Run:
     """Run a task and return the :class:`Run` it wrote in ``out``.
@@ -172,11 +196,16 @@ def run(config: RunConfig | Mapping[str, Any] | None = None, /, *, task: str | T
     return run_
 
 
+@_python_words
 def resume(out: str | Path, *, quiet: bool = False, warn: Callable[[str], None] | None = None,
-           models: Sequence[Any] = ()) -> Run:
+           models: Sequence[Any] = (), budget: float | None = None, notice: Callable[[str], None] | None = None,
+           budget_name: str = "budget") -> Run:
     """Continue a run from its last checkpoint (any task, a registered one included) and return it.
     ``models``: the chat model objects a run made from Python was given (a new process holds none;
-    each is matched to the run's ``instance:`` specs by its class and settings)."""
+    each is matched to the run's ``instance:`` specs by its class and settings). ``budget``: a new,
+    higher cap in USD for an LLM run (the only way to continue one that ended ``budget_exhausted``;
+    ``notice``, default a warning on the ``cooplab`` logger, gets the one line saying it was raised;
+    ``budget_name``: how messages call it, e.g. ``--budget`` from the command line)."""
     from cooplab.agents.instances import register
     from cooplab.runs import runner
 
@@ -184,7 +213,7 @@ def resume(out: str | Path, *, quiet: bool = False, warn: Callable[[str], None] 
         register(model)
     stopped = None
     try:
-        runner.resume(Path(out), quiet=quiet, warn=warn)
+        runner.resume(Path(out), quiet=quiet, warn=warn, budget=budget, budget_name=budget_name, notice=notice)
     except runner.RunStopped as exc:
         stopped = str(exc)
     run_ = Run.open(out)
@@ -193,7 +222,9 @@ def resume(out: str | Path, *, quiet: bool = False, warn: Callable[[str], None] 
 
 
 async def arun(config: RunConfig | Mapping[str, Any] | None = None, /, **kw: Any) -> Run:
-    """:func:`run` for async code (a notebook's event loop): the run goes to a worker thread."""
+    """:func:`run` for async code (``await cooplab.arun(...)``): the run goes to a worker thread, the
+    caller's event loop goes on meanwhile. (:func:`run` itself also works inside a running event
+    loop, such as a notebook's: it waits there for the run.)"""
     return await asyncio.to_thread(lambda: run(config, **kw))
 
 
@@ -202,6 +233,12 @@ async def aresume(out: str | Path, **kw: Any) -> Run:
     return await asyncio.to_thread(lambda: resume(out, **kw))
 
 
+async def asweep(task: str | Task, **kw: Any) -> pd.DataFrame:
+    """:func:`sweep` for async code."""
+    return await asyncio.to_thread(lambda: sweep(task, **kw))
+
+
+@_python_words
 def sweep(task: str | Task, *, out: str | Path, grid: Mapping[str, Sequence[Any]] | None = None, seeds: Sequence[int] | None = None,
           parallel: int = 1, executor: str = "local", address: str | None = None, quiet: bool = True, analysis: bool = True,
           sweep_budget: float | None = None, sample: Mapping[str, Any] | None = None, **fixed: Any) -> pd.DataFrame:
@@ -240,6 +277,86 @@ def sweep(task: str | Task, *, out: str | Path, grid: Mapping[str, Sequence[Any]
         raise ConfigError(str(exc)) from None
     rows = res["table"]
     return rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows)
+
+
+#: how many run directories :func:`load_runs` reads at most (a pattern that matches a whole disk is refused)
+MAX_RUNS = 100_000
+#: the columns every row of :func:`load_runs` has, first
+RUN_COLUMNS = ("run", "task", "status", "agents", "seed", "model", "created", "wall_seconds")
+
+
+def _run_dirs(where: str | Path | Sequence[str | Path]) -> list[Path]:
+    """The run directories ``where`` names: each directory (a glob pattern's matches too) and
+    every directory below it holding a config.json, symbolic links not followed, in name order."""
+    import glob
+    import os
+
+    items = [where] if isinstance(where, (str, Path)) else list(where)
+    found: dict[str, Path] = {}
+    for item in items:
+        if not isinstance(item, (str, Path)):
+            raise ConfigError(f"load_runs takes a directory, a glob pattern or a list of them, got {show(item)}")
+        text = str(item)
+        roots = [Path(m) for m in sorted(glob.glob(text))] if glob.has_magic(text) else [Path(text)]
+        for root in roots:
+            if not root.is_dir():
+                continue
+            for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+                dirnames.sort()
+                if "config.json" in filenames:
+                    found.setdefault(os.path.normpath(dirpath), Path(dirpath))
+                    if len(found) > MAX_RUNS:
+                        raise ConfigError(f"load_runs: {text} holds more than {MAX_RUNS:,} run directories; name fewer")
+    return [found[k] for k in sorted(found)]
+
+
+def _run_row(d: Path) -> dict[str, Any]:
+    """One row of :func:`load_runs`: who the run is, its settings (``params.NAME``) and the scalar
+    results of its summary.json (nested ones as ``ledger.calls``), like a sweep's table."""
+    from cooplab.runs.sweeps import _flatten
+
+    row: dict[str, Any] = {"run": str(d)}
+    try:
+        config = rundir.read_config(d)
+    except Exception as exc:  # noqa: BLE001 - a damaged directory is a row that says so, never a crash
+        return {**row, "status": "unreadable", "error": f"config.json: {exc}"}
+    if not isinstance(config, Mapping):
+        return {**row, "status": "unreadable", "error": "config.json is not an object"}
+    summary: Any = {}
+    if (d / "summary.json").is_file():
+        try:
+            summary = rundir.read_json(d / "summary.json")
+        except Exception as exc:  # noqa: BLE001
+            row["error"] = f"summary.json: {exc}"
+    summary = summary if isinstance(summary, Mapping) else {}
+    llm = config.get("llm") if isinstance(config.get("llm"), Mapping) else {}
+    record = config.get("record") if isinstance(config.get("record"), Mapping) else {}
+    row.update(task=config.get("task"), status=summary.get("status") or ("unreadable" if "error" in row else "not finished"),
+               agents=config.get("agents"), seed=config.get("seed"), model=llm.get("model"), created=record.get("created"),
+               wall_seconds=summary.get("wall_seconds"))
+    params = config.get("params") if isinstance(config.get("params"), Mapping) else {}
+    row.update({f"params.{k}": v for k, v in _flatten(dict(params)).items()})
+    row.update({k: v for k, v in _flatten(dict(summary)).items() if k not in row and f"params.{k}" not in row})
+    return {k: (str(v) if k in ("run", "task", "status", "agents", "model", "created") and v is not None else v) for k, v in row.items()}
+
+
+def load_runs(where: str | Path | Sequence[str | Path] = "runs") -> pd.DataFrame:
+    """A table of many runs, one row per run directory: ``run`` (its path: reopen it with
+    :meth:`Run.open`), ``task``, ``status`` (``not finished`` for a run without summary.json yet),
+    ``agents``, ``seed``, ``model``, ``created``, ``wall_seconds``, the task's settings as
+    ``params.NAME`` and the scalar results of its summary (``survival_time.mean``,
+    ``ledger.cost_usd_float``, ``scores.accuracy`` ...). Runs of different tasks share the table
+    (a column a task does not have is empty). Like Inspect's ``evals_df``.
+
+    ``where``: a directory (every run below it, at any depth: a sweep's cells too), a glob pattern
+    (``"runs/cpr-*"``; ``"runs/**"``), or a list of them. A directory that cannot be read is a row
+    with status ``unreadable`` and its ``error``; nothing is written."""
+    rows = [_run_row(d) for d in _run_dirs(where)]
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return pd.DataFrame(columns=list(RUN_COLUMNS))
+    first = [c for c in RUN_COLUMNS if c in df.columns]
+    return df[first + [c for c in df.columns if c not in first]]
 
 
 def register_task(task: Task | type[Task], *, replace: bool = False) -> Task:

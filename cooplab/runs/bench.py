@@ -400,12 +400,9 @@ def write_report(out: Path, s: dict[str, Any]) -> Path:
 
 def figure(summaries: list[tuple[str, dict[str, Any]]], path: Path) -> Path:
     """Accuracy (with its 95% Wilson interval) against cost per item, one point per bench."""
-    import matplotlib
+    from cooplab.evals.canvas import subplots
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5, 3.6))
+    fig, ax = subplots(figsize=(5, 3.6))
     for label, s in summaries:
         if s.get("accuracy") is None:
             continue
@@ -420,7 +417,6 @@ def figure(summaries: list[tuple[str, dict[str, Any]]], path: Path) -> Path:
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
-    plt.close(fig)
     return path
 
 

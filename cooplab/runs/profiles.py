@@ -256,9 +256,11 @@ def run_profile(out: Path, req: Mapping[str, Any], *, quiet: bool = False, on_ga
     for game in req["games"]:
         run_dir = out / "games" / game
         summary = _read_summary(run_dir)
-        if summary is not None and summary.get("status") == "completed":
-            tell(game, "done")
+        if summary is not None and summary.get("status") in ("completed", "budget_exhausted"):
+            tell(game, "done")  # a game its budget stopped ended there: resuming it would only replay the stop
             summaries[game] = summary
+            if summary["status"] != "completed" and status == "completed":
+                status = summary["status"]
             continue
         if status != "completed":
             tell(game, "skipped")

@@ -20,7 +20,7 @@ run format), ``decisions.*`` and ``ledger.*``.
 
 from __future__ import annotations
 
-import asyncio
+import decimal
 import json
 import sqlite3
 import time
@@ -31,12 +31,15 @@ from typing import Any, Callable, Iterator
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from cooplab.agents.settings import build_service
+from cooplab.graphs import checkpoint_serde
+from cooplab.graphs.aio import run_sync
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import JOURNAL_FILE, BudgetExhausted
 from cooplab.graphs.rundir import upgrade_config
+from cooplab.graphs.tables import money_table
 from cooplab.graphs.nodes import shared_rows
 from cooplab.graphs.task import RunInfo, Task
-from cooplab.limits import ConfigError, one_line, show
+from cooplab.limits import ConfigError, check, one_line, show
 from cooplab.runs import store as runstore
 from cooplab.runs.config import check_stored
 
@@ -74,21 +77,29 @@ def stamped(task: Task, config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-def resume(out: Path, *, quiet: bool = False, warn: Callable[[str], None] | None = None) -> dict[str, Any]:
+def resume(out: Path, *, quiet: bool = False, warn: Callable[[str], None] | None = None, budget: float | None = None,
+           budget_name: str = "budget", notice: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Continue any task's run from its last checkpoint, after checking its config.json (every value
     by the rules of the options that wrote it) and its checkpoints.sqlite (read-only): damaged
     files and unknown tasks are one-line ``RunDirError``s and nothing is changed. ``warn`` gets one
     line when the environment differs from the one the run was started in (package versions, the
     git commit, the local model's hash, the sandbox image): the run resumes, but its results may
     differ from an uninterrupted run's. The directory's lock is held from the checks to the end: a
-    second process resuming (or running) it stops with a one-line ``RunDirBusy``."""
+    second process resuming (or running) it stops with a one-line ``RunDirBusy``.
+
+    A run that ended with its budget spent (status ``budget_exhausted``) resumes only with a raised
+    ``budget`` (USD, above the run's; ``budget_name`` is how the caller spells it in messages):
+    config.json then records the new cap (``llm.budget``, and ``record.budget_raised``) and
+    ``notice`` gets one line saying so. Without it, such a run is a one-line ``RunDirError`` and
+    nothing is changed (resuming it would only replay its stop)."""
     out = Path(out)
     runstore.read_run_config(out)  # a run directory (never lock a folder that is not one)
     with runstore.locked(out):
-        return _resume(out, quiet=quiet, warn=warn)
+        return _resume(out, quiet=quiet, warn=warn, budget=budget, budget_name=budget_name, notice=notice)
 
 
-def _resume(out: Path, *, quiet: bool, warn: Callable[[str], None] | None) -> dict[str, Any]:
+def _resume(out: Path, *, quiet: bool, warn: Callable[[str], None] | None, budget: float | None = None,
+            budget_name: str = "budget", notice: Callable[[str], None] | None = None) -> dict[str, Any]:
     from cooplab.runs import registry
 
     name = runstore.read_run_config(out).get("task")
@@ -98,16 +109,72 @@ def _resume(out: Path, *, quiet: bool, warn: Callable[[str], None] | None) -> di
         task = registry.get(name)
     except registry.UnknownTask as exc:
         raise runstore.RunDirError(f"{out}/config.json: {exc}") from None
-    config = runstore.config_for_resume(out, name, lambda o, c: check_stored(c, f"{o}/config.json", task))
+    config = runstore.config_for_resume(out, name, lambda o, c: check_stored(c, f"{o}/config.json", task),
+                                        checkpoint_serde.serializer(task))
     try:
         thread_id(task, config)
     except ConfigError as exc:
         raise runstore.RunDirError(f"{out}/config.json: {exc}; fix the file, or {runstore.RESTART.format(out=out)}") from None
+    config = _budget_for_resume(out, task, config, budget, budget_name, notice or warn or _log_warning)
     changes = runstore.environment_changes(config["record"].get("environment"), runstore.environment(config))
     if changes:
         (warn or _log_warning)(f"{out} was started in another environment ({'; '.join(changes)}); "
                                f"the resumed part may not match an uninterrupted run")
     return execute(task, out, config, None, quiet=quiet)
+
+
+def _budget_for_resume(out: Path, task: Task, config: dict[str, Any], budget: float | None, name: str,
+                       say: Callable[[str], None]) -> dict[str, Any]:
+    """The config a run resumes with under :func:`resume`'s budget rule (one-line RunDirErrors)."""
+    llm = config.get("llm") if isinstance(config.get("llm"), dict) else {}
+    old = llm.get("budget")
+    how = f"'cooplab resume {out} --budget USD', or cooplab.resume(..., budget=USD) in Python"
+    if budget is None:
+        if _status(out) == "budget_exhausted":
+            raise runstore.RunDirError(f"{out} ended with its budget of ${old} spent, so resuming it would change nothing; "
+                                       f"to continue it, raise the budget above ${old} ({how})")
+        return config
+    if config.get("agents") != "llm":
+        raise runstore.RunDirError(f"{name} caps what model calls cost; {out} is a run of {config.get('agents')} agents, which makes none")
+    try:
+        value = check(name, budget, "budget")
+    except ConfigError as exc:
+        raise runstore.RunDirError(str(exc)) from None
+    if old is None:
+        raise runstore.RunDirError(f"{out} has no budget cap, so there is none to raise; resume it without {name}")
+    if value <= old:
+        raise runstore.RunDirError(f"{name} must be above the run's budget of ${old} to continue it, got {value:g}")
+    raw = runstore.read_run_config(out)
+    raised = [r for r in ((raw.get("record") or {}).get("budget_raised") or []) if isinstance(r, dict)]
+    raw = {**raw, "llm": {**raw["llm"], "budget": value},
+           "record": {**(raw.get("record") or {}), "budget_raised": [*raised, {"from": old, "to": value, "at": runstore.now()}]}}
+    try:
+        new = check_stored(raw, f"{out}/config.json", task)
+    except ConfigError as exc:
+        raise runstore.RunDirError(f"{exc}; the budget was not raised") from None
+    where = "its last checkpoint"
+    if _status(out) == "budget_exhausted":
+        with sqlite_saver(out / "checkpoints.sqlite", task) as saver:
+            graph = task.build(new, checkpointer=saver)
+            try:
+                point = task.budget_resume_point(graph.get_state_history({"configurable": {"thread_id": thread_id(task, new)}}))
+            except Exception as exc:  # noqa: BLE001 - a checkpoint that does not deserialize
+                raise _damaged(out, exc) from None
+            if point is not None:  # the stop is in the state: fork from before the node it cut short
+                graph.update_state(point.config, None, as_node="__copy__")
+                where = f"the checkpoint before its {point.next[0]} step, where the budget stopped it"
+    runstore.write_json(out / "config.json", raw)
+    say(f"the budget of {out} is raised from ${old:g} to ${value:g} (recorded in its config.json); it continues from {where}")
+    return new
+
+
+def _status(out: Path) -> str | None:
+    """The status in a run's summary.json, or None (none yet, or damaged)."""
+    try:
+        summary = runstore.read_json(out / "summary.json")
+    except (runstore.RunDirError, OSError, ValueError):
+        return None
+    return summary.get("status") if isinstance(summary, dict) else None
 
 
 def _log_warning(message: str) -> None:
@@ -190,15 +257,19 @@ def _graph_config(task: Task, config: dict[str, Any]) -> dict[str, Any]:
 
 
 @contextmanager
-def sqlite_saver(path: Path) -> Iterator[SqliteSaver]:
+def sqlite_saver(path: Path, task: Task | None = None) -> Iterator[SqliteSaver]:
+    """The run's checkpointer, reading back only what a checkpoint of ``task`` may hold
+    (:mod:`cooplab.graphs.checkpoint_serde`)."""
     conn = sqlite3.connect(str(path), check_same_thread=False)
     try:
-        yield SqliteSaver(conn)
+        yield SqliteSaver(conn, serde=checkpoint_serde.serializer(task))
     finally:
         conn.close()
 
 
 def _damaged(out: Path, exc: BaseException) -> runstore.RunDirError:
+    if isinstance(exc, checkpoint_serde.CheckpointRefused):
+        return runstore.refused_checkpoint(out, exc)
     return runstore.RunDirError(f"{out}/checkpoints.sqlite is damaged ({one_line(f'{type(exc).__name__}: {exc}', 250)}); "
                                 f"the run cannot resume: {runstore.RESTART.format(out=out)}")
 
@@ -253,9 +324,15 @@ def execute(task: Task, out: Path, config: dict[str, Any], state: dict[str, Any]
     def body() -> dict[str, Any]:
         task.prepare_run(config, out)
         if config.get("agents") == "llm":
-            return asyncio.run(_execute_llm(task, out, config, state, quiet))
+            # on a worker thread's own loop where one already runs (a notebook): see graphs/aio.py
+            return run_sync(lambda: _execute_llm(task, out, config, state, quiet))
         return _execute_rule(task, out, config, state, quiet)
 
+    with decimal.localcontext(decimal_context()):  # the caller's decimal context neither changes the sums nor is changed
+        return _safety_net(task, out, config, body)
+
+
+def _safety_net(task: Task, out: Path, config: dict[str, Any], body: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     try:
         return body()
     except (RunStopped, RunFailed, runstore.RunDirError):
@@ -266,8 +343,27 @@ def execute(task: Task, out: Path, config: dict[str, Any], state: dict[str, Any]
         unwritten = record_failure(task, out, config, message, log)
         where = f"the traceback is in {log}" if log else "the traceback could not be saved"
         summary = "summary.json has status 'failed'" if unwritten is None else f"summary.json could not be written ({unwritten})"
-        raise RunFailed(f"the run failed ({message}); {where}; {summary}; after fixing the cause, "
-                        f"'cooplab resume {out}' continues from the last checkpoint") from exc
+        then = (f"'cooplab resume {out}' continues from the last checkpoint" if resumable(task, out, config) else
+                f"{runstore.RESTART.format(out=out)} (it failed before its first checkpoint: there is nothing to resume)")
+        raise RunFailed(f"the run failed ({message}); {where}; {summary}; after fixing the cause, {then}") from exc
+
+
+def resumable(task: Task, out: Path, config: dict[str, Any]) -> bool:
+    """Whether ``cooplab resume`` can continue the run in ``out``: it has a checkpoint holding a
+    round (a run that failed before its first checkpoint must start again instead)."""
+    try:
+        runstore.check_checkpoints(out)
+        return "round" in last_values(task, out, config)
+    except Exception:  # noqa: BLE001 - missing, damaged, empty: not resumable
+        return False
+
+
+def decimal_context() -> decimal.Context:
+    """The decimal context every run computes its money in (the ledger's exact sums): Python's
+    default, stated here so that a caller's own context (a notebook's ``getcontext().prec = 6``, a
+    trap on ``Inexact``) changes no amount a run records; it is set for the run only."""
+    return decimal.Context(prec=28, rounding=decimal.ROUND_HALF_EVEN, Emin=-999999, Emax=999999, capitals=1, clamp=0,
+                           flags=[], traps=[decimal.InvalidOperation, decimal.DivisionByZero, decimal.Overflow])
 
 
 def record_failure(task: Task, out: Path, config: dict[str, Any], message: str, log: Path | None,
@@ -290,7 +386,7 @@ def record_failure(task: Task, out: Path, config: dict[str, Any], message: str, 
 
 def last_values(task: Task, out: Path, config: dict[str, Any]) -> dict[str, Any]:
     """The state of a run's last checkpoint (append-only logs rebuilt from their deltas)."""
-    with sqlite_saver(out / "checkpoints.sqlite") as saver:
+    with sqlite_saver(out / "checkpoints.sqlite", task) as saver:
         snap = task.build(config, checkpointer=saver).get_state({"configurable": {"thread_id": thread_id(task, config)}})
     if not snap.values:
         raise RuntimeError("no checkpoint")
@@ -299,7 +395,7 @@ def last_values(task: Task, out: Path, config: dict[str, Any]) -> dict[str, Any]
 
 def _execute_rule(task: Task, out: Path, config: dict[str, Any], state: dict[str, Any] | None, quiet: bool) -> dict[str, Any]:
     t0 = time.perf_counter()
-    with sqlite_saver(out / "checkpoints.sqlite") as saver:
+    with sqlite_saver(out / "checkpoints.sqlite", task) as saver:
         graph = task.build(config, checkpointer=saver)
         cfg: dict[str, Any] = _graph_config(task, config)
         snap = None
@@ -332,11 +428,13 @@ def _execute_rule(task: Task, out: Path, config: dict[str, Any], state: dict[str
 
 
 async def _execute_llm(task: Task, out: Path, config: dict[str, Any], state: dict[str, Any] | None, quiet: bool) -> dict[str, Any]:
+    import aiosqlite
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
     t0 = time.perf_counter()
     status, message = "completed", None
-    async with AsyncSqliteSaver.from_conn_string(str(out / "checkpoints.sqlite")) as saver:
+    async with aiosqlite.connect(str(out / "checkpoints.sqlite")) as conn:
+        saver = AsyncSqliteSaver(conn, serde=checkpoint_serde.serializer(task))
         graph = task.build(config, checkpointer=saver)
         cfg: dict[str, Any] = _graph_config(task, config)
         snap = None
@@ -358,7 +456,12 @@ async def _execute_llm(task: Task, out: Path, config: dict[str, Any], state: dic
             else:
                 pool = sandbox_pool(task, config, out)
                 context = CoopContext(llm=service, sandbox=pool, run_dir=str(out))
-                final = await _stream(graph, state, cfg, context, progress, out)
+
+                def step(node: str, update: Any) -> None:
+                    service.ledger.forget_granted()  # the interrupted node is done: a call it did not make again is not coming
+                    progress(node, update)
+
+                final = await _stream(graph, state, cfg, context, step, out)
         except BaseException as exc:  # noqa: BLE001
             stop = stop_status(exc)
             if stop is None:
@@ -426,8 +529,8 @@ def finish(task: Task, out: Path, config: dict[str, Any], final: dict[str, Any],
         summary["ledger"] = service.ledger.totals()
         summary["llm"] = {"cache_hits": service.cache.hits, "cache_misses": service.cache.misses}
         entries = [e.as_dict() for e in service.ledger.entries]
-        if entries:
-            runstore.write_table(entries, out, "ledger", csv=csv)
+        if entries:  # the money as float and exact text, the agent as agent_id (graphs/tables.py)
+            runstore.write_table(money_table("ledger", runstore.frame(entries)), out, "ledger", csv=csv)
     elif run.llm:  # a failed run: what it spent, so that a sweep's budget counts it
         summary["ledger"] = _restored_totals(out, final.get("ledger"))
     decisions = final.get("decisions") or []
@@ -435,7 +538,7 @@ def finish(task: Task, out: Path, config: dict[str, Any], final: dict[str, Any],
         df = runstore.frame(decisions)  # its text cleaned of lone surrogates (pandas refuses them)
         if "parsed" in df:
             df["parsed"] = df["parsed"].map(lambda v: None if v is None else json.dumps(v))
-        runstore.write_table(df, out, "decisions", csv=csv)
+        runstore.write_table(money_table("decisions", df), out, "decisions", csv=csv)
         summary["decisions"] = {"count": len(df), "fallback_used": int(df["fallback_used"].sum()) if "fallback_used" in df else 0,
                                 "mean_attempts": float(df["attempts"].mean()) if "attempts" in df else 1.0}
     runstore.write_json(out / "summary.json", summary)

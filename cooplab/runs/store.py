@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cooplab.graphs.rundir import RunDirError, frame, jsonable, now, read_json, read_table, write_json, write_table  # noqa: F401 - the engine's file helpers
-from cooplab.limits import ConfigError, parse_json
+from cooplab.limits import ConfigError, one_line, parse_json
 from cooplab.graphs.rundir import code_version, git_commit, machine, readonly_uri, TRACES_FILE  # noqa: F401
 from cooplab.graphs.rundir import LOCK_FILE, RunDirBusy, locked  # noqa: F401 - one writer per run directory
 
@@ -70,10 +70,21 @@ def read_run_config(out: Path) -> dict[str, Any]:
     return config
 
 
-def check_checkpoints(out: Path) -> None:
-    """Refuse (one line) a run directory whose checkpoints.sqlite is missing, not SQLite, truncated
-    or without checkpoints. Opens the file read-only; never changes it."""
+def refused_checkpoint(out: Path, exc: Exception) -> RunDirError:
+    """The one line of a run whose checkpoints hold a value cooplab never stores
+    (:class:`~cooplab.graphs.checkpoint_serde.CheckpointRefused`): the run, the refused type, and
+    that nothing of it ran."""
+    return RunDirError(f"{out}/checkpoints.sqlite cannot be trusted: {exc}; the run cannot resume: {RESTART.format(out=out)}")
+
+
+def check_checkpoints(out: Path, serde: Any = None) -> None:
+    """Refuse (one line) a run directory whose checkpoints.sqlite is missing, not SQLite, truncated,
+    without checkpoints, or holding a value cooplab never stores (every stored value is checked
+    with ``serde``, a :class:`~cooplab.graphs.checkpoint_serde.CheckpointSerializer`, before any is
+    loaded). Opens the file read-only; never changes it."""
     import sqlite3
+
+    from cooplab.graphs import checkpoint_serde
 
     out = Path(out)
     path = out / "checkpoints.sqlite"
@@ -101,9 +112,15 @@ def check_checkpoints(out: Path) -> None:
         raise RunDirError(f"{path} is damaged ({exc}); the run cannot resume: {again}") from None
     if not n:
         raise RunDirError(f"{path} holds no checkpoint, so there is nothing to resume; {again}")
+    try:
+        checkpoint_serde.scan(readonly_uri(path), serde, uri=True)
+    except checkpoint_serde.CheckpointRefused as exc:
+        raise refused_checkpoint(out, exc) from None
+    except (sqlite3.Error, ValueError) as exc:
+        raise RunDirError(f"{path} is damaged ({one_line(str(exc), 200)}); the run cannot resume: {again}") from None
 
 
-def config_for_resume(out: Path, task: str, check_config) -> dict[str, Any]:
+def config_for_resume(out: Path, task: str, check_config, serde: Any = None) -> dict[str, Any]:
     """A run directory's config.json, ready to resume a ``task`` run: the task matches, every value
     passes ``check_config(out, config)`` (which returns it in the current shape) and checkpoints.sqlite is sound (one-line RunDirErrors;
     nothing is changed)."""
@@ -124,7 +141,7 @@ def config_for_resume(out: Path, task: str, check_config) -> dict[str, Any]:
         raise RunDirError(f"{exc}; install it and resume again") from None
     except ConfigError as exc:
         raise RunDirError(f"{exc}; fix the file, or {RESTART.format(out=out)}") from None
-    check_checkpoints(out)
+    check_checkpoints(out, serde)
     return config
 
 

@@ -2,7 +2,8 @@
 
 A society's tables hold per-round means; who caught, earned and believed what in each round lives in
 the graph's checkpoints, one after every node. :func:`updates` replays them in order (read-only, the
-top-level graph only) and yields, per checkpoint, the channels its node wrote and the state after
+top-level graph only, and only the values a cooplab checkpoint may hold: see
+:mod:`cooplab.graphs.checkpoint_serde`; a file holding anything else is refused in one line) and yields, per checkpoint, the channels its node wrote and the state after
 it. A damaged or missing file yields nothing and the caller says so.
 """
 
@@ -28,6 +29,8 @@ def updates(out: Path) -> Iterator[tuple[set[str], dict[str, Any]]]:
     """(channels written, state after) for each top-level checkpoint of the run, oldest first."""
     from langgraph.checkpoint.sqlite import SqliteSaver
 
+    from cooplab.graphs.checkpoint_serde import CheckpointRefused, CheckpointSerializer
+
     path = out / CHECKPOINTS
     if not path.is_file():
         raise HistoryError("this run has no checkpoints.sqlite, so its per-agent rounds cannot be shown")
@@ -36,8 +39,11 @@ def updates(out: Path) -> Iterator[tuple[set[str], dict[str, Any]]]:
     except sqlite3.Error as exc:
         raise HistoryError(f"cannot open checkpoints.sqlite: {exc}") from None
     try:
-        saver = SqliteSaver(conn)
+        saver = SqliteSaver(conn, serde=CheckpointSerializer())  # only what cooplab stores is read back
         cps = [c for c in saver.list(None, limit=MAX_CHECKPOINTS) if not c.config["configurable"].get("checkpoint_ns")]
+    except CheckpointRefused as exc:
+        conn.close()
+        raise HistoryError(f"{out.name}/checkpoints.sqlite is not shown: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - damaged file or an unknown serializer format
         conn.close()
         raise HistoryError(f"checkpoints.sqlite could not be read ({type(exc).__name__}: {str(exc)[:200]})") from None

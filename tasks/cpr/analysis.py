@@ -13,17 +13,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from cooplab.evals import stats  # noqa: E402
-from cooplab.evals.text import model_display_name  # noqa: E402
-from cooplab.graphs import rundir  # noqa: E402
-from cooplab.tasks.cpr.figures import timeseries_stats  # noqa: E402
+from cooplab.evals import stats
+from cooplab.evals.canvas import Figure, subplots
+from cooplab.evals.text import model_display_name
+from cooplab.graphs import rundir
+from cooplab.tasks.cpr.figures import timeseries_stats
 
 POPS = ["altruistic", "mixed", "selfish"]
 ABLS = ["full", "osl", "ogd", "neither"]
@@ -196,11 +193,11 @@ def _bars(ax, g: pd.DataFrame, key: str, levels: list[str]) -> tuple[float, list
     return top, ns
 
 
-def survival_figure(g: pd.DataFrame, env: str, letters: dict[str, str]) -> plt.Figure:
+def survival_figure(g: pd.DataFrame, env: str, letters: dict[str, str]) -> Figure:
     """Figs. 5 and 6: mean survival time by model and population in one environment, ±1 s.e.m.,
     with the Tukey HSD letters of the models above their bars."""
     models = sorted(g["model"].unique())
-    fig, ax = plt.subplots(figsize=(max(5, 1.8 * len(models) + 2), 4.6), constrained_layout=True)
+    fig, ax = subplots(figsize=(max(5, 1.8 * len(models) + 2), 4.6), constrained_layout=True)
     top, ns = _bars(ax, g, "model", models)
     shown = any(letters.get(mo) for mo in models)
     for j, mo in enumerate(models):
@@ -215,10 +212,10 @@ def survival_figure(g: pd.DataFrame, env: str, letters: dict[str, str]) -> plt.F
     return fig
 
 
-def ablation_figure(soc: pd.DataFrame) -> plt.Figure:
+def ablation_figure(soc: pd.DataFrame) -> Figure:
     """Fig. 7: mean survival time by ablation and population, one panel per environment, ±1 s.e.m."""
     envs = sorted(soc["env"].unique())
-    fig, axes = plt.subplots(1, len(envs), figsize=(6 * len(envs), 4.4), constrained_layout=True, squeeze=False)
+    fig, axes = subplots(1, len(envs), figsize=(6 * len(envs), 4.4), constrained_layout=True, squeeze=False)
     ns: list[int] = []
     for ax, env in zip(axes[0], envs):
         g = soc[soc.env == env]
@@ -233,10 +230,10 @@ def ablation_figure(soc: pd.DataFrame) -> plt.Figure:
     return fig
 
 
-def norms_figure(norms: pd.DataFrame) -> plt.Figure:
+def norms_figure(norms: pd.DataFrame) -> Figure:
     """Fig. 14: each society's individual norm similarity against its alignment, at its last round."""
     last = norms.sort_values("round").groupby(["run", "society"]).tail(1)
-    fig, ax = plt.subplots(figsize=(6, 5.3), constrained_layout=True)
+    fig, ax = subplots(figsize=(6, 5.3), constrained_layout=True)
     markers = {"altruistic": "o", "mixed": "s", "selfish": "^"}
     for (model, pop), g in last.groupby(["model", "population"]):
         ax.scatter(g["S_ind"], g["S_align"], marker=markers.get(pop, "x"), label=f"{model} / {pop}", alpha=0.8)
@@ -248,7 +245,7 @@ def norms_figure(norms: pd.DataFrame) -> plt.Figure:
     return fig
 
 
-def efficiency_figure(eff: pd.DataFrame) -> plt.Figure:
+def efficiency_figure(eff: pd.DataFrame) -> Figure:
     """Fig. 15: efficiency eta(t) per model over the rounds, one panel per environment (full
     condition when present): the mean over the societies still running, with its 95% CI."""
     from matplotlib.lines import Line2D
@@ -256,7 +253,7 @@ def efficiency_figure(eff: pd.DataFrame) -> plt.Figure:
     from matplotlib.ticker import MaxNLocator
 
     envs = sorted(eff["env"].unique())
-    fig, axes = plt.subplots(1, len(envs), figsize=(6 * len(envs), 4.4), constrained_layout=True, squeeze=False)
+    fig, axes = subplots(1, len(envs), figsize=(6 * len(envs), 4.4), constrained_layout=True, squeeze=False)
     for ax, env in zip(axes[0], envs):
         g = eff[(eff.env == env) & (eff.ablation == "full")] if (eff.ablation == "full").any() else eff[eff.env == env]
         handles = []
@@ -278,9 +275,8 @@ def efficiency_figure(eff: pd.DataFrame) -> plt.Figure:
     return fig
 
 
-def _save(fig: plt.Figure, out: Path, name: str) -> str:
+def _save(fig: Figure, out: Path, name: str) -> str:
     fig.savefig(out / name, dpi=110)
-    plt.close(fig)
     return name
 
 

@@ -6,14 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from cooplab.evals.text import mean_sem_text  # noqa: E402
+from cooplab.evals.canvas import Figure, subplots
+from cooplab.evals.text import mean_sem_text
 
 
 def _band(ax, x, mean, half, label, color=None, ls="-", bounds=(-np.inf, np.inf)):
@@ -138,12 +135,11 @@ def run_figure(rounds: pd.DataFrame, summary: dict[str, Any], outdir: Path, *, e
     fig = run_figure_of(rounds, summary, efforts=efforts, norms=norms)
     path = outdir / "run.png"
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 
 def run_figure_of(rounds: pd.DataFrame, summary: dict[str, Any], *, efforts: pd.DataFrame | None = None,
-                  norms: pd.DataFrame | None = None) -> plt.Figure:
+                  norms: pd.DataFrame | None = None) -> Figure:
     """Four panels for one run: survival curve, stock, effort and norm, compliance. Lines are
     means over the societies still running at each round; bands their 95% confidence interval.
     An LLM run (``efforts`` from :func:`agent_efforts`, ``norms``: its norms_adopted table) gets
@@ -151,7 +147,7 @@ def run_figure_of(rounds: pd.DataFrame, summary: dict[str, Any], *, efforts: pd.
     from matplotlib.ticker import MaxNLocator
 
     llm = efforts is not None or norms is not None
-    fig, grid = plt.subplots(3 if llm else 2, 2, figsize=(10, 10.6 if llm else 7.4), constrained_layout=True,
+    fig, grid = subplots(3 if llm else 2, 2, figsize=(10, 10.6 if llm else 7.4), constrained_layout=True,
                              gridspec_kw={"height_ratios": [1, 1, 0.9] if llm else [1, 1]})
     axes = grid[:2]
     if llm:
@@ -198,11 +194,10 @@ def fig2(ts: pd.DataFrame, surv: pd.DataFrame, off_round: int, path: Path) -> Pa
     """``path``: :func:`fig2_of` saved."""
     fig = fig2_of(ts, surv, off_round)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 
-def fig2_of(ts: pd.DataFrame, surv: pd.DataFrame, off_round: int) -> plt.Figure:
+def fig2_of(ts: pd.DataFrame, surv: pd.DataFrame, off_round: int) -> Figure:
     """Fig. 2 analog: punishment disabled at t = off_round vs kept, for each beta. Shares (running
     societies, compliance) keep their bands in [0, 1]; the legend names every line style, the
     bands and the dotted switch-off line."""
@@ -210,7 +205,7 @@ def fig2_of(ts: pd.DataFrame, surv: pd.DataFrame, off_round: int) -> plt.Figure:
     from matplotlib.patches import Patch
     from matplotlib.ticker import MaxNLocator
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4), constrained_layout=True)
+    fig, axes = subplots(1, 3, figsize=(15, 4.4), constrained_layout=True)
     colors: dict[float, str] = {}
     share = (0.0, 1.0)
     for (beta, off), grp in surv.groupby(["beta", "punishment_off"]):
@@ -242,7 +237,7 @@ def fig2_of(ts: pd.DataFrame, surv: pd.DataFrame, off_round: int) -> plt.Figure:
 def fig3(grid: pd.DataFrame, path: Path) -> Path:
     """Fig. 3 analog: mean survival time over beta x r."""
     piv = grid.pivot(index="r", columns="beta", values="survival_mean").sort_index(ascending=False)
-    fig, ax = plt.subplots(figsize=(8.5, 6), constrained_layout=True)
+    fig, ax = subplots(figsize=(8.5, 6), constrained_layout=True)
     im = ax.imshow(piv.values, aspect="auto", cmap="viridis", vmin=0, vmax=float(grid["rounds"].max()))
     ax.set_xticks(range(piv.shape[1]), [f"{b:g}" for b in piv.columns])
     ax.set_yticks(range(piv.shape[0]), [f"{r:.2f}" for r in piv.index])
@@ -253,7 +248,6 @@ def fig3(grid: pd.DataFrame, path: Path) -> Path:
     ax.set(xlabel="punishment strength beta", ylabel="growth rate r", title="Mean survival time T_s (100 runs per cell)")
     fig.colorbar(im, ax=ax, label="T_s (rounds)")
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 
@@ -261,7 +255,7 @@ def fig4(bars: pd.DataFrame, path: Path) -> Path:
     """Fig. 4 analog: survival by population x environment, mean ± s.e.m."""
     pops = ["altruistic", "mixed", "selfish"]
     envs = ["harsh", "rich"]
-    fig, ax = plt.subplots(figsize=(7, 4.5), constrained_layout=True)
+    fig, ax = subplots(figsize=(7, 4.5), constrained_layout=True)
     w = 0.26
     for k, pop in enumerate(pops):
         sub = bars.set_index(["env", "population"])
@@ -272,6 +266,5 @@ def fig4(bars: pd.DataFrame, path: Path) -> Path:
     ax.set(ylabel="survival time T_s (rounds)", title="Survival by population and environment (mean ± s.e.m.)")
     ax.legend()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 

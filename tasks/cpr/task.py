@@ -22,6 +22,7 @@ from cooplab.graphs import rundir
 from cooplab.tasks.cpr import metrics as cpr_metrics
 from cooplab.evals.text import counts_text, mean_sem_text
 from cooplab.graphs.rng import phase_rng
+from cooplab.graphs.tables import agent_id
 from cooplab.graphs.task import RunInfo, Task, TaskConfigError
 from cooplab.tasks.cpr import phases as ph
 from cooplab.tasks.cpr.params import (
@@ -33,7 +34,7 @@ from cooplab.tasks.cpr.params import (
     params_table,
 )
 from cooplab.tasks.cpr.society import Condition, apply_ablation, init_state, phases_for
-from cooplab.tasks.cpr.state import CPRState
+from cooplab.tasks.cpr.state import CPRState, full_state
 
 
 def presets() -> dict[str, dict[str, Any]]:
@@ -211,7 +212,7 @@ class CPRTask(Task):
         return self.params(config).T
 
     def outputs(self, final: Mapping[str, Any], config: Mapping[str, Any], run: RunInfo) -> dict[str, Any]:
-        final = dict(final)
+        final = full_state(final)  # a run stopped early may end with finished societies out of the running block
         if run.status != "completed":  # societies still running were censored at the last completed round
             running = np.asarray(final["active"])
             last = int(final["round"]) - 1
@@ -238,7 +239,8 @@ class CPRTask(Task):
         if final.get("beliefs") is not None:
             types = final.get("agent_types") or []
             init = final.get("beliefs_initial") or final["beliefs"]
-            rows = [{"society": s_, "agent": i_, "type": types[s_][i_] if types else None, "initial_belief": init[s_][i_], "final_belief": b_}
+            rows = [{"society": s_, "agent": i_, "agent_id": agent_id(s_, i_), "type": types[s_][i_] if types else None,
+                     "initial_belief": init[s_][i_], "final_belief": b_}
                     for s_, row in enumerate(final["beliefs"]) for i_, b_ in enumerate(row)]
             rundir.write_table(rows, run.out, "beliefs_final", csv=run.csv)
         return summary

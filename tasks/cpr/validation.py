@@ -20,6 +20,7 @@ require("analysis", "the ABM figures (cooplab figures cpr-abm)", ("scipy",))
 from scipy import stats  # noqa: E402
 
 from cooplab.evals.metrics import efficiency, survival_time
+from cooplab.graphs.checkpoint_serde import CheckpointSerializer
 from cooplab.tasks.cpr.figures import fig2, fig3, fig4, survival_curve, timeseries_stats
 from cooplab.graphs import rundir
 from cooplab.tasks.cpr import metrics as cpr_metrics
@@ -45,7 +46,7 @@ EFFECTS = {
 
 
 def _run(conds: list[Condition], replicates: int, seed: int) -> dict[str, Any]:
-    return run_cpr(conds, replicates, seed, checkpointer=InMemorySaver(), durability="exit")
+    return run_cpr(conds, replicates, seed, checkpointer=InMemorySaver(serde=CheckpointSerializer()), durability="exit")
 
 
 def experiment_fig2(replicates: int, seed: int, overrides: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:

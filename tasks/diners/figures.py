@@ -17,6 +17,7 @@ import pandas as pd
 from langgraph.checkpoint.memory import InMemorySaver
 
 from cooplab.graphs import rundir
+from cooplab.graphs.checkpoint_serde import CheckpointSerializer
 from cooplab.tasks.diners import model as dm
 from cooplab.tasks.diners.society import paper_conditions, run_diners
 from cooplab.tasks.diners.metrics import strategy_counts
@@ -41,15 +42,6 @@ def share_stats(counts: pd.DataFrame, by: list[str] | None = None) -> pd.DataFra
     out = out[["mean", "sd", "q05", "q95", "n"]].reset_index()
     out["sd"] = out["sd"].fillna(0.0)
     return out
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def _panel(ax, st: pd.DataFrame, title: str, bands: bool = True) -> bool:
@@ -93,8 +85,9 @@ def _legend(ax, bands: bool, **kw) -> None:
 
 def combination_figure_of(st: pd.DataFrame, comb: int, suptitle: str):
     """Figs. 9 and 10: one panel per punishment setting of one initial combination."""
-    plt = _plt()
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), sharey=True)
+    from cooplab.evals.canvas import subplots
+
+    fig, axes = subplots(1, 3, figsize=(13, 3.8), sharey=True)
     bands = False
     for ax, pk in zip(axes, PK_ORDER):
         bands |= _panel(ax, st[(st["combination"] == comb) & (st["pk"] == pk)], PK_TITLE[pk])
@@ -111,9 +104,10 @@ def combination_figure(st: pd.DataFrame, comb: int, path: Path, suptitle: str) -
 
 def run_figure_of(counts: pd.DataFrame, summary: dict[str, Any]):
     """One run's strategy shares per iteration (mean over its replicates)."""
-    plt = _plt()
+    from cooplab.evals.canvas import subplots
+
     st = share_stats(counts)
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig, ax = subplots(figsize=(6.4, 4.2))
     pk = summary.get("pk") or f"{summary.get('p')}:{summary.get('k')}"
     reps = summary.get("replicates")
     bands = _panel(ax, st, f"{summary.get('agents')} agents, p:k {pk}, {reps} replicate{'' if reps == 1 else 's'}")
@@ -129,10 +123,8 @@ def run_figure(counts: pd.DataFrame, summary: dict[str, Any], outdir: Path) -> P
 
 
 def _save(fig, path: Path) -> Path:
-    plt = _plt()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 
@@ -141,7 +133,8 @@ def rule_experiment(replicates: int, seed: int, iterations: int = 10, beta: floa
     """The six paper conditions x ``replicates``; the strategy-count table with labels. ``choices``:
     our free choices (:data:`model.CHOICES`: the menu, the p, k of "unstated", memory), default ours."""
     conds = paper_conditions(beta, choices)
-    final = run_diners([c for _, _, c in conds], replicates, seed, iterations, checkpointer=InMemorySaver(), durability="exit")
+    final = run_diners([c for _, _, c in conds], replicates, seed, iterations, checkpointer=InMemorySaver(serde=CheckpointSerializer()),
+                       durability="exit")
     counts = strategy_counts(final, _initial(final))
     meta = pd.DataFrame([{"combination": comb, "pk": pk} for comb, pk, _ in conds])
     return counts.join(meta, on="condition")

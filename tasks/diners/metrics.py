@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cooplab.graphs.tables import ids
 from cooplab.tasks.diners import model as dm
 
 
@@ -40,9 +41,12 @@ def per_agent_tables(final: dict[str, Any]) -> dict[str, pd.DataFrame]:
     S, N = np.asarray(final["strategy"]).shape
     orders, utils, imit, pun = [], [], [], []
     names = np.array(dm.STRATEGIES)
+    society, agent = np.repeat(np.arange(S), N), np.tile(np.arange(N), S)
+    keys = ids(society, agent)  # the agent key of every table (graphs/tables.py)
     for h in final.get("history") or []:
         t = int(h["round"])
-        base = {"condition": np.repeat(cond, N), "replicate": np.repeat(rep, N), "iteration": t, "agent": np.tile(np.arange(N), S),
+        base = {"condition": np.repeat(cond, N), "replicate": np.repeat(rep, N), "society": society, "iteration": t, "agent": agent,
+                "agent_id": keys,
                 "group": np.asarray(final["group"]).ravel(), "strategy": names[h["strategy_played"]].ravel()}
         orders.append(pd.DataFrame({**base, "venue": np.array(dm.VENUES)[h["venue"] % len(dm.VENUES)].ravel(),
                                     "order": np.where(h["defect"], "premium", "budget").ravel()}))
@@ -60,8 +64,9 @@ def per_agent_tables(final: dict[str, Any]) -> dict[str, pd.DataFrame]:
         for stage, key in ((1, "punish1"), (2, "punish2")):
             s_, i_, j_ = np.nonzero(h[key])
             played = h["strategy_played"]
-            pun.append(pd.DataFrame({"condition": cond[s_], "replicate": rep[s_], "iteration": t, "stage": stage,
-                                     "punisher": i_, "target": j_, "punisher_strategy": names[played[s_, i_]],
+            pun.append(pd.DataFrame({"condition": cond[s_], "replicate": rep[s_], "society": s_, "iteration": t, "stage": stage,
+                                     "punisher": i_, "target": j_, "punisher_id": ids(s_, i_), "target_id": ids(s_, j_),
+                                     "punisher_strategy": names[played[s_, i_]],
                                      "target_strategy": names[played[s_, j_]]}))
 
     def cat(xs: list[pd.DataFrame]) -> pd.DataFrame:

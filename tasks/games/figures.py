@@ -14,26 +14,18 @@ import pandas as pd
 from cooplab.tasks.games.metrics import METRIC_LABEL, bootstrap_convergence
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def run_figure_of(rounds: pd.DataFrame, convergence: pd.DataFrame, summary: Mapping[str, Any]):
     """Left: the primary metric per round (mean over simulations, with its 95% CI over the
     simulations), with the Nash and Pareto references. Right: the bootstrap convergence of the
     run's metric (mean absolute error against the number of simulations, ±1 s.d. over the
     resamples, 95th percentile). Every line and band has a legend entry."""
-    plt = _plt()
     from matplotlib.ticker import MaxNLocator
+
+    from cooplab.evals.canvas import subplots
 
     game = summary["game"]
     m = summary["metric"]
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 3.8))
+    fig, (ax, bx) = subplots(1, 2, figsize=(10, 3.8))
     if len(rounds):
         g = rounds.groupby("round")["metric"]
         mean, sd, n = g.mean(), g.std(ddof=1).fillna(0.0), g.count()
@@ -62,11 +54,9 @@ def run_figure_of(rounds: pd.DataFrame, convergence: pd.DataFrame, summary: Mapp
 
 def run_figure(rounds: pd.DataFrame, convergence: pd.DataFrame, summary: Mapping[str, Any], path: Path) -> Path:
     """``path``: :func:`run_figure_of` saved."""
-    plt = _plt()
     fig = run_figure_of(rounds, convergence, summary)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 
@@ -94,7 +84,6 @@ def convergence_figure(per_game: Mapping[str, Any], path: Path, *, resamples: in
     (``per_game``: game -> values, one per simulation). Left: the absolute error pooled over all
     games (mean, shaded +-1 s.d., dashed 95th percentile); right: per game, in units of the full
     data's s.d. Returns the per-game table (game, n, mae, sd, p95, mae_sd_units)."""
-    plt = _plt()
     rng = np.random.default_rng(seed)
     tables, pooled = [], {}
     for game, values in per_game.items():
@@ -105,7 +94,9 @@ def convergence_figure(per_game: Mapping[str, Any], path: Path, *, resamples: in
     table = pd.concat(tables, ignore_index=True)[["game", "n", "mae", "sd", "p95", "mae_sd_units"]] if tables else pd.DataFrame()
     agg = pd.DataFrame([{"n": n, "mae": float(np.concatenate(e).mean()), "sd": float(np.concatenate(e).std(ddof=1)),
                          "p95": float(np.percentile(np.concatenate(e), 95))} for n, e in sorted(pooled.items()) if len(e) == len(per_game)])
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 3.8))
+    from cooplab.evals.canvas import subplots
+
+    fig, (ax, bx) = subplots(1, 2, figsize=(10, 3.8))
     _convergence_panel(ax, agg, "black", "all games: mean absolute error")
     if len(agg):
         ax.legend(fontsize=7)
@@ -118,7 +109,6 @@ def convergence_figure(per_game: Mapping[str, Any], path: Path, *, resamples: in
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return table
 
 
@@ -218,12 +208,10 @@ def reference_caption(profiles: Sequence[Mapping[str, Any]]) -> str:
 def profile_figure(profiles: Sequence[Mapping[str, Any]], path: Path, labels: Sequence[str] | None = None,
                    info: Mapping[str, Mapping[str, Any]] | None = None) -> Path:
     """``path``: :func:`profile_figure_of` saved."""
-    plt = _plt()
     fig = profile_figure_of(profiles, labels, info)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
-    plt.close(fig)
     return path
 
 
@@ -235,7 +223,6 @@ def profile_figure_of(profiles: Sequence[Mapping[str, Any]], labels: Sequence[st
     between them shaded. Points follow :func:`encoding` (with ``info``: colour by family, shape by
     model, size by log2 of the parameters). A game left out of a profile for its fallbacks is drawn
     as a hollow grey point."""
-    plt = _plt()
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
@@ -248,7 +235,9 @@ def profile_figure_of(profiles: Sequence[Mapping[str, Any]], labels: Sequence[st
     width = min(40.0, max(9.0, ncol * (1.2 + 0.45 * len(profiles))))
     legend_cols = max(2, min(6, int(width // 4.5)))
     legend_rows = math.ceil((len(enc["legend"]) + 1) / legend_cols) if info is not None else 1
-    fig, axes = plt.subplots(nrow, ncol, figsize=(width, 3.3 * nrow + 0.22 * legend_rows + 0.8), squeeze=False)
+    from cooplab.evals.canvas import subplots
+
+    fig, axes = subplots(nrow, ncol, figsize=(width, 3.3 * nrow + 0.22 * legend_rows + 0.8), squeeze=False)
     excluded_any = missing_any = False
     for k, game in enumerate(games):
         ax = axes[k // ncol][k % ncol]

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cooplab.graphs.tables import ids
 from cooplab.tasks.games import equilibria as eq
 
 METRIC_LABEL = {"weakest-link": "effort", "cpr": "extraction", "cpr-sanction": "extraction", "collective-risk": "contribution per round",
@@ -213,10 +214,11 @@ def player_table(P: Any, history: Sequence[Mapping[str, Any]], group: np.ndarray
     game = P.GAME
     S, N = np.asarray(history[0]["action"]).shape[:2]
     fb = fallbacks if fallbacks is not None else fallback_masks(P, history, None, "")
+    keys = ids(np.repeat(np.arange(S), N), np.tile(np.arange(N), S))  # "SIMULATION:PLAYER", as the decisions and ledger (graphs/tables.py)
     frames = []
     for t, h in enumerate(history):
         d: dict[str, Any] = {"simulation": np.repeat(np.arange(S), N), "round": np.full(S * N, int(h["round"])),
-                             "player": np.tile(np.arange(N), S), "group": np.tile(group, S)}
+                             "player": np.tile(np.arange(N), S), "agent_id": keys, "group": np.tile(group, S)}
         a = np.asarray(h["action"])
         for k, col in enumerate(ACTION_COLUMNS[game]):
             d[col] = (a[..., k] if a.ndim == 3 else a).ravel().astype(np.int64)
@@ -287,8 +289,9 @@ def sanction_table(history: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         s = np.asarray(h["sanction"])
         si, i, j = np.nonzero(s)
         frames.append(pd.DataFrame({"simulation": si, "round": int(h["round"]), "sanctioner": i, "target": j,
-                                    "tokens": s[si, i, j].astype(np.int64)}))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["simulation", "round", "sanctioner", "target", "tokens"])
+                                    "sanctioner_id": ids(si, i), "target_id": ids(si, j), "tokens": s[si, i, j].astype(np.int64)}))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["simulation", "round", "sanctioner", "target",
+                                                                                     "sanctioner_id", "target_id", "tokens"])
 
 
 def simulation_table(P: Any, history: Sequence[Mapping[str, Any]], fallbacks: Mapping[str, np.ndarray] | None = None) -> pd.DataFrame:

@@ -198,7 +198,10 @@ class GameTask(Task):
             tables["sanctions"] = mt.sanction_table(history)
         messages = list(final.get("messages") or [])
         if messages:
-            tables["messages"] = rundir.frame(messages)  # model text: cleaned of lone surrogates as the frame is made
+            from cooplab.graphs.tables import with_agent_ids
+
+            # model text: cleaned of lone surrogates as the frame is made
+            tables["messages"] = with_agent_ids(rundir.frame(messages), "simulation", "player")
         conv = None
         if history:
             conv = mt.bootstrap_convergence(tables["simulations"]["metric"], resamples=200,

@@ -5,12 +5,11 @@ replays). What it spent is reported next to the team's cost (summary.json's ``ju
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 from pathlib import Path
 from typing import Any, Mapping
 
 from cooplab.graphs import rundir
+from cooplab.graphs.aio import run_sync
 
 JUDGE_MAX_TOKENS = 512  #: Appendix L: at most 512 output tokens, temperature 0
 #: what the judge's ledger reports (in scores.json and summary.json)
@@ -54,20 +53,6 @@ def judge_service(config: dict[str, Any], judge: str, *, base_url: str | None = 
     return build_service({"llm": LLMSettings.model_validate(llm, strict=False), "seed": int(config.get("seed", 0))})
 
 
-def _run(coro):
-    """Run a coroutine to completion also from inside a running event loop (the runner's)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        inside_a_loop = False  # asyncio.run outside the except block: its errors must not carry this one as context
-    else:
-        inside_a_loop = True
-    if not inside_a_loop:
-        return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(1) as ex:
-        return ex.submit(asyncio.run, coro).result()
-
-
 def _failure(judge: str, out: Path, exc: BaseException, budget: float | None, ledger: dict[str, Any]) -> JudgeFailed:
     """A judge's stop as one line: what happened, what it spent, how to score again."""
     from cooplab.agents.decisions import BudgetExhausted
@@ -102,8 +87,8 @@ def judge_run(out: Path, judge: str, *, k: int = 3, base_url: str | None = None,
     with rundir.locked(out):
         service = judge_service(config, judge, base_url=base_url, cache=cache, budget=budget)
         try:
-            res = _run(judge_report(service, report, truth, k=k, judge_name=judge,
-                                    task_description=dsets.TASK_DESCRIPTIONS.get(truth.get("task", ""), truth.get("description", ""))))
+            res = run_sync(lambda: judge_report(service, report, truth, k=k, judge_name=judge,  # a notebook's loop too
+                                                task_description=dsets.TASK_DESCRIPTIONS.get(truth.get("task", ""), truth.get("description", ""))))
         except (BudgetExhausted, ModelUnavailable) as exc:
             raise _failure(judge, out, exc, budget, _ledger(service)) from None
         finally:

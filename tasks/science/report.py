@@ -1,9 +1,11 @@
 """A science run's ``report.html``: the budget spent per team over the run (``figures/budget.png``)
-and the run's one page, the same that ``cooplab report`` writes (evals/report.py)."""
+and the run's one file, the same that ``cooplab report`` writes (evals/report.py): the explorer's
+pages of the run."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from cooplab.graphs import rundir
 
@@ -16,17 +18,13 @@ def budget_figure(out: Path, path: Path) -> Path | None:
         return None
     if lg.empty:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from cooplab.evals.canvas import subplots
 
     lg = lg.reset_index(drop=True)
-    lg["cost_f"] = lg["cost"].astype(float)
-    fig, ax = plt.subplots(figsize=(7, 3.2))
+    fig, ax = subplots(figsize=(7, 3.2))
     for team, g in lg.groupby(lg["team"].fillna("?"), sort=False):
-        ax.step(g.index, g["cost_f"].cumsum(), where="post", label=str(team))
-    ax.plot(lg.index, lg["cost_f"].cumsum(), color="0.3", ls=":", label="all teams")
+        ax.step(g.index, g["cost_usd"].cumsum(), where="post", label=str(team))
+    ax.plot(lg.index, lg["cost_usd"].cumsum(), color="0.3", ls=":", label="all teams")
     cfg = rundir.read_json(out / "config.json")
     budget = (cfg.get("llm") or {}).get("budget")
     if budget:
@@ -38,17 +36,18 @@ def budget_figure(out: Path, path: Path) -> Path | None:
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 
-def write_report(out: Path) -> Path:
-    """The run's one page, ``out/report.html``: the budget figure, then the page ``cooplab report``
-    writes for any run (evals/report.py), which for a science run holds the scores with every
-    fact's evidence, the judges, the final paper, the budget figure, the timeline and the tables.
-    ``cooplab report DIR`` rewrites this same file."""
+def write_report(out: Path, task: Any = None) -> Path:
+    """The run's one file, ``out/report.html``: the budget figure, then the file ``cooplab report``
+    writes for any run (evals/report.py): the explorer's pages of the run, which for a science run
+    (``task``: the science task, whose ``explore`` hook makes its page) hold the scores with every
+    fact's evidence, the judges, the final paper, the timeline, the code calls, the budget, the
+    figures and the tables. ``cooplab report DIR`` rewrites this same file."""
     from cooplab.evals.report import write_report as write_page
 
     out = Path(out)
     budget_figure(out, out / "figures" / "budget.png")
-    return Path(write_page(out, out / "report.html")["path"])
+    task_for = (lambda name: task if name == getattr(task, "name", None) else None) if task is not None else None
+    return Path(write_page(out, out / "report.html", task_for=task_for)["path"])

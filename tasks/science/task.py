@@ -25,6 +25,7 @@ from typing import Any
 from cooplab.evals.text import counts_text, number_text
 from cooplab.graphs import rundir
 from cooplab.graphs.rundir import TRACES_FILE
+from cooplab.graphs.tables import money_table
 from cooplab.graphs.task import RunInfo, Task, TaskConfigError, first_error
 from cooplab.limits import clean_text, sha256_file
 from cooplab.tasks.science import datasets as dsets
@@ -342,6 +343,21 @@ class ScienceTask(Task):
     def init_state(self, config: Mapping[str, Any]) -> dict[str, Any]:
         return init_state(self.params(config).max_reentries)
 
+    def budget_resume_point(self, history: Any) -> Any:
+        """A budget stop is kept in the state (``stop``, naming the node it cut short): with a raised
+        budget the run continues from the checkpoint before that node, which runs again (its calls
+        paid before the stop replay from the cache)."""
+        stop = None
+        for i, snap in enumerate(history):
+            values = snap.values or {}
+            if i == 0:
+                stop = values.get("stop")
+                if not isinstance(stop, dict):
+                    return None
+            elif not values.get("stop") and stop.get("node") in snap.next:
+                return snap
+        return None
+
     def total_rounds(self, config: Mapping[str, Any]) -> int:
         return 1 if self.params(config).pipeline == "solo" else len(TEAMS)
 
@@ -372,7 +388,8 @@ class ScienceTask(Task):
             rows = [{k: (json.dumps(v, ensure_ascii=False, default=str) if isinstance(v, (list, dict)) else v) for k, v in r.items()}
                     for r in final.get(stem) or []]
             if rows:
-                rundir.write_table(rows, out, stem, csv=run.csv)
+                df = rundir.frame(rows)
+                rundir.write_table(money_table(stem, df) if stem == "tool_loops" else df, out, stem, csv=run.csv)
         truth = rundir.read_json(out / DATASET_DIR / dsets.TRUTH_FILE)
         paper = (arts.get(ARTIFACT["writing"]) or [None])[-1]
         if paper is not None:
@@ -423,7 +440,7 @@ class ScienceTask(Task):
     def figure(self, summary: Mapping[str, Any], run: RunInfo) -> None:
         from cooplab.tasks.science.report import write_report
 
-        write_report(run.out)
+        write_report(run.out, self)
 
     def explore(self, run: Any, query: Mapping[str, str]) -> list[Any]:
         """The science run's page in the explorer (:func:`cooplab.tasks.science.explore.sections`)."""

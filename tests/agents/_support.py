@@ -93,8 +93,8 @@ class WatchedLedger(Ledger):
     def _watch(self):
         self.peak = max(self.peak, self.spent + self.in_flight)
 
-    def reserve(self, amount):
-        r = super().reserve(amount)
+    def reserve(self, amount, call_id=None):
+        r = super().reserve(amount, call_id)
         self._watch()
         return r
 
@@ -111,6 +111,6 @@ class RecordingLedger(WatchedLedger):
         super().__post_init__()
         self.reservations: list[Decimal] = []
 
-    def reserve(self, amount):
+    def reserve(self, amount, call_id=None):
         self.reservations.append(Decimal(amount))
-        return super().reserve(amount)
+        return super().reserve(amount, call_id)

@@ -125,7 +125,7 @@ def test_impossible_usage_is_charged_at_the_bound_and_counted(mode, tmp_path, ca
     assert led["usage_error"].str.startswith("the endpoint:").all()
     # charged at the bound: the request's bytes + overheads and max_tokens (64), never the report
     assert (led["output_tokens"] == 64).all() and (led["input_tokens"] < 10_000).all()
-    assert sum(Decimal(c) for c in led["cost"]) == Decimal(s["ledger"]["cost_usd"])
+    assert sum(Decimal(c) for c in led["cost_usd_exact"]) == Decimal(s["ledger"]["cost_usd"])
     d = pd.read_parquet(out / "decisions.parquet")
     assert int(d["usage_errors"].sum()) == len(led) and not d["fallback_used"].any()  # the answers were used
 

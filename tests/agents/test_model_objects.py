@@ -191,7 +191,7 @@ def test_a_society_runs_on_a_chat_model_object_and_resumes_in_a_new_process(tmp_
         ledger = run.ledger
         assert set(ledger["model"]) == {recorded}
         # the ledger charged what the server reported (120 in, 12 out per call) at the run's prices
-        spent = Decimal(str(ledger["cost"].astype(str).map(Decimal).sum()))
+        spent = Decimal(str(ledger["cost_usd_exact"].map(Decimal).sum()))
         assert spent == calls * (Decimal(120) * Decimal("0.0005") + Decimal(12) * Decimal("0.003")) / 1000
 
         # the same object's settings again: every answer replays from the cache, no request
@@ -216,8 +216,8 @@ def test_per_agent_objects_and_strings_mix(tmp_path):
         harvest = run.decisions[run.decisions["phase"] == "harvest"]
         by_agent = harvest.groupby("agent")["raw"].first()
         assert "0.8" in by_agent[1] and "0.2" in by_agent[0] and "0.2" in by_agent[2]
-        assert len(high.requests) == (run.ledger["agent"] == "0:1").sum() > 0
-        assert len(low.requests) == (run.ledger["agent"] != "0:1").sum() > 0
+        assert len(high.requests) == (run.ledger["agent_id"] == "0:1").sum() > 0
+        assert len(low.requests) == (run.ledger["agent_id"] != "0:1").sum() > 0
 
 
 def test_a_wrong_object_is_one_line_before_any_work(tmp_path):

@@ -242,7 +242,7 @@ def test_the_native_path_binds_the_tools_and_counts_them_in_the_reservation():
     ledger = Ledger()
     reserved = []
     orig = ledger.reserve
-    ledger.reserve = lambda amount: reserved.append(amount) or orig(amount)
+    ledger.reserve = lambda amount, call_id=None: reserved.append(amount) or orig(amount, call_id)
     svc = service(ledger=ledger)
     svc.models["default"] = (svc.models["default"][0], Spy(answers=["done"]))
     res = run(ToolAgent("a", c.tools), svc)

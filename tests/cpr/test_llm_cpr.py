@@ -43,12 +43,12 @@ def test_llm_run_writes_decisions_ledger_and_summary(tmp_path, capsys):
     rounds_lived = s["survival_time"]["values"][0]
     assert (d["phase"] == "harvest").sum() == 3 * rounds_lived  # one effort decision per living agent per round
     assert set(d["phase"]) <= {"harvest", "punish", "propose", "vote"}
-    assert set(d.columns) >= {"agent", "round", "phase", "raw", "parsed", "attempts", "fallback_used", "input_tokens", "output_tokens", "latency", "cost"}
+    assert set(d.columns) >= {"agent", "round", "phase", "raw", "parsed", "attempts", "fallback_used", "input_tokens", "output_tokens", "latency", "cost_usd", "cost_usd_exact", "agent_id"}
     assert (d["attempts"] >= 1).all() and (d["attempts"] <= 3).all()
     led = pd.read_parquet(out / "ledger.parquet")
     assert s["ledger"]["calls"] == len(led) == int(d["attempts"].sum())
-    assert Decimal(s["ledger"]["cost_usd"]) == sum(Decimal(c) for c in led["cost"])
-    assert sum(Decimal(c) for c in d["cost"]) == Decimal(s["ledger"]["cost_usd"])
+    assert Decimal(s["ledger"]["cost_usd"]) == sum(Decimal(c) for c in led["cost_usd_exact"])
+    assert sum(Decimal(c) for c in d["cost_usd_exact"]) == Decimal(s["ledger"]["cost_usd"])
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["llm"]["model"].startswith("scripted:") and "api_key" not in json.dumps(cfg).lower()
 

@@ -62,21 +62,21 @@ def test_a_run_config_object_gives_the_same_config_as_keywords(tmp_path):
 
 
 @pytest.mark.parametrize("kw, needle", [
-    ({"n_agents": 1}, "--n-agents must be an integer in 2..100000"),
-    ({"rounds": float("nan")}, "--rounds must be an integer"),
+    ({"n_agents": 1}, "n_agents must be an integer in 2..100000"),
+    ({"rounds": float("nan")}, "rounds must be an integer"),
     ({"bogus": 3}, "task 'cpr' has no option 'bogus'"),
     ({"temperature": "hot"}, "temperature"),
-    ({"budget": -1.0}, "--budget must be a finite number in [0, 1000000]"),
-    ({"env": "stormy"}, "--env must be one of harsh, rich"),
-    ({"agents": "robots"}, "--agents must be rule or llm"),
+    ({"budget": -1.0}, "budget must be a finite number in [0, 1000000]"),
+    ({"env": "stormy"}, "env must be one of harsh, rich"),
+    ({"agents": "robots"}, "agents must be rule or llm"),
     ({"model": "nope:x"}, "model"),
-    ({"agent_model": ["x=scripted:a.json"]}, "--agent-model expects AGENT=MODEL with AGENT a number 0..N-1, got 'x=scripted:a.json'"),
-    ({"agent_model": ["7=local"]}, "agent must be in 0..2"),
+    ({"agent_model": ["x=scripted:a.json"]}, "agent_model expects AGENT=MODEL with AGENT a number 0..N-1, got 'x=scripted:a.json'"),
+    ({"agent_model": ["7=local"]}, "agent_models[7] ('local'): agent must be in 0..2"),
 ])
 def test_bad_input_is_one_line_before_anything_is_written(tmp_path, kw, needle):
     with pytest.raises(cooplab.ConfigError) as err:
         cooplab.run(task="cpr", out=tmp_path / "r", **{**LLM, **kw})
-    assert needle in str(err.value) and "\n" not in str(err.value)
+    assert needle in str(err.value) and "\n" not in str(err.value) and "--" not in str(err.value)  # keywords, not flags
     assert not (tmp_path / "r").exists()
 
 

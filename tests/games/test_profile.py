@@ -139,6 +139,13 @@ def test_profile_budget_is_shared_by_the_games_and_never_overshot(tmp_path, caps
         cfg = json.loads(cfg_path.read_text())
         assert cfg["llm"]["budget"] == pytest.approx(budget - spent)
         spent += p["games"][g]["ledger"]["cost_usd_float"]
+    # the same profile again: the game its budget stopped is read back as it ended (resuming it would only
+    # replay its stop), and nothing is paid again
+    stopped = next(g for g in GAMES if p["games"][g]["status"] == "budget_exhausted")
+    journal = (out / "games" / stopped / "ledger-journal.jsonl").read_bytes()
+    again, _, err = profile(tmp_path, capsys, model, extra=["--budget", budget, "--cache", "off"])
+    assert again["status"] == "budget_exhausted" and again["totals"] == p["totals"]
+    assert (out / "games" / stopped / "ledger-journal.jsonl").read_bytes() == journal
 
 
 @pytest.mark.parametrize("args, needle", [

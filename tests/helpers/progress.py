@@ -17,6 +17,7 @@ def run_progress(run_dir: Path, cache: Path) -> tuple[int, int, int] | None:
     state is rebuilt through the task's graph, as the runner does on resume."""
     from langgraph.checkpoint.sqlite import SqliteSaver
 
+    from cooplab.graphs.checkpoint_serde import serializer
     from cooplab.runs import registry, runner
 
     if not (run_dir / "checkpoints.sqlite").exists() or not cache.exists():
@@ -28,7 +29,7 @@ def run_progress(run_dir: Path, cache: Path) -> tuple[int, int, int] | None:
         task = registry.get(config["task"])
         conn = sqlite3.connect(str(run_dir / "checkpoints.sqlite"), timeout=0.2, check_same_thread=False)
         try:
-            values = task.build(config, checkpointer=SqliteSaver(conn)).get_state({"configurable": {"thread_id": runner.thread_id(task, config)}}).values
+            values = task.build(config, checkpointer=SqliteSaver(conn, serde=serializer(task))).get_state({"configurable": {"thread_id": runner.thread_id(task, config)}}).values
         finally:
             conn.close()
     except (sqlite3.Error, OSError, ValueError):

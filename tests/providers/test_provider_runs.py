@@ -56,7 +56,7 @@ def assert_exact_ledger(s: dict, out, calls: int) -> None:
     assert Decimal(led["cost_usd"]) == calls * PER_CALL <= Decimal(led["budget_usd"])
     rows = pd.read_parquet(out / "ledger.parquet")
     rows = rows[rows["kind"] == "tokens"]
-    assert len(rows) == calls and sum(Decimal(c) for c in rows["cost"]) == calls * PER_CALL
+    assert len(rows) == calls and sum(Decimal(c) for c in rows["cost_usd_exact"]) == calls * PER_CALL
 
 
 # --- well-behaved servers: every task runs to completion, exactly accounted ---------------------------
@@ -130,7 +130,7 @@ def test_hostile_usage_is_charged_at_the_bound_and_counted(provider, mode, tmp_p
     assert led["usage_error"].str.startswith("the endpoint:").all()
     # charged at the bound: the request's bytes + overheads and max_tokens (64), never the report
     assert (led["output_tokens"] == 64).all() and (led["input_tokens"] < 10_000).all()
-    assert sum(Decimal(c) for c in led["cost"]) == Decimal(s["ledger"]["cost_usd"])
+    assert sum(Decimal(c) for c in led["cost_usd_exact"]) == Decimal(s["ledger"]["cost_usd"])
     d = pd.read_parquet(out / "decisions.parquet")
     assert int(d["usage_errors"].sum()) == len(led) and not d["fallback_used"].any()  # the answers were used
 

@@ -101,16 +101,16 @@ def test_a_tool_task_runs_code_in_docker_and_a_budget_cap_mid_loop_ends_it_clean
     ledger = pd.read_parquet(free / "ledger.parquet")
     model_calls = ledger[ledger["kind"] == "tokens"]
     seconds = ledger[ledger["kind"] == "sandbox_seconds"]
-    assert len(model_calls) == 4 and len(seconds) == 3 and (seconds["agent"] == "data.lead").all() and (seconds["team"] == "data").all()
-    assert all(Decimal(c) > 0 for c in seconds["cost"])  # sandbox time is charged at the run's rate
+    assert len(model_calls) == 4 and len(seconds) == 3 and (seconds["agent_id"] == "data.lead").all() and (seconds["team"] == "data").all()
+    assert all(Decimal(c) > 0 for c in seconds["cost_usd_exact"])  # sandbox time is charged at the run's rate
     tool_msgs = [r for r in runs_of(free) if r.run_type == "tool"]
     assert len(tool_msgs) == 3 and "42" in json.dumps(tool_msgs[0].outputs)
 
     # 2. the cap: the first model call and its run_code's reservation (timeout x rate, with room) fit;
     #    the second model call does not (its reservation is at least its cost, twice the room left).
     #    A run_code reservation bounds timeout + grace + margin + one sandbox restart (start_timeout): ~145 s.
-    call_cost = Decimal(str(model_calls["cost"].iloc[0]))
-    budget = float(call_cost + Decimal(200) * Decimal(str(RATE)) + Decimal(str(model_calls["cost"].iloc[1])) / 2)
+    call_cost = Decimal(str(model_calls["cost_usd_exact"].iloc[0]))
+    budget = float(call_cost + Decimal(200) * Decimal(str(RATE)) + Decimal(str(model_calls["cost_usd_exact"].iloc[1])) / 2)
     capped = tmp_path / "capped"
     capped.mkdir()
     s2 = runner.start(task, capped, config(tmp_path, budget), quiet=True)
@@ -118,12 +118,15 @@ def test_a_tool_task_runs_code_in_docker_and_a_budget_cap_mid_loop_ends_it_clean
     assert Decimal(s2["ledger"]["cost_usd"]) <= Decimal(str(budget))
     charged = pd.read_parquet(capped / "ledger.parquet")
     assert list(charged["kind"])[:2] == ["tokens", "sandbox_seconds"]  # nothing charged is missing from the table
-    assert sum(Decimal(c) for c in charged["cost"]) == Decimal(s2["ledger"]["cost_usd"])
-    # the last checkpoint loads; the run resumes (still capped: it ends the same way, charges replayed from the cache)
+    assert sum(Decimal(c) for c in charged["cost_usd_exact"]) == Decimal(s2["ledger"]["cost_usd"])
+    # the last checkpoint loads; resuming the finished run as it is would only replay its stop: one line, nothing changed
     values = runner.last_values(task, capped, json.loads((capped / "config.json").read_text()))
     assert values["round"] == 1
-    s3 = runner.resume(capped, quiet=True)
-    assert s3["status"] == "budget_exhausted" and s3["ledger"]["cached_calls"] >= 1
+    with pytest.raises(runner.runstore.RunDirError, match="raise the budget"):
+        runner.resume(capped, quiet=True)
+    # with a raised cap it goes on: the stopped loop runs again, its paid calls replayed from the cache
+    s3 = runner.resume(capped, quiet=True, budget=budget * 100, notice=lambda line: None)
+    assert s3["status"] == "completed" and s3["ledger"]["cached_calls"] >= 1 and s3["answer"] == "x is 42"
     # the trace: the agent's loop is a graph run; its steps are its children, the tool runs theirs
     runs = runs_of(capped)
     by_id = {r.id: r for r in runs}

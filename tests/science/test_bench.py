@@ -237,7 +237,7 @@ def test_team_size_one_is_a_single_analyst(tmp_path, capsys):
     cfg = json.loads((d / "config.json").read_text())
     assert cfg["params"]["team_size"] == 1 and cfg["params"]["pipeline"] == "solo"
     loops = pd.read_parquet(d / "tool_loops.parquet")
-    assert list(loops["agent"]) == ["solo.0"] and list(loops["phase"]) == ["solo:analyze"]
+    assert list(loops["agent_id"]) == ["solo.0"] and list(loops["phase"]) == ["solo:analyze"]
     summary = json.loads((d / "summary.json").read_text())
     assert summary["passes"] == ["solo#1"] and summary["pipeline"] == "solo" and summary["artifacts"] == {"final_paper": 1}
     base = pd.read_parquet(tmp_path / "solo" / "results.parquet")

@@ -49,7 +49,7 @@ def test_the_comparison_is_the_ledgers_totals(made):
     prof = table.loc[model]
     games = [tmp / "prof" / "games" / g for g in ("cpr", "weakest-link")]
     assert prof["profile_total_tokens"] == float(sum(_ledger_sum(g, "input_tokens") + _ledger_sum(g, "output_tokens") for g in games)) > 0
-    assert prof["profile_cost_usd"] == pytest.approx(float(sum(_ledger_sum(g, "cost") for g in games)))
+    assert prof["profile_cost_usd"] == pytest.approx(float(sum(_ledger_sum(g, "cost_usd_exact") for g in games)))
     sci_model = json.loads((tmp / "sci" / "cells" / "s0" / "config.json").read_text())["llm"]["model"]
     sci = table.loc[sci_model]
     runs = [tmp / "sci" / "cells" / f"s{s}" for s in (0, 1)]

@@ -41,7 +41,7 @@ def test_oracle_solo_analyst_is_scored_like_a_team(tmp_path, capsys):
     assert s["passes"] == ["solo#1"] and s["artifacts"] == {"final_paper": 1}
     assert s["scores"]["accuracy"] >= 0.9 and s["scores"]["completeness"] >= 0.9, s["scores"]
     lg = pd.read_parquet(out / "ledger.parquet")
-    assert set(lg["agent"]) == {"solo.0"} and (lg.kind == "sandbox_seconds").any()  # its code ran in the sandbox, charged
+    assert set(lg["agent_id"]) == {"solo.0"} and (lg.kind == "sandbox_seconds").any()  # its code ran in the sandbox, charged
     loops = pd.read_parquet(out / "tool_loops.parquet")
     assert list(loops["phase"]) == ["solo:analyze"] and list(loops["stop_reason"]) == ["completed"]
     cfg = json.loads((out / "config.json").read_text())

@@ -128,7 +128,7 @@ def test_requests_route_back_to_the_earlier_team_within_the_reentry_cap(tmp_path
     assert len(reqs) == len(routing) and {r["kind"] for r in reqs} == {"additional", "redo"}
     # the data team's second plan saw the request
     loops = pd.read_parquet(out / "tool_loops.parquet")
-    assert ((loops.agent == "data.0") & (loops.phase == "data:plan")).sum() == 2
+    assert ((loops.agent_id == "data.0") & (loops.phase == "data:plan")).sum() == 2
 
 
 def test_requests_to_a_later_team_and_bad_arguments_are_errors_to_the_model(tmp_path, capsys):

@@ -162,7 +162,7 @@ def ledger_costs(run_dir: Path) -> dict[str, list[Decimal]]:
     out: dict[str, list[Decimal]] = {}
     for row in lg[lg["kind"] == "tokens"].itertuples():
         if not row.cached:
-            out.setdefault(row.call_id, []).append((Decimal(row.cost), row.input_tokens, row.output_tokens))
+            out.setdefault(row.call_id, []).append((Decimal(row.cost_usd_exact), row.input_tokens, row.output_tokens))
     return out
 
 
@@ -193,7 +193,7 @@ def test_a_damaged_ledger_or_config_leaves_cost_out_and_a_run_without_id_is_its_
     d = tmp_path / "run"
     shutil.copytree(cpr_run, d)
     lg = pd.read_parquet(d / "ledger.parquet")
-    lg.loc[0, "cost"], lg.loc[1, "input_tokens"] = "nan", -5
+    lg.loc[0, "cost_usd_exact"], lg.loc[1, "input_tokens"] = "nan", -5
     lg.to_parquet(d / "ledger.parquet")
     cfg = json.loads((d / "config.json").read_text())
     del cfg["record"]["thread_id"]
@@ -860,9 +860,9 @@ def test_each_ledger_row_is_split_at_its_own_models_prices(tmp_path):
 
     (tmp_path / "config.json").write_text(json.dumps({"llm": {"price_in": None, "price_out": None,
                                                               "prices": {"a": [0.001, 0.002], "b": [0.01, 0.02]}}}))
-    rows = [{"kind": "tokens", "call_id": "c1", "model": "a", "input_tokens": 1000, "output_tokens": 1000, "cost": 0.003},
-            {"kind": "tokens", "call_id": "c2", "model": "b", "input_tokens": 1000, "output_tokens": 1000, "cost": 0.03},
-            {"kind": "tokens", "call_id": "c3", "model": "z", "input_tokens": 1000, "output_tokens": 1000, "cost": 0.5}]
+    rows = [{"kind": "tokens", "call_id": "c1", "model": "a", "input_tokens": 1000, "output_tokens": 1000, "cost_usd_exact": 0.003},
+            {"kind": "tokens", "call_id": "c2", "model": "b", "input_tokens": 1000, "output_tokens": 1000, "cost_usd_exact": 0.03},
+            {"kind": "tokens", "call_id": "c3", "model": "z", "input_tokens": 1000, "output_tokens": 1000, "cost_usd_exact": 0.5}]
     got = ledger_charges(tmp_path, rows)
     assert (got["c1"][0].prompt_cost, got["c1"][0].completion_cost) == (Decimal("0.001"), Decimal("0.002"))
     assert (got["c2"][0].prompt_cost, got["c2"][0].completion_cost) == (Decimal("0.01"), Decimal("0.02"))
