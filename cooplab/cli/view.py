@@ -67,7 +67,7 @@ def _check_dirs(dirs: list[Path]) -> int:
     return found
 
 
-def _open(url: str, open_browser: bool) -> None:
+def open_in_browser(url: str, open_browser: bool) -> None:
     if open_browser:
         try:
             webbrowser.open(url)
@@ -106,7 +106,7 @@ def view_cmd(
             typer.echo(json.dumps({"url": url, "runs": n, "dirs": [str(d) for d in roots], "pid": pid}))
         else:
             typer.echo(f"cooplab view: {n} runs under {', '.join(map(str, roots))} at {url} (server pid {pid}; stop it with 'kill {pid}')")
-        _open(url, open_browser)
+        open_in_browser(url, open_browser)
         return
     from cooplab.evals.explorer import app as explorer
 
@@ -119,7 +119,7 @@ def view_cmd(
     else:
         typer.echo(f"cooplab view: {n} runs under {', '.join(map(str, roots))} at {url}  (Ctrl-C to stop)")
     sys.stdout.flush()
-    _open(url, open_browser)
+    open_in_browser(url, open_browser)
     try:
         while server._cooplab_thread.is_alive():  # type: ignore[attr-defined]
             time.sleep(0.5)

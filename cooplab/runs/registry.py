@@ -67,6 +67,11 @@ def failures() -> dict[str, str]:
     return dict(_FAILED)
 
 
+def registered(name: str) -> Task | None:
+    """The task registered from Python (:func:`register_task`) as ``name`` in this process, else None."""
+    return _REGISTERED.get(name)
+
+
 def register_task(task: Task | type[Task], *, replace: bool = False) -> Task:
     """Make ``task`` (an instance, or a class built with no arguments) runnable by its name for
     the rest of the process: ``cooplab.run(task=NAME)``, ``cooplab.resume`` of its runs, sweeps.

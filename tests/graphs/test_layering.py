@@ -3,6 +3,8 @@
     cooplab.cli (the command line: Typer apps;             may import everything below
                  cooplab._entry, the console script)
       -> cooplab.runs (the engine) and cooplab (the API)   never the command line
+         cooplab.world (the world authors' face: a lazy      nothing imports it; it names only
+                        facade of the names a task uses)   what lies below the command line
         -> cooplab.tasks (the worlds)                      never the engine
           -> cooplab.evals, cooplab.agents                 never a task
             -> cooplab.graphs, cooplab.sandbox             the bottom: graphs never agents, sandbox nothing of ours
@@ -44,7 +46,9 @@ ALLOWED = {
     "engine": {"base", "graphs", "agents", "sandbox", "evals", "tasks"},
     "api": {"base", "engine"},
     "cli": {"base", "graphs", "agents", "sandbox", "evals", "tasks", "engine", "api"},
+    "world": {"base", "graphs", "agents", "sandbox", "engine"},  # cooplab.world: for plug-ins, nothing of ours imports it
 }
+WORLD = "cooplab.world"
 THIRD_PARTY_ONLY_IN_CLI = ("typer", "click")
 
 
@@ -59,6 +63,8 @@ def package_of(module: str) -> str | None:
         return "engine"
     if module == "cooplab.cli" or module.startswith("cooplab.cli.") or module == ENTRY:
         return "cli"  # cooplab._entry: the console script, above the command line it starts
+    if module == WORLD:
+        return "world"
     if module == "cooplab":
         return "api"
     if module.startswith("cooplab."):
@@ -279,16 +285,17 @@ def _bound_at_top(tree: ast.Module) -> set[str]:
 
 
 def facade_imports(root: Path = None) -> list[str]:  # type: ignore[assignment]
-    """Imports of a name a lazy facade loads on first use (a package whose ``__init__`` defines
-    ``__getattr__``, such as ``cooplab.agents.models``), from modules of the source tree: they must
-    import it from the module that defines it, so the import graph above is exact."""
+    """Imports of a name a lazy facade loads on first use (a module or a package's ``__init__`` that
+    defines ``__getattr__``, such as ``cooplab.agents.models`` and ``cooplab.world``), from modules of
+    the source tree: they must import it from the module that defines it, so the import graph above
+    is exact."""
     root = root or ROOT
     mods = modules(root)
     facades = {}
     for m, path in mods.items():
         tree = parse(path)
         lazy = any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in tree.body)
-        if path.name == "__init__.py" and lazy:
+        if lazy:
             facades[m] = _bound_at_top(tree)
     bad = []
     for m, path in mods.items():
@@ -346,6 +353,20 @@ def test_the_models_facade_loads_its_names_on_first_use():
     for name in models.__all__:
         where = models._EXPORTS[name]
         assert getattr(models, name) is getattr(importlib.import_module(f"cooplab.agents.models.{where}"), name), name
+
+
+def test_the_world_face_names_only_what_its_layer_may_import():
+    """cooplab.world loads its names by module name (no import statement the rules above read): each
+    of those modules must lie in a layer the world face may import, and define the name."""
+    import importlib
+
+    from cooplab import world
+
+    assert package_of(WORLD) == "world"
+    for module, names in [*world._FROM.items(), *((m, ()) for m in world._MODULES.values())]:
+        assert package_of(module) in ALLOWED["world"], f"cooplab.world may not name {module} ({package_of(module)})"
+        for name in names:
+            assert hasattr(importlib.import_module(module), name), f"{module} defines no {name}"
 
 
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
