@@ -54,7 +54,8 @@ from cooplab.graphs.rundir import TRACES_FILE
 from cooplab.graphs.tracing.charges import Charge, ledger_charges, match_charges, run_dir_of
 from cooplab.graphs.tracing.labels import ORIGINAL_LATENCY, ORIGINAL_USAGE, is_cached
 
-OTLP_TRACES_PATH = "/v1/traces"
+from .otlp_common import OTLP_TRACES_PATH, OtlpConfigError, clean_str, cut_text
+
 DEFAULT_PROJECT = "cooplab"
 
 MAX_VALUE_CHARS = 32_000  #: input.value / output.value / invocation parameters / metadata are cut here
@@ -88,10 +89,6 @@ def require_viewer() -> None:
             gone.append(mod)
     if gone:
         raise MissingExtra(f"OTLP export needs 'pip install cooplab[viewer]' (missing: {', '.join(gone)})")
-
-
-class OtlpConfigError(ValueError):
-    """A bad URL, project name or traces file (a user mistake, one line)."""
 
 
 class OtlpExportError(RuntimeError):
@@ -185,10 +182,10 @@ def run_config(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
 def run_metadata(run_dir: str | os.PathLike[str]) -> dict[str, str]:
     """``cooplab.run_dir`` (absolute) and, when the run directory's config.json names one,
     ``cooplab.task``. A missing or damaged config.json only leaves the task out."""
-    meta = {"cooplab.run_dir": _clean_str(str(run_dir_of(run_dir).resolve()))}
+    meta = {"cooplab.run_dir": clean_str(str(run_dir_of(run_dir).resolve()))}
     task = run_config(run_dir).get("task")
     if isinstance(task, str) and task.strip():
-        meta["cooplab.task"] = _clean_str(task.strip())[:MAX_NAME_CHARS]
+        meta["cooplab.task"] = clean_str(task.strip())[:MAX_NAME_CHARS]
     return meta
 
 
@@ -198,8 +195,8 @@ def run_session(run_dir: str | os.PathLike[str]) -> str:
     record = run_config(run_dir).get("record")
     tid = record.get("thread_id") if isinstance(record, dict) else None
     if isinstance(tid, str) and tid.strip():
-        return cut_text(_clean_str(tid.strip()), MAX_NAME_CHARS)
-    return cut_text(_clean_str(str(run_dir_of(run_dir).resolve())), MAX_NAME_CHARS)
+        return cut_text(clean_str(tid.strip()), MAX_NAME_CHARS)
+    return cut_text(clean_str(str(run_dir_of(run_dir).resolve())), MAX_NAME_CHARS)
 
 
 def run_charges(path: Path) -> dict[str, Charge]:
@@ -251,20 +248,6 @@ def iter_records(path: Path, counts: Counter, first: list[str]) -> Iterator[tupl
 
 # ---------------------------------------------------------------------------------------------
 # values
-def _clean_str(s: str) -> str:
-    """``s`` as valid UTF-8 (lone surrogates from ``\\ud800`` escapes become ``?``)."""
-    try:
-        s.encode("utf-8")
-        return s
-    except UnicodeEncodeError:
-        return s.encode("utf-8", "replace").decode("utf-8")
-
-
-def cut_text(s: str, n: int) -> str:
-    s = _clean_str(s)
-    return s if len(s) <= n else s[:n] + f"...[{len(s) - n} more chars]"
-
-
 def _to_json(value: Any, n: int = MAX_VALUE_CHARS) -> str:
     try:
         s = json.dumps(value, ensure_ascii=False, default=str)
@@ -309,7 +292,7 @@ def _canon_id(v: Any) -> str | None:
     try:
         return str(uuid.UUID(s))
     except ValueError:
-        return _clean_str(s)
+        return clean_str(s)
 
 
 def span_id_of(run_id: str) -> int:
@@ -630,7 +613,7 @@ def _error_text(rec: dict[str, Any]) -> str | None:
     err = rec.get("error")
     if err is None or err == "":
         return "error" if rec.get("status") == "error" else None
-    return _clean_str(err if isinstance(err, str) else _to_json(err, MAX_ERROR_CHARS))
+    return clean_str(err if isinstance(err, str) else _to_json(err, MAX_ERROR_CHARS))
 
 
 def _error_summary(err: str) -> tuple[str, str | None]:

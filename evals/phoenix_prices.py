@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterable, Mapping
 from cooplab.graphs.rundir import read_json
 from cooplab.graphs.tracing.charges import Charge, money_pair, run_dir_of, run_prices, split_cost
 
-from .otlp_export import OTLP_TRACES_PATH, OtlpConfigError, cut_text
+from .otlp_common import OTLP_TRACES_PATH, OtlpConfigError, cut_text
 from .values import dig
 
 PROBE_TOKENS = 1_000_000  #: prompt and completion tokens of a probe span: its cost is the price per million

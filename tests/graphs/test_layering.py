@@ -248,9 +248,6 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
     frozenset({"cooplab.evals.explorer.views", "cooplab.evals.explorer.views.societies"}):
         "the views package imports the societies' views to register them, and they read its name tables "
         "(KEY_NUMBERS, NOUNS), which issue 39 step 3 replaces with Task hooks",
-    frozenset({"cooplab.evals.otlp_export", "cooplab.evals.phoenix_prices"}):
-        "the OTLP export registers model prices with Phoenix when it exports, and the price module uses the export's "
-        "path constant, errors and text cutter",
     frozenset({"cooplab.tasks.science.owndata", "cooplab.tasks.science.task"}):
         "the science task reads a team's own data (owndata), and owndata's custom_config builds a run's config "
         "from the task",
