@@ -13,6 +13,7 @@ from typing import Any, List, Optional
 import typer
 
 from cooplab.cli.options import fail
+from cooplab.runs.registry import find as task_for  # noqa: F401 - the explorer's task lookup, for the commands that serve it
 
 #: the server processes started by --no-block from this process (subprocess.Popen; stop_started() ends them)
 STARTED: list[Any] = []
@@ -29,16 +30,6 @@ def stop_started() -> None:
             except Exception:  # noqa: BLE001 - it ignored SIGTERM
                 child.kill()
                 child.wait()
-
-
-def task_for(name: str) -> Any:
-    """The registered task of this name, or None (a run of a task not installed here)."""
-    from cooplab.runs import registry
-
-    try:
-        return registry.get(name)
-    except Exception:  # noqa: BLE001 - unknown or broken plug-in: the generic view
-        return None
 
 
 def _check_host(host: str) -> str:

@@ -254,9 +254,6 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
     frozenset({"cooplab.cli", "cooplab.cli.diners", "cooplab.cli.games", "cooplab.cli.science", "cooplab.cli.tasks"}):
         "the command line registers each world's commands, and their shared helpers (cli/tasks.py) read the app back "
         "to turn a sweep's options into keywords (run_keywords)",
-    frozenset({"cooplab.cli.detached", "cooplab.cli.view"}):
-        "`cooplab view --no-block` starts a detached child (cli/detached.py), which serves with the view command's "
-        "task lookup",
 }
 
 
