@@ -102,14 +102,17 @@ def _values(v: Mapping[str, Any]) -> np.ndarray | None:
 
 
 def _difference(name: str, ma: float, mb: float, xa: np.ndarray | None, xb: np.ndarray | None, *, paired: bool) -> dict[str, Any]:
-    from scipy import stats
-
     row: dict[str, Any] = {"outcome": name, "a": ma, "b": mb, "difference": mb - ma, "low": None, "high": None, "n_a": None, "n_b": None,
                            "interval": None}
     if xa is None or xb is None:
         return row
     row.update(n_a=len(xa), n_b=len(xb))
     if len(xa) < 2 or len(xb) < 2:
+        return row
+    try:
+        from scipy import stats
+    except ImportError:  # the light core: the difference without its interval
+        row["interval"] = "not computed: it needs scipy (pip install 'cooplab[analysis]')"
         return row
     if paired and len(xa) == len(xb):
         d = xb - xa

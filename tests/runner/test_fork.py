@@ -172,3 +172,34 @@ def test_compare_of_a_run_with_itself_and_the_json_output(parent, capsys):
     res = json.loads(capsys.readouterr().out)
     assert res["first_difference"] is None and res["common_round"] == 4
     assert all(o["difference"] == 0 for o in res["outcomes"])
+
+
+@pytest.mark.parametrize("task,kw,at", [
+    ("cpr", dict(n_agents=4, rounds=6, replicates=3, seed=2), 3),
+    ("diners", dict(iterations=4, replicates=2, seed=3), 2),
+    ("game", dict(game="public-goods", simulations=2, rounds=3, seed=0), 1),
+], ids=["cpr-rule", "diners", "game"])
+def test_an_unchanged_fork_of_a_rule_run_of_any_task_is_its_parent(task, kw, at, tmp_path):
+    p = cooplab.run(task=task, out=tmp_path / "p", quiet=True, **kw)
+    f = cooplab.fork(p.out, at_round=at, out=tmp_path / "f", quiet=True)
+    assert p.tables == f.tables
+    for name in p.tables:
+        pd.testing.assert_frame_equal(p.table(name), f.table(name), obj=name)
+    if task == "cpr":  # a changed parameter: rounds 1..K kept, the rest not
+        g = cooplab.fork(p.out, at_round=at, out=tmp_path / "g", set={"beta": 14.0, "r": 0.5}, quiet=True)
+        pd.testing.assert_frame_equal(upto(p.rounds, at), upto(g.rounds, at))
+        assert cooplab.compare(p.out, g.out).first_difference == at + 1
+    else:
+        with pytest.raises(cooplab.ConfigError, match="cannot change their parameters|unknown parameter"):
+            cooplab.fork(p.out, at_round=at, out=tmp_path / "g", set=_one_param(task), quiet=True)
+        assert not (tmp_path / "g").exists()
+
+
+def _one_param(task: str) -> dict:
+    from cooplab.runs import registry
+
+    params = registry.get(task).Params
+    if params is None:
+        return {"rounds": 9}
+    name = next(n for n, f in params.model_fields.items() if isinstance(f.default, (int, float)) and not isinstance(f.default, bool))
+    return {name: params.model_fields[name].default + 1}
