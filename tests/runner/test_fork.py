@@ -203,3 +203,18 @@ def _one_param(task: str) -> dict:
         return {"rounds": 9}
     name = next(n for n, f in params.model_fields.items() if isinstance(f.default, (int, float)) and not isinstance(f.default, bool))
     return {name: params.model_fields[name].default + 1}
+
+
+def test_a_parent_with_a_planted_object_is_refused_in_one_line_and_nothing_runs(parent, tmp_path, capsys):
+    import shutil
+
+    from tests.helpers.planted import payloads, plant
+
+    marker = tmp_path / "MARKER"
+    bad = tmp_path / "bad"
+    shutil.copytree(parent, bad, ignore=shutil.ignore_patterns(".cooplab.lock"))
+    value, shown = payloads(marker)["os.system"]
+    assert plant(bad / "checkpoints.sqlite", value) > 0
+    line = fail_line(capsys, ["fork", str(bad), "--at-round", "1", "--out", str(tmp_path / "f"), "-q"])
+    assert "cannot be trusted" in line and shown in line
+    assert not list(tmp_path.glob("MARKER*")) and not (tmp_path / "f").exists()
