@@ -135,6 +135,8 @@ class CPRTask(Task):
     round_node = "environment"
     agent_noun = "Fisher"
     sweep_columns = ("survival_time.mean", "efficiency.mean", "ledger.calls", "ledger.cost_usd_float")
+    #: the per-round curves ``cooplab compare`` draws (columns of rounds.parquet)
+    curve_columns = ("R", "n_alive", "mean_effort", "H")
 
     def params(self, config: Mapping[str, Any]) -> CPRParams:
         raw = config.get("params")
@@ -210,6 +212,39 @@ class CPRTask(Task):
 
     def total_rounds(self, config: Mapping[str, Any]) -> int:
         return self.params(config).T
+
+    #: parameters that only shape a run's start (the stock, wealth and traits drawn at round 0, the
+    #: number of agents): a fork keeps its parent's start, so it cannot change them
+    START_ONLY = ("N", "R0", "P0", "e_min", "e_max", "g_min", "g_max", "m_range", "p_range")
+
+    def fork_state(self, state: Mapping[str, Any], old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+        """A fork's changed parameters in the state: every per-society parameter array that differs
+        is set to the new value (the rounds after the fork compute with it), the round cap too.
+        Parameters of the start (:data:`START_ONLY`) and the run settings (population, replicates)
+        cannot change, nor can the cap end before the fork's first round."""
+        from cooplab.limits import ConfigError
+        from cooplab.tasks.cpr.society import _ARRAY_FIELDS
+
+        before, after = old["params"], new["params"]
+        for key in (*RUN_SETTINGS, *self.START_ONLY):
+            if before.get(key) != after.get(key) and key not in ("env", "ablation", "preset"):
+                raise ConfigError(f"{key} sets the start of a run, which a fork keeps from its parent; start a new run to change it")
+        p_old, p_new = self.params(old), self.params(new)
+        t = int(state["round"])
+        if p_new.T < t and p_new.T != p_old.T:
+            raise ConfigError(f"T={p_new.T} would end the run before the fork's first round ({t}); give T of {t} or more")
+        params = dict(state["params"])
+        changed = False
+        for name in _ARRAY_FIELDS:
+            a, b = getattr(p_old, name), getattr(p_new, name)
+            if a == b:
+                continue
+            value = np.inf if (name == "punish_off_round" and b is None) else float(b)
+            params[name] = np.full(np.shape(params[name]), value, dtype=float)
+            changed = True
+        if not changed:
+            return {}
+        return {"params": params, "max_round": int(np.max(params["T"])) if np.size(params["T"]) else int(state["max_round"])}
 
     def outputs(self, final: Mapping[str, Any], config: Mapping[str, Any], run: RunInfo) -> dict[str, Any]:
         final = full_state(final)  # a run stopped early may end with finished societies out of the running block
