@@ -221,6 +221,39 @@ def resume(out: str | Path, *, quiet: bool = False, warn: Callable[[str], None] 
     return run_
 
 
+@_python_words
+def fork(parent: str | Path, *, at_round: int, out: str | Path, set: Any = None, model: str | None = None,  # noqa: A002
+         prompt_variant: str | None = None, force: bool = False, quiet: bool = False) -> Run:
+    """A counterfactual fork: a new run in ``out`` that starts from ``parent``'s state at the end of
+    round ``at_round`` with the changes applied (``set``: the task's parameters, a dict or
+    ``"name=value"`` strings; ``model``; ``prompt_variant``), run to its end and returned. Rounds
+    1..at_round are the parent's, bit for bit, at no model call; without changes the fork replays
+    the whole parent from the response cache. The fork resumes like any run (:func:`resume`) and
+    can itself be forked. See :mod:`cooplab.runs.fork` and docs/forks.md."""
+    from cooplab.runs import fork as forks
+    from cooplab.runs import runner
+
+    stopped = None
+    try:
+        forks.fork(parent, at_round=at_round, out=out, set=set, model=model, prompt_variant=prompt_variant, force=force, quiet=quiet)
+    except runner.RunStopped as exc:
+        stopped = str(exc)
+    run_ = Run.open(out)
+    run_.stopped = stopped
+    return run_
+
+
+@_python_words
+def compare(a: str | Path, b: str | Path, *, out: str | Path | None = None, columns: Sequence[str] | None = None):
+    """Compare two runs of one task from the round they share on (:mod:`cooplab.evals.compare`):
+    returns a :class:`~cooplab.evals.compare.Comparison` (``.outcomes``, ``.first_difference``,
+    ``.common_round``, ``.curves``, ``.figure()``, ``.to_dict()``). With ``out``, writes
+    ``compare.json`` and ``compare.png`` there."""
+    from cooplab.runs import compare as comparing
+
+    return comparing.compare_dirs(Path(a), Path(b), out=None if out is None else Path(out), columns=columns)
+
+
 async def arun(config: RunConfig | Mapping[str, Any] | None = None, /, **kw: Any) -> Run:
     """:func:`run` for async code (``await cooplab.arun(...)``): the run goes to a worker thread, the
     caller's event loop goes on meanwhile. (:func:`run` itself also works inside a running event

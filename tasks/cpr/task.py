@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from cooplab.evals.metrics import summarize
-from cooplab.graphs import rundir
+from cooplab.graphs import prompts, rundir
 from cooplab.tasks.cpr import metrics as cpr_metrics
 from cooplab.evals.text import counts_text, mean_sem_text
 from cooplab.graphs.rng import phase_rng
@@ -77,24 +77,24 @@ def resolve_params(env: str, ablation: str, n_agents: int | None, rounds: int | 
     return make_params(**values)
 
 
-def llm_phases(params: CPRParams) -> "OrderedDict[str, Callable]":
+def llm_phases(params: CPRParams, variant: str = "original") -> "OrderedDict[str, Callable]":
     """The CPR graph with LLM agents: the same phase nodes with LLM policies plugged in
     (Figs. 8-11). Social learning happens in context (peers shown in the prompts), so the
     parameter-copying ``learn`` node is not part of an LLM society."""
     from cooplab.tasks.cpr import llm as la
 
     nodes: OrderedDict[str, Callable] = OrderedDict()
-    nodes["harvest"] = ph.harvest_node(la.LLMEffortPolicy())
+    nodes["harvest"] = ph.harvest_node(la.LLMEffortPolicy(variant))
     if params.punishment:
-        nodes["punish"] = ph.punish_node(la.LLMPunishPolicy())
+        nodes["punish"] = ph.punish_node(la.LLMPunishPolicy(variant))
     nodes["environment"] = ph.environment_node()
     if params.group_decision:
-        nodes["propose"] = ph.propose_node(la.LLMProposePolicy())
-        nodes["vote"] = ph.vote_node(la.LLMVotePolicy())
+        nodes["propose"] = ph.propose_node(la.LLMProposePolicy(variant))
+        nodes["vote"] = ph.vote_node(la.LLMVotePolicy(variant))
     return nodes
 
 
-def init_llm_state(conditions, replicates: int, seed: int) -> dict[str, Any]:
+def init_llm_state(conditions, replicates: int, seed: int, variant: str = "original") -> dict[str, Any]:
     """The rule-based initial state plus what LLM agents carry: belief texts drawn from the
     template bank by type, an empty group norm, and a short memory of recent outcomes."""
     from cooplab.tasks.cpr.llm import MEMORY, initial_beliefs
@@ -102,7 +102,7 @@ def init_llm_state(conditions, replicates: int, seed: int) -> dict[str, Any]:
     state = init_state(conditions, replicates, seed)
     S, N = state["alive"].shape
     types = [agent_types(N, conditions[int(c)].population) for c in state["condition"]]
-    beliefs = initial_beliefs(types, phase_rng(seed, 0, "beliefs"))
+    beliefs = initial_beliefs(types, phase_rng(seed, 0, "beliefs"), variant)
     state.update(
         agent_types=types,
         beliefs=beliefs,
@@ -135,6 +135,8 @@ class CPRTask(Task):
     round_node = "environment"
     agent_noun = "Fisher"
     sweep_columns = ("survival_time.mean", "efficiency.mean", "ledger.calls", "ledger.cost_usd_float")
+    #: the per-round curves ``cooplab compare`` draws (columns of rounds.parquet)
+    curve_columns = ("R", "n_alive", "mean_effort", "H")
 
     def params(self, config: Mapping[str, Any]) -> CPRParams:
         raw = config.get("params")
@@ -199,17 +201,50 @@ class CPRTask(Task):
 
     def phases(self, config: Mapping[str, Any]) -> "OrderedDict[str, Callable]":
         params = self.params(config)
-        return llm_phases(params) if config.get("agents") == "llm" else phases_for(params)
+        return llm_phases(params, prompts.variant_of(config)) if config.get("agents") == "llm" else phases_for(params)
 
     def init_state(self, config: Mapping[str, Any]) -> dict[str, Any]:
         conds = [Condition(self.params(config), config["params"]["population"])]
         seed, replicates = int(config["seed"]), int(config["params"]["replicates"])
         if config.get("agents") == "llm":
-            return init_llm_state(conds, replicates, seed)
+            return init_llm_state(conds, replicates, seed, prompts.variant_of(config))
         return init_state(conds, replicates, seed)
 
     def total_rounds(self, config: Mapping[str, Any]) -> int:
         return self.params(config).T
+
+    #: parameters that only shape a run's start (the stock, wealth and traits drawn at round 0, the
+    #: number of agents): a fork keeps its parent's start, so it cannot change them
+    START_ONLY = ("N", "R0", "P0", "e_min", "e_max", "g_min", "g_max", "m_range", "p_range")
+
+    def fork_state(self, state: Mapping[str, Any], old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+        """A fork's changed parameters in the state: every per-society parameter array that differs
+        is set to the new value (the rounds after the fork compute with it), the round cap too.
+        Parameters of the start (:data:`START_ONLY`) and the run settings (population, replicates)
+        cannot change, nor can the cap end before the fork's first round."""
+        from cooplab.limits import ConfigError
+        from cooplab.tasks.cpr.society import _ARRAY_FIELDS
+
+        before, after = old["params"], new["params"]
+        for key in (*RUN_SETTINGS, *self.START_ONLY):
+            if before.get(key) != after.get(key) and key not in ("env", "ablation", "preset"):
+                raise ConfigError(f"{key} sets the start of a run, which a fork keeps from its parent; start a new run to change it")
+        p_old, p_new = self.params(old), self.params(new)
+        t = int(state["round"])
+        if p_new.T < t and p_new.T != p_old.T:
+            raise ConfigError(f"T={p_new.T} would end the run before the fork's first round ({t}); give T of {t} or more")
+        params = dict(state["params"])
+        changed = False
+        for name in _ARRAY_FIELDS:
+            a, b = getattr(p_old, name), getattr(p_new, name)
+            if a == b:
+                continue
+            value = np.inf if (name == "punish_off_round" and b is None) else float(b)
+            params[name] = np.full(np.shape(params[name]), value, dtype=float)
+            changed = True
+        if not changed:
+            return {}
+        return {"params": params, "max_round": int(np.max(params["T"])) if np.size(params["T"]) else int(state["max_round"])}
 
     def outputs(self, final: Mapping[str, Any], config: Mapping[str, Any], run: RunInfo) -> dict[str, Any]:
         final = full_state(final)  # a run stopped early may end with finished societies out of the running block
