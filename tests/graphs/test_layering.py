@@ -251,6 +251,10 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
     frozenset({"cooplab.tasks.science.owndata", "cooplab.tasks.science.task"}):
         "the science task reads a team's own data (owndata), and owndata's custom_config builds a run's config "
         "from the task",
+    frozenset({"cooplab.runs.fork", "cooplab.runs.runner"}):
+        "the runner replays a fork's first K rounds without paying for them (fork.prefix_rounds, read from the fork "
+        "record in config.json), and fork() continues the new run through the runner (runner.execute, inside the "
+        "function); moving the fork record's readers into a leaf module would open it",
     frozenset({"cooplab.cli", "cooplab.cli.diners", "cooplab.cli.games", "cooplab.cli.science", "cooplab.cli.tasks"}):
         "the command line registers each world's commands, and their shared helpers (cli/tasks.py) read the app back "
         "to turn a sweep's options into keywords (run_keywords)",
