@@ -150,7 +150,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(parent, tmp_path, capsy
         ("fork", str(parent), "--at-round", "1", "--set", "nosuch=1"): "unknown parameter 'nosuch'",
         ("fork", str(parent), "--at-round", "1", "--set", "r=-1"): "r",
         ("fork", str(parent), "--at-round", "1", "--set", "N=5"): "start of a run",
-        ("fork", str(parent), "--at-round", "1", "--prompt-variant", "terse"): "prompt-variant",
+        ("fork", str(parent), "--at-round", "1", "--prompt-variant", "terse"): "unknown prompt variant 'terse'",
         ("fork", str(parent), "--at-round", "1", "--model", "nosuch:x"): "nosuch",
     }
     for argv, words in cases.items():
