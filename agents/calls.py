@@ -46,20 +46,18 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 
 from cooplab.agents.cache import CachedResponse, ResponseCache
-from cooplab.agents.models import (
+from cooplab.agents.models.errors import (
     CallTimedOut,
     EndpointResponseError,
-    LlamaCppChat,
-    ModelSpec,
     PermanentModelError,
-    ScriptedChatModel,
     TransientModelError,
-    count_tokens,
-    messages_tokens,
     one_line,
 )
+from cooplab.agents.models.local import LlamaCppChat
+from cooplab.agents.models.scripted import ScriptedChatModel
+from cooplab.agents.models.spec import ModelSpec
 from cooplab.agents.replay import trace_replay
-from cooplab.agents.usage import TextEstimate, Usage, check_usage, counted_usage
+from cooplab.agents.usage import TextEstimate, Usage, check_usage, count_tokens, counted_usage, messages_tokens
 from cooplab.graphs.ledger import Entry, Ledger, Reservation, call_id_of
 
 Sleep = Callable[[float], Awaitable[Any]]

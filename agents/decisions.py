@@ -46,12 +46,12 @@ from cooplab.agents.calls import (  # noqa: F401 - is_transient, endpoint_failur
     is_transient,
     usage_of,
 )
-from cooplab.agents.models import DEFAULT_CALL_DEADLINE, ModelSpec
+from cooplab.agents.models.spec import ModelSpec
 from cooplab.agents.usage import input_bound
 from cooplab.graphs.ledger import BudgetExhausted, Entry, Ledger, call_id_of
 from cooplab.graphs.tables import agent_id
 from cooplab.graphs.tracing.labels import call_config
-from cooplab.limits import clean_strings
+from cooplab.limits import DEFAULT_CALL_DEADLINE, clean_strings
 
 T = TypeVar("T", bound=BaseModel)
 

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cooplab.agents.cache import ResponseCache, check_cache, default_cache_path
-from cooplab.agents.models import DEFAULT_CALL_DEADLINE, check_model
+from cooplab.agents.models.factory import check_model
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from cooplab.limits import ConfigError, check, check_agent_models, show
+from cooplab.limits import DEFAULT_CALL_DEADLINE, ConfigError, check, check_agent_models, show
 
 
 def parse_agent_models(items: Any) -> dict[int, str]:
@@ -133,7 +133,7 @@ class LLMSettings(BaseModel):
 
     def specs(self) -> dict[str, Any]:
         """Every model's parsed spec by who uses it (as :meth:`models`)."""
-        from cooplab.agents.models import parse_model_spec
+        from cooplab.agents.models.spec import parse_model_spec
 
         return {who: parse_model_spec(text, base_url=self.base_url, temperature=self.temperature, max_tokens=self.max_tokens)
                 for who, text in self.models().items()}
@@ -191,7 +191,7 @@ def build_service(config: dict[str, Any], entries: list[dict[str, Any]] | None =
     interrupted process left there is restored too: the charges the audit trail lacks, the
     reservations it still held and the calls its budget refused."""
     from cooplab.agents.decisions import LLMService
-    from cooplab.agents.models import make_chat_model  # looked up per call: tests wrap it (and parse_model_spec, in specs())
+    from cooplab.agents.models.factory import make_chat_model  # looked up per call: tests wrap it (and parse_model_spec, in specs())
     from cooplab.agents.prices import NOMINAL
     from cooplab.graphs.ledger import Ledger, LedgerJournal, Rates
 

@@ -29,13 +29,13 @@ def fork_cmd(
     quiet: QuietOpt = False,
 ) -> None:
     """Start a new run from a run's state at the end of round K with some settings changed (a counterfactual fork)."""
-    from cooplab.cli.tasks import _run_errors, _stopped, report
+    from cooplab.cli.tasks import exit_if_stopped, report, run_errors
     from cooplab.runs import api, registry
 
-    with _run_errors(out):
+    with run_errors(out):
         run = api.fork.in_cli_words(run_dir, at_round=at_round, out=out, set=set_ or None, model=model, prompt_variant=prompt_variant,
                                     force=force, quiet=quiet or as_json)
-    _stopped(run)
+    exit_if_stopped(run)
     if not as_json:
         rec = (run.config.get("record") or {}).get("fork") or {}
         typer.echo(f"fork of {rec.get('parent')} at round {rec.get('at_round')} with {rec.get('changes') or 'no changes'}")

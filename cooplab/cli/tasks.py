@@ -129,7 +129,7 @@ def report(task: "Task", out: Path, summary: dict[str, Any], as_json: bool) -> N
 
 
 @contextmanager
-def _run_errors(out: Path):
+def run_errors(out: Path):
     """How a run that ends early is reported: a clean stop or a failure is one line and exit 1,
     Ctrl-C exit 130 (the run resumes with ``cooplab resume``), a bad run directory exit 2."""
     from cooplab.runs import store as runstore
@@ -147,7 +147,7 @@ def _run_errors(out: Path):
         raise typer.Exit(130)
 
 
-def _stopped(run: Any) -> None:
+def exit_if_stopped(run: Any) -> None:
     """A run that stopped early but cleanly: its line, exit 1 (it resumes)."""
     if run.stopped:
         typer.echo(f"cooplab: {run.stopped}", err=True)
@@ -159,9 +159,9 @@ def run_and_report(task: "Task", out: Path, config: dict[str, Any], *, force: bo
     one-line errors in the command line's words."""
     from cooplab.runs import api
 
-    with _run_errors(out):
+    with run_errors(out):
         run = api.run.in_cli_words(config, out=out, force=force, quiet=quiet)  # its messages name flags
-    _stopped(run)
+    exit_if_stopped(run)
     report(task, run.out, run.summary, as_json)
 
 
@@ -169,10 +169,10 @@ def resume_and_report(run_dir: Path, *, quiet: bool, as_json: bool, budget: floa
     """Resume any task's run with :func:`cooplab.resume` (``budget``: a raised cap) and report it."""
     from cooplab.runs import api, registry
 
-    with _run_errors(run_dir):
+    with run_errors(run_dir):
         run = api.resume.in_cli_words(run_dir, quiet=quiet, warn=lambda m: typer.echo(f"cooplab: warning: {m}", err=True), budget=budget,
                          notice=lambda m: typer.echo(f"cooplab: {m}", err=True), budget_name="--budget")
-    _stopped(run)
+    exit_if_stopped(run)
     report(registry.get(run.summary["task"]), run_dir, run.summary, as_json)
 
 

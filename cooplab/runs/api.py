@@ -140,7 +140,7 @@ def _python_words(fn: Callable) -> Callable:
 def _config(config: RunConfig | Mapping[str, Any] | None, task: str | Task | None, kw: dict[str, Any]) -> tuple[Task, dict[str, Any]]:
     """The checked config.json of a run from a RunConfig, a mapping of its fields, or keywords."""
     if isinstance(task, Task):
-        task = registry.register_task(task, replace=True).name if registry._REGISTERED.get(task.name) is not task else task.name
+        task = registry.register_task(task, replace=True).name if registry.registered(task.name) is not task else task.name
     if config is None:
         if not isinstance(task, str):
             raise ConfigError("cooplab.run needs task=NAME (or a RunConfig); installed tasks: " + ", ".join(registry.names()))
@@ -346,7 +346,7 @@ def _run_dirs(where: str | Path | Sequence[str | Path]) -> list[Path]:
 def _run_row(d: Path) -> dict[str, Any]:
     """One row of :func:`load_runs`: who the run is, its settings (``params.NAME``) and the scalar
     results of its summary.json (nested ones as ``ledger.calls``), like a sweep's table."""
-    from cooplab.runs.sweeps import _flatten
+    from cooplab.runs.sweeps import flatten_summary
 
     row: dict[str, Any] = {"run": str(d)}
     try:
@@ -368,8 +368,8 @@ def _run_row(d: Path) -> dict[str, Any]:
                agents=config.get("agents"), seed=config.get("seed"), model=llm.get("model"), created=record.get("created"),
                wall_seconds=summary.get("wall_seconds"))
     params = config.get("params") if isinstance(config.get("params"), Mapping) else {}
-    row.update({f"params.{k}": v for k, v in _flatten(dict(params)).items()})
-    row.update({k: v for k, v in _flatten(dict(summary)).items() if k not in row and f"params.{k}" not in row})
+    row.update({f"params.{k}": v for k, v in flatten_summary(dict(params)).items()})
+    row.update({k: v for k, v in flatten_summary(dict(summary)).items() if k not in row and f"params.{k}" not in row})
     return {k: (str(v) if k in ("run", "task", "status", "agents", "model", "created") and v is not None else v) for k, v in row.items()}
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from cooplab.agents.models import MissingAPIKey
+from cooplab.agents.models.errors import MissingAPIKey
 from cooplab.extras import MissingExtra
 from cooplab.agents.settings import LLMSettings, parse_agent_models
 from cooplab.graphs import prompts, rundir
@@ -218,7 +218,7 @@ def check_run_models(task: Task, config: dict[str, Any], label: Any) -> None:
     checked like ``--model`` (spec, file, API key) on the run's endpoint. ``label(who, field)``:
     how a model is called in the one-line ConfigError (who: "default", an agent number or the
     other model's option; field: its place in config.json)."""
-    from cooplab.agents.models import check_model
+    from cooplab.agents.models.factory import check_model
 
     llm = LLMSettings.model_validate(config["llm"], strict=False)
     phases = task.llm_phases(config)

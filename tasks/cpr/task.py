@@ -223,7 +223,7 @@ class CPRTask(Task):
         Parameters of the start (:data:`START_ONLY`) and the run settings (population, replicates)
         cannot change, nor can the cap end before the fork's first round."""
         from cooplab.limits import ConfigError
-        from cooplab.tasks.cpr.society import _ARRAY_FIELDS
+        from cooplab.tasks.cpr.society import ARRAY_FIELDS
 
         before, after = old["params"], new["params"]
         for key in (*RUN_SETTINGS, *self.START_ONLY):
@@ -235,7 +235,7 @@ class CPRTask(Task):
             raise ConfigError(f"T={p_new.T} would end the run before the fork's first round ({t}); give T of {t} or more")
         params = dict(state["params"])
         changed = False
-        for name in _ARRAY_FIELDS:
+        for name in ARRAY_FIELDS:
             a, b = getattr(p_old, name), getattr(p_new, name)
             if a == b:
                 continue
