@@ -40,7 +40,7 @@ def phases_for(P: GameParams, policies: Mapping[str, Any]):
 
 
 #: the game run's settings beside the game's parameters in config["params"]
-RUN_SETTINGS = ("game", "players", "script", "script_file", "prompt", "deliberation")
+RUN_SETTINGS = ("game", "players", "script", "script_file", "prompt", "deliberation", "invader")
 
 
 def _own(config: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -88,6 +88,15 @@ class GameTask(Task):
             raise TaskConfigError(f"deliberation must be true or false, got {deliberation!r}")
         if players != "llm" and (prompt != "standard" or deliberation):
             raise TaskConfigError("prompt and deliberation apply to LLM players only (players llm)")
+        if _own(config).get("invader") is not None:
+            from cooplab.graphs import invaders
+            from cooplab.limits import ConfigError
+
+            try:
+                invaders.check_stored(_own(config)["invader"], n_agents=P.n_players, rounds=P.rounds, agents=str(config.get("agents")),
+                                      kinds=_invader_kinds(players == "llm"))
+            except ConfigError as exc:
+                raise TaskConfigError(str(exc)) from None
         script = _own(config).get("script")
         if players == "scripted":
             try:
@@ -98,10 +107,12 @@ class GameTask(Task):
             raise TaskConfigError(f"script must be null unless players is scripted, got {type(script).__name__}")
 
     def options(self, agents: str, *, game: str, players: str | None = None, prompt: str = "standard", deliberation: bool = False,
-                group_size: int | None = None, simulations: int | None = None, rounds: int | None = None, set: Any = None) -> dict[str, Any]:  # noqa: A002
+                group_size: int | None = None, simulations: int | None = None, rounds: int | None = None, set: Any = None,  # noqa: A002
+                invader: Any = None) -> dict[str, Any]:
         """``cooplab run game``'s own options: the ``game``, who plays (``players``: llm, nash (default),
         pareto, random or scripted:FILE), the LLM players' ``prompt`` and ``deliberation``, ``group_size``,
-        ``simulations``, ``rounds`` and ``set`` (game constants: a dict or ``name=value`` strings)."""
+        ``simulations``, ``rounds``, ``set`` (game constants: a dict or ``name=value`` strings) and
+        ``invader`` (``"KIND@K[:AGENT]"``: a player replaced at round K, tasks/games/invaders.py)."""
         from pydantic import ValidationError
 
         import cooplab.limits as co
@@ -134,11 +145,18 @@ class GameTask(Task):
             raise co.ConfigError(f"--players must be llm, nash, pareto, random or scripted:FILE, got {co.show(players)}")
         kind, _, path = players.partition(":")
         kind = kind.strip().lower()
+        extra: dict[str, Any] = {}
+        if invader is not None:
+            from cooplab.graphs import invaders
+
+            llm_players = kind == "llm" and not path.strip()
+            extra["invader"] = invaders.parse(invader, n_agents=P.n_players, rounds=P.rounds, agents="llm" if llm_players else "rule",
+                                              kinds=_invader_kinds(llm_players))
         if kind == "llm" and not path.strip():
             if prompt not in PROMPTS:
                 raise co.ConfigError(f"--prompt must be one of {', '.join(PROMPTS)}, got {prompt!r}")
             return {"agents": "llm", "params": {"game": game, "players": "llm", "script": None, "script_file": None, "prompt": prompt,
-                                                "deliberation": bool(deliberation), **P.model_dump(mode="json")}}
+                                                "deliberation": bool(deliberation), **extra, **P.model_dump(mode="json")}}
         if agents == "llm":
             raise co.ConfigError(f"--agents llm plays LLM players; it cannot be combined with --players {players}")
         if kind not in pl.KINDS or (kind == "scripted") != bool(path.strip()):
@@ -152,7 +170,7 @@ class GameTask(Task):
             except pl.ScriptError as exc:
                 raise co.ConfigError(str(exc)) from None
         return {"params": {"game": game, "players": kind, "script": script, "script_file": path.strip() or None, "prompt": "standard",
-                           "deliberation": False, **P.model_dump(mode="json")}}
+                           "deliberation": False, **extra, **P.model_dump(mode="json")}}
 
     def n_agents(self, config: Mapping[str, Any]) -> int:
         return self.params(config).n_players
@@ -168,7 +186,10 @@ class GameTask(Task):
             from cooplab.tasks.games.llm import llm_policies
 
             return llm_policies(self.params(config), _own(config).get("prompt", "standard"), bool(_own(config).get("deliberation", False)))
-        return pl.policies(_own(config)["players"], self.params(config), _own(config).get("script"))
+        from cooplab.tasks.games.invaders import with_invader
+
+        P = self.params(config)
+        return with_invader(P, pl.policies(_own(config)["players"], P, _own(config).get("script")), _own(config).get("invader"))
 
     def phases(self, config: Mapping[str, Any]):
         return phases_for(self.params(config), self.policies(config))
@@ -284,6 +305,11 @@ def reference_text(metric: Mapping[str, Any]) -> str:
     """"Nash 0, Pareto 1 (fair share T/(N R))": the references a metric is read against."""
     basis = metric.get("pareto_basis")
     return f"Nash {metric['nash']:g}, Pareto {metric['pareto']:g}" + (f" ({basis})" if basis and basis != "derived" else "")
+
+
+def _invader_kinds(llm_players: bool) -> tuple[str, ...]:
+    """Reference players take the rule-based invaders; LLM players an invader of another model."""
+    return ("model",) if llm_players else ("greedy", "defector", "free-rider")
 
 
 TASK = GameTask()
