@@ -9,7 +9,9 @@ mean contribution). With ``window`` w and ``band`` b:
   of the level (``drop_share``; None when the level is 0). A series that rises after the event
   has a negative drop; ``direction="down"`` reads a series where lower is better (a distance)
   the other way round;
-- the **band** is the level ± b·|level| (± b when the level is 0);
+- the **band** reaches b·|level| (b when the level is 0) below the level (``direction="up"``;
+  above it for ``"down"``): a round is outside it only on the bad side, so a series that gets
+  better after the event never leaves it;
 - **rounds to recover**: 0 when no round from K on leaves the band; otherwise the number of
   rounds from K to the first round, after the first one outside the band, that is back inside it
   (``recovered`` false and ``rounds_to_recover`` None when none is: "did not recover").
@@ -44,9 +46,9 @@ def recovery(series: Sequence[float], K: int, *, window: int = 3, band: float = 
     worst = float(np.nanmin(after)) if direction == "up" else float(np.nanmax(after))
     drop = level - worst if direction == "up" else worst - level
     tol = band * abs(level) if level != 0 else band
-    inside = np.abs(after - level) <= tol + 1e-12
+    inside = (after >= level - tol - 1e-12) if direction == "up" else (after <= level + tol + 1e-12)
     inside = np.where(np.isfinite(after), inside, False)
-    out.update(pre_level=level, lowest_after=worst, drop=drop, drop_share=(drop / abs(level)) if level != 0 else None)
+    out.update(pre_level=level, worst_after=worst, drop=drop, drop_share=(drop / abs(level)) if level != 0 else None)
     if inside.all():
         return {**out, "left_band": None, "recovered": True, "rounds_to_recover": 0}
     first_out = int(np.flatnonzero(~inside)[0])

@@ -239,6 +239,7 @@ class GameTask(Task):
                            messages=len(messages))
         summary.update(mt.summarize(P, history, tables["simulations"], conv if conv is not None else mt.bootstrap_convergence([]),
                                     fallbacks))
+        summary.update(_mix_and_invader(P, history, config, run))
         if "convergence" in summary:
             keep = [i for i, n in enumerate(summary["convergence"]["n"]) if n in SUMMARY_N or n == P.simulations]
             summary["convergence"] = {k: (v if k == "resamples" else [v[i] for i in keep]) for k, v in summary["convergence"].items()}
@@ -305,6 +306,25 @@ def reference_text(metric: Mapping[str, Any]) -> str:
     """"Nash 0, Pareto 1 (fair share T/(N R))": the references a metric is read against."""
     basis = metric.get("pareto_basis")
     return f"Nash {metric['nash']:g}, Pareto {metric['pareto']:g}" + (f" ({basis})" if basis and basis != "derived" else "")
+
+
+def _mix_and_invader(P: Any, history: list, config: Mapping[str, Any], run: RunInfo) -> dict[str, Any]:
+    """Players of several models: per-model outcomes and cross-play (tables ``by_model``,
+    ``crossplay``); an invader: its effect (tasks/games/mix.py). Nothing for a run with neither."""
+    from cooplab.tasks.games import mix
+
+    out: dict[str, Any] = {}
+    if not history:
+        return out
+    llm = config.get("llm")
+    if _own(config).get("players") == "llm" and llm and len({mix.model_of(llm, a) for a in range(P.n_players)}) > 1:
+        by_model, cross = mix.per_model(P, history, llm)
+        rundir.write_table(by_model, run.out, "by_model", csv=run.csv)
+        rundir.write_table(cross, run.out, "crossplay", csv=run.csv)
+        out["by_model"], out["crossplay"] = by_model, cross
+    if _own(config).get("invader"):
+        out["invasion"] = mix.invader_effect(P, history, _own(config)["invader"])
+    return out
 
 
 def _invader_kinds(llm_players: bool) -> tuple[str, ...]:
