@@ -66,7 +66,7 @@ def recovery_text(r: dict[str, Any], what: str) -> str:
     if r["recovered"] is False:
         how = "did not recover"
     elif r["rounds_to_recover"] == 0:
-        how = f"never left the ±{r['band']:.0%} band"
+        how = f"never fell more than {r['band']:.0%} past it"
     else:
-        how = f"back within ±{r['band']:.0%} after {r['rounds_to_recover']} rounds"
+        how = f"back within {r['band']:.0%} of it {r['rounds_to_recover']} rounds after the event"
     return f"{what}: level {r['pre_level']:.3g} before round {r['K']}, drop {r['drop']:.3g}{share}; {how}"

@@ -118,3 +118,52 @@ def invader_effect(rounds: pd.DataFrame, agents: pd.DataFrame, invader: Mapping[
             "invader_wealth": float(inv["wealth"].mean()) if len(inv) else None,
             "resident_wealth": float(res["wealth"].mean()) if len(res) else None,
             "payoff_basis": "final wealth of the invader's seat against the residents' mean (the seat's wealth before K included)"}
+
+
+def report_lines(summary: Mapping[str, Any]) -> list[str]:
+    """The report's lines of a mixed society and of an invasion (none for a run with neither)."""
+    from cooplab.evals.recovery import recovery_text
+    from cooplab.graphs.invaders import text
+
+    lines = []
+    for r in summary.get("by_model") or []:
+        lines.append(f"model {r['model']} ({r['agents']} agents): catch {r['catch_per_agent']:.1f} per agent, fines given "
+                     f"{r['fines_given_per_agent']:.2f} / received {r['fines_received_per_agent']:.2f} per agent, norms proposed "
+                     f"{r['norms_proposed']}, adopted {r['norms_adopted']}, final wealth {_f(r['wealth_per_agent'])} per agent")
+    if summary.get("crossplay"):
+        lines.append("fines per pair of agents and round (row fines column): " + "; ".join(
+            f"{c['model']} -> {c['with']} {_f(c['fines_per_pair_round'], 3)}" for c in summary["crossplay"]))
+    inv = summary.get("invasion")
+    if inv:
+        lines.append(f"invader: {text(inv['invader'])}; recovered in {_f(inv['recovered_share'], 2)} of societies"
+                     f" (mean {_f(inv['mean_rounds_to_recover'], 1)} rounds), mean drop of the stock {_f(inv['mean_drop'], 1)}; "
+                     f"final wealth: invader {_f(inv['invader_wealth'])}, residents {_f(inv['resident_wealth'])}")
+        if len(inv["societies"]) == 1 and inv["societies"][0].get("pre_level") is not None:
+            lines.append(recovery_text(inv["societies"][0], "stock"))
+    return lines
+
+
+def _f(x: Any, nd: int = 1) -> str:
+    return "n/a" if x is None else f"{x:.{nd}f}"
+
+
+def figures(summary: Mapping[str, Any], rounds: pd.DataFrame, where: Any) -> None:
+    """``figures/by_model.png`` (a mixed society) and ``figures/invasion.png`` (an invader: the
+    stock of each society around K, the first society's level and band)."""
+    from pathlib import Path
+
+    from cooplab.evals.plots_mix import by_model_figure, recovery_figure
+
+    where = Path(where)
+    if summary.get("by_model"):
+        by_model_figure(summary["by_model"], [("catch_per_agent", "catch per agent"), ("fines_given_per_agent", "fines given per agent"),
+                                              ("fines_received_per_agent", "fines received per agent"),
+                                              ("wealth_per_agent", "final wealth per agent")],
+                        "Outcomes per model in one society", where / "by_model.png")
+    inv = summary.get("invasion")
+    if inv and inv["societies"] and inv["societies"][0].get("pre_level") is not None:
+        soc_col = "replicate" if "replicate" in rounds.columns else "society"
+        series = {f"society {s}": g.sort_values("round")["R"].to_numpy() for s, g in rounds.groupby(soc_col)}
+        first = dict(list(series.items())[:6])
+        recovery_figure(first, int(inv["invader"]["round"]), inv["societies"][0], "fish stock R",
+                        f"Stock around the invader ({inv['invader']['kind']}, round {inv['invader']['round']})", where / "invasion.png")

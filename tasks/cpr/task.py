@@ -277,22 +277,33 @@ class CPRTask(Task):
             extra["efforts"] = agent_efforts(_table_or_none(run.out, "decisions"))
             extra["norms"] = _table_or_none(run.out, "norms_adopted")
         run_figure(rounds, dict(summary), run.out / "figures", **extra)
+        from cooplab.tasks.cpr.mix import figures as mix_figures
+
+        mix_figures(summary, rounds, run.out / "figures")
 
     def report(self, summary: Mapping[str, Any]) -> list[str]:
         st, ef = summary["survival_time"], summary["efficiency"]
 
         n = st.get("n", 0)
         how = " (mean ± s.e.m. over societies)" if n > 1 else ""
+        from cooplab.tasks.cpr.mix import report_lines
+
         return [f"survival time T_s = {mean_sem_text(st, 2)}, efficiency eta = {mean_sem_text(ef, 3)}{how}, "
                 f"n = {n} {'society' if n == 1 else 'societies'}; collapse causes: {counts_text(summary['collapse'])}",
-                "tables: summary.json, rounds.*, agents.*, figures/run.png"]
+                *report_lines(summary),
+                "tables: summary.json, rounds.*, agents.*" + (", by_model.*, crossplay.*" if summary.get("by_model") else "")
+                + ", figures/run.png"]
 
     def analyze_sweep(self, cells: list[dict[str, Any]], out: Path, *, analysis_out: Path | None = None) -> dict[str, Any]:
         """``cooplab analyze cpr`` over the finished cells (into ``OUT/analysis`` unless told otherwise)."""
         from cooplab.tasks.cpr.analysis import analyze
 
+        from cooplab.evals.mixsweep import sweep_tables
+
         dest = Path(analysis_out) if analysis_out is not None else Path(out) / "analysis"
-        return {"analysis": analyze([Path(c["dir"]) for c in cells], dest), "analysis_dir": str(dest)}
+        result = {"analysis": analyze([Path(c["dir"]) for c in cells], dest), "analysis_dir": str(dest)}
+        mixed = sweep_tables(cells, dest)  # per-model rows, cross-play and invasions of the cells (when any)
+        return {**result, "mix_tables": mixed} if mixed else result
 
     def params_table(self) -> list[dict[str, Any]]:
         return params_table()

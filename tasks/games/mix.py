@@ -83,3 +83,42 @@ def invader_effect(P: Any, history: Sequence[Mapping[str, Any]], invader: Mappin
         out["recovery"] = {"K": K, "recovered": None, "note": "the run ended before the event"}
     out["residents_metric_by_round"] = [_num(x) for x in series]
     return out
+
+
+def report_lines(summary: Mapping[str, Any]) -> list[str]:
+    """The report's lines of players of several models and of an invasion (none otherwise)."""
+    from cooplab.evals.recovery import recovery_text
+    from cooplab.graphs.invaders import text
+
+    def f(x: Any, nd: int = 3) -> str:
+        return "n/a" if x is None else f"{x:.{nd}f}"
+
+    lines = [f"model {r['model']} ({r['players']} players): metric {f(r['metric'])}, proximity {f(r['proximity'])}, payoff "
+             f"{f(r['payoff_per_round'])} per round" for r in summary.get("by_model") or []]
+    if summary.get("crossplay"):
+        lines.append("cross-play, metric of the first with the second in one group: " + "; ".join(
+            f"{c['model']} with {c['with']} {f(c['metric'])} ({c['pairs']} pairs)" for c in summary["crossplay"]))
+    inv = summary.get("invasion")
+    if inv:
+        lines.append(f"invader: {text(inv['invader'])}; payoff per round from K: invader {f(inv.get('invader_payoff_per_round'))}, "
+                     f"residents {f(inv.get('resident_payoff_per_round'))}")
+        lines.append(recovery_text(inv["recovery"], "residents' metric"))
+    return lines
+
+
+def figures(summary: Mapping[str, Any], where: Any) -> None:
+    """``figures/by_model.png`` (players of several models) and ``figures/invasion.png`` (an invader)."""
+    from pathlib import Path
+
+    from cooplab.evals.plots_mix import by_model_figure, recovery_figure
+
+    where = Path(where)
+    if summary.get("by_model"):
+        by_model_figure(summary["by_model"], [("metric", "mean metric"), ("proximity", "Pareto proximity (0 = Pareto)"),
+                                              ("payoff_per_round", "payoff per round")],
+                        f"{summary.get('game')}: outcomes per model", where / "by_model.png")
+    inv = summary.get("invasion")
+    if inv and inv.get("recovery", {}).get("pre_level") is not None:
+        recovery_figure({"residents": inv["residents_metric_by_round"]}, int(inv["invader"]["round"]), inv["recovery"],
+                        "residents' mean metric", f"{summary.get('game')}: residents around the invader ({inv['invader']['kind']})",
+                        where / "invasion.png")

@@ -252,6 +252,9 @@ class GameTask(Task):
 
         run_figure(rundir.read_table(run.out, "rounds"), rundir.read_table(run.out, "convergence"), summary,
                    run.out / "figures" / "run.png")
+        from cooplab.tasks.games.mix import figures as mix_figures
+
+        mix_figures(summary, run.out / "figures")
 
     def report(self, summary: Mapping[str, Any]) -> list[str]:
         m, p = summary.get("metric") or {}, summary.get("pareto_proximity")
@@ -281,7 +284,12 @@ class GameTask(Task):
             s = oc["sanctions"]
             lines.append(f"sanction tokens per player and round: given {s['tokens_given_per_player_round']:.3f}, received "
                          f"{s['tokens_received_per_player_round']:.3f}")
+        from cooplab.tasks.games.mix import report_lines
+
+        lines += report_lines(summary)
         extra = ", sanctions.*" if summary.get("game") == "cpr-sanction" else ""
+        if summary.get("by_model"):
+            extra += ", by_model.*, crossplay.*"
         if summary.get("players") == "llm":
             d = summary.get("decisions") or {}
             fb = summary.get("fallback") or {}
@@ -291,6 +299,16 @@ class GameTask(Task):
             extra += ", decisions.*, ledger.*" + (", messages.*" if summary.get("messages") else "")
         lines.append(f"tables: summary.json, players.*, rounds.*, simulations.*{extra}, convergence.*, figures/run.png")
         return lines
+
+    def analyze_sweep(self, cells: list[dict[str, Any]], out: Any, *, analysis_out: Any = None) -> dict[str, Any] | None:
+        """The cells' per-model rows, cross-play and invasions side by side (when any cell has them)."""
+        from pathlib import Path
+
+        from cooplab.evals.mixsweep import sweep_tables
+
+        dest = Path(analysis_out) if analysis_out is not None else Path(out) / "analysis"
+        mixed = sweep_tables(cells, dest)
+        return {"mix_tables": mixed, "analysis_dir": str(dest)} if mixed else None
 
     def params_table(self) -> list[dict[str, Any]]:
         rows = []
