@@ -163,3 +163,21 @@ def test_python_errors_use_keyword_names(tmp_path):
         cooplab.run(task="cpr", agents="llm", model_mix={CAUTIOUS: True, GREEDY: 3}, n_agents=4, out=tmp_path / "x")
     with pytest.raises(cooplab.ConfigError, match="invader"):
         cooplab.run(task="cpr", n_agents=4, rounds=5, invader={"kind": "greedy", "round": 2.5}, out=tmp_path / "x")
+
+
+# --- a served graph: the specs of a mix and of an invader are checked like any model's --------------------
+@pytest.mark.parametrize("context, names", [
+    ({"agents": "llm", "llm": {"model_mix": {CAUTIOUS: 2}}, "options": {"n_agents": 2, "rounds": 2}}, "llm.model_mix"),
+    ({"agents": "llm", "llm": {"model_from": {"1@2": GREEDY}}, "options": {"n_agents": 2, "rounds": 2}}, "llm.model_from"),
+    ({"agents": "llm", "options": {"n_agents": 2, "rounds": 3, "invader": f"model:{GREEDY}@2"}}, "options.invader"),
+    ({"agents": "llm", "options": {"n_agents": 2, "rounds": 3, "invader": {"kind": "model", "round": 2, "model": GREEDY}}},
+     "options.invader.model"),
+])
+def test_served_runs_refuse_files_named_by_a_mix_or_an_invader(tmp_path, context, names):
+    from types import SimpleNamespace
+
+    from cooplab.runs import server_graphs as sg
+
+    with pytest.raises(sg.SettingsError) as e:
+        sg.cpr(config={"configurable": {}}, runtime=SimpleNamespace(context=context))
+    assert sg.ALLOW_PATHS in str(e.value) and names in str(e.value), e.value
