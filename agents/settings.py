@@ -141,6 +141,8 @@ class LLMSettings(BaseModel):
             else:
                 where = label("model") if agent == "default" else f"{label('agent_models')}[{agent!r}]"
             check_model(text, self.base_url, where)
+        for text in self.model_mix or {}:  # a model of the mix that no agent drew (count 0) is checked too
+            check_model(text, self.base_url, "--model-mix" if name is None else name("model_mix"))
         prices = self.resolved_prices(label("budget"))
         cache = "off" if self.cache == "off" else str(Path(self.cache).expanduser() if self.cache else default_cache_path())
         if cache != "off":

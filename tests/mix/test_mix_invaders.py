@@ -136,6 +136,7 @@ def test_recovery_figures_on_constructed_series():
 # --- bad input: one line, exit 2 -------------------------------------------------------------------------
 @pytest.mark.parametrize("args, words", [
     (["cpr", "--agents", "llm", "--model-mix", "nope:x=4"], "unknown model provider 'nope'"),
+    (["cpr", "--agents", "llm", "--model-mix", f"{CAUTIOUS}=4", "--model-mix", "scripted:/nonexistent.json=0"], "not found"),
     (["cpr", "--agents", "llm", "--model-mix", f"{CAUTIOUS}=2", "--model-mix", f"{GREEDY}=3"], "add up to 5 (2 + 3) but the society has 4"),
     (["cpr", "--agents", "llm", "--model-mix", f"{CAUTIOUS}=-1"], "whole number"),
     (["cpr", "--agents", "llm", "--model-mix", f"{CAUTIOUS}=1.5"], "whole number"),
