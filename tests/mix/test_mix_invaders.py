@@ -182,3 +182,16 @@ def test_served_runs_refuse_files_named_by_a_mix_or_an_invader(tmp_path, context
     with pytest.raises(sg.SettingsError) as e:
         sg.cpr(config={"configurable": {}}, runtime=SimpleNamespace(context=context))
     assert sg.ALLOW_PATHS in str(e.value) and names in str(e.value), e.value
+
+
+def test_a_stored_mix_is_read_back_never_redrawn_and_a_tampered_one_is_refused(tmp_path):
+    run = cooplab.run(task="cpr", agents="llm", model_mix={CAUTIOUS: 1, GREEDY: 2}, n_agents=3, rounds=2, seed=7, cache="off",
+                      out=tmp_path / "a", quiet=True)
+    again = cooplab.run(cooplab.RunConfig.load(tmp_path / "a"), out=tmp_path / "b", quiet=True)
+    assert again.config["llm"]["agent_models"] == run.config["llm"]["agent_models"]
+    assert again.summary["by_model"] == run.summary["by_model"]
+    config = json.loads((tmp_path / "a" / "config.json").read_text())
+    config["llm"]["agent_models"] = {"0": CAUTIOUS, "1": CAUTIOUS, "2": GREEDY}  # no longer the mix's counts
+    (tmp_path / "a" / "config.json").write_text(json.dumps(config))
+    with pytest.raises(cooplab.ConfigError, match="do not match the mix"):
+        cooplab.RunConfig.load(tmp_path / "a")
