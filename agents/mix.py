@@ -71,7 +71,7 @@ def check_mix(mix: dict[str, int] | None, agent_models: dict[int, str], n_agents
         drawn = counts_of(agent_models)
         if set(map(int, agent_models)) != set(range(n_agents)) or drawn != {k: v for k, v in mix.items() if v}:
             raise ConfigError(f"{where}: the per-agent models (agent_models) do not match the mix {mix}; "
-                          "give a mix or per-agent models, not both")
+                              "give a mix or per-agent models, not both")
 
 
 def counts_of(agent_models: dict[Any, str]) -> dict[str, int]:
