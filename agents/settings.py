@@ -84,6 +84,8 @@ class LLMSettings(BaseModel):
     prices: dict[str, list[float]] | None = Field(None, description="The prices used, USD per 1K input and output tokens by model "
                                                   "id (filled in by checked(); recorded in config.json).")
     cache: str | None = Field(None, description="Response cache file (None: the default cache; 'off': no cache).")
+    prompt_variant: str = Field("original", description="Which wording of the task's prompts the agents get: original, or a "
+                                "folder of prompts/variants/ beside the task's prompts (docs/robustness.md).")
 
     @field_validator("model", mode="before")
     @classmethod
@@ -188,6 +190,8 @@ class LLMSettings(BaseModel):
                 check(f"{where}.{key}", value, rules[key])
             elif key == "prices" and value is not None:
                 check_prices(value, f"{where}.prices")
+            elif key == "prompt_variant" and not isinstance(value, str):
+                raise ConfigError(f"{where}.prompt_variant must be a prompt variant's name, got {show(value)}")
             elif key in ("model", "base_url", "cache") and value is not None and not isinstance(value, str):
                 raise ConfigError(f"{where}.{key} must be a string{'' if key == 'model' else ' or null'}, got {show(value)}")
             elif key == "agent_models" and (not isinstance(value, dict) or not all(

@@ -138,5 +138,4 @@ PriceOutOpt = Annotated[Optional[float], num_opt("--price-out", "USD per 1K outp
 SandboxRateOpt = Annotated[float, num_opt("--sandbox-rate", "USD per second of sandbox time charged to the run's ledger, in [0, 1000] (default 0: recorded, free).")]
 SandboxTimeoutOpt = Annotated[float, num_opt("--sandbox-timeout", "Seconds one run_code call may take, in (0, 86400]; the sandbox is killed past it.")]
 CacheOpt = Annotated[Optional[str], typer.Option("--cache", help="Response cache file (default ~/.cache/cooplab/llm-cache.sqlite or $COOPLAB_CACHE); 'off' disables it.")]
-
-
+PromptVariantOpt = Annotated[str, typer.Option("--prompt-variant", help="Which wording of the task's prompts LLM agents get: original (the default), or a folder under the task's prompts/variants/ (a rewording, a format, personas; docs/robustness.md). Recorded in config.json.")]

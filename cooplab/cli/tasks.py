@@ -56,6 +56,7 @@ from cooplab.cli.options import (
     OutOpt,
     PriceInOpt,
     PriceOutOpt,
+    PromptVariantOpt,
     QuietOpt,
     RpsOpt,
     SandboxRateOpt,
@@ -199,6 +200,7 @@ def _common(
     price_in: PriceInOpt = None,
     price_out: PriceOutOpt = None,
     cache: CacheOpt = None,
+    prompt_variant: PromptVariantOpt = "original",
 ) -> None:
     """The options every ``cooplab run TASK`` has (a template: never called)."""
 
@@ -264,8 +266,8 @@ def run_command(task: "Task | TaskFacts", options: Callable[..., dict[str, Any]]
 
 
 #: the options of LLM agents (parameter names): refused on the command line of a rule-based run
-LLM_OPTIONS = ("model", "agent_model", "model_mix", "base_url", "temperature", "max_tokens", "max_concurrency", "call_timeout", "rps", "budget",
-               "price_in", "price_out", "cache")
+LLM_OPTIONS = ("model", "agent_model", "model_mix", "base_url", "temperature", "max_tokens", "max_concurrency", "call_timeout", "rps",
+               "budget", "price_in", "price_out", "cache", "prompt_variant")
 
 
 def refuse_llm_options(how: str) -> None:

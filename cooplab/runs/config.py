@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from cooplab.agents.models import MissingAPIKey
 from cooplab.extras import MissingExtra
 from cooplab.agents.settings import LLMSettings, parse_agent_models
-from cooplab.graphs import rundir
+from cooplab.graphs import prompts, rundir
 from cooplab.graphs.task import Task, TaskConfigError, first_error
 from cooplab.limits import ConfigError, check, one_line, parse_json, show
 
@@ -205,6 +205,7 @@ def build_config(task: Task, fields: dict[str, Any], *, agents: str, seed: int, 
             llm = llm.model_copy(update={"model": override, "agent_models": {}})
         llm = _mixed(llm, task.n_agents(config), seed, fields["params"].get("invader"))
         config["llm"] = llm.checked(task.n_agents(config)).model_dump(mode="json")
+        prompts.check(task, llm.prompt_variant)
         check_run_models(task, config, _cli_label)
     if task.uses_sandbox:
         config["sandbox"] = sandbox.checked().model_dump(mode="json")
@@ -287,6 +288,7 @@ def check_stored(raw: Any, where: str, task: Task | None = None) -> dict[str, An
     if config["agents"] == "llm":
         llm = LLMSettings.from_file(config["llm"], f"{where}: llm", required=_LLM_REQUIRED)
         config["llm"] = llm.checked(task.n_agents(config), name=lambda key: f"{where}: llm.{key}").model_dump(mode="json")
+        prompts.check(task, llm.prompt_variant, f"{where}: llm.prompt_variant")
         check_run_models(task, config, lambda who, field: f"{where}: {field}")
     elif config["llm"] is not None:
         raise ConfigError(f"{where}: llm must be null for agents {config['agents']!r}, got {show(config['llm'])}")

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from cooplab.evals.metrics import summarize
-from cooplab.graphs import rundir
+from cooplab.graphs import prompts, rundir
 from cooplab.tasks.cpr import metrics as cpr_metrics
 from cooplab.evals.text import counts_text, mean_sem_text
 from cooplab.graphs.rng import phase_rng
@@ -77,24 +77,24 @@ def resolve_params(env: str, ablation: str, n_agents: int | None, rounds: int | 
     return make_params(**values)
 
 
-def llm_phases(params: CPRParams) -> "OrderedDict[str, Callable]":
+def llm_phases(params: CPRParams, variant: str = "original") -> "OrderedDict[str, Callable]":
     """The CPR graph with LLM agents: the same phase nodes with LLM policies plugged in
     (Figs. 8-11). Social learning happens in context (peers shown in the prompts), so the
     parameter-copying ``learn`` node is not part of an LLM society."""
     from cooplab.tasks.cpr import llm as la
 
     nodes: OrderedDict[str, Callable] = OrderedDict()
-    nodes["harvest"] = ph.harvest_node(la.LLMEffortPolicy())
+    nodes["harvest"] = ph.harvest_node(la.LLMEffortPolicy(variant))
     if params.punishment:
-        nodes["punish"] = ph.punish_node(la.LLMPunishPolicy())
+        nodes["punish"] = ph.punish_node(la.LLMPunishPolicy(variant))
     nodes["environment"] = ph.environment_node()
     if params.group_decision:
-        nodes["propose"] = ph.propose_node(la.LLMProposePolicy())
-        nodes["vote"] = ph.vote_node(la.LLMVotePolicy())
+        nodes["propose"] = ph.propose_node(la.LLMProposePolicy(variant))
+        nodes["vote"] = ph.vote_node(la.LLMVotePolicy(variant))
     return nodes
 
 
-def init_llm_state(conditions, replicates: int, seed: int) -> dict[str, Any]:
+def init_llm_state(conditions, replicates: int, seed: int, variant: str = "original") -> dict[str, Any]:
     """The rule-based initial state plus what LLM agents carry: belief texts drawn from the
     template bank by type, an empty group norm, and a short memory of recent outcomes."""
     from cooplab.tasks.cpr.llm import MEMORY, initial_beliefs
@@ -102,7 +102,7 @@ def init_llm_state(conditions, replicates: int, seed: int) -> dict[str, Any]:
     state = init_state(conditions, replicates, seed)
     S, N = state["alive"].shape
     types = [agent_types(N, conditions[int(c)].population) for c in state["condition"]]
-    beliefs = initial_beliefs(types, phase_rng(seed, 0, "beliefs"))
+    beliefs = initial_beliefs(types, phase_rng(seed, 0, "beliefs"), variant)
     state.update(
         agent_types=types,
         beliefs=beliefs,
@@ -214,7 +214,7 @@ class CPRTask(Task):
     def phases(self, config: Mapping[str, Any]) -> "OrderedDict[str, Callable]":
         params = self.params(config)
         if config.get("agents") == "llm":
-            return llm_phases(params)
+            return llm_phases(params, prompts.variant_of(config))
         from cooplab.tasks.cpr.invaders import with_invader
 
         return with_invader(phases_for(params), config["params"].get("invader"))
@@ -223,7 +223,7 @@ class CPRTask(Task):
         conds = [Condition(self.params(config), config["params"]["population"])]
         seed, replicates = int(config["seed"]), int(config["params"]["replicates"])
         if config.get("agents") == "llm":
-            return init_llm_state(conds, replicates, seed)
+            return init_llm_state(conds, replicates, seed, prompts.variant_of(config))
         return init_state(conds, replicates, seed)
 
     def total_rounds(self, config: Mapping[str, Any]) -> int:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from cooplab.graphs import rundir
+from cooplab.graphs import prompts, rundir
 from cooplab.graphs.rng import phase_rng
 from cooplab.graphs.task import RunInfo, Task, TaskConfigError
 from cooplab.tasks.games import equilibria as eq
@@ -185,7 +185,8 @@ class GameTask(Task):
         if _own(config)["players"] == "llm":
             from cooplab.tasks.games.llm import llm_policies
 
-            return llm_policies(self.params(config), _own(config).get("prompt", "standard"), bool(_own(config).get("deliberation", False)))
+            return llm_policies(self.params(config), _own(config).get("prompt", "standard"), bool(_own(config).get("deliberation", False)),
+                                prompts.variant_of(config))
         from cooplab.tasks.games.invaders import with_invader
 
         P = self.params(config)
