@@ -72,9 +72,15 @@ def test_game_mixed_players_crossplay_table(tmp_path):
 
 
 # --- invaders --------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def cpr_base(tmp_path_factory):
+    """The unperturbed rule-based run the invaded ones are compared with (made once)."""
+    return cooplab.run(task="cpr", n_agents=5, rounds=8, replicates=4, seed=3, out=tmp_path_factory.mktemp("base") / "r", quiet=True)
+
+
 @pytest.mark.parametrize("kind", ["greedy", "defector", "free-rider"])
-def test_cpr_invader_changes_the_run_only_from_round_k(tmp_path, kind):
-    base = cooplab.run(task="cpr", n_agents=5, rounds=8, replicates=4, seed=3, out=tmp_path / "base", quiet=True)
+def test_cpr_invader_changes_the_run_only_from_round_k(tmp_path, kind, cpr_base):
+    base = cpr_base
     inv = cooplab.run(task="cpr", n_agents=5, rounds=8, replicates=4, seed=3, invader=f"{kind}@4:1", out=tmp_path / kind, quiet=True)
     assert json.loads((tmp_path / kind / "config.json").read_text())["params"]["invader"] == \
         {"kind": kind, "round": 4, "agent": "1", "model": None}
