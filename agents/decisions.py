@@ -146,7 +146,13 @@ class LLMService:
         self._asked[key] = n
         return k
 
-    def model_for(self, agent: int | str) -> tuple[ModelSpec, BaseChatModel]:
+    def model_for(self, agent: int | str, round: int | None = None) -> tuple[ModelSpec, BaseChatModel]:
+        """The model of ``agent``; in ``round``, a switch ``"AGENT@ROUND"`` (``llm.model_from``) counts from its round on."""
+        if round is not None and len(self.models) > 1:
+            after = [(int(r), key) for key in self.models for a, sep, r in [key.partition("@")]
+                     if sep and a == str(agent) and r.isdigit() and int(r) <= round]
+            if after:
+                return self.models[max(after)[1]]
         return self.models.get(str(agent)) or self.models["default"]
 
     def adapter(self, spec: ModelSpec, model: Any) -> ProviderAdapter:
@@ -181,7 +187,7 @@ class LLMService:
         """One structured-output call of a society agent, through the call path: the key is the
         model's identity, the messages, the agent, round, phase, seed, attempt, schema and output
         cap; the input bound covers what is sent, the output bound is ``max_tokens``."""
-        spec, model = self.model_for(agent)
+        spec, model = self.model_for(agent, round)
         adapter = self.adapter(spec, model)
         key = cache_key(model=spec.identity(), messages=[(m.type, str(m.content)) for m in messages], agent=agent_id(society, agent),
                         round=round, phase=phase, seed=self.seed, attempt=attempt, schema=_schema_id(schema),
@@ -319,7 +325,7 @@ async def decide(service: LLMService, spec: DecisionSpec[T], messages: list[Base
     if fallback_used and spec.fallback is not None:
         value = spec.fallback(ctx)
     rec = DecisionRecord(
-        society=society, agent=agent, round=round, phase=spec.phase, model=service.model_for(agent)[0].id, raw=raw,
+        society=society, agent=agent, round=round, phase=spec.phase, model=service.model_for(agent, round)[0].id, raw=raw,
         parsed=value.model_dump() if value is not None else None, attempts=attempts, fallback_used=fallback_used,
         error=err, input_tokens=in_tok, output_tokens=out_tok, latency=round_(latency), cost=str(cost), cached_calls=cached_calls,
         usage_errors=usage_errors,

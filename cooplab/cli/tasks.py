@@ -41,6 +41,7 @@ from cooplab.cli import options as co
 from cooplab.cli.lazy import LightHelp
 from cooplab.cli.options import (
     AgentModelOpt,
+    ModelMixOpt,
     BaseUrlOpt,
     BudgetOpt,
     CacheOpt,
@@ -187,6 +188,7 @@ def _common(
     quiet: QuietOpt = False,
     model: ModelOpt = "local",
     agent_model: AgentModelOpt = None,
+    model_mix: ModelMixOpt = None,
     base_url: BaseUrlOpt = None,
     temperature: TemperatureOpt = 0.7,
     max_tokens: MaxTokensOpt = 64,
@@ -264,8 +266,8 @@ def run_command(task: "Task | TaskFacts", options: Callable[..., dict[str, Any]]
 
 
 #: the options of LLM agents (parameter names): refused on the command line of a rule-based run
-LLM_OPTIONS = ("model", "agent_model", "base_url", "temperature", "max_tokens", "max_concurrency", "call_timeout", "rps", "budget",
-               "price_in", "price_out", "cache", "prompt_variant")
+LLM_OPTIONS = ("model", "agent_model", "model_mix", "base_url", "temperature", "max_tokens", "max_concurrency", "call_timeout", "rps",
+               "budget", "price_in", "price_out", "cache", "prompt_variant")
 
 
 def refuse_llm_options(how: str) -> None:

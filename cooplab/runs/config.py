@@ -203,12 +203,24 @@ def build_config(task: Task, fields: dict[str, Any], *, agents: str, seed: int, 
         override = fields.get("model_override")  # a task option that fixes the model (e.g. science --team oracle)
         if override is not None:
             llm = llm.model_copy(update={"model": override, "agent_models": {}})
+        llm = _mixed(llm, task.n_agents(config), seed, fields["params"].get("invader"))
         config["llm"] = llm.checked(task.n_agents(config)).model_dump(mode="json")
         prompts.check(task, llm.prompt_variant)
         check_run_models(task, config, _cli_label)
     if task.uses_sandbox:
         config["sandbox"] = sandbox.checked().model_dump(mode="json")
     return config
+
+
+def _mixed(llm: LLMSettings, n_agents: int, seed: int, invader: Any) -> LLMSettings:
+    """A mix drawn into per-agent models, and an invader of another model as a model switch
+    (:mod:`cooplab.agents.mix`); unchanged without either."""
+    from cooplab.agents import mix
+
+    llm = mix.resolve(llm, n_agents, seed, "--model-mix")
+    if isinstance(invader, dict) and invader.get("kind") == "model":
+        llm = llm.model_copy(update={"model_from": {**llm.model_from, f"{invader['agent']}@{invader['round']}": invader["model"]}})
+    return llm
 
 
 def check_run_models(task: Task, config: dict[str, Any], label: Any) -> None:

@@ -180,7 +180,7 @@ def environment(config: dict[str, Any]) -> dict[str, Any]:
     env: dict[str, Any] = {"python": platform.python_version(), "machine": machine(), "git": git_commit(),
                            "packages": {d: _version(d) for d in DECIDING_PACKAGES}}
     llm = config.get("llm") or {}
-    models = [llm.get("model"), *(llm.get("agent_models") or {}).values()]
+    models = [llm.get("model"), *(llm.get("agent_models") or {}).values(), *(llm.get("model_from") or {}).values()]
     if any(isinstance(m, str) and m.strip().lower() == "local" for m in models):
         try:
             from cooplab.agents.models.local import local_model_path
