@@ -223,10 +223,11 @@ def resume(out: str | Path, *, quiet: bool = False, warn: Callable[[str], None] 
 
 @_python_words
 def fork(parent: str | Path, *, at_round: int, out: str | Path, set: Any = None, model: str | None = None,  # noqa: A002
-         prompt_variant: str | None = None, force: bool = False, quiet: bool = False) -> Run:
+         prompt_variant: str | None = None, invader: Any = None, force: bool = False, quiet: bool = False) -> Run:
     """A counterfactual fork: a new run in ``out`` that starts from ``parent``'s state at the end of
     round ``at_round`` with the changes applied (``set``: the task's parameters, a dict or
-    ``"name=value"`` strings; ``model``; ``prompt_variant``), run to its end and returned. Rounds
+    ``"name=value"`` strings; ``model``; ``prompt_variant``; ``invader``, ``"KIND@K[:AGENT]"`` with K
+    after ``at_round``), run to its end and returned. Rounds
     1..at_round are the parent's, bit for bit, at no model call; without changes the fork replays
     the whole parent from the response cache. The fork resumes like any run (:func:`resume`) and
     can itself be forked. See :mod:`cooplab.runs.fork` and docs/forks.md."""
@@ -235,7 +236,8 @@ def fork(parent: str | Path, *, at_round: int, out: str | Path, set: Any = None,
 
     stopped = None
     try:
-        forks.fork(parent, at_round=at_round, out=out, set=set, model=model, prompt_variant=prompt_variant, force=force, quiet=quiet)
+        forks.fork(parent, at_round=at_round, out=out, set=set, model=model, prompt_variant=prompt_variant, invader=invader,
+                   force=force, quiet=quiet)
     except runner.RunStopped as exc:
         stopped = str(exc)
     run_ = Run.open(out)

@@ -244,7 +244,10 @@ class CPRTask(Task):
         from cooplab.tasks.cpr.society import ARRAY_FIELDS
 
         before, after = old["params"], new["params"]
+        arrives = after.get("invader") if before.get("invader") is None else None  # a newcomer after the fork's round
         for key in (*RUN_SETTINGS, *self.START_ONLY):
+            if key == "invader" and arrives is not None and int(arrives["round"]) >= int(state["round"]):
+                continue
             if before.get(key) != after.get(key) and key not in ("env", "ablation", "preset"):
                 raise ConfigError(f"{key} sets the start of a run, which a fork keeps from its parent; start a new run to change it")
         p_old, p_new = self.params(old), self.params(new)
