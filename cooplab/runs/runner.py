@@ -37,11 +37,11 @@ from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import JOURNAL_FILE, BudgetExhausted
 from cooplab.graphs.rundir import upgrade_config
 from cooplab.graphs.tables import money_table
-from cooplab.graphs.nodes import shared_rows
 from cooplab.graphs.task import RunInfo, Task
 from cooplab.limits import ConfigError, check, one_line, show
 from cooplab.runs import store as runstore
 from cooplab.runs.config import check_stored
+from cooplab.runs.fork import prefix_rounds
 
 
 class RunStopped(RuntimeError):
@@ -411,17 +411,15 @@ def _execute_rule(task: Task, out: Path, config: dict[str, Any], state: dict[str
             if not more:
                 final = snap.values
             elif progress.bar is None:
-                with shared_rows():  # the nodes of the run share the running rows they gather
-                    final = graph.invoke(state, cfg, durability="async")
+                final = graph.invoke(state, cfg, durability="async")
             else:
                 final = None
-                with shared_rows():
-                    for mode, data in graph.stream(state, cfg, stream_mode=["updates", "values"], durability="async"):
-                        if mode == "values":
-                            final = data
-                        else:
-                            for node, update in data.items():
-                                progress(node, update)
+                for mode, data in graph.stream(state, cfg, stream_mode=["updates", "values"], durability="async"):
+                    if mode == "values":
+                        final = data
+                    else:
+                        for node, update in data.items():
+                            progress(node, update)
         finally:
             progress.close()
     return finish(task, out, config, final, time.perf_counter() - t0)
@@ -448,6 +446,7 @@ async def _execute_llm(task: Task, out: Path, config: dict[str, Any], state: dic
         if state is not None:  # a new run: a journal left by an earlier run in this directory (--force) is not its own
             (out / JOURNAL_FILE).unlink(missing_ok=True)
         service = build_service(config, (snap.values or {}).get("ledger") if snap is not None else None, journal=out / JOURNAL_FILE)
+        service.replay_only_through = prefix_rounds(config)  # a fork's rounds 1..K never pay for a call (cooplab/runs/fork.py)
         progress = _Progress(task, config, sized, quiet, service)
         pool = None
         try:
