@@ -526,7 +526,7 @@ def finish(task: Task, out: Path, config: dict[str, Any], final: dict[str, Any],
         summary["message"] = message
     if service is not None:
         summary["ledger"] = service.ledger.totals()
-        summary["llm"] = {"cache_hits": service.cache.hits, "cache_misses": service.cache.misses}
+        summary["llm"] = {"cache_hits": service.cache.hits, "cache_misses": service.cache.misses, "prompt_reuse": service.prompt_reuse}
         entries = [e.as_dict() for e in service.ledger.entries]
         if entries:  # the money as float and exact text, the agent as agent_id (graphs/tables.py)
             runstore.write_table(money_table("ledger", runstore.frame(entries)), out, "ledger", csv=csv)

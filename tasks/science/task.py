@@ -153,7 +153,10 @@ class ScienceTask(Task):
         raw = config.get("params")
         if not isinstance(raw, Mapping):
             raise TaskConfigError(f"params must be a JSON object, got {raw!r}")
-        return ScienceParams(**{k: v for k, v in raw.items() if k not in RUN_SETTINGS})
+        own = {k: v for k, v in raw.items() if k not in RUN_SETTINGS}
+        if "status_at" not in own and set(ScienceParams.model_fields) - {"status_at"} <= set(own):
+            own["status_at"] = "paper"  # every setting but this one: written before it existed, when the status sat in C.1's place
+        return ScienceParams(**own)
 
     def check_config(self, config: Mapping[str, Any]) -> None:
         from pydantic import ValidationError
