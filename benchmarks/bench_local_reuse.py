@@ -99,7 +99,7 @@ def convo(agent: int, turn: int) -> list[dict]:
 def model_process(wait: str | None = None):
     """A fresh model process (``wait``: its ``OMP_WAIT_POLICY``), loaded."""
     from cooplab.agents.local_model import LocalModelProcess
-    from cooplab.agents.models import local_model_path
+    from cooplab.agents.models.local import local_model_path
 
     old = os.environ.get("OMP_WAIT_POLICY")
     if wait is not None:

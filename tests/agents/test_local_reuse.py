@@ -225,7 +225,7 @@ def test_the_real_model_reuses_what_it_read_across_agents_and_answers_as_a_cold_
     live KV cache), first read cold, then with the kept states: every answer is the cold read's,
     token for token, and almost nothing is read again. Reading a prompt's last token alone (as
     llama-cpp-python does when it has the rest) changed the second answer here."""
-    from cooplab.agents.models import local_model_path
+    from cooplab.agents.models.local import local_model_path
 
     p = lm.LocalModelProcess(str(local_model_path()), n_ctx=2048)
     calls = [turn(agent, step, seed=11 * step + agent) for step in (0, 1) for agent in (0, 1)]
@@ -253,7 +253,7 @@ def test_the_next_turn_reads_only_what_follows_the_kept_prompt_and_answers_as_a_
     reused (generated one at a time, their numbers are not a read's: reusing them, as
     llama-cpp-python does for the last call, changed 5 of 6 such answers), so the new answer is
     the cold read's."""
-    from cooplab.agents.models import local_model_path
+    from cooplab.agents.models.local import local_model_path
 
     p = lm.LocalModelProcess(str(local_model_path()), n_ctx=2048)
     try:
