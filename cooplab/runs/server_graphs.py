@@ -364,7 +364,7 @@ def served_graph(task: Task, checked: dict[str, Any], schema: type[ServerSetting
                 await asyncio.to_thread(_close, service, pool)
         summary = await asyncio.to_thread(runner.finish, task, out, cfg, dict(final), time.perf_counter() - t0, status=status,
                                           message=message, service=service)
-        return {**final, "summary": runstore.jsonable(summary)}
+        return {**final, "summary": summary.as_json()}
 
     g = StateGraph(_served_state(task.state_schema), context_schema=schema)
     g.add_node("setup", setup)
