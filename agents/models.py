@@ -32,7 +32,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from cooplab.limits import ConfigError, Num, clean_strings, clean_text, parse_json, show
+from cooplab.limits import DEFAULT_CALL_DEADLINE, ConfigError, Num, clean_strings, clean_text, parse_json, show  # noqa: F401 - DEFAULT_CALL_DEADLINE: re-exported
 
 
 class ModelSpecError(ValueError):
@@ -52,10 +52,6 @@ class PermanentModelError(RuntimeError):
     grammar compiler rejects, a model file that does not load): no retry, the run stops cleanly."""
 
 
-#: seconds one model call may take in all by default (``--call-deadline``), its retries and the waits
-#: between them included: a server that stalls ends a default run in about this long (a whole attempt
-#: of the default call timeout, 300 s, then 180 s of the next)
-DEFAULT_CALL_DEADLINE = 480.0
 
 
 class CallTimedOut(TransientModelError):

@@ -68,9 +68,13 @@ from cooplab.graphs.rng import RowSubsetGenerator, phase_rng
 from cooplab.tasks.cpr import model as world
 from cooplab.tasks.cpr.validation import FIG3_BETAS, FIG3_POP, FIG3_RS
 from cooplab.tasks.cpr.params import CPRParams, make_params, population_ranges
-from cooplab.tasks.cpr.society import Condition, init_state, run_cpr
+from cooplab.tasks.cpr.society import Condition, init_state, phases_for_batch, run_cpr
 
 SECTION = "## CPR ABM"
+#: issue 41, point 4: cooplab's time at most this multiple of the exact numpy floor's ...
+TARGET_FLOOR = 1.3
+#: ... and its agent-steps per second at least this multiple of Mesa's
+TARGET_MESA = 50.0
 HERE = Path(__file__).resolve().parent
 
 
@@ -93,14 +97,17 @@ def fig3_conditions() -> tuple[list[Condition], list[dict[str, float]]]:
 def cooplab_agent_steps(final: dict[str, Any], N: int) -> int:
     """Living agents at the start of each simulated round, from cooplab's history record.
 
-    A society active in round t was active in round t-1, so its living agents at the start of
-    round t are the ``n_alive`` recorded (after starvation) at the end of round t-1; N at t = 1."""
+    Each round's record covers the societies running at its start (``rows``; a record written
+    before the running block existed: those ``active``); their living agents at the start of round
+    t are the ``n_alive`` recorded (after starvation) at the end of round t-1; N at t = 1."""
     S = len(final["T_s"])
     prev = np.full(S, N, dtype=np.int64)
     total = 0
     for rec in final["history"]:
-        total += int((np.asarray(rec["active"], dtype=np.int64) * prev).sum())
-        prev = np.asarray(rec["n_alive"], dtype=np.int64)
+        rows = np.asarray(rec["rows"]) if "rows" in rec else np.flatnonzero(rec["active"])
+        n_alive = np.asarray(rec["n_alive"], dtype=np.int64)
+        total += int(prev[rows].sum())
+        prev[rows] = n_alive if "rows" in rec else n_alive[rows]
     return total
 
 
@@ -120,6 +127,96 @@ def run_cooplab(conds: list[Condition], replicates: int, seed: int, checkpointer
         "condition": np.asarray(final["condition"]),
         "rounds": int(final["round"]) - 1,
     }
+
+
+# ------------------------------------------------------------------------------------------
+# 1b. cooplab of another checkout (--baseline): the "before" of a change, in the same run
+# ------------------------------------------------------------------------------------------
+#: what the baseline's worker process runs: it imports cooplab from the package tree given in
+#: argv[1], answers "warm" and "run REPS SEED" lines on stdin with one JSON line each (its own
+#: wall and CPU time of run_cpr, as run_cooplab measures them here) and writes each run's survival
+#: times and efficiency sums to the .npz named in the answer
+BASELINE_WORKER = r"""
+import gc, json, os, sys, tempfile, time
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+import cooplab
+from langgraph.checkpoint.memory import InMemorySaver
+from cooplab.tasks.cpr.params import make_params
+from cooplab.tasks.cpr.society import Condition, run_cpr
+from cooplab.tasks.cpr.validation import FIG3_BETAS, FIG3_POP, FIG3_RS
+assert os.path.realpath(cooplab.__file__).startswith(os.path.realpath(sys.argv[2])), cooplab.__file__
+conds = [Condition(make_params(r=r, beta=beta), FIG3_POP) for r in FIG3_RS for beta in FIG3_BETAS]
+print(json.dumps({"ready": cooplab.__file__}), flush=True)
+for line in sys.stdin:
+    cmd = line.split()
+    if cmd[0] == "warm":
+        run_cpr(conds[:2], 2, int(cmd[1]), checkpointer=InMemorySaver(), durability="exit")
+        print(json.dumps({"warm": True}), flush=True)
+    elif cmd[0] == "run":
+        reps, seed = int(cmd[1]), int(cmd[2])
+        gc.collect()
+        t0, c0 = time.perf_counter(), time.process_time()
+        final = run_cpr(conds, reps, seed, checkpointer=InMemorySaver(), durability="exit")
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        fd, path = tempfile.mkstemp(suffix=".npz")
+        os.close(fd)
+        np.savez(path, T_s=np.asarray(final["T_s"], dtype=int), eta_sum=np.asarray(final["eta_sum"], dtype=float))
+        del final
+        print(json.dumps({"wall": wall, "cpu": cpu, "file": path}), flush=True)
+"""
+
+
+class Baseline:
+    """cooplab from another checkout (``--baseline DIR``: a git worktree of an older commit, say),
+    run in a worker process of the same interpreter that imports cooplab from that checkout; each
+    call of :meth:`run` times one ``run_cpr`` of the Fig. 3 sweep there, between this process's own
+    repeats (nothing runs in both processes at once). The checkout's package tree is assembled from
+    its pyproject's ``package-dir`` with symbolic links in a temporary folder."""
+
+    def __init__(self, checkout: Path, seed: int) -> None:
+        import json
+        import tempfile
+        import tomllib
+
+        self.checkout = Path(checkout).resolve()
+        meta = tomllib.loads((self.checkout / "pyproject.toml").read_text())
+        dirs = meta["tool"]["setuptools"]["package-dir"]
+        self._tmp = tempfile.TemporaryDirectory(prefix="cooplab-baseline-")
+        root = Path(self._tmp.name) / "cooplab"
+        root.mkdir()
+        for item in (self.checkout / dirs["cooplab"]).iterdir():
+            (root / item.name).symlink_to(item)
+        for name, rel in dirs.items():
+            if name.count(".") == 1 and not (root / name.split(".")[1]).exists():
+                (root / name.split(".")[1]).symlink_to(self.checkout / rel)
+        self.commit = git_commit(self.checkout)
+        self._json = json
+        self.proc = subprocess.Popen([sys.executable, "-c", BASELINE_WORKER, self._tmp.name, str(self.checkout)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, cwd=self._tmp.name)
+        self._ask(None)  # ready
+        self._ask(f"warm {seed}")
+
+    def _ask(self, line: str | None) -> dict[str, Any]:
+        if line is not None:
+            self.proc.stdin.write(line + "\n")
+            self.proc.stdin.flush()
+        answer = self.proc.stdout.readline()
+        if not answer:
+            raise RuntimeError(f"the baseline worker ({self.checkout}) stopped; see its error above")
+        return self._json.loads(answer)
+
+    def run(self, replicates: int, seed: int) -> dict[str, Any]:
+        res = self._ask(f"run {replicates} {seed}")
+        with np.load(res["file"]) as d:
+            out = {"wall": res["wall"], "cpu": res["cpu"], "T_s": d["T_s"], "eta_sum": d["eta_sum"]}
+        os.unlink(res["file"])
+        return out
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+        self._tmp.cleanup()
 
 
 # ------------------------------------------------------------------------------------------
@@ -187,9 +284,7 @@ def run_floor(conds: list[Condition], replicates: int, seed: int) -> dict[str, A
         if done.any():  # drop the finished societies
             keep = np.flatnonzero(~done)
             ids = ids[keep]
-            for k in per_society:
-                st[k] = np.take(st[k], keep, axis=0)
-            st["params"] = {k: np.take(v, keep) for k, v in P.items()}
+            drop_finished(st, keep, per_society)
         t += 1
         st["round"] = t
         if not ids.size:
@@ -222,6 +317,13 @@ def run_floor(conds: list[Condition], replicates: int, seed: int) -> dict[str, A
         "eta_sum": eta_sum_all,
         "rounds": t - 1,
     }
+
+
+def drop_finished(st: dict[str, Any], keep: np.ndarray, per_society: list[str]) -> None:
+    """The floor's compaction: keep the rows ``keep`` of every per-society array and parameter."""
+    for k in per_society:
+        st[k] = np.take(st[k], keep, axis=0)
+    st["params"] = {k: np.take(v, keep) for k, v in st["params"].items()}
 
 
 def run_compact(conds: list[Condition], replicates: int, seed: int) -> dict[str, Any]:
@@ -639,14 +741,55 @@ class SplitTimer:
 SPLIT_ROWS = (
     ("policies", "rule policies (the model's arithmetic: rules.py, median vote)"),
     ("draws", "random draws (phase generators, whole-batch draws, running rows taken)"),
-    ("bookkeeping", "node / loop bookkeeping (masks, payoffs, stock, collapse; floor: + dropping finished societies)"),
+    ("bookkeeping", "node / loop bookkeeping (masks, payoffs, stock, collapse)"),
     ("init", "init_state (the initial batch)"),
-    ("gather", "cooplab: running rows of the (S, ...) state (SocietyRows, shared between nodes)"),
-    ("scatter", "cooplab: results written back into new (S, ...) state arrays"),
+    ("regroup", "finished societies leave the arrays (cooplab: the running block, their final values logged, the batch put "
+                "back together at the end; floor: its compaction)"),
     ("record", "cooplab: the per-round history record (17 metrics)"),
     ("checkpoint", "cooplab: exit checkpoint, serialization (InMemorySaver, its thread)"),
     ("langgraph", "cooplab: LangGraph (graph compilation, the steps between the nodes, checkpoint bookkeeping)"),
 )
+
+
+def langgraph_alone(conds: list[Condition], seed: int, repeats: int = 3) -> dict[str, float]:
+    """LangGraph's own cost per superstep with no array work between the steps: the node updates of a
+    small batch (one replicate a cell) are recorded, then replayed through the same graph (each node
+    returns its recorded update), with the InMemorySaver exit checkpoint; best of ``repeats``. What a
+    superstep costs does not depend on the size of the arrays it carries."""
+    import collections
+
+    from cooplab.tasks.cpr.society import build_cpr_graph
+
+    nodes = phases_for_batch([c.params for c in conds])
+    log: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
+
+    def recorder(name: str, node: Any) -> Any:
+        def rec(state: Any) -> dict[str, Any]:
+            update = node(state)
+            log[name].append(update)
+            return update
+        rec.__name__ = name
+        return rec
+
+    def replayer(name: str) -> Any:
+        updates = iter(log[name])
+
+        def replay(state: Any) -> dict[str, Any]:
+            return next(updates)
+        replay.__name__ = name
+        return replay
+
+    run_cpr(conds, 1, seed, phases=collections.OrderedDict((k, recorder(k, f)) for k, f in nodes.items()))
+    steps = sum(len(v) for v in log.values())
+    best = math.inf
+    for _ in range(repeats):
+        graph = build_cpr_graph(collections.OrderedDict((k, replayer(k)) for k in nodes), checkpointer=InMemorySaver())
+        state = init_state(conds, 1, seed)
+        gc.collect()
+        c0 = time.process_time()
+        graph.invoke(state, {"configurable": {"thread_id": "replay"}, "recursion_limit": 10_000}, durability="exit")
+        best = min(best, time.process_time() - c0)
+    return {"steps": steps, "cpu": best}
 
 
 def time_split(conds: list[Condition], replicates: int, seed: int) -> dict[str, dict[str, float]]:
@@ -655,10 +798,8 @@ def time_split(conds: list[Condition], replicates: int, seed: int) -> dict[str, 
     is LangGraph). The same policies, generators and equations run in both (asserted)."""
     import collections
 
-    from cooplab.graphs import nodes as gn
     from cooplab.graphs import rng as grng
     from cooplab.tasks.cpr import society
-    from cooplab.tasks.cpr.society import phases_for_batch
 
     saved: list[tuple[Any, str, Any]] = []
 
@@ -679,8 +820,7 @@ def time_split(conds: list[Condition], replicates: int, seed: int) -> dict[str, 
             patch(here, "init_state", W("init", init_state))  # the floor's
             patch(society, "init_state", W("init", society.init_state))  # run_cpr's
             if which == "cooplab":
-                patch(gn.SocietyRows, "__getitem__", W("gather", gn.SocietyRows.__getitem__))
-                patch(ph, "scatter", W("scatter", ph.scatter))
+                patch(ph, "_regroup", W("regroup", ph._regroup))
                 patch(ph, "round_record", W("record", ph.round_record))
                 for meth in ("put", "put_writes"):
                     patch(InMemorySaver, meth, W("checkpoint", getattr(InMemorySaver, meth)))
@@ -701,6 +841,7 @@ def time_split(conds: list[Condition], replicates: int, seed: int) -> dict[str, 
                 for name in ("capped_effort", "sample_inspect_punish", "individual_learning", "payoff_biased_imitation"):
                     patch(rb, name, W("policies", getattr(rb, name)))
                 patch(world, "median_norm", W("policies", world.median_norm))
+                patch(here, "drop_finished", W("regroup", drop_finished))
                 gc.collect()
                 res = run_floor(conds, replicates, seed)
                 total, T_s = res["cpu"], res["T_s"]
@@ -725,10 +866,10 @@ def split_table(split: dict[str, dict[str, float]], mesa_cpu_per_step: float, ag
     for key, label in SPLIT_ROWS:
         lines.append(f"| {label} | {c[key]:.3f} | {f[key]:.3f} | {c[key] - f[key]:+.3f} |")
     lines.append(f"| **total** | **{c['total']:.3f}** | **{f['total']:.3f}** | **{c['total'] - f['total']:+.3f}** |")
-    budget_floor = 1.5 * f["total"]
-    budget_mesa = mesa_cpu_per_step * agent_steps / 50.0
-    lines += ["", f"In this instrumented pair of runs: cooplab/floor {c['total'] / f['total']:.2f}x; the 1.5x target leaves cooplab "
-              f"{budget_floor:.3f} s CPU, the 50x Mesa target {budget_mesa:.3f} s CPU (Mesa: {mesa_cpu_per_step * 1e6:.1f} us CPU per "
+    budget_floor = TARGET_FLOOR * f["total"]
+    budget_mesa = mesa_cpu_per_step * agent_steps / TARGET_MESA
+    lines += ["", f"In this instrumented pair of runs: cooplab/floor {c['total'] / f['total']:.2f}x; the {TARGET_FLOOR}x target leaves cooplab "
+              f"{budget_floor:.3f} s CPU, the {TARGET_MESA:g}x Mesa target {budget_mesa:.3f} s CPU (Mesa: {mesa_cpu_per_step * 1e6:.1f} us CPU per "
               "agent-step in this benchmark)."]
     return lines
 
@@ -743,6 +884,13 @@ def machine_info() -> dict[str, str]:
         except Exception:  # noqa: BLE001
             return "?"
 
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    lscpu = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+    lscpu = {k.strip(): v.strip() for k, v in lscpu.items()}
+
     return {
         "uname": " ".join(platform.uname()),
         "uname_a": subprocess.run(["uname", "-a"], capture_output=True, text=True).stdout.strip(),
@@ -753,7 +901,30 @@ def machine_info() -> dict[str, str]:
         "langgraph-checkpoint": v("langgraph-checkpoint"),
         "mesa": mesa.__version__,
         "load": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "cpu_model": lscpu.get("Model name", "?"),
+        "cpus": lscpu.get("CPU(s)", str(os.cpu_count())),
+        "uptime": uptime(),
+        "commit": git_commit(HERE.parent),
     }
+
+
+def uptime() -> str:
+    """``uptime``'s line (the load averages of the last 1, 5 and 15 minutes)."""
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "load average: " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def git_commit(path: Path) -> str:
+    """The short commit of the checkout at ``path`` (with ``+changes`` when its tree differs from it)."""
+    try:
+        sha = subprocess.run(["git", "-C", str(path), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
+                               timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+    return (sha or "?") + (" +changes" if dirty else "")
 
 
 def fmt_rate(x: float) -> str:
@@ -783,6 +954,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mesa-reps", type=int, default=None, help="Mesa: replicates per cell (default: the same as --replicates, i.e. the full sweep)")
     ap.add_argument("--mesa-max-seconds", type=float, default=600.0,
                     help="Mesa: stop after the whole pass (one replicate of every cell) that crosses this wall time; the result is then a subset")
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="another checkout of cooplab (e.g. a git worktree of the commit before a change): its run_cpr is timed "
+                         "in a worker process between this checkout's repeats, and reported beside it (before / after)")
     ap.add_argument("--profile", choices=("auto", "always", "never"), default="always",
                     help="split the CPU time of one more cooplab run and floor run by cause (written to the results) and "
                          "cProfile one more cooplab run (printed) (auto: only if a target is missed)")
@@ -804,8 +978,9 @@ def main(argv: list[str] | None = None) -> int:
     run_cpr(conds[:2], 2, args.seed, checkpointer=InMemorySaver(), durability="exit")
     run_floor(conds[:2], 2, args.seed)
     run_compact(conds[:2], 2, args.seed)
+    base = Baseline(args.baseline, args.seed) if args.baseline is not None else None
 
-    coop_runs, floor_runs, compact_runs = [], [], []
+    coop_runs, floor_runs, compact_runs, base_runs = [], [], [], []
     for i in range(args.repeats):
         gc.collect()
         coop_runs.append(run_cooplab(conds, reps, args.seed, checkpointer=True))
@@ -813,8 +988,13 @@ def main(argv: list[str] | None = None) -> int:
         floor_runs.append(run_floor(conds, reps, args.seed))
         gc.collect()
         compact_runs.append(run_compact(conds, reps, args.seed))
+        if base is not None:
+            base_runs.append(base.run(reps, args.seed))
         print(f"  repeat {i + 1}/{args.repeats}: cooplab {coop_runs[-1]['wall']:.3f} s, floor {floor_runs[-1]['wall']:.3f} s, "
-              f"compacted numpy (info) {compact_runs[-1]['wall']:.3f} s", flush=True)
+              f"compacted numpy (info) {compact_runs[-1]['wall']:.3f} s"
+              + (f", baseline cooplab {base_runs[-1]['wall']:.3f} s" if base is not None else ""), flush=True)
+    if base is not None:
+        base.close()
     gc.collect()
     coop_nock = run_cooplab(conds, reps, args.seed, checkpointer=False)
     print(f"  cooplab without checkpointer (once): {coop_nock['wall']:.3f} s", flush=True)
@@ -823,6 +1003,9 @@ def main(argv: list[str] | None = None) -> int:
     ref = coop_runs[0]
     for r in coop_runs[1:] + [coop_nock]:
         assert np.array_equal(r["T_s"], ref["T_s"]), "cooplab runs disagree with each other"
+    for r in base_runs:
+        assert np.array_equal(r["T_s"], ref["T_s"]), "the baseline checkout's T_s differs from this one's"
+        assert np.array_equal(r["eta_sum"], ref["eta_sum"]), "the baseline checkout's efficiency sums differ from this one's"
     for r in floor_runs:
         assert np.array_equal(r["T_s"], ref["T_s"]), "numpy floor T_s differs from cooplab"
         assert r["T_s"].mean() == ref["T_s"].mean()
@@ -845,27 +1028,39 @@ def main(argv: list[str] | None = None) -> int:
     med = lambda runs: statistics.median(r["wall"] for r in runs)  # noqa: E731
     coop_wall, floor_wall, compact_wall = med(coop_runs), med(floor_runs), med(compact_runs)
     rate = lambda steps, wall: steps / wall  # noqa: E731
-    coop_rate, floor_rate = rate(agent_steps, coop_wall), rate(agent_steps, floor_wall)
-    nock_rate = rate(agent_steps, coop_nock["wall"])
     mesa_rate = rate(mz["agent_steps"], mz["wall"])
     compact_steps = compact_runs[0]["agent_steps"]
     compact_rate = rate(compact_steps, compact_wall)
-    time_ratio = coop_wall / floor_wall
-    speed_ratio = coop_rate / mesa_rate
-    ok1, ok2 = time_ratio <= 1.5, speed_ratio >= 50.0
-
     medc = lambda runs: statistics.median(r["cpu"] for r in runs)  # noqa: E731
     coop_cpu, floor_cpu, compact_cpu = medc(coop_runs), medc(floor_runs), medc(compact_runs)
-    cpu_time_ratio = coop_cpu / floor_cpu
-    cpu_speed_ratio = (agent_steps / coop_cpu) / (mz["agent_steps"] / mz["cpu"])
+    mesa_cpu_rate = mz["agent_steps"] / mz["cpu"]
+
+    def ratios(runs: list[dict[str, Any]]) -> dict[str, list[float]]:
+        """Per repeat (the cooplab run and the floor run of the same repeat, next to each other in time):
+        time over the floor's, and agent-steps/s over Mesa's; on wall and on CPU time."""
+        return {"floor_wall": [r["wall"] / f["wall"] for r, f in zip(runs, floor_runs)],
+                "floor_cpu": [r["cpu"] / f["cpu"] for r, f in zip(runs, floor_runs)],
+                "mesa_wall": [agent_steps / r["wall"] / mesa_rate for r in runs],
+                "mesa_cpu": [agent_steps / r["cpu"] / mesa_cpu_rate for r in runs]}
+
+    after = ratios(coop_runs)
+    before = ratios(base_runs) if base_runs else None
+    time_ratio, speed_ratio = statistics.median(after["floor_wall"]), statistics.median(after["mesa_wall"])
+    cpu_time_ratio, cpu_speed_ratio = statistics.median(after["floor_cpu"]), statistics.median(after["mesa_cpu"])
+    ok1, ok2 = time_ratio <= TARGET_FLOOR, speed_ratio >= TARGET_MESA
 
     def row(label: str, soc: int, steps: int, wall: float, timings: str, cpu: float, meanT: float) -> tuple[str, ...]:
         return (label, f"{soc:,}", f"{steps:,}", f"{wall:.3f}", timings, fmt_rate(steps / wall), f"{cpu:.3f}",
                 fmt_rate(steps / cpu), f"{meanT:.4f}")
 
-    walls = lambda runs: f"median of {args.repeats}: " + ", ".join(f"{r['wall']:.3f}" for r in runs)  # noqa: E731
-    rows = [
-        row("cooplab (run_cpr, InMemorySaver, durability=exit)", S, agent_steps, coop_wall, walls(coop_runs), coop_cpu, coop_mean_T),
+    walls = lambda runs: f"median of {len(runs)}: " + ", ".join(f"{r['wall']:.3f}" for r in runs)  # noqa: E731
+    here = f"this checkout, {info['commit']}"
+    rows = [row(f"cooplab (run_cpr, InMemorySaver, durability=exit; {here})", S, agent_steps, coop_wall, walls(coop_runs), coop_cpu,
+                coop_mean_T)]
+    if base_runs:
+        rows.append(row(f"cooplab BEFORE (the same; baseline checkout {base.commit})", S, agent_steps, med(base_runs), walls(base_runs),
+                        medc(base_runs), float(base_runs[0]["T_s"].mean())))
+    rows += [
         row("cooplab, no checkpointer (info)", S, agent_steps, coop_nock["wall"], "1 run", coop_nock["cpu"],
             float(coop_nock["T_s"].mean())),
         row("plain numpy floor (same generators)", S, agent_steps, floor_wall, walls(floor_runs), floor_cpu, floor_mean_T),
@@ -877,17 +1072,33 @@ def main(argv: list[str] | None = None) -> int:
     table = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     table += ["| " + " | ".join(r) + " |" for r in rows]
 
+    def span(xs: list[float], fmt: str) -> str:
+        return f"{format(min(xs), fmt)} / {format(statistics.median(xs), fmt)}"
+
+    rhead = ("cooplab", "time / floor's, wall (min / median)", "time / floor's, CPU (min / median)",
+             "agent-steps/s / Mesa's, wall (min / median)", "agent-steps/s / Mesa's, CPU (min / median)")
+    rtable = ["| " + " | ".join(rhead) + " |", "|" + "|".join("---" for _ in rhead) + "|"]
+    for label, r in ((f"before (baseline checkout {base.commit})", before) if before else (None, None), (f"after ({here})", after)):
+        if r is not None:
+            rtable.append(f"| {label} | {span(r['floor_wall'], '.2f')} | {span(r['floor_cpu'], '.2f')} | "
+                          f"{span(r['mesa_wall'], ',.1f')} | {span(r['mesa_cpu'], ',.1f')} |")
+    rtable.append(f"| target (issue 41, point 4) | <= {TARGET_FLOOR} | | >= {TARGET_MESA:g} | |")
+
+    how = (f" --baseline {args.baseline}" if args.baseline is not None else "")
     lines = [
         SECTION,
         "",
         f"Run {started:%Y-%m-%d %H:%M UTC} with `.venv/bin/python benchmarks/bench_cpr.py"
         + (" --quick" if args.quick else "") + ("" if args.replicates is None else f" --replicates {args.replicates}")
+        + ("" if args.repeats == 3 else f" --repeats {args.repeats}")
         + ("" if args.mesa_reps is None else f" --mesa-reps {args.mesa_reps}")
-        + ("" if args.mesa_max_seconds == 600.0 else f" --mesa-max-seconds {args.mesa_max_seconds:g}") + "`"
+        + ("" if args.mesa_max_seconds == 600.0 else f" --mesa-max-seconds {args.mesa_max_seconds:g}") + how + "`"
         + (" (QUICK SMOKE RUN, not the benchmark)" if args.quick else "") + ".",
         "",
-        f"- Machine: `{info['uname_a']}`; nproc {info['nproc']}; load average at start {info['load']} "
-        "(2 cores, shared with another engineer's jobs)",
+        f"- Machine: {info['cpu_model']} (lscpu), {info['cpus']} CPUs, shared with other engineers' jobs; `{info['uname_a']}`.",
+        f"- Load (`uptime`) at the start: `{info['uptime']}`; at the end: `{uptime()}`. Timings on this machine are noisy, so "
+        "every ratio below is taken within one repeat (the runs of a repeat follow each other) and reported as min / median "
+        "over the repeats; CPU time (`time.process_time`) is the steadier measure when the load is high.",
         f"- Python {info['python']}, numpy {info['numpy']}, langgraph {info['langgraph']} "
         f"(langgraph-checkpoint {info['langgraph-checkpoint']}), mesa {info['mesa']}",
         f"- Workload: Fig. 3 grid of `tasks/cpr/validation.py` ({len(FIG3_BETAS)} beta x {len(FIG3_RS)} r = {C} cells, mixed population, "
@@ -896,15 +1107,19 @@ def main(argv: list[str] | None = None) -> int:
         "- Agent-steps: sum over societies and simulated rounds (collapse round included) of the agents alive at the "
         "start of the round; counted the same way for all variants. Wall time of cooplab and the floor includes "
         "`init_state` (and, for cooplab, graph compilation and the exit checkpoint).",
+        *([f"- Before and after in the same run: `--baseline {args.baseline}` is another checkout of cooplab (commit "
+           f"{base.commit}); its `run_cpr` ran the same workload in a worker process of the same interpreter that imports "
+           "cooplab from that checkout, timed there as here, once per repeat after this checkout's runs (never at the same time). "
+           f"Its survival times and efficiency sums equal this checkout's, society by society (asserted)."] if base_runs else []),
         "",
         *table,
         "",
-        f"- **cooplab / numpy-floor time ratio: {time_ratio:.2f}x** (target <= 1.5x): "
-        + ("**met**" if ok1 else "**NOT met**"),
-        f"- **cooplab / Mesa speed ratio (agent-steps/s): {speed_ratio:,.1f}x** (target >= 50x): "
-        + ("**met**" if ok2 else "**NOT met**"),
-        f"- Same ratios on process CPU time (robust to the other jobs on this shared machine; CPU s = median "
-        f"of the repeats' CPU times): cooplab/floor {cpu_time_ratio:.2f}x, cooplab/Mesa {cpu_speed_ratio:,.1f}x.",
+        *rtable,
+        "",
+        f"- **cooplab / numpy-floor time ratio: {time_ratio:.2f}x** (median over the repeats, wall; CPU {cpu_time_ratio:.2f}x; "
+        f"target <= {TARGET_FLOOR}x): " + ("**met**" if ok1 else "**NOT met**"),
+        f"- **cooplab / Mesa speed ratio (agent-steps/s): {speed_ratio:,.1f}x** (median, wall; CPU {cpu_speed_ratio:,.1f}x; "
+        f"target >= {TARGET_MESA:g}x): " + ("**met**" if ok2 else "**NOT met**"),
         f"- Floor exactness: same seed, same `phase_rng(seed, round, phase)` generators in the same order; survival "
         f"times equal society by society for all {S:,} societies (mean T_s {coop_mean_T:.4f} in both), per-society "
         "efficiency sums equal to 1e-12, agent-step counts equal (asserted in the script).",
@@ -917,22 +1132,21 @@ def main(argv: list[str] | None = None) -> int:
         f"{cmp_['mean_b']:.3f} (difference {cmp_['diff']:+.3f} +- {cmp_['se']:.3f} s.e., stratified z = {cmp_['z']:.2f}, "
         f"p = {cmp_['p']:.2g}); {cmp_['cells_within_2se']}/{cmp_['cells']} cells differ by less than 2 s.e.",
         "- The floor omits what is not model semantics: LangGraph itself, cooplab's per-round history record "
-        "(17 metrics per round over all societies) and the propose/vote generators that the default policies never use. "
-        "cooplab and the floor both compute only the societies still running (cooplab: a view of the running rows in "
-        "each node, results scattered back into the (S, ...) state; the floor: compacted arrays kept from round to round), "
+        "(17 metrics per round for the running societies) and the propose/vote generators that the default policies never use. "
+        "cooplab and the floor both compute only the societies still running and drop the finished ones from their arrays at "
+        "the end of each round (cooplab: the state's running block, `tasks/cpr/state.py`; the floor: its own compacted arrays), "
         "and both draw every per-society random array for all S societies and use the running rows, which keeps their "
         "random draws identical to each other and to the earlier masked code.",
         f"- Info row (not a target): the same model in numpy computing only the societies still running "
         f"({compact_wall:.3f} s, {compact_rate / mesa_rate:,.1f}x Mesa's agent-steps/s). It draws other random streams, so it "
         f"is checked statistically: mean T_s {cmp_c['mean_a']:.3f} vs cooplab {cmp_c['mean_b']:.3f} (z = {cmp_c['z']:.2f}, "
         f"p = {cmp_c['p']:.2g}). Live agent-steps are {agent_steps:,} of the {S * N * ref['rounds']:,} agent slots of the "
-        f"batch's rounds ({100 * agent_steps / (S * N * ref['rounds']):.0f}%); cooplab and the floor now compute only the live "
+        f"batch's rounds ({100 * agent_steps / (S * N * ref['rounds']):.0f}%); cooplab and the floor compute only the live "
         "societies, but still draw the random arrays for all slots (the price of exact reproduction).",
         f"- cooplab over the floor (from the medians): {coop_wall - floor_wall:+.3f} s wall ({coop_wall / floor_wall - 1:+.0%}), "
         f"{coop_cpu - floor_cpu:+.3f} s CPU (split by cause below). The InMemorySaver exit checkpoint accounts for about "
         f"{coop_cpu - coop_nock['cpu']:+.3f} s CPU (checkpointed median minus the single uncheckpointed run; wall: "
         f"{coop_wall - coop_nock['wall']:+.3f} s, noisier).",
-        f"- Load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}.",
     ]
     prof_text = None
     if args.profile == "always" or (args.profile == "auto" and not (ok1 and ok2)):
@@ -940,6 +1154,15 @@ def main(argv: list[str] | None = None) -> int:
         lines += ["", "Where the CPU time goes: one more checkpointed cooplab run and one floor run, each call timed with "
                   "`time.thread_time` (exclusive times of nested calls; the untimed rest is LangGraph for cooplab, bookkeeping for "
                   "the floor):", "", *split_table(split, mz["cpu"] / mz["agent_steps"], agent_steps)]
+        alone = langgraph_alone(conds, args.seed)
+        lg_real = split["cooplab"]["langgraph"]
+        steps = ref["rounds"] * len(phases_for_batch([c.params for c in conds]))
+        lines += ["", f"LangGraph itself: replaying the node updates of a small batch (one replicate a cell) through the same graph, "
+                  f"with no array work between the steps, costs {alone['cpu']:.3f} s CPU for {alone['steps']} supersteps "
+                  f"({1e6 * alone['cpu'] / alone['steps']:.0f} us each, the exit checkpoint of that small state included); in the "
+                  f"run above the untimed rest is {lg_real:.3f} s for {steps} node steps "
+                  f"({1e6 * lg_real / steps:.0f} us each): the same Python work runs slower after each node's "
+                  "numpy work has pushed it out of the CPU caches."]
         prof_text, summary = profile_cooplab(conds, reps, args.seed)
         prof_text = "\n".join(split_table(split, mz["cpu"] / mz["agent_steps"], agent_steps)) + "\n\n" + prof_text
     section = "\n".join(lines) + "\n"
@@ -947,8 +1170,10 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print("\n".join(table))
     print()
-    print(f"cooplab/floor time ratio {time_ratio:.2f}x (target <= 1.5x: {'met' if ok1 else 'NOT met'}); "
-          f"cooplab/Mesa speed ratio {speed_ratio:,.1f}x (target >= 50x: {'met' if ok2 else 'NOT met'})")
+    print("\n".join(rtable))
+    print()
+    print(f"cooplab/floor time ratio {time_ratio:.2f}x (target <= {TARGET_FLOOR}x: {'met' if ok1 else 'NOT met'}); "
+          f"cooplab/Mesa speed ratio {speed_ratio:,.1f}x (target >= {TARGET_MESA:g}x: {'met' if ok2 else 'NOT met'})")
     print(f"on CPU time: cooplab/floor {cpu_time_ratio:.2f}x, cooplab/Mesa {cpu_speed_ratio:,.1f}x")
     print(f"mean T_s: cooplab {coop_mean_T:.4f} == floor {floor_mean_T:.4f} (exact, all {S} societies); "
           f"Mesa{' (subset)' if subset else ''} {cmp_['mean_a']:.3f} vs cooplab same cells {cmp_['mean_b']:.3f}, z = {cmp_['z']:.2f}, p = {cmp_['p']:.2g}")

@@ -14,7 +14,8 @@ for what a user wants (README "Install")::
               exporter, OpenInference conventions, Phoenix's client)
     server    LangGraph's own development server and its client (``langgraph dev``, langgraph-sdk)
               for the graphs of langgraph.json
-    view      the run explorer of ``cooplab view`` (Starlette, Jinja2, uvicorn)
+    view      the run explorer served by ``cooplab view`` and ``cooplab traces view`` (Starlette,
+              uvicorn; its templates, Jinja2, are in the core for ``cooplab report``)
     anthropic Anthropic's models, ``anthropic:NAME`` (langchain-anthropic)
     google    Google's Gemini models, ``google_genai:NAME`` (langchain-google-genai)
     ollama    models served by Ollama, ``ollama:NAME`` (langchain-ollama)
@@ -50,8 +51,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "viewer": ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http", "openinference.semconv", "phoenix.client"),
     # langgraph dev serving langgraph.json's graphs (cooplab/runs/server_graphs.py), and the SDK its test drives it with
     "server": ("langgraph_cli", "langgraph_api", "langgraph_runtime_inmem", "langgraph_sdk"),
-    # the run explorer (cooplab view, evals/explorer): the web app, its templates and its server
-    "view": ("starlette", "jinja2", "uvicorn"),
+    # the run explorer served (cooplab view, cooplab traces view; evals/explorer/app.py): the web app and its server
+    "view": ("starlette", "uvicorn"),
 }
 
 

@@ -21,6 +21,13 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 
+#: seconds one model call may take in all by default (``--call-deadline``), its retries and the waits
+#: between them included: a server that stalls ends a default run in about this long (a whole attempt
+#: of the default call timeout, 300 s, then 180 s of the next). Here, not in the model layer, so that
+#: ``cooplab run TASK --help`` shows it without loading the model layer.
+DEFAULT_CALL_DEADLINE = 480.0
+
+
 class ConfigError(Exception):
     """A setting outside its rule (user-facing, one line; the CLI exits 2 on it). Deliberately not
     a ValueError: Typer's (pydantic) option validation must let it through unchanged."""

@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from cooplab.evals.bayes import bare_model_name
-from cooplab.evals.report import num
+from cooplab.evals.values import num
 from cooplab.graphs.rundir import RunDirError, read_json
 from cooplab.limits import ConfigError
 

@@ -38,7 +38,7 @@ from cooplab.graphs.rundir import read_json
 from cooplab.graphs.tracing.charges import Charge, money_pair, run_dir_of, run_prices, split_cost
 
 from .otlp_export import OTLP_TRACES_PATH, OtlpConfigError, _cut
-from .report import dig
+from .values import dig
 
 PROBE_TOKENS = 1_000_000  #: prompt and completion tokens of a probe span: its cost is the price per million
 DEFAULT_DEADLINE = 120.0  #: seconds to wait for Phoenix to price with the new entries (it refreshes every ~5 s)

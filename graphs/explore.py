@@ -1,8 +1,8 @@
 """What a task shows in the run explorer (``cooplab view``): plain data blocks, no HTML.
 
 A task describes one run's page as a list of :class:`Section` objects, each holding blocks
-(:class:`Text`, :class:`Note`, :class:`KeyValues`, :class:`Table`, :class:`Plot`, :class:`Image`,
-:class:`Code`, :class:`Link`, :class:`Choice`, :class:`Details`, :class:`Columns`). The explorer
+(:class:`Text`, :class:`Markdown`, :class:`Note`, :class:`KeyValues`, :class:`Table`, :class:`Plot`,
+:class:`Image`, :class:`Code`, :class:`Link`, :class:`Choice`, :class:`Details`, :class:`Columns`). The explorer
 (:mod:`cooplab.evals.explorer`) renders them with its own templates: every string is escaped, so a
 task never writes markup and text from a run (a model's answer, an agent's name) can never run as
 code in the browser. Links carry query parameters of the run's own page only (``Link(params=...)``),
@@ -10,7 +10,8 @@ never a free URL; images are files inside the run directory.
 
 The hook, :meth:`cooplab.graphs.task.Task.explore`, returns these sections; the explorer falls back
 to its built-in view of the task (CPR, diners, games) or to a generic one (config, summary, tables,
-figures) when the hook returns None. A :class:`Plot` with a ``key`` is overlaid with the other run's
+figures) when the hook returns None; the generic sections follow a task's own on every page. The
+same sections make the file ``cooplab report`` writes. A :class:`Plot` with a ``key`` is overlaid with the other run's
 plot of the same key when two runs are compared.
 """
 
@@ -27,6 +28,15 @@ class Text:
 
     text: str
     pre: bool = False
+
+
+@dataclass
+class Markdown:
+    """Text written in Markdown (a paper, a claims file), rendered by a Markdown library: headings,
+    lists, tables, emphasis and code. Raw HTML in it stays text, and so do its links and images (a
+    page never points its reader at an address a model wrote, nor loads anything)."""
+
+    text: str
 
 
 @dataclass
@@ -110,7 +120,7 @@ class Code:
 @dataclass
 class Link:
     """A link to the same run's page with these query parameters (e.g. ``{"agent": "2"}``), or with
-    ``trace`` set: to the run's trace viewer filtered by these parameters."""
+    ``trace`` set: to the run's model calls (its traces page) filtered by these parameters."""
 
     text: str
     params: Mapping[str, Any] = field(default_factory=dict)
@@ -146,7 +156,7 @@ class Columns:
     columns: list[list["Block"]] = field(default_factory=list)
 
 
-Block = Union[Text, Note, KeyValues, Table, Plot, Image, Code, Link, Choice, Details, Columns]
+Block = Union[Text, Markdown, Note, KeyValues, Table, Plot, Image, Code, Link, Choice, Details, Columns]
 
 
 @dataclass

@@ -248,10 +248,11 @@ class Task:
 
     # --- the run explorer (cooplab view) -----------------------------------------------------
     def explore(self, run: Any, query: Mapping[str, str]) -> list[Any] | None:
-        """The sections of this run's page in the explorer (``cooplab view``): a list of
-        :class:`cooplab.graphs.explore.Section` (plain data blocks, rendered and escaped by the
-        explorer), or None to use the explorer's built-in view of the task (CPR, diners, games) or
-        its generic one (config, summary, key numbers, tables, figures, traces).
+        """The sections of this run's page in the explorer (``cooplab view``, and the file of
+        ``cooplab report``): a list of :class:`cooplab.graphs.explore.Section` (plain data blocks,
+        rendered and escaped by the explorer; the generic sections follow them: summary and costs,
+        config, tables, figures, notes, traces, files), or None to use the explorer's built-in view
+        of the task (CPR, diners, games) or its generic one alone.
 
         ``run`` is a :class:`cooplab.evals.explorer.runs.RunDir` (``.out``, ``.config``, ``.summary``,
         ``.table(name)`` returning None when a table is absent or damaged, ``.notes`` to add a

@@ -75,11 +75,14 @@ def _serve(spec: dict[str, Any]) -> tuple[Any, str, Any]:
 
         server, url = explorer.serve([Path(d) for d in spec["dirs"]], host=spec["host"], port=int(spec["port"]), task_for=task_for)
         return server, url, server._cooplab_thread.is_alive
-    if spec["kind"] == "traces":
-        from cooplab.evals import trace_viewer
+    if spec["kind"] == "traces":  # the explorer of one run, at its traces page
+        from pathlib import Path
 
-        server, url = trace_viewer.serve(spec["run_dir"], host=spec.get("host", "127.0.0.1"), port=int(spec["port"]))
-        return server, url, lambda: True
+        from cooplab.cli.view import task_for
+        from cooplab.evals.explorer import app as explorer
+
+        server, url = explorer.serve([Path(spec["run_dir"])], host=spec.get("host", "127.0.0.1"), port=int(spec["port"]), task_for=task_for)
+        return server, url + explorer.TRACES_PAGE, server._cooplab_thread.is_alive
     raise ValueError(f"unknown server kind {spec['kind']!r}")
 
 

@@ -20,6 +20,10 @@ import typer
 
 from cooplab.cli import options as co
 from cooplab.cli.options import SeedOpt, fail, num_opt
+from cooplab.cli.tasks import TaskFacts
+
+#: what ``cooplab run diners`` needs of the task before it is loaded (a test checks it against the task)
+FACTS = TaskFacts("diners")
 
 IterationsOpt = Annotated[int, num_opt("--iterations", f"Iterations of the Diner's Dilemma, 1..{co.MAX_ROUNDS} (paper: 10).")]
 BetaOpt = Annotated[float, num_opt("--beta", "Selection strength beta of the Fermi imitation rule, in [0, 1000] (paper: 1).")]
@@ -43,9 +47,13 @@ def diners_options(
 def run_command():
     """``cooplab run diners``: :func:`diners_options` plus the options every run has."""
     from cooplab.cli.tasks import run_command as make
-    from cooplab.tasks.diners.task import TASK
 
-    return make(TASK, diners_options)
+    return make(FACTS, diners_options)
+
+
+def command(kind: str) -> Any:
+    """The task's own ``cooplab KIND diners`` command: run (params and graph are the default ones)."""
+    return run_command() if kind == "run" else None
 
 
 def figures_diners(

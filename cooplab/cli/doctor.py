@@ -108,7 +108,7 @@ def check_docker(image: str | None = None) -> dict[str, Any]:
 def check_chromium() -> dict[str, Any]:
     exe = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
     if not exe:
-        return {"name": "chromium", "ok": False, "summary": "not found (only the trace viewer's page test needs it)",
+        return {"name": "chromium", "ok": False, "summary": "not found (only the tests of the explorer's and the report's pages need it)",
                 "details": {}, "fix": "bash scripts/ensure-chromium.sh"}
     try:
         v = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()

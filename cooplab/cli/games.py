@@ -21,8 +21,12 @@ import typer
 
 from cooplab.cli import options as co
 from cooplab.cli.options import fail
-from cooplab.tasks.games.params import GAMES, MAX_GROUP, MAX_SIMULATIONS, TABLE4
+from cooplab.cli.tasks import TaskFacts
 from cooplab.evals.text import plain
+from cooplab.tasks.games.params import GAMES, MAX_GROUP, MAX_SIMULATIONS, TABLE4
+
+#: what ``cooplab run game`` needs of the task before it is loaded (a test checks it against the task)
+FACTS = TaskFacts("game")
 
 Game = Enum("Game", {g.replace("-", "_"): g for g in GAMES}, type=str)  # type: ignore[misc]
 
@@ -83,9 +87,13 @@ def game_options(
 def run_command():
     """``cooplab run game``: :func:`game_options` plus the options every run has."""
     from cooplab.cli.tasks import run_command as make
-    from cooplab.tasks.games.task import TASK
 
-    return make(TASK, game_options)
+    return make(FACTS, game_options)
+
+
+def command(kind: str) -> Any:
+    """The task's own ``cooplab KIND game`` command (run, params or graph)."""
+    return {"run": run_command, "params": lambda: params_command, "graph": lambda: graph_command}[kind]()
 
 
 def params_command(
@@ -141,7 +149,6 @@ def profile_command(
     """Play all six games with one model and write its cooperative profile (profile.json, the
     decisions and ledger, figures/profile.png). Running the same command again continues an
     interrupted profile; finished games and cached calls are not paid twice."""
-    from cooplab.agents.settings import LLMSettings
     from cooplab.cli.tasks import echo_json
     from cooplab.runs import profiles as pf
     from cooplab.runs import runner
@@ -150,8 +157,9 @@ def profile_command(
     kind = players.strip().lower()
     llm = None
     if kind == "llm":
-        llm = LLMSettings(model=model, base_url=base_url, temperature=temperature, max_tokens=max_tokens, max_concurrency=max_concurrency,
-                          rps=rps, budget=budget, price_in=price_in, price_out=price_out, cache=cache).checked().model_dump(mode="json")
+        llm = co.llm_settings(dict(model=model, base_url=base_url, temperature=temperature, max_tokens=max_tokens,
+                                   max_concurrency=max_concurrency, rps=rps, budget=budget, price_in=price_in, price_out=price_out,
+                                   cache=cache)).checked().model_dump(mode="json")
     try:
         req = pf.request(games=chosen, players=kind, simulations=simulations, group_size=group_size, seed=seed, prompt=prompt,
                          deliberation=deliberation, llm=llm, pareto_references=_references(pareto_reference),

@@ -9,8 +9,9 @@ The rules and caps are re-exported here, so a CLI module needs one import.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
 
@@ -32,6 +33,9 @@ from cooplab.limits import (  # noqa: F401 - for CLI modules
     one_line,
     show,
 )
+
+if TYPE_CHECKING:
+    from cooplab.agents.settings import LLMSettings
 
 
 def fail(msg: str, code: int = 2) -> None:
@@ -90,14 +94,30 @@ def stderr_log(quiet: bool) -> Callable[[str], None]:
     return (lambda s: None) if quiet else (lambda s: typer.echo(s, err=True))
 
 # --- LLM agents (checked and assembled by cooplab.agents.settings.llm_config) ---------------
-def model_kinds() -> str:
-    """Every kind of model spec, for ``--model``'s help: the hosted providers from their table
-    (:data:`cooplab.agents.providers.PROVIDERS`), so a provider added there is listed here."""
-    from cooplab.agents.providers import PROVIDERS
+#: the hosted providers' spec prefixes, in the order of :data:`cooplab.agents.providers.PROVIDERS`
+#: (named here so that ``--help`` does not load the model layer; a test checks the two agree)
+HOSTED_PROVIDERS = ("openai", "anthropic", "google_genai", "ollama")
 
-    hosted = ", ".join(f"{k}:NAME" for k in PROVIDERS)
+
+def model_kinds() -> str:
+    """Every kind of model spec, for ``--model``'s help."""
+    hosted = ", ".join(f"{k}:NAME" for k in HOSTED_PROVIDERS)
     return (f"local (SmolLM2-135M via llama.cpp), local:PATH.gguf (any GGUF chat model file), {hosted} (a hosted provider; "
             "--base-url for another server speaking its API), scripted:FILE (fixed answers)")
+
+
+def llm_settings(values: Mapping[str, Any]) -> "LLMSettings":
+    """A command's LLM settings, built the same way by every command from its values of the shared
+    LLM options below (by parameter name: ``model``, ``agent_model``, ``base_url``, ``temperature``,
+    ``max_tokens``, ...); a setting the command has no option for keeps its default. Not yet
+    checked: :meth:`~cooplab.agents.settings.LLMSettings.checked` does that (the run checks it
+    with the number of agents)."""
+    from cooplab.agents.settings import LLMSettings, parse_agent_models
+
+    kw = {k: values[k] for k in LLMSettings.model_fields if k in values and k != "agent_models"}
+    if values.get("agent_model"):
+        kw["agent_models"] = parse_agent_models(values["agent_model"])
+    return LLMSettings(**kw)
 
 
 ModelOpt = Annotated[str, typer.Option("--model", help=f"LLM agents' model: {model_kinds()}.")]

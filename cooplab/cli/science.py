@@ -14,12 +14,17 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from cooplab.agents.models import check_model
-
 from cooplab.cli import options as co
 from cooplab.cli.options import fail, num_opt
+from cooplab.cli.tasks import TaskFacts
+from cooplab.tasks.science.defaults import MAX_TOKENS
+
+#: what ``cooplab run science`` needs of the task before it is loaded (a test checks it against the task)
+FACTS = TaskFacts("science", agent_kinds=("llm",), uses_sandbox=True, default_max_tokens=MAX_TOKENS)
 
 science_app = typer.Typer(help="Score science runs with LLM judges and compare judges.", no_args_is_help=True, rich_markup_mode=None)
+bench_app = typer.Typer(help="Benchmarks: science teams on suites of closed-form data-analysis questions (docs/science.md).",
+                        no_args_is_help=True, rich_markup_mode=None)
 
 
 def science_options(
@@ -47,10 +52,15 @@ def science_options(
 
 
 def run_command():
+    """``cooplab run science``: :func:`science_options` plus the options every run has (and the sandbox's)."""
     from cooplab.cli.tasks import run_command as make
-    from cooplab.tasks.science.task import TASK
 
-    return make(TASK, science_options)
+    return make(FACTS, science_options)
+
+
+def command(kind: str) -> Any:
+    """The task's own ``cooplab KIND science`` command: run (params and graph are the default ones)."""
+    return run_command() if kind == "run" else None
 
 
 @science_app.command("score")
@@ -64,6 +74,7 @@ def score_command(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Judge the final paper of one or more science runs (Appendix L rubric, k samples); results go into each run's scores.json."""
+    from cooplab.agents.models import check_model
     from cooplab.cli.tasks import echo_json
     from cooplab.evals.scoring.judge import JUDGE_PHASE
     from cooplab.graphs import rundir
@@ -146,3 +157,101 @@ def agreement_command(
         r = "n/a" if a["pearson_r"] is None else f"{a['pearson_r']:.3f}"
         typer.echo(f"{dim}: n {a['n']}, Pearson r {r}{' (' + a['reason'] + ')' if a.get('reason') else ''}, "
                    f"mean |diff| {number_text(a['mean_abs_diff'])}")
+
+
+# --- cooplab bench science|figure ---------------------------------------------------------------
+@bench_app.command("science")
+def bench_science(
+    suite: Path = typer.Argument(..., help="The suite (JSONL): one question per line with id, question, constraints, format (@name[value] parts), file_name, optional level and concepts."),
+    tables: Path = typer.Option(..., "--tables", help="The directory holding every item's file_name."),
+    labels: Optional[Path] = typer.Option(None, "--labels", help="Labels (JSONL): id and common_answers, a list of [name, value] pairs; without it nothing is scored."),
+    team: str = typer.Option("llm", "--team", help="llm (the --model team) or answers:FILE (scripted: states the answers of FILE, JSONL id + answer; checks extraction and scoring)."),
+    team_size: int = typer.Option(2, "--team-size", help="Agents per team: 2 or 3 (the four teams of the paper), or 1: a single analyst agent with the code tool, the baseline (the solo pipeline)."),
+    budget_per_item: Annotated[Optional[float], num_opt("--budget-per-item", "USD cap of one item's run.", "budget")] = None,
+    budget: Annotated[Optional[float], num_opt("--budget", "USD for the whole suite, split evenly over the items.", "budget")] = None,
+    visibility: str = typer.Option("full", "--visibility", help="Budget visibility in the prompt: full, team or hidden."),
+    model: co.ModelOpt = "local",
+    base_url: co.BaseUrlOpt = None,
+    max_tokens: co.MaxTokensOpt = MAX_TOKENS,
+    temperature: co.TemperatureOpt = 0.7,
+    max_concurrency: co.MaxConcurrencyOpt = 8,
+    rps: co.RpsOpt = None,
+    price_in: co.PriceInOpt = None,
+    price_out: co.PriceOutOpt = None,
+    cache: co.CacheOpt = None,
+    sandbox_backend: str = typer.Option("docker", "--sandbox-backend", help="docker (isolated) or local (NOT a security boundary)."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Only the first K items."),
+    seed: co.SeedOpt = 0,
+    parallel: Annotated[int, num_opt("--parallel", "Items run at once (local executor; Ray's local instance gets this many CPUs).")] = 1,
+    executor: str = typer.Option("local", "--executor", help="local (threads) or ray (tasks on a Ray cluster; needs cooplab[ray])."),
+    out: Path = typer.Option(..., "--out", help="The bench directory: items/ID run dirs, results.parquet, summary.json, report.md, figures/."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or per-item lines."),
+    as_json: bool = typer.Option(False, "--json", help="Print summary.json."),
+) -> None:
+    """Run every question of a suite as one science run on its table (resumable: finished items are skipped and not
+    charged again), extract the @name[value] answers of the final paper and score them against the labels."""
+    from cooplab.cli.tasks import echo_json
+    from cooplab.runs import sweeps
+    from cooplab.runs.bench import BenchError, run_bench
+    from cooplab.tasks.science.owndata import OwnDataError
+
+    if team_size not in (1, 2, 3):
+        fail(f"--team-size must be 1, 2 or 3, got {team_size}")
+    if visibility not in ("full", "team", "hidden"):
+        fail(f"--visibility must be full, team or hidden, got {visibility!r}")
+    if sandbox_backend not in ("docker", "local"):
+        fail(f"--sandbox-backend must be docker or local, got {sandbox_backend!r}")
+    if executor not in sweeps.EXECUTORS:
+        fail(f"--executor must be one of {', '.join(sweeps.EXECUTORS)}, got {executor!r}")
+    if limit is not None and limit < 1:
+        fail(f"--limit must be at least 1, got {limit}")
+    quiet = quiet or as_json
+    log = co.stderr_log(quiet)
+    try:
+        llm = co.llm_settings(dict(model=model, base_url=base_url, max_tokens=max_tokens, temperature=temperature, max_concurrency=max_concurrency,
+                                   rps=rps, price_in=price_in, price_out=price_out, cache=cache))
+        s = run_bench(suite, tables, out, labels=labels, team=team, team_size=team_size, budget_per_item=budget_per_item, budget=budget,
+                      visibility=visibility, model=llm.model, limit=limit, seed=seed, parallel=parallel, executor=executor,
+                      backend=sandbox_backend, llm=llm.model_dump(include={"base_url", "max_tokens", "temperature", "max_concurrency", "rps",
+                                                                            "price_in", "price_out", "cache"}), log=log, quiet=quiet)
+    except (BenchError, OwnDataError, sweeps.SweepError) as exc:
+        fail(str(exc))
+    if as_json:
+        echo_json(s)
+    else:
+        acc = "n/a" if s["accuracy"] is None else f"{100 * s['accuracy']:.1f}%"
+        cpc = "n/a" if s["cost_per_correct_usd"] is None else f"${s['cost_per_correct_usd']:.6f}"
+        typer.echo(f"{s['items']} items: {len(s['ran'])} ran, {len(s['resumed'])} resumed, {len(s['skipped'])} already done, "
+                   f"{len(s['failed'])} failed, {len(s['not_scored'])} not scored; accuracy {s['correct']}/{s['scored']} = {acc}; cost ${s['cost_usd']:.6f}, "
+                   f"per correct answer {cpc}; report in {out / 'report.md'}")
+    if s["failed"]:
+        raise typer.Exit(1)
+
+
+@bench_app.command("figure")
+def bench_figure(
+    dirs: list[Path] = typer.Argument(..., help="Bench directories (each with summary.json)."),
+    out: Path = typer.Option(..., "--out", help="The PNG to write."),
+    as_json: bool = typer.Option(False, "--json", help="Print the plotted points as JSON."),
+) -> None:
+    """Accuracy (95% Wilson interval) against cost per item, one point per bench directory."""
+    from cooplab.cli.tasks import echo_json
+    from cooplab.runs import store as runstore
+    from cooplab.runs.bench import figure
+
+    points = []
+    for d in dirs:
+        p = d / "summary.json"
+        try:
+            s = runstore.read_json(p)
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            fail(f"{p} cannot be read as a bench summary ({type(exc).__name__})")
+        if not isinstance(s, dict) or "accuracy" not in s or "ci95" not in s:
+            fail(f"{p} is not a bench summary (no accuracy)")
+        points.append((f"{d.name}: {s.get('team')} n={s.get('team_size')}", s))
+    figure(points, out)
+    rows = [{"bench": lab, "accuracy": s["accuracy"], "ci95": s["ci95"], "cost_per_item_usd": s.get("cost_per_item_usd")} for lab, s in points]
+    if as_json:
+        echo_json({"figure": str(out), "points": rows})
+    else:
+        typer.echo(f"wrote {out} ({len(rows)} points)")

@@ -11,27 +11,34 @@ options, ``--csv``, ``--force``, ``--json``, ``-q``) to its signature, so Typer 
 ``--help`` with both. A task without such a function (e.g. a third-party task) gets
 ``--set name=value`` for each field of its ``Params`` model.
 
-Built-in tasks' commands are mounted at start-up; a plug-in task's (an entry point of the
-``cooplab.tasks`` group) are made only when it is named (``cooplab run ultimatum``) or when the
-commands are listed (``cooplab run --help``): see :class:`TaskGroup`. So a plug-in that fails to
-import, even by calling ``sys.exit``, costs only its own commands.
+Every task's commands are made when the task is named (``cooplab run cpr``) or when the commands
+are listed (``cooplab run --help``), never at start-up: see :class:`TaskGroup`. A built-in task's
+own commands live in its CLI module (:data:`BUILTIN`, e.g. :mod:`cooplab.cli.cpr`), which describes
+the task by its :class:`TaskFacts` so that ``cooplab run cpr --help`` does not load the task (its
+graph, NumPy, pandas, LangGraph). A plug-in task (an entry point of the ``cooplab.tasks`` group)
+is imported only then, so a plug-in that fails to import, even by calling ``sys.exit``, costs only
+its own commands.
+
+This module imports only Typer and the light option declarations at the top: the engine (the run
+configuration, the runner, the registry's tasks) is imported when a command runs.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
 from contextlib import contextmanager
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import typer
 from typer.core import TyperGroup
 
-from cooplab.agents.settings import DEFAULT_CALL_DEADLINE, parse_agent_models
-from cooplab.runs.config import LLMSettings, SandboxSettings, build_config
 from cooplab.cli import options as co
+from cooplab.cli.lazy import LightHelp
 from cooplab.cli.options import (
     AgentModelOpt,
     BaseUrlOpt,
@@ -56,10 +63,47 @@ from cooplab.cli.options import (
     TemperatureOpt,
     fail,
 )
-from cooplab.graphs.task import Task
-from cooplab.limits import ConfigError
-from cooplab.evals.text import plain
-from cooplab.graphs.runfiles import RunSummary
+from cooplab.limits import DEFAULT_CALL_DEADLINE, ConfigError
+
+if TYPE_CHECKING:
+    from cooplab.graphs.runfiles import RunSummary
+    from cooplab.graphs.task import Task
+
+#: the built-in tasks' CLI modules: each has ``FACTS`` (its :class:`TaskFacts`) and ``command(kind)``,
+#: the task's own run, params or graph command (None: the default one)
+BUILTIN = {"cpr": "cooplab.cli.cpr", "diners": "cooplab.cli.diners", "game": "cooplab.cli.games", "science": "cooplab.cli.science"}
+
+
+@dataclass(frozen=True)
+class TaskFacts:
+    """What a task's commands need to know of the task before it is loaded: the same values as the
+    :class:`~cooplab.graphs.task.Task` class attributes of that name (a test compares them for every
+    built-in task). :func:`run_command` and :func:`graph_command` take one in place of the task, so
+    that ``--help`` does not import the task; the task itself is loaded when the command runs."""
+
+    name: str
+    agent_kinds: tuple[str, ...] = ("rule", "llm")
+    uses_sandbox: bool = False
+    default_max_tokens: int | None = None
+    title: str = ""
+
+    def load(self) -> "Task":
+        from cooplab.runs import registry
+
+        return registry.get(self.name)
+
+
+def loaded(task: "Task | TaskFacts") -> "Task":
+    """The task itself (a :class:`TaskFacts` is loaded from the registry; one line, exit 2, if it fails to load)."""
+    if not isinstance(task, TaskFacts):
+        return task
+    from cooplab.runs import registry
+
+    try:
+        return task.load()
+    except registry.UnknownTask as exc:
+        fail(str(exc))
+        raise  # not reached: fail() raises
 
 
 def echo_json(obj: Any) -> None:
@@ -69,7 +113,7 @@ def echo_json(obj: Any) -> None:
 
 
 # --- running and reporting -----------------------------------------------------------------
-def report(task: Task, out: Path, summary: RunSummary, as_json: bool) -> None:
+def report(task: "Task", out: Path, summary: "RunSummary", as_json: bool) -> None:
     """Print a run's summary: summary.json with ``--json``, else the task's lines, the LLM bill and
     where the run directory is."""
     if as_json:
@@ -110,7 +154,7 @@ def _stopped(run: Any) -> None:
         raise typer.Exit(1)
 
 
-def run_and_report(task: Task, out: Path, config: dict[str, Any], *, force: bool, quiet: bool, as_json: bool) -> None:
+def run_and_report(task: "Task", out: Path, config: dict[str, Any], *, force: bool, quiet: bool, as_json: bool) -> None:
     """Run ``config`` with :func:`cooplab.run` (the run directory prepared there) and report; its
     one-line errors in the command line's words."""
     from cooplab.runs import api
@@ -167,12 +211,12 @@ def _sandbox(
 
 
 
-def agent_kinds(task: Task) -> type[Enum]:
+def agent_kinds(task: "Task | TaskFacts") -> type[Enum]:
     """The choices of a task's ``--agents`` option (shown in ``--help``, checked by Typer)."""
     return Enum(f"{task.name.title()}Agents", {k: k for k in task.agent_kinds}, type=str)
 
 
-def run_command(task: Task, options: Callable[..., dict[str, Any]]) -> Callable[..., None]:
+def run_command(task: "Task | TaskFacts", options: Callable[..., dict[str, Any]]) -> Callable[..., None]:
     """The ``cooplab run TASK`` command: ``options``' parameters (the task's own options, Typer
     style) plus the common ones. ``options(agents=..., **task_opts)`` returns the task's config
     fields (raising ConfigError / calling ``fail`` on a bad value)."""
@@ -202,11 +246,14 @@ def run_command(task: Task, options: Callable[..., dict[str, Any]]) -> Callable[
         fields = options(agents=agents, **kw)
         if fields.get("agents", agents) != "llm":
             refuse_llm_options("--players llm" if "players" in own_names else "--agents llm")
-        llm = LLMSettings(agent_models=parse_agent_models(c["agent_model"] or []), **{k: c[k] for k in LLMSettings.model_fields if k in c and k != "agent_models"})
+        from cooplab.runs.config import SandboxSettings, build_config
+
+        real = loaded(task)
+        llm = co.llm_settings(c)
         sandbox = SandboxSettings(backend=c["sandbox_backend"], timeout=c["sandbox_timeout"], rate=c["sandbox_rate"]) \
             if task.uses_sandbox else SandboxSettings()
-        config = build_config(task, fields, agents=agents, seed=c["seed"], csv=c["csv"], llm=llm, sandbox=sandbox)
-        run_and_report(task, c["out"], config, force=c["force"], quiet=c["quiet"], as_json=c["as_json"])
+        config = build_config(real, fields, agents=agents, seed=c["seed"], csv=c["csv"], llm=llm, sandbox=sandbox)
+        run_and_report(real, c["out"], config, force=c["force"], quiet=c["quiet"], as_json=c["as_json"])
 
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     command.__annotations__ = {p.name: p.annotation for p in params}
@@ -266,7 +313,7 @@ def run_keywords(task: str, args: list[str]) -> dict[str, Any]:
     return out
 
 
-def params_options(task: Task) -> Callable[..., dict[str, Any]]:
+def params_options(task: "Task") -> Callable[..., dict[str, Any]]:
     """The task options of a task that only has a ``Params`` model: ``--set name=value``."""
 
     def options(agents: str, set_: Optional[list[str]] = typer.Option(
@@ -278,9 +325,11 @@ def params_options(task: Task) -> Callable[..., dict[str, Any]]:
 
 
 # --- params, graph -------------------------------------------------------------------------
-def params_command(task: Task) -> Callable[..., None]:
+def params_command(task: "Task | TaskFacts") -> Callable[..., None]:
     def command(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
-        rows = task.params_table()
+        from cooplab.evals.text import plain
+
+        rows = loaded(task).params_table()
         if as_json:
             echo_json(rows)
             return
@@ -292,12 +341,12 @@ def params_command(task: Task) -> Callable[..., None]:
     return command
 
 
-def graph_command(task: Task) -> Callable[..., None]:
+def graph_command(task: "Task | TaskFacts") -> Callable[..., None]:
     kinds = agent_kinds(task)
 
     def command(agents: kinds = typer.Option(kinds(task.agent_kinds[0]), "--agents", help=f"Whose graph: {' or '.join(task.agent_kinds)}.")) -> None:
-        agents = agents.value
-        typer.echo(task.build(task.default_config(agents)).get_graph().draw_mermaid())
+        agents, real = agents.value, loaded(task)
+        typer.echo(real.build(real.default_config(agents)).get_graph().draw_mermaid())
 
     command.__annotations__ = {"agents": kinds, "return": None}  # a local Enum: not resolvable from its name
     command.__doc__ = f"Print the {task.name} graph as Mermaid text."
@@ -312,16 +361,25 @@ def _unloadable(message: str) -> Callable[..., None]:
 
 
 #: how each task group makes a task's command when the task has none of its own
-_DEFAULT_COMMANDS: dict[str, Callable[[Task], Callable[..., None]]] = {
+_DEFAULT_COMMANDS: dict[str, Callable[[Any], Callable[..., None]]] = {
     "run": lambda t: run_command(t, params_options(t)), "params": params_command, "graph": graph_command}
 _UNLOADABLE = {"help": "(failed to load; run it to see why)", "add_help_option": False,
                "context_settings": {"ignore_unknown_options": True, "allow_extra_args": True}}
 
 
-def _mount(app: typer.Typer, kind: str, name: str, own: Callable[..., Any] | None = None) -> bool:
-    """Add ``name``'s ``kind`` command (run, params or graph) to ``app``: ``own``, else the default
-    one, else (the task fails to load) a command that only says why (one line, exit 2). Whether
-    the task loaded."""
+def _mount(app: typer.Typer, kind: str, name: str) -> bool:
+    """Add ``name``'s ``kind`` command (run, params or graph) to ``app``: the built-in task's own
+    (from its CLI module, :data:`BUILTIN`; the task itself is not loaded), else the default one,
+    else (the task fails to load) a command that only says why (one line, exit 2). Whether the
+    task loaded."""
+    if name in BUILTIN:  # the task's own command, else the default one made from its facts: the task is loaded when it runs
+        module = importlib.import_module(BUILTIN[name])
+        fn = module.command(kind)
+        if fn is None and kind in ("params", "graph"):
+            fn = _DEFAULT_COMMANDS[kind](module.FACTS)
+        if fn is not None:
+            app.command(name, help=(fn.__doc__ or module.FACTS.title))(fn)
+            return True
     from cooplab.runs import registry
 
     try:
@@ -329,15 +387,15 @@ def _mount(app: typer.Typer, kind: str, name: str, own: Callable[..., Any] | Non
     except registry.UnknownTask as exc:
         app.command(name, **_UNLOADABLE)(_unloadable(str(exc)))
         return False
-    fn = own or _DEFAULT_COMMANDS[kind](task)
+    fn = _DEFAULT_COMMANDS[kind](task)
     app.command(name, help=(fn.__doc__ or task.title))(fn)
     return True
 
 
-class TaskGroup(TyperGroup):
-    """The group of ``cooplab run|params|graph`` (``kind``): besides the commands mounted at start-up
-    (the built-in tasks'), a command for every other registered task, made when the task is named
-    or the commands are listed, and only then imported. Listing warns once, one line, for each
+class TaskGroup(LightHelp, TyperGroup):
+    """The group of ``cooplab run|params|graph`` (``kind``): a command for every registered task,
+    made when the task is named or the commands are listed, and only then imported (a built-in
+    task's from its CLI module, without loading the task). Listing warns once, one line, for each
     task that fails to load (the listing goes on)."""
 
     kind = ""
@@ -346,16 +404,19 @@ class TaskGroup(TyperGroup):
     def list_commands(self, ctx: Any) -> list[str]:
         from cooplab.runs import registry
 
-        mounted = super().list_commands(ctx)
-        return [*mounted, *(n for n in registry.names() if n not in mounted)]
+        names = registry.names()
+        return [*names, *(n for n in super().list_commands(ctx) if n not in names)]
 
     def get_command(self, ctx: Any, name: str) -> Any:
-        from cooplab.runs import registry
-
         cmd = super().get_command(ctx, name)
-        if cmd is not None or name not in registry.names():
+        if cmd is not None:
             return cmd
-        app = typer.Typer(rich_markup_mode=None)
+        if name not in BUILTIN:
+            from cooplab.runs import registry
+
+            if name not in registry.names():
+                return None
+        app = typer.Typer(rich_markup_mode=None, add_completion=False)
         _mount(app, self.kind, name)
         cmd = typer.main.get_command(app)  # one command: the command itself
         self.add_command(cmd, name)
@@ -378,27 +439,8 @@ def task_group(kind: str) -> type[TaskGroup]:
     return type(f"{kind.title()}TaskGroup", (TaskGroup,), {"kind": kind})
 
 
-def register(run_app: typer.Typer, params_app: typer.Typer, graph_app: typer.Typer,
-             own: dict[str, dict[str, Callable[..., Any]]] | None = None) -> list[str]:
-    """Mount the run/params/graph commands of the built-in tasks (``own``: commands a built-in task
-    defines itself, by app: {"run": {...}, "params": {...}, "graph": {...}}); every other task's
-    are made lazily by the apps' :class:`TaskGroup`. Returns the names of the tasks mounted."""
-    from cooplab.runs import registry
-
-    own = own or {}
-    mounted = []
-    for name in registry.BUILTIN:
-        loaded = True
-        for kind, app in (("run", run_app), ("params", params_app), ("graph", graph_app)):
-            if not any(c.name == name for c in app.registered_commands):
-                loaded = _mount(app, kind, name, own.get(kind, {}).get(name)) and loaded
-        if loaded:
-            mounted.append(name)
-    return mounted
-
-
-__all__ = ["ConfigError", "run_keywords", "echo_json", "fail", "graph_command", "params_command", "params_options", "register", "report",
-           "resume_and_report", "run_and_report", "run_command"]
+__all__ = ["BUILTIN", "ConfigError", "TaskFacts", "run_keywords", "echo_json", "fail", "graph_command", "params_command", "params_options",
+           "report", "resume_and_report", "run_and_report", "run_command"]
 
 
 def run_calibration(cal: Any, out: Any, *, as_json: bool, quiet: bool, **kw: Any) -> None:

@@ -1,5 +1,5 @@
-"""``cooplab traces export|view``: send a run's traces to LangSmith or an OTLP collector, or browse
-them in the offline viewer (:mod:`cooplab.evals.trace_viewer`)."""
+"""``cooplab traces export|view``: send a run's traces to LangSmith or an OTLP collector, or read
+its model calls on the run explorer's traces page (:mod:`cooplab.evals.explorer`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from typing import Optional
 import typer
 
 from cooplab.cli.options import fail
-from cooplab.evals import trace_viewer
 from cooplab.graphs.rundir import TRACES_FILE
 from cooplab.graphs.tracing.export import traces_path as _traces_path
 
@@ -118,23 +117,42 @@ def view_cmd(
     open_browser: bool = typer.Option(False, "--open", help="Open the page in the default browser."),
     no_block: bool = typer.Option(False, "--no-block", help="Serve from a background process, print its URL and pid, and return; it serves until stopped with 'kill PID'."),
 ) -> None:
-    """Browse a run's trace tree in a local, offline web page (127.0.0.1 only)."""
+    """Read a run's model calls (prompts, answers, tokens, what each was charged, round by round) on
+    the run explorer's traces page, served on 127.0.0.1 (the explorer of that run: 'cooplab view')."""
+    import time
+
+    from cooplab.cli.view import STARTED, _open, task_for
+    from cooplab.extras import require
+
     _check_dir(run_dir)
     if not 0 <= port <= 65535:
         fail(f"--port must be between 0 and 65535, got {port}")
+    require("view", "the traces page of the run explorer (cooplab traces view)")
+    run = run_dir if run_dir.is_dir() else run_dir.parent
     if no_block:
         from cooplab.cli import detached
-        from cooplab.cli.view import STARTED, _open
 
         try:
-            child, ready = detached.start({"kind": "traces", "run_dir": str(run_dir.absolute()), "port": port})
+            child, ready = detached.start({"kind": "traces", "run_dir": str(run.absolute()), "port": port})
         except detached.DetachError as exc:
             fail(str(exc), code=2 if str(exc).startswith("cannot listen") else 1)
         STARTED.append(child)
-        typer.echo(f"trace viewer for {run_dir}: {ready['url']} (server pid {child.pid}; stop it with 'kill {child.pid}')")
+        typer.echo(f"model calls of {run}: {ready['url']} (server pid {child.pid}; stop it with 'kill {child.pid}')")
         _open(ready["url"], open_browser)
         return
+    from cooplab.evals.explorer import app as explorer
+
     try:
-        trace_viewer.view(run_dir, port, open_browser, block=True)
+        server, url = explorer.serve([run], port=port, task_for=task_for)
     except OSError as exc:
         fail(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}")
+    page = url + explorer.TRACES_PAGE
+    typer.echo(f"model calls of {run}: {page}  (Ctrl-C to stop)")
+    _open(page, open_browser)
+    try:
+        while server._cooplab_thread.is_alive():  # type: ignore[attr-defined]
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        typer.echo("cooplab traces view stopped", err=True)
+    finally:
+        explorer.stop(server)

@@ -16,22 +16,21 @@ sorts and filters tables, and ``static/plots.js``, which draws the plots from th
 * ``/static/...``                the page's CSS and script (package data, no CDN)
 
 Safety: every request must name this server by a loopback name and its port in ``Host``
-(:func:`cooplab.evals.trace_viewer.host_allowed`; 400 without exactly one Host, 421 for another
-name); every response carries a Content-Security-Policy that allows scripts and styles from this
+(:func:`host_allowed`; 400 without exactly one Host, 421 for another name: a page whose domain was
+pointed at 127.0.0.1, DNS rebinding, reads nothing); every response carries a Content-Security-Policy that allows scripts and styles from this
 server only (no inline script, no eval), images from this server and ``data:`` URIs, no frames, no
 requests elsewhere. Run text reaches the page only through Jinja's autoescape.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import threading
 from collections.abc import Callable
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
@@ -39,26 +38,39 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from cooplab.evals.explorer import pages
-from cooplab.evals.trace_viewer import host_allowed
+from cooplab.evals.explorer.render import package_dir, templates
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
            "X-Frame-Options": "DENY", "Cache-Control": "no-store"}
 
+#: the traces page of the explorer served on one run directory (its id is "0"), as ``cooplab traces view`` opens it
+TRACES_PAGE = "traces?id=0"
+#: the names a request may call this server by (with its port)
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+
 #: task name -> its registered Task (None when it is not installed); the command line passes the registry's
 TaskLookup = Callable[[str], Any]
 
 
-def _package_dir(name: str) -> Path:
-    return Path(str(resources.files(__package__).joinpath(name)))
-
-
-def templates() -> Environment:
-    """The Jinja environment: the package's templates, autoescape on for every template."""
-    env = Environment(loader=FileSystemLoader(str(_package_dir("templates"))), autoescape=select_autoescape(default=True,
-                      default_for_string=True), trim_blocks=True, lstrip_blocks=True)
-    return env
+def host_allowed(host: str | None, bound: tuple[Any, ...]) -> bool:
+    """Whether a request's ``Host`` header names this server by a loopback name (or the literal
+    address it is bound to) and its bound port. Any other name (a domain pointed at 127.0.0.1 by
+    DNS rebinding, ``localhost.example.com``, ``127.0.0.1.nip.io``), another port, or no Host is refused."""
+    if not host:
+        return False
+    addr, port = str(bound[0]), int(bound[1])
+    names = set(LOOPBACK_NAMES)
+    try:
+        ip = ipaddress.ip_address(addr)
+        if not ip.is_unspecified:
+            names.add(f"[{ip.compressed}]" if ip.version == 6 else ip.compressed)
+    except ValueError:
+        pass
+    host = host.strip().lower()
+    allowed = {f"{n}:{port}" for n in names} | (names if port == 80 else set())
+    return host in allowed
 
 
 class Guard:
@@ -127,7 +139,7 @@ def create_app(roots: list[Path], *, task_for: TaskLookup | None = None, bound: 
         return page("traces.html" if code == 200 else "error.html", ctx, code)
 
     routes = [Route("/", index), Route("/run", run), Route("/group", group), Route("/compare", compare), Route("/traces", traces),
-              Mount("/static", app=StaticFiles(directory=str(_package_dir("static"))), name="static")]
+              Mount("/static", app=StaticFiles(directory=str(package_dir("static"))), name="static")]
     app = Starlette(routes=routes)
     return Guard(app, bound or (lambda: ("127.0.0.1", 80)))
 

@@ -1,4 +1,6 @@
-"""Sweeps and profiles: the folders that hold many runs, each with a page of its own.
+"""Sweeps and profiles: the folders that hold many runs, each with a page of its own; and folders
+of results (what an analysis wrote: claims.md, statistics.md, efficiency.csv, figures), shown as
+their files.
 
 A **sweep** (``cooplab sweep``: run directories under ``cells/``, ``runs/``) is shown by condition:
 its cells grouped by their grid values (the cell's name without its ``__sSEED`` part), one metric at
@@ -9,6 +11,10 @@ A **profile** (``cooplab profile``: ``profile.json``, ``figures/profile.png``, `
 shown as its settings, one row per game (metric, Pareto proximity and their intervals as
 ``profile.json`` gives them), one plot of every game's Pareto proximity with its interval, and the
 profile's figure.
+
+Every page of a folder also shows the folder's own files: its figures (``figures/``, ``analysis/``),
+notes (Markdown: ``statistics.md``, ``claims.md``), tables (``table.csv``, ``scores.csv``,
+``analysis/cells.csv``, ...) and settings (``sweep.json``, ``profile-config.json``, ...).
 
 Everything is read as data: ``table.csv`` and ``profile.json`` through the same bounded readers as a
 run's files, never a link leading outside the folder.
@@ -23,10 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cooplab.evals.explorer.runs import RunDir, shown
-from cooplab.evals.report import RUN_FOLDERS, cut, num, read_json
+from cooplab.evals.explorer.runs import RUN_FOLDERS, RunDir, read_json, shown
+from cooplab.evals.values import cut, fmt, num
 from cooplab.graphs import explore as ex
-from cooplab.graphs import rundir
 
 #: a cell's name ends in its seed: "rounds-3__s0", "model-x__players-5__s12"
 _SEED = re.compile(r"__s(-?\d{1,12})$")
@@ -45,7 +50,7 @@ class Group:
     id: str
     out: Path
     root: Path
-    kind: str  # "sweep" | "profile"
+    kind: str  # "sweep" | "profile" | "results"
     cells: dict[str, str]  # cell folder name -> its run's id
 
     @property
@@ -79,7 +84,20 @@ def find(roots: list[Path], runs: list[RunDir]) -> list[Group]:
             g = group_of(r.out.parent.parent)
             if g is not None:
                 g.cells[shown(r.out.name)] = r.id
+    run_dirs = {r.out for r in runs}
+    for n, root in enumerate(resolved):
+        if root not in found and root not in run_dirs and has_results(root):
+            found[root] = Group(id=f"{n}", out=root, root=root, kind="results", cells={})
     return sorted(found.values(), key=lambda g: g.id)
+
+
+#: files that make a folder a folder of results (what an analysis or a sweep writes beside its runs)
+RESULT_FILES = ("sweep.json", "profile.json", "scores.csv", "table.csv", "efficiency.csv", "claims.md", "statistics.md")
+
+
+def has_results(d: Path) -> bool:
+    """Whether ``d`` holds one of :data:`RESULT_FILES` (at its top or in ``analysis/``)."""
+    return any((d / f).is_file() or (d / "analysis" / f).is_file() for f in RESULT_FILES)
 
 
 def as_page(g: Group) -> RunDir:
@@ -236,8 +254,8 @@ def sweep_sections(g: Group, query: Mapping[str, str]) -> list[ex.Section]:
                "_id": g.cells.get(str(r["cell"]))} for r in by[c]]
         cells.append(ex.Details(f"{_label(c)}: {len(rs)} cell{'s' if len(rs) != 1 else ''}",
                                 [ex.Table(rs, links={"cell": ("id", "_id")}, filterable=False)]))
-    secs = [ex.Section("Conditions", blocks, id="conditions"), ex.Section("Cells by condition", cells, id="cells")]
-    return secs + _files(g, page)
+    secs = [overview(g), ex.Section("Conditions", blocks, id="conditions"), ex.Section("Cells by condition", cells, id="cells")]
+    return secs + folder_sections(g, page) + _files(g, page)
 
 
 def _label(cond: str) -> str:
@@ -250,8 +268,6 @@ def _label(cond: str) -> str:
 
 
 def _f(v: float | None) -> str:
-    from cooplab.evals.report import fmt
-
     return fmt(v)
 
 
@@ -304,15 +320,118 @@ def profile_sections(g: Group, query: Mapping[str, str]) -> list[ex.Section]:
     else:
         blocks.append(ex.Note("profile.json lists no game"))
     figs = [ex.Image(p, caption=p) for p in ("figures/profile.png",) if (g.out / p).is_file()]
-    secs = [ex.Section("Profile", blocks, id="profile")]
+    secs = [overview(g), ex.Section("Profile", blocks, id="profile")]
     if figs:
         secs.append(ex.Section("The profile's figure", figs, id="figure"))
     if prof:
-        import json
+        secs.append(ex.Section("profile.json", [ex.Details("profile.json in full", [ex.Code(_json(prof), "json")])], id="json"))
+    return secs + folder_sections(g, page, skip={"figures/profile.png", "profile.json"}) + _files(g, page)
 
-        secs.append(ex.Section("profile.json", [ex.Details("profile.json in full", [ex.Code(json.dumps(prof, indent=2, default=str)[:200_000], "json")])],
-                               id="json"))
-    return secs + _files(g, page)
+
+# --- what any such folder holds -----------------------------------------------------------------
+#: the folders of a group whose files are shown ("" is the group's own folder)
+FILE_FOLDERS = ("", "figures", "analysis", "analysis/figures")
+IMAGE_SUFFIXES = (".png", ".svg", ".jpg", ".jpeg", ".gif", ".webp")
+#: files of each kind shown at most, and the bytes of one Markdown file read
+MAX_FILES_SHOWN = 40
+MAX_NOTE_BYTES = 256 << 10
+#: table rows shown of each table
+PREVIEW_ROWS = 200
+
+
+def _listed(page: RunDir, suffixes: tuple[str, ...], folders: tuple[str, ...] = FILE_FOLDERS) -> list[str]:
+    """The files (relative to the group's folder) of ``folders`` with these suffixes, in order; a
+    folder leading outside the group's folder is never listed."""
+    out: list[str] = []
+    for f in folders:
+        where = page.out if not f else page.file(f)
+        if where is None or not where.is_dir():
+            continue
+        try:
+            names = sorted(p.name for p in where.iterdir() if p.suffix.lower() in suffixes and p.is_file())
+        except OSError:
+            continue
+        out += [f"{f}/{n}" if f else n for n in names]
+    return out[:MAX_FILES_SHOWN]
+
+
+def folder_sections(g: Group, page: RunDir, skip: set[str] = frozenset()) -> list[ex.Section]:  # type: ignore[assignment]
+    """The folder's own figures, notes (Markdown), tables and settings (JSON), ``skip`` left out."""
+    from cooplab.evals.explorer.runs import read_text_head
+
+    secs: list[ex.Section] = []
+    figs = [ex.Image(rel, caption=shown(rel)) for rel in _listed(page, IMAGE_SUFFIXES) if rel not in skip]
+    if figs:
+        secs.append(ex.Section("Figures", figs, id="figures"))
+    notes: list[ex.Block] = []
+    for rel in _listed(page, (".md",), ("", "analysis")):
+        path = page.file(rel)
+        if rel not in skip and path is not None:
+            notes.append(ex.Details(shown(rel), [ex.Markdown(read_text_head(path, MAX_NOTE_BYTES))], open=True))
+    if notes:
+        secs.append(ex.Section("Notes", notes, id="notes"))
+    tables: list[ex.Block] = []
+    for rel in _listed(page, (".csv", ".parquet"), ("", "analysis")):
+        folder, _, name = rel.rpartition("/")
+        reader = RunDir(id=g.id, out=page.file(folder) or page.out, root=g.root) if folder else page
+        stem = name.rsplit(".", 1)[0]
+        df = reader.table(stem) if rel not in skip else None
+        if reader is not page:
+            page.notes.extend(reader.notes)
+        if df is not None:
+            tables.append(ex.Details(f"{shown(rel)} ({len(df):,} rows)", [ex.Table(df, max_rows=PREVIEW_ROWS)], open=len(tables) < 3))
+    if tables:
+        secs.append(ex.Section("Tables", tables, id="tables"))
+    settings: list[ex.Block] = []
+    for rel in _listed(page, (".json",), ("", "analysis")):
+        path = page.file(rel)
+        if rel in skip or path is None:
+            continue
+        obj, problem = read_json(path)
+        if problem:
+            page.notes.append(problem)
+            continue
+        settings.append(ex.Details(shown(rel), [ex.Code(_json(obj), "json")]))
+    if settings:
+        secs.append(ex.Section("Settings", settings, id="settings"))
+    return secs
+
+
+def _json(obj: Any) -> str:
+    import json
+
+    try:
+        return json.dumps(obj, indent=2, default=str, ensure_ascii=False)[:200_000]
+    except (TypeError, ValueError, RecursionError):
+        return cut(repr(obj), 200_000)
+
+
+def overview(g: Group) -> ex.Section:
+    """How many runs there are by status, and what their LLM calls cost in all (from each run's summary.json)."""
+    statuses: dict[str, int] = {}
+    sums: dict[str, float] = {}
+    with_calls = 0
+    for name in sorted(g.cells):
+        folder = _folder(g, name)
+        cell = RunDir(id=g.cells[name], out=g.out / folder / name, root=g.root) if folder else None
+        s = cell.summary if cell is not None else {}
+        status = s.get("status") if isinstance(s.get("status"), str) else ("unfinished" if cell is not None and cell.config else "?")
+        statuses[status] = statuses.get(status, 0) + 1
+        led = s.get("ledger") if isinstance(s.get("ledger"), Mapping) else None
+        if led is None:
+            continue
+        with_calls += 1
+        for label, key in (("calls", "calls"), ("cached calls", "cached_calls"), ("input tokens", "input_tokens"),
+                           ("output tokens", "output_tokens"), ("cost (USD)", "cost_usd_float")):
+            if num(led.get(key)) is not None:
+                sums[label] = sums.get(label, 0.0) + num(led.get(key))  # type: ignore[operator]
+    blocks: list[ex.Block] = [ex.KeyValues({"kind": g.kind, "runs": len(g.cells), **{f"status {k}": v for k, v in sorted(statuses.items())}})]
+    if with_calls:
+        costs = {k: (f"${v:.6g}" if k == "cost (USD)" else int(v)) for k, v in sums.items()}
+        blocks.append(ex.KeyValues({**costs, "runs with LLM calls": f"{with_calls} of {len(g.cells)}"}, title="LLM costs (all runs)"))
+    else:
+        blocks.append(ex.Note("no LLM calls recorded (rule-based agents, or no ledger)", level="info"))
+    return ex.Section("Overview", blocks, id="overview")
 
 
 def _pair(v: Any) -> tuple[float | None, float | None]:
@@ -327,4 +446,8 @@ def _files(g: Group, page: RunDir) -> list[ex.Section]:
 
 
 def sections(g: Group, query: Mapping[str, str]) -> list[ex.Section]:
+    """The sections of a group's page: a profile's, a sweep's, or a folder of results' files alone."""
+    if g.kind == "results":
+        page = as_page(g)
+        return folder_sections(g, page) + _files(g, page)
     return profile_sections(g, query) if g.kind == "profile" else sweep_sections(g, query)

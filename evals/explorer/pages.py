@@ -12,11 +12,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 from cooplab.evals.explorer import groups, render, traces, views
 from cooplab.evals.explorer.runs import RunDir, discover, shown
-from cooplab.evals.report import cut, num
+from cooplab.evals.values import cut, human_bytes, num, slug
 from cooplab.graphs import explore as ex
 
 #: lines of one run in an overlaid plot at most (plots with more lines and a "mean" line overlay the means)
@@ -95,7 +94,7 @@ class Site:
                          "notes": list(r.notes)})
         q = clean_query(query)
         sort = q.get("sort", "")
-        sets = [{"href": "/group?" + urlencode({"id": g.id}), "name": g.name, "kind": g.kind, "cells": len(g.cells),
+        sets = [{"href": render.href("group", {"id": g.id}), "name": g.name, "kind": g.kind, "cells": len(g.cells),
                  "conditions": len({groups.condition_of(c)[0] for c in g.cells}) if g.kind == "sweep" else None}
                 for g in self._groups.values()]
         return {**self.base("cooplab runs"), "runs": rows, "groups": sets, "filter": q.get("q", ""),
@@ -153,12 +152,64 @@ class Site:
             return {**self.base("no such run"), "message": "no such run under the folders given"}, 404
         filters = {k: q[k] for k in traces.FILTERS if q.get(k)}
         calls, note = traces.calls(run, filters)
+        tf = traces.trace_file(run)
         noun = views.noun(run.task, self.task(run.task))
-        for c in calls:
+        prefix = render.addresses().prefix
+        for n, c in enumerate(calls):
             if not c.get("agent_name") and isinstance(c.get("agent"), int):
                 c["agent_name"] = f"{noun} {c['agent'] + 1}"
+            c["anchor"] = f"{prefix}call-{n + 1}"
+            c["facts"] = call_facts(c)
         return {**self.base(f"model calls of {run.name}"), "run": self.header(run), "calls": calls, "filters": filters,
-                "notes": [note] if note else []}, 200
+                "rounds": by_round(calls, prefix), "totals": trace_totals(tf, calls), "notes": [note] if note else []}, 200
+
+
+def call_facts(c: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """What the traces page says of one model call besides its messages: where in the graph, when,
+    how long, the tokens the model reported and what the ledger charged (replays: nothing)."""
+    out = [("node", c.get("node")), ("started", c.get("start")),
+           ("took", f"{c['seconds']:.3g} s" if isinstance(c.get("seconds"), float) else None),
+           ("tokens reported by the model", traces.tokens_text(c.get("reported")))]
+    ch = c.get("charged")
+    if ch is not None:
+        out.append(("charged (ledger)", f"{traces.tokens_text((ch.input_tokens, ch.output_tokens))}, {traces.usd(ch.cost)}"))
+    elif c.get("cached"):
+        out.append(("charged (ledger)", "nothing: answered from the response cache, no model was asked"))
+    out += [("call id", c.get("call_id")), ("run id", c.get("run_id"))]
+    return [(k, render.text(v, 200)) for k, v in out if v not in (None, "")]
+
+
+def by_round(calls: list[dict[str, Any]], prefix: str = "") -> list[dict[str, Any]]:
+    """The calls grouped by their round, in order of the rounds (calls of no known round last); one
+    group of every call when none has a round."""
+    if not any(c.get("round") is not None for c in calls):
+        return [{"title": "every call", "id": f"{prefix}calls", "calls": calls}] if calls else []
+    groups: dict[Any, list[dict[str, Any]]] = {}
+    for c in calls:
+        groups.setdefault(c.get("round"), []).append(c)
+    order = sorted((r for r in groups if r is not None), key=lambda r: (num(r) is None, num(r) or 0, str(r)))
+    out = [{"title": f"round {render.text(r, 40)}", "id": f"{prefix}round-{slug(str(r))}", "calls": groups[r]} for r in order]
+    if None in groups:
+        out.append({"title": "no round", "id": f"{prefix}round-none", "calls": groups[None]})
+    return out
+
+
+def trace_totals(tf: traces.TraceFile, calls: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The traces page's header: the calls shown, the tokens the model reported over them, what the
+    ledger charged for the whole run, and what the file holds."""
+    cached = sum(1 for c in calls if c.get("cached"))
+    reported = [c["reported"] for c in calls if c.get("reported")]
+    out = [("model calls", f"{len(calls):,}" + (f" ({cached:,} answered from the response cache)" if cached else ""))]
+    if reported:
+        out.append(("tokens reported by the model", traces.tokens_text((sum(p[0] for p in reported), sum(p[1] for p in reported)))))
+    led = tf.charged
+    if led is not None:
+        out.append(("charged tokens (ledger, the whole run)", f"{traces.tokens_text((led['input_tokens'], led['output_tokens']))}, "
+                                                             f"{led['calls']:,} calls, {traces.usd(led['cost_usd'])}"))
+    if tf.exists:
+        kinds = ", ".join(f"{k} {v:,}" for k, v in sorted(tf.run_types.items()))
+        out.append(("traces.jsonl", f"{human_bytes(tf.bytes)}, {tf.records:,} records" + (f" ({kinds})" if kinds else "")))
+    return out
 
 
 #: sections shown side by side on the comparison page when either run has them (their tables and notes)

@@ -1,9 +1,15 @@
 """Turning a task's sections (:mod:`cooplab.graphs.explore`) into what the templates show.
 
 Nothing here writes markup: blocks become plain dicts of strings and numbers, and the Jinja
-templates (autoescape on) write the HTML. A plot becomes its numbers as JSON in a ``data-plot``
-attribute (escaped by the template), which the page's own ``static/plots.js`` draws as SVG in the
-browser (hover, zoom), putting every label in as text, never as markup.
+templates (autoescape on) write the HTML; the one exception is a :class:`~cooplab.graphs.explore.Markdown`
+block, whose HTML is markdown-it-py's rendering of escaped text (:mod:`.markdown`). A plot becomes its
+numbers as JSON in a ``data-plot`` attribute (escaped by the template), which the page's own
+``static/plots.js`` draws as SVG in the browser (hover, zoom), putting every label in as text, never
+as markup.
+
+Where a link leads is :class:`Addresses`' choice: the app's own URLs (``/run?id=...``), or, in the
+file ``cooplab report`` writes, an anchor of that file (None when the file does not hold the page:
+the link is then shown as text). :func:`addressing` sets it for the pages rendered inside it.
 """
 
 from __future__ import annotations
@@ -11,11 +17,17 @@ from __future__ import annotations
 import base64
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from cooplab.evals.report import cut, fmt, image_mime, num
+from cooplab.evals.explorer import markdown
+from cooplab.evals.values import cut, fmt, num, slug
 from cooplab.graphs import explore as ex
 
 #: characters of one table cell shown (the rest is cut, with an ellipsis)
@@ -28,16 +40,84 @@ MAX_POINTS = 2_000
 MAX_SERIES = 24
 #: bytes of one image file shown inline at most
 MAX_IMAGE_BYTES = 8 << 20
+#: bytes of images one file of ``cooplab report`` embeds at most (its :class:`ImageBudget`)
+MAX_FILE_IMAGE_BYTES = 64 << 20
 #: blocks nested in Details/Columns at most this deep
 MAX_NESTING = 6
 #: options of one drop-down at most
 MAX_CHOICES = 10_000
 
 
-def _href(page: str, run_id: str, params: Mapping[str, Any]) -> str:
-    """``/PAGE?id=RUN&...``: the run's id, then each parameter that is not None as text."""
-    q = {"id": run_id, **{k: str(v) for k, v in params.items() if v is not None}}
-    return f"/{page}?" + urlencode(q)
+def package_dir(name: str) -> Path:
+    """A folder of the explorer's package data (``templates``, ``static``)."""
+    return Path(str(resources.files(__package__).joinpath(name)))
+
+
+def templates(layout: str = "base.html") -> Any:
+    """The Jinja environment: the package's templates, autoescape on for every template. ``layout``:
+    what every page extends (``base.html``, the app's page; ``part.html``, one page of the file
+    ``cooplab report`` writes)."""
+    from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+    env = Environment(loader=FileSystemLoader(str(package_dir("templates"))), autoescape=select_autoescape(default=True,
+                      default_for_string=True), trim_blocks=True, lstrip_blocks=True)
+    env.globals["layout"] = layout
+    return env
+
+
+def app_url(page: str, query: Mapping[str, str]) -> str:
+    """The app's address of a page: ``/PAGE?QUERY`` (``/`` for the list without a query)."""
+    path = "/" if page in ("", "index") else f"/{page}"
+    return path + ("?" + urlencode(dict(query)) if query else "")
+
+
+class ImageBudget:
+    """The bytes of images the pages being rendered may still embed (one file of many pages)."""
+
+    def __init__(self, left: int):
+        self.left = left
+
+
+@dataclass(frozen=True)
+class Addresses:
+    """How the pages being rendered link to pages: ``href(page, query)`` gives an address or None
+    (not reachable: the link is shown as text); ``forms``: whether a form can open a page (a
+    drop-down; the app's pages can, a file cannot); ``prefix``: put before every anchor of the page
+    (the sections of several pages share one file); ``images``: the bytes of images left to embed
+    (None: no bound but :data:`MAX_IMAGE_BYTES` per image)."""
+
+    href: Callable[[str, Mapping[str, str]], str | None] = app_url
+    forms: bool = True
+    prefix: str = ""
+    images: ImageBudget | None = None
+
+
+_ADDRESSES: ContextVar[Addresses] = ContextVar("cooplab_explorer_addresses", default=Addresses())
+
+
+@contextmanager
+def addressing(addresses: Addresses) -> Iterator[Addresses]:
+    """Render the pages inside the ``with`` block with these addresses (this thread or task only)."""
+    token = _ADDRESSES.set(addresses)
+    try:
+        yield addresses
+    finally:
+        _ADDRESSES.reset(token)
+
+
+def addresses() -> Addresses:
+    """The addresses pages are rendered with now."""
+    return _ADDRESSES.get()
+
+
+def href(page: str, query: Mapping[str, str]) -> str | None:
+    """Where a link to ``page`` with ``query`` leads (None: shown as text)."""
+    return _ADDRESSES.get().href(page, query)
+
+
+def _href(page: str, run_id: str, params: Mapping[str, Any]) -> str | None:
+    """The address of ``page`` of run ``run_id``: the run's id, then each parameter that is not None as text."""
+    return href(page, {"id": run_id, **{k: str(v) for k, v in params.items() if v is not None}})
 
 
 def _page(run: Any) -> str:
@@ -46,12 +126,12 @@ def _page(run: Any) -> str:
     return page if page in ("run", "group") else "run"
 
 
-def run_href(run_id: str, **params: Any) -> str:
+def run_href(run_id: str, **params: Any) -> str | None:
     """The address of a run's page with query parameters (each value as text)."""
     return _href("run", run_id, params)
 
 
-def trace_href(run_id: str, **params: Any) -> str:
+def trace_href(run_id: str, **params: Any) -> str | None:
     """The address of a run's traces page, filtered by these parameters."""
     return _href("traces", run_id, params)
 
@@ -200,6 +280,19 @@ def _base(label: Any) -> str:
     return text.split(" \u00b7 ", 1)[1] if text[:4] in ("A \u00b7 ", "B \u00b7 ") else text
 
 
+IMAGE_MAGIC = ((b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpeg"), (b"GIF87a", "image/gif"), (b"GIF89a", "image/gif"))
+
+
+def image_mime(head: bytes) -> str | None:
+    """The image type of a file by its first bytes (PNG, JPEG, GIF, WebP), else None."""
+    for magic, mime in IMAGE_MAGIC:
+        if head.startswith(magic):
+            return mime
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
 def image_uri(run: Any, rel: str) -> tuple[str | None, str | None]:
     """(a data: URI of an image file inside the run directory, None) or (None, why not)."""
     try:
@@ -208,15 +301,20 @@ def image_uri(run: Any, rel: str) -> tuple[str | None, str | None]:
         path.relative_to(base)
     except (OSError, ValueError):
         return None, f"{cut(rel, 120)} is not a file of this run"
+    budget = addresses().images
     try:
         if not path.is_file() or path.stat().st_size > MAX_IMAGE_BYTES:
             return None, f"{cut(rel, 120)} is missing or too large to show"
+        if budget is not None and path.stat().st_size > budget.left:
+            return None, f"{cut(rel, 120)} is not embedded: the images of this file already take {MAX_FILE_IMAGE_BYTES >> 20} MB"
         data = path.read_bytes()
     except OSError as exc:
         return None, f"cannot read {cut(rel, 120)}: {exc.strerror or exc}"
     mime = image_mime(data[:16]) or ("image/svg+xml" if path.suffix.lower() == ".svg" else None)
     if mime is None:
-        return None, f"{cut(rel, 120)} is not an image"
+        return None, f"{cut(rel, 120)} is not an image (PNG, JPEG, GIF, WebP or SVG)"
+    if budget is not None:
+        budget.left -= len(data)
     return f"data:{mime};base64," + base64.b64encode(data).decode("ascii"), None
 
 
@@ -226,6 +324,10 @@ def block(b: Any, run: Any, depth: int = 0) -> dict[str, Any]:
         return {"kind": "note", "text": "blocks nested too deeply to show", "level": "warn"}
     if isinstance(b, ex.Text):
         return {"kind": "text", "text": text(b.text, 100_000), "pre": bool(b.pre)}
+    if isinstance(b, ex.Markdown):
+        html, was_cut = markdown.to_html(b.text if isinstance(b.text, str) else text(b.text, markdown.MAX_CHARS))
+        return {"kind": "markdown", "html": html,
+                "note": f"the first {markdown.MAX_CHARS:,} characters of {len(b.text):,} are shown" if was_cut else None}
     if isinstance(b, ex.Note):
         return {"kind": "note", "text": text(b.text, 2_000), "level": "info" if b.level == "info" else "warn"}
     if isinstance(b, ex.KeyValues):
@@ -265,12 +367,16 @@ def block(b: Any, run: Any, depth: int = 0) -> dict[str, Any]:
         keep = {str(k): str(v) for k, v in dict(b.keep or {}).items() if str(k) not in ("id", b.param)}
         near = {"prev": values[at - 1] if at > 0 else None, "next": values[at + 1] if 0 <= at < len(values) - 1 else None}
         page = _page(run)
+        here = addresses()
         return {"kind": "choice", "param": str(b.param), "options": opts, "chosen": chosen, "label": text(b.label, 200),
-                "id": run.id, "keep": sorted(keep.items()), "count": len(values), "action": f"/{page}",
+                "id": run.id, "keep": sorted(keep.items()), "count": len(values), "action": app_url(page, {}) if here.forms else None,
+                "chosen_text": dict(opts).get(chosen, chosen),
                 "prev": _href(page, run.id, {**keep, b.param: near["prev"]}) if near["prev"] is not None else None,
                 "next": _href(page, run.id, {**keep, b.param: near["next"]}) if near["next"] is not None else None}
     if isinstance(b, ex.Image):
         uri, problem = image_uri(run, str(b.path))
+        if problem and hasattr(run, "notes"):  # named at the top of the page too
+            run.notes.append(problem)
         return {"kind": "image", "src": uri, "problem": problem, "caption": text(b.caption, 1_000), "alt": text(b.path, 200)}
     if isinstance(b, ex.Code):
         return {"kind": "code", "text": text(b.text, 200_000), "title": text(b.title) if b.title else None}
@@ -287,18 +393,18 @@ def block(b: Any, run: Any, depth: int = 0) -> dict[str, Any]:
 
 
 def sections(secs: Any, run: Any) -> list[dict[str, Any]]:
-    """A task's sections as dicts for the templates (anchors made unique)."""
-    from cooplab.evals.report import slug
-
+    """A task's sections as dicts for the templates (anchors made unique, and prefixed with the
+    page's :attr:`Addresses.prefix`)."""
+    prefix = addresses().prefix
     out: list[dict[str, Any]] = []
     used: set[str] = set()
     for s in list(secs or []):
         if not isinstance(s, ex.Section):
-            out.append({"title": "?", "id": f"s{len(out)}", "blocks": [block(ex.Note(f"not a Section: {type(s).__name__}"), run)]})
+            out.append({"title": "?", "id": f"{prefix}s{len(out)}", "blocks": [block(ex.Note(f"not a Section: {type(s).__name__}"), run)]})
             continue
         sid = slug(s.id or s.title)
         while sid in used:
             sid += "-x"
         used.add(sid)
-        out.append({"title": text(s.title, 200), "id": sid, "blocks": [block(b, run) for b in list(s.blocks or [])]})
+        out.append({"title": text(s.title, 200), "id": prefix + sid, "blocks": [block(b, run) for b in list(s.blocks or [])]})
     return out

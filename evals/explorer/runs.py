@@ -14,13 +14,19 @@ memory than it allows; a folder whose name is not UTF-8 is listed under a readab
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cooplab.evals.report import cut, is_run_dir, read_json
+from cooplab.evals.values import cut, human_bytes
 from cooplab.graphs import rundir
+
+#: the folders of a sweep or profile directory that hold its run directories
+RUN_FOLDERS = ("cells", "runs", "games")
+#: JSON files larger than this are not parsed (config.json and summary.json are a few kB)
+MAX_JSON_BYTES = 16 << 20
 
 #: folders walked below each root at most (a home directory given by mistake stays quick)
 MAX_DIRS = 20_000
@@ -30,6 +36,37 @@ MAX_RUNS = 5_000
 MAX_DEPTH = 8
 #: directories never entered
 SKIP = {".git", "node_modules", "__pycache__", ".venv", "figures", "artifacts", "sandbox", "workspace"}
+
+
+def read_json(path: Path) -> tuple[Any, str | None]:
+    """(the parsed file, None) or (None, what is wrong with it, in one line); never raises."""
+    try:
+        if path.stat().st_size > MAX_JSON_BYTES:
+            return None, f"{path.name} is {human_bytes(path.stat().st_size)}, too large to show"
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, f"cannot read {path.name}: {getattr(exc, 'strerror', None) or exc}"
+    try:
+        return json.loads(text), None
+    except json.JSONDecodeError as exc:
+        return None, f"{path.name} is damaged (not valid JSON: {exc.msg} at line {exc.lineno})"
+    except (ValueError, RecursionError) as exc:
+        return None, f"{path.name} is damaged ({cut(str(exc), 120)})"
+
+
+def read_text_head(path: Path, limit: int) -> str:
+    """The first ``limit`` bytes of a file as text (undecodable bytes replaced; "" when unreadable)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(limit).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def is_run_dir(p: Path) -> bool:
+    """Whether ``p`` is a run directory: a folder holding config.json or summary.json (a run of
+    cooplab), or traces.jsonl (a graph traced by :class:`~cooplab.graphs.tracing.JsonlTracer`)."""
+    return p.is_dir() and any((p / name).is_file() for name in ("config.json", "summary.json", rundir.TRACES_FILE))
 
 
 def shown(text: Any) -> str:
@@ -59,7 +96,7 @@ class RunDir:
     notes: list[str] = field(default_factory=list)
     _json: dict[str, Any] = field(default_factory=dict, repr=False)
     _tables: dict[str, Any] = field(default_factory=dict, repr=False)
-    _calls: Any = field(default=None, repr=False)  # the model calls of traces.jsonl, read once (explorer.traces)
+    traced: Any = field(default=None, repr=False)  # its traces.jsonl once read (explorer.traces.trace_file)
 
     def file(self, name: str) -> Path | None:
         """``out/name`` when it stays inside the run folder, else None and a note (a symbolic link

@@ -1,23 +1,35 @@
-"""A run's model calls from its traces.jsonl: who was asked what, and what they answered.
+"""A run's model calls from its traces.jsonl: who was asked what, and what they answered, and
+what each call cost.
 
 Each LLM run of the trace becomes one call: its agent, round, phase (and society, team, pass), the
-messages of its prompt and the answer. Who and when come from the run's metadata (``agent_id``,
-``round``, ``phase``, ... set by cooplab's tracing); traces written before those labels existed are
-read from the prompt itself (``Your name is Fisher 3`` -> agent 2, ``Round 4.``) and the graph node
-(the phase). A call answered from the response cache (a rerun, a resume, a fork) is one too, marked
-``cached``.
+messages of its prompt and the answer, when it started and how long it took, the tokens the model
+reported and, from the run's ledger, what the call was charged (its tokens and cost; matched by the
+call id in its metadata, :mod:`cooplab.graphs.tracing.charges`). Who and when come from the run's
+metadata (``agent_id``, ``round``, ``phase``, ... set by cooplab's tracing); traces written before
+those labels existed are read from the prompt itself (``Your name is Fisher 3`` -> agent 2,
+``Round 4.``) and the graph node (the phase). A call answered from the response cache (a rerun, a
+resume, a fork) is one too, marked ``cached``, and is charged nothing.
+
+Every line of the file is read as data: a line that is not a JSON object (or is nested more than
+:data:`cooplab.limits.MAX_JSON_DEPTH` levels deep) is counted and its number named, never an error;
+the records are counted by run type.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
-from cooplab.evals.report import cut
+from cooplab.evals.values import cut, num
 from cooplab.graphs.rundir import TRACES_FILE
-from cooplab.graphs.tracing.labels import is_cached
+from cooplab.graphs.tracing import charges as ledger
+from cooplab.graphs.tracing.labels import CALL_ID, is_cached
+from cooplab.limits import parse_json
 
 #: the query parameters the traces page filters by
 FILTERS = ("society", "agent", "round", "phase", "team", "pass")
@@ -27,6 +39,10 @@ MAX_BYTES = 256 << 20
 MAX_CALLS = 400
 #: characters of one message shown
 MAX_MESSAGE_CHARS = 20_000
+#: numbers of damaged lines named at most (all are counted)
+MAX_BAD_LINES_NAMED = 10
+#: run types counted separately at most (the rest under "other")
+MAX_RUN_TYPES = 20
 
 #: "Your name is Fisher 3" (CPR), "You are Player 2 in Group 1" (games), "You are member 4 of a group" (diners)
 _NAME = re.compile(r"\b(?:your name is|you are) ([A-Za-z][\w-]{0,30}) (\d{1,6})\b", re.I)
@@ -94,11 +110,35 @@ def facts(rec: Mapping[str, Any]) -> dict[str, Any]:
         m = _ROUND.search(human[0] if human else text)
         rnd = int(m.group(1)) if m else None
     phase = md.get("phase") or md.get("langgraph_node")
+    call_id = md.get(CALL_ID)
     return {"society": md.get("society"), "agent": agent, "agent_name": name, "round": rnd,
             "phase": phase if isinstance(phase, str) else None, "team": md.get("team"), "pass": md.get("pass"),
             "model": md.get("model") or md.get("ls_model_name") or rec.get("name"), "messages": msgs,
             "answer": _answer(rec.get("outputs")), "error": rec.get("error"), "name": rec.get("name"),
-            "start": rec.get("start_time"), "cached": is_cached(md)}
+            "start": rec.get("start_time"), "cached": is_cached(md), "run_id": rec.get("id"),
+            "call_id": call_id if isinstance(call_id, str) else None,
+            "node": md.get("langgraph_node") if isinstance(md.get("langgraph_node"), str) else None,
+            "seconds": _seconds(rec.get("start_time"), rec.get("end_time")), "reported": _reported(rec, extra)}
+
+
+def _seconds(start: Any, end: Any) -> float | None:
+    """How long a run took (its ISO start and end times), or None."""
+    try:
+        d = (dt.datetime.fromisoformat(str(end)) - dt.datetime.fromisoformat(str(start))).total_seconds()
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return d if d >= 0 else None
+
+
+def _reported(rec: Mapping[str, Any], extra: Mapping[str, Any]) -> tuple[int, int] | None:
+    """The (input, output) tokens the model reported for a call: the record's prompt and completion
+    counts, else its usage metadata; None when neither holds whole numbers."""
+    usage = extra.get("usage_metadata") if isinstance(extra.get("usage_metadata"), Mapping) else {}
+    for pair in ((rec.get("prompt_tokens"), rec.get("completion_tokens")), (usage.get("input_tokens"), usage.get("output_tokens"))):
+        got = [ledger.count(v) for v in pair]
+        if None not in got:
+            return got[0], got[1]  # type: ignore[return-value]
+    return None
 
 
 def fill_rounds(calls: list[dict[str, Any]]) -> None:
@@ -124,48 +164,120 @@ def matches(f: Mapping[str, Any], filters: Mapping[str, str]) -> bool:
     return True
 
 
+@dataclass
+class TraceFile:
+    """What a run's traces.jsonl holds: its model calls (in time order, each with its ledger charge),
+    its records by run type, the lines that could not be read, and what the ledger charged in all."""
+
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    exists: bool = False
+    bytes: int = 0
+    records: int = 0
+    run_types: dict[str, int] = field(default_factory=dict)
+    bad: int = 0
+    bad_lines: list[int] = field(default_factory=list)
+    #: what the ledger charged for model calls (calls, input and output tokens, cost): None without a ledger table
+    charged: dict[str, Any] | None = None
+
+    def reported(self) -> tuple[int, int]:
+        """The input and output tokens the model reported, summed over the calls."""
+        pairs = [c["reported"] for c in self.calls if c.get("reported")]
+        return sum(p[0] for p in pairs), sum(p[1] for p in pairs)
+
+
+def trace_file(run: Any) -> TraceFile:
+    """The run's traces.jsonl, read once (kept on ``run``); a link leaving the run folder is never read."""
+    if run.traced is None:
+        path = run.file(TRACES_FILE)
+        tf = read_trace_file(path) if path is not None else TraceFile(notes=[f"{TRACES_FILE} leads outside the run folder and is not read"])
+        charge(tf, run)
+        run.traced = tf
+    return run.traced
+
+
+def charge(tf: TraceFile, run: Any) -> None:
+    """Give each call of ``tf`` what the run's ledger charged for it (``charged``: a
+    :class:`~cooplab.graphs.tracing.charges.Charge`, or None: a replay, a failed call, or no ledger
+    row), and ``tf.charged`` the ledger's totals. The ledger is read through the run's own reader."""
+    if not run.has_table("ledger"):
+        return
+    df = run.table("ledger")
+    if df is None:
+        return
+    found = ledger.ledger_charges(run.out, df.to_dict("records"), prices=ledger.config_prices(run.config))
+    light = [{"run_type": "llm", "id": i, "error": c.get("error"), "start_time": c.get("start"),
+              "extra": {"metadata": {CALL_ID: c.get("call_id"), "cached": c.get("cached")}}} for i, c in enumerate(tf.calls)]
+    matched = ledger.match_charges(light, found)
+    for i, c in enumerate(tf.calls):
+        c["charged"] = matched.get(str(i))
+    tf.charged = ledger.charge_totals(found)
+
+
 def calls(run: Any, filters: Mapping[str, str]) -> tuple[list[dict[str, Any]], str | None]:
     """(the run's model calls matching ``filters``, a note on what could not be read or was cut).
     The file is read once per page (kept on ``run``)."""
-    if run._calls is None:
-        path = run.file(TRACES_FILE) if hasattr(run, "file") else run.out / TRACES_FILE  # never a link leaving the run folder
-        run._calls = read_calls(path) if path is not None else ([], [])
-    found, notes = run._calls
-    out = [f for f in found if matches(f, filters)]
+    tf = trace_file(run)
+    notes = list(tf.notes)
+    out = [f for f in tf.calls if matches(f, filters)]
     if len(out) > MAX_CALLS:
         notes = [*notes, f"{len(out) - MAX_CALLS} more calls match; narrow the filter (round, agent, phase)"]
         out = out[:MAX_CALLS]
     return out, "; ".join(notes) or None
 
 
-def read_calls(path: Any) -> tuple[list[dict[str, Any]], list[str]]:
-    """Every LLM run of a traces.jsonl as a call (who, when, prompt, answer), in time order, and
-    notes on what could not be read."""
+def read_trace_file(path: Any) -> TraceFile:
+    """Every record of a traces.jsonl counted by run type, every LLM run as a call (who, when,
+    prompt, answer, tokens), in time order, and notes on what could not be read."""
+    tf = TraceFile()
     if not path.is_file():
-        return [], ["this run has no traces.jsonl (traces are written when a graph run ends)"]
-    out: list[dict[str, Any]] = []
-    notes: list[str] = []
-    bad = read = 0
+        tf.notes.append("this run has no traces.jsonl (traces are written when a graph run ends)")
+        return tf
+    tf.exists = True
+    read = 0
     try:
+        tf.bytes = path.stat().st_size
         with open(path, "rb") as fh:
-            for raw in fh:
+            for n, raw in enumerate(fh, 1):
                 read += len(raw)
                 if read > MAX_BYTES:
-                    notes.append(f"only the first {MAX_BYTES >> 20} MB of traces.jsonl were read")
+                    tf.notes.append(f"only the first {MAX_BYTES >> 20} MB of traces.jsonl were read")
                     break
-                if b'"llm"' not in raw:
+                if not raw.strip():
                     continue
-                try:
-                    rec = json.loads(raw)
-                except (ValueError, RecursionError):
-                    bad += 1
+                try:  # nested deeper than MAX_JSON_DEPTH: damaged too (every later reader stays clear of the recursion limit)
+                    rec = parse_json(raw, f"traces.jsonl line {n}", error=ValueError)
+                except ValueError:
+                    rec = None
+                if not isinstance(rec, Mapping):
+                    tf.bad += 1
+                    if len(tf.bad_lines) < MAX_BAD_LINES_NAMED:
+                        tf.bad_lines.append(n)
                     continue
-                if isinstance(rec, Mapping) and rec.get("run_type") == "llm":
-                    out.append(facts(rec))
+                tf.records += 1
+                kind = rec.get("run_type") if isinstance(rec.get("run_type"), str) else "?"
+                kind = cut(kind, 40) if kind in tf.run_types or len(tf.run_types) < MAX_RUN_TYPES else "other"
+                tf.run_types[kind] = tf.run_types.get(kind, 0) + 1
+                if rec.get("run_type") == "llm":
+                    tf.calls.append(facts(rec))
     except OSError as exc:
-        notes.append(f"cannot read traces.jsonl: {exc.strerror or exc}")
-    out.sort(key=lambda f: str(f.get("start") or ""))
-    fill_rounds(out)
-    if bad:
-        notes.append(f"{bad} damaged lines of traces.jsonl were skipped")
-    return out, notes
+        tf.notes.append(f"cannot read traces.jsonl: {exc.strerror or exc}")
+    tf.calls.sort(key=lambda f: str(f.get("start") or ""))
+    fill_rounds(tf.calls)
+    if tf.bad:
+        more = ", \u2026" if tf.bad > len(tf.bad_lines) else ""
+        tf.notes.append(f"{tf.bad} damaged line{'s' if tf.bad != 1 else ''} of traces.jsonl (not a readable JSON object) "
+                        f"{'were' if tf.bad != 1 else 'was'} skipped: line{'s' if len(tf.bad_lines) > 1 else ''} "
+                        f"{', '.join(map(str, tf.bad_lines))}{more}")
+    return tf
+
+
+def tokens_text(pair: tuple[int, int] | None) -> str | None:
+    """"13 (11 in / 2 out)" of an (input, output) pair."""
+    return None if pair is None else f"{pair[0] + pair[1]:,} ({pair[0]:,} in / {pair[1]:,} out)"
+
+
+def usd(v: Decimal | float | None) -> str:
+    """A cost in USD to 6 significant digits ("$0.000123")."""
+    n = num(v)
+    return "\u2014" if n is None else f"${n:.6g}"

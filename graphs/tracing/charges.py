@@ -38,7 +38,9 @@ class Charge:
     cached: bool = False
 
 
-def _count(v: Any) -> int | None:
+def count(v: Any) -> int | None:
+    """A token count: a whole number from 0 to :data:`MAX_COUNT` (an int, a whole float, whole-number
+    text), else None."""
     if isinstance(v, bool):
         return None
     if isinstance(v, float) and (not math.isfinite(v) or v != int(v)):
@@ -88,6 +90,12 @@ def run_prices(run_dir: str | Path) -> dict[str | None, tuple[Decimal, Decimal]]
         cfg = read_json(run_dir_of(run_dir) / "config.json")
     except (OSError, ValueError):  # RunDirError is a ValueError
         return {}
+    return config_prices(cfg)
+
+
+def config_prices(cfg: Any) -> dict[str | None, tuple[Decimal, Decimal]]:
+    """The prices of :func:`run_prices` from a run's configuration already read (any value: what is
+    not a sound price is left out)."""
     llm = cfg.get("llm") if isinstance(cfg, dict) else None
     if not isinstance(llm, dict):
         return {}
@@ -116,7 +124,7 @@ def _charge(row: Mapping[str, Any], by_model: Mapping[str | None, tuple[Decimal,
     the prices of its model (else the run-wide ones) reproduce its cost."""
     if row.get("kind", "tokens") != "tokens" or not isinstance(row.get("call_id"), str) or not row["call_id"]:
         return None
-    tin, tout, cost = _count(row.get("input_tokens")), _count(row.get("output_tokens")), _money(row.get("cost_usd_exact"))
+    tin, tout, cost = count(row.get("input_tokens")), count(row.get("output_tokens")), _money(row.get("cost_usd_exact"))
     if tin is None or tout is None or cost is None:
         return None
     pc = cc = None
@@ -129,10 +137,12 @@ def _charge(row: Mapping[str, Any], by_model: Mapping[str | None, tuple[Decimal,
     return row["call_id"], Charge(tin, tout, cost, pc, cc, cached=row.get("cached") is True or row.get("cached") == 1)
 
 
-def ledger_charges(run_dir: str | Path, rows: list[dict[str, Any]] | None = None) -> dict[str, list[Charge]]:
+def ledger_charges(run_dir: str | Path, rows: list[dict[str, Any]] | None = None,
+                   prices: Mapping[str | None, tuple[Decimal, Decimal]] | None = None) -> dict[str, list[Charge]]:
     """The ledger's charges of model calls by call id, in ledger order (a call paid again after a
-    resume, or replayed from the cache, has more than one). ``rows``: the ledger's rows if read."""
-    prices = run_prices(run_dir)
+    resume, or replayed from the cache, has more than one). ``rows``: the ledger's rows if read;
+    ``prices``: the run's prices if read (:func:`config_prices`)."""
+    prices = run_prices(run_dir) if prices is None else prices
     out: dict[str, list[Charge]] = {}
     for row in (ledger_rows(run_dir) if rows is None else rows) or []:
         got = _charge(row, prices) if isinstance(row, Mapping) else None
@@ -169,8 +179,13 @@ def ledger_totals(run_dir: str | Path) -> dict[str, Any] | None:
     rows = ledger_rows(run_dir)
     if rows is None:
         return None
+    return charge_totals(ledger_charges(run_dir, rows))
+
+
+def charge_totals(charges: Mapping[str, list[Charge]]) -> dict[str, Any]:
+    """The totals of :func:`ledger_totals` over charges already read (:func:`ledger_charges`)."""
     tin = tout = calls = 0
     cost = Decimal(0)
-    for ch in (c for cs in ledger_charges(run_dir, rows).values() for c in cs):
+    for ch in (c for cs in charges.values() for c in cs):
         tin, tout, cost, calls = tin + ch.input_tokens, tout + ch.output_tokens, cost + ch.cost, calls + 1
     return {"calls": calls, "input_tokens": tin, "output_tokens": tout, "total_tokens": tin + tout, "cost_usd": float(cost)}

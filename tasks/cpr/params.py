@@ -41,7 +41,7 @@ def _f(default: Any, description: str, source: str, **kw: Any) -> Any:
 class CPRParams(BaseModel):
     """All numeric parameters of one CPR society. Names follow the paper's symbols."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False, defer_build=True)
 
     # --- population and horizon -------------------------------------------------------
     N: int = _f(10, "number of agents", "paper §4.1: all simulations use 10 agents", ge=2, le=MAX_AGENTS)
@@ -197,6 +197,8 @@ def preset_values(name: str) -> dict[str, Any]:
 
 
 class InitialRange(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     e: tuple[float, float]
     g: tuple[float, float]
 

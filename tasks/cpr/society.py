@@ -15,10 +15,9 @@ from typing import Any
 import numpy as np
 
 from cooplab.tasks.cpr import phases as ph
-from cooplab.graphs.nodes import shared_rows
 from cooplab.graphs.rng import phase_rng
 from cooplab.graphs.society import build_society
-from cooplab.tasks.cpr.state import CPRState
+from cooplab.tasks.cpr.state import CPRState, full_state
 from cooplab.tasks.cpr.params import ABLATIONS, CPRParams, population_ranges
 from cooplab.tasks.cpr.model import median_norm
 
@@ -157,6 +156,9 @@ def init_state(conditions: Sequence[Condition], replicates: int, seed: int) -> C
         collapse=np.zeros(S, dtype=int),
         eta_sum=np.zeros(S),
         history=[],
+        n_societies=S,
+        rows=np.arange(S),
+        finished=[],
     )
 
 
@@ -190,16 +192,16 @@ def run_cpr(
 
 def drive(graph, inp: Any, cfg: dict, *, progress: Callable[[dict], None] | None = None, **kw: Any) -> CPRState:
     """Invoke (``inp`` a state) or resume (``inp`` None) a graph; report rounds to ``progress``.
-    The nodes of the run share the running rows they gather (:func:`~cooplab.graphs.nodes.shared_rows`)."""
-    with shared_rows():
-        if progress is None:
-            out = graph.invoke(inp, cfg, version="v2", **kw)  # v2 streams only the values (v1 also every update)
-            return {**out.value, "__interrupt__": list(out.interrupts)} if out.interrupts else out.value  # as v1 returns them
-        final = None
-        for chunk in graph.stream(inp, cfg, stream_mode=["updates", "values"], **kw):
-            mode, data = chunk
-            if mode == "updates" and "environment" in data:
-                progress(data["environment"])
-            elif mode == "values":
-                final = data
-        return final
+    The state returned covers the whole batch (:func:`~cooplab.tasks.cpr.state.full_state`)."""
+    if progress is None:
+        out = graph.invoke(inp, cfg, version="v2", **kw)  # v2 streams only the values (v1 also every update)
+        final = full_state(out.value)
+        return {**final, "__interrupt__": list(out.interrupts)} if out.interrupts else final  # as v1 returns them
+    final = None
+    for chunk in graph.stream(inp, cfg, stream_mode=["updates", "values"], **kw):
+        mode, data = chunk
+        if mode == "updates" and "environment" in data:
+            progress(data["environment"])
+        elif mode == "values":
+            final = data
+    return final if final is None else full_state(final)

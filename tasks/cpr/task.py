@@ -36,7 +36,7 @@ from cooplab.tasks.cpr.params import (
     params_table,
 )
 from cooplab.tasks.cpr.society import Condition, apply_ablation, init_state, phases_for
-from cooplab.tasks.cpr.state import CPRState
+from cooplab.tasks.cpr.state import CPRState, full_state
 
 
 def presets() -> dict[str, dict[str, Any]]:
@@ -215,7 +215,7 @@ class CPRTask(Task):
         return self.params(config).T
 
     def outputs(self, final: Mapping[str, Any], config: Mapping[str, Any], run: RunInfo) -> CPRResults:
-        final = dict(final)
+        final = full_state(final)  # a run stopped early may end with finished societies out of the running block
         if run.status != "completed":  # societies still running were censored at the last completed round
             running = np.asarray(final["active"])
             last = int(final["round"]) - 1

@@ -384,8 +384,8 @@ def read_text(run: ScienceRun, rel: str, limit: int = 200_000) -> str | None:
 
 def money(v: Any) -> float | None:
     """A cost cell (Decimal text, number) as a finite float, else None (bounded:
-    :func:`cooplab.evals.report.num`, no decimal trap escapes)."""
-    from cooplab.evals.report import num
+    :func:`cooplab.evals.values.num`, no decimal trap escapes)."""
+    from cooplab.evals.values import num
 
     return num(v)
 
@@ -451,7 +451,7 @@ def _overview(run: ScienceRun) -> list[Any]:
     items = {"task": s.get("science_task", P.get("task")), "team": s.get("team", P.get("team")),
              "pipeline": s.get("pipeline", P.get("pipeline")), "team size": s.get("team_size", P.get("team_size")),
              "status": s.get("status"), "scored": s.get("scored"),
-             **{k: _fmt(sc.get(k)) for k in ("completeness", "quality", "accuracy")},
+             **{k: score_text(sc.get(k)) if k in sc else None for k in ("completeness", "quality", "accuracy")},
              "passes": ", ".join(map(str, s.get("passes") or [])) if isinstance(s.get("passes"), list) else None,
              "cost (USD)": _fmt(cost, 4)}
     return [KeyValues({k: one_line(v, 200) for k, v in items.items() if v is not None}, title="at a glance")]
@@ -500,14 +500,53 @@ def _judge_fact(run: ScienceRun, fid: str) -> list[str]:
     return said
 
 
+def score_text(v: Any) -> str:
+    """A 0-1 score as the page says it: two decimals, "not scored (no truth)" for null (a run on
+    your own data has no ground truth to score accuracy against)."""
+    if v is None:
+        return "not scored (no truth)"
+    x = money(v)
+    return f"{x:.2f}" if x is not None else one_line(v, 40)
+
+
+def judge_cost(entry: Mapping[str, Any]) -> str:
+    """"; judge cost $x of its $b budget" of a judge's scores.json entry (its own ledger, apart from the team's)."""
+    led = entry.get("ledger")
+    cost = money(led.get("cost_usd_float")) if isinstance(led, Mapping) else None
+    if cost is None:
+        return ""
+    cap = money(entry.get("budget_usd"))
+    return f"; judge cost ${cost:.4f}" + (f" of its ${cap:.4f} budget" if cap is not None else "")
+
+
+def _scores_lines(run: ScienceRun) -> list[str]:
+    """The heuristic scores in one line, then one line per LLM judge (its scores, their spread over
+    its k readings, and what the judge cost)."""
+    from cooplab.evals.text import counts_text
+
+    h = run.scores.get("heuristic") if isinstance(run.scores.get("heuristic"), dict) else {}
+    lines = [f"Heuristic scores (0-1): completeness {score_text(h.get('completeness'))}, quality {score_text(h.get('quality'))}, "
+             f"accuracy {score_text(h.get('accuracy'))} (scored: {one_line(run.scores.get('scored'), 80)})."]
+    for j in run.scores.get("judges") or [] if isinstance(run.scores.get("judges"), list) else []:
+        if not isinstance(j, dict):
+            continue
+        spread = j.get("std")
+        spread_text = counts_text({str(k): score_text(v) for k, v in spread.items()}) if isinstance(spread, dict) else "none"
+        lines.append(f"Judge {one_line(j.get('judge'), 80)} (k = {one_line(j.get('k'), 10)}): completeness {score_text(j.get('completeness'))}, "
+                     f"quality {score_text(j.get('quality'))}, accuracy {score_text(j.get('accuracy'))}; spread (s.d. over its k "
+                     f"readings) {spread_text}{judge_cost(j)}.")
+    return lines
+
+
 def _facts(run: ScienceRun) -> list[Any]:
-    """The summary line, then the final paper beside its facts (each: status, score, the truth, the
-    scorer's evidence and any judge's word on it), then the judge's ratings and reasons."""
-    from cooplab.graphs.explore import Columns, Note, Table, Text
+    """The scores (heuristic and each judge's), the summary line, then the final paper (rendered
+    Markdown) beside its facts (each: status, score, the truth, the scorer's evidence and any judge's
+    word on it), then the judge's ratings and reasons."""
+    from cooplab.graphs.explore import Columns, Markdown, Note, Table, Text
 
     h = run.scores.get("heuristic") if isinstance(run.scores.get("heuristic"), dict) else {}
     facts = [f for f in h.get("facts") or [] if isinstance(f, dict)] if isinstance(h.get("facts"), list) else []
-    blocks: list[Any] = []
+    blocks: list[Any] = [Text(line) for line in _scores_lines(run)] if run.scores else [Note("no scores.json: the run was not scored")]
     if facts:
         wrong = [str(f.get("id")) for f in facts if _score(f) < 1.0]
         blocks.append(Text(f"{len(facts) - len(wrong)} of {len(facts)} facts found in full"
@@ -517,8 +556,8 @@ def _facts(run: ScienceRun) -> list[Any]:
         blocks.append(Note("no per-fact scores in scores.json (the run was not scored, or has no ground truth)"))
     paper = [a for a in run.artifacts if a["name"] == "final_paper"]
     text = read_text(run, paper[-1]["file"]) if paper else None
-    left = ([Text(f"The final paper (version {paper[-1]['version']}), as scored:"), Text(text, pre=True)] if text is not None
-            else [Note("no final paper to show")])
+    left = ([Text(f"The final paper ({paper[-1]['file']}, version {paper[-1]['version']}), as scored:"), Markdown(text)]
+            if text is not None else [Note("no final paper to show")])
     blocks.append(Columns([left, _fact_cards(run, facts)]))
     judged = _judge_rows(run)
     if judged:

@@ -1,9 +1,11 @@
 """A science run's ``report.html``: the budget spent per team over the run (``figures/budget.png``)
-and the run's one page, the same that ``cooplab report`` writes (evals/report.py)."""
+and the run's one file, the same that ``cooplab report`` writes (evals/report.py): the explorer's
+pages of the run."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from cooplab.graphs import rundir
 
@@ -37,13 +39,15 @@ def budget_figure(out: Path, path: Path) -> Path | None:
     return path
 
 
-def write_report(out: Path) -> Path:
-    """The run's one page, ``out/report.html``: the budget figure, then the page ``cooplab report``
-    writes for any run (evals/report.py), which for a science run holds the scores with every
-    fact's evidence, the judges, the final paper, the budget figure, the timeline and the tables.
-    ``cooplab report DIR`` rewrites this same file."""
+def write_report(out: Path, task: Any = None) -> Path:
+    """The run's one file, ``out/report.html``: the budget figure, then the file ``cooplab report``
+    writes for any run (evals/report.py): the explorer's pages of the run, which for a science run
+    (``task``: the science task, whose ``explore`` hook makes its page) hold the scores with every
+    fact's evidence, the judges, the final paper, the timeline, the code calls, the budget, the
+    figures and the tables. ``cooplab report DIR`` rewrites this same file."""
     from cooplab.evals.report import write_report as write_page
 
     out = Path(out)
     budget_figure(out, out / "figures" / "budget.png")
-    return Path(write_page(out, out / "report.html")["path"])
+    task_for = (lambda name: task if name == getattr(task, "name", None) else None) if task is not None else None
+    return Path(write_page(out, out / "report.html", task_for=task_for)["path"])

@@ -441,7 +441,7 @@ class ScienceTask(Task):
     def figure(self, summary: RunSummary[ScienceResults], run: RunInfo) -> None:
         from cooplab.tasks.science.report import write_report
 
-        write_report(run.out)
+        write_report(run.out, self)
 
     def explore(self, run: Any, query: Mapping[str, str]) -> list[Any]:
         """The science run's page in the explorer (:func:`cooplab.tasks.science.explore.sections`)."""

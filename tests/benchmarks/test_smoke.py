@@ -40,6 +40,7 @@ COVERED = {
     "bench_runner.py": "test_bench_runner",
     "bench_sandbox.py": "test_bench_sandbox",
     "bench_science.py": "test_bench_science",
+    "bench_startup.py": "test_bench_startup",
     "bench_sweep.py": "test_bench_sweep",
     "bench_tools.py": "test_bench_tools",
 }
@@ -107,15 +108,20 @@ def _need_ray() -> None:
 @pytest.mark.slow
 def test_bench_cpr(tmp_path):
     # 1 replicate per cell of the Fig. 3 grid (110 societies), 1 repeat; the CPU-time split and the
-    # cProfile run (--profile always, the default) are kept: they are code paths of their own
+    # cProfile run (--profile always, the default) are kept: they are code paths of their own; this
+    # checkout is also its own --baseline (the before/after path: a worker importing another checkout)
     out = tmp_path / "results.md"
-    stdout = run_bench("bench_cpr.py", "--replicates", "1", "--repeats", "1", "--out", str(out), tmp_path=tmp_path)
+    stdout = run_bench("bench_cpr.py", "--replicates", "1", "--repeats", "1", "--baseline", str(ROOT), "--out", str(out),
+                       tmp_path=tmp_path)
     text = section(out, "## CPR ABM")
     variants = {r[0]: r for r in rows(text) if r[0] != "variant"}
-    assert "cooplab (run_cpr, InMemorySaver, durability=exit)" in variants and "plain numpy floor (same generators)" in variants
-    assert variants["cooplab (run_cpr, InMemorySaver, durability=exit)"][1] == "110"
+    coop = [r for k, r in variants.items() if k.startswith("cooplab (run_cpr, InMemorySaver, durability=exit")]
+    before = [r for k, r in variants.items() if k.startswith("cooplab BEFORE")]
+    assert len(coop) == len(before) == 1 and coop[0][1] == before[0][1] == "110" and "plain numpy floor (same generators)" in variants
     assert [r for k, r in variants.items() if k.startswith("Mesa ") and "(full sweep)" in k][0][1] == "110"
-    assert "Where the CPU time goes" in text
+    ratios = {r[0].split(" (")[0]: r for r in rows(text) if r[0].startswith(("before", "after"))}
+    assert set(ratios) == {"before", "after"} and all(len(r) == 5 for r in ratios.values())
+    assert "Where the CPU time goes" in text and "Load (`uptime`) at the start" in text
     assert "exact, all 110 societies" in stdout and f"wrote section '## CPR ABM' of {out}" in stdout
 
 
@@ -170,6 +176,19 @@ def test_bench_runner(tmp_path):
     assert [r[0] for r in rows(text) if r[0] in ("before", "after")] == ["before", "after", "before", "after"]
     assert "**after / before = " in text
     assert not any((tmp_path / "tmp").glob("bench-runner-*"))  # the export and the install are cleaned up
+
+
+@pytest.mark.slow
+def test_bench_startup(tmp_path):
+    # the baseline commit (default --before) is exported with git archive and pip-installed into
+    # tmp_path; every command and the scripted run once, importtime of --help once
+    out = tmp_path / "results.md"
+    run_bench("bench_startup.py", "--quick", "--out", str(out), tmp_path=tmp_path)
+    text = section(out, "## Command-line start-up")
+    assert [r[0] for r in rows(text) if r[0].startswith("`cooplab ")] == [
+        "`cooplab --help`", "`cooplab --version`", "`cooplab run cpr --help`", "`cooplab params cpr`"]
+    assert [r[0] for r in rows(text) if r[0] in ("before", "after")] == ["before", "after", "before", "after", "before", "after"]
+    assert not any((tmp_path / "tmp").glob("bench-startup-*"))  # the export and the install are cleaned up
 
 
 @pytest.mark.slow

@@ -151,7 +151,7 @@ def test_no_block_server_answers_after_the_command_returned_and_stops_by_its_pid
     args = ["view", str(d.parent), "--no-block"] if kind == "view" else ["traces", "view", str(d), "--no-block"]
     p = subprocess.run([str(EXE), *args], capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert p.returncode == 0, p.stderr
-    m = re.search(r"(http://127\.0\.0\.1:\d+/) \(server pid (\d+); stop it with 'kill \2'\)", p.stdout)
+    m = re.search(r"(http://127\.0\.0\.1:\d+/(?:traces\?id=0)?) \(server pid (\d+); stop it with 'kill \2'\)", p.stdout)
     assert m, p.stdout
     url, pid = m.group(1), int(m.group(2))
     try:

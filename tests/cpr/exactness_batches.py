@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cooplab.tasks.cpr.metrics import full_history
 from cooplab.tasks.cpr.params import ABLATIONS, make_params, preset_values
 from cooplab.tasks.cpr.society import (
     Condition,
@@ -73,7 +74,7 @@ def outcomes(variant: str = "v1") -> dict[str, np.ndarray]:
         final = run_cpr(**kw)
         for k in FINAL_KEYS:
             res[f"{name}/final/{k}"] = np.asarray(final[k])
-        hist = final["history"]
+        hist = full_history(final)  # every record over the whole batch, as the reference holds them
         for k in hist[0]:
             res[f"{name}/history/{k}"] = np.stack([np.asarray(rec[k]) for rec in hist])
     return res

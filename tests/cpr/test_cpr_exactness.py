@@ -56,15 +56,15 @@ def test_adapt_node_with_rate_zero_reproduces_the_reference_exactly(reference):
 
 
 def test_individual_learning_running_rows_equal_the_whole_batch(reference, monkeypatch):
-    """Individual learning on (today's defaults): the nodes computing only the running societies
-    give exactly what they give when every node computes the whole batch and masks the finished
-    societies (``running_societies`` forced to None), including the adapt node."""
+    """Individual learning on (today's defaults): the nodes computing only the running block give
+    exactly what they give when the state keeps every society and the nodes mask the finished
+    ones (the environment node never drops a society), including the adapt node."""
     assert all("adapt" in kw["phases"] for kw in batches("on").values())
     rows = outcomes("on")
-    from cooplab.tasks.cpr import phases as ph
+    from cooplab.tasks.cpr import state as block
 
     calls = []
-    monkeypatch.setattr(ph, "running_societies", lambda state: calls.append(1))  # always None: whole batch
+    monkeypatch.setattr(block, "compactable", lambda state: calls.append(1) and False)  # always False: whole batch
     whole = outcomes("on")
     assert calls  # the whole-batch path was taken
     assert sorted(rows) == sorted(whole) == sorted(reference)
@@ -91,50 +91,3 @@ def test_row_subset_generator_gives_the_whole_batch_draws_of_its_rows():
     np.testing.assert_array_equal(sub.standard_normal((2, 5)), full.standard_normal((2, 5)))  # per-event: passed through
     with pytest.raises(ValueError):
         sub.random((7, 4))  # a per-society draw must be shaped for the subset
-
-
-@pytest.mark.parametrize("shape", [(7,), (7, 3), (7, 3, 4)])
-@pytest.mark.parametrize("dtype", [float, np.int8, bool])
-def test_scatter_writes_the_rows_and_keeps_the_rest(shape, dtype):
-    from cooplab.graphs.nodes import scatter
-
-    rng = np.random.default_rng(0)
-    base = (rng.random(shape) * 5).astype(dtype)
-    rows = np.array([0, 3, 6])
-    part = (rng.random((3, *shape[1:])) * 5 + 1).astype(dtype)
-    want = base.copy()
-    want[rows] = part
-    out = scatter(base, rows, part)
-    np.testing.assert_array_equal(out, want)
-    assert out.dtype == base.dtype and not np.shares_memory(out, base)
-    np.testing.assert_array_equal(scatter(base, rows[:0], part[:0]), base)  # nothing running: unchanged
-
-
-def test_sharing_gathered_rows_between_nodes_changes_nothing(monkeypatch):
-    """Within a run the nodes share the running rows they gather and scatter
-    (``graphs.nodes.shared_rows``). With individual learning on, the shared run equals a run in
-    which every node gathers its own rows, bit for bit; and sharing did happen."""
-    import contextlib
-
-    from cooplab.graphs import nodes as gn
-    from cooplab.tasks.cpr import society
-
-    hits = []
-    real_get = gn._ByArray.get
-
-    def counting_get(self, arr, tag=None, default=None):
-        out = real_get(self, arr, tag, default)
-        hits.append(out is not default)
-        return out
-
-    monkeypatch.setattr(gn._ByArray, "get", counting_get)
-    shared = outcomes("on")
-    assert sum(hits) > 100  # rows were handed from node to node, not gathered again
-    monkeypatch.setattr(society, "shared_rows", contextlib.nullcontext)  # each node gathers its own
-    hits.clear()
-    alone = outcomes("on")
-    assert not hits  # no sharing at all in this run
-    assert sorted(shared) == sorted(alone)
-    for k in shared:
-        np.testing.assert_array_equal(shared[k], alone[k], err_msg=k)
-        assert shared[k].dtype == alone[k].dtype, k

@@ -9,6 +9,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from cooplab.tasks.cpr import phases as ph
 from cooplab.tasks.cpr import rules as rb
+from cooplab.tasks.cpr.metrics import full_history
 from cooplab.tasks.cpr.params import ABLATIONS, make_params
 from cooplab.tasks.cpr.society import (
     Condition,
@@ -68,8 +69,9 @@ def test_finished_societies_are_frozen_while_others_run():
     slow = make_params(c=0.01, social_learning=False)
     out = run_cpr([Condition(quick, "mixed"), Condition(slow, "mixed")], 5, 1, phases=cpr_phases(social_learning=False))
     assert (out["T_s"][:5] == 1).all() and (out["T_s"][5:] > 1).all()
-    rounds_run = [int(h["active"][:5].sum()) for h in out["history"]]
+    rounds_run = [int(h["active"][:5].sum()) for h in full_history(out)]
     assert rounds_run[0] == 5 and sum(rounds_run[1:]) == 0
+    assert [set(h["rows"].tolist()) & set(range(5)) for h in out["history"]][1:] == [set()] * (len(out["history"]) - 1)
 
 
 @pytest.mark.parametrize("ablation,expected", [

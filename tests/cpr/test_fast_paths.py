@@ -1,9 +1,8 @@
 """The faster implementations behind the CPR nodes give the numbers of the plain numpy code they
 replaced, bit for bit: the row reductions (``row_sum``, ``count_rows``, ``take_peers``), the median
 vote, peer sampling and the three random/learning policies (against verbatim copies of the former
-code, kept here as references), and the nodes' helpers (``where``, the rows shared between nodes)."""
+code, kept here as references), and the nodes' helpers (``where``, ``running_agents``)."""
 
-import gc
 import warnings
 
 import numpy as np
@@ -273,47 +272,7 @@ def test_where_returns_the_array_itself_only_when_nothing_is_masked():
     assert same_bits(gn.where(np.ones((2, 1), bool), a, 0.0), np.where(np.ones((2, 1), bool), a, 0.0))  # broadcast mask
 
 
-def test_nodes_share_the_rows_they_gather_and_scatter_within_a_run():
-    active = np.array([True, False, True, True])
-    state = {"active": active, "x": np.arange(8.0).reshape(4, 2), "params": {"q": np.arange(4.0)}}
-    with gn.shared_rows():
-        rows = gn.running_societies(state)
-        assert rows is gn.running_societies(dict(state)) and not rows.flags.writeable
-        a, b = gn.SocietyRows(state, rows), gn.SocietyRows(dict(state), rows)
-        assert a["x"] is b["x"] and same_bits(a["x"], state["x"][rows]) and not a["x"].flags.writeable
-        assert a["params"]["q"] is b["params"]["q"]
-        with pytest.raises(ValueError):
-            a["x"][0, 0] = 1.0  # read-only: a policy cannot change what another node reads
-        new = gn.scatter(state["x"], rows, a["x"] * 2)
-        assert same_bits(gn.SocietyRows({**state, "x": new}, rows)["x"], new[rows])
-        assert same_bits(gn.SocietyRows({**state, "x": new}, rows.copy())["x"], new[rows])  # another index array: gathered
-        shared = gn._shared.get()
-        n = len(shared.rows._d)
-        del new
-        gc.collect()
-        assert len(shared.rows._d) < n  # forgotten with its array
-    assert gn._shared.get() is None
-
-
-def test_outside_a_run_and_across_runs_every_view_gathers_its_own_rows():
-    active = np.array([True, False, True])
-    x = np.arange(6.0).reshape(3, 2)
-    rows = gn.running_societies({"active": active})
-    a, b = gn.SocietyRows({"active": active, "x": x}, rows), gn.SocietyRows({"active": active, "x": x}, rows)
-    assert a["x"] is not b["x"] and a["x"].flags.writeable  # no run: nothing shared (as before)
-    with gn.shared_rows():
-        first = gn.SocietyRows({"active": active, "x": x}, gn.running_societies({"active": active}))["x"]
-    x[0, 0] = 100.0  # changed in place between two runs (never within one)
-    with gn.shared_rows():
-        again = gn.SocietyRows({"active": active, "x": x}, gn.running_societies({"active": active}))["x"]
-    assert first[0, 0] == 0.0 and again[0, 0] == 100.0
-
-
-def test_a_new_array_at_a_reused_address_is_not_mistaken_for_the_old_one():
-    active = np.array([True, False, True])
-    with gn.shared_rows():
-        rows = gn.running_societies({"active": active})
-        for i in range(50):  # freed and reallocated arrays often reuse the same address
-            x = np.full((3, 2), float(i))
-            assert same_bits(gn.SocietyRows({"active": active, "x": x}, rows)["x"], x[rows])
-            del x
+def test_running_agents_is_alive_itself_when_every_society_runs():
+    alive = np.array([[True, False], [True, True]])
+    assert gn.running_agents({"alive": alive, "active": np.array([True, True])}) is alive
+    assert same_bits(gn.running_agents({"alive": alive, "active": np.array([False, True])}), np.array([[False, False], [True, True]]))

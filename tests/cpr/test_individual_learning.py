@@ -150,13 +150,17 @@ def test_dead_agents_and_finished_societies_keep_their_traits(small_state):
     assert new["p"][0, 1] == pytest.approx(0.5 - 0.2 * 0.5 * 0.5)
 
 
-def test_whole_batch_path_equals_running_rows_path(small_state, monkeypatch):
+def test_a_finished_society_kept_in_the_state_changes_nothing_for_the_running_one(small_state):
+    """The node on a state that keeps a finished society (masked) gives the running society what
+    it gives on the running block alone (the finished society dropped from every array)."""
     st = _two_societies(small_state)
-    rows = _adapt(st)
-    monkeypatch.setattr(ph, "running_societies", lambda state: None)
     whole = _adapt(st)
+    alone = {k: v[:1] if isinstance(v, np.ndarray) and v.shape[:1] == (2,) else v for k, v in st.items()}
+    alone["params"] = {k: v[:1] for k, v in st["params"].items()}
+    part = _adapt(alone)
     for k in ("e", "m", "p", "g"):
-        np.testing.assert_array_equal(rows[k], whole[k], err_msg=k)
+        np.testing.assert_array_equal(whole[k][:1], part[k], err_msg=k)
+    assert not np.array_equal(part["g"], st["g"][:1])  # the running society did learn
 
 
 @pytest.mark.parametrize("finished", [False, True])

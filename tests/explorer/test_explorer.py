@@ -485,7 +485,7 @@ def test_non_finite_huge_and_wrong_typed_values_are_shown_never_a_crash(tmp_path
     server, url = serve([tmp_path / "runs"], task_for=task_for)
     try:
         calls = httpx.get(url + "traces?" + urlencode({"id": "0/odd", "round": "1"})).text
-        assert calls.count('<article class="call">') == 2 and "2 damaged lines of traces.jsonl were skipped" in calls
+        assert calls.count('<article class="call">') == 2 and "3 damaged lines of traces.jsonl (not a readable JSON object) were skipped: lines 1, 2, 3" in calls
         assert "Eve &#34;the&#39; &lt;i&gt;bad&lt;/i&gt; \u00b7 x \u00b7 round 1" in calls and "<i>" not in calls
         assert "Round 1. &lt;b&gt;hi&lt;/b&gt;" in calls and "Fisher 1 \u00b7 punish \u00b7 round 1" in calls
         listing = httpx.get(url)

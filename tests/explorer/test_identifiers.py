@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 
 from cooplab.evals.explorer.app import serve, stop
-from cooplab.evals.report import fmt, num, write_report
+from cooplab.evals.report import write_report
+from cooplab.evals.values import fmt, num
 
 IDS = ["5e41512851534475", "1e999999", "0000000000000012", "nan", "inf", "-1E+5", "9" * 40]
 
@@ -39,7 +40,7 @@ def make_run(out: Path) -> Path:
 
 
 def test_num_is_bounded_and_never_raises_whatever_the_global_decimal_context():
-    from cooplab.evals.report import exact_sum
+    from cooplab.evals.values import exact_sum
 
     ctx = decimal.getcontext()
     saved = (ctx.prec, ctx.Emax, ctx.Emin, dict(ctx.traps))

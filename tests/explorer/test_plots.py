@@ -18,7 +18,7 @@ import pytest
 
 import cooplab
 from cooplab.evals.explorer.app import CSP, serve, stop
-from cooplab.evals.report import fmt
+from cooplab.evals.values import fmt
 from tests.helpers.chromium import DevTools
 
 SOCIETIES = 100

@@ -49,7 +49,7 @@ def package_of(module: str) -> str | None:
     if module == "cooplab.runs" or module.startswith("cooplab.runs."):
         return "engine"
     if module == "cooplab.cli" or module.startswith("cooplab.cli.") or module == "cooplab._entry":
-        return "cli"  # cooplab._entry: the console script, in front of the command line
+        return "cli"  # cooplab._entry: the console script, above the command line it starts
     if module == "cooplab":
         return "api"
     if module.startswith("cooplab."):

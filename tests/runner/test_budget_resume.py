@@ -133,7 +133,7 @@ def test_a_budget_run_killed_four_times_ends_as_the_uninterrupted_run(tmp_path, 
     # uninterrupted run's own order varies with the model's threads), so they are compared in call order
     def charges(d: Path) -> pd.DataFrame:
         led = pd.read_parquet(d / "ledger.parquet")
-        return led.sort_values(["round", "phase", "agent", "call_id"], kind="stable").reset_index(drop=True)
+        return led.sort_values(["round", "phase", "agent_id", "call_id"], kind="stable").reset_index(drop=True)
 
     pd.testing.assert_frame_equal(charges(ref_dir), charges(run))
     da = pd.read_parquet(ref_dir / "decisions.parquet").drop(columns=["latency", "cached_calls"])

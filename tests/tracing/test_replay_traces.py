@@ -117,8 +117,12 @@ def test_the_explorer_shows_the_rerun_s_conversation_marked_cached(reruns):
         calls = httpx.get(url + "traces?" + urlencode({"id": "0/rerun"})).text
         assert calls.count('<article class="call">') == n and calls.count(">cached</span>") == n
         assert '{&#34;effort&#34;' in calls or '{"effort"' in calls  # the answers are there
+        # a replay is charged nothing; the live calls each show their charge
+        assert calls.count("<dt>charged (ledger)</dt><dd>nothing: answered from the response cache") == n
+        assert f"model calls</dt><dd>{n} ({n} answered from the response cache)</dd>" in calls
         live = httpx.get(url + "traces?" + urlencode({"id": "0/first"})).text
         assert live.count('<article class="call">') == n and ">cached</span>" not in live
+        assert live.count("<dt>charged (ledger)</dt><dd>") == n and "answered from the response cache" not in live
         # a round of one society: each fisher's conversation, every call marked
         page = httpx.get(url + "run?" + urlencode({"id": "0/rerun", "society": 0, "round": 1})).text
         asked = [r for r in _llm_runs(reruns / "rerun") if (_md(r)["society"], _md(r)["round"], _md(r)["phase"]) == (0, 1, "harvest")]

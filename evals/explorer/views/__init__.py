@@ -1,8 +1,9 @@
 """The explorer's built-in views: one module per built-in society task, and the generic view.
 
 A view is a function ``(run: RunDir, query: Mapping[str, str]) -> list[Section]``. :func:`sections`
-picks, in order: the task's own :meth:`~cooplab.graphs.task.Task.explore` (when it returns a list),
-the built-in view of the task's name (:data:`VIEWS`), or :func:`generic.view`.
+picks, in order: the task's own :meth:`~cooplab.graphs.task.Task.explore` (when it returns a list;
+the generic sections follow the task's), the built-in view of the task's name (:data:`VIEWS`), or
+:func:`generic.view`.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from cooplab.evals.report import cut
+from cooplab.evals.values import cut
 from cooplab.graphs import explore as ex
 
 from . import generic
@@ -49,8 +50,10 @@ def sections(run: Any, query: Mapping[str, str], task: Any = None) -> list[ex.Se
             notes.append(_problem(what, exc))
             continue
         if isinstance(secs, list):
+            if what == "the task's explore()":  # a task's own page: its sections, then every page's generic ones
+                secs = [*secs, generic.summary_section(run, key_numbers(run, task)), *generic.tail(run)]
             return secs if not notes else [ex.Section("Problems", notes), *secs]
-    secs = generic.view(run, query)
+    secs = [generic.summary_section(run, key_numbers(run, task)), *generic.tail(run)]
     return secs if not notes else [ex.Section("Problems", notes), *secs]
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cooplab.evals.explorer import traces
-from cooplab.evals.report import cut, num
+from cooplab.evals.values import cut, num
 from cooplab.graphs import explore as ex
 
 #: agents drawn as separate lines of a plot at most (larger societies: the mean only)

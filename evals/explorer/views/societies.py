@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from cooplab.evals.explorer import history
-from cooplab.evals.report import cut, dig, num
+from cooplab.evals.values import cut, dig, fmt, num
 from cooplab.graphs import explore as ex
 
 from . import KEY_NUMBERS, NOUNS, VIEWS, generic
@@ -41,8 +41,8 @@ GAME = Spec(noun="Player", society=("simulation",), round="round", agent="player
 
 def _page(run: Any, focus: list[ex.Section | None], body: list[ex.Section | None]) -> list[ex.Section]:
     """Summary, then the round or agent asked for, then the society's sections, then the generic ones."""
-    secs = [generic.summary_section(run), *focus, *body, generic.config_section(run), generic.tables_section(run),
-            generic.figures_section(run), generic.traces_section(run)]
+    numbers = KEY_NUMBERS[run.task](run.summary) if run.task in KEY_NUMBERS else None
+    secs = [generic.summary_section(run, numbers), *focus, *body, *generic.tail(run)]
     return [s for s in secs if s is not None]
 
 
@@ -69,14 +69,24 @@ def cpr_history(run: Any) -> tuple[pd.DataFrame | None, pd.DataFrame | None, str
                         beliefs.append({"society": s, "round": when, "agent": i, "belief": b})
             if "round" in updated and "history" in updated and t >= 1:  # the environment ended round t
                 types = v.get("agent_types") or []
-                for s in range(alive.shape[0]):
-                    for i in range(alive.shape[1]):
-                        rows.append({"society": s, "round": t, "agent": i,
-                                     "type": types[s][i] if s < len(types) and i < len(types[s]) else None,
-                                     "effort": float(v["effort"][s, i]), "harvest": float(v["h"][s, i]),
-                                     "payoff": float(v["payoff"][s, i]), "wealth": float(v["P"][s, i]),
-                                     "fined": int(v["V"][s, i]), "fined someone": int(v["B"][s, i]),
-                                     "norm cap g": float(v["g"][s, i]), "alive": bool(v["alive"][s, i])})
+                # a rule run's arrays hold its running societies (their batch indices in ``rows``); those
+                # that finished this round left them, their agents' arrays are in ``ended``
+                blocks = [(v, v.get("rows"))]
+                if "ended" in updated and v.get("ended"):
+                    blocks.append((v["ended"], v["ended"]["rows"]))
+                for arrays, ids in blocks:
+                    ended_before = arrays.get("T_s")  # a society that had finished before round t: not in it
+                    for r in range(arrays["alive"].shape[0]):
+                        if ended_before is not None and 0 < int(ended_before[r]) < t:
+                            continue
+                        s = int(ids[r]) if ids is not None else r
+                        for i in range(arrays["alive"].shape[1]):
+                            rows.append({"society": s, "round": t, "agent": i,
+                                         "type": types[s][i] if s < len(types) and i < len(types[s]) else None,
+                                         "effort": float(arrays["effort"][r, i]), "harvest": float(arrays["h"][r, i]),
+                                         "payoff": float(arrays["payoff"][r, i]), "wealth": float(arrays["P"][r, i]),
+                                         "fined": int(arrays["V"][r, i]), "fined someone": int(arrays["B"][r, i]),
+                                         "norm cap g": float(arrays["g"][r, i]), "alive": bool(arrays["alive"][r, i])})
     except history.HistoryError as exc:
         return None, None, str(exc)
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
@@ -298,9 +308,25 @@ def cpr_agent(run: Any, query: Mapping[str, str], s: int, my: Any, pairs: list[d
     return ex.Section(f"{name} across rounds", blocks, id="agent")
 
 
+def mean_sem(summary: Mapping[str, Any], key: str) -> str | None:
+    """"0.8333 ± 0.01" of a summary's ``{"mean": .., "sem": ..}`` entry (None without a mean)."""
+    v = summary.get(key)
+    if not isinstance(v, Mapping) or "mean" not in v:
+        return None
+    sem = num(v.get("sem"))
+    return fmt(v.get("mean")) + (f" \u00b1 {fmt(sem)}" if sem is not None else "")
+
+
+def _known(items: dict[str, Any], summary: Mapping[str, Any]) -> dict[str, Any]:
+    return {**{k: v for k, v in items.items() if v is not None}, **generic.cost_number(summary)}
+
+
 def cpr_numbers(summary: Mapping[str, Any]) -> dict[str, Any]:
-    out = generic.key_numbers(summary)
-    surv, coll = summary.get("survival_time"), summary.get("collapse")
+    """Survival time and efficiency (mean ± s.e.m.), rounds, societies and how many survived, the cost."""
+    surv = summary.get("survival_time")
+    out = _known({"survival time": mean_sem(summary, "survival_time"), "efficiency": mean_sem(summary, "efficiency"),
+                  "rounds": summary.get("rounds_completed"), "societies": surv.get("n") if isinstance(surv, Mapping) else None}, summary)
+    coll = summary.get("collapse")
     if isinstance(coll, Mapping):
         n = sum(int(v) for v in coll.values() if isinstance(v, int) and not isinstance(v, bool))
         cap = coll.get("none (round cap)")
@@ -393,14 +419,21 @@ def science_numbers(summary: Mapping[str, Any]) -> dict[str, Any]:
     scores = summary.get("scores") if isinstance(summary.get("scores"), Mapping) else {}
     out: dict[str, Any] = {"science task": summary.get("science_task")}
     out.update({k: scores.get(k) for k in ("accuracy", "completeness", "quality") if k in scores})
-    cost = generic.key_numbers(summary).get("cost (USD)")
-    return {k: v for k, v in {**out, "cost (USD)": cost}.items() if v is not None}
+    return _known(out, summary)
 
 
 def game_numbers(summary: Mapping[str, Any]) -> dict[str, Any]:
-    out = generic.key_numbers(summary)
-    out.pop("rounds", None)
-    return out
+    """The game, its metric and the metric's mean, the Pareto proximity, the cost."""
+    metric = summary.get("metric") if isinstance(summary.get("metric"), Mapping) else {}
+    return _known({"game": summary.get("game"), "metric": metric.get("label") or metric.get("name"), "mean": metric.get("mean"),
+                   "Pareto proximity": dig(summary, "pareto_proximity.mean")}, summary)
+
+
+def diners_numbers(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """Iterations, and the final share of each strategy, the cost."""
+    shares = summary.get("final_shares")
+    text = ", ".join(f"{cut(str(k), 10)} {fmt(v)}" for k, v in list(shares.items())[:8]) if isinstance(shares, Mapping) else None
+    return _known({"iterations": summary.get("iterations_completed"), "final shares": text}, summary)
 
 
 # --- shared focus sections (diners, games) --------------------------------------------------------
@@ -451,5 +484,5 @@ def _natural(key: str) -> tuple:
 
 
 VIEWS.update({"cpr": cpr_view, "diners": diners_view, "game": game_view})
-KEY_NUMBERS.update({"cpr": cpr_numbers, "game": game_numbers, "science": science_numbers})
+KEY_NUMBERS.update({"cpr": cpr_numbers, "game": game_numbers, "science": science_numbers, "diners": diners_numbers})
 NOUNS.update({"cpr": CPR.noun, "diners": DINERS.noun, "game": GAME.noun})
