@@ -18,11 +18,11 @@ Rules every model here follows (Inspect's ``EvalLog`` is the pattern):
   not an integer, ``true`` is not a number; every float is finite (``NaN`` and ``Infinity`` are
   damage: the writer turns a non-finite number into ``null`` and the schema says which fields may be
   null); counts are never negative; text has a length cap.
-- **Unknown fields are refused** (``extra="forbid"``), not ignored. Only cooplab writes these files,
-  so a field the schema does not know is damage, a typo in a hand-edited file, or a file of a newer
-  cooplab (whose ``version`` is refused first, with a clearer line); ignoring it would drop data
-  without a word, which is the silent default the schema exists to end. The writer validates before
-  it writes, so a task whose outputs leave its own schema fails in its own tests.
+- **Unknown fields are kept, typed.** A field the schema does not name (a file of a newer
+  cooplab, a task's field added after its model) is read and written back as it is, but it must
+  still be JSON with finite numbers (``JsonValue``): an old or newer run folder opens, and a
+  damaged value is still one line. The writer validates before it writes, so a task whose outputs
+  leave its own schema fails in its own tests.
 - **Versions.** ``version`` is written in every file; a summary without one was written before the
   schema (version 1) and is read through :func:`upgrade_summary`, the one place that knows the
   earlier shapes (as :func:`cooplab.graphs.rundir.upgrade_config` is for config.json).
@@ -67,6 +67,9 @@ MAX_NAME = 400
 #: characters of a path (a scripted model's file, a run directory) at most
 MAX_PATH = 4096
 
+#: an exact amount (USD, tokens, seconds) at most: more than any run spends, less than a float's range
+MAX_EXACT = Decimal("1e15")
+
 #: a run's end: ran to its last round, stopped cleanly (a model unreachable: resumable), its budget
 #: spent, or an unexpected error (error.log beside it)
 STATUSES = ("completed", "stopped", "budget_exhausted", "failed")
@@ -79,7 +82,7 @@ class SchemaError(RunDirError):
 
 # --- the one formatter -------------------------------------------------------------------------
 #: pydantic's tags of a union's members and of wrapped validators in an error's location (not field names)
-_TAG = re.compile(r"(?:int|float|str|bool|none|list|dict|tuple|json-or-python|is-instance|lax-or-strict|"
+_TAG = re.compile(r"(?:\[key\]|int|float|str|bool|none|list|dict|tuple|json-or-python|is-instance|lax-or-strict|"
                   r"[a-z]+(?:-[a-z]+)*\[.*\])")
 
 
@@ -100,12 +103,21 @@ def _got(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _part(x: Any) -> str:
+    """One part of a field's path as a line shows it: a key from the file is cut short and spelled
+    as JSON when it is not plain printable text."""
+    text = str(x)
+    if not text.isprintable():
+        text = json.dumps(text, ensure_ascii=True)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def error_line(exc: ValidationError, where: str | None = None, *, hide: tuple[str, ...] = ("results",)) -> str:
     """A pydantic ``ValidationError`` as one line: ``WHERE: field.path: what is wrong (got VALUE)``,
     from its first error. ``hide``: location parts that are not in the file (the results block sits
     at the top level of summary.json); union and validator tags are left out too."""
     e = exc.errors(include_url=False)[0]
-    loc = ".".join(str(x) for i, x in enumerate(e["loc"]) if not (i == 0 and x in hide) and not (isinstance(x, str) and _TAG.fullmatch(x)))
+    loc = ".".join(_part(x) for i, x in enumerate(e["loc"]) if not (i == 0 and x in hide) and not (isinstance(x, str) and _TAG.fullmatch(x)))
     msg = str(e["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
     kind = e.get("type", "")
     if kind == "extra_forbidden":
@@ -113,12 +125,13 @@ def error_line(exc: ValidationError, where: str | None = None, *, hide: tuple[st
     text = f"{loc}: {msg}" if loc else msg
     if kind not in ("missing", "extra_forbidden") and loc and "input" in e and not msg.endswith(")"):
         text += f" (got {_got(e['input'])})"
-    text = " ".join(text.split())
+    text = one_line(text, 600)
     return f"{where}: {text}" if where else text
 
 
 # --- field types --------------------------------------------------------------------------------
-Count = Annotated[int, Field(ge=0)]
+#: a count: not negative, and no more than a signed 64-bit integer holds (a Parquet column, numpy)
+Count = Annotated[int, Field(ge=0, le=2**63 - 1)]
 Seconds = Annotated[float, Field(ge=0)]
 Usd = Annotated[float, Field(ge=0)]
 Share = Annotated[float, Field(ge=0, le=1)]
@@ -140,6 +153,8 @@ def _exact(text: str) -> str:
         raise ValueError("must be a decimal number as text, e.g. \"0.0123\"") from None
     if not d.is_finite() or d < 0:
         raise ValueError("must be a finite amount of at least 0")
+    if d > MAX_EXACT or (d and d.adjusted() < -40):
+        raise ValueError(f"must be at most {MAX_EXACT} and not smaller than 1e-40 (unless 0)")
     return text
 
 
@@ -148,11 +163,13 @@ Exact = Annotated[str, AfterValidator(_exact)]
 
 
 class FileModel(BaseModel):
-    """The base of every model here: unknown fields refused, non-finite floats refused (see the
+    """The base of every model here: unknown fields kept as JSON, non-finite floats refused (see the
     module). A field whose default is None is written only when it was given (an LLM run's own
     fields, a stopped run's ``censored``), so files keep the shape they had before the schema."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, validate_default=False)
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False, validate_default=False)
+    #: fields the schema does not name are kept, as JSON values with finite numbers
+    __pydantic_extra__: dict[str, JsonValue] = Field(init=False)  # type: ignore[assignment]
 
     @model_serializer(mode="wrap")
     def _given(self, handler: Any) -> Any:
@@ -274,27 +291,9 @@ class Results(FileModel):
         return self.model_dump(mode="json")
 
 
-def _finite(value: Any, path: str = "") -> None:
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"{path or 'value'} must be a finite number or null, got {_got(value)}")
-    if isinstance(value, dict):
-        for k, v in value.items():
-            _finite(v, f"{path}.{k}" if path else str(k))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            _finite(v, f"{path}[{i}]")
-
-
 class FreeResults(Results):
-    """The results of a task that declares no model: any JSON values (finite numbers only)."""
-
-    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
-    __pydantic_extra__: dict[str, JsonValue] = Field(init=False)  # type: ignore[assignment]
-
-    @model_validator(mode="after")
-    def _all_finite(self) -> "FreeResults":
-        _finite(dict(self.__pydantic_extra__ or {}))
-        return self
+    """The results of a task that declares no model: any JSON values (finite numbers only), kept
+    as the fields every :class:`FileModel` keeps when its schema does not name them."""
 
 
 R = TypeVar("R", bound=Results)
@@ -343,6 +342,10 @@ class RunSummary(FileModel, Generic[R]):
             raise ValueError(f"a run with status {self.status} has the task's results beside the runner's fields; this file has none")
         if self.wall_seconds is None and self.results is not None:
             raise ValueError("wall_seconds: Field required")
+        if self.agents == "llm" and self.status != "failed":
+            for name in ("ledger", "llm"):
+                if getattr(self, name) is None:
+                    raise ValueError(f"{name}: required in an LLM run's summary (its ledger's totals and response cache)")
         return self
 
     @model_serializer(mode="wrap")

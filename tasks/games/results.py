@@ -4,7 +4,7 @@ outcomes, the share of fallback decisions and the bootstrap convergence (Appendi
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from cooplab.graphs.runfiles import Count, FileModel, Name, Number, PathText, Results, Share, Text
 
@@ -111,3 +111,11 @@ class GameResults(Results):
     payoff: Payoff | None
     outcomes: Outcomes
     convergence: Convergence | None = None
+
+    @model_validator(mode="after")
+    def _llm_fields(self) -> "GameResults":
+        if self.players == "llm":
+            for name in ("prompt", "deliberation", "messages"):
+                if getattr(self, name) is None:
+                    raise ValueError(f"{name}: required for LLM players (players llm)")
+        return self
