@@ -551,7 +551,8 @@ class ManifestCell(FileModel):
     name: Name = Field(description="the cell's name (its run directory's folder name)")
     dir: Inside | None = Field(description="its run directory, relative to the folder (null: not a run directory)")
     labels: dict[Name, JsonValue] = Field(default_factory=dict, description="what sets it apart: grid values, seed, game, item")
-    status: Name | None = Field(None, description="its summary's status when the manifest was written; null: not run yet")
+    status: Literal["completed", "stopped", "budget_exhausted", "failed"] | None = Field(
+        None, description="its summary's status when the manifest was written; null: not run yet (or its summary is damaged: see error)")
     error: Text | None = Field(None, description="why it failed, in one line")
 
 

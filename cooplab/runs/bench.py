@@ -458,7 +458,7 @@ def run_bench(suite: Path, tables: Path, out: Path, *, labels: Path | None, team
     """Run (or resume) a bench and write its outputs; returns the summary."""
     import pandas as pd
 
-    from cooplab.runs.sweeps import run_jobs
+    from cooplab.runs.sweeps import run_jobs, write_manifest
 
     items = load_suite(suite, tables)
     labs, label_notes = load_labels(labels) if labels is not None else (None, [])
@@ -500,4 +500,6 @@ def run_bench(suite: Path, tables: Path, out: Path, *, labels: Path | None, team
     runstore.write_json(out / "summary.json", s)
     write_report(out, s)
     figure([(f"{team} n={team_size}", s)], out / "figures" / "accuracy-cost.png")
+    write_manifest(out, "bench", "science", js, res, outputs={"settings": "bench.json", "results": "results.parquet", "summary": "summary.json",
+                                                               "report": "report.md", "figure": "figures/accuracy-cost.png"})
     return s

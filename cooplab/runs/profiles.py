@@ -375,6 +375,10 @@ def build_profile(out: Path, req: Mapping[str, Any], summaries: Mapping[str, Run
     except Exception as exc:  # noqa: BLE001 - the figure must never lose the computed profile
         profile["figure_error"] = f"{type(exc).__name__}: {exc}"
         runstore.write_json(out / "profile.json", profile)
+    from cooplab.runs.sweeps import write_manifest
+
+    write_manifest(out, "profile", "game", [{"dir": str(out / "games" / g), "labels": {"game": g}} for g in req["games"]],
+                   outputs={"profile": "profile.json", "settings": "profile-config.json", "figure": "figures/profile.png"})
     return profile
 
 

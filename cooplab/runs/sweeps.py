@@ -339,6 +339,42 @@ class SweepBudget:
         return {"usd": float(self.usd), "spent_usd": float(counted), "left_usd": float(max(self.usd - counted, Decimal(0)))}
 
 
+# --- the folder's manifest ---------------------------------------------------------------------
+def write_manifest(folder: Path, kind: str, task: str | None, jobs: list[dict[str, Any]], res: dict[str, Any] | None = None, *,
+                   outputs: dict[str, str] | None = None, counts: dict[str, int] | None = None) -> Any:
+    """Write ``folder/manifest.json`` (:class:`cooplab.graphs.runfiles.Manifest`): one cell per job
+    under ``folder`` (its name, run directory, labels, and the status its summary.json holds now;
+    a cell whose summary is damaged or that failed has its one line), the folder's own files that
+    exist (``outputs``: name -> path inside it) and ``counts``. Returns the manifest written."""
+    from cooplab.graphs import runfiles
+    from cooplab.limits import one_line
+    from cooplab.runs import store as runstore
+
+    folder = Path(folder)
+    failed = {}
+    for f in (res or {}).get("failed", []):
+        name = next((v for k, v in f.items() if k != "error"), None)
+        failed[name] = f.get("error")
+    cells = []
+    for j in jobs:
+        d = Path(j["dir"])
+        try:
+            rel = d.absolute().relative_to(folder.absolute()).as_posix()
+        except ValueError:
+            continue  # not under this folder
+        error = failed.get(d.name)
+        try:
+            status = cell_status(d)
+        except runstore.RunDirError as exc:
+            status, error = None, str(exc)
+        labels = {str(k): v for k, v in runstore.jsonable(j.get("labels") or {}).items()}
+        cells.append(runfiles.ManifestCell(name=d.name, dir=rel, labels=labels, status=status,
+                                           **({"error": one_line(error, runfiles.MAX_TEXT)} if error else {})))
+    there = {k: v for k, v in (outputs or {}).items() if (folder / v).exists()}
+    m = runfiles.Manifest(kind=kind, task=task, cells=cells, outputs=there, counts=dict(counts or {}))
+    return runfiles.write_manifest(folder, m)
+
+
 # --- one table of every cell ---------------------------------------------------------------
 #: summary fields that say how, not what (left out of the table)
 _SKIP = ("values", "rates_per_1k", "by_kind", "wall_seconds", "seconds", "cost_usd", "version")
