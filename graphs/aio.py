@@ -45,6 +45,10 @@ class _Worker(threading.Thread):
         self._cancelled = False
         self.result: Any = None
         self.error: BaseException | None = None
+        # set when run() ends. Not Thread.join/is_alive: on Python 3.11 a KeyboardInterrupt that lands
+        # inside join() releases the thread's own state lock (the bpo-45274 fix), after which the thread
+        # counts as stopped while its coroutine still runs
+        self.done = threading.Event()
 
     async def _main(self) -> Any:
         with self._lock:
@@ -59,6 +63,8 @@ class _Worker(threading.Thread):
                 self.result = runner.run(self._main(), context=self._context)
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
             self.error = exc
+        finally:
+            self.done.set()
 
     def cancel(self) -> None:
         with self._lock:
@@ -67,12 +73,11 @@ class _Worker(threading.Thread):
                 self._loop.call_soon_threadsafe(self._task.cancel)
 
 
-def _wait(worker: threading.Thread, caller: asyncio.Task | None = None, asked: int = 0) -> None:
-    """Wait for ``worker`` to end, in short joins: a Ctrl-C the kernel hands to another thread still
+def _wait(worker: _Worker, caller: asyncio.Task | None = None, asked: int = 0) -> None:
+    """Wait for ``worker`` to end, in short waits: a Ctrl-C the kernel hands to another thread still
     raises KeyboardInterrupt here within a fraction of a second, and a cancellation of the
     caller's task (``asyncio.run``'s Ctrl-C handler cancels its main task) raises CancelledError."""
-    while worker.is_alive():
-        worker.join(0.2)
+    while not worker.done.wait(0.2):
         if caller is not None and caller.cancelling() > asked:
             raise asyncio.CancelledError
 

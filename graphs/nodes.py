@@ -39,14 +39,6 @@ def running_agents(state: State) -> np.ndarray:
     return state["alive"] if active.all() else state["alive"] & active[:, None]
 
 
-@contextmanager
-def shared_rows() -> Iterator[None]:
-    """Formerly the block within which the CPR nodes handed the running rows they had gathered to
-    the next nodes. The CPR state now holds only the running societies (``tasks/cpr/state.py``), so
-    nothing is gathered and this does nothing; kept for the callers that still open it."""
-    yield
-
-
 @dataclass
 class PolicyResult:
     """What an LLM (async) policy returns: the decided values plus extra state updates (e.g.

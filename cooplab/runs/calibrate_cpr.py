@@ -216,9 +216,11 @@ def evaluate(overrides: dict[str, Any], replicates: int, seed: int) -> dict[str,
 def run_batch(j: dict[str, Any]) -> str:
     """A job of :mod:`cooplab.runs.sweeps` (``fn``): evaluate the batch's samples that OUT does not have
     yet, appending each as soon as it is done. "skipped" when all were done, "resumed" when some."""
-    # Welch's test on two nearly constant samples (e.g. every society reaching the round cap) warns; harmless here
-    warnings.filterwarnings("ignore", message="Precision loss occurred", category=RuntimeWarning)
-    return calib.run_batch(j, lambda values, c: evaluate({**c["base"], **overrides_of(values)}, c["replicates"], c["seed"]))
+    # Welch's test on two nearly constant samples (e.g. every society reaching the round cap) warns; harmless
+    # here. Silenced for this call only: the caller's warning filters are its own
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Precision loss occurred", category=RuntimeWarning)
+        return calib.run_batch(j, lambda values, c: evaluate({**c["base"], **overrides_of(values)}, c["replicates"], c["seed"]))
 
 
 def jobs(out: Path, record: dict[str, Any], todo: list[int], batch: int) -> list[dict[str, Any]]:

@@ -38,7 +38,6 @@ from cooplab.graphs.ledger import JOURNAL_FILE, BudgetExhausted
 from cooplab.graphs.rundir import upgrade_config
 from cooplab.graphs.runfiles import RunSummary
 from cooplab.graphs.tables import money_table
-from cooplab.graphs.nodes import shared_rows
 from cooplab.graphs.task import RunInfo, Task
 from cooplab.limits import ConfigError, check, one_line, show
 from cooplab.runs import store as runstore
@@ -414,17 +413,15 @@ def _execute_rule(task: Task, out: Path, config: dict[str, Any], state: dict[str
             if not more:
                 final = snap.values
             elif progress.bar is None:
-                with shared_rows():  # the nodes of the run share the running rows they gather
-                    final = graph.invoke(state, cfg, durability="async")
+                final = graph.invoke(state, cfg, durability="async")
             else:
                 final = None
-                with shared_rows():
-                    for mode, data in graph.stream(state, cfg, stream_mode=["updates", "values"], durability="async"):
-                        if mode == "values":
-                            final = data
-                        else:
-                            for node, update in data.items():
-                                progress(node, update)
+                for mode, data in graph.stream(state, cfg, stream_mode=["updates", "values"], durability="async"):
+                    if mode == "values":
+                        final = data
+                    else:
+                        for node, update in data.items():
+                            progress(node, update)
         finally:
             progress.close()
     return finish(task, out, config, final, time.perf_counter() - t0)

@@ -37,6 +37,7 @@ types, as in summary.json).
 from __future__ import annotations
 
 import asyncio
+import decimal
 import os
 import re
 import time
@@ -314,7 +315,6 @@ def served_graph(task: Task, checked: dict[str, Any], schema: type[ServerSetting
     module docstring), compiled without a checkpointer."""
     from cooplab.graphs.context import CoopContext
     from cooplab.graphs.ledger import JOURNAL_FILE
-    from cooplab.graphs.nodes import shared_rows
 
     inner = task.build(checked)
     own_keys = set(typing.get_type_hints(task.state_schema))
@@ -340,31 +340,35 @@ def served_graph(task: Task, checked: dict[str, Any], schema: type[ServerSetting
 
     async def run_task(state: Mapping[str, Any]) -> dict[str, Any]:
         """The task's graph from the initial state, with the run's services; then its outputs. File
-        work goes to a worker thread (the server's event loop is shared by every run)."""
-        out = Path(state["run_dir"])
-        cfg = await asyncio.to_thread(runstore.read_run_config, out)
-        initial = {k: v for k, v in state.items() if k in own_keys}
-        service, pool, context = await asyncio.to_thread(services, out, cfg)
-        run_cfg = {"recursion_limit": task.recursion_limit(initial, len(inner.nodes) - 1)}
-        status, message, final = "completed", None, initial
-        t0 = time.perf_counter()
-        try:
-            with shared_rows():
+        work goes to a worker thread (the server's event loop is shared by every run). Money is summed
+        in the run's own decimal context, as ``cooplab.run`` does: set in this task's context, it
+        reaches the worker threads (``asyncio.to_thread`` copies it) and leaves the server's other
+        runs and the caller's own context alone."""
+        with decimal.localcontext(runner.decimal_context()):
+            out = Path(state["run_dir"])
+            cfg = await asyncio.to_thread(runstore.read_run_config, out)
+            initial = {k: v for k, v in state.items() if k in own_keys}
+            service, pool, context = await asyncio.to_thread(services, out, cfg)
+            run_cfg = {"recursion_limit": task.recursion_limit(initial, len(inner.nodes) - 1)}
+            status, message, final = "completed", None, initial
+            t0 = time.perf_counter()
+            try:
                 async for values in inner.astream(initial, run_cfg, context=context, stream_mode="values"):
                     final = values
-        except BaseException as exc:  # noqa: BLE001 - a spent budget or a service down ends the run cleanly
-            stop = runner.stop_status(exc) if service is not None else None
-            if stop is None:
-                if isinstance(exc, Exception):  # as the runner does: error.log and a summary with status "failed"
-                    await asyncio.to_thread(_record_failure, task, out, cfg, dict(final), exc)
-                raise
-            status, message = stop
-        finally:
-            if service is not None or pool is not None:
-                await asyncio.to_thread(_close, service, pool)
-        summary = await asyncio.to_thread(runner.finish, task, out, cfg, dict(final), time.perf_counter() - t0, status=status,
-                                          message=message, service=service)
-        return {**final, "summary": summary.as_json()}
+            except BaseException as exc:  # noqa: BLE001 - a spent budget or a service down ends the run cleanly
+                stop = runner.stop_status(exc) if service is not None else None
+                if stop is None:
+                    if isinstance(exc, Exception):  # as the runner does: error.log and a summary with status "failed"
+                        await asyncio.to_thread(_record_failure, task, out, cfg, dict(final), exc)
+                    raise
+                status, message = stop
+            finally:
+                if service is not None or pool is not None:
+                    await asyncio.to_thread(_close, service, pool)
+            seconds = time.perf_counter() - t0
+            summary = await asyncio.to_thread(runner.finish, task, out, cfg, dict(final), seconds, status=status,
+                                              message=message, service=service)
+            return {**final, "summary": summary.as_json()}
 
     g = StateGraph(_served_state(task.state_schema), context_schema=schema)
     g.add_node("setup", setup)

@@ -442,14 +442,33 @@ def assign(plan: str, team_roles: list[Role]) -> dict[str, str]:
     return out
 
 
+def clipped(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters: its start and its end around a note of how much of
+    the middle was left out (a traceback's last line and a table's last rows matter as much as the
+    first ones)."""
+    if len(text) <= limit:
+        return text
+    note = f"\n[... {len(text)} characters, the middle left out ...]\n"
+    keep = max(limit - len(note), 0)
+    if keep == 0:
+        return text[:limit]
+    head = keep - keep // 2
+    return text[:head] + note + text[len(text) - (keep - head):]
+
+
 def output_text(res: ToolLoopResult | None, limit: int = 6000) -> str:
-    """What a member produced: its code outputs and artifacts written (tool results) and its final words."""
+    """What a member produced: its code outputs and artifacts written (tool results, each at most
+    2,000 characters, start and end kept) and its final words. The final words come first in the
+    budget: when everything is longer than ``limit``, the tool results give way."""
     if res is None:
         return ""
     parts = []
     for m in res.messages:
         if isinstance(m, ToolMessage) and m.name in ("run_code", "write_artifact") and m.status != "error":
-            parts.append(f"[{m.name}] {str(m.content)[:2000]}")
-    if res.final:
-        parts.append(f"[summary] {res.final}")
-    return "\n".join(parts)[:limit]
+            parts.append(f"[{m.name}] {clipped(str(m.content), 2000)}")
+    tools = "\n".join(parts)
+    if not res.final:
+        return clipped(tools, limit)
+    summary = clipped(f"[summary] {res.final}", limit)
+    room = limit - len(summary) - 1
+    return f"{clipped(tools, room)}\n{summary}" if tools and room > 0 else summary

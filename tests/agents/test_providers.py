@@ -239,6 +239,7 @@ def test_a_cpr_society_runs_against_each_providers_server(tmp_path, capsys, kind
 # --- item 3: prices ----------------------------------------------------------------------------------
 def test_list_prices_match_the_longest_prefix_of_the_models_name():
     from cooplab.agents.prices import NOMINAL, PRICES_DATE, list_price, price_of
+    import cooplab.tasks.science.scripted  # noqa: F401  (registers the built-in science models named below)
 
     assert PRICES_DATE == "2025-06-01"
     assert list_price("anthropic", "claude-3-5-haiku-latest") == list_price("anthropic", "claude-3-5-haiku-20241022") == (0.0008, 0.004)
@@ -280,7 +281,7 @@ def test_each_model_is_charged_its_own_price_and_the_prices_are_recorded(tmp_pat
         rows = led[led["model"] == model]
         assert len(rows) > 0
         for r in rows.itertuples():
-            assert float(r.cost) == pytest.approx((r.input_tokens * p_in + r.output_tokens * p_out) / 1000)
+            assert float(r.cost_usd) == pytest.approx((r.input_tokens * p_in + r.output_tokens * p_out) / 1000)
 
 
 # --- item 2: tools through each provider's native tool calling ----------------------------------------

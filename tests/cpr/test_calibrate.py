@@ -405,3 +405,22 @@ def test_calibrated_presets_are_points_of_the_space():
             v = getattr(p, d.target)
             v = v[1] if isinstance(v, tuple) else v
             assert d.low <= v <= d.high, (name, d.name, v)
+
+
+def test_a_batch_leaves_the_callers_warning_filters_as_they_were(monkeypatch):
+    """The batch silences one harmless warning of Welch's test for its own work only: a notebook's
+    warning filters are the same after it."""
+    import warnings
+
+    from cooplab.runs import calibrate_cpr, calibration
+
+    seen = []
+
+    def fake_batch(job, evaluate):
+        seen.append(any(f[1] is not None and f[1].pattern == "Precision loss occurred" for f in warnings.filters))
+        return "done"
+
+    monkeypatch.setattr(calibration, "run_batch", fake_batch)
+    before = list(warnings.filters)
+    assert calibrate_cpr.run_batch({}) == "done"
+    assert seen == [True] and warnings.filters == before

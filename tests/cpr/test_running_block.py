@@ -5,7 +5,6 @@ block existed, gives the uninterrupted run's numbers; a viewer of the checkpoint
 society's agents in every round it ran."""
 
 import sqlite3
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -124,11 +123,12 @@ def test_the_explorer_finds_every_society_in_every_round_it_ran(tmp_path):
     ended a round from ``ended``: each society in rounds 1 to its survival time, its efforts those
     of the rounds table."""
     import cooplab
+    from cooplab.evals.explorer.runs import RunDir
     from cooplab.evals.explorer.views.societies import cpr_history
 
     out = tmp_path / "run"
     cooplab.run(task="cpr", replicates=6, rounds=25, seed=2, out=str(out), quiet=True, set={"P0": 2.0})
-    agents, _, note = cpr_history(SimpleNamespace(out=out))
+    agents, _, note = cpr_history(RunDir(id="0/run", out=out, root=tmp_path))
     assert note is None
     rounds = pd.read_parquet(out / "rounds.parquet")
     T = rounds.groupby("replicate")["round"].max()

@@ -212,3 +212,20 @@ def test_a_spent_budget_ends_the_served_run_as_it_ends_cooplab_run(tmp_path, mon
                       out=tmp_path / "ref", quiet=True)
     assert state["summary"]["status"] == "budget_exhausted" and state["summary"]["ledger"]["cost_usd_float"] <= 0.02
     same_summary(state["summary"], ref.out)
+
+
+def test_a_served_run_computes_money_in_its_own_decimal_context(tmp_path, monkeypatch):
+    """The server's (or a notebook's) decimal context of two digits neither rounds the ledger's sums
+    of a served run nor is changed by it."""
+    import decimal
+
+    monkeypatch.setenv(sg.ALLOW_PATHS, "1")
+    settings = {"agents": "llm", "model": f"scripted:{SCRIPTED}", "seed": 4, "options": {"n_agents": 3, "rounds": 2}}
+    ref = cooplab.run(task="cpr", agents="llm", model=f"scripted:{SCRIPTED}", seed=4, n_agents=3, rounds=2, cache="off",
+                      out=tmp_path / "ref", quiet=True)
+    with decimal.localcontext() as mine:
+        mine.prec = 2
+        state = serve_and_run("cpr", tmp_path / "served", monkeypatch, context=settings)
+        assert decimal.getcontext().prec == 2
+    assert state["summary"]["ledger"]["calls"] > 0
+    same_summary(state["summary"], ref.out)
