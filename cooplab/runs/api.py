@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping, Sequence
 import pandas as pd
 
 from cooplab.graphs import rundir
+from cooplab.graphs.runfiles import RunSummary
 from cooplab.graphs.task import Task
 from cooplab.limits import ConfigError, for_python, show
 from cooplab.runs import registry
@@ -32,14 +33,16 @@ from cooplab.runs.config import RunConfig
 
 @dataclass
 class Run:
-    """A run directory read back: its config, its summary and every table as a DataFrame.
+    """A run directory read back: its config, its summary (a typed
+    :class:`~cooplab.graphs.runfiles.RunSummary`: ``run.summary.status``, ``run.summary.ledger.calls``,
+    the task's own results as ``run.summary.results``) and every table as a DataFrame.
 
     Tables are read when first asked for (``run.table("rounds")``, or the attributes
     :attr:`decisions`, :attr:`ledger`, :attr:`rounds`); :attr:`tables` lists what the run wrote."""
 
     out: Path
     config: dict[str, Any]
-    summary: dict[str, Any]
+    summary: RunSummary
     #: why this call of :func:`run` / :func:`resume` stopped early (a model unreachable), with the
     #: way to continue; None when it did not
     stopped: str | None = None
@@ -47,11 +50,14 @@ class Run:
 
     @classmethod
     def open(cls, out: str | Path) -> "Run":
-        """Read a finished (or stopped) run directory."""
+        """Read a finished (or stopped) run directory: its summary.json validated with its task's
+        results model (one-line :class:`~cooplab.graphs.rundir.RunDirError` when it is missing or damaged)."""
+        from cooplab.runs import store
+
         out = Path(out)
         if not (out / "summary.json").is_file():
             raise rundir.RunDirError(f"{out} has no summary.json; is it a finished cooplab run directory?")
-        return cls(out=out, config=rundir.read_config(out), summary=rundir.read_json(out / "summary.json"))
+        return cls(out=out, config=rundir.read_config(out), summary=store.read_summary(out))
 
     @property
     def run_config(self) -> RunConfig:
@@ -66,7 +72,7 @@ class Run:
     @property
     def status(self) -> str:
         """completed | stopped | budget_exhausted | failed"""
-        return str(self.summary.get("status"))
+        return self.summary.status
 
     @property
     def tables(self) -> list[str]:
@@ -348,6 +354,7 @@ def _run_dirs(where: str | Path | Sequence[str | Path]) -> list[Path]:
 def _run_row(d: Path) -> dict[str, Any]:
     """One row of :func:`load_runs`: who the run is, its settings (``params.NAME``) and the scalar
     results of its summary.json (nested ones as ``ledger.calls``), like a sweep's table."""
+    from cooplab.runs import store
     from cooplab.runs.sweeps import flatten_summary
 
     row: dict[str, Any] = {"run": str(d)}
@@ -357,13 +364,12 @@ def _run_row(d: Path) -> dict[str, Any]:
         return {**row, "status": "unreadable", "error": f"config.json: {exc}"}
     if not isinstance(config, Mapping):
         return {**row, "status": "unreadable", "error": "config.json is not an object"}
-    summary: Any = {}
+    summary: dict[str, Any] = {}
     if (d / "summary.json").is_file():
         try:
-            summary = rundir.read_json(d / "summary.json")
-        except Exception as exc:  # noqa: BLE001
-            row["error"] = f"summary.json: {exc}"
-    summary = summary if isinstance(summary, Mapping) else {}
+            summary = store.read_summary(d).as_json()
+        except rundir.RunDirError as exc:  # one line: the file, the field, what is wrong
+            row["error"] = str(exc)
     llm = config.get("llm") if isinstance(config.get("llm"), Mapping) else {}
     record = config.get("record") if isinstance(config.get("record"), Mapping) else {}
     row.update(task=config.get("task"), status=summary.get("status") or ("unreadable" if "error" in row else "not finished"),
