@@ -46,20 +46,18 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 
 from cooplab.agents.cache import CachedResponse, ResponseCache
-from cooplab.agents.models import (
+from cooplab.agents.models.errors import (
     CallTimedOut,
     EndpointResponseError,
-    LlamaCppChat,
-    ModelSpec,
     PermanentModelError,
-    ScriptedChatModel,
     TransientModelError,
-    count_tokens,
-    messages_tokens,
     one_line,
 )
+from cooplab.agents.models.local import LlamaCppChat
+from cooplab.agents.models.scripted import ScriptedChatModel
+from cooplab.agents.models.spec import ModelSpec
 from cooplab.agents.replay import trace_replay
-from cooplab.agents.usage import TextEstimate, Usage, check_usage, counted_usage
+from cooplab.agents.usage import TextEstimate, Usage, check_usage, count_tokens, counted_usage, messages_tokens
 from cooplab.graphs.ledger import Entry, Ledger, Reservation, call_id_of
 
 Sleep = Callable[[float], Awaitable[Any]]
@@ -345,6 +343,29 @@ def text_estimate(messages: list[BaseMessage], text: str) -> TextEstimate:
                         messages_tokens(messages), count_tokens(answer))
 
 
+def reused_of(msg: BaseMessage, input_tokens: int) -> int:
+    """The prompt tokens of an answer that its backend says it reused from an earlier call (its
+    prompt cache), for a run's reuse rate only: they change no charge. Read from the usage the
+    endpoint reported (OpenAI's ``prompt_tokens_details.cached_tokens``, which vLLM's and
+    llama.cpp's servers and cooplab's local model report too; Gemini's cached content as
+    ``cached_tokens``), else LangChain's ``input_token_details.cache_read``; 0 when it says nothing
+    or something impossible (not an integer from 0 to ``input_tokens``). Anthropic's
+    ``cache_read_input_tokens`` is not read: Anthropic counts them apart from its input tokens,
+    and cooplab does not ask it to cache."""
+    meta = getattr(msg, "response_metadata", None) or {}
+    reported = meta.get("usage_raw") if "usage_raw" in meta else getattr(msg, "usage_metadata", None)
+    if not isinstance(reported, dict):
+        return 0
+    for outer, inner in (("prompt_tokens_details", "cached_tokens"), ("input_token_details", "cache_read")):
+        details = reported.get(outer)
+        if isinstance(details, dict) and inner in details:
+            value = details[inner]
+            break
+    else:
+        value = reported.get("cached_tokens", 0)
+    return value if type(value) is int and 0 <= value <= input_tokens else 0
+
+
 class ProviderAdapter:
     """How cooplab talks to one kind of chat model. This base serves any LangChain chat model as
     an OpenAI-compatible one: a JSON object asked for with the schema when the endpoint is a
@@ -353,6 +374,9 @@ class ProviderAdapter:
     #: whether an attempt can be stopped at the call timeout: a local model's call runs in a thread
     #: that cannot be, so the model process has its own bound (``COOPLAB_LOCAL_TIMEOUT``)
     stoppable = True
+    #: prompt tokens of this adapter's answered calls, and how many of them the model reused (:func:`reused_of`)
+    prompt_tokens = 0
+    reused_tokens = 0
 
     def __init__(self, spec: ModelSpec, model: Any):
         self.spec, self.model = spec, model
@@ -422,6 +446,8 @@ class ProviderAdapter:
         latency = time.perf_counter() - t0
         text = request.to_text(msg) if request.to_text is not None else self.text_of(msg)
         usage = self.usage(msg, request, text)
+        self.prompt_tokens += usage.input_tokens
+        self.reused_tokens += reused_of(msg, usage.input_tokens)
         return Reply(CachedResponse(text, usage.input_tokens, usage.output_tokens, latency, usage.error))
 
 
@@ -686,6 +712,19 @@ class BudgetLayer:
         return reply
 
 
+class PrefixCacheMiss(RuntimeError):
+    """A fork (:mod:`cooplab.runs.fork`) asked a call of its prefix (round K or earlier, the parent's
+    rounds) that the response cache cannot answer: the prefix never pays for a call, so the call is
+    refused, never made. The message names the call."""
+
+    def __init__(self, request: "Request", through: int):
+        super().__init__(f"the call of {request.agent} in round {request.round}, phase {request.phase!r} (call id "
+                         f"{call_id_of(request.key)}, model {request.spec.id}) is in this fork's prefix (rounds 1..{through}, the "
+                         f"parent's), which must replay from the response cache, but the cache has no answer for it; it was not made "
+                         f"(give the fork the parent's --cache, or fork at a round the cache covers)")
+        self.call_id, self.round, self.phase, self.agent = call_id_of(request.key), request.round, request.phase, request.agent
+
+
 class CacheLayer:
     """Replays a stored answer (no inner layer runs), charged by ``charge_known``, then reported by
     ``on_replay`` (the call path's: traced like a live call, :mod:`cooplab.agents.replay`); stores a
@@ -693,11 +732,15 @@ class CacheLayer:
     the request's bounds: a damaged or foreign cache never charges past them."""
 
     def __init__(self, inner: Layer, cache: ResponseCache, charge_known: Callable[[Request, CachedResponse], Entry],
-                 on_replay: Callable[[Request, CachedResponse], Awaitable[Any]] | None = None):
+                 on_replay: Callable[[Request, CachedResponse], Awaitable[Any]] | None = None, replay_only_through: int | None = None):
         self.inner, self.cache, self.charge_known, self.on_replay = inner, cache, charge_known, on_replay
+        #: a fork's K: a call of round K or earlier must be answered by the cache (:class:`PrefixCacheMiss`)
+        self.replay_only_through = replay_only_through
 
     async def __call__(self, request: Request) -> Reply:
         hit = self.cache.get(request.key)
+        if hit is None and self.replay_only_through is not None and request.round is not None and request.round <= self.replay_only_through:
+            raise PrefixCacheMiss(request, self.replay_only_through)
         if hit is not None:
             usage = check_usage({"input_tokens": hit.input_tokens, "output_tokens": hit.output_tokens},
                                 input_bound=request.input_bound, output_bound=request.output_bound, source="the cache",
@@ -724,12 +767,13 @@ class CallPath:
 
     def __init__(self, *, ledger: Ledger, cache: ResponseCache, max_concurrency: int = 8, rps: float | None = None,
                  retries: int = 4, backoff_base: float = 0.5, backoff_max: float = 8.0, call_timeout: float | None = None,
-                 call_deadline: float | None = None, clock: Callable[[], float] = time.monotonic, sleep: Sleep = asyncio.sleep):
+                 call_deadline: float | None = None, clock: Callable[[], float] = time.monotonic, sleep: Sleep = asyncio.sleep,
+                 replay_only_through: int | None = None):
         self.adapter = AdapterLayer(call_timeout, clock=clock)
         self.rate = RateLimitLayer(self.adapter, max_concurrency=max_concurrency, rps=rps, clock=clock, sleep=sleep)
         self.retry = RetryLayer(self.rate, retries=retries, base=backoff_base, cap=backoff_max, sleep=sleep, deadline=call_deadline)
         self.budget = BudgetLayer(self.retry, ledger)
-        self.cache = CacheLayer(self.budget, cache, self.budget.charge_known, traced_replay)
+        self.cache = CacheLayer(self.budget, cache, self.budget.charge_known, traced_replay, replay_only_through)
 
     async def __call__(self, request: Request) -> Reply:
         return await self.cache(request)
@@ -737,6 +781,7 @@ class CallPath:
 
 __all__ = [
     "AdapterLayer", "BudgetLayer", "CacheLayer", "CallPath", "Deadline", "EndpointFailure", "Layer", "LlamaAdapter", "ModelUnavailable",
+    "PrefixCacheMiss",
     "AnthropicAdapter", "GoogleAdapter", "OllamaAdapter", "ProviderAdapter", "RateLimitLayer", "RateLimiter", "Reply", "Request", "RetryLayer", "ScriptedAdapter", "adapter_type",
     "deadline_message", "decoding_schema", "endpoint_failure", "failure_message", "is_transient", "server_of", "usage_of",
 ]

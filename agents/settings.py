@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Annotated, Any, Callable
 
 from cooplab.agents.cache import ResponseCache, check_cache, default_cache_path
-from cooplab.agents.models import DEFAULT_CALL_DEADLINE, check_model
+from cooplab.agents.models.factory import check_model
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
-from cooplab.limits import RULES, ConfigError, check_agent_models, flags, show, validate
+from cooplab.limits import DEFAULT_CALL_DEADLINE, RULES, ConfigError, check_agent_models, flags, show, validate
 
 
 def parse_agent_models(items: Any) -> dict[int, str]:
@@ -54,6 +54,11 @@ class LLMSettings(BaseModel):
     model: StrictStr = Field("local", description="Model spec of every agent: local, local:PATH.gguf, PROVIDER:NAME (openai, anthropic, "
                              "google_genai, ollama), scripted:FILE, builtin:NAME, or (from Python) a LangChain chat model object.")
     agent_models: dict[int, StrictStr] = Field(default_factory=dict, description="Per-agent model specs by agent number (0..N-1).")
+    model_mix: dict[StrictStr, Annotated[int, RULES["mix-count"]]] | None = Field(
+        None, description="A mixed society: how many agents use each model ({spec: count}, the counts adding up to the population); "
+        "the agents get their models by a seeded draw, written to agent_models (agents/mix.py).")
+    model_from: dict[StrictStr, StrictStr] = Field(default_factory=dict, description="Model switches: {'AGENT@ROUND': spec}, the agent "
+                                                   "uses that model from that round on (an invader of another model, agents/mix.py).")
     base_url: StrictStr | None = Field(None, description="Another server speaking the provider's API (agents/providers.py).")
     temperature: Annotated[float, RULES["temperature"]] = 0.7
     max_tokens: Annotated[int, RULES["max-tokens"]] = Field(64, description="Output token cap per call.")
@@ -102,10 +107,19 @@ class LLMSettings(BaseModel):
         if values.get("agent_model"):
             kw["agent_models"] = parse_agent_models(values["agent_model"])
         return validate(cls, kw, flags(CLI_NAMES))
+    @field_validator("model_mix", mode="before")
+    @classmethod
+    def _mix_items(cls, value: Any) -> Any:
+        """``--model-mix SPEC=COUNT`` items (the CLI) become a {spec: count} mapping (its sum is checked by :meth:`resolve`)."""
+        from cooplab.agents.mix import parse_mix
+
+        return parse_mix(value) if isinstance(value, (list, tuple)) else value
+
 
     def models(self) -> dict[str, str]:
         """Every model spec by who uses it: ``{"default": spec, "1": spec, ...}``."""
-        return {"default": self.model, **{str(a): m for a, m in sorted(self.agent_models.items())}}
+        return {"default": self.model, **{str(a): m for a, m in sorted(self.agent_models.items())},
+                **{str(k): m for k, m in sorted(self.model_from.items())}}
 
     def resolve(self, n_agents: int | None = None, *, name: Callable[[tuple], str] | None = None) -> "LLMSettings":
         """These settings ready for a run: what no field's rule can say checked against the machine
@@ -117,11 +131,17 @@ class LLMSettings(BaseModel):
         cli = name is None
         label = name or flags(CLI_NAMES)
         if n_agents is not None:
-            models = self.models()
+            from cooplab.agents.mix import check_mix, check_model_from
+
+            models = {"default": self.model, **{str(a): m for a, m in self.agent_models.items()}}
             check_agent_models(models, n_agents, name=lambda k: f"--agent-model {k}={models[k]}" if cli else label(("agent_models", k)))
+            check_mix(self.model_mix, self.agent_models, n_agents, "--model-mix" if cli else label(("model_mix",)))
+            check_model_from(self.model_from, n_agents, "model_from" if cli else label(("model_from",)))
         for agent, text in self.models().items():
             where = "--model" if cli else label(("model",)) if agent == "default" else label(("agent_models", agent))
             check_model(text, self.base_url, where)
+        for text in self.model_mix or {}:  # a model of the mix that no agent drew (count 0) is checked too
+            check_model(text, self.base_url, "--model-mix" if cli else label(("model_mix",)))
         prices = self.resolved_prices(label(("budget",)))
         cache = "off" if self.cache == "off" else str(Path(self.cache).expanduser() if self.cache else default_cache_path())
         if cache != "off":
@@ -130,7 +150,7 @@ class LLMSettings(BaseModel):
 
     def specs(self) -> dict[str, Any]:
         """Every model's parsed spec by who uses it (as :meth:`models`)."""
-        from cooplab.agents.models import parse_model_spec
+        from cooplab.agents.models.spec import parse_model_spec
 
         return {who: parse_model_spec(text, base_url=self.base_url, temperature=self.temperature, max_tokens=self.max_tokens)
                 for who, text in self.models().items()}
@@ -154,7 +174,7 @@ def build_service(llm: LLMSettings, *, seed: int, sandbox_rate: float = 0.0, ent
     interrupted process left there is restored too: the charges the audit trail lacks, the
     reservations it still held and the calls its budget refused."""
     from cooplab.agents.decisions import LLMService
-    from cooplab.agents.models import make_chat_model  # looked up per call: tests wrap it (and parse_model_spec, in specs())
+    from cooplab.agents.models.factory import make_chat_model  # looked up per call: tests wrap it (and parse_model_spec, in specs())
     from cooplab.agents.prices import NOMINAL
     from cooplab.graphs.ledger import Ledger, LedgerJournal, Rates
 

@@ -322,6 +322,7 @@ RULES: dict[str, Num] = {name: replace(rule, name=name) for name, rule in {
     # --- every run ------------------------------------------------------------------------------
     "seed": Num(int, 0, MAX_SEED),
     "n-agents": Num(int, 2, MAX_AGENTS, hint="agents per society"),
+    "mix-count": Num(int, 0, MAX_AGENTS, hint="agents of this model in a mixed society"),
     "rounds": Num(int, 1, MAX_ROUNDS),
     "replicates": Num(int, 1, MAX_REPLICATES),
     "figure-replicates": Num(int, 2, MAX_REPLICATES, hint="at least 2 for error bars"),

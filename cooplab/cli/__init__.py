@@ -31,6 +31,10 @@ _HELP = "cooplab: societies of LLM agents and teams of LLM scientists as LangGra
 #: every top-level command, in the order ``cooplab --help`` lists them
 COMMANDS = {
     "resume": Lazy("cooplab.cli.runs:resume_cmd", "Continue an interrupted run of any task from its last checkpoint (no round lost or repeated)."),
+    "fork": Lazy("cooplab.cli.fork:fork_cmd", "Start a new run from a run's state at the end of round K with some settings changed "
+                 "(a counterfactual fork)."),
+    "compare": Lazy("cooplab.cli.fork:compare_cmd", "Show two runs from their common round on: outcome curves, the first round where "
+                    "they differ, and the difference in every outcome."),
     "sweep": Lazy("cooplab.cli.runs:sweep_cmd", "Run every cell of a sweep on an executor (skipping finished cells, resuming interrupted ones, "
                   "a failed cell recorded while the others go on), then write OUT/table.csv (one row per cell) and the task's analysis."),
     "robustness": Lazy("cooplab.cli.robustness:robustness_cmd", "Report how every outcome of a sweep over prompt variants spreads across "

@@ -35,7 +35,7 @@ from typing import Annotated, Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_serializer, field_validator
 
-from cooplab.agents.models import MissingAPIKey
+from cooplab.agents.models.errors import MissingAPIKey
 from cooplab.agents.settings import CLI_NAMES, LLMSettings, parse_agent_models
 from cooplab.extras import MissingExtra
 from cooplab.graphs import prompts, rundir
@@ -244,7 +244,10 @@ def build_config(task: Task, fields: dict[str, Any], *, agents: str, seed: int, 
         if fixed is not None:
             llm = llm.model_copy(update={"model": fixed, "agent_models": {}})
         config.llm = llm
-        config.llm = llm.resolve(task.n_agents(config))
+        n_agents = task.n_agents(config)
+        invader = getattr(config.params, "invader", None)  # an invader of another model is a model switch
+        config.llm = _mixed(llm, n_agents, seed, invader.as_dict() if invader is not None else None)
+        config.llm = config.llm.resolve(n_agents)
         prompts.check(task, config.llm.prompt_variant)
         check_run_models(task, config, _cli_label)
     if task.uses_sandbox:
@@ -259,6 +262,17 @@ def task_params_types(task: Task) -> tuple[type, ...]:
     return (task.Params, *variants.values()) if isinstance(variants, dict) else (task.Params,)
 
 
+def _mixed(llm: LLMSettings, n_agents: int, seed: int, invader: Any) -> LLMSettings:
+    """A mix drawn into per-agent models, and an invader of another model as a model switch
+    (:mod:`cooplab.agents.mix`); unchanged without either."""
+    from cooplab.agents import mix
+
+    llm = mix.resolve(llm, n_agents, seed, "--model-mix")
+    if isinstance(invader, dict) and invader.get("kind") == "model":
+        llm = llm.model_copy(update={"model_from": {**llm.model_from, f"{invader['agent']}@{invader['round']}": invader["model"]}})
+    return llm
+
+
 def check_run_models(task: Task, config: RunConfig, label: Any) -> None:
     """The models an LLM run calls besides its agents' own checks: every ``scripted:FILE`` agent
     model answers each phase the task asks (:meth:`~cooplab.graphs.task.Task.llm_phases`), and the
@@ -266,7 +280,7 @@ def check_run_models(task: Task, config: RunConfig, label: Any) -> None:
     checked like ``--model`` (spec, file, API key) on the run's endpoint. ``label(who, field)``:
     how a model is called in the one-line ConfigError (who: "default", an agent number or the
     other model's option; field: its place in config.json)."""
-    from cooplab.agents.models import check_model
+    from cooplab.agents.models.factory import check_model
 
     llm = config.llm
     phases = task.llm_phases(config)

@@ -37,7 +37,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cooplab.limits import ConfigError, explain, parse_json, show
-from cooplab.runs.sweeps import SweepBudget, job, run_jobs, slug, table, write_table
+from cooplab.runs.sweeps import SweepBudget, job, run_jobs, slug, table, write_manifest, write_table
 
 #: at most this many cells in one sweep
 MAX_CELLS = 100_000
@@ -46,7 +46,7 @@ _OWN = {"out", "seed", "force", "quiet"}
 #: keywords whose values are files (relative to a sweep file's folder)
 PATH_KEYWORDS = ("cache", "dataset", "task_file", "truth")
 #: keywords whose values are model specs (``scripted:FILE`` is a file)
-SPEC_KEYWORDS = ("model", "players", "judge", "agent_model", "agent_models")
+SPEC_KEYWORDS = ("model", "players", "judge", "agent_model", "agent_models", "model_mix")
 
 
 class GridSweep(BaseModel):
@@ -227,6 +227,8 @@ def resolve_paths(keywords: dict[str, Any], base: Path) -> dict[str, Any]:
             out[key] = [f"{x.split('=', 1)[0]}={_spec(x.split('=', 1)[1], base)}" if isinstance(x, str) and "=" in x else x for x in v]
         elif key == "agent_models" and isinstance(v, dict):
             out[key] = {a: _spec(m, base) for a, m in v.items()}
+        elif key == "model_mix" and isinstance(v, dict):  # {spec: count}: the specs are the keys
+            out[key] = {_spec(m, base) if isinstance(m, str) else m: n for m, n in v.items()}
     return out
 
 
@@ -317,6 +319,7 @@ def run(sw: GridSweep, todo: list[dict[str, Any]] | None = None, *, executor: st
             result["analysis_error"] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         else:
             result.update(extra or {})
+    write_manifest(Path(sw.out), "sweep", sw.task, todo, res, outputs={"table": "table.csv", "analysis": "analysis"})
     return result
 
 

@@ -13,6 +13,16 @@ from cooplab.graphs.rundir import RunDirError, frame, jsonable, now, read_json, 
 from cooplab.limits import ConfigError, one_line, parse_json
 from cooplab.graphs.rundir import code_version, git_commit, machine, readonly_uri, TRACES_FILE  # noqa: F401
 from cooplab.graphs.rundir import LOCK_FILE, RunDirBusy, locked  # noqa: F401 - one writer per run directory
+from cooplab.graphs import runfiles
+from cooplab.graphs.runfiles import RunSummary, SchemaError  # noqa: F401 - the engine's summary model
+
+
+def read_summary(out: Path) -> RunSummary:
+    """A run's summary.json, its task's results validated with the task's ``Results`` (a task that
+    is not installed: any JSON); a one-line :class:`RunDirError` when it is missing or damaged."""
+    from cooplab.runs import registry
+
+    return runfiles.read_summary(out, lookup=registry.get)
 
 
 def ensure_writable(out: Path, error: type[Exception] = None) -> Path:  # type: ignore[assignment]
@@ -125,7 +135,7 @@ def config_for_resume(out: Path, task: str, check_config, serde: Any = None) -> 
     passes ``check_config(out, config)`` (which returns it in the current shape) and checkpoints.sqlite is sound (one-line RunDirErrors;
     nothing is changed)."""
     from cooplab.agents.instances import ModelObjectMissing
-    from cooplab.agents.models import MissingAPIKey
+    from cooplab.agents.models.errors import MissingAPIKey
     from cooplab.extras import MissingExtra
 
     config = read_run_config(out)
@@ -180,10 +190,10 @@ def environment(config: dict[str, Any]) -> dict[str, Any]:
     env: dict[str, Any] = {"python": platform.python_version(), "machine": machine(), "git": git_commit(),
                            "packages": {d: _version(d) for d in DECIDING_PACKAGES}}
     llm = config.get("llm") or {}
-    models = [llm.get("model"), *(llm.get("agent_models") or {}).values()]
+    models = [llm.get("model"), *(llm.get("agent_models") or {}).values(), *(llm.get("model_from") or {}).values()]
     if any(isinstance(m, str) and m.strip().lower() == "local" for m in models):
         try:
-            from cooplab.agents.models import local_model_path
+            from cooplab.agents.models.local import local_model_path
             from cooplab.agents.model_files import record
 
             local_model_path()  # the file on disk is the pinned one (its SHA-256 checked)
@@ -192,7 +202,7 @@ def environment(config: dict[str, Any]) -> dict[str, Any]:
             env["local_model"] = {"error": f"{type(exc).__name__}: {exc}"}
     files = {m: m[6:] for m in models if isinstance(m, str) and m.startswith("local:")}
     if files:  # local:PATH models: each file's content, so a rerun can tell it has the same model
-        from cooplab.agents.models import gguf_sha256
+        from cooplab.agents.models.local import gguf_sha256
 
         env["local_files"] = {}
         for spec, path in sorted(files.items()):

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError, model_serializer, model_validator
 
+from cooplab.graphs.invaders import Invader
 from cooplab.limits import RULES
 
 Env = Literal["harsh", "rich"]
@@ -167,7 +168,13 @@ def preset_values(name: str) -> dict[str, Any]:
 
 #: a run's settings beside the society's parameters: the environment and ablation the parameters
 #: came from, who the agents are, how many societies, and the preset if one was used
-RUN_SETTINGS = ("env", "ablation", "population", "replicates", "preset")
+RUN_SETTINGS = ("env", "ablation", "population", "replicates", "preset", "invader")
+
+
+def invader_kinds(agents: str | None) -> tuple[str, ...]:
+    """Rule-based societies take the rule-based invaders; LLM societies an invader of another model
+    (``model:scripted:examples/scripted/greedy.json@K`` is a greedy one)."""
+    return ("model",) if agents == "llm" else ("greedy", "defector", "free-rider")
 
 
 class CPRSettings(CPRParams):
@@ -184,6 +191,8 @@ class CPRSettings(CPRParams):
     replicates: Annotated[int, RULES["replicates"]] = _f(1, "independent societies run side by side (the CLI's default: 100 rule-based, "
                                                          "1 LLM)", "cooplab")
     preset: StrictStr | None = _f(None, "the named parameter set the values started from (--preset; none: the defaults)", "cooplab")
+    invader: Invader | None = _f(None, "an agent replaced at round K by an invader (--invader KIND@K[:AGENT]; tasks/cpr/invaders.py; "
+                                 "none: no invader)", "cooplab")
 
     @model_validator(mode="before")
     @classmethod
@@ -194,20 +203,23 @@ class CPRSettings(CPRParams):
         return data
 
     @model_validator(mode="after")
-    def _fits(self) -> "CPRSettings":
+    def _fits(self, info: Any) -> "CPRSettings":
+        from cooplab.graphs.invaders import check_in
         from cooplab.limits import ConfigError, check_size, cross
 
         try:
             check_size(self.replicates, self.N, self.T, names=("<replicates>", "<N>", "<T>"))
         except ConfigError as exc:
             raise cross(("replicates", "N", "T"), str(exc)) from None
+        agents = (info.context or {}).get("agents")
+        check_in(self.invader, n_agents=self.N, rounds=self.T, agents=agents, kinds=invader_kinds(agents))
         return self
 
     @model_serializer(mode="wrap")
     def _in_order(self, handler: Any) -> dict[str, Any]:
         """config.json's order: the run's settings first (no preset when none was used), then the parameters."""
         out = handler(self)
-        run = {k: out[k] for k in RUN_SETTINGS if k in out and not (k == "preset" and out[k] is None)}
+        run = {k: out[k] for k in RUN_SETTINGS if k in out and not (k in ("preset", "invader") and out[k] is None)}
         return {**run, **{k: v for k, v in out.items() if k not in RUN_SETTINGS}}
 
     @property

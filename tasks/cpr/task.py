@@ -24,8 +24,10 @@ from cooplab.tasks.cpr import metrics as cpr_metrics
 from cooplab.evals.text import counts_text, mean_sem_text
 from cooplab.graphs.rng import phase_rng
 from cooplab.graphs.tables import agent_id
+from cooplab.graphs.runfiles import RunSummary
 from cooplab.graphs.task import RunInfo, Task, TaskConfig
 from cooplab.tasks.cpr import phases as ph
+from cooplab.tasks.cpr.results import CPRResults
 from cooplab.tasks.cpr.params import (
     ENVIRONMENTS,
     RUN_SETTINGS,
@@ -33,6 +35,7 @@ from cooplab.tasks.cpr.params import (
     CPRSettings,
     ParamError,
     agent_types,
+    invader_kinds,
     make_params,
 )
 from cooplab.tasks.cpr.society import Condition, apply_ablation, init_state, phases_for
@@ -133,17 +136,22 @@ class CPRTask(Task):
     name = "cpr"
     title = "The common-pool fishery society (Gupta et al. 2025): harvest, punish, learn, propose, vote."
     Params = CPRSettings
+    Results = CPRResults
     state_schema = CPRState
     round_node = "environment"
     agent_noun = "Fisher"
     sweep_columns = ("survival_time.mean", "efficiency.mean", "ledger.calls", "ledger.cost_usd_float")
+    #: the per-round curves ``cooplab compare`` draws (columns of rounds.parquet)
+    curve_columns = ("R", "n_alive", "mean_effort", "H")
 
     def options(self, agents: str, *, env: str = "harsh", population: str = "mixed", ablation: str = "full", n_agents: int | None = None,
-                rounds: int | None = None, replicates: int | None = None, set: Any = None, preset: str | None = None) -> dict[str, Any]:  # noqa: A002
+                rounds: int | None = None, replicates: int | None = None, set: Any = None, preset: str | None = None,
+                invader: Any = None) -> dict[str, Any]:  # noqa: A002
         """``cooplab run cpr``'s own options: ``env`` harsh | rich, ``population`` altruistic | selfish |
         mixed, ``ablation`` full | osl | ogd | neither, ``n_agents`` (N, default 10), ``rounds`` (T,
         default 50), ``replicates`` (default 100 rule-based, 1 LLM), ``set`` (any parameter: a dict or
-        ``name=value`` strings) and ``preset`` (a named set of values; explicit options win over it)."""
+        ``name=value`` strings), ``preset`` (a named set of values; explicit options win over it) and
+        ``invader`` (``"KIND@K[:AGENT]"`` or a dict: an agent replaced at round K, tasks/cpr/invaders.py)."""
         import cooplab.limits as co
         from cooplab.tasks.cpr.params import parse_set
 
@@ -169,11 +177,22 @@ class CPRTask(Task):
             names[key] = f"--set {key}"
         values.update(overrides)
         run = {"env": env, "ablation": ablation, "population": population, "replicates": replicates, "preset": preset}
-        return {"params": co.validate(CPRSettings, {**values, **run}, co.flags(names, rest=lambda f: f"--set {f}"),
-                                      context={"agents": agents})}
+        name = co.flags(names, rest=lambda f: f"--set {f}")
+        settings = co.validate(CPRSettings, {**values, **run}, name, context={"agents": agents})
+        if invader is not None:  # an agent replaced at round K: checked against the society the settings describe
+            from cooplab.graphs import invaders
+
+            run["invader"] = invaders.parse(invader, n_agents=settings.N, rounds=settings.T, agents=agents, kinds=invader_kinds(agents))
+            settings = co.validate(CPRSettings, {**values, **run}, name, context={"agents": agents})
+        return {"params": settings}
 
     def phases(self, config: Config) -> "OrderedDict[str, Callable]":
-        return llm_phases(config.params, prompts.variant_of(config)) if config.agents == "llm" else phases_for(config.params)
+        if config.agents == "llm":
+            return llm_phases(config.params, prompts.variant_of(config))
+        from cooplab.tasks.cpr.invaders import with_invader
+
+        invader = config.params.invader
+        return with_invader(phases_for(config.params), invader.as_dict() if invader is not None else None)
 
     def init_state(self, config: Config) -> dict[str, Any]:
         P = config.params
@@ -185,7 +204,43 @@ class CPRTask(Task):
     def total_rounds(self, config: Config) -> int:
         return config.params.T
 
-    def outputs(self, final: Mapping[str, Any], config: Config, run: RunInfo) -> dict[str, Any]:
+    #: parameters that only shape a run's start (the stock, wealth and traits drawn at round 0, the
+    #: number of agents): a fork keeps its parent's start, so it cannot change them
+    START_ONLY = ("N", "R0", "P0", "e_min", "e_max", "g_min", "g_max", "m_range", "p_range")
+
+    def fork_state(self, state: Mapping[str, Any], old: Config, new: Config) -> dict[str, Any]:
+        """A fork's changed parameters in the state: every per-society parameter array that differs
+        is set to the new value (the rounds after the fork compute with it), the round cap too.
+        Parameters of the start (:data:`START_ONLY`) and the run settings (population, replicates)
+        cannot change, nor can the cap end before the fork's first round."""
+        from cooplab.limits import ConfigError
+        from cooplab.tasks.cpr.society import ARRAY_FIELDS
+
+        before, after = old.params, new.params
+        arrives = after.invader if before.invader is None else None  # a newcomer after the fork's round
+        for key in (*RUN_SETTINGS, *self.START_ONLY):
+            if key == "invader" and arrives is not None and arrives.round >= int(state["round"]):
+                continue
+            if getattr(before, key) != getattr(after, key) and key not in ("env", "ablation", "preset"):
+                raise ConfigError(f"{key} sets the start of a run, which a fork keeps from its parent; start a new run to change it")
+        p_old, p_new = before, after
+        t = int(state["round"])
+        if p_new.T < t and p_new.T != p_old.T:
+            raise ConfigError(f"T={p_new.T} would end the run before the fork's first round ({t}); give T of {t} or more")
+        params = dict(state["params"])
+        changed = False
+        for name in ARRAY_FIELDS:
+            a, b = getattr(p_old, name), getattr(p_new, name)
+            if a == b:
+                continue
+            value = np.inf if (name == "punish_off_round" and b is None) else float(b)
+            params[name] = np.full(np.shape(params[name]), value, dtype=float)
+            changed = True
+        if not changed:
+            return {}
+        return {"params": params, "max_round": int(np.max(params["T"])) if np.size(params["T"]) else int(state["max_round"])}
+
+    def outputs(self, final: Mapping[str, Any], config: Config, run: RunInfo) -> CPRResults:
         final = full_state(final)  # a run stopped early may end with finished societies out of the running block
         if run.status != "completed":  # societies still running were censored at the last completed round
             running = np.asarray(final["active"])
@@ -202,7 +257,6 @@ class CPRTask(Task):
             "ablation": P.ablation,
             "replicates": S,
             "n_agents": N,
-            "seed": config.seed,
             "rounds_completed": int(final["round"]) - 1,
             **summarize(final),
             "agent_steps": int(rounds["n_alive"].sum()) if len(rounds) else 0,
@@ -211,6 +265,7 @@ class CPRTask(Task):
             summary["censored"] = bool(np.asarray(final["active"]).any())
         if final.get("norm_history"):
             rundir.write_table(list(final["norm_history"]), run.out, "norms_adopted", csv=run.csv)
+        summary.update(_mix_and_invader(final, config, run, rounds, N))
         if final.get("beliefs") is not None:
             types = final.get("agent_types") or []
             init = final.get("beliefs_initial") or final["beliefs"]
@@ -218,9 +273,9 @@ class CPRTask(Task):
                      "initial_belief": init[s_][i_], "final_belief": b_}
                     for s_, row in enumerate(final["beliefs"]) for i_, b_ in enumerate(row)]
             rundir.write_table(rows, run.out, "beliefs_final", csv=run.csv)
-        return summary
+        return CPRResults.of(summary)
 
-    def figure(self, summary: Mapping[str, Any], run: RunInfo) -> None:
+    def figure(self, summary: RunSummary[CPRResults], run: RunInfo) -> None:
         from cooplab.tasks.cpr.figures import run_figure
 
         rounds = rundir.read_table(run.out, "rounds")
@@ -232,23 +287,61 @@ class CPRTask(Task):
 
             extra["efforts"] = agent_efforts(_table_or_none(run.out, "decisions"))
             extra["norms"] = _table_or_none(run.out, "norms_adopted")
-        run_figure(rounds, dict(summary), run.out / "figures", **extra)
+        whole = summary.as_json()
+        run_figure(rounds, whole, run.out / "figures", **extra)
+        from cooplab.tasks.cpr.mix import figures as mix_figures
 
-    def report(self, summary: Mapping[str, Any]) -> list[str]:
-        st, ef = summary["survival_time"], summary["efficiency"]
+        mix_figures(whole, rounds, run.out / "figures")
 
-        n = st.get("n", 0)
+    def report(self, summary: RunSummary[CPRResults]) -> list[str]:
+        res = summary.results
+        if res is None:
+            return super().report(summary)
+        st, ef = res.survival_time, res.efficiency
+        n = st.n
         how = " (mean ± s.e.m. over societies)" if n > 1 else ""
-        return [f"survival time T_s = {mean_sem_text(st, 2)}, efficiency eta = {mean_sem_text(ef, 3)}{how}, "
-                f"n = {n} {'society' if n == 1 else 'societies'}; collapse causes: {counts_text(summary['collapse'])}",
-                "tables: summary.json, rounds.*, agents.*, figures/run.png"]
+        from cooplab.tasks.cpr.mix import report_lines
+
+        whole = summary.as_json()
+        return [f"survival time T_s = {mean_sem_text(st.model_dump(), 2)}, efficiency eta = {mean_sem_text(ef.model_dump(), 3)}{how}, "
+                f"n = {n} {'society' if n == 1 else 'societies'}; collapse causes: {counts_text(res.collapse)}",
+                *report_lines(whole),
+                "tables: summary.json, rounds.*, agents.*" + (", by_model.*, crossplay.*" if whole.get("by_model") else "")
+                + ", figures/run.png"]
 
     def analyze_sweep(self, cells: list[dict[str, Any]], out: Path, *, analysis_out: Path | None = None) -> dict[str, Any]:
         """``cooplab analyze cpr`` over the finished cells (into ``OUT/analysis`` unless told otherwise)."""
         from cooplab.tasks.cpr.analysis import analyze
 
+        from cooplab.evals.mixsweep import sweep_tables
+
         dest = Path(analysis_out) if analysis_out is not None else Path(out) / "analysis"
-        return {"analysis": analyze([Path(c["dir"]) for c in cells], dest), "analysis_dir": str(dest)}
+        result = {"analysis": analyze([Path(c["dir"]) for c in cells], dest), "analysis_dir": str(dest)}
+        mixed = sweep_tables(cells, dest)  # per-model rows, cross-play and invasions of the cells (when any)
+        return {**result, "mix_tables": mixed} if mixed else result
+
+def _mix_and_invader(final: Mapping[str, Any], config: Config, run: RunInfo, rounds: pd.DataFrame, N: int) -> dict[str, Any]:
+    """A mixed society's per-model outcomes and cross-play (tables ``by_model``, ``crossplay``) and an
+    invader's effect (tasks/cpr/mix.py); nothing for a run with neither."""
+    from cooplab.tasks.cpr import mix
+
+    out: dict[str, Any] = {}
+    invader = config.params.invader.as_dict() if config.params.invader is not None else None
+    llm = config.llm.model_dump(mode="json") if config.llm is not None else None
+    mixed = config.agents == "llm" and mix.is_mixed(llm, N) and final.get("decisions")
+    if not mixed and not invader:
+        return out
+    agents = cpr_metrics.agents_frame(final)
+    if mixed:
+        norms = pd.DataFrame(list(final["norm_history"])) if final.get("norm_history") else None
+        by_model, cross = mix.per_model(rundir.frame(list(final["decisions"])), rounds, agents, norms, mix.models_by_agent(llm, N))
+        rundir.write_table(by_model, run.out, "by_model", csv=run.csv)
+        rundir.write_table(cross, run.out, "crossplay", csv=run.csv)
+        out["by_model"], out["crossplay"] = by_model, cross
+    if invader and len(rounds):
+        out["invasion"] = mix.invader_effect(rounds, agents, invader, config.params.T)
+    return out
+
 
 TASK = CPRTask()
 

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, model_serializer, model_validator
 
+from cooplab.graphs.invaders import Invader
 from cooplab.limits import MAX_FACTOR, MAX_GROUP, MAX_GROUPS, MAX_SIMULATIONS, MAX_TOKENS, RULES  # noqa: F401 - the games' caps
 
 GAMES = ("weakest-link", "cpr", "cpr-sanction", "collective-risk", "o-ring", "public-goods")
@@ -250,9 +251,14 @@ def model_of(game: str) -> type[GameParams]:
 
 
 #: the run's settings beside the game's parameters (config.json's ``params``)
-RUN_SETTINGS = ("game", "players", "script", "script_file", "prompt", "deliberation")
+RUN_SETTINGS = ("game", "players", "script", "script_file", "prompt", "deliberation", "invader")
 #: who plays: LLM players (exactly when the run's agents are llm) or reference players
 PLAYERS = ("llm", "nash", "pareto", "random", "scripted")
+
+
+def invader_kinds(llm_players: bool) -> tuple[str, ...]:
+    """Reference players take the rule-based invaders; LLM players an invader of another model."""
+    return ("model",) if llm_players else ("greedy", "defector", "free-rider")
 
 
 class GameRun(BaseModel):
@@ -272,6 +278,8 @@ class GameRun(BaseModel):
         "standard", description="LLM players' prompt condition (--prompt)", json_schema_extra={"source": "paper Appendix B"})
     deliberation: StrictBool = Field(False, description="LLM players exchange one message within their group before each decision",
                                      json_schema_extra={"source": "paper §3.1.2"})
+    invader: Invader | None = Field(None, description="a player replaced at round K by an invader (--invader KIND@K[:AGENT]; "
+                                    "tasks/games/invaders.py; none: no invader)", json_schema_extra={"source": "cooplab"})
 
     @model_validator(mode="before")
     @classmethod
@@ -299,7 +307,20 @@ class GameRun(BaseModel):
                 raise ValueError(str(exc)) from None
         elif self.script is not None:
             raise ValueError(f"script must be null unless players is scripted, got {type(self.script).__name__}")
+        if self.invader is not None and hasattr(self, "n_players"):  # a game's settings: the seat and round within its society
+            from cooplab.graphs.invaders import check_in
+
+            check_in(self.invader, n_agents=self.n_players, rounds=self.rounds, agents="llm" if self.players == "llm" else "rule",
+                     kinds=invader_kinds(self.players == "llm"))
         return self
+
+    @model_serializer(mode="wrap")
+    def _no_invader(self, handler: Any) -> dict[str, Any]:
+        """config.json holds ``invader`` only when the run has one (as runs without one always wrote it)."""
+        out = handler(self)
+        if isinstance(out, dict) and out.get("invader", 0) is None:
+            out.pop("invader")
+        return out
 
 
 def _settings(model: type[GameParams]) -> type[GameParams]:

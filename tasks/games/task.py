@@ -23,11 +23,13 @@ from typing import Any
 
 from cooplab.graphs import prompts, rundir
 from cooplab.graphs.rng import phase_rng
+from cooplab.graphs.runfiles import RunSummary
 from cooplab.graphs.task import RunInfo, Task, TaskConfig
+from cooplab.tasks.games.results import GameResults
 from cooplab.tasks.games import equilibria as eq
 from cooplab.tasks.games import metrics as mt
 from cooplab.tasks.games import players as pl
-from cooplab.tasks.games.params import GAMES, RUN_SETTINGS, GameParams, GameSettings, model_of
+from cooplab.tasks.games.params import GAMES, RUN_SETTINGS, GameParams, GameSettings, invader_kinds, model_of
 from cooplab.tasks.games.phases import DECISION
 from cooplab.tasks.games.society import game_phases, init_state
 from cooplab.tasks.games.state import GameState
@@ -49,6 +51,7 @@ class GameTask(Task):
     name = "game"
     title = "Six behavioral games (weakest-link, cpr, cpr-sanction, collective-risk, o-ring, public-goods) with reference or LLM players."
     Params = GameSettings
+    Results = GameResults
     state_schema = GameState
     round_node = "settle"
     agent_noun = "Player"
@@ -56,10 +59,12 @@ class GameTask(Task):
 
     # --- configuration ---------------------------------------------------------------------------------
     def options(self, agents: str, *, game: str, players: str | None = None, prompt: str = "standard", deliberation: bool = False,
-                group_size: int | None = None, simulations: int | None = None, rounds: int | None = None, set: Any = None) -> dict[str, Any]:  # noqa: A002
+                group_size: int | None = None, simulations: int | None = None, rounds: int | None = None, set: Any = None,  # noqa: A002
+                invader: Any = None) -> dict[str, Any]:
         """``cooplab run game``'s own options: the ``game``, who plays (``players``: llm, nash (default),
         pareto, random or scripted:FILE), the LLM players' ``prompt`` and ``deliberation``, ``group_size``,
-        ``simulations``, ``rounds`` and ``set`` (game constants: a dict or ``name=value`` strings)."""
+        ``simulations``, ``rounds``, ``set`` (game constants: a dict or ``name=value`` strings) and
+        ``invader`` (``"KIND@K[:AGENT]"``: a player replaced at round K, tasks/games/invaders.py)."""
         import cooplab.limits as co
         from cooplab.tasks.games import players as pl
 
@@ -84,8 +89,20 @@ class GameTask(Task):
         kind, _, path = players.partition(":")
         kind, path = kind.strip().lower(), path.strip()
         run: dict[str, Any] = {"game": game, "prompt": prompt, "deliberation": deliberation}
+
+        def settings(fields: dict[str, Any], kinds_of: str) -> Any:
+            """The run's settings, with the invader (checked against the society they describe) when one is given."""
+            out = co.validate(GameSettings, fields, label, context={"agents": kinds_of})
+            if invader is None:
+                return out
+            from cooplab.graphs import invaders
+
+            fields = {**fields, "invader": invaders.parse(invader, n_agents=out.n_players, rounds=out.rounds, agents=kinds_of,
+                                                            kinds=invader_kinds(kinds_of == "llm"))}
+            return co.validate(GameSettings, fields, label, context={"agents": kinds_of})
+
         if kind == "llm" and not path:
-            return {"agents": "llm", "params": co.validate(GameSettings, {**values, **run, "players": "llm"}, label, context={"agents": "llm"})}
+            return {"agents": "llm", "params": settings({**values, **run, "players": "llm"}, "llm")}
         if agents == "llm":
             raise co.ConfigError(f"--agents llm plays LLM players; it cannot be combined with --players {players}")
         if kind not in pl.KINDS or (kind == "scripted") != bool(path):
@@ -97,8 +114,7 @@ class GameTask(Task):
                 script = pl.load_script(path, P)
             except pl.ScriptError as exc:
                 raise co.ConfigError(str(exc)) from None
-        return {"params": co.validate(GameSettings, {**values, **run, "players": kind, "script": script, "script_file": path or None},
-                                      label, context={"agents": agents})}
+        return {"params": settings({**values, **run, "players": kind, "script": script, "script_file": path or None}, agents)}
 
     # --- the graph ---------------------------------------------------------------------------------------
     def policies(self, config: Config) -> dict[str, Any]:
@@ -107,7 +123,9 @@ class GameTask(Task):
             from cooplab.tasks.games.llm import llm_policies
 
             return llm_policies(P, P.prompt, P.deliberation, prompts.variant_of(config))
-        return pl.policies(P.players, P, P.script)
+        from cooplab.tasks.games.invaders import with_invader
+
+        return with_invader(P, pl.policies(P.players, P, P.script), P.invader.as_dict() if P.invader is not None else None)
 
     def phases(self, config: Config):
         return phases_for(config.params, self.policies(config))
@@ -123,7 +141,7 @@ class GameTask(Task):
         return init_state(config.params, config.seed)
 
     # --- results -----------------------------------------------------------------------------------------
-    def outputs(self, final: Mapping[str, Any], config: Config, run: RunInfo) -> dict[str, Any]:
+    def outputs(self, final: Mapping[str, Any], config: Config, run: RunInfo) -> GameResults:
         P = config.params
         history = list(final.get("history") or [])
         group = eq.groups_of(P)
@@ -148,68 +166,111 @@ class GameTask(Task):
                 rundir.write_table(df, run.out, stem, csv=run.csv)
         summary: dict[str, Any] = {"game": P.GAME, "players": P.players, "script_file": P.script_file,
                                    "decision": DECISION[P.GAME], "group_sizes": list(P.group_sizes), "n_players": P.n_players,
-                                   "rounds": P.rounds, "simulations": P.simulations, "seed": config.seed}
+                                   "rounds": P.rounds, "simulations": P.simulations}
         if P.players == "llm":
             summary.update(prompt=P.prompt, deliberation=P.deliberation, messages=len(messages))
         summary.update(mt.summarize(P, history, tables["simulations"], conv if conv is not None else mt.bootstrap_convergence([]),
                                     fallbacks))
+        summary.update(_mix_and_invader(P, history, config, run))
         if "convergence" in summary:
             keep = [i for i, n in enumerate(summary["convergence"]["n"]) if n in SUMMARY_N or n == P.simulations]
             summary["convergence"] = {k: (v if k == "resamples" else [v[i] for i in keep]) for k, v in summary["convergence"].items()}
-        return summary
+        return GameResults.of(summary)
 
-    def figure(self, summary: Mapping[str, Any], run: RunInfo) -> None:
-        if not summary.get("rounds_completed"):
+    def figure(self, summary: RunSummary[GameResults], run: RunInfo) -> None:
+        if summary.results is None or not summary.results.rounds_completed:
             return
         from cooplab.tasks.games.figures import run_figure
 
-        run_figure(rundir.read_table(run.out, "rounds"), rundir.read_table(run.out, "convergence"), summary,
+        run_figure(rundir.read_table(run.out, "rounds"), rundir.read_table(run.out, "convergence"), summary.as_json(),
                    run.out / "figures" / "run.png")
+        from cooplab.tasks.games.mix import figures as mix_figures
 
-    def report(self, summary: Mapping[str, Any]) -> list[str]:
-        m, p = summary.get("metric") or {}, summary.get("pareto_proximity")
-        sizes = " + ".join(str(k) for k in summary.get("group_sizes", []))
-        who = summary.get("players")
+        mix_figures(summary.as_json(), run.out / "figures")
+
+    def report(self, summary: RunSummary[GameResults]) -> list[str]:
+        r = summary.results
+        if r is None:
+            return super().report(summary)
+        m, p = r.metric, r.pareto_proximity
+        sizes = " + ".join(str(k) for k in r.group_sizes)
+        who = r.players
         if who == "llm":
-            who = f"LLM ({summary.get('prompt')} prompt{', deliberation' if summary.get('deliberation') else ''})"
-        head = (f"{summary.get('game')}: {who} players, groups {sizes}, {summary.get('rounds_completed')}/"
-                f"{summary.get('rounds')} rounds, {summary.get('simulations')} simulations")
-        if m.get("mean") is None:
-            return [f"{head}: no round completed (status {summary.get('status')})"]
-        ci = m.get("ci95")
-        ci_text = f" [95% CI {ci[0]:.3f}, {ci[1]:.3f}]" if ci and all(isinstance(x, (int, float)) for x in ci) else ""
+            who = f"LLM ({r.prompt} prompt{', deliberation' if r.deliberation else ''})"
+        head = f"{r.game}: {who} players, groups {sizes}, {r.rounds_completed}/{r.rounds} rounds, {r.simulations} simulations"
+        if m.mean is None or p is None or p.mean is None or r.payoff is None:
+            return [f"{head}: no round completed (status {summary.status})"]
+        ci = m.ci95
+        ci_text = f" [95% CI {ci[0]:.3f}, {ci[1]:.3f}]" if ci and all(x is not None for x in ci) else ""
+        raw = p.raw_distance_mean if p.raw_distance_mean is not None else p.mean
+        near = f"{p.near_pareto_share:.2f}" if p.near_pareto_share is not None else "n/a"
+        pay = r.payoff
         lines = [f"{head}",
-                 f"mean {m['label']} {m['mean']:.3f}{ci_text} ({reference_text(m)}); Pareto proximity "
-                 f"{p['mean']:.3f} (0 = Pareto, 1 = Nash or further; uncapped distance {p.get('raw_distance_mean', p['mean']):.3f}), "
-                 f"near-Pareto share {p['near_pareto_share']:.2f}",
-                 f"mean payoff per player {summary['payoff']['mean_total_per_player']:.3f} over the game "
-                 f"({summary['payoff']['mean_per_player_per_round']:.3f} per round)"]
-        oc = summary.get("outcomes") or {}
-        if "threshold_met_rate" in oc:
-            lines.append(f"threshold met in {oc['threshold_met_rate']:.2f} of simulations, savings lost in {oc['savings_lost_rate']:.2f}; "
-                         f"expected payoff per player {oc['expected_payoff_per_player']:.3f}")
-        if "success_rate" in oc:
-            lines.append(f"O-Ring success in {oc['success_rate']:.2f} of rounds")
-        if "sanctions" in oc:
-            s = oc["sanctions"]
-            lines.append(f"sanction tokens per player and round: given {s['tokens_given_per_player_round']:.3f}, received "
-                         f"{s['tokens_received_per_player_round']:.3f}")
-        extra = ", sanctions.*" if summary.get("game") == "cpr-sanction" else ""
-        if summary.get("players") == "llm":
-            d = summary.get("decisions") or {}
-            fb = summary.get("fallback") or {}
-            lines.append(f"LLM decisions: {d.get('count', 0)}, fallbacks {d.get('fallback_used', 0)}, mean attempts "
-                         f"{d.get('mean_attempts', 1.0):.2f}; {fb.get('share', 0.0):.1%} of the play decisions fell back "
+                 f"mean {m.label} {m.mean:.3f}{ci_text} ({reference_text(m.model_dump())}); Pareto proximity "
+                 f"{p.mean:.3f} (0 = Pareto, 1 = Nash or further; uncapped distance {raw:.3f}), near-Pareto share {near}",
+                 f"mean payoff per player {pay.mean_total_per_player or 0.0:.3f} over the game "
+                 f"({pay.mean_per_player_per_round or 0.0:.3f} per round)"]
+        oc = r.outcomes
+        if oc.threshold_met_rate is not None and oc.savings_lost_rate is not None and oc.expected_payoff_per_player is not None:
+            lines.append(f"threshold met in {oc.threshold_met_rate:.2f} of simulations, savings lost in {oc.savings_lost_rate:.2f}; "
+                         f"expected payoff per player {oc.expected_payoff_per_player:.3f}")
+        if oc.success_rate is not None:
+            lines.append(f"O-Ring success in {oc.success_rate:.2f} of rounds")
+        if oc.sanctions is not None:
+            s = oc.sanctions
+            lines.append(f"sanction tokens per player and round: given {s.tokens_given_per_player_round or 0.0:.3f}, received "
+                         f"{s.tokens_received_per_player_round or 0.0:.3f}")
+        from cooplab.tasks.games.mix import report_lines
+
+        whole = summary.as_json()
+        lines += report_lines(whole)
+        extra = ", sanctions.*" if r.game == "cpr-sanction" else ""
+        if whole.get("by_model"):
+            extra += ", by_model.*, crossplay.*"
+        if r.players == "llm":
+            d = summary.decisions
+            share = r.fallback.share if r.fallback is not None else 0.0
+            lines.append(f"LLM decisions: {d.count if d else 0}, fallbacks {d.fallback_used if d else 0}, mean attempts "
+                         f"{d.mean_attempts if d else 1.0:.2f}; {share:.1%} of the play decisions fell back "
                          f"(flagged in the tables' fallback column; they count in the metric)")
-            extra += ", decisions.*, ledger.*" + (", messages.*" if summary.get("messages") else "")
+            extra += ", decisions.*, ledger.*" + (", messages.*" if r.messages else "")
         lines.append(f"tables: summary.json, players.*, rounds.*, simulations.*{extra}, convergence.*, figures/run.png")
         return lines
+
+    def analyze_sweep(self, cells: list[dict[str, Any]], out: Any, *, analysis_out: Any = None) -> dict[str, Any] | None:
+        """The cells' per-model rows, cross-play and invasions side by side (when any cell has them)."""
+        from pathlib import Path
+
+        from cooplab.evals.mixsweep import sweep_tables
+
+        dest = Path(analysis_out) if analysis_out is not None else Path(out) / "analysis"
+        mixed = sweep_tables(cells, dest)
+        return {"mix_tables": mixed, "analysis_dir": str(dest)} if mixed else None
 
 
 def reference_text(metric: Mapping[str, Any]) -> str:
     """"Nash 0, Pareto 1 (fair share T/(N R))": the references a metric is read against."""
     basis = metric.get("pareto_basis")
     return f"Nash {metric['nash']:g}, Pareto {metric['pareto']:g}" + (f" ({basis})" if basis and basis != "derived" else "")
+
+
+def _mix_and_invader(P: Any, history: list, config: Config, run: RunInfo) -> dict[str, Any]:
+    """Players of several models: per-model outcomes and cross-play (tables ``by_model``,
+    ``crossplay``); an invader: its effect (tasks/games/mix.py). Nothing for a run with neither."""
+    from cooplab.tasks.games import mix
+
+    out: dict[str, Any] = {}
+    if not history:
+        return out
+    llm = config.llm.model_dump(mode="json") if config.llm is not None else None
+    if P.players == "llm" and llm and len({mix.model_of(llm, a) for a in range(P.n_players)}) > 1:
+        by_model, cross = mix.per_model(P, history, llm)
+        rundir.write_table(by_model, run.out, "by_model", csv=run.csv)
+        rundir.write_table(cross, run.out, "crossplay", csv=run.csv)
+        out["by_model"], out["crossplay"] = by_model, cross
+    if P.invader is not None:
+        out["invasion"] = mix.invader_effect(P, history, P.invader.as_dict())
+    return out
 
 
 TASK = GameTask()

@@ -44,6 +44,11 @@ class ScienceParams(BaseModel):
                                                             "(Appendix C.6: 3000).")
     max_tokens_per_call: Annotated[int | None, RULES["max-tokens"].within(optional=True)] = _f(
         None, "Output cap of one model call (default: the run's --max-tokens).", OURS)
+    status_at: Literal["end", "paper"] = _f("end", "Where the live budget lines go (the status, the 30%/15% warnings): 'end', "
+                                                   "after every fixed part of the system prompt (its tools included), so that a "
+                                                   "model keeping what it read reuses all of it; or 'paper', Appendix C.1's place "
+                                                   "between the team members and the budget rules (then everything after them is "
+                                                   "read afresh on every call).", OURS)
     warn_when_hidden: bool = _f(True, "Show the 30%/15% budget warnings under hidden visibility too (the paper does: hidden "
                                       "hides the numbers, not the warnings).", PAPER)
 
@@ -108,6 +113,16 @@ class ScienceSettings(ScienceParams):
 
     judge: Judge | None = _f(None, "The LLM judge (--judge MODEL, --judge-samples, --judge-budget); null: the heuristic scorer only.", OURS)
     custom: Custom | None = _f(None, "Your own data (--dataset, --task-file, --truth); null: the built-in task's generated dataset.", OURS)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stored_status(cls, data: Any, info: Any) -> Any:
+        """A stored run that names every setting but ``status_at`` was written before it existed,
+        when the live budget lines sat in Appendix C.1's place: it resumes so."""
+        if isinstance(data, dict) and (info.context or {}).get("stored") and "status_at" not in data \
+                and set(ScienceParams.model_fields) - {"status_at"} <= set(data):
+            return {**data, "status_at": "paper"}
+        return data
 
     @model_serializer(mode="wrap")
     def _no_custom(self, handler: Any) -> dict[str, Any]:
