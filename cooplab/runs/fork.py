@@ -158,15 +158,18 @@ def end_of_round(history: Sequence[Any], at_round: int, where: Path) -> tuple[An
 
 # --- the fork's settings ------------------------------------------------------------------------
 def _changed_config(task: Task, config: dict[str, Any], *, set: Any, model: str | None,  # noqa: A002
-                    prompt_variant: str | None, invader: Any = None, at_round: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
+                    prompt_variant: str | None, invader: Any = None, at_round: int = 0,
+                    fields: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the fork's config, the changes as recorded); one-line ConfigErrors for unknown settings and
-    bad values."""
+    bad values. ``fields``: the settings ``--set`` may name (the parent's typed settings' model's;
+    default: the task's Params')."""
     from cooplab.limits import parse_set
 
     new = copy.deepcopy(config)
     changes: dict[str, Any] = {}
     if set is not None and set != [] and set != {}:
-        fields = task.Params.model_fields if task.Params is not None else {}
+        if fields is None:
+            fields = task.Params.model_fields if task.Params is not None else {}
         parsed = parse_set(list(set) if isinstance(set, tuple) else set, fields, task.name)
         if not isinstance(new.get("params"), dict):
             raise ConfigError(f"{task.name} runs have no parameters to --set")
@@ -248,7 +251,7 @@ def plan(parent: str | Path, *, at_round: Any, set: Any = None, model: str | Non
         raise runstore.RunDirError(f"{parent}/config.json: {exc}") from None
     # the changes are made on the parent's config.json object, then the fork's read back into a typed RunConfig
     new, changes = _changed_config(task, config.to_json(), set=set, model=model, prompt_variant=prompt_variant, invader=invader,
-                                   at_round=at_round)
+                                   at_round=at_round, fields=type(config.params).model_fields if task.Params is not None else {})
     new["record"] = {"fork": {"parent": str(parent), "parent_thread_id": tid, "at_round": at_round, "changes": changes,
                               "lineage": lineage(config, tid, at_round)}}
     try:

@@ -155,6 +155,7 @@ def test_a_science_run_made_before_status_at_keeps_the_status_in_the_papers_plac
     """Its params hold every setting of the time and no status_at: resumed, it goes on with the
     layout it started with (the status in Appendix C.1's place), not today's default."""
     task = registry.get("science")
-    old = check_stored(fixture("science_oracle"), "old")
-    assert "status_at" not in old["params"] and task.params(old).status_at == "paper"
-    assert task.params({"params": {}}).status_at == "end"  # a new run: the default
+    raw = fixture("science_oracle")
+    assert "status_at" not in raw["params"]
+    assert check_stored(raw, "old").params.status_at == "paper"  # read into the typed settings with the layout it ran with
+    assert task.default_params().status_at == "end"  # a new run: the default
