@@ -168,7 +168,7 @@ def preset_values(name: str) -> dict[str, Any]:
 
 #: a run's settings beside the society's parameters: the environment and ablation the parameters
 #: came from, who the agents are, how many societies, and the preset if one was used
-RUN_SETTINGS = ("env", "ablation", "population", "replicates", "preset", "invader")
+RUN_SETTINGS = ("env", "ablation", "population", "replicates", "invader", "preset")  # config.json's order
 
 
 def invader_kinds(agents: str | None) -> tuple[str, ...]:

@@ -304,3 +304,35 @@ def test_a_value_of_a_stored_config_is_read_by_the_same_rule_as_a_new_one(files)
         with pytest.raises(ConfigError) as e:
             RunConfig.load(cfg, where="c.json")
         assert str(e.value).startswith(f"c.json: params.{field} must be "), str(e.value)
+
+
+def test_a_mix_and_an_invader_are_settings_of_the_one_system(files):
+    """model_mix and model_from are typed fields of LLMSettings (a count by the caps table's rule,
+    the sum checked against the society on resolve), the invader a typed field of the CPR and game
+    settings: each bad value is one line naming its place, from a keyword and from a file."""
+    from cooplab.graphs.invaders import Invader
+
+    assert "mix-count" in {m.name for _, meta in _numbers(LLMSettings.model_fields["model_mix"].annotation, []) for m in meta}
+    config = RunConfig.from_keywords("cpr", agents="llm", model_mix={"scripted:cautious.json": 1, "scripted:greedy.json": 2},
+                                     n_agents=3, rounds=3, cache="off", invader="model:scripted:greedy.json@2:0").resolve()
+    assert isinstance(config.params.invader, Invader) and config.params.invader.round == 2
+    assert config.llm.model_from == {"0@2": "scripted:greedy.json"} and sorted(config.llm.agent_models) == [0, 1, 2]
+    written = config.to_json()
+    for where, bad, words in ((("llm", "model_mix"), {"scripted:cautious.json": True, "scripted:greedy.json": 2},
+                               "c.json: llm.model_mix['scripted:cautious.json'] must be an integer in 0.."),
+                              (("llm", "model_mix"), {"scripted:cautious.json": 2, "scripted:greedy.json": 2}, "add up to 4"),
+                              (("llm", "model_from"), {"7@2": "scripted:greedy.json"}, "c.json: llm.model_from['7@2']: agent must be"),
+                              (("params", "invader"), {"kind": "model", "round": 9, "agent": "0", "model": "scripted:greedy.json"},
+                               "c.json: params.invader: the round K must be a whole number in 2..3"),
+                              (("params", "invader"), {"kind": "model", "round": 1.5, "agent": "0", "model": None},
+                               "c.json: params.invader.round must be an integer")):
+        cfg = json.loads(json.dumps(written))
+        cfg[where[0]][where[1]] = bad
+        with pytest.raises(ConfigError) as e:
+            RunConfig.load(cfg, where="c.json")
+        assert words in str(e.value) and "\n" not in str(e.value), str(e.value)
+    with pytest.raises(ConfigError, match=r"^model_mix\.x must be an integer"):
+        cooplab.run(task="cpr", agents="llm", model_mix={"x": 1.5}, n_agents=3, out="never", quiet=True)
+    with pytest.raises(ConfigError, match="invader"):
+        cooplab.run(task="game", game="public-goods", invader="defector@9", out="never", quiet=True)
+    assert not Path("never").exists()
