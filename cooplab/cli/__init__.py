@@ -33,6 +33,8 @@ COMMANDS = {
     "resume": Lazy("cooplab.cli.runs:resume_cmd", "Continue an interrupted run of any task from its last checkpoint (no round lost or repeated)."),
     "sweep": Lazy("cooplab.cli.runs:sweep_cmd", "Run every cell of a sweep on an executor (skipping finished cells, resuming interrupted ones, "
                   "a failed cell recorded while the others go on), then write OUT/table.csv (one row per cell) and the task's analysis."),
+    "plan": Lazy("cooplab.cli.plan:plan_cmd", "Predict a run's or sweep's model calls, tokens and cost per cell and in total from a short "
+                 "pilot on a free model, and the seeds per cell that find a given difference in an outcome (docs/plan.md)."),
     "report": Lazy("cooplab.cli.runs:report_cmd", "Write the explorer's pages of a run, sweep, profile or folder of results to one "
                    "self-contained HTML file (offline, no server)."),
     "profile": Lazy("cooplab.cli.games:profile_command", "Play all six games with one model and write its cooperative profile "
