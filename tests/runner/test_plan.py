@@ -113,3 +113,16 @@ def test_power_from_a_pilot_with_seeds(scripts):
                                         "cache": "off"}, "seeds": [0]},
              pilot_rounds=2, pilot_seeds=3, outcome="rounds", difference=1.0)
     assert p["power"]["seeds"] >= 2 and p["power"]["sd_from"].startswith("the pilot")
+
+
+def test_cells_on_a_paid_model_are_piloted_on_a_scripted_one_and_priced_at_theirs(scripts, monkeypatch):
+    from cooplab.agents.prices import LIST_PRICES
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-never-used")  # never called: the pilot runs on the scripted model
+    p = plan({"task": "game", "agents": "llm", "game": "cpr", "model": "openai:gpt-4o-mini", "simulations": 1, "rounds": 3,
+              "group_size": 2}, pilot_model="scripted:game.json", pilot_rounds=2)
+    cell = p["points"][0]["per_cell"]
+    pin, pout = LIST_PRICES["openai"]["gpt-4o-mini"]
+    assert cell["calls"] > 0 and cell["cost_usd"] == pytest.approx((cell["input_tokens"] * pin + cell["output_tokens"] * pout) / 1000)
+    assert p["at_prices"]["openai:gpt-4o-mini"] == pytest.approx(p["total"]["cost_usd"])
+    assert any("scripted:game.json" in n for n in p["notes"])
