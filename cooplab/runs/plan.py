@@ -5,15 +5,16 @@ file) or one run's keywords, and for every distinct grid point (a *cell shape*: 
 differ only in their seed make the same calls) runs a **pilot**: the cell with its first seed,
 at most ``pilot_rounds`` rounds, the response cache off, in a temporary folder, on the cell's own
 model when it costs nothing (``local``, ``scripted:``, ``builtin:``, ``ollama:``) or on
-``pilot_model`` (a scripted model that answers validly). The pilot's ledger says, per round, how
-many model calls the cell made and how many input and output tokens they took. The plan
-extrapolates that to the configured rounds:
+``pilot_model`` (a scripted model that answers validly). The pilot's ledger says, per round and
+phase, how many model calls the cell made and how many input and output tokens they took. The plan
+extrapolates that to the configured rounds, phase by phase (:func:`extrapolate`):
 
-* every round after the pilot makes as many calls as the pilot's last round;
-* its tokens follow the pilot's last two rounds in a straight line (prompts that carry a growing
-  history grow per round; never below the last round's count), and a pilot of one round, or a
-  configuration with as many rounds as the pilot, is taken as it is;
-* charges outside any round (a summary, a judge at the end) are counted once.
+* the pilot's last round stands for the run's last round (which often makes fewer calls);
+* every round in between makes each phase's calls as often as the pilot's earlier rounds did on
+  average, at the phase's latest tokens per call, growing per round as they grew between the
+  pilot's two rounds before its last (prompts that carry a growing history; never shrinking);
+* charges outside any round (a summary, a judge at the end) are counted once; a run no longer
+  than the pilot is the pilot.
 
 Every seed of a grid point is predicted the same, so a cell's numbers times its seeds make the
 grid point's share of the total. The cost is the tokens at each model's price (the ledger's rates,
@@ -30,8 +31,6 @@ of 2 or more; the pilot's outcome is over its few rounds, not the configured one
 
 from __future__ import annotations
 
-import copy
-import math
 import tempfile
 from decimal import Decimal
 from pathlib import Path
@@ -282,7 +281,7 @@ def plan(spec: Any, *, pilot_model: str | None = None, pilot_rounds: int = PILOT
                 if r.status not in ("completed",):
                     raise ConfigError(f"the pilot of {p['cells'][0]} ended {r.status!r}{': ' + r.stopped if r.stopped else ''}; "
                                       f"give a pilot model that answers validly (--pilot-model)")
-                flat = {k: v for k, v in _flatten(r.summary).items()}
+                flat = _flatten(r.summary)
                 pilot_rows.append({**{k: v for k, v in p["labels"].items()}, "seed": s, **flat})
                 ends_early = ends_early or any(k in r.summary for k in _ENDS_EARLY)
                 if shape is None:
