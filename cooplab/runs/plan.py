@@ -218,7 +218,7 @@ def plan(spec: Any, *, pilot_model: str | None = None, pilot_rounds: int = PILOT
     Bad input is a one-line :class:`~cooplab.limits.ConfigError` before any pilot runs."""
     from cooplab.evals import power as pw
     from cooplab.limits import check
-    from cooplab.runs import api, registry
+    from cooplab.runs import api
 
     if isinstance(pilot_rounds, bool) or not isinstance(pilot_rounds, int) or pilot_rounds < 1:
         raise ConfigError(f"pilot_rounds must be a whole number of at least 1, got {show(pilot_rounds)}")
@@ -245,7 +245,6 @@ def plan(spec: Any, *, pilot_model: str | None = None, pilot_rounds: int = PILOT
         except Exception as exc:  # noqa: BLE001 - the model module's one-line error
             raise ConfigError(f"pilot model: {exc}") from None
     sw = _sweep_of(spec, "plan")
-    task = registry.get(sw.task)
     from cooplab.runs import grid
 
     grid.jobs(sw, "plan")  # every cell's config checked before any pilot runs
