@@ -46,20 +46,18 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 
 from cooplab.agents.cache import CachedResponse, ResponseCache
-from cooplab.agents.models import (
+from cooplab.agents.models.errors import (
     CallTimedOut,
     EndpointResponseError,
-    LlamaCppChat,
-    ModelSpec,
     PermanentModelError,
-    ScriptedChatModel,
     TransientModelError,
-    count_tokens,
-    messages_tokens,
     one_line,
 )
+from cooplab.agents.models.local import LlamaCppChat
+from cooplab.agents.models.scripted import ScriptedChatModel
+from cooplab.agents.models.spec import ModelSpec
 from cooplab.agents.replay import trace_replay
-from cooplab.agents.usage import TextEstimate, Usage, check_usage, counted_usage
+from cooplab.agents.usage import TextEstimate, Usage, check_usage, count_tokens, counted_usage, messages_tokens
 from cooplab.graphs.ledger import Entry, Ledger, Reservation, call_id_of
 
 Sleep = Callable[[float], Awaitable[Any]]
@@ -686,6 +684,19 @@ class BudgetLayer:
         return reply
 
 
+class PrefixCacheMiss(RuntimeError):
+    """A fork (:mod:`cooplab.runs.fork`) asked a call of its prefix (round K or earlier, the parent's
+    rounds) that the response cache cannot answer: the prefix never pays for a call, so the call is
+    refused, never made. The message names the call."""
+
+    def __init__(self, request: "Request", through: int):
+        super().__init__(f"the call of {request.agent} in round {request.round}, phase {request.phase!r} (call id "
+                         f"{call_id_of(request.key)}, model {request.spec.id}) is in this fork's prefix (rounds 1..{through}, the "
+                         f"parent's), which must replay from the response cache, but the cache has no answer for it; it was not made "
+                         f"(give the fork the parent's --cache, or fork at a round the cache covers)")
+        self.call_id, self.round, self.phase, self.agent = call_id_of(request.key), request.round, request.phase, request.agent
+
+
 class CacheLayer:
     """Replays a stored answer (no inner layer runs), charged by ``charge_known``, then reported by
     ``on_replay`` (the call path's: traced like a live call, :mod:`cooplab.agents.replay`); stores a
@@ -693,11 +704,15 @@ class CacheLayer:
     the request's bounds: a damaged or foreign cache never charges past them."""
 
     def __init__(self, inner: Layer, cache: ResponseCache, charge_known: Callable[[Request, CachedResponse], Entry],
-                 on_replay: Callable[[Request, CachedResponse], Awaitable[Any]] | None = None):
+                 on_replay: Callable[[Request, CachedResponse], Awaitable[Any]] | None = None, replay_only_through: int | None = None):
         self.inner, self.cache, self.charge_known, self.on_replay = inner, cache, charge_known, on_replay
+        #: a fork's K: a call of round K or earlier must be answered by the cache (:class:`PrefixCacheMiss`)
+        self.replay_only_through = replay_only_through
 
     async def __call__(self, request: Request) -> Reply:
         hit = self.cache.get(request.key)
+        if hit is None and self.replay_only_through is not None and request.round is not None and request.round <= self.replay_only_through:
+            raise PrefixCacheMiss(request, self.replay_only_through)
         if hit is not None:
             usage = check_usage({"input_tokens": hit.input_tokens, "output_tokens": hit.output_tokens},
                                 input_bound=request.input_bound, output_bound=request.output_bound, source="the cache",
@@ -724,12 +739,13 @@ class CallPath:
 
     def __init__(self, *, ledger: Ledger, cache: ResponseCache, max_concurrency: int = 8, rps: float | None = None,
                  retries: int = 4, backoff_base: float = 0.5, backoff_max: float = 8.0, call_timeout: float | None = None,
-                 call_deadline: float | None = None, clock: Callable[[], float] = time.monotonic, sleep: Sleep = asyncio.sleep):
+                 call_deadline: float | None = None, clock: Callable[[], float] = time.monotonic, sleep: Sleep = asyncio.sleep,
+                 replay_only_through: int | None = None):
         self.adapter = AdapterLayer(call_timeout, clock=clock)
         self.rate = RateLimitLayer(self.adapter, max_concurrency=max_concurrency, rps=rps, clock=clock, sleep=sleep)
         self.retry = RetryLayer(self.rate, retries=retries, base=backoff_base, cap=backoff_max, sleep=sleep, deadline=call_deadline)
         self.budget = BudgetLayer(self.retry, ledger)
-        self.cache = CacheLayer(self.budget, cache, self.budget.charge_known, traced_replay)
+        self.cache = CacheLayer(self.budget, cache, self.budget.charge_known, traced_replay, replay_only_through)
 
     async def __call__(self, request: Request) -> Reply:
         return await self.cache(request)
@@ -737,6 +753,7 @@ class CallPath:
 
 __all__ = [
     "AdapterLayer", "BudgetLayer", "CacheLayer", "CallPath", "Deadline", "EndpointFailure", "Layer", "LlamaAdapter", "ModelUnavailable",
+    "PrefixCacheMiss",
     "AnthropicAdapter", "GoogleAdapter", "OllamaAdapter", "ProviderAdapter", "RateLimitLayer", "RateLimiter", "Reply", "Request", "RetryLayer", "ScriptedAdapter", "adapter_type",
     "deadline_message", "decoding_schema", "endpoint_failure", "failure_message", "is_transient", "server_of", "usage_of",
 ]

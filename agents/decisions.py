@@ -46,12 +46,12 @@ from cooplab.agents.calls import (  # noqa: F401 - is_transient, endpoint_failur
     is_transient,
     usage_of,
 )
-from cooplab.agents.models import DEFAULT_CALL_DEADLINE, ModelSpec
+from cooplab.agents.models.spec import ModelSpec
 from cooplab.agents.usage import input_bound
 from cooplab.graphs.ledger import BudgetExhausted, Entry, Ledger, call_id_of
 from cooplab.graphs.tables import agent_id
 from cooplab.graphs.tracing.labels import call_config
-from cooplab.limits import clean_strings
+from cooplab.limits import DEFAULT_CALL_DEADLINE, clean_strings
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -121,10 +121,38 @@ class LLMService:
     backoff_max: float = 8.0
     call_timeout: float | None = 300.0  # seconds one attempt may take in all (LLMSettings.call_timeout)
     call_deadline: float | None = DEFAULT_CALL_DEADLINE  # seconds one call may take in all, retries included (LLMSettings.call_deadline)
+    #: a fork's K (:mod:`cooplab.runs.fork`): calls of round K or earlier only replay from the cache
+    replay_only_through: int | None = None
     _path: CallPath | None = field(default=None, init=False, repr=False)
     _adapters: dict[int, ProviderAdapter] = field(default_factory=dict, init=False, repr=False)
+    _asked: dict[str, int] = field(default_factory=dict, init=False, repr=False)  # key -> times asked in this process
+    _settled: set[str] | None = field(default=None, init=False, repr=False)  # call ids the restored ledger holds
 
-    def model_for(self, agent: int | str) -> tuple[ModelSpec, BaseChatModel]:
+    def distinct_key(self, key: str) -> str:
+        """The cache key of this asking of the call whose key is ``key``: ``key`` itself the first time
+        in the run (so caches written before stay valid), then a key of its own for each repeat (the
+        same prompt asked twice in one run is two calls, two cache entries, two sampling seeds).
+        Repeats are counted in the run, not in the process: asks of ``key`` that a resumed run's
+        ledger already holds from its checkpoints count (a resume then asks the repeat it had reached;
+        a call of an interrupted step, not checkpointed, is asked again under its own key)."""
+        if self._settled is None:
+            self._settled = {e.call_id for e in self.ledger.entries}
+        n = self._asked.get(key, 0)
+        while True:
+            k = key if n == 0 else cache_key(repeat_of=key, repeat=n)
+            n += 1
+            if call_id_of(k) not in self._settled:
+                break
+        self._asked[key] = n
+        return k
+
+    def model_for(self, agent: int | str, round: int | None = None) -> tuple[ModelSpec, BaseChatModel]:
+        """The model of ``agent``; in ``round``, a switch ``"AGENT@ROUND"`` (``llm.model_from``) counts from its round on."""
+        if round is not None and len(self.models) > 1:
+            after = [(int(r), key) for key in self.models for a, sep, r in [key.partition("@")]
+                     if sep and a == str(agent) and r.isdigit() and int(r) <= round]
+            if after:
+                return self.models[max(after)[1]]
         return self.models.get(str(agent)) or self.models["default"]
 
     def adapter(self, spec: ModelSpec, model: Any) -> ProviderAdapter:
@@ -139,7 +167,8 @@ class LLMService:
         if self._path is None:
             self._path = CallPath(ledger=self.ledger, cache=self.cache, max_concurrency=self.max_concurrency, rps=self.rps,
                                   retries=self.max_transport_retries, backoff_base=self.backoff_base, backoff_max=self.backoff_max,
-                                  call_timeout=self.call_timeout, call_deadline=self.call_deadline)
+                                  call_timeout=self.call_timeout, call_deadline=self.call_deadline,
+                                  replay_only_through=self.replay_only_through)
         return self._path
 
     @property
@@ -158,11 +187,12 @@ class LLMService:
         """One structured-output call of a society agent, through the call path: the key is the
         model's identity, the messages, the agent, round, phase, seed, attempt, schema and output
         cap; the input bound covers what is sent, the output bound is ``max_tokens``."""
-        spec, model = self.model_for(agent)
+        spec, model = self.model_for(agent, round)
         adapter = self.adapter(spec, model)
         key = cache_key(model=spec.identity(), messages=[(m.type, str(m.content)) for m in messages], agent=agent_id(society, agent),
                         round=round, phase=phase, seed=self.seed, attempt=attempt, schema=_schema_id(schema),
                         **({"max_tokens": max_tokens} if max_tokens else {}))
+        key = self.distinct_key(key)
         structured = adapter.structured(schema, decode_schema) if schema is not None else {}
         kwargs: dict[str, Any] = {**structured, **adapter.call_options(key=key, phase=phase, max_tokens=max_tokens)}
         bound = input_bound(messages, *structured.values()) + adapter.extra_input(tools="tools" in structured)
@@ -189,6 +219,7 @@ class LLMService:
         calls there), ``from_text`` that text back into the message (a replay's trace shows it).
         Returns (response, cached, ledger entry)."""
         adapter = self.adapter(spec, getattr(runnable, "bound", runnable))  # a model with tools bound: the model's
+        key = self.distinct_key(key)
         config = call_config(config, agent=agent_id, society=None, round=round, phase=phase, model=spec.id, call_id=call_id_of(key), team=team)
         reply = await self.path(Request(spec, adapter, runnable, key, messages, kwargs, input_bound, output_bound,
                                         agent_id, round, phase, team=team, config=config, to_text=to_text, from_text=from_text))
@@ -294,7 +325,7 @@ async def decide(service: LLMService, spec: DecisionSpec[T], messages: list[Base
     if fallback_used and spec.fallback is not None:
         value = spec.fallback(ctx)
     rec = DecisionRecord(
-        society=society, agent=agent, round=round, phase=spec.phase, model=service.model_for(agent)[0].id, raw=raw,
+        society=society, agent=agent, round=round, phase=spec.phase, model=service.model_for(agent, round)[0].id, raw=raw,
         parsed=value.model_dump() if value is not None else None, attempts=attempts, fallback_used=fallback_used,
         error=err, input_tokens=in_tok, output_tokens=out_tok, latency=round_(latency), cost=str(cost), cached_calls=cached_calls,
         usage_errors=usage_errors,

@@ -5,7 +5,7 @@ A chat completion's body is bounded by the call's ``max_tokens`` (:func:`~coopla
 uncompressed body (``Accept-Encoding: identity``, so a small compressed body cannot unpack into a
 huge one); a compressed body, or a declared length past the cap, is refused before any of it is
 read; a body streamed without a length is read until the first byte past the cap, then its
-connection is closed. Each is a malformed response (:class:`~cooplab.agents.models.EndpointResponseError`):
+connection is closed. Each is a malformed response (:class:`~cooplab.agents.models.errors.EndpointResponseError`):
 retried, then the run stops with one line. Error bodies (4xx, 5xx) are capped the same way.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from cooplab.agents.models import EndpointResponseError, one_line
+from cooplab.agents.models.errors import EndpointResponseError, one_line
 from cooplab.agents.usage import body_bytes_bound
 
 

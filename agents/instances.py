@@ -92,11 +92,11 @@ def _secret_name(name: str) -> bool:
 
 
 def _url(text: str) -> str:
-    """A URL as :func:`~cooplab.agents.models.normalise_url` spells it, with the values of query
+    """A URL as :func:`~cooplab.agents.models.urls.normalise_url` spells it, with the values of query
     parameters named like secrets masked (a user name and password are dropped there)."""
     from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-    from cooplab.agents.models import normalise_url
+    from cooplab.agents.models.urls import normalise_url
 
     url = normalise_url(text)
     parts = urlsplit(url)
@@ -341,23 +341,24 @@ def _valid_counts(usage: Any) -> bool:
 
 def checked_result(result: Any, max_tokens: int) -> ChatResult:
     """A chat model object's result as it may enter cooplab (see :class:`CheckedObject`), or
-    :class:`~cooplab.agents.models.EndpointResponseError`."""
+    :class:`~cooplab.agents.models.errors.EndpointResponseError`."""
     from langchain_core.messages import AIMessage
 
-    from cooplab.agents.models import EndpointResponseError, _snippet, attach_usage
+    from cooplab.agents.models.errors import EndpointResponseError, snippet
+    from cooplab.agents.models.openai_compat import attach_usage
     from cooplab.agents.providers import answer_size
     from cooplab.agents.usage import answer_bytes_bound, body_bytes_bound
 
     if not isinstance(result, ChatResult) or not result.generations:
-        raise EndpointResponseError(f"the chat model object returned no answer: {_snippet(result)}")
+        raise EndpointResponseError(f"the chat model object returned no answer: {snippet(result)}")
     generations = []
     for gen in result.generations:
         msg = getattr(gen, "message", None)
         if not isinstance(msg, AIMessage):
-            raise EndpointResponseError(f"the answer is not a chat message: {_snippet(msg)}")
+            raise EndpointResponseError(f"the answer is not a chat message: {snippet(msg)}")
         for c in msg.tool_calls:
             if not isinstance(c.get("name"), str) or not isinstance(c.get("args"), dict):
-                raise EndpointResponseError(f"a tool call is not a named call with object arguments: {_snippet(c)}")
+                raise EndpointResponseError(f"a tool call is not a named call with object arguments: {snippet(c)}")
         try:
             size, limit = answer_size(msg), answer_bytes_bound(max_tokens)
         except (TypeError, ValueError, RecursionError) as exc:
@@ -400,7 +401,7 @@ def _size(*parts: Any) -> int:
     try:
         text = json.dumps([plain(p) for p in parts], ensure_ascii=False, default=lambda o: f"<{_path(o)}>")
     except (ValueError, RecursionError):  # a circular or absurdly deep value: not an answer
-        from cooplab.agents.models import EndpointResponseError
+        from cooplab.agents.models.errors import EndpointResponseError
 
         raise EndpointResponseError("the answer cannot be read as JSON (circular or nested too deeply)") from None
     return len(text.encode("utf-8", "replace"))
@@ -409,7 +410,8 @@ def _size(*parts: Any) -> int:
 def checked(model: BaseChatModel, max_tokens: int) -> BaseChatModel:
     """A registered object as cooplab calls it: wrapped in :class:`CheckedObject`, unless it is one
     of cooplab's own models, which check their answers themselves (a scripted model, the local model)."""
-    from cooplab.agents.models import LlamaCppChat, ScriptedChatModel
+    from cooplab.agents.models.local import LlamaCppChat
+    from cooplab.agents.models.scripted import ScriptedChatModel
 
     if isinstance(model, (ScriptedChatModel, LlamaCppChat, CheckedObject)):
         return model

@@ -42,7 +42,7 @@ from collections import deque
 from concurrent.futures import Future
 from typing import Any
 
-from .models import PermanentModelError, TransientModelError
+from .models.errors import PermanentModelError, TransientModelError
 
 
 class LocalModelCrashed(TransientModelError):

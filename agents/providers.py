@@ -13,7 +13,7 @@ checked where it enters cooplab (:func:`checked_message`: text and tool calls of
 no longer than ``max_tokens`` can hold) and its usage, exactly as reported, goes to
 ``response_metadata["usage_raw"]`` for the model service to validate against the call's bounds
 (``agents/usage.py``), as for OpenAI-compatible servers. A body the SDK cannot read becomes an
-:class:`~cooplab.agents.models.EndpointResponseError` (a malformed response: retried, then the run
+:class:`~cooplab.agents.models.errors.EndpointResponseError` (a malformed response: retried, then the run
 stops with one line), never a traceback.
 """
 
@@ -23,13 +23,18 @@ import json
 import os
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage
 
-from cooplab.agents.models import OPENAI_API, attach_usage, EndpointResponseError, ModelSpec, _is_loopback, _raw, _snippet, normalise_url
+from cooplab.agents.models.errors import EndpointResponseError, snippet
+from cooplab.agents.models.openai_compat import attach_usage, checked_chat_openai, parse_body, raw_json
+from cooplab.agents.models.urls import is_loopback, normalise_url
 from cooplab.limits import clean_strings
+
+if TYPE_CHECKING:  # for annotations only: the model spec's module reads this table
+    from cooplab.agents.models.spec import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -80,7 +85,7 @@ def _clients(spec: ModelSpec, url: str | None, timeout: float, http: Any = None,
 
     from cooplab.agents.http_clients import capped_clients
 
-    return capped_clients(spec.max_tokens, timeout=timeout, trust_env=not _is_loopback(url), http=http or httpx, rewrite=rewrite)
+    return capped_clients(spec.max_tokens, timeout=timeout, trust_env=not is_loopback(url), http=http or httpx, rewrite=rewrite)
 
 
 # --- what enters cooplab from a provider's answer --------------------------------------------------
@@ -99,10 +104,10 @@ def checked_message(msg: Any, max_tokens: int | None, usage: Any) -> AIMessage:
     from cooplab.agents.usage import answer_bytes_bound
 
     if not isinstance(msg, AIMessage):
-        raise EndpointResponseError(f"the answer is not a chat message: {_snippet(msg)}")
+        raise EndpointResponseError(f"the answer is not a chat message: {snippet(msg)}")
     for c in msg.tool_calls:
         if not isinstance(c.get("name"), str) or not isinstance(c.get("args"), dict):
-            raise EndpointResponseError(f"a tool call is not a named call with object arguments: {_snippet(c)}")
+            raise EndpointResponseError(f"a tool call is not a named call with object arguments: {snippet(c)}")
     if max_tokens:
         size, limit = answer_size(msg), answer_bytes_bound(max_tokens)
         if size > limit:
@@ -132,7 +137,7 @@ _UNREADABLE = (ValueError, TypeError, KeyError, AttributeError, IndexError)
 
 
 def _unreadable(exc: BaseException) -> EndpointResponseError:
-    return EndpointResponseError(f"the provider's SDK could not read the body ({type(exc).__name__}: {_snippet(exc)})")
+    return EndpointResponseError(f"the provider's SDK could not read the body ({type(exc).__name__}: {snippet(exc)})")
 
 
 # --- Anthropic ------------------------------------------------------------------------------------
@@ -142,23 +147,23 @@ def _anthropic_content(raw: Any) -> dict[str, Any]:
     id, name and object input (other blocks, e.g. thinking, are left out: they are not the answer),
     its usage zeroed (kept apart by the caller); else :class:`EndpointResponseError`."""
     if not isinstance(raw, dict):
-        raise EndpointResponseError(f"the body is not a message object: {_snippet(raw)}")
+        raise EndpointResponseError(f"the body is not a message object: {snippet(raw)}")
     if raw.get("type") == "error" or raw.get("error"):
-        raise EndpointResponseError(f"the body holds an error: {_snippet(raw.get('error'))}")
+        raise EndpointResponseError(f"the body holds an error: {snippet(raw.get('error'))}")
     content = raw.get("content")
     if not isinstance(content, list):
-        raise EndpointResponseError(f"content is not a list of blocks: {_snippet(content)}")
+        raise EndpointResponseError(f"content is not a list of blocks: {snippet(content)}")
     read = []
     for i, b in enumerate(content):
         kind = b.get("type") if isinstance(b, dict) else None
         if not isinstance(kind, str):
-            raise EndpointResponseError(f"content[{i}] is not a typed block: {_snippet(b)}")
+            raise EndpointResponseError(f"content[{i}] is not a typed block: {snippet(b)}")
         if kind not in ("text", "tool_use"):  # thinking, server tools, ...: not part of the answer
             continue
         ok = (kind == "text" and isinstance(b.get("text"), str)) or (
             isinstance(b.get("id"), str) and isinstance(b.get("name"), str) and isinstance(b.get("input"), dict))
         if not ok:
-            raise EndpointResponseError(f"content[{i}] is not a well-formed {kind} block: {_snippet(b)}")
+            raise EndpointResponseError(f"content[{i}] is not a well-formed {kind} block: {snippet(b)}")
         read.append(b)
     return {"id": raw.get("id") if isinstance(raw.get("id"), str) else "msg", "type": "message", "role": "assistant",
             "model": raw.get("model") if isinstance(raw.get("model"), str) else "", "content": read,
@@ -191,7 +196,7 @@ def _anthropic_class() -> type:
 
         def _format_output(self, data: Any, **kwargs: Any) -> Any:
             try:
-                raw = clean_strings(_raw(data))
+                raw = clean_strings(raw_json(data))
             except RecursionError:
                 raise EndpointResponseError("the body is nested too deeply") from None
             clean = _anthropic_content(raw)
@@ -270,8 +275,6 @@ def _checked_class(base: type, usage_of: Callable[[dict[str, Any]], Any], cap_of
 def _last_json(bodies: list[bytearray]) -> dict[str, Any]:
     """The last JSON object of the last body read (a one-object body, or the last line of a
     stream of lines), or :class:`EndpointResponseError`."""
-    from cooplab.agents.models import parse_body
-
     if not bodies:
         raise EndpointResponseError("no response body was read")
     lines = [ln for ln in bytes(bodies[-1]).splitlines() if ln.strip()]
@@ -282,14 +285,14 @@ def _last_json(bodies: list[bytearray]) -> dict[str, Any]:
             raise
         value = parse_body(lines[-1])
     if not isinstance(value, dict):
-        raise EndpointResponseError(f"the body is not a JSON object: {_snippet(value)}")
+        raise EndpointResponseError(f"the body is not a JSON object: {snippet(value)}")
     return clean_strings(value)
 
 
 def _ollama_shape(body: dict[str, Any]) -> None:
     """An Ollama answer ends with ``"done": true``: without it the answer was cut short."""
     if body.get("done") is not True:
-        raise EndpointResponseError(f"the answer never ended (its last object has done = {_snippet(body.get('done'))})")
+        raise EndpointResponseError(f"the answer never ended (its last object has done = {snippet(body.get('done'))})")
 
 
 def _google_shape(body: dict[str, Any]) -> None:
@@ -301,10 +304,10 @@ def _google_shape(body: dict[str, Any]) -> None:
         parts = (first.get("content") or {}).get("parts") if isinstance(first.get("content"), dict) else None
         if isinstance(parts, list) and parts or first.get("finishReason") not in (None, "STOP", "MAX_TOKENS"):
             return  # an answer, or none for a reason the API gives (SAFETY, RECITATION, ...)
-        raise EndpointResponseError(f"candidates[0] has no content parts: {_snippet(first)}")
+        raise EndpointResponseError(f"candidates[0] has no content parts: {snippet(first)}")
     if candidates is None and isinstance(feedback, dict) and feedback.get("blockReason"):
         return
-    raise EndpointResponseError(f"candidates is not a non-empty list of objects: {_snippet(candidates)}")
+    raise EndpointResponseError(f"candidates is not a non-empty list of objects: {snippet(candidates)}")
 
 
 def _clean_part(part: Any) -> Any:
@@ -427,7 +430,7 @@ def _build_ollama(spec: ModelSpec, **kw: Any) -> BaseChatModel:
     url, timeout = PROVIDERS["ollama"].url(spec.base_url) or OLLAMA_LOCAL, _timeout(kw)
     cap = BodyCap(spec.max_tokens, rewrite=_ollama_rewrite)
     return _ollama_class()(model=spec.name, base_url=url, temperature=spec.temperature, num_predict=spec.max_tokens,
-                           client_kwargs={"timeout": timeout, "trust_env": not _is_loopback(url)},
+                           client_kwargs={"timeout": timeout, "trust_env": not is_loopback(url)},
                            sync_client_kwargs={"event_hooks": {"request": [cap.request], "response": [cap.response]}},
                            async_client_kwargs={"event_hooks": {"request": [cap.arequest], "response": [cap.aresponse]}})
 
@@ -450,19 +453,19 @@ def _build_google(spec: ModelSpec, **kw: Any) -> BaseChatModel:
 
 def _build_openai(spec: ModelSpec, **kw: Any) -> BaseChatModel:
     """``openai:NAME``: OpenAI, or any OpenAI-compatible server at ``base_url``."""
-    from cooplab.agents.models import _checked_chat_openai
-
     timeout = _timeout(kw)
     # our own clients: langchain-openai's shared default async client outlives the event loop it
     # was first used in, which breaks a second run in the same process
     sync_client, async_client = _clients(spec, spec.base_url, timeout)
-    return _checked_chat_openai()(http_client=sync_client, http_async_client=async_client, model=spec.name, base_url=spec.base_url,
+    return checked_chat_openai()(http_client=sync_client, http_async_client=async_client, model=spec.name, base_url=spec.base_url,
                                   api_key=_api_key(PROVIDERS["openai"]), temperature=spec.temperature, max_tokens=spec.max_tokens,
                                   max_retries=0,  # cooplab retries transport errors itself, with backoff and accounting
                                   timeout=timeout,
                                   use_responses_api=False)  # chat completions, whatever the model's name: the checked path
 
 
+#: OpenAI's own API, the endpoint of ``openai:NAME`` without a base URL
+OPENAI_API = "https://api.openai.com/v1"
 #: Ollama's server on this machine, the default of ``ollama:NAME``
 OLLAMA_LOCAL = "http://localhost:11434"
 
@@ -499,4 +502,4 @@ def known_prefixes() -> str:
     return ", ".join(f"{k}:NAME" for k in PROVIDERS)
 
 
-__all__ = ["OLLAMA_LOCAL", "PROVIDERS", "Provider", "answer_size", "checked_message", "known_prefixes", "provider", "provider_of_model"]
+__all__ = ["OLLAMA_LOCAL", "OPENAI_API", "PROVIDERS", "Provider", "answer_size", "checked_message", "known_prefixes", "provider", "provider_of_model"]

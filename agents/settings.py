@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cooplab.agents.cache import ResponseCache, check_cache, default_cache_path
-from cooplab.agents.models import DEFAULT_CALL_DEADLINE, check_model
+from cooplab.agents.models.factory import check_model
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from cooplab.limits import ConfigError, check, check_agent_models, show
+from cooplab.limits import DEFAULT_CALL_DEADLINE, ConfigError, check, check_agent_models, show
 
 
 def parse_agent_models(items: Any) -> dict[int, str]:
@@ -61,6 +61,11 @@ class LLMSettings(BaseModel):
     model: str = Field("local", description="Model spec of every agent: local, local:PATH.gguf, PROVIDER:NAME (openai, anthropic, "
                        "google_genai, ollama), scripted:FILE, builtin:NAME, or (from Python) a LangChain chat model object.")
     agent_models: dict[int, str] = Field(default_factory=dict, description="Per-agent model specs by agent number (0..N-1).")
+    model_mix: dict[str, int] | None = Field(None, description="A mixed society: how many agents use each model ({spec: count}, the "
+                                             "counts adding up to the population); the agents get their models by a seeded draw, "
+                                             "written to agent_models (agents/mix.py).")
+    model_from: dict[str, str] = Field(default_factory=dict, description="Model switches: {'AGENT@ROUND': spec}, the agent uses "
+                                       "that model from that round on (an invader of another model, agents/mix.py).")
     base_url: str | None = Field(None, description="Another server speaking the provider's API (agents/providers.py).")
     temperature: float = Field(0.7, json_schema_extra=_rule("temperature"))
     max_tokens: int = Field(64, description="Output token cap per call.", json_schema_extra=_rule("max-tokens"))
@@ -79,6 +84,8 @@ class LLMSettings(BaseModel):
     prices: dict[str, list[float]] | None = Field(None, description="The prices used, USD per 1K input and output tokens by model "
                                                   "id (filled in by checked(); recorded in config.json).")
     cache: str | None = Field(None, description="Response cache file (None: the default cache; 'off': no cache).")
+    prompt_variant: str = Field("original", description="Which wording of the task's prompts the agents get: original, or a "
+                                "folder of prompts/variants/ beside the task's prompts (docs/robustness.md).")
 
     @field_validator("model", mode="before")
     @classmethod
@@ -95,6 +102,14 @@ class LLMSettings(BaseModel):
 
         return {k: as_spec(v) for k, v in value.items()} if isinstance(value, dict) else value
 
+    @field_validator("model_mix", mode="before")
+    @classmethod
+    def _mix_items(cls, value: Any) -> Any:
+        """``--model-mix SPEC=COUNT`` items (the CLI) become a {spec: count} mapping (checked by :meth:`checked`)."""
+        from cooplab.agents.mix import parse_mix
+
+        return parse_mix(value) if isinstance(value, (list, tuple)) else value
+
     @staticmethod
     def rules() -> dict[str, str]:
         """Numeric field -> the name of its rule in :data:`cooplab.limits.RULES`."""
@@ -102,7 +117,8 @@ class LLMSettings(BaseModel):
 
     def models(self) -> dict[str, str]:
         """Every model spec by who uses it: ``{"default": spec, "1": spec, ...}``."""
-        return {"default": self.model, **{str(a): m for a, m in sorted(self.agent_models.items())}}
+        return {"default": self.model, **{str(a): m for a, m in sorted(self.agent_models.items())},
+                **{str(k): m for k, m in sorted(self.model_from.items())}}
 
     def checked(self, n_agents: int | None = None, *, name: Callable[[str], str] | None = None) -> "LLMSettings":
         """These settings with every value checked (numbers by their rules, model specs, scripted
@@ -110,9 +126,13 @@ class LLMSettings(BaseModel):
         setting is called in messages (default: its CLI flag, e.g. ``--budget``)."""
         label = name or (lambda key: {"model": "--model", "base_url": "--base-url", "cache": "--cache"}.get(key, "--" + self.rules().get(key, key)))
         if n_agents is not None:
-            models = self.models()
+            from cooplab.agents.mix import check_mix, check_model_from
+
+            models = {"default": self.model, **{str(a): m for a, m in self.agent_models.items()}}
             check_agent_models(models, n_agents, name=lambda k: f"--agent-model {k}={models[k]}" if name is None
                                else f"{name('agent_models')}[{k!r}]")
+            check_mix(self.model_mix, self.agent_models, n_agents, "--model-mix" if name is None else name("model_mix"))
+            check_model_from(self.model_from, n_agents, "model_from" if name is None else name("model_from"))
         for key, rule in self.rules().items():
             check(label(key), getattr(self, key), rule)
         if self.base_url is not None and not isinstance(self.base_url, str):
@@ -123,6 +143,8 @@ class LLMSettings(BaseModel):
             else:
                 where = label("model") if agent == "default" else f"{label('agent_models')}[{agent!r}]"
             check_model(text, self.base_url, where)
+        for text in self.model_mix or {}:  # a model of the mix that no agent drew (count 0) is checked too
+            check_model(text, self.base_url, "--model-mix" if name is None else name("model_mix"))
         prices = self.resolved_prices(label("budget"))
         cache = "off" if self.cache == "off" else str(Path(self.cache).expanduser() if self.cache else default_cache_path())
         if cache != "off":
@@ -131,7 +153,7 @@ class LLMSettings(BaseModel):
 
     def specs(self) -> dict[str, Any]:
         """Every model's parsed spec by who uses it (as :meth:`models`)."""
-        from cooplab.agents.models import parse_model_spec
+        from cooplab.agents.models.spec import parse_model_spec
 
         return {who: parse_model_spec(text, base_url=self.base_url, temperature=self.temperature, max_tokens=self.max_tokens)
                 for who, text in self.models().items()}
@@ -168,11 +190,15 @@ class LLMSettings(BaseModel):
                 check(f"{where}.{key}", value, rules[key])
             elif key == "prices" and value is not None:
                 check_prices(value, f"{where}.prices")
+            elif key == "prompt_variant" and not isinstance(value, str):
+                raise ConfigError(f"{where}.prompt_variant must be a prompt variant's name, got {show(value)}")
             elif key in ("model", "base_url", "cache") and value is not None and not isinstance(value, str):
                 raise ConfigError(f"{where}.{key} must be a string{'' if key == 'model' else ' or null'}, got {show(value)}")
             elif key == "agent_models" and (not isinstance(value, dict) or not all(
                     str(k).isdigit() and isinstance(v, str) for k, v in value.items())):
                 raise ConfigError(f"{where}.agent_models must map agent numbers to model specs, got {show(value)}")
+            elif key in ("model_mix", "model_from") and value is not None and not isinstance(value, dict):
+                raise ConfigError(f"{where}.{key} must be an object, got {show(value)}")
         try:
             return cls.model_validate({**raw, **more}, strict=False)
         except ValidationError as exc:
@@ -187,7 +213,7 @@ def build_service(config: dict[str, Any], entries: list[dict[str, Any]] | None =
     interrupted process left there is restored too: the charges the audit trail lacks, the
     reservations it still held and the calls its budget refused."""
     from cooplab.agents.decisions import LLMService
-    from cooplab.agents.models import make_chat_model  # looked up per call: tests wrap it (and parse_model_spec, in specs())
+    from cooplab.agents.models.factory import make_chat_model  # looked up per call: tests wrap it (and parse_model_spec, in specs())
     from cooplab.agents.prices import NOMINAL
     from cooplab.graphs.ledger import Ledger, LedgerJournal, Rates
 

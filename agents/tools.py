@@ -88,7 +88,7 @@ from cooplab.agents.decisions import (
 )
 from cooplab.agents.usage import input_bound
 from cooplab.graphs.context import CoopContext
-from cooplab.graphs.ledger import BudgetExhausted, Entry, _amount
+from cooplab.graphs.ledger import BudgetExhausted, Entry, checked_amount
 from cooplab.graphs.nodes import charged
 from cooplab.graphs.state import SNAPSHOT_EVERY, AppendLog, extend
 from cooplab.graphs.tracing.labels import call_labels, labelled
@@ -148,7 +148,7 @@ class ToolLoopLimits:
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 raise ValueError(f"{name} must be an integer >= 1 or None, got {v!r}")
         if self.max_cost is not None:
-            object.__setattr__(self, "max_cost", _amount(self.max_cost, "max_cost"))
+            object.__setattr__(self, "max_cost", checked_amount(self.max_cost, "max_cost"))
         if self.cap_scope not in ("loop", "run"):
             raise ValueError(f"cap_scope must be 'loop' or 'run', got {self.cap_scope!r}")
 

@@ -24,12 +24,15 @@ scripted, cache replays):
   zeroes usage reports) is implausibly low: that side is charged cooplab's own count of the text
   (at least that floor, at most the bound), and the usage carries the reason too. The floor is a
   true lower bound (no token stands for more bytes), so a model's honest count is never flagged.
+* :func:`count_tokens` and :func:`messages_tokens` are cooplab's own count where a backend reports
+  none (a scripted model, an endpoint without ``usage``): words and punctuation marks, an approximation.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -85,11 +88,26 @@ def input_bound(messages: list[Any], *sent: Any) -> int:
     return n
 
 
+_TOKEN_RE = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+
+
+def count_tokens(text: str) -> int:
+    """Our own token count where a backend reports none: words and punctuation marks
+    (a documented approximation; real BPE counts are typically 1.0-1.4x this)."""
+    return len(_TOKEN_RE.findall(text or ""))
+
+
+def messages_tokens(messages: list[Any]) -> int:
+    """Our own count of a prompt's tokens (chat messages): :func:`count_tokens` of each message's
+    content, plus 4 per message for its role and separators."""
+    return sum(count_tokens(str(m.content)) + 4 for m in messages)
+
+
 @dataclass(frozen=True)
 class TextEstimate:
     """What a call's own text says of its tokens: the UTF-8 bytes of its prompt (the messages'
     contents) and of its answer (text and tool calls), and cooplab's count of them (words and
-    punctuation marks, :func:`~cooplab.agents.models.count_tokens`, a documented approximation)."""
+    punctuation marks, :func:`count_tokens`, a documented approximation)."""
 
     input_bytes: int
     output_bytes: int

@@ -273,7 +273,7 @@ PROFILE_GROUPS = [  # (label, file part, function names): cumulative time in the
     ("- `LLMService.call`", "decisions.py", ("call",)),
     ("- `DecisionSpec.schema.model_json_schema()` (computed once per spec, kept by `DecisionSpec.json_schema`)", "pydantic/main.py", ("model_json_schema",)),
     ("- `BaseChatModel.ainvoke` (the model call itself, incl. LangChain callbacks)", "chat_models.py", ("ainvoke",)),
-    ("- `messages_tokens` (regex token count; `decide` estimate + scripted model usage)", "agents/models.py", ("messages_tokens",)),
+    ("- `messages_tokens` (regex token count; `decide` estimate + scripted model usage)", "agents/usage.py", ("messages_tokens",)),
     ("- `cache_key` (JSON + SHA-256)", "agents/cache.py", ("cache_key",)),
 ]
 

@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     n, reps = (3, 1) if args.quick else (args.decisions, args.repeats)
     start = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M")
     T0 = time.perf_counter()
-    from cooplab.agents.models import local_model_path
+    from cooplab.agents.models.local import local_model_path
     from cooplab.cli.doctor import cpu_features
 
     base = baseline()

@@ -11,6 +11,9 @@ The Python API (the command line is a thin layer over it)::
     cooplab.register_task(MyTask)                  # a task defined in a notebook
     cooplab.Run.open("runs/x")                     # a run directory read back
     cooplab.load_runs("runs")                      # one row per run directory below runs/
+    cooplab.robustness("runs/variants")            # a sweep over prompt_variant: spreads, parse failures, fragile effects
+    cooplab.fork("runs/x", at_round=2, out="runs/x-r06", set={"r": 0.6})   # a counterfactual fork
+    cooplab.compare("runs/x", "runs/x-r06")        # two runs from their shared round on
 
 The names below are loaded on first use, so ``import cooplab.graphs`` (or any lower layer) does
 not load the engine.
@@ -18,12 +21,14 @@ not load the engine.
 
 from cooplab._version import __version__
 
-__all__ = ["__version__", "run", "resume", "arun", "aresume", "sweep", "asweep", "plan", "register_task", "Run", "load_runs", "RunConfig", "LLMSettings",
+__all__ = ["__version__", "run", "resume", "arun", "aresume", "sweep", "asweep", "plan", "register_task", "Run", "load_runs", "robustness",
+           "fork", "compare", "RunConfig", "LLMSettings",
            "SandboxSettings", "ConfigError"]
 
 _LAZY = {"run": "cooplab.runs.api", "resume": "cooplab.runs.api", "arun": "cooplab.runs.api", "aresume": "cooplab.runs.api",
          "sweep": "cooplab.runs.api", "asweep": "cooplab.runs.api", "plan": "cooplab.runs.plan", "register_task": "cooplab.runs.api", "Run": "cooplab.runs.api",
-         "load_runs": "cooplab.runs.api",
+         "load_runs": "cooplab.runs.api", "robustness": "cooplab.evals.robustness", "fork": "cooplab.runs.api",
+         "compare": "cooplab.runs.api",
          "RunConfig": "cooplab.runs.config", "LLMSettings": "cooplab.runs.config", "SandboxSettings": "cooplab.runs.config",
          "ConfigError": "cooplab.limits"}
 

@@ -54,7 +54,8 @@ from cooplab.graphs.rundir import TRACES_FILE
 from cooplab.graphs.tracing.charges import Charge, ledger_charges, match_charges, run_dir_of
 from cooplab.graphs.tracing.labels import ORIGINAL_LATENCY, ORIGINAL_USAGE, is_cached
 
-OTLP_TRACES_PATH = "/v1/traces"
+from .otlp_common import OTLP_TRACES_PATH, OtlpConfigError, clean_str, cut_text
+
 DEFAULT_PROJECT = "cooplab"
 
 MAX_VALUE_CHARS = 32_000  #: input.value / output.value / invocation parameters / metadata are cut here
@@ -88,10 +89,6 @@ def require_viewer() -> None:
             gone.append(mod)
     if gone:
         raise MissingExtra(f"OTLP export needs 'pip install cooplab[viewer]' (missing: {', '.join(gone)})")
-
-
-class OtlpConfigError(ValueError):
-    """A bad URL, project name or traces file (a user mistake, one line)."""
 
 
 class OtlpExportError(RuntimeError):
@@ -185,10 +182,10 @@ def run_config(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
 def run_metadata(run_dir: str | os.PathLike[str]) -> dict[str, str]:
     """``cooplab.run_dir`` (absolute) and, when the run directory's config.json names one,
     ``cooplab.task``. A missing or damaged config.json only leaves the task out."""
-    meta = {"cooplab.run_dir": _clean_str(str(run_dir_of(run_dir).resolve()))}
+    meta = {"cooplab.run_dir": clean_str(str(run_dir_of(run_dir).resolve()))}
     task = run_config(run_dir).get("task")
     if isinstance(task, str) and task.strip():
-        meta["cooplab.task"] = _clean_str(task.strip())[:MAX_NAME_CHARS]
+        meta["cooplab.task"] = clean_str(task.strip())[:MAX_NAME_CHARS]
     return meta
 
 
@@ -198,8 +195,8 @@ def run_session(run_dir: str | os.PathLike[str]) -> str:
     record = run_config(run_dir).get("record")
     tid = record.get("thread_id") if isinstance(record, dict) else None
     if isinstance(tid, str) and tid.strip():
-        return _cut(_clean_str(tid.strip()), MAX_NAME_CHARS)
-    return _cut(_clean_str(str(run_dir_of(run_dir).resolve())), MAX_NAME_CHARS)
+        return cut_text(clean_str(tid.strip()), MAX_NAME_CHARS)
+    return cut_text(clean_str(str(run_dir_of(run_dir).resolve())), MAX_NAME_CHARS)
 
 
 def run_charges(path: Path) -> dict[str, Charge]:
@@ -251,26 +248,12 @@ def iter_records(path: Path, counts: Counter, first: list[str]) -> Iterator[tupl
 
 # ---------------------------------------------------------------------------------------------
 # values
-def _clean_str(s: str) -> str:
-    """``s`` as valid UTF-8 (lone surrogates from ``\\ud800`` escapes become ``?``)."""
-    try:
-        s.encode("utf-8")
-        return s
-    except UnicodeEncodeError:
-        return s.encode("utf-8", "replace").decode("utf-8")
-
-
-def _cut(s: str, n: int) -> str:
-    s = _clean_str(s)
-    return s if len(s) <= n else s[:n] + f"...[{len(s) - n} more chars]"
-
-
 def _to_json(value: Any, n: int = MAX_VALUE_CHARS) -> str:
     try:
         s = json.dumps(value, ensure_ascii=False, default=str)
     except (ValueError, TypeError, RecursionError):
         s = repr(value)[: n + 1]
-    return _cut(s, n)
+    return cut_text(s, n)
 
 
 def _count(v: Any) -> int | None:
@@ -293,7 +276,7 @@ def _dict(v: Any) -> dict[str, Any]:
 
 def _name(v: Any, default: str) -> str:
     if isinstance(v, str) and v.strip():
-        return _cut(v.strip(), MAX_NAME_CHARS)
+        return cut_text(v.strip(), MAX_NAME_CHARS)
     return default
 
 
@@ -309,7 +292,7 @@ def _canon_id(v: Any) -> str | None:
     try:
         return str(uuid.UUID(s))
     except ValueError:
-        return _clean_str(s)
+        return clean_str(s)
 
 
 def span_id_of(run_id: str) -> int:
@@ -439,7 +422,7 @@ def model_name(rec: dict[str, Any]) -> str:
         cands += [rm.get("model_name"), rm.get("model")]
     for c in cands:
         if isinstance(c, str) and c.strip():
-            return _cut(c.strip(), MAX_NAME_CHARS)
+            return cut_text(c.strip(), MAX_NAME_CHARS)
     return _name(rec.get("name"), "unknown")
 
 
@@ -477,11 +460,11 @@ def _put_messages(attrs: dict[str, Any], prefix: str, messages: list[Any]) -> No
             attrs[p + MA.MESSAGE_ROLE.removeprefix("message.")] = role
         text = _content_text(f.get("content"))
         if text is not None:
-            attrs[p + MA.MESSAGE_CONTENT.removeprefix("message.")] = _cut(text, MAX_MESSAGE_CHARS)
+            attrs[p + MA.MESSAGE_CONTENT.removeprefix("message.")] = cut_text(text, MAX_MESSAGE_CHARS)
         if isinstance(f.get("name"), str) and f["name"]:
-            attrs[p + MA.MESSAGE_NAME.removeprefix("message.")] = _cut(f["name"], MAX_NAME_CHARS)
+            attrs[p + MA.MESSAGE_NAME.removeprefix("message.")] = cut_text(f["name"], MAX_NAME_CHARS)
         if isinstance(f.get("tool_call_id"), str) and f["tool_call_id"]:
-            attrs[p + MA.MESSAGE_TOOL_CALL_ID.removeprefix("message.")] = _cut(f["tool_call_id"], MAX_NAME_CHARS)
+            attrs[p + MA.MESSAGE_TOOL_CALL_ID.removeprefix("message.")] = cut_text(f["tool_call_id"], MAX_NAME_CHARS)
         calls = f.get("tool_calls")
         for j, tc in enumerate(calls[:MAX_MESSAGES] if isinstance(calls, list) else []):
             if not isinstance(tc, dict):
@@ -491,12 +474,12 @@ def _put_messages(attrs: dict[str, Any], prefix: str, messages: list[Any]) -> No
             name = tc.get("name") if isinstance(tc.get("name"), str) else fn.get("name")
             args = tc.get("args") if "args" in tc else fn.get("arguments")
             if isinstance(tc.get("id"), str):
-                attrs[q + TCA.TOOL_CALL_ID] = _cut(tc["id"], MAX_NAME_CHARS)
+                attrs[q + TCA.TOOL_CALL_ID] = cut_text(tc["id"], MAX_NAME_CHARS)
             if isinstance(name, str):
-                attrs[q + TCA.TOOL_CALL_FUNCTION_NAME] = _cut(name, MAX_NAME_CHARS)
+                attrs[q + TCA.TOOL_CALL_FUNCTION_NAME] = cut_text(name, MAX_NAME_CHARS)
             if args is not None:
                 attrs[q + TCA.TOOL_CALL_FUNCTION_ARGUMENTS_JSON] = args if isinstance(args, str) and len(args) <= MAX_MESSAGE_CHARS else (
-                    _cut(args, MAX_MESSAGE_CHARS) if isinstance(args, str) else _to_json(args, MAX_MESSAGE_CHARS))
+                    cut_text(args, MAX_MESSAGE_CHARS) if isinstance(args, str) else _to_json(args, MAX_MESSAGE_CHARS))
 
 
 def _put_value(attrs: dict[str, Any], keys: tuple[str, str], value: Any) -> None:
@@ -507,7 +490,7 @@ def _put_value(attrs: dict[str, Any], keys: tuple[str, str], value: Any) -> None
     if isinstance(value, dict) and set(value) == {"output"} and isinstance(value["output"], str):
         value = value["output"]  # a tool's plain text result
     if isinstance(value, str):
-        attrs[keys[0]] = _cut(value, MAX_VALUE_CHARS)
+        attrs[keys[0]] = cut_text(value, MAX_VALUE_CHARS)
         attrs[keys[1]] = Mime.TEXT.value
     else:
         attrs[keys[0]] = _to_json(value)
@@ -527,7 +510,7 @@ def span_attributes(rec: dict[str, Any], kind: str, run_id: str, meta: dict[str,
     md = _dict(extra.get("metadata"))
     attrs: dict[str, Any] = {SA.OPENINFERENCE_SPAN_KIND: kind}
     sid = md.get("session_id")
-    sid = _cut(sid.strip(), MAX_NAME_CHARS) if isinstance(sid, str) and sid.strip() else session
+    sid = cut_text(sid.strip(), MAX_NAME_CHARS) if isinstance(sid, str) and sid.strip() else session
     if sid:
         attrs[SA.SESSION_ID] = sid
     cached = kind == "LLM" and is_cached(md)
@@ -543,7 +526,7 @@ def span_attributes(rec: dict[str, Any], kind: str, run_id: str, meta: dict[str,
         attrs[SA.LLM_MODEL_NAME] = model_name(rec)
         prov = md.get("ls_provider")
         if isinstance(prov, str) and prov:
-            attrs[SA.LLM_PROVIDER] = _cut(prov, MAX_NAME_CHARS)
+            attrs[SA.LLM_PROVIDER] = cut_text(prov, MAX_NAME_CHARS)
         reported = token_counts(rec)
         counts = reported if charge is None else {
             "prompt": charge.input_tokens, "completion": charge.output_tokens,
@@ -569,22 +552,22 @@ def span_attributes(rec: dict[str, Any], kind: str, run_id: str, meta: dict[str,
         attrs[SA.TOOL_NAME] = name
         tcid = extra.get("tool_call_id")
         if isinstance(tcid, str) and tcid:
-            attrs[SA.TOOL_ID] = _cut(tcid, MAX_NAME_CHARS)
+            attrs[SA.TOOL_ID] = cut_text(tcid, MAX_NAME_CHARS)
     elif kind == "AGENT":
         attrs[SA.AGENT_NAME] = name
     node = md.get("langgraph_node")
     if isinstance(node, str) and node:
-        attrs[SA.GRAPH_NODE_ID] = _cut(node, MAX_NAME_CHARS)
+        attrs[SA.GRAPH_NODE_ID] = cut_text(node, MAX_NAME_CHARS)
     tags = rec.get("tags")
     if isinstance(tags, list):
-        clean = [_cut(t, MAX_NAME_CHARS) for t in tags[:MAX_MESSAGES] if isinstance(t, str)]
+        clean = [cut_text(t, MAX_NAME_CHARS) for t in tags[:MAX_MESSAGES] if isinstance(t, str)]
         if clean:
             attrs[SA.TAG_TAGS] = clean
     run_type = rec.get("run_type") if isinstance(rec.get("run_type"), str) else None
     attrs[SA.METADATA] = _to_json({**md, **meta, "langsmith.run_id": run_id, "langsmith.run_type": run_type})
     attrs["langsmith.run_id"] = run_id
     if run_type:
-        attrs["langsmith.run_type"] = _cut(run_type, MAX_NAME_CHARS)
+        attrs["langsmith.run_type"] = cut_text(run_type, MAX_NAME_CHARS)
     for k, v in meta.items():
         attrs[k] = v
     return attrs
@@ -630,7 +613,7 @@ def _error_text(rec: dict[str, Any]) -> str | None:
     err = rec.get("error")
     if err is None or err == "":
         return "error" if rec.get("status") == "error" else None
-    return _clean_str(err if isinstance(err, str) else _to_json(err, MAX_ERROR_CHARS))
+    return clean_str(err if isinstance(err, str) else _to_json(err, MAX_ERROR_CHARS))
 
 
 def _error_summary(err: str) -> tuple[str, str | None]:
@@ -640,9 +623,9 @@ def _error_summary(err: str) -> tuple[str, str | None]:
     head = head.splitlines()[0] if head else "error"
     m = re.match(r"^([A-Za-z_][\w.]*)\((.*)\)$", head, re.S)
     if m:
-        return _cut(m.group(0), 500), m.group(1)
+        return cut_text(m.group(0), 500), m.group(1)
     m = re.match(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exhausted|Interrupt|Exit)):\s*(.*)$", head)
-    return _cut(head, 500), (m.group(1) if m else None)
+    return cut_text(head, 500), (m.group(1) if m else None)
 
 
 class SpanBuilder:
@@ -699,7 +682,7 @@ class SpanBuilder:
         if err is not None:
             msg, etype = _error_summary(err)
             status = Status(StatusCode.ERROR, msg)
-            ev = {"exception.message": msg, "exception.stacktrace": _cut(err, MAX_ERROR_CHARS)}
+            ev = {"exception.message": msg, "exception.stacktrace": cut_text(err, MAX_ERROR_CHARS)}
             if etype:
                 ev["exception.type"] = etype
             events.append(Event("exception", ev, timestamp=end))
@@ -806,7 +789,7 @@ def _failure_line(messages: list[str], url: str, answer: tuple[int, str] | None 
     text = " ".join(re.sub(r"\s+", " ", m) for m in messages if m)
     errno = re.search(r"\[Errno -?\d+\] [^\"')(]+", text)
     if answer is not None and not 200 <= answer[0] < 300:
-        why = f"the server answered HTTP {answer[0]} {_cut(answer[1], 100)}".rstrip()
+        why = f"the server answered HTTP {answer[0]} {cut_text(answer[1], 100)}".rstrip()
     elif errno and "refused" in errno.group(0).lower():
         why = f"nothing answers there, is the server running? ({errno.group(0).strip()})"
     elif errno:

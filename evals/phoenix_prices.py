@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterable, Mapping
 from cooplab.graphs.rundir import read_json
 from cooplab.graphs.tracing.charges import Charge, money_pair, run_dir_of, run_prices, split_cost
 
-from .otlp_export import OTLP_TRACES_PATH, OtlpConfigError, _cut
+from .otlp_common import OTLP_TRACES_PATH, OtlpConfigError, cut_text
 from .values import dig
 
 PROBE_TOKENS = 1_000_000  #: prompt and completion tokens of a probe span: its cost is the price per million
@@ -66,7 +66,7 @@ class ModelPrice:
 
     @property
     def entry_name(self) -> str:
-        return _cut(ENTRY_PREFIX + self.model, 200)
+        return cut_text(ENTRY_PREFIX + self.model, 200)
 
     def per_million(self) -> tuple[float, float]:
         """(input, output) in USD per million tokens, as Phoenix takes them."""
@@ -118,7 +118,7 @@ def model_prices(run_dir: str | os.PathLike[str], charges_by_model: Mapping[str,
         if found is None:
             raise PhoenixPriceError(
                 f"--phoenix-prices: no rate in {run_dir_of(run_dir)}'s summary.json or config.json reproduces what the "
-                f"ledger charged for model {_cut(model, 80)!r}; export without --phoenix-prices (the spans still carry llm.cost.*)")
+                f"ledger charged for model {cut_text(model, 80)!r}; export without --phoenix-prices (the spans still carry llm.cost.*)")
         out.append(ModelPrice(model, *found))
     return out
 
@@ -160,7 +160,7 @@ class GraphQL:
         errors = body.get("errors")
         if errors:
             first = errors[0].get("message") if isinstance(errors[0], dict) else errors[0]
-            raise PhoenixPriceError(f"--phoenix-prices: Phoenix refused a request: {_cut(' '.join(str(first).split()), 300)}")
+            raise PhoenixPriceError(f"--phoenix-prices: Phoenix refused a request: {cut_text(' '.join(str(first).split()), 300)}")
         data = body.get("data")
         if not isinstance(data, dict):
             raise PhoenixPriceError(f"--phoenix-prices: {self.url} gave no data")
@@ -273,7 +273,7 @@ def wait_until_priced(gql: GraphQL, send: Callable[[Any], bool], price: ModelPri
         while True:
             if seen >= sent:  # every probe sent so far arrived unpriced (or none was sent): send one more
                 if not send(_probe_span(price, project)):
-                    raise PhoenixPriceError(f"--phoenix-prices: Phoenix did not accept a probe span for {_cut(price.model, 80)!r}")
+                    raise PhoenixPriceError(f"--phoenix-prices: Phoenix did not accept a probe span for {cut_text(price.model, 80)!r}")
                 sent += 1
             proj = gql(_PROBE, name=project).get("getProjectByName")
             if isinstance(proj, dict):
@@ -284,7 +284,7 @@ def wait_until_priced(gql: GraphQL, send: Callable[[Any], bool], price: ModelPri
                 seen = len(costs)
             if clock() > end:
                 raise PhoenixPriceError(
-                    f"--phoenix-prices: Phoenix did not price model {_cut(price.model, 80)!r} at the new rates within "
+                    f"--phoenix-prices: Phoenix did not price model {cut_text(price.model, 80)!r} at the new rates within "
                     f"{deadline:g} s (it reads its price table every few seconds); try again")
             time.sleep(POLL_SECONDS)  # polling interval while Phoenix ingests and refreshes
     finally:

@@ -18,7 +18,7 @@ Two scorers:
     characters read, Unicode normalized. Markdown structure (:func:`logical_lines`): wrapped
     lines of a paragraph form one paragraph; list items, table rows, headings and code lines
     stand alone; sentences are cut at ``.!?`` (not after common abbreviations or in decimals).
-  - *Sections* (:func:`_heading`, :func:`_blocks`): Markdown, bold, underlined, numbered,
+  - *Sections* (:func:`parse_heading`, :func:`heading_blocks`): Markdown, bold, underlined, numbered,
     HTML, LaTeX, plain and inline ("Methods: ...") headings, matched against synonyms
     ("Dataset Description", "Materials and Methods", "Discussion and Conclusion", ...).
     *Substantive* (:func:`is_substantive`): at least :data:`MIN_SENTENCES` sentences,

@@ -62,7 +62,7 @@ class BudgetExhausted(RuntimeError):
     """The budget cap leaves no room for another call."""
 
 
-def _amount(value: Any, what: str) -> Decimal:
+def checked_amount(value: Any, what: str) -> Decimal:
     """A finite, non-negative amount as ``Decimal`` (floats via their shortest text), else ValueError."""
     if isinstance(value, bool) or not isinstance(value, (Decimal, int, float, str)):
         raise ValueError(f"{what} must be a number, got {value!r}")
@@ -124,8 +124,8 @@ class Rates:
     output_per_1k: Decimal = DEFAULT_RATES[1]
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "input_per_1k", _amount(self.input_per_1k, "the input price per 1K tokens"))
-        object.__setattr__(self, "output_per_1k", _amount(self.output_per_1k, "the output price per 1K tokens"))
+        object.__setattr__(self, "input_per_1k", checked_amount(self.input_per_1k, "the input price per 1K tokens"))
+        object.__setattr__(self, "output_per_1k", checked_amount(self.output_per_1k, "the output price per 1K tokens"))
 
     def cost(self, input_tokens: int, output_tokens: int) -> Decimal:
         """cost = input_tokens / 1000 * rate_in + output_tokens / 1000 * rate_out."""
@@ -177,12 +177,12 @@ class Entry:
         e.round = _round(e.round)
         e.input_tokens = _count(e.input_tokens, "input tokens")
         e.output_tokens = _count(e.output_tokens, "output tokens")
-        e.cost = str(_amount(e.cost, "a row's cost"))
+        e.cost = str(checked_amount(e.cost, "a row's cost"))
         _text(e.kind, "a charge's kind", nonempty=True)
         for name in ("units", "rate"):
             v = getattr(e, name)
             if v is not None:
-                setattr(e, name, str(_amount(v, f"a row's {name}")))
+                setattr(e, name, str(checked_amount(v, f"a row's {name}")))
         e.cached = bool(e.cached)
         return e
 
@@ -218,13 +218,13 @@ class Ledger:
 
     def __post_init__(self) -> None:
         if self.budget is not None:
-            self.budget = _amount(self.budget, "the budget")
+            self.budget = checked_amount(self.budget, "the budget")
         for name, r in [("default", self.default_rates), *self.rates.items()]:
             if not isinstance(r, Rates):
                 raise ValueError(f"rates for {name} must be Rates, got {type(r).__name__}")
         if not isinstance(self.unit_rates, dict):
             raise ValueError(f"unit_rates must be a mapping of kind -> price per unit, got {type(self.unit_rates).__name__}")
-        self.unit_rates = {_kind(k): _amount(v, f"the price of one {k!s} unit") for k, v in self.unit_rates.items()}
+        self.unit_rates = {_kind(k): checked_amount(v, f"the price of one {k!s} unit") for k, v in self.unit_rates.items()}
         if self.entries:
             self.restore([e.as_dict() if isinstance(e, Entry) else e for e in self.entries])
 
@@ -241,8 +241,8 @@ class Ledger:
 
     def unit_cost(self, kind: str, units: Any, rate: Any = None) -> Decimal:
         """``units`` x the kind's rate (or ``rate`` when given); both finite and non-negative."""
-        u = _amount(units, f"the {kind!s} units")
-        r = self.unit_rate(kind) if rate is None else _amount(rate, f"the price of one {kind!s} unit")
+        u = checked_amount(units, f"the {kind!s} units")
+        r = self.unit_rate(kind) if rate is None else checked_amount(rate, f"the price of one {kind!s} unit")
         return u * r
 
     # --- concurrency-safe charging -------------------------------------------------------
@@ -260,7 +260,7 @@ class Ledger:
         the decisions an interrupted process made are kept (see :meth:`restore`): a call refused
         under this budget is refused again, a call whose reservation was held takes it over
         without a new check, so a resumed run decides as the uninterrupted one did."""
-        amount = _amount(amount, "a reservation")
+        amount = checked_amount(amount, "a reservation")
         decision: dict[str, Any] | None = None
         refused: BudgetExhausted | None = None
         with self._lock:
@@ -322,7 +322,7 @@ class Ledger:
         """Record a finished call: release its reservation and add its actual cost. The cost may
         not exceed the reservation; without one (a cached replay: the cost is known exactly) it
         must fit the cap, else :class:`BudgetExhausted` and nothing is recorded."""
-        cost = _amount(Decimal(entry.cost), "a charge")
+        cost = checked_amount(Decimal(entry.cost), "a charge")
         decision: dict[str, Any] | None = None
         with self._lock:
             if res is not None:
@@ -434,8 +434,8 @@ class Ledger:
         fit raises :class:`BudgetExhausted` and records nothing. ``note`` lands in ``usage_error``
         (e.g. units clamped to their bound)."""
         kind = _kind(kind)
-        u = _amount(units, f"the {kind} units")
-        r = self.unit_rate(kind) if rate is None else _amount(rate, f"the price of one {kind} unit")
+        u = checked_amount(units, f"the {kind} units")
+        r = self.unit_rate(kind) if rate is None else checked_amount(rate, f"the price of one {kind} unit")
         e = Entry(_text(call_id, "a call id"), _text(model, "a model id"), _text(agent, "an agent id", nonempty=True), _round(round),
                   _text(phase, "a phase"), 0, 0, str(u * r), False, _text(note, "a note", optional=True),
                   _text(team, "a team", optional=True), kind, str(u), str(r))
@@ -486,7 +486,7 @@ class Ledger:
         waiting = [Entry.from_dict(e) for e in unrecorded]
         grants: dict[str, list[Decimal]] = {}
         for call_id, amount in granted:
-            grants.setdefault(_text(call_id, "a call id"), []).append(_amount(amount, "a held reservation"))
+            grants.setdefault(_text(call_id, "a call id"), []).append(checked_amount(amount, "a held reservation"))
         refusals = {_text(k, "a call id"): _text(v, "a refusal") for k, v in (refused or {}).items()}
         with self._lock:
             self.entries = []
@@ -635,7 +635,7 @@ class LedgerJournal:
             event = row.get("event")
             if event == "reserve":
                 try:
-                    held.setdefault(cid, []).append(_amount(row.get("amount"), "a held reservation"))
+                    held.setdefault(cid, []).append(checked_amount(row.get("amount"), "a held reservation"))
                 except ValueError:
                     continue
             elif event == "release" and held.get(cid):

@@ -217,6 +217,18 @@ class Task:
         """LangGraph's step limit for a run from ``state`` (default: every round's nodes plus slack)."""
         return int(state.get("max_round", 1)) * (n_nodes + 1) + 10
 
+    def fork_state(self, state: Mapping[str, Any], old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+        """The updates a fork (:mod:`cooplab.runs.fork`) makes to ``state``, its parent's state at the
+        end of a round, so that the rounds after it run under the fork's config ``new`` instead of
+        the parent's ``old`` (e.g. parameters the state carries). Default: none, and a change of
+        ``params`` is refused (one-line :class:`~cooplab.limits.ConfigError`): a task whose state
+        holds its parameters must say how they change."""
+        if old.get("params") != new.get("params"):
+            from cooplab.limits import ConfigError
+
+            raise ConfigError(f"{self.name} runs cannot change their parameters at a fork yet (only the model or the prompt variant)")
+        return {}
+
     def budget_resume_point(self, history: Any) -> Any:
         """The checkpoint a run that ended ``budget_exhausted`` continues from once its budget is
         raised: one of ``history`` (the graph's state snapshots, newest first), or None for the last

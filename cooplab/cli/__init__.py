@@ -31,10 +31,17 @@ _HELP = "cooplab: societies of LLM agents and teams of LLM scientists as LangGra
 #: every top-level command, in the order ``cooplab --help`` lists them
 COMMANDS = {
     "resume": Lazy("cooplab.cli.runs:resume_cmd", "Continue an interrupted run of any task from its last checkpoint (no round lost or repeated)."),
+    "fork": Lazy("cooplab.cli.fork:fork_cmd", "Start a new run from a run's state at the end of round K with some settings changed "
+                 "(a counterfactual fork)."),
+    "compare": Lazy("cooplab.cli.fork:compare_cmd", "Show two runs from their common round on: outcome curves, the first round where "
+                    "they differ, and the difference in every outcome."),
     "sweep": Lazy("cooplab.cli.runs:sweep_cmd", "Run every cell of a sweep on an executor (skipping finished cells, resuming interrupted ones, "
                   "a failed cell recorded while the others go on), then write OUT/table.csv (one row per cell) and the task's analysis."),
     "plan": Lazy("cooplab.cli.plan:plan_cmd", "Predict a run's or sweep's model calls, tokens and cost per cell and in total from a short "
                  "pilot on a free model, and the seeds per cell that find a given difference in an outcome (docs/plan.md)."),
+    "robustness": Lazy("cooplab.cli.robustness:robustness_cmd", "Report how every outcome of a sweep over prompt variants spreads across "
+                       "the variants (per model: mean, range, s.d.), each variant's share of answers that failed to parse or fell back, "
+                       "and which condition effects are fragile (change sign or lose significance across variants)."),
     "report": Lazy("cooplab.cli.runs:report_cmd", "Write the explorer's pages of a run, sweep, profile or folder of results to one "
                    "self-contained HTML file (offline, no server)."),
     "profile": Lazy("cooplab.cli.games:profile_command", "Play all six games with one model and write its cooperative profile "

@@ -60,12 +60,13 @@ def cpr_options(
     replicates: Annotated[Optional[int], num_opt("--replicates", f"Replicate societies, run side by side in one graph invocation, 1..{co.MAX_REPLICATES} (default: 100 rule, 1 llm).")] = None,
     set_: Optional[list[str]] = typer.Option(None, "--set", help="Override any parameter: --set beta=14 (see 'cooplab params cpr')."),
     preset: Optional[str] = typer.Option(None, "--preset", help=PRESET_HELP),
+    invader: Optional[str] = typer.Option(None, "--invader", help="Replace one agent at round K: KIND@K[:AGENT], KIND greedy, defector or free-rider (rule agents) or model:SPEC (LLM agents: another model); the default seat is the last agent (docs/mixed-societies.md)."),
 ) -> dict[str, Any]:
     """Run the common-pool fishery society (Gupta et al. 2025) and write a run directory."""
     from cooplab.tasks.cpr.task import TASK
 
     return TASK.options(agents, env=env.value, population=population.value, ablation=ablation.value, n_agents=n_agents, rounds=rounds,
-                        replicates=replicates, set=set_, preset=preset)
+                        replicates=replicates, set=set_, preset=preset, invader=invader)
 
 def run_command():
     """``cooplab run cpr``: :func:`cpr_options` plus the options every run has."""

@@ -70,16 +70,16 @@ def _serve(spec: dict[str, Any]) -> tuple[Any, str, Any]:
     if spec["kind"] == "explorer":
         from pathlib import Path
 
-        from cooplab.cli.view import task_for
         from cooplab.evals.explorer import app as explorer
+        from cooplab.runs.registry import find as task_for
 
         server, url = explorer.serve([Path(d) for d in spec["dirs"]], host=spec["host"], port=int(spec["port"]), task_for=task_for)
         return server, url, server._cooplab_thread.is_alive
     if spec["kind"] == "traces":  # the explorer of one run, at its traces page
         from pathlib import Path
 
-        from cooplab.cli.view import task_for
         from cooplab.evals.explorer import app as explorer
+        from cooplab.runs.registry import find as task_for
 
         server, url = explorer.serve([Path(spec["run_dir"])], host=spec.get("host", "127.0.0.1"), port=int(spec["port"]), task_for=task_for)
         return server, url + explorer.TRACES_PAGE, server._cooplab_thread.is_alive

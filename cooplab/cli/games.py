@@ -76,12 +76,13 @@ def game_options(
     simulations: Annotated[Optional[int], _num("--simulations", SIMULATIONS, f"Simulations run side by side, 1..{MAX_SIMULATIONS} (default 50).")] = None,
     rounds: Annotated[Optional[int], co.num_opt("--rounds", f"Rounds per simulation, 1..{co.MAX_ROUNDS} (default 3; collective-risk: its R = 10).")] = None,
     set_: Optional[list[str]] = typer.Option(None, "--set", help="Set a game constant: --set multiplier=2.5 (see 'cooplab params game --game G')."),
+    invader: Optional[str] = typer.Option(None, "--invader", help="Replace one player at round K: KIND@K[:PLAYER], KIND greedy, defector or free-rider (reference players) or model:SPEC (LLM players: another model); the default seat is the last player (docs/mixed-societies.md)."),
 ) -> dict[str, Any]:
     """Play one of the six behavioral games with reference or LLM players and write a run directory."""
     from cooplab.tasks.games.task import TASK
 
     return TASK.options(agents, game=game.value, players=players, prompt=prompt, deliberation=deliberation, group_size=group_size,
-                        simulations=simulations, rounds=rounds, set=set_)
+                        simulations=simulations, rounds=rounds, set=set_, invader=invader)
 
 
 def run_command():

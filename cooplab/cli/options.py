@@ -121,6 +121,7 @@ def llm_settings(values: Mapping[str, Any]) -> "LLMSettings":
 
 
 ModelOpt = Annotated[str, typer.Option("--model", help=f"LLM agents' model: {model_kinds()}.")]
+ModelMixOpt = Annotated[Optional[list[str]], typer.Option("--model-mix", help="A mixed society, repeatable: --model-mix SPEC=COUNT per model, the counts adding up to the population (e.g. --model-mix scripted:a.json=2 --model-mix local=2); which agent gets which model is drawn with --seed and recorded in config.json (docs/mixed-societies.md).")]
 AgentModelOpt = Annotated[Optional[list[str]], typer.Option("--agent-model", help="Per-agent model, repeatable: --agent-model 2=openai:gpt-4o-mini (agents count from 0).")]
 BaseUrlOpt = Annotated[Optional[str], typer.Option("--base-url", help="Another server speaking the model provider's API: an OpenAI-compatible one for openai:NAME (vLLM, llama_cpp.server, ...), an Anthropic, Gemini or Ollama one for anthropic:, google_genai:, ollama:.")]
 TemperatureOpt = Annotated[float, num_opt("--temperature", "Sampling temperature of LLM agents, in [0, 2].")]
@@ -137,5 +138,4 @@ PriceOutOpt = Annotated[Optional[float], num_opt("--price-out", "USD per 1K outp
 SandboxRateOpt = Annotated[float, num_opt("--sandbox-rate", "USD per second of sandbox time charged to the run's ledger, in [0, 1000] (default 0: recorded, free).")]
 SandboxTimeoutOpt = Annotated[float, num_opt("--sandbox-timeout", "Seconds one run_code call may take, in (0, 86400]; the sandbox is killed past it.")]
 CacheOpt = Annotated[Optional[str], typer.Option("--cache", help="Response cache file (default ~/.cache/cooplab/llm-cache.sqlite or $COOPLAB_CACHE); 'off' disables it.")]
-
-
+PromptVariantOpt = Annotated[str, typer.Option("--prompt-variant", help="Which wording of the task's prompts LLM agents get: original (the default), or a folder under the task's prompts/variants/ (a rewording, a format, personas; docs/robustness.md). Recorded in config.json.")]

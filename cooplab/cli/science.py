@@ -74,7 +74,7 @@ def score_command(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Judge the final paper of one or more science runs (Appendix L rubric, k samples); results go into each run's scores.json."""
-    from cooplab.agents.models import check_model
+    from cooplab.agents.models.factory import check_model
     from cooplab.cli.tasks import echo_json
     from cooplab.evals.scoring.judge import JUDGE_PHASE
     from cooplab.graphs import rundir

@@ -41,6 +41,7 @@ from cooplab.cli import options as co
 from cooplab.cli.lazy import LightHelp
 from cooplab.cli.options import (
     AgentModelOpt,
+    ModelMixOpt,
     BaseUrlOpt,
     BudgetOpt,
     CacheOpt,
@@ -55,6 +56,7 @@ from cooplab.cli.options import (
     OutOpt,
     PriceInOpt,
     PriceOutOpt,
+    PromptVariantOpt,
     QuietOpt,
     RpsOpt,
     SandboxRateOpt,
@@ -128,7 +130,7 @@ def report(task: "Task", out: Path, summary: dict[str, Any], as_json: bool) -> N
 
 
 @contextmanager
-def _run_errors(out: Path):
+def run_errors(out: Path):
     """How a run that ends early is reported: a clean stop or a failure is one line and exit 1,
     Ctrl-C exit 130 (the run resumes with ``cooplab resume``), a bad run directory exit 2."""
     from cooplab.runs import store as runstore
@@ -146,7 +148,7 @@ def _run_errors(out: Path):
         raise typer.Exit(130)
 
 
-def _stopped(run: Any) -> None:
+def exit_if_stopped(run: Any) -> None:
     """A run that stopped early but cleanly: its line, exit 1 (it resumes)."""
     if run.stopped:
         typer.echo(f"cooplab: {run.stopped}", err=True)
@@ -158,9 +160,9 @@ def run_and_report(task: "Task", out: Path, config: dict[str, Any], *, force: bo
     one-line errors in the command line's words."""
     from cooplab.runs import api
 
-    with _run_errors(out):
+    with run_errors(out):
         run = api.run.in_cli_words(config, out=out, force=force, quiet=quiet)  # its messages name flags
-    _stopped(run)
+    exit_if_stopped(run)
     report(task, run.out, run.summary, as_json)
 
 
@@ -168,10 +170,10 @@ def resume_and_report(run_dir: Path, *, quiet: bool, as_json: bool, budget: floa
     """Resume any task's run with :func:`cooplab.resume` (``budget``: a raised cap) and report it."""
     from cooplab.runs import api, registry
 
-    with _run_errors(run_dir):
+    with run_errors(run_dir):
         run = api.resume.in_cli_words(run_dir, quiet=quiet, warn=lambda m: typer.echo(f"cooplab: warning: {m}", err=True), budget=budget,
                          notice=lambda m: typer.echo(f"cooplab: {m}", err=True), budget_name="--budget")
-    _stopped(run)
+    exit_if_stopped(run)
     report(registry.get(run.summary["task"]), run_dir, run.summary, as_json)
 
 
@@ -186,6 +188,7 @@ def _common(
     quiet: QuietOpt = False,
     model: ModelOpt = "local",
     agent_model: AgentModelOpt = None,
+    model_mix: ModelMixOpt = None,
     base_url: BaseUrlOpt = None,
     temperature: TemperatureOpt = 0.7,
     max_tokens: MaxTokensOpt = 64,
@@ -197,6 +200,7 @@ def _common(
     price_in: PriceInOpt = None,
     price_out: PriceOutOpt = None,
     cache: CacheOpt = None,
+    prompt_variant: PromptVariantOpt = "original",
 ) -> None:
     """The options every ``cooplab run TASK`` has (a template: never called)."""
 
@@ -262,8 +266,8 @@ def run_command(task: "Task | TaskFacts", options: Callable[..., dict[str, Any]]
 
 
 #: the options of LLM agents (parameter names): refused on the command line of a rule-based run
-LLM_OPTIONS = ("model", "agent_model", "base_url", "temperature", "max_tokens", "max_concurrency", "call_timeout", "rps", "budget",
-               "price_in", "price_out", "cache")
+LLM_OPTIONS = ("model", "agent_model", "model_mix", "base_url", "temperature", "max_tokens", "max_concurrency", "call_timeout", "rps",
+               "budget", "price_in", "price_out", "cache", "prompt_variant")
 
 
 def refuse_llm_options(how: str) -> None:

@@ -121,7 +121,7 @@ def view_cmd(
     the run explorer's traces page, served on 127.0.0.1 (the explorer of that run: 'cooplab view')."""
     import time
 
-    from cooplab.cli.view import STARTED, _open, task_for
+    from cooplab.cli.view import STARTED, open_in_browser, task_for
     from cooplab.extras import require
 
     _check_dir(run_dir)
@@ -138,7 +138,7 @@ def view_cmd(
             fail(str(exc), code=2 if str(exc).startswith("cannot listen") else 1)
         STARTED.append(child)
         typer.echo(f"model calls of {run}: {ready['url']} (server pid {child.pid}; stop it with 'kill {child.pid}')")
-        _open(ready["url"], open_browser)
+        open_in_browser(ready["url"], open_browser)
         return
     from cooplab.evals.explorer import app as explorer
 
@@ -148,7 +148,7 @@ def view_cmd(
         fail(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}")
     page = url + explorer.TRACES_PAGE
     typer.echo(f"model calls of {run}: {page}  (Ctrl-C to stop)")
-    _open(page, open_browser)
+    open_in_browser(page, open_browser)
     try:
         while server._cooplab_thread.is_alive():  # type: ignore[attr-defined]
             time.sleep(0.5)

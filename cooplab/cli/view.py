@@ -13,6 +13,7 @@ from typing import Any, List, Optional
 import typer
 
 from cooplab.cli.options import fail
+from cooplab.runs.registry import find as task_for  # noqa: F401 - the explorer's task lookup, for the commands that serve it
 
 #: the server processes started by --no-block from this process (subprocess.Popen; stop_started() ends them)
 STARTED: list[Any] = []
@@ -29,16 +30,6 @@ def stop_started() -> None:
             except Exception:  # noqa: BLE001 - it ignored SIGTERM
                 child.kill()
                 child.wait()
-
-
-def task_for(name: str) -> Any:
-    """The registered task of this name, or None (a run of a task not installed here)."""
-    from cooplab.runs import registry
-
-    try:
-        return registry.get(name)
-    except Exception:  # noqa: BLE001 - unknown or broken plug-in: the generic view
-        return None
 
 
 def _check_host(host: str) -> str:
@@ -67,7 +58,7 @@ def _check_dirs(dirs: list[Path]) -> int:
     return found
 
 
-def _open(url: str, open_browser: bool) -> None:
+def open_in_browser(url: str, open_browser: bool) -> None:
     if open_browser:
         try:
             webbrowser.open(url)
@@ -106,7 +97,7 @@ def view_cmd(
             typer.echo(json.dumps({"url": url, "runs": n, "dirs": [str(d) for d in roots], "pid": pid}))
         else:
             typer.echo(f"cooplab view: {n} runs under {', '.join(map(str, roots))} at {url} (server pid {pid}; stop it with 'kill {pid}')")
-        _open(url, open_browser)
+        open_in_browser(url, open_browser)
         return
     from cooplab.evals.explorer import app as explorer
 
@@ -119,7 +110,7 @@ def view_cmd(
     else:
         typer.echo(f"cooplab view: {n} runs under {', '.join(map(str, roots))} at {url}  (Ctrl-C to stop)")
     sys.stdout.flush()
-    _open(url, open_browser)
+    open_in_browser(url, open_browser)
     try:
         while server._cooplab_thread.is_alive():  # type: ignore[attr-defined]
             time.sleep(0.5)

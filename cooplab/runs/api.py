@@ -140,7 +140,7 @@ def _python_words(fn: Callable) -> Callable:
 def _config(config: RunConfig | Mapping[str, Any] | None, task: str | Task | None, kw: dict[str, Any]) -> tuple[Task, dict[str, Any]]:
     """The checked config.json of a run from a RunConfig, a mapping of its fields, or keywords."""
     if isinstance(task, Task):
-        task = registry.register_task(task, replace=True).name if registry._REGISTERED.get(task.name) is not task else task.name
+        task = registry.register_task(task, replace=True).name if registry.registered(task.name) is not task else task.name
     if config is None:
         if not isinstance(task, str):
             raise ConfigError("cooplab.run needs task=NAME (or a RunConfig); installed tasks: " + ", ".join(registry.names()))
@@ -219,6 +219,39 @@ def resume(out: str | Path, *, quiet: bool = False, warn: Callable[[str], None] 
     run_ = Run.open(out)
     run_.stopped = stopped
     return run_
+
+
+@_python_words
+def fork(parent: str | Path, *, at_round: int, out: str | Path, set: Any = None, model: str | None = None,  # noqa: A002
+         prompt_variant: str | None = None, force: bool = False, quiet: bool = False) -> Run:
+    """A counterfactual fork: a new run in ``out`` that starts from ``parent``'s state at the end of
+    round ``at_round`` with the changes applied (``set``: the task's parameters, a dict or
+    ``"name=value"`` strings; ``model``; ``prompt_variant``), run to its end and returned. Rounds
+    1..at_round are the parent's, bit for bit, at no model call; without changes the fork replays
+    the whole parent from the response cache. The fork resumes like any run (:func:`resume`) and
+    can itself be forked. See :mod:`cooplab.runs.fork` and docs/forks.md."""
+    from cooplab.runs import fork as forks
+    from cooplab.runs import runner
+
+    stopped = None
+    try:
+        forks.fork(parent, at_round=at_round, out=out, set=set, model=model, prompt_variant=prompt_variant, force=force, quiet=quiet)
+    except runner.RunStopped as exc:
+        stopped = str(exc)
+    run_ = Run.open(out)
+    run_.stopped = stopped
+    return run_
+
+
+@_python_words
+def compare(a: str | Path, b: str | Path, *, out: str | Path | None = None, columns: Sequence[str] | None = None):
+    """Compare two runs of one task from the round they share on (:mod:`cooplab.evals.compare`):
+    returns a :class:`~cooplab.evals.compare.Comparison` (``.outcomes``, ``.first_difference``,
+    ``.common_round``, ``.curves``, ``.figure()``, ``.to_dict()``). With ``out``, writes
+    ``compare.json`` and ``compare.png`` there."""
+    from cooplab.runs import compare as comparing
+
+    return comparing.compare_dirs(Path(a), Path(b), out=None if out is None else Path(out), columns=columns)
 
 
 async def arun(config: RunConfig | Mapping[str, Any] | None = None, /, **kw: Any) -> Run:
@@ -313,7 +346,7 @@ def _run_dirs(where: str | Path | Sequence[str | Path]) -> list[Path]:
 def _run_row(d: Path) -> dict[str, Any]:
     """One row of :func:`load_runs`: who the run is, its settings (``params.NAME``) and the scalar
     results of its summary.json (nested ones as ``ledger.calls``), like a sweep's table."""
-    from cooplab.runs.sweeps import _flatten
+    from cooplab.runs.sweeps import flatten_summary
 
     row: dict[str, Any] = {"run": str(d)}
     try:
@@ -335,8 +368,8 @@ def _run_row(d: Path) -> dict[str, Any]:
                agents=config.get("agents"), seed=config.get("seed"), model=llm.get("model"), created=record.get("created"),
                wall_seconds=summary.get("wall_seconds"))
     params = config.get("params") if isinstance(config.get("params"), Mapping) else {}
-    row.update({f"params.{k}": v for k, v in _flatten(dict(params)).items()})
-    row.update({k: v for k, v in _flatten(dict(summary)).items() if k not in row and f"params.{k}" not in row})
+    row.update({f"params.{k}": v for k, v in flatten_summary(dict(params)).items()})
+    row.update({k: v for k, v in flatten_summary(dict(summary)).items() if k not in row and f"params.{k}" not in row})
     return {k: (str(v) if k in ("run", "task", "status", "agents", "model", "created") and v is not None else v) for k, v in row.items()}
 
 

@@ -28,10 +28,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from cooplab.agents.models import MissingAPIKey
+from cooplab.agents.models.errors import MissingAPIKey
 from cooplab.extras import MissingExtra
 from cooplab.agents.settings import LLMSettings, parse_agent_models
-from cooplab.graphs import rundir
+from cooplab.graphs import prompts, rundir
 from cooplab.graphs.task import Task, TaskConfigError, first_error
 from cooplab.limits import ConfigError, check, one_line, parse_json, show
 
@@ -203,11 +203,24 @@ def build_config(task: Task, fields: dict[str, Any], *, agents: str, seed: int, 
         override = fields.get("model_override")  # a task option that fixes the model (e.g. science --team oracle)
         if override is not None:
             llm = llm.model_copy(update={"model": override, "agent_models": {}})
+        llm = _mixed(llm, task.n_agents(config), seed, fields["params"].get("invader"))
         config["llm"] = llm.checked(task.n_agents(config)).model_dump(mode="json")
+        prompts.check(task, llm.prompt_variant)
         check_run_models(task, config, _cli_label)
     if task.uses_sandbox:
         config["sandbox"] = sandbox.checked().model_dump(mode="json")
     return config
+
+
+def _mixed(llm: LLMSettings, n_agents: int, seed: int, invader: Any) -> LLMSettings:
+    """A mix drawn into per-agent models, and an invader of another model as a model switch
+    (:mod:`cooplab.agents.mix`); unchanged without either."""
+    from cooplab.agents import mix
+
+    llm = mix.resolve(llm, n_agents, seed, "--model-mix")
+    if isinstance(invader, dict) and invader.get("kind") == "model":
+        llm = llm.model_copy(update={"model_from": {**llm.model_from, f"{invader['agent']}@{invader['round']}": invader["model"]}})
+    return llm
 
 
 def check_run_models(task: Task, config: dict[str, Any], label: Any) -> None:
@@ -217,7 +230,7 @@ def check_run_models(task: Task, config: dict[str, Any], label: Any) -> None:
     checked like ``--model`` (spec, file, API key) on the run's endpoint. ``label(who, field)``:
     how a model is called in the one-line ConfigError (who: "default", an agent number or the
     other model's option; field: its place in config.json)."""
-    from cooplab.agents.models import check_model
+    from cooplab.agents.models.factory import check_model
 
     llm = LLMSettings.model_validate(config["llm"], strict=False)
     phases = task.llm_phases(config)
@@ -275,6 +288,7 @@ def check_stored(raw: Any, where: str, task: Task | None = None) -> dict[str, An
     if config["agents"] == "llm":
         llm = LLMSettings.from_file(config["llm"], f"{where}: llm", required=_LLM_REQUIRED)
         config["llm"] = llm.checked(task.n_agents(config), name=lambda key: f"{where}: llm.{key}").model_dump(mode="json")
+        prompts.check(task, llm.prompt_variant, f"{where}: llm.prompt_variant")
         check_run_models(task, config, lambda who, field: f"{where}: {field}")
     elif config["llm"] is not None:
         raise ConfigError(f"{where}: llm must be null for agents {config['agents']!r}, got {show(config['llm'])}")

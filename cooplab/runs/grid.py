@@ -47,7 +47,7 @@ _OWN = {"out", "seed", "force", "quiet"}
 #: keywords whose values are files (relative to a sweep file's folder)
 PATH_KEYWORDS = ("cache", "dataset", "task_file", "truth")
 #: keywords whose values are model specs (``scripted:FILE`` is a file)
-SPEC_KEYWORDS = ("model", "players", "judge", "agent_model", "agent_models")
+SPEC_KEYWORDS = ("model", "players", "judge", "agent_model", "agent_models", "model_mix")
 
 
 class GridSweep(BaseModel):
@@ -228,6 +228,8 @@ def resolve_paths(keywords: dict[str, Any], base: Path) -> dict[str, Any]:
             out[key] = [f"{x.split('=', 1)[0]}={_spec(x.split('=', 1)[1], base)}" if isinstance(x, str) and "=" in x else x for x in v]
         elif key == "agent_models" and isinstance(v, dict):
             out[key] = {a: _spec(m, base) for a, m in v.items()}
+        elif key == "model_mix" and isinstance(v, dict):  # {spec: count}: the specs are the keys
+            out[key] = {_spec(m, base) if isinstance(m, str) else m: n for m, n in v.items()}
     return out
 
 

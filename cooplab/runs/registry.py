@@ -67,6 +67,20 @@ def failures() -> dict[str, str]:
     return dict(_FAILED)
 
 
+def find(name: str) -> Task | None:
+    """The task of this name, or None when none is installed or it fails to load (a run of a task not
+    installed here is shown with the generic pages: the explorer's ``task_for``)."""
+    try:
+        return get(name)
+    except Exception:  # noqa: BLE001 - unknown or broken plug-in: the caller's generic view
+        return None
+
+
+def registered(name: str) -> Task | None:
+    """The task registered from Python (:func:`register_task`) as ``name`` in this process, else None."""
+    return _REGISTERED.get(name)
+
+
 def register_task(task: Task | type[Task], *, replace: bool = False) -> Task:
     """Make ``task`` (an instance, or a class built with no arguments) runnable by its name for
     the rest of the process: ``cooplab.run(task=NAME)``, ``cooplab.resume`` of its runs, sweeps.

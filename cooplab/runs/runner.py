@@ -41,6 +41,7 @@ from cooplab.graphs.task import RunInfo, Task
 from cooplab.limits import ConfigError, check, one_line, show
 from cooplab.runs import store as runstore
 from cooplab.runs.config import check_stored
+from cooplab.runs.fork import prefix_rounds
 
 
 class RunStopped(RuntimeError):
@@ -445,6 +446,7 @@ async def _execute_llm(task: Task, out: Path, config: dict[str, Any], state: dic
         if state is not None:  # a new run: a journal left by an earlier run in this directory (--force) is not its own
             (out / JOURNAL_FILE).unlink(missing_ok=True)
         service = build_service(config, (snap.values or {}).get("ledger") if snap is not None else None, journal=out / JOURNAL_FILE)
+        service.replay_only_through = prefix_rounds(config)  # a fork's rounds 1..K never pay for a call (cooplab/runs/fork.py)
         progress = _Progress(task, config, sized, quiet, service)
         pool = None
         try:

@@ -207,6 +207,18 @@ def _models(values: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     items = values.get("agent_model")
     if isinstance(items, (list, tuple)):
         found += [("llm.agent_model", i.split("=", 1)[-1], "budget") for i in items if isinstance(i, str)]
+    mix, switches = values.get("model_mix"), values.get("model_from")  # a mixed society's specs; model switches (invaders)
+    if isinstance(mix, Mapping):
+        found += [("llm.model_mix", k, "budget") for k in mix]
+    elif isinstance(mix, (list, tuple)):
+        found += [("llm.model_mix", i.rpartition("=")[0], "budget") for i in mix if isinstance(i, str)]
+    if isinstance(switches, Mapping):
+        found += [(f"llm.model_from[{str(k)[:20]!r}]", v, "budget") for k, v in switches.items()]
+    for invader in (values.get("invader"), (values.get("params") or {}).get("invader") if isinstance(values.get("params"), Mapping) else None):
+        if isinstance(invader, str) and invader.strip().startswith("model:"):
+            found.append(("options.invader", invader.strip()[6:].rpartition("@")[0], "budget"))
+        elif isinstance(invader, Mapping):
+            found.append(("options.invader.model", invader.get("model"), "budget"))
     found += [("options.judge", values.get("judge"), "judge"), ("options.players", values.get("players"), "budget")]
     params = values.get("params")
     if isinstance(params, Mapping):

@@ -125,7 +125,7 @@ def config_for_resume(out: Path, task: str, check_config, serde: Any = None) -> 
     passes ``check_config(out, config)`` (which returns it in the current shape) and checkpoints.sqlite is sound (one-line RunDirErrors;
     nothing is changed)."""
     from cooplab.agents.instances import ModelObjectMissing
-    from cooplab.agents.models import MissingAPIKey
+    from cooplab.agents.models.errors import MissingAPIKey
     from cooplab.extras import MissingExtra
 
     config = read_run_config(out)
@@ -180,10 +180,10 @@ def environment(config: dict[str, Any]) -> dict[str, Any]:
     env: dict[str, Any] = {"python": platform.python_version(), "machine": machine(), "git": git_commit(),
                            "packages": {d: _version(d) for d in DECIDING_PACKAGES}}
     llm = config.get("llm") or {}
-    models = [llm.get("model"), *(llm.get("agent_models") or {}).values()]
+    models = [llm.get("model"), *(llm.get("agent_models") or {}).values(), *(llm.get("model_from") or {}).values()]
     if any(isinstance(m, str) and m.strip().lower() == "local" for m in models):
         try:
-            from cooplab.agents.models import local_model_path
+            from cooplab.agents.models.local import local_model_path
             from cooplab.agents.model_files import record
 
             local_model_path()  # the file on disk is the pinned one (its SHA-256 checked)
@@ -192,7 +192,7 @@ def environment(config: dict[str, Any]) -> dict[str, Any]:
             env["local_model"] = {"error": f"{type(exc).__name__}: {exc}"}
     files = {m: m[6:] for m in models if isinstance(m, str) and m.startswith("local:")}
     if files:  # local:PATH models: each file's content, so a rerun can tell it has the same model
-        from cooplab.agents.models import gguf_sha256
+        from cooplab.agents.models.local import gguf_sha256
 
         env["local_files"] = {}
         for spec, path in sorted(files.items()):

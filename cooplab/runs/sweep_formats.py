@@ -20,7 +20,8 @@ from typing import Any, Callable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cooplab.agents.cache import check_cache
-from cooplab.agents.models import check_model, parse_model_spec
+from cooplab.agents.models.factory import check_model
+from cooplab.agents.models.spec import parse_model_spec
 from cooplab.agents.prices import run_prices
 from cooplab.agents.settings import LLMSettings
 from cooplab.graphs.task import first_error

@@ -341,13 +341,13 @@ class SweepBudget:
 _SKIP = ("values", "rates_per_1k", "by_kind", "wall_seconds", "seconds", "cost_usd")
 
 
-def _flatten(obj: Any, prefix: str = "", depth: int = 0) -> dict[str, Any]:
+def flatten_summary(obj: Any, prefix: str = "", depth: int = 0) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if isinstance(obj, dict) and depth < 2:
         for k, v in obj.items():
             if k in _SKIP:
                 continue
-            out.update(_flatten(v, f"{prefix}{k}.", depth + 1) if isinstance(v, dict) else _flatten(v, f"{prefix}{k}", depth + 1))
+            out.update(flatten_summary(v, f"{prefix}{k}.", depth + 1) if isinstance(v, dict) else flatten_summary(v, f"{prefix}{k}", depth + 1))
     elif isinstance(obj, bool):
         out[prefix.rstrip(".")] = obj
     elif isinstance(obj, int | float | str) or obj is None:
@@ -376,7 +376,7 @@ def table(jobs: list[dict[str, Any]], res: dict[str, Any], noun: str) -> list[di
                 summary = runstore.read_json(p)
             except runstore.RunDirError:
                 summary = {}
-        flat = {k: v for k, v in _flatten(summary).items() if k not in row}
+        flat = {k: v for k, v in flatten_summary(summary).items() if k not in row}
         row["status"] = flat.pop("status", None) or ("failed" if d.name in errors else "not run")
         if d.name in unfunded:  # not run this time: its budget did not fit in what the sweep had left
             row["status"] = NOT_STARTED

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from cooplab.evals.scoring.sections import _ALPHA_WORD_RE, _TOKEN_RE, _heading
+from cooplab.evals.scoring.sections import ALPHA_WORD_RE, TOKEN_RE, parse_heading
 
 #: quality saturation points: this many distinct numbers, named methods, statistical tests and
 #: cross-references each give a full part score (linear below).
@@ -203,9 +203,9 @@ def result_numbers(text: str) -> list[str]:
     seen: set[str] = set()
     lines = text.split("\n")
     for i, line in enumerate(lines):
-        if not line.strip() or _heading(line, lines[i + 1] if i + 1 < len(lines) else None) is not None:
+        if not line.strip() or parse_heading(line, lines[i + 1] if i + 1 < len(lines) else None) is not None:
             continue
-        if not (line.lstrip().startswith("|") or _ALPHA_WORD_RE.search(line)):
+        if not (line.lstrip().startswith("|") or ALPHA_WORD_RE.search(line)):
             continue
         enum = _ENUM_RE.match(line)
         for n in extract_numbers(line, words=False):
@@ -251,7 +251,7 @@ def phrase_re(phrase: str) -> re.Pattern | None:
     last word ending in consonant + "y" drops the "y" ("anomaly" matches "anomalies"); digits
     may not follow. Never right after "non-"/"non " ("spatial cv" does not match "non-spatial
     CV")."""
-    words = _TOKEN_RE.findall(str(phrase).lower())
+    words = TOKEN_RE.findall(str(phrase).lower())
     if not words:
         return None
     parts = [re.escape(w) for w in words[:-1]]
@@ -298,7 +298,7 @@ def context_re(phrase: str) -> re.Pattern | None:
     * a word is a column-name token: an underscore, a hyphen or a slash is a boundary around it
       ("yield_t", "log_yield" name "yield") and digits may follow it ("yield2");
     * never right after "non-" / "non " ("spatial cv" does not name "non-spatial CV")."""
-    words = _TOKEN_RE.findall(str(phrase).lower())
+    words = TOKEN_RE.findall(str(phrase).lower())
     if not words:
         return None
     parts = []

@@ -23,10 +23,10 @@ from typing import Any, Literal
 from cooplab.evals.scoring.extraction import Number, context_re, extract_numbers, phrase_re, quality_parts
 from cooplab.evals.scoring.sections import (
     SECTIONS,
-    _TOKEN_RE,
-    _blocks,
-    _chunks,
-    _split_sentences,
+    TOKEN_RE,
+    heading_blocks,
+    text_chunks,
+    split_sentences,
     clean_text,
     logical_lines,
     section_presence,
@@ -94,16 +94,16 @@ def _units(text: str) -> list[_Unit]:
     Results"), or outside every section (a report without headings)."""
     out: list[_Unit] = []
     procedural: set[int] = set()
-    for b in _blocks(text):
+    for b in heading_blocks(text):
         if not set(b.sections) & _FINDINGS_SECTIONS:
             procedural.update(b.rows)
     for kind, start, end, line in logical_lines(text):
         finding = start not in procedural
         low = line.lower()
         if kind in ("row", "heading"):
-            out.extend(_Unit(c, start, kind, finding, end) for c in _chunks(low))
+            out.extend(_Unit(c, start, kind, finding, end) for c in text_chunks(low))
             continue
-        for sent in _split_sentences(low):
+        for sent in split_sentences(low):
             out.append(_Unit(sent, start, "item" if kind == "item" else "text", finding, end))
     return out
 
@@ -318,7 +318,7 @@ def _numbered(s: str) -> tuple[str, int] | None:
 
 
 def _prefix_pattern(prefix: str) -> str:
-    return r"[\s\-_]*".join(re.escape(w) for w in _TOKEN_RE.findall(prefix)) + "s?"
+    return r"[\s\-_]*".join(re.escape(w) for w in TOKEN_RE.findall(prefix)) + "s?"
 
 
 def _item_key(item: str) -> tuple[str, re.Pattern, re.Pattern | None]:

@@ -167,13 +167,13 @@ def _is_title_case(title: str) -> bool:
 
 
 @lru_cache(maxsize=1 << 15)
-def _heading(line: str, next_line: str | None) -> tuple[int, tuple[str, ...] | None, str | None, bool] | None:
+def parse_heading(line: str, next_line: str | None) -> tuple[int, tuple[str, ...] | None, str | None, bool] | None:
     """Whether ``line`` is a heading: (level, sections or None if unrecognized, inline body,
     consumes the next line). Recognized forms, in order:
 
     * Markdown ``# Title`` (level = number of ``#``), HTML ``<h2>``, LaTeX ``\\section{}`` and
       ``\\begin{abstract}``: loose matching; an unrecognized one is still a heading (it may end a
-      section, see :func:`_blocks`);
+      section, see :func:`heading_blocks`);
     * a bold line ``**Methods**`` / ``__Methods:__`` (level 2): loose, at most 10 words, not
       ending with a period, not a table or figure caption;
     * a line underlined with ``===`` (level 1) or ``---`` (level 2): strict, or loose if at
@@ -236,7 +236,7 @@ def _heading(line: str, next_line: str | None) -> tuple[int, tuple[str, ...] | N
 
 
 @dataclass
-class _Block:
+class HeadingBlock:
     sections: tuple[str, ...]
     heading: str
     level: int
@@ -252,15 +252,15 @@ class _Block:
         return "\n".join(self.lines).strip()
 
 
-def _blocks(text: str) -> list[_Block]:
+def heading_blocks(text: str) -> list[HeadingBlock]:
     """The report as heading blocks, in order. Text before the first recognized heading (title,
     authors) belongs to no section. A recognized heading opens a block for its sections. An
     unrecognized Markdown/HTML/LaTeX heading at the same or a higher level than the open
     section's heading closes it (its text belongs to no section); a deeper one (a subsection such
     as ``### Random forest`` under ``## Methods``) continues it. Lines inside fenced code blocks
     are never headings."""
-    blocks: list[_Block] = []
-    current: _Block | None = None
+    blocks: list[HeadingBlock] = []
+    current: HeadingBlock | None = None
     in_fence = False
     lines = text.split("\n")
     skip = False
@@ -273,7 +273,7 @@ def _blocks(text: str) -> list[_Block]:
             if current is not None:
                 current.add(line, i)
             continue
-        h = None if in_fence else _heading(line, lines[i + 1] if i + 1 < len(lines) else None)
+        h = None if in_fence else parse_heading(line, lines[i + 1] if i + 1 < len(lines) else None)
         if h is None:
             if current is not None:
                 current.add(line, i)
@@ -289,7 +289,7 @@ def _blocks(text: str) -> list[_Block]:
         if secs == ("other",):
             current = None
             continue
-        current = _Block(secs, line.strip(), level)
+        current = HeadingBlock(secs, line.strip(), level)
         if inline:
             current.add(inline, i)
         blocks.append(current)
@@ -300,10 +300,10 @@ def split_sections(text: Any) -> dict[str, str]:
     """The report's sections: {section: body text}, for the sections whose heading was found, in
     the order of :data:`SECTIONS`. A section with several headings (e.g. ``Results`` twice) gets
     their bodies joined; a combined heading ("Data and Methods") gives its body to both. See
-    :func:`_heading` for the heading forms and :func:`_blocks` for where a section ends."""
+    :func:`parse_heading` for the heading forms and :func:`heading_blocks` for where a section ends."""
     clean, _ = clean_text(text)
     out: dict[str, list[str]] = {}
-    for b in _blocks(clean):
+    for b in heading_blocks(clean):
         for s in b.sections:
             out.setdefault(s, []).append(b.body)
     return {s: "\n\n".join(x for x in out[s] if x) for s in SECTIONS if s in out}
@@ -317,15 +317,15 @@ _PLACEHOLDER_RE = re.compile(
     re.IGNORECASE)
 _ITEM_RE = re.compile(r"^\s*(?:[-*+]|\d{1,2}[.)]|\(\d{1,2}\))\s+")
 _TABLE_SEP_RE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
-_ALPHA_WORD_RE = re.compile(r"[^\W\d_]{2,}")
-_TOKEN_RE = re.compile(r"[^\W_]+")
+ALPHA_WORD_RE = re.compile(r"[^\W\d_]{2,}")
+TOKEN_RE = re.compile(r"[^\W_]+")
 
 
 def logical_lines(text: str) -> list[tuple[str, int, int, str]]:
     """The report's logical lines, as (kind, first line, last line, text), following Markdown:
     consecutive plain lines form one paragraph (a hard-wrapped sentence stays one sentence); a
     list item (``-``, ``*``, ``+``, ``1.``, ``2)``) starts a new one and takes the plain lines
-    that follow it; a table row (``| ... |``), a heading (:func:`_heading`) and a line inside a
+    that follow it; a table row (``| ... |``), a heading (:func:`parse_heading`) and a line inside a
     fenced code block stand alone; blank lines, table separators and ``---`` rules end a
     paragraph. Kinds: "text", "item", "row", "heading", "code"; the text after an inline
     heading ("Methods: we fitted ...") starts a paragraph."""
@@ -360,7 +360,7 @@ def logical_lines(text: str) -> list[tuple[str, int, int, str]]:
             flush()
             out.append(("row", i, i, s))
             continue
-        h = _heading(line, lines[i + 1] if i + 1 < len(lines) else None)
+        h = parse_heading(line, lines[i + 1] if i + 1 < len(lines) else None)
         if h is not None:
             flush()
             skip = h[3]
@@ -396,12 +396,12 @@ def is_substantive(body: str) -> bool:
     for kind, _, _, line in logical_lines(body):
         if kind == "heading":
             continue
-        for sent in _split_sentences(line.replace("|", " ")):
+        for sent in split_sentences(line.replace("|", " ")):
             if _PLACEHOLDER_RE.search(sent):
                 continue
-            if len(_TOKEN_RE.findall(sent)) >= 3:
+            if len(TOKEN_RE.findall(sent)) >= 3:
                 n_sent += 1
-            words.extend(w.lower() for w in _ALPHA_WORD_RE.findall(sent))
+            words.extend(w.lower() for w in ALPHA_WORD_RE.findall(sent))
     return n_sent >= MIN_SENTENCES and len(words) >= MIN_WORDS and len(set(words)) >= MIN_DISTINCT_WORDS
 
 
@@ -411,7 +411,7 @@ def section_presence(text: str) -> dict[str, bool]:
     pasted under every heading) is not substantive."""
     present = {s: False for s in SECTIONS}
     seen: set[str] = set()
-    for b in _blocks(text):
+    for b in heading_blocks(text):
         key = re.sub(r"\s+", " ", b.body.lower()).strip()
         if not key or key in seen:
             continue
@@ -433,10 +433,10 @@ _ABBREV = ("e.g.", "i.e.", "approx.", "vs.", "etc.", "al.", "fig.", "figs.", "cf
 MAX_SENTENCE_CHARS = 2000
 
 
-def _split_sentences(line: str) -> list[str]:
+def split_sentences(line: str) -> list[str]:
     """A line cut after ``.``, ``!`` or ``?`` followed by white space, except after a common
     abbreviation (e.g., i.e., approx., vs., et al., Fig., ...). Decimals ("0.5") never split. A
-    piece longer than :data:`MAX_SENTENCE_CHARS` is cut further (:func:`_chunks`)."""
+    piece longer than :data:`MAX_SENTENCE_CHARS` is cut further (:func:`text_chunks`)."""
     pieces = _SENT_SPLIT_RE.split(line.strip())
     out: list[str] = []
     for p in pieces:
@@ -445,11 +445,11 @@ def _split_sentences(line: str) -> list[str]:
         elif p:
             out.append(p)
     if any(len(p) > MAX_SENTENCE_CHARS for p in out):
-        out = [c for p in out for c in _chunks(p)]
+        out = [c for p in out for c in text_chunks(p)]
     return out
 
 
-def _chunks(text: str, size: int = MAX_SENTENCE_CHARS) -> list[str]:
+def text_chunks(text: str, size: int = MAX_SENTENCE_CHARS) -> list[str]:
     """``text`` in pieces of at most ``size`` characters, cut at white space where possible."""
     out = []
     while len(text) > size:

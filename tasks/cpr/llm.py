@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 from collections import Counter
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 import numpy as np
@@ -36,20 +35,28 @@ from pydantic import BaseModel, Field
 
 from cooplab.agents.batch import Batch
 from cooplab.agents.decisions import DecisionSpec, LLMService
+from cooplab.graphs import prompts
+from cooplab.graphs.prompts import ORIGINAL
 from cooplab.tasks.cpr.phases import PolicyResult, punishment_enabled, running_agents
 
 N_PEERS_SHOWN = 3
 MEMORY = 3  # rounds of personal history shown
 
 
-@lru_cache(maxsize=None)
-def prompt(name: str) -> str:
-    return resources.files("cooplab.tasks.cpr").joinpath("prompts", f"{name}.txt").read_text()
+def prompt(name: str, variant: str = ORIGINAL) -> str:
+    """The prompt ``name`` as ``variant`` words it (:mod:`cooplab.graphs.prompts`; a file the variant lacks is the original's)."""
+    return prompts.text("cooplab.tasks.cpr", f"{name}.txt", variant)
 
 
 @lru_cache(maxsize=None)
-def belief_bank() -> dict[str, list[str]]:
-    return json.loads(resources.files("cooplab.tasks.cpr").joinpath("prompts", "beliefs.json").read_text())
+def belief_bank(variant: str = ORIGINAL) -> dict[str, list[str]]:
+    """The initial beliefs by agent type (the personas altruistic and selfish agents start with), as ``variant`` words them."""
+    bank = json.loads(prompts.text("cooplab.tasks.cpr", "beliefs.json", variant))
+    for kind in ("altruistic", "selfish"):
+        rows = bank.get(kind) if isinstance(bank, dict) else None
+        if not isinstance(rows, list) or not rows or not all(isinstance(x, str) and x.strip() for x in rows):
+            raise ValueError(f"beliefs.json of prompt variant {variant!r} must map {kind} to a non-empty list of texts")
+    return bank
 
 
 # --- decisions -----------------------------------------------------------------------------
@@ -144,8 +151,8 @@ def peer_block(state: dict[str, Any], s: int, peers: list[int], rounds_done: int
     return "\nWhat a few other fishers did last round:\n" + "\n".join(lines) + "\n"
 
 
-def system(state: dict[str, Any], i: int) -> SystemMessage:
-    return SystemMessage(content=prompt("system").format(name=f"Fisher {i + 1}", n_agents=state["alive"].shape[1]).strip())
+def system(state: dict[str, Any], i: int, variant: str = ORIGINAL) -> SystemMessage:
+    return SystemMessage(content=prompt("system", variant).format(name=f"Fisher {i + 1}", n_agents=state["alive"].shape[1]).strip())
 
 
 def _peers(rng: np.random.Generator, alive_idx: np.ndarray, i: int, k: int = N_PEERS_SHOWN) -> list[int]:
@@ -155,32 +162,32 @@ def _peers(rng: np.random.Generator, alive_idx: np.ndarray, i: int, k: int = N_P
     return sorted(rng.choice(others, size=min(k, len(others)), replace=False).tolist())
 
 
-def effort_messages(state: dict[str, Any], s: int, i: int, peers: list[int]) -> list:
+def effort_messages(state: dict[str, Any], s: int, i: int, peers: list[int], variant: str = ORIGINAL) -> list:
     t = int(state["round"])
-    human = prompt("effort").format(round=t, stock=_t(state["R"][s]), norm_line=norm_line(state, s),
+    human = prompt("effort", variant).format(round=t, stock=_t(state["R"][s]), norm_line=norm_line(state, s),
                                     belief=state["beliefs"][s][i], own_history=own_history(state, s, i, t - 1),
                                     peer_block=peer_block(state, s, peers, t - 1))
-    return [system(state, i), HumanMessage(content=human.strip())]
+    return [system(state, i, variant), HumanMessage(content=human.strip())]
 
 
-def punish_messages(state: dict[str, Any], s: int, i: int, shown: list[int]) -> list:
+def punish_messages(state: dict[str, Any], s: int, i: int, shown: list[int], variant: str = ORIGINAL) -> list:
     lines = "\n".join(f"- Fisher {j + 1}: effort {state['effort'][s, j]:.2f}, caught {_t(state['h'][s, j])} tonnes" for j in shown)
-    human = prompt("punish").format(round=int(state["round"]), peers=lines, norm_line=norm_line(state, s), belief=state["beliefs"][s][i])
-    return [system(state, i), HumanMessage(content=human.strip())]
+    human = prompt("punish", variant).format(round=int(state["round"]), peers=lines, norm_line=norm_line(state, s), belief=state["beliefs"][s][i])
+    return [system(state, i, variant), HumanMessage(content=human.strip())]
 
 
-def propose_messages(state: dict[str, Any], s: int, i: int, peers: list[int]) -> list:
+def propose_messages(state: dict[str, Any], s: int, i: int, peers: list[int], variant: str = ORIGINAL) -> list:
     done = int(state["round"]) - 1  # the environment step has advanced the round
-    human = prompt("propose").format(round=done, stock=_t(state["R"][s]), own_history=own_history(state, s, i, done),
+    human = prompt("propose", variant).format(round=done, stock=_t(state["R"][s]), own_history=own_history(state, s, i, done),
                                      peer_block=peer_block(state, s, peers, done), norm_line=norm_line(state, s),
                                      belief=state["beliefs"][s][i])
-    return [system(state, i), HumanMessage(content=human.strip())]
+    return [system(state, i, variant), HumanMessage(content=human.strip())]
 
 
-def vote_messages(state: dict[str, Any], s: int, i: int, options: list[str]) -> list:
+def vote_messages(state: dict[str, Any], s: int, i: int, options: list[str], variant: str = ORIGINAL) -> list:
     listing = "\n".join(f"{k + 1}. {text}" for k, text in enumerate(options))
-    human = prompt("vote").format(options=listing, belief=state["beliefs"][s][i])
-    return [system(state, i), HumanMessage(content=human.strip())]
+    human = prompt("vote", variant).format(options=listing, belief=state["beliefs"][s][i])
+    return [system(state, i, variant), HumanMessage(content=human.strip())]
 
 
 # --- running many decisions ----------------------------------------------------------------
@@ -201,12 +208,15 @@ def _jobs_with_peers(state: dict[str, Any], rng: np.random.Generator, build: Any
 class LLMEffortPolicy:
     """Fig. 8: e_i(t) = f_E(O_i(t)), decided in context by each agent's model."""
 
+    def __init__(self, variant: str = ORIGINAL):
+        self.variant = variant  # the prompt variant (docs/robustness.md)
+
     async def __call__(self, state, rng, context, config) -> PolicyResult:
         service: LLMService = context.llm
         S, N = state["alive"].shape
         batch = Batch(service)
         prev = state["effort"] if state["round"] > 1 else state["e"]
-        jobs = _jobs_with_peers(state, rng, lambda s, i, peers: (effort_messages(state, s, i, peers),
+        jobs = _jobs_with_peers(state, rng, lambda s, i, peers: (effort_messages(state, s, i, peers, self.variant),
                                                                   {"previous_effort": float(prev[s, i])}))
         effort = np.zeros((S, N))
         for s, i, value, rec in await batch.ask(EFFORT, jobs, int(state["round"]), config):
@@ -220,6 +230,9 @@ class LLMPunishPolicy:
     group norm in language (no numeric threshold), whether and whom to fine. B and V as in the
     ABM (indicators), so the payoff update is the same: gamma to the punisher, beta to the punished."""
 
+    def __init__(self, variant: str = ORIGINAL):
+        self.variant = variant  # the prompt variant (docs/robustness.md)
+
     async def __call__(self, state, rng, context, config) -> PolicyResult:
         service: LLMService = context.llm
         S, N = state["alive"].shape
@@ -231,7 +244,7 @@ class LLMPunishPolicy:
             for i in np.flatnonzero(run[s]):
                 shown = _peers(rng, alive_idx, int(i))
                 if shown:
-                    jobs.append((s, int(i), punish_messages(state, s, int(i), shown), {"shown": [j + 1 for j in shown]}))
+                    jobs.append((s, int(i), punish_messages(state, s, int(i), shown, self.variant), {"shown": [j + 1 for j in shown]}))
         B = np.zeros((S, N), dtype=np.int8)
         V = np.zeros((S, N), dtype=np.int8)
         inspections = np.zeros(S, dtype=int)
@@ -249,11 +262,14 @@ class LLMPunishPolicy:
 class LLMProposePolicy:
     """Fig. 10: update the personal belief and propose a short natural-language group norm."""
 
+    def __init__(self, variant: str = ORIGINAL):
+        self.variant = variant  # the prompt variant (docs/robustness.md)
+
     async def __call__(self, state, rng, context, config) -> PolicyResult:
         service: LLMService = context.llm
         S, N = state["alive"].shape
         batch = Batch(service)
-        jobs = _jobs_with_peers(state, rng, lambda s, i, peers: (propose_messages(state, s, i, peers),
+        jobs = _jobs_with_peers(state, rng, lambda s, i, peers: (propose_messages(state, s, i, peers, self.variant),
                                                                   {"belief": state["beliefs"][s][i]}))
         beliefs = [list(row) for row in state["beliefs"]]
         proposals: list[list[str | None]] = [[None] * N for _ in range(S)]
@@ -286,6 +302,9 @@ def plurality_winner(options: list[str], votes: list[int], rng: np.random.Genera
 class LLMVotePolicy:
     """Fig. 11: vote among the distinct proposals; the winner is broadcast verbatim."""
 
+    def __init__(self, variant: str = ORIGINAL):
+        self.variant = variant  # the prompt variant (docs/robustness.md)
+
     async def __call__(self, state, rng, context, config) -> PolicyResult:
         service: LLMService = context.llm
         S, N = state["alive"].shape
@@ -299,7 +318,7 @@ class LLMVotePolicy:
             for i in np.flatnonzero(run[s]):
                 own = state["proposal_texts"][s][i]
                 own_k = options[s].index(own) + 1 if own in options[s] else 1
-                jobs.append((s, int(i), vote_messages(state, s, int(i), options[s]), {"n_options": len(options[s]), "own_option": own_k}))
+                jobs.append((s, int(i), vote_messages(state, s, int(i), options[s], self.variant), {"n_options": len(options[s]), "own_option": own_k}))
         votes: dict[int, list[int]] = {s: [] for s in range(S)}
         for s, i, value, rec in await batch.ask(VOTE, jobs, int(state["round"]) - 1, config):
             votes[s].append(value.vote)
@@ -319,7 +338,7 @@ class LLMVotePolicy:
         return PolicyResult(None, {"norm_text": norm, "norm_history": history, **batch.updates()})
 
 
-def initial_beliefs(agent_types: list[list[str]], rng: np.random.Generator) -> list[list[str]]:
-    """Each agent draws one template of its type from the bank (§4.2)."""
-    bank = belief_bank()
+def initial_beliefs(agent_types: list[list[str]], rng: np.random.Generator, variant: str = ORIGINAL) -> list[list[str]]:
+    """Each agent draws one template of its type from the bank (§4.2) of the prompt ``variant``."""
+    bank = belief_bank(variant)
     return [[bank[t][int(rng.integers(len(bank[t])))] for t in row] for row in agent_types]

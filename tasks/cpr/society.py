@@ -87,7 +87,7 @@ class Condition:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-_ARRAY_FIELDS = [n for n, f in CPRParams.model_fields.items() if n not in ("m_range", "p_range", "N")]
+ARRAY_FIELDS = [n for n, f in CPRParams.model_fields.items() if n not in ("m_range", "p_range", "N")]
 
 
 def init_state(conditions: Sequence[Condition], replicates: int, seed: int) -> CPRState:
@@ -102,7 +102,7 @@ def init_state(conditions: Sequence[Condition], replicates: int, seed: int) -> C
     S = C * replicates
     rng = phase_rng(seed, 0, "init")
     params: dict[str, np.ndarray] = {}
-    for name in _ARRAY_FIELDS:
+    for name in ARRAY_FIELDS:
         vals = []
         for c in conditions:
             v = getattr(c.params, name)

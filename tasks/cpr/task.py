@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from cooplab.evals.metrics import summarize
-from cooplab.graphs import rundir
+from cooplab.graphs import prompts, rundir
 from cooplab.tasks.cpr import metrics as cpr_metrics
 from cooplab.evals.text import counts_text, mean_sem_text
 from cooplab.graphs.rng import phase_rng
@@ -77,24 +77,24 @@ def resolve_params(env: str, ablation: str, n_agents: int | None, rounds: int | 
     return make_params(**values)
 
 
-def llm_phases(params: CPRParams) -> "OrderedDict[str, Callable]":
+def llm_phases(params: CPRParams, variant: str = "original") -> "OrderedDict[str, Callable]":
     """The CPR graph with LLM agents: the same phase nodes with LLM policies plugged in
     (Figs. 8-11). Social learning happens in context (peers shown in the prompts), so the
     parameter-copying ``learn`` node is not part of an LLM society."""
     from cooplab.tasks.cpr import llm as la
 
     nodes: OrderedDict[str, Callable] = OrderedDict()
-    nodes["harvest"] = ph.harvest_node(la.LLMEffortPolicy())
+    nodes["harvest"] = ph.harvest_node(la.LLMEffortPolicy(variant))
     if params.punishment:
-        nodes["punish"] = ph.punish_node(la.LLMPunishPolicy())
+        nodes["punish"] = ph.punish_node(la.LLMPunishPolicy(variant))
     nodes["environment"] = ph.environment_node()
     if params.group_decision:
-        nodes["propose"] = ph.propose_node(la.LLMProposePolicy())
-        nodes["vote"] = ph.vote_node(la.LLMVotePolicy())
+        nodes["propose"] = ph.propose_node(la.LLMProposePolicy(variant))
+        nodes["vote"] = ph.vote_node(la.LLMVotePolicy(variant))
     return nodes
 
 
-def init_llm_state(conditions, replicates: int, seed: int) -> dict[str, Any]:
+def init_llm_state(conditions, replicates: int, seed: int, variant: str = "original") -> dict[str, Any]:
     """The rule-based initial state plus what LLM agents carry: belief texts drawn from the
     template bank by type, an empty group norm, and a short memory of recent outcomes."""
     from cooplab.tasks.cpr.llm import MEMORY, initial_beliefs
@@ -102,7 +102,7 @@ def init_llm_state(conditions, replicates: int, seed: int) -> dict[str, Any]:
     state = init_state(conditions, replicates, seed)
     S, N = state["alive"].shape
     types = [agent_types(N, conditions[int(c)].population) for c in state["condition"]]
-    beliefs = initial_beliefs(types, phase_rng(seed, 0, "beliefs"))
+    beliefs = initial_beliefs(types, phase_rng(seed, 0, "beliefs"), variant)
     state.update(
         agent_types=types,
         beliefs=beliefs,
@@ -122,7 +122,7 @@ def init_llm_state(conditions, replicates: int, seed: int) -> dict[str, Any]:
 
 #: CPR's settings beside the model's parameters in config["params"]: the environment and ablation
 #: the parameters came from, who the agents are, how many societies, and the preset if one was used
-RUN_SETTINGS = ("env", "ablation", "population", "replicates", "preset")
+RUN_SETTINGS = ("env", "ablation", "population", "replicates", "preset", "invader")
 POPULATIONS = ("altruistic", "selfish", "mixed")
 ABLATIONS = ("full", "osl", "ogd", "neither")
 
@@ -135,6 +135,8 @@ class CPRTask(Task):
     round_node = "environment"
     agent_noun = "Fisher"
     sweep_columns = ("survival_time.mean", "efficiency.mean", "ledger.calls", "ledger.cost_usd_float")
+    #: the per-round curves ``cooplab compare`` draws (columns of rounds.parquet)
+    curve_columns = ("R", "n_alive", "mean_effort", "H")
 
     def params(self, config: Mapping[str, Any]) -> CPRParams:
         raw = config.get("params")
@@ -162,13 +164,23 @@ class CPRTask(Task):
         if run.get("preset") is not None and not isinstance(run.get("preset"), str):
             raise TaskConfigError(f"params.preset must be a preset's name, got {co.show(run.get('preset'))}")
         co.check_size(run["replicates"], params.N, params.T, names=("params.replicates", "params.N", "params.T"))
+        if run.get("invader") is not None:
+            from cooplab.graphs import invaders
+
+            try:
+                invaders.check_stored(run["invader"], n_agents=params.N, rounds=params.T, agents=str(config.get("agents")),
+                                      kinds=_invader_kinds(str(config.get("agents"))))
+            except co.ConfigError as exc:
+                raise TaskConfigError(str(exc)) from None
 
     def options(self, agents: str, *, env: str = "harsh", population: str = "mixed", ablation: str = "full", n_agents: int | None = None,
-                rounds: int | None = None, replicates: int | None = None, set: Any = None, preset: str | None = None) -> dict[str, Any]:  # noqa: A002
+                rounds: int | None = None, replicates: int | None = None, set: Any = None, preset: str | None = None,
+                invader: Any = None) -> dict[str, Any]:  # noqa: A002
         """``cooplab run cpr``'s own options: ``env`` harsh | rich, ``population`` altruistic | selfish |
         mixed, ``ablation`` full | osl | ogd | neither, ``n_agents`` (N, default 10), ``rounds`` (T,
         default 50), ``replicates`` (default 100 rule-based, 1 LLM), ``set`` (any parameter: a dict or
-        ``name=value`` strings) and ``preset`` (a named set of values; explicit options win over it)."""
+        ``name=value`` strings), ``preset`` (a named set of values; explicit options win over it) and
+        ``invader`` (``"KIND@K[:AGENT]"`` or a dict: an agent replaced at round K, tasks/cpr/invaders.py)."""
         import cooplab.limits as co
         from cooplab.tasks.cpr.params import parse_set
 
@@ -188,6 +200,10 @@ class CPRTask(Task):
             raise co.ConfigError(str(exc)) from None
         co.check_size(replicates, params.N, params.T)
         run = {"env": env, "ablation": ablation, "population": population, "replicates": replicates}
+        if invader is not None:
+            from cooplab.graphs import invaders
+
+            run["invader"] = invaders.parse(invader, n_agents=params.N, rounds=params.T, agents=agents, kinds=_invader_kinds(agents))
         return {"params": {**run, **({"preset": preset} if preset is not None else {}), **params.model_dump()}}
 
     def n_agents(self, config: Mapping[str, Any]) -> int:
@@ -199,17 +215,54 @@ class CPRTask(Task):
 
     def phases(self, config: Mapping[str, Any]) -> "OrderedDict[str, Callable]":
         params = self.params(config)
-        return llm_phases(params) if config.get("agents") == "llm" else phases_for(params)
+        if config.get("agents") == "llm":
+            return llm_phases(params, prompts.variant_of(config))
+        from cooplab.tasks.cpr.invaders import with_invader
+
+        return with_invader(phases_for(params), config["params"].get("invader"))
 
     def init_state(self, config: Mapping[str, Any]) -> dict[str, Any]:
         conds = [Condition(self.params(config), config["params"]["population"])]
         seed, replicates = int(config["seed"]), int(config["params"]["replicates"])
         if config.get("agents") == "llm":
-            return init_llm_state(conds, replicates, seed)
+            return init_llm_state(conds, replicates, seed, prompts.variant_of(config))
         return init_state(conds, replicates, seed)
 
     def total_rounds(self, config: Mapping[str, Any]) -> int:
         return self.params(config).T
+
+    #: parameters that only shape a run's start (the stock, wealth and traits drawn at round 0, the
+    #: number of agents): a fork keeps its parent's start, so it cannot change them
+    START_ONLY = ("N", "R0", "P0", "e_min", "e_max", "g_min", "g_max", "m_range", "p_range")
+
+    def fork_state(self, state: Mapping[str, Any], old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+        """A fork's changed parameters in the state: every per-society parameter array that differs
+        is set to the new value (the rounds after the fork compute with it), the round cap too.
+        Parameters of the start (:data:`START_ONLY`) and the run settings (population, replicates)
+        cannot change, nor can the cap end before the fork's first round."""
+        from cooplab.limits import ConfigError
+        from cooplab.tasks.cpr.society import ARRAY_FIELDS
+
+        before, after = old["params"], new["params"]
+        for key in (*RUN_SETTINGS, *self.START_ONLY):
+            if before.get(key) != after.get(key) and key not in ("env", "ablation", "preset"):
+                raise ConfigError(f"{key} sets the start of a run, which a fork keeps from its parent; start a new run to change it")
+        p_old, p_new = self.params(old), self.params(new)
+        t = int(state["round"])
+        if p_new.T < t and p_new.T != p_old.T:
+            raise ConfigError(f"T={p_new.T} would end the run before the fork's first round ({t}); give T of {t} or more")
+        params = dict(state["params"])
+        changed = False
+        for name in ARRAY_FIELDS:
+            a, b = getattr(p_old, name), getattr(p_new, name)
+            if a == b:
+                continue
+            value = np.inf if (name == "punish_off_round" and b is None) else float(b)
+            params[name] = np.full(np.shape(params[name]), value, dtype=float)
+            changed = True
+        if not changed:
+            return {}
+        return {"params": params, "max_round": int(np.max(params["T"])) if np.size(params["T"]) else int(state["max_round"])}
 
     def outputs(self, final: Mapping[str, Any], config: Mapping[str, Any], run: RunInfo) -> dict[str, Any]:
         final = full_state(final)  # a run stopped early may end with finished societies out of the running block
@@ -236,6 +289,7 @@ class CPRTask(Task):
             summary["censored"] = bool(np.asarray(final["active"]).any())
         if final.get("norm_history"):
             rundir.write_table(list(final["norm_history"]), run.out, "norms_adopted", csv=run.csv)
+        summary.update(_mix_and_invader(final, config, run, rounds, N))
         if final.get("beliefs") is not None:
             types = final.get("agent_types") or []
             init = final.get("beliefs_initial") or final["beliefs"]
@@ -258,25 +312,64 @@ class CPRTask(Task):
             extra["efforts"] = agent_efforts(_table_or_none(run.out, "decisions"))
             extra["norms"] = _table_or_none(run.out, "norms_adopted")
         run_figure(rounds, dict(summary), run.out / "figures", **extra)
+        from cooplab.tasks.cpr.mix import figures as mix_figures
+
+        mix_figures(summary, rounds, run.out / "figures")
 
     def report(self, summary: Mapping[str, Any]) -> list[str]:
         st, ef = summary["survival_time"], summary["efficiency"]
 
         n = st.get("n", 0)
         how = " (mean ± s.e.m. over societies)" if n > 1 else ""
+        from cooplab.tasks.cpr.mix import report_lines
+
         return [f"survival time T_s = {mean_sem_text(st, 2)}, efficiency eta = {mean_sem_text(ef, 3)}{how}, "
                 f"n = {n} {'society' if n == 1 else 'societies'}; collapse causes: {counts_text(summary['collapse'])}",
-                "tables: summary.json, rounds.*, agents.*, figures/run.png"]
+                *report_lines(summary),
+                "tables: summary.json, rounds.*, agents.*" + (", by_model.*, crossplay.*" if summary.get("by_model") else "")
+                + ", figures/run.png"]
 
     def analyze_sweep(self, cells: list[dict[str, Any]], out: Path, *, analysis_out: Path | None = None) -> dict[str, Any]:
         """``cooplab analyze cpr`` over the finished cells (into ``OUT/analysis`` unless told otherwise)."""
         from cooplab.tasks.cpr.analysis import analyze
 
+        from cooplab.evals.mixsweep import sweep_tables
+
         dest = Path(analysis_out) if analysis_out is not None else Path(out) / "analysis"
-        return {"analysis": analyze([Path(c["dir"]) for c in cells], dest), "analysis_dir": str(dest)}
+        result = {"analysis": analyze([Path(c["dir"]) for c in cells], dest), "analysis_dir": str(dest)}
+        mixed = sweep_tables(cells, dest)  # per-model rows, cross-play and invasions of the cells (when any)
+        return {**result, "mix_tables": mixed} if mixed else result
 
     def params_table(self) -> list[dict[str, Any]]:
         return params_table()
+
+
+def _mix_and_invader(final: Mapping[str, Any], config: Mapping[str, Any], run: RunInfo, rounds: pd.DataFrame, N: int) -> dict[str, Any]:
+    """A mixed society's per-model outcomes and cross-play (tables ``by_model``, ``crossplay``) and an
+    invader's effect (tasks/cpr/mix.py); nothing for a run with neither."""
+    from cooplab.tasks.cpr import mix
+
+    out: dict[str, Any] = {}
+    invader = config["params"].get("invader")
+    mixed = config.get("agents") == "llm" and mix.is_mixed(config.get("llm"), N) and final.get("decisions")
+    if not mixed and not invader:
+        return out
+    agents = cpr_metrics.agents_frame(final)
+    if mixed:
+        norms = pd.DataFrame(list(final["norm_history"])) if final.get("norm_history") else None
+        by_model, cross = mix.per_model(rundir.frame(list(final["decisions"])), rounds, agents, norms, mix.models_by_agent(config["llm"], N))
+        rundir.write_table(by_model, run.out, "by_model", csv=run.csv)
+        rundir.write_table(cross, run.out, "crossplay", csv=run.csv)
+        out["by_model"], out["crossplay"] = by_model, cross
+    if invader and len(rounds):
+        out["invasion"] = mix.invader_effect(rounds, agents, invader, int(config["params"]["T"]))
+    return out
+
+
+def _invader_kinds(agents: str) -> tuple[str, ...]:
+    """Rule-based societies take the rule-based invaders; LLM societies an invader of another model
+    (``model:scripted:examples/scripted/greedy.json@K`` is a greedy one)."""
+    return ("model",) if agents == "llm" else ("greedy", "defector", "free-rider")
 
 
 TASK = CPRTask()

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from importlib import resources
 from dataclasses import replace
 from typing import Annotated, Any, Literal
 
@@ -37,22 +36,32 @@ from pydantic import BaseModel, Field, create_model
 from cooplab.agents.batch import Batch
 from cooplab.agents.decisions import DecisionSpec, LLMService
 from cooplab.graphs.nodes import PolicyResult
+from cooplab.graphs import prompts
+from cooplab.graphs.prompts import ORIGINAL
 from cooplab.tasks.diners import model as dm
 
 
-@lru_cache(maxsize=None)
-def prompt(name: str) -> str:
-    return resources.files("cooplab.tasks.diners").joinpath("prompts", name).read_text()
+def prompt(name: str, variant: str = ORIGINAL) -> str:
+    """The prompt file ``name`` as ``variant`` words it (:mod:`cooplab.graphs.prompts`; a file the variant lacks is the original's)."""
+    return prompts.text("cooplab.tasks.diners", name, variant)
 
 
 @lru_cache(maxsize=None)
-def strategy_texts() -> dict[str, str]:
-    return json.loads(prompt("strategies.json"))
+def strategy_texts(variant: str = ORIGINAL) -> dict[str, str]:
+    texts = json.loads(prompt("strategies.json", variant))
+    if not isinstance(texts, dict) or not all(isinstance(texts.get(k), str) and texts[k].strip() for k in dm.STRATEGIES):
+        raise ValueError(f"strategies.json of prompt variant {variant!r} must give a text for each of {', '.join(dm.STRATEGIES)}")
+    return texts
 
 
 @lru_cache(maxsize=None)
-def personas() -> list[dict[str, str]]:
-    return json.loads(prompt("personas.json"))
+def personas(variant: str = ORIGINAL) -> list[dict[str, str]]:
+    """The diners' personas (a name and a lifestyle each), as the prompt ``variant`` gives them (the persona axis)."""
+    ps = json.loads(prompt("personas.json", variant))
+    if not isinstance(ps, list) or not ps or not all(isinstance(p, dict) and isinstance(p.get("name"), str) and p["name"].strip()
+                                                     and isinstance(p.get("lifestyle"), str) for p in ps):
+        raise ValueError(f"personas.json of prompt variant {variant!r} must be a non-empty list of {{\"name\": ..., \"lifestyle\": ...}}")
+    return ps
 
 
 # --- decisions -----------------------------------------------------------------------------
@@ -114,8 +123,8 @@ def _points(x: float) -> str:
     return f"{x:g} point{'' if x == 1 else 's'}"
 
 
-def member(state: dict[str, Any], s: int, j: int) -> str:
-    ps = personas()
+def member(state: dict[str, Any], s: int, j: int, variant: str = ORIGINAL) -> str:
+    ps = personas(variant)
     return f"member {j + 1} ({ps[state['personas'][s][j] % len(ps)]['name']})"
 
 
@@ -123,12 +132,12 @@ def group_of(state: dict[str, Any], s: int, i: int) -> list[int]:
     return [int(j) for j in np.flatnonzero(state["group"][s] == state["group"][s, i])]
 
 
-def system(state: dict[str, Any], s: int, i: int) -> SystemMessage:
-    per = personas()[state["personas"][s][i] % len(personas())]
+def system(state: dict[str, Any], s: int, i: int, variant: str = ORIGINAL) -> SystemMessage:
+    per = personas(variant)[state["personas"][s][i] % len(personas(variant))]
     name = dm.STRATEGIES[int(state["strategy"][s, i])]
-    text = prompt("system.txt").format(name=per["name"], me=i + 1, lifestyle=per["lifestyle"], group_size=len(group_of(state, s, i)),
+    text = prompt("system.txt", variant).format(name=per["name"], me=i + 1, lifestyle=per["lifestyle"], group_size=len(group_of(state, s, i)),
                                        venue=dm.VENUES[int(state["venue"][s, i]) % len(dm.VENUES)],
-                                       strategy_text=strategy_texts()[name])
+                                       strategy_text=strategy_texts(variant)[name])
     return SystemMessage(content=text.strip())
 
 
@@ -153,8 +162,8 @@ def own_history(state: dict[str, Any], s: int, i: int) -> str:
     return "\n".join(lines)
 
 
-def orders_now(state: dict[str, Any], s: int, i: int) -> str:
-    return "\n".join(f"- {member(state, s, j)}{' (you)' if j == i else ''}: "
+def orders_now(state: dict[str, Any], s: int, i: int, variant: str = ORIGINAL) -> str:
+    return "\n".join(f"- {member(state, s, j, variant)}{' (you)' if j == i else ''}: "
                      f"{'premium meal (defected)' if state['defect'][s, j] else 'budget meal (cooperated)'}"
                      for j in group_of(state, s, i))
 
@@ -168,36 +177,36 @@ def order_history(state: dict[str, Any], s: int, i: int) -> str:
         f"member {j + 1}{' (you)' if j == i else ''} {'premium' if rec['defect'][s, j] else 'budget'}" for j in grp) for rec in hist)
 
 
-def punishments_now(state: dict[str, Any], s: int, i: int) -> str:
+def punishments_now(state: dict[str, Any], s: int, i: int, variant: str = ORIGINAL) -> str:
     grp = group_of(state, s, i)
     lines = []
     for a in grp:
         targets = [j for j in grp if state["punish1"][s, a, j]]
-        who = "you" if a == i else member(state, s, a)
-        lines.append(f"- {who}: " + (f"punished {', '.join(member(state, s, j) for j in targets)}" if targets else "punished nobody"))
+        who = "you" if a == i else member(state, s, a, variant)
+        lines.append(f"- {who}: " + (f"punished {', '.join(member(state, s, j, variant) for j in targets)}" if targets else "punished nobody"))
     return "\n".join(lines)
 
 
-def order_messages(state: dict[str, Any], s: int, i: int) -> list:
+def order_messages(state: dict[str, Any], s: int, i: int, variant: str = ORIGINAL) -> list:
     P = state["params"]
-    comp = ", ".join(member(state, s, j) for j in group_of(state, s, i) if j != i)
-    human = prompt("order.txt").format(round=int(state["round"]), c_b=_money(P["c_b"][s]), c_p=_money(P["c_p"][s]),
+    comp = ", ".join(member(state, s, j, variant) for j in group_of(state, s, i) if j != i)
+    human = prompt("order.txt", variant).format(round=int(state["round"]), c_b=_money(P["c_b"][s]), c_p=_money(P["c_p"][s]),
                                        group_size=len(group_of(state, s, i)), companions=comp, own_history=own_history(state, s, i))
-    return [system(state, s, i), HumanMessage(content=human.strip())]
+    return [system(state, s, i, variant), HumanMessage(content=human.strip())]
 
 
-def punish_messages(state: dict[str, Any], s: int, i: int) -> list:
-    human = prompt("punish.txt").format(round=int(state["round"]), venue=dm.VENUES[int(state["venue"][s, i]) % len(dm.VENUES)],
-                                        cost_line=cost_line(state, s), orders=orders_now(state, s, i),
+def punish_messages(state: dict[str, Any], s: int, i: int, variant: str = ORIGINAL) -> list:
+    human = prompt("punish.txt", variant).format(round=int(state["round"]), venue=dm.VENUES[int(state["venue"][s, i]) % len(dm.VENUES)],
+                                        cost_line=cost_line(state, s), orders=orders_now(state, s, i, variant),
                                         order_history=order_history(state, s, i))
-    return [system(state, s, i), HumanMessage(content=human.strip())]
+    return [system(state, s, i, variant), HumanMessage(content=human.strip())]
 
 
-def metanorm_messages(state: dict[str, Any], s: int, i: int) -> list:
-    human = prompt("metanorm.txt").format(round=int(state["round"]), venue=dm.VENUES[int(state["venue"][s, i]) % len(dm.VENUES)],
-                                          cost_line=cost_line(state, s), orders=orders_now(state, s, i),
-                                          punishments=punishments_now(state, s, i))
-    return [system(state, s, i), HumanMessage(content=human.strip())]
+def metanorm_messages(state: dict[str, Any], s: int, i: int, variant: str = ORIGINAL) -> list:
+    human = prompt("metanorm.txt", variant).format(round=int(state["round"]), venue=dm.VENUES[int(state["venue"][s, i]) % len(dm.VENUES)],
+                                          cost_line=cost_line(state, s), orders=orders_now(state, s, i, variant),
+                                          punishments=punishments_now(state, s, i, variant))
+    return [system(state, s, i, variant), HumanMessage(content=human.strip())]
 
 
 # --- policies ------------------------------------------------------------------------------
@@ -211,11 +220,14 @@ def _row(rec, state, s: int, i: int, prescribed: Any, chosen: Any) -> dict[str, 
 class LLMOrderPolicy:
     """Fig. 3: each diner orders in context; prescribed = the strategy's order rule."""
 
+    def __init__(self, variant: str = ORIGINAL):
+        self.variant = variant  # the prompt variant (docs/robustness.md)
+
     async def __call__(self, state, rng, context, config) -> PolicyResult:
         service: LLMService = context.llm
         S, N = state["strategy"].shape
         batch = Batch(service)
-        jobs = [(s, i, order_messages(state, s, i), {}) for s in range(S) if state["active"][s] for i in range(N)]
+        jobs = [(s, i, order_messages(state, s, i, self.variant), {}) for s in range(S) if state["active"][s] for i in range(N)]
         prescribed = dm.rule_orders(state["strategy"], state["reformed"])
         defect = np.zeros((S, N), dtype=bool)
         for s, i, value, rec in await batch.ask(ORDER, jobs, int(state["round"]), config):
@@ -227,6 +239,9 @@ class LLMOrderPolicy:
 class _LLMPunishBase:
     spec: DecisionSpec
     key = "punish1"
+
+    def __init__(self, variant: str = ORIGINAL):
+        self.variant = variant  # the prompt variant (docs/robustness.md)
 
     def who(self, state) -> np.ndarray:
         raise NotImplementedError
@@ -264,7 +279,7 @@ class LLMPunishPolicy(_LLMPunishBase):
         return np.ones_like(state["strategy"], dtype=bool)
 
     def messages(self, state, s, i):
-        return punish_messages(state, s, i)
+        return punish_messages(state, s, i, self.variant)
 
     def prescribed(self, state):
         return dm.rule_punish(state["strategy"], state["defect"], dm.same_group(state["group"]))
@@ -279,16 +294,19 @@ class LLMMetanormPolicy(_LLMPunishBase):
         return state["strategy"] == dm.M
 
     def messages(self, state, s, i):
-        return metanorm_messages(state, s, i)
+        return metanorm_messages(state, s, i, self.variant)
 
     def prescribed(self, state):
         return dm.rule_metanorm(state["strategy"], state["defect"], state["punish1"], dm.same_group(state["group"]))
 
 
-def llm_phases():
+def llm_phases(variant: str = ORIGINAL):
+    """The diners' graph nodes with LLM policies whose prompts ``variant`` words (its personas and
+    strategy texts read, and checked, now: a broken file is one line before the first call)."""
     from cooplab.tasks.diners.society import diners_phases
 
-    return diners_phases(LLMOrderPolicy(), LLMPunishPolicy(), LLMMetanormPolicy())
+    personas(variant), strategy_texts(variant)
+    return diners_phases(LLMOrderPolicy(variant), LLMPunishPolicy(variant), LLMMetanormPolicy(variant))
 
 
 def accuracy(decisions: list[dict[str, Any]]) -> dict[str, Any]:

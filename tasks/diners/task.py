@@ -143,7 +143,9 @@ class DinersTask(Task):
         if config.get("agents") == "llm":
             from cooplab.tasks.diners.llm import llm_phases
 
-            return build_diners_graph(llm_phases(), checkpointer=checkpointer)
+            from cooplab.graphs.prompts import variant_of
+
+            return build_diners_graph(llm_phases(variant_of(config)), checkpointer=checkpointer)
         return build_diners_graph(diners_phases(), checkpointer=checkpointer)
 
     def init_state(self, config: Mapping[str, Any]) -> dict[str, Any]:

@@ -36,7 +36,6 @@ deliberation is on (B.3), and Collective Risk's status update (B.4.4).
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib import resources
 from typing import Annotated, Any
 
 import numpy as np
@@ -46,7 +45,9 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from cooplab.agents.batch import Batch
 from cooplab.agents.decisions import DecisionSpec
 from cooplab.agents.decisions import validate as validate_answer  # noqa: F401 - (spec, text, ctx) -> value; tests use it
+from cooplab.graphs import prompts
 from cooplab.graphs.nodes import PolicyResult
+from cooplab.graphs.prompts import ORIGINAL
 from cooplab.tasks.games import equilibria as eq
 from cooplab.tasks.games.params import PROMPTS
 from cooplab.tasks.games.players import action_range
@@ -63,9 +64,9 @@ MAX_MESSAGE_CHARS = 500
 FIELD = {"effort": "effort", "extract": "extract", "contribute": "contribute", "withdraw": "withdraw"}
 
 
-@lru_cache(maxsize=None)
-def prompt(name: str) -> str:
-    return resources.files("cooplab.tasks.games").joinpath("prompts", f"{name}.txt").read_text()
+def prompt(name: str, variant: str = ORIGINAL) -> str:
+    """The prompt ``name`` as ``variant`` words it (:mod:`cooplab.graphs.prompts`; a file the variant lacks is the original's)."""
+    return prompts.text("cooplab.tasks.games", f"{name}.txt", variant)
 
 
 def style(condition: str) -> str:
@@ -200,14 +201,14 @@ def groups_phrase(P: Any, unit: str = "player", group: str = "group") -> str:
     return f"{len(sizes)} {group}s of {listed} {unit}s ({n} {unit}s total)"
 
 
-def description(P: Any, condition: str, group_size: int) -> str:
+def description(P: Any, condition: str, group_size: int, variant: str = ORIGINAL) -> str:
     """The game's description (B.4) with the configured sizes and constants."""
     values = {k: (_num(v) if isinstance(v, float) else v) for k, v in P.model_dump().items() if not isinstance(v, list)}
     values.update(groups=groups_phrase(P), groups_teams=groups_phrase(P, "worker", "team"), n=P.n_players, others=P.n_players - 1,
                   group_size=group_size)
     if P.GAME == "collective-risk":
         values["loss_pct"] = _num(100 * P.loss_probability)
-    return prompt(f"{P.GAME}.{style(condition)}").format(**values).strip()
+    return prompt(f"{P.GAME}.{style(condition)}", variant).format(**values).strip()
 
 
 def members_of(group: np.ndarray, i: int) -> list[int]:
@@ -215,11 +216,11 @@ def members_of(group: np.ndarray, i: int) -> list[int]:
     return [int(j) for j in np.flatnonzero(g == g[i])]
 
 
-def system(P: Any, state: Any, i: int, condition: str) -> SystemMessage:
+def system(P: Any, state: Any, i: int, condition: str, variant: str = ORIGINAL) -> SystemMessage:
     g = np.asarray(state["group"])
-    strategy = prompt(f"strategy.{condition}") if reasoning(condition) else ""
-    text = prompt(f"system.{style(condition)}").format(player=i + 1, group=int(g[i]) + 1,
-                                                       description=description(P, condition, len(members_of(g, i))),
+    strategy = prompt(f"strategy.{condition}", variant) if reasoning(condition) else ""
+    text = prompt(f"system.{style(condition)}", variant).format(player=i + 1, group=int(g[i]) + 1,
+                                                       description=description(P, condition, len(members_of(g, i)), variant),
                                                        strategy=strategy)
     return SystemMessage(content=text.strip())
 
@@ -314,33 +315,33 @@ def ask_text(P: Any) -> str:
             "o-ring": f"Choose how many units to withdraw, an integer from 0 to {hi}."}[P.GAME]
 
 
-def decision_messages(P: Any, state: Any, s: int, i: int, condition: str) -> list:
-    human = prompt(f"decision.{style(condition)}").format(
+def decision_messages(P: Any, state: Any, s: int, i: int, condition: str, variant: str = ORIGINAL) -> list:
+    human = prompt(f"decision.{style(condition)}", variant).format(
         round=int(state["round"]), rounds=P.rounds, history=history_text(P, state, s, i), deliberation=deliberation_text(state, s, i),
         status=status_text(P, state, s), ask=ask_text(P), example=action_example(P.GAME, action_range(P), condition))
-    return [system(P, state, i, condition), HumanMessage(content=human.strip())]
+    return [system(P, state, i, condition, variant), HumanMessage(content=human.strip())]
 
 
-def sanction_messages(P: Any, state: Any, s: int, i: int, condition: str) -> list:
+def sanction_messages(P: Any, state: Any, s: int, i: int, condition: str, variant: str = ORIGINAL) -> list:
     g = np.asarray(state["group"])
     mine = members_of(g, i)
     a, pay = np.asarray(state["action"])[s], np.asarray(state["stage_payoff"])[s]
     ext = "\n".join(f"- {_who(j, i)}: extracted {int(a[j])}, phase 1 payoff: {pay[j]:.2f}" for j in mine)
     total = int(a.sum())
     example = sanction_spec(condition).instructions.removeprefix("Reply with one JSON object only: ").split(" (an empty")[0]
-    human = prompt("sanction").format(round=int(state["round"]), rounds=P.rounds, extractions=ext, capacity=P.capacity, total=total,
+    human = prompt("sanction", variant).format(round=int(state["round"]), rounds=P.rounds, extractions=ext, capacity=P.capacity, total=total,
                                       n_players=P.n_players, remaining=max(0, P.capacity - total), my_payoff=f"{pay[i]:.2f}",
                                       members=", ".join(f"Player {j + 1}" for j in mine if j != i), cost=_num(P.sanction_cost),
                                       damage=_num(P.sanction_damage), max_sanction=P.max_sanction, example=example)
-    return [system(P, state, i, condition), HumanMessage(content=human.strip())]
+    return [system(P, state, i, condition, variant), HumanMessage(content=human.strip())]
 
 
-def deliberation_messages(P: Any, state: Any, s: int, i: int, condition: str) -> list:
+def deliberation_messages(P: Any, state: Any, s: int, i: int, condition: str, variant: str = ORIGINAL) -> list:
     g = np.asarray(state["group"])
-    human = prompt("deliberation").format(round=int(state["round"]), rounds=P.rounds, group=int(g[i]) + 1,
+    human = prompt("deliberation", variant).format(round=int(state["round"]), rounds=P.rounds, group=int(g[i]) + 1,
                                           members=", ".join(_who(j, i) for j in members_of(g, i)),
                                           history=history_text(P, state, s, i))
-    return [system(P, state, i, condition), HumanMessage(content=human.strip())]
+    return [system(P, state, i, condition, variant), HumanMessage(content=human.strip())]
 
 
 # --- policies ------------------------------------------------------------------------------
@@ -362,15 +363,15 @@ def _row(rec: Any, condition: str) -> dict[str, Any]:
 class LLMDecidePolicy:
     """The decision phase of ``P.GAME``: every player of every simulation, concurrently."""
 
-    def __init__(self, P: Any, condition: str):
-        self.P, self.condition = P, condition
+    def __init__(self, P: Any, condition: str, variant: str = ORIGINAL):
+        self.P, self.condition, self.variant = P, condition, variant
 
     async def __call__(self, state, rng, context, config) -> PolicyResult:
         P = self.P
         S, N = state["simulations"], len(state["group"])
         spec = action_spec(P.GAME, action_range(P), getattr(P, "endowment", 0), self.condition)
         prev = _previous(P, state)
-        jobs = [(s, i, decision_messages(P, state, s, i, self.condition), {"fallback": prev[s, i].tolist()})
+        jobs = [(s, i, decision_messages(P, state, s, i, self.condition, self.variant), {"fallback": prev[s, i].tolist()})
                 for s in range(S) for i in range(N)]
         out = np.zeros((S, N, 3) if P.GAME == "public-goods" else (S, N), dtype=np.int64)
         batch = Batch(context.llm)
@@ -383,8 +384,8 @@ class LLMDecidePolicy:
 class LLMSanctionPolicy:
     """CPR with sanctioning, phase 2: every player decides whom of its own group to sanction."""
 
-    def __init__(self, P: Any, condition: str):
-        self.P, self.condition = P, condition
+    def __init__(self, P: Any, condition: str, variant: str = ORIGINAL):
+        self.P, self.condition, self.variant = P, condition, variant
 
     async def __call__(self, state, rng, context, config) -> PolicyResult:
         P = self.P
@@ -394,7 +395,7 @@ class LLMSanctionPolicy:
         for s in range(S):
             for i in range(N):
                 allowed = [j + 1 for j in members_of(g, i) if j != i]
-                jobs.append((s, i, sanction_messages(P, state, s, i, self.condition),
+                jobs.append((s, i, sanction_messages(P, state, s, i, self.condition, self.variant),
                              {"allowed": allowed, "me": i + 1, "max_sanction": P.max_sanction}))
         out = np.zeros((S, N, N), dtype=np.int64)
         batch = Batch(context.llm)
@@ -409,14 +410,14 @@ class LLMDeliberatePolicy:
     """Optional within-group deliberation (B.3) before the decision: every member writes one short
     message at the same time; its group sees the messages in this round's decision prompt."""
 
-    def __init__(self, P: Any, condition: str):
-        self.P, self.condition = P, condition
+    def __init__(self, P: Any, condition: str, variant: str = ORIGINAL):
+        self.P, self.condition, self.variant = P, condition, variant
 
     async def __call__(self, state, rng, context, config) -> PolicyResult:
         P = self.P
         S, N = state["simulations"], len(state["group"])
         g = np.asarray(state["group"])
-        jobs = [(s, i, deliberation_messages(P, state, s, i, self.condition), {}) for s in range(S) for i in range(N)]
+        jobs = [(s, i, deliberation_messages(P, state, s, i, self.condition, self.variant), {}) for s in range(S) for i in range(N)]
         batch = Batch(context.llm)
         rows = []
         t = int(state["round"])
@@ -427,14 +428,14 @@ class LLMDeliberatePolicy:
         return PolicyResult(None, {"messages": rows, **batch.updates()})
 
 
-def llm_policies(P: Any, condition: str, deliberation: bool) -> dict[str, Any]:
+def llm_policies(P: Any, condition: str, deliberation: bool, variant: str = ORIGINAL) -> dict[str, Any]:
     """The policy slots of an LLM run: ``decide``, ``sanction`` (CPR with sanctioning) and
-    ``deliberate`` (with deliberation)."""
+    ``deliberate`` (with deliberation), their prompts as ``variant`` words them."""
     if condition not in PROMPTS:
         raise ValueError(f"prompt must be one of {', '.join(PROMPTS)}, got {condition!r}")
-    out: dict[str, Any] = {"decide": LLMDecidePolicy(P, condition)}
+    out: dict[str, Any] = {"decide": LLMDecidePolicy(P, condition, variant)}
     if P.GAME == "cpr-sanction":
-        out["sanction"] = LLMSanctionPolicy(P, condition)
+        out["sanction"] = LLMSanctionPolicy(P, condition, variant)
     if deliberation:
-        out["deliberate"] = LLMDeliberatePolicy(P, condition)
+        out["deliberate"] = LLMDeliberatePolicy(P, condition, variant)
     return out

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from cooplab.graphs import rundir
+from cooplab.graphs import prompts, rundir
 from cooplab.graphs.rng import phase_rng
 from cooplab.graphs.task import RunInfo, Task, TaskConfigError
 from cooplab.tasks.games import equilibria as eq
@@ -40,7 +40,7 @@ def phases_for(P: GameParams, policies: Mapping[str, Any]):
 
 
 #: the game run's settings beside the game's parameters in config["params"]
-RUN_SETTINGS = ("game", "players", "script", "script_file", "prompt", "deliberation")
+RUN_SETTINGS = ("game", "players", "script", "script_file", "prompt", "deliberation", "invader")
 
 
 def _own(config: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -88,6 +88,15 @@ class GameTask(Task):
             raise TaskConfigError(f"deliberation must be true or false, got {deliberation!r}")
         if players != "llm" and (prompt != "standard" or deliberation):
             raise TaskConfigError("prompt and deliberation apply to LLM players only (players llm)")
+        if _own(config).get("invader") is not None:
+            from cooplab.graphs import invaders
+            from cooplab.limits import ConfigError
+
+            try:
+                invaders.check_stored(_own(config)["invader"], n_agents=P.n_players, rounds=P.rounds, agents=str(config.get("agents")),
+                                      kinds=_invader_kinds(players == "llm"))
+            except ConfigError as exc:
+                raise TaskConfigError(str(exc)) from None
         script = _own(config).get("script")
         if players == "scripted":
             try:
@@ -98,10 +107,12 @@ class GameTask(Task):
             raise TaskConfigError(f"script must be null unless players is scripted, got {type(script).__name__}")
 
     def options(self, agents: str, *, game: str, players: str | None = None, prompt: str = "standard", deliberation: bool = False,
-                group_size: int | None = None, simulations: int | None = None, rounds: int | None = None, set: Any = None) -> dict[str, Any]:  # noqa: A002
+                group_size: int | None = None, simulations: int | None = None, rounds: int | None = None, set: Any = None,  # noqa: A002
+                invader: Any = None) -> dict[str, Any]:
         """``cooplab run game``'s own options: the ``game``, who plays (``players``: llm, nash (default),
         pareto, random or scripted:FILE), the LLM players' ``prompt`` and ``deliberation``, ``group_size``,
-        ``simulations``, ``rounds`` and ``set`` (game constants: a dict or ``name=value`` strings)."""
+        ``simulations``, ``rounds``, ``set`` (game constants: a dict or ``name=value`` strings) and
+        ``invader`` (``"KIND@K[:AGENT]"``: a player replaced at round K, tasks/games/invaders.py)."""
         from pydantic import ValidationError
 
         import cooplab.limits as co
@@ -134,11 +145,18 @@ class GameTask(Task):
             raise co.ConfigError(f"--players must be llm, nash, pareto, random or scripted:FILE, got {co.show(players)}")
         kind, _, path = players.partition(":")
         kind = kind.strip().lower()
+        extra: dict[str, Any] = {}
+        if invader is not None:
+            from cooplab.graphs import invaders
+
+            llm_players = kind == "llm" and not path.strip()
+            extra["invader"] = invaders.parse(invader, n_agents=P.n_players, rounds=P.rounds, agents="llm" if llm_players else "rule",
+                                              kinds=_invader_kinds(llm_players))
         if kind == "llm" and not path.strip():
             if prompt not in PROMPTS:
                 raise co.ConfigError(f"--prompt must be one of {', '.join(PROMPTS)}, got {prompt!r}")
             return {"agents": "llm", "params": {"game": game, "players": "llm", "script": None, "script_file": None, "prompt": prompt,
-                                                "deliberation": bool(deliberation), **P.model_dump(mode="json")}}
+                                                "deliberation": bool(deliberation), **extra, **P.model_dump(mode="json")}}
         if agents == "llm":
             raise co.ConfigError(f"--agents llm plays LLM players; it cannot be combined with --players {players}")
         if kind not in pl.KINDS or (kind == "scripted") != bool(path.strip()):
@@ -152,7 +170,7 @@ class GameTask(Task):
             except pl.ScriptError as exc:
                 raise co.ConfigError(str(exc)) from None
         return {"params": {"game": game, "players": kind, "script": script, "script_file": path.strip() or None, "prompt": "standard",
-                           "deliberation": False, **P.model_dump(mode="json")}}
+                           "deliberation": False, **extra, **P.model_dump(mode="json")}}
 
     def n_agents(self, config: Mapping[str, Any]) -> int:
         return self.params(config).n_players
@@ -167,8 +185,12 @@ class GameTask(Task):
         if _own(config)["players"] == "llm":
             from cooplab.tasks.games.llm import llm_policies
 
-            return llm_policies(self.params(config), _own(config).get("prompt", "standard"), bool(_own(config).get("deliberation", False)))
-        return pl.policies(_own(config)["players"], self.params(config), _own(config).get("script"))
+            return llm_policies(self.params(config), _own(config).get("prompt", "standard"), bool(_own(config).get("deliberation", False)),
+                                prompts.variant_of(config))
+        from cooplab.tasks.games.invaders import with_invader
+
+        P = self.params(config)
+        return with_invader(P, pl.policies(_own(config)["players"], P, _own(config).get("script")), _own(config).get("invader"))
 
     def phases(self, config: Mapping[str, Any]):
         return phases_for(self.params(config), self.policies(config))
@@ -218,6 +240,7 @@ class GameTask(Task):
                            messages=len(messages))
         summary.update(mt.summarize(P, history, tables["simulations"], conv if conv is not None else mt.bootstrap_convergence([]),
                                     fallbacks))
+        summary.update(_mix_and_invader(P, history, config, run))
         if "convergence" in summary:
             keep = [i for i, n in enumerate(summary["convergence"]["n"]) if n in SUMMARY_N or n == P.simulations]
             summary["convergence"] = {k: (v if k == "resamples" else [v[i] for i in keep]) for k, v in summary["convergence"].items()}
@@ -230,6 +253,9 @@ class GameTask(Task):
 
         run_figure(rundir.read_table(run.out, "rounds"), rundir.read_table(run.out, "convergence"), summary,
                    run.out / "figures" / "run.png")
+        from cooplab.tasks.games.mix import figures as mix_figures
+
+        mix_figures(summary, run.out / "figures")
 
     def report(self, summary: Mapping[str, Any]) -> list[str]:
         m, p = summary.get("metric") or {}, summary.get("pareto_proximity")
@@ -259,7 +285,12 @@ class GameTask(Task):
             s = oc["sanctions"]
             lines.append(f"sanction tokens per player and round: given {s['tokens_given_per_player_round']:.3f}, received "
                          f"{s['tokens_received_per_player_round']:.3f}")
+        from cooplab.tasks.games.mix import report_lines
+
+        lines += report_lines(summary)
         extra = ", sanctions.*" if summary.get("game") == "cpr-sanction" else ""
+        if summary.get("by_model"):
+            extra += ", by_model.*, crossplay.*"
         if summary.get("players") == "llm":
             d = summary.get("decisions") or {}
             fb = summary.get("fallback") or {}
@@ -269,6 +300,16 @@ class GameTask(Task):
             extra += ", decisions.*, ledger.*" + (", messages.*" if summary.get("messages") else "")
         lines.append(f"tables: summary.json, players.*, rounds.*, simulations.*{extra}, convergence.*, figures/run.png")
         return lines
+
+    def analyze_sweep(self, cells: list[dict[str, Any]], out: Any, *, analysis_out: Any = None) -> dict[str, Any] | None:
+        """The cells' per-model rows, cross-play and invasions side by side (when any cell has them)."""
+        from pathlib import Path
+
+        from cooplab.evals.mixsweep import sweep_tables
+
+        dest = Path(analysis_out) if analysis_out is not None else Path(out) / "analysis"
+        mixed = sweep_tables(cells, dest)
+        return {"mix_tables": mixed, "analysis_dir": str(dest)} if mixed else None
 
     def params_table(self) -> list[dict[str, Any]]:
         rows = []
@@ -284,6 +325,30 @@ def reference_text(metric: Mapping[str, Any]) -> str:
     """"Nash 0, Pareto 1 (fair share T/(N R))": the references a metric is read against."""
     basis = metric.get("pareto_basis")
     return f"Nash {metric['nash']:g}, Pareto {metric['pareto']:g}" + (f" ({basis})" if basis and basis != "derived" else "")
+
+
+def _mix_and_invader(P: Any, history: list, config: Mapping[str, Any], run: RunInfo) -> dict[str, Any]:
+    """Players of several models: per-model outcomes and cross-play (tables ``by_model``,
+    ``crossplay``); an invader: its effect (tasks/games/mix.py). Nothing for a run with neither."""
+    from cooplab.tasks.games import mix
+
+    out: dict[str, Any] = {}
+    if not history:
+        return out
+    llm = config.get("llm")
+    if _own(config).get("players") == "llm" and llm and len({mix.model_of(llm, a) for a in range(P.n_players)}) > 1:
+        by_model, cross = mix.per_model(P, history, llm)
+        rundir.write_table(by_model, run.out, "by_model", csv=run.csv)
+        rundir.write_table(cross, run.out, "crossplay", csv=run.csv)
+        out["by_model"], out["crossplay"] = by_model, cross
+    if _own(config).get("invader"):
+        out["invasion"] = mix.invader_effect(P, history, _own(config)["invader"])
+    return out
+
+
+def _invader_kinds(llm_players: bool) -> tuple[str, ...]:
+    """Reference players take the rule-based invaders; LLM players an invader of another model."""
+    return ("model",) if llm_players else ("greedy", "defector", "free-rider")
 
 
 TASK = GameTask()

@@ -23,7 +23,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
 
-from cooplab.agents.models import BUILTIN_MODELS, ScriptedChatModel, register_builtin
+from cooplab.agents.models.scripted import BUILTIN_MODELS, ScriptedChatModel, register_builtin
 from cooplab.tasks.science import oracle as orc
 from cooplab.tasks.science.roles import (
     ARTIFACT,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from cooplab.agents import models
+from cooplab.agents.models import local
 
 
 def sparse_gguf(path, size: int):
@@ -17,10 +17,10 @@ def sparse_gguf(path, size: int):
 
 
 def test_a_big_model_file_is_announced_once_before_it_is_hashed(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(models, "HASH_NOTE_BYTES", 1 << 20)
+    monkeypatch.setattr(local, "HASH_NOTE_BYTES", 1 << 20)
     big = sparse_gguf(tmp_path / "huge.gguf", 3 << 20)
-    first = models.gguf_identity(big)
-    again = models.gguf_identity(big)  # hashed once per process: no second note
+    first = local.gguf_identity(big)
+    again = local.gguf_identity(big)  # hashed once per process: no second note
     err = capsys.readouterr().err
     assert first == again and len(first["sha256"]) == 64
     notes = [line for line in err.splitlines() if big in line]
@@ -28,7 +28,7 @@ def test_a_big_model_file_is_announced_once_before_it_is_hashed(tmp_path, monkey
 
 
 def test_a_small_model_file_is_hashed_without_a_word(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(models, "HASH_NOTE_BYTES", 1 << 20)
+    monkeypatch.setattr(local, "HASH_NOTE_BYTES", 1 << 20)
     small = sparse_gguf(tmp_path / "small.gguf", 1000)
-    models.gguf_identity(small)
+    local.gguf_identity(small)
     assert capsys.readouterr().err == "" and os.path.getsize(small) == 1000

@@ -15,7 +15,8 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from cooplab.agents.decisions import LLMService, ModelUnavailable, decide
-from cooplab.agents.models import local_model_path, make_chat_model, parse_model_spec
+from cooplab.agents.models import make_chat_model, parse_model_spec
+from cooplab.agents.models.local import local_model_path
 from cooplab.cli import main
 from cooplab.tasks.cpr.llm import EFFORT
 

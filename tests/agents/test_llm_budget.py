@@ -25,7 +25,7 @@ import pandas as pd
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from cooplab.agents import models as models_mod
+from cooplab.agents.models import factory
 from cooplab.agents.cache import ResponseCache
 from cooplab.agents.decisions import (
     LLMService,
@@ -38,9 +38,9 @@ from cooplab.agents.models import (
     EndpointResponseError,
     ModelSpec,
     ScriptedChatModel,
-    checked_completion,
     parse_model_spec,
 )
+from cooplab.agents.models.openai_compat import checked_completion
 from cooplab.agents.usage import (
     MESSAGE_OVERHEAD,
     TEMPLATE_OVERHEAD,
@@ -257,8 +257,8 @@ def test_usage_holding_non_numbers_completes_and_resume_is_not_needed(tmp_path, 
 
 
 def test_a_hanging_server_times_out_and_stops_cleanly(tmp_path, capsys, fast_backoff, monkeypatch):
-    make = models_mod.make_chat_model
-    monkeypatch.setattr(models_mod, "make_chat_model", lambda spec, **kw: make(spec, **{**kw, "timeout": 0.3}))
+    make = factory.make_chat_model
+    monkeypatch.setattr(factory, "make_chat_model", lambda spec, **kw: make(spec, **{**kw, "timeout": 0.3}))
     out = tmp_path / "run"
     # every request hangs until the test ends, so the client's timeout decides, however slow the machine
     with MisbehavingServer("hang") as srv:
@@ -565,7 +565,7 @@ def test_property_random_bodies_from_a_real_server_through_the_openai_path():
             spec = parse_model_spec("openai:x", base_url=srv.url, max_tokens=32)
             budget = Decimal("0.004")
             ledger = WatchedLedger(budget=budget)
-            svc = LLMService(models={"default": (spec, models_mod.make_chat_model(spec))}, ledger=ledger, max_concurrency=8,
+            svc = LLMService(models={"default": (spec, factory.make_chat_model(spec))}, ledger=ledger, max_concurrency=8,
                              backoff_base=0.0, max_transport_retries=2)
 
             async def one(i):
@@ -617,7 +617,7 @@ def test_many_concurrent_calls_against_a_real_server_never_overshoot_a_tiny_budg
         spec = parse_model_spec("openai:x", base_url=srv.url, max_tokens=32)
         budget = Decimal("0.002")
         ledger = WatchedLedger(budget=budget)
-        svc = LLMService(models={"default": (spec, models_mod.make_chat_model(spec))}, ledger=ledger, max_concurrency=16)
+        svc = LLMService(models={"default": (spec, factory.make_chat_model(spec))}, ledger=ledger, max_concurrency=16)
 
         async def one(i):
             try:
@@ -676,7 +676,7 @@ import numpy as np
 import llama_cpp
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 from langchain_core.messages import HumanMessage
-from cooplab.agents.models import local_model_path
+from cooplab.agents.models.local import local_model_path
 from cooplab.agents.usage import input_bound
 
 llama = llama_cpp.Llama(model_path=str(local_model_path()), vocab_only=True, verbose=False)

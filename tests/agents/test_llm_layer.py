@@ -21,9 +21,9 @@ from cooplab.agents.models import (
     ModelSpec,
     ModelSpecError,
     ScriptedChatModel,
-    count_tokens,
     parse_model_spec,
 )
+from cooplab.agents.usage import count_tokens
 from cooplab.graphs.ledger import BudgetExhausted, Ledger, Rates
 from cooplab.tasks.cpr.llm import EFFORT
 

@@ -18,7 +18,8 @@ from langchain_openai import ChatOpenAI
 
 import cooplab
 from cooplab.agents import instances
-from cooplab.agents.models import ModelSpecError, gguf_file, gguf_identity, parse_model_spec
+from cooplab.agents.models import ModelSpecError, parse_model_spec
+from cooplab.agents.models.local import gguf_file, gguf_identity
 from cooplab.graphs.rundir import RunDirError
 from cooplab.limits import ConfigError
 
@@ -261,7 +262,7 @@ def test_a_bad_local_path_is_one_line_exit_2_before_a_run_dir(tmp_path):
 def test_any_gguf_file_runs_a_society_in_the_model_process(tmp_path):
     """A second GGUF made from the shipped one (a copy under another name and folder) proves the
     path: the same llama.cpp build and child process load whatever file ``local:PATH`` names."""
-    from cooplab.agents.models import local_model_path
+    from cooplab.agents.models.local import local_model_path
 
     shipped = local_model_path()
     other = tmp_path / "models" / "my-fisher.Q4_1.gguf"

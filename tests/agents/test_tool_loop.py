@@ -21,11 +21,8 @@ from langgraph.graph.message import add_messages
 
 from cooplab.agents.cache import ResponseCache
 from cooplab.agents.decisions import ModelUnavailable
-from cooplab.agents.models import (
-    EndpointResponseError,
-    ScriptedChatModel,
-    checked_completion,
-)
+from cooplab.agents.models import EndpointResponseError, ScriptedChatModel
+from cooplab.agents.models.openai_compat import checked_completion
 from cooplab.agents.tools import (
     ToolAgent,
     ToolLoopLimits,

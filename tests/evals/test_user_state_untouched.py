@@ -100,6 +100,11 @@ SCRIPT = textwrap.dedent('''
     efficiency.figure(pd.DataFrame([{"model": "m", "profile_total_tokens": 1000, "science_total_tokens_per_run": 5000,
                                      "paper_science_total_tokens_per_run": 9000}]), fig_dir / "efficiency.png")
     made.append(fig_dir / "efficiency.png")
+    from cooplab.evals import robustness as rb
+    rep = {"variants": ["original", "reword-a"], "effects": [], "spread": [{"model": "scripted:m.json", "condition": "all", "outcome": "efficiency",
+           "mean": 0.5, "variants": {"original": {"mean": 0.4, "low": 0.3, "high": 0.5, "n": 3}, "reword-a": {"mean": 0.6, "low": None, "high": None, "n": 1}}}]}
+    rb.draw(rep).savefig(fig_dir / "robustness.png")
+    made.append(fig_dir / "robustness.png")
     from cooplab.evals import bayes
     forest = pd.DataFrame({"term": ["x", "y"], "mean": [0.1, -0.2], "ci_low": [-0.1, -0.4], "ci_high": [0.3, 0.0], "excludes_zero": [False, True]})
     made.append(bayes.forest_plot({"outcome": forest}, fig_dir / "forest.png", "forest"))
@@ -126,7 +131,7 @@ def test_runs_and_every_figure_leave_the_backend_logging_and_decimal_context_alo
                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     got = json.loads(res.stdout.strip().splitlines()[-1])
-    assert got["figures"] == 20
+    assert got["figures"] == 21
     assert got["backend"] == got["rc_backend"] == "svg"  # never switched to Agg
     assert got["open"] == [] and not got["pyplot_imported"]  # nothing drawn through pyplot
     assert got["logging"][0] == got["logging"][1]

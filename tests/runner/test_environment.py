@@ -54,7 +54,7 @@ def test_a_malformed_environment_record_is_ignored_not_fatal(tmp_path, capsys):
 def test_the_local_model_is_recorded_by_file_name_and_sha256():
     import hashlib
 
-    from cooplab.agents.models import local_model_path
+    from cooplab.agents.models.local import local_model_path
 
     env = runstore.environment({"llm": {"model": "local"}})
     path = local_model_path()

@@ -128,6 +128,8 @@ def test_a_bad_setting_is_one_line_before_any_run_directory(tmp_path, monkeypatc
 def test_langgraph_json_names_one_factory_per_built_in_task():
     spec = json.loads((ROOT / "langgraph.json").read_text())
     assert set(spec["graphs"]) == set(sg.GRAPHS) == {"cpr", "diners", "game", "science"}
+    # the server's own checkpoints decode only LangGraph's safe types (the served graphs' state is plain data)
+    assert spec["env"] == {"LANGGRAPH_STRICT_MSGPACK": "true"}
     for graph_id, where in spec["graphs"].items():
         module, _, name = where.partition(":")
         assert module == sg.__name__ and callable(getattr(sg, name))

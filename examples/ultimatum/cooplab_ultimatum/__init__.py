@@ -31,11 +31,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from cooplab.agents.rule_based import imitation_probability, sample_peer
-from cooplab.graphs import rundir
-from cooplab.graphs.rng import phase_rng
-from cooplab.graphs.state import AppendLog
-from cooplab.graphs.task import RunInfo, Task
+from cooplab.world import AppendLog, RunInfo, Task, imitation_probability, phase_rng, sample_peer, write_table
 
 MAX_GAMES = 10_000_000  # replicates x n_players / 2 x rounds: the history must fit in memory
 
@@ -153,8 +149,8 @@ class UltimatumTask(Task):
         games["offer"] = games["share"] * P.pie
         rounds = games.groupby(["replicate", "round"], as_index=False).agg(mean_share=("share", "mean"), acceptance=("accepted", "mean"))
         rounds["mean_payoff"] = rounds["acceptance"] * P.pie / 2  # per player: each game splits the pie between two
-        rundir.write_table(games, run.out, "games", csv=run.csv)
-        rundir.write_table(rounds, run.out, "rounds", csv=run.csv)
+        write_table(games, run.out, "games", csv=run.csv)
+        write_table(rounds, run.out, "rounds", csv=run.csv)
         mean = lambda x: float(x.mean()) if len(x) else None  # noqa: E731
         last = games[games["round"] == len(hist)]
         return {"replicates": S, "n_players": P.n_players, "pie": P.pie, "rounds_completed": len(hist),

@@ -2,7 +2,7 @@
 
 Each player sees the rules, its own last game and the question; the answer is a JSON object
 validated by a pydantic schema (an offer must lie between 0 and the pie) and retried with the
-error shown, up to three attempts (:func:`cooplab.agents.decisions.decide`). Then the documented
+error shown, up to three attempts (:func:`cooplab.world.decide`). Then the documented
 fallback is the player's rule: offer its share p of the pie; accept iff the offer is at least its
 threshold q. Every call is cached, charged to the run's ledger and traced by the runner.
 """
@@ -13,9 +13,7 @@ import numpy as np
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from cooplab.agents.batch import decide_all
-from cooplab.agents.decisions import DecisionSpec
-from cooplab.graphs.nodes import PolicyResult, llm_node
+from cooplab.world import DecisionSpec, PolicyResult, decide_all, llm_node
 
 
 class Offer(BaseModel):

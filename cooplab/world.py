@@ -1,0 +1,75 @@
+"""What a world author builds a task from: the one import a task outside cooplab needs.
+
+``docs/write-your-own-task.md`` teaches these names and the example plug-in
+(``examples/ultimatum``) imports only them::
+
+    from cooplab.world import AppendLog, RunInfo, Task, phase_rng, write_table   # the task, its state
+    from cooplab.world import DecisionSpec, PolicyResult, decide_all, llm_node    # LLM players
+
+=====================  ============================================================================
+the task               :class:`Task` (subclass it), :class:`RunInfo` (what ``outputs`` is told),
+                       :class:`TaskConfigError` (a bad value of a resumed run's config, one line),
+                       :func:`register_task` (from Python; a package uses the ``cooplab.tasks``
+                       entry point instead)
+state and randomness   :data:`AppendLog` (a list that only grows, stored as deltas),
+                       :func:`phase_rng` (the draws of one round and phase, from the run's seed)
+the graph              :func:`build_society` (the round loop the default ``Task.build`` makes),
+                       :class:`CoopContext` (the runtime context: ``context.llm``,
+                       ``context.ledger``, ``context.sandbox``)
+rule players           :func:`sample_peer`, :func:`imitation_probability` (the Fermi rule)
+LLM players            :class:`DecisionSpec`, :func:`decide`, :func:`decide_all`,
+                       :func:`llm_node`, :class:`PolicyResult`, :func:`ledger_node`,
+                       :func:`charged`
+tables                 :func:`write_table` (Parquet, or CSV), :func:`with_agent_ids` and
+                       :func:`agent_id` (the ``"SOCIETY:AGENT"`` key every table shares)
+tests                  :class:`ScriptedChatModel` (fixed answers, what ``--model scripted:FILE``
+                       builds)
+the run's page         :mod:`explore` (the module of the blocks ``Task.explore`` returns:
+                       ``explore.Section``, ``explore.Table``, ...; ``docs/explorer.md``)
+=====================  ============================================================================
+
+Each name is loaded from the module that defines it on first use, so ``import cooplab.world``
+loads nothing else of cooplab, and a task module that takes only its rule-player names never loads
+the LLM stack. The modules behind these names are cooplab's inside: they may move; these names stay.
+"""
+
+from __future__ import annotations
+
+#: the module that defines each name (the layering test checks that the world face sits above them)
+_FROM: dict[str, tuple[str, ...]] = {
+    "cooplab.graphs.task": ("Task", "RunInfo", "TaskConfigError"),
+    "cooplab.graphs.state": ("AppendLog",),
+    "cooplab.graphs.rng": ("phase_rng",),
+    "cooplab.graphs.society": ("build_society",),
+    "cooplab.graphs.context": ("CoopContext",),
+    "cooplab.graphs.nodes": ("PolicyResult", "charged", "ledger_node", "llm_node"),
+    "cooplab.graphs.rundir": ("write_table",),
+    "cooplab.graphs.tables": ("agent_id", "with_agent_ids"),
+    "cooplab.agents.rule_based": ("imitation_probability", "sample_peer"),
+    "cooplab.agents.decisions": ("DecisionSpec", "decide"),
+    "cooplab.agents.batch": ("decide_all",),
+    "cooplab.agents.models.scripted": ("ScriptedChatModel",),
+    "cooplab.runs.registry": ("register_task",),
+}
+#: modules the face hands out whole (their names are the blocks of a task's page)
+_MODULES: dict[str, str] = {"explore": "cooplab.graphs.explore"}
+_WHERE = {name: module for module, names in _FROM.items() for name in names}
+
+__all__ = sorted([*_WHERE, *_MODULES])
+
+
+def __getattr__(name: str) -> object:
+    import importlib
+
+    if name in _MODULES:
+        value = importlib.import_module(_MODULES[name])
+    elif name in _WHERE:
+        value = getattr(importlib.import_module(_WHERE[name]), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
