@@ -331,7 +331,7 @@ def _ledger_price(models: list[str], prices: dict[str, Any]) -> list[float]:
 
 
 def _flatten(summary: dict[str, Any]) -> dict[str, Any]:
-    from cooplab.runs.sweeps import _flatten as flat
+    from cooplab.runs.sweeps import flatten_summary as flat
 
     return flat(summary)
 
