@@ -3,8 +3,8 @@
     .venv/bin/python benchmarks/bench_plan.py                    # the local model (SmolLM2): writes "## Plan: predicted vs used" in RESULTS.md
     .venv/bin/python benchmarks/bench_plan.py --model scripted --rounds 5 --out /tmp/r.md   # smoke run, a scripted model
 
-A small sweep of the CPR game (``game=cpr``, one simulation, ``--rounds`` rounds) over two group
-sizes and two seeds: ``cooplab plan`` on it (a pilot of ``--pilot-rounds`` rounds per grid point
+A small sweep of the CPR game (``game=cpr``, one simulation, ``--rounds`` rounds) over ``--group-sizes``
+(default 2 and 3) and ``--seeds`` (0 and 1): ``cooplab plan`` on it (a pilot of ``--pilot-rounds`` rounds per grid point
 on the sweep's own model), then the sweep itself; the calls, input and output tokens predicted
 against those the cells' ledgers recorded, per grid point and in total, with the relative error.
 The pilot's own calls are reported too (what the plan cost in model time).
@@ -32,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default="local", help="local (default) or scripted (a scripted model, for smoke runs)")
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--pilot-rounds", type=int, default=4)
+    ap.add_argument("--group-sizes", type=int, nargs="+", default=[2, 3], help="the grid: players per group")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     ap.add_argument("--out", type=Path, default=None, help="write the section to this file instead of RESULTS.md")
     ap.add_argument("--print", dest="just_print", action="store_true", help="print the section, write nothing")
     a = ap.parse_args(argv)
@@ -46,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
             model = f"scripted:{tmp / 'game.json'}"
         spec = {"task": "game", "out": str(tmp / "sweep"), "analysis": False,
                 "fixed": {"agents": "llm", "game": "cpr", "model": model, "simulations": 1, "rounds": a.rounds, "cache": "off"},
-                "grid": {"group_size": [2, 3]}, "seeds": [0, 1]}
+                "grid": {"group_size": a.group_sizes}, "seeds": a.seeds}
         t0 = time.perf_counter()
         p = cooplab.plan(spec, pilot_rounds=a.pilot_rounds)
         t_plan = time.perf_counter() - t0
@@ -68,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
                 used[k] += int(r[f"ledger.{k}"])
     lines = [f"## {SECTION}", "", *machine_info(), "",
              f"Sweep: the CPR game (`game=cpr`), model `{a.model}`, 1 simulation, {a.rounds} rounds, cache off; grid "
-             f"group_size 2 and 3, seeds 0 and 1 (4 cells). Plan: a pilot of {a.pilot_rounds} rounds per grid point on the "
+             f"group_size {a.group_sizes}, seeds {a.seeds} ({len(a.group_sizes) * len(a.seeds)} cells). Plan: a pilot of {a.pilot_rounds} rounds per grid point on the "
              f"same model ({pilot_calls} calls, {t_plan:.0f} s); the sweep: {t_sweep:.0f} s.", "",
              "| | predicted calls | used calls | predicted input tokens | used input tokens | predicted output tokens | used output tokens |",
              "|---|---|---|---|---|---|---|"]
