@@ -12,7 +12,8 @@ extrapolates that to the configured rounds, phase by phase (:func:`extrapolate`)
 * the pilot's last round stands for the run's last round (which often makes fewer calls);
 * every round in between makes each phase's calls as often as the pilot's earlier rounds did on
   average, at the phase's latest tokens per call, growing per round as they grew between the
-  pilot's two rounds before its last (prompts that carry a growing history; never shrinking);
+  pilot's two rounds before its last (a two-round pilot: between its two rounds; prompts that
+  carry a growing history; never shrinking);
 * charges outside any round (a summary, a judge at the end) are counted once; a run no longer
   than the pilot is the pilot.
 
@@ -176,9 +177,9 @@ def extrapolate(rounds: dict[int, dict[str, dict[str, int]]], outside: dict[str,
         return v[k] / v["calls"] if v and v["calls"] else None
 
     def grow(ph: str, k: str) -> float:
-        if len(body) < 2:
-            return 0.0
-        a, b = per_call(body[-2], ph, k), per_call(body[-1], ph, k)
+        # the two rounds before the pilot's last; a pilot of two rounds: its two rounds (same phase, per call)
+        a_r, b_r = (body[-2], body[-1]) if len(body) >= 2 else (body[-1], last) if len(keys) >= 2 else (last, last)
+        a, b = per_call(a_r, ph, k), per_call(b_r, ph, k)
         return max(b - a, 0.0) if a is not None and b is not None else 0.0
 
     more = target - len(keys)  # rounds to add before the last
