@@ -343,6 +343,29 @@ def text_estimate(messages: list[BaseMessage], text: str) -> TextEstimate:
                         messages_tokens(messages), count_tokens(answer))
 
 
+def reused_of(msg: BaseMessage, input_tokens: int) -> int:
+    """The prompt tokens of an answer that its backend says it reused from an earlier call (its
+    prompt cache), for a run's reuse rate only: they change no charge. Read from the usage the
+    endpoint reported (OpenAI's ``prompt_tokens_details.cached_tokens``, which vLLM's and
+    llama.cpp's servers and cooplab's local model report too; Gemini's cached content as
+    ``cached_tokens``), else LangChain's ``input_token_details.cache_read``; 0 when it says nothing
+    or something impossible (not an integer from 0 to ``input_tokens``). Anthropic's
+    ``cache_read_input_tokens`` is not read: Anthropic counts them apart from its input tokens,
+    and cooplab does not ask it to cache."""
+    meta = getattr(msg, "response_metadata", None) or {}
+    reported = meta.get("usage_raw") if "usage_raw" in meta else getattr(msg, "usage_metadata", None)
+    if not isinstance(reported, dict):
+        return 0
+    for outer, inner in (("prompt_tokens_details", "cached_tokens"), ("input_token_details", "cache_read")):
+        details = reported.get(outer)
+        if isinstance(details, dict) and inner in details:
+            value = details[inner]
+            break
+    else:
+        value = reported.get("cached_tokens", 0)
+    return value if type(value) is int and 0 <= value <= input_tokens else 0
+
+
 class ProviderAdapter:
     """How cooplab talks to one kind of chat model. This base serves any LangChain chat model as
     an OpenAI-compatible one: a JSON object asked for with the schema when the endpoint is a
@@ -351,6 +374,9 @@ class ProviderAdapter:
     #: whether an attempt can be stopped at the call timeout: a local model's call runs in a thread
     #: that cannot be, so the model process has its own bound (``COOPLAB_LOCAL_TIMEOUT``)
     stoppable = True
+    #: prompt tokens of this adapter's answered calls, and how many of them the model reused (:func:`reused_of`)
+    prompt_tokens = 0
+    reused_tokens = 0
 
     def __init__(self, spec: ModelSpec, model: Any):
         self.spec, self.model = spec, model
@@ -420,6 +446,8 @@ class ProviderAdapter:
         latency = time.perf_counter() - t0
         text = request.to_text(msg) if request.to_text is not None else self.text_of(msg)
         usage = self.usage(msg, request, text)
+        self.prompt_tokens += usage.input_tokens
+        self.reused_tokens += reused_of(msg, usage.input_tokens)
         return Reply(CachedResponse(text, usage.input_tokens, usage.output_tokens, latency, usage.error))
 
 

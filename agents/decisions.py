@@ -177,6 +177,15 @@ class LLMService:
         return 0 if self._path is None else self._path.adapter.calls
 
     @property
+    def prompt_reuse(self) -> dict[str, Any]:
+        """What the model read and reused of the prompts of this service's live calls (cache
+        replays excluded): prompt tokens, tokens reused from earlier calls (the local model's kept
+        KV states, a provider's prompt cache), tokens read, and the reused share (None before any)."""
+        n = sum(a.prompt_tokens for a in self._adapters.values())
+        k = sum(a.reused_tokens for a in self._adapters.values())
+        return {"prompt_tokens": n, "tokens_reused": k, "tokens_read": n - k, "reused_share": round(k / n, 4) if n else None}
+
+    @property
     def retries(self) -> int:
         """Endpoint failures retried (transport errors, 5xx, malformed responses)."""
         return 0 if self._path is None else self._path.retry.count

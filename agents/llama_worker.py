@@ -23,6 +23,20 @@ Why a child process: llama.cpp is native code. On some CPUs a build or a kernel 
 kills only this process; the parent sees EOF, reports a transient model error, and a run stops
 cleanly at its last checkpoint (see ``cooplab.agents.local_model``).
 
+**Reuse of what was read** (:class:`PrefixStates`). llama.cpp keeps one sequence in its KV
+cache, and llama-cpp-python by itself reuses only the prefix a prompt shares with the previous
+call's, so agents whose calls interleave (the members of a team working at once, the players of a
+game) re-read their whole prompt every time. Here, after every call the KV cells of its prompt
+are copied out and kept, keyed by the prompt's tokens; before a call, the kept prompt sharing the
+longest prefix with the new one is copied back when it shares more than the live KV cache, and
+only the rest is read. The kept states are bounded in bytes (``reuse_bytes`` in the
+configuration; about 23 KB per token for SmolLM2-135M), the least recently used dropped first.
+Every answer is the answer of a cold read of its prompt (same seed, same tokens): see
+:func:`_reusing` for the two rules that make it so, and ``tests/agents/test_local_reuse.py``.
+Each answer's ``usage`` says how many prompt tokens were reused, as OpenAI's API does
+(``usage.prompt_tokens_details.cached_tokens``). A request with ``"reuse": false`` is read cold
+(from its first token; for tests and benchmarks).
+
 This module imports only the standard library at the top, so it starts fast and never pulls the
 rest of cooplab into the child.
 
@@ -81,14 +95,212 @@ def _load(cfg: dict):
         lib.llama_model_default_params = params_without_extra_bufts
     threads = int(cfg.get("n_threads") or os.cpu_count() or 1)
     t0 = time.perf_counter()
-    llama = Llama(model_path=cfg["model_path"], n_ctx=int(cfg.get("n_ctx", 8192)), n_threads=threads,
-                  n_threads_batch=threads, verbose=False, seed=0)
+    llama = _reusing(Llama, lib)(model_path=cfg["model_path"], n_ctx=int(cfg.get("n_ctx", 8192)), n_threads=threads,
+                                 n_threads_batch=threads, verbose=False, seed=0)
+    llama.states = PrefixStates(int(cfg.get("reuse_bytes") or 0))
     info = lib.llama_print_system_info().decode("utf-8", "replace").strip()
     import llama_cpp
 
     return llama, {"system_info": info, "load_s": round(time.perf_counter() - t0, 3), "threads": threads,
                    "llama_cpp_python": getattr(llama_cpp, "__version__", "?"), "extra_bufts": bool(cfg.get("extra_bufts", False)),
-                   "pid": os.getpid()}
+                   "reuse_bytes": llama.states.max_bytes, "pid": os.getpid()}
+
+
+# --- reuse of what was read ----------------------------------------------------------------
+def common_prefix(a, b) -> int:
+    """How many leading tokens the token arrays ``a`` and ``b`` share."""
+    import numpy as np
+
+    n = min(len(a), len(b))
+    if n == 0:
+        return 0
+    diff = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
+    return int(diff[0]) if diff.size else n
+
+
+class PrefixStates:
+    """KV states of token sequences the model has read, for later prompts that begin the same
+    way: at most ``max_bytes`` bytes of states (0: nothing is kept), least recently used out.
+
+    A state is a ``(tokens, data)`` pair: ``data`` is llama.cpp's copy of the sequence's KV cells
+    for exactly those tokens (``llama_state_seq_get_data``). A kept sequence that is a prefix of a
+    new one is dropped (the new one serves every prompt the old one did, at least as far)."""
+
+    def __init__(self, max_bytes: int):
+        from collections import OrderedDict
+
+        self.max_bytes = max(0, int(max_bytes))
+        self._states: OrderedDict[int, tuple] = OrderedDict()  # id -> (tokens, data); least recently used first
+        self._ids = 0
+        self.bytes = 0
+        self.kept = self.restored = self.dropped = 0
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def longest(self, tokens) -> tuple[int | None, int]:
+        """(id, shared tokens) of the kept state sharing the longest prefix with ``tokens`` ((None, 0) if none)."""
+        best, best_n = None, 0
+        for sid, (toks, _) in self._states.items():
+            n = common_prefix(toks, tokens)
+            if n > best_n:
+                best, best_n = sid, n
+        return best, best_n
+
+    def take(self, sid: int) -> tuple:
+        """The state ``sid`` as (tokens, data), now the most recently used."""
+        self._states.move_to_end(sid)
+        self.restored += 1
+        return self._states[sid]
+
+    def covers(self, tokens) -> bool:
+        """Whether a kept state begins with ``tokens`` (it is then marked as used)."""
+        for sid, (toks, _) in self._states.items():
+            if len(toks) >= len(tokens) and common_prefix(toks, tokens) == len(tokens):
+                self._states.move_to_end(sid)
+                return True
+        return False
+
+    def keep(self, tokens, data) -> bool:
+        """Keep ``data``, the state of ``tokens``; False if it alone is over the bound."""
+        if not self.max_bytes or len(data) > self.max_bytes:
+            return False
+        for sid in [sid for sid, (toks, _) in self._states.items() if common_prefix(toks, tokens) == len(toks)]:
+            self._drop(sid)  # a prefix of the new sequence: superseded
+        self._ids += 1
+        self._states[self._ids] = (tokens, data)
+        self.bytes += len(data)
+        self.kept += 1
+        while self.bytes > self.max_bytes:
+            self._drop(next(iter(self._states)))
+        return True
+
+    def _drop(self, sid: int) -> None:
+        _, data = self._states.pop(sid)
+        self.bytes -= len(data)
+        self.dropped += 1
+
+
+def _reusing(Llama, lib):
+    """``Llama`` (llama-cpp-python's class; ``lib``, its ``llama_cpp.llama_cpp`` bindings) that
+    reuses kept states, and reads every prompt so that its answer is the answer of a cold read of
+    that prompt (the whole prompt read from its first token):
+
+    * llama.cpp computes a token read alone (a batch of one, as every generated token is) with
+      other kernels than tokens read in a batch of two or more, and the numbers differ in their
+      last bits (enough to change a sampled token now and then); in batches of two or more, a
+      token's numbers do not depend on how the tokens around it were batched. So a prompt is never
+      read with a token alone: at least its last two tokens are read (not one, as
+      llama-cpp-python would when it has the rest), and a read is never cut into batches ending
+      with a batch of one;
+    * only prompt tokens are kept or reused, never the answer's (generated one at a time): after
+      each call the sequence is cut back to its prompt.
+
+    Before a prompt is read, the kept state sharing the longest prefix with it is restored when
+    that is longer than what the live KV cache shares. ``prompt_read`` of ``prompt_tokens`` are
+    the tokens actually read. A model whose memory cannot drop the cells after a position (a
+    recurrent one: llama.cpp then refuses the cut) reads every prompt from its first token and
+    keeps nothing."""
+    import numpy as np
+
+    u8p = __import__("ctypes").POINTER(__import__("ctypes").c_uint8)
+
+    class ReusingLlama(Llama):
+        states: PrefixStates
+        reuse = True  # False: the next prompt is read from its first token
+        prompt_tokens = prompt_read = 0
+        _reading = False
+        _clean = 0  # leading live tokens read as a prompt (never generated, never read alone)
+
+        def eval(self, tokens):
+            if not self._reading:
+                return super().eval(tokens)
+            self.prompt_read, self._reading = len(tokens), False
+            nb = self.n_batch
+            if len(tokens) > nb and len(tokens) % nb == 1 and nb > 2:  # the last batch would hold one token
+                super().eval(tokens[: len(tokens) - 2])
+                return super().eval(tokens[len(tokens) - 2:])
+            return super().eval(tokens)
+
+        def generate(self, tokens, *args, **kwargs):
+            tokens = list(tokens)
+            n = len(tokens)
+            self.prompt_tokens, self.prompt_read, self._reading = n, 0, True
+            want = np.asarray(tokens, dtype=np.intc)
+            live = min(common_prefix(self.input_ids[: self.n_tokens], want), self._clean)
+            if self.reuse and len(self.states):
+                sid, k = self.states.longest(want)
+                if sid is not None and min(k, n - 2) > min(live, n - 2):
+                    live = self._restore(*self.states.take(sid), want)
+            keep = max(0, min(live, n - 2)) if self.reuse else 0  # at least two tokens read
+            if not self._ctx.kv_cache_seq_rm(-1, keep, -1):
+                self.forget()
+                keep = 0
+            self.n_tokens, self._requires_eval, self._clean = keep, True, n
+            return super().generate(tokens, *args, **kwargs)  # llama-cpp-python reads tokens[keep:]
+
+        def _restore(self, toks, data, want) -> int:
+            """Restore a kept state; the prefix it shares with ``want`` (0 if it could not be restored)."""
+            self._ctx.kv_cache_seq_rm(-1, 0, -1)
+            if lib.llama_state_seq_set_data(self._ctx.ctx, data.ctypes.data_as(u8p), len(data), 0) != len(data):
+                self._ctx.kv_cache_seq_rm(-1, 0, -1)
+                self.n_tokens = self._clean = 0
+                return 0
+            self.input_ids[: len(toks)] = toks
+            self.n_tokens = self._clean = len(toks)
+            return common_prefix(toks, want)
+
+        def remember(self) -> None:
+            """Cut the sequence back to the last prompt (the answer's tokens are not reused) and keep
+            its state, unless a kept one already begins with it."""
+            n = self.prompt_tokens
+            if n == 0 or self.n_tokens < n or self._clean < n:
+                return
+            if not self._ctx.kv_cache_seq_rm(-1, n, -1):  # the answer's cells cannot be dropped alone
+                self.forget()
+                return
+            self.n_tokens, self._requires_eval = n, True  # the live logits are the answer's, not the prompt's
+            if not self.states.max_bytes:
+                return
+            toks = self.input_ids[:n].copy()
+            if self.states.covers(toks):
+                return
+            size = lib.llama_state_seq_get_size(self._ctx.ctx, 0)
+            if not size or size > self.states.max_bytes:
+                return
+            data = np.empty(size, dtype=np.uint8)
+            got = lib.llama_state_seq_get_data(self._ctx.ctx, data.ctypes.data_as(u8p), size, 0)
+            if got:
+                self.states.keep(toks, data[:got])
+
+        def forget(self) -> None:
+            """Empty the live KV cache: the next prompt is read from its first token (kept states stay)."""
+            self._ctx.kv_cache_seq_rm(-1, 0, -1)
+            self.n_tokens = self._clean = 0
+            self._requires_eval = True
+
+    return ReusingLlama
+
+
+def answer(llama, call: dict, *, reuse: bool = True) -> dict:
+    """One chat completion, reusing kept states (unless ``reuse`` is False), its usage saying how
+    many prompt tokens were reused; then the sequence read is kept for later calls."""
+    llama.reuse = reuse
+    try:
+        out = llama.create_chat_completion(**call)
+    finally:
+        llama.reuse = True
+    usage = out.get("usage")
+    if isinstance(usage, dict) and llama.prompt_tokens:
+        usage["prompt_tokens_details"] = {"cached_tokens": max(0, llama.prompt_tokens - llama.prompt_read)}
+    try:
+        llama.remember()
+    except Exception:  # noqa: BLE001 - keeping a state saves time later; failing to is never the call's failure
+        try:
+            llama.forget()  # what is live is no longer known to be the prompt's: the next call reads afresh
+        except Exception:  # noqa: BLE001
+            pass
+    return out
 
 
 PARENT_ENV = "COOPLAB_LLAMA_PARENT"  #: the pid of the process that started the worker
@@ -183,7 +395,7 @@ def serve(cfg: dict) -> int:
             continue
         try:
             _fault(req.get("fault"))
-            out = llama.create_chat_completion(**req["call"])
+            out = answer(llama, req["call"], reuse=req.get("reuse", True) is not False)
             send({"id": rid, "ok": True, "out": out})
         except Exception as exc:  # noqa: BLE001 - a bad request is the caller's error, not a crash
             send({"id": rid, "ok": False, "error": f"{exc}", "type": type(exc).__name__})

@@ -21,6 +21,8 @@ Environment:
   ``COOPLAB_LOCAL_EXTRA_BUFTS=1``  let llama.cpp repack weights into its extra CPU buffer types
                                   (off by default: the AMX buffer type crashed on AMX CPUs)
   ``COOPLAB_LOCAL_TIMEOUT``       seconds one generation may take before the process is killed (600)
+  ``COOPLAB_LOCAL_REUSE_MB``      megabytes of KV states the model process keeps to reuse prompt prefixes
+                                  across calls and agents (512; 0 turns reuse off; see ``llama_worker``)
   ``COOPLAB_LOCAL_FAULT``         fault injection for tests: ``segv`` or ``segv-after:N`` (every
                                   call after the N-th makes the model process crash for real)
 """
@@ -106,13 +108,36 @@ def _env_float(name: str, default: float) -> float:
     return v
 
 
+#: megabytes of kept KV states by default (``COOPLAB_LOCAL_REUSE_MB``): about 22,000 tokens of SmolLM2-135M
+REUSE_MB = 512.0
+#: the largest setting accepted (1 TiB): a bound on hostile input, not a recommendation
+MAX_REUSE_MB = 1024.0 * 1024
+
+
+def reuse_mb_setting() -> float:
+    """``COOPLAB_LOCAL_REUSE_MB``: megabytes of KV states kept for reuse (0: off); a one-line
+    :class:`LocalModelError` when it is not a number from 0 to :data:`MAX_REUSE_MB`."""
+    raw = os.environ.get("COOPLAB_LOCAL_REUSE_MB")
+    if raw is None or raw.strip() == "":
+        return REUSE_MB
+    try:
+        v = float(raw)
+    except ValueError:
+        v = math.nan
+    if not math.isfinite(v) or not 0 <= v <= MAX_REUSE_MB:
+        raise LocalModelError(f"COOPLAB_LOCAL_REUSE_MB must be a number of megabytes from 0 (no reuse) to {MAX_REUSE_MB:g}, got {raw!r}")
+    return v
+
+
 class LocalModelProcess:
     def __init__(self, model_path: str, *, n_ctx: int = 8192, n_threads: int | None = None,
                  extra_bufts: bool | None = None, timeout: float | None = None, start_timeout: float = 300.0,
-                 argv: list[str] | None = None):
+                 argv: list[str] | None = None, reuse_mb: float | None = None):
         if extra_bufts is None:
             extra_bufts = os.environ.get("COOPLAB_LOCAL_EXTRA_BUFTS", "") in ("1", "true", "yes")
-        self.cfg = {"model_path": model_path, "n_ctx": int(n_ctx), "n_threads": n_threads, "extra_bufts": bool(extra_bufts)}
+        reuse_mb = reuse_mb_setting() if reuse_mb is None else float(reuse_mb)
+        self.cfg = {"model_path": model_path, "n_ctx": int(n_ctx), "n_threads": n_threads, "extra_bufts": bool(extra_bufts),
+                    "reuse_bytes": int(reuse_mb * 1024 * 1024)}
         self.timeout = timeout if timeout is not None else _env_float("COOPLAB_LOCAL_TIMEOUT", 600.0)
         self.start_timeout = start_timeout
         # the child's command line (tests substitute a stand-in that speaks the same protocol)
@@ -121,6 +146,8 @@ class LocalModelProcess:
         self.meta: dict[str, Any] = {}
         self.lock = threading.Lock()
         self.calls = 0          # answered calls, over all processes
+        self.prompt_tokens = 0  # prompt tokens of the answered calls
+        self.reused_tokens = 0  # of which the model process reused from what it had read
         self.restarts = 0       # processes started after the first
         self.crashes: list[str] = []
         self._next_id = 0
@@ -224,8 +251,9 @@ class LocalModelProcess:
         return frame
 
     # -- calls ----------------------------------------------------------------------------
-    def chat(self, call: dict[str, Any]) -> dict[str, Any]:
-        """One ``create_chat_completion`` in the model process. Thread-safe (calls are serialized)."""
+    def chat(self, call: dict[str, Any], *, reuse: bool = True) -> dict[str, Any]:
+        """One ``create_chat_completion`` in the model process. Thread-safe (calls are serialized).
+        ``reuse=False`` makes the model read the whole prompt afresh (a cold read)."""
         with self.lock:
             if self.proc is None or self.proc.poll() is not None:
                 self._start()
@@ -235,7 +263,8 @@ class LocalModelProcess:
             if self._fault_after is not None and self.calls >= self._fault_after:
                 fault = "segv"
             try:
-                self.proc.stdin.write((json.dumps({"id": rid, "call": call, "fault": fault}) + "\n").encode())
+                req = {"id": rid, "call": call, "fault": fault, **({} if reuse else {"reuse": False})}
+                self.proc.stdin.write((json.dumps(req) + "\n").encode())
                 self.proc.stdin.flush()
             except (BrokenPipeError, OSError):
                 raise self._crashed("was gone before the call") from None
@@ -245,7 +274,19 @@ class LocalModelProcess:
             if not frame.get("ok"):
                 raise LocalModelError(f"llama.cpp refused it ({frame.get('type')}: {frame.get('error')})")
             self.calls += 1
+            self._count(frame["out"])
             return frame["out"]
+
+    def _count(self, out: Any) -> None:
+        """Add a call's prompt tokens and reused tokens to the totals (what the child reported,
+        counted only when it is two integers that make sense)."""
+        usage = out.get("usage") if isinstance(out, dict) else None
+        details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+        n = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+        k = details.get("cached_tokens", 0) if isinstance(details, dict) else 0
+        if type(n) is int and type(k) is int and 0 <= k <= n:
+            self.prompt_tokens += n
+            self.reused_tokens += k
 
 
 _PROCS: dict[tuple, LocalModelProcess] = {}
@@ -253,7 +294,8 @@ _PROCS_LOCK = threading.Lock()
 
 
 def get_local_model(model_path: str, n_ctx: int = 8192, n_threads: int | None = None) -> LocalModelProcess:
-    """The shared model process for these settings (started lazily, on the first call)."""
+    """The shared model process for these settings (started lazily, on the first call; its reuse
+    bound, ``COOPLAB_LOCAL_REUSE_MB``, is read when it is made)."""
     key = (model_path, n_ctx, n_threads)
     with _PROCS_LOCK:
         if key not in _PROCS:

@@ -391,14 +391,15 @@ def _ollama_usage(body: dict[str, Any]) -> Any:
 
 def _google_usage(body: dict[str, Any]) -> Any:
     """Gemini's ``usageMetadata`` as input and output counts: the prompt's, and the candidates' plus
-    the model's thoughts (billed as output) when both are integers."""
+    the model's thoughts (billed as output) when both are integers; and the prompt tokens served
+    from Gemini's cache (``cachedContentTokenCount``, part of the prompt's), for the reuse rate."""
     u = body.get("usageMetadata")
     if not isinstance(u, dict):
         return u
     out, thoughts = u.get("candidatesTokenCount"), u.get("thoughtsTokenCount")
     if type(out) is int and type(thoughts) is int:
         out += thoughts
-    return {"input_tokens": u.get("promptTokenCount"), "output_tokens": out}
+    return {"input_tokens": u.get("promptTokenCount"), "output_tokens": out, "cached_tokens": u.get("cachedContentTokenCount", 0)}
 
 
 _CLASSES: dict[str, type] = {}

@@ -257,8 +257,9 @@ def final_text(msg: AIMessage, protocol: str) -> str:
 
 def render_json_protocol(messages: Sequence[BaseMessage], tools: Sequence[BaseTool]) -> list[BaseMessage]:
     """The conversation as a model without native tool calling sees it: the tools and the answer
-    format in the system message, tool calls as the JSON the model wrote, tool results as user
-    messages."""
+    format in the system message (after the first of the leading system messages, before the
+    others: those carry what changes from call to call), tool calls as the JSON the model wrote,
+    tool results as user messages."""
     lines = ["You can use these tools:"]
     for t in tools:
         lines.append(f"- {t.name}: {t.description}\n  args schema: {json.dumps(tool_args_schema(t), sort_keys=True)}")
@@ -266,11 +267,10 @@ def render_json_protocol(messages: Sequence[BaseMessage], tools: Sequence[BaseTo
     preamble = "\n".join(lines)
     out: list[BaseMessage] = []
     rest = list(messages)
-    if rest and isinstance(rest[0], SystemMessage):
-        out.append(SystemMessage(content=f"{_text_of(rest[0])}\n\n{preamble}"))
-        rest = rest[1:]
-    else:
-        out.append(SystemMessage(content=preamble))
+    lead = []  # the leading system messages: the first, the tools, then the others (the live lines, which change most)
+    while rest and isinstance(rest[0], SystemMessage):
+        lead.append(_text_of(rest.pop(0)))
+    out.append(SystemMessage(content="\n\n".join([lead[0], preamble, *lead[1:]] if lead else [preamble])))
     for m in rest:
         if isinstance(m, ToolMessage):
             out.append(HumanMessage(content=f"Result of {m.name or 'the tool'}:\n{_text_of(m)}"))

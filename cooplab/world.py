@@ -26,6 +26,9 @@ tests                  :class:`ScriptedChatModel` (fixed answers, what ``--model
                        builds)
 the run's page         :mod:`explore` (the module of the blocks ``Task.explore`` returns:
                        ``explore.Section``, ``explore.Table``, ...; ``docs/explorer.md``)
+the run's summary      :mod:`runfiles` (``runfiles.Results``, the base of a task's typed
+                       results, with its field types ``runfiles.Count``, ``runfiles.Share``, ...;
+                       ``runfiles.RunSummary``, what ``report`` and ``figure`` are given)
 =====================  ============================================================================
 
 Each name is loaded from the module that defines it on first use, so ``import cooplab.world``
@@ -52,7 +55,7 @@ _FROM: dict[str, tuple[str, ...]] = {
     "cooplab.runs.registry": ("register_task",),
 }
 #: modules the face hands out whole (their names are the blocks of a task's page)
-_MODULES: dict[str, str] = {"explore": "cooplab.graphs.explore"}
+_MODULES: dict[str, str] = {"explore": "cooplab.graphs.explore", "runfiles": "cooplab.graphs.runfiles"}
 _WHERE = {name: module for module, names in _FROM.items() for name in names}
 
 __all__ = sorted([*_WHERE, *_MODULES])

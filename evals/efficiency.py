@@ -123,9 +123,13 @@ def science_row(run_dir: Path) -> dict[str, Any] | None:
     cfg = _read_json(run_dir / "config.json")
     if cfg.get("task") != "science":
         return None
-    summary = _read_json(run_dir / "summary.json")
-    return {"model": _model_of_run(run_dir) or "?", "run": str(run_dir), "status": summary.get("status"),
-            "wall_seconds": _num(summary.get("wall_seconds")), **ledger_totals(_ledger(run_dir))}
+    from cooplab.graphs import runfiles
+
+    summary, problem = runfiles.try_summary(run_dir)  # the runner's fields typed; a damaged file: its line, no numbers
+    if problem:
+        raise EfficiencyError(problem)
+    return {"model": _model_of_run(run_dir) or "?", "run": str(run_dir), "status": summary.status if summary else None,
+            "wall_seconds": summary.wall_seconds if summary else None, **ledger_totals(_ledger(run_dir))}
 
 
 def compare(profiles: list[Path], science: list[Path]) -> dict[str, Any]:

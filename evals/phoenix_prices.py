@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Callable, Iterable, Mapping
 
-from cooplab.graphs.rundir import read_json
 from cooplab.graphs.tracing.charges import Charge, money_pair, run_dir_of, run_prices, split_cost
 
 from .otlp_common import OTLP_TRACES_PATH, OtlpConfigError, cut_text
@@ -87,10 +86,10 @@ def ledger_rates(run_dir: str | os.PathLike[str]) -> dict[str, tuple[Decimal, De
     per-model ``llm.prices`` as ``"config:MODEL"``. Values
     that are not two amounts from 0 to :data:`MAX_RATE` are left out."""
     out: dict[str, tuple[Decimal, Decimal]] = {}
-    try:
-        rates = dig(read_json(run_dir_of(run_dir) / "summary.json"), "ledger.rates_per_1k")
-    except (OSError, ValueError):  # RunDirError is a ValueError
-        rates = None
+    from cooplab.graphs import runfiles
+
+    summary, _problem = runfiles.try_summary(run_dir_of(run_dir))  # a damaged summary gives no rate (the config's may)
+    rates = summary.ledger.rates_per_1k if summary is not None and summary.ledger is not None else None
     if isinstance(rates, dict):
         for k, v in rates.items():
             pair = _rate_pair(v)

@@ -82,10 +82,16 @@ def detect(d: Path) -> str:
         raise ReportError(f"{d} does not exist; give a run directory ('cooplab run ... --out DIR') or a sweep directory")
     if not d.is_dir():
         raise ReportError(f"{d} is not a directory; give a run directory or a sweep directory")
+    from cooplab.graphs import runfiles
+
+    try:
+        runfiles.manifest_of(d)  # a damaged manifest.json is one line naming its field
+    except rundir.RunDirError as exc:
+        raise ReportError(str(exc)) from None
     for folder in RUN_FOLDERS:
         try:
             if any(is_run_dir(c) and not c.is_symlink() for c in (d / folder).iterdir()):
-                return "profile" if (d / "profile.json").is_file() or (d / "profile-config.json").is_file() else "sweep"
+                return groups.kind_of(d)
         except OSError:
             continue
     if is_run_dir(d):

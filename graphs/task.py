@@ -12,8 +12,10 @@ entry-point group (see docs/write-your-own-task.md).
 The runner calls, in order: ``check_config`` (on resume: every value of a run's config.json),
 ``init_state`` (a new run) or the last checkpoint (resume), ``build`` (the compiled graph, with
 the runner's checkpointer), then ``outputs`` with the final state (tables and figures written
-into the run directory, the task's summary fields returned) and ``report`` (the lines printed
-for a person). A run's ``config`` is its config.json (:class:`cooplab.runs.config.RunConfig`
+into the run directory, the task's results returned as an instance of its ``Results`` model,
+written into summary.json: :mod:`cooplab.graphs.runfiles`) and ``report`` (the lines printed for
+a person, from the run's typed :class:`~cooplab.graphs.runfiles.RunSummary`). A run's ``config``
+is its config.json (:class:`cooplab.runs.config.RunConfig`
 written out): the common fields (``task``, ``agents``, ``seed``, ``csv``, ``llm``, ``sandbox``,
 ``record``) and every setting of the task under ``params``.
 
@@ -30,18 +32,10 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
+from cooplab.graphs import runfiles
+from cooplab.graphs.runfiles import RunSummary
+
 Node = Callable[..., Any]
-
-
-def usd_of(value: Any) -> float | None:
-    """A cost read from a file: 0 when absent, the number when finite and not negative, else None
-    (the file does not say what was spent)."""
-    import math
-
-    if value is None:
-        return 0.0
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
-    return float(value) if ok else None
 
 
 def first_error(exc: Any) -> str:
@@ -76,6 +70,10 @@ class Task:
     name: ClassVar[str] = ""
     #: one line for ``--help`` and ``cooplab params``
     title: ClassVar[str] = ""
+    #: the pydantic model of the task's results in summary.json (a :class:`~cooplab.graphs.runfiles.Results`
+    #: subclass, one field per entry :meth:`outputs` returns; its fields sit at the top level of
+    #: the file, beside the runner's). Default: any JSON values (:class:`~cooplab.graphs.runfiles.FreeResults`)
+    Results: ClassVar[type[runfiles.Results]] = runfiles.FreeResults
     #: the pydantic model of the task's parameters (``config["params"]``; a task with settings
     #: beside them overrides :meth:`params`); ``cooplab params`` lists its fields, the generic
     #: ``cooplab run NAME --set key=value`` validates through it
@@ -168,13 +166,12 @@ class Task:
             return 0.0
         return (config.get("llm") or {}).get("budget")
 
-    def cost_spent(self, summary: Mapping[str, Any]) -> float | None:
-        """What a run spent in USD, from its summary.json (default: the LLM ledger's total; None when
-        an LLM run's summary holds no usable number)."""
-        ledger = summary.get("ledger")
-        if isinstance(ledger, Mapping):
-            return usd_of(ledger.get("cost_usd_float"))
-        return None if summary.get("agents") == "llm" else 0.0
+    def cost_spent(self, summary: RunSummary[Any]) -> float | None:
+        """What a run spent in USD, from its summary (default: the LLM ledger's total; None when an
+        LLM run's summary has no ledger, so what it spent is unknown)."""
+        if summary.ledger is not None:
+            return summary.ledger.cost_usd_float
+        return None if summary.agents == "llm" else 0.0
 
     def default_config(self, agents: str = "rule") -> dict[str, Any]:
         """A complete config with default values (``cooplab graph NAME`` draws its graph)."""
@@ -243,18 +240,23 @@ class Task:
         return {} if active is None else {"running": int(active.sum())}
 
     # --- results ---------------------------------------------------------------------------
-    def outputs(self, final: Mapping[str, Any], config: Mapping[str, Any], run: RunInfo) -> dict[str, Any]:
-        """*Required*: write the task's tables and figures into ``run.out`` from the final state
-        and return the task's summary fields (merged into summary.json). Called also for a run
-        that stopped early or failed (``run.status``), with the state of its last checkpoint."""
+    def outputs(self, final: Mapping[str, Any], config: Mapping[str, Any], run: RunInfo) -> runfiles.Results | Mapping[str, Any]:
+        """*Required*: write the task's tables and figures into ``run.out`` from the final state and
+        return the task's results: an instance of :attr:`Results` (a plain mapping is validated
+        through it; a mapping may also set ``seed``). The runner writes them into summary.json
+        beside its own fields, after validating the whole file (a field outside its model is a
+        one-line error naming it). Called also for a run that stopped early or failed
+        (``run.status``), with the state of its last checkpoint."""
         raise NotImplementedError
 
-    def figure(self, summary: Mapping[str, Any], run: RunInfo) -> None:
-        """Draw ``figures/run.png`` (optional; an error here never loses the run)."""
+    def figure(self, summary: RunSummary[Any], run: RunInfo) -> None:
+        """Draw ``figures/run.png`` (optional; an error here never loses the run). ``summary.results``
+        is the task's :attr:`Results`."""
 
-    def report(self, summary: Mapping[str, Any]) -> list[str]:
-        """The lines printed for a person after a run (``--json`` prints summary.json instead)."""
-        return [f"{self.name}: status {summary.get('status')}"]
+    def report(self, summary: RunSummary[Any]) -> list[str]:
+        """The lines printed for a person after a run (``--json`` prints summary.json instead);
+        ``summary.results`` is the task's :attr:`Results`."""
+        return [f"{self.name}: status {summary.status}"]
 
     # --- the run explorer (cooplab view) -----------------------------------------------------
     def explore(self, run: Any, query: Mapping[str, str]) -> list[Any] | None:
@@ -272,11 +274,11 @@ class Task:
         :class:`~cooplab.graphs.explore.Note` (an exception is caught and shown as a note)."""
         return None
 
-    def key_numbers(self, summary: Mapping[str, Any]) -> dict[str, Any] | None:
+    def key_numbers(self, summary: RunSummary[Any]) -> dict[str, Any] | None:
         """The few numbers that tell this run apart in the explorer's list and comparison (e.g.
-        survival time, accuracy, cost), from its summary.json (hostile: may lack any field), or None
-        for the explorer's default (the built-in tasks' headline numbers, else the summary's
-        top-level numbers)."""
+        survival time, accuracy, cost), from its summary (validated: ``summary.results`` is the
+        task's :attr:`Results`), or None for the explorer's default (the built-in tasks' headline
+        numbers, else the summary's top-level numbers)."""
         return None
 
     def analyze_sweep(self, cells: list[dict[str, Any]], out: Path, *, analysis_out: Path | None = None) -> dict[str, Any] | None:

@@ -1,6 +1,6 @@
 """Counterfactual forks and comparisons on the command line, mounted lazily by ``cooplab.cli``::
 
-    cooplab fork RUN --at-round K [--set NAME=VALUE ...] [--model SPEC] [--prompt-variant NAME] --out DIR [--force] [--json] [-q]
+    cooplab fork RUN --at-round K [--set NAME=VALUE ...] [--model SPEC] [--prompt-variant NAME] [--invader KIND@ROUND] --out DIR [--force] [--json] [-q]
     cooplab compare A B [--column NAME ...] [--out DIR] [--json]
 
 Each is a thin call of :func:`cooplab.fork` / :func:`cooplab.compare` (docs/forks.md).
@@ -24,6 +24,7 @@ def fork_cmd(
     set_: Optional[list[str]] = typer.Option(None, "--set", help="A changed parameter of the task, NAME=VALUE (repeatable; 'cooplab params TASK' lists them)."),
     model: Optional[str] = typer.Option(None, "--model", help="Another model for the rounds after K (LLM runs)."),
     prompt_variant: Optional[str] = typer.Option(None, "--prompt-variant", help="Another prompt variant for the rounds after K (where the task has variants)."),
+    invader: Optional[str] = typer.Option(None, "--invader", help="An invader arriving after K: KIND@ROUND[:AGENT] with ROUND > K (CPR and the games; docs/mixed-societies.md)."),
     force: ForceOpt = False,
     as_json: bool = typer.Option(False, "--json", help="Print the fork's summary.json to stdout."),
     quiet: QuietOpt = False,
@@ -34,7 +35,7 @@ def fork_cmd(
 
     with run_errors(out):
         run = api.fork.in_cli_words(run_dir, at_round=at_round, out=out, set=set_ or None, model=model, prompt_variant=prompt_variant,
-                                    force=force, quiet=quiet or as_json)
+                                    invader=invader, force=force, quiet=quiet or as_json)
     exit_if_stopped(run)
     if not as_json:
         rec = (run.config.get("record") or {}).get("fork") or {}

@@ -68,6 +68,7 @@ from cooplab.cli.options import (
 from cooplab.limits import DEFAULT_CALL_DEADLINE, ConfigError
 
 if TYPE_CHECKING:
+    from cooplab.graphs.runfiles import RunSummary
     from cooplab.graphs.task import Task
 
 #: the built-in tasks' CLI modules: each has ``FACTS`` (its :class:`TaskFacts`) and ``command(kind)``,
@@ -114,18 +115,18 @@ def echo_json(obj: Any) -> None:
 
 
 # --- running and reporting -----------------------------------------------------------------
-def report(task: "Task", out: Path, summary: dict[str, Any], as_json: bool) -> None:
+def report(task: "Task", out: Path, summary: "RunSummary", as_json: bool) -> None:
     """Print a run's summary: summary.json with ``--json``, else the task's lines, the LLM bill and
     where the run directory is."""
     if as_json:
-        echo_json(summary)
+        echo_json(summary.as_json())
         return
     for line in task.report(summary):
         typer.echo(line)
-    if "ledger" in summary:
-        lg = summary["ledger"]
-        typer.echo(f"LLM calls: {lg['calls']} ({lg['cached_calls']} from cache), tokens in/out {lg['input_tokens']}/{lg['output_tokens']}, "
-                   f"cost ${lg['cost_usd_float']:.6f}; status {summary['status']}")
+    lg = summary.ledger
+    if lg is not None:
+        typer.echo(f"LLM calls: {lg.calls} ({lg.cached_calls} from cache), tokens in/out {lg.input_tokens}/{lg.output_tokens}, "
+                   f"cost ${lg.cost_usd_float:.6f}; status {summary.status}")
     typer.echo(f"run directory: {out}")
 
 
@@ -174,7 +175,7 @@ def resume_and_report(run_dir: Path, *, quiet: bool, as_json: bool, budget: floa
         run = api.resume.in_cli_words(run_dir, quiet=quiet, warn=lambda m: typer.echo(f"cooplab: warning: {m}", err=True), budget=budget,
                          notice=lambda m: typer.echo(f"cooplab: {m}", err=True), budget_name="--budget")
     exit_if_stopped(run)
-    report(registry.get(run.summary["task"]), run_dir, run.summary, as_json)
+    report(registry.get(run.summary.task), run_dir, run.summary, as_json)
 
 
 # --- one run command per task --------------------------------------------------------------

@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping, Sequence
 import pandas as pd
 
 from cooplab.graphs import rundir
+from cooplab.graphs.runfiles import RunSummary
 from cooplab.graphs.task import Task
 from cooplab.limits import ConfigError, for_python, show
 from cooplab.runs import registry
@@ -32,14 +33,16 @@ from cooplab.runs.config import RunConfig
 
 @dataclass
 class Run:
-    """A run directory read back: its config, its summary and every table as a DataFrame.
+    """A run directory read back: its config, its summary (a typed
+    :class:`~cooplab.graphs.runfiles.RunSummary`: ``run.summary.status``, ``run.summary.ledger.calls``,
+    the task's own results as ``run.summary.results``) and every table as a DataFrame.
 
     Tables are read when first asked for (``run.table("rounds")``, or the attributes
     :attr:`decisions`, :attr:`ledger`, :attr:`rounds`); :attr:`tables` lists what the run wrote."""
 
     out: Path
     config: dict[str, Any]
-    summary: dict[str, Any]
+    summary: RunSummary
     #: why this call of :func:`run` / :func:`resume` stopped early (a model unreachable), with the
     #: way to continue; None when it did not
     stopped: str | None = None
@@ -47,11 +50,14 @@ class Run:
 
     @classmethod
     def open(cls, out: str | Path) -> "Run":
-        """Read a finished (or stopped) run directory."""
+        """Read a finished (or stopped) run directory: its summary.json validated with its task's
+        results model (one-line :class:`~cooplab.graphs.rundir.RunDirError` when it is missing or damaged)."""
+        from cooplab.runs import store
+
         out = Path(out)
         if not (out / "summary.json").is_file():
             raise rundir.RunDirError(f"{out} has no summary.json; is it a finished cooplab run directory?")
-        return cls(out=out, config=rundir.read_config(out), summary=rundir.read_json(out / "summary.json"))
+        return cls(out=out, config=rundir.read_config(out), summary=store.read_summary(out))
 
     @property
     def run_config(self) -> RunConfig:
@@ -66,7 +72,7 @@ class Run:
     @property
     def status(self) -> str:
         """completed | stopped | budget_exhausted | failed"""
-        return str(self.summary.get("status"))
+        return self.summary.status
 
     @property
     def tables(self) -> list[str]:
@@ -184,14 +190,26 @@ def run(config: RunConfig | Mapping[str, Any] | None = None, /, *, task: str | T
     from cooplab.runs import runner, store
 
     t, cfg = _config(config, task, kw)
-    stopped = None
     with store.locked(store.ensure_writable(Path(out))) as path:  # no other process may clear or write it meanwhile
         path = store.prepare_out(path, force=force)
-        try:
-            runner.start(t, path, cfg, quiet=quiet)
-        except runner.RunStopped as exc:
-            stopped = str(exc)
-    run_ = Run.open(path)
+        stopped = _stopped_by(lambda: runner.start(t, path, cfg, quiet=quiet))
+    return _opened(path, stopped)
+
+
+def _stopped_by(work: Callable[[], Any]) -> str | None:
+    """Why ``work()`` (a run, resume or fork) stopped at a checkpoint (a spent budget, a model that
+    went away), or None when it ran to its end: a stop is part of the returned run, not raised."""
+    from cooplab.runs import runner
+
+    try:
+        work()
+    except runner.RunStopped as exc:
+        return str(exc)
+    return None
+
+
+def _opened(out: str | Path, stopped: str | None) -> Run:
+    run_ = Run.open(out)
     run_.stopped = stopped
     return run_
 
@@ -211,36 +229,26 @@ def resume(out: str | Path, *, quiet: bool = False, warn: Callable[[str], None] 
 
     for model in models:
         register(model)
-    stopped = None
-    try:
-        runner.resume(Path(out), quiet=quiet, warn=warn, budget=budget, budget_name=budget_name, notice=notice)
-    except runner.RunStopped as exc:
-        stopped = str(exc)
-    run_ = Run.open(out)
-    run_.stopped = stopped
-    return run_
+    stopped = _stopped_by(lambda: runner.resume(Path(out), quiet=quiet, warn=warn, budget=budget, budget_name=budget_name,
+                                                notice=notice))
+    return _opened(out, stopped)
 
 
 @_python_words
 def fork(parent: str | Path, *, at_round: int, out: str | Path, set: Any = None, model: str | None = None,  # noqa: A002
-         prompt_variant: str | None = None, force: bool = False, quiet: bool = False) -> Run:
+         prompt_variant: str | None = None, invader: Any = None, force: bool = False, quiet: bool = False) -> Run:
     """A counterfactual fork: a new run in ``out`` that starts from ``parent``'s state at the end of
     round ``at_round`` with the changes applied (``set``: the task's parameters, a dict or
-    ``"name=value"`` strings; ``model``; ``prompt_variant``), run to its end and returned. Rounds
+    ``"name=value"`` strings; ``model``; ``prompt_variant``; ``invader``, ``"KIND@K[:AGENT]"`` with K
+    after ``at_round``), run to its end and returned. Rounds
     1..at_round are the parent's, bit for bit, at no model call; without changes the fork replays
     the whole parent from the response cache. The fork resumes like any run (:func:`resume`) and
     can itself be forked. See :mod:`cooplab.runs.fork` and docs/forks.md."""
     from cooplab.runs import fork as forks
-    from cooplab.runs import runner
 
-    stopped = None
-    try:
-        forks.fork(parent, at_round=at_round, out=out, set=set, model=model, prompt_variant=prompt_variant, force=force, quiet=quiet)
-    except runner.RunStopped as exc:
-        stopped = str(exc)
-    run_ = Run.open(out)
-    run_.stopped = stopped
-    return run_
+    stopped = _stopped_by(lambda: forks.fork(parent, at_round=at_round, out=out, set=set, model=model, prompt_variant=prompt_variant,
+                                             invader=invader, force=force, quiet=quiet))
+    return _opened(out, stopped)
 
 
 @_python_words
@@ -346,6 +354,7 @@ def _run_dirs(where: str | Path | Sequence[str | Path]) -> list[Path]:
 def _run_row(d: Path) -> dict[str, Any]:
     """One row of :func:`load_runs`: who the run is, its settings (``params.NAME``) and the scalar
     results of its summary.json (nested ones as ``ledger.calls``), like a sweep's table."""
+    from cooplab.runs import store
     from cooplab.runs.sweeps import flatten_summary
 
     row: dict[str, Any] = {"run": str(d)}
@@ -355,13 +364,12 @@ def _run_row(d: Path) -> dict[str, Any]:
         return {**row, "status": "unreadable", "error": f"config.json: {exc}"}
     if not isinstance(config, Mapping):
         return {**row, "status": "unreadable", "error": "config.json is not an object"}
-    summary: Any = {}
+    summary: dict[str, Any] = {}
     if (d / "summary.json").is_file():
         try:
-            summary = rundir.read_json(d / "summary.json")
-        except Exception as exc:  # noqa: BLE001
-            row["error"] = f"summary.json: {exc}"
-    summary = summary if isinstance(summary, Mapping) else {}
+            summary = store.read_summary(d).as_json()
+        except rundir.RunDirError as exc:  # one line: the file, the field, what is wrong
+            row["error"] = str(exc)
     llm = config.get("llm") if isinstance(config.get("llm"), Mapping) else {}
     record = config.get("record") if isinstance(config.get("record"), Mapping) else {}
     row.update(task=config.get("task"), status=summary.get("status") or ("unreadable" if "error" in row else "not finished"),

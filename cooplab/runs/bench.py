@@ -300,24 +300,24 @@ def item_row(it: dict[str, Any], run_dir: Path, labels: dict[str, Labels] | None
     from ``run_dir`` (its id may be another item's)."""
     from cooplab.runs import store as runstore
 
-    s: dict[str, Any] = {}
+    s = None
     if not it["problem"] and (run_dir / "summary.json").exists():
         try:
-            s = runstore.read_json(run_dir / "summary.json")
-        except (OSError, ValueError):
-            s = {}
-    led = s.get("ledger") or {}
+            s = runstore.read_summary(run_dir)
+        except runstore.RunDirError as exc:  # the item's row says so, in one line; the others go on
+            error = error or str(exc)
+    led = s.ledger if s is not None else None
     text, where = final_text(run_dir) if not it["problem"] else ("", "nothing (not run)")
     answers = extract(text)
     sc = _scored(it, answers, labels)
     lab = (labels or {}).get(it["id"])
     return {"id": it["id"], "line": it["line"], "level": it["level"], "concepts": ",".join(it["concepts"]),
-            "file_name": it["file_name"], "status": s.get("status") or ("failed" if error else "not run"),
+            "file_name": it["file_name"], "status": s.status if s is not None else ("failed" if error else "not run"),
             "correct": sc["correct"], "n_sub": sc["n_sub"], "n_sub_correct": sc["n_sub_correct"], "why_not_scored": sc["why"],
             "answers": json.dumps(answers, ensure_ascii=False), "sub_correct": json.dumps(sc["sub"]),
             "expected": lab.shown() if lab is not None and not it["problem"] else "{}", "answer_source": where,
-            "tokens_in": int(led.get("input_tokens") or 0), "tokens_out": int(led.get("output_tokens") or 0),
-            "cost_usd": float(led.get("cost_usd_float") or 0.0), "wall_seconds": s.get("wall_seconds"),
+            "tokens_in": led.input_tokens if led else 0, "tokens_out": led.output_tokens if led else 0,
+            "cost_usd": led.cost_usd_float if led else 0.0, "wall_seconds": s.wall_seconds if s is not None else None,
             "error": error, "run_dir": "" if it["problem"] else str(run_dir)}
 
 
@@ -458,7 +458,7 @@ def run_bench(suite: Path, tables: Path, out: Path, *, labels: Path | None, team
     """Run (or resume) a bench and write its outputs; returns the summary."""
     import pandas as pd
 
-    from cooplab.runs.sweeps import run_jobs
+    from cooplab.runs.sweeps import run_jobs, write_manifest
 
     items = load_suite(suite, tables)
     labs, label_notes = load_labels(labels) if labels is not None else (None, [])
@@ -500,4 +500,6 @@ def run_bench(suite: Path, tables: Path, out: Path, *, labels: Path | None, team
     runstore.write_json(out / "summary.json", s)
     write_report(out, s)
     figure([(f"{team} n={team_size}", s)], out / "figures" / "accuracy-cost.png")
+    write_manifest(out, "bench", "science", js, res, outputs={"settings": "bench.json", "results": "results.parquet", "summary": "summary.json",
+                                                               "report": "report.md", "figure": "figures/accuracy-cost.png"})
     return s

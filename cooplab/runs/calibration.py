@@ -387,7 +387,7 @@ def calibrate(out: Path, record: dict[str, Any], spec: Spec, *, samples: int, ba
     """Evaluate every sample of a prepared OUT (:func:`prepare`) it does not have yet, then analyse the
     first ``samples`` (``analyze_fn``, default :func:`analyze` with ``spec``)."""
     from cooplab.runs import store as runstore
-    from cooplab.runs.sweeps import run_jobs
+    from cooplab.runs.sweeps import run_jobs, write_manifest
 
     out = Path(out)
     with locked(out):
@@ -414,8 +414,15 @@ def calibrate(out: Path, record: dict[str, Any], spec: Spec, *, samples: int, ba
         append_line(out / RUNS, run)
     runs = [r for r in map(_json_or_none, (out / RUNS).read_text().splitlines()) if isinstance(r, dict)]
     if analyze_fn is None:
-        return analyze(out, df, record, spec, run, runs=runs, per_sample=tp(df, None))
-    return analyze_fn(out, df, record, run, runs=runs, per_sample=tp(df, None))
+        summary = analyze(out, df, record, spec, run, runs=runs, per_sample=tp(df, None))
+    else:
+        summary = analyze_fn(out, df, record, run, runs=runs, per_sample=tp(df, None))
+    # the batches are not run directories: the manifest counts the samples, and names the folder's files
+    write_manifest(out, "calibration", spec.task, [], outputs={"design": "design.json", "checkpoint": SAMPLES, "samples": "samples.csv",
+                                                                "claims_map": "claims_map.csv", "sensitivity": "sensitivity.csv",
+                                                                "summary": "summary.json", "report": "report.md"},
+                   counts={"samples": samples, "evaluated": len(rows)})
+    return summary
 
 
 # --- analysis ---------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from cooplab.limits import ConfigError, one_line, show
 from cooplab.runs import store as runstore
 
 #: the settings a fork may change, as :func:`fork`'s keywords
-CHANGEABLE = ("set", "model", "prompt_variant")
+CHANGEABLE = ("set", "model", "prompt_variant", "invader")
 
 
 def fork_record(config: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -156,7 +156,7 @@ def end_of_round(history: Sequence[Any], at_round: int, where: Path) -> tuple[An
 
 # --- the fork's settings ------------------------------------------------------------------------
 def _changed_config(task: Task, config: dict[str, Any], *, set: Any, model: str | None,  # noqa: A002
-                    prompt_variant: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+                    prompt_variant: str | None, invader: Any = None, at_round: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the fork's config, the changes as recorded); one-line ConfigErrors for unknown settings and
     bad values."""
     from cooplab.limits import parse_set
@@ -189,15 +189,38 @@ def _changed_config(task: Task, config: dict[str, Any], *, set: Any, model: str 
         else:
             raise ConfigError(f"unknown setting --prompt-variant: {task.name} runs of this cooplab have no prompt variants")
         changes["prompt_variant"] = prompt_variant
+    if invader is not None:
+        new, changes["invader"] = _with_invader(task, new, invader, at_round)
     return new, changes
 
 
+def _with_invader(task: Task, new: dict[str, Any], invader: Any, at_round: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``new`` with an invader arriving after the fork's round (``--invader KIND@K[:AGENT]``, K after
+    ``at_round``: the rounds the fork shares with its parent stay the parent's). The task's own
+    check of the stored config then says whether it takes invaders and of which kind."""
+    from cooplab.graphs import invaders
+
+    if not isinstance(new.get("params"), dict):
+        raise ConfigError(f"--invader: {task.name} runs have no parameters to hold an invader")
+    if new["params"].get("invader") is not None:
+        raise ConfigError(f"--invader: the parent already has an invader ({invaders.text(new['params']['invader'])}); "
+                          f"fork it without --invader, or fork its own parent")
+    inv = invaders.parse(invader, n_agents=task.n_agents(new), rounds=task.total_rounds(new), agents=str(new.get("agents")))
+    if inv is None or inv["round"] <= at_round:
+        raise ConfigError(f"--invader: the invader's round must come after the fork's round {at_round} (rounds 1..{at_round} "
+                          f"are the parent's), got {invaders.text(inv)}")
+    new["params"] = {**new["params"], "invader": inv}
+    if inv["kind"] == "model" and isinstance(new.get("llm"), dict):
+        new["llm"] = {**new["llm"], "model_from": {**(new["llm"].get("model_from") or {}), f"{inv['agent']}@{inv['round']}": inv["model"]}}
+    return new, inv
+
+
 def plan(parent: str | Path, *, at_round: Any, set: Any = None, model: str | None = None,  # noqa: A002
-         prompt_variant: str | None = None) -> dict[str, Any]:
+         prompt_variant: str | None = None, invader: Any = None) -> dict[str, Any]:
     """Everything a fork needs, checked, without writing anything: the task, the parent's and the
     fork's configs, the state the fork starts from and the node that wrote it. One-line
     :class:`~cooplab.runs.store.RunDirError` (the parent) or :class:`ConfigError` (the settings)."""
-    from cooplab.runs import registry, runner
+    from cooplab.runs import runner
     from cooplab.runs.config import check_stored
 
     parent = Path(parent)
@@ -205,20 +228,13 @@ def plan(parent: str | Path, *, at_round: Any, set: Any = None, model: str | Non
         raise ConfigError(f"--at-round must be a whole number of rounds (0 or more), got {show(at_round)}")
     if at_round < 0:
         raise ConfigError(f"--at-round must be 0 or more (the rounds of the parent kept), got {at_round}")
-    name = runstore.read_run_config(parent).get("task")
-    if not isinstance(name, str):
-        raise runstore.RunDirError(f"{parent}/config.json: task must be a task name, got {show(name)}; is it a cooplab run directory?")
-    try:
-        task = registry.get(name)
-    except registry.UnknownTask as exc:
-        raise runstore.RunDirError(f"{parent}/config.json: {exc}") from None
-    config = runstore.config_for_resume(parent, name, lambda o, c: check_stored(c, f"{o}/config.json", task),
-                                        checkpoint_serde.serializer(task))
+    task, config = runner.stored_run(parent)
     try:
         tid = runner.thread_id(task, config)
     except ConfigError as exc:
         raise runstore.RunDirError(f"{parent}/config.json: {exc}") from None
-    new, changes = _changed_config(task, config, set=set, model=model, prompt_variant=prompt_variant)
+    new, changes = _changed_config(task, config, set=set, model=model, prompt_variant=prompt_variant, invader=invader,
+                                   at_round=at_round)
     new["record"] = {"fork": {"parent": str(parent), "parent_thread_id": tid, "at_round": at_round, "changes": changes,
                               "lineage": lineage(config, tid, at_round)}}
     try:
@@ -253,7 +269,7 @@ def plan(parent: str | Path, *, at_round: Any, set: Any = None, model: str | Non
 
 
 def fork(parent: str | Path, *, at_round: Any, out: str | Path, set: Any = None, model: str | None = None,  # noqa: A002
-         prompt_variant: str | None = None, force: bool = False, quiet: bool = False) -> dict[str, Any]:
+         prompt_variant: str | None = None, invader: Any = None, force: bool = False, quiet: bool = False) -> dict[str, Any]:
     """Fork ``parent`` at the end of round ``at_round`` into ``out`` with the changes applied and run
     the fork to its end (see the module docstring). Everything is checked before ``out`` is made or
     changed. Returns the fork's summary; a fork that stops early raises what a run raises
@@ -261,7 +277,7 @@ def fork(parent: str | Path, *, at_round: Any, out: str | Path, set: Any = None,
     from cooplab.runs import runner
 
     out = Path(out)
-    p = plan(parent, at_round=at_round, set=set, model=model, prompt_variant=prompt_variant)
+    p = plan(parent, at_round=at_round, set=set, model=model, prompt_variant=prompt_variant, invader=invader)
     try:
         same = out.exists() and out.resolve() == Path(parent).resolve()
     except OSError:

@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cooplab.graphs.task import first_error
 from cooplab.limits import ConfigError, parse_json, show
-from cooplab.runs.sweeps import SweepBudget, job, run_jobs, slug, table, write_table
+from cooplab.runs.sweeps import SweepBudget, job, run_jobs, slug, table, write_manifest, write_table
 
 #: at most this many cells in one sweep
 MAX_CELLS = 100_000
@@ -320,6 +320,7 @@ def run(sw: GridSweep, todo: list[dict[str, Any]] | None = None, *, executor: st
             result["analysis_error"] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         else:
             result.update(extra or {})
+    write_manifest(Path(sw.out), "sweep", sw.task, todo, res, outputs={"table": "table.csv", "analysis": "analysis"})
     return result
 
 

@@ -34,9 +34,11 @@ from typing import Any
 
 from cooplab.evals.bayes import MAX_FALLBACK, check_max_fallback, fallback_of
 from cooplab.graphs.rundir import upgrade_llm
+from cooplab.graphs.runfiles import RunSummary
 from cooplab.runs import store as runstore
 from cooplab.tasks.games.figures import TITLES, profile_figure  # noqa: F401 - profile_figure is this module's API too
 from cooplab.tasks.games.params import GAMES, PROMPTS, model_of
+from cooplab.tasks.games.results import GameResults
 
 PROFILE_KIND = "cooplab-profile"
 PROFILE_VERSION = 1
@@ -220,21 +222,18 @@ def prepare(out: Path, req: Mapping[str, Any], *, force: bool = False) -> Path:
     return out
 
 
-def _spent(summary: Mapping[str, Any] | None) -> float:
-    lg = (summary or {}).get("ledger") or {}
-    v = lg.get("cost_usd_float", 0.0)
-    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) and v >= 0 else 0.0
+def _spent(summary: RunSummary | None) -> float:
+    return (summary.cost_usd or 0.0) if summary is not None else 0.0
 
 
-def _read_summary(run_dir: Path) -> dict[str, Any] | None:
-    p = run_dir / "summary.json"
-    if not p.exists():
+def _read_summary(run_dir: Path) -> RunSummary | None:
+    """A game's summary, or None when it has none yet; a damaged one is a one-line ProfileError."""
+    if not (run_dir / "summary.json").exists():
         return None
     try:
-        s = runstore.read_json(p)
-    except (OSError, ValueError):
-        return None
-    return s if isinstance(s, dict) else None
+        return runstore.read_summary(run_dir)
+    except runstore.RunDirError as exc:
+        raise ProfileError(f"{exc}; fix the file, or delete it to resume the game from its last checkpoint") from None
 
 
 def run_profile(out: Path, req: Mapping[str, Any], *, quiet: bool = False, on_game: Callable[[str, str], None] | None = None,
@@ -250,17 +249,17 @@ def run_profile(out: Path, req: Mapping[str, Any], *, quiet: bool = False, on_ga
     out = Path(out)
     tell = on_game or (lambda g, w: None)
     total_budget = (req["llm"] or {}).get("budget")
-    summaries: dict[str, dict[str, Any] | None] = {}
+    summaries: dict[str, RunSummary | None] = {}
     status = "completed"
     stop: BaseException | None = None
     for game in req["games"]:
         run_dir = out / "games" / game
         summary = _read_summary(run_dir)
-        if summary is not None and summary.get("status") in ("completed", "budget_exhausted"):
+        if summary is not None and summary.status in ("completed", "budget_exhausted"):
             tell(game, "done")  # a game its budget stopped ended there: resuming it would only replay the stop
             summaries[game] = summary
-            if summary["status"] != "completed" and status == "completed":
-                status = summary["status"]
+            if summary.status != "completed" and status == "completed":
+                status = summary.status
             continue
         if status != "completed":
             tell(game, "skipped")
@@ -287,40 +286,40 @@ def run_profile(out: Path, req: Mapping[str, Any], *, quiet: bool = False, on_ga
             status, stop = ("stopped" if isinstance(exc, runner.RunStopped) else "failed"), exc
             continue
         summaries[game] = summary
-        if summary.get("status") != "completed":
-            status = str(summary.get("status"))
+        if summary.status != "completed":
+            status = summary.status
     profile = build_profile(out, req, summaries, status)
     if stop is not None:
         raise stop
     return profile
 
 
-def _game_entry(req: Mapping[str, Any], game: str, s: Mapping[str, Any] | None) -> dict[str, Any]:
+def _game_entry(req: Mapping[str, Any], game: str, s: RunSummary[GameResults] | None) -> dict[str, Any]:
     from cooplab.tasks.games import equilibria as eq
     from cooplab.tasks.games.metrics import METRIC_LABEL
 
     P = game_params(req, game)
     ref = eq.reference(P)
-    if s is None:
-        return {"title": TITLES[game], "status": "not_run", "metric": {"label": METRIC_LABEL[game], "mean": None, "ci95": None,
-                "nash": ref.nash, "pareto": ref.pareto, "pareto_basis": ref.basis}, "pareto_proximity": None, "included": False}
-    m = dict(s.get("metric") or {})
-    m["n"] = s.get("simulations") if s.get("rounds_completed") else 0
+    r = s.results if s is not None else None
+    if s is None or r is None:
+        return {"title": TITLES[game], "status": "not_run" if s is None else s.status, "metric": {"label": METRIC_LABEL[game], "mean": None,
+                "ci95": None, "nash": ref.nash, "pareto": ref.pareto, "pareto_basis": ref.basis}, "pareto_proximity": None, "included": False}
+    m = r.metric.model_dump(mode="json")
+    m["n"] = r.simulations if r.rounds_completed else 0
     m.setdefault("pareto_basis", ref.basis)
-    fb = fallback_of(s)
+    fb = fallback_of(s.as_json())
     limit = req.get("max_fallback", DEFAULT_MAX_FALLBACK)
-    entry: dict[str, Any] = {"title": TITLES[game], "status": s.get("status"), "run_dir": str(Path("games") / game),
-                             "group_sizes": s.get("group_sizes"),
-                             "rounds_completed": s.get("rounds_completed"), "rounds": s.get("rounds"), "metric": m,
-                             "pareto_proximity": s.get("pareto_proximity"), "fallback": fb, "included": fb["share"] <= limit,
-                             "outcomes": s.get("outcomes"), "wall_seconds": s.get("wall_seconds")}
+    entry: dict[str, Any] = {"title": TITLES[game], "status": s.status, "run_dir": str(Path("games") / game),
+                             "group_sizes": r.group_sizes, "rounds_completed": r.rounds_completed, "rounds": r.rounds, "metric": m,
+                             "pareto_proximity": None if r.pareto_proximity is None else r.pareto_proximity.model_dump(mode="json"),
+                             "fallback": fb, "included": fb["share"] <= limit, "outcomes": r.outcomes.model_dump(mode="json"),
+                             "wall_seconds": s.wall_seconds}
     if not entry["included"]:
         entry["excluded_because"] = f"{fb['share']:.1%} of its play decisions fell back, above --max-fallback {limit:g}"
-    if s.get("decisions"):
-        entry["decisions"] = s["decisions"]
-    lg = s.get("ledger")
-    if lg:
-        entry["ledger"] = {k: lg.get(k) for k in ("calls", "cached_calls", "input_tokens", "output_tokens", "cost_usd_float")}
+    if s.decisions is not None:
+        entry["decisions"] = s.decisions.model_dump(mode="json")
+    if s.ledger is not None:
+        entry["ledger"] = s.ledger.model_dump(mode="json", include={"calls", "cached_calls", "input_tokens", "output_tokens", "cost_usd_float"})
     return entry
 
 
@@ -330,7 +329,7 @@ def references_of(games: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str,
             for g, e in games.items()}
 
 
-def build_profile(out: Path, req: Mapping[str, Any], summaries: Mapping[str, Mapping[str, Any] | None], status: str) -> dict[str, Any]:
+def build_profile(out: Path, req: Mapping[str, Any], summaries: Mapping[str, RunSummary | None], status: str) -> dict[str, Any]:
     """profile.json, the merged decisions and ledger tables and the figure from the games' summaries."""
     import pandas as pd
 
@@ -376,6 +375,10 @@ def build_profile(out: Path, req: Mapping[str, Any], summaries: Mapping[str, Map
     except Exception as exc:  # noqa: BLE001 - the figure must never lose the computed profile
         profile["figure_error"] = f"{type(exc).__name__}: {exc}"
         runstore.write_json(out / "profile.json", profile)
+    from cooplab.runs.sweeps import write_manifest
+
+    write_manifest(out, "profile", "game", [{"dir": str(out / "games" / g), "labels": {"game": g}} for g in req["games"]],
+                   outputs={"profile": "profile.json", "settings": "profile-config.json", "figure": "figures/profile.png"})
     return profile
 
 

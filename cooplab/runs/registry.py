@@ -24,6 +24,7 @@ from importlib.metadata import entry_points
 
 from cooplab.limits import one_line
 from cooplab.graphs.task import Task
+from cooplab.graphs.runfiles import check_results
 
 GROUP = "cooplab.tasks"
 BUILTIN = {
@@ -96,6 +97,10 @@ def register_task(task: Task | type[Task], *, replace: bool = False) -> Task:
     taken = name in BUILTIN or name in third_party() or name in _REGISTERED
     if taken and not replace:
         raise ConfigError(f"a task named {name!r} is already registered; give it another name, or register_task(..., replace=True)")
+    try:
+        check_results(obj.Results, name)
+    except TypeError as exc:
+        raise ConfigError(str(exc)) from None
     _REGISTERED[name] = obj
     _CACHE[name] = obj
     return obj
@@ -116,6 +121,7 @@ def get(name: str) -> Task:
     try:
         task = _load(target)
         own_name = task.name
+        check_results(task.Results, name)
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 - SystemExit included: a plug-in must not end the process it is loaded in

@@ -31,11 +31,12 @@ from typing import Any, Callable, Iterator
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from cooplab.agents.settings import build_service
-from cooplab.graphs import checkpoint_serde
+from cooplab.graphs import checkpoint_serde, runfiles
 from cooplab.graphs.aio import run_sync
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import JOURNAL_FILE, BudgetExhausted
 from cooplab.graphs.rundir import upgrade_config
+from cooplab.graphs.runfiles import RunSummary
 from cooplab.graphs.tables import money_table
 from cooplab.graphs.task import RunInfo, Task
 from cooplab.limits import ConfigError, check, one_line, show
@@ -54,7 +55,7 @@ class RunFailed(RuntimeError):
 
 
 # --- starting and resuming -----------------------------------------------------------------
-def start(task: Task, out: Path, config: dict[str, Any], *, quiet: bool = False, state: dict[str, Any] | None = None) -> dict[str, Any]:
+def start(task: Task, out: Path, config: dict[str, Any], *, quiet: bool = False, state: dict[str, Any] | None = None) -> RunSummary:
     """Write ``out/config.json`` (the runner's fields added), build the initial state and run, holding
     the directory's lock (:func:`~cooplab.runs.store.locked`) throughout. ``out`` must exist and be
     empty (``runstore.prepare_out``)."""
@@ -78,7 +79,7 @@ def stamped(task: Task, config: dict[str, Any]) -> dict[str, Any]:
 
 
 def resume(out: Path, *, quiet: bool = False, warn: Callable[[str], None] | None = None, budget: float | None = None,
-           budget_name: str = "budget", notice: Callable[[str], None] | None = None) -> dict[str, Any]:
+           budget_name: str = "budget", notice: Callable[[str], None] | None = None) -> RunSummary:
     """Continue any task's run from its last checkpoint, after checking its config.json (every value
     by the rules of the options that wrote it) and its checkpoints.sqlite (read-only): damaged
     files and unknown tasks are one-line ``RunDirError``s and nothing is changed. ``warn`` gets one
@@ -98,19 +99,25 @@ def resume(out: Path, *, quiet: bool = False, warn: Callable[[str], None] | None
         return _resume(out, quiet=quiet, warn=warn, budget=budget, budget_name=budget_name, notice=notice)
 
 
-def _resume(out: Path, *, quiet: bool, warn: Callable[[str], None] | None, budget: float | None = None,
-            budget_name: str = "budget", notice: Callable[[str], None] | None = None) -> dict[str, Any]:
+def stored_run(out: Path) -> tuple[Task, dict[str, Any]]:
+    """(the task, the checked config.json) of the run in ``out``, as a resume or a fork reads them:
+    one-line :class:`~cooplab.runs.store.RunDirError` on a folder that is not a run of a known task."""
     from cooplab.runs import registry
 
     name = runstore.read_run_config(out).get("task")
     if not isinstance(name, str):
-        raise runstore.RunDirError(f"{out}/config.json: task must be a task name, got {name!r}; is it a cooplab run directory?")
+        raise runstore.RunDirError(f"{out}/config.json: task must be a task name, got {show(name)}; is it a cooplab run directory?")
     try:
         task = registry.get(name)
     except registry.UnknownTask as exc:
         raise runstore.RunDirError(f"{out}/config.json: {exc}") from None
-    config = runstore.config_for_resume(out, name, lambda o, c: check_stored(c, f"{o}/config.json", task),
-                                        checkpoint_serde.serializer(task))
+    return task, runstore.config_for_resume(out, name, lambda o, c: check_stored(c, f"{o}/config.json", task),
+                                            checkpoint_serde.serializer(task))
+
+
+def _resume(out: Path, *, quiet: bool, warn: Callable[[str], None] | None, budget: float | None = None,
+            budget_name: str = "budget", notice: Callable[[str], None] | None = None) -> RunSummary:
+    task, config = stored_run(out)
     try:
         thread_id(task, config)
     except ConfigError as exc:
@@ -169,12 +176,14 @@ def _budget_for_resume(out: Path, task: Task, config: dict[str, Any], budget: fl
 
 
 def _status(out: Path) -> str | None:
-    """The status in a run's summary.json, or None (none yet, or damaged)."""
-    try:
-        summary = runstore.read_json(out / "summary.json")
-    except (runstore.RunDirError, OSError, ValueError):
+    """The status in a run's summary.json, or None when it has none yet; a damaged one is a
+    one-line RunDirError (a resume must not guess how the run ended)."""
+    if not (out / runfiles.SUMMARY_FILE).exists():
         return None
-    return summary.get("status") if isinstance(summary, dict) else None
+    try:
+        return runstore.read_summary(out).status
+    except runstore.RunDirError as exc:
+        raise runstore.RunDirError(f"{exc}; fix the file, or delete it to resume from the last checkpoint") from None
 
 
 def _log_warning(message: str) -> None:
@@ -318,10 +327,10 @@ class _Progress:
             self.bar.close()
 
 
-def execute(task: Task, out: Path, config: dict[str, Any], state: dict[str, Any] | None, *, quiet: bool = False) -> dict[str, Any]:
+def execute(task: Task, out: Path, config: dict[str, Any], state: dict[str, Any] | None, *, quiet: bool = False) -> RunSummary:
     """Run (``state``: the initial state) or resume (``state=None``) ``config``'s run in ``out``,
     inside the safety net (an unexpected error becomes :class:`RunFailed`, see the module docstring)."""
-    def body() -> dict[str, Any]:
+    def body() -> RunSummary:
         task.prepare_run(config, out)
         if config.get("agents") == "llm":
             # on a worker thread's own loop where one already runs (a notebook): see graphs/aio.py
@@ -332,7 +341,7 @@ def execute(task: Task, out: Path, config: dict[str, Any], state: dict[str, Any]
         return _safety_net(task, out, config, body)
 
 
-def _safety_net(task: Task, out: Path, config: dict[str, Any], body: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+def _safety_net(task: Task, out: Path, config: dict[str, Any], body: Callable[[], RunSummary]) -> RunSummary:
     try:
         return body()
     except (RunStopped, RunFailed, runstore.RunDirError):
@@ -377,8 +386,8 @@ def record_failure(task: Task, out: Path, config: dict[str, Any], message: str, 
     except Exception:  # noqa: BLE001 - even the state is unusable: keep the essentials
         pass
     try:
-        runstore.write_json(out / "summary.json", {"task": config.get("task"), "agents": config.get("agents"), "status": "failed",
-                                                   "message": message, "error_log": str(log) if log else None, "seed": config.get("seed")})
+        runfiles.write_summary(out, runfiles.new_summary(task.Results, out, task=task.name, agents=config.get("agents"), status="failed",
+                                                         message=message, error_log=str(log) if log else None, seed=config.get("seed")))
         return None
     except Exception as exc:  # noqa: BLE001
         return one_line(getattr(exc, "strerror", None) or f"{type(exc).__name__}: {exc}", 120)
@@ -393,7 +402,7 @@ def last_values(task: Task, out: Path, config: dict[str, Any]) -> dict[str, Any]
     return dict(snap.values)
 
 
-def _execute_rule(task: Task, out: Path, config: dict[str, Any], state: dict[str, Any] | None, quiet: bool) -> dict[str, Any]:
+def _execute_rule(task: Task, out: Path, config: dict[str, Any], state: dict[str, Any] | None, quiet: bool) -> RunSummary:
     t0 = time.perf_counter()
     with sqlite_saver(out / "checkpoints.sqlite", task) as saver:
         graph = task.build(config, checkpointer=saver)
@@ -425,7 +434,7 @@ def _execute_rule(task: Task, out: Path, config: dict[str, Any], state: dict[str
     return finish(task, out, config, final, time.perf_counter() - t0)
 
 
-async def _execute_llm(task: Task, out: Path, config: dict[str, Any], state: dict[str, Any] | None, quiet: bool) -> dict[str, Any]:
+async def _execute_llm(task: Task, out: Path, config: dict[str, Any], state: dict[str, Any] | None, quiet: bool) -> RunSummary:
     import aiosqlite
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
@@ -510,40 +519,41 @@ def _restored_totals(out: Path, entries: Any) -> dict[str, Any] | None:
 
 
 def finish(task: Task, out: Path, config: dict[str, Any], final: dict[str, Any], seconds: float, *, status: str = "completed",
-           message: str | None = None, service: Any = None) -> dict[str, Any]:
-    """Write the task's outputs, the LLM bookkeeping (decisions, ledger) and summary.json; then the
-    run's figure (a figure error is recorded in the summary, never lost work)."""
+           message: str | None = None, service: Any = None) -> RunSummary:
+    """Write the task's outputs, the LLM bookkeeping (decisions, ledger) and summary.json (the
+    task's results beside the runner's fields, validated by :func:`cooplab.graphs.runfiles.new_summary`);
+    then the run's figure (a figure error is recorded in the summary, never lost work)."""
     csv = bool(config.get("csv"))
     run = RunInfo(out=out, status=status, message=message, seconds=seconds, csv=csv, llm=config.get("agents") == "llm")
     final = dict(final)
     if service is not None:
         service.ledger.settle()  # calls paid before a resume that no replay adopted: paid twice, both kept
-    summary: dict[str, Any] = {"task": task.name, "agents": config.get("agents"), "status": status}
-    summary.update(task.outputs(final, config, run))
-    summary.setdefault("seed", config.get("seed"))
-    summary["wall_seconds"] = round(seconds, 3)
+    common: dict[str, Any] = {"task": task.name, "agents": config.get("agents"), "status": status, "seed": config.get("seed"),
+                              "wall_seconds": round(seconds, 3)}
+    results = task.outputs(final, config, run)
     if message:
-        summary["message"] = message
+        common["message"] = message
     if service is not None:
-        summary["ledger"] = service.ledger.totals()
-        summary["llm"] = {"cache_hits": service.cache.hits, "cache_misses": service.cache.misses}
+        common["ledger"] = service.ledger.totals()
+        common["llm"] = {"cache_hits": service.cache.hits, "cache_misses": service.cache.misses, "prompt_reuse": service.prompt_reuse}
         entries = [e.as_dict() for e in service.ledger.entries]
         if entries:  # the money as float and exact text, the agent as agent_id (graphs/tables.py)
             runstore.write_table(money_table("ledger", runstore.frame(entries)), out, "ledger", csv=csv)
     elif run.llm:  # a failed run: what it spent, so that a sweep's budget counts it
-        summary["ledger"] = _restored_totals(out, final.get("ledger"))
+        common["ledger"] = _restored_totals(out, final.get("ledger"))
     decisions = final.get("decisions") or []
     if decisions:
         df = runstore.frame(decisions)  # its text cleaned of lone surrogates (pandas refuses them)
         if "parsed" in df:
             df["parsed"] = df["parsed"].map(lambda v: None if v is None else json.dumps(v))
         runstore.write_table(money_table("decisions", df), out, "decisions", csv=csv)
-        summary["decisions"] = {"count": len(df), "fallback_used": int(df["fallback_used"].sum()) if "fallback_used" in df else 0,
-                                "mean_attempts": float(df["attempts"].mean()) if "attempts" in df else 1.0}
-    runstore.write_json(out / "summary.json", summary)
+        common["decisions"] = {"count": len(df), "fallback_used": int(df["fallback_used"].sum()) if "fallback_used" in df else 0,
+                               "mean_attempts": float(df["attempts"].mean()) if "attempts" in df else 1.0}
+    summary = runfiles.new_summary(task.Results, out, results=results, **common)
+    runfiles.write_summary(out, summary)
     try:
         task.figure(summary, run)
     except Exception as exc:  # noqa: BLE001 - a figure must never lose the computed run
-        summary["figure_error"] = f"{type(exc).__name__}: {exc}"
-        runstore.write_json(out / "summary.json", summary)
+        summary = summary.model_copy(update={"figure_error": one_line(f"{type(exc).__name__}: {exc}", runfiles.MAX_TEXT)})
+        runfiles.write_summary(out, summary)
     return summary

@@ -380,7 +380,7 @@ def served_graph(task: Task, checked: dict[str, Any], schema: type[ServerSetting
             seconds = time.perf_counter() - t0
             summary = await asyncio.to_thread(runner.finish, task, out, cfg, dict(final), seconds, status=status,
                                               message=message, service=service)
-            return {**final, "summary": runstore.jsonable(summary)}
+            return {**final, "summary": summary.as_json()}
 
     g = StateGraph(_served_state(task.state_schema), context_schema=schema)
     g.add_node("setup", setup)

@@ -13,6 +13,16 @@ from cooplab.graphs.rundir import RunDirError, frame, jsonable, now, read_json, 
 from cooplab.limits import ConfigError, one_line, parse_json
 from cooplab.graphs.rundir import code_version, git_commit, machine, readonly_uri, TRACES_FILE  # noqa: F401
 from cooplab.graphs.rundir import LOCK_FILE, RunDirBusy, locked  # noqa: F401 - one writer per run directory
+from cooplab.graphs import runfiles
+from cooplab.graphs.runfiles import RunSummary, SchemaError  # noqa: F401 - the engine's summary model
+
+
+def read_summary(out: Path) -> RunSummary:
+    """A run's summary.json, its task's results validated with the task's ``Results`` (a task that
+    is not installed: any JSON); a one-line :class:`RunDirError` when it is missing or damaged."""
+    from cooplab.runs import registry
+
+    return runfiles.read_summary(out, lookup=registry.get)
 
 
 def ensure_writable(out: Path, error: type[Exception] = None) -> Path:  # type: ignore[assignment]

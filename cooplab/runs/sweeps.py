@@ -62,16 +62,13 @@ def job(dir: Path | str, task: str, config: dict[str, Any], *, labels: dict[str,
 
 
 def cell_status(d: Path) -> str | None:
-    """The status in a cell's summary.json, or None when it has none (not run, or interrupted)."""
+    """The status in a cell's summary.json, or None when it has none (not run, or interrupted); a
+    damaged one is a one-line RunDirError (the cell is reported failed with it, never re-run blind)."""
     from cooplab.runs import store as runstore
 
-    p = d / "summary.json"
-    if not p.exists():
+    if not (d / "summary.json").exists():
         return None
-    try:
-        return runstore.read_json(p).get("status")
-    except (runstore.RunDirError, AttributeError):
-        return None
+    return runstore.read_summary(d).status
 
 
 def execute_job(j: dict[str, Any]) -> dict[str, Any]:
@@ -300,9 +297,9 @@ class SweepBudget:
         if not (d / "summary.json").exists():
             return self._cap[j["dir"]] if (d / "config.json").exists() else Decimal(0)
         try:
-            spent = registry.get(j["task"]).cost_spent(runstore.read_json(d / "summary.json"))
-        except (runstore.RunDirError, AttributeError, registry.UnknownTask):
-            spent = None
+            spent = registry.get(j["task"]).cost_spent(runstore.read_summary(d))
+        except (runstore.RunDirError, registry.UnknownTask):
+            spent = None  # unknown: counted with its whole cap
         return self._cap[j["dir"]] if spent is None else Decimal(str(spent))
 
     def _others(self, j: dict[str, Any]) -> Decimal:
@@ -310,8 +307,14 @@ class SweepBudget:
 
     def admit(self, j: dict[str, Any]) -> bool:
         """Whether ``j`` may start now; if so its cap is held until :meth:`settle`."""
+        from cooplab.runs import store as runstore
+
         with self._lock:
-            if cell_status(Path(j["dir"])) in j["done"]:
+            try:
+                done = cell_status(Path(j["dir"])) in j["done"]
+            except runstore.RunDirError:  # a damaged summary: the cell runs, and fails with its one line
+                done = False
+            if done:
                 return True  # skipped: spends nothing
             if self._others(j) + self._cap[j["dir"]] > self.usd:
                 return False
@@ -336,9 +339,45 @@ class SweepBudget:
         return {"usd": float(self.usd), "spent_usd": float(counted), "left_usd": float(max(self.usd - counted, Decimal(0)))}
 
 
+# --- the folder's manifest ---------------------------------------------------------------------
+def write_manifest(folder: Path, kind: str, task: str | None, jobs: list[dict[str, Any]], res: dict[str, Any] | None = None, *,
+                   outputs: dict[str, str] | None = None, counts: dict[str, int] | None = None) -> Any:
+    """Write ``folder/manifest.json`` (:class:`cooplab.graphs.runfiles.Manifest`): one cell per job
+    under ``folder`` (its name, run directory, labels, and the status its summary.json holds now;
+    a cell whose summary is damaged or that failed has its one line), the folder's own files that
+    exist (``outputs``: name -> path inside it) and ``counts``. Returns the manifest written."""
+    from cooplab.graphs import runfiles
+    from cooplab.limits import one_line
+    from cooplab.runs import store as runstore
+
+    folder = Path(folder)
+    failed = {}
+    for f in (res or {}).get("failed", []):
+        name = next((v for k, v in f.items() if k != "error"), None)
+        failed[name] = f.get("error")
+    cells = []
+    for j in jobs:
+        d = Path(j["dir"])
+        try:
+            rel = d.absolute().relative_to(folder.absolute()).as_posix()
+        except ValueError:
+            continue  # not under this folder
+        error = failed.get(d.name)
+        try:
+            status = cell_status(d)
+        except runstore.RunDirError as exc:
+            status, error = None, str(exc)
+        labels = {str(k): v for k, v in runstore.jsonable(j.get("labels") or {}).items()}
+        cells.append(runfiles.ManifestCell(name=d.name, dir=rel, labels=labels, status=status,
+                                           **({"error": one_line(error, runfiles.MAX_TEXT)} if error else {})))
+    there = {k: v for k, v in (outputs or {}).items() if (folder / v).exists()}
+    m = runfiles.Manifest(kind=kind, task=task, cells=cells, outputs=there, counts=dict(counts or {}))
+    return runfiles.write_manifest(folder, m)
+
+
 # --- one table of every cell ---------------------------------------------------------------
 #: summary fields that say how, not what (left out of the table)
-_SKIP = ("values", "rates_per_1k", "by_kind", "wall_seconds", "seconds", "cost_usd")
+_SKIP = ("values", "rates_per_1k", "by_kind", "wall_seconds", "seconds", "cost_usd", "version")
 
 
 def flatten_summary(obj: Any, prefix: str = "", depth: int = 0) -> dict[str, Any]:
@@ -369,20 +408,20 @@ def table(jobs: list[dict[str, Any]], res: dict[str, Any], noun: str) -> list[di
     for j in jobs:
         d = Path(j["dir"])
         row: dict[str, Any] = {noun: d.name, **j["labels"]}
-        p = d / "summary.json"
         summary: dict[str, Any] = {}
-        if p.exists():
+        unreadable = None
+        if (d / "summary.json").exists():
             try:
-                summary = runstore.read_json(p)
-            except runstore.RunDirError:
-                summary = {}
+                summary = runstore.read_summary(d).as_json()
+            except runstore.RunDirError as exc:
+                unreadable = str(exc)
         flat = {k: v for k, v in flatten_summary(summary).items() if k not in row}
-        row["status"] = flat.pop("status", None) or ("failed" if d.name in errors else "not run")
+        row["status"] = flat.pop("status", None) or ("unreadable" if unreadable else "failed" if d.name in errors else "not run")
         if d.name in unfunded:  # not run this time: its budget did not fit in what the sweep had left
             row["status"] = NOT_STARTED
         row.update(flat)
-        if d.name in errors:
-            row["error"] = errors[d.name]
+        if d.name in errors or unreadable:
+            row["error"] = errors.get(d.name) or unreadable
         rows.append(row)
     return rows
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,11 +52,27 @@ class Group:
     root: Path
     kind: str  # "sweep" | "profile" | "results"
     cells: dict[str, str]  # cell folder name -> its run's id
+    task_for: Any = field(default=None, repr=False)  # the registered tasks, as for a RunDir (types the cells' summaries)
 
     @property
     def name(self) -> str:
         rel = self.out.relative_to(self.root).as_posix()
         return shown(self.root.name if rel == "." else rel)
+
+
+def kind_of(d: Path) -> str:
+    """"profile" or "sweep": what the folder's manifest.json says (its kind), else what the layouts
+    before manifests show (profile.json beside games/); a damaged manifest counts as none here (the
+    folder's page says what is wrong with it)."""
+    from cooplab.graphs import runfiles
+
+    try:
+        m = runfiles.manifest_of(d)
+    except runfiles.RunDirError:
+        m = None
+    if m is not None and not m.inferred:
+        return "profile" if m.kind == "profile" else "sweep"
+    return "profile" if (d / "profile.json").is_file() or (d / "profile-config.json").is_file() else "sweep"
 
 
 def find(roots: list[Path], runs: list[RunDir]) -> list[Group]:
@@ -73,7 +89,7 @@ def find(roots: list[Path], runs: list[RunDir]) -> list[Group]:
                 rel = d.relative_to(root).as_posix()
             except ValueError:
                 continue
-            kind = "profile" if (d / "profile.json").is_file() or (d / "profile-config.json").is_file() else "sweep"
+            kind = kind_of(d)
             gid = f"{n}/{shown(rel)}" if rel != "." else f"{n}"
             found[d] = Group(id=gid, out=d, root=root, kind=kind, cells={})
             return found[d]
@@ -84,6 +100,7 @@ def find(roots: list[Path], runs: list[RunDir]) -> list[Group]:
             g = group_of(r.out.parent.parent)
             if g is not None:
                 g.cells[shown(r.out.name)] = r.id
+                g.task_for = g.task_for or r.task_for
     run_dirs = {r.out for r in runs}
     for n, root in enumerate(resolved):
         if root not in found and root not in run_dirs and has_results(root):
@@ -102,7 +119,7 @@ def has_results(d: Path) -> bool:
 
 def as_page(g: Group) -> RunDir:
     """A reader of the group's own files (its notes, links that stay inside it) for the blocks."""
-    return RunDir(id=g.id, out=g.out, root=g.root, page="group")
+    return RunDir(id=g.id, out=g.out, root=g.root, page="group", task_for=g.task_for)
 
 
 # --- statistics ----------------------------------------------------------------------------------
@@ -156,7 +173,8 @@ def cell_rows(g: Group, page: RunDir) -> list[dict[str, Any]]:
                 r["cell"] = shown(r["cell"])
             return rows
     for name in sorted(g.cells):
-        s, problem = read_json(g.out / _folder(g, name) / name / "summary.json") if _folder(g, name) else (None, "no folder")
+        folder = _folder(g, name)  # each cell's summary.json through its schema (a damaged one gives no numbers)
+        s = RunDir(id=g.cells[name], out=g.out / folder / name, root=g.root, task_for=page.task_for).summary if folder else {}
         rows.append({"cell": name, **(_flatten(s) if isinstance(s, Mapping) else {})})
     return rows
 
@@ -413,7 +431,7 @@ def overview(g: Group) -> ex.Section:
     with_calls = 0
     for name in sorted(g.cells):
         folder = _folder(g, name)
-        cell = RunDir(id=g.cells[name], out=g.out / folder / name, root=g.root) if folder else None
+        cell = RunDir(id=g.cells[name], out=g.out / folder / name, root=g.root, task_for=g.task_for) if folder else None
         s = cell.summary if cell is not None else {}
         status = s.get("status") if isinstance(s.get("status"), str) else ("unfinished" if cell is not None and cell.config else "?")
         statuses[status] = statuses.get(status, 0) + 1

@@ -52,7 +52,7 @@ class Site:
 
     # --- finding runs ---------------------------------------------------------------------
     def scan(self) -> list[RunDir]:
-        runs = discover(self.roots)
+        runs = discover(self.roots, self.task)
         self._runs = {r.id: r for r in runs}
         self._groups = {g.id: g for g in groups.find(self.roots, runs)}
         return runs
@@ -72,7 +72,7 @@ class Site:
         if run_id not in self._runs:
             self.scan()
         r = self._runs.get(run_id)
-        return RunDir(id=r.id, out=r.out, root=r.root) if r is not None else None
+        return RunDir(id=r.id, out=r.out, root=r.root, task_for=self.task) if r is not None else None
 
     def task(self, name: str) -> Any:
         try:

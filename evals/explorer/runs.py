@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from cooplab.evals.values import cut, human_bytes
-from cooplab.graphs import rundir
+from cooplab.graphs import rundir, runfiles
 
 #: the folders of a sweep or profile directory that hold its run directories
 RUN_FOLDERS = ("cells", "runs", "games")
@@ -97,6 +97,9 @@ class RunDir:
     _json: dict[str, Any] = field(default_factory=dict, repr=False)
     _tables: dict[str, Any] = field(default_factory=dict, repr=False)
     traced: Any = field(default=None, repr=False)  # its traces.jsonl once read (explorer.traces.trace_file)
+    #: task name -> the registered task (its ``Results`` types the summary's results; None: any JSON)
+    task_for: Any = field(default=None, repr=False)
+    _summary: Any = field(default=None, repr=False)
 
     def file(self, name: str) -> Path | None:
         """``out/name`` when it stays inside the run folder, else None and a note (a symbolic link
@@ -121,10 +124,28 @@ class RunDir:
                 elif not isinstance(obj, dict):
                     self.notes.append(f"{name} is not a JSON object")
                     obj = {}
+                elif name == runfiles.SUMMARY_FILE and self.page == "run" and not runfiles.is_many_runs(self.out):
+                    obj = self._typed(obj)
             else:
                 self.notes.append(f"no {name} (the run has not finished, or the directory is incomplete)")
             self._json[name] = obj
         return self._json[name]
+
+    def _typed(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """A run's summary.json through its schema: the validated file's JSON, or {} and one note
+        naming the field that is damaged (never the damaged values shown as if they were results)."""
+        try:
+            self._summary = runfiles.parse_summary(obj, runfiles.SUMMARY_FILE, runfiles.results_for(self.task_for)(obj.get("task")))
+        except runfiles.SchemaError as exc:
+            self.notes.append(cut(shown(exc), 400))
+            return {}
+        return self._summary.as_json()
+
+    @property
+    def run_summary(self) -> runfiles.RunSummary | None:
+        """summary.json as its typed model (None when absent or damaged; a note says which)."""
+        self._read(runfiles.SUMMARY_FILE)
+        return self._summary
 
     @property
     def config(self) -> dict[str, Any]:
@@ -190,9 +211,10 @@ class RunDir:
         return ""
 
 
-def discover(roots: list[Path]) -> list[RunDir]:
+def discover(roots: list[Path], task_for: Any = None) -> list[RunDir]:
     """Every run directory at or below ``roots`` (sorted by root, then path). Symbolic links are not
-    followed; unreadable folders are skipped."""
+    followed; unreadable folders are skipped. ``task_for``: the registered tasks (their results
+    models type each summary)."""
     found: list[RunDir] = []
     ids: set[str] = set()
     for n, root in enumerate(roots):
@@ -212,5 +234,5 @@ def discover(roots: list[Path]) -> list[RunDir]:
                 while rid in ids:  # a readable name that another folder already has (its bytes differ)
                     rid += "~"
                 ids.add(rid)
-                found.append(RunDir(id=rid, out=here, root=root))
+                found.append(RunDir(id=rid, out=here, root=root, task_for=task_for))
     return found

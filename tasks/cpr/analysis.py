@@ -19,7 +19,8 @@ import pandas as pd
 from cooplab.evals import stats
 from cooplab.evals.canvas import Figure, subplots
 from cooplab.evals.text import model_display_name
-from cooplab.graphs import rundir
+from cooplab.graphs import rundir, runfiles
+from cooplab.tasks.cpr.results import CPRResults
 from cooplab.tasks.cpr.figures import timeseries_stats
 
 POPS = ["altruistic", "mixed", "selfish"]
@@ -42,12 +43,15 @@ def load_runs(run_dirs: list[Path], with_norms: bool = True) -> tuple[pd.DataFra
         d = Path(d)
         if not (d / "summary.json").exists() or not (d / "config.json").exists():
             raise rundir.RunDirError(f"{d} is not a finished cooplab run (no summary.json); run or resume it first")
-        cfg, summ = rundir.read_config(d), rundir.read_json(d / "summary.json")
+        cfg = rundir.read_config(d)
         if cfg.get("task") != "cpr":
             raise rundir.RunDirError(f"{d} is a {cfg.get('task')!r} run, not cpr")
+        summ = runfiles.read_summary(d, CPRResults)  # a damaged one: one line naming the field
+        if summ.results is None:
+            raise rundir.RunDirError(f"{d} failed before it had results ({summ.message}); it has no societies to analyse")
         meta = {"run": k, "run_dir": str(d), "model": model_label(cfg), "population": (cfg.get("params") or {}).get("population"),
-                "env": (cfg.get("params") or {}).get("env"), "ablation": (cfg.get("params") or {}).get("ablation"), "status": summ.get("status")}
-        for rep, (ts, e) in enumerate(zip(summ["survival_time"]["values"], summ["efficiency"]["values"])):
+                "env": (cfg.get("params") or {}).get("env"), "ablation": (cfg.get("params") or {}).get("ablation"), "status": summ.status}
+        for rep, (ts, e) in enumerate(zip(summ.results.survival_time.values, summ.results.efficiency.values)):
             societies.append({**meta, "society": rep, "survival_time": ts, "efficiency": e})
         rounds = rundir.read_table(d, "rounds")
         if len(rounds):

@@ -23,8 +23,10 @@ from cooplab.tasks.cpr import metrics as cpr_metrics
 from cooplab.evals.text import counts_text, mean_sem_text
 from cooplab.graphs.rng import phase_rng
 from cooplab.graphs.tables import agent_id
+from cooplab.graphs.runfiles import RunSummary
 from cooplab.graphs.task import RunInfo, Task, TaskConfigError
 from cooplab.tasks.cpr import phases as ph
+from cooplab.tasks.cpr.results import CPRResults
 from cooplab.tasks.cpr.params import (
     ENVIRONMENTS,
     CPRParams,
@@ -131,6 +133,7 @@ class CPRTask(Task):
     name = "cpr"
     title = "The common-pool fishery society (Gupta et al. 2025): harvest, punish, learn, propose, vote."
     Params = CPRParams
+    Results = CPRResults
     state_schema = CPRState
     round_node = "environment"
     agent_noun = "Fisher"
@@ -244,7 +247,10 @@ class CPRTask(Task):
         from cooplab.tasks.cpr.society import ARRAY_FIELDS
 
         before, after = old["params"], new["params"]
+        arrives = after.get("invader") if before.get("invader") is None else None  # a newcomer after the fork's round
         for key in (*RUN_SETTINGS, *self.START_ONLY):
+            if key == "invader" and arrives is not None and int(arrives["round"]) >= int(state["round"]):
+                continue
             if before.get(key) != after.get(key) and key not in ("env", "ablation", "preset"):
                 raise ConfigError(f"{key} sets the start of a run, which a fork keeps from its parent; start a new run to change it")
         p_old, p_new = self.params(old), self.params(new)
@@ -264,7 +270,7 @@ class CPRTask(Task):
             return {}
         return {"params": params, "max_round": int(np.max(params["T"])) if np.size(params["T"]) else int(state["max_round"])}
 
-    def outputs(self, final: Mapping[str, Any], config: Mapping[str, Any], run: RunInfo) -> dict[str, Any]:
+    def outputs(self, final: Mapping[str, Any], config: Mapping[str, Any], run: RunInfo) -> CPRResults:
         final = full_state(final)  # a run stopped early may end with finished societies out of the running block
         if run.status != "completed":  # societies still running were censored at the last completed round
             running = np.asarray(final["active"])
@@ -280,7 +286,6 @@ class CPRTask(Task):
             "ablation": config["params"].get("ablation"),
             "replicates": S,
             "n_agents": N,
-            "seed": config["seed"],
             "rounds_completed": int(final["round"]) - 1,
             **summarize(final),
             "agent_steps": int(rounds["n_alive"].sum()) if len(rounds) else 0,
@@ -297,9 +302,9 @@ class CPRTask(Task):
                      "initial_belief": init[s_][i_], "final_belief": b_}
                     for s_, row in enumerate(final["beliefs"]) for i_, b_ in enumerate(row)]
             rundir.write_table(rows, run.out, "beliefs_final", csv=run.csv)
-        return summary
+        return CPRResults.of(summary)
 
-    def figure(self, summary: Mapping[str, Any], run: RunInfo) -> None:
+    def figure(self, summary: RunSummary[CPRResults], run: RunInfo) -> None:
         from cooplab.tasks.cpr.figures import run_figure
 
         rounds = rundir.read_table(run.out, "rounds")
@@ -311,22 +316,26 @@ class CPRTask(Task):
 
             extra["efforts"] = agent_efforts(_table_or_none(run.out, "decisions"))
             extra["norms"] = _table_or_none(run.out, "norms_adopted")
-        run_figure(rounds, dict(summary), run.out / "figures", **extra)
+        whole = summary.as_json()
+        run_figure(rounds, whole, run.out / "figures", **extra)
         from cooplab.tasks.cpr.mix import figures as mix_figures
 
-        mix_figures(summary, rounds, run.out / "figures")
+        mix_figures(whole, rounds, run.out / "figures")
 
-    def report(self, summary: Mapping[str, Any]) -> list[str]:
-        st, ef = summary["survival_time"], summary["efficiency"]
-
-        n = st.get("n", 0)
+    def report(self, summary: RunSummary[CPRResults]) -> list[str]:
+        res = summary.results
+        if res is None:
+            return super().report(summary)
+        st, ef = res.survival_time, res.efficiency
+        n = st.n
         how = " (mean ± s.e.m. over societies)" if n > 1 else ""
         from cooplab.tasks.cpr.mix import report_lines
 
-        return [f"survival time T_s = {mean_sem_text(st, 2)}, efficiency eta = {mean_sem_text(ef, 3)}{how}, "
-                f"n = {n} {'society' if n == 1 else 'societies'}; collapse causes: {counts_text(summary['collapse'])}",
-                *report_lines(summary),
-                "tables: summary.json, rounds.*, agents.*" + (", by_model.*, crossplay.*" if summary.get("by_model") else "")
+        whole = summary.as_json()
+        return [f"survival time T_s = {mean_sem_text(st.model_dump(), 2)}, efficiency eta = {mean_sem_text(ef.model_dump(), 3)}{how}, "
+                f"n = {n} {'society' if n == 1 else 'societies'}; collapse causes: {counts_text(res.collapse)}",
+                *report_lines(whole),
+                "tables: summary.json, rounds.*, agents.*" + (", by_model.*, crossplay.*" if whole.get("by_model") else "")
                 + ", figures/run.png"]
 
     def analyze_sweep(self, cells: list[dict[str, Any]], out: Path, *, analysis_out: Path | None = None) -> dict[str, Any]:

@@ -218,7 +218,10 @@ EFFECTS = {
 
 def llm_run_figure(run_dir: Path, out: Path) -> Path:
     counts = rundir.read_table(run_dir, "strategy_counts")
-    summary = rundir.read_json(run_dir / "summary.json") if (run_dir / "summary.json").exists() else {}
+    from cooplab.graphs import runfiles
+    from cooplab.tasks.diners.results import DinersResults
+
+    summary = runfiles.read_summary(run_dir, DinersResults).as_json() if (run_dir / runfiles.SUMMARY_FILE).exists() else {}
     share_stats(counts).to_csv(out / "llm_run_shares.csv", index=False)
     path = run_figure(counts, summary, out / "llm_run")
     target = out / "llm_run.png"

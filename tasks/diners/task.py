@@ -19,7 +19,9 @@ from typing import Any
 import numpy as np
 
 from cooplab.graphs import rundir
+from cooplab.graphs.runfiles import RunSummary
 from cooplab.graphs.task import RunInfo, Task, TaskConfigError
+from cooplab.tasks.diners.results import DinersResults
 from cooplab.tasks.diners import model as dm
 from cooplab.tasks.diners.metrics import per_agent_tables, share_summary, strategy_counts
 from cooplab.tasks.diners.params import DinersParams
@@ -58,6 +60,7 @@ class DinersTask(Task):
     name = "diners"
     title = "The n-player Diner's Dilemma with punishment and metanorm punishment, Fermi imitation."
     Params = DinersParams
+    Results = DinersResults
     state_schema = DinersState
     round_node = "swap"
     agent_noun = "Diner"
@@ -160,7 +163,7 @@ class DinersTask(Task):
         P = config["params"]
         return init_state([condition_of(config)], int(P["replicates"]), int(config["seed"]), int(P["iterations"]))["strategy"]
 
-    def outputs(self, final: Mapping[str, Any], config: Mapping[str, Any], run: RunInfo) -> dict[str, Any]:
+    def outputs(self, final: Mapping[str, Any], config: Mapping[str, Any], run: RunInfo) -> DinersResults:
         counts = strategy_counts(final, self._initial(config))
         rundir.write_table(counts, run.out, "strategy_counts", csv=run.csv)
         for stem, df in per_agent_tables(final).items():
@@ -170,26 +173,29 @@ class DinersTask(Task):
         summary: dict[str, Any] = {
             "combination": P.get("combination"), "groups": P["groups"], "pk": P.get("pk"), "p": P["p"],
             "k": P["k"], "costs_stated": P["costs_stated"], "beta": P["beta"], "replicates": S, "n_agents": N,
-            "seed": config["seed"], "iterations_completed": len(final.get("history") or []), **share_summary(counts),
+            "iterations_completed": len(final.get("history") or []), **share_summary(counts),
         }
         if run.llm:
             from cooplab.tasks.diners.llm import accuracy
 
             summary.update(accuracy(final.get("decisions") or []))
-        return summary
+        return DinersResults.of(summary)
 
-    def figure(self, summary: Mapping[str, Any], run: RunInfo) -> None:
+    def figure(self, summary: RunSummary[DinersResults], run: RunInfo) -> None:
         from cooplab.tasks.diners.figures import run_figure
 
-        run_figure(rundir.read_table(run.out, "strategy_counts"), dict(summary), run.out / "figures")
+        run_figure(rundir.read_table(run.out, "strategy_counts"), summary.as_json(), run.out / "figures")
 
-    def report(self, summary: Mapping[str, Any]) -> list[str]:
-        shares = ", ".join(f"{n} {v:.3f}" for n, v in summary["final_shares"].items() if v or n != "D")
-        lines = [f"final strategy shares after {summary['iterations_completed']} iterations (mean of {summary['replicates']} replicates): {shares}"]
-        if "decision_accuracy" in summary:
+    def report(self, summary: RunSummary[DinersResults]) -> list[str]:
+        r = summary.results
+        if r is None:
+            return super().report(summary)
+        shares = ", ".join(f"{n} {v:.3f}" for n, v in r.final_shares.items() if v or n != "D")
+        lines = [f"final strategy shares after {r.iterations_completed} iterations (mean of {r.replicates} replicates): {shares}"]
+        if r.decision_accuracy_n is not None:
             fmt = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
-            lines.append(f"decision accuracy {fmt(summary['decision_accuracy'])} ({summary['decision_accuracy_n']} orders), "
-                         f"punishment accuracy {fmt(summary['punishment_accuracy'])} ({summary['punishment_accuracy_n']} decisions)")
+            lines.append(f"decision accuracy {fmt(r.decision_accuracy)} ({r.decision_accuracy_n} orders), "
+                         f"punishment accuracy {fmt(r.punishment_accuracy)} ({r.punishment_accuracy_n} decisions)")
         lines.append("tables: summary.json, strategy_counts.*, orders.*, punishments.*, utilities.*, imitation.*, figures/run.png")
         return lines
 

@@ -22,7 +22,9 @@ from typing import Any
 
 from cooplab.graphs import prompts, rundir
 from cooplab.graphs.rng import phase_rng
+from cooplab.graphs.runfiles import RunSummary
 from cooplab.graphs.task import RunInfo, Task, TaskConfigError
+from cooplab.tasks.games.results import GameResults
 from cooplab.tasks.games import equilibria as eq
 from cooplab.tasks.games import metrics as mt
 from cooplab.tasks.games import players as pl
@@ -52,6 +54,7 @@ def _own(config: Mapping[str, Any]) -> Mapping[str, Any]:
 class GameTask(Task):
     name = "game"
     title = "Six behavioral games (weakest-link, cpr, cpr-sanction, collective-risk, o-ring, public-goods) with reference or LLM players."
+    Results = GameResults
     state_schema = GameState
     round_node = "settle"
     agent_noun = "Player"
@@ -209,7 +212,7 @@ class GameTask(Task):
         return self.params(config).rounds
 
     # --- results -----------------------------------------------------------------------------------------
-    def outputs(self, final: Mapping[str, Any], config: Mapping[str, Any], run: RunInfo) -> dict[str, Any]:
+    def outputs(self, final: Mapping[str, Any], config: Mapping[str, Any], run: RunInfo) -> GameResults:
         P = self.params(config)
         history = list(final.get("history") or [])
         group = eq.groups_of(P)
@@ -234,7 +237,7 @@ class GameTask(Task):
                 rundir.write_table(df, run.out, stem, csv=run.csv)
         summary: dict[str, Any] = {"game": P.GAME, "players": _own(config)["players"], "script_file": _own(config).get("script_file"),
                                    "decision": DECISION[P.GAME], "group_sizes": list(P.group_sizes), "n_players": P.n_players,
-                                   "rounds": P.rounds, "simulations": P.simulations, "seed": config["seed"]}
+                                   "rounds": P.rounds, "simulations": P.simulations}
         if _own(config)["players"] == "llm":
             summary.update(prompt=_own(config).get("prompt", "standard"), deliberation=bool(_own(config).get("deliberation", False)),
                            messages=len(messages))
@@ -244,60 +247,65 @@ class GameTask(Task):
         if "convergence" in summary:
             keep = [i for i, n in enumerate(summary["convergence"]["n"]) if n in SUMMARY_N or n == P.simulations]
             summary["convergence"] = {k: (v if k == "resamples" else [v[i] for i in keep]) for k, v in summary["convergence"].items()}
-        return summary
+        return GameResults.of(summary)
 
-    def figure(self, summary: Mapping[str, Any], run: RunInfo) -> None:
-        if not summary.get("rounds_completed"):
+    def figure(self, summary: RunSummary[GameResults], run: RunInfo) -> None:
+        if summary.results is None or not summary.results.rounds_completed:
             return
         from cooplab.tasks.games.figures import run_figure
 
-        run_figure(rundir.read_table(run.out, "rounds"), rundir.read_table(run.out, "convergence"), summary,
+        run_figure(rundir.read_table(run.out, "rounds"), rundir.read_table(run.out, "convergence"), summary.as_json(),
                    run.out / "figures" / "run.png")
         from cooplab.tasks.games.mix import figures as mix_figures
 
-        mix_figures(summary, run.out / "figures")
+        mix_figures(summary.as_json(), run.out / "figures")
 
-    def report(self, summary: Mapping[str, Any]) -> list[str]:
-        m, p = summary.get("metric") or {}, summary.get("pareto_proximity")
-        sizes = " + ".join(str(k) for k in summary.get("group_sizes", []))
-        who = summary.get("players")
+    def report(self, summary: RunSummary[GameResults]) -> list[str]:
+        r = summary.results
+        if r is None:
+            return super().report(summary)
+        m, p = r.metric, r.pareto_proximity
+        sizes = " + ".join(str(k) for k in r.group_sizes)
+        who = r.players
         if who == "llm":
-            who = f"LLM ({summary.get('prompt')} prompt{', deliberation' if summary.get('deliberation') else ''})"
-        head = (f"{summary.get('game')}: {who} players, groups {sizes}, {summary.get('rounds_completed')}/"
-                f"{summary.get('rounds')} rounds, {summary.get('simulations')} simulations")
-        if m.get("mean") is None:
-            return [f"{head}: no round completed (status {summary.get('status')})"]
-        ci = m.get("ci95")
-        ci_text = f" [95% CI {ci[0]:.3f}, {ci[1]:.3f}]" if ci and all(isinstance(x, (int, float)) for x in ci) else ""
+            who = f"LLM ({r.prompt} prompt{', deliberation' if r.deliberation else ''})"
+        head = f"{r.game}: {who} players, groups {sizes}, {r.rounds_completed}/{r.rounds} rounds, {r.simulations} simulations"
+        if m.mean is None or p is None or p.mean is None or r.payoff is None:
+            return [f"{head}: no round completed (status {summary.status})"]
+        ci = m.ci95
+        ci_text = f" [95% CI {ci[0]:.3f}, {ci[1]:.3f}]" if ci and all(x is not None for x in ci) else ""
+        raw = p.raw_distance_mean if p.raw_distance_mean is not None else p.mean
+        near = f"{p.near_pareto_share:.2f}" if p.near_pareto_share is not None else "n/a"
+        pay = r.payoff
         lines = [f"{head}",
-                 f"mean {m['label']} {m['mean']:.3f}{ci_text} ({reference_text(m)}); Pareto proximity "
-                 f"{p['mean']:.3f} (0 = Pareto, 1 = Nash or further; uncapped distance {p.get('raw_distance_mean', p['mean']):.3f}), "
-                 f"near-Pareto share {p['near_pareto_share']:.2f}",
-                 f"mean payoff per player {summary['payoff']['mean_total_per_player']:.3f} over the game "
-                 f"({summary['payoff']['mean_per_player_per_round']:.3f} per round)"]
-        oc = summary.get("outcomes") or {}
-        if "threshold_met_rate" in oc:
-            lines.append(f"threshold met in {oc['threshold_met_rate']:.2f} of simulations, savings lost in {oc['savings_lost_rate']:.2f}; "
-                         f"expected payoff per player {oc['expected_payoff_per_player']:.3f}")
-        if "success_rate" in oc:
-            lines.append(f"O-Ring success in {oc['success_rate']:.2f} of rounds")
-        if "sanctions" in oc:
-            s = oc["sanctions"]
-            lines.append(f"sanction tokens per player and round: given {s['tokens_given_per_player_round']:.3f}, received "
-                         f"{s['tokens_received_per_player_round']:.3f}")
+                 f"mean {m.label} {m.mean:.3f}{ci_text} ({reference_text(m.model_dump())}); Pareto proximity "
+                 f"{p.mean:.3f} (0 = Pareto, 1 = Nash or further; uncapped distance {raw:.3f}), near-Pareto share {near}",
+                 f"mean payoff per player {pay.mean_total_per_player or 0.0:.3f} over the game "
+                 f"({pay.mean_per_player_per_round or 0.0:.3f} per round)"]
+        oc = r.outcomes
+        if oc.threshold_met_rate is not None and oc.savings_lost_rate is not None and oc.expected_payoff_per_player is not None:
+            lines.append(f"threshold met in {oc.threshold_met_rate:.2f} of simulations, savings lost in {oc.savings_lost_rate:.2f}; "
+                         f"expected payoff per player {oc.expected_payoff_per_player:.3f}")
+        if oc.success_rate is not None:
+            lines.append(f"O-Ring success in {oc.success_rate:.2f} of rounds")
+        if oc.sanctions is not None:
+            s = oc.sanctions
+            lines.append(f"sanction tokens per player and round: given {s.tokens_given_per_player_round or 0.0:.3f}, received "
+                         f"{s.tokens_received_per_player_round or 0.0:.3f}")
         from cooplab.tasks.games.mix import report_lines
 
-        lines += report_lines(summary)
-        extra = ", sanctions.*" if summary.get("game") == "cpr-sanction" else ""
-        if summary.get("by_model"):
+        whole = summary.as_json()
+        lines += report_lines(whole)
+        extra = ", sanctions.*" if r.game == "cpr-sanction" else ""
+        if whole.get("by_model"):
             extra += ", by_model.*, crossplay.*"
-        if summary.get("players") == "llm":
-            d = summary.get("decisions") or {}
-            fb = summary.get("fallback") or {}
-            lines.append(f"LLM decisions: {d.get('count', 0)}, fallbacks {d.get('fallback_used', 0)}, mean attempts "
-                         f"{d.get('mean_attempts', 1.0):.2f}; {fb.get('share', 0.0):.1%} of the play decisions fell back "
+        if r.players == "llm":
+            d = summary.decisions
+            share = r.fallback.share if r.fallback is not None else 0.0
+            lines.append(f"LLM decisions: {d.count if d else 0}, fallbacks {d.fallback_used if d else 0}, mean attempts "
+                         f"{d.mean_attempts if d else 1.0:.2f}; {share:.1%} of the play decisions fell back "
                          f"(flagged in the tables' fallback column; they count in the metric)")
-            extra += ", decisions.*, ledger.*" + (", messages.*" if summary.get("messages") else "")
+            extra += ", decisions.*, ledger.*" + (", messages.*" if r.messages else "")
         lines.append(f"tables: summary.json, players.*, rounds.*, simulations.*{extra}, convergence.*, figures/run.png")
         return lines
 

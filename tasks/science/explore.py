@@ -182,6 +182,22 @@ def _json_file(run: ScienceRun, rel: str, what: str, kind: type = dict) -> Any:
     return v
 
 
+def _summary(run: ScienceRun) -> dict[str, Any]:
+    """summary.json through its schema (the science task's results model): its JSON, or {} and one
+    note naming the damaged field."""
+    from cooplab.graphs import runfiles
+    from cooplab.tasks.science.results import ScienceResults
+
+    raw = _json_file(run, runfiles.SUMMARY_FILE, "the run's outcome")
+    if not raw:
+        return raw
+    try:
+        return runfiles.parse_summary(raw, runfiles.SUMMARY_FILE, ScienceResults).as_json()
+    except runfiles.SchemaError as exc:
+        run.note(f"{one_line(exc, 300)}: the run's outcome cannot be shown")
+        return {}
+
+
 def _jsonl_file(run: ScienceRun, rel: str, what: str) -> list[dict[str, Any]]:
     """The JSON objects of the lines of ``run.out / rel``; a bad line is skipped with a note."""
     p = _inside(run, rel)
@@ -252,7 +268,7 @@ def load_run(out: Path) -> ScienceRun:
         run.note(f"{run.out} is not a directory")
         return run
     run.config = _json_file(run, "config.json", "the run's settings")
-    run.summary = _json_file(run, "summary.json", "the run's outcome")
+    run.summary = _summary(run)
     run.scores = _json_file(run, "scores.json", "the scores and the evidence for each fact")
     run.truth = _json_file(run, "dataset/ground_truth.json", "what each fact should say")
     run.timeline = _table(run, "timeline", "the teams' passes")

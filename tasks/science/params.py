@@ -42,6 +42,11 @@ class ScienceParams(BaseModel):
                                 le=100_000)
     max_tokens_per_call: int | None = _f(None, "Output cap of one model call (default: the run's --max-tokens).", OURS, ge=1,
                                          le=100_000)
+    status_at: Literal["end", "paper"] = _f("end", "Where the live budget lines go (the status, the 30%/15% warnings): 'end', "
+                                                   "after every fixed part of the system prompt (its tools included), so that a "
+                                                   "model keeping what it read reuses all of it; or 'paper', Appendix C.1's place "
+                                                   "between the team members and the budget rules (then everything after them is "
+                                                   "read afresh on every call).", OURS)
     warn_when_hidden: bool = _f(True, "Show the 30%/15% budget warnings under hidden visibility too (the paper does: hidden "
                                       "hides the numbers, not the warnings).", PAPER)
 

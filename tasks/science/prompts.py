@@ -2,7 +2,10 @@
 C.6 prescribe (the same parts in the same order, the same rules, thresholds, tool names and
 artifacts), not its sentences: the system prompt (role, project, team, budget status and rules,
 tools, artifacts), the lead's planning prompt, each member's work prompt, the deliberation prompt
-(2 rounds) and the lead's synthesis prompt.
+(2 rounds) and the lead's synthesis prompt. One departure, by default: the budget status changes
+with every call, so the team graph leaves it out of :func:`system_prompt` and sends it (with the
+warning due) after all of it, where a model that keeps what it read can reuse everything before
+it (``ScienceParams.status_at``: ``"paper"`` puts it in C.1's place).
 
 Budget visibility (§4.1): ``full`` shows the whole pool (spent, remaining), ``team`` only what this
 team has spent, ``hidden`` no numbers. The warnings at 30 % and 15 % remaining are added when the

@@ -26,7 +26,10 @@ from cooplab.evals.text import counts_text, number_text
 from cooplab.graphs import rundir
 from cooplab.graphs.rundir import TRACES_FILE
 from cooplab.graphs.tables import money_table
+from cooplab.graphs import runfiles
+from cooplab.graphs.runfiles import RunSummary
 from cooplab.graphs.task import RunInfo, Task, TaskConfigError, first_error
+from cooplab.tasks.science.results import ScienceResults
 from cooplab.limits import clean_text, sha256_file
 from cooplab.tasks.science import datasets as dsets
 from cooplab.tasks.science import scripted  # noqa: F401 - registers the built-in scripted teams (and the bench's answers team)
@@ -140,6 +143,7 @@ class ScienceTask(Task):
     name = "science"
     title = "Science teams: four sequential teams of tool-using agents analyze a dataset in the sandbox under one shared budget."
     Params = ScienceParams
+    Results = ScienceResults
     state_schema = ScienceState
     round_node = "route"
     round_unit = "team pass"
@@ -153,7 +157,10 @@ class ScienceTask(Task):
         raw = config.get("params")
         if not isinstance(raw, Mapping):
             raise TaskConfigError(f"params must be a JSON object, got {raw!r}")
-        return ScienceParams(**{k: v for k, v in raw.items() if k not in RUN_SETTINGS})
+        own = {k: v for k, v in raw.items() if k not in RUN_SETTINGS}
+        if "status_at" not in own and set(ScienceParams.model_fields) - {"status_at"} <= set(own):
+            own["status_at"] = "paper"  # every setting but this one: written before it existed, when the status sat in C.1's place
+        return ScienceParams(**own)
 
     def check_config(self, config: Mapping[str, Any]) -> None:
         from pydantic import ValidationError
@@ -254,14 +261,11 @@ class ScienceTask(Task):
         judge = judge_budget(config)
         return None if judge is None else team + judge
 
-    def cost_spent(self, summary: Mapping[str, Any]) -> float | None:
+    def cost_spent(self, summary: RunSummary[ScienceResults]) -> float | None:
         """The team's ledger plus what the judge spent."""
-        from cooplab.graphs.task import usd_of
-
         team = super().cost_spent(summary)
-        judged = summary.get("judge")
-        judge = usd_of(judged.get("cost_usd")) if isinstance(judged, Mapping) else usd_of(judged)
-        return None if team is None or judge is None else team + judge
+        judged = summary.results.judge if summary.results is not None else None
+        return None if team is None else team + (judged.cost_usd if judged is not None else 0.0)
 
     def n_agents(self, config: Mapping[str, Any]) -> int:
         P = self.params(config)
@@ -369,7 +373,7 @@ class ScienceTask(Task):
         return {"next": TEAMS[c] if isinstance(c, int) and 0 <= c < len(TEAMS) else "end"}
 
     # --- results -------------------------------------------------------------------------------------
-    def outputs(self, final: Mapping[str, Any], config: Mapping[str, Any], run: RunInfo) -> dict[str, Any]:
+    def outputs(self, final: Mapping[str, Any], config: Mapping[str, Any], run: RunInfo) -> ScienceResults:
         from cooplab.evals.science_scoring import heuristic_score
         from cooplab.tasks.science.explore import artifact_index
 
@@ -427,7 +431,7 @@ class ScienceTask(Task):
         sc = {k: h.scores()[k] for k in ("completeness", "quality", "accuracy")}
         if no_truth:
             sc["accuracy"] = None
-        return {"science_task": "custom" if custom else P.task, "judge": judged, "team": P.team, "pipeline": P.pipeline, "team_size": P.team_size, "visibility": P.visibility, "prompt": P.prompt,
+        return ScienceResults.of({"science_task": "custom" if custom else P.task, "judge": judged, "team": P.team, "pipeline": P.pipeline, "team_size": P.team_size, "visibility": P.visibility, "prompt": P.prompt,
                 "scores": sc, "scored": scored,
                 "facts": {f.id: f.status for f in h.facts}, "passes": [f"{t}#{v}" for t, v in passes],
                 "artifacts": {n: len(v) for n, v in arts.items()}, "requests": len(final.get("requests") or []),
@@ -435,9 +439,9 @@ class ScienceTask(Task):
                 "messages": len(final.get("messages") or []), "tool_loops": len(loops), "loop_stops": stops,
                 "cost_by_team_usd": {t: round(v, 6) for t, v in spent.items()},
                 "sandbox_seconds_by_team": {t: round(v, 3) for t, v in seconds.items()},
-                "stop": final.get("stop")}
+                "stop": final.get("stop")})
 
-    def figure(self, summary: Mapping[str, Any], run: RunInfo) -> None:
+    def figure(self, summary: RunSummary[ScienceResults], run: RunInfo) -> None:
         from cooplab.tasks.science.report import write_report
 
         write_report(run.out, self)
@@ -448,29 +452,28 @@ class ScienceTask(Task):
 
         return sections(Path(run.out), query)
 
-    def report(self, summary: Mapping[str, Any]) -> list[str]:
-        s = summary.get("scores") or {}
-        who = ("solo analyst" if summary.get("pipeline") == "solo"
-               else f"team of {summary.get('team_size')} per team")
-        head = (f"science {summary.get('science_task')}: {summary.get('team')} {who}, "
-                f"visibility {summary.get('visibility')}, status {summary.get('status')}")
-        acc = s.get("accuracy", 0)
-        acc = "not scored (no truth)" if acc is None else f"{acc:.2f}"
-        lines = [head, f"scores (heuristic, 0-1): completeness {s.get('completeness', 0):.2f}, quality {s.get('quality', 0):.2f}, "
-                       f"accuracy {acc} (scored: {summary.get('scored')})",
-                 f"team passes: {', '.join(summary.get('passes') or []) or 'none'}; requests {summary.get('requests', 0)} "
-                 f"({summary.get('requests_refused', 0)} refused); tool loops {summary.get('tool_loops', 0)} (stops: {counts_text(summary.get('loop_stops'))})"]
-        cost = summary.get("cost_by_team_usd") or {}
-        if cost:
-            lines.append("cost by team: " + ", ".join(f"{t} ${v:.4f}" for t, v in cost.items()))
-        judged = summary.get("judge")
-        if isinstance(judged, Mapping):
-            cap = judged.get("budget_usd")
-            outcome = (f"error: {judged['error']}" if judged.get("error") else
-                       f"completeness {number_text(judged.get('completeness'))}, quality {number_text(judged.get('quality'))}, "
-                       f"accuracy {number_text(judged.get('accuracy'), missing='not scored (no truth)')}")
-            lines.append(f"judge {judged.get('judge')}: {outcome}; cost ${float(judged.get('cost_usd') or 0):.4f}"
-                         f"{'' if cap is None else f' of its ${float(cap):.4f} budget'}")
+    def report(self, summary: RunSummary[ScienceResults]) -> list[str]:
+        r = summary.results
+        if r is None:
+            return super().report(summary)
+        s = r.scores
+        who = "solo analyst" if r.pipeline == "solo" else f"team of {r.team_size} per team"
+        head = f"science {r.science_task}: {r.team} {who}, visibility {r.visibility}, status {summary.status}"
+        acc = "not scored (no truth)" if s.accuracy is None else f"{s.accuracy:.2f}"
+        lines = [head, f"scores (heuristic, 0-1): completeness {number_text(s.completeness, 2)}, quality {number_text(s.quality, 2)}, "
+                       f"accuracy {acc} (scored: {r.scored})",
+                 f"team passes: {', '.join(r.passes) or 'none'}; requests {r.requests} "
+                 f"({r.requests_refused} refused); tool loops {r.tool_loops} (stops: {counts_text(r.loop_stops)})"]
+        if r.cost_by_team_usd:
+            lines.append("cost by team: " + ", ".join(f"{t} ${v:.4f}" for t, v in r.cost_by_team_usd.items()))
+        judged = r.judge
+        if judged is not None:
+            cap = judged.budget_usd
+            outcome = (f"error: {judged.error}" if judged.error else
+                       f"completeness {number_text(judged.completeness)}, quality {number_text(judged.quality)}, "
+                       f"accuracy {number_text(judged.accuracy, missing='not scored (no truth)')}")
+            lines.append(f"judge {judged.judge}: {outcome}; cost ${judged.cost_usd:.4f}"
+                         f"{'' if cap is None else f' of its ${cap:.4f} budget'}")
         lines.append("files: dataset/, artifacts/, scores.json, report.html, messages.jsonl, requests.jsonl, tool_loops.*, ledger.*, "
                      + TRACES_FILE)
         return lines
@@ -491,13 +494,13 @@ class ScienceTask(Task):
         rows = []
         for c in cells:
             d = Path(c["dir"])
-            config, summary = rundir.read_config(d), rundir.read_json(d / "summary.json")
+            config, summary = rundir.read_config(d), runfiles.read_summary(d, ScienceResults)
             P, llm = config.get("params") or {}, config.get("llm") or {}
+            scores = summary.results.scores.model_dump() if summary.results is not None else {}
             rows.append({"condition": d.name.rsplit("__s", 1)[0], "model": llm.get("model"), "task": P.get("task"),
                          "budget": llm.get("budget"), "visibility": P.get("visibility"), "team_size": P.get("team_size"),
-                         "prompt": P.get("prompt"), "seed": config.get("seed"), "status": summary.get("status"),
-                         **(summary.get("scores") or {}), **_judge_row(d, config, summary),
-                         "cost_usd": (summary.get("ledger") or {}).get("cost_usd_float"), "run_dir": str(d)})
+                         "prompt": P.get("prompt"), "seed": config.get("seed"), "status": summary.status,
+                         **scores, **_judge_row(d, config, summary), "cost_usd": summary.cost_usd, "run_dir": str(d)})
         df = pd.DataFrame(rows)
         dest.mkdir(parents=True, exist_ok=True)
         df.to_csv(dest / "scores.csv", index=False)
@@ -510,7 +513,7 @@ class ScienceTask(Task):
         return {"scores_csv": str(dest / "scores.csv"), "conditions_csv": str(dest / "conditions.csv")}
 
 
-def _judge_row(d: Path, config: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[str, Any]:
+def _judge_row(d: Path, config: Mapping[str, Any], summary: RunSummary[ScienceResults]) -> dict[str, Any]:
     """A run's judge columns in scores.csv: the scores in its scores.json of the judge its config
     names (else of the last judge that scored it, e.g. with ``cooplab science score``), or empty
     ones (with the judge's one-line error from summary.json when it failed)."""
@@ -520,10 +523,10 @@ def _judge_row(d: Path, config: Mapping[str, Any], summary: Mapping[str, Any]) -
     name = configured["model"] if configured else None
     scores = rundir.read_json(d / "scores.json") if (d / "scores.json").is_file() else {}
     entry = judge_entry(scores, name)
-    failed = summary.get("judge") if isinstance(summary.get("judge"), Mapping) else {}
+    failed = summary.results.judge if summary.results is not None else None
     row: dict[str, Any] = {"judge": (entry or {}).get("judge", name)}
     row.update({col: (entry or {}).get(dim) for dim, col in JUDGE_COLUMNS.items()})
-    row["judge_error"] = None if entry is not None else failed.get("error")
+    row["judge_error"] = None if entry is not None or failed is None else failed.error
     return row
 
 

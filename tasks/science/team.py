@@ -141,16 +141,24 @@ class TeamGraph:
         self._ledger = context.ledger
         CURRENT.set(ws)
 
-    def system(self, role: Role, context: CoopContext) -> SystemMessage:
-        if role.team == SOLO_TEAM:
-            text = pr.solo_system_prompt(role, task_description=self.description, status=self.status(context, role.team),
-                                         prompt=self.P.prompt, code_timeout=self.P.code_timeout)
-            w = pr.warning(self.P.visibility, context.ledger.budget, context.ledger.spent, warn_when_hidden=self.P.warn_when_hidden)
-            return SystemMessage(content=text + (f"\n\n{w}" if w else ""))
-        text = pr.system_prompt(role, team_size=self.P.team_size, task_description=self.description,
-                                status=self.status(context, role.team), prompt=self.P.prompt, code_timeout=self.P.code_timeout)
+    def system(self, role: Role, context: CoopContext) -> list[SystemMessage]:
+        """The system prompt of ``role`` now: Appendix C.1's parts, and the live budget lines (the
+        status of this visibility, the warning due). With ``status_at="end"`` (the default) the
+        live lines are a second system message after everything that does not change (the
+        tools the model is told of are added between the two for a model without native tool
+        calls), so that a model that keeps what it read (the local model, a provider's prompt
+        cache) reuses the whole fixed part; ``"paper"`` puts the status where C.1 does, between
+        the team members and the budget rules, in one message."""
+        status = self.status(context, role.team)
         w = pr.warning(self.P.visibility, context.ledger.budget, context.ledger.spent, warn_when_hidden=self.P.warn_when_hidden)
-        return SystemMessage(content=text + (f"\n\n{w}" if w else ""))
+        paper = self.P.status_at == "paper"
+        kw = {"task_description": self.description, "status": status if paper else "", "prompt": self.P.prompt,
+              "code_timeout": self.P.code_timeout}
+        text = pr.solo_system_prompt(role, **kw) if role.team == SOLO_TEAM else pr.system_prompt(role, team_size=self.P.team_size, **kw)
+        if paper:
+            return [SystemMessage(content=text + (f"\n\n{w}" if w else ""))]
+        live = "\n\n".join(x for x in (status, w) if x)
+        return [SystemMessage(content=text)] + ([SystemMessage(content=live)] if live else [])
 
     def agent(self, role: Role, tools: list, phase: str, context: CoopContext, max_steps: int) -> ToolAgent:
         """The agent of ``role`` for ``phase`` (made once per graph: its tools' schemas are converted once)."""
@@ -254,7 +262,7 @@ class TeamGraph:
         if inbox:
             prompt += "\n\nMESSAGES TO YOUR TEAM:\n" + "\n".join(f"[{m['agent']} of {m['from_team']}]: {m['content']}" for m in inbox[-10:])
         agent = self.agent(lead, tools, "plan", ctx, self.P.plan_steps)
-        (res,), stop = await self.run_agents([(agent, [self.system(lead, ctx), HumanMessage(content=prompt)])], ctx, config,
+        (res,), stop = await self.run_agents([(agent, [*self.system(lead, ctx), HumanMessage(content=prompt)])], ctx, config,
                                              state)
         plan = (res.final if res is not None and res.final else "").strip()
         fallback = not plan
@@ -275,7 +283,7 @@ class TeamGraph:
         for role in roles(team, self.P.team_size):
             task = (state.get("assignments") or {}).get(role.agent_id) or "Carry out your role's part of the plan."
             jobs.append((self.agent(role, tools, "work", ctx, self.P.max_steps),
-                         [self.system(role, ctx), HumanMessage(content=pr.work_prompt(role, task=task, plan=state.get("plan", "")))]))
+                         [*self.system(role, ctx), HumanMessage(content=pr.work_prompt(role, task=task, plan=state.get("plan", "")))]))
         results, stop = await self.run_agents(jobs, ctx, config, state)
         outputs = [[r.agent_id, output_text(res)] for r, res in zip(roles(team, self.P.team_size), results)]
         upd = self.record(state, "work", results, ctx, t0, ws, stop)
@@ -294,7 +302,7 @@ class TeamGraph:
         rounds = self.P.deliberation_rounds if len(team_roles) > 1 else 0  # a lead alone has no one to deliberate with
         for k in range(1, rounds + 1):
             jobs = [(self.agent(role, tools, f"deliberate{k}", ctx, 2),
-                     [self.system(role, ctx), HumanMessage(content=pr.deliberation_prompt(k, self.P.deliberation_rounds, discussion))])
+                     [*self.system(role, ctx), HumanMessage(content=pr.deliberation_prompt(k, self.P.deliberation_rounds, discussion))])
                     for role in team_roles]
             results, stop = await self.run_agents(jobs, ctx, config, state)
             all_results += results
@@ -318,7 +326,7 @@ class TeamGraph:
             outputs = [(a, o) for a, o in state.get("outputs") or []]
             prompt = pr.synthesis_prompt(lead, outputs, list(state.get("discussion") or []), excerpt=self.P.synthesis_excerpt)
             agent = self.agent(lead, tools, "synthesize", ctx, self.P.synthesis_steps)
-            results, stop = await self.run_agents([(agent, [self.system(lead, ctx), HumanMessage(content=prompt)])], ctx, config,
+            results, stop = await self.run_agents([(agent, [*self.system(lead, ctx), HumanMessage(content=prompt)])], ctx, config,
                                                   state)
         name = ARTIFACT[team]
         mine = [a for a in ws.versions(name) if a["visit"] == visit and a["team"] == team]
@@ -347,7 +355,7 @@ class TeamGraph:
         self.enter(ctx, ws)
         tools = self.tools(SOLO_TEAM, ("run_code", "read_artifact", "list_artifacts", "write_artifact", "mark_complete"))
         agent = self.agent(SOLO, tools, "analyze", ctx, self.P.max_steps + self.P.synthesis_steps)
-        (res,), stop = await self.run_agents([(agent, [self.system(SOLO, ctx), HumanMessage(content=pr.solo_work_prompt(SOLO))])],
+        (res,), stop = await self.run_agents([(agent, [*self.system(SOLO, ctx), HumanMessage(content=pr.solo_work_prompt(SOLO))])],
                                              ctx, config, state)
         fallback = None
         if not ws.versions(ARTIFACT[SOLO_TEAM]):

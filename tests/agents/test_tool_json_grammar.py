@@ -88,6 +88,18 @@ def test_the_conversation_is_rendered_for_a_model_without_tool_calling():
     assert out[3].content == "Result of add:\n3"
 
 
+def test_the_tools_go_between_the_fixed_system_prompt_and_the_live_one():
+    """Leading system messages: the first (what never changes), then the tools (fixed for the
+    loop), then the others (the live lines: a budget status), so that a model keeping what it
+    read reuses everything before the live lines (issue 41, point 5)."""
+    c = Counter()
+    out = render_json_protocol([SystemMessage(content="You are a fisher."), SystemMessage(content="BUDGET STATUS: $1 spent."),
+                                HumanMessage(content="go")], c.tools)
+    assert [type(m).__name__ for m in out] == ["SystemMessage", "HumanMessage"]
+    first, tools, live = out[0].content.partition("You can use these tools:")[0], out[0].content.index("- add:"), out[0].content.index("BUDGET")
+    assert first == "You are a fisher.\n\n" and tools < live and out[0].content.endswith("\n\nBUDGET STATUS: $1 spent.")
+
+
 def test_a_malformed_answer_is_fed_back_and_the_loop_goes_on():
     c = Counter()
     seen = {}

@@ -38,6 +38,7 @@ COVERED = {
     "bench_llm.py": "test_bench_llm",
     "bench_plan.py": "test_bench_plan",
     "bench_local_build.py": "test_bench_local_build",
+    "bench_local_reuse.py": "test_bench_local_reuse",
     "bench_runner.py": "test_bench_runner",
     "bench_sandbox.py": "test_bench_sandbox",
     "bench_science.py": "test_bench_science",
@@ -256,6 +257,22 @@ def test_bench_local_build(tmp_path):
     assert [r[0] for r in configs] == ["native, in-process, extra bufts on", "portable, in-process, extra bufts on",
                                       "portable, in-process, extra bufts off", "portable, model process, extra bufts off"]
     assert all(r[1] != "failed" and r[5] == "1/1" for r in configs), configs  # same wheel, same seed: the same text
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_bench_local_reuse(tmp_path):
+    # --quick: (a) the speeds under the OpenMP wait policy as set and 2 turns of 2 interleaved
+    # conversations (answers of 4 tokens), no science item, (c) the CPR society of 2 agents for
+    # 1 round with and without kept states (no --before: the baseline needs its own checkout)
+    out = tmp_path / "results.md"
+    stdout = run_bench("bench_local_reuse.py", "--quick", "--out", str(out), tmp_path=tmp_path)
+    text = section(out, "## Local model: prompt reuse")
+    assert [r[0] for r in rows(text) if r[0].startswith(("every prompt", "kept states"))] == ["every prompt read in full", "kept states reused"]
+    assert "Same answers with and without reuse: **yes**" in text  # kept states never change an answer
+    society = {r[0]: r for r in rows(text) if r[0].startswith("after")}
+    assert set(society) == {"after, no kept states", "after"} and society["after"][7] == "0"  # no decision differs
+    assert "### (b)" not in text and "(c) after:" in stdout
 
 
 # --- Docker --------------------------------------------------------------------------------------

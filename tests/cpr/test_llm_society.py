@@ -89,6 +89,19 @@ def test_peer_summaries_appear_only_where_social_learning_is_on():
         assert all(has_peers) if shown else not any(has_peers), ablation
 
 
+def test_every_prompt_of_a_phase_begins_with_what_does_not_change():
+    """The system prompt, then the phase's instructions and answer format, then the round's
+    numbers: a model that keeps what it read reuses all of the fixed part of an agent's prompt
+    (issue 41, point 5)."""
+    _, seen, _ = run_society("full", T=3)
+    for phase in ("harvest", "punish", "propose", "vote"):
+        prompts = [m[1] for ph, m in seen if ph == phase]  # (m[-1] of a retry is the feedback on the invalid answer)
+        head = prompts[0].split("\n\n")[0]
+        assert len(prompts) > 1 and "Reply with one JSON object" in head, phase
+        assert all(p.startswith(head + "\n\n") for p in prompts), phase  # the same instructions, then what changes
+        assert not any(ch.isdigit() for ch in head.replace("0 (stay home)", "").replace("1 (fish", "").replace("from 0 to 1", "")), phase
+
+
 def test_winning_norm_is_broadcast_verbatim_next_round():
     final, seen, _ = run_society("full", T=3)
     adopted = {h["round"]: h["norm"] for h in final["norm_history"]}

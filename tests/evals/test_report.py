@@ -258,7 +258,12 @@ def test_hostile_run_text_stays_text_and_damage_is_named(dirs, capsys, tmp_path)
     assert "figures/evil.png is not an image" in problems
     assert "table broken is not shown" in problems and "broken.parquet" in problems
     assert res["figures"] == 2 == img_count(html)  # run.png and the copy with the hostile name
-    assert f"the run stopped: {escape(HOSTILE)}" in run
+    # the damaged summary.json is one line naming its field; its values are not shown as the run's outcome
+    assert "summary.json: ledger.calls: Input should be greater than or equal to 0 (got -5)" in problems
+    s = json.loads((d / "summary.json").read_text())
+    s["ledger"] = json.loads((dirs["llm"] / "summary.json").read_text())["ledger"]
+    (d / "summary.json").write_text(json.dumps(s))  # only the message hostile: shown, as text
+    assert f"the run stopped: {escape(HOSTILE)}" in page_of(Path(report(capsys, d)["path"]).read_text(), "run")
 
 
 def test_damaged_json(dirs, capsys, tmp_path):

@@ -18,6 +18,7 @@ import pytest
 from cooplab.evals.explorer.app import serve, stop
 from cooplab.evals.report import write_report
 from cooplab.evals.values import fmt, num
+from tests.helpers.summaries import summary
 
 IDS = ["5e41512851534475", "1e999999", "0000000000000012", "nan", "inf", "-1E+5", "9" * 40]
 
@@ -26,8 +27,9 @@ def make_run(out: Path) -> Path:
     out.mkdir(parents=True)
     (out / "config.json").write_text(json.dumps({"version": 2, "task": "cpr", "agents": "llm", "seed": 0, "params": {},
                                                  "llm": {"model": "scripted:x.json"}, "record": {"thread_id": IDS[0]}}))
-    (out / "summary.json").write_text(json.dumps({"task": "cpr", "status": "completed", "thread_id": IDS[2],
-                                                  "ledger": {"calls": len(IDS), "cost_usd": "0.0000012", "cost_usd_float": 1.2e-6}}))
+    s = summary("cpr", "cpr-llm", thread_id=IDS[2])  # a field the schema does not name: kept as the text it is
+    s["ledger"].update(calls=len(IDS), cost_usd="0.0000012", cost_usd_float=1.2e-6)
+    (out / "summary.json").write_text(json.dumps(s))
     pd.DataFrame({"call_id": IDS, "model": ["m"] * len(IDS), "cost": ["0.0000001", "1e999999", "x", "0.0000002", "nan", "0", "1"],
                   "input_tokens": range(len(IDS))}).to_parquet(out / "ledger.parquet", index=False)
     calls = [{"id": i, "run_type": "llm", "name": "m", "start_time": f"2026-01-01T00:00:0{n}",

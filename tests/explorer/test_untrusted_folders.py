@@ -25,6 +25,7 @@ from cooplab.evals.report import write_report
 from cooplab.graphs import rundir
 from tests.explorer.conftest import SCRIPTED
 from tests.helpers.cli import fail_line
+from tests.helpers.summaries import write_summary
 
 SECRET = "the reader's own secret 7c1f"
 
@@ -37,7 +38,7 @@ def bytes_path(parent: Path, name: bytes) -> Path:
 def small_run(out: Path, task: str = "cpr") -> Path:
     out.mkdir(parents=True)
     (out / "config.json").write_text(json.dumps({"version": 2, "task": task, "agents": "rule", "seed": 0, "params": {}}))
-    (out / "summary.json").write_text(json.dumps({"task": task, "status": "completed", "rounds_completed": 2}))
+    write_summary(out, task, rounds_completed=2)
     pd.DataFrame({"condition": [0, 0], "replicate": [0, 0], "round": [1, 2], "R": [900.0, 800.0], "R_plus": [850.0, 700.0],
                   "H": [50.0, 100.0]}).to_parquet(open(out / "rounds.parquet", "wb"), index=False)
     return out

@@ -61,6 +61,11 @@ def test_reference_profiles_have_proximity_one_and_zero(tmp_path, capsys):
         for game, e in p["games"].items():
             assert e["pareto_proximity"]["mean"] == want, game
             assert e["metric"]["mean"] == e["metric"][kind], game
+        from cooplab.graphs import runfiles  # the profile's manifest: one cell per game, with its status
+
+        m = runfiles.read_manifest(tmp_path / kind)
+        assert m.kind == "profile" and m.task == "game" and [c.name for c in m.cells] == list(p["games"])
+        assert {c.status for c in m.cells} == {"completed"} and all(c.labels == {"game": c.name} for c in m.cells)
 
 
 def test_interrupted_profile_continues_without_paying_twice(tmp_path, capsys, monkeypatch):

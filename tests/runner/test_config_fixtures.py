@@ -26,13 +26,15 @@ CASES = {
     "game_nash": dict(task="game", game="cpr", simulations=10, seed=2),
     "game_random": dict(task="game", game="o-ring", players="random", simulations=10, seed=2),
     # made when warn_when_hidden defaulted to false and a science run's output cap to 64 tokens: today's equivalent run says so
-    "science_oracle": dict(task="science", team="oracle", sandbox_backend="local", seed=0, cache="off", set=["warn_when_hidden=false"],
-                           max_tokens=64),
+    # and before status_at (2026-11-27), with the budget status in Appendix C.1's place
+    "science_oracle": dict(task="science", team="oracle", sandbox_backend="local", seed=0, cache="off",
+                           set=["warn_when_hidden=false", "status_at=paper"], max_tokens=64),
 }
 
 
 #: parameters added after the fixtures were made, with the default that reproduces what those runs did
-ADDED_SINCE = {"game": {"pareto_reference": None}}  # None: the reference derived from the game (issue 30, item 3)
+ADDED_SINCE = {"game": {"pareto_reference": None},  # None: the reference derived from the game (issue 30, item 3)
+               "science": {"status_at": "paper"}}  # the budget status in C.1's place (issue 41, point 5)
 
 
 def fixture(name: str) -> dict:
@@ -147,3 +149,12 @@ def test_the_runner_takes_a_config_built_in_the_old_shape(tmp_path):
     assert s["status"] == "completed"
     written = json.loads((tmp_path / "config.json").read_text())
     assert written["version"] == rundir.CONFIG_VERSION and written["params"]["pk"] == "6:1" and "pk" not in written
+
+
+def test_a_science_run_made_before_status_at_keeps_the_status_in_the_papers_place():
+    """Its params hold every setting of the time and no status_at: resumed, it goes on with the
+    layout it started with (the status in Appendix C.1's place), not today's default."""
+    task = registry.get("science")
+    old = check_stored(fixture("science_oracle"), "old")
+    assert "status_at" not in old["params"] and task.params(old).status_at == "paper"
+    assert task.params({"params": {}}).status_at == "end"  # a new run: the default

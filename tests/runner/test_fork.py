@@ -218,3 +218,24 @@ def test_a_parent_with_a_planted_object_is_refused_in_one_line_and_nothing_runs(
     line = fail_line(capsys, ["fork", str(bad), "--at-round", "1", "--out", str(tmp_path / "f"), "-q"])
     assert "cannot be trusted" in line and shown in line
     assert not list(tmp_path.glob("MARKER*")) and not (tmp_path / "f").exists()
+
+
+def test_a_rule_fork_with_an_invader_is_the_run_invaded_from_the_start(tmp_path):
+    """--invader in a fork: a greedy newcomer at round 4 of a fork at round 2 gives, round for round,
+    the run that had the invader from its start; an invader inside the shared rounds is refused."""
+    kw = dict(task="cpr", n_agents=5, rounds=6, replicates=3, seed=11, quiet=True)
+    cooplab.run(out=tmp_path / "p", **kw)
+    invaded = cooplab.run(out=tmp_path / "ref", invader="greedy@4", **kw)
+    f = cooplab.fork(tmp_path / "p", at_round=2, invader="greedy@4", out=tmp_path / "f")
+    pd.testing.assert_frame_equal(f.rounds, invaded.rounds)
+    assert json.loads((tmp_path / "f" / "config.json").read_text())["record"]["fork"]["changes"]["invader"]["round"] == 4
+    line = fail_line_py(lambda: cooplab.fork(tmp_path / "p", at_round=4, invader="greedy@3", out=tmp_path / "g"))
+    assert "must come after the fork's round 4" in line and not (tmp_path / "g").exists()
+
+
+def fail_line_py(call) -> str:
+    from cooplab.limits import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        call()
+    return str(err.value)

@@ -77,6 +77,13 @@ def test_python_and_a_file_give_the_same_cells_and_table(tmp_path, capsys):
     pd.testing.assert_frame_equal(file_rows[keep].sort_values("cell").reset_index(drop=True),
                                   pd.read_csv(tmp_path / "py" / "table.csv")[keep].sort_values("cell").reset_index(drop=True))
     assert len(rows) == 8 and set(rows["status"]) == {"completed"}
+    from cooplab.graphs import runfiles  # the folder's manifest names every cell, its labels and status
+
+    for folder in ("file", "py"):
+        m = runfiles.read_manifest(tmp_path / folder)
+        assert m.kind == "sweep" and m.task == "cpr" and m.outputs == {"table": "table.csv"}
+        assert {c.name for c in m.cells} == set(configs(tmp_path / folder)) and {c.status for c in m.cells} == {"completed"}
+        assert all(c.dir == f"cells/{c.name}" and c.labels["population"] in ("mixed", "selfish") for c in m.cells)
 
 
 def test_a_science_option_called_task_can_be_swept(tmp_path):

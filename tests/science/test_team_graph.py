@@ -228,6 +228,43 @@ def test_warnings_reach_the_prompt_and_the_budget_is_never_overshot_mid_tool_loo
     assert (out / "report.html").exists()
 
 
+@pytest.mark.parametrize("status_at", ["end", "paper"])
+def test_the_live_budget_lines_come_after_everything_that_does_not_change(tmp_path, capsys, status_at):
+    """end (the default): the live status is a second system message, after Appendix C.1's parts,
+    which are then the same text in every loop of an agent (a model keeping what it read reuses
+    them); paper: C.1's place, between the team members and the budget rules (issue 41, point 5)."""
+    from cooplab.tasks.science.roles import ARTIFACT
+
+    systems: dict[str, list[list[str]]] = {}
+
+    def grab(team, slot, messages):
+        if team == "data" and slot == 0:
+            systems.setdefault("calls", []).append([str(m.content) for m in messages if isinstance(m, SystemMessage)])
+
+    def work(team, slot, messages):
+        grab(team, slot, messages)
+        return call("mark_complete", summary="done") if not tool_results(messages) else "done"
+
+    def synthesize(team, slot, messages):
+        grab(team, slot, messages)
+        if tool_results(messages, "write_artifact"):
+            return call("mark_complete", summary="written")
+        return call("write_artifact", name=ARTIFACT[team], content=f"# {team}")
+
+    model = use_team(f"test-layout-{status_at}", lambda: scripted_team(work=work, synthesize=synthesize))
+    run(tmp_path, capsys, "--model", model, "--budget", 5, "--set", f"status_at={status_at}")
+    calls = systems["calls"]
+    assert len(calls) >= 2
+    if status_at == "end":
+        assert all(len(c) == 2 for c in calls) and len({c[0] for c in calls}) == 1  # the fixed part: one text for every loop
+        assert "BUDGET STATUS" not in calls[0][0] and all(c[1].startswith("BUDGET STATUS: $") for c in calls)
+        assert calls[0][1] != calls[-1][1]  # the live line moved on (synthesis came after paid work)
+    else:
+        assert all(len(c) == 1 for c in calls) and len({c[0] for c in calls}) > 1
+        text = calls[0][0]
+        assert text.index("TEAM MEMBERS:") < text.index("BUDGET STATUS: $") < text.index("BUDGET RULES:")
+
+
 def test_hidden_visibility_shows_no_budget(tmp_path, capsys):
     systems: list[str] = []
 

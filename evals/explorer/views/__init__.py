@@ -60,9 +60,10 @@ def sections(run: Any, query: Mapping[str, str], task: Any = None) -> list[ex.Se
 def key_numbers(run: Any, task: Any = None) -> dict[str, Any]:
     """The run's key numbers for the list and the comparison."""
     summary = run.summary
+    typed = getattr(run, "run_summary", None)
     fn = getattr(task, "key_numbers", None)
     try:
-        got = fn(summary) if fn is not None else None
+        got = fn(typed) if fn is not None and typed is not None else None
         if isinstance(got, Mapping):
             return dict(got)
         if run.task in KEY_NUMBERS:

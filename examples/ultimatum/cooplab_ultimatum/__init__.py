@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from cooplab.world import AppendLog, RunInfo, Task, imitation_probability, phase_rng, sample_peer, write_table
+from cooplab.world import AppendLog, RunInfo, Task, imitation_probability, phase_rng, runfiles, sample_peer, write_table
 
 MAX_GAMES = 10_000_000  # replicates x n_players / 2 x rounds: the history must fit in memory
 
@@ -56,6 +56,20 @@ class Params(BaseModel):
         if games > MAX_GAMES:
             raise ValueError(f"replicates x n_players / 2 x rounds must be at most {MAX_GAMES:,} games, got {games:,}")
         return rounds
+
+
+class Results(runfiles.Results):
+    """What a run writes in summary.json beside the runner's fields (its status, seed, ledger ...):
+    one field per entry, typed and bounded, validated when the file is written and read."""
+
+    replicates: runfiles.Count
+    n_players: runfiles.Count
+    pie: float = Field(gt=0)
+    rounds_completed: runfiles.Count
+    mean_offer: runfiles.Share | None = Field(description="mean offer as a share of the pie (null before any round)")
+    mean_offer_last_round: runfiles.Share | None
+    acceptance_rate: runfiles.Share | None
+    mean_payoff: float | None = Field(ge=0, description="coins per player per round")
 
 
 class State(TypedDict, total=False):
@@ -118,6 +132,7 @@ class UltimatumTask(Task):
     name = "ultimatum"
     title = "A repeated ultimatum game (Güth, Schmittberger and Schwarze 1982) with rule or LLM players."
     Params = Params
+    Results = Results
     state_schema = State
     round_node = "settle"
 
@@ -139,7 +154,7 @@ class UltimatumTask(Task):
             return {"pair": pair, "offer": llm_offer(P.pie), "respond": llm_respond(P.pie), "settle": settle_node(P, imitate=False)}
         return {"pair": pair, "offer": rule_offer, "respond": rule_respond, "settle": settle_node(P, imitate=True)}
 
-    def outputs(self, final, config, run: RunInfo) -> dict[str, Any]:
+    def outputs(self, final, config, run: RunInfo) -> Results:
         P, hist = self.params(config), final.get("history") or []
         S, M = P.replicates, P.n_players // 2
         col = lambda k: np.array([h[k] for h in hist]).ravel()  # noqa: E731 - (rounds, S, M) -> one value per game
@@ -153,16 +168,17 @@ class UltimatumTask(Task):
         write_table(rounds, run.out, "rounds", csv=run.csv)
         mean = lambda x: float(x.mean()) if len(x) else None  # noqa: E731
         last = games[games["round"] == len(hist)]
-        return {"replicates": S, "n_players": P.n_players, "pie": P.pie, "rounds_completed": len(hist),
-                "mean_offer": mean(games["share"]), "mean_offer_last_round": mean(last["share"]),
-                "acceptance_rate": mean(games["accepted"]), "mean_payoff": mean(games["accepted"] * P.pie / 2)}
+        return Results.of({"replicates": S, "n_players": P.n_players, "pie": P.pie, "rounds_completed": len(hist),
+                           "mean_offer": mean(games["share"]), "mean_offer_last_round": mean(last["share"]),
+                           "acceptance_rate": mean(games["accepted"]), "mean_payoff": mean(games["accepted"] * P.pie / 2)})
 
-    def report(self, summary) -> list[str]:
-        if summary["mean_offer"] is None:
-            return [f"ultimatum: no round completed (status {summary['status']})"]
-        return [f"ultimatum: {summary['rounds_completed']} rounds, {summary['replicates']} x {summary['n_players']} players: mean offer "
-                f"{summary['mean_offer']:.3f} of the pie (last round {summary['mean_offer_last_round']:.3f}), acceptance rate "
-                f"{summary['acceptance_rate']:.3f}, mean payoff {summary['mean_payoff']:.3f} coins per player per round",
+    def report(self, summary: runfiles.RunSummary[Results]) -> list[str]:
+        r = summary.results
+        if r is None or r.mean_offer is None or r.mean_offer_last_round is None:
+            return [f"ultimatum: no round completed (status {summary.status})"]
+        return [f"ultimatum: {r.rounds_completed} rounds, {r.replicates} x {r.n_players} players: mean offer "
+                f"{r.mean_offer:.3f} of the pie (last round {r.mean_offer_last_round:.3f}), acceptance rate "
+                f"{r.acceptance_rate or 0.0:.3f}, mean payoff {r.mean_payoff or 0.0:.3f} coins per player per round",
                 "tables: summary.json, games.*, rounds.*"]
 
 
