@@ -281,9 +281,9 @@ def plan(spec: Any, *, pilot_model: str | None = None, pilot_rounds: int = PILOT
                 if r.status not in ("completed",):
                     raise ConfigError(f"the pilot of {p['cells'][0]} ended {r.status!r}{': ' + r.stopped if r.stopped else ''}; "
                                       f"give a pilot model that answers validly (--pilot-model)")
-                flat = _flatten(r.summary)
-                pilot_rows.append({**{k: v for k, v in p["labels"].items()}, "seed": s, **flat})
-                ends_early = ends_early or any(k in r.summary for k in _ENDS_EARLY)
+                summary = r.summary.model_dump(mode="json") if hasattr(r.summary, "model_dump") else dict(r.summary)
+                pilot_rows.append({**{k: v for k, v in p["labels"].items()}, "seed": s, **_flatten(summary)})
+                ends_early = ends_early or any(k in summary or k in (summary.get("results") or {}) for k in _ENDS_EARLY)
                 if shape is None:
                     shape = _per_round(r.ledger)
                     prices = (r.config.get("llm") or {}).get("prices") or {}

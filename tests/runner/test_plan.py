@@ -111,7 +111,7 @@ def test_the_command_line_errors_are_one_line_exit_2(scripts, capsys, args, word
 def test_power_from_a_pilot_with_seeds(scripts):
     p = plan({"task": "game", "fixed": {"agents": "llm", "game": "cpr", "model": "scripted:game.json", "simulations": 1, "rounds": 2, "group_size": 2,
                                         "cache": "off"}, "seeds": [0]},
-             pilot_rounds=2, pilot_seeds=3, outcome="rounds", difference=1.0)
+             pilot_rounds=2, pilot_seeds=3, outcome="pareto_proximity.mean", difference=0.5)
     assert p["power"]["seeds"] >= 2 and p["power"]["sd_from"].startswith("the pilot")
 
 
