@@ -7,6 +7,7 @@ The Python API (the command line is a thin layer over it)::
     run.rounds, run.decisions, run.ledger          # pandas DataFrames
     cooplab.resume("runs/x")
     cooplab.sweep("diners", out="runs/pk", grid={"pk": ["3:1", "6:1"]}, seeds=[0, 1])
+    cooplab.plan("sweep.json")                     # calls, tokens and cost before it runs (docs/plan.md)
     cooplab.register_task(MyTask)                  # a task defined in a notebook
     cooplab.Run.open("runs/x")                     # a run directory read back
     cooplab.load_runs("runs")                      # one row per run directory below runs/
@@ -20,12 +21,12 @@ not load the engine.
 
 from cooplab._version import __version__
 
-__all__ = ["__version__", "run", "resume", "arun", "aresume", "sweep", "asweep", "register_task", "Run", "load_runs", "robustness",
+__all__ = ["__version__", "run", "resume", "arun", "aresume", "sweep", "asweep", "plan", "register_task", "Run", "load_runs", "robustness",
            "fork", "compare", "RunConfig", "LLMSettings",
            "SandboxSettings", "ConfigError"]
 
 _LAZY = {"run": "cooplab.runs.api", "resume": "cooplab.runs.api", "arun": "cooplab.runs.api", "aresume": "cooplab.runs.api",
-         "sweep": "cooplab.runs.api", "asweep": "cooplab.runs.api", "register_task": "cooplab.runs.api", "Run": "cooplab.runs.api",
+         "sweep": "cooplab.runs.api", "asweep": "cooplab.runs.api", "plan": "cooplab.runs.plan", "register_task": "cooplab.runs.api", "Run": "cooplab.runs.api",
          "load_runs": "cooplab.runs.api", "robustness": "cooplab.evals.robustness", "fork": "cooplab.runs.api",
          "compare": "cooplab.runs.api",
          "RunConfig": "cooplab.runs.config", "LLMSettings": "cooplab.runs.config", "SandboxSettings": "cooplab.runs.config",

@@ -37,6 +37,8 @@ COMMANDS = {
                     "they differ, and the difference in every outcome."),
     "sweep": Lazy("cooplab.cli.runs:sweep_cmd", "Run every cell of a sweep on an executor (skipping finished cells, resuming interrupted ones, "
                   "a failed cell recorded while the others go on), then write OUT/table.csv (one row per cell) and the task's analysis."),
+    "plan": Lazy("cooplab.cli.plan:plan_cmd", "Predict a run's or sweep's model calls, tokens and cost per cell and in total from a short "
+                 "pilot on a free model, and the seeds per cell that find a given difference in an outcome (docs/plan.md)."),
     "robustness": Lazy("cooplab.cli.robustness:robustness_cmd", "Report how every outcome of a sweep over prompt variants spreads across "
                        "the variants (per model: mean, range, s.d.), each variant's share of answers that failed to parse or fell back, "
                        "and which condition effects are fragile (change sign or lose significance across variants)."),

@@ -190,14 +190,26 @@ def run(config: RunConfig | Mapping[str, Any] | None = None, /, *, task: str | T
     from cooplab.runs import runner, store
 
     t, cfg = _config(config, task, kw)
-    stopped = None
     with store.locked(store.ensure_writable(Path(out))) as path:  # no other process may clear or write it meanwhile
         path = store.prepare_out(path, force=force)
-        try:
-            runner.start(t, path, cfg, quiet=quiet)
-        except runner.RunStopped as exc:
-            stopped = str(exc)
-    run_ = Run.open(path)
+        stopped = _stopped_by(lambda: runner.start(t, path, cfg, quiet=quiet))
+    return _opened(path, stopped)
+
+
+def _stopped_by(work: Callable[[], Any]) -> str | None:
+    """Why ``work()`` (a run, resume or fork) stopped at a checkpoint (a spent budget, a model that
+    went away), or None when it ran to its end: a stop is part of the returned run, not raised."""
+    from cooplab.runs import runner
+
+    try:
+        work()
+    except runner.RunStopped as exc:
+        return str(exc)
+    return None
+
+
+def _opened(out: str | Path, stopped: str | None) -> Run:
+    run_ = Run.open(out)
     run_.stopped = stopped
     return run_
 
@@ -217,14 +229,9 @@ def resume(out: str | Path, *, quiet: bool = False, warn: Callable[[str], None] 
 
     for model in models:
         register(model)
-    stopped = None
-    try:
-        runner.resume(Path(out), quiet=quiet, warn=warn, budget=budget, budget_name=budget_name, notice=notice)
-    except runner.RunStopped as exc:
-        stopped = str(exc)
-    run_ = Run.open(out)
-    run_.stopped = stopped
-    return run_
+    stopped = _stopped_by(lambda: runner.resume(Path(out), quiet=quiet, warn=warn, budget=budget, budget_name=budget_name,
+                                                notice=notice))
+    return _opened(out, stopped)
 
 
 @_python_words
@@ -238,17 +245,10 @@ def fork(parent: str | Path, *, at_round: int, out: str | Path, set: Any = None,
     the whole parent from the response cache. The fork resumes like any run (:func:`resume`) and
     can itself be forked. See :mod:`cooplab.runs.fork` and docs/forks.md."""
     from cooplab.runs import fork as forks
-    from cooplab.runs import runner
 
-    stopped = None
-    try:
-        forks.fork(parent, at_round=at_round, out=out, set=set, model=model, prompt_variant=prompt_variant, invader=invader,
-                   force=force, quiet=quiet)
-    except runner.RunStopped as exc:
-        stopped = str(exc)
-    run_ = Run.open(out)
-    run_.stopped = stopped
-    return run_
+    stopped = _stopped_by(lambda: forks.fork(parent, at_round=at_round, out=out, set=set, model=model, prompt_variant=prompt_variant,
+                                             invader=invader, force=force, quiet=quiet))
+    return _opened(out, stopped)
 
 
 @_python_words

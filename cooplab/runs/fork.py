@@ -228,7 +228,7 @@ def plan(parent: str | Path, *, at_round: Any, set: Any = None, model: str | Non
     """Everything a fork needs, checked, without writing anything: the task, the parent's and the
     fork's configs, the state the fork starts from and the node that wrote it. One-line
     :class:`~cooplab.runs.store.RunDirError` (the parent) or :class:`ConfigError` (the settings)."""
-    from cooplab.runs import registry, runner
+    from cooplab.runs import runner
     from cooplab.runs.config import check_stored
 
     parent = Path(parent)
@@ -236,15 +236,7 @@ def plan(parent: str | Path, *, at_round: Any, set: Any = None, model: str | Non
         raise ConfigError(f"--at-round must be a whole number of rounds (0 or more), got {show(at_round)}")
     if at_round < 0:
         raise ConfigError(f"--at-round must be 0 or more (the rounds of the parent kept), got {at_round}")
-    name = runstore.read_run_config(parent).get("task")
-    if not isinstance(name, str):
-        raise runstore.RunDirError(f"{parent}/config.json: task must be a task name, got {show(name)}; is it a cooplab run directory?")
-    try:
-        task = registry.get(name)
-    except registry.UnknownTask as exc:
-        raise runstore.RunDirError(f"{parent}/config.json: {exc}") from None
-    config = runstore.config_for_resume(parent, name, lambda o, c: check_stored(c, f"{o}/config.json", task),
-                                        checkpoint_serde.serializer(task))
+    task, config = runner.stored_run(parent)
     try:
         tid = runner.thread_id(task, config)
     except ConfigError as exc:

@@ -106,19 +106,25 @@ def resume(out: Path, *, quiet: bool = False, warn: Callable[[str], None] | None
         return _resume(out, quiet=quiet, warn=warn, budget=budget, budget_name=budget_name, notice=notice)
 
 
-def _resume(out: Path, *, quiet: bool, warn: Callable[[str], None] | None, budget: float | None = None,
-            budget_name: str = "budget", notice: Callable[[str], None] | None = None) -> RunSummary:
+def stored_run(out: Path) -> tuple[Task, dict[str, Any]]:
+    """(the task, the checked config.json) of the run in ``out``, as a resume or a fork reads them:
+    one-line :class:`~cooplab.runs.store.RunDirError` on a folder that is not a run of a known task."""
     from cooplab.runs import registry
 
     name = runstore.read_run_config(out).get("task")
     if not isinstance(name, str):
-        raise runstore.RunDirError(f"{out}/config.json: task must be a task name, got {name!r}; is it a cooplab run directory?")
+        raise runstore.RunDirError(f"{out}/config.json: task must be a task name, got {show(name)}; is it a cooplab run directory?")
     try:
         task = registry.get(name)
     except registry.UnknownTask as exc:
         raise runstore.RunDirError(f"{out}/config.json: {exc}") from None
-    config = runstore.config_for_resume(out, name, lambda o, c: check_stored(c, f"{o}/config.json", task),
-                                        checkpoint_serde.serializer(task))
+    return task, runstore.config_for_resume(out, name, lambda o, c: check_stored(c, f"{o}/config.json", task),
+                                            checkpoint_serde.serializer(task))
+
+
+def _resume(out: Path, *, quiet: bool, warn: Callable[[str], None] | None, budget: float | None = None,
+            budget_name: str = "budget", notice: Callable[[str], None] | None = None) -> RunSummary:
+    task, config = stored_run(out)
     try:
         thread_id(task, config)
     except ConfigError as exc:

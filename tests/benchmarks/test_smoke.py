@@ -36,6 +36,7 @@ COVERED = {
     "bench_games.py": "test_bench_games",
     "bench_games_llm.py": "test_bench_games_llm",
     "bench_llm.py": "test_bench_llm",
+    "bench_plan.py": "test_bench_plan",
     "bench_local_build.py": "test_bench_local_build",
     "bench_local_reuse.py": "test_bench_local_reuse",
     "bench_runner.py": "test_bench_runner",
@@ -151,6 +152,15 @@ def test_bench_games_llm(tmp_path):
     assert [r[0] for r in a] == list(GAMES) and all(r[1] == "1" for r in a)
     assert "### (c) Tokens and cost of a 20-simulation profile" in text and "### (b)" not in text
     assert "(c) 20-simulation profile:" in stdout
+
+
+@pytest.mark.slow
+def test_bench_plan(tmp_path):
+    # a scripted model, 5 rounds (a pilot of 4): the plan is exact there
+    out = tmp_path / "results.md"
+    run_bench("bench_plan.py", "--model", "scripted", "--rounds", "5", "--out", str(out), tmp_path=tmp_path)
+    total = rows(section(out, "## Plan: predicted vs used"), "**total**")[0]
+    assert total[1] == total[2] and total[3] == total[4]
 
 
 @pytest.mark.slow

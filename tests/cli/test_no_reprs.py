@@ -46,16 +46,21 @@ def test_runs_analysis_and_sweep_print_plain_text(tmp_path, capsys):
 
 
 def test_the_science_summary_lines_are_plain():
+    from cooplab.graphs import runfiles
     from cooplab.tasks.science.task import ScienceTask
+    from tests.helpers.summaries import summary as complete
+
+    def typed(s):  # the report reads the typed summary, as the runner hands it
+        return runfiles.parse_summary(complete("science", **s), "summary.json", ScienceTask.Results)
 
     summary = {"science_task": "ecology", "team": "llm", "pipeline": "teams", "team_size": 2, "visibility": "full",
                "status": "completed", "scores": {"completeness": 0.5, "quality": 0.5, "accuracy": None}, "scored": "final_paper",
                "passes": ["A#1"], "requests": 0, "requests_refused": 0, "tool_loops": 3, "loop_stops": {"done": 2, "budget": 1},
                "cost_by_team_usd": {"A": 0.01}, "judge": None}
-    _assert_plain("\n".join(ScienceTask().report(summary)))
-    summary["judge"] = {"judge": "openai:gpt-4o-mini", "completeness": 0.5, "quality": float("nan"), "accuracy": None,
-                        "cost_usd": 0.01, "budget_usd": None}
-    lines = ScienceTask().report(summary)
+    _assert_plain("\n".join(ScienceTask().report(typed(summary))))
+    summary["judge"] = {"judge": "openai:gpt-4o-mini", "completeness": 0.5, "quality": None, "accuracy": None,
+                        "cost_usd": 0.01, "budget_usd": None, "ledger": {"calls": 1}}
+    lines = ScienceTask().report(typed(summary))
     _assert_plain("\n".join(lines))
     assert any("accuracy not scored (no truth)" in line for line in lines if line.startswith("judge "))
 

@@ -81,6 +81,7 @@ def test_a_run_on_a_full_disk_never_names_a_summary_it_did_not_write(tmp_path):
 
 def test_a_failing_summary_write_is_reported_as_not_written(tmp_path, capsys, monkeypatch):
     """The runner's safety net, forced: the run fails, and so does every write of summary.json."""
+    from cooplab.graphs import runfiles
     from cooplab.runs import runner, store
 
     real = store.write_json
@@ -94,6 +95,7 @@ def test_a_failing_summary_write_is_reported_as_not_written(tmp_path, capsys, mo
         raise ZeroDivisionError("a bug")
 
     monkeypatch.setattr(store, "write_json", write_json)
+    monkeypatch.setattr(runfiles, "write_json", write_json)  # summary.json is written through its schema
     monkeypatch.setattr(runner, "_execute_rule", broken)
     code = main(["run", "cpr", "--n-agents", "3", "--rounds", "2", "--out", str(tmp_path / "run"), "-q"])
     err = capsys.readouterr().err
