@@ -106,8 +106,8 @@ def resume(out: Path, *, quiet: bool = False, warn: Callable[[str], None] | None
         return _resume(out, quiet=quiet, warn=warn, budget=budget, budget_name=budget_name, notice=notice)
 
 
-def stored_run(out: Path) -> tuple[Task, dict[str, Any]]:
-    """(the task, the checked config.json) of the run in ``out``, as a resume or a fork reads them:
+def stored_run(out: Path) -> tuple[Task, RunConfig]:
+    """(the task, the checked config.json read into its typed RunConfig) of the run in ``out``, as a resume or a fork reads them:
     one-line :class:`~cooplab.runs.store.RunDirError` on a folder that is not a run of a known task."""
     from cooplab.runs import registry
 
