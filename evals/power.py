@@ -40,7 +40,7 @@ class PowerError(ValueError):
     """A difference, power, level or standard deviation that cannot be used; the message is one line."""
 
 
-def _check(d: Any, sd: Any, alpha: Any, power: Any) -> tuple[float, float, float, float]:
+def check_inputs(d: Any, sd: Any, alpha: Any, power: Any) -> tuple[float, float, float, float]:
     def num(v: Any, what: str) -> float:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
             raise PowerError(f"{what} must be a finite number, got {v!r}")
@@ -68,7 +68,7 @@ def seeds_needed(d: float, sd: float, *, alpha: float = 0.05, power: float = 0.8
     ``seeds`` has the t correction, ``normal_seeds`` is the plain normal answer."""
     from scipy.stats import norm, t
 
-    d, sd, alpha, power = _check(d, sd, alpha, power)
+    d, sd, alpha, power = check_inputs(d, sd, alpha, power)
     k = 1.0 if paired else 2.0
     z = norm.ppf(1 - alpha / 2) + norm.ppf(power)
     n_normal = k * z * z * sd * sd / (d * d)
@@ -96,7 +96,7 @@ def power_of(n: int, d: float, sd: float, *, alpha: float = 0.05, paired: bool =
     the noncentral shift less the t quantile, through the t distribution)."""
     from scipy.stats import t
 
-    d, sd, alpha, _ = _check(d, sd, alpha, 0.5)
+    d, sd, alpha, _ = check_inputs(d, sd, alpha, 0.5)
     if isinstance(n, bool) or not isinstance(n, int) or n < 2:
         raise PowerError(f"the number of seeds must be a whole number of at least 2, got {n!r}")
     if sd == 0:

@@ -92,7 +92,7 @@ def _run_sweep(raw: dict[str, Any], where: str, base: Path | None):
 
 
 def _spec(text: Any):
-    from cooplab.agents.models import parse_model_spec
+    from cooplab.agents.models.spec import parse_model_spec
 
     return parse_model_spec(str(text))
 
@@ -232,7 +232,7 @@ def plan(spec: Any, *, pilot_model: str | None = None, pilot_rounds: int = PILOT
         if difference is None:
             raise ConfigError("an outcome needs the difference to find in it (difference, in the outcome's units)")
         try:
-            pw._check(difference, 1.0, alpha, power)
+            pw.check_inputs(difference, 1.0, alpha, power)
         except pw.PowerError as exc:
             raise ConfigError(str(exc)) from None
         if variance_from is None and pilot_seeds < 2:
