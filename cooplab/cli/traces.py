@@ -119,9 +119,7 @@ def view_cmd(
 ) -> None:
     """Read a run's model calls (prompts, answers, tokens, what each was charged, round by round) on
     the run explorer's traces page, served on 127.0.0.1 (the explorer of that run: 'cooplab view')."""
-    import time
-
-    from cooplab.cli.view import STARTED, open_in_browser, task_for
+    from cooplab.cli.view import STARTED, open_in_browser, serve_until_stopped, task_for
     from cooplab.extras import require
 
     _check_dir(run_dir)
@@ -149,10 +147,4 @@ def view_cmd(
     page = url + explorer.TRACES_PAGE
     typer.echo(f"model calls of {run}: {page}  (Ctrl-C to stop)")
     open_in_browser(page, open_browser)
-    try:
-        while server._cooplab_thread.is_alive():  # type: ignore[attr-defined]
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        typer.echo("cooplab traces view stopped", err=True)
-    finally:
-        explorer.stop(server)
+    serve_until_stopped(server, "cooplab traces view")

@@ -111,10 +111,18 @@ def view_cmd(
         typer.echo(f"cooplab view: {n} runs under {', '.join(map(str, roots))} at {url}  (Ctrl-C to stop)")
     sys.stdout.flush()
     open_in_browser(url, open_browser)
+    serve_until_stopped(server, "cooplab view")
+
+
+def serve_until_stopped(server: Any, name: str) -> None:
+    """Keep the explorer's ``server`` answering until it ends or Ctrl-C, then stop it (``name``: the
+    command, for the line that says it stopped)."""
+    from cooplab.evals import explorer
+
     try:
         while server._cooplab_thread.is_alive():  # type: ignore[attr-defined]
             time.sleep(0.5)
     except KeyboardInterrupt:
-        typer.echo("cooplab view stopped", err=True)
+        typer.echo(f"{name} stopped", err=True)
     finally:
         explorer.stop(server)

@@ -132,6 +132,15 @@ def test_async_twins_run_resume_and_sweep(tmp_path):
 
 
 # --- Ctrl-C --------------------------------------------------------------------------------------
+@pytest.fixture(autouse=True)
+def ctrl_c_raises():
+    """Ctrl-C raises KeyboardInterrupt in these tests, as in a kernel, also when the test runner was
+    started in the background (a shell starts background jobs with SIGINT ignored)."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 def interrupt_main_when(ready: threading.Event) -> threading.Thread:
     """A thread that sends SIGINT to the main thread once ``ready`` is set (as Jupyter's "interrupt
     the kernel" does)."""

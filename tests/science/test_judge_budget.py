@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import cooplab
 from cooplab.cli import main
 from cooplab.evals.scoring.sections import SECTIONS
 from cooplab.tasks.science.task import TASK
@@ -41,11 +42,11 @@ def test_the_judge_has_the_teams_budget_by_default_and_its_cost_is_reported(tmp_
     assert s["status"] == "completed" and j["budget_usd"] == 0.03 and "error" not in j
     assert 0 < j["cost_usd"] <= 0.03 and j["ledger"]["calls"] == 3 and j["cost_usd"] == j["ledger"]["cost_usd_float"]
     assert s["ledger"]["cost_usd_float"] <= 0.03  # the team's own, apart from the judge's
-    assert TASK.cost_spent(s) == pytest.approx(s["ledger"]["cost_usd_float"] + j["cost_usd"])
+    assert TASK.cost_spent(cooplab.Run.open(out).summary) == pytest.approx(s["ledger"]["cost_usd_float"] + j["cost_usd"])
     scored = json.loads((out / "scores.json").read_text())["judges"][0]
     assert scored["budget_usd"] == 0.03 and scored["ledger"]["cost_usd_float"] == j["cost_usd"]
     assert "judge cost $" in (out / "report.html").read_text()
-    lines = TASK.report(s)
+    lines = TASK.report(cooplab.Run.open(out).summary)
     assert any(ln.startswith(f"judge scripted:{judge_file}") and f"cost ${j['cost_usd']:.4f} of its $0.0300 budget" in ln for ln in lines)
 
     # scoring again under a budget too small for one call: one line, exit 1, scores.json as it was

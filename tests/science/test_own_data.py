@@ -12,6 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from cooplab.runs.api import Run
+
 from cooplab.cli import main
 from cooplab.limits import sha256_file
 from cooplab.tasks.science import owndata
@@ -85,7 +87,7 @@ def test_without_truth_accuracy_is_not_scored(tmp_path, capsys):
     assert s["scores"]["completeness"] == 1.0 and s["scores"]["quality"] > 0
     scores = json.loads((out / "scores.json").read_text())
     assert scores["heuristic"]["accuracy"] is None and scores["heuristic"]["completeness"] == 1.0
-    assert "accuracy not scored" in " ".join(owndata_report_lines(s))
+    assert "accuracy not scored" in " ".join(owndata_report_lines(Run.open(out).summary))  # the typed summary, as the runner hands it
     assert "accuracy not scored (no truth)" in (out / "report.html").read_text(encoding="utf-8")
 
 

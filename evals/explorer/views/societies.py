@@ -209,10 +209,13 @@ def cpr_norms(run: Any, s: int, keep: dict[str, Any]) -> ex.Section | None:
 
 def votes_text(v: Any) -> Any:
     """A vote count as people read it: "option 1: 3, option 2: 2" from ``[[1, 3], [2, 2]]`` (JSON
-    text or a list of (option, count) pairs); anything else as it is."""
+    text or a list of (option, count) pairs); an empty list is a norm adopted without a vote (the
+    fishers all proposed the same text); anything else as it is."""
     pairs = parsed_list(v)
-    if pairs is None or not pairs:
+    if pairs is None:
         return v
+    if not pairs:
+        return "no vote (a single proposal)"
     out = []
     for p in pairs[:50]:
         if not (isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in p)):
