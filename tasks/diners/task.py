@@ -64,6 +64,7 @@ class DinersTask(Task):
     state_schema = DinersState
     round_node = "swap"
     agent_noun = "Diner"
+    explore_whole_page = True  # its page: tasks/diners/explore.py
     round_unit = "iteration"
 
     def options(self, agents: str, *, combination: int | None = None, groups: str | None = None, pk: str = "3:1", iterations: int = 10,
@@ -147,6 +148,17 @@ class DinersTask(Task):
                          f"punishment accuracy {fmt(r.punishment_accuracy)} ({r.punishment_accuracy_n} decisions)")
         lines.append("tables: summary.json, strategy_counts.*, orders.*, punishments.*, utilities.*, imitation.*, figures/run.png")
         return lines
+
+    # --- the run explorer: tasks/diners/explore.py ----------------------------------------
+    def explore(self, run: Any, query: Mapping[str, str]) -> list[Any]:
+        from cooplab.tasks.diners.explore import view
+
+        return view(run, query)
+
+    def key_numbers(self, summary: RunSummary[Any]) -> dict[str, Any]:
+        from cooplab.tasks.diners.explore import key_numbers
+
+        return key_numbers(summary.as_json())
 
 
 TASK = DinersTask()
