@@ -201,6 +201,9 @@ def _one_param(task: str) -> dict:
     params = registry.get(task).Params
     if params is None:
         return {"rounds": 9}
+    variants = getattr(params, "variants", None)  # a Params that picks its model by a setting (the game's): one of its models
+    if variants:
+        params = next(iter(variants.values()))
     name = next(n for n, f in params.model_fields.items() if isinstance(f.default, (int, float)) and not isinstance(f.default, bool))
     return {name: params.model_fields[name].default + 1}
 
