@@ -13,8 +13,8 @@ ABM claims hold (docs/calibrate.md).
   (exactly what ``cooplab figures cpr-abm --seed SEED --set ...`` runs) with its parameter values:
   one graph invocation per experiment, seeds SEED, SEED + 1, SEED + 2 for every sample (common
   random numbers across samples).
-* **Execution**: the samples still to do are cut into batches; a batch is a job of
-  :mod:`cooplab.runs.sweeps` (a function job), so it runs in a thread (``local``) or as a Ray task.
+* **Execution**: the samples still to do are cut into batches; a batch is a function job of
+  the executor passed in (``jobs_on``: the engine's :data:`cooplab.runs.engine.ENGINE`), so it runs in a thread (``local``) or as a Ray task.
   Every finished sample is appended at once to OUT/samples.jsonl (one locked write, fsync), so a
   rerun of the same command skips it; a worker killed at any moment loses at most the samples it
   was computing.
@@ -250,7 +250,7 @@ def calibrate(out: Path, *, jobs_on: Jobs, samples: int, seed: int = 0, replicat
               executor: str = "local", address: str | None = None, base: dict[str, Any] | None = None, preset: str | None = None,
               log: Callable[[str], None] = lambda s: None, quiet: bool = True) -> dict[str, Any]:
     """Prepare OUT, evaluate every sample it does not have yet on ``jobs_on`` (the job executor:
-    :mod:`cooplab.runs.sweeps`), then analyse the first ``samples``."""
+    :data:`cooplab.runs.engine.ENGINE`), then analyse the first ``samples``."""
     from cooplab.tasks.cpr.params import make_params
 
     base = dict(base or {})

@@ -179,7 +179,7 @@ def calibrate(out: Path, *, jobs_on: Jobs, samples: int, seed: int = 0, replicat
               executor: str = "local", address: str | None = None, log: Callable[[str], None] = lambda s: None,
               quiet: bool = True) -> dict[str, Any]:
     """Prepare OUT, evaluate every sample it does not have yet on ``jobs_on`` (the job executor:
-    :mod:`cooplab.runs.sweeps`), then analyse the first ``samples``."""
+    :data:`cooplab.runs.engine.ENGINE`), then analyse the first ``samples``."""
     record = prepare(Path(out), samples=samples, seed=seed, replicates=replicates)
     return calib.calibrate(Path(out), record, spec(replicates), jobs_on=jobs_on, samples=samples, batch=batch, parallel=parallel, executor=executor,
                            address=address, extra=None, log=log, quiet=quiet)
