@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 #: summary fields that describe the run, not its outcome
-NOT_OUTCOMES = {"wall_seconds", "seed", "replicates", "n_agents", "task", "agents", "status", "message"}
+NOT_OUTCOMES = {"version", "wall_seconds", "seed", "replicates", "n_agents", "task", "agents", "status", "message"}
 #: columns of a per-round table that say which row it is
 KEY_COLUMNS = ("condition", "replicate", "society", "round")
 
