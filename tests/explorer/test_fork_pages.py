@@ -17,6 +17,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import httpx
+import pandas as pd
 import pytest
 
 import cooplab
@@ -53,6 +54,17 @@ def served(tmp_path_factory):
     cfg["record"]["thread_id"] = "orphan-run"
     cfg["record"]["fork"].update(parent="../../etc", parent_thread_id="no-such-run", lineage=[{"thread_id": "no-such-run", "rounds": 2}])
     (orphan / "config.json").write_text(json.dumps(cfg))
+    # two copies of the parent whose per-round tables name round 10**12 (a hand-edited table): the
+    # first differing round is looked for among the rounds there are, never every number up to it
+    for name in ("huge-a", "huge-b"):
+        d = root / name
+        shutil.copytree(root / "base", d, ignore=shutil.ignore_patterns("checkpoints.sqlite*", ".cooplab.lock", "traces.jsonl"))
+        cfg = json.loads((d / "config.json").read_text())
+        cfg["record"]["thread_id"] = name
+        (d / "config.json").write_text(json.dumps(cfg))
+        df = pd.read_parquet(d / "rounds.parquet")
+        df.loc[df.index[-1], "round"] = 10**12
+        df.to_parquet(d / "rounds.parquet", index=False)
     server, url = serve([root], task_for=task_for)
     yield url, root
     stop(server)
@@ -125,6 +137,13 @@ def test_hostile_compare_parameters_get_one_clear_message(served):
         body = html.unescape(r.text.split("<main>", 1)[1])
         assert message in body, (query, body[:400])
         assert body.count('class="note') <= 1 and "root:" not in body and "Traceback" not in body
+
+
+def test_a_round_numbered_10_to_the_12_is_compared_at_once(served):
+    url, _ = served
+    r = httpx.get(page(url, "compare", a="0/huge-a", b="0/huge-b"), timeout=120)  # before: a loop over 10**12 rounds, no answer
+    assert r.status_code == 200
+    assert "<dt>first round that differs</dt><dd>none: the per-round tables agree on every round both reach</dd>" in r.text
 
 
 def test_a_forged_fork_record_is_read_as_text_and_its_path_opens_nothing(served, tmp_path):
