@@ -524,7 +524,8 @@ def finish(task: Task, out: Path, config: dict[str, Any], final: dict[str, Any],
     task's results beside the runner's fields, validated by :func:`cooplab.graphs.runfiles.new_summary`);
     then the run's figure (a figure error is recorded in the summary, never lost work)."""
     csv = bool(config.get("csv"))
-    run = RunInfo(out=out, status=status, message=message, seconds=seconds, csv=csv, llm=config.get("agents") == "llm")
+    run = RunInfo(out=out, status=status, message=message, seconds=seconds, csv=csv, llm=config.get("agents") == "llm",
+                  cache=service.cache.path if service is not None else None)
     final = dict(final)
     if service is not None:
         service.ledger.settle()  # calls paid before a resume that no replay adopted: paid twice, both kept
