@@ -79,7 +79,7 @@ def worker_cpr(n: int, rounds: int, latency: float, tmp: Path) -> dict:
     return {"first": wf, "replay": wr, "first_cpu": cf, "replay_cpu": cr, "calls": lf["calls"]}
 
 
-def worker_science(latency: float, backend: str, tmp: Path) -> dict:
+def worker_science(latency: float, backend: str, tmp: Path, quick: bool = False) -> dict:
     import cooplab
     from cooplab.agents.models.scripted import register_builtin
     from cooplab.tasks.science.scripted import oracle_model
@@ -90,7 +90,8 @@ def worker_science(latency: float, backend: str, tmp: Path) -> dict:
         return m
 
     register_builtin("bench-replay-oracle", slow_oracle)
-    kw = dict(task="science", model="builtin:bench-replay-oracle:ecology", set=["data_size=small"], team_size=2,
+    small = ["plan_steps=1", "max_steps=2", "synthesis_steps=1", "deliberation_rounds=0"] if quick else []
+    kw = dict(task="science", model="builtin:bench-replay-oracle:ecology", set=["data_size=small", *small], team_size=2,
               sandbox_backend=backend, quiet=True, cache=str(tmp / "cache.sqlite"))
     first, wf, cf = _timed(lambda: cooplab.run(out=tmp / "first", **kw))
     replay, wr, cr = _timed(lambda: cooplab.run(out=tmp / "replay", **kw))
@@ -114,7 +115,7 @@ def worker(args: argparse.Namespace) -> int:
         if args.worker == "cpr":
             out = worker_cpr(args.n, args.rounds, args.latency, tmp)
         else:
-            out = worker_science(args.latency, args.backend, tmp)
+            out = worker_science(args.latency, args.backend, tmp, quick=args.quick)
     print("RESULT " + json.dumps(out))
     return 0
 
@@ -122,9 +123,9 @@ def worker(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------
 # the driver
 # ------------------------------------------------------------------------------------------
-def measure(python: str, kind: str, latency: float, *, n: int, rounds: int, backend: str) -> dict:
+def measure(python: str, kind: str, latency: float, *, n: int, rounds: int, backend: str, quick: bool) -> dict:
     cmd = [python, str(Path(__file__).resolve()), "--worker", kind, "--latency", repr(latency), "--n", str(n), "--rounds", str(rounds),
-           "--backend", backend]
+           "--backend", backend, *(["--quick"] if quick else [])]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")), None)
     if p.returncode != 0 or line is None:
@@ -163,7 +164,7 @@ def main() -> int:
     for kind, lat in configs:
         for _ in range(repeats):
             for name, py in reversed(versions):  # before and after interleaved, in the same minutes
-                r = measure(py, kind, lat, n=n, rounds=rounds, backend=a.backend)
+                r = measure(py, kind, lat, n=n, rounds=rounds, backend=a.backend, quick=a.quick)
                 res.setdefault((kind, lat, name), []).append(r)
                 print(f"{kind} latency {lat:g} s {name}: first {r['first']:.3f} s, replay {r['replay']:.3f} s, "
                       f"{r['first'] / r['replay']:.1f}x", flush=True)
