@@ -91,8 +91,11 @@ class ResponseCache:
             " output_tokens INTEGER, latency REAL, model TEXT, created TEXT DEFAULT CURRENT_TIMESTAMP, usage_error TEXT)"
         )
         # the drawings of a run (its figure), keyed by a digest of everything drawn (see ``put_figure``)
-        self._db.execute("CREATE TABLE IF NOT EXISTS figures (key TEXT PRIMARY KEY, png BLOB NOT NULL,"
-                         " created TEXT DEFAULT CURRENT_TIMESTAMP)")
+        try:
+            self._db.execute("CREATE TABLE IF NOT EXISTS figures (key TEXT PRIMARY KEY, png BLOB NOT NULL,"
+                             " created TEXT DEFAULT CURRENT_TIMESTAMP)")
+        except sqlite3.Error:  # the name is taken by something else (a foreign file): figures are drawn, never kept
+            pass
         cols = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
         if "usage_error" not in cols:  # a cache written before usage was validated
             try:

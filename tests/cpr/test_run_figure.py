@@ -206,3 +206,23 @@ def test_a_bad_figure_in_the_cache_is_drawn_again_and_replaced(tmp_path):
         assert png.startswith(b"\x89PNG") and cache.get_figure(key) == png
     finally:
         cache.close()
+
+
+def test_a_cache_whose_figures_name_is_taken_still_runs_and_draws(tmp_path):
+    import sqlite3
+
+    from cooplab.agents.cache import ResponseCache
+    from cooplab.tasks.cpr.figures import run_figure
+
+    path = tmp_path / "cache.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE t (x)")
+    db.execute("CREATE INDEX figures ON t (x)")  # a foreign file: the table's name is an index's
+    db.commit()
+    db.close()
+    cache = ResponseCache(path)
+    try:
+        png = run_figure(_rounds(1), _summary(1), tmp_path / "figs", cache=cache).read_bytes()
+        assert png.startswith(b"\x89PNG") and cache.get_figure("any") is None
+    finally:
+        cache.close()
