@@ -554,7 +554,8 @@ def finish(task: Task, out: Path, config: RunConfig, final: dict[str, Any], seco
     task's results beside the runner's fields, validated by :func:`cooplab.graphs.runfiles.new_summary`);
     then the run's figure (a figure error is recorded in the summary, never lost work)."""
     csv = config.csv
-    run = RunInfo(out=out, status=status, message=message, seconds=seconds, csv=csv, llm=config.agents == "llm")
+    run = RunInfo(out=out, status=status, message=message, seconds=seconds, csv=csv, llm=config.agents == "llm",
+                  cache=service.cache.path if service is not None else None)
     final = dict(final)
     if service is not None:
         service.ledger.settle()  # calls paid before a resume that no replay adopted: paid twice, both kept
