@@ -71,7 +71,7 @@ def bare_tool_step(steps: int) -> float:
         for k in range(5):
             pool.run(AGENT, CODE.format(k=k))
         asyncio.run(run_variant(pool, 20, 5, cache_path=None, run_dir=None))  # warm the code paths
-        fw, _, _ = asyncio.run(run_variant(pool, steps, 5, cache_path=None, run_dir=None))
+        fw = asyncio.run(run_variant(pool, steps, 5, cache_path=None, run_dir=None))[0]
     return 1000 * pct(fw, 50)
 
 
