@@ -112,6 +112,41 @@ class DinersTask(Task):
         P = config.params
         return init_state([P.condition()], P.replicates, config.seed, P.iterations)["strategy"]
 
+    #: settings a fork keeps from its parent: the agents and their groups (the shapes of the state's
+    #: arrays), the replicates, and the labels of the start (``pk`` names the costs the run began with)
+    FORK_FIXED = ("groups", "combination", "replicates", "pk")
+
+    def fork_state(self, state: Mapping[str, Any], old: Config, new: Config) -> dict[str, Any]:
+        """A fork's changed settings in the state: the per-society arrays under ``params`` (p, k,
+        beta, accumulate, costs stated, the meal's costs and values) take the new values, so the
+        iterations after the fork compute with them; a changed ``iterations`` moves the round cap.
+        :data:`FORK_FIXED` cannot change (one line naming it: give p and k with ``--set p=6 --set k=1``
+        rather than a new ``pk`` label), nor can the cap end before the fork's first iteration. An
+        invader the parent did not have may arrive after the fork's iteration (``--invader``)."""
+        from cooplab.runs.fork import check_rounds, refuse_fixed
+
+        a, b = old.params, new.params
+        refuse_fixed(a, b, (*self.FORK_FIXED, "invader"), state, task="diners")
+        check_rounds(a.iterations, b.iterations, state, "iterations")
+
+        def values(P: DinersParams) -> dict[str, float]:
+            return {"p": float(P.p), "k": float(P.k), "beta": float(P.beta), "accumulate": float(P.accumulate),
+                    "stated": float(P.costs_stated), **{name: float(v) for name, v in P.meal.model_dump().items()}}
+
+        before, after = values(a), values(b)
+        out: dict[str, Any] = {}
+        changed = [name for name in after if after[name] != before[name]]
+        if changed:
+            params = dict(state["params"])
+            for name in changed:
+                params[name] = np.full(np.shape(params[name]), after[name], dtype=float)
+            out["params"] = params
+        if b.iterations != a.iterations:
+            out["max_round"] = int(b.iterations)
+            if not np.asarray(state["active"]).any() and int(state["round"]) <= b.iterations:
+                out["active"] = np.ones(np.shape(state["active"]), dtype=bool)  # a run that had ended goes on
+        return out
+
     def outputs(self, final: Mapping[str, Any], config: Config, run: RunInfo) -> DinersResults:
         counts = strategy_counts(final, self._initial(config))
         rundir.write_table(counts, run.out, "strategy_counts", csv=run.csv)
