@@ -122,7 +122,7 @@ class GameTask(Task):
         if P.players == "llm":
             from cooplab.tasks.games.llm import llm_policies
 
-            return llm_policies(P, P.prompt, P.deliberation, prompts.variant_of(config))
+            return llm_policies(P, P.prompt, P.deliberation, prompts.variant_of(config), P.invader.as_dict() if P.invader is not None else None)
         from cooplab.tasks.games.invaders import with_invader
 
         return with_invader(P, pl.policies(P.players, P, P.script), P.invader.as_dict() if P.invader is not None else None)
