@@ -58,7 +58,7 @@ class GameTask(Task):
     agent_kinds = ("rule", "llm")  # rule: the reference players; llm: --players llm (tasks/games/llm.py)
 
     # --- configuration ---------------------------------------------------------------------------------
-    def options(self, agents: str, *, game: str, players: str | None = None, prompt: str = "standard", deliberation: bool = False,
+    def options(self, agents: str, *, game: str | None = None, players: str | None = None, prompt: str = "standard", deliberation: bool = False,
                 group_size: int | None = None, simulations: int | None = None, rounds: int | None = None, set: Any = None,  # noqa: A002
                 invader: Any = None) -> dict[str, Any]:
         """``cooplab run game``'s own options: the ``game``, who plays (``players``: llm, nash (default),
@@ -68,6 +68,8 @@ class GameTask(Task):
         import cooplab.limits as co
         from cooplab.tasks.games import players as pl
 
+        if game is None:
+            raise co.ConfigError("say which game to play with --game: one of " + ", ".join(GAMES))
         names = {"game": "--game", "players": "--players", "prompt": "--prompt", "deliberation": "--deliberation",
                  "group_sizes": "--group-size", "simulations": "--simulations", "rounds": "--rounds"}
         values = co.parse_set(set, model_of(game).model_fields, "game --game " + game) if isinstance(game, str) and game in GAMES else {}

@@ -356,3 +356,13 @@ def test_help(capsys):
     for cmd in (["run", "game"], ["params", "game"], ["graph", "game"]):
         code, out, _ = run_cli(cmd + ["--help"], capsys)
         assert code == 0 and "Usage" in out and "--game" in out
+
+
+def test_a_game_run_without_a_game_says_which_to_choose(tmp_path):
+    """``cooplab.run(task="game")`` without ``game=`` is one clear line, not a TypeError about a keyword."""
+    import cooplab
+    from cooplab.limits import ConfigError
+
+    with pytest.raises(ConfigError, match=r"say which game to play with game: one of weakest-link, cpr"):
+        cooplab.run(task="game", rounds=2, out=str(tmp_path / "r"), quiet=True)
+    assert not (tmp_path / "r").exists()
