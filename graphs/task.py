@@ -108,6 +108,9 @@ class RunInfo:
     seconds: float  # wall time of this invocation
     csv: bool  # write tables as CSV instead of Parquet
     llm: bool  # LLM agents (decisions and ledger are in the state)
+    #: the run's response cache file (None: --cache off, or no LLM), where a task may keep what a
+    #: rerun can copy instead of redoing (the CPR run figure: :func:`cooplab.tasks.cpr.figures.run_figure`)
+    cache: Path | None = None
 
 
 class Task:

@@ -57,6 +57,22 @@ def prefix_rounds(config: Mapping[str, Any]) -> int | None:
     return k if isinstance(k, int) and not isinstance(k, bool) and k >= 0 else None
 
 
+def trace_labels(config: Any) -> dict[str, Any]:
+    """What every traced run of a fork says of its parent in its metadata: ``fork_of`` (the
+    parent's run id) and ``fork_at_round`` (K); {} for a run that is not a fork. Its first part is
+    also tagged "fork" (:func:`cooplab.runs.runner.trace_start`)."""
+    rec = fork_record(config)
+    if rec is None:
+        return {}
+    out: dict[str, Any] = {}
+    if isinstance(rec.get("parent_thread_id"), str):
+        out["fork_of"] = rec["parent_thread_id"]
+    k = rec.get("at_round")
+    if isinstance(k, int) and not isinstance(k, bool) and k >= 0:
+        out["fork_at_round"] = k
+    return out
+
+
 def ancestry(config: Mapping[str, Any], thread_id: str | None) -> list[dict[str, Any]]:
     """The runs whose rounds a run shares, as ``[{"thread_id", "rounds"}]`` (its rounds 1..rounds are
     that run's; ``rounds`` None: all, the run itself): its fork record's lineage, then itself. Entries
@@ -330,7 +346,7 @@ def fork(parent: str | Path, *, at_round: Any, out: str | Path, set: Any = None,
         with runner.sqlite_saver(path / "checkpoints.sqlite", task) as saver:
             graph = task.build(new, checkpointer=saver)
             graph.update_state({"configurable": {"thread_id": runner.thread_id(task, new)}}, p["values"], as_node=p["as_node"])
-        return runner.execute(task, path, new, None, quiet=quiet)
+        return runner.execute(task, path, new, None, quiet=quiet, start="fork")
 
 
-__all__ = ["CHANGEABLE", "ancestry", "common_round", "end_of_round", "fork", "fork_record", "lineage", "plan", "prefix_rounds"]
+__all__ = ["CHANGEABLE", "ancestry", "trace_labels", "common_round", "end_of_round", "fork", "fork_record", "lineage", "plan", "prefix_rounds"]

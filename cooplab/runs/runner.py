@@ -26,7 +26,7 @@ import sqlite3
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 
@@ -334,14 +334,17 @@ class _Progress:
             self.bar.close()
 
 
-def execute(task: Task, out: Path, config: RunConfig, state: dict[str, Any] | None, *, quiet: bool = False) -> RunSummary:
+def execute(task: Task, out: Path, config: RunConfig, state: dict[str, Any] | None, *, quiet: bool = False,
+            start: str | None = None) -> RunSummary:
     """Run (``state``: the initial state) or resume (``state=None``) ``config``'s run in ``out``,
-    inside the safety net (an unexpected error becomes :class:`RunFailed`, see the module docstring)."""
+    inside the safety net (an unexpected error becomes :class:`RunFailed`, see the module docstring).
+    ``start``: how the traces label this part of the run (:func:`trace_start`; default: "new" for
+    a state, "resumed" without one; a fork's first part is "fork")."""
     def body() -> RunSummary:
         task.prepare_run(config, out)
         if config.agents == "llm":
             # on a worker thread's own loop where one already runs (a notebook): see graphs/aio.py
-            return run_sync(lambda: _execute_llm(task, out, config, state, quiet))
+            return run_sync(lambda: _execute_llm(task, out, config, state, quiet, start))
         return _execute_rule(task, out, config, state, quiet)
 
     with decimal.localcontext(decimal_context()):  # the caller's decimal context neither changes the sums nor is changed
@@ -441,7 +444,8 @@ def _execute_rule(task: Task, out: Path, config: RunConfig, state: dict[str, Any
     return finish(task, out, config, final, time.perf_counter() - t0)
 
 
-async def _execute_llm(task: Task, out: Path, config: RunConfig, state: dict[str, Any] | None, quiet: bool) -> RunSummary:
+async def _execute_llm(task: Task, out: Path, config: RunConfig, state: dict[str, Any] | None, quiet: bool,
+                       start: str | None = None) -> RunSummary:
     import aiosqlite
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
@@ -477,7 +481,7 @@ async def _execute_llm(task: Task, out: Path, config: RunConfig, state: dict[str
                     service.ledger.forget_granted()  # the interrupted node is done: a call it did not make again is not coming
                     progress(node, update)
 
-                final = await _stream(graph, state, cfg, context, step, out)
+                final = await _stream(graph, state, {**cfg, **trace_start(config, state, start, cfg)}, context, step, out)
         except BaseException as exc:  # noqa: BLE001
             stop = stop_status(exc)
             if stop is None:
@@ -495,12 +499,30 @@ async def _execute_llm(task: Task, out: Path, config: RunConfig, state: dict[str
     return summary
 
 
+#: how the traces label the part of a run one process ran (metadata ``started_as``, and a tag but for "new"):
+#: "new" (from its first step), "resumed" (from a checkpoint: its trace follows the interrupted one's in
+#: traces.jsonl), "fork" (a fork's first part, from its parent's checkpoint at the end of round K)
+TRACE_STARTS = ("new", "resumed", "fork")
+
+
+def trace_start(config: RunConfig, state: dict[str, Any] | None, start: str | None, cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The tags and metadata of the part of a run this process runs (:data:`TRACE_STARTS`): a
+    fork's parts also carry its parent's run id and round (``fork_of``, ``fork_at_round``), so a
+    trace viewer that groups by run can find the rounds 1..K the fork did not run."""
+    from cooplab.runs.fork import trace_labels
+
+    kind = start or ("new" if state is not None else "resumed")
+    if kind not in TRACE_STARTS:
+        raise ValueError(f"start must be one of {', '.join(TRACE_STARTS)}, got {kind!r}")
+    tags = list(cfg.get("tags") or [])
+    return {"tags": tags + [kind] if kind != "new" else tags,
+            "metadata": {**(cfg.get("metadata") or {}), "started_as": kind, **trace_labels(config)}}
+
+
 async def _stream(graph, state, cfg, context, progress: Callable[[str, Any], None], out: Path):
     from cooplab.graphs.tracing import tracing_callbacks
 
     cfg = {**cfg, "callbacks": tracing_callbacks(out)}
-    if state is None:  # a resumed run: its trace follows the interrupted one's in traces.jsonl
-        cfg["tags"] = [*cfg.get("tags", []), "resumed"]
     final = None
     async for mode, data in graph.astream(state, cfg, context=context, stream_mode=["updates", "values"], durability="sync"):
         if mode == "values":
@@ -532,7 +554,8 @@ def finish(task: Task, out: Path, config: RunConfig, final: dict[str, Any], seco
     task's results beside the runner's fields, validated by :func:`cooplab.graphs.runfiles.new_summary`);
     then the run's figure (a figure error is recorded in the summary, never lost work)."""
     csv = config.csv
-    run = RunInfo(out=out, status=status, message=message, seconds=seconds, csv=csv, llm=config.agents == "llm")
+    run = RunInfo(out=out, status=status, message=message, seconds=seconds, csv=csv, llm=config.agents == "llm",
+                  cache=service.cache.path if service is not None else None)
     final = dict(final)
     if service is not None:
         service.ledger.settle()  # calls paid before a resume that no replay adopted: paid twice, both kept

@@ -10,6 +10,7 @@ A run's settings are a :class:`~cooplab.tasks.cpr.params.CPRSettings` (``config.
 
 from __future__ import annotations
 
+import sqlite3
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -289,7 +290,19 @@ class CPRTask(Task):
             extra["efforts"] = agent_efforts(_table_or_none(run.out, "decisions"))
             extra["norms"] = _table_or_none(run.out, "norms_adopted")
         whole = summary.as_json()
-        run_figure(rounds, whole, run.out / "figures", **extra)
+        cache = None
+        if run.cache is not None:  # a figure drawn before from the same tables is copied from the response cache
+            from cooplab.agents.cache import ResponseCache
+
+            try:
+                cache = ResponseCache(run.cache)
+            except (OSError, sqlite3.Error):
+                cache = None
+        try:
+            run_figure(rounds, whole, run.out / "figures", cache=cache, **extra)
+        finally:
+            if cache is not None:
+                cache.close()
         from cooplab.tasks.cpr.mix import figures as mix_figures
 
         mix_figures(whole, rounds, run.out / "figures")
