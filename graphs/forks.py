@@ -1,13 +1,16 @@
 """The readers of a fork's record (``record.fork`` of its config.json: its parent, the round K it was
 forked at, the lineage of runs whose rounds it shares). They lie at the bottom, so that the engine
 (:mod:`cooplab.runs.fork`, the runner) and the explorer's fork pages (evals) read a record the same
-way; :mod:`cooplab.runs.fork` makes forks.
+way; and what a task's ``fork_state`` hook shares (:func:`refuse_fixed`, :func:`check_rounds`), below
+the tasks that call it. :mod:`cooplab.runs.fork` makes forks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from cooplab.limits import ConfigError, show
 
 
 def fork_record(config: Any) -> dict[str, Any] | None:
@@ -75,3 +78,32 @@ def common_round(a: Mapping[str, Any], a_thread: str | None, b: Mapping[str, Any
                 return -1
             best = max(best, min(v for v in (r, s) if v is not None))
     return best
+
+
+# --- what a task's fork_state hook shares ------------------------------------------------------
+def refuse_fixed(old: Any, new: Any, names: Sequence[str], state: Mapping[str, Any], *, task: str) -> None:
+    """One-line :class:`ConfigError` naming the first of ``names`` (settings of a run's start: the
+    number of agents, the shapes of its arrays, who plays) that differs between the parent's typed
+    settings ``old`` and the fork's ``new``. An invader the parent did not have may arrive at a
+    round after the fork's (``--invader``, or ``--set invader=...``); any other change of it is refused."""
+    t = int(state["round"])
+    for key in names:
+        a, b = getattr(old, key, None), getattr(new, key, None)
+        if a == b:
+            continue
+        if key == "invader" and a is None and b is not None and int(b.round) >= t:
+            continue
+        raise ConfigError(f"{key} is fixed at the start of a {task} run, which a fork keeps from its parent "
+                          f"({show(_plain(a))} there, {show(_plain(b))} asked); start a new run to change it")
+
+
+def _plain(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    return dump(mode="json") if callable(dump) else value
+
+
+def check_rounds(old_rounds: int, new_rounds: int, state: Mapping[str, Any], name: str) -> None:
+    """A changed round cap must leave the fork at least one round to run (its first is state's round)."""
+    t = int(state["round"])
+    if new_rounds != old_rounds and new_rounds < t:
+        raise ConfigError(f"{name}={new_rounds} would end the run before the fork's first round ({t}); give {name} of {t} or more")

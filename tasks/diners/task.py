@@ -136,7 +136,7 @@ class DinersTask(Task):
         :data:`FORK_FIXED` cannot change (one line naming it: give p and k with ``--set p=6 --set k=1``
         rather than a new ``pk`` label), nor can the cap end before the fork's first iteration. An
         invader the parent did not have may arrive after the fork's iteration (``--invader``)."""
-        from cooplab.runs.fork import check_rounds, refuse_fixed
+        from cooplab.graphs.forks import check_rounds, refuse_fixed
 
         a, b = old.params, new.params
         refuse_fixed(a, b, (*self.FORK_FIXED, "invader"), state, task="diners")

@@ -151,7 +151,7 @@ class GameTask(Task):
         rounds after the fork compute with the new ones as they are (the nodes are built from the
         fork's config); a changed ``rounds`` moves the state's round cap. :data:`FORK_FIXED` cannot
         change (one line naming the setting), nor can the cap end before the fork's first round."""
-        from cooplab.runs.fork import check_rounds, refuse_fixed
+        from cooplab.graphs.forks import check_rounds, refuse_fixed
 
         refuse_fixed(old.params, new.params, self.FORK_FIXED, state, task=f"game ({old.params.GAME})")
         check_rounds(old.params.rounds, new.params.rounds, state, "rounds")
