@@ -223,7 +223,7 @@ def report(before: dict[str, Any], after: dict[str, Any]) -> str:
     return "\n".join(L)
 
 
-def measure(quick: bool, label: str) -> dict[str, Any]:
+def measure(quick: bool, label: str, parts: str = "abc", save: Path | None = None) -> dict[str, Any]:
     import httpx
     import langchain_core
     import langgraph.version
@@ -235,27 +235,39 @@ def measure(quick: bool, label: str) -> dict[str, Any]:
                            "load": " ".join(f"{x:.2f}" for x in os.getloadavg()), "python": sys.version.split()[0],
                            "langgraph": langgraph.version.__version__, "langchain_core": langchain_core.__version__, "httpx": httpx.__version__}
     plan = [(10, 1), (100, 1)] if quick else [(10, 3), (100, 3), (1000, 2), (10000, 1)]
+
+    def keep() -> None:  # what is measured so far (a long run cut short keeps its parts)
+        if save is not None:
+            save.write_text(json.dumps({**res, "seconds": time.perf_counter() - t0}, indent=1))
+
     with tempfile.TemporaryDirectory() as tmp:
-        proc, port = start_stub(Path(tmp))
+        res["cpu"] = []
+        proc, port = start_stub(Path(tmp)) if "a" in parts else (None, None)
         try:
-            res["cpu"] = []
-            for N, rounds in plan:
+            for N, rounds in plan if "a" in parts else []:
                 row = asyncio.run(cpu_row(N, rounds, port))
                 res["cpu"].append(row)
+                keep()
                 print(f"(a) N={N}: cooplab {fmt(row['cooplab'])}/decision, ainvoke {fmt(row['ainvoke'])}, raw HTTP {fmt(row.get('http'))}", flush=True)
         finally:
-            proc.kill()
-            proc.wait()
-        res["ratios"] = {
-            "llm50": asyncio.run(society_ratio(50, 2 if quick else 4, 0.1, 50)),
-            "cpr1000": asyncio.run(society_ratio(20 if quick else 1000, 2, 0.05 if quick else 1.0, 1000)),
-            "games": games_ratio(1 if quick else 50, 0.1),
-        }
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+        if "b" not in parts:
+            res["ratios"] = {}
+        else:
+            res["ratios"] = {
+                "llm50": asyncio.run(society_ratio(50, 2 if quick else 4, 0.1, 50)),
+                "cpr1000": asyncio.run(society_ratio(20 if quick else 1000, 2, 0.05 if quick else 1.0, 1000)),
+                "games": games_ratio(1 if quick else 50, 0.1),
+            }
+        keep()
         print(f"(b) {json.dumps(res['ratios'])}", flush=True)
         res["bytes"] = []
-        for N in ([10] if quick else [10, 100, 1000]):
+        for N in ([10] if quick else [10, 100, 1000]) if "c" in parts else []:
             row = run_bytes(N, Path(tmp))
             res["bytes"].append(row)
+            keep()
             print(f"(c) N={N}: {row['decisions']} decisions, {row['bytes']:,} bytes, {row['per_decision']:,.0f} per decision", flush=True)
     res["seconds"] = time.perf_counter() - t0
     return res
@@ -268,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--label", default=None, help="what was measured (default: the cooplab package's folder)")
     ap.add_argument("--report", type=Path, nargs=2, metavar=("BEFORE", "AFTER"), help="write the RESULTS.md section from two JSON files")
     ap.add_argument("--out", type=Path, default=None, help="results file for --report (default benchmarks/RESULTS.md)")
+    ap.add_argument("--parts", default="abc", help="which measurements: any of a (CPU per decision), b (round ratios), c (bytes); default abc")
     ap.add_argument("--serve-stub", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.serve_stub:
@@ -284,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     import cooplab.agents.calls as calls
 
     label = a.label or str(Path(calls.__file__).resolve().parents[1])
-    res = measure(a.quick, label)
+    res = measure(a.quick, label, a.parts, a.json)
     if a.json:
         a.json.write_text(json.dumps(res, indent=1))
     if a.quick and not a.json:
