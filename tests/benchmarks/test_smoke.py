@@ -259,7 +259,7 @@ def test_bench_llm_scale(tmp_path):
     stdout = run_bench("bench_llm_scale.py", "--quick", "--json", str(measured), tmp_path=tmp_path)
     assert "(a) N=100:" in stdout and "(c) N=10:" in stdout
     run_bench("bench_llm_scale.py", "--report", str(measured), str(measured), "--out", str(out), tmp_path=tmp_path)
-    text = section(out, "## LLM societies at scale (issue 41.1)")
+    text = section(out, "## LLM societies at scale, issue 41.1")
     a = [r for r in rows(text) if len(r) == 8 and r[0] != "N"]
     assert [r[0] for r in a] == ["10", "100"]
     assert all(r[-1].endswith(("ms", "us")) for r in a)  # the raw HTTP floor was measured
