@@ -38,6 +38,7 @@ import json
 import re
 import sys
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -381,6 +382,32 @@ def _direct_model(runnable: Any) -> bool:
     return cls is not None and type(runnable) is cls
 
 
+#: whether calls of a model under a callback manager are observed, decided once per manager (a
+#: graph node's run: every decision of a phase shares it) and model: manager -> {id(model): (model, observed)}
+_VERDICTS: "weakref.WeakKeyDictionary[Any, dict[int, tuple[Any, bool]]]" = weakref.WeakKeyDictionary()
+
+
+def _observed(callbacks: Any, model: Any, manager_type: type) -> bool:
+    """Whether LangChain would give a call of ``model`` under ``callbacks`` any handler (its own
+    ``AsyncCallbackManager.configure``: the callbacks, the model's, LangSmith's environment and
+    tracing context, ``set_debug``). Under a callback manager (a graph node's) the answer is kept
+    for that manager's lifetime, i.e. one node run: a tracer switched on in the middle of a node
+    sees that node's calls from the next node on."""
+    cache = None
+    if isinstance(callbacks, manager_type):
+        cache = _VERDICTS.get(callbacks)
+        kept = cache.get(id(model)) if cache is not None else None
+        if kept is not None and kept[0] is model:
+            return kept[1]
+    manager = manager_type.configure(callbacks, model.callbacks, model.verbose, None, model.tags, None, model.metadata)
+    observed = bool(manager.handlers or manager.inheritable_handlers)
+    if isinstance(callbacks, manager_type):
+        if cache is None:
+            cache = _VERDICTS[callbacks] = {}
+        cache[id(model)] = (model, observed)
+    return observed
+
+
 async def direct_call(runnable: Any, messages: list[BaseMessage], config: dict | None, kwargs: dict[str, Any]) -> BaseMessage | None:
     """The answer of ``runnable`` to ``messages``, asked without LangChain's run machinery, when
     nothing would observe the call; None when something would (then the caller uses ``ainvoke``).
@@ -413,8 +440,7 @@ async def direct_call(runnable: Any, messages: list[BaseMessage], config: dict |
         callbacks = (config or {}).get("callbacks")
         if callbacks is None:  # as ensure_config: the enclosing runnable's (a graph node's) config
             callbacks = (var_child_runnable_config.get() or {}).get("callbacks")
-        manager = AsyncCallbackManager.configure(callbacks, model.callbacks, model.verbose, None, model.tags, None, model.metadata)
-        if manager.handlers or manager.inheritable_handlers:
+        if _observed(callbacks, model, AsyncCallbackManager):
             return None
         normalize, gen_metadata = lc._normalize_messages, lc._gen_info_and_msg_metadata
     except (AttributeError, ImportError, TypeError):  # a LangChain without these internals: its own path

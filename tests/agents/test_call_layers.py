@@ -532,3 +532,30 @@ def test_an_observed_call_still_goes_through_langchain(monkeypatch):
     finally:
         set_debug(was)
     assert starts.n == 2
+
+
+def test_whether_a_node_s_calls_are_observed_is_decided_once_per_node_run(monkeypatch):
+    """Every decision of a phase runs under its node's one callback manager: LangChain's configure
+    runs once for them, not once per call; another manager (the next node's) is decided afresh."""
+    from langchain_core.callbacks.manager import AsyncCallbackManager
+
+    from cooplab.agents.calls import direct_call
+
+    n = {"configure": 0}
+    real = AsyncCallbackManager.configure.__func__
+
+    def counting(cls, *a, **kw):
+        n["configure"] += 1
+        return real(cls, *a, **kw)
+
+    monkeypatch.setattr(AsyncCallbackManager, "configure", classmethod(counting))
+    model = ScriptedChatModel(answers=["ok"])
+    node = AsyncCallbackManager(handlers=[])
+
+    async def phase(manager):
+        return await asyncio.gather(*(direct_call(model, [HumanMessage(content="decide")], {"callbacks": manager}, {}) for _ in range(5)))
+
+    assert all(m.content == "ok" for m in asyncio.run(phase(node)))
+    assert n["configure"] == 1
+    asyncio.run(phase(AsyncCallbackManager(handlers=[])))
+    assert n["configure"] == 2
