@@ -197,9 +197,12 @@ def report(before: dict[str, Any], after: dict[str, Any]) -> str:
     L.append("")
     L.append("| N | rounds | decisions | cooplab before | cooplab after | after / before | LangChain `ainvoke` | raw HTTP call |")
     L.append("|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for rb, ra in zip(before["cpu"], after["cpu"]):
-        L.append(f"| {ra['N']:,} | {ra['rounds']} | {ra['decisions']:,} | {fmt(rb['cooplab'])} | **{fmt(ra['cooplab'])}** | "
-                 f"{ra['cooplab'] / rb['cooplab']:.2f} | {fmt(ra['ainvoke'])} | {fmt(ra.get('http'))} |")
+    was_cpu = {r["N"]: r for r in before["cpu"]}
+    for ra in after["cpu"]:
+        rb = was_cpu.get(ra["N"])
+        ratio = f"{ra['cooplab'] / rb['cooplab']:.2f}" if rb else "n/a"
+        L.append(f"| {ra['N']:,} | {ra['rounds']} | {ra['decisions']:,} | {fmt(rb['cooplab'] if rb else None)} | **{fmt(ra['cooplab'])}** | "
+                 f"{ratio} | {fmt(ra['ainvoke'])} | {fmt(ra.get('http'))} |")
     L.append("")
     L.append("### (b) Round ratio: round wall time / (phases that called the model x latency)")
     L.append("")
@@ -207,11 +210,16 @@ def report(before: dict[str, Any], after: dict[str, Any]) -> str:
     L.append("|---|---:|---:|---:|---|")
     for key, name, target in (("llm50", "`bench_llm` society, N = 50, 100 ms model, concurrency 50 (graph, no tracer)", 1.10),
                               ("cpr1000", "one CPR society of 1,000 LLM agents, 1 s model, concurrency 1,000 (graph, no tracer), 2 rounds", 1.3)):
-        b_, a_ = before["ratios"][key], after["ratios"][key]
-        L.append(f"| {name} | <= {target} | {b_['mean_ratio']:.3f} | **{a_['mean_ratio']:.3f}** | {', '.join(map(str, a_['rounds']))} |")
-    gb, ga = before["ratios"]["games"], after["ratios"]["games"]
-    L.append(f"| public-goods, LLM players through the runner (SQLite checkpoints, traces), {ga['decisions_per_phase']} decisions per phase, "
-             f"100 ms model (`wall_seconds` / 2 rounds / 100 ms) | <= 1.3 | {gb['ratio']:.2f} | **{ga['ratio']:.2f}** | |")
+        b_, a_ = before["ratios"].get(key), after["ratios"].get(key)
+        if a_ is None:
+            continue
+        was = f"{b_['mean_ratio']:.3f}" if b_ else "n/a"
+        L.append(f"| {name} | <= {target} | {was} | **{a_['mean_ratio']:.3f}** | {', '.join(map(str, a_['rounds']))} |")
+    gb, ga = before["ratios"].get("games"), after["ratios"].get("games")
+    if ga is not None:
+        was = f"{gb['ratio']:.2f}" if gb else "n/a"
+        L.append(f"| public-goods, LLM players through the runner (SQLite checkpoints, traces), {ga['decisions_per_phase']} decisions per phase, "
+                 f"100 ms model (`wall_seconds` / 2 rounds / 100 ms) | <= 1.3 | {was} | **{ga['ratio']:.2f}** | |")
     L.append("")
     c50 = next((r["cooplab"] for r in after["cpu"] if r["N"] == 100), None)
     c1k = next((r["cooplab"] for r in after["cpu"] if r["N"] == 1000), None)
@@ -228,8 +236,11 @@ def report(before: dict[str, Any], after: dict[str, Any]) -> str:
     L.append("")
     L.append("| N | decisions | bytes before | bytes after | per decision before | per decision after |")
     L.append("|---:|---:|---:|---:|---:|---:|")
-    for rb, ra in zip(before["bytes"], after["bytes"]):
-        L.append(f"| {ra['N']:,} | {ra['decisions']:,} | {rb['bytes']:,} | {ra['bytes']:,} | {rb['per_decision']:,.0f} | {ra['per_decision']:,.0f} |")
+    was_bytes = {r["N"]: r for r in before["bytes"]}
+    for ra in after["bytes"]:
+        rb = was_bytes.get(ra["N"])
+        b_bytes, b_per = (f"{rb['bytes']:,}", f"{rb['per_decision']:,.0f}") if rb else ("n/a", "n/a")
+        L.append(f"| {ra['N']:,} | {ra['decisions']:,} | {b_bytes} | {ra['bytes']:,} | {b_per} | {ra['per_decision']:,.0f} |")
     L.append("")
     L.append("Bytes per decision fall with the society (a run's fixed files are shared by more decisions); with these default "
              "parameters the 1,000-agent society ends after its first round (2,000 decisions).")
