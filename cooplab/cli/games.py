@@ -131,6 +131,7 @@ def profile_command(
     players: str = typer.Option("llm", "--players", help="llm (the model; default) or a reference kind: nash, pareto, random (anchors for the figure)."),
     prompt: str = typer.Option("standard", "--prompt", help="Prompt condition (Appendix B): standard, alternate, cot or tom."),
     deliberation: bool = typer.Option(False, "--deliberation", help="Each member writes 1-3 sentences to its group before each decision."),
+    prompt_variant: co.PromptVariantOpt = "original",
     seed: co.SeedOpt = 0,
     base_url: co.BaseUrlOpt = None,
     temperature: co.TemperatureOpt = 0.7,
@@ -160,7 +161,9 @@ def profile_command(
     if kind == "llm":
         llm = co.llm_settings(dict(model=model, base_url=base_url, temperature=temperature, max_tokens=max_tokens,
                                    max_concurrency=max_concurrency, rps=rps, budget=budget, price_in=price_in, price_out=price_out,
-                                   cache=cache)).resolve().model_dump(mode="json")
+                                   cache=cache, prompt_variant=prompt_variant)).resolve().model_dump(mode="json")
+    elif prompt_variant != "original":
+        fail("--prompt-variant words the LLM players' prompts; give it with --players llm")
     try:
         req = pf.request(games=chosen, players=kind, simulations=simulations, group_size=group_size, seed=seed, prompt=prompt,
                          deliberation=deliberation, llm=llm, pareto_references=_references(pareto_reference),

@@ -107,6 +107,35 @@ def common_round(a: Mapping[str, Any], a_thread: str | None, b: Mapping[str, Any
     return best
 
 
+# --- what a task's fork_state hook shares ------------------------------------------------------
+def refuse_fixed(old: Any, new: Any, names: Sequence[str], state: Mapping[str, Any], *, task: str) -> None:
+    """One-line :class:`ConfigError` naming the first of ``names`` (settings of a run's start: the
+    number of agents, the shapes of its arrays, who plays) that differs between the parent's typed
+    settings ``old`` and the fork's ``new``. An invader the parent did not have may arrive at a
+    round after the fork's (``--invader``, or ``--set invader=...``); any other change of it is refused."""
+    t = int(state["round"])
+    for key in names:
+        a, b = getattr(old, key, None), getattr(new, key, None)
+        if a == b:
+            continue
+        if key == "invader" and a is None and b is not None and int(b.round) >= t:
+            continue
+        raise ConfigError(f"{key} is fixed at the start of a {task} run, which a fork keeps from its parent "
+                          f"({show(_plain(a))} there, {show(_plain(b))} asked); start a new run to change it")
+
+
+def _plain(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    return dump(mode="json") if callable(dump) else value
+
+
+def check_rounds(old_rounds: int, new_rounds: int, state: Mapping[str, Any], name: str) -> None:
+    """A changed round cap must leave the fork at least one round to run (its first is state's round)."""
+    t = int(state["round"])
+    if new_rounds != old_rounds and new_rounds < t:
+        raise ConfigError(f"{name}={new_rounds} would end the run before the fork's first round ({t}); give {name} of {t} or more")
+
+
 # --- the parent's history ------------------------------------------------------------------------
 @contextmanager
 def _read_only_saver(run: Path, task: Task) -> Iterator[Any]:

@@ -62,7 +62,8 @@ def request(*, games: Sequence[str] | None = None, players: str = "llm", simulat
     in the paper's order), the players (llm, or a reference kind for anchors), the number of
     simulations per game, the group size (two groups of it; default each game's 5), the seed, the
     LLM players' prompt condition and deliberation, the run's ``llm`` config
-    (:class:`cooplab.agents.settings.LLMSettings`, checked; required exactly for llm players), the
+    (:class:`cooplab.agents.settings.LLMSettings`, checked; required exactly for llm players; its
+    ``prompt_variant`` words every game's prompts, ``--prompt-variant``), the
     Pareto values set for the games that allow it (``pareto_references``: game -> value; see
     :func:`settable_references`) and ``max_fallback`` (a game with a larger share of fallback
     decisions is left out of the profile; only read when the profile is written, so a rerun may
@@ -81,6 +82,15 @@ def request(*, games: Sequence[str] | None = None, players: str = "llm", simulat
         raise ProfileError(f"--prompt must be one of {', '.join(PROMPTS)}, got {prompt!r}")
     if players != "llm" and (prompt != "standard" or deliberation):
         raise ProfileError("--prompt and --deliberation apply to LLM players only")
+    if llm is not None and llm.get("prompt_variant") not in (None, "original"):  # every game run gets it (llm.prompt_variant)
+        from cooplab.graphs import prompts as pv
+        from cooplab.limits import ConfigError
+        from cooplab.tasks.games.task import TASK as GAME
+
+        try:
+            pv.check(GAME, llm.get("prompt_variant"))
+        except ConfigError as exc:
+            raise ProfileError(str(exc)) from None
     refs = _check_references(pareto_references, chosen)
     req = {"kind": PROFILE_KIND, "version": PROFILE_VERSION, "games": chosen, "players": players, "simulations": simulations,
            "group_size": group_size, "seed": seed, "prompt": prompt, "deliberation": bool(deliberation),

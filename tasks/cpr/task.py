@@ -83,20 +83,21 @@ def resolve_params(env: str, ablation: str, n_agents: int | None, rounds: int | 
     return make_params(**values)
 
 
-def llm_phases(params: CPRParams, variant: str = "original") -> "OrderedDict[str, Callable]":
+def llm_phases(params: CPRParams, variant: str = "original", invader: dict[str, Any] | None = None) -> "OrderedDict[str, Callable]":
     """The CPR graph with LLM agents: the same phase nodes with LLM policies plugged in
     (Figs. 8-11). Social learning happens in context (peers shown in the prompts), so the
-    parameter-copying ``learn`` node is not part of an LLM society."""
+    parameter-copying ``learn`` node is not part of an LLM society. A rule-based ``invader``'s seat
+    is played by its rule from its round on, never asked (tasks/cpr/llm.py, :func:`invader_effort`)."""
     from cooplab.tasks.cpr import llm as la
 
     nodes: OrderedDict[str, Callable] = OrderedDict()
-    nodes["harvest"] = ph.harvest_node(la.LLMEffortPolicy(variant))
+    nodes["harvest"] = ph.harvest_node(la.LLMEffortPolicy(variant, invader))
     if params.punishment:
-        nodes["punish"] = ph.punish_node(la.LLMPunishPolicy(variant))
+        nodes["punish"] = ph.punish_node(la.LLMPunishPolicy(variant, invader))
     nodes["environment"] = ph.environment_node()
     if params.group_decision:
-        nodes["propose"] = ph.propose_node(la.LLMProposePolicy(variant))
-        nodes["vote"] = ph.vote_node(la.LLMVotePolicy(variant))
+        nodes["propose"] = ph.propose_node(la.LLMProposePolicy(variant, invader))
+        nodes["vote"] = ph.vote_node(la.LLMVotePolicy(variant, invader))
     return nodes
 
 
@@ -188,11 +189,11 @@ class CPRTask(Task):
         return {"params": settings}
 
     def phases(self, config: Config) -> "OrderedDict[str, Callable]":
+        invader = config.params.invader
         if config.agents == "llm":
-            return llm_phases(config.params, prompts.variant_of(config))
+            return llm_phases(config.params, prompts.variant_of(config), invader.as_dict() if invader is not None else None)
         from cooplab.tasks.cpr.invaders import with_invader
 
-        invader = config.params.invader
         return with_invader(phases_for(config.params), invader.as_dict() if invader is not None else None)
 
     def init_state(self, config: Config) -> dict[str, Any]:
