@@ -156,10 +156,22 @@ def system(state: dict[str, Any], i: int, variant: str = ORIGINAL) -> SystemMess
 
 
 def _peers(rng: np.random.Generator, alive_idx: np.ndarray, i: int, k: int = N_PEERS_SHOWN) -> list[int]:
-    others = [int(j) for j in alive_idx if j != i]
-    if not others:
+    """``k`` distinct living peers of agent ``i`` (``alive_idx``: the living agents, ascending), sorted.
+
+    The draw is the one ``rng.choice(others, k, replace=False)`` makes on the list ``others`` of the
+    living agents but ``i``: it draws positions in that list, so the positions are drawn here and
+    mapped onto ``alive_idx`` past ``i``'s own place, without building the list (which made every
+    decision cost O(N) in a society of N)."""
+    n = len(alive_idx)
+    pos = int(np.searchsorted(alive_idx, i))
+    mine = pos < n and int(alive_idx[pos]) == i
+    n_others = n - 1 if mine else n
+    if n_others <= 0:
         return []
-    return sorted(rng.choice(others, size=min(k, len(others)), replace=False).tolist())
+    idx = rng.choice(n_others, size=min(k, n_others), replace=False)
+    if mine:
+        idx = idx + (idx >= pos)
+    return sorted(alive_idx[idx].tolist())
 
 
 def effort_messages(state: dict[str, Any], s: int, i: int, peers: list[int], variant: str = ORIGINAL) -> list:
