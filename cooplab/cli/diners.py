@@ -118,7 +118,7 @@ def calibrate_diners(
     from cooplab.runs import sweeps
 
     require("analysis", "the calibration (cooplab calibrate diners)", ("scipy", "SALib"))
-    from cooplab.runs import calibrate_diners as cal
+    from cooplab.tasks.diners import calibrate as cal
 
     if executor not in sweeps.EXECUTORS:
         fail(f"--executor must be one of {', '.join(sweeps.EXECUTORS)}, got {executor!r}")

@@ -64,6 +64,7 @@ class DinersTask(Task):
     state_schema = DinersState
     round_node = "swap"
     agent_noun = "Diner"
+    explore_whole_page = True  # its page: tasks/diners/explore.py
     round_unit = "iteration"
 
     def options(self, agents: str, *, combination: int | None = None, groups: str | None = None, pk: str = "3:1", iterations: int = 10,
@@ -135,7 +136,7 @@ class DinersTask(Task):
         :data:`FORK_FIXED` cannot change (one line naming it: give p and k with ``--set p=6 --set k=1``
         rather than a new ``pk`` label), nor can the cap end before the fork's first iteration. An
         invader the parent did not have may arrive after the fork's iteration (``--invader``)."""
-        from cooplab.runs.fork import check_rounds, refuse_fixed
+        from cooplab.graphs.forks import check_rounds, refuse_fixed
 
         a, b = old.params, new.params
         refuse_fixed(a, b, (*self.FORK_FIXED, "invader"), state, task="diners")
@@ -213,6 +214,17 @@ class DinersTask(Task):
         dest = Path(analysis_out) if analysis_out is not None else Path(out) / "analysis"
         mixed = sweep_tables(cells, dest)
         return {"mix_tables": mixed, "analysis_dir": str(dest)} if mixed else None
+
+    # --- the run explorer: tasks/diners/explore.py ----------------------------------------
+    def explore(self, run: Any, query: Mapping[str, str]) -> list[Any]:
+        from cooplab.tasks.diners.explore import view
+
+        return view(run, query)
+
+    def key_numbers(self, summary: RunSummary[Any]) -> dict[str, Any]:
+        from cooplab.tasks.diners.explore import key_numbers
+
+        return key_numbers(summary.as_json())
 
 
 def _mix_and_invader(final: Mapping[str, Any], config: Config, run: RunInfo) -> dict[str, Any]:

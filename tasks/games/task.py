@@ -55,6 +55,7 @@ class GameTask(Task):
     state_schema = GameState
     round_node = "settle"
     agent_noun = "Player"
+    explore_whole_page = True  # its page: tasks/games/explore.py
     agent_kinds = ("rule", "llm")  # rule: the reference players; llm: --players llm (tasks/games/llm.py)
 
     # --- configuration ---------------------------------------------------------------------------------
@@ -150,7 +151,7 @@ class GameTask(Task):
         rounds after the fork compute with the new ones as they are (the nodes are built from the
         fork's config); a changed ``rounds`` moves the state's round cap. :data:`FORK_FIXED` cannot
         change (one line naming the setting), nor can the cap end before the fork's first round."""
-        from cooplab.runs.fork import check_rounds, refuse_fixed
+        from cooplab.graphs.forks import check_rounds, refuse_fixed
 
         refuse_fixed(old.params, new.params, self.FORK_FIXED, state, task=f"game ({old.params.GAME})")
         check_rounds(old.params.rounds, new.params.rounds, state, "rounds")
@@ -262,6 +263,17 @@ class GameTask(Task):
         dest = Path(analysis_out) if analysis_out is not None else Path(out) / "analysis"
         mixed = sweep_tables(cells, dest)
         return {"mix_tables": mixed, "analysis_dir": str(dest)} if mixed else None
+
+    # --- the run explorer: tasks/games/explore.py -----------------------------------------
+    def explore(self, run: Any, query: Mapping[str, str]) -> list[Any]:
+        from cooplab.tasks.games.explore import view
+
+        return view(run, query)
+
+    def key_numbers(self, summary: RunSummary[Any]) -> dict[str, Any]:
+        from cooplab.tasks.games.explore import key_numbers
+
+        return key_numbers(summary.as_json())
 
 
 def reference_text(metric: Mapping[str, Any]) -> str:

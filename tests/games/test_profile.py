@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from cooplab.cli import main
-from cooplab.runs import profiles as pf
+from cooplab.tasks.games import profiles as pf
 from cooplab.tasks.games.params import GAMES
 from tests.games.test_llm_players import GOOD, script
 
