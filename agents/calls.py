@@ -378,7 +378,7 @@ def _direct_model(runnable: Any) -> bool:
         return True
     from cooplab.agents.models import openai_compat
 
-    cls = openai_compat._CHECKED_CHAT_OPENAI
+    cls = openai_compat.made_checked_class()
     return cls is not None and type(runnable) is cls
 
 

@@ -159,6 +159,12 @@ def _clean_arguments(args: str, i: int) -> str:
 _CHECKED_CHAT_OPENAI: Any = None
 
 
+def made_checked_class() -> type | None:
+    """The checked ``ChatOpenAI`` class if it was made already (``checked_chat_openai``), else None:
+    asking never loads ``langchain_openai``."""
+    return _CHECKED_CHAT_OPENAI
+
+
 def checked_chat_openai() -> type:
     """``ChatOpenAI`` that reads the endpoint's response body itself: a body that is not a chat
     completion raises :class:`EndpointResponseError` (never an AttributeError or a pydantic error
