@@ -12,6 +12,10 @@ import pytest
 
 from cooplab.cli import main
 from tests.helpers.progress import kill_when, run_progress
+from tests.helpers.figures import figures_recorded  # noqa: F401 - a fixture
+
+# no run here checks its figure: none is drawn (tests/helpers/figures.py)
+pytestmark = pytest.mark.usefixtures("figures_recorded")
 
 EFFORTS = ['{"effort": 0.1}', '{"effort": 0.25}', '{"effort": 0.4}', 'no idea', '{"effort": 3}']
 
