@@ -59,6 +59,11 @@ def stored_at(value: Any) -> str | None:
     return f"{m.group(1)}T{m.group(2)}+00:00" if m else None
 
 
+#: a PNG file starts so (the figures the cache keeps: anything else in that table is ignored)
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+#: the largest figure the cache keeps or hands back (a run's figure is about 100-200 kB)
+MAX_FIGURE_BYTES = 16 * 1024 * 1024
+
 #: how long a cache write waits for another process's write to finish before giving up on it
 BUSY_SECONDS = 60.0
 
@@ -85,6 +90,12 @@ class ResponseCache:
             "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, text TEXT NOT NULL, input_tokens INTEGER,"
             " output_tokens INTEGER, latency REAL, model TEXT, created TEXT DEFAULT CURRENT_TIMESTAMP, usage_error TEXT)"
         )
+        # the drawings of a run (its figure), keyed by a digest of everything drawn (see ``put_figure``)
+        try:
+            self._db.execute("CREATE TABLE IF NOT EXISTS figures (key TEXT PRIMARY KEY, png BLOB NOT NULL,"
+                             " created TEXT DEFAULT CURRENT_TIMESTAMP)")
+        except sqlite3.Error:  # the name is taken by something else (a foreign file): figures are drawn, never kept
+            pass
         cols = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
         if "usage_error" not in cols:  # a cache written before usage was validated
             try:
@@ -125,6 +136,33 @@ class ResponseCache:
                     (key, clean_text(resp.text), resp.input_tokens, resp.output_tokens, resp.latency, clean_text(model), error),
                 )
             except sqlite3.OperationalError:  # locked for BUSY_SECONDS by other writers: the call stands, only its replay is lost
+                self.write_errors += 1
+
+    def get_figure(self, key: str) -> bytes | None:
+        """The PNG stored for ``key`` by :meth:`put_figure`, or None. A row that is not a PNG of at
+        most :data:`MAX_FIGURE_BYTES` (a damaged or foreign cache) is no answer: the figure is drawn."""
+        if self._db is None:
+            return None
+        with self._lock:
+            try:
+                row = self._db.execute("SELECT png FROM figures WHERE key = ?", (key,)).fetchone()
+            except sqlite3.Error:  # a cache written before figures were kept, opened read-only, damaged
+                return None
+        png = row[0] if row is not None else None
+        if not isinstance(png, bytes) or not png.startswith(PNG_SIGNATURE) or len(png) > MAX_FIGURE_BYTES:
+            return None
+        return png
+
+    def put_figure(self, key: str, png: bytes) -> None:
+        """Keep a drawn figure under ``key``: the SHA-256 of its inputs and of the code and library
+        that drew it (:func:`cooplab.tasks.cpr.figures.run_figure`), so a rerun whose tables are
+        the same, bit for bit, copies it instead of drawing it again."""
+        if self._db is None or not png.startswith(PNG_SIGNATURE) or len(png) > MAX_FIGURE_BYTES:
+            return
+        with self._lock:
+            try:
+                self._db.execute("INSERT OR REPLACE INTO figures (key, png) VALUES (?, ?)", (key, png))
+            except sqlite3.Error:  # locked for BUSY_SECONDS, read-only: the figure stands, only its reuse is lost
                 self.write_errors += 1
 
     def close(self) -> None:

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from cooplab.limits import ConfigError, show
+from cooplab.limits import RULES, ConfigError, show
 
-MAX_COUNT = 100_000
+MAX_COUNT = int(RULES["mix-count"].hi)  # the caps table's bound
 
 
 def parse_mix(items: Any) -> dict[str, int]:

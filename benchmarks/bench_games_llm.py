@@ -40,7 +40,7 @@ from cooplab.tasks.games.params import GAMES
 
 def llm_config(model: str, max_concurrency: int) -> dict:
     """A profile's LLM settings: the model, no cache, the CLI's defaults otherwise."""
-    return LLMSettings(model=model, max_concurrency=max_concurrency, cache="off").checked().model_dump(mode="json")
+    return LLMSettings(model=model, max_concurrency=max_concurrency, cache="off").resolve().model_dump(mode="json")
 
 
 SECTION = "Behavioral games, LLM players"

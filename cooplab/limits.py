@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 
@@ -70,6 +70,11 @@ MAX_REPLICATES = 100_000  #: replicate societies in one run
 MAX_CELLS = 10_000_000  #: replicates x agents, and replicates x rounds, of one run (memory)
 MAX_DINERS_CELLS = 100_000_000  #: replicates x diners^2 x iterations of one diners run (memory)
 MAX_PARAM = 1e12  #: any real-valued society parameter (--set, diners --beta, --pk)
+MAX_GROUP = 1_000  #: players per group of a behavioral game
+MAX_GROUPS = 100  #: groups per game
+MAX_SIMULATIONS = 100_000  #: simulations of one game run
+MAX_TOKENS = 1_000_000  #: any token amount of a game (endowments, pools, thresholds)
+MAX_FACTOR = 1e6  #: any multiplier, weight, cost or reward of a game
 MAX_JSON_DEPTH = 100  #: arrays and objects inside each other in any JSON read from a file (cooplab's own need fewer than 20)
 
 
@@ -134,7 +139,14 @@ def json_depth(value: Any, stop: int | None = None) -> int:
 
 @dataclass(frozen=True)
 class Num:
-    """A rule for one number: integer or real, inside [lo, hi] (an open end with lo_open/hi_open)."""
+    """A rule for one number: integer or real, inside [lo, hi] (an open end with lo_open/hi_open).
+
+    A rule is also a pydantic constraint: ``budget: Annotated[float | None, RULES["budget"]]``
+    checks the field by this rule wherever the model is built (a keyword, a flag, a file), and a
+    violation is a pydantic error of type ``cap`` that :func:`explain` turns into the one-line
+    message (``--budget must be a finite number in [0, 1000000] (...), got nan``). A field whose
+    domain is narrower than a cap of :data:`RULES` takes it with :meth:`within`, so that the cap
+    itself is written once."""
 
     kind: type  # int or float
     lo: float | None = None
@@ -143,6 +155,7 @@ class Num:
     hi_open: bool = False
     hint: str = ""  # how to fix it / what the value means, shown in the message
     optional: bool = False  # None (JSON null) allowed
+    name: str = ""  # its key in RULES (set there; kept by within())
 
     def describe(self) -> str:
         what = "an integer" if self.kind is int else "a finite number"
@@ -159,30 +172,48 @@ class Num:
             rng = ""
         return f"{what} {rng}".strip() + (f" ({self.hint})" if self.hint else "")
 
-    def check(self, name: str, value: Any, shown: str | None = None) -> Any:
-        """``value`` (a Python value from JSON or already parsed) if it follows the rule; else ConfigError."""
+    def within(self, lo: float | None = None, hi: float | None = None, *, lo_open: bool | None = None, hi_open: bool | None = None,
+               hint: str | None = None, optional: bool | None = None) -> "Num":
+        """This cap narrowed to a field's own domain (never widened: a bound outside the cap is a
+        programming error): ``RULES["param"].within(0, lo_open=True)`` is a positive real below the cap."""
+        new = replace(self, lo=self.lo if lo is None else lo, hi=self.hi if hi is None else hi,
+                      lo_open=self.lo_open if lo_open is None else lo_open, hi_open=self.hi_open if hi_open is None else hi_open,
+                      hint=self.hint if hint is None else hint, optional=self.optional if optional is None else optional)
+        if (self.lo is not None and (new.lo is None or new.lo < self.lo)) or (self.hi is not None and (new.hi is None or new.hi > self.hi)):
+            raise ValueError(f"within() may only narrow the cap {self.name or self.describe()}: got [{new.lo}, {new.hi}]")
+        return new
+
+    def value(self, value: Any) -> Any:
+        """``value`` converted (an integral float is an integer's value; JSON writes 256.0 for 256) if
+        it follows the rule; else :class:`OutOfRule`."""
         if value is None and self.optional:
             return None
-        got = show(value) if shown is None else shown
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{name} must be {self.describe()}, got {got}")
+            raise OutOfRule
         if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(f"{name} must be {self.describe()}, got {got}")
+            raise OutOfRule
         if self.kind is int:
             if isinstance(value, float):
                 if not value.is_integer():
-                    raise ConfigError(f"{name} must be {self.describe()}, got {got}")
+                    raise OutOfRule
                 value = int(value)
         else:
             try:
                 value = float(value)
             except OverflowError:  # an integer too large for a float
-                raise ConfigError(f"{name} must be {self.describe()}, got {got}") from None
+                raise OutOfRule from None
         if self.lo is not None and (value < self.lo or (self.lo_open and value == self.lo)):
-            raise ConfigError(f"{name} must be {self.describe()}, got {got}")
+            raise OutOfRule
         if self.hi is not None and (value > self.hi or (self.hi_open and value == self.hi)):
-            raise ConfigError(f"{name} must be {self.describe()}, got {got}")
+            raise OutOfRule
         return value
+
+    def check(self, name: str, value: Any, shown: str | None = None) -> Any:
+        """``value`` (a Python value from JSON or already parsed) if it follows the rule; else ConfigError."""
+        try:
+            return self.value(value)
+        except OutOfRule:
+            raise ConfigError(f"{name} must be {self.describe()}, got {show(value) if shown is None else shown}") from None
 
     def parse(self, name: str, text: str) -> Any:
         """A command-line string -> a checked number."""
@@ -192,6 +223,32 @@ class Num:
         except ValueError:
             raise ConfigError(f"{name} must be {self.describe()}, got {show(t)}") from None
         return self.check(name, value, shown=t if t.lower() in ("nan", "inf", "-inf", "+inf") else repr(t) if not t else t)
+
+    # --- as a pydantic constraint (pydantic is imported only when a model using the rule is built) ---
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        from pydantic_core import PydanticCustomError, core_schema
+
+        def validate(value: Any) -> Any:
+            try:
+                return self.value(value)
+            except OutOfRule:
+                raise PydanticCustomError("cap", "must be {rule}", {"rule": self.describe()}) from None
+
+        return core_schema.no_info_plain_validator_function(validate)
+
+    def __get_pydantic_json_schema__(self, schema: Any, handler: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": "integer" if self.kind is int else "number"}
+        if self.lo is not None:
+            out["exclusiveMinimum" if self.lo_open else "minimum"] = self.lo
+        if self.hi is not None:
+            out["exclusiveMaximum" if self.hi_open else "maximum"] = self.hi
+        if self.hint:
+            out["description"] = self.hint
+        return {"anyOf": [out, {"type": "null"}]} if self.optional else out
+
+
+class OutOfRule(Exception):
+    """A value outside a :class:`Num` rule (turned into a ConfigError or a pydantic error by the caller)."""
 
 
 #: a command of the command line quoted in a message ('cooplab params cpr'): said as it is
@@ -255,16 +312,40 @@ def show(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-#: Every numeric option and config field. Keys are the option names without dashes.
-RULES: dict[str, Num] = {
+#: The caps table: every bound a number may have, declared once. The keys are command-line option
+#: names without the dashes (``--n-agents``: ``"n-agents"``) and, for settings no option sets, the
+#: setting's own name. Each model field that holds a number takes its rule from here as a pydantic
+#: constraint (``Annotated[int, RULES["rounds"]]``, or ``RULES["param"].within(0)`` for a narrower
+#: domain); each command-line option parses with it (:func:`cooplab.cli.options.num_opt`); a test
+#: walks every model and checks that no bound is written anywhere else.
+RULES: dict[str, Num] = {name: replace(rule, name=name) for name, rule in {
+    # --- every run ------------------------------------------------------------------------------
     "seed": Num(int, 0, MAX_SEED),
     "n-agents": Num(int, 2, MAX_AGENTS, hint="agents per society"),
+    "mix-count": Num(int, 0, MAX_AGENTS, hint="agents of this model in a mixed society"),
     "rounds": Num(int, 1, MAX_ROUNDS),
     "replicates": Num(int, 1, MAX_REPLICATES),
     "figure-replicates": Num(int, 2, MAX_REPLICATES, hint="at least 2 for error bars"),
+    # --- a society's parameters (CPR, diners) --------------------------------------------------
+    "param": Num(float, -MAX_PARAM, MAX_PARAM),
+    "share": Num(float, 0, 1, hint="a share or a probability"),
     "iterations": Num(int, 1, MAX_ROUNDS),
     "combination": Num(int, 1, 2, hint="the paper's initial combinations"),
     "beta": Num(float, 0, 1000, hint="selection strength of the Fermi rule"),
+    # --- the behavioral games -------------------------------------------------------------------
+    "group-size": Num(int, 2, MAX_GROUP, hint="players in each group"),
+    "simulations": Num(int, 1, MAX_SIMULATIONS),
+    "tokens": Num(int, 0, MAX_TOKENS, hint="tokens"),
+    "factor": Num(float, 0, MAX_FACTOR),
+    # --- science teams --------------------------------------------------------------------------
+    "max-reentries": Num(int, 0, 5, hint="passes a team may be asked for again"),
+    "max-steps": Num(int, 1, 100, hint="model calls per member in the work phase"),
+    "loop-steps": Num(int, 1, 20, hint="model calls of a lead's loop"),
+    "deliberation-rounds": Num(int, 0, 5),
+    "code-timeout": Num(float, 0, 600, lo_open=True, hint="seconds"),
+    "chars": Num(int, 200, 100_000, hint="characters"),
+    "judge-samples": Num(int, 1, 20, hint="judge calls per run, averaged"),
+    # --- LLM agents -----------------------------------------------------------------------------
     "temperature": Num(float, 0, 2),
     "max-tokens": Num(int, 1, 100_000),
     "max-concurrency": Num(int, 1, 1024),
@@ -273,15 +354,134 @@ RULES: dict[str, Num] = {
     "rps": Num(float, 0.001, 1_000_000, hint="requests per second; omit it for no limit", optional=True),
     "budget": Num(float, 0, 1_000_000, hint="USD; omit it for no cap", optional=True),
     "price-in": Num(float, 0, 1000, hint="USD per 1K input tokens; omit it for each model's own price", optional=True),
+    "price-out": Num(float, 0, 1000, hint="USD per 1K output tokens; omit it for each model's own price", optional=True),
+    "price": Num(float, 0, 1000, hint="USD per 1K tokens"),
+    # --- the sandbox ----------------------------------------------------------------------------
     "sandbox-rate": Num(float, 0, 1000, hint="USD per second of sandbox time; 0: sandbox time is recorded but free"),
     "sandbox-timeout": Num(float, 0, 86_400, lo_open=True, hint="seconds one run_code call may take"),
-    "price-out": Num(float, 0, 1000, hint="USD per 1K output tokens; omit it for each model's own price", optional=True),
+    # --- commands -------------------------------------------------------------------------------
     "parallel": Num(int, 1, 64, hint="cells run at once"),
     "samples": Num(int, 1, 100_000, hint="points of the calibration design"),
     "batch": Num(int, 1, 10_000, hint="samples per job"),
     "port": Num(int, 0, 65535),
     "max-fallback": Num(float, 0, 1, hint="a share of decisions, e.g. 0.2"),
-}
+}.items()}
+
+
+# --- one formatter for every validation error ------------------------------------------------
+def dotted(loc: Any) -> str:
+    """A pydantic error location as a field path: ``("llm", "prices", "x", 0)`` -> ``llm.prices['x'][0]``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part == "[key]":
+            out += " (a key)"
+        elif out and not str(part).isidentifier():
+            out += f"[{part!r}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def flags(names: Any = None, *, rest: Callable[[str], str] | None = None) -> Callable[[tuple], str]:
+    """How the command line names a setting in a message: ``names[field]`` when given (CPR's ``N`` is
+    ``--n-agents``), ``rest(field)`` for the others (``--set K``), else the field as an option
+    (``max_tokens`` -> ``--max-tokens``). :func:`for_python` turns these back into keywords."""
+    names = dict(names or {})
+
+    def name(loc: tuple) -> str:
+        if not loc:
+            return ""
+        head, tail = str(loc[0]), dotted(loc[1:])
+        if head in names:
+            label = names[head]
+        elif rest is not None:
+            label = rest(head)
+        else:
+            label = "--" + head.replace("_", "-")
+        return label + (("" if tail.startswith("[") else ".") + tail if tail else "")
+
+    name.bare, name.where = name, ""  # type: ignore[attr-defined]
+    return name
+
+
+def in_file(where: str, prefix: str = "") -> Callable[[tuple], str]:
+    """How a file names a setting in a message: ``config.json: llm.budget`` (``where``: the file and
+    what it is; ``prefix``: the block the model was read from, e.g. ``llm``)."""
+    def bare(loc: tuple) -> str:
+        return dotted(((prefix,) if prefix else ()) + tuple(loc))
+
+    def name(loc: tuple) -> str:
+        path = bare(loc)
+        return f"{where}: {path}" if path else where
+
+    name.bare, name.where = bare, where  # type: ignore[attr-defined]
+    return name
+
+
+def cross(fields: tuple[str, ...], text: str) -> Exception:
+    """The error of a rule between settings (raised by a model's validator): ``text`` names each of
+    ``fields`` as ``<field>`` (``"<replicates> x <N> must be at most ..."``) and :func:`explain`
+    names them as the place does (``--replicates x --n-agents``, ``config.json: params.replicates x
+    params.N``)."""
+    from pydantic_core import PydanticCustomError
+
+    return PydanticCustomError("cross", text, {"fields": list(fields)})
+
+
+def explain(exc: Any, name: Callable[[tuple], str] | None = None) -> str:
+    """The one-line message of a pydantic ``ValidationError`` (its first error), the setting named by
+    ``name(loc)`` (:func:`flags` for the command line, :func:`in_file` for a file; default the
+    field path): ``--budget must be a finite number in [0, 1000000] (USD; omit it for no cap), got
+    nan``, ``config.json: params.population must be altruistic, selfish or mixed, got 'x'``,
+    ``config.json: llm: unknown field 'models'``. Every entry point raises its validation errors
+    through this function, so a bad value reads the same whatever the model and the place."""
+    name = name or dotted
+    e = exc.errors(include_url=False)[0]
+    loc, kind, ctx = tuple(e.get("loc") or ()), e.get("type", ""), e.get("ctx") or {}
+    got = show(e.get("input"))
+    msg = str(e.get("msg", "")).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    if kind == "extra_forbidden":
+        parent = name(loc[:-1])
+        return f"{parent + ': ' if parent else ''}unknown field {str(loc[-1])!r}"
+    if kind == "missing":
+        parent = name(loc[:-1])
+        return f"{parent + ' ' if parent else ''}lacks {loc[-1]}" if parent else f"{loc[-1]} is missing"
+    if kind == "cross":
+        bare, where = getattr(name, "bare", name), getattr(name, "where", "")
+        text = re.sub(r"<(\w+)>", lambda m: bare(loc + (m.group(1),)) or m.group(1), msg)
+        return f"{where}: {text}" if where else text
+    label = name(loc)
+    if kind == "cap":
+        return f"{label} must be {ctx.get('rule')}, got {got}"
+    if kind in ("literal_error", "enum"):
+        expected = str(ctx.get("expected", "")).replace("'", "")
+        return f"{label} must be {expected}, got {got}"
+    if kind in ("bool_type", "bool_parsing"):
+        return f"{label} must be true or false, got {got}"
+    wanted = {"string_type": "a string", "int_type": "an integer", "int_parsing": "an integer", "float_type": "a number",
+              "float_parsing": "a number", "dict_type": "a JSON object", "model_type": "a JSON object", "model_attributes_type": "a JSON object",
+              "list_type": "a list", "tuple_type": "a list", "none_required": "null"}.get(kind)
+    if wanted:
+        return f"{label} must be {wanted}, got {got}"
+    if kind in ("too_short", "too_long"):
+        return f"{label}: {msg.replace('List', 'the list').replace('Tuple', 'the list')}"
+    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal", "multiple_of"):
+        return f"{label} must be {msg.removeprefix('Input should be ')}, got {got}"
+    return f"{label}: {msg}" if label else msg
+
+
+def validate(model: Any, raw: Any, name: Callable[[tuple], str] | None = None, *, context: Any = None,
+             strict: bool | None = None) -> Any:
+    """``model.model_validate(raw)`` (a pydantic model class; ``strict=False`` for a file's JSON
+    types), or a one-line :class:`ConfigError` (:func:`explain`, settings named by ``name``)."""
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate(raw, context=context, strict=strict)
+    except ValidationError as exc:
+        raise ConfigError(explain(exc, name)) from None
 
 
 def check(name: str, value: Any, rule: str | Num) -> Any:

@@ -7,7 +7,9 @@
     from cooplab.world import DecisionSpec, PolicyResult, decide_all, llm_node    # LLM players
 
 =====================  ============================================================================
-the task               :class:`Task` (subclass it), :class:`RunInfo` (what ``outputs`` is told),
+the task               :class:`Task` (subclass it), :class:`TaskConfig` (the typed configuration
+                       every hook is given: ``config.params`` is the task's ``Params``),
+                       :class:`RunInfo` (what ``outputs`` is told),
                        :class:`TaskConfigError` (a bad value of a resumed run's config, one line),
                        :func:`register_task` (from Python; a package uses the ``cooplab.tasks``
                        entry point instead)
@@ -40,7 +42,7 @@ from __future__ import annotations
 
 #: the module that defines each name (the layering test checks that the world face sits above them)
 _FROM: dict[str, tuple[str, ...]] = {
-    "cooplab.graphs.task": ("Task", "RunInfo", "TaskConfigError"),
+    "cooplab.graphs.task": ("Task", "TaskConfig", "RunInfo", "TaskConfigError"),
     "cooplab.graphs.state": ("AppendLog",),
     "cooplab.graphs.rng": ("phase_rng",),
     "cooplab.graphs.society": ("build_society",),

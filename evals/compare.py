@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 #: summary fields that describe the run, not its outcome
-NOT_OUTCOMES = {"wall_seconds", "seed", "replicates", "n_agents", "task", "agents", "status", "message"}
+NOT_OUTCOMES = {"version", "wall_seconds", "seed", "replicates", "n_agents", "task", "agents", "status", "message"}
 #: columns of a per-round table that say which row it is
 KEY_COLUMNS = ("condition", "replicate", "society", "round")
 
@@ -150,7 +150,9 @@ def first_difference(a: pd.DataFrame | None, b: pd.DataFrame | None) -> int | No
     keys = _key_columns(a)
     cols = [c for c in value_columns(a) if c in b.columns]
     last = int(min(a["round"].max(), b["round"].max())) if len(a) and len(b) else 0
-    for r in range(1, last + 1):
+    # the rounds either table has (never every number up to the last: a table from a run folder may name round 10**12)
+    present = pd.to_numeric(pd.concat([a["round"], b["round"]], ignore_index=True), errors="coerce").dropna()
+    for r in sorted({int(x) for x in present if 1 <= x <= last}):
         ra = a[a["round"] == r].sort_values(keys).reset_index(drop=True)
         rb = b[b["round"] == r].sort_values(keys).reset_index(drop=True)
         if len(ra) != len(rb) or not ra[keys].equals(rb[keys]):

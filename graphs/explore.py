@@ -81,8 +81,10 @@ class Plot:
     same key. ``integer_x``: x ticks on whole numbers (rounds). ``bands`` maps a label to (lower,
     upper) values over ``x``: an interval drawn as a shaded band (as whiskers over categories, bars or
     points) in the colour of the series of the same label; ``scatter`` maps a label to (xs, ys):
-    single values drawn as open dots (e.g. each seed of a condition). Say in ``caption`` what every
-    line, band and dot is."""
+    single values drawn as open dots (e.g. each seed of a condition). ``marks``: places on the x axis,
+    each ``{"x": X, "label": TEXT}`` (a dotted vertical line) or ``{"x": X, "to": X2, "label": TEXT}``
+    (a grey band from X to X2), e.g. the rounds two runs share and the first round they differ. Say in
+    ``caption`` what every line, band, dot and mark is."""
 
     x: Sequence[Any]
     series: Mapping[str, Sequence[Any]]
@@ -97,6 +99,7 @@ class Plot:
     dashed: Sequence[str] = ()
     bands: Mapping[str, Any] = field(default_factory=dict)
     scatter: Mapping[str, Any] = field(default_factory=dict)
+    marks: Sequence[Mapping[str, Any]] = ()
 
 
 @dataclass

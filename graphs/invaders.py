@@ -20,9 +20,11 @@ Python's ``invader="greedy@5"`` or a dict say the same.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from cooplab.limits import ConfigError, show
+from pydantic import BaseModel, ConfigDict, StrictStr
+
+from cooplab.limits import RULES, ConfigError, show
 
 KINDS = ("greedy", "defector", "free-rider", "model")
 
@@ -101,3 +103,38 @@ def text(invader: dict[str, Any] | None) -> str:
         return "none"
     who = f"model {invader['model']}" if invader["kind"] == "model" else invader["kind"]
     return f"{who} at round {invader['round']} in agent {invader['agent']}'s seat"
+
+
+class Invader(BaseModel):
+    """A run's invader as its settings hold it (config.json's ``params.invader``): the kind, the round K
+    it arrives, the seat it takes (an agent number, text) and, for kind ``model``, the model's spec.
+    What depends on the society (K within its rounds, the seat among its agents, ``model`` only for
+    LLM agents) is checked by the settings that hold it (:func:`check_in`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["greedy", "defector", "free-rider", "model"]
+    round: Annotated[int, RULES["rounds"].within(2, hint="the round K the invader arrives (round 1 has no level before it)")]
+    agent: StrictStr
+    model: StrictStr | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+def check_in(invader: Invader | None, *, n_agents: int, rounds: int, agents: str | None, kinds: tuple[str, ...]) -> None:
+    """``invader`` checked against its society (by :func:`parse`'s rules), or a pydantic error of
+    the one formatter naming the setting ``invader`` as the place does (``--invader``,
+    ``config.json: params.invader``)."""
+    if invader is None:
+        return
+    from cooplab.limits import cross
+
+    raw = invader.as_dict()
+    try:
+        out = parse(raw, n_agents=n_agents, rounds=rounds, agents=agents or ("llm" if invader.kind == "model" else "rule"),
+                    kinds=kinds, where="<invader>")
+    except ConfigError as exc:
+        raise cross(("invader",), str(exc)) from None
+    if out != raw:
+        raise cross(("invader",), f"<invader> must be {out}, got {show(raw)}")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Mapping
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -156,6 +157,6 @@ def overridden(package: str, variant: str) -> list[str]:
 def variant_of(config: Any) -> str:
     """The prompt variant a run's config names (``llm.prompt_variant``; ``original`` for a run
     without LLM agents or one written before variants existed)."""
-    llm = config.get("llm") if hasattr(config, "get") else None
+    llm = config.get("llm") if isinstance(config, Mapping) else getattr(config, "llm", None)
     value = llm.get("prompt_variant") if isinstance(llm, dict) else getattr(llm, "prompt_variant", None)
     return value if isinstance(value, str) and value else ORIGINAL

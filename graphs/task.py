@@ -9,15 +9,17 @@ bar, ``summary.json`` and ``--json``) is the runner's. A task registers under a 
 built-in ones in :mod:`cooplab.runs.registry`, third-party ones through the ``cooplab.tasks``
 entry-point group (see docs/write-your-own-task.md).
 
-The runner calls, in order: ``check_config`` (on resume: every value of a run's config.json),
-``init_state`` (a new run) or the last checkpoint (resume), ``build`` (the compiled graph, with
-the runner's checkpointer), then ``outputs`` with the final state (tables and figures written
-into the run directory, the task's results returned as an instance of its ``Results`` model,
-written into summary.json: :mod:`cooplab.graphs.runfiles`) and ``report`` (the lines printed for
-a person, from the run's typed :class:`~cooplab.graphs.runfiles.RunSummary`). A run's ``config``
-is its config.json (:class:`cooplab.runs.config.RunConfig`
-written out): the common fields (``task``, ``agents``, ``seed``, ``csv``, ``llm``, ``sandbox``,
-``record``) and every setting of the task under ``params``.
+The runner calls, in order: ``init_state`` (a new run) or the last checkpoint (resume), ``build``
+(the compiled graph, with the runner's checkpointer), then ``outputs`` with the final state
+(tables and figures written into the run directory, the task's results returned as an instance
+of its ``Results`` model, written into summary.json: :mod:`cooplab.graphs.runfiles`) and
+``report`` (the lines printed for a person, from the run's typed
+:class:`~cooplab.graphs.runfiles.RunSummary`). Every hook receives the run's typed configuration
+(:class:`TaskConfig`; the engine's resolved :class:`cooplab.runs.config.RunConfig`): the common
+settings (``config.task``, ``config.agents``, ``config.seed``, ``config.csv``, ``config.llm``,
+``config.sandbox``, ``config.record``) and ``config.params``, an instance of the task's
+:attr:`Task.Params` that holds every setting of the task. A run's ``config.json`` is that
+configuration written out, and read back into it on resume, checked by the same model.
 
 This module is deliberately free of any import from ``cooplab.agents`` or ``cooplab.tasks``:
 the graph layer defines the shape, the layers above fill it in.
@@ -26,11 +28,11 @@ the graph layer defines the shape, the layers above fill it in.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from cooplab.graphs import runfiles
 from cooplab.graphs.runfiles import RunSummary
@@ -39,14 +41,61 @@ Node = Callable[..., Any]
 
 
 def first_error(exc: Any) -> str:
-    """A pydantic ``ValidationError`` as one line: ``field.path: message`` of its first error."""
-    e = exc.errors()[0]
-    loc = ".".join(str(x) for x in e["loc"]) or "value"
-    return f"{loc}: {e['msg'].removeprefix('Value error, ')}"
+    """A pydantic ``ValidationError`` as one line (kept for tasks written against it): the one
+    formatter's message, :func:`cooplab.limits.explain`, the setting named by its field path."""
+    from cooplab.limits import explain
+
+    return explain(exc)
 
 
 class TaskConfigError(ValueError):
     """A value of a task's configuration is wrong (one line naming the field and the fix)."""
+
+
+P = TypeVar("P", bound=BaseModel, covariant=True)
+
+
+class TaskConfig(Protocol, Generic[P]):
+    """What every hook of a task receives: a run's typed configuration (the engine's resolved
+    :class:`cooplab.runs.config.RunConfig`, or :class:`PlainConfig`). Annotate a hook's argument
+    ``config: TaskConfig[MyParams]`` and read ``config.params.rounds``: no string keys."""
+
+    @property
+    def task(self) -> str: ...
+    @property
+    def agents(self) -> str: ...  # rule | llm
+    @property
+    def seed(self) -> int: ...
+    @property
+    def csv(self) -> bool: ...
+    @property
+    def params(self) -> P: ...  # an instance of the task's Params: every setting of the task
+    @property
+    def llm(self) -> Any: ...  # the run's LLMSettings (cooplab.agents.settings), None without LLM agents
+    @property
+    def sandbox(self) -> Any: ...  # the run's SandboxSettings, None for a task without the sandbox
+    @property
+    def record(self) -> dict[str, Any]: ...  # what the run noted when it started (not a setting)
+
+
+@dataclass
+class PlainConfig:
+    """A :class:`TaskConfig` made without the engine (:meth:`Task.default_config`: draw a task's graph)."""
+
+    task: str
+    agents: str
+    params: Any
+    seed: int = 0
+    csv: bool = False
+    llm: Any = None
+    sandbox: Any = None
+    record: dict[str, Any] = field(default_factory=dict)
+
+
+class NoParams(BaseModel):
+    """The settings of a task that declares no :attr:`Task.Params` (whatever its options return)."""
+
+    model_config = ConfigDict(extra="allow")
 
 
 @dataclass
@@ -59,6 +108,9 @@ class RunInfo:
     seconds: float  # wall time of this invocation
     csv: bool  # write tables as CSV instead of Parquet
     llm: bool  # LLM agents (decisions and ledger are in the state)
+    #: the run's response cache file (None: --cache off, or no LLM), where a task may keep what a
+    #: rerun can copy instead of redoing (the CPR run figure: :func:`cooplab.tasks.cpr.figures.run_figure`)
+    cache: Path | None = None
 
 
 class Task:
@@ -74,9 +126,13 @@ class Task:
     #: subclass, one field per entry :meth:`outputs` returns; its fields sit at the top level of
     #: the file, beside the runner's). Default: any JSON values (:class:`~cooplab.graphs.runfiles.FreeResults`)
     Results: ClassVar[type[runfiles.Results]] = runfiles.FreeResults
-    #: the pydantic model of the task's parameters (``config["params"]``; a task with settings
-    #: beside them overrides :meth:`params`); ``cooplab params`` lists its fields, the generic
-    #: ``cooplab run NAME --set key=value`` validates through it
+    #: the pydantic model of every setting of the task (a run's ``config.params`` is an instance of
+    #: it; config.json's ``params`` is it written out). Its fields carry their bounds (numbers: a rule
+    #: of :data:`cooplab.limits.RULES`) and its validators every rule between them; they see the kind
+    #: of agents and whether the settings were read from a stored file in ``info.context``
+    #: (``{"agents", "stored"}``). ``cooplab params`` lists its fields, ``--set key=value`` sets them.
+    #: A Params that picks its model by one setting (the game's, by ``game``) names the models in a
+    #: ``variants`` class attribute ({value: model}) and returns an instance of one from ``model_validate``.
     Params: ClassVar[type[BaseModel] | None] = None
     #: the LangGraph state schema (a TypedDict; append-only fields typed ``AppendLog``)
     state_schema: ClassVar[type | None] = None
@@ -105,66 +161,54 @@ class Task:
     checkpoint_types: ClassVar[tuple[type, ...]] = ()
 
     # --- configuration ---------------------------------------------------------------------
-    def params(self, config: Mapping[str, Any]) -> BaseModel | None:
-        """The validated parameters of a run (``config["params"]`` through :attr:`Params`)."""
-        if self.Params is None:
-            return None
-        raw = config.get("params")  # always written by the CLI: a config.json without it is damaged
-        if not isinstance(raw, Mapping):
-            raise TaskConfigError(f"params must be a JSON object, got {raw!r}")
-        return self.Params(**raw)
-
-    def check_config(self, config: Mapping[str, Any]) -> None:
-        """Check every task-specific value of a run's config (a resumed run's config.json is
-        hostile input): raise :class:`TaskConfigError` (one line) on the first bad value."""
-        from pydantic import ValidationError
-
-        try:
-            self.params(config)
-        except ValidationError as exc:
-            raise TaskConfigError(f"params.{first_error(exc)}") from None
+    def params(self, config: TaskConfig) -> Any:
+        """The run's settings (``config.params``, an instance of :attr:`Params`)."""
+        return config.params
 
     def options(self, agents: str, *, set: Any = None) -> dict[str, Any]:  # noqa: A002 - the name of --set
-        """The task's settings from its run options: ``{"params": {...}}`` (optionally ``agents`` when an
-        option picks the kind, ``model_override`` when one fixes the model, ``record`` for what the
-        run notes). The keywords are those of ``cooplab run NAME``'s own options (``--n-agents`` is
-        ``n_agents``), as Python values. Each value is checked by the rule of its option; the first
-        bad one is a one-line :class:`~cooplab.limits.ConfigError`. Default: ``set`` (a dict of
-        :attr:`Params` values, or ``name=value`` strings) -> ``params``."""
-        from pydantic import ValidationError
+        """The task's settings from its run options: ``{"params": Params(...)}`` (optionally ``agents``
+        when an option picks the kind, ``record`` for what the run notes). The keywords are those of
+        ``cooplab run NAME``'s own options (``--n-agents`` is ``n_agents``), as Python values; the
+        values are checked by :attr:`Params` and the first bad one is a one-line
+        :class:`~cooplab.limits.ConfigError` naming the option (:func:`cooplab.limits.flags`).
+        Default: ``set`` (a dict of :attr:`Params` values, or ``name=value`` strings) -> ``params``."""
+        from cooplab.limits import flags, parse_set, validate
 
-        from cooplab.limits import ConfigError, parse_set
+        if self.Params is None:
+            parse_set(set, {}, self.name)
+            return {"params": NoParams()}
+        values = parse_set(set, self.Params.model_fields, self.name)
+        return {"params": validate(self.Params, values, flags(rest=lambda f: f"--set {f}"), context={"agents": agents})}
 
-        values = parse_set(set, self.Params.model_fields if self.Params is not None else {}, self.name)
-        try:
-            params = self.Params(**values) if self.Params is not None else None
-        except ValidationError as exc:
-            raise ConfigError(f"--set {first_error(exc)}") from None
-        return {"params": params.model_dump(mode="json") if params is not None else {}}
+    def n_agents(self, config: TaskConfig) -> int:
+        """Agents per society (per-agent ``--agent-model`` keys are checked against it): the
+        ``n_agents`` of the run's params (a field or a property of :attr:`Params`), else 1."""
+        return int(getattr(config.params, "n_agents", 1))
 
-    def n_agents(self, config: Mapping[str, Any]) -> int:
-        """Agents per society (per-agent ``--agent-model`` keys are checked against it)."""
-        return int(getattr(self.params(config), "n_agents", 1))
+    def fixed_model(self, config: TaskConfig) -> str | None:
+        """The model spec the run's settings fix for its LLM agents (e.g. science's built-in
+        scripted teams), or None. A new run takes it; a stored config.json must name it."""
+        return None
 
-    def llm_phases(self, config: Mapping[str, Any]) -> Sequence[str] | None:
+    def llm_phases(self, config: TaskConfig) -> Sequence[str] | None:
         """The phases the run's LLM agents are asked in (a scripted model's file must answer each,
         checked before the run starts), or None when the task does not say (then a phase without
         answers stops the run at its first call, naming the phase and the file)."""
         return None
 
-    def other_models(self, config: Mapping[str, Any]) -> list[tuple[str, str, str, Sequence[str]]]:
+    def other_models(self, config: TaskConfig) -> list[tuple[str, str, str, Sequence[str]]]:
         """Models an LLM run calls besides its agents' (e.g. a judge), each as (its option, its place
         in config.json, the model spec, the phases it is asked in): checked with the run's model
         settings before the run starts or resumes. Default: none."""
         return []
 
-    def cost_cap(self, config: Mapping[str, Any]) -> float | None:
+    def cost_cap(self, config: TaskConfig) -> float | None:
         """The most a run of ``config`` may spend in USD, all its capped spending together (default:
         the LLM budget; 0 without LLM agents; None: no cap). A sweep with a sweep-wide budget
         starts a cell only when this much is left."""
-        if config.get("agents") != "llm":
+        if config.agents != "llm" or config.llm is None:
             return 0.0
-        return (config.get("llm") or {}).get("budget")
+        return config.llm.budget
 
     def cost_spent(self, summary: RunSummary[Any]) -> float | None:
         """What a run spent in USD, from its summary (default: the LLM ledger's total; None when an
@@ -173,18 +217,25 @@ class Task:
             return summary.ledger.cost_usd_float
         return None if summary.agents == "llm" else 0.0
 
-    def default_config(self, agents: str = "rule") -> dict[str, Any]:
-        """A complete config with default values (``cooplab graph NAME`` draws its graph)."""
-        params = self.Params().model_dump(mode="json") if self.Params is not None else {}
-        return {"version": 2, "task": self.name, "agents": agents, "seed": 0, "csv": False, "params": params, "llm": None,
-                "sandbox": None, "record": {}}
+    def default_params(self) -> BaseModel:
+        """The task's settings with their default values (:attr:`Params` built from nothing)."""
+        return self.Params.model_validate({}) if self.Params is not None else NoParams()
+
+    def default_config(self, agents: str | None = None, **params: Any) -> PlainConfig:
+        """A configuration with default values (``cooplab graph NAME`` draws its graph): ``agents``
+        (default the task's first kind) and ``params`` set over the defaults of :attr:`Params`."""
+        agents = agents or self.agent_kinds[0]
+        # the given settings over the model's own defaults (a default that follows another setting, as
+        # a solo pipeline's one analyst, follows it)
+        values = self.Params.model_validate(params, context={"agents": agents}) if self.Params is not None else NoParams(**params)
+        return PlainConfig(task=self.name, agents=agents, params=values)
 
     # --- the graph -------------------------------------------------------------------------
-    def phases(self, config: Mapping[str, Any]) -> Mapping[str, Node]:
+    def phases(self, config: TaskConfig) -> Mapping[str, Node]:
         """*Required* unless :meth:`build` is overridden: the ordered nodes of one round."""
         raise NotImplementedError(f"task {self.name!r} defines neither phases() nor build()")
 
-    def build(self, config: Mapping[str, Any], *, checkpointer: Any = None):
+    def build(self, config: TaskConfig, *, checkpointer: Any = None):
         """The compiled graph of a run (default: :meth:`phases` looped by ``build_society``)."""
         from cooplab.graphs.context import CoopContext
         from cooplab.graphs.society import build_society
@@ -192,35 +243,35 @@ class Task:
         return build_society(self.phases(config), self.state_schema, checkpointer=checkpointer, name=self.name,
                              context_schema=CoopContext)
 
-    def prepare_run(self, config: Mapping[str, Any], out: Path) -> None:
+    def prepare_run(self, config: TaskConfig, out: Path) -> None:
         """Files the run needs in ``out`` before its graph runs (e.g. a generated dataset). Called
         when a run starts and on every resume, so it must be idempotent (rewrite identical files,
         or check the ones there). Default: nothing."""
 
-    def sandbox_dataset(self, config: Mapping[str, Any], out: Path) -> Path | None:
+    def sandbox_dataset(self, config: TaskConfig, out: Path) -> Path | None:
         """The file every sandbox session of the run loads read-only as ``df`` (tasks that use the
         sandbox), or None."""
         return None
 
-    def init_state(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        """*Required*: the initial state of a new run (every random draw from ``config["seed"]``)."""
+    def init_state(self, config: TaskConfig) -> dict[str, Any]:
+        """*Required*: the initial state of a new run (every random draw from ``config.seed``)."""
         raise NotImplementedError
 
-    def total_rounds(self, config: Mapping[str, Any]) -> int:
-        """Rounds the progress bar counts to."""
-        return int(getattr(self.params(config), "rounds", 0) or 0)
+    def total_rounds(self, config: TaskConfig) -> int:
+        """Rounds the progress bar counts to (default: the ``rounds`` of the run's params, else 0)."""
+        return int(getattr(config.params, "rounds", 0) or 0)
 
     def recursion_limit(self, state: Mapping[str, Any], n_nodes: int) -> int:
         """LangGraph's step limit for a run from ``state`` (default: every round's nodes plus slack)."""
         return int(state.get("max_round", 1)) * (n_nodes + 1) + 10
 
-    def fork_state(self, state: Mapping[str, Any], old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    def fork_state(self, state: Mapping[str, Any], old: TaskConfig, new: TaskConfig) -> dict[str, Any]:
         """The updates a fork (:mod:`cooplab.runs.fork`) makes to ``state``, its parent's state at the
         end of a round, so that the rounds after it run under the fork's config ``new`` instead of
-        the parent's ``old`` (e.g. parameters the state carries). Default: none, and a change of
+        the parent's ``old`` (both typed, as every hook's) (e.g. parameters the state carries). Default: none, and a change of
         ``params`` is refused (one-line :class:`~cooplab.limits.ConfigError`): a task whose state
         holds its parameters must say how they change."""
-        if old.get("params") != new.get("params"):
+        if old.params != new.params:
             from cooplab.limits import ConfigError
 
             raise ConfigError(f"{self.name} runs cannot change their parameters at a fork yet (only the model or the prompt variant)")
@@ -240,7 +291,7 @@ class Task:
         return {} if active is None else {"running": int(active.sum())}
 
     # --- results ---------------------------------------------------------------------------
-    def outputs(self, final: Mapping[str, Any], config: Mapping[str, Any], run: RunInfo) -> runfiles.Results | Mapping[str, Any]:
+    def outputs(self, final: Mapping[str, Any], config: TaskConfig, run: RunInfo) -> runfiles.Results | Mapping[str, Any]:
         """*Required*: write the task's tables and figures into ``run.out`` from the final state and
         return the task's results: an instance of :attr:`Results` (a plain mapping is validated
         through it; a mapping may also set ``seed``). The runner writes them into summary.json
@@ -288,12 +339,28 @@ class Task:
         return None
 
     def params_table(self) -> list[dict[str, Any]]:
-        """Rows (name, default, meaning, source) for ``cooplab params NAME``."""
+        """Rows (name, default, meaning, source) for ``cooplab params NAME``: every field of
+        :attr:`Params` (of each of its ``variants``, with the variant's key, e.g. ``game``)."""
         if self.Params is None:
             return []
-        rows = []
-        for name, f in self.Params.model_fields.items():
-            default = f.get_default(call_default_factory=True)
-            extra = f.json_schema_extra if isinstance(f.json_schema_extra, dict) else {}
-            rows.append({"name": name, "default": default, "meaning": f.description or "", "source": str(extra.get("source", "task"))})
-        return rows
+        variants = getattr(self.Params, "variants", None)
+        if isinstance(variants, Mapping):
+            key = getattr(self.Params, "variant_key", "variant")
+            return [{key: name, **row} for name, model in variants.items() for row in fields_table(model) if row["name"] != key]
+        return fields_table(self.Params)
+
+
+def fields_table(model: type[BaseModel]) -> list[dict[str, Any]]:
+    """Rows (name, default, meaning, source) of a pydantic model's fields (a field's ``source``: its
+    ``json_schema_extra["source"]``; a nested model's fields as ``field.sub``)."""
+    rows = []
+    for name, f in model.model_fields.items():
+        default = f.get_default(call_default_factory=True)
+        extra = f.json_schema_extra if isinstance(f.json_schema_extra, dict) else {}
+        source = str(extra.get("source", "task"))
+        if isinstance(default, BaseModel):
+            rows += [{**row, "name": f"{name}.{row['name']}", "source": source if row["source"] == "task" else row["source"]}
+                     for row in fields_table(type(default))]
+            continue
+        rows.append({"name": name, "default": default, "meaning": f.description or "", "source": source})
+    return rows

@@ -160,7 +160,7 @@ def profile_command(
     if kind == "llm":
         llm = co.llm_settings(dict(model=model, base_url=base_url, temperature=temperature, max_tokens=max_tokens,
                                    max_concurrency=max_concurrency, rps=rps, budget=budget, price_in=price_in, price_out=price_out,
-                                   cache=cache)).checked().model_dump(mode="json")
+                                   cache=cache)).resolve().model_dump(mode="json")
     try:
         req = pf.request(games=chosen, players=kind, simulations=simulations, group_size=group_size, seed=seed, prompt=prompt,
                          deliberation=deliberation, llm=llm, pareto_references=_references(pareto_reference),

@@ -109,15 +109,13 @@ def model_kinds() -> str:
 def llm_settings(values: Mapping[str, Any]) -> "LLMSettings":
     """A command's LLM settings, built the same way by every command from its values of the shared
     LLM options below (by parameter name: ``model``, ``agent_model``, ``base_url``, ``temperature``,
-    ``max_tokens``, ...); a setting the command has no option for keeps its default. Not yet
-    checked: :meth:`~cooplab.agents.settings.LLMSettings.checked` does that (the run checks it
-    with the number of agents)."""
-    from cooplab.agents.settings import LLMSettings, parse_agent_models
+    ``max_tokens``, ...; :meth:`~cooplab.agents.settings.LLMSettings.from_options`); a setting the
+    command has no option for keeps its default, a bad value is a one-line ConfigError naming the
+    option. Not yet resolved: :meth:`~cooplab.agents.settings.LLMSettings.resolve` does that (the
+    run resolves it with the number of agents)."""
+    from cooplab.agents.settings import LLMSettings
 
-    kw = {k: values[k] for k in LLMSettings.model_fields if k in values and k != "agent_models"}
-    if values.get("agent_model"):
-        kw["agent_models"] = parse_agent_models(values["agent_model"])
-    return LLMSettings(**kw)
+    return LLMSettings.from_options(values)
 
 
 ModelOpt = Annotated[str, typer.Option("--model", help=f"LLM agents' model: {model_kinds()}.")]

@@ -156,7 +156,7 @@ def exit_if_stopped(run: Any) -> None:
         raise typer.Exit(1)
 
 
-def run_and_report(task: "Task", out: Path, config: dict[str, Any], *, force: bool, quiet: bool, as_json: bool) -> None:
+def run_and_report(task: "Task", out: Path, config: Any, *, force: bool, quiet: bool, as_json: bool) -> None:
     """Run ``config`` with :func:`cooplab.run` (the run directory prepared there) and report; its
     one-line errors in the command line's words."""
     from cooplab.runs import api

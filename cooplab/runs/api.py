@@ -143,8 +143,8 @@ def _python_words(fn: Callable) -> Callable:
     return wrapper
 
 
-def _config(config: RunConfig | Mapping[str, Any] | None, task: str | Task | None, kw: dict[str, Any]) -> tuple[Task, dict[str, Any]]:
-    """The checked config.json of a run from a RunConfig, a mapping of its fields, or keywords."""
+def _config(config: RunConfig | Mapping[str, Any] | None, task: str | Task | None, kw: dict[str, Any]) -> tuple[Task, RunConfig]:
+    """The resolved configuration of a run from a RunConfig, a mapping of its fields, or keywords."""
     if isinstance(task, Task):
         task = registry.register_task(task, replace=True).name if registry.registered(task.name) is not task else task.name
     if config is None:
@@ -167,7 +167,7 @@ def _config(config: RunConfig | Mapping[str, Any] | None, task: str | Task | Non
         t = registry.get(config.task)
     except registry.UnknownTask as exc:
         raise ConfigError(str(exc)) from None
-    return t, config.to_config(t)
+    return t, config.resolve(t)
 
 
 @_python_words

@@ -2,71 +2,55 @@
 
 :class:`RunConfig` names what a run is: the task, who decides (``agents``), the seed, whether
 tables are CSV, the task's own settings (``params``), the LLM settings and the sandbox settings.
-A run's ``config.json`` is a RunConfig written out (:meth:`RunConfig.to_config`), plus ``record``:
-what was noted when the run started (code version, time, environment, a dataset's hash).
+A run's ``config.json`` is a resolved RunConfig written out (:meth:`RunConfig.to_json`), with
+``record``: what was noted when the run started (code version, time, environment, a dataset's hash).
 
-Two ways in:
+Three ways in:
 
 - **options**: the task's run options as keywords (``n_agents=3, rounds=5``, the keywords of its
   :meth:`~cooplab.graphs.task.Task.options`, the same as ``cooplab run TASK``'s flags), resolved
   into ``params`` by the task;
-- **params**: the stored settings themselves, as in a config.json (``RunConfig.load(path)``), to
-  run a configuration again or to resume one.
+- **params**: the task's settings themselves, an instance of its
+  :attr:`~cooplab.graphs.task.Task.Params` or the object a config.json stores;
+- **a stored config**: ``RunConfig.load(path)`` reads a run directory's config.json (any version)
+  back into a resolved RunConfig, to run it again or to resume it.
 
-Every value is checked by one set of rules (:mod:`cooplab.limits`, the task's own checks, the model
-and cache checks of :class:`~cooplab.agents.settings.LLMSettings`); the first bad value is a
-one-line :class:`~cooplab.limits.ConfigError`, with the same message whatever the entry point, and
-nothing has been written yet. Files written by older code are upgraded on reading
-(:func:`cooplab.graphs.rundir.upgrade_config`).
+:meth:`RunConfig.resolve` turns any of them into the one typed configuration every task hook
+receives: ``params`` an instance of the task's ``Params``, ``agents`` set, ``llm`` the resolved
+:class:`~cooplab.agents.settings.LLMSettings` (None without LLM agents), ``sandbox`` the
+:class:`SandboxSettings` (None for a task without the sandbox). Every number is checked by the
+rule its field carries (:data:`cooplab.limits.RULES`), every other value by its model's own
+validators, and the first bad one is a one-line :class:`~cooplab.limits.ConfigError`
+(:func:`cooplab.limits.explain`) naming it as the entry point spells it: the option on the command
+line (``--budget``), the keyword in Python (``budget``), the field of a file
+(``config.json: llm.budget``); nothing has been written yet. Files written by older code are
+upgraded on reading (:func:`cooplab.graphs.rundir.upgrade_config`).
 """
 
 from __future__ import annotations
 
 import inspect
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Callable, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_serializer, field_validator
 
 from cooplab.agents.models.errors import MissingAPIKey
+from cooplab.agents.settings import CLI_NAMES, LLMSettings, parse_agent_models
 from cooplab.extras import MissingExtra
-from cooplab.agents.settings import LLMSettings, parse_agent_models
 from cooplab.graphs import prompts, rundir
-from cooplab.graphs.task import Task, TaskConfigError, first_error
-from cooplab.limits import ConfigError, check, one_line, parse_json, show
+from cooplab.graphs.task import Task, TaskConfigError
+from cooplab.limits import RULES, ConfigError, flags, in_file, one_line, parse_json, show, validate
 
 
 class SandboxSettings(BaseModel):
     """Where the science teams' ``run_code`` runs (tasks that use the sandbox)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid")
 
-    backend: str = Field("docker", description="docker (isolated; never falls back) or local (no isolation, by name only).")
-    timeout: float = Field(30.0, description="Seconds one run_code call may take.")
-    rate: float = Field(0.0, description="USD per second of sandbox time charged to the ledger (0: recorded, free).")
-
-    def checked(self, name: Any = None) -> "SandboxSettings":
-        """These settings with every value checked (``name(field)``: how to call it; default the CLI flag)."""
-        label = name or (lambda key: f"--sandbox-{key}")
-        if self.backend not in ("docker", "local"):
-            raise ConfigError(f"{label('backend')} must be docker or local, got {show(self.backend)}")
-        check(label("timeout"), self.timeout, "sandbox-timeout")
-        check(label("rate"), self.rate, "sandbox-rate")
-        return self
-
-    @classmethod
-    def from_file(cls, raw: Any, where: str) -> "SandboxSettings":
-        if not isinstance(raw, dict):
-            raise ConfigError(f"{where} must be an object with backend, timeout and rate, got {show(raw)}")
-        unknown = sorted(set(raw) - set(cls.model_fields))
-        if unknown:
-            raise ConfigError(f"{where}: unknown field {unknown[0]!r}; use {', '.join(cls.model_fields)}")
-        if not isinstance(raw.get("backend", "docker"), str):
-            raise ConfigError(f"{where}.backend must be docker or local, got {show(raw.get('backend'))}")
-        for key, rule in (("timeout", "sandbox-timeout"), ("rate", "sandbox-rate")):
-            if key in raw:
-                check(f"{where}.{key}", raw[key], rule)
-        return cls.model_validate(raw, strict=False).checked(lambda key: f"{where}.{key}")
+    backend: Literal["docker", "local"] = Field("docker", description="docker (isolated; never falls back) or local (no isolation, by name only).")
+    timeout: Annotated[float, RULES["sandbox-timeout"]] = Field(30.0, description="Seconds one run_code call may take.")
+    rate: Annotated[float, RULES["sandbox-rate"]] = Field(0.0, description="USD per second of sandbox time charged to the ledger (0: recorded, free).")
 
 
 #: keyword arguments of :func:`cooplab.run` that are LLM settings (CLI flag spellings kept where they differ)
@@ -77,47 +61,77 @@ SANDBOX_KEYWORDS = {"sandbox_backend": "backend", "sandbox_timeout": "timeout", 
 _LLM_REQUIRED = {"model", "temperature", "max_tokens", "max_concurrency", "price_in", "price_out", "cache"}
 
 
+def _cli_name(loc: tuple) -> str:
+    """A setting of a RunConfig as the command line names it: ``--seed``, the LLM settings' own options
+    (``--budget``, ``--agent-model``), ``--sandbox-timeout``."""
+    if loc and loc[0] == "llm":
+        return flags(CLI_NAMES)(loc[1:])
+    if loc and loc[0] == "sandbox":
+        return flags(rest=lambda f: f"--sandbox-{f}")(loc[1:])
+    return flags()(loc)
+
+
 class RunConfig(BaseModel):
     """A run: the task, who decides (``agents``: rule or llm; default the task's first kind), the
     seed, whether tables are CSV, the task's settings (either ``options``, the keywords of its
-    :meth:`~cooplab.graphs.task.Task.options`, or ``params``, the settings as config.json stores
-    them), the LLM and sandbox settings, and ``record`` (noted when a run starts; not a setting)."""
+    :meth:`~cooplab.graphs.task.Task.options`, or ``params``, its ``Params`` or the object
+    config.json stores), the LLM and sandbox settings, and ``record`` (noted when a run starts; not
+    a setting). Resolved (:meth:`resolve`), it is what every hook of the task receives."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid")
 
-    version: int = rundir.CONFIG_VERSION
-    task: str
-    agents: str | None = None
-    seed: int = 0
-    csv: bool = False
+    version: Literal[rundir.CONFIG_VERSION] = rundir.CONFIG_VERSION  # type: ignore[valid-type]
+    task: StrictStr
+    agents: StrictStr | None = None
+    seed: Annotated[int, RULES["seed"]] = 0
+    csv: StrictBool = False
     options: dict[str, Any] = Field(default_factory=dict)
-    params: dict[str, Any] | None = None
+    params: Any = None
     llm: LLMSettings | None = None
     sandbox: SandboxSettings | None = None
     record: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("params")
+    @classmethod
+    def _params(cls, value: Any) -> Any:
+        if value is None or isinstance(value, BaseModel):
+            return value
+        if isinstance(value, dict):
+            return dict(value)
+        raise ValueError(f"params must be the task's Params or a JSON object of its settings, got {show(value)}")
+
+    @field_serializer("params")
+    def _dump_params(self, value: Any, info: Any) -> Any:
+        return value.model_dump(mode=info.mode) if isinstance(value, BaseModel) else value
+
+    @property
+    def resolved(self) -> bool:
+        """Whether this is a resolved configuration (:meth:`resolve`): typed params, agents set, no options."""
+        return isinstance(self.params, BaseModel) and self.agents is not None and not self.options
 
     @classmethod
     def from_keywords(cls, task: str, /, **kw: Any) -> "RunConfig":
         """A RunConfig from flat keywords, as :func:`cooplab.run` takes them: LLM settings
         (``model=``, ``budget=`` ...), sandbox settings (``sandbox_timeout=`` ...), the common fields,
-        ``params=`` (stored settings) and everything else the task's own options (a task option may
-        be called ``task``, as science's is: ``task`` here is positional)."""
+        ``params=`` (the task's settings) and everything else the task's own options (a task option
+        may be called ``task``, as science's is: ``task`` here is positional)."""
         llm = {k: kw.pop(k) for k in list(kw) if k in LLM_KEYWORDS}
         if "agent_model" in llm:  # the CLI's repeatable --agent-model AGENT=MODEL
             llm["agent_models"] = parse_agent_models(llm.pop("agent_model") or [])
         sandbox = {SANDBOX_KEYWORDS[k]: kw.pop(k) for k in list(kw) if k in SANDBOX_KEYWORDS}
         common = {k: kw.pop(k) for k in list(kw) if k in ("agents", "seed", "csv", "params")}
-        try:
-            return cls(task=task, options=kw, llm=LLMSettings(**llm) if llm else None,
-                       sandbox=SandboxSettings(**sandbox) if sandbox else None, **common)
-        except ValidationError as exc:
-            raise ConfigError(first_error(exc)) from None
+        fields = {"task": task, "options": kw, **common}
+        if llm:
+            fields["llm"] = validate(LLMSettings, llm, flags(CLI_NAMES))
+        if sandbox:
+            fields["sandbox"] = validate(SandboxSettings, sandbox, flags(rest=lambda f: f"--sandbox-{f}"))
+        return validate(cls, fields, _cli_name)
 
     @classmethod
     def load(cls, source: str | Path | dict[str, Any], *, where: str | None = None) -> "RunConfig":
         """A stored configuration (a run directory, its config.json, or the parsed object), upgraded
-        from older versions and checked like a resumed run's (one-line ConfigError). Run it again
-        with ``cooplab.run(RunConfig.load(path), out=...)``."""
+        from older versions and checked like a resumed run's (one-line ConfigError), resolved. Run it
+        again with ``cooplab.run(RunConfig.load(path), out=...)``."""
         if isinstance(source, dict):
             raw, where = source, where or "config"
         else:
@@ -129,39 +143,60 @@ class RunConfig(BaseModel):
             except (OSError, UnicodeDecodeError) as exc:
                 raise ConfigError(f"cannot read {path}: {one_line(getattr(exc, 'strerror', None) or exc)}") from None
             raw = parse_json(text, str(path))
-        config = check_stored(raw, where)
-        return cls(**{k: v for k, v in config.items() if k not in ("llm", "sandbox")},
-                   llm=None if config["llm"] is None else LLMSettings.model_validate(config["llm"], strict=False),
-                   sandbox=None if config["sandbox"] is None else SandboxSettings.model_validate(config["sandbox"], strict=False))
+        return check_stored(raw, where)
 
-    def to_config(self, task: Task | None = None) -> dict[str, Any]:
-        """The run's config.json: every value checked by its rule, nothing written."""
+    def resolve(self, task: Task | None = None) -> "RunConfig":
+        """This configuration resolved for a run of ``task`` (default: the registered task named
+        :attr:`task`): the task's options (or stored settings) turned into its typed ``Params``, the
+        kind of agents chosen, the LLM settings resolved (models, prices, cache; None without LLM
+        agents), the sandbox settings (None for a task without the sandbox). Every value is
+        checked; nothing is written. A resolved configuration comes back checked again, the same."""
         from cooplab.runs import registry
 
         task = task or registry.get(self.task)
         agents = self.agents or task.agent_kinds[0]
         if agents not in task.agent_kinds:
             raise ConfigError(f"--agents must be {' or '.join(task.agent_kinds)}, got {agents!r}")
-        check("--seed", self.seed, "seed")
         if self.params is not None:
             if self.options:
-                raise ConfigError(f"give the task's options or its stored params, not both (options: {', '.join(sorted(self.options))})")
-            fields: dict[str, Any] = {"params": self.params}
-            try:
-                task.check_config({"task": task.name, "agents": agents, "seed": self.seed, "params": self.params,
-                                   "llm": {"model": (self.llm or LLMSettings()).model}})
-            except TaskConfigError as exc:
-                raise ConfigError(f"params: {exc}" if not str(exc).startswith("params") else str(exc)) from None
-            except ValidationError as exc:
-                raise ConfigError(f"params.{first_error(exc)}") from None
+                raise ConfigError(f"give the task's options or its params, not both (options: {', '.join(sorted(self.options))})")
+            raw = self.params.model_dump(mode="json") if isinstance(self.params, BaseModel) else self.params
+            fields: dict[str, Any] = {"params": task_params(task, raw, agents, flags(rest=lambda f: f"params.{f}"), stored=True)}
         else:
             _check_keywords(task, self.options)
             fields = task.options(agents, **self.options)
         llm = self.llm if self.llm is not None else LLMSettings()
         sandbox = self.sandbox if self.sandbox is not None else SandboxSettings()
         config = build_config(task, fields, agents=agents, seed=self.seed, csv=self.csv, llm=llm, sandbox=sandbox)
-        config["record"] = {**config["record"], **self.record}
+        if self.record:
+            config.record.update(self.record)
         return config
+
+    def to_json(self) -> dict[str, Any]:
+        """The run's config.json (a resolved configuration; :meth:`to_config` resolves it first)."""
+        if not self.resolved:
+            raise ValueError("only a resolved RunConfig is written to config.json: call resolve() first (or to_config())")
+        return self.model_dump(mode="json", exclude={"options"})
+
+    def to_config(self, task: Task | None = None) -> dict[str, Any]:
+        """The run's config.json: every value checked, nothing written."""
+        return (self if self.resolved and task is None else self.resolve(task)).to_json()
+
+    def with_record(self, **fields: Any) -> "RunConfig":
+        """A copy with ``fields`` added to :attr:`record`."""
+        return self.model_copy(update={"record": {**self.record, **fields}})
+
+
+def task_params(task: Task, raw: Any, agents: str, name: Callable[[tuple], str], *, stored: bool = False) -> BaseModel:
+    """The task's settings ``raw`` (a JSON object) validated into its :attr:`~cooplab.graphs.task.Task.Params`,
+    or a one-line ConfigError naming the setting by ``name(loc)``. The validators see the kind of
+    agents and whether the settings were stored (``info.context``: ``{"agents", "stored"}``; a
+    stored config.json may predate a setting, and the model fills in what that older run did)."""
+    if task.Params is None:
+        from cooplab.graphs.task import NoParams
+
+        return NoParams()
+    return validate(task.Params, raw, name, context={"agents": agents, "stored": stored})
 
 
 def _check_keywords(task: Task, options: dict[str, Any]) -> None:
@@ -184,32 +219,47 @@ def with_task_defaults(task: Task, llm: LLMSettings) -> LLMSettings:
 
 
 def build_config(task: Task, fields: dict[str, Any], *, agents: str, seed: int, csv: bool, llm: LLMSettings,
-                 sandbox: SandboxSettings) -> dict[str, Any]:
-    """config.json from what a task's :meth:`~cooplab.graphs.task.Task.options` returned (``params``;
-    optionally ``agents`` when an option picks the kind, ``model_override`` when one fixes the
-    model, ``record``) and the common settings: the LLM block only for LLM agents, the sandbox block
-    for tasks that use the sandbox."""
-    unknown = sorted(set(fields) - {"params", "agents", "model_override", "record"})
-    if unknown or not isinstance(fields.get("params"), dict):
-        raise TypeError(f"task {task.name!r}: options() must return {{'params': {{...}}}} (and optionally agents, model_override, "
-                        f"record), got keys {sorted(fields)}")
+                 sandbox: SandboxSettings) -> RunConfig:
+    """The resolved configuration of a new run from what a task's :meth:`~cooplab.graphs.task.Task.options`
+    returned (``params``: its ``Params``, or their JSON object; optionally ``agents`` when an option
+    picks the kind, ``record``) and the common settings: the LLM settings resolved only for LLM
+    agents (with the model the task fixes, :meth:`~cooplab.graphs.task.Task.fixed_model`), the
+    sandbox settings for tasks that use the sandbox."""
+    unknown = sorted(set(fields) - {"params", "agents", "record"})
+    if unknown or not isinstance(fields.get("params"), (dict, BaseModel)):
+        raise TypeError(f"task {task.name!r}: options() must return {{'params': Params}} (and optionally agents, record), "
+                        f"got keys {sorted(fields)}")
     agents = fields.get("agents", agents)
     if agents not in task.agent_kinds:  # a task's options may choose the kind (e.g. game --players llm)
         raise ConfigError(f"--agents must be {' or '.join(task.agent_kinds)}, got {agents!r}")
-    config: dict[str, Any] = {"version": rundir.CONFIG_VERSION, "task": task.name, "agents": agents, "seed": seed, "csv": csv,
-                              "params": fields["params"], "llm": None, "sandbox": None, "record": dict(fields.get("record") or {})}
+    params = fields["params"]
+    if not isinstance(params, BaseModel) or (task.Params is not None and not isinstance(params, task_params_types(task))):
+        params = task_params(task, params.model_dump(mode="json") if isinstance(params, BaseModel) else params, agents,
+                             flags(rest=lambda f: f"params.{f}"))
+    config = RunConfig(task=task.name, agents=agents, seed=seed, csv=csv, params=params, llm=None, sandbox=None,
+                       record=dict(fields.get("record") or {}))
     if agents == "llm":
         llm = with_task_defaults(task, llm)
-        override = fields.get("model_override")  # a task option that fixes the model (e.g. science --team oracle)
-        if override is not None:
-            llm = llm.model_copy(update={"model": override, "agent_models": {}})
-        llm = _mixed(llm, task.n_agents(config), seed, fields["params"].get("invader"))
-        config["llm"] = llm.checked(task.n_agents(config)).model_dump(mode="json")
-        prompts.check(task, llm.prompt_variant)
+        fixed = task.fixed_model(config)  # a setting that fixes the model (e.g. science --team oracle)
+        if fixed is not None:
+            llm = llm.model_copy(update={"model": fixed, "agent_models": {}})
+        config.llm = llm
+        n_agents = task.n_agents(config)
+        invader = getattr(config.params, "invader", None)  # an invader of another model is a model switch
+        config.llm = _mixed(llm, n_agents, seed, invader.as_dict() if invader is not None else None)
+        config.llm = config.llm.resolve(n_agents)
+        prompts.check(task, config.llm.prompt_variant)
         check_run_models(task, config, _cli_label)
     if task.uses_sandbox:
-        config["sandbox"] = sandbox.checked().model_dump(mode="json")
+        config.sandbox = sandbox
     return config
+
+
+def task_params_types(task: Task) -> tuple[type, ...]:
+    """The classes a resolved run's ``params`` may be of: the task's Params, or one of its variants
+    (a Params that picks its model by a setting, as the game's does by ``game``)."""
+    variants = getattr(task.Params, "variants", None)
+    return (task.Params, *variants.values()) if isinstance(variants, dict) else (task.Params,)
 
 
 def _mixed(llm: LLMSettings, n_agents: int, seed: int, invader: Any) -> LLMSettings:
@@ -223,7 +273,7 @@ def _mixed(llm: LLMSettings, n_agents: int, seed: int, invader: Any) -> LLMSetti
     return llm
 
 
-def check_run_models(task: Task, config: dict[str, Any], label: Any) -> None:
+def check_run_models(task: Task, config: RunConfig, label: Any) -> None:
     """The models an LLM run calls besides its agents' own checks: every ``scripted:FILE`` agent
     model answers each phase the task asks (:meth:`~cooplab.graphs.task.Task.llm_phases`), and the
     task's other models (:meth:`~cooplab.graphs.task.Task.other_models`, e.g. science's judge) are
@@ -232,7 +282,7 @@ def check_run_models(task: Task, config: dict[str, Any], label: Any) -> None:
     other model's option; field: its place in config.json)."""
     from cooplab.agents.models.factory import check_model
 
-    llm = LLMSettings.model_validate(config["llm"], strict=False)
+    llm = config.llm
     phases = task.llm_phases(config)
     if phases:
         for who, text in llm.models().items():
@@ -248,10 +298,11 @@ def _cli_label(who: str, field: str) -> str:
     return "--model" if who == "default" else f"--agent-model {who}" if who.isdigit() else who
 
 
-def check_stored(raw: Any, where: str, task: Task | None = None) -> dict[str, Any]:
-    """A stored config.json (any version) upgraded and checked, every value by the rules that wrote
-    it: the common fields here, the task's by ``task.check_config``, the LLM and sandbox blocks by
-    their models. Returns the config in the current shape (a one-line ConfigError otherwise)."""
+def check_stored(raw: Any, where: str, task: Task | None = None) -> RunConfig:
+    """A stored config.json (any version) upgraded, checked and read into a resolved RunConfig,
+    every value by the rules that wrote it: the common fields by :class:`RunConfig`'s, the task's
+    settings by its ``Params``, the LLM and sandbox blocks by their models, each named as the file
+    names it (``{where}: llm.budget must be ...``; a one-line ConfigError otherwise)."""
     from cooplab.runs import registry
 
     config = rundir.upgrade_config(raw)
@@ -268,31 +319,36 @@ def check_stored(raw: Any, where: str, task: Task | None = None) -> dict[str, An
             task = registry.get(config.get("task"))
         except registry.UnknownTask as exc:
             raise ConfigError(f"{where}: {exc}") from None
-    if config.get("agents") not in task.agent_kinds:
-        raise ConfigError(f"{where}: agents must be one of {', '.join(task.agent_kinds)}, got {show(config.get('agents'))}")
-    check(f"{where}: seed", config.get("seed"), "seed")
-    if not isinstance(config.get("csv", False), bool):
-        raise ConfigError(f"{where}: csv must be true or false, got {show(config.get('csv'))}")
-    if not isinstance(config.get("record", {}), dict):
-        raise ConfigError(f"{where}: record must be an object, got {show(config.get('record'))}")
-    config = {**config, "csv": config.get("csv", False), "record": config.get("record", {}), "llm": config.get("llm"),
-              "sandbox": config.get("sandbox")}
+    agents = config.get("agents")
+    if agents not in task.agent_kinds:
+        raise ConfigError(f"{where}: agents must be one of {', '.join(task.agent_kinds)}, got {show(agents)}")
+    name = in_file(where)
+    common = validate(RunConfig, {k: config[k] for k in ("version", "task", "seed", "csv", "record") if k in config} | {"agents": agents},
+                      name, strict=False)
     try:
-        task.check_config(config)
+        params = task_params(task, config.get("params"), agents, in_file(where, "params"), stored=True)
     except (MissingAPIKey, MissingExtra) as exc:  # not the file's fault: kept apart (see config_for_resume)
         raise type(exc)(f"{where}: {exc}") from None
-    except (TaskConfigError, ConfigError) as exc:
+    except TaskConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
-    except ValidationError as exc:
-        raise ConfigError(f"{where}: params.{first_error(exc)}") from None
-    if config["agents"] == "llm":
-        llm = LLMSettings.from_file(config["llm"], f"{where}: llm", required=_LLM_REQUIRED)
-        config["llm"] = llm.checked(task.n_agents(config), name=lambda key: f"{where}: llm.{key}").model_dump(mode="json")
-        prompts.check(task, llm.prompt_variant, f"{where}: llm.prompt_variant")
-        check_run_models(task, config, lambda who, field: f"{where}: {field}")
-    elif config["llm"] is not None:
-        raise ConfigError(f"{where}: llm must be null for agents {config['agents']!r}, got {show(config['llm'])}")
+    out = common.model_copy(update={"params": params, "llm": None, "sandbox": None})
+    llm = config.get("llm")
+    if agents == "llm":
+        if not isinstance(llm, dict):
+            raise ConfigError(f"{where}: llm must be a JSON object, got {show(llm)}")
+        missing = sorted(_LLM_REQUIRED - set(llm))
+        if missing:
+            raise ConfigError(f"{where}: llm lacks {', '.join(missing)}")
+        out.llm = validate(LLMSettings, llm, in_file(where, "llm"), strict=False)
+        prompts.check(task, out.llm.prompt_variant, f"{where}: llm.prompt_variant")
+        fixed = task.fixed_model(out)
+        if fixed is not None and out.llm.model != fixed:
+            raise ConfigError(f"{where}: llm.model must be {fixed}, the built-in model these params play, got {show(out.llm.model)}")
+        out.llm = out.llm.resolve(task.n_agents(out), name=in_file(where, "llm"))
+        check_run_models(task, out, lambda who, field: f"{where}: {field}")
+    elif llm is not None:
+        raise ConfigError(f"{where}: llm must be null for agents {agents!r}, got {show(llm)}")
     if task.uses_sandbox:
-        config["sandbox"] = SandboxSettings.from_file(config["sandbox"] if config["sandbox"] is not None else {},
-                                                      f"{where}: sandbox").model_dump(mode="json")
-    return config
+        sandbox = config.get("sandbox")
+        out.sandbox = validate(SandboxSettings, sandbox if sandbox is not None else {}, in_file(where, "sandbox"), strict=False)
+    return out

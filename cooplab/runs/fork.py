@@ -40,10 +40,12 @@ from cooplab.runs import store as runstore
 CHANGEABLE = ("set", "model", "prompt_variant", "invader")
 
 
-def fork_record(config: Mapping[str, Any]) -> dict[str, Any] | None:
+def fork_record(config: Any) -> dict[str, Any] | None:
     """What a fork's config.json says of its parent (``record.fork``), or None for a run that is
-    not a fork (or a record that is not an object)."""
-    record = config.get("record") if isinstance(config.get("record"), Mapping) else {}
+    not a fork (or a record that is not an object). ``config``: a run's RunConfig or its
+    config.json's object."""
+    raw = config.get("record") if isinstance(config, Mapping) else getattr(config, "record", None)
+    record = raw if isinstance(raw, Mapping) else {}
     rec = record.get("fork")
     return dict(rec) if isinstance(rec, Mapping) else None
 
@@ -53,6 +55,22 @@ def prefix_rounds(config: Mapping[str, Any]) -> int | None:
     rec = fork_record(config)
     k = rec.get("at_round") if rec else None
     return k if isinstance(k, int) and not isinstance(k, bool) and k >= 0 else None
+
+
+def trace_labels(config: Any) -> dict[str, Any]:
+    """What every traced run of a fork says of its parent in its metadata: ``fork_of`` (the
+    parent's run id) and ``fork_at_round`` (K); {} for a run that is not a fork. Its first part is
+    also tagged "fork" (:func:`cooplab.runs.runner.trace_start`)."""
+    rec = fork_record(config)
+    if rec is None:
+        return {}
+    out: dict[str, Any] = {}
+    if isinstance(rec.get("parent_thread_id"), str):
+        out["fork_of"] = rec["parent_thread_id"]
+    k = rec.get("at_round")
+    if isinstance(k, int) and not isinstance(k, bool) and k >= 0:
+        out["fork_at_round"] = k
+    return out
 
 
 def ancestry(config: Mapping[str, Any], thread_id: str | None) -> list[dict[str, Any]]:
@@ -156,15 +174,18 @@ def end_of_round(history: Sequence[Any], at_round: int, where: Path) -> tuple[An
 
 # --- the fork's settings ------------------------------------------------------------------------
 def _changed_config(task: Task, config: dict[str, Any], *, set: Any, model: str | None,  # noqa: A002
-                    prompt_variant: str | None, invader: Any = None, at_round: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
+                    prompt_variant: str | None, invader: Any = None, at_round: int = 0,
+                    fields: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the fork's config, the changes as recorded); one-line ConfigErrors for unknown settings and
-    bad values."""
+    bad values. ``fields``: the settings ``--set`` may name (the parent's typed settings' model's;
+    default: the task's Params')."""
     from cooplab.limits import parse_set
 
     new = copy.deepcopy(config)
     changes: dict[str, Any] = {}
     if set is not None and set != [] and set != {}:
-        fields = task.Params.model_fields if task.Params is not None else {}
+        if fields is None:
+            fields = task.Params.model_fields if task.Params is not None else {}
         parsed = parse_set(list(set) if isinstance(set, tuple) else set, fields, task.name)
         if not isinstance(new.get("params"), dict):
             raise ConfigError(f"{task.name} runs have no parameters to --set")
@@ -205,7 +226,10 @@ def _with_invader(task: Task, new: dict[str, Any], invader: Any, at_round: int) 
     if new["params"].get("invader") is not None:
         raise ConfigError(f"--invader: the parent already has an invader ({invaders.text(new['params']['invader'])}); "
                           f"fork it without --invader, or fork its own parent")
-    inv = invaders.parse(invader, n_agents=task.n_agents(new), rounds=task.total_rounds(new), agents=str(new.get("agents")))
+    from cooplab.runs.config import check_stored
+
+    typed = check_stored(new, "the parent's settings", task)
+    inv = invaders.parse(invader, n_agents=task.n_agents(typed), rounds=task.total_rounds(typed), agents=str(new.get("agents")))
     if inv is None or inv["round"] <= at_round:
         raise ConfigError(f"--invader: the invader's round must come after the fork's round {at_round} (rounds 1..{at_round} "
                           f"are the parent's), got {invaders.text(inv)}")
@@ -233,8 +257,9 @@ def plan(parent: str | Path, *, at_round: Any, set: Any = None, model: str | Non
         tid = runner.thread_id(task, config)
     except ConfigError as exc:
         raise runstore.RunDirError(f"{parent}/config.json: {exc}") from None
-    new, changes = _changed_config(task, config, set=set, model=model, prompt_variant=prompt_variant, invader=invader,
-                                   at_round=at_round)
+    # the changes are made on the parent's config.json object, then the fork's read back into a typed RunConfig
+    new, changes = _changed_config(task, config.to_json(), set=set, model=model, prompt_variant=prompt_variant, invader=invader,
+                                   at_round=at_round, fields=type(config.params).model_fields if task.Params is not None else {})
     new["record"] = {"fork": {"parent": str(parent), "parent_thread_id": tid, "at_round": at_round, "changes": changes,
                               "lineage": lineage(config, tid, at_round)}}
     try:
@@ -288,11 +313,11 @@ def fork(parent: str | Path, *, at_round: Any, out: str | Path, set: Any = None,
     with runstore.locked(runstore.ensure_writable(out)) as path:
         path = runstore.prepare_out(path, force=force)
         new = runner.stamped(task, p["new"])
-        runstore.write_json(path / "config.json", new)
+        runstore.write_json(path / "config.json", new.to_json())
         with runner.sqlite_saver(path / "checkpoints.sqlite", task) as saver:
             graph = task.build(new, checkpointer=saver)
             graph.update_state({"configurable": {"thread_id": runner.thread_id(task, new)}}, p["values"], as_node=p["as_node"])
-        return runner.execute(task, path, new, None, quiet=quiet)
+        return runner.execute(task, path, new, None, quiet=quiet, start="fork")
 
 
-__all__ = ["CHANGEABLE", "ancestry", "common_round", "end_of_round", "fork", "fork_record", "lineage", "plan", "prefix_rounds"]
+__all__ = ["CHANGEABLE", "ancestry", "trace_labels", "common_round", "end_of_round", "fork", "fork_record", "lineage", "plan", "prefix_rounds"]

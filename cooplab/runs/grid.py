@@ -36,8 +36,7 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from cooplab.graphs.task import first_error
-from cooplab.limits import ConfigError, parse_json, show
+from cooplab.limits import ConfigError, explain, parse_json, show
 from cooplab.runs.sweeps import SweepBudget, job, run_jobs, slug, table, write_manifest, write_table
 
 #: at most this many cells in one sweep
@@ -141,7 +140,7 @@ def load(raw: Any, where: str, *, base: Path | None = None) -> GridSweep:
     try:
         sw = GridSweep(**raw)
     except ValidationError as exc:
-        raise ConfigError(f"{where}: {first_error(exc)}") from None
+        raise ConfigError(f"{where}: {explain(exc)}") from None
     if sw.task not in registry.names():
         raise ConfigError(f"{where}: task {sw.task!r} is not installed; installed tasks: {', '.join(registry.names())}")
     points = math.prod(len(v) for v in sw.grid.values())
@@ -163,7 +162,7 @@ def _check_sample(sw: GridSweep, points: int, where: str) -> Sample:
     try:
         sample = Sample.model_validate(sw.sample, strict=False)
     except ValidationError as exc:
-        raise ConfigError(f"{where}: sample: {first_error(exc)} (sample is {{\"points\": N, \"seed\": S, \"weights\": "
+        raise ConfigError(f"{where}: sample: {explain(exc)} (sample is {{\"points\": N, \"seed\": S, \"weights\": "
                           f"{{\"keyword\": {{\"value\": weight}}}}}})") from None
     if isinstance(sw.sample.get("points"), bool) or not 1 <= sample.points <= points:
         raise ConfigError(f"{where}: sample.points must be a whole number from 1 to the grid's {points} points, got {show(sw.sample.get('points'))}")
@@ -284,10 +283,10 @@ def jobs(sw: GridSweep, where: str = "sweep") -> list[dict[str, Any]]:
     out = []
     for c in cells(sw):
         try:
-            config = RunConfig.from_keywords(sw.task, **c["keywords"]).to_config(task)
+            config = RunConfig.from_keywords(sw.task, **c["keywords"]).resolve(task)
         except ConfigError as exc:
             raise ConfigError(f"{where}: cell {c['name']}: {exc}") from None
-        j = job(Path(sw.out) / "cells" / c["name"], sw.task, config, labels=c["labels"], done=("completed", "budget_exhausted"))
+        j = job(Path(sw.out) / "cells" / c["name"], sw.task, config.to_json(), labels=c["labels"], done=("completed", "budget_exhausted"))
         j["cap"] = task.cost_cap(config)
         if sw.sweep_budget is not None and j["cap"] is None:
             raise ConfigError(f"{where}: cell {c['name']} has no budget of its own; with sweep_budget every cell needs one "

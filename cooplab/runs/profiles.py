@@ -94,11 +94,16 @@ def request(*, games: Sequence[str] | None = None, players: str = "llm", simulat
                     f"--group-size {group_size}" if group_size is not None else f"--simulations {simulations}")
             raise ProfileError(f"{g}: {what}: {_first(exc)}") from None
     if players == "llm":  # a scripted model answers every phase of every game chosen
-        from cooplab.runs.config import check_run_models
+        from cooplab.agents.settings import LLMSettings
+        from cooplab.limits import flags
+        from cooplab.runs.config import RunConfig, check_run_models, task_params
         from cooplab.tasks.games.task import TASK
 
         for g in chosen:
-            check_run_models(TASK, game_config(req, g, None), lambda who, field: "--model")
+            raw = game_config(req, g, None)
+            config = RunConfig(task=TASK.name, agents="llm", seed=raw["seed"], params=task_params(TASK, raw["params"], "llm", flags()),
+                               llm=LLMSettings.model_validate(raw["llm"]))
+            check_run_models(TASK, config, lambda who, field: "--model")
     return req
 
 
@@ -144,9 +149,9 @@ def _first(exc: Exception) -> str:
     from pydantic import ValidationError
 
     if isinstance(exc, ValidationError):
-        from cooplab.graphs.task import first_error
+        from cooplab.limits import explain
 
-        return first_error(exc)
+        return explain(exc)
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 

@@ -26,7 +26,7 @@ import sqlite3
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 
@@ -41,7 +41,7 @@ from cooplab.graphs.tables import money_table
 from cooplab.graphs.task import RunInfo, Task
 from cooplab.limits import ConfigError, check, one_line, show
 from cooplab.runs import store as runstore
-from cooplab.runs.config import check_stored
+from cooplab.runs.config import RunConfig, check_stored
 from cooplab.runs.fork import prefix_rounds
 
 
@@ -55,27 +55,34 @@ class RunFailed(RuntimeError):
 
 
 # --- starting and resuming -----------------------------------------------------------------
-def start(task: Task, out: Path, config: dict[str, Any], *, quiet: bool = False, state: dict[str, Any] | None = None) -> RunSummary:
+def start(task: Task, out: Path, config: RunConfig | dict[str, Any], *, quiet: bool = False,
+          state: dict[str, Any] | None = None) -> RunSummary:
     """Write ``out/config.json`` (the runner's fields added), build the initial state and run, holding
     the directory's lock (:func:`~cooplab.runs.store.locked`) throughout. ``out`` must exist and be
-    empty (``runstore.prepare_out``)."""
+    empty (``runstore.prepare_out``). ``config``: a resolved :class:`RunConfig`, or a config.json's
+    object (any version: read and checked as a stored one)."""
     out = Path(out)
     config = stamped(task, config)
     with runstore.locked(out):
-        runstore.write_json(out / "config.json", config)
+        runstore.write_json(out / "config.json", config.to_json())
         return execute(task, out, config, task.init_state(config) if state is None else state, quiet=quiet)
 
 
-def stamped(task: Task, config: dict[str, Any]) -> dict[str, Any]:
-    """A new run's config.json: ``config`` in the current shape with the runner's fields, and what is
-    noted when a run starts in ``record`` (code version, time, environment, the run's own id as
-    ``thread_id``)."""
-    config = upgrade_config({"task": task.name, **config})  # a config built in the earlier shape still runs
-    config = {"version": config.get("version", 2), "task": task.name, "agents": config.get("agents", task.agent_kinds[0]), **config}
-    env = runstore.environment(config)
-    config["record"] = {**(config.get("record") or {}), "code_version": runstore.code_version(env["git"]), "created": runstore.now(),
-                        "environment": env, "thread_id": new_thread_id()}
-    return config
+def stamped(task: Task, config: RunConfig | dict[str, Any]) -> RunConfig:
+    """A new run's configuration: ``config`` resolved (a config.json's object, in any version's
+    shape, is read as a stored one), with what is noted when a run starts in ``record`` (code
+    version, time, environment, the run's own id as ``thread_id``)."""
+    if not isinstance(config, (RunConfig, dict)) and hasattr(config, "params"):  # a TaskConfig made without the engine
+        config = RunConfig(task=task.name, agents=config.agents, seed=config.seed, csv=config.csv, params=config.params,
+                           llm=config.llm, sandbox=config.sandbox, record=dict(config.record))
+    if not isinstance(config, RunConfig):
+        config = check_stored({"task": task.name, "agents": task.agent_kinds[0], **upgrade_config({"task": task.name, **config})},
+                              "config", task)
+    elif not config.resolved:
+        config = config.resolve(task)
+    env = runstore.environment(config.to_json())
+    return config.with_record(code_version=runstore.code_version(env["git"]), created=runstore.now(), environment=env,
+                              thread_id=new_thread_id())
 
 
 def resume(out: Path, *, quiet: bool = False, warn: Callable[[str], None] | None = None, budget: float | None = None,
@@ -99,8 +106,8 @@ def resume(out: Path, *, quiet: bool = False, warn: Callable[[str], None] | None
         return _resume(out, quiet=quiet, warn=warn, budget=budget, budget_name=budget_name, notice=notice)
 
 
-def stored_run(out: Path) -> tuple[Task, dict[str, Any]]:
-    """(the task, the checked config.json) of the run in ``out``, as a resume or a fork reads them:
+def stored_run(out: Path) -> tuple[Task, RunConfig]:
+    """(the task, the checked config.json read into its typed RunConfig) of the run in ``out``, as a resume or a fork reads them:
     one-line :class:`~cooplab.runs.store.RunDirError` on a folder that is not a run of a known task."""
     from cooplab.runs import registry
 
@@ -123,26 +130,25 @@ def _resume(out: Path, *, quiet: bool, warn: Callable[[str], None] | None, budge
     except ConfigError as exc:
         raise runstore.RunDirError(f"{out}/config.json: {exc}; fix the file, or {runstore.RESTART.format(out=out)}") from None
     config = _budget_for_resume(out, task, config, budget, budget_name, notice or warn or _log_warning)
-    changes = runstore.environment_changes(config["record"].get("environment"), runstore.environment(config))
+    changes = runstore.environment_changes(config.record.get("environment"), runstore.environment(config.to_json()))
     if changes:
         (warn or _log_warning)(f"{out} was started in another environment ({'; '.join(changes)}); "
                                f"the resumed part may not match an uninterrupted run")
     return execute(task, out, config, None, quiet=quiet)
 
 
-def _budget_for_resume(out: Path, task: Task, config: dict[str, Any], budget: float | None, name: str,
-                       say: Callable[[str], None]) -> dict[str, Any]:
+def _budget_for_resume(out: Path, task: Task, config: RunConfig, budget: float | None, name: str,
+                       say: Callable[[str], None]) -> RunConfig:
     """The config a run resumes with under :func:`resume`'s budget rule (one-line RunDirErrors)."""
-    llm = config.get("llm") if isinstance(config.get("llm"), dict) else {}
-    old = llm.get("budget")
+    old = config.llm.budget if config.llm is not None else None
     how = f"'cooplab resume {out} --budget USD', or cooplab.resume(..., budget=USD) in Python"
     if budget is None:
         if _status(out) == "budget_exhausted":
             raise runstore.RunDirError(f"{out} ended with its budget of ${old} spent, so resuming it would change nothing; "
                                        f"to continue it, raise the budget above ${old} ({how})")
         return config
-    if config.get("agents") != "llm":
-        raise runstore.RunDirError(f"{name} caps what model calls cost; {out} is a run of {config.get('agents')} agents, which makes none")
+    if config.agents != "llm":
+        raise runstore.RunDirError(f"{name} caps what model calls cost; {out} is a run of {config.agents} agents, which makes none")
     try:
         value = check(name, budget, "budget")
     except ConfigError as exc:
@@ -192,17 +198,18 @@ def _log_warning(message: str) -> None:
     logging.getLogger("cooplab").warning(message)
 
 
-def sandbox_settings(config: dict[str, Any]):
-    """(backend, SandboxConfig) of a run that uses the sandbox, from its checked ``config["sandbox"]``
-    (:class:`~cooplab.runs.config.SandboxSettings`). ``local`` must be asked for by name: a docker
+def sandbox_settings(config: RunConfig):
+    """(backend, SandboxConfig) of a run that uses the sandbox, from its
+    :class:`~cooplab.runs.config.SandboxSettings`. ``local`` must be asked for by name: a docker
     run never falls back to local execution."""
+    from cooplab.runs.config import SandboxSettings
     from cooplab.sandbox import SandboxConfig
 
-    raw = config.get("sandbox") or {}
-    return raw.get("backend", "docker"), SandboxConfig(timeout=float(raw.get("timeout", 30.0)))
+    sandbox = config.sandbox or SandboxSettings()
+    return sandbox.backend, SandboxConfig(timeout=float(sandbox.timeout))
 
 
-def sandbox_pool(task: Task, config: dict[str, Any], out: Path):
+def sandbox_pool(task: Task, config: RunConfig, out: Path):
     """The per-agent sandbox pool of an LLM run of a task that uses the sandbox (its dataset loaded
     read-only in every session), or None. The caller closes it."""
     if not task.uses_sandbox:
@@ -243,10 +250,10 @@ def new_thread_id() -> str:
     return str(uuid.uuid4())
 
 
-def thread_id(task: Task, config: dict[str, Any]) -> str:
+def thread_id(task: Task, config: RunConfig) -> str:
     """The thread id of a run's checkpoints: the one its config.json records (``record.thread_id``),
     else the task's name (runs made before the id was recorded checkpointed under it)."""
-    record = config.get("record") or {}
+    record = config.record
     if "thread_id" not in record:
         return task.name
     tid = record["thread_id"]
@@ -255,7 +262,7 @@ def thread_id(task: Task, config: dict[str, Any]) -> str:
     return tid
 
 
-def _graph_config(task: Task, config: dict[str, Any]) -> dict[str, Any]:
+def _graph_config(task: Task, config: RunConfig) -> dict[str, Any]:
     """The run's LangGraph config: its thread, and the metadata every traced run inherits (the task,
     the run's id as thread and session, how agents are named in run names: see docs/traces.md)."""
     from cooplab.graphs.tracing import run_metadata, run_tags
@@ -297,7 +304,7 @@ def _work_left(snap: Any, state: Any, out: Path) -> tuple[bool, Any]:
 class _Progress:
     """The progress bar of a run (rounds; societies still running; LLM calls, tokens, cost)."""
 
-    def __init__(self, task: Task, config: dict[str, Any], start: Any, quiet: bool, service: Any = None):
+    def __init__(self, task: Task, config: RunConfig, start: Any, quiet: bool, service: Any = None):
         self.task, self.service, self.bar = task, service, None
         if quiet:
             return
@@ -327,21 +334,24 @@ class _Progress:
             self.bar.close()
 
 
-def execute(task: Task, out: Path, config: dict[str, Any], state: dict[str, Any] | None, *, quiet: bool = False) -> RunSummary:
+def execute(task: Task, out: Path, config: RunConfig, state: dict[str, Any] | None, *, quiet: bool = False,
+            start: str | None = None) -> RunSummary:
     """Run (``state``: the initial state) or resume (``state=None``) ``config``'s run in ``out``,
-    inside the safety net (an unexpected error becomes :class:`RunFailed`, see the module docstring)."""
+    inside the safety net (an unexpected error becomes :class:`RunFailed`, see the module docstring).
+    ``start``: how the traces label this part of the run (:func:`trace_start`; default: "new" for
+    a state, "resumed" without one; a fork's first part is "fork")."""
     def body() -> RunSummary:
         task.prepare_run(config, out)
-        if config.get("agents") == "llm":
+        if config.agents == "llm":
             # on a worker thread's own loop where one already runs (a notebook): see graphs/aio.py
-            return run_sync(lambda: _execute_llm(task, out, config, state, quiet))
+            return run_sync(lambda: _execute_llm(task, out, config, state, quiet, start))
         return _execute_rule(task, out, config, state, quiet)
 
     with decimal.localcontext(decimal_context()):  # the caller's decimal context neither changes the sums nor is changed
         return _safety_net(task, out, config, body)
 
 
-def _safety_net(task: Task, out: Path, config: dict[str, Any], body: Callable[[], RunSummary]) -> RunSummary:
+def _safety_net(task: Task, out: Path, config: RunConfig, body: Callable[[], RunSummary]) -> RunSummary:
     try:
         return body()
     except (RunStopped, RunFailed, runstore.RunDirError):
@@ -357,7 +367,7 @@ def _safety_net(task: Task, out: Path, config: dict[str, Any], body: Callable[[]
         raise RunFailed(f"the run failed ({message}); {where}; {summary}; after fixing the cause, {then}") from exc
 
 
-def resumable(task: Task, out: Path, config: dict[str, Any]) -> bool:
+def resumable(task: Task, out: Path, config: RunConfig) -> bool:
     """Whether ``cooplab resume`` can continue the run in ``out``: it has a checkpoint holding a
     round (a run that failed before its first checkpoint must start again instead)."""
     try:
@@ -375,7 +385,7 @@ def decimal_context() -> decimal.Context:
                            flags=[], traps=[decimal.InvalidOperation, decimal.DivisionByZero, decimal.Overflow])
 
 
-def record_failure(task: Task, out: Path, config: dict[str, Any], message: str, log: Path | None,
+def record_failure(task: Task, out: Path, config: RunConfig, message: str, log: Path | None,
                    state: dict[str, Any] | None = None) -> str | None:
     """Write summary.json with status "failed": the full one from ``state`` (default: the last
     checkpoint's), else (the state is unusable too) the essentials. None once written; else why it
@@ -386,14 +396,14 @@ def record_failure(task: Task, out: Path, config: dict[str, Any], message: str, 
     except Exception:  # noqa: BLE001 - even the state is unusable: keep the essentials
         pass
     try:
-        runfiles.write_summary(out, runfiles.new_summary(task.Results, out, task=task.name, agents=config.get("agents"), status="failed",
-                                                         message=message, error_log=str(log) if log else None, seed=config.get("seed")))
+        runfiles.write_summary(out, runfiles.new_summary(task.Results, out, task=task.name, agents=config.agents, status="failed",
+                                                         message=message, error_log=str(log) if log else None, seed=config.seed))
         return None
     except Exception as exc:  # noqa: BLE001
         return one_line(getattr(exc, "strerror", None) or f"{type(exc).__name__}: {exc}", 120)
 
 
-def last_values(task: Task, out: Path, config: dict[str, Any]) -> dict[str, Any]:
+def last_values(task: Task, out: Path, config: RunConfig) -> dict[str, Any]:
     """The state of a run's last checkpoint (append-only logs rebuilt from their deltas)."""
     with sqlite_saver(out / "checkpoints.sqlite", task) as saver:
         snap = task.build(config, checkpointer=saver).get_state({"configurable": {"thread_id": thread_id(task, config)}})
@@ -402,7 +412,7 @@ def last_values(task: Task, out: Path, config: dict[str, Any]) -> dict[str, Any]
     return dict(snap.values)
 
 
-def _execute_rule(task: Task, out: Path, config: dict[str, Any], state: dict[str, Any] | None, quiet: bool) -> RunSummary:
+def _execute_rule(task: Task, out: Path, config: RunConfig, state: dict[str, Any] | None, quiet: bool) -> RunSummary:
     t0 = time.perf_counter()
     with sqlite_saver(out / "checkpoints.sqlite", task) as saver:
         graph = task.build(config, checkpointer=saver)
@@ -434,7 +444,8 @@ def _execute_rule(task: Task, out: Path, config: dict[str, Any], state: dict[str
     return finish(task, out, config, final, time.perf_counter() - t0)
 
 
-async def _execute_llm(task: Task, out: Path, config: dict[str, Any], state: dict[str, Any] | None, quiet: bool) -> RunSummary:
+async def _execute_llm(task: Task, out: Path, config: RunConfig, state: dict[str, Any] | None, quiet: bool,
+                       start: str | None = None) -> RunSummary:
     import aiosqlite
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
@@ -454,7 +465,8 @@ async def _execute_llm(task: Task, out: Path, config: dict[str, Any], state: dic
         cfg["recursion_limit"] = task.recursion_limit(sized, len(graph.nodes) - 1)
         if state is not None:  # a new run: a journal left by an earlier run in this directory (--force) is not its own
             (out / JOURNAL_FILE).unlink(missing_ok=True)
-        service = build_service(config, (snap.values or {}).get("ledger") if snap is not None else None, journal=out / JOURNAL_FILE)
+        service = build_service(config.llm, seed=config.seed, sandbox_rate=config.sandbox.rate if config.sandbox is not None else 0.0,
+                                entries=(snap.values or {}).get("ledger") if snap is not None else None, journal=out / JOURNAL_FILE)
         service.replay_only_through = prefix_rounds(config)  # a fork's rounds 1..K never pay for a call (cooplab/runs/fork.py)
         progress = _Progress(task, config, sized, quiet, service)
         pool = None
@@ -469,7 +481,7 @@ async def _execute_llm(task: Task, out: Path, config: dict[str, Any], state: dic
                     service.ledger.forget_granted()  # the interrupted node is done: a call it did not make again is not coming
                     progress(node, update)
 
-                final = await _stream(graph, state, cfg, context, step, out)
+                final = await _stream(graph, state, {**cfg, **trace_start(config, state, start, cfg)}, context, step, out)
         except BaseException as exc:  # noqa: BLE001
             stop = stop_status(exc)
             if stop is None:
@@ -487,12 +499,30 @@ async def _execute_llm(task: Task, out: Path, config: dict[str, Any], state: dic
     return summary
 
 
+#: how the traces label the part of a run one process ran (metadata ``started_as``, and a tag but for "new"):
+#: "new" (from its first step), "resumed" (from a checkpoint: its trace follows the interrupted one's in
+#: traces.jsonl), "fork" (a fork's first part, from its parent's checkpoint at the end of round K)
+TRACE_STARTS = ("new", "resumed", "fork")
+
+
+def trace_start(config: RunConfig, state: dict[str, Any] | None, start: str | None, cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The tags and metadata of the part of a run this process runs (:data:`TRACE_STARTS`): a
+    fork's parts also carry its parent's run id and round (``fork_of``, ``fork_at_round``), so a
+    trace viewer that groups by run can find the rounds 1..K the fork did not run."""
+    from cooplab.runs.fork import trace_labels
+
+    kind = start or ("new" if state is not None else "resumed")
+    if kind not in TRACE_STARTS:
+        raise ValueError(f"start must be one of {', '.join(TRACE_STARTS)}, got {kind!r}")
+    tags = list(cfg.get("tags") or [])
+    return {"tags": tags + [kind] if kind != "new" else tags,
+            "metadata": {**(cfg.get("metadata") or {}), "started_as": kind, **trace_labels(config)}}
+
+
 async def _stream(graph, state, cfg, context, progress: Callable[[str, Any], None], out: Path):
     from cooplab.graphs.tracing import tracing_callbacks
 
     cfg = {**cfg, "callbacks": tracing_callbacks(out)}
-    if state is None:  # a resumed run: its trace follows the interrupted one's in traces.jsonl
-        cfg["tags"] = [*cfg.get("tags", []), "resumed"]
     final = None
     async for mode, data in graph.astream(state, cfg, context=context, stream_mode=["updates", "values"], durability="sync"):
         if mode == "values":
@@ -518,17 +548,18 @@ def _restored_totals(out: Path, entries: Any) -> dict[str, Any] | None:
         return None
 
 
-def finish(task: Task, out: Path, config: dict[str, Any], final: dict[str, Any], seconds: float, *, status: str = "completed",
+def finish(task: Task, out: Path, config: RunConfig, final: dict[str, Any], seconds: float, *, status: str = "completed",
            message: str | None = None, service: Any = None) -> RunSummary:
     """Write the task's outputs, the LLM bookkeeping (decisions, ledger) and summary.json (the
     task's results beside the runner's fields, validated by :func:`cooplab.graphs.runfiles.new_summary`);
     then the run's figure (a figure error is recorded in the summary, never lost work)."""
-    csv = bool(config.get("csv"))
-    run = RunInfo(out=out, status=status, message=message, seconds=seconds, csv=csv, llm=config.get("agents") == "llm")
+    csv = config.csv
+    run = RunInfo(out=out, status=status, message=message, seconds=seconds, csv=csv, llm=config.agents == "llm",
+                  cache=service.cache.path if service is not None else None)
     final = dict(final)
     if service is not None:
         service.ledger.settle()  # calls paid before a resume that no replay adopted: paid twice, both kept
-    common: dict[str, Any] = {"task": task.name, "agents": config.get("agents"), "status": status, "seed": config.get("seed"),
+    common: dict[str, Any] = {"task": task.name, "agents": config.agents, "status": status, "seed": config.seed,
                               "wall_seconds": round(seconds, 3)}
     results = task.outputs(final, config, run)
     if message:

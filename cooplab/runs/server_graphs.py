@@ -51,8 +51,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from cooplab.graphs.task import Task, first_error
-from cooplab.limits import ConfigError, one_line, show
+from cooplab.graphs.task import Task
+from cooplab.limits import ConfigError, explain, one_line, show
 from cooplab.runs import registry, runner
 from cooplab.runs import store as runstore
 from cooplab.runs.config import LLM_KEYWORDS, SANDBOX_KEYWORDS, RunConfig
@@ -171,7 +171,7 @@ def settings_of(schema: type[ServerSettings], config: Mapping[str, Any] | None, 
     try:
         return schema.model_validate(given)
     except ValidationError as exc:
-        raise ConfigError(f"settings: {first_error(exc)}") from None
+        raise ConfigError(f"settings: {explain(exc)}") from None
 
 
 def opted_in(variable: str) -> bool:
@@ -281,12 +281,12 @@ def _config_values(config: Mapping[str, Any]) -> dict[str, Any]:
             "params": config.get("params")}
 
 
-def run_config(graph_id: str, settings: ServerSettings) -> tuple[Task, dict[str, Any]]:
-    """(the task, the checked config.json of a run) of a served graph's settings: the same config
-    ``cooplab run`` makes from the same options."""
+def run_config(graph_id: str, settings: ServerSettings) -> tuple[Task, RunConfig]:
+    """(the task, the resolved configuration of a run) of a served graph's settings: the same
+    configuration ``cooplab run`` makes from the same options."""
     name = GRAPHS[graph_id][0]
     task = registry.get(name)
-    return task, RunConfig.from_keywords(name, **settings.keywords()).to_config(task)
+    return task, RunConfig.from_keywords(name, **settings.keywords()).resolve(task)
 
 
 def _served_state(schema: type) -> type:
@@ -307,7 +307,7 @@ def _run_dir(task: Task, config: RunnableConfig) -> Path:
     return runstore.prepare_out(root / f"{task.name}-{safe}")
 
 
-def _record_failure(task: Task, out: Path, cfg: dict[str, Any], final: dict[str, Any], exc: Exception) -> None:
+def _record_failure(task: Task, out: Path, cfg: RunConfig, final: dict[str, Any], exc: Exception) -> None:
     """An unexpected error of a served run, kept in its directory as ``cooplab run`` keeps it: the
     traceback in error.log, summary.json with status "failed" from the last state the run reached."""
     log = runstore.save_error(out, exc)
@@ -322,31 +322,38 @@ def _close(service: Any, pool: Any) -> None:
         pool.close()
 
 
-def served_graph(task: Task, checked: dict[str, Any], schema: type[ServerSettings] = ServerSettings):
-    """The server-facing graph of one run of ``task`` with the ``checked`` config.json (see the
-    module docstring), compiled without a checkpointer."""
+def served_graph(task: Task, checked: RunConfig, schema: type[ServerSettings] = ServerSettings):
+    """The server-facing graph of one run of ``task`` with the ``checked`` (resolved) configuration
+    (see the module docstring), compiled without a checkpointer."""
     from cooplab.graphs.context import CoopContext
     from cooplab.graphs.ledger import JOURNAL_FILE
 
     inner = task.build(checked)
     own_keys = set(typing.get_type_hints(task.state_schema))
+    started: dict[str, RunConfig] = {}  # run directory -> its configuration, as setup wrote it
 
     def setup(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
         """Make the run directory and its files; the task's initial state."""
         out = _run_dir(task, config)
         stamped = runner.stamped(task, checked)
-        runstore.write_json(out / "config.json", stamped)
-        task.prepare_run(stamped, out)  # may note a dataset's hash in config.json
-        return {**task.init_state(runstore.read_run_config(out)), "run_dir": str(out)}
+        runstore.write_json(out / "config.json", stamped.to_json())
+        task.prepare_run(stamped, out)  # may note a dataset's hash in config.json (and in stamped.record)
+        started[str(out)] = stamped
+        return {**task.init_state(stamped), "run_dir": str(out)}
 
-    def services(out: Path, cfg: dict[str, Any]) -> tuple[Any, Any, Any]:
+    def config_of(out: Path) -> RunConfig:
+        """The configuration of a run this graph set up (else read back from its config.json)."""
+        return started.pop(str(out), None) or RunConfig.load(out)
+
+    def services(out: Path, cfg: RunConfig) -> tuple[Any, Any, Any]:
         """(model service, sandbox pool, runtime context) of an LLM run, as the runner builds them (no
         traces.jsonl: the server records the run's steps itself); all None for a rule-based run."""
-        if cfg.get("agents") != "llm":
+        if cfg.agents != "llm":
             return None, None, None
         from cooplab.agents.settings import build_service
 
-        service = build_service(cfg, None, journal=out / JOURNAL_FILE)
+        service = build_service(cfg.llm, seed=cfg.seed, sandbox_rate=cfg.sandbox.rate if cfg.sandbox is not None else 0.0,
+                                journal=out / JOURNAL_FILE)
         pool = runner.sandbox_pool(task, cfg, out)
         return service, pool, CoopContext(llm=service, sandbox=pool, run_dir=str(out))
 
@@ -358,7 +365,7 @@ def served_graph(task: Task, checked: dict[str, Any], schema: type[ServerSetting
         runs and the caller's own context alone."""
         with decimal.localcontext(runner.decimal_context()):
             out = Path(state["run_dir"])
-            cfg = await asyncio.to_thread(runstore.read_run_config, out)
+            cfg = await asyncio.to_thread(config_of, out)
             initial = {k: v for k, v in state.items() if k in own_keys}
             service, pool, context = await asyncio.to_thread(services, out, cfg)
             run_cfg = {"recursion_limit": task.recursion_limit(initial, len(inner.nodes) - 1)}
@@ -400,7 +407,7 @@ def serve(graph_id: str, config: RunnableConfig | None, runtime: Any = None):
         settings = settings_of(schema, config, getattr(runtime, "context", None))
         check_served(settings.keywords())  # before the checks of run_config, which read the files they are given
         task, config_ = run_config(graph_id, settings)
-        check_served(_config_values(config_))  # and what the checked config would really use
+        check_served(_config_values(config_.to_json()))  # and what the checked config would really use
     except ConfigError as exc:
         raise SettingsError(str(exc)) from None
     return served_graph(task, config_, schema)

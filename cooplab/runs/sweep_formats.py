@@ -24,8 +24,7 @@ from cooplab.agents.models.factory import check_model
 from cooplab.agents.models.spec import parse_model_spec
 from cooplab.agents.prices import run_prices
 from cooplab.agents.settings import LLMSettings
-from cooplab.graphs.task import first_error
-from cooplab.limits import ConfigError
+from cooplab.limits import ConfigError, explain
 from cooplab.runs.sweeps import SweepError
 
 FORMAT_NAMES = {"cpr": "CPR sweep", "science": "science sweep", "args": "command-line options"}
@@ -112,6 +111,19 @@ NUMERIC_FIELDS = {"trials": "replicates", "n_agents": "n-agents", "rounds": "rou
 LLM_KEYS = set(LLMSettings.model_fields) - {"model", "agent_models"}
 
 
+def llm_block(raw: Any, where: str) -> LLMSettings:
+    """An earlier sweep file's ``llm`` object: the LLM settings but the models (the sweep's own field),
+    each checked by its field's rule (one line naming ``{where}: llm.FIELD``)."""
+    from cooplab.limits import in_file, validate
+
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: llm must be a JSON object, got {raw!r}")
+    other = sorted(set(raw) - LLM_KEYS)
+    if other:
+        raise ConfigError(f"{where}: llm: unknown field {other[0]!r}; use {', '.join(sorted(LLM_KEYS))}")
+    return validate(LLMSettings, raw, in_file(where, "llm"), strict=False)
+
+
 def check_raw(raw: dict[str, Any], where: str) -> None:
     """Types and rules of every field, before pydantic (which would coerce true to 1 and "3" to 3)."""
     import cooplab.limits as co
@@ -126,7 +138,7 @@ def check_raw(raw: dict[str, Any], where: str) -> None:
         if key in raw and (not isinstance(raw[key], list) or not all(isinstance(x, str) for x in raw[key])):
             raise ConfigError(f"{where}: {key} must be a list of strings, got {raw[key]!r}")
     if "llm" in raw:
-        LLMSettings.from_file(raw["llm"], f"{where}: llm", allowed=LLM_KEYS)
+        llm_block(raw["llm"], where)
     if "set" in raw and not isinstance(raw["set"], dict):
         raise ConfigError(f"{where}: set must be a JSON object of parameters (see 'cooplab params cpr'), got {raw['set']!r}")
 
@@ -217,7 +229,7 @@ def load_science(raw: dict[str, Any], where: str) -> ScienceSweep:
                 raise SweepError(str(exc)) from None
     if "llm" in raw:
         try:
-            LLMSettings.from_file(raw["llm"], f"{where}: llm", allowed=LLM_KEYS)
+            llm_block(raw["llm"], where)
         except ConfigError as exc:
             raise SweepError(str(exc)) from None
     judge = raw.get("judge")
@@ -228,12 +240,12 @@ def load_science(raw: dict[str, Any], where: str) -> ScienceSweep:
     try:
         cfg = ScienceSweep(**raw)
     except ValidationError as exc:
-        raise SweepError(f"{where}: {first_error(exc)}") from None
+        raise SweepError(f"{where}: {explain(exc)}") from None
     try:  # every condition's parameters, before anything runs
         for t, size, vis, prompt in product(cfg.science_tasks, cfg.team_sizes, cfg.visibilities, cfg.prompts):
             ScienceParams(**{**cfg.set, "task": t, "team": cfg.team, "team_size": size, "visibility": vis, "prompt": prompt})
     except ValidationError as exc:
-        raise SweepError(f"{where}: {first_error(exc)}") from None
+        raise SweepError(f"{where}: {explain(exc)}") from None
     if cfg.team == "llm":
         for m in cfg.models:
             try:
@@ -324,7 +336,7 @@ def load_args(raw: Any, where: str) -> TaskSweep:
     try:
         cfg = TaskSweep(**raw)
     except ValidationError as exc:
-        raise SweepError(f"{where}: {first_error(exc)}") from None
+        raise SweepError(f"{where}: {explain(exc)}") from None
     return cfg  # the task and the number of cells are checked on the converted grid (grid.load)
 
 

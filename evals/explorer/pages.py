@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cooplab.evals.explorer import groups, render, traces, views
+from cooplab.evals.explorer import forks, groups, render, traces, views
 from cooplab.evals.explorer.runs import RunDir, discover, shown
 from cooplab.evals.values import cut, human_bytes, num, slug
 from cooplab.graphs import explore as ex
@@ -108,6 +108,9 @@ class Site:
                     "the folders given; go back to the list"}, 404
         secs = views.sections(run, q, self.task(run.task))
         rendered = render.sections(secs, run)
+        lineage = forks.lineage_section(run, self.scan())  # its parent and its forks, found by run id (evals/explorer/forks.py)
+        if lineage is not None:
+            rendered.insert(0, lineage)
         return {**self.base(f"{run.name} \u00b7 {run.task}"), "run": self.header(run), "sections": rendered,
                 "notes": list(dict.fromkeys(run.notes)), "query": q}, 200
 
@@ -130,18 +133,26 @@ class Site:
         q = clean_query(query)
         a, b = self.get(q.get("a")), self.get(q.get("b"))
         if a is None or b is None:
-            return {**self.base("compare"), "message": "give two runs of the list to compare: /compare?a=ID&b=ID "
-                    "(pick A and B on the list page)"}, 404
-        notes = []
+            missing = [f"{k} = {cut(str(query.get(k, '')), 120)!r}" for k, r in (("a", a), ("b", b)) if r is None]
+            return {**self.base("compare"), "message": f"no run with id {' and '.join(missing)} under the folders given; "
+                    "compare two runs of the list: /compare?a=ID&b=ID (pick A and B on the list page)"}, 404
         if a.task != b.task:
-            notes.append(f"the runs are of different tasks ({a.task} and {b.task}): only what they share is compared")
+            return {**self.base("compare"), "message": f"{a.name} is a {a.task!r} run and {b.name} a {b.task!r} run; "
+                    "compare two runs of one task"}, 400
+        notes = []
         ka, kb = views.key_numbers(a, self.task(a.task)), views.key_numbers(b, self.task(b.task))
         keys = list(dict.fromkeys([*ka, *kb]))
         numbers = [(render.text(k, 60), render.text(ka.get(k), 200), render.text(kb.get(k), 200)) for k in keys]
         sa = views.sections(a, {}, self.task(a.task))
         sb = views.sections(b, {}, self.task(b.task))
         plots = overlay(plots_of(sa), plots_of(sb))
+        try:
+            fork = forks.comparison(a, b, self.task(a.task))
+        except Exception as exc:  # noqa: BLE001 - damaged tables: the rest of the page still shows
+            fork = None
+            notes.append(f"the round-by-round comparison could not be made ({cut(f'{type(exc).__name__}: {exc}', 300)})")
         return {**self.base(f"compare {a.name} and {b.name}"), "a": self.header(a), "b": self.header(b), "numbers": numbers,
+                "fork": fork,
                 "plots": [render.block(p, a) for p in plots], "twins": twins(sa, sb, a, b), "notes": notes + [f"A: {n}" for n in dict.fromkeys(a.notes)]
                 + [f"B: {n}" for n in dict.fromkeys(b.notes)]}, 200
 
@@ -161,7 +172,21 @@ class Site:
             c["anchor"] = f"{prefix}call-{n + 1}"
             c["facts"] = call_facts(c)
         return {**self.base(f"model calls of {run.name}"), "run": self.header(run), "calls": calls, "filters": filters,
-                "rounds": by_round(calls, prefix), "totals": trace_totals(tf, calls), "notes": [note] if note else []}, 200
+                "rounds": by_round(calls, prefix), "totals": trace_totals(tf, calls), "notes": [note] if note else [],
+                "fork": self.fork_of(run)}, 200
+
+    def fork_of(self, run: RunDir) -> dict[str, Any] | None:
+        """What the traces page says of a fork: its parent (found by run id among the runs under the
+        folders; None when not there) and K, with links to the parent's page and model calls."""
+        rec = forks.fork_of(run)
+        if rec is None:
+            return None
+        parent = forks.by_id(self.scan()).get(rec["parent_id"]) if rec["parent_id"] else None
+        return {"at_round": rec["at_round"], "changes": rec["changes"], "parent_id": render.text(rec["parent_id"], 120),
+                "parent_name": parent.name if parent is not None else None,
+                "parent_href": render.run_href(parent.id) if parent is not None else None,
+                "parent_traces": render.trace_href(parent.id) if parent is not None else None,
+                "compare": forks.compare_href(parent, run) if parent is not None else None}
 
 
 def call_facts(c: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -206,6 +231,12 @@ def trace_totals(tf: traces.TraceFile, calls: list[dict[str, Any]]) -> list[tupl
     if led is not None:
         out.append(("charged tokens (ledger, the whole run)", f"{traces.tokens_text((led['input_tokens'], led['output_tokens']))}, "
                                                              f"{led['calls']:,} calls, {traces.usd(led['cost_usd'])}"))
+    if len(tf.starts) > 1 or any(s["started_as"] != "new" for s in tf.starts):
+        words = {"new": "from its first step", "resumed": "resumed from a checkpoint", "fork": "a fork's start, from its parent's checkpoint"}
+        out.append(("parts traced (one per process)", "; ".join(
+            f"{n}. {words[s['started_as']]}" + (f" (of run {cut(s['fork_of'], 60)}, round {s['fork_at_round']})" if s["started_as"] == "fork"
+                                                  and s.get("fork_of") else "") for n, s in enumerate(tf.starts[:20], 1))
+            + ("; …" if len(tf.starts) > 20 else "")))
     if tf.exists:
         kinds = ", ".join(f"{k} {v:,}" for k, v in sorted(tf.run_types.items()))
         out.append(("traces.jsonl", f"{human_bytes(tf.bytes)}, {tf.records:,} records" + (f" ({kinds})" if kinds else "")))

@@ -38,6 +38,8 @@ MAX_COLUMNS = 40
 MAX_POINTS = 2_000
 #: series of one plot at most (the rest are named in the caption)
 MAX_SERIES = 24
+#: marks (lines and bands across the x axis) of one plot at most
+MAX_MARKS = 12
 #: bytes of one image file shown inline at most
 MAX_IMAGE_BYTES = 8 << 20
 #: bytes of images one file of ``cooplab report`` embeds at most (its :class:`ImageBudget`)
@@ -268,9 +270,16 @@ def plot_data(p: ex.Plot) -> tuple[str | None, str | None]:
             scatter.append({"label": cut(str(label), 60), "x": [a for a, _ in keep], "y": [b for _, b in keep], "colour": col[str(label)]})
     if not series and not bands and not scatter:
         return None, "nothing to plot (every value is missing or not a finite number)"
+    marks = []
+    for m in list(p.marks or [])[:MAX_MARKS] if not categorical else []:
+        if not isinstance(m, Mapping) or num(m.get("x")) is None:
+            continue
+        to = num(m.get("to")) if m.get("to") is not None else None
+        marks.append({"x": _short(num(m.get("x"))), "to": _short(to), "label": cut(str(m.get("label") or ""), 80)})
     data = {"title": cut(str(p.title), 120), "xlabel": cut(str(p.xlabel), 60), "ylabel": cut(str(p.ylabel), 60), "kind": kind,
             "integer_x": bool(p.integer_x), "categorical": categorical, "x": xv,
-            "xticks": [cut(str(xs[i]), 24) for i in idx] if categorical else None, "series": series, "bands": bands, "scatter": scatter}
+            "xticks": [cut(str(xs[i]), 24) for i in idx] if categorical else None, "series": series, "bands": bands, "scatter": scatter,
+            "marks": marks}
     return json.dumps(data, allow_nan=False, ensure_ascii=False), None
 
 

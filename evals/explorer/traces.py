@@ -141,6 +141,25 @@ def _reported(rec: Mapping[str, Any], extra: Mapping[str, Any]) -> tuple[int, in
     return None
 
 
+#: root runs of a trace file kept at most (one per process that ran a part of the run)
+MAX_STARTS = 1_000
+
+
+def start_of(rec: Mapping[str, Any]) -> dict[str, Any]:
+    """How the part of a run a root record traces started: its metadata's ``started_as`` ("new",
+    "resumed", "fork"), else its tags (traces written before the metadata: "resumed" or new), and
+    a fork's ``fork_of`` (the parent's run id, text) and ``fork_at_round``."""
+    extra = rec.get("extra") if isinstance(rec.get("extra"), Mapping) else {}
+    md = extra.get("metadata") if isinstance(extra.get("metadata"), Mapping) else {}
+    tags = rec.get("tags") if isinstance(rec.get("tags"), list) else []
+    kind = md.get("started_as")
+    if kind not in ("new", "resumed", "fork"):
+        kind = "fork" if "fork" in tags else "resumed" if "resumed" in tags else "new"
+    parent = md.get("fork_of")
+    return {"started_as": kind, "fork_of": cut(parent, 200) if isinstance(parent, str) else None,
+            "fork_at_round": _int(md.get("fork_at_round")), "start": rec.get("start_time")}
+
+
 def fill_rounds(calls: list[dict[str, Any]]) -> None:
     """A call whose round is not known (a prompt that does not name it, in a trace without round
     labels) belongs to the round of the same agent's call before it."""
@@ -179,6 +198,9 @@ class TraceFile:
     bad_lines: list[int] = field(default_factory=list)
     #: what the ledger charged for model calls (calls, input and output tokens, cost): None without a ledger table
     charged: dict[str, Any] | None = None
+    #: the root runs of the file (one per process that ran a part of the run), in file order: how each
+    #: started ("new", "resumed" or "fork") and, for a fork, its parent's run id and round (:func:`start_of`)
+    starts: list[dict[str, Any]] = field(default_factory=list)
 
     def reported(self) -> tuple[int, int]:
         """The input and output tokens the model reported, summed over the calls."""
@@ -260,6 +282,8 @@ def read_trace_file(path: Any) -> TraceFile:
                 tf.run_types[kind] = tf.run_types.get(kind, 0) + 1
                 if rec.get("run_type") == "llm":
                     tf.calls.append(facts(rec))
+                elif rec.get("parent_run_id") is None and rec.get("run_type") == "chain" and len(tf.starts) < MAX_STARTS:
+                    tf.starts.append(start_of(rec))
     except OSError as exc:
         tf.notes.append(f"cannot read traces.jsonl: {exc.strerror or exc}")
     tf.calls.sort(key=lambda f: str(f.get("start") or ""))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -127,14 +129,66 @@ def _norm_panel(ax, norms: pd.DataFrame, society: int, societies: int) -> None:
             transform=ax.transAxes, wrap=False)
 
 
+#: the fields of summary.json the run figure shows (only these reach :func:`run_figure_of`, so the
+#: digest of :func:`run_figure_key` covers everything drawn)
+RUN_FIGURE_FIELDS = ("env", "population", "ablation", "survival_time", "efficiency", "replicates")
+@functools.cache
+def _code_digest() -> str:
+    """The SHA-256 of the code that draws the run figure (this module, the canvas, the text of
+    numbers): a change to any of it draws the figure anew."""
+    import cooplab.evals.canvas as canvas
+    import cooplab.evals.text as text
+
+    h = hashlib.sha256()
+    for p in (__file__, canvas.__file__, text.__file__):
+        h.update(Path(p).read_bytes())
+    return h.hexdigest()
+
+
+def _frame_digest(df: pd.DataFrame | None) -> bytes:
+    if df is None:
+        return b"none"
+    head = json.dumps([[str(c), str(t)] for c, t in df.dtypes.items()]).encode()
+    return head + pd.util.hash_pandas_object(df, index=True).to_numpy().tobytes()
+
+
+def run_figure_key(rounds: pd.DataFrame, summary: dict[str, Any], *, efforts: pd.DataFrame | None = None,
+                   norms: pd.DataFrame | None = None) -> str | None:
+    """The SHA-256 of everything the run figure is drawn from: the tables (their columns, types and
+    every value), the summary's :data:`RUN_FIGURE_FIELDS`, the drawing code and the matplotlib
+    version; None when a table cannot be hashed (then the figure is drawn, never reused)."""
+    import matplotlib
+
+    h = hashlib.sha256(b"cooplab cpr run figure\0")
+    h.update(f"{_code_digest()} {matplotlib.__version__} {pd.__version__}\0".encode())
+    h.update(json.dumps({k: summary.get(k) for k in RUN_FIGURE_FIELDS}, sort_keys=True, default=str).encode())
+    try:
+        for df in (rounds, efforts, norms):
+            h.update(b"\0" + _frame_digest(df))
+    except (TypeError, ValueError):  # a column of unhashable values
+        return None
+    return h.hexdigest()
+
+
 def run_figure(rounds: pd.DataFrame, summary: dict[str, Any], outdir: Path, *, efforts: pd.DataFrame | None = None,
-               norms: pd.DataFrame | None = None) -> Path:
-    """``outdir/run.png``: :func:`run_figure_of` saved."""
+               norms: pd.DataFrame | None = None, cache: Any = None) -> Path:
+    """``outdir/run.png``: :func:`run_figure_of` saved. With ``cache`` (the run's
+    :class:`~cooplab.agents.cache.ResponseCache`), a figure drawn before from the same inputs
+    (:func:`run_figure_key`: a rerun answered from the cache has the same tables, bit for bit) is
+    copied from it instead of drawn, and a figure drawn is kept there."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
-    fig = run_figure_of(rounds, summary, efforts=efforts, norms=norms)
     path = outdir / "run.png"
+    summary = {k: summary[k] for k in RUN_FIGURE_FIELDS if k in summary}
+    key = run_figure_key(rounds, summary, efforts=efforts, norms=norms) if cache is not None else None
+    png = cache.get_figure(key) if key is not None else None
+    if png is not None:
+        path.write_bytes(png)
+        return path
+    fig = run_figure_of(rounds, summary, efforts=efforts, norms=norms)
     fig.savefig(path, dpi=110)
+    if key is not None:
+        cache.put_figure(key, path.read_bytes())
     return path
 
 

@@ -9,11 +9,12 @@ this table and ``docs/cpr.md`` reproduces it.
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError, model_serializer, model_validator
 
-from cooplab.limits import MAX_AGENTS, MAX_PARAM, MAX_ROUNDS
+from cooplab.graphs.invaders import Invader
+from cooplab.limits import RULES
 
 Env = Literal["harsh", "rich"]
 Population = Literal["altruistic", "selfish", "mixed"]
@@ -38,95 +39,73 @@ def _f(default: Any, description: str, source: str, **kw: Any) -> Any:
     return Field(default, description=description, json_schema_extra={"source": source}, **kw)
 
 
+#: the number types of the parameters: every bound from the caps table (cooplab/limits.py, RULES)
+Real = Annotated[float, RULES["param"].within(0)]  # a real >= 0 (magnitude capped)
+Positive = Annotated[float, RULES["param"].within(0, lo_open=True)]
+Share = Annotated[float, RULES["share"]]
+PositiveShare = Annotated[float, RULES["share"].within(0, lo_open=True)]
+
+
 class CPRParams(BaseModel):
     """All numeric parameters of one CPR society. Names follow the paper's symbols."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False, defer_build=True)
 
     # --- population and horizon -------------------------------------------------------
-    N: int = _f(10, "number of agents", "paper §4.1: all simulations use 10 agents", ge=2, le=MAX_AGENTS)
-    T: int = _f(50, "round cap", "paper §4.2: runs are capped at 50 rounds", ge=1, le=MAX_ROUNDS)
+    N: Annotated[int, RULES["n-agents"]] = _f(10, "number of agents", "paper §4.1: all simulations use 10 agents")
+    T: Annotated[int, RULES["rounds"]] = _f(50, "round cap", "paper §4.2: runs are capped at 50 rounds")
     # --- resource (§3.1.2) ------------------------------------------------------------
-    K: float = _f(1000.0, "carrying capacity of the stock", "chosen: sets the fish unit so that beta = 10 is about one round's catch, not a death sentence", gt=0)
-    R0: float = _f(1000.0, "initial stock R(1)", "chosen: the lake starts full (R0 = K)", ge=0)
-    r: float = _f(0.2, "intrinsic growth rate (harsh 0.2, rich 0.6)", "paper §4.1: harsh r = 0.2, rich r = 0.6", ge=0)
-    R_min: float = _f(71.0, "collapse threshold on the post-harvest stock", "chosen, calibrated (docs/cpr.md); v1: 50, 5% of K", ge=0)
+    K: Positive = _f(1000.0, "carrying capacity of the stock", "chosen: sets the fish unit so that beta = 10 is about one round's catch, not a death sentence")
+    R0: Real = _f(1000.0, "initial stock R(1)", "chosen: the lake starts full (R0 = K)")
+    r: Real = _f(0.2, "intrinsic growth rate (harsh 0.2, rich 0.6)", "paper §4.1: harsh r = 0.2, rich r = 0.6")
+    R_min: Real = _f(71.0, "collapse threshold on the post-harvest stock", "chosen, calibrated (docs/cpr.md); v1: 50, 5% of K")
     # --- technology and economy (§3.1.1) ----------------------------------------------
-    alpha: float = _f(
-        0.082, "productivity: h_i = alpha * e_i * R", "chosen, calibrated (docs/cpr.md): 10 agents at full effort take 82% of the stock per round; v1: 0.1, they can empty the lake in one round", gt=0, le=1
+    alpha: PositiveShare = _f(
+        0.082, "productivity: h_i = alpha * e_i * R", "chosen, calibrated (docs/cpr.md): 10 agents at full effort take 82% of the stock per round; v1: 0.1, they can empty the lake in one round"
     )
-    c: float = _f(
-        3.1, "fixed consumption per agent per round", "chosen, calibrated (docs/cpr.md): 62% of the harsh lake's per-capita MSY rK/4N = 5 (21% of the rich lake's 15); v1: 4.0 (80%)", gt=0
+    c: Positive = _f(
+        3.1, "fixed consumption per agent per round", "chosen, calibrated (docs/cpr.md): 62% of the harsh lake's per-capita MSY rK/4N = 5 (21% of the rich lake's 15); v1: 4.0 (80%)"
     )
-    P0: float = _f(38.0, "initial wealth P_i(1)", "chosen, calibrated (docs/cpr.md): 12 rounds of consumption, or almost four beta = 10 fines; v1: 20", ge=0)
+    P0: Real = _f(38.0, "initial wealth P_i(1)", "chosen, calibrated (docs/cpr.md): 12 rounds of consumption, or almost four beta = 10 fines; v1: 20")
     # --- sanctions ----------------------------------------------------------------------
-    beta: float = _f(10.0, "penalty paid by a punished agent", "paper Fig. 2 uses beta = 10 and 14", ge=0)
-    gamma: float = _f(7.2, "cost paid by a punisher", "chosen, calibrated (docs/cpr.md): fee:fine about 3:4 at beta = 10; v1: 1.0, a tenth of beta", ge=0)
-    punishment: bool = _f(True, "punishment phase on/off", "paper §4.1 (a)")
-    punish_off_round: int | None = _f(
-        None, "from this round on punishment is disabled (none: never)", "paper Fig. 2 disables it at t = 15", ge=1, le=MAX_ROUNDS
-    )
+    beta: Real = _f(10.0, "penalty paid by a punished agent", "paper Fig. 2 uses beta = 10 and 14")
+    gamma: Real = _f(7.2, "cost paid by a punisher", "chosen, calibrated (docs/cpr.md): fee:fine about 3:4 at beta = 10; v1: 1.0, a tenth of beta")
+    punishment: StrictBool = _f(True, "punishment phase on/off", "paper §4.1 (a)")
+    punish_off_round: Annotated[int | None, RULES["rounds"].within(optional=True)] = _f(
+        None, "from this round on punishment is disabled (none: never)", "paper Fig. 2 disables it at t = 15")
     # --- social learning (§3.1.3) ---------------------------------------------------------
-    social_learning: bool = _f(True, "payoff-biased imitation on/off", "paper §4.2.5 ablations")
-    delta: float = _f(0.86, "selection strength of the logit imitation rule (per fish)", "chosen, calibrated (docs/cpr.md): a 5-fish payoff gap gives Pr = 0.99; v1: 0.2 (0.73)", ge=0)
-    sigma: float = _f(
-        0.096, "mutation s.d., as a fraction of each trait's initial general range", "chosen, calibrated (docs/cpr.md): small exploration; v1: 0.05", ge=0
+    social_learning: StrictBool = _f(True, "payoff-biased imitation on/off", "paper §4.2.5 ablations")
+    delta: Real = _f(0.86, "selection strength of the logit imitation rule (per fish)", "chosen, calibrated (docs/cpr.md): a 5-fish payoff gap gives Pr = 0.99; v1: 0.2 (0.73)")
+    sigma: Real = _f(
+        0.096, "mutation s.d., as a fraction of each trait's initial general range", "chosen, calibrated (docs/cpr.md): small exploration; v1: 0.05"
     )
-    learn_prob: float = _f(
-        0.62, "probability that an agent revises its strategy in a round", "chosen, calibrated (docs/cpr.md); v1: 0.2, the paper says agents 'occasionally' revise", ge=0, le=1
+    learn_prob: Share = _f(
+        0.62, "probability that an agent revises its strategy in a round", "chosen, calibrated (docs/cpr.md); v1: 0.2, the paper says agents 'occasionally' revise"
     )
-    ema: float = _f(
-        0.78, "weight of the newest round in the smoothed payoff P_bar", "chosen, calibrated (docs/cpr.md): the paper suggests an exponential moving average; v1: 0.5", gt=0, le=1
+    ema: PositiveShare = _f(
+        0.78, "weight of the newest round in the smoothed payoff P_bar", "chosen, calibrated (docs/cpr.md): the paper suggests an exponential moving average; v1: 0.5"
     )
     # --- individual learning (abstract; §4.2.5 "individual history and environmental feedback")
-    individual_learning: bool = _f(
+    individual_learning: StrictBool = _f(
         True, "individual (reinforcement) learning from one's own payoff, fines and sanctions on/off",
         "paper abstract ('agents also individually learn from the consequences of harvesting, monitoring, and punishing') "
         "and §4.2.5 (Neither: 'individual history and environmental feedback')")
-    il_rate: float = _f(
+    il_rate: Share = _f(
         0.43, "learning rate lambda of individual learning (Bush-Mosteller; 0 = off)",
-        "chosen, calibrated (docs/cpr.md): a fine closes 43% of the gap to the violated norm; first version: 0.2",
-        ge=0, le=1)
+        "chosen, calibrated (docs/cpr.md): a fine closes 43% of the gap to the violated norm; first version: 0.2")
     # --- group decision (§3.1.3) ------------------------------------------------------------
-    group_decision: bool = _f(True, "propose -> vote (median) group norm on/off", "paper §4.2.5 ablations")
+    group_decision: StrictBool = _f(True, "propose -> vote (median) group norm on/off", "paper §4.2.5 ablations")
     # --- initial trait ranges of §4.1 (c): general range, split into altruistic/selfish halves
-    e_min: float = _f(
-        0.082, "lower end of the general initial effort range", "chosen, calibrated (docs/cpr.md): alpha e K = 6.7, about twice subsistence at full stock; v1: 0.04, subsistence (alpha e K = c)", ge=0, le=1
+    e_min: Share = _f(
+        0.082, "lower end of the general initial effort range", "chosen, calibrated (docs/cpr.md): alpha e K = 6.7, about twice subsistence at full stock; v1: 0.04, subsistence (alpha e K = c)"
     )
-    g_min: float = _f(0.13, "lower end of the general initial cap range", "chosen, calibrated (docs/cpr.md); v1: 4.0, subsistence, g = c", ge=0)
-    e_max: float = _f(
-        0.98, "upper end of the general initial effort range", "chosen, calibrated (docs/cpr.md); v1: 1.0, the physical maximum", ge=0, le=1
+    g_min: Real = _f(0.13, "lower end of the general initial cap range", "chosen, calibrated (docs/cpr.md); v1: 4.0, subsistence, g = c")
+    e_max: Share = _f(
+        0.98, "upper end of the general initial effort range", "chosen, calibrated (docs/cpr.md); v1: 1.0, the physical maximum"
     )
-    g_max: float = _f(18.0, "upper end of the general initial cap range", "chosen, calibrated (docs/cpr.md): just above the rich per-capita MSY (rK/4N = 15); v1: 30", gt=0)
-    m_range: tuple[float, float] = _f((0.0, 0.42), "initial monitoring propensity range", "chosen, calibrated (docs/cpr.md); v1: the full unit interval")
-    p_range: tuple[float, float] = _f((0.0, 0.55), "initial punishment propensity range", "chosen, calibrated (docs/cpr.md); v1: the full unit interval")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _types(cls, data: Any) -> Any:
-        """Wrong types and non-finite or absurd numbers, named, before pydantic's coercion (which
-        would turn true into 1.0 and "1e3" into 1000.0)."""
-        if not isinstance(data, dict):
-            return data
-        for name, v in data.items():
-            f = cls.model_fields.get(name)
-            if f is None:
-                continue  # extra="forbid" reports it
-            ann = f.annotation
-            if ann is bool:
-                if not isinstance(v, bool):
-                    raise ValueError(f"{name} must be true or false, got {v!r}")
-            elif name in ("m_range", "p_range"):
-                if not isinstance(v, (list, tuple)) or len(v) != 2:
-                    raise ValueError(f"{name} must be a pair [low, high] inside [0, 1], got {v!r}")
-                for x in v:
-                    _number(name, x, False)
-            elif name == "punish_off_round":
-                if v is not None:
-                    _number(name, v, True)
-            else:
-                _number(name, v, ann is int)
-        return data
+    g_max: Positive = _f(18.0, "upper end of the general initial cap range", "chosen, calibrated (docs/cpr.md): just above the rich per-capita MSY (rK/4N = 15); v1: 30")
+    m_range: tuple[Share, Share] = _f((0.0, 0.42), "initial monitoring propensity range", "chosen, calibrated (docs/cpr.md); v1: the full unit interval")
+    p_range: tuple[Share, Share] = _f((0.0, 0.55), "initial punishment propensity range", "chosen, calibrated (docs/cpr.md); v1: the full unit interval")
 
     @model_validator(mode="after")
     def _check(self) -> "CPRParams":
@@ -144,15 +123,6 @@ class CPRParams(BaseModel):
     def H_opt(self) -> float:
         """Maximum sustainable yield of the logistic model: max_R r R (1 - R/K) = r K / 4."""
         return self.r * self.K / 4.0
-
-
-def _number(name: str, v: Any, integer: bool) -> None:
-    from cooplab.limits import show
-
-    rule = "an integer" if integer else f"a finite number of magnitude at most {MAX_PARAM:.0e}".replace("e+", "e")
-    if (isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not math.isfinite(v))
-            or (not integer and abs(v) > MAX_PARAM)):
-        raise ValueError(f"{name} must be {rule} (see 'cooplab params cpr' for its domain), got {show(v)}")
 
 
 #: Named parameter sets. ``v1``: the model as it was before individual learning was added
@@ -194,6 +164,72 @@ def preset_values(name: str) -> dict[str, Any]:
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
     return dict(PRESETS[name])
+
+
+#: a run's settings beside the society's parameters: the environment and ablation the parameters
+#: came from, who the agents are, how many societies, and the preset if one was used
+RUN_SETTINGS = ("env", "ablation", "population", "replicates", "invader", "preset")  # config.json's order
+
+
+def invader_kinds(agents: str | None) -> tuple[str, ...]:
+    """Rule-based societies take the rule-based invaders; LLM societies an invader of another model
+    (``model:scripted:examples/scripted/greedy.json@K`` is a greedy one)."""
+    return ("model",) if agents == "llm" else ("greedy", "defector", "free-rider")
+
+
+class CPRSettings(CPRParams):
+    """Every setting of a CPR run (config.json's ``params``): the society's parameters
+    (:class:`CPRParams`) and, beside them, the environment and ablation they came from, the
+    population, the number of societies and the preset, if one was used (``cooplab run cpr``'s
+    ``--env``, ``--ablation``, ``--population``, ``--replicates``, ``--preset``)."""
+
+    env: Literal["harsh", "rich"] | None = _f("harsh", "environment the growth rate r came from (--env)", "paper §4.1")
+    ablation: Literal["full", "osl", "ogd", "neither"] | None = _f("full", "ablation the two alignment switches came from (--ablation)",
+                                                                   "paper §4.2.5")
+    population: Literal["altruistic", "selfish", "mixed"] = _f("mixed", "who the agents are: altruistic, selfish or half and half",
+                                                               "paper §4.1 (c)")
+    replicates: Annotated[int, RULES["replicates"]] = _f(1, "independent societies run side by side (the CLI's default: 100 rule-based, "
+                                                         "1 LLM)", "cooplab")
+    preset: StrictStr | None = _f(None, "the named parameter set the values started from (--preset; none: the defaults)", "cooplab")
+    invader: Invader | None = _f(None, "an agent replaced at round K by an invader (--invader KIND@K[:AGENT]; tasks/cpr/invaders.py; "
+                                 "none: no invader)", "cooplab")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stored_v1(cls, data: Any, info: Any) -> Any:
+        """A stored run written before individual learning existed ran the v1 model: it resumes as such."""
+        if isinstance(data, dict) and (info.context or {}).get("stored") and "individual_learning" not in data:
+            return {**data, "individual_learning": False}
+        return data
+
+    @model_validator(mode="after")
+    def _fits(self, info: Any) -> "CPRSettings":
+        from cooplab.graphs.invaders import check_in
+        from cooplab.limits import ConfigError, check_size, cross
+
+        try:
+            check_size(self.replicates, self.N, self.T, names=("<replicates>", "<N>", "<T>"))
+        except ConfigError as exc:
+            raise cross(("replicates", "N", "T"), str(exc)) from None
+        agents = (info.context or {}).get("agents")
+        check_in(self.invader, n_agents=self.N, rounds=self.T, agents=agents, kinds=invader_kinds(agents))
+        return self
+
+    @model_serializer(mode="wrap")
+    def _in_order(self, handler: Any) -> dict[str, Any]:
+        """config.json's order: the run's settings first (no preset when none was used), then the parameters."""
+        out = handler(self)
+        run = {k: out[k] for k in RUN_SETTINGS if k in out and not (k in ("preset", "invader") and out[k] is None)}
+        return {**run, **{k: v for k, v in out.items() if k not in RUN_SETTINGS}}
+
+    @property
+    def n_agents(self) -> int:
+        return self.N
+
+    @property
+    def model_params(self) -> CPRParams:
+        """The society's parameters alone (without the run's settings)."""
+        return CPRParams.model_construct(**{k: getattr(self, k) for k in CPRParams.model_fields})
 
 
 class InitialRange(BaseModel):
@@ -264,18 +300,13 @@ def parse_set(items: list[str] | None) -> dict[str, Any]:
 
 
 def make_params(**values: Any) -> CPRParams:
-    """Build validated parameters; turn pydantic's report into one readable line."""
+    """Build validated parameters; a bad value is one readable line (:class:`ParamError`)."""
+    from cooplab.limits import explain
+
     try:
         return CPRParams(**values)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
-        if not loc:
-            raise ParamError(f"invalid parameters: {msg}") from None
-        bad = err.get("input")
-        shown = f" (got {bad!r})" if not isinstance(bad, dict) else ""
-        raise ParamError(f"invalid parameter {loc}: {msg}{shown}") from None
+        raise ParamError(explain(exc)) from None
 
 
 def params_table() -> list[dict[str, Any]]:

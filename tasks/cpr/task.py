@@ -2,13 +2,15 @@
 Learning and Collective Norm Formation in Fostering Cooperation in LLM Multi-Agent Systems") as a
 task of the one runner: configuration, graph, initial state and outputs.
 
-A run's ``params`` (config.json) hold every :class:`~cooplab.tasks.cpr.params.CPRParams` value and,
-beside them, ``env`` (harsh | rich) and ``ablation`` (full | osl | ogd | neither) the values came
-from, ``population`` (altruistic | selfish | mixed), ``replicates`` and, if one was used, ``preset``.
+A run's settings are a :class:`~cooplab.tasks.cpr.params.CPRSettings` (``config.params``; config.json's
+``params``): every :class:`~cooplab.tasks.cpr.params.CPRParams` value and, beside them, ``env``
+(harsh | rich) and ``ablation`` (full | osl | ogd | neither) the values came from, ``population``
+(altruistic | selfish | mixed), ``replicates`` and, if one was used, ``preset``.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -24,16 +26,18 @@ from cooplab.evals.text import counts_text, mean_sem_text
 from cooplab.graphs.rng import phase_rng
 from cooplab.graphs.tables import agent_id
 from cooplab.graphs.runfiles import RunSummary
-from cooplab.graphs.task import RunInfo, Task, TaskConfigError
+from cooplab.graphs.task import RunInfo, Task, TaskConfig
 from cooplab.tasks.cpr import phases as ph
 from cooplab.tasks.cpr.results import CPRResults
 from cooplab.tasks.cpr.params import (
     ENVIRONMENTS,
+    RUN_SETTINGS,
     CPRParams,
+    CPRSettings,
     ParamError,
     agent_types,
+    invader_kinds,
     make_params,
-    params_table,
 )
 from cooplab.tasks.cpr.society import Condition, apply_ablation, init_state, phases_for
 from cooplab.tasks.cpr.state import CPRState, full_state
@@ -66,7 +70,7 @@ def preset_values(name: str | None) -> dict[str, Any]:
 
 
 def resolve_params(env: str, ablation: str, n_agents: int | None, rounds: int | None, overrides: dict[str, Any],
-                   preset: str | None = None) -> CPRParams:
+                   preset: str | None = None) -> CPRParams:  # the earlier CPR sweep format's cells (cooplab/runs/sweep_formats.py)
     """CLI choices -> validated parameters. Precedence: --set > --n-agents/--rounds > --env/--ablation
     > --preset (a named parameter set) > the defaults."""
     values: dict[str, Any] = {**preset_values(preset), "r": ENVIRONMENTS[env]}
@@ -122,17 +126,17 @@ def init_llm_state(conditions, replicates: int, seed: int, variant: str = "origi
     return state
 
 
-#: CPR's settings beside the model's parameters in config["params"]: the environment and ablation
-#: the parameters came from, who the agents are, how many societies, and the preset if one was used
-RUN_SETTINGS = ("env", "ablation", "population", "replicates", "preset", "invader")
 POPULATIONS = ("altruistic", "selfish", "mixed")
 ABLATIONS = ("full", "osl", "ogd", "neither")
+__all__ = ["RUN_SETTINGS", "CPRTask", "TASK"]
+
+Config = TaskConfig[CPRSettings]
 
 
 class CPRTask(Task):
     name = "cpr"
     title = "The common-pool fishery society (Gupta et al. 2025): harvest, punish, learn, propose, vote."
-    Params = CPRParams
+    Params = CPRSettings
     Results = CPRResults
     state_schema = CPRState
     round_node = "environment"
@@ -140,41 +144,6 @@ class CPRTask(Task):
     sweep_columns = ("survival_time.mean", "efficiency.mean", "ledger.calls", "ledger.cost_usd_float")
     #: the per-round curves ``cooplab compare`` draws (columns of rounds.parquet)
     curve_columns = ("R", "n_alive", "mean_effort", "H")
-
-    def params(self, config: Mapping[str, Any]) -> CPRParams:
-        raw = config.get("params")
-        if not isinstance(raw, Mapping):
-            raise TaskConfigError(f"params must be a JSON object, got {raw!r}")
-        raw = {k: v for k, v in raw.items() if k not in RUN_SETTINGS}
-        if "individual_learning" not in raw:  # written before individual learning existed: the v1 model, resumed as such
-            raw = {**raw, "individual_learning": False}
-        try:
-            return make_params(**raw)
-        except ParamError as exc:
-            raise TaskConfigError(f"params: {exc}") from None
-
-    def check_config(self, config: Mapping[str, Any]) -> None:
-        import cooplab.limits as co
-
-        params = self.params(config)
-        run = config["params"]
-        if run.get("population") not in POPULATIONS:
-            raise TaskConfigError(f"params.population must be altruistic, selfish or mixed, got {run.get('population')!r}")
-        co.check("params.replicates", run.get("replicates"), "replicates")
-        for key, allowed in (("env", tuple(ENVIRONMENTS)), ("ablation", ABLATIONS)):
-            if run.get(key) is not None and run.get(key) not in allowed:
-                raise TaskConfigError(f"params.{key} must be one of {', '.join(allowed)}, got {co.show(run.get(key))}")
-        if run.get("preset") is not None and not isinstance(run.get("preset"), str):
-            raise TaskConfigError(f"params.preset must be a preset's name, got {co.show(run.get('preset'))}")
-        co.check_size(run["replicates"], params.N, params.T, names=("params.replicates", "params.N", "params.T"))
-        if run.get("invader") is not None:
-            from cooplab.graphs import invaders
-
-            try:
-                invaders.check_stored(run["invader"], n_agents=params.N, rounds=params.T, agents=str(config.get("agents")),
-                                      kinds=_invader_kinds(str(config.get("agents"))))
-            except co.ConfigError as exc:
-                raise TaskConfigError(str(exc)) from None
 
     def options(self, agents: str, *, env: str = "harsh", population: str = "mixed", ablation: str = "full", n_agents: int | None = None,
                 rounds: int | None = None, replicates: int | None = None, set: Any = None, preset: str | None = None,
@@ -187,58 +156,60 @@ class CPRTask(Task):
         import cooplab.limits as co
         from cooplab.tasks.cpr.params import parse_set
 
-        for name, value, allowed in (("--env", env, tuple(ENVIRONMENTS)), ("--population", population, POPULATIONS),
-                                     ("--ablation", ablation, ABLATIONS)):
+        names = {"env": "--env", "population": "--population", "ablation": "--ablation", "replicates": "--replicates",
+                 "preset": "--preset"}
+        for key, value, allowed in (("env", env, ENVIRONMENTS), ("ablation", ablation, ABLATIONS)):  # read before the model sees them
             if value not in allowed:
-                raise co.ConfigError(f"{name} must be one of {', '.join(allowed)}, got {co.show(value)}")
-        for name, value, rule in (("--n-agents", n_agents, "n-agents"), ("--rounds", rounds, "rounds"), ("--replicates", replicates, "replicates")):
-            if value is not None:
-                co.check(name, value, rule)
+                co.validate(CPRSettings, {key: value}, co.flags(names))  # the model's own message
+                raise co.ConfigError(f"--{key} must be {' or '.join(allowed)}, got {co.show(value)}")
         if replicates is None:
             replicates = 1 if agents == "llm" else 100
         try:
             overrides = parse_set(set) if set is None or isinstance(set, (list, tuple)) else co.parse_set(set, CPRParams.model_fields, "cpr")
-            params = resolve_params(env, ablation, n_agents, rounds, overrides, preset=preset)
+            values: dict[str, Any] = {**preset_values(preset), "r": ENVIRONMENTS[env]}
         except ParamError as exc:
             raise co.ConfigError(str(exc)) from None
-        co.check_size(replicates, params.N, params.T)
-        run = {"env": env, "ablation": ablation, "population": population, "replicates": replicates}
-        if invader is not None:
+        values = apply_ablation(values, ablation)
+        if n_agents is not None:
+            values["N"], names["N"] = n_agents, "--n-agents"
+        if rounds is not None:
+            values["T"], names["T"] = rounds, "--rounds"
+        for key in overrides:
+            names[key] = f"--set {key}"
+        values.update(overrides)
+        run = {"env": env, "ablation": ablation, "population": population, "replicates": replicates, "preset": preset}
+        name = co.flags(names, rest=lambda f: f"--set {f}")
+        settings = co.validate(CPRSettings, {**values, **run}, name, context={"agents": agents})
+        if invader is not None:  # an agent replaced at round K: checked against the society the settings describe
             from cooplab.graphs import invaders
 
-            run["invader"] = invaders.parse(invader, n_agents=params.N, rounds=params.T, agents=agents, kinds=_invader_kinds(agents))
-        return {"params": {**run, **({"preset": preset} if preset is not None else {}), **params.model_dump()}}
+            run["invader"] = invaders.parse(invader, n_agents=settings.N, rounds=settings.T, agents=agents, kinds=invader_kinds(agents))
+            settings = co.validate(CPRSettings, {**values, **run}, name, context={"agents": agents})
+        return {"params": settings}
 
-    def n_agents(self, config: Mapping[str, Any]) -> int:
-        return self.params(config).N
-
-    def default_config(self, agents: str = "rule") -> dict[str, Any]:
-        return {**super().default_config(agents),
-                "params": {"env": "harsh", "ablation": "full", "population": "mixed", "replicates": 1, **CPRParams().model_dump()}}
-
-    def phases(self, config: Mapping[str, Any]) -> "OrderedDict[str, Callable]":
-        params = self.params(config)
-        if config.get("agents") == "llm":
-            return llm_phases(params, prompts.variant_of(config))
+    def phases(self, config: Config) -> "OrderedDict[str, Callable]":
+        if config.agents == "llm":
+            return llm_phases(config.params, prompts.variant_of(config))
         from cooplab.tasks.cpr.invaders import with_invader
 
-        return with_invader(phases_for(params), config["params"].get("invader"))
+        invader = config.params.invader
+        return with_invader(phases_for(config.params), invader.as_dict() if invader is not None else None)
 
-    def init_state(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        conds = [Condition(self.params(config), config["params"]["population"])]
-        seed, replicates = int(config["seed"]), int(config["params"]["replicates"])
-        if config.get("agents") == "llm":
-            return init_llm_state(conds, replicates, seed, prompts.variant_of(config))
-        return init_state(conds, replicates, seed)
+    def init_state(self, config: Config) -> dict[str, Any]:
+        P = config.params
+        conds = [Condition(P, P.population)]
+        if config.agents == "llm":
+            return init_llm_state(conds, P.replicates, config.seed, prompts.variant_of(config))
+        return init_state(conds, P.replicates, config.seed)
 
-    def total_rounds(self, config: Mapping[str, Any]) -> int:
-        return self.params(config).T
+    def total_rounds(self, config: Config) -> int:
+        return config.params.T
 
     #: parameters that only shape a run's start (the stock, wealth and traits drawn at round 0, the
     #: number of agents): a fork keeps its parent's start, so it cannot change them
     START_ONLY = ("N", "R0", "P0", "e_min", "e_max", "g_min", "g_max", "m_range", "p_range")
 
-    def fork_state(self, state: Mapping[str, Any], old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    def fork_state(self, state: Mapping[str, Any], old: Config, new: Config) -> dict[str, Any]:
         """A fork's changed parameters in the state: every per-society parameter array that differs
         is set to the new value (the rounds after the fork compute with it), the round cap too.
         Parameters of the start (:data:`START_ONLY`) and the run settings (population, replicates)
@@ -246,14 +217,14 @@ class CPRTask(Task):
         from cooplab.limits import ConfigError
         from cooplab.tasks.cpr.society import ARRAY_FIELDS
 
-        before, after = old["params"], new["params"]
-        arrives = after.get("invader") if before.get("invader") is None else None  # a newcomer after the fork's round
+        before, after = old.params, new.params
+        arrives = after.invader if before.invader is None else None  # a newcomer after the fork's round
         for key in (*RUN_SETTINGS, *self.START_ONLY):
-            if key == "invader" and arrives is not None and int(arrives["round"]) >= int(state["round"]):
+            if key == "invader" and arrives is not None and arrives.round >= int(state["round"]):
                 continue
-            if before.get(key) != after.get(key) and key not in ("env", "ablation", "preset"):
+            if getattr(before, key) != getattr(after, key) and key not in ("env", "ablation", "preset"):
                 raise ConfigError(f"{key} sets the start of a run, which a fork keeps from its parent; start a new run to change it")
-        p_old, p_new = self.params(old), self.params(new)
+        p_old, p_new = before, after
         t = int(state["round"])
         if p_new.T < t and p_new.T != p_old.T:
             raise ConfigError(f"T={p_new.T} would end the run before the fork's first round ({t}); give T of {t} or more")
@@ -270,7 +241,7 @@ class CPRTask(Task):
             return {}
         return {"params": params, "max_round": int(np.max(params["T"])) if np.size(params["T"]) else int(state["max_round"])}
 
-    def outputs(self, final: Mapping[str, Any], config: Mapping[str, Any], run: RunInfo) -> CPRResults:
+    def outputs(self, final: Mapping[str, Any], config: Config, run: RunInfo) -> CPRResults:
         final = full_state(final)  # a run stopped early may end with finished societies out of the running block
         if run.status != "completed":  # societies still running were censored at the last completed round
             running = np.asarray(final["active"])
@@ -280,10 +251,11 @@ class CPRTask(Task):
         rundir.write_table(rounds, run.out, "rounds", csv=run.csv)
         rundir.write_table(cpr_metrics.agents_frame(final), run.out, "agents", csv=run.csv)
         S, N = final["alive"].shape
+        P = config.params
         summary = {
-            "env": config["params"].get("env"),
-            "population": config["params"].get("population"),
-            "ablation": config["params"].get("ablation"),
+            "env": P.env,
+            "population": P.population,
+            "ablation": P.ablation,
             "replicates": S,
             "n_agents": N,
             "rounds_completed": int(final["round"]) - 1,
@@ -317,7 +289,19 @@ class CPRTask(Task):
             extra["efforts"] = agent_efforts(_table_or_none(run.out, "decisions"))
             extra["norms"] = _table_or_none(run.out, "norms_adopted")
         whole = summary.as_json()
-        run_figure(rounds, whole, run.out / "figures", **extra)
+        cache = None
+        if run.cache is not None:  # a figure drawn before from the same tables is copied from the response cache
+            from cooplab.agents.cache import ResponseCache
+
+            try:
+                cache = ResponseCache(run.cache)
+            except (OSError, sqlite3.Error):
+                cache = None
+        try:
+            run_figure(rounds, whole, run.out / "figures", cache=cache, **extra)
+        finally:
+            if cache is not None:
+                cache.close()
         from cooplab.tasks.cpr.mix import figures as mix_figures
 
         mix_figures(whole, rounds, run.out / "figures")
@@ -349,36 +333,27 @@ class CPRTask(Task):
         mixed = sweep_tables(cells, dest)  # per-model rows, cross-play and invasions of the cells (when any)
         return {**result, "mix_tables": mixed} if mixed else result
 
-    def params_table(self) -> list[dict[str, Any]]:
-        return params_table()
-
-
-def _mix_and_invader(final: Mapping[str, Any], config: Mapping[str, Any], run: RunInfo, rounds: pd.DataFrame, N: int) -> dict[str, Any]:
+def _mix_and_invader(final: Mapping[str, Any], config: Config, run: RunInfo, rounds: pd.DataFrame, N: int) -> dict[str, Any]:
     """A mixed society's per-model outcomes and cross-play (tables ``by_model``, ``crossplay``) and an
     invader's effect (tasks/cpr/mix.py); nothing for a run with neither."""
     from cooplab.tasks.cpr import mix
 
     out: dict[str, Any] = {}
-    invader = config["params"].get("invader")
-    mixed = config.get("agents") == "llm" and mix.is_mixed(config.get("llm"), N) and final.get("decisions")
+    invader = config.params.invader.as_dict() if config.params.invader is not None else None
+    llm = config.llm.model_dump(mode="json") if config.llm is not None else None
+    mixed = config.agents == "llm" and mix.is_mixed(llm, N) and final.get("decisions")
     if not mixed and not invader:
         return out
     agents = cpr_metrics.agents_frame(final)
     if mixed:
         norms = pd.DataFrame(list(final["norm_history"])) if final.get("norm_history") else None
-        by_model, cross = mix.per_model(rundir.frame(list(final["decisions"])), rounds, agents, norms, mix.models_by_agent(config["llm"], N))
+        by_model, cross = mix.per_model(rundir.frame(list(final["decisions"])), rounds, agents, norms, mix.models_by_agent(llm, N))
         rundir.write_table(by_model, run.out, "by_model", csv=run.csv)
         rundir.write_table(cross, run.out, "crossplay", csv=run.csv)
         out["by_model"], out["crossplay"] = by_model, cross
     if invader and len(rounds):
-        out["invasion"] = mix.invader_effect(rounds, agents, invader, int(config["params"]["T"]))
+        out["invasion"] = mix.invader_effect(rounds, agents, invader, config.params.T)
     return out
-
-
-def _invader_kinds(agents: str) -> tuple[str, ...]:
-    """Rule-based societies take the rule-based invaders; LLM societies an invader of another model
-    (``model:scripted:examples/scripted/greedy.json@K`` is a greedy one)."""
-    return ("model",) if agents == "llm" else ("greedy", "defector", "free-rider")
 
 
 TASK = CPRTask()

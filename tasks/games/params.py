@@ -19,9 +19,12 @@ group-size sweep of Appendix Table 4 for each game (both groups of the same size
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, model_serializer, model_validator
+
+from cooplab.graphs.invaders import Invader
+from cooplab.limits import MAX_FACTOR, MAX_GROUP, MAX_GROUPS, MAX_SIMULATIONS, MAX_TOKENS, RULES  # noqa: F401 - the games' caps
 
 GAMES = ("weakest-link", "cpr", "cpr-sanction", "collective-risk", "o-ring", "public-goods")
 #: LLM players' prompt conditions (Appendix B): standard, alternate wording, chain of thought, theory of mind
@@ -37,14 +40,9 @@ TABLE4: dict[str, tuple[int, ...]] = {
     "cpr-sanction": (5,),
 }
 
-MAX_GROUP = 1_000  #: players per group
-MAX_GROUPS = 100  #: groups per game
 MAX_ROUNDS = 10_000  #: rounds per simulation (every round is checkpointed)
-MAX_SIMULATIONS = 100_000  #: simulations per run
 MAX_CELLS = 10_000_000  #: simulations x players, and simulations x rounds (memory)
 MAX_SANCTION_CELLS = 100_000_000  #: simulations x players^2 x rounds of a CPR-with-sanctioning run (memory)
-MAX_TOKENS = 1_000_000  #: any token amount (endowments, pools, thresholds)
-MAX_FACTOR = 1e6  #: any multiplier, weight, cost or reward
 
 PAPER = "paper §3.1.1"
 
@@ -53,7 +51,14 @@ def _f(default: Any, description: str, source: str = PAPER, **kw: Any) -> Any:
     return Field(default, description=description, json_schema_extra={"source": source}, **kw)
 
 
-GroupSize = Annotated[int, Field(ge=2, le=MAX_GROUP)]
+GroupSize = Annotated[int, RULES["group-size"]]
+#: the games' number types: every bound from the caps table (cooplab/limits.py, RULES)
+Tokens = Annotated[int, RULES["tokens"]]
+SomeTokens = Annotated[int, RULES["tokens"].within(1)]
+Factor = Annotated[float, RULES["factor"]]
+PositiveFactor = Annotated[float, RULES["factor"].within(0, lo_open=True)]
+Probability = Annotated[float, RULES["share"]]
+Reference = Annotated[float | None, RULES["factor"].within(0, lo_open=True, optional=True)]
 
 
 class GameParams(BaseModel):
@@ -67,14 +72,17 @@ class GameParams(BaseModel):
     group_sizes: list[GroupSize] = Field(default_factory=lambda: [5, 5], min_length=1, max_length=MAX_GROUPS,
                                          description="players per group, group by group (--group-size K: K players in each of 2 groups)",
                                          json_schema_extra={"source": "paper §3.1 (2 groups of 5); Table 4 sweeps"})
-    rounds: int = _f(3, "rounds per simulation", "paper §3.1 (3 rounds)", ge=1, le=MAX_ROUNDS)
-    simulations: int = _f(50, "simulations run side by side", "paper §3.1 (50 simulations)", ge=1, le=MAX_SIMULATIONS)
-    near_pareto: float = _f(0.2, "a simulation is near-Pareto when its Pareto proximity is at most this", "paper App. G (within 20%)",
-                            ge=0.0, le=1.0)
+    rounds: Annotated[int, RULES["rounds"]] = _f(3, "rounds per simulation", "paper §3.1 (3 rounds)")
+    simulations: Annotated[int, RULES["simulations"]] = _f(50, "simulations run side by side", "paper §3.1 (50 simulations)")
+    near_pareto: Probability = _f(0.2, "a simulation is near-Pareto when its Pareto proximity is at most this", "paper App. G (within 20%)")
 
     @property
     def n_players(self) -> int:
         return sum(self.group_sizes)
+
+    @property
+    def n_agents(self) -> int:
+        return self.n_players
 
     @model_validator(mode="after")
     def _sizes(self) -> "GameParams":
@@ -95,9 +103,9 @@ class WeakestLinkParams(GameParams):
 
     GAME = "weakest-link"
     METRIC = "effort"
-    max_effort: int = _f(10, "largest effort e_i (efforts are 0..max_effort)", ge=1, le=MAX_TOKENS)
-    min_weight: float = _f(2.0, "weight of the global minimum effort in the payoff", ge=0.0, le=MAX_FACTOR)
-    effort_cost: float = _f(1.0, "cost of one unit of one's own effort", ge=0.0, le=MAX_FACTOR)
+    max_effort: SomeTokens = _f(10, "largest effort e_i (efforts are 0..max_effort)")
+    min_weight: Factor = _f(2.0, "weight of the global minimum effort in the payoff")
+    effort_cost: Factor = _f(1.0, "cost of one unit of one's own effort")
 
     def check_game(self) -> None:
         if not self.min_weight > self.effort_cost > 0:
@@ -110,9 +118,9 @@ class CPRParams(GameParams):
 
     GAME = "cpr"
     METRIC = "extraction"
-    capacity: int = _f(100, "tokens in the shared pool C (refilled every round)", ge=1, le=MAX_TOKENS)
-    max_extract: int = _f(10, "largest extraction x_i (extractions are 0..max_extract)", ge=1, le=MAX_TOKENS)
-    multiplier: float = _f(3.0, "the pool left after extraction is multiplied by this and split among all N players", ge=0.0, le=MAX_FACTOR)
+    capacity: SomeTokens = _f(100, "tokens in the shared pool C (refilled every round)")
+    max_extract: SomeTokens = _f(10, "largest extraction x_i (extractions are 0..max_extract)")
+    multiplier: Factor = _f(3.0, "the pool left after extraction is multiplied by this and split among all N players")
 
     def check_game(self) -> None:
         N = self.n_players
@@ -129,10 +137,9 @@ class CPRSanctionParams(CPRParams):
     - sanction_damage * sum_j s_ji (Casari and Plott 2003; Fehr and Gächter 2000)."""
 
     GAME = "cpr-sanction"
-    sanction_cost: float = _f(1.0, "cost to the sanctioner of one sanction token", ge=0.0, le=MAX_FACTOR)
-    sanction_damage: float = _f(2.0, "payoff a sanctioned player loses per token received", ge=0.0, le=MAX_FACTOR)
-    max_sanction: int = _f(10, "sanction tokens a player may spend per round, over all targets", "ours (the paper states no cap)",
-                           ge=0, le=MAX_TOKENS)
+    sanction_cost: Factor = _f(1.0, "cost to the sanctioner of one sanction token")
+    sanction_damage: Factor = _f(2.0, "payoff a sanctioned player loses per token received")
+    max_sanction: Tokens = _f(10, "sanction tokens a player may spend per round, over all targets", "ours (the paper states no cap)")
 
     @model_validator(mode="after")
     def _sanction_size(self) -> "CPRSanctionParams":
@@ -155,14 +162,13 @@ class CollectiveRiskParams(GameParams):
 
     GAME = "collective-risk"
     METRIC = "contribution"
-    rounds: int = _f(10, "rounds R of one game (contributions add up over them)", "paper §3.1.1 (R = 10)", ge=1, le=MAX_ROUNDS)
-    endowment: int = _f(10, "tokens each player receives per round (contributions are 0..endowment)", ge=1, le=MAX_TOKENS)
-    threshold: int = _f(100, "total contributions T (all players, all rounds) that avert the loss", ge=1, le=MAX_TOKENS)
-    loss_probability: float = _f(0.5, "probability that everyone loses all savings when the threshold is missed", ge=0.0, le=1.0)
-    pareto_reference: float | None = _f(None, "the Pareto value of the metric (contribution per round) that proximity is measured "
+    rounds: Annotated[int, RULES["rounds"]] = _f(10, "rounds R of one game (contributions add up over them)", "paper §3.1.1 (R = 10)")
+    endowment: SomeTokens = _f(10, "tokens each player receives per round (contributions are 0..endowment)")
+    threshold: SomeTokens = _f(100, "total contributions T (all players, all rounds) that avert the loss")
+    loss_probability: Probability = _f(0.5, "probability that everyone loses all savings when the threshold is missed")
+    pareto_reference: Reference = _f(None, "the Pareto value of the metric (contribution per round) that proximity is measured "
                                         "from; null: the fair share threshold / (N x rounds), 1.0 at the defaults (the paper "
-                                        "writes about 1.25, the fair share of 8 players)", "ours (paper §3.1.1: T/(N R) ~ 1.25)",
-                                        gt=0.0, le=MAX_TOKENS)
+                                        "writes about 1.25, the fair share of 8 players)", "ours (paper §3.1.1: T/(N R) ~ 1.25)")
 
     def check_game(self) -> None:
         if self.pareto_reference is not None and self.pareto_reference > self.endowment:
@@ -184,16 +190,15 @@ class ORingParams(GameParams):
 
     GAME = "o-ring"
     METRIC = "withdrawal"
-    pool: int = _f(200, "units in the pool shared by all players (refilled every round)", ge=1, le=MAX_TOKENS)
-    max_withdraw: int = _f(10, "largest withdrawal w_i; quality q_i = w_i / max_withdraw", ge=1, le=MAX_TOKENS)
-    scale: float = _f(1000.0, "production scale: P_g = scale x (pool remaining / pool) x product of the group's qualities",
-                      gt=0.0, le=MAX_FACTOR)
-    success_threshold: float = _f(50.0, "every group's production must reach this for the system to succeed", gt=0.0, le=MAX_FACTOR)
-    reward: float = _f(200.0, "reward split equally among all N players when the system succeeds", ge=0.0, le=MAX_FACTOR)
-    withdraw_cost: float = _f(1.0, "cost of one unit withdrawn", gt=0.0, le=MAX_FACTOR)
-    pareto_reference: float | None = _f(None, "the Pareto value of the metric (withdrawal per player) that proximity is measured "
+    pool: SomeTokens = _f(200, "units in the pool shared by all players (refilled every round)")
+    max_withdraw: SomeTokens = _f(10, "largest withdrawal w_i; quality q_i = w_i / max_withdraw")
+    scale: PositiveFactor = _f(1000.0, "production scale: P_g = scale x (pool remaining / pool) x product of the group's qualities")
+    success_threshold: PositiveFactor = _f(50.0, "every group's production must reach this for the system to succeed")
+    reward: Factor = _f(200.0, "reward split equally among all N players when the system succeeds")
+    withdraw_cost: PositiveFactor = _f(1.0, "cost of one unit withdrawn")
+    pareto_reference: Reference = _f(None, "the Pareto value of the metric (withdrawal per player) that proximity is measured "
                                         "from; null: the cheapest successful withdrawal t*/N, 6 at the defaults (the paper "
-                                        "says only 'High')", "ours (paper Table 3: High)", gt=0.0, le=MAX_TOKENS)
+                                        "says only 'High')", "ours (paper Table 3: High)")
 
     def check_game(self) -> None:
         from cooplab.tasks.games.equilibria import oring_min_total
@@ -219,9 +224,9 @@ class PublicGoodsParams(GameParams):
 
     GAME = "public-goods"
     METRIC = "group_pool"
-    endowment: int = _f(10, "tokens each player splits into keep, group pool and global pool", ge=1, le=MAX_TOKENS)
-    group_multiplier: float = _f(2.0, "the group pool is multiplied by this and split equally within the group", ge=0.0, le=MAX_FACTOR)
-    global_multiplier: float = _f(1.5, "the global pool is multiplied by this and split equally among all N players", ge=0.0, le=MAX_FACTOR)
+    endowment: SomeTokens = _f(10, "tokens each player splits into keep, group pool and global pool")
+    group_multiplier: Factor = _f(2.0, "the group pool is multiplied by this and split equally within the group")
+    global_multiplier: Factor = _f(1.5, "the global pool is multiplied by this and split equally among all N players")
 
     def check_game(self) -> None:
         small = min(self.group_sizes)
@@ -243,6 +248,109 @@ def model_of(game: str) -> type[GameParams]:
     if game not in MODELS:
         raise ValueError(f"game must be one of {', '.join(GAMES)}, got {game!r}")
     return MODELS[game]
+
+
+#: the run's settings beside the game's parameters (config.json's ``params``)
+RUN_SETTINGS = ("game", "players", "script", "script_file", "prompt", "deliberation", "invader")
+#: who plays: LLM players (exactly when the run's agents are llm) or reference players
+PLAYERS = ("llm", "nash", "pareto", "random", "scripted")
+
+
+def invader_kinds(llm_players: bool) -> tuple[str, ...]:
+    """Reference players take the rule-based invaders; LLM players an invader of another model."""
+    return ("model",) if llm_players else ("greedy", "defector", "free-rider")
+
+
+class GameRun(BaseModel):
+    """What a game run sets beside the game's parameters: which game, who plays, LLM players'
+    prompt and deliberation, scripted players' script (validated, so the run resumes without the
+    file) and the file it came from."""
+
+    game: Literal["weakest-link", "cpr", "cpr-sanction", "collective-risk", "o-ring", "public-goods"] = Field(
+        "weakest-link", description="the game (--game)", json_schema_extra={"source": PAPER})
+    players: Literal["llm", "nash", "pareto", "random", "scripted"] = Field(
+        "nash", description="who plays: llm (exactly when the run's agents are llm), nash, pareto, random or scripted (--players)",
+        json_schema_extra={"source": "paper §3.1.2 (the reference players are ours)"})
+    script: dict[str, Any] | None = Field(None, description="scripted players' script, validated (null unless players is scripted)",
+                                          json_schema_extra={"source": "cooplab"})
+    script_file: StrictStr | None = Field(None, description="the file the script came from", json_schema_extra={"source": "cooplab"})
+    prompt: Literal["standard", "alternate", "cot", "tom"] = Field(
+        "standard", description="LLM players' prompt condition (--prompt)", json_schema_extra={"source": "paper Appendix B"})
+    deliberation: StrictBool = Field(False, description="LLM players exchange one message within their group before each decision",
+                                     json_schema_extra={"source": "paper §3.1.2"})
+    invader: Invader | None = Field(None, description="a player replaced at round K by an invader (--invader KIND@K[:AGENT]; "
+                                    "tasks/games/invaders.py; none: no invader)", json_schema_extra={"source": "cooplab"})
+
+    @model_validator(mode="before")
+    @classmethod
+    def _players_of_agents(cls, data: Any, info: Any) -> Any:
+        """Players default to the kind of agents: llm for LLM agents, nash for rule-based ones."""
+        agents = (info.context or {}).get("agents")
+        if isinstance(data, dict) and "players" not in data and agents is not None:
+            return {**data, "players": "llm" if agents == "llm" else "nash"}
+        return data
+
+    @model_validator(mode="after")
+    def _who_plays(self, info: Any) -> "GameRun":
+        from cooplab.limits import cross
+        from cooplab.tasks.games import players as pl
+
+        agents = (info.context or {}).get("agents")
+        if agents is not None and (self.players == "llm") != (agents == "llm"):
+            raise ValueError(f"agents is {agents!r} but players is {self.players!r}: players is llm exactly when agents is llm")
+        if self.players != "llm" and (self.prompt != "standard" or self.deliberation):
+            raise cross(("prompt", "deliberation"), "<prompt> and <deliberation> apply to <players> llm only")
+        if self.players == "scripted":
+            try:
+                pl.check_script(self.script, self, where="script")
+            except pl.ScriptError as exc:
+                raise ValueError(str(exc)) from None
+        elif self.script is not None:
+            raise ValueError(f"script must be null unless players is scripted, got {type(self.script).__name__}")
+        if self.invader is not None and hasattr(self, "n_players"):  # a game's settings: the seat and round within its society
+            from cooplab.graphs.invaders import check_in
+
+            check_in(self.invader, n_agents=self.n_players, rounds=self.rounds, agents="llm" if self.players == "llm" else "rule",
+                     kinds=invader_kinds(self.players == "llm"))
+        return self
+
+    @model_serializer(mode="wrap")
+    def _no_invader(self, handler: Any) -> dict[str, Any]:
+        """config.json holds ``invader`` only when the run has one (as runs without one always wrote it)."""
+        out = handler(self)
+        if isinstance(out, dict) and out.get("invader", 0) is None:
+            out.pop("invader")
+        return out
+
+
+def _settings(model: type[GameParams]) -> type[GameParams]:
+    """The settings of a run of ``model``'s game: the run's (:class:`GameRun`) and the game's parameters."""
+    return type(f"{model.__name__.removesuffix('Params')}GameSettings", (model, GameRun),
+                {"__annotations__": {"game": Literal[model.GAME]}, "game": Field(model.GAME, description="the game (--game)",
+                                                                               json_schema_extra={"source": PAPER}),
+                 "__module__": __name__, "__doc__": f"Every setting of a run of {model.GAME}: :class:`GameRun` and :class:`{model.__name__}`."})
+
+
+#: game -> the settings of a run of it (config.json's ``params``)
+SETTINGS: dict[str, type[GameParams]] = {game: _settings(model) for game, model in MODELS.items()}
+globals().update({m.__name__: m for m in SETTINGS.values()})  # importable by name (pickling, docs)
+
+
+class GameSettings(GameRun):
+    """Every setting of a game run: validating it (``GameSettings.model_validate(raw)``) returns the
+    settings of the game ``raw`` names (:data:`SETTINGS`), default weakest-link."""
+
+    variants: ClassVar[dict[str, type[GameParams]]] = SETTINGS
+    variant_key: ClassVar[str] = "game"
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _by_game(cls, data: Any, handler: Any, info: Any) -> Any:
+        if cls is GameSettings:
+            game = data.get("game", "weakest-link") if isinstance(data, dict) else getattr(data, "game", None)
+            if game in SETTINGS:
+                return SETTINGS[game].model_validate(data.model_dump() if isinstance(data, BaseModel) else data, context=info.context)
+        return handler(data)
 
 
 def table4_params(game: str, **overrides: Any) -> list[GameParams]:

@@ -1,7 +1,8 @@
 """The six behavioral games of "cooperative profiles" (paper §3.1.1, Appendix B) as one task of the
 one runner: ``cooplab run game --game NAME --players llm|nash|pareto|random|scripted:FILE ...``.
 
-A run's ``params`` (config.json) hold the game's parameters (:mod:`.params`) and: ``game`` (one of :data:`GAMES`),
+A run's settings (``config.params``; config.json's ``params``) are the game's
+:class:`~cooplab.tasks.games.params.GameSettings`: the game's parameters (:mod:`.params`) and ``game`` (one of :data:`GAMES`),
 ``players`` (llm | nash | pareto | random | scripted; llm exactly when the runner's ``agents`` is
 llm), ``prompt`` (LLM players' condition: standard | alternate | cot | tom), ``deliberation``
 (LLM players: a within-group message before each decision), ``script`` (scripted players: the validated
@@ -23,12 +24,12 @@ from typing import Any
 from cooplab.graphs import prompts, rundir
 from cooplab.graphs.rng import phase_rng
 from cooplab.graphs.runfiles import RunSummary
-from cooplab.graphs.task import RunInfo, Task, TaskConfigError
+from cooplab.graphs.task import RunInfo, Task, TaskConfig
 from cooplab.tasks.games.results import GameResults
 from cooplab.tasks.games import equilibria as eq
 from cooplab.tasks.games import metrics as mt
 from cooplab.tasks.games import players as pl
-from cooplab.tasks.games.params import GAMES, MODELS, PROMPTS, GameParams, model_of
+from cooplab.tasks.games.params import GAMES, RUN_SETTINGS, GameParams, GameSettings, invader_kinds, model_of
 from cooplab.tasks.games.phases import DECISION
 from cooplab.tasks.games.society import game_phases, init_state
 from cooplab.tasks.games.state import GameState
@@ -41,19 +42,15 @@ def phases_for(P: GameParams, policies: Mapping[str, Any]):
     return game_phases(P, policies)
 
 
-#: the game run's settings beside the game's parameters in config["params"]
-RUN_SETTINGS = ("game", "players", "script", "script_file", "prompt", "deliberation", "invader")
+__all__ = ["RUN_SETTINGS", "GameTask", "TASK"]
 
-
-def _own(config: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A run's settings (config["params"]; empty when that is not an object, which the checks report)."""
-    raw = config.get("params")
-    return raw if isinstance(raw, Mapping) else {}
+Config = TaskConfig[Any]  # params: one of GameSettings' variants (a GameParams and a GameRun)
 
 
 class GameTask(Task):
     name = "game"
     title = "Six behavioral games (weakest-link, cpr, cpr-sanction, collective-risk, o-ring, public-goods) with reference or LLM players."
+    Params = GameSettings
     Results = GameResults
     state_schema = GameState
     round_node = "settle"
@@ -61,159 +58,93 @@ class GameTask(Task):
     agent_kinds = ("rule", "llm")  # rule: the reference players; llm: --players llm (tasks/games/llm.py)
 
     # --- configuration ---------------------------------------------------------------------------------
-    def params(self, config: Mapping[str, Any]) -> GameParams:
-        game = _own(config).get("game")
-        if game not in MODELS:
-            raise TaskConfigError(f"game must be one of {', '.join(GAMES)}, got {game!r}")
-        raw = config.get("params")
-        if not isinstance(raw, Mapping):
-            raise TaskConfigError(f"params must be a JSON object, got {raw!r}")
-        return model_of(game)(**{k: v for k, v in raw.items() if k not in RUN_SETTINGS})
-
-    def check_config(self, config: Mapping[str, Any]) -> None:
-        from pydantic import ValidationError
-
-        try:
-            P = self.params(config)
-        except ValidationError as exc:
-            e = exc.errors()[0]
-            loc = ".".join(str(x) for x in e["loc"])
-            raise TaskConfigError(f"params{'.' + loc if loc else ''}: {e['msg'].removeprefix('Value error, ')}") from None
-        players = _own(config).get("players")
-        if players not in pl.KINDS + ("llm",):
-            raise TaskConfigError(f"players must be one of {', '.join(pl.KINDS + ('llm',))}, got {players!r}")
-        if (players == "llm") != (config.get("agents") == "llm"):
-            raise TaskConfigError(f"agents is {config.get('agents')!r} but players is {players!r}: players is llm exactly when agents is llm")
-        prompt, deliberation = _own(config).get("prompt", "standard"), _own(config).get("deliberation", False)
-        if prompt not in PROMPTS:
-            raise TaskConfigError(f"prompt must be one of {', '.join(PROMPTS)}, got {prompt!r}")
-        if not isinstance(deliberation, bool):
-            raise TaskConfigError(f"deliberation must be true or false, got {deliberation!r}")
-        if players != "llm" and (prompt != "standard" or deliberation):
-            raise TaskConfigError("prompt and deliberation apply to LLM players only (players llm)")
-        if _own(config).get("invader") is not None:
-            from cooplab.graphs import invaders
-            from cooplab.limits import ConfigError
-
-            try:
-                invaders.check_stored(_own(config)["invader"], n_agents=P.n_players, rounds=P.rounds, agents=str(config.get("agents")),
-                                      kinds=_invader_kinds(players == "llm"))
-            except ConfigError as exc:
-                raise TaskConfigError(str(exc)) from None
-        script = _own(config).get("script")
-        if players == "scripted":
-            try:
-                pl.check_script(script, P, where="script")
-            except pl.ScriptError as exc:
-                raise TaskConfigError(str(exc)) from None
-        elif script is not None:
-            raise TaskConfigError(f"script must be null unless players is scripted, got {type(script).__name__}")
-
-    def options(self, agents: str, *, game: str, players: str | None = None, prompt: str = "standard", deliberation: bool = False,
+    def options(self, agents: str, *, game: str | None = None, players: str | None = None, prompt: str = "standard", deliberation: bool = False,
                 group_size: int | None = None, simulations: int | None = None, rounds: int | None = None, set: Any = None,  # noqa: A002
                 invader: Any = None) -> dict[str, Any]:
         """``cooplab run game``'s own options: the ``game``, who plays (``players``: llm, nash (default),
         pareto, random or scripted:FILE), the LLM players' ``prompt`` and ``deliberation``, ``group_size``,
         ``simulations``, ``rounds``, ``set`` (game constants: a dict or ``name=value`` strings) and
         ``invader`` (``"KIND@K[:AGENT]"``: a player replaced at round K, tasks/games/invaders.py)."""
-        from pydantic import ValidationError
-
         import cooplab.limits as co
-        from cooplab.tasks.games.params import MAX_GROUP, MAX_SIMULATIONS
+        from cooplab.tasks.games import players as pl
 
-        if game not in GAMES:
-            raise co.ConfigError(f"--game must be one of {', '.join(GAMES)}, got {co.show(game)}")
-        for name, value, rule in (("--group-size", group_size, co.Num(int, 2, MAX_GROUP, hint="players in each of the 2 groups")),
-                                  ("--simulations", simulations, co.Num(int, 1, MAX_SIMULATIONS)), ("--rounds", rounds, "rounds")):
-            if value is not None:
-                co.check(name, value, rule)
-        model = model_of(game)
-        values = co.parse_set(set, model.model_fields, "game --game " + game)
+        if game is None:
+            raise co.ConfigError("say which game to play with --game: one of " + ", ".join(GAMES))
+        names = {"game": "--game", "players": "--players", "prompt": "--prompt", "deliberation": "--deliberation",
+                 "group_sizes": "--group-size", "simulations": "--simulations", "rounds": "--rounds"}
+        values = co.parse_set(set, model_of(game).model_fields, "game --game " + game) if isinstance(game, str) and game in GAMES else {}
+        for key in values:  # a setting given with --set is named so
+            names[key] = f"--set {key}"
+        label = co.flags(names, rest=lambda f: f"--set {f}")
+        co.validate(GameSettings, {"game": game}, label)  # which game, before its parameters are read
+        values = co.parse_set(set, model_of(game).model_fields, "game --game " + game)
         for key, v in (("group_sizes", None if group_size is None else [group_size, group_size]), ("simulations", simulations),
                        ("rounds", rounds)):
             if v is not None:
                 if key in values:
                     raise co.ConfigError(f"give {key} either with its option or with --set, not both")
                 values[key] = v
-        try:
-            P = model(**values)
-        except ValidationError as exc:
-            e = exc.errors()[0]
-            loc = ".".join(str(x) for x in e["loc"])
-            msg = e["msg"].removeprefix("Value error, ")
-            raise co.ConfigError(f"--set {loc}: {msg}" if loc else f"{game}: {msg}") from None
         if players is None:
             players = "llm" if agents == "llm" else "nash"
         if not isinstance(players, str):
             raise co.ConfigError(f"--players must be llm, nash, pareto, random or scripted:FILE, got {co.show(players)}")
         kind, _, path = players.partition(":")
-        kind = kind.strip().lower()
-        extra: dict[str, Any] = {}
-        if invader is not None:
+        kind, path = kind.strip().lower(), path.strip()
+        run: dict[str, Any] = {"game": game, "prompt": prompt, "deliberation": deliberation}
+
+        def settings(fields: dict[str, Any], kinds_of: str) -> Any:
+            """The run's settings, with the invader (checked against the society they describe) when one is given."""
+            out = co.validate(GameSettings, fields, label, context={"agents": kinds_of})
+            if invader is None:
+                return out
             from cooplab.graphs import invaders
 
-            llm_players = kind == "llm" and not path.strip()
-            extra["invader"] = invaders.parse(invader, n_agents=P.n_players, rounds=P.rounds, agents="llm" if llm_players else "rule",
-                                              kinds=_invader_kinds(llm_players))
-        if kind == "llm" and not path.strip():
-            if prompt not in PROMPTS:
-                raise co.ConfigError(f"--prompt must be one of {', '.join(PROMPTS)}, got {prompt!r}")
-            return {"agents": "llm", "params": {"game": game, "players": "llm", "script": None, "script_file": None, "prompt": prompt,
-                                                "deliberation": bool(deliberation), **extra, **P.model_dump(mode="json")}}
+            fields = {**fields, "invader": invaders.parse(invader, n_agents=out.n_players, rounds=out.rounds, agents=kinds_of,
+                                                            kinds=invader_kinds(kinds_of == "llm"))}
+            return co.validate(GameSettings, fields, label, context={"agents": kinds_of})
+
+        if kind == "llm" and not path:
+            return {"agents": "llm", "params": settings({**values, **run, "players": "llm"}, "llm")}
         if agents == "llm":
             raise co.ConfigError(f"--agents llm plays LLM players; it cannot be combined with --players {players}")
-        if kind not in pl.KINDS or (kind == "scripted") != bool(path.strip()):
+        if kind not in pl.KINDS or (kind == "scripted") != bool(path):
             raise co.ConfigError(f"--players must be llm, nash, pareto, random or scripted:FILE, got {players!r}")
-        if prompt != "standard" or deliberation:
-            raise co.ConfigError("--prompt and --deliberation apply to --players llm only")
         script = None
         if kind == "scripted":
+            P = co.validate(GameSettings, {**values, "game": game}, label)  # the game the script is checked against
             try:
-                script = pl.load_script(path.strip(), P)
+                script = pl.load_script(path, P)
             except pl.ScriptError as exc:
                 raise co.ConfigError(str(exc)) from None
-        return {"params": {"game": game, "players": kind, "script": script, "script_file": path.strip() or None, "prompt": "standard",
-                           "deliberation": False, **extra, **P.model_dump(mode="json")}}
-
-    def n_agents(self, config: Mapping[str, Any]) -> int:
-        return self.params(config).n_players
-
-    def default_config(self, agents: str = "rule", game: str = "weakest-link") -> dict[str, Any]:
-        return {**super().default_config(agents),
-                "params": {"game": game, "players": "llm" if agents == "llm" else "nash", "script": None, "script_file": None,
-                           "prompt": "standard", "deliberation": False, **model_of(game)().model_dump(mode="json")}}
+        return {"params": settings({**values, **run, "players": kind, "script": script, "script_file": path or None}, agents)}
 
     # --- the graph ---------------------------------------------------------------------------------------
-    def policies(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        if _own(config)["players"] == "llm":
+    def policies(self, config: Config) -> dict[str, Any]:
+        P = config.params
+        if P.players == "llm":
             from cooplab.tasks.games.llm import llm_policies
 
-            return llm_policies(self.params(config), _own(config).get("prompt", "standard"), bool(_own(config).get("deliberation", False)),
-                                prompts.variant_of(config))
+            return llm_policies(P, P.prompt, P.deliberation, prompts.variant_of(config))
         from cooplab.tasks.games.invaders import with_invader
 
-        P = self.params(config)
-        return with_invader(P, pl.policies(_own(config)["players"], P, _own(config).get("script")), _own(config).get("invader"))
+        return with_invader(P, pl.policies(P.players, P, P.script), P.invader.as_dict() if P.invader is not None else None)
 
-    def phases(self, config: Mapping[str, Any]):
-        return phases_for(self.params(config), self.policies(config))
+    def phases(self, config: Config):
+        return phases_for(config.params, self.policies(config))
 
-    def llm_phases(self, config: Mapping[str, Any]) -> list[str] | None:
+    def llm_phases(self, config: Config) -> list[str] | None:
         """LLM players are asked in every node of a round but ``settle`` (the decision, CPR's
         sanctions, the deliberation)."""
-        if _own(config).get("players") != "llm":
+        if config.params.players != "llm":
             return None
         return [node for node in self.phases(config) if node != "settle"]
 
-    def init_state(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        return init_state(self.params(config), int(config["seed"]))
-
-    def total_rounds(self, config: Mapping[str, Any]) -> int:
-        return self.params(config).rounds
+    def init_state(self, config: Config) -> dict[str, Any]:
+        return init_state(config.params, config.seed)
 
     # --- results -----------------------------------------------------------------------------------------
-    def outputs(self, final: Mapping[str, Any], config: Mapping[str, Any], run: RunInfo) -> GameResults:
-        P = self.params(config)
+    def outputs(self, final: Mapping[str, Any], config: Config, run: RunInfo) -> GameResults:
+        P = config.params
         history = list(final.get("history") or [])
         group = eq.groups_of(P)
         fallbacks = mt.fallback_masks(P, history, final.get("decisions"), DECISION[P.GAME])
@@ -230,17 +161,16 @@ class GameTask(Task):
         conv = None
         if history:
             conv = mt.bootstrap_convergence(tables["simulations"]["metric"], resamples=200,
-                                            rng=phase_rng(int(config["seed"]), 0, "bootstrap"))
+                                            rng=phase_rng(config.seed, 0, "bootstrap"))
             tables["convergence"] = conv
         for stem, df in tables.items():
             if len(df.columns):
                 rundir.write_table(df, run.out, stem, csv=run.csv)
-        summary: dict[str, Any] = {"game": P.GAME, "players": _own(config)["players"], "script_file": _own(config).get("script_file"),
+        summary: dict[str, Any] = {"game": P.GAME, "players": P.players, "script_file": P.script_file,
                                    "decision": DECISION[P.GAME], "group_sizes": list(P.group_sizes), "n_players": P.n_players,
                                    "rounds": P.rounds, "simulations": P.simulations}
-        if _own(config)["players"] == "llm":
-            summary.update(prompt=_own(config).get("prompt", "standard"), deliberation=bool(_own(config).get("deliberation", False)),
-                           messages=len(messages))
+        if P.players == "llm":
+            summary.update(prompt=P.prompt, deliberation=P.deliberation, messages=len(messages))
         summary.update(mt.summarize(P, history, tables["simulations"], conv if conv is not None else mt.bootstrap_convergence([]),
                                     fallbacks))
         summary.update(_mix_and_invader(P, history, config, run))
@@ -319,15 +249,6 @@ class GameTask(Task):
         mixed = sweep_tables(cells, dest)
         return {"mix_tables": mixed, "analysis_dir": str(dest)} if mixed else None
 
-    def params_table(self) -> list[dict[str, Any]]:
-        rows = []
-        for game in GAMES:
-            for name, f in MODELS[game].model_fields.items():
-                extra = f.json_schema_extra if isinstance(f.json_schema_extra, dict) else {}
-                rows.append({"game": game, "name": name, "default": f.get_default(call_default_factory=True),
-                             "meaning": f.description or "", "source": extra.get("source", "")})
-        return rows
-
 
 def reference_text(metric: Mapping[str, Any]) -> str:
     """"Nash 0, Pareto 1 (fair share T/(N R))": the references a metric is read against."""
@@ -335,7 +256,7 @@ def reference_text(metric: Mapping[str, Any]) -> str:
     return f"Nash {metric['nash']:g}, Pareto {metric['pareto']:g}" + (f" ({basis})" if basis and basis != "derived" else "")
 
 
-def _mix_and_invader(P: Any, history: list, config: Mapping[str, Any], run: RunInfo) -> dict[str, Any]:
+def _mix_and_invader(P: Any, history: list, config: Config, run: RunInfo) -> dict[str, Any]:
     """Players of several models: per-model outcomes and cross-play (tables ``by_model``,
     ``crossplay``); an invader: its effect (tasks/games/mix.py). Nothing for a run with neither."""
     from cooplab.tasks.games import mix
@@ -343,20 +264,15 @@ def _mix_and_invader(P: Any, history: list, config: Mapping[str, Any], run: RunI
     out: dict[str, Any] = {}
     if not history:
         return out
-    llm = config.get("llm")
-    if _own(config).get("players") == "llm" and llm and len({mix.model_of(llm, a) for a in range(P.n_players)}) > 1:
+    llm = config.llm.model_dump(mode="json") if config.llm is not None else None
+    if P.players == "llm" and llm and len({mix.model_of(llm, a) for a in range(P.n_players)}) > 1:
         by_model, cross = mix.per_model(P, history, llm)
         rundir.write_table(by_model, run.out, "by_model", csv=run.csv)
         rundir.write_table(cross, run.out, "crossplay", csv=run.csv)
         out["by_model"], out["crossplay"] = by_model, cross
-    if _own(config).get("invader"):
-        out["invasion"] = mix.invader_effect(P, history, _own(config)["invader"])
+    if P.invader is not None:
+        out["invasion"] = mix.invader_effect(P, history, P.invader.as_dict())
     return out
-
-
-def _invader_kinds(llm_players: bool) -> tuple[str, ...]:
-    """Reference players take the rule-based invaders; LLM players an invader of another model."""
-    return ("model",) if llm_players else ("greedy", "defector", "free-rider")
 
 
 TASK = GameTask()

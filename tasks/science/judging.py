@@ -50,7 +50,7 @@ def judge_service(config: dict[str, Any], judge: str, *, base_url: str | None = 
     if cache is not None:
         llm["cache"] = cache
     llm.setdefault("max_concurrency", 4)
-    return build_service({"llm": LLMSettings.model_validate(llm, strict=False), "seed": int(config.get("seed", 0))})
+    return build_service(LLMSettings.model_validate(llm, strict=False), seed=int(config.get("seed", 0)))
 
 
 def _failure(judge: str, out: Path, exc: BaseException, budget: float | None, ledger: dict[str, Any]) -> JudgeFailed:

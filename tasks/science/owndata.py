@@ -372,16 +372,16 @@ def custom_section(datasets: Sequence[Path | str], task: str, truth: Any = None)
 def custom_config(datasets: Sequence[Path | str], task: str, truth: Any = None, *, team: str = "llm", seed: int = 0,
                   backend: str = "docker", llm: dict[str, Any] | None = None, **params: Any) -> dict[str, Any]:
     """A complete run config for :func:`cooplab.runs.runner.run` (see docs/science.md, "Your own data")."""
-    from cooplab.tasks.science.params import ScienceParams
-    from cooplab.tasks.science.task import TASK, custom_team_model
-
     from cooplab.agents.settings import LLMSettings
+    from cooplab.limits import in_file, validate
     from cooplab.tasks.science.defaults import MAX_TOKENS
+    from cooplab.tasks.science.params import ScienceParams
+    from cooplab.tasks.science.task import custom_team_model
 
     P = ScienceParams(team=team, **params)
-    cfg = TASK.default_config()
-    cfg.update(seed=seed, params={**P.model_dump(mode="json"), "judge": None, "custom": custom_section(datasets, task, truth)})
-    cfg["sandbox"] = {"backend": backend, "timeout": 30.0, "rate": 0.0}
-    settings = LLMSettings.from_file({"max_tokens": MAX_TOKENS, **(llm or {})}, "llm")
-    cfg["llm"] = settings.model_copy(update={"model": custom_team_model(team) or settings.model}).checked().model_dump(mode="json")
-    return cfg
+    settings = validate(LLMSettings, {"max_tokens": MAX_TOKENS, **(llm or {})}, in_file("llm"), strict=False)
+    settings = settings.model_copy(update={"model": custom_team_model(team) or settings.model}).resolve()
+    return {"version": 2, "task": "science", "agents": "llm", "seed": seed, "csv": False,
+            "params": {**P.model_dump(mode="json"), "judge": None, "custom": custom_section(datasets, task, truth)},
+            "llm": settings.model_dump(mode="json"), "sandbox": {"backend": backend, "timeout": 30.0, "rate": 0.0},
+            "record": {"dataset": {"sha256": None}}}

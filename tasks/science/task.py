@@ -1,9 +1,9 @@
 """Science teams (paper §4, Appendix C, L) as a task of the one runner:
 ``cooplab run science --task ecology|anomaly|biomarker|geospatial --team llm|oracle|garbage ...``.
 
-A run's config.json holds ``params`` (:class:`.params.ScienceParams`: the science task, the team
-kind, team size, visibility, prompt and the loop caps; ``judge``, the LLM judge or null; ``custom``
-for a run on your own data), ``record.dataset`` (the data file's name and SHA-256, checked on
+A run's settings are a :class:`.params.ScienceSettings` (``config.params``; config.json's ``params``:
+the science task, the team kind, team size, visibility, prompt and the loop caps; ``judge``, the LLM
+judge or null; ``custom`` for a run on your own data), ``record.dataset`` (the data file's name and SHA-256, checked on
 resume), ``sandbox`` (backend, timeout, rate) and ``llm`` (the models: for ``--team oracle|garbage``
 the built-in scripted models; the budget, the prices, the cache).
 
@@ -28,13 +28,13 @@ from cooplab.graphs.rundir import TRACES_FILE
 from cooplab.graphs.tables import money_table
 from cooplab.graphs import runfiles
 from cooplab.graphs.runfiles import RunSummary
-from cooplab.graphs.task import RunInfo, Task, TaskConfigError, first_error
+from cooplab.graphs.task import RunInfo, Task, TaskConfig
 from cooplab.tasks.science.results import ScienceResults
 from cooplab.limits import clean_text, sha256_file
 from cooplab.tasks.science import datasets as dsets
 from cooplab.tasks.science import scripted  # noqa: F401 - registers the built-in scripted teams (and the bench's answers team)
 from cooplab.tasks.science.defaults import MAX_TOKENS
-from cooplab.tasks.science.params import ScienceParams
+from cooplab.tasks.science.params import ScienceParams, ScienceSettings
 from cooplab.tasks.science.roles import ARTIFACT, TEAMS, pipeline_roles
 from cooplab.tasks.science.team import ScienceState, TeamGraph, artifacts_of, init_state
 
@@ -52,97 +52,75 @@ def custom_team_model(team: str) -> str | None:
     return {"oracle": "builtin:science-describe:data", "garbage": "builtin:science-garbage:ecology"}.get(team)
 
 
-#: the science run's settings beside ScienceParams in config["params"]
-RUN_SETTINGS = ("judge", "custom")
+Config = TaskConfig[ScienceSettings]
 
 
-def _own(config: Mapping[str, Any]) -> Mapping[str, Any]:
-    raw = config.get("params")
-    return raw if isinstance(raw, Mapping) else {}
+def _dataset(config: Config) -> Any:
+    """What the run recorded of its data file (``record.dataset``), checked: None, or an object with
+    the file's SHA-256 (None until the run starts)."""
+    ds = config.record.get("dataset")
+    if ds is not None and (not isinstance(ds, Mapping) or not isinstance(ds.get("sha256"), (str, type(None)))):
+        raise rundir.RunDirError(f"record.dataset must be an object with the data file's sha256, got {ds!r}")
+    return ds
 
 
-def _dataset(config: Mapping[str, Any]) -> Any:
-    """What the run recorded of its data file (``record.dataset``)."""
-    record = config.get("record")
-    return record.get("dataset") if isinstance(record, Mapping) else None
-
-
-def _custom(config: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    c = _own(config).get("custom")
-    return c if isinstance(c, Mapping) else None
-
-
-def _check_custom(c: Any) -> None:
-    from cooplab.evals.science_scoring import truth_facts
-
-    if not isinstance(c, Mapping) or set(c) != {"task", "datasets", "facts"}:
-        raise TaskConfigError(f"custom must be an object with task, datasets and facts, got {str(c)[:200]!r}")
-    if not isinstance(c["task"], str) or not c["task"].strip():
-        raise TaskConfigError("custom.task must be the task text")
-    ds = c["datasets"]
-    if not isinstance(ds, list) or not ds or not all(isinstance(d, Mapping) and isinstance(d.get("stem"), str)
-                                                     and isinstance(d.get("sha256"), str) and isinstance(d.get("path"), str)
-                                                     for d in ds):
-        raise TaskConfigError("custom.datasets must be a non-empty list of {path, stem, sha256, ...}")
-    if c["facts"] is not None:
-        try:
-            truth_facts({"facts": c["facts"]})
-        except ValueError as exc:
-            raise TaskConfigError(f"custom.facts: {exc}") from None
-
-
-def _check_judge(judge: Any) -> None:
-    """``params.judge``: null, or the judge's model, samples (1..20) and budget (USD or null: the
-    team's budget)."""
-    from cooplab.limits import ConfigError, check
-
-    if judge is None:
-        return
-    shape = f"params.judge must be null or {{\"model\": SPEC, \"samples\": 1..20, \"budget\": USD or null}}, got {str(judge)[:200]!r}"
-    if not isinstance(judge, Mapping) or not set(judge) <= {"model", "samples", "budget"} or not isinstance(judge.get("model"), str) \
-            or isinstance(judge.get("samples"), bool) or not isinstance(judge.get("samples"), int) or not 1 <= judge["samples"] <= 20:
-        raise TaskConfigError(shape)
-    try:
-        check("params.judge.budget", judge.get("budget"), "budget")
-    except ConfigError as exc:
-        raise TaskConfigError(str(exc)) from None
-
-
-def _judge(config: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    j = _own(config).get("judge")
-    return j if isinstance(j, Mapping) else None
-
-
-def _record_dataset(config: Mapping[str, Any], out: Path, dataset: dict[str, Any]) -> None:
+def _record_dataset(config: Config, out: Path, dataset: dict[str, Any]) -> None:
     """Note the data file's name and hash in config.json's ``record`` (and in ``config``)."""
     cfg = rundir.upgrade_config(rundir.read_json(out / "config.json"))
     cfg["record"] = {**(cfg.get("record") or {}), "dataset": dataset}
     rundir.write_json(out / "config.json", cfg)
-    if isinstance(config, dict):
-        config["record"] = {**(config.get("record") or {}), "dataset": dataset}
+    config.record["dataset"] = dataset
 
 
-def _judge_the_run(out: Path, config: Mapping[str, Any], judge: Mapping[str, Any]) -> dict[str, Any]:
+def _option_names(names: Mapping[str, str]) -> Any:
+    """How ``cooplab run science`` names a setting in a message: its option (``--team-size``, the
+    judge's ``--judge-samples`` and ``--judge-budget``), else ``--set NAME``."""
+    from cooplab.limits import flags
+
+    other = flags(names, rest=lambda f: f"--set {f}")
+    judge = {"model": "--judge", "samples": "--judge-samples", "budget": "--judge-budget"}
+
+    def name(loc: tuple) -> str:
+        if loc[:1] == ("judge",):
+            return judge.get(str(loc[1]), "--judge") if len(loc) > 1 else "--judge"
+        if loc[:1] == ("custom",):
+            return "--dataset" if len(loc) < 2 or loc[1] == "datasets" else "--truth" if loc[1] == "facts" else "--task-file"
+        return other(loc)
+
+    name.bare, name.where = name, ""  # type: ignore[attr-defined]
+    return name
+
+
+def judge_budget(config: Config) -> float | None:
+    """The judge's budget in USD: its own (``params.judge.budget``), else the team's (None: no cap)."""
+    judge = config.params.judge
+    if judge is not None and judge.budget is not None:
+        return judge.budget
+    return None if config.llm is None else config.llm.budget
+
+
+def _judge_the_run(out: Path, config: Config) -> dict[str, Any]:
     """The summary's ``judge`` entry: the judge's scores, or its one-line error; with what it cost
     (``cost_usd``, its ``ledger``) and the budget it had (``budget_usd``), next to the team's."""
-    from cooplab.tasks.science.judging import JudgeFailed, judge_budget, judge_run
+    from cooplab.tasks.science.judging import JudgeFailed, judge_run
 
+    judge = config.params.judge
     budget = judge_budget(config)
     try:
-        e = judge_run(out, judge["model"], k=int(judge["samples"]), budget=budget)
+        e = judge_run(out, judge.model, k=judge.samples, budget=budget)
         entry = {k: e.get(k) for k in ("judge", "k", "completeness", "quality", "accuracy", "std", "n_fallback")}
         ledger = e.get("ledger") or {}
     except JudgeFailed as exc:
-        entry, ledger = {"judge": judge["model"], "error": str(exc)}, exc.ledger
+        entry, ledger = {"judge": judge.model, "error": str(exc)}, exc.ledger
     except Exception as exc:  # noqa: BLE001 - the run's own results are kept; re-score with 'cooplab science score'
-        entry, ledger = {"judge": judge["model"], "error": f"{type(exc).__name__}: {exc}"[:300]}, {}
+        entry, ledger = {"judge": judge.model, "error": f"{type(exc).__name__}: {exc}"[:300]}, {}
     return {**entry, "budget_usd": budget, "cost_usd": ledger.get("cost_usd_float", 0.0), "ledger": ledger}
 
 
 class ScienceTask(Task):
     name = "science"
     title = "Science teams: four sequential teams of tool-using agents analyze a dataset in the sandbox under one shared budget."
-    Params = ScienceParams
+    Params = ScienceSettings
     Results = ScienceResults
     state_schema = ScienceState
     round_node = "route"
@@ -152,35 +130,6 @@ class ScienceTask(Task):
     sweep_columns = ("scores.completeness", "scores.quality", "scores.accuracy", "ledger.cost_usd_float")
     sweep_seeds = (0, 1, 2, 3, 4)  # five simulations per condition, as in the paper's sweep (§4.1.1)
     default_max_tokens = MAX_TOKENS
-
-    def params(self, config: Mapping[str, Any]) -> ScienceParams:
-        raw = config.get("params")
-        if not isinstance(raw, Mapping):
-            raise TaskConfigError(f"params must be a JSON object, got {raw!r}")
-        own = {k: v for k, v in raw.items() if k not in RUN_SETTINGS}
-        if "status_at" not in own and set(ScienceParams.model_fields) - {"status_at"} <= set(own):
-            own["status_at"] = "paper"  # every setting but this one: written before it existed, when the status sat in C.1's place
-        return ScienceParams(**own)
-
-    def check_config(self, config: Mapping[str, Any]) -> None:
-        from pydantic import ValidationError
-
-        try:
-            P = self.params(config)
-        except ValidationError as exc:
-            raise TaskConfigError(f"params.{first_error(exc)}") from None
-        ds = _dataset(config)
-        if ds is not None and (not isinstance(ds, Mapping) or not isinstance(ds.get("sha256"), (str, type(None)))):
-            raise TaskConfigError(f"record.dataset must be an object with the data file's sha256, got {ds!r}")
-        _check_judge(_own(config).get("judge"))
-        custom = _own(config).get("custom")
-        if custom is not None:
-            _check_custom(custom)
-        want = custom_team_model(P.team) if custom is not None else team_model(P.team, P.task)
-        llm = config.get("llm") or {}
-        model = llm.get("model") if isinstance(llm, Mapping) else None
-        if want is not None and model != want:
-            raise TaskConfigError(f"team {P.team} plays the built-in model {want}; llm.model must be it")
 
     def options(self, agents: str, *, task: str | None = None, dataset: Any = None, task_file: Any = None, truth: Any = None,
                 team: str = "llm", team_size: int | None = None, pipeline: str | None = None, visibility: str = "full",
@@ -213,6 +162,8 @@ class ScienceTask(Task):
             raise co.ConfigError("--task-file and --truth go with --dataset (your own data)")
         task = task or "ecology"
         values = co.parse_set(set, ScienceParams.model_fields, "science")
+        names = {"task": "--task", "team": "--team", "team_size": "--team-size", "pipeline": "--pipeline", "visibility": "--visibility",
+                 "prompt": "--prompt"}
         for key, v in (("task", task), ("team", team), ("team_size", team_size), ("pipeline", pipeline), ("visibility", visibility),
                        ("prompt", prompt)):
             if v is None:
@@ -220,43 +171,36 @@ class ScienceTask(Task):
             if key in values:
                 raise co.ConfigError(f"give {key} either with its option or with --set, not both")
             values[key] = v
-        try:
-            P = ScienceParams(**values)
-        except ValidationError as exc:
-            raise co.ConfigError(first_error(exc)) from None
-        if isinstance(judge_samples, bool) or not isinstance(judge_samples, int) or not 1 <= judge_samples <= 20:
-            raise co.ConfigError(f"--judge-samples must be an integer in 1..20, got {judge_samples}")
-        co.check("--judge-budget", judge_budget, "budget")
         judge_cfg = None
         if judge != "heuristic":
             if not isinstance(judge, str):
                 raise co.ConfigError(f"--judge must be heuristic or a model spec, got {co.show(judge)}")
             judge_cfg = {"model": judge, "samples": judge_samples, "budget": judge_budget}
-        elif judge_budget is not None:
-            raise co.ConfigError("--judge-budget goes with --judge MODEL (the heuristic scorer costs nothing)")
-        fields: dict[str, Any] = {"params": {**P.model_dump(mode="json"), "judge": judge_cfg}, "record": {"dataset": {"sha256": None}}}
-        if custom is not None:
-            fields["params"]["custom"] = custom
-            override = custom_team_model(P.team)
         else:
-            override = team_model(P.team, P.task)
-        if override is not None:
-            fields["model_override"] = override
-        return fields
+            co.validate(ScienceSettings, {"judge": {"model": "heuristic", "samples": judge_samples, "budget": judge_budget}},
+                        _option_names(names))  # the judge's options are checked even when unused
+            if judge_budget is not None:
+                raise co.ConfigError("--judge-budget goes with --judge MODEL (the heuristic scorer costs nothing)")
+        label = _option_names(names)
+        P = co.validate(ScienceSettings, {**values, "judge": judge_cfg, "custom": custom}, label, context={"agents": agents})
+        return {"params": P, "record": {"dataset": {"sha256": None}}}
 
-    def other_models(self, config: Mapping[str, Any]) -> list[tuple[str, str, str, tuple[str, ...]]]:
+    def fixed_model(self, config: Config) -> str | None:
+        """The built-in scripted model of an oracle or garbage team (None for an LLM team)."""
+        P = config.params
+        return custom_team_model(P.team) if P.custom is not None else team_model(P.team, P.task)
+
+    def other_models(self, config: Config) -> list[tuple[str, str, str, tuple[str, ...]]]:
         """The LLM judge, when the run has one (asked in the judge's phase)."""
         from cooplab.evals.scoring.judge import JUDGE_PHASE
 
-        j = _judge(config)
-        return [] if j is None else [("--judge", "params.judge.model", j["model"], (JUDGE_PHASE,))]
+        j = config.params.judge
+        return [] if j is None else [("--judge", "params.judge.model", j.model, (JUDGE_PHASE,))]
 
-    def cost_cap(self, config: Mapping[str, Any]) -> float | None:
+    def cost_cap(self, config: Config) -> float | None:
         """The team's budget plus the judge's (None when either has no cap)."""
-        from cooplab.tasks.science.judging import judge_budget
-
         team = super().cost_cap(config)
-        if _judge(config) is None or team is None:
+        if config.params.judge is None or team is None:
             return team
         judge = judge_budget(config)
         return None if judge is None else team + judge
@@ -267,25 +211,18 @@ class ScienceTask(Task):
         judged = summary.results.judge if summary.results is not None else None
         return None if team is None else team + (judged.cost_usd if judged is not None else 0.0)
 
-    def n_agents(self, config: Mapping[str, Any]) -> int:
-        P = self.params(config)
-        return len(pipeline_roles(P.pipeline, P.team_size))
-
-    def default_config(self, agents: str = "llm") -> dict[str, Any]:
-        return {**super().default_config("llm"), "params": {**ScienceParams().model_dump(mode="json"), "judge": None},
-                "record": {"dataset": {"sha256": None}}, "sandbox": {"backend": "docker", "timeout": 30.0, "rate": 0.0}}
-
     # --- files --------------------------------------------------------------------------------------
-    def prepare_run(self, config: Mapping[str, Any], out: Path) -> None:
+    def prepare_run(self, config: Config, out: Path) -> None:
         """Generate the dataset into ``out/dataset`` (deterministic for the seed); on resume, check
         that the files are the ones the run started with (regenerated if missing)."""
-        if _custom(config) is not None:
+        _dataset(config)  # what the run recorded of its data, checked before anything is written
+        if config.params.custom is not None:
             return self._prepare_custom(config, Path(out))
-        P = self.params(config)
+        P = config.params
         d = Path(out) / DATASET_DIR
         data = d / dsets.DATA_FILE
         if not data.exists() or not (d / dsets.TRUTH_FILE).exists():
-            dsets.generate(P.task, int(config["seed"]), d, size=P.data_size)
+            dsets.generate(P.task, config.seed, d, size=P.data_size)
         want = (_dataset(config) or {}).get("sha256")
         got = sha256_file(data)
         if want is None:
@@ -293,7 +230,7 @@ class ScienceTask(Task):
         elif got != want:
             raise rundir.RunDirError(f"{data} is not the dataset this run started with (SHA-256 differs); restore it or start a new run")
 
-    def _prepare_custom(self, config: Mapping[str, Any], out: Path) -> None:
+    def _prepare_custom(self, config: Config, out: Path) -> None:
         """Your own data: the canonical file the sandbox loads and ground_truth.json (the facts, or
         none) are written once; on resume the copy must be unchanged (an error) and a changed input
         file is a warning (the run goes on with its copy)."""
@@ -301,19 +238,19 @@ class ScienceTask(Task):
 
         from cooplab.tasks.science import owndata
 
-        c = _custom(config)
+        c = config.params.custom
         d = out / DATASET_DIR
         have = [p for p in (d / "data.csv", d / "data.parquet") if p.exists()]
         if not have or not (d / dsets.TRUTH_FILE).exists():
             try:
-                data = owndata.write_canonical([dict(i) for i in c["datasets"]], d)
+                data = owndata.write_canonical([dict(i) for i in c.datasets], d)
             except owndata.OwnDataError as exc:
                 raise rundir.RunDirError(str(exc)) from None
-            truth = {"task": "custom", "description": c["task"], "facts": list(c["facts"] or []), "accuracy_scored": c["facts"] is not None}
+            truth = {"task": "custom", "description": c.task, "facts": list(c.facts or []), "accuracy_scored": c.facts is not None}
             rundir.write_json(d / dsets.TRUTH_FILE, truth)
         else:
             data = have[0]
-            for i in c["datasets"]:
+            for i in c.datasets:
                 p = Path(i["path"])
                 now = sha256_file(p) if p.is_file() else None
                 if now != i["sha256"]:
@@ -326,26 +263,26 @@ class ScienceTask(Task):
         elif got != want:
             raise rundir.RunDirError(f"{data} is not the dataset this run started with (SHA-256 differs); restore it or start a new run")
 
-    def sandbox_dataset(self, config: Mapping[str, Any], out: Path) -> Path | None:
-        if _custom(config) is not None:
+    def sandbox_dataset(self, config: Config, out: Path) -> Path | None:
+        if config.params.custom is not None:
             d = Path(out) / DATASET_DIR
             return d / "data.parquet" if (d / "data.parquet").exists() else d / "data.csv"
         return Path(out) / DATASET_DIR / dsets.DATA_FILE
 
     # --- the graph -----------------------------------------------------------------------------------
-    def build(self, config: Mapping[str, Any], *, checkpointer: Any = None):
-        P = self.params(config)
-        c = _custom(config)
+    def build(self, config: Config, *, checkpointer: Any = None):
+        P = config.params
+        c = P.custom
         if c is not None:
             from cooplab.tasks.science import owndata
 
-            text = c["task"] + "\n\n" + owndata.data_note(list(c["datasets"]))
-            prefix = owndata.MULTI_PREAMBLE if len(c["datasets"]) > 1 else ""
+            text = c.task + "\n\n" + owndata.data_note(list(c.datasets))
+            prefix = owndata.MULTI_PREAMBLE if len(c.datasets) > 1 else ""
             return TeamGraph(P, text, code_prefix=prefix).build(checkpointer)
         return TeamGraph(P, dsets.TASK_DESCRIPTIONS[P.task]).build(checkpointer)
 
-    def init_state(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        return init_state(self.params(config).max_reentries)
+    def init_state(self, config: Config) -> dict[str, Any]:
+        return init_state(config.params.max_reentries)
 
     def budget_resume_point(self, history: Any) -> Any:
         """A budget stop is kept in the state (``stop``, naming the node it cut short): with a raised
@@ -362,8 +299,8 @@ class ScienceTask(Task):
                 return snap
         return None
 
-    def total_rounds(self, config: Mapping[str, Any]) -> int:
-        return 1 if self.params(config).pipeline == "solo" else len(TEAMS)
+    def total_rounds(self, config: Config) -> int:
+        return 1 if config.params.pipeline == "solo" else len(TEAMS)
 
     def recursion_limit(self, state: Mapping[str, Any], n_nodes: int) -> int:
         return int(state.get("max_round", 8)) * (n_nodes + 1) + 10
@@ -373,11 +310,11 @@ class ScienceTask(Task):
         return {"next": TEAMS[c] if isinstance(c, int) and 0 <= c < len(TEAMS) else "end"}
 
     # --- results -------------------------------------------------------------------------------------
-    def outputs(self, final: Mapping[str, Any], config: Mapping[str, Any], run: RunInfo) -> ScienceResults:
+    def outputs(self, final: Mapping[str, Any], config: Config, run: RunInfo) -> ScienceResults:
         from cooplab.evals.science_scoring import heuristic_score
         from cooplab.tasks.science.explore import artifact_index
 
-        P = self.params(config)
+        P = config.params
         out = run.out
         arts = artifacts_of(final)
         adir = out / "artifacts"
@@ -402,7 +339,7 @@ class ScienceTask(Task):
             report = "\n\n".join(v[-1]["content"] for v in arts.values())
             scored = "the other artifacts (no final_paper)" if arts else "nothing (no artifact)"
         h = heuristic_score(report, truth)
-        custom = _custom(config) is not None
+        custom = P.custom is not None
         no_truth = custom and not truth.get("accuracy_scored")
         hd = h.as_dict()
         if no_truth:
@@ -425,9 +362,8 @@ class ScienceTask(Task):
             stops[str(r.get("stop_reason"))] = stops.get(str(r.get("stop_reason")), 0) + 1
         passes = [(t["team"], t["visit"]) for t in final.get("timeline") or [] if t.get("node") in ("synthesize", "analyze")]
         judged = None
-        judge = _judge(config)
-        if judge and run.status in ("completed", "budget_exhausted"):
-            judged = _judge_the_run(out, config, judge)
+        if P.judge is not None and run.status in ("completed", "budget_exhausted"):
+            judged = _judge_the_run(out, config)
         sc = {k: h.scores()[k] for k in ("completeness", "quality", "accuracy")}
         if no_truth:
             sc["accuracy"] = None
@@ -519,8 +455,8 @@ def _judge_row(d: Path, config: Mapping[str, Any], summary: RunSummary[ScienceRe
     ones (with the judge's one-line error from summary.json when it failed)."""
     from cooplab.evals.science_scoring import JUDGE_COLUMNS, judge_entry
 
-    configured = _judge(config)
-    name = configured["model"] if configured else None
+    configured = (config.get("params") or {}).get("judge") if isinstance(config.get("params"), Mapping) else None
+    name = configured.get("model") if isinstance(configured, Mapping) else None
     scores = rundir.read_json(d / "scores.json") if (d / "scores.json").is_file() else {}
     entry = judge_entry(scores, name)
     failed = summary.results.judge if summary.results is not None else None

@@ -20,7 +20,7 @@ from cooplab.agents.decisions import LLMService, ModelUnavailable
 from cooplab.agents.models import ModelSpecError, check_model, make_chat_model, parse_model_spec
 from cooplab.agents.providers import PROVIDERS
 from cooplab.cli import main
-from cooplab.limits import ConfigError
+from cooplab.limits import ConfigError, in_file, validate
 from tests.fakes.anthropic_server import AnthropicServer
 from tests.fakes.google_server import GoogleServer
 from tests.fakes.ollama_server import OllamaServer
@@ -348,10 +348,10 @@ def test_recorded_prices_win_and_hostile_ones_are_one_line():
     assert llm.resolved_prices() == {spec: [1.0, 2.0], "ollama:x": [0.0005, 0.003]}
     for bad in ([float("nan"), 1], [-1, 1], [1], [True, 1], [float("inf"), 0], "cheap", [1e9, 0]):
         with pytest.raises(ConfigError) as e:  # as a resumed run's config.json would hold them
-            LLMSettings.from_file({"model": spec, "base_url": "http://127.0.0.1:9", "prices": {spec: bad}}, "config.json: llm")
+            validate(LLMSettings, {"model": spec, "base_url": "http://127.0.0.1:9", "prices": {spec: bad}}, in_file("config.json", "llm"), strict=False)
         assert "config.json: llm.prices" in str(e.value) and "\n" not in str(e.value)
     with pytest.raises(ConfigError):
-        LLMSettings.from_file({"model": spec, "prices": [1, 2]}, "config.json: llm")
+        validate(LLMSettings, {"model": spec, "prices": [1, 2]}, in_file("config.json", "llm"), strict=False)
 
 
 def test_a_science_sweep_with_a_budget_and_a_model_of_unknown_price_is_one_line(tmp_path, capsys, monkeypatch):

@@ -37,6 +37,7 @@ COVERED = {
     "bench_games_llm.py": "test_bench_games_llm",
     "bench_llm.py": "test_bench_llm",
     "bench_plan.py": "test_bench_plan",
+    "bench_replay.py": "test_bench_replay",
     "bench_local_build.py": "test_bench_local_build",
     "bench_local_reuse.py": "test_bench_local_reuse",
     "bench_runner.py": "test_bench_runner",
@@ -174,6 +175,20 @@ def test_bench_science(tmp_path):
     ecology = rows(text, "ecology")
     assert len(ecology) == 1 and ecology[0][-3:] == ["1.00", "1.00", "1.00"]  # the oracle scores fully
     assert "(local sandbox)" in text
+
+
+@pytest.mark.slow
+def test_bench_replay(tmp_path):
+    # --quick: a 4-agent, 2-round CPR society (20 ms model) and a short science team item (local
+    # sandbox, no model latency), each run and rerun from its cache through cooplab.run; the worker
+    # asserts that the rerun made no model call and gave the first run's results
+    out = tmp_path / "results.md"
+    run_bench("bench_replay.py", "--quick", "--out", str(out), tmp_path=tmp_path)
+    text = section(out, "## Cached replay")
+    cpr, sci = rows(text, "CPR society N = 4, 2 rounds"), rows(text, "science team (ecology, small, size 2, local sandbox)")
+    assert len(cpr) == 1 and len(sci) == 1
+    assert int(cpr[0][2]) > 0 and int(sci[0][2]) > 0  # model calls made by the first run, all replayed by the rerun
+    assert "run_code re-executed by the replay" in text
 
 
 @pytest.mark.slow

@@ -99,3 +99,23 @@ def test_the_hosted_providers_named_in_help_are_the_providers_table():
     from cooplab.cli.options import HOSTED_PROVIDERS
 
     assert HOSTED_PROVIDERS == tuple(PROVIDERS)
+
+
+def test_the_front_module_defines_no_command_of_a_world():
+    """``cooplab.cli`` holds the tables, the groups and ``main``: every command a table names lives in
+    its own module (a world's in :mod:`cooplab.cli.cpr`, :mod:`~cooplab.cli.diners`, ...), and what
+    a table points at in ``cooplab.cli`` itself is a group made of other tables (issue 39.3)."""
+    import inspect
+
+    import typer
+
+    import cooplab.cli as front
+
+    own = {n for n, f in inspect.getmembers(front, inspect.isfunction) if f.__module__ == front.__name__}
+    extra = own - {"main", "entry", "_root", "_version", "_not_utf8", "_save_traceback"}
+    assert not extra, f"cooplab/cli/__init__.py defines {sorted(extra)}: a command goes in its own module, named in a lazy table"
+    for table in (COMMANDS, FIGURES, CALIBRATE, ANALYZE):
+        for name, entry in table.items():
+            module, _, attr = entry.target.partition(":")
+            if module == front.__name__:
+                assert isinstance(getattr(front, attr), typer.Typer), f"{name}: {entry.target} is not a group"

@@ -189,7 +189,7 @@ def test_kill_minus_9_then_rerun_gives_the_uninterrupted_table(tmp_path, capsys)
     (["--parallel", "0"], "--parallel"), (["--batch", "0"], "--batch"), (["--seed", "-1"], "--seed"),
     (["--replicates", "100000"], "110 conditions"), (["--executor", "dask"], "--executor"), (["--address", "auto"], "--address"),
     (["--set", "alpha=0.1"], "sampled"), (["--set", "beta=3"], "experiments set beta"), (["--set", "nope=1"], "unknown parameter"),
-    (["--set", "T=0"], "invalid parameter T"), (["--preset", "nope"], "preset"),
+    (["--set", "T=0"], "T must be an integer in 1.."), (["--preset", "nope"], "preset"),
 ])
 def test_hostile_options_are_one_line_errors(tmp_path, capsys, args, needle):
     line = fail_line(capsys, ["calibrate", "cpr", "--out", str(tmp_path / "cal"), *args])

@@ -319,13 +319,16 @@ def test_params_table_lists_the_new_parameters_with_sources():
 
 
 def test_a_run_config_written_before_individual_learning_resumes_as_v1():
+    from cooplab.runs.config import RunConfig
     from cooplab.tasks.cpr.task import TASK
 
-    old = {k: v for k, v in CPRParams().model_dump().items() if k not in ("individual_learning", "il_rate")}
-    assert TASK.params({"params": old}).individual_learning is False
-    assert "adapt" not in TASK.phases({"params": old, "agents": "rule"})
-    assert TASK.params({"params": CPRParams().model_dump()}).individual_learning is True
-    assert "adapt" in TASK.phases({"params": CPRParams().model_dump(), "agents": "rule"})
+    old = RunConfig(task="cpr", params={k: v for k, v in CPRParams().model_dump().items() if k not in ("individual_learning", "il_rate")})
+    old = old.resolve()  # stored settings, as a config.json holds them
+    assert old.params.individual_learning is False
+    assert "adapt" not in TASK.phases(old)
+    new = RunConfig(task="cpr", params=CPRParams().model_dump()).resolve()
+    assert new.params.individual_learning is True
+    assert "adapt" in TASK.phases(new)
 
 
 def test_a_batch_mixing_ablations_runs_each_condition_with_its_own_switches():

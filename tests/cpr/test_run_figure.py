@@ -137,3 +137,92 @@ def test_fig2_names_line_styles_bands_and_the_switch_off_line():
                 assert 0 <= ys.min() and ys.max() <= 1
     finally:
         plt.close(fig)
+
+
+def _llm_run(out: Path, cache: str, monkeypatch) -> list:
+    """A small scripted CPR LLM run into ``out``; the figures it drew (run_figure_of calls)."""
+    import cooplab
+    from cooplab.tasks.cpr import figures
+
+    drawn = []
+    real = figures.run_figure_of
+    monkeypatch.setattr(figures, "run_figure_of", lambda *a, **k: drawn.append(1) or real(*a, **k))
+    script = Path(__file__).resolve().parents[2] / "examples" / "scripted" / "cautious.json"
+    run = cooplab.run(task="cpr", agents="llm", model=f"scripted:{script}", n_agents=3, rounds=2, seed=3, quiet=True, cache=cache,
+                      out=out)
+    assert run.status == "completed" and run.summary.figure_error is None
+    return drawn
+
+
+def test_a_rerun_answered_from_the_cache_copies_its_figure_instead_of_drawing_it(tmp_path, monkeypatch):
+    # issue 41.3: drawing the figure was half of a cached rerun's time; the rerun's tables are the
+    # first run's, bit for bit, so its figure is the same picture
+    cache = str(tmp_path / "cache.sqlite")
+    assert len(_llm_run(tmp_path / "first", cache, monkeypatch)) == 1
+    assert len(_llm_run(tmp_path / "rerun", cache, monkeypatch)) == 0
+    first, rerun = ((tmp_path / d / "figures" / "run.png").read_bytes() for d in ("first", "rerun"))
+    assert rerun == first and first.startswith(b"\x89PNG")
+    assert len(_llm_run(tmp_path / "off", "off", monkeypatch)) == 1  # without a cache: drawn, nothing kept
+
+
+def test_the_figure_key_covers_what_is_drawn_and_nothing_else():
+    from cooplab.tasks.cpr.figures import run_figure_key
+
+    rounds, summary = _rounds(2), _summary(2)
+    key = run_figure_key(rounds, summary)
+    assert run_figure_key(rounds.copy(), {**summary, "wall_seconds": 12.5, "ledger": {"calls": 3}}) == key  # not drawn
+    changed = rounds.copy()
+    changed.loc[3, "R"] = np.nextafter(changed.loc[3, "R"], np.inf)  # one value, one ulp
+    assert run_figure_key(changed, summary) != key
+    assert run_figure_key(rounds, {**summary, "env": "mild"}) != key
+    assert run_figure_key(rounds, summary, norms=pd.DataFrame({"round": [1], "norm_text": ["x"]})) != key
+
+
+@pytest.mark.parametrize("stored", [b"not a png", "\x89PNG text, not bytes", b"\x89PNG\r\n\x1a\n" + b"0" * (16 * 1024 * 1024)])
+def test_a_figure_in_the_cache_that_is_not_a_png_is_no_answer(tmp_path, stored):
+    # the cache file is data from anywhere: a row that is not a PNG of a sane size is never copied
+    from cooplab.agents.cache import ResponseCache
+
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    try:
+        cache._db.execute("INSERT INTO figures (key, png) VALUES (?, ?)", ("k", stored))
+        assert cache.get_figure("k") is None
+        cache.put_figure("k2", stored if isinstance(stored, bytes) else stored.encode())
+        assert cache.get_figure("k2") is None
+    finally:
+        cache.close()
+
+
+def test_a_bad_figure_in_the_cache_is_drawn_again_and_replaced(tmp_path):
+    from cooplab.agents.cache import ResponseCache
+    from cooplab.tasks.cpr.figures import run_figure, run_figure_key
+
+    rounds, summary = _rounds(1), _summary(1)
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    try:
+        key = run_figure_key(rounds, summary)
+        cache._db.execute("INSERT INTO figures (key, png) VALUES (?, ?)", (key, b"not a png"))
+        png = run_figure(rounds, summary, tmp_path / "figs", cache=cache).read_bytes()
+        assert png.startswith(b"\x89PNG") and cache.get_figure(key) == png
+    finally:
+        cache.close()
+
+
+def test_a_cache_whose_figures_name_is_taken_still_runs_and_draws(tmp_path):
+    import sqlite3
+
+    from cooplab.agents.cache import ResponseCache
+    from cooplab.tasks.cpr.figures import run_figure
+
+    path = tmp_path / "cache.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE t (x)")
+    db.execute("CREATE INDEX figures ON t (x)")  # a foreign file: the table's name is an index's
+    db.commit()
+    db.close()
+    cache = ResponseCache(path)
+    try:
+        png = run_figure(_rounds(1), _summary(1), tmp_path / "figs", cache=cache).read_bytes()
+        assert png.startswith(b"\x89PNG") and cache.get_figure("any") is None
+    finally:
+        cache.close()

@@ -67,7 +67,7 @@ def test_a_run_config_object_gives_the_same_config_as_keywords(tmp_path):
     ({"bogus": 3}, "task 'cpr' has no option 'bogus'"),
     ({"temperature": "hot"}, "temperature"),
     ({"budget": -1.0}, "budget must be a finite number in [0, 1000000]"),
-    ({"env": "stormy"}, "env must be one of harsh, rich"),
+    ({"env": "stormy"}, "env must be harsh or rich, got 'stormy'"),
     ({"agents": "robots"}, "agents must be rule or llm"),
     ({"model": "nope:x"}, "model"),
     ({"agent_model": ["x=scripted:a.json"]}, "agent_model expects AGENT=MODEL with AGENT a number 0..N-1, got 'x=scripted:a.json'"),

@@ -213,9 +213,9 @@ def test_a_broken_plugin_says_why_and_spares_the_others(env, tmp_path):
 
 
 @pytest.mark.parametrize("setting,needle", [
-    ("n_players=5", "--set n_players: Input should be a multiple of 2"),
-    ("offer=NaN", "--set offer: Input should be less than or equal to 1"),
-    ('rounds="5"', "--set rounds: Input should be a valid integer"),
+    ("n_players=5", "--set n_players must be a multiple of 2, got 5"),
+    ("offer=NaN", "--set offer must be less than or equal to 1, got nan"),
+    ('rounds="5"', "--set rounds must be an integer, got '5'"),
     ("rounds=100000", "--set rounds: replicates x n_players / 2 x rounds must be at most 10,000,000 games"),
     ("colour=red", "unknown parameter 'colour'"),
 ])

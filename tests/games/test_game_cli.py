@@ -228,8 +228,8 @@ def test_resume_of_a_finished_run_rewrites_the_same_summary(finished, tmp_path, 
 
 
 @pytest.mark.parametrize("name,patch,needle", [
-    ("random", {"params.game": "chess"}, "game must be one of"),
-    ("random", {"params.players": "robot"}, "players must be one of"),
+    ("random", {"params.game": "chess"}, "game must be weakest-link, cpr"),
+    ("random", {"params.players": "robot"}, "players must be llm, nash"),
     ("random", {"game": "cpr"}, "unknown field 'game'"),
     ("random", {"params.multiplier": 20.0}, "multiplier"),
     ("random", {"params.multiplier": "3"}, "multiplier"),
@@ -335,7 +335,10 @@ def test_params_lists_every_game_parameter(capsys):
 
     code, out, _ = run_cli(["params", "game", "--json"], capsys)
     rows = json.loads(out)
-    assert code == 0 and {(r["game"], r["name"]) for r in rows} == {(g, n) for g, m in MODELS.items() for n in m.model_fields}
+    listed = {(r["game"], r["name"]) for r in rows}
+    assert code == 0 and {(g, n) for g, m in MODELS.items() for n in m.model_fields} <= listed  # every equation parameter
+    run = {"players", "script_file", "prompt", "deliberation"}  # and every setting of the run beside them (issue 39 step 2)
+    assert {(g, n) for g in MODELS for n in run} <= listed
     assert all(r["meaning"] and r["source"] for r in rows)
     code, out, _ = run_cli(["params", "game", "--game", "o-ring"], capsys)
     assert code == 0 and "success_threshold" in out and "multiplier" not in out
@@ -353,3 +356,13 @@ def test_help(capsys):
     for cmd in (["run", "game"], ["params", "game"], ["graph", "game"]):
         code, out, _ = run_cli(cmd + ["--help"], capsys)
         assert code == 0 and "Usage" in out and "--game" in out
+
+
+def test_a_game_run_without_a_game_says_which_to_choose(tmp_path):
+    """``cooplab.run(task="game")`` without ``game=`` is one clear line, not a TypeError about a keyword."""
+    import cooplab
+    from cooplab.limits import ConfigError
+
+    with pytest.raises(ConfigError, match=r"say which game to play with game: one of weakest-link, cpr"):
+        cooplab.run(task="game", rounds=2, out=str(tmp_path / "r"), quiet=True)
+    assert not (tmp_path / "r").exists()

@@ -18,6 +18,8 @@ def run_progress(run_dir: Path, cache: Path) -> tuple[int, int, int] | None:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     from cooplab.graphs.checkpoint_serde import serializer
+    from cooplab.limits import ConfigError, flags
+    from cooplab.runs.config import RunConfig, task_params
     from cooplab.runs import registry, runner
 
     if not (run_dir / "checkpoints.sqlite").exists() or not cache.exists():
@@ -25,14 +27,16 @@ def run_progress(run_dir: Path, cache: Path) -> tuple[int, int, int] | None:
     try:
         with sqlite3.connect(str(cache), timeout=0.2) as db:
             rows = db.execute("SELECT count(*) FROM responses").fetchone()[0]
-        config = json.loads((run_dir / "config.json").read_text())
-        task = registry.get(config["task"])
+        raw = json.loads((run_dir / "config.json").read_text())
+        task = registry.get(raw["task"])  # the settings the graph is built from (the model files and cache are the run's business)
+        config = RunConfig(task=task.name, agents=raw["agents"], seed=raw["seed"], record=raw["record"],
+                           params=task_params(task, raw["params"], raw["agents"], flags()))
         conn = sqlite3.connect(str(run_dir / "checkpoints.sqlite"), timeout=0.2, check_same_thread=False)
         try:
             values = task.build(config, checkpointer=SqliteSaver(conn, serde=serializer(task))).get_state({"configurable": {"thread_id": runner.thread_id(task, config)}}).values
         finally:
             conn.close()
-    except (sqlite3.Error, OSError, ValueError):
+    except (sqlite3.Error, OSError, ValueError, ConfigError):
         return None
     if not values:
         return None

@@ -51,7 +51,7 @@ def test_the_api_builds_what_the_old_config_upgrades_to(name):
     kw = dict(CASES[name])
     built = json.loads(json.dumps(RunConfig.from_keywords(kw.pop("task"), **kw).to_config()))  # as config.json holds it
     old = fixture(name)
-    upgraded = check_stored(old, "old")
+    upgraded = check_stored(old, "old").to_json()
     for key, default in ADDED_SINCE.get(CASES[name]["task"], {}).items():
         if key in built["params"]:  # (some games only)
             upgraded["params"].setdefault(key, default)  # a parameter added later, whose default is what old runs did
@@ -94,7 +94,7 @@ def test_the_upgrade_moves_every_task_setting_under_params_and_respells_the_llm_
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_an_old_config_passes_the_resume_checks(name):
-    cfg = check_stored(fixture(name), "old")
+    cfg = check_stored(fixture(name), "old").to_json()
     assert RunConfig.load(cfg).to_config() == {**cfg, "record": {}} or name.startswith("science")
 
 
@@ -155,6 +155,7 @@ def test_a_science_run_made_before_status_at_keeps_the_status_in_the_papers_plac
     """Its params hold every setting of the time and no status_at: resumed, it goes on with the
     layout it started with (the status in Appendix C.1's place), not today's default."""
     task = registry.get("science")
-    old = check_stored(fixture("science_oracle"), "old")
-    assert "status_at" not in old["params"] and task.params(old).status_at == "paper"
-    assert task.params({"params": {}}).status_at == "end"  # a new run: the default
+    raw = fixture("science_oracle")
+    assert "status_at" not in raw["params"]
+    assert check_stored(raw, "old").params.status_at == "paper"  # read into the typed settings with the layout it ran with
+    assert task.default_params().status_at == "end"  # a new run: the default

@@ -137,6 +137,14 @@ def test_a_fork_killed_mid_run_resumes_to_the_uninterrupted_fork(parent, tmp_pat
     assert b["status"] == "completed" and a["survival_time"] == b["survival_time"] and a["efficiency"] == b["efficiency"]
     pd.testing.assert_frame_equal(cooplab.Run.open(tmp_path / "ref").rounds, cooplab.Run.open(tmp_path / "run").rounds)
     assert json.loads((tmp_path / "run" / "config.json").read_text())["record"]["fork"]["at_round"] == 1
+    # its traces: the killed first part traced as the fork (tag "fork"), the second as resumed; both name the parent
+    from cooplab.graphs.tracing import load_runs
+
+    roots = [r for r in load_runs(tmp_path / "run" / "traces.jsonl") if r.get("parent_run_id") is None and r.get("run_type") == "chain"]
+    pid = json.loads((parent / "config.json").read_text())["record"]["thread_id"]
+    assert [r["extra"]["metadata"]["started_as"] for r in roots] == ["fork", "resumed"]
+    assert ["fork" in r["tags"] for r in roots] == [True, False] and ["resumed" in r["tags"] for r in roots] == [False, True]
+    assert all(r["extra"]["metadata"]["fork_of"] == pid and r["extra"]["metadata"]["fork_at_round"] == 1 for r in roots)
 
 
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(parent, tmp_path, capsys):
@@ -201,6 +209,9 @@ def _one_param(task: str) -> dict:
     params = registry.get(task).Params
     if params is None:
         return {"rounds": 9}
+    variants = getattr(params, "variants", None)  # a Params that picks its model by a setting (the game's): one of its models
+    if variants:
+        params = next(iter(variants.values()))
     name = next(n for n, f in params.model_fields.items() if isinstance(f.default, (int, float)) and not isinstance(f.default, bool))
     return {name: params.model_fields[name].default + 1}
 

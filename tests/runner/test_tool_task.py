@@ -22,6 +22,7 @@ from cooplab.graphs.state import AppendLog
 from cooplab.graphs.task import RunInfo, Task
 from cooplab.graphs.tracing import load_runs
 from cooplab.runs import registry, runner
+from cooplab.runs.config import RunConfig
 
 USAGE = {"input_tokens": 120, "output_tokens": 12}
 RATE = 1e-6  # USD per sandbox second: a run_code call reserves its timeout's worth (20 s: $0.00002), then pays what it used
@@ -79,7 +80,7 @@ def config(tmp_path: Path, budget: float | None) -> dict[str, Any]:
     from cooplab.agents.settings import LLMSettings
 
     llm = LLMSettings(model=f"scripted:{script(tmp_path / 's.json')}", temperature=0.0, max_concurrency=1, budget=budget,
-                      cache=str(tmp_path / "cache.sqlite")).checked()
+                      cache=str(tmp_path / "cache.sqlite")).resolve()
     return {"version": 2, "agents": "llm", "seed": 0, "csv": False, "params": {}, "llm": llm.model_dump(mode="json"),
             "sandbox": {"backend": "docker", "timeout": 20.0, "rate": RATE}, "record": {}}
 
@@ -120,7 +121,7 @@ def test_a_tool_task_runs_code_in_docker_and_a_budget_cap_mid_loop_ends_it_clean
     assert list(charged["kind"])[:2] == ["tokens", "sandbox_seconds"]  # nothing charged is missing from the table
     assert sum(Decimal(c) for c in charged["cost_usd_exact"]) == Decimal(s2["ledger"]["cost_usd"])
     # the last checkpoint loads; resuming the finished run as it is would only replay its stop: one line, nothing changed
-    values = runner.last_values(task, capped, json.loads((capped / "config.json").read_text()))
+    values = runner.last_values(task, capped, RunConfig.load(capped))  # the typed configuration, as the runner reads it
     assert values["round"] == 1
     with pytest.raises(runner.runstore.RunDirError, match="raise the budget"):
         runner.resume(capped, quiet=True)
@@ -142,7 +143,7 @@ def test_sandbox_settings_of_a_run_are_checked_on_resume(tmp_path, task):
     from cooplab.runs.config import check_stored
 
     good = {"task": task.name, **config(tmp_path, None)}
-    assert check_stored(good, "c", task)["sandbox"] == {"backend": "docker", "timeout": 20.0, "rate": RATE}
+    assert check_stored(good, "c", task).sandbox.model_dump() == {"backend": "docker", "timeout": 20.0, "rate": RATE}
     bad = {**good, "sandbox": {"backend": "auto"}}
     with pytest.raises(ConfigError, match="backend must be docker or local"):
         check_stored(bad, "c", task)

@@ -71,11 +71,17 @@ def test_a_judge_budget_too_small_stops_the_judge_not_the_run(tmp_path, capsys, 
 
 
 def test_the_cost_cap_of_a_science_run_counts_its_judge():
-    config = {"agents": "llm", "llm": {"budget": 0.03}, "params": {"judge": {"model": "x", "samples": 3, "budget": 0.002}}}
-    assert TASK.cost_cap(config) == pytest.approx(0.032)
-    assert TASK.cost_cap({**config, "params": {"judge": {"model": "x", "samples": 3}}}) == pytest.approx(0.06)  # the team's amount
-    assert TASK.cost_cap({**config, "params": {"judge": None}}) == 0.03
-    assert TASK.cost_cap({**config, "llm": {"budget": None}}) is None
+    from cooplab.agents.settings import LLMSettings
+    from cooplab.graphs.task import PlainConfig
+
+    def config(judge, budget=0.03):  # the typed configuration the hook receives
+        params = TASK.default_config("llm", judge=judge).params
+        return PlainConfig(task="science", agents="llm", params=params, llm=LLMSettings(budget=budget))
+
+    assert TASK.cost_cap(config({"model": "x", "samples": 3, "budget": 0.002})) == pytest.approx(0.032)
+    assert TASK.cost_cap(config({"model": "x", "samples": 3})) == pytest.approx(0.06)  # the team's amount
+    assert TASK.cost_cap(config(None)) == 0.03
+    assert TASK.cost_cap(config({"model": "x", "samples": 3, "budget": 0.002}, budget=None)) is None
 
 
 @pytest.mark.parametrize("args, needle", [

@@ -114,8 +114,7 @@ def test_params_solo_forces_one_agent():
         ScienceParams(pipeline="solo", team_size=3)
     from cooplab.tasks.science.task import TASK
 
-    cfg = TASK.default_config()
-    cfg["params"] = ScienceParams(pipeline="solo").model_dump(mode="json")
+    cfg = TASK.default_config(pipeline="solo")
     assert TASK.n_agents(cfg) == 1 and TASK.total_rounds(cfg) == 1
     g = TASK.build(cfg)
     assert set(g.get_graph().nodes) == {"__start__", "analyze", "route", "__end__"}

@@ -299,7 +299,7 @@ def test_hidden_visibility_still_warns_when_the_pool_runs_low(tmp_path, capsys):
 @pytest.mark.parametrize("args, needle", [
     (["--task", "astrology"], "task"),
     (["--team", "robots"], "team"),
-    (["--team-size", "4"], "team_size"),
+    (["--team-size", "4"], "--team-size"),
     (["--visibility", "partial"], "visibility"),
     (["--prompt", "poetry"], "prompt"),
     (["--set", "max_reentries=-1"], "max_reentries"),

@@ -124,8 +124,7 @@ def test_a_run_made_before_thread_ids_were_recorded_still_resumes(tmp_path, monk
     """The old format: checkpoints under the task's name and no ``record.thread_id``."""
     task = registry.get("cpr")
     monkeypatch.setattr(runner, "new_thread_id", lambda: task.name)  # as the old code checkpointed
-    cfg = task.default_config("rule")
-    cfg["params"].update(N=3, T=4)
+    cfg = task.default_config("rule", N=3, T=4)
     first = runner.start(task, tmp_path, cfg, quiet=True)
     monkeypatch.undo()
     config = json.loads((tmp_path / "config.json").read_text())

@@ -159,6 +159,23 @@
     yl.textContent = d.ylabel || "";
     var g = el("g", { "clip-path": "url(#" + this.id + "-clip)" }, svg);
     var whisk = d.categorical || d.kind === "bar" || d.kind === "points";
+    // marks: a grey band over an x range ("to" given) or a dotted red line at one x, each labelled at the top
+    (d.marks || []).forEach(function (m, k) {
+      if (m.x === null || !isFinite(m.x)) return;
+      var banded = m.to !== null && m.to !== undefined && isFinite(m.to);
+      if (banded) {
+        var a = X(Math.min(m.x, m.to)), b = X(Math.max(m.x, m.to));
+        el("rect", { x: a, y: M.t, width: Math.max(b - a, 0), height: h, fill: "#8a94a3", "fill-opacity": 0.16, "class": "mark mark-band" }, g);
+      } else {
+        el("line", { x1: X(m.x), x2: X(m.x), y1: M.t, y2: M.t + h, stroke: "#c0392b", "stroke-width": 1.4, "stroke-dasharray": "2 3",
+                     "class": "mark mark-line" }, g);
+      }
+      if (!m.label) return;
+      var at = banded ? Math.max(X(Math.min(m.x, m.to)), M.l) + 4 : X(m.x) + 4;
+      if (at < M.l || at > M.l + w) return;
+      var t = el("text", { x: at, y: M.t + 12 + 13 * k, "class": "mark-label", fill: banded ? "#4b5563" : "#c0392b" }, svg);
+      t.textContent = m.label;
+    });
     (d.bands || []).forEach(function (b) {
       if (self.hidden[b.label]) return;
       if (whisk) {

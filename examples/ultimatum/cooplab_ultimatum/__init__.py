@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from cooplab.world import AppendLog, RunInfo, Task, imitation_probability, phase_rng, runfiles, sample_peer, write_table
+from cooplab.world import AppendLog, RunInfo, Task, TaskConfig, imitation_probability, phase_rng, runfiles, sample_peer, write_table
 
 MAX_GAMES = 10_000_000  # replicates x n_players / 2 x rounds: the history must fit in memory
 
@@ -136,26 +136,26 @@ class UltimatumTask(Task):
     state_schema = State
     round_node = "settle"
 
-    def n_agents(self, config) -> int:
-        return self.params(config).n_players
+    def n_agents(self, config: TaskConfig[Params]) -> int:
+        return config.params.n_players
 
-    def init_state(self, config) -> dict[str, Any]:
-        P, seed = self.params(config), int(config["seed"])
+    def init_state(self, config: TaskConfig[Params]) -> dict[str, Any]:
+        P, seed = config.params, config.seed
         rng = phase_rng(seed, 0, "traits")
         draw = lambda m: np.clip(m + rng.uniform(-P.spread, P.spread, (P.replicates, P.n_players)), 0.0, 1.0)  # noqa: E731
         return {"seed": seed, "round": 1, "max_round": P.rounds, "p": draw(P.offer), "q": draw(P.threshold),
                 "earned": np.zeros((P.replicates, P.n_players)), "history": [], "decisions": [], "ledger": []}
 
-    def phases(self, config) -> dict[str, Any]:
-        P = self.params(config)
-        if config.get("agents") == "llm":  # the LLM stack is imported only for LLM runs
+    def phases(self, config: TaskConfig[Params]) -> dict[str, Any]:
+        P = config.params
+        if config.agents == "llm":  # the LLM stack is imported only for LLM runs
             from cooplab_ultimatum.llm import llm_offer, llm_respond
 
             return {"pair": pair, "offer": llm_offer(P.pie), "respond": llm_respond(P.pie), "settle": settle_node(P, imitate=False)}
         return {"pair": pair, "offer": rule_offer, "respond": rule_respond, "settle": settle_node(P, imitate=True)}
 
-    def outputs(self, final, config, run: RunInfo) -> Results:
-        P, hist = self.params(config), final.get("history") or []
+    def outputs(self, final, config: TaskConfig[Params], run: RunInfo) -> Results:
+        P, hist = config.params, final.get("history") or []
         S, M = P.replicates, P.n_players // 2
         col = lambda k: np.array([h[k] for h in hist]).ravel()  # noqa: E731 - (rounds, S, M) -> one value per game
         games = pd.DataFrame({"round": np.repeat([h["round"] for h in hist], S * M).astype(int),
