@@ -9,23 +9,37 @@ see one anyway."""
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
 
 @pytest.fixture
-def figures_recorded(monkeypatch) -> list[dict[str, Any]]:
-    """CPR runs skip drawing ``figures/run.png``; each call is recorded (rounds, summary, outdir)."""
+def figures_recorded(monkeypatch) -> Iterator[list[dict[str, Any]]]:
+    """CPR runs skip drawing ``figures/run.png``; each call's arguments are recorded by name (rounds, summary, outdir, ...)."""
     from cooplab.tasks.cpr import figures
 
     calls: list[dict[str, Any]] = []
+    wrong: list[str] = []
+    real = inspect.signature(figures.run_figure)
 
-    def record(rounds, summary, outdir, *, efforts=None, norms=None) -> Path:
-        assert len(rounds) and isinstance(summary, dict), "a run's figure needs its rounds and summary"
-        calls.append({"rounds": rounds, "summary": summary, "outdir": Path(outdir), "efforts": efforts, "norms": norms})
-        return Path(outdir) / "run.png"
+    def record(*args: Any, **kwargs: Any) -> Path:
+        try:
+            bound = real.bind(*args, **kwargs)  # called as the real one would accept
+        except TypeError as exc:
+            wrong.append(f"run_figure called in a way it refuses: {exc}")
+            raise
+        bound.apply_defaults()
+        a = dict(bound.arguments)
+        if not (len(a["rounds"]) and isinstance(a["summary"], dict)):
+            wrong.append("run_figure called without the run's rounds or summary")
+        a["outdir"] = Path(a["outdir"])
+        calls.append(a)
+        return a["outdir"] / "run.png"
 
     monkeypatch.setattr(figures, "run_figure", record)
-    return calls
+    yield calls
+    # a figure error never fails a run (summary.json records it): a wrong call fails the test here instead
+    assert not wrong, wrong
