@@ -38,6 +38,7 @@ import json
 import re
 import sys
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -366,6 +367,92 @@ def reused_of(msg: BaseMessage, input_tokens: int) -> int:
     return value if type(value) is int and 0 <= value <= input_tokens else 0
 
 
+#: call options LangChain's ``agenerate`` reads itself (never passed to ``_agenerate``): such a call goes through ``ainvoke``
+_LANGCHAIN_OPTIONS = frozenset({"ls_structured_output_format", "structured_output_format", "stream"})
+
+
+def _direct_model(runnable: Any) -> bool:
+    """Whether ``runnable`` is one of cooplab's own chat models (scripted, the checked
+    OpenAI-compatible one), whose ``_agenerate`` is all an unobserved ``ainvoke`` of them does."""
+    if isinstance(runnable, ScriptedChatModel):
+        return True
+    from cooplab.agents.models import openai_compat
+
+    cls = openai_compat._CHECKED_CHAT_OPENAI
+    return cls is not None and type(runnable) is cls
+
+
+#: whether calls of a model under a callback manager are observed, decided once per manager (a
+#: graph node's run: every decision of a phase shares it) and model: manager -> {id(model): (model, observed)}
+_VERDICTS: "weakref.WeakKeyDictionary[Any, dict[int, tuple[Any, bool]]]" = weakref.WeakKeyDictionary()
+
+
+def _observed(callbacks: Any, model: Any, manager_type: type) -> bool:
+    """Whether LangChain would give a call of ``model`` under ``callbacks`` any handler (its own
+    ``AsyncCallbackManager.configure``: the callbacks, the model's, LangSmith's environment and
+    tracing context, ``set_debug``). Under a callback manager (a graph node's) the answer is kept
+    for that manager's lifetime, i.e. one node run: a tracer switched on in the middle of a node
+    sees that node's calls from the next node on."""
+    cache = None
+    if isinstance(callbacks, manager_type):
+        cache = _VERDICTS.get(callbacks)
+        kept = cache.get(id(model)) if cache is not None else None
+        if kept is not None and kept[0] is model:
+            return kept[1]
+    manager = manager_type.configure(callbacks, model.callbacks, model.verbose, None, model.tags, None, model.metadata)
+    observed = bool(manager.handlers or manager.inheritable_handlers)
+    if isinstance(callbacks, manager_type):
+        if cache is None:
+            cache = _VERDICTS[callbacks] = {}
+        cache[id(model)] = (model, observed)
+    return observed
+
+
+async def direct_call(runnable: Any, messages: list[BaseMessage], config: dict | None, kwargs: dict[str, Any]) -> BaseMessage | None:
+    """The answer of ``runnable`` to ``messages``, asked without LangChain's run machinery, when
+    nothing would observe the call; None when something would (then the caller uses ``ainvoke``).
+
+    ``BaseChatModel.ainvoke`` spends most of its time on what only callbacks see: merging the
+    config, configuring a callback manager, starting and ending a run (two tasks per call), the
+    model's tracing parameters, a per-call signature inspection. When LangChain's own
+    ``AsyncCallbackManager.configure`` (the config's callbacks, the model's, LangSmith's
+    environment and tracing context, ``set_debug``) yields no handler, no LLM cache and no rate
+    limiter are set and the model would not stream, ``ainvoke`` amounts to ``_agenerate`` plus
+    the response metadata it merges: that is what is done here, for cooplab's own models only.
+    The answer's text, usage and metadata are the same; only its LangChain run id (``id``) is unset."""
+    if not _direct_model(runnable) or not _LANGCHAIN_OPTIONS.isdisjoint(kwargs):
+        return None
+    model = runnable
+    try:
+        from langchain_core.callbacks.manager import AsyncCallbackManager
+        from langchain_core.globals import get_llm_cache
+        from langchain_core.language_models import chat_models as lc
+        from langchain_core.runnables.config import var_child_runnable_config
+
+        if model.rate_limiter is not None or model.cache is True or (model.cache is None and get_llm_cache() is not None) \
+                or model.cache not in (None, False, True) or getattr(model, "output_version", None) == "v1":
+            return None
+        if model._should_stream(async_api=True, **kwargs):
+            return None
+        protocol = getattr(model, "_should_use_protocol_streaming", None)
+        if protocol is not None and protocol(async_api=True, **kwargs):
+            return None
+        callbacks = (config or {}).get("callbacks")
+        if callbacks is None:  # as ensure_config: the enclosing runnable's (a graph node's) config
+            callbacks = (var_child_runnable_config.get() or {}).get("callbacks")
+        if _observed(callbacks, model, AsyncCallbackManager):
+            return None
+        normalize, gen_metadata = lc._normalize_messages, lc._gen_info_and_msg_metadata
+    except (AttributeError, ImportError, TypeError):  # a LangChain without these internals: its own path
+        return None
+    result = await model._agenerate(normalize(messages), stop=None, **kwargs)
+    for generation in result.generations:
+        generation.message.response_metadata = gen_metadata(generation)
+    if len(result.generations) == 1 and result.llm_output is not None:
+        result.generations[0].message.response_metadata = {**result.llm_output, **result.generations[0].message.response_metadata}
+    return result.generations[0].message
+
+
 class ProviderAdapter:
     """How cooplab talks to one kind of chat model. This base serves any LangChain chat model as
     an OpenAI-compatible one: a JSON object asked for with the schema when the endpoint is a
@@ -435,7 +522,9 @@ class ProviderAdapter:
         bound = asyncio.timeout(timeout if self.stoppable else None)
         try:
             async with bound:
-                msg = await request.runnable.ainvoke(request.messages, config=request.config, **request.kwargs)
+                msg = await direct_call(request.runnable, request.messages, request.config, request.kwargs)
+                if msg is None:
+                    msg = await request.runnable.ainvoke(request.messages, config=request.config, **request.kwargs)
         except Exception as exc:  # noqa: BLE001 - classified below
             if bound.expired():
                 raise EndpointFailure(self.spec, CallTimedOut(float(timeout or 0)), transient=True) from exc
@@ -783,5 +872,5 @@ __all__ = [
     "AdapterLayer", "BudgetLayer", "CacheLayer", "CallPath", "Deadline", "EndpointFailure", "Layer", "LlamaAdapter", "ModelUnavailable",
     "PrefixCacheMiss",
     "AnthropicAdapter", "GoogleAdapter", "OllamaAdapter", "ProviderAdapter", "RateLimitLayer", "RateLimiter", "Reply", "Request", "RetryLayer", "ScriptedAdapter", "adapter_type",
-    "deadline_message", "decoding_schema", "endpoint_failure", "failure_message", "is_transient", "server_of", "usage_of",
+    "deadline_message", "decoding_schema", "direct_call", "endpoint_failure", "failure_message", "is_transient", "server_of", "usage_of",
 ]

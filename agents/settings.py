@@ -166,6 +166,24 @@ class LLMSettings(BaseModel):
         return {**run_prices(todo, self.price_in, self.price_out, self.budget, budget_name), **recorded}
 
 
+#: what an earlier sweep file's ``llm`` object may set: every LLM setting but the models (the sweep's own
+#: field) and the budget (per condition); the CPR and science sweep formats read it (tasks/*/sweep_format.py)
+SWEEP_LLM_KEYS = set(LLMSettings.model_fields) - {"model", "agent_models", "budget"}
+
+
+def sweep_llm_block(raw: Any, where: str) -> LLMSettings:
+    """An earlier sweep file's ``llm`` object: the LLM settings but the models (the sweep's own field),
+    each checked by its field's rule (one line naming ``{where}: llm.FIELD``)."""
+    from cooplab.limits import ConfigError, in_file, validate
+
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: llm must be a JSON object, got {raw!r}")
+    other = sorted(set(raw) - SWEEP_LLM_KEYS)
+    if other:
+        raise ConfigError(f"{where}: llm: unknown field {other[0]!r}; use {', '.join(sorted(SWEEP_LLM_KEYS))}")
+    return validate(LLMSettings, raw, in_file(where, "llm"), strict=False)
+
+
 def build_service(llm: LLMSettings, *, seed: int, sandbox_rate: float = 0.0, entries: list[dict[str, Any]] | None = None,
                   journal: Path | None = None):
     """The LLM service of a run from its LLM settings and seed (models, cache, ledger restored from

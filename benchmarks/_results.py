@@ -50,7 +50,7 @@ def write_section(title: str, text: str, path: Path = RESULTS) -> None:
     """Replace the ``## {title}`` section of ``path`` with ``text`` (append it if absent); other
     sections are kept."""
     old = path.read_text() if path.exists() else "# Benchmark results\n"
-    pattern = re.compile(rf"^## {re.escape(title)}\b.*?(?=^## |\Z)", re.S | re.M)
+    pattern = re.compile(rf"^## {re.escape(title)}[ \t]*$.*?(?=^## |\Z)", re.S | re.M)  # the whole heading line
     new = pattern.sub(lambda m: text, old, count=1) if pattern.search(old) else old.rstrip("\n") + "\n\n" + text
     path.write_text(new if new.endswith("\n") else new + "\n")
 

@@ -34,7 +34,8 @@ from _results import (  # benchmarks/ is on sys.path when run as a script
 )
 
 from cooplab.agents.settings import LLMSettings
-from cooplab.runs import profiles as pf
+from cooplab.runs.engine import ENGINE
+from cooplab.tasks.games import profiles as pf
 from cooplab.tasks.games.params import GAMES
 
 
@@ -64,7 +65,7 @@ def run_game(d: Path, game: str, model: str, S: int, *, rounds: int | None = Non
     from cooplab.tasks.games.task import TASK
 
     llm = llm_config(model, max_concurrency)
-    req = pf.request(games=[game], players="llm", simulations=S, group_size=group_size, llm=llm)
+    req = pf.request(games=[game], players="llm", simulations=S, group_size=group_size, llm=llm, engine=ENGINE)
     cfg = pf.game_config(req, game, None)
     if rounds is not None:
         cfg["params"]["rounds"] = rounds
@@ -121,10 +122,10 @@ def main() -> int:
                    "out": lg["output_tokens"] / n, "calls": lg["calls"], "fallback": s["decisions"]["fallback_used"]}
             print(f"(b) local model: {n} decisions in {s['wall_seconds']:.1f} s = {loc['per_s']:.2f}/s; tokens per decision in "
                   f"{loc['in']:.0f} / out {loc['out']:.1f}", flush=True)
-        prof_req = pf.request(players="llm", simulations=20, llm=llm_config(instant, 1024))
+        prof_req = pf.request(players="llm", simulations=20, llm=llm_config(instant, 1024), engine=ENGINE)
         out = pf.prepare(d / "profile", prof_req)
         t0 = time.perf_counter()
-        prof = pf.run_profile(out, prof_req, quiet=True)
+        prof = pf.run_profile(out, prof_req, engine=ENGINE, quiet=True)
         prof_wall = time.perf_counter() - t0
         tot = prof["totals"]
         print(f"(c) 20-simulation profile: {tot['decisions']} decisions, tokens in/out {tot['input_tokens']}/{tot['output_tokens']} "

@@ -40,7 +40,7 @@ from cooplab.limits import ConfigError
 #: import a task)
 GAMES = ("weakest-link", "cpr", "cpr-sanction", "collective-risk", "o-ring", "public-goods")
 PROMPTS = ("standard", "alternate", "cot", "tom")
-PROFILE_KIND = "cooplab-profile"  #: profile.json's "kind" (written by cooplab.runs.profiles)
+PROFILE_KIND = "cooplab-profile"  #: profile.json's "kind" (written by cooplab.tasks.games.profiles)
 REFERENCE_GAME = "collective-risk"  #: Table 6: game fixed effects against Collective Risk
 GAME_TITLES = {"weakest-link": "Weakest-Link", "cpr": "CPR", "cpr-sanction": "CPR+Sanction", "collective-risk": "Coll. Risk",
                "o-ring": "O-Ring", "public-goods": "Public Goods"}

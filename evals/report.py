@@ -77,7 +77,11 @@ def _write_problem(out: Path, exc: OSError) -> ReportError:
 
 # --- what the folder is ------------------------------------------------------------------------
 def detect(d: Path) -> str:
-    """"run", "sweep", "profile" or "results"; a one-line :class:`ReportError` for anything else."""
+    """"run", "sweep", "profile" or "results"; a one-line :class:`ReportError` for anything else. A folder
+    of many runs is known by its typed manifest (:func:`cooplab.graphs.runfiles.manifest_of`: its
+    manifest.json, or the one inferred from a layout written before manifests) with at least one run
+    directory among its cells in a folder the explorer groups (:data:`RUN_FOLDERS`): a profile, or a
+    sweep (any other kind, as the explorer's group page has it)."""
     if not d.exists():
         raise ReportError(f"{d} does not exist; give a run directory ('cooplab run ... --out DIR') or a sweep directory")
     if not d.is_dir():
@@ -85,22 +89,26 @@ def detect(d: Path) -> str:
     from cooplab.graphs import runfiles
 
     try:
-        runfiles.manifest_of(d)  # a damaged manifest.json is one line naming its field
+        manifest = runfiles.manifest_of(d)  # a damaged manifest.json is one line naming its field
     except rundir.RunDirError as exc:
         raise ReportError(str(exc)) from None
-    for folder in RUN_FOLDERS:
-        try:
-            if any(is_run_dir(c) and not c.is_symlink() for c in (d / folder).iterdir()):
-                return groups.kind_of(d)
-        except OSError:
-            continue
+    if manifest is not None and any(_shown_cell(d, c.dir) for c in manifest.cells):
+        return "profile" if manifest.kind == "profile" else "sweep"
     if is_run_dir(d):
         return "run"
     if groups.has_results(d):
         return "results"
     raise ReportError(f"{d} is neither a run directory (no config.json, summary.json or traces.jsonl) nor a sweep directory "
-                      f"(no run directories under {', '.join(f'{f}/' for f in RUN_FOLDERS)}) nor a folder of results "
-                      f"({', '.join(groups.RESULT_FILES)}); nothing to report")
+                      f"(no manifest.json naming run directories, and none under {', '.join(f'{f}/' for f in RUN_FOLDERS)}) nor a "
+                      f"folder of results ({', '.join(groups.RESULT_FILES)}); nothing to report")
+
+
+def _shown_cell(d: Path, rel: str | None) -> bool:
+    """Whether a manifest's cell is a run directory the explorer shows in the folder's group page."""
+    if rel is None or rel.split("/")[0] not in RUN_FOLDERS:
+        return False
+    c = d / rel
+    return is_run_dir(c) and not c.is_symlink()
 
 
 LABELS = {"run": "run", "sweep": "sweep", "profile": "game profile", "results": "results"}

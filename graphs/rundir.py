@@ -123,6 +123,22 @@ def code_version(git: dict[str, Any] | None = ...) -> str:  # type: ignore[assig
     return f"{__version__}+{git['commit'][:7]}" if git else __version__
 
 
+def ensure_writable(out: Path, error: type[Exception] = None) -> Path:  # type: ignore[assignment]
+    """Create ``out`` (and parents) and check that a file can be written there; ``error`` (default
+    :class:`RunDirError`) with one line otherwise."""
+    out = Path(out)
+    probe = out / ".cooplab-write-test"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe.write_text("ok")
+    except OSError as exc:
+        raise (error or RunDirError)(f"cannot write to --out {out}: {exc.strerror or exc}") from None
+    finally:
+        with contextlib.suppress(OSError):
+            probe.unlink(missing_ok=True)
+    return out
+
+
 def machine() -> str:
     """This machine in one line (system, architecture, cores, Python)."""
     return f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"

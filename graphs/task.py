@@ -147,6 +147,9 @@ class Task:
     #: LLM runs get a sandbox pool in the runtime context (one session per agent id; the run's
     #: config["sandbox"] picks the backend and the timeout; ``--sandbox-*`` options on the CLI)
     uses_sandbox: ClassVar[bool] = False
+    #: True when :meth:`explore` returns the run's whole explorer page (it places the generic summary and
+    #: tail itself, e.g. with :func:`cooplab.evals.explorer.views.societies.page`); False: the explorer adds them after it
+    explore_whole_page: ClassVar[bool] = False
     #: columns of a sweep's table that ``cooplab sweep`` prints (default: the first numbers)
     sweep_columns: ClassVar[tuple[str, ...]] = ()
     #: the seeds a sweep runs every grid point with when it names none (its simulations per condition)
@@ -314,8 +317,9 @@ class Task:
         """The sections of this run's page in the explorer (``cooplab view``, and the file of
         ``cooplab report``): a list of :class:`cooplab.graphs.explore.Section` (plain data blocks,
         rendered and escaped by the explorer; the generic sections follow them: summary and costs,
-        config, tables, figures, notes, traces, files), or None to use the explorer's built-in view
-        of the task (CPR, diners, games) or its generic one alone.
+        config, tables, figures, notes, traces, files; unless :attr:`explore_whole_page`, when the list
+        is the whole page), or None to use the explorer's generic page alone. The built-in worlds'
+        pages live in their folders (``tasks/<world>/explore.py``).
 
         ``run`` is a :class:`cooplab.evals.explorer.runs.RunDir` (``.out``, ``.config``, ``.summary``,
         ``.table(name)`` returning None when a table is absent or damaged, ``.notes`` to add a
@@ -328,14 +332,21 @@ class Task:
     def key_numbers(self, summary: RunSummary[Any]) -> dict[str, Any] | None:
         """The few numbers that tell this run apart in the explorer's list and comparison (e.g.
         survival time, accuracy, cost), from its summary (validated: ``summary.results`` is the
-        task's :attr:`Results`), or None for the explorer's default (the built-in tasks' headline
-        numbers, else the summary's top-level numbers)."""
+        task's :attr:`Results`; ``summary.as_json()`` is summary.json's JSON), or None for the explorer's
+        default (the summary's top-level numbers)."""
         return None
 
     def analyze_sweep(self, cells: list[dict[str, Any]], out: Path, *, analysis_out: Path | None = None) -> dict[str, Any] | None:
         """After a sweep of this task (:mod:`cooplab.runs.grid`): analyze its finished cells (each
         ``{"dir", "labels"}``) into files under ``out`` (``analysis_out``: where the caller asked for
         them) and return fields for the sweep's result (where they are). Default: nothing."""
+        return None
+
+    def earlier_sweep(self, raw: Mapping[str, Any]) -> tuple[str, Callable[[dict[str, Any], str], dict[str, Any]]] | None:
+        """When a sweep file's JSON object ``raw`` is in an earlier sweep format of this task (one from
+        before the grid format of :mod:`cooplab.runs.grid`): the format's name for the notice (e.g.
+        "CPR sweep") and its converter ``(raw, where) -> the grid format's JSON object`` (checked; a
+        one-line :class:`~cooplab.limits.ConfigError` otherwise). None (default): not one of this task's."""
         return None
 
     def params_table(self) -> list[dict[str, Any]]:

@@ -75,7 +75,7 @@ def profiles_command(
     (profiles.png, the paper's Figure 2: with --model-info colour by family, shape by model, size by parameters)."""
     from cooplab.evals import bayes
     from cooplab.extras import require
-    from cooplab.runs import profiles as pf
+    from cooplab.tasks.games import profiles as pf
     from cooplab.tasks.games.figures import ModelInfoError, encoding
 
     require("bayes", "the Bayesian analyses")

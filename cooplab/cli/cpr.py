@@ -168,7 +168,7 @@ def calibrate_cpr(
 
     require("analysis", "the calibration (cooplab calibrate cpr)", ("scipy", "SALib"))
     from cooplab.cli.tasks import run_calibration
-    from cooplab.runs import calibrate_cpr as cal
+    from cooplab.tasks.cpr import calibrate as cal
     from cooplab.tasks.cpr.params import ParamError, make_params, parse_set
     from cooplab.tasks.cpr.task import preset_values
 

@@ -37,11 +37,13 @@ def diners_options(
     iterations: IterationsOpt = 10,
     replicates: Annotated[Optional[int], num_opt("--replicates", f"Replicate societies run side by side, 1..{co.MAX_REPLICATES} (default: 200 rule, 1 llm).")] = None,
     beta: BetaOpt = 1.0,
+    invader: Optional[str] = typer.Option(None, "--invader", help="Replace one diner at iteration K: KIND@K[:AGENT], KIND greedy or defector (the Defector D), free-rider (the Easy-going Cooperator E), or model:SPEC (LLM diners: another model); the default seat is the last diner (docs/mixed-societies.md)."),
 ) -> dict[str, Any]:
     """Run the Diner's Dilemma society with punishment and metanorms and write a run directory."""
     from cooplab.tasks.diners.task import TASK
 
-    return TASK.options(agents, combination=combination, groups=groups, pk=pk, iterations=iterations, replicates=replicates, beta=beta)
+    return TASK.options(agents, combination=combination, groups=groups, pk=pk, iterations=iterations, replicates=replicates, beta=beta,
+                        invader=invader)
 
 
 def run_command():
@@ -116,7 +118,7 @@ def calibrate_diners(
     from cooplab.runs import sweeps
 
     require("analysis", "the calibration (cooplab calibrate diners)", ("scipy", "SALib"))
-    from cooplab.runs import calibrate_diners as cal
+    from cooplab.tasks.diners import calibrate as cal
 
     if executor not in sweeps.EXECUTORS:
         fail(f"--executor must be one of {', '.join(sweeps.EXECUTORS)}, got {executor!r}")

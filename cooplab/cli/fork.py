@@ -24,7 +24,7 @@ def fork_cmd(
     set_: Optional[list[str]] = typer.Option(None, "--set", help="A changed parameter of the task, NAME=VALUE (repeatable; 'cooplab params TASK' lists them)."),
     model: Optional[str] = typer.Option(None, "--model", help="Another model for the rounds after K (LLM runs)."),
     prompt_variant: Optional[str] = typer.Option(None, "--prompt-variant", help="Another prompt variant for the rounds after K (where the task has variants)."),
-    invader: Optional[str] = typer.Option(None, "--invader", help="An invader arriving after K: KIND@ROUND[:AGENT] with ROUND > K (CPR and the games; docs/mixed-societies.md)."),
+    invader: Optional[str] = typer.Option(None, "--invader", help="An invader arriving after K: KIND@ROUND[:AGENT] with ROUND > K (CPR, the games and the diners; docs/mixed-societies.md)."),
     force: ForceOpt = False,
     as_json: bool = typer.Option(False, "--json", help="Print the fork's summary.json to stdout."),
     quiet: QuietOpt = False,

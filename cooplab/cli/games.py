@@ -131,6 +131,7 @@ def profile_command(
     players: str = typer.Option("llm", "--players", help="llm (the model; default) or a reference kind: nash, pareto, random (anchors for the figure)."),
     prompt: str = typer.Option("standard", "--prompt", help="Prompt condition (Appendix B): standard, alternate, cot or tom."),
     deliberation: bool = typer.Option(False, "--deliberation", help="Each member writes 1-3 sentences to its group before each decision."),
+    prompt_variant: co.PromptVariantOpt = "original",
     seed: co.SeedOpt = 0,
     base_url: co.BaseUrlOpt = None,
     temperature: co.TemperatureOpt = 0.7,
@@ -151,8 +152,9 @@ def profile_command(
     decisions and ledger, figures/profile.png). Running the same command again continues an
     interrupted profile; finished games and cached calls are not paid twice."""
     from cooplab.cli.tasks import echo_json
-    from cooplab.runs import profiles as pf
     from cooplab.runs import runner
+    from cooplab.runs.engine import ENGINE
+    from cooplab.tasks.games import profiles as pf
 
     chosen = None if games is None else [g.strip() for g in games.split(",") if g.strip()]
     kind = players.strip().lower()
@@ -160,11 +162,13 @@ def profile_command(
     if kind == "llm":
         llm = co.llm_settings(dict(model=model, base_url=base_url, temperature=temperature, max_tokens=max_tokens,
                                    max_concurrency=max_concurrency, rps=rps, budget=budget, price_in=price_in, price_out=price_out,
-                                   cache=cache)).resolve().model_dump(mode="json")
+                                   cache=cache, prompt_variant=prompt_variant)).resolve().model_dump(mode="json")
+    elif prompt_variant != "original":
+        fail("--prompt-variant words the LLM players' prompts; give it with --players llm")
     try:
         req = pf.request(games=chosen, players=kind, simulations=simulations, group_size=group_size, seed=seed, prompt=prompt,
                          deliberation=deliberation, llm=llm, pareto_references=_references(pareto_reference),
-                         max_fallback=max_fallback)
+                         max_fallback=max_fallback, engine=ENGINE)
         if kind != "llm":  # after the options' own checks: a bad --players is named first
             from cooplab.cli.tasks import refuse_llm_options
 
@@ -179,7 +183,7 @@ def profile_command(
                         "skipped": f"{game}: skipped (the profile stopped)"}[what], err=True)
 
     try:
-        profile = pf.run_profile(out, req, quiet=quiet, on_game=tell, warn=lambda m: typer.echo(f"cooplab: warning: {m}", err=True))
+        profile = pf.run_profile(out, req, engine=ENGINE, quiet=quiet, on_game=tell, warn=lambda m: typer.echo(f"cooplab: warning: {m}", err=True))
     except (runner.RunStopped, runner.RunFailed) as exc:
         typer.echo(f"cooplab: {exc}; profile.json holds the games played so far; run the same command again to continue",
                    err=True)
@@ -251,7 +255,7 @@ def profile_figure_command(
 ) -> None:
     """Draw several cooperative profiles side by side (the paper's Figure 2)."""
     from cooplab.evals.bayes import read_model_info
-    from cooplab.runs import profiles as pf
+    from cooplab.tasks.games import profiles as pf
     from cooplab.tasks.games.figures import ModelInfoError
 
     if label and len(label) != len(dirs):

@@ -192,7 +192,8 @@ def bench_science(
     charged again), extract the @name[value] answers of the final paper and score them against the labels."""
     from cooplab.cli.tasks import echo_json
     from cooplab.runs import sweeps
-    from cooplab.runs.bench import BenchError, run_bench
+    from cooplab.runs.engine import ENGINE
+    from cooplab.tasks.science.bench import BenchError, run_bench
     from cooplab.tasks.science.owndata import OwnDataError
 
     if team_size not in (1, 2, 3):
@@ -210,7 +211,7 @@ def bench_science(
     try:
         llm = co.llm_settings(dict(model=model, base_url=base_url, max_tokens=max_tokens, temperature=temperature, max_concurrency=max_concurrency,
                                    rps=rps, price_in=price_in, price_out=price_out, cache=cache))
-        s = run_bench(suite, tables, out, labels=labels, team=team, team_size=team_size, budget_per_item=budget_per_item, budget=budget,
+        s = run_bench(suite, tables, out, jobs_on=ENGINE, labels=labels, team=team, team_size=team_size, budget_per_item=budget_per_item, budget=budget,
                       visibility=visibility, model=llm.model, limit=limit, seed=seed, parallel=parallel, executor=executor,
                       backend=sandbox_backend, llm=llm.model_dump(include={"base_url", "max_tokens", "temperature", "max_concurrency", "rps",
                                                                             "price_in", "price_out", "cache"}), log=log, quiet=quiet)
@@ -237,7 +238,7 @@ def bench_figure(
     """Accuracy (95% Wilson interval) against cost per item, one point per bench directory."""
     from cooplab.cli.tasks import echo_json
     from cooplab.runs import store as runstore
-    from cooplab.runs.bench import figure
+    from cooplab.tasks.science.bench import figure
 
     points = []
     for d in dirs:

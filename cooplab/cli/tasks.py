@@ -454,12 +454,14 @@ def run_calibration(cal: Any, out: Any, *, as_json: bool, quiet: bool, **kw: Any
     from pathlib import Path
 
     from cooplab.cli.options import fail
-    from cooplab.runs import calibration, sweeps
+    from cooplab.evals import calibration
+    from cooplab.runs import sweeps
+    from cooplab.runs.engine import ENGINE
 
     quiet = quiet or as_json
     log = co.stderr_log(quiet)
     try:
-        s = cal.calibrate(out, log=log, quiet=quiet, **kw)
+        s = cal.calibrate(out, jobs_on=ENGINE, log=log, quiet=quiet, **kw)
     except (calibration.CalibrateError, sweeps.SweepError) as exc:
         fail(str(exc))
     except KeyboardInterrupt:

@@ -344,5 +344,5 @@ def load_file(path: Path, *, convert_args: Callable[[str, list[str]], dict[str, 
     converted = sweep_formats.convert(kind, raw, where, convert_args=convert_args)
     # the earlier formats meant paths relative to the current directory; they still do
     sw = load(converted, where, base=Path.cwd())
-    return sw, (f"{path} is in the earlier {sweep_formats.FORMAT_NAMES[kind]} format; read as a grid sweep "
+    return sw, (f"{path} is in the earlier {sweep_formats.format_name(kind)} format; read as a grid sweep "
                 f"(rewrite it as {{\"task\", \"out\", \"fixed\", \"grid\", \"seeds\"}}: docs/scale.md)")

@@ -3,7 +3,6 @@ environment it was made in, saving errors. The file helpers it uses are :mod:`co
 
 from __future__ import annotations
 
-import contextlib
 import os
 import platform
 from pathlib import Path
@@ -13,6 +12,7 @@ from cooplab.graphs.rundir import RunDirError, frame, jsonable, now, read_json, 
 from cooplab.limits import ConfigError, one_line, parse_json
 from cooplab.graphs.rundir import code_version, git_commit, machine, readonly_uri, TRACES_FILE  # noqa: F401
 from cooplab.graphs.rundir import LOCK_FILE, RunDirBusy, locked  # noqa: F401 - one writer per run directory
+from cooplab.graphs.rundir import ensure_writable  # noqa: F401 - the engine's, below the tasks so calibrations use it too
 from cooplab.graphs import runfiles
 from cooplab.graphs.runfiles import RunSummary, SchemaError  # noqa: F401 - the engine's summary model
 
@@ -23,22 +23,6 @@ def read_summary(out: Path) -> RunSummary:
     from cooplab.runs import registry
 
     return runfiles.read_summary(out, lookup=registry.get)
-
-
-def ensure_writable(out: Path, error: type[Exception] = None) -> Path:  # type: ignore[assignment]
-    """Create ``out`` (and parents) and check that a file can be written there; ``error`` (default
-    :class:`RunDirError`) with one line otherwise."""
-    out = Path(out)
-    probe = out / ".cooplab-write-test"
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe.write_text("ok")
-    except OSError as exc:
-        raise (error or RunDirError)(f"cannot write to --out {out}: {exc.strerror or exc}") from None
-    finally:
-        with contextlib.suppress(OSError):
-            probe.unlink(missing_ok=True)
-    return out
 
 
 def prepare_out(out: Path, *, force: bool = False) -> Path:

@@ -9,7 +9,7 @@ found the same way (the runs whose record names this run's id as parent).
 The compare page's fork part is :mod:`cooplab.evals.compare` on the two runs' summaries and
 per-round tables, read through each run's own reader (:class:`~cooplab.evals.explorer.runs.RunDir`,
 which refuses a file leading out of its folder): the rounds the runs share (by their lineages,
-:func:`cooplab.runs.fork.common_round`), the first round whose rows differ, the outcome curves of
+:func:`cooplab.graphs.forks.common_round`), the first round whose rows differ, the outcome curves of
 both runs on one plot per column with the shared rounds shaded and the first difference marked, and
 B - A of every outcome with its 95% interval (paired when the runs share a start, else Welch's).
 """
@@ -40,7 +40,7 @@ def run_id(run: RunDir) -> str | None:
 def fork_of(run: RunDir) -> dict[str, Any] | None:
     """What a fork's config.json says of its parent: ``parent_id`` (the parent's run id, or None),
     ``at_round`` (K, or None) and ``changes`` (as text); None for a run that is not a fork."""
-    from cooplab.runs.fork import fork_record, prefix_rounds
+    from cooplab.graphs.forks import fork_record, prefix_rounds
 
     rec = fork_record(run.config)
     if rec is None:
@@ -144,7 +144,7 @@ def comparison(a: RunDir, b: RunDir, task: Any = None) -> dict[str, Any]:
     """The fork part of the compare page of runs ``a`` and ``b`` (one task): ``facts`` (pairs of
     text), ``plots`` (rendered plot blocks), ``table`` (the rendered B - A table), ``notes``."""
     from cooplab.evals import compare as cmp
-    from cooplab.runs.fork import common_round
+    from cooplab.graphs.forks import common_round
 
     notes: list[str] = []
     ta, tb = run_id(a), run_id(b)

@@ -81,7 +81,14 @@ def to_jsonable(obj: Any, *, max_list: int | None = None) -> Any:
 
 
 def _to_jsonable(obj: Any, depth: int, seen: set[int], max_list: int) -> Any:
-    if obj is None or isinstance(obj, (bool, int)) and not _is_numpy(obj):
+    t = type(obj)
+    if t is str and len(obj) <= MAX_STR_CHARS or t is int or t is bool or obj is None:  # the common leaves first
+        return obj
+    if t is not dict and t is not list and _MEMO and depth <= MEMO_MAX_DEPTH:  # a message converted before
+        hit = _memo_get(obj, max_list)
+        if hit is not None:
+            return hit
+    if isinstance(obj, (bool, int)) and not _is_numpy(obj):
         return obj
     if isinstance(obj, float):
         return _finite(float(obj))
@@ -91,6 +98,20 @@ def _to_jsonable(obj: Any, depth: int, seen: set[int], max_list: int) -> Any:
         return obj
     if depth > MAX_DEPTH:
         return {"__truncated__": "max depth", "type": type(obj).__name__}
+    if t is dict or t is list:  # the common case first (a graph state, a record's parts): the same result as below
+        key = id(obj)
+        if key in seen:
+            return {"__cycle__": t.__name__}
+        seen.add(key)
+        try:
+            if t is dict:
+                return {k if type(k) is str else str(k): _to_jsonable(v, depth + 1, seen, max_list) for k, v in list(obj.items())}
+            if len(obj) > max_list:
+                return ([_to_jsonable(v, depth + 1, seen, max_list) for v in obj[:LIST_KEEP]] + [{"__truncated__": len(obj) - 2 * LIST_KEEP}]
+                        + [_to_jsonable(v, depth + 1, seen, max_list) for v in obj[-LIST_KEEP:]])
+            return [_to_jsonable(v, depth + 1, seen, max_list) for v in list(obj)]
+        finally:
+            seen.discard(key)
     if _is_numpy(obj):
         import numpy as np
 

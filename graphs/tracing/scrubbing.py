@@ -69,10 +69,25 @@ def is_secret_key(key: str) -> bool:
 def scrub(obj: Any, secrets: Iterable[str] | None = None) -> Any:
     """Replace secrets in a JSON-safe value: values of secret-looking keys, strings equal to a
     secret environment value, and occurrences of longer secret values inside strings."""
+    exact, long = _prepared(secrets)
+    return _scrub(obj, exact, long)
+
+
+# the last list of secrets prepared for scrubbing (a tracer passes the same list for every record of a trace)
+_PREPARED: list[Any] = [None, None, None]
+
+
+def _prepared(secrets: Iterable[str] | None) -> tuple[frozenset[str], tuple[str, ...]]:
+    """(the secrets, those also looked for inside strings) of ``secrets`` (default: the environment's);
+    the same list object as the last call's is not prepared again."""
+    if secrets is not None and _PREPARED[0] is secrets and isinstance(secrets, (list, tuple)):
+        return _PREPARED[1], _PREPARED[2]
     vals = list(secret_values() if secrets is None else secrets)
     exact = frozenset(vals)
     long = tuple(v for v in vals if len(v) >= _MIN_SUBSTRING_SECRET)
-    return _scrub(obj, exact, long)
+    if isinstance(secrets, (list, tuple)):
+        _PREPARED[:] = [secrets, exact, long]
+    return exact, long
 
 
 def _redactable(key: str, value: Any) -> bool:
@@ -85,9 +100,12 @@ def _redactable(key: str, value: Any) -> bool:
 
 
 # Values the converter shares between records (converted messages, see convert's memo) are
-# scrubbed once per set of secrets: id -> (the value, the secrets it was scrubbed for, the result).
-# The entry holds the value itself, so its id cannot be reused while it is remembered.
+# scrubbed once per set of secrets: id -> [the value, the secrets it was scrubbed for, the result,
+# the result's JSON text or None]. The entry holds the value itself, so its id cannot be reused while
+# it is remembered. _SCRUBBED finds an entry by its result's id: the JSON writer of the tracer
+# (:func:`shared_json`) serializes a shared message once, not once per record that holds it.
 _SHARED: dict[int, list[Any]] = {}
+_SCRUBBED: dict[int, list[Any]] = {}
 SHARED_SIZE = 4096
 
 
@@ -95,17 +113,37 @@ def share(value: Any) -> None:
     """Remember ``value`` (a JSON-safe value that is never changed and is reused in many records)
     so that :func:`scrub` scrubs it once per set of secrets."""
     if len(_SHARED) >= SHARED_SIZE:
-        _SHARED.pop(next(iter(_SHARED)))
-    _SHARED[id(value)] = [value, None, None]
+        old = _SHARED.pop(next(iter(_SHARED)))
+        _forget_result(old)
+    _SHARED[id(value)] = [value, None, None, None]
+
+
+def _forget_result(entry: list[Any]) -> None:
+    if entry[2] is not None and _SCRUBBED.get(id(entry[2])) is entry:
+        del _SCRUBBED[id(entry[2])]
+
+
+def shared_json(obj: Any, dumps: Any) -> str | None:
+    """The JSON text of ``obj`` when it is the scrubbed copy of a shared value (``dumps(obj)``,
+    made once and remembered), else None. The caller splices the text into its own line."""
+    entry = _SCRUBBED.get(id(obj))
+    if entry is None or entry[2] is not obj:
+        return None
+    if entry[3] is None:
+        entry[3] = dumps(obj)
+    return entry[3]
 
 
 def _scrub(obj: Any, exact: frozenset[str], long: tuple[str, ...]) -> Any:
     if type(obj) is dict and _SHARED:
         entry = _SHARED.get(id(obj))
         if entry is not None and entry[0] is obj:
-            key = (exact, long)
-            if entry[1] != key:
-                entry[1], entry[2] = key, _scrub_value(obj, exact, long)
+            key = entry[1]
+            if key is None or (key[0] is not exact or key[1] is not long) and key != (exact, long):
+                _forget_result(entry)
+                entry[1], entry[2], entry[3] = (exact, long), _scrub_value(obj, exact, long), None
+                if type(entry[2]) is dict:
+                    _SCRUBBED[id(entry[2])] = entry
             return entry[2]
     return _scrub_value(obj, exact, long)
 

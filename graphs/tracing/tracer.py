@@ -14,6 +14,7 @@ import datetime as _dt
 import json
 import logging
 import os
+import re
 import threading
 import uuid
 from collections.abc import Mapping
@@ -29,7 +30,7 @@ from cooplab.limits import clean_text
 from . import convert
 from .convert import fit_line, to_jsonable
 from .labels import is_cached
-from .scrubbing import scrub, secret_values
+from .scrubbing import scrub, secret_values, shared_json
 
 logger = logging.getLogger("cooplab.graphs.tracing")  # one logger for the package
 
@@ -42,9 +43,72 @@ class _Record(dict):
     line: str | None = None
 
 
+def _plain_dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
 def _dumps(rec: Mapping[str, Any]) -> str:
-    """A record's JSON line, valid UTF-8 whatever its strings hold (a lone surrogate becomes U+FFFD)."""
-    return clean_text(json.dumps(rec, ensure_ascii=False, allow_nan=False, separators=(",", ":")))
+    """A record's JSON line, valid UTF-8 whatever its strings hold (a lone surrogate becomes U+FFFD).
+
+    The values a record shares with others (the converted, scrubbed messages of a conversation,
+    :func:`~.scrubbing.shared_json`) are serialized once and their text spliced in: a tool loop's
+    records repeat the whole conversation, and serializing it again for every record made a traced
+    step cost more the longer the conversation. The line is the same as a plain ``json.dumps``."""
+    raws: list[str] = []
+    marked = _marked(rec, raws)
+    if not raws:
+        return clean_text(_plain_dumps(rec))
+    text = json.dumps(marked, ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=_raw_marker)
+    return clean_text(_RAW.sub(lambda m: raws[int(m.group(1))], text))
+
+
+class _Raw:
+    """A shared value's place in a record being serialized: its JSON text is ``raws[i]``."""
+
+    __slots__ = ("i",)
+
+    def __init__(self, i: int) -> None:
+        self.i = i
+
+
+_NONCE = uuid.uuid4().hex
+#: a _Raw as json.dumps writes it (the NUL characters are escaped: no string of the record can spell it without the nonce)
+_RAW = re.compile('"\\\\u0000' + _NONCE + ':(\\d+)\\\\u0000"')
+
+
+def _raw_marker(obj: Any) -> str:
+    if isinstance(obj, _Raw):
+        return f"\x00{_NONCE}:{obj.i}\x00"
+    raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
+
+
+def _marked(value: Any, raws: list[str], depth: int = 0) -> Any:
+    """``value`` with each shared value (one with remembered JSON text) replaced by a :class:`_Raw`;
+    containers on the way copied, the rest left as is (``value`` itself is not changed)."""
+    t = type(value)
+    if t is _Record:
+        t = dict
+    if t is dict:
+        text = shared_json(value, _plain_dumps)
+        if text is not None:
+            raws.append(text)
+            return _Raw(len(raws) - 1)
+        items = value.items()
+    elif t is list:
+        items = enumerate(value)
+    else:
+        return value
+    if depth > convert.MAX_DEPTH + 2:
+        return value
+    out = None
+    for k, v in items:
+        if type(v) is dict or type(v) is list:
+            m = _marked(v, raws, depth + 1)
+            if m is not v:
+                if out is None:
+                    out = dict(value) if t is dict else list(value)
+                out[k] = m
+    return value if out is None else out
 
 
 def _line(rec: Mapping[str, Any]) -> str:
@@ -205,6 +269,7 @@ class JsonlTracer(BaseTracer):
         self._rounds: dict[tuple[str, int], _RoundRun] = {}  # (trace id, round) -> its group run
         self._round_ids: dict[str, _RoundRun] = {}  # group run id -> group run
         self.group_rounds = group_rounds
+        self._trace_secrets: dict[str, list[str]] = {}  # trace id -> its secret values (see _secrets)
         self.runs_written = 0
         self.runs_recovered = recover_interrupted(self.path)
 
@@ -384,7 +449,7 @@ class JsonlTracer(BaseTracer):
 
     def record(self, run: _LCRun) -> dict[str, Any]:
         """The JSON-safe, scrubbed LangSmith-format record of a finished run."""
-        secrets = secret_values()
+        secrets = self._secrets(str(run.trace_id))
         inputs = self._inputs.pop(str(run.id), None)
         if inputs in (None, {}, {"input": ""}, {"input": None}):  # streamed input: known at the end
             inputs = to_jsonable(run.inputs, max_list=convert.MAX_MESSAGES if run.run_type == "llm" else None)
@@ -424,7 +489,20 @@ class JsonlTracer(BaseTracer):
             rec.line = _dumps(rec)
         return rec
 
+    def _secrets(self, trace_id: str) -> list[str]:
+        """The secret values records of a trace are scrubbed of: the environment's, read when the
+        trace's first record is made (reading the environment for every record of a tool loop was a
+        large share of a traced step) and again after the trace's root run ends."""
+        with self._lock:
+            found = self._trace_secrets.get(trace_id)
+            if found is None:
+                if len(self._trace_secrets) >= 1000:  # roots that never ended: forget the oldest
+                    self._trace_secrets.pop(next(iter(self._trace_secrets)))
+                found = self._trace_secrets[trace_id] = secret_values()
+            return found
+
     def _flush_trace(self, trace_id: str) -> None:
+        self._trace_secrets.pop(trace_id, None)
         records = self._pending.pop(trace_id, [])
         if not records:
             return

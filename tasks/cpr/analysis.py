@@ -62,7 +62,7 @@ def load_runs(run_dirs: list[Path], with_norms: bool = True) -> tuple[pd.DataFra
                 bel = rundir.read_table(d, "beliefs_final")
             except rundir.RunDirError:
                 continue
-            from cooplab.evals.norms import agent_norm_texts, norm_similarity
+            from cooplab.tasks.cpr.norms import agent_norm_texts, norm_similarity
 
             texts = agent_norm_texts(dec, bel, rounds)
             sim = norm_similarity(texts)
@@ -149,7 +149,7 @@ def analyze(run_dirs: list[Path], out: Path) -> dict[str, Any]:
     result["tables"].append("statistics.md")
     result["figures"] += _plots(soc, eff, norms, letters_by_env, out)
     if len(norms):
-        from cooplab.evals.norms import embedder_record
+        from cooplab.tasks.cpr.norms import embedder_record
 
         norms.to_csv(out / "norm_similarity.csv", index=False)
         result["tables"].append("norm_similarity.csv")

@@ -156,10 +156,22 @@ def system(state: dict[str, Any], i: int, variant: str = ORIGINAL) -> SystemMess
 
 
 def _peers(rng: np.random.Generator, alive_idx: np.ndarray, i: int, k: int = N_PEERS_SHOWN) -> list[int]:
-    others = [int(j) for j in alive_idx if j != i]
-    if not others:
+    """``k`` distinct living peers of agent ``i`` (``alive_idx``: the living agents, ascending), sorted.
+
+    The draw is the one ``rng.choice(others, k, replace=False)`` makes on the list ``others`` of the
+    living agents but ``i``: it draws positions in that list, so the positions are drawn here and
+    mapped onto ``alive_idx`` past ``i``'s own place, without building the list (which made every
+    decision cost O(N) in a society of N)."""
+    n = len(alive_idx)
+    pos = int(np.searchsorted(alive_idx, i))
+    mine = pos < n and int(alive_idx[pos]) == i
+    n_others = n - 1 if mine else n
+    if n_others <= 0:
         return []
-    return sorted(rng.choice(others, size=min(k, len(others)), replace=False).tolist())
+    idx = rng.choice(n_others, size=min(k, n_others), replace=False)
+    if mine:
+        idx = idx + (idx >= pos)
+    return sorted(alive_idx[idx].tolist())
 
 
 def effort_messages(state: dict[str, Any], s: int, i: int, peers: list[int], variant: str = ORIGINAL) -> list:
@@ -205,11 +217,44 @@ def _jobs_with_peers(state: dict[str, Any], rng: np.random.Generator, build: Any
     return jobs
 
 
-class LLMEffortPolicy:
-    """Fig. 8: e_i(t) = f_E(O_i(t)), decided in context by each agent's model."""
+def _ruled(invader: Any, round_: int) -> tuple[str, int] | None:
+    """(kind, seat) of a rule-based invader playing in ``round_`` (it arrived at K <= round_), or None."""
+    from cooplab.tasks.cpr.invaders import RULE_KINDS
 
-    def __init__(self, variant: str = ORIGINAL):
+    if not invader or invader.get("kind") not in RULE_KINDS or round_ < int(invader["round"]):
+        return None
+    return str(invader["kind"]), int(invader["agent"])
+
+
+def _without(jobs: list, ruled: tuple[str, int] | None) -> list:
+    """``jobs`` without the rule-based invader's seat (it is not asked)."""
+    return jobs if ruled is None else [j for j in jobs if j[1] != ruled[1]]
+
+
+def invader_effort(state: dict[str, Any], kind: str, seat: int) -> np.ndarray:
+    """(S,) the effort of a rule-based invader in an LLM society (tasks/cpr/invaders.py's kinds as an
+    LLM society can hold them: it has no numeric norm): ``greedy`` 1 (the physical maximum),
+    ``defector`` e_max (the selfish type's top), ``free-rider`` the residents' mean effort of the last
+    round (it goes along with what the group does, but never monitors or fines)."""
+    S, N = state["alive"].shape
+    if kind == "greedy":
+        return np.ones(S)
+    if kind == "defector":
+        return np.asarray(state["params"]["e_max"], dtype=float).reshape(S)
+    prev = np.asarray(state["effort"] if state["round"] > 1 else state["e"], dtype=float)
+    alive = np.asarray(state["alive"], dtype=bool).copy()
+    alive[:, seat] = False
+    n = alive.sum(axis=1)
+    return np.where(n > 0, (prev * alive).sum(axis=1) / np.maximum(n, 1), prev[:, seat])
+
+
+class LLMEffortPolicy:
+    """Fig. 8: e_i(t) = f_E(O_i(t)), decided in context by each agent's model. A rule-based
+    ``invader``'s seat is not asked from its round K on (:func:`invader_effort`)."""
+
+    def __init__(self, variant: str = ORIGINAL, invader: Any = None):
         self.variant = variant  # the prompt variant (docs/robustness.md)
+        self.invader = invader
 
     async def __call__(self, state, rng, context, config) -> PolicyResult:
         service: LLMService = context.llm
@@ -218,7 +263,11 @@ class LLMEffortPolicy:
         prev = state["effort"] if state["round"] > 1 else state["e"]
         jobs = _jobs_with_peers(state, rng, lambda s, i, peers: (effort_messages(state, s, i, peers, self.variant),
                                                                   {"previous_effort": float(prev[s, i])}))
+        ruled = _ruled(self.invader, int(state["round"]))
+        jobs = _without(jobs, ruled)
         effort = np.zeros((S, N))
+        if ruled is not None:
+            effort[:, ruled[1]] = np.where(running_agents(state)[:, ruled[1]], invader_effort(state, *ruled), 0.0)
         for s, i, value, rec in await batch.ask(EFFORT, jobs, int(state["round"]), config):
             effort[s, i] = value.effort
             batch.record(rec.as_dict())
@@ -230,8 +279,9 @@ class LLMPunishPolicy:
     group norm in language (no numeric threshold), whether and whom to fine. B and V as in the
     ABM (indicators), so the payoff update is the same: gamma to the punisher, beta to the punished."""
 
-    def __init__(self, variant: str = ORIGINAL):
+    def __init__(self, variant: str = ORIGINAL, invader: Any = None):
         self.variant = variant  # the prompt variant (docs/robustness.md)
+        self.invader = invader  # a rule-based invader's seat is not asked from its round on
 
     async def __call__(self, state, rng, context, config) -> PolicyResult:
         service: LLMService = context.llm
@@ -245,6 +295,7 @@ class LLMPunishPolicy:
                 shown = _peers(rng, alive_idx, int(i))
                 if shown:
                     jobs.append((s, int(i), punish_messages(state, s, int(i), shown, self.variant), {"shown": [j + 1 for j in shown]}))
+        jobs = _without(jobs, _ruled(self.invader, int(state["round"])))
         B = np.zeros((S, N), dtype=np.int8)
         V = np.zeros((S, N), dtype=np.int8)
         inspections = np.zeros(S, dtype=int)
@@ -262,8 +313,9 @@ class LLMPunishPolicy:
 class LLMProposePolicy:
     """Fig. 10: update the personal belief and propose a short natural-language group norm."""
 
-    def __init__(self, variant: str = ORIGINAL):
+    def __init__(self, variant: str = ORIGINAL, invader: Any = None):
         self.variant = variant  # the prompt variant (docs/robustness.md)
+        self.invader = invader  # a rule-based invader's seat is not asked from its round on
 
     async def __call__(self, state, rng, context, config) -> PolicyResult:
         service: LLMService = context.llm
@@ -271,6 +323,7 @@ class LLMProposePolicy:
         batch = Batch(service)
         jobs = _jobs_with_peers(state, rng, lambda s, i, peers: (propose_messages(state, s, i, peers, self.variant),
                                                                   {"belief": state["beliefs"][s][i]}))
+        jobs = _without(jobs, _ruled(self.invader, int(state["round"]) - 1))
         beliefs = [list(row) for row in state["beliefs"]]
         proposals: list[list[str | None]] = [[None] * N for _ in range(S)]
         for s, i, value, rec in await batch.ask(PROPOSE, jobs, int(state["round"]) - 1, config):
@@ -302,8 +355,9 @@ def plurality_winner(options: list[str], votes: list[int], rng: np.random.Genera
 class LLMVotePolicy:
     """Fig. 11: vote among the distinct proposals; the winner is broadcast verbatim."""
 
-    def __init__(self, variant: str = ORIGINAL):
+    def __init__(self, variant: str = ORIGINAL, invader: Any = None):
         self.variant = variant  # the prompt variant (docs/robustness.md)
+        self.invader = invader  # a rule-based invader's seat is not asked from its round on
 
     async def __call__(self, state, rng, context, config) -> PolicyResult:
         service: LLMService = context.llm
@@ -319,6 +373,7 @@ class LLMVotePolicy:
                 own = state["proposal_texts"][s][i]
                 own_k = options[s].index(own) + 1 if own in options[s] else 1
                 jobs.append((s, int(i), vote_messages(state, s, int(i), options[s], self.variant), {"n_options": len(options[s]), "own_option": own_k}))
+        jobs = _without(jobs, _ruled(self.invader, int(state["round"]) - 1))
         votes: dict[int, list[int]] = {s: [] for s in range(S)}
         for s, i, value, rec in await batch.ask(VOTE, jobs, int(state["round"]) - 1, config):
             votes[s].append(value.vote)

@@ -172,9 +172,9 @@ RUN_SETTINGS = ("env", "ablation", "population", "replicates", "invader", "prese
 
 
 def invader_kinds(agents: str | None) -> tuple[str, ...]:
-    """Rule-based societies take the rule-based invaders; LLM societies an invader of another model
-    (``model:scripted:examples/scripted/greedy.json@K`` is a greedy one)."""
-    return ("model",) if agents == "llm" else ("greedy", "defector", "free-rider")
+    """Rule-based societies take the rule-based invaders; LLM societies those too (the seat is played by
+    the rule, never asked: tasks/cpr/llm.py) and an invader of another model."""
+    return ("greedy", "defector", "free-rider", "model") if agents == "llm" else ("greedy", "defector", "free-rider")
 
 
 class CPRSettings(CPRParams):

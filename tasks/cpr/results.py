@@ -1,5 +1,5 @@
 """What a CPR run writes in summary.json beside the runner's fields (``CPRTask.Results``): the
-society's outcomes of paper §3.2 over its replicate societies (:func:`cooplab.evals.metrics.summarize`)."""
+society's outcomes of paper §3.2 over its replicate societies (:func:`cooplab.tasks.cpr.outcomes.summarize`)."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cooplab.evals.metrics import summarize
+from cooplab.tasks.cpr.outcomes import summarize
 from cooplab.graphs import prompts, rundir
 from cooplab.tasks.cpr import metrics as cpr_metrics
 from cooplab.evals.text import counts_text, mean_sem_text
@@ -70,7 +70,7 @@ def preset_values(name: str | None) -> dict[str, Any]:
 
 
 def resolve_params(env: str, ablation: str, n_agents: int | None, rounds: int | None, overrides: dict[str, Any],
-                   preset: str | None = None) -> CPRParams:  # the earlier CPR sweep format's cells (cooplab/runs/sweep_formats.py)
+                   preset: str | None = None) -> CPRParams:  # the earlier CPR sweep format's cells (tasks/cpr/sweep_format.py)
     """CLI choices -> validated parameters. Precedence: --set > --n-agents/--rounds > --env/--ablation
     > --preset (a named parameter set) > the defaults."""
     values: dict[str, Any] = {**preset_values(preset), "r": ENVIRONMENTS[env]}
@@ -83,20 +83,21 @@ def resolve_params(env: str, ablation: str, n_agents: int | None, rounds: int | 
     return make_params(**values)
 
 
-def llm_phases(params: CPRParams, variant: str = "original") -> "OrderedDict[str, Callable]":
+def llm_phases(params: CPRParams, variant: str = "original", invader: dict[str, Any] | None = None) -> "OrderedDict[str, Callable]":
     """The CPR graph with LLM agents: the same phase nodes with LLM policies plugged in
     (Figs. 8-11). Social learning happens in context (peers shown in the prompts), so the
-    parameter-copying ``learn`` node is not part of an LLM society."""
+    parameter-copying ``learn`` node is not part of an LLM society. A rule-based ``invader``'s seat
+    is played by its rule from its round on, never asked (tasks/cpr/llm.py, :func:`invader_effort`)."""
     from cooplab.tasks.cpr import llm as la
 
     nodes: OrderedDict[str, Callable] = OrderedDict()
-    nodes["harvest"] = ph.harvest_node(la.LLMEffortPolicy(variant))
+    nodes["harvest"] = ph.harvest_node(la.LLMEffortPolicy(variant, invader))
     if params.punishment:
-        nodes["punish"] = ph.punish_node(la.LLMPunishPolicy(variant))
+        nodes["punish"] = ph.punish_node(la.LLMPunishPolicy(variant, invader))
     nodes["environment"] = ph.environment_node()
     if params.group_decision:
-        nodes["propose"] = ph.propose_node(la.LLMProposePolicy(variant))
-        nodes["vote"] = ph.vote_node(la.LLMVotePolicy(variant))
+        nodes["propose"] = ph.propose_node(la.LLMProposePolicy(variant, invader))
+        nodes["vote"] = ph.vote_node(la.LLMVotePolicy(variant, invader))
     return nodes
 
 
@@ -141,6 +142,7 @@ class CPRTask(Task):
     state_schema = CPRState
     round_node = "environment"
     agent_noun = "Fisher"
+    explore_whole_page = True  # its page: tasks/cpr/explore.py
     sweep_columns = ("survival_time.mean", "efficiency.mean", "ledger.calls", "ledger.cost_usd_float")
     #: the per-round curves ``cooplab compare`` draws (columns of rounds.parquet)
     curve_columns = ("R", "n_alive", "mean_effort", "H")
@@ -188,11 +190,11 @@ class CPRTask(Task):
         return {"params": settings}
 
     def phases(self, config: Config) -> "OrderedDict[str, Callable]":
+        invader = config.params.invader
         if config.agents == "llm":
-            return llm_phases(config.params, prompts.variant_of(config))
+            return llm_phases(config.params, prompts.variant_of(config), invader.as_dict() if invader is not None else None)
         from cooplab.tasks.cpr.invaders import with_invader
 
-        invader = config.params.invader
         return with_invader(phases_for(config.params), invader.as_dict() if invader is not None else None)
 
     def init_state(self, config: Config) -> dict[str, Any]:
@@ -322,6 +324,14 @@ class CPRTask(Task):
                 "tables: summary.json, rounds.*, agents.*" + (", by_model.*, crossplay.*" if whole.get("by_model") else "")
                 + ", figures/run.png"]
 
+    def earlier_sweep(self, raw: Mapping[str, Any]) -> tuple[str, Callable[[dict[str, Any], str], dict[str, Any]]] | None:
+        """The earlier CPR sweep format (no "task" key): ``tasks/cpr/sweep_format.py``."""
+        from cooplab.tasks.cpr import sweep_format
+
+        if not sweep_format.claims(dict(raw)):
+            return None
+        return sweep_format.NAME, lambda r, where: sweep_format.convert(r, where, resolve=resolve_params)
+
     def analyze_sweep(self, cells: list[dict[str, Any]], out: Path, *, analysis_out: Path | None = None) -> dict[str, Any]:
         """``cooplab analyze cpr`` over the finished cells (into ``OUT/analysis`` unless told otherwise)."""
         from cooplab.tasks.cpr.analysis import analyze
@@ -332,6 +342,18 @@ class CPRTask(Task):
         result = {"analysis": analyze([Path(c["dir"]) for c in cells], dest), "analysis_dir": str(dest)}
         mixed = sweep_tables(cells, dest)  # per-model rows, cross-play and invasions of the cells (when any)
         return {**result, "mix_tables": mixed} if mixed else result
+
+    # --- the run explorer: tasks/cpr/explore.py ---------------------------------------------------
+    def explore(self, run: Any, query: Mapping[str, str]) -> list[Any]:
+        from cooplab.tasks.cpr.explore import view
+
+        return view(run, query)
+
+    def key_numbers(self, summary: RunSummary[Any]) -> dict[str, Any]:
+        from cooplab.tasks.cpr.explore import key_numbers
+
+        return key_numbers(summary.as_json())
+
 
 def _mix_and_invader(final: Mapping[str, Any], config: Config, run: RunInfo, rounds: pd.DataFrame, N: int) -> dict[str, Any]:
     """A mixed society's per-model outcomes and cross-play (tables ``by_model``, ``crossplay``) and an

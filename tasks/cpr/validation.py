@@ -19,7 +19,7 @@ require("analysis", "the ABM figures (cooplab figures cpr-abm)", ("scipy",))
 
 from scipy import stats  # noqa: E402
 
-from cooplab.evals.metrics import efficiency, survival_time
+from cooplab.tasks.cpr.outcomes import efficiency, survival_time
 from cooplab.graphs.checkpoint_serde import CheckpointSerializer
 from cooplab.tasks.cpr.figures import fig2, fig3, fig4, survival_curve, timeseries_stats
 from cooplab.graphs import rundir

@@ -217,19 +217,27 @@ def _row(rec, state, s: int, i: int, prescribed: Any, chosen: Any) -> dict[str, 
     return d
 
 
-class LLMOrderPolicy:
-    """Fig. 3: each diner orders in context; prescribed = the strategy's order rule."""
+def _nobody(state) -> np.ndarray:
+    return np.zeros(np.shape(state["strategy"]), dtype=bool)
 
-    def __init__(self, variant: str = ORIGINAL):
+
+class LLMOrderPolicy:
+    """Fig. 3: each diner orders in context; prescribed = the strategy's order rule. ``rule_seats``
+    (``state -> (S, N) bool``): seats not asked, whose order is the rule's (a rule-based invader's)."""
+
+    def __init__(self, variant: str = ORIGINAL, rule_seats: Any = None):
         self.variant = variant  # the prompt variant (docs/robustness.md)
+        self.rule_seats = rule_seats or _nobody
 
     async def __call__(self, state, rng, context, config) -> PolicyResult:
         service: LLMService = context.llm
         S, N = state["strategy"].shape
         batch = Batch(service)
-        jobs = [(s, i, order_messages(state, s, i, self.variant), {}) for s in range(S) if state["active"][s] for i in range(N)]
+        ruled = self.rule_seats(state)
+        jobs = [(s, i, order_messages(state, s, i, self.variant), {}) for s in range(S) if state["active"][s] for i in range(N)
+                if not ruled[s, i]]
         prescribed = dm.rule_orders(state["strategy"], state["reformed"])
-        defect = np.zeros((S, N), dtype=bool)
+        defect = np.where(ruled, prescribed, False)
         for s, i, value, rec in await batch.ask(ORDER, jobs, int(state["round"]), config):
             defect[s, i] = value.meal == "premium"
             batch.record(_row(rec, state, s, i, "premium" if prescribed[s, i] else "budget", value.meal))
@@ -240,8 +248,9 @@ class _LLMPunishBase:
     spec: DecisionSpec
     key = "punish1"
 
-    def __init__(self, variant: str = ORIGINAL):
+    def __init__(self, variant: str = ORIGINAL, rule_seats: Any = None):
         self.variant = variant  # the prompt variant (docs/robustness.md)
+        self.rule_seats = rule_seats or _nobody  # seats not asked, whose punishments are the rule's
 
     def who(self, state) -> np.ndarray:
         raise NotImplementedError
@@ -256,11 +265,12 @@ class _LLMPunishBase:
         service: LLMService = context.llm
         S, N = state["strategy"].shape
         batch = Batch(service)
-        asked = self.who(state) & state["active"][:, None]
+        ruled = self.rule_seats(state)
+        asked = self.who(state) & state["active"][:, None] & ~ruled
         jobs = [(s, int(i), self.messages(state, s, int(i)), {"allowed": [j + 1 for j in group_of(state, s, int(i)) if j != i]})
                 for s in range(S) for i in np.flatnonzero(asked[s])]
         presc = self.prescribed(state)
-        out = np.zeros((S, N, N), dtype=bool)
+        out = np.where((ruled & self.who(state))[:, :, None], presc, False)
         largest = int(max(np.bincount(g).max() for g in np.asarray(state["group"])))
         spec = punish_spec(self.spec.phase, N, largest - 1)
         for s, i, value, rec in await batch.ask(spec, jobs, int(state["round"]), config):
@@ -300,13 +310,17 @@ class LLMMetanormPolicy(_LLMPunishBase):
         return dm.rule_metanorm(state["strategy"], state["defect"], state["punish1"], dm.same_group(state["group"]))
 
 
-def llm_phases(variant: str = ORIGINAL):
+def llm_phases(variant: str = ORIGINAL, invader: Any = None):
     """The diners' graph nodes with LLM policies whose prompts ``variant`` words (its personas and
-    strategy texts read, and checked, now: a broken file is one line before the first call)."""
+    strategy texts read, and checked, now: a broken file is one line before the first call). A
+    rule-based ``invader``'s seat is left out of the calls from its iteration on and plays its
+    strategy's rule (tasks/diners/invaders.py)."""
+    from cooplab.tasks.diners.invaders import rule_mask
     from cooplab.tasks.diners.society import diners_phases
 
     personas(variant), strategy_texts(variant)
-    return diners_phases(LLMOrderPolicy(variant), LLMPunishPolicy(variant), LLMMetanormPolicy(variant))
+    mask = rule_mask(invader)
+    return diners_phases(LLMOrderPolicy(variant, mask), LLMPunishPolicy(variant, mask), LLMMetanormPolicy(variant, mask))
 
 
 def accuracy(decisions: list[dict[str, Any]]) -> dict[str, Any]:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator, model_serializer, model_validator
+
+from cooplab.graphs.invaders import Invader
 
 from cooplab.limits import RULES
 from cooplab.tasks.diners import model as dm
@@ -33,6 +35,12 @@ class Meal(BaseModel):
     v_b: Amount = Field(dm.MEAL["v_b"], description="value of the budget meal", json_schema_extra=_src("paper"))
     c_p: Amount = Field(dm.MEAL["c_p"], description="cost of the premium meal", json_schema_extra=_src("paper"))
     v_p: Amount = Field(dm.MEAL["v_p"], description="value of the premium meal", json_schema_extra=_src("paper"))
+
+
+def invader_kinds(agents: str | None) -> tuple[str, ...]:
+    """Rule-based diners take the rule-based invaders (tasks/diners/invaders.py); LLM diners those and
+    an invader of another model."""
+    return ("greedy", "defector", "free-rider", "model") if agents == "llm" else ("greedy", "defector", "free-rider")
 
 
 class DinersParams(BaseModel):
@@ -58,6 +66,8 @@ class DinersParams(BaseModel):
     iterations: Annotated[int, RULES["iterations"]] = Field(10, description="iterations of the game", json_schema_extra=_src("paper §4 (10)"))
     replicates: Annotated[int, RULES["replicates"]] = Field(200, description="independent replicates (the CLI's default: 200 rule-based, 1 LLM)",
                                                             json_schema_extra=_src("cooplab"))
+    invader: Invader | None = Field(None, description="a diner replaced at iteration K by an invader (--invader KIND@K[:AGENT]; "
+                                    "tasks/diners/invaders.py; none: no invader)", json_schema_extra=_src("cooplab"))
 
     @field_validator("groups")
     @classmethod
@@ -75,6 +85,24 @@ class DinersParams(BaseModel):
         except ConfigError as exc:
             raise cross(("replicates", "iterations"), str(exc)) from None
         return self
+
+    @model_validator(mode="after")
+    def _invader(self, info: Any) -> "DinersParams":
+        """An invader's seat and iteration within the society these settings describe."""
+        if self.invader is not None:
+            from cooplab.graphs.invaders import check_in
+
+            agents = (info.context or {}).get("agents")
+            check_in(self.invader, n_agents=self.n_agents, rounds=self.iterations, agents=agents, kinds=invader_kinds(agents or "llm"))
+        return self
+
+    @model_serializer(mode="wrap")
+    def _no_invader(self, handler: Any) -> dict[str, Any]:
+        """config.json holds ``invader`` only when the run has one (as runs without one always wrote it)."""
+        out = handler(self)
+        if isinstance(out, dict) and out.get("invader", 0) is None:
+            out.pop("invader")
+        return out
 
     @property
     def n_agents(self) -> int:

@@ -64,13 +64,15 @@ class DinersTask(Task):
     state_schema = DinersState
     round_node = "swap"
     agent_noun = "Diner"
+    explore_whole_page = True  # its page: tasks/diners/explore.py
     round_unit = "iteration"
 
     def options(self, agents: str, *, combination: int | None = None, groups: str | None = None, pk: str = "3:1", iterations: int = 10,
-                replicates: int | None = None, beta: float = 1.0) -> dict[str, Any]:
+                replicates: int | None = None, beta: float = 1.0, invader: Any = None) -> dict[str, Any]:
         """``cooplab run diners``' own options: the paper's initial ``combination`` 1 or 2 (default 1) or any
         ``groups`` ("M,P,E,R1;M,M,P,R1"), the punishment costs ``pk`` (unstated, 3:1, 6:1 or P:K),
-        ``iterations`` (paper: 10), ``replicates`` (default 200 rule-based, 1 LLM) and the Fermi rule's ``beta``."""
+        ``iterations`` (paper: 10), ``replicates`` (default 200 rule-based, 1 LLM), the Fermi rule's ``beta``
+        and ``invader`` (``"KIND@K[:AGENT]"`` or a dict: a diner replaced at iteration K, tasks/diners/invaders.py)."""
         import cooplab.limits as co
 
         if combination is not None and groups is not None:
@@ -89,16 +91,27 @@ class DinersTask(Task):
             raise co.ConfigError(str(exc)) from None
         values = {"combination": None if groups is not None else (combination or 1), "pk": pk.strip().lower(), "groups": [list(g) for g in grp],
                   "p": p, "k": k, "costs_stated": stated, "beta": beta, "iterations": iterations, "replicates": replicates}
-        return {"params": co.validate(DinersParams, values, names, context={"agents": agents})}
+        settings = co.validate(DinersParams, values, names, context={"agents": agents})
+        if invader is not None:  # a diner replaced at iteration K: checked against the society the settings describe
+            from cooplab.graphs import invaders
+            from cooplab.tasks.diners.params import invader_kinds
+
+            values["invader"] = invaders.parse(invader, n_agents=settings.n_agents, rounds=settings.iterations, agents=agents,
+                                               kinds=invader_kinds(agents))
+            settings = co.validate(DinersParams, values, names, context={"agents": agents})
+        return {"params": settings}
 
     def build(self, config: Config, *, checkpointer: Any = None):
+        from cooplab.tasks.diners.invaders import with_invader
+
+        invader = config.params.invader.as_dict() if config.params.invader is not None else None
         if config.agents == "llm":
             from cooplab.tasks.diners.llm import llm_phases
 
             from cooplab.graphs.prompts import variant_of
 
-            return build_diners_graph(llm_phases(variant_of(config)), checkpointer=checkpointer)
-        return build_diners_graph(diners_phases(), checkpointer=checkpointer)
+            return build_diners_graph(with_invader(llm_phases(variant_of(config), invader), invader), checkpointer=checkpointer)
+        return build_diners_graph(with_invader(diners_phases(), invader), checkpointer=checkpointer)
 
     def init_state(self, config: Config) -> dict[str, Any]:
         P = config.params
@@ -111,6 +124,41 @@ class DinersTask(Task):
     def _initial(self, config: Config) -> np.ndarray:
         P = config.params
         return init_state([P.condition()], P.replicates, config.seed, P.iterations)["strategy"]
+
+    #: settings a fork keeps from its parent: the agents and their groups (the shapes of the state's
+    #: arrays), the replicates, and the labels of the start (``pk`` names the costs the run began with)
+    FORK_FIXED = ("groups", "combination", "replicates", "pk")
+
+    def fork_state(self, state: Mapping[str, Any], old: Config, new: Config) -> dict[str, Any]:
+        """A fork's changed settings in the state: the per-society arrays under ``params`` (p, k,
+        beta, accumulate, costs stated, the meal's costs and values) take the new values, so the
+        iterations after the fork compute with them; a changed ``iterations`` moves the round cap.
+        :data:`FORK_FIXED` cannot change (one line naming it: give p and k with ``--set p=6 --set k=1``
+        rather than a new ``pk`` label), nor can the cap end before the fork's first iteration. An
+        invader the parent did not have may arrive after the fork's iteration (``--invader``)."""
+        from cooplab.graphs.forks import check_rounds, refuse_fixed
+
+        a, b = old.params, new.params
+        refuse_fixed(a, b, (*self.FORK_FIXED, "invader"), state, task="diners")
+        check_rounds(a.iterations, b.iterations, state, "iterations")
+
+        def values(P: DinersParams) -> dict[str, float]:
+            return {"p": float(P.p), "k": float(P.k), "beta": float(P.beta), "accumulate": float(P.accumulate),
+                    "stated": float(P.costs_stated), **{name: float(v) for name, v in P.meal.model_dump().items()}}
+
+        before, after = values(a), values(b)
+        out: dict[str, Any] = {}
+        changed = [name for name in after if after[name] != before[name]]
+        if changed:
+            params = dict(state["params"])
+            for name in changed:
+                params[name] = np.full(np.shape(params[name]), after[name], dtype=float)
+            out["params"] = params
+        if b.iterations != a.iterations:
+            out["max_round"] = int(b.iterations)
+            if not np.asarray(state["active"]).any() and int(state["round"]) <= b.iterations:
+                out["active"] = np.ones(np.shape(state["active"]), dtype=bool)  # a run that had ended goes on
+        return out
 
     def outputs(self, final: Mapping[str, Any], config: Config, run: RunInfo) -> DinersResults:
         counts = strategy_counts(final, self._initial(config))
@@ -128,12 +176,16 @@ class DinersTask(Task):
             from cooplab.tasks.diners.llm import accuracy
 
             summary.update(accuracy(final.get("decisions") or []))
+        summary.update(_mix_and_invader(final, config, run))
         return DinersResults.of(summary)
 
     def figure(self, summary: RunSummary[DinersResults], run: RunInfo) -> None:
         from cooplab.tasks.diners.figures import run_figure
 
         run_figure(rundir.read_table(run.out, "strategy_counts"), summary.as_json(), run.out / "figures")
+        from cooplab.tasks.diners.mix import figures as mix_figures
+
+        mix_figures(summary.as_json(), run.out / "figures")
 
     def report(self, summary: RunSummary[DinersResults]) -> list[str]:
         r = summary.results
@@ -145,8 +197,55 @@ class DinersTask(Task):
             fmt = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
             lines.append(f"decision accuracy {fmt(r.decision_accuracy)} ({r.decision_accuracy_n} orders), "
                          f"punishment accuracy {fmt(r.punishment_accuracy)} ({r.punishment_accuracy_n} decisions)")
-        lines.append("tables: summary.json, strategy_counts.*, orders.*, punishments.*, utilities.*, imitation.*, figures/run.png")
+        from cooplab.tasks.diners.mix import report_lines
+
+        whole = summary.as_json()
+        lines += report_lines(whole)
+        lines.append("tables: summary.json, strategy_counts.*, orders.*, punishments.*, utilities.*, imitation.*"
+                     + (", by_model.*, crossplay.*" if whole.get("by_model") else "") + ", figures/run.png")
         return lines
+
+    def analyze_sweep(self, cells: list[dict[str, Any]], out: Any, *, analysis_out: Any = None) -> dict[str, Any] | None:
+        """The cells' per-model rows, cross-play and invasions side by side (when any cell has them)."""
+        from pathlib import Path
+
+        from cooplab.evals.mixsweep import sweep_tables
+
+        dest = Path(analysis_out) if analysis_out is not None else Path(out) / "analysis"
+        mixed = sweep_tables(cells, dest)
+        return {"mix_tables": mixed, "analysis_dir": str(dest)} if mixed else None
+
+    # --- the run explorer: tasks/diners/explore.py ----------------------------------------
+    def explore(self, run: Any, query: Mapping[str, str]) -> list[Any]:
+        from cooplab.tasks.diners.explore import view
+
+        return view(run, query)
+
+    def key_numbers(self, summary: RunSummary[Any]) -> dict[str, Any]:
+        from cooplab.tasks.diners.explore import key_numbers
+
+        return key_numbers(summary.as_json())
+
+
+def _mix_and_invader(final: Mapping[str, Any], config: Config, run: RunInfo) -> dict[str, Any]:
+    """Diners of several models: per-model outcomes and cross-play (tables ``by_model``, ``crossplay``);
+    an invader: its effect (tasks/diners/mix.py). Nothing for a run with neither."""
+    from cooplab.tasks.diners import mix
+
+    out: dict[str, Any] = {}
+    history = list(final.get("history") or [])
+    if not history:
+        return out
+    llm = config.llm.model_dump(mode="json") if config.llm is not None else None
+    N = int(np.asarray(final["strategy"]).shape[1])
+    if config.agents == "llm" and mix.is_mixed(llm, N):
+        by_model, cross = mix.per_model(history, np.asarray(final["group"]), list(final.get("decisions") or []), llm or {})
+        rundir.write_table(by_model, run.out, "by_model", csv=run.csv)
+        rundir.write_table(cross, run.out, "crossplay", csv=run.csv)
+        out["by_model"], out["crossplay"] = by_model, cross
+    if config.params.invader is not None:
+        out["invasion"] = mix.invader_effect(history, config.params.invader.as_dict())
+    return out
 
 
 TASK = DinersTask()

@@ -360,20 +360,36 @@ def _row(rec: Any, condition: str) -> dict[str, Any]:
     return d
 
 
-class LLMDecidePolicy:
-    """The decision phase of ``P.GAME``: every player of every simulation, concurrently."""
+def _ruled(invader: Any, round_: int) -> tuple[str, int] | None:
+    """(kind, seat) of a rule-based invader playing in ``round_`` (it arrived at K <= round_), or None."""
+    from cooplab.tasks.games.invaders import RULE_KINDS
 
-    def __init__(self, P: Any, condition: str, variant: str = ORIGINAL):
-        self.P, self.condition, self.variant = P, condition, variant
+    if not invader or invader.get("kind") not in RULE_KINDS or round_ < int(invader["round"]):
+        return None
+    return str(invader["kind"]), int(invader["agent"])
+
+
+class LLMDecidePolicy:
+    """The decision phase of ``P.GAME``: every player of every simulation, concurrently. A rule-based
+    ``invader``'s seat is not asked from its round K on: it plays the invader's action
+    (tasks/games/invaders.py)."""
+
+    def __init__(self, P: Any, condition: str, variant: str = ORIGINAL, invader: Any = None):
+        self.P, self.condition, self.variant, self.invader = P, condition, variant, invader
 
     async def __call__(self, state, rng, context, config) -> PolicyResult:
         P = self.P
         S, N = state["simulations"], len(state["group"])
         spec = action_spec(P.GAME, action_range(P), getattr(P, "endowment", 0), self.condition)
         prev = _previous(P, state)
+        ruled = _ruled(self.invader, int(state["round"]))
         jobs = [(s, i, decision_messages(P, state, s, i, self.condition, self.variant), {"fallback": prev[s, i].tolist()})
-                for s in range(S) for i in range(N)]
+                for s in range(S) for i in range(N) if ruled is None or i != ruled[1]]
         out = np.zeros((S, N, 3) if P.GAME == "public-goods" else (S, N), dtype=np.int64)
+        if ruled is not None:
+            from cooplab.tasks.games.invaders import invader_action
+
+            out[:, ruled[1]] = invader_action(P, ruled[0], int(state["round"]), ruled[1])
         batch = Batch(context.llm)
         for s, i, value, rec in await batch.ask(spec, jobs, int(state["round"]), config):
             out[s, i] = [value.keep, value.group, value.global_] if P.GAME == "public-goods" else getattr(value, FIELD[spec.phase])
@@ -382,18 +398,22 @@ class LLMDecidePolicy:
 
 
 class LLMSanctionPolicy:
-    """CPR with sanctioning, phase 2: every player decides whom of its own group to sanction."""
+    """CPR with sanctioning, phase 2: every player decides whom of its own group to sanction (a
+    rule-based invader's seat is not asked from K on: it sanctions nobody)."""
 
-    def __init__(self, P: Any, condition: str, variant: str = ORIGINAL):
-        self.P, self.condition, self.variant = P, condition, variant
+    def __init__(self, P: Any, condition: str, variant: str = ORIGINAL, invader: Any = None):
+        self.P, self.condition, self.variant, self.invader = P, condition, variant, invader
 
     async def __call__(self, state, rng, context, config) -> PolicyResult:
         P = self.P
         S, N = state["simulations"], len(state["group"])
         g = np.asarray(state["group"])
         jobs = []
+        ruled = _ruled(self.invader, int(state["round"]))
         for s in range(S):
             for i in range(N):
+                if ruled is not None and i == ruled[1]:
+                    continue
                 allowed = [j + 1 for j in members_of(g, i) if j != i]
                 jobs.append((s, i, sanction_messages(P, state, s, i, self.condition, self.variant),
                              {"allowed": allowed, "me": i + 1, "max_sanction": P.max_sanction}))
@@ -408,16 +428,19 @@ class LLMSanctionPolicy:
 
 class LLMDeliberatePolicy:
     """Optional within-group deliberation (B.3) before the decision: every member writes one short
-    message at the same time; its group sees the messages in this round's decision prompt."""
+    message at the same time; its group sees the messages in this round's decision prompt (a
+    rule-based invader writes none from K on)."""
 
-    def __init__(self, P: Any, condition: str, variant: str = ORIGINAL):
-        self.P, self.condition, self.variant = P, condition, variant
+    def __init__(self, P: Any, condition: str, variant: str = ORIGINAL, invader: Any = None):
+        self.P, self.condition, self.variant, self.invader = P, condition, variant, invader
 
     async def __call__(self, state, rng, context, config) -> PolicyResult:
         P = self.P
         S, N = state["simulations"], len(state["group"])
         g = np.asarray(state["group"])
-        jobs = [(s, i, deliberation_messages(P, state, s, i, self.condition, self.variant), {}) for s in range(S) for i in range(N)]
+        ruled = _ruled(self.invader, int(state["round"]))
+        jobs = [(s, i, deliberation_messages(P, state, s, i, self.condition, self.variant), {}) for s in range(S) for i in range(N)
+                if ruled is None or i != ruled[1]]
         batch = Batch(context.llm)
         rows = []
         t = int(state["round"])
@@ -428,14 +451,15 @@ class LLMDeliberatePolicy:
         return PolicyResult(None, {"messages": rows, **batch.updates()})
 
 
-def llm_policies(P: Any, condition: str, deliberation: bool, variant: str = ORIGINAL) -> dict[str, Any]:
+def llm_policies(P: Any, condition: str, deliberation: bool, variant: str = ORIGINAL, invader: Any = None) -> dict[str, Any]:
     """The policy slots of an LLM run: ``decide``, ``sanction`` (CPR with sanctioning) and
-    ``deliberate`` (with deliberation), their prompts as ``variant`` words them."""
+    ``deliberate`` (with deliberation), their prompts as ``variant`` words them; a rule-based
+    ``invader`` (a dict) plays its seat from its round on without being asked."""
     if condition not in PROMPTS:
         raise ValueError(f"prompt must be one of {', '.join(PROMPTS)}, got {condition!r}")
-    out: dict[str, Any] = {"decide": LLMDecidePolicy(P, condition, variant)}
+    out: dict[str, Any] = {"decide": LLMDecidePolicy(P, condition, variant, invader)}
     if P.GAME == "cpr-sanction":
-        out["sanction"] = LLMSanctionPolicy(P, condition, variant)
+        out["sanction"] = LLMSanctionPolicy(P, condition, variant, invader)
     if deliberation:
-        out["deliberate"] = LLMDeliberatePolicy(P, condition, variant)
+        out["deliberate"] = LLMDeliberatePolicy(P, condition, variant, invader)
     return out

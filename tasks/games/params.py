@@ -257,8 +257,9 @@ PLAYERS = ("llm", "nash", "pareto", "random", "scripted")
 
 
 def invader_kinds(llm_players: bool) -> tuple[str, ...]:
-    """Reference players take the rule-based invaders; LLM players an invader of another model."""
-    return ("model",) if llm_players else ("greedy", "defector", "free-rider")
+    """Reference players take the rule-based invaders; LLM players those too (the seat is then played
+    by the rule, not asked) and an invader of another model."""
+    return ("greedy", "defector", "free-rider", "model") if llm_players else ("greedy", "defector", "free-rider")
 
 
 class GameRun(BaseModel):

@@ -55,6 +55,7 @@ class GameTask(Task):
     state_schema = GameState
     round_node = "settle"
     agent_noun = "Player"
+    explore_whole_page = True  # its page: tasks/games/explore.py
     agent_kinds = ("rule", "llm")  # rule: the reference players; llm: --players llm (tasks/games/llm.py)
 
     # --- configuration ---------------------------------------------------------------------------------
@@ -124,7 +125,7 @@ class GameTask(Task):
         if P.players == "llm":
             from cooplab.tasks.games.llm import llm_policies
 
-            return llm_policies(P, P.prompt, P.deliberation, prompts.variant_of(config))
+            return llm_policies(P, P.prompt, P.deliberation, prompts.variant_of(config), P.invader.as_dict() if P.invader is not None else None)
         from cooplab.tasks.games.invaders import with_invader
 
         return with_invader(P, pl.policies(P.players, P, P.script), P.invader.as_dict() if P.invader is not None else None)
@@ -141,6 +142,20 @@ class GameTask(Task):
 
     def init_state(self, config: Config) -> dict[str, Any]:
         return init_state(config.params, config.seed)
+
+    #: settings a fork keeps from its parent: who plays and the shapes of the state's arrays (groups, simulations)
+    FORK_FIXED = ("game", "players", "script", "script_file", "group_sizes", "simulations", "invader")
+
+    def fork_state(self, state: Mapping[str, Any], old: Config, new: Config) -> dict[str, Any]:
+        """A fork's changed settings: the game's constants live in the config, not the state, so the
+        rounds after the fork compute with the new ones as they are (the nodes are built from the
+        fork's config); a changed ``rounds`` moves the state's round cap. :data:`FORK_FIXED` cannot
+        change (one line naming the setting), nor can the cap end before the fork's first round."""
+        from cooplab.graphs.forks import check_rounds, refuse_fixed
+
+        refuse_fixed(old.params, new.params, self.FORK_FIXED, state, task=f"game ({old.params.GAME})")
+        check_rounds(old.params.rounds, new.params.rounds, state, "rounds")
+        return {"max_round": int(new.params.rounds)} if new.params.rounds != old.params.rounds else {}
 
     # --- results -----------------------------------------------------------------------------------------
     def outputs(self, final: Mapping[str, Any], config: Config, run: RunInfo) -> GameResults:
@@ -248,6 +263,17 @@ class GameTask(Task):
         dest = Path(analysis_out) if analysis_out is not None else Path(out) / "analysis"
         mixed = sweep_tables(cells, dest)
         return {"mix_tables": mixed, "analysis_dir": str(dest)} if mixed else None
+
+    # --- the run explorer: tasks/games/explore.py -----------------------------------------
+    def explore(self, run: Any, query: Mapping[str, str]) -> list[Any]:
+        from cooplab.tasks.games.explore import view
+
+        return view(run, query)
+
+    def key_numbers(self, summary: RunSummary[Any]) -> dict[str, Any]:
+        from cooplab.tasks.games.explore import key_numbers
+
+        return key_numbers(summary.as_json())
 
 
 def reference_text(metric: Mapping[str, Any]) -> str:

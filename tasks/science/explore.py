@@ -825,3 +825,14 @@ def _budget(run: ScienceRun) -> list[Any]:
                     "cost (USD)": _fmt(sum(c or 0.0 for _, c in es), 4)})
     blocks.append(Table(per, title="spent per team", filterable=False))
     return blocks
+
+
+def key_numbers(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """A science run's key numbers in the explorer's list (summary.json's JSON): its task, the heuristic
+    scores (accuracy first) and the cost."""
+    from cooplab.evals.explorer.views.societies import known
+
+    scores = summary.get("scores") if isinstance(summary.get("scores"), Mapping) else {}
+    out: dict[str, Any] = {"science task": summary.get("science_task")}
+    out.update({k: scores.get(k) for k in ("accuracy", "completeness", "quality") if k in scores})
+    return known(out, summary)

@@ -18,7 +18,7 @@ LLM judge adds its scores there, see ``cooplab science score``), ``summary.json`
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -388,6 +388,11 @@ class ScienceTask(Task):
 
         return sections(Path(run.out), query)
 
+    def key_numbers(self, summary: RunSummary[ScienceResults]) -> dict[str, Any]:
+        from cooplab.tasks.science.explore import key_numbers
+
+        return key_numbers(summary.as_json())
+
     def report(self, summary: RunSummary[ScienceResults]) -> list[str]:
         r = summary.results
         if r is None:
@@ -413,6 +418,14 @@ class ScienceTask(Task):
         lines.append("files: dataset/, artifacts/, scores.json, report.html, messages.jsonl, requests.jsonl, tool_loops.*, ledger.*, "
                      + TRACES_FILE)
         return lines
+
+    def earlier_sweep(self, raw: Mapping[str, Any]) -> tuple[str, Callable[[dict[str, Any], str], dict[str, Any]]] | None:
+        """The earlier science sweep format (``models``, ``science_tasks``, ``budgets`` ...): ``tasks/science/sweep_format.py``."""
+        from cooplab.tasks.science import sweep_format
+
+        if not sweep_format.claims(dict(raw)):
+            return None
+        return sweep_format.NAME, sweep_format.convert
 
     def analyze_sweep(self, cells: list[dict[str, Any]], out: Path, *, analysis_out: Path | None = None) -> dict[str, Any]:
         """``OUT/scores.csv`` (one row per finished run: its condition, seed, status, both scorers'

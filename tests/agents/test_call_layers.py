@@ -470,3 +470,92 @@ def test_adapter_layer_counts_every_request_that_reaches_a_model():
     asyncio.run(layer(request(model)))
     asyncio.run(layer(request(model)))
     assert layer.calls == 2
+
+
+# --- the direct call of an unobserved model -------------------------------------------------------
+class _Starts:
+    """Counts the LangChain runs started for chat model calls (``on_chat_model_start``)."""
+
+    def __init__(self, monkeypatch):
+        from langchain_core.callbacks.manager import AsyncCallbackManager
+
+        self.n = 0
+        real = AsyncCallbackManager.on_chat_model_start
+
+        async def counting(manager, *a, **kw):
+            self.n += 1
+            return await real(manager, *a, **kw)
+
+        monkeypatch.setattr(AsyncCallbackManager, "on_chat_model_start", counting)
+
+
+def _usage_answer() -> ScriptedChatModel:
+    return ScriptedChatModel(answers=[{"text": '{"effort": 0.5}', "usage": {"prompt_tokens": 12, "completion_tokens": 5}},
+                                      '{"effort": 0.25}'])
+
+
+def test_an_unobserved_call_of_a_cooplab_model_starts_no_langchain_run_and_answers_the_same(monkeypatch):
+    """Nothing observes the call (no callbacks, no tracing): the scripted model is asked directly,
+    with the same answers, usage and metadata as through ``ainvoke``."""
+    starts = _Starts(monkeypatch)
+    direct = [asyncio.run(ScriptedAdapter(SPEC, m).invoke(request(m))) for m in [_usage_answer()] for _ in range(2)]
+    assert starts.n == 0
+    model = _usage_answer()
+    via_langchain = [asyncio.run(model.ainvoke([HumanMessage(content="decide")], phase="harvest")) for _ in range(2)]
+    assert starts.n == 2
+    assert [r.response.text for r in direct] == [m.content for m in via_langchain] == ['{"effort": 0.5}', '{"effort": 0.25}']
+    assert [(r.response.input_tokens, r.response.output_tokens, r.response.usage_error) for r in direct] == [(12, 5, None), (5, 9, None)]
+    msg = asyncio.run(__import__("cooplab.agents.calls", fromlist=["direct_call"]).direct_call(
+        _usage_answer(), [HumanMessage(content="decide")], None, {"phase": "harvest"}))
+    assert msg.response_metadata == via_langchain[0].response_metadata and msg.usage_metadata == via_langchain[0].usage_metadata
+
+
+def test_an_observed_call_still_goes_through_langchain(monkeypatch):
+    """A handler in the call's config, or LangChain's debug mode, sees the call as before."""
+    from langchain_core.callbacks import AsyncCallbackHandler
+    from langchain_core.globals import get_debug, set_debug
+
+    class Seen(AsyncCallbackHandler):
+        calls = 0
+
+        async def on_chat_model_start(self, *a, **kw):
+            Seen.calls += 1
+
+    starts = _Starts(monkeypatch)
+    model = ScriptedChatModel(answers=["ok"])
+    r = asyncio.run(ScriptedAdapter(SPEC, model).invoke(request(model, config={"callbacks": [Seen()]})))
+    assert r.response.text == "ok" and Seen.calls == 1 and starts.n == 1
+    was = get_debug()
+    set_debug(True)
+    try:
+        asyncio.run(ScriptedAdapter(SPEC, model).invoke(request(model)))
+    finally:
+        set_debug(was)
+    assert starts.n == 2
+
+
+def test_whether_a_node_s_calls_are_observed_is_decided_once_per_node_run(monkeypatch):
+    """Every decision of a phase runs under its node's one callback manager: LangChain's configure
+    runs once for them, not once per call; another manager (the next node's) is decided afresh."""
+    from langchain_core.callbacks.manager import AsyncCallbackManager
+
+    from cooplab.agents.calls import direct_call
+
+    n = {"configure": 0}
+    real = AsyncCallbackManager.configure.__func__
+
+    def counting(cls, *a, **kw):
+        n["configure"] += 1
+        return real(cls, *a, **kw)
+
+    monkeypatch.setattr(AsyncCallbackManager, "configure", classmethod(counting))
+    model = ScriptedChatModel(answers=["ok"])
+    node = AsyncCallbackManager(handlers=[])
+
+    async def phase(manager):
+        return await asyncio.gather(*(direct_call(model, [HumanMessage(content="decide")], {"callbacks": manager}, {}) for _ in range(5)))
+
+    assert all(m.content == "ok" for m in asyncio.run(phase(node)))
+    assert n["configure"] == 1
+    asyncio.run(phase(AsyncCallbackManager(handlers=[])))
+    assert n["configure"] == 2

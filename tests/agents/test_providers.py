@@ -362,6 +362,6 @@ def test_a_science_sweep_with_a_budget_and_a_model_of_unknown_price_is_one_line(
     cfg.write_text(json.dumps(sweep))
     line = fail_line(capsys, ["sweep", str(cfg)])
     assert "budgets needs the price of anthropic:claude-foo" in line and not (tmp_path / "sw").exists()
-    from cooplab.runs.sweep_formats import load_science
+    from cooplab.tasks.science.sweep_format import load_science
 
     load_science({**sweep, "llm": {"price_in": 0.001, "price_out": 0.002}}, "sweep.json")  # priced: it passes the check

@@ -36,6 +36,7 @@ COVERED = {
     "bench_games.py": "test_bench_games",
     "bench_games_llm.py": "test_bench_games_llm",
     "bench_llm.py": "test_bench_llm",
+    "bench_llm_scale.py": "test_bench_llm_scale",
     "bench_plan.py": "test_bench_plan",
     "bench_replay.py": "test_bench_replay",
     "bench_local_build.py": "test_bench_local_build",
@@ -248,6 +249,21 @@ def test_bench_llm(tmp_path):
     assert len([r for r in rows(text, "1") if len(r) == 12]) == 1  # (d): one local-model decision
     assert "### Profile (N = 100)" in text
     assert "(a) N=10: 100 decisions" in stdout
+
+
+def test_bench_llm_scale(tmp_path):
+    # --quick: N = 10 and 100 (1 round each) beside ainvoke and the loopback HTTP stub; the round
+    # ratios at tiny sizes; the run-directory bytes at N = 10; then --report of that measurement
+    # against itself into tmp_path
+    measured, out = tmp_path / "m.json", tmp_path / "results.md"
+    stdout = run_bench("bench_llm_scale.py", "--quick", "--json", str(measured), tmp_path=tmp_path)
+    assert "(a) N=100:" in stdout and "(c) N=10:" in stdout
+    run_bench("bench_llm_scale.py", "--report", str(measured), str(measured), "--out", str(out), tmp_path=tmp_path)
+    text = section(out, "## LLM societies at scale, issue 41.1")
+    a = [r for r in rows(text) if len(r) == 8 and r[0] != "N"]
+    assert [r[0] for r in a] == ["10", "100"]
+    assert all(r[-1].endswith(("ms", "us")) for r in a)  # the raw HTTP floor was measured
+    assert [r[0] for r in rows(text) if len(r) == 6 and r[0] != "N"] == ["10"]
 
 
 @pytest.mark.slow

@@ -98,7 +98,7 @@ def test_llm_options_without_llm_agents_are_refused(tmp_path, capsys, args, flag
 # --- --group-size: help and validation agree -----------------------------------------------------
 def test_group_size_help_names_what_the_validation_refuses(capsys):
     from cooplab.cli.games import smallest_group
-    from cooplab.runs import profiles as pf
+    from cooplab.tasks.games import profiles as pf
     from cooplab.tasks.games.params import GAMES
 
     code, out, _ = run(["profile", "--help"], capsys)

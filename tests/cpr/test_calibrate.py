@@ -16,7 +16,8 @@ import pytest
 from pydantic import Field
 
 from cooplab.cli import main
-from cooplab.runs import calibrate_cpr as cal
+from cooplab.runs import sweeps
+from cooplab.tasks.cpr import calibrate as cal
 from cooplab.tasks.cpr.params import CPRParams, make_params
 from tests.helpers.calibration import kill_after_first_sample_then_rerun
 from tests.helpers.cli import fail_line
@@ -336,7 +337,7 @@ def test_a_batch_job_runs_from_its_json_alone_in_another_process(tmp_path):
     """What a Ray worker does with a batch: cooplab.runs.sweeps.execute_job on the job as plain data."""
     out = tmp_path / "cal"
     record = cal.prepare(out, samples=2, seed=0, replicates=2, base={}, preset=None)
-    (j,) = cal.jobs(out, record, [1], batch=4)
+    (j,) = cal.jobs(out, record, [1], batch=4, jobs_on=sweeps)
     code = "import json, sys; from cooplab.runs.sweeps import execute_job; print(json.dumps(execute_job(json.load(sys.stdin))))"
     res = subprocess.run([sys.executable, "-c", code], input=json.dumps(j), capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
@@ -395,7 +396,7 @@ def test_a_preset_with_tuples_resumes_as_the_same_design(tmp_path, monkeypatch):
 def test_calibrated_presets_are_points_of_the_space():
     """The calibrated presets were picked from the calibration: each is a valid parameter set whose
     sampled values lie inside the space's ranges, with the paper's values untouched."""
-    from cooplab.runs import calibrate_cpr as cal
+    from cooplab.tasks.cpr import calibrate as cal
     from cooplab.tasks.cpr.params import PRESETS, CPRParams
 
     for name in ("calibrated", "calibrated-punishment"):
@@ -412,7 +413,8 @@ def test_a_batch_leaves_the_callers_warning_filters_as_they_were(monkeypatch):
     warning filters are the same after it."""
     import warnings
 
-    from cooplab.runs import calibrate_cpr, calibration
+    from cooplab.evals import calibration
+    from cooplab.tasks.cpr import calibrate as calibrate_cpr
 
     seen = []
 

@@ -192,3 +192,32 @@ def test_finished_societies_in_a_replicate_batch_are_never_asked_again():
     assert set(d.loc[d["society"] >= 2, "round"]) == {1, 2, 3, 4}  # the others keep being asked
     starved = d[d["society"] < 2]
     assert len(starved) == 2 * 3 * 2 and set(starved["phase"]) == {"harvest", "punish"}  # 2 societies x 3 agents x 2 phases
+
+
+class _NoWalk(np.ndarray):
+    """The living agents of a society, which may be indexed but never walked through one by one."""
+
+    def __iter__(self):
+        raise AssertionError("the peer draw walked through every living agent")
+
+
+def _peers_before(rng, alive_idx, i, k=la.N_PEERS_SHOWN):
+    """The peer draw as it was written first (a list of every other living agent)."""
+    others = [int(j) for j in alive_idx if j != i]
+    return sorted(rng.choice(others, size=min(k, len(others)), replace=False).tolist()) if others else []
+
+
+def test_peer_draw_touches_only_the_drawn_peers_and_draws_what_it_always_drew():
+    """A decision's peer draw costs the same in a society of 10 or of 10,000 (it never walks the
+    living agents), and it draws the same peers and leaves the generator where the list-based
+    draw did, so seeded runs keep their results."""
+    r = np.random.default_rng(3)
+    for trial in range(400):
+        n = int(r.integers(1, 40)) if trial % 4 else int(r.integers(2_000, 12_000))
+        alive = np.flatnonzero(r.random(n) < 0.3 + 0.7 * r.random())
+        i = int(alive[r.integers(len(alive))]) if len(alive) and trial % 5 else int(r.integers(n))
+        seed = int(r.integers(1 << 30))
+        a, b = np.random.default_rng(seed), np.random.default_rng(seed)
+        got = la._peers(a, alive.view(_NoWalk), i)
+        assert got == _peers_before(b, alive, i) and all(type(j) is int for j in got)
+        assert a.random() == b.random()

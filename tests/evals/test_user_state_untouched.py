@@ -94,7 +94,7 @@ SCRIPT = textwrap.dedent('''
     made.append(pc.claim_map_figure(cal, "a", "beta", "r", False, False, fig_dir / "claim.png"))
     sens = pd.DataFrame([{"output": "T_s", "parameter": p, "S1": 0.2, "S1_conf": 0.05, "note": None} for p in ("beta", "r")])
     made.append(pc.sensitivity_figure(sens, fig_dir / "sens.png"))
-    from cooplab.runs import bench
+    from cooplab.tasks.science import bench
     made.append(bench.figure([("solo", {"accuracy": 0.5, "cost_per_item_usd": 0.01, "ci95": [0.2, 0.8]})], fig_dir / "bench.png"))
     from cooplab.evals import efficiency
     efficiency.figure(pd.DataFrame([{"model": "m", "profile_total_tokens": 1000, "science_total_tokens_per_run": 5000,

@@ -422,7 +422,9 @@ def test_a_science_runs_key_numbers_lead_with_accuracy_and_cost(tmp_path):
     summary["science_task"], summary["scores"] = "ecology", {"completeness": 1.0, "quality": 0.5, "accuracy": 0.75}
     summary["ledger"]["cost_usd_float"] = 0.0123
     (run / "summary.json").write_text(json.dumps(summary))
-    got = key_numbers(RunDir(id="0/sci", out=run, root=tmp_path))
+    from cooplab.runs.registry import get
+
+    got = key_numbers(RunDir(id="0/sci", out=run, root=tmp_path), get("science"))  # the task's own hook
     assert list(got) == ["science task", "accuracy", "completeness", "quality", "cost (USD)"]
     assert got["accuracy"] == 0.75 and got["cost (USD)"] == "0.0123"
 

@@ -18,6 +18,7 @@ import pytest
 from cooplab.evals.explorer.app import serve, stop
 from cooplab.evals.report import write_report
 from cooplab.evals.values import fmt, num
+from cooplab.runs.registry import find  # the explorer's task lookup, as the command line passes it
 from tests.helpers.summaries import summary
 
 IDS = ["5e41512851534475", "1e999999", "0000000000000012", "nan", "inf", "-1E+5", "9" * 40]
@@ -82,6 +83,6 @@ def test_pages_and_reports_show_call_ids_verbatim(tmp_path):
         assert all(f"call {i}" in calls for i in IDS)
     finally:
         stop(server)
-    info = write_report(run, tmp_path / "report.html")
+    info = write_report(run, tmp_path / "report.html", task_for=find)
     html_text = (tmp_path / "report.html").read_text()
     assert info["problems"] == [] and all(f">{i}<" in html_text for i in IDS)

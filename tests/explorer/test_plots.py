@@ -19,6 +19,7 @@ import pytest
 import cooplab
 from cooplab.evals.explorer.app import CSP, serve, stop
 from cooplab.evals.values import fmt
+from cooplab.runs.registry import find  # the explorer's task lookup, as the command line passes it
 from tests.helpers.chromium import DevTools
 
 SOCIETIES = 100
@@ -34,7 +35,7 @@ def runs(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def site(runs):
-    server, url = serve([runs])
+    server, url = serve([runs], task_for=find)
     yield url
     stop(server)
 

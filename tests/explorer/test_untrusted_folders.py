@@ -23,6 +23,7 @@ import cooplab
 from cooplab.evals.explorer.app import serve, stop
 from cooplab.evals.report import write_report
 from cooplab.graphs import rundir
+from cooplab.runs.registry import find  # the explorer's task lookup, as the command line passes it
 from tests.explorer.conftest import SCRIPTED
 from tests.helpers.cli import fail_line
 from tests.helpers.summaries import write_summary
@@ -60,7 +61,7 @@ def test_a_folder_name_that_is_not_utf8_is_listed_and_opens(tmp_path):
     root = tmp_path / "runs"
     small_run(root / "fine")
     small_run(bytes_path(root, b"caf\xe9 \xff run"))
-    server, url = serve([root])
+    server, url = serve([root], task_for=find)
     try:
         listing = get(url, "")
         assert listing.status_code == 200 and "fine" in listing.text
@@ -100,7 +101,7 @@ def test_links_leaving_the_run_folder_are_never_read(tmp_path):
     with pytest.raises(rundir.RunDirError, match="leads outside its run directory"):
         rundir.read_table(run, "rounds")
     assert rundir.read_table(run, "same")["x"].tolist() == [1, 2]
-    server, url = serve([tmp_path / "runs"])
+    server, url = serve([tmp_path / "runs"], task_for=find)
     try:
         for path, q in (("", {}), ("run", {"id": "0/shared"}), ("traces", {"id": "0/shared"}), ("run", {"id": "0/shared", "round": "1"})):
             r = get(url, path, **q)
@@ -120,13 +121,13 @@ def test_a_table_asking_for_gigabytes_is_refused_by_its_footer_in_one_line(tmp_p
         rundir.read_table(run, "decisions")
     line = str(err.value)
     assert "\n" not in line and str(run / "decisions.parquet") in line and "is not read" in line
-    server, url = serve([tmp_path / "runs"])
+    server, url = serve([tmp_path / "runs"], task_for=find)
     try:
         page = get(url, "run", id="0/bomb")
         assert page.status_code == 200 and "table decisions is not shown" in page.text and "xxxxxxxxxx" not in page.text
     finally:
         stop(server)
-    info = write_report(run, tmp_path / "report.html")  # its first rows only, each cell cut: a page, not gigabytes
+    info = write_report(run, tmp_path / "report.html", task_for=find)  # its first rows only, each cell cut: a page, not gigabytes
     assert info["bytes"] < 1 << 20 and "2,000 rows" in (tmp_path / "report.html").read_text()
     # the footer's rows x columns alone: refused before any value is read
     monkeypatch.setattr(rundir, "MAX_TABLE_CELLS", 10)
@@ -141,7 +142,7 @@ def test_a_run_in_a_folder_whose_name_is_not_utf8_completes_and_reports(tmp_path
     assert summary["status"] == "completed" and "figure_error" not in summary, summary.get("figure_error")
     assert len(rundir.read_table(out, "rounds")) == 2 * 2 and res is not None
     page = bytes_path(tmp_path, b"rapport-\xe9.html")
-    assert write_report(out, page)["problems"] == [] and page.is_file()
+    assert write_report(out, page, task_for=find)["problems"] == [] and page.is_file()
     # the command line refuses such a name in one line, before any work (it would print it after the work)
     later = bytes_path(tmp_path, b"autre-\xe9")
     line = fail_line(capsys, ["run", "cpr", "--rounds", "2", "--out", str(later)])

@@ -21,7 +21,7 @@ import pytest
 
 from cooplab.cli import main
 from cooplab.extras import installed
-from cooplab.runs import profiles as pf
+from cooplab.tasks.games import profiles as pf
 from cooplab.tasks.games import equilibria as eq
 from cooplab.tasks.games.params import GAMES
 

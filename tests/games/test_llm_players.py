@@ -289,7 +289,7 @@ def test_llm_game_resumes_after_ctrl_c_to_the_uninterrupted_run(tmp_path, capsys
 def test_resume_refuses_a_bad_prompt_condition(tmp_path, capsys):
     _, out = run_llm(tmp_path, capsys, "cpr", script(tmp_path, GOOD))
     cfg = json.loads((out / "config.json").read_text())
-    for key, value, needle in (("prompt", "poetry", "prompt must be one of"), ("deliberation", "yes", "deliberation"),
+    for key, value, needle in (("prompt", "poetry", "params.prompt must be standard, alternate, cot or tom"), ("deliberation", "yes", "deliberation"),
                                ("players", "nash", "players is llm exactly when agents is llm")):
         bad = {**cfg, "params": {**cfg["params"], key: value}}
         (out / "config.json").write_text(json.dumps(bad))

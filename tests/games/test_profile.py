@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from cooplab.cli import main
-from cooplab.runs import profiles as pf
+from cooplab.tasks.games import profiles as pf
 from cooplab.tasks.games.params import GAMES
 from tests.games.test_llm_players import GOOD, script
 
@@ -166,6 +166,8 @@ def test_profile_budget_is_shared_by_the_games_and_never_overshot(tmp_path, caps
     (["--group-size", "x"], "--group-size"),
     (["--players", "nash", "--prompt", "cot"], "apply to LLM players only"),
     (["--prompt", "poem"], "--prompt must be"),
+    (["--prompt-variant", "no-such-wording"], "unknown prompt variant 'no-such-wording'"),
+    (["--players", "nash", "--prompt-variant", "reword-a"], "--prompt-variant words the LLM players' prompts"),
     (["--budget", "-1"], "--budget"),
     (["--budget", "inf"], "--budget"),
     (["--temperature", "nan"], "--temperature"),
@@ -175,6 +177,17 @@ def test_bad_profile_options_are_one_line_errors(tmp_path, capsys, args, needle)
     code, _, err = cli(["profile", "--model", f"scripted:{model}", *args, "--out", tmp_path / "p"], capsys)
     assert code == 2 and err.startswith("cooplab: error: ") and needle in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "p" / "profile-config.json").exists()
+
+
+def test_a_profile_passes_its_prompt_variant_to_every_game(tmp_path, capsys):
+    """--prompt-variant: every game run of the profile records it (llm.prompt_variant: the runs' prompts are the variant's)."""
+    p, out, _ = profile(tmp_path, capsys, script(tmp_path, GOOD), extra=("--games", "cpr,public-goods", "--prompt-variant", "reword-b"))
+    assert p["status"] == "completed"
+    for g in ("cpr", "public-goods"):
+        config = json.loads((out / "games" / g / "config.json").read_text())
+        assert config["llm"]["prompt_variant"] == "reword-b"
+    req = json.loads((out / "profile-config.json").read_text())
+    assert req["llm"]["prompt_variant"] == "reword-b"
 
 
 # --- the figure of several profiles --------------------------------------------------------------------

@@ -17,7 +17,9 @@ the command line may import Typer. Then the modules' import graph (what runs whe
 imported or a function of it is called, packages' ``__init__`` included; type-only imports left
 out) is searched for strongly connected components: a cycle whose files lie in two packages fails,
 and so does a cycle inside a package unless :data:`KNOWN_CYCLES` names it with its reason (none in
-``cooplab.agents``). A lazy facade (``cooplab.agents.models``) is for users: the tree imports each
+``cooplab.agents``). The engine and the evals reach a world (a folder of ``tasks/``: cpr, diners, games,
+science ...) only through the task registry and ``Task`` hooks: none of their modules imports a world's
+module, or names one in a string (``importlib``), except the registry's table of built-in tasks. A lazy facade (``cooplab.agents.models``) is for users: the tree imports each
 name from the module that defines it. ``scripts/import_graph.py`` prints a package's graph.
 """
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -245,9 +248,6 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
     frozenset({"cooplab.evals.report", "cooplab.evals.report_science"}):
         "`cooplab report` calls the science sections by name and they use its number formatting "
         "(issue 39 step 4 renders the report from the explorer's templates, each world's sections from Task hooks)",
-    frozenset({"cooplab.evals.explorer.views", "cooplab.evals.explorer.views.societies"}):
-        "the views package imports the societies' views to register them, and they read its name tables "
-        "(KEY_NUMBERS, NOUNS), which issue 39 step 3 replaces with Task hooks",
     frozenset({"cooplab.tasks.science.owndata", "cooplab.tasks.science.task"}):
         "the science task reads a team's own data (owndata), and owndata's custom_config builds a run's config "
         "from the task",
@@ -266,6 +266,49 @@ def unexplained_cycles(root: Path = None) -> list[list[str]]:  # type: ignore[as
     ``cooplab.agents`` is one)."""
     return [c for c in cycles_inside_packages(root)
             if package_of(c[0]) == "agents" or not any(set(c) <= known for known in KNOWN_CYCLES)]
+
+
+#: the one module of the engine and the evals that may name a world: the registry's table of built-in tasks
+REGISTRY = "cooplab.runs.registry"
+#: a string naming a world's module (``cooplab.tasks.cpr.task:TASK``): checked against the worlds found
+_MODULE_STRING = re.compile(r"^cooplab\.tasks\.([A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z_][A-Za-z0-9_]*)*(:[A-Za-z_][A-Za-z0-9_]*)?$")
+
+
+def worlds(root: Path = None) -> set[str]:  # type: ignore[assignment]
+    """The worlds: the packages directly inside ``tasks/`` (cpr, diners, games, science ...)."""
+    root = root or ROOT
+    return {p.name for p in (root / "tasks").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+
+
+def world_of(module: str, known: set[str]) -> str | None:
+    """The world a module name lies in (``cooplab.tasks.cpr.params`` -> cpr), or None."""
+    parts = module.split(".")
+    return parts[2] if len(parts) >= 3 and parts[:2] == ["cooplab", "tasks"] and parts[2] in known else None
+
+
+def world_imports(root: Path = None) -> list[str]:  # type: ignore[assignment]
+    """Every import of a world's module by a module of the engine (``cooplab/runs``) or the evals, and
+    every string there that names one (an ``importlib`` way around the rule), except in the registry."""
+    root = root or ROOT
+    known = worlds(root)
+    bad = []
+    for m, path in modules(root).items():
+        if package_of(m) not in ("engine", "evals"):
+            continue
+        for line, name in imports_of(path, m):
+            w = world_of(name, known)
+            if w is not None:
+                bad.append(f"{path.relative_to(root)}:{line} imports {name} (a module of the world {w}; "
+                           "reach it through the task registry and Task hooks)")
+        if m == REGISTRY:
+            continue
+        for node in ast.walk(parse(path)):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                hit = _MODULE_STRING.match(node.value)
+                if hit and hit.group(1) in known:
+                    bad.append(f"{path.relative_to(root)}:{node.lineno} names {node.value} (a module of the world "
+                               f"{hit.group(1)}; only the registry names the built-in tasks)")
+    return sorted(set(bad))
 
 
 def _bound_at_top(tree: ast.Module) -> set[str]:
@@ -316,6 +359,39 @@ def test_every_layer_imports_only_what_is_below_it():
     assert {package_of(m) for m in mods} >= {"base", "graphs", "agents", "sandbox", "evals", "tasks", "engine", "cli", "api"}
     bad = violations()
     assert not bad, "\n".join(bad)
+
+
+def test_the_engine_and_the_evals_reach_worlds_only_through_the_registry():
+    assert {"cpr", "diners", "games", "science"} <= worlds()
+    bad = world_imports()
+    assert not bad, "\n".join(bad)
+
+
+def test_a_planted_world_import_is_caught(tmp_path):
+    """Each way into a world from the engine or the evals is caught (plain, from, relative, inside a
+    function, a world's package, a string for importlib); the registry's table, a world importing
+    itself, a task module outside the worlds and the command line are not."""
+    root = _tree(tmp_path, {
+        "tasks/__init__.py": "", "tasks/cpr/__init__.py": "", "tasks/games/__init__.py": "", "tasks/registry.py": "",
+        "cooplab/runs/a.py": "import cooplab.tasks.cpr.params\n",
+        "cooplab/runs/b.py": "def f():\n    from cooplab.tasks.games.task import TASK\n",
+        "cooplab/runs/c.py": "from cooplab.tasks import cpr\n",
+        "cooplab/runs/d.py": "import importlib\nM = importlib.import_module('cooplab.tasks.games.figures')\n",
+        "evals/e.py": "from ..tasks.cpr import metrics\n",
+        "evals/ok.py": "from cooplab.tasks import registry\nDOC = 'see cooplab.tasks.cpr.params for the bounds'\n",
+        "cooplab/runs/registry.py": "BUILTIN = {'cpr': 'cooplab.tasks.cpr.task:TASK'}\n",
+        "tasks/cpr/x.py": "from cooplab.tasks.cpr import params\n",
+        "cooplab/cli/ok.py": "from cooplab.tasks.cpr import params\n",
+    })
+    got = world_imports(root)
+    expect = ["cooplab/runs/a.py:1 imports cooplab.tasks.cpr.params",
+              "cooplab/runs/b.py:2 imports cooplab.tasks.games.task",
+              "cooplab/runs/c.py:1 imports cooplab.tasks.cpr",
+              "cooplab/runs/d.py:2 names cooplab.tasks.games.figures",
+              "evals/e.py:1 imports cooplab.tasks.cpr"]
+    for e in expect:
+        assert any(g.startswith(e + " ") for g in got), f"not caught: {e}\ngot:\n" + "\n".join(got)
+    assert not [g for g in got if g.startswith(("evals/ok.py", "cooplab/runs/registry.py", "tasks/", "cooplab/cli/"))], got
 
 
 def test_no_import_cycle_crosses_a_package():

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cooplab.cli import main
-from cooplab.runs import calibration as calib
+from cooplab.evals import calibration as calib
 
 
 def kill_after_first_sample_then_rerun(exe: str, args: list[str], out: Path, capsys: Any) -> tuple[dict, dict]:

@@ -107,7 +107,7 @@ def test_validation_figures_without_the_analysis_extra(monkeypatch, capsys, tmp_
 
 @pytest.mark.parametrize("hidden", ["safetensors", "tokenizers"])
 def test_norm_similarity_without_the_embedding_model(monkeypatch, hidden):
-    from cooplab.evals import norms
+    from cooplab.tasks.cpr import norms
 
     hide(monkeypatch, hidden)
     norms._model.cache_clear()

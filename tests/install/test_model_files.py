@@ -177,7 +177,7 @@ def test_analysis_json_records_the_embedder_s_files_and_runtime(tmp_path, capsys
 
 
 def test_analyze_without_the_embedder_s_files_is_one_line(tmp_path, monkeypatch, capsys):
-    from cooplab.evals import norms
+    from cooplab.tasks.cpr import norms
 
     assert main(["run", "cpr", "--agents", "llm", "--model", f"scripted:{SCRIPTED}", "--n-agents", "3", "--rounds", "2",
                  "--cache", "off", "--out", str(tmp_path / "r"), "-q"]) == 0

@@ -152,7 +152,7 @@ def test_recovery_figures_on_constructed_series():
     (["cpr", "--invader", "greedy@6"], "2..5"),
     (["cpr", "--invader", "greedy@3:4"], "0..3"),
     (["cpr", "--invader", "sneaky@3"], "greedy, defector, free-rider"),
-    (["cpr", "--agents", "llm", "--model", CAUTIOUS, "--invader", "greedy@3"], "model"),
+    (["cpr", "--agents", "llm", "--model", CAUTIOUS, "--invader", "sneaky@3"], "greedy, defector, free-rider, model"),
     (["cpr", "--model-mix", f"{CAUTIOUS}=4"], "LLM agents only"),
     (["game", "--game", "cpr", "--invader", "greedy@9"], "2..3"),
 ])

@@ -197,23 +197,65 @@ def test_an_unchanged_fork_of_a_rule_run_of_any_task_is_its_parent(task, kw, at,
         g = cooplab.fork(p.out, at_round=at, out=tmp_path / "g", set={"beta": 14.0, "r": 0.5}, quiet=True)
         pd.testing.assert_frame_equal(upto(p.rounds, at), upto(g.rounds, at))
         assert cooplab.compare(p.out, g.out).first_difference == at + 1
-    else:
-        with pytest.raises(cooplab.ConfigError, match="cannot change their parameters|unknown parameter"):
-            cooplab.fork(p.out, at_round=at, out=tmp_path / "g", set=_one_param(task), quiet=True)
-        assert not (tmp_path / "g").exists()
 
 
-def _one_param(task: str) -> dict:
-    from cooplab.runs import registry
+@pytest.mark.parametrize("task,kw,fixed", [
+    ("diners", dict(iterations=4, replicates=2, seed=3), {"replicates": 3}),
+    ("diners", dict(iterations=4, replicates=2, seed=3), {"groups": [["M", "P", "E"], ["M", "P", "R1"]]}),
+    ("game", dict(game="public-goods", simulations=2, rounds=3, seed=0), {"group_sizes": [4, 5]}),
+    ("game", dict(game="public-goods", simulations=2, rounds=3, seed=0), {"simulations": 3}),
+    ("game", dict(game="public-goods", simulations=2, rounds=3, seed=0), {"rounds": 2}),
+], ids=["diners-replicates", "diners-groups", "game-groups", "game-simulations", "game-rounds-too-few"])
+def test_a_fork_refuses_a_setting_of_the_start_in_one_line_naming_it(task, kw, fixed, tmp_path):
+    p = cooplab.run(task=task, out=tmp_path / "p", quiet=True, **kw)
+    name = next(iter(fixed))
+    line = fail_line_py(lambda: cooplab.fork(p.out, at_round=2, out=tmp_path / "g", set=fixed, quiet=True))
+    assert "\n" not in line and name in line and ("fixed at the start" in line or "before the fork's first round" in line), line
+    assert not (tmp_path / "g").exists()
 
-    params = registry.get(task).Params
-    if params is None:
-        return {"rounds": 9}
-    variants = getattr(params, "variants", None)  # a Params that picks its model by a setting (the game's): one of its models
-    if variants:
-        params = next(iter(variants.values()))
-    name = next(n for n, f in params.model_fields.items() if isinstance(f.default, (int, float)) and not isinstance(f.default, bool))
-    return {name: params.model_fields[name].default + 1}
+
+def _players(run, k: int, *, after: bool = False) -> pd.DataFrame:
+    df = run.table("players")
+    df = df[(df["round"] > k) if after else (df["round"] <= k)]
+    return df[["simulation", "round", "player", "extraction", "payoff"]].reset_index(drop=True)
+
+
+def test_a_game_fork_with_a_changed_constant_plays_on_with_it(tmp_path):
+    """A game's constant changed at a fork: rounds 1..K are the parent's, rounds K+1.. are those of a
+    run that had the new value from its start (random players draw per round, so the two agree), and
+    a longer game plays its extra rounds."""
+    kw = dict(task="game", game="cpr", players="random", simulations=3, rounds=4, seed=5, quiet=True)
+    p = cooplab.run(out=tmp_path / "p", **kw)
+    fresh = cooplab.run(out=tmp_path / "fresh", set={"multiplier": 5.0}, **kw)
+    f = cooplab.fork(p.out, at_round=2, out=tmp_path / "f", set={"multiplier": 5.0}, quiet=True)
+    assert f.config["params"]["multiplier"] == 5.0 and f.config["record"]["fork"]["changes"] == {"set": {"multiplier": 5.0}}
+    pd.testing.assert_frame_equal(_players(p, 2), _players(f, 2))
+    pd.testing.assert_frame_equal(_players(fresh, 2, after=True), _players(f, 2, after=True))
+    assert not _players(p, 2, after=True)["payoff"].equals(_players(f, 2, after=True)["payoff"])
+    longer = cooplab.fork(p.out, at_round=4, out=tmp_path / "l", set={"rounds": 6}, quiet=True)
+    whole = cooplab.run(out=tmp_path / "whole", **{**kw, "rounds": 6})
+    assert longer.summary["rounds_completed"] == 6
+    pd.testing.assert_frame_equal(_players(whole, 99), _players(longer, 99))
+
+
+def test_a_diners_fork_with_a_changed_cost_computes_the_next_iteration_with_it(tmp_path):
+    """p changed at a fork after iteration K: iterations 1..K are the parent's; iteration K+1's orders
+    and punishments are the parent's (the same state and draws decide them) and its utilities are
+    meal - k x given - p_new x received, by hand; a longer run goes on past the parent's end."""
+    kw = dict(task="diners", groups="M,P,E,D;M,M,P,D", iterations=4, replicates=2, seed=4, quiet=True)
+    p = cooplab.run(out=tmp_path / "p", **kw)
+    f = cooplab.fork(p.out, at_round=1, out=tmp_path / "f", set={"p": 6.0}, quiet=True)
+    pu, fu = p.table("utilities"), f.table("utilities")
+    pd.testing.assert_frame_equal(pu[pu["iteration"] <= 1].reset_index(drop=True), fu[fu["iteration"] <= 1].reset_index(drop=True))
+    a, b = pu[pu["iteration"] == 2].reset_index(drop=True), fu[fu["iteration"] == 2].reset_index(drop=True)
+    for col in ("strategy", "meal_utility", "punishments_given", "punishments_received"):
+        pd.testing.assert_series_equal(a[col], b[col])
+    assert (b["punishments_received"] > 0).any()  # defectors punished in iteration 2
+    expected = b["meal_utility"] - 1.0 * b["punishments_given"] - 6.0 * b["punishments_received"]
+    assert b["utility"].tolist() == pytest.approx(expected.tolist())
+    assert a["utility"].tolist() == pytest.approx((a["meal_utility"] - a["punishments_given"] - 3.0 * a["punishments_received"]).tolist())
+    longer = cooplab.fork(p.out, at_round=4, out=tmp_path / "l", set={"iterations": 6}, quiet=True)
+    assert longer.summary["iterations_completed"] == 6 and set(longer.table("utilities")["iteration"]) == set(range(1, 7))
 
 
 def test_a_parent_with_a_planted_object_is_refused_in_one_line_and_nothing_runs(parent, tmp_path, capsys):

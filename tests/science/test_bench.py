@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 
 from cooplab.cli import main
-from cooplab.runs import bench
+from cooplab.runs import sweeps
+from cooplab.tasks.science import bench
 from tests.helpers.cli import fail_line
 
 EX = Path(__file__).resolve().parents[2] / "examples" / "bench-suite"
@@ -147,7 +148,7 @@ def test_an_item_that_cannot_run_is_kept_with_its_reason(tmp_path, line, why):
     if why.startswith("duplicate"):
         return
     with pytest.raises(bench.BenchError, match=f"no item of suite {p} can be run; the first: line 1: "):
-        bench.run_bench(p, TABLES, tmp_path / "o", labels=None, team="llm", team_size=1, budget_per_item=None, budget=None,
+        bench.run_bench(p, TABLES, tmp_path / "o", jobs_on=sweeps, labels=None, team="llm", team_size=1, budget_per_item=None, budget=None,
                         visibility="full", model="local", limit=None, seed=0, parallel=1, executor="local")
     assert not (tmp_path / "o").exists()
 

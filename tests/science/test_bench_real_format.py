@@ -22,8 +22,8 @@ import pandas as pd
 import pytest
 
 from cooplab.cli import main
-from cooplab.runs import bench
-from cooplab.runs.bench_answers import MAX_EXPONENT, answer_parts, label_value, number, parse_value, same
+from cooplab.tasks.science import bench
+from cooplab.tasks.science.bench_answers import MAX_EXPONENT, answer_parts, label_value, number, parse_value, same
 
 D = Path(__file__).resolve().parent / "data" / "dabench"
 QUESTIONS, LABELS, TABLES, ANSWERS = D / "questions.jsonl", D / "labels.jsonl", D / "tables", D / "answers.jsonl"

@@ -133,7 +133,7 @@ def test_the_bench_gives_nothing_for_names_or_a_list_of_candidates():
     answers whose last is wrong do not."""
     from pathlib import Path
 
-    from cooplab.runs import bench
+    from cooplab.tasks.science import bench
 
     ex = Path(__file__).resolve().parents[2] / "examples" / "bench-suite"
     labels, _ = bench.load_labels(ex / "labels.jsonl")

@@ -25,6 +25,7 @@ from click.testing import CliRunner
 from cooplab.cli import main
 from cooplab.evals.explorer.app import host_allowed, serve, stop
 from cooplab.graphs.tracing import load_runs
+from cooplab.runs.registry import find  # the explorer's task lookup, as the command line passes it
 from tests.explorer.test_explorer import section
 from tests.helpers.chromium import browse
 
@@ -167,7 +168,7 @@ def test_lines_it_cannot_read_are_skipped_and_named_never_a_500(run_dir, tmp_pat
     good = (run_dir / "traces.jsonl").read_text().splitlines(keepends=True)
     lines = [*good[:3], _deep_line(), *good[3:], "{not json\n", "[1, 2]\n", _deep_line(500)]
     (d / "traces.jsonl").write_text("".join(lines))
-    server, url = serve([d])
+    server, url = serve([d], task_for=find)
     try:
         r = httpx.get(url + "traces?id=0")
         assert r.status_code == 200 and r.text.count('<article class="call">') == len(llm_runs(run_dir))

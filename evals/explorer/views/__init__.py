@@ -1,14 +1,15 @@
-"""The explorer's built-in views: one module per built-in society task, and the generic view.
+"""The explorer's views: the generic view, and what the society pages share (:mod:`.societies`).
 
 A view is a function ``(run: RunDir, query: Mapping[str, str]) -> list[Section]``. :func:`sections`
 picks, in order: the task's own :meth:`~cooplab.graphs.task.Task.explore` (when it returns a list;
-the generic sections follow the task's), the built-in view of the task's name (:data:`VIEWS`), or
-:func:`generic.view`.
+the generic sections follow the task's unless the task sets ``explore_whole_page``), or
+:func:`generic.view`. Every world's page, key numbers and agent noun come through its ``Task``
+hooks (the built-in worlds' pages are in ``tasks/<world>/explore.py``); nothing here names a world.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from cooplab.evals.values import cut
@@ -16,22 +17,11 @@ from cooplab.graphs import explore as ex
 
 from . import generic
 
-#: task name -> its built-in view (filled in by the modules below)
-VIEWS: dict[str, Callable[[Any, Mapping[str, str]], list[ex.Section]]] = {}
-#: task name -> its key numbers from summary.json
-KEY_NUMBERS: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {}
-
-
-#: task name -> what the built-in view calls one agent ("Fisher": agent 2 is "Fisher 3")
-NOUNS: dict[str, str] = {}
-
 
 def noun(task_name: str, task: Any = None) -> str:
-    """What a task calls one agent: its ``agent_noun`` when it sets one, the built-in view's, else "Agent"."""
+    """What a task calls one agent: its ``agent_noun`` (e.g. "Fisher": agent 2 is "Fisher 3"), else "Agent"."""
     own = getattr(task, "agent_noun", None)
-    if isinstance(own, str) and own and own != "Agent":
-        return own
-    return NOUNS.get(task_name, "Agent")
+    return own if isinstance(own, str) and own else "Agent"
 
 
 def _problem(what: str, exc: BaseException) -> ex.Note:
@@ -41,36 +31,29 @@ def _problem(what: str, exc: BaseException) -> ex.Note:
 def sections(run: Any, query: Mapping[str, str], task: Any = None) -> list[ex.Section]:
     """The sections of ``run``'s page (``task``: its registered Task, or None when not installed)."""
     notes: list[ex.Block] = []
-    for what, fn in (("the task's explore()", getattr(task, "explore", None)), ("the built-in view", VIEWS.get(run.task))):
-        if fn is None:
-            continue
+    fn = getattr(task, "explore", None)
+    if fn is not None:
         try:
             secs = fn(run, query)
         except Exception as exc:  # noqa: BLE001 - a broken view never takes the page down
-            notes.append(_problem(what, exc))
-            continue
+            notes.append(_problem("the task's explore()", exc))
+            secs = None
         if isinstance(secs, list):
-            if what == "the task's explore()":  # a task's own page: its sections, then every page's generic ones
+            if getattr(task, "explore_whole_page", False) is not True:  # the task's sections, then every page's generic ones
                 secs = [*secs, generic.summary_section(run, key_numbers(run, task)), *generic.tail(run)]
-            return secs if not notes else [ex.Section("Problems", notes), *secs]
+            return secs
     secs = [generic.summary_section(run, key_numbers(run, task)), *generic.tail(run)]
     return secs if not notes else [ex.Section("Problems", notes), *secs]
 
 
 def key_numbers(run: Any, task: Any = None) -> dict[str, Any]:
-    """The run's key numbers for the list and the comparison."""
-    summary = run.summary
+    """The run's key numbers for the list and the comparison: its task's ``key_numbers``, else the generic ones."""
     typed = getattr(run, "run_summary", None)
     fn = getattr(task, "key_numbers", None)
     try:
         got = fn(typed) if fn is not None and typed is not None else None
         if isinstance(got, Mapping):
             return dict(got)
-        if run.task in KEY_NUMBERS:
-            return KEY_NUMBERS[run.task](summary)
     except Exception:  # noqa: BLE001 - a broken hook falls back to the generic numbers
         pass
-    return generic.key_numbers(summary)
-
-
-from . import societies as _societies  # noqa: E402,F401 - registers the built-in views
+    return generic.key_numbers(run.summary)

@@ -1,8 +1,7 @@
-"""Built-in views of the society tasks: CPR (the fishery), diners (the Diner's Dilemma) and the six
-behavioral games. Each page shows one society of the run's batch (``?society=KEY``), its state over
-rounds, every agent's actions and payoffs by round, who punished whom, norms and beliefs (CPR), and
-opens one round (``?round=R``: who did what, and what each agent was asked and answered) or one agent
-across rounds (``?agent=ID``, 0-based ids: agent 1 is "Fisher 2").
+"""What the explorer's society pages share (CPR, diners, the games; each world's page is its task's
+``explore`` hook, in ``tasks/<world>/explore.py``): the page's frame (summary, the round or agent
+asked for, the society's sections, the generic ones), the round and agent focus sections, and small
+helpers for their tables and key numbers.
 """
 
 from __future__ import annotations
@@ -11,304 +10,25 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-import pandas as pd
-
-from cooplab.evals.explorer import history
-from cooplab.evals.values import cut, dig, fmt, num
+from cooplab.evals.values import fmt, num
 from cooplab.graphs import explore as ex
 
-from . import KEY_NUMBERS, NOUNS, VIEWS, generic
-from .common import (
-    Spec,
-    agents_by_round,
-    conversation,
-    fines,
-    parsed,
-    per_agent_plot,
-    pick_society,
-    query_int,
-    whole,
-    society_picker,
-    with_society,
-)
+from . import generic
+from .common import Spec, agents_by_round, conversation, fines, query_int
 
 #: the agent key and the society index every per-agent table carries (graphs/tables.py): who a row is, not a value of it
 KEYS = ("society", "agent_id")
-CPR = Spec(noun="Fisher", society=("society",), round="round", agent="agent")
-DINERS = Spec(noun="Diner", society=("condition", "replicate"), round="iteration", agent="agent", round_unit="iteration")
-GAME = Spec(noun="Player", society=("simulation",), round="round", agent="player")
 
 
-def _page(run: Any, focus: list[ex.Section | None], body: list[ex.Section | None]) -> list[ex.Section]:
-    """Summary, then the round or agent asked for, then the society's sections, then the generic ones."""
-    numbers = KEY_NUMBERS[run.task](run.summary) if run.task in KEY_NUMBERS else None
+def page(run: Any, numbers: dict[str, Any] | None, focus: list[ex.Section | None], body: list[ex.Section | None]) -> list[ex.Section]:
+    """Summary (with the run's key ``numbers``), then the round or agent asked for, then the society's
+    sections, then the generic ones: a whole page (a task's ``explore`` with ``explore_whole_page``)."""
     secs = [generic.summary_section(run, numbers), *focus, *body, *generic.tail(run)]
     return [s for s in secs if s is not None]
 
 
-def _rows_of(df: Any, col: str, value: Any) -> Any:
+def rows_of(df: Any, col: str, value: Any) -> Any:
     return df[df[col].astype(str) == str(value)] if df is not None and col in df.columns else None
-
-
-# --- CPR -------------------------------------------------------------------------------------------
-def cpr_history(run: Any) -> tuple[pd.DataFrame | None, pd.DataFrame | None, str | None]:
-    """(every fisher in every round, every fisher's belief after every round, a note) from the checkpoints."""
-    rows, beliefs = [], []
-    if run.file(history.CHECKPOINTS) is None:  # a link leaving the run folder: never opened
-        return None, None, f"{history.CHECKPOINTS} leads outside the run folder and is not read"
-    try:
-        for updated, v in history.updates(run.out):
-            alive = v.get("alive")
-            if alive is None or "round" not in v:
-                continue
-            t = int(v["round"]) - 1
-            if "beliefs" in updated or (not beliefs and isinstance(v.get("beliefs"), list)):
-                when = t if "beliefs" in updated else 0
-                for s, row in enumerate(v.get("beliefs") or []):
-                    for i, b in enumerate(row):
-                        beliefs.append({"society": s, "round": when, "agent": i, "belief": b})
-            if "round" in updated and "history" in updated and t >= 1:  # the environment ended round t
-                types = v.get("agent_types") or []
-                # a rule run's arrays hold its running societies (their batch indices in ``rows``); those
-                # that finished this round left them, their agents' arrays are in ``ended``
-                blocks = [(v, v.get("rows"))]
-                if "ended" in updated and v.get("ended"):
-                    blocks.append((v["ended"], v["ended"]["rows"]))
-                for arrays, ids in blocks:
-                    ended_before = arrays.get("T_s")  # a society that had finished before round t: not in it
-                    for r in range(arrays["alive"].shape[0]):
-                        if ended_before is not None and 0 < int(ended_before[r]) < t:
-                            continue
-                        s = int(ids[r]) if ids is not None else r
-                        for i in range(arrays["alive"].shape[1]):
-                            rows.append({"society": s, "round": t, "agent": i,
-                                         "type": types[s][i] if s < len(types) and i < len(types[s]) else None,
-                                         "effort": float(arrays["effort"][r, i]), "harvest": float(arrays["h"][r, i]),
-                                         "payoff": float(arrays["payoff"][r, i]), "wealth": float(arrays["P"][r, i]),
-                                         "fined": int(arrays["V"][r, i]), "fined someone": int(arrays["B"][r, i]),
-                                         "norm cap g": float(arrays["g"][r, i]), "alive": bool(arrays["alive"][r, i])})
-    except history.HistoryError as exc:
-        return None, None, str(exc)
-    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
-        return (pd.DataFrame(rows) if rows else None), None, f"the checkpoints hold an unexpected state ({cut(str(exc), 200)})"
-    return (pd.DataFrame(rows) if rows else None), (pd.DataFrame(beliefs) if beliefs else None), None
-
-
-def cpr_rounds(run: Any) -> pd.DataFrame | None:
-    """The rounds table with a ``society`` column (the batch index: societies in condition, replicate order)."""
-    df = run.table("rounds")
-    if df is None or not {"condition", "replicate", "round"} <= set(df.columns):
-        return None
-    keys = [(whole(c), whole(r)) for c, r in zip(df["condition"], df["replicate"])]
-    ok = [None not in k for k in keys]
-    if not all(ok):
-        run.notes.append(f"{len(ok) - sum(ok)} rows of the rounds table have no whole condition or replicate and are left out")
-    index = {p: s for s, p in enumerate(sorted({k for k, good in zip(keys, ok) if good}))}
-    df = df[ok].copy()
-    df["society"] = [index[k] for k, good in zip(keys, ok) if good]
-    return df
-
-
-def cpr_decisions(run: Any, phase: str) -> list[dict[str, Any]]:
-    d = run.table("decisions")
-    if d is None or not {"phase", "society", "agent", "round"} <= set(d.columns):
-        return []
-    out, bad = [], 0
-    for _, r in d[d["phase"] == phase].iterrows():
-        ids = {k: whole(r[k]) for k in ("society", "agent", "round")}
-        if None in ids.values():
-            bad += 1
-            continue
-        out.append({**parsed(r.get("parsed")), **ids})
-    if bad:
-        run.notes.append(f"{bad} {phase} decisions without a whole society, agent or round are left out")
-    return out
-
-
-def cpr_fines(run: Any, society: int) -> list[dict[str, Any]]:
-    """Who fined whom (LLM runs: each fisher's punish decision names a fisher number)."""
-    out = []
-    for d in cpr_decisions(run, "punish"):
-        k = d.get("punish")
-        if d["society"] == society and isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= 1_000_000:
-            out.append({"round": d["round"], "punisher": d["agent"], "target": k - 1})
-    return sorted(out, key=lambda p: (p["round"], p["punisher"]))
-
-
-def cpr_view(run: Any, query: Mapping[str, str]) -> list[ex.Section]:
-    llm = run.config.get("agents") == "llm"
-    rounds = cpr_rounds(run)
-    agents, beliefs, hist_note = cpr_history(run)
-    keys = sorted({str(s) for s in (rounds["society"] if rounds is not None else agents["society"] if agents is not None else [])},
-                  key=lambda k: int(k))
-    chosen = pick_society(keys, query)
-    s = int(chosen) if chosen is not None else 0
-    keep = {"society": chosen} if len(keys) > 1 else {}
-    my = _rows_of(agents, "society", s)
-    my_beliefs = _rows_of(beliefs, "society", s)
-    pairs = cpr_fines(run, s) if llm else []
-
-    lake: list[ex.Block] = society_picker(keys, chosen, "society")
-    mine = _rows_of(rounds, "society", s)
-    if mine is not None and len(mine):
-        lake.append(ex.Plot(mine["round"].tolist(), {"stock at the start": mine["R"].tolist(), "stock after the harvest": mine["R_plus"].tolist(),
-                                                     "catch": mine["H"].tolist()},
-                            title="the lake", xlabel="round", ylabel="tonnes", key="lake",
-                            caption="fish in the lake at the start of each round and after the harvest, and the round's total catch"))
-        cols = [c for c in ("round", "R", "H", "n_alive", "mean_effort", "n_punished", "compliance", "G") if c in mine.columns]
-        lake.append(ex.Table(mine[cols].rename(columns={"R": "stock", "H": "catch", "G": "group cap"}), title="round by round",
-                             links={"round": "round"}, keep=keep))
-    else:
-        lake.append(ex.Note("no rounds table: the run wrote no per-round results"))
-
-    agent_blocks: list[ex.Block] = []
-    if hist_note:
-        agent_blocks.append(ex.Note(hist_note))
-    if my is not None and len(my):
-        agent_blocks += agents_by_round(my, CPR, ["type", "effort", "harvest", "payoff", "wealth", "fined", "fined someone", "alive"],
-                                        title="every fisher, every round", key_prefix="cpr", plots=["harvest", "wealth"], keep=keep)
-
-    punish: list[ex.Block]
-    if llm:
-        punish = fines(pairs, CPR, keep=keep)
-    elif my is not None and len(my):
-        punish = [ex.Note("rule-based fishers record who was fined, not by whom", level="info"),
-                  ex.Table([{"round": r["round"], "fined": CPR.name(r["agent"])} for _, r in my[my["fined"] > 0].iterrows()],
-                           title="fined, round by round", links={"round": "round"}, keep=keep)]
-    else:
-        punish = [ex.Note("no per-fisher record of fines")]
-
-    body = [ex.Section("The lake", lake, id="lake"), ex.Section("Fishers by round", agent_blocks, id="agents"),
-            ex.Section("Punishments: who fined whom", punish, id="fines"), cpr_norms(run, s, keep),
-            cpr_beliefs(my, my_beliefs, llm)]
-    focus = [cpr_round(run, query, s, my, pairs, rounds, keep), cpr_agent(run, query, s, my, pairs, my_beliefs, keep)]
-    return _page(run, focus, body)
-
-
-def cpr_norms(run: Any, s: int, keep: dict[str, Any]) -> ex.Section | None:
-    blocks: list[ex.Block] = []
-    props = [d for d in cpr_decisions(run, "propose") if d["society"] == s]
-    if props:
-        blocks.append(ex.Table([{"round": d["round"], "fisher": CPR.name(d["agent"]), "proposed norm": d.get("proposal"), "_id": d["agent"]}
-                                for d in props], title="norms proposed", links={"fisher": ("agent", "_id"), "round": "round"}, keep=keep))
-    votes = [d for d in cpr_decisions(run, "vote") if d["society"] == s]
-    if votes:
-        blocks.append(ex.Table([{"round": d["round"], "fisher": CPR.name(d["agent"]), "voted for option": d.get("vote"), "_id": d["agent"]}
-                                for d in votes], title="votes", links={"fisher": ("agent", "_id"), "round": "round"}, keep=keep))
-    adopted = _rows_of(run.table("norms_adopted"), "society", s)
-    if adopted is not None and len(adopted):
-        cols = [c for c in ("round", "norm", "options", "votes", "tie") if c in adopted.columns]
-        shown = adopted[cols].rename(columns={"norm": "adopted norm"})
-        if "votes" in shown.columns:
-            shown = shown.assign(votes=[votes_text(v) for v in shown["votes"]])
-        blocks.append(ex.Table(shown, title="norms adopted", links={"round": "round"}, keep=keep))
-    if not blocks:
-        return None
-    return ex.Section("Norms: proposed, voted, adopted", blocks, id="norms")
-
-
-def votes_text(v: Any) -> Any:
-    """A vote count as people read it: "option 1: 3, option 2: 2" from ``[[1, 3], [2, 2]]`` (JSON
-    text or a list of (option, count) pairs); an empty list is a norm adopted without a vote (the
-    fishers all proposed the same text); anything else as it is."""
-    pairs = parsed_list(v)
-    if pairs is None:
-        return v
-    if not pairs:
-        return "no vote (a single proposal)"
-    out = []
-    for p in pairs[:50]:
-        if not (isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in p)):
-            return v
-        out.append(f"option {whole(p[0]) if whole(p[0]) is not None else p[0]}: {whole(p[1]) if whole(p[1]) is not None else p[1]}")
-    return ", ".join(out)
-
-
-def parsed_list(v: Any) -> list[Any] | None:
-    """A list from a list, an array or JSON text of one; None otherwise."""
-    import json
-
-    if hasattr(v, "tolist") and not isinstance(v, str):
-        v = v.tolist()
-    if isinstance(v, str):
-        try:
-            v = json.loads(v)
-        except (ValueError, RecursionError):
-            return None
-    return [x.tolist() if hasattr(x, "tolist") else x for x in v] if isinstance(v, (list, tuple)) else None
-
-
-def cpr_beliefs(my: Any, beliefs: Any, llm: bool) -> ex.Section | None:
-    blocks: list[ex.Block] = []
-    if beliefs is not None and len(beliefs):
-        wide = beliefs.pivot_table(index="agent", columns="round", values="belief", aggfunc="last")
-        rows = []
-        for a, r in wide.iterrows():
-            rows.append({"fisher": CPR.name(a), "_id": int(a), **{("at the start" if c == 0 else f"after round {c}"): r[c] for c in wide.columns}})
-        blocks.append(ex.Table(rows, title="each fisher's personal norm in words, as it changed", links={"fisher": ("agent", "_id")},
-                               filterable=True))
-    if not llm and my is not None and len(my) and "norm cap g" in my.columns and my["norm cap g"].notna().any():
-        blocks.append(per_agent_plot(my, CPR, "norm cap g", "personal harvest cap g", key="cpr-g"))
-    return ex.Section("Beliefs over time", blocks, id="beliefs") if blocks else None
-
-
-def cpr_round(run: Any, query: Mapping[str, str], s: int, my: Any, pairs: list[dict[str, Any]], rounds: Any,
-              keep: dict[str, Any]) -> ex.Section | None:
-    r = query_int(query, "round")
-    if r is None:
-        return None
-    blocks: list[ex.Block] = []
-    row = _rows_of(_rows_of(rounds, "society", s), "round", r)
-    if row is not None and len(row):
-        x = row.iloc[0]
-        blocks.append(ex.KeyValues({"stock at the start": x.get("R"), "catch": x.get("H"), "fishers alive": x.get("n_alive"),
-                                    "fined": x.get("n_punished")}))
-    rr = _rows_of(my, "round", r)
-    if rr is not None and len(rr):
-        blocks += agents_by_round(rr, CPR, ["effort", "harvest", "payoff", "wealth", "fined"], title=f"the fishers in round {r}",
-                                  key_prefix="cpr-round", plots=[], keep=keep)
-    if run.config.get("agents") == "llm":
-        blocks += fines([p for p in pairs if p["round"] == r], CPR, keep=keep)[:1]
-        adopted = _rows_of(_rows_of(run.table("norms_adopted"), "society", s), "round", r)
-        if adopted is not None and len(adopted):
-            blocks.append(ex.KeyValues({"norm adopted after the vote": adopted.iloc[0].get("norm")}))
-        blocks.append(ex.Link(f"every model call of round {r} on the traces page", {"round": r}, trace=True))
-    n = my["agent"].nunique() if my is not None and len(my) else 0
-    for a in range(n) if n else []:
-        talk = conversation(run, {"round": r, "agent": a, "society": s}, CPR)
-        blocks.append(ex.Details(f"what {CPR.name(a)} was asked and answered in round {r}", talk))
-    if not n:
-        blocks += conversation(run, {"round": r, "society": s}, CPR)
-    return ex.Section(f"Round {r}", blocks, id="round")
-
-
-def cpr_agent(run: Any, query: Mapping[str, str], s: int, my: Any, pairs: list[dict[str, Any]], beliefs: Any,
-              keep: dict[str, Any]) -> ex.Section | None:
-    a = query_int(query, "agent")
-    if a is None:
-        return None
-    name = CPR.name(a)
-    blocks: list[ex.Block] = []
-    rows = _rows_of(my, "agent", a)
-    if rows is None or not len(rows):
-        blocks.append(ex.Note(f"no rounds of {name} in this society"))
-    else:
-        blocks += agents_by_round(rows, CPR, ["type", "effort", "harvest", "payoff", "wealth", "fined", "fined someone", "alive"],
-                                  title=f"{name}, round by round", key_prefix="cpr-agent", plots=[], keep=keep)
-        for col in ("harvest", "wealth"):
-            blocks.append(ex.Plot(rows["round"].tolist(), {name: rows[col].tolist(),
-                                                            "society mean": my.groupby("round")[col].mean().reindex(rows["round"]).tolist()},
-                                  title=f"{name}'s {col}", xlabel="round", ylabel=col))
-    mine = [p for p in pairs if a in (p["punisher"], p["target"])]
-    if mine:
-        blocks.append(ex.Table([{"round": p["round"], "who": CPR.name(p["punisher"]), "fined": CPR.name(p["target"])} for p in mine],
-                               title=f"fines given and received by {name}", links={"round": "round"}, keep=keep))
-    props = [d for d in cpr_decisions(run, "propose") if d["society"] == s and d["agent"] == a]
-    if props:
-        blocks.append(ex.Table([{"round": d["round"], "belief": d.get("belief"), "proposed norm": d.get("proposal")} for d in props],
-                               title=f"{name}'s beliefs and proposals", links={"round": "round"}, keep=keep))
-    blocks.append(ex.Details(f"everything {name} was asked and answered", conversation(run, {"agent": a, "society": s}, CPR)))
-    return ex.Section(f"{name} across rounds", blocks, id="agent")
 
 
 def mean_sem(summary: Mapping[str, Any], key: str) -> str | None:
@@ -320,133 +40,19 @@ def mean_sem(summary: Mapping[str, Any], key: str) -> str | None:
     return fmt(v.get("mean")) + (f" \u00b1 {fmt(sem)}" if sem is not None else "")
 
 
-def _known(items: dict[str, Any], summary: Mapping[str, Any]) -> dict[str, Any]:
+def known(items: dict[str, Any], summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The items that have a value, and the run's cost."""
     return {**{k: v for k, v in items.items() if v is not None}, **generic.cost_number(summary)}
 
 
-def cpr_numbers(summary: Mapping[str, Any]) -> dict[str, Any]:
-    """Survival time and efficiency (mean ± s.e.m.), rounds, societies and how many survived, the cost."""
-    surv = summary.get("survival_time")
-    out = _known({"survival time": mean_sem(summary, "survival_time"), "efficiency": mean_sem(summary, "efficiency"),
-                  "rounds": summary.get("rounds_completed"), "societies": surv.get("n") if isinstance(surv, Mapping) else None}, summary)
-    coll = summary.get("collapse")
-    if isinstance(coll, Mapping):
-        n = sum(int(v) for v in coll.values() if isinstance(v, int) and not isinstance(v, bool))
-        cap = coll.get("none (round cap)")
-        if n and isinstance(cap, int):
-            out["survived"] = f"{cap}/{n}"
-    if isinstance(surv, Mapping) and "survival time" not in out and num(surv.get("mean")) is not None:
-        out["survival time"] = surv.get("mean")
-    return out
-
-
-# --- diners ----------------------------------------------------------------------------------------
-def diners_view(run: Any, query: Mapping[str, str]) -> list[ex.Section]:
-    util = with_society(run.table("utilities"), DINERS)
-    orders = with_society(run.table("orders"), DINERS)
-    pun = with_society(run.table("punishments"), DINERS)
-    counts = with_society(run.table("strategy_counts"), DINERS)
-    base = next((d for d in (util, orders, counts) if d is not None), None)
-    keys = sorted(set(base["_society"]), key=_natural) if base is not None else []
-    chosen = pick_society(keys, query)
-    keep = {"society": chosen} if len(keys) > 1 else {}
-    u, o, p, c = (_rows_of(d, "_society", chosen) for d in (util, orders, pun, counts))
-    if u is not None and o is not None and len(o):
-        u = u.merge(o[["iteration", "agent", "venue", "order"]], on=["iteration", "agent"], how="left")
-
-    state: list[ex.Block] = society_picker(keys, chosen, "society")
-    if c is not None and len(c):
-        strat = [k for k in ("P", "R1", "E", "M", "D") if k in c.columns]
-        state.append(ex.Plot(c["iteration"].tolist(), {k: c[k].tolist() for k in strat}, title="strategies in the society",
-                             xlabel="iteration", ylabel="diners", key="strategies",
-                             caption="diners playing each strategy after each iteration (P, R1, E, M, D as in the paper)"))
-    agent_blocks: list[ex.Block] = []
-    if u is not None and len(u):
-        agent_blocks = agents_by_round(u, DINERS, ["group", "strategy", "venue", "order", "meal_utility", "punishments_given",
-                                                   "punishments_received", "utility", "score"],
-                                       title="every diner, every iteration", key_prefix="diners", plots=["score"], keep=keep)
-    pairs = [{"round": r["iteration"], "punisher": r["punisher"], "target": r["target"], "stage": r.get("stage")}
-             for _, r in p.iterrows()] if p is not None else []
-    punish = fines(pairs, DINERS, verb="punished", keep=keep) if p is not None else [ex.Note("no punishments table")]
-    body = [ex.Section("The society", state, id="state"), ex.Section("Diners by iteration", agent_blocks, id="agents"),
-            ex.Section("Punishments: who punished whom", punish, id="fines")]
-    focus = [_round_focus(run, query, DINERS, u, pairs, keep, "punished"), _agent_focus(run, query, DINERS, u, pairs, keep, "punished")]
-    return _page(run, focus, body)
-
-
-# --- games -----------------------------------------------------------------------------------------
-def game_view(run: Any, query: Mapping[str, str]) -> list[ex.Section]:
-    players = with_society(run.table("players"), GAME)
-    rounds = with_society(run.table("rounds"), GAME)
-    sanc = with_society(run.table("sanctions"), GAME)
-    base = players if players is not None else rounds
-    keys = sorted(set(base["_society"]), key=_natural) if base is not None else []
-    chosen = pick_society(keys, query)
-    keep = {"society": chosen} if len(keys) > 1 else {}
-    pl, rd, sc = (_rows_of(d, "_society", chosen) for d in (players, rounds, sanc))
-    game = run.summary.get("game") or dig(run.config, "params.game") or "game"
-    metric = dig(run.summary, "metric.label") or "metric"
-
-    state: list[ex.Block] = society_picker(keys, chosen, "simulation")
-    if rounds is not None and len(rounds):
-        sims = sorted(set(rounds["_society"]), key=_natural)[:12]
-        xs = sorted(set(rounds["round"].tolist()))
-        series = {f"simulation {k}": [_at(rounds[rounds["_society"] == k], "round", x, "metric") for x in xs] for k in sims}
-        state.append(ex.Plot(xs, series, title=f"{game}: {metric} by round", xlabel="round", ylabel=str(metric), key="metric",
-                             caption=f"one line per simulation (first {len(sims)}); summary.json gives the Nash and Pareto values"))
-        if "proximity" in rounds.columns:
-            state.append(ex.Plot(xs, {f"simulation {k}": [_at(rounds[rounds["_society"] == k], "round", x, "proximity") for x in xs]
-                                      for k in sims}, title="distance from the Pareto outcome (0: Pareto, 1: Nash or beyond)",
-                                 xlabel="round", ylabel="proximity", key="proximity"))
-    if rd is not None and len(rd):
-        state.append(ex.Table(rd.drop(columns=["_society"]), title=f"simulation {chosen}, round by round", links={"round": "round"},
-                              keep=keep))
-    agent_blocks: list[ex.Block] = []
-    if pl is not None and len(pl):
-        values = [c for c in pl.columns if c not in ("simulation", "round", "player", *KEYS, "_society")]
-        action = next((c for c in values if c not in ("group", "payoff", "fallback")), None)
-        agent_blocks = agents_by_round(pl, GAME, values, title="every player, every round", key_prefix="game",
-                                       plots=[c for c in (action, "payoff") if c], keep=keep)
-    pairs = [{"round": r["round"], "punisher": r["sanctioner"], "target": r["target"], "tokens": r.get("tokens")}
-             for _, r in sc.iterrows()] if sc is not None else []
-    body = [ex.Section("The game", state, id="state"), ex.Section("Players by round", agent_blocks, id="agents")]
-    if sanc is not None:
-        body.append(ex.Section("Sanctions: who sanctioned whom", fines(pairs, GAME, verb="sanctioned", amount="tokens", keep=keep),
-                               id="fines"))
-    focus = [_round_focus(run, query, GAME, pl, pairs, keep, "sanctioned"), _agent_focus(run, query, GAME, pl, pairs, keep, "sanctioned")]
-    return _page(run, focus, body)
-
-
-def science_numbers(summary: Mapping[str, Any]) -> dict[str, Any]:
-    """A science run: its task, the heuristic scores (accuracy first) and the cost."""
-    scores = summary.get("scores") if isinstance(summary.get("scores"), Mapping) else {}
-    out: dict[str, Any] = {"science task": summary.get("science_task")}
-    out.update({k: scores.get(k) for k in ("accuracy", "completeness", "quality") if k in scores})
-    return _known(out, summary)
-
-
-def game_numbers(summary: Mapping[str, Any]) -> dict[str, Any]:
-    """The game, its metric and the metric's mean, the Pareto proximity, the cost."""
-    metric = summary.get("metric") if isinstance(summary.get("metric"), Mapping) else {}
-    return _known({"game": summary.get("game"), "metric": metric.get("label") or metric.get("name"), "mean": metric.get("mean"),
-                   "Pareto proximity": dig(summary, "pareto_proximity.mean")}, summary)
-
-
-def diners_numbers(summary: Mapping[str, Any]) -> dict[str, Any]:
-    """Iterations, and the final share of each strategy, the cost."""
-    shares = summary.get("final_shares")
-    text = ", ".join(f"{cut(str(k), 10)} {fmt(v)}" for k, v in list(shares.items())[:8]) if isinstance(shares, Mapping) else None
-    return _known({"iterations": summary.get("iterations_completed"), "final shares": text}, summary)
-
-
 # --- shared focus sections (diners, games) --------------------------------------------------------
-def _round_focus(run: Any, query: Mapping[str, str], spec: Spec, df: Any, pairs: list[dict[str, Any]], keep: dict[str, Any],
+def round_focus(run: Any, query: Mapping[str, str], spec: Spec, df: Any, pairs: list[dict[str, Any]], keep: dict[str, Any],
                  verb: str) -> ex.Section | None:
     r = query_int(query, "round")
     if r is None:
         return None
     blocks: list[ex.Block] = []
-    rows = _rows_of(df, spec.round, r)
+    rows = rows_of(df, spec.round, r)
     if rows is not None and len(rows):
         values = [c for c in rows.columns if c not in (*spec.society, spec.round, spec.agent, *KEYS, "_society")]
         blocks += agents_by_round(rows, spec, values, title=f"{spec.round_unit} {r}", key_prefix="round", plots=[], keep=keep)
@@ -455,14 +61,14 @@ def _round_focus(run: Any, query: Mapping[str, str], spec: Spec, df: Any, pairs:
     return ex.Section(f"{spec.round_unit.capitalize()} {r}", blocks, id="round")
 
 
-def _agent_focus(run: Any, query: Mapping[str, str], spec: Spec, df: Any, pairs: list[dict[str, Any]], keep: dict[str, Any],
+def agent_focus(run: Any, query: Mapping[str, str], spec: Spec, df: Any, pairs: list[dict[str, Any]], keep: dict[str, Any],
                  verb: str) -> ex.Section | None:
     a = query_int(query, "agent")
     if a is None:
         return None
     name = spec.name(a)
     blocks: list[ex.Block] = []
-    rows = _rows_of(df, spec.agent, a)
+    rows = rows_of(df, spec.agent, a)
     if rows is not None and len(rows):
         values = [c for c in rows.columns if c not in (*spec.society, spec.round, spec.agent, *KEYS, "_society")]
         blocks += agents_by_round(rows, spec, values, title=f"{name}, {spec.round_unit} by {spec.round_unit}", key_prefix="agent",
@@ -476,16 +82,12 @@ def _agent_focus(run: Any, query: Mapping[str, str], spec: Spec, df: Any, pairs:
     return ex.Section(f"{name} across {spec.round_unit}s", blocks, id="agent")
 
 
-def _at(df: Any, col: str, x: Any, value: str) -> Any:
+def value_at(df: Any, col: str, x: Any, value: str) -> Any:
     hit = df[df[col] == x]
     return hit[value].iloc[0] if len(hit) and value in hit.columns else None
 
 
-def _natural(key: str) -> tuple:
-    # whole numbers by value (18 digits at most: a key is an id, never a 5,000-digit number), text after them
+def natural_key(key: str) -> tuple:
+    """A society key's sort key: whole numbers by value, text after them."""
+    # 18 digits at most: a key is an id, never a 5,000-digit number
     return tuple((0, int(p), "") if re.fullmatch(r"[0-9]{1,18}", p) else (1, 0, p) for p in str(key).split("/"))
-
-
-VIEWS.update({"cpr": cpr_view, "diners": diners_view, "game": game_view})
-KEY_NUMBERS.update({"cpr": cpr_numbers, "game": game_numbers, "science": science_numbers, "diners": diners_numbers})
-NOUNS.update({"cpr": CPR.noun, "diners": DINERS.noun, "game": GAME.noun})

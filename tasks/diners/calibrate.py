@@ -7,7 +7,7 @@ leaders (Figs. 9(a)-(c), 10(a)-(c)) hold (docs/diners.md, "Where the paper's lea
   agent's score pi keeps (our reading of "accumulated"). Everything the paper gives (the
   strategies, the two combinations, 3:1 and 6:1 with k = 1, beta = 1, 10 iterations, groups of
   four) is fixed, and so are the structural choices of docs/diners.md (:data:`FIXED`).
-* **The design, checkpoint, execution and analysis** are :mod:`cooplab.runs.calibration`'s, shared
+* **The design, checkpoint, execution and analysis** are :mod:`cooplab.evals.calibration`'s, shared
   with ``cooplab calibrate cpr`` (docs/calibrate.md).
 * **A sample** runs :func:`cooplab.tasks.diners.figures.rule_experiment` and ``check_claims`` with
   its choices: exactly what ``cooplab figures diners --replicates R --seed S --set ...`` computes
@@ -26,8 +26,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from cooplab.runs import calibration as calib
-from cooplab.runs.calibration import Dim
+from cooplab.evals import calibration as calib
+from cooplab.graphs.jobs import Jobs
+from cooplab.evals.calibration import Dim
 
 #: the paper's six leader claims: id -> (combination, p:k); their label is the paper's figure panel
 LEADERS = {"9a": (1, "unstated"), "9b": (1, "3:1"), "9c": (1, "6:1"), "10a": (2, "unstated"), "10b": (2, "3:1"), "10c": (2, "6:1")}
@@ -123,7 +124,7 @@ def identity(*, seed: int, replicates: int, block: int) -> dict[str, Any]:
 
 
 def prepare(out: Path, *, samples: int, seed: int, replicates: int) -> dict[str, Any]:
-    """Create OUT and its design.json, or check that OUT holds the same design (:func:`cooplab.runs.calibration.prepare`)."""
+    """Create OUT and its design.json, or check that OUT holds the same design (:func:`cooplab.evals.calibration.prepare`)."""
     return calib.prepare(out, samples=samples, seed=seed, dims=space(),
                          identity=lambda block: identity(seed=seed, replicates=replicates, block=block),
                          fields={"replicates": replicates, "space": space_table(), "fixed": FIXED, "paper": PAPER})
@@ -152,12 +153,12 @@ def evaluate(choices: dict[str, float], replicates: int, seed: int) -> dict[str,
 
 
 def run_batch(j: dict[str, Any]) -> str:
-    """A job of :mod:`cooplab.runs.sweeps` (``fn``): evaluate the batch's samples that OUT does not have yet."""
+    """A function job of the executor (``fn``): evaluate the batch's samples that OUT does not have yet."""
     return calib.run_batch(j, lambda values, c: evaluate(choices_of(values), c["replicates"], c["seed"]))
 
 
-def jobs(out: Path, record: dict[str, Any], todo: list[int], batch: int) -> list[dict[str, Any]]:
-    return calib.jobs(out, record, todo, batch, spec())
+def jobs(out: Path, record: dict[str, Any], todo: list[int], batch: int, *, jobs_on: Jobs) -> list[dict[str, Any]]:
+    return calib.jobs(out, record, todo, batch, spec(), job=jobs_on.job)
 
 
 # --- the whole calibration -------------------------------------------------------------------
@@ -168,18 +169,19 @@ def spec(replicates: int | None = None) -> calib.Spec:
     effects = {k: f"{EFFECTS['leader']} ({PAPER_LEADERS[v][1]})" for k, v in LEADERS.items()}
     return calib.Spec(
         task="diners", title="Calibration of the Diner's Dilemma (rule-based): where the paper's six strategy leaders hold",
-        command="cooplab figures diners", claims=CLAIMS, effects=effects, labels=labels, fn="cooplab.runs.calibrate_diners:run_batch",
+        command="cooplab figures diners", claims=CLAIMS, effects=effects, labels=labels, fn="cooplab.tasks.diners.calibrate:run_batch",
         recorded=("others_held", *OTHER_COLUMNS), joint_key="all_six", effect_unit="share of agents",
         throughput=(lambda df, wall: throughput(df, replicates, wall)) if replicates is not None else None,
         summary_extra=summary_extra, report_extra=report_extra)
 
 
-def calibrate(out: Path, *, samples: int, seed: int = 0, replicates: int = 200, batch: int = 4, parallel: int = 1,
+def calibrate(out: Path, *, jobs_on: Jobs, samples: int, seed: int = 0, replicates: int = 200, batch: int = 4, parallel: int = 1,
               executor: str = "local", address: str | None = None, log: Callable[[str], None] = lambda s: None,
               quiet: bool = True) -> dict[str, Any]:
-    """Prepare OUT, evaluate every sample it does not have yet, then analyse the first ``samples``."""
+    """Prepare OUT, evaluate every sample it does not have yet on ``jobs_on`` (the job executor:
+    :data:`cooplab.runs.engine.ENGINE`), then analyse the first ``samples``."""
     record = prepare(Path(out), samples=samples, seed=seed, replicates=replicates)
-    return calib.calibrate(Path(out), record, spec(replicates), samples=samples, batch=batch, parallel=parallel, executor=executor,
+    return calib.calibrate(Path(out), record, spec(replicates), jobs_on=jobs_on, samples=samples, batch=batch, parallel=parallel, executor=executor,
                            address=address, extra=None, log=log, quiet=quiet)
 
 

@@ -1,6 +1,7 @@
 """What every ``cooplab calibrate TASK`` shares: the design, the checkpoint, the execution and the
 analysis of a map of where in the space of our free ("chosen") parameters a paper's claims hold
-(docs/calibrate.md). A task supplies only its space (:class:`Dim` rows), what one sample computes
+(docs/calibrate.md). It lies below the tasks (they import it) and runs nothing itself: the engine's job
+executor is passed in (:class:`~cooplab.graphs.jobs.Jobs`). A task supplies only its space (:class:`Dim` rows), what one sample computes
 (a batch function, ``"module:function"``, that evaluates values with the task's own figures code)
 and a :class:`Spec` naming its claims; ``tasks/cpr/calibrate.py`` and ``tasks/diners/calibrate.py``
 are the two users.
@@ -13,14 +14,15 @@ are the two users.
 * **The checkpoint**: every finished sample is appended at once to OUT/samples.jsonl (one locked
   write, fsync), so a rerun of the same command skips it; a worker killed at any moment loses at
   most the samples it was computing, and a line torn by a killed writer is ignored and cut.
-* **Execution**: the samples still to do are cut into batches; a batch is a function job of
-  :mod:`cooplab.runs.sweeps`, so it runs in a thread (``local``) or as a Ray task.
+* **Execution**: the samples still to do are cut into batches; a batch is a function job of the
+  executor the caller passes in (:class:`~cooplab.graphs.jobs.Jobs`: the engine's :mod:`cooplab.runs.sweeps`), so it runs in
+  a thread (``local``) or as a Ray task.
 * **Analysis** (:func:`analyze`): shares of the space where each claim holds, alone and jointly,
   with 95% Wilson intervals; first-order sensitivity indices (SALib RBD-FAST on the given sample,
   and the moment-independent delta when there are enough samples); a claim-holds map over the two
   most influential parameters of each claim, a sensitivity bar chart, the best region, report.md.
 
-This module imports no task (the layers point one way: tasks import it).
+This module imports no task and no engine module (the layers point one way: tasks import it).
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from cooplab.graphs import rundir
+from cooplab.graphs.jobs import Jobs
 from cooplab.limits import parse_json
 
 #: RBD-FAST harmonics: min(10, N // 8), so that the bias correction 2M/N stays <= 1/4
@@ -142,9 +146,7 @@ def design_values(u: np.ndarray, dims: list[Dim]) -> np.ndarray:
 def versions() -> dict[str, Any]:
     from importlib.metadata import PackageNotFoundError, version
 
-    from cooplab.runs import store as runstore
-
-    out: dict[str, Any] = {"cooplab": runstore.code_version(), "python": sys.version.split()[0]}
+    out: dict[str, Any] = {"cooplab": rundir.code_version(), "python": sys.version.split()[0]}
     for dist in ("numpy", "scipy", "pandas", "langgraph", "SALib"):
         try:
             out[dist] = version(dist)
@@ -173,8 +175,6 @@ def prepare(out: Path, *, samples: int, seed: int, dims: list[Dim], identity: Ca
     but the number of samples), as JSON; ``fields``: further entries of the record (replicates, the
     space table, the fixed parameters, ...). Refuses, with one line and without touching OUT, a
     different design, a smaller sample count, an OUT that is a file or another program's directory."""
-    from cooplab.runs import store as runstore
-
     out = Path(out)
     path = out / "design.json"
     if out.exists() and not out.is_dir():
@@ -198,9 +198,7 @@ def prepare(out: Path, *, samples: int, seed: int, dims: list[Dim], identity: Ca
         if samples < int(old["samples"]):
             raise CalibrateError(f"{out} holds a design of {old['samples']} samples; --samples must be at least that (it extends "
                                  f"the design), got {samples}; use another --out for a smaller one")
-    from cooplab.runs.store import ensure_writable
-
-    ensure_writable(out, CalibrateError)
+    rundir.ensure_writable(out, CalibrateError)
     u = unit_design(seed, samples, block, len(dims))
     if old is not None:  # the stored design must be what this SciPy regenerates (else the prefix would change)
         n_old = int(old["samples"])
@@ -211,10 +209,10 @@ def prepare(out: Path, *, samples: int, seed: int, dims: list[Dim], identity: Ca
     record = {
         "design_id": design_id(ident), "identity": ident, "samples": samples, "block": block, "seed": seed, **fields,
         "names": [d.name for d in dims], "unit": u.tolist(), "values": x.tolist(),
-        "created": old.get("created") if old else runstore.now(), "updated": runstore.now(),
+        "created": old.get("created") if old else rundir.now(), "updated": rundir.now(),
         "versions": old.get("versions") if old else versions(), "versions_now": versions(),
     }
-    runstore.write_json(path, record)
+    rundir.write_json(path, record)
     return record
 
 
@@ -317,8 +315,6 @@ def run_batch(j: dict[str, Any], evaluate: Callable[[dict[str, float], dict[str,
     """The body of a task's batch function: evaluate the batch's samples that OUT does not have yet
     (``evaluate(values, config)``), appending each as soon as it is done. "skipped" when all were
     done, "resumed" when some."""
-    from cooplab.runs import store as runstore
-
     c = j["config"]
     out = Path(c["out"])
     have = read_rows(out)
@@ -328,7 +324,7 @@ def run_batch(j: dict[str, Any], evaluate: Callable[[dict[str, float], dict[str,
         event(out, "start", i)
         res = evaluate(values, c)
         row = {"sample": i, "design": c["design"], "params": values, "unit": c["unit"][str(i)], **res,
-               "evaluated_at": runstore.now(), "pid": os.getpid(), "host": socket.gethostname()}
+               "evaluated_at": rundir.now(), "pid": os.getpid(), "host": socket.gethostname()}
         append_row(out, row)
         event(out, "done", i)
     if not todo:
@@ -336,11 +332,11 @@ def run_batch(j: dict[str, Any], evaluate: Callable[[dict[str, float], dict[str,
     return "ran" if len(todo) == len(c["samples"]) else "resumed"
 
 
-def jobs(out: Path, record: dict[str, Any], todo: list[int], batch: int, spec: Spec, extra: dict[str, Any] | None = None
-         ) -> list[dict[str, Any]]:
-    """The samples still to do, ``batch`` at a time, as jobs of :mod:`cooplab.runs.sweeps`; ``extra``: what
-    else the batch function needs in its config (the fixed overrides, ...)."""
-    from cooplab.runs.sweeps import job
+def jobs(out: Path, record: dict[str, Any], todo: list[int], batch: int, spec: Spec, extra: dict[str, Any] | None = None, *,
+         job: Callable[..., dict[str, Any]]) -> list[dict[str, Any]]:
+    """The samples still to do, ``batch`` at a time, as jobs of the executor (``job``: its job builder,
+    :func:`cooplab.runs.sweeps.job`); ``extra``: what else the batch function needs in its config (the fixed
+    overrides, ...)."""
 
     names = record["names"]
     out_jobs = []
@@ -381,13 +377,12 @@ def write_csv(df, path: Path) -> None:
     tmp.replace(path)
 
 
-def calibrate(out: Path, record: dict[str, Any], spec: Spec, *, samples: int, batch: int, parallel: int, executor: str,
-              address: str | None, extra: dict[str, Any] | None, log: Callable[[str], None], quiet: bool,
+def calibrate(out: Path, record: dict[str, Any], spec: Spec, *, jobs_on: Jobs, samples: int, batch: int, parallel: int,
+              executor: str, address: str | None, extra: dict[str, Any] | None, log: Callable[[str], None], quiet: bool,
               analyze_fn: Callable[..., dict[str, Any]] | None = None) -> dict[str, Any]:
-    """Evaluate every sample of a prepared OUT (:func:`prepare`) it does not have yet, then analyse the
-    first ``samples`` (``analyze_fn``, default :func:`analyze` with ``spec``)."""
-    from cooplab.runs import store as runstore
-    from cooplab.runs.sweeps import run_jobs, write_manifest
+    """Evaluate every sample of a prepared OUT (:func:`prepare`) it does not have yet on ``jobs_on`` (the
+    engine's :mod:`cooplab.runs.sweeps`), then analyse the first ``samples`` (``analyze_fn``, default
+    :func:`analyze` with ``spec``)."""
 
     out = Path(out)
     with locked(out):
@@ -397,7 +392,7 @@ def calibrate(out: Path, record: dict[str, Any], spec: Spec, *, samples: int, ba
     log(f"calibrate {spec.task}: {samples} samples x {len(record['names'])} parameters, {record['replicates']} replicates per "
         f"condition; {samples - len(todo)} already done, {len(todo)} to run in {math.ceil(len(todo) / batch)} batches ({executor})")
     t0 = time.perf_counter()
-    res = run_jobs(jobs(out, record, todo, batch, spec, extra), parallel=parallel, noun="batch", executor=executor, address=address,
+    res = jobs_on.run_jobs(jobs(out, record, todo, batch, spec, extra, job=jobs_on.job), parallel=parallel, noun="batch", executor=executor, address=address,
                    log=log, quiet=quiet)
     wall = time.perf_counter() - t0
     rows = read_rows(out, record["design_id"])
@@ -409,7 +404,7 @@ def calibrate(out: Path, record: dict[str, Any], spec: Spec, *, samples: int, ba
            "samples_evaluated": len(evaluated_now), "samples_skipped": samples - len(todo), "wall_seconds": round(wall, 3)}
     tp = spec.throughput or (lambda d, w: {})
     run["throughput"] = tp(df[df["sample"].isin(evaluated_now)], wall)
-    run["finished_at"] = runstore.now()
+    run["finished_at"] = rundir.now()
     with locked(out):
         append_line(out / RUNS, run)
     runs = [r for r in map(_json_or_none, (out / RUNS).read_text().splitlines()) if isinstance(r, dict)]
@@ -418,7 +413,7 @@ def calibrate(out: Path, record: dict[str, Any], spec: Spec, *, samples: int, ba
     else:
         summary = analyze_fn(out, df, record, run, runs=runs, per_sample=tp(df, None))
     # the batches are not run directories: the manifest counts the samples, and names the folder's files
-    write_manifest(out, "calibration", spec.task, [], outputs={"design": "design.json", "checkpoint": SAMPLES, "samples": "samples.csv",
+    jobs_on.write_manifest(out, "calibration", spec.task, [], outputs={"design": "design.json", "checkpoint": SAMPLES, "samples": "samples.csv",
                                                                 "claims_map": "claims_map.csv", "sensitivity": "sensitivity.csv",
                                                                 "summary": "summary.json", "report": "report.md"},
                    counts={"samples": samples, "evaluated": len(rows)})
@@ -565,7 +560,6 @@ def analyze(out: Path, df, record: dict[str, Any], spec: Spec, run: dict[str, An
     sensitivity rows when the caller computed them (default :func:`sensitivity`)."""
     import pandas as pd
 
-    from cooplab.runs import store as runstore
     from cooplab.evals.plots_calibration import claim_map_figure, sensitivity_figure
 
     out = Path(out)
@@ -606,9 +600,9 @@ def analyze(out: Path, df, record: dict[str, Any], spec: Spec, run: dict[str, An
         "throughput_per_sample_times": per_sample, "files": {"design": "design.json", "samples": "samples.csv", "checkpoint": SAMPLES,
                                     "claims_map": "claims_map.csv", "sensitivity": "sensitivity.csv", "report": "report.md",
                                     "figures": [str(Path(f).relative_to(out)) for f in figures]},
-        "versions": versions(), "design_versions": record.get("versions"), "created": runstore.now(), "machine": runstore.machine(),
+        "versions": versions(), "design_versions": record.get("versions"), "created": rundir.now(), "machine": rundir.machine(),
     }
-    runstore.write_json(out / "summary.json", summary)
+    rundir.write_json(out / "summary.json", summary)
     (out / "report.md").write_text(report(summary, sens, spec))
     return summary
 

@@ -8,10 +8,10 @@ under ``--tables``), optional ``level`` and ``concepts``. Labels, one object per
 
 Every item is one science run on its own data (:func:`cooplab.tasks.science.owndata.custom_config`:
 the item's table is the dataset, question + constraints + format the task text), run as a job of
-:mod:`cooplab.runs.sweeps` (``OUT/items/ID`` run directories, concurrent, finished items skipped on a
+the executor passed in (``jobs_on``: the engine's :mod:`cooplab.runs.sweeps`; ``OUT/items/ID`` run directories, concurrent, finished items skipped on a
 rerun, ``--executor ray``). The answers are the ``@name[value]`` parts of the final artifact (the
 last one of each name wins); an item is correct when every labelled sub-answer matches
-(:mod:`cooplab.runs.bench_answers`: numbers at the label's precision, text, lists, dicts). An
+(:mod:`cooplab.tasks.science.bench_answers`: numbers at the label's precision, text, lists, dicts). An
 item that cannot be run or scored (a problem in its suite line or its labels) is kept, left out
 of the accuracy and listed with the reason (``why_not_scored``, ``not_scored``, report.md); one
 such item never stops the others. ``OUT/results.parquet`` (one row per item), ``OUT/summary.json``, ``OUT/report.md``,
@@ -33,9 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cooplab.graphs.jobs import Jobs
+
 from cooplab.limits import one_line, parse_json
-from cooplab.runs.bench_answers import Value, answer_parts, extract, label_value, match, same, shown  # noqa: F401 - extract, match: the API
-from cooplab.runs.calibration import wilson  # noqa: F401 - the 95% Wilson interval, shared with cooplab calibrate
+from cooplab.tasks.science.bench_answers import Value, answer_parts, extract, label_value, match, same, shown  # noqa: F401 - extract, match: the API
+from cooplab.evals.calibration import wilson  # noqa: F401 - the 95% Wilson interval, shared with cooplab calibrate
 
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 MAX_LINE = 100_000
@@ -234,10 +236,9 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def item_jobs(items: list[dict[str, Any]], out: Path, *, team: str, team_size: int, budget_per_item: float | None, visibility: str,
+def item_jobs(items: list[dict[str, Any]], out: Path, *, job: Any, team: str, team_size: int, budget_per_item: float | None, visibility: str,
               model: str, seed: int, backend: str, llm: dict[str, Any], answers: dict[str, str] | None) -> list[dict[str, Any]]:
     """One sweep job per item that can run (a run directory ``OUT/items/ID``)."""
-    from cooplab.runs.sweeps import job
     from cooplab.tasks.science.owndata import custom_config
 
     jobs = []
@@ -298,13 +299,15 @@ def _scored(it: dict[str, Any], answers: dict[str, str], labels: dict[str, Label
 def item_row(it: dict[str, Any], run_dir: Path, labels: dict[str, Labels] | None, error: str | None) -> dict[str, Any]:
     """One row of results.parquet. An item that was not run (a problem in the suite) reads nothing
     from ``run_dir`` (its id may be another item's)."""
-    from cooplab.runs import store as runstore
+    from cooplab.graphs.rundir import RunDirError
+    from cooplab.graphs.runfiles import read_summary
+    from cooplab.tasks.science.results import ScienceResults
 
     s = None
     if not it["problem"] and (run_dir / "summary.json").exists():
         try:
-            s = runstore.read_summary(run_dir)
-        except runstore.RunDirError as exc:  # the item's row says so, in one line; the others go on
+            s = read_summary(run_dir, ScienceResults)
+        except RunDirError as exc:  # the item's row says so, in one line; the others go on
             error = error or str(exc)
     led = s.ledger if s is not None else None
     text, where = final_text(run_dir) if not it["problem"] else ("", "nothing (not run)")
@@ -452,13 +455,12 @@ def check_settings(out: Path, settings: dict[str, Any]) -> None:
             raise BenchError(f"{out} was started with other settings ({', '.join(diff)} differ); rerun with the same ones or use a new --out")
 
 
-def run_bench(suite: Path, tables: Path, out: Path, *, labels: Path | None, team: str, team_size: int, budget_per_item: float | None,
+def run_bench(suite: Path, tables: Path, out: Path, *, jobs_on: Jobs, labels: Path | None, team: str, team_size: int, budget_per_item: float | None,
               budget: float | None, visibility: str, model: str, limit: int | None, seed: int, parallel: int, executor: str,
               backend: str = "docker", llm: dict[str, Any] | None = None, log=lambda s: None, quiet: bool = True) -> dict[str, Any]:
-    """Run (or resume) a bench and write its outputs; returns the summary."""
+    """Run (or resume) a bench on ``jobs_on`` (the job executor: the engine's :mod:`cooplab.runs.sweeps`)
+    and write its outputs; returns the summary."""
     import pandas as pd
-
-    from cooplab.runs.sweeps import run_jobs, write_manifest
 
     items = load_suite(suite, tables)
     labs, label_notes = load_labels(labels) if labels is not None else (None, [])
@@ -480,12 +482,12 @@ def run_bench(suite: Path, tables: Path, out: Path, *, labels: Path | None, team
                 "model": model if answers is None else None, "visibility": visibility, "budget_per_item": per_item, "seed": seed,
                 "sandbox": backend, "llm": bench_llm(llm)}
     check_settings(out, settings)
-    js = item_jobs(items, out, team=team, team_size=team_size, budget_per_item=per_item, visibility=visibility, model=model, seed=seed,
+    js = item_jobs(items, out, job=jobs_on.job, team=team, team_size=team_size, budget_per_item=per_item, visibility=visibility, model=model, seed=seed,
                    backend=backend, llm=llm or {}, answers=answers)  # checks the model options before anything is written
     if not (out / "bench.json").exists():
         out.mkdir(parents=True, exist_ok=True)
         (out / "bench.json").write_text(json.dumps(settings, indent=1, default=str) + "\n", encoding="utf-8")
-    res = run_jobs(js, parallel=parallel, noun="item", executor=executor, log=log, quiet=quiet)
+    res = jobs_on.run_jobs(js, parallel=parallel, noun="item", executor=executor, log=log, quiet=quiet)
     errors = {f["item"]: f["error"] for f in res["failed"]}
     rows = [item_row(it, out / "items" / it["id"], labs, None if it["problem"] else errors.get(it["id"])) for it in items]
     meta = {"suite": str(suite), "suite_sha256": _sha(Path(suite)), "labels": None if labels is None else str(labels),
@@ -495,11 +497,11 @@ def run_bench(suite: Path, tables: Path, out: Path, *, labels: Path | None, team
             "failed": res["failed"], "seconds_this_invocation": res["seconds"], "label_notes": label_notes}
     s = summarize(rows, meta)
     pd.DataFrame(rows).to_parquet(out / "results.parquet", index=False)
-    from cooplab.runs import store as runstore
+    from cooplab.graphs.rundir import write_json
 
-    runstore.write_json(out / "summary.json", s)
+    write_json(out / "summary.json", s)
     write_report(out, s)
     figure([(f"{team} n={team_size}", s)], out / "figures" / "accuracy-cost.png")
-    write_manifest(out, "bench", "science", js, res, outputs={"settings": "bench.json", "results": "results.parquet", "summary": "summary.json",
+    jobs_on.write_manifest(out, "bench", "science", js, res, outputs={"settings": "bench.json", "results": "results.parquet", "summary": "summary.json",
                                                                "report": "report.md", "figure": "figures/accuracy-cost.png"})
     return s

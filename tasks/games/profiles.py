@@ -33,9 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from cooplab.evals.bayes import MAX_FALLBACK, check_max_fallback, fallback_of
-from cooplab.graphs.rundir import upgrade_llm
-from cooplab.graphs.runfiles import RunSummary
-from cooplab.runs import store as runstore
+from cooplab.graphs import rundir
+from cooplab.graphs.jobs import Runs
+from cooplab.graphs.rundir import RunDirError, upgrade_llm
+from cooplab.graphs.runfiles import RunSummary, read_summary
 from cooplab.tasks.games.figures import TITLES, profile_figure  # noqa: F401 - profile_figure is this module's API too
 from cooplab.tasks.games.params import GAMES, PROMPTS, model_of
 from cooplab.tasks.games.results import GameResults
@@ -57,16 +58,18 @@ class ProfileError(ValueError):
 def request(*, games: Sequence[str] | None = None, players: str = "llm", simulations: int = DEFAULT_SIMULATIONS,
             group_size: int | None = None, seed: int = 0, prompt: str = "standard", deliberation: bool = False,
             llm: Mapping[str, Any] | None = None, pareto_references: Mapping[str, Any] | None = None,
-            max_fallback: Any = DEFAULT_MAX_FALLBACK) -> dict[str, Any]:
+            max_fallback: Any = DEFAULT_MAX_FALLBACK, engine: Runs | None = None) -> dict[str, Any]:
     """What a profile is asked to play (profile-config.json), checked: the games (default all six,
     in the paper's order), the players (llm, or a reference kind for anchors), the number of
     simulations per game, the group size (two groups of it; default each game's 5), the seed, the
     LLM players' prompt condition and deliberation, the run's ``llm`` config
-    (:class:`cooplab.agents.settings.LLMSettings`, checked; required exactly for llm players), the
+    (:class:`cooplab.agents.settings.LLMSettings`, checked; required exactly for llm players; its
+    ``prompt_variant`` words every game's prompts, ``--prompt-variant``), the
     Pareto values set for the games that allow it (``pareto_references``: game -> value; see
     :func:`settable_references`) and ``max_fallback`` (a game with a larger share of fallback
     decisions is left out of the profile; only read when the profile is written, so a rerun may
-    change it)."""
+    change it). With ``engine`` (:data:`cooplab.runs.engine.ENGINE`, as the command line passes) the
+    models of LLM players are checked here, before anything runs; without it, when each game starts."""
     chosen = list(GAMES if games is None else games)
     bad = [g for g in chosen if g not in GAMES]
     if bad or not chosen:
@@ -81,6 +84,15 @@ def request(*, games: Sequence[str] | None = None, players: str = "llm", simulat
         raise ProfileError(f"--prompt must be one of {', '.join(PROMPTS)}, got {prompt!r}")
     if players != "llm" and (prompt != "standard" or deliberation):
         raise ProfileError("--prompt and --deliberation apply to LLM players only")
+    if llm is not None and llm.get("prompt_variant") not in (None, "original"):  # every game run gets it (llm.prompt_variant)
+        from cooplab.graphs import prompts as pv
+        from cooplab.limits import ConfigError
+        from cooplab.tasks.games.task import TASK as GAME
+
+        try:
+            pv.check(GAME, llm.get("prompt_variant"))
+        except ConfigError as exc:
+            raise ProfileError(str(exc)) from None
     refs = _check_references(pareto_references, chosen)
     req = {"kind": PROFILE_KIND, "version": PROFILE_VERSION, "games": chosen, "players": players, "simulations": simulations,
            "group_size": group_size, "seed": seed, "prompt": prompt, "deliberation": bool(deliberation),
@@ -93,17 +105,11 @@ def request(*, games: Sequence[str] | None = None, players: str = "llm", simulat
             what = (f"--pareto-reference {g}={refs[g]}" if refs and g in refs else
                     f"--group-size {group_size}" if group_size is not None else f"--simulations {simulations}")
             raise ProfileError(f"{g}: {what}: {_first(exc)}") from None
-    if players == "llm":  # a scripted model answers every phase of every game chosen
-        from cooplab.agents.settings import LLMSettings
-        from cooplab.limits import flags
-        from cooplab.runs.config import RunConfig, check_run_models, task_params
+    if players == "llm" and engine is not None:  # a scripted model answers every phase of every game chosen
         from cooplab.tasks.games.task import TASK
 
         for g in chosen:
-            raw = game_config(req, g, None)
-            config = RunConfig(task=TASK.name, agents="llm", seed=raw["seed"], params=task_params(TASK, raw["params"], "llm", flags()),
-                               llm=LLMSettings.model_validate(raw["llm"]))
-            check_run_models(TASK, config, lambda who, field: "--model")
+            engine.check_models(TASK, game_config(req, g, None), "--model")
     return req
 
 
@@ -208,7 +214,7 @@ def prepare(out: Path, req: Mapping[str, Any], *, force: bool = False) -> Path:
         shutil.rmtree(out)
     if cfg_path.exists():
         try:
-            old = runstore.read_json(cfg_path)
+            old = rundir.read_json(cfg_path)
         except (OSError, ValueError) as exc:
             raise ProfileError(f"{cfg_path} is damaged ({_first(exc)}); use --force to start over") from None
         if not isinstance(old, dict) or old.get("kind") != PROFILE_KIND:
@@ -223,7 +229,7 @@ def prepare(out: Path, req: Mapping[str, Any], *, force: bool = False) -> Path:
     if out.exists() and any(out.iterdir()):
         raise ProfileError(f"--out {out} is not empty and holds no profile; use another directory or --force")
     out.mkdir(parents=True, exist_ok=True)
-    runstore.write_json(cfg_path, {**req, "created": runstore.now()})
+    rundir.write_json(cfg_path, {**req, "created": rundir.now()})
     return out
 
 
@@ -236,19 +242,18 @@ def _read_summary(run_dir: Path) -> RunSummary | None:
     if not (run_dir / "summary.json").exists():
         return None
     try:
-        return runstore.read_summary(run_dir)
-    except runstore.RunDirError as exc:
+        return read_summary(run_dir, GameResults)
+    except RunDirError as exc:
         raise ProfileError(f"{exc}; fix the file, or delete it to resume the game from its last checkpoint") from None
 
 
-def run_profile(out: Path, req: Mapping[str, Any], *, quiet: bool = False, on_game: Callable[[str, str], None] | None = None,
+def run_profile(out: Path, req: Mapping[str, Any], *, engine: Runs, quiet: bool = False, on_game: Callable[[str, str], None] | None = None,
                 warn: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Play (or continue) every game of ``req`` into ``out`` (made by :func:`prepare`) and write the
-    profile. ``on_game(game, what)`` is told what happens to each game: "done" (read back),
+    """Play (or continue) every game of ``req`` into ``out`` (made by :func:`prepare`) on ``engine``
+    (:data:`cooplab.runs.engine.ENGINE`) and write the profile. ``on_game(game, what)`` is told what happens to each game: "done" (read back),
     "resume", "start", "skipped" (the budget ran out before it). A game that stops early (budget,
     a model that cannot be reached) ends the profile there: profile.json is written with what
     exists and the stop is re-raised (``RunStopped``, ``RunFailed``) or recorded (budget)."""
-    from cooplab.runs import runner
     from cooplab.tasks.games.task import TASK
 
     out = Path(out)
@@ -273,7 +278,7 @@ def run_profile(out: Path, req: Mapping[str, Any], *, quiet: bool = False, on_ga
         try:
             if (run_dir / "config.json").exists():
                 tell(game, "resume")
-                summary = runner.resume(run_dir, quiet=quiet, warn=warn)
+                summary = engine.resume(run_dir, quiet=quiet, warn=warn)
             else:
                 budget = None
                 if total_budget is not None:
@@ -284,16 +289,15 @@ def run_profile(out: Path, req: Mapping[str, Any], *, quiet: bool = False, on_ga
                         summaries[game] = None
                         continue
                 tell(game, "start")
-                runstore.prepare_out(run_dir)
-                summary = runner.start(TASK, run_dir, game_config(req, game, budget), quiet=quiet)
-        except (runner.RunStopped, runner.RunFailed) as exc:
+                summary = engine.start(TASK, run_dir, game_config(req, game, budget), quiet=quiet)
+        except (engine.RunStopped, engine.RunFailed) as exc:
             summaries[game] = _read_summary(run_dir)
-            status, stop = ("stopped" if isinstance(exc, runner.RunStopped) else "failed"), exc
+            status, stop = ("stopped" if isinstance(exc, engine.RunStopped) else "failed"), exc
             continue
         summaries[game] = summary
         if summary.status != "completed":
             status = summary.status
-    profile = build_profile(out, req, summaries, status)
+    profile = build_profile(out, req, summaries, status, engine)
     if stop is not None:
         raise stop
     return profile
@@ -334,7 +338,7 @@ def references_of(games: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str,
             for g, e in games.items()}
 
 
-def build_profile(out: Path, req: Mapping[str, Any], summaries: Mapping[str, RunSummary | None], status: str) -> dict[str, Any]:
+def build_profile(out: Path, req: Mapping[str, Any], summaries: Mapping[str, RunSummary | None], status: str, engine: Runs) -> dict[str, Any]:
     """profile.json, the merged decisions and ledger tables and the figure from the games' summaries."""
     import pandas as pd
 
@@ -362,27 +366,25 @@ def build_profile(out: Path, req: Mapping[str, Any], summaries: Mapping[str, Run
                "budget_usd": (req["llm"] or {}).get("budget") if req["llm"] else None,
                "references": references_of(games), "max_fallback": req.get("max_fallback", DEFAULT_MAX_FALLBACK),
                "excluded_games": [g for g, e in games.items() if e.get("status") == "completed" and not e.get("included", True)],
-               "games": games, "totals": totals, "updated": runstore.now()}
+               "games": games, "totals": totals, "updated": rundir.now()}
     for stem in ("decisions", "ledger"):
         frames = []
         for g in req["games"]:
             run_dir = out / "games" / g
             try:
-                df = runstore.read_table(run_dir, stem)
+                df = rundir.read_table(run_dir, stem)
             except (FileNotFoundError, OSError, ValueError):
                 continue
             frames.append(df.assign(game=g))
         if frames:
-            runstore.write_table(pd.concat(frames, ignore_index=True), out, stem)
-    runstore.write_json(out / "profile.json", profile)
+            rundir.write_table(pd.concat(frames, ignore_index=True), out, stem)
+    rundir.write_json(out / "profile.json", profile)
     try:
         profile_figure([profile], out / "figures" / "profile.png")
     except Exception as exc:  # noqa: BLE001 - the figure must never lose the computed profile
         profile["figure_error"] = f"{type(exc).__name__}: {exc}"
-        runstore.write_json(out / "profile.json", profile)
-    from cooplab.runs.sweeps import write_manifest
-
-    write_manifest(out, "profile", "game", [{"dir": str(out / "games" / g), "labels": {"game": g}} for g in req["games"]],
+        rundir.write_json(out / "profile.json", profile)
+    engine.write_manifest(out, "profile", "game", [{"dir": str(out / "games" / g), "labels": {"game": g}} for g in req["games"]],
                    outputs={"profile": "profile.json", "settings": "profile-config.json", "figure": "figures/profile.png"})
     return profile
 
@@ -392,7 +394,7 @@ def load_profile(path: Path) -> dict[str, Any]:
     path = Path(path)
     f = path / "profile.json" if path.is_dir() else path
     try:
-        p = runstore.read_json(f)
+        p = rundir.read_json(f)
     except FileNotFoundError:
         raise ProfileError(f"{path}: no profile.json; give a directory written by 'cooplab profile'") from None
     except (OSError, ValueError) as exc:

@@ -13,8 +13,8 @@ ABM claims hold (docs/calibrate.md).
   (exactly what ``cooplab figures cpr-abm --seed SEED --set ...`` runs) with its parameter values:
   one graph invocation per experiment, seeds SEED, SEED + 1, SEED + 2 for every sample (common
   random numbers across samples).
-* **Execution**: the samples still to do are cut into batches; a batch is a job of
-  :mod:`cooplab.runs.sweeps` (a function job), so it runs in a thread (``local``) or as a Ray task.
+* **Execution**: the samples still to do are cut into batches; a batch is a function job of
+  the executor passed in (``jobs_on``: the engine's :data:`cooplab.runs.engine.ENGINE`), so it runs in a thread (``local``) or as a Ray task.
   Every finished sample is appended at once to OUT/samples.jsonl (one locked write, fsync), so a
   rerun of the same command skips it; a worker killed at any moment loses at most the samples it
   was computing.
@@ -23,7 +23,7 @@ ABM claims hold (docs/calibrate.md).
   and the moment-independent delta when there are enough samples); a claim-holds map over the two
   most influential parameters of each claim, a sensitivity bar chart, the best region.
 
-The design, checkpoint, execution and analysis are :mod:`cooplab.runs.calibration`'s (shared with
+The design, checkpoint, execution and analysis are :mod:`cooplab.evals.calibration`'s (shared with
 ``cooplab calibrate diners``); this module holds what is CPR's: the space, the identity of a
 design, what one sample computes, the throughput, and the names the tests and the CLI use.
 """
@@ -36,8 +36,9 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable
 
-from cooplab.runs import calibration as calib
-from cooplab.runs.calibration import (  # noqa: F401 - the API
+from cooplab.evals import calibration as calib
+from cooplab.graphs.jobs import Jobs
+from cooplab.evals.calibration import (  # noqa: F401 - the API
     EVENTS,
     RBD_MAX_M,
     RUNS,
@@ -53,7 +54,7 @@ from cooplab.runs.calibration import (  # noqa: F401 - the API
     versions,
     wilson,
 )
-from cooplab.runs.calibration import best_region as _best_region
+from cooplab.evals.calibration import best_region as _best_region
 from cooplab.tasks.cpr.params import CPRParams, params_table
 
 CLAIMS = ("a", "b", "c1", "c2", "c3")
@@ -184,7 +185,7 @@ def _envs() -> dict[str, float]:
 
 
 def prepare(out: Path, *, samples: int, seed: int, replicates: int, base: dict[str, Any], preset: str | None) -> dict[str, Any]:
-    """Create OUT and its design.json, or check that OUT holds the same design (:func:`cooplab.runs.calibration.prepare`)."""
+    """Create OUT and its design.json, or check that OUT holds the same design (:func:`cooplab.evals.calibration.prepare`)."""
     return calib.prepare(out, samples=samples, seed=seed, dims=space(),
                          identity=lambda block: identity(seed=seed, replicates=replicates, block=block, base=base, preset=preset),
                          fields={"replicates": replicates, "space": space_table(), "fixed": kept_fixed(), "base": base, "preset": preset})
@@ -214,7 +215,7 @@ def evaluate(overrides: dict[str, Any], replicates: int, seed: int) -> dict[str,
 
 
 def run_batch(j: dict[str, Any]) -> str:
-    """A job of :mod:`cooplab.runs.sweeps` (``fn``): evaluate the batch's samples that OUT does not have
+    """A function job of the executor (``fn``): evaluate the batch's samples that OUT does not have
     yet, appending each as soon as it is done. "skipped" when all were done, "resumed" when some."""
     # Welch's test on two nearly constant samples (e.g. every society reaching the round cap) warns; harmless
     # here. Silenced for this call only: the caller's warning filters are its own
@@ -223,9 +224,9 @@ def run_batch(j: dict[str, Any]) -> str:
         return calib.run_batch(j, lambda values, c: evaluate({**c["base"], **overrides_of(values)}, c["replicates"], c["seed"]))
 
 
-def jobs(out: Path, record: dict[str, Any], todo: list[int], batch: int) -> list[dict[str, Any]]:
-    """The samples still to do, ``batch`` at a time, as jobs of :mod:`cooplab.runs.sweeps`."""
-    return calib.jobs(out, record, todo, batch, spec(), {"base": record["base"]})
+def jobs(out: Path, record: dict[str, Any], todo: list[int], batch: int, *, jobs_on: Jobs) -> list[dict[str, Any]]:
+    """The samples still to do, ``batch`` at a time, as jobs of the executor."""
+    return calib.jobs(out, record, todo, batch, spec(), {"base": record["base"]}, job=jobs_on.job)
 
 
 def table(rows: dict[int, dict[str, Any]], names: list[str], n: int) -> "Any":
@@ -240,21 +241,22 @@ def spec(T: int | None = None, replicates: int | None = None) -> calib.Spec:
 
     return calib.Spec(
         task="cpr", title="Calibration of the CPR ABM: where the paper's §4.1 claims hold", command="cooplab figures cpr-abm",
-        claims=CLAIMS, effects=EFFECTS, fn="cooplab.runs.calibrate_cpr:run_batch", scalars=("survival_mean",),
+        claims=CLAIMS, effects=EFFECTS, fn="cooplab.tasks.cpr.calibrate:run_batch", scalars=("survival_mean",),
         recorded=("society_rounds",), joint_key="all_five", effect_unit="rounds of T_s",
         throughput=(lambda df, wall: throughput(df, replicates, T, wall)) if T is not None else None)
 
 
-def calibrate(out: Path, *, samples: int, seed: int = 0, replicates: int = 100, batch: int = 4, parallel: int = 1,
+def calibrate(out: Path, *, jobs_on: Jobs, samples: int, seed: int = 0, replicates: int = 100, batch: int = 4, parallel: int = 1,
               executor: str = "local", address: str | None = None, base: dict[str, Any] | None = None, preset: str | None = None,
               log: Callable[[str], None] = lambda s: None, quiet: bool = True) -> dict[str, Any]:
-    """Prepare OUT, evaluate every sample it does not have yet, then analyse the first ``samples``."""
+    """Prepare OUT, evaluate every sample it does not have yet on ``jobs_on`` (the job executor:
+    :data:`cooplab.runs.engine.ENGINE`), then analyse the first ``samples``."""
     from cooplab.tasks.cpr.params import make_params
 
     base = dict(base or {})
     record = prepare(Path(out), samples=samples, seed=seed, replicates=replicates, base=base, preset=preset)
     T = int(make_params(**base).T)
-    return calib.calibrate(Path(out), record, spec(T, replicates), samples=samples, batch=batch, parallel=parallel, executor=executor,
+    return calib.calibrate(Path(out), record, spec(T, replicates), jobs_on=jobs_on, samples=samples, batch=batch, parallel=parallel, executor=executor,
                            address=address, extra={"base": record["base"]}, log=log, quiet=quiet, analyze_fn=analyze)
 
 
@@ -289,7 +291,7 @@ def claims_map(df) -> list[dict[str, Any]]:
 
 
 def sensitivity(df, names: list[str], outputs: tuple[str, ...] = OUTPUTS, seed: int = 0) -> list[dict[str, Any]]:
-    """First-order sensitivity of each output to each dimension (:func:`cooplab.runs.calibration.sensitivity`;
+    """First-order sensitivity of each output to each dimension (:func:`cooplab.evals.calibration.sensitivity`;
     Borgonovo's delta from :data:`DELTA_MIN_SAMPLES` samples on)."""
     return calib.sensitivity(df, names, outputs, seed, delta_min=DELTA_MIN_SAMPLES, command="cooplab calibrate cpr")
 
@@ -302,7 +304,7 @@ def best_region(df, names: list[str], limit: int = 20) -> dict[str, Any]:
 def analyze(out: Path, df, record: dict[str, Any], run: dict[str, Any] | None = None, *, runs: list[dict[str, Any]] | None = None,
             per_sample: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write OUT/claims_map.csv, sensitivity.csv, figures/, summary.json and report.md
-    (:func:`cooplab.runs.calibration.analyze`)."""
+    (:func:`cooplab.evals.calibration.analyze`)."""
     sens = sensitivity(df, record["names"], seed=int(record["seed"]))
     return calib.analyze(out, df, record, spec(), run, runs=runs, per_sample=per_sample, sens=sens)
 
