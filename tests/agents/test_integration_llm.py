@@ -31,7 +31,7 @@ def _free_port() -> int:
 
 def test_local_model_runs_the_cpr_society_end_to_end(tmp_path, capsys):
     out = tmp_path / "run"
-    code = main(["run", "cpr", "--agents", "llm", "--model", "local", "--n-agents", "3", "--rounds", "2",
+    code = main(["run", "cpr", "--agents", "llm", "--model", "local", "--n-agents", "2", "--rounds", "2",
                  "--out", str(out), "--cache", str(tmp_path / "c.sqlite"), "-q", "--json"])
     stdout, err = capsys.readouterr()
     assert code == 0, err
@@ -40,8 +40,8 @@ def test_local_model_runs_the_cpr_society_end_to_end(tmp_path, capsys):
     assert s["status"] == "completed"
     per_phase = d.groupby("phase").size().to_dict()
     # round 1: effort, punish, propose (+ vote if 2+ distinct proposals); round 2 (last): effort, punish
-    assert per_phase["harvest"] == 6 and per_phase["punish"] == 6 and per_phase["propose"] == 3
-    assert per_phase.get("vote", 0) in (0, 3)
+    assert per_phase["harvest"] == 4 and per_phase["punish"] == 4 and per_phase["propose"] == 2
+    assert per_phase.get("vote", 0) in (0, 2)
     assert (d["input_tokens"] > 100).all() and (d["output_tokens"] > 0).all()
     # every effort decision ended with a valid effort in [0, 1], decoded or by fallback
     efforts = [json.loads(p)["effort"] for p in d[d.phase == "harvest"]["parsed"]]

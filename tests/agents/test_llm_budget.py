@@ -52,6 +52,8 @@ from cooplab.graphs.ledger import BudgetExhausted, Ledger, Rates
 from cooplab.runs import runner as cpr_runner
 from cooplab.tasks.cpr.llm import EFFORT
 
+from tests.helpers.figures import figures_recorded  # noqa: F401 - a fixture
+
 from ._support import WatchedLedger
 from .misbehaving_server import (
     ANSWER,
@@ -63,6 +65,9 @@ from .misbehaving_server import (
     Reply,
     completion,
 )
+
+# no run here checks its figure: none is drawn (tests/helpers/figures.py)
+pytestmark = pytest.mark.usefixtures("figures_recorded")
 
 BUDGET = Decimal("0.05")
 RETRIES = 4  # LLMService.max_transport_retries: every failing call is tried 5 times

@@ -12,6 +12,10 @@ import pytest
 
 from cooplab.cli import main
 from tests.helpers.progress import kill_when, run_progress
+from tests.helpers.figures import figures_recorded  # noqa: F401 - a fixture
+
+# no run here checks its figure: none is drawn (tests/helpers/figures.py)
+pytestmark = pytest.mark.usefixtures("figures_recorded")
 
 EFFORTS = ['{"effort": 0.1}', '{"effort": 0.25}', '{"effort": 0.4}', 'no idea', '{"effort": 3}']
 
@@ -104,11 +108,12 @@ def test_kill_9_mid_run_then_resume_matches_an_uninterrupted_run(tmp_path):
     exe = str(Path(sys.executable).parent / "cooplab")
 
     def args(out, cache):
-        return [exe, "run", "cpr", "--agents", "llm", "--model", f"scripted:{f}", "--n-agents", "4", "--rounds", "12",
+        # 5 rounds: the kill comes in round 2 or later, with rounds still to go after it
+        return [exe, "run", "cpr", "--agents", "llm", "--model", f"scripted:{f}", "--n-agents", "4", "--rounds", "5",
                 "--env", "rich", "--max-concurrency", "1", "--out", str(out), "--cache", str(cache), "-q", "--json"]
 
-    ref = subprocess.run(args(tmp_path / "ref", tmp_path / "c1.sqlite"), capture_output=True, text=True, timeout=300)
-    assert ref.returncode == 0, ref.stderr
+    # the uninterrupted run goes alongside the one to be killed (each has its own folder and cache)
+    ref_proc = subprocess.Popen(args(tmp_path / "ref", tmp_path / "c1.sqlite"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     proc = subprocess.Popen(args(tmp_path / "run", tmp_path / "c2.sqlite"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     # Kill on observable progress, not after a fixed time: the run is frozen (SIGSTOP) while we look,
     # and killed only when it is past round 2 *and* the cache holds calls the last checkpoint does not
@@ -119,9 +124,11 @@ def test_kill_9_mid_run_then_resume_matches_an_uninterrupted_run(tmp_path):
 
     assert kill_when(proc, mid_node), "the run finished (or hung) before it could be killed mid-node; raise the latency"
     assert not (tmp_path / "run" / "summary.json").exists()
+    ref_out, ref_err = ref_proc.communicate(timeout=300)
+    assert ref_proc.returncode == 0, ref_err
     res = subprocess.run([exe, "resume", str(tmp_path / "run"), "-q", "--json"], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
-    a, b = json.loads(ref.stdout), json.loads(res.stdout)
+    a, b = json.loads(ref_out), json.loads(res.stdout)
     assert b["llm"]["cache_hits"] > 0  # calls made before the kill replayed from the cache
     # ... and charged as the live calls they were (from the ledger journal): the ledger is the uninterrupted run's
     assert a["ledger"]["cached_calls"] == b["ledger"]["cached_calls"] == 0

@@ -193,7 +193,8 @@ class FakeServer(DeliveryLog):
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        # poll often: shutdown() waits for the serve loop's next poll (0.5 s by default), at every test's end
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     # --- what to answer ---------------------------------------------------------------------
     def fixed(self, req: Request) -> Reply:

@@ -61,7 +61,7 @@ def assert_exact_ledger(s: dict, out, calls: int) -> None:
 
 # --- well-behaved servers: every task runs to completion, exactly accounted ---------------------------
 @pytest.mark.parametrize("provider", PROVIDERS)
-def test_a_cpr_society_runs_on_each_provider_with_an_exact_ledger(provider, tmp_path, capsys):
+def test_a_cpr_society_runs_on_each_provider_with_an_exact_ledger(provider, tmp_path, capsys, figures_recorded):
     out = tmp_path / "run"
     with SERVERS[provider]("ok") as srv:
         code, stdout, err = run(cpr_run(provider, srv.url, out), capsys)
@@ -75,6 +75,8 @@ def test_a_cpr_society_runs_on_each_provider_with_an_exact_ledger(provider, tmp_
     assert all(r.body.get("model") == "fake-model" or "/models/fake-model:" in r.path for r in calls)
     d = pd.read_parquet(out / "decisions.parquet")
     assert not d["fallback_used"].any() and (d["attempts"] == 1).all()
+    # the run reached its figure step with its two rounds (drawing it is tests/cpr/test_run_figure.py's)
+    assert [(len(c["rounds"]), c["outdir"]) for c in figures_recorded] == [(2, out / "figures")]
 
 
 @pytest.mark.integration

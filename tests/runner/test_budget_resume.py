@@ -27,10 +27,15 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from cooplab.cli import main
 from tests.helpers.cli import fail_line
 from tests.helpers.progress import kill_when
+from tests.helpers.figures import figures_recorded  # noqa: F401 - a fixture
+
+# no run here checks its figure: none is drawn (tests/helpers/figures.py)
+pytestmark = pytest.mark.usefixtures("figures_recorded")
 
 ROOT = Path(__file__).resolve().parents[2]
 EXE = str(Path(sys.executable).parent / "cooplab")
