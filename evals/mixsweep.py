@@ -48,3 +48,11 @@ def sweep_tables(cells: list[dict[str, Any]], dest: Path) -> dict[str, str]:
             pd.DataFrame(found).to_csv(path, index=False)
             written[key] = str(path)
     return written
+
+
+def analyze_mixed_cells(cells: list[dict[str, Any]], out: Any, *, analysis_out: Any = None) -> dict[str, Any] | None:
+    """A world's ``analyze_sweep`` when all it adds is the mix: the cells' per-model rows, cross-play
+    and invasions side by side in ``analysis_out`` (default ``out/analysis``); None when no cell has them."""
+    dest = Path(analysis_out) if analysis_out is not None else Path(out) / "analysis"
+    mixed = sweep_tables(cells, dest)
+    return {"mix_tables": mixed, "analysis_dir": str(dest)} if mixed else None

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, StrictStr
+from pydantic import BaseModel, ConfigDict, StrictStr, model_serializer
 
 from cooplab.limits import RULES, ConfigError, show
 
@@ -138,3 +138,15 @@ def check_in(invader: Invader | None, *, n_agents: int, rounds: int, agents: str
         raise cross(("invader",), str(exc)) from None
     if out != raw:
         raise cross(("invader",), f"<invader> must be {out}, got {show(raw)}")
+
+
+class InvaderWhenSet(BaseModel):
+    """A world's settings with an optional ``invader`` field: config.json holds ``invader`` only when
+    the run has one, so the files of runs without one stay as they always were."""
+
+    @model_serializer(mode="wrap")
+    def _no_invader(self, handler: Any) -> dict[str, Any]:
+        out = handler(self)
+        if isinstance(out, dict) and out.get("invader", 0) is None:
+            out.pop("invader")
+        return out

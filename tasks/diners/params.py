@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator, model_serializer, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator, model_validator
 
-from cooplab.graphs.invaders import Invader
+from cooplab.graphs.invaders import Invader, InvaderWhenSet
 
 from cooplab.limits import RULES
 from cooplab.tasks.diners import model as dm
@@ -43,7 +43,7 @@ def invader_kinds(agents: str | None) -> tuple[str, ...]:
     return ("greedy", "defector", "free-rider", "model") if agents == "llm" else ("greedy", "defector", "free-rider")
 
 
-class DinersParams(BaseModel):
+class DinersParams(InvaderWhenSet):
     """Everything a diners run is set up with (config.json's ``params``; ``cooplab run diners``
     sets it from its options: ``--pk 6:1`` sets ``pk``, ``p``, ``k`` and ``costs_stated``)."""
 
@@ -95,14 +95,6 @@ class DinersParams(BaseModel):
             agents = (info.context or {}).get("agents")
             check_in(self.invader, n_agents=self.n_agents, rounds=self.iterations, agents=agents, kinds=invader_kinds(agents or "llm"))
         return self
-
-    @model_serializer(mode="wrap")
-    def _no_invader(self, handler: Any) -> dict[str, Any]:
-        """config.json holds ``invader`` only when the run has one (as runs without one always wrote it)."""
-        out = handler(self)
-        if isinstance(out, dict) and out.get("invader", 0) is None:
-            out.pop("invader")
-        return out
 
     @property
     def n_agents(self) -> int:

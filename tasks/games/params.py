@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, model_serializer, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, model_validator
 
-from cooplab.graphs.invaders import Invader
+from cooplab.graphs.invaders import Invader, InvaderWhenSet
 from cooplab.limits import MAX_FACTOR, MAX_GROUP, MAX_GROUPS, MAX_SIMULATIONS, MAX_TOKENS, RULES  # noqa: F401 - the games' caps
 
 GAMES = ("weakest-link", "cpr", "cpr-sanction", "collective-risk", "o-ring", "public-goods")
@@ -262,7 +262,7 @@ def invader_kinds(llm_players: bool) -> tuple[str, ...]:
     return ("greedy", "defector", "free-rider", "model") if llm_players else ("greedy", "defector", "free-rider")
 
 
-class GameRun(BaseModel):
+class GameRun(InvaderWhenSet):
     """What a game run sets beside the game's parameters: which game, who plays, LLM players'
     prompt and deliberation, scripted players' script (validated, so the run resumes without the
     file) and the file it came from."""
@@ -314,14 +314,6 @@ class GameRun(BaseModel):
             check_in(self.invader, n_agents=self.n_players, rounds=self.rounds, agents="llm" if self.players == "llm" else "rule",
                      kinds=invader_kinds(self.players == "llm"))
         return self
-
-    @model_serializer(mode="wrap")
-    def _no_invader(self, handler: Any) -> dict[str, Any]:
-        """config.json holds ``invader`` only when the run has one (as runs without one always wrote it)."""
-        out = handler(self)
-        if isinstance(out, dict) and out.get("invader", 0) is None:
-            out.pop("invader")
-        return out
 
 
 def _settings(model: type[GameParams]) -> type[GameParams]:

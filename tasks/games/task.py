@@ -256,13 +256,9 @@ class GameTask(Task):
 
     def analyze_sweep(self, cells: list[dict[str, Any]], out: Any, *, analysis_out: Any = None) -> dict[str, Any] | None:
         """The cells' per-model rows, cross-play and invasions side by side (when any cell has them)."""
-        from pathlib import Path
+        from cooplab.evals.mixsweep import analyze_mixed_cells
 
-        from cooplab.evals.mixsweep import sweep_tables
-
-        dest = Path(analysis_out) if analysis_out is not None else Path(out) / "analysis"
-        mixed = sweep_tables(cells, dest)
-        return {"mix_tables": mixed, "analysis_dir": str(dest)} if mixed else None
+        return analyze_mixed_cells(cells, out, analysis_out=analysis_out)
 
     # --- the run explorer: tasks/games/explore.py -----------------------------------------
     def explore(self, run: Any, query: Mapping[str, str]) -> list[Any]:
