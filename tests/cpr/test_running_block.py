@@ -124,7 +124,7 @@ def test_the_explorer_finds_every_society_in_every_round_it_ran(tmp_path):
     of the rounds table."""
     import cooplab
     from cooplab.evals.explorer.runs import RunDir
-    from cooplab.evals.explorer.views.societies import cpr_history
+    from cooplab.tasks.cpr.explore import cpr_history
 
     out = tmp_path / "run"
     cooplab.run(task="cpr", replicates=6, rounds=25, seed=2, out=str(out), quiet=True, set={"P0": 2.0})
