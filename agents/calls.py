@@ -445,6 +445,10 @@ async def direct_call(runnable: Any, messages: list[BaseMessage], config: dict |
         normalize, gen_metadata = lc._normalize_messages, lc._gen_info_and_msg_metadata
     except (AttributeError, ImportError, TypeError):  # a LangChain without these internals: its own path
         return None
+    # suspend once, as a call through ``ainvoke`` does before its model answers: the decisions of a
+    # phase then all reserve their budget before the first is charged, so a run whose calls are
+    # observed (traced) and one whose are not stop at the same call when a budget binds
+    await asyncio.sleep(0)
     result = await model._agenerate(normalize(messages), stop=None, **kwargs)
     for generation in result.generations:
         generation.message.response_metadata = gen_metadata(generation)
