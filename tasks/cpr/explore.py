@@ -31,9 +31,6 @@ from cooplab.graphs import explore as ex
 CPR = Spec(noun="Fisher", society=("society",), round="round", agent="agent")
 
 
-def numbers(run: Any) -> dict[str, Any]:
-    return key_numbers(run.summary)
-
 
 def cpr_history(run: Any) -> tuple[pd.DataFrame | None, pd.DataFrame | None, str | None]:
     """(every fisher in every round, every fisher's belief after every round, a note) from the checkpoints."""
@@ -166,7 +163,7 @@ def view(run: Any, query: Mapping[str, str]) -> list[ex.Section]:
             ex.Section("Punishments: who fined whom", punish, id="fines"), cpr_norms(run, s, keep),
             cpr_beliefs(my, my_beliefs, llm)]
     focus = [cpr_round(run, query, s, my, pairs, rounds, keep), cpr_agent(run, query, s, my, pairs, my_beliefs, keep)]
-    return page(run, numbers(run), focus, body)
+    return page(run, key_numbers(run.summary), focus, body)
 
 
 def cpr_norms(run: Any, s: int, keep: dict[str, Any]) -> ex.Section | None:

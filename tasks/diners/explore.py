@@ -17,9 +17,6 @@ from cooplab.graphs import explore as ex
 DINERS = Spec(noun="Diner", society=("condition", "replicate"), round="iteration", agent="agent", round_unit="iteration")
 
 
-def numbers(run: Any) -> dict[str, Any]:
-    return key_numbers(run.summary)
-
 
 def view(run: Any, query: Mapping[str, str]) -> list[ex.Section]:
     util = with_society(run.table("utilities"), DINERS)
@@ -51,7 +48,7 @@ def view(run: Any, query: Mapping[str, str]) -> list[ex.Section]:
     body = [ex.Section("The society", state, id="state"), ex.Section("Diners by iteration", agent_blocks, id="agents"),
             ex.Section("Punishments: who punished whom", punish, id="fines")]
     focus = [round_focus(run, query, DINERS, u, pairs, keep, "punished"), agent_focus(run, query, DINERS, u, pairs, keep, "punished")]
-    return page(run, numbers(run), focus, body)
+    return page(run, key_numbers(run.summary), focus, body)
 
 
 def key_numbers(summary: Mapping[str, Any]) -> dict[str, Any]:

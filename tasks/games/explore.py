@@ -16,9 +16,6 @@ from cooplab.graphs import explore as ex
 GAME = Spec(noun="Player", society=("simulation",), round="round", agent="player")
 
 
-def numbers(run: Any) -> dict[str, Any]:
-    return key_numbers(run.summary)
-
 
 def view(run: Any, query: Mapping[str, str]) -> list[ex.Section]:
     players = with_society(run.table("players"), GAME)
@@ -59,7 +56,7 @@ def view(run: Any, query: Mapping[str, str]) -> list[ex.Section]:
         body.append(ex.Section("Sanctions: who sanctioned whom", fines(pairs, GAME, verb="sanctioned", amount="tokens", keep=keep),
                                id="fines"))
     focus = [round_focus(run, query, GAME, pl, pairs, keep, "sanctioned"), agent_focus(run, query, GAME, pl, pairs, keep, "sanctioned")]
-    return page(run, numbers(run), focus, body)
+    return page(run, key_numbers(run.summary), focus, body)
 
 
 def key_numbers(summary: Mapping[str, Any]) -> dict[str, Any]:
