@@ -92,8 +92,10 @@ class ResponseCache:
         )
         # the drawings of a run (its figure), keyed by a digest of everything drawn (see ``put_figure``)
         try:
-            self._db.execute("CREATE TABLE IF NOT EXISTS figures (key TEXT PRIMARY KEY, png BLOB NOT NULL,"
-                             " created TEXT DEFAULT CURRENT_TIMESTAMP)")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS figures (key TEXT PRIMARY KEY, png BLOB NOT NULL,"
+                " created TEXT DEFAULT CURRENT_TIMESTAMP)"
+            )
         except sqlite3.Error:  # the name is taken by something else (a foreign file): figures are drawn, never kept
             pass
         cols = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
@@ -109,8 +111,10 @@ class ResponseCache:
             self.misses += 1
             return None
         with self._lock:
-            row = self._db.execute("SELECT text, input_tokens, output_tokens, latency, usage_error, created FROM responses"
-                                   " WHERE key = ?", (key,)).fetchone()
+            row = self._db.execute(
+                "SELECT text, input_tokens, output_tokens, latency, usage_error, created FROM responses WHERE key = ?",
+                (key,),
+            ).fetchone()
         if row is None:
             self.misses += 1
             return None
@@ -133,9 +137,19 @@ class ResponseCache:
                 self._db.execute(
                     "INSERT OR REPLACE INTO responses (key, text, input_tokens, output_tokens, latency, model, usage_error)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (key, clean_text(resp.text), resp.input_tokens, resp.output_tokens, resp.latency, clean_text(model), error),
+                    (
+                        key,
+                        clean_text(resp.text),
+                        resp.input_tokens,
+                        resp.output_tokens,
+                        resp.latency,
+                        clean_text(model),
+                        error,
+                    ),
                 )
-            except sqlite3.OperationalError:  # locked for BUSY_SECONDS by other writers: the call stands, only its replay is lost
+            except (
+                sqlite3.OperationalError
+            ):  # locked for BUSY_SECONDS by other writers: the call stands, only its replay is lost
                 self.write_errors += 1
 
     def get_figure(self, key: str) -> bytes | None:
@@ -199,8 +213,10 @@ def check_cache(path: str | Path, name: str = "--cache") -> None:
             except sqlite3.Error as exc:
                 raise ConfigError(f"{name} {p} is not a readable SQLite database ({exc}); {fix}") from None
             if tables and "responses" not in tables:
-                raise ConfigError(f"{name} {p} is an SQLite database but not a cooplab response cache (tables: "
-                                  f"{', '.join(sorted(tables)[:5])}); {fix}")
+                raise ConfigError(
+                    f"{name} {p} is an SQLite database but not a cooplab response cache (tables: "
+                    f"{', '.join(sorted(tables)[:5])}); {fix}"
+                )
         if not os_access(p):
             raise ConfigError(f"{name} {p} is not writable; {fix}")
         return

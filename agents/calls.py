@@ -135,8 +135,12 @@ def _status(exc: BaseException) -> int | None:
     ``ollama.ResponseError.status_code``, ``google.genai``'s ``errors.APIError.code``; -1 for such
     an error without a status; None for anything else."""
     for e in _chain(exc):
-        for module, name, attr in (("openai", "APIStatusError", "status_code"), ("anthropic", "APIStatusError", "status_code"),
-                                   ("ollama", "ResponseError", "status_code"), ("google.genai.errors", "APIError", "code")):
+        for module, name, attr in (
+            ("openai", "APIStatusError", "status_code"),
+            ("anthropic", "APIStatusError", "status_code"),
+            ("ollama", "ResponseError", "status_code"),
+            ("google.genai.errors", "APIError", "code"),
+        ):
             mod = sys.modules.get(module)  # only an SDK that is loaded can have raised its error
             cls = getattr(mod, name, None) if mod is not None else None
             if cls is not None and isinstance(e, cls):
@@ -165,9 +169,12 @@ def _model_error(exc: BaseException) -> bool | None:
 
 def _transport_error(exc: BaseException) -> bool:
     """A provider SDK's connection or timeout error (no HTTP status), or httpx's own."""
-    for module, names in (("openai", ("APIConnectionError", "APIResponseValidationError")),
-                          ("anthropic", ("APIConnectionError", "APIResponseValidationError")), ("httpx", ("TransportError",)),
-                          ("httpx2", ("TransportError",))):
+    for module, names in (
+        ("openai", ("APIConnectionError", "APIResponseValidationError")),
+        ("anthropic", ("APIConnectionError", "APIResponseValidationError")),
+        ("httpx", ("TransportError",)),
+        ("httpx2", ("TransportError",)),
+    ):
         mod = sys.modules.get(module)
         if mod is not None and isinstance(exc, tuple(getattr(mod, n) for n in names if hasattr(mod, n))):
             return True
@@ -179,7 +186,9 @@ def is_transient(exc: BaseException) -> bool:
     a chat completion: :class:`~cooplab.agents.models.EndpointResponseError`) are worth retrying;
     everything else is not. Each provider's SDK errors are read by :func:`_status`: an error of
     the HTTP layer without a status (``ollama``'s stream errors: -1) is transient too."""
-    if isinstance(exc, (TransientModelError, TimeoutError, asyncio.TimeoutError, ConnectionError)) or _transport_error(exc):
+    if isinstance(exc, (TransientModelError, TimeoutError, asyncio.TimeoutError, ConnectionError)) or _transport_error(
+        exc
+    ):
         return True
     if _model_error(exc):
         return True
@@ -204,7 +213,9 @@ def endpoint_failure(exc: BaseException) -> str | None:
     programming error), which propagates unchanged."""
     if is_transient(exc):
         return "transient"
-    if isinstance(exc, PermanentModelError) or _status(exc) is not None or _model_error(exc) is False:  # a 4xx, repeated
+    if (
+        isinstance(exc, PermanentModelError) or _status(exc) is not None or _model_error(exc) is False
+    ):  # a 4xx, repeated
         return "permanent"
     return None
 
@@ -215,10 +226,16 @@ def failure_message(spec: ModelSpec, exc: BaseException, attempts: int | None) -
     status = _status(exc)
     status = None if status is None or status < 0 else status
     if attempts is None:
-        return f"{where} rejected the request" + (f" (HTTP {status})" if status is not None else "") + f": {_error_text(exc)}"
+        return (
+            f"{where} rejected the request"
+            + (f" (HTTP {status})" if status is not None else "")
+            + f": {_error_text(exc)}"
+        )
     if isinstance(exc, CallTimedOut):
-        return (f"{where} sent no complete answer within the call timeout of {exc.seconds:g} s, {attempts} times "
-                "(raise --call-timeout, or llm.call_timeout in a config file, if the server is just slow)")
+        return (
+            f"{where} sent no complete answer within the call timeout of {exc.seconds:g} s, {attempts} times "
+            "(raise --call-timeout, or llm.call_timeout in a config file, if the server is just slow)"
+        )
     if isinstance(exc, EndpointResponseError):
         return f"{where} returned malformed responses {attempts} times: {one_line(exc)}"
     if isinstance(status, int):
@@ -227,8 +244,9 @@ def failure_message(spec: ModelSpec, exc: BaseException, attempts: int | None) -
     while (c := c.__cause__ or c.__context__) is not None and len(chain) < 8:
         chain.append(c)
     # the transport's own error (e.g. httpx's ReadTimeout, RemoteProtocolError), else the first that says more
-    cause = next((c for c in chain if type(c).__module__.split(".")[0] in ("httpx", "httpcore", "httpx2", "httpcore2")), None) \
-        or next((c for c in chain if str(c) and str(c) != str(exc)), None)
+    cause = next(
+        (c for c in chain if type(c).__module__.split(".")[0] in ("httpx", "httpcore", "httpx2", "httpcore2")), None
+    ) or next((c for c in chain if str(c) and str(c) != str(exc)), None)
     why = f"{type(exc).__name__}: {exc}"
     if cause is not None:
         why += f" ({type(cause).__name__}" + (f": {cause})" if str(cause) else ")")
@@ -268,7 +286,9 @@ def deadline_message(spec: ModelSpec, exc: BaseException, deadline: Deadline) ->
     if isinstance(exc, CallTimedOut):
         what = f"stalled: no complete answer within the call deadline of {deadline.seconds:g} s ({tries})"
     else:
-        what = f"gave no answer within the call deadline of {deadline.seconds:g} s ({tries}; the last: {_error_text(exc)})"
+        what = (
+            f"gave no answer within the call deadline of {deadline.seconds:g} s ({tries}; the last: {_error_text(exc)})"
+        )
     return f"{where} {what}; raise --call-deadline, or llm.call_deadline in a config file, if the server is just slow"
 
 
@@ -303,12 +323,18 @@ def usage_of(msg: BaseMessage, messages: list[BaseMessage], text: str, *, input_
     estimate, flagged."""
     meta = getattr(msg, "response_metadata", None) or {}
     if "usage_raw" in meta:
-        return check_usage(meta["usage_raw"], input_bound=input_bound, output_bound=output_bound, text=text_estimate(messages, text))
+        return check_usage(
+            meta["usage_raw"], input_bound=input_bound, output_bound=output_bound, text=text_estimate(messages, text)
+        )
     um = getattr(msg, "usage_metadata", None)
     if not um:
-        return counted_usage(messages_tokens(messages), count_tokens(text), input_bound=input_bound, output_bound=output_bound)
+        return counted_usage(
+            messages_tokens(messages), count_tokens(text), input_bound=input_bound, output_bound=output_bound
+        )
     if meta.get("token_count_source") == "cooplab":  # counted by ``with_usage``: an approximation, clamped
-        return counted_usage(um["input_tokens"], um["output_tokens"], input_bound=input_bound, output_bound=output_bound)
+        return counted_usage(
+            um["input_tokens"], um["output_tokens"], input_bound=input_bound, output_bound=output_bound
+        )
     return check_usage(dict(um), input_bound=input_bound, output_bound=output_bound, text=text_estimate(messages, text))
 
 
@@ -331,17 +357,26 @@ def _answer_text(text: str) -> str:
     for c in (d.get("tool_calls") or []) + (d.get("invalid_tool_calls") or []):
         if isinstance(c, dict):
             args = c.get("args")
-            parts += [str(c.get("name") or ""), args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, default=str)]
+            parts += [
+                str(c.get("name") or ""),
+                args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, default=str),
+            ]
     return "".join(parts)
 
 
 def text_estimate(messages: list[BaseMessage], text: str) -> TextEstimate:
     """What a call's text says of its tokens (:class:`~cooplab.agents.usage.TextEstimate`): the bytes
     and cooplab's count of the messages' contents and of the answer (what the model wrote)."""
-    prompt = [m.content if isinstance(m.content, str) else str(m.text) for m in messages]  # text blocks only (an image is not its bytes)
+    prompt = [
+        m.content if isinstance(m.content, str) else str(m.text) for m in messages
+    ]  # text blocks only (an image is not its bytes)
     answer = _answer_text(text or "")
-    return TextEstimate(sum(len(p.encode("utf-8", "replace")) for p in prompt), len(answer.encode("utf-8", "replace")),
-                        messages_tokens(messages), count_tokens(answer))
+    return TextEstimate(
+        sum(len(p.encode("utf-8", "replace")) for p in prompt),
+        len(answer.encode("utf-8", "replace")),
+        messages_tokens(messages),
+        count_tokens(answer),
+    )
 
 
 def reused_of(msg: BaseMessage, input_tokens: int) -> int:
@@ -408,7 +443,9 @@ def _observed(callbacks: Any, model: Any, manager_type: type) -> bool:
     return observed
 
 
-async def direct_call(runnable: Any, messages: list[BaseMessage], config: dict | None, kwargs: dict[str, Any]) -> BaseMessage | None:
+async def direct_call(
+    runnable: Any, messages: list[BaseMessage], config: dict | None, kwargs: dict[str, Any]
+) -> BaseMessage | None:
     """The answer of ``runnable`` to ``messages``, asked without LangChain's run machinery, when
     nothing would observe the call; None when something would (then the caller uses ``ainvoke``).
 
@@ -429,8 +466,13 @@ async def direct_call(runnable: Any, messages: list[BaseMessage], config: dict |
         from langchain_core.language_models import chat_models as lc
         from langchain_core.runnables.config import var_child_runnable_config
 
-        if model.rate_limiter is not None or model.cache is True or (model.cache is None and get_llm_cache() is not None) \
-                or model.cache not in (None, False, True) or getattr(model, "output_version", None) == "v1":
+        if (
+            model.rate_limiter is not None
+            or model.cache is True
+            or (model.cache is None and get_llm_cache() is not None)
+            or model.cache not in (None, False, True)
+            or getattr(model, "output_version", None) == "v1"
+        ):
             return None
         if model._should_stream(async_api=True, **kwargs):
             return None
@@ -453,7 +495,10 @@ async def direct_call(runnable: Any, messages: list[BaseMessage], config: dict |
     for generation in result.generations:
         generation.message.response_metadata = gen_metadata(generation)
     if len(result.generations) == 1 and result.llm_output is not None:
-        result.generations[0].message.response_metadata = {**result.llm_output, **result.generations[0].message.response_metadata}
+        result.generations[0].message.response_metadata = {
+            **result.llm_output,
+            **result.generations[0].message.response_metadata,
+        }
     return result.generations[0].message
 
 
@@ -625,7 +670,11 @@ class OllamaAdapter(ProviderAdapter):
         return {"format": schema}
 
     def call_options(self, *, key: str, phase: str, max_tokens: int | None) -> dict[str, Any]:
-        options = {"seed": seed_of(key), "temperature": self.spec.temperature, "num_predict": int(max_tokens or self.spec.max_tokens)}
+        options = {
+            "seed": seed_of(key),
+            "temperature": self.spec.temperature,
+            "num_predict": int(max_tokens or self.spec.max_tokens),
+        }
         return {"options": options, "stream": False}
 
     def text_of(self, msg: BaseMessage) -> str:
@@ -633,8 +682,11 @@ class OllamaAdapter(ProviderAdapter):
 
 
 #: the adapter of each hosted provider's models, by spec kind (others: by the model's class)
-PROVIDER_ADAPTERS: dict[str, type[ProviderAdapter]] = {"anthropic": AnthropicAdapter, "google_genai": GoogleAdapter,
-                                                       "ollama": OllamaAdapter}
+PROVIDER_ADAPTERS: dict[str, type[ProviderAdapter]] = {
+    "anthropic": AnthropicAdapter,
+    "google_genai": GoogleAdapter,
+    "ollama": OllamaAdapter,
+}
 
 
 def adapter_type(model: Any) -> type[ProviderAdapter]:
@@ -724,8 +776,15 @@ class RateLimiter:
 class RateLimitLayer:
     """At most ``max_concurrency`` requests inside at once; each start waits for the rate limiter."""
 
-    def __init__(self, inner: Layer, *, max_concurrency: int, rps: float | None, clock: Callable[[], float] = time.monotonic,
-                 sleep: Sleep = asyncio.sleep):
+    def __init__(
+        self,
+        inner: Layer,
+        *,
+        max_concurrency: int,
+        rps: float | None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
+    ):
         self.inner = inner
         self._slots = asyncio.Semaphore(max(1, int(max_concurrency)))
         self.limiter = RateLimiter(rps, clock=clock, sleep=sleep)
@@ -743,8 +802,16 @@ class RetryLayer:
     is cut when it runs out (the adapter layer), and no retry starts that could not begin before
     it; then :class:`ModelUnavailable` says which server stalled and for how long."""
 
-    def __init__(self, inner: Layer, *, retries: int, base: float, cap: float, sleep: Sleep = asyncio.sleep,
-                 deadline: float | None = None):
+    def __init__(
+        self,
+        inner: Layer,
+        *,
+        retries: int,
+        base: float,
+        cap: float,
+        sleep: Sleep = asyncio.sleep,
+        deadline: float | None = None,
+    ):
         self.inner = inner
         self.retries, self.base, self.cap = max(0, int(retries)), base, cap
         self.deadline = deadline
@@ -785,17 +852,31 @@ class BudgetLayer:
     def __init__(self, inner: Layer, ledger: Ledger):
         self.inner, self.ledger = inner, ledger
 
-    def _charge(self, request: Request, response: CachedResponse, *, cached: bool, reservation: Reservation | None) -> Entry:
-        return self.ledger.charge(call_id=call_id_of(request.key), model=request.spec.id, agent=request.agent, round=request.round,
-                                  phase=request.phase, input_tokens=response.input_tokens, output_tokens=response.output_tokens,
-                                  cached=cached, reservation=reservation, usage_error=response.usage_error, team=request.team)
+    def _charge(
+        self, request: Request, response: CachedResponse, *, cached: bool, reservation: Reservation | None
+    ) -> Entry:
+        return self.ledger.charge(
+            call_id=call_id_of(request.key),
+            model=request.spec.id,
+            agent=request.agent,
+            round=request.round,
+            phase=request.phase,
+            input_tokens=response.input_tokens,
+            output_tokens=response.output_tokens,
+            cached=cached,
+            reservation=reservation,
+            usage_error=response.usage_error,
+            team=request.team,
+        )
 
     def charge_known(self, request: Request, response: CachedResponse) -> Entry:
         return self._charge(request, response, cached=True, reservation=None)
 
     async def __call__(self, request: Request) -> Reply:
         ledger = self.ledger
-        reservation = ledger.reserve(ledger.cost(request.spec.id, request.input_bound, request.output_bound), call_id_of(request.key))
+        reservation = ledger.reserve(
+            ledger.cost(request.spec.id, request.input_bound, request.output_bound), call_id_of(request.key)
+        )
         try:
             reply = await self.inner(request)
         except BaseException:
@@ -811,11 +892,18 @@ class PrefixCacheMiss(RuntimeError):
     refused, never made. The message names the call."""
 
     def __init__(self, request: "Request", through: int):
-        super().__init__(f"the call of {request.agent} in round {request.round}, phase {request.phase!r} (call id "
-                         f"{call_id_of(request.key)}, model {request.spec.id}) is in this fork's prefix (rounds 1..{through}, the "
-                         f"parent's), which must replay from the response cache, but the cache has no answer for it; it was not made "
-                         f"(give the fork the parent's --cache, or fork at a round the cache covers)")
-        self.call_id, self.round, self.phase, self.agent = call_id_of(request.key), request.round, request.phase, request.agent
+        super().__init__(
+            f"the call of {request.agent} in round {request.round}, phase {request.phase!r} (call id "
+            f"{call_id_of(request.key)}, model {request.spec.id}) is in this fork's prefix (rounds 1..{through}, the "
+            f"parent's), which must replay from the response cache, but the cache has no answer for it; it was not made "
+            f"(give the fork the parent's --cache, or fork at a round the cache covers)"
+        )
+        self.call_id, self.round, self.phase, self.agent = (
+            call_id_of(request.key),
+            request.round,
+            request.phase,
+            request.agent,
+        )
 
 
 class CacheLayer:
@@ -824,22 +912,43 @@ class CacheLayer:
     live answer once the inner layers have charged it. The stored counts are re-validated against
     the request's bounds: a damaged or foreign cache never charges past them."""
 
-    def __init__(self, inner: Layer, cache: ResponseCache, charge_known: Callable[[Request, CachedResponse], Entry],
-                 on_replay: Callable[[Request, CachedResponse], Awaitable[Any]] | None = None, replay_only_through: int | None = None):
+    def __init__(
+        self,
+        inner: Layer,
+        cache: ResponseCache,
+        charge_known: Callable[[Request, CachedResponse], Entry],
+        on_replay: Callable[[Request, CachedResponse], Awaitable[Any]] | None = None,
+        replay_only_through: int | None = None,
+    ):
         self.inner, self.cache, self.charge_known, self.on_replay = inner, cache, charge_known, on_replay
         #: a fork's K: a call of round K or earlier must be answered by the cache (:class:`PrefixCacheMiss`)
         self.replay_only_through = replay_only_through
 
     async def __call__(self, request: Request) -> Reply:
         hit = self.cache.get(request.key)
-        if hit is None and self.replay_only_through is not None and request.round is not None and request.round <= self.replay_only_through:
+        if (
+            hit is None
+            and self.replay_only_through is not None
+            and request.round is not None
+            and request.round <= self.replay_only_through
+        ):
             raise PrefixCacheMiss(request, self.replay_only_through)
         if hit is not None:
-            usage = check_usage({"input_tokens": hit.input_tokens, "output_tokens": hit.output_tokens},
-                                input_bound=request.input_bound, output_bound=request.output_bound, source="the cache",
-                                text=text_estimate(request.messages, hit.text))
-            response = CachedResponse(hit.text, usage.input_tokens, usage.output_tokens, hit.latency, hit.usage_error or usage.error,
-                                      hit.created)
+            usage = check_usage(
+                {"input_tokens": hit.input_tokens, "output_tokens": hit.output_tokens},
+                input_bound=request.input_bound,
+                output_bound=request.output_bound,
+                source="the cache",
+                text=text_estimate(request.messages, hit.text),
+            )
+            response = CachedResponse(
+                hit.text,
+                usage.input_tokens,
+                usage.output_tokens,
+                hit.latency,
+                hit.usage_error or usage.error,
+                hit.created,
+            )
             reply = Reply(response, True, self.charge_known(request, response))
             if self.on_replay is not None:
                 await self.on_replay(request, response)
@@ -851,20 +960,40 @@ class CacheLayer:
 
 async def traced_replay(request: Request, response: CachedResponse) -> None:
     """A call answered from the cache, reported through its callbacks like a live one (its trace)."""
-    await trace_replay(runnable=request.runnable, messages=request.messages, kwargs=request.kwargs, config=request.config,
-                       response=response, from_text=request.from_text)
+    await trace_replay(
+        runnable=request.runnable,
+        messages=request.messages,
+        kwargs=request.kwargs,
+        config=request.config,
+        response=response,
+        from_text=request.from_text,
+    )
 
 
 class CallPath:
     """The layers in their fixed order: cache -> budget -> retry -> rate limit -> adapter."""
 
-    def __init__(self, *, ledger: Ledger, cache: ResponseCache, max_concurrency: int = 8, rps: float | None = None,
-                 retries: int = 4, backoff_base: float = 0.5, backoff_max: float = 8.0, call_timeout: float | None = None,
-                 call_deadline: float | None = None, clock: Callable[[], float] = time.monotonic, sleep: Sleep = asyncio.sleep,
-                 replay_only_through: int | None = None):
+    def __init__(
+        self,
+        *,
+        ledger: Ledger,
+        cache: ResponseCache,
+        max_concurrency: int = 8,
+        rps: float | None = None,
+        retries: int = 4,
+        backoff_base: float = 0.5,
+        backoff_max: float = 8.0,
+        call_timeout: float | None = None,
+        call_deadline: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
+        replay_only_through: int | None = None,
+    ):
         self.adapter = AdapterLayer(call_timeout, clock=clock)
         self.rate = RateLimitLayer(self.adapter, max_concurrency=max_concurrency, rps=rps, clock=clock, sleep=sleep)
-        self.retry = RetryLayer(self.rate, retries=retries, base=backoff_base, cap=backoff_max, sleep=sleep, deadline=call_deadline)
+        self.retry = RetryLayer(
+            self.rate, retries=retries, base=backoff_base, cap=backoff_max, sleep=sleep, deadline=call_deadline
+        )
         self.budget = BudgetLayer(self.retry, ledger)
         self.cache = CacheLayer(self.budget, cache, self.budget.charge_known, traced_replay, replay_only_through)
 
@@ -873,8 +1002,33 @@ class CallPath:
 
 
 __all__ = [
-    "AdapterLayer", "BudgetLayer", "CacheLayer", "CallPath", "Deadline", "EndpointFailure", "Layer", "LlamaAdapter", "ModelUnavailable",
+    "AdapterLayer",
+    "BudgetLayer",
+    "CacheLayer",
+    "CallPath",
+    "Deadline",
+    "EndpointFailure",
+    "Layer",
+    "LlamaAdapter",
+    "ModelUnavailable",
     "PrefixCacheMiss",
-    "AnthropicAdapter", "GoogleAdapter", "OllamaAdapter", "ProviderAdapter", "RateLimitLayer", "RateLimiter", "Reply", "Request", "RetryLayer", "ScriptedAdapter", "adapter_type",
-    "deadline_message", "decoding_schema", "direct_call", "endpoint_failure", "failure_message", "is_transient", "server_of", "usage_of",
+    "AnthropicAdapter",
+    "GoogleAdapter",
+    "OllamaAdapter",
+    "ProviderAdapter",
+    "RateLimitLayer",
+    "RateLimiter",
+    "Reply",
+    "Request",
+    "RetryLayer",
+    "ScriptedAdapter",
+    "adapter_type",
+    "deadline_message",
+    "decoding_schema",
+    "direct_call",
+    "endpoint_failure",
+    "failure_message",
+    "is_transient",
+    "server_of",
+    "usage_of",
 ]

@@ -120,7 +120,9 @@ class LLMService:
     backoff_base: float = 0.5
     backoff_max: float = 8.0
     call_timeout: float | None = 300.0  # seconds one attempt may take in all (LLMSettings.call_timeout)
-    call_deadline: float | None = DEFAULT_CALL_DEADLINE  # seconds one call may take in all, retries included (LLMSettings.call_deadline)
+    call_deadline: float | None = (
+        DEFAULT_CALL_DEADLINE  # seconds one call may take in all, retries included (LLMSettings.call_deadline)
+    )
     #: a fork's K (:mod:`cooplab.runs.fork`): calls of round K or earlier only replay from the cache
     replay_only_through: int | None = None
     _path: CallPath | None = field(default=None, init=False, repr=False)
@@ -149,8 +151,12 @@ class LLMService:
     def model_for(self, agent: int | str, round: int | None = None) -> tuple[ModelSpec, BaseChatModel]:
         """The model of ``agent``; in ``round``, a switch ``"AGENT@ROUND"`` (``llm.model_from``) counts from its round on."""
         if round is not None and len(self.models) > 1:
-            after = [(int(r), key) for key in self.models for a, sep, r in [key.partition("@")]
-                     if sep and a == str(agent) and r.isdigit() and int(r) <= round]
+            after = [
+                (int(r), key)
+                for key in self.models
+                for a, sep, r in [key.partition("@")]
+                if sep and a == str(agent) and r.isdigit() and int(r) <= round
+            ]
             if after:
                 return self.models[max(after)[1]]
         return self.models.get(str(agent)) or self.models["default"]
@@ -165,10 +171,18 @@ class LLMService:
     @property
     def path(self) -> CallPath:
         if self._path is None:
-            self._path = CallPath(ledger=self.ledger, cache=self.cache, max_concurrency=self.max_concurrency, rps=self.rps,
-                                  retries=self.max_transport_retries, backoff_base=self.backoff_base, backoff_max=self.backoff_max,
-                                  call_timeout=self.call_timeout, call_deadline=self.call_deadline,
-                                  replay_only_through=self.replay_only_through)
+            self._path = CallPath(
+                ledger=self.ledger,
+                cache=self.cache,
+                max_concurrency=self.max_concurrency,
+                rps=self.rps,
+                retries=self.max_transport_retries,
+                backoff_base=self.backoff_base,
+                backoff_max=self.backoff_max,
+                call_timeout=self.call_timeout,
+                call_deadline=self.call_deadline,
+                replay_only_through=self.replay_only_through,
+            )
         return self._path
 
     @property
@@ -183,45 +197,119 @@ class LLMService:
         KV states, a provider's prompt cache), tokens read, and the reused share (None before any)."""
         n = sum(a.prompt_tokens for a in self._adapters.values())
         k = sum(a.reused_tokens for a in self._adapters.values())
-        return {"prompt_tokens": n, "tokens_reused": k, "tokens_read": n - k, "reused_share": round(k / n, 4) if n else None}
+        return {
+            "prompt_tokens": n,
+            "tokens_reused": k,
+            "tokens_read": n - k,
+            "reused_share": round(k / n, 4) if n else None,
+        }
 
     @property
     def retries(self) -> int:
         """Endpoint failures retried (transport errors, 5xx, malformed responses)."""
         return 0 if self._path is None else self._path.retry.count
 
-    async def ask(self, *, agent: int, society: int, round: int, phase: str, messages: list[BaseMessage],
-                  schema: dict[str, Any] | None, attempt: int, config: dict | None = None,
-                  decode_schema: dict[str, Any] | None = None, max_tokens: int | None = None) -> Reply:
+    async def ask(
+        self,
+        *,
+        agent: int,
+        society: int,
+        round: int,
+        phase: str,
+        messages: list[BaseMessage],
+        schema: dict[str, Any] | None,
+        attempt: int,
+        config: dict | None = None,
+        decode_schema: dict[str, Any] | None = None,
+        max_tokens: int | None = None,
+    ) -> Reply:
         """One structured-output call of a society agent, through the call path: the key is the
         model's identity, the messages, the agent, round, phase, seed, attempt, schema and output
         cap; the input bound covers what is sent, the output bound is ``max_tokens``."""
         spec, model = self.model_for(agent, round)
         adapter = self.adapter(spec, model)
-        key = cache_key(model=spec.identity(), messages=[(m.type, str(m.content)) for m in messages], agent=agent_id(society, agent),
-                        round=round, phase=phase, seed=self.seed, attempt=attempt, schema=_schema_id(schema),
-                        **({"max_tokens": max_tokens} if max_tokens else {}))
+        key = cache_key(
+            model=spec.identity(),
+            messages=[(m.type, str(m.content)) for m in messages],
+            agent=agent_id(society, agent),
+            round=round,
+            phase=phase,
+            seed=self.seed,
+            attempt=attempt,
+            schema=_schema_id(schema),
+            **({"max_tokens": max_tokens} if max_tokens else {}),
+        )
         key = self.distinct_key(key)
         structured = adapter.structured(schema, decode_schema) if schema is not None else {}
         kwargs: dict[str, Any] = {**structured, **adapter.call_options(key=key, phase=phase, max_tokens=max_tokens)}
         bound = input_bound(messages, *structured.values()) + adapter.extra_input(tools="tools" in structured)
-        config = call_config(config, agent=agent, society=society, round=round, phase=phase, model=spec.id, call_id=call_id_of(key))
-        return await self.path(Request(spec, adapter, model, key, messages, kwargs, bound,
-                                       int(max_tokens or spec.max_tokens), agent_id(society, agent), round, phase, config=config))
+        config = call_config(
+            config, agent=agent, society=society, round=round, phase=phase, model=spec.id, call_id=call_id_of(key)
+        )
+        return await self.path(
+            Request(
+                spec,
+                adapter,
+                model,
+                key,
+                messages,
+                kwargs,
+                bound,
+                int(max_tokens or spec.max_tokens),
+                agent_id(society, agent),
+                round,
+                phase,
+                config=config,
+            )
+        )
 
-    async def call(self, *, agent: int, society: int, round: int, phase: str, messages: list[BaseMessage],
-                   schema: dict[str, Any] | None, attempt: int, config: dict | None = None,
-                   decode_schema: dict[str, Any] | None = None, max_tokens: int | None = None) -> tuple[CachedResponse, bool]:
+    async def call(
+        self,
+        *,
+        agent: int,
+        society: int,
+        round: int,
+        phase: str,
+        messages: list[BaseMessage],
+        schema: dict[str, Any] | None,
+        attempt: int,
+        config: dict | None = None,
+        decode_schema: dict[str, Any] | None = None,
+        max_tokens: int | None = None,
+    ) -> tuple[CachedResponse, bool]:
         """:meth:`ask`, as (response, cached)."""
-        reply = await self.ask(agent=agent, society=society, round=round, phase=phase, messages=messages, schema=schema,
-                               attempt=attempt, config=config, decode_schema=decode_schema, max_tokens=max_tokens)
+        reply = await self.ask(
+            agent=agent,
+            society=society,
+            round=round,
+            phase=phase,
+            messages=messages,
+            schema=schema,
+            attempt=attempt,
+            config=config,
+            decode_schema=decode_schema,
+            max_tokens=max_tokens,
+        )
         return reply.response, reply.cached
 
-    async def charged_call(self, *, spec: ModelSpec, runnable: Any, key: str, messages: list[BaseMessage], kwargs: dict[str, Any],
-                           input_bound: int, output_bound: int, agent_id: str, round: int | None, phase: str,
-                           config: dict | None = None, team: str | None = None,
-                           to_text: Callable[[BaseMessage], str] | None = None,
-                           from_text: Callable[[str], BaseMessage] | None = None) -> tuple[CachedResponse, bool, Entry]:
+    async def charged_call(
+        self,
+        *,
+        spec: ModelSpec,
+        runnable: Any,
+        key: str,
+        messages: list[BaseMessage],
+        kwargs: dict[str, Any],
+        input_bound: int,
+        output_bound: int,
+        agent_id: str,
+        round: int | None,
+        phase: str,
+        config: dict | None = None,
+        team: str | None = None,
+        to_text: Callable[[BaseMessage], str] | None = None,
+        from_text: Callable[[str], BaseMessage] | None = None,
+    ) -> tuple[CachedResponse, bool, Entry]:
         """Any model call through the call path: ``runnable.ainvoke(messages, config=config,
         **kwargs)`` with ``input_bound``/``output_bound`` tokens reserved. ``to_text`` turns the
         answer into the text that is cached and returned (a tool-calling caller encodes the tool
@@ -229,9 +317,35 @@ class LLMService:
         Returns (response, cached, ledger entry)."""
         adapter = self.adapter(spec, getattr(runnable, "bound", runnable))  # a model with tools bound: the model's
         key = self.distinct_key(key)
-        config = call_config(config, agent=agent_id, society=None, round=round, phase=phase, model=spec.id, call_id=call_id_of(key), team=team)
-        reply = await self.path(Request(spec, adapter, runnable, key, messages, kwargs, input_bound, output_bound,
-                                        agent_id, round, phase, team=team, config=config, to_text=to_text, from_text=from_text))
+        config = call_config(
+            config,
+            agent=agent_id,
+            society=None,
+            round=round,
+            phase=phase,
+            model=spec.id,
+            call_id=call_id_of(key),
+            team=team,
+        )
+        reply = await self.path(
+            Request(
+                spec,
+                adapter,
+                runnable,
+                key,
+                messages,
+                kwargs,
+                input_bound,
+                output_bound,
+                agent_id,
+                round,
+                phase,
+                team=team,
+                config=config,
+                to_text=to_text,
+                from_text=from_text,
+            )
+        )
         return reply.response, reply.cached, reply.entry
 
 
@@ -296,8 +410,17 @@ def validate(spec: DecisionSpec[T], text: str, ctx: dict[str, Any]) -> T:
     return value
 
 
-async def decide(service: LLMService, spec: DecisionSpec[T], messages: list[BaseMessage], *, society: int, agent: int,
-                 round: int, ctx: dict[str, Any] | None = None, config: dict | None = None) -> tuple[T | None, DecisionRecord]:
+async def decide(
+    service: LLMService,
+    spec: DecisionSpec[T],
+    messages: list[BaseMessage],
+    *,
+    society: int,
+    agent: int,
+    round: int,
+    ctx: dict[str, Any] | None = None,
+    config: dict | None = None,
+) -> tuple[T | None, DecisionRecord]:
     """Ask one agent for one structured decision (see the module docstring)."""
     ctx = ctx or {}
     schema = spec.json_schema
@@ -311,9 +434,18 @@ async def decide(service: LLMService, spec: DecisionSpec[T], messages: list[Base
     attempts = 0
     for attempt in range(spec.max_attempts):
         attempts = attempt + 1
-        reply = await service.ask(agent=agent, society=society, round=round, phase=spec.phase, messages=convo,
-                                  schema=schema, attempt=attempt, config=config, decode_schema=decode_schema,
-                                  max_tokens=spec.max_tokens)
+        reply = await service.ask(
+            agent=agent,
+            society=society,
+            round=round,
+            phase=spec.phase,
+            messages=convo,
+            schema=schema,
+            attempt=attempt,
+            config=config,
+            decode_schema=decode_schema,
+            max_tokens=spec.max_tokens,
+        )
         resp = reply.response
         raw = resp.text
         in_tok += resp.input_tokens
@@ -328,15 +460,29 @@ async def decide(service: LLMService, spec: DecisionSpec[T], messages: list[Base
             break
         except ValueError as exc:
             err = str(exc)
-            convo = convo + [AIMessage(content=raw or "(empty)"),
-                             HumanMessage(content=f"That answer was invalid: {err}. {spec.instructions}")]
+            convo = convo + [
+                AIMessage(content=raw or "(empty)"),
+                HumanMessage(content=f"That answer was invalid: {err}. {spec.instructions}"),
+            ]
     fallback_used = value is None
     if fallback_used and spec.fallback is not None:
         value = spec.fallback(ctx)
     rec = DecisionRecord(
-        society=society, agent=agent, round=round, phase=spec.phase, model=service.model_for(agent, round)[0].id, raw=raw,
-        parsed=value.model_dump() if value is not None else None, attempts=attempts, fallback_used=fallback_used,
-        error=err, input_tokens=in_tok, output_tokens=out_tok, latency=round_(latency), cost=str(cost), cached_calls=cached_calls,
+        society=society,
+        agent=agent,
+        round=round,
+        phase=spec.phase,
+        model=service.model_for(agent, round)[0].id,
+        raw=raw,
+        parsed=value.model_dump() if value is not None else None,
+        attempts=attempts,
+        fallback_used=fallback_used,
+        error=err,
+        input_tokens=in_tok,
+        output_tokens=out_tok,
+        latency=round_(latency),
+        cost=str(cost),
+        cached_calls=cached_calls,
         usage_errors=usage_errors,
     )
     return value, rec
@@ -346,5 +492,14 @@ def round_(x: float) -> float:
     return float(f"{x:.6f}")
 
 
-__all__ = ["BudgetExhausted", "DecisionRecord", "DecisionSpec", "LLMService", "ModelUnavailable", "decide", "decoding_schema", "parse_json",
-           "validate"]
+__all__ = [
+    "BudgetExhausted",
+    "DecisionRecord",
+    "DecisionSpec",
+    "LLMService",
+    "ModelUnavailable",
+    "decide",
+    "decoding_schema",
+    "parse_json",
+    "validate",
+]

@@ -23,22 +23,38 @@ from cooplab.agents.models.errors import EndpointResponseError, one_line
 from cooplab.agents.usage import body_bytes_bound
 
 
-def capped_clients(default_tokens: int, *, timeout: float, trust_env: bool, http: Any = httpx,
-                   rewrite: Callable[[bytes], bytes] | None = None) -> tuple[Any, Any]:
+def capped_clients(
+    default_tokens: int,
+    *,
+    timeout: float,
+    trust_env: bool,
+    http: Any = httpx,
+    rewrite: Callable[[bytes], bytes] | None = None,
+) -> tuple[Any, Any]:
     """A (sync, async) pair of clients whose every response is held to :class:`BodyCap`. ``http``:
     the client library the SDK takes, ``httpx`` or its drop-in fork ``httpx2`` (Anthropic's SDK);
     ``rewrite``: see :class:`BodyCap`."""
     cap = BodyCap(default_tokens, http, rewrite)
-    return (http.Client(timeout=timeout, trust_env=trust_env, event_hooks={"request": [cap.request], "response": [cap.response]}),
-            http.AsyncClient(timeout=timeout, trust_env=trust_env, event_hooks={"request": [cap.arequest], "response": [cap.aresponse]}))
+    return (
+        http.Client(
+            timeout=timeout, trust_env=trust_env, event_hooks={"request": [cap.request], "response": [cap.response]}
+        ),
+        http.AsyncClient(
+            timeout=timeout, trust_env=trust_env, event_hooks={"request": [cap.arequest], "response": [cap.aresponse]}
+        ),
+    )
 
 
 def request_cap(sent: dict[str, Any]) -> Any:
     """The output cap a provider's JSON request names: ``max_completion_tokens`` or ``max_tokens``
     (OpenAI, Anthropic), ``options.num_predict`` (Ollama), ``generationConfig.maxOutputTokens``
     (Google)."""
-    return (sent.get("max_completion_tokens") or sent.get("max_tokens") or (sent.get("options") or {}).get("num_predict")
-            or (sent.get("generationConfig") or {}).get("maxOutputTokens"))
+    return (
+        sent.get("max_completion_tokens")
+        or sent.get("max_tokens")
+        or (sent.get("options") or {}).get("num_predict")
+        or (sent.get("generationConfig") or {}).get("maxOutputTokens")
+    )
 
 
 class BodyCap:
@@ -75,13 +91,19 @@ class BodyCap:
         tokens, limit = self.limit(response.request)
         encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
         if encoding not in ("", "identity"):
-            raise EndpointResponseError(f"the body is compressed ({one_line(encoding, 40)}) although cooplab asked for none")
+            raise EndpointResponseError(
+                f"the body is compressed ({one_line(encoding, 40)}) although cooplab asked for none"
+            )
         declared = response.headers.get("Content-Length", "").strip()
         if declared.isdigit() and int(declared) > limit:
-            raise EndpointResponseError(f"the body is {int(declared)} bytes, more than the {limit} an answer of at most "
-                                        f"{tokens} tokens can need")
-        return limit, lambda: EndpointResponseError(f"the body passed {limit} bytes, more than an answer of at most {tokens} tokens "
-                                                    "can need; cooplab stopped reading it")
+            raise EndpointResponseError(
+                f"the body is {int(declared)} bytes, more than the {limit} an answer of at most "
+                f"{tokens} tokens can need"
+            )
+        return limit, lambda: EndpointResponseError(
+            f"the body passed {limit} bytes, more than an answer of at most {tokens} tokens "
+            "can need; cooplab stopped reading it"
+        )
 
     def response(self, response: httpx.Response) -> None:
         response.stream = self.streams[0](response.stream, *self._checked_head(response))

@@ -50,6 +50,7 @@ from cooplab.limits import ConfigError, clean_strings
 
 PREFIX = "instance:"
 
+
 class ModelObjectMissing(ConfigError):
     """A run's ``instance:`` spec names a chat model object this process was not given (one line;
     the run directory is fine, the object must be handed in again)."""
@@ -73,12 +74,26 @@ def model_label(model: Any) -> str:
 
 
 #: fields of every chat model that cannot change an answer: how it is called, observed and traced
-_NOT_SETTINGS = frozenset({"name", "cache", "verbose", "callbacks", "callback_manager", "tags", "metadata", "custom_get_token_ids",
-                           "rate_limiter", "max_retries"})
+_NOT_SETTINGS = frozenset(
+    {
+        "name",
+        "cache",
+        "verbose",
+        "callbacks",
+        "callback_manager",
+        "tags",
+        "metadata",
+        "custom_get_token_ids",
+        "rate_limiter",
+        "max_retries",
+    }
+)
 #: what stands for a secret in :func:`settings_text`
 MASK = "<secret>"
-_SECRET_NAME = re.compile(r"(?:^|_)(?:api_?key|key|secret|password|passwd|passphrase|credentials?|auth|authorization|bearer|"
-                          r"cookie|signature|private_key|access_key|session|token)s?$")
+_SECRET_NAME = re.compile(
+    r"(?:^|_)(?:api_?key|key|secret|password|passwd|passphrase|credentials?|auth|authorization|bearer|"
+    r"cookie|signature|private_key|access_key|session|token)s?$"
+)
 _NOT_SECRET = re.compile(r"(?:^|_)(?:max|num|n|min|total|stop|eos|bos|pad)_tokens?$|^tokens?$")
 _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.\-]*://")
 _DEPTH = 12
@@ -141,7 +156,10 @@ def describe_value(value: Any, name: str = "", depth: int = 0) -> Any:
     if isinstance(value, (list, tuple)):
         return [describe_value(v, name, depth + 1) for v in value]
     if isinstance(value, (set, frozenset)):
-        return sorted((describe_value(v, name, depth + 1) for v in value), key=lambda v: json.dumps(v, sort_keys=True, default=str))
+        return sorted(
+            (describe_value(v, name, depth + 1) for v in value),
+            key=lambda v: json.dumps(v, sort_keys=True, default=str),
+        )
     if isinstance(value, BaseModel) and not isinstance(value, BaseChatModel):
         return {"class": _path(value), **_fields(value, depth + 1)}
     if isinstance(value, BaseChatModel):
@@ -168,7 +186,12 @@ def _fields(model: BaseModel, depth: int = 0, skip: frozenset[str] = frozenset()
 
 
 #: the field naming the server of each hosted provider's chat model class
-_URL_FIELD = {"openai": "openai_api_base", "anthropic": "anthropic_api_url", "ollama": "base_url", "google_genai": "base_url"}
+_URL_FIELD = {
+    "openai": "openai_api_base",
+    "anthropic": "anthropic_api_url",
+    "ollama": "base_url",
+    "google_genai": "base_url",
+}
 
 
 def endpoint_of(model: Any) -> str | None:
@@ -182,14 +205,20 @@ def endpoint_of(model: Any) -> str | None:
     if kind is None:
         return None
     value = getattr(model, _URL_FIELD.get(kind, "base_url"), None)
-    url = PROVIDERS[kind].url(value if isinstance(value, str) and value.strip() else None) or PROVIDERS[kind].default_url
+    url = (
+        PROVIDERS[kind].url(value if isinstance(value, str) and value.strip() else None) or PROVIDERS[kind].default_url
+    )
     return _url(url) if url else None
 
 
 def settings_text(model: BaseChatModel) -> str:
     """The canonical text a chat model object's digest is the SHA-256 of: its class, the server it
     calls and all its settings (see the module's docstring). It never holds a secret."""
-    ident = {"class": _path(model), "endpoint": endpoint_of(model), "settings": _fields(model, skip=_NOT_SETTINGS | _timeouts(model))}
+    ident = {
+        "class": _path(model),
+        "endpoint": endpoint_of(model),
+        "settings": _fields(model, skip=_NOT_SETTINGS | _timeouts(model)),
+    }
     return json.dumps(ident, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=_path)
 
 
@@ -246,7 +275,11 @@ def price_identity(spec: str) -> tuple[str | None, str, str | None]:
     kind = provider_of_model(model)
     attr = _URL_ATTR.get(kind or "")
     url = getattr(model, attr, None) if attr else None
-    own = url.rstrip("/") if isinstance(url, str) and url.strip() and url.rstrip("/") != PROVIDERS[kind].default_url else None
+    own = (
+        url.rstrip("/")
+        if isinstance(url, str) and url.strip() and url.rstrip("/") != PROVIDERS[kind].default_url
+        else None
+    )
     return kind, model_label(model), own
 
 
@@ -255,9 +288,11 @@ def registered(spec: str) -> BaseChatModel:
     with _LOCK:
         model = _REGISTRY.get(spec)
     if model is None:
-        name = spec[len(PREFIX):].rpartition("#")[0] or spec
-        raise ModelObjectMissing(f"{spec} was a chat model object ({name}) handed in from Python in another process; "
-                             "pass the object again, e.g. cooplab.resume(out, models=[obj])")
+        name = spec[len(PREFIX) :].rpartition("#")[0] or spec
+        raise ModelObjectMissing(
+            f"{spec} was a chat model object ({name}) handed in from Python in another process; "
+            "pass the object again, e.g. cooplab.resume(out, models=[obj])"
+        )
     return model
 
 
@@ -311,15 +346,22 @@ class CheckedObject(BaseChatModel):
 
         bound = self.inner.bind_tools(tools, **kwargs)
         if not isinstance(bound, RunnableBinding) or bound.bound is not self.inner:
-            raise TypeError(f"{_path(self.inner)}.bind_tools returned {type(bound).__name__}, not a binding of the model: "
-                            "cooplab calls tools only on models that bind them as LangChain's chat models do")
+            raise TypeError(
+                f"{_path(self.inner)}.bind_tools returned {type(bound).__name__}, not a binding of the model: "
+                "cooplab calls tools only on models that bind them as LangChain's chat models do"
+            )
         return RunnableBinding(bound=self, kwargs=dict(bound.kwargs), config=bound.config)
 
     def _cap(self, kwargs: dict[str, Any]) -> int:
         """The call's output cap in tokens: the one its options name (``max_tokens``,
         ``max_output_tokens``, Ollama's ``options.num_predict``), else :attr:`max_tokens`."""
         options = kwargs.get("options") if isinstance(kwargs.get("options"), dict) else {}
-        for n in (kwargs.get("max_tokens"), kwargs.get("max_output_tokens"), kwargs.get("max_completion_tokens"), options.get("num_predict")):
+        for n in (
+            kwargs.get("max_tokens"),
+            kwargs.get("max_output_tokens"),
+            kwargs.get("max_completion_tokens"),
+            options.get("num_predict"),
+        ):
             if type(n) is int and n > 0:
                 return n
         return max(int(self.max_tokens), 1)
@@ -327,16 +369,22 @@ class CheckedObject(BaseChatModel):
     def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
         if self.inner.rate_limiter:
             self.inner.rate_limiter.acquire(blocking=True)
-        return checked_result(self.inner._generate(messages, stop=stop, run_manager=run_manager, **kwargs), self._cap(kwargs))
+        return checked_result(
+            self.inner._generate(messages, stop=stop, run_manager=run_manager, **kwargs), self._cap(kwargs)
+        )
 
     async def _agenerate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
         if self.inner.rate_limiter:
             await self.inner.rate_limiter.aacquire(blocking=True)
-        return checked_result(await self.inner._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs), self._cap(kwargs))
+        return checked_result(
+            await self.inner._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs), self._cap(kwargs)
+        )
 
 
 def _valid_counts(usage: Any) -> bool:
-    return isinstance(usage, Mapping) and all(type(v) is int and v >= 0 for k, v in usage.items() if "tokens" in str(k) or "count" in str(k))
+    return isinstance(usage, Mapping) and all(
+        type(v) is int and v >= 0 for k, v in usage.items() if "tokens" in str(k) or "count" in str(k)
+    )
 
 
 def checked_result(result: Any, max_tokens: int) -> ChatResult:
@@ -362,30 +410,50 @@ def checked_result(result: Any, max_tokens: int) -> ChatResult:
         try:
             size, limit = answer_size(msg), answer_bytes_bound(max_tokens)
         except (TypeError, ValueError, RecursionError) as exc:
-            raise EndpointResponseError(f"the answer's tool calls cannot be read as JSON ({type(exc).__name__})") from None
+            raise EndpointResponseError(
+                f"the answer's tool calls cannot be read as JSON ({type(exc).__name__})"
+            ) from None
         if size > limit:
-            raise EndpointResponseError(f"the answer has {size} bytes, more than {max_tokens} tokens can hold ({limit})")
+            raise EndpointResponseError(
+                f"the answer has {size} bytes, more than {max_tokens} tokens can hold ({limit})"
+            )
         whole, body = _size(msg, gen.generation_info, result.llm_output), body_bytes_bound(max_tokens)
         if whole > body:
-            raise EndpointResponseError(f"the message has {whole} bytes, more than an answer of {max_tokens} tokens can need ({body})")
+            raise EndpointResponseError(
+                f"the message has {whole} bytes, more than an answer of {max_tokens} tokens can need ({body})"
+            )
         try:
             meta = clean_strings(dict(msg.response_metadata or {}))
-            reported = None if "usage_raw" in meta or meta.get("token_count_source") == "cooplab" else msg.usage_metadata
-            msg = msg.model_copy(update={
-                "content": clean_strings(msg.content), "tool_calls": clean_strings(msg.tool_calls),
-                "invalid_tool_calls": clean_strings(msg.invalid_tool_calls), "id": clean_strings(msg.id),
-                "name": clean_strings(msg.name), "additional_kwargs": clean_strings(dict(msg.additional_kwargs or {})),
-                "response_metadata": meta})
+            reported = (
+                None if "usage_raw" in meta or meta.get("token_count_source") == "cooplab" else msg.usage_metadata
+            )
+            msg = msg.model_copy(
+                update={
+                    "content": clean_strings(msg.content),
+                    "tool_calls": clean_strings(msg.tool_calls),
+                    "invalid_tool_calls": clean_strings(msg.invalid_tool_calls),
+                    "id": clean_strings(msg.id),
+                    "name": clean_strings(msg.name),
+                    "additional_kwargs": clean_strings(dict(msg.additional_kwargs or {})),
+                    "response_metadata": meta,
+                }
+            )
             info = clean_strings(gen.generation_info) if gen.generation_info else gen.generation_info
         except RecursionError:
             raise EndpointResponseError("the answer is nested too deeply") from None
         if reported is not None:  # as reported, for the model service to validate (agents/usage.py)
-            raw = {k: reported.get(k) for k in ("input_tokens", "output_tokens")} if isinstance(reported, Mapping) else reported
+            raw = (
+                {k: reported.get(k) for k in ("input_tokens", "output_tokens")}
+                if isinstance(reported, Mapping)
+                else reported
+            )
             attach_usage(msg, raw, "input_tokens", "output_tokens")
         generations.append(ChatGeneration(message=msg, generation_info=info))
     llm_output = result.llm_output
     if isinstance(llm_output, dict):
-        llm_output = {k: v for k, v in clean_strings(llm_output).items() if k not in ("token_usage", "usage") or _valid_counts(v)}
+        llm_output = {
+            k: v for k, v in clean_strings(llm_output).items() if k not in ("token_usage", "usage") or _valid_counts(v)
+        }
     return ChatResult(generations=generations, llm_output=llm_output)
 
 
@@ -395,7 +463,15 @@ def _size(*parts: Any) -> int:
 
     def plain(p: Any) -> Any:
         if isinstance(p, AIMessage):
-            return [p.content, p.tool_calls, p.invalid_tool_calls, p.additional_kwargs, p.response_metadata, p.id, p.name]
+            return [
+                p.content,
+                p.tool_calls,
+                p.invalid_tool_calls,
+                p.additional_kwargs,
+                p.response_metadata,
+                p.id,
+                p.name,
+            ]
         return p
 
     try:

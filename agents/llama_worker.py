@@ -95,15 +95,27 @@ def _load(cfg: dict):
         lib.llama_model_default_params = params_without_extra_bufts
     threads = int(cfg.get("n_threads") or os.cpu_count() or 1)
     t0 = time.perf_counter()
-    llama = _reusing(Llama, lib)(model_path=cfg["model_path"], n_ctx=int(cfg.get("n_ctx", 8192)), n_threads=threads,
-                                 n_threads_batch=threads, verbose=False, seed=0)
+    llama = _reusing(Llama, lib)(
+        model_path=cfg["model_path"],
+        n_ctx=int(cfg.get("n_ctx", 8192)),
+        n_threads=threads,
+        n_threads_batch=threads,
+        verbose=False,
+        seed=0,
+    )
     llama.states = PrefixStates(int(cfg.get("reuse_bytes") or 0))
     info = lib.llama_print_system_info().decode("utf-8", "replace").strip()
     import llama_cpp
 
-    return llama, {"system_info": info, "load_s": round(time.perf_counter() - t0, 3), "threads": threads,
-                   "llama_cpp_python": getattr(llama_cpp, "__version__", "?"), "extra_bufts": bool(cfg.get("extra_bufts", False)),
-                   "reuse_bytes": llama.states.max_bytes, "pid": os.getpid()}
+    return llama, {
+        "system_info": info,
+        "load_s": round(time.perf_counter() - t0, 3),
+        "threads": threads,
+        "llama_cpp_python": getattr(llama_cpp, "__version__", "?"),
+        "extra_bufts": bool(cfg.get("extra_bufts", False)),
+        "reuse_bytes": llama.states.max_bytes,
+        "pid": os.getpid(),
+    }
 
 
 # --- reuse of what was read ----------------------------------------------------------------
@@ -219,7 +231,7 @@ def _reusing(Llama, lib):
             nb = self.n_batch
             if len(tokens) > nb and len(tokens) % nb == 1 and nb > 2:  # the last batch would hold one token
                 super().eval(tokens[: len(tokens) - 2])
-                return super().eval(tokens[len(tokens) - 2:])
+                return super().eval(tokens[len(tokens) - 2 :])
             return super().eval(tokens)
 
         def generate(self, tokens, *args, **kwargs):
@@ -408,7 +420,9 @@ def check(cfg: dict) -> int:
     t0 = time.perf_counter()
     if os.environ.get("COOPLAB_LOCAL_FAULT", "").startswith("segv"):
         _fault("segv")  # tests of set-up's and doctor's crash reports
-    out = llama.create_chat_completion(messages=[{"role": "user", "content": "Say OK."}], max_tokens=4, temperature=0.0, seed=0)
+    out = llama.create_chat_completion(
+        messages=[{"role": "user", "content": "Say OK."}], max_tokens=4, temperature=0.0, seed=0
+    )
     meta["generation_s"] = round(time.perf_counter() - t0, 3)
     meta["generated"] = out["choices"][0]["message"].get("content") or ""
     meta["completion_tokens"] = (out.get("usage") or {}).get("completion_tokens")

@@ -125,19 +125,35 @@ def reuse_mb_setting() -> float:
     except ValueError:
         v = math.nan
     if not math.isfinite(v) or not 0 <= v <= MAX_REUSE_MB:
-        raise LocalModelError(f"COOPLAB_LOCAL_REUSE_MB must be a number of megabytes from 0 (no reuse) to {MAX_REUSE_MB:g}, got {raw!r}")
+        raise LocalModelError(
+            f"COOPLAB_LOCAL_REUSE_MB must be a number of megabytes from 0 (no reuse) to {MAX_REUSE_MB:g}, got {raw!r}"
+        )
     return v
 
 
 class LocalModelProcess:
-    def __init__(self, model_path: str, *, n_ctx: int = 8192, n_threads: int | None = None,
-                 extra_bufts: bool | None = None, timeout: float | None = None, start_timeout: float = 300.0,
-                 argv: list[str] | None = None, reuse_mb: float | None = None):
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        n_ctx: int = 8192,
+        n_threads: int | None = None,
+        extra_bufts: bool | None = None,
+        timeout: float | None = None,
+        start_timeout: float = 300.0,
+        argv: list[str] | None = None,
+        reuse_mb: float | None = None,
+    ):
         if extra_bufts is None:
             extra_bufts = os.environ.get("COOPLAB_LOCAL_EXTRA_BUFTS", "") in ("1", "true", "yes")
         reuse_mb = reuse_mb_setting() if reuse_mb is None else float(reuse_mb)
-        self.cfg = {"model_path": model_path, "n_ctx": int(n_ctx), "n_threads": n_threads, "extra_bufts": bool(extra_bufts),
-                    "reuse_bytes": int(reuse_mb * 1024 * 1024)}
+        self.cfg = {
+            "model_path": model_path,
+            "n_ctx": int(n_ctx),
+            "n_threads": n_threads,
+            "extra_bufts": bool(extra_bufts),
+            "reuse_bytes": int(reuse_mb * 1024 * 1024),
+        }
         self.timeout = timeout if timeout is not None else _env_float("COOPLAB_LOCAL_TIMEOUT", 600.0)
         self.start_timeout = start_timeout
         # the child's command line (tests substitute a stand-in that speaks the same protocol)
@@ -145,10 +161,10 @@ class LocalModelProcess:
         self.proc: subprocess.Popen | None = None
         self.meta: dict[str, Any] = {}
         self.lock = threading.Lock()
-        self.calls = 0          # answered calls, over all processes
+        self.calls = 0  # answered calls, over all processes
         self.prompt_tokens = 0  # prompt tokens of the answered calls
         self.reused_tokens = 0  # of which the model process reused from what it had read
-        self.restarts = 0       # processes started after the first
+        self.restarts = 0  # processes started after the first
         self.crashes: list[str] = []
         self._next_id = 0
         self._buf = b""
@@ -165,9 +181,14 @@ class LocalModelProcess:
         if self.proc is not None:
             self.restarts += 1
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "COOPLAB_LLAMA_PARENT": str(os.getpid())}
-        self.proc = _spawn([*self.argv, json.dumps(self.cfg)],
-                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                           start_new_session=True)
+        self.proc = _spawn(
+            [*self.argv, json.dumps(self.cfg)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+        )
         self._buf = b""
         self._stderr_tail = deque(maxlen=40)  # this process's own: the last one's reader may still write to its old one
         threading.Thread(target=self._drain_stderr, args=(self.proc, self._stderr_tail), daemon=True).start()
@@ -218,7 +239,9 @@ class LocalModelProcess:
         rc = self.proc.poll() if self.proc else None
         self._kill()
         tail = b"".join(self._stderr_tail).decode("utf-8", "replace").strip().splitlines()[-3:]
-        msg = f"the local model process {what} ({_signal_name(rc)})" + (f"; its last words: {' / '.join(tail)}" if tail else "")
+        msg = f"the local model process {what} ({_signal_name(rc)})" + (
+            f"; its last words: {' / '.join(tail)}" if tail else ""
+        )
         self.crashes.append(msg)
         return LocalModelCrashed(msg)
 
@@ -229,7 +252,9 @@ class LocalModelProcess:
         while b"\n" not in self._buf:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise self._crashed("did not start in time" if starting else f"did not answer within {timeout:g} s and was killed")
+                raise self._crashed(
+                    "did not start in time" if starting else f"did not answer within {timeout:g} s and was killed"
+                )
             r, _, _ = select.select([fd], [], [], min(left, 1.0))
             if not r:
                 continue
@@ -312,7 +337,9 @@ def _close_all() -> None:
             pass
 
 
-def check_local_model(model_path: str | None = None, timeout: float = 300.0, allow_native: bool = False) -> dict[str, Any]:
+def check_local_model(
+    model_path: str | None = None, timeout: float = 300.0, allow_native: bool = False
+) -> dict[str, Any]:
     """Run ``llama_worker --check`` in a child process: the build's system info and one short
     generation. Never raises for a crash: returns ``{"ok": False, "error": ...}``."""
     cfg: dict[str, Any] = {"allow_native": allow_native}
@@ -320,8 +347,12 @@ def check_local_model(model_path: str | None = None, timeout: float = 300.0, all
         cfg["model_path"] = model_path
     t0 = time.perf_counter()
     try:
-        p = subprocess.run([sys.executable, "-m", "cooplab.agents.llama_worker", "--check", json.dumps(cfg)],
-                           capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run(
+            [sys.executable, "-m", "cooplab.agents.llama_worker", "--check", json.dumps(cfg)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     except subprocess.TimeoutExpired:
         return {"ok": False, "error": f"the test generation did not finish in {timeout:g} s"}
     res: dict[str, Any] = {}
@@ -336,12 +367,16 @@ def check_local_model(model_path: str | None = None, timeout: float = 300.0, all
     res["ok"] = p.returncode == 0
     rebuild = "rebuild it portable: bash scripts/setup.sh --rebuild-llama"
     if p.returncode == 3:
-        res["error"] = f"llama-cpp-python was built for the CPU it was compiled on ({', '.join(res.get('non_portable', []))}); {rebuild}"
+        res["error"] = (
+            f"llama-cpp-python was built for the CPU it was compiled on ({', '.join(res.get('non_portable', []))}); {rebuild}"
+        )
     elif p.returncode == -signal.SIGILL:
         res["error"] = f"it died with SIGILL: the build uses an instruction this CPU lacks; {rebuild}"
     elif p.returncode < 0:
-        res["error"] = (f"it crashed ({_signal_name(p.returncode).removeprefix('signal ')}) in llama.cpp on this CPU; "
-                        "'.venv/bin/cooplab doctor' shows the CPU features and the build")
+        res["error"] = (
+            f"it crashed ({_signal_name(p.returncode).removeprefix('signal ')}) in llama.cpp on this CPU; "
+            "'.venv/bin/cooplab doctor' shows the CPU features and the build"
+        )
     elif p.returncode > 0:
         tail = " / ".join((p.stderr or "").strip().splitlines()[-2:])
         res["error"] = f"the test generation failed (exit {p.returncode})" + (f": {tail}" if tail else "")
@@ -356,7 +391,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     r = check_local_model()
     if r["ok"]:
-        print(f"local model: ok ({r.get('completion_tokens')} tokens in {r.get('generation_s')} s, build: {r.get('system_info')})")
+        print(
+            f"local model: ok ({r.get('completion_tokens')} tokens in {r.get('generation_s')} s, build: {r.get('system_info')})"
+        )
         return 0
     print(f"the local model failed its test generation: {r['error']}", file=sys.stderr)
     return 1

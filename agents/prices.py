@@ -71,7 +71,9 @@ def list_price(kind: str, name: str) -> tuple[float, float] | None:
     as Google spells it), or None."""
     table = LIST_PRICES.get(kind, {})
     name = name.removeprefix("models/")
-    best = max((p for p in table if name == p or name.startswith(p + "-") or name.startswith(p + "@")), key=len, default=None)
+    best = max(
+        (p for p in table if name == p or name.startswith(p + "-") or name.startswith(p + "@")), key=len, default=None
+    )
     return None if best is None else table[best]
 
 
@@ -94,11 +96,15 @@ def price_of(spec: Any, price_in: float | None = None, price_out: float | None =
         return float(price_in), float(price_out)
     if table is None:
         return None
-    return (float(price_in) if price_in is not None else table[0], float(price_out) if price_out is not None else table[1])
+    return (
+        float(price_in) if price_in is not None else table[0],
+        float(price_out) if price_out is not None else table[1],
+    )
 
 
-def run_prices(specs: dict[str, Any], price_in: float | None, price_out: float | None, budget: float | None,
-               name: str = "--budget") -> dict[str, list[float]]:
+def run_prices(
+    specs: dict[str, Any], price_in: float | None, price_out: float | None, budget: float | None, name: str = "--budget"
+) -> dict[str, list[float]]:
     """``{model id: [price in, price out]}`` of every model of a run (``specs``: who -> ModelSpec);
     a model without a price is 0 (charged nothing), or, under a ``budget``, one line."""
     out: dict[str, list[float]] = {}
@@ -106,8 +112,10 @@ def run_prices(specs: dict[str, Any], price_in: float | None, price_out: float |
         price = price_of(spec, price_in, price_out)
         if price is None:
             if budget is not None:
-                raise ConfigError(f"{name} needs the price of {spec.id}, which cooplab's price table (list prices as of "
-                                  f"{PRICES_DATE}) does not know: give --price-in and --price-out (USD per 1K tokens)")
+                raise ConfigError(
+                    f"{name} needs the price of {spec.id}, which cooplab's price table (list prices as of "
+                    f"{PRICES_DATE}) does not know: give --price-in and --price-out (USD per 1K tokens)"
+                )
             price = (0.0, 0.0)
         out[spec.id] = [price[0], price[1]]
     return out

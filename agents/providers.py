@@ -78,20 +78,27 @@ def _api_key(p: "Provider") -> str:
     return p.key() or "not-needed"
 
 
-def _clients(spec: ModelSpec, url: str | None, timeout: float, http: Any = None,
-             rewrite: Callable[[bytes], bytes] | None = None) -> tuple[Any, Any]:
+def _clients(
+    spec: ModelSpec, url: str | None, timeout: float, http: Any = None, rewrite: Callable[[bytes], bytes] | None = None
+) -> tuple[Any, Any]:
     """Capped (sync, async) clients of ``http`` (default httpx) for a model at ``url``."""
     import httpx
 
     from cooplab.agents.http_clients import capped_clients
 
-    return capped_clients(spec.max_tokens, timeout=timeout, trust_env=not is_loopback(url), http=http or httpx, rewrite=rewrite)
+    return capped_clients(
+        spec.max_tokens, timeout=timeout, trust_env=not is_loopback(url), http=http or httpx, rewrite=rewrite
+    )
 
 
 # --- what enters cooplab from a provider's answer --------------------------------------------------
 def answer_size(msg: AIMessage) -> int:
     """The UTF-8 bytes of an answer: its text and its tool calls' names, ids and arguments."""
-    parts = [msg.text] + [str(v) for c in msg.tool_calls for v in (c.get("id") or "", c["name"], json.dumps(c["args"], ensure_ascii=False))]
+    parts = [msg.text] + [
+        str(v)
+        for c in msg.tool_calls
+        for v in (c.get("id") or "", c["name"], json.dumps(c["args"], ensure_ascii=False))
+    ]
     return sum(len(p.encode("utf-8", "replace")) for p in parts)
 
 
@@ -111,7 +118,9 @@ def checked_message(msg: Any, max_tokens: int | None, usage: Any) -> AIMessage:
     if max_tokens:
         size, limit = answer_size(msg), answer_bytes_bound(max_tokens)
         if size > limit:
-            raise EndpointResponseError(f"the answer has {size} bytes, more than {max_tokens} tokens can hold ({limit})")
+            raise EndpointResponseError(
+                f"the answer has {size} bytes, more than {max_tokens} tokens can hold ({limit})"
+            )
     # JSON may spell lone surrogates, which no UTF-8 file takes: cleaned here, where the answer
     # enters cooplab, like the OpenAI path's (checked_completion)
     msg.content = clean_strings(msg.content)
@@ -161,14 +170,21 @@ def _anthropic_content(raw: Any) -> dict[str, Any]:
         if kind not in ("text", "tool_use"):  # thinking, server tools, ...: not part of the answer
             continue
         ok = (kind == "text" and isinstance(b.get("text"), str)) or (
-            isinstance(b.get("id"), str) and isinstance(b.get("name"), str) and isinstance(b.get("input"), dict))
+            isinstance(b.get("id"), str) and isinstance(b.get("name"), str) and isinstance(b.get("input"), dict)
+        )
         if not ok:
             raise EndpointResponseError(f"content[{i}] is not a well-formed {kind} block: {snippet(b)}")
         read.append(b)
-    return {"id": raw.get("id") if isinstance(raw.get("id"), str) else "msg", "type": "message", "role": "assistant",
-            "model": raw.get("model") if isinstance(raw.get("model"), str) else "", "content": read,
-            "stop_reason": raw.get("stop_reason") if isinstance(raw.get("stop_reason"), str) else None,
-            "stop_sequence": None, "usage": {"input_tokens": 0, "output_tokens": 0}}
+    return {
+        "id": raw.get("id") if isinstance(raw.get("id"), str) else "msg",
+        "type": "message",
+        "role": "assistant",
+        "model": raw.get("model") if isinstance(raw.get("model"), str) else "",
+        "content": read,
+        "stop_reason": raw.get("stop_reason") if isinstance(raw.get("stop_reason"), str) else None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 0, "output_tokens": 0},
+    }
 
 
 _ANTHROPIC: Any = None
@@ -229,8 +245,15 @@ def _anthropic_class() -> type:
 def _build_anthropic(spec: ModelSpec, **kw: Any) -> BaseChatModel:
     p = PROVIDERS["anthropic"]
     url, timeout = p.url(spec.base_url), _timeout(kw)
-    model = _anthropic_class()(model=spec.name, base_url=url, api_key=_api_key(p), temperature=spec.temperature,
-                               max_tokens=spec.max_tokens, max_retries=0, timeout=timeout)
+    model = _anthropic_class()(
+        model=spec.name,
+        base_url=url,
+        api_key=_api_key(p),
+        temperature=spec.temperature,
+        max_tokens=spec.max_tokens,
+        max_retries=0,
+        timeout=timeout,
+    )
     import httpx2  # the Anthropic SDK's HTTP library, a drop-in fork of httpx
 
     model._http = _clients(spec, url, timeout, httpx2)
@@ -238,8 +261,14 @@ def _build_anthropic(spec: ModelSpec, **kw: Any) -> BaseChatModel:
 
 
 # --- Ollama and Google: the SDK parses, cooplab reads the body as received ----------------------------
-def _checked_class(base: type, usage_of: Callable[[dict[str, Any]], Any], cap_of: Callable[[Any, dict[str, Any]], int | None],
-                   name: str, shape: Callable[[dict[str, Any]], None], extra: dict[str, Any] | None = None) -> type:
+def _checked_class(
+    base: type,
+    usage_of: Callable[[dict[str, Any]], Any],
+    cap_of: Callable[[Any, dict[str, Any]], int | None],
+    name: str,
+    shape: Callable[[dict[str, Any]], None],
+    extra: dict[str, Any] | None = None,
+) -> type:
     """``base`` (a LangChain chat model) whose answers are checked (:func:`checked_message`) with the
     usage ``usage_of(body)`` reads from the response body as received (``recorded_bodies``), and
     whose bodies the SDK cannot read, that are not JSON objects, or that ``shape(body)`` finds no
@@ -268,8 +297,17 @@ def _checked_class(base: type, usage_of: Callable[[dict[str, Any]], Any], cap_of
                 raise _unreadable(exc) from exc
         return finish(self, result, bodies, kwargs)
 
-    return type(name, (base,), {"_agenerate": _agenerate, "_generate": _generate, "__module__": __name__, **(extra or {}),
-                                "__doc__": f"{base.__name__} with cooplab's checks of its answers (agents/providers.py)."})
+    return type(
+        name,
+        (base,),
+        {
+            "_agenerate": _agenerate,
+            "_generate": _generate,
+            "__module__": __name__,
+            **(extra or {}),
+            "__doc__": f"{base.__name__} with cooplab's checks of its answers (agents/providers.py).",
+        },
+    )
 
 
 def _last_json(bodies: list[bytearray]) -> dict[str, Any]:
@@ -355,10 +393,23 @@ def _drop_bad_counts(target: Any, names: tuple[str, ...]) -> bool:
 
 
 #: the counts of an Ollama answer its client validates as integers
-_OLLAMA_COUNTS = ("total_duration", "load_duration", "prompt_eval_count", "prompt_eval_duration", "eval_count", "eval_duration")
+_OLLAMA_COUNTS = (
+    "total_duration",
+    "load_duration",
+    "prompt_eval_count",
+    "prompt_eval_duration",
+    "eval_count",
+    "eval_duration",
+)
 #: the counts of Gemini's usageMetadata its SDK validates as integers
-_GOOGLE_COUNTS = ("promptTokenCount", "candidatesTokenCount", "totalTokenCount", "thoughtsTokenCount", "cachedContentTokenCount",
-                  "toolUsePromptTokenCount")
+_GOOGLE_COUNTS = (
+    "promptTokenCount",
+    "candidatesTokenCount",
+    "totalTokenCount",
+    "thoughtsTokenCount",
+    "cachedContentTokenCount",
+    "toolUsePromptTokenCount",
+)
 
 
 def _ollama_rewrite(body: bytes) -> bytes:
@@ -374,8 +425,17 @@ def _google_fix(data: dict[str, Any]) -> bool:
     if not isinstance(usage, dict):
         return False
     # per-modality details whose counts the SDK would refuse: not read by cooplab, dropped
-    details = [k for k, v in usage.items() if k.endswith("Details") and not (isinstance(v, list) and all(
-        isinstance(d, dict) and type(d.get("tokenCount", 0)) is int and d.get("tokenCount", 0) >= 0 for d in v))]
+    details = [
+        k
+        for k, v in usage.items()
+        if k.endswith("Details")
+        and not (
+            isinstance(v, list)
+            and all(
+                isinstance(d, dict) and type(d.get("tokenCount", 0)) is int and d.get("tokenCount", 0) >= 0 for d in v
+            )
+        )
+    ]
     for k in details:
         del usage[k]
     return _drop_bad_counts(usage, _GOOGLE_COUNTS) or bool(details)
@@ -399,7 +459,11 @@ def _google_usage(body: dict[str, Any]) -> Any:
     out, thoughts = u.get("candidatesTokenCount"), u.get("thoughtsTokenCount")
     if type(out) is int and type(thoughts) is int:
         out += thoughts
-    return {"input_tokens": u.get("promptTokenCount"), "output_tokens": out, "cached_tokens": u.get("cachedContentTokenCount", 0)}
+    return {
+        "input_tokens": u.get("promptTokenCount"),
+        "output_tokens": out,
+        "cached_tokens": u.get("cachedContentTokenCount", 0),
+    }
 
 
 _CLASSES: dict[str, type] = {}
@@ -409,9 +473,14 @@ def _ollama_class() -> type:
     if "ollama" not in _CLASSES:
         from langchain_ollama import ChatOllama
 
-        _CLASSES["ollama"] = _checked_class(ChatOllama, _ollama_usage,
-                                            lambda m, kw: _cap(kw.get("options") or {}, m.num_predict or 0, "num_predict") or None,
-                                            "CheckedChatOllama", _ollama_shape, _ollama_clean_streams(ChatOllama))
+        _CLASSES["ollama"] = _checked_class(
+            ChatOllama,
+            _ollama_usage,
+            lambda m, kw: _cap(kw.get("options") or {}, m.num_predict or 0, "num_predict") or None,
+            "CheckedChatOllama",
+            _ollama_shape,
+            _ollama_clean_streams(ChatOllama),
+        )
     return _CLASSES["ollama"]
 
 
@@ -419,9 +488,13 @@ def _google_class() -> type:
     if "google" not in _CLASSES:
         from langchain_google_genai import ChatGoogleGenerativeAI
 
-        _CLASSES["google"] = _checked_class(ChatGoogleGenerativeAI, _google_usage,
-                                            lambda m, kw: _cap(kw, m.max_output_tokens or 0, "max_output_tokens") or None,
-                                            "CheckedChatGoogle", _google_shape)
+        _CLASSES["google"] = _checked_class(
+            ChatGoogleGenerativeAI,
+            _google_usage,
+            lambda m, kw: _cap(kw, m.max_output_tokens or 0, "max_output_tokens") or None,
+            "CheckedChatGoogle",
+            _google_shape,
+        )
     return _CLASSES["google"]
 
 
@@ -430,10 +503,15 @@ def _build_ollama(spec: ModelSpec, **kw: Any) -> BaseChatModel:
 
     url, timeout = PROVIDERS["ollama"].url(spec.base_url) or OLLAMA_LOCAL, _timeout(kw)
     cap = BodyCap(spec.max_tokens, rewrite=_ollama_rewrite)
-    return _ollama_class()(model=spec.name, base_url=url, temperature=spec.temperature, num_predict=spec.max_tokens,
-                           client_kwargs={"timeout": timeout, "trust_env": not is_loopback(url)},
-                           sync_client_kwargs={"event_hooks": {"request": [cap.request], "response": [cap.response]}},
-                           async_client_kwargs={"event_hooks": {"request": [cap.arequest], "response": [cap.aresponse]}})
+    return _ollama_class()(
+        model=spec.name,
+        base_url=url,
+        temperature=spec.temperature,
+        num_predict=spec.max_tokens,
+        client_kwargs={"timeout": timeout, "trust_env": not is_loopback(url)},
+        sync_client_kwargs={"event_hooks": {"request": [cap.request], "response": [cap.response]}},
+        async_client_kwargs={"event_hooks": {"request": [cap.arequest], "response": [cap.aresponse]}},
+    )
 
 
 # --- Google GenAI ---------------------------------------------------------------------------------
@@ -444,8 +522,15 @@ def _build_google(spec: ModelSpec, **kw: Any) -> BaseChatModel:
     p = PROVIDERS["google_genai"]
     url, timeout = p.url(spec.base_url), _timeout(kw)
     key = _api_key(p)
-    model = _google_class()(model=spec.name, google_api_key=key, base_url=url, temperature=spec.temperature,
-                            max_output_tokens=spec.max_tokens, max_retries=1, timeout=timeout)  # 1 attempt: no retry of the SDK's
+    model = _google_class()(
+        model=spec.name,
+        google_api_key=key,
+        base_url=url,
+        temperature=spec.temperature,
+        max_output_tokens=spec.max_tokens,
+        max_retries=1,
+        timeout=timeout,
+    )  # 1 attempt: no retry of the SDK's
     sync_client, async_client = _clients(spec, url, timeout, rewrite=_google_rewrite)
     options = {"httpx_client": sync_client, "httpx_async_client": async_client, **({"base_url": url} if url else {})}
     model.client = genai.Client(api_key=key, http_options=HttpOptions(**options))
@@ -458,11 +543,18 @@ def _build_openai(spec: ModelSpec, **kw: Any) -> BaseChatModel:
     # our own clients: langchain-openai's shared default async client outlives the event loop it
     # was first used in, which breaks a second run in the same process
     sync_client, async_client = _clients(spec, spec.base_url, timeout)
-    return checked_chat_openai()(http_client=sync_client, http_async_client=async_client, model=spec.name, base_url=spec.base_url,
-                                  api_key=_api_key(PROVIDERS["openai"]), temperature=spec.temperature, max_tokens=spec.max_tokens,
-                                  max_retries=0,  # cooplab retries transport errors itself, with backoff and accounting
-                                  timeout=timeout,
-                                  use_responses_api=False)  # chat completions, whatever the model's name: the checked path
+    return checked_chat_openai()(
+        http_client=sync_client,
+        http_async_client=async_client,
+        model=spec.name,
+        base_url=spec.base_url,
+        api_key=_api_key(PROVIDERS["openai"]),
+        temperature=spec.temperature,
+        max_tokens=spec.max_tokens,
+        max_retries=0,  # cooplab retries transport errors itself, with backoff and accounting
+        timeout=timeout,
+        use_responses_api=False,
+    )  # chat completions, whatever the model's name: the checked path
 
 
 #: OpenAI's own API, the endpoint of ``openai:NAME`` without a base URL
@@ -472,17 +564,50 @@ OLLAMA_LOCAL = "http://localhost:11434"
 
 #: every hosted provider by its spec prefix
 PROVIDERS: dict[str, Provider] = {
-    "openai": Provider("openai", None, "langchain-openai", ("langchain_openai",), ("OPENAI_API_KEY",), OPENAI_API,
-                       ("OPENAI_API_BASE", "OPENAI_BASE_URL"), "response_format json_object (with the JSON schema for a --base-url server)",
-                       _build_openai),
-    "anthropic": Provider("anthropic", "anthropic", "langchain-anthropic", ("langchain_anthropic", "anthropic"), ("ANTHROPIC_API_KEY",),
-                          "https://api.anthropic.com", ("ANTHROPIC_BASE_URL",), "a forced tool call whose input schema is the JSON schema",
-                          _build_anthropic),
-    "google_genai": Provider("google_genai", "google", "langchain-google-genai", ("langchain_google_genai",),
-                             ("GOOGLE_API_KEY", "GEMINI_API_KEY"), None, (),
-                             "response_mime_type application/json with response_json_schema", _build_google),
-    "ollama": Provider("ollama", "ollama", "langchain-ollama", ("langchain_ollama", "ollama"), (), normalise_url(OLLAMA_LOCAL),
-                       ("OLLAMA_HOST",), "format = the JSON schema", _build_ollama),
+    "openai": Provider(
+        "openai",
+        None,
+        "langchain-openai",
+        ("langchain_openai",),
+        ("OPENAI_API_KEY",),
+        OPENAI_API,
+        ("OPENAI_API_BASE", "OPENAI_BASE_URL"),
+        "response_format json_object (with the JSON schema for a --base-url server)",
+        _build_openai,
+    ),
+    "anthropic": Provider(
+        "anthropic",
+        "anthropic",
+        "langchain-anthropic",
+        ("langchain_anthropic", "anthropic"),
+        ("ANTHROPIC_API_KEY",),
+        "https://api.anthropic.com",
+        ("ANTHROPIC_BASE_URL",),
+        "a forced tool call whose input schema is the JSON schema",
+        _build_anthropic,
+    ),
+    "google_genai": Provider(
+        "google_genai",
+        "google",
+        "langchain-google-genai",
+        ("langchain_google_genai",),
+        ("GOOGLE_API_KEY", "GEMINI_API_KEY"),
+        None,
+        (),
+        "response_mime_type application/json with response_json_schema",
+        _build_google,
+    ),
+    "ollama": Provider(
+        "ollama",
+        "ollama",
+        "langchain-ollama",
+        ("langchain_ollama", "ollama"),
+        (),
+        normalise_url(OLLAMA_LOCAL),
+        ("OLLAMA_HOST",),
+        "format = the JSON schema",
+        _build_ollama,
+    ),
 }
 
 
@@ -494,8 +619,15 @@ def provider(kind: str) -> Provider | None:
 def provider_of_model(model: Any) -> str | None:
     """The hosted provider whose LangChain integration package (the first of its
     :attr:`Provider.modules`) defines a chat model object's class or one of its bases, or None."""
-    return next((kind for c in type(model).__mro__ for kind, p in PROVIDERS.items() if c.__module__.split(".")[0] == p.modules[0]),
-                None)
+    return next(
+        (
+            kind
+            for c in type(model).__mro__
+            for kind, p in PROVIDERS.items()
+            if c.__module__.split(".")[0] == p.modules[0]
+        ),
+        None,
+    )
 
 
 def known_prefixes() -> str:
@@ -503,4 +635,14 @@ def known_prefixes() -> str:
     return ", ".join(f"{k}:NAME" for k in PROVIDERS)
 
 
-__all__ = ["OLLAMA_LOCAL", "OPENAI_API", "PROVIDERS", "Provider", "answer_size", "checked_message", "known_prefixes", "provider", "provider_of_model"]
+__all__ = [
+    "OLLAMA_LOCAL",
+    "OPENAI_API",
+    "PROVIDERS",
+    "Provider",
+    "answer_size",
+    "checked_message",
+    "known_prefixes",
+    "provider",
+    "provider_of_model",
+]

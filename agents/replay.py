@@ -71,27 +71,38 @@ class ReplayChatModel(BaseChatModel):
             return self.original._get_ls_params(stop=stop, **kwargs)
         return super()._get_ls_params(stop=stop, **kwargs)
 
-    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
-                  **kwargs: Any) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
         return ChatResult(generations=[ChatGeneration(message=self.message)])
 
-    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
-                         **kwargs: Any) -> ChatResult:
+    async def _agenerate(
+        self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
         return ChatResult(generations=[ChatGeneration(message=self.message)])
 
 
-def replay_message(text: str, response: CachedResponse, from_text: Callable[[str], BaseMessage] | None = None) -> AIMessage:
+def replay_message(
+    text: str, response: CachedResponse, from_text: Callable[[str], BaseMessage] | None = None
+) -> AIMessage:
     """The answer of a replayed call as the model's message: ``from_text(text)`` (how its caller
     reads a stored answer back, e.g. a tool loop's tool calls), else the text; its usage the tokens
     stored with it, its cost zero, its ``response_metadata`` saying it was cached."""
     msg = from_text(text) if from_text is not None else AIMessage(content=text)
     if not isinstance(msg, AIMessage):
         msg = AIMessage(content=text)
-    usage = {"input_tokens": response.input_tokens, "output_tokens": response.output_tokens,
-             "total_tokens": response.input_tokens + response.output_tokens,
-             "input_cost": 0, "output_cost": 0, "total_cost": 0}  # as LangChain's cache marks a hit: priced at nothing
+    usage = {
+        "input_tokens": response.input_tokens,
+        "output_tokens": response.output_tokens,
+        "total_tokens": response.input_tokens + response.output_tokens,
+        "input_cost": 0,
+        "output_cost": 0,
+        "total_cost": 0,
+    }  # as LangChain's cache marks a hit: priced at nothing
     # model_copy: usage_metadata's type has no cost keys, and a validated copy would drop them
-    return msg.model_copy(update={"usage_metadata": usage, "response_metadata": {**msg.response_metadata, "cached": True}})
+    return msg.model_copy(
+        update={"usage_metadata": usage, "response_metadata": {**msg.response_metadata, "cached": True}}
+    )
 
 
 def _unbound(runnable: Any, config: dict | None, kwargs: dict[str, Any]) -> tuple[Any, dict | None, dict[str, Any]]:
@@ -109,12 +120,20 @@ def _handlers(model: Any, config: dict | None) -> list:
     or of the running graph, the model's own, and LangSmith's when tracing is switched on)."""
     cfg = ensure_config(config)
     own = model.callbacks if isinstance(model, BaseChatModel) else None
-    return AsyncCallbackManager.configure(cfg.get("callbacks"), own, inheritable_tags=cfg.get("tags"),
-                                          inheritable_metadata=cfg.get("metadata")).handlers
+    return AsyncCallbackManager.configure(
+        cfg.get("callbacks"), own, inheritable_tags=cfg.get("tags"), inheritable_metadata=cfg.get("metadata")
+    ).handlers
 
 
-async def trace_replay(*, runnable: Any, messages: list[BaseMessage], kwargs: dict[str, Any], config: dict | None,
-                       response: CachedResponse, from_text: Callable[[str], BaseMessage] | None = None) -> None:
+async def trace_replay(
+    *,
+    runnable: Any,
+    messages: list[BaseMessage],
+    kwargs: dict[str, Any],
+    config: dict | None,
+    response: CachedResponse,
+    from_text: Callable[[str], BaseMessage] | None = None,
+) -> None:
     """Report a call answered from the cache through its callbacks (see the module docstring):
     ``runnable``, ``messages``, ``kwargs`` and ``config`` are what the live call would have been
     invoked with, ``response`` the stored answer."""
@@ -122,12 +141,28 @@ async def trace_replay(*, runnable: Any, messages: list[BaseMessage], kwargs: di
         model, config, kwargs = _unbound(runnable, config, dict(kwargs))
         if not _handlers(model, config):
             return  # nobody listens (no tracer given, none switched on): nothing to report
-        replay = ReplayChatModel(original=model, message=replay_message(response.text, response, from_text), cache=False,
-                                 **({"callbacks": model.callbacks, "tags": model.tags, "metadata": model.metadata, "verbose": model.verbose}
-                                    if isinstance(model, BaseChatModel) else {}))
-        await replay.ainvoke(messages, config=replay_config(config, latency=response.latency, input_tokens=response.input_tokens,
-                                                            output_tokens=response.output_tokens, usage_error=response.usage_error,
-                                                            created=response.created), **kwargs)
+        replay = ReplayChatModel(
+            original=model,
+            message=replay_message(response.text, response, from_text),
+            cache=False,
+            **(
+                {"callbacks": model.callbacks, "tags": model.tags, "metadata": model.metadata, "verbose": model.verbose}
+                if isinstance(model, BaseChatModel)
+                else {}
+            ),
+        )
+        await replay.ainvoke(
+            messages,
+            config=replay_config(
+                config,
+                latency=response.latency,
+                input_tokens=response.input_tokens,
+                output_tokens=response.output_tokens,
+                usage_error=response.usage_error,
+                created=response.created,
+            ),
+            **kwargs,
+        )
     except Exception as exc:  # noqa: BLE001 - a trace is never worth a run
         logger.warning("could not trace a call replayed from the cache: %r", exc)
 

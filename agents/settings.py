@@ -18,10 +18,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Callable
 
-from cooplab.agents.cache import ResponseCache, check_cache, default_cache_path
-from cooplab.agents.models.factory import check_model
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
+from cooplab.agents.cache import ResponseCache, check_cache, default_cache_path
+from cooplab.agents.models.factory import check_model
 from cooplab.limits import DEFAULT_CALL_DEADLINE, RULES, ConfigError, check_agent_models, flags, show, validate
 
 
@@ -51,35 +51,60 @@ class LLMSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: StrictStr = Field("local", description="Model spec of every agent: local, local:PATH.gguf, PROVIDER:NAME (openai, anthropic, "
-                             "google_genai, ollama), scripted:FILE, builtin:NAME, or (from Python) a LangChain chat model object.")
-    agent_models: dict[int, StrictStr] = Field(default_factory=dict, description="Per-agent model specs by agent number (0..N-1).")
+    model: StrictStr = Field(
+        "local",
+        description="Model spec of every agent: local, local:PATH.gguf, PROVIDER:NAME (openai, anthropic, "
+        "google_genai, ollama), scripted:FILE, builtin:NAME, or (from Python) a LangChain chat model object.",
+    )
+    agent_models: dict[int, StrictStr] = Field(
+        default_factory=dict, description="Per-agent model specs by agent number (0..N-1)."
+    )
     model_mix: dict[StrictStr, Annotated[int, RULES["mix-count"]]] | None = Field(
-        None, description="A mixed society: how many agents use each model ({spec: count}, the counts adding up to the population); "
-        "the agents get their models by a seeded draw, written to agent_models (agents/mix.py).")
-    model_from: dict[StrictStr, StrictStr] = Field(default_factory=dict, description="Model switches: {'AGENT@ROUND': spec}, the agent "
-                                                   "uses that model from that round on (an invader of another model, agents/mix.py).")
-    base_url: StrictStr | None = Field(None, description="Another server speaking the provider's API (agents/providers.py).")
+        None,
+        description="A mixed society: how many agents use each model ({spec: count}, the counts adding up to the population); "
+        "the agents get their models by a seeded draw, written to agent_models (agents/mix.py).",
+    )
+    model_from: dict[StrictStr, StrictStr] = Field(
+        default_factory=dict,
+        description="Model switches: {'AGENT@ROUND': spec}, the agent "
+        "uses that model from that round on (an invader of another model, agents/mix.py).",
+    )
+    base_url: StrictStr | None = Field(
+        None, description="Another server speaking the provider's API (agents/providers.py)."
+    )
     temperature: Annotated[float, RULES["temperature"]] = 0.7
     max_tokens: Annotated[int, RULES["max-tokens"]] = Field(64, description="Output token cap per call.")
     max_concurrency: Annotated[int, RULES["max-concurrency"]] = 8
     call_timeout: Annotated[float, RULES["call-timeout"]] = Field(
-        300.0, description="Seconds one attempt of a call to a model server may take in all (connecting, waiting, reading the whole "
-        "answer); past it the call is retried, then the run stops.")
+        300.0,
+        description="Seconds one attempt of a call to a model server may take in all (connecting, waiting, reading the whole "
+        "answer); past it the call is retried, then the run stops.",
+    )
     call_deadline: Annotated[float, RULES["call-deadline"]] = Field(
-        DEFAULT_CALL_DEADLINE, description="Seconds one call to a model server may take in all, its retries and the waits between "
-        "them included; past it the run stops (resumable) naming the server. Raise it (with call_timeout) for slow reasoning models.")
-    rps: Annotated[float | None, RULES["rps"]] = Field(None, description="Requests per second at most (None: no limit).")
+        DEFAULT_CALL_DEADLINE,
+        description="Seconds one call to a model server may take in all, its retries and the waits between "
+        "them included; past it the run stops (resumable) naming the server. Raise it (with call_timeout) for slow reasoning models.",
+    )
+    rps: Annotated[float | None, RULES["rps"]] = Field(
+        None, description="Requests per second at most (None: no limit)."
+    )
     budget: Annotated[float | None, RULES["budget"]] = Field(None, description="Budget cap in USD (None: no cap).")
     price_in: Annotated[float | None, RULES["price-in"]] = Field(
-        None, description="USD per 1K input tokens of every model (None: each model's price, agents/prices.py).")
+        None, description="USD per 1K input tokens of every model (None: each model's price, agents/prices.py)."
+    )
     price_out: Annotated[float | None, RULES["price-out"]] = Field(
-        None, description="USD per 1K output tokens of every model (None: each model's price).")
+        None, description="USD per 1K output tokens of every model (None: each model's price)."
+    )
     prices: dict[StrictStr, Annotated[list[Price], Field(min_length=2, max_length=2)]] | None = Field(
-        None, description="The prices used, USD per 1K input and output tokens by model id (filled in by resolve(); recorded in config.json).")
+        None,
+        description="The prices used, USD per 1K input and output tokens by model id (filled in by resolve(); recorded in config.json).",
+    )
     cache: StrictStr | None = Field(None, description="Response cache file (None: the default cache; 'off': no cache).")
-    prompt_variant: StrictStr = Field("original", description="Which wording of the task's prompts the agents get: original, or a "
-                                      "folder of prompts/variants/ beside the task's prompts (docs/robustness.md).")
+    prompt_variant: StrictStr = Field(
+        "original",
+        description="Which wording of the task's prompts the agents get: original, or a "
+        "folder of prompts/variants/ beside the task's prompts (docs/robustness.md).",
+    )
 
     @field_validator("model", mode="before")
     @classmethod
@@ -107,6 +132,7 @@ class LLMSettings(BaseModel):
         if values.get("agent_model"):
             kw["agent_models"] = parse_agent_models(values["agent_model"])
         return validate(cls, kw, flags(CLI_NAMES))
+
     @field_validator("model_mix", mode="before")
     @classmethod
     def _mix_items(cls, value: Any) -> Any:
@@ -115,11 +141,13 @@ class LLMSettings(BaseModel):
 
         return parse_mix(value) if isinstance(value, (list, tuple)) else value
 
-
     def models(self) -> dict[str, str]:
         """Every model spec by who uses it: ``{"default": spec, "1": spec, ...}``."""
-        return {"default": self.model, **{str(a): m for a, m in sorted(self.agent_models.items())},
-                **{str(k): m for k, m in sorted(self.model_from.items())}}
+        return {
+            "default": self.model,
+            **{str(a): m for a, m in sorted(self.agent_models.items())},
+            **{str(k): m for k, m in sorted(self.model_from.items())},
+        }
 
     def resolve(self, n_agents: int | None = None, *, name: Callable[[tuple], str] | None = None) -> "LLMSettings":
         """These settings ready for a run: what no field's rule can say checked against the machine
@@ -134,7 +162,9 @@ class LLMSettings(BaseModel):
             from cooplab.agents.mix import check_mix, check_model_from
 
             models = {"default": self.model, **{str(a): m for a, m in self.agent_models.items()}}
-            check_agent_models(models, n_agents, name=lambda k: f"--agent-model {k}={models[k]}" if cli else label(("agent_models", k)))
+            check_agent_models(
+                models, n_agents, name=lambda k: f"--agent-model {k}={models[k]}" if cli else label(("agent_models", k))
+            )
             check_mix(self.model_mix, self.agent_models, n_agents, "--model-mix" if cli else label(("model_mix",)))
             check_model_from(self.model_from, n_agents, "model_from" if cli else label(("model_from",)))
         for agent, text in self.models().items():
@@ -143,7 +173,9 @@ class LLMSettings(BaseModel):
         for text in self.model_mix or {}:  # a model of the mix that no agent drew (count 0) is checked too
             check_model(text, self.base_url, "--model-mix" if cli else label(("model_mix",)))
         prices = self.resolved_prices(label(("budget",)))
-        cache = "off" if self.cache == "off" else str(Path(self.cache).expanduser() if self.cache else default_cache_path())
+        cache = (
+            "off" if self.cache == "off" else str(Path(self.cache).expanduser() if self.cache else default_cache_path())
+        )
         if cache != "off":
             check_cache(cache, label(("cache",)))
         return self.model_copy(update={"cache": cache, "prices": prices})
@@ -152,8 +184,12 @@ class LLMSettings(BaseModel):
         """Every model's parsed spec by who uses it (as :meth:`models`)."""
         from cooplab.agents.models.spec import parse_model_spec
 
-        return {who: parse_model_spec(text, base_url=self.base_url, temperature=self.temperature, max_tokens=self.max_tokens)
-                for who, text in self.models().items()}
+        return {
+            who: parse_model_spec(
+                text, base_url=self.base_url, temperature=self.temperature, max_tokens=self.max_tokens
+            )
+            for who, text in self.models().items()
+        }
 
     def resolved_prices(self, budget_name: str = "--budget") -> dict[str, list[float]]:
         """The prices of every model (:func:`cooplab.agents.prices.run_prices`): those recorded in
@@ -184,24 +220,38 @@ def sweep_llm_block(raw: Any, where: str) -> LLMSettings:
     return validate(LLMSettings, raw, in_file(where, "llm"), strict=False)
 
 
-def build_service(llm: LLMSettings, *, seed: int, sandbox_rate: float = 0.0, entries: list[dict[str, Any]] | None = None,
-                  journal: Path | None = None):
+def build_service(
+    llm: LLMSettings,
+    *,
+    seed: int,
+    sandbox_rate: float = 0.0,
+    entries: list[dict[str, Any]] | None = None,
+    journal: Path | None = None,
+):
     """The LLM service of a run from its LLM settings and seed (models, cache, ledger restored from
     the audit trail ``entries``; ``sandbox_rate``: USD per second of sandbox time). With ``journal`` (the run's :class:`~cooplab.graphs.ledger.LedgerJournal`
     file) every charge and every budget decision on a model call is journaled, and what an
     interrupted process left there is restored too: the charges the audit trail lacks, the
     reservations it still held and the calls its budget refused."""
     from cooplab.agents.decisions import LLMService
-    from cooplab.agents.models.factory import make_chat_model  # looked up per call: tests wrap it (and parse_model_spec, in specs())
+    from cooplab.agents.models.factory import (
+        make_chat_model,
+    )  # looked up per call: tests wrap it (and parse_model_spec, in specs())
     from cooplab.agents.prices import NOMINAL
     from cooplab.graphs.ledger import Ledger, LedgerJournal, Rates
 
     models = {agent: (spec, make_chat_model(spec)) for agent, spec in llm.specs().items()}
-    per_model = {model: Rates(*p) for model, p in llm.resolved_prices().items()}  # Rates takes floats by their shortest text
+    per_model = {
+        model: Rates(*p) for model, p in llm.resolved_prices().items()
+    }  # Rates takes floats by their shortest text
     rates = Rates(*NOMINAL)
     unit_rates = {"sandbox_seconds": Decimal(str(sandbox_rate or 0))}
-    ledger = Ledger(budget=None if llm.budget is None else Decimal(str(llm.budget)), rates=per_model, default_rates=rates,
-                    unit_rates=unit_rates)
+    ledger = Ledger(
+        budget=None if llm.budget is None else Decimal(str(llm.budget)),
+        rates=per_model,
+        default_rates=rates,
+        unit_rates=unit_rates,
+    )
     if journal is not None:
         book = LedgerJournal(journal)
         granted, refused = book.decisions(ledger.budget)
@@ -210,5 +260,13 @@ def build_service(llm: LLMSettings, *, seed: int, sandbox_rate: float = 0.0, ent
     elif entries:
         ledger.restore(entries)
     cache = ResponseCache(None if llm.cache in (None, "off") else llm.cache)
-    return LLMService(models=models, ledger=ledger, cache=cache, seed=int(seed), max_concurrency=llm.max_concurrency, rps=llm.rps,
-                      call_timeout=llm.call_timeout, call_deadline=llm.call_deadline)
+    return LLMService(
+        models=models,
+        ledger=ledger,
+        cache=cache,
+        seed=int(seed),
+        max_concurrency=llm.max_concurrency,
+        rps=llm.rps,
+        call_timeout=llm.call_timeout,
+        call_deadline=llm.call_deadline,
+    )

@@ -106,8 +106,10 @@ FATAL_ERRORS: tuple[type[BaseException], ...] = (BudgetExhausted, ModelUnavailab
 #: wrapper, type markers) beyond the bytes of their JSON; part of a call's input upper bound
 TOOL_OVERHEAD = 32
 CALLER_KEY = "cooplab_tool_caller"
-JSON_INSTRUCTIONS = ('Reply with one JSON object only: {"tool": "<tool name>", "args": {<arguments>}} to call a tool, '
-                     'or {"final": "<your answer>"} when you are done.')
+JSON_INSTRUCTIONS = (
+    'Reply with one JSON object only: {"tool": "<tool name>", "args": {<arguments>}} to call a tool, '
+    'or {"final": "<your answer>"} when you are done.'
+)
 
 
 class ToolSetupError(RuntimeError):
@@ -171,7 +173,9 @@ class ToolCaller:
         ledger = self.context.ledger
         if ledger is None:
             return None
-        e = ledger.charge_units(kind, units, agent=self.agent_id, team=self.team, round=self.round, phase=self.phase, **kw)
+        e = ledger.charge_units(
+            kind, units, agent=self.agent_id, team=self.team, round=self.round, phase=self.phase, **kw
+        )
         self.entries.append(e)
         return e
 
@@ -188,7 +192,9 @@ def caller_of(runtime: ToolRuntime) -> ToolCaller:
     agent = (cfg.get("configurable") or {}).get("agent_id") or meta.get("agent_id") or meta.get("langgraph_node")
     ctx = runtime.context
     if not isinstance(agent, str) or not agent:
-        raise ToolSetupError("this tool needs to know its agent: run it in a ToolAgent loop or set configurable agent_id")
+        raise ToolSetupError(
+            "this tool needs to know its agent: run it in a ToolAgent loop or set configurable agent_id"
+        )
     if not isinstance(ctx, CoopContext):
         raise ToolSetupError("this tool needs the runtime context (CoopContext); none was given")
     return ToolCaller(agent, ctx)
@@ -210,10 +216,22 @@ def tool_call_schema(tools: Sequence[BaseTool], *, for_decoder: bool = False) ->
         args = tool_args_schema(t)
         if for_decoder:
             args = decoding_schema(args)
-        variants.append({"type": "object", "properties": {"tool": {"const": t.name}, "args": args},
-                         "required": ["tool", "args"], "additionalProperties": False})
-    variants.append({"type": "object", "properties": {"final": {"type": "string"}}, "required": ["final"],
-                     "additionalProperties": False})
+        variants.append(
+            {
+                "type": "object",
+                "properties": {"tool": {"const": t.name}, "args": args},
+                "required": ["tool", "args"],
+                "additionalProperties": False,
+            }
+        )
+    variants.append(
+        {
+            "type": "object",
+            "properties": {"final": {"type": "string"}},
+            "required": ["final"],
+            "additionalProperties": False,
+        }
+    )
     return {"oneOf": variants}
 
 
@@ -320,11 +338,23 @@ class ToolLoopResult:
 
     def record(self) -> dict[str, Any]:
         return {
-            "agent": self.agent_id, "team": self.team, "round": self.round, "phase": self.phase, "model": self.model,
-            "protocol": self.protocol, "stop_reason": self.stop_reason, "stop_detail": self.stop_detail, "final": self.final,
-            "steps": self.steps, "n_tool_calls": len(self.tool_calls), "tool_calls": [dict(c) for c in self.tool_calls],
-            "malformed": self.malformed, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-            "cost": str(self.cost), "cached_calls": self.cached_calls,
+            "agent": self.agent_id,
+            "team": self.team,
+            "round": self.round,
+            "phase": self.phase,
+            "model": self.model,
+            "protocol": self.protocol,
+            "stop_reason": self.stop_reason,
+            "stop_detail": self.stop_detail,
+            "final": self.final,
+            "steps": self.steps,
+            "n_tool_calls": len(self.tool_calls),
+            "tool_calls": [dict(c) for c in self.tool_calls],
+            "malformed": self.malformed,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost": str(self.cost),
+            "cached_calls": self.cached_calls,
         }
 
 
@@ -346,20 +376,46 @@ def _message_key(m: BaseMessage) -> tuple:
 
 def _envelope(msg: BaseMessage) -> str:
     """A native answer as the text that is cached (and replayed): content and tool calls."""
-    return json.dumps({"content": _text_of(msg),
-                       "tool_calls": [{"name": c["name"], "args": c["args"], "id": c.get("id")} for c in getattr(msg, "tool_calls", None) or []],
-                       "invalid_tool_calls": [{"name": c.get("name"), "args": c.get("args"), "id": c.get("id"), "error": c.get("error")}
-                                              for c in getattr(msg, "invalid_tool_calls", None) or []]},
-                      sort_keys=True, ensure_ascii=False, default=str)
+    return json.dumps(
+        {
+            "content": _text_of(msg),
+            "tool_calls": [
+                {"name": c["name"], "args": c["args"], "id": c.get("id")}
+                for c in getattr(msg, "tool_calls", None) or []
+            ],
+            "invalid_tool_calls": [
+                {"name": c.get("name"), "args": c.get("args"), "id": c.get("id"), "error": c.get("error")}
+                for c in getattr(msg, "invalid_tool_calls", None) or []
+            ],
+        },
+        sort_keys=True,
+        ensure_ascii=False,
+        default=str,
+    )
 
 
 def _from_envelope(text: str, step: int) -> AIMessage:
     try:
         d = clean_strings(json.loads(text))
-        calls = [{"name": str(c["name"]), "args": c["args"] if isinstance(c["args"], dict) else {}, "id": c.get("id") or f"call_{step}_{i}",
-                  "type": "tool_call"} for i, c in enumerate(d.get("tool_calls") or [])]
-        invalid = [{"name": c.get("name"), "args": c.get("args"), "id": c.get("id") or f"invalid_{step}_{i}", "error": c.get("error"),
-                    "type": "invalid_tool_call"} for i, c in enumerate(d.get("invalid_tool_calls") or [])]
+        calls = [
+            {
+                "name": str(c["name"]),
+                "args": c["args"] if isinstance(c["args"], dict) else {},
+                "id": c.get("id") or f"call_{step}_{i}",
+                "type": "tool_call",
+            }
+            for i, c in enumerate(d.get("tool_calls") or [])
+        ]
+        invalid = [
+            {
+                "name": c.get("name"),
+                "args": c.get("args"),
+                "id": c.get("id") or f"invalid_{step}_{i}",
+                "error": c.get("error"),
+                "type": "invalid_tool_call",
+            }
+            for i, c in enumerate(d.get("invalid_tool_calls") or [])
+        ]
         return AIMessage(content=str(d.get("content") or ""), tool_calls=calls, invalid_tool_calls=invalid)
     except (ValueError, KeyError, TypeError, AttributeError):  # a foreign cache row: the text as a final answer
         return AIMessage(content=text)
@@ -378,8 +434,14 @@ def _not_run(call: dict, text: str, step: int) -> tuple[ToolMessage, dict[str, A
     """The answer to a tool call that is not run (``text`` starting "not run") or cannot be
     (arguments that do not parse), and its record."""
     msg = ToolMessage(content=text, tool_call_id=call.get("id") or "", name=call.get("name") or "", status="error")
-    rec = {"step": step, "id": call.get("id"), "name": call.get("name"), "args": _args_text(call.get("args")),
-           "status": "not_run" if text.startswith("not run") else "error", "seconds": 0.0}
+    rec = {
+        "step": step,
+        "id": call.get("id"),
+        "name": call.get("name"),
+        "args": _args_text(call.get("args")),
+        "status": "not_run" if text.startswith("not run") else "error",
+        "seconds": 0.0,
+    }
     return msg, rec
 
 
@@ -419,11 +481,21 @@ class ToolLoopState(TypedDict, total=False):
 def loop_result(state: Mapping[str, Any]) -> ToolLoopResult:
     """The :class:`ToolLoopResult` a loop's state stands for (a finished loop's, or an interrupted
     one's: ``stop_reason`` None)."""
-    res = ToolLoopResult(state["agent_id"], state.get("team"), state.get("round"), state["phase"], state["model"],
-                         state["protocol"], final=state.get("final"), stop_reason=state.get("stop_reason"),
-                         stop_detail=state.get("stop_detail") or "", steps=state.get("steps", 0),
-                         tool_calls=[dict(r) for r in state.get("tool_calls") or []], malformed=state.get("malformed", 0),
-                         messages=list(state["messages"][state["n_prompt"]:]))
+    res = ToolLoopResult(
+        state["agent_id"],
+        state.get("team"),
+        state.get("round"),
+        state["phase"],
+        state["model"],
+        state["protocol"],
+        final=state.get("final"),
+        stop_reason=state.get("stop_reason"),
+        stop_detail=state.get("stop_detail") or "",
+        steps=state.get("steps", 0),
+        tool_calls=[dict(r) for r in state.get("tool_calls") or []],
+        malformed=state.get("malformed", 0),
+        messages=list(state["messages"][state["n_prompt"] :]),
+    )
     for row in state.get("entries") or []:
         res.account(Entry.from_dict(row))
     return res
@@ -491,10 +563,21 @@ def route(state: Mapping[str, Any], limits: ToolLoopLimits) -> str | Stop:
         repeated = [i for i, s in enumerate(sigs) if s in seen or s in sigs[:i]]
         if not repeated:
             return "tools"
-        answers = [_not_run(c, "not run: this call repeats an earlier identical call (same tool, same arguments); "
-                               "the tool loop stopped", state["steps"]) for c in [*calls, *invalid]]
-        return Stop("repeated_call", f"{sigs[repeated[0]][0]} with the same arguments as before",
-                    messages=tuple(m for m, _ in answers), tool_calls=tuple(r for _, r in answers))
+        answers = [
+            _not_run(
+                c,
+                "not run: this call repeats an earlier identical call (same tool, same arguments); "
+                "the tool loop stopped",
+                state["steps"],
+            )
+            for c in [*calls, *invalid]
+        ]
+        return Stop(
+            "repeated_call",
+            f"{sigs[repeated[0]][0]} with the same arguments as before",
+            messages=tuple(m for m, _ in answers),
+            tool_calls=tuple(r for _, r in answers),
+        )
     if last == "tools" and state.get("final") is not None:
         return Stop("completed", "a finishing tool succeeded")
     if last == "malformed" and state["malformed"] > limits.max_malformed:
@@ -508,11 +591,17 @@ def route(state: Mapping[str, Any], limits: ToolLoopLimits) -> str | Stop:
         note = _due_note(state)  # added before the call, so it is part of the loop that stopped
         cost, next_cost = Decimal(s["cost"]), Decimal(s["next_cost"])
         if limits.max_cost is not None and cost + next_cost > limits.max_cost:
-            return Stop("credit_cap", f"spent ${cost} of ${limits.max_cost}; the next call may cost up to ${next_cost}",
-                        messages=(note,) if note else ())
+            return Stop(
+                "credit_cap",
+                f"spent ${cost} of ${limits.max_cost}; the next call may cost up to ${next_cost}",
+                messages=(note,) if note else (),
+            )
         if limits.max_tokens is not None and s["tokens"] + s["next_tokens"] > limits.max_tokens:
-            return Stop("credit_cap", f"used {s['tokens']} of {limits.max_tokens} tokens; the next call may use up to {s['next_tokens']}",
-                        messages=(note,) if note else ())
+            return Stop(
+                "credit_cap",
+                f"used {s['tokens']} of {limits.max_tokens} tokens; the next call may use up to {s['next_tokens']}",
+                messages=(note,) if note else (),
+            )
     return "model"
 
 
@@ -552,9 +641,19 @@ class ToolAgent:
     """One agent with tools (see the module docstring). Reusable: every :meth:`arun` is one loop,
     one run of :attr:`graph`."""
 
-    def __init__(self, agent_id: str, tools: Sequence[BaseTool], *, team: str | None = None, phase: str = "tools",
-                 limits: ToolLoopLimits | None = None, protocol: ToolProtocol = "auto", model_key: str | None = None,
-                 finish_tools: Sequence[str] = (), notes: Callable[[ToolLoopResult], str | None] | None = None):
+    def __init__(
+        self,
+        agent_id: str,
+        tools: Sequence[BaseTool],
+        *,
+        team: str | None = None,
+        phase: str = "tools",
+        limits: ToolLoopLimits | None = None,
+        protocol: ToolProtocol = "auto",
+        model_key: str | None = None,
+        finish_tools: Sequence[str] = (),
+        notes: Callable[[ToolLoopResult], str | None] | None = None,
+    ):
         if not isinstance(agent_id, str) or not agent_id.strip():
             raise ValueError(f"an agent id must be a non-empty string, got {agent_id!r}")
         if protocol not in ("auto", "native", "json"):
@@ -581,7 +680,9 @@ class ToolAgent:
         self._tool_specs = [convert_to_openai_tool(t) for t in self.tools]
         self._tools_id = cache_key(tools=self._tool_specs)[:16]
         self._bound: dict[int, Any] = {}
-        self._json_schemas: tuple[dict[str, Any], dict[str, Any]] | None = None  # (schema, decoder's) of the JSON protocol
+        self._json_schemas: tuple[dict[str, Any], dict[str, Any]] | None = (
+            None  # (schema, decoder's) of the JSON protocol
+        )
         #: the loop as a compiled LangGraph graph (see :meth:`build_graph`)
         self.graph = self.build_graph()
 
@@ -597,8 +698,9 @@ class ToolAgent:
             b = self._bound[id(model)] = (model, model.bind_tools(self.tools))
         return b[1]
 
-    def _request(self, adapter: ProviderAdapter, model: Any, proto: str, convo: list[BaseMessage],
-                 key: str | None) -> tuple[Any, list[BaseMessage], dict, int]:
+    def _request(
+        self, adapter: ProviderAdapter, model: Any, proto: str, convo: list[BaseMessage], key: str | None
+    ) -> tuple[Any, list[BaseMessage], dict, int]:
         """(runnable, messages sent, call kwargs, input bound) of the next model call (``key``
         None: for its bound only)."""
         kwargs = adapter.call_options(key=key or "0" * 8, phase=self.phase, max_tokens=self.limits.max_tokens_per_call)
@@ -608,11 +710,20 @@ class ToolAgent:
                 self._json_schemas = (tool_call_schema(self.tools), tool_call_schema(self.tools, for_decoder=True))
             structured = adapter.structured(*self._json_schemas)
             kwargs.update(structured)
-            return model, sent, kwargs, input_bound(sent, *structured.values()) + adapter.extra_input(tools="tools" in structured)
+            return (
+                model,
+                sent,
+                kwargs,
+                input_bound(sent, *structured.values()) + adapter.extra_input(tools="tools" in structured),
+            )
         extra = [m.tool_calls for m in convo if isinstance(m, AIMessage) and m.tool_calls]
         extra += [m.tool_call_id for m in convo if isinstance(m, ToolMessage)]
         n_calls = sum(len(c) for c in extra if isinstance(c, list))
-        bound = input_bound(convo, self._tool_specs, *extra) + TOOL_OVERHEAD * (len(self.tools) + n_calls) + adapter.extra_input(tools=True)
+        bound = (
+            input_bound(convo, self._tool_specs, *extra)
+            + TOOL_OVERHEAD * (len(self.tools) + n_calls)
+            + adapter.extra_input(tools=True)
+        )
         return self._bind(model), convo, kwargs, bound
 
     # -- the graph ----------------------------------------------------------------------------
@@ -657,16 +768,21 @@ class ToolAgent:
         llm: LLMService = context.llm  # type: ignore[assignment]
         spec, model = llm.model_for(self.model_key or self.agent_id)
         note = _due_note(state)
-        in_bound = self._request(llm.adapter(spec, model), model, state["protocol"], [*state["messages"], *([note] if note else [])],
-                                 None)[3]
+        in_bound = self._request(
+            llm.adapter(spec, model), model, state["protocol"], [*state["messages"], *([note] if note else [])], None
+        )[3]
         out_bound = int(lim.max_tokens_per_call or spec.max_tokens)
         if lim.cap_scope == "loop":
             so_far = loop_result(state)
             cost, tokens = so_far.cost, so_far.tokens
         else:
             cost, tokens = context.ledger.agent_spent(self.agent_id)
-        upd["spending"] = {"cost": str(cost), "tokens": tokens, "next_cost": str(context.ledger.cost(spec.id, in_bound, out_bound)),
-                           "next_tokens": in_bound + out_bound}
+        upd["spending"] = {
+            "cost": str(cost),
+            "tokens": tokens,
+            "next_cost": str(context.ledger.cost(spec.id, in_bound, out_bound)),
+            "next_tokens": in_bound + out_bound,
+        }
         return upd
 
     async def _model_step(self, state: ToolLoopState, config: RunnableConfig, runtime: Runtime) -> dict[str, Any]:
@@ -679,17 +795,37 @@ class ToolAgent:
             upd["messages"].append(note)
             upd["last_note"] = state["note"]
         convo = [*state["messages"], *upd["messages"]]
-        key = cache_key(model=spec.identity(), messages=[_message_key(m) for m in convo], agent=self.agent_id,
-                        team=self.team, round=state["round"], phase=self.phase, seed=llm.seed, attempt=steps,
-                        tools=self._tools_id, protocol=proto, max_tokens=self.limits.max_tokens_per_call)
+        key = cache_key(
+            model=spec.identity(),
+            messages=[_message_key(m) for m in convo],
+            agent=self.agent_id,
+            team=self.team,
+            round=state["round"],
+            phase=self.phase,
+            seed=llm.seed,
+            attempt=steps,
+            tools=self._tools_id,
+            protocol=proto,
+            max_tokens=self.limits.max_tokens_per_call,
+        )
         runnable, sent, kwargs, in_bound = self._request(llm.adapter(spec, model), model, proto, convo, key)
         try:
             resp, cached, entry = await llm.charged_call(
-                spec=spec, runnable=runnable, key=key, messages=sent, kwargs=kwargs, input_bound=in_bound,
-                output_bound=int(self.limits.max_tokens_per_call or spec.max_tokens), agent_id=self.agent_id,
-                round=state["round"], phase=self.phase, config=config, team=self.team,
+                spec=spec,
+                runnable=runnable,
+                key=key,
+                messages=sent,
+                kwargs=kwargs,
+                input_bound=in_bound,
+                output_bound=int(self.limits.max_tokens_per_call or spec.max_tokens),
+                agent_id=self.agent_id,
+                round=state["round"],
+                phase=self.phase,
+                config=config,
+                team=self.team,
                 to_text=None if proto == "json" else _envelope,
-                from_text=None if proto == "json" else (lambda text: _from_envelope(text, steps + 1)))
+                from_text=None if proto == "json" else (lambda text: _from_envelope(text, steps + 1)),
+            )
         except FATAL_ERRORS as exc:
             _interrupted(exc, _merged(state, upd))
             raise
@@ -699,15 +835,20 @@ class ToolAgent:
             try:
                 ai = parse_tool_answer(resp.text, call_id=f"call_{steps}")
             except MalformedToolAnswer as exc:
-                upd["messages"] += [AIMessage(content=resp.text or "(empty)"),
-                                    HumanMessage(content=f"That answer was invalid: {exc}. {JSON_INSTRUCTIONS}")]
+                upd["messages"] += [
+                    AIMessage(content=resp.text or "(empty)"),
+                    HumanMessage(content=f"That answer was invalid: {exc}. {JSON_INSTRUCTIONS}"),
+                ]
                 upd.update(malformed=state["malformed"] + 1, last="malformed")
                 upd.update(self._before_call(_merged(state, upd), runtime.context))
                 return upd
         else:
             ai = _from_envelope(resp.text, steps)
-        ai.usage_metadata = {"input_tokens": resp.input_tokens, "output_tokens": resp.output_tokens,
-                             "total_tokens": resp.input_tokens + resp.output_tokens}
+        ai.usage_metadata = {
+            "input_tokens": resp.input_tokens,
+            "output_tokens": resp.output_tokens,
+            "total_tokens": resp.input_tokens + resp.output_tokens,
+        }
         ai.response_metadata = {"model": spec.id, "cached": cached}
         upd["messages"].append(ai)
         return upd
@@ -716,9 +857,20 @@ class ToolAgent:
         history, ai = state["messages"][:-1], state["messages"][-1]
         step, limit = state["steps"], self.limits.max_calls_per_step
         caller = ToolCaller(self.agent_id, runtime.context, self.team, state["round"], self.phase)
-        tool_cfg: RunnableConfig = {**labelled(config, call_labels(config, agent=self.agent_id, society=None, round=state["round"],  # type: ignore[typeddict-item]
-                                                                   phase=self.phase, team=self.team)),
-                                    "configurable": {**(config.get("configurable") or {}), CALLER_KEY: caller}}
+        tool_cfg: RunnableConfig = {
+            **labelled(
+                config,
+                call_labels(
+                    config,
+                    agent=self.agent_id,
+                    society=None,
+                    round=state["round"],  # type: ignore[typeddict-item]
+                    phase=self.phase,
+                    team=self.team,
+                ),
+            ),
+            "configurable": {**(config.get("configurable") or {}), CALLER_KEY: caller},
+        }
         msgs: list[BaseMessage] = []
         recs: list[dict[str, Any]] = []
         final = None
@@ -730,25 +882,48 @@ class ToolAgent:
                     recs.append(r)
                     continue
                 t0 = time.perf_counter()
-                out = await self.tool_node.ainvoke({"messages": [*history, AIMessage(content="", tool_calls=[c])]}, tool_cfg,
-                                                   runtime=runtime)
+                out = await self.tool_node.ainvoke(
+                    {"messages": [*history, AIMessage(content="", tool_calls=[c])]}, tool_cfg, runtime=runtime
+                )
                 seconds = time.perf_counter() - t0
                 tm = out["messages"][0] if isinstance(out, dict) else out[0]
                 if not isinstance(tm, ToolMessage):  # a tool returning a Command: keep the loop well-formed
                     tm = ToolMessage(content=str(tm), tool_call_id=c["id"], name=c["name"])
                 msgs.append(tm)
-                recs.append({"step": step, "id": c["id"], "name": c["name"], "args": _args_text(c["args"]),
-                             "status": tm.status, "seconds": round(seconds, 6)})
+                recs.append(
+                    {
+                        "step": step,
+                        "id": c["id"],
+                        "name": c["name"],
+                        "args": _args_text(c["args"]),
+                        "status": tm.status,
+                        "seconds": round(seconds, 6),
+                    }
+                )
                 if c["name"] in self.finish_tools and tm.status != "error" and final is None:
                     final = _text_of(tm)
         except FATAL_ERRORS as exc:
-            _interrupted(exc, _merged(state, {"messages": msgs, "tool_calls": recs, "entries": [e.as_dict() for e in caller.entries]}))
+            _interrupted(
+                exc,
+                _merged(
+                    state, {"messages": msgs, "tool_calls": recs, "entries": [e.as_dict() for e in caller.entries]}
+                ),
+            )
             raise
         for c in ai.invalid_tool_calls:  # after the valid calls: the message's order (tool_calls, invalid_tool_calls)
-            m, r = _not_run(c, f"Error: the arguments of {c.get('name')} could not be parsed: {c.get('error') or c.get('args')}", step)
+            m, r = _not_run(
+                c,
+                f"Error: the arguments of {c.get('name')} could not be parsed: {c.get('error') or c.get('args')}",
+                step,
+            )
             msgs.append(m)
             recs.append(r)
-        upd: dict[str, Any] = {"messages": msgs, "tool_calls": recs, "entries": [e.as_dict() for e in caller.entries], "last": "tools"}
+        upd: dict[str, Any] = {
+            "messages": msgs,
+            "tool_calls": recs,
+            "entries": [e.as_dict() for e in caller.entries],
+            "last": "tools",
+        }
         if final is not None:
             upd["final"] = final
         else:
@@ -756,8 +931,14 @@ class ToolAgent:
         return upd
 
     # -- a loop ---------------------------------------------------------------------------------
-    async def arun(self, messages: Sequence[BaseMessage], *, context: CoopContext, round: int | None = None,
-                   config: RunnableConfig | None = None) -> ToolLoopResult:
+    async def arun(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        context: CoopContext,
+        round: int | None = None,
+        config: RunnableConfig | None = None,
+    ) -> ToolLoopResult:
         """Run one loop from ``messages`` (the prompt). ``context`` supplies the model service,
         the ledger and the sandbox pool; ``config`` the calling graph node's config (its callbacks:
         traces; its checkpointer: the loop's steps are checkpointed).
@@ -776,13 +957,33 @@ class ToolAgent:
         spec, model = context.llm.model_for(self.model_key or self.agent_id)
         prompt = list(messages)
         state: dict[str, Any] = {
-            "messages": prompt, "n_prompt": len(prompt), "agent_id": self.agent_id, "team": self.team,
-            "round": None if round is None else operator.index(round), "phase": self.phase, "model": spec.id,
-            "protocol": self.protocol_for(model), "steps": 0, "malformed": 0, "last": "start", "final": None, "note": None,
-            "last_note": None, "spending": None, "tool_calls": [], "entries": [], "stop_reason": None, "stop_detail": ""}
+            "messages": prompt,
+            "n_prompt": len(prompt),
+            "agent_id": self.agent_id,
+            "team": self.team,
+            "round": None if round is None else operator.index(round),
+            "phase": self.phase,
+            "model": spec.id,
+            "protocol": self.protocol_for(model),
+            "steps": 0,
+            "malformed": 0,
+            "last": "start",
+            "final": None,
+            "note": None,
+            "last_note": None,
+            "spending": None,
+            "tool_calls": [],
+            "entries": [],
+            "stop_reason": None,
+            "stop_detail": "",
+        }
         state.update(self._before_call(state, context))
         cfg: dict[str, Any] = dict(config or {})
-        cfg["metadata"] = {**(cfg.get("metadata") or {}), "agent_id": self.agent_id, **({"team": self.team} if self.team else {})}
+        cfg["metadata"] = {
+            **(cfg.get("metadata") or {}),
+            "agent_id": self.agent_id,
+            **({"team": self.team} if self.team else {}),
+        }
         cfg["recursion_limit"] = 2 * self.limits.max_steps + 3  # a model and a tools step per call, then finish
         conf = dict(cfg.get("configurable") or {})
         if conf.get("checkpoint_ns"):
@@ -793,8 +994,16 @@ class ToolAgent:
         return loop_result(await self.graph.ainvoke(state, cfg, context=context, **kw))
 
 
-async def run_tool_loop(agent_id: str, tools: Sequence[BaseTool], messages: Sequence[BaseMessage], *, context: CoopContext,
-                        round: int | None = None, config: RunnableConfig | None = None, **agent_kw: Any) -> ToolLoopResult:
+async def run_tool_loop(
+    agent_id: str,
+    tools: Sequence[BaseTool],
+    messages: Sequence[BaseMessage],
+    *,
+    context: CoopContext,
+    round: int | None = None,
+    config: RunnableConfig | None = None,
+    **agent_kw: Any,
+) -> ToolLoopResult:
     """One loop of a one-off :class:`ToolAgent` (``agent_kw``: team, phase, limits, protocol, model_key)."""
     return await ToolAgent(agent_id, tools, **agent_kw).arun(messages, context=context, round=round, config=config)
 
@@ -804,10 +1013,22 @@ async def run_tool_loop(agent_id: str, tools: Sequence[BaseTool], messages: Sequ
 PromptFn = Callable[[Any], Union[Sequence[BaseMessage], Awaitable[Sequence[BaseMessage]]]]
 
 
-def tool_agent_node(agent_id: str, tools: Sequence[BaseTool], prompt_fn: PromptFn, *, team: str | None = None,
-                    phase: str = "tools", limits: ToolLoopLimits | None = None, protocol: ToolProtocol = "auto",
-                    model_key: str | None = None, round_key: str | None = "round", messages_key: str = "messages",
-                    record_key: str | None = "tool_loops", ledger_key: str | None = None, include_prompt: bool = True):
+def tool_agent_node(
+    agent_id: str,
+    tools: Sequence[BaseTool],
+    prompt_fn: PromptFn,
+    *,
+    team: str | None = None,
+    phase: str = "tools",
+    limits: ToolLoopLimits | None = None,
+    protocol: ToolProtocol = "auto",
+    model_key: str | None = None,
+    round_key: str | None = "round",
+    messages_key: str = "messages",
+    record_key: str | None = "tool_loops",
+    ledger_key: str | None = None,
+    include_prompt: bool = True,
+):
     """A LangGraph node (async) running ``agent_id``'s tool loop on ``prompt_fn(state)``.
 
     The node reads ``runtime.context`` (a :class:`CoopContext`: model service, ledger, sandbox
@@ -827,7 +1048,9 @@ def tool_agent_node(agent_id: str, tools: Sequence[BaseTool], prompt_fn: PromptF
         rnd = None
         if round_key is not None:
             rnd = state.get(round_key) if isinstance(state, dict) else getattr(state, round_key, None)
-        res, rows = await charged(runtime.context, agent.arun(prompt, context=runtime.context, round=rnd, config=config))
+        res, rows = await charged(
+            runtime.context, agent.arun(prompt, context=runtime.context, round=rnd, config=config)
+        )
         update: dict[str, Any] = {messages_key: (prompt if include_prompt else []) + res.messages}
         if record_key:
             update[record_key] = [res.record()]
@@ -849,9 +1072,15 @@ RUN_CODE_DESCRIPTION = (
 SANDBOX_SECONDS = "sandbox_seconds"
 
 
-def run_code_tool(*, name: str = "run_code", timeout: float | None = None, max_chars: int = 20_000,
-                  config: SandboxConfig | None = None, kind: str = SANDBOX_SECONDS,
-                  on_result: Callable[..., Any] | None = None) -> BaseTool:
+def run_code_tool(
+    *,
+    name: str = "run_code",
+    timeout: float | None = None,
+    max_chars: int = 20_000,
+    config: SandboxConfig | None = None,
+    kind: str = SANDBOX_SECONDS,
+    on_result: Callable[..., Any] | None = None,
+) -> BaseTool:
     """The ``run_code`` tool of tool-using agents: runs the code in the calling agent's own
     session of the sandbox pool (``CoopContext.sandbox``), returns stdout, stderr, the result
     and the status as text, and charges the seconds the call used to the ledger as ``kind``
@@ -882,8 +1111,14 @@ def run_code_tool(*, name: str = "run_code", timeout: float | None = None, max_c
         seconds, note = Decimal(str(round(call.seconds, 6))), None
         if seconds > bound:  # cannot happen with a working session; never charge past the reservation
             seconds, note = bound, f"the call took {call.seconds:.3f} s, charged at its bound {bound} s"
-        caller.charge_units(kind, seconds, reservation=reservation, call_id=runtime.tool_call_id or "",
-                            model=f"sandbox:{call.backend}", note=note)
+        caller.charge_units(
+            kind,
+            seconds,
+            reservation=reservation,
+            call_id=runtime.tool_call_id or "",
+            model=f"sandbox:{call.backend}",
+            note=note,
+        )
         if on_result is not None:
             on_result(call.result, code, description, runtime)
         return call.result.to_text(max_chars=max_chars)
@@ -892,14 +1127,35 @@ def run_code_tool(*, name: str = "run_code", timeout: float | None = None, max_c
     # hints on every call, and evaluating strings costs ~0.4 ms a call
     run_code.__annotations__ = {"code": str, "runtime": ToolRuntime, "description": str, "return": str}
     return StructuredTool.from_function(
-        coroutine=run_code, name=name, args_schema=RunCodeInput,
+        coroutine=run_code,
+        name=name,
+        args_schema=RunCodeInput,
         description=RUN_CODE_DESCRIPTION.format(timeout=timeout or shown.timeout, memory=shown.memory.upper() + "B"),
     )
 
 
 __all__ = [
-    "CALLER_KEY", "FATAL_ERRORS", "JSON_INSTRUCTIONS", "MalformedToolAnswer", "SANDBOX_SECONDS", "Stop", "StopReason",
-    "ToolAgent", "ToolCaller", "ToolLoopLimits", "ToolLoopResult", "ToolLoopState", "ToolSetupError", "caller_of", "loop_result",
-    "parse_tool_answer", "render_json_protocol", "route", "run_code_tool", "run_tool_loop", "tool_agent_node", "tool_args_schema",
+    "CALLER_KEY",
+    "FATAL_ERRORS",
+    "JSON_INSTRUCTIONS",
+    "MalformedToolAnswer",
+    "SANDBOX_SECONDS",
+    "Stop",
+    "StopReason",
+    "ToolAgent",
+    "ToolCaller",
+    "ToolLoopLimits",
+    "ToolLoopResult",
+    "ToolLoopState",
+    "ToolSetupError",
+    "caller_of",
+    "loop_result",
+    "parse_tool_answer",
+    "render_json_protocol",
+    "route",
+    "run_code_tool",
+    "run_tool_loop",
+    "tool_agent_node",
+    "tool_args_schema",
     "tool_call_schema",
 ]

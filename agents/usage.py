@@ -170,8 +170,14 @@ def _pick(d: dict, *names: str) -> Any:
     return None
 
 
-def check_usage(reported: Any, *, input_bound: int, output_bound: int, source: str = "the endpoint",
-                text: TextEstimate | None = None) -> Usage:
+def check_usage(
+    reported: Any,
+    *,
+    input_bound: int,
+    output_bound: int,
+    source: str = "the endpoint",
+    text: TextEstimate | None = None,
+) -> Usage:
     """Validate reported usage (OpenAI ``prompt_tokens``/``completion_tokens`` or LangChain
     ``input_tokens``/``output_tokens``) against the call's bounds. Invalid: charged at the bounds.
     With ``text``, a count below the floor of the text it counts is implausibly low: that count is
@@ -183,10 +189,16 @@ def check_usage(reported: Any, *, input_bound: int, output_bound: int, source: s
     o, eo = _count(_pick(reported, "completion_tokens", "output_tokens"), "completion tokens", output_bound)
     if ei or eo:
         return Usage(input_bound, output_bound, f"{source}: " + "; ".join(e for e in (ei, eo) if e))
-    return Usage(i, o) if text is None else plausible(i, o, text, input_bound=input_bound, output_bound=output_bound, source=source)
+    return (
+        Usage(i, o)
+        if text is None
+        else plausible(i, o, text, input_bound=input_bound, output_bound=output_bound, source=source)
+    )
 
 
-def plausible(i: int, o: int, text: TextEstimate, *, input_bound: int, output_bound: int, source: str = "the endpoint") -> Usage:
+def plausible(
+    i: int, o: int, text: TextEstimate, *, input_bound: int, output_bound: int, source: str = "the endpoint"
+) -> Usage:
     """Valid reported counts ``i``, ``o`` held against the floors of the text they count
     (:class:`TextEstimate`): a count below its floor is replaced by cooplab's estimate of that text
     (at least the floor, at most the bound) and the usage says why; otherwise they stand as reported."""
@@ -199,7 +211,9 @@ def plausible(i: int, o: int, text: TextEstimate, *, input_bound: int, output_bo
         o = min(max(text.output_tokens, text.output_floor), output_bound)
     if not why:
         return Usage(i, o)
-    return Usage(i, o, f"{source}: usage implausibly low: {'; '.join(why)}; charged cooplab's estimate ({i} in, {o} out)")
+    return Usage(
+        i, o, f"{source}: usage implausibly low: {'; '.join(why)}; charged cooplab's estimate ({i} in, {o} out)"
+    )
 
 
 def counted_usage(input_tokens: int, output_tokens: int, *, input_bound: int, output_bound: int) -> Usage:
@@ -208,5 +222,16 @@ def counted_usage(input_tokens: int, output_tokens: int, *, input_bound: int, ou
     return Usage(min(max(int(input_tokens), 0), input_bound), min(max(int(output_tokens), 0), output_bound))
 
 
-__all__ = ["MAX_TOKEN_BYTES", "MESSAGE_OVERHEAD", "TEMPLATE_OVERHEAD", "TextEstimate", "Usage", "plausible", "answer_bytes_bound", "body_bytes_bound", "check_usage",
-           "counted_usage", "input_bound"]
+__all__ = [
+    "MAX_TOKEN_BYTES",
+    "MESSAGE_OVERHEAD",
+    "TEMPLATE_OVERHEAD",
+    "TextEstimate",
+    "Usage",
+    "plausible",
+    "answer_bytes_bound",
+    "body_bytes_bound",
+    "check_usage",
+    "counted_usage",
+    "input_bound",
+]

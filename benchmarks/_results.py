@@ -28,8 +28,12 @@ def machine_info(*, versions: bool = False, docker: bool = False) -> list[str]:
         import langgraph.version
 
         python += f", langgraph {langgraph.version.__version__}, langchain-core {langchain_core.__version__}"
-    lines = [f"- date (UTC): {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M')}", f"- uname -a: `{uname()}`",
-             f"- nproc: {os.cpu_count()}", python]
+    lines = [
+        f"- date (UTC): {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M')}",
+        f"- uname -a: `{uname()}`",
+        f"- nproc: {os.cpu_count()}",
+        python,
+    ]
     if docker:
         try:
             from cooplab.sandbox import docker_backend

@@ -56,19 +56,19 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import mesa
 import numpy as np
 from langgraph.checkpoint.memory import InMemorySaver
 
-import mesa
 from cooplab.agents.rule_based import count_rows, row_sum, take_peers
-from cooplab.tasks.cpr import rules as rb
-from cooplab.tasks.cpr import phases as ph
 from cooplab.graphs.nodes import where
 from cooplab.graphs.rng import RowSubsetGenerator, phase_rng
 from cooplab.tasks.cpr import model as world
-from cooplab.tasks.cpr.validation import FIG3_BETAS, FIG3_POP, FIG3_RS
+from cooplab.tasks.cpr import phases as ph
+from cooplab.tasks.cpr import rules as rb
 from cooplab.tasks.cpr.params import CPRParams, make_params, population_ranges
 from cooplab.tasks.cpr.society import Condition, init_state, phases_for_batch, run_cpr
+from cooplab.tasks.cpr.validation import FIG3_BETAS, FIG3_POP, FIG3_RS
 
 SECTION = "## CPR ABM"
 #: issue 41, point 4: cooplab's time at most this multiple of the exact numpy floor's ...
@@ -192,8 +192,13 @@ class Baseline:
                 (root / name.split(".")[1]).symlink_to(self.checkout / rel)
         self.commit = git_commit(self.checkout)
         self._json = json
-        self.proc = subprocess.Popen([sys.executable, "-c", BASELINE_WORKER, self._tmp.name, str(self.checkout)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, cwd=self._tmp.name)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", BASELINE_WORKER, self._tmp.name, str(self.checkout)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=self._tmp.name,
+        )
         self._ask(None)  # ready
         self._ask(f"warm {seed}")
 
@@ -346,8 +351,22 @@ def run_compact(conds: list[Condition], replicates: int, seed: int) -> dict[str,
     eta_sum = np.zeros(S)
     e, m, p, g, W, Pb = st["e"], st["m"], st["p"], st["g"], st["P"], st["P_bar"]
     R, G = st["R"].copy(), st["G"].copy()
-    names = ("alpha", "c", "gamma", "beta", "r", "K", "R_min", "ema", "delta", "sigma", "learn_prob", "T", "punish_off_round",
-             "il_rate")
+    names = (
+        "alpha",
+        "c",
+        "gamma",
+        "beta",
+        "r",
+        "K",
+        "R_min",
+        "ema",
+        "delta",
+        "sigma",
+        "learn_prob",
+        "T",
+        "punish_off_round",
+        "il_rate",
+    )
     prm = {k: P[k].copy() for k in names}
     prm["we"], prm["wg"] = P["e_max"] - P["e_min"], P["g_max"] - P["g_min"]
     prm["il_rate"] = np.where(P["individual_learning"].astype(bool), prm["il_rate"], 0.0)  # lambda = 0: no change
@@ -389,7 +408,9 @@ def run_compact(conds: list[Condition], replicates: int, seed: int) -> dict[str,
         if done.any():
             T_s[ids[done]] = t - 1
             keep = ~done
-            ids, e, m, p, g, W, Pb, R, G, insp, pun, V, pay = (x[keep] for x in (ids, e, m, p, g, W, Pb, R, G, insp, pun, V, pay))
+            ids, e, m, p, g, W, Pb, R, G, insp, pun, V, pay = (
+                x[keep] for x in (ids, e, m, p, g, W, Pb, R, G, insp, pun, V, pay)
+            )
             prm = {k: v[keep] for k, v in prm.items()}
             q = {k: v[:, None] for k, v in prm.items()}
             n = ids.size
@@ -421,7 +442,13 @@ def run_compact(conds: list[Condition], replicates: int, seed: int) -> dict[str,
             g[rows, cols] = np.maximum(g[rows, src] + zz[2] * sg * prm["wg"][rows], 0.0)
         # propose own cap + median vote
         G = world.median_norm(g, np.ones(g.shape, dtype=bool))  # np.median of every row
-    return {"wall": time.perf_counter() - t0, "cpu": time.process_time() - c0, "agent_steps": agent_steps, "T_s": T_s, "eta_sum": eta_sum}
+    return {
+        "wall": time.perf_counter() - t0,
+        "cpu": time.process_time() - c0,
+        "agent_steps": agent_steps,
+        "T_s": T_s,
+        "eta_sum": eta_sum,
+    }
 
 
 # ------------------------------------------------------------------------------------------
@@ -502,7 +529,12 @@ class Fisher(mesa.Agent):
             m = reinforce(m)
         if self.punished_someone:
             p = reinforce(p)
-        self.e, self.m, self.p, self.g = min(1.0, max(0.0, e)), min(1.0, max(0.0, m)), min(1.0, max(0.0, p)), max(0.0, g)
+        self.e, self.m, self.p, self.g = (
+            min(1.0, max(0.0, e)),
+            min(1.0, max(0.0, m)),
+            min(1.0, max(0.0, p)),
+            max(0.0, g),
+        )
 
     def consider_imitation(self) -> None:
         """With prob. learn_prob meet a random peer; copy (e, m, g) with the logit probability,
@@ -644,10 +676,20 @@ def stratified_compare(a_T: np.ndarray, a_cell: np.ndarray, b_T: np.ndarray, b_c
     within = 0
     for c, x, y in zip(cells, ma, mb):
         xa, xb = a_T[a_cell == c].astype(float), b_T[b_cell == c].astype(float)
-        s = math.sqrt((xa.var(ddof=1) / xa.size if xa.size > 1 else 0.0) + (xb.var(ddof=1) / xb.size if xb.size > 1 else 0.0))
+        s = math.sqrt(
+            (xa.var(ddof=1) / xa.size if xa.size > 1 else 0.0) + (xb.var(ddof=1) / xb.size if xb.size > 1 else 0.0)
+        )
         within += abs(x - y) <= 2 * s + 1e-12
-    return {"cells": C, "mean_a": float(np.mean(ma)), "mean_b": float(np.mean(mb)), "diff": diff, "se": se, "z": z, "p": p,
-            "cells_within_2se": int(within)}
+    return {
+        "cells": C,
+        "mean_a": float(np.mean(ma)),
+        "mean_b": float(np.mean(mb)),
+        "diff": diff,
+        "se": se,
+        "z": z,
+        "p": p,
+        "cells_within_2se": int(within),
+    }
 
 
 # ------------------------------------------------------------------------------------------
@@ -743,8 +785,11 @@ SPLIT_ROWS = (
     ("draws", "random draws (phase generators, whole-batch draws, running rows taken)"),
     ("bookkeeping", "node / loop bookkeeping (masks, payoffs, stock, collapse)"),
     ("init", "init_state (the initial batch)"),
-    ("regroup", "finished societies leave the arrays (cooplab: the running block, their final values logged, the batch put "
-                "back together at the end; floor: its compaction)"),
+    (
+        "regroup",
+        "finished societies leave the arrays (cooplab: the running block, their final values logged, the batch put "
+        "back together at the end; floor: its compaction)",
+    ),
     ("record", "cooplab: the per-round history record (17 metrics)"),
     ("checkpoint", "cooplab: exit checkpoint, serialization (InMemorySaver, its thread)"),
     ("langgraph", "cooplab: LangGraph (graph compilation, the steps between the nodes, checkpoint bookkeeping)"),
@@ -768,6 +813,7 @@ def langgraph_alone(conds: list[Condition], seed: int, repeats: int = 3) -> dict
             update = node(state)
             log[name].append(update)
             return update
+
         rec.__name__ = name
         return rec
 
@@ -776,6 +822,7 @@ def langgraph_alone(conds: list[Condition], seed: int, repeats: int = 3) -> dict
 
         def replay(state: Any) -> dict[str, Any]:
             return next(updates)
+
         replay.__name__ = name
         return replay
 
@@ -826,10 +873,14 @@ def time_split(conds: list[Condition], replicates: int, seed: int) -> dict[str, 
                     patch(InMemorySaver, meth, W("checkpoint", getattr(InMemorySaver, meth)))
                 pol = lambda f: W("policies", f)  # noqa: E731
                 nodes = collections.OrderedDict(
-                    harvest=ph.harvest_node(pol(rb.capped_effort)), punish=ph.punish_node(pol(rb.sample_inspect_punish)),
-                    environment=ph.environment_node(), adapt=ph.adapt_node(pol(rb.individual_learning)),
-                    learn=ph.learn_node(pol(rb.payoff_biased_imitation)), propose=ph.propose_node(pol(rb.propose_own_cap)),
-                    vote=ph.vote_node(pol(rb.median_vote)))
+                    harvest=ph.harvest_node(pol(rb.capped_effort)),
+                    punish=ph.punish_node(pol(rb.sample_inspect_punish)),
+                    environment=ph.environment_node(),
+                    adapt=ph.adapt_node(pol(rb.individual_learning)),
+                    learn=ph.learn_node(pol(rb.payoff_biased_imitation)),
+                    propose=ph.propose_node(pol(rb.propose_own_cap)),
+                    vote=ph.vote_node(pol(rb.median_vote)),
+                )
                 assert list(nodes) == list(phases_for_batch([c.params for c in conds])), "not the benchmark's graph"
                 phases = collections.OrderedDict((k, W("bookkeeping", f)) for k, f in nodes.items())
                 gc.collect()
@@ -838,7 +889,12 @@ def time_split(conds: list[Condition], replicates: int, seed: int) -> dict[str, 
                 total = time.process_time() - c0
                 T_s = np.asarray(final["T_s"])
             else:
-                for name in ("capped_effort", "sample_inspect_punish", "individual_learning", "payoff_biased_imitation"):
+                for name in (
+                    "capped_effort",
+                    "sample_inspect_punish",
+                    "individual_learning",
+                    "payoff_biased_imitation",
+                ):
                     patch(rb, name, W("policies", getattr(rb, name)))
                 patch(world, "median_norm", W("policies", world.median_norm))
                 patch(here, "drop_finished", W("regroup", drop_finished))
@@ -868,9 +924,12 @@ def split_table(split: dict[str, dict[str, float]], mesa_cpu_per_step: float, ag
     lines.append(f"| **total** | **{c['total']:.3f}** | **{f['total']:.3f}** | **{c['total'] - f['total']:+.3f}** |")
     budget_floor = TARGET_FLOOR * f["total"]
     budget_mesa = mesa_cpu_per_step * agent_steps / TARGET_MESA
-    lines += ["", f"In this instrumented pair of runs: cooplab/floor {c['total'] / f['total']:.2f}x; the {TARGET_FLOOR}x target leaves cooplab "
-              f"{budget_floor:.3f} s CPU, the {TARGET_MESA:g}x Mesa target {budget_mesa:.3f} s CPU (Mesa: {mesa_cpu_per_step * 1e6:.1f} us CPU per "
-              "agent-step in this benchmark)."]
+    lines += [
+        "",
+        f"In this instrumented pair of runs: cooplab/floor {c['total'] / f['total']:.2f}x; the {TARGET_FLOOR}x target leaves cooplab "
+        f"{budget_floor:.3f} s CPU, the {TARGET_MESA:g}x Mesa target {budget_mesa:.3f} s CPU (Mesa: {mesa_cpu_per_step * 1e6:.1f} us CPU per "
+        "agent-step in this benchmark).",
+    ]
     return lines
 
 
@@ -919,9 +978,15 @@ def uptime() -> str:
 def git_commit(path: Path) -> str:
     """The short commit of the checkout at ``path`` (with ``+changes`` when its tree differs from it)."""
     try:
-        sha = subprocess.run(["git", "-C", str(path), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
-                               timeout=10).stdout.strip()
+        sha = subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "?"
     return (sha or "?") + (" +changes" if dirty else "")
@@ -946,20 +1011,41 @@ def replace_section(path: Path, text: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="smoke variant: 3 replicates/cell; no file written unless --out")
-    ap.add_argument("--out", type=Path, default=None, help="results file (default benchmarks/RESULTS.md; none for --quick)")
+    ap.add_argument(
+        "--quick", action="store_true", help="smoke variant: 3 replicates/cell; no file written unless --out"
+    )
+    ap.add_argument(
+        "--out", type=Path, default=None, help="results file (default benchmarks/RESULTS.md; none for --quick)"
+    )
     ap.add_argument("--replicates", type=int, default=None, help="replicates per cell (default 100; 3 with --quick)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=3, help="timed repeats of cooplab and the floor (median)")
-    ap.add_argument("--mesa-reps", type=int, default=None, help="Mesa: replicates per cell (default: the same as --replicates, i.e. the full sweep)")
-    ap.add_argument("--mesa-max-seconds", type=float, default=600.0,
-                    help="Mesa: stop after the whole pass (one replicate of every cell) that crosses this wall time; the result is then a subset")
-    ap.add_argument("--baseline", type=Path, default=None,
-                    help="another checkout of cooplab (e.g. a git worktree of the commit before a change): its run_cpr is timed "
-                         "in a worker process between this checkout's repeats, and reported beside it (before / after)")
-    ap.add_argument("--profile", choices=("auto", "always", "never"), default="always",
-                    help="split the CPU time of one more cooplab run and floor run by cause (written to the results) and "
-                         "cProfile one more cooplab run (printed) (auto: only if a target is missed)")
+    ap.add_argument(
+        "--mesa-reps",
+        type=int,
+        default=None,
+        help="Mesa: replicates per cell (default: the same as --replicates, i.e. the full sweep)",
+    )
+    ap.add_argument(
+        "--mesa-max-seconds",
+        type=float,
+        default=600.0,
+        help="Mesa: stop after the whole pass (one replicate of every cell) that crosses this wall time; the result is then a subset",
+    )
+    ap.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="another checkout of cooplab (e.g. a git worktree of the commit before a change): its run_cpr is timed "
+        "in a worker process between this checkout's repeats, and reported beside it (before / after)",
+    )
+    ap.add_argument(
+        "--profile",
+        choices=("auto", "always", "never"),
+        default="always",
+        help="split the CPU time of one more cooplab run and floor run by cause (written to the results) and "
+        "cProfile one more cooplab run (printed) (auto: only if a target is missed)",
+    )
     args = ap.parse_args(argv)
 
     reps = args.replicates or (3 if args.quick else 100)
@@ -970,8 +1056,11 @@ def main(argv: list[str] | None = None) -> int:
     S = C * reps
     started = _dt.datetime.now(_dt.timezone.utc)
     info = machine_info()
-    print(f"CPR Fig. 3 benchmark: {len(FIG3_BETAS)} beta x {len(FIG3_RS)} r = {C} cells x {reps} replicates = {S} societies, "
-          f"N = {N}, T = {T}, seed {args.seed}", flush=True)
+    print(
+        f"CPR Fig. 3 benchmark: {len(FIG3_BETAS)} beta x {len(FIG3_RS)} r = {C} cells x {reps} replicates = {S} societies, "
+        f"N = {N}, T = {T}, seed {args.seed}",
+        flush=True,
+    )
     print("machine: " + info["uname_a"] + f" | nproc {info['nproc']} | load {info['load']}", flush=True)
 
     # warm-up (imports, first-call costs) on a tiny batch, not timed
@@ -990,9 +1079,12 @@ def main(argv: list[str] | None = None) -> int:
         compact_runs.append(run_compact(conds, reps, args.seed))
         if base is not None:
             base_runs.append(base.run(reps, args.seed))
-        print(f"  repeat {i + 1}/{args.repeats}: cooplab {coop_runs[-1]['wall']:.3f} s, floor {floor_runs[-1]['wall']:.3f} s, "
-              f"compacted numpy (info) {compact_runs[-1]['wall']:.3f} s"
-              + (f", baseline cooplab {base_runs[-1]['wall']:.3f} s" if base is not None else ""), flush=True)
+        print(
+            f"  repeat {i + 1}/{args.repeats}: cooplab {coop_runs[-1]['wall']:.3f} s, floor {floor_runs[-1]['wall']:.3f} s, "
+            f"compacted numpy (info) {compact_runs[-1]['wall']:.3f} s"
+            + (f", baseline cooplab {base_runs[-1]['wall']:.3f} s" if base is not None else ""),
+            flush=True,
+        )
     if base is not None:
         base.close()
     gc.collect()
@@ -1005,7 +1097,9 @@ def main(argv: list[str] | None = None) -> int:
         assert np.array_equal(r["T_s"], ref["T_s"]), "cooplab runs disagree with each other"
     for r in base_runs:
         assert np.array_equal(r["T_s"], ref["T_s"]), "the baseline checkout's T_s differs from this one's"
-        assert np.array_equal(r["eta_sum"], ref["eta_sum"]), "the baseline checkout's efficiency sums differ from this one's"
+        assert np.array_equal(r["eta_sum"], ref["eta_sum"]), (
+            "the baseline checkout's efficiency sums differ from this one's"
+        )
     for r in floor_runs:
         assert np.array_equal(r["T_s"], ref["T_s"]), "numpy floor T_s differs from cooplab"
         assert r["T_s"].mean() == ref["T_s"].mean()
@@ -1016,12 +1110,18 @@ def main(argv: list[str] | None = None) -> int:
     agent_steps = ref["agent_steps"]
 
     # --- Mesa on a subset
-    print(f"  Mesa: {mesa_reps} replicates x {C} cells (stopping after a whole pass past {args.mesa_max_seconds:g} s)", flush=True)
+    print(
+        f"  Mesa: {mesa_reps} replicates x {C} cells (stopping after a whole pass past {args.mesa_max_seconds:g} s)",
+        flush=True,
+    )
     gc.collect()
     mz = run_mesa(conds, args.seed, mesa_reps, args.mesa_max_seconds)
     subset = mz["societies"] < S
-    mesa_label = (f"Mesa {mesa.__version__} (SUBSET: {mz['passes']} rep/cell x {C} cells)" if subset
-                  else f"Mesa {mesa.__version__} (full sweep)")
+    mesa_label = (
+        f"Mesa {mesa.__version__} (SUBSET: {mz['passes']} rep/cell x {C} cells)"
+        if subset
+        else f"Mesa {mesa.__version__} (full sweep)"
+    )
     cmp_ = stratified_compare(mz["T_s"], mz["condition"], ref["T_s"], ref["condition"])
     cmp_c = stratified_compare(compact_runs[0]["T_s"], ref["condition"], ref["T_s"], ref["condition"])
 
@@ -1038,10 +1138,12 @@ def main(argv: list[str] | None = None) -> int:
     def ratios(runs: list[dict[str, Any]]) -> dict[str, list[float]]:
         """Per repeat (the cooplab run and the floor run of the same repeat, next to each other in time):
         time over the floor's, and agent-steps/s over Mesa's; on wall and on CPU time."""
-        return {"floor_wall": [r["wall"] / f["wall"] for r, f in zip(runs, floor_runs)],
-                "floor_cpu": [r["cpu"] / f["cpu"] for r, f in zip(runs, floor_runs)],
-                "mesa_wall": [agent_steps / r["wall"] / mesa_rate for r in runs],
-                "mesa_cpu": [agent_steps / r["cpu"] / mesa_cpu_rate for r in runs]}
+        return {
+            "floor_wall": [r["wall"] / f["wall"] for r, f in zip(runs, floor_runs)],
+            "floor_cpu": [r["cpu"] / f["cpu"] for r, f in zip(runs, floor_runs)],
+            "mesa_wall": [agent_steps / r["wall"] / mesa_rate for r in runs],
+            "mesa_cpu": [agent_steps / r["cpu"] / mesa_cpu_rate for r in runs],
+        }
 
     after = ratios(coop_runs)
     before = ratios(base_runs) if base_runs else None
@@ -1050,50 +1152,123 @@ def main(argv: list[str] | None = None) -> int:
     ok1, ok2 = time_ratio <= TARGET_FLOOR, speed_ratio >= TARGET_MESA
 
     def row(label: str, soc: int, steps: int, wall: float, timings: str, cpu: float, meanT: float) -> tuple[str, ...]:
-        return (label, f"{soc:,}", f"{steps:,}", f"{wall:.3f}", timings, fmt_rate(steps / wall), f"{cpu:.3f}",
-                fmt_rate(steps / cpu), f"{meanT:.4f}")
+        return (
+            label,
+            f"{soc:,}",
+            f"{steps:,}",
+            f"{wall:.3f}",
+            timings,
+            fmt_rate(steps / wall),
+            f"{cpu:.3f}",
+            fmt_rate(steps / cpu),
+            f"{meanT:.4f}",
+        )
 
     walls = lambda runs: f"median of {len(runs)}: " + ", ".join(f"{r['wall']:.3f}" for r in runs)  # noqa: E731
     here = f"this checkout, {info['commit']}"
-    rows = [row(f"cooplab (run_cpr, InMemorySaver, durability=exit; {here})", S, agent_steps, coop_wall, walls(coop_runs), coop_cpu,
-                coop_mean_T)]
+    rows = [
+        row(
+            f"cooplab (run_cpr, InMemorySaver, durability=exit; {here})",
+            S,
+            agent_steps,
+            coop_wall,
+            walls(coop_runs),
+            coop_cpu,
+            coop_mean_T,
+        )
+    ]
     if base_runs:
-        rows.append(row(f"cooplab BEFORE (the same; baseline checkout {base.commit})", S, agent_steps, med(base_runs), walls(base_runs),
-                        medc(base_runs), float(base_runs[0]["T_s"].mean())))
+        rows.append(
+            row(
+                f"cooplab BEFORE (the same; baseline checkout {base.commit})",
+                S,
+                agent_steps,
+                med(base_runs),
+                walls(base_runs),
+                medc(base_runs),
+                float(base_runs[0]["T_s"].mean()),
+            )
+        )
     rows += [
-        row("cooplab, no checkpointer (info)", S, agent_steps, coop_nock["wall"], "1 run", coop_nock["cpu"],
-            float(coop_nock["T_s"].mean())),
-        row("plain numpy floor (same generators)", S, agent_steps, floor_wall, walls(floor_runs), floor_cpu, floor_mean_T),
-        row("info: numpy, finished societies dropped (own streams)", S, compact_steps, compact_wall, walls(compact_runs),
-            compact_cpu, float(compact_runs[0]["T_s"].mean())),
+        row(
+            "cooplab, no checkpointer (info)",
+            S,
+            agent_steps,
+            coop_nock["wall"],
+            "1 run",
+            coop_nock["cpu"],
+            float(coop_nock["T_s"].mean()),
+        ),
+        row(
+            "plain numpy floor (same generators)",
+            S,
+            agent_steps,
+            floor_wall,
+            walls(floor_runs),
+            floor_cpu,
+            floor_mean_T,
+        ),
+        row(
+            "info: numpy, finished societies dropped (own streams)",
+            S,
+            compact_steps,
+            compact_wall,
+            walls(compact_runs),
+            compact_cpu,
+            float(compact_runs[0]["T_s"].mean()),
+        ),
         row(mesa_label, mz["societies"], mz["agent_steps"], mz["wall"], "1 run", mz["cpu"], float(mz["T_s"].mean())),
     ]
-    head = ("variant", "societies", "agent-steps", "wall s", "timings", "agent-steps/s", "CPU s", "agent-steps/CPU-s", "mean T_s")
+    head = (
+        "variant",
+        "societies",
+        "agent-steps",
+        "wall s",
+        "timings",
+        "agent-steps/s",
+        "CPU s",
+        "agent-steps/CPU-s",
+        "mean T_s",
+    )
     table = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     table += ["| " + " | ".join(r) + " |" for r in rows]
 
     def span(xs: list[float], fmt: str) -> str:
         return f"{format(min(xs), fmt)} / {format(statistics.median(xs), fmt)}"
 
-    rhead = ("cooplab", "time / floor's, wall (min / median)", "time / floor's, CPU (min / median)",
-             "agent-steps/s / Mesa's, wall (min / median)", "agent-steps/s / Mesa's, CPU (min / median)")
+    rhead = (
+        "cooplab",
+        "time / floor's, wall (min / median)",
+        "time / floor's, CPU (min / median)",
+        "agent-steps/s / Mesa's, wall (min / median)",
+        "agent-steps/s / Mesa's, CPU (min / median)",
+    )
     rtable = ["| " + " | ".join(rhead) + " |", "|" + "|".join("---" for _ in rhead) + "|"]
-    for label, r in ((f"before (baseline checkout {base.commit})", before) if before else (None, None), (f"after ({here})", after)):
+    for label, r in (
+        (f"before (baseline checkout {base.commit})", before) if before else (None, None),
+        (f"after ({here})", after),
+    ):
         if r is not None:
-            rtable.append(f"| {label} | {span(r['floor_wall'], '.2f')} | {span(r['floor_cpu'], '.2f')} | "
-                          f"{span(r['mesa_wall'], ',.1f')} | {span(r['mesa_cpu'], ',.1f')} |")
+            rtable.append(
+                f"| {label} | {span(r['floor_wall'], '.2f')} | {span(r['floor_cpu'], '.2f')} | "
+                f"{span(r['mesa_wall'], ',.1f')} | {span(r['mesa_cpu'], ',.1f')} |"
+            )
     rtable.append(f"| target (issue 41, point 4) | <= {TARGET_FLOOR} | | >= {TARGET_MESA:g} | |")
 
-    how = (f" --baseline {args.baseline}" if args.baseline is not None else "")
+    how = f" --baseline {args.baseline}" if args.baseline is not None else ""
     lines = [
         SECTION,
         "",
         f"Run {started:%Y-%m-%d %H:%M UTC} with `.venv/bin/python benchmarks/bench_cpr.py"
-        + (" --quick" if args.quick else "") + ("" if args.replicates is None else f" --replicates {args.replicates}")
+        + (" --quick" if args.quick else "")
+        + ("" if args.replicates is None else f" --replicates {args.replicates}")
         + ("" if args.repeats == 3 else f" --repeats {args.repeats}")
         + ("" if args.mesa_reps is None else f" --mesa-reps {args.mesa_reps}")
-        + ("" if args.mesa_max_seconds == 600.0 else f" --mesa-max-seconds {args.mesa_max_seconds:g}") + how + "`"
-        + (" (QUICK SMOKE RUN, not the benchmark)" if args.quick else "") + ".",
+        + ("" if args.mesa_max_seconds == 600.0 else f" --mesa-max-seconds {args.mesa_max_seconds:g}")
+        + how
+        + "`"
+        + (" (QUICK SMOKE RUN, not the benchmark)" if args.quick else "")
+        + ".",
         "",
         f"- Machine: {info['cpu_model']} (lscpu), {info['cpus']} CPUs, shared with other engineers' jobs; `{info['uname_a']}`.",
         f"- Load (`uptime`) at the start: `{info['uptime']}`; at the end: `{uptime()}`. Timings on this machine are noisy, so "
@@ -1107,10 +1282,16 @@ def main(argv: list[str] | None = None) -> int:
         "- Agent-steps: sum over societies and simulated rounds (collapse round included) of the agents alive at the "
         "start of the round; counted the same way for all variants. Wall time of cooplab and the floor includes "
         "`init_state` (and, for cooplab, graph compilation and the exit checkpoint).",
-        *([f"- Before and after in the same run: `--baseline {args.baseline}` is another checkout of cooplab (commit "
-           f"{base.commit}); its `run_cpr` ran the same workload in a worker process of the same interpreter that imports "
-           "cooplab from that checkout, timed there as here, once per repeat after this checkout's runs (never at the same time). "
-           f"Its survival times and efficiency sums equal this checkout's, society by society (asserted)."] if base_runs else []),
+        *(
+            [
+                f"- Before and after in the same run: `--baseline {args.baseline}` is another checkout of cooplab (commit "
+                f"{base.commit}); its `run_cpr` ran the same workload in a worker process of the same interpreter that imports "
+                "cooplab from that checkout, timed there as here, once per repeat after this checkout's runs (never at the same time). "
+                f"Its survival times and efficiency sums equal this checkout's, society by society (asserted)."
+            ]
+            if base_runs
+            else []
+        ),
         "",
         *table,
         "",
@@ -1123,9 +1304,12 @@ def main(argv: list[str] | None = None) -> int:
         f"- Floor exactness: same seed, same `phase_rng(seed, round, phase)` generators in the same order; survival "
         f"times equal society by society for all {S:,} societies (mean T_s {coop_mean_T:.4f} in both), per-society "
         "efficiency sums equal to 1e-12, agent-step counts equal (asserted in the script).",
-        (f"- Mesa was measured on a SUBSET: {mz['passes']} whole pass(es) of one replicate per cell over all {C} cells "
-         f"= {mz['societies']:,} of the {S:,} societies" if subset else
-         f"- Mesa ran the same full sweep ({mz['societies']:,} societies, one `mesa.Model` each, run one after another)")
+        (
+            f"- Mesa was measured on a SUBSET: {mz['passes']} whole pass(es) of one replicate per cell over all {C} cells "
+            f"= {mz['societies']:,} of the {S:,} societies"
+            if subset
+            else f"- Mesa ran the same full sweep ({mz['societies']:,} societies, one `mesa.Model` each, run one after another)"
+        )
         + f" ({mz['agent_steps']:,} agent-steps, {mz['wall']:.1f} s, model construction included); it uses its "
         "own random streams (`Model.random`, seeded per society), so it matches cooplab only statistically. "
         f"Mean T_s on the same {cmp_['cells']} cells, cells weighted equally: Mesa {cmp_['mean_a']:.3f} vs cooplab "
@@ -1151,18 +1335,26 @@ def main(argv: list[str] | None = None) -> int:
     prof_text = None
     if args.profile == "always" or (args.profile == "auto" and not (ok1 and ok2)):
         split = time_split(conds, reps, args.seed)
-        lines += ["", "Where the CPU time goes: one more checkpointed cooplab run and one floor run, each call timed with "
-                  "`time.thread_time` (exclusive times of nested calls; the untimed rest is LangGraph for cooplab, bookkeeping for "
-                  "the floor):", "", *split_table(split, mz["cpu"] / mz["agent_steps"], agent_steps)]
+        lines += [
+            "",
+            "Where the CPU time goes: one more checkpointed cooplab run and one floor run, each call timed with "
+            "`time.thread_time` (exclusive times of nested calls; the untimed rest is LangGraph for cooplab, bookkeeping for "
+            "the floor):",
+            "",
+            *split_table(split, mz["cpu"] / mz["agent_steps"], agent_steps),
+        ]
         alone = langgraph_alone(conds, args.seed)
         lg_real = split["cooplab"]["langgraph"]
         steps = ref["rounds"] * len(phases_for_batch([c.params for c in conds]))
-        lines += ["", f"LangGraph itself: replaying the node updates of a small batch (one replicate a cell) through the same graph, "
-                  f"with no array work between the steps, costs {alone['cpu']:.3f} s CPU for {alone['steps']} supersteps "
-                  f"({1e6 * alone['cpu'] / alone['steps']:.0f} us each, the exit checkpoint of that small state included); in the "
-                  f"run above the untimed rest is {lg_real:.3f} s for {steps} node steps "
-                  f"({1e6 * lg_real / steps:.0f} us each): the same Python work runs slower after each node's "
-                  "numpy work has pushed it out of the CPU caches."]
+        lines += [
+            "",
+            f"LangGraph itself: replaying the node updates of a small batch (one replicate a cell) through the same graph, "
+            f"with no array work between the steps, costs {alone['cpu']:.3f} s CPU for {alone['steps']} supersteps "
+            f"({1e6 * alone['cpu'] / alone['steps']:.0f} us each, the exit checkpoint of that small state included); in the "
+            f"run above the untimed rest is {lg_real:.3f} s for {steps} node steps "
+            f"({1e6 * lg_real / steps:.0f} us each): the same Python work runs slower after each node's "
+            "numpy work has pushed it out of the CPU caches.",
+        ]
         prof_text, summary = profile_cooplab(conds, reps, args.seed)
         prof_text = "\n".join(split_table(split, mz["cpu"] / mz["agent_steps"], agent_steps)) + "\n\n" + prof_text
     section = "\n".join(lines) + "\n"
@@ -1172,11 +1364,15 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print("\n".join(rtable))
     print()
-    print(f"cooplab/floor time ratio {time_ratio:.2f}x (target <= {TARGET_FLOOR}x: {'met' if ok1 else 'NOT met'}); "
-          f"cooplab/Mesa speed ratio {speed_ratio:,.1f}x (target >= {TARGET_MESA:g}x: {'met' if ok2 else 'NOT met'})")
+    print(
+        f"cooplab/floor time ratio {time_ratio:.2f}x (target <= {TARGET_FLOOR}x: {'met' if ok1 else 'NOT met'}); "
+        f"cooplab/Mesa speed ratio {speed_ratio:,.1f}x (target >= {TARGET_MESA:g}x: {'met' if ok2 else 'NOT met'})"
+    )
     print(f"on CPU time: cooplab/floor {cpu_time_ratio:.2f}x, cooplab/Mesa {cpu_speed_ratio:,.1f}x")
-    print(f"mean T_s: cooplab {coop_mean_T:.4f} == floor {floor_mean_T:.4f} (exact, all {S} societies); "
-          f"Mesa{' (subset)' if subset else ''} {cmp_['mean_a']:.3f} vs cooplab same cells {cmp_['mean_b']:.3f}, z = {cmp_['z']:.2f}, p = {cmp_['p']:.2g}")
+    print(
+        f"mean T_s: cooplab {coop_mean_T:.4f} == floor {floor_mean_T:.4f} (exact, all {S} societies); "
+        f"Mesa{' (subset)' if subset else ''} {cmp_['mean_a']:.3f} vs cooplab same cells {cmp_['mean_b']:.3f}, z = {cmp_['z']:.2f}, p = {cmp_['p']:.2g}"
+    )
     if prof_text:
         print()
         print(prof_text)

@@ -62,8 +62,17 @@ def time_runner(game: str, S: int) -> tuple[float, float]:
     from cooplab.tasks.games.task import TASK
 
     P = model_of(game)(simulations=S)
-    config = {"version": 2, "task": "game", "agents": "rule", "seed": 1, "csv": False, "llm": None, "sandbox": None, "record": {},
-              "params": {"game": game, "players": "random", "script": None, "script_file": None, **P.model_dump(mode="json")}}
+    config = {
+        "version": 2,
+        "task": "game",
+        "agents": "rule",
+        "seed": 1,
+        "csv": False,
+        "llm": None,
+        "sandbox": None,
+        "record": {},
+        "params": {"game": game, "players": "random", "script": None, "script_file": None, **P.model_dump(mode="json")},
+    }
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "run"
         out.mkdir()
@@ -77,8 +86,12 @@ def time_runner(game: str, S: int) -> tuple[float, float]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--simulations", type=int, default=100_000, help="simulations per game (default 100,000)")
-    ap.add_argument("--repeats", type=int, default=3, help="graph timings per game and player kind; the best is reported")
-    ap.add_argument("--quick", action="store_true", help="10,000 simulations, 1 repeat; writes nothing unless --out is given")
+    ap.add_argument(
+        "--repeats", type=int, default=3, help="graph timings per game and player kind; the best is reported"
+    )
+    ap.add_argument(
+        "--quick", action="store_true", help="10,000 simulations, 1 repeat; writes nothing unless --out is given"
+    )
     ap.add_argument("--out", type=Path, default=None, help="write the section here instead of benchmarks/RESULTS.md")
     a = ap.parse_args()
     S, repeats = (10_000, 1) if a.quick else (a.simulations, a.repeats)
@@ -90,31 +103,59 @@ def main() -> int:
         R = model_of(game)().rounds
         rates = {kind: S * R / time_graph(game, kind, S, repeats) for kind in ("nash", "pareto", "random")}
         wall, total = time_runner(game, S)
-        row = {"game": game, "rounds": R, **rates, "runner": S * R / wall, "end_to_end": S * R / total, "total_s": total}
+        row = {
+            "game": game,
+            "rounds": R,
+            **rates,
+            "runner": S * R / wall,
+            "end_to_end": S * R / total,
+            "total_s": total,
+        }
         rows.append(row)
-        print(f"{game:16s} R={R:2d}  graph nash {rates['nash']:>12,.0f}  pareto {rates['pareto']:>12,.0f}  random {rates['random']:>12,.0f}"
-              f"  runner {row['runner']:>12,.0f}  end-to-end {row['end_to_end']:>12,.0f} sim-rounds/s ({total:.1f} s)", flush=True)
+        print(
+            f"{game:16s} R={R:2d}  graph nash {rates['nash']:>12,.0f}  pareto {rates['pareto']:>12,.0f}  random {rates['random']:>12,.0f}"
+            f"  runner {row['runner']:>12,.0f}  end-to-end {row['end_to_end']:>12,.0f} sim-rounds/s ({total:.1f} s)",
+            flush=True,
+        )
     ok = all(min(r["nash"], r["pareto"], r["random"]) >= TARGET for r in rows)
-    L = [f"## {SECTION}", "",
-         f"`.venv/bin/python benchmarks/bench_games.py{' --quick' if a.quick else ''}`: the six games of issue 11 with reference players, "
-         f"{S:,} simulations of 2 groups of 5 per game in one graph invocation (3 rounds; Collective Risk 10). Simulation-rounds per "
-         f"second (one round of one simulation: 10 decisions and payoffs); target {TARGET:,} per game.", "", *head, "",
-         "| game | rounds | graph, Nash | graph, Pareto | graph, random | runner (SQLite checkpoints), random | end to end (+ tables, bootstrap, figure), random |",
-         "|---|---:|---:|---:|---:|---:|---:|"]
+    L = [
+        f"## {SECTION}",
+        "",
+        f"`.venv/bin/python benchmarks/bench_games.py{' --quick' if a.quick else ''}`: the six games of issue 11 with reference players, "
+        f"{S:,} simulations of 2 groups of 5 per game in one graph invocation (3 rounds; Collective Risk 10). Simulation-rounds per "
+        f"second (one round of one simulation: 10 decisions and payoffs); target {TARGET:,} per game.",
+        "",
+        *head,
+        "",
+        "| game | rounds | graph, Nash | graph, Pareto | graph, random | runner (SQLite checkpoints), random | end to end (+ tables, bootstrap, figure), random |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
-        L.append(f"| {r['game']} | {r['rounds']} | {r['nash']:,.0f} | {r['pareto']:,.0f} | {r['random']:,.0f} | {r['runner']:,.0f} | "
-                 f"{r['end_to_end']:,.0f} ({r['total_s']:.1f} s) |")
-    L += ["", f"Target of {TARGET:,} simulation-rounds per second per game through the graph: "
-          f"{'met by every game and player kind' if ok else 'NOT met by every game and player kind'} (best of {repeats}). "
-          "\"graph\": the LangGraph graph without a checkpointer (decision nodes with their checks, payoffs, the round's record); "
-          "\"runner\": `cooplab.runs.runner.start`'s `wall_seconds` (the same graph with one SQLite checkpoint per node); \"end to end\": "
-          "the same call including the run directory's tables (one row per simulation, round and player), the 200-resample bootstrap "
-          "convergence and the figure."]
+        L.append(
+            f"| {r['game']} | {r['rounds']} | {r['nash']:,.0f} | {r['pareto']:,.0f} | {r['random']:,.0f} | {r['runner']:,.0f} | "
+            f"{r['end_to_end']:,.0f} ({r['total_s']:.1f} s) |"
+        )
+    L += [
+        "",
+        f"Target of {TARGET:,} simulation-rounds per second per game through the graph: "
+        f"{'met by every game and player kind' if ok else 'NOT met by every game and player kind'} (best of {repeats}). "
+        '"graph": the LangGraph graph without a checkpointer (decision nodes with their checks, payoffs, the round\'s record); '
+        '"runner": `cooplab.runs.runner.start`\'s `wall_seconds` (the same graph with one SQLite checkpoint per node); "end to end": '
+        "the same call including the run directory's tables (one row per simulation, round and player), the 200-resample bootstrap "
+        "convergence and the figure.",
+    ]
     slow = [r["game"] for r in rows if r["runner"] < TARGET]
     if slow:
-        L.append(f"Through the runner below the target: {', '.join(slow)}"
-                 + (" (CPR with sanctioning checkpoints its simulations x players^2 sanction matrix twice per round: in the "
-                    "sanction node's update and in the round's record)" if "cpr-sanction" in slow else "") + ".")
+        L.append(
+            f"Through the runner below the target: {', '.join(slow)}"
+            + (
+                " (CPR with sanctioning checkpoints its simulations x players^2 sanction matrix twice per round: in the "
+                "sanction node's update and in the round's record)"
+                if "cpr-sanction" in slow
+                else ""
+            )
+            + "."
+        )
     L.append("")
     text = "\n".join(L)
     emit(SECTION, text, write=not a.quick or a.out is not None, out=a.out)

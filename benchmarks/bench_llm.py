@@ -85,10 +85,14 @@ ANSWER = '{"effort": 0.3}'
 BY_PHASE = {
     "harvest": [ANSWER],
     "punish": ['{"punish": null}'],
-    "propose": [json.dumps({"belief": "Everyone should fish moderately so the lake recovers.", "proposal": p}) for p in (
-        "Nobody should fish with effort above 0.3.",
-        "Each fisher should catch at most 30 tonnes per round.",
-        "Fish less when the lake holds less than half its fish.")],
+    "propose": [
+        json.dumps({"belief": "Everyone should fish moderately so the lake recovers.", "proposal": p})
+        for p in (
+            "Nobody should fish with effort above 0.3.",
+            "Each fisher should catch at most 30 tonnes per round.",
+            "Fish less when the lake holds less than half its fish.",
+        )
+    ],
     "vote": ['{"vote": 1}'],
 }
 SPECS: dict[str, DecisionSpec] = {v.phase: v for v in vars(la).values() if isinstance(v, DecisionSpec)}
@@ -112,10 +116,17 @@ def scripted_model(latency: float = 0.0) -> ScriptedChatModel:
     return ScriptedChatModel(answers=[ANSWER], by_phase=BY_PHASE, latency=latency)
 
 
-def scripted_service(latency: float = 0.0, cache: ResponseCache | None = None, max_concurrency: int = 1000) -> LLMService:
+def scripted_service(
+    latency: float = 0.0, cache: ResponseCache | None = None, max_concurrency: int = 1000
+) -> LLMService:
     spec = ModelSpec("scripted", f"bench-latency-{latency}", max_tokens=64)
-    return LLMService(models={"default": (spec, scripted_model(latency))}, ledger=Ledger(), cache=cache or ResponseCache(None),
-                      seed=SEED, max_concurrency=max_concurrency)
+    return LLMService(
+        models={"default": (spec, scripted_model(latency))},
+        ledger=Ledger(),
+        cache=cache or ResponseCache(None),
+        seed=SEED,
+        max_concurrency=max_concurrency,
+    )
 
 
 def timed(fn, name: str, sink: list):
@@ -132,7 +143,9 @@ def timed(fn, name: str, sink: list):
     return node
 
 
-async def run_graph(N: int, rounds: int, service: LLMService, *, checkpointer: bool = True, harvest_only: bool = False) -> dict[str, Any]:
+async def run_graph(
+    N: int, rounds: int, service: LLMService, *, checkpointer: bool = True, harvest_only: bool = False
+) -> dict[str, Any]:
     """One LLM society through the real graph; returns timings and the final state."""
     params = bench_params(N, rounds, harvest_only)
     phases = runner.llm_phases(params)
@@ -142,15 +155,22 @@ async def run_graph(N: int, rounds: int, service: LLMService, *, checkpointer: b
         phases[n] = timed(phases[n], n, spans)
     last = list(phases)[-1]
     t_c = time.perf_counter()
-    graph = build_society(phases, CPRState, checkpointer=InMemorySaver() if checkpointer else None, name="cpr", context_schema=CoopContext)
+    graph = build_society(
+        phases, CPRState, checkpointer=InMemorySaver() if checkpointer else None, name="cpr", context_schema=CoopContext
+    )
     compile_s = time.perf_counter() - t_c
     t0 = time.perf_counter()
     state = initial_state(params)
-    cfg: dict[str, Any] = {"configurable": {"thread_id": "bench"}, "recursion_limit": recursion_limit(state, len(phases))}
+    cfg: dict[str, Any] = {
+        "configurable": {"thread_id": "bench"},
+        "recursion_limit": recursion_limit(state, len(phases)),
+    }
     kw = {"durability": "sync"} if checkpointer else {}
     marks = [t0]
     final = None
-    async for mode, data in graph.astream(state, cfg, context=CoopContext(llm=service), stream_mode=["updates", "values"], **kw):
+    async for mode, data in graph.astream(
+        state, cfg, context=CoopContext(llm=service), stream_mode=["updates", "values"], **kw
+    ):
         if mode == "updates" and last in data:
             marks.append(time.perf_counter())
         elif mode == "values":
@@ -163,10 +183,22 @@ async def run_graph(N: int, rounds: int, service: LLMService, *, checkpointer: b
     phases_by_round: dict[int, set] = {}
     for e in service.ledger.entries:
         phases_by_round.setdefault(int(e.round), set()).add(e.phase)
-    return {"wall": wall, "compile": compile_s, "llm_nodes": sum(llm_round), "llm_round": llm_round, "marks": marks,
-            "calls": tot["calls"], "cached_calls": tot["cached_calls"], "decisions": len(decisions), "rounds": int(final["round"]) - 1,
-            "final": final, "llm_node_names": llm_nodes, "k_round": [len(phases_by_round.get(r, ())) for r in range(1, n_r + 1)],
-            "fallbacks": sum(bool(d["fallback_used"]) for d in decisions), "by_phase": Counter(d["phase"] for d in decisions)}
+    return {
+        "wall": wall,
+        "compile": compile_s,
+        "llm_nodes": sum(llm_round),
+        "llm_round": llm_round,
+        "marks": marks,
+        "calls": tot["calls"],
+        "cached_calls": tot["cached_calls"],
+        "decisions": len(decisions),
+        "rounds": int(final["round"]) - 1,
+        "final": final,
+        "llm_node_names": llm_nodes,
+        "k_round": [len(phases_by_round.get(r, ())) for r in range(1, n_r + 1)],
+        "fallbacks": sum(bool(d["fallback_used"]) for d in decisions),
+        "by_phase": Counter(d["phase"] for d in decisions),
+    }
 
 
 # ------------------------------------------------------------------------------------------
@@ -192,8 +224,10 @@ async def capture_calls(N: int, rounds: int) -> list[tuple[str, list]]:
     finally:
         batch_mod.decide = real
     if not groups:
-        raise RuntimeError("no decide() call was recorded: the LLM policies no longer reach decide through "
-                           "cooplab.agents.batch; update capture_calls")
+        raise RuntimeError(
+            "no decide() call was recorded: the LLM policies no longer reach decide through "
+            "cooplab.agents.batch; update capture_calls"
+        )
     return [(phase, calls) for (_r, phase), calls in groups.items()]
 
 
@@ -209,7 +243,9 @@ async def decide_loop(groups, service: LLMService) -> float:
     t0 = time.perf_counter()
     for phase, calls in groups:
         spec = SPECS[phase]
-        await asyncio.gather(*(decide(service, spec, msgs, society=s, agent=i, round=r, ctx=c) for (s, i, r, msgs, c) in calls))
+        await asyncio.gather(
+            *(decide(service, spec, msgs, society=s, agent=i, round=r, ctx=c) for (s, i, r, msgs, c) in calls)
+        )
     return time.perf_counter() - t0
 
 
@@ -239,41 +275,86 @@ async def bench_overhead(plan: list[tuple[int, int, int]], nock_max_n: int = 100
             r = await run_graph(N, rounds, scripted_service())
             assert r["calls"] == n_calls == r["decisions"], (r["calls"], n_calls, r["decisions"])
             assert r["fallbacks"] == 0, r["fallbacks"]
-            g_wall.append(r["wall"]); g_llm.append(r["llm_nodes"]); comp.append(r["compile"])
+            g_wall.append(r["wall"])
+            g_llm.append(r["llm_nodes"])
+            comp.append(r["compile"])
             gc.collect()
             fl.append(await floor_loop(groups, scripted_model()))
             gc.collect()
             dl.append(await decide_loop(groups, scripted_service()))
         gc.collect()
         # no-checkpointer run (info; skipped for large N where checkpoints are a negligible share)
-        nock = (await run_graph(N, rounds, scripted_service(), checkpointer=False))["wall"] if N <= nock_max_n else float("nan")
-        row = {"N": N, "rounds": r["rounds"], "decisions": n_calls, "repeats": reps, "by_phase": dict(r["by_phase"]),
-               "graph": med(g_wall) / n_calls, "floor": med(fl) / n_calls, "decide": med(dl) / n_calls, "llm": med(g_llm) / n_calls,
-               "nock": nock / n_calls, "compile": med(comp), "graph_runs": g_wall, "floor_runs": fl, "decide_runs": dl}
+        nock = (
+            (await run_graph(N, rounds, scripted_service(), checkpointer=False))["wall"]
+            if N <= nock_max_n
+            else float("nan")
+        )
+        row = {
+            "N": N,
+            "rounds": r["rounds"],
+            "decisions": n_calls,
+            "repeats": reps,
+            "by_phase": dict(r["by_phase"]),
+            "graph": med(g_wall) / n_calls,
+            "floor": med(fl) / n_calls,
+            "decide": med(dl) / n_calls,
+            "llm": med(g_llm) / n_calls,
+            "nock": nock / n_calls,
+            "compile": med(comp),
+            "graph_runs": g_wall,
+            "floor_runs": fl,
+            "decide_runs": dl,
+        }
         row["ratio"] = row["graph"] / row["floor"]
         out.append(row)
-        print(f"  (a) N={N}: {n_calls} decisions {row['by_phase']}, cooplab {fmt_t(row['graph'])}/decision, floor {fmt_t(row['floor'])}, "
-              f"decide {fmt_t(row['decide'])}, LLM nodes {fmt_t(row['llm'])}, ratio {row['ratio']:.2f}x", flush=True)
+        print(
+            f"  (a) N={N}: {n_calls} decisions {row['by_phase']}, cooplab {fmt_t(row['graph'])}/decision, floor {fmt_t(row['floor'])}, "
+            f"decide {fmt_t(row['decide'])}, LLM nodes {fmt_t(row['llm'])}, ratio {row['ratio']:.2f}x",
+            flush=True,
+        )
     return out
 
 
 PROFILE_GROUPS = [  # (label, file part, function names): cumulative time in the profiled graph runs
     ("checkpoints: `InMemorySaver.put` (one per superstep)", "memory/__init__.py", ("put",)),
     ("checkpoints: `InMemorySaver.put_writes`", "memory/__init__.py", ("put_writes",)),
-    ("checkpoint serialization: `JsonPlusSerializer.dumps_typed` (inside the two rows above)", "jsonplus.py", ("dumps_typed",)),
+    (
+        "checkpoint serialization: `JsonPlusSerializer.dumps_typed` (inside the two rows above)",
+        "jsonplus.py",
+        ("dumps_typed",),
+    ),
     ("- `_msgpack_default` (called once per numpy array / non-native value)", "jsonplus.py", ("_msgpack_default",)),
-    ("- typing-Protocol `isinstance` checks (`isinstance(obj, SendProtocol)` in `_msgpack_default`)", "typing.py", ("__instancecheck__",)),
-    ("`inspect.signature` (mostly LangChain, per model call: `_signature_parameters(self._agenerate)`)", "inspect.py", ("signature",)),
+    (
+        "- typing-Protocol `isinstance` checks (`isinstance(obj, SendProtocol)` in `_msgpack_default`)",
+        "typing.py",
+        ("__instancecheck__",),
+    ),
+    (
+        "`inspect.signature` (mostly LangChain, per model call: `_signature_parameters(self._agenerate)`)",
+        "inspect.py",
+        ("signature",),
+    ),
     ("graph compilation (`build_society`, 1 per run)", "graphs/society.py", ("build_society",)),
     ("LLM policy bodies (`LLM*Policy.__call__`, excl. the gathered `decide` tasks)", "tasks/cpr/llm.py", ("__call__",)),
-    ("- prompt building (`effort/punish/propose/vote_messages`)", "tasks/cpr/llm.py",
-     ("effort_messages", "punish_messages", "propose_messages", "vote_messages")),
+    (
+        "- prompt building (`effort/punish/propose/vote_messages`)",
+        "tasks/cpr/llm.py",
+        ("effort_messages", "punish_messages", "propose_messages", "vote_messages"),
+    ),
     ("- `dataclasses.asdict` (decision + ledger rows)", "dataclasses.py", ("asdict",)),
     ("`decide` (all tasks)", "decisions.py", ("decide",)),
     ("- `LLMService.call`", "decisions.py", ("call",)),
-    ("- `DecisionSpec.schema.model_json_schema()` (computed once per spec, kept by `DecisionSpec.json_schema`)", "pydantic/main.py", ("model_json_schema",)),
+    (
+        "- `DecisionSpec.schema.model_json_schema()` (computed once per spec, kept by `DecisionSpec.json_schema`)",
+        "pydantic/main.py",
+        ("model_json_schema",),
+    ),
     ("- `BaseChatModel.ainvoke` (the model call itself, incl. LangChain callbacks)", "chat_models.py", ("ainvoke",)),
-    ("- `messages_tokens` (regex token count; `decide` estimate + scripted model usage)", "agents/usage.py", ("messages_tokens",)),
+    (
+        "- `messages_tokens` (regex token count; `decide` estimate + scripted model usage)",
+        "agents/usage.py",
+        ("messages_tokens",),
+    ),
     ("- `cache_key` (JSON + SHA-256)", "agents/cache.py", ("cache_key",)),
 ]
 
@@ -300,34 +381,74 @@ def profile_graph(N: int, rounds: int, runs: int = 5, top: int = 12) -> dict[str
     pstats.Stats(pr, stream=buf).sort_stats("tottime").print_stats(top)
     lines = [ln for ln in buf.getvalue().splitlines() if re.match(r"\s*[0-9/]+\s+[0-9.]+", ln)]
     lines = [re.sub(r"\S*/site-packages/|\S*/python3\.11/|/work/main/", "", ln) for ln in lines]
-    return {"N": N, "rounds": rounds, "runs": runs, "decisions": r["calls"] * runs, "wall": wall, "groups": groups, "top": lines}
+    return {
+        "N": N,
+        "rounds": rounds,
+        "runs": runs,
+        "decisions": r["calls"] * runs,
+        "wall": wall,
+        "groups": groups,
+        "top": lines,
+    }
 
 
 # ------------------------------------------------------------------------------------------
 # (b) concurrency with 100 ms latency
 # ------------------------------------------------------------------------------------------
-async def bench_latency(N: int, rounds: int, latency: float, max_concurrency: int, runs: int, harvest_only: bool) -> dict[str, Any]:
+async def bench_latency(
+    N: int, rounds: int, latency: float, max_concurrency: int, runs: int, harvest_only: bool
+) -> dict[str, Any]:
     """``runs`` independent runs of ``rounds`` rounds; per-round wall time / (k_round x latency)."""
     per_run = []
     for _ in range(runs):
         gc.collect()
-        r = await run_graph(N, rounds, scripted_service(latency=latency, max_concurrency=max_concurrency), harvest_only=harvest_only)
+        r = await run_graph(
+            N, rounds, scripted_service(latency=latency, max_concurrency=max_concurrency), harvest_only=harvest_only
+        )
         assert r["fallbacks"] == 0
         walls = [b - a for a, b in zip(r["marks"], r["marks"][1:])]
-        per_run.append({"walls": walls, "llm": r["llm_round"], "k": r["k_round"], "calls": r["calls"], "rounds": r["rounds"],
-                        "nodes": r["llm_node_names"]})
+        per_run.append(
+            {
+                "walls": walls,
+                "llm": r["llm_round"],
+                "k": r["k_round"],
+                "calls": r["calls"],
+                "rounds": r["rounds"],
+                "nodes": r["llm_node_names"],
+            }
+        )
     n_r = min(len(x["walls"]) for x in per_run)
     rows = []
     for j in range(n_r):
         k = per_run[0]["k"][j]
         assert all(x["k"][j] == k for x in per_run)
         w = statistics.mean(x["walls"][j] for x in per_run)
-        rows.append({"round": j + 1, "k": k, "wall": w, "llm": statistics.mean(x["llm"][j] for x in per_run), "ratio": w / (k * latency)})
+        rows.append(
+            {
+                "round": j + 1,
+                "k": k,
+                "wall": w,
+                "llm": statistics.mean(x["llm"][j] for x in per_run),
+                "ratio": w / (k * latency),
+            }
+        )
     all_ratios = [x["walls"][j] / (x["k"][j] * latency) for x in per_run for j in range(n_r)]
     run_means = [statistics.mean(x["walls"][j] / (x["k"][j] * latency) for j in range(n_r)) for x in per_run]
-    return {"N": N, "rounds": n_r, "runs": runs, "latency": latency, "max_concurrency": max_concurrency, "harvest_only": harvest_only,
-            "nodes": per_run[0]["nodes"], "rows": rows, "mean_ratio": statistics.mean(all_ratios), "min_ratio": min(all_ratios),
-            "max_ratio": max(all_ratios), "run_means": run_means, "calls": sum(x["calls"] for x in per_run)}
+    return {
+        "N": N,
+        "rounds": n_r,
+        "runs": runs,
+        "latency": latency,
+        "max_concurrency": max_concurrency,
+        "harvest_only": harvest_only,
+        "nodes": per_run[0]["nodes"],
+        "rows": rows,
+        "mean_ratio": statistics.mean(all_ratios),
+        "min_ratio": min(all_ratios),
+        "max_ratio": max(all_ratios),
+        "run_means": run_means,
+        "calls": sum(x["calls"] for x in per_run),
+    }
 
 
 # ------------------------------------------------------------------------------------------
@@ -344,16 +465,36 @@ async def bench_replay(N: int, rounds: int, latency: float) -> dict[str, Any]:
             r = await run_graph(N, rounds, svc)
             tot = svc.ledger.totals()
             fin = r["final"]
-            res.append({"wall": r["wall"], "calls": tot["calls"], "cached_calls": tot["cached_calls"], "hits": cache.hits,
-                        "misses": cache.misses, "model_calls": sum(model._counters.values()),
-                        "outcome": (fin["T_s"].tolist(), fin["effort"].tolist(), fin["P"].tolist(), list(fin.get("norm_text") or []))})
+            res.append(
+                {
+                    "wall": r["wall"],
+                    "calls": tot["calls"],
+                    "cached_calls": tot["cached_calls"],
+                    "hits": cache.hits,
+                    "misses": cache.misses,
+                    "model_calls": sum(model._counters.values()),
+                    "outcome": (
+                        fin["T_s"].tolist(),
+                        fin["effort"].tolist(),
+                        fin["P"].tolist(),
+                        list(fin.get("norm_text") or []),
+                    ),
+                }
+            )
             cache.close()
     first, replay = res
     assert first["cached_calls"] == 0 and first["model_calls"] == first["calls"] > 0, first
     assert replay["cached_calls"] == replay["calls"] == first["calls"], replay
     assert replay["model_calls"] == 0, replay
     assert replay["outcome"] == first["outcome"]
-    return {"N": N, "rounds": rounds, "latency": latency, "first": first, "replay": replay, "ratio": replay["wall"] / first["wall"]}
+    return {
+        "N": N,
+        "rounds": rounds,
+        "latency": latency,
+        "first": first,
+        "replay": replay,
+        "ratio": replay["wall"] / first["wall"],
+    }
 
 
 # ------------------------------------------------------------------------------------------
@@ -380,7 +521,9 @@ async def bench_local(n_decisions: int) -> dict[str, Any]:
         i = k % 10
         peers = sorted(rng.choice([j for j in range(10) if j != i], size=3, replace=False).tolist())
         jobs.append((i, la.effort_messages(state, 0, i, peers), {"previous_effort": float(state["effort"][0, i])}))
-    svc = LLMService(models={"default": (spec, model)}, ledger=Ledger(), cache=ResponseCache(None), seed=SEED, max_concurrency=1)
+    svc = LLMService(
+        models={"default": (spec, model)}, ledger=Ledger(), cache=ResponseCache(None), seed=SEED, max_concurrency=1
+    )
     recs = []
     t0 = time.perf_counter()
     for i, msgs, ctx in jobs:
@@ -390,13 +533,31 @@ async def bench_local(n_decisions: int) -> dict[str, Any]:
     wall = time.perf_counter() - t0
     tot = svc.ledger.totals()
     lat = [x for x, _ in recs]
-    return {"n": n_decisions, "wall": wall, "load": load_s, "dps": n_decisions / wall, "mean_latency": statistics.mean(lat),
-            "p50": med(lat), "min": min(lat), "max": max(lat), "first": lat[0], "calls": tot["calls"], "in_tok": tot["input_tokens"],
-            "out_tok": tot["output_tokens"], "retry": sum(rec.attempts > 1 for _, rec in recs), "fallback": sum(rec.fallback_used for _, rec in recs),
-            "prompt_tokens_first": svc.ledger.entries[0].input_tokens, "raws": [rec.raw for _, rec in recs],
-            "n_threads": proc.meta.get("threads"), "n_threads_batch": proc.meta.get("threads"),
-            "extra_bufts": proc.meta.get("extra_bufts"), "system_info": proc.meta.get("system_info"),
-            "model": spec.id, "temperature": spec.temperature, "max_tokens": spec.max_tokens}
+    return {
+        "n": n_decisions,
+        "wall": wall,
+        "load": load_s,
+        "dps": n_decisions / wall,
+        "mean_latency": statistics.mean(lat),
+        "p50": med(lat),
+        "min": min(lat),
+        "max": max(lat),
+        "first": lat[0],
+        "calls": tot["calls"],
+        "in_tok": tot["input_tokens"],
+        "out_tok": tot["output_tokens"],
+        "retry": sum(rec.attempts > 1 for _, rec in recs),
+        "fallback": sum(rec.fallback_used for _, rec in recs),
+        "prompt_tokens_first": svc.ledger.entries[0].input_tokens,
+        "raws": [rec.raw for _, rec in recs],
+        "n_threads": proc.meta.get("threads"),
+        "n_threads_batch": proc.meta.get("threads"),
+        "extra_bufts": proc.meta.get("extra_bufts"),
+        "system_info": proc.meta.get("system_info"),
+        "model": spec.id,
+        "temperature": spec.temperature,
+        "max_tokens": spec.max_tokens,
+    }
 
 
 # ------------------------------------------------------------------------------------------
@@ -421,8 +582,12 @@ def machine_info() -> dict[str, str]:
         "uname_a": subprocess.run(["uname", "-a"], capture_output=True, text=True).stdout.strip(),
         "nproc": str(os.cpu_count()),
         "python": sys.version.split()[0],
-        "langgraph": v("langgraph"), "langgraph-checkpoint": v("langgraph-checkpoint"), "langchain-core": v("langchain-core"),
-        "llama-cpp-python": v("llama-cpp-python"), "local-model": local_model_file(), "pydantic": v("pydantic"),
+        "langgraph": v("langgraph"),
+        "langgraph-checkpoint": v("langgraph-checkpoint"),
+        "langchain-core": v("langchain-core"),
+        "llama-cpp-python": v("llama-cpp-python"),
+        "local-model": local_model_file(),
+        "pydantic": v("pydantic"),
         "load": " ".join(f"{x:.2f}" for x in os.getloadavg()),
     }
 
@@ -439,115 +604,173 @@ def replace_section(path: Path, text: str) -> None:
 
 def report(info, start, a, bs, c, d, prof, quick: bool, cmd: str, total_s: float) -> str:
     L = [SECTION, ""]
-    L.append(f"Run {start} UTC with `{cmd}`{' (QUICK smoke settings)' if quick else ''}; the whole benchmark took {total_s:.0f} s.")
+    L.append(
+        f"Run {start} UTC with `{cmd}`{' (QUICK smoke settings)' if quick else ''}; the whole benchmark took {total_s:.0f} s."
+    )
     L.append("")
-    L.append(f"- Machine: `{info['uname_a']}`; nproc {info['nproc']}; load average at start {info['load']}, at end {info['load_end']} "
-             "(2 cores shared with other engineers' jobs: expect noise of tens of percent)")
-    L.append(f"- Python {info['python']}, langgraph {info['langgraph']} (langgraph-checkpoint {info['langgraph-checkpoint']}), "
-             f"langchain-core {info['langchain-core']}, llama-cpp-python {info['llama-cpp-python']}, local model file {info['local-model']}, pydantic {info['pydantic']}")
-    L.append("- Society: `runner.llm_phases` + `runner.init_llm_state` (harvest, punish, environment, propose, vote; all but environment "
-             "ask the model), one society, mixed population, seed 7, parameters scaled with N so it survives (K = R0 = 100 N, alpha = 1/N). "
-             "Driven like `runner._arun`: `astream(..., context=CoopContext(llm=service), stream_mode=[\"updates\", \"values\"], durability=\"sync\")`, "
-             "InMemorySaver, no tracer. Scripted model: effort `{\"effort\": 0.3}`, punish `{\"punish\": null}`, 3 distinct proposals in turn "
-             "(so votes happen), vote `{\"vote\": 1}`; zero fallbacks (asserted).")
+    L.append(
+        f"- Machine: `{info['uname_a']}`; nproc {info['nproc']}; load average at start {info['load']}, at end {info['load_end']} "
+        "(2 cores shared with other engineers' jobs: expect noise of tens of percent)"
+    )
+    L.append(
+        f"- Python {info['python']}, langgraph {info['langgraph']} (langgraph-checkpoint {info['langgraph-checkpoint']}), "
+        f"langchain-core {info['langchain-core']}, llama-cpp-python {info['llama-cpp-python']}, local model file {info['local-model']}, pydantic {info['pydantic']}"
+    )
+    L.append(
+        "- Society: `runner.llm_phases` + `runner.init_llm_state` (harvest, punish, environment, propose, vote; all but environment "
+        "ask the model), one society, mixed population, seed 7, parameters scaled with N so it survives (K = R0 = 100 N, alpha = 1/N). "
+        'Driven like `runner._arun`: `astream(..., context=CoopContext(llm=service), stream_mode=["updates", "values"], durability="sync")`, '
+        'InMemorySaver, no tracer. Scripted model: effort `{"effort": 0.3}`, punish `{"punish": null}`, 3 distinct proposals in turn '
+        '(so votes happen), vote `{"vote": 1}`; zero fallbacks (asserted).'
+    )
     L.append("")
-    L.append("### (a) Orchestration overhead per decision (zero-latency scripted model, cache off, max_concurrency 1000)")
+    L.append(
+        "### (a) Orchestration overhead per decision (zero-latency scripted model, cache off, max_concurrency 1000)"
+    )
     L.append("")
-    L.append("cooplab = the graph run, `init_state` included, compilation excluded (own column). Floor = `await model.ainvoke(messages)` "
-             "on the same scripted model for the same prompts (captured from a graph run), one `asyncio.gather` per (round, phase) like the graph. "
-             "`decide` alone = the same gathers through `decide(service, spec, ...)`. Medians over repeats, divided by the number of decisions.")
+    L.append(
+        "cooplab = the graph run, `init_state` included, compilation excluded (own column). Floor = `await model.ainvoke(messages)` "
+        "on the same scripted model for the same prompts (captured from a graph run), one `asyncio.gather` per (round, phase) like the graph. "
+        "`decide` alone = the same gathers through `decide(service, spec, ...)`. Medians over repeats, divided by the number of decisions."
+    )
     L.append("")
-    L.append("| N | rounds | decisions (harvest/punish/propose/vote) | repeats | cooplab / decision | floor / decision | **ratio** | `decide` alone / decision | LLM nodes in graph / decision | cooplab, no checkpointer / decision | compile |")
+    L.append(
+        "| N | rounds | decisions (harvest/punish/propose/vote) | repeats | cooplab / decision | floor / decision | **ratio** | `decide` alone / decision | LLM nodes in graph / decision | cooplab, no checkpointer / decision | compile |"
+    )
     L.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in a:
         bp = r["by_phase"]
-        L.append(f"| {r['N']} | {r['rounds']} | {r['decisions']:,} ({'/'.join(str(bp.get(p, 0)) for p in ('harvest', 'punish', 'propose', 'vote'))}) | {r['repeats']} | "
-                 f"{fmt_t(r['graph'])} | {fmt_t(r['floor'])} | **{r['ratio']:.2f}x** | {fmt_t(r['decide'])} | {fmt_t(r['llm'])} | {fmt_t(r['nock'])} | {fmt_t(r['compile'])} |")
+        L.append(
+            f"| {r['N']} | {r['rounds']} | {r['decisions']:,} ({'/'.join(str(bp.get(p, 0)) for p in ('harvest', 'punish', 'propose', 'vote'))}) | {r['repeats']} | "
+            f"{fmt_t(r['graph'])} | {fmt_t(r['floor'])} | **{r['ratio']:.2f}x** | {fmt_t(r['decide'])} | {fmt_t(r['llm'])} | {fmt_t(r['nock'])} | {fmt_t(r['compile'])} |"
+        )
     L.append("")
     L.append("Where cooplab's time per decision goes (differences of the medians above; shares of the cooplab column):")
     L.append("")
-    L.append("| N | model `ainvoke` (floor) | decision layer (`decide` - floor: schema, key hashing, ledger, token estimate, validation, record) | "
-             "policies (LLM nodes - `decide`: prompts, peer sampling, rows, applying) | LangGraph + checkpoints + environment node (cooplab - LLM nodes) | of which checkpoints (cooplab - no checkpointer) |")
+    L.append(
+        "| N | model `ainvoke` (floor) | decision layer (`decide` - floor: schema, key hashing, ledger, token estimate, validation, record) | "
+        "policies (LLM nodes - `decide`: prompts, peer sampling, rows, applying) | LangGraph + checkpoints + environment node (cooplab - LLM nodes) | of which checkpoints (cooplab - no checkpointer) |"
+    )
     L.append("|---:|---:|---:|---:|---:|---:|")
     for r in a:
         g = r["graph"]
         parts = [r["floor"], r["decide"] - r["floor"], r["llm"] - r["decide"], g - r["llm"], g - r["nock"]]
-        L.append(f"| {r['N']} | " + " | ".join(f"{fmt_t(p)} ({100 * p / g:.0f}%)" if p == p else "n/a" for p in parts) + " |")
+        L.append(
+            f"| {r['N']} | " + " | ".join(f"{fmt_t(p)} ({100 * p / g:.0f}%)" if p == p else "n/a" for p in parts) + " |"
+        )
     L.append("")
     gshare = [(r["N"], 100 * (r["graph"] - r["llm"]) / r["graph"]) for r in a]
     dshare = [(r["N"], 100 * (r["decide"] - r["floor"]) / r["graph"]) for r in a]
     ratios = ", ".join(f"{r['ratio']:.2f}x at N = {r['N']}" for r in a)
-    L.append(f"- cooplab / floor: {ratios}. LangGraph + checkpoints + environment node: "
-             + ", ".join(f"{v:.0f}%" for _n, v in gshare) + " of cooplab's time per decision (N = " + ", ".join(str(n) for n, _v in gshare)
-             + "): the graph does not dominate. The decision layer (`decide` minus the model call): " + ", ".join(f"{v:.0f}%" for _n, v in dshare)
-             + ". Differences of medians of separate runs on a shared machine: a negative or implausible cell means noise.")
+    L.append(
+        f"- cooplab / floor: {ratios}. LangGraph + checkpoints + environment node: "
+        + ", ".join(f"{v:.0f}%" for _n, v in gshare)
+        + " of cooplab's time per decision (N = "
+        + ", ".join(str(n) for n, _v in gshare)
+        + "): the graph does not dominate. The decision layer (`decide` minus the model call): "
+        + ", ".join(f"{v:.0f}%" for _n, v in dshare)
+        + ". Differences of medians of separate runs on a shared machine: a negative or implausible cell means noise."
+    )
     L.append("")
     L.append("### (b) Concurrency: scripted latency 100 ms, N = 50, max_concurrency 50")
     L.append("")
-    L.append("Round wall time = between consecutive ends of the round's last node (round 1 from the start of `astream`: includes `init_state` "
-             "and the first checkpoint). k = LLM phases that called the model in that round (from the ledger; a society's last round has no "
-             "propose/vote calls). ratio = wall / (k x 100 ms). Each row: mean over the runs.")
+    L.append(
+        "Round wall time = between consecutive ends of the round's last node (round 1 from the start of `astream`: includes `init_state` "
+        "and the first checkpoint). k = LLM phases that called the model in that round (from the ledger; a society's last round has no "
+        "propose/vote calls). ratio = wall / (k x 100 ms). Each row: mean over the runs."
+    )
     L.append("")
     for b in bs:
         name = "harvest-only society (punishment and group decision off)" if b["harvest_only"] else "full LLM society"
-        L.append(f"**{name}** (LLM nodes: {', '.join(b['nodes'])}; {b['runs']} runs x {b['rounds']} rounds, {b['calls']} calls in all)")
+        L.append(
+            f"**{name}** (LLM nodes: {', '.join(b['nodes'])}; {b['runs']} runs x {b['rounds']} rounds, {b['calls']} calls in all)"
+        )
         L.append("")
         L.append("| round | k | wall | LLM nodes | ratio |")
         L.append("|---:|---:|---:|---:|---:|")
         for row in b["rows"]:
-            L.append(f"| {row['round']} | {row['k']} | {fmt_t(row['wall'])} | {fmt_t(row['llm'])} | {row['ratio']:.3f} |")
+            L.append(
+                f"| {row['round']} | {row['k']} | {fmt_t(row['wall'])} | {fmt_t(row['llm'])} | {row['ratio']:.3f} |"
+            )
         met = b["mean_ratio"] <= 1.3
-        L.append(f"| **mean** | | {fmt_t(statistics.mean(r_['wall'] for r_ in b['rows']))} | {fmt_t(statistics.mean(r_['llm'] for r_ in b['rows']))} | **{b['mean_ratio']:.3f}** |")
+        L.append(
+            f"| **mean** | | {fmt_t(statistics.mean(r_['wall'] for r_ in b['rows']))} | {fmt_t(statistics.mean(r_['llm'] for r_ in b['rows']))} | **{b['mean_ratio']:.3f}** |"
+        )
         L.append("")
-        L.append(f"- **target <= 1.3: mean {b['mean_ratio']:.3f} over {b['runs'] * b['rounds']} rounds (per-run means "
-                 + ", ".join(f"{x:.3f}" for x in b["run_means"]) + f"; best round {b['min_ratio']:.3f}, worst {b['max_ratio']:.3f}) -> {'MET' if met else 'NOT MET'}**")
+        L.append(
+            f"- **target <= 1.3: mean {b['mean_ratio']:.3f} over {b['runs'] * b['rounds']} rounds (per-run means "
+            + ", ".join(f"{x:.3f}" for x in b["run_means"])
+            + f"; best round {b['min_ratio']:.3f}, worst {b['max_ratio']:.3f}) -> {'MET' if met else 'NOT MET'}**"
+        )
         calls_per_round = b["calls"] / (b["runs"] * b["rounds"])
         over = statistics.mean(r_["wall"] - r_["k"] * b["latency"] for r_ in b["rows"])
-        L.append(f"- time above the pure latency: {fmt_t(over)} per round for {calls_per_round:.0f} calls per round = {fmt_t(over / calls_per_round)} per call, "
-                 "spent on the single event-loop thread (prompts, `decide` before and after the call, LangChain's `ainvoke`, rows, nodes, checkpoints); "
-                 "the 100 ms waits themselves overlap fully.")
+        L.append(
+            f"- time above the pure latency: {fmt_t(over)} per round for {calls_per_round:.0f} calls per round = {fmt_t(over / calls_per_round)} per call, "
+            "spent on the single event-loop thread (prompts, `decide` before and after the call, LangChain's `ainvoke`, rows, nodes, checkpoints); "
+            "the 100 ms waits themselves overlap fully."
+        )
         L.append("")
     L.append("### (c) Cached replay")
     L.append("")
     f, rp = c["first"], c["replay"]
-    L.append(f"Full LLM society, N = {c['N']}, {c['rounds']} rounds, scripted latency {c['latency'] * 1e3:.0f} ms, ResponseCache on a temp SQLite file; "
-             "the same config and seed twice, a fresh model, service and ledger each time.")
+    L.append(
+        f"Full LLM society, N = {c['N']}, {c['rounds']} rounds, scripted latency {c['latency'] * 1e3:.0f} ms, ResponseCache on a temp SQLite file; "
+        "the same config and seed twice, a fresh model, service and ledger each time."
+    )
     L.append("")
-    L.append("| run | wall | ledger calls | cached_calls | cache hits / misses | model calls (scripted model's counters) |")
+    L.append(
+        "| run | wall | ledger calls | cached_calls | cache hits / misses | model calls (scripted model's counters) |"
+    )
     L.append("|---|---:|---:|---:|---:|---:|")
-    L.append(f"| first | {fmt_t(f['wall'])} | {f['calls']} | {f['cached_calls']} | {f['hits']} / {f['misses']} | {f['model_calls']} |")
-    L.append(f"| replay | {fmt_t(rp['wall'])} | {rp['calls']} | {rp['cached_calls']} | {rp['hits']} / {rp['misses']} | {rp['model_calls']} |")
+    L.append(
+        f"| first | {fmt_t(f['wall'])} | {f['calls']} | {f['cached_calls']} | {f['hits']} / {f['misses']} | {f['model_calls']} |"
+    )
+    L.append(
+        f"| replay | {fmt_t(rp['wall'])} | {rp['calls']} | {rp['cached_calls']} | {rp['hits']} / {rp['misses']} | {rp['model_calls']} |"
+    )
     L.append("")
-    L.append(f"- replay / first = **{c['ratio']:.3f}** ({1 / c['ratio']:.1f}x faster). Asserted: replay cached_calls == calls, zero model calls, "
-             "and the same outcome (T_s, efforts, wealth, adopted norms).")
+    L.append(
+        f"- replay / first = **{c['ratio']:.3f}** ({1 / c['ratio']:.1f}x faster). Asserted: replay cached_calls == calls, zero model calls, "
+        "and the same outcome (T_s, efforts, wealth, adopted norms)."
+    )
     L.append("")
     L.append("### (d) Local model decisions on this machine")
     L.append("")
-    L.append(f"`{d['model']}` via `LlamaCppChat`, in its own model process (temperature {d['temperature']}, max_tokens {d['max_tokens']}, JSON-schema-constrained decoding; "
-             f"n_threads {d['n_threads']} / n_threads_batch {d['n_threads_batch']} on {info['nproc']} cores; extra buffer types "
-             f"{'on' if d.get('extra_bufts') else 'off'}; build `{d.get('system_info')}`). "
-             f"{d['n']} EFFORT decisions through `decide`, one after another, prompts from `effort_messages` on a real 10-agent state at round 4 "
-             f"with 3 peers shown (first call's prompt {d['prompt_tokens_first']} tokens with the chat template; a retry re-sends the conversation "
-             f"plus the error, so later attempts are longer). Model load {fmt_t(d['load'])}, not counted. Retried = needed a 2nd or 3rd attempt; "
-             "fallback = all 3 attempts invalid, the spec's fallback (last round's effort) used.")
+    L.append(
+        f"`{d['model']}` via `LlamaCppChat`, in its own model process (temperature {d['temperature']}, max_tokens {d['max_tokens']}, JSON-schema-constrained decoding; "
+        f"n_threads {d['n_threads']} / n_threads_batch {d['n_threads_batch']} on {info['nproc']} cores; extra buffer types "
+        f"{'on' if d.get('extra_bufts') else 'off'}; build `{d.get('system_info')}`). "
+        f"{d['n']} EFFORT decisions through `decide`, one after another, prompts from `effort_messages` on a real 10-agent state at round 4 "
+        f"with 3 peers shown (first call's prompt {d['prompt_tokens_first']} tokens with the chat template; a retry re-sends the conversation "
+        f"plus the error, so later attempts are longer). Model load {fmt_t(d['load'])}, not counted. Retried = needed a 2nd or 3rd attempt; "
+        "fallback = all 3 attempts invalid, the spec's fallback (last round's effort) used."
+    )
     L.append("")
-    L.append("| decisions | wall | decisions/s | mean latency | p50 | min / max | input tok | output tok | output tok/s | (in+out) tok/s | retried | fallback |")
+    L.append(
+        "| decisions | wall | decisions/s | mean latency | p50 | min / max | input tok | output tok | output tok/s | (in+out) tok/s | retried | fallback |"
+    )
     L.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    L.append(f"| {d['n']} | {fmt_t(d['wall'])} | {d['dps']:.2f} | {fmt_t(d['mean_latency'])} | {fmt_t(d['p50'])} | {fmt_t(d['min'])} / {fmt_t(d['max'])} | "
-             f"{d['in_tok']} | {d['out_tok']} | {d['out_tok'] / d['wall']:.1f} | {(d['in_tok'] + d['out_tok']) / d['wall']:.0f} | "
-             f"{d['retry']}/{d['n']} ({100 * d['retry'] / d['n']:.0f}%) | {d['fallback']}/{d['n']} ({100 * d['fallback'] / d['n']:.0f}%) |")
+    L.append(
+        f"| {d['n']} | {fmt_t(d['wall'])} | {d['dps']:.2f} | {fmt_t(d['mean_latency'])} | {fmt_t(d['p50'])} | {fmt_t(d['min'])} / {fmt_t(d['max'])} | "
+        f"{d['in_tok']} | {d['out_tok']} | {d['out_tok'] / d['wall']:.1f} | {(d['in_tok'] + d['out_tok']) / d['wall']:.0f} | "
+        f"{d['retry']}/{d['n']} ({100 * d['retry'] / d['n']:.0f}%) | {d['fallback']}/{d['n']} ({100 * d['fallback'] / d['n']:.0f}%) |"
+    )
     L.append("")
     raws = Counter(x.strip() for x in d["raws"])
-    L.append(f"- {d['calls']} model calls for {d['n']} decisions; first decision {fmt_t(d['first'])}. Answers: "
-             + ", ".join(f"`{k}` x{v}" for k, v in raws.most_common(6)))
+    L.append(
+        f"- {d['calls']} model calls for {d['n']} decisions; first decision {fmt_t(d['first'])}. Answers: "
+        + ", ".join(f"`{k}` x{v}" for k, v in raws.most_common(6))
+    )
     L.append("")
     if prof:
         L.append(f"### Profile (N = {prof['N']})")
         L.append("")
-        L.append(f"cProfile of {prof['runs']} graph runs at N = {prof['N']} ({prof['rounds']} rounds, {prof['decisions']} decisions in all, "
-                 f"{prof['wall']:.2f} s under the profiler, compilation included). Cumulative time by component (rows starting with '-' are parts "
-                 "of the row above; cProfile attributes async frames per resumption and slows small calls more than large ones, so shares are "
-                 "indicative; LangGraph runs the sync environment node in a thread executor, which the profiler does not see):")
+        L.append(
+            f"cProfile of {prof['runs']} graph runs at N = {prof['N']} ({prof['rounds']} rounds, {prof['decisions']} decisions in all, "
+            f"{prof['wall']:.2f} s under the profiler, compilation included). Cumulative time by component (rows starting with '-' are parts "
+            "of the row above; cProfile attributes async frames per resumption and slows small calls more than large ones, so shares are "
+            "indicative; LangGraph runs the sync environment node in a thread executor, which the profiler does not see):"
+        )
         L.append("")
         L.append("| component | cumulative | share of profiled wall |")
         L.append("|---|---:|---:|")
@@ -566,11 +789,24 @@ def report(info, start, a, bs, c, d, prof, quick: bool, cmd: str, total_s: float
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="smoke run: fewer agents/rounds/repeats; no file written unless --out")
-    ap.add_argument("--out", type=Path, default=None, help="results file (default benchmarks/RESULTS.md; none for --quick)")
-    ap.add_argument("--local-decisions", type=int, default=None, help="EFFORT decisions of the local model in (d) (default 12; 3 with --quick)")
-    ap.add_argument("--profile", choices=["always", "never"], default="always",
-                    help="cProfile a few graph runs at N = 100 (3 rounds) and summarize where the time goes")
+    ap.add_argument(
+        "--quick", action="store_true", help="smoke run: fewer agents/rounds/repeats; no file written unless --out"
+    )
+    ap.add_argument(
+        "--out", type=Path, default=None, help="results file (default benchmarks/RESULTS.md; none for --quick)"
+    )
+    ap.add_argument(
+        "--local-decisions",
+        type=int,
+        default=None,
+        help="EFFORT decisions of the local model in (d) (default 12; 3 with --quick)",
+    )
+    ap.add_argument(
+        "--profile",
+        choices=["always", "never"],
+        default="always",
+        help="cProfile a few graph runs at N = 100 (3 rounds) and summarize where the time goes",
+    )
     args = ap.parse_args(argv)
     if args.local_decisions is not None and args.local_decisions < 1:
         ap.error("--local-decisions must be at least 1")
@@ -588,12 +824,21 @@ def main(argv: list[str] | None = None) -> int:
     for harvest_only in (False, True):
         b = asyncio.run(bench_latency(50, 2 if args.quick else 5, 0.1, 50, 1 if args.quick else 3, harvest_only))
         bs.append(b)
-        print(f"  (b) {'harvest-only' if harvest_only else 'full'}: per round {[round(x['ratio'], 3) for x in b['rows']]} -> mean ratio {b['mean_ratio']:.3f}", flush=True)
+        print(
+            f"  (b) {'harvest-only' if harvest_only else 'full'}: per round {[round(x['ratio'], 3) for x in b['rows']]} -> mean ratio {b['mean_ratio']:.3f}",
+            flush=True,
+        )
     c = asyncio.run(bench_replay(20, 2 if args.quick else 5, 0.02))
-    print(f"  (c) first {c['first']['wall']:.3f} s, replay {c['replay']['wall']:.3f} s, ratio {c['ratio']:.3f}", flush=True)
+    print(
+        f"  (c) first {c['first']['wall']:.3f} s, replay {c['replay']['wall']:.3f} s, ratio {c['ratio']:.3f}",
+        flush=True,
+    )
     print(f"  (b), (c) done at {time.perf_counter() - T0:.0f} s", flush=True)
     d = asyncio.run(bench_local(args.local_decisions or (3 if args.quick else 12)))
-    print(f"  (d) {d['dps']:.2f} decisions/s, mean latency {d['mean_latency']:.2f} s, retried {d['retry']}, fallback {d['fallback']}", flush=True)
+    print(
+        f"  (d) {d['dps']:.2f} decisions/s, mean latency {d['mean_latency']:.2f} s, retried {d['retry']}, fallback {d['fallback']}",
+        flush=True,
+    )
 
     prof = profile_graph(100, 3, runs=2) if args.profile == "always" else None
     print(f"  profile done at {time.perf_counter() - T0:.0f} s", flush=True)

@@ -34,7 +34,6 @@ import asyncio
 import gc
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -45,15 +44,28 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 SECTION = "LLM societies at scale, issue 41.1"
-STUB_BODY = json.dumps({"id": "stub", "object": "chat.completion", "created": 0, "model": "stub",
-                        "choices": [{"index": 0, "message": {"role": "assistant", "content": '{"effort": 0.3}'}, "finish_reason": "stop"}],
-                        "usage": {"prompt_tokens": 300, "completion_tokens": 6, "total_tokens": 306}}).encode()
+STUB_BODY = json.dumps(
+    {
+        "id": "stub",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "stub",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": '{"effort": 0.3}'}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": 300, "completion_tokens": 6, "total_tokens": 306},
+    }
+).encode()
 
 
 # --- the loopback OpenAI-compatible stub (a child process) -----------------------------------------
 async def _serve(port_file: str) -> None:
-    head = (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: " + str(len(STUB_BODY)).encode()
-            + b"\r\nconnection: keep-alive\r\n\r\n" + STUB_BODY)
+    head = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
+        + str(len(STUB_BODY)).encode()
+        + b"\r\nconnection: keep-alive\r\n\r\n"
+        + STUB_BODY
+    )
 
     async def client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -96,9 +108,13 @@ async def raw_http(port: int, groups: list, concurrency: int = 256) -> tuple[flo
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     sem = asyncio.Semaphore(concurrency)
     async with httpx.AsyncClient(limits=limits, timeout=60) as client:
+
         async def one(msgs) -> str:
-            body = {"model": "stub", "messages": [{"role": "system" if m.type == "system" else "user", "content": m.content} for m in msgs],
-                    "max_tokens": 64}
+            body = {
+                "model": "stub",
+                "messages": [{"role": "system" if m.type == "system" else "user", "content": m.content} for m in msgs],
+                "max_tokens": 64,
+            }
             async with sem:
                 r = await client.post(url, json=body)
             return r.json()["choices"][0]["message"]["content"]
@@ -140,7 +156,12 @@ async def society_ratio(N: int, rounds: int, latency: float, concurrency: int) -
     import bench_llm as b
 
     r = await b.bench_latency(N, rounds, latency, concurrency, 1, False)
-    return {"N": N, "latency": latency, "mean_ratio": r["mean_ratio"], "rounds": [round(x["ratio"], 3) for x in r["rows"]]}
+    return {
+        "N": N,
+        "latency": latency,
+        "mean_ratio": r["mean_ratio"],
+        "rounds": [round(x["ratio"], 3) for x in r["rows"]],
+    }
 
 
 def games_ratio(simulations: int, latency: float) -> dict[str, Any]:
@@ -151,8 +172,12 @@ def games_ratio(simulations: int, latency: float) -> dict[str, Any]:
         g.run_game(d, "cpr", g.scripted(d, 0.0), 2, rounds=1)  # warm-up
         s = g.run_game(d, "public-goods", g.scripted(d, latency), simulations, rounds=2)
     per_phase = s["decisions"]["count"] // 2
-    return {"game": "public-goods", "decisions_per_phase": per_phase, "round_wall": s["wall_seconds"] / 2,
-            "ratio": s["wall_seconds"] / 2 / latency}
+    return {
+        "game": "public-goods",
+        "decisions_per_phase": per_phase,
+        "round_wall": s["wall_seconds"] / 2,
+        "ratio": s["wall_seconds"] / 2 / latency,
+    }
 
 
 # --- (c) bytes per decision ---------------------------------------------------------------------------
@@ -162,8 +187,28 @@ def run_bytes(N: int, tmp: Path) -> dict[str, Any]:
     model = tmp / "scripted.json"
     model.write_text(json.dumps({"answers": [b.ANSWER], "by_phase": b.BY_PHASE}))
     out = tmp / f"run-{N}"
-    cmd = [str(Path(sys.executable).with_name("cooplab")), "run", "cpr", "--agents", "llm", "--model", f"scripted:{model}", "--env", "rich",
-           "--n-agents", str(N), "--rounds", "2", "--seed", "7", "--cache", "off", "--out", str(out), "--quiet"]
+    cmd = [
+        str(Path(sys.executable).with_name("cooplab")),
+        "run",
+        "cpr",
+        "--agents",
+        "llm",
+        "--model",
+        f"scripted:{model}",
+        "--env",
+        "rich",
+        "--n-agents",
+        str(N),
+        "--rounds",
+        "2",
+        "--seed",
+        "7",
+        "--cache",
+        "off",
+        "--out",
+        str(out),
+        "--quiet",
+    ]
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     summary = json.loads((out / "summary.json").read_text())
     decisions = int(summary["ledger"]["calls"])
@@ -180,36 +225,54 @@ def fmt(s: float | None) -> str:
 
 def report(before: dict[str, Any], after: dict[str, Any]) -> str:
     L = [f"## {SECTION}", ""]
-    L.append(f"`benchmarks/bench_llm_scale.py`, run with two checkouts' interpreters (side by side, or one after the other when `started` differs): before = `{before['label']}` "
-             f"(started {before['date']} UTC, took {before['seconds']:.0f} s), after = `{after['label']}` (started {after['date']} UTC, "
-             f"took {after['seconds']:.0f} s).")
+    L.append(
+        f"`benchmarks/bench_llm_scale.py`, run with two checkouts' interpreters (side by side, or one after the other when `started` differs): before = `{before['label']}` "
+        f"(started {before['date']} UTC, took {before['seconds']:.0f} s), after = `{after['label']}` (started {after['date']} UTC, "
+        f"took {after['seconds']:.0f} s)."
+    )
     L.append("")
-    L.append(f"- uname -a: `{after['uname']}`; nproc {after['nproc']}; load average at the starts {before['load']} / {after['load']} "
-             "(2 cores shared with other engineers' jobs: CPU time is measured, not wall time, where it can be; expect noise of tens of percent)")
-    L.append(f"- python {after['python']}, langgraph {after['langgraph']}, langchain-core {after['langchain_core']}, httpx {after['httpx']}")
+    L.append(
+        f"- uname -a: `{after['uname']}`; nproc {after['nproc']}; load average at the starts {before['load']} / {after['load']} "
+        "(2 cores shared with other engineers' jobs: CPU time is measured, not wall time, where it can be; expect noise of tens of percent)"
+    )
+    L.append(
+        f"- python {after['python']}, langgraph {after['langgraph']}, langchain-core {after['langchain_core']}, httpx {after['httpx']}"
+    )
     L.append("")
     L.append("### (a) CPU per decision (zero-latency scripted model; `time.process_time` of the process)")
     L.append("")
-    L.append("cooplab = the whole graph run (prompts, the call path, validation, rows, ledger, checkpoints, LangGraph) over its decisions. "
-             "`ainvoke` = LangChain's bare `await model.ainvoke(messages)` of the same scripted model on the same prompts. raw HTTP = one "
-             "shared `httpx.AsyncClient` (connection limits 256 = the concurrency) posting the same prompts to an OpenAI-compatible stub on "
-             "loopback (a child process; its CPU not counted) and reading the completion's text.")
+    L.append(
+        "cooplab = the whole graph run (prompts, the call path, validation, rows, ledger, checkpoints, LangGraph) over its decisions. "
+        "`ainvoke` = LangChain's bare `await model.ainvoke(messages)` of the same scripted model on the same prompts. raw HTTP = one "
+        "shared `httpx.AsyncClient` (connection limits 256 = the concurrency) posting the same prompts to an OpenAI-compatible stub on "
+        "loopback (a child process; its CPU not counted) and reading the completion's text."
+    )
     L.append("")
-    L.append("| N | rounds | decisions | cooplab before | cooplab after | after / before | LangChain `ainvoke` | raw HTTP call |")
+    L.append(
+        "| N | rounds | decisions | cooplab before | cooplab after | after / before | LangChain `ainvoke` | raw HTTP call |"
+    )
     L.append("|---:|---:|---:|---:|---:|---:|---:|---:|")
     was_cpu = {r["N"]: r for r in before["cpu"]}
     for ra in after["cpu"]:
         rb = was_cpu.get(ra["N"])
         ratio = f"{ra['cooplab'] / rb['cooplab']:.2f}" if rb else "n/a"
-        L.append(f"| {ra['N']:,} | {ra['rounds']} | {ra['decisions']:,} | {fmt(rb['cooplab'] if rb else None)} | **{fmt(ra['cooplab'])}** | "
-                 f"{ratio} | {fmt(ra['ainvoke'])} | {fmt(ra.get('http'))} |")
+        L.append(
+            f"| {ra['N']:,} | {ra['rounds']} | {ra['decisions']:,} | {fmt(rb['cooplab'] if rb else None)} | **{fmt(ra['cooplab'])}** | "
+            f"{ratio} | {fmt(ra['ainvoke'])} | {fmt(ra.get('http'))} |"
+        )
     L.append("")
     L.append("### (b) Round ratio: round wall time / (phases that called the model x latency)")
     L.append("")
     L.append("| workload | target | before | after | after, per round |")
     L.append("|---|---:|---:|---:|---|")
-    for key, name, target in (("llm50", "`bench_llm` society, N = 50, 100 ms model, concurrency 50 (graph, no tracer)", 1.10),
-                              ("cpr1000", "one CPR society of 1,000 LLM agents, 1 s model, concurrency 1,000 (graph, no tracer), 2 rounds", 1.3)):
+    for key, name, target in (
+        ("llm50", "`bench_llm` society, N = 50, 100 ms model, concurrency 50 (graph, no tracer)", 1.10),
+        (
+            "cpr1000",
+            "one CPR society of 1,000 LLM agents, 1 s model, concurrency 1,000 (graph, no tracer), 2 rounds",
+            1.3,
+        ),
+    ):
         b_, a_ = before["ratios"].get(key), after["ratios"].get(key)
         if a_ is None:
             continue
@@ -218,19 +281,23 @@ def report(before: dict[str, Any], after: dict[str, Any]) -> str:
     gb, ga = before["ratios"].get("games"), after["ratios"].get("games")
     if ga is not None:
         was = f"{gb['ratio']:.2f}" if gb else "n/a"
-        L.append(f"| public-goods, LLM players through the runner (SQLite checkpoints, traces), {ga['decisions_per_phase']} decisions per phase, "
-                 f"100 ms model (`wall_seconds` / 2 rounds / 100 ms) | <= 1.3 | {was} | **{ga['ratio']:.2f}** | |")
+        L.append(
+            f"| public-goods, LLM players through the runner (SQLite checkpoints, traces), {ga['decisions_per_phase']} decisions per phase, "
+            f"100 ms model (`wall_seconds` / 2 rounds / 100 ms) | <= 1.3 | {was} | **{ga['ratio']:.2f}** | |"
+        )
     L.append("")
     c50 = next((r["cooplab"] for r in after["cpu"] if r["N"] == 100), None)
     c1k = next((r["cooplab"] for r in after["cpu"] if r["N"] == 1000), None)
     if c50 and c1k:
-        L.append("Wall-time ratios are only as good as the machine's share of CPU for this process: at the load averages above "
-                 "(several times the 2 cores) the event loop gets a fraction of a core, and every ratio is inflated by it. What one "
-                 "uncontended core would give follows from the CPU per decision c of (a): a phase of D decisions takes about "
-                 "L + D x c, so the ratio is about 1 + D x c / L: "
-                 f"N = 50 at 100 ms: 1 + 50 x {fmt(c50)} / 100 ms = **{1 + 50 * c50 / 0.1:.2f}** (target 1.10); "
-                 f"1,000 agents at 1 s: 1 + 1,000 x {fmt(c1k)} / 1 s = **{1 + 1000 * c1k:.2f}** (target 1.3); "
-                 "500 traced decisions at 100 ms with the runner's 2 ms or so per traced decision: about 11 (target 1.3).")
+        L.append(
+            "Wall-time ratios are only as good as the machine's share of CPU for this process: at the load averages above "
+            "(several times the 2 cores) the event loop gets a fraction of a core, and every ratio is inflated by it. What one "
+            "uncontended core would give follows from the CPU per decision c of (a): a phase of D decisions takes about "
+            "L + D x c, so the ratio is about 1 + D x c / L: "
+            f"N = 50 at 100 ms: 1 + 50 x {fmt(c50)} / 100 ms = **{1 + 50 * c50 / 0.1:.2f}** (target 1.10); "
+            f"1,000 agents at 1 s: 1 + 1,000 x {fmt(c1k)} / 1 s = **{1 + 1000 * c1k:.2f}** (target 1.3); "
+            "500 traced decisions at 100 ms with the runner's 2 ms or so per traced decision: about 11 (target 1.3)."
+        )
         L.append("")
     L.append("### (c) Run-directory bytes per decision (`cooplab run cpr --agents llm`, scripted model, 2 rounds)")
     L.append("")
@@ -240,28 +307,38 @@ def report(before: dict[str, Any], after: dict[str, Any]) -> str:
     for ra in after["bytes"]:
         rb = was_bytes.get(ra["N"])
         b_bytes, b_per = (f"{rb['bytes']:,}", f"{rb['per_decision']:,.0f}") if rb else ("n/a", "n/a")
-        L.append(f"| {ra['N']:,} | {ra['decisions']:,} | {b_bytes} | {ra['bytes']:,} | {b_per} | {ra['per_decision']:,.0f} |")
+        L.append(
+            f"| {ra['N']:,} | {ra['decisions']:,} | {b_bytes} | {ra['bytes']:,} | {b_per} | {ra['per_decision']:,.0f} |"
+        )
     L.append("")
-    L.append("Bytes per decision fall with the society (a run's fixed files are shared by more decisions); with these default "
-             "parameters the 1,000-agent society ends after its first round (2,000 decisions).")
+    L.append(
+        "Bytes per decision fall with the society (a run's fixed files are shared by more decisions); with these default "
+        "parameters the 1,000-agent society ends after its first round (2,000 decisions)."
+    )
     L.append("")
     L.append("### Where the time went and what stands in the way (py-spy, 200 Hz, N = 1,000)")
     L.append("")
-    L.append("- Before: LangChain's `BaseChatModel.ainvoke` and its callback tasks were the largest cost of a decision (about 26% of "
-             "all samples: config copies in `ensure_config`, `inspect.signature` per call, the callback manager, two tasks per call), "
-             "then the CPR peer draw (7.5%, the only cost growing with N: it listed every other living agent for every decision), "
-             "`cache_key` (6%), the call layers (6%). Checkpoints (InMemorySaver) were under 1%.")
-    L.append("- Changed: the peer draw is O(k) (same draws, same generator state); a call nothing observes of cooplab's own models "
-             "(scripted, checked OpenAI-compatible) goes straight to `_agenerate` (LangChain's own `configure` decides whether anything "
-             "observes, decided once per node run and model). After, at N = 1,000 (before the once-per-node decision): the scripted model "
-             "itself 8%, LangChain's `configure` check 8%, `cache_key` 2%, the model's identity 1.5%, labels 1%, the policies 5%.")
-    L.append("- The untraced CPU per decision is now within the targets' reach on a core of one's own (1 + D x c / L above); the "
-             "wall-time ratios measured here are not, because the process shares 2 cores with a load of 4-20. The traced runner path (every `cooplab run`) still pays LangChain's callbacks and the JSONL "
-             "tracer per call (about 2 ms per decision in the games; this work does not change that path, and the games row above is "
-             "wall-time noise between two busy moments), so 500 decisions per phase at 100 ms stay CPU-bound (about 11x). "
-             "An HTTP model adds the client's own CPU: 1-3 ms per call with httpx (the OpenAI SDK's transport), more than all of "
-             "cooplab's work. Spreading one phase's decisions over worker processes would divide D x c by the workers, but this machine "
-             "has 2 cores for everyone: not built.")
+    L.append(
+        "- Before: LangChain's `BaseChatModel.ainvoke` and its callback tasks were the largest cost of a decision (about 26% of "
+        "all samples: config copies in `ensure_config`, `inspect.signature` per call, the callback manager, two tasks per call), "
+        "then the CPR peer draw (7.5%, the only cost growing with N: it listed every other living agent for every decision), "
+        "`cache_key` (6%), the call layers (6%). Checkpoints (InMemorySaver) were under 1%."
+    )
+    L.append(
+        "- Changed: the peer draw is O(k) (same draws, same generator state); a call nothing observes of cooplab's own models "
+        "(scripted, checked OpenAI-compatible) goes straight to `_agenerate` (LangChain's own `configure` decides whether anything "
+        "observes, decided once per node run and model). After, at N = 1,000 (before the once-per-node decision): the scripted model "
+        "itself 8%, LangChain's `configure` check 8%, `cache_key` 2%, the model's identity 1.5%, labels 1%, the policies 5%."
+    )
+    L.append(
+        "- The untraced CPU per decision is now within the targets' reach on a core of one's own (1 + D x c / L above); the "
+        "wall-time ratios measured here are not, because the process shares 2 cores with a load of 4-20. The traced runner path (every `cooplab run`) still pays LangChain's callbacks and the JSONL "
+        "tracer per call (about 2 ms per decision in the games; this work does not change that path, and the games row above is "
+        "wall-time noise between two busy moments), so 500 decisions per phase at 100 ms stay CPU-bound (about 11x). "
+        "An HTTP model adds the client's own CPU: 1-3 ms per call with httpx (the OpenAI SDK's transport), more than all of "
+        "cooplab's work. Spreading one phase's decisions over worker processes would divide D x c by the workers, but this machine "
+        "has 2 cores for everyone: not built."
+    )
     L.append("")
     return "\n".join(L)
 
@@ -270,13 +347,20 @@ def measure(quick: bool, label: str, parts: str = "abc", save: Path | None = Non
     import httpx
     import langchain_core
     import langgraph.version
-
     from _results import uname
 
     t0 = time.perf_counter()
-    res: dict[str, Any] = {"label": label, "date": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "uname": uname(), "nproc": os.cpu_count(),
-                           "load": " ".join(f"{x:.2f}" for x in os.getloadavg()), "python": sys.version.split()[0],
-                           "langgraph": langgraph.version.__version__, "langchain_core": langchain_core.__version__, "httpx": httpx.__version__}
+    res: dict[str, Any] = {
+        "label": label,
+        "date": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+        "uname": uname(),
+        "nproc": os.cpu_count(),
+        "load": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "python": sys.version.split()[0],
+        "langgraph": langgraph.version.__version__,
+        "langchain_core": langchain_core.__version__,
+        "httpx": httpx.__version__,
+    }
     plan = [(10, 1), (100, 1)] if quick else [(10, 3), (100, 3), (1000, 2), (10000, 1)]
 
     def keep() -> None:  # what is measured so far (a long run cut short keeps its parts)
@@ -291,7 +375,10 @@ def measure(quick: bool, label: str, parts: str = "abc", save: Path | None = Non
                 row = asyncio.run(cpu_row(N, rounds, port))
                 res["cpu"].append(row)
                 keep()
-                print(f"(a) N={N}: cooplab {fmt(row['cooplab'])}/decision, ainvoke {fmt(row['ainvoke'])}, raw HTTP {fmt(row.get('http'))}", flush=True)
+                print(
+                    f"(a) N={N}: cooplab {fmt(row['cooplab'])}/decision, ainvoke {fmt(row['ainvoke'])}, raw HTTP {fmt(row.get('http'))}",
+                    flush=True,
+                )
         finally:
             if proc is not None:
                 proc.kill()
@@ -311,7 +398,10 @@ def measure(quick: bool, label: str, parts: str = "abc", save: Path | None = Non
             row = run_bytes(N, Path(tmp))
             res["bytes"].append(row)
             keep()
-            print(f"(c) N={N}: {row['decisions']} decisions, {row['bytes']:,} bytes, {row['per_decision']:,.0f} per decision", flush=True)
+            print(
+                f"(c) N={N}: {row['decisions']} decisions, {row['bytes']:,} bytes, {row['per_decision']:,.0f} per decision",
+                flush=True,
+            )
     res["seconds"] = time.perf_counter() - t0
     return res
 
@@ -321,9 +411,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="smoke run: tiny sizes")
     ap.add_argument("--json", type=Path, help="write this measurement to a JSON file")
     ap.add_argument("--label", default=None, help="what was measured (default: the cooplab package's folder)")
-    ap.add_argument("--report", type=Path, nargs=2, metavar=("BEFORE", "AFTER"), help="write the RESULTS.md section from two JSON files")
+    ap.add_argument(
+        "--report",
+        type=Path,
+        nargs=2,
+        metavar=("BEFORE", "AFTER"),
+        help="write the RESULTS.md section from two JSON files",
+    )
     ap.add_argument("--out", type=Path, default=None, help="results file for --report (default benchmarks/RESULTS.md)")
-    ap.add_argument("--parts", default="abc", help="which measurements: any of a (CPU per decision), b (round ratios), c (bytes); default abc")
+    ap.add_argument(
+        "--parts",
+        default="abc",
+        help="which measurements: any of a (CPU per decision), b (round ratios), c (bytes); default abc",
+    )
     ap.add_argument("--serve-stub", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.serve_stub:

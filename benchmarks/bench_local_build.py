@@ -47,7 +47,7 @@ ROOT = HERE.parent
 SECTION = "## Local model build"
 LLAMA_VERSION = "0.3.36"
 
-CHILD = r'''
+CHILD = r"""
 import json, os, sys, time
 cfg = json.loads(sys.argv[1])
 work = json.load(open(cfg["work"]))
@@ -80,7 +80,7 @@ for call in work["calls"]:
     res["texts"].append(out["choices"][0]["message"].get("content") or "")
     res["out_tokens"].append((out.get("usage") or {}).get("completion_tokens", 0))
 print("RESULT " + json.dumps(res))
-'''
+"""
 
 
 def sh(cmd: list[str], **kw) -> subprocess.CompletedProcess:
@@ -118,8 +118,23 @@ def native_wheel(arg: Path | None) -> Path:
     print(f"building a native llama-cpp-python {LLAMA_VERSION} wheel (GGML_NATIVE=ON, ~6 min) into {d}", flush=True)
     d.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "CMAKE_ARGS": "-DGGML_NATIVE=ON"}
-    sh([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-cache-dir", "--no-binary", "llama-cpp-python", "-w", str(d),
-        f"llama-cpp-python=={LLAMA_VERSION}"], env=env)
+    sh(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-cache-dir",
+            "--no-binary",
+            "llama-cpp-python",
+            "-w",
+            str(d),
+            f"llama-cpp-python=={LLAMA_VERSION}",
+        ],
+        env=env,
+    )
     return find_wheel(d)
 
 
@@ -146,7 +161,10 @@ def make_calls(n: int) -> list[dict[str, Any]]:
     for k in range(n):
         i = k % 10
         peers = sorted(rng.choice([j for j in range(10) if j != i], size=3, replace=False).tolist())
-        msgs = [{"role": role.get(m.type, "user"), "content": str(m.content)} for m in la.effort_messages(state, 0, i, peers)]
+        msgs = [
+            {"role": role.get(m.type, "user"), "content": str(m.content)}
+            for m in la.effort_messages(state, 0, i, peers)
+        ]
         calls.append({"messages": msgs, "temperature": 0.7, "max_tokens": 64, "response_format": fmt, "seed": 1000 + k})
     return calls
 
@@ -168,7 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     from cooplab.cli.doctor import cpu_features
 
     base = baseline()
-    pw = args.portable_wheel or find_wheel(Path.home() / ".cache" / "cooplab" / "wheels" / f"llama-cpp-python-{LLAMA_VERSION}-{base}")
+    pw = args.portable_wheel or find_wheel(
+        Path.home() / ".cache" / "cooplab" / "wheels" / f"llama-cpp-python-{LLAMA_VERSION}-{base}"
+    )
     if pw is None:
         print("no portable wheel: run bash scripts/setup.sh first", file=sys.stderr)
         return 2
@@ -177,10 +197,12 @@ def main(argv: list[str] | None = None) -> int:
     targets = {"native": install(nw, tmp / "native"), "portable": install(pw, tmp / "portable")}
     work = Path(tempfile.mkstemp(suffix=".json")[1])
     work.write_text(json.dumps({"calls": make_calls(n)}))
-    configs = [("native, in-process, extra bufts on", "native", "inproc", True),
-               ("portable, in-process, extra bufts on", "portable", "inproc", True),
-               ("portable, in-process, extra bufts off", "portable", "inproc", False),
-               ("portable, model process, extra bufts off", "portable", "process", False)]
+    configs = [
+        ("native, in-process, extra bufts on", "native", "inproc", True),
+        ("portable, in-process, extra bufts on", "portable", "inproc", True),
+        ("portable, in-process, extra bufts off", "portable", "inproc", False),
+        ("portable, model process, extra bufts off", "portable", "process", False),
+    ]
     runs: dict[str, list[dict]] = {c[0]: [] for c in configs}
     for r in range(reps):
         for name, build, mode, eb in configs:
@@ -206,27 +228,44 @@ def main(argv: list[str] | None = None) -> int:
         dps = statistics.median(n / sum(x["times"]) for x in ok)
         tps = statistics.median(sum(x["out_tokens"]) / sum(x["times"]) for x in ok)
         same = sum(a == b for a, b in zip(ok[0]["texts"], ref["texts"])) if ref else 0
-        rows.append({"name": name, "dps": dps, "tps": tps, "load": statistics.median(x["load_s"] for x in ok),
-                     "same": same, "system_info": ok[0]["system_info"], "reps": len(ok)})
+        rows.append(
+            {
+                "name": name,
+                "dps": dps,
+                "tps": tps,
+                "load": statistics.median(x["load_s"] for x in ok),
+                "same": same,
+                "system_info": ok[0]["system_info"],
+                "reps": len(ok),
+            }
+        )
     base_dps = rows[0].get("dps")
     cpu = cpu_features()
-    L = [SECTION, "", f"Run {start} UTC with `.venv/bin/python benchmarks/bench_local_build.py{' --quick' if args.quick else ''}`; "
-         f"took {time.perf_counter() - T0:.0f} s. Machine: `{platform.uname().system} {platform.uname().release} {platform.machine()}`, "
-         f"{os.cpu_count()} cores, {cpu['model']}; CPU flags that matter to llama.cpp: `{' '.join(cpu['flags'])}` "
-         f"(AMX {'yes' if cpu['amx'] else 'no'}, AVX-512 {'yes' if cpu['avx512'] else 'no'}). Load average at end: "
-         f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}. llama-cpp-python {LLAMA_VERSION}; portable baseline `{base}`; "
-         f"native wheel `{nw.name}` from `{nw.parent}`.", "",
-         f"{n} EFFORT decisions per repeat (JSON-schema grammar, max_tokens 64, temperature 0.7, seeded), {reps} repeats round-robin; "
-         "medians. Ratio = decisions/s over configuration 1 (the configuration before issue 9) in this run.", "",
-         "| configuration | decisions/s | ratio | output tok/s | model load | same texts as 1 | build (llama.cpp system info) |",
-         "|---|---:|---:|---:|---:|---:|---|"]
+    L = [
+        SECTION,
+        "",
+        f"Run {start} UTC with `.venv/bin/python benchmarks/bench_local_build.py{' --quick' if args.quick else ''}`; "
+        f"took {time.perf_counter() - T0:.0f} s. Machine: `{platform.uname().system} {platform.uname().release} {platform.machine()}`, "
+        f"{os.cpu_count()} cores, {cpu['model']}; CPU flags that matter to llama.cpp: `{' '.join(cpu['flags'])}` "
+        f"(AMX {'yes' if cpu['amx'] else 'no'}, AVX-512 {'yes' if cpu['avx512'] else 'no'}). Load average at end: "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}. llama-cpp-python {LLAMA_VERSION}; portable baseline `{base}`; "
+        f"native wheel `{nw.name}` from `{nw.parent}`.",
+        "",
+        f"{n} EFFORT decisions per repeat (JSON-schema grammar, max_tokens 64, temperature 0.7, seeded), {reps} repeats round-robin; "
+        "medians. Ratio = decisions/s over configuration 1 (the configuration before issue 9) in this run.",
+        "",
+        "| configuration | decisions/s | ratio | output tok/s | model load | same texts as 1 | build (llama.cpp system info) |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
     for r in rows:
         if r.get("failed"):
             L.append(f"| {r['name']} | failed | | | | | |")
             continue
         ratio = f"{r['dps'] / base_dps:.2f}" if base_dps else "n/a"
-        L.append(f"| {r['name']} | {r['dps']:.2f} | {ratio} | {r['tps']:.1f} | {r['load'] * 1000:.0f} ms | {r['same']}/{n} | "
-                 f"`{r['system_info'].replace('|', chr(92) + '|')}` |")  # escaped: a table cell
+        L.append(
+            f"| {r['name']} | {r['dps']:.2f} | {ratio} | {r['tps']:.1f} | {r['load'] * 1000:.0f} ms | {r['same']}/{n} | "
+            f"`{r['system_info'].replace('|', chr(92) + '|')}` |"
+        )  # escaped: a table cell
     text = "\n".join(L) + "\n"
     print()
     print(text)

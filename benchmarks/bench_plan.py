@@ -23,8 +23,13 @@ from _results import emit, machine_info  # benchmarks/ is on sys.path when run a
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "Plan: predicted vs used"
-SCRIPT = {"select": "prompt_hash", "by_phase": {"extract": ['{"extract": 2}', '{"extract": 5}', '{"extract": 10}'],
-                                                "deliberate": ['{"message": "Let us all take little."}']}}
+SCRIPT = {
+    "select": "prompt_hash",
+    "by_phase": {
+        "extract": ['{"extract": 2}', '{"extract": 5}', '{"extract": 10}'],
+        "deliberate": ['{"message": "Let us all take little."}'],
+    },
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,13 +51,27 @@ def main(argv: list[str] | None = None) -> int:
         if model == "scripted":
             (tmp / "game.json").write_text(json.dumps(SCRIPT))
             model = f"scripted:{tmp / 'game.json'}"
-        spec = {"task": "game", "out": str(tmp / "sweep"), "analysis": False,
-                "fixed": {"agents": "llm", "game": "cpr", "model": model, "simulations": 1, "rounds": a.rounds, "cache": "off"},
-                "grid": {"group_size": a.group_sizes}, "seeds": a.seeds}
+        spec = {
+            "task": "game",
+            "out": str(tmp / "sweep"),
+            "analysis": False,
+            "fixed": {
+                "agents": "llm",
+                "game": "cpr",
+                "model": model,
+                "simulations": 1,
+                "rounds": a.rounds,
+                "cache": "off",
+            },
+            "grid": {"group_size": a.group_sizes},
+            "seeds": a.seeds,
+        }
         t0 = time.perf_counter()
         p = cooplab.plan(spec, pilot_rounds=a.pilot_rounds)
         t_plan = time.perf_counter() - t0
-        pilot_calls = sum(sum(ph["calls"] for ph in r.values()) for pt in p["points"] for r in pt["pilot"]["by_round"].values())
+        pilot_calls = sum(
+            sum(ph["calls"] for ph in r.values()) for pt in p["points"] for r in pt["pilot"]["by_round"].values()
+        )
         sw = grid.load(spec, "bench")
         t0 = time.perf_counter()
         res = grid.run(sw, grid.jobs(sw))
@@ -68,12 +87,18 @@ def main(argv: list[str] | None = None) -> int:
             for k in used:
                 d[k] += int(r[f"ledger.{k}"])
                 used[k] += int(r[f"ledger.{k}"])
-    lines = [f"## {SECTION}", "", *machine_info(), "",
-             f"Sweep: the CPR game (`game=cpr`), model `{a.model}`, 1 simulation, {a.rounds} rounds, cache off; grid "
-             f"group_size {a.group_sizes}, seeds {a.seeds} ({len(a.group_sizes) * len(a.seeds)} cells). Plan: a pilot of {a.pilot_rounds} rounds per grid point on the "
-             f"same model ({pilot_calls} calls, {t_plan:.0f} s); the sweep: {t_sweep:.0f} s.", "",
-             "| | predicted calls | used calls | predicted input tokens | used input tokens | predicted output tokens | used output tokens |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"## {SECTION}",
+        "",
+        *machine_info(),
+        "",
+        f"Sweep: the CPR game (`game=cpr`), model `{a.model}`, 1 simulation, {a.rounds} rounds, cache off; grid "
+        f"group_size {a.group_sizes}, seeds {a.seeds} ({len(a.group_sizes) * len(a.seeds)} cells). Plan: a pilot of {a.pilot_rounds} rounds per grid point on the "
+        f"same model ({pilot_calls} calls, {t_plan:.0f} s); the sweep: {t_sweep:.0f} s.",
+        "",
+        "| | predicted calls | used calls | predicted input tokens | used input tokens | predicted output tokens | used output tokens |",
+        "|---|---|---|---|---|---|---|",
+    ]
 
     def err(pred: int, got: int) -> str:
         return f"{(pred - got) / got * 100:+.1f}%" if got else "n/a"
@@ -82,13 +107,19 @@ def main(argv: list[str] | None = None) -> int:
         g = pt["labels"]["group_size"]
         c, u = pt["per_cell"], by_point[g]
         n = pt["seeds"]
-        lines.append(f"| group_size {g} ({n} cells) | {c['calls'] * n} | {u['calls']} | {c['input_tokens'] * n} | {u['input_tokens']} | "
-                     f"{c['output_tokens'] * n} | {u['output_tokens']} |")
+        lines.append(
+            f"| group_size {g} ({n} cells) | {c['calls'] * n} | {u['calls']} | {c['input_tokens'] * n} | {u['input_tokens']} | "
+            f"{c['output_tokens'] * n} | {u['output_tokens']} |"
+        )
     t = p["total"]
-    lines.append(f"| **total** | {t['calls']} | {used['calls']} | {t['input_tokens']} | {used['input_tokens']} | {t['output_tokens']} | "
-                 f"{used['output_tokens']} |")
-    lines.append(f"| error | {err(t['calls'], used['calls'])} | | {err(t['input_tokens'], used['input_tokens'])} | | "
-                 f"{err(t['output_tokens'], used['output_tokens'])} | |")
+    lines.append(
+        f"| **total** | {t['calls']} | {used['calls']} | {t['input_tokens']} | {used['input_tokens']} | {t['output_tokens']} | "
+        f"{used['output_tokens']} |"
+    )
+    lines.append(
+        f"| error | {err(t['calls'], used['calls'])} | | {err(t['input_tokens'], used['input_tokens'])} | | "
+        f"{err(t['output_tokens'], used['output_tokens'])} | |"
+    )
     text = "\n".join(lines) + "\n"
     emit(SECTION, text, write=not a.just_print, out=a.out)
     return 0

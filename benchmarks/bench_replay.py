@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -64,8 +63,17 @@ def worker_cpr(n: int, rounds: int, latency: float, tmp: Path) -> dict:
     script["latency"] = latency
     model = tmp / "model.json"
     model.write_text(json.dumps(script))
-    kw = dict(task="cpr", agents="llm", model=f"scripted:{model}", n_agents=n, rounds=rounds, seed=7, quiet=True,
-              cache=str(tmp / "cache.sqlite"), max_concurrency=1000)
+    kw = dict(
+        task="cpr",
+        agents="llm",
+        model=f"scripted:{model}",
+        n_agents=n,
+        rounds=rounds,
+        seed=7,
+        quiet=True,
+        cache=str(tmp / "cache.sqlite"),
+        max_concurrency=1000,
+    )
     first, wf, cf = _timed(lambda: cooplab.run(out=tmp / "first", **kw))
     replay, wr, cr = _timed(lambda: cooplab.run(out=tmp / "replay", **kw))
     for r in (first, replay):
@@ -75,7 +83,8 @@ def worker_cpr(n: int, rounds: int, latency: float, tmp: Path) -> dict:
     assert lr["cached_calls"] == lr["calls"] == lf["calls"], (lf, lr)
     a, b = first.rounds, replay.rounds
     assert a.drop(columns=[c for c in a.columns if "second" in c or "wall" in c], errors="ignore").equals(
-        b.drop(columns=[c for c in b.columns if "second" in c or "wall" in c], errors="ignore")), "the replay's rounds differ"
+        b.drop(columns=[c for c in b.columns if "second" in c or "wall" in c], errors="ignore")
+    ), "the replay's rounds differ"
     return {"first": wf, "replay": wr, "first_cpu": cf, "replay_cpu": cr, "calls": lf["calls"]}
 
 
@@ -91,8 +100,15 @@ def worker_science(latency: float, backend: str, tmp: Path, quick: bool = False)
 
     register_builtin("bench-replay-oracle", slow_oracle)
     small = ["plan_steps=1", "max_steps=2", "synthesis_steps=1", "deliberation_rounds=0"] if quick else []
-    kw = dict(task="science", model="builtin:bench-replay-oracle:ecology", set=["data_size=small", *small], team_size=2,
-              sandbox_backend=backend, quiet=True, cache=str(tmp / "cache.sqlite"))
+    kw = dict(
+        task="science",
+        model="builtin:bench-replay-oracle:ecology",
+        set=["data_size=small", *small],
+        team_size=2,
+        sandbox_backend=backend,
+        quiet=True,
+        cache=str(tmp / "cache.sqlite"),
+    )
     first, wf, cf = _timed(lambda: cooplab.run(out=tmp / "first", **kw))
     replay, wr, cr = _timed(lambda: cooplab.run(out=tmp / "replay", **kw))
     lf, lr = _ledger(first), _ledger(replay)
@@ -105,8 +121,15 @@ def worker_science(latency: float, backend: str, tmp: Path, quick: bool = False)
     def sandbox(run) -> float:
         return float(sum((run.summary.results.sandbox_seconds_by_team or {}).values()))
 
-    return {"first": wf, "replay": wr, "first_cpu": cf, "replay_cpu": cr, "calls": lf["calls"], "sandbox_first": sandbox(first),
-            "sandbox_replay": sandbox(replay)}
+    return {
+        "first": wf,
+        "replay": wr,
+        "first_cpu": cf,
+        "replay_cpu": cr,
+        "calls": lf["calls"],
+        "sandbox_first": sandbox(first),
+        "sandbox_replay": sandbox(replay),
+    }
 
 
 def worker(args: argparse.Namespace) -> int:
@@ -124,13 +147,26 @@ def worker(args: argparse.Namespace) -> int:
 # the driver
 # ------------------------------------------------------------------------------------------
 def measure(python: str, kind: str, latency: float, *, n: int, rounds: int, backend: str, quick: bool) -> dict:
-    cmd = [python, str(Path(__file__).resolve()), "--worker", kind, "--latency", repr(latency), "--n", str(n), "--rounds", str(rounds),
-           "--backend", backend, *(["--quick"] if quick else [])]
+    cmd = [
+        python,
+        str(Path(__file__).resolve()),
+        "--worker",
+        kind,
+        "--latency",
+        repr(latency),
+        "--n",
+        str(n),
+        "--rounds",
+        str(rounds),
+        "--backend",
+        backend,
+        *(["--quick"] if quick else []),
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")), None)
     if p.returncode != 0 or line is None:
         raise SystemExit(f"bench_replay: the {kind} worker ({python}) failed:\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}")
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT ") :])
 
 
 def fmt(s: float) -> str:
@@ -140,9 +176,15 @@ def fmt(s: float) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="tiny sizes, one repeat, print only")
-    ap.add_argument("--before", default=None, help="the interpreter of another checkout (e.g. main's .venv/bin/python): its column")
-    ap.add_argument("--repeats", type=int, default=None, help="pairs per configuration and code version (median shown; default 3)")
-    ap.add_argument("--backend", default="local", choices=("local", "docker"), help="the science team's sandbox backend")
+    ap.add_argument(
+        "--before", default=None, help="the interpreter of another checkout (e.g. main's .venv/bin/python): its column"
+    )
+    ap.add_argument(
+        "--repeats", type=int, default=None, help="pairs per configuration and code version (median shown; default 3)"
+    )
+    ap.add_argument(
+        "--backend", default="local", choices=("local", "docker"), help="the science team's sandbox backend"
+    )
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--worker", choices=("cpr", "science"), help=argparse.SUPPRESS)
     ap.add_argument("--latency", type=float, default=0.0, help=argparse.SUPPRESS)
@@ -158,7 +200,11 @@ def main() -> int:
     t_start = time.perf_counter()
     n, rounds = (4, 2) if a.quick else (20, 5)
     repeats = a.repeats or (1 if a.quick else 3)
-    configs = [("cpr", 1.0), ("cpr", 0.02), ("science", 1.0), ("science", 0.02)] if not a.quick else [("cpr", 0.02), ("science", 0.0)]
+    configs = (
+        [("cpr", 1.0), ("cpr", 0.02), ("science", 1.0), ("science", 0.02)]
+        if not a.quick
+        else [("cpr", 0.02), ("science", 0.0)]
+    )
     versions = [("after", sys.executable)] + ([("before", a.before)] if a.before else [])
     res: dict[tuple, list[dict]] = {}
     for kind, lat in configs:
@@ -166,8 +212,11 @@ def main() -> int:
             for name, py in reversed(versions):  # before and after interleaved, in the same minutes
                 r = measure(py, kind, lat, n=n, rounds=rounds, backend=a.backend, quick=a.quick)
                 res.setdefault((kind, lat, name), []).append(r)
-                print(f"{kind} latency {lat:g} s {name}: first {r['first']:.3f} s, replay {r['replay']:.3f} s, "
-                      f"{r['first'] / r['replay']:.1f}x", flush=True)
+                print(
+                    f"{kind} latency {lat:g} s {name}: first {r['first']:.3f} s, replay {r['replay']:.3f} s, "
+                    f"{r['first'] / r['replay']:.1f}x",
+                    flush=True,
+                )
 
     def med(kind, lat, name, key):
         import statistics
@@ -177,28 +226,54 @@ def main() -> int:
             return statistics.median(v["first"] / v["replay"] for v in vals)
         return statistics.median(v[key] for v in vals)
 
-    L = [f"## {SECTION}", "", f"`.venv/bin/python benchmarks/bench_replay.py{' --quick' if a.quick else ''}"
-         f"{' --before ' + a.before if a.before else ''}` (took {time.perf_counter() - t_start:.0f} s; {repeats} pair(s) per row, "
-         "medians; each pair in a fresh process).", "", *head, "",
-         "A pair = the first run (scripted model of the stated latency per call, cache on a new SQLite file) and a rerun of the same "
-         "config into a new folder answered entirely from that cache, both through `cooplab.run` (runner, checkpoints, ledger, "
-         "traces.jsonl, tables). Asserted: the rerun made no model call and its results equal the first run's.", ""]
+    L = [
+        f"## {SECTION}",
+        "",
+        f"`.venv/bin/python benchmarks/bench_replay.py{' --quick' if a.quick else ''}"
+        f"{' --before ' + a.before if a.before else ''}` (took {time.perf_counter() - t_start:.0f} s; {repeats} pair(s) per row, "
+        "medians; each pair in a fresh process).",
+        "",
+        *head,
+        "",
+        "A pair = the first run (scripted model of the stated latency per call, cache on a new SQLite file) and a rerun of the same "
+        "config into a new folder answered entirely from that cache, both through `cooplab.run` (runner, checkpoints, ledger, "
+        "traces.jsonl, tables). Asserted: the rerun made no model call and its results equal the first run's.",
+        "",
+    ]
     cols = [name for name, _ in versions]
-    L.append("| what | latency per call | model calls | " + " | ".join(
-        f"first ({c}) | replay ({c}) | replay CPU ({c}) | speedup ({c})" for c in cols) + " |")
+    L.append(
+        "| what | latency per call | model calls | "
+        + " | ".join(f"first ({c}) | replay ({c}) | replay CPU ({c}) | speedup ({c})" for c in cols)
+        + " |"
+    )
     L.append("|---|---:|---:|" + "---:|" * (4 * len(cols)))
     for kind, lat in configs:
-        what = f"CPR society N = {n}, {rounds} rounds" if kind == "cpr" else f"science team (ecology, small, size 2, {a.backend} sandbox)"
+        what = (
+            f"CPR society N = {n}, {rounds} rounds"
+            if kind == "cpr"
+            else f"science team (ecology, small, size 2, {a.backend} sandbox)"
+        )
         cells = []
         for c in cols:
-            cells += [fmt(med(kind, lat, c, "first")), fmt(med(kind, lat, c, "replay")), fmt(med(kind, lat, c, "replay_cpu")),
-                      f"**{med(kind, lat, c, 'speedup'):.1f}x**"]
+            cells += [
+                fmt(med(kind, lat, c, "first")),
+                fmt(med(kind, lat, c, "replay")),
+                fmt(med(kind, lat, c, "replay_cpu")),
+                f"**{med(kind, lat, c, 'speedup'):.1f}x**",
+            ]
         calls = res[(kind, lat, "after")][0]["calls"]
         L.append(f"| {what} | {lat * 1000:g} ms | {calls} | " + " | ".join(cells) + " |")
     sci = [(lat, res[("science", lat, "after")]) for kind, lat in configs if kind == "science"]
     if sci:
-        L += ["", "Science: sandbox seconds (the ledger's `sandbox_seconds`, run_code re-executed by the replay): " + "; ".join(
-            f"{lat * 1000:g} ms model: first {v[0]['sandbox_first']:.2f} s, replay {v[0]['sandbox_replay']:.2f} s" for lat, v in sci) + "."]
+        L += [
+            "",
+            "Science: sandbox seconds (the ledger's `sandbox_seconds`, run_code re-executed by the replay): "
+            + "; ".join(
+                f"{lat * 1000:g} ms model: first {v[0]['sandbox_first']:.2f} s, replay {v[0]['sandbox_replay']:.2f} s"
+                for lat, v in sci
+            )
+            + ".",
+        ]
     L.append("")
     emit(SECTION, "\n".join(L), write=not a.quick or a.out is not None, out=a.out)
     return 0

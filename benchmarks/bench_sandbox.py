@@ -85,8 +85,22 @@ def bench_docker_run(image: str, n: int) -> list[float]:
     docker = shutil.which("docker")
     if docker is None:
         return []
-    cmd = [docker, "run", "--rm", "--network", "none", "--read-only", "--memory", "2g", "--user", "10001:10001",
-           image, "python3", "-c", "import pandas, numpy; print(1 + 1)"]
+    cmd = [
+        docker,
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "--read-only",
+        "--memory",
+        "2g",
+        "--user",
+        "10001:10001",
+        image,
+        "python3",
+        "-c",
+        "import pandas, numpy; print(1 + 1)",
+    ]
     out = []
     for _ in range(n):
         t = time.perf_counter()
@@ -100,7 +114,9 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=50, help="runs per measurement (default 50)")
     ap.add_argument("--roundtrip-n", type=int, default=200)
     ap.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
-    ap.add_argument("--out", type=Path, default=None, help="write the section to this file instead of benchmarks/RESULTS.md")
+    ap.add_argument(
+        "--out", type=Path, default=None, help="write the section to this file instead of benchmarks/RESULTS.md"
+    )
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="cooplab-bench-"))
@@ -113,12 +129,18 @@ def main() -> int:
     for backend in (["docker"] if have_docker else []) + ["local"]:
         cfg = SandboxConfig(dataset=data)
         print(f"[{backend}] cold start x{args.n} ...", file=sys.stderr, flush=True)
-        rows.append((f"{backend}: cold session start (create + imports + df load)", summary(bench_cold(cfg, backend, args.n))))
+        rows.append(
+            (f"{backend}: cold session start (create + imports + df load)", summary(bench_cold(cfg, backend, args.n)))
+        )
         print(f"[{backend}] warm-pool start x{args.n} ...", file=sys.stderr, flush=True)
         rows.append((f"{backend}: warm-pool session start", summary(bench_warm(cfg, backend, args.n))))
         print(f"[{backend}] round trip x{args.roundtrip_n} ...", file=sys.stderr, flush=True)
-        rows.append((f"{backend}: trivial run_code round trip (`1 + 1`)",
-                     summary(bench_roundtrip(cfg, backend, args.roundtrip_n))))
+        rows.append(
+            (
+                f"{backend}: trivial run_code round trip (`1 + 1`)",
+                summary(bench_roundtrip(cfg, backend, args.roundtrip_n)),
+            )
+        )
     if have_docker:
         print(f"[docker] docker run --rm x{args.n} ...", file=sys.stderr, flush=True)
         xs = bench_docker_run(SandboxConfig().image, args.n)
@@ -134,20 +156,37 @@ def main() -> int:
     warm = d.get("docker: warm-pool session start")
     rt = d.get("docker: trivial run_code round trip (`1 + 1`)")
     if warm:
-        verdict.append(f"- warm start target < 0.3 s: p50 {fmt(warm['p50'])} -> {'MET' if warm['p50'] < 0.3 else 'MISSED'}")
+        verdict.append(
+            f"- warm start target < 0.3 s: p50 {fmt(warm['p50'])} -> {'MET' if warm['p50'] < 0.3 else 'MISSED'}"
+        )
     if rt:
-        verdict.append(f"- round trip target < 50 ms p50: {fmt(rt['p50'])} -> {'MET' if rt['p50'] < 0.05 else 'MISSED'}")
+        verdict.append(
+            f"- round trip target < 50 ms p50: {fmt(rt['p50'])} -> {'MET' if rt['p50'] < 0.05 else 'MISSED'}"
+        )
     if not have_docker:
         verdict.append("- Docker unavailable: only the local backend was measured")
     text = "\n".join(
-        ["## Sandbox", "", "`benchmarks/bench_sandbox.py` (one command; docker backend with the default limits: "
-         "1 CPU, 2 GB, network none).", "", *info, "", *table, "", *verdict,
-         "", "Warm-pool start = taking an already started, hand-shaken sandbox (imports done, df loaded) "
-         "from the pool and checking it with one ping; the pool refills in the background (one cold start per "
-         "taken sandbox, in a thread), so sessions requested faster than ~1 per cold-start time per pool slot "
-         "fall back to cold starts. Cold start = create + start a container, attach, the worker imports "
-         "numpy/pandas/matplotlib and loads df. The local backend's round trip includes a scan of the host's "
-         "/proc for stray processes after each call.", ""])
+        [
+            "## Sandbox",
+            "",
+            "`benchmarks/bench_sandbox.py` (one command; docker backend with the default limits: "
+            "1 CPU, 2 GB, network none).",
+            "",
+            *info,
+            "",
+            *table,
+            "",
+            *verdict,
+            "",
+            "Warm-pool start = taking an already started, hand-shaken sandbox (imports done, df loaded) "
+            "from the pool and checking it with one ping; the pool refills in the background (one cold start per "
+            "taken sandbox, in a thread), so sessions requested faster than ~1 per cold-start time per pool slot "
+            "fall back to cold starts. Cold start = create + start a container, attach, the worker imports "
+            "numpy/pandas/matplotlib and loads df. The local backend's round trip includes a scan of the host's "
+            "/proc for stray processes after each call.",
+            "",
+        ]
+    )
     print(text)
     if not args.no_write:
         write_section("Sandbox", text, args.out or RESULTS)

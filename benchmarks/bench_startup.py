@@ -46,25 +46,62 @@ BEFORE = "db1a06d"  # main before the lazy command line (issue 41.6)
 SECTION = "Command-line start-up"
 COMMANDS = (["--help"], ["--version"], ["run", "cpr", "--help"], ["params", "cpr"])
 #: packages a command that only answers (help, version, a parameter table) has no use for
-HEAVY = ("pandas", "numpy", "matplotlib", "scipy", "langchain_core", "langchain_openai", "langchain_anthropic", "langchain_google_genai",
-         "langchain_ollama", "langgraph", "langsmith", "ray", "jax", "numpyro", "llama_cpp", "httpx", "docker", "tqdm", "pydantic")
+HEAVY = (
+    "pandas",
+    "numpy",
+    "matplotlib",
+    "scipy",
+    "langchain_core",
+    "langchain_openai",
+    "langchain_anthropic",
+    "langchain_google_genai",
+    "langchain_ollama",
+    "langgraph",
+    "langsmith",
+    "ray",
+    "jax",
+    "numpyro",
+    "llama_cpp",
+    "httpx",
+    "docker",
+    "tqdm",
+    "pydantic",
+)
 
 #: drop the editable install's import hook so that PYTHONPATH's copy of cooplab is the one imported
 UNEDIT = "import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in getattr(f, '__module__', '')]; "
 #: the console script: cooplab._entry.entry where the commit has it, else the command line's own entry
-ENTRY = ("import sys; sys.argv[0] = 'cooplab'\n"
-         "try:\n    from cooplab._entry import entry\nexcept ImportError:\n    from cooplab.cli import entry\nentry()")
+ENTRY = (
+    "import sys; sys.argv[0] = 'cooplab'\n"
+    "try:\n    from cooplab._entry import entry\nexcept ImportError:\n    from cooplab.cli import entry\nentry()"
+)
 
 
 def build_before(rev: str, work: Path) -> Path:
     """A non-editable install of ``rev`` in ``work/site`` (the export leaves the repository alone)."""
     tree, site = work / "tree", work / "site"
     tree.mkdir()
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", rev], check=True, capture_output=True).stdout
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", rev], check=True, capture_output=True
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True, capture_output=True)
     try:
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(site), str(tree)],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-deps",
+                "--no-build-isolation",
+                "--target",
+                str(site),
+                str(tree),
+            ],
+            check=True,
+            capture_output=True,
+        )
     finally:
         shutil.rmtree(tree, ignore_errors=True)
     return site
@@ -100,7 +137,7 @@ def startup(site: Path | None, repeats: int) -> dict:
     out: dict = {" ".join(c): {v: [] for v in variants} for c in COMMANDS}
     for r in range(repeats):
         for c in COMMANDS:
-            for v in (variants if r % 2 == 0 else list(reversed(variants))):
+            for v in variants if r % 2 == 0 else list(reversed(variants)):
                 wall, cpu, p = timed(argv_of(v, c), env_of(v, site))
                 if p.returncode != 0:
                     raise RuntimeError(f"{v}: cooplab {' '.join(c)} exited {p.returncode}: {p.stderr[-500:]}")
@@ -111,8 +148,24 @@ def startup(site: Path | None, repeats: int) -> dict:
 def run_args(out: Path) -> list[str]:
     """``cooplab run cpr``: 2 rounds of 3 scripted LLM agents, no cache."""
     model = f"scripted:{ROOT / 'examples' / 'scripted' / 'cautious.json'}"
-    return ["run", "cpr", "--agents", "llm", "--model", model, "--n-agents", "3", "--rounds", "2", "--cache", "off", "--out", str(out),
-            "-q", "--json"]
+    return [
+        "run",
+        "cpr",
+        "--agents",
+        "llm",
+        "--model",
+        model,
+        "--n-agents",
+        "3",
+        "--rounds",
+        "2",
+        "--cache",
+        "off",
+        "--out",
+        str(out),
+        "-q",
+        "--json",
+    ]
 
 
 def scripted_run(site: Path | None, work: Path, repeats: int) -> dict:
@@ -120,7 +173,7 @@ def scripted_run(site: Path | None, work: Path, repeats: int) -> dict:
     variants = ["before", "after"] if site is not None else ["after"]
     out: dict = {v: [] for v in variants}
     for r in range(repeats):
-        for v in (variants if r % 2 == 0 else list(reversed(variants))):
+        for v in variants if r % 2 == 0 else list(reversed(variants)):
             d = work / f"run-{v}-{r}"
             wall, cpu, p = timed(argv_of(v, run_args(d)), env_of(v, site))
             if p.returncode != 0:
@@ -134,18 +187,28 @@ def importtime(variant: str, site: Path | None, args: list[str]) -> dict:
     """``python -X importtime`` of one command: modules, the sum of their self times, by top-level
     package, and the heavy packages among them."""
     argv = argv_of(variant, args)
-    p = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], env=env_of(variant, site), capture_output=True, text=True,
-                       cwd=tempfile.gettempdir())
+    p = subprocess.run(
+        [argv[0], "-X", "importtime", *argv[1:]],
+        env=env_of(variant, site),
+        capture_output=True,
+        text=True,
+        cwd=tempfile.gettempdir(),
+    )
     by_pkg: dict[str, int] = {}
     n = 0
     for line in p.stderr.splitlines():
         if not line.startswith("import time:") or "self [us]" in line:
             continue
-        self_us, _, name = line[len("import time:"):].split("|", 2)
+        self_us, _, name = line[len("import time:") :].split("|", 2)
         top = name.strip().split(".")[0]
         by_pkg[top] = by_pkg.get(top, 0) + int(self_us)
         n += 1
-    return {"modules": n, "self_ms": sum(by_pkg.values()) / 1e3, "by_pkg": by_pkg, "heavy": [h for h in HEAVY if h in by_pkg]}
+    return {
+        "modules": n,
+        "self_ms": sum(by_pkg.values()) / 1e3,
+        "by_pkg": by_pkg,
+        "heavy": [h for h in HEAVY if h in by_pkg],
+    }
 
 
 def ratios(rows: list[tuple[float, float]], bare: list[tuple[float, float]], k: int) -> float:
@@ -154,7 +217,9 @@ def ratios(rows: list[tuple[float, float]], bare: list[tuple[float, float]], k: 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--before", default=BEFORE, help=f"baseline commit (default {BEFORE}); 'none': measure this checkout only")
+    ap.add_argument(
+        "--before", default=BEFORE, help=f"baseline commit (default {BEFORE}); 'none': measure this checkout only"
+    )
     ap.add_argument("--repeats", type=int, default=10, help="repeats of every command (default 10)")
     ap.add_argument("--run-repeats", type=int, default=3, help="repeats of the scripted run (default 3)")
     ap.add_argument("--quick", action="store_true", help="1 repeat of everything (a smoke run)")
@@ -166,8 +231,14 @@ def main() -> int:
         a.repeats = a.run_repeats = 1
     head = machine_info()
     try:
-        cpu = next((ln.split(":", 1)[1].strip() for ln in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
-                    if ln.startswith("Model name")), "?")
+        cpu = next(
+            (
+                ln.split(":", 1)[1].strip()
+                for ln in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
+                if ln.startswith("Model name")
+            ),
+            "?",
+        )
     except OSError:
         cpu = "?"
     head.insert(2, f"- CPU (lscpu): {cpu}")
@@ -185,35 +256,60 @@ def main() -> int:
         end_load = "?"
     variants = [v for v in ("before", "after") if v in next(iter(st.values()))]
     cmd = f"`.venv/bin/python benchmarks/bench_startup.py{' --quick' if a.quick else ''}`"
-    L = [f"## {SECTION}", "", f"{cmd}: the command line of this checkout (\"after\") against commit `{a.before}` (\"before\", a clean "
-         "install of its tree) and the bare interpreter (`python -c pass`), measured in turn in the same run. Whole processes, "
-         f"start-up included; medians of {a.repeats} repeats; a ratio is taken repeat by repeat against the bare start of the same "
-         "repeat (target: <= 5x).", "", *head, "",
-         "| command | bare ms (wall / CPU) | " + " | ".join(f"{v} ms (wall / CPU) | {v} / bare (wall / CPU)" for v in variants) + " |",
-         "| --- | ---: | " + " | ".join("---: | ---:" for _ in variants) + " |"]
+    L = [
+        f"## {SECTION}",
+        "",
+        f'{cmd}: the command line of this checkout ("after") against commit `{a.before}` ("before", a clean '
+        "install of its tree) and the bare interpreter (`python -c pass`), measured in turn in the same run. Whole processes, "
+        f"start-up included; medians of {a.repeats} repeats; a ratio is taken repeat by repeat against the bare start of the same "
+        "repeat (target: <= 5x).",
+        "",
+        *head,
+        "",
+        "| command | bare ms (wall / CPU) | "
+        + " | ".join(f"{v} ms (wall / CPU) | {v} / bare (wall / CPU)" for v in variants)
+        + " |",
+        "| --- | ---: | " + " | ".join("---: | ---:" for _ in variants) + " |",
+    ]
     for c, res in st.items():
         bare = res["bare"]
-        cells = [f"{statistics.median(w for w, _ in bare) * 1e3:.0f} / {statistics.median(c_ for _, c_ in bare) * 1e3:.0f}"]
+        cells = [
+            f"{statistics.median(w for w, _ in bare) * 1e3:.0f} / {statistics.median(c_ for _, c_ in bare) * 1e3:.0f}"
+        ]
         for v in variants:
-            cells.append(f"{statistics.median(w for w, _ in res[v]) * 1e3:.0f} / {statistics.median(c_ for _, c_ in res[v]) * 1e3:.0f}")
+            cells.append(
+                f"{statistics.median(w for w, _ in res[v]) * 1e3:.0f} / {statistics.median(c_ for _, c_ in res[v]) * 1e3:.0f}"
+            )
             cells.append(f"**{ratios(res[v], bare, 0):.1f}x / {ratios(res[v], bare, 1):.1f}x**")
         L.append(f"| `cooplab {c}` | " + " | ".join(cells) + " |")
-    L += ["", "2-round scripted LLM run of CPR (`run cpr --agents llm --model scripted:examples/scripted/cautious.json --n-agents 3 "
-          f"--rounds 2 --cache off -q --json`), medians of {a.run_repeats} runs each (target: the whole process <= its own work + 0.5 s; "
-          "its own work: the summary's `wall_seconds`, graph build, run and checkpoints):", "",
-          "| code | whole process wall s | whole process CPU s | its own work s | the rest s (wall) |", "| --- | ---: | ---: | ---: | ---: |"]
+    L += [
+        "",
+        "2-round scripted LLM run of CPR (`run cpr --agents llm --model scripted:examples/scripted/cautious.json --n-agents 3 "
+        f"--rounds 2 --cache off -q --json`), medians of {a.run_repeats} runs each (target: the whole process <= its own work + 0.5 s; "
+        "its own work: the summary's `wall_seconds`, graph build, run and checkpoints):",
+        "",
+        "| code | whole process wall s | whole process CPU s | its own work s | the rest s (wall) |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
     for v, rows in run.items():
         whole, cpu_s, own = (statistics.median(r[k] for r in rows) for k in range(3))
         rest = statistics.median(w - o for w, _, o in rows)
         L.append(f"| {v} | {whole:.2f} | {cpu_s:.2f} | {own:.2f} | **{rest:.2f}** |")
-    L += ["", "`python -X importtime` (one run each; the sum of the modules' self times, which the instrumentation and the load inflate "
-          "alike for both):", "", "| code | command | modules | import time ms | heaviest packages (ms) | heavy packages imported |",
-          "| --- | --- | ---: | ---: | --- | --- |"]
+    L += [
+        "",
+        "`python -X importtime` (one run each; the sum of the modules' self times, which the instrumentation and the load inflate "
+        "alike for both):",
+        "",
+        "| code | command | modules | import time ms | heaviest packages (ms) | heavy packages imported |",
+        "| --- | --- | ---: | ---: | --- | --- |",
+    ]
     for what, table in (("--help", imp), ("the scripted run", imp_run)):
         for v, r in table.items():
             top = sorted(r["by_pkg"].items(), key=lambda kv: -kv[1])[:10]
-            L.append(f"| {v} | {what} | {r['modules']} | {r['self_ms']:.0f} | {', '.join(f'{k} {us / 1e3:.0f}' for k, us in top)} | "
-                     f"{', '.join(r['heavy']) or 'none'} |")
+            L.append(
+                f"| {v} | {what} | {r['modules']} | {r['self_ms']:.0f} | {', '.join(f'{k} {us / 1e3:.0f}' for k, us in top)} | "
+                f"{', '.join(r['heavy']) or 'none'} |"
+            )
     L += ["", f"- load average at the end: {end_load}", ""]
     text = "\n".join(L)
     print(text)

@@ -23,7 +23,6 @@ of the science-teams paper's 7,310 team simulations on N nodes.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import shutil
 import statistics
@@ -44,25 +43,44 @@ SECTION = "Sweeps: local vs Ray"
 def fig3_jobs(out: Path, replicates: int, betas: list[float], rs: list[float]) -> list[dict]:
     from cooplab.runs import grid
 
-    sw = grid.load({"task": "cpr", "out": str(out), "fixed": {"agents": "rule", "population": "mixed", "replicates": replicates},
-                    "grid": {"set.beta": betas, "set.r": rs}, "seeds": [1], "parallel": 2}, "bench")
+    sw = grid.load(
+        {
+            "task": "cpr",
+            "out": str(out),
+            "fixed": {"agents": "rule", "population": "mixed", "replicates": replicates},
+            "grid": {"set.beta": betas, "set.r": rs},
+            "seeds": [1],
+            "parallel": 2,
+        },
+        "bench",
+    )
     return grid.jobs(sw, "bench")  # every cell's config checked, as `cooplab sweep` does
 
 
 def comparable(rows: list[dict]) -> list[dict]:
     drop = ("seconds", "wall", "created", "time", "date")
-    return sorted(({k: v for k, v in r.items() if not any(s in k for s in drop)} for r in rows), key=lambda r: r["cell"])
+    return sorted(
+        ({k: v for k, v in r.items() if not any(s in k for s in drop)} for r in rows), key=lambda r: r["cell"]
+    )
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="12 cells, 10 replicates, 2 science runs; print only (unless --out); "
-                    "--betas, --rs, --replicates and --science-runs given explicitly still apply")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="12 cells, 10 replicates, 2 science runs; print only (unless --out); "
+        "--betas, --rs, --replicates and --science-runs given explicitly still apply",
+    )
     ap.add_argument("--replicates", type=int, default=None, help="societies per cell (default 100; 10 with --quick)")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--science-runs", type=int, default=None, help="science runs in (b) (default 6; 2 with --quick)")
-    ap.add_argument("--betas", type=int, default=None, help="use the first K beta values of Fig. 3 (default all 11; 4 with --quick)")
-    ap.add_argument("--rs", type=int, default=None, help="use the first K r values of Fig. 3 (default all 10; 3 with --quick)")
+    ap.add_argument(
+        "--betas", type=int, default=None, help="use the first K beta values of Fig. 3 (default all 11; 4 with --quick)"
+    )
+    ap.add_argument(
+        "--rs", type=int, default=None, help="use the first K r values of Fig. 3 (default all 10; 3 with --quick)"
+    )
     ap.add_argument("--sandbox", default="docker", choices=("docker", "local"))
     ap.add_argument("--out", type=Path, help="write the section to this file instead of RESULTS.md")
     a = ap.parse_args()
@@ -88,7 +106,7 @@ def main() -> int:
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
         ray_start = time.perf_counter() - t0
         for rep in range(a.repeats):
-            for ex in (("local", "ray") if rep % 2 == 0 else ("ray", "local")):
+            for ex in ("local", "ray") if rep % 2 == 0 else ("ray", "local"):
                 out = work / f"{ex}-{rep}"
                 jobs = fig3_jobs(out, reps, betas, rs)
                 res = sweeps.run_jobs(jobs, parallel=2, noun="cell", executor=ex)
@@ -108,7 +126,7 @@ def main() -> int:
         sub = betas[: max(2, len(betas) // 5)]
         one: dict[str, list[float]] = {"local": [], "ray": []}
         for rep in range(a.repeats):
-            for ex in (("local", "ray") if rep % 2 == 0 else ("ray", "local")):
+            for ex in ("local", "ray") if rep % 2 == 0 else ("ray", "local"):
                 out = work / f"one-{ex}-{rep}"
                 jobs = fig3_jobs(out, reps, sub, rs)
                 res = sweeps.run_jobs(jobs, parallel=1, noun="cell", executor=ex)
@@ -125,8 +143,16 @@ def main() -> int:
         # (b) science runs on Ray
         from cooplab.runs import grid
 
-        sci = grid.load({"task": "science", "out": str(work / "science"), "seeds": list(range(a.science_runs)), "parallel": 2,
-                         "fixed": {"team": "oracle", "task": "ecology", "sandbox_backend": a.sandbox, "cache": "off"}}, "bench")
+        sci = grid.load(
+            {
+                "task": "science",
+                "out": str(work / "science"),
+                "seeds": list(range(a.science_runs)),
+                "parallel": 2,
+                "fixed": {"team": "oracle", "task": "ecology", "sandbox_backend": a.sandbox, "cache": "off"},
+            },
+            "bench",
+        )
         t1 = time.perf_counter()
         sres = grid.run(sci, executor="ray")
         sci_wall = time.perf_counter() - t1
@@ -141,29 +167,46 @@ def main() -> int:
         s = math.ceil(7310 / (2 * nodes)) * (per_run + max(overhead_ms, 0) / 1000)
         return f"{s / 3600:.2f} h" if s >= 3600 else f"{s / 60:.1f} min"
 
-    lines = [f"## {SECTION}", "", f"`benchmarks/bench_sweep.py{' --quick' if a.quick else ''}`", "", *machine_info(versions=True),
-             f"- ray {ray.__version__}", "",
-             f"### (a) The CPR Fig. 3 grid as {n} cells ({len(betas)} beta x {len(rs)} r, {reps} replicates each, 10 agents, 50 rounds)", "",
-             "Both executors run 2 cells at a time; the tables of the two were checked equal (every summary number of every cell).", "",
-             "| executor | wall (median of %d) | per cell (x 2 workers) |" % a.repeats, "|---|---:|---:|",
-             f"| local (threads) | {loc:.1f} s | {loc * 2 / n * 1000:.0f} ms |",
-             f"| Ray (2 CPUs, running) | {on_ray:.1f} s | {on_ray * 2 / n * 1000:.0f} ms |", "",
-             f"- Ray / local wall time with 2 workers: **{on_ray / loc:.2f}x**. The local executor's cells are threads of one "
-             "process and share its GIL (the CPR ABM is numpy plus Python per round), Ray's are processes.",
-             f"- Ray's start-up (`ray.init`, a new local instance): {ray_start:.1f} s, once per sweep.", "",
-             f"**One worker each** ({n1} of the cells, no sharing): local {loc1:.1f} s, Ray {ray1:.1f} s, so the "
-             f"**overhead of a cell on Ray is {overhead_ms:.0f} ms** ({loc1 / n1 * 1000:.0f} ms per cell locally); "
-             "it is the task's submission, the worker's first import of cooplab, and collecting the result.",
-             "",
-             f"### (b) Science runs on Ray, and 7,310 of them on N nodes", "",
-             f"{a.science_runs} runs of the scripted oracle team (ecology task, {a.sandbox} sandbox) on the Ray executor: "
-             f"{sci_wall:.1f} s, so **{per_run:.1f} s per run** per CPU.", "",
-             "| nodes (2 CPUs each) | 1 | 4 | 16 | 64 | 256 |", "|---|---:|---:|---:|---:|---:|",
-             "| 7,310 oracle-team runs | " + " | ".join(proj(k) for k in (1, 4, 16, 64, 256)) + " |", "",
-             "The projection is T(N) = ceil(7310 / 2N) x (seconds per run + overhead per cell). It assumes the "
-             "cluster's nodes are like this one and that cells are independent (they are). For LLM teams, seconds per "
-             "run are the model's latency x calls per run (about 45 calls for the oracle's shape), and the endpoint's "
-             "rate limit, not the cluster, usually bounds the sweep.", ""]
+    lines = [
+        f"## {SECTION}",
+        "",
+        f"`benchmarks/bench_sweep.py{' --quick' if a.quick else ''}`",
+        "",
+        *machine_info(versions=True),
+        f"- ray {ray.__version__}",
+        "",
+        f"### (a) The CPR Fig. 3 grid as {n} cells ({len(betas)} beta x {len(rs)} r, {reps} replicates each, 10 agents, 50 rounds)",
+        "",
+        "Both executors run 2 cells at a time; the tables of the two were checked equal (every summary number of every cell).",
+        "",
+        "| executor | wall (median of %d) | per cell (x 2 workers) |" % a.repeats,
+        "|---|---:|---:|",
+        f"| local (threads) | {loc:.1f} s | {loc * 2 / n * 1000:.0f} ms |",
+        f"| Ray (2 CPUs, running) | {on_ray:.1f} s | {on_ray * 2 / n * 1000:.0f} ms |",
+        "",
+        f"- Ray / local wall time with 2 workers: **{on_ray / loc:.2f}x**. The local executor's cells are threads of one "
+        "process and share its GIL (the CPR ABM is numpy plus Python per round), Ray's are processes.",
+        f"- Ray's start-up (`ray.init`, a new local instance): {ray_start:.1f} s, once per sweep.",
+        "",
+        f"**One worker each** ({n1} of the cells, no sharing): local {loc1:.1f} s, Ray {ray1:.1f} s, so the "
+        f"**overhead of a cell on Ray is {overhead_ms:.0f} ms** ({loc1 / n1 * 1000:.0f} ms per cell locally); "
+        "it is the task's submission, the worker's first import of cooplab, and collecting the result.",
+        "",
+        "### (b) Science runs on Ray, and 7,310 of them on N nodes",
+        "",
+        f"{a.science_runs} runs of the scripted oracle team (ecology task, {a.sandbox} sandbox) on the Ray executor: "
+        f"{sci_wall:.1f} s, so **{per_run:.1f} s per run** per CPU.",
+        "",
+        "| nodes (2 CPUs each) | 1 | 4 | 16 | 64 | 256 |",
+        "|---|---:|---:|---:|---:|---:|",
+        "| 7,310 oracle-team runs | " + " | ".join(proj(k) for k in (1, 4, 16, 64, 256)) + " |",
+        "",
+        "The projection is T(N) = ceil(7310 / 2N) x (seconds per run + overhead per cell). It assumes the "
+        "cluster's nodes are like this one and that cells are independent (they are). For LLM teams, seconds per "
+        "run are the model's latency x calls per run (about 45 calls for the oracle's shape), and the endpoint's "
+        "rate limit, not the cluster, usually bounds the sweep.",
+        "",
+    ]
     emit(SECTION, "\n".join(lines), write=not a.quick or a.out is not None, out=a.out)
     return 0
 

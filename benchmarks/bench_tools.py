@@ -99,8 +99,15 @@ class LoopState(TypedDict, total=False):
     ledger: AppendLog
 
 
-async def run_variant(pool: AgentSandboxPool, steps_total: int, per_loop: int, *, cache_path: Path | None, run_dir: Path | None,
-                      trace: bool = False):
+async def run_variant(
+    pool: AgentSandboxPool,
+    steps_total: int,
+    per_loop: int,
+    *,
+    cache_path: Path | None,
+    run_dir: Path | None,
+    trace: bool = False,
+):
     """``run_dir`` None: the bare loop (``ToolAgent.arun``); else each loop is one run of a compiled
     graph (its node: ``tool_agent_node``) with a SQLite checkpointer in ``run_dir``, traced there
     with ``trace``."""
@@ -117,8 +124,16 @@ async def run_variant(pool: AgentSandboxPool, steps_total: int, per_loop: int, *
     saver_cm = graph = None
     if run_dir is not None:
         g = StateGraph(LoopState, context_schema=CoopContext)
-        g.add_node("agent", tool_agent_node(AGENT, [run_code_tool()], lambda s: [HumanMessage(content=f"loop {s['round']}")],
-                                            limits=limits, ledger_key="ledger"))
+        g.add_node(
+            "agent",
+            tool_agent_node(
+                AGENT,
+                [run_code_tool()],
+                lambda s: [HumanMessage(content=f"loop {s['round']}")],
+                limits=limits,
+                ledger_key="ledger",
+            ),
+        )
         g.add_edge(START, "agent")
         g.add_edge("agent", END)
         saver_cm = AsyncSqliteSaver.from_conn_string(str(run_dir / "checkpoints.sqlite"))
@@ -131,7 +146,10 @@ async def run_variant(pool: AgentSandboxPool, steps_total: int, per_loop: int, *
             res = await agent.arun([HumanMessage(content=f"loop {i}")], context=ctx, round=i)
             rec = res.record()
         else:
-            cfg = {"configurable": {"thread_id": f"loop-{i}"}, **({"callbacks": tracing_callbacks(run_dir)} if trace else {})}
+            cfg = {
+                "configurable": {"thread_id": f"loop-{i}"},
+                **({"callbacks": tracing_callbacks(run_dir)} if trace else {}),
+            }
             out = await graph.ainvoke({"round": i}, cfg, context=ctx, durability="sync")
             rec = out["tool_loops"][-1]
         assert rec["stop_reason"] == "final" and rec["n_tool_calls"] == per_loop, rec
@@ -160,7 +178,9 @@ def main() -> int:
     ap.add_argument("--per-loop", type=int, default=5, help="tool steps per loop before the final answer (default 5)")
     ap.add_argument("--backend", default="docker", choices=["docker", "local"], help="sandbox backend (default docker)")
     ap.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
-    ap.add_argument("--out", type=Path, default=None, help="write the section to this file instead of benchmarks/RESULTS.md")
+    ap.add_argument(
+        "--out", type=Path, default=None, help="write the section to this file instead of benchmarks/RESULTS.md"
+    )
     args = ap.parse_args()
     if args.steps < 1 or args.per_loop < 1:
         ap.error("--steps and --per-loop must be at least 1")
@@ -173,16 +193,27 @@ def main() -> int:
         with AgentSandboxPool(SandboxConfig(), backend=args.backend) as pool:
             for k in range(20):  # warm: the agent's session is started, imports done, code has run
                 pool.run(AGENT, CODE.format(k=k))
-            asyncio.run(run_variant(pool, args.per_loop * 4, args.per_loop, cache_path=None, run_dir=None))  # warm the code paths
+            asyncio.run(
+                run_variant(pool, args.per_loop * 4, args.per_loop, cache_path=None, run_dir=None)
+            )  # warm the code paths
             alone = sandbox_alone(pool, args.steps)
-            variants = [("bare loop: `ToolAgent.arun`, no cache, no tracer", None, None, False),
-                        ("in a graph: `tool_agent_node`, SQLite checkpoints + SQLite cache", tmp / "c1.sqlite", tmp / "g1", False),
-                        ("in a graph, as a traced run: the same + the JSONL tracer", tmp / "c2.sqlite", tmp / "g2", True)]
+            variants = [
+                ("bare loop: `ToolAgent.arun`, no cache, no tracer", None, None, False),
+                (
+                    "in a graph: `tool_agent_node`, SQLite checkpoints + SQLite cache",
+                    tmp / "c1.sqlite",
+                    tmp / "g1",
+                    False,
+                ),
+                ("in a graph, as a traced run: the same + the JSONL tracer", tmp / "c2.sqlite", tmp / "g2", True),
+            ]
             for name, cache, run_dir, trace in variants:
                 if run_dir:
                     run_dir.mkdir()
                 print(f"[{name}] {args.steps} steps ...", file=sys.stderr, flush=True)
-                fw, sb, st, cpu = asyncio.run(run_variant(pool, args.steps, args.per_loop, cache_path=cache, run_dir=run_dir, trace=trace))
+                fw, sb, st, cpu = asyncio.run(
+                    run_variant(pool, args.steps, args.per_loop, cache_path=cache, run_dir=run_dir, trace=trace)
+                )
                 rows.append((name, fw, sb, st, cpu))
             alone2 = sandbox_alone(pool, args.steps)
     finally:
@@ -190,41 +221,62 @@ def main() -> int:
     wall = time.perf_counter() - t_start
     alone_all = alone + alone2
 
-    table = ["| variant | steps | framework / step p50 | p90 | step p50 | step p90 | its sandbox call p50 | step p50 - sandbox alone p50 "
-             "| process CPU / step p50 |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    table = [
+        "| variant | steps | framework / step p50 | p90 | step p50 | step p90 | its sandbox call p50 | step p50 - sandbox alone p50 "
+        "| process CPU / step p50 |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for name, fw, sb, st, cpu in rows:
-        table.append(f"| {name} | {len(fw)} | **{ms(pct(fw, 50))}** | {ms(pct(fw, 90))} | {ms(pct(st, 50))} | {ms(pct(st, 90))} | "
-                     f"{ms(pct(sb, 50))} | {ms(pct(st, 50) - pct(alone_all, 50))} | {ms(pct(cpu, 50))} |")
-    table.append(f"| sandbox call alone (`pool.run`, same code, same session; before and after) | {len(alone_all)} | | | "
-                 f"{ms(pct(alone_all, 50))} | {ms(pct(alone_all, 90))} | | | |")
+        table.append(
+            f"| {name} | {len(fw)} | **{ms(pct(fw, 50))}** | {ms(pct(fw, 90))} | {ms(pct(st, 50))} | {ms(pct(st, 90))} | "
+            f"{ms(pct(sb, 50))} | {ms(pct(st, 50) - pct(alone_all, 50))} | {ms(pct(cpu, 50))} |"
+        )
+    table.append(
+        f"| sandbox call alone (`pool.run`, same code, same session; before and after) | {len(alone_all)} | | | "
+        f"{ms(pct(alone_all, 50))} | {ms(pct(alone_all, 90))} | | | |"
+    )
     verdict = "- target: framework time per step < 5 ms (median): " + "; ".join(
-        f"{name.split(':')[0]} {ms(pct(fw, 50))} -> {'MET' if pct(fw, 50) < 0.005 else 'MISSED'}" for name, fw, *_ in rows)
+        f"{name.split(':')[0]} {ms(pct(fw, 50))} -> {'MET' if pct(fw, 50) < 0.005 else 'MISSED'}"
+        for name, fw, *_ in rows
+    )
     tracer = pct(rows[2][1], 50) - pct(rows[1][1], 50)
     verdict += f"\n- the JSONL tracer's share (traced - untraced graph, medians): {ms(tracer)} per step"
     ratio = pct(rows[2][1], 50) / max(pct(rows[1][1], 50), 1e-9)
-    verdict += (f"\n- traced over untraced graph step (framework / step, medians): {ratio:.2f}x (issue 41 target <= 1.2x: "
-                f"{'MET' if ratio <= 1.2 else 'MISSED'}); in process CPU per step (robust to the machine's load): "
-                f"{pct(rows[2][4], 50) / max(pct(rows[1][4], 50), 1e-9):.2f}x")
-    text = "\n".join([
-        "## Tool loop", "",
-        f"`.venv/bin/python benchmarks/bench_tools.py` ({args.backend} sandbox, default limits; {args.steps} steps per variant, "
-        f"loops of {args.per_loop} tool steps + a final answer; whole run {wall:.0f} s).", "",
-        *info, "", *table, "", verdict, "",
-        "A step = a zero-latency scripted model's call (through `LLMService.charged_call`: cache key, ledger reservation and "
-        "charge, usage validation) answering a `run_code` tool call, the call through LangGraph's `ToolNode` and the "
-        "`run_code` tool (caller lookup, sandbox-seconds reservation, `AgentSandboxPool.arun` in a worker thread, charge, "
-        "result text), timed from the start of one model call to the start of the next. Framework / step = step - the "
-        "wall time of that step's own `SandboxSession.run_code` (what the pool reports and the ledger charges). "
-        "The column after subtracts the median of the sandbox call timed alone instead. Process CPU / step: the "
-        "benchmark process's CPU time (`time.process_time`, all its threads; the sandbox's own process not included) "
-        "over the same span, which other processes' load changes far less than wall time. The cache key hashes the whole "
-        "conversation, so a step's cost grows slowly with the loop's length. Graph variants: one graph run per loop "
-        "(`durability=\"sync\"`); the checkpoint written after the node falls outside the timed steps. With the tracer, "
-        "each model call's run (and each node run of the loop) records the whole conversation; "
-        "`cooplab.graphs.tracing` converts, scrubs and serializes each message once and splices its JSON text into "
-        "every record that holds it. The rest of the traced variant's extra time is LangChain's run bookkeeping "
-        "(a `RunTree` per run, dotted orders) and the conversion of each node's state and metadata.", ""])
+    verdict += (
+        f"\n- traced over untraced graph step (framework / step, medians): {ratio:.2f}x (issue 41 target <= 1.2x: "
+        f"{'MET' if ratio <= 1.2 else 'MISSED'}); in process CPU per step (robust to the machine's load): "
+        f"{pct(rows[2][4], 50) / max(pct(rows[1][4], 50), 1e-9):.2f}x"
+    )
+    text = "\n".join(
+        [
+            "## Tool loop",
+            "",
+            f"`.venv/bin/python benchmarks/bench_tools.py` ({args.backend} sandbox, default limits; {args.steps} steps per variant, "
+            f"loops of {args.per_loop} tool steps + a final answer; whole run {wall:.0f} s).",
+            "",
+            *info,
+            "",
+            *table,
+            "",
+            verdict,
+            "",
+            "A step = a zero-latency scripted model's call (through `LLMService.charged_call`: cache key, ledger reservation and "
+            "charge, usage validation) answering a `run_code` tool call, the call through LangGraph's `ToolNode` and the "
+            "`run_code` tool (caller lookup, sandbox-seconds reservation, `AgentSandboxPool.arun` in a worker thread, charge, "
+            "result text), timed from the start of one model call to the start of the next. Framework / step = step - the "
+            "wall time of that step's own `SandboxSession.run_code` (what the pool reports and the ledger charges). "
+            "The column after subtracts the median of the sandbox call timed alone instead. Process CPU / step: the "
+            "benchmark process's CPU time (`time.process_time`, all its threads; the sandbox's own process not included) "
+            "over the same span, which other processes' load changes far less than wall time. The cache key hashes the whole "
+            "conversation, so a step's cost grows slowly with the loop's length. Graph variants: one graph run per loop "
+            '(`durability="sync"`); the checkpoint written after the node falls outside the timed steps. With the tracer, '
+            "each model call's run (and each node run of the loop) records the whole conversation; "
+            "`cooplab.graphs.tracing` converts, scrubs and serializes each message once and splices its JSON text into "
+            "every record that holds it. The rest of the traced variant's extra time is LangChain's run bookkeeping "
+            "(a `RunTree` per run, dotted orders) and the conversion of each node's state and metadata.",
+            "",
+        ]
+    )
     print(text)
     if not args.no_write:
         write_section("Tool loop", text, args.out or RESULTS)

@@ -21,16 +21,46 @@ not load the engine.
 
 from cooplab._version import __version__
 
-__all__ = ["__version__", "run", "resume", "arun", "aresume", "sweep", "asweep", "plan", "register_task", "Run", "load_runs", "robustness",
-           "fork", "compare", "RunConfig", "LLMSettings",
-           "SandboxSettings", "ConfigError"]
+__all__ = [
+    "__version__",
+    "run",
+    "resume",
+    "arun",
+    "aresume",
+    "sweep",
+    "asweep",
+    "plan",
+    "register_task",
+    "Run",
+    "load_runs",
+    "robustness",
+    "fork",
+    "compare",
+    "RunConfig",
+    "LLMSettings",
+    "SandboxSettings",
+    "ConfigError",
+]
 
-_LAZY = {"run": "cooplab.runs.api", "resume": "cooplab.runs.api", "arun": "cooplab.runs.api", "aresume": "cooplab.runs.api",
-         "sweep": "cooplab.runs.api", "asweep": "cooplab.runs.api", "plan": "cooplab.runs.plan", "register_task": "cooplab.runs.api", "Run": "cooplab.runs.api",
-         "load_runs": "cooplab.runs.api", "robustness": "cooplab.evals.robustness", "fork": "cooplab.runs.api",
-         "compare": "cooplab.runs.api",
-         "RunConfig": "cooplab.runs.config", "LLMSettings": "cooplab.runs.config", "SandboxSettings": "cooplab.runs.config",
-         "ConfigError": "cooplab.limits"}
+_LAZY = {
+    "run": "cooplab.runs.api",
+    "resume": "cooplab.runs.api",
+    "arun": "cooplab.runs.api",
+    "aresume": "cooplab.runs.api",
+    "sweep": "cooplab.runs.api",
+    "asweep": "cooplab.runs.api",
+    "plan": "cooplab.runs.plan",
+    "register_task": "cooplab.runs.api",
+    "Run": "cooplab.runs.api",
+    "load_runs": "cooplab.runs.api",
+    "robustness": "cooplab.evals.robustness",
+    "fork": "cooplab.runs.api",
+    "compare": "cooplab.runs.api",
+    "RunConfig": "cooplab.runs.config",
+    "LLMSettings": "cooplab.runs.config",
+    "SandboxSettings": "cooplab.runs.config",
+    "ConfigError": "cooplab.limits",
+}
 
 
 def __getattr__(name: str):

@@ -48,7 +48,12 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "google": ("langchain_google_genai",),
     "ollama": ("langchain_ollama", "ollama"),
     # OTLP export of traces (evals/otlp_export.py) and Phoenix's client (its tests read spans back)
-    "viewer": ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http", "openinference.semconv", "phoenix.client"),
+    "viewer": (
+        "opentelemetry.sdk",
+        "opentelemetry.exporter.otlp.proto.http",
+        "openinference.semconv",
+        "phoenix.client",
+    ),
     # langgraph dev serving langgraph.json's graphs (cooplab/runs/server_graphs.py), and the SDK its test drives it with
     "server": ("langgraph_cli", "langgraph_api", "langgraph_runtime_inmem", "langgraph_sdk"),
     # the run explorer served (cooplab view, cooplab traces view; evals/explorer/app.py): the web app and its server

@@ -20,7 +20,6 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-
 #: seconds one model call may take in all by default (``--call-deadline``), its retries and the waits
 #: between them included: a server that stalls ends a default run in about this long (a whole attempt
 #: of the default call timeout, 300 s, then 180 s of the next). Here, not in the model layer, so that
@@ -75,7 +74,9 @@ MAX_GROUPS = 100  #: groups per game
 MAX_SIMULATIONS = 100_000  #: simulations of one game run
 MAX_TOKENS = 1_000_000  #: any token amount of a game (endowments, pools, thresholds)
 MAX_FACTOR = 1e6  #: any multiplier, weight, cost or reward of a game
-MAX_JSON_DEPTH = 100  #: arrays and objects inside each other in any JSON read from a file (cooplab's own need fewer than 20)
+MAX_JSON_DEPTH = (
+    100  #: arrays and objects inside each other in any JSON read from a file (cooplab's own need fewer than 20)
+)
 
 
 # --- JSON from files --------------------------------------------------------------------------
@@ -90,8 +91,13 @@ def sha256_file(path: Any) -> str:
     return h.hexdigest()
 
 
-def parse_json(text: str | bytes, where: str, *, error: Callable[[str], Exception] = ConfigError,
-               parse_constant: Callable[[str], Any] | None = None) -> Any:
+def parse_json(
+    text: str | bytes,
+    where: str,
+    *,
+    error: Callable[[str], Exception] = ConfigError,
+    parse_constant: Callable[[str], Any] | None = None,
+) -> Any:
     """The value of the JSON ``text`` read from ``where`` (a file, or "FILE line N"), else ``error``
     (default :class:`ConfigError`) with one line naming ``where``: not JSON (and where it breaks),
     or nested deeper than :data:`MAX_JSON_DEPTH` levels. The depth cap keeps every later reader
@@ -117,8 +123,10 @@ def _brackets(text: str | bytes) -> int:
 
 
 def _too_deep(where: str) -> str:
-    return (f"{where}: JSON nested more than {MAX_JSON_DEPTH} levels deep (arrays or objects inside each other); "
-            f"no cooplab file needs that many: check that it is the right file")
+    return (
+        f"{where}: JSON nested more than {MAX_JSON_DEPTH} levels deep (arrays or objects inside each other); "
+        f"no cooplab file needs that many: check that it is the right file"
+    )
 
 
 def json_depth(value: Any, stop: int | None = None) -> int:
@@ -172,15 +180,33 @@ class Num:
             rng = ""
         return f"{what} {rng}".strip() + (f" ({self.hint})" if self.hint else "")
 
-    def within(self, lo: float | None = None, hi: float | None = None, *, lo_open: bool | None = None, hi_open: bool | None = None,
-               hint: str | None = None, optional: bool | None = None) -> "Num":
+    def within(
+        self,
+        lo: float | None = None,
+        hi: float | None = None,
+        *,
+        lo_open: bool | None = None,
+        hi_open: bool | None = None,
+        hint: str | None = None,
+        optional: bool | None = None,
+    ) -> "Num":
         """This cap narrowed to a field's own domain (never widened: a bound outside the cap is a
         programming error): ``RULES["param"].within(0, lo_open=True)`` is a positive real below the cap."""
-        new = replace(self, lo=self.lo if lo is None else lo, hi=self.hi if hi is None else hi,
-                      lo_open=self.lo_open if lo_open is None else lo_open, hi_open=self.hi_open if hi_open is None else hi_open,
-                      hint=self.hint if hint is None else hint, optional=self.optional if optional is None else optional)
-        if (self.lo is not None and (new.lo is None or new.lo < self.lo)) or (self.hi is not None and (new.hi is None or new.hi > self.hi)):
-            raise ValueError(f"within() may only narrow the cap {self.name or self.describe()}: got [{new.lo}, {new.hi}]")
+        new = replace(
+            self,
+            lo=self.lo if lo is None else lo,
+            hi=self.hi if hi is None else hi,
+            lo_open=self.lo_open if lo_open is None else lo_open,
+            hi_open=self.hi_open if hi_open is None else hi_open,
+            hint=self.hint if hint is None else hint,
+            optional=self.optional if optional is None else optional,
+        )
+        if (self.lo is not None and (new.lo is None or new.lo < self.lo)) or (
+            self.hi is not None and (new.hi is None or new.hi > self.hi)
+        ):
+            raise ValueError(
+                f"within() may only narrow the cap {self.name or self.describe()}: got [{new.lo}, {new.hi}]"
+            )
         return new
 
     def value(self, value: Any) -> Any:
@@ -213,7 +239,9 @@ class Num:
         try:
             return self.value(value)
         except OutOfRule:
-            raise ConfigError(f"{name} must be {self.describe()}, got {show(value) if shown is None else shown}") from None
+            raise ConfigError(
+                f"{name} must be {self.describe()}, got {show(value) if shown is None else shown}"
+            ) from None
 
     def parse(self, name: str, text: str) -> Any:
         """A command-line string -> a checked number."""
@@ -222,7 +250,9 @@ class Num:
             value: Any = int(t) if self.kind is int else float(t)
         except ValueError:
             raise ConfigError(f"{name} must be {self.describe()}, got {show(t)}") from None
-        return self.check(name, value, shown=t if t.lower() in ("nan", "inf", "-inf", "+inf") else repr(t) if not t else t)
+        return self.check(
+            name, value, shown=t if t.lower() in ("nan", "inf", "-inf", "+inf") else repr(t) if not t else t
+        )
 
     # --- as a pydantic constraint (pydantic is imported only when a model using the rule is built) ---
     def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
@@ -267,6 +297,7 @@ def for_python(message: str) -> str:
     Every message is written once, in the command line's words (the CLI prints it as it is); the
     Python API raises it through this function. Other commands it quotes (``'cooplab params
     cpr'``) are left as commands."""
+
     def command(m: re.Match) -> str:
         text = m.group(0)[1:-1]
         again = re.fullmatch(r"cooplab run \.\.\. --out (.+) --force", text)
@@ -287,7 +318,7 @@ def for_python(message: str) -> str:
 
     parts, last = [], 0
     for m in _COMMAND.finditer(message):
-        parts += [flags(message[last:m.start()]), command(m)]
+        parts += [flags(message[last : m.start()]), command(m)]
         last = m.end()
     return "".join(parts + [flags(message[last:])])
 
@@ -318,54 +349,71 @@ def show(value: Any) -> str:
 #: constraint (``Annotated[int, RULES["rounds"]]``, or ``RULES["param"].within(0)`` for a narrower
 #: domain); each command-line option parses with it (:func:`cooplab.cli.options.num_opt`); a test
 #: walks every model and checks that no bound is written anywhere else.
-RULES: dict[str, Num] = {name: replace(rule, name=name) for name, rule in {
-    # --- every run ------------------------------------------------------------------------------
-    "seed": Num(int, 0, MAX_SEED),
-    "n-agents": Num(int, 2, MAX_AGENTS, hint="agents per society"),
-    "mix-count": Num(int, 0, MAX_AGENTS, hint="agents of this model in a mixed society"),
-    "rounds": Num(int, 1, MAX_ROUNDS),
-    "replicates": Num(int, 1, MAX_REPLICATES),
-    "figure-replicates": Num(int, 2, MAX_REPLICATES, hint="at least 2 for error bars"),
-    # --- a society's parameters (CPR, diners) --------------------------------------------------
-    "param": Num(float, -MAX_PARAM, MAX_PARAM),
-    "share": Num(float, 0, 1, hint="a share or a probability"),
-    "iterations": Num(int, 1, MAX_ROUNDS),
-    "combination": Num(int, 1, 2, hint="the paper's initial combinations"),
-    "beta": Num(float, 0, 1000, hint="selection strength of the Fermi rule"),
-    # --- the behavioral games -------------------------------------------------------------------
-    "group-size": Num(int, 2, MAX_GROUP, hint="players in each group"),
-    "simulations": Num(int, 1, MAX_SIMULATIONS),
-    "tokens": Num(int, 0, MAX_TOKENS, hint="tokens"),
-    "factor": Num(float, 0, MAX_FACTOR),
-    # --- science teams --------------------------------------------------------------------------
-    "max-reentries": Num(int, 0, 5, hint="passes a team may be asked for again"),
-    "max-steps": Num(int, 1, 100, hint="model calls per member in the work phase"),
-    "loop-steps": Num(int, 1, 20, hint="model calls of a lead's loop"),
-    "deliberation-rounds": Num(int, 0, 5),
-    "code-timeout": Num(float, 0, 600, lo_open=True, hint="seconds"),
-    "chars": Num(int, 200, 100_000, hint="characters"),
-    "judge-samples": Num(int, 1, 20, hint="judge calls per run, averaged"),
-    # --- LLM agents -----------------------------------------------------------------------------
-    "temperature": Num(float, 0, 2),
-    "max-tokens": Num(int, 1, 100_000),
-    "max-concurrency": Num(int, 1, 1024),
-    "call-timeout": Num(float, 0, 86_400, lo_open=True, hint="seconds one attempt of a model call may take in all, its whole answer read"),
-    "call-deadline": Num(float, 0, 86_400, lo_open=True, hint="seconds one model call may take in all, its retries included"),
-    "rps": Num(float, 0.001, 1_000_000, hint="requests per second; omit it for no limit", optional=True),
-    "budget": Num(float, 0, 1_000_000, hint="USD; omit it for no cap", optional=True),
-    "price-in": Num(float, 0, 1000, hint="USD per 1K input tokens; omit it for each model's own price", optional=True),
-    "price-out": Num(float, 0, 1000, hint="USD per 1K output tokens; omit it for each model's own price", optional=True),
-    "price": Num(float, 0, 1000, hint="USD per 1K tokens"),
-    # --- the sandbox ----------------------------------------------------------------------------
-    "sandbox-rate": Num(float, 0, 1000, hint="USD per second of sandbox time; 0: sandbox time is recorded but free"),
-    "sandbox-timeout": Num(float, 0, 86_400, lo_open=True, hint="seconds one run_code call may take"),
-    # --- commands -------------------------------------------------------------------------------
-    "parallel": Num(int, 1, 64, hint="cells run at once"),
-    "samples": Num(int, 1, 100_000, hint="points of the calibration design"),
-    "batch": Num(int, 1, 10_000, hint="samples per job"),
-    "port": Num(int, 0, 65535),
-    "max-fallback": Num(float, 0, 1, hint="a share of decisions, e.g. 0.2"),
-}.items()}
+RULES: dict[str, Num] = {
+    name: replace(rule, name=name)
+    for name, rule in {
+        # --- every run ------------------------------------------------------------------------------
+        "seed": Num(int, 0, MAX_SEED),
+        "n-agents": Num(int, 2, MAX_AGENTS, hint="agents per society"),
+        "mix-count": Num(int, 0, MAX_AGENTS, hint="agents of this model in a mixed society"),
+        "rounds": Num(int, 1, MAX_ROUNDS),
+        "replicates": Num(int, 1, MAX_REPLICATES),
+        "figure-replicates": Num(int, 2, MAX_REPLICATES, hint="at least 2 for error bars"),
+        # --- a society's parameters (CPR, diners) --------------------------------------------------
+        "param": Num(float, -MAX_PARAM, MAX_PARAM),
+        "share": Num(float, 0, 1, hint="a share or a probability"),
+        "iterations": Num(int, 1, MAX_ROUNDS),
+        "combination": Num(int, 1, 2, hint="the paper's initial combinations"),
+        "beta": Num(float, 0, 1000, hint="selection strength of the Fermi rule"),
+        # --- the behavioral games -------------------------------------------------------------------
+        "group-size": Num(int, 2, MAX_GROUP, hint="players in each group"),
+        "simulations": Num(int, 1, MAX_SIMULATIONS),
+        "tokens": Num(int, 0, MAX_TOKENS, hint="tokens"),
+        "factor": Num(float, 0, MAX_FACTOR),
+        # --- science teams --------------------------------------------------------------------------
+        "max-reentries": Num(int, 0, 5, hint="passes a team may be asked for again"),
+        "max-steps": Num(int, 1, 100, hint="model calls per member in the work phase"),
+        "loop-steps": Num(int, 1, 20, hint="model calls of a lead's loop"),
+        "deliberation-rounds": Num(int, 0, 5),
+        "code-timeout": Num(float, 0, 600, lo_open=True, hint="seconds"),
+        "chars": Num(int, 200, 100_000, hint="characters"),
+        "judge-samples": Num(int, 1, 20, hint="judge calls per run, averaged"),
+        # --- LLM agents -----------------------------------------------------------------------------
+        "temperature": Num(float, 0, 2),
+        "max-tokens": Num(int, 1, 100_000),
+        "max-concurrency": Num(int, 1, 1024),
+        "call-timeout": Num(
+            float,
+            0,
+            86_400,
+            lo_open=True,
+            hint="seconds one attempt of a model call may take in all, its whole answer read",
+        ),
+        "call-deadline": Num(
+            float, 0, 86_400, lo_open=True, hint="seconds one model call may take in all, its retries included"
+        ),
+        "rps": Num(float, 0.001, 1_000_000, hint="requests per second; omit it for no limit", optional=True),
+        "budget": Num(float, 0, 1_000_000, hint="USD; omit it for no cap", optional=True),
+        "price-in": Num(
+            float, 0, 1000, hint="USD per 1K input tokens; omit it for each model's own price", optional=True
+        ),
+        "price-out": Num(
+            float, 0, 1000, hint="USD per 1K output tokens; omit it for each model's own price", optional=True
+        ),
+        "price": Num(float, 0, 1000, hint="USD per 1K tokens"),
+        # --- the sandbox ----------------------------------------------------------------------------
+        "sandbox-rate": Num(
+            float, 0, 1000, hint="USD per second of sandbox time; 0: sandbox time is recorded but free"
+        ),
+        "sandbox-timeout": Num(float, 0, 86_400, lo_open=True, hint="seconds one run_code call may take"),
+        # --- commands -------------------------------------------------------------------------------
+        "parallel": Num(int, 1, 64, hint="cells run at once"),
+        "samples": Num(int, 1, 100_000, hint="points of the calibration design"),
+        "batch": Num(int, 1, 10_000, hint="samples per job"),
+        "port": Num(int, 0, 65535),
+        "max-fallback": Num(float, 0, 1, hint="a share of decisions, e.g. 0.2"),
+    }.items()
+}
 
 
 # --- one formatter for every validation error ------------------------------------------------
@@ -409,6 +457,7 @@ def flags(names: Any = None, *, rest: Callable[[str], str] | None = None) -> Cal
 def in_file(where: str, prefix: str = "") -> Callable[[tuple], str]:
     """How a file names a setting in a message: ``config.json: llm.budget`` (``where``: the file and
     what it is; ``prefix``: the block the model was read from, e.g. ``llm``)."""
+
     def bare(loc: tuple) -> str:
         return dotted(((prefix,) if prefix else ()) + tuple(loc))
 
@@ -460,9 +509,19 @@ def explain(exc: Any, name: Callable[[tuple], str] | None = None) -> str:
         return f"{label} must be {expected}, got {got}"
     if kind in ("bool_type", "bool_parsing"):
         return f"{label} must be true or false, got {got}"
-    wanted = {"string_type": "a string", "int_type": "an integer", "int_parsing": "an integer", "float_type": "a number",
-              "float_parsing": "a number", "dict_type": "a JSON object", "model_type": "a JSON object", "model_attributes_type": "a JSON object",
-              "list_type": "a list", "tuple_type": "a list", "none_required": "null"}.get(kind)
+    wanted = {
+        "string_type": "a string",
+        "int_type": "an integer",
+        "int_parsing": "an integer",
+        "float_type": "a number",
+        "float_parsing": "a number",
+        "dict_type": "a JSON object",
+        "model_type": "a JSON object",
+        "model_attributes_type": "a JSON object",
+        "list_type": "a list",
+        "tuple_type": "a list",
+        "none_required": "null",
+    }.get(kind)
     if wanted:
         return f"{label} must be {wanted}, got {got}"
     if kind in ("too_short", "too_long"):
@@ -472,8 +531,9 @@ def explain(exc: Any, name: Callable[[tuple], str] | None = None) -> str:
     return f"{label}: {msg}" if label else msg
 
 
-def validate(model: Any, raw: Any, name: Callable[[tuple], str] | None = None, *, context: Any = None,
-             strict: bool | None = None) -> Any:
+def validate(
+    model: Any, raw: Any, name: Callable[[tuple], str] | None = None, *, context: Any = None, strict: bool | None = None
+) -> Any:
     """``model.model_validate(raw)`` (a pydantic model class; ``strict=False`` for a file's JSON
     types), or a one-line :class:`ConfigError` (:func:`explain`, settings named by ``name``)."""
     from pydantic import ValidationError
@@ -490,28 +550,44 @@ def check(name: str, value: Any, rule: str | Num) -> Any:
     return r.check(name, value)
 
 
-def check_size(replicates: int, n_agents: int, rounds: int, *, names: tuple[str, str, str] = ("--replicates", "--n-agents", "--rounds"),
-               diners: bool = False) -> None:
+def check_size(
+    replicates: int,
+    n_agents: int,
+    rounds: int,
+    *,
+    names: tuple[str, str, str] = ("--replicates", "--n-agents", "--rounds"),
+    diners: bool = False,
+) -> None:
     """Refuse runs whose state would not fit in memory (caps documented in README.md)."""
     r, n, t = names
     if diners:
         if replicates * n_agents * n_agents * rounds > MAX_DINERS_CELLS:
-            raise ConfigError(f"{r} x diners^2 x {t} must be at most {MAX_DINERS_CELLS:,} (memory), got "
-                              f"{replicates} x {n_agents}^2 x {rounds}; use fewer replicates or iterations")
+            raise ConfigError(
+                f"{r} x diners^2 x {t} must be at most {MAX_DINERS_CELLS:,} (memory), got "
+                f"{replicates} x {n_agents}^2 x {rounds}; use fewer replicates or iterations"
+            )
         return
     if replicates * n_agents > MAX_CELLS:
-        raise ConfigError(f"{r} x {n} must be at most {MAX_CELLS:,} (memory), got {replicates} x {n_agents}; use fewer replicates")
+        raise ConfigError(
+            f"{r} x {n} must be at most {MAX_CELLS:,} (memory), got {replicates} x {n_agents}; use fewer replicates"
+        )
     if replicates * rounds > MAX_CELLS:
-        raise ConfigError(f"{r} x {t} must be at most {MAX_CELLS:,} (memory), got {replicates} x {rounds}; use fewer replicates or rounds")
+        raise ConfigError(
+            f"{r} x {t} must be at most {MAX_CELLS:,} (memory), got {replicates} x {rounds}; use fewer replicates or rounds"
+        )
 
 
-def check_agent_models(keys: Any, n_agents: int, name: Callable[[str], str] = lambda k: f"--agent-model {k}=...") -> None:
+def check_agent_models(
+    keys: Any, n_agents: int, name: Callable[[str], str] = lambda k: f"--agent-model {k}=..."
+) -> None:
     """Per-agent model keys must be agents of the society (0..n_agents-1)."""
     for k in keys:
         if k == "default":
             continue
         if not str(k).isdigit() or not 0 <= int(k) < n_agents:
-            raise ConfigError(f"{name(k)}: agent must be in 0..{n_agents - 1} (this society has {n_agents} agents; agents count from 0), got {k}")
+            raise ConfigError(
+                f"{name(k)}: agent must be in 0..{n_agents - 1} (this society has {n_agents} agents; agents count from 0), got {k}"
+            )
 
 
 def parse_set(items: Any, fields: Any, task: str) -> dict[str, Any]:
@@ -529,7 +605,9 @@ def parse_set(items: Any, fields: Any, task: str) -> dict[str, Any]:
             name, raw = (x.strip() for x in item.split("=", 1))
             pairs.append((name, raw, True))
     else:
-        raise ConfigError(f"set must be a dict of parameter values (or a list of 'name=value' strings), got {show(items)}")
+        raise ConfigError(
+            f"set must be a dict of parameter values (or a list of 'name=value' strings), got {show(items)}"
+        )
     out: dict[str, Any] = {}
     for name, value, text in pairs:
         if name not in fields:
@@ -541,4 +619,3 @@ def parse_set(items: Any, fields: Any, task: str) -> dict[str, Any]:
                 pass  # not JSON (or absurdly nested): kept as text, for the parameter's own rule to take or refuse
         out[name] = value
     return out
-

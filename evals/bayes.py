@@ -42,8 +42,14 @@ GAMES = ("weakest-link", "cpr", "cpr-sanction", "collective-risk", "o-ring", "pu
 PROMPTS = ("standard", "alternate", "cot", "tom")
 PROFILE_KIND = "cooplab-profile"  #: profile.json's "kind" (written by cooplab.tasks.games.profiles)
 REFERENCE_GAME = "collective-risk"  #: Table 6: game fixed effects against Collective Risk
-GAME_TITLES = {"weakest-link": "Weakest-Link", "cpr": "CPR", "cpr-sanction": "CPR+Sanction", "collective-risk": "Coll. Risk",
-               "o-ring": "O-Ring", "public-goods": "Public Goods"}
+GAME_TITLES = {
+    "weakest-link": "Weakest-Link",
+    "cpr": "CPR",
+    "cpr-sanction": "CPR+Sanction",
+    "collective-risk": "Coll. Risk",
+    "o-ring": "O-Ring",
+    "public-goods": "Public Goods",
+}
 OUTCOMES = ("completeness", "quality", "accuracy")
 SCIENCE_TASKS = ("anomaly", "biomarker", "ecology", "geospatial")  #: reference: anomaly (Table 7)
 VISIBILITIES = ("full", "team", "hidden")  #: reference: full
@@ -56,8 +62,11 @@ LIMITS = {"chains": (1, 16), "warmup": (1, 50_000), "samples": (1, 50_000), "see
 #: the sampler settings of the paper (Table 1: 4 chains x 2,000 draws, warm-up unstated, taken as
 #: Table 2's 2,000; Table 2: 2 chains, 2,000 warm-up, 2,000 draws) and a quick preset for tests and
 #: a first look
-PRESETS = {"profiles": {"chains": 4, "warmup": 2000, "samples": 2000}, "science": {"chains": 2, "warmup": 2000, "samples": 2000},
-           "quick": {"chains": 2, "warmup": 200, "samples": 200}}
+PRESETS = {
+    "profiles": {"chains": 4, "warmup": 2000, "samples": 2000},
+    "science": {"chains": 2, "warmup": 2000, "samples": 2000},
+    "quick": {"chains": 2, "warmup": 200, "samples": 200},
+}
 PROFILE_TARGET_ACCEPT = 0.99  #: NUTS target acceptance of the proximity regression (the science model: 0.9)
 MAX_FALLBACK = 0.2  #: default --max-fallback: a game of a profile with a larger share of fallback decisions is left out
 
@@ -67,8 +76,9 @@ class BayesError(ConfigError):
 
 
 # --- settings ----------------------------------------------------------------------------------------
-def sampler_settings(analysis: str, *, quick: bool = False, chains: Any = None, warmup: Any = None, samples: Any = None,
-                     seed: Any = 0) -> dict[str, Any]:
+def sampler_settings(
+    analysis: str, *, quick: bool = False, chains: Any = None, warmup: Any = None, samples: Any = None, seed: Any = 0
+) -> dict[str, Any]:
     """The sampler settings of ``analysis`` ("profiles" or "science"): the paper's (:data:`PRESETS`)
     or, with ``quick``, the quick preset; any of chains, warmup, samples given replaces the
     preset's. Checked (:func:`check_settings`); ``preset`` names where they came from."""
@@ -114,12 +124,18 @@ def fallback_of(entry: Mapping[str, Any]) -> dict[str, Any]:
     n, k = d.get("count") or 0, d.get("fallback_used") or 0
     ok = all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in (n, k))
     share = k / n if ok and n > 0 else 0.0
-    return {"decisions": n, "fallbacks": k, "share": round(share, 6) if isinstance(share, float) else share, "approximate": True}
+    return {
+        "decisions": n,
+        "fallbacks": k,
+        "share": round(share, 6) if isinstance(share, float) else share,
+        "approximate": True,
+    }
 
 
 # --- model metadata -------------------------------------------------------------------------------------
 #: the paper's model inventory (Tables 8 and 9) in models.csv's format: ``--model-info paper``
 PAPER_MODEL_INFO = Path(__file__).resolve().parent / "data" / "paper_models.csv"
+
 
 def read_model_info(path: Path | None) -> pd.DataFrame | None:
     """models.csv: one row per model. Required columns ``model`` (the name in profile.json's
@@ -142,8 +158,10 @@ def read_model_info(path: Path | None) -> pd.DataFrame | None:
     df.columns = [str(c).strip() for c in df.columns]
     gone = [c for c in MODEL_INFO_REQUIRED if c not in df.columns]
     if gone:
-        raise BayesError(f"--model-info {path} lacks the column(s) {', '.join(gone)}; it needs {', '.join(MODEL_INFO_REQUIRED)} "
-                         f"(optional: {', '.join(MODEL_INFO_OPTIONAL)})")
+        raise BayesError(
+            f"--model-info {path} lacks the column(s) {', '.join(gone)}; it needs {', '.join(MODEL_INFO_REQUIRED)} "
+            f"(optional: {', '.join(MODEL_INFO_OPTIONAL)})"
+        )
     if df.empty:
         raise BayesError(f"--model-info {path} has no rows")
     for i, row in df.iterrows():
@@ -154,17 +172,21 @@ def read_model_info(path: Path | None) -> pd.DataFrame | None:
             raise BayesError(f"{where} ({row['model']}): family must be a name, got {row['family']!r}")
     if df["model"].duplicated().any():
         raise BayesError(f"--model-info {path} lists model {df['model'][df['model'].duplicated()].iloc[0]!r} twice")
-    checks = {"size_b": (lambda v: v > 0, "a number of billions of parameters above 0"),
-              "thinking": (lambda v: v in (0.0, 1.0), "0 or 1"),
-              "ifeval": (lambda v: 0 <= v <= 100, "a score from 0 to 100"),
-              "mmlu_pro": (lambda v: 0 <= v <= 100, "a score from 0 to 100")}
+    checks = {
+        "size_b": (lambda v: v > 0, "a number of billions of parameters above 0"),
+        "thinking": (lambda v: v in (0.0, 1.0), "0 or 1"),
+        "ifeval": (lambda v: 0 <= v <= 100, "a score from 0 to 100"),
+        "mmlu_pro": (lambda v: 0 <= v <= 100, "a score from 0 to 100"),
+    }
     for col, (ok, what) in checks.items():
         if col not in df.columns:
             continue
         vals = pd.to_numeric(df[col], errors="coerce")
         for i, (raw, v) in enumerate(zip(df[col], vals)):
             if not (np.isfinite(v) and ok(float(v))):
-                raise BayesError(f"--model-info {path} row {i + 2} ({df['model'].iloc[i]}): {col} must be {what}, got {raw!r}")
+                raise BayesError(
+                    f"--model-info {path} row {i + 2} ({df['model'].iloc[i]}): {col} must be {what}, got {raw!r}"
+                )
         df[col] = vals.astype(float)
     df["model"] = df["model"].str.strip()
     df["family"] = df["family"].str.strip()
@@ -188,7 +210,9 @@ def info_of(info: pd.DataFrame | None, model: str, path_hint: str = "models.csv"
     bare = bare_model_name(model)
     rows = [m for m in info.index if str(m).strip().lower() == bare]
     if len(rows) != 1:
-        raise BayesError(f"model {model!r} is not in --model-info ({path_hint}); add a row with model,family,size_b,thinking for it")
+        raise BayesError(
+            f"model {model!r} is not in --model-info ({path_hint}); add a row with model,family,size_b,thinking for it"
+        )
     return info.loc[rows[0]].to_dict()
 
 
@@ -223,8 +247,12 @@ def load_profile_dir(d: Path) -> dict[str, Any]:
         raise BayesError(f"{d}: no profile.json; give a directory written by 'cooplab profile'") from None
     except (OSError, ValueError) as exc:
         raise BayesError(f"{f} cannot be read: {_line(exc)}") from None
-    if not isinstance(p, dict) or p.get("kind") != PROFILE_KIND or not isinstance(p.get("games"), dict) \
-            or not all(isinstance(e, dict) for e in p["games"].values()):
+    if (
+        not isinstance(p, dict)
+        or p.get("kind") != PROFILE_KIND
+        or not isinstance(p.get("games"), dict)
+        or not all(isinstance(e, dict) for e in p["games"].values())
+    ):
         raise BayesError(f"{f} is not a cooplab profile (kind {PROFILE_KIND!r} with games)")
     model = p.get("model") if p.get("model") is not None else p.get("players")
     if not isinstance(model, str) or not model:
@@ -237,10 +265,14 @@ def load_profile_dir(d: Path) -> dict[str, Any]:
     for g in GAMES:
         e = p["games"].get(g)
         if e is None:
-            raise BayesError(f"{d}: the profile has no {g} game; the analyses need all six games (run 'cooplab profile' without --games)")
+            raise BayesError(
+                f"{d}: the profile has no {g} game; the analyses need all six games (run 'cooplab profile' without --games)"
+            )
         if e.get("status") != "completed":
-            raise BayesError(f"{d}: game {g} has status {e.get('status')!r}, not completed; finish the profile (rerun the same "
-                             f"'cooplab profile' command)")
+            raise BayesError(
+                f"{d}: game {g} has status {e.get('status')!r}, not completed; finish the profile (rerun the same "
+                f"'cooplab profile' command)"
+            )
         try:
             sims = rundir.read_table(d / "games" / g, "simulations")
         except (rundir.RunDirError, OSError, ValueError) as exc:
@@ -251,28 +283,59 @@ def load_profile_dir(d: Path) -> dict[str, Any]:
             v = pd.to_numeric(sims[col], errors="coerce").to_numpy(dtype=float)
             bad = ~np.isfinite(v)
             if bad.any():
-                raise BayesError(f"{d}/games/{g}/simulations: {col} of simulation {int(np.flatnonzero(bad)[0])} is "
-                                 f"{sims[col].iloc[int(np.flatnonzero(bad)[0])]!r}, not a finite number; rerun that game")
+                raise BayesError(
+                    f"{d}/games/{g}/simulations: {col} of simulation {int(np.flatnonzero(bad)[0])} is "
+                    f"{sims[col].iloc[int(np.flatnonzero(bad)[0])]!r}, not a finite number; rerun that game"
+                )
             if col == "proximity" and (v < 0).any():
-                raise BayesError(f"{d}/games/{g}/simulations: a proximity is negative ({v.min():g}); proximity is a distance")
+                raise BayesError(
+                    f"{d}/games/{g}/simulations: a proximity is negative ({v.min():g}); proximity is a distance"
+                )
             if col == "proximity" and (v > 1).any():
-                notes.append(f"{d}/games/{g}: {int((v > 1).sum())} proximity value(s) above 1 (an earlier cooplab, uncapped) "
-                             f"capped at 1")
+                notes.append(
+                    f"{d}/games/{g}: {int((v > 1).sum())} proximity value(s) above 1 (an earlier cooplab, uncapped) "
+                    f"capped at 1"
+                )
                 v = np.minimum(v, 1.0)
             sims[col] = v
         if len(sims) < 2:
-            raise BayesError(f"{d}/games/{g}: {len(sims)} simulation(s); the analyses need at least 2 per game (--simulations)")
+            raise BayesError(
+                f"{d}/games/{g}: {len(sims)} simulation(s); the analyses need at least 2 per game (--simulations)"
+            )
         gs = e.get("group_sizes")
-        if not (isinstance(gs, list) and gs and all(isinstance(x, int) and not isinstance(x, bool) and 0 < x < 10_000 for x in gs)):
-            raise BayesError(f"{d}/profile.json: games.{g}.group_sizes must be a list of positive whole numbers, got {gs!r}")
+        if not (
+            isinstance(gs, list)
+            and gs
+            and all(isinstance(x, int) and not isinstance(x, bool) and 0 < x < 10_000 for x in gs)
+        ):
+            raise BayesError(
+                f"{d}/profile.json: games.{g}.group_sizes must be a list of positive whole numbers, got {gs!r}"
+            )
         m = e.get("metric") if isinstance(e.get("metric"), Mapping) else {}
-        ref = {k: (float(m[k]) if isinstance(m.get(k), (int, float)) and not isinstance(m.get(k), bool) and math.isfinite(m[k]) else None)
-               for k in ("nash", "pareto")}
-        games[g] = {"sims": sims[["metric", "proximity"]].reset_index(drop=True), "group_size": float(np.mean(gs)),
-                    "fallback_share": _fallback_share(e, f"{d}/profile.json: games.{g}"), **ref,
-                    "pareto_basis": str(m.get("pareto_basis") or "derived")}
-    return {"dir": str(d), "model": model, "label": p.get("label", model), "prompt": prompt,
-            "deliberation": bool(p.get("deliberation")), "games": games, "notes": notes}
+        ref = {
+            k: (
+                float(m[k])
+                if isinstance(m.get(k), (int, float)) and not isinstance(m.get(k), bool) and math.isfinite(m[k])
+                else None
+            )
+            for k in ("nash", "pareto")
+        }
+        games[g] = {
+            "sims": sims[["metric", "proximity"]].reset_index(drop=True),
+            "group_size": float(np.mean(gs)),
+            "fallback_share": _fallback_share(e, f"{d}/profile.json: games.{g}"),
+            **ref,
+            "pareto_basis": str(m.get("pareto_basis") or "derived"),
+        }
+    return {
+        "dir": str(d),
+        "model": model,
+        "label": p.get("label", model),
+        "prompt": prompt,
+        "deliberation": bool(p.get("deliberation")),
+        "games": games,
+        "notes": notes,
+    }
 
 
 def load_profiles(dirs: Sequence[Path]) -> list[dict[str, Any]]:
@@ -301,8 +364,10 @@ def _drop_constant(X: pd.DataFrame, notes: list[str], why: str = "") -> pd.DataF
 #: the profiles each Pareto-proximity regression uses: the main one (paper Tables 1 and 6: every
 #: condition in the standard wording) and the prompt-invariance one (Appendix E, Table 5: the standard
 #: and the alternate wording only, no CoT, ToM or deliberation)
-REGRESSIONS = {"main": lambda p: p["prompt"] != "alternate",
-               "invariance": lambda p: p["prompt"] in ("standard", "alternate") and not p["deliberation"]}
+REGRESSIONS = {
+    "main": lambda p: p["prompt"] != "alternate",
+    "invariance": lambda p: p["prompt"] in ("standard", "alternate") and not p["deliberation"],
+}
 
 
 def _kept_games(p: Mapping[str, Any], max_fallback: float, notes: list[str]) -> list[str]:
@@ -312,28 +377,38 @@ def _kept_games(p: Mapping[str, Any], max_fallback: float, notes: list[str]) -> 
     for g in GAMES:
         share = p["games"][g]["fallback_share"]
         if share > max_fallback:
-            notes.append(f"{p['dir']}: {g} left out: {share:.0%} of its decisions fell back (above --max-fallback {max_fallback:g})")
+            notes.append(
+                f"{p['dir']}: {g} left out: {share:.0%} of its decisions fell back (above --max-fallback {max_fallback:g})"
+            )
         else:
             kept.append(g)
     return kept
 
 
-def profile_design(profiles: Sequence[Mapping[str, Any]], info: pd.DataFrame | None, max_fallback: float = MAX_FALLBACK,
-                   kind: str = "main") -> dict[str, Any]:
+def profile_design(
+    profiles: Sequence[Mapping[str, Any]],
+    info: pd.DataFrame | None,
+    max_fallback: float = MAX_FALLBACK,
+    kind: str = "main",
+) -> dict[str, Any]:
     """The data of a Pareto-proximity regression: one row per simulation and game of every profile
     it uses (:data:`REGRESSIONS`), games above ``max_fallback`` left out. ``kind`` "invariance" adds
     the indicator ``standard_prompt`` (1 standard, 0 alternate wording) and leaves out CoT and ToM."""
     notes: list[str] = [n for p in profiles for n in p.get("notes", [])]
     used = [p for p in profiles if REGRESSIONS[kind](p)]
     if kind == "main" and len(used) < len(profiles):
-        notes.append(f"{len(profiles) - len(used)} alternate-prompt profile(s) left out of this regression (the paper's Table 6 uses "
-                     f"the standard wording); they enter the prompt-invariance regression (Table 5)")
+        notes.append(
+            f"{len(profiles) - len(used)} alternate-prompt profile(s) left out of this regression (the paper's Table 6 uses "
+            f"the standard wording); they enter the prompt-invariance regression (Table 5)"
+        )
     models = sorted({p["model"] for p in used})
     what = "the profile regression" if kind == "main" else "the prompt-invariance regression"
     if len(models) < 2:
-        raise BayesError(f"{what} needs profiles of at least two models (got {', '.join(map(repr, models)) or 'none'}): the family "
-                         f"random intercept and the model-level predictors cannot be told apart with one; add another model's "
-                         f"profile (reference players: 'cooplab profile --players random|nash')")
+        raise BayesError(
+            f"{what} needs profiles of at least two models (got {', '.join(map(repr, models)) or 'none'}): the family "
+            f"random intercept and the model-level predictors cannot be told apart with one; add another model's "
+            f"profile (reference players: 'cooplab profile --players random|nash')"
+        )
     rows = []
     for p in used:
         mi = info_of(info, p["model"])
@@ -341,8 +416,15 @@ def profile_design(profiles: Sequence[Mapping[str, Any]], info: pd.DataFrame | N
         for g in _kept_games(p, max_fallback, notes):
             e = p["games"][g]
             for prox in e["sims"]["proximity"].to_numpy():
-                r = {"proximity": float(prox), "model": p["model"], "family": fam, "game": g, "profile": p["dir"], "prompt": p["prompt"],
-                     "group_size": e["group_size"]}
+                r = {
+                    "proximity": float(prox),
+                    "model": p["model"],
+                    "family": fam,
+                    "game": g,
+                    "profile": p["dir"],
+                    "prompt": p["prompt"],
+                    "group_size": e["group_size"],
+                }
                 if kind == "main":
                     r.update(cot=float(p["prompt"] == "cot"), tom=float(p["prompt"] == "tom"))
                 else:
@@ -352,13 +434,17 @@ def profile_design(profiles: Sequence[Mapping[str, Any]], info: pd.DataFrame | N
                     r["thinking"] = float(mi["thinking"])
                 rows.append(r)
     if not rows:
-        raise BayesError(f"{what} has no game left: every game of every profile is above --max-fallback {max_fallback:g}")
+        raise BayesError(
+            f"{what} has no game left: every game of every profile is above --max-fallback {max_fallback:g}"
+        )
     df = pd.DataFrame(rows)
     if info is None:
         notes.append("no --model-info: each model is its own family, and log10 size and thinking are left out")
     fams = sorted(df["family"].unique())
     if len(fams) < 2:
-        raise BayesError(f"every model is of family {fams[0]!r}: the family random intercept needs at least two families")
+        raise BayesError(
+            f"every model is of family {fams[0]!r}: the family random intercept needs at least two families"
+        )
     preds = [c for c in ("log10_size", "thinking", "cot", "tom", "standard_prompt", "group_size") if c in df.columns]
     X = _drop_constant(df[preds].astype(float), notes).copy()
     if kind == "invariance" and "standard_prompt" not in X.columns:
@@ -371,10 +457,21 @@ def profile_design(profiles: Sequence[Mapping[str, Any]], info: pd.DataFrame | N
         if g != ref:
             X[f"game: {g}"] = (df["game"] == g).astype(float)
     if kind == "main" and any(p["deliberation"] for p in used):
-        notes.append("deliberation is not a predictor of the regression; deliberating profiles are pooled with the others")
+        notes.append(
+            "deliberation is not a predictor of the regression; deliberating profiles are pooled with the others"
+        )
     fam_idx = df["family"].map({f: i for i, f in enumerate(fams)}).to_numpy()
-    return {"df": df, "X": X, "y": df["proximity"].to_numpy(dtype=float), "family": fam_idx, "families": fams, "models": models,
-            "notes": notes, "reference_game": ref, "kind": kind}
+    return {
+        "df": df,
+        "X": X,
+        "y": df["proximity"].to_numpy(dtype=float),
+        "family": fam_idx,
+        "families": fams,
+        "models": models,
+        "notes": notes,
+        "reference_game": ref,
+        "kind": kind,
+    }
 
 
 # --- NumPyro -------------------------------------------------------------------------------------------------
@@ -408,8 +505,14 @@ def versions() -> dict[str, str]:
     import matplotlib
     import numpyro
 
-    return {"numpyro": numpyro.__version__, "jax": jax.__version__, "numpy": np.__version__, "pandas": pd.__version__,
-            "matplotlib": matplotlib.__version__, "python": sys.version.split()[0]}
+    return {
+        "numpyro": numpyro.__version__,
+        "jax": jax.__version__,
+        "numpy": np.__version__,
+        "pandas": pd.__version__,
+        "matplotlib": matplotlib.__version__,
+        "python": sys.version.split()[0],
+    }
 
 
 def profile_model(X, family, n_families, y=None, centred=True):
@@ -464,8 +567,14 @@ def science_model(ybar, se, model_of_obs, C, B, y=None, observed=None):
     numpyro.sample("y", dist.Normal(mu, tau), obs=y)
 
 
-def run_nuts(model: Callable, kwargs: Mapping[str, Any], settings: Mapping[str, int], progress: bool, target_accept: float = 0.9,
-             dense_mass: bool = False) -> dict[str, Any]:
+def run_nuts(
+    model: Callable,
+    kwargs: Mapping[str, Any],
+    settings: Mapping[str, int],
+    progress: bool,
+    target_accept: float = 0.9,
+    dense_mass: bool = False,
+) -> dict[str, Any]:
     """NUTS on ``model(**kwargs)``: the draws grouped by chain, the divergences, the wall time.
     ``dense_mass``: adapt a full mass matrix (for posteriors with strong linear correlations)."""
     numpyro, jax = numpyro_modules(settings["chains"])
@@ -473,8 +582,14 @@ def run_nuts(model: Callable, kwargs: Mapping[str, Any], settings: Mapping[str, 
 
     chains = settings["chains"]
     method = "parallel" if chains > 1 and jax.local_device_count() >= chains else "sequential"
-    mcmc = MCMC(NUTS(model, target_accept_prob=target_accept, dense_mass=dense_mass), num_warmup=settings["warmup"], num_samples=settings["samples"],
-                num_chains=chains, chain_method=method, progress_bar=progress)
+    mcmc = MCMC(
+        NUTS(model, target_accept_prob=target_accept, dense_mass=dense_mass),
+        num_warmup=settings["warmup"],
+        num_samples=settings["samples"],
+        num_chains=chains,
+        chain_method=method,
+        progress_bar=progress,
+    )
     t0 = time.perf_counter()
     mcmc.run(jax.random.PRNGKey(settings["seed"]), extra_fields=("diverging",), **kwargs)
     draws = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
@@ -492,7 +607,7 @@ def _ess_bulk(x: np.ndarray) -> float:
     h = N // 2
     if h < 2:
         return float("nan")
-    split = np.concatenate([x[:, :h], x[:, N - h:]], axis=0)
+    split = np.concatenate([x[:, :h], x[:, N - h :]], axis=0)
     if np.ptp(split) == 0:
         return float("nan")
     r = rankdata(split, method="average").reshape(split.shape)
@@ -512,9 +627,18 @@ def summarize(name: str, x: np.ndarray, group: str) -> dict[str, Any]:
     """One coefficient from its draws (chains x draws)."""
     flat = x.reshape(-1)
     lo, hi = np.quantile(flat, [0.025, 0.975])
-    return {"group": group, "term": name, "mean": float(flat.mean()), "sd": float(flat.std(ddof=1)), "ci_low": float(lo),
-            "ci_high": float(hi), "p_positive": float((flat > 0).mean()), "r_hat": _rhat(x), "ess_bulk": _ess_bulk(x),
-            "excludes_zero": bool(lo > 0 or hi < 0)}
+    return {
+        "group": group,
+        "term": name,
+        "mean": float(flat.mean()),
+        "sd": float(flat.std(ddof=1)),
+        "ci_low": float(lo),
+        "ci_high": float(hi),
+        "p_positive": float((flat > 0).mean()),
+        "r_hat": _rhat(x),
+        "ess_bulk": _ess_bulk(x),
+        "excludes_zero": bool(lo > 0 or hi < 0),
+    }
 
 
 PPC_DRAWS = 400  #: posterior draws (evenly spaced) that replicate the data
@@ -534,7 +658,9 @@ def _ppc_draws(seed: int, mean_of: Callable[[np.ndarray], np.ndarray], sd: np.nd
     return mu + sd[idx, None] * rng.standard_normal(mu.shape)
 
 
-def ppc_table(y: np.ndarray, rep: np.ndarray, groups: np.ndarray, names: Sequence[str], label: str) -> list[dict[str, Any]]:
+def ppc_table(
+    y: np.ndarray, rep: np.ndarray, groups: np.ndarray, names: Sequence[str], label: str
+) -> list[dict[str, Any]]:
     """Per group: observed mean and s.d. against the replicated ones (their mean and 95% range),
     the posterior-predictive p-values P(rep >= obs), the share of observations inside their own 95%
     predictive interval, and the share of replicated values below 0 against the observed share."""
@@ -548,16 +674,39 @@ def ppc_table(y: np.ndarray, rep: np.ndarray, groups: np.ndarray, names: Sequenc
         yo, yr = y[m], rep[:, m]
         rm, rs = yr.mean(axis=1), yr.std(axis=1, ddof=1) if m.sum() > 1 else np.zeros(yr.shape[0])
         so = float(yo.std(ddof=1)) if m.sum() > 1 else 0.0
-        out.append({label: name, "n": int(m.sum()), "obs_mean": float(yo.mean()), "rep_mean": float(rm.mean()),
-                    "rep_mean_lo": float(np.quantile(rm, 0.025)), "rep_mean_hi": float(np.quantile(rm, 0.975)),
-                    "p_mean": float((rm >= yo.mean()).mean()), "obs_sd": so, "rep_sd": float(rs.mean()),
-                    "p_sd": float((rs >= so).mean()), "coverage95": float(inside[m].mean()),
-                    "obs_below0": float((yo < 0).mean()), "rep_below0": float((yr < 0).mean())})
+        out.append(
+            {
+                label: name,
+                "n": int(m.sum()),
+                "obs_mean": float(yo.mean()),
+                "rep_mean": float(rm.mean()),
+                "rep_mean_lo": float(np.quantile(rm, 0.025)),
+                "rep_mean_hi": float(np.quantile(rm, 0.975)),
+                "p_mean": float((rm >= yo.mean()).mean()),
+                "obs_sd": so,
+                "rep_sd": float(rs.mean()),
+                "p_sd": float((rs >= so).mean()),
+                "coverage95": float(inside[m].mean()),
+                "obs_below0": float((yo < 0).mean()),
+                "rep_below0": float((yr < 0).mean()),
+            }
+        )
     return out
 
 
 # --- output ---------------------------------------------------------------------------------------------------------
-_SIGNED = {"mean", "ci_low", "ci_high", "obs_mean", "rep_mean", "rep_mean_lo", "rep_mean_hi", "metric_mean", "z_observed", "theta_mean"}
+_SIGNED = {
+    "mean",
+    "ci_low",
+    "ci_high",
+    "obs_mean",
+    "rep_mean",
+    "rep_mean_lo",
+    "rep_mean_hi",
+    "metric_mean",
+    "z_observed",
+    "theta_mean",
+}
 
 
 def _fmt(v: Any, col: str = "") -> str:
@@ -592,7 +741,14 @@ def forest_plot(tables: Mapping[str, pd.DataFrame], path: Path, title: str) -> P
     for ax, (name, t) in zip(axes[0], tables.items()):
         yy = np.arange(len(t))[::-1]
         color = np.where(t["excludes_zero"].to_numpy(), "tab:blue", "0.5")
-        ax.errorbar(t["mean"], yy, xerr=[t["mean"] - t["ci_low"], t["ci_high"] - t["mean"]], fmt="none", ecolor=list(color), lw=1.4)
+        ax.errorbar(
+            t["mean"],
+            yy,
+            xerr=[t["mean"] - t["ci_low"], t["ci_high"] - t["mean"]],
+            fmt="none",
+            ecolor=list(color),
+            lw=1.4,
+        )
         ax.scatter(t["mean"], yy, c=list(color), s=18, zorder=3)
         ax.axvline(0, color="k", lw=0.8, ls=":")
         ax.set_yticks(yy)
@@ -613,21 +769,34 @@ def _write(out: Path, stem: str, df: pd.DataFrame) -> str:
 
 
 def _fit_record(settings: Mapping[str, int], fits: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    return {**settings, "sampler": f"NUTS (numpyro), CPU; target_accept_prob 0.9, for the proximity regressions {PROFILE_TARGET_ACCEPT} "
-                                   f"and a dense mass matrix", "versions": versions(),
-            "fits": {k: {kk: f[kk] for kk in ("divergences", "seconds", "chain_method", "family_parameterization") if kk in f}
-                     for k, f in fits.items()}}
+    return {
+        **settings,
+        "sampler": f"NUTS (numpyro), CPU; target_accept_prob 0.9, for the proximity regressions {PROFILE_TARGET_ACCEPT} "
+        f"and a dense mass matrix",
+        "versions": versions(),
+        "fits": {
+            k: {kk: f[kk] for kk in ("divergences", "seconds", "chain_method", "family_parameterization") if kk in f}
+            for k, f in fits.items()
+        },
+    }
 
 
 # --- analysis 1: Pareto proximity ------------------------------------------------------------------------------------
-def fit_profile_regression(design: Mapping[str, Any], settings: Mapping[str, int], progress: bool = False) -> dict[str, Any]:
+def fit_profile_regression(
+    design: Mapping[str, Any], settings: Mapping[str, int], progress: bool = False
+) -> dict[str, Any]:
     import jax.numpy as jnp
 
     numpyro_modules(settings["chains"])
     X = design["X"]
     centred = family_centring(design)
-    kw = {"X": jnp.asarray(X.to_numpy(dtype=float)), "family": jnp.asarray(design["family"]), "n_families": len(design["families"]),
-          "y": jnp.asarray(design["y"]), "centred": centred}
+    kw = {
+        "X": jnp.asarray(X.to_numpy(dtype=float)),
+        "family": jnp.asarray(design["family"]),
+        "n_families": len(design["families"]),
+        "y": jnp.asarray(design["y"]),
+        "centred": centred,
+    }
     # dense mass matrix: the intercept and the family intercepts trade off along one line (only their
     # sum is pinned by the data), which a diagonal mass matrix crosses slowly; target acceptance
     # 0.99: with few families sigma_f is weakly identified and reaches near 0, where the default
@@ -637,7 +806,9 @@ def fit_profile_regression(design: Mapping[str, Any], settings: Mapping[str, int
     d = fit["draws"]
     rows = [summarize("intercept", d["intercept"], "intercept")]
     for j, c in enumerate(X.columns):
-        rows.append(summarize(_term_label(c), d["beta"][:, :, j], "game fixed effect" if c.startswith("game:") else "predictor"))
+        rows.append(
+            summarize(_term_label(c), d["beta"][:, :, j], "game fixed effect" if c.startswith("game:") else "predictor")
+        )
     for k, f in enumerate(design["families"]):
         rows.append(summarize(f"family: {f}", d["delta_f"][:, :, k], "family intercept"))
     rows.append(summarize("sigma_f (family)", d["sigma_f"], "variance"))
@@ -650,8 +821,9 @@ def fit_profile_regression(design: Mapping[str, Any], settings: Mapping[str, int
         return f["alpha_c"][idx, None] + f["beta"][idx] @ Xc.T + f["delta_f"][idx][:, fam]
 
     # Bayesian R^2 (Gelman et al. 2019) per draw: var(mu) / (var(mu) + sigma^2), in chunks of draws
-    var_mu = np.concatenate([mean_of(np.arange(i, min(i + 256, f["sigma"].size))).var(axis=1)
-                             for i in range(0, f["sigma"].size, 256)])
+    var_mu = np.concatenate(
+        [mean_of(np.arange(i, min(i + 256, f["sigma"].size))).var(axis=1) for i in range(0, f["sigma"].size, 256)]
+    )
     r2 = (var_mu / (var_mu + f["sigma"] ** 2)).reshape(d["sigma"].shape)
     rows.append(summarize("R^2 (Bayesian)", r2, "fit"))
     coef = pd.DataFrame(rows)
@@ -679,11 +851,19 @@ def family_centring(design: Mapping[str, Any]) -> bool:
 def _term_label(c: str) -> str:
     if c.startswith("game: "):
         return "game: " + GAME_TITLES[c[6:]]
-    return {"log10_size": "log10(size)", "thinking": "thinking variant", "cot": "chain-of-thought", "tom": "theory of mind",
-            "group_size": "group size", "standard_prompt": "standard (vs. alternate)"}.get(c, c)
+    return {
+        "log10_size": "log10(size)",
+        "thinking": "thinking variant",
+        "cot": "chain-of-thought",
+        "tom": "theory of mind",
+        "group_size": "group size",
+        "standard_prompt": "standard (vs. alternate)",
+    }.get(c, c)
 
 
-def prepare_profiles(dirs: Sequence[Path], model_info: Path | None = None, max_fallback: float = MAX_FALLBACK) -> dict[str, Any]:
+def prepare_profiles(
+    dirs: Sequence[Path], model_info: Path | None = None, max_fallback: float = MAX_FALLBACK
+) -> dict[str, Any]:
     """Everything the Pareto-proximity analysis needs, checked before anything is written: the
     profiles, the model info, the main regression's design and (when there are alternate-prompt
     profiles) the prompt-invariance regression's design, or the note why it cannot be fitted."""
@@ -709,7 +889,9 @@ def reference_notes(profiles: Sequence[Mapping[str, Any]]) -> list[str]:
     for g in GAMES:
         values = sorted({p["games"][g]["pareto"] for p in profiles if p["games"][g].get("pareto") is not None})
         if len(values) > 1:
-            notes.append(f"{g}: the profiles measure proximity from different Pareto values ({', '.join(f'{v:g}' for v in values)})")
+            notes.append(
+                f"{g}: the profiles measure proximity from different Pareto values ({', '.join(f'{v:g}' for v in values)})"
+            )
     return notes
 
 
@@ -719,13 +901,26 @@ def invariance_table(coef: pd.DataFrame, design: Mapping[str, Any]) -> pd.DataFr
     wording (game effects and family intercepts are in invariance.csv)."""
     keep = coef[~coef["group"].isin(["game fixed effect", "family intercept"])].copy()
     prompts = design["df"]["prompt"]
-    n = pd.DataFrame([{"group": "observations", "term": f"N (standard / alternate): {len(prompts)} ({int((prompts == 'standard').sum())} / "
-                                                          f"{int((prompts == 'alternate').sum())})"}])
+    n = pd.DataFrame(
+        [
+            {
+                "group": "observations",
+                "term": f"N (standard / alternate): {len(prompts)} ({int((prompts == 'standard').sum())} / "
+                f"{int((prompts == 'alternate').sum())})",
+            }
+        ]
+    )
     return pd.concat([keep, n], ignore_index=True)
 
 
-def analyze_profiles(dirs: Sequence[Path], out: Path, settings: Mapping[str, Any], model_info: Path | None = None,
-                     progress: bool = False, max_fallback: float = MAX_FALLBACK) -> dict[str, Any]:
+def analyze_profiles(
+    dirs: Sequence[Path],
+    out: Path,
+    settings: Mapping[str, Any],
+    model_info: Path | None = None,
+    progress: bool = False,
+    max_fallback: float = MAX_FALLBACK,
+) -> dict[str, Any]:
     """Fit the Pareto-proximity regression and write ``coefficients.{csv,md}``, ``ppc.{csv,md}``,
     ``forest.png`` and ``fit.json`` into ``out``; with alternate-prompt profiles also the
     prompt-invariance regression (``invariance.{csv,md}``: Appendix E, Table 5)."""
@@ -737,9 +932,12 @@ def analyze_profiles(dirs: Sequence[Path], out: Path, settings: Mapping[str, Any
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     coef, ppc, fit = res["coefficients"], res["ppc"], res["fit"]
-    forest_plot({"Pareto proximity (0 = Pareto, 1 = Nash)": coef[coef["group"] != "fit"]}, out / "forest.png",
-                f"Pareto-proximity regression: {len(design['y'])} simulations, {len(design['models'])} models, "
-                f"{len(design['families'])} families")
+    forest_plot(
+        {"Pareto proximity (0 = Pareto, 1 = Nash)": coef[coef["group"] != "fit"]},
+        out / "forest.png",
+        f"Pareto-proximity regression: {len(design['y'])} simulations, {len(design['models'])} models, "
+        f"{len(design['families'])} families",
+    )
     fits = {"proximity": fit}
     inv_record, inv_md = None, []
     if prep["invariance"] is not None:
@@ -747,41 +945,85 @@ def analyze_profiles(dirs: Sequence[Path], out: Path, settings: Mapping[str, Any
         fits["invariance"] = inv["fit"]
         table = invariance_table(inv["coefficients"], prep["invariance"])
         inv["coefficients"].to_csv(out / "invariance.csv", index=False)
-        inv_md = ["", "## Prompt invariance (Appendix E, Table 5): standard vs. alternate wording\n", markdown_table(table)]
+        inv_md = [
+            "",
+            "## Prompt invariance (Appendix E, Table 5): standard vs. alternate wording\n",
+            markdown_table(table),
+        ]
         (out / "invariance.md").write_text("\n".join(inv_md[1:]) + "\n")
         term = inv["coefficients"].set_index("term").loc["standard (vs. alternate)"]
         prompts = prep["invariance"]["df"]["prompt"]
-        inv_record = {"observations": int(len(prompts)), "standard": int((prompts == "standard").sum()),
-                      "alternate": int((prompts == "alternate").sum()), "models": prep["invariance"]["models"],
-                      "predictors": list(prep["invariance"]["X"].columns), "divergences": inv["fit"]["divergences"],
-                      "standard_vs_alternate": {k: float(term[k]) for k in ("mean", "sd", "ci_low", "ci_high", "p_positive")},
-                      "coefficients": inv["coefficients"].to_dict(orient="records")}
+        inv_record = {
+            "observations": int(len(prompts)),
+            "standard": int((prompts == "standard").sum()),
+            "alternate": int((prompts == "alternate").sum()),
+            "models": prep["invariance"]["models"],
+            "predictors": list(prep["invariance"]["X"].columns),
+            "divergences": inv["fit"]["divergences"],
+            "standard_vs_alternate": {k: float(term[k]) for k in ("mean", "sd", "ci_low", "ci_high", "p_positive")},
+            "coefficients": inv["coefficients"].to_dict(orient="records"),
+        }
     all_coef = pd.concat([coef] + ([pd.DataFrame(inv_record["coefficients"])] if inv_record else []), ignore_index=True)
-    record = {"analysis": "pareto-proximity regression (paper §3.2, Tables 1 and 6)", **_fit_record(settings, fits),
-              "observations": int(len(design["y"])), "models": design["models"], "families": design["families"],
-              "profiles": [_profile_record(p) for p in prep["profiles"]], "max_fallback": prep["max_fallback"],
-              "reference_game": design["reference_game"], "predictors": list(design["X"].columns), "notes": design["notes"],
-              "model_info": str(model_info) if model_info else None,
-              "divergences": int(sum(f["divergences"] for f in fits.values())), "max_r_hat": _nanmax(all_coef["r_hat"]),
-              "min_ess_bulk": _nanmin(all_coef["ess_bulk"]), "invariance": inv_record}
-    md = ["# Pareto-proximity regression\n", _header(record),
-          "## Coefficients\n", _write(out, "coefficients", coef), "",
-          "## Posterior-predictive check (per game)\n", _write(out, "ppc", ppc), "", _ppc_note(), *inv_md]
+    record = {
+        "analysis": "pareto-proximity regression (paper §3.2, Tables 1 and 6)",
+        **_fit_record(settings, fits),
+        "observations": int(len(design["y"])),
+        "models": design["models"],
+        "families": design["families"],
+        "profiles": [_profile_record(p) for p in prep["profiles"]],
+        "max_fallback": prep["max_fallback"],
+        "reference_game": design["reference_game"],
+        "predictors": list(design["X"].columns),
+        "notes": design["notes"],
+        "model_info": str(model_info) if model_info else None,
+        "divergences": int(sum(f["divergences"] for f in fits.values())),
+        "max_r_hat": _nanmax(all_coef["r_hat"]),
+        "min_ess_bulk": _nanmin(all_coef["ess_bulk"]),
+        "invariance": inv_record,
+    }
+    md = [
+        "# Pareto-proximity regression\n",
+        _header(record),
+        "## Coefficients\n",
+        _write(out, "coefficients", coef),
+        "",
+        "## Posterior-predictive check (per game)\n",
+        _write(out, "ppc", ppc),
+        "",
+        _ppc_note(),
+        *inv_md,
+    ]
     if design["notes"]:
         md += ["", "## Notes\n"] + [f"- {n}" for n in design["notes"]]
     (out / "statistics.md").write_text("\n".join(md) + "\n")
     from cooplab.graphs import rundir
 
     rundir.write_json(out / "fit.json", record)
-    return {**record, "out": str(out), "coefficients": coef.to_dict(orient="records"), "ppc": ppc.to_dict(orient="records")}
+    return {
+        **record,
+        "out": str(out),
+        "coefficients": coef.to_dict(orient="records"),
+        "ppc": ppc.to_dict(orient="records"),
+    }
 
 
 def _profile_record(p: Mapping[str, Any]) -> dict[str, Any]:
     """What fit.json says about one profile: its directory, model, prompt, and per game the Nash and
     Pareto values its proximity is measured from and its share of fallback decisions."""
-    return {"dir": p["dir"], "model": p["model"], "prompt": p["prompt"],
-            "games": {g: {"nash": e.get("nash"), "pareto": e.get("pareto"), "pareto_basis": e.get("pareto_basis"),
-                          "fallback_share": e["fallback_share"]} for g, e in p["games"].items()}}
+    return {
+        "dir": p["dir"],
+        "model": p["model"],
+        "prompt": p["prompt"],
+        "games": {
+            g: {
+                "nash": e.get("nash"),
+                "pareto": e.get("pareto"),
+                "pareto_basis": e.get("pareto_basis"),
+                "fallback_share": e["fallback_share"],
+            }
+            for g, e in p["games"].items()
+        },
+    }
 
 
 def _nanmax(s: pd.Series) -> float | None:
@@ -796,16 +1038,20 @@ def _nanmin(s: pd.Series) -> float | None:
 
 def _header(r: Mapping[str, Any]) -> str:
     fits = "; ".join(f"{k}: {v['divergences']} divergences, {v['seconds']:.1f} s" for k, v in r["fits"].items())
-    return (f"NUTS ({r.get('preset', 'settings given')} settings): {r['chains']} chains x {r['samples']} draws after {r['warmup']} "
-            f"warm-up, seed {r['seed']}; {fits}. "
-            f"Max split R-hat {_fmt(r['max_r_hat'])}, min bulk ESS {_fmt(r['min_ess_bulk'], 'ess_bulk')}. "
-            f"numpyro {r['versions']['numpyro']}, jax {r['versions']['jax']}.\n")
+    return (
+        f"NUTS ({r.get('preset', 'settings given')} settings): {r['chains']} chains x {r['samples']} draws after {r['warmup']} "
+        f"warm-up, seed {r['seed']}; {fits}. "
+        f"Max split R-hat {_fmt(r['max_r_hat'])}, min bulk ESS {_fmt(r['min_ess_bulk'], 'ess_bulk')}. "
+        f"numpyro {r['versions']['numpyro']}, jax {r['versions']['jax']}.\n"
+    )
 
 
 def _ppc_note() -> str:
-    return ("p_mean / p_sd: share of replicated data sets whose mean / s.d. is at least the observed one (near 0 or 1: the "
-            "model misses it); coverage95: share of observations inside their own 95% predictive interval; below0: share of "
-            "values under 0 (observed and replicated; the Normal likelihood puts mass there, proximity cannot).")
+    return (
+        "p_mean / p_sd: share of replicated data sets whose mean / s.d. is at least the observed one (near 0 or 1: the "
+        "model misses it); coverage95: share of observations inside their own 95% predictive interval; below0: share of "
+        "values under 0 (observed and replicated; the Normal likelihood puts mass there, proximity cannot)."
+    )
 
 
 # --- analysis 2: science outcomes ---------------------------------------------------------------------------------------
@@ -836,8 +1082,10 @@ def _judge_outcomes(df: pd.DataFrame, f: Path) -> tuple[pd.DataFrame, str]:
     are a one-line BayesError."""
     from cooplab.evals.science_scoring import JUDGE_COLUMNS
 
-    fix = ("score the runs with 'cooplab science score RUN_DIR ... --judge MODEL' (or name a judge in the sweep), "
-           "or use --score-source heuristic")
+    fix = (
+        "score the runs with 'cooplab science score RUN_DIR ... --judge MODEL' (or name a judge in the sweep), "
+        "or use --score-source heuristic"
+    )
     df = df.copy()
     for col in (*JUDGE_COLUMNS.values(), "judge"):
         if col not in df.columns:
@@ -857,8 +1105,10 @@ def _judge_outcomes(df: pd.DataFrame, f: Path) -> tuple[pd.DataFrame, str]:
             df.loc[i, col] = entry[dim]
     judges = sorted({str(j) for j in df["judge"]})
     if len(judges) > 1:
-        raise BayesError(f"{f}: the runs were scored by different judges ({', '.join(judges)}); score them all with one judge "
-                         f"('cooplab science score ... --judge MODEL') or use --score-source heuristic")
+        raise BayesError(
+            f"{f}: the runs were scored by different judges ({', '.join(judges)}); score them all with one judge "
+            f"('cooplab science score ... --judge MODEL') or use --score-source heuristic"
+        )
     for dim, col in JUDGE_COLUMNS.items():
         df[dim] = df[col]
     return df, judges[0]
@@ -875,10 +1125,14 @@ def load_scores(sweep_dir: Path, source: str = "judge") -> tuple[pd.DataFrame, l
     try:
         df = pd.read_csv(f)
     except FileNotFoundError:
-        raise BayesError(f"{sweep_dir}: no scores.csv; give the out directory of a 'cooplab sweep' with \"task\": \"science\"") from None
+        raise BayesError(
+            f'{sweep_dir}: no scores.csv; give the out directory of a \'cooplab sweep\' with "task": "science"'
+        ) from None
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise BayesError(f"{f} cannot be read as CSV: {_line(exc)}") from None
-    need = ("model", "task", "budget", "visibility", "team_size", "prompt", "status") + (OUTCOMES if source == "heuristic" else ())
+    need = ("model", "task", "budget", "visibility", "team_size", "prompt", "status") + (
+        OUTCOMES if source == "heuristic" else ()
+    )
     gone = [c for c in need if c not in df.columns]
     if gone:
         raise BayesError(f"{f} lacks the column(s) {', '.join(gone)}; is it a science sweep's scores.csv?")
@@ -893,14 +1147,18 @@ def load_scores(sweep_dir: Path, source: str = "judge") -> tuple[pd.DataFrame, l
         df, judge = _judge_outcomes(df, f)
         notes.insert(0, f"outcomes: the LLM judge's scores ({judge}), as in the paper's Table 2")
     else:
-        notes.insert(0, "outcomes: the heuristic scorer's scores (--score-source heuristic; the paper's Table 2 uses a judge's)")
+        notes.insert(
+            0, "outcomes: the heuristic scorer's scores (--score-source heuristic; the paper's Table 2 uses a judge's)"
+        )
     df["model"] = df["model"].astype(str)
     for c in OUTCOMES:
         v = pd.to_numeric(df[c], errors="coerce")
         bad = ~(np.isfinite(v) & (v >= 0) & (v <= 1))
         if bad.any():
             i = int(np.flatnonzero(bad.to_numpy())[0])
-            raise BayesError(f"{f}: {c} of run {i + 1} is {df[c].iloc[i]!r}; scores must be numbers from 0 to 1 (re-score the run)")
+            raise BayesError(
+                f"{f}: {c} of run {i + 1} is {df[c].iloc[i]!r}; scores must be numbers from 0 to 1 (re-score the run)"
+            )
         df[c] = v.astype(float)
     for c, allowed in (("task", SCIENCE_TASKS), ("visibility", VISIBILITIES), ("prompt", ("standard", "tom"))):
         bad = ~df[c].isin(allowed)
@@ -918,8 +1176,10 @@ def load_scores(sweep_dir: Path, source: str = "judge") -> tuple[pd.DataFrame, l
     else:
         bad = ~(np.isfinite(b) & (b > 0) & (b < 1e6))
         if bad.any():
-            raise BayesError(f"{f}: budget {df['budget'][bad].iloc[0]!r} is not a positive finite number; log(budget) needs every "
-                             f"run to have one (leave budgetless runs out of the sweep)")
+            raise BayesError(
+                f"{f}: budget {df['budget'][bad].iloc[0]!r} is not a positive finite number; log(budget) needs every "
+                f"run to have one (leave budgetless runs out of the sweep)"
+            )
         df["budget"] = b.astype(float)
     keys = ["model", "task", "budget", "visibility", "team_size", "prompt"]
     agg = df.groupby(keys, dropna=False)[list(OUTCOMES)].mean().reset_index()
@@ -927,8 +1187,13 @@ def load_scores(sweep_dir: Path, source: str = "judge") -> tuple[pd.DataFrame, l
     return agg, notes
 
 
-def science_design(scores: pd.DataFrame, profiles: Sequence[Mapping[str, Any]], info: pd.DataFrame | None,
-                   notes: list[str], max_fallback: float = MAX_FALLBACK) -> dict[str, Any]:
+def science_design(
+    scores: pd.DataFrame,
+    profiles: Sequence[Mapping[str, Any]],
+    info: pd.DataFrame | None,
+    notes: list[str],
+    max_fallback: float = MAX_FALLBACK,
+) -> dict[str, Any]:
     """The measurement-error model's data. A model's game mean pools its profiles' simulations of
     the game, leaving out a profile's game whose share of fallback decisions is above
     ``max_fallback``; a model with fewer than two simulations of a game left has no observation of
@@ -939,14 +1204,18 @@ def science_design(scores: pd.DataFrame, profiles: Sequence[Mapping[str, Any]], 
     models = sorted(scores["model"].unique())
     missing = [m for m in models if m not in by_model]
     if missing:
-        raise BayesError(f"model {missing[0]!r} of scores.csv has no profile among --profiles; add 'cooplab profile --model "
-                         f"{missing[0]}' output")
+        raise BayesError(
+            f"model {missing[0]!r} of scores.csv has no profile among --profiles; add 'cooplab profile --model "
+            f"{missing[0]}' output"
+        )
     extra = sorted(set(by_model) - set(models))
     if extra:
         notes.append(f"profiles of models without science runs left out: {', '.join(extra)}")
     if len(models) < 3:
-        raise BayesError(f"the measurement-error model needs science runs and profiles of at least three models (got "
-                         f"{len(models)}: {', '.join(models)}): the game effects are between-model comparisons")
+        raise BayesError(
+            f"the measurement-error model needs science runs and profiles of at least three models (got "
+            f"{len(models)}: {', '.join(models)}): the game effects are between-model comparisons"
+        )
     M, G = len(models), len(GAMES)
     ybar, se = np.full((M, G), np.nan), np.full((M, G), np.nan)
     nsim = np.zeros((M, G), dtype=int)
@@ -965,14 +1234,18 @@ def science_design(scores: pd.DataFrame, profiles: Sequence[Mapping[str, Any]], 
     scale = np.array([ybar[observed[:, j], j].std(ddof=1) if observed[:, j].sum() > 1 else 0.0 for j in range(G)])
     flat = [GAMES[j] for j in range(G) if not scale[j] > 0]
     if flat:
-        raise BayesError(f"game {flat[0]}: fewer than two models have it, or every model has the same mean metric, so it cannot "
-                         f"be z-scored; add profiles of models that play it differently (or raise --max-fallback)")
+        raise BayesError(
+            f"game {flat[0]}: fewer than two models have it, or every model has the same mean metric, so it cannot "
+            f"be z-scored; add profiles of models that play it differently (or raise --max-fallback)"
+        )
     zbar = np.where(observed, (ybar - center) / scale, 0.0)
     zse_raw = np.where(observed, se / scale, 1.0)
     zse = np.maximum(zse_raw, SE_FLOOR)
     if (zse_raw < SE_FLOOR).any():
-        notes.append(f"{int((zse_raw < SE_FLOOR).sum())} game mean(s) with a standard error under {SE_FLOOR} z-units (e.g. every "
-                     f"simulation alike) use {SE_FLOOR}")
+        notes.append(
+            f"{int((zse_raw < SE_FLOOR).sum())} game mean(s) with a standard error under {SE_FLOOR} z-units (e.g. every "
+            f"simulation alike) use {SE_FLOOR}"
+        )
     # condition controls
     C = pd.DataFrame(index=scores.index)
     if scores["budget"].notna().all():
@@ -994,7 +1267,12 @@ def science_design(scores: pd.DataFrame, profiles: Sequence[Mapping[str, Any]], 
         notes.append("no --model-info: no capability controls")
     else:
         rows = {m: info_of(info, m) for m in models}
-        for col, name in (("ifeval", "IFEval"), ("mmlu_pro", "MMLU-Pro"), ("size_b", "log10(size)"), ("thinking", "thinking")):
+        for col, name in (
+            ("ifeval", "IFEval"),
+            ("mmlu_pro", "MMLU-Pro"),
+            ("size_b", "log10(size)"),
+            ("thinking", "thinking"),
+        ):
             if col not in info.columns:
                 continue
             v = np.array([rows[m][col] for m in models], dtype=float)
@@ -1005,27 +1283,55 @@ def science_design(scores: pd.DataFrame, profiles: Sequence[Mapping[str, Any]], 
                 continue
             B[name] = (v - v.mean()) / v.std(ddof=1)
     if M <= G + B.shape[1] + 1:
-        notes.append(f"{M} models for {G} game effects and {B.shape[1]} capability controls: the model-level coefficients are "
-                     f"weakly identified (their intervals mostly reflect the priors)")
+        notes.append(
+            f"{M} models for {G} game effects and {B.shape[1]} capability controls: the model-level coefficients are "
+            f"weakly identified (their intervals mostly reflect the priors)"
+        )
     idx = scores["model"].map({m: i for i, m in enumerate(models)}).to_numpy()
-    return {"models": models, "ybar": zbar, "se": zse, "observed": observed, "raw_mean": ybar, "raw_se": se, "n_sims": nsim,
-            "center": center, "scale": scale, "C": C, "B": B, "model_of_obs": idx, "scores": scores, "notes": notes}
+    return {
+        "models": models,
+        "ybar": zbar,
+        "se": zse,
+        "observed": observed,
+        "raw_mean": ybar,
+        "raw_se": se,
+        "n_sims": nsim,
+        "center": center,
+        "scale": scale,
+        "C": C,
+        "B": B,
+        "model_of_obs": idx,
+        "scores": scores,
+        "notes": notes,
+    }
 
 
-def fit_science(design: Mapping[str, Any], outcome: str, settings: Mapping[str, int], progress: bool = False) -> dict[str, Any]:
+def fit_science(
+    design: Mapping[str, Any], outcome: str, settings: Mapping[str, int], progress: bool = False
+) -> dict[str, Any]:
     import jax.numpy as jnp
 
     numpyro_modules(settings["chains"])
     y = design["scores"][outcome].to_numpy(dtype=float)
-    kw = {"ybar": jnp.asarray(design["ybar"]), "se": jnp.asarray(design["se"]), "model_of_obs": jnp.asarray(design["model_of_obs"]),
-          "C": jnp.asarray(design["C"].to_numpy(dtype=float).reshape(len(y), -1)),
-          "B": jnp.asarray(design["B"].to_numpy(dtype=float).reshape(len(design["models"]), -1)), "y": jnp.asarray(y),
-          "observed": None if design.get("observed") is None else jnp.asarray(design["observed"])}
+    kw = {
+        "ybar": jnp.asarray(design["ybar"]),
+        "se": jnp.asarray(design["se"]),
+        "model_of_obs": jnp.asarray(design["model_of_obs"]),
+        "C": jnp.asarray(design["C"].to_numpy(dtype=float).reshape(len(y), -1)),
+        "B": jnp.asarray(design["B"].to_numpy(dtype=float).reshape(len(design["models"]), -1)),
+        "y": jnp.asarray(y),
+        "observed": None if design.get("observed") is None else jnp.asarray(design["observed"]),
+    }
     fit = run_nuts(science_model, kw, settings, progress)
     d = fit["draws"]
     rows = [summarize("intercept (alpha)", d["alpha"], "intercept")]
-    rows += [summarize(GAME_TITLES[g], d["beta"][:, :, j], "game behaviour (latent theta, z-scored)") for j, g in enumerate(GAMES)]
-    rows += [summarize(c, d["delta"][:, :, j], "capability control (z-scored)") for j, c in enumerate(design["B"].columns)]
+    rows += [
+        summarize(GAME_TITLES[g], d["beta"][:, :, j], "game behaviour (latent theta, z-scored)")
+        for j, g in enumerate(GAMES)
+    ]
+    rows += [
+        summarize(c, d["delta"][:, :, j], "capability control (z-scored)") for j, c in enumerate(design["B"].columns)
+    ]
     rows += [summarize(c, d["gamma"][:, :, j], "condition control") for j, c in enumerate(design["C"].columns)]
     rows.append(summarize("tau (residual SD)", d["tau"], "variance"))
     coef = pd.DataFrame(rows)
@@ -1035,7 +1341,11 @@ def fit_science(design: Mapping[str, Any], outcome: str, settings: Mapping[str, 
     Bn = np.asarray(kw["B"])
 
     def mean_of(idx: np.ndarray) -> np.ndarray:
-        mu = f["alpha"][idx, None] + np.einsum("dog,dg->do", f["theta"][idx][:, idx_obs], f["beta"][idx]) + f["gamma"][idx] @ Cn.T
+        mu = (
+            f["alpha"][idx, None]
+            + np.einsum("dog,dg->do", f["theta"][idx][:, idx_obs], f["beta"][idx])
+            + f["gamma"][idx] @ Cn.T
+        )
         if Bn.shape[1]:
             mu = mu + f["delta"][idx] @ Bn[idx_obs].T
         return mu
@@ -1045,12 +1355,26 @@ def fit_science(design: Mapping[str, Any], outcome: str, settings: Mapping[str, 
     gi = design["scores"]["task"].map({t: i for i, t in enumerate(tasks)}).to_numpy()
     ppc = pd.DataFrame(ppc_table(y, rep, gi, tasks, "task"))
     theta = d["theta"].reshape(-1, *d["theta"].shape[2:])
-    return {"fit": fit, "coefficients": coef, "ppc": ppc, "theta_mean": theta.mean(axis=0), "theta_sd": theta.std(axis=0, ddof=1)}
+    return {
+        "fit": fit,
+        "coefficients": coef,
+        "ppc": ppc,
+        "theta_mean": theta.mean(axis=0),
+        "theta_sd": theta.std(axis=0, ddof=1),
+    }
 
 
-def analyze_science(sweep_dir: Path, profile_dirs: Sequence[Path], out: Path, settings: Mapping[str, Any],
-                    model_info: Path | None = None, progress: bool = False, outcomes: Sequence[str] = OUTCOMES,
-                    max_fallback: float = MAX_FALLBACK, score_source: str = "judge") -> dict[str, Any]:
+def analyze_science(
+    sweep_dir: Path,
+    profile_dirs: Sequence[Path],
+    out: Path,
+    settings: Mapping[str, Any],
+    model_info: Path | None = None,
+    progress: bool = False,
+    outcomes: Sequence[str] = OUTCOMES,
+    max_fallback: float = MAX_FALLBACK,
+    score_source: str = "judge",
+) -> dict[str, Any]:
     """Fit the measurement-error model for each outcome; write ``coefficients.{csv,md}`` (all
     outcomes, long), ``ppc.{csv,md}``, ``dispositions.csv`` (theta per model and game),
     ``forest.png``, ``fit.json`` and ``statistics.md`` into ``out``."""
@@ -1070,10 +1394,19 @@ def analyze_science(sweep_dir: Path, profile_dirs: Sequence[Path], out: Path, se
         tables[o] = r["coefficients"][r["coefficients"]["group"] != "intercept"]
         for i, m in enumerate(design["models"]):
             for j, g in enumerate(GAMES):
-                disp.append({"outcome": o, "model": m, "game": g, "metric_mean": design["raw_mean"][i, j], "metric_se": design["raw_se"][i, j],
-                             "simulations": int(design["n_sims"][i, j]),
-                             "z_observed": design["ybar"][i, j] if design["observed"][i, j] else float("nan"),
-                             "theta_mean": float(r["theta_mean"][i, j]), "theta_sd": float(r["theta_sd"][i, j])})
+                disp.append(
+                    {
+                        "outcome": o,
+                        "model": m,
+                        "game": g,
+                        "metric_mean": design["raw_mean"][i, j],
+                        "metric_se": design["raw_se"][i, j],
+                        "simulations": int(design["n_sims"][i, j]),
+                        "z_observed": design["ybar"][i, j] if design["observed"][i, j] else float("nan"),
+                        "theta_mean": float(r["theta_mean"][i, j]),
+                        "theta_sd": float(r["theta_sd"][i, j]),
+                    }
+                )
     coef = pd.concat(coefs, ignore_index=True)
     coef = coef[["outcome"] + [c for c in coef.columns if c != "outcome"]]
     ppc = pd.concat(ppcs, ignore_index=True)
@@ -1081,23 +1414,52 @@ def analyze_science(sweep_dir: Path, profile_dirs: Sequence[Path], out: Path, se
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(disp).to_csv(out / "dispositions.csv", index=False)
-    forest_plot(tables, out / "forest.png", f"Measurement-error model: {len(scores)} model-condition pairs, {len(design['models'])} models")
-    record = {"analysis": "measurement-error model (paper §4.1.2, Tables 2 and 7)", **_fit_record(settings, fits),
-              "observations": int(len(scores)), "runs": int(scores["runs"].sum()), "models": design["models"], "outcomes": list(outcomes),
-              "condition_controls": list(design["C"].columns), "capability_controls": list(design["B"].columns),
-              "se_floor_z": SE_FLOOR, "max_fallback": max_fallback, "score_source": score_source, "outcomes_from": notes[0],
-              "notes": design["notes"],
-              "model_info": str(model_info) if model_info else None,
-              "sweep": str(sweep_dir), "profiles": [str(p) for p in profile_dirs],
-              "divergences": int(sum(f["divergences"] for f in fits.values())), "max_r_hat": _nanmax(coef["r_hat"]),
-              "min_ess_bulk": _nanmin(coef["ess_bulk"])}
-    md = ["# Measurement-error model: game dispositions and science outcomes\n", _header(record),
-          "## Coefficients\n", _write(out, "coefficients", coef), "",
-          "## Posterior-predictive check (per outcome and task)\n", _write(out, "ppc", ppc), "", _ppc_note()]
+    forest_plot(
+        tables,
+        out / "forest.png",
+        f"Measurement-error model: {len(scores)} model-condition pairs, {len(design['models'])} models",
+    )
+    record = {
+        "analysis": "measurement-error model (paper §4.1.2, Tables 2 and 7)",
+        **_fit_record(settings, fits),
+        "observations": int(len(scores)),
+        "runs": int(scores["runs"].sum()),
+        "models": design["models"],
+        "outcomes": list(outcomes),
+        "condition_controls": list(design["C"].columns),
+        "capability_controls": list(design["B"].columns),
+        "se_floor_z": SE_FLOOR,
+        "max_fallback": max_fallback,
+        "score_source": score_source,
+        "outcomes_from": notes[0],
+        "notes": design["notes"],
+        "model_info": str(model_info) if model_info else None,
+        "sweep": str(sweep_dir),
+        "profiles": [str(p) for p in profile_dirs],
+        "divergences": int(sum(f["divergences"] for f in fits.values())),
+        "max_r_hat": _nanmax(coef["r_hat"]),
+        "min_ess_bulk": _nanmin(coef["ess_bulk"]),
+    }
+    md = [
+        "# Measurement-error model: game dispositions and science outcomes\n",
+        _header(record),
+        "## Coefficients\n",
+        _write(out, "coefficients", coef),
+        "",
+        "## Posterior-predictive check (per outcome and task)\n",
+        _write(out, "ppc", ppc),
+        "",
+        _ppc_note(),
+    ]
     if design["notes"]:
         md += ["", "## Notes\n"] + [f"- {n}" for n in design["notes"]]
     (out / "statistics.md").write_text("\n".join(md) + "\n")
     from cooplab.graphs import rundir
 
     rundir.write_json(out / "fit.json", record)
-    return {**record, "out": str(out), "coefficients": coef.to_dict(orient="records"), "ppc": ppc.to_dict(orient="records")}
+    return {
+        **record,
+        "out": str(out),
+        "coefficients": coef.to_dict(orient="records"),
+        "ppc": ppc.to_dict(orient="records"),
+    }

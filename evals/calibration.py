@@ -57,7 +57,18 @@ EVENTS = "events.jsonl"
 RUNS = "runs.jsonl"
 #: columns of samples.csv that say when and where a sample ran, not what it computed
 VOLATILE = ("eval_seconds", "evaluated_at", "pid", "host")
-NUMBER_WORDS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten", 12: "twelve"}
+NUMBER_WORDS = {
+    2: "two",
+    3: "three",
+    4: "four",
+    5: "five",
+    6: "six",
+    7: "seven",
+    8: "eight",
+    9: "nine",
+    10: "ten",
+    12: "twelve",
+}
 
 
 class CalibrateError(ValueError):
@@ -164,12 +175,23 @@ def differences(old: dict[str, Any], new: dict[str, Any]) -> str:
     for k in sorted(set(old) | set(new)):
         if old.get(k) != new.get(k):
             a, b = old.get(k), new.get(k)
-            parts.append(f"{k} {a} -> {b}" if not isinstance(a, (list, dict)) and not isinstance(b, (list, dict)) else f"{k} differs")
+            parts.append(
+                f"{k} {a} -> {b}"
+                if not isinstance(a, (list, dict)) and not isinstance(b, (list, dict))
+                else f"{k} differs"
+            )
     return ", ".join(parts)
 
 
-def prepare(out: Path, *, samples: int, seed: int, dims: list[Dim], identity: Callable[[int], dict[str, Any]],
-            fields: dict[str, Any]) -> dict[str, Any]:
+def prepare(
+    out: Path,
+    *,
+    samples: int,
+    seed: int,
+    dims: list[Dim],
+    identity: Callable[[int], dict[str, Any]],
+    fields: dict[str, Any],
+) -> dict[str, Any]:
     """Create OUT and its design.json, or check that OUT holds the same design (extending it when
     ``samples`` is larger). ``identity(block)``: what makes two designs the same design (everything
     but the number of samples), as JSON; ``fields``: further entries of the record (replicates, the
@@ -187,30 +209,51 @@ def prepare(out: Path, *, samples: int, seed: int, dims: list[Dim], identity: Ca
                 raise ValueError
         except (OSError, UnicodeDecodeError, ValueError):
             raise CalibrateError(f"{path} is not a calibration design (unreadable); use another --out") from None
-    elif out.exists() and any(p.name not in (".lock", "design.json.tmp") for p in out.iterdir()):  # .tmp: killed while creating it
-        raise CalibrateError(f"--out {out} is a non-empty directory without design.json (not a calibration); use another --out")
+    elif out.exists() and any(
+        p.name not in (".lock", "design.json.tmp") for p in out.iterdir()
+    ):  # .tmp: killed while creating it
+        raise CalibrateError(
+            f"--out {out} is a non-empty directory without design.json (not a calibration); use another --out"
+        )
     block = int(old["identity"].get("block", samples)) if old else samples
-    ident = json.loads(json.dumps(identity(block)))  # as design.json holds it (tuples -> lists), so that the two compare equal
+    ident = json.loads(
+        json.dumps(identity(block))
+    )  # as design.json holds it (tuples -> lists), so that the two compare equal
     if old is not None:
         if old["identity"] != ident:
-            raise CalibrateError(f"{out} holds a different calibration design ({differences(old['identity'], ident)}); "
-                                 f"rerun with its options or use another --out")
+            raise CalibrateError(
+                f"{out} holds a different calibration design ({differences(old['identity'], ident)}); "
+                f"rerun with its options or use another --out"
+            )
         if samples < int(old["samples"]):
-            raise CalibrateError(f"{out} holds a design of {old['samples']} samples; --samples must be at least that (it extends "
-                                 f"the design), got {samples}; use another --out for a smaller one")
+            raise CalibrateError(
+                f"{out} holds a design of {old['samples']} samples; --samples must be at least that (it extends "
+                f"the design), got {samples}; use another --out for a smaller one"
+            )
     rundir.ensure_writable(out, CalibrateError)
     u = unit_design(seed, samples, block, len(dims))
     if old is not None:  # the stored design must be what this SciPy regenerates (else the prefix would change)
         n_old = int(old["samples"])
         if not np.array_equal(np.asarray(old["unit"], dtype=float).reshape(n_old, len(dims)), u[:n_old]):
-            raise CalibrateError(f"the design regenerated here differs from {path} (SciPy {versions()['scipy']} vs "
-                                 f"{old.get('versions', {}).get('scipy')}); use another --out")
+            raise CalibrateError(
+                f"the design regenerated here differs from {path} (SciPy {versions()['scipy']} vs "
+                f"{old.get('versions', {}).get('scipy')}); use another --out"
+            )
     x = design_values(u, dims)
     record = {
-        "design_id": design_id(ident), "identity": ident, "samples": samples, "block": block, "seed": seed, **fields,
-        "names": [d.name for d in dims], "unit": u.tolist(), "values": x.tolist(),
-        "created": old.get("created") if old else rundir.now(), "updated": rundir.now(),
-        "versions": old.get("versions") if old else versions(), "versions_now": versions(),
+        "design_id": design_id(ident),
+        "identity": ident,
+        "samples": samples,
+        "block": block,
+        "seed": seed,
+        **fields,
+        "names": [d.name for d in dims],
+        "unit": u.tolist(),
+        "values": x.tolist(),
+        "created": old.get("created") if old else rundir.now(),
+        "updated": rundir.now(),
+        "versions": old.get("versions") if old else versions(),
+        "versions_now": versions(),
     }
     rundir.write_json(path, record)
     return record
@@ -255,7 +298,9 @@ def read_rows(out: Path, design: str | None = None) -> dict[int, dict[str, Any]]
         if not isinstance(row, dict) or not isinstance(row.get("sample"), int):
             continue
         if design is not None and row.get("design") != design:
-            raise CalibrateError(f"{path} holds samples of another design ({row.get('design')}, not {design}); use another --out")
+            raise CalibrateError(
+                f"{path} holds samples of another design ({row.get('design')}, not {design}); use another --out"
+            )
         rows.setdefault(row["sample"], row)
     return rows
 
@@ -280,8 +325,10 @@ def append_line(path: Path, obj: dict[str, Any]) -> None:
 
 def event(out: Path, what: str, sample: int) -> None:
     with locked(out):
-        append_line(Path(out) / EVENTS, {"event": what, "sample": sample, "pid": os.getpid(), "host": socket.gethostname(),
-                                         "time": time.time()})
+        append_line(
+            Path(out) / EVENTS,
+            {"event": what, "sample": sample, "pid": os.getpid(), "host": socket.gethostname(), "time": time.time()},
+        )
 
 
 def append_row(out: Path, row: dict[str, Any]) -> bool:
@@ -323,8 +370,16 @@ def run_batch(j: dict[str, Any], evaluate: Callable[[dict[str, float], dict[str,
         values = c["values"][str(i)]
         event(out, "start", i)
         res = evaluate(values, c)
-        row = {"sample": i, "design": c["design"], "params": values, "unit": c["unit"][str(i)], **res,
-               "evaluated_at": rundir.now(), "pid": os.getpid(), "host": socket.gethostname()}
+        row = {
+            "sample": i,
+            "design": c["design"],
+            "params": values,
+            "unit": c["unit"][str(i)],
+            **res,
+            "evaluated_at": rundir.now(),
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+        }
         append_row(out, row)
         event(out, "done", i)
     if not todo:
@@ -332,8 +387,16 @@ def run_batch(j: dict[str, Any], evaluate: Callable[[dict[str, float], dict[str,
     return "ran" if len(todo) == len(c["samples"]) else "resumed"
 
 
-def jobs(out: Path, record: dict[str, Any], todo: list[int], batch: int, spec: Spec, extra: dict[str, Any] | None = None, *,
-         job: Callable[..., dict[str, Any]]) -> list[dict[str, Any]]:
+def jobs(
+    out: Path,
+    record: dict[str, Any],
+    todo: list[int],
+    batch: int,
+    spec: Spec,
+    extra: dict[str, Any] | None = None,
+    *,
+    job: Callable[..., dict[str, Any]],
+) -> list[dict[str, Any]]:
     """The samples still to do, ``batch`` at a time, as jobs of the executor (``job``: its job builder,
     :func:`cooplab.runs.sweeps.job`); ``extra``: what else the batch function needs in its config (the fixed
     overrides, ...)."""
@@ -341,13 +404,26 @@ def jobs(out: Path, record: dict[str, Any], todo: list[int], batch: int, spec: S
     names = record["names"]
     out_jobs = []
     for k in range(0, len(todo), batch):
-        ids = todo[k:k + batch]
-        config = {"out": str(Path(out).absolute()), "design": record["design_id"], "samples": ids, "seed": record["seed"],
-                  "replicates": record["replicates"], **(extra or {}),
-                  "values": {str(i): dict(zip(names, record["values"][i])) for i in ids},
-                  "unit": {str(i): record["unit"][i] for i in ids}}
-        out_jobs.append(job(Path(out) / "batches" / f"samples-{ids[0]:06d}-{ids[-1]:06d}", spec.task, config, fn=spec.fn,
-                            labels={"first": ids[0], "last": ids[-1]}))
+        ids = todo[k : k + batch]
+        config = {
+            "out": str(Path(out).absolute()),
+            "design": record["design_id"],
+            "samples": ids,
+            "seed": record["seed"],
+            "replicates": record["replicates"],
+            **(extra or {}),
+            "values": {str(i): dict(zip(names, record["values"][i])) for i in ids},
+            "unit": {str(i): record["unit"][i] for i in ids},
+        }
+        out_jobs.append(
+            job(
+                Path(out) / "batches" / f"samples-{ids[0]:06d}-{ids[-1]:06d}",
+                spec.task,
+                config,
+                fn=spec.fn,
+                labels={"first": ids[0], "last": ids[-1]},
+            )
+        )
     return out_jobs
 
 
@@ -366,8 +442,14 @@ def table(rows: dict[int, dict[str, Any]], names: list[str], n: int, spec: Spec)
         d.update({f"effect_{c}": r["effect"][c] for c in spec.claims})
         d.update({k: r[k] for k in tail})
         flat.append(d)
-    cols = ["sample", *names, *(f"u_{x}" for x in names), *(f"holds_{c}" for c in spec.claims), *(f"effect_{c}" for c in spec.claims),
-            *tail]
+    cols = [
+        "sample",
+        *names,
+        *(f"u_{x}" for x in names),
+        *(f"holds_{c}" for c in spec.claims),
+        *(f"effect_{c}" for c in spec.claims),
+        *tail,
+    ]
     return pd.DataFrame(flat, columns=cols)
 
 
@@ -377,9 +459,22 @@ def write_csv(df, path: Path) -> None:
     tmp.replace(path)
 
 
-def calibrate(out: Path, record: dict[str, Any], spec: Spec, *, jobs_on: Jobs, samples: int, batch: int, parallel: int,
-              executor: str, address: str | None, extra: dict[str, Any] | None, log: Callable[[str], None], quiet: bool,
-              analyze_fn: Callable[..., dict[str, Any]] | None = None) -> dict[str, Any]:
+def calibrate(
+    out: Path,
+    record: dict[str, Any],
+    spec: Spec,
+    *,
+    jobs_on: Jobs,
+    samples: int,
+    batch: int,
+    parallel: int,
+    executor: str,
+    address: str | None,
+    extra: dict[str, Any] | None,
+    log: Callable[[str], None],
+    quiet: bool,
+    analyze_fn: Callable[..., dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """Evaluate every sample of a prepared OUT (:func:`prepare`) it does not have yet on ``jobs_on`` (the
     engine's :mod:`cooplab.runs.sweeps`), then analyse the first ``samples`` (``analyze_fn``, default
     :func:`analyze` with ``spec``)."""
@@ -389,19 +484,35 @@ def calibrate(out: Path, record: dict[str, Any], spec: Spec, *, jobs_on: Jobs, s
         repair(out / SAMPLES)
     have = read_rows(out, record["design_id"])
     todo = [i for i in range(samples) if i not in have]
-    log(f"calibrate {spec.task}: {samples} samples x {len(record['names'])} parameters, {record['replicates']} replicates per "
-        f"condition; {samples - len(todo)} already done, {len(todo)} to run in {math.ceil(len(todo) / batch)} batches ({executor})")
+    log(
+        f"calibrate {spec.task}: {samples} samples x {len(record['names'])} parameters, {record['replicates']} replicates per "
+        f"condition; {samples - len(todo)} already done, {len(todo)} to run in {math.ceil(len(todo) / batch)} batches ({executor})"
+    )
     t0 = time.perf_counter()
-    res = jobs_on.run_jobs(jobs(out, record, todo, batch, spec, extra, job=jobs_on.job), parallel=parallel, noun="batch", executor=executor, address=address,
-                   log=log, quiet=quiet)
+    res = jobs_on.run_jobs(
+        jobs(out, record, todo, batch, spec, extra, job=jobs_on.job),
+        parallel=parallel,
+        noun="batch",
+        executor=executor,
+        address=address,
+        log=log,
+        quiet=quiet,
+    )
     wall = time.perf_counter() - t0
     rows = read_rows(out, record["design_id"])
     df = table(rows, record["names"], samples, spec)
     write_csv(df, out / "samples.csv")
     evaluated_now = [i for i in todo if i in rows]
-    run = {"executor": res["executor"], "parallel": parallel, "batch": batch,
-           "batches": len(res["ran"]) + len(res["resumed"]) + len(res["failed"]), "failed": res["failed"],
-           "samples_evaluated": len(evaluated_now), "samples_skipped": samples - len(todo), "wall_seconds": round(wall, 3)}
+    run = {
+        "executor": res["executor"],
+        "parallel": parallel,
+        "batch": batch,
+        "batches": len(res["ran"]) + len(res["resumed"]) + len(res["failed"]),
+        "failed": res["failed"],
+        "samples_evaluated": len(evaluated_now),
+        "samples_skipped": samples - len(todo),
+        "wall_seconds": round(wall, 3),
+    }
     tp = spec.throughput or (lambda d, w: {})
     run["throughput"] = tp(df[df["sample"].isin(evaluated_now)], wall)
     run["finished_at"] = rundir.now()
@@ -413,10 +524,22 @@ def calibrate(out: Path, record: dict[str, Any], spec: Spec, *, jobs_on: Jobs, s
     else:
         summary = analyze_fn(out, df, record, run, runs=runs, per_sample=tp(df, None))
     # the batches are not run directories: the manifest counts the samples, and names the folder's files
-    jobs_on.write_manifest(out, "calibration", spec.task, [], outputs={"design": "design.json", "checkpoint": SAMPLES, "samples": "samples.csv",
-                                                                "claims_map": "claims_map.csv", "sensitivity": "sensitivity.csv",
-                                                                "summary": "summary.json", "report": "report.md"},
-                   counts={"samples": samples, "evaluated": len(rows)})
+    jobs_on.write_manifest(
+        out,
+        "calibration",
+        spec.task,
+        [],
+        outputs={
+            "design": "design.json",
+            "checkpoint": SAMPLES,
+            "samples": "samples.csv",
+            "claims_map": "claims_map.csv",
+            "sensitivity": "sensitivity.csv",
+            "summary": "summary.json",
+            "report": "report.md",
+        },
+        counts={"samples": samples, "evaluated": len(rows)},
+    )
     return summary
 
 
@@ -449,12 +572,27 @@ def claims_map(df, spec: Spec) -> list[dict[str, Any]]:
         rows.append({"kind": kind, "claim": name, "what": what, **share(k, n)})
 
     for c in spec.claims:
-        add("claim", c, f"claim {spec.label(c)} holds; effect = {spec.effects[c]}", int(df[f"holds_{c}"].sum()) if n else 0)
+        add(
+            "claim",
+            c,
+            f"claim {spec.label(c)} holds; effect = {spec.effects[c]}",
+            int(df[f"holds_{c}"].sum()) if n else 0,
+        )
     add("joint", "all", f"all {spec.n_word} claims hold", int((df["n_held"] == K).sum()) if n else 0)
     for k in range(K + 1):
-        add("count", f"={k}", f"exactly {k} of the {spec.n_word} claims hold", int((df["n_held"] == k).sum()) if n else 0)
+        add(
+            "count",
+            f"={k}",
+            f"exactly {k} of the {spec.n_word} claims hold",
+            int((df["n_held"] == k).sum()) if n else 0,
+        )
     for k in range(1, K + 1):
-        add("at_least", f">={k}", f"at least {k} of the {spec.n_word} claims hold", int((df["n_held"] >= k).sum()) if n else 0)
+        add(
+            "at_least",
+            f">={k}",
+            f"at least {k} of the {spec.n_word} claims hold",
+            int((df["n_held"] >= k).sum()) if n else 0,
+        )
     return rows
 
 
@@ -481,8 +619,15 @@ def _one_blas_thread():
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def sensitivity(df, names: list[str], outputs: tuple[str, ...], seed: int = 0, *, delta_min: int | None = None,
-                command: str = "cooplab calibrate") -> list[dict[str, Any]]:
+def sensitivity(
+    df,
+    names: list[str],
+    outputs: tuple[str, ...],
+    seed: int = 0,
+    *,
+    delta_min: int | None = None,
+    command: str = "cooplab calibrate",
+) -> list[dict[str, Any]]:
     """First-order sensitivity of each output to each dimension, on the given sample (unit-cube
     coordinates ``u_NAME``: indices do not change under the monotone log scale): SALib RBD-FAST
     (S1 with a bootstrap confidence half-width) and, from ``delta_min`` (:data:`DELTA_MIN_SAMPLES`)
@@ -514,20 +659,30 @@ def sensitivity(df, names: list[str], outputs: tuple[str, ...], seed: int = 0, *
                 res_r = dict(rbd_fast.analyze(problem, X[ok], Y[ok], M=M, num_resamples=100, seed=seed))
                 if ok.sum() >= delta_min:
                     try:
-                        res_d = dict(sa_delta.analyze(problem, X[ok], Y[ok], num_resamples=50, seed=seed + 1, method="delta"))
+                        res_d = dict(
+                            sa_delta.analyze(problem, X[ok], Y[ok], num_resamples=50, seed=seed + 1, method="delta")
+                        )
                     except Exception as exc:  # noqa: BLE001 - a failed delta leaves RBD-FAST's numbers standing
                         note = f"delta failed: {type(exc).__name__}"
         s1 = [float(v) for v in res_r.get("S1", [np.nan] * len(names))]
         order = sorted(range(len(names)), key=lambda j: -s1[j] if math.isfinite(s1[j]) else math.inf)
         rank = {j: r + 1 for r, j in enumerate(order)} if res_r else {}
         for j, name in enumerate(names):
-            rows.append({
-                "output": out_name, "parameter": name, "method": "rbd_fast" + ("+delta" if res_d else ""),
-                "S1": s1[j], "S1_conf": float(res_r["S1_conf"][j]) if res_r else float("nan"),
-                "delta": float(res_d["delta_raw"][j]) if res_d else float("nan"),
-                "delta_conf": float(res_d["delta_raw_conf"][j]) if res_d else float("nan"),
-                "rank": rank.get(j), "n": int(ok.sum()), "M": M if res_r else None, "note": note,
-            })
+            rows.append(
+                {
+                    "output": out_name,
+                    "parameter": name,
+                    "method": "rbd_fast" + ("+delta" if res_d else ""),
+                    "S1": s1[j],
+                    "S1_conf": float(res_r["S1_conf"][j]) if res_r else float("nan"),
+                    "delta": float(res_d["delta_raw"][j]) if res_d else float("nan"),
+                    "delta_conf": float(res_d["delta_raw_conf"][j]) if res_d else float("nan"),
+                    "rank": rank.get(j),
+                    "n": int(ok.sum()),
+                    "M": M if res_r else None,
+                    "note": note,
+                }
+            )
     return rows
 
 
@@ -544,16 +699,31 @@ def best_region(df, names: list[str], spec: Spec, limit: int = 20) -> dict[str, 
     sub = df[df["n_held"] == top].copy()
     sub["effect_sum"] = sub[[f"effect_{c}" for c in spec.claims]].sum(axis=1)
     sub = sub.sort_values(["effect_sum", "sample"], ascending=[False, True])
-    samples = [{"sample": int(r["sample"]), "claims_held": [c for c in spec.claims if bool(r[f"holds_{c}"])],
-                "params": {x: float(r[x]) for x in names}, "effects": {c: float(r[f"effect_{c}"]) for c in spec.claims},
-                **{s: float(r[s]) for s in spec.scalars}} for _, r in sub.head(limit).iterrows()]
+    samples = [
+        {
+            "sample": int(r["sample"]),
+            "claims_held": [c for c in spec.claims if bool(r[f"holds_{c}"])],
+            "params": {x: float(r[x]) for x in names},
+            "effects": {c: float(r[f"effect_{c}"]) for c in spec.claims},
+            **{s: float(r[s]) for s in spec.scalars},
+        }
+        for _, r in sub.head(limit).iterrows()
+    ]
     box = {x: [float(sub[x].min()), float(sub[x].max())] for x in names}
     return {"max_claims_held": top, "n_samples": int(len(sub)), "samples": samples, "box": box}
 
 
-def analyze(out: Path, df, record: dict[str, Any], spec: Spec, run: dict[str, Any] | None = None, *,
-            runs: list[dict[str, Any]] | None = None, per_sample: dict[str, Any] | None = None,
-            sens: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def analyze(
+    out: Path,
+    df,
+    record: dict[str, Any],
+    spec: Spec,
+    run: dict[str, Any] | None = None,
+    *,
+    runs: list[dict[str, Any]] | None = None,
+    per_sample: dict[str, Any] | None = None,
+    sens: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """Write OUT/claims_map.csv, sensitivity.csv, figures/, summary.json and report.md. ``run``: this
     invocation; ``runs``: every invocation on OUT (the throughput reported is that of the last one
     that evaluated samples); ``per_sample``: the throughput by the samples' own times; ``sens``: the
@@ -579,28 +749,69 @@ def analyze(out: Path, df, record: dict[str, Any], spec: Spec, run: dict[str, An
             axes = top_parameters(sens, f"effect_{c}") or names[:2]
             if len(axes) < 2:
                 axes = (axes + [x for x in names if x not in axes])[:2]
-            figures.append(str(claim_map_figure(df, c, axes[0], axes[1], logs.get(axes[0], False), logs.get(axes[1], False),
-                                                figdir / f"claim_{c}_map.png", unit=spec.effect_unit, label=spec.label(c))))
+            figures.append(
+                str(
+                    claim_map_figure(
+                        df,
+                        c,
+                        axes[0],
+                        axes[1],
+                        logs.get(axes[0], False),
+                        logs.get(axes[1], False),
+                        figdir / f"claim_{c}_map.png",
+                        unit=spec.effect_unit,
+                        label=spec.label(c),
+                    )
+                )
+            )
     shares = {r["claim"]: {k: r[k] for k in ("held", "n", "share", "ci95_low", "ci95_high")} for r in cmap}
     K = len(spec.claims)
     summary = {
-        "task": spec.task, "design_id": record["design_id"], "samples": record["samples"], "finished": int(len(df)),
-        "complete": int(len(df)) == int(record["samples"]), "seed": record["seed"], "replicates": record["replicates"],
-        "block": record["block"], **{k: record[k] for k in ("preset", "base") if k in record},
-        "space": record["space"], "effects": spec.effects, "labels": {c: spec.label(c) for c in spec.claims},
-        "claims": {c: shares[c] for c in spec.claims}, spec.joint_key: shares["all"],
+        "task": spec.task,
+        "design_id": record["design_id"],
+        "samples": record["samples"],
+        "finished": int(len(df)),
+        "complete": int(len(df)) == int(record["samples"]),
+        "seed": record["seed"],
+        "replicates": record["replicates"],
+        "block": record["block"],
+        **{k: record[k] for k in ("preset", "base") if k in record},
+        "space": record["space"],
+        "effects": spec.effects,
+        "labels": {c: spec.label(c) for c in spec.claims},
+        "claims": {c: shares[c] for c in spec.claims},
+        spec.joint_key: shares["all"],
         "claims_held_count": {k: shares[f"={k}"] for k in range(K + 1)},
-        **{s: {"mean": float(df[s].mean()) if len(df) else None, "min": float(df[s].min()) if len(df) else None,
-               "max": float(df[s].max()) if len(df) else None} for s in spec.scalars},
+        **{
+            s: {
+                "mean": float(df[s].mean()) if len(df) else None,
+                "min": float(df[s].min()) if len(df) else None,
+                "max": float(df[s].max()) if len(df) else None,
+            }
+            for s in spec.scalars
+        },
         "most_influential": {o: top_parameters(sens, o, 3) for o in spec.outputs},
         "best_region": best_region(df, names, spec),
         **(spec.summary_extra(df) if spec.summary_extra else {}),
-        "run": run or {}, "runs": runs or ([run] if run else []),
-        "throughput": next((r["throughput"] for r in reversed(runs or ([run] if run else [])) if r.get("samples_evaluated")), None),
-        "throughput_per_sample_times": per_sample, "files": {"design": "design.json", "samples": "samples.csv", "checkpoint": SAMPLES,
-                                    "claims_map": "claims_map.csv", "sensitivity": "sensitivity.csv", "report": "report.md",
-                                    "figures": [str(Path(f).relative_to(out)) for f in figures]},
-        "versions": versions(), "design_versions": record.get("versions"), "created": rundir.now(), "machine": rundir.machine(),
+        "run": run or {},
+        "runs": runs or ([run] if run else []),
+        "throughput": next(
+            (r["throughput"] for r in reversed(runs or ([run] if run else [])) if r.get("samples_evaluated")), None
+        ),
+        "throughput_per_sample_times": per_sample,
+        "files": {
+            "design": "design.json",
+            "samples": "samples.csv",
+            "checkpoint": SAMPLES,
+            "claims_map": "claims_map.csv",
+            "sensitivity": "sensitivity.csv",
+            "report": "report.md",
+            "figures": [str(Path(f).relative_to(out)) for f in figures],
+        },
+        "versions": versions(),
+        "design_versions": record.get("versions"),
+        "created": rundir.now(),
+        "machine": rundir.machine(),
     }
     rundir.write_json(out / "summary.json", summary)
     (out / "report.md").write_text(report(summary, sens, spec))
@@ -617,58 +828,105 @@ def ci_text(d: dict[str, Any]) -> str:
 
 def report(s: dict[str, Any], sens: list[dict[str, Any]], spec: Spec) -> str:
     """report.md: the design, the claims map, the sensitivity ranking, the best region, throughput."""
-    L = [f"# {spec.title}", "",
-         f"{s['finished']} of {s['samples']} samples of a seeded Latin hypercube (seed {s['seed']}, LHS blocks of {s['block']}), "
-         f"{s['replicates']} replicates per condition; every sample runs the experiments of `{spec.command} --seed {s['seed']}` "
-         f"with its parameter values. Design {s['design_id']}." + (f" Preset {s['preset']}." if s.get("preset") else "")
-         + (f" Fixed overrides: {s['base']}." if s.get("base") else ""), "",
-         "## The space", "", "| parameter | low | high | scale | default | why |", "|---|---|---|---|---|---|"]
+    L = [
+        f"# {spec.title}",
+        "",
+        f"{s['finished']} of {s['samples']} samples of a seeded Latin hypercube (seed {s['seed']}, LHS blocks of {s['block']}), "
+        f"{s['replicates']} replicates per condition; every sample runs the experiments of `{spec.command} --seed {s['seed']}` "
+        f"with its parameter values. Design {s['design_id']}."
+        + (f" Preset {s['preset']}." if s.get("preset") else "")
+        + (f" Fixed overrides: {s['base']}." if s.get("base") else ""),
+        "",
+        "## The space",
+        "",
+        "| parameter | low | high | scale | default | why |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in s["space"]:
         L.append(f"| `{r['name']}` | {r['low']:g} | {r['high']:g} | {r['scale']} | {r['default']} | {r['why']} |")
-    L += ["", "## Where the claims hold (share of the samples, 95% Wilson interval)", "", "| claim | held | share | 95% CI | effect size |",
-          "|---|---|---|---|---|"]
+    L += [
+        "",
+        "## Where the claims hold (share of the samples, 95% Wilson interval)",
+        "",
+        "| claim | held | share | 95% CI | effect size |",
+        "|---|---|---|---|---|",
+    ]
     for c in spec.claims:
         d = s["claims"][c]
         L.append(f"| {spec.label(c)} | {d['held']}/{d['n']} | {pct(d['share'])} | {ci_text(d)} | {s['effects'][c]} |")
     d = s[spec.joint_key]
     L.append(f"| all {spec.n_word} | {d['held']}/{d['n']} | {pct(d['share'])} | {ci_text(d)} | |")
-    L += ["", "Claims held per sample: " + ", ".join(f"{k}: {v['held']}" for k, v in s["claims_held_count"].items()), ""]
-    L += ["## Sensitivity (first-order, RBD-FAST S1 ± confidence half-width; Borgonovo delta when N >= "
-          f"{DELTA_MIN_SAMPLES})", ""]
+    L += [
+        "",
+        "Claims held per sample: " + ", ".join(f"{k}: {v['held']}" for k, v in s["claims_held_count"].items()),
+        "",
+    ]
+    L += [
+        "## Sensitivity (first-order, RBD-FAST S1 ± confidence half-width; Borgonovo delta when N >= "
+        f"{DELTA_MIN_SAMPLES})",
+        "",
+    ]
     for o in spec.outputs:
         rows = sorted((r for r in sens if r["output"] == o and r["rank"] is not None), key=lambda r: r["rank"])
         if not rows:
             note = next((r["note"] for r in sens if r["output"] == o), "")
             L.append(f"- `{o}`: not estimated ({note})")
             continue
-        L.append(f"- `{o}`: " + ", ".join(f"{r['parameter']} {r['S1']:.2f}±{r['S1_conf']:.2f}"
-                                          + (f" (delta {r['delta']:.2f})" if math.isfinite(r["delta"]) else "") for r in rows[:5]))
+        L.append(
+            f"- `{o}`: "
+            + ", ".join(
+                f"{r['parameter']} {r['S1']:.2f}±{r['S1_conf']:.2f}"
+                + (f" (delta {r['delta']:.2f})" if math.isfinite(r["delta"]) else "")
+                for r in rows[:5]
+            )
+        )
     confs = [r["S1_conf"] for r in sens if r["rank"] is not None and math.isfinite(r["S1_conf"])]
     if confs and float(np.median(confs)) > 0.3:
-        L += ["", f"The confidence half-widths (median {float(np.median(confs)):.2f}) are as large as the indices: {s['finished']} "
-                  "samples are too few to rank the parameters; read the ranking as a hint only (more samples narrow them)."]
+        L += [
+            "",
+            f"The confidence half-widths (median {float(np.median(confs)):.2f}) are as large as the indices: {s['finished']} "
+            "samples are too few to rank the parameters; read the ranking as a hint only (more samples narrow them).",
+        ]
     b = s["best_region"]
     L += ["", "## Best region", ""]
     if b["max_claims_held"] is None:
         L.append("No samples yet.")
     else:
-        L.append(f"{b['n_samples']} samples hold {b['max_claims_held']} of the {spec.n_word} claims jointly (the most); the first "
-                 f"{len(b['samples'])} by summed effect size:")
+        L.append(
+            f"{b['n_samples']} samples hold {b['max_claims_held']} of the {spec.n_word} claims jointly (the most); the first "
+            f"{len(b['samples'])} by summed effect size:"
+        )
         L += ["", "| sample | claims | " + " | ".join(b["box"]) + " |", "|---|---|" + "---|" * len(b["box"])]
         for smp in b["samples"]:
-            L.append(f"| {smp['sample']} | {', '.join(smp['claims_held']) or '-'} | " + " | ".join(f"{v:.3g}" for v in smp["params"].values()) + " |")
+            L.append(
+                f"| {smp['sample']} | {', '.join(smp['claims_held']) or '-'} | "
+                + " | ".join(f"{v:.3g}" for v in smp["params"].values())
+                + " |"
+            )
     if spec.report_extra:
         L += [""] + spec.report_extra(s)
-    L += ["", "## Runs", "", "| finished | evaluated | already done | executor | parallel | wall (s) | samples x replicates x rounds / s "
-          "| society-rounds simulated / s |", "|---|---|---|---|---|---|---|---|"]
+    L += [
+        "",
+        "## Runs",
+        "",
+        "| finished | evaluated | already done | executor | parallel | wall (s) | samples x replicates x rounds / s "
+        "| society-rounds simulated / s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in s.get("runs") or []:
         tp = r.get("throughput") or {}
-        L.append(f"| {r.get('finished_at')} | {r.get('samples_evaluated')} | {r.get('samples_skipped')} | {r.get('executor')} | "
-                 f"{r.get('parallel')} | {r.get('wall_seconds')} | {tp.get('samples_x_replicates_x_rounds_per_second')} | "
-                 f"{tp.get('society_rounds_simulated_per_second')} |")
-    L += ["",
-          "", "Files: samples.csv (one row per sample), samples.jsonl (the checkpoint, with each claim's evidence), design.json, "
-          "claims_map.csv, sensitivity.csv, figures/, summary.json.", ""]
+        L.append(
+            f"| {r.get('finished_at')} | {r.get('samples_evaluated')} | {r.get('samples_skipped')} | {r.get('executor')} | "
+            f"{r.get('parallel')} | {r.get('wall_seconds')} | {tp.get('samples_x_replicates_x_rounds_per_second')} | "
+            f"{tp.get('society_rounds_simulated_per_second')} |"
+        )
+    L += [
+        "",
+        "",
+        "Files: samples.csv (one row per sample), samples.jsonl (the checkpoint, with each claim's evidence), design.json, "
+        "claims_map.csv, sensitivity.csv, figures/, summary.json.",
+        "",
+    ]
     return "\n".join(L)
 
 
@@ -679,15 +937,21 @@ def summary_lines(s: dict[str, Any], spec: Spec) -> list[str]:
         d = s["claims"][c]
         ci = "n/a" if d["ci95_low"] is None else f"[{100 * d['ci95_low']:.0f}%, {100 * d['ci95_high']:.0f}%]"
         top = ", ".join(s["most_influential"][f"effect_{c}"][:2]) or "n/a"
-        lines.append(f"{spec.label(c)} holds in {d['held']}/{d['n']} samples ({100 * (d['share'] or 0):.0f}%, 95% CI {ci}); "
-                     f"most influential: {top}")
+        lines.append(
+            f"{spec.label(c)} holds in {d['held']}/{d['n']} samples ({100 * (d['share'] or 0):.0f}%, 95% CI {ci}); "
+            f"most influential: {top}"
+        )
     d = s[spec.joint_key]
-    lines.append(f"all {spec.n_word} hold in {d['held']}/{d['n']}; most claims held jointly: {s['best_region']['max_claims_held']} "
-                 f"(in {s['best_region'].get('n_samples', 0)} samples)")
+    lines.append(
+        f"all {spec.n_word} hold in {d['held']}/{d['n']}; most claims held jointly: {s['best_region']['max_claims_held']} "
+        f"(in {s['best_region'].get('n_samples', 0)} samples)"
+    )
     run = s["run"]
     tp = (run.get("throughput") or {}).get("samples_x_replicates_x_rounds_per_second")
-    lines.append(f"{run['samples_evaluated']} samples evaluated, {run['samples_skipped']} already done, {len(run['failed'])} batches "
-                 f"failed; {run['wall_seconds']:.1f} s" + (f", {tp} samples x replicates x rounds per second" if tp else ""))
+    lines.append(
+        f"{run['samples_evaluated']} samples evaluated, {run['samples_skipped']} already done, {len(run['failed'])} batches "
+        f"failed; {run['wall_seconds']:.1f} s" + (f", {tp} samples x replicates x rounds per second" if tp else "")
+    )
     return lines
 
 
@@ -696,5 +960,7 @@ def failure_line(s: dict[str, Any]) -> str | None:
     failed = s["run"]["failed"]
     if not failed:
         return None
-    return (f"cooplab: {len(failed)} batches failed (first: {failed[0]['batch']}: {failed[0]['error']}); "
-            f"rerun the same command to retry their samples")
+    return (
+        f"cooplab: {len(failed)} batches failed (first: {failed[0]['batch']}: {failed[0]['error']}); "
+        f"rerun the same command to retry their samples"
+    )

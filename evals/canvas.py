@@ -29,11 +29,30 @@ def figure(*, constrained_layout: bool = False, **kw: Any) -> Figure:
     return fig
 
 
-def subplots(nrows: int = 1, ncols: int = 1, *, sharex: bool | str = False, sharey: bool | str = False, squeeze: bool = True,
-             width_ratios: Any = None, height_ratios: Any = None, subplot_kw: dict[str, Any] | None = None,
-             gridspec_kw: dict[str, Any] | None = None, **fig_kw: Any) -> tuple[Figure, Any]:
+def subplots(
+    nrows: int = 1,
+    ncols: int = 1,
+    *,
+    sharex: bool | str = False,
+    sharey: bool | str = False,
+    squeeze: bool = True,
+    width_ratios: Any = None,
+    height_ratios: Any = None,
+    subplot_kw: dict[str, Any] | None = None,
+    gridspec_kw: dict[str, Any] | None = None,
+    **fig_kw: Any,
+) -> tuple[Figure, Any]:
     """``(figure, axes)`` as ``plt.subplots`` returns them, on a figure of :func:`figure`."""
     fig = figure(**fig_kw)
-    axes = fig.subplots(nrows, ncols, sharex=sharex, sharey=sharey, squeeze=squeeze, width_ratios=width_ratios,
-                        height_ratios=height_ratios, subplot_kw=subplot_kw, gridspec_kw=gridspec_kw)
+    axes = fig.subplots(
+        nrows,
+        ncols,
+        sharex=sharex,
+        sharey=sharey,
+        squeeze=squeeze,
+        width_ratios=width_ratios,
+        height_ratios=height_ratios,
+        subplot_kw=subplot_kw,
+        gridspec_kw=gridspec_kw,
+    )
     return fig, axes

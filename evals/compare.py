@@ -58,8 +58,14 @@ class Comparison:
         curves: dict[str, dict[str, list]] = {}
         for (col, run), g in self.curves.groupby(["column", "run"], sort=False) if len(self.curves) else []:
             curves.setdefault(col, {})[run] = [[int(r), _num(m)] for r, m in zip(g["round"], g["mean"])]
-        return {"a": self.a, "b": self.b, "common_round": self.common_round, "first_difference": self.first_difference,
-                "outcomes": [{k: _num(v) for k, v in o.items()} for o in self.outcomes], "curves": curves}
+        return {
+            "a": self.a,
+            "b": self.b,
+            "common_round": self.common_round,
+            "first_difference": self.first_difference,
+            "outcomes": [{k: _num(v) for k, v in o.items()} for o in self.outcomes],
+            "curves": curves,
+        }
 
     def figure(self):
         """The curves of both runs, one panel per column, the shared rounds shaded (a Figure on its own canvas)."""
@@ -85,7 +91,12 @@ def outcomes(a: Mapping[str, Any], b: Mapping[str, Any], *, paired: bool) -> lis
         if name in NOT_OUTCOMES or name not in b:
             continue
         va, vb = a[name], b[name]
-        if isinstance(va, Mapping) and isinstance(vb, Mapping) and _numeric(va.get("mean")) and _numeric(vb.get("mean")):
+        if (
+            isinstance(va, Mapping)
+            and isinstance(vb, Mapping)
+            and _numeric(va.get("mean"))
+            and _numeric(vb.get("mean"))
+        ):
             xa, xb = _values(va), _values(vb)
             rows.append(_difference(name, float(va["mean"]), float(vb["mean"]), xa, xb, paired=paired))
         elif _numeric(va) and _numeric(vb):
@@ -101,9 +112,20 @@ def _values(v: Mapping[str, Any]) -> np.ndarray | None:
     return arr if np.isfinite(arr).all() else None
 
 
-def _difference(name: str, ma: float, mb: float, xa: np.ndarray | None, xb: np.ndarray | None, *, paired: bool) -> dict[str, Any]:
-    row: dict[str, Any] = {"outcome": name, "a": ma, "b": mb, "difference": mb - ma, "low": None, "high": None, "n_a": None, "n_b": None,
-                           "interval": None}
+def _difference(
+    name: str, ma: float, mb: float, xa: np.ndarray | None, xb: np.ndarray | None, *, paired: bool
+) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "outcome": name,
+        "a": ma,
+        "b": mb,
+        "difference": mb - ma,
+        "low": None,
+        "high": None,
+        "n_a": None,
+        "n_b": None,
+        "interval": None,
+    }
     if xa is None or xb is None:
         return row
     row.update(n_a=len(xa), n_b=len(xb))
@@ -139,7 +161,11 @@ def value_columns(df: pd.DataFrame | None) -> list[str]:
     """The numeric columns of a per-round table that are values (not the row's keys)."""
     if df is None:
         return []
-    return [c for c in df.columns if c not in KEY_COLUMNS and pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])]
+    return [
+        c
+        for c in df.columns
+        if c not in KEY_COLUMNS and pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
+    ]
 
 
 def first_difference(a: pd.DataFrame | None, b: pd.DataFrame | None) -> int | None:
@@ -174,11 +200,22 @@ def curves(sides: Sequence[Side], columns: Sequence[str]) -> pd.DataFrame:
         for col in columns:
             if col in df.columns:
                 m = df.groupby("round", sort=True)[col].mean()
-                frames.append(pd.DataFrame({"run": side.label, "column": col, "round": m.index.astype(int), "mean": m.to_numpy(dtype=float)}))
+                frames.append(
+                    pd.DataFrame(
+                        {
+                            "run": side.label,
+                            "column": col,
+                            "round": m.index.astype(int),
+                            "mean": m.to_numpy(dtype=float),
+                        }
+                    )
+                )
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run", "column", "round", "mean"])
 
 
-def compare(a: Side, b: Side, *, common_round: int = 0, columns: Sequence[str] | None = None, paired: bool | None = None) -> Comparison:
+def compare(
+    a: Side, b: Side, *, common_round: int = 0, columns: Sequence[str] | None = None, paired: bool | None = None
+) -> Comparison:
     """Compare two runs (see the module docstring). ``columns``: the per-round columns to draw
     (default: the first four numeric ones both tables have); ``paired``: whether their replicates
     pair up (default: when they share rounds, ``common_round`` > 0)."""
@@ -186,9 +223,15 @@ def compare(a: Side, b: Side, *, common_round: int = 0, columns: Sequence[str] |
     cols = [c for c in (columns or both[:4]) if c in both]
     pair = common_round != 0 if paired is None else paired
     la, lb = (a.label, b.label) if a.label != b.label else (f"A: {a.label}", f"B: {b.label}")
-    return Comparison(a=la, b=lb, common_round=common_round, first_difference=first_difference(a.rounds, b.rounds),
-                      outcomes=outcomes(a.summary, b.summary, paired=pair),
-                      curves=curves([Side(la, a.summary, a.rounds), Side(lb, b.summary, b.rounds)], cols), columns=cols)
+    return Comparison(
+        a=la,
+        b=lb,
+        common_round=common_round,
+        first_difference=first_difference(a.rounds, b.rounds),
+        outcomes=outcomes(a.summary, b.summary, paired=pair),
+        curves=curves([Side(la, a.summary, a.rounds), Side(lb, b.summary, b.rounds)], cols),
+        columns=cols,
+    )
 
 
 def figure(cmp: Comparison):
@@ -199,13 +242,25 @@ def figure(cmp: Comparison):
     fig, axes = canvas.subplots(1, len(cols), figsize=(3.6 * len(cols), 3.2), squeeze=False, constrained_layout=True)
     for ax, col in zip(axes[0], cols):
         for run, style in ((cmp.a, "-"), (cmp.b, "--")):
-            g = cmp.curves[(cmp.curves["column"] == col) & (cmp.curves["run"] == run)] if len(cmp.curves) else cmp.curves
+            g = (
+                cmp.curves[(cmp.curves["column"] == col) & (cmp.curves["run"] == run)]
+                if len(cmp.curves)
+                else cmp.curves
+            )
             if len(g):
                 ax.plot(g["round"], g["mean"], style, marker="o", ms=3, label=run)
         if cmp.common_round > 0:
-            ax.axvspan(0.5, cmp.common_round + 0.5, color="0.9", zorder=0, label=f"shared (rounds 1..{cmp.common_round})")
+            ax.axvspan(
+                0.5, cmp.common_round + 0.5, color="0.9", zorder=0, label=f"shared (rounds 1..{cmp.common_round})"
+            )
         if cmp.first_difference is not None:
-            ax.axvline(cmp.first_difference, color="tab:red", lw=0.8, ls=":", label=f"first difference (round {cmp.first_difference})")
+            ax.axvline(
+                cmp.first_difference,
+                color="tab:red",
+                lw=0.8,
+                ls=":",
+                label=f"first difference (round {cmp.first_difference})",
+            )
         ax.set_title(col)
         ax.set_xlabel("round")
     axes[0][0].legend(fontsize=7)

@@ -54,7 +54,14 @@ def _num(v: Any) -> float:
 def ledger_totals(ledger: pd.DataFrame | None) -> dict[str, float]:
     """The paid token calls of a ledger: calls, input, output and total tokens, their cost (USD),
     and the sandbox's cost. Cached replays and rows with unreadable numbers count as nothing."""
-    out = {"calls": 0.0, "input_tokens": 0.0, "output_tokens": 0.0, "total_tokens": 0.0, "cost_usd": 0.0, "sandbox_usd": 0.0}
+    out = {
+        "calls": 0.0,
+        "input_tokens": 0.0,
+        "output_tokens": 0.0,
+        "total_tokens": 0.0,
+        "cost_usd": 0.0,
+        "sandbox_usd": 0.0,
+    }
     if ledger is None or ledger.empty:
         return out
     kind = ledger["kind"].astype(str) if "kind" in ledger else pd.Series("tokens", index=ledger.index)
@@ -68,7 +75,9 @@ def ledger_totals(ledger: pd.DataFrame | None) -> dict[str, float]:
     if "cost_usd_exact" in tokens:  # the exact text: summed as numbers one by one, an unreadable one as 0
         out["cost_usd"] = float(sum(_num(v) for v in tokens["cost_usd_exact"]))
     if "cost_usd_exact" in ledger:
-        out["sandbox_usd"] = float(sum(_num(v) for v in ledger[(kind == "sandbox_seconds") & ~cached]["cost_usd_exact"]))
+        out["sandbox_usd"] = float(
+            sum(_num(v) for v in ledger[(kind == "sandbox_seconds") & ~cached]["cost_usd_exact"])
+        )
     return out
 
 
@@ -98,8 +107,15 @@ def profile_row(d: Path) -> dict[str, Any]:
     frames = [lg for g in games if (lg := _ledger(d / "games" / g)) is not None]
     totals = ledger_totals(pd.concat(frames, ignore_index=True) if frames else None)
     t = prof.get("totals") if isinstance(prof.get("totals"), dict) else {}
-    return {"model": model, "profile": str(d), "games": len(games), "simulations": prof.get("simulations"),
-            "decisions": int(_num(t.get("decisions"))), "wall_seconds": _num(t.get("wall_seconds")), **totals}
+    return {
+        "model": model,
+        "profile": str(d),
+        "games": len(games),
+        "simulations": prof.get("simulations"),
+        "decisions": int(_num(t.get("decisions"))),
+        "wall_seconds": _num(t.get("wall_seconds")),
+        **totals,
+    }
 
 
 def science_runs(dirs: list[Path]) -> list[Path]:
@@ -128,8 +144,13 @@ def science_row(run_dir: Path) -> dict[str, Any] | None:
     summary, problem = runfiles.try_summary(run_dir)  # the runner's fields typed; a damaged file: its line, no numbers
     if problem:
         raise EfficiencyError(problem)
-    return {"model": _model_of_run(run_dir) or "?", "run": str(run_dir), "status": summary.status if summary else None,
-            "wall_seconds": summary.wall_seconds if summary else None, **ledger_totals(_ledger(run_dir))}
+    return {
+        "model": _model_of_run(run_dir) or "?",
+        "run": str(run_dir),
+        "status": summary.status if summary else None,
+        "wall_seconds": summary.wall_seconds if summary else None,
+        **ledger_totals(_ledger(run_dir)),
+    }
 
 
 def compare(profiles: list[Path], science: list[Path]) -> dict[str, Any]:
@@ -147,29 +168,45 @@ def compare(profiles: list[Path], science: list[Path]) -> dict[str, Any]:
     if not prof.empty:
         for model, g in prof.groupby("model", sort=True):
             rows.setdefault(model, {"model": model})
-            rows[model].update({"profiles": len(g), "profile_decisions": int(g["decisions"].sum()),
-                                "profile_calls": int(g["calls"].sum()),
-                                **{f"profile_{m}": float(g[m].mean()) for m in metrics}})
+            rows[model].update(
+                {
+                    "profiles": len(g),
+                    "profile_decisions": int(g["decisions"].sum()),
+                    "profile_calls": int(g["calls"].sum()),
+                    **{f"profile_{m}": float(g[m].mean()) for m in metrics},
+                }
+            )
             dec = g["decisions"].sum()
             rows[model]["profile_output_tokens_per_decision"] = float(g["output_tokens"].sum() / dec) if dec else None
     if not sci.empty:
         for model, g in sci.groupby("model", sort=True):
             rows.setdefault(model, {"model": model})
-            rows[model].update({"science_runs": len(g), **{f"science_{m}_per_run": float(g[m].mean()) for m in metrics},
-                                "science_sandbox_usd_per_run": float(g["sandbox_usd"].mean())})
+            rows[model].update(
+                {
+                    "science_runs": len(g),
+                    **{f"science_{m}_per_run": float(g[m].mean()) for m in metrics},
+                    "science_sandbox_usd_per_run": float(g["sandbox_usd"].mean()),
+                }
+            )
     paper = pd.read_csv(PAPER_TABLE_10).set_index("model")
     for r in rows.values():
         for m in ("total_tokens", "output_tokens", "cost_usd", "wall_seconds"):
             a, b = r.get(f"science_{m}_per_run"), r.get(f"profile_{m}")
             r[f"ratio_{m}"] = a / b if a is not None and b else None
         bare = bare_model_name(r["model"])
-        r["paper_science_total_tokens_per_run"] = float(paper.loc[bare, "total_per_run"]) if bare in paper.index else None
+        r["paper_science_total_tokens_per_run"] = (
+            float(paper.loc[bare, "total_per_run"]) if bare in paper.index else None
+        )
     table = pd.DataFrame(list(rows.values()))
     notes = []
     if not sci.empty and (sci["status"] != "completed").any():
-        notes.append(f"{int((sci['status'] != 'completed').sum())} of {len(sci)} science runs did not complete; their costs are included")
+        notes.append(
+            f"{int((sci['status'] != 'completed').sum())} of {len(sci)} science runs did not complete; their costs are included"
+        )
     if not prof.empty and (prof["calls"] == 0).all():
-        notes.append("the profiles made no paid model calls (rule-based players or all answers replayed from the cache)")
+        notes.append(
+            "the profiles made no paid model calls (rule-based players or all answers replayed from the cache)"
+        )
     return {"table": table, "notes": notes, "profiles": len(prof), "science_runs": len(sci)}
 
 
@@ -192,38 +229,49 @@ def _fmt(v: Any, digits: int = 0) -> str:
 
 def markdown(result: dict[str, Any]) -> str:
     table: pd.DataFrame = result["table"]
-    lines = ["# A profile's cost against a science run's", "",
-             f"{result['profiles']} profile(s), {result['science_runs']} science run(s). Tokens and USD are what the ledgers "
-             "charged for paid calls (cached replays and the science judge left out); a science column is the mean per run; "
-             "a ratio is science per run over the whole profile.", "",
-             "| model | profile tokens | profile output/decision | science tokens/run | tokens ratio | profile USD | science USD/run | "
-             "cost ratio | time ratio | paper's tokens/run (Table 10) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "# A profile's cost against a science run's",
+        "",
+        f"{result['profiles']} profile(s), {result['science_runs']} science run(s). Tokens and USD are what the ledgers "
+        "charged for paid calls (cached replays and the science judge left out); a science column is the mean per run; "
+        "a ratio is science per run over the whole profile.",
+        "",
+        "| model | profile tokens | profile output/decision | science tokens/run | tokens ratio | profile USD | science USD/run | "
+        "cost ratio | time ratio | paper's tokens/run (Table 10) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in table.to_dict("records"):
         g = r.get
-        lines.append(f"| {r['model']} | {_fmt(g('profile_total_tokens'))} | {_fmt(g('profile_output_tokens_per_decision'), 1)} | "
-                     f"{_fmt(g('science_total_tokens_per_run'))} | {_fmt(g('ratio_total_tokens'), 1)} | {_fmt(g('profile_cost_usd'), 4)} | "
-                     f"{_fmt(g('science_cost_usd_per_run'), 4)} | {_fmt(g('ratio_cost_usd'), 1)} | {_fmt(g('ratio_wall_seconds'), 1)} | "
-                     f"{_fmt(g('paper_science_total_tokens_per_run'))} |")
+        lines.append(
+            f"| {r['model']} | {_fmt(g('profile_total_tokens'))} | {_fmt(g('profile_output_tokens_per_decision'), 1)} | "
+            f"{_fmt(g('science_total_tokens_per_run'))} | {_fmt(g('ratio_total_tokens'), 1)} | {_fmt(g('profile_cost_usd'), 4)} | "
+            f"{_fmt(g('science_cost_usd_per_run'), 4)} | {_fmt(g('ratio_cost_usd'), 1)} | {_fmt(g('ratio_wall_seconds'), 1)} | "
+            f"{_fmt(g('paper_science_total_tokens_per_run'))} |"
+        )
     lines += [""] + [f"- note: {n}" for n in result["notes"]]
     return "\n".join(lines).rstrip() + "\n"
 
 
 def figure(table: pd.DataFrame, path: Path) -> None:
     """Tokens of each model's profile and of its mean science run, side by side on a log axis."""
-    from cooplab.evals.canvas import subplots
     import numpy as np
+
+    from cooplab.evals.canvas import subplots
 
     models = list(table["model"]) if not table.empty else []
     fig, ax = subplots(figsize=(max(5.0, 1.2 * len(models) + 2), 4))
     x = np.arange(len(models))
-    cols = [("profile_total_tokens", "whole profile (all games)", "tab:blue"),
-            ("science_total_tokens_per_run", "one science run (mean)", "tab:orange"),
-            ("paper_science_total_tokens_per_run", "paper's science run (Table 10)", "tab:gray")]
+    cols = [
+        ("profile_total_tokens", "whole profile (all games)", "tab:blue"),
+        ("science_total_tokens_per_run", "one science run (mean)", "tab:orange"),
+        ("paper_science_total_tokens_per_run", "paper's science run (Table 10)", "tab:gray"),
+    ]
     width = 0.27
     for i, (col, label, colour) in enumerate(cols):
-        vals = [float(v) if isinstance(v, (int, float)) and v and math.isfinite(v) else np.nan
-                for v in (table[col] if col in table else [None] * len(models))]
+        vals = [
+            float(v) if isinstance(v, (int, float)) and v and math.isfinite(v) else np.nan
+            for v in (table[col] if col in table else [None] * len(models))
+        ]
         ax.bar(x + (i - 1) * width, vals, width, label=label, color=colour)
     ax.set_xticks(x, [str(m) for m in models], rotation=20, ha="right")
     ax.set_yscale("log")

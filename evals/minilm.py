@@ -36,8 +36,10 @@ class MiniLM:
         self.eps = float(cfg["layer_norm_eps"])
         self.heads = int(cfg["num_attention_heads"])
         self.width = int(cfg["hidden_size"])
-        self.max_tokens = min(int(json.loads((directory / "sentence_bert_config.json").read_text())["max_seq_length"]),
-                              int(cfg["max_position_embeddings"]))
+        self.max_tokens = min(
+            int(json.loads((directory / "sentence_bert_config.json").read_text())["max_seq_length"]),
+            int(cfg["max_position_embeddings"]),
+        )
         self.w = {k: v for k, v in load_file(str(directory / "model.safetensors")).items() if v.dtype == np.float32}
         tok = Tokenizer.from_file(str(directory / "tokenizer.json"))
         tok.no_padding()  # padding is done here, per batch, with the attention mask
@@ -74,8 +76,11 @@ class MiniLM:
         from scipy.special import erf
 
         n = ids.shape[1]
-        x = (self.w["embeddings.word_embeddings.weight"][ids] + self.w["embeddings.position_embeddings.weight"][:n]
-             + self.w["embeddings.token_type_embeddings.weight"][0])
+        x = (
+            self.w["embeddings.word_embeddings.weight"][ids]
+            + self.w["embeddings.position_embeddings.weight"][:n]
+            + self.w["embeddings.token_type_embeddings.weight"][0]
+        )
         x = self._layer_norm(x, "embeddings.LayerNorm")
         bias = np.where(mask[:, None, None, :] > 0, np.float32(0), np.finfo(np.float32).min).astype(np.float32)
         for i in range(self.layers):
@@ -113,8 +118,8 @@ class MiniLM:
             tokens = np.zeros((len(chunk), width), dtype=np.int64)
             mask = np.zeros((len(chunk), width), dtype=np.float32)
             for row, i in enumerate(chunk):
-                tokens[row, :len(ids[i])] = ids[i]
-                mask[row, :len(ids[i])] = 1
+                tokens[row, : len(ids[i])] = ids[i]
+                mask[row, : len(ids[i])] = 1
             hidden = self._hidden(tokens, mask)
             pooled = (hidden * mask[..., None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), np.float32(1e-9))
             out[chunk] = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), np.float32(1e-12))

@@ -29,8 +29,13 @@ def sweep_tables(cells: list[dict[str, Any]], dest: Path) -> dict[str, str]:
             continue
         if not isinstance(summary, dict):
             continue
-        label = {"cell": Path(cell["dir"]).name, **{str(k): json.dumps(v) if isinstance(v, (dict, list)) else v
-                                                    for k, v in (cell.get("labels") or {}).items()}}
+        label = {
+            "cell": Path(cell["dir"]).name,
+            **{
+                str(k): json.dumps(v) if isinstance(v, (dict, list)) else v
+                for k, v in (cell.get("labels") or {}).items()
+            },
+        }
         for key in ("by_model", "crossplay"):
             for r in summary.get(key) or []:
                 if isinstance(r, dict):

@@ -124,12 +124,21 @@ class OtlpExportResult:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "spans": self.spans, "traces": self.traces, "endpoint": self.endpoint, "project": self.project,
-            "file": self.file, "lines": self.lines, "skipped": self.n_skipped, "skipped_by_reason": dict(self.skipped),
-            "first_skip": self.first_skip, "orphans": self.orphans, "requests": self.requests,
+            "spans": self.spans,
+            "traces": self.traces,
+            "endpoint": self.endpoint,
+            "project": self.project,
+            "file": self.file,
+            "lines": self.lines,
+            "skipped": self.n_skipped,
+            "skipped_by_reason": dict(self.skipped),
+            "first_skip": self.first_skip,
+            "orphans": self.orphans,
+            "requests": self.requests,
             "seconds": round(self.seconds, 4),
             "spans_per_second": round(self.spans / self.seconds, 1) if self.seconds > 0 else None,
-            "prices": self.prices, "price_seconds": round(self.price_seconds, 4),
+            "prices": self.prices,
+            "price_seconds": round(self.price_seconds, 4),
         }
 
 
@@ -333,13 +342,36 @@ def _time_ns(v: Any) -> int | None:
 
 # ---------------------------------------------------------------------------------------------
 # LangSmith run -> OpenInference attributes
-_KINDS = {"llm": "LLM", "tool": "TOOL", "retriever": "RETRIEVER", "embedding": "EMBEDDING",
-          "chain": "CHAIN", "prompt": "CHAIN", "parser": "CHAIN"}
-_ROLES = {"human": "user", "user": "user", "ai": "assistant", "assistant": "assistant", "system": "system",
-          "tool": "tool", "function": "function", "chat": "user", "developer": "system"}
-_CLASS_ROLES = {"HumanMessage": "user", "AIMessage": "assistant", "AIMessageChunk": "assistant",
-                "SystemMessage": "system", "ToolMessage": "tool", "FunctionMessage": "function",
-                "HumanMessageChunk": "user", "ChatMessage": "user"}
+_KINDS = {
+    "llm": "LLM",
+    "tool": "TOOL",
+    "retriever": "RETRIEVER",
+    "embedding": "EMBEDDING",
+    "chain": "CHAIN",
+    "prompt": "CHAIN",
+    "parser": "CHAIN",
+}
+_ROLES = {
+    "human": "user",
+    "user": "user",
+    "ai": "assistant",
+    "assistant": "assistant",
+    "system": "system",
+    "tool": "tool",
+    "function": "function",
+    "chat": "user",
+    "developer": "system",
+}
+_CLASS_ROLES = {
+    "HumanMessage": "user",
+    "AIMessage": "assistant",
+    "AIMessageChunk": "assistant",
+    "SystemMessage": "system",
+    "ToolMessage": "tool",
+    "FunctionMessage": "function",
+    "HumanMessageChunk": "user",
+    "ChatMessage": "user",
+}
 
 
 def span_kind(rec: dict[str, Any]) -> str:
@@ -360,7 +392,9 @@ def _generation_messages(rec: dict[str, Any]) -> list[Any]:
     out = []
     for g in gens if isinstance(gens, list) else []:
         if isinstance(g, dict):
-            out.append(g.get("message") if isinstance(g.get("message"), dict) else {"type": "ai", "content": g.get("text")})
+            out.append(
+                g.get("message") if isinstance(g.get("message"), dict) else {"type": "ai", "content": g.get("text")}
+            )
     return out
 
 
@@ -384,16 +418,30 @@ def token_counts(rec: dict[str, Any]) -> dict[str, int]:
     ``response_metadata.token_usage``). Values that are not counts are left out; a missing total is
     the sum of the other two."""
     sources: list[dict[str, Any]] = [
-        {"prompt": rec.get("prompt_tokens"), "completion": rec.get("completion_tokens"), "total": rec.get("total_tokens")},
+        {
+            "prompt": rec.get("prompt_tokens"),
+            "completion": rec.get("completion_tokens"),
+            "total": rec.get("total_tokens"),
+        },
     ]
     um = _dict(_dict(rec.get("extra")).get("usage_metadata"))
-    sources.append({"prompt": um.get("input_tokens"), "completion": um.get("output_tokens"), "total": um.get("total_tokens")})
+    sources.append(
+        {"prompt": um.get("input_tokens"), "completion": um.get("output_tokens"), "total": um.get("total_tokens")}
+    )
     for m in _generation_messages(rec)[:1]:
         f = _msg_fields(m)
         um = _dict(f.get("usage_metadata"))
-        sources.append({"prompt": um.get("input_tokens"), "completion": um.get("output_tokens"), "total": um.get("total_tokens")})
+        sources.append(
+            {"prompt": um.get("input_tokens"), "completion": um.get("output_tokens"), "total": um.get("total_tokens")}
+        )
         tu = _dict(_dict(f.get("response_metadata")).get("token_usage"))
-        sources.append({"prompt": tu.get("prompt_tokens"), "completion": tu.get("completion_tokens"), "total": tu.get("total_tokens")})
+        sources.append(
+            {
+                "prompt": tu.get("prompt_tokens"),
+                "completion": tu.get("completion_tokens"),
+                "total": tu.get("total_tokens"),
+            }
+        )
     out: dict[str, int] = {}
     for key in ("prompt", "completion", "total"):
         for src in sources:
@@ -401,7 +449,12 @@ def token_counts(rec: dict[str, Any]) -> dict[str, int]:
             if c is not None:
                 out[key] = c
                 break
-    if "total" not in out and "prompt" in out and "completion" in out and out["prompt"] + out["completion"] < MAX_TOKENS:
+    if (
+        "total" not in out
+        and "prompt" in out
+        and "completion" in out
+        and out["prompt"] + out["completion"] < MAX_TOKENS
+    ):
         out["total"] = out["prompt"] + out["completion"]
     return out
 
@@ -455,7 +508,9 @@ def _put_messages(attrs: dict[str, Any], prefix: str, messages: list[Any]) -> No
         p = f"{prefix}.{i}.message."
         role = f.get("role") if isinstance(f.get("role"), str) else None
         typ = f.get("type") if isinstance(f.get("type"), str) else None
-        role = _ROLES.get(role or "", None) or _ROLES.get(typ or "", None) or _CLASS_ROLES.get(f.get("_class", ""), None)
+        role = (
+            _ROLES.get(role or "", None) or _ROLES.get(typ or "", None) or _CLASS_ROLES.get(f.get("_class", ""), None)
+        )
         if role:
             attrs[p + MA.MESSAGE_ROLE.removeprefix("message.")] = role
         text = _content_text(f.get("content"))
@@ -478,8 +533,15 @@ def _put_messages(attrs: dict[str, Any], prefix: str, messages: list[Any]) -> No
             if isinstance(name, str):
                 attrs[q + TCA.TOOL_CALL_FUNCTION_NAME] = cut_text(name, MAX_NAME_CHARS)
             if args is not None:
-                attrs[q + TCA.TOOL_CALL_FUNCTION_ARGUMENTS_JSON] = args if isinstance(args, str) and len(args) <= MAX_MESSAGE_CHARS else (
-                    cut_text(args, MAX_MESSAGE_CHARS) if isinstance(args, str) else _to_json(args, MAX_MESSAGE_CHARS))
+                attrs[q + TCA.TOOL_CALL_FUNCTION_ARGUMENTS_JSON] = (
+                    args
+                    if isinstance(args, str) and len(args) <= MAX_MESSAGE_CHARS
+                    else (
+                        cut_text(args, MAX_MESSAGE_CHARS)
+                        if isinstance(args, str)
+                        else _to_json(args, MAX_MESSAGE_CHARS)
+                    )
+                )
 
 
 def _put_value(attrs: dict[str, Any], keys: tuple[str, str], value: Any) -> None:
@@ -497,8 +559,15 @@ def _put_value(attrs: dict[str, Any], keys: tuple[str, str], value: Any) -> None
         attrs[keys[1]] = Mime.JSON.value
 
 
-def span_attributes(rec: dict[str, Any], kind: str, run_id: str, meta: dict[str, str], *, session: str | None = None,
-                    charge: Charge | None = None) -> dict[str, Any]:
+def span_attributes(
+    rec: dict[str, Any],
+    kind: str,
+    run_id: str,
+    meta: dict[str, str],
+    *,
+    session: str | None = None,
+    charge: Charge | None = None,
+) -> dict[str, Any]:
     """The OpenInference attributes of one LangSmith run (every value a str, bool, int or float, or
     a list of str): ``session.id`` (the run's ``session_id`` metadata, else ``session``) and, for a
     model call the ledger charged (``charge``), its cost, with ``llm.token_count.*`` the charged
@@ -528,13 +597,22 @@ def span_attributes(rec: dict[str, Any], kind: str, run_id: str, meta: dict[str,
         if isinstance(prov, str) and prov:
             attrs[SA.LLM_PROVIDER] = cut_text(prov, MAX_NAME_CHARS)
         reported = token_counts(rec)
-        counts = reported if charge is None else {
-            "prompt": charge.input_tokens, "completion": charge.output_tokens,
-            "total": charge.input_tokens + charge.output_tokens}
+        counts = (
+            reported
+            if charge is None
+            else {
+                "prompt": charge.input_tokens,
+                "completion": charge.output_tokens,
+                "total": charge.input_tokens + charge.output_tokens,
+            }
+        )
         if cached:  # no token was processed: a viewer that prices tokens prices nothing
             counts = {"prompt": 0, "completion": 0, "total": 0}
-        for key, attr in (("prompt", SA.LLM_TOKEN_COUNT_PROMPT), ("completion", SA.LLM_TOKEN_COUNT_COMPLETION),
-                          ("total", SA.LLM_TOKEN_COUNT_TOTAL)):
+        for key, attr in (
+            ("prompt", SA.LLM_TOKEN_COUNT_PROMPT),
+            ("completion", SA.LLM_TOKEN_COUNT_COMPLETION),
+            ("total", SA.LLM_TOKEN_COUNT_TOTAL),
+        ):
             if key in counts:
                 attrs[attr] = counts[key]
             if charge is not None and key in reported:
@@ -597,8 +675,11 @@ def _put_replay(attrs: dict[str, Any], rec: dict[str, Any], md: dict[str, Any]) 
     attrs["cooplab.cached"] = True
     attrs[SA.LLM_COST_TOTAL] = attrs[SA.LLM_COST_PROMPT] = attrs[SA.LLM_COST_COMPLETION] = 0.0
     usage = _dict(md.get(ORIGINAL_USAGE))
-    original = {"prompt": _count(usage.get("input_tokens")), "completion": _count(usage.get("output_tokens")),
-                "total": _count(usage.get("total_tokens"))}
+    original = {
+        "prompt": _count(usage.get("input_tokens")),
+        "completion": _count(usage.get("output_tokens")),
+        "total": _count(usage.get("total_tokens")),
+    }
     if original["prompt"] is None or original["completion"] is None:
         original = dict(token_counts(rec))
     for key in ("prompt", "completion", "total"):
@@ -631,8 +712,14 @@ def _error_summary(err: str) -> tuple[str, str | None]:
 class SpanBuilder:
     """Turns LangSmith run records into SDK ``ReadableSpan`` objects (one resource for the export)."""
 
-    def __init__(self, project: str, meta: dict[str, str], *, session: str | None = None,
-                 charges: dict[str, Charge] | None = None):
+    def __init__(
+        self,
+        project: str,
+        meta: dict[str, str],
+        *,
+        session: str | None = None,
+        charges: dict[str, Charge] | None = None,
+    ):
         require_viewer()
         self.session, self.charges = session, charges or {}
         from openinference.semconv.resource import ResourceAttributes
@@ -640,11 +727,13 @@ class SpanBuilder:
         from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
         self.meta = meta
-        self.resource = Resource.create({
-            "service.name": "cooplab",
-            ResourceAttributes.PROJECT_NAME: project,
-            **meta,
-        })
+        self.resource = Resource.create(
+            {
+                "service.name": "cooplab",
+                ResourceAttributes.PROJECT_NAME: project,
+                **meta,
+            }
+        )
         self.scope = InstrumentationScope("cooplab.evals.otlp_export", "1")
 
     def build(self, rec: dict[str, Any]):
@@ -676,7 +765,9 @@ class SpanBuilder:
         if end is None or end < start:
             end = start
         kind = span_kind(rec)
-        attrs = span_attributes(rec, kind, run_id, self.meta, session=self.session, charge=self.charges.get(str(rec.get("id"))))
+        attrs = span_attributes(
+            rec, kind, run_id, self.meta, session=self.session, charge=self.charges.get(str(rec.get("id")))
+        )
         err = _error_text(rec)
         events = []
         if err is not None:
@@ -691,21 +782,39 @@ class SpanBuilder:
         else:
             status = Status(StatusCode.UNSET)
         tid = trace_id_of(trace)
-        ctx = trace_api.SpanContext(tid, span_id_of(run_id), is_remote=False,
-                                    trace_flags=trace_api.TraceFlags(trace_api.TraceFlags.SAMPLED))
-        pctx = (trace_api.SpanContext(tid, span_id_of(parent), is_remote=False,
-                                      trace_flags=trace_api.TraceFlags(trace_api.TraceFlags.SAMPLED))
-                if parent else None)
+        ctx = trace_api.SpanContext(
+            tid, span_id_of(run_id), is_remote=False, trace_flags=trace_api.TraceFlags(trace_api.TraceFlags.SAMPLED)
+        )
+        pctx = (
+            trace_api.SpanContext(
+                tid, span_id_of(parent), is_remote=False, trace_flags=trace_api.TraceFlags(trace_api.TraceFlags.SAMPLED)
+            )
+            if parent
+            else None
+        )
         span = ReadableSpan(
-            name=_name(rec.get("name"), "run"), context=ctx, parent=pctx, resource=self.resource,
-            attributes=attrs, events=events, kind=trace_api.SpanKind.INTERNAL, status=status,
-            start_time=start, end_time=end, instrumentation_scope=self.scope,
+            name=_name(rec.get("name"), "run"),
+            context=ctx,
+            parent=pctx,
+            resource=self.resource,
+            attributes=attrs,
+            events=events,
+            kind=trace_api.SpanKind.INTERNAL,
+            status=status,
+            start_time=start,
+            end_time=end,
+            instrumentation_scope=self.scope,
         )
         return span, run_id, parent, trace
 
 
-def convert_runs(run_dir: str | os.PathLike[str], *, project: str = DEFAULT_PROJECT,
-                 result: OtlpExportResult | None = None, charges: dict[str, Charge] | None = None) -> Iterator[Any]:
+def convert_runs(
+    run_dir: str | os.PathLike[str],
+    *,
+    project: str = DEFAULT_PROJECT,
+    result: OtlpExportResult | None = None,
+    charges: dict[str, Charge] | None = None,
+) -> Iterator[Any]:
     """The spans of a traces file, in file order (a generator; ``result`` collects the counts).
     ``charges``: the ledger's charges by run id, if already read (:func:`run_charges`)."""
     path = traces_file(run_dir)
@@ -714,8 +823,12 @@ def convert_runs(run_dir: str | os.PathLike[str], *, project: str = DEFAULT_PROJ
     res = result if result is not None else OtlpExportResult()
     res.file = str(path)
     res.project = project
-    builder = SpanBuilder(project, run_metadata(run_dir), session=run_session(run_dir),
-                          charges=run_charges(path) if charges is None else charges)
+    builder = SpanBuilder(
+        project,
+        run_metadata(run_dir),
+        session=run_session(run_dir),
+        charges=run_charges(path) if charges is None else charges,
+    )
     from cooplab.graphs.tracing import scrub, secret_values
 
     secrets = secret_values()  # scrubbed again before export, as the LangSmith export does
@@ -797,16 +910,26 @@ def _failure_line(messages: list[str], url: str, answer: tuple[int, str] | None 
     elif "timed out" in text.lower() or "timeout" in text.lower():
         # the exporter gave up within its deadline without saying why: ask the port ourselves
         probe = _probe(url)
-        why = ("no answer in time (raise --timeout or check the server)" if probe is None
-               else f"nothing answers there, is the server running? ({probe})")
+        why = (
+            "no answer in time (raise --timeout or check the server)"
+            if probe is None
+            else f"nothing answers there, is the server running? ({probe})"
+        )
     else:
         why = text[:300] or "the request failed (no reason given)"
     return f"OTLP export to {url} failed: {why}"
 
 
-def export_otlp(run_dir: str | os.PathLike[str], url: str, *, project: str | None = None,
-                timeout: float = 10.0, batch_size: int = MAX_BATCH, exporter: Any = None,
-                phoenix_prices: bool = False) -> OtlpExportResult:
+def export_otlp(
+    run_dir: str | os.PathLike[str],
+    url: str,
+    *,
+    project: str | None = None,
+    timeout: float = 10.0,
+    batch_size: int = MAX_BATCH,
+    exporter: Any = None,
+    phoenix_prices: bool = False,
+) -> OtlpExportResult:
     """Send the runs of ``run_dir/traces.jsonl`` (or a traces file) as OpenInference spans to the
     OTLP/HTTP endpoint ``url`` (a base URL or a full ``.../v1/traces`` URL), ``batch_size`` spans per
     request, each request given ``timeout`` seconds (connection failures are retried within it).
@@ -823,7 +946,12 @@ def export_otlp(run_dir: str | os.PathLike[str], url: str, *, project: str | Non
     if not isinstance(project, str) or not project.strip() or len(project) > 200 or any(ord(c) < 32 for c in project):
         raise OtlpConfigError(f"--project must be a name of 1 to 200 printable characters, got {str(project)[:60]!r}")
     project = project.strip()
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or not 0 < timeout <= 600:
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not math.isfinite(timeout)
+        or not 0 < timeout <= 600
+    ):
         raise OtlpConfigError(f"--timeout must be a number of seconds in (0, 600], got {timeout!r}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= 10_000:
         raise OtlpConfigError(f"batch size must be an integer from 1 to 10000, got {batch_size!r}")
@@ -857,9 +985,16 @@ def export_otlp(run_dir: str | os.PathLike[str], url: str, *, project: str | Non
         if phoenix_prices:
             from .phoenix_prices import register_prices
 
-            res.prices = [e.as_dict() for e in register_prices(
-                run_dir, endpoint, charges_by_model(path, charges),
-                lambda span: exporter.export((span,)) is SpanExportResult.SUCCESS, timeout=timeout)]
+            res.prices = [
+                e.as_dict()
+                for e in register_prices(
+                    run_dir,
+                    endpoint,
+                    charges_by_model(path, charges),
+                    lambda span: exporter.export((span,)) is SpanExportResult.SUCCESS,
+                    timeout=timeout,
+                )
+            ]
             res.price_seconds = time.perf_counter() - t0
             t0 = time.perf_counter()  # ``seconds`` is the time of sending the spans
         batch: list[Any] = []
@@ -873,8 +1008,10 @@ def export_otlp(run_dir: str | os.PathLike[str], url: str, *, project: str | Non
             outcome = exporter.export(tuple(batch))
             res.requests += 1
             if outcome is not SpanExportResult.SUCCESS:
-                raise OtlpExportError(_failure_line(cap.messages, endpoint, answers[-1] if answers else None)
-                                      + (f"; {sent} spans were sent before" if sent else ""))
+                raise OtlpExportError(
+                    _failure_line(cap.messages, endpoint, answers[-1] if answers else None)
+                    + (f"; {sent} spans were sent before" if sent else "")
+                )
             sent += len(batch)
             batch.clear()
 

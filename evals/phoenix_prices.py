@@ -117,7 +117,8 @@ def model_prices(run_dir: str | os.PathLike[str], charges_by_model: Mapping[str,
         if found is None:
             raise PhoenixPriceError(
                 f"--phoenix-prices: no rate in {run_dir_of(run_dir)}'s summary.json or config.json reproduces what the "
-                f"ledger charged for model {cut_text(model, 80)!r}; export without --phoenix-prices (the spans still carry llm.cost.*)")
+                f"ledger charged for model {cut_text(model, 80)!r}; export without --phoenix-prices (the spans still carry llm.cost.*)"
+            )
         out.append(ModelPrice(model, *found))
     return out
 
@@ -148,18 +149,24 @@ class GraphQL:
         try:
             r = self.session.post(self.url, json={"query": query, "variables": variables}, timeout=self.timeout)
         except requests.RequestException as exc:
-            raise PhoenixPriceError(f"--phoenix-prices: cannot reach Phoenix's GraphQL API at {self.url} ({type(exc).__name__})") from None
+            raise PhoenixPriceError(
+                f"--phoenix-prices: cannot reach Phoenix's GraphQL API at {self.url} ({type(exc).__name__})"
+            ) from None
         try:
             body = r.json()
         except ValueError:
             body = None
         if not isinstance(body, dict) or (r.status_code != 200 and not body.get("errors")):
-            raise PhoenixPriceError(f"--phoenix-prices: {self.url} answered HTTP {r.status_code} without a GraphQL answer: "
-                                    "is this a Phoenix server? (export without --phoenix-prices to another OTLP back end)")
+            raise PhoenixPriceError(
+                f"--phoenix-prices: {self.url} answered HTTP {r.status_code} without a GraphQL answer: "
+                "is this a Phoenix server? (export without --phoenix-prices to another OTLP back end)"
+            )
         errors = body.get("errors")
         if errors:
             first = errors[0].get("message") if isinstance(errors[0], dict) else errors[0]
-            raise PhoenixPriceError(f"--phoenix-prices: Phoenix refused a request: {cut_text(' '.join(str(first).split()), 300)}")
+            raise PhoenixPriceError(
+                f"--phoenix-prices: Phoenix refused a request: {cut_text(' '.join(str(first).split()), 300)}"
+            )
         data = body.get("data")
         if not isinstance(data, dict):
             raise PhoenixPriceError(f"--phoenix-prices: {self.url} gave no data")
@@ -169,7 +176,11 @@ class GraphQL:
 def _nodes(data: Any, *keys: str) -> list[dict[str, Any]]:
     """The nodes of the connection at ``keys`` (``edges[].node``) that are objects."""
     edges = dig(data, ".".join((*keys, "edges")))
-    return [e["node"] for e in edges if isinstance(e, dict) and isinstance(e.get("node"), dict)] if isinstance(edges, list) else []
+    return (
+        [e["node"] for e in edges if isinstance(e, dict) and isinstance(e.get("node"), dict)]
+        if isinstance(edges, list)
+        else []
+    )
 
 
 def _written_id(data: dict[str, Any], field: str) -> str:
@@ -191,8 +202,10 @@ _DELETE = """mutation($id: ID!) { deleteProject(id: $id) { __typename } }"""
 
 def _costs(price: ModelPrice) -> list[dict[str, Any]]:
     pin, pout = price.per_million()
-    return [{"tokenType": "input", "kind": "PROMPT", "costPerMillionTokens": pin},
-            {"tokenType": "output", "kind": "COMPLETION", "costPerMillionTokens": pout}]
+    return [
+        {"tokenType": "input", "kind": "PROMPT", "costPerMillionTokens": pin},
+        {"tokenType": "output", "kind": "COMPLETION", "costPerMillionTokens": pout},
+    ]
 
 
 def _same_prices(node: Mapping[str, Any], price: ModelPrice) -> bool:
@@ -200,7 +213,9 @@ def _same_prices(node: Mapping[str, Any], price: ModelPrice) -> bool:
     have = {(p.get("tokenType"), p.get("kind")): p.get("costPerMillionTokens") for p in prices if isinstance(p, dict)}
     want = {(c["tokenType"], c["kind"]): c["costPerMillionTokens"] for c in _costs(price)}
     return set(have) == set(want) and all(
-        isinstance(have[k], (int, float)) and math.isclose(have[k], v, rel_tol=1e-12, abs_tol=0) for k, v in want.items())
+        isinstance(have[k], (int, float)) and math.isclose(have[k], v, rel_tol=1e-12, abs_tol=0)
+        for k, v in want.items()
+    )
 
 
 @dataclass(frozen=True)
@@ -229,8 +244,16 @@ def upsert_prices(gql: GraphQL, prices: list[ModelPrice]) -> list[PriceEntry]:
             continue
         if node is not None:
             name = node["name"] if isinstance(node.get("name"), str) and node["name"] else price.entry_name
-            data = gql(_UPDATE, input={"id": node["id"], "name": name, "provider": None,
-                                       "namePattern": price.pattern, "costs": _costs(price)})
+            data = gql(
+                _UPDATE,
+                input={
+                    "id": node["id"],
+                    "name": name,
+                    "provider": None,
+                    "namePattern": price.pattern,
+                    "costs": _costs(price),
+                },
+            )
             out.append(PriceEntry(price.model, _written_id(data, "updateModel"), "updated"))
         else:
             data = gql(_CREATE, input={"name": price.entry_name, "namePattern": price.pattern, "costs": _costs(price)})
@@ -250,18 +273,39 @@ def _probe_span(price: ModelPrice, project: str):
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
     now = time.time_ns()
-    ctx = trace_api.SpanContext(uuid.uuid4().int, uuid.uuid4().int >> 64 or 1, is_remote=False,
-                                trace_flags=trace_api.TraceFlags(trace_api.TraceFlags.SAMPLED))
-    attrs = {SA.OPENINFERENCE_SPAN_KIND: "LLM", SA.LLM_MODEL_NAME: price.model,
-             SA.LLM_TOKEN_COUNT_PROMPT: PROBE_TOKENS, SA.LLM_TOKEN_COUNT_COMPLETION: PROBE_TOKENS,
-             SA.LLM_TOKEN_COUNT_TOTAL: 2 * PROBE_TOKENS}
-    return ReadableSpan(name="cooplab price probe", context=ctx, parent=None, attributes=attrs,
-                        resource=Resource.create({"service.name": "cooplab", ResourceAttributes.PROJECT_NAME: project}),
-                        start_time=now, end_time=now, instrumentation_scope=InstrumentationScope("cooplab.evals.phoenix_prices", "1"))
+    ctx = trace_api.SpanContext(
+        uuid.uuid4().int,
+        uuid.uuid4().int >> 64 or 1,
+        is_remote=False,
+        trace_flags=trace_api.TraceFlags(trace_api.TraceFlags.SAMPLED),
+    )
+    attrs = {
+        SA.OPENINFERENCE_SPAN_KIND: "LLM",
+        SA.LLM_MODEL_NAME: price.model,
+        SA.LLM_TOKEN_COUNT_PROMPT: PROBE_TOKENS,
+        SA.LLM_TOKEN_COUNT_COMPLETION: PROBE_TOKENS,
+        SA.LLM_TOKEN_COUNT_TOTAL: 2 * PROBE_TOKENS,
+    }
+    return ReadableSpan(
+        name="cooplab price probe",
+        context=ctx,
+        parent=None,
+        attributes=attrs,
+        resource=Resource.create({"service.name": "cooplab", ResourceAttributes.PROJECT_NAME: project}),
+        start_time=now,
+        end_time=now,
+        instrumentation_scope=InstrumentationScope("cooplab.evals.phoenix_prices", "1"),
+    )
 
 
-def wait_until_priced(gql: GraphQL, send: Callable[[Any], bool], price: ModelPrice, *, deadline: float = DEFAULT_DEADLINE,
-                      clock: Callable[[], float] = time.monotonic) -> int:
+def wait_until_priced(
+    gql: GraphQL,
+    send: Callable[[Any], bool],
+    price: ModelPrice,
+    *,
+    deadline: float = DEFAULT_DEADLINE,
+    clock: Callable[[], float] = time.monotonic,
+) -> int:
     """Send probe spans of ``price.model`` (through ``send``) to a scratch project until Phoenix
     prices one at ``price``'s rates; delete the project. Returns the number of probes sent."""
     project = f"cooplab-price-probe-{uuid.uuid4().hex[:12]}"
@@ -272,7 +316,9 @@ def wait_until_priced(gql: GraphQL, send: Callable[[Any], bool], price: ModelPri
         while True:
             if seen >= sent:  # every probe sent so far arrived unpriced (or none was sent): send one more
                 if not send(_probe_span(price, project)):
-                    raise PhoenixPriceError(f"--phoenix-prices: Phoenix did not accept a probe span for {cut_text(price.model, 80)!r}")
+                    raise PhoenixPriceError(
+                        f"--phoenix-prices: Phoenix did not accept a probe span for {cut_text(price.model, 80)!r}"
+                    )
                 sent += 1
             proj = gql(_PROBE, name=project).get("getProjectByName")
             if isinstance(proj, dict):
@@ -284,7 +330,8 @@ def wait_until_priced(gql: GraphQL, send: Callable[[Any], bool], price: ModelPri
             if clock() > end:
                 raise PhoenixPriceError(
                     f"--phoenix-prices: Phoenix did not price model {cut_text(price.model, 80)!r} at the new rates within "
-                    f"{deadline:g} s (it reads its price table every few seconds); try again")
+                    f"{deadline:g} s (it reads its price table every few seconds); try again"
+                )
             time.sleep(POLL_SECONDS)  # polling interval while Phoenix ingests and refreshes
     finally:
         if project_id is not None:
@@ -294,9 +341,15 @@ def wait_until_priced(gql: GraphQL, send: Callable[[Any], bool], price: ModelPri
                 pass  # a scratch project left behind is harmless; the export goes on
 
 
-def register_prices(run_dir: str | os.PathLike[str], otlp_url: str, charges_by_model: Mapping[str, list[Charge]],
-                    send: Callable[[Any], bool], *, timeout: float = 10.0,
-                    deadline: float = DEFAULT_DEADLINE) -> list[PriceEntry]:
+def register_prices(
+    run_dir: str | os.PathLike[str],
+    otlp_url: str,
+    charges_by_model: Mapping[str, list[Charge]],
+    send: Callable[[Any], bool],
+    *,
+    timeout: float = 10.0,
+    deadline: float = DEFAULT_DEADLINE,
+) -> list[PriceEntry]:
     """Steps 1-3 of the module's docstring; returns the entries written or reused."""
     prices = model_prices(run_dir, charges_by_model)
     if not prices:
@@ -306,5 +359,3 @@ def register_prices(run_dir: str | os.PathLike[str], otlp_url: str, charges_by_m
     for price in prices:  # the first waits for Phoenix's refresh; the others are priced at once then
         wait_until_priced(gql, send, price, deadline=deadline)
     return entries
-
-

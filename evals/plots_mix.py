@@ -17,7 +17,9 @@ from cooplab.evals.canvas import figure
 from cooplab.evals.text import model_display_name
 
 
-def by_model_figure(rows: Sequence[Mapping[str, Any]], outcomes: Sequence[tuple[str, str]], title: str, path: Path | None = None):
+def by_model_figure(
+    rows: Sequence[Mapping[str, Any]], outcomes: Sequence[tuple[str, str]], title: str, path: Path | None = None
+):
     """Bars of ``outcomes`` ((key, label) pairs of each row) per model; saved to ``path`` when given."""
     fig = figure(figsize=(3.0 * len(outcomes), 3.2), constrained_layout=True)
     axes = fig.subplots(1, len(outcomes), squeeze=False)[0]
@@ -35,8 +37,14 @@ def by_model_figure(rows: Sequence[Mapping[str, Any]], outcomes: Sequence[tuple[
     return fig
 
 
-def recovery_figure(series: Mapping[str, Sequence[float]], K: int, rec: Mapping[str, Any], ylabel: str, title: str,
-                    path: Path | None = None):
+def recovery_figure(
+    series: Mapping[str, Sequence[float]],
+    K: int,
+    rec: Mapping[str, Any],
+    ylabel: str,
+    title: str,
+    path: Path | None = None,
+):
     """Each named series by round (the first is the perturbed one the figures ``rec`` were taken
     of), the event round K, the pre-event level and the band; saved to ``path`` when given."""
     fig = figure(figsize=(6.4, 3.4), constrained_layout=True)

@@ -46,9 +46,16 @@ def check_inputs(d: Any, sd: Any, alpha: Any, power: Any) -> tuple[float, float,
             raise PowerError(f"{what} must be a finite number, got {v!r}")
         return float(v)
 
-    d, sd, alpha, power = num(d, "the difference"), num(sd, "the standard deviation"), num(alpha, "alpha"), num(power, "power")
+    d, sd, alpha, power = (
+        num(d, "the difference"),
+        num(sd, "the standard deviation"),
+        num(alpha, "alpha"),
+        num(power, "power"),
+    )
     if d <= 0:
-        raise PowerError(f"the difference must be above 0 (the smallest difference in the outcome worth finding), got {d:g}")
+        raise PowerError(
+            f"the difference must be above 0 (the smallest difference in the outcome worth finding), got {d:g}"
+        )
     if sd < 0:
         raise PowerError(f"the standard deviation must not be negative, got {sd:g}")
     if not 0 < alpha < 1:
@@ -62,7 +69,9 @@ def _df(n: float, paired: bool) -> float:
     return max(n - 1, 1) if paired else max(2 * n - 2, 1)
 
 
-def seeds_needed(d: float, sd: float, *, alpha: float = 0.05, power: float = 0.8, paired: bool = False) -> dict[str, Any]:
+def seeds_needed(
+    d: float, sd: float, *, alpha: float = 0.05, power: float = 0.8, paired: bool = False
+) -> dict[str, Any]:
     """Seeds per cell to find a difference ``d`` in an outcome with standard deviation ``sd`` (see the
     module's formula): ``{"seeds", "normal_seeds", "d", "sd", "alpha", "power", "paired", "formula"}``;
     ``seeds`` has the t correction, ``normal_seeds`` is the plain normal answer."""
@@ -83,12 +92,25 @@ def seeds_needed(d: float, sd: float, *, alpha: float = 0.05, power: float = 0.8
             break
         n = nxt
     if n > MAX_SEEDS:
-        raise PowerError(f"finding a difference of {d:g} in an outcome with standard deviation {sd:g} needs more than "
-                         f"{MAX_SEEDS} seeds per cell; plan for a larger difference")
-    formula = ("n = (t(1-alpha/2, n-1) + t(power, n-1))^2 * sd_diff^2 / d^2" if paired
-               else "n = 2 * (t(1-alpha/2, 2n-2) + t(power, 2n-2))^2 * sd^2 / d^2")
-    return {"seeds": int(n), "normal_seeds": max(2, math.ceil(n_normal)), "d": d, "sd": sd, "alpha": alpha, "power": power,
-            "paired": bool(paired), "formula": formula}
+        raise PowerError(
+            f"finding a difference of {d:g} in an outcome with standard deviation {sd:g} needs more than "
+            f"{MAX_SEEDS} seeds per cell; plan for a larger difference"
+        )
+    formula = (
+        "n = (t(1-alpha/2, n-1) + t(power, n-1))^2 * sd_diff^2 / d^2"
+        if paired
+        else "n = 2 * (t(1-alpha/2, 2n-2) + t(power, 2n-2))^2 * sd^2 / d^2"
+    )
+    return {
+        "seeds": int(n),
+        "normal_seeds": max(2, math.ceil(n_normal)),
+        "d": d,
+        "sd": sd,
+        "alpha": alpha,
+        "power": power,
+        "paired": bool(paired),
+        "formula": formula,
+    }
 
 
 def power_of(n: int, d: float, sd: float, *, alpha: float = 0.05, paired: bool = False) -> float:
@@ -106,8 +128,9 @@ def power_of(n: int, d: float, sd: float, *, alpha: float = 0.05, paired: bool =
     return float(t.cdf(d / se - t.ppf(1 - alpha / 2, df), df))
 
 
-def outcome_sd(rows: Iterable[Mapping[str, Any]], outcome: str, *, by: Sequence[str], seed: str = "seed",
-               paired: bool = False) -> dict[str, Any]:
+def outcome_sd(
+    rows: Iterable[Mapping[str, Any]], outcome: str, *, by: Sequence[str], seed: str = "seed", paired: bool = False
+) -> dict[str, Any]:
     """The standard deviation of ``outcome`` from per-seed rows (a sweep's table): cells are the
     distinct values of the ``by`` columns, seeds the ``seed`` column. Unpaired: the pooled
     within-cell standard deviation. Paired: the standard deviation of the per-seed differences
@@ -122,12 +145,14 @@ def outcome_sd(rows: Iterable[Mapping[str, Any]], outcome: str, *, by: Sequence[
         groups.setdefault(key, {})[str(r.get(seed))] = float(v)
     n_values = sum(len(g) for g in groups.values())
     if n_values == 0:
-        raise PowerError(f"no finite values of {outcome!r} to estimate its spread from (is it a column of the sweep's table?)")
+        raise PowerError(
+            f"no finite values of {outcome!r} to estimate its spread from (is it a column of the sweep's table?)"
+        )
     ss, df = 0.0, 0
     if paired:
         keys = sorted(groups)
         for i, a in enumerate(keys):
-            for b in keys[i + 1:]:
+            for b in keys[i + 1 :]:
                 common = sorted(set(groups[a]) & set(groups[b]))
                 if len(common) < 2:
                     continue
@@ -136,8 +161,10 @@ def outcome_sd(rows: Iterable[Mapping[str, Any]], outcome: str, *, by: Sequence[
                 ss += sum((x - m) ** 2 for x in diffs)
                 df += len(diffs) - 1
         if df == 0:
-            raise PowerError(f"a paired design needs two cells with at least two seeds in common to estimate the spread of "
-                             f"{outcome!r}'s differences; have {len(groups)} cell(s)")
+            raise PowerError(
+                f"a paired design needs two cells with at least two seeds in common to estimate the spread of "
+                f"{outcome!r}'s differences; have {len(groups)} cell(s)"
+            )
     else:
         for g in groups.values():
             if len(g) < 2:
@@ -146,8 +173,10 @@ def outcome_sd(rows: Iterable[Mapping[str, Any]], outcome: str, *, by: Sequence[
             ss += sum((x - m) ** 2 for x in g.values())
             df += len(g) - 1
         if df == 0:
-            raise PowerError(f"estimating the spread of {outcome!r} needs a cell with at least two seeds; "
-                             f"every one of the {len(groups)} cell(s) has one (run the pilot with more seeds)")
+            raise PowerError(
+                f"estimating the spread of {outcome!r} needs a cell with at least two seeds; "
+                f"every one of the {len(groups)} cell(s) has one (run the pilot with more seeds)"
+            )
     return {"sd": math.sqrt(ss / df), "df": df, "cells": len(groups), "values": n_values}
 
 

@@ -26,7 +26,9 @@ from typing import Any
 import numpy as np
 
 
-def recovery(series: Sequence[float], K: int, *, window: int = 3, band: float = 0.1, direction: str = "up") -> dict[str, Any]:
+def recovery(
+    series: Sequence[float], K: int, *, window: int = 3, band: float = 0.1, direction: str = "up"
+) -> dict[str, Any]:
     """The recovery figures of one series around an event at round ``K`` (see the module)."""
     y = np.asarray(series, dtype=float)
     if not 2 <= K <= len(y):
@@ -35,13 +37,21 @@ def recovery(series: Sequence[float], K: int, *, window: int = 3, band: float = 
         raise ValueError("window must be at least 1 and band a finite number >= 0")
     if direction not in ("up", "down"):
         raise ValueError(f"direction must be up (higher is better) or down, got {direction!r}")
-    pre = y[max(0, K - 1 - window):K - 1]
+    pre = y[max(0, K - 1 - window) : K - 1]
     pre = pre[np.isfinite(pre)]
-    after = y[K - 1:]
+    after = y[K - 1 :]
     out: dict[str, Any] = {"K": int(K), "window": int(window), "band": float(band), "direction": direction}
     if not len(pre) or not np.isfinite(after).any():
-        return {**out, "pre_level": None, "drop": None, "drop_share": None, "left_band": None, "recovered": None,
-                "rounds_to_recover": None, "note": "no finite values before or after the event"}
+        return {
+            **out,
+            "pre_level": None,
+            "drop": None,
+            "drop_share": None,
+            "left_band": None,
+            "recovered": None,
+            "rounds_to_recover": None,
+            "note": "no finite values before or after the event",
+        }
     level = float(pre.mean())
     worst = float(np.nanmin(after)) if direction == "up" else float(np.nanmax(after))
     drop = level - worst if direction == "up" else worst - level

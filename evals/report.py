@@ -48,7 +48,7 @@ LEGACY_SCIENCE_TITLE = "<title>cooplab science run"
 #: the pages of a sweep's or profile's runs in one file at most (each run's key numbers are on the group's page)
 MAX_RUN_PAGES = 60
 #: the file's policy: nothing loads from anywhere; only the inlined style and scripts (by hash) apply
-CSP = ("default-src 'none'; img-src data:; style-src {style}; script-src {scripts}; base-uri 'none'; form-action 'none'")
+CSP = "default-src 'none'; img-src data:; style-src {style}; script-src {scripts}; base-uri 'none'; form-action 'none'"
 
 #: task name -> its registered Task (or None); the command line passes the registry's
 TaskLookup = Callable[[str], Any]
@@ -77,13 +77,15 @@ def _write_problem(out: Path, exc: OSError) -> ReportError:
 
 # --- what the folder is ------------------------------------------------------------------------
 def detect(d: Path) -> str:
-    """"run", "sweep", "profile" or "results"; a one-line :class:`ReportError` for anything else. A folder
+    """ "run", "sweep", "profile" or "results"; a one-line :class:`ReportError` for anything else. A folder
     of many runs is known by its typed manifest (:func:`cooplab.graphs.runfiles.manifest_of`: its
     manifest.json, or the one inferred from a layout written before manifests) with at least one run
     directory among its cells in a folder the explorer groups (:data:`RUN_FOLDERS`): a profile, or a
     sweep (any other kind, as the explorer's group page has it)."""
     if not d.exists():
-        raise ReportError(f"{d} does not exist; give a run directory ('cooplab run ... --out DIR') or a sweep directory")
+        raise ReportError(
+            f"{d} does not exist; give a run directory ('cooplab run ... --out DIR') or a sweep directory"
+        )
     if not d.is_dir():
         raise ReportError(f"{d} is not a directory; give a run directory or a sweep directory")
     from cooplab.graphs import runfiles
@@ -98,9 +100,11 @@ def detect(d: Path) -> str:
         return "run"
     if groups.has_results(d):
         return "results"
-    raise ReportError(f"{d} is neither a run directory (no config.json, summary.json or traces.jsonl) nor a sweep directory "
-                      f"(no manifest.json naming run directories, and none under {', '.join(f'{f}/' for f in RUN_FOLDERS)}) nor a "
-                      f"folder of results ({', '.join(groups.RESULT_FILES)}); nothing to report")
+    raise ReportError(
+        f"{d} is neither a run directory (no config.json, summary.json or traces.jsonl) nor a sweep directory "
+        f"(no manifest.json naming run directories, and none under {', '.join(f'{f}/' for f in RUN_FOLDERS)}) nor a "
+        f"folder of results ({', '.join(groups.RESULT_FILES)}); nothing to report"
+    )
 
 
 def _shown_cell(d: Path, rel: str | None) -> bool:
@@ -146,8 +150,10 @@ def _plan(kind: str, site: pages.Site) -> tuple[list[Planned], list[str]]:
     for n, (name, rid) in enumerate(cells[:MAX_RUN_PAGES]):
         plan.append(Planned("run", {"id": rid}, f"r{n + 1}-{slug(name)[:40]}"))
     if len(cells) > MAX_RUN_PAGES:
-        notes.append(f"the first {MAX_RUN_PAGES} of the {len(cells)} runs have their page in this file; 'cooplab view "
-                     f"{shown(site.roots[0])}' shows every one")
+        notes.append(
+            f"the first {MAX_RUN_PAGES} of the {len(cells)} runs have their page in this file; 'cooplab view "
+            f"{shown(site.roots[0])}' shows every one"
+        )
     return plan, notes
 
 
@@ -194,8 +200,14 @@ def build(d: Path, *, task_for: TaskLookup | None = None) -> tuple[str, dict[str
     problems: list[str] = []
     for p in plan:
         with render.addressing(render.Addresses(href=href, forms=False, prefix=f"{p.anchor}-", images=budget)):
-            ctx, code = getattr(site, {"run": "run_page", "group": "group_page", "traces": "traces_page"}[p.page])(p.query)
-            name = {"run": "run.html", "group": "group.html", "traces": "traces.html"}[p.page] if code == 200 else "error.html"
+            ctx, code = getattr(site, {"run": "run_page", "group": "group_page", "traces": "traces_page"}[p.page])(
+                p.query
+            )
+            name = (
+                {"run": "run.html", "group": "group.html", "traces": "traces.html"}[p.page]
+                if code == 200
+                else "error.html"
+            )
             p.html = Markup(env.get_template(name).render(**ctx, anchor=p.anchor))
         p.title = _title(p, ctx)
         p.sections = [s["title"] for s in ctx.get("sections") or []] or [g["title"] for g in ctx.get("rounds") or []]
@@ -208,14 +220,32 @@ def build(d: Path, *, task_for: TaskLookup | None = None) -> tuple[str, dict[str
     label = f"{first.task} run" if first is not None and first.task != "?" else LABELS[kind]
     created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     doc = env.get_template("file.html").render(
-        csp=csp, version=__version__, title=name, kind=kind, label=label, path=shown(d.resolve()), created=created,
-        css=Markup(css), explorer_js=Markup(js), plots_js=Markup(plots), notes=notes,
-        pages=[{"anchor": p.anchor, "title": p.title, "html": p.html} for p in plan])
+        csp=csp,
+        version=__version__,
+        title=name,
+        kind=kind,
+        label=label,
+        path=shown(d.resolve()),
+        created=created,
+        css=Markup(css),
+        explorer_js=Markup(js),
+        plots_js=Markup(plots),
+        notes=notes,
+        pages=[{"anchor": p.anchor, "title": p.title, "html": p.html} for p in plan],
+    )
     runs = sum(1 for p in plan if p.page == "run")
     g = site.group("0") if kind != "run" else None
-    info = {"kind": kind, "label": label, "runs": len(g.cells) if g is not None else 1, "run_pages": runs,
-            "pages": [p.title for p in plan], "sections": plan[0].sections, "figures": doc.count('<img src="data:'),
-            "problems": list(dict.fromkeys(problems)), "notes": notes}
+    info = {
+        "kind": kind,
+        "label": label,
+        "runs": len(g.cells) if g is not None else 1,
+        "run_pages": runs,
+        "pages": [p.title for p in plan],
+        "sections": plan[0].sections,
+        "figures": doc.count('<img src="data:'),
+        "problems": list(dict.fromkeys(problems)),
+        "notes": notes,
+    }
     return doc, info
 
 
@@ -247,7 +277,9 @@ def write_report(d: Path, out: Path | None = None, *, task_for: TaskLookup | Non
     detect(d)  # a one-line error before anything is written
     out = Path(out) if out is not None else default_out(d)
     if out.suffix.lower() not in (".html", ".htm"):
-        raise ReportError(f"--out {out} must be an .html file (e.g. --out {out.with_suffix('.html') if out.suffix else out / 'report.html'})")
+        raise ReportError(
+            f"--out {out} must be an .html file (e.g. --out {out.with_suffix('.html') if out.suffix else out / 'report.html'})"
+        )
     if out.is_dir():
         raise ReportError(f"--out {out} is a directory; give a file name such as {out / 'report.html'}")
     try:

@@ -57,7 +57,7 @@ def _finite(x: Any) -> bool:
 def _short_model(spec: Any) -> str:
     text = str(spec)
     if text.startswith("scripted:"):
-        return "scripted:" + Path(text[len("scripted:"):]).name
+        return "scripted:" + Path(text[len("scripted:") :]).name
     return text
 
 
@@ -69,7 +69,12 @@ def outcomes_of(summary: dict[str, Any]) -> dict[str, list[float]]:
         if key in NOT_OUTCOMES or not isinstance(block, dict) or not _finite(block.get("mean")):
             continue
         values = block.get("values")
-        if isinstance(values, list) and values and all(_finite(v) for v in values) and len(values) == block.get("n", len(values)):
+        if (
+            isinstance(values, list)
+            and values
+            and all(_finite(v) for v in values)
+            and len(values) == block.get("n", len(values))
+        ):
             out[key] = [float(v) for v in values]
         else:
             out[key] = [float(block["mean"])]
@@ -85,7 +90,11 @@ def _parsing(d: Path, summary: dict[str, Any]) -> dict[str, float]:
         if len(t) and {"attempts", "fallback_used"} <= set(t.columns):
             attempts = np.asarray(t["attempts"], dtype=float)
             fallback = np.asarray(t["fallback_used"], dtype=bool)
-            return {"decisions": float(len(t)), "retried": float(np.sum((attempts > 1) | fallback)), "fallbacks": float(fallback.sum())}
+            return {
+                "decisions": float(len(t)),
+                "retried": float(np.sum((attempts > 1) | fallback)),
+                "fallbacks": float(fallback.sum()),
+            }
     except Exception:  # noqa: BLE001 - a missing or unreadable table: the summary's counts instead
         pass
     dec = summary.get("decisions") if isinstance(summary.get("decisions"), dict) else {}
@@ -102,15 +111,17 @@ def _labels(sweep: Path) -> dict[str, dict[str, str]]:
         with p.open(newline="", encoding="utf-8") as fh:
             rows = list(csv.reader(fh))
     except (OSError, UnicodeDecodeError) as exc:
-        raise RobustnessError(f"{sweep} has no readable table.csv ({getattr(exc, 'strerror', None) or exc}); give the folder a sweep "
-                              f"wrote ('cooplab sweep FILE' or cooplab.sweep(...), with prompt_variant in its grid)") from None
+        raise RobustnessError(
+            f"{sweep} has no readable table.csv ({getattr(exc, 'strerror', None) or exc}); give the folder a sweep "
+            f"wrote ('cooplab sweep FILE' or cooplab.sweep(...), with prompt_variant in its grid)"
+        ) from None
     if not rows or rows[0][:1] != ["cell"] or "status" not in rows[0]:
         raise RobustnessError(f"{p} is not a sweep's table (its first columns must be cell, the grid values, status)")
     head = rows[0]
-    keys = head[1:head.index("status")]
+    keys = head[1 : head.index("status")]
     if len(rows) - 1 > MAX_CELLS:
         raise RobustnessError(f"{p} lists {len(rows) - 1} cells; at most {MAX_CELLS}")
-    return {r[0]: dict(zip(keys, r[1:len(keys) + 1])) for r in rows[1:] if r and len(r) > len(keys)}
+    return {r[0]: dict(zip(keys, r[1 : len(keys) + 1])) for r in rows[1:] if r and len(r) > len(keys)}
 
 
 def load_cells(sweep: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
@@ -143,10 +154,21 @@ def load_cells(sweep: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
         variant = llm.get(VARIANT) if isinstance(llm.get(VARIANT), str) else "original"
         model = _short_model(llm.get("model", "(rule-based)") if llm else "(rule-based)")
         condition = tuple(sorted((k, v) for k, v in lab.items() if k not in NOT_CONDITIONS))
-        cells.append({"cell": name, "model": model, "variant": variant, "condition": condition, "seed": lab.get("seed"),
-                      "outcomes": outcomes_of(summary), "parsing": _parsing(d, summary)})
+        cells.append(
+            {
+                "cell": name,
+                "model": model,
+                "variant": variant,
+                "condition": condition,
+                "seed": lab.get("seed"),
+                "outcomes": outcomes_of(summary),
+                "parsing": _parsing(d, summary),
+            }
+        )
     if not cells:
-        raise RobustnessError(f"{sweep} has no finished cell to read ({'; '.join(skipped[:3]) or 'table.csv lists none'})")
+        raise RobustnessError(
+            f"{sweep} has no finished cell to read ({'; '.join(skipped[:3]) or 'table.csv lists none'})"
+        )
     return cells, skipped
 
 
@@ -189,17 +211,29 @@ def spread(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for outcome, values in c["outcomes"].items():
             groups[(c["model"], c["condition"], outcome)][c["variant"]].extend(values)
     rows = []
-    for (model, condition, outcome), by_variant in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
+    for (model, condition, outcome), by_variant in sorted(
+        groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])
+    ):
         per = {}
         for v in _order(set(by_variant)):
             y = np.asarray(by_variant[v], dtype=float)
             lo, hi = _interval(y)
             per[v] = {"mean": float(y.mean()), "low": lo, "high": hi, "n": int(len(y))}
         means = np.asarray([p["mean"] for p in per.values()])
-        rows.append({"model": model, "condition": _label(condition), "outcome": outcome, "variants": per,
-                     "mean": float(means.mean()), "min": float(means.min()), "max": float(means.max()),
-                     "range": float(np.ptp(means)), "sd": float(means.std(ddof=1)) if len(means) > 1 else 0.0,
-                     "n_variants": int(len(means))})
+        rows.append(
+            {
+                "model": model,
+                "condition": _label(condition),
+                "outcome": outcome,
+                "variants": per,
+                "mean": float(means.mean()),
+                "min": float(means.min()),
+                "max": float(means.max()),
+                "range": float(np.ptp(means)),
+                "sd": float(means.std(ddof=1)) if len(means) > 1 else 0.0,
+                "n_variants": int(len(means)),
+            }
+        )
     return rows
 
 
@@ -216,9 +250,15 @@ def parsing(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for v in _order({v for m, v in acc if m == model}):
             a = acc[(model, v)]
             n = a["decisions"]
-            rows.append({"model": model, "variant": v, "decisions": int(n),
-                         "parse_failure_share": (a["retried"] / n if n and math.isfinite(a["retried"]) else None),
-                         "fallback_share": a["fallbacks"] / n if n else None})
+            rows.append(
+                {
+                    "model": model,
+                    "variant": v,
+                    "decisions": int(n),
+                    "parse_failure_share": (a["retried"] / n if n and math.isfinite(a["retried"]) else None),
+                    "fallback_share": a["fallbacks"] / n if n else None,
+                }
+            )
     return rows
 
 
@@ -249,6 +289,7 @@ def effects(cells: list[dict[str, Any]], alpha: float = ALPHA) -> list[dict[str,
         for model in models:
             for outcome in outcomes:
                 for at in others:
+
                     def cond(level: str, at: tuple = at) -> tuple:
                         return tuple(sorted(at + ((axis, level),)))
 
@@ -261,19 +302,33 @@ def effects(cells: list[dict[str, Any]], alpha: float = ALPHA) -> list[dict[str,
                                 continue
                             diff = float(b.mean() - a.mean())
                             p = _test(a, b)
-                            per[v] = {"difference": diff, "p": p, "significant": None if p is None else bool(p < alpha),
-                                      "n": [int(len(a)), int(len(b))]}
+                            per[v] = {
+                                "difference": diff,
+                                "p": p,
+                                "significant": None if p is None else bool(p < alpha),
+                                "n": [int(len(a)), int(len(b))],
+                            }
                         if len(per) < 2:
                             continue
-                        rows.append({"model": model, "outcome": outcome, "effect": f"{axis}: {level} vs {ref}",
-                                     "at": _label(at), "variants": per, **_verdict(per)})
+                        rows.append(
+                            {
+                                "model": model,
+                                "outcome": outcome,
+                                "effect": f"{axis}: {level} vs {ref}",
+                                "at": _label(at),
+                                "variants": per,
+                                **_verdict(per),
+                            }
+                        )
     return rows
 
 
 def _verdict(per: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Whether an effect holds across variants: its signs and its significance."""
     scale = max((abs(x["difference"]) for x in per.values()), default=0.0)
-    signs = {int(np.sign(x["difference"])) if abs(x["difference"]) > 1e-9 * max(scale, 1.0) else 0 for x in per.values()}
+    signs = {
+        int(np.sign(x["difference"])) if abs(x["difference"]) > 1e-9 * max(scale, 1.0) else 0 for x in per.values()
+    }
     tested = [x["significant"] for x in per.values() if x["significant"] is not None]
     changes_sign = 1 in signs and -1 in signs
     loses = bool(tested) and any(tested) and not all(tested)
@@ -284,12 +339,21 @@ def _verdict(per: dict[str, dict[str, Any]]) -> dict[str, Any]:
         why.append(f"changes sign (positive under {', '.join(pos)}; negative under {', '.join(neg)})")
     if loses:
         why.append(f"significant under {', '.join(v for v, x in per.items() if x['significant'])} only")
-    return {"fragile": changes_sign or loses, "changes_sign": changes_sign, "loses_significance": loses,
-            "why": "; ".join(why) or (("no difference under any variant" if signs == {0} else "same sign under every variant") + ("" if not tested else
-                                      (", significant under all" if all(tested) else ", significant under none")))}
+    return {
+        "fragile": changes_sign or loses,
+        "changes_sign": changes_sign,
+        "loses_significance": loses,
+        "why": "; ".join(why)
+        or (
+            ("no difference under any variant" if signs == {0} else "same sign under every variant")
+            + ("" if not tested else (", significant under all" if all(tested) else ", significant under none"))
+        ),
+    }
 
 
-def robustness(sweep: str | Path, *, out: str | Path | None = None, alpha: float = ALPHA, figure: bool = True) -> dict[str, Any]:
+def robustness(
+    sweep: str | Path, *, out: str | Path | None = None, alpha: float = ALPHA, figure: bool = True
+) -> dict[str, Any]:
     """The robustness report of a sweep over prompt variants (see the module): ``spread``,
     ``parsing``, ``effects`` (with ``fragile``), the variants, models and skipped cells; written
     to ``out`` (default ``SWEEP/robustness``) as robustness.json and, with ``figure``,
@@ -300,16 +364,33 @@ def robustness(sweep: str | Path, *, out: str | Path | None = None, alpha: float
     cells, skipped = load_cells(sweep)
     variants = _order({c["variant"] for c in cells})
     if len(variants) < 2:
-        raise RobustnessError(f"{sweep} ran one prompt variant only ({variants[0]}); sweep over two or more "
-                              f"(grid {{\"prompt_variant\": [\"original\", \"reword-a\", ...]}})")
-    report = {"sweep": str(sweep), "variants": variants, "models": sorted({c["model"] for c in cells}), "cells": len(cells),
-              "skipped": skipped, "alpha": alpha, "spread": spread(cells), "parsing": parsing(cells), "effects": effects(cells, alpha)}
-    report["fragile"] = [f"{e['model']}: {e['outcome']}, {e['effect']} ({e['at']}): {e['why']}" for e in report["effects"] if e["fragile"]]
+        raise RobustnessError(
+            f"{sweep} ran one prompt variant only ({variants[0]}); sweep over two or more "
+            f'(grid {{"prompt_variant": ["original", "reword-a", ...]}})'
+        )
+    report = {
+        "sweep": str(sweep),
+        "variants": variants,
+        "models": sorted({c["model"] for c in cells}),
+        "cells": len(cells),
+        "skipped": skipped,
+        "alpha": alpha,
+        "spread": spread(cells),
+        "parsing": parsing(cells),
+        "effects": effects(cells, alpha),
+    }
+    report["fragile"] = [
+        f"{e['model']}: {e['outcome']}, {e['effect']} ({e['at']}): {e['why']}"
+        for e in report["effects"]
+        if e["fragile"]
+    ]
     dest = Path(out) if out is not None else sweep / "robustness"
     dest.mkdir(parents=True, exist_ok=True)
     from cooplab.graphs.rundir import jsonable
 
-    (dest / "robustness.json").write_text(json.dumps(jsonable(report), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    (dest / "robustness.json").write_text(
+        json.dumps(jsonable(report), indent=2, allow_nan=False) + "\n", encoding="utf-8"
+    )
     report["json"] = str(dest / "robustness.json")
     if figure:
         fig = draw(report)
@@ -326,8 +407,13 @@ def draw(report: dict[str, Any]):
 
     outcomes = sorted({r["outcome"] for r in report["spread"]})
     variants = report["variants"]
-    fig, axes = subplots(len(outcomes), 1, figsize=(max(6.0, 1.1 * len(variants) + 3), 2.8 * len(outcomes) + 0.8), squeeze=False,
-                         constrained_layout=True)
+    fig, axes = subplots(
+        len(outcomes),
+        1,
+        figsize=(max(6.0, 1.1 * len(variants) + 3), 2.8 * len(outcomes) + 0.8),
+        squeeze=False,
+        constrained_layout=True,
+    )
     for ax, outcome in zip(axes[:, 0], outcomes):
         rows = [r for r in report["spread"] if r["outcome"] == outcome]
         width = 0.8 / max(len(rows), 1)
@@ -343,31 +429,54 @@ def draw(report: dict[str, Any]):
                 hi.append(p["high"] - p["mean"] if p["high"] is not None else 0.0)
             label = f"{model_display_name(r['model'])} | {r['condition']}"
             line = ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3, label=label)
-            ax.axhline(r["mean"], color=line[0].get_color(), linestyle="--", linewidth=0.8, label=f"{label}: mean across variants")
+            ax.axhline(
+                r["mean"],
+                color=line[0].get_color(),
+                linestyle="--",
+                linewidth=0.8,
+                label=f"{label}: mean across variants",
+            )
         ax.set_xticks(range(len(variants)), variants, rotation=20, ha="right", fontsize=8)
         ax.set_ylabel(outcome)
         fragile = [e for e in report["effects"] if e["outcome"] == outcome and e["fragile"]]
-        ax.set_title(f"{outcome}: mean per prompt variant" + (f"  (FRAGILE: {len(fragile)} effect(s))" if fragile else ""), fontsize=9)
+        ax.set_title(
+            f"{outcome}: mean per prompt variant" + (f"  (FRAGILE: {len(fragile)} effect(s))" if fragile else ""),
+            fontsize=9,
+        )
         ax.legend(fontsize=7, loc="best")
     import textwrap
 
-    fig.suptitle(textwrap.fill("Dots: a variant's mean; bars: its 95% t interval over societies or seeds (none with one value); "
-                               "dashed: that series' mean across the variants", width=int(fig.get_figwidth() * 14)), fontsize=8)
+    fig.suptitle(
+        textwrap.fill(
+            "Dots: a variant's mean; bars: its 95% t interval over societies or seeds (none with one value); "
+            "dashed: that series' mean across the variants",
+            width=int(fig.get_figwidth() * 14),
+        ),
+        fontsize=8,
+    )
     return fig
 
 
 def text(report: dict[str, Any]) -> list[str]:
     """The report as lines for a terminal."""
-    lines = [f"{report['cells']} cells, variants: {', '.join(report['variants'])}; models: {', '.join(report['models'])}"]
+    lines = [
+        f"{report['cells']} cells, variants: {', '.join(report['variants'])}; models: {', '.join(report['models'])}"
+    ]
     for r in report["spread"]:
-        lines.append(f"{r['model']} | {r['condition']} | {r['outcome']}: mean {r['mean']:.4g}, range {r['range']:.4g} "
-                     f"({r['min']:.4g} to {r['max']:.4g}), s.d. {r['sd']:.4g} across {r['n_variants']} variants")
+        lines.append(
+            f"{r['model']} | {r['condition']} | {r['outcome']}: mean {r['mean']:.4g}, range {r['range']:.4g} "
+            f"({r['min']:.4g} to {r['max']:.4g}), s.d. {r['sd']:.4g} across {r['n_variants']} variants"
+        )
     for r in report["parsing"]:
         pf = "n/a" if r["parse_failure_share"] is None else f"{r['parse_failure_share']:.1%}"
         fb = "n/a" if r["fallback_share"] is None else f"{r['fallback_share']:.1%}"
-        lines.append(f"{r['model']} | {r['variant']}: {r['decisions']} decisions, first answer failed {pf}, fell back {fb}")
+        lines.append(
+            f"{r['model']} | {r['variant']}: {r['decisions']} decisions, first answer failed {pf}, fell back {fb}"
+        )
     for e in report["effects"]:
-        lines.append(f"{'FRAGILE' if e['fragile'] else 'robust '} {e['model']} | {e['outcome']} | {e['effect']} ({e['at']}): {e['why']}")
+        lines.append(
+            f"{'FRAGILE' if e['fragile'] else 'robust '} {e['model']} | {e['outcome']} | {e['effect']} ({e['at']}): {e['why']}"
+        )
     if report["skipped"]:
         lines.append(f"skipped {len(report['skipped'])} cell(s): {'; '.join(report['skipped'][:3])}")
     lines.append(f"written: {report['json']}" + (f", {report['figure']}" if report.get("figure") else ""))

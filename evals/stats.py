@@ -111,7 +111,9 @@ def tukey_hsd(df: pd.DataFrame, y: str, group: str, alpha: float = 0.05) -> pd.D
     return t.rename(columns={"p-adj": "p_adj"})
 
 
-def compact_letters(groups: list[str], significant_pairs: set[frozenset[str]], order: list[str] | None = None) -> dict[str, str]:
+def compact_letters(
+    groups: list[str], significant_pairs: set[frozenset[str]], order: list[str] | None = None
+) -> dict[str, str]:
     """Compact letter display: groups sharing a letter do not differ significantly.
 
     Insert-and-absorb (Piepho 2004): start with one column holding every group; for each
@@ -163,8 +165,15 @@ def welch(a: np.ndarray, b: np.ndarray) -> dict[str, Any]:
     res = stats.ttest_ind(a, b, equal_var=False)
     va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
     df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if (va + vb) > 0 else float("nan")
-    return {"t": float(res.statistic), "p": float(res.pvalue), "df": float(df), "mean_a": float(a.mean()), "mean_b": float(b.mean()),
-            "n_a": int(len(a)), "n_b": int(len(b))}
+    return {
+        "t": float(res.statistic),
+        "p": float(res.pvalue),
+        "df": float(df),
+        "mean_a": float(a.mean()),
+        "mean_b": float(b.mean()),
+        "n_a": int(len(a)),
+        "n_b": int(len(b)),
+    }
 
 
 def anova_markdown(table: pd.DataFrame, title: str) -> str:
@@ -178,5 +187,14 @@ def anova_markdown(table: pd.DataFrame, title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["NotEstimable", "anova_markdown", "cld_from_tukey", "collect_warnings", "compact_letters", "tukey_hsd", "two_way_anova",
-           "welch", "itertools"]
+__all__ = [
+    "NotEstimable",
+    "anova_markdown",
+    "cld_from_tukey",
+    "collect_warnings",
+    "compact_letters",
+    "tukey_hsd",
+    "two_way_anova",
+    "welch",
+    "itertools",
+]

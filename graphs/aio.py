@@ -87,19 +87,24 @@ def run_sync(make: Callable[[], Awaitable[T]]) -> T:
     with ``asyncio.run`` when no event loop runs in this thread, else on a worker thread's own
     event loop (see the module docstring)."""
     if not loop_running():
+
         async def main() -> T:
             return await make()
 
         return asyncio.run(main())
     worker = _Worker(make, contextvars.copy_context())
-    caller = asyncio.current_task()  # the caller's task: cancelled by asyncio.run's own Ctrl-C handler, or by its framework
+    caller = (
+        asyncio.current_task()
+    )  # the caller's task: cancelled by asyncio.run's own Ctrl-C handler, or by its framework
     asked = caller.cancelling() if caller is not None else 0
     try:
         worker.start()
         _wait(worker, caller, asked)
     except (KeyboardInterrupt, asyncio.CancelledError):
         worker.cancel()
-        _wait(worker)  # the coroutine winds down (a run keeps its last checkpoint); a second Ctrl-C leaves it to finish alone
+        _wait(
+            worker
+        )  # the coroutine winds down (a run keeps its last checkpoint); a second Ctrl-C leaves it to finish alone
         raise
     if worker.error is not None:
         error = worker.error

@@ -58,8 +58,10 @@ class CheckpointRefused(ValueError):
 
     def __init__(self, what: str):
         self.what = what
-        super().__init__(f"it holds {what}, which no cooplab checkpoint holds; it was refused unread "
-                         "(nothing named in it was imported or run)")
+        super().__init__(
+            f"it holds {what}, which no cooplab checkpoint holds; it was refused unread "
+            "(nothing named in it was imported or run)"
+        )
 
 
 def _messages() -> dict[tuple[str, str], type]:
@@ -100,10 +102,18 @@ def _array(meta: Any) -> Any:
     if not isinstance(meta, (list, tuple)) or len(meta) != 4:
         raise ValueError("a malformed array")
     dtype_str, shape, order, buf = meta
-    if not isinstance(dtype_str, str) or len(dtype_str) > 8 or not isinstance(buf, (bytes, bytearray)) or order not in ("C", "F"):
+    if (
+        not isinstance(dtype_str, str)
+        or len(dtype_str) > 8
+        or not isinstance(buf, (bytes, bytearray))
+        or order not in ("C", "F")
+    ):
         raise ValueError("a malformed array")
-    if not isinstance(shape, (list, tuple)) or len(shape) > MAX_NDIM or \
-            not all(type(n) is int and n >= 0 for n in shape):
+    if (
+        not isinstance(shape, (list, tuple))
+        or len(shape) > MAX_NDIM
+        or not all(type(n) is int and n >= 0 for n in shape)
+    ):
         raise ValueError("a malformed array shape")
     dtype = np.dtype(dtype_str)
     if dtype.kind not in NUMPY_KINDS or dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None:
@@ -150,7 +160,9 @@ class CheckpointSerializer(JsonPlusSerializer):
         elif issubclass(cls, enum.Enum):
             self._known[(EXT_CONSTRUCTOR_SINGLE_ARG, *key)] = cls
         else:
-            raise TypeError(f"checkpoint_types: {cls.__qualname__} is not a pydantic model, dataclass, named tuple or enum")
+            raise TypeError(
+                f"checkpoint_types: {cls.__qualname__} is not a pydantic model, dataclass, named tuple or enum"
+            )
 
     def with_msgpack_allowlist(self, extra_allowlist: Any) -> "CheckpointSerializer":
         """Fixed: LangGraph's strict mode may ask to widen the list; cooplab's list is its own."""
@@ -195,15 +207,28 @@ class CheckpointSerializer(JsonPlusSerializer):
                     return _array(inner) if build else _array_check(inner)
                 except CheckpointRefused as exc:
                     refuse(exc.what)
-            if code in (EXT_CONSTRUCTOR_SINGLE_ARG, EXT_CONSTRUCTOR_POS_ARGS, EXT_CONSTRUCTOR_KW_ARGS, EXT_METHOD_SINGLE_ARG,
-                        EXT_PYDANTIC_V1, EXT_PYDANTIC_V2):
-                if not isinstance(inner, (list, tuple)) or len(inner) < 3 or not all(isinstance(x, str) for x in inner[:2]):
+            if code in (
+                EXT_CONSTRUCTOR_SINGLE_ARG,
+                EXT_CONSTRUCTOR_POS_ARGS,
+                EXT_CONSTRUCTOR_KW_ARGS,
+                EXT_METHOD_SINGLE_ARG,
+                EXT_PYDANTIC_V1,
+                EXT_PYDANTIC_V2,
+            ):
+                if (
+                    not isinstance(inner, (list, tuple))
+                    or len(inner) < 3
+                    or not all(isinstance(x, str) for x in inner[:2])
+                ):
                     refuse(f"a malformed extension value (code {code})")
                 module, name = inner[0][:120], inner[1][:120]
                 make = known.get((code, module, name))
                 if make is None:
-                    refuse(f"a value of type {module}.{name}" if code != EXT_METHOD_SINGLE_ARG
-                           else f"a call of {module}.{name}.{str(inner[3] if len(inner) > 3 else '')[:60]}")
+                    refuse(
+                        f"a value of type {module}.{name}"
+                        if code != EXT_METHOD_SINGLE_ARG
+                        else f"a call of {module}.{name}.{str(inner[3] if len(inner) > 3 else '')[:60]}"
+                    )
                 return make(inner[2]) if build else None
             refuse(f"an extension value of unknown code {code}")
 
@@ -229,7 +254,13 @@ def _array_check(meta: Any) -> None:
         dtype = np.dtype(meta[0]) if isinstance(meta[0], str) and len(meta[0]) <= 8 else None
     except TypeError:
         dtype = None
-    if dtype is None or dtype.kind not in NUMPY_KINDS or dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None:
+    if (
+        dtype is None
+        or dtype.kind not in NUMPY_KINDS
+        or dtype.hasobject
+        or dtype.fields is not None
+        or dtype.subdtype is not None
+    ):
         raise CheckpointRefused(f"a numpy array of dtype {str(meta[0])[:20]!r}")
     return None
 

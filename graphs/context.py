@@ -59,8 +59,12 @@ class CoopContext:
     # unvalidated and describes them in words
     __pydantic_config__: ClassVar[dict] = {"arbitrary_types_allowed": True}
 
-    llm: Annotated[ModelService | None, SkipValidation, WithJsonSchema({"description": "the model service (LLMService)"})] = None
-    sandbox: Annotated[SandboxProvider | None, SkipValidation, WithJsonSchema({"description": "the per-agent sandbox pool"})] = None
+    llm: Annotated[
+        ModelService | None, SkipValidation, WithJsonSchema({"description": "the model service (LLMService)"})
+    ] = None
+    sandbox: Annotated[
+        SandboxProvider | None, SkipValidation, WithJsonSchema({"description": "the per-agent sandbox pool"})
+    ] = None
     run_dir: str | None = None
     ledger: Annotated[Ledger | None, SkipValidation, WithJsonSchema({"description": "the run's credit ledger"})] = None
 

@@ -53,8 +53,13 @@ def ancestry(config: Mapping[str, Any], thread_id: str | None) -> list[dict[str,
     rec = fork_record(config) or {}
     out: list[dict[str, Any]] = []
     for item in rec.get("lineage") or [] if isinstance(rec.get("lineage"), list) else []:
-        if isinstance(item, Mapping) and isinstance(item.get("thread_id"), str) and isinstance(item.get("rounds"), int) \
-                and not isinstance(item.get("rounds"), bool) and item["rounds"] >= 0:
+        if (
+            isinstance(item, Mapping)
+            and isinstance(item.get("thread_id"), str)
+            and isinstance(item.get("rounds"), int)
+            and not isinstance(item.get("rounds"), bool)
+            and item["rounds"] >= 0
+        ):
             out.append({"thread_id": item["thread_id"], "rounds": item["rounds"]})
     if thread_id is not None:
         out.append({"thread_id": thread_id, "rounds": None})
@@ -63,8 +68,10 @@ def ancestry(config: Mapping[str, Any], thread_id: str | None) -> list[dict[str,
 
 def lineage(parent_config: Mapping[str, Any], parent_thread_id: str, at_round: int) -> list[dict[str, Any]]:
     """A fork's lineage: the runs whose rounds 1..n it shares (its parent's ancestry cut at K)."""
-    return [{"thread_id": a["thread_id"], "rounds": at_round if a["rounds"] is None else min(a["rounds"], at_round)}
-            for a in ancestry(parent_config, parent_thread_id)]
+    return [
+        {"thread_id": a["thread_id"], "rounds": at_round if a["rounds"] is None else min(a["rounds"], at_round)}
+        for a in ancestry(parent_config, parent_thread_id)
+    ]
 
 
 def common_round(a: Mapping[str, Any], a_thread: str | None, b: Mapping[str, Any], b_thread: str | None) -> int:
@@ -93,8 +100,10 @@ def refuse_fixed(old: Any, new: Any, names: Sequence[str], state: Mapping[str, A
             continue
         if key == "invader" and a is None and b is not None and int(b.round) >= t:
             continue
-        raise ConfigError(f"{key} is fixed at the start of a {task} run, which a fork keeps from its parent "
-                          f"({show(_plain(a))} there, {show(_plain(b))} asked); start a new run to change it")
+        raise ConfigError(
+            f"{key} is fixed at the start of a {task} run, which a fork keeps from its parent "
+            f"({show(_plain(a))} there, {show(_plain(b))} asked); start a new run to change it"
+        )
 
 
 def _plain(value: Any) -> Any:
@@ -106,4 +115,6 @@ def check_rounds(old_rounds: int, new_rounds: int, state: Mapping[str, Any], nam
     """A changed round cap must leave the fork at least one round to run (its first is state's round)."""
     t = int(state["round"])
     if new_rounds != old_rounds and new_rounds < t:
-        raise ConfigError(f"{name}={new_rounds} would end the run before the fork's first round ({t}); give {name} of {t} or more")
+        raise ConfigError(
+            f"{name}={new_rounds} would end the run before the fork's first round ({t}); give {name} of {t} or more"
+        )

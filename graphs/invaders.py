@@ -29,8 +29,9 @@ from cooplab.limits import RULES, ConfigError, show
 KINDS = ("greedy", "defector", "free-rider", "model")
 
 
-def parse(value: Any, *, n_agents: int, rounds: int, agents: str, kinds: tuple[str, ...] = KINDS,
-          where: str = "--invader") -> dict[str, Any] | None:
+def parse(
+    value: Any, *, n_agents: int, rounds: int, agents: str, kinds: tuple[str, ...] = KINDS, where: str = "--invader"
+) -> dict[str, Any] | None:
     """``value`` (None, ``"KIND@K[:AGENT]"`` or a dict with kind, round and optionally agent and
     model) as the stored invader, checked against the society (``n_agents`` seats, ``rounds``
     rounds, ``agents`` rule or llm); one line on anything else. The default seat is the last agent."""
@@ -39,46 +40,74 @@ def parse(value: Any, *, n_agents: int, rounds: int, agents: str, kinds: tuple[s
     if isinstance(value, str):
         head, sep, tail = value.strip().rpartition("@")
         if not sep or not head:
-            raise ConfigError(f"{where} expects KIND@ROUND or KIND@ROUND:AGENT with KIND one of {', '.join(kinds)} "
-                              f"(model:SPEC for another model), got {show(value)}")
+            raise ConfigError(
+                f"{where} expects KIND@ROUND or KIND@ROUND:AGENT with KIND one of {', '.join(kinds)} "
+                f"(model:SPEC for another model), got {show(value)}"
+            )
         round_text, _, agent_text = tail.partition(":")
-        kind, model = (("model", head[6:]) if head.startswith("model:") else (head, None))
-        raw: dict[str, Any] = {"kind": kind, "round": _int_text(round_text, f"{where} {value}: the round"),
-                               "agent": agent_text.strip() or None, "model": model}
+        kind, model = ("model", head[6:]) if head.startswith("model:") else (head, None)
+        raw: dict[str, Any] = {
+            "kind": kind,
+            "round": _int_text(round_text, f"{where} {value}: the round"),
+            "agent": agent_text.strip() or None,
+            "model": model,
+        }
     elif isinstance(value, dict):
         unknown = sorted(set(map(str, value)) - {"kind", "round", "agent", "model"})
         if unknown:
             raise ConfigError(f"{where}: unknown field {unknown[0]!r}; an invader has kind, round, agent and model")
-        raw = {"kind": value.get("kind"), "round": value.get("round"), "agent": value.get("agent"), "model": value.get("model")}
+        raw = {
+            "kind": value.get("kind"),
+            "round": value.get("round"),
+            "agent": value.get("agent"),
+            "model": value.get("model"),
+        }
     else:
-        raise ConfigError(f"{where} must be KIND@ROUND (e.g. greedy@5) or an object with kind and round, got {show(value)}")
+        raise ConfigError(
+            f"{where} must be KIND@ROUND (e.g. greedy@5) or an object with kind and round, got {show(value)}"
+        )
     kind = raw["kind"]
     if kind not in kinds:
         raise ConfigError(f"{where}: the kind must be one of {', '.join(kinds)}, got {show(kind)}")
     K = raw["round"]
     if isinstance(K, bool) or not isinstance(K, int) or not 2 <= K <= rounds:
-        raise ConfigError(f"{where}: the round K must be a whole number in 2..{rounds} (the run's rounds; round 1 has no level "
-                          f"before it to recover to), got {show(K)}")
+        raise ConfigError(
+            f"{where}: the round K must be a whole number in 2..{rounds} (the run's rounds; round 1 has no level "
+            f"before it to recover to), got {show(K)}"
+        )
     agent = raw["agent"]
     if agent is None:
         agent = str(n_agents - 1)
-    if isinstance(agent, bool) or not isinstance(agent, (int, str)) or not str(agent).strip().isdigit() \
-            or not str(agent).strip().isascii() or not 0 <= int(str(agent).strip()) < n_agents:
-        raise ConfigError(f"{where}: the agent must be a number in 0..{n_agents - 1} (agents count from 0), got {show(agent)}")
+    if (
+        isinstance(agent, bool)
+        or not isinstance(agent, (int, str))
+        or not str(agent).strip().isdigit()
+        or not str(agent).strip().isascii()
+        or not 0 <= int(str(agent).strip()) < n_agents
+    ):
+        raise ConfigError(
+            f"{where}: the agent must be a number in 0..{n_agents - 1} (agents count from 0), got {show(agent)}"
+        )
     agent = str(int(str(agent).strip()))
     model = raw["model"]
     if kind == "model":
         if agents != "llm":
             raise ConfigError(f"{where}: an invader of another model needs LLM agents (--agents llm)")
         if not isinstance(model, str) or not model.strip():
-            raise ConfigError(f"{where}: an invader of another model needs its spec: model:SPEC@ROUND, got {show(model)}")
+            raise ConfigError(
+                f"{where}: an invader of another model needs its spec: model:SPEC@ROUND, got {show(model)}"
+            )
         model = model.strip()
     elif model is not None:
-        raise ConfigError(f"{where}: only an invader of kind model names a model, got kind {kind!r} with model {show(model)}")
+        raise ConfigError(
+            f"{where}: only an invader of kind model names a model, got kind {kind!r} with model {show(model)}"
+        )
     return {"kind": kind, "round": K, "agent": agent, "model": model}
 
 
-def check_stored(value: Any, *, n_agents: int, rounds: int, agents: str, kinds: tuple[str, ...] = KINDS) -> dict[str, Any] | None:
+def check_stored(
+    value: Any, *, n_agents: int, rounds: int, agents: str, kinds: tuple[str, ...] = KINDS
+) -> dict[str, Any] | None:
     """A stored ``params.invader`` (config.json) checked like a new one; the same object back."""
     if value is None:
         return None
@@ -114,7 +143,9 @@ class Invader(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: Literal["greedy", "defector", "free-rider", "model"]
-    round: Annotated[int, RULES["rounds"].within(2, hint="the round K the invader arrives (round 1 has no level before it)")]
+    round: Annotated[
+        int, RULES["rounds"].within(2, hint="the round K the invader arrives (round 1 has no level before it)")
+    ]
     agent: StrictStr
     model: StrictStr | None = None
 
@@ -122,7 +153,9 @@ class Invader(BaseModel):
         return self.model_dump(mode="json")
 
 
-def check_in(invader: Invader | None, *, n_agents: int, rounds: int, agents: str | None, kinds: tuple[str, ...]) -> None:
+def check_in(
+    invader: Invader | None, *, n_agents: int, rounds: int, agents: str | None, kinds: tuple[str, ...]
+) -> None:
     """``invader`` checked against its society (by :func:`parse`'s rules), or a pydantic error of
     the one formatter naming the setting ``invader`` as the place does (``--invader``,
     ``config.json: params.invader``)."""
@@ -132,8 +165,14 @@ def check_in(invader: Invader | None, *, n_agents: int, rounds: int, agents: str
 
     raw = invader.as_dict()
     try:
-        out = parse(raw, n_agents=n_agents, rounds=rounds, agents=agents or ("llm" if invader.kind == "model" else "rule"),
-                    kinds=kinds, where="<invader>")
+        out = parse(
+            raw,
+            n_agents=n_agents,
+            rounds=rounds,
+            agents=agents or ("llm" if invader.kind == "model" else "rule"),
+            kinds=kinds,
+            where="<invader>",
+        )
     except ConfigError as exc:
         raise cross(("invader",), str(exc)) from None
     if out != raw:

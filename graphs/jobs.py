@@ -17,14 +17,41 @@ from typing import Any, Callable, Protocol
 class Jobs(Protocol):
     """The job executor (:data:`cooplab.runs.engine.ENGINE`, or the module :mod:`cooplab.runs.sweeps`)."""
 
-    def job(self, dir: Path | str, task: str, config: dict[str, Any], *, labels: dict[str, Any] | None = None,  # noqa: A002
-            done: tuple[str, ...] = ..., fn: str | None = None) -> dict[str, Any]: ...
+    def job(
+        self,
+        dir: Path | str,
+        task: str,
+        config: dict[str, Any],
+        *,
+        labels: dict[str, Any] | None = None,  # noqa: A002
+        done: tuple[str, ...] = ...,
+        fn: str | None = None,
+    ) -> dict[str, Any]: ...
 
-    def run_jobs(self, jobs: list[dict[str, Any]], *, parallel: int, noun: str, executor: str = ..., address: str | None = None,
-                 log: Callable[[str], None] = ..., quiet: bool = ..., budget: Any = None) -> dict[str, Any]: ...
+    def run_jobs(
+        self,
+        jobs: list[dict[str, Any]],
+        *,
+        parallel: int,
+        noun: str,
+        executor: str = ...,
+        address: str | None = None,
+        log: Callable[[str], None] = ...,
+        quiet: bool = ...,
+        budget: Any = None,
+    ) -> dict[str, Any]: ...
 
-    def write_manifest(self, folder: Path, kind: str, task: str | None, jobs: list[dict[str, Any]], res: dict[str, Any] | None = None, *,
-                       outputs: dict[str, str] | None = None, counts: dict[str, int] | None = None) -> Any: ...
+    def write_manifest(
+        self,
+        folder: Path,
+        kind: str,
+        task: str | None,
+        jobs: list[dict[str, Any]],
+        res: dict[str, Any] | None = None,
+        *,
+        outputs: dict[str, str] | None = None,
+        counts: dict[str, int] | None = None,
+    ) -> Any: ...
 
 
 class Runs(Jobs, Protocol):

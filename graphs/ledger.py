@@ -55,7 +55,9 @@ def call_id_of(key: str) -> str:
 
 
 #: the open :meth:`Ledger.recording` blocks of the current context: (ledger, the entries it collects)
-_RECORDINGS: ContextVar[tuple[tuple["Ledger", list["Entry"]], ...]] = ContextVar("cooplab_ledger_recordings", default=())
+_RECORDINGS: ContextVar[tuple[tuple["Ledger", list["Entry"]], ...]] = ContextVar(
+    "cooplab_ledger_recordings", default=()
+)
 
 
 class BudgetExhausted(RuntimeError):
@@ -129,7 +131,9 @@ class Rates:
 
     def cost(self, input_tokens: int, output_tokens: int) -> Decimal:
         """cost = input_tokens / 1000 * rate_in + output_tokens / 1000 * rate_out."""
-        return (Decimal(int(input_tokens)) * self.input_per_1k + Decimal(int(output_tokens)) * self.output_per_1k) / PER_1K
+        return (
+            Decimal(int(input_tokens)) * self.input_per_1k + Decimal(int(output_tokens)) * self.output_per_1k
+        ) / PER_1K
 
 
 @dataclass
@@ -210,9 +214,13 @@ class Ledger:
     _spent: Decimal = Decimal(0)
     _reserved: Decimal = Decimal(0)
     _by_agent: dict[str, list] = field(default_factory=dict, repr=False)  # agent -> [cost, tokens]
-    _unrecorded: dict[str, list["Entry"]] = field(default_factory=dict, repr=False)  # call id -> paid calls no checkpoint holds
+    _unrecorded: dict[str, list["Entry"]] = field(
+        default_factory=dict, repr=False
+    )  # call id -> paid calls no checkpoint holds
     _held: Decimal = Decimal(0)  # their cost: counted against the budget, not yet in ``spent`` (see restore)
-    _granted: dict[str, list[Decimal]] = field(default_factory=dict, repr=False)  # call id -> reservations an interrupted process held
+    _granted: dict[str, list[Decimal]] = field(
+        default_factory=dict, repr=False
+    )  # call id -> reservations an interrupted process held
     _refused: dict[str, str] = field(default_factory=dict, repr=False)  # call id -> why this budget refused it before
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -223,8 +231,12 @@ class Ledger:
             if not isinstance(r, Rates):
                 raise ValueError(f"rates for {name} must be Rates, got {type(r).__name__}")
         if not isinstance(self.unit_rates, dict):
-            raise ValueError(f"unit_rates must be a mapping of kind -> price per unit, got {type(self.unit_rates).__name__}")
-        self.unit_rates = {_kind(k): checked_amount(v, f"the price of one {k!s} unit") for k, v in self.unit_rates.items()}
+            raise ValueError(
+                f"unit_rates must be a mapping of kind -> price per unit, got {type(self.unit_rates).__name__}"
+            )
+        self.unit_rates = {
+            _kind(k): checked_amount(v, f"the price of one {k!s} unit") for k, v in self.unit_rates.items()
+        }
         if self.entries:
             self.restore([e.as_dict() if isinstance(e, Entry) else e for e in self.entries])
 
@@ -288,8 +300,13 @@ class Ledger:
             except BudgetExhausted as exc:
                 refused = exc
                 if call_id is not None:
-                    decision = {"event": "refuse", "call_id": call_id, "amount": str(amount), "budget": str(self.budget),
-                                "message": str(exc)}
+                    decision = {
+                        "event": "refuse",
+                        "call_id": call_id,
+                        "amount": str(amount),
+                        "budget": str(self.budget),
+                        "message": str(exc),
+                    }
             else:
                 self._reserved += amount
                 if call_id is not None:
@@ -341,8 +358,13 @@ class Ledger:
                 except BudgetExhausted as exc:
                     if not model_call:
                         raise
-                    decision = {"event": "refuse", "call_id": entry.call_id, "amount": str(cost), "budget": str(self.budget),
-                                "message": str(exc)}
+                    decision = {
+                        "event": "refuse",
+                        "call_id": entry.call_id,
+                        "amount": str(cost),
+                        "budget": str(self.budget),
+                        "message": str(exc),
+                    }
             if decision is None:
                 self._account(entry, cost)
                 self._record(entry)
@@ -406,9 +428,21 @@ class Ledger:
         finally:
             _RECORDINGS.reset(token)
 
-    def charge(self, *, call_id: str, model: str, agent: str, round: int | None, phase: str, input_tokens: int,
-               output_tokens: int, cached: bool = False, reservation: Reservation | None = None,
-               usage_error: str | None = None, team: str | None = None) -> Entry:
+    def charge(
+        self,
+        *,
+        call_id: str,
+        model: str,
+        agent: str,
+        round: int | None,
+        phase: str,
+        input_tokens: int,
+        output_tokens: int,
+        cached: bool = False,
+        reservation: Reservation | None = None,
+        usage_error: str | None = None,
+        team: str | None = None,
+    ) -> Entry:
         """Charge one model call its tokens at the model's rates (kind ``"tokens"``). A cached
         replay of a call paid in an interrupted process and never checkpointed is that call: its
         entry, already counted, is recorded and returned instead of a new charge."""
@@ -419,14 +453,36 @@ class Ledger:
         input_tokens = _count(input_tokens, "input tokens")
         output_tokens = _count(output_tokens, "output tokens")
         cost = self.cost(model, input_tokens, output_tokens)
-        e = Entry(_text(call_id, "a call id"), _text(model, "a model id"), _text(agent, "an agent id", nonempty=True), _round(round),
-                  _text(phase, "a phase"), input_tokens, output_tokens, str(cost), bool(cached), usage_error,
-                  _text(team, "a team", optional=True))
+        e = Entry(
+            _text(call_id, "a call id"),
+            _text(model, "a model id"),
+            _text(agent, "an agent id", nonempty=True),
+            _round(round),
+            _text(phase, "a phase"),
+            input_tokens,
+            output_tokens,
+            str(cost),
+            bool(cached),
+            usage_error,
+            _text(team, "a team", optional=True),
+        )
         return self.commit(reservation, e)
 
-    def charge_units(self, kind: str, units: Any, *, agent: str, team: str | None = None, round: int | None = None,
-                     phase: str = "", rate: Any = None, reservation: Reservation | None = None, call_id: str = "",
-                     model: str = "", note: str | None = None) -> Entry:
+    def charge_units(
+        self,
+        kind: str,
+        units: Any,
+        *,
+        agent: str,
+        team: str | None = None,
+        round: int | None = None,
+        phase: str = "",
+        rate: Any = None,
+        reservation: Reservation | None = None,
+        call_id: str = "",
+        model: str = "",
+        note: str | None = None,
+    ) -> Entry:
         """Charge ``units`` of a non-token ``kind`` (e.g. ``"sandbox_seconds"``) at the kind's rate
         from ``unit_rates`` (zero by default) or at ``rate``. Through the same cap as model calls:
         with a ``reservation`` (from :meth:`reserve` of an upper bound, e.g. the sandbox timeout x
@@ -436,9 +492,22 @@ class Ledger:
         kind = _kind(kind)
         u = checked_amount(units, f"the {kind} units")
         r = self.unit_rate(kind) if rate is None else checked_amount(rate, f"the price of one {kind} unit")
-        e = Entry(_text(call_id, "a call id"), _text(model, "a model id"), _text(agent, "an agent id", nonempty=True), _round(round),
-                  _text(phase, "a phase"), 0, 0, str(u * r), False, _text(note, "a note", optional=True),
-                  _text(team, "a team", optional=True), kind, str(u), str(r))
+        e = Entry(
+            _text(call_id, "a call id"),
+            _text(model, "a model id"),
+            _text(agent, "an agent id", nonempty=True),
+            _round(round),
+            _text(phase, "a phase"),
+            0,
+            0,
+            str(u * r),
+            False,
+            _text(note, "a note", optional=True),
+            _text(team, "a team", optional=True),
+            kind,
+            str(u),
+            str(r),
+        )
         return self.commit(reservation, e)
 
     # --- state -----------------------------------------------------------------------------
@@ -465,8 +534,14 @@ class Ledger:
             tot = self._by_agent.get(agent)
             return (tot[0], tot[1]) if tot else (Decimal(0), 0)
 
-    def restore(self, entries: list[dict[str, Any]], unrecorded: list[dict[str, Any]] = (), *,
-                granted: list[tuple[str, Any]] = (), refused: dict[str, str] | None = None) -> None:
+    def restore(
+        self,
+        entries: list[dict[str, Any]],
+        unrecorded: list[dict[str, Any]] = (),
+        *,
+        granted: list[tuple[str, Any]] = (),
+        refused: dict[str, str] | None = None,
+    ) -> None:
         """Rebuild from the audit trail kept in a checkpoint (on resume), plus the ``unrecorded``
         charges of interrupted processes (:meth:`LedgerJournal.unrecorded`). An unrecorded model
         call is *held*: it counts against the budget at once, but enters ``spent`` and
@@ -533,8 +608,10 @@ class Ledger:
                     **{m: [str(r.input_per_1k), str(r.output_per_1k)] for m, r in self.rates.items()},
                 },
                 # per kind: entries, units (tokens in + out for "tokens", e.g. seconds otherwise), cost
-                "by_kind": {kind: {"entries": v["entries"], "units": str(v["units"]), "cost_usd": str(v["cost"])}
-                            for kind, v in sorted(by_kind.items())},
+                "by_kind": {
+                    kind: {"entries": v["entries"], "units": str(v["units"]), "cost_usd": str(v["cost"])}
+                    for kind, v in sorted(by_kind.items())
+                },
                 "unit_rates": {k: str(v) for k, v in sorted(self.unit_rates.items())},
             }
 
@@ -582,8 +659,12 @@ class LedgerJournal:
             except OSError as exc:
                 if not self._warned:
                     self._warned = True
-                    logger.warning("the ledger journal %s cannot be written (%s): calls paid by a node that does not finish "
-                                   "will be missing from a resumed run's ledger", self.path, exc.strerror or exc)
+                    logger.warning(
+                        "the ledger journal %s cannot be written (%s): calls paid by a node that does not finish "
+                        "will be missing from a resumed run's ledger",
+                        self.path,
+                        exc.strerror or exc,
+                    )
 
     def _lines(self) -> list[dict[str, Any]]:
         """Every whole line as a JSON object, in order (a line cut short by a kill is skipped)."""
@@ -640,7 +721,12 @@ class LedgerJournal:
                     continue
             elif event == "release" and held.get(cid):
                 held[cid].pop(0)
-            elif event == "refuse" and budget is not None and row.get("budget") == str(budget) and isinstance(row.get("message"), str):
+            elif (
+                event == "refuse"
+                and budget is not None
+                and row.get("budget") == str(budget)
+                and isinstance(row.get("message"), str)
+            ):
                 refused[cid] = row["message"][:1000]
         return [(cid, a) for cid, amounts in held.items() for a in amounts], refused
 

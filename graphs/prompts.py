@@ -56,7 +56,11 @@ def variants(package: str | None) -> list[str]:
     root = _root(package) if package else None
     found: list[str] = []
     if root is not None and root.is_dir() and root.joinpath(VARIANTS_DIR).is_dir():
-        found = sorted(p.name for p in root.joinpath(VARIANTS_DIR).iterdir() if p.is_dir() and NAME.match(p.name) and p.name != ORIGINAL)
+        found = sorted(
+            p.name
+            for p in root.joinpath(VARIANTS_DIR).iterdir()
+            if p.is_dir() and NAME.match(p.name) and p.name != ORIGINAL
+        )
     return [ORIGINAL, *found]
 
 
@@ -77,8 +81,10 @@ def check(task: Any, variant: Any, flag: str = "--prompt-variant") -> str:
     names = variants(package_of(task))
     if not isinstance(variant, str) or not NAME.match(variant) or variant not in names:
         name = getattr(task, "name", "") or "this task"
-        raise ConfigError(f"{flag}: unknown prompt variant {show(variant)} for task {name!r}; its variants are {', '.join(names)} "
-                          f"(a new one is a folder prompts/{VARIANTS_DIR}/NAME/ beside the task's prompts, docs/robustness.md)")
+        raise ConfigError(
+            f"{flag}: unknown prompt variant {show(variant)} for task {name!r}; its variants are {', '.join(names)} "
+            f"(a new one is a folder prompts/{VARIANTS_DIR}/NAME/ beside the task's prompts, docs/robustness.md)"
+        )
     problem = fields_differ(package_of(task), variant)
     if problem:
         raise ConfigError(f"{flag}: prompt variant {variant!r}: {problem}")
@@ -121,8 +127,9 @@ def fields_differ(package: str | None, variant: str) -> str:
             return f"{name} has an unmatched brace (write a literal brace as {{{{ or }}}})"
         if want is not None and have != want:
             missing, extra = sorted(want - have), sorted(have - want)
-            parts = ([f"lacks {', '.join('{' + f + '}' for f in missing)}"] if missing else []) + \
-                    ([f"has unknown {', '.join('{' + f + '}' for f in extra)}"] if extra else [])
+            parts = ([f"lacks {', '.join('{' + f + '}' for f in missing)}"] if missing else []) + (
+                [f"has unknown {', '.join('{' + f + '}' for f in extra)}"] if extra else []
+            )
             return f"{name} {' and '.join(parts)} (a variant keeps exactly the original's placeholders)"
     return ""
 

@@ -41,7 +41,9 @@ class RowSubsetGenerator:
     def _full(self, size: Any) -> tuple[int, ...]:
         shape = tuple(int(x) for x in np.atleast_1d(size))
         if not shape or shape[0] != len(self._rows):
-            raise ValueError(f"a per-society draw must have the subset's {len(self._rows)} societies on its first axis, got {shape}")
+            raise ValueError(
+                f"a per-society draw must have the subset's {len(self._rows)} societies on its first axis, got {shape}"
+            )
         return (self._n, *shape[1:])
 
     def random(self, size: Any) -> np.ndarray:

@@ -91,15 +91,17 @@ def _acquire(out: Path) -> int:
     except OSError:
         holder = _holder(fd)
         os.close(fd)
-        raise RunDirBusy(f"{out} is in use by another cooplab process ({holder}); wait for it to end (or stop it), "
-                         f"then run or resume this directory again") from None
+        raise RunDirBusy(
+            f"{out} is in use by another cooplab process ({holder}); wait for it to end (or stop it), "
+            f"then run or resume this directory again"
+        ) from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
 
 
 def _holder(fd: int) -> str:
-    """"pid N" as the lock file says, or "pid unknown"."""
+    """ "pid N" as the lock file says, or "pid unknown"."""
     try:
         text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
     except OSError:
@@ -113,7 +115,9 @@ def readonly_uri(path: Path) -> str:
     from urllib.parse import quote
 
     wal = Path(str(path) + "-wal")
-    return f"file:{quote(os.fsencode(Path(path).resolve()))}?mode=ro" + ("" if wal.exists() and wal.stat().st_size else "&immutable=1")
+    return f"file:{quote(os.fsencode(Path(path).resolve()))}?mode=ro" + (
+        "" if wal.exists() and wal.stat().st_size else "&immutable=1"
+    )
 
 
 def code_version(git: dict[str, Any] | None = ...) -> str:  # type: ignore[assignment]
@@ -156,13 +160,18 @@ def git_commit() -> dict[str, Any] | None:
     if not (here / "pyproject.toml").exists() or not (here / ".git").exists():
         return None
     try:
-        sha = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                               text=True, timeout=10).stdout.strip()
+        sha = subprocess.run(
+            ["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return {"commit": sha, "dirty": bool(dirty)} if sha else None
-
 
 
 def jsonable(x: Any) -> Any:
@@ -296,8 +305,10 @@ def inside(out: Path, name: str) -> Path:
     try:
         path.resolve().relative_to(base)
     except ValueError:
-        raise RunDirError(f"{path} leads outside its run directory (a symbolic link to "
-                          f"{os.fsdecode(os.path.realpath(path))!r}); it is not read") from None
+        raise RunDirError(
+            f"{path} leads outside its run directory (a symbolic link to "
+            f"{os.fsdecode(os.path.realpath(path))!r}); it is not read"
+        ) from None
     except (OSError, RuntimeError) as exc:  # a symlink loop
         raise RunDirError(f"{path} cannot be resolved ({exc}); it is not read") from None
     return path
@@ -320,8 +331,10 @@ def table_footprint(path: Path, fh: Any = None) -> tuple[int, int, int]:
         raise RunDirError(f"{path} is not a readable Parquet file ({type(exc).__name__}: {str(exc)[:160]})") from None
     rows, cols = md.num_rows, md.num_columns
     if rows < 0 or cols < 0 or rows * max(cols, 1) > MAX_TABLE_CELLS:
-        raise RunDirError(f"{path} holds {rows:,} rows x {cols:,} columns by its footer, over the {MAX_TABLE_CELLS:,} cells "
-                          "cooplab reads; it is not read (is it a cooplab table?)")
+        raise RunDirError(
+            f"{path} holds {rows:,} rows x {cols:,} columns by its footer, over the {MAX_TABLE_CELLS:,} cells "
+            "cooplab reads; it is not read (is it a cooplab table?)"
+        )
     est = 0
     for g in range(md.num_row_groups):
         rg = md.row_group(g)
@@ -338,8 +351,10 @@ def table_footprint(path: Path, fh: Any = None) -> tuple[int, int, int]:
                 # text: measured by read_table; a nested text column: each value may be the longest entry of its dictionary
                 est += max(stored, int(ch.num_values) * (_OBJECT_BYTES + (dict_bytes if dict_bytes else 0)))
     if est > MAX_TABLE_BYTES:
-        raise RunDirError(f"{path} would take about {_gb(est)} of memory to read ({rows:,} rows x {cols:,} columns by its footer), "
-                          f"over the {_gb(MAX_TABLE_BYTES)} cooplab reads; it is not read (is it a cooplab table?)")
+        raise RunDirError(
+            f"{path} would take about {_gb(est)} of memory to read ({rows:,} rows x {cols:,} columns by its footer), "
+            f"over the {_gb(MAX_TABLE_BYTES)} cooplab reads; it is not read (is it a cooplab table?)"
+        )
     return rows, cols, est
 
 
@@ -348,8 +363,14 @@ def text_columns(schema: Any) -> list[str]:
     measured, by :func:`expand`)."""
     import pyarrow as pa
 
-    return [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
-            or pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type)]
+    return [
+        f.name
+        for f in schema
+        if pa.types.is_string(f.type)
+        or pa.types.is_large_string(f.type)
+        or pa.types.is_binary(f.type)
+        or pa.types.is_large_binary(f.type)
+    ]
 
 
 def expand(table: Any, path: Path, text: list[str], base: int = 0) -> Any:
@@ -365,12 +386,21 @@ def expand(table: Any, path: Path, text: list[str], base: int = 0) -> Any:
             if isinstance(chunk, pa.DictionaryArray) and len(chunk):
                 decoded += int(pc.sum(pc.take(pc.binary_length(chunk.dictionary), chunk.indices)).as_py() or 0)
         if decoded > MAX_TABLE_BYTES:
-            raise RunDirError(f"{path} would take more than {_gb(MAX_TABLE_BYTES)} of memory once its text column {name!r} is "
-                              f"expanded ({table.num_rows:,} rows); it is not read (is it a cooplab table?)")
+            raise RunDirError(
+                f"{path} would take more than {_gb(MAX_TABLE_BYTES)} of memory once its text column {name!r} is "
+                f"expanded ({table.num_rows:,} rows); it is not read (is it a cooplab table?)"
+            )
     if not text:
         return table
-    plain = pa.schema([pa.field(f.name, f.type.value_type if f.name in text and pa.types.is_dictionary(f.type) else f.type,
-                                f.nullable) for f in table.schema], metadata=table.schema.metadata)
+    plain = pa.schema(
+        [
+            pa.field(
+                f.name, f.type.value_type if f.name in text and pa.types.is_dictionary(f.type) else f.type, f.nullable
+            )
+            for f in table.schema
+        ],
+        metadata=table.schema.metadata,
+    )
     return table.cast(plain)
 
 
@@ -407,10 +437,14 @@ def _read_parquet_fastparquet(path: Path) -> pd.DataFrame:
             pf = fastparquet.ParquetFile(fh)
             rows, cols = int(pf.count()), len(pf.columns)
         except Exception as exc:  # noqa: BLE001 - not Parquet, damaged footer
-            raise RunDirError(f"{path} is not a readable Parquet file ({type(exc).__name__}: {str(exc)[:160]})") from None
+            raise RunDirError(
+                f"{path} is not a readable Parquet file ({type(exc).__name__}: {str(exc)[:160]})"
+            ) from None
         if rows < 0 or cols < 0 or rows * max(cols, 1) > MAX_TABLE_CELLS:
-            raise RunDirError(f"{path} holds {rows:,} rows x {cols:,} columns by its footer, over the {MAX_TABLE_CELLS:,} cells "
-                              "cooplab reads; it is not read (is it a cooplab table?)")
+            raise RunDirError(
+                f"{path} holds {rows:,} rows x {cols:,} columns by its footer, over the {MAX_TABLE_CELLS:,} cells "
+                "cooplab reads; it is not read (is it a cooplab table?)"
+            )
         est = 0
         for rg in pf.fmd.row_groups or []:
             for ch in rg.columns or []:
@@ -419,8 +453,10 @@ def _read_parquet_fastparquet(path: Path) -> pd.DataFrame:
                 width = _FP_WIDTH.get(md.type, _OBJECT_BYTES)
                 est += max(stored, max(0, int(md.num_values or 0)) * width)
         if est > MAX_TABLE_BYTES:
-            raise RunDirError(f"{path} would take about {_gb(est)} of memory to read ({rows:,} rows x {cols:,} columns by its "
-                              f"footer), over the {_gb(MAX_TABLE_BYTES)} cooplab reads; it is not read (is it a cooplab table?)")
+            raise RunDirError(
+                f"{path} would take about {_gb(est)} of memory to read ({rows:,} rows x {cols:,} columns by its "
+                f"footer), over the {_gb(MAX_TABLE_BYTES)} cooplab reads; it is not read (is it a cooplab table?)"
+            )
         return pf.to_pandas()
 
 
@@ -451,7 +487,9 @@ def read_table(out: Path, stem: str) -> pd.DataFrame:
                 return upgrade(stem, _read_parquet(p))
             size = p.stat().st_size
             if size > MAX_TABLE_BYTES // 4:
-                raise RunDirError(f"{p} is {_gb(size)}, over the {_gb(MAX_TABLE_BYTES // 4)} of CSV cooplab reads; it is not read")
+                raise RunDirError(
+                    f"{p} is {_gb(size)}, over the {_gb(MAX_TABLE_BYTES // 4)} of CSV cooplab reads; it is not read"
+                )
             return upgrade(stem, _read_csv(p))
     raise RunDirError(f"{out} has no {stem}.parquet or {stem}.csv; is it a cooplab run directory?")
 
@@ -491,7 +529,10 @@ def upgrade_config(raw: Any) -> Any:
     for key, value in raw.items():
         if key not in runner:
             params[key] = value  # a task option kept at the top level in version 1
-    out: dict[str, Any] = {"version": CONFIG_VERSION, **{k: raw[k] for k in ("task", "agents", "seed", "csv") if k in raw}}
+    out: dict[str, Any] = {
+        "version": CONFIG_VERSION,
+        **{k: raw[k] for k in ("task", "agents", "seed", "csv") if k in raw},
+    }
     out.setdefault("csv", False)
     out["params"] = raw["params"] if "params" in raw and not isinstance(raw["params"], dict) else params
     llm, rate = upgrade_llm(raw.get("llm"))
@@ -507,7 +548,9 @@ def upgrade_config(raw: Any) -> Any:
 def upgrade_llm(llm: Any) -> tuple[Any, Any]:
     """A version-1 LLM block in version 2's spelling, and the sandbox price it held (0.0 if none);
     a version-2 block (or anything not an object) comes back as it is."""
-    if not isinstance(llm, dict) or ("models" not in llm and not set(_V1_LLM) & set(llm) and "sandbox_usd_per_second" not in llm):
+    if not isinstance(llm, dict) or (
+        "models" not in llm and not set(_V1_LLM) & set(llm) and "sandbox_usd_per_second" not in llm
+    ):
         return llm, 0.0
     llm = dict(llm)
     models = llm.pop("models", None)

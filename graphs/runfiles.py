@@ -47,8 +47,18 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
 
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, JsonValue, SerializeAsAny, StringConstraints,
-                      ValidationError, model_serializer, model_validator)
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    SerializeAsAny,
+    StringConstraints,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from cooplab.graphs.rundir import RunDirError, jsonable, read_json, write_json
 from cooplab.limits import MAX_SEED, one_line
@@ -82,8 +92,10 @@ class SchemaError(RunDirError):
 
 # --- the one formatter -------------------------------------------------------------------------
 #: pydantic's tags of a union's members and of wrapped validators in an error's location (not field names)
-_TAG = re.compile(r"(?:\[key\]|int|float|str|bool|none|list|dict|tuple|json-or-python|is-instance|lax-or-strict|"
-                  r"[a-z]+(?:-[a-z]+)*\[.*\])")
+_TAG = re.compile(
+    r"(?:\[key\]|int|float|str|bool|none|list|dict|tuple|json-or-python|is-instance|lax-or-strict|"
+    r"[a-z]+(?:-[a-z]+)*\[.*\])"
+)
 
 
 def _got(value: Any) -> str:
@@ -117,7 +129,11 @@ def error_line(exc: ValidationError, where: str | None = None, *, hide: tuple[st
     from its first error. ``hide``: location parts that are not in the file (the results block sits
     at the top level of summary.json); union and validator tags are left out too."""
     e = exc.errors(include_url=False)[0]
-    loc = ".".join(_part(x) for i, x in enumerate(e["loc"]) if not (i == 0 and x in hide) and not (isinstance(x, str) and _TAG.fullmatch(x)))
+    loc = ".".join(
+        _part(x)
+        for i, x in enumerate(e["loc"])
+        if not (i == 0 and x in hide) and not (isinstance(x, str) and _TAG.fullmatch(x))
+    )
     msg = str(e["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
     kind = e.get("type", "")
     if kind == "extra_forbidden":
@@ -150,7 +166,7 @@ def _exact(text: str) -> str:
     try:
         d = Decimal(text)
     except InvalidOperation:
-        raise ValueError("must be a decimal number as text, e.g. \"0.0123\"") from None
+        raise ValueError('must be a decimal number as text, e.g. "0.0123"') from None
     if not d.is_finite() or d < 0:
         raise ValueError("must be a finite amount of at least 0")
     if d > MAX_EXACT or (d and d.adjusted() < -40):
@@ -185,7 +201,11 @@ def _unless_given(cls: type[BaseModel]) -> tuple[str, ...]:
     """The fields of ``cls`` written only when given (their default is None)."""
     got = cls.__dict__.get("_optional_fields")
     if got is None:
-        got = tuple(n for n, f in cls.model_fields.items() if not f.is_required() and f.default is None and f.default_factory is None)
+        got = tuple(
+            n
+            for n, f in cls.model_fields.items()
+            if not f.is_required() and f.default is None and f.default_factory is None
+        )
         type.__setattr__(cls, "_optional_fields", got)
     return got
 
@@ -204,18 +224,24 @@ class LedgerTotals(FileModel):
 
     calls: Count = Field(description="model calls charged (cache replays included)")
     cached_calls: Count = Field(description="of them, answered from the response cache")
-    usage_errors: Count | None = Field(description="calls whose reported usage was unusable (charged at their bound); "
-                                                   "null in runs made before it was counted")
+    usage_errors: Count | None = Field(
+        description="calls whose reported usage was unusable (charged at their bound); "
+        "null in runs made before it was counted"
+    )
     input_tokens: Count
     output_tokens: Count
     cost_usd: Exact = Field(description="what the run spent, exact (USD)")
     cost_usd_float: Usd = Field(description="the same as a number")
     budget_usd: Exact | None = Field(description="the cap (USD), null for none")
-    rates_per_1k: dict[Name, Annotated[list[Exact], Field(min_length=2, max_length=2)]] = Field(description="USD per 1,000 input and output tokens, per model "
-                                                                      "(\"default\": the run's nominal prices)")
-    by_kind: dict[Name, KindTotals] | None = Field(description="per kind of charge; null in runs made before it was recorded")
-    unit_rates: dict[Name, Exact] | None = Field(description="USD per unit of the other kinds (sandbox_seconds); null in runs "
-                                                             "made before it was recorded")
+    rates_per_1k: dict[Name, Annotated[list[Exact], Field(min_length=2, max_length=2)]] = Field(
+        description='USD per 1,000 input and output tokens, per model ("default": the run\'s nominal prices)'
+    )
+    by_kind: dict[Name, KindTotals] | None = Field(
+        description="per kind of charge; null in runs made before it was recorded"
+    )
+    unit_rates: dict[Name, Exact] | None = Field(
+        description="USD per unit of the other kinds (sandbox_seconds); null in runs made before it was recorded"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> "LedgerTotals":
@@ -310,17 +336,23 @@ class RunSummary(FileModel, Generic[R]):
     task: Name = Field(description="the registered task that ran")
     agents: Name | None = Field(description="who decided (rule, llm, or the task's own kinds)")
     status: Literal["completed", "stopped", "budget_exhausted", "failed"] = Field(
-        description="completed; stopped (a model or service unreachable: resumable); budget_exhausted; failed (error.log)")
+        description="completed; stopped (a model or service unreachable: resumable); budget_exhausted; failed (error.log)"
+    )
     seed: Seed | None = Field(description="the run's seed")
     wall_seconds: Seconds | None = Field(None, description="wall time of the last invocation (run or resume)")
     message: Text | None = Field(None, description="why the run stopped early, in one line")
-    error_log: Text | None = Field(None, description="the traceback's file, when the run failed before any state could be read")
+    error_log: Text | None = Field(
+        None, description="the traceback's file, when the run failed before any state could be read"
+    )
     ledger: LedgerTotals | None = Field(None, description="the credit ledger's totals (LLM runs)")
     llm: LLMStats | None = Field(None, description="the response cache (LLM runs)")
     decisions: DecisionStats | None = Field(None, description="the structured decisions (LLM runs)")
     figure_error: Text | None = Field(None, description="why figures/run.png could not be drawn (the run is complete)")
-    results: SerializeAsAny[R] | None = Field(None, description="the task's results (at the top level of the file); "
-                                                                 "null only in a failed run's summary of essentials")
+    results: SerializeAsAny[R] | None = Field(
+        None,
+        description="the task's results (at the top level of the file); "
+        "null only in a failed run's summary of essentials",
+    )
 
     # --- the file's flat form <-> the model ------------------------------------------------
     @model_validator(mode="before")
@@ -339,13 +371,17 @@ class RunSummary(FileModel, Generic[R]):
     @model_validator(mode="after")
     def _complete(self) -> "RunSummary[R]":
         if self.results is None and self.status != "failed":
-            raise ValueError(f"a run with status {self.status} has the task's results beside the runner's fields; this file has none")
+            raise ValueError(
+                f"a run with status {self.status} has the task's results beside the runner's fields; this file has none"
+            )
         if self.wall_seconds is None and self.results is not None:
             raise ValueError("wall_seconds: Field required")
         if self.agents == "llm" and self.status != "failed":
             for name in ("ledger", "llm"):
                 if getattr(self, name) is None:
-                    raise ValueError(f"{name}: required in an LLM run's summary (its ledger's totals and response cache)")
+                    raise ValueError(
+                        f"{name}: required in an LLM run's summary (its ledger's totals and response cache)"
+                    )
         return self
 
     @model_serializer(mode="wrap")
@@ -404,8 +440,10 @@ def check_results(model: Any, task: str = "task") -> type[Results]:
         raise TypeError(f"{task}.Results must be a subclass of cooplab.graphs.runfiles.Results, got {model!r}")
     clash = sorted(set(model.model_fields) & (COMMON | {"results"}))
     if clash:
-        raise TypeError(f"{task}.Results field {clash[0]!r} is one of summary.json's runner fields "
-                        f"({', '.join(sorted(COMMON))}); rename it")
+        raise TypeError(
+            f"{task}.Results field {clash[0]!r} is one of summary.json's runner fields "
+            f"({', '.join(sorted(COMMON))}); rename it"
+        )
     return model
 
 
@@ -444,15 +482,19 @@ def parse_summary(raw: Any, where: str, results: type[Results] | None = None) ->
         raise SchemaError(f"{where}: must be a JSON object (a run's summary), got {_got(raw)}")
     version = raw.get("version", 1)
     if version != SUMMARY_VERSION and version != 1:
-        raise SchemaError(f"{where}: version {_got(version)} is not one this cooplab reads (1 or {SUMMARY_VERSION}); "
-                          "a newer cooplab wrote it: upgrade cooplab to read it")
+        raise SchemaError(
+            f"{where}: version {_got(version)} is not one this cooplab reads (1 or {SUMMARY_VERSION}); "
+            "a newer cooplab wrote it: upgrade cooplab to read it"
+        )
     try:
         return summary_model(results).model_validate(upgrade_summary(raw, results), strict=True)
     except ValidationError as exc:
         raise SchemaError(error_line(exc, where)) from None
 
 
-def read_summary(out: str | Path, results: type[Results] | None = None, *, lookup: Callable[[str], Any] | None = None) -> RunSummary[Any]:
+def read_summary(
+    out: str | Path, results: type[Results] | None = None, *, lookup: Callable[[str], Any] | None = None
+) -> RunSummary[Any]:
     """``out/summary.json`` as a :class:`RunSummary`, its results validated with ``results`` (the
     task's model) or, given ``lookup`` (task name -> the registered task; the engine passes its
     registry), with the model of the task the file names; else as any JSON. One-line
@@ -472,6 +514,7 @@ def read_summary(out: str | Path, results: type[Results] | None = None, *, looku
 def results_for(lookup: Callable[[str], Any] | None) -> Callable[[Any], type[Results] | None]:
     """A task name -> its results model, from a lookup of registered tasks (None when the task is
     unknown, broken, or declares none)."""
+
     def find(name: Any) -> type[Results] | None:
         if lookup is None or not isinstance(name, str):
             return None
@@ -480,10 +523,13 @@ def results_for(lookup: Callable[[str], Any] | None) -> Callable[[Any], type[Res
         except Exception:  # noqa: BLE001 - an unknown or broken task: its results are read as any JSON
             return None
         return model if isinstance(model, type) and issubclass(model, Results) else None
+
     return find
 
 
-def try_summary(out: str | Path, lookup: Callable[[str], Any] | None = None) -> tuple[RunSummary[Any] | None, str | None]:
+def try_summary(
+    out: str | Path, lookup: Callable[[str], Any] | None = None
+) -> tuple[RunSummary[Any] | None, str | None]:
     """(the summary, None), (None, None) when there is no summary.json yet, or (None, its one-line
     problem): for readers that show a damaged run rather than stop (the explorer, tables of runs)."""
     if not (Path(out) / SUMMARY_FILE).exists():
@@ -494,7 +540,9 @@ def try_summary(out: str | Path, lookup: Callable[[str], Any] | None = None) -> 
         return None, str(exc)
 
 
-def new_summary(results_model: type[Results] | None, out: str | Path, *, results: Any = None, **common: Any) -> RunSummary[Any]:
+def new_summary(
+    results_model: type[Results] | None, out: str | Path, *, results: Any = None, **common: Any
+) -> RunSummary[Any]:
     """The summary a run is about to write: the runner's fields (``common``) and the task's
     ``results`` (an instance of its model, or a mapping: a task written before results were typed,
     which may also set ``seed``), validated exactly as a reader will validate the file, so what is
@@ -510,11 +558,15 @@ def new_summary(results_model: type[Results] | None, out: str | Path, *, results
             common["seed"] = flat.pop("seed")  # the task's own, as before results were typed
         taken = sorted(set(flat) & (COMMON | {"results"}))
         if taken:
-            raise SchemaError(f"{where}: the {common.get('task')} task's results set {taken[0]!r}, one of the runner's fields; "
-                              "leave it to the runner, or rename it")
+            raise SchemaError(
+                f"{where}: the {common.get('task')} task's results set {taken[0]!r}, one of the runner's fields; "
+                "leave it to the runner, or rename it"
+            )
     elif results is not None:
-        raise SchemaError(f"{where}: the {common.get('task')} task's outputs() must return its Results (or a mapping), "
-                          f"got {type(results).__name__}")
+        raise SchemaError(
+            f"{where}: the {common.get('task')} task's outputs() must return its Results (or a mapping), "
+            f"got {type(results).__name__}"
+        )
     for key in ("message", "error_log", "figure_error"):
         if isinstance(common.get(key), str):
             common[key] = one_line(common[key], MAX_TEXT)
@@ -523,7 +575,9 @@ def new_summary(results_model: type[Results] | None, out: str | Path, *, results
     try:
         return summary_model(results_model).model_validate(raw, strict=True)
     except ValidationError as exc:
-        raise SchemaError(f"the {common.get('task')} task's summary does not match its schema: {error_line(exc, where)}") from None
+        raise SchemaError(
+            f"the {common.get('task')} task's summary does not match its schema: {error_line(exc, where)}"
+        ) from None
 
 
 def write_summary(out: str | Path, summary: RunSummary[Any]) -> None:
@@ -550,9 +604,13 @@ class ManifestCell(FileModel):
 
     name: Name = Field(description="the cell's name (its run directory's folder name)")
     dir: Inside | None = Field(description="its run directory, relative to the folder (null: not a run directory)")
-    labels: dict[Name, JsonValue] = Field(default_factory=dict, description="what sets it apart: grid values, seed, game, item")
+    labels: dict[Name, JsonValue] = Field(
+        default_factory=dict, description="what sets it apart: grid values, seed, game, item"
+    )
     status: Literal["completed", "stopped", "budget_exhausted", "failed"] | None = Field(
-        None, description="its summary's status when the manifest was written; null: not run yet (or its summary is damaged: see error)")
+        None,
+        description="its summary's status when the manifest was written; null: not run yet (or its summary is damaged: see error)",
+    )
     error: Text | None = Field(None, description="why it failed, in one line")
 
 
@@ -565,8 +623,12 @@ class Manifest(FileModel):
     created: Text | None = Field(None, description="when the folder was made (UTC, ISO 8601)")
     updated: Text | None = Field(None, description="when this file was last written")
     cells: list[ManifestCell] = Field(default_factory=list)
-    outputs: dict[Name, Inside] = Field(default_factory=dict, description="the folder's own files: table, analysis, profile, report")
-    counts: dict[Name, Count] = Field(default_factory=dict, description="what the cells do not list (a calibration's samples)")
+    outputs: dict[Name, Inside] = Field(
+        default_factory=dict, description="the folder's own files: table, analysis, profile, report"
+    )
+    counts: dict[Name, Count] = Field(
+        default_factory=dict, description="what the cells do not list (a calibration's samples)"
+    )
     inferred: bool = Field(False, description="true when read from a folder made before manifests (never written)")
 
     @model_validator(mode="after")
@@ -598,8 +660,10 @@ def write_manifest(folder: str | Path, manifest: Manifest) -> Manifest:
             created = read_manifest(folder).created
         except RunDirError:
             created = None
-    m = Manifest.model_validate({**manifest.model_dump(mode="json", exclude={"inferred"}), "created": created or now(), "updated": now()},
-                                strict=True)
+    m = Manifest.model_validate(
+        {**manifest.model_dump(mode="json", exclude={"inferred"}), "created": created or now(), "updated": now()},
+        strict=True,
+    )
     write_json(path, m.model_dump(mode="json", exclude={"inferred"}))
     return m
 
@@ -616,11 +680,14 @@ def read_manifest(folder: str | Path) -> Manifest:
     if not isinstance(raw, dict):
         raise SchemaError(f"{path}: must be a JSON object (a folder's manifest), got {_got(raw)}")
     if raw.get("version", 1) != MANIFEST_VERSION:
-        raise SchemaError(f"{path}: version {_got(raw.get('version'))} is not one this cooplab reads ({MANIFEST_VERSION}); "
-                          "a newer cooplab wrote it: upgrade cooplab to read it")
+        raise SchemaError(
+            f"{path}: version {_got(raw.get('version'))} is not one this cooplab reads ({MANIFEST_VERSION}); "
+            "a newer cooplab wrote it: upgrade cooplab to read it"
+        )
     try:
-        return Manifest.model_validate({k: v for k, v in raw.items() if k != "inferred"} if raw.get("inferred") is False else raw,
-                                       strict=True)
+        return Manifest.model_validate(
+            {k: v for k, v in raw.items() if k != "inferred"} if raw.get("inferred") is False else raw, strict=True
+        )
     except ValidationError as exc:
         raise SchemaError(error_line(exc, str(path))) from None
 
@@ -640,9 +707,16 @@ def manifest_of(folder: str | Path) -> Manifest | None:
     if (folder / MANIFEST_FILE).is_file():
         return read_manifest(folder)
     if (folder / "design.json").is_file() and (folder / "samples.jsonl").is_file():
-        return Manifest(kind="calibration", task=None, inferred=True,
-                        outputs={k: v for k, v in (("summary", SUMMARY_FILE), ("report", "report.md"), ("samples", "samples.csv"))
-                                 if (folder / v).is_file()})
+        return Manifest(
+            kind="calibration",
+            task=None,
+            inferred=True,
+            outputs={
+                k: v
+                for k, v in (("summary", SUMMARY_FILE), ("report", "report.md"), ("samples", "samples.csv"))
+                if (folder / v).is_file()
+            },
+        )
     cells: list[ManifestCell] = []
     for sub in RUN_FOLDERS:
         d = folder / sub
@@ -663,8 +737,18 @@ def manifest_of(folder: str | Path) -> Manifest | None:
         kind, task = "bench", "science"
     else:
         kind, task = "sweep", None
-    outputs = {k: v for k, v in (("table", "table.csv"), ("analysis", "analysis"), ("profile", "profile.json"), ("summary", SUMMARY_FILE),
-                                  ("report", "report.md"), ("scores", "scores.csv")) if (folder / v).exists()}
+    outputs = {
+        k: v
+        for k, v in (
+            ("table", "table.csv"),
+            ("analysis", "analysis"),
+            ("profile", "profile.json"),
+            ("summary", SUMMARY_FILE),
+            ("report", "report.md"),
+            ("scores", "scores.csv"),
+        )
+        if (folder / v).exists()
+    }
     return Manifest(kind=kind, task=task, cells=cells, outputs=outputs, inferred=True)
 
 
@@ -672,5 +756,8 @@ def is_many_runs(folder: str | Path) -> bool:
     """Whether ``folder`` is a folder of many runs (a manifest, or an earlier layout's files), so
     that its own summary.json (a bench's, a calibration's) is not read as a run's."""
     folder = Path(folder)
-    return (folder / MANIFEST_FILE).is_file() or ((folder / "design.json").is_file() and (folder / "samples.jsonl").is_file()) \
+    return (
+        (folder / MANIFEST_FILE).is_file()
+        or ((folder / "design.json").is_file() and (folder / "samples.jsonl").is_file())
         or (folder / "bench.json").is_file()
+    )

@@ -52,7 +52,9 @@ def build_society(
     return g.compile(checkpointer=checkpointer, name=name)
 
 
-def insert_phase(phases: Mapping[str, Node], name: str, node: Node, *, after: str | None = None, before: str | None = None) -> dict[str, Node]:
+def insert_phase(
+    phases: Mapping[str, Node], name: str, node: Node, *, after: str | None = None, before: str | None = None
+) -> dict[str, Node]:
     """A copy of ``phases`` with ``node`` added under ``name`` right after ``after`` or right before
     ``before`` (exactly one of them; a ValueError names the phases there are)."""
     if (after is None) == (before is None):

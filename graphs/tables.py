@@ -62,8 +62,12 @@ def with_agent_ids(df: pd.DataFrame, society: str = "society", agent: str = "age
             pass
         return None
 
-    return _insert_after(df, agent, AGENT_ID, pd.Series([key(s, a) for s, a in zip(df[society], df[agent])], index=df.index, dtype=object)
-                         .infer_objects())
+    return _insert_after(
+        df,
+        agent,
+        AGENT_ID,
+        pd.Series([key(s, a) for s, a in zip(df[society], df[agent])], index=df.index, dtype=object).infer_objects(),
+    )
 
 
 def with_costs(df: pd.DataFrame, source: str = "cost") -> pd.DataFrame:
@@ -71,7 +75,9 @@ def with_costs(df: pd.DataFrame, source: str = "cost") -> pd.DataFrame:
     same amount as a float, ``cost_usd``, right before it (unreadable amounts: NaN)."""
     if source not in df.columns:
         return df.copy()
-    exact = pd.Series([None if v is None or (isinstance(v, float) and v != v) else str(v) for v in df[source]], index=df.index)
+    exact = pd.Series(
+        [None if v is None or (isinstance(v, float) and v != v) else str(v) for v in df[source]], index=df.index
+    )
     df = df.drop(columns=[c for c in (COST, EXACT_COST) if c in df.columns and c != source])
     at = list(df.columns).index(source)
     df = df.drop(columns=[source])

@@ -230,7 +230,11 @@ class Task:
         agents = agents or self.agent_kinds[0]
         # the given settings over the model's own defaults (a default that follows another setting, as
         # a solo pipeline's one analyst, follows it)
-        values = self.Params.model_validate(params, context={"agents": agents}) if self.Params is not None else NoParams(**params)
+        values = (
+            self.Params.model_validate(params, context={"agents": agents})
+            if self.Params is not None
+            else NoParams(**params)
+        )
         return PlainConfig(task=self.name, agents=agents, params=values)
 
     # --- the graph -------------------------------------------------------------------------
@@ -243,8 +247,13 @@ class Task:
         from cooplab.graphs.context import CoopContext
         from cooplab.graphs.society import build_society
 
-        return build_society(self.phases(config), self.state_schema, checkpointer=checkpointer, name=self.name,
-                             context_schema=CoopContext)
+        return build_society(
+            self.phases(config),
+            self.state_schema,
+            checkpointer=checkpointer,
+            name=self.name,
+            context_schema=CoopContext,
+        )
 
     def prepare_run(self, config: TaskConfig, out: Path) -> None:
         """Files the run needs in ``out`` before its graph runs (e.g. a generated dataset). Called
@@ -277,7 +286,9 @@ class Task:
         if old.params != new.params:
             from cooplab.limits import ConfigError
 
-            raise ConfigError(f"{self.name} runs cannot change their parameters at a fork yet (only the model or the prompt variant)")
+            raise ConfigError(
+                f"{self.name} runs cannot change their parameters at a fork yet (only the model or the prompt variant)"
+            )
         return {}
 
     def budget_resume_point(self, history: Any) -> Any:
@@ -294,7 +305,9 @@ class Task:
         return {} if active is None else {"running": int(active.sum())}
 
     # --- results ---------------------------------------------------------------------------
-    def outputs(self, final: Mapping[str, Any], config: TaskConfig, run: RunInfo) -> runfiles.Results | Mapping[str, Any]:
+    def outputs(
+        self, final: Mapping[str, Any], config: TaskConfig, run: RunInfo
+    ) -> runfiles.Results | Mapping[str, Any]:
         """*Required*: write the task's tables and figures into ``run.out`` from the final state and
         return the task's results: an instance of :attr:`Results` (a plain mapping is validated
         through it; a mapping may also set ``seed``). The runner writes them into summary.json
@@ -336,13 +349,17 @@ class Task:
         default (the summary's top-level numbers)."""
         return None
 
-    def analyze_sweep(self, cells: list[dict[str, Any]], out: Path, *, analysis_out: Path | None = None) -> dict[str, Any] | None:
+    def analyze_sweep(
+        self, cells: list[dict[str, Any]], out: Path, *, analysis_out: Path | None = None
+    ) -> dict[str, Any] | None:
         """After a sweep of this task (:mod:`cooplab.runs.grid`): analyze its finished cells (each
         ``{"dir", "labels"}``) into files under ``out`` (``analysis_out``: where the caller asked for
         them) and return fields for the sweep's result (where they are). Default: nothing."""
         return None
 
-    def earlier_sweep(self, raw: Mapping[str, Any]) -> tuple[str, Callable[[dict[str, Any], str], dict[str, Any]]] | None:
+    def earlier_sweep(
+        self, raw: Mapping[str, Any]
+    ) -> tuple[str, Callable[[dict[str, Any], str], dict[str, Any]]] | None:
         """When a sweep file's JSON object ``raw`` is in an earlier sweep format of this task (one from
         before the grid format of :mod:`cooplab.runs.grid`): the format's name for the notice (e.g.
         "CPR sweep") and its converter ``(raw, where) -> the grid format's JSON object`` (checked; a
@@ -357,7 +374,12 @@ class Task:
         variants = getattr(self.Params, "variants", None)
         if isinstance(variants, Mapping):
             key = getattr(self.Params, "variant_key", "variant")
-            return [{key: name, **row} for name, model in variants.items() for row in fields_table(model) if row["name"] != key]
+            return [
+                {key: name, **row}
+                for name, model in variants.items()
+                for row in fields_table(model)
+                if row["name"] != key
+            ]
         return fields_table(self.Params)
 
 
@@ -370,8 +392,10 @@ def fields_table(model: type[BaseModel]) -> list[dict[str, Any]]:
         extra = f.json_schema_extra if isinstance(f.json_schema_extra, dict) else {}
         source = str(extra.get("source", "task"))
         if isinstance(default, BaseModel):
-            rows += [{**row, "name": f"{name}.{row['name']}", "source": source if row["source"] == "task" else row["source"]}
-                     for row in fields_table(type(default))]
+            rows += [
+                {**row, "name": f"{name}.{row['name']}", "source": source if row["source"] == "task" else row["source"]}
+                for row in fields_table(type(default))
+            ]
             continue
         rows.append({"name": name, "default": default, "meaning": f.description or "", "source": source})
     return rows

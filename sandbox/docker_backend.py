@@ -48,7 +48,7 @@ def _proc_start_time(pid: int) -> Optional[str]:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             data = f.read()
-        return data[data.rfind(b")") + 2:].split()[19].decode()
+        return data[data.rfind(b")") + 2 :].split()[19].decode()
     except (OSError, IndexError):
         return None
 
@@ -218,8 +218,10 @@ def staged_dataset(dataset: Path) -> Path:
                     shutil.rmtree(entry, ignore_errors=True)
                     raise
         except OSError as e:
-            raise SandboxError(f"cannot stage the dataset for the sandbox in {tempfile.gettempdir()} "
-                               f"({e.strerror or e}); free space there or set TMPDIR") from e
+            raise SandboxError(
+                f"cannot stage the dataset for the sandbox in {tempfile.gettempdir()} "
+                f"({e.strerror or e}); free space there or set TMPDIR"
+            ) from e
         _staged[key] = staged
         return staged
 
@@ -275,8 +277,11 @@ def container_spec(config: SandboxConfig) -> tuple[dict, dict]:
         security_opt=["no-new-privileges"],
         ipc_mode="private",
         binds=binds,
-        ulimits=[Ulimit(name="core", soft=0, hard=0), Ulimit(name="nofile", soft=1024, hard=1024),
-                 Ulimit(name="stack", soft=8 << 20, hard=8 << 20)],
+        ulimits=[
+            Ulimit(name="core", soft=0, hard=0),
+            Ulimit(name="nofile", soft=1024, hard=1024),
+            Ulimit(name="stack", soft=8 << 20, hard=8 << 20),
+        ],
         log_config={"type": "none", "config": {}},
         auto_remove=True,
         init=False,
@@ -292,7 +297,8 @@ def start_container(config: SandboxConfig) -> DockerTransport:
     if not image_available(config.image):
         raise SandboxUnavailable(
             f"sandbox image {config.image!r} is missing; build it with `cooplab sandbox build` "
-            "(images are never pulled implicitly)")
+            "(images are never pulled implicitly)"
+        )
     create, host = container_spec(config)
     api = client.api
     cfg = api.create_container_config(host_config=api.create_host_config(**host), **create)

@@ -19,8 +19,14 @@ from .models import DEFAULT_IMAGE, SandboxError
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 DEFAULT_SUITE = "bookworm"
 PACKAGES = [
-    "python3", "python3-pandas", "python3-numpy", "python3-scipy", "python3-sklearn",
-    "python3-matplotlib", "python3-seaborn", "fonts-dejavu-core",
+    "python3",
+    "python3-pandas",
+    "python3-numpy",
+    "python3-scipy",
+    "python3-sklearn",
+    "python3-matplotlib",
+    "python3-seaborn",
+    "fonts-dejavu-core",
 ]
 # Debian bookworm has no pyarrow package: read_parquet needs it, so the build
 # unpacks a manylinux wheel from PyPI (built against numpy 1.x, matching bookworm).
@@ -53,9 +59,25 @@ def _customize_rootfs(root: Path, log: Log, with_pyarrow: bool) -> None:
     if with_pyarrow:
         dl = Path(tempfile.mkdtemp(prefix="cooplab-wheel-"))
         try:
-            _run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-                  "--python-version", "3.11", "--platform", "manylinux2014_x86_64", "-d", str(dl),
-                  PYARROW_REQ], log)
+            _run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "--quiet",
+                    "--no-deps",
+                    "--only-binary=:all:",
+                    "--python-version",
+                    "3.11",
+                    "--platform",
+                    "manylinux2014_x86_64",
+                    "-d",
+                    str(dl),
+                    PYARROW_REQ,
+                ],
+                log,
+            )
             target = root / "usr/local/lib/python3.11/dist-packages"
             target.mkdir(parents=True, exist_ok=True)
             for whl in dl.glob("*.whl"):
@@ -68,20 +90,36 @@ def _customize_rootfs(root: Path, log: Log, with_pyarrow: bool) -> None:
     # warm matplotlib's font cache and byte-compile what we added (rootfs is read-only at run time)
     mpl = root / "opt/cooplab/mplconfig"
     mpl.mkdir(parents=True, exist_ok=True)
-    env = {"PATH": "/usr/bin:/bin", "MPLCONFIGDIR": "/opt/cooplab/mplconfig", "HOME": "/root",
-           "LANG": "C.UTF-8"}
+    env = {"PATH": "/usr/bin:/bin", "MPLCONFIGDIR": "/opt/cooplab/mplconfig", "HOME": "/root", "LANG": "C.UTF-8"}
     chroot = shutil.which("chroot") or "/usr/sbin/chroot"
-    _run([chroot, str(root), "python3", "-c",
-          "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot as plt; "
-          "plt.plot([1]); plt.savefig('/dev/null', format='png'); import pandas, scipy, sklearn, seaborn"],
-         log, env=env)
-    _run([chroot, str(root), "python3", "-m", "compileall", "-q", "/usr/local/lib/python3.11/dist-packages"],
-         log, env=env)
+    _run(
+        [
+            chroot,
+            str(root),
+            "python3",
+            "-c",
+            "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot as plt; "
+            "plt.plot([1]); plt.savefig('/dev/null', format='png'); import pandas, scipy, sklearn, seaborn",
+        ],
+        log,
+        env=env,
+    )
+    _run(
+        [chroot, str(root), "python3", "-m", "compileall", "-q", "/usr/local/lib/python3.11/dist-packages"],
+        log,
+        env=env,
+    )
     for p in (mpl, *mpl.rglob("*")):
         os.chmod(p, 0o755 if p.is_dir() else 0o644)
     # slim down
-    for pattern in ("var/cache/apt/archives/*.deb", "var/lib/apt/lists/*", "usr/share/doc/*",
-                    "usr/share/man/*", "usr/share/locale/*", "var/log/*"):
+    for pattern in (
+        "var/cache/apt/archives/*.deb",
+        "var/lib/apt/lists/*",
+        "usr/share/doc/*",
+        "usr/share/man/*",
+        "usr/share/locale/*",
+        "var/log/*",
+    ):
         for p in glob.glob(str(root / pattern)):
             if os.path.isdir(p) and not os.path.islink(p):
                 shutil.rmtree(p, ignore_errors=True)
@@ -93,8 +131,15 @@ def _customize_rootfs(root: Path, log: Log, with_pyarrow: bool) -> None:
     (root / VERSION_FILE).write_text(IMAGE_VERSION + "\n")
 
 
-def build_image(image: str = DEFAULT_IMAGE, *, mirror: Optional[str] = None, suite: str = DEFAULT_SUITE,
-                with_pyarrow: bool = True, keep_rootfs: bool = False, log: Log = _default_log) -> str:
+def build_image(
+    image: str = DEFAULT_IMAGE,
+    *,
+    mirror: Optional[str] = None,
+    suite: str = DEFAULT_SUITE,
+    with_pyarrow: bool = True,
+    keep_rootfs: bool = False,
+    log: Log = _default_log,
+) -> str:
     """debootstrap a Debian rootfs with the scientific Python stack and
     ``docker import`` it as ``image``.  Needs root, debootstrap, a Debian
     mirror and a running Docker daemon.  Returns the image id."""
@@ -111,14 +156,17 @@ def build_image(image: str = DEFAULT_IMAGE, *, mirror: Optional[str] = None, sui
     root = work / "rootfs"
     try:
         log(f"debootstrap {suite} from {mirror} into {root} (about 2 minutes)")
-        _run(["debootstrap", "--variant=minbase", "--include=" + ",".join(PACKAGES), suite, str(root), mirror],
-             log)
+        _run(["debootstrap", "--variant=minbase", "--include=" + ",".join(PACKAGES), suite, str(root), mirror], log)
         _customize_rootfs(root, log, with_pyarrow)
         log(f"importing rootfs into Docker as {image}")
-        changes = ["ENV PATH=/usr/local/bin:/usr/bin:/bin", "ENV LANG=C.UTF-8",
-                   f"USER {SANDBOX_UID}:{SANDBOX_UID}", "WORKDIR /tmp",
-                   f"LABEL org.cooplab.sandbox.version={IMAGE_VERSION}",
-                   'CMD ["python3"]']
+        changes = [
+            "ENV PATH=/usr/local/bin:/usr/bin:/bin",
+            "ENV LANG=C.UTF-8",
+            f"USER {SANDBOX_UID}:{SANDBOX_UID}",
+            "WORKDIR /tmp",
+            f"LABEL org.cooplab.sandbox.version={IMAGE_VERSION}",
+            'CMD ["python3"]',
+        ]
         docker_cli = shutil.which("docker")
         if docker_cli:
             cmd = [docker_cli, "import"]
@@ -135,8 +183,7 @@ def build_image(image: str = DEFAULT_IMAGE, *, mirror: Optional[str] = None, sui
             tarball = work / "rootfs.tar"
             _run(["tar", "--numeric-owner", "-C", str(root), "-cf", str(tarball), "."], log)
             repo, _, tag = image.partition(":")
-            client.api.import_image_from_file(str(tarball), repository=repo, tag=tag or "latest",
-                                              changes=changes)
+            client.api.import_image_from_file(str(tarball), repository=repo, tag=tag or "latest", changes=changes)
         img = client.images.get(image)
         log(f"built {image} ({img.short_id}) in {time.monotonic() - t0:.0f} s")
         return img.id
@@ -164,7 +211,9 @@ def doctor(image: str = DEFAULT_IMAGE) -> tuple[bool, list[str]]:
         lines.append(f"daemon: answers (Docker {v.get('Version')}, API {v.get('ApiVersion')})")
     except Exception as e:
         lines.append(f"daemon: NOT answering ({e})")
-        lines.append("  fix: sudo bash scripts/ensure-docker.sh   (installs docker.io, starts dockerd, builds the image)")
+        lines.append(
+            "  fix: sudo bash scripts/ensure-docker.sh   (installs docker.io, starts dockerd, builds the image)"
+        )
         lines.append("  meanwhile the 'local' backend works (NOT a security boundary)")
         return False, lines
     try:
@@ -175,8 +224,10 @@ def doctor(image: str = DEFAULT_IMAGE) -> tuple[bool, list[str]]:
         ok = False
         lines.append(f"image: {image} MISSING")
         opt = "" if image == DEFAULT_IMAGE else f" --image {image}"
-        lines.append(f"  fix: sudo cooplab sandbox build{opt}   (debootstrap + docker import, ~2-3 min, "
-                     "no registry needed; or: sudo bash scripts/ensure-docker.sh)")
+        lines.append(
+            f"  fix: sudo cooplab sandbox build{opt}   (debootstrap + docker import, ~2-3 min, "
+            "no registry needed; or: sudo bash scripts/ensure-docker.sh)"
+        )
         lines.append("   or, on a host that can pull: docker build -t " + image + " sandbox/")
     try:
         n = len(docker_backend.list_sandbox_containers())

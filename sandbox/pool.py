@@ -62,8 +62,15 @@ class SandboxCall:
 class AgentSandboxPool:
     """One sandbox session per agent id (see the module docstring)."""
 
-    def __init__(self, config: Optional[SandboxConfig] = None, *, backend: Backend = "docker", warm: int = 0,
-                 check: bool = True, **overrides):
+    def __init__(
+        self,
+        config: Optional[SandboxConfig] = None,
+        *,
+        backend: Backend = "docker",
+        warm: int = 0,
+        check: bool = True,
+        **overrides,
+    ):
         if backend not in ("docker", "local", "auto"):
             raise ValueError(f"unknown sandbox backend {backend!r} (docker, local or auto)")
         if isinstance(warm, bool) or not isinstance(warm, int) or warm < 0:
@@ -88,10 +95,14 @@ class AgentSandboxPool:
         from . import docker_backend
 
         if not docker_backend.daemon_available():
-            raise SandboxUnavailable("no Docker daemon answers; start it with `sudo bash scripts/ensure-docker.sh` "
-                                     "(a docker sandbox pool never falls back to local execution)")
+            raise SandboxUnavailable(
+                "no Docker daemon answers; start it with `sudo bash scripts/ensure-docker.sh` "
+                "(a docker sandbox pool never falls back to local execution)"
+            )
         if not docker_backend.image_available(self.config.image):
-            raise SandboxUnavailable(f"sandbox image {self.config.image!r} is missing; build it with `cooplab sandbox build`")
+            raise SandboxUnavailable(
+                f"sandbox image {self.config.image!r} is missing; build it with `cooplab sandbox build`"
+            )
 
     # -- sessions ---------------------------------------------------------------------------
     @property

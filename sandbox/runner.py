@@ -106,12 +106,12 @@ def _block_syscalls():
     lo, hi = min(BLOCKED_SYSCALLS), max(BLOCKED_SYSCALLS)
     assert list(BLOCKED_SYSCALLS) == list(range(lo, hi + 1))
     prog = [
-        (ld, 0, 0, 0),                      # A = seccomp_data.nr
+        (ld, 0, 0, 0),  # A = seccomp_data.nr
         (alu_and, 0, 0, ~_X32_BIT & 0xFFFFFFFF),  # the x32 ABI's numbers are nr | 0x40000000
-        (jge, 0, 2, lo),                    # nr < lo: allow
-        (jgt, 1, 0, hi),                    # nr > hi: allow
-        (ret, 0, 0, 0x00050000 | _EPERM),   # SECCOMP_RET_ERRNO | EPERM
-        (ret, 0, 0, 0x7FFF0000),            # SECCOMP_RET_ALLOW
+        (jge, 0, 2, lo),  # nr < lo: allow
+        (jgt, 1, 0, hi),  # nr > hi: allow
+        (ret, 0, 0, 0x00050000 | _EPERM),  # SECCOMP_RET_ERRNO | EPERM
+        (ret, 0, 0, 0x7FFF0000),  # SECCOMP_RET_ALLOW
     ]
     insns = (_SockFilter * len(prog))(*[_SockFilter(*i) for i in prog])
     fprog = _SockFprog(len(prog), insns)
@@ -167,7 +167,7 @@ class Capture:
         return self.total > self.head_cap + self.tail_cap
 
     def text(self):
-        tail = bytes(self.tail[-self.tail_cap:]) if self.tail_cap else b""
+        tail = bytes(self.tail[-self.tail_cap :]) if self.tail_cap else b""
         if not self.truncated:
             return (bytes(self.head) + tail).decode("utf-8", "replace")
         skipped = self.total - len(self.head) - len(tail)
@@ -184,7 +184,8 @@ class Capture:
 
 THREADS_NOTE = (
     "cooplab sandbox: %d thread(s) started by this code were still running when the call ended, so "
-    "the sandbox was restarted (variables lost, df reloaded). Join every thread before the code ends.")
+    "the sandbox was restarted (variables lost, df reloaded). Join every thread before the code ends."
+)
 
 
 def _check_seconds(value):
@@ -251,7 +252,7 @@ class ResultChannel:
         ``want_id``), or None.  Called only while the worker is frozen."""
         data, cut = self.buf, self.cut
         if len(data) > self.limit:
-            data, cut = data[len(data) - self.limit:], True
+            data, cut = data[len(data) - self.limit :], True
         end = data.rfind(b"\n")
         for _ in range(self.MAX_LINES):
             if end < 0:
@@ -259,7 +260,7 @@ class ResultChannel:
             start = data.rfind(b"\n", 0, end)
             if start < 0 and cut:
                 break  # this line's beginning was dropped
-            line = bytes(data[start + 1:end])
+            line = bytes(data[start + 1 : end])
             end = start
             if not line:
                 continue
@@ -267,8 +268,7 @@ class ResultChannel:
                 msg = json.loads(line)
             except (ValueError, RecursionError):
                 continue
-            if isinstance(msg, dict) and msg.get("type") == want_type and (
-                    want_id is None or msg.get("id") == want_id):
+            if isinstance(msg, dict) and msg.get("type") == want_type and (want_id is None or msg.get("id") == want_id):
                 return msg
         return None
 
@@ -384,8 +384,7 @@ class Supervisor:
         err_r, err_w = os.pipe()
         devnull = os.open(os.devnull, os.O_RDONLY)
         src = sys.argv[1]
-        argv = [sys.executable, "-I", "-c", "import sys;exec(sys.argv[1])", src, "worker",
-                json.dumps(self.opts)]
+        argv = [sys.executable, "-I", "-c", "import sys;exec(sys.argv[1])", src, "worker", json.dumps(self.opts)]
         env = dict(os.environ)
         actions = [
             (os.POSIX_SPAWN_DUP2, devnull, 0),
@@ -472,7 +471,7 @@ class Supervisor:
         try:
             with open(path, "rb") as f:
                 data = f.read()
-            return data[data.rfind(b")") + 2:].split()
+            return data[data.rfind(b")") + 2 :].split()
         except OSError:
             return None
 
@@ -730,11 +729,19 @@ class Supervisor:
             if ev == "EOF":
                 self.shutdown()
             if ev == "TIMEOUT":
-                return {"type": "ready", "ok": False, "error": "worker did not start in time",
-                        "log": self.boot_capture.text()}
+                return {
+                    "type": "ready",
+                    "ok": False,
+                    "error": "worker did not start in time",
+                    "log": self.boot_capture.text(),
+                }
             if ev == "DEAD" or not self.settle(self.boot_capture, self.boot_capture):
-                return {"type": "ready", "ok": False, "error": "worker died during start-up",
-                        "log": self.boot_capture.text()}
+                return {
+                    "type": "ready",
+                    "ok": False,
+                    "error": "worker died during start-up",
+                    "log": self.boot_capture.text(),
+                }
             msg = self.res.last_frame("ready")
             if msg is None:
                 self.resume_worker()
@@ -813,9 +820,16 @@ class Supervisor:
 
     @staticmethod
     def _rejected(call_id, message):
-        return {"type": "result", "id": call_id, "status": "error", "worker_dead": False,
-                "error": {"type": "ValueError", "message": message, "traceback": ""},
-                "stdout": "", "stderr": "", "duration": 0.0}
+        return {
+            "type": "result",
+            "id": call_id,
+            "status": "error",
+            "worker_dead": False,
+            "error": {"type": "ValueError", "message": message, "traceback": ""},
+            "stdout": "",
+            "stderr": "",
+            "duration": 0.0,
+        }
 
     def _check_figures(self, figures):
         """(kept base64 strings, number dropped) under the figure caps."""
@@ -854,16 +868,22 @@ class Supervisor:
         if isinstance(claimed, int) and not isinstance(claimed, bool) and 0 <= claimed <= 1000000:
             dropped += claimed
         err = _clean_error(msg.get("error"))
-        frame.update({"result": result, "result_truncated": result_truncated, "figures": figures,
-                      "figures_dropped": dropped, "error": err})
+        frame.update(
+            {
+                "result": result,
+                "result_truncated": result_truncated,
+                "figures": figures,
+                "figures_dropped": dropped,
+                "error": err,
+            }
+        )
         if interrupted:
             # the supervisor had to interrupt the code: a timeout whatever it reports
             message = "execution interrupted after %.1f s timeout (state kept)" % timeout
             if err and err["type"] != "KeyboardInterrupt":
                 message += "; then %s: %s" % (err["type"], err["message"])
             frame["status"] = "timeout"
-            frame["error"] = {"type": "TimeoutError", "message": message,
-                              "traceback": err["traceback"] if err else ""}
+            frame["error"] = {"type": "TimeoutError", "message": message, "traceback": err["traceback"] if err else ""}
         elif err and err["type"] == "MemoryError":
             frame["status"] = "oom"
         elif err:
@@ -874,8 +894,7 @@ class Supervisor:
     def do_exec(self, req):
         call_id = req.get("id")
         try:
-            timeout = _check_seconds(req["timeout"] if req.get("timeout") is not None
-                                     else self.opts.get("timeout", 30))
+            timeout = _check_seconds(req["timeout"] if req.get("timeout") is not None else self.opts.get("timeout", 30))
         except ValueError as e:
             return self._rejected(call_id, str(e))
         code = req.get("code", "")
@@ -887,9 +906,16 @@ class Supervisor:
         start = time.monotonic()
         oom_before = self.oom_kills()
         if not self.worker_alive():
-            return {"type": "result", "id": call_id, "status": "crashed", "worker_dead": True,
-                    "error": {"type": "WorkerDead", "message": "the worker is not running", "traceback": ""},
-                    "stdout": "", "stderr": "", "duration": 0.0}
+            return {
+                "type": "result",
+                "id": call_id,
+                "status": "crashed",
+                "worker_dead": True,
+                "error": {"type": "WorkerDead", "message": "the worker is not running", "traceback": ""},
+                "stdout": "",
+                "stderr": "",
+                "duration": 0.0,
+            }
         # the worker has been frozen since the previous call: nothing belongs to this one yet
         self.drain(Capture(0), Capture(0))
         self.res.clear()
@@ -928,11 +954,19 @@ class Supervisor:
             # stopped by the code itself (SIGSTOP, SIGTSTP) without finishing: go on
             self.resume_worker()
         duration = time.monotonic() - start
-        frame = {"type": "result", "id": call_id, "duration": round(duration, 4),
-                 "stdout": out_cap.text(), "stderr": err_cap.text(),
-                 "stdout_truncated": out_cap.truncated, "stderr_truncated": err_cap.truncated,
-                 "stdout_bytes": out_cap.total, "stderr_bytes": err_cap.total,
-                 "interrupted": interrupted, "worker_dead": False}
+        frame = {
+            "type": "result",
+            "id": call_id,
+            "duration": round(duration, 4),
+            "stdout": out_cap.text(),
+            "stderr": err_cap.text(),
+            "stdout_truncated": out_cap.truncated,
+            "stderr_truncated": err_cap.truncated,
+            "stdout_bytes": out_cap.total,
+            "stderr_bytes": err_cap.total,
+            "interrupted": interrupted,
+            "worker_dead": False,
+        }
         if msg is not None:
             self._apply_result(frame, msg, interrupted, timeout)
             if threads:
@@ -945,10 +979,20 @@ class Supervisor:
                 if frame.get("status") == "ok":
                     # a leftover thread could have written this call's frame itself: not an
                     # answer to trust; the call is an error (output kept, result dropped)
-                    frame.update({"status": "error", "result": None, "result_truncated": False, "figures": [],
-                                  "figures_dropped": 0,
-                                  "error": {"type": "ThreadsLeftRunning", "message": THREADS_NOTE % len(threads),
-                                            "traceback": ""}})
+                    frame.update(
+                        {
+                            "status": "error",
+                            "result": None,
+                            "result_truncated": False,
+                            "figures": [],
+                            "figures_dropped": 0,
+                            "error": {
+                                "type": "ThreadsLeftRunning",
+                                "message": THREADS_NOTE % len(threads),
+                                "traceback": "",
+                            },
+                        }
+                    )
             return frame
         # the worker is gone (or was killed)
         if not killed:
@@ -960,16 +1004,20 @@ class Supervisor:
         oom_after = self.oom_kills()
         if killed:
             frame["status"] = "timeout"
-            frame["error"] = {"type": "TimeoutError",
-                              "message": "execution did not stop after SIGINT; killed after %.1f s "
-                                         "(session restarted, state reset)" % timeout,
-                              "traceback": ""}
+            frame["error"] = {
+                "type": "TimeoutError",
+                "message": "execution did not stop after SIGINT; killed after %.1f s "
+                "(session restarted, state reset)" % timeout,
+                "traceback": "",
+            }
         elif sig == signal.SIGKILL and oom_before is not None and oom_after is not None and oom_after > oom_before:
             frame["status"] = "oom"
-            frame["error"] = {"type": "MemoryError",
-                              "message": "killed by the out-of-memory killer (memory limit %s); "
-                                         "session restarted, state reset" % self.opts.get("memory_label", "?"),
-                              "traceback": ""}
+            frame["error"] = {
+                "type": "MemoryError",
+                "message": "killed by the out-of-memory killer (memory limit %s); "
+                "session restarted, state reset" % self.opts.get("memory_label", "?"),
+                "traceback": "",
+            }
         else:
             frame["status"] = "crashed"
             if sig is not None:
@@ -980,9 +1028,13 @@ class Supervisor:
                 message = "worker killed by signal %s" % signame
             else:
                 message = "worker exited with code %s" % code
-            frame["error"] = {"type": "WorkerCrashed", "message": message + "; session restarted, state reset",
-                              "traceback": err_cap.text()[-4000:]}
+            frame["error"] = {
+                "type": "WorkerCrashed",
+                "message": message + "; session restarted, state reset",
+                "traceback": err_cap.text()[-4000:],
+            }
         return frame
+
 
 # --------------------------------------------------------------------------
 # worker
@@ -1051,21 +1103,27 @@ class Worker:
                 f.write("1000")
         except OSError:
             pass
-        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
-                                      errors="backslashreplace", write_through=False)
-        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
-                                      errors="backslashreplace", line_buffering=True)
+        sys.stdout = io.TextIOWrapper(
+            io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace", write_through=False
+        )
+        sys.stderr = io.TextIOWrapper(
+            io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace", line_buffering=True
+        )
         sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
         workdir = opts.get("workdir")
         if workdir:
             os.makedirs(workdir, exist_ok=True)
             os.chdir(workdir)
         import builtins
+
         self.ns = {"__name__": "__main__", "__builtins__": builtins}
         load_error = None
         self._warm_thread_pools()
-        for stmt in ("import numpy as np", "import pandas as pd",
-                     "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot as plt"):
+        for stmt in (
+            "import numpy as np",
+            "import pandas as pd",
+            "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot as plt",
+        ):
             try:
                 exec(stmt, self.ns)
             except Exception as e:  # a missing library is not fatal
@@ -1090,8 +1148,7 @@ class Worker:
                 load_error = "%s: %s" % (type(e).__name__, e)
         sys.stdout.flush()
         sys.stderr.flush()
-        info = {"type": "ready", "ok": load_error is None, "python": sys.version.split()[0],
-                "pid": os.getpid()}
+        info = {"type": "ready", "ok": load_error is None, "python": sys.version.split()[0], "pid": os.getpid()}
         if load_error:
             info["error"] = "dataset failed to load: " + load_error
         if "df" in self.ns:
@@ -1179,6 +1236,7 @@ class Worker:
 
     def _format_error(self, exc):
         import traceback
+
         tb = exc.__traceback__
         # hide the runner's own frame
         while tb is not None and tb.tb_frame.f_code.co_filename != self._filename:
@@ -1199,7 +1257,7 @@ class Worker:
             try:
                 with open("/proc/%s/stat" % name, "rb") as f:
                     data = f.read()
-                fields = data[data.rfind(b")") + 2:].split()
+                fields = data[data.rfind(b")") + 2 :].split()
                 if fields[0] == b"Z" and int(fields[1]) == me:
                     os.waitpid(int(name), os.WNOHANG)
             except (OSError, ValueError, IndexError):
@@ -1208,6 +1266,7 @@ class Worker:
     def run_cell(self, code):
         import ast
         import linecache
+
         self.reap_zombies()
         self.cell += 1
         self._filename = "<cell-%d>" % self.cell
@@ -1227,7 +1286,8 @@ class Worker:
                         self.ns["_"] = value
                         text = repr(value)
                         out["result"], out["result_truncated"] = _cap_text(
-                            text, int(self.opts.get("max_result_chars", 20000)))
+                            text, int(self.opts.get("max_result_chars", 20000))
+                        )
             except SystemExit:
                 if os.getpid() != self.main_pid:
                     os._exit(0)

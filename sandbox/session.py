@@ -44,8 +44,7 @@ class SandboxPool:
     loaded) so that sessions start fast.  A sandbox is handed to exactly one
     session and destroyed with it: containers are never reused."""
 
-    def __init__(self, config: Optional[SandboxConfig] = None, size: int = 2,
-                 backend: Backend = "auto", **overrides):
+    def __init__(self, config: Optional[SandboxConfig] = None, size: int = 2, backend: Backend = "auto", **overrides):
         self.config = (config or SandboxConfig()).with_overrides(**overrides)
         self.backend = resolve_backend(backend)
         self.size = max(0, int(size))
@@ -137,8 +136,14 @@ class SandboxSession:
     the result has ``state_reset=True``.
     """
 
-    def __init__(self, config: Optional[SandboxConfig] = None, *, backend: Backend = "auto",
-                 pool: Optional[SandboxPool] = None, **overrides):
+    def __init__(
+        self,
+        config: Optional[SandboxConfig] = None,
+        *,
+        backend: Backend = "auto",
+        pool: Optional[SandboxPool] = None,
+        **overrides,
+    ):
         self.config = (config or SandboxConfig()).with_overrides(**overrides)
         self.pool = pool
         self.backend = pool.backend if pool is not None else resolve_backend(backend)
@@ -224,16 +229,22 @@ class SandboxSession:
                 while frame is None:
                     f = t.recv(deadline)
                     if f is None:
-                        failure = ExecResult(status="timeout", error=ErrorInfo(
-                            type="TimeoutError",
-                            message=f"sandbox unresponsive after {timeout:.1f} s; it was killed "
-                                    "and restarted (state reset)"))
+                        failure = ExecResult(
+                            status="timeout",
+                            error=ErrorInfo(
+                                type="TimeoutError",
+                                message=f"sandbox unresponsive after {timeout:.1f} s; it was killed "
+                                "and restarted (state reset)",
+                            ),
+                        )
                         break
                     if f.get("type") == "result" and f.get("id") == call_id:
                         frame = f
             except TransportClosed as e:
-                failure = ExecResult(status="crashed", error=ErrorInfo(
-                    type="SandboxCrashed", message=f"{e}; the sandbox was restarted (state reset)"))
+                failure = ExecResult(
+                    status="crashed",
+                    error=ErrorInfo(type="SandboxCrashed", message=f"{e}; the sandbox was restarted (state reset)"),
+                )
             duration = time.monotonic() - started
             if frame is not None:
                 result = self._from_frame(frame)
@@ -271,8 +282,12 @@ class SandboxSession:
             except (ValueError, TypeError):
                 pass
         err = frame.get("error")
-        truncated = bool(frame.get("stdout_truncated") or frame.get("stderr_truncated")
-                         or frame.get("result_truncated") or frame.get("figures_dropped"))
+        truncated = bool(
+            frame.get("stdout_truncated")
+            or frame.get("stderr_truncated")
+            or frame.get("result_truncated")
+            or frame.get("figures_dropped")
+        )
         result = frame.get("result")
         return ExecResult(
             status=frame.get("status", "crashed"),
@@ -280,8 +295,13 @@ class SandboxSession:
             stderr=text(frame.get("stderr") or ""),
             result=text(result) if isinstance(result, str) else None,
             figures=figures,
-            error=ErrorInfo(type=text(err.get("type") or "Error"), message=text(err.get("message") or ""),
-                            traceback=text(err.get("traceback") or "")) if isinstance(err, dict) else None,
+            error=ErrorInfo(
+                type=text(err.get("type") or "Error"),
+                message=text(err.get("message") or ""),
+                traceback=text(err.get("traceback") or ""),
+            )
+            if isinstance(err, dict)
+            else None,
             truncated=truncated,
         )
 
@@ -296,7 +316,11 @@ def _valid_text(value: object) -> str:
         return s.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def open_session(config: Optional[SandboxConfig] = None, backend: Union[Backend, str] = "auto",
-                 pool: Optional[SandboxPool] = None, **overrides) -> SandboxSession:
+def open_session(
+    config: Optional[SandboxConfig] = None,
+    backend: Union[Backend, str] = "auto",
+    pool: Optional[SandboxPool] = None,
+    **overrides,
+) -> SandboxSession:
     """Create and start a session (use it as a context manager)."""
     return SandboxSession(config, backend=backend, pool=pool, **overrides).start()

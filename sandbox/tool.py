@@ -20,8 +20,9 @@ class RunCodeInput(BaseModel):
     description: str = Field(default="", description="One line saying what the code is for")
 
 
-def make_run_code_tool(session: SandboxSession, *, name: str = "run_code", max_chars: int = 20_000,
-                       on_result: Optional[Any] = None):
+def make_run_code_tool(
+    session: SandboxSession, *, name: str = "run_code", max_chars: int = 20_000, on_result: Optional[Any] = None
+):
     """A ``StructuredTool`` running code in ``session``.
 
     The tool returns the text rendering of :class:`ExecResult`; the full

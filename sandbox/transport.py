@@ -66,7 +66,7 @@ class FrameParser:
                 self.ignored_lines += 1
                 continue
             try:
-                frame = json.loads(line[len(self.prefix):])
+                frame = json.loads(line[len(self.prefix) :])
             except ValueError:
                 self.ignored_lines += 1
                 continue
@@ -160,8 +160,9 @@ class Transport:
                 if not frame.get("ok", False):
                     self.kill()
                     log = (frame.get("log") or "").strip()
-                    raise SandboxError((frame.get("error") or "sandbox failed to start")
-                                       + (f"\n{log[-3000:]}" if log else ""))
+                    raise SandboxError(
+                        (frame.get("error") or "sandbox failed to start") + (f"\n{log[-3000:]}" if log else "")
+                    )
                 return frame
 
     def alive(self) -> bool:
@@ -233,8 +234,13 @@ class LocalTransport(Transport):
         python = config.local_python or sys.executable
         self.proc = subprocess.Popen(
             [python, "-I", "-c", BOOT, runner_source(), "supervise", json.dumps(opts)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            cwd=self.workdir, env=env, start_new_session=True, close_fds=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=self.workdir,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
         )
         self._out = self.proc.stdout.fileno()
         self._err = self.proc.stderr.fileno()
@@ -297,8 +303,7 @@ class DockerTransport(Transport):
 
     backend = "docker"
 
-    def __init__(self, client: Any, container_id: str, sock: Any, *, start_timeout: float,
-                 on_close: Any = None):
+    def __init__(self, client: Any, container_id: str, sock: Any, *, start_timeout: float, on_close: Any = None):
         super().__init__()
         self.client = client
         self.container_id = container_id
@@ -332,7 +337,7 @@ class DockerTransport(Transport):
             if len(buf) < 8 + size:
                 break
             stream = buf[0]
-            payload = bytes(buf[8: 8 + size])
+            payload = bytes(buf[8 : 8 + size])
             del buf[: 8 + size]
             if stream == 1:
                 out += payload

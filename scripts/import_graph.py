@@ -24,7 +24,9 @@ _spec.loader.exec_module(layering)
 def eager_lines(path: Path) -> set[int]:
     """The lines of the import statements that run when the module is imported (outside any function)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    inner = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) for n in ast.walk(f)}
+    inner = {
+        id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) for n in ast.walk(f)
+    }
     return {n.lineno for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and id(n) not in inner}
 
 
@@ -47,7 +49,7 @@ def main(argv: list[str]) -> int:
                 continue
             lines = {line for line, name in named if name == t or name.startswith(t + ".")}
             lazy = "" if lines & eager or not lines else " (lazy)"
-            print(f"{m[len(pkg) + 1:] or '__init__'} -> {t[len(pkg) + 1:] or '__init__'}{lazy}")
+            print(f"{m[len(pkg) + 1 :] or '__init__'} -> {t[len(pkg) + 1 :] or '__init__'}{lazy}")
     for c in layering.cycles_inside_packages():
         if all(x == pkg or x.startswith(pkg + ".") for x in c):
             print("CYCLE:", " -> ".join(c))

@@ -53,8 +53,10 @@ def closure() -> dict[str, str]:
 
 
 def render(pins: dict[str, str]) -> str:
-    head = ("# Exact versions of everything cooplab[all] installs (scripts/lock.py writes this file from the project's .venv).\n"
-            "# scripts/setup.sh installs with -c constraints.txt, so reruns use the same versions.\n")
+    head = (
+        "# Exact versions of everything cooplab[all] installs (scripts/lock.py writes this file from the project's .venv).\n"
+        "# scripts/setup.sh installs with -c constraints.txt, so reruns use the same versions.\n"
+    )
     return head + "".join(f"{n}=={v.split('+')[0]}\n" for n, v in sorted(pins.items()))
 
 
@@ -62,7 +64,11 @@ def main() -> int:
     text = render(closure())
     if "--check" in sys.argv:
         same = OUT.exists() and OUT.read_text() == text
-        print("constraints.txt is up to date" if same else "constraints.txt differs from this environment (run scripts/lock.py)")
+        print(
+            "constraints.txt is up to date"
+            if same
+            else "constraints.txt differs from this environment (run scripts/lock.py)"
+        )
         return 0 if same else 1
     OUT.write_text(text)
     print(f"wrote {OUT} ({text.count(chr(10)) - 2} pins)")

@@ -29,10 +29,20 @@ def texts() -> list[str]:
     for name in ("cautious", "greedy"):
         for answer in json.loads((ROOT / "examples" / "scripted" / f"{name}.json").read_text())["by_phase"]["propose"]:
             scripted += [t for t in json.loads(answer).values() if t not in scripted]
-    edges = ["Keep the lake healthy for our grandchildren.", "", "   ", "  Leading and trailing spaces.\n\t",
-             "Café, naïve résumé: ÜBER-fishing is wrong!", "湖里的鱼要留给子孙后代。", "🐟🐟🐟 no limits 🎣",
-             "Cap each catch at 12.5 tonnes/round (max: 3 rounds!) -- 100% agreed?", "tab\there\x00and\x07control",
-             "fish " * 400, "Nobody catches more than ten tonnes a round. " * 30, "x"]
+    edges = [
+        "Keep the lake healthy for our grandchildren.",
+        "",
+        "   ",
+        "  Leading and trailing spaces.\n\t",
+        "Café, naïve résumé: ÜBER-fishing is wrong!",
+        "湖里的鱼要留给子孙后代。",
+        "🐟🐟🐟 no limits 🎣",
+        "Cap each catch at 12.5 tonnes/round (max: 3 rounds!) -- 100% agreed?",
+        "tab\there\x00and\x07control",
+        "fish " * 400,
+        "Nobody catches more than ten tonnes a round. " * 30,
+        "x",
+    ]
     return [*beliefs["altruistic"], *beliefs["selfish"], *scripted, *edges]
 
 
@@ -47,8 +57,12 @@ def main() -> int:
     items = texts()
     vecs = model.encode(items, batch_size=64, convert_to_numpy=True, show_progress_bar=False).astype(np.float32)
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(OUT, texts=np.array(items), vectors=vecs,
-                        made_with=np.array(f"sentence-transformers {sentence_transformers.__version__}, torch {torch.__version__}"))
+    np.savez_compressed(
+        OUT,
+        texts=np.array(items),
+        vectors=vecs,
+        made_with=np.array(f"sentence-transformers {sentence_transformers.__version__}, torch {torch.__version__}"),
+    )
     print(f"wrote {OUT}: {len(items)} texts x {vecs.shape[1]}", file=sys.stderr)
     return 0
 

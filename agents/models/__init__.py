@@ -33,8 +33,17 @@ from typing import Any
 
 #: public name -> the module of this package that defines it
 _EXPORTS = {
-    **dict.fromkeys(("ModelSpecError", "MissingAPIKey", "TransientModelError", "PermanentModelError", "CallTimedOut",
-                     "EndpointResponseError"), "errors"),
+    **dict.fromkeys(
+        (
+            "ModelSpecError",
+            "MissingAPIKey",
+            "TransientModelError",
+            "PermanentModelError",
+            "CallTimedOut",
+            "EndpointResponseError",
+        ),
+        "errors",
+    ),
     **dict.fromkeys(("ScriptedChatModel", "ScriptMissingPhase", "register_builtin"), "scripted"),
     **dict.fromkeys(("LlamaCppChat",), "local"),
     **dict.fromkeys(("ModelSpec", "parse_model_spec"), "spec"),

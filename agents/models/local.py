@@ -32,8 +32,8 @@ def local_model_path() -> Path:
     checked against its SHA-256. Needs the local extra (llama-cpp-python, which loads it in the
     model's own process, see ``cooplab.agents.local_model``) and the fetched file: either missing is
     one line saying what to install or run."""
-    from cooplab.extras import require
     from cooplab.agents.model_files import verified_path
+    from cooplab.extras import require
 
     require("local", "the local model")
     return verified_path("smollm2", "the local model")
@@ -43,7 +43,9 @@ def gguf_file(text: str) -> Path:
     """The model file of ``local:PATH``: an existing regular file that starts with GGUF's magic
     bytes, as an absolute path (``~`` expanded). Anything else is one line saying what it is."""
     if not text.strip():
-        raise ModelSpecError("local:PATH needs the path of a GGUF model file, e.g. local:~/models/qwen2.5-0.5b-instruct-q4_k_m.gguf")
+        raise ModelSpecError(
+            "local:PATH needs the path of a GGUF model file, e.g. local:~/models/qwen2.5-0.5b-instruct-q4_k_m.gguf"
+        )
     path = Path(text).expanduser()
     try:
         path = path.resolve(strict=True)
@@ -56,8 +58,10 @@ def gguf_file(text: str) -> Path:
     except OSError as exc:
         raise ModelSpecError(f"cannot read local model file {text}: {exc.strerror or exc}") from None
     if magic != b"GGUF":
-        raise ModelSpecError(f"local model file {text} is not a GGUF file (llama.cpp reads GGUF; convert the model with "
-                             "llama.cpp's convert_hf_to_gguf.py)")
+        raise ModelSpecError(
+            f"local model file {text} is not a GGUF file (llama.cpp reads GGUF; convert the model with "
+            "llama.cpp's convert_hf_to_gguf.py)"
+        )
     return path
 
 
@@ -77,8 +81,12 @@ def gguf_sha256(path: str) -> str:
         if key not in _GGUF_SHA256:
             if st.st_size >= HASH_NOTE_BYTES:
                 size = f"{st.st_size / 1e9:.1f} GB" if st.st_size >= 10**8 else f"{st.st_size / 1e6:.1f} MB"
-                print(f"cooplab: reading all {size} of {path} once to hash it (a local: model's answers are "
-                      "cached under its content's SHA-256); this can take minutes", file=sys.stderr, flush=True)
+                print(
+                    f"cooplab: reading all {size} of {path} once to hash it (a local: model's answers are "
+                    "cached under its content's SHA-256); this can take minutes",
+                    file=sys.stderr,
+                    flush=True,
+                )
             _GGUF_SHA256[key] = sha256_file(path)
         return _GGUF_SHA256[key]
 
@@ -91,7 +99,11 @@ def gguf_identity(path: str) -> dict[str, str]:
 
     digest = gguf_sha256(path)
     shipped = next((f for f in MODELS["smollm2"].files if f.sha256 == digest), None)
-    return {"model": f"local:{shipped.name}"} if shipped is not None else {"model": f"local:{Path(path).name}", "sha256": digest}
+    return (
+        {"model": f"local:{shipped.name}"}
+        if shipped is not None
+        else {"model": f"local:{Path(path).name}", "sha256": digest}
+    )
 
 
 class LlamaCppChat(BaseChatModel):
@@ -122,7 +134,11 @@ class LlamaCppChat(BaseChatModel):
         proc = get_local_model(self.model_path, self.n_ctx, self.n_threads)
         role = {"human": "user", "ai": "assistant", "system": "system"}
         msgs = [{"role": role.get(m.type, "user"), "content": str(m.content)} for m in messages]
-        call: dict[str, Any] = {"messages": msgs, "temperature": self.temperature, "max_tokens": kwargs.get("max_tokens", self.max_tokens)}
+        call: dict[str, Any] = {
+            "messages": msgs,
+            "temperature": self.temperature,
+            "max_tokens": kwargs.get("max_tokens", self.max_tokens),
+        }
         if kwargs.get("response_format"):
             call["response_format"] = kwargs["response_format"]
         if kwargs.get("seed") is not None:

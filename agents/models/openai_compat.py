@@ -24,7 +24,15 @@ from cooplab.agents.models.errors import EndpointResponseError, snippet
 from cooplab.agents.usage import answer_bytes_bound
 from cooplab.limits import clean_strings
 
-_JSON_TYPES = {str: "string", list: "array", dict: "object", type(None): "null", int: "number", float: "number", bool: "boolean"}
+_JSON_TYPES = {
+    str: "string",
+    list: "array",
+    dict: "object",
+    type(None): "null",
+    int: "number",
+    float: "number",
+    bool: "boolean",
+}
 
 
 def attach_usage(msg: BaseMessage, usage: Any, input_key: str, output_key: str) -> BaseMessage:
@@ -87,7 +95,9 @@ def checked_completion(response: Any, *, max_tokens: int | None = None) -> tuple
     except RecursionError:
         raise EndpointResponseError("the body is nested too deeply") from None
     if not isinstance(response, dict):
-        raise EndpointResponseError(f"the body is a JSON {_JSON_TYPES.get(type(response), type(response).__name__)}, not an object")
+        raise EndpointResponseError(
+            f"the body is a JSON {_JSON_TYPES.get(type(response), type(response).__name__)}, not an object"
+        )
     if response.get("error"):
         raise EndpointResponseError(f"the body holds an error: {snippet(response.get('error'))}")
     choices = response.get("choices")
@@ -99,14 +109,20 @@ def checked_completion(response: Any, *, max_tokens: int | None = None) -> tuple
         raise EndpointResponseError(f"choices[0].message is {snippet(message) if message is not None else 'missing'}")
     content = message.get("content")
     if content is not None and not isinstance(content, str):
-        raise EndpointResponseError(f"choices[0].message.content is a JSON {_JSON_TYPES.get(type(content), 'value')}, not text")
-    checked: dict[str, Any] = {k: v for k, v in response.items() if k in ("id", "model", "system_fingerprint") and isinstance(v, str)}
+        raise EndpointResponseError(
+            f"choices[0].message.content is a JSON {_JSON_TYPES.get(type(content), 'value')}, not text"
+        )
+    checked: dict[str, Any] = {
+        k: v for k, v in response.items() if k in ("id", "model", "system_fingerprint") and isinstance(v, str)
+    }
     finish = first.get("finish_reason")
     out_message: dict[str, Any] = {"role": "assistant", "content": content or ""}
     tool_calls = _checked_tool_calls(message.get("tool_calls"))
     if tool_calls:
         out_message["tool_calls"] = tool_calls
-    checked["choices"] = [{"index": 0, "message": out_message, "finish_reason": finish if isinstance(finish, str) else None}]
+    checked["choices"] = [
+        {"index": 0, "message": out_message, "finish_reason": finish if isinstance(finish, str) else None}
+    ]
     if max_tokens is not None:
         _check_answer_size(out_message, max_tokens)
     return checked, response.get("usage")
@@ -114,7 +130,9 @@ def checked_completion(response: Any, *, max_tokens: int | None = None) -> tuple
 
 def _check_answer_size(message: dict[str, Any], max_tokens: int) -> None:
     limit = answer_bytes_bound(max_tokens)
-    parts = [message["content"]] + [v for c in message.get("tool_calls", []) for v in (c["id"], c["function"]["name"], c["function"]["arguments"])]
+    parts = [message["content"]] + [
+        v for c in message.get("tool_calls", []) for v in (c["id"], c["function"]["name"], c["function"]["arguments"])
+    ]
     size = sum(len(p.encode("utf-8", "replace")) for p in parts)
     if size > limit:
         raise EndpointResponseError(f"the answer has {size} bytes, more than {max_tokens} tokens can hold ({limit})")
@@ -138,8 +156,16 @@ def _checked_tool_calls(calls: Any) -> list[dict[str, Any]]:
         if args is None:
             args = "{}"
         if not isinstance(args, str):
-            raise EndpointResponseError(f"choices[0].message.tool_calls[{i}].function.arguments is not text: {snippet(args)}")
-        out.append({"id": c["id"], "type": "function", "function": {"name": fn["name"], "arguments": _clean_arguments(args, i)}})
+            raise EndpointResponseError(
+                f"choices[0].message.tool_calls[{i}].function.arguments is not text: {snippet(args)}"
+            )
+        out.append(
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": fn["name"], "arguments": _clean_arguments(args, i)},
+            }
+        )
     return out
 
 
@@ -151,7 +177,9 @@ def _clean_arguments(args: str, i: int) -> str:
     except ValueError:
         return args
     except RecursionError:
-        raise EndpointResponseError(f"choices[0].message.tool_calls[{i}].function.arguments is nested too deeply") from None
+        raise EndpointResponseError(
+            f"choices[0].message.tool_calls[{i}].function.arguments is nested too deeply"
+        ) from None
     cleaned = clean_strings(value)
     return args if cleaned == value else json.dumps(cleaned, ensure_ascii=False)
 

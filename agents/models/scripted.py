@@ -94,8 +94,12 @@ class ScriptMissingPhase(PermanentModelError):
 def script_gap(source: str, phase: str | None, by_phase: dict[str, Any]) -> str:
     """One line: ``source`` has no answers for ``phase``, what it does answer, and the fix."""
     has = ", ".join(repr(k) for k, v in by_phase.items() if v) or "none"
-    return (f"{source} has no answers for phase {phase or '(none)'!r}: add a by_phase entry {phase or 'PHASE'!r} or a default "
-            f"'answers' list (by_phase answers {has})")
+    return (
+        f"{source} has no answers for phase {phase or '(none)'!r}: add a by_phase entry {phase or 'PHASE'!r} or a default "
+        f"'answers' list (by_phase answers {has})"
+    )
+
+
 class ScriptedChatModel(BaseChatModel):
     """Replays fixed answers. An answer is a string, or ``{"text": ..., "delay": s}``, or
     ``{"error": "timeout" | "connection" | "429" | "500"}`` to simulate a transport failure, or
@@ -155,8 +159,14 @@ class ScriptedChatModel(BaseChatModel):
         select = data.get("select", "order")
         if select not in ("order", "prompt_hash"):
             raise ModelSpecError(f"scripted model file {path}: 'select' must be 'order' or 'prompt_hash'")
-        return cls(answers=data.get("answers", []), by_phase=data.get("by_phase", {}), latency=float(data.get("latency", 0.0)),
-                   cycle=bool(data.get("cycle", True)), select=select, **{"source": f"scripted model file {path}", **kw})
+        return cls(
+            answers=data.get("answers", []),
+            by_phase=data.get("by_phase", {}),
+            latency=float(data.get("latency", 0.0)),
+            cycle=bool(data.get("cycle", True)),
+            select=select,
+            **{"source": f"scripted model file {path}", **kw},
+        )
 
     @property
     def _llm_type(self) -> str:
@@ -197,11 +207,26 @@ class ScriptedChatModel(BaseChatModel):
                 reply = _Reply(a.get("text", ""))
                 reply.usage = a.get("usage")
                 if "tool_calls" in a:
-                    reply.tool_calls = [{"name": c["name"], "args": c.get("args", {}), "id": c.get("id") or self._tool_call_id(),
-                                         "type": "tool_call"} for c in a["tool_calls"]]
+                    reply.tool_calls = [
+                        {
+                            "name": c["name"],
+                            "args": c.get("args", {}),
+                            "id": c.get("id") or self._tool_call_id(),
+                            "type": "tool_call",
+                        }
+                        for c in a["tool_calls"]
+                    ]
                 if "invalid_tool_calls" in a:
-                    reply.invalid_tool_calls = [{"name": c.get("name"), "args": c.get("args"), "id": c.get("id") or self._tool_call_id(),
-                                                 "error": c.get("error"), "type": "invalid_tool_call"} for c in a["invalid_tool_calls"]]
+                    reply.invalid_tool_calls = [
+                        {
+                            "name": c.get("name"),
+                            "args": c.get("args"),
+                            "id": c.get("id") or self._tool_call_id(),
+                            "error": c.get("error"),
+                            "type": "invalid_tool_call",
+                        }
+                        for c in a["invalid_tool_calls"]
+                    ]
                 if "usage" not in a:
                     reply.usage = _NO_USAGE
                 return reply, delay
@@ -228,13 +253,17 @@ class ScriptedChatModel(BaseChatModel):
             msg = with_usage(AIMessage(content=text), messages)
         return ChatResult(generations=[ChatGeneration(message=msg)])
 
-    def _generate(self, messages, stop=None, run_manager: CallbackManagerForLLMRun | None = None, **kwargs) -> ChatResult:
+    def _generate(
+        self, messages, stop=None, run_manager: CallbackManagerForLLMRun | None = None, **kwargs
+    ) -> ChatResult:
         text, delay = self._answer(messages, kwargs)
         if delay:
             time.sleep(delay)
         return self._result(text, messages)
 
-    async def _agenerate(self, messages, stop=None, run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs) -> ChatResult:
+    async def _agenerate(
+        self, messages, stop=None, run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs
+    ) -> ChatResult:
         text, delay = self._answer(messages, kwargs)
         if delay:
             await asyncio.sleep(delay)
@@ -259,7 +288,9 @@ def check_scripted_file(path: str | Path, phases: Any = ()) -> None:
     if isinstance(data, list):
         data = {"answers": data}
     if not isinstance(data, dict):
-        raise ConfigError(f"{where} must hold a JSON object with 'answers' or 'by_phase' (or a list of answers), got {show(data)}")
+        raise ConfigError(
+            f"{where} must hold a JSON object with 'answers' or 'by_phase' (or a list of answers), got {show(data)}"
+        )
     answers, by_phase = data.get("answers", []), data.get("by_phase", {})
     if not isinstance(answers, list):
         raise ConfigError(f"{where}: 'answers' must be a list of answers, got {show(answers)}")
@@ -277,7 +308,9 @@ def check_scripted_file(path: str | Path, phases: Any = ()) -> None:
             if "text" in a and not isinstance(a["text"], str):
                 raise ConfigError(f"{at}.text must be a string, got {show(a['text'])}")
             if "error" in a and not isinstance(a["error"], str):
-                raise ConfigError(f"{at}.error must be a string (timeout, connection, 429, 500), got {show(a['error'])}")
+                raise ConfigError(
+                    f"{at}.error must be a string (timeout, connection, 429, 500), got {show(a['error'])}"
+                )
             if "delay" in a:
                 Num(float, 0, MAX_SCRIPT_DELAY, hint="seconds").check(f"{at}.delay", a["delay"])
     if "latency" in data:

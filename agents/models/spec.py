@@ -42,7 +42,9 @@ class ModelSpec:
         ident = {"model": self.id, "temperature": self.temperature, "max_tokens": self.max_tokens, **dict(self.params)}
         if self.path is not None:
             ident.update(gguf_identity(self.path))
-        if self.kind == "scripted":  # named by its content, never by where the file lies (a key is the same in every checkout)
+        if (
+            self.kind == "scripted"
+        ):  # named by its content, never by where the file lies (a key is the same in every checkout)
             ident.update(scripted_identity(self.name))
         endpoint = self.endpoint()
         if endpoint is not None:
@@ -63,16 +65,24 @@ class ModelSpec:
         return None if url == p.default_url else url
 
 
-def parse_model_spec(text: str, *, base_url: str | None = None, temperature: float = 0.7, max_tokens: int = 64) -> ModelSpec:
+def parse_model_spec(
+    text: str, *, base_url: str | None = None, temperature: float = 0.7, max_tokens: int = 64
+) -> ModelSpec:
     """The :class:`ModelSpec` of a ``--model`` value, or :class:`~cooplab.agents.models.errors.ModelSpecError`
     (one line: what is wrong and which specs there are)."""
     text = (text or "").strip()
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:  # a file name in another encoding: one line now, not a failed run later
-        shown = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace") if isinstance(text, str) else text
-        raise ModelSpecError(f"the model spec '{shown}' is not UTF-8 text (a file name in another encoding?); "
-                             "rename the file so that its name is UTF-8") from None
+        shown = (
+            text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            if isinstance(text, str)
+            else text
+        )
+        raise ModelSpecError(
+            f"the model spec '{shown}' is not UTF-8 text (a file name in another encoding?); "
+            "rename the file so that its name is UTF-8"
+        ) from None
     if text.startswith("builtin:"):
         name, _, arg = text[8:].partition(":")
         if name not in BUILTIN_MODELS:
@@ -105,8 +115,14 @@ def _provider_spec(text: str, base_url: str | None, temperature: float, max_toke
         if not name.strip():
             raise ModelSpecError(f"{text!r} names no model; use {kind}:NAME")
         return ModelSpec(kind, name.strip(), base_url, temperature, max_tokens)
-    what = f"unknown model provider {kind!r} in {text!r}" if sep and re.fullmatch(r"[a-z][a-z0-9_\-]*", kind) else f"unknown model {text!r}"
-    raise ModelSpecError(f"{what}; use local, {known_prefixes()} (--base-url for another server), scripted:FILE or builtin:NAME")
+    what = (
+        f"unknown model provider {kind!r} in {text!r}"
+        if sep and re.fullmatch(r"[a-z][a-z0-9_\-]*", kind)
+        else f"unknown model {text!r}"
+    )
+    raise ModelSpecError(
+        f"{what}; use local, {known_prefixes()} (--base-url for another server), scripted:FILE or builtin:NAME"
+    )
 
 
 def missing_key(spec: ModelSpec) -> str | None:

@@ -11,13 +11,31 @@ import typer
 
 from cooplab.cli.options import fail, num_opt
 
-_CHAINS = typer.Option(None, "--chains", help="NUTS chains (1-16; in parallel up to the number of CPU cores). Default: the paper's (profiles 4, science 2).")
+_CHAINS = typer.Option(
+    None,
+    "--chains",
+    help="NUTS chains (1-16; in parallel up to the number of CPU cores). Default: the paper's (profiles 4, science 2).",
+)
 _WARMUP = typer.Option(None, "--warmup", help="Warm-up (adaptation) steps per chain. Default: the paper's 2000.")
 _SAMPLES = typer.Option(None, "--samples", help="Posterior draws kept per chain. Default: the paper's 2000.")
-_QUICK = typer.Option(False, "--quick", help="Quick settings for tests and a first look: 2 chains x 200 draws after 200 warm-up (not for reporting).")
+_QUICK = typer.Option(
+    False,
+    "--quick",
+    help="Quick settings for tests and a first look: 2 chains x 200 draws after 200 warm-up (not for reporting).",
+)
 _SEED = typer.Option(0, "--seed", help="Seed of the sampler (recorded in fit.json).")
-_INFO = typer.Option(None, "--model-info", help="models.csv: model,family,size_b,thinking[,ifeval,mmlu_pro] (docs/statistics.md); 'paper': the paper's 35 models.")
-_FALLBACK = Annotated[float, num_opt("--max-fallback", "Leave out a profile's game when more than this share of its decisions fell back, 0-1 (default 0.2).")]
+_INFO = typer.Option(
+    None,
+    "--model-info",
+    help="models.csv: model,family,size_b,thinking[,ifeval,mmlu_pro] (docs/statistics.md); 'paper': the paper's 35 models.",
+)
+_FALLBACK = Annotated[
+    float,
+    num_opt(
+        "--max-fallback",
+        "Leave out a profile's game when more than this share of its decisions fell back, 0-1 (default 0.2).",
+    ),
+]
 _JSON = typer.Option(False, "--json", help="Print the result as JSON (no progress bar).")
 
 
@@ -38,14 +56,18 @@ def _report(res: dict, as_json: bool, what: str) -> None:
         return
     rhat = "n/a" if res["max_r_hat"] is None else f"{res['max_r_hat']:.3f}"
     ess = "n/a" if res["min_ess_bulk"] is None else f"{res['min_ess_bulk']:.0f}"
-    typer.echo(f"{what}: {res['observations']} observations, {len(res['models'])} models; {res['divergences']} divergences, "
-               f"max R-hat {rhat}, min bulk ESS {ess}; sampler {res['chains']} chains x {res['samples']} draws after "
-               f"{res['warmup']} warm-up ({res.get('preset')})")
+    typer.echo(
+        f"{what}: {res['observations']} observations, {len(res['models'])} models; {res['divergences']} divergences, "
+        f"max R-hat {rhat}, min bulk ESS {ess}; sampler {res['chains']} chains x {res['samples']} draws after "
+        f"{res['warmup']} warm-up ({res.get('preset')})"
+    )
     inv = res.get("invariance")
     if inv:
         t = inv["standard_vs_alternate"]
-        typer.echo(f"prompt invariance (Table 5): standard vs. alternate {t['mean']:+.3f} [{t['ci_low']:+.3f}, {t['ci_high']:+.3f}] "
-                   f"on {inv['observations']} observations ({inv['standard']} standard / {inv['alternate']} alternate)")
+        typer.echo(
+            f"prompt invariance (Table 5): standard vs. alternate {t['mean']:+.3f} [{t['ci_low']:+.3f}, {t['ci_high']:+.3f}] "
+            f"on {inv['observations']} observations ({inv['standard']} standard / {inv['alternate']} alternate)"
+        )
     for n in res["notes"]:
         typer.echo(f"note: {n}")
     extra = ", profiles.png" if res.get("figure") else ""
@@ -59,7 +81,9 @@ def _settings(analysis: str, quick: bool, chains, warmup, samples, seed) -> dict
 
 
 def profiles_command(
-    profile_dirs: list[Path] = typer.Argument(..., help="Directories written by 'cooplab profile' (two or more models)."),
+    profile_dirs: list[Path] = typer.Argument(
+        ..., help="Directories written by 'cooplab profile' (two or more models)."
+    ),
     out: Path = typer.Option(..., "--out", help="Directory for the tables, the forest plot and fit.json."),
     model_info: Optional[Path] = _INFO,
     max_fallback: _FALLBACK = 0.2,
@@ -88,14 +112,20 @@ def profiles_command(
     except (pf.ProfileError, ModelInfoError) as exc:
         fail(str(exc))
     _prepare(out)
-    res = bayes.analyze_profiles(profile_dirs, out, settings, model_info, progress=not as_json, max_fallback=max_fallback)
+    res = bayes.analyze_profiles(
+        profile_dirs, out, settings, model_info, progress=not as_json, max_fallback=max_fallback
+    )
     res["figure"] = str(pf.profile_figure(drawn, out / "profiles.png", info=info))
     _report(res, as_json, "Pareto-proximity regression")
 
 
 def science_command(
-    sweep_dir: Path = typer.Argument(..., help="Out directory of a science sweep ('cooplab sweep' with \"task\": \"science\"; its scores.csv)."),
-    profiles: list[Path] = typer.Option(..., "--profiles", help="A profile directory of every model of the sweep (repeat the option)."),
+    sweep_dir: Path = typer.Argument(
+        ..., help='Out directory of a science sweep (\'cooplab sweep\' with "task": "science"; its scores.csv).'
+    ),
+    profiles: list[Path] = typer.Option(
+        ..., "--profiles", help="A profile directory of every model of the sweep (repeat the option)."
+    ),
     out: Path = typer.Option(..., "--out", help="Directory for the tables, the forest plot and fit.json."),
     model_info: Optional[Path] = _INFO,
     max_fallback: _FALLBACK = 0.2,
@@ -104,7 +134,11 @@ def science_command(
     warmup: Optional[int] = _WARMUP,
     samples: Optional[int] = _SAMPLES,
     seed: int = _SEED,
-    score_source: str = typer.Option("judge", "--score-source", help="The outcomes: judge (the LLM judge's scores, as the paper's Table 2; default) or heuristic (the heuristic scorer's)."),
+    score_source: str = typer.Option(
+        "judge",
+        "--score-source",
+        help="The outcomes: judge (the LLM judge's scores, as the paper's Table 2; default) or heuristic (the heuristic scorer's).",
+    ),
     as_json: bool = _JSON,
 ) -> None:
     """Measurement-error model: latent game dispositions predicting completeness, quality and accuracy (paper Table 2)."""
@@ -117,6 +151,14 @@ def science_command(
     scores, notes = bayes.load_scores(sweep_dir, score_source)  # a missing judge score fails before --out is touched
     bayes.science_design(scores, bayes.load_profiles(profiles), info, list(notes), max_fallback)
     _prepare(out)
-    res = bayes.analyze_science(sweep_dir, profiles, out, settings, model_info, progress=not as_json, max_fallback=max_fallback,
-                                score_source=score_source)
+    res = bayes.analyze_science(
+        sweep_dir,
+        profiles,
+        out,
+        settings,
+        model_info,
+        progress=not as_json,
+        max_fallback=max_fallback,
+        score_source=score_source,
+    )
     _report(res, as_json, "Measurement-error model")

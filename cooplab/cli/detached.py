@@ -28,8 +28,14 @@ class DetachError(Exception):
 
 def start(spec: dict[str, Any], *, ready_seconds: float = READY_SECONDS) -> tuple[subprocess.Popen, dict[str, Any]]:
     """Start the server of ``spec`` in a detached child; return (the child, its ready line)."""
-    child = subprocess.Popen([sys.executable, "-m", "cooplab.cli.detached", json.dumps(spec)], stdin=subprocess.DEVNULL,
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "cooplab.cli.detached", json.dumps(spec)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+    )
     assert child.stdout is not None
     line = b""
     deadline = time.monotonic() + ready_seconds
@@ -73,7 +79,9 @@ def _serve(spec: dict[str, Any]) -> tuple[Any, str, Any]:
         from cooplab.evals.explorer import app as explorer
         from cooplab.runs.registry import find as task_for
 
-        server, url = explorer.serve([Path(d) for d in spec["dirs"]], host=spec["host"], port=int(spec["port"]), task_for=task_for)
+        server, url = explorer.serve(
+            [Path(d) for d in spec["dirs"]], host=spec["host"], port=int(spec["port"]), task_for=task_for
+        )
         return server, url, server._cooplab_thread.is_alive
     if spec["kind"] == "traces":  # the explorer of one run, at its traces page
         from pathlib import Path
@@ -81,7 +89,9 @@ def _serve(spec: dict[str, Any]) -> tuple[Any, str, Any]:
         from cooplab.evals.explorer import app as explorer
         from cooplab.runs.registry import find as task_for
 
-        server, url = explorer.serve([Path(spec["run_dir"])], host=spec.get("host", "127.0.0.1"), port=int(spec["port"]), task_for=task_for)
+        server, url = explorer.serve(
+            [Path(spec["run_dir"])], host=spec.get("host", "127.0.0.1"), port=int(spec["port"]), task_for=task_for
+        )
         return server, url + explorer.TRACES_PAGE, server._cooplab_thread.is_alive
     raise ValueError(f"unknown server kind {spec['kind']!r}")
 

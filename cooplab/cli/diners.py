@@ -25,25 +25,52 @@ from cooplab.cli.tasks import TaskFacts
 #: what ``cooplab run diners`` needs of the task before it is loaded (a test checks it against the task)
 FACTS = TaskFacts("diners")
 
-IterationsOpt = Annotated[int, num_opt("--iterations", f"Iterations of the Diner's Dilemma, 1..{co.MAX_ROUNDS} (paper: 10).")]
-BetaOpt = Annotated[float, num_opt("--beta", "Selection strength beta of the Fermi imitation rule, in [0, 1000] (paper: 1).")]
+IterationsOpt = Annotated[
+    int, num_opt("--iterations", f"Iterations of the Diner's Dilemma, 1..{co.MAX_ROUNDS} (paper: 10).")
+]
+BetaOpt = Annotated[
+    float, num_opt("--beta", "Selection strength beta of the Fermi imitation rule, in [0, 1000] (paper: 1).")
+]
 
 
 def diners_options(
     agents: str,
-    combination: Annotated[Optional[int], num_opt("--combination", "The paper's initial combination 1 or 2 (default 1).")] = None,
-    groups: Optional[str] = typer.Option(None, "--groups", help='Any initial composition, groups separated by ";": "M,P,E,R1;M,M,P,R1".'),
-    pk: str = typer.Option("3:1", "--pk", help="Punishment costs p:k: unstated (not told to LLM agents; p = k = 1), 3:1, 6:1, or any P:K."),
+    combination: Annotated[
+        Optional[int], num_opt("--combination", "The paper's initial combination 1 or 2 (default 1).")
+    ] = None,
+    groups: Optional[str] = typer.Option(
+        None, "--groups", help='Any initial composition, groups separated by ";": "M,P,E,R1;M,M,P,R1".'
+    ),
+    pk: str = typer.Option(
+        "3:1", "--pk", help="Punishment costs p:k: unstated (not told to LLM agents; p = k = 1), 3:1, 6:1, or any P:K."
+    ),
     iterations: IterationsOpt = 10,
-    replicates: Annotated[Optional[int], num_opt("--replicates", f"Replicate societies run side by side, 1..{co.MAX_REPLICATES} (default: 200 rule, 1 llm).")] = None,
+    replicates: Annotated[
+        Optional[int],
+        num_opt(
+            "--replicates", f"Replicate societies run side by side, 1..{co.MAX_REPLICATES} (default: 200 rule, 1 llm)."
+        ),
+    ] = None,
     beta: BetaOpt = 1.0,
-    invader: Optional[str] = typer.Option(None, "--invader", help="Replace one diner at iteration K: KIND@K[:AGENT], KIND greedy or defector (the Defector D), free-rider (the Easy-going Cooperator E), or model:SPEC (LLM diners: another model); the default seat is the last diner (docs/mixed-societies.md)."),
+    invader: Optional[str] = typer.Option(
+        None,
+        "--invader",
+        help="Replace one diner at iteration K: KIND@K[:AGENT], KIND greedy or defector (the Defector D), free-rider (the Easy-going Cooperator E), or model:SPEC (LLM diners: another model); the default seat is the last diner (docs/mixed-societies.md).",
+    ),
 ) -> dict[str, Any]:
     """Run the Diner's Dilemma society with punishment and metanorms and write a run directory."""
     from cooplab.tasks.diners.task import TASK
 
-    return TASK.options(agents, combination=combination, groups=groups, pk=pk, iterations=iterations, replicates=replicates, beta=beta,
-                        invader=invader)
+    return TASK.options(
+        agents,
+        combination=combination,
+        groups=groups,
+        pk=pk,
+        iterations=iterations,
+        replicates=replicates,
+        beta=beta,
+        invader=invader,
+    )
 
 
 def run_command():
@@ -60,14 +87,23 @@ def command(kind: str) -> Any:
 
 def figures_diners(
     out: Path = typer.Option(..., "--out", help="Directory for the PNG figures, CSVs and claims.md."),
-    replicates: Annotated[int, num_opt("--replicates", f"Rule-based replicates per condition, 2..{co.MAX_REPLICATES}.", "figure-replicates")] = 200,
+    replicates: Annotated[
+        int,
+        num_opt("--replicates", f"Rule-based replicates per condition, 2..{co.MAX_REPLICATES}.", "figure-replicates"),
+    ] = 200,
     seed: SeedOpt = 0,
     iterations: IterationsOpt = 10,
     beta: BetaOpt = 1.0,
-    set_: Optional[list[str]] = typer.Option(None, "--set", help="Change one of our free choices for the six conditions (docs/diners.md): "
-                                             "--set c_p=16; c_b, v_b, c_p, v_p (the menu), unstated_p, unstated_k (the p, k used for "
-                                             "'unstated'), memory (pi <- memory * pi + u; 1 = accumulated)."),
-    llm_run: Optional[Path] = typer.Option(None, "--llm-run", help="Also draw this LLM run directory's strategy shares."),
+    set_: Optional[list[str]] = typer.Option(
+        None,
+        "--set",
+        help="Change one of our free choices for the six conditions (docs/diners.md): "
+        "--set c_p=16; c_b, v_b, c_p, v_p (the menu), unstated_p, unstated_k (the p, k used for "
+        "'unstated'), memory (pi <- memory * pi + u; 1 = accumulated).",
+    ),
+    llm_run: Optional[Path] = typer.Option(
+        None, "--llm-run", help="Also draw this LLM run directory's strategy shares."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the results (final shares, claims) as JSON."),
 ) -> None:
     """Figs. 9 and 10 analogs: strategy shares per iteration for the paper's six conditions (rule-based), and an LLM run."""
@@ -81,14 +117,20 @@ def figures_diners(
     except dm.DinersError as exc:
         fail(str(exc))
     conditions = 6  # the paper's 2 combinations x 3 punishment settings, one graph invocation
-    co.check_size(conditions * replicates, max(len(sum(g, ())) for g in _combinations()), iterations,
-                  names=("6 conditions x --replicates", "diners", "--iterations"), diners=True)
+    co.check_size(
+        conditions * replicates,
+        max(len(sum(g, ())) for g in _combinations()),
+        iterations,
+        names=("6 conditions x --replicates", "diners", "--iterations"),
+        diners=True,
+    )
     if llm_run is not None and not (Path(llm_run) / "config.json").exists():
         fail(f"--llm-run {llm_run} is not a cooplab run directory (no config.json)")
     try:
         out.mkdir(parents=True, exist_ok=True)
-        res = make_figures(out, replicates, seed, iterations, beta, llm_run, log=co.stderr_log(as_json),
-                           choices=choices)
+        res = make_figures(
+            out, replicates, seed, iterations, beta, llm_run, log=co.stderr_log(as_json), choices=choices
+        )
     except (OSError, runstore.RunDirError) as exc:
         fail(str(exc))
     if as_json:
@@ -100,14 +142,38 @@ def figures_diners(
 
 
 def calibrate_diners(
-    out: Path = typer.Option(..., "--out", help="Calibration directory: design.json, samples.jsonl (the checkpoint), samples.csv, claims_map.csv, sensitivity.csv, figures/, summary.json, report.md. Rerun the same command to continue; a larger --samples extends the design."),
+    out: Path = typer.Option(
+        ...,
+        "--out",
+        help="Calibration directory: design.json, samples.jsonl (the checkpoint), samples.csv, claims_map.csv, sensitivity.csv, figures/, summary.json, report.md. Rerun the same command to continue; a larger --samples extends the design.",
+    ),
     samples: Annotated[int, num_opt("--samples", "Points of the Latin hypercube design, 1..100000.")] = 64,
-    replicates: Annotated[int, num_opt("--replicates", f"Replicates per condition (6 conditions per sample), 2..{co.MAX_REPLICATES} (figures diners: 200).", "figure-replicates")] = 200,
+    replicates: Annotated[
+        int,
+        num_opt(
+            "--replicates",
+            f"Replicates per condition (6 conditions per sample), 2..{co.MAX_REPLICATES} (figures diners: 200).",
+            "figure-replicates",
+        ),
+    ] = 200,
     seed: SeedOpt = 0,
-    batch: Annotated[int, num_opt("--batch", "Samples per job of the executor, 1..10000 (each sample is checkpointed as it finishes).")] = 4,
-    parallel: Annotated[int, num_opt("--parallel", "Jobs at once, 1..64 (local threads; Ray's local instance gets this many CPUs).")] = 1,
-    executor: str = typer.Option("local", "--executor", help="Where batches run: local (threads of this process) or ray (tasks on a Ray cluster; needs cooplab[ray])."),
-    address: Optional[str] = typer.Option(None, "--address", help="With --executor ray: the cluster to join, auto or HOST:PORT (default: a private local Ray instance)."),
+    batch: Annotated[
+        int,
+        num_opt("--batch", "Samples per job of the executor, 1..10000 (each sample is checkpointed as it finishes)."),
+    ] = 4,
+    parallel: Annotated[
+        int, num_opt("--parallel", "Jobs at once, 1..64 (local threads; Ray's local instance gets this many CPUs).")
+    ] = 1,
+    executor: str = typer.Option(
+        "local",
+        "--executor",
+        help="Where batches run: local (threads of this process) or ray (tasks on a Ray cluster; needs cooplab[ray]).",
+    ),
+    address: Optional[str] = typer.Option(
+        None,
+        "--address",
+        help="With --executor ray: the cluster to join, auto or HOST:PORT (default: a private local Ray instance).",
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or per-batch lines."),
     as_json: bool = typer.Option(False, "--json", help="Print summary.json."),
 ) -> None:
@@ -124,10 +190,26 @@ def calibrate_diners(
         fail(f"--executor must be one of {', '.join(sweeps.EXECUTORS)}, got {executor!r}")
     if address is not None and executor != "ray":
         fail("--address is for --executor ray")
-    co.check_size(6 * replicates, max(len(sum(g, ())) for g in _combinations()), cal.ITERATIONS,
-                  names=("6 conditions x --replicates", "diners", "iterations"), diners=True)
-    run_calibration(cal, out, as_json=as_json, quiet=quiet, samples=samples, seed=seed, replicates=replicates, batch=batch,
-                    parallel=parallel, executor=executor, address=address)
+    co.check_size(
+        6 * replicates,
+        max(len(sum(g, ())) for g in _combinations()),
+        cal.ITERATIONS,
+        names=("6 conditions x --replicates", "diners", "iterations"),
+        diners=True,
+    )
+    run_calibration(
+        cal,
+        out,
+        as_json=as_json,
+        quiet=quiet,
+        samples=samples,
+        seed=seed,
+        replicates=replicates,
+        batch=batch,
+        parallel=parallel,
+        executor=executor,
+        address=address,
+    )
 
 
 def _combinations():

@@ -15,8 +15,24 @@ from typing import Any, Optional
 import typer
 
 # the CPU flags that matter to llama.cpp's CPU backend, in /proc/cpuinfo's spelling
-CPU_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "bmi2", "avx_vnni", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
-             "avx512_bf16", "avx512_vbmi", "amx_tile", "amx_int8", "amx_bf16")
+CPU_FLAGS = (
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "bmi2",
+    "avx_vnni",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx512_vbmi",
+    "amx_tile",
+    "amx_int8",
+    "amx_bf16",
+)
 
 
 def cpu_features(cpuinfo: str | None = None) -> dict[str, Any]:
@@ -35,14 +51,24 @@ def cpu_features(cpuinfo: str | None = None) -> dict[str, Any]:
         elif key in ("flags", "Features") and not flags:
             flags = set(val.split())
     present = [f for f in CPU_FLAGS if f in flags]
-    return {"arch": platform.machine(), "model": model or platform.processor() or "?", "flags": present,
-            "amx": any(f.startswith("amx") for f in present), "avx512": any(f.startswith("avx512") for f in present)}
+    return {
+        "arch": platform.machine(),
+        "model": model or platform.processor() or "?",
+        "flags": present,
+        "amx": any(f.startswith("amx") for f in present),
+        "avx512": any(f.startswith("avx512") for f in present),
+    }
 
 
 def check_cpu() -> dict[str, Any]:
     c = cpu_features()
-    return {"name": "cpu", "ok": None, "summary": f"{c['arch']}, {c['model']}; {' '.join(c['flags']) or 'no listed SIMD flags'}",
-            "details": c, "fix": None}
+    return {
+        "name": "cpu",
+        "ok": None,
+        "summary": f"{c['arch']}, {c['model']}; {' '.join(c['flags']) or 'no listed SIMD flags'}",
+        "details": c,
+        "fix": None,
+    }
 
 
 def check_extras() -> dict[str, Any]:
@@ -61,9 +87,18 @@ def check_extras() -> dict[str, Any]:
     summary = ", ".join(f"{e} {'yes' if ok else 'no'}" for e, ok in state.items()) + f"; tasks: {', '.join(tasks)}"
     if broken:
         summary += f"; {len(broken)} task(s) fail to load: {'; '.join(broken)}"
-    fix = None if all(state.values()) else f"pip install 'cooplab[{','.join(e for e, ok in state.items() if not ok)}]' for the rest"
-    return {"name": "extras", "ok": False if broken else None, "summary": summary,
-            "details": {"extras": state, "tasks": tasks, "broken_tasks": broken}, "fix": fix}
+    fix = (
+        None
+        if all(state.values())
+        else f"pip install 'cooplab[{','.join(e for e, ok in state.items() if not ok)}]' for the rest"
+    )
+    return {
+        "name": "extras",
+        "ok": False if broken else None,
+        "summary": summary,
+        "details": {"extras": state, "tasks": tasks, "broken_tasks": broken},
+        "fix": fix,
+    }
 
 
 def check_local_model(timeout: float = 300.0) -> dict[str, Any]:
@@ -72,53 +107,99 @@ def check_local_model(timeout: float = 300.0) -> dict[str, Any]:
     # find_spec, not import: importing llama_cpp loads native code, which stays in child processes
     gone = missing("local")
     if gone:
-        return {"name": "local model", "ok": False, "summary": f"not installed (missing: {', '.join(gone)})", "details": {},
-                "fix": "pip install 'cooplab[local]' (from a checkout: bash scripts/setup.sh, which builds llama.cpp portably)"}
+        return {
+            "name": "local model",
+            "ok": False,
+            "summary": f"not installed (missing: {', '.join(gone)})",
+            "details": {},
+            "fix": "pip install 'cooplab[local]' (from a checkout: bash scripts/setup.sh, which builds llama.cpp portably)",
+        }
     from cooplab.agents.model_files import problems
 
     wrong = problems("smollm2")
     if wrong:
-        return {"name": "local model", "ok": False, "summary": f"model file not ready: {wrong[0]}", "details": {},
-                "fix": "cooplab models fetch smollm2"}
+        return {
+            "name": "local model",
+            "ok": False,
+            "summary": f"model file not ready: {wrong[0]}",
+            "details": {},
+            "fix": "cooplab models fetch smollm2",
+        }
 
     from cooplab.agents.local_model import check_local_model as run_check
 
     r = run_check(timeout=timeout)
     build = r.get("system_info", "?")
     if r.get("ok"):
-        summary = (f"llama-cpp-python {r.get('llama_cpp_python')}, generated {r.get('completion_tokens')} tokens in "
-                   f"{r.get('generation_s')} s (load {r.get('load_s')} s, {r.get('threads')} threads, extra buffer types "
-                   f"{'on' if r.get('extra_bufts') else 'off'}); build: {build}")
+        summary = (
+            f"llama-cpp-python {r.get('llama_cpp_python')}, generated {r.get('completion_tokens')} tokens in "
+            f"{r.get('generation_s')} s (load {r.get('load_s')} s, {r.get('threads')} threads, extra buffer types "
+            f"{'on' if r.get('extra_bufts') else 'off'}); build: {build}"
+        )
         return {"name": "local model", "ok": True, "summary": summary, "details": r, "fix": None}
-    return {"name": "local model", "ok": False, "summary": f"{r.get('error')}; build: {build}", "details": r,
-            "fix": "bash scripts/setup.sh --rebuild-llama"}
+    return {
+        "name": "local model",
+        "ok": False,
+        "summary": f"{r.get('error')}; build: {build}",
+        "details": r,
+        "fix": "bash scripts/setup.sh --rebuild-llama",
+    }
 
 
 def check_docker(image: str | None = None) -> dict[str, Any]:
     try:
         from cooplab.sandbox.image import DEFAULT_IMAGE, doctor
     except ImportError as exc:  # pragma: no cover
-        return {"name": "docker", "ok": False, "summary": f"sandbox layer unavailable: {exc}", "details": {}, "fix": None}
+        return {
+            "name": "docker",
+            "ok": False,
+            "summary": f"sandbox layer unavailable: {exc}",
+            "details": {},
+            "fix": None,
+        }
     ok, lines = doctor(image or DEFAULT_IMAGE)
     fixes = [ln.split("fix:", 1)[1].strip() for ln in lines if "fix:" in ln]
-    return {"name": "docker", "ok": ok, "summary": "; ".join(ln.strip() for ln in lines if "fix:" not in ln),
-            "details": {"lines": lines}, "fix": fixes[0] if fixes else None}
+    return {
+        "name": "docker",
+        "ok": ok,
+        "summary": "; ".join(ln.strip() for ln in lines if "fix:" not in ln),
+        "details": {"lines": lines},
+        "fix": fixes[0] if fixes else None,
+    }
 
 
 def check_chromium() -> dict[str, Any]:
     exe = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
     if not exe:
-        return {"name": "chromium", "ok": False, "summary": "not found (only the tests of the explorer's and the report's pages need it)",
-                "details": {}, "fix": "bash scripts/ensure-chromium.sh"}
+        return {
+            "name": "chromium",
+            "ok": False,
+            "summary": "not found (only the tests of the explorer's and the report's pages need it)",
+            "details": {},
+            "fix": "bash scripts/ensure-chromium.sh",
+        }
     try:
         v = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return {"name": "chromium", "ok": False, "summary": f"{exe} does not answer --version: {exc}", "details": {"path": exe},
-                "fix": "bash scripts/ensure-chromium.sh"}
-    return {"name": "chromium", "ok": True, "summary": f"{v} ({exe})", "details": {"path": exe, "version": v}, "fix": None}
+        return {
+            "name": "chromium",
+            "ok": False,
+            "summary": f"{exe} does not answer --version: {exc}",
+            "details": {"path": exe},
+            "fix": "bash scripts/ensure-chromium.sh",
+        }
+    return {
+        "name": "chromium",
+        "ok": True,
+        "summary": f"{v} ({exe})",
+        "details": {"path": exe, "version": v},
+        "fix": None,
+    }
 
 
-def run_checks(*, model: bool = True, docker: bool = True, chromium: bool = True, image: str | None = None) -> list[dict[str, Any]]:
+def run_checks(
+    *, model: bool = True, docker: bool = True, chromium: bool = True, image: str | None = None
+) -> list[dict[str, Any]]:
     checks = [check_cpu(), check_extras()]
     if model:
         checks.append(check_local_model())

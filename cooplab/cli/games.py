@@ -69,20 +69,59 @@ def _num(option: str, rule: co.Num, help: str) -> Any:
 def game_options(
     agents: str,
     game: Game = typer.Option(..., "--game", help="The game (paper §3.1.1)."),
-    players: Optional[str] = typer.Option(None, "--players", help="Who plays: llm (the --model options apply), nash (default), pareto, random (uniform) or scripted:FILE (per-round actions, see docs/games.md)."),
-    prompt: str = typer.Option("standard", "--prompt", help="LLM players' prompt condition (Appendix B): standard, alternate (prose wording), cot (chain of thought) or tom (theory of mind)."),
-    deliberation: bool = typer.Option(False, "--deliberation", help="LLM players: each member writes 1-3 sentences to its group before each decision."),
-    group_size: Annotated[Optional[int], _num("--group-size", GROUP_SIZE, f"Players in each of the 2 groups, 2..{MAX_GROUP} (default 5; Appendix Table 4 sweeps: {_TABLE4}){group_size_note(False)}.")] = None,
-    simulations: Annotated[Optional[int], _num("--simulations", SIMULATIONS, f"Simulations run side by side, 1..{MAX_SIMULATIONS} (default 50).")] = None,
-    rounds: Annotated[Optional[int], co.num_opt("--rounds", f"Rounds per simulation, 1..{co.MAX_ROUNDS} (default 3; collective-risk: its R = 10).")] = None,
-    set_: Optional[list[str]] = typer.Option(None, "--set", help="Set a game constant: --set multiplier=2.5 (see 'cooplab params game --game G')."),
-    invader: Optional[str] = typer.Option(None, "--invader", help="Replace one player at round K: KIND@K[:PLAYER], KIND greedy, defector or free-rider (reference players) or model:SPEC (LLM players: another model); the default seat is the last player (docs/mixed-societies.md)."),
+    players: Optional[str] = typer.Option(
+        None,
+        "--players",
+        help="Who plays: llm (the --model options apply), nash (default), pareto, random (uniform) or scripted:FILE (per-round actions, see docs/games.md).",
+    ),
+    prompt: str = typer.Option(
+        "standard",
+        "--prompt",
+        help="LLM players' prompt condition (Appendix B): standard, alternate (prose wording), cot (chain of thought) or tom (theory of mind).",
+    ),
+    deliberation: bool = typer.Option(
+        False, "--deliberation", help="LLM players: each member writes 1-3 sentences to its group before each decision."
+    ),
+    group_size: Annotated[
+        Optional[int],
+        _num(
+            "--group-size",
+            GROUP_SIZE,
+            f"Players in each of the 2 groups, 2..{MAX_GROUP} (default 5; Appendix Table 4 sweeps: {_TABLE4}){group_size_note(False)}.",
+        ),
+    ] = None,
+    simulations: Annotated[
+        Optional[int],
+        _num("--simulations", SIMULATIONS, f"Simulations run side by side, 1..{MAX_SIMULATIONS} (default 50)."),
+    ] = None,
+    rounds: Annotated[
+        Optional[int],
+        co.num_opt("--rounds", f"Rounds per simulation, 1..{co.MAX_ROUNDS} (default 3; collective-risk: its R = 10)."),
+    ] = None,
+    set_: Optional[list[str]] = typer.Option(
+        None, "--set", help="Set a game constant: --set multiplier=2.5 (see 'cooplab params game --game G')."
+    ),
+    invader: Optional[str] = typer.Option(
+        None,
+        "--invader",
+        help="Replace one player at round K: KIND@K[:PLAYER], KIND greedy, defector or free-rider (reference players) or model:SPEC (LLM players: another model); the default seat is the last player (docs/mixed-societies.md).",
+    ),
 ) -> dict[str, Any]:
     """Play one of the six behavioral games with reference or LLM players and write a run directory."""
     from cooplab.tasks.games.task import TASK
 
-    return TASK.options(agents, game=game.value, players=players, prompt=prompt, deliberation=deliberation, group_size=group_size,
-                        simulations=simulations, rounds=rounds, set=set_, invader=invader)
+    return TASK.options(
+        agents,
+        game=game.value,
+        players=players,
+        prompt=prompt,
+        deliberation=deliberation,
+        group_size=group_size,
+        simulations=simulations,
+        rounds=rounds,
+        set=set_,
+        invader=invader,
+    )
 
 
 def run_command():
@@ -125,12 +164,34 @@ def graph_command(game: Game = typer.Option(Game("weakest-link"), "--game", help
 def profile_command(
     out: co.OutOpt,
     model: co.ModelOpt = "local",
-    simulations: Annotated[int, _num("--simulations", SIMULATIONS, f"Simulations per game, 1..{MAX_SIMULATIONS} (default 20; Appendix D: about 20 suffice).")] = 20,
-    group_size: Annotated[Optional[int], _num("--group-size", GROUP_SIZE, f"Players in each of the 2 groups of every game, 2..{MAX_GROUP} (default 5){group_size_note(True)}.")] = None,
+    simulations: Annotated[
+        int,
+        _num(
+            "--simulations",
+            SIMULATIONS,
+            f"Simulations per game, 1..{MAX_SIMULATIONS} (default 20; Appendix D: about 20 suffice).",
+        ),
+    ] = 20,
+    group_size: Annotated[
+        Optional[int],
+        _num(
+            "--group-size",
+            GROUP_SIZE,
+            f"Players in each of the 2 groups of every game, 2..{MAX_GROUP} (default 5){group_size_note(True)}.",
+        ),
+    ] = None,
     games: Optional[str] = typer.Option(None, "--games", help="Comma-separated games to play (default all six)."),
-    players: str = typer.Option("llm", "--players", help="llm (the model; default) or a reference kind: nash, pareto, random (anchors for the figure)."),
-    prompt: str = typer.Option("standard", "--prompt", help="Prompt condition (Appendix B): standard, alternate, cot or tom."),
-    deliberation: bool = typer.Option(False, "--deliberation", help="Each member writes 1-3 sentences to its group before each decision."),
+    players: str = typer.Option(
+        "llm",
+        "--players",
+        help="llm (the model; default) or a reference kind: nash, pareto, random (anchors for the figure).",
+    ),
+    prompt: str = typer.Option(
+        "standard", "--prompt", help="Prompt condition (Appendix B): standard, alternate, cot or tom."
+    ),
+    deliberation: bool = typer.Option(
+        False, "--deliberation", help="Each member writes 1-3 sentences to its group before each decision."
+    ),
     prompt_variant: co.PromptVariantOpt = "original",
     seed: co.SeedOpt = 0,
     base_url: co.BaseUrlOpt = None,
@@ -142,9 +203,21 @@ def profile_command(
     price_in: co.PriceInOpt = None,
     price_out: co.PriceOutOpt = None,
     cache: co.CacheOpt = None,
-    pareto_reference: Optional[list[str]] = typer.Option(None, "--pareto-reference", help="Set a game's Pareto value, repeatable: collective-risk=1.25 (contribution per round; default the fair share T/(N R), 1.0) or o-ring=10 (withdrawal; default the cheapest success t*/N, 6). Proximity is measured from it."),
-    max_fallback: Annotated[float, co.num_opt("--max-fallback", "Leave a game out of the profile (and the analyses) when more than this share of its play decisions fell back, 0..1 (default 0.2).")] = 0.2,
-    force: bool = typer.Option(False, "--force", help="Start over in a directory that holds another profile (or anything else)."),
+    pareto_reference: Optional[list[str]] = typer.Option(
+        None,
+        "--pareto-reference",
+        help="Set a game's Pareto value, repeatable: collective-risk=1.25 (contribution per round; default the fair share T/(N R), 1.0) or o-ring=10 (withdrawal; default the cheapest success t*/N, 6). Proximity is measured from it.",
+    ),
+    max_fallback: Annotated[
+        float,
+        co.num_opt(
+            "--max-fallback",
+            "Leave a game out of the profile (and the analyses) when more than this share of its play decisions fell back, 0..1 (default 0.2).",
+        ),
+    ] = 0.2,
+    force: bool = typer.Option(
+        False, "--force", help="Start over in a directory that holds another profile (or anything else)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print profile.json to stdout."),
     quiet: co.QuietOpt = False,
 ) -> None:
@@ -160,15 +233,41 @@ def profile_command(
     kind = players.strip().lower()
     llm = None
     if kind == "llm":
-        llm = co.llm_settings(dict(model=model, base_url=base_url, temperature=temperature, max_tokens=max_tokens,
-                                   max_concurrency=max_concurrency, rps=rps, budget=budget, price_in=price_in, price_out=price_out,
-                                   cache=cache, prompt_variant=prompt_variant)).resolve().model_dump(mode="json")
+        llm = (
+            co.llm_settings(
+                dict(
+                    model=model,
+                    base_url=base_url,
+                    temperature=temperature,
+                    max_tokens=max_tokens,
+                    max_concurrency=max_concurrency,
+                    rps=rps,
+                    budget=budget,
+                    price_in=price_in,
+                    price_out=price_out,
+                    cache=cache,
+                    prompt_variant=prompt_variant,
+                )
+            )
+            .resolve()
+            .model_dump(mode="json")
+        )
     elif prompt_variant != "original":
         fail("--prompt-variant words the LLM players' prompts; give it with --players llm")
     try:
-        req = pf.request(games=chosen, players=kind, simulations=simulations, group_size=group_size, seed=seed, prompt=prompt,
-                         deliberation=deliberation, llm=llm, pareto_references=_references(pareto_reference),
-                         max_fallback=max_fallback, engine=ENGINE)
+        req = pf.request(
+            games=chosen,
+            players=kind,
+            simulations=simulations,
+            group_size=group_size,
+            seed=seed,
+            prompt=prompt,
+            deliberation=deliberation,
+            llm=llm,
+            pareto_references=_references(pareto_reference),
+            max_fallback=max_fallback,
+            engine=ENGINE,
+        )
         if kind != "llm":  # after the options' own checks: a bad --players is named first
             from cooplab.cli.tasks import refuse_llm_options
 
@@ -179,14 +278,30 @@ def profile_command(
 
     def tell(game: str, what: str) -> None:
         if not quiet:  # stderr: --json output on stdout stays clean
-            typer.echo({"done": f"{game}: finished earlier, read back", "resume": f"{game}: resuming", "start": f"{game}: playing",
-                        "skipped": f"{game}: skipped (the profile stopped)"}[what], err=True)
+            typer.echo(
+                {
+                    "done": f"{game}: finished earlier, read back",
+                    "resume": f"{game}: resuming",
+                    "start": f"{game}: playing",
+                    "skipped": f"{game}: skipped (the profile stopped)",
+                }[what],
+                err=True,
+            )
 
     try:
-        profile = pf.run_profile(out, req, engine=ENGINE, quiet=quiet, on_game=tell, warn=lambda m: typer.echo(f"cooplab: warning: {m}", err=True))
+        profile = pf.run_profile(
+            out,
+            req,
+            engine=ENGINE,
+            quiet=quiet,
+            on_game=tell,
+            warn=lambda m: typer.echo(f"cooplab: warning: {m}", err=True),
+        )
     except (runner.RunStopped, runner.RunFailed) as exc:
-        typer.echo(f"cooplab: {exc}; profile.json holds the games played so far; run the same command again to continue",
-                   err=True)
+        typer.echo(
+            f"cooplab: {exc}; profile.json holds the games played so far; run the same command again to continue",
+            err=True,
+        )
         raise typer.Exit(1)
     except runner.runstore.RunDirError as exc:  # e.g. a game's directory another process is writing
         fail(str(exc))
@@ -223,8 +338,10 @@ def profile_lines(profile: dict[str, Any]) -> list[str]:
     from cooplab.tasks.games.task import reference_text
 
     sizes = f"groups of {profile['group_size']}" if profile.get("group_size") else "groups of 5"
-    lines = [f"cooperative profile of {profile['label']}: {profile['simulations']} simulations per game, {sizes}, seed {profile['seed']}, "
-             f"status {profile['status']}"]
+    lines = [
+        f"cooperative profile of {profile['label']}: {profile['simulations']} simulations per game, {sizes}, seed {profile['seed']}, "
+        f"status {profile['status']}"
+    ]
     for game, e in profile["games"].items():
         m, p = e["metric"], e.get("pareto_proximity") or {}
         if m.get("mean") is None:
@@ -234,24 +351,38 @@ def profile_lines(profile: dict[str, Any]) -> list[str]:
         ci_text = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
         fb = (e.get("fallback") or {}).get("share", 0.0)
         out = "" if e.get("included", True) else f"; LEFT OUT: {e.get('excluded_because', 'too many fallbacks')}"
-        lines.append(f"  {game:<16} {m['label']} {m['mean']:.2f}{ci_text} ({reference_text(m)}); "
-                     f"Pareto proximity {p.get('mean', float('nan')):.2f}; fallbacks {fb:.0%}{out}")
+        lines.append(
+            f"  {game:<16} {m['label']} {m['mean']:.2f}{ci_text} ({reference_text(m)}); "
+            f"Pareto proximity {p.get('mean', float('nan')):.2f}; fallbacks {fb:.0%}{out}"
+        )
     if profile.get("excluded_games"):
-        lines.append(f"left out of the profile (more than {profile['max_fallback']:.0%} of decisions fell back): "
-                     f"{', '.join(profile['excluded_games'])}")
+        lines.append(
+            f"left out of the profile (more than {profile['max_fallback']:.0%} of decisions fell back): "
+            f"{', '.join(profile['excluded_games'])}"
+        )
     t = profile["totals"]
     if t["decisions"]:
-        lines.append(f"decisions {t['decisions']} (fallbacks {t['fallback_used']}), LLM calls {t['calls']} ({t['cached_calls']} "
-                     f"from cache), tokens in/out {t['input_tokens']}/{t['output_tokens']}, cost ${t['cost_usd']:.4f}, "
-                     f"games' wall time {t['wall_seconds']:.1f} s")
+        lines.append(
+            f"decisions {t['decisions']} (fallbacks {t['fallback_used']}), LLM calls {t['calls']} ({t['cached_calls']} "
+            f"from cache), tokens in/out {t['input_tokens']}/{t['output_tokens']}, cost ${t['cost_usd']:.4f}, "
+            f"games' wall time {t['wall_seconds']:.1f} s"
+        )
     return lines
 
 
 def profile_figure_command(
-    dirs: list[Path] = typer.Argument(..., help="Profile directories (or profile.json files), one per model, drawn side by side."),
+    dirs: list[Path] = typer.Argument(
+        ..., help="Profile directories (or profile.json files), one per model, drawn side by side."
+    ),
     out: Path = typer.Option(..., "--out", help="The figure file to write (.png, .pdf or .svg)."),
-    label: Optional[list[str]] = typer.Option(None, "--label", help="Names on the x axis, one per directory in order (default: each profile's model)."),
-    model_info: Optional[Path] = typer.Option(None, "--model-info", help="models.csv (model,family,size_b,thinking; docs/statistics.md; 'paper': the paper's 35 models): colour by family, shape by model, size by log2 of the parameters, sorted by family and size, as the paper's Figure 2."),
+    label: Optional[list[str]] = typer.Option(
+        None, "--label", help="Names on the x axis, one per directory in order (default: each profile's model)."
+    ),
+    model_info: Optional[Path] = typer.Option(
+        None,
+        "--model-info",
+        help="models.csv (model,family,size_b,thinking; docs/statistics.md; 'paper': the paper's 35 models): colour by family, shape by model, size by log2 of the parameters, sorted by family and size, as the paper's Figure 2.",
+    ),
 ) -> None:
     """Draw several cooperative profiles side by side (the paper's Figure 2)."""
     from cooplab.evals.bayes import read_model_info

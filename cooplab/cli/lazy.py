@@ -55,7 +55,9 @@ def light_help(option: Any) -> Any:
         from typer._coercion import PassThroughRuntimeParam
 
         if option is not None and getattr(option, "_runtime_param", False) is None:
-            option._runtime_param = PassThroughRuntimeParam(parameter_info=option.type_descriptor.parameter_info, annotation=bool)
+            option._runtime_param = PassThroughRuntimeParam(
+                parameter_info=option.type_descriptor.parameter_info, annotation=bool
+            )
     except (ImportError, AttributeError, TypeError):  # pragma: no cover - another Typer: only slower
         pass
     return option
@@ -88,12 +90,23 @@ class LazyGroup(LightHelp, TyperGroup):
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         """Click's listing of the commands, with the summaries of those not imported yet."""
-        shown = [n for n in self.list_commands(ctx) if (not self.commands[n].hidden if n in self.commands else n in self.lazy)]
+        shown = [
+            n
+            for n in self.list_commands(ctx)
+            if (not self.commands[n].hidden if n in self.commands else n in self.lazy)
+        ]
         if not shown:
             return
         limit = formatter.width - 6 - max(len(n) for n in shown)
-        rows = [(n, self.commands[n].get_short_help_str(limit) if n in self.commands else make_default_short_help(self.lazy[n].summary, limit))
-                for n in shown]
+        rows = [
+            (
+                n,
+                self.commands[n].get_short_help_str(limit)
+                if n in self.commands
+                else make_default_short_help(self.lazy[n].summary, limit),
+            )
+            for n in shown
+        ]
         with formatter.section(_("Commands")):
             formatter.write_dl(rows)
 

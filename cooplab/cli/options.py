@@ -48,7 +48,6 @@ def fail(msg: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
-
 def given(*names: str) -> list[str]:
     """The options among ``names`` (parameter names) that the user typed on the command line of
     the command being run, as flags (``--model``), in ``names``' order; [] outside a command."""
@@ -93,6 +92,7 @@ def stderr_log(quiet: bool) -> Callable[[str], None]:
     """The progress-line sink of a long command: one line each to stderr, or nothing under -q/--json."""
     return (lambda s: None) if quiet else (lambda s: typer.echo(s, err=True))
 
+
 # --- LLM agents (checked and assembled by cooplab.agents.settings.llm_config) ---------------
 #: the hosted providers' spec prefixes, in the order of :data:`cooplab.agents.providers.PROVIDERS`
 #: (named here so that ``--help`` does not load the model layer; a test checks the two agree)
@@ -102,8 +102,10 @@ HOSTED_PROVIDERS = ("openai", "anthropic", "google_genai", "ollama")
 def model_kinds() -> str:
     """Every kind of model spec, for ``--model``'s help."""
     hosted = ", ".join(f"{k}:NAME" for k in HOSTED_PROVIDERS)
-    return (f"local (SmolLM2-135M via llama.cpp), local:PATH.gguf (any GGUF chat model file), {hosted} (a hosted provider; "
-            "--base-url for another server speaking its API), scripted:FILE (fixed answers)")
+    return (
+        f"local (SmolLM2-135M via llama.cpp), local:PATH.gguf (any GGUF chat model file), {hosted} (a hosted provider; "
+        "--base-url for another server speaking its API), scripted:FILE (fixed answers)"
+    )
 
 
 def llm_settings(values: Mapping[str, Any]) -> "LLMSettings":
@@ -119,21 +121,92 @@ def llm_settings(values: Mapping[str, Any]) -> "LLMSettings":
 
 
 ModelOpt = Annotated[str, typer.Option("--model", help=f"LLM agents' model: {model_kinds()}.")]
-ModelMixOpt = Annotated[Optional[list[str]], typer.Option("--model-mix", help="A mixed society, repeatable: --model-mix SPEC=COUNT per model, the counts adding up to the population (e.g. --model-mix scripted:a.json=2 --model-mix local=2); which agent gets which model is drawn with --seed and recorded in config.json (docs/mixed-societies.md).")]
-AgentModelOpt = Annotated[Optional[list[str]], typer.Option("--agent-model", help="Per-agent model, repeatable: --agent-model 2=openai:gpt-4o-mini (agents count from 0).")]
-BaseUrlOpt = Annotated[Optional[str], typer.Option("--base-url", help="Another server speaking the model provider's API: an OpenAI-compatible one for openai:NAME (vLLM, llama_cpp.server, ...), an Anthropic, Gemini or Ollama one for anthropic:, google_genai:, ollama:.")]
+ModelMixOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--model-mix",
+        help="A mixed society, repeatable: --model-mix SPEC=COUNT per model, the counts adding up to the population (e.g. --model-mix scripted:a.json=2 --model-mix local=2); which agent gets which model is drawn with --seed and recorded in config.json (docs/mixed-societies.md).",
+    ),
+]
+AgentModelOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--agent-model", help="Per-agent model, repeatable: --agent-model 2=openai:gpt-4o-mini (agents count from 0)."
+    ),
+]
+BaseUrlOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--base-url",
+        help="Another server speaking the model provider's API: an OpenAI-compatible one for openai:NAME (vLLM, llama_cpp.server, ...), an Anthropic, Gemini or Ollama one for anthropic:, google_genai:, ollama:.",
+    ),
+]
 TemperatureOpt = Annotated[float, num_opt("--temperature", "Sampling temperature of LLM agents, in [0, 2].")]
 MaxTokensOpt = Annotated[int, num_opt("--max-tokens", "Output token cap per LLM call (1..100000).")]
 MaxConcurrencyOpt = Annotated[int, num_opt("--max-concurrency", "Concurrent model calls at most (1..1024).")]
-CallTimeoutOpt = Annotated[float, num_opt("--call-timeout", "Seconds one attempt of a call to a model server may take in all, its whole answer read, in (0, 86400]; past it the call is retried (within --call-deadline), then the run stops.")]
-CallDeadlineOpt = Annotated[float, num_opt("--call-deadline", "Seconds one call to a model server may take in all, its retries and the waits between them included, in (0, 86400]; past it the run stops (resumable), naming the server. Raise it, with --call-timeout, for slow reasoning models.")]
+CallTimeoutOpt = Annotated[
+    float,
+    num_opt(
+        "--call-timeout",
+        "Seconds one attempt of a call to a model server may take in all, its whole answer read, in (0, 86400]; past it the call is retried (within --call-deadline), then the run stops.",
+    ),
+]
+CallDeadlineOpt = Annotated[
+    float,
+    num_opt(
+        "--call-deadline",
+        "Seconds one call to a model server may take in all, its retries and the waits between them included, in (0, 86400]; past it the run stops (resumable), naming the server. Raise it, with --call-timeout, for slow reasoning models.",
+    ),
+]
 RpsOpt = Annotated[Optional[float], num_opt("--rps", "Requests per second at most, in (0, 1e6] (default: unlimited).")]
-BudgetOpt = Annotated[Optional[float], num_opt("--budget", "Budget cap in USD, in [0, 1e6]; the run ends with status budget_exhausted when it is spent.")]
-BudgetRaiseOpt = Annotated[Optional[float], num_opt("--budget", "A higher budget cap in USD for an LLM run, in [0, 1e6] and above its own "
-                                                     "(recorded in config.json); a run that ended budget_exhausted continues only with it.")]
-PriceInOpt = Annotated[Optional[float], num_opt("--price-in", "USD per 1K input tokens of every model, in [0, 1000] (default: each model's list price as of the date in agents/prices.py; nominal 0.0005 for local and self-hosted models).")]
-PriceOutOpt = Annotated[Optional[float], num_opt("--price-out", "USD per 1K output tokens of every model, in [0, 1000] (default: each model's list price; nominal 0.003 for local and self-hosted models).")]
-SandboxRateOpt = Annotated[float, num_opt("--sandbox-rate", "USD per second of sandbox time charged to the run's ledger, in [0, 1000] (default 0: recorded, free).")]
-SandboxTimeoutOpt = Annotated[float, num_opt("--sandbox-timeout", "Seconds one run_code call may take, in (0, 86400]; the sandbox is killed past it.")]
-CacheOpt = Annotated[Optional[str], typer.Option("--cache", help="Response cache file (default ~/.cache/cooplab/llm-cache.sqlite or $COOPLAB_CACHE); 'off' disables it.")]
-PromptVariantOpt = Annotated[str, typer.Option("--prompt-variant", help="Which wording of the task's prompts LLM agents get: original (the default), or a folder under the task's prompts/variants/ (a rewording, a format, personas; docs/robustness.md). Recorded in config.json.")]
+BudgetOpt = Annotated[
+    Optional[float],
+    num_opt("--budget", "Budget cap in USD, in [0, 1e6]; the run ends with status budget_exhausted when it is spent."),
+]
+BudgetRaiseOpt = Annotated[
+    Optional[float],
+    num_opt(
+        "--budget",
+        "A higher budget cap in USD for an LLM run, in [0, 1e6] and above its own "
+        "(recorded in config.json); a run that ended budget_exhausted continues only with it.",
+    ),
+]
+PriceInOpt = Annotated[
+    Optional[float],
+    num_opt(
+        "--price-in",
+        "USD per 1K input tokens of every model, in [0, 1000] (default: each model's list price as of the date in agents/prices.py; nominal 0.0005 for local and self-hosted models).",
+    ),
+]
+PriceOutOpt = Annotated[
+    Optional[float],
+    num_opt(
+        "--price-out",
+        "USD per 1K output tokens of every model, in [0, 1000] (default: each model's list price; nominal 0.003 for local and self-hosted models).",
+    ),
+]
+SandboxRateOpt = Annotated[
+    float,
+    num_opt(
+        "--sandbox-rate",
+        "USD per second of sandbox time charged to the run's ledger, in [0, 1000] (default 0: recorded, free).",
+    ),
+]
+SandboxTimeoutOpt = Annotated[
+    float,
+    num_opt("--sandbox-timeout", "Seconds one run_code call may take, in (0, 86400]; the sandbox is killed past it."),
+]
+CacheOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--cache",
+        help="Response cache file (default ~/.cache/cooplab/llm-cache.sqlite or $COOPLAB_CACHE); 'off' disables it.",
+    ),
+]
+PromptVariantOpt = Annotated[
+    str,
+    typer.Option(
+        "--prompt-variant",
+        help="Which wording of the task's prompts LLM agents get: original (the default), or a folder under the task's prompts/variants/ (a rewording, a format, personas; docs/robustness.md). Recorded in config.json.",
+    ),
+]

@@ -13,9 +13,17 @@ from cooplab.limits import ConfigError
 
 
 def robustness_cmd(
-    sweep: Path = typer.Argument(..., metavar="SWEEP", help="The output folder of a sweep whose grid has prompt_variant (cells/ and table.csv), or the sweep file (its \"out\" is read)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Where robustness.json and robustness.png go (default SWEEP/robustness)."),
-    alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the Welch tests of each effect, in (0, 1)."),
+    sweep: Path = typer.Argument(
+        ...,
+        metavar="SWEEP",
+        help='The output folder of a sweep whose grid has prompt_variant (cells/ and table.csv), or the sweep file (its "out" is read).',
+    ),
+    out: Optional[Path] = typer.Option(
+        None, "--out", help="Where robustness.json and robustness.png go (default SWEEP/robustness)."
+    ),
+    alpha: float = typer.Option(
+        0.05, "--alpha", help="Significance level of the Welch tests of each effect, in (0, 1)."
+    ),
     no_figure: bool = typer.Option(False, "--no-figure", help="Write robustness.json only."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
@@ -43,5 +51,7 @@ def _folder(sweep: Path) -> Path:
         sw, _notice = grid.load_file(sweep)
         return Path(sw.out)
     if not sweep.exists():
-        raise ConfigError(f"{sweep} does not exist; give the output folder of a sweep over prompt variants (or its sweep file)")
+        raise ConfigError(
+            f"{sweep} does not exist; give the output folder of a sweep over prompt variants (or its sweep file)"
+        )
     return sweep

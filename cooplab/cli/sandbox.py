@@ -19,8 +19,9 @@ import typer
 from cooplab.cli.options import fail
 from cooplab.sandbox.models import DEFAULT_IMAGE
 
-app = typer.Typer(help="Sandboxed Python executor (the agents' run_code tool).", no_args_is_help=True,
-                  add_completion=False)
+app = typer.Typer(
+    help="Sandboxed Python executor (the agents' run_code tool).", no_args_is_help=True, add_completion=False
+)
 
 
 class BackendChoice(str, Enum):
@@ -60,7 +61,9 @@ def _read_code(file: Path) -> str:
 @app.command()
 def build(
     image: str = typer.Option(DEFAULT_IMAGE, help="Image name:tag to create."),
-    mirror: Optional[str] = typer.Option(None, help="Debian mirror (default: deb.debian.org or $COOPLAB_DEBIAN_MIRROR)."),
+    mirror: Optional[str] = typer.Option(
+        None, help="Debian mirror (default: deb.debian.org or $COOPLAB_DEBIAN_MIRROR)."
+    ),
     suite: str = typer.Option("bookworm", help="Debian suite to debootstrap."),
     no_pyarrow: bool = typer.Option(False, "--no-pyarrow", help="Do not add pyarrow (no parquet support)."),
     force: bool = typer.Option(False, "--force", help="Rebuild even if the image exists."),

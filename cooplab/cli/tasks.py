@@ -41,7 +41,6 @@ from cooplab.cli import options as co
 from cooplab.cli.lazy import LightHelp
 from cooplab.cli.options import (
     AgentModelOpt,
-    ModelMixOpt,
     BaseUrlOpt,
     BudgetOpt,
     CacheOpt,
@@ -52,6 +51,7 @@ from cooplab.cli.options import (
     JsonOpt,
     MaxConcurrencyOpt,
     MaxTokensOpt,
+    ModelMixOpt,
     ModelOpt,
     OutOpt,
     PriceInOpt,
@@ -73,7 +73,12 @@ if TYPE_CHECKING:
 
 #: the built-in tasks' CLI modules: each has ``FACTS`` (its :class:`TaskFacts`) and ``command(kind)``,
 #: the task's own run, params or graph command (None: the default one)
-BUILTIN = {"cpr": "cooplab.cli.cpr", "diners": "cooplab.cli.diners", "game": "cooplab.cli.games", "science": "cooplab.cli.science"}
+BUILTIN = {
+    "cpr": "cooplab.cli.cpr",
+    "diners": "cooplab.cli.diners",
+    "game": "cooplab.cli.games",
+    "science": "cooplab.cli.science",
+}
 
 
 @dataclass(frozen=True)
@@ -125,8 +130,10 @@ def report(task: "Task", out: Path, summary: "RunSummary", as_json: bool) -> Non
         typer.echo(line)
     lg = summary.ledger
     if lg is not None:
-        typer.echo(f"LLM calls: {lg.calls} ({lg.cached_calls} from cache), tokens in/out {lg.input_tokens}/{lg.output_tokens}, "
-                   f"cost ${lg.cost_usd_float:.6f}; status {summary.status}")
+        typer.echo(
+            f"LLM calls: {lg.calls} ({lg.cached_calls} from cache), tokens in/out {lg.input_tokens}/{lg.output_tokens}, "
+            f"cost ${lg.cost_usd_float:.6f}; status {summary.status}"
+        )
     typer.echo(f"run directory: {out}")
 
 
@@ -172,8 +179,14 @@ def resume_and_report(run_dir: Path, *, quiet: bool, as_json: bool, budget: floa
     from cooplab.runs import api, registry
 
     with run_errors(run_dir):
-        run = api.resume.in_cli_words(run_dir, quiet=quiet, warn=lambda m: typer.echo(f"cooplab: warning: {m}", err=True), budget=budget,
-                         notice=lambda m: typer.echo(f"cooplab: {m}", err=True), budget_name="--budget")
+        run = api.resume.in_cli_words(
+            run_dir,
+            quiet=quiet,
+            warn=lambda m: typer.echo(f"cooplab: warning: {m}", err=True),
+            budget=budget,
+            notice=lambda m: typer.echo(f"cooplab: {m}", err=True),
+            budget_name="--budget",
+        )
     exit_if_stopped(run)
     report(registry.get(run.summary.task), run_dir, run.summary, as_json)
 
@@ -207,12 +220,15 @@ def _common(
 
 
 def _sandbox(
-    sandbox_backend: str = typer.Option("docker", "--sandbox-backend", help="Where run_code runs: docker (isolated; never falls back) or local (no isolation, by name only)."),
+    sandbox_backend: str = typer.Option(
+        "docker",
+        "--sandbox-backend",
+        help="Where run_code runs: docker (isolated; never falls back) or local (no isolation, by name only).",
+    ),
     sandbox_timeout: SandboxTimeoutOpt = 30.0,
     sandbox_rate: SandboxRateOpt = 0.0,
 ) -> None:
     """The options of a task that uses the sandbox (a template: never called)."""
-
 
 
 def agent_kinds(task: "Task | TaskFacts") -> type[Enum]:
@@ -237,8 +253,12 @@ def run_command(task: "Task | TaskFacts", options: Callable[..., dict[str, Any]]
     if not set(task.agent_kinds) <= {"rule", "llm"}:
         raise TypeError(f"task {task.name!r}: agent kinds must be rule and/or llm, got {task.agent_kinds}")
     kinds = agent_kinds(task)
-    agents_param = common[1].replace(annotation=kinds, default=typer.Option(kinds(task.agent_kinds[0]), "--agents",
-                                                                            help=f"Who decides: {' or '.join(task.agent_kinds)}."))
+    agents_param = common[1].replace(
+        annotation=kinds,
+        default=typer.Option(
+            kinds(task.agent_kinds[0]), "--agents", help=f"Who decides: {' or '.join(task.agent_kinds)}."
+        ),
+    )
     params = [common[0], agents_param, *own, *common[2:]]
     own_names = {p.name for p in own}
 
@@ -254,8 +274,11 @@ def run_command(task: "Task | TaskFacts", options: Callable[..., dict[str, Any]]
 
         real = loaded(task)
         llm = co.llm_settings(c)
-        sandbox = SandboxSettings(backend=c["sandbox_backend"], timeout=c["sandbox_timeout"], rate=c["sandbox_rate"]) \
-            if task.uses_sandbox else SandboxSettings()
+        sandbox = (
+            SandboxSettings(backend=c["sandbox_backend"], timeout=c["sandbox_timeout"], rate=c["sandbox_rate"])
+            if task.uses_sandbox
+            else SandboxSettings()
+        )
         config = build_config(real, fields, agents=agents, seed=c["seed"], csv=c["csv"], llm=llm, sandbox=sandbox)
         run_and_report(real, c["out"], config, force=c["force"], quiet=c["quiet"], as_json=c["as_json"])
 
@@ -267,8 +290,22 @@ def run_command(task: "Task | TaskFacts", options: Callable[..., dict[str, Any]]
 
 
 #: the options of LLM agents (parameter names): refused on the command line of a rule-based run
-LLM_OPTIONS = ("model", "agent_model", "model_mix", "base_url", "temperature", "max_tokens", "max_concurrency", "call_timeout", "rps",
-               "budget", "price_in", "price_out", "cache", "prompt_variant")
+LLM_OPTIONS = (
+    "model",
+    "agent_model",
+    "model_mix",
+    "base_url",
+    "temperature",
+    "max_tokens",
+    "max_concurrency",
+    "call_timeout",
+    "rps",
+    "budget",
+    "price_in",
+    "price_out",
+    "cache",
+    "prompt_variant",
+)
 
 
 def refuse_llm_options(how: str) -> None:
@@ -277,8 +314,10 @@ def refuse_llm_options(how: str) -> None:
     typed = co.given(*LLM_OPTIONS)
     if typed:
         one = len(typed) == 1
-        fail(f"{', '.join(typed)} {'applies' if one else 'apply'} to LLM agents only, and this run has none: add {how}, "
-             f"or leave {'it' if one else 'them'} out")
+        fail(
+            f"{', '.join(typed)} {'applies' if one else 'apply'} to LLM agents only, and this run has none: add {how}, "
+            f"or leave {'it' if one else 'them'} out"
+        )
 
 
 #: parameters of ``cooplab run TASK`` that are not settings of the run
@@ -305,7 +344,9 @@ def run_keywords(task: str, args: list[str]) -> dict[str, Any]:
         if hasattr(exc, "format_message"):
             raise ConfigError(exc.format_message()) from None
         if type(exc).__name__ == "Exit":
-            raise ConfigError(f"'cooplab run {task}' with these options runs nothing (an option such as --help?)") from None
+            raise ConfigError(
+                f"'cooplab run {task}' with these options runs nothing (an option such as --help?)"
+            ) from None
         raise
     out: dict[str, Any] = {}
     for name, value in sub.params.items():
@@ -320,8 +361,12 @@ def run_keywords(task: str, args: list[str]) -> dict[str, Any]:
 def params_options(task: "Task") -> Callable[..., dict[str, Any]]:
     """The task options of a task that only has a ``Params`` model: ``--set name=value``."""
 
-    def options(agents: str, set_: Optional[list[str]] = typer.Option(
-            None, "--set", help=f"Set a parameter: --set name=value (see 'cooplab params {task.name}').")) -> dict[str, Any]:
+    def options(
+        agents: str,
+        set_: Optional[list[str]] = typer.Option(
+            None, "--set", help=f"Set a parameter: --set name=value (see 'cooplab params {task.name}')."
+        ),
+    ) -> dict[str, Any]:
         return task.options(agents, set=set_)
 
     options.__doc__ = task.title
@@ -348,7 +393,11 @@ def params_command(task: "Task | TaskFacts") -> Callable[..., None]:
 def graph_command(task: "Task | TaskFacts") -> Callable[..., None]:
     kinds = agent_kinds(task)
 
-    def command(agents: kinds = typer.Option(kinds(task.agent_kinds[0]), "--agents", help=f"Whose graph: {' or '.join(task.agent_kinds)}.")) -> None:
+    def command(
+        agents: kinds = typer.Option(
+            kinds(task.agent_kinds[0]), "--agents", help=f"Whose graph: {' or '.join(task.agent_kinds)}."
+        ),
+    ) -> None:
         agents, real = agents.value, loaded(task)
         typer.echo(real.build(real.default_config(agents)).get_graph().draw_mermaid())
 
@@ -366,9 +415,15 @@ def _unloadable(message: str) -> Callable[..., None]:
 
 #: how each task group makes a task's command when the task has none of its own
 _DEFAULT_COMMANDS: dict[str, Callable[[Any], Callable[..., None]]] = {
-    "run": lambda t: run_command(t, params_options(t)), "params": params_command, "graph": graph_command}
-_UNLOADABLE = {"help": "(failed to load; run it to see why)", "add_help_option": False,
-               "context_settings": {"ignore_unknown_options": True, "allow_extra_args": True}}
+    "run": lambda t: run_command(t, params_options(t)),
+    "params": params_command,
+    "graph": graph_command,
+}
+_UNLOADABLE = {
+    "help": "(failed to load; run it to see why)",
+    "add_help_option": False,
+    "context_settings": {"ignore_unknown_options": True, "allow_extra_args": True},
+}
 
 
 def _mount(app: typer.Typer, kind: str, name: str) -> bool:
@@ -376,7 +431,9 @@ def _mount(app: typer.Typer, kind: str, name: str) -> bool:
     (from its CLI module, :data:`BUILTIN`; the task itself is not loaded), else the default one,
     else (the task fails to load) a command that only says why (one line, exit 2). Whether the
     task loaded."""
-    if name in BUILTIN:  # the task's own command, else the default one made from its facts: the task is loaded when it runs
+    if (
+        name in BUILTIN
+    ):  # the task's own command, else the default one made from its facts: the task is loaded when it runs
         module = importlib.import_module(BUILTIN[name])
         fn = module.command(kind)
         if fn is None and kind in ("params", "graph"):
@@ -443,8 +500,21 @@ def task_group(kind: str) -> type[TaskGroup]:
     return type(f"{kind.title()}TaskGroup", (TaskGroup,), {"kind": kind})
 
 
-__all__ = ["BUILTIN", "ConfigError", "TaskFacts", "run_keywords", "echo_json", "fail", "graph_command", "params_command", "params_options",
-           "report", "resume_and_report", "run_and_report", "run_command"]
+__all__ = [
+    "BUILTIN",
+    "ConfigError",
+    "TaskFacts",
+    "run_keywords",
+    "echo_json",
+    "fail",
+    "graph_command",
+    "params_command",
+    "params_options",
+    "report",
+    "resume_and_report",
+    "run_and_report",
+    "run_command",
+]
 
 
 def run_calibration(cal: Any, out: Any, *, as_json: bool, quiet: bool, **kw: Any) -> None:
@@ -465,7 +535,10 @@ def run_calibration(cal: Any, out: Any, *, as_json: bool, quiet: bool, **kw: Any
     except (calibration.CalibrateError, sweeps.SweepError) as exc:
         fail(str(exc))
     except KeyboardInterrupt:
-        typer.echo(f"cooplab: interrupted; finished samples are in {out}/samples.jsonl; rerun the same command to continue", err=True)
+        typer.echo(
+            f"cooplab: interrupted; finished samples are in {out}/samples.jsonl; rerun the same command to continue",
+            err=True,
+        )
         raise typer.Exit(130)
     if as_json:
         echo_json(s)

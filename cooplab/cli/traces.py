@@ -34,12 +34,31 @@ def _check_dir(run_dir: Path) -> Path:
 
 @traces_app.command("export")
 def export_cmd(
-    run_dir: Path = typer.Argument(..., metavar="DIR", help="A run directory holding traces.jsonl (or the file itself)."),
-    endpoint: Optional[str] = typer.Option(None, "--endpoint", help="LangSmith-compatible API URL (default: $LANGSMITH_ENDPOINT, else LangSmith's)."),
-    otlp: Optional[str] = typer.Option(None, "--otlp", metavar="URL", help="Send OpenTelemetry spans (OpenInference conventions, OTLP/HTTP protobuf) to URL instead of LangSmith: a base URL such as http://127.0.0.1:6006 (Phoenix) or a full .../v1/traces URL. Needs the 'viewer' extra."),
-    project: Optional[str] = typer.Option(None, "--project", help="Project to file the runs under (default: $LANGSMITH_PROJECT, else 'cooplab'; with --otlp: 'cooplab')."),
-    timeout: float = typer.Option(10.0, "--timeout", help="With --otlp: seconds per request, retries of a refused connection included."),
-    phoenix_prices: bool = typer.Option(False, "--phoenix-prices", help="With --otlp to Arize Phoenix: first set Phoenix's price of each of the run's models (Settings > Models, an exact-name entry) to the ledger's rates, so Phoenix's own cost columns show what the ledger charged. Any failure: one line, exit 2, nothing sent."),
+    run_dir: Path = typer.Argument(
+        ..., metavar="DIR", help="A run directory holding traces.jsonl (or the file itself)."
+    ),
+    endpoint: Optional[str] = typer.Option(
+        None, "--endpoint", help="LangSmith-compatible API URL (default: $LANGSMITH_ENDPOINT, else LangSmith's)."
+    ),
+    otlp: Optional[str] = typer.Option(
+        None,
+        "--otlp",
+        metavar="URL",
+        help="Send OpenTelemetry spans (OpenInference conventions, OTLP/HTTP protobuf) to URL instead of LangSmith: a base URL such as http://127.0.0.1:6006 (Phoenix) or a full .../v1/traces URL. Needs the 'viewer' extra.",
+    ),
+    project: Optional[str] = typer.Option(
+        None,
+        "--project",
+        help="Project to file the runs under (default: $LANGSMITH_PROJECT, else 'cooplab'; with --otlp: 'cooplab').",
+    ),
+    timeout: float = typer.Option(
+        10.0, "--timeout", help="With --otlp: seconds per request, retries of a refused connection included."
+    ),
+    phoenix_prices: bool = typer.Option(
+        False,
+        "--phoenix-prices",
+        help="With --otlp to Arize Phoenix: first set Phoenix's price of each of the run's models (Settings > Models, an exact-name entry) to the ledger's rates, so Phoenix's own cost columns show what the ledger charged. Any failure: one line, exit 2, nothing sent.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Send a finished run's traces to LangSmith (or a compatible server); the API key is read
@@ -76,8 +95,9 @@ def export_cmd(
         typer.echo(f"exported {n} runs from {_traces_path(run_dir)} to {dest} (project {proj})")
 
 
-def _export_otlp(run_dir: Path, url: str, project: Optional[str], timeout: float, as_json: bool,
-                 phoenix_prices: bool = False) -> None:
+def _export_otlp(
+    run_dir: Path, url: str, project: Optional[str], timeout: float, as_json: bool, phoenix_prices: bool = False
+) -> None:
     from cooplab.evals.otlp_export import (
         OtlpConfigError,
         OtlpExportError,
@@ -96,26 +116,39 @@ def _export_otlp(run_dir: Path, url: str, project: Optional[str], timeout: float
         typer.echo(json.dumps(res.as_dict()))
         return
     rate = f", {res.spans / res.seconds:.0f} spans/s" if res.seconds > 0 and res.spans else ""
-    typer.echo(f"exported {res.spans} spans ({res.traces} trace{'' if res.traces == 1 else 's'}) from {res.file} to {res.endpoint} "
-               f"(project {res.project}) in {res.seconds:.2f} s{rate}")
+    typer.echo(
+        f"exported {res.spans} spans ({res.traces} trace{'' if res.traces == 1 else 's'}) from {res.file} to {res.endpoint} "
+        f"(project {res.project}) in {res.seconds:.2f} s{rate}"
+    )
     for e in res.prices or []:
-        typer.echo(f"Phoenix price of model {e['model']}: {e['action']} (entry {e['id']}, "
-                   f"Phoenix used it after {res.price_seconds:.1f} s)")
+        typer.echo(
+            f"Phoenix price of model {e['model']}: {e['action']} (entry {e['id']}, "
+            f"Phoenix used it after {res.price_seconds:.1f} s)"
+        )
     if res.n_skipped:
-        typer.echo(f"skipped {res.n_skipped} lines that are not usable runs "
-                   f"({', '.join(f'{n} {why}' for why, n in sorted(res.skipped.items()))}; first: {res.first_skip})",
-                   err=True)
+        typer.echo(
+            f"skipped {res.n_skipped} lines that are not usable runs "
+            f"({', '.join(f'{n} {why}' for why, n in sorted(res.skipped.items()))}; first: {res.first_skip})",
+            err=True,
+        )
     if res.orphans:
-        typer.echo(f"{res.orphans} parent runs are not in the file: their children are exported pointing at them",
-                   err=True)
+        typer.echo(
+            f"{res.orphans} parent runs are not in the file: their children are exported pointing at them", err=True
+        )
 
 
 @traces_app.command("view")
 def view_cmd(
-    run_dir: Path = typer.Argument(..., metavar="DIR", help="A run directory holding traces.jsonl (or the file itself)."),
+    run_dir: Path = typer.Argument(
+        ..., metavar="DIR", help="A run directory holding traces.jsonl (or the file itself)."
+    ),
     port: int = typer.Option(0, "--port", help="Port on 127.0.0.1 (0: any free port)."),
     open_browser: bool = typer.Option(False, "--open", help="Open the page in the default browser."),
-    no_block: bool = typer.Option(False, "--no-block", help="Serve from a background process, print its URL and pid, and return; it serves until stopped with 'kill PID'."),
+    no_block: bool = typer.Option(
+        False,
+        "--no-block",
+        help="Serve from a background process, print its URL and pid, and return; it serves until stopped with 'kill PID'.",
+    ),
 ) -> None:
     """Read a run's model calls (prompts, answers, tokens, what each was charged, round by round) on
     the run explorer's traces page, served on 127.0.0.1 (the explorer of that run: 'cooplab view')."""

@@ -53,8 +53,10 @@ def _check_dirs(dirs: list[Path]) -> int:
             fail(f"{d} is not a directory; give folders holding run directories")
     found = len(discover(dirs))
     if not found:
-        fail(f"no run directories (with config.json or summary.json) under {', '.join(map(str, dirs))}; "
-             "run one with 'cooplab run TASK --out DIR' or give another folder")
+        fail(
+            f"no run directories (with config.json or summary.json) under {', '.join(map(str, dirs))}; "
+            "run one with 'cooplab run TASK --out DIR' or give another folder"
+        )
     return found
 
 
@@ -67,12 +69,26 @@ def open_in_browser(url: str, open_browser: bool) -> None:
 
 
 def view_cmd(
-    dirs: Optional[List[Path]] = typer.Argument(None, metavar="DIR", help="Folders holding run directories, searched recursively (sweeps' cells too). Default: ./runs if it exists, else the current folder."),
+    dirs: Optional[List[Path]] = typer.Argument(
+        None,
+        metavar="DIR",
+        help="Folders holding run directories, searched recursively (sweeps' cells too). Default: ./runs if it exists, else the current folder.",
+    ),
     port: int = typer.Option(0, "--port", help="Port to listen on (0: any free port)."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (default: loopback only). Requests must still name localhost, 127.0.0.1 or [::1] in their Host header."),
+    host: str = typer.Option(
+        "127.0.0.1",
+        "--host",
+        help="Address to listen on (default: loopback only). Requests must still name localhost, 127.0.0.1 or [::1] in their Host header.",
+    ),
     open_browser: bool = typer.Option(False, "--open/--no-open", help="Open the explorer in the default browser."),
-    as_json: bool = typer.Option(False, "--json", help="Print {url, runs, dirs} as one JSON line instead of a sentence."),
-    no_block: bool = typer.Option(False, "--no-block", help="Serve from a background process, print its URL and pid, and return; it serves until stopped with 'kill PID'."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print {url, runs, dirs} as one JSON line instead of a sentence."
+    ),
+    no_block: bool = typer.Option(
+        False,
+        "--no-block",
+        help="Serve from a background process, print its URL and pid, and return; it serves until stopped with 'kill PID'.",
+    ),
 ) -> None:
     """Explore runs in a local web app: the list of runs (sortable, filterable), a society's rounds,
     agents, punishments, norms, beliefs and conversations, and two runs side by side."""
@@ -88,7 +104,9 @@ def view_cmd(
         from cooplab.cli import detached
 
         try:
-            child, ready = detached.start({"kind": "explorer", "dirs": [str(d.absolute()) for d in roots], "host": bind, "port": port})
+            child, ready = detached.start(
+                {"kind": "explorer", "dirs": [str(d.absolute()) for d in roots], "host": bind, "port": port}
+            )
         except detached.DetachError as exc:
             fail(str(exc), code=2 if str(exc).startswith("cannot listen") else 1)
         STARTED.append(child)
@@ -96,7 +114,9 @@ def view_cmd(
         if as_json:
             typer.echo(json.dumps({"url": url, "runs": n, "dirs": [str(d) for d in roots], "pid": pid}))
         else:
-            typer.echo(f"cooplab view: {n} runs under {', '.join(map(str, roots))} at {url} (server pid {pid}; stop it with 'kill {pid}')")
+            typer.echo(
+                f"cooplab view: {n} runs under {', '.join(map(str, roots))} at {url} (server pid {pid}; stop it with 'kill {pid}')"
+            )
         open_in_browser(url, open_browser)
         return
     from cooplab.evals.explorer import app as explorer

@@ -40,10 +40,17 @@ from starlette.staticfiles import StaticFiles
 from cooplab.evals.explorer import pages
 from cooplab.evals.explorer.render import package_dir, templates
 
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-       "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
-HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
-           "X-Frame-Options": "DENY", "Cache-Control": "no-store"}
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+}
 
 #: the traces page of the explorer served on one run directory (its id is "0"), as ``cooplab traces view`` opens it
 TRACES_PAGE = "traces?id=0"
@@ -89,14 +96,22 @@ class Guard:
             await self._refuse(400, "a request needs exactly one Host header", scope, receive, send)
             return
         if not host_allowed(hosts[0], self.bound()):
-            await self._refuse(421, "this explorer answers only requests for localhost, 127.0.0.1 or [::1] on its own port",
-                               scope, receive, send)
+            await self._refuse(
+                421,
+                "this explorer answers only requests for localhost, 127.0.0.1 or [::1] on its own port",
+                scope,
+                receive,
+                send,
+            )
             return
 
         async def send_with_headers(message: dict) -> None:
             if message["type"] == "http.response.start":
-                headers = [(k, v) for k, v in message.get("headers", []) if k.decode("latin-1").lower() not in
-                           {h.lower() for h in HEADERS}]
+                headers = [
+                    (k, v)
+                    for k, v in message.get("headers", [])
+                    if k.decode("latin-1").lower() not in {h.lower() for h in HEADERS}
+                ]
                 headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in HEADERS.items()]
                 message = {**message, "headers": headers}
             await send(message)
@@ -107,7 +122,9 @@ class Guard:
         await JSONResponse({"error": text}, status_code=code, headers=HEADERS)(scope, receive, send)
 
 
-def create_app(roots: list[Path], *, task_for: TaskLookup | None = None, bound: Callable[[], tuple[str, int]] | None = None) -> Any:
+def create_app(
+    roots: list[Path], *, task_for: TaskLookup | None = None, bound: Callable[[], tuple[str, int]] | None = None
+) -> Any:
     """The ASGI app over the run directories under ``roots``. ``task_for`` maps a task name to its
     Task (for the ``explore`` hook); ``bound`` gives the (address, port) the server listens on, for
     the Host check (default: 127.0.0.1:80)."""
@@ -138,13 +155,21 @@ def create_app(roots: list[Path], *, task_for: TaskLookup | None = None, bound: 
         ctx, code = site.traces_page(dict(request.query_params))
         return page("traces.html" if code == 200 else "error.html", ctx, code)
 
-    routes = [Route("/", index), Route("/run", run), Route("/group", group), Route("/compare", compare), Route("/traces", traces),
-              Mount("/static", app=StaticFiles(directory=str(package_dir("static"))), name="static")]
+    routes = [
+        Route("/", index),
+        Route("/run", run),
+        Route("/group", group),
+        Route("/compare", compare),
+        Route("/traces", traces),
+        Mount("/static", app=StaticFiles(directory=str(package_dir("static"))), name="static"),
+    ]
     app = Starlette(routes=routes)
     return Guard(app, bound or (lambda: ("127.0.0.1", 80)))
 
 
-def serve(roots: list[Path], *, host: str = "127.0.0.1", port: int = 0, task_for: TaskLookup | None = None) -> tuple[Any, str]:
+def serve(
+    roots: list[Path], *, host: str = "127.0.0.1", port: int = 0, task_for: TaskLookup | None = None
+) -> tuple[Any, str]:
     """Serve the explorer on ``host:port`` (0: any free port) from a daemon thread; returns (server,
     url) once it accepts connections. Stop with :func:`stop`. An address that cannot be bound raises
     OSError."""

@@ -46,8 +46,11 @@ def fork_of(run: RunDir) -> dict[str, Any] | None:
     if rec is None:
         return None
     pid = rec.get("parent_thread_id")
-    return {"parent_id": pid if isinstance(pid, str) and pid else None, "at_round": prefix_rounds(run.config),
-            "changes": changes_text(rec.get("changes"))}
+    return {
+        "parent_id": pid if isinstance(pid, str) and pid else None,
+        "at_round": prefix_rounds(run.config),
+        "changes": changes_text(rec.get("changes")),
+    }
 
 
 def changes_text(changes: Any) -> str:
@@ -92,16 +95,38 @@ def lineage_section(run: RunDir, runs: Iterable[RunDir]) -> dict[str, Any] | Non
         k = rec["at_round"]
         where = f"at the end of round {k}" if k is not None else "at a round its record does not say"
         if parent is not None and parent.out != run.out:
-            blocks.append({"kind": "kv", "title": None, "items": [
-                ("fork of", parent.name), ("forked", where), ("changes", rec["changes"]),
-                ("rounds shared with the parent", f"1..{k}" if k else "none")]})
-            blocks.append({"kind": "link", "text": f"open the parent, {parent.name}", "href": render.run_href(parent.id)})
-            blocks.append({"kind": "link", "text": "compare this fork with its parent (A: the parent, B: this fork)",
-                           "href": compare_href(parent, run)})
+            blocks.append(
+                {
+                    "kind": "kv",
+                    "title": None,
+                    "items": [
+                        ("fork of", parent.name),
+                        ("forked", where),
+                        ("changes", rec["changes"]),
+                        ("rounds shared with the parent", f"1..{k}" if k else "none"),
+                    ],
+                }
+            )
+            blocks.append(
+                {"kind": "link", "text": f"open the parent, {parent.name}", "href": render.run_href(parent.id)}
+            )
+            blocks.append(
+                {
+                    "kind": "link",
+                    "text": "compare this fork with its parent (A: the parent, B: this fork)",
+                    "href": compare_href(parent, run),
+                }
+            )
         else:
-            blocks.append({"kind": "note", "level": "info", "text": f"a fork {where} ({rec['changes']}) of the run with id "
-                           f"{cut(str(rec['parent_id']), 120)!r}, which is not under the folders given to cooplab view "
-                           "(give its folder too to link and compare them)"})
+            blocks.append(
+                {
+                    "kind": "note",
+                    "level": "info",
+                    "text": f"a fork {where} ({rec['changes']}) of the run with id "
+                    f"{cut(str(rec['parent_id']), 120)!r}, which is not under the folders given to cooplab view "
+                    "(give its folder too to link and compare them)",
+                }
+            )
     kids = []
     if mine is not None:
         for r in runs:
@@ -113,13 +138,29 @@ def lineage_section(run: RunDir, runs: Iterable[RunDir]) -> dict[str, Any] | Non
     if kids:
         rows = []
         for r, got in kids[:MAX_FORKS]:
-            rows.append([{"text": render.text(r.name, 300), "href": render.run_href(r.id), "sort": ""},
-                         {"text": render.text(got["at_round"]), "sort": repr(got["at_round"]) if got["at_round"] is not None else ""},
-                         {"text": render.text(got["changes"]), "sort": ""},
-                         {"text": render.text(r.status), "sort": ""},
-                         {"text": "compare with this run", "href": compare_href(run, r), "sort": ""}])
-        blocks.append({"kind": "table", "title": "Forks of this run", "columns": ["fork", "forked at the end of round", "changes",
-                       "status", "compare"], "rows": rows, "total": len(kids), "shown": len(rows), "filterable": True})
+            rows.append(
+                [
+                    {"text": render.text(r.name, 300), "href": render.run_href(r.id), "sort": ""},
+                    {
+                        "text": render.text(got["at_round"]),
+                        "sort": repr(got["at_round"]) if got["at_round"] is not None else "",
+                    },
+                    {"text": render.text(got["changes"]), "sort": ""},
+                    {"text": render.text(r.status), "sort": ""},
+                    {"text": "compare with this run", "href": compare_href(run, r), "sort": ""},
+                ]
+            )
+        blocks.append(
+            {
+                "kind": "table",
+                "title": "Forks of this run",
+                "columns": ["fork", "forked at the end of round", "changes", "status", "compare"],
+                "rows": rows,
+                "total": len(kids),
+                "shown": len(rows),
+                "filterable": True,
+            }
+        )
     if not blocks:
         return None
     return {"title": "Forks", "id": render.addresses().prefix + "forks", "blocks": blocks}
@@ -160,17 +201,38 @@ def comparison(a: RunDir, b: RunDir, task: Any = None) -> dict[str, Any]:
     cols = cols or known[:DEFAULT_CURVES]
     res = cmp.compare(cmp.Side("A", a.summary, ra), cmp.Side("B", b.summary, rb), common_round=shared, columns=cols)
     if ra is None or rb is None:
-        notes.append("no curves and no first differing round: " + " and ".join(
-            f"run {t} has no readable per-round table" for t, df in (("A", ra), ("B", rb)) if df is None))
+        notes.append(
+            "no curves and no first differing round: "
+            + " and ".join(f"run {t} has no readable per-round table" for t, df in (("A", ra), ("B", rb)) if df is None)
+        )
     first = res.first_difference
-    facts = [("relation", relation(a, b, shared)),
-             ("rounds shared", f"1..{shared} (B's rounds 1..{shared} are read from the same checkpoints, not run again)" if shared > 0
-              else "none"),
-             ("first round that differs", str(first) if first is not None else
-              ("none: the per-round tables agree on every round both reach" if ra is not None and rb is not None else "not known"))]
+    facts = [
+        ("relation", relation(a, b, shared)),
+        (
+            "rounds shared",
+            f"1..{shared} (B's rounds 1..{shared} are read from the same checkpoints, not run again)"
+            if shared > 0
+            else "none",
+        ),
+        (
+            "first round that differs",
+            str(first)
+            if first is not None
+            else (
+                "none: the per-round tables agree on every round both reach"
+                if ra is not None and rb is not None
+                else "not known"
+            ),
+        ),
+    ]
     plots = [render.block(p, a) for p in curve_plots(res, shared)]
-    return {"facts": [(render.text(k, 60), render.text(v, 400)) for k, v in facts], "plots": plots,
-            "table": outcome_table(res.outcomes), "notes": notes, "paired": shared != 0}
+    return {
+        "facts": [(render.text(k, 60), render.text(v, 400)) for k, v in facts],
+        "plots": plots,
+        "table": outcome_table(res.outcomes),
+        "notes": notes,
+        "paired": shared != 0,
+    }
 
 
 def curve_plots(res: Any, shared: int) -> list[ex.Plot]:
@@ -187,18 +249,43 @@ def curve_plots(res: Any, shared: int) -> list[ex.Plot]:
             series[f"{tag} \u00b7 {col}"] = [at.get(r) for r in rounds]
         marks: list[dict[str, Any]] = []
         if shared > 0:
-            marks.append({"x": 0.5, "to": shared + 0.5, "label": f"rounds 1..{shared} shared (fork at the end of round {shared})"})
+            marks.append(
+                {
+                    "x": 0.5,
+                    "to": shared + 0.5,
+                    "label": f"rounds 1..{shared} shared (fork at the end of round {shared})",
+                }
+            )
         if res.first_difference is not None:
             marks.append({"x": res.first_difference, "label": f"first difference: round {res.first_difference}"})
-        caption = (f"Each line is {col} per round, the mean over the run's societies: run A solid, run B dashed (one colour). "
-                   + (f"The grey band covers rounds 1..{shared}, which the runs share (the fork took them from the checkpoint at "
-                      f"the end of round {shared}; both lines lie on each other there). " if shared > 0 else
-                      "The runs share no round by their fork records (no grey band). ")
-                   + (f"The red dotted line marks round {res.first_difference}, the first round whose per-round rows differ "
-                      "(in any column, society by society, not only this one)." if res.first_difference is not None else
-                      "No red line: the per-round rows agree on every round both runs reach."))
-        out.append(ex.Plot(rounds, series, title=f"{col} per round, A and B", xlabel="round", ylabel=col, key=f"fork-{col}",
-                           caption=caption, dashed=[f"B \u00b7 {col}"], marks=marks))
+        caption = (
+            f"Each line is {col} per round, the mean over the run's societies: run A solid, run B dashed (one colour). "
+            + (
+                f"The grey band covers rounds 1..{shared}, which the runs share (the fork took them from the checkpoint at "
+                f"the end of round {shared}; both lines lie on each other there). "
+                if shared > 0
+                else "The runs share no round by their fork records (no grey band). "
+            )
+            + (
+                f"The red dotted line marks round {res.first_difference}, the first round whose per-round rows differ "
+                "(in any column, society by society, not only this one)."
+                if res.first_difference is not None
+                else "No red line: the per-round rows agree on every round both runs reach."
+            )
+        )
+        out.append(
+            ex.Plot(
+                rounds,
+                series,
+                title=f"{col} per round, A and B",
+                xlabel="round",
+                ylabel=col,
+                key=f"fork-{col}",
+                caption=caption,
+                dashed=[f"B \u00b7 {col}"],
+                marks=marks,
+            )
+        )
     return out
 
 
@@ -210,13 +297,31 @@ def outcome_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for o in rows:
         lo, hi = o.get("low"), o.get("high")
         ci = f"[{fmt(lo)}, {fmt(hi)}]" if lo is not None and hi is not None else "\u2014"
-        how = o.get("interval") or ("one value each: no interval" if o.get("n_a") in (None, 1) or o.get("n_b") in (None, 1)
-                                    else "\u2014")
+        how = o.get("interval") or (
+            "one value each: no interval" if o.get("n_a") in (None, 1) or o.get("n_b") in (None, 1) else "\u2014"
+        )
         n = f"{o['n_a']} / {o['n_b']}" if o.get("n_a") is not None and o.get("n_b") is not None else "\u2014"
         cells = [render.text(o.get("outcome"), 120), o.get("a"), o.get("b"), o.get("difference"), ci, how, n]
         out.append([render.cell(v) for v in cells])
-    return {"kind": "table", "title": "Every outcome: B \u2212 A", "columns": cols, "rows": out, "total": len(out), "shown": len(out),
-            "filterable": True}
+    return {
+        "kind": "table",
+        "title": "Every outcome: B \u2212 A",
+        "columns": cols,
+        "rows": out,
+        "total": len(out),
+        "shown": len(out),
+        "filterable": True,
+    }
 
 
-__all__ = ["by_id", "changes_text", "comparison", "curve_plots", "fork_of", "lineage_section", "outcome_table", "relation", "run_id"]
+__all__ = [
+    "by_id",
+    "changes_text",
+    "comparison",
+    "curve_plots",
+    "fork_of",
+    "lineage_section",
+    "outcome_table",
+    "relation",
+    "run_id",
+]

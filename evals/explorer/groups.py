@@ -36,7 +36,16 @@ from cooplab.graphs import explore as ex
 #: a cell's name ends in its seed: "rounds-3__s0", "model-x__players-5__s12"
 _SEED = re.compile(r"__s(-?\d{1,12})$")
 #: columns of table.csv that are bookkeeping, not results
-_NOT_METRICS = {"seed", "replicates", "n_agents", "rounds", "rounds_completed", "agent_steps", "wall_seconds", "version"}
+_NOT_METRICS = {
+    "seed",
+    "replicates",
+    "n_agents",
+    "rounds",
+    "rounds_completed",
+    "agent_steps",
+    "wall_seconds",
+    "version",
+}
 #: metrics offered at most
 MAX_METRICS = 60
 #: conditions drawn at most
@@ -52,7 +61,9 @@ class Group:
     root: Path
     kind: str  # "sweep" | "profile" | "results"
     cells: dict[str, str]  # cell folder name -> its run's id
-    task_for: Any = field(default=None, repr=False)  # the registered tasks, as for a RunDir (types the cells' summaries)
+    task_for: Any = field(
+        default=None, repr=False
+    )  # the registered tasks, as for a RunDir (types the cells' summaries)
 
     @property
     def name(self) -> str:
@@ -61,7 +72,7 @@ class Group:
 
 
 def kind_of(d: Path) -> str:
-    """"profile" or "sweep": what the folder's manifest.json says (its kind), else what the layouts
+    """ "profile" or "sweep": what the folder's manifest.json says (its kind), else what the layouts
     before manifests show (profile.json beside games/); a damaged manifest counts as none here (the
     folder's page says what is wrong with it)."""
     from cooplab.graphs import runfiles
@@ -124,8 +135,38 @@ def as_page(g: Group) -> RunDir:
 
 # --- statistics ----------------------------------------------------------------------------------
 #: two-sided 95% quantiles of Student's t for 1..30 degrees of freedom
-_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110,
-        2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+_T95 = (
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+)
 
 
 def t95(df: int) -> float:
@@ -174,7 +215,11 @@ def cell_rows(g: Group, page: RunDir) -> list[dict[str, Any]]:
             return rows
     for name in sorted(g.cells):
         folder = _folder(g, name)  # each cell's summary.json through its schema (a damaged one gives no numbers)
-        s = RunDir(id=g.cells[name], out=g.out / folder / name, root=g.root, task_for=page.task_for).summary if folder else {}
+        s = (
+            RunDir(id=g.cells[name], out=g.out / folder / name, root=g.root, task_for=page.task_for).summary
+            if folder
+            else {}
+        )
         rows.append({"cell": name, **(_flatten(s) if isinstance(s, Mapping) else {})})
     return rows
 
@@ -210,16 +255,26 @@ def metrics_of(rows: list[dict[str, Any]], skip: set[str]) -> list[str]:
         for k in r:
             if k not in cols:
                 cols.append(k)
-    good = [c for c in cols if c not in skip and c not in _NOT_METRICS and not c.endswith((".sem", ".ci95", ".n", ".sd"))
-            and sum(num(r.get(c)) is not None for r in rows) >= max(1, len(rows) // 2)]
-    return (sorted((c for c in good if c.endswith(".mean")), key=good.index) + [c for c in good if not c.endswith(".mean")])[:MAX_METRICS]
+    good = [
+        c
+        for c in cols
+        if c not in skip
+        and c not in _NOT_METRICS
+        and not c.endswith((".sem", ".ci95", ".n", ".sd"))
+        and sum(num(r.get(c)) is not None for r in rows) >= max(1, len(rows) // 2)
+    ]
+    return (
+        sorted((c for c in good if c.endswith(".mean")), key=good.index) + [c for c in good if not c.endswith(".mean")]
+    )[:MAX_METRICS]
 
 
 def sweep_sections(g: Group, query: Mapping[str, str]) -> list[ex.Section]:
     page = as_page(g)
     rows = cell_rows(g, page)
     if not rows:
-        return [ex.Section("Cells", [ex.Note("no cell has results yet (no table.csv and no summary.json)")], id="cells")]
+        return [
+            ex.Section("Cells", [ex.Note("no cell has results yet (no table.csv and no summary.json)")], id="cells")
+        ]
     keys = grid_keys([str(r["cell"]) for r in rows])
     metrics = metrics_of(rows, {"cell", "status", *keys})
     metric = query.get("metric") if query.get("metric") in metrics else (metrics[0] if metrics else None)
@@ -249,30 +304,62 @@ def sweep_sections(g: Group, query: Mapping[str, str]) -> list[ex.Section]:
         n = sorted({sum(num(r.get(metric)) is not None for r in by[c]) for c in order})
         seeds = f"{n[0]}" if len(n) == 1 else f"{n[0]} to {n[-1]}"
         label = f"mean of {metric}"
-        blocks.append(ex.Plot(xs, {label: [stats[c][0] for c in order]}, title=f"{metric} by condition",
-                              xlabel=keys[0] if numeric_x else "condition", ylabel=metric, kind="line" if numeric_x else "points",
-                              key=f"sweep-{metric}", integer_x=numeric_x and all(float(x).is_integer() for x in xs),
-                              bands={label: ([stats[c][1] for c in order], [stats[c][2] for c in order])},
-                              scatter={"each seed": (scatter_x, scatter_y)},
-                              caption=f"black {'line' if numeric_x else 'dots'}: the mean of {metric} over the seeds of each condition "
-                                      f"({seeds} seeds); {'grey band' if numeric_x else 'whiskers'}: the 95% confidence interval of that "
-                                      "mean (Student's t, seeds - 1 degrees of freedom; none where a condition has a single seed); open "
-                                      "dots: each seed's own value. A cell that is itself a batch of societies contributes its own "
-                                      "mean, so the interval is over seeds, not societies."))
+        blocks.append(
+            ex.Plot(
+                xs,
+                {label: [stats[c][0] for c in order]},
+                title=f"{metric} by condition",
+                xlabel=keys[0] if numeric_x else "condition",
+                ylabel=metric,
+                kind="line" if numeric_x else "points",
+                key=f"sweep-{metric}",
+                integer_x=numeric_x and all(float(x).is_integer() for x in xs),
+                bands={label: ([stats[c][1] for c in order], [stats[c][2] for c in order])},
+                scatter={"each seed": (scatter_x, scatter_y)},
+                caption=f"black {'line' if numeric_x else 'dots'}: the mean of {metric} over the seeds of each condition "
+                f"({seeds} seeds); {'grey band' if numeric_x else 'whiskers'}: the 95% confidence interval of that "
+                "mean (Student's t, seeds - 1 degrees of freedom; none where a condition has a single seed); open "
+                "dots: each seed's own value. A cell that is itself a batch of societies contributes its own "
+                "mean, so the interval is over seeds, not societies.",
+            )
+        )
         table = []
         for c in order:
             m, lo, hi = stats[c]
             vals = [r for r in by[c] if num(r.get(metric)) is not None]
-            table.append({"condition": _label(c), "seeds": len(vals), "mean": m, "95% CI": f"{_f(lo)} to {_f(hi)}" if lo is not None else "\u2014",
-                          "each seed": ", ".join(f"s{r['_seed']}: {_f(num(r.get(metric)))}" for r in vals)})
+            table.append(
+                {
+                    "condition": _label(c),
+                    "seeds": len(vals),
+                    "mean": m,
+                    "95% CI": f"{_f(lo)} to {_f(hi)}" if lo is not None else "\u2014",
+                    "each seed": ", ".join(f"s{r['_seed']}: {_f(num(r.get(metric)))}" for r in vals),
+                }
+            )
         blocks.append(ex.Table(table, title=f"{metric}, condition by condition", filterable=True))
     cells: list[ex.Block] = []
     for c in conds:
-        rs = [{"cell": r["cell"], "seed": r["_seed"], "status": r.get("status"), **({metric: r.get(metric)} if metric else {}),
-               "_id": g.cells.get(str(r["cell"]))} for r in by[c]]
-        cells.append(ex.Details(f"{_label(c)}: {len(rs)} cell{'s' if len(rs) != 1 else ''}",
-                                [ex.Table(rs, links={"cell": ("id", "_id")}, filterable=False)]))
-    secs = [overview(g), ex.Section("Conditions", blocks, id="conditions"), ex.Section("Cells by condition", cells, id="cells")]
+        rs = [
+            {
+                "cell": r["cell"],
+                "seed": r["_seed"],
+                "status": r.get("status"),
+                **({metric: r.get(metric)} if metric else {}),
+                "_id": g.cells.get(str(r["cell"])),
+            }
+            for r in by[c]
+        ]
+        cells.append(
+            ex.Details(
+                f"{_label(c)}: {len(rs)} cell{'s' if len(rs) != 1 else ''}",
+                [ex.Table(rs, links={"cell": ("id", "_id")}, filterable=False)],
+            )
+        )
+    secs = [
+        overview(g),
+        ex.Section("Conditions", blocks, id="conditions"),
+        ex.Section("Cells by condition", cells, id="cells"),
+    ]
     return secs + folder_sections(g, page) + _files(g, page)
 
 
@@ -304,8 +391,23 @@ def profile_sections(g: Group, query: Mapping[str, str]) -> list[ex.Section]:
         prof = {}
     if not prof:
         page.notes.append("no readable profile.json (the profile has not finished, or the folder is incomplete)")
-    settings = {k: prof.get(k) for k in ("label", "status", "players", "model", "prompt", "deliberation", "simulations", "group_size",
-                                         "seed", "budget_usd", "max_fallback") if k in prof}
+    settings = {
+        k: prof.get(k)
+        for k in (
+            "label",
+            "status",
+            "players",
+            "model",
+            "prompt",
+            "deliberation",
+            "simulations",
+            "group_size",
+            "seed",
+            "budget_usd",
+            "max_fallback",
+        )
+        if k in prof
+    }
     blocks: list[ex.Block] = [ex.KeyValues(settings, title="the profile")]
     games = prof.get("games") if isinstance(prof.get("games"), Mapping) else {}
     rows, xs, ys, lo, hi = [], [], [], [], []
@@ -317,11 +419,22 @@ def profile_sections(g: Group, query: Mapping[str, str]) -> list[ex.Section]:
         fb = gm.get("fallback") if isinstance(gm.get("fallback"), Mapping) else {}
         ci, pci = _pair(metric.get("ci95")), _pair(prox.get("ci95"))
         title = gm.get("title") if isinstance(gm.get("title"), str) else str(name)
-        rows.append({"game": str(name), "title": title, "status": gm.get("status"), "metric": metric.get("label") or metric.get("name"),
-                     "mean": metric.get("mean"), "metric 95% CI": f"{_f(ci[0])} to {_f(ci[1])}" if ci[0] is not None else "\u2014",
-                     "Nash": metric.get("nash"), "Pareto": metric.get("pareto"), "Pareto proximity": prox.get("mean"),
-                     "proximity 95% CI": f"{_f(pci[0])} to {_f(pci[1])}" if pci[0] is not None else "\u2014",
-                     "fallback share": fb.get("share"), "_id": g.cells.get(shown(name))})
+        rows.append(
+            {
+                "game": str(name),
+                "title": title,
+                "status": gm.get("status"),
+                "metric": metric.get("label") or metric.get("name"),
+                "mean": metric.get("mean"),
+                "metric 95% CI": f"{_f(ci[0])} to {_f(ci[1])}" if ci[0] is not None else "\u2014",
+                "Nash": metric.get("nash"),
+                "Pareto": metric.get("pareto"),
+                "Pareto proximity": prox.get("mean"),
+                "proximity 95% CI": f"{_f(pci[0])} to {_f(pci[1])}" if pci[0] is not None else "\u2014",
+                "fallback share": fb.get("share"),
+                "_id": g.cells.get(shown(name)),
+            }
+        )
         xs.append(cut(title, 24))
         ys.append(prox.get("mean"))
         lo.append(pci[0])
@@ -330,11 +443,22 @@ def profile_sections(g: Group, query: Mapping[str, str]) -> list[ex.Section]:
         blocks.append(ex.Table(rows, title="every game", links={"game": ("id", "_id")}, filterable=len(rows) > 5))
         label = "mean Pareto proximity"
         sims = prof.get("simulations")
-        blocks.append(ex.Plot(xs, {label: ys}, title="Pareto proximity by game", xlabel="game", ylabel="Pareto proximity", kind="points",
-                              key="profile-proximity", integer_x=False, bands={label: (lo, hi)},
-                              caption=f"black dots: each game's mean Pareto proximity over its {sims if sims is not None else ''} "
-                                      "simulations (0: the Pareto outcome, 1: the Nash outcome or beyond); whiskers: its 95% "
-                                      "confidence interval, as profile.json gives it"))
+        blocks.append(
+            ex.Plot(
+                xs,
+                {label: ys},
+                title="Pareto proximity by game",
+                xlabel="game",
+                ylabel="Pareto proximity",
+                kind="points",
+                key="profile-proximity",
+                integer_x=False,
+                bands={label: (lo, hi)},
+                caption=f"black dots: each game's mean Pareto proximity over its {sims if sims is not None else ''} "
+                "simulations (0: the Pareto outcome, 1: the Nash outcome or beyond); whiskers: its 95% "
+                "confidence interval, as profile.json gives it",
+            )
+        )
     else:
         blocks.append(ex.Note("profile.json lists no game"))
     figs = [ex.Image(p, caption=p) for p in ("figures/profile.png",) if (g.out / p).is_file()]
@@ -342,7 +466,9 @@ def profile_sections(g: Group, query: Mapping[str, str]) -> list[ex.Section]:
     if figs:
         secs.append(ex.Section("The profile's figure", figs, id="figure"))
     if prof:
-        secs.append(ex.Section("profile.json", [ex.Details("profile.json in full", [ex.Code(_json(prof), "json")])], id="json"))
+        secs.append(
+            ex.Section("profile.json", [ex.Details("profile.json in full", [ex.Code(_json(prof), "json")])], id="json")
+        )
     return secs + folder_sections(g, page, skip={"figures/profile.png", "profile.json"}) + _files(g, page)
 
 
@@ -397,7 +523,11 @@ def folder_sections(g: Group, page: RunDir, skip: set[str] = frozenset()) -> lis
         if reader is not page:
             page.notes.extend(reader.notes)
         if df is not None:
-            tables.append(ex.Details(f"{shown(rel)} ({len(df):,} rows)", [ex.Table(df, max_rows=PREVIEW_ROWS)], open=len(tables) < 3))
+            tables.append(
+                ex.Details(
+                    f"{shown(rel)} ({len(df):,} rows)", [ex.Table(df, max_rows=PREVIEW_ROWS)], open=len(tables) < 3
+                )
+            )
     if tables:
         secs.append(ex.Section("Tables", tables, id="tables"))
     settings: list[ex.Block] = []
@@ -433,20 +563,35 @@ def overview(g: Group) -> ex.Section:
         folder = _folder(g, name)
         cell = RunDir(id=g.cells[name], out=g.out / folder / name, root=g.root, task_for=g.task_for) if folder else None
         s = cell.summary if cell is not None else {}
-        status = s.get("status") if isinstance(s.get("status"), str) else ("unfinished" if cell is not None and cell.config else "?")
+        status = (
+            s.get("status")
+            if isinstance(s.get("status"), str)
+            else ("unfinished" if cell is not None and cell.config else "?")
+        )
         statuses[status] = statuses.get(status, 0) + 1
         led = s.get("ledger") if isinstance(s.get("ledger"), Mapping) else None
         if led is None:
             continue
         with_calls += 1
-        for label, key in (("calls", "calls"), ("cached calls", "cached_calls"), ("input tokens", "input_tokens"),
-                           ("output tokens", "output_tokens"), ("cost (USD)", "cost_usd_float")):
+        for label, key in (
+            ("calls", "calls"),
+            ("cached calls", "cached_calls"),
+            ("input tokens", "input_tokens"),
+            ("output tokens", "output_tokens"),
+            ("cost (USD)", "cost_usd_float"),
+        ):
             if num(led.get(key)) is not None:
                 sums[label] = sums.get(label, 0.0) + num(led.get(key))  # type: ignore[operator]
-    blocks: list[ex.Block] = [ex.KeyValues({"kind": g.kind, "runs": len(g.cells), **{f"status {k}": v for k, v in sorted(statuses.items())}})]
+    blocks: list[ex.Block] = [
+        ex.KeyValues({"kind": g.kind, "runs": len(g.cells), **{f"status {k}": v for k, v in sorted(statuses.items())}})
+    ]
     if with_calls:
         costs = {k: (f"${v:.6g}" if k == "cost (USD)" else int(v)) for k, v in sums.items()}
-        blocks.append(ex.KeyValues({**costs, "runs with LLM calls": f"{with_calls} of {len(g.cells)}"}, title="LLM costs (all runs)"))
+        blocks.append(
+            ex.KeyValues(
+                {**costs, "runs with LLM calls": f"{with_calls} of {len(g.cells)}"}, title="LLM costs (all runs)"
+            )
+        )
     else:
         blocks.append(ex.Note("no LLM calls recorded (rule-based agents, or no ledger)", level="info"))
     return ex.Section("Overview", blocks, id="overview")
@@ -460,7 +605,9 @@ def _pair(v: Any) -> tuple[float | None, float | None]:
 
 def _files(g: Group, page: RunDir) -> list[ex.Section]:
     """The group's notes (what could not be read)."""
-    return [ex.Section("Problems", [ex.Note(n) for n in dict.fromkeys(page.notes)], id="problems")] if page.notes else []
+    return (
+        [ex.Section("Problems", [ex.Note(n) for n in dict.fromkeys(page.notes)], id="problems")] if page.notes else []
+    )
 
 
 def sections(g: Group, query: Mapping[str, str]) -> list[ex.Section]:

@@ -61,8 +61,12 @@ def templates(layout: str = "base.html") -> Any:
     ``cooplab report`` writes)."""
     from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-    env = Environment(loader=FileSystemLoader(str(package_dir("templates"))), autoescape=select_autoescape(default=True,
-                      default_for_string=True), trim_blocks=True, lstrip_blocks=True)
+    env = Environment(
+        loader=FileSystemLoader(str(package_dir("templates"))),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.globals["layout"] = layout
     return env
 
@@ -187,9 +191,32 @@ def cell(v: Any, column: Any = None) -> dict[str, Any]:
 
 #: line colours: distinct from each other and from :data:`MEAN_COLOUR` (a society's mean is never
 #: drawn in an agent's colour); a label keeps its colour across the two runs of a comparison
-PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7b4173",
-           "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#9edae5", "#dbdb8d", "#393b79",
-           "#637939", "#8c6d31", "#843c39", "#5254a3")
+PALETTE = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+    "#bcbd22",
+    "#7b4173",
+    "#aec7e8",
+    "#ffbb78",
+    "#98df8a",
+    "#ff9896",
+    "#c5b0d5",
+    "#c49c94",
+    "#f7b6d2",
+    "#9edae5",
+    "#dbdb8d",
+    "#393b79",
+    "#637939",
+    "#8c6d31",
+    "#843c39",
+    "#5254a3",
+)
 #: the colour of a mean line ("mean", "society mean", "A · mean"): black, drawn thicker
 MEAN_COLOUR = "#111111"
 
@@ -225,7 +252,7 @@ def plot_data(p: ex.Plot) -> tuple[str | None, str | None]:
     labels are text the script puts in with textContent."""
     import json
 
-    xs = list(p.x)[:MAX_POINTS * 50]
+    xs = list(p.x)[: MAX_POINTS * 50]
     if not xs:
         return None, "nothing to plot (no points)"
     step = max(1, math.ceil(len(xs) / MAX_POINTS))
@@ -235,7 +262,9 @@ def plot_data(p: ex.Plot) -> tuple[str | None, str | None]:
     xv = list(range(len(idx))) if categorical else [_short(v) for v in xnum]
     kind = p.kind if p.kind in ("line", "step", "bar", "points") else "line"
     labels = [str(label) for label, _ in list(p.series.items())[:MAX_SERIES]]
-    col = colours(labels + [str(k) for k in p.bands if str(k) not in labels] + [str(k) for k in p.scatter if str(k) not in labels])
+    col = colours(
+        labels + [str(k) for k in p.bands if str(k) not in labels] + [str(k) for k in p.scatter if str(k) not in labels]
+    )
     dashed = {str(d) for d in p.dashed}
     series = []
     for label, ys in list(p.series.items())[:MAX_SERIES]:
@@ -244,8 +273,15 @@ def plot_data(p: ex.Plot) -> tuple[str | None, str | None]:
         if all(v is None for v in yv):
             continue
         name = cut(str(label), 60)
-        series.append({"label": name, "y": yv, "colour": col[str(label)], "dashed": str(label) in dashed,
-                       "width": 3.0 if is_mean(label) else 1.6})
+        series.append(
+            {
+                "label": name,
+                "y": yv,
+                "colour": col[str(label)],
+                "dashed": str(label) in dashed,
+                "width": 3.0 if is_mean(label) else 1.6,
+            }
+        )
     bands = []
     for label, pair in list(p.bands.items())[:MAX_SERIES]:
         try:
@@ -260,14 +296,21 @@ def plot_data(p: ex.Plot) -> tuple[str | None, str | None]:
     slot = {str(xs[i]): k for k, i in enumerate(idx)}  # a category's place on the x axis
     for label, pair in list(p.scatter.items())[:MAX_SERIES]:
         try:
-            sx, sy = (list(v)[:MAX_POINTS * 10] for v in pair)
+            sx, sy = (list(v)[: MAX_POINTS * 10] for v in pair)
         except (TypeError, ValueError):
             continue
         px = [slot.get(str(x)) for x in sx] if categorical else [_short(num(x)) for x in sx]
         py = [_short(num(y)) for y in sy]
         keep = [(a, b) for a, b in zip(px, py) if a is not None and b is not None]
         if keep:
-            scatter.append({"label": cut(str(label), 60), "x": [a for a, _ in keep], "y": [b for _, b in keep], "colour": col[str(label)]})
+            scatter.append(
+                {
+                    "label": cut(str(label), 60),
+                    "x": [a for a, _ in keep],
+                    "y": [b for _, b in keep],
+                    "colour": col[str(label)],
+                }
+            )
     if not series and not bands and not scatter:
         return None, "nothing to plot (every value is missing or not a finite number)"
     marks = []
@@ -276,10 +319,20 @@ def plot_data(p: ex.Plot) -> tuple[str | None, str | None]:
             continue
         to = num(m.get("to")) if m.get("to") is not None else None
         marks.append({"x": _short(num(m.get("x"))), "to": _short(to), "label": cut(str(m.get("label") or ""), 80)})
-    data = {"title": cut(str(p.title), 120), "xlabel": cut(str(p.xlabel), 60), "ylabel": cut(str(p.ylabel), 60), "kind": kind,
-            "integer_x": bool(p.integer_x), "categorical": categorical, "x": xv,
-            "xticks": [cut(str(xs[i]), 24) for i in idx] if categorical else None, "series": series, "bands": bands, "scatter": scatter,
-            "marks": marks}
+    data = {
+        "title": cut(str(p.title), 120),
+        "xlabel": cut(str(p.xlabel), 60),
+        "ylabel": cut(str(p.ylabel), 60),
+        "kind": kind,
+        "integer_x": bool(p.integer_x),
+        "categorical": categorical,
+        "x": xv,
+        "xticks": [cut(str(xs[i]), 24) for i in idx] if categorical else None,
+        "series": series,
+        "bands": bands,
+        "scatter": scatter,
+        "marks": marks,
+    }
     return json.dumps(data, allow_nan=False, ensure_ascii=False), None
 
 
@@ -289,7 +342,12 @@ def _base(label: Any) -> str:
     return text.split(" \u00b7 ", 1)[1] if text[:4] in ("A \u00b7 ", "B \u00b7 ") else text
 
 
-IMAGE_MAGIC = ((b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpeg"), (b"GIF87a", "image/gif"), (b"GIF89a", "image/gif"))
+IMAGE_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+)
 
 
 def image_mime(head: bytes) -> str | None:
@@ -315,7 +373,10 @@ def image_uri(run: Any, rel: str) -> tuple[str | None, str | None]:
         if not path.is_file() or path.stat().st_size > MAX_IMAGE_BYTES:
             return None, f"{cut(rel, 120)} is missing or too large to show"
         if budget is not None and path.stat().st_size > budget.left:
-            return None, f"{cut(rel, 120)} is not embedded: the images of this file already take {MAX_FILE_IMAGE_BYTES >> 20} MB"
+            return (
+                None,
+                f"{cut(rel, 120)} is not embedded: the images of this file already take {MAX_FILE_IMAGE_BYTES >> 20} MB",
+            )
         data = path.read_bytes()
     except OSError as exc:
         return None, f"cannot read {cut(rel, 120)}: {exc.strerror or exc}"
@@ -335,18 +396,27 @@ def block(b: Any, run: Any, depth: int = 0) -> dict[str, Any]:
         return {"kind": "text", "text": text(b.text, 100_000), "pre": bool(b.pre)}
     if isinstance(b, ex.Markdown):
         html, was_cut = markdown.to_html(b.text if isinstance(b.text, str) else text(b.text, markdown.MAX_CHARS))
-        return {"kind": "markdown", "html": html,
-                "note": f"the first {markdown.MAX_CHARS:,} characters of {len(b.text):,} are shown" if was_cut else None}
+        return {
+            "kind": "markdown",
+            "html": html,
+            "note": f"the first {markdown.MAX_CHARS:,} characters of {len(b.text):,} are shown" if was_cut else None,
+        }
     if isinstance(b, ex.Note):
         return {"kind": "note", "text": text(b.text, 2_000), "level": "info" if b.level == "info" else "warn"}
     if isinstance(b, ex.KeyValues):
         items = list(b.items.items()) if isinstance(b.items, Mapping) else []
-        return {"kind": "kv", "title": text(b.title) if b.title else None,
-                "items": [(text(k, 80), text(v, 400)) for k, v in items[:200]]}
+        return {
+            "kind": "kv",
+            "title": text(b.title) if b.title else None,
+            "items": [(text(k, 80), text(v, 400)) for k, v in items[:200]],
+        }
     if isinstance(b, ex.Table):
         cols, rows, total = table_rows(b.rows, max(0, int(b.max_rows)))
-        links = {str(k): (v, k) if isinstance(v, str) else (str(v[0]), str(v[1])) for k, v in dict(b.links or {}).items()
-                 if isinstance(v, str) or (isinstance(v, (tuple, list)) and len(v) == 2)}
+        links = {
+            str(k): (v, k) if isinstance(v, str) else (str(v[0]), str(v[1]))
+            for k, v in dict(b.links or {}).items()
+            if isinstance(v, str) or (isinstance(v, (tuple, list)) and len(v) == 2)
+        }
         out_rows = []
         for r in rows:
             values = dict(zip(cols, r))
@@ -358,35 +428,72 @@ def block(b: Any, run: Any, depth: int = 0) -> dict[str, Any]:
                 param, src = links.get(c, (None, None))
                 target = values.get(src)
                 if param and target is not None and cell(target)["text"] != "\u2014":  # "id": another run's page
-                    d["href"] = _href("run" if param == "id" else _page(run), run.id, {**dict(b.keep or {}), param: cell(target)["text"]})
+                    d["href"] = _href(
+                        "run" if param == "id" else _page(run),
+                        run.id,
+                        {**dict(b.keep or {}), param: cell(target)["text"]},
+                    )
                 cells.append(d)
             out_rows.append(cells)
-        return {"kind": "table", "title": text(b.title) if b.title else None, "columns": [c for c in cols if not c.startswith("_")], "rows": out_rows,
-                "total": total, "shown": len(rows), "filterable": bool(b.filterable)}
+        return {
+            "kind": "table",
+            "title": text(b.title) if b.title else None,
+            "columns": [c for c in cols if not c.startswith("_")],
+            "rows": out_rows,
+            "total": total,
+            "shown": len(rows),
+            "filterable": bool(b.filterable),
+        }
     if isinstance(b, ex.Plot):
         data, problem = plot_data(b)
-        return {"kind": "plot", "data": data, "problem": problem, "title": text(b.title), "caption": text(b.caption, 1_000),
-                "alt": text(b.title or b.ylabel or "plot", 200)}
+        return {
+            "kind": "plot",
+            "data": data,
+            "problem": problem,
+            "title": text(b.title),
+            "caption": text(b.caption, 1_000),
+            "alt": text(b.title or b.ylabel or "plot", 200),
+        }
     if isinstance(b, ex.Choice):
-        opts = [(str(o[0]), text(o[1], 120)) if isinstance(o, (tuple, list)) and len(o) == 2 else (str(o), text(o, 120))
-                for o in list(b.options or [])[:MAX_CHOICES]]
+        opts = [
+            (str(o[0]), text(o[1], 120)) if isinstance(o, (tuple, list)) and len(o) == 2 else (str(o), text(o, 120))
+            for o in list(b.options or [])[:MAX_CHOICES]
+        ]
         values = [v for v, _ in opts]
         chosen = str(b.chosen) if b.chosen is not None else (values[0] if values else "")
         at = values.index(chosen) if chosen in values else -1
         keep = {str(k): str(v) for k, v in dict(b.keep or {}).items() if str(k) not in ("id", b.param)}
-        near = {"prev": values[at - 1] if at > 0 else None, "next": values[at + 1] if 0 <= at < len(values) - 1 else None}
+        near = {
+            "prev": values[at - 1] if at > 0 else None,
+            "next": values[at + 1] if 0 <= at < len(values) - 1 else None,
+        }
         page = _page(run)
         here = addresses()
-        return {"kind": "choice", "param": str(b.param), "options": opts, "chosen": chosen, "label": text(b.label, 200),
-                "id": run.id, "keep": sorted(keep.items()), "count": len(values), "action": app_url(page, {}) if here.forms else None,
-                "chosen_text": dict(opts).get(chosen, chosen),
-                "prev": _href(page, run.id, {**keep, b.param: near["prev"]}) if near["prev"] is not None else None,
-                "next": _href(page, run.id, {**keep, b.param: near["next"]}) if near["next"] is not None else None}
+        return {
+            "kind": "choice",
+            "param": str(b.param),
+            "options": opts,
+            "chosen": chosen,
+            "label": text(b.label, 200),
+            "id": run.id,
+            "keep": sorted(keep.items()),
+            "count": len(values),
+            "action": app_url(page, {}) if here.forms else None,
+            "chosen_text": dict(opts).get(chosen, chosen),
+            "prev": _href(page, run.id, {**keep, b.param: near["prev"]}) if near["prev"] is not None else None,
+            "next": _href(page, run.id, {**keep, b.param: near["next"]}) if near["next"] is not None else None,
+        }
     if isinstance(b, ex.Image):
         uri, problem = image_uri(run, str(b.path))
         if problem and hasattr(run, "notes"):  # named at the top of the page too
             run.notes.append(problem)
-        return {"kind": "image", "src": uri, "problem": problem, "caption": text(b.caption, 1_000), "alt": text(b.path, 200)}
+        return {
+            "kind": "image",
+            "src": uri,
+            "problem": problem,
+            "caption": text(b.caption, 1_000),
+            "alt": text(b.path, 200),
+        }
     if isinstance(b, ex.Code):
         return {"kind": "code", "text": text(b.text, 200_000), "title": text(b.title) if b.title else None}
     if isinstance(b, ex.Link):
@@ -394,10 +501,17 @@ def block(b: Any, run: Any, depth: int = 0) -> dict[str, Any]:
         href = trace_href(run.id, **params) if b.trace else _href(_page(run), run.id, params)
         return {"kind": "link", "text": text(b.text, 300), "href": href}
     if isinstance(b, ex.Details):
-        return {"kind": "details", "summary": text(b.summary, 300), "open": bool(b.open),
-                "blocks": [block(x, run, depth + 1) for x in list(b.blocks or [])]}
+        return {
+            "kind": "details",
+            "summary": text(b.summary, 300),
+            "open": bool(b.open),
+            "blocks": [block(x, run, depth + 1) for x in list(b.blocks or [])],
+        }
     if isinstance(b, ex.Columns):
-        return {"kind": "columns", "columns": [[block(x, run, depth + 1) for x in list(col or [])] for col in list(b.columns or [])[:4]]}
+        return {
+            "kind": "columns",
+            "columns": [[block(x, run, depth + 1) for x in list(col or [])] for col in list(b.columns or [])[:4]],
+        }
     return {"kind": "note", "text": f"a block of an unknown kind ({type(b).__name__}) is not shown", "level": "warn"}
 
 
@@ -409,11 +523,19 @@ def sections(secs: Any, run: Any) -> list[dict[str, Any]]:
     used: set[str] = set()
     for s in list(secs or []):
         if not isinstance(s, ex.Section):
-            out.append({"title": "?", "id": f"{prefix}s{len(out)}", "blocks": [block(ex.Note(f"not a Section: {type(s).__name__}"), run)]})
+            out.append(
+                {
+                    "title": "?",
+                    "id": f"{prefix}s{len(out)}",
+                    "blocks": [block(ex.Note(f"not a Section: {type(s).__name__}"), run)],
+                }
+            )
             continue
         sid = slug(s.id or s.title)
         while sid in used:
             sid += "-x"
         used.add(sid)
-        out.append({"title": text(s.title, 200), "id": prefix + sid, "blocks": [block(b, run) for b in list(s.blocks or [])]})
+        out.append(
+            {"title": text(s.title, 200), "id": prefix + sid, "blocks": [block(b, run) for b in list(s.blocks or [])]}
+        )
     return out

@@ -135,7 +135,9 @@ class RunDir:
         """A run's summary.json through its schema: the validated file's JSON, or {} and one note
         naming the field that is damaged (never the damaged values shown as if they were results)."""
         try:
-            self._summary = runfiles.parse_summary(obj, runfiles.SUMMARY_FILE, runfiles.results_for(self.task_for)(obj.get("task")))
+            self._summary = runfiles.parse_summary(
+                obj, runfiles.SUMMARY_FILE, runfiles.results_for(self.task_for)(obj.get("task"))
+            )
         except runfiles.SchemaError as exc:
             self.notes.append(cut(shown(exc), 400))
             return {}
@@ -174,7 +176,10 @@ class RunDir:
         return shown(self.root.name if rel == "." else rel)
 
     def has_table(self, name: str) -> bool:
-        return any((self.out / f"{name}.{ext}").is_file() or (self.out / f"{name}.{ext}").is_symlink() for ext in ("parquet", "csv"))
+        return any(
+            (self.out / f"{name}.{ext}").is_file() or (self.out / f"{name}.{ext}").is_symlink()
+            for ext in ("parquet", "csv")
+        )
 
     def table(self, name: str) -> Any:
         """The table ``name`` as a DataFrame, or None when absent or damaged (a note says which)."""
@@ -183,17 +188,27 @@ class RunDir:
             if self.has_table(name):
                 try:
                     df = rundir.read_table(self.out, name)
-                except rundir.RunDirError as exc:  # outside the folder, or over the size bounds: one line naming the file
+                except (
+                    rundir.RunDirError
+                ) as exc:  # outside the folder, or over the size bounds: one line naming the file
                     self.notes.append(f"table {name} is not shown: {cut(shown(exc), 300)}")
                 except Exception as exc:  # noqa: BLE001 - a damaged table is a note, never a crash
-                    self.notes.append(f"table {name} could not be read ({cut(shown(f'{type(exc).__name__}: {exc}'), 200)})")
+                    self.notes.append(
+                        f"table {name} could not be read ({cut(shown(f'{type(exc).__name__}: {exc}'), 200)})"
+                    )
             self._tables[name] = df
         return self._tables[name]
 
     @property
     def tables(self) -> list[str]:
         try:
-            return sorted({shown(p.stem) for p in self.out.iterdir() if p.suffix in (".parquet", ".csv") and (p.is_file() or p.is_symlink())})
+            return sorted(
+                {
+                    shown(p.stem)
+                    for p in self.out.iterdir()
+                    if p.suffix in (".parquet", ".csv") and (p.is_file() or p.is_symlink())
+                }
+            )
         except OSError:
             return []
 
@@ -224,7 +239,9 @@ def discover(roots: list[Path], task_for: Any = None) -> list[RunDir]:
             here = Path(dirpath)
             depth = len(here.relative_to(root).parts)
             seen += 1
-            dirnames[:] = sorted(d for d in dirnames if d not in SKIP and not d.startswith(".")) if depth < MAX_DEPTH else []
+            dirnames[:] = (
+                sorted(d for d in dirnames if d not in SKIP and not d.startswith(".")) if depth < MAX_DEPTH else []
+            )
             if seen > MAX_DIRS or len(found) >= MAX_RUNS:
                 dirnames[:] = []
                 continue

@@ -111,14 +111,27 @@ def facts(rec: Mapping[str, Any]) -> dict[str, Any]:
         rnd = int(m.group(1)) if m else None
     phase = md.get("phase") or md.get("langgraph_node")
     call_id = md.get(CALL_ID)
-    return {"society": md.get("society"), "agent": agent, "agent_name": name, "round": rnd,
-            "phase": phase if isinstance(phase, str) else None, "team": md.get("team"), "pass": md.get("pass"),
-            "model": md.get("model") or md.get("ls_model_name") or rec.get("name"), "messages": msgs,
-            "answer": _answer(rec.get("outputs")), "error": rec.get("error"), "name": rec.get("name"),
-            "start": rec.get("start_time"), "cached": is_cached(md), "run_id": rec.get("id"),
-            "call_id": call_id if isinstance(call_id, str) else None,
-            "node": md.get("langgraph_node") if isinstance(md.get("langgraph_node"), str) else None,
-            "seconds": _seconds(rec.get("start_time"), rec.get("end_time")), "reported": _reported(rec, extra)}
+    return {
+        "society": md.get("society"),
+        "agent": agent,
+        "agent_name": name,
+        "round": rnd,
+        "phase": phase if isinstance(phase, str) else None,
+        "team": md.get("team"),
+        "pass": md.get("pass"),
+        "model": md.get("model") or md.get("ls_model_name") or rec.get("name"),
+        "messages": msgs,
+        "answer": _answer(rec.get("outputs")),
+        "error": rec.get("error"),
+        "name": rec.get("name"),
+        "start": rec.get("start_time"),
+        "cached": is_cached(md),
+        "run_id": rec.get("id"),
+        "call_id": call_id if isinstance(call_id, str) else None,
+        "node": md.get("langgraph_node") if isinstance(md.get("langgraph_node"), str) else None,
+        "seconds": _seconds(rec.get("start_time"), rec.get("end_time")),
+        "reported": _reported(rec, extra),
+    }
 
 
 def _seconds(start: Any, end: Any) -> float | None:
@@ -134,7 +147,10 @@ def _reported(rec: Mapping[str, Any], extra: Mapping[str, Any]) -> tuple[int, in
     """The (input, output) tokens the model reported for a call: the record's prompt and completion
     counts, else its usage metadata; None when neither holds whole numbers."""
     usage = extra.get("usage_metadata") if isinstance(extra.get("usage_metadata"), Mapping) else {}
-    for pair in ((rec.get("prompt_tokens"), rec.get("completion_tokens")), (usage.get("input_tokens"), usage.get("output_tokens"))):
+    for pair in (
+        (rec.get("prompt_tokens"), rec.get("completion_tokens")),
+        (usage.get("input_tokens"), usage.get("output_tokens")),
+    ):
         got = [ledger.count(v) for v in pair]
         if None not in got:
             return got[0], got[1]  # type: ignore[return-value]
@@ -156,8 +172,12 @@ def start_of(rec: Mapping[str, Any]) -> dict[str, Any]:
     if kind not in ("new", "resumed", "fork"):
         kind = "fork" if "fork" in tags else "resumed" if "resumed" in tags else "new"
     parent = md.get("fork_of")
-    return {"started_as": kind, "fork_of": cut(parent, 200) if isinstance(parent, str) else None,
-            "fork_at_round": _int(md.get("fork_at_round")), "start": rec.get("start_time")}
+    return {
+        "started_as": kind,
+        "fork_of": cut(parent, 200) if isinstance(parent, str) else None,
+        "fork_at_round": _int(md.get("fork_at_round")),
+        "start": rec.get("start_time"),
+    }
 
 
 def fill_rounds(calls: list[dict[str, Any]]) -> None:
@@ -212,7 +232,11 @@ def trace_file(run: Any) -> TraceFile:
     """The run's traces.jsonl, read once (kept on ``run``); a link leaving the run folder is never read."""
     if run.traced is None:
         path = run.file(TRACES_FILE)
-        tf = read_trace_file(path) if path is not None else TraceFile(notes=[f"{TRACES_FILE} leads outside the run folder and is not read"])
+        tf = (
+            read_trace_file(path)
+            if path is not None
+            else TraceFile(notes=[f"{TRACES_FILE} leads outside the run folder and is not read"])
+        )
         charge(tf, run)
         run.traced = tf
     return run.traced
@@ -228,8 +252,16 @@ def charge(tf: TraceFile, run: Any) -> None:
     if df is None:
         return
     found = ledger.ledger_charges(run.out, df.to_dict("records"), prices=ledger.config_prices(run.config))
-    light = [{"run_type": "llm", "id": i, "error": c.get("error"), "start_time": c.get("start"),
-              "extra": {"metadata": {CALL_ID: c.get("call_id"), "cached": c.get("cached")}}} for i, c in enumerate(tf.calls)]
+    light = [
+        {
+            "run_type": "llm",
+            "id": i,
+            "error": c.get("error"),
+            "start_time": c.get("start"),
+            "extra": {"metadata": {CALL_ID: c.get("call_id"), "cached": c.get("cached")}},
+        }
+        for i, c in enumerate(tf.calls)
+    ]
     matched = ledger.match_charges(light, found)
     for i, c in enumerate(tf.calls):
         c["charged"] = matched.get(str(i))
@@ -282,7 +314,9 @@ def read_trace_file(path: Any) -> TraceFile:
                 tf.run_types[kind] = tf.run_types.get(kind, 0) + 1
                 if rec.get("run_type") == "llm":
                     tf.calls.append(facts(rec))
-                elif rec.get("parent_run_id") is None and rec.get("run_type") == "chain" and len(tf.starts) < MAX_STARTS:
+                elif (
+                    rec.get("parent_run_id") is None and rec.get("run_type") == "chain" and len(tf.starts) < MAX_STARTS
+                ):
                     tf.starts.append(start_of(rec))
     except OSError as exc:
         tf.notes.append(f"cannot read traces.jsonl: {exc.strerror or exc}")
@@ -290,14 +324,16 @@ def read_trace_file(path: Any) -> TraceFile:
     fill_rounds(tf.calls)
     if tf.bad:
         more = ", \u2026" if tf.bad > len(tf.bad_lines) else ""
-        tf.notes.append(f"{tf.bad} damaged line{'s' if tf.bad != 1 else ''} of traces.jsonl (not a readable JSON object) "
-                        f"{'were' if tf.bad != 1 else 'was'} skipped: line{'s' if len(tf.bad_lines) > 1 else ''} "
-                        f"{', '.join(map(str, tf.bad_lines))}{more}")
+        tf.notes.append(
+            f"{tf.bad} damaged line{'s' if tf.bad != 1 else ''} of traces.jsonl (not a readable JSON object) "
+            f"{'were' if tf.bad != 1 else 'was'} skipped: line{'s' if len(tf.bad_lines) > 1 else ''} "
+            f"{', '.join(map(str, tf.bad_lines))}{more}"
+        )
     return tf
 
 
 def tokens_text(pair: tuple[int, int] | None) -> str | None:
-    """"13 (11 in / 2 out)" of an (input, output) pair."""
+    """ "13 (11 in / 2 out)" of an (input, output) pair."""
     return None if pair is None else f"{pair[0] + pair[1]:,} ({pair[0]:,} in / {pair[1]:,} out)"
 
 

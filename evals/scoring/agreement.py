@@ -28,12 +28,23 @@ def judge_agreement(scores_a: Sequence[float | None], scores_b: Sequence[float |
         raise ValueError(f"the two score lists differ in length ({len(scores_a)} vs {len(scores_b)})")
 
     def ok(x: Any) -> bool:
-        return x is not None and not isinstance(x, bool) and isinstance(x, (int, float, np.floating, np.integer)) \
+        return (
+            x is not None
+            and not isinstance(x, bool)
+            and isinstance(x, (int, float, np.floating, np.integer))
             and math.isfinite(float(x))
+        )
 
     pairs = [(float(a), float(b)) for a, b in zip(scores_a, scores_b) if ok(a) and ok(b)]
-    out: dict[str, Any] = {"n": len(pairs), "n_dropped": len(scores_a) - len(pairs), "pearson_r": None, "reason": None,
-                           "mean_abs_diff": None, "mean_a": None, "mean_b": None}
+    out: dict[str, Any] = {
+        "n": len(pairs),
+        "n_dropped": len(scores_a) - len(pairs),
+        "pearson_r": None,
+        "reason": None,
+        "mean_abs_diff": None,
+        "mean_a": None,
+        "mean_b": None,
+    }
     if not pairs:
         out["reason"] = "no pair of valid scores"
         return out
@@ -44,7 +55,11 @@ def judge_agreement(scores_a: Sequence[float | None], scores_b: Sequence[float |
     if len(pairs) < 2:
         out["reason"] = "fewer than two pairs"
         return out
-    constant = [name for name, x in (("first", a), ("second", b)) if float(x.max() - x.min()) <= 1e-12 * max(1.0, float(np.abs(x).max()))]
+    constant = [
+        name
+        for name, x in (("first", a), ("second", b))
+        if float(x.max() - x.min()) <= 1e-12 * max(1.0, float(np.abs(x).max()))
+    ]
     if constant:
         out["reason"] = f"the {' and the '.join(constant)} scores are constant: correlation undefined"
         return out
@@ -54,8 +69,10 @@ def judge_agreement(scores_a: Sequence[float | None], scores_b: Sequence[float |
     return out
 
 
-def compare_judges(results_a: Sequence[JudgeResult | HeuristicScore | dict[str, Any] | None],
-                   results_b: Sequence[JudgeResult | HeuristicScore | dict[str, Any] | None]) -> dict[str, dict[str, Any]]:
+def compare_judges(
+    results_a: Sequence[JudgeResult | HeuristicScore | dict[str, Any] | None],
+    results_b: Sequence[JudgeResult | HeuristicScore | dict[str, Any] | None],
+) -> dict[str, dict[str, Any]]:
     """:func:`judge_agreement` per dimension between two scorers' results over the same reports
     (a judge's :class:`JudgeResult`, a :class:`HeuristicScore`, or a dict of the three scores)."""
 

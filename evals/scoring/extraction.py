@@ -34,10 +34,32 @@ _NUMBER_RE = re.compile(
     r"(?:(?P<int>\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?P<frac>\.\d+)?|(?P<frac0>\.\d+))"
     r"(?:[eE](?P<exp>[-+]?\d{1,3})(?![\w]))?"
     r"(?:\s?[x×*]\s?10\s?(?:\^|\*\*)\s?\(?(?P<exp2>[-+]?\d{1,3})\)?)?"
-    r"(?P<pct>\s?%)?")
-_NUMBER_WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
-                 "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16,
-                 "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50}
+    r"(?P<pct>\s?%)?"
+)
+_NUMBER_WORDS = {
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "thirteen": 13,
+    "fourteen": 14,
+    "fifteen": 15,
+    "sixteen": 16,
+    "seventeen": 17,
+    "eighteen": 18,
+    "nineteen": 19,
+    "twenty": 20,
+    "thirty": 30,
+    "forty": 40,
+    "fifty": 50,
+}
 _NUMBER_WORD_RE = re.compile(r"(?<![\w-])(" + "|".join(_NUMBER_WORDS) + r")(?![\w-])", re.IGNORECASE)
 
 
@@ -90,7 +112,10 @@ METHOD_TERMS: list[tuple[str, str]] = [
     ("logistic regression", r"logistic regression"),
     ("linear regression", r"(?:ordinary least squares|ols|linear|multiple|multivariate) regression|least squares"),
     ("regularized regression", r"ridge(?: regression)?|lasso|elastic[- ]?net"),
-    ("poisson/glm", r"poisson regression|generali[sz]ed linear models?|\bglms?\b|generali[sz]ed additive models?|\bgams?\b"),
+    (
+        "poisson/glm",
+        r"poisson regression|generali[sz]ed linear models?|\bglms?\b|generali[sz]ed additive models?|\bgams?\b",
+    ),
     ("mixed effects", r"mixed[- ]effects?(?: models?)?|hierarchical (?:bayesian )?models?"),
     ("geographically weighted regression", r"geographically weighted regression|\bgwr\b"),
     ("random forest", r"random forests?"),
@@ -105,9 +130,15 @@ METHOD_TERMS: list[tuple[str, str]] = [
     ("gaussian mixture", r"gaussian mixture(?: models?)?|\bgmm\b"),
     ("pca", r"principal components?(?: analysis)?|\bpca\b"),
     ("embedding", r"\bt-?sne\b|\bumap\b"),
-    ("cross-validation", r"cross[- ]?validat(?:ion|ed)|\bk[- ]?fold\b|leave[- ]one[- ]out|\bloocv\b|spatial(?:ly)? blocked"),
+    (
+        "cross-validation",
+        r"cross[- ]?validat(?:ion|ed)|\bk[- ]?fold\b|leave[- ]one[- ]out|\bloocv\b|spatial(?:ly)? blocked",
+    ),
     ("grid search", r"grid[- ]search|hyperparameter (?:tuning|search|optimi[sz]ation)"),
-    ("arima", r"\b(?:s?arima|sarimax)\b|autoregressive(?: integrated)?(?: moving average)?|\bvar model|vector autoregression"),
+    (
+        "arima",
+        r"\b(?:s?arima|sarimax)\b|autoregressive(?: integrated)?(?: moving average)?|\bvar model|vector autoregression",
+    ),
     ("exponential smoothing", r"exponential smoothing|holt[- ]winters"),
     ("isolation forest", r"isolation forests?"),
     ("local outlier factor", r"local outlier factor|\blof\b"),
@@ -116,9 +147,15 @@ METHOD_TERMS: list[tuple[str, str]] = [
     ("rolling statistics", r"rolling (?:mean|median|window|average|statistics)|moving (?:average|window)|\bewma\b"),
     ("iqr rule", r"\biqr\b|interquartile range"),
     ("mahalanobis distance", r"mahalanobis"),
-    ("change-point detection", r"change[- ]?point (?:detection|analysis)|\bpelt\b|binary segmentation|\bcusum\b|\bbocpd\b"),
+    (
+        "change-point detection",
+        r"change[- ]?point (?:detection|analysis)|\bpelt\b|binary segmentation|\bcusum\b|\bbocpd\b",
+    ),
     ("population models", r"ricker(?: model)?|lotka[- ]volterra|gompertz|logistic growth|beverton[- ]holt"),
-    ("kriging", r"(?:ordinary |universal |regression )?kriging|gaussian process(?: regression)?|variograms?|semivariograms?"),
+    (
+        "kriging",
+        r"(?:ordinary |universal |regression )?kriging|gaussian process(?: regression)?|variograms?|semivariograms?",
+    ),
     ("inverse distance weighting", r"inverse distance weight(?:ing|ed)|\bidw\b"),
     ("survival analysis", r"cox (?:proportional hazards|regression|model)|kaplan[- ]meier|survival analysis"),
     ("feature importance", r"shap(?: values)?|permutation importance|feature importances?"),
@@ -149,7 +186,10 @@ TEST_TERMS: list[tuple[str, str]] = [
     ("mcnemar", r"mcnemar"),
     ("correlation test", r"pearson(?:'s)?(?: r| correlation)?|spearman(?:'s)?(?: rho| correlation)?|kendall'?s? tau"),
     ("multiple testing", r"bonferroni|benjamini[- ]hochberg|false discovery rate|\bfdr\b|holm"),
-    ("significance", r"statistically significant|significance level|significant at|null hypothesis|hypothesis test(?:ing|s)?"),
+    (
+        "significance",
+        r"statistically significant|significance level|significant at|null hypothesis|hypothesis test(?:ing|s)?",
+    ),
     ("effect size", r"effect sizes?|cohen'?s d\b|odds ratios?|hazard ratios?"),
     ("standard error", r"standard errors?|\bs\.e\.m?\b|\bsem\b"),
     ("z-test", r"\bz[- ]tests?\b"),
@@ -191,7 +231,9 @@ def find_terms(text: str, vocabulary: Sequence[tuple[str, str]]) -> list[str]:
 
 
 _ENUM_RE = re.compile(r"^\s*(?:\d{1,2}[.)]|\(\d{1,2}\))\s")
-_REF_BEFORE_RE = re.compile(r"(?:table|figure|fig\.?|section|appendix|eq\.?|equation|step|phase|team)\s*$", re.IGNORECASE)
+_REF_BEFORE_RE = re.compile(
+    r"(?:table|figure|fig\.?|section|appendix|eq\.?|equation|step|phase|team)\s*$", re.IGNORECASE
+)
 
 
 def result_numbers(text: str) -> list[str]:
@@ -211,7 +253,7 @@ def result_numbers(text: str) -> list[str]:
         for n in extract_numbers(line, words=False):
             if enum and n.start < enum.end():
                 continue
-            if _REF_BEFORE_RE.search(line[max(0, n.start - 16): n.start]):
+            if _REF_BEFORE_RE.search(line[max(0, n.start - 16) : n.start]):
                 continue
             key = f"{n.value:.6g}" + ("%" if n.percent else "")
             if key not in seen:
@@ -266,12 +308,33 @@ def phrase_re(phrase: str) -> re.Pattern | None:
 #: words that may stand between two words of a context phrase ("the mean of the yield" names
 #: "mean yield"): articles, a few prepositions and possessives, "value(s)"; never and / or /
 #: not / no / with / to / from, which can turn the phrase into another ("spatial and random CV")
-_GAP_WORDS = ("of", "the", "a", "an", "in", "for", "per", "on", "at", "by", "its", "their", "this", "that", "these", "those",
-              "value", "values", "across", "over")
+_GAP_WORDS = (
+    "of",
+    "the",
+    "a",
+    "an",
+    "in",
+    "for",
+    "per",
+    "on",
+    "at",
+    "by",
+    "its",
+    "their",
+    "this",
+    "that",
+    "these",
+    "those",
+    "value",
+    "values",
+    "across",
+    "over",
+)
 #: a phrase word after which no gap is allowed: quantifiers and negations ("most of the
 #: important covariates" does not name "most important")
-_NO_GAP_AFTER = frozenset({"most", "least", "some", "all", "any", "each", "every", "many", "few", "no", "not", "none", "top",
-                           "same", "non"})
+_NO_GAP_AFTER = frozenset(
+    {"most", "least", "some", "all", "any", "each", "every", "many", "few", "no", "not", "none", "top", "same", "non"}
+)
 _JOIN = r"[\s\-_/]*"
 _GAP_JOIN = r"(?:[\s\-_/]+(?:(?:" + "|".join(_GAP_WORDS) + r")[\s\-_/]+){1,3}|[\s\-_/]*)"
 
@@ -312,8 +375,19 @@ def context_re(phrase: str) -> re.Pattern | None:
     return re.compile(rf"(?<![^\W_])(?<!non-)(?<!non )(?:{body})\d*(?![^\W_])", re.IGNORECASE)
 
 
-
 __all__ = [
-    "CROSS_REFS_FULL", "CROSS_REF_TERMS", "METHODS_FULL", "METHOD_TERMS", "NUMBERS_FULL", "TESTS_FULL", "TEST_TERMS",
-    "Number", "context_re", "extract_numbers", "find_terms", "phrase_re", "quality_parts", "result_numbers",
+    "CROSS_REFS_FULL",
+    "CROSS_REF_TERMS",
+    "METHODS_FULL",
+    "METHOD_TERMS",
+    "NUMBERS_FULL",
+    "TESTS_FULL",
+    "TEST_TERMS",
+    "Number",
+    "context_re",
+    "extract_numbers",
+    "find_terms",
+    "phrase_re",
+    "quality_parts",
+    "result_numbers",
 ]

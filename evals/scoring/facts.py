@@ -24,12 +24,12 @@ from cooplab.evals.scoring.extraction import Number, context_re, extract_numbers
 from cooplab.evals.scoring.sections import (
     SECTIONS,
     TOKEN_RE,
-    heading_blocks,
-    text_chunks,
-    split_sentences,
     clean_text,
+    heading_blocks,
     logical_lines,
     section_presence,
+    split_sentences,
+    text_chunks,
 )
 
 FACT_KINDS: tuple[str, ...] = ("number", "set", "claim", "label")
@@ -152,11 +152,34 @@ def _window(unit: str, start: int, end: int, n: int) -> tuple[int, int]:
 
 
 _CLAUSE_RE = re.compile(r"[;:,()]|\s-\s|(?<![^\W_])(?:but|whereas|while|although|though|however|yet|unlike)(?![^\W_])")
-_NEG_WORDS = {"no", "not", "never", "none", "neither", "nor", "without", "cannot", "absent", "absence", "lack", "lacks",
-              "lacking", "failed", "fails", "fail", "unable", "insignificant", "nonsignificant", "non-significant", "nothing"}
+_NEG_WORDS = {
+    "no",
+    "not",
+    "never",
+    "none",
+    "neither",
+    "nor",
+    "without",
+    "cannot",
+    "absent",
+    "absence",
+    "lack",
+    "lacks",
+    "lacking",
+    "failed",
+    "fails",
+    "fail",
+    "unable",
+    "insignificant",
+    "nonsignificant",
+    "non-significant",
+    "nothing",
+}
 
 
-_COMPARISON_CUT_RE = re.compile(_CLAUSE_RE.pattern + r"|(?<![^\W_])(?:than|against|versus|vs|compared (?:to|with)|ahead of)(?![^\W_])")
+_COMPARISON_CUT_RE = re.compile(
+    _CLAUSE_RE.pattern + r"|(?<![^\W_])(?:than|against|versus|vs|compared (?:to|with)|ahead of)(?![^\W_])"
+)
 
 
 def _clause(unit: str, start: int, end: int, comparisons: bool = False) -> tuple[int, int]:
@@ -200,8 +223,10 @@ def negated(unit: str, start: int, end: int, window: int = NEGATION_WINDOW) -> b
 
 # --- commitment: hedges and alternatives ----------------------------------------------------------
 #: words that make a statement a guess, not a finding ("may be", "one of", "either ... or").
-_HEDGE_RE = re.compile(r"(?<![^\W_])(?:possibly|perhaps|maybe|might|may|could|either|whether|candidates?|"
-                       r"alternatively|one of|some of|any of|and/or)(?![^\W_])")
+_HEDGE_RE = re.compile(
+    r"(?<![^\W_])(?:possibly|perhaps|maybe|might|may|could|either|whether|candidates?|"
+    r"alternatively|one of|some of|any of|and/or)(?![^\W_])"
+)
 #: a hedge is read from its sentence part: cut at ; : and at but / whereas / while / although /
 #: though / however / yet (not at commas or brackets, which "possibly X, or possibly Y" uses).
 _HEDGE_SPAN_RE = re.compile(r"[;:]|(?<![^\W_])(?:but|whereas|while|although|though|however|yet)(?![^\W_])")
@@ -210,7 +235,9 @@ _HEDGE_SPAN_RE = re.compile(r"[;:]|(?<![^\W_])(?:but|whereas|while|although|thou
 HEDGE_BEFORE = 6
 HEDGE_AFTER = 3
 _ALT_WORD_RE = re.compile(r"(?<![^\W_])(?:or|nor|either)(?![^\W_])")
-_PURE_JOIN_RE = re.compile(r"^(?:[\s,;/\-\u2013\u2014]|(?<![^\W_])(?:and|or|nor|either|to|from|between|the|a|an)(?![^\W_]))*$")
+_PURE_JOIN_RE = re.compile(
+    r"^(?:[\s,;/\-\u2013\u2014]|(?<![^\W_])(?:and|or|nor|either|to|from|between|the|a|an)(?![^\W_]))*$"
+)
 _WORD_RE = re.compile(r"[^\W_]+")
 
 
@@ -231,7 +258,7 @@ def hedged(unit: str, start: int, end: int, evidence: tuple[int, int] | None = N
     after = " ".join(unit[end:hi].split()[:HEDGE_AFTER])
     between = ""
     if evidence is not None:
-        between = unit[end:evidence[0]] if evidence[0] >= end else unit[evidence[1]:start]
+        between = unit[end : evidence[0]] if evidence[0] >= end else unit[evidence[1] : start]
     return any(_HEDGE_RE.search(t) for t in (before, after, between))
 
 
@@ -253,7 +280,7 @@ def _groups(unit: str, spans: list[tuple[int, int]], alternatives_only: bool = F
     out: list[int] = []
     for i, (a, b) in enumerate(spans):
         if i and spans[i - 1][1] <= a:
-            between = unit[spans[i - 1][1]:a]
+            between = unit[spans[i - 1][1] : a]
             same = _joined(between) and (not alternatives_only or bool(_ALT_WORD_RE.search(between)))
         else:
             same = i > 0  # overlapping spans name one thing
@@ -263,8 +290,23 @@ def _groups(unit: str, spans: list[tuple[int, int]], alternatives_only: bool = F
 
 # --- comparatives ------------------------------------------------------------------------------
 _COMPARATIVES: dict[str, tuple[str, int]] = {}
-for _w in ("higher", "greater", "larger", "bigger", "stronger", "increased", "increase", "increases", "exceed", "exceeds",
-           "exceeded", "exceeding", "above", "elevated", "inflated"):
+for _w in (
+    "higher",
+    "greater",
+    "larger",
+    "bigger",
+    "stronger",
+    "increased",
+    "increase",
+    "increases",
+    "exceed",
+    "exceeds",
+    "exceeded",
+    "exceeding",
+    "above",
+    "elevated",
+    "inflated",
+):
     _COMPARATIVES[_w] = ("magnitude", 1)
 for _w in ("lower", "smaller", "weaker", "fewer", "decreased", "decrease", "decreases", "below", "reduced", "deflated"):
     _COMPARATIVES[_w] = ("magnitude", -1)
@@ -276,8 +318,9 @@ _COMP_RE = re.compile(r"(?<![^\W_])(" + "|".join(sorted(_COMPARATIVES, key=len, 
 _THAN_RE = re.compile(r"(?<![^\W_])(?:than|compared (?:to|with)|relative to|versus|vs)(?![^\W_])")
 
 
-def _orientation(unit: str, ctx: re.Match, axis: str | None, negation: bool = True,
-                 bounds: tuple[int, int] | None = None) -> tuple[str, int] | None:
+def _orientation(
+    unit: str, ctx: re.Match, axis: str | None, negation: bool = True, bounds: tuple[int, int] | None = None
+) -> tuple[str, int] | None:
     """The direction a sentence gives the thing named at ``ctx``: the comparative nearest to it
     (on ``axis`` if given: "magnitude" higher/lower..., "quality" better/worse...), +1 or -1,
     flipped if "than" (compared to/with, relative to, versus, vs) stands between the comparative
@@ -300,7 +343,7 @@ def _orientation(unit: str, ctx: re.Match, axis: str | None, negation: bool = Tr
     if m.end() <= ctx.start() and _THAN_RE.search(unit, m.end(), ctx.start()):
         sign = -sign
     lo, _ = _clause(unit, m.start(), m.end())
-    neg_comparative = any(_is_neg(t, None) for t in unit[lo:m.start()].split()[-3:])
+    neg_comparative = any(_is_neg(t, None) for t in unit[lo : m.start()].split()[-3:])
     if negation and (negated(unit, ctx.start(), ctx.end()) or neg_comparative):
         sign = -sign
     return ax, sign
@@ -343,9 +386,12 @@ def _item_key(item: str) -> tuple[str, re.Pattern, re.Pattern | None]:
     if len(sides) == 2 and all(_numbered(x) for x in sides):
         (pa, a), (pb, b) = _numbered(sides[0]), _numbered(sides[1])
         qa, qb = _prefix_pattern(pa), _prefix_pattern(pb)
-        item_re = re.compile(rf"(?<![^\W_])(?:{qa})[\s_\-]?0*{a}{_ARROW}(?:{qb})[\s_\-]?0*{b}(?![\w.]\d|\w)", re.IGNORECASE)
-        fam_re = re.compile(rf"(?<![^\W_])(?:{qa})[\s_\-]?(\d{{1,12}}){_ARROW}(?:{qb})[\s_\-]?(\d{{1,12}})(?![\w.]\d|\w)",
-                            re.IGNORECASE)
+        item_re = re.compile(
+            rf"(?<![^\W_])(?:{qa})[\s_\-]?0*{a}{_ARROW}(?:{qb})[\s_\-]?0*{b}(?![\w.]\d|\w)", re.IGNORECASE
+        )
+        fam_re = re.compile(
+            rf"(?<![^\W_])(?:{qa})[\s_\-]?(\d{{1,12}}){_ARROW}(?:{qb})[\s_\-]?(\d{{1,12}})(?![\w.]\d|\w)", re.IGNORECASE
+        )
         return f"{pa}#{a}->{pb}#{b}", item_re, fam_re
     return s, phrase_re(s) or re.compile(re.escape(s), re.IGNORECASE), None
 
@@ -389,7 +435,7 @@ def _distance(a: tuple[int, int], spans: list[tuple[int, int]]) -> int:
     if not spans:
         return 10**9
     i = bisect.bisect_left(spans, (a[0], -1))
-    near = spans[max(0, i - 3): i + 3]
+    near = spans[max(0, i - 3) : i + 3]
     return min(max(0, b0 - a[1], a[0] - b1) for b0, b1 in near)
 
 
@@ -412,9 +458,11 @@ _QUANTIFIES_RE = re.compile(r"^[\s%]*(?:[^\W\d_][\w'-]*\s+)?$")
 #: this many), is the value the statement gives it ("rmse 0.082", "the shift occurs at t = 40";
 #: not "the patients fall into 3 subtypes").
 DIRECT_WORDS = 3
-_LINK_RE = re.compile(r"^(?:[\s:=~(\u2248]|(?<![^\W_])(?:is|are|was|were|be|been|of|at|equals?|reach(?:es|ed)?|about|"
-                      r"approximately|around|roughly|nearly|near|t|n|occurs?|occurred|ha[sd]|have|gives?|gave|count|"
-                      r"value|estimated|measured|lies|stands)(?![^\W_]))*$")
+_LINK_RE = re.compile(
+    r"^(?:[\s:=~(\u2248]|(?<![^\W_])(?:is|are|was|were|be|been|of|at|equals?|reach(?:es|ed)?|about|"
+    r"approximately|around|roughly|nearly|near|t|n|occurs?|occurred|ha[sd]|have|gives?|gave|count|"
+    r"value|estimated|measured|lies|stands)(?![^\W_]))*$"
+)
 
 
 @dataclass
@@ -452,24 +500,29 @@ class _Tally:
         return FactResult(fact["id"], kind, "missing", 0.0, "")
 
 
-def _number_verdict(unit: str, m: re.Match, nums: list[Number], close: list[bool], alone: list[bool]) -> tuple[str | None, bool]:
+def _number_verdict(
+    unit: str, m: re.Match, nums: list[Number], close: list[bool], alone: list[bool]
+) -> tuple[str | None, bool]:
     """What one occurrence of a number fact's phrase states: ("right" | "hedged" | "wrong" |
     None, whether numbers were read). ``nums``: the unit's numbers, ``close``: which are within
     the tolerance, ``alone``: which are offered only with close ones (their group, :func:`_groups`,
     is all close). See :func:`_score_number`."""
     lo, hi = _window(unit, m.start(), m.end(), NUMBER_WINDOW)
     first, last = (bisect.bisect_left(nums, x, key=lambda n: n.start) for x in (lo, hi))
-    idx = [i for i in range(first, last)
-           if nums[i].start + len(nums[i].text) <= hi and not (m.start() <= nums[i].start < m.end())]
+    idx = [
+        i
+        for i in range(first, last)
+        if nums[i].start + len(nums[i].text) <= hi and not (m.start() <= nums[i].start < m.end())
+    ]
     before = [i for i in idx if nums[i].start < m.start()]
     direct = None
-    if before and _QUANTIFIES_RE.match(unit[nums[before[-1]].start + len(nums[before[-1]].text):m.start()]):
+    if before and _QUANTIFIES_RE.match(unit[nums[before[-1]].start + len(nums[before[-1]].text) : m.start()]):
         direct = before[-1]
         idx = [direct]
     else:
         _, c_hi = _clause(unit, m.start(), m.end())
         after = [i for i in idx if nums[i].start >= m.end() and nums[i].start < c_hi]
-        link = unit[m.end():nums[after[0]].start] if after else ""
+        link = unit[m.end() : nums[after[0]].start] if after else ""
         if after and len(link.split()) <= DIRECT_WORDS and _LINK_RE.match(link):
             direct = after[0]
     good = [i for i in idx if close[i]]
@@ -533,8 +586,15 @@ def _affinities(unit: str, contexts: list[list[re.Pattern]]) -> list[int]:
     """For each context (a fact's phrases): how many of its phrases occur in ``unit``, not
     counting an occurrence that lies inside a longer occurrence of any context's phrase ("not
     significant" hides "significant")."""
-    occ = sorted(((m.start(), m.end(), c, k) for c, pats in enumerate(contexts) for k, p in enumerate(pats)
-                  for m in p.finditer(unit)), key=lambda o: (o[0], -o[1]))
+    occ = sorted(
+        (
+            (m.start(), m.end(), c, k)
+            for c, pats in enumerate(contexts)
+            for k, p in enumerate(pats)
+            for m in p.finditer(unit)
+        ),
+        key=lambda o: (o[0], -o[1]),
+    )
     kept = []
     max_end, max_span = -1, None  # the furthest-reaching occurrence so far (it starts no later)
     for o in occ:
@@ -546,9 +606,11 @@ def _affinities(unit: str, contexts: list[list[re.Pattern]]) -> list[int]:
     return [len({k for _, _, c2, k in kept if c2 == c}) for c in range(len(contexts))]
 
 
-_SET_CLAUSE_RE = re.compile(r";|(?<![^\W_])(?:but|whereas|while|although|though|however|unlike|except|apart from)(?![^\W_])"
-                            r"|,\s+and\s+(?=(?:the|a|an|this|these|those|its|their|it|they|we|in|within|on|for|with|at|by|"
-                            r"after|before|when|so|thus|therefore)(?![^\W_]))")
+_SET_CLAUSE_RE = re.compile(
+    r";|(?<![^\W_])(?:but|whereas|while|although|though|however|unlike|except|apart from)(?![^\W_])"
+    r"|,\s+and\s+(?=(?:the|a|an|this|these|those|its|their|it|they|we|in|within|on|for|with|at|by|"
+    r"after|before|when|so|thus|therefore)(?![^\W_]))"
+)
 
 
 _ALTERNATIVE_NEXT_RE = re.compile(r"\s*(?:or|nor|alternatively|otherwise)(?![^\W_])")
@@ -571,8 +633,8 @@ def _set_clauses(units: list[_Unit]) -> list[_Unit]:
         for m in _SET_CLAUSE_RE.finditer(u.text):
             if _ALTERNATIVE_NEXT_RE.match(u.text, m.end()):
                 continue
-            if u.text[start:m.start()].strip():
-                out.append(_Unit(u.text[start:m.start()].strip(), u.line, u.kind, u.findings, u.end))
+            if u.text[start : m.start()].strip():
+                out.append(_Unit(u.text[start : m.start()].strip(), u.line, u.kind, u.findings, u.end))
             start = m.end()
         if u.text[start:].strip():
             out.append(_Unit(u.text[start:].strip(), u.line, u.kind, u.findings, u.end))
@@ -600,7 +662,8 @@ _SET_CLAIM_RE = re.compile(
     r"rais(?:e|es|ed|ing)|reduc(?:e|es|ing)|lower(?:s|ing)|boost(?:s|ed|ing)?|depend(?:s|ed|ing)?|"
     r"associat(?:ed|ion|ions)|correlat(?:e|es|ed|ion|ions)|relat(?:ed|ion|ionship)|link(?:ed)?|"
     r"contribut(?:e|es|ed|ing|ion)|effects?|impacts?|coefficients?|slopes?|odds ratio|importance|important|"
-    r"significant(?:ly)?|strongest|weakest|main factors?|key factors?)(?![^\W_])")
+    r"significant(?:ly)?|strongest|weakest|main factors?|key factors?)(?![^\W_])"
+)
 
 
 def _claims_items(clause: str) -> bool:
@@ -702,7 +765,11 @@ def _score_set(fact: dict[str, Any], units: list[_Unit], set_facts: Sequence[dic
                 j += 1
             last = None
             block = []
-            while j < len(clauses) and clauses[j].kind in ("item", "row") and (last is None or clauses[j].line <= last + 1):
+            while (
+                j < len(clauses)
+                and clauses[j].kind in ("item", "row")
+                and (last is None or clauses[j].line <= last + 1)
+            ):
                 block.append(clauses[j].text)
                 last = clauses[j].last
                 j += 1
@@ -712,12 +779,18 @@ def _score_set(fact: dict[str, Any], units: list[_Unit], set_facts: Sequence[dic
         return FactResult(fact["id"], "set", "contradicted", 0.0, "hedged: " + _snippet(hedges[0]))
     rival = next(((a, b) for a in statements for b in statements if not (a <= b or b <= a)), None)
     if rival is not None:
-        return FactResult(fact["id"], "set", "contradicted", 0.0, f"names different sets: {sorted(rival[0])} and {sorted(rival[1])}")
+        return FactResult(
+            fact["id"], "set", "contradicted", 0.0, f"names different sets: {sorted(rival[0])} and {sorted(rival[1])}"
+        )
     weight = 1.0
     where = "in context"
     if not t_hit and not o_hit:
         for u in clauses:
-            spans = sorted(_mention_spans(u.text, truth, others), key=lambda s: (s[1], -s[2])) if u.kind != "heading" else []
+            spans = (
+                sorted(_mention_spans(u.text, truth, others), key=lambda s: (s[1], -s[2]))
+                if u.kind != "heading"
+                else []
+            )
             if spans and _claims_items(u.text) and not _set_hedged(u.text, spans[0][1:3], spans):
                 take([(k, t) for k, _, _, t in spans])
         weight, where = 0.5, "outside the context, in a claim (half weight)"
@@ -763,20 +836,24 @@ def _claim_direction(fact: dict[str, Any]) -> tuple[str, int] | None:
 
 #: an inquiry: a sentence part in which the phrase is only what was looked at ("we examined the
 #: spatial autocorrelation") states no finding about it ...
-_INQUIRY_RE = re.compile(r"(?<![^\W_])(?:look(?:ed)? (?:at|for)|examin(?:e|ed|ing)|stud(?:y|ied|ying)|investigat(?:e|ed|ing)|"
-                         r"explor(?:e|ed|ing)|consider(?:ed|ing)?|assess(?:ed|ing)?|check(?:ed|ing)?(?: for)?|"
-                         r"analy[sz](?:e|ed|ing)|test(?:ed|ing)? for|search(?:ed)? for|measur(?:e|ed|ing)|evaluat(?:e|ed|ing)|"
-                         r"quantif(?:y|ied|ying)|estimat(?:e|ed|ing)|describ(?:e|ed|ing))(?![^\W_])")
+_INQUIRY_RE = re.compile(
+    r"(?<![^\W_])(?:look(?:ed)? (?:at|for)|examin(?:e|ed|ing)|stud(?:y|ied|ying)|investigat(?:e|ed|ing)|"
+    r"explor(?:e|ed|ing)|consider(?:ed|ing)?|assess(?:ed|ing)?|check(?:ed|ing)?(?: for)?|"
+    r"analy[sz](?:e|ed|ing)|test(?:ed|ing)? for|search(?:ed)? for|measur(?:e|ed|ing)|evaluat(?:e|ed|ing)|"
+    r"quantif(?:y|ied|ying)|estimat(?:e|ed|ing)|describ(?:e|ed|ing))(?![^\W_])"
+)
 #: ... unless the part also reports a result ("we examined X and found it positive")
-_RESULT_RE = re.compile(r"(?<![^\W_])(?:found|finds?|shows?|showed|shown|reveal(?:s|ed)?|indicat(?:es|ed)|confirm(?:s|ed)|"
-                        r"demonstrat(?:es|ed)|is|are|was|were|exists?|existed|present|detected|observed)(?![^\W_])")
+_RESULT_RE = re.compile(
+    r"(?<![^\W_])(?:found|finds?|shows?|showed|shown|reveal(?:s|ed)?|indicat(?:es|ed)|confirm(?:s|ed)|"
+    r"demonstrat(?:es|ed)|is|are|was|were|exists?|existed|present|detected|observed)(?![^\W_])"
+)
 
 
 def _only_inquired(unit: str, m: re.Match) -> bool:
     """Whether the phrase at ``m`` is only the object of an inquiry (:data:`_INQUIRY_RE`) in its
     sentence part, which reports no result (:data:`_RESULT_RE`)."""
     lo, hi = _part(unit, m.start(), m.end())
-    part = unit[lo:m.start()] + " " + unit[m.end():hi]
+    part = unit[lo : m.start()] + " " + unit[m.end() : hi]
     return _INQUIRY_RE.search(unit, lo, m.start()) is not None and _RESULT_RE.search(part) is None
 
 
@@ -955,7 +1032,9 @@ def truth_facts(truth: dict[str, Any]) -> list[dict[str, Any]]:
             raise ValueError(f"{where}: 'requires' names {bad[0]!r}, which is not another fact of this truth")
         chained = [r for r in req if facts[ids.index(r)].get("requires") is not None]
         if chained:
-            raise ValueError(f"{where}: requires {chained[0]!r}, which has 'requires' itself; name the facts it rests on directly")
+            raise ValueError(
+                f"{where}: requires {chained[0]!r}, which has 'requires' itself; name the facts it rests on directly"
+            )
     return facts
 
 
@@ -982,9 +1061,14 @@ def _backed(result: FactResult, fact: dict[str, Any], by_id: dict[str, FactResul
     lacking = [r for r in req if by_id[r].status != "found"]
     if result.status != "found" or not lacking:
         return result
-    return FactResult(result.id, result.kind, "missing", 0.0,
-                      f"stated, but not backed by the data's findings it rests on ({', '.join(lacking)} not found): "
-                      + result.evidence)
+    return FactResult(
+        result.id,
+        result.kind,
+        "missing",
+        0.0,
+        f"stated, but not backed by the data's findings it rests on ({', '.join(lacking)} not found): "
+        + result.evidence,
+    )
 
 
 # =============================================================================================
@@ -1007,9 +1091,14 @@ class HeuristicScore:
         return {"completeness": self.completeness, "quality": self.quality, "accuracy": self.accuracy}
 
     def as_dict(self) -> dict[str, Any]:
-        return {**self.scores(), "sections": dict(self.sections), "quality_parts": dict(self.quality_parts),
-                "quality_terms": {k: list(v) for k, v in self.quality_terms.items()},
-                "facts": [f.as_dict() for f in self.facts], "truncated": self.truncated}
+        return {
+            **self.scores(),
+            "sections": dict(self.sections),
+            "quality_parts": dict(self.quality_parts),
+            "quality_terms": {k: list(v) for k, v in self.quality_terms.items()},
+            "facts": [f.as_dict() for f in self.facts],
+            "truncated": self.truncated,
+        }
 
 
 def heuristic_score(report: Any, truth: dict[str, Any]) -> HeuristicScore:
@@ -1027,8 +1116,12 @@ def heuristic_score(report: Any, truth: dict[str, Any]) -> HeuristicScore:
         completeness=round(sum(sections.values()) / len(SECTIONS), 6),
         quality=round(sum(parts.values()) / len(parts), 6),
         accuracy=round(sum(f.score for f in facts) / len(facts), 6) if facts else 0.0,
-        sections=sections, quality_parts={k: round(v, 6) for k, v in parts.items()}, quality_terms=terms,
-        facts=facts, truncated=truncated)
+        sections=sections,
+        quality_parts={k: round(v, 6) for k, v in parts.items()},
+        quality_terms=terms,
+        facts=facts,
+        truncated=truncated,
+    )
 
 
 def truth_problems(truth: dict[str, Any]) -> list[str]:
@@ -1043,7 +1136,9 @@ def truth_problems(truth: dict[str, Any]) -> list[str]:
     for f in facts:
         alone = _SCORERS[f["kind"]](f, _units(clean_text(str(f["statement"]))[0]))
         if alone.status != "found" or alone.score < 1.0:
-            problems.append(f"{f['id']}: its statement alone is {alone.status} (score {alone.score}): {f['statement']!r}")
+            problems.append(
+                f"{f['id']}: its statement alone is {alone.status} (score {alone.score}): {f['statement']!r}"
+            )
         elif joint[f["id"]].status != "found" or joint[f["id"]].score < 1.0:
             j = joint[f["id"]]
             problems.append(f"{f['id']}: among the other statements it is {j.status} (score {j.score}; {j.evidence})")
@@ -1051,6 +1146,17 @@ def truth_problems(truth: dict[str, Any]) -> list[str]:
 
 
 __all__ = [
-    "FACT_KINDS", "LABEL_WINDOW", "MAX_OCCURRENCES", "NEGATION_WINDOW", "NUMBER_WINDOW", "FactResult", "HeuristicScore",
-    "hedged", "heuristic_score", "negated", "score_facts", "truth_facts", "truth_problems",
+    "FACT_KINDS",
+    "LABEL_WINDOW",
+    "MAX_OCCURRENCES",
+    "NEGATION_WINDOW",
+    "NUMBER_WINDOW",
+    "FactResult",
+    "HeuristicScore",
+    "hedged",
+    "heuristic_score",
+    "negated",
+    "score_facts",
+    "truth_facts",
+    "truth_problems",
 ]

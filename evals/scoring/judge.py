@@ -118,15 +118,23 @@ def report_markers(report_text: str) -> tuple[str, str]:
     return f"<<<REPORT {code} BEGINS>>>", f"<<<REPORT {code} ENDS>>>"
 
 
-def judge_prompt(report: Any, truth: dict[str, Any], *, task_description: str | None = None,
-                 max_report_chars: int = JUDGE_MAX_REPORT_CHARS) -> str:
+def judge_prompt(
+    report: Any,
+    truth: dict[str, Any],
+    *,
+    task_description: str | None = None,
+    max_report_chars: int = JUDGE_MAX_REPORT_CHARS,
+) -> str:
     """The user message: :data:`JUDGE_USER_TEMPLATE` with its fields filled in one pass (a
     report quoting ``{task}`` is left as it is). The report is cleaned (:func:`clean_text`), cut
     at ``max_report_chars`` with a marker saying how much was left out, stripped of marker-like
     runs of angle brackets, and placed last, between the lines of :func:`report_markers`."""
     text, _ = clean_text(report, max_chars=MAX_CHARS)
     if len(text) > max_report_chars:
-        text = text[:max_report_chars] + f"\n\n[... the report continues for {len(text) - max_report_chars} more characters ...]"
+        text = (
+            text[:max_report_chars]
+            + f"\n\n[... the report continues for {len(text) - max_report_chars} more characters ...]"
+        )
     text = _defang(text) if text.strip() else "(the report is empty)"
     opening, closing = report_markers(text)
     values = {
@@ -215,14 +223,23 @@ def grammar_schema(schema: dict[str, Any]) -> dict[str, Any]:
 _JUDGE_INSTRUCTIONS = _prompt("judge_instructions")
 
 
-def judge_spec(*, max_attempts: int = 3, max_tokens: int = JUDGE_MAX_TOKENS, phase: str = JUDGE_PHASE) -> DecisionSpec[JudgeVerdict]:
+def judge_spec(
+    *, max_attempts: int = 3, max_tokens: int = JUDGE_MAX_TOKENS, phase: str = JUDGE_PHASE
+) -> DecisionSpec[JudgeVerdict]:
     """The judge's decision: schema :class:`JudgeVerdict`, an invalid answer's error fed back
     and the judge asked again up to ``max_attempts`` times, output capped at ``max_tokens``, and
     no fallback value: a sample that never validates is recorded (``fallback_used``) and left
     out of the means, never replaced by an invented rating. Grammar-constrained decoders get
     :func:`grammar_schema`."""
-    return DecisionSpec(phase=phase, schema=JudgeVerdict, fallback=None, max_attempts=max_attempts, max_tokens=max_tokens,
-                        instructions=_JUDGE_INSTRUCTIONS, constrain=lambda schema, ctx: grammar_schema(schema))
+    return DecisionSpec(
+        phase=phase,
+        schema=JudgeVerdict,
+        fallback=None,
+        max_attempts=max_attempts,
+        max_tokens=max_tokens,
+        instructions=_JUDGE_INSTRUCTIONS,
+        constrain=lambda schema, ctx: grammar_schema(schema),
+    )
 
 
 DIMENSIONS: tuple[str, ...] = ("completeness", "quality", "accuracy")
@@ -252,9 +269,16 @@ class JudgeResult:
         return {d: getattr(self, d) for d in DIMENSIONS}
 
     def as_dict(self) -> dict[str, Any]:
-        return {"judge": self.judge, "k": self.k, **self.scores(), "std": dict(self.std), "sections": dict(self.sections),
-                "verdicts": [v.model_dump() if v is not None else None for v in self.verdicts],
-                "records": [r.as_dict() for r in self.records], "n_fallback": self.n_fallback}
+        return {
+            "judge": self.judge,
+            "k": self.k,
+            **self.scores(),
+            "std": dict(self.std),
+            "sections": dict(self.sections),
+            "verdicts": [v.model_dump() if v is not None else None for v in self.verdicts],
+            "records": [r.as_dict() for r in self.records],
+            "n_fallback": self.n_fallback,
+        }
 
 
 #: the columns of a judge's scores in a science sweep's scores.csv (beside the heuristic's)
@@ -270,10 +294,20 @@ def judge_entry(scores: Any, judge: str | None = None) -> dict[str, Any] | None:
     return entries[-1] if entries else None
 
 
-async def judge_report(service: LLMService, report: Any, truth: dict[str, Any], *, k: int = 3, judge_name: str | None = None,
-                       agent: int = 0, society: int = 0, spec: DecisionSpec[JudgeVerdict] | None = None,
-                       task_description: str | None = None, max_report_chars: int = JUDGE_MAX_REPORT_CHARS,
-                       config: dict | None = None) -> JudgeResult:
+async def judge_report(
+    service: LLMService,
+    report: Any,
+    truth: dict[str, Any],
+    *,
+    k: int = 3,
+    judge_name: str | None = None,
+    agent: int = 0,
+    society: int = 0,
+    spec: DecisionSpec[JudgeVerdict] | None = None,
+    task_description: str | None = None,
+    max_report_chars: int = JUDGE_MAX_REPORT_CHARS,
+    config: dict | None = None,
+) -> JudgeResult:
     """Ask the judge (the service's model for ``agent``: its ``"default"`` model unless the
     service maps ``str(agent)`` to another) to rate ``report`` ``k`` times, concurrently.
 
@@ -304,15 +338,42 @@ async def judge_report(service: LLMService, report: Any, truth: dict[str, Any], 
         xs = np.array([to_unit(getattr(v, d)) for v in valid], dtype=float)
         means[d] = round(float(xs.mean()), 6) if xs.size else None
         stds[d] = round(float(xs.std(ddof=0)), 6) if xs.size else None
-    sections = {s: (round(sum(getattr(v.sections, s) for v in valid) / len(valid), 6) if valid else None) for s in SECTIONS}
+    sections = {
+        s: (round(sum(getattr(v.sections, s) for v in valid) / len(valid), 6) if valid else None) for s in SECTIONS
+    }
     name = judge_name or service.model_for(agent)[0].id
-    return JudgeResult(judge=name, k=k, completeness=means["completeness"], quality=means["quality"], accuracy=means["accuracy"],
-                       std=stds, sections=sections, verdicts=verdicts, records=records,
-                       n_fallback=sum(1 for r in records if r.fallback_used))
+    return JudgeResult(
+        judge=name,
+        k=k,
+        completeness=means["completeness"],
+        quality=means["quality"],
+        accuracy=means["accuracy"],
+        std=stds,
+        sections=sections,
+        verdicts=verdicts,
+        records=records,
+        n_fallback=sum(1 for r in records if r.fallback_used),
+    )
 
 
 __all__ = [
-    "DIMENSIONS", "JUDGE_COLUMNS", "JUDGE_MAX_REPORT_CHARS", "JUDGE_MAX_TOKENS", "JUDGE_PHASE", "JUDGE_SYSTEM", "JUDGE_USER_TEMPLATE",
-    "JudgeResult", "JudgeSections", "JudgeVerdict", "grammar_schema", "ground_truth_text", "judge_entry", "judge_messages", "judge_prompt",
-    "judge_report", "judge_spec", "report_markers", "to_unit",
+    "DIMENSIONS",
+    "JUDGE_COLUMNS",
+    "JUDGE_MAX_REPORT_CHARS",
+    "JUDGE_MAX_TOKENS",
+    "JUDGE_PHASE",
+    "JUDGE_SYSTEM",
+    "JUDGE_USER_TEMPLATE",
+    "JudgeResult",
+    "JudgeSections",
+    "JudgeVerdict",
+    "grammar_schema",
+    "ground_truth_text",
+    "judge_entry",
+    "judge_messages",
+    "judge_prompt",
+    "judge_report",
+    "judge_spec",
+    "report_markers",
+    "to_unit",
 ]

@@ -29,16 +29,38 @@ MIN_SENTENCES = 2
 MIN_DISTINCT_WORDS = 12
 
 
-
 # =============================================================================================
 # text hygiene
 # =============================================================================================
-_TRANSLATE = str.maketrans({
-    "\u2212": "-", "\u2010": "-", "\u2011": "-", "\u2012": "-", "\u2013": "-", "\u2014": " - ", "\u2015": " - ",
-    "\u00a0": " ", "\u2009": " ", "\u202f": " ", "\u2007": " ", "\u200b": "", "\ufeff": "",
-    "\u2264": "<=", "\u2265": ">=", "\u2248": "~", "\u00b1": " +/- ", "\u2018": "'", "\u2019": "'",
-    "\u201c": '"', "\u201d": '"', "\u2022": "-", "\u2192": "->", "\u27f6": "->", "\u21d2": "=>",
-})
+_TRANSLATE = str.maketrans(
+    {
+        "\u2212": "-",
+        "\u2010": "-",
+        "\u2011": "-",
+        "\u2012": "-",
+        "\u2013": "-",
+        "\u2014": " - ",
+        "\u2015": " - ",
+        "\u00a0": " ",
+        "\u2009": " ",
+        "\u202f": " ",
+        "\u2007": " ",
+        "\u200b": "",
+        "\ufeff": "",
+        "\u2264": "<=",
+        "\u2265": ">=",
+        "\u2248": "~",
+        "\u00b1": " +/- ",
+        "\u2018": "'",
+        "\u2019": "'",
+        "\u201c": '"',
+        "\u201d": '"',
+        "\u2022": "-",
+        "\u2192": "->",
+        "\u27f6": "->",
+        "\u21d2": "=>",
+    }
+)
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
@@ -87,14 +109,24 @@ _HEADING_KEYWORDS: list[tuple[str, str, bool]] = [
     (r"motivation", "introduction", True),
     (r"problem (?:statement|definition|formulation|description)", "introduction", True),
     (r"research questions?|objectives?|aims?(?: and scope)?|scope", "introduction", False),
-    (r"(?:description of (?:the )?)?(?:datasets?|data ?sets?|data)(?: (?:description|overview|summary|characteristics|"
-     r"exploration|collection|sources?|and preprocessing|preprocessing))?", "dataset", True),
+    (
+        r"(?:description of (?:the )?)?(?:datasets?|data ?sets?|data)(?: (?:description|overview|summary|characteristics|"
+        r"exploration|collection|sources?|and preprocessing|preprocessing))?",
+        "dataset",
+        True,
+    ),
     (r"exploratory data analysis|eda|study area", "dataset", True),
     (r"materials", "dataset", False),
-    (r"methods?|methodology|methodological approach|approach(?:es)?|techniques|experimental (?:setup|design)",
-     "methods", True),
-    (r"models?|modell?ing|model architecture|analysis|pipeline|implementation|procedures?|feature engineering",
-     "methods", False),
+    (
+        r"methods?|methodology|methodological approach|approach(?:es)?|techniques|experimental (?:setup|design)",
+        "methods",
+        True,
+    ),
+    (
+        r"models?|modell?ing|model architecture|analysis|pipeline|implementation|procedures?|feature engineering",
+        "methods",
+        False,
+    ),
     (r"results?|findings|key findings|experiments?|experimental results|outcomes?", "results", True),
     (r"observations", "results", False),
     (r"evaluation|validation|performance|error analysis|model assessment", "evaluation", True),
@@ -102,8 +134,12 @@ _HEADING_KEYWORDS: list[tuple[str, str, bool]] = [
     (r"conclusions?|concluding remarks|closing remarks|future work", "conclusion", True),
     (r"discussion|limitations|recommendations|outlook|implications", "conclusion", False),
     # known non-sections: they end the current section and are not scored
-    (r"references|bibliography|appendix|appendices|acknowledge?ments?|table of contents|contents|"
-     r"author contributions|code availability|supplementary(?: material)?", "other", True),
+    (
+        r"references|bibliography|appendix|appendices|acknowledge?ments?|table of contents|contents|"
+        r"author contributions|code availability|supplementary(?: material)?",
+        "other",
+        True,
+    ),
 ]
 _KW_RES = [(re.compile(rf"(?<![^\W_])(?:{p})(?![^\W_])"), s, strong) for p, s, strong in _HEADING_KEYWORDS]
 _CONNECTORS = {"and", "&", "/", "of", "the", "our", "a", "an", "for", "with", "in", "on"}
@@ -113,11 +149,17 @@ _HTML_HEADING_RE = re.compile(r"^\s*<h([1-6])[^>]*>(.*?)</h\1>\s*$", re.IGNORECA
 _LATEX_HEADING_RE = re.compile(r"^\s*\\((?:sub)*)section\*?\{(.*)\}\s*$")
 _LATEX_ABSTRACT_RE = re.compile(r"^\s*\\begin\{abstract\}\s*$")
 _BOLD_LINE_RE = re.compile(r"^\s*(?:\*\*|__)(.+?)(?:\*\*|__)\s*:?\s*$")
-_INLINE_RE = re.compile(r"^\s*(?:\*\*|__)?\s*([A-Za-z][A-Za-z &/]{1,40}?)\s*(?:\*\*|__)?\s*(?::|\s-\s)\s*(?:\*\*|__)?\s*(\S.*)$")
-_NUMBERED_RE = re.compile(r"^\s*(?:section\s+)?(?:\d{1,2}(?:\.\d{1,2})*\.?|[ivx]{1,4}\.|[a-h]\.|\d{1,2}\))\s+(.+?)\s*$", re.IGNORECASE)
+_INLINE_RE = re.compile(
+    r"^\s*(?:\*\*|__)?\s*([A-Za-z][A-Za-z &/]{1,40}?)\s*(?:\*\*|__)?\s*(?::|\s-\s)\s*(?:\*\*|__)?\s*(\S.*)$"
+)
+_NUMBERED_RE = re.compile(
+    r"^\s*(?:section\s+)?(?:\d{1,2}(?:\.\d{1,2})*\.?|[ivx]{1,4}\.|[a-h]\.|\d{1,2}\))\s+(.+?)\s*$", re.IGNORECASE
+)
 _SETEXT_RE = re.compile(r"^\s{0,3}(=+|-+)\s*$")
 _FENCE_RE = re.compile(r"^\s*(```|~~~)")
-_NUM_PREFIX_RE = re.compile(r"^(?:section\s+)?(?:\d{1,2}(?:\.\d{1,2})*\.?|[ivx]{1,4}\.|[a-h][.)]|\d{1,2}\))\s+", re.IGNORECASE)
+_NUM_PREFIX_RE = re.compile(
+    r"^(?:section\s+)?(?:\d{1,2}(?:\.\d{1,2})*\.?|[ivx]{1,4}\.|[a-h][.)]|\d{1,2}\))\s+", re.IGNORECASE
+)
 
 
 def _norm_title(title: str) -> str:
@@ -191,7 +233,7 @@ def parse_heading(line: str, next_line: str | None) -> tuple[int, tuple[str, ...
     if len(s) > 200:  # too long for a heading line; only an inline heading "Methods: ..." remains
         m = _INLINE_RE.match(s[:300])
         secs = _title_sections(m.group(1), strict=True) if m else None
-        return (2, secs, s[m.start(2):], False) if secs else None
+        return (2, secs, s[m.start(2) :], False) if secs else None
     m = _MD_HEADING_RE.match(line)
     if m:
         title = m.group(2) or ""
@@ -205,8 +247,12 @@ def parse_heading(line: str, next_line: str | None) -> tuple[int, tuple[str, ...
     if m:
         return 2 + len(m.group(1)) // 3, _title_sections(m.group(2), strict=False), None, False
     m = _BOLD_LINE_RE.match(s)
-    if m and len(m.group(1).split()) <= 10 and not m.group(1).rstrip(":").endswith(".") \
-            and not re.match(r"\s*(?:table|figure|fig\.?)\s", m.group(1), re.IGNORECASE):
+    if (
+        m
+        and len(m.group(1).split()) <= 10
+        and not m.group(1).rstrip(":").endswith(".")
+        and not re.match(r"\s*(?:table|figure|fig\.?)\s", m.group(1), re.IGNORECASE)
+    ):
         secs = _title_sections(m.group(1), strict=False)
         return (2, secs, None, False) if secs else None
     words = s.split()
@@ -314,7 +360,8 @@ _PLACEHOLDER_RE = re.compile(
     r"|to be (?:completed|added|written|determined|filled(?: in)?|done|provided|updated|decided|confirmed|inserted)"
     r"|insert [^.]{0,40}? here|fill (?:this|in|out)|\[(?:section|content|text|insert|add)[^\]]{0,40}\]"
     r"|content (?:goes|will go) here|this section (?:is|will be) (?:empty|left blank|intentionally)",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _ITEM_RE = re.compile(r"^\s*(?:[-*+]|\d{1,2}[.)]|\(\d{1,2}\))\s+")
 _TABLE_SEP_RE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
 ALPHA_WORD_RE = re.compile(r"[^\W\d_]{2,}")
@@ -426,8 +473,28 @@ def section_presence(text: str) -> dict[str, bool]:
 # sentences and numbers
 # =============================================================================================
 _SENT_SPLIT_RE = re.compile(r"(?<=[.!?])\s+")
-_ABBREV = ("e.g.", "i.e.", "approx.", "vs.", "etc.", "al.", "fig.", "figs.", "cf.", "ca.", "eq.", "resp.", "incl.",
-           "est.", "avg.", "std.", "sec.", "tab.", "ref.", "corr.")
+_ABBREV = (
+    "e.g.",
+    "i.e.",
+    "approx.",
+    "vs.",
+    "etc.",
+    "al.",
+    "fig.",
+    "figs.",
+    "cf.",
+    "ca.",
+    "eq.",
+    "resp.",
+    "incl.",
+    "est.",
+    "avg.",
+    "std.",
+    "sec.",
+    "tab.",
+    "ref.",
+    "corr.",
+)
 #: a "sentence" longer than this (no punctuation in a wall of text) is cut into pieces of at most
 #: this many characters at white space, which bounds the per-sentence work on hostile input.
 MAX_SENTENCE_CHARS = 2000
@@ -463,6 +530,15 @@ def text_chunks(text: str, size: int = MAX_SENTENCE_CHARS) -> list[str]:
 
 
 __all__ = [
-    "MAX_CHARS", "MAX_SENTENCE_CHARS", "MIN_DISTINCT_WORDS", "MIN_SENTENCES", "MIN_WORDS", "SECTIONS", "clean_text",
-    "is_substantive", "logical_lines", "section_presence", "split_sections",
+    "MAX_CHARS",
+    "MAX_SENTENCE_CHARS",
+    "MIN_DISTINCT_WORDS",
+    "MIN_SENTENCES",
+    "MIN_WORDS",
+    "SECTIONS",
+    "clean_text",
+    "is_substantive",
+    "logical_lines",
+    "section_presence",
+    "split_sections",
 ]

@@ -34,8 +34,17 @@ def tables(seed: int) -> dict[str, pd.DataFrame]:
     p_ret = np.where(region == "west", 0.22, 0.08)
     returned = (rng.random(n) < p_ret).astype(int)
     ship = np.round(1.5 + 0.12 * units + rng.gamma(2.0, 0.8, n), 1)
-    orders = pd.DataFrame({"order_id": np.arange(1, n + 1), "region": region, "units": units, "unit_price": price,
-                           "discount": discount, "returned": returned, "days_to_ship": ship})
+    orders = pd.DataFrame(
+        {
+            "order_id": np.arange(1, n + 1),
+            "region": region,
+            "units": units,
+            "unit_price": price,
+            "discount": discount,
+            "returned": returned,
+            "days_to_ship": ship,
+        }
+    )
 
     m = 300
     hour = np.arange(m)
@@ -45,16 +54,29 @@ def tables(seed: int) -> dict[str, pd.DataFrame]:
     humidity = 70 - 1.6 * (temp - 18) + rng.normal(0, 3, m)
     humidity[rng.choice(m, 12, replace=False)] = np.nan
     pressure = 1013 + rng.normal(0, 4, m).cumsum() / 5
-    sensors = pd.DataFrame({"hour": hour, "temp_c": np.round(temp, 2), "humidity": np.round(humidity, 1),
-                            "pressure_hpa": np.round(pressure, 2)})
+    sensors = pd.DataFrame(
+        {
+            "hour": hour,
+            "temp_c": np.round(temp, 2),
+            "humidity": np.round(humidity, 1),
+            "pressure_hpa": np.round(pressure, 2),
+        }
+    )
 
     k = 240
     fert = rng.choice(["A", "B", "C"], k)
     water = np.round(rng.uniform(200, 800, k), 0)
     sun = np.round(rng.uniform(3, 10, k), 1)
     height = 5 + 0.03 * water + 1.8 * sun + np.select([fert == "A", fert == "B"], [0.0, 2.5], 1.0) + rng.normal(0, 3, k)
-    plants = pd.DataFrame({"plant": [f"p{i:03d}" for i in range(k)], "fertilizer": fert, "water_ml": water, "sunlight_h": sun,
-                           "height_cm": np.round(height, 2)})
+    plants = pd.DataFrame(
+        {
+            "plant": [f"p{i:03d}" for i in range(k)],
+            "fertilizer": fert,
+            "water_ml": water,
+            "sunlight_h": sun,
+            "height_cm": np.round(height, 2),
+        }
+    )
     return {"orders.csv": orders, "sensors.csv": sensors, "plants.csv": plants}
 
 
@@ -82,62 +104,184 @@ def questions(t: dict[str, pd.DataFrame]) -> list[dict]:
     hum_filled = s.humidity.fillna(s.humidity.median())
     r_th = s[["temp_c", "humidity"]].dropna().corr().iloc[0, 1]
     items = [
-        ("orders.csv", "easy", ["summary"], "What is the mean unit price of all orders?", "Use every row. Round to 2 decimal places.",
-         [("mean_unit_price", o.unit_price.mean(), 2)]),
-        ("orders.csv", "easy", ["summary"], "What is the median number of days to ship?", "Use every row. Round to 1 decimal place.",
-         [("median_days", o.days_to_ship.median(), 1)]),
-        ("orders.csv", "easy", ["summary"], "Which region has the most orders, and how many orders does it have?",
-         "Give the region name as it is written in the data and the count as an integer.",
-         [("top_region", top.index[0], None), ("top_region_orders", int(top.iloc[0]), 0)]),
-        ("sensors.csv", "medium", ["summary", "missing values"], "How many humidity readings are missing, and what is the mean humidity after filling the missing readings with the median humidity?",
-         "Use the median of the observed readings. Round the mean to 2 decimal places.",
-         [("missing_humidity", int(s.humidity.isna().sum()), 0), ("mean_humidity_filled", hum_filled.mean(), 2)]),
-        ("sensors.csv", "easy", ["summary"], "What is the sample standard deviation of the pressure?", "Use ddof=1. Round to 3 decimal places.",
-         [("std_pressure", s.pressure_hpa.std(), 3)]),
-        ("sensors.csv", "medium", ["correlation"], "What is the Pearson correlation between temperature and humidity, and is it positive or negative?",
-         "Use the rows where both are present. Round the coefficient to 2 decimal places; the direction is the word positive or negative.",
-         [("r_temp_humidity", r_th, 2), ("direction", "negative" if r_th < 0 else "positive", None)]),
-        ("plants.csv", "easy", ["correlation"], "What is the Pearson correlation between water and plant height?", "Round to 2 decimal places.",
-         [("r_water_height", p.water_ml.corr(p.height_cm), 2)]),
-        ("orders.csv", "medium", ["correlation"], "What is the Spearman rank correlation between units and discount?", "Round to 2 decimal places.",
-         [("rho_units_discount", o.units.corr(o.discount, method="spearman"), 2)]),
-        ("plants.csv", "medium", ["distribution"], "Is plant height normally distributed according to the Shapiro-Wilk test at the 0.05 level?",
-         "Give the p-value rounded to 3 decimal places and the verdict as yes (normal, p >= 0.05) or no.",
-         [("shapiro_p", sw.pvalue, 3), ("normal", "yes" if sw.pvalue >= 0.05 else "no", None)]),
-        ("plants.csv", "hard", ["distribution"], "Do plants with fertilizer A and fertilizer B differ in mean height? Use Welch's t-test.",
-         "Compare A against B (A first). Round the t statistic to 2 decimal places and the p-value to 4 decimal places.",
-         [("welch_t", welch.statistic, 2), ("welch_p", welch.pvalue, 4)]),
-        ("orders.csv", "hard", ["distribution"], "Are region and returned independent? Use a chi-square test of independence on their contingency table.",
-         "Use scipy's default continuity handling. Round the p-value to 3 decimal places; dependent is yes when p < 0.05, else no.",
-         [("chi2_p", chi.pvalue, 3), ("dependent", "yes" if chi.pvalue < 0.05 else "no", None)]),
-        ("sensors.csv", "medium", ["outliers"], "How many temperature readings have an absolute z-score above 3?",
-         "Compute the z-score with the mean and the sample standard deviation (ddof=1) of all readings.",
-         [("z_outliers", int((z.abs() > 3).sum()), 0)]),
-        ("orders.csv", "medium", ["outliers"], "How many unit prices are outliers by the 1.5 IQR rule?",
-         "Quartiles by pandas' default (linear) quantile; an outlier lies below Q1 - 1.5 IQR or above Q3 + 1.5 IQR.",
-         [("iqr_outliers", int(_iqr_mask(o.unit_price).sum()), 0)]),
-        ("sensors.csv", "hard", ["outliers", "summary"], "What is the mean temperature after removing the outliers of the 1.5 IQR rule?",
-         "Quartiles by pandas' default (linear) quantile. Round to 2 decimal places.",
-         [("mean_temp_clean", temp_clean.mean(), 2)]),
-        ("orders.csv", "medium", ["features"], "Define revenue as units x unit_price x (1 - discount). What is the total revenue?",
-         "Round to 2 decimal places.", [("total_revenue", rev.sum(), 2)]),
-        ("orders.csv", "medium", ["features", "summary"], "With revenue = units x unit_price x (1 - discount), what is the mean revenue of the east region?",
-         "Round to 2 decimal places.", [("mean_revenue_east", rev[o.region == "east"].mean(), 2)]),
-        ("sensors.csv", "medium", ["features"], "Cut the temperature into 3 equal-width bins (pandas.cut with bins=3). How many readings fall into the highest bin?",
-         "Give an integer.", [("high_bin_count", int((bins == "high").sum()), 0)]),
-        ("plants.csv", "hard", ["model"], "Fit an ordinary least squares regression of height_cm on water_ml and sunlight_h (with an intercept). What are the coefficient of water_ml and the R-squared?",
-         "Round the coefficient to 4 decimal places and R-squared to 3 decimal places.",
-         [("coef_water", beta[1], 4), ("r_squared", r2, 3)]),
-        ("plants.csv", "hard", ["model"], "With the least squares model of height_cm on water_ml and sunlight_h (with an intercept), what height does it predict for water_ml = 500 and sunlight_h = 6?",
-         "Round to 2 decimal places.", [("predicted_height", beta[0] + 500 * beta[1] + 6 * beta[2], 2)]),
-        ("orders.csv", "medium", ["model"], "Fit a straight line of days_to_ship against units by least squares. What are the slope and the intercept?",
-         "Round both to 3 decimal places.", [("slope", slope, 3), ("intercept", intercept, 3)]),
+        (
+            "orders.csv",
+            "easy",
+            ["summary"],
+            "What is the mean unit price of all orders?",
+            "Use every row. Round to 2 decimal places.",
+            [("mean_unit_price", o.unit_price.mean(), 2)],
+        ),
+        (
+            "orders.csv",
+            "easy",
+            ["summary"],
+            "What is the median number of days to ship?",
+            "Use every row. Round to 1 decimal place.",
+            [("median_days", o.days_to_ship.median(), 1)],
+        ),
+        (
+            "orders.csv",
+            "easy",
+            ["summary"],
+            "Which region has the most orders, and how many orders does it have?",
+            "Give the region name as it is written in the data and the count as an integer.",
+            [("top_region", top.index[0], None), ("top_region_orders", int(top.iloc[0]), 0)],
+        ),
+        (
+            "sensors.csv",
+            "medium",
+            ["summary", "missing values"],
+            "How many humidity readings are missing, and what is the mean humidity after filling the missing readings with the median humidity?",
+            "Use the median of the observed readings. Round the mean to 2 decimal places.",
+            [("missing_humidity", int(s.humidity.isna().sum()), 0), ("mean_humidity_filled", hum_filled.mean(), 2)],
+        ),
+        (
+            "sensors.csv",
+            "easy",
+            ["summary"],
+            "What is the sample standard deviation of the pressure?",
+            "Use ddof=1. Round to 3 decimal places.",
+            [("std_pressure", s.pressure_hpa.std(), 3)],
+        ),
+        (
+            "sensors.csv",
+            "medium",
+            ["correlation"],
+            "What is the Pearson correlation between temperature and humidity, and is it positive or negative?",
+            "Use the rows where both are present. Round the coefficient to 2 decimal places; the direction is the word positive or negative.",
+            [("r_temp_humidity", r_th, 2), ("direction", "negative" if r_th < 0 else "positive", None)],
+        ),
+        (
+            "plants.csv",
+            "easy",
+            ["correlation"],
+            "What is the Pearson correlation between water and plant height?",
+            "Round to 2 decimal places.",
+            [("r_water_height", p.water_ml.corr(p.height_cm), 2)],
+        ),
+        (
+            "orders.csv",
+            "medium",
+            ["correlation"],
+            "What is the Spearman rank correlation between units and discount?",
+            "Round to 2 decimal places.",
+            [("rho_units_discount", o.units.corr(o.discount, method="spearman"), 2)],
+        ),
+        (
+            "plants.csv",
+            "medium",
+            ["distribution"],
+            "Is plant height normally distributed according to the Shapiro-Wilk test at the 0.05 level?",
+            "Give the p-value rounded to 3 decimal places and the verdict as yes (normal, p >= 0.05) or no.",
+            [("shapiro_p", sw.pvalue, 3), ("normal", "yes" if sw.pvalue >= 0.05 else "no", None)],
+        ),
+        (
+            "plants.csv",
+            "hard",
+            ["distribution"],
+            "Do plants with fertilizer A and fertilizer B differ in mean height? Use Welch's t-test.",
+            "Compare A against B (A first). Round the t statistic to 2 decimal places and the p-value to 4 decimal places.",
+            [("welch_t", welch.statistic, 2), ("welch_p", welch.pvalue, 4)],
+        ),
+        (
+            "orders.csv",
+            "hard",
+            ["distribution"],
+            "Are region and returned independent? Use a chi-square test of independence on their contingency table.",
+            "Use scipy's default continuity handling. Round the p-value to 3 decimal places; dependent is yes when p < 0.05, else no.",
+            [("chi2_p", chi.pvalue, 3), ("dependent", "yes" if chi.pvalue < 0.05 else "no", None)],
+        ),
+        (
+            "sensors.csv",
+            "medium",
+            ["outliers"],
+            "How many temperature readings have an absolute z-score above 3?",
+            "Compute the z-score with the mean and the sample standard deviation (ddof=1) of all readings.",
+            [("z_outliers", int((z.abs() > 3).sum()), 0)],
+        ),
+        (
+            "orders.csv",
+            "medium",
+            ["outliers"],
+            "How many unit prices are outliers by the 1.5 IQR rule?",
+            "Quartiles by pandas' default (linear) quantile; an outlier lies below Q1 - 1.5 IQR or above Q3 + 1.5 IQR.",
+            [("iqr_outliers", int(_iqr_mask(o.unit_price).sum()), 0)],
+        ),
+        (
+            "sensors.csv",
+            "hard",
+            ["outliers", "summary"],
+            "What is the mean temperature after removing the outliers of the 1.5 IQR rule?",
+            "Quartiles by pandas' default (linear) quantile. Round to 2 decimal places.",
+            [("mean_temp_clean", temp_clean.mean(), 2)],
+        ),
+        (
+            "orders.csv",
+            "medium",
+            ["features"],
+            "Define revenue as units x unit_price x (1 - discount). What is the total revenue?",
+            "Round to 2 decimal places.",
+            [("total_revenue", rev.sum(), 2)],
+        ),
+        (
+            "orders.csv",
+            "medium",
+            ["features", "summary"],
+            "With revenue = units x unit_price x (1 - discount), what is the mean revenue of the east region?",
+            "Round to 2 decimal places.",
+            [("mean_revenue_east", rev[o.region == "east"].mean(), 2)],
+        ),
+        (
+            "sensors.csv",
+            "medium",
+            ["features"],
+            "Cut the temperature into 3 equal-width bins (pandas.cut with bins=3). How many readings fall into the highest bin?",
+            "Give an integer.",
+            [("high_bin_count", int((bins == "high").sum()), 0)],
+        ),
+        (
+            "plants.csv",
+            "hard",
+            ["model"],
+            "Fit an ordinary least squares regression of height_cm on water_ml and sunlight_h (with an intercept). What are the coefficient of water_ml and the R-squared?",
+            "Round the coefficient to 4 decimal places and R-squared to 3 decimal places.",
+            [("coef_water", beta[1], 4), ("r_squared", r2, 3)],
+        ),
+        (
+            "plants.csv",
+            "hard",
+            ["model"],
+            "With the least squares model of height_cm on water_ml and sunlight_h (with an intercept), what height does it predict for water_ml = 500 and sunlight_h = 6?",
+            "Round to 2 decimal places.",
+            [("predicted_height", beta[0] + 500 * beta[1] + 6 * beta[2], 2)],
+        ),
+        (
+            "orders.csv",
+            "medium",
+            ["model"],
+            "Fit a straight line of days_to_ship against units by least squares. What are the slope and the intercept?",
+            "Round both to 3 decimal places.",
+            [("slope", slope, 3), ("intercept", intercept, 3)],
+        ),
     ]
     out = []
     for k, (file, level, concepts, q, c, answers) in enumerate(items, 1):
         fmt = " ".join(f"@{name}[{'value' if d is not None else 'text'}]" for name, _, d in answers)
-        out.append(({"id": f"q{k:02d}", "question": q, "constraints": c, "format": fmt, "file_name": file, "level": level,
-                     "concepts": concepts}, answers))
+        out.append(
+            (
+                {
+                    "id": f"q{k:02d}",
+                    "question": q,
+                    "constraints": c,
+                    "format": fmt,
+                    "file_name": file,
+                    "level": level,
+                    "concepts": concepts,
+                },
+                answers,
+            )
+        )
     return out
 
 
@@ -154,9 +298,16 @@ def main() -> None:
     suite, labels, answers = [], [], []
     for item, ans in questions(t):
         suite.append(item)
-        labels.append({"id": item["id"], "common_answers": [[n, str(v) if d is None else f"{float(v):.{d}f}"] for n, v, d in ans]})
-        answers.append({"id": item["id"], "answer": "Final answers: " + " ".join(
-            f"@{n}[{v if d is None else (int(v) if d == 0 else f'{float(v):.6f}')}]" for n, v, d in ans)})
+        labels.append(
+            {"id": item["id"], "common_answers": [[n, str(v) if d is None else f"{float(v):.{d}f}"] for n, v, d in ans]}
+        )
+        answers.append(
+            {
+                "id": item["id"],
+                "answer": "Final answers: "
+                + " ".join(f"@{n}[{v if d is None else (int(v) if d == 0 else f'{float(v):.6f}')}]" for n, v, d in ans),
+            }
+        )
     for name, rows in (("suite.jsonl", suite), ("labels.jsonl", labels), ("answers-correct.jsonl", answers)):
         with open(a.out / name, "w", encoding="utf-8") as f:
             for r in rows:

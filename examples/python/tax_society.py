@@ -51,9 +51,14 @@ def main(out: Path) -> dict:
     result = {}
     for label, run in (("taxed", taxed), ("plain", plain)):
         agents, rounds = run.table("agents"), run.rounds
-        result[label] = {"status": run.status, "rounds": int(rounds["round"].max()), "final_wealth": round(float(agents["wealth"].sum()), 4),
-                         "model_calls": run.summary.ledger.calls, "decisions": len(run.decisions),
-                         "nodes": sorted({r["name"] for r in run.traces if r.get("run_type") == "chain" and r.get("parent_run_id")})}
+        result[label] = {
+            "status": run.status,
+            "rounds": int(rounds["round"].max()),
+            "final_wealth": round(float(agents["wealth"].sum()), 4),
+            "model_calls": run.summary.ledger.calls,
+            "decisions": len(run.decisions),
+            "nodes": sorted({r["name"] for r in run.traces if r.get("run_type") == "chain" and r.get("parent_run_id")}),
+        }
     return result
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from cooplab.graphs.rundir import TRACES_FILE
 
+from .charges import Charge, ledger_charges, ledger_totals, match_charges
 from .convert import (
     LIST_KEEP,
     MAX_ARRAY_ITEMS,
@@ -51,8 +52,18 @@ from .export import (
     load_runs,
     traces_path,
 )
-from .charges import Charge, ledger_charges, ledger_totals, match_charges
-from .labels import CACHED, agent_name, call_config, call_labels, call_name, is_cached, labelled, replay_config, run_metadata, run_tags
+from .labels import (
+    CACHED,
+    agent_name,
+    call_config,
+    call_labels,
+    call_name,
+    is_cached,
+    labelled,
+    replay_config,
+    run_metadata,
+    run_tags,
+)
 from .live import live_tracing_enabled, scrubbing_client, tracing_callbacks
 from .scrubbing import REDACTED, is_secret_key, scrub, secret_values
 from .tracer import INTERRUPTED, JsonlTracer, journal_path, recover_interrupted

@@ -119,7 +119,9 @@ def ledger_rows(run_dir: str | Path) -> list[dict[str, Any]] | None:
         return None
 
 
-def _charge(row: Mapping[str, Any], by_model: Mapping[str | None, tuple[Decimal, Decimal]]) -> tuple[str, Charge] | None:
+def _charge(
+    row: Mapping[str, Any], by_model: Mapping[str | None, tuple[Decimal, Decimal]]
+) -> tuple[str, Charge] | None:
     """(call id, charge) of a sound token row, else None; its prompt and completion costs when
     the prices of its model (else the run-wide ones) reproduce its cost."""
     if row.get("kind", "tokens") != "tokens" or not isinstance(row.get("call_id"), str) or not row["call_id"]:
@@ -137,8 +139,11 @@ def _charge(row: Mapping[str, Any], by_model: Mapping[str | None, tuple[Decimal,
     return row["call_id"], Charge(tin, tout, cost, pc, cc, cached=row.get("cached") is True or row.get("cached") == 1)
 
 
-def ledger_charges(run_dir: str | Path, rows: list[dict[str, Any]] | None = None,
-                   prices: Mapping[str | None, tuple[Decimal, Decimal]] | None = None) -> dict[str, list[Charge]]:
+def ledger_charges(
+    run_dir: str | Path,
+    rows: list[dict[str, Any]] | None = None,
+    prices: Mapping[str | None, tuple[Decimal, Decimal]] | None = None,
+) -> dict[str, list[Charge]]:
     """The ledger's charges of model calls by call id, in ledger order (a call paid again after a
     resume, or replayed from the cache, has more than one). ``rows``: the ledger's rows if read;
     ``prices``: the run's prices if read (:func:`config_prices`)."""
@@ -156,7 +161,11 @@ def match_charges(runs: Iterable[Mapping[str, Any]], charges: Mapping[str, list[
     were not answered from the cache (a replay costs nothing), in start order, take the live (not
     replayed) charges of their ``call_id`` in ledger order."""
     left = {k: [c for c in v if not c.cached] for k, v in charges.items()}
-    calls = [r for r in runs if isinstance(r, Mapping) and r.get("run_type") == "llm" and not r.get("error") and not _replayed(r)]
+    calls = [
+        r
+        for r in runs
+        if isinstance(r, Mapping) and r.get("run_type") == "llm" and not r.get("error") and not _replayed(r)
+    ]
     calls.sort(key=lambda r: str(r.get("start_time") or ""))
     out: dict[str, Charge] = {}
     for r in calls:
@@ -188,4 +197,10 @@ def charge_totals(charges: Mapping[str, list[Charge]]) -> dict[str, Any]:
     cost = Decimal(0)
     for ch in (c for cs in charges.values() for c in cs):
         tin, tout, cost, calls = tin + ch.input_tokens, tout + ch.output_tokens, cost + ch.cost, calls + 1
-    return {"calls": calls, "input_tokens": tin, "output_tokens": tout, "total_tokens": tin + tout, "cost_usd": float(cost)}
+    return {
+        "calls": calls,
+        "input_tokens": tin,
+        "output_tokens": tout,
+        "total_tokens": tin + tout,
+        "cost_usd": float(cost),
+    }

@@ -105,10 +105,16 @@ def _to_jsonable(obj: Any, depth: int, seen: set[int], max_list: int) -> Any:
         seen.add(key)
         try:
             if t is dict:
-                return {k if type(k) is str else str(k): _to_jsonable(v, depth + 1, seen, max_list) for k, v in list(obj.items())}
+                return {
+                    k if type(k) is str else str(k): _to_jsonable(v, depth + 1, seen, max_list)
+                    for k, v in list(obj.items())
+                }
             if len(obj) > max_list:
-                return ([_to_jsonable(v, depth + 1, seen, max_list) for v in obj[:LIST_KEEP]] + [{"__truncated__": len(obj) - 2 * LIST_KEEP}]
-                        + [_to_jsonable(v, depth + 1, seen, max_list) for v in obj[-LIST_KEEP:]])
+                return (
+                    [_to_jsonable(v, depth + 1, seen, max_list) for v in obj[:LIST_KEEP]]
+                    + [{"__truncated__": len(obj) - 2 * LIST_KEEP}]
+                    + [_to_jsonable(v, depth + 1, seen, max_list) for v in obj[-LIST_KEEP:]]
+                )
             return [_to_jsonable(v, depth + 1, seen, max_list) for v in list(obj)]
         finally:
             seen.discard(key)
@@ -196,7 +202,11 @@ def _memo_get(obj: Any, max_list: int) -> Any:
     if entry is None:
         return None
     ref, content, extra, value = entry
-    if ref() is not obj or getattr(obj, "content", None) is not content or getattr(obj, "additional_kwargs", None) is not extra:
+    if (
+        ref() is not obj
+        or getattr(obj, "content", None) is not content
+        or getattr(obj, "additional_kwargs", None) is not extra
+    ):
         return None
     return value
 
@@ -239,7 +249,6 @@ def _pandas(obj: Any, depth: int, seen: set[int], max_list: int) -> Any:
 def _is_secret_type(obj: Any) -> bool:
     name = type(obj).__name__
     return name in ("SecretStr", "SecretBytes") and type(obj).__module__.startswith("pydantic")
-
 
 
 def safe_value(obj: Any, secrets: Iterable[str] | None = None) -> Any:

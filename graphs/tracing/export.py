@@ -72,8 +72,20 @@ def load_runs(run_dir: str | os.PathLike[str], *, validate: bool = False) -> lis
 
 
 _EXPORT_FIELDS = (
-    "id", "trace_id", "parent_run_id", "dotted_order", "name", "run_type", "start_time", "end_time",
-    "inputs", "outputs", "error", "extra", "tags", "status",
+    "id",
+    "trace_id",
+    "parent_run_id",
+    "dotted_order",
+    "name",
+    "run_type",
+    "start_time",
+    "end_time",
+    "inputs",
+    "outputs",
+    "error",
+    "extra",
+    "tags",
+    "status",
 )
 
 
@@ -180,20 +192,33 @@ def _check_reachable(url: str) -> None:
     try:
         socket.create_connection((u.hostname, port), timeout=CONNECT_TIMEOUT_S).close()
     except OSError as exc:
-        raise ExportError(f"cannot reach {url}: {_os_reason(exc)}; is the server running (check --endpoint or LANGSMITH_ENDPOINT)?") from None
+        raise ExportError(
+            f"cannot reach {url}: {_os_reason(exc)}; is the server running (check --endpoint or LANGSMITH_ENDPOINT)?"
+        ) from None
 
 
 def _retry_config():
     """Few, quick retries inside one request (the client retries each request three times besides)."""
     from langsmith.utils import LangSmithRetry
 
-    return LangSmithRetry(total=1, connect=0, backoff_factor=0.5, status_forcelist=[429, 500, 502, 503, 504, 408, 425],
-                          allowed_methods=None, raise_on_redirect=False, raise_on_status=False, respect_retry_after_header=True)
+    return LangSmithRetry(
+        total=1,
+        connect=0,
+        backoff_factor=0.5,
+        status_forcelist=[429, 500, 502, 503, 504, 408, 425],
+        allowed_methods=None,
+        raise_on_redirect=False,
+        raise_on_status=False,
+        respect_retry_after_header=True,
+    )
 
 
 def _os_reason(exc: OSError) -> str:
-    return (exc.strerror or str(exc) or type(exc).__name__).strip().rstrip(".").lower() if not isinstance(exc, TimeoutError) \
+    return (
+        (exc.strerror or str(exc) or type(exc).__name__).strip().rstrip(".").lower()
+        if not isinstance(exc, TimeoutError)
         else f"no answer within {CONNECT_TIMEOUT_S} s"
+    )
 
 
 def reason(exc: BaseException, limit: int = 200) -> str:

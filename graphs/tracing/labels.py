@@ -58,7 +58,9 @@ def agent_name(agent: int | str, metadata: Mapping[str, Any] | None) -> str:
     return str(agent)
 
 
-def labelled(config: Mapping[str, Any] | None, labels: Mapping[str, Any], *, run_name: str | None = None) -> dict[str, Any]:
+def labelled(
+    config: Mapping[str, Any] | None, labels: Mapping[str, Any], *, run_name: str | None = None
+) -> dict[str, Any]:
     """``config`` with ``labels`` (None values dropped) added to its metadata and as ``key:value``
     tags, and named ``run_name`` when given (a name is not inherited: it names only the run
     invoked with this config)."""
@@ -72,13 +74,28 @@ def labelled(config: Mapping[str, Any] | None, labels: Mapping[str, Any], *, run
     return cfg
 
 
-def call_labels(config: Mapping[str, Any] | None, *, agent: int | str, society: int | None, round: int | None, phase: str,
-                team: str | None = None, pass_: int | None = None) -> dict[str, Any]:
+def call_labels(
+    config: Mapping[str, Any] | None,
+    *,
+    agent: int | str,
+    society: int | None,
+    round: int | None,
+    phase: str,
+    team: str | None = None,
+    pass_: int | None = None,
+) -> dict[str, Any]:
     """The labels of one agent's call or tool run (team and pass from the config's metadata when the
     task set them there)."""
     md = (config or {}).get("metadata") or {}
-    return {"society": society, "agent_id": agent, AGENT_NAME: agent_name(agent, md), "round": round, "phase": phase,
-            "team": team if team is not None else md.get("team"), "pass": pass_ if pass_ is not None else md.get("pass")}
+    return {
+        "society": society,
+        "agent_id": agent,
+        AGENT_NAME: agent_name(agent, md),
+        "round": round,
+        "phase": phase,
+        "team": team if team is not None else md.get("team"),
+        "pass": pass_ if pass_ is not None else md.get("pass"),
+    }
 
 
 def call_name(labels: Mapping[str, Any]) -> str:
@@ -97,14 +114,25 @@ def is_cached(metadata: Mapping[str, Any] | None) -> bool:
     return isinstance(metadata, Mapping) and metadata.get(CACHED) is True
 
 
-def replay_config(config: Mapping[str, Any] | None, *, latency: Any, input_tokens: int, output_tokens: int,
-                  usage_error: str | None = None, created: str | None = None) -> dict[str, Any]:
+def replay_config(
+    config: Mapping[str, Any] | None,
+    *,
+    latency: Any,
+    input_tokens: int,
+    output_tokens: int,
+    usage_error: str | None = None,
+    created: str | None = None,
+) -> dict[str, Any]:
     """The config of a call answered from the cache: ``config`` (the call's own, :func:`call_config`)
     with the metadata ``cached: true`` and what the original call took (its latency in seconds when
     it is a sound number, the tokens it was charged, and when its answer was stored when known), and
     the tag ``cached``."""
     cfg = dict(config or {})
-    usage: dict[str, Any] = {"input_tokens": input_tokens, "output_tokens": output_tokens, "total_tokens": input_tokens + output_tokens}
+    usage: dict[str, Any] = {
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "total_tokens": input_tokens + output_tokens,
+    }
     if usage_error is not None:
         usage["usage_error"] = usage_error
     md: dict[str, Any] = {**(cfg.get("metadata") or {}), CACHED: True, ORIGINAL_USAGE: usage}
@@ -118,10 +146,22 @@ def replay_config(config: Mapping[str, Any] | None, *, latency: Any, input_token
     return cfg
 
 
-def call_config(config: Mapping[str, Any] | None, *, agent: int | str, society: int | None, round: int | None, phase: str,
-                model: str, call_id: str, team: str | None = None) -> dict[str, Any]:
+def call_config(
+    config: Mapping[str, Any] | None,
+    *,
+    agent: int | str,
+    society: int | None,
+    round: int | None,
+    phase: str,
+    model: str,
+    call_id: str,
+    team: str | None = None,
+) -> dict[str, Any]:
     """The config of one model call: ``config`` labelled with who makes it, when, with which model
     (spec id) and its ledger call id, and named for them (:func:`call_name`)."""
-    labels = {**call_labels(config, agent=agent, society=society, round=round, phase=phase, team=team), "model": model,
-              CALL_ID: call_id}
+    labels = {
+        **call_labels(config, agent=agent, society=society, round=round, phase=phase, team=team),
+        "model": model,
+        CALL_ID: call_id,
+    }
     return labelled(config, labels, run_name=call_name(labels))

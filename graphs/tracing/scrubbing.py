@@ -39,9 +39,12 @@ def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
     longest first (so a secret containing another is replaced whole)."""
     env = os.environ if environ is None else environ
     vals = {
-        v for k, v in env.items()
-        if _SECRET_ENV_RE.search(k) and len(v.strip()) >= _MIN_EXACT_SECRET
-        and v.strip().lower() not in _NOT_SECRET_VALUES and not _is_number(v)
+        v
+        for k, v in env.items()
+        if _SECRET_ENV_RE.search(k)
+        and len(v.strip()) >= _MIN_EXACT_SECRET
+        and v.strip().lower() not in _NOT_SECRET_VALUES
+        and not _is_number(v)
     }
     return sorted(vals, key=len, reverse=True)
 

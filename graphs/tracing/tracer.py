@@ -35,7 +35,6 @@ from .scrubbing import scrub, secret_values, shared_json
 logger = logging.getLogger("cooplab.graphs.tracing")  # one logger for the package
 
 
-
 # ----------------------------------------------------------------------------------------
 class _Record(dict):
     """A run record and its JSON line (``line``), so the line is serialized once."""
@@ -171,8 +170,15 @@ def _summed_usage(outputs: Any) -> dict[str, int] | None:
         tu = (outputs.get("llm_output") or {}).get("token_usage") or (outputs.get("llm_output") or {}).get("usage")
         if isinstance(tu, Mapping):
             found = True
-            _add(tot, tu, {"input_tokens": ("prompt_tokens", "input_tokens"), "output_tokens": ("completion_tokens", "output_tokens"),
-                           "total_tokens": ("total_tokens",)})
+            _add(
+                tot,
+                tu,
+                {
+                    "input_tokens": ("prompt_tokens", "input_tokens"),
+                    "output_tokens": ("completion_tokens", "output_tokens"),
+                    "total_tokens": ("total_tokens",),
+                },
+            )
     if not found:
         return None
     if not tot["total_tokens"]:
@@ -229,11 +235,22 @@ class _RoundRun:
     written: bool = False  # in the file (by flush)
 
     def record(self) -> dict[str, Any]:
-        rec = {"id": str(self.id), "trace_id": str(self.trace_id), "parent_run_id": str(self.parent_run_id),
-               "dotted_order": self.dotted_order, "name": f"round {self.round}", "run_type": "chain",
-               "start_time": _iso(self.start_time), "end_time": _iso(self.end_time), "inputs": {"round": self.round},
-               "outputs": None, "error": self.error, "extra": {"metadata": {**to_jsonable(self.metadata), "round": self.round}},
-               "tags": [*self.tags, f"round:{self.round}"], "status": "error" if self.error else "success"}
+        rec = {
+            "id": str(self.id),
+            "trace_id": str(self.trace_id),
+            "parent_run_id": str(self.parent_run_id),
+            "dotted_order": self.dotted_order,
+            "name": f"round {self.round}",
+            "run_type": "chain",
+            "start_time": _iso(self.start_time),
+            "end_time": _iso(self.end_time),
+            "inputs": {"round": self.round},
+            "outputs": None,
+            "error": self.error,
+            "extra": {"metadata": {**to_jsonable(self.metadata), "round": self.round}},
+            "tags": [*self.tags, f"round:{self.round}"],
+            "status": "error" if self.error else "success",
+        }
         return scrub(rec)
 
 
@@ -295,9 +312,18 @@ class JsonlTracer(BaseTracer):
         if metadata:
             kwargs.update({"metadata": metadata})
         start_time = _dt.datetime.now(_dt.timezone.utc)
-        run = _LCRun(id=run_id, parent_run_id=parent_run_id, serialized=serialized, inputs=inputs,
-                     **self._get_run_kwargs(parent_run_id, kwargs), events=[{"name": "start", "time": start_time}],
-                     start_time=start_time, run_type="llm", tags=tags, name=name)
+        run = _LCRun(
+            id=run_id,
+            parent_run_id=parent_run_id,
+            serialized=serialized,
+            inputs=inputs,
+            **self._get_run_kwargs(parent_run_id, kwargs),
+            events=[{"name": "start", "time": start_time}],
+            start_time=start_time,
+            run_type="llm",
+            tags=tags,
+            name=name,
+        )
         with self._lock:
             self._inputs[str(run.id)] = inputs  # already JSON-safe: _on_run_create keeps it as is
         self._start_trace(run)
@@ -328,13 +354,23 @@ class JsonlTracer(BaseTracer):
         key = (str(root.trace_id), rnd)
         group = self._rounds.get(key)
         if group is None:
-            for other in [g for (tid, _), g in self._rounds.items() if tid == key[0] and not g.journaled and g.open == 0]:
+            for other in [
+                g for (tid, _), g in self._rounds.items() if tid == key[0] and not g.journaled and g.open == 0
+            ]:
                 self._journal_round(other)
             gid = uuid.uuid4()
             start = first.start_time
-            group = _RoundRun(id=gid, trace_id=root.trace_id, parent_run_id=root.id, round=rnd, start_time=start, end_time=start,
-                              dotted_order=f"{root.dotted_order}.{_segment(start, gid)}",
-                              metadata=dict((root.extra or {}).get("metadata") or {}), tags=[str(t) for t in (root.tags or [])])
+            group = _RoundRun(
+                id=gid,
+                trace_id=root.trace_id,
+                parent_run_id=root.id,
+                round=rnd,
+                start_time=start,
+                end_time=start,
+                dotted_order=f"{root.dotted_order}.{_segment(start, gid)}",
+                metadata=dict((root.extra or {}).get("metadata") or {}),
+                tags=[str(t) for t in (root.tags or [])],
+            )
             self._rounds[key] = self._round_ids[str(gid)] = group
             self._journal(key[0], [{"__start__": True, **group.record()}])  # named "round N" if the process dies in it
         return group
@@ -386,11 +422,19 @@ class JsonlTracer(BaseTracer):
             self._inputs[str(run.id)] = snap
             if self._is_local_root(run):
                 try:
-                    start = {"__start__": True, "id": str(run.id), "trace_id": str(run.trace_id),
-                             "parent_run_id": str(run.parent_run_id) if run.parent_run_id else None,
-                             "dotted_order": run.dotted_order, "name": run.name, "run_type": run.run_type,
-                             "start_time": _iso(run.start_time), "inputs": snap if isinstance(snap, dict) else {"input": snap},
-                             "extra": to_jsonable(dict(run.extra or {})), "tags": [str(t) for t in (run.tags or [])]}
+                    start = {
+                        "__start__": True,
+                        "id": str(run.id),
+                        "trace_id": str(run.trace_id),
+                        "parent_run_id": str(run.parent_run_id) if run.parent_run_id else None,
+                        "dotted_order": run.dotted_order,
+                        "name": run.name,
+                        "run_type": run.run_type,
+                        "start_time": _iso(run.start_time),
+                        "inputs": snap if isinstance(snap, dict) else {"input": snap},
+                        "extra": to_jsonable(dict(run.extra or {})),
+                        "tags": [str(t) for t in (run.tags or [])],
+                    }
                     self._journal(str(run.trace_id), [fit_line(scrub(start))])
                 except Exception as exc:  # never break the traced program
                     logger.warning("JsonlTracer: could not journal run %s: %r", run.id, exc)
@@ -413,12 +457,18 @@ class JsonlTracer(BaseTracer):
                 self._round_ended(run)
             super()._end_trace(run)  # calls _on_run_update(run)
             if root:
-                self._pending.setdefault(str(run.trace_id), []).extend(_Record(r) for r in self._round_records(str(run.trace_id)))
+                self._pending.setdefault(str(run.trace_id), []).extend(
+                    _Record(r) for r in self._round_records(str(run.trace_id))
+                )
                 self._flush_trace(str(run.trace_id))
             elif node:  # a node of the root finished: journal its subtree
                 tid, prefix = str(run.trace_id), run.dotted_order or ""
                 done = self._journaled.setdefault(tid, set())
-                recs = [r for r in self._pending.get(tid, []) if r["id"] not in done and (r.get("dotted_order") or "").startswith(prefix)]
+                recs = [
+                    r
+                    for r in self._pending.get(tid, [])
+                    if r["id"] not in done and (r.get("dotted_order") or "").startswith(prefix)
+                ]
                 if recs:
                     done.update(r["id"] for r in recs)
                     self._journal(tid, recs)
@@ -627,13 +677,20 @@ def recover_interrupted(path: str | os.PathLike[str]) -> int:
                     continue
                 st = starts.get(rid, {})
                 missing[rid] = {
-                    "id": rid, "trace_id": segs[0][1],
+                    "id": rid,
+                    "trace_id": segs[0][1],
                     "parent_run_id": segs[depth - 1][1] if depth else st.get("parent_run_id"),
                     "dotted_order": ".".join(seg for seg in (rec["dotted_order"].split(".")[: depth + 1])),
-                    "name": st.get("name") or "interrupted run", "run_type": st.get("run_type") or "chain",
-                    "start_time": st.get("start_time") or t, "end_time": max(last_end, st.get("start_time") or t),
-                    "inputs": st.get("inputs") or {}, "outputs": None, "error": INTERRUPTED,
-                    "extra": st.get("extra") or {}, "tags": st.get("tags") or [], "status": "error",
+                    "name": st.get("name") or "interrupted run",
+                    "run_type": st.get("run_type") or "chain",
+                    "start_time": st.get("start_time") or t,
+                    "end_time": max(last_end, st.get("start_time") or t),
+                    "inputs": st.get("inputs") or {},
+                    "outputs": None,
+                    "error": INTERRUPTED,
+                    "extra": st.get("extra") or {},
+                    "tags": st.get("tags") or [],
+                    "status": "error",
                 }
         out = sorted(list(records.values()) + list(missing.values()), key=lambda r: r.get("dotted_order") or "")
         lines = []

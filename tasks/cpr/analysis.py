@@ -20,8 +20,8 @@ from cooplab.evals import stats
 from cooplab.evals.canvas import Figure, subplots
 from cooplab.evals.text import model_display_name
 from cooplab.graphs import rundir, runfiles
-from cooplab.tasks.cpr.results import CPRResults
 from cooplab.tasks.cpr.figures import timeseries_stats
+from cooplab.tasks.cpr.results import CPRResults
 
 POPS = ["altruistic", "mixed", "selfish"]
 ABLS = ["full", "osl", "ogd", "neither"]
@@ -48,9 +48,18 @@ def load_runs(run_dirs: list[Path], with_norms: bool = True) -> tuple[pd.DataFra
             raise rundir.RunDirError(f"{d} is a {cfg.get('task')!r} run, not cpr")
         summ = runfiles.read_summary(d, CPRResults)  # a damaged one: one line naming the field
         if summ.results is None:
-            raise rundir.RunDirError(f"{d} failed before it had results ({summ.message}); it has no societies to analyse")
-        meta = {"run": k, "run_dir": str(d), "model": model_label(cfg), "population": (cfg.get("params") or {}).get("population"),
-                "env": (cfg.get("params") or {}).get("env"), "ablation": (cfg.get("params") or {}).get("ablation"), "status": summ.status}
+            raise rundir.RunDirError(
+                f"{d} failed before it had results ({summ.message}); it has no societies to analyse"
+            )
+        meta = {
+            "run": k,
+            "run_dir": str(d),
+            "model": model_label(cfg),
+            "population": (cfg.get("params") or {}).get("population"),
+            "env": (cfg.get("params") or {}).get("env"),
+            "ablation": (cfg.get("params") or {}).get("ablation"),
+            "status": summ.status,
+        }
         for rep, (ts, e) in enumerate(zip(summ.results.survival_time.values, summ.results.efficiency.values)):
             societies.append({**meta, "society": rep, "survival_time": ts, "efficiency": e})
         rounds = rundir.read_table(d, "rounds")
@@ -68,8 +77,11 @@ def load_runs(run_dirs: list[Path], with_norms: bool = True) -> tuple[pd.DataFra
             sim = norm_similarity(texts)
             if len(sim):
                 norms.append(sim.assign(**meta))
-    return (pd.DataFrame(societies), pd.concat(eff) if eff else pd.DataFrame(),
-            pd.concat(norms) if norms else pd.DataFrame())
+    return (
+        pd.DataFrame(societies),
+        pd.concat(eff) if eff else pd.DataFrame(),
+        pd.concat(norms) if norms else pd.DataFrame(),
+    )
 
 
 def _sem(x: pd.Series) -> float:
@@ -83,7 +95,11 @@ def analyze(run_dirs: list[Path], out: Path) -> dict[str, Any]:
     if soc.empty:
         raise rundir.RunDirError("no societies found in the given run directories")
     result: dict[str, Any] = {"runs": len(run_dirs), "societies": len(soc), "figures": [], "tables": [], "notes": []}
-    cells = soc.groupby(["env", "model", "population", "ablation"])["survival_time"].agg(["mean", _sem, "count"]).reset_index()
+    cells = (
+        soc.groupby(["env", "model", "population", "ablation"])["survival_time"]
+        .agg(["mean", _sem, "count"])
+        .reset_index()
+    )
     cells = cells.rename(columns={"_sem": "sem", "count": "n"})
     cells.to_csv(out / "cells.csv", index=False)
     result["tables"].append("cells.csv")
@@ -126,8 +142,13 @@ def analyze(run_dirs: list[Path], out: Path) -> dict[str, Any]:
             if abl != "full" and len(full_t):
                 pairs.append((f"{abl} vs full", full_t))
             for name, b in pairs:
-                row: dict[str, Any] = {"comparison": name, "mean_a": float(a.mean()), "mean_b": float(b.mean()),
-                                       "n_a": len(a), "n_b": len(b)}
+                row: dict[str, Any] = {
+                    "comparison": name,
+                    "mean_a": float(a.mean()),
+                    "mean_b": float(b.mean()),
+                    "n_a": len(a),
+                    "n_b": len(b),
+                }
                 try:
                     with stats.collect_warnings(notes, f"Welch {name}"):
                         row.update(stats.welch(a, b), not_estimable="")
@@ -138,12 +159,21 @@ def analyze(run_dirs: list[Path], out: Path) -> dict[str, Any]:
         wt = pd.DataFrame(welch_rows)
         wt.to_csv(out / "welch_ablations.csv", index=False)
         result["tables"].append("welch_ablations.csv")
-        md += ["**Welch t-tests, survival time by ablation**", "", "| comparison | n | mean | mean (other) | t | df | p |",
-               "|---|---|---|---|---|---|---|"]
+        md += [
+            "**Welch t-tests, survival time by ablation**",
+            "",
+            "| comparison | n | mean | mean (other) | t | df | p |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for r in welch_rows:
-            stat = (f"not estimable: {r['not_estimable']} | | |" if r["not_estimable"]
-                    else f"{r['t']:.2f} | {r['df']:.1f} | {r['p']:.3g} |")
-            md.append(f"| {r['comparison']} | {r['n_a']} vs {r['n_b']} | {r['mean_a']:.2f} | {r['mean_b']:.2f} | {stat}")
+            stat = (
+                f"not estimable: {r['not_estimable']} | | |"
+                if r["not_estimable"]
+                else f"{r['t']:.2f} | {r['df']:.1f} | {r['p']:.3g} |"
+            )
+            md.append(
+                f"| {r['comparison']} | {r['n_a']} vs {r['n_b']} | {r['mean_a']:.2f} | {r['mean_b']:.2f} | {stat}"
+            )
         md.append("")
     (out / "statistics.md").write_text("\n".join(md) + "\n" + "".join(f"- {n}\n" for n in result["notes"]))
     result["tables"].append("statistics.md")
@@ -207,12 +237,23 @@ def survival_figure(g: pd.DataFrame, env: str, letters: dict[str, str]) -> Figur
     for j, mo in enumerate(models):
         ax.text(j, top * 1.05 + 0.5, letters.get(mo, ""), ha="center", fontsize=11, weight="bold")
     ax.set_xticks(range(len(models)), models, rotation=15)
-    ax.set(xlabel="model", ylabel="survival time T_s (rounds)", title=f"Survival by model and population, {env}", ylim=(0, top * 1.2 + 1))
-    _caption(fig, f"Bars: mean survival time over the societies of each model and population; error bars: ±1 s.e.m. over "
-                  f"those societies ({_n_text(ns)}). "
-                  + ("Letters: Tukey HSD groups of the models (models sharing a letter do not differ at the 5% level)."
-                     if shown else "No letters: the Tukey HSD across models needs two models and is estimable only with "
-                                   "varying survival times (see statistics.md)."))
+    ax.set(
+        xlabel="model",
+        ylabel="survival time T_s (rounds)",
+        title=f"Survival by model and population, {env}",
+        ylim=(0, top * 1.2 + 1),
+    )
+    _caption(
+        fig,
+        f"Bars: mean survival time over the societies of each model and population; error bars: ±1 s.e.m. over "
+        f"those societies ({_n_text(ns)}). "
+        + (
+            "Letters: Tukey HSD groups of the models (models sharing a letter do not differ at the 5% level)."
+            if shown
+            else "No letters: the Tukey HSD across models needs two models and is estimable only with "
+            "varying survival times (see statistics.md)."
+        ),
+    )
     return fig
 
 
@@ -228,9 +269,12 @@ def ablation_figure(soc: pd.DataFrame) -> Figure:
         ns += n
         ax.set_xticks(range(len(abls)), [a.upper() if a != "full" else "Full" for a in abls])
         ax.set(title=f"Ablations, {env}", xlabel="condition", ylabel="survival time T_s (rounds)")
-    _caption(fig, "Bars: mean survival time over the societies of each condition and population, all models pooled; error "
-                  f"bars: ±1 s.e.m. over those societies ({_n_text(ns)}). Full: social learning and group decisions; "
-                  "OSL: only social learning; OGD: only group decisions; NEITHER: neither.")
+    _caption(
+        fig,
+        "Bars: mean survival time over the societies of each condition and population, all models pooled; error "
+        f"bars: ±1 s.e.m. over those societies ({_n_text(ns)}). Full: social learning and group decisions; "
+        "OSL: only social learning; OGD: only group decisions; NEITHER: neither.",
+    )
     return fig
 
 
@@ -241,11 +285,18 @@ def norms_figure(norms: pd.DataFrame) -> Figure:
     markers = {"altruistic": "o", "mixed": "s", "selfish": "^"}
     for (model, pop), g in last.groupby(["model", "population"]):
         ax.scatter(g["S_ind"], g["S_align"], marker=markers.get(pop, "x"), label=f"{model} / {pop}", alpha=0.8)
-    ax.set(xlabel="individual similarity S_ind", ylabel="alignment S_align", title="Within-society norms at the end of each run")
+    ax.set(
+        xlabel="individual similarity S_ind",
+        ylabel="alignment S_align",
+        title="Within-society norms at the end of each run",
+    )
     ax.legend(title="model / population", fontsize=7, title_fontsize=7)
-    _caption(fig, "Each point: one society at its last round (colour and shape: model and population); S_ind: mean "
-                  "pairwise cosine similarity of the agents' norm-text embeddings; S_align: their mean cosine similarity "
-                  "to the society's common direction (the normalized sum of the embeddings).")
+    _caption(
+        fig,
+        "Each point: one society at its last round (colour and shape: model and population); S_ind: mean "
+        "pairwise cosine similarity of the agents' norm-text embeddings; S_align: their mean cosine similarity "
+        "to the society's common direction (the normalized sum of the embeddings).",
+    )
     return fig
 
 
@@ -265,17 +316,29 @@ def efficiency_figure(eff: pd.DataFrame) -> Figure:
             st = timeseries_stats(gm, "eta_t")
             half = st["ci95"]
             line = ax.plot(st["round"], st["mean"], label=model)[0]
-            ax.fill_between(st["round"], np.clip(st["mean"] - half, 0, None), st["mean"] + half, alpha=0.2, color=line.get_color(), lw=0)
+            ax.fill_between(
+                st["round"],
+                np.clip(st["mean"] - half, 0, None),
+                st["mean"] + half,
+                alpha=0.2,
+                color=line.get_color(),
+                lw=0,
+            )
             handles.append(line)
         ax.axhline(1.0, color="grey", ls=":", lw=1)
-        handles += [Patch(facecolor="grey", alpha=0.3, label="95% CI over running societies"),
-                    Line2D([], [], color="grey", ls=":", lw=1, label="eta = 1: harvest at the maximum sustainable yield")]
+        handles += [
+            Patch(facecolor="grey", alpha=0.3, label="95% CI over running societies"),
+            Line2D([], [], color="grey", ls=":", lw=1, label="eta = 1: harvest at the maximum sustainable yield"),
+        ]
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set(title=f"Efficiency eta(t), {env}", xlabel="round t", ylabel="eta(t)")
         ax.legend(handles=handles, fontsize=8)
-    _caption(fig, "Lines: mean efficiency eta(t) = harvest / (rK/4) over the societies of each model still running at round t "
-                  "(full condition when present); bands: 95% confidence intervals (1.96 s.e.m.) over those societies, "
-                  "none where one society runs.")
+    _caption(
+        fig,
+        "Lines: mean efficiency eta(t) = harvest / (rK/4) over the societies of each model still running at round t "
+        "(full condition when present); bands: 95% confidence intervals (1.96 s.e.m.) over those societies, "
+        "none where one society runs.",
+    )
     return fig
 
 

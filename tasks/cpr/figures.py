@@ -19,7 +19,9 @@ def _band(ax, x, mean, half, label, color=None, ls="-", bounds=(-np.inf, np.inf)
     """A mean line and its band (``mean ± half``), the band clipped to ``bounds`` (a share stays in [0, 1])."""
     line = ax.plot(x, mean, ls=ls, color=color, label=label, lw=1.8)[0]
     lo, hi = bounds
-    ax.fill_between(x, np.clip(mean - half, lo, hi), np.clip(mean + half, lo, hi), color=line.get_color(), alpha=0.18, lw=0)
+    ax.fill_between(
+        x, np.clip(mean - half, lo, hi), np.clip(mean + half, lo, hi), color=line.get_color(), alpha=0.18, lw=0
+    )
     return line
 
 
@@ -60,7 +62,11 @@ def agent_efforts(decisions: pd.DataFrame) -> pd.DataFrame:
     table: the harvest decisions as applied (a fallback's value where the model's answer failed).
     Rows whose effort is missing, malformed or outside [0, 1] are left out."""
     cols = ["society", "agent", "round", "effort"]
-    if decisions is None or not len(decisions) or not {"phase", "parsed", "society", "agent", "round"} <= set(decisions.columns):
+    if (
+        decisions is None
+        or not len(decisions)
+        or not {"phase", "parsed", "society", "agent", "round"} <= set(decisions.columns)
+    ):
         return pd.DataFrame(columns=cols)
     harvest = decisions[decisions["phase"] == "harvest"]
 
@@ -108,12 +114,24 @@ def _effort_panel(ax, efforts: pd.DataFrame, society: int, societies: int) -> No
     named = len(agents) <= MAX_AGENTS_NAMED
     for a in agents:
         d = own[own["agent"] == a].sort_values("round")
-        ax.plot(d["round"], d["effort"], marker="o", ms=3, lw=1.2 if named else 0.6, alpha=1.0 if named else 0.5,
-                label=f"Fisher {int(a) + 1}" if named else None)
+        ax.plot(
+            d["round"],
+            d["effort"],
+            marker="o",
+            ms=3,
+            lw=1.2 if named else 0.6,
+            alpha=1.0 if named else 0.5,
+            label=f"Fisher {int(a) + 1}" if named else None,
+        )
     if not named:
         ax.plot([], [], color="grey", lw=0.6, label=f"one line per fisher ({len(agents)})")
     where = f" (society {society + 1} of {societies})" if societies > 1 else ""
-    ax.set(title=f"Effort per agent{where}", xlabel="round t", ylabel="effort e_i (share of full effort)", ylim=(-0.03, 1.03))
+    ax.set(
+        title=f"Effort per agent{where}",
+        xlabel="round t",
+        ylabel="effort e_i (share of full effort)",
+        ylim=(-0.03, 1.03),
+    )
     if agents:
         ax.legend(fontsize=7, ncol=2 if len(agents) > 5 and named else 1, loc="best")
     else:
@@ -125,13 +143,24 @@ def _norm_panel(ax, norms: pd.DataFrame, society: int, societies: int) -> None:
     ax.axis("off")
     where = f" (society {society + 1} of {societies})" if societies > 1 else ""
     ax.set_title(f"Adopted group norm{where}")
-    ax.text(0.0, 1.0, "\n".join(norm_lines(norms, society)), va="top", ha="left", fontsize=8, family="serif",
-            transform=ax.transAxes, wrap=False)
+    ax.text(
+        0.0,
+        1.0,
+        "\n".join(norm_lines(norms, society)),
+        va="top",
+        ha="left",
+        fontsize=8,
+        family="serif",
+        transform=ax.transAxes,
+        wrap=False,
+    )
 
 
 #: the fields of summary.json the run figure shows (only these reach :func:`run_figure_of`, so the
 #: digest of :func:`run_figure_key` covers everything drawn)
 RUN_FIGURE_FIELDS = ("env", "population", "ablation", "survival_time", "efficiency", "replicates")
+
+
 @functools.cache
 def _code_digest() -> str:
     """The SHA-256 of the code that draws the run figure (this module, the canvas, the text of
@@ -152,8 +181,13 @@ def _frame_digest(df: pd.DataFrame | None) -> bytes:
     return head + pd.util.hash_pandas_object(df, index=True).to_numpy().tobytes()
 
 
-def run_figure_key(rounds: pd.DataFrame, summary: dict[str, Any], *, efforts: pd.DataFrame | None = None,
-                   norms: pd.DataFrame | None = None) -> str | None:
+def run_figure_key(
+    rounds: pd.DataFrame,
+    summary: dict[str, Any],
+    *,
+    efforts: pd.DataFrame | None = None,
+    norms: pd.DataFrame | None = None,
+) -> str | None:
     """The SHA-256 of everything the run figure is drawn from: the tables (their columns, types and
     every value), the summary's :data:`RUN_FIGURE_FIELDS`, the drawing code and the matplotlib
     version; None when a table cannot be hashed (then the figure is drawn, never reused)."""
@@ -170,8 +204,15 @@ def run_figure_key(rounds: pd.DataFrame, summary: dict[str, Any], *, efforts: pd
     return h.hexdigest()
 
 
-def run_figure(rounds: pd.DataFrame, summary: dict[str, Any], outdir: Path, *, efforts: pd.DataFrame | None = None,
-               norms: pd.DataFrame | None = None, cache: Any = None) -> Path:
+def run_figure(
+    rounds: pd.DataFrame,
+    summary: dict[str, Any],
+    outdir: Path,
+    *,
+    efforts: pd.DataFrame | None = None,
+    norms: pd.DataFrame | None = None,
+    cache: Any = None,
+) -> Path:
     """``outdir/run.png``: :func:`run_figure_of` saved. With ``cache`` (the run's
     :class:`~cooplab.agents.cache.ResponseCache`), a figure drawn before from the same inputs
     (:func:`run_figure_key`: a rerun answered from the cache has the same tables, bit for bit) is
@@ -192,8 +233,13 @@ def run_figure(rounds: pd.DataFrame, summary: dict[str, Any], outdir: Path, *, e
     return path
 
 
-def run_figure_of(rounds: pd.DataFrame, summary: dict[str, Any], *, efforts: pd.DataFrame | None = None,
-                  norms: pd.DataFrame | None = None) -> Figure:
+def run_figure_of(
+    rounds: pd.DataFrame,
+    summary: dict[str, Any],
+    *,
+    efforts: pd.DataFrame | None = None,
+    norms: pd.DataFrame | None = None,
+) -> Figure:
     """Four panels for one run: survival curve, stock, effort and norm, compliance. Lines are
     means over the societies still running at each round; bands their 95% confidence interval.
     An LLM run (``efforts`` from :func:`agent_efforts`, ``norms``: its norms_adopted table) gets
@@ -201,8 +247,13 @@ def run_figure_of(rounds: pd.DataFrame, summary: dict[str, Any], *, efforts: pd.
     from matplotlib.ticker import MaxNLocator
 
     llm = efforts is not None or norms is not None
-    fig, grid = subplots(3 if llm else 2, 2, figsize=(10, 10.6 if llm else 7.4), constrained_layout=True,
-                             gridspec_kw={"height_ratios": [1, 1, 0.9] if llm else [1, 1]})
+    fig, grid = subplots(
+        3 if llm else 2,
+        2,
+        figsize=(10, 10.6 if llm else 7.4),
+        constrained_layout=True,
+        gridspec_kw={"height_ratios": [1, 1, 0.9] if llm else [1, 1]},
+    )
     axes = grid[:2]
     if llm:
         societies = int(summary.get("replicates") or 1)
@@ -218,8 +269,22 @@ def run_figure_of(rounds: pd.DataFrame, summary: dict[str, Any], *, efforts: pd.
     _band_legend(axes[0, 0], [line], "95% CI (binomial)" if n > 1 else ci_label, loc="lower left")
     panels = (
         (axes[0, 1], "R", "Resource stock R(t)", "stock R (fish)", "mean stock", (0.0, np.inf)),
-        (axes[1, 0], "mean_effort", "Mean effort e(t) and group norm G(t)", "mean effort e", "mean effort", (0.0, np.inf)),
-        (axes[1, 1], "compliance", "Compliance: share with h_i <= norm", "share of agents", "mean compliance", (0.0, 1.0)),
+        (
+            axes[1, 0],
+            "mean_effort",
+            "Mean effort e(t) and group norm G(t)",
+            "mean effort e",
+            "mean effort",
+            (0.0, np.inf),
+        ),
+        (
+            axes[1, 1],
+            "compliance",
+            "Compliance: share with h_i <= norm",
+            "share of agents",
+            "mean compliance",
+            (0.0, 1.0),
+        ),
     )
     for ax, col, title, ylabel, label, bounds in panels:
         st = timeseries_stats(rounds, col)
@@ -228,8 +293,18 @@ def run_figure_of(rounds: pd.DataFrame, summary: dict[str, Any], *, efforts: pd.
         if col == "mean_effort" and rounds["G"].notna().any():
             ax2 = ax.twinx()
             stg = timeseries_stats(rounds.dropna(subset=["G"]), "G")
-            lines.append(_band(ax2, stg["round"], stg["mean"], stg["ci95"], "mean group norm G (right axis)", color="tab:red",
-                               ls="--", bounds=bounds))
+            lines.append(
+                _band(
+                    ax2,
+                    stg["round"],
+                    stg["mean"],
+                    stg["ci95"],
+                    "mean group norm G (right axis)",
+                    color="tab:red",
+                    ls="--",
+                    bounds=bounds,
+                )
+            )
             ax2.set_ylabel("group norm G (fish)", color="tab:red")
         _band_legend(ax, lines, ci_label, loc="best")
     for ax in grid.flat:
@@ -239,8 +314,12 @@ def run_figure_of(rounds: pd.DataFrame, summary: dict[str, Any], *, efforts: pd.
         f"T_s = {mean_sem_text(summary['survival_time'], 1)}, eta = {mean_sem_text(summary['efficiency'], 2)} "
         f"({'mean ± s.e.m., ' if summary['survival_time'].get('n', 0) > 1 else ''}n = {summary['survival_time']['n']})"
     )
-    fig.supxlabel("Lines: means over the societies still running at each round; bands: 95% confidence intervals "
-                  "(1.96 s.e.m.; for the running share, the binomial interval).", fontsize=8, color="dimgrey")
+    fig.supxlabel(
+        "Lines: means over the societies still running at each round; bands: 95% confidence intervals "
+        "(1.96 s.e.m.; for the running share, the binomial interval).",
+        fontsize=8,
+        color="dimgrey",
+    )
     return fig
 
 
@@ -268,23 +347,39 @@ def fig2_of(ts: pd.DataFrame, surv: pd.DataFrame, off_round: int) -> Figure:
         lab = f"beta = {beta:g}, " + (f"off at t = {off_round}" if off else "always on")
         _band(axes[0], grp["round"], grp["share"], grp["ci95"], lab, color=c, ls=ls, bounds=share)
     axes[0].set(title="Societies still running", xlabel="round t", ylabel="share of societies")
-    panels = ((axes[1], "R", "Resource stock R(t)", "stock R (fish)", (0.0, np.inf)),
-              (axes[2], "compliance", "Cooperation: share with h_i <= G", "share of agents", share))
+    panels = (
+        (axes[1], "R", "Resource stock R(t)", "stock R (fish)", (0.0, np.inf)),
+        (axes[2], "compliance", "Cooperation: share with h_i <= G", "share of agents", share),
+    )
     for ax, metric, title, ylabel, bounds in panels:
         for (beta, off), grp in ts[ts["metric"] == metric].groupby(["beta", "punishment_off"]):
-            _band(ax, grp["round"], grp["mean"], grp["ci95"], None, color=colors.get(beta, "grey"), ls="--" if off else "-",
-                  bounds=bounds)
+            _band(
+                ax,
+                grp["round"],
+                grp["mean"],
+                grp["ci95"],
+                None,
+                color=colors.get(beta, "grey"),
+                ls="--" if off else "-",
+                bounds=bounds,
+            )
         ax.set(title=title + " (running societies)", xlabel="round t", ylabel=ylabel)
     for ax in axes:
         ax.axvline(off_round, color="grey", lw=0.8, ls=":")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     handles, _ = axes[0].get_legend_handles_labels()
-    handles += [Patch(facecolor="grey", alpha=0.3, label="95% CI over societies"),
-                Line2D([], [], color="grey", lw=0.8, ls=":", label=f"t = {off_round}: punishment switched off")]
+    handles += [
+        Patch(facecolor="grey", alpha=0.3, label="95% CI over societies"),
+        Line2D([], [], color="grey", lw=0.8, ls=":", label=f"t = {off_round}: punishment switched off"),
+    ]
     axes[0].legend(handles=handles, fontsize=8)
     fig.suptitle("Punishment disabled at t = %d (dashed) vs kept (solid); mean and 95%% CI" % off_round)
-    fig.supxlabel("Colours as in the left legend (one per beta). Lines: the running share (left), and means over the societies "
-                  "still running (middle, right); bands: 95% confidence intervals over those societies.", fontsize=8, color="dimgrey")
+    fig.supxlabel(
+        "Colours as in the left legend (one per beta). Lines: the running share (left), and means over the societies "
+        "still running (middle, right); bands: 95% confidence intervals over those societies.",
+        fontsize=8,
+        color="dimgrey",
+    )
     return fig
 
 
@@ -299,7 +394,9 @@ def fig3(grid: pd.DataFrame, path: Path) -> Path:
         for j in range(piv.shape[1]):
             v = piv.values[i, j]
             ax.text(j, i, f"{v:.0f}", ha="center", va="center", fontsize=7, color="white" if v < 30 else "black")
-    ax.set(xlabel="punishment strength beta", ylabel="growth rate r", title="Mean survival time T_s (100 runs per cell)")
+    ax.set(
+        xlabel="punishment strength beta", ylabel="growth rate r", title="Mean survival time T_s (100 runs per cell)"
+    )
     fig.colorbar(im, ax=ax, label="T_s (rounds)")
     fig.savefig(path, dpi=110)
     return path
@@ -321,4 +418,3 @@ def fig4(bars: pd.DataFrame, path: Path) -> Path:
     ax.legend()
     fig.savefig(path, dpi=110)
     return path
-

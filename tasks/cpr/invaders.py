@@ -61,7 +61,9 @@ def invade_node(invader: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], dic
     return invade
 
 
-def with_invader(phases: "OrderedDict[str, Callable]", invader: Mapping[str, Any] | None) -> "OrderedDict[str, Callable]":
+def with_invader(
+    phases: "OrderedDict[str, Callable]", invader: Mapping[str, Any] | None
+) -> "OrderedDict[str, Callable]":
     """``phases`` with the ``invade`` node first when a rule-based invader is set (else unchanged)."""
     if not invader or invader.get("kind") not in RULE_KINDS:
         return phases

@@ -79,7 +79,9 @@ class VoteDecision(BaseModel):
 
 def _check_punish(v: PunishDecision, ctx: dict[str, Any]) -> None:
     if v.punish is not None and v.punish not in ctx["shown"]:
-        raise ValueError(f"fisher {v.punish} was not among the fishers shown ({', '.join(map(str, ctx['shown']))}); use one of them or null")
+        raise ValueError(
+            f"fisher {v.punish} was not among the fishers shown ({', '.join(map(str, ctx['shown']))}); use one of them or null"
+        )
 
 
 def _check_vote(v: VoteDecision, ctx: dict[str, Any]) -> None:
@@ -98,23 +100,40 @@ def _only(field: str, values: list) -> Any:
 
 
 EFFORT = DecisionSpec(
-    phase="harvest", schema=EffortDecision, max_attempts=3,
-    fallback=lambda ctx: EffortDecision(effort=float(np.clip(ctx["previous_effort"], 0.0, 1.0))),  # keep last round's effort
-    instructions='Reply with one JSON object only: {"effort": <a number from 0 to 1>}.')
+    phase="harvest",
+    schema=EffortDecision,
+    max_attempts=3,
+    fallback=lambda ctx: EffortDecision(
+        effort=float(np.clip(ctx["previous_effort"], 0.0, 1.0))
+    ),  # keep last round's effort
+    instructions='Reply with one JSON object only: {"effort": <a number from 0 to 1>}.',
+)
 PUNISH = DecisionSpec(
-    phase="punish", schema=PunishDecision, check=_check_punish, max_attempts=3,
+    phase="punish",
+    schema=PunishDecision,
+    check=_check_punish,
+    max_attempts=3,
     constrain=_only("punish", lambda ctx: list(ctx["shown"]) + [None]),
     fallback=lambda ctx: PunishDecision(punish=None),  # fine nobody
-    instructions='Reply with one JSON object only: {"punish": <a fisher number shown, or null>}.')
+    instructions='Reply with one JSON object only: {"punish": <a fisher number shown, or null>}.',
+)
 PROPOSE = DecisionSpec(
-    phase="propose", schema=ProposeDecision, max_attempts=3, max_tokens=160,  # two sentences of JSON
+    phase="propose",
+    schema=ProposeDecision,
+    max_attempts=3,
+    max_tokens=160,  # two sentences of JSON
     fallback=lambda ctx: ProposeDecision(belief=ctx["belief"], proposal=ctx["belief"]),  # keep belief, propose it
-    instructions='Reply with one JSON object only: {"belief": "<one sentence>", "proposal": "<one sentence>"}.')
+    instructions='Reply with one JSON object only: {"belief": "<one sentence>", "proposal": "<one sentence>"}.',
+)
 VOTE = DecisionSpec(
-    phase="vote", schema=VoteDecision, check=_check_vote, max_attempts=3,
+    phase="vote",
+    schema=VoteDecision,
+    check=_check_vote,
+    max_attempts=3,
     constrain=_only("vote", lambda ctx: list(range(1, ctx["n_options"] + 1))),
     fallback=lambda ctx: VoteDecision(vote=ctx["own_option"]),  # vote for one's own proposal
-    instructions='Reply with one JSON object only: {"vote": <a rule number>}.')
+    instructions='Reply with one JSON object only: {"vote": <a rule number>}.',
+)
 
 
 # --- prompt pieces -------------------------------------------------------------------------
@@ -137,8 +156,10 @@ def own_history(state: dict[str, Any], s: int, i: int, rounds_done: int) -> str:
     lines = []
     for k in range(min(MEMORY, rounds_done)):
         fined = ", and you were fined for overfishing" if state["V_recent"][s, i, k] else ""
-        lines.append(f"- {'Last round' if k == 0 else f'{k + 1} rounds ago'}: effort {state['effort_recent'][s, i, k]:.2f}, "
-                     f"you caught {_t(state['h_recent'][s, i, k])} tonnes{fined}.")
+        lines.append(
+            f"- {'Last round' if k == 0 else f'{k + 1} rounds ago'}: effort {state['effort_recent'][s, i, k]:.2f}, "
+            f"you caught {_t(state['h_recent'][s, i, k])} tonnes{fined}."
+        )
     lines.append(f"- Your savings now: {_t(state['P'][s, i])}.")
     return "\n".join(lines)
 
@@ -146,13 +167,18 @@ def own_history(state: dict[str, Any], s: int, i: int, rounds_done: int) -> str:
 def peer_block(state: dict[str, Any], s: int, peers: list[int], rounds_done: int) -> str:
     if not peers or rounds_done <= 0:
         return ""
-    lines = [f"- Fisher {j + 1}: effort {state['effort_recent'][s, j, 0]:.2f}, caught {_t(state['h_recent'][s, j, 0])} tonnes, "
-             f"savings {_t(state['P'][s, j])}" + (", was fined" if state["V_recent"][s, j, 0] else "") for j in peers]
+    lines = [
+        f"- Fisher {j + 1}: effort {state['effort_recent'][s, j, 0]:.2f}, caught {_t(state['h_recent'][s, j, 0])} tonnes, "
+        f"savings {_t(state['P'][s, j])}" + (", was fined" if state["V_recent"][s, j, 0] else "")
+        for j in peers
+    ]
     return "\nWhat a few other fishers did last round:\n" + "\n".join(lines) + "\n"
 
 
 def system(state: dict[str, Any], i: int, variant: str = ORIGINAL) -> SystemMessage:
-    return SystemMessage(content=prompt("system", variant).format(name=f"Fisher {i + 1}", n_agents=state["alive"].shape[1]).strip())
+    return SystemMessage(
+        content=prompt("system", variant).format(name=f"Fisher {i + 1}", n_agents=state["alive"].shape[1]).strip()
+    )
 
 
 def _peers(rng: np.random.Generator, alive_idx: np.ndarray, i: int, k: int = N_PEERS_SHOWN) -> list[int]:
@@ -176,23 +202,37 @@ def _peers(rng: np.random.Generator, alive_idx: np.ndarray, i: int, k: int = N_P
 
 def effort_messages(state: dict[str, Any], s: int, i: int, peers: list[int], variant: str = ORIGINAL) -> list:
     t = int(state["round"])
-    human = prompt("effort", variant).format(round=t, stock=_t(state["R"][s]), norm_line=norm_line(state, s),
-                                    belief=state["beliefs"][s][i], own_history=own_history(state, s, i, t - 1),
-                                    peer_block=peer_block(state, s, peers, t - 1))
+    human = prompt("effort", variant).format(
+        round=t,
+        stock=_t(state["R"][s]),
+        norm_line=norm_line(state, s),
+        belief=state["beliefs"][s][i],
+        own_history=own_history(state, s, i, t - 1),
+        peer_block=peer_block(state, s, peers, t - 1),
+    )
     return [system(state, i, variant), HumanMessage(content=human.strip())]
 
 
 def punish_messages(state: dict[str, Any], s: int, i: int, shown: list[int], variant: str = ORIGINAL) -> list:
-    lines = "\n".join(f"- Fisher {j + 1}: effort {state['effort'][s, j]:.2f}, caught {_t(state['h'][s, j])} tonnes" for j in shown)
-    human = prompt("punish", variant).format(round=int(state["round"]), peers=lines, norm_line=norm_line(state, s), belief=state["beliefs"][s][i])
+    lines = "\n".join(
+        f"- Fisher {j + 1}: effort {state['effort'][s, j]:.2f}, caught {_t(state['h'][s, j])} tonnes" for j in shown
+    )
+    human = prompt("punish", variant).format(
+        round=int(state["round"]), peers=lines, norm_line=norm_line(state, s), belief=state["beliefs"][s][i]
+    )
     return [system(state, i, variant), HumanMessage(content=human.strip())]
 
 
 def propose_messages(state: dict[str, Any], s: int, i: int, peers: list[int], variant: str = ORIGINAL) -> list:
     done = int(state["round"]) - 1  # the environment step has advanced the round
-    human = prompt("propose", variant).format(round=done, stock=_t(state["R"][s]), own_history=own_history(state, s, i, done),
-                                     peer_block=peer_block(state, s, peers, done), norm_line=norm_line(state, s),
-                                     belief=state["beliefs"][s][i])
+    human = prompt("propose", variant).format(
+        round=done,
+        stock=_t(state["R"][s]),
+        own_history=own_history(state, s, i, done),
+        peer_block=peer_block(state, s, peers, done),
+        norm_line=norm_line(state, s),
+        belief=state["beliefs"][s][i],
+    )
     return [system(state, i, variant), HumanMessage(content=human.strip())]
 
 
@@ -261,8 +301,14 @@ class LLMEffortPolicy:
         S, N = state["alive"].shape
         batch = Batch(service)
         prev = state["effort"] if state["round"] > 1 else state["e"]
-        jobs = _jobs_with_peers(state, rng, lambda s, i, peers: (effort_messages(state, s, i, peers, self.variant),
-                                                                  {"previous_effort": float(prev[s, i])}))
+        jobs = _jobs_with_peers(
+            state,
+            rng,
+            lambda s, i, peers: (
+                effort_messages(state, s, i, peers, self.variant),
+                {"previous_effort": float(prev[s, i])},
+            ),
+        )
         ruled = _ruled(self.invader, int(state["round"]))
         jobs = _without(jobs, ruled)
         effort = np.zeros((S, N))
@@ -294,7 +340,14 @@ class LLMPunishPolicy:
             for i in np.flatnonzero(run[s]):
                 shown = _peers(rng, alive_idx, int(i))
                 if shown:
-                    jobs.append((s, int(i), punish_messages(state, s, int(i), shown, self.variant), {"shown": [j + 1 for j in shown]}))
+                    jobs.append(
+                        (
+                            s,
+                            int(i),
+                            punish_messages(state, s, int(i), shown, self.variant),
+                            {"shown": [j + 1 for j in shown]},
+                        )
+                    )
         jobs = _without(jobs, _ruled(self.invader, int(state["round"])))
         B = np.zeros((S, N), dtype=np.int8)
         V = np.zeros((S, N), dtype=np.int8)
@@ -306,8 +359,7 @@ class LLMPunishPolicy:
                 V[s, value.punish - 1] = 1
             batch.record(rec.as_dict())
         n_viol = B.sum(axis=1)
-        return PolicyResult({"B": B, "V": V, "n_inspections": inspections, "n_violations": n_viol},
-                            batch.updates())
+        return PolicyResult({"B": B, "V": V, "n_inspections": inspections, "n_violations": n_viol}, batch.updates())
 
 
 class LLMProposePolicy:
@@ -321,8 +373,14 @@ class LLMProposePolicy:
         service: LLMService = context.llm
         S, N = state["alive"].shape
         batch = Batch(service)
-        jobs = _jobs_with_peers(state, rng, lambda s, i, peers: (propose_messages(state, s, i, peers, self.variant),
-                                                                  {"belief": state["beliefs"][s][i]}))
+        jobs = _jobs_with_peers(
+            state,
+            rng,
+            lambda s, i, peers: (
+                propose_messages(state, s, i, peers, self.variant),
+                {"belief": state["beliefs"][s][i]},
+            ),
+        )
         jobs = _without(jobs, _ruled(self.invader, int(state["round"]) - 1))
         beliefs = [list(row) for row in state["beliefs"]]
         proposals: list[list[str | None]] = [[None] * N for _ in range(S)]
@@ -372,7 +430,14 @@ class LLMVotePolicy:
             for i in np.flatnonzero(run[s]):
                 own = state["proposal_texts"][s][i]
                 own_k = options[s].index(own) + 1 if own in options[s] else 1
-                jobs.append((s, int(i), vote_messages(state, s, int(i), options[s], self.variant), {"n_options": len(options[s]), "own_option": own_k}))
+                jobs.append(
+                    (
+                        s,
+                        int(i),
+                        vote_messages(state, s, int(i), options[s], self.variant),
+                        {"n_options": len(options[s]), "own_option": own_k},
+                    )
+                )
         jobs = _without(jobs, _ruled(self.invader, int(state["round"]) - 1))
         votes: dict[int, list[int]] = {s: [] for s in range(S)}
         for s, i, value, rec in await batch.ask(VOTE, jobs, int(state["round"]) - 1, config):
@@ -388,8 +453,16 @@ class LLMVotePolicy:
                 norm[s] = options[s][0]
             else:
                 norm[s], tie = plurality_winner(options[s], votes[s], rng)
-            history.append({"society": s, "round": int(state["round"]) - 1, "norm": norm[s], "options": len(options[s]),
-                            "votes": json.dumps(sorted(Counter(votes[s]).items())), "tie": tie})
+            history.append(
+                {
+                    "society": s,
+                    "round": int(state["round"]) - 1,
+                    "norm": norm[s],
+                    "options": len(options[s]),
+                    "votes": json.dumps(sorted(Counter(votes[s]).items())),
+                    "tie": tie,
+                }
+            )
         return PolicyResult(None, {"norm_text": norm, "norm_history": history, **batch.updates()})
 
 

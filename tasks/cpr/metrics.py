@@ -11,7 +11,6 @@ from cooplab.graphs.tables import ids
 from cooplab.tasks.cpr import model
 from cooplab.tasks.cpr.state import full_state
 
-
 #: record fields that say which societies a record covers, not metrics
 _WHO = ("round", "active", "rows")
 #: record fields that count (0 where a society does not run; the other fields are means, NaN there)
@@ -76,7 +75,11 @@ def full_history(state: dict[str, Any]) -> list[dict[str, Any]]:
             if k in fill:
                 arr = np.array(fill[k], dtype=v.dtype)
             else:  # counts 0 (integers widened to int64, as they were written), means NaN
-                arr = np.full(S, 0 if k in _COUNTS or v.dtype.kind != "f" else np.nan, dtype=np.int64 if v.dtype.kind in "iu" else v.dtype)
+                arr = np.full(
+                    S,
+                    0 if k in _COUNTS or v.dtype.kind != "f" else np.nan,
+                    dtype=np.int64 if v.dtype.kind in "iu" else v.dtype,
+                )
             arr[rows] = v
             whole[k] = arr
         out.append(whole)

@@ -38,8 +38,13 @@ def _parsed(d: pd.DataFrame) -> list[dict[str, Any]]:
     return [json.loads(p) if isinstance(p, str) else (p or {}) for p in d["parsed"]]
 
 
-def per_model(decisions: pd.DataFrame, rounds: pd.DataFrame, agents: pd.DataFrame, norms: pd.DataFrame | None,
-              models: dict[int, str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def per_model(
+    decisions: pd.DataFrame,
+    rounds: pd.DataFrame,
+    agents: pd.DataFrame,
+    norms: pd.DataFrame | None,
+    models: dict[int, str],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(by_model rows, crossplay rows) of an LLM CPR run (see the module)."""
     d = decisions.copy()
     d["value"] = _parsed(d)
@@ -75,29 +80,55 @@ def per_model(decisions: pd.DataFrame, rounds: pd.DataFrame, agents: pd.DataFram
     proposed = {m: int((pr["m"] == m).sum()) for m in names}
     adopted = {m: 0 for m in names}
     if norms is not None and len(norms):
-        texts = [(int(s), int(t), str(v.get("proposal", "")).strip(), m) for s, t, v, m in zip(pr["society"], pr["round"], pr["value"], pr["m"])]
+        texts = [
+            (int(s), int(t), str(v.get("proposal", "")).strip(), m)
+            for s, t, v, m in zip(pr["society"], pr["round"], pr["value"], pr["m"])
+        ]
         for _, n in norms.iterrows():
-            by = {m for s, t, text, m in texts if s == int(n["society"]) and t == int(n["round"]) and text == str(n["norm"]).strip()}
+            by = {
+                m
+                for s, t, text, m in texts
+                if s == int(n["society"]) and t == int(n["round"]) and text == str(n["norm"]).strip()
+            }
             for m in by:
                 adopted[m] += 1
     rows = []
     for m in names:
         ag = agents[agents["agent"].map(lambda a: models[int(a)] == m)]
         k = n_of[m] * S
-        rows.append({"model": m, "agents": n_of[m], "catch_per_agent": catch[m] / k, "mean_effort": float(np.mean(efforts[m])) if efforts[m] else None,
-                     "fines_given_per_agent": given[m] / k, "fines_received_per_agent": received[m] / k, "norms_proposed": proposed[m],
-                     "norms_adopted": adopted[m], "wealth_per_agent": float(ag["wealth"].mean()) if len(ag) else None,
-                     "alive_share": float(ag["alive"].mean()) if len(ag) else None})
+        rows.append(
+            {
+                "model": m,
+                "agents": n_of[m],
+                "catch_per_agent": catch[m] / k,
+                "mean_effort": float(np.mean(efforts[m])) if efforts[m] else None,
+                "fines_given_per_agent": given[m] / k,
+                "fines_received_per_agent": received[m] / k,
+                "norms_proposed": proposed[m],
+                "norms_adopted": adopted[m],
+                "wealth_per_agent": float(ag["wealth"].mean()) if len(ag) else None,
+                "alive_share": float(ag["alive"].mean()) if len(ag) else None,
+            }
+        )
     cp = []
     for a in names:
         for b in names:
             pairs = n_of[a] * (n_of[b] - (1 if a == b else 0)) * S * max(n_rounds, 1)
-            cp.append({"model": a, "with": b, "fines": cross[(a, b)], "pairs_rounds": pairs,
-                       "fines_per_pair_round": cross[(a, b)] / pairs if pairs else None})
+            cp.append(
+                {
+                    "model": a,
+                    "with": b,
+                    "fines": cross[(a, b)],
+                    "pairs_rounds": pairs,
+                    "fines_per_pair_round": cross[(a, b)] / pairs if pairs else None,
+                }
+            )
     return rows, cp
 
 
-def invader_effect(rounds: pd.DataFrame, agents: pd.DataFrame, invader: Mapping[str, Any], rounds_total: int) -> dict[str, Any]:
+def invader_effect(
+    rounds: pd.DataFrame, agents: pd.DataFrame, invader: Mapping[str, Any], rounds_total: int
+) -> dict[str, Any]:
     """The stock's recovery per society and the invader seat's final wealth against the residents'."""
     from cooplab.evals.recovery import recovery
 
@@ -106,18 +137,30 @@ def invader_effect(rounds: pd.DataFrame, agents: pd.DataFrame, invader: Mapping[
     per = []
     for s, g in rounds.sort_values("round").groupby(soc_col):
         stock = g.set_index("round")["R"].reindex(range(1, int(g["round"].max()) + 1))
-        per.append({"society": int(s), **(recovery(stock.to_numpy(), K) if K <= len(stock) else {"K": K, "recovered": None,
-                                                                                             "note": "ended before the event"})})
+        per.append(
+            {
+                "society": int(s),
+                **(
+                    recovery(stock.to_numpy(), K)
+                    if K <= len(stock)
+                    else {"K": K, "recovered": None, "note": "ended before the event"}
+                ),
+            }
+        )
     inv = agents[agents["agent"] == seat]
     res = agents[agents["agent"] != seat]
     recovered = [p.get("rounds_to_recover") for p in per if p.get("recovered")]
-    return {"invader": dict(invader), "series": "fish stock R at the start of each round", "societies": per,
-            "recovered_share": float(np.mean([bool(p.get("recovered")) for p in per])) if per else None,
-            "mean_rounds_to_recover": float(np.mean(recovered)) if recovered else None,
-            "mean_drop": float(np.mean([p["drop"] for p in per if p.get("drop") is not None])) if per else None,
-            "invader_wealth": float(inv["wealth"].mean()) if len(inv) else None,
-            "resident_wealth": float(res["wealth"].mean()) if len(res) else None,
-            "payoff_basis": "final wealth of the invader's seat against the residents' mean (the seat's wealth before K included)"}
+    return {
+        "invader": dict(invader),
+        "series": "fish stock R at the start of each round",
+        "societies": per,
+        "recovered_share": float(np.mean([bool(p.get("recovered")) for p in per])) if per else None,
+        "mean_rounds_to_recover": float(np.mean(recovered)) if recovered else None,
+        "mean_drop": float(np.mean([p["drop"] for p in per if p.get("drop") is not None])) if per else None,
+        "invader_wealth": float(inv["wealth"].mean()) if len(inv) else None,
+        "resident_wealth": float(res["wealth"].mean()) if len(res) else None,
+        "payoff_basis": "final wealth of the invader's seat against the residents' mean (the seat's wealth before K included)",
+    }
 
 
 def report_lines(summary: Mapping[str, Any]) -> list[str]:
@@ -127,17 +170,23 @@ def report_lines(summary: Mapping[str, Any]) -> list[str]:
 
     lines = []
     for r in summary.get("by_model") or []:
-        lines.append(f"model {r['model']} ({r['agents']} agents): catch {r['catch_per_agent']:.1f} per agent, fines given "
-                     f"{r['fines_given_per_agent']:.2f} / received {r['fines_received_per_agent']:.2f} per agent, norms proposed "
-                     f"{r['norms_proposed']}, adopted {r['norms_adopted']}, final wealth {_f(r['wealth_per_agent'])} per agent")
+        lines.append(
+            f"model {r['model']} ({r['agents']} agents): catch {r['catch_per_agent']:.1f} per agent, fines given "
+            f"{r['fines_given_per_agent']:.2f} / received {r['fines_received_per_agent']:.2f} per agent, norms proposed "
+            f"{r['norms_proposed']}, adopted {r['norms_adopted']}, final wealth {_f(r['wealth_per_agent'])} per agent"
+        )
     if summary.get("crossplay"):
-        lines.append("fines per pair of agents and round (row fines column): " + "; ".join(
-            f"{c['model']} -> {c['with']} {_f(c['fines_per_pair_round'], 3)}" for c in summary["crossplay"]))
+        lines.append(
+            "fines per pair of agents and round (row fines column): "
+            + "; ".join(f"{c['model']} -> {c['with']} {_f(c['fines_per_pair_round'], 3)}" for c in summary["crossplay"])
+        )
     inv = summary.get("invasion")
     if inv:
-        lines.append(f"invader: {text(inv['invader'])}; recovered in {_f(inv['recovered_share'], 2)} of societies"
-                     f" (mean {_f(inv['mean_rounds_to_recover'], 1)} rounds), mean drop of the stock {_f(inv['mean_drop'], 1)}; "
-                     f"final wealth: invader {_f(inv['invader_wealth'])}, residents {_f(inv['resident_wealth'])}")
+        lines.append(
+            f"invader: {text(inv['invader'])}; recovered in {_f(inv['recovered_share'], 2)} of societies"
+            f" (mean {_f(inv['mean_rounds_to_recover'], 1)} rounds), mean drop of the stock {_f(inv['mean_drop'], 1)}; "
+            f"final wealth: invader {_f(inv['invader_wealth'])}, residents {_f(inv['resident_wealth'])}"
+        )
         if len(inv["societies"]) == 1 and inv["societies"][0].get("pre_level") is not None:
             lines.append(recovery_text(inv["societies"][0], "stock"))
     return lines
@@ -156,14 +205,27 @@ def figures(summary: Mapping[str, Any], rounds: pd.DataFrame, where: Any) -> Non
 
     where = Path(where)
     if summary.get("by_model"):
-        by_model_figure(summary["by_model"], [("catch_per_agent", "catch per agent"), ("fines_given_per_agent", "fines given per agent"),
-                                              ("fines_received_per_agent", "fines received per agent"),
-                                              ("wealth_per_agent", "final wealth per agent")],
-                        "Outcomes per model in one society", where / "by_model.png")
+        by_model_figure(
+            summary["by_model"],
+            [
+                ("catch_per_agent", "catch per agent"),
+                ("fines_given_per_agent", "fines given per agent"),
+                ("fines_received_per_agent", "fines received per agent"),
+                ("wealth_per_agent", "final wealth per agent"),
+            ],
+            "Outcomes per model in one society",
+            where / "by_model.png",
+        )
     inv = summary.get("invasion")
     if inv and inv["societies"] and inv["societies"][0].get("pre_level") is not None:
         soc_col = "replicate" if "replicate" in rounds.columns else "society"
         series = {f"society {s}": g.sort_values("round")["R"].to_numpy() for s, g in rounds.groupby(soc_col)}
         first = dict(list(series.items())[:6])
-        recovery_figure(first, int(inv["invader"]["round"]), inv["societies"][0], "fish stock R",
-                        f"Stock around the invader ({inv['invader']['kind']}, round {inv['invader']['round']})", where / "invasion.png")
+        recovery_figure(
+            first,
+            int(inv["invader"]["round"]),
+            inv["societies"][0],
+            "fish stock R",
+            f"Stock around the invader ({inv['invader']['kind']}, round {inv['invader']['round']})",
+            where / "invasion.png",
+        )

@@ -16,8 +16,6 @@ from cooplab.agents.rule_based import imitation_probability as logit_rule
 Array = np.ndarray
 
 
-
-
 def harvest(alpha: Array | float, effort: Array, R: Array) -> Array:
     """h_i(t) = alpha * e_i(t) * R(t)   (§3.1.2)."""
     return col(alpha) * effort * R[:, None]

@@ -23,8 +23,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 @lru_cache(maxsize=1)
 def _model():
-    from cooplab.extras import require
     from cooplab.agents.model_files import verified_dir
+    from cooplab.extras import require
 
     require("analysis", "norm similarity (sentence embeddings)", EMBEDDER_PACKAGES)
     from cooplab.evals.minilm import MiniLM
@@ -39,8 +39,11 @@ def embedder_record() -> dict:
 
     from cooplab.agents.model_files import record
 
-    return {**record("minilm"), "runtime": "cooplab.evals.minilm (NumPy), "
-            + ", ".join(f"{d} {version(d)}" for d in ("numpy", "safetensors", "tokenizers"))}
+    return {
+        **record("minilm"),
+        "runtime": "cooplab.evals.minilm (NumPy), "
+        + ", ".join(f"{d} {version(d)}" for d in ("numpy", "safetensors", "tokenizers")),
+    }
 
 
 def _text(t: object) -> str:
@@ -105,7 +108,7 @@ def agent_norm_texts(decisions: pd.DataFrame, beliefs: pd.DataFrame, rounds: pd.
     alive_rounds = rounds.groupby("replicate")["round"].max().to_dict() if len(rounds) else {}
     initial = {(int(b.society), int(b.agent)): b.initial_belief for b in beliefs.itertuples()}
     agents_per_soc: dict[int, list[int]] = {}
-    for (s, i) in initial:
+    for s, i in initial:
         agents_per_soc.setdefault(s, []).append(i)
     for s, last in alive_rounds.items():
         for r in range(1, int(last) + 1):
@@ -113,5 +116,7 @@ def agent_norm_texts(decisions: pd.DataFrame, beliefs: pd.DataFrame, rounds: pd.
                 if int(row.society) == s and row.parsed:
                     latest[(s, int(row.agent))] = json.loads(row.parsed)["proposal"]
             for i in agents_per_soc.get(int(s), []):
-                out.append({"society": int(s), "round": r, "agent": i, "text": latest.get((int(s), i), initial[(int(s), i)])})
+                out.append(
+                    {"society": int(s), "round": r, "agent": i, "text": latest.get((int(s), i), initial[(int(s), i)])}
+                )
     return pd.DataFrame(out)

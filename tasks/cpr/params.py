@@ -11,7 +11,16 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError, model_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictStr,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from cooplab.graphs.invaders import Invader
 from cooplab.limits import RULES
@@ -55,57 +64,110 @@ class CPRParams(BaseModel):
     N: Annotated[int, RULES["n-agents"]] = _f(10, "number of agents", "paper §4.1: all simulations use 10 agents")
     T: Annotated[int, RULES["rounds"]] = _f(50, "round cap", "paper §4.2: runs are capped at 50 rounds")
     # --- resource (§3.1.2) ------------------------------------------------------------
-    K: Positive = _f(1000.0, "carrying capacity of the stock", "chosen: sets the fish unit so that beta = 10 is about one round's catch, not a death sentence")
+    K: Positive = _f(
+        1000.0,
+        "carrying capacity of the stock",
+        "chosen: sets the fish unit so that beta = 10 is about one round's catch, not a death sentence",
+    )
     R0: Real = _f(1000.0, "initial stock R(1)", "chosen: the lake starts full (R0 = K)")
     r: Real = _f(0.2, "intrinsic growth rate (harsh 0.2, rich 0.6)", "paper §4.1: harsh r = 0.2, rich r = 0.6")
-    R_min: Real = _f(71.0, "collapse threshold on the post-harvest stock", "chosen, calibrated (docs/cpr.md); v1: 50, 5% of K")
+    R_min: Real = _f(
+        71.0, "collapse threshold on the post-harvest stock", "chosen, calibrated (docs/cpr.md); v1: 50, 5% of K"
+    )
     # --- technology and economy (§3.1.1) ----------------------------------------------
     alpha: PositiveShare = _f(
-        0.082, "productivity: h_i = alpha * e_i * R", "chosen, calibrated (docs/cpr.md): 10 agents at full effort take 82% of the stock per round; v1: 0.1, they can empty the lake in one round"
+        0.082,
+        "productivity: h_i = alpha * e_i * R",
+        "chosen, calibrated (docs/cpr.md): 10 agents at full effort take 82% of the stock per round; v1: 0.1, they can empty the lake in one round",
     )
     c: Positive = _f(
-        3.1, "fixed consumption per agent per round", "chosen, calibrated (docs/cpr.md): 62% of the harsh lake's per-capita MSY rK/4N = 5 (21% of the rich lake's 15); v1: 4.0 (80%)"
+        3.1,
+        "fixed consumption per agent per round",
+        "chosen, calibrated (docs/cpr.md): 62% of the harsh lake's per-capita MSY rK/4N = 5 (21% of the rich lake's 15); v1: 4.0 (80%)",
     )
-    P0: Real = _f(38.0, "initial wealth P_i(1)", "chosen, calibrated (docs/cpr.md): 12 rounds of consumption, or almost four beta = 10 fines; v1: 20")
+    P0: Real = _f(
+        38.0,
+        "initial wealth P_i(1)",
+        "chosen, calibrated (docs/cpr.md): 12 rounds of consumption, or almost four beta = 10 fines; v1: 20",
+    )
     # --- sanctions ----------------------------------------------------------------------
     beta: Real = _f(10.0, "penalty paid by a punished agent", "paper Fig. 2 uses beta = 10 and 14")
-    gamma: Real = _f(7.2, "cost paid by a punisher", "chosen, calibrated (docs/cpr.md): fee:fine about 3:4 at beta = 10; v1: 1.0, a tenth of beta")
+    gamma: Real = _f(
+        7.2,
+        "cost paid by a punisher",
+        "chosen, calibrated (docs/cpr.md): fee:fine about 3:4 at beta = 10; v1: 1.0, a tenth of beta",
+    )
     punishment: StrictBool = _f(True, "punishment phase on/off", "paper §4.1 (a)")
     punish_off_round: Annotated[int | None, RULES["rounds"].within(optional=True)] = _f(
-        None, "from this round on punishment is disabled (none: never)", "paper Fig. 2 disables it at t = 15")
+        None, "from this round on punishment is disabled (none: never)", "paper Fig. 2 disables it at t = 15"
+    )
     # --- social learning (§3.1.3) ---------------------------------------------------------
     social_learning: StrictBool = _f(True, "payoff-biased imitation on/off", "paper §4.2.5 ablations")
-    delta: Real = _f(0.86, "selection strength of the logit imitation rule (per fish)", "chosen, calibrated (docs/cpr.md): a 5-fish payoff gap gives Pr = 0.99; v1: 0.2 (0.73)")
+    delta: Real = _f(
+        0.86,
+        "selection strength of the logit imitation rule (per fish)",
+        "chosen, calibrated (docs/cpr.md): a 5-fish payoff gap gives Pr = 0.99; v1: 0.2 (0.73)",
+    )
     sigma: Real = _f(
-        0.096, "mutation s.d., as a fraction of each trait's initial general range", "chosen, calibrated (docs/cpr.md): small exploration; v1: 0.05"
+        0.096,
+        "mutation s.d., as a fraction of each trait's initial general range",
+        "chosen, calibrated (docs/cpr.md): small exploration; v1: 0.05",
     )
     learn_prob: Share = _f(
-        0.62, "probability that an agent revises its strategy in a round", "chosen, calibrated (docs/cpr.md); v1: 0.2, the paper says agents 'occasionally' revise"
+        0.62,
+        "probability that an agent revises its strategy in a round",
+        "chosen, calibrated (docs/cpr.md); v1: 0.2, the paper says agents 'occasionally' revise",
     )
     ema: PositiveShare = _f(
-        0.78, "weight of the newest round in the smoothed payoff P_bar", "chosen, calibrated (docs/cpr.md): the paper suggests an exponential moving average; v1: 0.5"
+        0.78,
+        "weight of the newest round in the smoothed payoff P_bar",
+        "chosen, calibrated (docs/cpr.md): the paper suggests an exponential moving average; v1: 0.5",
     )
     # --- individual learning (abstract; §4.2.5 "individual history and environmental feedback")
     individual_learning: StrictBool = _f(
-        True, "individual (reinforcement) learning from one's own payoff, fines and sanctions on/off",
+        True,
+        "individual (reinforcement) learning from one's own payoff, fines and sanctions on/off",
         "paper abstract ('agents also individually learn from the consequences of harvesting, monitoring, and punishing') "
-        "and §4.2.5 (Neither: 'individual history and environmental feedback')")
+        "and §4.2.5 (Neither: 'individual history and environmental feedback')",
+    )
     il_rate: Share = _f(
-        0.43, "learning rate lambda of individual learning (Bush-Mosteller; 0 = off)",
-        "chosen, calibrated (docs/cpr.md): a fine closes 43% of the gap to the violated norm; first version: 0.2")
+        0.43,
+        "learning rate lambda of individual learning (Bush-Mosteller; 0 = off)",
+        "chosen, calibrated (docs/cpr.md): a fine closes 43% of the gap to the violated norm; first version: 0.2",
+    )
     # --- group decision (§3.1.3) ------------------------------------------------------------
     group_decision: StrictBool = _f(True, "propose -> vote (median) group norm on/off", "paper §4.2.5 ablations")
     # --- initial trait ranges of §4.1 (c): general range, split into altruistic/selfish halves
     e_min: Share = _f(
-        0.082, "lower end of the general initial effort range", "chosen, calibrated (docs/cpr.md): alpha e K = 6.7, about twice subsistence at full stock; v1: 0.04, subsistence (alpha e K = c)"
+        0.082,
+        "lower end of the general initial effort range",
+        "chosen, calibrated (docs/cpr.md): alpha e K = 6.7, about twice subsistence at full stock; v1: 0.04, subsistence (alpha e K = c)",
     )
-    g_min: Real = _f(0.13, "lower end of the general initial cap range", "chosen, calibrated (docs/cpr.md); v1: 4.0, subsistence, g = c")
+    g_min: Real = _f(
+        0.13,
+        "lower end of the general initial cap range",
+        "chosen, calibrated (docs/cpr.md); v1: 4.0, subsistence, g = c",
+    )
     e_max: Share = _f(
-        0.98, "upper end of the general initial effort range", "chosen, calibrated (docs/cpr.md); v1: 1.0, the physical maximum"
+        0.98,
+        "upper end of the general initial effort range",
+        "chosen, calibrated (docs/cpr.md); v1: 1.0, the physical maximum",
     )
-    g_max: Positive = _f(18.0, "upper end of the general initial cap range", "chosen, calibrated (docs/cpr.md): just above the rich per-capita MSY (rK/4N = 15); v1: 30")
-    m_range: tuple[Share, Share] = _f((0.0, 0.42), "initial monitoring propensity range", "chosen, calibrated (docs/cpr.md); v1: the full unit interval")
-    p_range: tuple[Share, Share] = _f((0.0, 0.55), "initial punishment propensity range", "chosen, calibrated (docs/cpr.md); v1: the full unit interval")
+    g_max: Positive = _f(
+        18.0,
+        "upper end of the general initial cap range",
+        "chosen, calibrated (docs/cpr.md): just above the rich per-capita MSY (rK/4N = 15); v1: 30",
+    )
+    m_range: tuple[Share, Share] = _f(
+        (0.0, 0.42),
+        "initial monitoring propensity range",
+        "chosen, calibrated (docs/cpr.md); v1: the full unit interval",
+    )
+    p_range: tuple[Share, Share] = _f(
+        (0.0, 0.55),
+        "initial punishment propensity range",
+        "chosen, calibrated (docs/cpr.md); v1: the full unit interval",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> "CPRParams":
@@ -134,27 +196,72 @@ class CPRParams(BaseModel):
 #: override the beta of every condition of Figs. 2 and 3 (tested).
 PRESETS: dict[str, dict[str, Any]] = {
     "v1": {
-        "K": 1000.0, "R0": 1000.0, "R_min": 50.0, "alpha": 0.1, "c": 4.0, "P0": 20.0, "gamma": 1.0,
-        "delta": 0.2, "sigma": 0.05, "learn_prob": 0.2, "ema": 0.5, "e_min": 0.04, "g_min": 4.0, "e_max": 1.0,
-        "g_max": 30.0, "m_range": (0.0, 1.0), "p_range": (0.0, 1.0),
-        "individual_learning": False, "il_rate": 0.2,
+        "K": 1000.0,
+        "R0": 1000.0,
+        "R_min": 50.0,
+        "alpha": 0.1,
+        "c": 4.0,
+        "P0": 20.0,
+        "gamma": 1.0,
+        "delta": 0.2,
+        "sigma": 0.05,
+        "learn_prob": 0.2,
+        "ema": 0.5,
+        "e_min": 0.04,
+        "g_min": 4.0,
+        "e_max": 1.0,
+        "g_max": 30.0,
+        "m_range": (0.0, 1.0),
+        "p_range": (0.0, 1.0),
+        "individual_learning": False,
+        "il_rate": 0.2,
     },
     # sample 69 of `cooplab calibrate cpr --samples 128 --seed 0` (design 273f6afda7b54c0d), rounded to
     # two significant digits: claims c1 and c2 hold at seeds 0, 1 and 2 (docs/cpr.md, "Calibration").
     "calibrated": {
-        "K": 1000.0, "R0": 1000.0, "R_min": 86.0, "alpha": 0.13, "c": 7.8, "P0": 54.0, "gamma": 4.7,
-        "delta": 0.4, "sigma": 0.019, "learn_prob": 0.89, "ema": 0.31, "e_min": 0.016, "g_min": 1.4, "e_max": 0.96,
-        "g_max": 17.0, "m_range": (0.0, 0.78), "p_range": (0.0, 0.58),
-        "individual_learning": True, "il_rate": 0.24,
+        "K": 1000.0,
+        "R0": 1000.0,
+        "R_min": 86.0,
+        "alpha": 0.13,
+        "c": 7.8,
+        "P0": 54.0,
+        "gamma": 4.7,
+        "delta": 0.4,
+        "sigma": 0.019,
+        "learn_prob": 0.89,
+        "ema": 0.31,
+        "e_min": 0.016,
+        "g_min": 1.4,
+        "e_max": 0.96,
+        "g_max": 17.0,
+        "m_range": (0.0, 0.78),
+        "p_range": (0.0, 0.58),
+        "individual_learning": True,
+        "il_rate": 0.24,
     },
     # sample 112 of the same design, rounded: claims a (punishment) and c1 hold at seeds 0, 1 and 2.
     # The defaults of CPRParams since issue 14 (docs/cpr.md says why this one; pinned here so that a
     # later change of the defaults does not move it; a test checks that they are equal today)
     "calibrated-punishment": {
-        "K": 1000.0, "R0": 1000.0, "R_min": 71.0, "alpha": 0.082, "c": 3.1, "P0": 38.0, "gamma": 7.2,
-        "delta": 0.86, "sigma": 0.096, "learn_prob": 0.62, "ema": 0.78, "e_min": 0.082, "g_min": 0.13, "e_max": 0.98,
-        "g_max": 18.0, "m_range": (0.0, 0.42), "p_range": (0.0, 0.55),
-        "individual_learning": True, "il_rate": 0.43,
+        "K": 1000.0,
+        "R0": 1000.0,
+        "R_min": 71.0,
+        "alpha": 0.082,
+        "c": 3.1,
+        "P0": 38.0,
+        "gamma": 7.2,
+        "delta": 0.86,
+        "sigma": 0.096,
+        "learn_prob": 0.62,
+        "ema": 0.78,
+        "e_min": 0.082,
+        "g_min": 0.13,
+        "e_max": 0.98,
+        "g_max": 18.0,
+        "m_range": (0.0, 0.42),
+        "p_range": (0.0, 0.55),
+        "individual_learning": True,
+        "il_rate": 0.43,
     },
 }
 
@@ -184,15 +291,24 @@ class CPRSettings(CPRParams):
     ``--env``, ``--ablation``, ``--population``, ``--replicates``, ``--preset``)."""
 
     env: Literal["harsh", "rich"] | None = _f("harsh", "environment the growth rate r came from (--env)", "paper §4.1")
-    ablation: Literal["full", "osl", "ogd", "neither"] | None = _f("full", "ablation the two alignment switches came from (--ablation)",
-                                                                   "paper §4.2.5")
-    population: Literal["altruistic", "selfish", "mixed"] = _f("mixed", "who the agents are: altruistic, selfish or half and half",
-                                                               "paper §4.1 (c)")
-    replicates: Annotated[int, RULES["replicates"]] = _f(1, "independent societies run side by side (the CLI's default: 100 rule-based, "
-                                                         "1 LLM)", "cooplab")
-    preset: StrictStr | None = _f(None, "the named parameter set the values started from (--preset; none: the defaults)", "cooplab")
-    invader: Invader | None = _f(None, "an agent replaced at round K by an invader (--invader KIND@K[:AGENT]; tasks/cpr/invaders.py; "
-                                 "none: no invader)", "cooplab")
+    ablation: Literal["full", "osl", "ogd", "neither"] | None = _f(
+        "full", "ablation the two alignment switches came from (--ablation)", "paper §4.2.5"
+    )
+    population: Literal["altruistic", "selfish", "mixed"] = _f(
+        "mixed", "who the agents are: altruistic, selfish or half and half", "paper §4.1 (c)"
+    )
+    replicates: Annotated[int, RULES["replicates"]] = _f(
+        1, "independent societies run side by side (the CLI's default: 100 rule-based, 1 LLM)", "cooplab"
+    )
+    preset: StrictStr | None = _f(
+        None, "the named parameter set the values started from (--preset; none: the defaults)", "cooplab"
+    )
+    invader: Invader | None = _f(
+        None,
+        "an agent replaced at round K by an invader (--invader KIND@K[:AGENT]; tasks/cpr/invaders.py; "
+        "none: no invader)",
+        "cooplab",
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -29,9 +29,24 @@ from cooplab.tasks.cpr import model
 from cooplab.tasks.cpr import rules as rb
 from cooplab.tasks.cpr import state as block
 
-__all__ = ["PolicyResult", "adapt_node", "environment_node", "harvest_node", "individual_learning_enabled", "is_async_policy",
-           "learn_node", "llm_node", "phase_generator", "propose_node", "punish_node", "punishment_enabled", "round_record",
-           "running_agents", "threshold", "vote_node"]
+__all__ = [
+    "PolicyResult",
+    "adapt_node",
+    "environment_node",
+    "harvest_node",
+    "individual_learning_enabled",
+    "is_async_policy",
+    "learn_node",
+    "llm_node",
+    "phase_generator",
+    "propose_node",
+    "punish_node",
+    "punishment_enabled",
+    "round_record",
+    "running_agents",
+    "threshold",
+    "vote_node",
+]
 
 State = Mapping[str, Any]
 
@@ -89,9 +104,14 @@ def punish_node(policy: Callable = rb.sample_inspect_punish) -> Callable[..., An
         I = out.get("I", np.zeros(shape, dtype=np.int8))
         tau_V = out.get("tau_V", np.full(shape, np.inf))
         if on.all():  # in force everywhere: nothing to mask (the same numbers, no copies)
-            return {"B": np.asarray(out["B"]).astype(np.int8, copy=False), "V": np.asarray(out["V"]).astype(np.int8, copy=False),
-                    "I": np.asarray(I).astype(np.int8, copy=False), "tau_V": np.asarray(tau_V).astype(float, copy=False),
-                    "n_inspections": np.asarray(out["n_inspections"]), "n_violations": np.asarray(out["n_violations"])}
+            return {
+                "B": np.asarray(out["B"]).astype(np.int8, copy=False),
+                "V": np.asarray(out["V"]).astype(np.int8, copy=False),
+                "I": np.asarray(I).astype(np.int8, copy=False),
+                "tau_V": np.asarray(tau_V).astype(float, copy=False),
+                "n_inspections": np.asarray(out["n_inspections"]),
+                "n_violations": np.asarray(out["n_violations"]),
+            }
         return {
             "B": np.where(on[:, None], out["B"], 0).astype(np.int8),
             "V": np.where(on[:, None], out["V"], 0).astype(np.int8),
@@ -190,8 +210,13 @@ def _regroup(state: State, update: dict, compact: bool) -> dict:
     if not compact or not block.compactable(state):
         return none_left
     keep, gone = np.flatnonzero(going_on), np.flatnonzero(~going_on)
-    return {**block.take_block(values, keep), "rows": rows[keep], "n_societies": S,
-            "finished": [block.finished_entry(values, gone, rows)], "ended": block.ended(values, gone, rows)}
+    return {
+        **block.take_block(values, keep),
+        "rows": rows[keep],
+        "n_societies": S,
+        "finished": [block.finished_entry(values, gone, rows)],
+        "ended": block.ended(values, gone, rows),
+    }
 
 
 def _count(x: np.ndarray, most: int, *, sure: bool = False) -> np.ndarray:
@@ -204,8 +229,17 @@ def _count(x: np.ndarray, most: int, *, sure: bool = False) -> np.ndarray:
     return x.astype(np.int8 if most <= 127 else np.int16 if most <= 32767 else np.int32)
 
 
-def round_record(state: State, t: int, H: np.ndarray, eta_t: np.ndarray, alive: np.ndarray, wealth: np.ndarray,
-                 V: np.ndarray, run: np.ndarray, n_alive_run: np.ndarray) -> dict:
+def round_record(
+    state: State,
+    t: int,
+    H: np.ndarray,
+    eta_t: np.ndarray,
+    alive: np.ndarray,
+    wealth: np.ndarray,
+    V: np.ndarray,
+    run: np.ndarray,
+    n_alive_run: np.ndarray,
+) -> dict:
     """The environment's record of round ``t`` (an entry of ``history``) for the societies running
     at its start: their batch indices (``rows``), the stock, norm and activity at the start of
     the round, the catch and its efficiency, and per society counts and means over the living
@@ -217,6 +251,7 @@ def round_record(state: State, t: int, H: np.ndarray, eta_t: np.ndarray, alive: 
     if rows is None:
         rows = np.arange(len(active))
     if active.all():
+
         def at(x: np.ndarray) -> np.ndarray:
             return x
     else:  # a state that keeps finished societies: record the running ones
@@ -225,6 +260,7 @@ def round_record(state: State, t: int, H: np.ndarray, eta_t: np.ndarray, alive: 
 
         def at(x: np.ndarray) -> np.ndarray:
             return np.take(x, idx, axis=0)
+
     with np.errstate(invalid="ignore", divide="ignore"):
         n_or_1 = np.maximum(n_alive_run, 1)
         some_alive = n_alive_run > 0

@@ -35,9 +35,16 @@ class CPRResults(Results):
     replicates: Count = Field(description="replicate societies")
     n_agents: Count = Field(description="agents per society")
     rounds_completed: Count = Field(description="rounds every running society completed")
-    survival_time: SurvivalTime = Field(description="T_s: rounds until the resource collapsed or an agent starved (the round cap if neither)")
-    efficiency: Efficiency = Field(description="eta: mean harvest over the rounds lived, as a share of the optimum rK/4")
+    survival_time: SurvivalTime = Field(
+        description="T_s: rounds until the resource collapsed or an agent starved (the round cap if neither)"
+    )
+    efficiency: Efficiency = Field(
+        description="eta: mean harvest over the rounds lived, as a share of the optimum rK/4"
+    )
     collapse: dict[Name, Count] = Field(description="societies by how they ended")
     agent_steps: Count = Field(description="agent-rounds lived, summed over the societies")
-    censored: bool | None = Field(None, description="a run that stopped early: whether societies were still running (their T_s is "
-                                                    "the last completed round)")
+    censored: bool | None = Field(
+        None,
+        description="a run that stopped early: whether societies were still running (their T_s is "
+        "the last completed round)",
+    )

@@ -60,8 +60,14 @@ def sample_inspect_punish(state: State, threshold: np.ndarray, rng: np.random.Ge
     V.reshape(-1)[fined] = 1
     tau_V = np.full((S, N), np.inf)
     np.minimum.at(tau_V.reshape(-1), fined, np.broadcast_to(threshold, (S, N))[punish])
-    return {"B": B, "V": V, "I": inspect.astype(np.int8), "tau_V": tau_V,
-            "n_inspections": count_rows(inspect), "n_violations": count_rows(violation)}
+    return {
+        "B": B,
+        "V": V,
+        "I": inspect.astype(np.int8),
+        "tau_V": tau_V,
+        "n_inspections": count_rows(inspect),
+        "n_violations": count_rows(violation),
+    }
 
 
 # --- social learning -----------------------------------------------------------------------
@@ -81,7 +87,9 @@ def payoff_biased_imitation(state: State, rng: np.random.Generator) -> dict[str,
     # the logit probability only where it is used: the agents who meet a peer (same numbers)
     meet = np.flatnonzero(alive & has & (u_meet < col(P["learn_prob"])))
     P_bar = state["P_bar"].reshape(-1)
-    prob = imitation_probability(P_bar[peer.reshape(-1)[meet]][:, None], P_bar[meet][:, None], _per_agent(P["delta"], meet, N))
+    prob = imitation_probability(
+        P_bar[peer.reshape(-1)[meet]][:, None], P_bar[meet][:, None], _per_agent(P["delta"], meet, N)
+    )
     adopters = meet[u_adopt.reshape(-1)[meet] < prob[:, 0]]  # flat indices, in row-major order (as np.nonzero)
     rows = adopters // N
     src = peer.reshape(-1)[adopters]
@@ -152,10 +160,15 @@ def individual_learning(state: State) -> dict[str, np.ndarray]:
     m_new = np.where(state["I"] == 1, _reinforce_ls(m, ls, nonneg), m)
     p_new = p.copy()
     punished = np.flatnonzero(state["B"].reshape(-1) == 1)  # few
-    p_new.reshape(-1)[punished] = _reinforce_ls(p.reshape(-1)[punished], ls.reshape(-1)[punished],
-                                                    nonneg.reshape(-1)[punished])
-    return {"e": np.clip(e_new, 0.0, 1.0, out=e_new), "m": np.clip(m_new, 0.0, 1.0, out=m_new),
-            "p": np.clip(p_new, 0.0, 1.0, out=p_new), "g": np.maximum(g_new, 0.0, out=g_new)}
+    p_new.reshape(-1)[punished] = _reinforce_ls(
+        p.reshape(-1)[punished], ls.reshape(-1)[punished], nonneg.reshape(-1)[punished]
+    )
+    return {
+        "e": np.clip(e_new, 0.0, 1.0, out=e_new),
+        "m": np.clip(m_new, 0.0, 1.0, out=m_new),
+        "p": np.clip(p_new, 0.0, 1.0, out=p_new),
+        "g": np.maximum(g_new, 0.0, out=g_new),
+    }
 
 
 def _reinforce_ls(x: np.ndarray, ls: np.ndarray, nonneg: np.ndarray) -> np.ndarray:

@@ -14,18 +14,22 @@ from typing import Any
 
 import numpy as np
 
-from cooplab.tasks.cpr import phases as ph
 from cooplab.graphs.rng import phase_rng
 from cooplab.graphs.society import build_society
-from cooplab.tasks.cpr.state import CPRState, full_state
-from cooplab.tasks.cpr.params import ABLATIONS, CPRParams, population_ranges
+from cooplab.tasks.cpr import phases as ph
 from cooplab.tasks.cpr.model import median_norm
+from cooplab.tasks.cpr.params import ABLATIONS, CPRParams, population_ranges
+from cooplab.tasks.cpr.state import CPRState, full_state
 
 PHASE_ORDER = ("harvest", "punish", "environment", "adapt", "learn", "propose", "vote")
 
 
 def cpr_phases(
-    *, punishment: bool = True, social_learning: bool = True, group_decision: bool = True, individual_learning: bool = True,
+    *,
+    punishment: bool = True,
+    social_learning: bool = True,
+    group_decision: bool = True,
+    individual_learning: bool = True,
     end_on_starvation: bool = True,
 ) -> "OrderedDict[str, Callable]":
     """The phases of one round, in order. A switch that is off removes its node(s) from the
@@ -52,7 +56,8 @@ def phases_for_batch(params: "list[CPRParams]") -> "OrderedDict[str, Callable]":
     its node then skips, society by society, those whose switch is off (punishment, social
     learning, group decision and individual learning are all per-society switches in the nodes)."""
     return cpr_phases(
-        punishment=any(p.punishment for p in params), social_learning=any(p.social_learning for p in params),
+        punishment=any(p.punishment for p in params),
+        social_learning=any(p.social_learning for p in params),
         group_decision=any(p.group_decision for p in params),
         individual_learning=any(p.individual_learning and p.il_rate > 0 for p in params),
     )
@@ -60,14 +65,18 @@ def phases_for_batch(params: "list[CPRParams]") -> "OrderedDict[str, Callable]":
 
 def phases_for(params: CPRParams) -> "OrderedDict[str, Callable]":
     return cpr_phases(
-        punishment=params.punishment, social_learning=params.social_learning, group_decision=params.group_decision,
+        punishment=params.punishment,
+        social_learning=params.social_learning,
+        group_decision=params.group_decision,
         individual_learning=params.individual_learning and params.il_rate > 0,
     )
 
 
 def build_cpr_graph(phases: "OrderedDict[str, Callable] | None" = None, *, checkpointer: Any = None):
     """Compile the CPR society graph (default: all phases on)."""
-    return build_society(phases if phases is not None else cpr_phases(), CPRState, checkpointer=checkpointer, name="cpr")
+    return build_society(
+        phases if phases is not None else cpr_phases(), CPRState, checkpointer=checkpointer, name="cpr"
+    )
 
 
 def apply_ablation(values: dict[str, Any], ablation: str) -> dict[str, Any]:

@@ -79,7 +79,9 @@ class CPRState(TypedDict, total=False):
     eta_sum: np.ndarray  # (n,) running sum of eta(t) over the rounds lived
     history: AppendLog  # one record per round: the societies running at its start (``rows``) and their metrics
     finished: AppendLog  # the final values of the societies dropped from the block, one entry per round
-    ended: dict[str, np.ndarray] | None  # the societies that left the block this round (``rows``) and their agents' arrays then
+    ended: (
+        dict[str, np.ndarray] | None
+    )  # the societies that left the block this round (``rows``) and their agents' arrays then
     # LLM agents (absent or empty for rule-based runs; such a state is never compacted)
     h_recent: np.ndarray  # (S, N, K) harvests of the last K rounds, newest first
     effort_recent: np.ndarray  # (S, N, K) efforts of the last K rounds
@@ -96,14 +98,50 @@ class CPRState(TypedDict, total=False):
 
 #: what a society that finished before the batch's last round holds in the fields of one round
 #: (the nodes of the rounds after its end wrote these; its last round's values are not kept)
-ROUND_FILL: dict[str, Any] = {"effort": 0.0, "h": 0.0, "B": 0, "V": 0, "I": 0, "tau_V": np.inf, "payoff": 0.0,
-                              "n_inspections": 0, "n_violations": 0, "proposals": np.nan, "active": False}
+ROUND_FILL: dict[str, Any] = {
+    "effort": 0.0,
+    "h": 0.0,
+    "B": 0,
+    "V": 0,
+    "I": 0,
+    "tau_V": np.inf,
+    "payoff": 0.0,
+    "n_inspections": 0,
+    "n_violations": 0,
+    "proposals": np.nan,
+    "active": False,
+}
 #: the per-society fields a finished society keeps (its final values, in ``finished``)
-KEPT = ("condition", "replicate", "R", "R_plus", "alive", "e", "m", "p", "g", "P", "P_bar", "G", "T_s", "collapse", "eta_sum")
+KEPT = (
+    "condition",
+    "replicate",
+    "R",
+    "R_plus",
+    "alive",
+    "e",
+    "m",
+    "p",
+    "g",
+    "P",
+    "P_bar",
+    "G",
+    "T_s",
+    "collapse",
+    "eta_sum",
+)
 #: every per-society field of the block (besides ``params``)
 BLOCK = KEPT + tuple(ROUND_FILL)
 #: fields of LLM agents: a state holding them keeps the whole batch (lists indexed by society)
-LLM_FIELDS = ("beliefs", "beliefs_initial", "proposal_texts", "norm_text", "agent_types", "h_recent", "effort_recent", "V_recent")
+LLM_FIELDS = (
+    "beliefs",
+    "beliefs_initial",
+    "proposal_texts",
+    "norm_text",
+    "agent_types",
+    "h_recent",
+    "effort_recent",
+    "V_recent",
+)
 
 
 def n_societies(state: Mapping[str, Any]) -> int:
@@ -145,11 +183,17 @@ def finished_entry(values: Mapping[str, Any], gone: np.ndarray, rows: np.ndarray
     list of ``{"names", "data"}``; parameters named ``params.NAME``). Few arrays, not dozens: a
     checkpoint serializes each array on its own, at a cost per array."""
     parts: dict[tuple[str, tuple[int, ...]], list[tuple[str, np.ndarray]]] = {}
-    for k, v in [(k, values[k]) for k in KEPT if k in values] + [(f"params.{k}", v) for k, v in values["params"].items()]:
+    for k, v in [(k, values[k]) for k in KEPT if k in values] + [
+        (f"params.{k}", v) for k, v in values["params"].items()
+    ]:
         a = np.take(v, gone, axis=0)
         parts.setdefault((a.dtype.str, a.shape[1:]), []).append((k, a))
-    return {"rows": rows[gone], "packed": [{"names": [k for k, _ in group], "data": np.stack([a for _, a in group])}
-                                           for group in parts.values()]}
+    return {
+        "rows": rows[gone],
+        "packed": [
+            {"names": [k for k, _ in group], "data": np.stack([a for _, a in group])} for group in parts.values()
+        ],
+    }
 
 
 def unpacked(entry: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -165,8 +209,10 @@ def whole_batch(values: Mapping[str, Any], finished: list[dict[str, Any]], S: in
     done = [(f["rows"], unpacked(f)) for f in finished if len(f["rows"])]
     gone = np.concatenate([r for r, _ in done]) if done else np.zeros(0, dtype=np.int64)
     if len(rows) + len(gone) != S:
-        raise ValueError(f"the state's running block ({len(rows)} societies) and its finished ones ({len(gone)}) "
-                         f"do not make up its batch of {S}")
+        raise ValueError(
+            f"the state's running block ({len(rows)} societies) and its finished ones ({len(gone)}) "
+            f"do not make up its batch of {S}"
+        )
     where = np.argsort(np.concatenate([gone, rows]), kind="stable")  # batch order of [finished..., block...]
 
     def spread(name: str, block: np.ndarray, fill: Any = None) -> np.ndarray:

@@ -61,8 +61,11 @@ def load_cpr(raw: Any, where: str, *, resolve: Callable[..., Any]) -> SweepConfi
     except ValidationError as exc:
         e = exc.errors()[0]
         raise ConfigError(f"{where}: {'.'.join(map(str, e['loc']))}: {e['msg']}") from None
-    for name, values, allowed in (("envs", cfg.envs, ENVIRONMENTS), ("populations", cfg.populations, ("altruistic", "selfish", "mixed")),
-                                  ("ablations", cfg.ablations, ABLATIONS)):
+    for name, values, allowed in (
+        ("envs", cfg.envs, ENVIRONMENTS),
+        ("populations", cfg.populations, ("altruistic", "selfish", "mixed")),
+        ("ablations", cfg.ablations, ABLATIONS),
+    ):
         bad = [v for v in values if v not in allowed]
         if bad or not values:
             raise ConfigError(f"{where}: {name} must be a non-empty list from {', '.join(allowed)}; got {values}")
@@ -73,7 +76,13 @@ def load_cpr(raw: Any, where: str, *, resolve: Callable[..., Any]) -> SweepConfi
 
 
 #: numeric fields of an earlier CPR sweep file -> the rule they follow (cooplab/limits.py)
-NUMERIC_FIELDS = {"trials": "replicates", "n_agents": "n-agents", "rounds": "rounds", "seed": "seed", "parallel": "parallel"}
+NUMERIC_FIELDS = {
+    "trials": "replicates",
+    "n_agents": "n-agents",
+    "rounds": "rounds",
+    "seed": "seed",
+    "parallel": "parallel",
+}
 
 
 def check_raw(raw: dict[str, Any], where: str) -> None:
@@ -92,7 +101,9 @@ def check_raw(raw: dict[str, Any], where: str) -> None:
     if "llm" in raw:
         sweep_llm_block(raw["llm"], where)
     if "set" in raw and not isinstance(raw["set"], dict):
-        raise ConfigError(f"{where}: set must be a JSON object of parameters (see 'cooplab params cpr'), got {raw['set']!r}")
+        raise ConfigError(
+            f"{where}: set must be a JSON object of parameters (see 'cooplab params cpr'), got {raw['set']!r}"
+        )
 
 
 def check_cells(cfg: SweepConfig, where: str, resolve: Callable[..., Any]) -> None:
@@ -119,7 +130,12 @@ def check_cells(cfg: SweepConfig, where: str, resolve: Callable[..., Any]) -> No
 
 
 def from_cpr(cfg: SweepConfig) -> dict[str, Any]:
-    fixed: dict[str, Any] = {"agents": cfg.agents, "n_agents": cfg.n_agents, "rounds": cfg.rounds, "replicates": cfg.trials}
+    fixed: dict[str, Any] = {
+        "agents": cfg.agents,
+        "n_agents": cfg.n_agents,
+        "rounds": cfg.rounds,
+        "replicates": cfg.trials,
+    }
     if cfg.set:
         fixed["set"] = dict(cfg.set)
     grid: dict[str, list[Any]] = {}
@@ -128,4 +144,3 @@ def from_cpr(cfg: SweepConfig) -> dict[str, Any]:
         grid["model"] = list(cfg.models)
     grid.update(env=list(cfg.envs), population=list(cfg.populations), ablation=list(cfg.ablations))
     return {"task": "cpr", "out": cfg.out, "fixed": fixed, "grid": grid, "seeds": [cfg.seed], "parallel": cfg.parallel}
-

@@ -19,16 +19,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cooplab.tasks.cpr.outcomes import summarize
-from cooplab.graphs import prompts, rundir
-from cooplab.tasks.cpr import metrics as cpr_metrics
 from cooplab.evals.text import counts_text, mean_sem_text
+from cooplab.graphs import prompts, rundir
 from cooplab.graphs.rng import phase_rng
-from cooplab.graphs.tables import agent_id
 from cooplab.graphs.runfiles import RunSummary
+from cooplab.graphs.tables import agent_id
 from cooplab.graphs.task import RunInfo, Task, TaskConfig
+from cooplab.tasks.cpr import metrics as cpr_metrics
 from cooplab.tasks.cpr import phases as ph
-from cooplab.tasks.cpr.results import CPRResults
+from cooplab.tasks.cpr.outcomes import summarize
 from cooplab.tasks.cpr.params import (
     ENVIRONMENTS,
     RUN_SETTINGS,
@@ -39,6 +38,7 @@ from cooplab.tasks.cpr.params import (
     invader_kinds,
     make_params,
 )
+from cooplab.tasks.cpr.results import CPRResults
 from cooplab.tasks.cpr.society import Condition, apply_ablation, init_state, phases_for
 from cooplab.tasks.cpr.state import CPRState, full_state
 
@@ -69,8 +69,14 @@ def preset_values(name: str | None) -> dict[str, Any]:
     return dict(values)
 
 
-def resolve_params(env: str, ablation: str, n_agents: int | None, rounds: int | None, overrides: dict[str, Any],
-                   preset: str | None = None) -> CPRParams:  # the earlier CPR sweep format's cells (tasks/cpr/sweep_format.py)
+def resolve_params(
+    env: str,
+    ablation: str,
+    n_agents: int | None,
+    rounds: int | None,
+    overrides: dict[str, Any],
+    preset: str | None = None,
+) -> CPRParams:  # the earlier CPR sweep format's cells (tasks/cpr/sweep_format.py)
     """CLI choices -> validated parameters. Precedence: --set > --n-agents/--rounds > --env/--ablation
     > --preset (a named parameter set) > the defaults."""
     values: dict[str, Any] = {**preset_values(preset), "r": ENVIRONMENTS[env]}
@@ -83,7 +89,9 @@ def resolve_params(env: str, ablation: str, n_agents: int | None, rounds: int | 
     return make_params(**values)
 
 
-def llm_phases(params: CPRParams, variant: str = "original", invader: dict[str, Any] | None = None) -> "OrderedDict[str, Callable]":
+def llm_phases(
+    params: CPRParams, variant: str = "original", invader: dict[str, Any] | None = None
+) -> "OrderedDict[str, Callable]":
     """The CPR graph with LLM agents: the same phase nodes with LLM policies plugged in
     (Figs. 8-11). Social learning happens in context (peers shown in the prompts), so the
     parameter-copying ``learn`` node is not part of an LLM society. A rule-based ``invader``'s seat
@@ -147,9 +155,20 @@ class CPRTask(Task):
     #: the per-round curves ``cooplab compare`` draws (columns of rounds.parquet)
     curve_columns = ("R", "n_alive", "mean_effort", "H")
 
-    def options(self, agents: str, *, env: str = "harsh", population: str = "mixed", ablation: str = "full", n_agents: int | None = None,
-                rounds: int | None = None, replicates: int | None = None, set: Any = None, preset: str | None = None,
-                invader: Any = None) -> dict[str, Any]:  # noqa: A002
+    def options(
+        self,
+        agents: str,
+        *,
+        env: str = "harsh",
+        population: str = "mixed",
+        ablation: str = "full",
+        n_agents: int | None = None,
+        rounds: int | None = None,
+        replicates: int | None = None,
+        set: Any = None,
+        preset: str | None = None,
+        invader: Any = None,
+    ) -> dict[str, Any]:  # noqa: A002
         """``cooplab run cpr``'s own options: ``env`` harsh | rich, ``population`` altruistic | selfish |
         mixed, ``ablation`` full | osl | ogd | neither, ``n_agents`` (N, default 10), ``rounds`` (T,
         default 50), ``replicates`` (default 100 rule-based, 1 LLM), ``set`` (any parameter: a dict or
@@ -158,16 +177,28 @@ class CPRTask(Task):
         import cooplab.limits as co
         from cooplab.tasks.cpr.params import parse_set
 
-        names = {"env": "--env", "population": "--population", "ablation": "--ablation", "replicates": "--replicates",
-                 "preset": "--preset"}
-        for key, value, allowed in (("env", env, ENVIRONMENTS), ("ablation", ablation, ABLATIONS)):  # read before the model sees them
+        names = {
+            "env": "--env",
+            "population": "--population",
+            "ablation": "--ablation",
+            "replicates": "--replicates",
+            "preset": "--preset",
+        }
+        for key, value, allowed in (
+            ("env", env, ENVIRONMENTS),
+            ("ablation", ablation, ABLATIONS),
+        ):  # read before the model sees them
             if value not in allowed:
                 co.validate(CPRSettings, {key: value}, co.flags(names))  # the model's own message
                 raise co.ConfigError(f"--{key} must be {' or '.join(allowed)}, got {co.show(value)}")
         if replicates is None:
             replicates = 1 if agents == "llm" else 100
         try:
-            overrides = parse_set(set) if set is None or isinstance(set, (list, tuple)) else co.parse_set(set, CPRParams.model_fields, "cpr")
+            overrides = (
+                parse_set(set)
+                if set is None or isinstance(set, (list, tuple))
+                else co.parse_set(set, CPRParams.model_fields, "cpr")
+            )
             values: dict[str, Any] = {**preset_values(preset), "r": ENVIRONMENTS[env]}
         except ParamError as exc:
             raise co.ConfigError(str(exc)) from None
@@ -185,14 +216,18 @@ class CPRTask(Task):
         if invader is not None:  # an agent replaced at round K: checked against the society the settings describe
             from cooplab.graphs import invaders
 
-            run["invader"] = invaders.parse(invader, n_agents=settings.N, rounds=settings.T, agents=agents, kinds=invader_kinds(agents))
+            run["invader"] = invaders.parse(
+                invader, n_agents=settings.N, rounds=settings.T, agents=agents, kinds=invader_kinds(agents)
+            )
             settings = co.validate(CPRSettings, {**values, **run}, name, context={"agents": agents})
         return {"params": settings}
 
     def phases(self, config: Config) -> "OrderedDict[str, Callable]":
         invader = config.params.invader
         if config.agents == "llm":
-            return llm_phases(config.params, prompts.variant_of(config), invader.as_dict() if invader is not None else None)
+            return llm_phases(
+                config.params, prompts.variant_of(config), invader.as_dict() if invader is not None else None
+            )
         from cooplab.tasks.cpr.invaders import with_invader
 
         return with_invader(phases_for(config.params), invader.as_dict() if invader is not None else None)
@@ -225,11 +260,15 @@ class CPRTask(Task):
             if key == "invader" and arrives is not None and arrives.round >= int(state["round"]):
                 continue
             if getattr(before, key) != getattr(after, key) and key not in ("env", "ablation", "preset"):
-                raise ConfigError(f"{key} sets the start of a run, which a fork keeps from its parent; start a new run to change it")
+                raise ConfigError(
+                    f"{key} sets the start of a run, which a fork keeps from its parent; start a new run to change it"
+                )
         p_old, p_new = before, after
         t = int(state["round"])
         if p_new.T < t and p_new.T != p_old.T:
-            raise ConfigError(f"T={p_new.T} would end the run before the fork's first round ({t}); give T of {t} or more")
+            raise ConfigError(
+                f"T={p_new.T} would end the run before the fork's first round ({t}); give T of {t} or more"
+            )
         params = dict(state["params"])
         changed = False
         for name in ARRAY_FIELDS:
@@ -241,7 +280,10 @@ class CPRTask(Task):
             changed = True
         if not changed:
             return {}
-        return {"params": params, "max_round": int(np.max(params["T"])) if np.size(params["T"]) else int(state["max_round"])}
+        return {
+            "params": params,
+            "max_round": int(np.max(params["T"])) if np.size(params["T"]) else int(state["max_round"]),
+        }
 
     def outputs(self, final: Mapping[str, Any], config: Config, run: RunInfo) -> CPRResults:
         final = full_state(final)  # a run stopped early may end with finished societies out of the running block
@@ -272,9 +314,18 @@ class CPRTask(Task):
         if final.get("beliefs") is not None:
             types = final.get("agent_types") or []
             init = final.get("beliefs_initial") or final["beliefs"]
-            rows = [{"society": s_, "agent": i_, "agent_id": agent_id(s_, i_), "type": types[s_][i_] if types else None,
-                     "initial_belief": init[s_][i_], "final_belief": b_}
-                    for s_, row in enumerate(final["beliefs"]) for i_, b_ in enumerate(row)]
+            rows = [
+                {
+                    "society": s_,
+                    "agent": i_,
+                    "agent_id": agent_id(s_, i_),
+                    "type": types[s_][i_] if types else None,
+                    "initial_belief": init[s_][i_],
+                    "final_belief": b_,
+                }
+                for s_, row in enumerate(final["beliefs"])
+                for i_, b_ in enumerate(row)
+            ]
             rundir.write_table(rows, run.out, "beliefs_final", csv=run.csv)
         return CPRResults.of(summary)
 
@@ -318,13 +369,18 @@ class CPRTask(Task):
         from cooplab.tasks.cpr.mix import report_lines
 
         whole = summary.as_json()
-        return [f"survival time T_s = {mean_sem_text(st.model_dump(), 2)}, efficiency eta = {mean_sem_text(ef.model_dump(), 3)}{how}, "
-                f"n = {n} {'society' if n == 1 else 'societies'}; collapse causes: {counts_text(res.collapse)}",
-                *report_lines(whole),
-                "tables: summary.json, rounds.*, agents.*" + (", by_model.*, crossplay.*" if whole.get("by_model") else "")
-                + ", figures/run.png"]
+        return [
+            f"survival time T_s = {mean_sem_text(st.model_dump(), 2)}, efficiency eta = {mean_sem_text(ef.model_dump(), 3)}{how}, "
+            f"n = {n} {'society' if n == 1 else 'societies'}; collapse causes: {counts_text(res.collapse)}",
+            *report_lines(whole),
+            "tables: summary.json, rounds.*, agents.*"
+            + (", by_model.*, crossplay.*" if whole.get("by_model") else "")
+            + ", figures/run.png",
+        ]
 
-    def earlier_sweep(self, raw: Mapping[str, Any]) -> tuple[str, Callable[[dict[str, Any], str], dict[str, Any]]] | None:
+    def earlier_sweep(
+        self, raw: Mapping[str, Any]
+    ) -> tuple[str, Callable[[dict[str, Any], str], dict[str, Any]]] | None:
         """The earlier CPR sweep format (no "task" key): ``tasks/cpr/sweep_format.py``."""
         from cooplab.tasks.cpr import sweep_format
 
@@ -332,11 +388,12 @@ class CPRTask(Task):
             return None
         return sweep_format.NAME, lambda r, where: sweep_format.convert(r, where, resolve=resolve_params)
 
-    def analyze_sweep(self, cells: list[dict[str, Any]], out: Path, *, analysis_out: Path | None = None) -> dict[str, Any]:
+    def analyze_sweep(
+        self, cells: list[dict[str, Any]], out: Path, *, analysis_out: Path | None = None
+    ) -> dict[str, Any]:
         """``cooplab analyze cpr`` over the finished cells (into ``OUT/analysis`` unless told otherwise)."""
-        from cooplab.tasks.cpr.analysis import analyze
-
         from cooplab.evals.mixsweep import sweep_tables
+        from cooplab.tasks.cpr.analysis import analyze
 
         dest = Path(analysis_out) if analysis_out is not None else Path(out) / "analysis"
         result = {"analysis": analyze([Path(c["dir"]) for c in cells], dest), "analysis_dir": str(dest)}
@@ -355,7 +412,9 @@ class CPRTask(Task):
         return key_numbers(summary.as_json())
 
 
-def _mix_and_invader(final: Mapping[str, Any], config: Config, run: RunInfo, rounds: pd.DataFrame, N: int) -> dict[str, Any]:
+def _mix_and_invader(
+    final: Mapping[str, Any], config: Config, run: RunInfo, rounds: pd.DataFrame, N: int
+) -> dict[str, Any]:
     """A mixed society's per-model outcomes and cross-play (tables ``by_model``, ``crossplay``) and an
     invader's effect (tasks/cpr/mix.py); nothing for a run with neither."""
     from cooplab.tasks.cpr import mix
@@ -369,7 +428,9 @@ def _mix_and_invader(final: Mapping[str, Any], config: Config, run: RunInfo, rou
     agents = cpr_metrics.agents_frame(final)
     if mixed:
         norms = pd.DataFrame(list(final["norm_history"])) if final.get("norm_history") else None
-        by_model, cross = mix.per_model(rundir.frame(list(final["decisions"])), rounds, agents, norms, mix.models_by_agent(llm, N))
+        by_model, cross = mix.per_model(
+            rundir.frame(list(final["decisions"])), rounds, agents, norms, mix.models_by_agent(llm, N)
+        )
         rundir.write_table(by_model, run.out, "by_model", csv=run.csv)
         rundir.write_table(cross, run.out, "crossplay", csv=run.csv)
         out["by_model"], out["crossplay"] = by_model, cross

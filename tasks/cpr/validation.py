@@ -19,11 +19,11 @@ require("analysis", "the ABM figures (cooplab figures cpr-abm)", ("scipy",))
 
 from scipy import stats  # noqa: E402
 
-from cooplab.tasks.cpr.outcomes import efficiency, survival_time
-from cooplab.graphs.checkpoint_serde import CheckpointSerializer
-from cooplab.tasks.cpr.figures import fig2, fig3, fig4, survival_curve, timeseries_stats
 from cooplab.graphs import rundir
+from cooplab.graphs.checkpoint_serde import CheckpointSerializer
 from cooplab.tasks.cpr import metrics as cpr_metrics
+from cooplab.tasks.cpr.figures import fig2, fig3, fig4, survival_curve, timeseries_stats
+from cooplab.tasks.cpr.outcomes import efficiency, survival_time
 from cooplab.tasks.cpr.params import ENVIRONMENTS, make_params
 from cooplab.tasks.cpr.society import Condition, run_cpr
 
@@ -49,7 +49,9 @@ def _run(conds: list[Condition], replicates: int, seed: int) -> dict[str, Any]:
     return run_cpr(conds, replicates, seed, checkpointer=InMemorySaver(serde=CheckpointSerializer()), durability="exit")
 
 
-def experiment_fig2(replicates: int, seed: int, overrides: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def experiment_fig2(
+    replicates: int, seed: int, overrides: dict[str, Any]
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     conds, meta = [], []
     for beta in FIG2_BETAS:
         for off in (False, True):
@@ -61,7 +63,10 @@ def experiment_fig2(replicates: int, seed: int, overrides: dict[str, Any]) -> tu
     mdf = pd.DataFrame(meta)
     rounds = rounds.join(mdf, on="condition")
     ts = pd.concat(
-        [timeseries_stats(rounds, m, ["beta", "punishment_off"]).assign(metric=m) for m in ("R", "compliance", "mean_effort")]
+        [
+            timeseries_stats(rounds, m, ["beta", "punishment_off"]).assign(metric=m)
+            for m in ("R", "compliance", "mean_effort")
+        ]
     )
     Ts = survival_time(final)
     T = int(max(c.params.T for c in conds))
@@ -134,7 +139,9 @@ def _welch(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
     return {"t": float(t), "p": float(p)}
 
 
-def check_claims(fig2_reps: pd.DataFrame, grid: pd.DataFrame, bars: pd.DataFrame, fig4_reps: pd.DataFrame) -> list[dict[str, Any]]:
+def check_claims(
+    fig2_reps: pd.DataFrame, grid: pd.DataFrame, bars: pd.DataFrame, fig4_reps: pd.DataFrame
+) -> list[dict[str, Any]]:
     """Evaluate each §4.1 claim on the measured numbers (Welch t-tests at alpha = 0.05).
 
     Each claim has ``holds``, the ``evidence`` as text and an ``effect``: a signed effect size in
@@ -149,9 +156,18 @@ def check_claims(fig2_reps: pd.DataFrame, grid: pd.DataFrame, bars: pd.DataFrame
         ok = on.mean() > off.mean() and w["p"] < 0.05
         holds &= ok
         gaps.append(float(on.mean() - off.mean()))
-        parts.append(f"beta={beta:g}: T_s kept {on.mean():.1f} vs off-at-{FIG2_OFF} {off.mean():.1f} (Welch t={w['t']:.2f}, p={w['p']:.2g})")
-    claims.append({"id": "a", "claim": "Punishment sustains cooperation; once disabled at t = 15, societies collapse sooner (Fig. 2)", "holds": bool(holds), "evidence": "; ".join(parts),
-                   "effect": float(np.mean(gaps))})
+        parts.append(
+            f"beta={beta:g}: T_s kept {on.mean():.1f} vs off-at-{FIG2_OFF} {off.mean():.1f} (Welch t={w['t']:.2f}, p={w['p']:.2g})"
+        )
+    claims.append(
+        {
+            "id": "a",
+            "claim": "Punishment sustains cooperation; once disabled at t = 15, societies collapse sooner (Fig. 2)",
+            "holds": bool(holds),
+            "evidence": "; ".join(parts),
+            "effect": float(np.mean(gaps)),
+        }
+    )
     # (b) beta x r: stronger punishment helps at moderate r, non-linearly. Effect of beta at each r:
     # mean T_s at the largest beta minus at beta = 0, significant when it exceeds 1.96 combined s.e.m.
     lo_b, hi_b = grid.beta.min(), grid.beta.max()
@@ -169,37 +185,71 @@ def check_claims(fig2_reps: pd.DataFrame, grid: pd.DataFrame, bars: pd.DataFrame
             "claim": "Stronger punishment improves survival at moderate growth r in [0.25, 0.75], with a non-linear beta x r interaction (Fig. 3)",
             "holds": bool(helps),
             "evidence": f"T_s(beta={hi_b:g}) - T_s(beta={lo_b:g}) per r: "
-            + ", ".join(f"r={r:g}: {d:+.1f}±{se:.1f}{'*' if sig else ''}" for r, (d, se, sig) in sorted(effects.items()))
+            + ", ".join(
+                f"r={r:g}: {d:+.1f}±{se:.1f}{'*' if sig else ''}" for r, (d, se, sig) in sorted(effects.items())
+            )
             + " (* = beyond 1.96 s.e.)",
             "effect": float(np.mean([effects[r][0] for r in moderate])) if moderate else float("nan"),
         }
     )
+
     # (c) altruists better in harsh; selfish better in rich; mixed best in rich
     def ts(env: str, pop: str) -> np.ndarray:
         return fig4_reps[(fig4_reps.env == env) & (fig4_reps.population == pop)].survival_time.to_numpy()
 
-    w1, w2 = _welch(ts("harsh", "altruistic"), ts("harsh", "selfish")), _welch(ts("harsh", "altruistic"), ts("harsh", "mixed"))
-    c1 = ts("harsh", "altruistic").mean() > max(ts("harsh", "selfish").mean(), ts("harsh", "mixed").mean()) and w1["p"] < 0.05 and w2["p"] < 0.05
-    claims.append({"id": "c1", "claim": "Altruistic populations survive longest in the harsh environment (Fig. 4)", "holds": bool(c1),
-                   "evidence": f"harsh T_s: altruistic {ts('harsh','altruistic').mean():.1f}, mixed {ts('harsh','mixed').mean():.1f}, selfish {ts('harsh','selfish').mean():.1f}; altruistic vs selfish p={w1['p']:.2g}, vs mixed p={w2['p']:.2g}",
-                   "effect": float(ts("harsh", "altruistic").mean() - max(ts("harsh", "selfish").mean(), ts("harsh", "mixed").mean()))})
+    w1, w2 = (
+        _welch(ts("harsh", "altruistic"), ts("harsh", "selfish")),
+        _welch(ts("harsh", "altruistic"), ts("harsh", "mixed")),
+    )
+    c1 = (
+        ts("harsh", "altruistic").mean() > max(ts("harsh", "selfish").mean(), ts("harsh", "mixed").mean())
+        and w1["p"] < 0.05
+        and w2["p"] < 0.05
+    )
+    claims.append(
+        {
+            "id": "c1",
+            "claim": "Altruistic populations survive longest in the harsh environment (Fig. 4)",
+            "holds": bool(c1),
+            "evidence": f"harsh T_s: altruistic {ts('harsh', 'altruistic').mean():.1f}, mixed {ts('harsh', 'mixed').mean():.1f}, selfish {ts('harsh', 'selfish').mean():.1f}; altruistic vs selfish p={w1['p']:.2g}, vs mixed p={w2['p']:.2g}",
+            "effect": float(
+                ts("harsh", "altruistic").mean() - max(ts("harsh", "selfish").mean(), ts("harsh", "mixed").mean())
+            ),
+        }
+    )
     w3 = _welch(ts("rich", "selfish"), ts("rich", "altruistic"))
     c2 = ts("rich", "selfish").mean() > ts("rich", "altruistic").mean() and w3["p"] < 0.05
-    claims.append({"id": "c2", "claim": "Selfish populations do better than altruistic ones in the rich environment (Fig. 4)", "holds": bool(c2),
-                   "evidence": f"rich T_s: selfish {ts('rich','selfish').mean():.1f} vs altruistic {ts('rich','altruistic').mean():.1f} (p={w3['p']:.2g})",
-                   "effect": float(ts("rich", "selfish").mean() - ts("rich", "altruistic").mean())})
+    claims.append(
+        {
+            "id": "c2",
+            "claim": "Selfish populations do better than altruistic ones in the rich environment (Fig. 4)",
+            "holds": bool(c2),
+            "evidence": f"rich T_s: selfish {ts('rich', 'selfish').mean():.1f} vs altruistic {ts('rich', 'altruistic').mean():.1f} (p={w3['p']:.2g})",
+            "effect": float(ts("rich", "selfish").mean() - ts("rich", "altruistic").mean()),
+        }
+    )
     best = max(("altruistic", "mixed", "selfish"), key=lambda pop: ts("rich", pop).mean())
     others = [pop for pop in ("altruistic", "selfish")]
-    strictly = all(ts("rich", "mixed").mean() > ts("rich", o).mean() and _welch(ts("rich", "mixed"), ts("rich", o))["p"] < 0.05 for o in others)
-    claims.append({"id": "c3", "claim": "Mixed populations do best in the rich environment (Fig. 4)", "holds": bool(strictly),
-                   "evidence": f"rich T_s: mixed {ts('rich','mixed').mean():.1f}, selfish {ts('rich','selfish').mean():.1f}, altruistic {ts('rich','altruistic').mean():.1f}; highest mean: {best}"
-                   + ("" if strictly else "; mixed is not significantly above both others"),
-                   "effect": float(ts("rich", "mixed").mean() - max(ts("rich", o).mean() for o in others))})
+    strictly = all(
+        ts("rich", "mixed").mean() > ts("rich", o).mean() and _welch(ts("rich", "mixed"), ts("rich", o))["p"] < 0.05
+        for o in others
+    )
+    claims.append(
+        {
+            "id": "c3",
+            "claim": "Mixed populations do best in the rich environment (Fig. 4)",
+            "holds": bool(strictly),
+            "evidence": f"rich T_s: mixed {ts('rich', 'mixed').mean():.1f}, selfish {ts('rich', 'selfish').mean():.1f}, altruistic {ts('rich', 'altruistic').mean():.1f}; highest mean: {best}"
+            + ("" if strictly else "; mixed is not significantly above both others"),
+            "effect": float(ts("rich", "mixed").mean() - max(ts("rich", o).mean() for o in others)),
+        }
+    )
     return claims
 
 
-def run_experiments(replicates: int, seed: int, overrides: dict[str, Any],
-                    log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+def run_experiments(
+    replicates: int, seed: int, overrides: dict[str, Any], log: Callable[[str], None] = lambda s: None
+) -> dict[str, Any]:
     """The three experiments of §4.1, each one graph invocation (seeds ``seed``, ``seed + 1``,
     ``seed + 2``), with ``overrides`` in every condition. ``cooplab figures cpr-abm`` and
     ``cooplab calibrate cpr`` (one call per sample) both run exactly this."""
@@ -224,8 +274,13 @@ def claims_of(exp: dict[str, Any]) -> list[dict[str, Any]]:
     return check_claims(exp["fig2"][2], exp["grid"], *exp["fig4"])
 
 
-def make_figures(out: Path, replicates: int = 100, seed: int = 0, overrides: dict[str, Any] | None = None,
-                 log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+def make_figures(
+    out: Path,
+    replicates: int = 100,
+    seed: int = 0,
+    overrides: dict[str, Any] | None = None,
+    log: Callable[[str], None] = lambda s: None,
+) -> dict[str, Any]:
     out = Path(out)
     overrides = overrides or {}
     exp = run_experiments(replicates, seed, overrides, log)
@@ -236,19 +291,32 @@ def make_figures(out: Path, replicates: int = 100, seed: int = 0, overrides: dic
     grid.to_csv(out / "fig3_grid.csv", index=False)
     bars.to_csv(out / "fig4_bars.csv", index=False)
     reps4.to_csv(out / "fig4_replicates.csv", index=False)
-    figs = [fig2(ts2, surv2, FIG2_OFF, out / "fig2_punishment_off.png"), fig3(grid, out / "fig3_beta_r_grid.png"), fig4(bars, out / "fig4_populations.png")]
+    figs = [
+        fig2(ts2, surv2, FIG2_OFF, out / "fig2_punishment_off.png"),
+        fig3(grid, out / "fig3_beta_r_grid.png"),
+        fig4(bars, out / "fig4_populations.png"),
+    ]
     claims = claims_of(exp)
-    lines = ["# CPR ABM validation: the paper's claims with cooplab's parameters", "",
-             f"{replicates} runs per condition, seed {seed}, parameter overrides: {overrides or 'none'}.", ""]
+    lines = [
+        "# CPR ABM validation: the paper's claims with cooplab's parameters",
+        "",
+        f"{replicates} runs per condition, seed {seed}, parameter overrides: {overrides or 'none'}.",
+        "",
+    ]
     for c in claims:
         lines.append(f"- **({c['id']}) {'HOLDS' if c['holds'] else 'DOES NOT HOLD'}**: {c['claim']}. {c['evidence']}.")
     (out / "claims.md").write_text("\n".join(lines) + "\n")
     result = {
-        "replicates": replicates, "seed": seed, "overrides": overrides,
-        "figures": [str(f) for f in figs], "claims": claims,
+        "replicates": replicates,
+        "seed": seed,
+        "overrides": overrides,
+        "figures": [str(f) for f in figs],
+        "claims": claims,
         "seconds": {k: round(v, 2) for k, v in timings.items()},
         "fig4": bars.to_dict(orient="records"),
-        "machine": rundir.machine(), "created": rundir.now(), "code_version": rundir.code_version(),
+        "machine": rundir.machine(),
+        "created": rundir.now(),
+        "code_version": rundir.code_version(),
     }
     rundir.write_json(out / "figures.json", result)
     return result

@@ -14,8 +14,9 @@ from cooplab.evals.explorer.views.societies import agent_focus, known, natural_k
 from cooplab.evals.values import cut, fmt
 from cooplab.graphs import explore as ex
 
-DINERS = Spec(noun="Diner", society=("condition", "replicate"), round="iteration", agent="agent", round_unit="iteration")
-
+DINERS = Spec(
+    noun="Diner", society=("condition", "replicate"), round="iteration", agent="agent", round_unit="iteration"
+)
 
 
 def view(run: Any, query: Mapping[str, str]) -> list[ex.Section]:
@@ -34,25 +35,65 @@ def view(run: Any, query: Mapping[str, str]) -> list[ex.Section]:
     state: list[ex.Block] = society_picker(keys, chosen, "society")
     if c is not None and len(c):
         strat = [k for k in ("P", "R1", "E", "M", "D") if k in c.columns]
-        state.append(ex.Plot(c["iteration"].tolist(), {k: c[k].tolist() for k in strat}, title="strategies in the society",
-                             xlabel="iteration", ylabel="diners", key="strategies",
-                             caption="diners playing each strategy after each iteration (P, R1, E, M, D as in the paper)"))
+        state.append(
+            ex.Plot(
+                c["iteration"].tolist(),
+                {k: c[k].tolist() for k in strat},
+                title="strategies in the society",
+                xlabel="iteration",
+                ylabel="diners",
+                key="strategies",
+                caption="diners playing each strategy after each iteration (P, R1, E, M, D as in the paper)",
+            )
+        )
     agent_blocks: list[ex.Block] = []
     if u is not None and len(u):
-        agent_blocks = agents_by_round(u, DINERS, ["group", "strategy", "venue", "order", "meal_utility", "punishments_given",
-                                                   "punishments_received", "utility", "score"],
-                                       title="every diner, every iteration", key_prefix="diners", plots=["score"], keep=keep)
-    pairs = [{"round": r["iteration"], "punisher": r["punisher"], "target": r["target"], "stage": r.get("stage")}
-             for _, r in p.iterrows()] if p is not None else []
+        agent_blocks = agents_by_round(
+            u,
+            DINERS,
+            [
+                "group",
+                "strategy",
+                "venue",
+                "order",
+                "meal_utility",
+                "punishments_given",
+                "punishments_received",
+                "utility",
+                "score",
+            ],
+            title="every diner, every iteration",
+            key_prefix="diners",
+            plots=["score"],
+            keep=keep,
+        )
+    pairs = (
+        [
+            {"round": r["iteration"], "punisher": r["punisher"], "target": r["target"], "stage": r.get("stage")}
+            for _, r in p.iterrows()
+        ]
+        if p is not None
+        else []
+    )
     punish = fines(pairs, DINERS, verb="punished", keep=keep) if p is not None else [ex.Note("no punishments table")]
-    body = [ex.Section("The society", state, id="state"), ex.Section("Diners by iteration", agent_blocks, id="agents"),
-            ex.Section("Punishments: who punished whom", punish, id="fines")]
-    focus = [round_focus(run, query, DINERS, u, pairs, keep, "punished"), agent_focus(run, query, DINERS, u, pairs, keep, "punished")]
+    body = [
+        ex.Section("The society", state, id="state"),
+        ex.Section("Diners by iteration", agent_blocks, id="agents"),
+        ex.Section("Punishments: who punished whom", punish, id="fines"),
+    ]
+    focus = [
+        round_focus(run, query, DINERS, u, pairs, keep, "punished"),
+        agent_focus(run, query, DINERS, u, pairs, keep, "punished"),
+    ]
     return page(run, key_numbers(run.summary), focus, body)
 
 
 def key_numbers(summary: Mapping[str, Any]) -> dict[str, Any]:
     """Iterations, and the final share of each strategy, the cost."""
     shares = summary.get("final_shares")
-    text = ", ".join(f"{cut(str(k), 10)} {fmt(v)}" for k, v in list(shares.items())[:8]) if isinstance(shares, Mapping) else None
+    text = (
+        ", ".join(f"{cut(str(k), 10)} {fmt(v)}" for k, v in list(shares.items())[:8])
+        if isinstance(shares, Mapping)
+        else None
+    )
     return known({"iterations": summary.get("iterations_completed"), "final shares": text}, summary)

@@ -19,8 +19,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from cooplab.graphs import rundir
 from cooplab.graphs.checkpoint_serde import CheckpointSerializer
 from cooplab.tasks.diners import model as dm
-from cooplab.tasks.diners.society import paper_conditions, run_diners
 from cooplab.tasks.diners.metrics import strategy_counts
+from cooplab.tasks.diners.society import paper_conditions, run_diners
 
 COLORS = {"P": "tab:blue", "R1": "tab:red", "E": "tab:green", "M": "tab:purple", "D": "black"}
 PK_ORDER = ("unstated", "3:1", "6:1")
@@ -59,8 +59,14 @@ def _panel(ax, st: pd.DataFrame, title: str, bands: bool = True) -> bool:
         ax.plot(x, 100 * d["mean"], marker="o", ms=3, color=COLORS[name], label=f"{name} ({dm.STRATEGY_NAMES[name]})")
         if bands and d["n"].max() > 1:
             drew = True
-            ax.fill_between(x, 100 * np.clip(d["mean"] - d["sd"], 0, 1), 100 * np.clip(d["mean"] + d["sd"], 0, 1),
-                            color=COLORS[name], alpha=0.15, lw=0)
+            ax.fill_between(
+                x,
+                100 * np.clip(d["mean"] - d["sd"], 0, 1),
+                100 * np.clip(d["mean"] + d["sd"], 0, 1),
+                color=COLORS[name],
+                alpha=0.15,
+                lw=0,
+            )
             ax.plot(x, 100 * d["q05"], color=COLORS[name], lw=0.6, ls=":")
             ax.plot(x, 100 * d["q95"], color=COLORS[name], lw=0.6, ls=":")
     ax.set_title(title, fontsize=9)
@@ -78,8 +84,10 @@ def _legend(ax, bands: bool, **kw) -> None:
 
     handles, _ = ax.get_legend_handles_labels()
     if bands:
-        handles += [Patch(facecolor="grey", alpha=0.3, label="band: mean ± 1 s.d. over replicates"),
-                    Line2D([], [], color="grey", lw=0.6, ls=":", label="dotted: 5th and 95th percentiles over replicates")]
+        handles += [
+            Patch(facecolor="grey", alpha=0.3, label="band: mean ± 1 s.d. over replicates"),
+            Line2D([], [], color="grey", lw=0.6, ls=":", label="dotted: 5th and 95th percentiles over replicates"),
+        ]
     ax.legend(handles=handles, fontsize=7, **kw)
 
 
@@ -128,13 +136,20 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
-def rule_experiment(replicates: int, seed: int, iterations: int = 10, beta: float = 1.0,
-                    choices: dict[str, float] | None = None) -> pd.DataFrame:
+def rule_experiment(
+    replicates: int, seed: int, iterations: int = 10, beta: float = 1.0, choices: dict[str, float] | None = None
+) -> pd.DataFrame:
     """The six paper conditions x ``replicates``; the strategy-count table with labels. ``choices``:
     our free choices (:data:`model.CHOICES`: the menu, the p, k of "unstated", memory), default ours."""
     conds = paper_conditions(beta, choices)
-    final = run_diners([c for _, _, c in conds], replicates, seed, iterations, checkpointer=InMemorySaver(serde=CheckpointSerializer()),
-                       durability="exit")
+    final = run_diners(
+        [c for _, _, c in conds],
+        replicates,
+        seed,
+        iterations,
+        checkpointer=InMemorySaver(serde=CheckpointSerializer()),
+        durability="exit",
+    )
     counts = strategy_counts(final, _initial(final))
     meta = pd.DataFrame([{"combination": comb, "pk": pk} for comb, pk, _ in conds])
     return counts.join(meta, on="condition")
@@ -155,8 +170,14 @@ def final_table(counts: pd.DataFrame) -> pd.DataFrame:
 
 
 #: the paper's strategy leaders (§5, Figs. 9 and 10: one LLM run per condition): (combination, p:k) -> (figure, leader)
-PAPER_LEADERS = {(1, "unstated"): ("9(a)", "P"), (1, "3:1"): ("9(b)", "M"), (1, "6:1"): ("9(c)", "M"),
-                 (2, "unstated"): ("10(a)", "R1"), (2, "3:1"): ("10(b)", "P"), (2, "6:1"): ("10(c)", "M")}
+PAPER_LEADERS = {
+    (1, "unstated"): ("9(a)", "P"),
+    (1, "3:1"): ("9(b)", "M"),
+    (1, "6:1"): ("9(c)", "M"),
+    (2, "unstated"): ("10(a)", "R1"),
+    (2, "3:1"): ("10(b)", "P"),
+    (2, "6:1"): ("10(c)", "M"),
+}
 
 
 def check_claims(counts: pd.DataFrame) -> list[dict[str, Any]]:
@@ -167,8 +188,12 @@ def check_claims(counts: pd.DataFrame) -> list[dict[str, Any]]:
     leader minus the largest other share; see :data:`EFFECTS`."""
     st = share_stats(counts, ["combination", "pk"])
     T = int(counts["iteration"].max())
-    means = {(c, pk, n, int(t)): float(m) for c, pk, n, t, m in
-             st[["combination", "pk", "strategy", "iteration", "mean"]].itertuples(index=False, name=None)}
+    means = {
+        (c, pk, n, int(t)): float(m)
+        for c, pk, n, t, m in st[["combination", "pk", "strategy", "iteration", "mean"]].itertuples(
+            index=False, name=None
+        )
+    }
 
     def mean_at(comb, pk, name, t=T) -> float:
         return means[(comb, pk, name, t)]
@@ -182,28 +207,47 @@ def check_claims(counts: pd.DataFrame) -> list[dict[str, Any]]:
     claims = []
 
     def add(cid, claim, holds, evidence, effect, **extra):
-        claims.append({"id": cid, "claim": claim, "holds": bool(holds), "evidence": evidence, "effect": float(effect), **extra})
+        claims.append(
+            {"id": cid, "claim": claim, "holds": bool(holds), "evidence": evidence, "effect": float(effect), **extra}
+        )
 
     for comb in (1, 2):
         r = {pk: mean_at(comb, pk, "R1") for pk in PK_ORDER}
-        add(f"c{comb}-explicit-r1", f"combination {comb}: explicit punishment (3:1, 6:1) leaves fewer R1 at iteration {T} than unstated",
+        add(
+            f"c{comb}-explicit-r1",
+            f"combination {comb}: explicit punishment (3:1, 6:1) leaves fewer R1 at iteration {T} than unstated",
             r["3:1"] < r["unstated"] and r["6:1"] < r["unstated"],
             f"final R1 share unstated {r['unstated']:.3f}, 3:1 {r['3:1']:.3f}, 6:1 {r['6:1']:.3f}",
-            r["unstated"] - max(r["3:1"], r["6:1"]))
+            r["unstated"] - max(r["3:1"], r["6:1"]),
+        )
         a = {pk: r1_area(comb, pk) for pk in PK_ORDER}
-        add(f"c{comb}-larger-p", f"combination {comb}: larger p (6:1) drives R1 out faster than 3:1 (lower mean R1 share over iterations)",
-            a["6:1"] < a["3:1"], f"mean R1 share over iterations 1-{T}: 3:1 {a['3:1']:.3f}, 6:1 {a['6:1']:.3f}", a["3:1"] - a["6:1"])
+        add(
+            f"c{comb}-larger-p",
+            f"combination {comb}: larger p (6:1) drives R1 out faster than 3:1 (lower mean R1 share over iterations)",
+            a["6:1"] < a["3:1"],
+            f"mean R1 share over iterations 1-{T}: 3:1 {a['3:1']:.3f}, 6:1 {a['6:1']:.3f}",
+            a["3:1"] - a["6:1"],
+        )
         for pk in ("3:1", "6:1"):
             sh = {n: mean_at(comb, pk, n) for n in dm.STRATEGIES}
             mp = sh["M"] + sh["P"]
-            add(f"c{comb}-{pk}-mp", f"combination {comb}, p:k {pk}: M or P dominate at iteration {T} (M + P > 50 %, one of them the largest)",
-                mp > 0.5 and leader(comb, pk) in ("M", "P"), f"M + P = {mp:.3f}; largest: {leader(comb, pk)}",
-                min(mp - 0.5, max(sh["M"], sh["P"]) - max(v for n, v in sh.items() if n not in ("M", "P"))))
+            add(
+                f"c{comb}-{pk}-mp",
+                f"combination {comb}, p:k {pk}: M or P dominate at iteration {T} (M + P > 50 %, one of them the largest)",
+                mp > 0.5 and leader(comb, pk) in ("M", "P"),
+                f"M + P = {mp:.3f}; largest: {leader(comb, pk)}",
+                min(mp - 0.5, max(sh["M"], sh["P"]) - max(v for n, v in sh.items() if n not in ("M", "P"))),
+            )
     for (comb, pk), (fig, who) in PAPER_LEADERS.items():
         shares = ", ".join(f"{n} {mean_at(comb, pk, n):.3f}" for n in dm.STRATEGIES if n != "D")
-        add(f"c{comb}-{pk}-leader", f"combination {comb}, p:k {pk}: the paper's single run ends with {who} the largest strategy",
-            leader(comb, pk) == who, f"mean final shares: {shares}; largest here: {leader(comb, pk)}",
-            mean_at(comb, pk, who) - max(mean_at(comb, pk, n) for n in dm.STRATEGIES if n != who), figure=fig)
+        add(
+            f"c{comb}-{pk}-leader",
+            f"combination {comb}, p:k {pk}: the paper's single run ends with {who} the largest strategy",
+            leader(comb, pk) == who,
+            f"mean final shares: {shares}; largest here: {leader(comb, pk)}",
+            mean_at(comb, pk, who) - max(mean_at(comb, pk, n) for n in dm.STRATEGIES if n != who),
+            figure=fig,
+        )
     return claims
 
 
@@ -221,7 +265,9 @@ def llm_run_figure(run_dir: Path, out: Path) -> Path:
     from cooplab.graphs import runfiles
     from cooplab.tasks.diners.results import DinersResults
 
-    summary = runfiles.read_summary(run_dir, DinersResults).as_json() if (run_dir / runfiles.SUMMARY_FILE).exists() else {}
+    summary = (
+        runfiles.read_summary(run_dir, DinersResults).as_json() if (run_dir / runfiles.SUMMARY_FILE).exists() else {}
+    )
     share_stats(counts).to_csv(out / "llm_run_shares.csv", index=False)
     path = run_figure(counts, summary, out / "llm_run")
     target = out / "llm_run.png"
@@ -230,9 +276,16 @@ def llm_run_figure(run_dir: Path, out: Path) -> Path:
     return target
 
 
-def make_figures(out: Path, replicates: int = 200, seed: int = 0, iterations: int = 10, beta: float = 1.0,
-                 llm_run: Path | None = None, log: Callable[[str], None] = lambda s: None,
-                 choices: dict[str, float] | None = None) -> dict[str, Any]:
+def make_figures(
+    out: Path,
+    replicates: int = 200,
+    seed: int = 0,
+    iterations: int = 10,
+    beta: float = 1.0,
+    llm_run: Path | None = None,
+    log: Callable[[str], None] = lambda s: None,
+    choices: dict[str, float] | None = None,
+) -> dict[str, Any]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -244,18 +297,43 @@ def make_figures(out: Path, replicates: int = 200, seed: int = 0, iterations: in
     st.to_csv(out / "rule_shares.csv", index=False)
     final = final_table(counts)
     final.to_csv(out / "rule_final_shares.csv", index=False)
-    combination_figure(st, 1, out / "fig9_rule.png", f"Fig. 9 analog: combination 1 (M,P,E,R1 | M,M,P,R1), rule-based, {replicates} replicates")
-    combination_figure(st, 2, out / "fig10_rule.png", f"Fig. 10 analog: combination 2 (R1,R1,E,M | R1,P,P,M), rule-based, {replicates} replicates")
+    combination_figure(
+        st,
+        1,
+        out / "fig9_rule.png",
+        f"Fig. 9 analog: combination 1 (M,P,E,R1 | M,M,P,R1), rule-based, {replicates} replicates",
+    )
+    combination_figure(
+        st,
+        2,
+        out / "fig10_rule.png",
+        f"Fig. 10 analog: combination 2 (R1,R1,E,M | R1,P,P,M), rule-based, {replicates} replicates",
+    )
     claims = check_claims(counts)
-    lines = [f"# Diner's Dilemma, rule-based agents: {replicates} replicates per condition, {iterations} iterations, seed {seed}, beta {beta}", "",
-             "Free choices: " + ", ".join(f"{k} = {v:g}" for k, v in choices.items())
-             + (" (ours, docs/diners.md)" if choices == dm.CHOICES else " (set with --set; ours: docs/diners.md)"), ""]
-    lines += [f"- **{c['id']}**{' (Fig. ' + c['figure'] + ')' if c.get('figure') else ''} ({'holds' if c['holds'] else 'does not hold'}): "
-              f"{c['claim']}. {c['evidence']}; effect {c['effect']:+.3f}" for c in claims]
+    lines = [
+        f"# Diner's Dilemma, rule-based agents: {replicates} replicates per condition, {iterations} iterations, seed {seed}, beta {beta}",
+        "",
+        "Free choices: "
+        + ", ".join(f"{k} = {v:g}" for k, v in choices.items())
+        + (" (ours, docs/diners.md)" if choices == dm.CHOICES else " (set with --set; ours: docs/diners.md)"),
+        "",
+    ]
+    lines += [
+        f"- **{c['id']}**{' (Fig. ' + c['figure'] + ')' if c.get('figure') else ''} ({'holds' if c['holds'] else 'does not hold'}): "
+        f"{c['claim']}. {c['evidence']}; effect {c['effect']:+.3f}"
+        for c in claims
+    ]
     (out / "claims.md").write_text("\n".join(lines) + "\n")
-    res: dict[str, Any] = {"replicates": replicates, "seed": seed, "iterations": iterations, "beta": beta, "choices": choices,
-                           "final_shares": final.to_dict(orient="records"), "claims": claims,
-                           "files": sorted(p.name for p in out.iterdir() if p.is_file())}
+    res: dict[str, Any] = {
+        "replicates": replicates,
+        "seed": seed,
+        "iterations": iterations,
+        "beta": beta,
+        "choices": choices,
+        "final_shares": final.to_dict(orient="records"),
+        "claims": claims,
+        "files": sorted(p.name for p in out.iterdir() if p.is_file()),
+    }
     if llm_run is not None:
         res["llm_figure"] = str(llm_run_figure(Path(llm_run), out))
         res["files"] = sorted(p.name for p in out.iterdir() if p.is_file())

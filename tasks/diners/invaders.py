@@ -84,7 +84,9 @@ def _keep_seat(imitate: Callable, invader: Mapping[str, Any]) -> Callable:
     return node
 
 
-def with_invader(phases: "OrderedDict[str, Callable]", invader: Mapping[str, Any] | None) -> "OrderedDict[str, Callable]":
+def with_invader(
+    phases: "OrderedDict[str, Callable]", invader: Mapping[str, Any] | None
+) -> "OrderedDict[str, Callable]":
     """``phases`` with the ``invade`` node first and the imitation keeping the seat's strategy when a
     rule-based invader is set (else unchanged)."""
     if _seat(invader) is None:

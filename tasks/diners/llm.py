@@ -25,8 +25,8 @@ retries) is applied as its fallback (budget meal / punish nobody) and counts as 
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from dataclasses import replace
+from functools import lru_cache
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -35,8 +35,8 @@ from pydantic import BaseModel, Field, create_model
 
 from cooplab.agents.batch import Batch
 from cooplab.agents.decisions import DecisionSpec, LLMService
-from cooplab.graphs.nodes import PolicyResult
 from cooplab.graphs import prompts
+from cooplab.graphs.nodes import PolicyResult
 from cooplab.graphs.prompts import ORIGINAL
 from cooplab.tasks.diners import model as dm
 
@@ -49,8 +49,12 @@ def prompt(name: str, variant: str = ORIGINAL) -> str:
 @lru_cache(maxsize=None)
 def strategy_texts(variant: str = ORIGINAL) -> dict[str, str]:
     texts = json.loads(prompt("strategies.json", variant))
-    if not isinstance(texts, dict) or not all(isinstance(texts.get(k), str) and texts[k].strip() for k in dm.STRATEGIES):
-        raise ValueError(f"strategies.json of prompt variant {variant!r} must give a text for each of {', '.join(dm.STRATEGIES)}")
+    if not isinstance(texts, dict) or not all(
+        isinstance(texts.get(k), str) and texts[k].strip() for k in dm.STRATEGIES
+    ):
+        raise ValueError(
+            f"strategies.json of prompt variant {variant!r} must give a text for each of {', '.join(dm.STRATEGIES)}"
+        )
     return texts
 
 
@@ -58,9 +62,20 @@ def strategy_texts(variant: str = ORIGINAL) -> dict[str, str]:
 def personas(variant: str = ORIGINAL) -> list[dict[str, str]]:
     """The diners' personas (a name and a lifestyle each), as the prompt ``variant`` gives them (the persona axis)."""
     ps = json.loads(prompt("personas.json", variant))
-    if not isinstance(ps, list) or not ps or not all(isinstance(p, dict) and isinstance(p.get("name"), str) and p["name"].strip()
-                                                     and isinstance(p.get("lifestyle"), str) for p in ps):
-        raise ValueError(f"personas.json of prompt variant {variant!r} must be a non-empty list of {{\"name\": ..., \"lifestyle\": ...}}")
+    if (
+        not isinstance(ps, list)
+        or not ps
+        or not all(
+            isinstance(p, dict)
+            and isinstance(p.get("name"), str)
+            and p["name"].strip()
+            and isinstance(p.get("lifestyle"), str)
+            for p in ps
+        )
+    ):
+        raise ValueError(
+            f'personas.json of prompt variant {variant!r} must be a non-empty list of {{"name": ..., "lifestyle": ...}}'
+        )
     return ps
 
 
@@ -77,20 +92,36 @@ def _check_punish(v: PunishDecision, ctx: dict[str, Any]) -> None:
     allowed = ctx["allowed"]
     for j in v.punish:
         if j not in allowed:
-            raise ValueError(f"member {j} is not one of the other members of your group ({', '.join(map(str, allowed))})")
+            raise ValueError(
+                f"member {j} is not one of the other members of your group ({', '.join(map(str, allowed))})"
+            )
     if len(set(v.punish)) != len(v.punish):
         raise ValueError("each member may be listed at most once")
 
 
-ORDER = DecisionSpec(phase="order", schema=OrderDecision, max_attempts=3,
-                     fallback=lambda ctx: OrderDecision(meal="budget"),
-                     instructions='Reply with one JSON object only: {"meal": "budget"} or {"meal": "premium"}.')
-PUNISH = DecisionSpec(phase="punish", schema=PunishDecision, check=_check_punish, max_attempts=3,
-                      fallback=lambda ctx: PunishDecision(punish=[]),
-                      instructions='Reply with one JSON object only: {"punish": [member numbers, or none]}.')
-METANORM = DecisionSpec(phase="metanorm", schema=PunishDecision, check=_check_punish, max_attempts=3,
-                        fallback=lambda ctx: PunishDecision(punish=[]),
-                        instructions='Reply with one JSON object only: {"punish": [member numbers, or none]}.')
+ORDER = DecisionSpec(
+    phase="order",
+    schema=OrderDecision,
+    max_attempts=3,
+    fallback=lambda ctx: OrderDecision(meal="budget"),
+    instructions='Reply with one JSON object only: {"meal": "budget"} or {"meal": "premium"}.',
+)
+PUNISH = DecisionSpec(
+    phase="punish",
+    schema=PunishDecision,
+    check=_check_punish,
+    max_attempts=3,
+    fallback=lambda ctx: PunishDecision(punish=[]),
+    instructions='Reply with one JSON object only: {"punish": [member numbers, or none]}.',
+)
+METANORM = DecisionSpec(
+    phase="metanorm",
+    schema=PunishDecision,
+    check=_check_punish,
+    max_attempts=3,
+    fallback=lambda ctx: PunishDecision(punish=[]),
+    instructions='Reply with one JSON object only: {"punish": [member numbers, or none]}.',
+)
 
 
 @lru_cache(maxsize=None)
@@ -99,9 +130,14 @@ def punish_spec(phase: str, n_agents: int, max_targets: int) -> DecisionSpec:
     1..N and at most (group size - 1) of them (a schema-constrained model, e.g. llama.cpp's
     grammar, cannot produce anything else); membership of the agent's own group is checked."""
     Member = Annotated[int, Field(ge=1, le=n_agents)]
-    schema = create_model(f"PunishDecision_{n_agents}_{max_targets}", __base__=PunishDecision,
-                          punish=(list[Member], Field(default_factory=list, max_length=max_targets,
-                                                      description="member numbers to punish; [] for nobody")))
+    schema = create_model(
+        f"PunishDecision_{n_agents}_{max_targets}",
+        __base__=PunishDecision,
+        punish=(
+            list[Member],
+            Field(default_factory=list, max_length=max_targets, description="member numbers to punish; [] for nobody"),
+        ),
+    )
     base = PUNISH if phase == "punish" else METANORM
     return replace(base, schema=schema, constrain=_only_members)
 
@@ -135,17 +171,24 @@ def group_of(state: dict[str, Any], s: int, i: int) -> list[int]:
 def system(state: dict[str, Any], s: int, i: int, variant: str = ORIGINAL) -> SystemMessage:
     per = personas(variant)[state["personas"][s][i] % len(personas(variant))]
     name = dm.STRATEGIES[int(state["strategy"][s, i])]
-    text = prompt("system.txt", variant).format(name=per["name"], me=i + 1, lifestyle=per["lifestyle"], group_size=len(group_of(state, s, i)),
-                                       venue=dm.VENUES[int(state["venue"][s, i]) % len(dm.VENUES)],
-                                       strategy_text=strategy_texts(variant)[name])
+    text = prompt("system.txt", variant).format(
+        name=per["name"],
+        me=i + 1,
+        lifestyle=per["lifestyle"],
+        group_size=len(group_of(state, s, i)),
+        venue=dm.VENUES[int(state["venue"][s, i]) % len(dm.VENUES)],
+        strategy_text=strategy_texts(variant)[name],
+    )
     return SystemMessage(content=text.strip())
 
 
 def cost_line(state: dict[str, Any], s: int) -> str:
     P = state["params"]
     if bool(P["stated"][s]):
-        return (f"Punishing a member costs you {_points(P['k'][s])} of utility per member punished, and costs each punished "
-                f"member {_points(P['p'][s])} per punisher.")
+        return (
+            f"Punishing a member costs you {_points(P['k'][s])} of utility per member punished, and costs each punished "
+            f"member {_points(P['p'][s])} per punisher."
+        )
     return "Punishing a member has a cost for you and a cost for the punished member."
 
 
@@ -157,15 +200,19 @@ def own_history(state: dict[str, Any], s: int, i: int) -> str:
     for rec in hist:
         got = int(rec["punish1"][s, :, i].sum() + rec["punish2"][s, :, i].sum())
         meal = "premium" if rec["defect"][s, i] else "budget"
-        lines.append(f"- Iteration {rec['round']}: you ordered the {meal} meal; "
-                     + (f"you were punished by {got} member{'s' if got != 1 else ''}." if got else "nobody punished you."))
+        lines.append(
+            f"- Iteration {rec['round']}: you ordered the {meal} meal; "
+            + (f"you were punished by {got} member{'s' if got != 1 else ''}." if got else "nobody punished you.")
+        )
     return "\n".join(lines)
 
 
 def orders_now(state: dict[str, Any], s: int, i: int, variant: str = ORIGINAL) -> str:
-    return "\n".join(f"- {member(state, s, j, variant)}{' (you)' if j == i else ''}: "
-                     f"{'premium meal (defected)' if state['defect'][s, j] else 'budget meal (cooperated)'}"
-                     for j in group_of(state, s, i))
+    return "\n".join(
+        f"- {member(state, s, j, variant)}{' (you)' if j == i else ''}: "
+        f"{'premium meal (defected)' if state['defect'][s, j] else 'budget meal (cooperated)'}"
+        for j in group_of(state, s, i)
+    )
 
 
 def order_history(state: dict[str, Any], s: int, i: int) -> str:
@@ -173,8 +220,13 @@ def order_history(state: dict[str, Any], s: int, i: int) -> str:
     if not hist:
         return "- None: this is the first iteration."
     grp = group_of(state, s, i)
-    return "\n".join(f"- Iteration {rec['round']}: " + ", ".join(
-        f"member {j + 1}{' (you)' if j == i else ''} {'premium' if rec['defect'][s, j] else 'budget'}" for j in grp) for rec in hist)
+    return "\n".join(
+        f"- Iteration {rec['round']}: "
+        + ", ".join(
+            f"member {j + 1}{' (you)' if j == i else ''} {'premium' if rec['defect'][s, j] else 'budget'}" for j in grp
+        )
+        for rec in hist
+    )
 
 
 def punishments_now(state: dict[str, Any], s: int, i: int, variant: str = ORIGINAL) -> str:
@@ -183,37 +235,58 @@ def punishments_now(state: dict[str, Any], s: int, i: int, variant: str = ORIGIN
     for a in grp:
         targets = [j for j in grp if state["punish1"][s, a, j]]
         who = "you" if a == i else member(state, s, a, variant)
-        lines.append(f"- {who}: " + (f"punished {', '.join(member(state, s, j, variant) for j in targets)}" if targets else "punished nobody"))
+        lines.append(
+            f"- {who}: "
+            + (f"punished {', '.join(member(state, s, j, variant) for j in targets)}" if targets else "punished nobody")
+        )
     return "\n".join(lines)
 
 
 def order_messages(state: dict[str, Any], s: int, i: int, variant: str = ORIGINAL) -> list:
     P = state["params"]
     comp = ", ".join(member(state, s, j, variant) for j in group_of(state, s, i) if j != i)
-    human = prompt("order.txt", variant).format(round=int(state["round"]), c_b=_money(P["c_b"][s]), c_p=_money(P["c_p"][s]),
-                                       group_size=len(group_of(state, s, i)), companions=comp, own_history=own_history(state, s, i))
+    human = prompt("order.txt", variant).format(
+        round=int(state["round"]),
+        c_b=_money(P["c_b"][s]),
+        c_p=_money(P["c_p"][s]),
+        group_size=len(group_of(state, s, i)),
+        companions=comp,
+        own_history=own_history(state, s, i),
+    )
     return [system(state, s, i, variant), HumanMessage(content=human.strip())]
 
 
 def punish_messages(state: dict[str, Any], s: int, i: int, variant: str = ORIGINAL) -> list:
-    human = prompt("punish.txt", variant).format(round=int(state["round"]), venue=dm.VENUES[int(state["venue"][s, i]) % len(dm.VENUES)],
-                                        cost_line=cost_line(state, s), orders=orders_now(state, s, i, variant),
-                                        order_history=order_history(state, s, i))
+    human = prompt("punish.txt", variant).format(
+        round=int(state["round"]),
+        venue=dm.VENUES[int(state["venue"][s, i]) % len(dm.VENUES)],
+        cost_line=cost_line(state, s),
+        orders=orders_now(state, s, i, variant),
+        order_history=order_history(state, s, i),
+    )
     return [system(state, s, i, variant), HumanMessage(content=human.strip())]
 
 
 def metanorm_messages(state: dict[str, Any], s: int, i: int, variant: str = ORIGINAL) -> list:
-    human = prompt("metanorm.txt", variant).format(round=int(state["round"]), venue=dm.VENUES[int(state["venue"][s, i]) % len(dm.VENUES)],
-                                          cost_line=cost_line(state, s), orders=orders_now(state, s, i, variant),
-                                          punishments=punishments_now(state, s, i, variant))
+    human = prompt("metanorm.txt", variant).format(
+        round=int(state["round"]),
+        venue=dm.VENUES[int(state["venue"][s, i]) % len(dm.VENUES)],
+        cost_line=cost_line(state, s),
+        orders=orders_now(state, s, i, variant),
+        punishments=punishments_now(state, s, i, variant),
+    )
     return [system(state, s, i, variant), HumanMessage(content=human.strip())]
 
 
 # --- policies ------------------------------------------------------------------------------
 def _row(rec, state, s: int, i: int, prescribed: Any, chosen: Any) -> dict[str, Any]:
     d = rec.as_dict()
-    d.update(strategy=dm.STRATEGIES[int(state["strategy"][s, i])], prescribed=json.dumps(prescribed), chosen=json.dumps(chosen),
-             accurate=bool(not rec.fallback_used and prescribed == chosen))
+    d.update(
+        strategy=dm.STRATEGIES[int(state["strategy"][s, i])],
+        prescribed=json.dumps(prescribed),
+        chosen=json.dumps(chosen),
+        accurate=bool(not rec.fallback_used and prescribed == chosen),
+    )
     return d
 
 
@@ -234,8 +307,13 @@ class LLMOrderPolicy:
         S, N = state["strategy"].shape
         batch = Batch(service)
         ruled = self.rule_seats(state)
-        jobs = [(s, i, order_messages(state, s, i, self.variant), {}) for s in range(S) if state["active"][s] for i in range(N)
-                if not ruled[s, i]]
+        jobs = [
+            (s, i, order_messages(state, s, i, self.variant), {})
+            for s in range(S)
+            if state["active"][s]
+            for i in range(N)
+            if not ruled[s, i]
+        ]
         prescribed = dm.rule_orders(state["strategy"], state["reformed"])
         defect = np.where(ruled, prescribed, False)
         for s, i, value, rec in await batch.ask(ORDER, jobs, int(state["round"]), config):
@@ -267,8 +345,16 @@ class _LLMPunishBase:
         batch = Batch(service)
         ruled = self.rule_seats(state)
         asked = self.who(state) & state["active"][:, None] & ~ruled
-        jobs = [(s, int(i), self.messages(state, s, int(i)), {"allowed": [j + 1 for j in group_of(state, s, int(i)) if j != i]})
-                for s in range(S) for i in np.flatnonzero(asked[s])]
+        jobs = [
+            (
+                s,
+                int(i),
+                self.messages(state, s, int(i)),
+                {"allowed": [j + 1 for j in group_of(state, s, int(i)) if j != i]},
+            )
+            for s in range(S)
+            for i in np.flatnonzero(asked[s])
+        ]
         presc = self.prescribed(state)
         out = np.where((ruled & self.who(state))[:, :, None], presc, False)
         largest = int(max(np.bincount(g).max() for g in np.asarray(state["group"])))
@@ -276,7 +362,9 @@ class _LLMPunishBase:
         for s, i, value, rec in await batch.ask(spec, jobs, int(state["round"]), config):
             for j in value.punish:
                 out[s, i, j - 1] = True
-            batch.record(_row(rec, state, s, i, sorted(int(j) + 1 for j in np.flatnonzero(presc[s, i])), sorted(value.punish)))
+            batch.record(
+                _row(rec, state, s, i, sorted(int(j) + 1 for j in np.flatnonzero(presc[s, i])), sorted(value.punish))
+            )
         return PolicyResult(out, batch.updates())
 
 
@@ -320,7 +408,9 @@ def llm_phases(variant: str = ORIGINAL, invader: Any = None):
 
     personas(variant), strategy_texts(variant)
     mask = rule_mask(invader)
-    return diners_phases(LLMOrderPolicy(variant, mask), LLMPunishPolicy(variant, mask), LLMMetanormPolicy(variant, mask))
+    return diners_phases(
+        LLMOrderPolicy(variant, mask), LLMPunishPolicy(variant, mask), LLMMetanormPolicy(variant, mask)
+    )
 
 
 def accuracy(decisions: list[dict[str, Any]]) -> dict[str, Any]:

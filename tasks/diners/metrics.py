@@ -45,29 +45,75 @@ def per_agent_tables(final: dict[str, Any]) -> dict[str, pd.DataFrame]:
     keys = ids(society, agent)  # the agent key of every table (graphs/tables.py)
     for h in final.get("history") or []:
         t = int(h["round"])
-        base = {"condition": np.repeat(cond, N), "replicate": np.repeat(rep, N), "society": society, "iteration": t, "agent": agent,
-                "agent_id": keys,
-                "group": np.asarray(final["group"]).ravel(), "strategy": names[h["strategy_played"]].ravel()}
-        orders.append(pd.DataFrame({**base, "venue": np.array(dm.VENUES)[h["venue"] % len(dm.VENUES)].ravel(),
-                                    "order": np.where(h["defect"], "premium", "budget").ravel()}))
+        base = {
+            "condition": np.repeat(cond, N),
+            "replicate": np.repeat(rep, N),
+            "society": society,
+            "iteration": t,
+            "agent": agent,
+            "agent_id": keys,
+            "group": np.asarray(final["group"]).ravel(),
+            "strategy": names[h["strategy_played"]].ravel(),
+        }
+        orders.append(
+            pd.DataFrame(
+                {
+                    **base,
+                    "venue": np.array(dm.VENUES)[h["venue"] % len(dm.VENUES)].ravel(),
+                    "order": np.where(h["defect"], "premium", "budget").ravel(),
+                }
+            )
+        )
         given = h["punish1"].sum(axis=2) + h["punish2"].sum(axis=2)
         received = h["punish1"].sum(axis=1) + h["punish2"].sum(axis=1)
-        utils.append(pd.DataFrame({**base, "meal_utility": h["meal"].ravel(), "punishments_given": given.ravel(),
-                                   "punishments_received": received.ravel(), "utility": h["utility"].ravel(), "score": h["score"].ravel()}))
+        utils.append(
+            pd.DataFrame(
+                {
+                    **base,
+                    "meal_utility": h["meal"].ravel(),
+                    "punishments_given": given.ravel(),
+                    "punishments_received": received.ravel(),
+                    "utility": h["utility"].ravel(),
+                    "score": h["score"].ravel(),
+                }
+            )
+        )
         if "imitation_role" in h:
             role = h["imitation_role"]
             rr = np.where(role >= 0, role, 0)
-            imit.append(pd.DataFrame({**base, "role_model": role.ravel(),
-                                      "role_strategy": names[np.take_along_axis(h["strategy_played"], rr, axis=1)].ravel(),
-                                      "probability": h["imitation_prob"].ravel(), "adopted": h["imitation_adopt"].ravel(),
-                                      "new_strategy": names[h["strategy"]].ravel(), "changed": h["imitation_changed"].ravel()}))
+            imit.append(
+                pd.DataFrame(
+                    {
+                        **base,
+                        "role_model": role.ravel(),
+                        "role_strategy": names[np.take_along_axis(h["strategy_played"], rr, axis=1)].ravel(),
+                        "probability": h["imitation_prob"].ravel(),
+                        "adopted": h["imitation_adopt"].ravel(),
+                        "new_strategy": names[h["strategy"]].ravel(),
+                        "changed": h["imitation_changed"].ravel(),
+                    }
+                )
+            )
         for stage, key in ((1, "punish1"), (2, "punish2")):
             s_, i_, j_ = np.nonzero(h[key])
             played = h["strategy_played"]
-            pun.append(pd.DataFrame({"condition": cond[s_], "replicate": rep[s_], "society": s_, "iteration": t, "stage": stage,
-                                     "punisher": i_, "target": j_, "punisher_id": ids(s_, i_), "target_id": ids(s_, j_),
-                                     "punisher_strategy": names[played[s_, i_]],
-                                     "target_strategy": names[played[s_, j_]]}))
+            pun.append(
+                pd.DataFrame(
+                    {
+                        "condition": cond[s_],
+                        "replicate": rep[s_],
+                        "society": s_,
+                        "iteration": t,
+                        "stage": stage,
+                        "punisher": i_,
+                        "target": j_,
+                        "punisher_id": ids(s_, i_),
+                        "target_id": ids(s_, j_),
+                        "punisher_strategy": names[played[s_, i_]],
+                        "target_strategy": names[played[s_, j_]],
+                    }
+                )
+            )
 
     def cat(xs: list[pd.DataFrame]) -> pd.DataFrame:
         return pd.concat(xs, ignore_index=True) if xs else pd.DataFrame()
@@ -78,7 +124,9 @@ def per_agent_tables(final: dict[str, Any]) -> dict[str, pd.DataFrame]:
 def share_summary(counts: pd.DataFrame) -> dict[str, Any]:
     """Strategy shares per iteration and at the end, mean over replicates (and their s.d.)."""
     n = counts[list(dm.STRATEGIES)].sum(axis=1)
-    shares = counts[list(dm.STRATEGIES)].div(n, axis=0).assign(condition=counts["condition"], iteration=counts["iteration"])
+    shares = (
+        counts[list(dm.STRATEGIES)].div(n, axis=0).assign(condition=counts["condition"], iteration=counts["iteration"])
+    )
     last = shares[shares["iteration"] == shares["iteration"].max()]
     mean = shares.groupby("iteration")[list(dm.STRATEGIES)].mean()
     return {

@@ -50,8 +50,12 @@ def _active(history: Sequence[Mapping[str, Any]]) -> np.ndarray:
     return _stack(history, "active").astype(bool)
 
 
-def per_model(history: Sequence[Mapping[str, Any]], group: np.ndarray, decisions: Sequence[Mapping[str, Any]],
-              llm: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def per_model(
+    history: Sequence[Mapping[str, Any]],
+    group: np.ndarray,
+    decisions: Sequence[Mapping[str, Any]],
+    llm: Mapping[str, Any],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(by_model rows, crossplay rows) of a run (see the module); ``group`` is (S, N)."""
     defect = _stack(history, "defect").astype(bool)  # (T, S, N)
     p1, p2 = _stack(history, "punish1").astype(int), _stack(history, "punish2").astype(int)  # (T, S, N, N)
@@ -72,22 +76,42 @@ def per_model(history: Sequence[Mapping[str, Any]], group: np.ndarray, decisions
         for key, phases in (("decision_accuracy", ("order",)), ("punishment_accuracy", ("punish", "metanorm"))):
             ds = [bool(d.get("accurate")) for d in mine if d.get("phase") in phases]
             acc[key] = sum(ds) / len(ds) if ds else None
-        rows.append({"model": name, "diners": len(seats),
-                     "premium_share": _num(defect[:, :, seats][act].mean()) if k else None,
-                     "punishments_given_per_iteration": _num(pun[:, :, seats, :].sum(axis=-1)[act].sum() / k) if k else None,
-                     "punishments_received_per_iteration": _num(pun[:, :, :, seats].sum(axis=-2)[act].sum() / k) if k else None,
-                     "utility_per_iteration": _num(util[:, :, seats][act].mean()) if k else None,
-                     "final_score": _num(score[-1][:, seats].mean()), **acc})
+        rows.append(
+            {
+                "model": name,
+                "diners": len(seats),
+                "premium_share": _num(defect[:, :, seats][act].mean()) if k else None,
+                "punishments_given_per_iteration": _num(pun[:, :, seats, :].sum(axis=-1)[act].sum() / k) if k else None,
+                "punishments_received_per_iteration": _num(pun[:, :, :, seats].sum(axis=-2)[act].sum() / k)
+                if k
+                else None,
+                "utility_per_iteration": _num(util[:, :, seats][act].mean()) if k else None,
+                "final_score": _num(score[-1][:, seats].mean()),
+                **acc,
+            }
+        )
     cross = []
     for a in names:
         for b in names:
-            pairs = [(i, j) for i in range(N) for j in range(N) if i != j and g[i] == g[j] and models[i] == a and models[j] == b]
+            pairs = [
+                (i, j)
+                for i in range(N)
+                for j in range(N)
+                if i != j and g[i] == g[j] and models[i] == a and models[j] == b
+            ]
             n = len(pairs) * plays
             given = sum(int(pun[:, :, i, j][act].sum()) for i, j in pairs)
             firsts = sorted({i for i, _ in pairs})
-            cross.append({"model": a, "with": b, "pairs": len(pairs), "punishments": given,
-                          "punishments_per_pair_iteration": given / n if n else None,
-                          "premium_share": _num(defect[:, :, firsts][act].mean()) if firsts and plays else None})
+            cross.append(
+                {
+                    "model": a,
+                    "with": b,
+                    "pairs": len(pairs),
+                    "punishments": given,
+                    "punishments_per_pair_iteration": given / n if n else None,
+                    "premium_share": _num(defect[:, :, firsts][act].mean()) if firsts and plays else None,
+                }
+            )
     return rows, cross
 
 
@@ -102,14 +126,18 @@ def invader_effect(history: Sequence[Mapping[str, Any]], invader: Mapping[str, A
     T, S, N = defect.shape
     residents = [a for a in range(N) if a != seat]
     series = [_num((~defect[t][:, residents])[act[t]].mean()) if act[t].any() else None for t in range(T)]
-    out: dict[str, Any] = {"invader": dict(invader),
-                           "series": "residents' budget share per iteration (the cooperation rate; the invader's seat left out)"}
+    out: dict[str, Any] = {
+        "invader": dict(invader),
+        "series": "residents' budget share per iteration (the cooperation rate; the invader's seat left out)",
+    }
     if K <= T:
         y = np.array([np.nan if v is None else v for v in series])
         out["recovery"] = recovery(y, K, direction="up")
-        later = act[K - 1:]
-        out["invader_utility_per_iteration"] = _num(util[K - 1:, :, seat][later].mean()) if later.any() else None
-        out["resident_utility_per_iteration"] = _num(util[K - 1:][:, :, residents][later].mean()) if later.any() else None
+        later = act[K - 1 :]
+        out["invader_utility_per_iteration"] = _num(util[K - 1 :, :, seat][later].mean()) if later.any() else None
+        out["resident_utility_per_iteration"] = (
+            _num(util[K - 1 :][:, :, residents][later].mean()) if later.any() else None
+        )
         strat = _stack(history, "strategy")
         kind = int(strat[-1][0, seat])
         out["residents_adopting_invader_strategy"] = _num((strat[-1][:, residents] == kind).mean())
@@ -127,17 +155,26 @@ def report_lines(summary: Mapping[str, Any]) -> list[str]:
     def f(x: Any, nd: int = 3) -> str:
         return "n/a" if x is None else f"{x:.{nd}f}"
 
-    lines = [f"model {r['model']} ({r['diners']} diners): premium share {f(r['premium_share'])}, punishments given "
-             f"{f(r['punishments_given_per_iteration'])} / received {f(r['punishments_received_per_iteration'])} per iteration, "
-             f"utility {f(r['utility_per_iteration'])} per iteration, final score {f(r['final_score'], 2)}"
-             for r in summary.get("by_model") or []]
+    lines = [
+        f"model {r['model']} ({r['diners']} diners): premium share {f(r['premium_share'])}, punishments given "
+        f"{f(r['punishments_given_per_iteration'])} / received {f(r['punishments_received_per_iteration'])} per iteration, "
+        f"utility {f(r['utility_per_iteration'])} per iteration, final score {f(r['final_score'], 2)}"
+        for r in summary.get("by_model") or []
+    ]
     if summary.get("crossplay"):
-        lines.append("punishments per pair of one group and iteration (row punishes column): " + "; ".join(
-            f"{c['model']} -> {c['with']} {f(c['punishments_per_pair_iteration'])} ({c['pairs']} pairs)" for c in summary["crossplay"]))
+        lines.append(
+            "punishments per pair of one group and iteration (row punishes column): "
+            + "; ".join(
+                f"{c['model']} -> {c['with']} {f(c['punishments_per_pair_iteration'])} ({c['pairs']} pairs)"
+                for c in summary["crossplay"]
+            )
+        )
     inv = summary.get("invasion")
     if inv:
-        lines.append(f"invader: {text(inv['invader'])}; utility per iteration from K: invader "
-                     f"{f(inv.get('invader_utility_per_iteration'))}, residents {f(inv.get('resident_utility_per_iteration'))}")
+        lines.append(
+            f"invader: {text(inv['invader'])}; utility per iteration from K: invader "
+            f"{f(inv.get('invader_utility_per_iteration'))}, residents {f(inv.get('resident_utility_per_iteration'))}"
+        )
         lines.append(recovery_text(inv["recovery"], "residents' budget share").replace("round", "iteration"))
     return lines
 
@@ -150,12 +187,24 @@ def figures(summary: Mapping[str, Any], where: Any) -> None:
 
     where = Path(where)
     if summary.get("by_model"):
-        by_model_figure(summary["by_model"], [("premium_share", "premium share"),
-                                              ("punishments_given_per_iteration", "punishments given per iteration"),
-                                              ("utility_per_iteration", "utility per iteration")],
-                        "Diner's Dilemma: outcomes per model", where / "by_model.png")
+        by_model_figure(
+            summary["by_model"],
+            [
+                ("premium_share", "premium share"),
+                ("punishments_given_per_iteration", "punishments given per iteration"),
+                ("utility_per_iteration", "utility per iteration"),
+            ],
+            "Diner's Dilemma: outcomes per model",
+            where / "by_model.png",
+        )
     inv = summary.get("invasion")
     if inv and inv.get("recovery", {}).get("pre_level") is not None:
         y = [np.nan if v is None else v for v in inv["residents_budget_share_by_iteration"]]
-        recovery_figure({"residents": y}, int(inv["invader"]["round"]), inv["recovery"], "residents' budget share",
-                        f"Diner's Dilemma: residents around the invader ({inv['invader']['kind']})", where / "invasion.png")
+        recovery_figure(
+            {"residents": y},
+            int(inv["invader"]["round"]),
+            inv["recovery"],
+            "residents' budget share",
+            f"Diner's Dilemma: residents around the invader ({inv['invader']['kind']})",
+            where / "invasion.png",
+        )

@@ -76,7 +76,9 @@ def parse_groups(text: str) -> tuple[tuple[str, ...], ...]:
     for part in (text or "").split(";"):
         names = tuple(x.strip().upper() for x in part.split(",") if x.strip())
         if not names:
-            raise DinersError(f"--groups {text!r}: every group needs at least one strategy (groups are separated by ';')")
+            raise DinersError(
+                f"--groups {text!r}: every group needs at least one strategy (groups are separated by ';')"
+            )
         bad = [x for x in names if x not in CODE]
         if bad:
             raise DinersError(f"--groups: unknown strategy {bad[0]!r}; use {', '.join(STRATEGIES)}")
@@ -87,7 +89,9 @@ def parse_groups(text: str) -> tuple[tuple[str, ...], ...]:
 
     n = sum(len(g) for g in groups)
     if len(groups) > MAX_GROUPS or n > MAX_DINERS:
-        raise DinersError(f"--groups: at most {MAX_GROUPS} groups and {MAX_DINERS} diners in all, got {len(groups)} groups and {n} diners")
+        raise DinersError(
+            f"--groups: at most {MAX_GROUPS} groups and {MAX_DINERS} diners in all, got {len(groups)} groups and {n} diners"
+        )
     return tuple(groups)
 
 
@@ -140,9 +144,13 @@ def check_dilemma(c_b: float, v_b: float, c_p: float, v_p: float, n: int) -> Non
     if not (c_p > c_b and v_p > v_b):
         raise DinersError("the premium meal must cost more and be worth more than the budget meal")
     if not v_p - v_b > (c_p - c_b) / n:
-        raise DinersError(f"defecting must pay individually: need v_p - v_b > (c_p - c_b) / n, got {v_p - v_b} <= {(c_p - c_b) / n}")
+        raise DinersError(
+            f"defecting must pay individually: need v_p - v_b > (c_p - c_b) / n, got {v_p - v_b} <= {(c_p - c_b) / n}"
+        )
     if not v_p - v_b < c_p - c_b:
-        raise DinersError(f"all-defect must be worse than all-cooperate: need v_p - v_b < c_p - c_b, got {v_p - v_b} >= {c_p - c_b}")
+        raise DinersError(
+            f"all-defect must be worse than all-cooperate: need v_p - v_b < c_p - c_b, got {v_p - v_b} >= {c_p - c_b}"
+        )
 
 
 # --- the phases' rules ---------------------------------------------------------------------

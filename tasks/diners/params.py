@@ -13,7 +13,6 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator, model_validator
 
 from cooplab.graphs.invaders import Invader, InvaderWhenSet
-
 from cooplab.limits import RULES
 from cooplab.tasks.diners import model as dm
 
@@ -50,24 +49,54 @@ class DinersParams(InvaderWhenSet):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     combination: Annotated[int | None, RULES["combination"].within(optional=True)] = Field(
-        1, description="the paper's initial combination 1 or 2 (null: groups given by hand)", json_schema_extra=_src("paper §4"))
-    pk: StrictStr = Field("3:1", description="punishment costs as given (unstated, 3:1, 6:1 or P:K)", json_schema_extra=_src("paper §4"))
-    groups: list[list[StrictStr]] = Field(default_factory=lambda: [list(g) for g in dm.COMBINATIONS[1]],
-                                          description="initial strategies, group by group (--combination 1|2 or --groups)",
-                                          json_schema_extra=_src("paper §4"))
-    p: Amount = Field(3.0, description="cost to the punished of one punishment (--pk P:K)", json_schema_extra=_src("paper §4 (3:1, 6:1, unstated)"))
+        1,
+        description="the paper's initial combination 1 or 2 (null: groups given by hand)",
+        json_schema_extra=_src("paper §4"),
+    )
+    pk: StrictStr = Field(
+        "3:1", description="punishment costs as given (unstated, 3:1, 6:1 or P:K)", json_schema_extra=_src("paper §4")
+    )
+    groups: list[list[StrictStr]] = Field(
+        default_factory=lambda: [list(g) for g in dm.COMBINATIONS[1]],
+        description="initial strategies, group by group (--combination 1|2 or --groups)",
+        json_schema_extra=_src("paper §4"),
+    )
+    p: Amount = Field(
+        3.0,
+        description="cost to the punished of one punishment (--pk P:K)",
+        json_schema_extra=_src("paper §4 (3:1, 6:1, unstated)"),
+    )
     k: Amount = Field(1.0, description="cost to the punisher of one punishment", json_schema_extra=_src("paper §4"))
-    costs_stated: StrictBool = Field(True, description="whether LLM agents are told p and k (--pk unstated: no)", json_schema_extra=_src("paper §4"))
-    beta: Annotated[float, RULES["beta"]] = Field(1.0, description="selection strength of the Fermi imitation rule",
-                                                  json_schema_extra=_src("paper §3 (beta = 1)"))
-    accumulate: StrictBool = Field(True, description="pi is the accumulated utility (false: this iteration's only)", json_schema_extra=_src("paper §3"))
-    meal: Meal = Field(default_factory=Meal, description="the meals' costs and values (c_b, v_b, c_p, v_p)",
-                       json_schema_extra=_src("paper (the dilemma's meal costs and values)"))
-    iterations: Annotated[int, RULES["iterations"]] = Field(10, description="iterations of the game", json_schema_extra=_src("paper §4 (10)"))
-    replicates: Annotated[int, RULES["replicates"]] = Field(200, description="independent replicates (the CLI's default: 200 rule-based, 1 LLM)",
-                                                            json_schema_extra=_src("cooplab"))
-    invader: Invader | None = Field(None, description="a diner replaced at iteration K by an invader (--invader KIND@K[:AGENT]; "
-                                    "tasks/diners/invaders.py; none: no invader)", json_schema_extra=_src("cooplab"))
+    costs_stated: StrictBool = Field(
+        True, description="whether LLM agents are told p and k (--pk unstated: no)", json_schema_extra=_src("paper §4")
+    )
+    beta: Annotated[float, RULES["beta"]] = Field(
+        1.0, description="selection strength of the Fermi imitation rule", json_schema_extra=_src("paper §3 (beta = 1)")
+    )
+    accumulate: StrictBool = Field(
+        True,
+        description="pi is the accumulated utility (false: this iteration's only)",
+        json_schema_extra=_src("paper §3"),
+    )
+    meal: Meal = Field(
+        default_factory=Meal,
+        description="the meals' costs and values (c_b, v_b, c_p, v_p)",
+        json_schema_extra=_src("paper (the dilemma's meal costs and values)"),
+    )
+    iterations: Annotated[int, RULES["iterations"]] = Field(
+        10, description="iterations of the game", json_schema_extra=_src("paper §4 (10)")
+    )
+    replicates: Annotated[int, RULES["replicates"]] = Field(
+        200,
+        description="independent replicates (the CLI's default: 200 rule-based, 1 LLM)",
+        json_schema_extra=_src("cooplab"),
+    )
+    invader: Invader | None = Field(
+        None,
+        description="a diner replaced at iteration K by an invader (--invader KIND@K[:AGENT]; "
+        "tasks/diners/invaders.py; none: no invader)",
+        json_schema_extra=_src("cooplab"),
+    )
 
     @field_validator("groups")
     @classmethod
@@ -81,7 +110,13 @@ class DinersParams(InvaderWhenSet):
 
         self.condition().validate()  # the meal still a dilemma at every group size (one line)
         try:
-            check_size(self.replicates, self.n_agents, self.iterations, names=("<replicates>", "diners", "<iterations>"), diners=True)
+            check_size(
+                self.replicates,
+                self.n_agents,
+                self.iterations,
+                names=("<replicates>", "diners", "<iterations>"),
+                diners=True,
+            )
         except ConfigError as exc:
             raise cross(("replicates", "iterations"), str(exc)) from None
         return self
@@ -93,7 +128,13 @@ class DinersParams(InvaderWhenSet):
             from cooplab.graphs.invaders import check_in
 
             agents = (info.context or {}).get("agents")
-            check_in(self.invader, n_agents=self.n_agents, rounds=self.iterations, agents=agents, kinds=invader_kinds(agents or "llm"))
+            check_in(
+                self.invader,
+                n_agents=self.n_agents,
+                rounds=self.iterations,
+                agents=agents,
+                kinds=invader_kinds(agents or "llm"),
+            )
         return self
 
     @property
@@ -104,5 +145,12 @@ class DinersParams(InvaderWhenSet):
         """The :class:`~cooplab.tasks.diners.society.Condition` these settings describe."""
         from cooplab.tasks.diners.society import Condition
 
-        return Condition(tuple(tuple(g) for g in self.groups), float(self.p), float(self.k), bool(self.costs_stated), float(self.beta),
-                         accumulate=bool(self.accumulate), meal=self.meal.model_dump())
+        return Condition(
+            tuple(tuple(g) for g in self.groups),
+            float(self.p),
+            float(self.k),
+            bool(self.costs_stated),
+            float(self.beta),
+            accumulate=bool(self.accumulate),
+            meal=self.meal.model_dump(),
+        )

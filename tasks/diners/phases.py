@@ -24,6 +24,7 @@ from cooplab.graphs.rng import phase_rng
 from cooplab.tasks.diners import model as dm
 from cooplab.tasks.diners.state import State
 
+
 def venues(group: np.ndarray, round_: int) -> np.ndarray:
     """(S, N) venue of each agent in iteration ``round_``: its group's venue (groups rotate)."""
     n_groups = int(group.max()) + 1
@@ -44,8 +45,13 @@ def metanorm_rule(state: State, rng: np.random.Generator) -> np.ndarray:
 
 
 # --- node factories ------------------------------------------------------------------------
-def _decision_node(phase: str, key: str, policy: Callable, clean: Callable[[State, Any], np.ndarray],
-                   also: Callable[[State], dict] = lambda state: {}):
+def _decision_node(
+    phase: str,
+    key: str,
+    policy: Callable,
+    clean: Callable[[State, Any], np.ndarray],
+    also: Callable[[State], dict] = lambda state: {},
+):
     """A node writing ``key`` from ``policy``'s answer; ``clean`` masks what a policy may not do
     (punishing outside the group, oneself, or in a finished society) without changing the rest."""
     if is_async_policy(policy):
@@ -69,7 +75,9 @@ def _clean_pairs(state: State, value: Any) -> np.ndarray:
 
 def order_node(policy: Callable = order_rule):
     # the strategies played this iteration are kept for the record (imitation changes them)
-    return _decision_node("order", "defect", policy, _clean_orders, also=lambda state: {"played": state["strategy"].copy()})
+    return _decision_node(
+        "order", "defect", policy, _clean_orders, also=lambda state: {"played": state["strategy"].copy()}
+    )
 
 
 def punish_node(policy: Callable = punish_rule):
@@ -88,7 +96,9 @@ def utility_node():
         act = state["active"][:, None]
         out = dm.utility(state["defect"], state["group"], state["punish1"], state["punish2"], P)
         u = np.where(act, out["utility"], 0.0)
-        memory = P["accumulate"][:, None]  # 1: accumulated (1 * pi + u is exactly pi + u), 0: this iteration's (0 * pi + u = u)
+        memory = P["accumulate"][
+            :, None
+        ]  # 1: accumulated (1 * pi + u is exactly pi + u), 0: this iteration's (0 * pi + u = u)
         score = np.where(act, memory * state["score"] + u, state["score"])
         punished = out["received"] > 0
         reformed = state["reformed"] | (act & (state["strategy"] == dm.R1) & punished)
@@ -110,8 +120,11 @@ def imitate_node():
         act = state["active"][:, None]
         new = np.where(act, res["strategy"], state["strategy"]).astype(np.int8)
         changed = new != state["strategy"]
-        return {"strategy": new, "reformed": state["reformed"] & ~changed,
-                "imitation": {"role": role, "prob": res["prob"], "adopt": res["adopt"] & act, "changed": changed}}
+        return {
+            "strategy": new,
+            "reformed": state["reformed"] & ~changed,
+            "imitation": {"role": role, "prob": res["prob"], "adopt": res["adopt"] & act, "changed": changed},
+        }
 
     return imitate
 

@@ -23,9 +23,13 @@ class DinersResults(Results):
     final_shares: dict[Name, float] = Field(description="strategy -> its share at the last iteration")
     final_shares_sd: dict[Name, float] = Field(description="strategy -> s.d. of that share over replicates")
     shares_by_iteration: dict[str, dict[Name, float]] = Field(description="iteration -> strategy -> share")
-    decision_accuracy: Share | None = Field(None, description="LLM runs: share of orders that follow the diner's strategy")
+    decision_accuracy: Share | None = Field(
+        None, description="LLM runs: share of orders that follow the diner's strategy"
+    )
     decision_accuracy_n: Count | None = None
     decision_accuracy_by_strategy: dict[Name, Share] | None = None
-    punishment_accuracy: Share | None = Field(None, description="LLM runs: share of punishment decisions that follow the strategy")
+    punishment_accuracy: Share | None = Field(
+        None, description="LLM runs: share of punishment decisions that follow the strategy"
+    )
     punishment_accuracy_n: Count | None = None
     punishment_accuracy_by_strategy: dict[Name, Share] | None = None

@@ -39,8 +39,17 @@ from cooplab.tasks.diners.phases import (
 )
 from cooplab.tasks.diners.state import PHASES, DinersState, State
 
-__all__ = ["Condition", "DinersState", "build_diners_graph", "diners_phases", "init_state", "paper_conditions",
-           "recursion_limit", "run_diners", "should_continue"]
+__all__ = [
+    "Condition",
+    "DinersState",
+    "build_diners_graph",
+    "diners_phases",
+    "init_state",
+    "paper_conditions",
+    "recursion_limit",
+    "run_diners",
+    "should_continue",
+]
 
 
 @dataclass(frozen=True)
@@ -74,7 +83,9 @@ class Condition:
         if not 0 <= self.beta < float("inf"):
             raise dm.DinersError(f"beta must be a finite number >= 0, got {self.beta}")
         if not 0 <= float(self.accumulate) <= 1:  # also refuses nan
-            raise dm.DinersError(f"accumulate (the score's memory) must be true, false or a number in [0, 1], got {self.accumulate}")
+            raise dm.DinersError(
+                f"accumulate (the score's memory) must be true, false or a number in [0, 1], got {self.accumulate}"
+            )
         if not all(isinstance(v, (int, float)) and 0 <= v < float("inf") for v in self.meal.values()):
             raise dm.DinersError(f"meal costs and values must be finite numbers >= 0, got {self.meal}")
         for n in {len(g) for g in self.groups}:
@@ -95,8 +106,22 @@ def paper_conditions(beta: float = 1.0, choices: Mapping[str, float] | None = No
         for pk, (p, k, stated) in dm.PK_SETTINGS.items():
             if pk == "unstated":
                 p, k = float(ch["unstated_p"]), float(ch["unstated_k"])
-            out.append((comb, pk, Condition(groups, p, k, stated, beta, accumulate=float(ch["memory"]), meal=meal,
-                                            label=f"combination {comb}, p:k {pk}")))
+            out.append(
+                (
+                    comb,
+                    pk,
+                    Condition(
+                        groups,
+                        p,
+                        k,
+                        stated,
+                        beta,
+                        accumulate=float(ch["memory"]),
+                        meal=meal,
+                        label=f"combination {comb}, p:k {pk}",
+                    ),
+                )
+            )
     return out
 
 
@@ -120,20 +145,40 @@ def init_state(conditions: Sequence[Condition], replicates: int, seed: int, iter
         return np.array([float(f(c)) for c in conditions])[cidx]
 
     params = {
-        "p": arr(lambda c: c.p), "k": arr(lambda c: c.k), "beta": arr(lambda c: c.beta),
-        "accumulate": arr(lambda c: c.accumulate), "stated": arr(lambda c: c.stated),
+        "p": arr(lambda c: c.p),
+        "k": arr(lambda c: c.k),
+        "beta": arr(lambda c: c.beta),
+        "accumulate": arr(lambda c: c.accumulate),
+        "stated": arr(lambda c: c.stated),
         **{name: arr(lambda c, name=name: c.meal[name]) for name in ("c_b", "v_b", "c_p", "v_p")},
     }
     return DinersState(
-        seed=int(seed), round=1, max_round=int(iterations), params=params, condition=cidx, replicate=np.tile(np.arange(replicates), C),
-        group=group, venue=venues(group, 1), strategy=strat, reformed=np.zeros((S, N), dtype=bool),
-        defect=np.zeros((S, N), dtype=bool), punish1=np.zeros((S, N, N), dtype=bool), punish2=np.zeros((S, N, N), dtype=bool),
-        meal=np.zeros((S, N)), utility=np.zeros((S, N)), score=np.zeros((S, N)), active=np.ones(S, dtype=bool), history=[],
+        seed=int(seed),
+        round=1,
+        max_round=int(iterations),
+        params=params,
+        condition=cidx,
+        replicate=np.tile(np.arange(replicates), C),
+        group=group,
+        venue=venues(group, 1),
+        strategy=strat,
+        reformed=np.zeros((S, N), dtype=bool),
+        defect=np.zeros((S, N), dtype=bool),
+        punish1=np.zeros((S, N, N), dtype=bool),
+        punish2=np.zeros((S, N, N), dtype=bool),
+        meal=np.zeros((S, N)),
+        utility=np.zeros((S, N)),
+        score=np.zeros((S, N)),
+        active=np.ones(S, dtype=bool),
+        history=[],
     )
 
 
-def diners_phases(order_policy: Callable = order_rule, punish_policy: Callable = punish_rule,
-                  metanorm_policy: Callable = metanorm_rule) -> "OrderedDict[str, Callable]":
+def diners_phases(
+    order_policy: Callable = order_rule,
+    punish_policy: Callable = punish_rule,
+    metanorm_policy: Callable = metanorm_rule,
+) -> "OrderedDict[str, Callable]":
     nodes: OrderedDict[str, Callable] = OrderedDict()
     nodes["order"] = order_node(order_policy)
     nodes["punish"] = punish_node(punish_policy)
@@ -149,16 +194,30 @@ def should_continue(state: State) -> bool:
 
 
 def build_diners_graph(phases: "OrderedDict[str, Callable] | None" = None, *, checkpointer: Any = None):
-    return build_society(phases or diners_phases(), DinersState, checkpointer=checkpointer, should_continue=should_continue,
-                         name="diners", context_schema=CoopContext)
+    return build_society(
+        phases or diners_phases(),
+        DinersState,
+        checkpointer=checkpointer,
+        should_continue=should_continue,
+        name="diners",
+        context_schema=CoopContext,
+    )
 
 
 def recursion_limit(state: State, n_phases: int = len(PHASES)) -> int:
     return int(state["max_round"]) * (n_phases + 1) + 10
 
 
-def run_diners(conditions: Sequence[Condition], replicates: int, seed: int, iterations: int = 10, *,
-               checkpointer: Any = None, thread_id: str = "diners", durability: str | None = None) -> DinersState:
+def run_diners(
+    conditions: Sequence[Condition],
+    replicates: int,
+    seed: int,
+    iterations: int = 10,
+    *,
+    checkpointer: Any = None,
+    thread_id: str = "diners",
+    durability: str | None = None,
+) -> DinersState:
     """Run a rule-based batch (conditions x replicates) in one graph invocation; the final state."""
     graph = build_diners_graph(checkpointer=checkpointer)
     state = init_state(conditions, replicates, seed, iterations)

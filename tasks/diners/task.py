@@ -21,10 +21,10 @@ import numpy as np
 from cooplab.graphs import rundir
 from cooplab.graphs.runfiles import RunSummary
 from cooplab.graphs.task import RunInfo, Task, TaskConfig
-from cooplab.tasks.diners.results import DinersResults
 from cooplab.tasks.diners import model as dm
 from cooplab.tasks.diners.metrics import per_agent_tables, share_summary, strategy_counts
 from cooplab.tasks.diners.params import DinersParams
+from cooplab.tasks.diners.results import DinersResults
 from cooplab.tasks.diners.society import (
     Condition,
     DinersState,
@@ -49,8 +49,15 @@ def condition_of(config: TaskConfig[DinersParams]) -> Condition:
 
 def condition_config(cond: Condition) -> dict[str, Any]:
     """The ``params`` fields of a condition (the inverse of :func:`condition_of`)."""
-    return {"groups": [list(g) for g in cond.groups], "p": cond.p, "k": cond.k, "costs_stated": cond.stated, "beta": cond.beta,
-            "accumulate": cond.accumulate, "meal": cond.meal}
+    return {
+        "groups": [list(g) for g in cond.groups],
+        "p": cond.p,
+        "k": cond.k,
+        "costs_stated": cond.stated,
+        "beta": cond.beta,
+        "accumulate": cond.accumulate,
+        "meal": cond.meal,
+    }
 
 
 Config = TaskConfig[DinersParams]
@@ -67,8 +74,18 @@ class DinersTask(Task):
     explore_whole_page = True  # its page: tasks/diners/explore.py
     round_unit = "iteration"
 
-    def options(self, agents: str, *, combination: int | None = None, groups: str | None = None, pk: str = "3:1", iterations: int = 10,
-                replicates: int | None = None, beta: float = 1.0, invader: Any = None) -> dict[str, Any]:
+    def options(
+        self,
+        agents: str,
+        *,
+        combination: int | None = None,
+        groups: str | None = None,
+        pk: str = "3:1",
+        iterations: int = 10,
+        replicates: int | None = None,
+        beta: float = 1.0,
+        invader: Any = None,
+    ) -> dict[str, Any]:
         """``cooplab run diners``' own options: the paper's initial ``combination`` 1 or 2 (default 1) or any
         ``groups`` ("M,P,E,R1;M,M,P,R1"), the punishment costs ``pk`` (unstated, 3:1, 6:1 or P:K),
         ``iterations`` (paper: 10), ``replicates`` (default 200 rule-based, 1 LLM), the Fermi rule's ``beta``
@@ -78,26 +95,53 @@ class DinersTask(Task):
         if combination is not None and groups is not None:
             raise co.ConfigError("give either --combination or --groups, not both")
         if not isinstance(pk, str) or (groups is not None and not isinstance(groups, str)):
-            raise co.ConfigError(f"--pk and --groups are text such as '3:1' and 'M,P,E,R1;M,M,P,R1', got {co.show(pk)} and {co.show(groups)}")
+            raise co.ConfigError(
+                f"--pk and --groups are text such as '3:1' and 'M,P,E,R1;M,M,P,R1', got {co.show(pk)} and {co.show(groups)}"
+            )
         if replicates is None:
             replicates = 1 if agents == "llm" else 200
-        names = co.flags({"combination": "--combination", "iterations": "--iterations", "replicates": "--replicates", "beta": "--beta",
-                          "groups": "--groups", "p": "--pk", "k": "--pk"})
-        co.validate(DinersParams, {"combination": combination}, names)  # the choice of the paper's, before it is looked up
+        names = co.flags(
+            {
+                "combination": "--combination",
+                "iterations": "--iterations",
+                "replicates": "--replicates",
+                "beta": "--beta",
+                "groups": "--groups",
+                "p": "--pk",
+                "k": "--pk",
+            }
+        )
+        co.validate(
+            DinersParams, {"combination": combination}, names
+        )  # the choice of the paper's, before it is looked up
         try:
             grp = dm.parse_groups(groups) if groups is not None else dm.COMBINATIONS[combination or 1]
             p, k, stated = dm.parse_pk(pk)
         except dm.DinersError as exc:
             raise co.ConfigError(str(exc)) from None
-        values = {"combination": None if groups is not None else (combination or 1), "pk": pk.strip().lower(), "groups": [list(g) for g in grp],
-                  "p": p, "k": k, "costs_stated": stated, "beta": beta, "iterations": iterations, "replicates": replicates}
+        values = {
+            "combination": None if groups is not None else (combination or 1),
+            "pk": pk.strip().lower(),
+            "groups": [list(g) for g in grp],
+            "p": p,
+            "k": k,
+            "costs_stated": stated,
+            "beta": beta,
+            "iterations": iterations,
+            "replicates": replicates,
+        }
         settings = co.validate(DinersParams, values, names, context={"agents": agents})
         if invader is not None:  # a diner replaced at iteration K: checked against the society the settings describe
             from cooplab.graphs import invaders
             from cooplab.tasks.diners.params import invader_kinds
 
-            values["invader"] = invaders.parse(invader, n_agents=settings.n_agents, rounds=settings.iterations, agents=agents,
-                                               kinds=invader_kinds(agents))
+            values["invader"] = invaders.parse(
+                invader,
+                n_agents=settings.n_agents,
+                rounds=settings.iterations,
+                agents=agents,
+                kinds=invader_kinds(agents),
+            )
             settings = co.validate(DinersParams, values, names, context={"agents": agents})
         return {"params": settings}
 
@@ -106,11 +150,12 @@ class DinersTask(Task):
 
         invader = config.params.invader.as_dict() if config.params.invader is not None else None
         if config.agents == "llm":
+            from cooplab.graphs.prompts import variant_of
             from cooplab.tasks.diners.llm import llm_phases
 
-            from cooplab.graphs.prompts import variant_of
-
-            return build_diners_graph(with_invader(llm_phases(variant_of(config), invader), invader), checkpointer=checkpointer)
+            return build_diners_graph(
+                with_invader(llm_phases(variant_of(config), invader), invader), checkpointer=checkpointer
+            )
         return build_diners_graph(with_invader(diners_phases(), invader), checkpointer=checkpointer)
 
     def init_state(self, config: Config) -> dict[str, Any]:
@@ -143,8 +188,14 @@ class DinersTask(Task):
         check_rounds(a.iterations, b.iterations, state, "iterations")
 
         def values(P: DinersParams) -> dict[str, float]:
-            return {"p": float(P.p), "k": float(P.k), "beta": float(P.beta), "accumulate": float(P.accumulate),
-                    "stated": float(P.costs_stated), **{name: float(v) for name, v in P.meal.model_dump().items()}}
+            return {
+                "p": float(P.p),
+                "k": float(P.k),
+                "beta": float(P.beta),
+                "accumulate": float(P.accumulate),
+                "stated": float(P.costs_stated),
+                **{name: float(v) for name, v in P.meal.model_dump().items()},
+            }
 
         before, after = values(a), values(b)
         out: dict[str, Any] = {}
@@ -168,9 +219,17 @@ class DinersTask(Task):
         S, N = np.asarray(final["strategy"]).shape
         P = config.params
         summary: dict[str, Any] = {
-            "combination": P.combination, "groups": P.groups, "pk": P.pk, "p": P.p,
-            "k": P.k, "costs_stated": P.costs_stated, "beta": P.beta, "replicates": S, "n_agents": N,
-            "iterations_completed": len(final.get("history") or []), **share_summary(counts),
+            "combination": P.combination,
+            "groups": P.groups,
+            "pk": P.pk,
+            "p": P.p,
+            "k": P.k,
+            "costs_stated": P.costs_stated,
+            "beta": P.beta,
+            "replicates": S,
+            "n_agents": N,
+            "iterations_completed": len(final.get("history") or []),
+            **share_summary(counts),
         }
         if run.llm:
             from cooplab.tasks.diners.llm import accuracy
@@ -192,20 +251,29 @@ class DinersTask(Task):
         if r is None:
             return super().report(summary)
         shares = ", ".join(f"{n} {v:.3f}" for n, v in r.final_shares.items() if v or n != "D")
-        lines = [f"final strategy shares after {r.iterations_completed} iterations (mean of {r.replicates} replicates): {shares}"]
+        lines = [
+            f"final strategy shares after {r.iterations_completed} iterations (mean of {r.replicates} replicates): {shares}"
+        ]
         if r.decision_accuracy_n is not None:
             fmt = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
-            lines.append(f"decision accuracy {fmt(r.decision_accuracy)} ({r.decision_accuracy_n} orders), "
-                         f"punishment accuracy {fmt(r.punishment_accuracy)} ({r.punishment_accuracy_n} decisions)")
+            lines.append(
+                f"decision accuracy {fmt(r.decision_accuracy)} ({r.decision_accuracy_n} orders), "
+                f"punishment accuracy {fmt(r.punishment_accuracy)} ({r.punishment_accuracy_n} decisions)"
+            )
         from cooplab.tasks.diners.mix import report_lines
 
         whole = summary.as_json()
         lines += report_lines(whole)
-        lines.append("tables: summary.json, strategy_counts.*, orders.*, punishments.*, utilities.*, imitation.*"
-                     + (", by_model.*, crossplay.*" if whole.get("by_model") else "") + ", figures/run.png")
+        lines.append(
+            "tables: summary.json, strategy_counts.*, orders.*, punishments.*, utilities.*, imitation.*"
+            + (", by_model.*, crossplay.*" if whole.get("by_model") else "")
+            + ", figures/run.png"
+        )
         return lines
 
-    def analyze_sweep(self, cells: list[dict[str, Any]], out: Any, *, analysis_out: Any = None) -> dict[str, Any] | None:
+    def analyze_sweep(
+        self, cells: list[dict[str, Any]], out: Any, *, analysis_out: Any = None
+    ) -> dict[str, Any] | None:
         """The cells' per-model rows, cross-play and invasions side by side (when any cell has them)."""
         from cooplab.evals.mixsweep import analyze_mixed_cells
 
@@ -235,7 +303,9 @@ def _mix_and_invader(final: Mapping[str, Any], config: Config, run: RunInfo) -> 
     llm = config.llm.model_dump(mode="json") if config.llm is not None else None
     N = int(np.asarray(final["strategy"]).shape[1])
     if config.agents == "llm" and mix.is_mixed(llm, N):
-        by_model, cross = mix.per_model(history, np.asarray(final["group"]), list(final.get("decisions") or []), llm or {})
+        by_model, cross = mix.per_model(
+            history, np.asarray(final["group"]), list(final.get("decisions") or []), llm or {}
+        )
         rundir.write_table(by_model, run.out, "by_model", csv=run.csv)
         rundir.write_table(cross, run.out, "crossplay", csv=run.csv)
         out["by_model"], out["crossplay"] = by_model, cross

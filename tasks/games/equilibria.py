@@ -134,8 +134,16 @@ def oring_split(P: Any) -> np.ndarray | None:
         if len(need) < len(sizes) or sum(need) > t:
             continue
         w = np.concatenate([even_split(s, n) for s, n in zip(need, sizes)])
-        res = pf.o_ring(w[None, :], group, pool=P.pool, max_withdraw=W, scale=P.scale, success_threshold=P.success_threshold,
-                        reward=P.reward, withdraw_cost=P.withdraw_cost)
+        res = pf.o_ring(
+            w[None, :],
+            group,
+            pool=P.pool,
+            max_withdraw=W,
+            scale=P.scale,
+            success_threshold=P.success_threshold,
+            reward=P.reward,
+            withdraw_cost=P.withdraw_cost,
+        )
         if bool(res["success"][0]):  # confirmed by the payoff function itself
             return w
     return None

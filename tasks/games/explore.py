@@ -9,12 +9,20 @@ from collections.abc import Mapping
 from typing import Any
 
 from cooplab.evals.explorer.views.common import Spec, agents_by_round, fines, pick_society, society_picker, with_society
-from cooplab.evals.explorer.views.societies import KEYS, agent_focus, known, natural_key, page, round_focus, rows_of, value_at
+from cooplab.evals.explorer.views.societies import (
+    KEYS,
+    agent_focus,
+    known,
+    natural_key,
+    page,
+    round_focus,
+    rows_of,
+    value_at,
+)
 from cooplab.evals.values import dig
 from cooplab.graphs import explore as ex
 
 GAME = Spec(noun="Player", society=("simulation",), round="round", agent="player")
-
 
 
 def view(run: Any, query: Mapping[str, str]) -> list[ex.Section]:
@@ -33,34 +41,92 @@ def view(run: Any, query: Mapping[str, str]) -> list[ex.Section]:
     if rounds is not None and len(rounds):
         sims = sorted(set(rounds["_society"]), key=natural_key)[:12]
         xs = sorted(set(rounds["round"].tolist()))
-        series = {f"simulation {k}": [value_at(rounds[rounds["_society"] == k], "round", x, "metric") for x in xs] for k in sims}
-        state.append(ex.Plot(xs, series, title=f"{game}: {metric} by round", xlabel="round", ylabel=str(metric), key="metric",
-                             caption=f"one line per simulation (first {len(sims)}); summary.json gives the Nash and Pareto values"))
+        series = {
+            f"simulation {k}": [value_at(rounds[rounds["_society"] == k], "round", x, "metric") for x in xs]
+            for k in sims
+        }
+        state.append(
+            ex.Plot(
+                xs,
+                series,
+                title=f"{game}: {metric} by round",
+                xlabel="round",
+                ylabel=str(metric),
+                key="metric",
+                caption=f"one line per simulation (first {len(sims)}); summary.json gives the Nash and Pareto values",
+            )
+        )
         if "proximity" in rounds.columns:
-            state.append(ex.Plot(xs, {f"simulation {k}": [value_at(rounds[rounds["_society"] == k], "round", x, "proximity") for x in xs]
-                                      for k in sims}, title="distance from the Pareto outcome (0: Pareto, 1: Nash or beyond)",
-                                 xlabel="round", ylabel="proximity", key="proximity"))
+            state.append(
+                ex.Plot(
+                    xs,
+                    {
+                        f"simulation {k}": [
+                            value_at(rounds[rounds["_society"] == k], "round", x, "proximity") for x in xs
+                        ]
+                        for k in sims
+                    },
+                    title="distance from the Pareto outcome (0: Pareto, 1: Nash or beyond)",
+                    xlabel="round",
+                    ylabel="proximity",
+                    key="proximity",
+                )
+            )
     if rd is not None and len(rd):
-        state.append(ex.Table(rd.drop(columns=["_society"]), title=f"simulation {chosen}, round by round", links={"round": "round"},
-                              keep=keep))
+        state.append(
+            ex.Table(
+                rd.drop(columns=["_society"]),
+                title=f"simulation {chosen}, round by round",
+                links={"round": "round"},
+                keep=keep,
+            )
+        )
     agent_blocks: list[ex.Block] = []
     if pl is not None and len(pl):
         values = [c for c in pl.columns if c not in ("simulation", "round", "player", *KEYS, "_society")]
         action = next((c for c in values if c not in ("group", "payoff", "fallback")), None)
-        agent_blocks = agents_by_round(pl, GAME, values, title="every player, every round", key_prefix="game",
-                                       plots=[c for c in (action, "payoff") if c], keep=keep)
-    pairs = [{"round": r["round"], "punisher": r["sanctioner"], "target": r["target"], "tokens": r.get("tokens")}
-             for _, r in sc.iterrows()] if sc is not None else []
+        agent_blocks = agents_by_round(
+            pl,
+            GAME,
+            values,
+            title="every player, every round",
+            key_prefix="game",
+            plots=[c for c in (action, "payoff") if c],
+            keep=keep,
+        )
+    pairs = (
+        [
+            {"round": r["round"], "punisher": r["sanctioner"], "target": r["target"], "tokens": r.get("tokens")}
+            for _, r in sc.iterrows()
+        ]
+        if sc is not None
+        else []
+    )
     body = [ex.Section("The game", state, id="state"), ex.Section("Players by round", agent_blocks, id="agents")]
     if sanc is not None:
-        body.append(ex.Section("Sanctions: who sanctioned whom", fines(pairs, GAME, verb="sanctioned", amount="tokens", keep=keep),
-                               id="fines"))
-    focus = [round_focus(run, query, GAME, pl, pairs, keep, "sanctioned"), agent_focus(run, query, GAME, pl, pairs, keep, "sanctioned")]
+        body.append(
+            ex.Section(
+                "Sanctions: who sanctioned whom",
+                fines(pairs, GAME, verb="sanctioned", amount="tokens", keep=keep),
+                id="fines",
+            )
+        )
+    focus = [
+        round_focus(run, query, GAME, pl, pairs, keep, "sanctioned"),
+        agent_focus(run, query, GAME, pl, pairs, keep, "sanctioned"),
+    ]
     return page(run, key_numbers(run.summary), focus, body)
 
 
 def key_numbers(summary: Mapping[str, Any]) -> dict[str, Any]:
     """The game, its metric and the metric's mean, the Pareto proximity, the cost."""
     metric = summary.get("metric") if isinstance(summary.get("metric"), Mapping) else {}
-    return known({"game": summary.get("game"), "metric": metric.get("label") or metric.get("name"), "mean": metric.get("mean"),
-                   "Pareto proximity": dig(summary, "pareto_proximity.mean")}, summary)
+    return known(
+        {
+            "game": summary.get("game"),
+            "metric": metric.get("label") or metric.get("name"),
+            "mean": metric.get("mean"),
+            "Pareto proximity": dig(summary, "pareto_proximity.mean"),
+        },
+        summary,
+    )

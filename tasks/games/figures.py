@@ -30,13 +30,26 @@ def run_figure_of(rounds: pd.DataFrame, convergence: pd.DataFrame, summary: Mapp
         g = rounds.groupby("round")["metric"]
         mean, sd, n = g.mean(), g.std(ddof=1).fillna(0.0), g.count()
         half = 1.96 * sd / np.sqrt(n)
-        ax.plot(mean.index, mean.values, marker="o", color="tab:blue", label=f"mean over simulations ({summary['players']} players)")
+        ax.plot(
+            mean.index,
+            mean.values,
+            marker="o",
+            color="tab:blue",
+            label=f"mean over simulations ({summary['players']} players)",
+        )
         if int(n.max()) > 1:
-            ax.fill_between(mean.index, mean - half, mean + half, color="tab:blue", alpha=0.2, lw=0, label="95% CI over simulations")
+            ax.fill_between(
+                mean.index, mean - half, mean + half, color="tab:blue", alpha=0.2, lw=0, label="95% CI over simulations"
+            )
     ax.axhline(m["nash"], color="tab:red", ls="--", lw=1, label=f"Nash ({m['nash']:g})")
     basis = m.get("pareto_basis")
-    ax.axhline(m["pareto"], color="tab:green", ls="--", lw=1,
-               label=f"Pareto ({m['pareto']:g}" + (f"; {basis})" if basis and basis != "derived" else ")"))
+    ax.axhline(
+        m["pareto"],
+        color="tab:green",
+        ls="--",
+        lw=1,
+        label=f"Pareto ({m['pareto']:g}" + (f"; {basis})" if basis and basis != "derived" else ")"),
+    )
     ax.set_xlabel("round")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel(f"mean {METRIC_LABEL[game]}")
@@ -69,8 +82,15 @@ def _convergence_panel(ax, cv: pd.DataFrame, color: str, label: str, column: str
         return
     ax.plot(cv["n"], cv[column], color=color, label=label)
     if column == "mae":
-        ax.fill_between(cv["n"], np.maximum(cv["mae"] - cv["sd"], 0), cv["mae"] + cv["sd"], color=color, alpha=0.2, lw=0,
-                        label="±1 s.d. over resamples")
+        ax.fill_between(
+            cv["n"],
+            np.maximum(cv["mae"] - cv["sd"], 0),
+            cv["mae"] + cv["sd"],
+            color=color,
+            alpha=0.2,
+            lw=0,
+            label="±1 s.d. over resamples",
+        )
         ax.plot(cv["n"], cv["p95"], color=color, ls="--", lw=0.8, label="95th percentile over resamples")
     ax.set_xlabel("simulations used")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -91,9 +111,23 @@ def convergence_figure(per_game: Mapping[str, Any], path: Path, *, resamples: in
         for n, err in zip(cv["n"], cv["errors"]):
             pooled.setdefault(int(n), []).append(err)
         tables.append(cv.drop(columns=["errors"]).assign(game=game))
-    table = pd.concat(tables, ignore_index=True)[["game", "n", "mae", "sd", "p95", "mae_sd_units"]] if tables else pd.DataFrame()
-    agg = pd.DataFrame([{"n": n, "mae": float(np.concatenate(e).mean()), "sd": float(np.concatenate(e).std(ddof=1)),
-                         "p95": float(np.percentile(np.concatenate(e), 95))} for n, e in sorted(pooled.items()) if len(e) == len(per_game)])
+    table = (
+        pd.concat(tables, ignore_index=True)[["game", "n", "mae", "sd", "p95", "mae_sd_units"]]
+        if tables
+        else pd.DataFrame()
+    )
+    agg = pd.DataFrame(
+        [
+            {
+                "n": n,
+                "mae": float(np.concatenate(e).mean()),
+                "sd": float(np.concatenate(e).std(ddof=1)),
+                "p95": float(np.percentile(np.concatenate(e), 95)),
+            }
+            for n, e in sorted(pooled.items())
+            if len(e) == len(per_game)
+        ]
+    )
     from cooplab.evals.canvas import subplots
 
     fig, (ax, bx) = subplots(1, 2, figsize=(10, 3.8))
@@ -113,11 +147,20 @@ def convergence_figure(per_game: Mapping[str, Any], path: Path, *, resamples: in
 
 
 # --- Figure 2: cooperative profiles side by side ---------------------------------------------------------
-TITLES = {"weakest-link": "Weakest-Link", "cpr": "Common-Pool Resource", "cpr-sanction": "CPR + Sanction",
-          "collective-risk": "Collective Risk", "o-ring": "O-Ring", "public-goods": "Public Goods"}
+TITLES = {
+    "weakest-link": "Weakest-Link",
+    "cpr": "Common-Pool Resource",
+    "cpr-sanction": "CPR + Sanction",
+    "collective-risk": "Collective Risk",
+    "o-ring": "O-Ring",
+    "public-goods": "Public Goods",
+}
 GAME_ORDER = tuple(TITLES)
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">", "p")  #: one per model within a family (then repeated)
-SIZE_BASE, SIZE_STEP = 4.0, 1.6  #: marker diameter (points) = base + step x (log2 of the parameters - log2 of the smallest's)
+SIZE_BASE, SIZE_STEP = (
+    4.0,
+    1.6,
+)  #: marker diameter (points) = base + step x (log2 of the parameters - log2 of the smallest's)
 
 
 class ModelInfoError(ValueError):
@@ -129,8 +172,9 @@ def model_key(profile: Mapping[str, Any]) -> str:
     return str(profile.get("model") or profile.get("players") or "")
 
 
-def encoding(profiles: Sequence[Mapping[str, Any]], labels: Sequence[str], info: Mapping[str, Mapping[str, Any]] | None = None
-             ) -> dict[str, Any]:
+def encoding(
+    profiles: Sequence[Mapping[str, Any]], labels: Sequence[str], info: Mapping[str, Mapping[str, Any]] | None = None
+) -> dict[str, Any]:
     """How Figure 2 draws each profile. Without ``info`` every profile gets its own colour, a circle
     and one size, in the order given. With ``info`` (model -> {"family", "size_b"}: a models.csv) as
     in the paper: profiles sorted by family and size, colour by family, marker shape by model within
@@ -145,9 +189,23 @@ def encoding(profiles: Sequence[Mapping[str, Any]], labels: Sequence[str], info:
 
     if info is None:
         cmap = palette(len(profiles))
-        points = [{"index": i, "label": labels[i], "model": model_key(p), "family": None, "size_b": None, "color": cmap(i % cmap.N),
-                   "marker": "o", "size": 7.0} for i, p in enumerate(profiles)]
-        return {"points": points, "legend": [("colour", "one colour per profile (named on the x axis)", "0.3", "o", 7.0)]}
+        points = [
+            {
+                "index": i,
+                "label": labels[i],
+                "model": model_key(p),
+                "family": None,
+                "size_b": None,
+                "color": cmap(i % cmap.N),
+                "marker": "o",
+                "size": 7.0,
+            }
+            for i, p in enumerate(profiles)
+        ]
+        return {
+            "points": points,
+            "legend": [("colour", "one colour per profile (named on the x axis)", "0.3", "o", 7.0)],
+        }
     rows = []
     for i, p in enumerate(profiles):
         key = model_key(p)
@@ -167,8 +225,19 @@ def encoding(profiles: Sequence[Mapping[str, Any]], labels: Sequence[str], info:
     def size(size_b: float) -> float:
         return SIZE_BASE + SIZE_STEP * (np.log2(size_b) - np.log2(smallest))
 
-    points = [{"index": i, "label": lab, "model": key, "family": fam, "size_b": sz, "color": color[fam], "marker": marker[key],
-               "size": float(size(sz))} for fam, sz, lab, i, key in rows]
+    points = [
+        {
+            "index": i,
+            "label": lab,
+            "model": key,
+            "family": fam,
+            "size_b": sz,
+            "color": color[fam],
+            "marker": marker[key],
+            "size": float(size(sz)),
+        }
+        for fam, sz, lab, i, key in rows
+    ]
     legend = [("family", f"family {f} (colour)", color[f], "s", 8.0) for f in families]
     seen: set[str] = set()
     for pt in points:
@@ -205,8 +274,12 @@ def reference_caption(profiles: Sequence[Mapping[str, Any]]) -> str:
     return ("Pareto references: " + "; ".join(parts)) if parts else ""
 
 
-def profile_figure(profiles: Sequence[Mapping[str, Any]], path: Path, labels: Sequence[str] | None = None,
-                   info: Mapping[str, Mapping[str, Any]] | None = None) -> Path:
+def profile_figure(
+    profiles: Sequence[Mapping[str, Any]],
+    path: Path,
+    labels: Sequence[str] | None = None,
+    info: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Path:
     """``path``: :func:`profile_figure_of` saved."""
     fig = profile_figure_of(profiles, labels, info)
     path = Path(path)
@@ -215,8 +288,11 @@ def profile_figure(profiles: Sequence[Mapping[str, Any]], path: Path, labels: Se
     return path
 
 
-def profile_figure_of(profiles: Sequence[Mapping[str, Any]], labels: Sequence[str] | None = None,
-                      info: Mapping[str, Mapping[str, Any]] | None = None):
+def profile_figure_of(
+    profiles: Sequence[Mapping[str, Any]],
+    labels: Sequence[str] | None = None,
+    info: Mapping[str, Mapping[str, Any]] | None = None,
+):
     """The paper's Figure 2 for one or more profiles: one panel per game, the profiles along the x
     axis, the primary metric on the y axis with its 95% interval, the Nash (red) and Pareto (green)
     references as dashed lines (labelled with their values; the caption lists them) and the range
@@ -227,7 +303,11 @@ def profile_figure_of(profiles: Sequence[Mapping[str, Any]], labels: Sequence[st
     from matplotlib.patches import Patch
 
     games = [g for g in GAME_ORDER if any(g in p["games"] for p in profiles)]
-    labels = list(labels) if labels is not None else [str(p.get("label", f"profile {i + 1}")) for i, p in enumerate(profiles)]
+    labels = (
+        list(labels)
+        if labels is not None
+        else [str(p.get("label", f"profile {i + 1}")) for i, p in enumerate(profiles)]
+    )
     enc = encoding(profiles, labels, info)
     points = enc["points"]
     ncol = min(len(games), 3 if len(profiles) <= 8 else 2)  # many profiles: wider panels, two to a row
@@ -246,10 +326,21 @@ def profile_figure_of(profiles: Sequence[Mapping[str, Any]], labels: Sequence[st
         first = next(e for e in entries if e is not None)
         for r, (nash, pareto, basis) in enumerate(refs):
             ls = ("--", ":", "-.")[r % 3]
-            ax.axhspan(min(nash, pareto), max(nash, pareto), color="0.92", zorder=0,
-                       label="between Nash and Pareto" if r == 0 else None)
+            ax.axhspan(
+                min(nash, pareto),
+                max(nash, pareto),
+                color="0.92",
+                zorder=0,
+                label="between Nash and Pareto" if r == 0 else None,
+            )
             ax.axhline(nash, color="tab:red", ls=ls, lw=1.2, label=f"Nash {nash:g}")
-            ax.axhline(pareto, color="tab:green", ls=ls, lw=1.2, label=f"Pareto {pareto:g}" + (f" ({basis})" if basis != "derived" else ""))
+            ax.axhline(
+                pareto,
+                color="tab:green",
+                ls=ls,
+                lw=1.2,
+                label=f"Pareto {pareto:g}" + (f" ({basis})" if basis != "derived" else ""),
+            )
         for x, (pt, e) in enumerate(zip(points, entries)):
             if e is None or e["metric"].get("mean") is None:
                 ax.plot([x], [0], marker="x", color="0.6", ls="none")
@@ -260,11 +351,21 @@ def profile_figure_of(profiles: Sequence[Mapping[str, Any]], labels: Sequence[st
             yerr = None if not ci else [[m["mean"] - ci[0]], [ci[1] - m["mean"]]]
             out = e.get("included", True) is False
             excluded_any |= out
-            ax.errorbar([x], [m["mean"]], yerr=yerr, fmt=pt["marker"], ms=pt["size"], capsize=4, color="0.6" if out else pt["color"],
-                        mfc="none" if out else pt["color"])
+            ax.errorbar(
+                [x],
+                [m["mean"]],
+                yerr=yerr,
+                fmt=pt["marker"],
+                ms=pt["size"],
+                capsize=4,
+                color="0.6" if out else pt["color"],
+                mfc="none" if out else pt["color"],
+            )
         ax.set_xticks(range(len(points)))
         many = len(points) > 1
-        ax.set_xticklabels([pt["label"] for pt in points], rotation=30 if many else 0, ha="right" if many else "center", fontsize=8)
+        ax.set_xticklabels(
+            [pt["label"] for pt in points], rotation=30 if many else 0, ha="right" if many else "center", fontsize=8
+        )
         ax.set_xlim(-0.6, len(points) - 0.4)
         ax.set_title(TITLES[game], fontsize=10)
         ax.set_ylabel(first["metric"].get("label", "metric"), fontsize=9)
@@ -273,18 +374,48 @@ def profile_figure_of(profiles: Sequence[Mapping[str, Any]], labels: Sequence[st
         ax.legend(fontsize=7, loc="best")
     for k in range(len(games), nrow * ncol):
         axes[k // ncol][k % ncol].axis("off")
-    handles = [Patch(color=c, label=text) if kind == "family" else Line2D([], [], ls="none", marker=mk, ms=sz, color=c, label=text)
-               for kind, text, c, mk, sz in enc["legend"]]
+    handles = [
+        Patch(color=c, label=text)
+        if kind == "family"
+        else Line2D([], [], ls="none", marker=mk, ms=sz, color=c, label=text)
+        for kind, text, c, mk, sz in enc["legend"]
+    ]
     if excluded_any:
-        handles.append(Line2D([], [], ls="none", marker="o", ms=7, color="0.6", mfc="none",
-                              label="hollow grey: game left out of that profile (fallback share above max_fallback)"))
+        handles.append(
+            Line2D(
+                [],
+                [],
+                ls="none",
+                marker="o",
+                ms=7,
+                color="0.6",
+                mfc="none",
+                label="hollow grey: game left out of that profile (fallback share above max_fallback)",
+            )
+        )
     if missing_any:
-        handles.append(Line2D([], [], ls="none", marker="x", ms=7, color="0.6", label="grey x at 0: no result of that game in that profile"))
+        handles.append(
+            Line2D(
+                [],
+                [],
+                ls="none",
+                marker="x",
+                ms=7,
+                color="0.6",
+                label="grey x at 0: no result of that game in that profile",
+            )
+        )
     if info is not None or excluded_any or missing_any:
         fig.legend(handles=handles, loc="lower center", ncol=legend_cols, fontsize=7, frameon=False)
-    caption = "\n".join(["Cooperative profile: primary metric per game (point: mean over simulations; bar: 95% CI)",
-                          *textwrap.wrap(reference_caption(profiles), 150)])
+    caption = "\n".join(
+        [
+            "Cooperative profile: primary metric per game (point: mean over simulations; bar: 95% CI)",
+            *textwrap.wrap(reference_caption(profiles), 150),
+        ]
+    )
     fig.suptitle(caption, fontsize=8)
-    bottom = (0.22 * legend_rows + 0.3) / fig.get_figheight() if (info is not None or excluded_any or missing_any) else 0.0
+    bottom = (
+        (0.22 * legend_rows + 0.3) / fig.get_figheight() if (info is not None or excluded_any or missing_any) else 0.0
+    )
     fig.tight_layout(rect=(0, bottom, 1, 0.94))
     return fig

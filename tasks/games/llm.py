@@ -50,8 +50,8 @@ from cooplab.graphs.nodes import PolicyResult
 from cooplab.graphs.prompts import ORIGINAL
 from cooplab.tasks.games import equilibria as eq
 from cooplab.tasks.games.params import PROMPTS
-from cooplab.tasks.games.players import action_range
 from cooplab.tasks.games.phases import DECISION
+from cooplab.tasks.games.players import action_range
 from cooplab.tasks.games.society import round_view
 
 MAX_ATTEMPTS = 3
@@ -100,8 +100,11 @@ def action_spec(game: str, hi: int, endowment: int, condition: str) -> DecisionS
         def check(v: Any, ctx: dict[str, Any]) -> None:
             total = v.keep + v.group + v.global_
             if total != endowment:
-                raise ValueError(f"keep + group + global must equal exactly {endowment} tokens, got {v.keep} + {v.group} + "
-                                 f"{v.global_} = {total}")
+                raise ValueError(
+                    f"keep + group + global must equal exactly {endowment} tokens, got {v.keep} + {v.group} + "
+                    f"{v.global_} = {total}"
+                )
+
         example = '{"keep": <integer>, "group": <integer>, "global": <integer>}'
     else:
         fields[FIELD[phase]] = (Int, Field(description=f"your {phase} from 0 to {hi}"))
@@ -120,29 +123,42 @@ def action_spec(game: str, hi: int, endowment: int, condition: str) -> DecisionS
             data[FIELD[phase]] = int(prev)
         return schema.model_validate(data)
 
-    return DecisionSpec(phase=phase, schema=schema, check=check, fallback=fallback, max_attempts=MAX_ATTEMPTS,
-                        max_tokens=REASONING_TOKENS if reasoning(condition) else None,
-                        instructions=f"Reply with one JSON object only: {example}.")
+    return DecisionSpec(
+        phase=phase,
+        schema=schema,
+        check=check,
+        fallback=fallback,
+        max_attempts=MAX_ATTEMPTS,
+        max_tokens=REASONING_TOKENS if reasoning(condition) else None,
+        instructions=f"Reply with one JSON object only: {example}.",
+    )
 
 
 def action_example(game: str, hi: int, condition: str) -> str:
-    return action_spec(game, hi, 0, condition).instructions.removeprefix("Reply with one JSON object only: ").rstrip(".")
+    return (
+        action_spec(game, hi, 0, condition).instructions.removeprefix("Reply with one JSON object only: ").rstrip(".")
+    )
 
 
 class _SanctionBase(_Strict):
-    sanctions: dict[int, Annotated[int, Field(ge=0)]] = Field(default_factory=dict,
-                                                              description="member number -> sanction tokens; {} for none")
+    sanctions: dict[int, Annotated[int, Field(ge=0)]] = Field(
+        default_factory=dict, description="member number -> sanction tokens; {} for none"
+    )
 
 
 def _check_sanctions(v: Any, ctx: dict[str, Any]) -> None:
     allowed, me = ctx["allowed"], ctx["me"]
     for j, tokens in v.sanctions.items():
         if j == me:
-            raise ValueError(f"you cannot sanction yourself (Player {me}); sanction only other members of your group "
-                             f"({', '.join(map(str, allowed))})")
+            raise ValueError(
+                f"you cannot sanction yourself (Player {me}); sanction only other members of your group "
+                f"({', '.join(map(str, allowed))})"
+            )
         if j not in allowed:
-            raise ValueError(f"Player {j} is not a member of your group; you can only sanction the other members of your group "
-                             f"({', '.join(map(str, allowed))})")
+            raise ValueError(
+                f"Player {j} is not a member of your group; you can only sanction the other members of your group "
+                f"({', '.join(map(str, allowed))})"
+            )
     total = sum(v.sanctions.values())
     if total > ctx["max_sanction"]:
         raise ValueError(f"you may spend at most {ctx['max_sanction']} sanction tokens in total, got {total}")
@@ -170,19 +186,30 @@ def sanction_spec(condition: str) -> DecisionSpec:
     def fallback(ctx: dict[str, Any]) -> BaseModel:
         return schema.model_validate({"reasoning": "", "sanctions": {}} if reasoning(condition) else {"sanctions": {}})
 
-    return DecisionSpec(phase="sanction", schema=schema, check=_check_sanctions, fallback=fallback, max_attempts=MAX_ATTEMPTS,
-                        constrain=_only_own_group,
-                        max_tokens=REASONING_TOKENS if reasoning(condition) else None,
-                        instructions=f"Reply with one JSON object only: {example} (an empty object {{}} for no sanctions).")
+    return DecisionSpec(
+        phase="sanction",
+        schema=schema,
+        check=_check_sanctions,
+        fallback=fallback,
+        max_attempts=MAX_ATTEMPTS,
+        constrain=_only_own_group,
+        max_tokens=REASONING_TOKENS if reasoning(condition) else None,
+        instructions=f"Reply with one JSON object only: {example} (an empty object {{}} for no sanctions).",
+    )
 
 
 class MessageDecision(_Strict):
     message: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
 
 
-DELIBERATE = DecisionSpec(phase="deliberate", schema=MessageDecision, max_attempts=MAX_ATTEMPTS, max_tokens=MESSAGE_TOKENS,
-                          fallback=lambda ctx: None,  # no message (the group sees nothing from this player)
-                          instructions='Reply with one JSON object only: {"message": "<1 to 3 sentences>"}.')
+DELIBERATE = DecisionSpec(
+    phase="deliberate",
+    schema=MessageDecision,
+    max_attempts=MAX_ATTEMPTS,
+    max_tokens=MESSAGE_TOKENS,
+    fallback=lambda ctx: None,  # no message (the group sees nothing from this player)
+    instructions='Reply with one JSON object only: {"message": "<1 to 3 sentences>"}.',
+)
 
 
 # --- prompt pieces -------------------------------------------------------------------------
@@ -191,7 +218,7 @@ def _num(x: float) -> str:
 
 
 def groups_phrase(P: Any, unit: str = "player", group: str = "group") -> str:
-    """"2 groups of 5 players each (10 players total)" from the configured sizes."""
+    """ "2 groups of 5 players each (10 players total)" from the configured sizes."""
     sizes, n = list(P.group_sizes), P.n_players
     if len(sizes) == 1:
         return f"1 {group} of {n} {unit}s"
@@ -204,8 +231,13 @@ def groups_phrase(P: Any, unit: str = "player", group: str = "group") -> str:
 def description(P: Any, condition: str, group_size: int, variant: str = ORIGINAL) -> str:
     """The game's description (B.4) with the configured sizes and constants."""
     values = {k: (_num(v) if isinstance(v, float) else v) for k, v in P.model_dump().items() if not isinstance(v, list)}
-    values.update(groups=groups_phrase(P), groups_teams=groups_phrase(P, "worker", "team"), n=P.n_players, others=P.n_players - 1,
-                  group_size=group_size)
+    values.update(
+        groups=groups_phrase(P),
+        groups_teams=groups_phrase(P, "worker", "team"),
+        n=P.n_players,
+        others=P.n_players - 1,
+        group_size=group_size,
+    )
     if P.GAME == "collective-risk":
         values["loss_pct"] = _num(100 * P.loss_probability)
     return prompt(f"{P.GAME}.{style(condition)}", variant).format(**values).strip()
@@ -219,9 +251,12 @@ def members_of(group: np.ndarray, i: int) -> list[int]:
 def system(P: Any, state: Any, i: int, condition: str, variant: str = ORIGINAL) -> SystemMessage:
     g = np.asarray(state["group"])
     strategy = prompt(f"strategy.{condition}", variant) if reasoning(condition) else ""
-    text = prompt(f"system.{style(condition)}", variant).format(player=i + 1, group=int(g[i]) + 1,
-                                                       description=description(P, condition, len(members_of(g, i)), variant),
-                                                       strategy=strategy)
+    text = prompt(f"system.{style(condition)}", variant).format(
+        player=i + 1,
+        group=int(g[i]) + 1,
+        description=description(P, condition, len(members_of(g, i)), variant),
+        strategy=strategy,
+    )
     return SystemMessage(content=text.strip())
 
 
@@ -237,28 +272,55 @@ def _action_text(P: Any, a: Any) -> str:
 
 def round_summary(P: Any, view: dict[str, Any], i: int) -> str:
     """One earlier round as the player learned it (:func:`round_view`)."""
-    verb = {"effort": "effort", "extract": "extracted", "contribute": "contributed", "withdraw": "withdrew",
-            "allocate": "allocated"}[DECISION[P.GAME]]
-    lines = ["Your group: " + "; ".join(f"{_who(j, i)} {verb} {_action_text(P, a)}" for j, a in view["group_actions"].items())]
+    verb = {
+        "effort": "effort",
+        "extract": "extracted",
+        "contribute": "contributed",
+        "withdraw": "withdrew",
+        "allocate": "allocated",
+    }[DECISION[P.GAME]]
+    lines = [
+        "Your group: "
+        + "; ".join(f"{_who(j, i)} {verb} {_action_text(P, a)}" for j, a in view["group_actions"].items())
+    ]
     game = P.GAME
     if game == "weakest-link":
         lines.append(f"Minimum effort across all {P.n_players} players: {view['minimum_effort']}")
     elif game in ("cpr", "cpr-sanction"):
-        lines.append(f"All {P.n_players} players extracted {view['total_extracted']} tokens; {view['pool_remaining']} of "
-                     f"{P.capacity} remained in the pool")
+        lines.append(
+            f"All {P.n_players} players extracted {view['total_extracted']} tokens; {view['pool_remaining']} of "
+            f"{P.capacity} remained in the pool"
+        )
         if game == "cpr-sanction":
             s = view["sanctions"]
-            lines.append("Sanctions in your group: " + ("; ".join(f"Player {a + 1} gave Player {b + 1} {t} token{'s' if t != 1 else ''}"
-                                                                  for a, b, t in s) if s else "none"))
+            lines.append(
+                "Sanctions in your group: "
+                + (
+                    "; ".join(f"Player {a + 1} gave Player {b + 1} {t} token{'s' if t != 1 else ''}" for a, b, t in s)
+                    if s
+                    else "none"
+                )
+            )
     elif game == "collective-risk":
-        lines.append(f"Cumulative contributions of all {P.n_players} players: {view['total_contributed']} / {P.threshold}")
+        lines.append(
+            f"Cumulative contributions of all {P.n_players} players: {view['total_contributed']} / {P.threshold}"
+        )
         if "threshold_met" in view:
-            lines.append("Threshold met" if view["threshold_met"] else
-                         ("Threshold missed; all savings were lost" if view["savings_lost"] else "Threshold missed; savings were kept"))
+            lines.append(
+                "Threshold met"
+                if view["threshold_met"]
+                else (
+                    "Threshold missed; all savings were lost"
+                    if view["savings_lost"]
+                    else "Threshold missed; savings were kept"
+                )
+            )
     elif game == "o-ring":
         prod = ", ".join(f"team {g + 1} {p:.1f}" for g, p in enumerate(view["production"]))
-        lines.append(f"Pool remaining: {view['pool_remaining']} of {P.pool}; production: {prod}; "
-                     f"the system {'succeeded' if view['success'] else 'failed'}")
+        lines.append(
+            f"Pool remaining: {view['pool_remaining']} of {P.pool}; production: {prod}; "
+            f"the system {'succeeded' if view['success'] else 'failed'}"
+        )
     elif game == "public-goods":
         lines.append(f"Your group's pool: {view['your_group_pool']} tokens; global pool: {view['global_pool']} tokens")
     if "your_payoff" in view and not (game == "collective-risk" and "threshold_met" not in view):
@@ -273,7 +335,9 @@ def history_text(P: Any, state: Any, s: int, i: int) -> str:
     shown = hist[-HISTORY_SHOWN:]
     parts = [f"({len(hist) - len(shown)} earlier rounds not shown)"] if len(hist) > len(shown) else []
     for rec in shown:
-        parts.append(f"--- Round {int(rec['round'])} ---\n" + round_summary(P, round_view(P, rec, state["group"], s, i), i))
+        parts.append(
+            f"--- Round {int(rec['round'])} ---\n" + round_summary(P, round_view(P, rec, state["group"], s, i), i)
+        )
     return "\n".join(parts)
 
 
@@ -281,7 +345,9 @@ def deliberation_text(state: Any, s: int, i: int) -> str:
     """This round's messages of the player's group (B.2's GROUP DELIBERATION block)."""
     t = int(state["round"])
     g = np.asarray(state["group"])
-    rows = [m for m in (state.get("messages") or []) if m["round"] == t and m["simulation"] == s and g[m["player"]] == g[i]]
+    rows = [
+        m for m in (state.get("messages") or []) if m["round"] == t and m["simulation"] == s and g[m["player"]] == g[i]
+    ]
     if not rows:
         return ""
     lines = "\n".join(f"[{_who(m['player'], i)}]: {m['message']}" for m in sorted(rows, key=lambda m: m["player"]))
@@ -294,13 +360,20 @@ def status_text(P: Any, state: Any, s: int) -> str:
     hist = state.get("history") or []
     total = int(np.asarray(hist[-1]["total"])[s]) if hist else 0
     t = int(state["round"])
-    lines = [f"\nCOLLECTIVE RISK STATUS (Round {t} of {P.rounds}):",
-             f"Cumulative contributions so far: {total} / {P.threshold} ({100 * total / P.threshold:.0f}%)",
-             (f"Still need {P.threshold - total} more tokens across all players to avoid catastrophe." if total < P.threshold
-              else "The threshold has been reached.")]
+    lines = [
+        f"\nCOLLECTIVE RISK STATUS (Round {t} of {P.rounds}):",
+        f"Cumulative contributions so far: {total} / {P.threshold} ({100 * total / P.threshold:.0f}%)",
+        (
+            f"Still need {P.threshold - total} more tokens across all players to avoid catastrophe."
+            if total < P.threshold
+            else "The threshold has been reached."
+        ),
+    ]
     if t == P.rounds:
-        lines.append(f"THIS IS THE FINAL ROUND. If the threshold is not met, there is a {_num(100 * P.loss_probability)}% chance "
-                     "ALL savings are lost.")
+        lines.append(
+            f"THIS IS THE FINAL ROUND. If the threshold is not met, there is a {_num(100 * P.loss_probability)}% chance "
+            "ALL savings are lost."
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -308,17 +381,25 @@ def ask_text(P: Any) -> str:
     hi = action_range(P)
     if P.GAME == "public-goods":
         return f"Your total allocation must equal exactly {P.endowment} tokens."
-    return {"weakest-link": f"Choose your effort level, an integer from 0 to {hi}.",
-            "cpr": f"Choose how many tokens to extract, an integer from 0 to {hi}.",
-            "cpr-sanction": f"Choose how many tokens to extract (Phase 1), an integer from 0 to {hi}.",
-            "collective-risk": f"You have {hi} tokens this round. Decide how many to contribute, an integer from 0 to {hi}.",
-            "o-ring": f"Choose how many units to withdraw, an integer from 0 to {hi}."}[P.GAME]
+    return {
+        "weakest-link": f"Choose your effort level, an integer from 0 to {hi}.",
+        "cpr": f"Choose how many tokens to extract, an integer from 0 to {hi}.",
+        "cpr-sanction": f"Choose how many tokens to extract (Phase 1), an integer from 0 to {hi}.",
+        "collective-risk": f"You have {hi} tokens this round. Decide how many to contribute, an integer from 0 to {hi}.",
+        "o-ring": f"Choose how many units to withdraw, an integer from 0 to {hi}.",
+    }[P.GAME]
 
 
 def decision_messages(P: Any, state: Any, s: int, i: int, condition: str, variant: str = ORIGINAL) -> list:
     human = prompt(f"decision.{style(condition)}", variant).format(
-        round=int(state["round"]), rounds=P.rounds, history=history_text(P, state, s, i), deliberation=deliberation_text(state, s, i),
-        status=status_text(P, state, s), ask=ask_text(P), example=action_example(P.GAME, action_range(P), condition))
+        round=int(state["round"]),
+        rounds=P.rounds,
+        history=history_text(P, state, s, i),
+        deliberation=deliberation_text(state, s, i),
+        status=status_text(P, state, s),
+        ask=ask_text(P),
+        example=action_example(P.GAME, action_range(P), condition),
+    )
     return [system(P, state, i, condition, variant), HumanMessage(content=human.strip())]
 
 
@@ -328,19 +409,36 @@ def sanction_messages(P: Any, state: Any, s: int, i: int, condition: str, varian
     a, pay = np.asarray(state["action"])[s], np.asarray(state["stage_payoff"])[s]
     ext = "\n".join(f"- {_who(j, i)}: extracted {int(a[j])}, phase 1 payoff: {pay[j]:.2f}" for j in mine)
     total = int(a.sum())
-    example = sanction_spec(condition).instructions.removeprefix("Reply with one JSON object only: ").split(" (an empty")[0]
-    human = prompt("sanction", variant).format(round=int(state["round"]), rounds=P.rounds, extractions=ext, capacity=P.capacity, total=total,
-                                      n_players=P.n_players, remaining=max(0, P.capacity - total), my_payoff=f"{pay[i]:.2f}",
-                                      members=", ".join(f"Player {j + 1}" for j in mine if j != i), cost=_num(P.sanction_cost),
-                                      damage=_num(P.sanction_damage), max_sanction=P.max_sanction, example=example)
+    example = (
+        sanction_spec(condition).instructions.removeprefix("Reply with one JSON object only: ").split(" (an empty")[0]
+    )
+    human = prompt("sanction", variant).format(
+        round=int(state["round"]),
+        rounds=P.rounds,
+        extractions=ext,
+        capacity=P.capacity,
+        total=total,
+        n_players=P.n_players,
+        remaining=max(0, P.capacity - total),
+        my_payoff=f"{pay[i]:.2f}",
+        members=", ".join(f"Player {j + 1}" for j in mine if j != i),
+        cost=_num(P.sanction_cost),
+        damage=_num(P.sanction_damage),
+        max_sanction=P.max_sanction,
+        example=example,
+    )
     return [system(P, state, i, condition, variant), HumanMessage(content=human.strip())]
 
 
 def deliberation_messages(P: Any, state: Any, s: int, i: int, condition: str, variant: str = ORIGINAL) -> list:
     g = np.asarray(state["group"])
-    human = prompt("deliberation", variant).format(round=int(state["round"]), rounds=P.rounds, group=int(g[i]) + 1,
-                                          members=", ".join(_who(j, i) for j in members_of(g, i)),
-                                          history=history_text(P, state, s, i))
+    human = prompt("deliberation", variant).format(
+        round=int(state["round"]),
+        rounds=P.rounds,
+        group=int(g[i]) + 1,
+        members=", ".join(_who(j, i) for j in members_of(g, i)),
+        history=history_text(P, state, s, i),
+    )
     return [system(P, state, i, condition, variant), HumanMessage(content=human.strip())]
 
 
@@ -383,8 +481,12 @@ class LLMDecidePolicy:
         spec = action_spec(P.GAME, action_range(P), getattr(P, "endowment", 0), self.condition)
         prev = _previous(P, state)
         ruled = _ruled(self.invader, int(state["round"]))
-        jobs = [(s, i, decision_messages(P, state, s, i, self.condition, self.variant), {"fallback": prev[s, i].tolist()})
-                for s in range(S) for i in range(N) if ruled is None or i != ruled[1]]
+        jobs = [
+            (s, i, decision_messages(P, state, s, i, self.condition, self.variant), {"fallback": prev[s, i].tolist()})
+            for s in range(S)
+            for i in range(N)
+            if ruled is None or i != ruled[1]
+        ]
         out = np.zeros((S, N, 3) if P.GAME == "public-goods" else (S, N), dtype=np.int64)
         if ruled is not None:
             from cooplab.tasks.games.invaders import invader_action
@@ -392,7 +494,11 @@ class LLMDecidePolicy:
             out[:, ruled[1]] = invader_action(P, ruled[0], int(state["round"]), ruled[1])
         batch = Batch(context.llm)
         for s, i, value, rec in await batch.ask(spec, jobs, int(state["round"]), config):
-            out[s, i] = [value.keep, value.group, value.global_] if P.GAME == "public-goods" else getattr(value, FIELD[spec.phase])
+            out[s, i] = (
+                [value.keep, value.group, value.global_]
+                if P.GAME == "public-goods"
+                else getattr(value, FIELD[spec.phase])
+            )
             batch.record(_row(rec, self.condition))
         return PolicyResult(out, batch.updates())
 
@@ -415,8 +521,14 @@ class LLMSanctionPolicy:
                 if ruled is not None and i == ruled[1]:
                     continue
                 allowed = [j + 1 for j in members_of(g, i) if j != i]
-                jobs.append((s, i, sanction_messages(P, state, s, i, self.condition, self.variant),
-                             {"allowed": allowed, "me": i + 1, "max_sanction": P.max_sanction}))
+                jobs.append(
+                    (
+                        s,
+                        i,
+                        sanction_messages(P, state, s, i, self.condition, self.variant),
+                        {"allowed": allowed, "me": i + 1, "max_sanction": P.max_sanction},
+                    )
+                )
         out = np.zeros((S, N, N), dtype=np.int64)
         batch = Batch(context.llm)
         for s, i, value, rec in await batch.ask(sanction_spec(self.condition), jobs, int(state["round"]), config):
@@ -439,19 +551,33 @@ class LLMDeliberatePolicy:
         S, N = state["simulations"], len(state["group"])
         g = np.asarray(state["group"])
         ruled = _ruled(self.invader, int(state["round"]))
-        jobs = [(s, i, deliberation_messages(P, state, s, i, self.condition, self.variant), {}) for s in range(S) for i in range(N)
-                if ruled is None or i != ruled[1]]
+        jobs = [
+            (s, i, deliberation_messages(P, state, s, i, self.condition, self.variant), {})
+            for s in range(S)
+            for i in range(N)
+            if ruled is None or i != ruled[1]
+        ]
         batch = Batch(context.llm)
         rows = []
         t = int(state["round"])
         for s, i, value, rec in await batch.ask(DELIBERATE, jobs, t, config):
             if value is not None:
-                rows.append({"simulation": s, "round": t, "player": i, "group": int(g[i]), "message": " ".join(value.message.split())})
+                rows.append(
+                    {
+                        "simulation": s,
+                        "round": t,
+                        "player": i,
+                        "group": int(g[i]),
+                        "message": " ".join(value.message.split()),
+                    }
+                )
             batch.record(_row(rec, self.condition))
         return PolicyResult(None, {"messages": rows, **batch.updates()})
 
 
-def llm_policies(P: Any, condition: str, deliberation: bool, variant: str = ORIGINAL, invader: Any = None) -> dict[str, Any]:
+def llm_policies(
+    P: Any, condition: str, deliberation: bool, variant: str = ORIGINAL, invader: Any = None
+) -> dict[str, Any]:
     """The policy slots of an LLM run: ``decide``, ``sanction`` (CPR with sanctioning) and
     ``deliberate`` (with deliberation), their prompts as ``variant`` words them; a rule-based
     ``invader`` (a dict) plays its seat from its round on without being asked."""

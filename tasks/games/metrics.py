@@ -34,10 +34,22 @@ import pandas as pd
 from cooplab.graphs.tables import ids
 from cooplab.tasks.games import equilibria as eq
 
-METRIC_LABEL = {"weakest-link": "effort", "cpr": "extraction", "cpr-sanction": "extraction", "collective-risk": "contribution per round",
-                "o-ring": "withdrawal", "public-goods": "group-pool contribution"}
-ACTION_COLUMNS = {"weakest-link": ["effort"], "cpr": ["extraction"], "cpr-sanction": ["extraction"], "collective-risk": ["contribution"],
-                  "o-ring": ["withdrawal"], "public-goods": ["keep", "group_pool", "global_pool"]}
+METRIC_LABEL = {
+    "weakest-link": "effort",
+    "cpr": "extraction",
+    "cpr-sanction": "extraction",
+    "collective-risk": "contribution per round",
+    "o-ring": "withdrawal",
+    "public-goods": "group-pool contribution",
+}
+ACTION_COLUMNS = {
+    "weakest-link": ["effort"],
+    "cpr": ["extraction"],
+    "cpr-sanction": ["extraction"],
+    "collective-risk": ["contribution"],
+    "o-ring": ["withdrawal"],
+    "public-goods": ["keep", "group_pool", "global_pool"],
+}
 BOOTSTRAP_MAX_N = 500  #: bootstrap sample sizes go up to min(simulations, this)
 PROXIMITY_FORMULA = "min(1, |metric - pareto| / |nash - pareto|)"  #: how summary.json names the scale
 
@@ -141,8 +153,14 @@ def per_simulation(game: str, history: Sequence[Mapping[str, Any]]) -> np.ndarra
     return np.asarray(total, dtype=np.float64) / (len(history) * N)
 
 
-def bootstrap_convergence(values: Any, *, resamples: int = 200, sizes: Sequence[int] | None = None,
-                          rng: np.random.Generator | None = None, errors: bool = False) -> pd.DataFrame:
+def bootstrap_convergence(
+    values: Any,
+    *,
+    resamples: int = 200,
+    sizes: Sequence[int] | None = None,
+    rng: np.random.Generator | None = None,
+    errors: bool = False,
+) -> pd.DataFrame:
     """Appendix D: for each n in ``sizes`` (default 1..min(S, 500)), ``resamples`` means of n
     simulations drawn with replacement from ``values`` (one metric per simulation); their absolute
     error against the mean of all values. Columns n, mae, sd, p95, mae_sd_units (MAE / s.d. of the
@@ -159,8 +177,13 @@ def bootstrap_convergence(values: Any, *, resamples: int = 200, sizes: Sequence[
     for n in sizes:
         means = x[rng.integers(0, S, size=(resamples, n))].mean(axis=1)
         err = np.abs(means - full)
-        row = {"n": n, "mae": float(err.mean()), "sd": float(err.std(ddof=1)) if resamples > 1 else 0.0,
-               "p95": float(np.percentile(err, 95)), "mae_sd_units": float(err.mean() / spread) if spread > 0 else float("nan")}
+        row = {
+            "n": n,
+            "mae": float(err.mean()),
+            "sd": float(err.std(ddof=1)) if resamples > 1 else 0.0,
+            "p95": float(np.percentile(err, 95)),
+            "mae_sd_units": float(err.mean() / spread) if spread > 0 else float("nan"),
+        }
         if errors:
             row["errors"] = err
         rows.append(row)
@@ -168,7 +191,9 @@ def bootstrap_convergence(values: Any, *, resamples: int = 200, sizes: Sequence[
 
 
 # --- fallbacks -------------------------------------------------------------------------------------------
-def fallback_masks(P: Any, history: Sequence[Mapping[str, Any]], decisions: Any, action_phase: str) -> dict[str, np.ndarray]:
+def fallback_masks(
+    P: Any, history: Sequence[Mapping[str, Any]], decisions: Any, action_phase: str
+) -> dict[str, np.ndarray]:
     """(rounds done, S, N) booleans: which play decisions fell back. ``"action"``: the decision of
     the primary metric (``action_phase``); ``"sanction"`` (CPR with sanctioning only): the sanction
     decision. ``decisions`` are the run's decision rows (round, society, agent, phase,
@@ -184,7 +209,9 @@ def fallback_masks(P: Any, history: Sequence[Mapping[str, Any]], decisions: Any,
     rows = rows[rows["fallback_used"].astype(bool)]
     for key, phase in phases.items():
         hit = rows[(rows["phase"] == phase) & (rows["round"] >= 1) & (rows["round"] <= R)]
-        masks[key][hit["round"].to_numpy(dtype=int) - 1, hit["society"].to_numpy(dtype=int), hit["agent"].to_numpy(dtype=int)] = True
+        masks[key][
+            hit["round"].to_numpy(dtype=int) - 1, hit["society"].to_numpy(dtype=int), hit["agent"].to_numpy(dtype=int)
+        ] = True
     return masks
 
 
@@ -198,13 +225,18 @@ def fallback_summary(masks: Mapping[str, np.ndarray]) -> dict[str, Any]:
     cells, per = _fallback_cells(masks)
     n = int(cells.size * per)
     k = int(cells.sum())
-    return {"decisions": n, "fallbacks": k, "share": _r(k / n) if n else 0.0,
-            "by_phase": {key: {"decisions": int(m.size), "fallbacks": int(m.sum())} for key, m in masks.items()}}
+    return {
+        "decisions": n,
+        "fallbacks": k,
+        "share": _r(k / n) if n else 0.0,
+        "by_phase": {key: {"decisions": int(m.size), "fallbacks": int(m.sum())} for key, m in masks.items()},
+    }
 
 
 # --- tables ----------------------------------------------------------------------------------------------
-def player_table(P: Any, history: Sequence[Mapping[str, Any]], group: np.ndarray,
-                 fallbacks: Mapping[str, np.ndarray] | None = None) -> pd.DataFrame:
+def player_table(
+    P: Any, history: Sequence[Mapping[str, Any]], group: np.ndarray, fallbacks: Mapping[str, np.ndarray] | None = None
+) -> pd.DataFrame:
     """One row per simulation, round and player: the action(s), the payoff, whether the action was a
     fallback (``fallback``; CPR with sanctioning also ``sanction_fallback``), and the game's extras
     (CPR with sanctioning: the CPR payoff, sanction tokens given and received; Collective Risk: the
@@ -214,11 +246,18 @@ def player_table(P: Any, history: Sequence[Mapping[str, Any]], group: np.ndarray
     game = P.GAME
     S, N = np.asarray(history[0]["action"]).shape[:2]
     fb = fallbacks if fallbacks is not None else fallback_masks(P, history, None, "")
-    keys = ids(np.repeat(np.arange(S), N), np.tile(np.arange(N), S))  # "SIMULATION:PLAYER", as the decisions and ledger (graphs/tables.py)
+    keys = ids(
+        np.repeat(np.arange(S), N), np.tile(np.arange(N), S)
+    )  # "SIMULATION:PLAYER", as the decisions and ledger (graphs/tables.py)
     frames = []
     for t, h in enumerate(history):
-        d: dict[str, Any] = {"simulation": np.repeat(np.arange(S), N), "round": np.full(S * N, int(h["round"])),
-                             "player": np.tile(np.arange(N), S), "agent_id": keys, "group": np.tile(group, S)}
+        d: dict[str, Any] = {
+            "simulation": np.repeat(np.arange(S), N),
+            "round": np.full(S * N, int(h["round"])),
+            "player": np.tile(np.arange(N), S),
+            "agent_id": keys,
+            "group": np.tile(group, S),
+        }
         a = np.asarray(h["action"])
         for k, col in enumerate(ACTION_COLUMNS[game]):
             d[col] = (a[..., k] if a.ndim == 3 else a).ravel().astype(np.int64)
@@ -236,7 +275,9 @@ def player_table(P: Any, history: Sequence[Mapping[str, Any]], group: np.ndarray
     return pd.concat(frames, ignore_index=True)
 
 
-def round_table(P: Any, history: Sequence[Mapping[str, Any]], fallbacks: Mapping[str, np.ndarray] | None = None) -> pd.DataFrame:
+def round_table(
+    P: Any, history: Sequence[Mapping[str, Any]], fallbacks: Mapping[str, np.ndarray] | None = None
+) -> pd.DataFrame:
     """One row per simulation and round: the metric (mean over players), its proximity (and the
     uncapped ``proximity_raw``), the mean payoff, whether any play decision fell back (``fallback``)
     and the share that did (``fallback_share``), and the round's group outcomes."""
@@ -249,10 +290,16 @@ def round_table(P: Any, history: Sequence[Mapping[str, Any]], fallbacks: Mapping
     for t, h in enumerate(history):
         a = np.asarray(h["action"])
         m = metric_of(game, a).mean(axis=-1)
-        d: dict[str, Any] = {"simulation": np.arange(S), "round": np.full(S, int(h["round"])), "metric": m,
-                             "proximity": ref.proximity(m), "proximity_raw": ref.distance(m),
-                             "mean_payoff": np.asarray(h["payoff"], dtype=float).mean(axis=-1),
-                             "fallback": cells[t].sum(axis=-1) > 0, "fallback_share": cells[t].sum(axis=-1) / (per * cells.shape[-1])}
+        d: dict[str, Any] = {
+            "simulation": np.arange(S),
+            "round": np.full(S, int(h["round"])),
+            "metric": m,
+            "proximity": ref.proximity(m),
+            "proximity_raw": ref.distance(m),
+            "mean_payoff": np.asarray(h["payoff"], dtype=float).mean(axis=-1),
+            "fallback": cells[t].sum(axis=-1) > 0,
+            "fallback_share": cells[t].sum(axis=-1) / (per * cells.shape[-1]),
+        }
         if game == "weakest-link":
             d["min_effort"] = a.min(axis=-1).astype(np.int64)
         elif game in ("cpr", "cpr-sanction"):
@@ -288,13 +335,31 @@ def sanction_table(history: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     for h in history:
         s = np.asarray(h["sanction"])
         si, i, j = np.nonzero(s)
-        frames.append(pd.DataFrame({"simulation": si, "round": int(h["round"]), "sanctioner": i, "target": j,
-                                    "sanctioner_id": ids(si, i), "target_id": ids(si, j), "tokens": s[si, i, j].astype(np.int64)}))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["simulation", "round", "sanctioner", "target",
-                                                                                     "sanctioner_id", "target_id", "tokens"])
+        frames.append(
+            pd.DataFrame(
+                {
+                    "simulation": si,
+                    "round": int(h["round"]),
+                    "sanctioner": i,
+                    "target": j,
+                    "sanctioner_id": ids(si, i),
+                    "target_id": ids(si, j),
+                    "tokens": s[si, i, j].astype(np.int64),
+                }
+            )
+        )
+    return (
+        pd.concat(frames, ignore_index=True)
+        if frames
+        else pd.DataFrame(
+            columns=["simulation", "round", "sanctioner", "target", "sanctioner_id", "target_id", "tokens"]
+        )
+    )
 
 
-def simulation_table(P: Any, history: Sequence[Mapping[str, Any]], fallbacks: Mapping[str, np.ndarray] | None = None) -> pd.DataFrame:
+def simulation_table(
+    P: Any, history: Sequence[Mapping[str, Any]], fallbacks: Mapping[str, np.ndarray] | None = None
+) -> pd.DataFrame:
     """One row per simulation: its metric, proximity (and the uncapped ``proximity_raw``) and
     near-Pareto flag, the mean total payoff per player, whether any play decision fell back
     (``fallback``) and the share that did (``fallback_share``), and its outcomes."""
@@ -305,17 +370,25 @@ def simulation_table(P: Any, history: Sequence[Mapping[str, Any]], fallbacks: Ma
     prox = ref.proximity(m)
     S = m.size
     cells, per = _fallback_cells(fallbacks if fallbacks is not None else fallback_masks(P, history, None, ""))
-    d: dict[str, Any] = {"simulation": np.arange(S), "metric": m, "proximity": prox, "proximity_raw": ref.distance(m),
-                         "near_pareto": prox <= P.near_pareto,
-                         "payoff": sum(np.asarray(h["payoff"], dtype=float) for h in history).mean(axis=-1),
-                         "fallback": cells.sum(axis=(0, 2)) > 0, "fallback_share": cells.sum(axis=(0, 2)) / (per * cells.shape[0] * cells.shape[2])}
+    d: dict[str, Any] = {
+        "simulation": np.arange(S),
+        "metric": m,
+        "proximity": prox,
+        "proximity_raw": ref.distance(m),
+        "near_pareto": prox <= P.near_pareto,
+        "payoff": sum(np.asarray(h["payoff"], dtype=float) for h in history).mean(axis=-1),
+        "fallback": cells.sum(axis=(0, 2)) > 0,
+        "fallback_share": cells.sum(axis=(0, 2)) / (per * cells.shape[0] * cells.shape[2]),
+    }
     if game == "weakest-link":
         d["mean_min_effort"] = np.mean([np.asarray(h["action"]).min(axis=-1) for h in history], axis=0)
     elif game == "cpr-sanction":
         d["sanction_tokens"] = sum(np.asarray(h["sanction"]).sum(axis=(1, 2), dtype=np.int64) for h in history)
     elif game == "collective-risk":
         last = history[-1]
-        d["expected_payoff"] = np.asarray(last["expected_payoff"], dtype=float).mean(axis=-1) if "met" in last else np.full(S, np.nan)
+        d["expected_payoff"] = (
+            np.asarray(last["expected_payoff"], dtype=float).mean(axis=-1) if "met" in last else np.full(S, np.nan)
+        )
         d["total_contributed"] = np.asarray(last["total"], dtype=np.int64)
         d["threshold_met"] = pd.array(np.asarray(last["met"]) if "met" in last else [None] * S, dtype="boolean")
         d["savings_lost"] = pd.array(np.asarray(last["lost"]) if "met" in last else [None] * S, dtype="boolean")
@@ -336,29 +409,52 @@ def _r(x: Any, nd: int = 6) -> Any:
     return None if not math.isfinite(x) else round(x, nd)
 
 
-def summarize(P: Any, history: Sequence[Mapping[str, Any]], sims: pd.DataFrame, convergence: pd.DataFrame,
-              fallbacks: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
+def summarize(
+    P: Any,
+    history: Sequence[Mapping[str, Any]],
+    sims: pd.DataFrame,
+    convergence: pd.DataFrame,
+    fallbacks: Mapping[str, np.ndarray] | None = None,
+) -> dict[str, Any]:
     """The task's summary fields: the primary metric (mean, 95% CI) with its Nash and Pareto values,
     Pareto proximity and the near-Pareto share, the share of fallback decisions, payoffs, group
     outcomes, sanctions, and the bootstrap convergence."""
     game, ref = P.GAME, eq.reference(P)
-    out: dict[str, Any] = {"rounds_completed": len(history),
-                           "fallback": fallback_summary(fallbacks if fallbacks is not None else fallback_masks(P, history, None, ""))}
-    base = {"name": ACTION_COLUMNS[game][1 if game == "public-goods" else 0], "label": METRIC_LABEL[game],
-            "nash": _r(ref.nash), "pareto": _r(ref.pareto), "pareto_basis": ref.basis}
+    out: dict[str, Any] = {
+        "rounds_completed": len(history),
+        "fallback": fallback_summary(fallbacks if fallbacks is not None else fallback_masks(P, history, None, "")),
+    }
+    base = {
+        "name": ACTION_COLUMNS[game][1 if game == "public-goods" else 0],
+        "label": METRIC_LABEL[game],
+        "nash": _r(ref.nash),
+        "pareto": _r(ref.pareto),
+        "pareto_basis": ref.basis,
+    }
     if not history:
-        out.update(metric={**base, "mean": None, "ci95": None, "sd": None}, pareto_proximity=None, payoff=None, outcomes={})
+        out.update(
+            metric={**base, "mean": None, "ci95": None, "sd": None}, pareto_proximity=None, payoff=None, outcomes={}
+        )
         return out
     mc, pc = mean_ci(sims["metric"]), mean_ci(sims["proximity"])
     out["metric"] = {**base, "mean": _r(mc["mean"]), "ci95": _r(mc["ci95"]), "sd": _r(mc["sd"])}
     raw = sims["proximity_raw"].to_numpy(dtype=float)
-    out["pareto_proximity"] = {"mean": _r(pc["mean"]), "ci95": _r(pc["ci95"]), "near_pareto_share": _r(float(sims["near_pareto"].mean())),
-                               "near_pareto_threshold": P.near_pareto, "normalization": PROXIMITY_FORMULA,
-                               "raw_distance_mean": _r(float(raw.mean())), "beyond_nash_share": _r(float((raw > 1.0).mean()))}
+    out["pareto_proximity"] = {
+        "mean": _r(pc["mean"]),
+        "ci95": _r(pc["ci95"]),
+        "near_pareto_share": _r(float(sims["near_pareto"].mean())),
+        "near_pareto_threshold": P.near_pareto,
+        "normalization": PROXIMITY_FORMULA,
+        "raw_distance_mean": _r(float(raw.mean())),
+        "beyond_nash_share": _r(float((raw > 1.0).mean())),
+    }
     pay = mean_ci(sims["payoff"])
     R = len(history)
-    out["payoff"] = {"mean_total_per_player": _r(pay["mean"]), "ci95": _r(pay["ci95"]),
-                     "mean_per_player_per_round": _r(pay["mean"] / R)}
+    out["payoff"] = {
+        "mean_total_per_player": _r(pay["mean"]),
+        "ci95": _r(pay["ci95"]),
+        "mean_per_player_per_round": _r(pay["mean"] / R),
+    }
     oc: dict[str, Any] = {}
     if game == "weakest-link":
         oc["mean_min_effort"] = _r(sims["mean_min_effort"].mean())
@@ -366,9 +462,14 @@ def summarize(P: Any, history: Sequence[Mapping[str, Any]], sims: pd.DataFrame, 
         N = P.n_players
         given = np.array([np.asarray(h["sanction"]).sum(axis=2) for h in history])  # (R, S, N)
         received = np.array([np.asarray(h["sanction"]).sum(axis=1) for h in history])
-        oc["sanctions"] = {"tokens_given_per_player_round": _r(given.mean()), "tokens_received_per_player_round": _r(received.mean()),
-                           "share_sanctioning": _r((given > 0).mean()), "share_sanctioned": _r((received > 0).mean()),
-                           "dropped_out_of_group": int(sum(int(np.asarray(h["dropped"]).sum()) for h in history)), "players": N}
+        oc["sanctions"] = {
+            "tokens_given_per_player_round": _r(given.mean()),
+            "tokens_received_per_player_round": _r(received.mean()),
+            "share_sanctioning": _r((given > 0).mean()),
+            "share_sanctioned": _r((received > 0).mean()),
+            "dropped_out_of_group": int(sum(int(np.asarray(h["dropped"]).sum()) for h in history)),
+            "players": N,
+        }
     elif game == "collective-risk":
         final = "met" in history[-1]
         oc["game_over"] = final
@@ -381,10 +482,16 @@ def summarize(P: Any, history: Sequence[Mapping[str, Any]], sims: pd.DataFrame, 
     elif game == "o-ring":
         oc["success_rate"] = _r(sims["success_rate"].mean())
     elif game == "public-goods":
-        oc["mean_global_pool_contribution"] = _r(float(np.mean([np.asarray(h["action"])[..., 2].mean() for h in history])))
+        oc["mean_global_pool_contribution"] = _r(
+            float(np.mean([np.asarray(h["action"])[..., 2].mean() for h in history]))
+        )
         oc["mean_keep"] = _r(float(np.mean([np.asarray(h["action"])[..., 0].mean() for h in history])))
     out["outcomes"] = oc
     cv = convergence
-    out["convergence"] = {"resamples": 200, "n": cv["n"].astype(int).tolist(), "mae": _r(cv["mae"].tolist()),
-                          "mae_sd_units": _r(cv["mae_sd_units"].tolist())}
+    out["convergence"] = {
+        "resamples": 200,
+        "n": cv["n"].astype(int).tolist(),
+        "mae": _r(cv["mae"].tolist()),
+        "mae_sd_units": _r(cv["mae_sd_units"].tolist()),
+    }
     return out

@@ -39,7 +39,9 @@ def _num(x: Any) -> float | None:
     return x if np.isfinite(x) else None
 
 
-def per_model(P: Any, history: Sequence[Mapping[str, Any]], llm: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def per_model(
+    P: Any, history: Sequence[Mapping[str, Any]], llm: Mapping[str, Any]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     N = P.n_players
     models = {a: model_of(dict(llm), a) for a in range(N)}
     names = list(dict.fromkeys(models.values()))
@@ -50,16 +52,34 @@ def per_model(P: Any, history: Sequence[Mapping[str, Any]], llm: Mapping[str, An
     for name in names:
         seats = [a for a in range(N) if models[a] == name]
         mean = m[:, :, seats].mean()
-        rows.append({"model": name, "players": len(seats), "metric": _num(mean), "proximity": _num(ref.proximity(mean)),
-                     "payoff_per_round": _num(pay[:, :, seats].mean())})
+        rows.append(
+            {
+                "model": name,
+                "players": len(seats),
+                "metric": _num(mean),
+                "proximity": _num(ref.proximity(mean)),
+                "payoff_per_round": _num(pay[:, :, seats].mean()),
+            }
+        )
     cross = []
     for a in names:
         for b in names:
-            pairs = [(i, j) for i in range(N) for j in range(N) if i != j and group[i] == group[j] and models[i] == a and models[j] == b]
+            pairs = [
+                (i, j)
+                for i in range(N)
+                for j in range(N)
+                if i != j and group[i] == group[j] and models[i] == a and models[j] == b
+            ]
             firsts = [i for i, _ in pairs]
-            cross.append({"model": a, "with": b, "pairs": len(pairs),
-                          "metric": _num(m[:, :, firsts].mean()) if pairs else None,
-                          "payoff_per_round": _num(pay[:, :, firsts].mean()) if pairs else None})
+            cross.append(
+                {
+                    "model": a,
+                    "with": b,
+                    "pairs": len(pairs),
+                    "metric": _num(m[:, :, firsts].mean()) if pairs else None,
+                    "payoff_per_round": _num(pay[:, :, firsts].mean()) if pairs else None,
+                }
+            )
     return rows, cross
 
 
@@ -74,11 +94,14 @@ def invader_effect(P: Any, history: Sequence[Mapping[str, Any]], invader: Mappin
     m, pay = _arrays(P, history)
     residents = [a for a in range(P.n_players) if a != seat]
     series = m[:, :, residents].mean(axis=(1, 2))
-    out: dict[str, Any] = {"invader": dict(invader), "series": "residents' mean metric per round (the invader's seat left out)"}
+    out: dict[str, Any] = {
+        "invader": dict(invader),
+        "series": "residents' mean metric per round (the invader's seat left out)",
+    }
     if K <= len(series):
         out["recovery"] = recovery(series, K, direction="down" if P.GAME in LOWER_IS_BETTER else "up")
-        out["invader_payoff_per_round"] = _num(pay[K - 1:, :, seat].mean())
-        out["resident_payoff_per_round"] = _num(pay[K - 1:, :, residents].mean())
+        out["invader_payoff_per_round"] = _num(pay[K - 1 :, :, seat].mean())
+        out["resident_payoff_per_round"] = _num(pay[K - 1 :, :, residents].mean())
     else:
         out["recovery"] = {"K": K, "recovered": None, "note": "the run ended before the event"}
     out["residents_metric_by_round"] = [_num(x) for x in series]
@@ -93,15 +116,24 @@ def report_lines(summary: Mapping[str, Any]) -> list[str]:
     def f(x: Any, nd: int = 3) -> str:
         return "n/a" if x is None else f"{x:.{nd}f}"
 
-    lines = [f"model {r['model']} ({r['players']} players): metric {f(r['metric'])}, proximity {f(r['proximity'])}, payoff "
-             f"{f(r['payoff_per_round'])} per round" for r in summary.get("by_model") or []]
+    lines = [
+        f"model {r['model']} ({r['players']} players): metric {f(r['metric'])}, proximity {f(r['proximity'])}, payoff "
+        f"{f(r['payoff_per_round'])} per round"
+        for r in summary.get("by_model") or []
+    ]
     if summary.get("crossplay"):
-        lines.append("cross-play, metric of the first with the second in one group: " + "; ".join(
-            f"{c['model']} with {c['with']} {f(c['metric'])} ({c['pairs']} pairs)" for c in summary["crossplay"]))
+        lines.append(
+            "cross-play, metric of the first with the second in one group: "
+            + "; ".join(
+                f"{c['model']} with {c['with']} {f(c['metric'])} ({c['pairs']} pairs)" for c in summary["crossplay"]
+            )
+        )
     inv = summary.get("invasion")
     if inv:
-        lines.append(f"invader: {text(inv['invader'])}; payoff per round from K: invader {f(inv.get('invader_payoff_per_round'))}, "
-                     f"residents {f(inv.get('resident_payoff_per_round'))}")
+        lines.append(
+            f"invader: {text(inv['invader'])}; payoff per round from K: invader {f(inv.get('invader_payoff_per_round'))}, "
+            f"residents {f(inv.get('resident_payoff_per_round'))}"
+        )
         lines.append(recovery_text(inv["recovery"], "residents' metric"))
     return lines
 
@@ -114,11 +146,23 @@ def figures(summary: Mapping[str, Any], where: Any) -> None:
 
     where = Path(where)
     if summary.get("by_model"):
-        by_model_figure(summary["by_model"], [("metric", "mean metric"), ("proximity", "Pareto proximity (0 = Pareto)"),
-                                              ("payoff_per_round", "payoff per round")],
-                        f"{summary.get('game')}: outcomes per model", where / "by_model.png")
+        by_model_figure(
+            summary["by_model"],
+            [
+                ("metric", "mean metric"),
+                ("proximity", "Pareto proximity (0 = Pareto)"),
+                ("payoff_per_round", "payoff per round"),
+            ],
+            f"{summary.get('game')}: outcomes per model",
+            where / "by_model.png",
+        )
     inv = summary.get("invasion")
     if inv and inv.get("recovery", {}).get("pre_level") is not None:
-        recovery_figure({"residents": inv["residents_metric_by_round"]}, int(inv["invader"]["round"]), inv["recovery"],
-                        "residents' mean metric", f"{summary.get('game')}: residents around the invader ({inv['invader']['kind']})",
-                        where / "invasion.png")
+        recovery_figure(
+            {"residents": inv["residents_metric_by_round"]},
+            int(inv["invader"]["round"]),
+            inv["recovery"],
+            "residents' mean metric",
+            f"{summary.get('game')}: residents around the invader ({inv['invader']['kind']})",
+            where / "invasion.png",
+        )

@@ -67,8 +67,16 @@ def sanction_totals(sanction: Array) -> tuple[Array, Array]:
     return s.sum(axis=-1), s.sum(axis=-2)
 
 
-def cpr_sanction(extract: Array, sanction: Array, group: Array, *, capacity: float = 100, multiplier: float = 3.0,
-                 sanction_cost: float = 1.0, sanction_damage: float = 2.0) -> dict[str, Array]:
+def cpr_sanction(
+    extract: Array,
+    sanction: Array,
+    group: Array,
+    *,
+    capacity: float = 100,
+    multiplier: float = 3.0,
+    sanction_cost: float = 1.0,
+    sanction_damage: float = 2.0,
+) -> dict[str, Array]:
     """CPR with sanctioning (Casari and Plott 2003; Fehr and Gächter 2000), paper §3.1.1:
 
         u_i = u_i^CPR - 1 * sum_j s_ij - 2 * sum_j s_ji
@@ -80,13 +88,18 @@ def cpr_sanction(extract: Array, sanction: Array, group: Array, *, capacity: flo
     s = np.where(same_group(group), np.asarray(sanction), 0)
     given, received = sanction_totals(s)
     u_cpr = cpr(extract, capacity=capacity, multiplier=multiplier)
-    return {"payoff": u_cpr - sanction_cost * given - sanction_damage * received, "cpr_payoff": u_cpr, "given": given,
-            "received": received}
+    return {
+        "payoff": u_cpr - sanction_cost * given - sanction_damage * received,
+        "cpr_payoff": u_cpr,
+        "given": given,
+        "received": received,
+    }
 
 
 # --- Collective Risk (§3.1.1, App. B.4.4) ----------------------------------------------------------
-def collective_risk(contributions: Array, u: Array, *, endowment: int = 10, threshold: int = 100,
-                    loss_probability: float = 0.5) -> dict[str, Array]:
+def collective_risk(
+    contributions: Array, u: Array, *, endowment: int = 10, threshold: int = 100, loss_probability: float = 0.5
+) -> dict[str, Array]:
     """Collective Risk (threshold public goods; Milinski et al. 2008), paper §3.1.1. Over R rounds
     each player contributes c_i^(r) in {0, ..., 10} of a per-round endowment of 10 and saves the
     rest:
@@ -105,13 +118,28 @@ def collective_risk(contributions: Array, u: Array, *, endowment: int = 10, thre
     total = c.sum(axis=(-2, -1))
     met = total >= threshold
     lost = ~met & (np.asarray(u) < loss_probability)
-    return {"payoff": np.where(lost[:, None], 0.0, savings), "expected_payoff": savings * np.where(met, 1.0, 1.0 - loss_probability)[:, None],
-            "savings": savings, "total": total, "met": met, "lost": lost}
+    return {
+        "payoff": np.where(lost[:, None], 0.0, savings),
+        "expected_payoff": savings * np.where(met, 1.0, 1.0 - loss_probability)[:, None],
+        "savings": savings,
+        "total": total,
+        "met": met,
+        "lost": lost,
+    }
 
 
 # --- O-Ring (§3.1.1, App. B.4.5) -------------------------------------------------------------------
-def o_ring(withdraw: Array, group: Array, *, pool: float = 200, max_withdraw: int = 10, scale: float = 1000.0,
-           success_threshold: float = 50.0, reward: float = 200.0, withdraw_cost: float = 1.0) -> dict[str, Array]:
+def o_ring(
+    withdraw: Array,
+    group: Array,
+    *,
+    pool: float = 200,
+    max_withdraw: int = 10,
+    scale: float = 1000.0,
+    success_threshold: float = 50.0,
+    reward: float = 200.0,
+    withdraw_cost: float = 1.0,
+) -> dict[str, Array]:
     """O-Ring team production (Kremer 1993; Holmström 1982), paper §3.1.1:
 
         q_i = w_i / 10,    P_g = 1000 * (R - sum_{j in all N} w_j) / R * prod_{i in g} q_i,    R = 200
@@ -134,7 +162,9 @@ def o_ring(withdraw: Array, group: Array, *, pool: float = 200, max_withdraw: in
 
 
 # --- Public Goods (§3.1.1, App. B.4.6) -------------------------------------------------------------
-def public_goods(allocation: Array, group: Array, *, group_multiplier: float = 2.0, global_multiplier: float = 1.5) -> dict[str, Array]:
+def public_goods(
+    allocation: Array, group: Array, *, group_multiplier: float = 2.0, global_multiplier: float = 1.5
+) -> dict[str, Array]:
     """Intergroup Public Goods (Isaac and Walker 1988), paper §3.1.1. Each player splits an
     endowment of 10 into keep k_i, group pool g_i and global pool n_i (k + g + n = 10):
 

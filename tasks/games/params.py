@@ -69,12 +69,20 @@ class GameParams(BaseModel):
     #: the name of the primary metric (§3.1.3) and the action it averages
     METRIC: ClassVar[str] = ""
 
-    group_sizes: list[GroupSize] = Field(default_factory=lambda: [5, 5], min_length=1, max_length=MAX_GROUPS,
-                                         description="players per group, group by group (--group-size K: K players in each of 2 groups)",
-                                         json_schema_extra={"source": "paper §3.1 (2 groups of 5); Table 4 sweeps"})
+    group_sizes: list[GroupSize] = Field(
+        default_factory=lambda: [5, 5],
+        min_length=1,
+        max_length=MAX_GROUPS,
+        description="players per group, group by group (--group-size K: K players in each of 2 groups)",
+        json_schema_extra={"source": "paper §3.1 (2 groups of 5); Table 4 sweeps"},
+    )
     rounds: Annotated[int, RULES["rounds"]] = _f(3, "rounds per simulation", "paper §3.1 (3 rounds)")
-    simulations: Annotated[int, RULES["simulations"]] = _f(50, "simulations run side by side", "paper §3.1 (50 simulations)")
-    near_pareto: Probability = _f(0.2, "a simulation is near-Pareto when its Pareto proximity is at most this", "paper App. G (within 20%)")
+    simulations: Annotated[int, RULES["simulations"]] = _f(
+        50, "simulations run side by side", "paper §3.1 (50 simulations)"
+    )
+    near_pareto: Probability = _f(
+        0.2, "a simulation is near-Pareto when its Pareto proximity is at most this", "paper App. G (within 20%)"
+    )
 
     @property
     def n_players(self) -> int:
@@ -109,8 +117,10 @@ class WeakestLinkParams(GameParams):
 
     def check_game(self) -> None:
         if not self.min_weight > self.effort_cost > 0:
-            raise ValueError(f"min_weight ({self.min_weight:g}) must exceed effort_cost ({self.effort_cost:g}) > 0: otherwise high effort "
-                             "never pays and the game has no coordination problem")
+            raise ValueError(
+                f"min_weight ({self.min_weight:g}) must exceed effort_cost ({self.effort_cost:g}) > 0: otherwise high effort "
+                "never pays and the game has no coordination problem"
+            )
 
 
 class CPRParams(GameParams):
@@ -125,11 +135,15 @@ class CPRParams(GameParams):
     def check_game(self) -> None:
         N = self.n_players
         if not 1 < self.multiplier < N:
-            raise ValueError(f"multiplier ({self.multiplier:g}) must be above 1 and below the number of players N = {N}: otherwise "
-                             "restraint is not efficient (<= 1) or extraction is not individually tempting (>= N)")
+            raise ValueError(
+                f"multiplier ({self.multiplier:g}) must be above 1 and below the number of players N = {N}: otherwise "
+                "restraint is not efficient (<= 1) or extraction is not individually tempting (>= N)"
+            )
         if self.multiplier * self.capacity < N * self.max_extract:
-            raise ValueError(f"multiplier x capacity ({self.multiplier * self.capacity:g}) must be at least N x max_extract "
-                             f"({N * self.max_extract}): otherwise emptying the pool is the social optimum")
+            raise ValueError(
+                f"multiplier x capacity ({self.multiplier * self.capacity:g}) must be at least N x max_extract "
+                f"({N * self.max_extract}): otherwise emptying the pool is the social optimum"
+            )
 
 
 class CPRSanctionParams(CPRParams):
@@ -139,20 +153,26 @@ class CPRSanctionParams(CPRParams):
     GAME = "cpr-sanction"
     sanction_cost: Factor = _f(1.0, "cost to the sanctioner of one sanction token")
     sanction_damage: Factor = _f(2.0, "payoff a sanctioned player loses per token received")
-    max_sanction: Tokens = _f(10, "sanction tokens a player may spend per round, over all targets", "ours (the paper states no cap)")
+    max_sanction: Tokens = _f(
+        10, "sanction tokens a player may spend per round, over all targets", "ours (the paper states no cap)"
+    )
 
     @model_validator(mode="after")
     def _sanction_size(self) -> "CPRSanctionParams":
-        cells = self.simulations * self.n_players ** 2 * self.rounds
+        cells = self.simulations * self.n_players**2 * self.rounds
         if cells > MAX_SANCTION_CELLS:
-            raise ValueError(f"simulations x players^2 x rounds must be at most {MAX_SANCTION_CELLS:,} (memory: the sanction matrices), "
-                             f"got {cells:,}")
+            raise ValueError(
+                f"simulations x players^2 x rounds must be at most {MAX_SANCTION_CELLS:,} (memory: the sanction matrices), "
+                f"got {cells:,}"
+            )
         return self
 
     def check_game(self) -> None:
         super().check_game()
         if self.sanction_cost <= 0:
-            raise ValueError(f"sanction_cost ({self.sanction_cost:g}) must be above 0: a free sanction is no dilemma of enforcement")
+            raise ValueError(
+                f"sanction_cost ({self.sanction_cost:g}) must be above 0: a free sanction is no dilemma of enforcement"
+            )
 
 
 class CollectiveRiskParams(GameParams):
@@ -162,25 +182,37 @@ class CollectiveRiskParams(GameParams):
 
     GAME = "collective-risk"
     METRIC = "contribution"
-    rounds: Annotated[int, RULES["rounds"]] = _f(10, "rounds R of one game (contributions add up over them)", "paper §3.1.1 (R = 10)")
+    rounds: Annotated[int, RULES["rounds"]] = _f(
+        10, "rounds R of one game (contributions add up over them)", "paper §3.1.1 (R = 10)"
+    )
     endowment: SomeTokens = _f(10, "tokens each player receives per round (contributions are 0..endowment)")
     threshold: SomeTokens = _f(100, "total contributions T (all players, all rounds) that avert the loss")
     loss_probability: Probability = _f(0.5, "probability that everyone loses all savings when the threshold is missed")
-    pareto_reference: Reference = _f(None, "the Pareto value of the metric (contribution per round) that proximity is measured "
-                                        "from; null: the fair share threshold / (N x rounds), 1.0 at the defaults (the paper "
-                                        "writes about 1.25, the fair share of 8 players)", "ours (paper §3.1.1: T/(N R) ~ 1.25)")
+    pareto_reference: Reference = _f(
+        None,
+        "the Pareto value of the metric (contribution per round) that proximity is measured "
+        "from; null: the fair share threshold / (N x rounds), 1.0 at the defaults (the paper "
+        "writes about 1.25, the fair share of 8 players)",
+        "ours (paper §3.1.1: T/(N R) ~ 1.25)",
+    )
 
     def check_game(self) -> None:
         if self.pareto_reference is not None and self.pareto_reference > self.endowment:
-            raise ValueError(f"pareto_reference ({self.pareto_reference:g}) must be at most the endowment ({self.endowment}): a "
-                             "contribution per round cannot exceed it")
+            raise ValueError(
+                f"pareto_reference ({self.pareto_reference:g}) must be at most the endowment ({self.endowment}): a "
+                "contribution per round cannot exceed it"
+            )
         N, R, E, T, p = self.n_players, self.rounds, self.endowment, self.threshold, self.loss_probability
         if T > p * N * R * E:
-            raise ValueError(f"threshold ({T}) must be at most loss_probability x N x rounds x endowment ({p * N * R * E:g}): otherwise "
-                             "meeting it costs more than the expected loss and free-riding is the social optimum")
+            raise ValueError(
+                f"threshold ({T}) must be at most loss_probability x N x rounds x endowment ({p * N * R * E:g}): otherwise "
+                "meeting it costs more than the expected loss and free-riding is the social optimum"
+            )
         if T < p * R * E:
-            raise ValueError(f"threshold ({T}) must be at least loss_probability x rounds x endowment ({p * R * E:g}): otherwise one "
-                             "player prefers to meet it alone and free-riding is no equilibrium")
+            raise ValueError(
+                f"threshold ({T}) must be at least loss_probability x rounds x endowment ({p * R * E:g}): otherwise one "
+                "player prefers to meet it alone and free-riding is no equilibrium"
+            )
 
 
 class ORingParams(GameParams):
@@ -192,30 +224,42 @@ class ORingParams(GameParams):
     METRIC = "withdrawal"
     pool: SomeTokens = _f(200, "units in the pool shared by all players (refilled every round)")
     max_withdraw: SomeTokens = _f(10, "largest withdrawal w_i; quality q_i = w_i / max_withdraw")
-    scale: PositiveFactor = _f(1000.0, "production scale: P_g = scale x (pool remaining / pool) x product of the group's qualities")
+    scale: PositiveFactor = _f(
+        1000.0, "production scale: P_g = scale x (pool remaining / pool) x product of the group's qualities"
+    )
     success_threshold: PositiveFactor = _f(50.0, "every group's production must reach this for the system to succeed")
     reward: Factor = _f(200.0, "reward split equally among all N players when the system succeeds")
     withdraw_cost: PositiveFactor = _f(1.0, "cost of one unit withdrawn")
-    pareto_reference: Reference = _f(None, "the Pareto value of the metric (withdrawal per player) that proximity is measured "
-                                        "from; null: the cheapest successful withdrawal t*/N, 6 at the defaults (the paper "
-                                        "says only 'High')", "ours (paper Table 3: High)")
+    pareto_reference: Reference = _f(
+        None,
+        "the Pareto value of the metric (withdrawal per player) that proximity is measured "
+        "from; null: the cheapest successful withdrawal t*/N, 6 at the defaults (the paper "
+        "says only 'High')",
+        "ours (paper Table 3: High)",
+    )
 
     def check_game(self) -> None:
         from cooplab.tasks.games.equilibria import oring_min_total
 
         if self.pareto_reference is not None and self.pareto_reference > self.max_withdraw:
-            raise ValueError(f"pareto_reference ({self.pareto_reference:g}) must be at most max_withdraw ({self.max_withdraw}): a "
-                             "withdrawal cannot exceed it")
+            raise ValueError(
+                f"pareto_reference ({self.pareto_reference:g}) must be at most max_withdraw ({self.max_withdraw}): a "
+                "withdrawal cannot exceed it"
+            )
 
         if self.n_players * self.max_withdraw > 10 * MAX_TOKENS:
             raise ValueError("N x max_withdraw must be at most 10,000,000")
         t = oring_min_total(self)
         if t is None:
-            raise ValueError(f"no withdrawals reach success_threshold ({self.success_threshold:g}) in every group with groups "
-                             f"{self.group_sizes}, pool {self.pool} and scale {self.scale:g} (Table 4 sweeps O-Ring over 3, 5, 8 per group)")
+            raise ValueError(
+                f"no withdrawals reach success_threshold ({self.success_threshold:g}) in every group with groups "
+                f"{self.group_sizes}, pool {self.pool} and scale {self.scale:g} (Table 4 sweeps O-Ring over 3, 5, 8 per group)"
+            )
         if self.reward <= self.withdraw_cost * t:
-            raise ValueError(f"reward ({self.reward:g}) must exceed the cheapest success's cost ({self.withdraw_cost * t:g}): "
-                             "otherwise failing is the social optimum")
+            raise ValueError(
+                f"reward ({self.reward:g}) must exceed the cheapest success's cost ({self.withdraw_cost * t:g}): "
+                "otherwise failing is the social optimum"
+            )
 
 
 class PublicGoodsParams(GameParams):
@@ -231,17 +275,23 @@ class PublicGoodsParams(GameParams):
     def check_game(self) -> None:
         small = min(self.group_sizes)
         if not self.group_multiplier > max(1.0, self.global_multiplier):
-            raise ValueError(f"group_multiplier ({self.group_multiplier:g}) must exceed 1 and global_multiplier "
-                             f"({self.global_multiplier:g}): the group pool is the socially best channel (paper: 2.0 > 1.5 > 1)")
+            raise ValueError(
+                f"group_multiplier ({self.group_multiplier:g}) must exceed 1 and global_multiplier "
+                f"({self.global_multiplier:g}): the group pool is the socially best channel (paper: 2.0 > 1.5 > 1)"
+            )
         if self.group_multiplier >= small:
-            raise ValueError(f"group_multiplier ({self.group_multiplier:g}) must be below the smallest group's size ({small}): "
-                             "otherwise giving to the group pool pays for itself and keeping is no equilibrium")
+            raise ValueError(
+                f"group_multiplier ({self.group_multiplier:g}) must be below the smallest group's size ({small}): "
+                "otherwise giving to the group pool pays for itself and keeping is no equilibrium"
+            )
         if self.global_multiplier >= self.n_players:
             raise ValueError(f"global_multiplier ({self.global_multiplier:g}) must be below N = {self.n_players}")
 
 
-MODELS: dict[str, type[GameParams]] = {m.GAME: m for m in (WeakestLinkParams, CPRParams, CPRSanctionParams, CollectiveRiskParams,
-                                                           ORingParams, PublicGoodsParams)}
+MODELS: dict[str, type[GameParams]] = {
+    m.GAME: m
+    for m in (WeakestLinkParams, CPRParams, CPRSanctionParams, CollectiveRiskParams, ORingParams, PublicGoodsParams)
+}
 
 
 def model_of(game: str) -> type[GameParams]:
@@ -268,19 +318,37 @@ class GameRun(InvaderWhenSet):
     file) and the file it came from."""
 
     game: Literal["weakest-link", "cpr", "cpr-sanction", "collective-risk", "o-ring", "public-goods"] = Field(
-        "weakest-link", description="the game (--game)", json_schema_extra={"source": PAPER})
+        "weakest-link", description="the game (--game)", json_schema_extra={"source": PAPER}
+    )
     players: Literal["llm", "nash", "pareto", "random", "scripted"] = Field(
-        "nash", description="who plays: llm (exactly when the run's agents are llm), nash, pareto, random or scripted (--players)",
-        json_schema_extra={"source": "paper §3.1.2 (the reference players are ours)"})
-    script: dict[str, Any] | None = Field(None, description="scripted players' script, validated (null unless players is scripted)",
-                                          json_schema_extra={"source": "cooplab"})
-    script_file: StrictStr | None = Field(None, description="the file the script came from", json_schema_extra={"source": "cooplab"})
+        "nash",
+        description="who plays: llm (exactly when the run's agents are llm), nash, pareto, random or scripted (--players)",
+        json_schema_extra={"source": "paper §3.1.2 (the reference players are ours)"},
+    )
+    script: dict[str, Any] | None = Field(
+        None,
+        description="scripted players' script, validated (null unless players is scripted)",
+        json_schema_extra={"source": "cooplab"},
+    )
+    script_file: StrictStr | None = Field(
+        None, description="the file the script came from", json_schema_extra={"source": "cooplab"}
+    )
     prompt: Literal["standard", "alternate", "cot", "tom"] = Field(
-        "standard", description="LLM players' prompt condition (--prompt)", json_schema_extra={"source": "paper Appendix B"})
-    deliberation: StrictBool = Field(False, description="LLM players exchange one message within their group before each decision",
-                                     json_schema_extra={"source": "paper §3.1.2"})
-    invader: Invader | None = Field(None, description="a player replaced at round K by an invader (--invader KIND@K[:AGENT]; "
-                                    "tasks/games/invaders.py; none: no invader)", json_schema_extra={"source": "cooplab"})
+        "standard",
+        description="LLM players' prompt condition (--prompt)",
+        json_schema_extra={"source": "paper Appendix B"},
+    )
+    deliberation: StrictBool = Field(
+        False,
+        description="LLM players exchange one message within their group before each decision",
+        json_schema_extra={"source": "paper §3.1.2"},
+    )
+    invader: Invader | None = Field(
+        None,
+        description="a player replaced at round K by an invader (--invader KIND@K[:AGENT]; "
+        "tasks/games/invaders.py; none: no invader)",
+        json_schema_extra={"source": "cooplab"},
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -298,7 +366,9 @@ class GameRun(InvaderWhenSet):
 
         agents = (info.context or {}).get("agents")
         if agents is not None and (self.players == "llm") != (agents == "llm"):
-            raise ValueError(f"agents is {agents!r} but players is {self.players!r}: players is llm exactly when agents is llm")
+            raise ValueError(
+                f"agents is {agents!r} but players is {self.players!r}: players is llm exactly when agents is llm"
+            )
         if self.players != "llm" and (self.prompt != "standard" or self.deliberation):
             raise cross(("prompt", "deliberation"), "<prompt> and <deliberation> apply to <players> llm only")
         if self.players == "scripted":
@@ -308,20 +378,33 @@ class GameRun(InvaderWhenSet):
                 raise ValueError(str(exc)) from None
         elif self.script is not None:
             raise ValueError(f"script must be null unless players is scripted, got {type(self.script).__name__}")
-        if self.invader is not None and hasattr(self, "n_players"):  # a game's settings: the seat and round within its society
+        if self.invader is not None and hasattr(
+            self, "n_players"
+        ):  # a game's settings: the seat and round within its society
             from cooplab.graphs.invaders import check_in
 
-            check_in(self.invader, n_agents=self.n_players, rounds=self.rounds, agents="llm" if self.players == "llm" else "rule",
-                     kinds=invader_kinds(self.players == "llm"))
+            check_in(
+                self.invader,
+                n_agents=self.n_players,
+                rounds=self.rounds,
+                agents="llm" if self.players == "llm" else "rule",
+                kinds=invader_kinds(self.players == "llm"),
+            )
         return self
 
 
 def _settings(model: type[GameParams]) -> type[GameParams]:
     """The settings of a run of ``model``'s game: the run's (:class:`GameRun`) and the game's parameters."""
-    return type(f"{model.__name__.removesuffix('Params')}GameSettings", (model, GameRun),
-                {"__annotations__": {"game": Literal[model.GAME]}, "game": Field(model.GAME, description="the game (--game)",
-                                                                               json_schema_extra={"source": PAPER}),
-                 "__module__": __name__, "__doc__": f"Every setting of a run of {model.GAME}: :class:`GameRun` and :class:`{model.__name__}`."})
+    return type(
+        f"{model.__name__.removesuffix('Params')}GameSettings",
+        (model, GameRun),
+        {
+            "__annotations__": {"game": Literal[model.GAME]},
+            "game": Field(model.GAME, description="the game (--game)", json_schema_extra={"source": PAPER}),
+            "__module__": __name__,
+            "__doc__": f"Every setting of a run of {model.GAME}: :class:`GameRun` and :class:`{model.__name__}`.",
+        },
+    )
 
 
 #: game -> the settings of a run of it (config.json's ``params``)
@@ -342,7 +425,9 @@ class GameSettings(GameRun):
         if cls is GameSettings:
             game = data.get("game", "weakest-link") if isinstance(data, dict) else getattr(data, "game", None)
             if game in SETTINGS:
-                return SETTINGS[game].model_validate(data.model_dump() if isinstance(data, BaseModel) else data, context=info.context)
+                return SETTINGS[game].model_validate(
+                    data.model_dump() if isinstance(data, BaseModel) else data, context=info.context
+                )
         return handler(data)
 
 

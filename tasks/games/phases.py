@@ -17,9 +17,14 @@ from cooplab.tasks.games.players import action_range
 from cooplab.tasks.games.state import State, small_int
 
 #: the decision phase (node name) of each game
-DECISION = {"weakest-link": "effort", "cpr": "extract", "cpr-sanction": "extract", "collective-risk": "contribute",
-            "o-ring": "withdraw", "public-goods": "allocate"}
-
+DECISION = {
+    "weakest-link": "effort",
+    "cpr": "extract",
+    "cpr-sanction": "extract",
+    "collective-risk": "contribute",
+    "o-ring": "withdraw",
+    "public-goods": "allocate",
+}
 
 
 # --- decision nodes -----------------------------------------------------------------------------------
@@ -107,12 +112,32 @@ def round_outcome(P: Any, state: State) -> dict[str, Any]:
     if game == "cpr":
         return {"payoff": pf.cpr(a, capacity=P.capacity, multiplier=P.multiplier)}
     if game == "cpr-sanction":
-        r = pf.cpr_sanction(a, state["sanction"], g, capacity=P.capacity, multiplier=P.multiplier, sanction_cost=P.sanction_cost,
-                            sanction_damage=P.sanction_damage)
-        return {"payoff": r["payoff"], "cpr_payoff": r["cpr_payoff"], "sanction": state["sanction"], "dropped": state["dropped"]}
+        r = pf.cpr_sanction(
+            a,
+            state["sanction"],
+            g,
+            capacity=P.capacity,
+            multiplier=P.multiplier,
+            sanction_cost=P.sanction_cost,
+            sanction_damage=P.sanction_damage,
+        )
+        return {
+            "payoff": r["payoff"],
+            "cpr_payoff": r["cpr_payoff"],
+            "sanction": state["sanction"],
+            "dropped": state["dropped"],
+        }
     if game == "o-ring":
-        r = pf.o_ring(a, g, pool=P.pool, max_withdraw=P.max_withdraw, scale=P.scale, success_threshold=P.success_threshold,
-                      reward=P.reward, withdraw_cost=P.withdraw_cost)
+        r = pf.o_ring(
+            a,
+            g,
+            pool=P.pool,
+            max_withdraw=P.max_withdraw,
+            scale=P.scale,
+            success_threshold=P.success_threshold,
+            reward=P.reward,
+            withdraw_cost=P.withdraw_cost,
+        )
         return {"payoff": r["payoff"], "production": r["production"], "success": r["success"]}
     if game == "public-goods":
         r = pf.public_goods(a, g, group_multiplier=P.group_multiplier, global_multiplier=P.global_multiplier)
@@ -133,7 +158,9 @@ def settle_node(P: Any) -> Callable[[State], dict]:
             if t == int(state["max_round"]):  # the end of the game: threshold and risk
                 done = np.stack([h["action"] for h in hist] + [state["action"]], axis=1)  # (S, R, N)
                 u = phase_rng(state["seed"], t, "risk").random(state["simulations"])
-                r = pf.collective_risk(done, u, endowment=P.endowment, threshold=P.threshold, loss_probability=P.loss_probability)
+                r = pf.collective_risk(
+                    done, u, endowment=P.endowment, threshold=P.threshold, loss_probability=P.loss_probability
+                )
                 rec.update(payoff=r["payoff"], expected_payoff=r["expected_payoff"], met=r["met"], lost=r["lost"])
             else:  # payoffs are paid at the end of round R
                 zero = np.zeros(state["action"].shape)

@@ -43,8 +43,14 @@ class ScriptError(ValueError):
     """A scripted players' file (or its copy in config.json) is wrong: one line naming the place."""
 
 
-ACTION_FIELD = {"weakest-link": "max_effort", "cpr": "max_extract", "cpr-sanction": "max_extract", "collective-risk": "endowment",
-                "o-ring": "max_withdraw", "public-goods": "endowment"}
+ACTION_FIELD = {
+    "weakest-link": "max_effort",
+    "cpr": "max_extract",
+    "cpr-sanction": "max_extract",
+    "collective-risk": "endowment",
+    "o-ring": "max_withdraw",
+    "public-goods": "endowment",
+}
 
 
 def action_range(P: Any) -> int:
@@ -184,7 +190,9 @@ def check_script(data: Any, P: Any, where: str = "script") -> dict[str, Any]:
     from cooplab.tasks.games.model import same_group
 
     if not isinstance(data, dict) or not isinstance(data.get("rounds"), list):
-        raise ScriptError(f"{where} must be a JSON object with a list 'rounds' (one entry per round, or one for all rounds)")
+        raise ScriptError(
+            f"{where} must be a JSON object with a list 'rounds' (one entry per round, or one for all rounds)"
+        )
     extra = set(data) - {"game", "rounds"}
     if extra:
         raise ScriptError(f"{where} has unknown keys {sorted(extra)}; use 'game' and 'rounds'")
@@ -193,7 +201,9 @@ def check_script(data: Any, P: Any, where: str = "script") -> dict[str, Any]:
     rounds = data["rounds"]
     R, N = P.rounds, P.n_players
     if len(rounds) not in (1, R):
-        raise ScriptError(f"{where}: rounds must have 1 entry (played every round) or {R} (one per round), got {len(rounds)}")
+        raise ScriptError(
+            f"{where}: rounds must have 1 entry (played every round) or {R} (one per round), got {len(rounds)}"
+        )
     allowed = same_group(eq.groups_of(P))
     out = []
     for r, entry in enumerate(rounds):
@@ -207,7 +217,9 @@ def check_script(data: Any, P: Any, where: str = "script") -> dict[str, Any]:
         per_player = isinstance(acts, list) and (P.GAME != "public-goods" or all(isinstance(a, list) for a in acts))
         if per_player:
             if len(acts) != N:
-                raise ScriptError(f"{at}.actions must have one value per player ({N}: groups {P.group_sizes}), got {len(acts)}")
+                raise ScriptError(
+                    f"{at}.actions must have one value per player ({N}: groups {P.group_sizes}), got {len(acts)}"
+                )
             acts = [_action(f"{at}.actions[{i}]", v, P) for i, v in enumerate(acts)]
         else:
             acts = [_action(f"{at}.actions", acts, P)] * N
@@ -220,12 +232,16 @@ def check_script(data: Any, P: Any, where: str = "script") -> dict[str, Any]:
             i, j = _int(f"{sat}[0]", s[0], 0, N - 1), _int(f"{sat}[1]", s[1], 0, N - 1)
             t = _int(f"{sat}[2]", s[2], 0, P.max_sanction)
             if not allowed[i, j]:
-                raise ScriptError(f"{sat}: player {i} cannot sanction player {j}: sanctions are only possible within one's own group "
-                                  f"(and not on oneself)")
+                raise ScriptError(
+                    f"{sat}: player {i} cannot sanction player {j}: sanctions are only possible within one's own group "
+                    f"(and not on oneself)"
+                )
             spent[i] += t
             if spent[i] > P.max_sanction:
-                raise ScriptError(f"{sat}: player {i} spends {spent[i]} sanction tokens in this round, more than max_sanction "
-                                  f"({P.max_sanction})")
+                raise ScriptError(
+                    f"{sat}: player {i} spends {spent[i]} sanction tokens in this round, more than max_sanction "
+                    f"({P.max_sanction})"
+                )
             sanctions.append([i, j, t])
         e: dict[str, Any] = {"actions": acts}
         if P.GAME == "cpr-sanction":

@@ -55,10 +55,20 @@ class ProfileError(ValueError):
     """A profile directory or request that cannot be used; the message is one line."""
 
 
-def request(*, games: Sequence[str] | None = None, players: str = "llm", simulations: int = DEFAULT_SIMULATIONS,
-            group_size: int | None = None, seed: int = 0, prompt: str = "standard", deliberation: bool = False,
-            llm: Mapping[str, Any] | None = None, pareto_references: Mapping[str, Any] | None = None,
-            max_fallback: Any = DEFAULT_MAX_FALLBACK, engine: Runs | None = None) -> dict[str, Any]:
+def request(
+    *,
+    games: Sequence[str] | None = None,
+    players: str = "llm",
+    simulations: int = DEFAULT_SIMULATIONS,
+    group_size: int | None = None,
+    seed: int = 0,
+    prompt: str = "standard",
+    deliberation: bool = False,
+    llm: Mapping[str, Any] | None = None,
+    pareto_references: Mapping[str, Any] | None = None,
+    max_fallback: Any = DEFAULT_MAX_FALLBACK,
+    engine: Runs | None = None,
+) -> dict[str, Any]:
     """What a profile is asked to play (profile-config.json), checked: the games (default all six,
     in the paper's order), the players (llm, or a reference kind for anchors), the number of
     simulations per game, the group size (two groups of it; default each game's 5), the seed, the
@@ -73,7 +83,9 @@ def request(*, games: Sequence[str] | None = None, players: str = "llm", simulat
     chosen = list(GAMES if games is None else games)
     bad = [g for g in chosen if g not in GAMES]
     if bad or not chosen:
-        raise ProfileError(f"--games must be a comma-separated list of {', '.join(GAMES)}, got {','.join(map(str, chosen)) or 'nothing'}")
+        raise ProfileError(
+            f"--games must be a comma-separated list of {', '.join(GAMES)}, got {','.join(map(str, chosen)) or 'nothing'}"
+        )
     if len(set(chosen)) != len(chosen):
         raise ProfileError(f"--games lists a game twice: {','.join(chosen)}")
     if players not in ("llm", "nash", "pareto", "random"):
@@ -84,7 +96,10 @@ def request(*, games: Sequence[str] | None = None, players: str = "llm", simulat
         raise ProfileError(f"--prompt must be one of {', '.join(PROMPTS)}, got {prompt!r}")
     if players != "llm" and (prompt != "standard" or deliberation):
         raise ProfileError("--prompt and --deliberation apply to LLM players only")
-    if llm is not None and llm.get("prompt_variant") not in (None, "original"):  # every game run gets it (llm.prompt_variant)
+    if llm is not None and llm.get("prompt_variant") not in (
+        None,
+        "original",
+    ):  # every game run gets it (llm.prompt_variant)
         from cooplab.graphs import prompts as pv
         from cooplab.limits import ConfigError
         from cooplab.tasks.games.task import TASK as GAME
@@ -94,16 +109,31 @@ def request(*, games: Sequence[str] | None = None, players: str = "llm", simulat
         except ConfigError as exc:
             raise ProfileError(str(exc)) from None
     refs = _check_references(pareto_references, chosen)
-    req = {"kind": PROFILE_KIND, "version": PROFILE_VERSION, "games": chosen, "players": players, "simulations": simulations,
-           "group_size": group_size, "seed": seed, "prompt": prompt, "deliberation": bool(deliberation),
-           "llm": dict(llm) if llm is not None else None, "pareto_references": refs,
-           "max_fallback": check_max_fallback(max_fallback)}
+    req = {
+        "kind": PROFILE_KIND,
+        "version": PROFILE_VERSION,
+        "games": chosen,
+        "players": players,
+        "simulations": simulations,
+        "group_size": group_size,
+        "seed": seed,
+        "prompt": prompt,
+        "deliberation": bool(deliberation),
+        "llm": dict(llm) if llm is not None else None,
+        "pareto_references": refs,
+        "max_fallback": check_max_fallback(max_fallback),
+    }
     for g in chosen:  # the bounds and every game's own checks (e.g. CPR's multiplier below N), before anything runs
         try:
             game_params(req, g)
         except ValueError as exc:
-            what = (f"--pareto-reference {g}={refs[g]}" if refs and g in refs else
-                    f"--group-size {group_size}" if group_size is not None else f"--simulations {simulations}")
+            what = (
+                f"--pareto-reference {g}={refs[g]}"
+                if refs and g in refs
+                else f"--group-size {group_size}"
+                if group_size is not None
+                else f"--simulations {simulations}"
+            )
             raise ProfileError(f"{g}: {what}: {_first(exc)}") from None
     if players == "llm" and engine is not None:  # a scripted model answers every phase of every game chosen
         from cooplab.tasks.games.task import TASK
@@ -128,7 +158,9 @@ def _check_references(refs: Mapping[str, Any] | None, games: Sequence[str]) -> d
     out = {}
     for g, v in refs.items():
         if g not in settable_references():
-            raise ProfileError(f"--pareto-reference: {g!r} has no settable Pareto reference; only {', '.join(settable_references())}")
+            raise ProfileError(
+                f"--pareto-reference: {g!r} has no settable Pareto reference; only {', '.join(settable_references())}"
+            )
         if g not in games:
             raise ProfileError(f"--pareto-reference {g}=...: {g} is not among the profile's games ({','.join(games)})")
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
@@ -145,7 +177,9 @@ def _model(req: Mapping[str, Any]) -> str | None:
 def game_params(req: Mapping[str, Any], game: str):
     """The parameters of one game of the profile: the paper's defaults, the profile's simulations and
     group size."""
-    extra: dict[str, Any] = {} if req.get("group_size") is None else {"group_sizes": [req["group_size"], req["group_size"]]}
+    extra: dict[str, Any] = (
+        {} if req.get("group_size") is None else {"group_sizes": [req["group_size"], req["group_size"]]}
+    )
     if game in (req.get("pareto_references") or {}):
         extra["pareto_reference"] = req["pareto_references"][game]
     return model_of(game)(simulations=req["simulations"], **extra)
@@ -166,10 +200,25 @@ def game_config(req: Mapping[str, Any], game: str, budget: float | None) -> dict
     llm = None
     if req["llm"] is not None:
         llm = {**upgrade_llm(req["llm"])[0], "budget": budget}
-    return {"version": 2, "task": "game", "agents": "llm" if req["players"] == "llm" else "rule", "seed": req["seed"], "csv": False,
-            "params": {"game": game, "players": req["players"], "script": None, "script_file": None, "prompt": req["prompt"],
-                       "deliberation": req["deliberation"], **game_params(req, game).model_dump(mode="json")},
-            "llm": llm, "sandbox": None, "record": {}}
+    return {
+        "version": 2,
+        "task": "game",
+        "agents": "llm" if req["players"] == "llm" else "rule",
+        "seed": req["seed"],
+        "csv": False,
+        "params": {
+            "game": game,
+            "players": req["players"],
+            "script": None,
+            "script_file": None,
+            "prompt": req["prompt"],
+            "deliberation": req["deliberation"],
+            **game_params(req, game).model_dump(mode="json"),
+        },
+        "llm": llm,
+        "sandbox": None,
+        "record": {},
+    }
 
 
 def label_of(req: Mapping[str, Any]) -> str:
@@ -187,6 +236,7 @@ def label_of(req: Mapping[str, Any]) -> str:
 def _differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """What differs between two requests, as "name old -> new" (the response cache's path may differ:
     it only stores answers)."""
+
     def view(r: Mapping[str, Any], k: str) -> Any:
         v = r.get(k)
         return {f: x for f, x in v.items() if f != "cache"} if k == "llm" and isinstance(v, Mapping) else v
@@ -223,8 +273,10 @@ def prepare(out: Path, req: Mapping[str, Any], *, force: bool = False) -> Path:
             old = {**old, "llm": upgrade_llm(old["llm"])[0]}
         diff = _differences(old, req)
         if diff:
-            raise ProfileError(f"{out} holds a profile with other settings ({'; '.join(diff)}); use another --out, or --force "
-                               f"to start over")
+            raise ProfileError(
+                f"{out} holds a profile with other settings ({'; '.join(diff)}); use another --out, or --force "
+                f"to start over"
+            )
         return out
     if out.exists() and any(out.iterdir()):
         raise ProfileError(f"--out {out} is not empty and holds no profile; use another directory or --force")
@@ -247,8 +299,15 @@ def _read_summary(run_dir: Path) -> RunSummary | None:
         raise ProfileError(f"{exc}; fix the file, or delete it to resume the game from its last checkpoint") from None
 
 
-def run_profile(out: Path, req: Mapping[str, Any], *, engine: Runs, quiet: bool = False, on_game: Callable[[str, str], None] | None = None,
-                warn: Callable[[str], None] | None = None) -> dict[str, Any]:
+def run_profile(
+    out: Path,
+    req: Mapping[str, Any],
+    *,
+    engine: Runs,
+    quiet: bool = False,
+    on_game: Callable[[str, str], None] | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """Play (or continue) every game of ``req`` into ``out`` (made by :func:`prepare`) on ``engine``
     (:data:`cooplab.runs.engine.ENGINE`) and write the profile. ``on_game(game, what)`` is told what happens to each game: "done" (read back),
     "resume", "start", "skipped" (the budget ran out before it). A game that stops early (budget,
@@ -311,40 +370,79 @@ def _game_entry(req: Mapping[str, Any], game: str, s: RunSummary[GameResults] | 
     ref = eq.reference(P)
     r = s.results if s is not None else None
     if s is None or r is None:
-        return {"title": TITLES[game], "status": "not_run" if s is None else s.status, "metric": {"label": METRIC_LABEL[game], "mean": None,
-                "ci95": None, "nash": ref.nash, "pareto": ref.pareto, "pareto_basis": ref.basis}, "pareto_proximity": None, "included": False}
+        return {
+            "title": TITLES[game],
+            "status": "not_run" if s is None else s.status,
+            "metric": {
+                "label": METRIC_LABEL[game],
+                "mean": None,
+                "ci95": None,
+                "nash": ref.nash,
+                "pareto": ref.pareto,
+                "pareto_basis": ref.basis,
+            },
+            "pareto_proximity": None,
+            "included": False,
+        }
     m = r.metric.model_dump(mode="json")
     m["n"] = r.simulations if r.rounds_completed else 0
     m.setdefault("pareto_basis", ref.basis)
     fb = fallback_of(s.as_json())
     limit = req.get("max_fallback", DEFAULT_MAX_FALLBACK)
-    entry: dict[str, Any] = {"title": TITLES[game], "status": s.status, "run_dir": str(Path("games") / game),
-                             "group_sizes": r.group_sizes, "rounds_completed": r.rounds_completed, "rounds": r.rounds, "metric": m,
-                             "pareto_proximity": None if r.pareto_proximity is None else r.pareto_proximity.model_dump(mode="json"),
-                             "fallback": fb, "included": fb["share"] <= limit, "outcomes": r.outcomes.model_dump(mode="json"),
-                             "wall_seconds": s.wall_seconds}
+    entry: dict[str, Any] = {
+        "title": TITLES[game],
+        "status": s.status,
+        "run_dir": str(Path("games") / game),
+        "group_sizes": r.group_sizes,
+        "rounds_completed": r.rounds_completed,
+        "rounds": r.rounds,
+        "metric": m,
+        "pareto_proximity": None if r.pareto_proximity is None else r.pareto_proximity.model_dump(mode="json"),
+        "fallback": fb,
+        "included": fb["share"] <= limit,
+        "outcomes": r.outcomes.model_dump(mode="json"),
+        "wall_seconds": s.wall_seconds,
+    }
     if not entry["included"]:
         entry["excluded_because"] = f"{fb['share']:.1%} of its play decisions fell back, above --max-fallback {limit:g}"
     if s.decisions is not None:
         entry["decisions"] = s.decisions.model_dump(mode="json")
     if s.ledger is not None:
-        entry["ledger"] = s.ledger.model_dump(mode="json", include={"calls", "cached_calls", "input_tokens", "output_tokens", "cost_usd_float"})
+        entry["ledger"] = s.ledger.model_dump(
+            mode="json", include={"calls", "cached_calls", "input_tokens", "output_tokens", "cost_usd_float"}
+        )
     return entry
 
 
 def references_of(games: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per game the Nash and Pareto values its proximity is measured against, and the Pareto value's basis."""
-    return {g: {"nash": e["metric"].get("nash"), "pareto": e["metric"].get("pareto"), "pareto_basis": e["metric"].get("pareto_basis")}
-            for g, e in games.items()}
+    return {
+        g: {
+            "nash": e["metric"].get("nash"),
+            "pareto": e["metric"].get("pareto"),
+            "pareto_basis": e["metric"].get("pareto_basis"),
+        }
+        for g, e in games.items()
+    }
 
 
-def build_profile(out: Path, req: Mapping[str, Any], summaries: Mapping[str, RunSummary | None], status: str, engine: Runs) -> dict[str, Any]:
+def build_profile(
+    out: Path, req: Mapping[str, Any], summaries: Mapping[str, RunSummary | None], status: str, engine: Runs
+) -> dict[str, Any]:
     """profile.json, the merged decisions and ledger tables and the figure from the games' summaries."""
     import pandas as pd
 
     games = {g: _game_entry(req, g, summaries.get(g)) for g in req["games"]}
-    totals = {"calls": 0, "cached_calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "decisions": 0,
-              "fallback_used": 0, "wall_seconds": 0.0}
+    totals = {
+        "calls": 0,
+        "cached_calls": 0,
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cost_usd": 0.0,
+        "decisions": 0,
+        "fallback_used": 0,
+        "wall_seconds": 0.0,
+    }
     for e in games.values():
         lg = e.get("ledger") or {}
         for k in ("calls", "cached_calls", "input_tokens", "output_tokens"):
@@ -359,14 +457,28 @@ def build_profile(out: Path, req: Mapping[str, Any], summaries: Mapping[str, Run
     if totals["decisions"]:
         totals["output_tokens_per_decision"] = round(totals["output_tokens"] / totals["decisions"], 2)
         totals["input_tokens_per_decision"] = round(totals["input_tokens"] / totals["decisions"], 2)
-    profile = {"kind": PROFILE_KIND, "version": PROFILE_VERSION, "label": label_of(req), "status": status,
-               "players": req["players"], "model": _model(req),
-               "prompt": req["prompt"], "deliberation": req["deliberation"], "simulations": req["simulations"],
-               "group_size": req.get("group_size"), "seed": req["seed"],
-               "budget_usd": (req["llm"] or {}).get("budget") if req["llm"] else None,
-               "references": references_of(games), "max_fallback": req.get("max_fallback", DEFAULT_MAX_FALLBACK),
-               "excluded_games": [g for g, e in games.items() if e.get("status") == "completed" and not e.get("included", True)],
-               "games": games, "totals": totals, "updated": rundir.now()}
+    profile = {
+        "kind": PROFILE_KIND,
+        "version": PROFILE_VERSION,
+        "label": label_of(req),
+        "status": status,
+        "players": req["players"],
+        "model": _model(req),
+        "prompt": req["prompt"],
+        "deliberation": req["deliberation"],
+        "simulations": req["simulations"],
+        "group_size": req.get("group_size"),
+        "seed": req["seed"],
+        "budget_usd": (req["llm"] or {}).get("budget") if req["llm"] else None,
+        "references": references_of(games),
+        "max_fallback": req.get("max_fallback", DEFAULT_MAX_FALLBACK),
+        "excluded_games": [
+            g for g, e in games.items() if e.get("status") == "completed" and not e.get("included", True)
+        ],
+        "games": games,
+        "totals": totals,
+        "updated": rundir.now(),
+    }
     for stem in ("decisions", "ledger"):
         frames = []
         for g in req["games"]:
@@ -384,8 +496,13 @@ def build_profile(out: Path, req: Mapping[str, Any], summaries: Mapping[str, Run
     except Exception as exc:  # noqa: BLE001 - the figure must never lose the computed profile
         profile["figure_error"] = f"{type(exc).__name__}: {exc}"
         rundir.write_json(out / "profile.json", profile)
-    engine.write_manifest(out, "profile", "game", [{"dir": str(out / "games" / g), "labels": {"game": g}} for g in req["games"]],
-                   outputs={"profile": "profile.json", "settings": "profile-config.json", "figure": "figures/profile.png"})
+    engine.write_manifest(
+        out,
+        "profile",
+        "game",
+        [{"dir": str(out / "games" / g), "labels": {"game": g}} for g in req["games"]],
+        outputs={"profile": "profile.json", "settings": "profile-config.json", "figure": "figures/profile.png"},
+    )
     return profile
 
 
@@ -409,7 +526,10 @@ def load_profile(path: Path) -> dict[str, Any]:
             if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)):
                 raise ProfileError(f"{f}: games.{g}.metric.{k} must be a finite number or null, got {v!r}")
         ci = e["metric"].get("ci95")
-        if ci is not None and not (isinstance(ci, list) and len(ci) == 2
-                                   and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in ci)):
+        if ci is not None and not (
+            isinstance(ci, list)
+            and len(ci) == 2
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in ci)
+        ):
             raise ProfileError(f"{f}: games.{g}.metric.ci95 must be two finite numbers or null, got {ci!r}")
     return p

@@ -16,7 +16,9 @@ class Metric(FileModel):
     label: Text
     nash: float | None
     pareto: float | None
-    pareto_basis: Text | None = Field(None, description="where the Pareto value comes from (runs made before it was recorded lack it)")
+    pareto_basis: Text | None = Field(
+        None, description="where the Pareto value comes from (runs made before it was recorded lack it)"
+    )
     mean: float | None
     ci95: list[float | None] | None
     sd: float | None
@@ -91,7 +93,9 @@ class Convergence(FileModel):
 class GameResults(Results):
     """A game run's results."""
 
-    since_v1 = {"fallback": None}  # runs before the share was recorded: computed from decisions (evals.bayes.fallback_of)
+    since_v1 = {
+        "fallback": None
+    }  # runs before the share was recorded: computed from decisions (evals.bayes.fallback_of)
 
     game: Name
     players: Name = Field(description="llm, or the reference players (nash, pareto, random, scripted)")

@@ -40,8 +40,17 @@ from cooplab.tasks.games.state import GameState
 
 def init_state(P: Any, seed: int) -> dict[str, Any]:
     """The state of a new run of ``P.simulations`` simulations of the game ``P.GAME``."""
-    return {"seed": int(seed), "round": 1, "max_round": P.rounds, "simulations": P.simulations, "group": eq.groups_of(P),
-            "history": [], "decisions": [], "ledger": [], "messages": []}
+    return {
+        "seed": int(seed),
+        "round": 1,
+        "max_round": P.rounds,
+        "simulations": P.simulations,
+        "group": eq.groups_of(P),
+        "history": [],
+        "decisions": [],
+        "ledger": [],
+        "messages": [],
+    }
 
 
 # --- the graph ------------------------------------------------------------------------------------------
@@ -60,8 +69,13 @@ def game_phases(P: Any, policies: Mapping[str, Callable]) -> "OrderedDict[str, C
 
 
 def build_game_graph(P: Any, policies: Mapping[str, Callable], *, checkpointer: Any = None):
-    return build_society(game_phases(P, policies), GameState, checkpointer=checkpointer, name=f"game:{P.GAME}",
-                         context_schema=CoopContext)
+    return build_society(
+        game_phases(P, policies),
+        GameState,
+        checkpointer=checkpointer,
+        name=f"game:{P.GAME}",
+        context_schema=CoopContext,
+    )
 
 
 def run_game(P: Any, policies: Mapping[str, Callable], seed: int = 0, *, checkpointer: Any = None) -> dict[str, Any]:
@@ -88,8 +102,12 @@ def round_view(P: Any, record: Mapping[str, Any], group: np.ndarray, sim: int, p
     g = np.asarray(group)
     mine = np.nonzero(g == g[player])[0]
     a = np.asarray(record["action"])[sim]
-    view: dict[str, Any] = {"round": int(record["round"]), "you": int(player), "your_action": a[player].tolist(),
-                            "group_actions": {int(j): a[j].tolist() for j in mine}}
+    view: dict[str, Any] = {
+        "round": int(record["round"]),
+        "you": int(player),
+        "your_action": a[player].tolist(),
+        "group_actions": {int(j): a[j].tolist() for j in mine},
+    }
     if "payoff" in record:
         view["your_payoff"] = float(np.asarray(record["payoff"])[sim, player])
     game = P.GAME

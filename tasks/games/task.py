@@ -25,12 +25,12 @@ from cooplab.graphs import prompts, rundir
 from cooplab.graphs.rng import phase_rng
 from cooplab.graphs.runfiles import RunSummary
 from cooplab.graphs.task import RunInfo, Task, TaskConfig
-from cooplab.tasks.games.results import GameResults
 from cooplab.tasks.games import equilibria as eq
 from cooplab.tasks.games import metrics as mt
 from cooplab.tasks.games import players as pl
 from cooplab.tasks.games.params import GAMES, RUN_SETTINGS, GameParams, GameSettings, invader_kinds, model_of
 from cooplab.tasks.games.phases import DECISION
+from cooplab.tasks.games.results import GameResults
 from cooplab.tasks.games.society import game_phases, init_state
 from cooplab.tasks.games.state import GameState
 
@@ -59,9 +59,20 @@ class GameTask(Task):
     agent_kinds = ("rule", "llm")  # rule: the reference players; llm: --players llm (tasks/games/llm.py)
 
     # --- configuration ---------------------------------------------------------------------------------
-    def options(self, agents: str, *, game: str | None = None, players: str | None = None, prompt: str = "standard", deliberation: bool = False,
-                group_size: int | None = None, simulations: int | None = None, rounds: int | None = None, set: Any = None,  # noqa: A002
-                invader: Any = None) -> dict[str, Any]:
+    def options(
+        self,
+        agents: str,
+        *,
+        game: str | None = None,
+        players: str | None = None,
+        prompt: str = "standard",
+        deliberation: bool = False,
+        group_size: int | None = None,
+        simulations: int | None = None,
+        rounds: int | None = None,
+        set: Any = None,  # noqa: A002
+        invader: Any = None,
+    ) -> dict[str, Any]:
         """``cooplab run game``'s own options: the ``game``, who plays (``players``: llm, nash (default),
         pareto, random or scripted:FILE), the LLM players' ``prompt`` and ``deliberation``, ``group_size``,
         ``simulations``, ``rounds``, ``set`` (game constants: a dict or ``name=value`` strings) and
@@ -71,16 +82,30 @@ class GameTask(Task):
 
         if game is None:
             raise co.ConfigError("say which game to play with --game: one of " + ", ".join(GAMES))
-        names = {"game": "--game", "players": "--players", "prompt": "--prompt", "deliberation": "--deliberation",
-                 "group_sizes": "--group-size", "simulations": "--simulations", "rounds": "--rounds"}
-        values = co.parse_set(set, model_of(game).model_fields, "game --game " + game) if isinstance(game, str) and game in GAMES else {}
+        names = {
+            "game": "--game",
+            "players": "--players",
+            "prompt": "--prompt",
+            "deliberation": "--deliberation",
+            "group_sizes": "--group-size",
+            "simulations": "--simulations",
+            "rounds": "--rounds",
+        }
+        values = (
+            co.parse_set(set, model_of(game).model_fields, "game --game " + game)
+            if isinstance(game, str) and game in GAMES
+            else {}
+        )
         for key in values:  # a setting given with --set is named so
             names[key] = f"--set {key}"
         label = co.flags(names, rest=lambda f: f"--set {f}")
         co.validate(GameSettings, {"game": game}, label)  # which game, before its parameters are read
         values = co.parse_set(set, model_of(game).model_fields, "game --game " + game)
-        for key, v in (("group_sizes", None if group_size is None else [group_size, group_size]), ("simulations", simulations),
-                       ("rounds", rounds)):
+        for key, v in (
+            ("group_sizes", None if group_size is None else [group_size, group_size]),
+            ("simulations", simulations),
+            ("rounds", rounds),
+        ):
             if v is not None:
                 if key in values:
                     raise co.ConfigError(f"give {key} either with its option or with --set, not both")
@@ -88,7 +113,9 @@ class GameTask(Task):
         if players is None:
             players = "llm" if agents == "llm" else "nash"
         if not isinstance(players, str):
-            raise co.ConfigError(f"--players must be llm, nash, pareto, random or scripted:FILE, got {co.show(players)}")
+            raise co.ConfigError(
+                f"--players must be llm, nash, pareto, random or scripted:FILE, got {co.show(players)}"
+            )
         kind, _, path = players.partition(":")
         kind, path = kind.strip().lower(), path.strip()
         run: dict[str, Any] = {"game": game, "prompt": prompt, "deliberation": deliberation}
@@ -100,8 +127,16 @@ class GameTask(Task):
                 return out
             from cooplab.graphs import invaders
 
-            fields = {**fields, "invader": invaders.parse(invader, n_agents=out.n_players, rounds=out.rounds, agents=kinds_of,
-                                                            kinds=invader_kinds(kinds_of == "llm"))}
+            fields = {
+                **fields,
+                "invader": invaders.parse(
+                    invader,
+                    n_agents=out.n_players,
+                    rounds=out.rounds,
+                    agents=kinds_of,
+                    kinds=invader_kinds(kinds_of == "llm"),
+                ),
+            }
             return co.validate(GameSettings, fields, label, context={"agents": kinds_of})
 
         if kind == "llm" and not path:
@@ -117,7 +152,11 @@ class GameTask(Task):
                 script = pl.load_script(path, P)
             except pl.ScriptError as exc:
                 raise co.ConfigError(str(exc)) from None
-        return {"params": settings({**values, **run, "players": kind, "script": script, "script_file": path or None}, agents)}
+        return {
+            "params": settings(
+                {**values, **run, "players": kind, "script": script, "script_file": path or None}, agents
+            )
+        }
 
     # --- the graph ---------------------------------------------------------------------------------------
     def policies(self, config: Config) -> dict[str, Any]:
@@ -125,10 +164,18 @@ class GameTask(Task):
         if P.players == "llm":
             from cooplab.tasks.games.llm import llm_policies
 
-            return llm_policies(P, P.prompt, P.deliberation, prompts.variant_of(config), P.invader.as_dict() if P.invader is not None else None)
+            return llm_policies(
+                P,
+                P.prompt,
+                P.deliberation,
+                prompts.variant_of(config),
+                P.invader.as_dict() if P.invader is not None else None,
+            )
         from cooplab.tasks.games.invaders import with_invader
 
-        return with_invader(P, pl.policies(P.players, P, P.script), P.invader.as_dict() if P.invader is not None else None)
+        return with_invader(
+            P, pl.policies(P.players, P, P.script), P.invader.as_dict() if P.invader is not None else None
+        )
 
     def phases(self, config: Config):
         return phases_for(config.params, self.policies(config))
@@ -163,8 +210,11 @@ class GameTask(Task):
         history = list(final.get("history") or [])
         group = eq.groups_of(P)
         fallbacks = mt.fallback_masks(P, history, final.get("decisions"), DECISION[P.GAME])
-        tables = {"players": mt.player_table(P, history, group, fallbacks), "rounds": mt.round_table(P, history, fallbacks),
-                  "simulations": mt.simulation_table(P, history, fallbacks)}
+        tables = {
+            "players": mt.player_table(P, history, group, fallbacks),
+            "rounds": mt.round_table(P, history, fallbacks),
+            "simulations": mt.simulation_table(P, history, fallbacks),
+        }
         if P.GAME == "cpr-sanction":
             tables["sanctions"] = mt.sanction_table(history)
         messages = list(final.get("messages") or [])
@@ -175,23 +225,36 @@ class GameTask(Task):
             tables["messages"] = with_agent_ids(rundir.frame(messages), "simulation", "player")
         conv = None
         if history:
-            conv = mt.bootstrap_convergence(tables["simulations"]["metric"], resamples=200,
-                                            rng=phase_rng(config.seed, 0, "bootstrap"))
+            conv = mt.bootstrap_convergence(
+                tables["simulations"]["metric"], resamples=200, rng=phase_rng(config.seed, 0, "bootstrap")
+            )
             tables["convergence"] = conv
         for stem, df in tables.items():
             if len(df.columns):
                 rundir.write_table(df, run.out, stem, csv=run.csv)
-        summary: dict[str, Any] = {"game": P.GAME, "players": P.players, "script_file": P.script_file,
-                                   "decision": DECISION[P.GAME], "group_sizes": list(P.group_sizes), "n_players": P.n_players,
-                                   "rounds": P.rounds, "simulations": P.simulations}
+        summary: dict[str, Any] = {
+            "game": P.GAME,
+            "players": P.players,
+            "script_file": P.script_file,
+            "decision": DECISION[P.GAME],
+            "group_sizes": list(P.group_sizes),
+            "n_players": P.n_players,
+            "rounds": P.rounds,
+            "simulations": P.simulations,
+        }
         if P.players == "llm":
             summary.update(prompt=P.prompt, deliberation=P.deliberation, messages=len(messages))
-        summary.update(mt.summarize(P, history, tables["simulations"], conv if conv is not None else mt.bootstrap_convergence([]),
-                                    fallbacks))
+        summary.update(
+            mt.summarize(
+                P, history, tables["simulations"], conv if conv is not None else mt.bootstrap_convergence([]), fallbacks
+            )
+        )
         summary.update(_mix_and_invader(P, history, config, run))
         if "convergence" in summary:
             keep = [i for i, n in enumerate(summary["convergence"]["n"]) if n in SUMMARY_N or n == P.simulations]
-            summary["convergence"] = {k: (v if k == "resamples" else [v[i] for i in keep]) for k, v in summary["convergence"].items()}
+            summary["convergence"] = {
+                k: (v if k == "resamples" else [v[i] for i in keep]) for k, v in summary["convergence"].items()
+            }
         return GameResults.of(summary)
 
     def figure(self, summary: RunSummary[GameResults], run: RunInfo) -> None:
@@ -199,8 +262,12 @@ class GameTask(Task):
             return
         from cooplab.tasks.games.figures import run_figure
 
-        run_figure(rundir.read_table(run.out, "rounds"), rundir.read_table(run.out, "convergence"), summary.as_json(),
-                   run.out / "figures" / "run.png")
+        run_figure(
+            rundir.read_table(run.out, "rounds"),
+            rundir.read_table(run.out, "convergence"),
+            summary.as_json(),
+            run.out / "figures" / "run.png",
+        )
         from cooplab.tasks.games.mix import figures as mix_figures
 
         mix_figures(summary.as_json(), run.out / "figures")
@@ -222,21 +289,31 @@ class GameTask(Task):
         raw = p.raw_distance_mean if p.raw_distance_mean is not None else p.mean
         near = f"{p.near_pareto_share:.2f}" if p.near_pareto_share is not None else "n/a"
         pay = r.payoff
-        lines = [f"{head}",
-                 f"mean {m.label} {m.mean:.3f}{ci_text} ({reference_text(m.model_dump())}); Pareto proximity "
-                 f"{p.mean:.3f} (0 = Pareto, 1 = Nash or further; uncapped distance {raw:.3f}), near-Pareto share {near}",
-                 f"mean payoff per player {pay.mean_total_per_player or 0.0:.3f} over the game "
-                 f"({pay.mean_per_player_per_round or 0.0:.3f} per round)"]
+        lines = [
+            f"{head}",
+            f"mean {m.label} {m.mean:.3f}{ci_text} ({reference_text(m.model_dump())}); Pareto proximity "
+            f"{p.mean:.3f} (0 = Pareto, 1 = Nash or further; uncapped distance {raw:.3f}), near-Pareto share {near}",
+            f"mean payoff per player {pay.mean_total_per_player or 0.0:.3f} over the game "
+            f"({pay.mean_per_player_per_round or 0.0:.3f} per round)",
+        ]
         oc = r.outcomes
-        if oc.threshold_met_rate is not None and oc.savings_lost_rate is not None and oc.expected_payoff_per_player is not None:
-            lines.append(f"threshold met in {oc.threshold_met_rate:.2f} of simulations, savings lost in {oc.savings_lost_rate:.2f}; "
-                         f"expected payoff per player {oc.expected_payoff_per_player:.3f}")
+        if (
+            oc.threshold_met_rate is not None
+            and oc.savings_lost_rate is not None
+            and oc.expected_payoff_per_player is not None
+        ):
+            lines.append(
+                f"threshold met in {oc.threshold_met_rate:.2f} of simulations, savings lost in {oc.savings_lost_rate:.2f}; "
+                f"expected payoff per player {oc.expected_payoff_per_player:.3f}"
+            )
         if oc.success_rate is not None:
             lines.append(f"O-Ring success in {oc.success_rate:.2f} of rounds")
         if oc.sanctions is not None:
             s = oc.sanctions
-            lines.append(f"sanction tokens per player and round: given {s.tokens_given_per_player_round or 0.0:.3f}, received "
-                         f"{s.tokens_received_per_player_round or 0.0:.3f}")
+            lines.append(
+                f"sanction tokens per player and round: given {s.tokens_given_per_player_round or 0.0:.3f}, received "
+                f"{s.tokens_received_per_player_round or 0.0:.3f}"
+            )
         from cooplab.tasks.games.mix import report_lines
 
         whole = summary.as_json()
@@ -247,14 +324,18 @@ class GameTask(Task):
         if r.players == "llm":
             d = summary.decisions
             share = r.fallback.share if r.fallback is not None else 0.0
-            lines.append(f"LLM decisions: {d.count if d else 0}, fallbacks {d.fallback_used if d else 0}, mean attempts "
-                         f"{d.mean_attempts if d else 1.0:.2f}; {share:.1%} of the play decisions fell back "
-                         f"(flagged in the tables' fallback column; they count in the metric)")
+            lines.append(
+                f"LLM decisions: {d.count if d else 0}, fallbacks {d.fallback_used if d else 0}, mean attempts "
+                f"{d.mean_attempts if d else 1.0:.2f}; {share:.1%} of the play decisions fell back "
+                f"(flagged in the tables' fallback column; they count in the metric)"
+            )
             extra += ", decisions.*, ledger.*" + (", messages.*" if r.messages else "")
         lines.append(f"tables: summary.json, players.*, rounds.*, simulations.*{extra}, convergence.*, figures/run.png")
         return lines
 
-    def analyze_sweep(self, cells: list[dict[str, Any]], out: Any, *, analysis_out: Any = None) -> dict[str, Any] | None:
+    def analyze_sweep(
+        self, cells: list[dict[str, Any]], out: Any, *, analysis_out: Any = None
+    ) -> dict[str, Any] | None:
         """The cells' per-model rows, cross-play and invasions side by side (when any cell has them)."""
         from cooplab.evals.mixsweep import analyze_mixed_cells
 
@@ -273,9 +354,11 @@ class GameTask(Task):
 
 
 def reference_text(metric: Mapping[str, Any]) -> str:
-    """"Nash 0, Pareto 1 (fair share T/(N R))": the references a metric is read against."""
+    """ "Nash 0, Pareto 1 (fair share T/(N R))": the references a metric is read against."""
     basis = metric.get("pareto_basis")
-    return f"Nash {metric['nash']:g}, Pareto {metric['pareto']:g}" + (f" ({basis})" if basis and basis != "derived" else "")
+    return f"Nash {metric['nash']:g}, Pareto {metric['pareto']:g}" + (
+        f" ({basis})" if basis and basis != "derived" else ""
+    )
 
 
 def _mix_and_invader(P: Any, history: list, config: Config, run: RunInfo) -> dict[str, Any]:

@@ -33,11 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cooplab.evals.calibration import wilson  # noqa: F401 - the 95% Wilson interval, shared with cooplab calibrate
 from cooplab.graphs.jobs import Jobs
-
 from cooplab.limits import one_line, parse_json
 from cooplab.tasks.science.bench_answers import Value, answer_parts, extract, label_value, match, same, shown  # noqa: F401 - extract, match: the API
-from cooplab.evals.calibration import wilson  # noqa: F401 - the 95% Wilson interval, shared with cooplab calibrate
 
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 MAX_LINE = 100_000
@@ -64,7 +63,9 @@ def _lines(path: Path, what: str, constants: bool = False) -> Iterable[tuple[int
             continue
         if len(line) > MAX_LINE:
             raise BenchError(f"{what} {p} line {n}: longer than {MAX_LINE} characters")
-        obj = parse_json(line, f"{what} {p} line {n}", error=BenchError, parse_constant=None if constants else _no_constant)
+        obj = parse_json(
+            line, f"{what} {p} line {n}", error=BenchError, parse_constant=None if constants else _no_constant
+        )
         if not isinstance(obj, dict):
             raise BenchError(f"{what} {p} line {n}: expected a JSON object, got {type(obj).__name__}")
         yield n, obj
@@ -128,12 +129,21 @@ def load_suite(path: Path | str, tables: Path | str) -> list[dict[str, Any]]:
         problem = problem or _item_problem(obj, tdir)
         level = obj.get("level")
         fname = _text(obj, "file_name")
-        items.append({"id": iid if iid is not None else f"line-{n}", "line": n, "question": _text(obj, "question"),
-                      "constraints": _text(obj, "constraints"), "format": _text(obj, "format"),
-                      "names": [name for name, _ in answer_parts(_text(obj, "format"))], "file_name": fname,
-                      "table": str((tdir / fname).resolve()) if fname else "",
-                      "level": str(level) if isinstance(level, (str, int)) and not isinstance(level, bool) else None,
-                      "concepts": _concepts(obj.get("concepts", [])), "problem": problem})
+        items.append(
+            {
+                "id": iid if iid is not None else f"line-{n}",
+                "line": n,
+                "question": _text(obj, "question"),
+                "constraints": _text(obj, "constraints"),
+                "format": _text(obj, "format"),
+                "names": [name for name, _ in answer_parts(_text(obj, "format"))],
+                "file_name": fname,
+                "table": str((tdir / fname).resolve()) if fname else "",
+                "level": str(level) if isinstance(level, (str, int)) and not isinstance(level, bool) else None,
+                "concepts": _concepts(obj.get("concepts", [])),
+                "problem": problem,
+            }
+        )
     if not items:
         raise BenchError(f"suite {path} has no items")
     return items
@@ -159,14 +169,18 @@ def _labels(obj: dict[str, Any]) -> Labels:
     pairs: dict[str, Value] = {}
     for k, pair in enumerate(ca, 1):
         if not isinstance(pair, list) or len(pair) != 2 or not isinstance(pair[0], str) or not pair[0].strip():
-            return Labels(problem=f"common_answers item {k} is not a [name, value] pair: {one_line(json.dumps(pair), 80)}")
+            return Labels(
+                problem=f"common_answers item {k} is not a [name, value] pair: {one_line(json.dumps(pair), 80)}"
+            )
         name = pair[0].strip()
         try:
             value = label_value(pair[1])
         except ValueError as exc:
             return Labels(problem=f"the label of {name!r}: {exc}")
         if name in pairs and pairs[name] != value:
-            return Labels(problem=f"{name!r} is given twice with different values ({shown(pairs[name])} and {shown(value)})")
+            return Labels(
+                problem=f"{name!r} is given twice with different values ({shown(pairs[name])} and {shown(value)})"
+            )
         pairs[name] = value
     return Labels(tuple(pairs.items()))
 
@@ -189,7 +203,9 @@ def load_labels(path: Path | str) -> tuple[dict[str, Labels], list[str]]:
         lab = _labels(obj)
         if iid in seen:
             if lab != out[iid]:
-                out[iid] = Labels(problem=f"labels line {n} gives id {iid!r} again with other answers (first on line {seen[iid]})")
+                out[iid] = Labels(
+                    problem=f"labels line {n} gives id {iid!r} again with other answers (first on line {seen[iid]})"
+                )
             continue
         seen[iid] = n
         out[iid] = lab
@@ -216,9 +232,21 @@ def score_item(labels: Labels | None, answers: dict[str, str]) -> dict[str, Any]
     """An item's score: every labelled sub-answer compared (:func:`same`); ``correct`` None and
     ``why`` set when the item cannot be scored (unusable labels; None: no labels)."""
     if labels is None or labels.problem:
-        return {"correct": None, "n_sub": 0, "n_sub_correct": 0, "sub": {}, "why": None if labels is None else labels.problem}
+        return {
+            "correct": None,
+            "n_sub": 0,
+            "n_sub_correct": 0,
+            "sub": {},
+            "why": None if labels is None else labels.problem,
+        }
     sub = {name: same(value, answers.get(name)) for name, value in labels.pairs}
-    return {"correct": all(sub.values()), "n_sub": len(sub), "n_sub_correct": sum(sub.values()), "sub": sub, "why": None}
+    return {
+        "correct": all(sub.values()),
+        "n_sub": len(sub),
+        "n_sub_correct": sum(sub.values()),
+        "sub": sub,
+        "why": None,
+    }
 
 
 def task_text(item: dict[str, Any]) -> str:
@@ -226,8 +254,10 @@ def task_text(item: dict[str, Any]) -> str:
     if item["constraints"]:
         parts.append(f"CONSTRAINTS: {item['constraints']}")
     parts.append(f"ANSWER FORMAT: {item['format']}")
-    parts.append("Compute the answer from the data with code. The final paper must end with the answer in exactly the "
-                 "answer format, each @name[...] part filled in with the value (no units), for example @name[0.42].")
+    parts.append(
+        "Compute the answer from the data with code. The final paper must end with the answer in exactly the "
+        "answer format, each @name[...] part filled in with the value (no units), for example @name[0.42]."
+    )
     return "\n\n".join(parts)
 
 
@@ -236,8 +266,21 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def item_jobs(items: list[dict[str, Any]], out: Path, *, job: Any, team: str, team_size: int, budget_per_item: float | None, visibility: str,
-              model: str, seed: int, backend: str, llm: dict[str, Any], answers: dict[str, str] | None) -> list[dict[str, Any]]:
+def item_jobs(
+    items: list[dict[str, Any]],
+    out: Path,
+    *,
+    job: Any,
+    team: str,
+    team_size: int,
+    budget_per_item: float | None,
+    visibility: str,
+    model: str,
+    seed: int,
+    backend: str,
+    llm: dict[str, Any],
+    answers: dict[str, str] | None,
+) -> list[dict[str, Any]]:
     """One sweep job per item that can run (a run directory ``OUT/items/ID``)."""
     from cooplab.tasks.science.owndata import custom_config
 
@@ -254,12 +297,29 @@ def item_jobs(items: list[dict[str, Any]], out: Path, *, job: Any, team: str, te
             if not f.exists() or f.read_text(encoding="utf-8") != text:
                 f.write_text(text, encoding="utf-8")
             spec = f"builtin:science-answers:{f.resolve()}"
-        cfg = custom_config([it["table"]], task_text(it), None, team="llm", seed=seed, backend=backend,
-                            llm={**llm, "model": spec, "budget": budget_per_item}, team_size=team_size, visibility=visibility,
-                            pipeline="solo" if team_size == 1 else "teams")
+        cfg = custom_config(
+            [it["table"]],
+            task_text(it),
+            None,
+            team="llm",
+            seed=seed,
+            backend=backend,
+            llm={**llm, "model": spec, "budget": budget_per_item},
+            team_size=team_size,
+            visibility=visibility,
+            pipeline="solo" if team_size == 1 else "teams",
+        )
         cfg["csv"] = False
         cfg["record"] = {**cfg["record"], "bench_item": it["id"]}
-        jobs.append(job(out / "items" / it["id"], "science", cfg, labels={"id": it["id"]}, done=("completed", "budget_exhausted")))
+        jobs.append(
+            job(
+                out / "items" / it["id"],
+                "science",
+                cfg,
+                labels={"id": it["id"]},
+                done=("completed", "budget_exhausted"),
+            )
+        )
     return jobs
 
 
@@ -314,14 +374,28 @@ def item_row(it: dict[str, Any], run_dir: Path, labels: dict[str, Labels] | None
     answers = extract(text)
     sc = _scored(it, answers, labels)
     lab = (labels or {}).get(it["id"])
-    return {"id": it["id"], "line": it["line"], "level": it["level"], "concepts": ",".join(it["concepts"]),
-            "file_name": it["file_name"], "status": s.status if s is not None else ("failed" if error else "not run"),
-            "correct": sc["correct"], "n_sub": sc["n_sub"], "n_sub_correct": sc["n_sub_correct"], "why_not_scored": sc["why"],
-            "answers": json.dumps(answers, ensure_ascii=False), "sub_correct": json.dumps(sc["sub"]),
-            "expected": lab.shown() if lab is not None and not it["problem"] else "{}", "answer_source": where,
-            "tokens_in": led.input_tokens if led else 0, "tokens_out": led.output_tokens if led else 0,
-            "cost_usd": led.cost_usd_float if led else 0.0, "wall_seconds": s.wall_seconds if s is not None else None,
-            "error": error, "run_dir": "" if it["problem"] else str(run_dir)}
+    return {
+        "id": it["id"],
+        "line": it["line"],
+        "level": it["level"],
+        "concepts": ",".join(it["concepts"]),
+        "file_name": it["file_name"],
+        "status": s.status if s is not None else ("failed" if error else "not run"),
+        "correct": sc["correct"],
+        "n_sub": sc["n_sub"],
+        "n_sub_correct": sc["n_sub_correct"],
+        "why_not_scored": sc["why"],
+        "answers": json.dumps(answers, ensure_ascii=False),
+        "sub_correct": json.dumps(sc["sub"]),
+        "expected": lab.shown() if lab is not None and not it["problem"] else "{}",
+        "answer_source": where,
+        "tokens_in": led.input_tokens if led else 0,
+        "tokens_out": led.output_tokens if led else 0,
+        "cost_usd": led.cost_usd_float if led else 0.0,
+        "wall_seconds": s.wall_seconds if s is not None else None,
+        "error": error,
+        "run_dir": "" if it["problem"] else str(run_dir),
+    }
 
 
 def _acc(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -330,8 +404,17 @@ def _acc(rows: list[dict[str, Any]]) -> dict[str, Any]:
     ks, ns = sum(r["n_sub_correct"] for r in scored), sum(r["n_sub"] for r in scored)
     lo, hi = wilson(k, n)
     slo, shi = wilson(ks, ns)
-    return {"items": len(rows), "scored": n, "correct": k, "accuracy": k / n if n else None, "ci95": [lo, hi],
-            "sub_answers": ns, "sub_correct": ks, "sub_accuracy": ks / ns if ns else None, "sub_ci95": [slo, shi]}
+    return {
+        "items": len(rows),
+        "scored": n,
+        "correct": k,
+        "accuracy": k / n if n else None,
+        "ci95": [lo, hi],
+        "sub_answers": ns,
+        "sub_correct": ks,
+        "sub_accuracy": ks / ns if ns else None,
+        "sub_ci95": [slo, shi],
+    }
 
 
 #: Run statuses that are the team's own outcome. Other items (stopped by an error: model or sandbox
@@ -347,16 +430,23 @@ def summarize(rows: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any
     concepts = sorted({c for r in rows for c in r["concepts"].split(",") if c})
     cost = sum(r["cost_usd"] for r in rows)
     walls = [r["wall_seconds"] for r in rows if isinstance(r["wall_seconds"], (int, float))]
-    return {**meta, **overall,
-            "by_level": {lv: _acc([r for r in rows if r["level"] == lv]) for lv in levels},
-            "by_concept": {c: _acc([r for r in rows if c in r["concepts"].split(",")]) for c in concepts},
-            "tokens_in": sum(r["tokens_in"] for r in rows), "tokens_out": sum(r["tokens_out"] for r in rows),
-            "cost_usd": round(cost, 6), "cost_per_item_usd": round(cost / len(rows), 6) if rows else None,
-            "cost_per_correct_usd": round(cost / overall["correct"], 6) if overall["correct"] else None,
-            "wall_seconds_per_item_mean": round(sum(walls) / len(walls), 3) if walls else None,
-            "statuses": {st: sum(1 for r in rows if r["status"] == st) for st in sorted({r["status"] for r in rows})},
-            "finished": {k: fin[k] for k in ("items", "scored", "correct", "accuracy", "ci95")},
-            "not_scored": [{"id": r["id"], "line": r["line"], "why": r["why_not_scored"]} for r in rows if r["why_not_scored"]]}
+    return {
+        **meta,
+        **overall,
+        "by_level": {lv: _acc([r for r in rows if r["level"] == lv]) for lv in levels},
+        "by_concept": {c: _acc([r for r in rows if c in r["concepts"].split(",")]) for c in concepts},
+        "tokens_in": sum(r["tokens_in"] for r in rows),
+        "tokens_out": sum(r["tokens_out"] for r in rows),
+        "cost_usd": round(cost, 6),
+        "cost_per_item_usd": round(cost / len(rows), 6) if rows else None,
+        "cost_per_correct_usd": round(cost / overall["correct"], 6) if overall["correct"] else None,
+        "wall_seconds_per_item_mean": round(sum(walls) / len(walls), 3) if walls else None,
+        "statuses": {st: sum(1 for r in rows if r["status"] == st) for st in sorted({r["status"] for r in rows})},
+        "finished": {k: fin[k] for k in ("items", "scored", "correct", "accuracy", "ci95")},
+        "not_scored": [
+            {"id": r["id"], "line": r["line"], "why": r["why_not_scored"]} for r in rows if r["why_not_scored"]
+        ],
+    }
 
 
 def _pct(x: float | None) -> str:
@@ -364,30 +454,43 @@ def _pct(x: float | None) -> str:
 
 
 def _table(title: str, groups: dict[str, dict[str, Any]]) -> list[str]:
-    lines = [f"## {title}", "", "| group | items | correct | accuracy | 95% CI | sub-answers correct |", "|---|---|---|---|---|---|"]
+    lines = [
+        f"## {title}",
+        "",
+        "| group | items | correct | accuracy | 95% CI | sub-answers correct |",
+        "|---|---|---|---|---|---|",
+    ]
     for g, a in groups.items():
         ci = "n/a" if a["ci95"][0] is None else f"{_pct(a['ci95'][0])}–{_pct(a['ci95'][1])}"
-        lines.append(f"| {g} | {a['scored']} | {a['correct']} | {_pct(a['accuracy'])} | {ci} | {a['sub_correct']}/{a['sub_answers']} |")
+        lines.append(
+            f"| {g} | {a['scored']} | {a['correct']} | {_pct(a['accuracy'])} | {ci} | {a['sub_correct']}/{a['sub_answers']} |"
+        )
     return lines + [""]
 
 
 def write_report(out: Path, s: dict[str, Any]) -> Path:
     cpc = s["cost_per_correct_usd"]
-    lines = [f"# Benchmark: {s['suite']}", "",
-             f"Team `{s['team']}`, team size {s['team_size']}, model `{s['model']}`, budget per item "
-             f"{s['budget_per_item']}, visibility {s['visibility']}, seed {s['seed']}, {s['items']} items "
-             f"({s['scored']} with labels).", "",
-             f"- accuracy (every sub-answer right): {s['correct']}/{s['scored']} = {_pct(s['accuracy'])}"
-             + ("" if s["ci95"][0] is None else f" (95% Wilson {_pct(s['ci95'][0])}–{_pct(s['ci95'][1])})"),
-             f"- sub-answer accuracy: {s['sub_correct']}/{s['sub_answers']} = {_pct(s['sub_accuracy'])}",
-             f"- cost ${s['cost_usd']:.6f} (${s['cost_per_item_usd']:.6f} per item), cost per correct answer "
-             + ("n/a (none correct)" if cpc is None else f"${cpc:.6f}"),
-             f"- tokens in {s['tokens_in']}, out {s['tokens_out']}; mean wall time per item {s['wall_seconds_per_item_mean']} s; "
-             f"statuses {s['statuses']}"]
+    lines = [
+        f"# Benchmark: {s['suite']}",
+        "",
+        f"Team `{s['team']}`, team size {s['team_size']}, model `{s['model']}`, budget per item "
+        f"{s['budget_per_item']}, visibility {s['visibility']}, seed {s['seed']}, {s['items']} items "
+        f"({s['scored']} with labels).",
+        "",
+        f"- accuracy (every sub-answer right): {s['correct']}/{s['scored']} = {_pct(s['accuracy'])}"
+        + ("" if s["ci95"][0] is None else f" (95% Wilson {_pct(s['ci95'][0])}–{_pct(s['ci95'][1])})"),
+        f"- sub-answer accuracy: {s['sub_correct']}/{s['sub_answers']} = {_pct(s['sub_accuracy'])}",
+        f"- cost ${s['cost_usd']:.6f} (${s['cost_per_item_usd']:.6f} per item), cost per correct answer "
+        + ("n/a (none correct)" if cpc is None else f"${cpc:.6f}"),
+        f"- tokens in {s['tokens_in']}, out {s['tokens_out']}; mean wall time per item {s['wall_seconds_per_item_mean']} s; "
+        f"statuses {s['statuses']}",
+    ]
     f = s.get("finished") or {}
     if f and f.get("items") != s["items"]:
-        lines.append(f"- {s['items'] - f['items']} item(s) stopped by an error count as wrong above; over the {f['items']} whose run "
-                     f"finished (completed or budget exhausted): {f['correct']}/{f['scored']} = {_pct(f['accuracy'])}")
+        lines.append(
+            f"- {s['items'] - f['items']} item(s) stopped by an error count as wrong above; over the {f['items']} whose run "
+            f"finished (completed or budget exhausted): {f['correct']}/{f['scored']} = {_pct(f['accuracy'])}"
+        )
     lines += [""]
     if s.get("not_scored") or s.get("label_notes"):
         lines += ["## Items not scored", "", "They are left out of the accuracy.", ""]
@@ -434,7 +537,9 @@ def bench_llm(llm: dict[str, Any] | None) -> dict[str, Any]:
     from cooplab.tasks.science.defaults import MAX_TOKENS
 
     given = {k: v for k, v in (llm or {}).items() if k in BENCH_LLM}
-    return LLMSettings.model_validate({"max_tokens": MAX_TOKENS, **given}, strict=False).model_dump(include=set(BENCH_LLM))
+    return LLMSettings.model_validate({"max_tokens": MAX_TOKENS, **given}, strict=False).model_dump(
+        include=set(BENCH_LLM)
+    )
 
 
 def check_settings(out: Path, settings: dict[str, Any]) -> None:
@@ -452,12 +557,33 @@ def check_settings(out: Path, settings: dict[str, Any]) -> None:
             old["llm"] = bench_llm(old["llm"])  # a bench started before an option existed ran with its default
         diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
         if diff:
-            raise BenchError(f"{out} was started with other settings ({', '.join(diff)} differ); rerun with the same ones or use a new --out")
+            raise BenchError(
+                f"{out} was started with other settings ({', '.join(diff)} differ); rerun with the same ones or use a new --out"
+            )
 
 
-def run_bench(suite: Path, tables: Path, out: Path, *, jobs_on: Jobs, labels: Path | None, team: str, team_size: int, budget_per_item: float | None,
-              budget: float | None, visibility: str, model: str, limit: int | None, seed: int, parallel: int, executor: str,
-              backend: str = "docker", llm: dict[str, Any] | None = None, log=lambda s: None, quiet: bool = True) -> dict[str, Any]:
+def run_bench(
+    suite: Path,
+    tables: Path,
+    out: Path,
+    *,
+    jobs_on: Jobs,
+    labels: Path | None,
+    team: str,
+    team_size: int,
+    budget_per_item: float | None,
+    budget: float | None,
+    visibility: str,
+    model: str,
+    limit: int | None,
+    seed: int,
+    parallel: int,
+    executor: str,
+    backend: str = "docker",
+    llm: dict[str, Any] | None = None,
+    log=lambda s: None,
+    quiet: bool = True,
+) -> dict[str, Any]:
     """Run (or resume) a bench on ``jobs_on`` (the job executor: the engine's :mod:`cooplab.runs.sweeps`)
     and write its outputs; returns the summary."""
     import pandas as pd
@@ -467,34 +593,72 @@ def run_bench(suite: Path, tables: Path, out: Path, *, jobs_on: Jobs, labels: Pa
     if limit is not None:
         items = items[:limit]
     if all(it["problem"] for it in items):
-        raise BenchError(f"no item of suite {suite} can be run; the first: line {items[0]['line']}: {items[0]['problem']}")
+        raise BenchError(
+            f"no item of suite {suite} can be run; the first: line {items[0]['line']}: {items[0]['problem']}"
+        )
     answers = None
     if team.startswith("answers:"):
-        answers = load_answers(Path(team[len("answers:"):]))
+        answers = load_answers(Path(team[len("answers:") :]))
     elif team != "llm":
         raise BenchError(f"--team must be llm or answers:FILE, got {team!r}")
     if budget is not None and budget_per_item is not None:
         raise BenchError("give --budget-per-item or --budget (the whole suite), not both")
     per_item = budget / len(items) if budget is not None else budget_per_item
     out = Path(out)
-    settings = {"suite_sha256": _sha(Path(suite)), "team": team.split(":", 1)[0],
-                "answers_sha256": _sha(Path(team[len("answers:"):])) if answers is not None else None, "team_size": team_size,
-                "model": model if answers is None else None, "visibility": visibility, "budget_per_item": per_item, "seed": seed,
-                "sandbox": backend, "llm": bench_llm(llm)}
+    settings = {
+        "suite_sha256": _sha(Path(suite)),
+        "team": team.split(":", 1)[0],
+        "answers_sha256": _sha(Path(team[len("answers:") :])) if answers is not None else None,
+        "team_size": team_size,
+        "model": model if answers is None else None,
+        "visibility": visibility,
+        "budget_per_item": per_item,
+        "seed": seed,
+        "sandbox": backend,
+        "llm": bench_llm(llm),
+    }
     check_settings(out, settings)
-    js = item_jobs(items, out, job=jobs_on.job, team=team, team_size=team_size, budget_per_item=per_item, visibility=visibility, model=model, seed=seed,
-                   backend=backend, llm=llm or {}, answers=answers)  # checks the model options before anything is written
+    js = item_jobs(
+        items,
+        out,
+        job=jobs_on.job,
+        team=team,
+        team_size=team_size,
+        budget_per_item=per_item,
+        visibility=visibility,
+        model=model,
+        seed=seed,
+        backend=backend,
+        llm=llm or {},
+        answers=answers,
+    )  # checks the model options before anything is written
     if not (out / "bench.json").exists():
         out.mkdir(parents=True, exist_ok=True)
         (out / "bench.json").write_text(json.dumps(settings, indent=1, default=str) + "\n", encoding="utf-8")
     res = jobs_on.run_jobs(js, parallel=parallel, noun="item", executor=executor, log=log, quiet=quiet)
     errors = {f["item"]: f["error"] for f in res["failed"]}
-    rows = [item_row(it, out / "items" / it["id"], labs, None if it["problem"] else errors.get(it["id"])) for it in items]
-    meta = {"suite": str(suite), "suite_sha256": _sha(Path(suite)), "labels": None if labels is None else str(labels),
-            "team": team, "team_size": team_size, "model": model if answers is None else "builtin:science-answers",
-            "budget_per_item": per_item, "visibility": visibility, "seed": seed, "executor": executor, "sandbox": backend,
-            "ran": sorted(res["ran"]), "resumed": sorted(res["resumed"]), "skipped": sorted(res["skipped"]),
-            "failed": res["failed"], "seconds_this_invocation": res["seconds"], "label_notes": label_notes}
+    rows = [
+        item_row(it, out / "items" / it["id"], labs, None if it["problem"] else errors.get(it["id"])) for it in items
+    ]
+    meta = {
+        "suite": str(suite),
+        "suite_sha256": _sha(Path(suite)),
+        "labels": None if labels is None else str(labels),
+        "team": team,
+        "team_size": team_size,
+        "model": model if answers is None else "builtin:science-answers",
+        "budget_per_item": per_item,
+        "visibility": visibility,
+        "seed": seed,
+        "executor": executor,
+        "sandbox": backend,
+        "ran": sorted(res["ran"]),
+        "resumed": sorted(res["resumed"]),
+        "skipped": sorted(res["skipped"]),
+        "failed": res["failed"],
+        "seconds_this_invocation": res["seconds"],
+        "label_notes": label_notes,
+    }
     s = summarize(rows, meta)
     pd.DataFrame(rows).to_parquet(out / "results.parquet", index=False)
     from cooplab.graphs.rundir import write_json
@@ -502,6 +666,18 @@ def run_bench(suite: Path, tables: Path, out: Path, *, jobs_on: Jobs, labels: Pa
     write_json(out / "summary.json", s)
     write_report(out, s)
     figure([(f"{team} n={team_size}", s)], out / "figures" / "accuracy-cost.png")
-    jobs_on.write_manifest(out, "bench", "science", js, res, outputs={"settings": "bench.json", "results": "results.parquet", "summary": "summary.json",
-                                                               "report": "report.md", "figure": "figures/accuracy-cost.png"})
+    jobs_on.write_manifest(
+        out,
+        "bench",
+        "science",
+        js,
+        res,
+        outputs={
+            "settings": "bench.json",
+            "results": "results.parquet",
+            "summary": "summary.json",
+            "report": "report.md",
+            "figure": "figures/accuracy-cost.png",
+        },
+    )
     return s

@@ -254,5 +254,18 @@ def shown(v: Value) -> str:
     return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
 
 
-__all__ = ["MAX_DEPTH", "MAX_EXPONENT", "MAX_VALUE_CHARS", "Value", "answer_parts", "extract", "label_value", "match",
-           "number", "parse_value", "same", "shown", "unquote"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_EXPONENT",
+    "MAX_VALUE_CHARS",
+    "Value",
+    "answer_parts",
+    "extract",
+    "label_value",
+    "match",
+    "number",
+    "parse_value",
+    "same",
+    "shown",
+    "unquote",
+]

@@ -203,8 +203,17 @@ def _eco_parameters(rng: np.random.Generator, S: int) -> dict[str, Any] | None:
         return None
     if np.abs(np.linalg.eigvals(np.eye(S) + A * n_new[None, :])).max() > ECO_MAX_MODULUS:
         return None
-    return {"A": A, "r": r, "r2": r2, "n_star": n_star, "n_new": n_new, "links": links,
-            "signs": signs, "shifted": shifted, "t_frac": t_frac}
+    return {
+        "A": A,
+        "r": r,
+        "r2": r2,
+        "n_star": n_star,
+        "n_new": n_new,
+        "links": links,
+        "signs": signs,
+        "shifted": shifted,
+        "t_frac": t_frac,
+    }
 
 
 def _ecology(rng: np.random.Generator, size: str, data_path: Path) -> dict[str, Any]:
@@ -252,8 +261,7 @@ def _ecology(rng: np.random.Generator, size: str, data_path: Path) -> dict[str, 
         N = np.exp(logn)
         _, tstat, _ = _ricker_fit(N, t_shift)
         link_t = [abs(tstat[1 + j, i]) for (i, j) in p["links"]]
-        null_t = [abs(tstat[1 + j, i]) for i in range(S) for j in range(S)
-                  if i != j and (i, j) not in p["links"]]
+        null_t = [abs(tstat[1 + j, i]) for i in range(S) for j in range(S) if i != j and (i, j) not in p["links"]]
         margin = min(min(link_t) - ECO_GATE_LINK_T, ECO_GATE_NULL_T - max(null_t))
         if margin >= 0 and abs(_ricker_scan(N) - t_shift) <= ECO_GATE_SHIFT:
             best = (margin, p, N, t_shift)
@@ -271,29 +279,51 @@ def _ecology(rng: np.random.Generator, size: str, data_path: Path) -> dict[str, 
     back = pd.read_csv(data_path)
     logb = np.log(back[names].to_numpy(float))
     n_test = int(round(ECO_TEST_FRACTION * T))
-    err = logb[T - n_test:] - logb[T - n_test - 1:T - 1]
+    err = logb[T - n_test :] - logb[T - n_test - 1 : T - 1]
     rmse = float(np.sqrt(np.mean(err**2)))
 
     neg = sorted(f"{names[j]}->{names[i]}" for (i, j), s in zip(p["links"], p["signs"]) if s < 0)
     pos = sorted(f"{names[j]}->{names[i]}" for (i, j), s in zip(p["links"], p["signs"]) if s > 0)
     facts = [
-        _fact("n_species", "number", S, ["species"],
-              f"The dataset contains {S} species ({', '.join(names)}).", tolerance=0),
-        _fact("shift_time", "number", t_shift,
-              ["regime shift", "shift", "change point", "changepoint", "breakpoint", "regime"],
-              f"A regime shift occurs at t = {t_shift}.", tolerance=ECO_SHIFT_TOLERANCE),
-        _fact("negative_interactions", "set", neg,
-              ["negative", "competition", "suppress", "inhibit", "interaction"],
-              "Negative interactions (the first species lowers the growth of the second): "
-              + ", ".join(neg) + "."),
-        _fact("positive_interactions", "set", pos,
-              ["positive", "facilitat", "mutualis", "benefit", "interaction"],
-              "Positive interactions (the first species raises the growth of the second): "
-              + ", ".join(pos) + "."),
-        _fact("forecast_baseline_rmse", "number", round(rmse, 4),
-              ["persistence", "naive", "baseline", "rmse", "forecast"],
-              f"A persistence (last-value) forecast of log abundance has RMSE {rmse:.3f} on the "
-              f"last {n_test} time steps.", tolerance=round(max(0.01, 0.1 * rmse), 4)),
+        _fact(
+            "n_species",
+            "number",
+            S,
+            ["species"],
+            f"The dataset contains {S} species ({', '.join(names)}).",
+            tolerance=0,
+        ),
+        _fact(
+            "shift_time",
+            "number",
+            t_shift,
+            ["regime shift", "shift", "change point", "changepoint", "breakpoint", "regime"],
+            f"A regime shift occurs at t = {t_shift}.",
+            tolerance=ECO_SHIFT_TOLERANCE,
+        ),
+        _fact(
+            "negative_interactions",
+            "set",
+            neg,
+            ["negative", "competition", "suppress", "inhibit", "interaction"],
+            "Negative interactions (the first species lowers the growth of the second): " + ", ".join(neg) + ".",
+        ),
+        _fact(
+            "positive_interactions",
+            "set",
+            pos,
+            ["positive", "facilitat", "mutualis", "benefit", "interaction"],
+            "Positive interactions (the first species raises the growth of the second): " + ", ".join(pos) + ".",
+        ),
+        _fact(
+            "forecast_baseline_rmse",
+            "number",
+            round(rmse, 4),
+            ["persistence", "naive", "baseline", "rmse", "forecast"],
+            f"A persistence (last-value) forecast of log abundance has RMSE {rmse:.3f} on the "
+            f"last {n_test} time steps.",
+            tolerance=round(max(0.01, 0.1 * rmse), 4),
+        ),
     ]
     details = {
         "species": names,
@@ -399,8 +429,7 @@ def _anomaly(rng: np.random.Generator, size: str, data_path: Path) -> dict[str, 
     amp = rng.uniform(*ANO_AMPLITUDE, S) * sigma
     harm = rng.uniform(*ANO_HARMONIC, S)
     phase = rng.uniform(0, 2 * np.pi, (2, S))
-    cycle = amp * (np.sin(2 * np.pi * t[:, None] / P + phase[0])
-                   + harm * np.sin(4 * np.pi * t[:, None] / P + phase[1]))
+    cycle = amp * (np.sin(2 * np.pi * t[:, None] / P + phase[0]) + harm * np.sin(4 * np.pi * t[:, None] / P + phase[1]))
     share = rng.uniform(*ANO_COMMON_SHARE, S)
     common = _ar1(rng, T, ANO_COMMON_AR)
     idio = np.column_stack([_ar1(rng, T, rng.uniform(*ANO_IDIO_AR)) for _ in range(S)])
@@ -418,8 +447,7 @@ def _anomaly(rng: np.random.Generator, size: str, data_path: Path) -> dict[str, 
     kinds = [k for k in ("collective", "contextual", "point") for _ in range(counts[k])]
     # every anomalous sensor gets at least one anomaly: the first ones go round a shuffled list
     order = [bad[i] for i in rng.permutation(n_sensors)]
-    owner = [order[i] if i < n_sensors else bad[int(rng.integers(n_sensors))]
-             for i in range(len(kinds))]
+    owner = [order[i] if i < n_sensors else bad[int(rng.integers(n_sensors))] for i in range(len(kinds))]
     owner = [owner[i] for i in rng.permutation(len(kinds))]
 
     taken: list[tuple[int, int]] = []  # inclusive [start, end] of placed anomalies
@@ -429,13 +457,13 @@ def _anomaly(rng: np.random.Generator, size: str, data_path: Path) -> dict[str, 
 
     events: dict[str, list[dict[str, Any]]] = {"point": [], "contextual": [], "collective": []}
     for kind, s in zip(kinds, owner):
-        length = int(rng.integers(ANO_COLLECTIVE_LENGTH[0], ANO_COLLECTIVE_LENGTH[1] + 1)) \
-            if kind == "collective" else 1
+        length = (
+            int(rng.integers(ANO_COLLECTIVE_LENGTH[0], ANO_COLLECTIVE_LENGTH[1] + 1)) if kind == "collective" else 1
+        )
         lo, hi = P, T - P - length
         if kind == "contextual":
             band = ANO_CONTEXT_BAND * (cmax[s] - cmin[s])
-            eligible = np.flatnonzero((cycle[lo:hi, s] >= cmax[s] - band)
-                                      | (cycle[lo:hi, s] <= cmin[s] + band)) + lo
+            eligible = np.flatnonzero((cycle[lo:hi, s] >= cmax[s] - band) | (cycle[lo:hi, s] <= cmin[s] + band)) + lo
         else:
             eligible = np.arange(lo, hi)
         for _ in range(10_000):
@@ -454,13 +482,15 @@ def _anomaly(rng: np.random.Generator, size: str, data_path: Path) -> dict[str, 
         elif kind == "contextual":
             high = cycle[start, s] >= cmax[s] - ANO_CONTEXT_BAND * (cmax[s] - cmin[s])
             x[start, s] = mu[s] + (cmin[s] if high else cmax[s]) + noise[start, s]
-            events["contextual"].append({"index": start, "sensor": names[s],
-                                         "cycle_phase": "peak" if high else "trough"})
+            events["contextual"].append(
+                {"index": start, "sensor": names[s], "cycle_phase": "peak" if high else "trough"}
+            )
         else:
             shift = sign * rng.uniform(*ANO_COLLECTIVE_SHIFT) * sigma[s]
-            x[start:end + 1, s] += shift
-            events["collective"].append({"start": start, "end": end, "sensor": names[s],
-                                         "offset": round(float(shift), 4)})
+            x[start : end + 1, s] += shift
+            events["collective"].append(
+                {"start": start, "end": end, "sensor": names[s], "offset": round(float(shift), 4)}
+            )
 
     stamps = pd.date_range(ANO_START, periods=T, freq=f"{ANO_FREQ_MINUTES}min")
     df = pd.DataFrame(x, columns=names)
@@ -477,18 +507,46 @@ def _anomaly(rng: np.random.Generator, size: str, data_path: Path) -> dict[str, 
     coll_sensors = sorted({e["sensor"] for e in events["collective"]})
     n_pt, n_ctx, n_col = (len(events[k]) for k in ("point", "contextual", "collective"))
     facts = [
-        _fact("n_point_anomalies", "number", n_pt, ["point anomal", "point", "spike"],
-              f"There are {n_pt} point anomalies (single-step spikes outside the normal range).",
-              tolerance=1),
-        _fact("n_contextual_anomalies", "number", n_ctx, ["contextual anomal", "contextual"],
-              f"There are {n_ctx} contextual anomalies (normal values at the wrong time of day).",
-              tolerance=1),
-        _fact("n_collective_anomalies", "number", n_col, ["collective anomal", "collective"],
-              f"There are {n_col} collective anomalies (runs of 30-60 offset steps).", tolerance=0),
-        _fact("anomalous_sensors", "set", involved, ["sensor", "anomal"],
-              "The anomalies occur on sensors " + ", ".join(involved) + ".", universe=list(names)),
-        _fact("collective_sensors", "set", coll_sensors, ["collective", "sensor"],
-              "The collective anomalies occur on " + ", ".join(coll_sensors) + ".", universe=list(names)),
+        _fact(
+            "n_point_anomalies",
+            "number",
+            n_pt,
+            ["point anomal", "point", "spike"],
+            f"There are {n_pt} point anomalies (single-step spikes outside the normal range).",
+            tolerance=1,
+        ),
+        _fact(
+            "n_contextual_anomalies",
+            "number",
+            n_ctx,
+            ["contextual anomal", "contextual"],
+            f"There are {n_ctx} contextual anomalies (normal values at the wrong time of day).",
+            tolerance=1,
+        ),
+        _fact(
+            "n_collective_anomalies",
+            "number",
+            n_col,
+            ["collective anomal", "collective"],
+            f"There are {n_col} collective anomalies (runs of 30-60 offset steps).",
+            tolerance=0,
+        ),
+        _fact(
+            "anomalous_sensors",
+            "set",
+            involved,
+            ["sensor", "anomal"],
+            "The anomalies occur on sensors " + ", ".join(involved) + ".",
+            universe=list(names),
+        ),
+        _fact(
+            "collective_sensors",
+            "set",
+            coll_sensors,
+            ["collective", "sensor"],
+            "The collective anomalies occur on " + ", ".join(coll_sensors) + ".",
+            universe=list(names),
+        ),
     ]
     details = {
         "sensors": names,
@@ -563,8 +621,9 @@ def logistic_fit(X: np.ndarray, y: np.ndarray, iters: int = 50) -> tuple[np.ndar
     return beta, np.sqrt(np.diag(cov))
 
 
-def biomarker_design(z: np.ndarray, subtype: np.ndarray, treat: np.ndarray, age: np.ndarray,
-                     keep: list[int]) -> np.ndarray:
+def biomarker_design(
+    z: np.ndarray, subtype: np.ndarray, treat: np.ndarray, age: np.ndarray, keep: list[int]
+) -> np.ndarray:
     """[1, T, subtype dummies, T x dummies, age, z_keep, T x z_keep] (subtype 0 the reference)."""
     K = int(subtype.max()) + 1
     n = len(treat)
@@ -575,9 +634,16 @@ def biomarker_design(z: np.ndarray, subtype: np.ndarray, treat: np.ndarray, age:
     return np.column_stack([np.ones(n), t, D, t[:, None] * D, a, zs, t[:, None] * zs])
 
 
-def _bio_gate(z: np.ndarray, subtype: np.ndarray, treat: np.ndarray, age: np.ndarray,
-              response: np.ndarray, markers: list[int], predictive: list[int],
-              responder: int) -> float:
+def _bio_gate(
+    z: np.ndarray,
+    subtype: np.ndarray,
+    treat: np.ndarray,
+    age: np.ndarray,
+    response: np.ndarray,
+    markers: list[int],
+    predictive: list[int],
+    responder: int,
+) -> float:
     """How far a draw is inside the identifiability gate (>= 0: inside)."""
     K = int(subtype.max()) + 1
     if len(np.unique(subtype)) < K or any((subtype == k).sum() < 30 for k in range(K)):
@@ -599,8 +665,9 @@ def _bio_gate(z: np.ndarray, subtype: np.ndarray, treat: np.ndarray, age: np.nda
             v[1 + (K - 1) + k] = 1.0
         tz.append(float(v @ coef / math.sqrt(v @ cov @ v)))
     sign_ok = min(tz[k] if k == responder else -tz[k] for k in range(K)) - BIO_GATE_SUBTYPE_Z
-    return float(min(iz[pred].min() - BIO_GATE_PREDICTIVE_Z,
-                     BIO_GATE_NULL_Z - (iz[null].max() if null else 0.0), sign_ok))
+    return float(
+        min(iz[pred].min() - BIO_GATE_PREDICTIVE_Z, BIO_GATE_NULL_Z - (iz[null].max() if null else 0.0), sign_ok)
+    )
 
 
 def _w(X: np.ndarray, coef: np.ndarray) -> np.ndarray:
@@ -640,8 +707,8 @@ def _biomarker(rng: np.random.Generator, size: str, data_path: Path) -> dict[str
     n_pred = int(rng.integers(BIO_N_PREDICTIVE[0], BIO_N_PREDICTIVE[1] + 1))
     roles = rng.permutation(p)
     markers = [int(j) for j in roles[:K]]
-    predictive = sorted(int(j) for j in roles[K:K + n_pred])
-    prognostic = sorted(int(j) for j in roles[K + n_pred:K + n_pred + BIO_N_PROGNOSTIC])
+    predictive = sorted(int(j) for j in roles[K : K + n_pred])
+    prognostic = sorted(int(j) for j in roles[K + n_pred : K + n_pred + BIO_N_PROGNOSTIC])
 
     center = rng.uniform(*BIO_CENTER, p)
     scale = rng.uniform(*BIO_SCALE, p)
@@ -651,8 +718,7 @@ def _biomarker(rng: np.random.Generator, size: str, data_path: Path) -> dict[str
 
     best: tuple[float, dict[str, Any]] | None = None
     for _ in range(BIO_MAX_DRAWS):
-        shares = (BIO_SHARE_FLOOR / K
-                  + (1 - BIO_SHARE_FLOOR) * rng.dirichlet(np.full(K, BIO_SUBTYPE_CONCENTRATION)))
+        shares = BIO_SHARE_FLOOR / K + (1 - BIO_SHARE_FLOOR) * rng.dirichlet(np.full(K, BIO_SUBTYPE_CONCENTRATION))
         subtype = rng.choice(K, n, p=shares)
         z = rng.normal(0.0, 1.0, (n, p))
         shift = rng.uniform(*BIO_MARKER_SHIFT, K)
@@ -667,12 +733,29 @@ def _biomarker(rng: np.random.Generator, size: str, data_path: Path) -> dict[str
         base = rng.normal(0.0, BIO_SUBTYPE_BASELINE_SD, K)
         g = signed(BIO_PROGNOSTIC_EFFECT, len(prognostic))
         c = signed(BIO_PREDICTIVE_EFFECT, len(predictive))
-        logit = (BIO_INTERCEPT + base[subtype] + BIO_AGE_EFFECT * (age - 60) / 10
-                 + z[:, prognostic] @ g + treat * (tau[subtype] + z[:, predictive] @ c))
+        logit = (
+            BIO_INTERCEPT
+            + base[subtype]
+            + BIO_AGE_EFFECT * (age - 60) / 10
+            + z[:, prognostic] @ g
+            + treat * (tau[subtype] + z[:, predictive] @ c)
+        )
         response = (rng.random(n) < 1.0 / (1.0 + np.exp(-logit))).astype(int)
-        draw = {"shares": shares, "subtype": subtype, "z": z, "shift": shift, "treat": treat,
-                "age": age, "sex": sex, "responder": responder, "tau": tau, "base": base,
-                "g": g, "c": c, "response": response}
+        draw = {
+            "shares": shares,
+            "subtype": subtype,
+            "z": z,
+            "shift": shift,
+            "treat": treat,
+            "age": age,
+            "sex": sex,
+            "responder": responder,
+            "tau": tau,
+            "base": base,
+            "g": g,
+            "c": c,
+            "response": response,
+        }
         margin = _bio_gate(z, subtype, treat, age, response, markers, predictive, responder)
         if best is None or margin > best[0]:
             best = (margin, draw)
@@ -707,26 +790,51 @@ def _biomarker(rng: np.random.Generator, size: str, data_path: Path) -> dict[str
             "treatment_effect_logodds": round(float(tau[k]), 4),
         }
     facts = [
-        _fact("n_subtypes", "number", K, ["subtype", "cluster", "subgroup"],
-              f"The patients fall into {K} latent subtypes.", tolerance=0),
-        _fact("subtype_markers", "set", marker_names, ["subtype", "cluster", "marker"],
-              "The subtypes are distinguished by " + ", ".join(marker_names)
-              + " (each high in one subtype).", universe=names,
-              negative_context=["predictive", "prognostic"]),
-        _fact("predictive_biomarkers", "set", pred_names,
-              ["predictive", "predict", "biomarker", "interaction", "treatment"],
-              "The biomarkers that modify the treatment effect (treatment x biomarker "
-              "interaction) are " + ", ".join(pred_names) + ".", universe=names,
-              negative_context=["prognostic"]),
-        _fact("responder_subtype_marker", "label", resp_marker,
-              ["benefit", "respond", "responder", "helps"],
-              f"The treatment benefits the subtype marked by high {resp_marker}.",
-              alternatives=[m for m in marker_names if m != resp_marker]),
-        _fact("treatment_effect_reverses", "claim", True,
-              ["reverse", "opposite", "harm", "negative in"],
-              f"The treatment effect reverses across subtypes: positive in the {resp_marker}-high "
-              "subtype and negative in the other subtype(s).",
-              negative_context=["same direction", "same sign"], requires=["responder_subtype_marker"]),
+        _fact(
+            "n_subtypes",
+            "number",
+            K,
+            ["subtype", "cluster", "subgroup"],
+            f"The patients fall into {K} latent subtypes.",
+            tolerance=0,
+        ),
+        _fact(
+            "subtype_markers",
+            "set",
+            marker_names,
+            ["subtype", "cluster", "marker"],
+            "The subtypes are distinguished by " + ", ".join(marker_names) + " (each high in one subtype).",
+            universe=names,
+            negative_context=["predictive", "prognostic"],
+        ),
+        _fact(
+            "predictive_biomarkers",
+            "set",
+            pred_names,
+            ["predictive", "predict", "biomarker", "interaction", "treatment"],
+            "The biomarkers that modify the treatment effect (treatment x biomarker "
+            "interaction) are " + ", ".join(pred_names) + ".",
+            universe=names,
+            negative_context=["prognostic"],
+        ),
+        _fact(
+            "responder_subtype_marker",
+            "label",
+            resp_marker,
+            ["benefit", "respond", "responder", "helps"],
+            f"The treatment benefits the subtype marked by high {resp_marker}.",
+            alternatives=[m for m in marker_names if m != resp_marker],
+        ),
+        _fact(
+            "treatment_effect_reverses",
+            "claim",
+            True,
+            ["reverse", "opposite", "harm", "negative in"],
+            f"The treatment effect reverses across subtypes: positive in the {resp_marker}-high "
+            "subtype and negative in the other subtype(s).",
+            negative_context=["same direction", "same sign"],
+            requires=["responder_subtype_marker"],
+        ),
     ]
     details = {
         "biomarkers": names,
@@ -800,8 +908,7 @@ def geo_folds(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return random_fold, (bx + GEO_BLOCKS * by) % GEO_FOLDS
 
 
-def geo_cv(X: np.ndarray, xy: np.ndarray, target: np.ndarray, fold: np.ndarray,
-           neighbours: int = 0) -> list[float]:
+def geo_cv(X: np.ndarray, xy: np.ndarray, target: np.ndarray, fold: np.ndarray, neighbours: int = 0) -> list[float]:
     """Per-fold RMSE of least squares on X (plus an intercept), optionally plus kNN residual smoothing.
 
     With ``neighbours`` > 0 the prediction at a held-out site adds the mean training residual
@@ -868,9 +975,14 @@ def _geospatial(rng: np.random.Generator, size: str, data_path: Path) -> dict[st
     rainfall = 900 + 150 * (proj - proj.mean()) / proj.std() + 80 * _smooth_field(rng, xy, 25.0, GEO_COVARIATE_BUMPS)
     slope = np.maximum(0.0, 6 + 2 * _smooth_field(rng, xy, 5.0, GEO_COVARIATE_BUMPS) + 2 * rng.normal(0, 1, n))
     ndvi = np.clip(0.5 + 0.1 * _smooth_field(rng, xy, 8.0, GEO_COVARIATE_BUMPS) + 0.05 * rng.normal(0, 1, n), 0, 1)
-    covs = {"elevation": (elevation, "%.1f"), "distance_to_river": (dist, "%.3f"),
-            "soil_ph": (soil_ph, "%.3f"), "rainfall": (rainfall, "%.1f"),
-            "slope": (slope, "%.3f"), "ndvi": (ndvi, "%.4f")}
+    covs = {
+        "elevation": (elevation, "%.1f"),
+        "distance_to_river": (dist, "%.3f"),
+        "soil_ph": (soil_ph, "%.3f"),
+        "rainfall": (rainfall, "%.1f"),
+        "slope": (slope, "%.3f"),
+        "ndvi": (ndvi, "%.4f"),
+    }
 
     n_imp = int(rng.integers(GEO_N_IMPORTANT[0], GEO_N_IMPORTANT[1] + 1))
     important = [GEO_COVARIATES[i] for i in rng.choice(len(GEO_COVARIATES), n_imp, replace=False)]
@@ -888,8 +1000,13 @@ def _geospatial(rng: np.random.Generator, size: str, data_path: Path) -> dict[st
         v = covs[c][0]
         conc = conc + b * (v - v.mean()) / v.std()
 
-    df = pd.DataFrame({"site_id": [f"S{i + 1:04d}" for i in range(n)],
-                       "x_km": [f"{v:.3f}" for v in x], "y_km": [f"{v:.3f}" for v in y]})
+    df = pd.DataFrame(
+        {
+            "site_id": [f"S{i + 1:04d}" for i in range(n)],
+            "x_km": [f"{v:.3f}" for v in x],
+            "y_km": [f"{v:.3f}" for v in y],
+        }
+    )
     for c in GEO_COVARIATES:
         v, fmt = covs[c]
         df[c] = [fmt % u for u in v]
@@ -913,45 +1030,72 @@ def _geospatial(rng: np.random.Generator, size: str, data_path: Path) -> dict[st
     unimp = sorted(c for c in GEO_COVARIATES if c not in beta)
     top = important[0]
     facts = [
-        _fact("important_covariates", "set", imp,
-              ["covariate", "important", "significant", "predictor", "matter"],
-              "The covariates that drive the concentration are " + ", ".join(imp) + ".",
-              universe=list(GEO_COVARIATES),
-              negative_context=["no effect", "not significant", "unimportant", "irrelevant"]),
-        _fact("unimportant_covariates", "set", unimp,
-              ["no effect", "not significant", "unimportant", "irrelevant", "noise"],
-              "The covariates " + ", ".join(unimp) + " have no effect on the concentration.",
-              universe=list(GEO_COVARIATES), negative_context=["drive", "strongest", "largest effect"]),
-        _fact("top_covariate", "label", top, ["strongest", "most important", "largest effect", "top"],
-              f"The covariate with the largest effect is {top}.",
-              alternatives=[c for c in GEO_COVARIATES if c != top]),
-        _fact("spatial_cv_higher", "claim", bool(higher),
-              ["spatial cross-validation", "spatial cv", "blocked", "block cross-validation"],
-              "Spatial (blocked) cross-validation gives a higher error than random "
-              "cross-validation, which is optimistic under spatial autocorrelation.",
-              requires=GEO_MODEL_FACTS),
-        _fact("residual_spatial_autocorrelation", "claim", True,
-              ["spatial autocorrelation", "autocorrelat", "moran", "spatially correlated"],
-              "The residuals of a covariate-only regression are spatially autocorrelated "
-              "(positive Moran's I).", negative_context=["spatially independent", "spatially random"],
-              requires=GEO_MODEL_FACTS),
+        _fact(
+            "important_covariates",
+            "set",
+            imp,
+            ["covariate", "important", "significant", "predictor", "matter"],
+            "The covariates that drive the concentration are " + ", ".join(imp) + ".",
+            universe=list(GEO_COVARIATES),
+            negative_context=["no effect", "not significant", "unimportant", "irrelevant"],
+        ),
+        _fact(
+            "unimportant_covariates",
+            "set",
+            unimp,
+            ["no effect", "not significant", "unimportant", "irrelevant", "noise"],
+            "The covariates " + ", ".join(unimp) + " have no effect on the concentration.",
+            universe=list(GEO_COVARIATES),
+            negative_context=["drive", "strongest", "largest effect"],
+        ),
+        _fact(
+            "top_covariate",
+            "label",
+            top,
+            ["strongest", "most important", "largest effect", "top"],
+            f"The covariate with the largest effect is {top}.",
+            alternatives=[c for c in GEO_COVARIATES if c != top],
+        ),
+        _fact(
+            "spatial_cv_higher",
+            "claim",
+            bool(higher),
+            ["spatial cross-validation", "spatial cv", "blocked", "block cross-validation"],
+            "Spatial (blocked) cross-validation gives a higher error than random "
+            "cross-validation, which is optimistic under spatial autocorrelation.",
+            requires=GEO_MODEL_FACTS,
+        ),
+        _fact(
+            "residual_spatial_autocorrelation",
+            "claim",
+            True,
+            ["spatial autocorrelation", "autocorrelat", "moran", "spatially correlated"],
+            "The residuals of a covariate-only regression are spatially autocorrelated (positive Moran's I).",
+            negative_context=["spatially independent", "spatially random"],
+            requires=GEO_MODEL_FACTS,
+        ),
     ]
     details = {
         "covariates": list(GEO_COVARIATES),
         "n_sites": n,
         "effects_per_sd": {c: round(beta.get(c, 0.0), 4) for c in GEO_COVARIATES},
-        "effects_per_unit": {c: round(beta.get(c, 0.0) / float(covs[c][0].std()), 6)
-                             for c in GEO_COVARIATES},
+        "effects_per_unit": {c: round(beta.get(c, 0.0) / float(covs[c][0].std()), 6) for c in GEO_COVARIATES},
         "field_sd": GEO_FIELD_SD,
         "field_length_scale_km": round(float(scale), 3),
         "noise_sd": GEO_NOISE_SD,
-        "river": {"y0": round(float(y0), 3), "amplitude": round(float(a), 3),
-                  "wavelength": round(float(lam), 3), "phase": round(float(phi), 4)},
-        "cv_protocol": ("5 folds; random fold = row index mod 5; spatial fold = (bx + 4 by) mod 5 "
-                        "with bx = floor(x_km / 25), by = floor(y_km / 25); models: least squares "
-                        "on the six covariates ('linear'), and the same plus the mean training "
-                        "residual of the 10 nearest training sites ('knn_residual'); RMSE is the "
-                        "mean of the per-fold RMSEs"),
+        "river": {
+            "y0": round(float(y0), 3),
+            "amplitude": round(float(a), 3),
+            "wavelength": round(float(lam), 3),
+            "phase": round(float(phi), 4),
+        },
+        "cv_protocol": (
+            "5 folds; random fold = row index mod 5; spatial fold = (bx + 4 by) mod 5 "
+            "with bx = floor(x_km / 25), by = floor(y_km / 25); models: least squares "
+            "on the six covariates ('linear'), and the same plus the mean training "
+            "residual of the 10 nearest training sites ('knn_residual'); RMSE is the "
+            "mean of the per-fold RMSEs"
+        ),
         "cv_rmse": rmse,
         "cv_rmse_per_fold": {k: [round(u, 4) for u in v] for k, v in cv.items()},
     }
@@ -967,12 +1111,12 @@ def _geospatial(rng: np.random.Generator, size: str, data_path: Path) -> dict[st
 # The entry point
 # ----------------------------------------------------------------------------------------------
 
-_GENERATORS = {"ecology": _ecology, "anomaly": _anomaly, "biomarker": _biomarker,
-               "geospatial": _geospatial}
+_GENERATORS = {"ecology": _ecology, "anomaly": _anomaly, "biomarker": _biomarker, "geospatial": _geospatial}
 
 
-def _fact(fid: str, kind: str, value: Any, context: list[str], statement: str,
-          tolerance: float | None = None, **optional: Any) -> dict[str, Any]:
+def _fact(
+    fid: str, kind: str, value: Any, context: list[str], statement: str, tolerance: float | None = None, **optional: Any
+) -> dict[str, Any]:
     """One fact. ``optional`` holds the scorer's optional keys: ``universe`` (set: every
     candidate item), ``negative_context`` (set, claim: phrases naming the opposite finding),
     ``alternatives`` (label: the other candidate values)."""
@@ -991,8 +1135,7 @@ def check_args(task: Any, seed: Any, size: Any = "default") -> tuple[str, int, s
     if not isinstance(task, str) or task not in TASKS:
         raise ValueError(f"unknown science task {task!r}: use one of {', '.join(TASKS)}")
     if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
-        raise ValueError(f"seed must be a non-negative int, got {seed!r} "
-                         f"({type(seed).__name__}): pass e.g. seed=0")
+        raise ValueError(f"seed must be a non-negative int, got {seed!r} ({type(seed).__name__}): pass e.g. seed=0")
     if seed < 0:
         raise ValueError(f"seed must be a non-negative int, got {seed}: pass e.g. seed=0")
     if not isinstance(size, str) or size not in SIZES:
@@ -1011,20 +1154,29 @@ def generate(task: str, seed: int, out_dir: Path | str, *, size: str = "default"
     data_path, truth_path = out / DATA_FILE, out / TRUTH_FILE
     rng = np.random.default_rng([seed, TASKS.index(task)])
     made = _GENERATORS[task](rng, size, data_path)
-    truth = jsonable({
-        "task": task,
-        "seed": seed,
-        "size": size,
-        "generator": GENERATOR,
-        "description": TASK_DESCRIPTIONS[task],
-        "equations": made["equations"],
-        "facts": made["facts"],
-        "details": made["details"],
-    })
+    truth = jsonable(
+        {
+            "task": task,
+            "seed": seed,
+            "size": size,
+            "generator": GENERATOR,
+            "description": TASK_DESCRIPTIONS[task],
+            "equations": made["equations"],
+            "facts": made["facts"],
+            "details": made["details"],
+        }
+    )
     truth_path.write_text(json.dumps(truth, indent=2) + "\n", encoding="utf-8")
     frame = made["frame"]
-    return Dataset(task=task, seed=seed, data_path=data_path, truth_path=truth_path, truth=truth,
-                   n_rows=int(frame.shape[0]), n_cols=int(frame.shape[1]))
+    return Dataset(
+        task=task,
+        seed=seed,
+        data_path=data_path,
+        truth_path=truth_path,
+        truth=truth,
+        n_rows=int(frame.shape[0]),
+        n_cols=int(frame.shape[1]),
+    )
 
 
 def load_truth(path: Path | str) -> dict[str, Any]:

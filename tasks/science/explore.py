@@ -67,20 +67,43 @@ def save_figures(run_dir: Path, stem: str, figures: list[bytes]) -> tuple[list[s
     return paths, dropped
 
 
-def call_record(result: Any, code: str, description: str, *, agent: str, team: str | None, visit: int | None,
-                round: int | None, phase: str, call_id: str) -> dict[str, Any]:
+def call_record(
+    result: Any,
+    code: str,
+    description: str,
+    *,
+    agent: str,
+    team: str | None,
+    visit: int | None,
+    round: int | None,
+    phase: str,
+    call_id: str,
+) -> dict[str, Any]:
     """The JSON record of one ``run_code`` call, the figures not yet saved (``cut``: the text fields
     cut to :data:`MAX_RECORD_CHARS`)."""
-    rec: dict[str, Any] = {"agent": agent, "team": team, "visit": visit, "round": round, "phase": phase, "call_id": call_id,
-                           "status": getattr(result, "status", None), "seconds": getattr(result, "duration", None),
-                           "state_reset": bool(getattr(result, "state_reset", False)),
-                           "truncated": bool(getattr(result, "truncated", False))}
+    rec: dict[str, Any] = {
+        "agent": agent,
+        "team": team,
+        "visit": visit,
+        "round": round,
+        "phase": phase,
+        "call_id": call_id,
+        "status": getattr(result, "status", None),
+        "seconds": getattr(result, "duration", None),
+        "state_reset": bool(getattr(result, "state_reset", False)),
+        "truncated": bool(getattr(result, "truncated", False)),
+    }
     cut = []
     err = getattr(result, "error", None)
-    fields = {"description": description, "code": code, "stdout": getattr(result, "stdout", ""),
-              "stderr": getattr(result, "stderr", ""), "result": getattr(result, "result", None),
-              "error": f"{err.type}: {err.message}" if err is not None else None,
-              "traceback": err.traceback if err is not None else None}
+    fields = {
+        "description": description,
+        "code": code,
+        "stdout": getattr(result, "stdout", ""),
+        "stderr": getattr(result, "stderr", ""),
+        "result": getattr(result, "result", None),
+        "error": f"{err.type}: {err.message}" if err is not None else None,
+        "traceback": err.traceback if err is not None else None,
+    }
     for k, v in fields.items():
         if v is None:
             rec[k] = None
@@ -102,15 +125,24 @@ def record_sandbox_call(result: Any, code: str, description: str, runtime: Any, 
     from cooplab.agents.tools import caller_of
 
     if prefix and code.startswith(prefix):
-        code = code[len(prefix):]
+        code = code[len(prefix) :]
     caller = caller_of(runtime)
     out = getattr(caller.context, "run_dir", None)
     if not out:
         return
     visit = _current_visit()
     call_id = str(getattr(runtime, "tool_call_id", "") or "")
-    rec = call_record(result, code, description, agent=caller.agent_id, team=caller.team, visit=visit, round=caller.round,
-                         phase=caller.phase, call_id=call_id)
+    rec = call_record(
+        result,
+        code,
+        description,
+        agent=caller.agent_id,
+        team=caller.team,
+        visit=visit,
+        round=caller.round,
+        phase=caller.phase,
+        call_id=call_id,
+    )
     out = Path(out)
     try:
         stem = "-".join(_safe_part(p) for p in (caller.team or "team", visit or 0, caller.agent_id, call_id or "call"))
@@ -134,9 +166,20 @@ def _current_visit() -> int | None:
 def artifact_index(artifacts: Mapping[str, list[Mapping[str, Any]]]) -> list[dict[str, Any]]:
     """Who wrote each artifact version, in which pass (``artifacts/index.json``; the contents are
     the ``NAME.vN.md`` files next to it)."""
-    return [{"name": n, "version": a.get("version"), "agent": a.get("agent"), "team": a.get("team"), "visit": a.get("visit"),
-             "description": a.get("description", ""), "chars": len(a.get("content") or ""), "file": f"{n}.v{a.get('version')}.md"}
-            for n, versions in artifacts.items() for a in versions]
+    return [
+        {
+            "name": n,
+            "version": a.get("version"),
+            "agent": a.get("agent"),
+            "team": a.get("team"),
+            "visit": a.get("visit"),
+            "description": a.get("description", ""),
+            "chars": len(a.get("content") or ""),
+            "file": f"{n}.v{a.get('version')}.md",
+        }
+        for n, versions in artifacts.items()
+        for a in versions
+    ]
 
 
 # --- reading -----------------------------------------------------------------------------------------
@@ -177,7 +220,9 @@ def _json_file(run: ScienceRun, rel: str, what: str, kind: type = dict) -> Any:
         run.note(f"{rel} cannot be read ({one_line(exc, 160)}): {what} cannot be shown")
         return kind()
     if not isinstance(v, kind):
-        run.note(f"{rel} holds {type(v).__name__}, not a JSON {'object' if kind is dict else 'list'}: {what} cannot be shown")
+        run.note(
+            f"{rel} holds {type(v).__name__}, not a JSON {'object' if kind is dict else 'list'}: {what} cannot be shown"
+        )
         return kind()
     return v
 
@@ -209,7 +254,9 @@ def _jsonl_file(run: ScienceRun, rel: str, what: str) -> list[dict[str, Any]]:
             for i, line in enumerate(f):
                 size += len(line)
                 if i >= MAX_LINES or size > MAX_JSONL_BYTES:
-                    run.note(f"{rel} is longer than {MAX_LINES} lines or {MAX_JSONL_BYTES >> 20} MB: only its start is shown")
+                    run.note(
+                        f"{rel} is longer than {MAX_LINES} lines or {MAX_JSONL_BYTES >> 20} MB: only its start is shown"
+                    )
                     break
                 if not line.strip():
                     continue
@@ -293,9 +340,11 @@ def _calls(run: ScienceRun) -> list[dict[str, Any]]:
             return list(last.values())
         kept = [r for k, r in last.items() if k in made]
         if len(kept) < len(last):
-            run.note(f"{len(last) - len(kept)} record(s) of {SANDBOX_CALLS} match no tool call of this run's tool loops "
-                     "(left by a node that was interrupted and run again, or by an earlier run in the same directory) "
-                     "and are not shown")
+            run.note(
+                f"{len(last) - len(kept)} record(s) of {SANDBOX_CALLS} match no tool call of this run's tool loops "
+                "(left by a node that was interrupted and run again, or by an earlier run in the same directory) "
+                "and are not shown"
+            )
         return kept
     calls = []
     for lp in run.loops:
@@ -303,12 +352,26 @@ def _calls(run: ScienceRun) -> list[dict[str, Any]]:
             if c.get("name") != "run_code":
                 continue
             args = _args(c.get("args"))
-            calls.append({"agent": lp.get("agent_id"), "team": lp.get("team"), "visit": lp.get("visit"), "round": lp.get("round"),
-                          "phase": lp.get("phase"), "call_id": c.get("id"), "status": c.get("status"), "seconds": c.get("seconds"),
-                          "code": str(args.get("code", "")), "description": str(args.get("description", "")), "recorded": False})
+            calls.append(
+                {
+                    "agent": lp.get("agent_id"),
+                    "team": lp.get("team"),
+                    "visit": lp.get("visit"),
+                    "round": lp.get("round"),
+                    "phase": lp.get("phase"),
+                    "call_id": c.get("id"),
+                    "status": c.get("status"),
+                    "seconds": c.get("seconds"),
+                    "code": str(args.get("code", "")),
+                    "description": str(args.get("description", "")),
+                    "recorded": False,
+                }
+            )
     if calls:
-        run.note(f"{SANDBOX_CALLS} is missing (a run made before it was recorded): the code calls show their code, "
-                 "not their output or figures")
+        run.note(
+            f"{SANDBOX_CALLS} is missing (a run made before it was recorded): the code calls show their code, "
+            "not their output or figures"
+        )
     return calls
 
 
@@ -322,7 +385,12 @@ def _loop_call_keys(run: ScienceRun) -> set[tuple[str, str, str, str]] | None:
     or None when there is no tool loop table to check against."""
     if not run.loops:
         return None
-    return {_call_key({**lp, "agent": lp.get("agent_id"), "call_id": c.get("id")}) for lp in run.loops for c in _loop_calls(run, lp) if c.get("name") == "run_code"}
+    return {
+        _call_key({**lp, "agent": lp.get("agent_id"), "call_id": c.get("id")})
+        for lp in run.loops
+        for c in _loop_calls(run, lp)
+        if c.get("name") == "run_code"
+    }
 
 
 def _loop_calls(run: ScienceRun, loop: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -369,9 +437,17 @@ def _artifacts(run: ScienceRun) -> list[dict[str, Any]]:
         m = _VERSION_RE.match(p.name)
         if m and p.is_file():
             info = meta.get((m["name"], m["v"]), {})
-            found.append({"name": m["name"], "version": int(m["v"]), "file": f"artifacts/{p.name}",
-                          "agent": info.get("agent"), "team": info.get("team"), "visit": info.get("visit"),
-                          "description": info.get("description")})
+            found.append(
+                {
+                    "name": m["name"],
+                    "version": int(m["v"]),
+                    "file": f"artifacts/{p.name}",
+                    "agent": info.get("agent"),
+                    "team": info.get("team"),
+                    "visit": info.get("visit"),
+                    "description": info.get("description"),
+                }
+            )
     return sorted(found, key=lambda a: (_team_rank(a.get("team")), a["name"], a["version"]))
 
 
@@ -418,12 +494,14 @@ def sections(out: Path, query: Mapping[str, Any] | None = None) -> list[Any]:
 
     run = load_run(out)
     q = {k: str(v) for k, v in (query or {}).items() if isinstance(v, str) and _QUERY_RE.match(str(v))}
-    parts = [("science-overview", "Science run", _overview),
-             ("science-facts", "Report: each fact's score and its evidence", _facts),
-             ("science-timeline", "Timeline of teams and passes", _timeline),
-             ("science-calls", "Code calls: code, output and figures", lambda r: _code_calls(r, q)),
-             ("science-artifacts", "Artifacts and their versions", _artifact_blocks),
-             ("science-budget", "Budget over time per team", _budget)]
+    parts = [
+        ("science-overview", "Science run", _overview),
+        ("science-facts", "Report: each fact's score and its evidence", _facts),
+        ("science-timeline", "Timeline of teams and passes", _timeline),
+        ("science-calls", "Code calls: code, output and figures", lambda r: _code_calls(r, q)),
+        ("science-artifacts", "Artifacts and their versions", _artifact_blocks),
+        ("science-budget", "Budget over time per team", _budget),
+    ]
     made = [Section(title=title, blocks=fn(run), id=sid) for sid, title, fn in parts]
     if run.notes:  # the notes of every part, gathered at the top
         from cooplab.graphs.explore import Note
@@ -464,12 +542,17 @@ def _overview(run: ScienceRun) -> list[Any]:
     s, P = run.summary, run.config.get("params") if isinstance(run.config.get("params"), dict) else {}
     sc = s.get("scores") if isinstance(s.get("scores"), dict) else {}
     cost = (s.get("ledger") or {}).get("cost_usd_float") if isinstance(s.get("ledger"), dict) else None
-    items = {"task": s.get("science_task", P.get("task")), "team": s.get("team", P.get("team")),
-             "pipeline": s.get("pipeline", P.get("pipeline")), "team size": s.get("team_size", P.get("team_size")),
-             "status": s.get("status"), "scored": s.get("scored"),
-             **{k: score_text(sc.get(k)) if k in sc else None for k in ("completeness", "quality", "accuracy")},
-             "passes": ", ".join(map(str, s.get("passes") or [])) if isinstance(s.get("passes"), list) else None,
-             "cost (USD)": _fmt(cost, 4)}
+    items = {
+        "task": s.get("science_task", P.get("task")),
+        "team": s.get("team", P.get("team")),
+        "pipeline": s.get("pipeline", P.get("pipeline")),
+        "team size": s.get("team_size", P.get("team_size")),
+        "status": s.get("status"),
+        "scored": s.get("scored"),
+        **{k: score_text(sc.get(k)) if k in sc else None for k in ("completeness", "quality", "accuracy")},
+        "passes": ", ".join(map(str, s.get("passes") or [])) if isinstance(s.get("passes"), list) else None,
+        "cost (USD)": _fmt(cost, 4),
+    }
     return [KeyValues({k: one_line(v, 200) for k, v in items.items() if v is not None}, title="at a glance")]
 
 
@@ -497,11 +580,18 @@ def _judge_rows(run: ScienceRun) -> list[dict[str, Any]]:
             continue
         for i, v in enumerate(j.get("verdicts") or []):
             if isinstance(v, dict):
-                rows.append({"judge": one_line(j.get("judge"), 80), "sample": i + 1,
-                             **{d: v.get(d) for d in ("accuracy", "completeness", "quality")},
-                             "accuracy rationale": clean_text(str(v.get("accuracy_rationale", "")))})
+                rows.append(
+                    {
+                        "judge": one_line(j.get("judge"), 80),
+                        "sample": i + 1,
+                        **{d: v.get(d) for d in ("accuracy", "completeness", "quality")},
+                        "accuracy rationale": clean_text(str(v.get("accuracy_rationale", ""))),
+                    }
+                )
             elif v is None:
-                rows.append({"judge": one_line(j.get("judge"), 80), "sample": i + 1, "accuracy rationale": "(no valid verdict)"})
+                rows.append(
+                    {"judge": one_line(j.get("judge"), 80), "sample": i + 1, "accuracy rationale": "(no valid verdict)"}
+                )
     return rows
 
 
@@ -512,7 +602,9 @@ def _judge_fact(run: ScienceRun, fid: str) -> list[str]:
         for f in (j.get("facts") or []) if isinstance(j, dict) and isinstance(j.get("facts"), list) else []:
             if isinstance(f, dict) and str(f.get("id")) == fid:
                 why = f.get("evidence") or f.get("rationale") or ""
-                said.append(f"judge {one_line(j.get('judge'), 60)}: score {_fmt(f.get('score'))}; {clean_text(str(why))}")
+                said.append(
+                    f"judge {one_line(j.get('judge'), 60)}: score {_fmt(f.get('score'))}; {clean_text(str(why))}"
+                )
     return said
 
 
@@ -526,7 +618,7 @@ def score_text(v: Any) -> str:
 
 
 def judge_cost(entry: Mapping[str, Any]) -> str:
-    """"; judge cost $x of its $b budget" of a judge's scores.json entry (its own ledger, apart from the team's)."""
+    """ "; judge cost $x of its $b budget" of a judge's scores.json entry (its own ledger, apart from the team's)."""
     led = entry.get("ledger")
     cost = money(led.get("cost_usd_float")) if isinstance(led, Mapping) else None
     if cost is None:
@@ -541,16 +633,22 @@ def _scores_lines(run: ScienceRun) -> list[str]:
     from cooplab.evals.text import counts_text
 
     h = run.scores.get("heuristic") if isinstance(run.scores.get("heuristic"), dict) else {}
-    lines = [f"Heuristic scores (0-1): completeness {score_text(h.get('completeness'))}, quality {score_text(h.get('quality'))}, "
-             f"accuracy {score_text(h.get('accuracy'))} (scored: {one_line(run.scores.get('scored'), 80)})."]
+    lines = [
+        f"Heuristic scores (0-1): completeness {score_text(h.get('completeness'))}, quality {score_text(h.get('quality'))}, "
+        f"accuracy {score_text(h.get('accuracy'))} (scored: {one_line(run.scores.get('scored'), 80)})."
+    ]
     for j in run.scores.get("judges") or [] if isinstance(run.scores.get("judges"), list) else []:
         if not isinstance(j, dict):
             continue
         spread = j.get("std")
-        spread_text = counts_text({str(k): score_text(v) for k, v in spread.items()}) if isinstance(spread, dict) else "none"
-        lines.append(f"Judge {one_line(j.get('judge'), 80)} (k = {one_line(j.get('k'), 10)}): completeness {score_text(j.get('completeness'))}, "
-                     f"quality {score_text(j.get('quality'))}, accuracy {score_text(j.get('accuracy'))}; spread (s.d. over its k "
-                     f"readings) {spread_text}{judge_cost(j)}.")
+        spread_text = (
+            counts_text({str(k): score_text(v) for k, v in spread.items()}) if isinstance(spread, dict) else "none"
+        )
+        lines.append(
+            f"Judge {one_line(j.get('judge'), 80)} (k = {one_line(j.get('k'), 10)}): completeness {score_text(j.get('completeness'))}, "
+            f"quality {score_text(j.get('quality'))}, accuracy {score_text(j.get('accuracy'))}; spread (s.d. over its k "
+            f"readings) {spread_text}{judge_cost(j)}."
+        )
     return lines
 
 
@@ -562,18 +660,27 @@ def _facts(run: ScienceRun) -> list[Any]:
 
     h = run.scores.get("heuristic") if isinstance(run.scores.get("heuristic"), dict) else {}
     facts = [f for f in h.get("facts") or [] if isinstance(f, dict)] if isinstance(h.get("facts"), list) else []
-    blocks: list[Any] = [Text(line) for line in _scores_lines(run)] if run.scores else [Note("no scores.json: the run was not scored")]
+    blocks: list[Any] = (
+        [Text(line) for line in _scores_lines(run)] if run.scores else [Note("no scores.json: the run was not scored")]
+    )
     if facts:
         wrong = [str(f.get("id")) for f in facts if _score(f) < 1.0]
-        blocks.append(Text(f"{len(facts) - len(wrong)} of {len(facts)} facts found in full"
-                           + (f"; not found or wrong: {', '.join(one_line(w, 60) for w in wrong)}" if wrong else "")
-                           + f" (scored: {one_line(run.scores.get('scored'), 80)})."))
+        blocks.append(
+            Text(
+                f"{len(facts) - len(wrong)} of {len(facts)} facts found in full"
+                + (f"; not found or wrong: {', '.join(one_line(w, 60) for w in wrong)}" if wrong else "")
+                + f" (scored: {one_line(run.scores.get('scored'), 80)})."
+            )
+        )
     else:
         blocks.append(Note("no per-fact scores in scores.json (the run was not scored, or has no ground truth)"))
     paper = [a for a in run.artifacts if a["name"] == "final_paper"]
     text = read_text(run, paper[-1]["file"]) if paper else None
-    left = ([Text(f"The final paper ({paper[-1]['file']}, version {paper[-1]['version']}), as scored:"), Markdown(text)]
-            if text is not None else [Note("no final paper to show")])
+    left = (
+        [Text(f"The final paper ({paper[-1]['file']}, version {paper[-1]['version']}), as scored:"), Markdown(text)]
+        if text is not None
+        else [Note("no final paper to show")]
+    )
     blocks.append(Columns([left, _fact_cards(run, facts)]))
     judged = _judge_rows(run)
     if judged:
@@ -591,8 +698,10 @@ def _fact_cards(run: ScienceRun, facts: list[dict[str, Any]]) -> list[Any]:
         fid = str(f.get("id"))
         mark = _verdict(f)
         t = truth.get(fid, {})
-        inner = [Text("The truth: " + clean_text(str(t.get("statement") or "(not in the ground truth file)"))),
-                 Text("Evidence (heuristic scorer): " + _why(f))] + [Text(s) for s in _judge_fact(run, fid)]
+        inner = [
+            Text("The truth: " + clean_text(str(t.get("statement") or "(not in the ground truth file)"))),
+            Text("Evidence (heuristic scorer): " + _why(f)),
+        ] + [Text(s) for s in _judge_fact(run, fid)]
         head = f"{fid} · {one_line(f.get('kind') or '?', 20)} · {one_line(f.get('status') or '?', 30)}"
         cards.append(Details(f"{head} · score {_fmt(f.get('score'))} · {mark}", inner, open=True))
     return cards
@@ -636,27 +745,51 @@ def _timeline(run: ScienceRun) -> list[Any]:
         spent = money(nodes[-1].get("spent_usd"))
         loops = [lp for lp in run.loops if (lp.get("team"), lp.get("visit")) == (team, visit)]
         agents = sorted({str(lp.get("agent_id")) for lp in loops})
-        rows.append({"pass": f"{team}#{visit}", "steps": " > ".join(str(r.get("node")) for r in nodes),
-                     "agents": ", ".join(_who(run, a) for a in agents),
-                     "wrote": ", ".join(f"{a['name']} v{a['version']}" for a in run.artifacts
-                                        if (a.get("team"), a.get("visit")) == (team, visit)) or "-",
-                     "code calls": sum(1 for c in run.calls if (c.get("team"), c.get("visit")) == (team, visit)),
-                     "seconds": _fmt(sum(money(r.get("seconds")) or 0.0 for r in nodes), 1),
-                     "cost (USD)": _fmt(None if spent is None else spent - prev, 4)})
+        rows.append(
+            {
+                "pass": f"{team}#{visit}",
+                "steps": " > ".join(str(r.get("node")) for r in nodes),
+                "agents": ", ".join(_who(run, a) for a in agents),
+                "wrote": ", ".join(
+                    f"{a['name']} v{a['version']}"
+                    for a in run.artifacts
+                    if (a.get("team"), a.get("visit")) == (team, visit)
+                )
+                or "-",
+                "code calls": sum(1 for c in run.calls if (c.get("team"), c.get("visit")) == (team, visit)),
+                "seconds": _fmt(sum(money(r.get("seconds")) or 0.0 for r in nodes), 1),
+                "cost (USD)": _fmt(None if spent is None else spent - prev, 4),
+            }
+        )
         prev = spent if spent is not None else prev
     blocks: list[Any] = [Table(rows, title="passes, in order (a team's second pass is a redo another team asked for)")]
     if not any(a.get("team") for a in run.artifacts) and run.artifacts:
-        blocks.append(Note("artifacts/index.json is missing: which pass wrote each artifact is not known", level="info"))
-    loops = [{"pass": f"{lp.get('team')}#{lp.get('visit')}", "step": lp.get("node"), "agent": _who(run, lp.get("agent_id")),
-              "stop": lp.get("stop_reason"), "model steps": lp.get("steps"), "tool calls": lp.get("n_tool_calls"),
-              "tools": ", ".join(str(c.get("name")) for c in _loop_calls(run, lp)), "cost (USD)": _fmt(money(lp.get("cost_usd_exact")), 4)}
-             for lp in run.loops]
+        blocks.append(
+            Note("artifacts/index.json is missing: which pass wrote each artifact is not known", level="info")
+        )
+    loops = [
+        {
+            "pass": f"{lp.get('team')}#{lp.get('visit')}",
+            "step": lp.get("node"),
+            "agent": _who(run, lp.get("agent_id")),
+            "stop": lp.get("stop_reason"),
+            "model steps": lp.get("steps"),
+            "tool calls": lp.get("n_tool_calls"),
+            "tools": ", ".join(str(c.get("name")) for c in _loop_calls(run, lp)),
+            "cost (USD)": _fmt(money(lp.get("cost_usd_exact")), 4),
+        }
+        for lp in run.loops
+    ]
     if loops:
         blocks.append(Table(loops, title="every agent's tool loop: who did what in each step"))
         blocks += _between_teams(run)
         agents = sorted({str(lp.get("agent_id")) for lp in run.loops if lp.get("agent_id")})
-        blocks.append(Details("each agent's model calls (prompts and answers, from the trace)",
-                              [Link(f"{_who(run, a)}: its model calls", {"agent": a}, trace=True) for a in agents]))
+        blocks.append(
+            Details(
+                "each agent's model calls (prompts and answers, from the trace)",
+                [Link(f"{_who(run, a)}: its model calls", {"agent": a}, trace=True) for a in agents],
+            )
+        )
     return blocks
 
 
@@ -667,14 +800,33 @@ def _between_teams(run: ScienceRun) -> list[Any]:
 
     blocks: list[Any] = []
     if run.routing:
-        rows = [{"from": f"{one_line(r.get('from_team'), 20)}#{one_line(r.get('visit'), 6)}", "agent": _who(run, r.get("agent")),
-                 "to team": one_line(r.get("target_team"), 20), "kind": one_line(r.get("kind"), 20),
-                 "request": clean_text(str(r.get("request") or "")), "decision": one_line(r.get("decision"), 20),
-                 "why": one_line(r.get("reason"), 300)} for r in run.routing]
-        blocks.append(Table(rows, title="requests to earlier teams, and whether each was served (a served request is a redo pass)"))
+        rows = [
+            {
+                "from": f"{one_line(r.get('from_team'), 20)}#{one_line(r.get('visit'), 6)}",
+                "agent": _who(run, r.get("agent")),
+                "to team": one_line(r.get("target_team"), 20),
+                "kind": one_line(r.get("kind"), 20),
+                "request": clean_text(str(r.get("request") or "")),
+                "decision": one_line(r.get("decision"), 20),
+                "why": one_line(r.get("reason"), 300),
+            }
+            for r in run.routing
+        ]
+        blocks.append(
+            Table(
+                rows, title="requests to earlier teams, and whether each was served (a served request is a redo pass)"
+            )
+        )
     if run.messages:
-        rows = [{"from": f"{one_line(m.get('from_team'), 20)}#{one_line(m.get('visit'), 6)}", "agent": _who(run, m.get("agent")),
-                 "to team": one_line(m.get("to_team"), 20), "message": clean_text(str(m.get("content") or ""))} for m in run.messages]
+        rows = [
+            {
+                "from": f"{one_line(m.get('from_team'), 20)}#{one_line(m.get('visit'), 6)}",
+                "agent": _who(run, m.get("agent")),
+                "to team": one_line(m.get("to_team"), 20),
+                "message": clean_text(str(m.get("content") or "")),
+            }
+            for m in run.messages
+        ]
         blocks.append(Table(rows, title="messages between teams"))
     return blocks
 
@@ -687,9 +839,16 @@ def _shown(text: Any, title: str, cut_when_recorded: bool = False) -> list[Any]:
     s = clean_text(str(text))
     blocks: list[Any] = [Code(s[:SHOW_CHARS], title=title)]
     if len(s) > SHOW_CHARS:
-        blocks.append(Note(f"{title}: {len(s) - SHOW_CHARS} more characters not shown (all of it is in {SANDBOX_CALLS})", level="info"))
+        blocks.append(
+            Note(
+                f"{title}: {len(s) - SHOW_CHARS} more characters not shown (all of it is in {SANDBOX_CALLS})",
+                level="info",
+            )
+        )
     if cut_when_recorded:
-        blocks.append(Note(f"{title}: longer than {MAX_RECORD_CHARS} characters; only the first were recorded", level="info"))
+        blocks.append(
+            Note(f"{title}: longer than {MAX_RECORD_CHARS} characters; only the first were recorded", level="info")
+        )
     return blocks
 
 
@@ -701,8 +860,14 @@ def _code_box(code: str) -> list[Any]:
     lines = code.splitlines()
     if len(lines) <= PREVIEW_LINES + 10:
         return [Code(code, language="python", title="code")]
-    return [Code("\n".join(lines[:PREVIEW_LINES]), language="python", title=f"code (the first {PREVIEW_LINES} of {len(lines)} lines)"),
-            Details(f"all {len(lines)} lines of the code", [Code(code, language="python")])]
+    return [
+        Code(
+            "\n".join(lines[:PREVIEW_LINES]),
+            language="python",
+            title=f"code (the first {PREVIEW_LINES} of {len(lines)} lines)",
+        ),
+        Details(f"all {len(lines)} lines of the code", [Code(code, language="python")]),
+    ]
 
 
 def _figures(c: Mapping[str, Any]) -> list[Any]:
@@ -734,15 +899,30 @@ def _call_blocks(run: ScienceRun, c: Mapping[str, Any], shown: list[int]) -> lis
     for rel in _figures(c):
         if isinstance(rel, str) and _FIGURE_RE.match(rel) and (run.out / rel).is_file():
             if shown[0] >= MAX_FIGURES_SHOWN:
-                blocks.append(Link(f"{MAX_FIGURES_SHOWN} figures are shown on this page; open this call alone to see its figures",
-                                   {"call": str(c.get("call_id"))}))
+                blocks.append(
+                    Link(
+                        f"{MAX_FIGURES_SHOWN} figures are shown on this page; open this call alone to see its figures",
+                        {"call": str(c.get("call_id"))},
+                    )
+                )
                 break
             shown[0] += 1
-            blocks.append(Image(rel, caption=f"figure from {one_line(c.get('agent'), 40)}'s call {one_line(c.get('call_id'), 40)}"))
+            blocks.append(
+                Image(
+                    rel, caption=f"figure from {one_line(c.get('agent'), 40)}'s call {one_line(c.get('call_id'), 40)}"
+                )
+            )
         else:
-            blocks.append(Note(f"a figure of this call is not shown: {one_line(rel, 80)} is not a PNG file of {SANDBOX_FIGURES}/"))
+            blocks.append(
+                Note(f"a figure of this call is not shown: {one_line(rel, 80)} is not a PNG file of {SANDBOX_FIGURES}/")
+            )
     if c.get("figures_dropped"):
-        blocks.append(Note(f"{one_line(c['figures_dropped'], 10)} image(s) of this call were not PNG and were not kept", level="info"))
+        blocks.append(
+            Note(
+                f"{one_line(c['figures_dropped'], 10)} image(s) of this call were not PNG and were not kept",
+                level="info",
+            )
+        )
     return blocks
 
 
@@ -762,15 +942,21 @@ def _code_calls(run: ScienceRun, q: Mapping[str, str]) -> list[Any]:
     if not calls:
         return blocks + [Note("no code was run (the run has no run_code call)", level="info")]
     if len(calls) > MAX_CALLS_SHOWN:
-        blocks.append(Note(f"{len(calls)} code calls: the first {MAX_CALLS_SHOWN} are shown (keep one team's with the links above)",
-                           level="info"))
+        blocks.append(
+            Note(
+                f"{len(calls)} code calls: the first {MAX_CALLS_SHOWN} are shown (keep one team's with the links above)",
+                level="info",
+            )
+        )
     shown = [0]
     for i, c in enumerate(calls[:MAX_CALLS_SHOWN]):
         n_fig = len(_figures(c))
-        head = (f"{one_line(c.get('team'), 20)}#{one_line(c.get('visit'), 6)} · {_who(run, c.get('agent'))} · "
-                f"call {one_line(c.get('call_id'), 40)} · {one_line(c.get('status'), 20)} · {_fmt(c.get('seconds'), 2)} s"
-                + (f" · {n_fig} figure(s)" if n_fig else "")
-                + (f" · {one_line(c.get('description'), 80)}" if c.get("description") else ""))
+        head = (
+            f"{one_line(c.get('team'), 20)}#{one_line(c.get('visit'), 6)} · {_who(run, c.get('agent'))} · "
+            f"call {one_line(c.get('call_id'), 40)} · {one_line(c.get('status'), 20)} · {_fmt(c.get('seconds'), 2)} s"
+            + (f" · {n_fig} figure(s)" if n_fig else "")
+            + (f" · {one_line(c.get('description'), 80)}" if c.get("description") else "")
+        )
         blocks.append(Details(head, _call_blocks(run, c, shown), open=i == 0))
     return blocks
 
@@ -781,13 +967,24 @@ def _artifact_blocks(run: ScienceRun) -> list[Any]:
 
     if not run.artifacts:
         return [Note("no artifact was written", level="info")]
-    rows = [{"artifact": a["name"], "version": a["version"], "by": _who(run, a["agent"]) if a.get("agent") else "?",
-             "pass": f"{a['team']}#{a['visit']}" if a.get("team") else "?", "description": one_line(a.get("description") or "", 200)}
-            for a in run.artifacts]
+    rows = [
+        {
+            "artifact": a["name"],
+            "version": a["version"],
+            "by": _who(run, a["agent"]) if a.get("agent") else "?",
+            "pass": f"{a['team']}#{a['visit']}" if a.get("team") else "?",
+            "description": one_line(a.get("description") or "", 200),
+        }
+        for a in run.artifacts
+    ]
     blocks: list[Any] = [Table(rows, title="every version of every artifact")]
     for a in run.artifacts:
         text = read_text(run, a["file"])
-        blocks.append(Details(f"{a['name']} v{a['version']}", [Text(text, pre=True) if text is not None else Note("cannot be read")]))
+        blocks.append(
+            Details(
+                f"{a['name']} v{a['version']}", [Text(text, pre=True) if text is not None else Note("cannot be read")]
+            )
+        )
     return blocks
 
 
@@ -812,17 +1009,33 @@ def _budget(run: ScienceRun) -> list[Any]:
     cap = money(llm.get("budget")) if llm.get("budget") is not None else None
     if cap is not None:
         series["budget cap"] = [cap] * len(total)
-    blocks: list[Any] = [Plot(x=list(range(1, len(total) + 1)), series=series, kind="step", key="science-budget",
-                              title="USD spent per team (cumulative)", xlabel="charge, in order (a model call or a sandbox call)",
-                              ylabel="USD spent", caption="each line is one team's running total; 'all teams' is their sum")]
+    blocks: list[Any] = [
+        Plot(
+            x=list(range(1, len(total) + 1)),
+            series=series,
+            kind="step",
+            key="science-budget",
+            title="USD spent per team (cumulative)",
+            xlabel="charge, in order (a model call or a sandbox call)",
+            ylabel="USD spent",
+            caption="each line is one team's running total; 'all teams' is their sum",
+        )
+    ]
     if bad:
         blocks.append(Note(f"{bad} ledger row(s) have no readable cost and count as 0"))
     per = []
     for t in teams:
         es = [(e, c) for e, c in zip(run.ledger, costs) if str(e.get("team") or "?") == t]
-        per.append({"team": t, "model calls": sum(1 for e, _ in es if e.get("kind") in (None, "tokens")),
-                    "sandbox seconds": _fmt(sum(money(e.get("units")) or 0.0 for e, _ in es if e.get("kind") == "sandbox_seconds"), 2),
-                    "cost (USD)": _fmt(sum(c or 0.0 for _, c in es), 4)})
+        per.append(
+            {
+                "team": t,
+                "model calls": sum(1 for e, _ in es if e.get("kind") in (None, "tokens")),
+                "sandbox seconds": _fmt(
+                    sum(money(e.get("units")) or 0.0 for e, _ in es if e.get("kind") == "sandbox_seconds"), 2
+                ),
+                "cost (USD)": _fmt(sum(c or 0.0 for _, c in es), 4),
+            }
+        )
     blocks.append(Table(per, title="spent per team", filterable=False))
     return blocks
 

@@ -37,8 +37,14 @@ def judge_budget(config: Mapping[str, Any], given: float | None = None) -> float
     return None if team is None else float(team)
 
 
-def judge_service(config: dict[str, Any], judge: str, *, base_url: str | None = None, cache: str | None = None,
-                  budget: float | None = None):
+def judge_service(
+    config: dict[str, Any],
+    judge: str,
+    *,
+    base_url: str | None = None,
+    cache: str | None = None,
+    budget: float | None = None,
+):
     """The judge's own model service: the run's model settings with the judge's model, temperature
     0, 512 output tokens and its own ledger capped at ``budget`` USD (None: no cap)."""
     from cooplab.agents.settings import LLMSettings, build_service
@@ -66,8 +72,15 @@ def _failure(judge: str, out: Path, exc: BaseException, budget: float | None, le
     return JudgeFailed(f"the judge {judge} could not score {out}: {why}", ledger)
 
 
-def judge_run(out: Path, judge: str, *, k: int = 3, base_url: str | None = None, cache: str | None = None,
-              budget: float | None = None) -> dict[str, Any]:
+def judge_run(
+    out: Path,
+    judge: str,
+    *,
+    k: int = 3,
+    base_url: str | None = None,
+    cache: str | None = None,
+    budget: float | None = None,
+) -> dict[str, Any]:
     """Score ``out``'s final paper (or what exists) with ``judge`` k times under ``budget`` USD; add
     the result (with the judge's ledger) to scores.json, replacing an earlier score by the same
     judge, and return it. A judge stopped by its budget or an unreachable model raises
@@ -87,15 +100,25 @@ def judge_run(out: Path, judge: str, *, k: int = 3, base_url: str | None = None,
     with rundir.locked(out):
         service = judge_service(config, judge, base_url=base_url, cache=cache, budget=budget)
         try:
-            res = run_sync(lambda: judge_report(service, report, truth, k=k, judge_name=judge,  # a notebook's loop too
-                                                task_description=dsets.TASK_DESCRIPTIONS.get(truth.get("task", ""), truth.get("description", ""))))
+            res = run_sync(
+                lambda: judge_report(
+                    service,
+                    report,
+                    truth,
+                    k=k,
+                    judge_name=judge,  # a notebook's loop too
+                    task_description=dsets.TASK_DESCRIPTIONS.get(truth.get("task", ""), truth.get("description", "")),
+                )
+            )
         except (BudgetExhausted, ModelUnavailable) as exc:
             raise _failure(judge, out, exc, budget, _ledger(service)) from None
         finally:
             service.cache.close()
         entry = res.as_dict()
         entry.pop("records", None)
-        if truth.get("task") == "custom" and not truth.get("accuracy_scored"):  # your own data without truth: not scored
+        if truth.get("task") == "custom" and not truth.get(
+            "accuracy_scored"
+        ):  # your own data without truth: not scored
             entry["accuracy"] = None
             if isinstance(entry.get("std"), dict):
                 entry["std"]["accuracy"] = None

@@ -47,7 +47,8 @@ MULTI_PREAMBLE = (
     "if '_cooplab_frames' not in globals() and hasattr(globals().get('df'), 'columns') and "
     f"{META_COLUMN!r} in df.columns: import json as _cj; _cm = _cj.loads(df[{META_COLUMN!r}].dropna().iloc[0]); "
     "df = {f['stem']: df.iloc[:f['rows']][f['cols']].astype(f['dtypes']).set_axis(f['names'], axis=1).reset_index(drop=True) "
-    "for f in _cm}; _cooplab_frames = list(df)\n")
+    "for f in _cm}; _cooplab_frames = list(df)\n"
+)
 
 
 class OwnDataError(ValueError):
@@ -165,7 +166,9 @@ def with_candidates(facts: list[dict[str, Any]], columns: Sequence[str]) -> list
         if f["kind"] == "set" and "universe" not in f:
             keys = [_words(k) for k in f["value"]]
             context = " ".join(_words(c) for c in f["context"])
-            others = [c for c in names if _words(c) not in context and not any(k in _words(c) or _words(c) in k for k in keys)]
+            others = [
+                c for c in names if _words(c) not in context and not any(k in _words(c) or _words(c) in k for k in keys)
+            ]
             if others:
                 f = {**f, "universe": others}
         out.append(f)
@@ -191,8 +194,15 @@ def write_canonical(infos: list[dict[str, Any]], d: Path) -> Path:
         # dtypes as read back from a CSV of this frame (what a single file would give)
         back = pd.read_csv(io.StringIO(f.to_csv(index=False)), low_memory=False)
         cols = [f"f{k}c{j}" for j in range(back.shape[1])]
-        meta.append({"stem": info["stem"], "rows": int(back.shape[0]), "cols": cols, "names": [str(c) for c in back.columns],
-                     "dtypes": {c: str(t) for c, t in zip(cols, back.dtypes)}})
+        meta.append(
+            {
+                "stem": info["stem"],
+                "rows": int(back.shape[0]),
+                "cols": cols,
+                "names": [str(c) for c in back.columns],
+                "dtypes": {c: str(t) for c, t in zip(cols, back.dtypes)},
+            }
+        )
         parts.append(back.set_axis(cols, axis=1))
     n = max(len(x) for x in parts)
     parts.append(pd.DataFrame({META_COLUMN: [json.dumps(meta)] + [None] * (n - 1)}))
@@ -204,6 +214,7 @@ def write_canonical(infos: list[dict[str, Any]], d: Path) -> Path:
 
 def data_note(infos: list[dict[str, Any]]) -> str:
     """What the teams are told about the data (appended to the task text)."""
+
     def shape(i: dict[str, Any]) -> str:
         return f"{i['rows']} rows x {i['columns']} columns"
 
@@ -242,7 +253,9 @@ class _Fact(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
     name: str = Field(min_length=1, max_length=100, pattern=r"\S")
-    context: list[str] | None = Field(None, description="Phrases that name the finding in a report (default: the name).")
+    context: list[str] | None = Field(
+        None, description="Phrases that name the finding in a report (default: the name)."
+    )
     statement: str | None = Field(None, max_length=2000, description="A sentence a correct report contains.")
 
     @field_validator("context")
@@ -269,7 +282,9 @@ class NumberFact(_Fact):
 class CategoryFact(_Fact):
     kind: Literal["category"]
     value: str = Field(min_length=1, max_length=200, pattern=r"\S")
-    alternatives: list[str] = Field(default_factory=list, description="The other possible answers (a report naming one is wrong).")
+    alternatives: list[str] = Field(
+        default_factory=list, description="The other possible answers (a report naming one is wrong)."
+    )
 
 
 class KeywordsFact(_Fact):
@@ -287,7 +302,9 @@ class KeywordsFact(_Fact):
 class Truth(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    facts: list[Annotated[Union[NumberFact, CategoryFact, KeywordsFact], Field(discriminator="kind")]] = Field(min_length=1, max_length=200)
+    facts: list[Annotated[Union[NumberFact, CategoryFact, KeywordsFact], Field(discriminator="kind")]] = Field(
+        min_length=1, max_length=200
+    )
 
     @model_validator(mode="after")
     def _unique(self) -> "Truth":
@@ -300,8 +317,14 @@ class Truth(BaseModel):
 
 def _first(exc: ValidationError) -> str:
     e = exc.errors()[0]
-    loc = ".".join(str(x) for x in e["loc"] if not str(x) in ("number", "category", "keywords")
-                   and not str(x).startswith(("function-", "tagged-union"))) or "truth"
+    loc = (
+        ".".join(
+            str(x)
+            for x in e["loc"]
+            if str(x) not in ("number", "category", "keywords") and not str(x).startswith(("function-", "tagged-union"))
+        )
+        or "truth"
+    )
     return f"{loc}: {e['msg'].removeprefix('Value error, ')}"
 
 
@@ -311,7 +334,9 @@ def parse_truth(raw: Any, where: str = "truth") -> list[dict[str, Any]]:
     if isinstance(raw, dict) and isinstance(raw.get("facts"), list):
         for i, f in enumerate(raw["facts"]):
             if isinstance(f, dict) and f.get("kind") not in ("number", "category", "keywords"):
-                raise OwnDataError(f"{where}: facts.{i}.kind must be number, category or keywords, got {f.get('kind')!r}")
+                raise OwnDataError(
+                    f"{where}: facts.{i}.kind must be number, category or keywords, got {f.get('kind')!r}"
+                )
     try:
         t = Truth.model_validate(raw)
     except ValidationError as exc:
@@ -323,7 +348,16 @@ def parse_truth(raw: Any, where: str = "truth") -> list[dict[str, Any]]:
         if f.kind == "number":
             v = int(f.value) if f.value.is_integer() else f.value
             stmt = f.statement or f"The {context[0]} is {v}."
-            out.append({"id": name, "kind": "number", "value": f.value, "tolerance": f.tolerance, "context": context, "statement": stmt})
+            out.append(
+                {
+                    "id": name,
+                    "kind": "number",
+                    "value": f.value,
+                    "tolerance": f.tolerance,
+                    "context": context,
+                    "statement": stmt,
+                }
+            )
         elif f.kind == "category":
             stmt = f.statement or f"The {context[0]} is {f.value}."
             fact = {"id": name, "kind": "label", "value": f.value, "context": context, "statement": stmt}
@@ -369,8 +403,17 @@ def custom_section(datasets: Sequence[Path | str], task: str, truth: Any = None)
     return {"task": task.strip()[:MAX_TASK_CHARS], "datasets": infos, "facts": facts}
 
 
-def custom_config(datasets: Sequence[Path | str], task: str, truth: Any = None, *, team: str = "llm", seed: int = 0,
-                  backend: str = "docker", llm: dict[str, Any] | None = None, **params: Any) -> dict[str, Any]:
+def custom_config(
+    datasets: Sequence[Path | str],
+    task: str,
+    truth: Any = None,
+    *,
+    team: str = "llm",
+    seed: int = 0,
+    backend: str = "docker",
+    llm: dict[str, Any] | None = None,
+    **params: Any,
+) -> dict[str, Any]:
     """A complete run config for :func:`cooplab.runs.runner.run` (see docs/science.md, "Your own data")."""
     from cooplab.agents.settings import LLMSettings
     from cooplab.limits import in_file, validate
@@ -381,7 +424,14 @@ def custom_config(datasets: Sequence[Path | str], task: str, truth: Any = None, 
     P = ScienceParams(team=team, **params)
     settings = validate(LLMSettings, {"max_tokens": MAX_TOKENS, **(llm or {})}, in_file("llm"), strict=False)
     settings = settings.model_copy(update={"model": custom_team_model(team) or settings.model}).resolve()
-    return {"version": 2, "task": "science", "agents": "llm", "seed": seed, "csv": False,
-            "params": {**P.model_dump(mode="json"), "judge": None, "custom": custom_section(datasets, task, truth)},
-            "llm": settings.model_dump(mode="json"), "sandbox": {"backend": backend, "timeout": 30.0, "rate": 0.0},
-            "record": {"dataset": {"sha256": None}}}
+    return {
+        "version": 2,
+        "task": "science",
+        "agents": "llm",
+        "seed": seed,
+        "csv": False,
+        "params": {**P.model_dump(mode="json"), "judge": None, "custom": custom_section(datasets, task, truth)},
+        "llm": settings.model_dump(mode="json"),
+        "sandbox": {"backend": backend, "timeout": 30.0, "rate": 0.0},
+        "record": {"dataset": {"sha256": None}},
+    }

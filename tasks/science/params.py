@@ -21,37 +21,68 @@ def _f(default, description: str, source: str = PAPER, **kw):
 class ScienceParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    task: Literal["ecology", "anomaly", "biomarker", "geospatial"] = _f("ecology", "The science task (§4.1, Appendix C.3).")
-    team: Literal["llm", "oracle", "garbage"] = _f("llm", "Who works: LLM agents, or a built-in scripted team (oracle: correct "
-                                                           "code and report; garbage: a useless report) that calibrates the scorers.", OURS)
-    team_size: Literal[1, 2, 3] = _f(2, "Agents per team (§4.1.1: 2 or 3; Appendix C.5's specialist is the third). 1 (ours): "
-                                        "every team is its lead alone, without deliberation - four single agents in sequence.")
-    pipeline: Literal["teams", "solo"] = _f("teams", "Who does the project: the paper's four sequential teams, or (ours) one solo "
-                                                    "analyst with the code tool who writes the final paper itself: the single-agent "
-                                                    "baseline (team size 1 only).", OURS)
+    task: Literal["ecology", "anomaly", "biomarker", "geospatial"] = _f(
+        "ecology", "The science task (§4.1, Appendix C.3)."
+    )
+    team: Literal["llm", "oracle", "garbage"] = _f(
+        "llm",
+        "Who works: LLM agents, or a built-in scripted team (oracle: correct "
+        "code and report; garbage: a useless report) that calibrates the scorers.",
+        OURS,
+    )
+    team_size: Literal[1, 2, 3] = _f(
+        2,
+        "Agents per team (§4.1.1: 2 or 3; Appendix C.5's specialist is the third). 1 (ours): "
+        "every team is its lead alone, without deliberation - four single agents in sequence.",
+    )
+    pipeline: Literal["teams", "solo"] = _f(
+        "teams",
+        "Who does the project: the paper's four sequential teams, or (ours) one solo "
+        "analyst with the code tool who writes the final paper itself: the single-agent "
+        "baseline (team size 1 only).",
+        OURS,
+    )
     visibility: Literal["full", "team", "hidden"] = _f("full", "Budget visibility in the system prompt (§4.1).")
     prompt: Literal["standard", "tom"] = _f("standard", "Prompting (§4.1.1: standard or theory of mind).")
     data_size: Literal["small", "default"] = _f("default", "Size of the generated dataset.", OURS)
-    max_reentries: Annotated[int, RULES["max-reentries"]] = _f(1, "Passes a team may be asked for by requests of later teams (the cap "
-                                                               "that stops loops).", OURS)
-    max_steps: Annotated[int, RULES["max-steps"]] = _f(8, "Model calls per member in the work phase (the tool loop's step cap).", OURS)
+    max_reentries: Annotated[int, RULES["max-reentries"]] = _f(
+        1, "Passes a team may be asked for by requests of later teams (the cap that stops loops).", OURS
+    )
+    max_steps: Annotated[int, RULES["max-steps"]] = _f(
+        8, "Model calls per member in the work phase (the tool loop's step cap).", OURS
+    )
     plan_steps: Annotated[int, RULES["loop-steps"]] = _f(3, "Model calls of the lead's planning loop.", OURS)
     synthesis_steps: Annotated[int, RULES["loop-steps"]] = _f(4, "Model calls of the lead's synthesis loop.", OURS)
-    deliberation_rounds: Annotated[int, RULES["deliberation-rounds"]] = _f(2, "Rounds of team deliberation per pass (Appendix C.6: 2).")
-    code_timeout: Annotated[float, RULES["code-timeout"]] = _f(30.0, "Seconds one run_code call may take (Appendix C.1: 30 s).")
-    code_output_chars: Annotated[int, RULES["chars"]] = _f(4000, "Characters of a run_code result shown to the model.", OURS)
-    synthesis_excerpt: Annotated[int, RULES["chars"]] = _f(3000, "Characters of each member's output in the synthesis prompt "
-                                                            "(Appendix C.6: 3000).")
+    deliberation_rounds: Annotated[int, RULES["deliberation-rounds"]] = _f(
+        2, "Rounds of team deliberation per pass (Appendix C.6: 2)."
+    )
+    code_timeout: Annotated[float, RULES["code-timeout"]] = _f(
+        30.0, "Seconds one run_code call may take (Appendix C.1: 30 s)."
+    )
+    code_output_chars: Annotated[int, RULES["chars"]] = _f(
+        4000, "Characters of a run_code result shown to the model.", OURS
+    )
+    synthesis_excerpt: Annotated[int, RULES["chars"]] = _f(
+        3000, "Characters of each member's output in the synthesis prompt (Appendix C.6: 3000)."
+    )
     max_tokens_per_call: Annotated[int | None, RULES["max-tokens"].within(optional=True)] = _f(
-        None, "Output cap of one model call (default: the run's --max-tokens).", OURS)
-    status_at: Literal["end", "paper"] = _f("end", "Where the live budget lines go (the status, the 30%/15% warnings): 'end', "
-                                                   "after every fixed part of the system prompt (its tools included), so that a "
-                                                   "model keeping what it read reuses all of it; or 'paper', Appendix C.1's place "
-                                                   "between the team members and the budget rules (then everything after them is "
-                                                   "read afresh on every call).", OURS)
-    warn_when_hidden: bool = _f(True, "Show the 30%/15% budget warnings under hidden visibility too (the paper does: hidden "
-                                      "hides the numbers, not the warnings).", PAPER)
-
+        None, "Output cap of one model call (default: the run's --max-tokens).", OURS
+    )
+    status_at: Literal["end", "paper"] = _f(
+        "end",
+        "Where the live budget lines go (the status, the 30%/15% warnings): 'end', "
+        "after every fixed part of the system prompt (its tools included), so that a "
+        "model keeping what it read reuses all of it; or 'paper', Appendix C.1's place "
+        "between the team members and the budget rules (then everything after them is "
+        "read afresh on every call).",
+        OURS,
+    )
+    warn_when_hidden: bool = _f(
+        True,
+        "Show the 30%/15% budget warnings under hidden visibility too (the paper does: hidden "
+        "hides the numbers, not the warnings).",
+        PAPER,
+    )
 
     @model_validator(mode="after")
     def _solo_is_one(self) -> "ScienceParams":
@@ -68,9 +99,12 @@ class Judge(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: StrictStr = Field(description="the judge's model spec (checked with the run's model settings)")
-    samples: Annotated[int, RULES["judge-samples"]] = Field(3, description="judge calls per run, averaged (--judge-samples)")
-    budget: Annotated[float | None, RULES["budget"]] = Field(None, description="USD the judge may spend (--judge-budget; null: the "
-                                                                               "team's budget)")
+    samples: Annotated[int, RULES["judge-samples"]] = Field(
+        3, description="judge calls per run, averaged (--judge-samples)"
+    )
+    budget: Annotated[float | None, RULES["budget"]] = Field(
+        None, description="USD the judge may spend (--judge-budget; null: the team's budget)"
+    )
 
 
 class Custom(BaseModel):
@@ -111,16 +145,24 @@ class ScienceSettings(ScienceParams):
     """Every setting of a science run (config.json's ``params``): :class:`ScienceParams`, the LLM
     judge (null: the heuristic scorer only) and, for a run on your own data, ``custom``."""
 
-    judge: Judge | None = _f(None, "The LLM judge (--judge MODEL, --judge-samples, --judge-budget); null: the heuristic scorer only.", OURS)
-    custom: Custom | None = _f(None, "Your own data (--dataset, --task-file, --truth); null: the built-in task's generated dataset.", OURS)
+    judge: Judge | None = _f(
+        None, "The LLM judge (--judge MODEL, --judge-samples, --judge-budget); null: the heuristic scorer only.", OURS
+    )
+    custom: Custom | None = _f(
+        None, "Your own data (--dataset, --task-file, --truth); null: the built-in task's generated dataset.", OURS
+    )
 
     @model_validator(mode="before")
     @classmethod
     def _stored_status(cls, data: Any, info: Any) -> Any:
         """A stored run that names every setting but ``status_at`` was written before it existed,
         when the live budget lines sat in Appendix C.1's place: it resumes so."""
-        if isinstance(data, dict) and (info.context or {}).get("stored") and "status_at" not in data \
-                and set(ScienceParams.model_fields) - {"status_at"} <= set(data):
+        if (
+            isinstance(data, dict)
+            and (info.context or {}).get("stored")
+            and "status_at" not in data
+            and set(ScienceParams.model_fields) - {"status_at"} <= set(data)
+        ):
             return {**data, "status_at": "paper"}
         return data
 

@@ -14,7 +14,12 @@ from dataclasses import dataclass
 
 TEAMS = ("data", "model", "eval", "writing")
 DISPLAY = {"data": "Data", "model": "Modeling", "eval": "Evaluation", "writing": "Writing"}
-ARTIFACT = {"data": "dataset_description", "model": "model_architecture", "eval": "evaluation_report", "writing": "final_paper"}
+ARTIFACT = {
+    "data": "dataset_description",
+    "model": "model_architecture",
+    "eval": "evaluation_report",
+    "writing": "final_paper",
+}
 CODE_TEAMS = frozenset({"data", "model", "eval", "solo"})
 #: The single analyst of the solo pipeline (``--pipeline solo``; ``cooplab bench science
 #: --team-size 1``): one agent with the code tool does the whole project and writes the final paper.
@@ -42,46 +47,86 @@ class Role:
 
 _ROLES: dict[str, tuple[tuple[str, str], ...]] = {
     "data": (
-        ("Data Lead", "You plan how the data is analyzed. You write the code that loads and cleans it, deal with missing values, "
-                      "and make sure the team produces a thorough dataset_description artifact: the data's structure, its quality "
-                      "problems and the main patterns found."),
-        ("Data Analyst", "You explore the data: summary statistics, distributions, correlations and patterns over time or space. "
-                         "You report concrete numbers that the lead can put into the dataset_description."),
-        ("Domain Expert", "You check which features matter scientifically and write feature-engineering code: you judge "
-                          "relevance, build derived features and document every feature-engineering decision."),
+        (
+            "Data Lead",
+            "You plan how the data is analyzed. You write the code that loads and cleans it, deal with missing values, "
+            "and make sure the team produces a thorough dataset_description artifact: the data's structure, its quality "
+            "problems and the main patterns found.",
+        ),
+        (
+            "Data Analyst",
+            "You explore the data: summary statistics, distributions, correlations and patterns over time or space. "
+            "You report concrete numbers that the lead can put into the dataset_description.",
+        ),
+        (
+            "Domain Expert",
+            "You check which features matter scientifically and write feature-engineering code: you judge "
+            "relevance, build derived features and document every feature-engineering decision.",
+        ),
     ),
     "model": (
-        ("ML Engineer", "You plan the modeling. You design the pipeline, choose suitable methods, write the main training code, "
-                        "and make sure the team produces a model_architecture artifact that explains the approach and why."),
-        ("Modeler", "You implement and fit the models the plan asks for and report their fitted parameters and their scores on "
-                    "held-out data."),
-        ("Experimentalist", "You run ablations and comparisons: baselines, feature subsets and hyperparameters, and report the "
-                            "comparisons as numbers (an experiment_results artifact)."),
+        (
+            "ML Engineer",
+            "You plan the modeling. You design the pipeline, choose suitable methods, write the main training code, "
+            "and make sure the team produces a model_architecture artifact that explains the approach and why.",
+        ),
+        (
+            "Modeler",
+            "You implement and fit the models the plan asks for and report their fitted parameters and their scores on "
+            "held-out data.",
+        ),
+        (
+            "Experimentalist",
+            "You run ablations and comparisons: baselines, feature subsets and hyperparameters, and report the "
+            "comparisons as numbers (an experiment_results artifact).",
+        ),
     ),
     "eval": (
-        ("Eval Lead", "You plan the evaluation. You choose the metrics, write the evaluation code, and make sure the team produces "
-                      "an evaluation_report artifact that summarizes how well the models do, with statistical rigor."),
-        ("Statistician", "You test whether the results hold up: confidence intervals, significance tests and comparisons against "
-                         "baselines, with the numbers."),
-        ("Error Analyst", "You study the models' errors and failure modes: confusion matrices, error distributions, performance "
-                          "by subgroup, and the systematic patterns in the failures."),
+        (
+            "Eval Lead",
+            "You plan the evaluation. You choose the metrics, write the evaluation code, and make sure the team produces "
+            "an evaluation_report artifact that summarizes how well the models do, with statistical rigor.",
+        ),
+        (
+            "Statistician",
+            "You test whether the results hold up: confidence intervals, significance tests and comparisons against "
+            "baselines, with the numbers.",
+        ),
+        (
+            "Error Analyst",
+            "You study the models' errors and failure modes: confusion matrices, error distributions, performance "
+            "by subgroup, and the systematic patterns in the failures.",
+        ),
     ),
     "writing": (
-        ("Lead Author", "You plan the paper and produce the final_paper artifact. You combine every team's output into one "
-                        "coherent scientific report with the sections abstract, introduction, dataset description, methods, "
-                        "results, evaluation and conclusion, and edit it for clarity and flow. You have no code tool."),
-        ("Co-Author", "You draft the abstract, introduction, dataset description and methods sections from the upstream artifacts. "
-                      "You have no code tool."),
-        ("Results Writer", "You write the results, discussion and conclusion sections, quoting the actual numbers of the evaluation "
-                           "team's report, and discuss implications, limitations and future work. You have no code tool."),
+        (
+            "Lead Author",
+            "You plan the paper and produce the final_paper artifact. You combine every team's output into one "
+            "coherent scientific report with the sections abstract, introduction, dataset description, methods, "
+            "results, evaluation and conclusion, and edit it for clarity and flow. You have no code tool.",
+        ),
+        (
+            "Co-Author",
+            "You draft the abstract, introduction, dataset description and methods sections from the upstream artifacts. "
+            "You have no code tool.",
+        ),
+        (
+            "Results Writer",
+            "You write the results, discussion and conclusion sections, quoting the actual numbers of the evaluation "
+            "team's report, and discuss implications, limitations and future work. You have no code tool.",
+        ),
     ),
 }
 
 
-SOLO = Role(SOLO_TEAM, 0, "Solo Analyst",
-            "You do the whole project alone: you load and explore the data, run the analyses the project asks for with the "
-            "code tool, check your numbers, and write the final_paper artifact that answers the project's questions. "
-            "There is no team and no one reviews your work.")
+SOLO = Role(
+    SOLO_TEAM,
+    0,
+    "Solo Analyst",
+    "You do the whole project alone: you load and explore the data, run the analyses the project asks for with the "
+    "code tool, check your numbers, and write the final_paper artifact that answers the project's questions. "
+    "There is no team and no one reviews your work.",
+)
 
 
 def roles(team: str, size: int) -> list[Role]:

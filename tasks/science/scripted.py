@@ -76,8 +76,13 @@ def _call(tool: str, **args: Any) -> dict[str, Any]:
 
 
 def _plan(team: str) -> str:
-    return "\n".join([f"- {team}.0: run the reference analysis and report its numbers",
-                      f"- {team}.1: review the upstream artifacts", f"- {team}.2: review the upstream artifacts"])
+    return "\n".join(
+        [
+            f"- {team}.0: run the reference analysis and report its numbers",
+            f"- {team}.1: review the upstream artifacts",
+            f"- {team}.2: review the upstream artifacts",
+        ]
+    )
 
 
 def solo_analyze(code: str | None, report: Any) -> Any:
@@ -106,7 +111,10 @@ def oracle_model(task: str) -> ScriptedChatModel:
             if not runs:
                 return _call("run_code", code=orc.ORACLE_CODE[task], description="the reference analysis")
             rec = _recovered(runs[-1])
-            return _call("mark_complete", summary="reference analysis done" + (f": ORACLE_RESULT {json.dumps(rec)}" if rec else ""))
+            return _call(
+                "mark_complete",
+                summary="reference analysis done" + (f": ORACLE_RESULT {json.dumps(rec)}" if rec else ""),
+            )
         if slot == 0:  # the writing lead reads what the paper will be written from
             if not _tool_results(messages, "read_artifact"):
                 return _call("read_artifact", name="evaluation_report")
@@ -125,12 +133,17 @@ def oracle_model(task: str) -> ScriptedChatModel:
             if not reads:
                 return _call("read_artifact", name="evaluation_report")
             rec = _recovered(reads[-1]) or {}
-            return _call("write_artifact", name=name, content=orc.oracle_report(task, rec, {"facts": []}),
-                         description="the final paper")
+            return _call(
+                "write_artifact",
+                name=name,
+                content=orc.oracle_report(task, rec, {"facts": []}),
+                description="the final paper",
+            )
         prompt = "\n".join(str(m.content) for m in messages)
         rec = _recovered(prompt)
-        body = (f"# {name}\n\nThe {team} team ran the reference analysis of the {task} data.\n\n"
-                + (f"Recovered results:\n\nORACLE_RESULT {json.dumps(rec)}\n" if rec else "The analysis returned no result.\n"))
+        body = f"# {name}\n\nThe {team} team ran the reference analysis of the {task} data.\n\n" + (
+            f"Recovered results:\n\nORACLE_RESULT {json.dumps(rec)}\n" if rec else "The analysis returned no result.\n"
+        )
         return _call("write_artifact", name=name, content=body, description=f"the {team} team's artifact")
 
     by_phase: dict[str, list[Any]] = {}
@@ -138,9 +151,13 @@ def oracle_model(task: str) -> ScriptedChatModel:
         by_phase[f"{team}:plan"] = [_plan(team)]
         by_phase[f"{team}:work"] = [work]
         for k in range(1, 6):
-            by_phase[f"{team}:deliberate{k}"] = [f"The {team} team's reference analysis is done; its numbers are in the artifact."]
+            by_phase[f"{team}:deliberate{k}"] = [
+                f"The {team} team's reference analysis is done; its numbers are in the artifact."
+            ]
         by_phase[f"{team}:synthesize"] = [synthesize]
-    by_phase[f"{SOLO_TEAM}:analyze"] = [solo_analyze(orc.ORACLE_CODE[task], lambda rec: orc.oracle_report(task, rec, {"facts": []}))]
+    by_phase[f"{SOLO_TEAM}:analyze"] = [
+        solo_analyze(orc.ORACLE_CODE[task], lambda rec: orc.oracle_report(task, rec, {"facts": []}))
+    ]
     return ScriptedChatModel(by_phase=by_phase, answers=["done"])
 
 
@@ -186,8 +203,10 @@ def describe_report(rec: dict[str, Any]) -> str:
     values, column means), in sentences the scorer's fact matching reads."""
     facts = []
     for stem, r in rec.items():
-        facts.append(f"In the {stem} table, the number of rows is {r['rows']} and the number of columns is {r['columns']}. "
-                     f"The number of missing values is {r['missing']}.")
+        facts.append(
+            f"In the {stem} table, the number of rows is {r['rows']} and the number of columns is {r['columns']}. "
+            f"The number of missing values is {r['missing']}."
+        )
         facts += [f"The mean of {c} is {m}." for c, m in r.get("means", {}).items()]
     results = "\n".join(f"- {f}" for f in facts) or "- The analysis returned no result."
     n = len(rec)
@@ -231,7 +250,9 @@ def describe_model(_arg: str) -> ScriptedChatModel:
             if not runs:
                 return _call("run_code", code=DESCRIBE_CODE, description="describe the tables")
             rec = _recovered(runs[-1])
-            return _call("mark_complete", summary="description done" + (f": ORACLE_RESULT {json.dumps(rec)}" if rec else ""))
+            return _call(
+                "mark_complete", summary="description done" + (f": ORACLE_RESULT {json.dumps(rec)}" if rec else "")
+            )
         if not _tool_results(messages, "list_artifacts"):
             return _call("list_artifacts")
         return _call("mark_complete", summary="reviewed the artifacts")
@@ -250,16 +271,23 @@ def describe_model(_arg: str) -> ScriptedChatModel:
                 return _call("write_artifact", name=name, content=describe_report(rec), description="the final paper")
         else:
             rec = _recovered("\n".join(str(m.content) for m in messages)) or {}
-        body = (f"# {name}\n\nThe {team} team's record of the description of the tables.\n\n"
-                + (f"Recovered results:\n\nORACLE_RESULT {json.dumps(rec)}\n" if rec else "The description returned no result.\n"))
+        body = f"# {name}\n\nThe {team} team's record of the description of the tables.\n\n" + (
+            f"Recovered results:\n\nORACLE_RESULT {json.dumps(rec)}\n"
+            if rec
+            else "The description returned no result.\n"
+        )
         return _call("write_artifact", name=name, content=body, description=f"the {team} team's artifact")
 
     by_phase: dict[str, list[Any]] = {}
     for team in TEAMS:
-        by_phase[f"{team}:plan"] = [f"- {team}.0: describe the tables\n- {team}.1: review the artifacts\n- {team}.2: review the artifacts"]
+        by_phase[f"{team}:plan"] = [
+            f"- {team}.0: describe the tables\n- {team}.1: review the artifacts\n- {team}.2: review the artifacts"
+        ]
         by_phase[f"{team}:work"] = [work]
         for k in range(1, 6):
-            by_phase[f"{team}:deliberate{k}"] = [f"The {team} team's description is done; its numbers are in the artifact."]
+            by_phase[f"{team}:deliberate{k}"] = [
+                f"The {team} team's description is done; its numbers are in the artifact."
+            ]
         by_phase[f"{team}:synthesize"] = [synthesize]
     by_phase[f"{SOLO_TEAM}:analyze"] = [solo_analyze(DESCRIBE_CODE, describe_report)]
     return ScriptedChatModel(by_phase=by_phase, answers=["done"])
@@ -277,8 +305,11 @@ def answers_model(path: str):
         team, _ = _who(messages)
         if _tool_results(messages, "write_artifact"):
             return _call("mark_complete", summary="done")
-        content = (f"# Answer\n\nThe scripted answers team states the given answer.\n\n{answer}\n" if team == "writing"
-                   else f"# {ARTIFACT[team]}\n\nThe scripted answers team did no analysis.\n")
+        content = (
+            f"# Answer\n\nThe scripted answers team states the given answer.\n\n{answer}\n"
+            if team == "writing"
+            else f"# {ARTIFACT[team]}\n\nThe scripted answers team did no analysis.\n"
+        )
         return _call("write_artifact", name=ARTIFACT[team], content=content, description=f"the {team} team's artifact")
 
     by_phase: dict[str, list[Any]] = {}
@@ -288,7 +319,11 @@ def answers_model(path: str):
         for k in range(1, 6):
             by_phase[f"{team}:deliberate{k}"] = ["ok"]
         by_phase[f"{team}:synthesize"] = [synthesize]
-    by_phase["solo:analyze"] = [solo_analyze(None, lambda _rec: f"# Answer\n\nThe scripted answers analyst states the given answer.\n\n{answer}\n")]
+    by_phase["solo:analyze"] = [
+        solo_analyze(
+            None, lambda _rec: f"# Answer\n\nThe scripted answers analyst states the given answer.\n\n{answer}\n"
+        )
+    ]
     return ScriptedChatModel(by_phase=by_phase, answers=["ok"])
 
 

@@ -22,8 +22,22 @@ from .params import ScienceParams
 
 NAME = "science sweep"
 #: keys only the earlier science format has
-KEYS = {"models", "team", "science_tasks", "budgets", "visibilities", "team_sizes", "prompts", "simulations", "seed",
-        "sandbox_backend", "sandbox_timeout", "llm", "set", "judge"}
+KEYS = {
+    "models",
+    "team",
+    "science_tasks",
+    "budgets",
+    "visibilities",
+    "team_sizes",
+    "prompts",
+    "simulations",
+    "seed",
+    "sandbox_backend",
+    "sandbox_timeout",
+    "llm",
+    "set",
+    "judge",
+}
 
 
 def claims(raw: dict[str, Any]) -> bool:
@@ -63,7 +77,9 @@ def load_science(raw: dict[str, Any], where: str) -> ScienceSweep:
     import cooplab.limits as co
 
     for key in ("models", "science_tasks", "visibilities", "prompts"):
-        if key in raw and (not isinstance(raw[key], list) or not raw[key] or not all(isinstance(x, str) for x in raw[key])):
+        if key in raw and (
+            not isinstance(raw[key], list) or not raw[key] or not all(isinstance(x, str) for x in raw[key])
+        ):
             raise ConfigError(f"{where}: {key} must be a non-empty list of strings, got {raw[key]!r}")
     for key, rule in (("simulations", "replicates"), ("seed", "seed"), ("parallel", "parallel")):
         if key in raw:
@@ -83,42 +99,77 @@ def load_science(raw: dict[str, Any], where: str) -> ScienceSweep:
         except ConfigError as exc:
             raise ConfigError(str(exc)) from None
     judge = raw.get("judge")
-    if judge is not None and (not isinstance(judge, dict) or not set(judge) <= {"model", "samples", "budget"}
-                              or not isinstance(judge.get("model"), str)):
-        raise ConfigError(f'{where}: judge must be {{"model": SPEC, "samples": 1..20, "budget": USD}} (samples and budget '
-                         f"optional), got {str(judge)[:200]!r}")
+    if judge is not None and (
+        not isinstance(judge, dict)
+        or not set(judge) <= {"model", "samples", "budget"}
+        or not isinstance(judge.get("model"), str)
+    ):
+        raise ConfigError(
+            f'{where}: judge must be {{"model": SPEC, "samples": 1..20, "budget": USD}} (samples and budget '
+            f"optional), got {str(judge)[:200]!r}"
+        )
     try:
         cfg = ScienceSweep(**raw)
     except ValidationError as exc:
         raise ConfigError(f"{where}: {explain(exc)}") from None
     try:  # every condition's parameters, before anything runs
         for t, size, vis, prompt in product(cfg.science_tasks, cfg.team_sizes, cfg.visibilities, cfg.prompts):
-            ScienceParams(**{**cfg.set, "task": t, "team": cfg.team, "team_size": size, "visibility": vis, "prompt": prompt})
+            ScienceParams(
+                **{**cfg.set, "task": t, "team": cfg.team, "team_size": size, "visibility": vis, "prompt": prompt}
+            )
     except ValidationError as exc:
         raise ConfigError(f"{where}: {explain(exc)}") from None
     if cfg.team == "llm":
         for m in cfg.models:
             try:
                 check_model(m, cfg.llm.get("base_url"), f"{where}: models")
-                budget = next((b for b in cfg.budgets if b is not None), None)  # a capped condition needs the model's price
-                run_prices({"m": parse_model_spec(m, base_url=cfg.llm.get("base_url"))}, cfg.llm.get("price_in"),
-                           cfg.llm.get("price_out"), budget, f"{where}: budgets")
+                budget = next(
+                    (b for b in cfg.budgets if b is not None), None
+                )  # a capped condition needs the model's price
+                run_prices(
+                    {"m": parse_model_spec(m, base_url=cfg.llm.get("base_url"))},
+                    cfg.llm.get("price_in"),
+                    cfg.llm.get("price_out"),
+                    budget,
+                    f"{where}: budgets",
+                )
             except ConfigError as exc:
                 raise ConfigError(str(exc)) from None
     return cfg
 
 
 def from_science(cfg: ScienceSweep) -> dict[str, Any]:
-    fixed: dict[str, Any] = {"team": cfg.team, "sandbox_backend": cfg.sandbox_backend, "sandbox_timeout": cfg.sandbox_timeout,
-                             **cfg.llm}  # no max_tokens given: the science task's own (build_config)
+    fixed: dict[str, Any] = {
+        "team": cfg.team,
+        "sandbox_backend": cfg.sandbox_backend,
+        "sandbox_timeout": cfg.sandbox_timeout,
+        **cfg.llm,
+    }  # no max_tokens given: the science task's own (build_config)
     if cfg.set:
         fixed["set"] = dict(cfg.set)
     if cfg.judge is not None:  # the task's own options: checked with each cell (samples 1..20, the budget's rule)
-        fixed.update({"judge": cfg.judge["model"], "judge_samples": cfg.judge.get("samples", 3), "judge_budget": cfg.judge.get("budget")})
+        fixed.update(
+            {
+                "judge": cfg.judge["model"],
+                "judge_samples": cfg.judge.get("samples", 3),
+                "judge_budget": cfg.judge.get("budget"),
+            }
+        )
     grid: dict[str, list[Any]] = {}
     if cfg.team == "llm":
         grid["model"] = list(cfg.models)
-    grid.update(task=list(cfg.science_tasks), budget=list(cfg.budgets), visibility=list(cfg.visibilities),
-                team_size=list(cfg.team_sizes), prompt=list(cfg.prompts))
-    return {"task": "science", "out": cfg.out, "fixed": fixed, "grid": grid,
-            "seeds": list(range(cfg.seed, cfg.seed + cfg.simulations)), "parallel": cfg.parallel}
+    grid.update(
+        task=list(cfg.science_tasks),
+        budget=list(cfg.budgets),
+        visibility=list(cfg.visibilities),
+        team_size=list(cfg.team_sizes),
+        prompt=list(cfg.prompts),
+    )
+    return {
+        "task": "science",
+        "out": cfg.out,
+        "fixed": fixed,
+        "grid": grid,
+        "seeds": list(range(cfg.seed, cfg.seed + cfg.simulations)),
+        "parallel": cfg.parallel,
+    }

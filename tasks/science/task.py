@@ -23,19 +23,18 @@ from pathlib import Path
 from typing import Any
 
 from cooplab.evals.text import counts_text, number_text
-from cooplab.graphs import rundir
+from cooplab.graphs import rundir, runfiles
 from cooplab.graphs.rundir import TRACES_FILE
-from cooplab.graphs.tables import money_table
-from cooplab.graphs import runfiles
 from cooplab.graphs.runfiles import RunSummary
+from cooplab.graphs.tables import money_table
 from cooplab.graphs.task import RunInfo, Task, TaskConfig
-from cooplab.tasks.science.results import ScienceResults
 from cooplab.limits import clean_text, sha256_file
 from cooplab.tasks.science import datasets as dsets
 from cooplab.tasks.science import scripted  # noqa: F401 - registers the built-in scripted teams (and the bench's answers team)
 from cooplab.tasks.science.defaults import MAX_TOKENS
 from cooplab.tasks.science.params import ScienceParams, ScienceSettings
-from cooplab.tasks.science.roles import ARTIFACT, TEAMS, pipeline_roles
+from cooplab.tasks.science.results import ScienceResults
+from cooplab.tasks.science.roles import ARTIFACT, TEAMS
 from cooplab.tasks.science.team import ScienceState, TeamGraph, artifacts_of, init_state
 
 DATASET_DIR = "dataset"
@@ -84,7 +83,13 @@ def _option_names(names: Mapping[str, str]) -> Any:
         if loc[:1] == ("judge",):
             return judge.get(str(loc[1]), "--judge") if len(loc) > 1 else "--judge"
         if loc[:1] == ("custom",):
-            return "--dataset" if len(loc) < 2 or loc[1] == "datasets" else "--truth" if loc[1] == "facts" else "--task-file"
+            return (
+                "--dataset"
+                if len(loc) < 2 or loc[1] == "datasets"
+                else "--truth"
+                if loc[1] == "facts"
+                else "--task-file"
+            )
         return other(loc)
 
     name.bare, name.where = name, ""  # type: ignore[attr-defined]
@@ -131,17 +136,30 @@ class ScienceTask(Task):
     sweep_seeds = (0, 1, 2, 3, 4)  # five simulations per condition, as in the paper's sweep (§4.1.1)
     default_max_tokens = MAX_TOKENS
 
-    def options(self, agents: str, *, task: str | None = None, dataset: Any = None, task_file: Any = None, truth: Any = None,
-                team: str = "llm", team_size: int | None = None, pipeline: str | None = None, visibility: str = "full",
-                prompt: str = "standard", judge: str = "heuristic", judge_samples: int = 3, judge_budget: float | None = None,
-                set: Any = None) -> dict[str, Any]:  # noqa: A002
+    def options(
+        self,
+        agents: str,
+        *,
+        task: str | None = None,
+        dataset: Any = None,
+        task_file: Any = None,
+        truth: Any = None,
+        team: str = "llm",
+        team_size: int | None = None,
+        pipeline: str | None = None,
+        visibility: str = "full",
+        prompt: str = "standard",
+        judge: str = "heuristic",
+        judge_samples: int = 3,
+        judge_budget: float | None = None,
+        set: Any = None,
+    ) -> dict[str, Any]:  # noqa: A002
         """``cooplab run science``'s own options: a built-in ``task`` (ecology, anomaly, biomarker,
         geospatial) or your own ``dataset`` (paths) with ``task_file`` and optional ``truth``; the
         ``team`` (llm, oracle, garbage), ``team_size``, ``pipeline`` (teams | solo), budget
         ``visibility``, ``prompt``, the ``judge`` (heuristic or a model spec; checked with the run's
         model settings), its ``judge_samples`` and ``judge_budget`` (USD; default the team's budget),
         and ``set`` (any other parameter)."""
-        from pydantic import ValidationError
 
         import cooplab.limits as co
 
@@ -162,10 +180,22 @@ class ScienceTask(Task):
             raise co.ConfigError("--task-file and --truth go with --dataset (your own data)")
         task = task or "ecology"
         values = co.parse_set(set, ScienceParams.model_fields, "science")
-        names = {"task": "--task", "team": "--team", "team_size": "--team-size", "pipeline": "--pipeline", "visibility": "--visibility",
-                 "prompt": "--prompt"}
-        for key, v in (("task", task), ("team", team), ("team_size", team_size), ("pipeline", pipeline), ("visibility", visibility),
-                       ("prompt", prompt)):
+        names = {
+            "task": "--task",
+            "team": "--team",
+            "team_size": "--team-size",
+            "pipeline": "--pipeline",
+            "visibility": "--visibility",
+            "prompt": "--prompt",
+        }
+        for key, v in (
+            ("task", task),
+            ("team", team),
+            ("team_size", team_size),
+            ("pipeline", pipeline),
+            ("visibility", visibility),
+            ("prompt", prompt),
+        ):
             if v is None:
                 continue
             if key in values:
@@ -177,12 +207,17 @@ class ScienceTask(Task):
                 raise co.ConfigError(f"--judge must be heuristic or a model spec, got {co.show(judge)}")
             judge_cfg = {"model": judge, "samples": judge_samples, "budget": judge_budget}
         else:
-            co.validate(ScienceSettings, {"judge": {"model": "heuristic", "samples": judge_samples, "budget": judge_budget}},
-                        _option_names(names))  # the judge's options are checked even when unused
+            co.validate(
+                ScienceSettings,
+                {"judge": {"model": "heuristic", "samples": judge_samples, "budget": judge_budget}},
+                _option_names(names),
+            )  # the judge's options are checked even when unused
             if judge_budget is not None:
                 raise co.ConfigError("--judge-budget goes with --judge MODEL (the heuristic scorer costs nothing)")
         label = _option_names(names)
-        P = co.validate(ScienceSettings, {**values, "judge": judge_cfg, "custom": custom}, label, context={"agents": agents})
+        P = co.validate(
+            ScienceSettings, {**values, "judge": judge_cfg, "custom": custom}, label, context={"agents": agents}
+        )
         return {"params": P, "record": {"dataset": {"sha256": None}}}
 
     def fixed_model(self, config: Config) -> str | None:
@@ -226,9 +261,15 @@ class ScienceTask(Task):
         want = (_dataset(config) or {}).get("sha256")
         got = sha256_file(data)
         if want is None:
-            _record_dataset(config, Path(out), {"file": f"{DATASET_DIR}/{dsets.DATA_FILE}", "sha256": got, "generator": dsets.GENERATOR})
+            _record_dataset(
+                config,
+                Path(out),
+                {"file": f"{DATASET_DIR}/{dsets.DATA_FILE}", "sha256": got, "generator": dsets.GENERATOR},
+            )
         elif got != want:
-            raise rundir.RunDirError(f"{data} is not the dataset this run started with (SHA-256 differs); restore it or start a new run")
+            raise rundir.RunDirError(
+                f"{data} is not the dataset this run started with (SHA-256 differs); restore it or start a new run"
+            )
 
     def _prepare_custom(self, config: Config, out: Path) -> None:
         """Your own data: the canonical file the sandbox loads and ground_truth.json (the facts, or
@@ -246,7 +287,12 @@ class ScienceTask(Task):
                 data = owndata.write_canonical([dict(i) for i in c.datasets], d)
             except owndata.OwnDataError as exc:
                 raise rundir.RunDirError(str(exc)) from None
-            truth = {"task": "custom", "description": c.task, "facts": list(c.facts or []), "accuracy_scored": c.facts is not None}
+            truth = {
+                "task": "custom",
+                "description": c.task,
+                "facts": list(c.facts or []),
+                "accuracy_scored": c.facts is not None,
+            }
             rundir.write_json(d / dsets.TRUTH_FILE, truth)
         else:
             data = have[0]
@@ -254,14 +300,21 @@ class ScienceTask(Task):
                 p = Path(i["path"])
                 now = sha256_file(p) if p.is_file() else None
                 if now != i["sha256"]:
-                    print(f"cooplab: warning: {p} {'is gone' if now is None else 'changed (SHA-256 differs)'} since the run started; "
-                          f"the run goes on with its copy in {d}", file=sys.stderr)
+                    print(
+                        f"cooplab: warning: {p} {'is gone' if now is None else 'changed (SHA-256 differs)'} since the run started; "
+                        f"the run goes on with its copy in {d}",
+                        file=sys.stderr,
+                    )
         want = (_dataset(config) or {}).get("sha256")
         got = sha256_file(data)
         if want is None:
-            _record_dataset(config, out, {"file": f"{DATASET_DIR}/{data.name}", "sha256": got, "generator": "cooplab own data"})
+            _record_dataset(
+                config, out, {"file": f"{DATASET_DIR}/{data.name}", "sha256": got, "generator": "cooplab own data"}
+            )
         elif got != want:
-            raise rundir.RunDirError(f"{data} is not the dataset this run started with (SHA-256 differs); restore it or start a new run")
+            raise rundir.RunDirError(
+                f"{data} is not the dataset this run started with (SHA-256 differs); restore it or start a new run"
+            )
 
     def sandbox_dataset(self, config: Config, out: Path) -> Path | None:
         if config.params.custom is not None:
@@ -326,8 +379,13 @@ class ScienceTask(Task):
         for stem in ("messages", "requests", "routing", "completions"):
             rundir.write_jsonl(out / f"{stem}.jsonl", final.get(stem) or [])
         for stem in ("tool_loops", "timeline"):
-            rows = [{k: (json.dumps(v, ensure_ascii=False, default=str) if isinstance(v, (list, dict)) else v) for k, v in r.items()}
-                    for r in final.get(stem) or []]
+            rows = [
+                {
+                    k: (json.dumps(v, ensure_ascii=False, default=str) if isinstance(v, (list, dict)) else v)
+                    for k, v in r.items()
+                }
+                for r in final.get(stem) or []
+            ]
             if rows:
                 df = rundir.frame(rows)
                 rundir.write_table(money_table(stem, df) if stem == "tool_loops" else df, out, stem, csv=run.csv)
@@ -360,22 +418,39 @@ class ScienceTask(Task):
         stops: dict[str, int] = {}
         for r in loops:
             stops[str(r.get("stop_reason"))] = stops.get(str(r.get("stop_reason")), 0) + 1
-        passes = [(t["team"], t["visit"]) for t in final.get("timeline") or [] if t.get("node") in ("synthesize", "analyze")]
+        passes = [
+            (t["team"], t["visit"]) for t in final.get("timeline") or [] if t.get("node") in ("synthesize", "analyze")
+        ]
         judged = None
         if P.judge is not None and run.status in ("completed", "budget_exhausted"):
             judged = _judge_the_run(out, config)
         sc = {k: h.scores()[k] for k in ("completeness", "quality", "accuracy")}
         if no_truth:
             sc["accuracy"] = None
-        return ScienceResults.of({"science_task": "custom" if custom else P.task, "judge": judged, "team": P.team, "pipeline": P.pipeline, "team_size": P.team_size, "visibility": P.visibility, "prompt": P.prompt,
-                "scores": sc, "scored": scored,
-                "facts": {f.id: f.status for f in h.facts}, "passes": [f"{t}#{v}" for t, v in passes],
-                "artifacts": {n: len(v) for n, v in arts.items()}, "requests": len(final.get("requests") or []),
+        return ScienceResults.of(
+            {
+                "science_task": "custom" if custom else P.task,
+                "judge": judged,
+                "team": P.team,
+                "pipeline": P.pipeline,
+                "team_size": P.team_size,
+                "visibility": P.visibility,
+                "prompt": P.prompt,
+                "scores": sc,
+                "scored": scored,
+                "facts": {f.id: f.status for f in h.facts},
+                "passes": [f"{t}#{v}" for t, v in passes],
+                "artifacts": {n: len(v) for n, v in arts.items()},
+                "requests": len(final.get("requests") or []),
                 "requests_refused": sum(1 for r in final.get("routing") or [] if r.get("decision") == "refused"),
-                "messages": len(final.get("messages") or []), "tool_loops": len(loops), "loop_stops": stops,
+                "messages": len(final.get("messages") or []),
+                "tool_loops": len(loops),
+                "loop_stops": stops,
                 "cost_by_team_usd": {t: round(v, 6) for t, v in spent.items()},
                 "sandbox_seconds_by_team": {t: round(v, 3) for t, v in seconds.items()},
-                "stop": final.get("stop")})
+                "stop": final.get("stop"),
+            }
+        )
 
     def figure(self, summary: RunSummary[ScienceResults], run: RunInfo) -> None:
         from cooplab.tasks.science.report import write_report
@@ -401,25 +476,37 @@ class ScienceTask(Task):
         who = "solo analyst" if r.pipeline == "solo" else f"team of {r.team_size} per team"
         head = f"science {r.science_task}: {r.team} {who}, visibility {r.visibility}, status {summary.status}"
         acc = "not scored (no truth)" if s.accuracy is None else f"{s.accuracy:.2f}"
-        lines = [head, f"scores (heuristic, 0-1): completeness {number_text(s.completeness, 2)}, quality {number_text(s.quality, 2)}, "
-                       f"accuracy {acc} (scored: {r.scored})",
-                 f"team passes: {', '.join(r.passes) or 'none'}; requests {r.requests} "
-                 f"({r.requests_refused} refused); tool loops {r.tool_loops} (stops: {counts_text(r.loop_stops)})"]
+        lines = [
+            head,
+            f"scores (heuristic, 0-1): completeness {number_text(s.completeness, 2)}, quality {number_text(s.quality, 2)}, "
+            f"accuracy {acc} (scored: {r.scored})",
+            f"team passes: {', '.join(r.passes) or 'none'}; requests {r.requests} "
+            f"({r.requests_refused} refused); tool loops {r.tool_loops} (stops: {counts_text(r.loop_stops)})",
+        ]
         if r.cost_by_team_usd:
             lines.append("cost by team: " + ", ".join(f"{t} ${v:.4f}" for t, v in r.cost_by_team_usd.items()))
         judged = r.judge
         if judged is not None:
             cap = judged.budget_usd
-            outcome = (f"error: {judged.error}" if judged.error else
-                       f"completeness {number_text(judged.completeness)}, quality {number_text(judged.quality)}, "
-                       f"accuracy {number_text(judged.accuracy, missing='not scored (no truth)')}")
-            lines.append(f"judge {judged.judge}: {outcome}; cost ${judged.cost_usd:.4f}"
-                         f"{'' if cap is None else f' of its ${cap:.4f} budget'}")
-        lines.append("files: dataset/, artifacts/, scores.json, report.html, messages.jsonl, requests.jsonl, tool_loops.*, ledger.*, "
-                     + TRACES_FILE)
+            outcome = (
+                f"error: {judged.error}"
+                if judged.error
+                else f"completeness {number_text(judged.completeness)}, quality {number_text(judged.quality)}, "
+                f"accuracy {number_text(judged.accuracy, missing='not scored (no truth)')}"
+            )
+            lines.append(
+                f"judge {judged.judge}: {outcome}; cost ${judged.cost_usd:.4f}"
+                f"{'' if cap is None else f' of its ${cap:.4f} budget'}"
+            )
+        lines.append(
+            "files: dataset/, artifacts/, scores.json, report.html, messages.jsonl, requests.jsonl, tool_loops.*, ledger.*, "
+            + TRACES_FILE
+        )
         return lines
 
-    def earlier_sweep(self, raw: Mapping[str, Any]) -> tuple[str, Callable[[dict[str, Any], str], dict[str, Any]]] | None:
+    def earlier_sweep(
+        self, raw: Mapping[str, Any]
+    ) -> tuple[str, Callable[[dict[str, Any], str], dict[str, Any]]] | None:
         """The earlier science sweep format (``models``, ``science_tasks``, ``budgets`` ...): ``tasks/science/sweep_format.py``."""
         from cooplab.tasks.science import sweep_format
 
@@ -427,7 +514,9 @@ class ScienceTask(Task):
             return None
         return sweep_format.NAME, sweep_format.convert
 
-    def analyze_sweep(self, cells: list[dict[str, Any]], out: Path, *, analysis_out: Path | None = None) -> dict[str, Any]:
+    def analyze_sweep(
+        self, cells: list[dict[str, Any]], out: Path, *, analysis_out: Path | None = None
+    ) -> dict[str, Any]:
         """``OUT/scores.csv`` (one row per finished run: its condition, seed, status, both scorers'
         scores and the cost) and ``OUT/conditions.csv`` (their means per condition), which
         ``cooplab analyze science`` reads. ``completeness``, ``quality`` and ``accuracy`` are the
@@ -446,10 +535,23 @@ class ScienceTask(Task):
             config, summary = rundir.read_config(d), runfiles.read_summary(d, ScienceResults)
             P, llm = config.get("params") or {}, config.get("llm") or {}
             scores = summary.results.scores.model_dump() if summary.results is not None else {}
-            rows.append({"condition": d.name.rsplit("__s", 1)[0], "model": llm.get("model"), "task": P.get("task"),
-                         "budget": llm.get("budget"), "visibility": P.get("visibility"), "team_size": P.get("team_size"),
-                         "prompt": P.get("prompt"), "seed": config.get("seed"), "status": summary.status,
-                         **scores, **_judge_row(d, config, summary), "cost_usd": summary.cost_usd, "run_dir": str(d)})
+            rows.append(
+                {
+                    "condition": d.name.rsplit("__s", 1)[0],
+                    "model": llm.get("model"),
+                    "task": P.get("task"),
+                    "budget": llm.get("budget"),
+                    "visibility": P.get("visibility"),
+                    "team_size": P.get("team_size"),
+                    "prompt": P.get("prompt"),
+                    "seed": config.get("seed"),
+                    "status": summary.status,
+                    **scores,
+                    **_judge_row(d, config, summary),
+                    "cost_usd": summary.cost_usd,
+                    "run_dir": str(d),
+                }
+            )
         df = pd.DataFrame(rows)
         dest.mkdir(parents=True, exist_ok=True)
         df.to_csv(dest / "scores.csv", index=False)
@@ -457,7 +559,11 @@ class ScienceTask(Task):
         for col in means:  # a score not scored is null: left out of the mean
             df[col] = pd.to_numeric(df[col], errors="coerce") if col in df else float("nan")
         keys = ["condition", "model", "task", "budget", "visibility", "team_size", "prompt"]
-        agg = df.groupby(keys, dropna=False).agg(runs=("seed", "size"), **{col: (col, "mean") for col in means}).reset_index()
+        agg = (
+            df.groupby(keys, dropna=False)
+            .agg(runs=("seed", "size"), **{col: (col, "mean") for col in means})
+            .reset_index()
+        )
         agg.to_csv(dest / "conditions.csv", index=False)
         return {"scores_csv": str(dest / "scores.csv"), "conditions_csv": str(dest / "conditions.csv")}
 

@@ -93,10 +93,28 @@ def artifacts_of(state: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
 
 
 def init_state(max_reentries: int) -> dict[str, Any]:
-    return {"round": 1, "max_round": len(TEAMS) * (1 + 2 * max_reentries), "cursor": 0, "visits": {}, "reentries": {},
-            "return_to": [], "serving": None, "plan": "", "assignments": {}, "outputs": [], "discussion": [], "stop": None,
-            "artifact_log": [], "messages": [], "requests": [], "routing": [], "completions": [], "tool_loops": [], "timeline": [],
-            "ledger": []}
+    return {
+        "round": 1,
+        "max_round": len(TEAMS) * (1 + 2 * max_reentries),
+        "cursor": 0,
+        "visits": {},
+        "reentries": {},
+        "return_to": [],
+        "serving": None,
+        "plan": "",
+        "assignments": {},
+        "outputs": [],
+        "discussion": [],
+        "stop": None,
+        "artifact_log": [],
+        "messages": [],
+        "requests": [],
+        "routing": [],
+        "completions": [],
+        "tool_loops": [],
+        "timeline": [],
+        "ledger": [],
+    }
 
 
 class TeamGraph:
@@ -105,7 +123,9 @@ class TeamGraph:
     def __init__(self, P: Any, task_description: str, *, code_prefix: str = ""):
         self.P = P
         self.description = task_description
-        self.code_prefix = code_prefix  #: run before every run_code call's code (own data: several files -> a dict of frames)
+        self.code_prefix = (
+            code_prefix  #: run before every run_code call's code (own data: several files -> a dict of frames)
+        )
         self.solo = getattr(P, "pipeline", "teams") == "solo"
         self._ledger = None  # the run's ledger, set by every node (budget warnings read it)
         self._agents: dict[tuple, ToolAgent] = {}
@@ -121,7 +141,9 @@ class TeamGraph:
     def status(self, context: CoopContext, team: str) -> str:
         ledger = context.ledger
         team_spent = sum((Decimal(e.cost) for e in ledger.entries if e.team == team), Decimal(0))
-        return pr.budget_status(self.P.visibility, budget=ledger.budget, spent=ledger.spent, team_spent=team_spent, team=team)
+        return pr.budget_status(
+            self.P.visibility, budget=ledger.budget, spent=ledger.spent, team_spent=team_spent, team=team
+        )
 
     def note(self, _res: ToolLoopResult) -> str | None:
         """The budget warning due before a model call of any loop (None above 30 % remaining)."""
@@ -150,11 +172,21 @@ class TeamGraph:
         cache) reuses the whole fixed part; ``"paper"`` puts the status where C.1 does, between
         the team members and the budget rules, in one message."""
         status = self.status(context, role.team)
-        w = pr.warning(self.P.visibility, context.ledger.budget, context.ledger.spent, warn_when_hidden=self.P.warn_when_hidden)
+        w = pr.warning(
+            self.P.visibility, context.ledger.budget, context.ledger.spent, warn_when_hidden=self.P.warn_when_hidden
+        )
         paper = self.P.status_at == "paper"
-        kw = {"task_description": self.description, "status": status if paper else "", "prompt": self.P.prompt,
-              "code_timeout": self.P.code_timeout}
-        text = pr.solo_system_prompt(role, **kw) if role.team == SOLO_TEAM else pr.system_prompt(role, team_size=self.P.team_size, **kw)
+        kw = {
+            "task_description": self.description,
+            "status": status if paper else "",
+            "prompt": self.P.prompt,
+            "code_timeout": self.P.code_timeout,
+        }
+        text = (
+            pr.solo_system_prompt(role, **kw)
+            if role.team == SOLO_TEAM
+            else pr.system_prompt(role, team_size=self.P.team_size, **kw)
+        )
         if paper:
             return [SystemMessage(content=text + (f"\n\n{w}" if w else ""))]
         live = "\n\n".join(x for x in (status, w) if x)
@@ -166,9 +198,15 @@ class TeamGraph:
         a = self._agents.get(key)
         if a is None:
             finish = ("mark_complete",) if any(t.name == "mark_complete" for t in tools) else ()
-            a = self._agents[key] = ToolAgent(role.agent_id, tools, team=role.team, phase=f"{role.team}:{phase}",
-                                              limits=ToolLoopLimits(max_steps=max_steps, max_tokens_per_call=self.P.max_tokens_per_call),
-                                              finish_tools=finish, notes=self.note)
+            a = self._agents[key] = ToolAgent(
+                role.agent_id,
+                tools,
+                team=role.team,
+                phase=f"{role.team}:{phase}",
+                limits=ToolLoopLimits(max_steps=max_steps, max_tokens_per_call=self.P.max_tokens_per_call),
+                finish_tools=finish,
+                notes=self.note,
+            )
         return a
 
     def code_tool(self, team: str):
@@ -177,8 +215,11 @@ class TeamGraph:
         from cooplab.tasks.science.explore import record_sandbox_call
 
         # every call and its figures are kept in the run directory for the explorer (cooplab view)
-        tool = run_code_tool(timeout=self.P.code_timeout, max_chars=self.P.code_output_chars,
-                             on_result=functools.partial(record_sandbox_call, prefix=self.code_prefix))
+        tool = run_code_tool(
+            timeout=self.P.code_timeout,
+            max_chars=self.P.code_output_chars,
+            on_result=functools.partial(record_sandbox_call, prefix=self.code_prefix),
+        )
         if not self.code_prefix:
             return tool
         from langchain_core.tools import StructuredTool
@@ -189,10 +230,13 @@ class TeamGraph:
             return await inner(prefix + code, runtime, description)
 
         run_code.__annotations__ = dict(inner.__annotations__)
-        return StructuredTool.from_function(coroutine=run_code, name=tool.name, args_schema=tool.args_schema, description=tool.description)
+        return StructuredTool.from_function(
+            coroutine=run_code, name=tool.name, args_schema=tool.args_schema, description=tool.description
+        )
 
-    async def run_agents(self, jobs: list[tuple[ToolAgent, list]], context: CoopContext, config: RunnableConfig,
-                         state: Mapping[str, Any]) -> tuple[list[ToolLoopResult | None], dict[str, Any] | None]:
+    async def run_agents(
+        self, jobs: list[tuple[ToolAgent, list]], context: CoopContext, config: RunnableConfig, state: Mapping[str, Any]
+    ) -> tuple[list[ToolLoopResult | None], dict[str, Any] | None]:
         """Run tool loops concurrently (in ``state``'s round, the team's pass of ``state``; their
         traces labelled with the role's name, team and pass). A budget stop keeps every loop's
         partial result and is returned as the stop record; other fatal errors (model or sandbox
@@ -203,8 +247,9 @@ class TeamGraph:
             name = role_of(a.agent_id, self.P.team_size).name  # every agent is made from a role (self.agent)
             return labelled(config, {AGENT_NAME: name, "team": a.team, "pass": pass_})  # type: ignore[return-value]
 
-        results = await asyncio.gather(*(a.arun(m, context=context, round=rnd, config=traced(a)) for a, m in jobs),
-                                       return_exceptions=True)
+        results = await asyncio.gather(
+            *(a.arun(m, context=context, round=rnd, config=traced(a)) for a, m in jobs), return_exceptions=True
+        )
         out: list[ToolLoopResult | None] = []
         stop = None
         other: BaseException | None = None
@@ -221,19 +266,38 @@ class TeamGraph:
             raise other
         return out, stop
 
-    def record(self, state: Mapping[str, Any], node: str, results: list[ToolLoopResult | None], context: CoopContext,
-               t0: float, ws: Workspace | None = None, stop: dict[str, Any] | None = None) -> dict[str, Any]:
+    def record(
+        self,
+        state: Mapping[str, Any],
+        node: str,
+        results: list[ToolLoopResult | None],
+        context: CoopContext,
+        t0: float,
+        ws: Workspace | None = None,
+        stop: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         team, visit = self.team(state), self.visit(state)
-        upd: dict[str, Any] = {"tool_loops": [dict(r.record(), visit=visit, node=node) for r in results if r is not None],
-                               "timeline": [{"team": team, "visit": visit, "node": node, "seconds": round(time.perf_counter() - t0, 3),
-                                             "spent_usd": str(context.ledger.spent)}]}
+        upd: dict[str, Any] = {
+            "tool_loops": [dict(r.record(), visit=visit, node=node) for r in results if r is not None],
+            "timeline": [
+                {
+                    "team": team,
+                    "visit": visit,
+                    "node": node,
+                    "seconds": round(time.perf_counter() - t0, 3),
+                    "spent_usd": str(context.ledger.spent),
+                }
+            ],
+        }
         if ws is not None:
             upd.update(ws.updates())
         if stop is not None:
             upd["stop"] = {**stop, "node": node, "team": team}
         return upd
 
-    def begin(self, state: Mapping[str, Any], runtime: Runtime[CoopContext]) -> tuple[CoopContext, float, str, int, Workspace]:
+    def begin(
+        self, state: Mapping[str, Any], runtime: Runtime[CoopContext]
+    ) -> tuple[CoopContext, float, str, int, Workspace]:
         """What every team node starts with: (context, start time, team, pass, the workspace made
         current for the tools)."""
         ctx, team, visit = runtime.context, self.team(state), self.visit(state)
@@ -256,21 +320,31 @@ class TeamGraph:
         inbox = [m for m in state.get("messages") or [] if m["to_team"] == team]
         request = None
         if serving:
-            request = f"The {serving['from_team']} team ({serving['agent']}) asks for {'a REDO' if serving['kind'] == 'redo' else 'additional work'}: " \
-                      f"{serving['request']}" + (f" Justification: {serving['justification']}" if serving.get("justification") else "")
+            request = (
+                f"The {serving['from_team']} team ({serving['agent']}) asks for {'a REDO' if serving['kind'] == 'redo' else 'additional work'}: "
+                f"{serving['request']}"
+                + (f" Justification: {serving['justification']}" if serving.get("justification") else "")
+            )
         prompt = pr.plan_prompt(lead, team_size=self.P.team_size, request=request)
         if inbox:
-            prompt += "\n\nMESSAGES TO YOUR TEAM:\n" + "\n".join(f"[{m['agent']} of {m['from_team']}]: {m['content']}" for m in inbox[-10:])
+            prompt += "\n\nMESSAGES TO YOUR TEAM:\n" + "\n".join(
+                f"[{m['agent']} of {m['from_team']}]: {m['content']}" for m in inbox[-10:]
+            )
         agent = self.agent(lead, tools, "plan", ctx, self.P.plan_steps)
-        (res,), stop = await self.run_agents([(agent, [*self.system(lead, ctx), HumanMessage(content=prompt)])], ctx, config,
-                                             state)
+        (res,), stop = await self.run_agents(
+            [(agent, [*self.system(lead, ctx), HumanMessage(content=prompt)])], ctx, config, state
+        )
         plan = (res.final if res is not None and res.final else "").strip()
         fallback = not plan
         if fallback:
-            plan = "\n".join(f"- {r.name} ({r.agent_id}): carry out your role's part of the project for this team."
-                             for r in roles(team, self.P.team_size))
+            plan = "\n".join(
+                f"- {r.name} ({r.agent_id}): carry out your role's part of the project for this team."
+                for r in roles(team, self.P.team_size)
+            )
         upd = self.record(state, "plan", [res], ctx, t0, ws, stop)
-        upd.update(visits=visits, plan=plan, assignments=assign(plan, roles(team, self.P.team_size)), outputs=[], discussion=[])
+        upd.update(
+            visits=visits, plan=plan, assignments=assign(plan, roles(team, self.P.team_size)), outputs=[], discussion=[]
+        )
         upd["timeline"][0]["fallback"] = fallback
         return upd
 
@@ -282,15 +356,24 @@ class TeamGraph:
         jobs = []
         for role in roles(team, self.P.team_size):
             task = (state.get("assignments") or {}).get(role.agent_id) or "Carry out your role's part of the plan."
-            jobs.append((self.agent(role, tools, "work", ctx, self.P.max_steps),
-                         [*self.system(role, ctx), HumanMessage(content=pr.work_prompt(role, task=task, plan=state.get("plan", "")))]))
+            jobs.append(
+                (
+                    self.agent(role, tools, "work", ctx, self.P.max_steps),
+                    [
+                        *self.system(role, ctx),
+                        HumanMessage(content=pr.work_prompt(role, task=task, plan=state.get("plan", ""))),
+                    ],
+                )
+            )
         results, stop = await self.run_agents(jobs, ctx, config, state)
         outputs = [[r.agent_id, output_text(res)] for r, res in zip(roles(team, self.P.team_size), results)]
         upd = self.record(state, "work", results, ctx, t0, ws, stop)
         upd["outputs"] = outputs
         return upd
 
-    async def deliberate(self, state: ScienceState, config: RunnableConfig, runtime: Runtime[CoopContext]) -> dict[str, Any]:
+    async def deliberate(
+        self, state: ScienceState, config: RunnableConfig, runtime: Runtime[CoopContext]
+    ) -> dict[str, Any]:
         if state.get("stop"):
             return {}
         ctx, t0, team, visit, ws = self.begin(state, runtime)
@@ -301,22 +384,33 @@ class TeamGraph:
         team_roles = roles(team, self.P.team_size)
         rounds = self.P.deliberation_rounds if len(team_roles) > 1 else 0  # a lead alone has no one to deliberate with
         for k in range(1, rounds + 1):
-            jobs = [(self.agent(role, tools, f"deliberate{k}", ctx, 2),
-                     [*self.system(role, ctx), HumanMessage(content=pr.deliberation_prompt(k, self.P.deliberation_rounds, discussion))])
-                    for role in team_roles]
+            jobs = [
+                (
+                    self.agent(role, tools, f"deliberate{k}", ctx, 2),
+                    [
+                        *self.system(role, ctx),
+                        HumanMessage(content=pr.deliberation_prompt(k, self.P.deliberation_rounds, discussion)),
+                    ],
+                )
+                for role in team_roles
+            ]
             results, stop = await self.run_agents(jobs, ctx, config, state)
             all_results += results
             for role, res in zip(team_roles, results):
                 text = (res.final or "").strip() if res is not None else ""
                 if text:
-                    discussion.append({"agent": role.agent_id, "round": k, "message": text[:1200], "team": team, "visit": visit})
+                    discussion.append(
+                        {"agent": role.agent_id, "round": k, "message": text[:1200], "team": team, "visit": visit}
+                    )
             if stop:
                 break
         upd = self.record(state, "deliberate", all_results, ctx, t0, ws, stop)
         upd["discussion"] = discussion
         return upd
 
-    async def synthesize(self, state: ScienceState, config: RunnableConfig, runtime: Runtime[CoopContext]) -> dict[str, Any]:
+    async def synthesize(
+        self, state: ScienceState, config: RunnableConfig, runtime: Runtime[CoopContext]
+    ) -> dict[str, Any]:
         ctx, t0, team, visit, ws = self.begin(state, runtime)
         lead = roles(team, self.P.team_size)[0]
         results: list[ToolLoopResult | None] = [None]
@@ -324,10 +418,13 @@ class TeamGraph:
         if not state.get("stop"):
             tools = self.tools(team, ("read_artifact", "list_artifacts", "write_artifact", "mark_complete"))
             outputs = [(a, o) for a, o in state.get("outputs") or []]
-            prompt = pr.synthesis_prompt(lead, outputs, list(state.get("discussion") or []), excerpt=self.P.synthesis_excerpt)
+            prompt = pr.synthesis_prompt(
+                lead, outputs, list(state.get("discussion") or []), excerpt=self.P.synthesis_excerpt
+            )
             agent = self.agent(lead, tools, "synthesize", ctx, self.P.synthesis_steps)
-            results, stop = await self.run_agents([(agent, [*self.system(lead, ctx), HumanMessage(content=prompt)])], ctx, config,
-                                                  state)
+            results, stop = await self.run_agents(
+                [(agent, [*self.system(lead, ctx), HumanMessage(content=prompt)])], ctx, config, state
+            )
         name = ARTIFACT[team]
         mine = [a for a in ws.versions(name) if a["visit"] == visit and a["team"] == team]
         fallback = None
@@ -339,13 +436,20 @@ class TeamGraph:
                 text = "\n\n".join(o for _, o in state.get("outputs") or [] if o.strip())
                 source = "the members' outputs"
             if text.strip():
-                ws.write(lead.agent_id, name, text[: 100_000], f"written by cooplab from {source}: the lead did not call write_artifact")
+                ws.write(
+                    lead.agent_id,
+                    name,
+                    text[:100_000],
+                    f"written by cooplab from {source}: the lead did not call write_artifact",
+                )
                 fallback = source
         upd = self.record(state, "synthesize", results, ctx, t0, ws, stop)
         upd["timeline"][0]["artifact_fallback"] = fallback
         return upd
 
-    async def analyze(self, state: ScienceState, config: RunnableConfig, runtime: Runtime[CoopContext]) -> dict[str, Any]:
+    async def analyze(
+        self, state: ScienceState, config: RunnableConfig, runtime: Runtime[CoopContext]
+    ) -> dict[str, Any]:
         """The solo pipeline's one node: the analyst's tool loop (code, artifacts), then the final
         paper (written by cooplab from its final words or code outputs if the analyst did not)."""
         ctx, t0 = runtime.context, time.perf_counter()
@@ -353,10 +457,13 @@ class TeamGraph:
         state = {**state, "visits": visits}
         ws = Workspace(artifacts_of(state), SOLO_TEAM, visits[SOLO_TEAM])
         self.enter(ctx, ws)
-        tools = self.tools(SOLO_TEAM, ("run_code", "read_artifact", "list_artifacts", "write_artifact", "mark_complete"))
+        tools = self.tools(
+            SOLO_TEAM, ("run_code", "read_artifact", "list_artifacts", "write_artifact", "mark_complete")
+        )
         agent = self.agent(SOLO, tools, "analyze", ctx, self.P.max_steps + self.P.synthesis_steps)
-        (res,), stop = await self.run_agents([(agent, [*self.system(SOLO, ctx), HumanMessage(content=pr.solo_work_prompt(SOLO))])],
-                                             ctx, config, state)
+        (res,), stop = await self.run_agents(
+            [(agent, [*self.system(SOLO, ctx), HumanMessage(content=pr.solo_work_prompt(SOLO))])], ctx, config, state
+        )
         fallback = None
         if not ws.versions(ARTIFACT[SOLO_TEAM]):
             text = (res.final or "").strip() if res is not None else ""
@@ -365,8 +472,12 @@ class TeamGraph:
                 text = "\n\n".join(t for t in (output_text(res, limit=100_000), text) if t.strip())
                 source = "the analyst's code outputs and final answer"
             if text.strip():
-                ws.write(SOLO.agent_id, ARTIFACT[SOLO_TEAM], text[:100_000],
-                         f"written by cooplab from {source}: the analyst did not call write_artifact")
+                ws.write(
+                    SOLO.agent_id,
+                    ARTIFACT[SOLO_TEAM],
+                    text[:100_000],
+                    f"written by cooplab from {source}: the analyst did not call write_artifact",
+                )
                 fallback = source
         upd = self.record(state, "analyze", [res], ctx, t0, ws, stop)
         upd["visits"] = visits
@@ -391,10 +502,19 @@ class TeamGraph:
                 reentries[target] = reentries.get(target, 0) + 1
                 nxt, serving = TEAMS.index(target), rq
                 back.append(cursor)
-                log.append({**_req_key(rq), "decision": "accepted", "reason": f"re-entry {reentries[target]} of {self.P.max_reentries}"})
+                log.append(
+                    {
+                        **_req_key(rq),
+                        "decision": "accepted",
+                        "reason": f"re-entry {reentries[target]} of {self.P.max_reentries}",
+                    }
+                )
             else:
-                why = (f"the {target} team has had its {self.P.max_reentries} re-entries" if nxt is None
-                       else "one request is served per pass; an earlier request of this pass was accepted")
+                why = (
+                    f"the {target} team has had its {self.P.max_reentries} re-entries"
+                    if nxt is None
+                    else "one request is served per pass; an earlier request of this pass was accepted"
+                )
                 log.append({**_req_key(rq), "decision": "refused", "reason": why})
         if nxt is None:
             if serving is None and state.get("serving") is not None and back:
@@ -403,8 +523,14 @@ class TeamGraph:
                 nxt = cursor + 1
             else:
                 nxt = -1
-        upd: dict[str, Any] = {"cursor": nxt, "reentries": reentries, "return_to": back, "serving": serving, "routing": log,
-                               "round": int(state["round"]) + 1}
+        upd: dict[str, Any] = {
+            "cursor": nxt,
+            "reentries": reentries,
+            "return_to": back,
+            "serving": serving,
+            "routing": log,
+            "round": int(state["round"]) + 1,
+        }
         return upd
 
     @staticmethod
@@ -461,7 +587,7 @@ def clipped(text: str, limit: int) -> str:
     if keep == 0:
         return text[:limit]
     head = keep - keep // 2
-    return text[:head] + note + text[len(text) - (keep - head):]
+    return text[:head] + note + text[len(text) - (keep - head) :]
 
 
 def output_text(res: ToolLoopResult | None, limit: int = 6000) -> str:

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.tools import BaseTool, StructuredTool
-from pydantic import BaseModel, Field
 from langgraph.prebuilt import ToolRuntime
+from pydantic import BaseModel, Field
 
 from cooplab.agents.tools import caller_of
 from cooplab.tasks.science.roles import ARTIFACT, TEAMS
@@ -60,7 +60,9 @@ class Workspace:
             raise ValueError(f"no artifact named {name!r}; available: {', '.join(self.names()) or 'none yet'}")
         text = a["content"]
         more = f"\n...[{len(text) - READ_CHARS} more characters not shown]" if len(text) > READ_CHARS else ""
-        return f"{a['name']} (version {a['version']}, by {a['agent']} of the {a['team']} team):\n{text[:READ_CHARS]}{more}"
+        return (
+            f"{a['name']} (version {a['version']}, by {a['agent']} of the {a['team']} team):\n{text[:READ_CHARS]}{more}"
+        )
 
     def write(self, agent: str, name: str, content: str, description: str = "") -> str:
         name = _name(name)
@@ -69,34 +71,58 @@ class Workspace:
         if len(content) > MAX_ARTIFACT_CHARS:
             raise ValueError(f"content has {len(content)} characters; an artifact holds at most {MAX_ARTIFACT_CHARS}")
         version = len(self.versions(name)) + 1
-        self.new_artifacts.append({"name": name, "version": version, "content": content, "description": str(description)[:500],
-                                   "agent": agent, "team": self.team, "visit": self.visit})
+        self.new_artifacts.append(
+            {
+                "name": name,
+                "version": version,
+                "content": content,
+                "description": str(description)[:500],
+                "agent": agent,
+                "team": self.team,
+                "visit": self.visit,
+            }
+        )
         return f"saved artifact {name!r} version {version} ({len(content)} characters)"
 
     def list(self) -> str:
         rows = []
         for n in self.names():
             a = self.latest(n)
-            rows.append(f"- {n}: {len(self.versions(n))} version(s), latest by {a['agent']} ({a['team']}), {len(a['content'])} characters"
-                        + (f": {a['description']}" if a.get("description") else ""))
+            rows.append(
+                f"- {n}: {len(self.versions(n))} version(s), latest by {a['agent']} ({a['team']}), {len(a['content'])} characters"
+                + (f": {a['description']}" if a.get("description") else "")
+            )
         return "\n".join(rows) or "no artifacts yet"
 
     def message(self, agent: str, to_team: str, content: str) -> str:
         to_team = _team(to_team)
         content = _text(content, "content", MAX_MESSAGE_CHARS)
-        self.messages.append({"from_team": self.team, "agent": agent, "to_team": to_team, "content": content, "visit": self.visit})
+        self.messages.append(
+            {"from_team": self.team, "agent": agent, "to_team": to_team, "content": content, "visit": self.visit}
+        )
         return f"message sent to the {to_team} team"
 
     def request(self, agent: str, kind: str, target_team: str, request: str, justification: str = "") -> str:
         target = _team(target_team)
         if TEAMS.index(target) >= TEAMS.index(self.team):
-            raise ValueError(f"requests go to an earlier team than yours ({self.team}): "
-                             f"{', '.join(TEAMS[:TEAMS.index(self.team)]) or 'none'}")
+            raise ValueError(
+                f"requests go to an earlier team than yours ({self.team}): "
+                f"{', '.join(TEAMS[: TEAMS.index(self.team)]) or 'none'}"
+            )
         request = _text(request, "request", MAX_MESSAGE_CHARS)
         if kind == "redo":
             justification = _text(justification, "justification", MAX_MESSAGE_CHARS)
-        self.requests.append({"from_team": self.team, "agent": agent, "target_team": target, "kind": kind, "request": request,
-                              "justification": justification, "visit": self.visit})
+        self.requests.append(
+            {
+                "from_team": self.team,
+                "agent": agent,
+                "target_team": target,
+                "kind": kind,
+                "request": request,
+                "justification": justification,
+                "visit": self.visit,
+            }
+        )
         what = "redo its work" if kind == "redo" else "produce the additional work"
         return f"request recorded: the {target} team will be asked to {what} once your team has finished (if re-entries remain)"
 
@@ -107,19 +133,32 @@ class Workspace:
 
     def updates(self) -> dict[str, Any]:
         """The state updates of what was done here (append-only channels)."""
-        return {"artifact_log": list(self.new_artifacts), "messages": list(self.messages), "requests": list(self.requests),
-                "completions": list(self.completions)}
+        return {
+            "artifact_log": list(self.new_artifacts),
+            "messages": list(self.messages),
+            "requests": list(self.requests),
+            "completions": list(self.completions),
+        }
 
 
 def _name(name: Any) -> str:
     if not isinstance(name, str) or not NAME_RE.match(name.strip()):
-        raise ValueError(f"an artifact name is 1-64 letters, digits, '_' or '-', starting with a letter; got {str(name)[:80]!r}")
+        raise ValueError(
+            f"an artifact name is 1-64 letters, digits, '_' or '-', starting with a letter; got {str(name)[:80]!r}"
+        )
     return name.strip()
 
 
 def _team(team: Any) -> str:
     t = str(team).strip().lower().removesuffix(" team")
-    aliases = {"evaluation": "eval", "modeling": "model", "modelling": "model", "ml": "model", "writer": "writing", "paper": "writing"}
+    aliases = {
+        "evaluation": "eval",
+        "modeling": "model",
+        "modelling": "model",
+        "ml": "model",
+        "writer": "writing",
+        "paper": "writing",
+    }
     t = aliases.get(t, t)
     if t not in TEAMS:
         raise ValueError(f"team must be one of {', '.join(TEAMS)}, got {str(team)[:40]!r}")
@@ -222,14 +261,21 @@ def workspace_tools(ws: Workspace | None = None, *, code_tool: BaseTool | None) 
         (list_artifacts, ListArtifactsInput, "List all available artifacts."),
         (send_message, SendMessageInput, "Send a message to another team."),
         (request_additional_work, RequestWorkInput, "Request another (earlier) team to produce specific NEW output."),
-        (request_team_redo, RequestRedoInput, "Request another (earlier) team to REDO their work from scratch. EXPENSIVE."),
+        (
+            request_team_redo,
+            RequestRedoInput,
+            "Request another (earlier) team to REDO their work from scratch. EXPENSIVE.",
+        ),
         (mark_complete, MarkCompleteInput, "Signal your work is done, with a brief summary."),
     ]
     tools: list[BaseTool] = []
     for fn, schema, doc in specs:
         # real types, not postponed (string) annotations: LangChain resolves a tool's hints on every call
-        fn.__annotations__ = {**{k: str for k in schema.model_fields}, **({"runtime": ToolRuntime} if schema.model_fields else {}),
-                              "return": str}
+        fn.__annotations__ = {
+            **{k: str for k in schema.model_fields},
+            **({"runtime": ToolRuntime} if schema.model_fields else {}),
+            "return": str,
+        }
         tools.append(StructuredTool.from_function(coroutine=fn, name=fn.__name__, args_schema=schema, description=doc))
     return ([code_tool] if code_tool is not None else []) + tools
 

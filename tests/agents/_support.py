@@ -15,9 +15,17 @@ from cooplab.agents.models import ModelSpec, ScriptedChatModel
 from cooplab.graphs.ledger import Ledger
 
 
-def service(answers: list[Any] | None = None, *, budget: Any = None, ledger: Ledger | None = None, max_tokens: int = 64,
-            per_agent: dict[str, list[Any]] | None = None, cache: ResponseCache | None = None, unit_rates: dict | None = None,
-            name: str = "t") -> LLMService:
+def service(
+    answers: list[Any] | None = None,
+    *,
+    budget: Any = None,
+    ledger: Ledger | None = None,
+    max_tokens: int = 64,
+    per_agent: dict[str, list[Any]] | None = None,
+    cache: ResponseCache | None = None,
+    unit_rates: dict | None = None,
+    name: str = "t",
+) -> LLMService:
     """A model service of scripted models (answers in call order, no cycling): ``answers`` for every
     agent, ``per_agent`` for agents with their own script."""
     spec = ModelSpec("scripted", name, max_tokens=max_tokens)

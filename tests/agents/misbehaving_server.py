@@ -23,8 +23,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 # valid for every CPR decision: extra fields are ignored by each decision's schema
-ANSWER = json.dumps({"effort": 0.3, "punish": None, "vote": 1, "belief": "We should all fish less.",
-                     "proposal": "Everyone fishes at most half of the usual effort."})
+ANSWER = json.dumps(
+    {
+        "effort": 0.3,
+        "punish": None,
+        "vote": 1,
+        "belief": "We should all fish less.",
+        "proposal": "Everyone fishes at most half of the usual effort.",
+    }
+)
 
 
 @dataclass
@@ -46,11 +53,20 @@ class Delivery:
     complete: bool = False
 
 
-def completion(content: Any = ANSWER, usage: Any = "default", *, message: Any = "default", choices: Any = "default",
-               drop: tuple[str, ...] = ()) -> dict[str, Any]:
+def completion(
+    content: Any = ANSWER,
+    usage: Any = "default",
+    *,
+    message: Any = "default",
+    choices: Any = "default",
+    drop: tuple[str, ...] = (),
+) -> dict[str, Any]:
     msg = {"role": "assistant", "content": content} if message == "default" else message
     body: dict[str, Any] = {
-        "id": "chatcmpl-test", "object": "chat.completion", "created": 1700000000, "model": "x",
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": "x",
         "choices": [{"index": 0, "message": msg, "finish_reason": "stop"}] if choices == "default" else choices,
         "usage": {"prompt_tokens": 120, "completion_tokens": 12, "total_tokens": 132} if usage == "default" else usage,
     }
@@ -80,15 +96,23 @@ USAGE_MODES: dict[str, Callable[[dict], Any]] = {
     "null": lambda r: {"prompt_tokens": None, "completion_tokens": None, "total_tokens": None},
     "missing": lambda r: "<drop>",
     "not_object": lambda r: "lots of tokens",
-    "over_max_tokens": lambda r: {"prompt_tokens": 100, "completion_tokens": _max_tokens(r) + 1, "total_tokens": 101 + _max_tokens(r)},
+    "over_max_tokens": lambda r: {
+        "prompt_tokens": 100,
+        "completion_tokens": _max_tokens(r) + 1,
+        "total_tokens": 101 + _max_tokens(r),
+    },
 }
 
 BODY_MODES: dict[str, Callable[[dict], Reply]] = {
     "ok": lambda r: _json(completion()),
-    "float_integral": lambda r: _json(completion(usage={"prompt_tokens": 120.0, "completion_tokens": 12.0, "total_tokens": 132.0})),
+    "float_integral": lambda r: _json(
+        completion(usage={"prompt_tokens": 120.0, "completion_tokens": 12.0, "total_tokens": 132.0})
+    ),
     "null_content": lambda r: _json(completion(content=None)),
     "not_json": lambda r: Reply(200, b"this is not json {", "application/json"),
-    "html": lambda r: Reply(200, b"<!DOCTYPE html>\n<html><body><h1>Welcome to nginx!</h1>\n</body></html>\n", "text/html"),
+    "html": lambda r: Reply(
+        200, b"<!DOCTYPE html>\n<html><body><h1>Welcome to nginx!</h1>\n</body></html>\n", "text/html"
+    ),
     "text": lambda r: Reply(200, b"OK", "text/plain"),
     "empty": lambda r: Reply(200, b"", "application/json"),
     "binary": lambda r: Reply(200, b"\xff\xfe\x00\x81garbage\x00", "application/json"),
@@ -106,32 +130,63 @@ BODY_MODES: dict[str, Callable[[dict], Reply]] = {
     "content_number": lambda r: _json(completion(content=42)),
     "content_object": lambda r: _json(completion(content={"effort": 0.3})),
     "error_object": lambda r: _json({"error": {"message": "the model is overloaded", "type": "server_error"}}),
-    "truncated": lambda r: Reply(200, json.dumps(completion()).encode()[:40], declared_length=len(json.dumps(completion()))),
+    "truncated": lambda r: Reply(
+        200, json.dumps(completion()).encode()[:40], declared_length=len(json.dumps(completion()))
+    ),
     "truncated_json": lambda r: Reply(200, json.dumps(completion()).encode()[:60]),
-    "500": lambda r: Reply(500, b"Internal Server Error\n<pre>Traceback (most recent call last):\n  oops\n</pre>", "text/html"),
+    "500": lambda r: Reply(
+        500, b"Internal Server Error\n<pre>Traceback (most recent call last):\n  oops\n</pre>", "text/html"
+    ),
     "502_empty": lambda r: Reply(502, b"", "text/plain"),
     "401": lambda r: _json({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}}, 401),
     "404": lambda r: _json({"error": {"message": "The model x does not exist"}}, 404),
     "hang": lambda r: Reply(hang=True),
 }
 for _name, _usage in USAGE_MODES.items():
-    BODY_MODES[_name] = (lambda u: lambda r: _json(completion(drop=("usage",)) if u(r) == "<drop>" else completion(usage=u(r))))(_usage)
+    BODY_MODES[_name] = (
+        lambda u: lambda r: _json(completion(drop=("usage",)) if u(r) == "<drop>" else completion(usage=u(r)))
+    )(_usage)
 
 #: usage a gateway may report that is valid but below what the answer can be (charged cooplab's estimate, flagged)
 LOW_USAGE_MODES: dict[str, Callable[[dict], Reply]] = {
     "zero_usage": lambda r: _json(completion(usage={"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0})),
     # one token for 8 KB of answer: the decision's JSON, then prose
-    "low_usage": lambda r: _json(completion(content=ANSWER + "\n" + "we should all fish a little less. " * 240,
-                                            usage={"prompt_tokens": 120, "completion_tokens": 1, "total_tokens": 121})),
+    "low_usage": lambda r: _json(
+        completion(
+            content=ANSWER + "\n" + "we should all fish a little less. " * 240,
+            usage={"prompt_tokens": 120, "completion_tokens": 1, "total_tokens": 121},
+        )
+    ),
 }
 BODY_MODES.update(LOW_USAGE_MODES)
 
 MODES = sorted(BODY_MODES)
 USAGE_ERROR_MODES = sorted(USAGE_MODES)  # a usable answer whose usage is an endpoint error
-MALFORMED_MODES = ["not_json", "html", "text", "empty", "binary", "json_list", "json_string", "json_null", "no_choices",
-                   "empty_choices", "null_choices", "choices_string", "choice_string", "null_message", "message_string",
-                   "content_list", "content_number", "content_object", "error_object", "truncated", "truncated_json",
-                   "500", "502_empty"]
+MALFORMED_MODES = [
+    "not_json",
+    "html",
+    "text",
+    "empty",
+    "binary",
+    "json_list",
+    "json_string",
+    "json_null",
+    "no_choices",
+    "empty_choices",
+    "null_choices",
+    "choices_string",
+    "choice_string",
+    "null_message",
+    "message_string",
+    "content_list",
+    "content_number",
+    "content_object",
+    "error_object",
+    "truncated",
+    "truncated_json",
+    "500",
+    "502_empty",
+]
 REJECTED_MODES = ["401", "404"]
 
 
@@ -139,7 +194,7 @@ def send_body(handler: BaseHTTPRequestHandler, reply: Reply, chunked: bool, rele
     """Write a streamed reply's body (its ``chunks``, or ``body`` a byte at a time every ``trickle``
     seconds) until it ends, the client goes away or ``release`` is set (the server stopping); what
     was delivered. Headers are the caller's."""
-    body = (reply.body[i:i + 1] for i in range(len(reply.body))) if reply.trickle is not None else reply.chunks
+    body = (reply.body[i : i + 1] for i in range(len(reply.body))) if reply.trickle is not None else reply.chunks
     done = Delivery()
     try:
         for chunk in body:
@@ -174,7 +229,9 @@ class DeliveryLog:
     def wait_deliveries(self, n: int, timeout: float = 60.0) -> list[Delivery]:
         """The streamed deliveries once ``n`` have ended (each ends when its client goes away)."""
         with self._lock:
-            assert self._lock.wait_for(lambda: len(self.deliveries) >= n, timeout), f"{len(self.deliveries)} of {n} deliveries ended"
+            assert self._lock.wait_for(lambda: len(self.deliveries) >= n, timeout), (
+                f"{len(self.deliveries)} of {n} deliveries ended"
+            )
             return list(self.deliveries)
 
 
@@ -211,7 +268,10 @@ class MisbehavingServer(DeliveryLog):
                     return
                 self.send_response(reply.status)
                 self.send_header("Content-Type", reply.content_type)
-                self.send_header("Content-Length", str(reply.declared_length if reply.declared_length is not None else len(reply.body)))
+                self.send_header(
+                    "Content-Length",
+                    str(reply.declared_length if reply.declared_length is not None else len(reply.body)),
+                )
                 self.end_headers()
                 try:
                     self.wfile.write(reply.body)
@@ -235,7 +295,9 @@ class MisbehavingServer(DeliveryLog):
         if chunked:
             handler.send_header("Transfer-Encoding", "chunked")
         else:
-            handler.send_header("Content-Length", str(reply.declared_length if reply.declared_length is not None else len(reply.body)))
+            handler.send_header(
+                "Content-Length", str(reply.declared_length if reply.declared_length is not None else len(reply.body))
+            )
         handler.end_headers()
         self._delivered(send_body(handler, reply, chunked, self.release))
 

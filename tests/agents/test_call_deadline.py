@@ -48,8 +48,13 @@ def path(time: FakeTime, **kw) -> CallPath:
     """The call path of a service at its defaults (retries, backoff, call timeout, deadline: those of
     :class:`LLMSettings` and :class:`LLMService`), on the fake clock."""
     s, svc = LLMSettings(), LLMService(models={})
-    opts = dict(retries=svc.max_transport_retries, backoff_base=svc.backoff_base, backoff_max=svc.backoff_max,
-                call_timeout=s.call_timeout, call_deadline=s.call_deadline)
+    opts = dict(
+        retries=svc.max_transport_retries,
+        backoff_base=svc.backoff_base,
+        backoff_max=svc.backoff_max,
+        call_timeout=s.call_timeout,
+        call_deadline=s.call_deadline,
+    )
     return CallPath(ledger=Ledger(), cache=ResponseCache(None), clock=time.clock, sleep=time.sleep, **{**opts, **kw})
 
 
@@ -79,8 +84,10 @@ def test_by_default_a_stalled_server_ends_a_call_within_ten_minutes_retries_incl
     assert len(a.timeouts) < 1 + svc.max_transport_retries  # cut short by the deadline, not by the retry count
     assert a.timeouts[0] == s.call_timeout and sum(a.timeouts) + sum(t.sleeps) == pytest.approx(s.call_deadline)
     msg = str(exc)
-    assert msg.startswith(f"model openai:slow-thinker at 127.0.0.1:8011 stalled: no complete answer within the call deadline of "
-                          f"{s.call_deadline:g} s ({len(a.timeouts)} attempts in {s.call_deadline:.1f} s)")
+    assert msg.startswith(
+        f"model openai:slow-thinker at 127.0.0.1:8011 stalled: no complete answer within the call deadline of "
+        f"{s.call_deadline:g} s ({len(a.timeouts)} attempts in {s.call_deadline:.1f} s)"
+    )
     assert "raise --call-deadline" in msg and "\n" not in msg
 
 
@@ -96,7 +103,10 @@ def test_a_deadline_shorter_than_the_call_timeout_cuts_the_first_attempt():
     t = FakeTime()
     a, exc = stalled_call(t, path(t, call_timeout=300.0, call_deadline=2.5))
     assert a.timeouts == [2.5] and t.sleeps == [] and t.now == 2.5
-    assert "at 127.0.0.1:8011 stalled: no complete answer within the call deadline of 2.5 s (1 attempt in 2.5 s)" in str(exc)
+    assert (
+        "at 127.0.0.1:8011 stalled: no complete answer within the call deadline of 2.5 s (1 attempt in 2.5 s)"
+        in str(exc)
+    )
 
 
 def test_no_retry_starts_that_could_not_begin_before_the_deadline():

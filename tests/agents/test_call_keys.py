@@ -4,13 +4,12 @@ and identifiers read back from a run's tables stay text."""
 from __future__ import annotations
 
 import json
-
-import pytest
 import shutil
 import sqlite3
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 import cooplab
 from cooplab.agents.models import parse_model_spec
@@ -37,10 +36,20 @@ def test_a_scripted_file_is_named_by_its_content_not_by_its_folder(tmp_path):
     assert parse_model_spec(f"scripted:{first}").identity() == parse_model_spec(f"scripted:{second}").identity()
     runs = {}
     for name, script in (("a", first), ("b", second)):
-        runs[name] = cooplab.run(task="cpr", agents="llm", model=f"scripted:{script}", n_agents=2, rounds=1,
-                                 cache=str(tmp_path / f"{name}.sqlite"), out=tmp_path / name, quiet=True)
+        runs[name] = cooplab.run(
+            task="cpr",
+            agents="llm",
+            model=f"scripted:{script}",
+            n_agents=2,
+            rounds=1,
+            cache=str(tmp_path / f"{name}.sqlite"),
+            out=tmp_path / name,
+            quiet=True,
+        )
         assert runs[name].status == "completed", runs[name].stopped
-        assert json.loads((tmp_path / name / "config.json").read_text())["llm"]["model"] == f"scripted:{script}"  # the path given
+        assert (
+            json.loads((tmp_path / name / "config.json").read_text())["llm"]["model"] == f"scripted:{script}"
+        )  # the path given
     ids = [sorted(runs[n].ledger["call_id"]) for n in "ab"]
     assert ids[0] == ids[1] and len(ids[0]) > 0
     assert _keys(tmp_path / "a.sqlite") == _keys(tmp_path / "b.sqlite")
@@ -51,7 +60,12 @@ def test_a_scripted_file_is_named_by_its_content_not_by_its_folder(tmp_path):
 
 def test_call_ids_read_back_from_a_csv_table_stay_text(tmp_path):
     ids = ["5e41512851534475", "0123456789012345", "00000000000000e1", "a1b2c3d4e5f60718"]
-    write_table(pd.DataFrame({"call_id": ids, "model": ["1", "2", "3", "4"], "input_tokens": [1, 2, 3, 4]}), tmp_path, "ledger", csv=True)
+    write_table(
+        pd.DataFrame({"call_id": ids, "model": ["1", "2", "3", "4"], "input_tokens": [1, 2, 3, 4]}),
+        tmp_path,
+        "ledger",
+        csv=True,
+    )
     back = read_table(tmp_path, "ledger")
     assert back["call_id"].tolist() == ids and back["model"].tolist() == ["1", "2", "3", "4"]
     assert back["input_tokens"].tolist() == [1, 2, 3, 4]
@@ -60,7 +74,9 @@ def test_call_ids_read_back_from_a_csv_table_stay_text(tmp_path):
 def _ask(svc, round_: int = 1, text: str = "How hard will you fish?"):
     from langchain_core.messages import HumanMessage
 
-    return svc.ask(agent=1, society=0, round=round_, phase="harvest", messages=[HumanMessage(content=text)], schema=None, attempt=0)
+    return svc.ask(
+        agent=1, society=0, round=round_, phase="harvest", messages=[HumanMessage(content=text)], schema=None, attempt=0
+    )
 
 
 def test_the_same_call_asked_twice_in_a_run_is_two_calls_and_two_cache_entries(tmp_path):
@@ -82,11 +98,21 @@ def test_the_same_call_asked_twice_in_a_run_is_two_calls_and_two_cache_entries(t
         return svc, a, b
 
     svc, a, b = asyncio.run(first_run())
-    assert (a.response.text, b.response.text) == ('{"effort": 0.1}', '{"effort": 0.9}') and not a.cached and not b.cached
+    assert (
+        (a.response.text, b.response.text) == ('{"effort": 0.1}', '{"effort": 0.9}') and not a.cached and not b.cached
+    )
     assert svc.live_calls == 2 and a.entry.call_id != b.entry.call_id
     spec = svc.model_for(1)[0]
-    old = cache_key(model=spec.identity(), messages=[("human", "How hard will you fish?")], agent="0:1", round=1, phase="harvest",
-                    seed=0, attempt=0, schema=None)
+    old = cache_key(
+        model=spec.identity(),
+        messages=[("human", "How hard will you fish?")],
+        agent="0:1",
+        round=1,
+        phase="harvest",
+        seed=0,
+        attempt=0,
+        schema=None,
+    )
     assert _keys(path) == {old, cache_key(repeat_of=old, repeat=1)}
 
     async def rerun(ledger=None):
@@ -94,7 +120,9 @@ def test_the_same_call_asked_twice_in_a_run_is_two_calls_and_two_cache_entries(t
         return svc, [await _ask(svc) for _ in range(2 if ledger is None else 1)]
 
     again, replies = asyncio.run(rerun())
-    assert [r.response.text for r in replies] == ['{"effort": 0.1}', '{"effort": 0.9}'] and all(r.cached for r in replies)
+    assert [r.response.text for r in replies] == ['{"effort": 0.1}', '{"effort": 0.9}'] and all(
+        r.cached for r in replies
+    )
     assert again.live_calls == 0
     # a resumed run whose checkpoint holds the first asking: its next asking is the repeat
     resumed, [r] = asyncio.run(rerun(Ledger(entries=[svc.ledger.entries[0].as_dict()])))

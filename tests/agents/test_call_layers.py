@@ -33,7 +33,14 @@ from cooplab.agents.calls import (
     ScriptedAdapter,
     adapter_type,
 )
-from cooplab.agents.models import EndpointResponseError, LlamaCppChat, ModelSpec, ScriptedChatModel, TransientModelError, make_chat_model
+from cooplab.agents.models import (
+    EndpointResponseError,
+    LlamaCppChat,
+    ModelSpec,
+    ScriptedChatModel,
+    TransientModelError,
+    make_chat_model,
+)
 from cooplab.graphs.ledger import BudgetExhausted, Ledger
 
 from ._support import RecordingLedger
@@ -45,8 +52,20 @@ IN_BOUND, OUT_BOUND = 200, 16
 
 def request(model=None, *, key: str = KEY, agent: str = "0:1", spec: ModelSpec = SPEC, **kw) -> Request:
     model = model if model is not None else ScriptedChatModel(answers=["ok"])
-    return Request(spec, adapter_type(model)(spec, model), model, key, [HumanMessage(content="decide")], kw.pop("kwargs", {}),
-                   kw.pop("input_bound", IN_BOUND), kw.pop("output_bound", OUT_BOUND), agent, 3, "harvest", **kw)
+    return Request(
+        spec,
+        adapter_type(model)(spec, model),
+        model,
+        key,
+        [HumanMessage(content="decide")],
+        kw.pop("kwargs", {}),
+        kw.pop("input_bound", IN_BOUND),
+        kw.pop("output_bound", OUT_BOUND),
+        agent,
+        3,
+        "harvest",
+        **kw,
+    )
 
 
 def reply(text: str = "ok", i: int = 20, o: int = 4, error: str | None = None) -> Reply:
@@ -167,7 +186,15 @@ def test_the_budget_reserves_the_bound_charges_the_usage_and_releases_the_rest()
     assert ledger.reservations == [cost(IN_BOUND, OUT_BOUND)] and during == [(cost(IN_BOUND, OUT_BOUND), 0)]
     assert ledger.in_flight == 0 and ledger.spent == cost(20, 4) < cost(IN_BOUND, OUT_BOUND)
     e = r.entry
-    assert (e.call_id, e.model, e.agent, e.round, e.phase, e.team, e.cached) == (KEY[:16], SPEC.id, "0:1", 3, "harvest", "data", False)
+    assert (e.call_id, e.model, e.agent, e.round, e.phase, e.team, e.cached) == (
+        KEY[:16],
+        SPEC.id,
+        "0:1",
+        3,
+        "harvest",
+        "data",
+        False,
+    )
 
 
 def test_the_budget_releases_the_reservation_when_the_call_fails():
@@ -221,11 +248,11 @@ def test_call_starts_are_spaced_by_one_over_rps_on_the_clock():
     layer = RateLimitLayer(Stamp(), max_concurrency=8, rps=4, clock=t.clock, sleep=t.sleep)
 
     async def main():
-        await layer(request())          # t = 0: no wait
+        await layer(request())  # t = 0: no wait
         t.now += 0.1
-        await layer(request())          # due at 0.25
-        await layer(request())          # due at 0.5
-        t.now = 2.0                     # idle: the bucket does not save up starts
+        await layer(request())  # due at 0.25
+        await layer(request())  # due at 0.5
+        t.now = 2.0  # idle: the bucket does not save up starts
         await layer(request())
         await layer(request())
 
@@ -294,14 +321,20 @@ def test_retries_are_bounded_then_one_line_naming_the_model():
     with pytest.raises(ModelUnavailable) as ei:
         asyncio.run(layer(request()))
     msg = str(ei.value)
-    assert msg == "model scripted:layers unreachable after 5 attempts: TransientModelError: timeout: scripted transport failure"
+    assert (
+        msg
+        == "model scripted:layers unreachable after 5 attempts: TransientModelError: timeout: scripted transport failure"
+    )
     assert "\n" not in msg and ei.value.__cause__ is failure.cause
     assert len(inner.seen) == 5 and layer.count == 4 and t.sleeps == [3.0, 5.0, 5.0, 5.0]
 
 
 def test_malformed_responses_give_up_with_their_own_message():
     failure = EndpointFailure(SPEC, EndpointResponseError("no choices"), transient=True)
-    with pytest.raises(ModelUnavailable, match=r"^model scripted:layers returned malformed responses 3 times: malformed response: no choices$"):
+    with pytest.raises(
+        ModelUnavailable,
+        match=r"^model scripted:layers returned malformed responses 3 times: malformed response: no choices$",
+    ):
         asyncio.run(RetryLayer(Inner(failure), retries=2, base=0.0, cap=0.0, sleep=FakeTime().sleep)(request()))
 
 
@@ -312,7 +345,9 @@ def test_a_permanent_failure_is_not_retried():
     failure = ProviderAdapter(spec, None).failure(openai.APIStatusError("bad key", response=resp, body=None))
     inner = Inner(failure)
     layer = RetryLayer(inner, retries=4, base=0.5, cap=8.0, sleep=t.sleep)
-    with pytest.raises(ModelUnavailable, match=r"^model openai:m at http://127.0.0.1:9/v1 rejected the request \(HTTP 401\): bad key$"):
+    with pytest.raises(
+        ModelUnavailable, match=r"^model openai:m at http://127.0.0.1:9/v1 rejected the request \(HTTP 401\): bad key$"
+    ):
         asyncio.run(layer(request(spec=spec)))
     assert len(inner.seen) == 1 and layer.count == 0 and t.sleeps == []
 
@@ -331,17 +366,23 @@ def scripted(answer) -> ScriptedChatModel:
     return ScriptedChatModel(answers=[answer])
 
 
-@pytest.mark.parametrize("usage,why", [
-    (None, "usage missing"),
-    ({"completion_tokens": 2}, "prompt tokens missing"),
-    ({"prompt_tokens": -3, "completion_tokens": 2}, "prompt tokens is negative"),
-    ({"prompt_tokens": float("nan"), "completion_tokens": 2}, "prompt tokens is not finite"),
-    ({"prompt_tokens": 5, "completion_tokens": OUT_BOUND + 1}, f"completion tokens {OUT_BOUND + 1} exceeds the bound {OUT_BOUND}"),
-    ({"prompt_tokens": "12", "completion_tokens": 2}, "prompt tokens is not a number"),
-    ({"prompt_tokens": True, "completion_tokens": 2}, "prompt tokens is a boolean"),
-    ({"prompt_tokens": 2.5, "completion_tokens": 2}, "prompt tokens is not an integer"),
-    ([5, 2], "usage is not an object"),
-])
+@pytest.mark.parametrize(
+    "usage,why",
+    [
+        (None, "usage missing"),
+        ({"completion_tokens": 2}, "prompt tokens missing"),
+        ({"prompt_tokens": -3, "completion_tokens": 2}, "prompt tokens is negative"),
+        ({"prompt_tokens": float("nan"), "completion_tokens": 2}, "prompt tokens is not finite"),
+        (
+            {"prompt_tokens": 5, "completion_tokens": OUT_BOUND + 1},
+            f"completion tokens {OUT_BOUND + 1} exceeds the bound {OUT_BOUND}",
+        ),
+        ({"prompt_tokens": "12", "completion_tokens": 2}, "prompt tokens is not a number"),
+        ({"prompt_tokens": True, "completion_tokens": 2}, "prompt tokens is a boolean"),
+        ({"prompt_tokens": 2.5, "completion_tokens": 2}, "prompt tokens is not an integer"),
+        ([5, 2], "usage is not an object"),
+    ],
+)
 def test_hostile_reported_usage_is_charged_at_the_bounds_and_flagged(usage, why):
     model = scripted({"text": "hi", "usage": usage})
     r = asyncio.run(ScriptedAdapter(SPEC, model).invoke(request(model)))
@@ -352,7 +393,12 @@ def test_hostile_reported_usage_is_charged_at_the_bounds_and_flagged(usage, why)
 def test_valid_reported_usage_is_taken_as_is():
     model = scripted({"text": "hi", "usage": {"prompt_tokens": 17, "completion_tokens": 3}})
     r = asyncio.run(ScriptedAdapter(SPEC, model).invoke(request(model)))
-    assert (r.response.text, r.response.input_tokens, r.response.output_tokens, r.response.usage_error) == ("hi", 17, 3, None)
+    assert (r.response.text, r.response.input_tokens, r.response.output_tokens, r.response.usage_error) == (
+        "hi",
+        17,
+        3,
+        None,
+    )
     assert r.response.latency >= 0 and not r.cached and r.entry is None
 
 
@@ -374,7 +420,10 @@ def test_usage_metadata_of_another_backend_is_checked_like_an_endpoint_report():
     big = MetadataModel(usage={"input_tokens": 10**7, "output_tokens": 2, "total_tokens": 10**7 + 2})
     assert adapter_type(big) is ProviderAdapter
     r = asyncio.run(ProviderAdapter(SPEC, big).invoke(request(big)))
-    assert (r.response.input_tokens, r.response.output_tokens) == (IN_BOUND, OUT_BOUND) and "exceeds the bound" in r.response.usage_error
+    assert (r.response.input_tokens, r.response.output_tokens) == (
+        IN_BOUND,
+        OUT_BOUND,
+    ) and "exceeds the bound" in r.response.usage_error
     ok = MetadataModel(usage={"input_tokens": 9, "output_tokens": 2, "total_tokens": 11})
     r = asyncio.run(ProviderAdapter(SPEC, ok).invoke(request(ok)))
     assert (r.response.input_tokens, r.response.output_tokens, r.response.usage_error) == (9, 2, None)
@@ -396,7 +445,9 @@ def test_provider_errors_become_transient_or_permanent_failures_and_bugs_pass():
     model = scripted({"error": "timeout"})
     with pytest.raises(EndpointFailure) as ei:
         asyncio.run(ScriptedAdapter(SPEC, model).invoke(request(model)))
-    assert ei.value.transient and isinstance(ei.value.cause, TransientModelError) and ei.value.__cause__ is ei.value.cause
+    assert (
+        ei.value.transient and isinstance(ei.value.cause, TransientModelError) and ei.value.__cause__ is ei.value.cause
+    )
 
     class Buggy(ScriptedChatModel):
         def _answer(self, messages, kwargs):
@@ -405,17 +456,26 @@ def test_provider_errors_become_transient_or_permanent_failures_and_bugs_pass():
     with pytest.raises(AttributeError, match="a bug"):
         asyncio.run(ScriptedAdapter(SPEC, Buggy(answers=["x"])).invoke(request(Buggy(answers=["x"]))))
     resp = httpx.Response(404, request=httpx.Request("POST", "http://h/v1"))
-    assert ProviderAdapter(SPEC, None).failure(openai.NotFoundError("no model", response=resp, body=None)).transient is False
+    assert (
+        ProviderAdapter(SPEC, None).failure(openai.NotFoundError("no model", response=resp, body=None)).transient
+        is False
+    )
     assert ProviderAdapter(SPEC, None).failure(httpx.ReadTimeout("slow")).transient is True
 
 
-SCHEMA = {"type": "object", "properties": {"effort": {"type": "number", "minimum": 0, "maximum": 1}}, "required": ["effort"]}
+SCHEMA = {
+    "type": "object",
+    "properties": {"effort": {"type": "number", "minimum": 0, "maximum": 1}},
+    "required": ["effort"],
+}
 
 
 def test_each_provider_asks_for_structured_output_its_own_way(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     s = ScriptedAdapter(SPEC, scripted("x"))
-    assert s.response_format(SCHEMA) is None and s.call_options(key=KEY, phase="vote", max_tokens=9) == {"phase": "vote"}
+    assert s.response_format(SCHEMA) is None and s.call_options(key=KEY, phase="vote", max_tokens=9) == {
+        "phase": "vote"
+    }
 
     llama = adapter_type(LlamaCppChat(model_path="/none.gguf"))(ModelSpec("local", "m.gguf"), None)
     assert isinstance(llama, LlamaAdapter)
@@ -434,7 +494,10 @@ def test_each_provider_asks_for_structured_output_its_own_way(monkeypatch):
 
 
 def test_the_adapter_says_how_tools_are_called():
-    assert adapter_type(LlamaCppChat(model_path="/none.gguf")).tool_protocol(LlamaCppChat(model_path="/none.gguf")) == "json"
+    assert (
+        adapter_type(LlamaCppChat(model_path="/none.gguf")).tool_protocol(LlamaCppChat(model_path="/none.gguf"))
+        == "json"
+    )
     assert adapter_type(scripted("x")).tool_protocol(scripted("x")) == "native"
     no_tools = MetadataModel(usage={})
     assert adapter_type(no_tools).tool_protocol(no_tools) == "json"
@@ -446,8 +509,15 @@ def test_the_path_retries_outside_the_rate_limit_and_counts_calls(tmp_path):
     the recorded waits tells retry -> rate limit apart from rate limit -> retry."""
     t = FakeTime(advance=False)
     ledger = RecordingLedger()
-    path = CallPath(ledger=ledger, cache=ResponseCache(tmp_path / "c.sqlite"), rps=10, retries=2, backoff_base=0.25,
-                    clock=t.clock, sleep=t.sleep)
+    path = CallPath(
+        ledger=ledger,
+        cache=ResponseCache(tmp_path / "c.sqlite"),
+        rps=10,
+        retries=2,
+        backoff_base=0.25,
+        clock=t.clock,
+        sleep=t.sleep,
+    )
     model = ScriptedChatModel(answers=[{"error": "timeout"}, {"error": "500"}, "fine"])
     r = asyncio.run(path(request(model)))
     assert r.response.text == "fine" and t.sleeps == pytest.approx([0.25, 0.1, 0.5, 0.2])
@@ -490,8 +560,12 @@ class _Starts:
 
 
 def _usage_answer() -> ScriptedChatModel:
-    return ScriptedChatModel(answers=[{"text": '{"effort": 0.5}', "usage": {"prompt_tokens": 12, "completion_tokens": 5}},
-                                      '{"effort": 0.25}'])
+    return ScriptedChatModel(
+        answers=[
+            {"text": '{"effort": 0.5}', "usage": {"prompt_tokens": 12, "completion_tokens": 5}},
+            '{"effort": 0.25}',
+        ]
+    )
 
 
 def test_an_unobserved_call_of_a_cooplab_model_starts_no_langchain_run_and_answers_the_same(monkeypatch):
@@ -503,11 +577,24 @@ def test_an_unobserved_call_of_a_cooplab_model_starts_no_langchain_run_and_answe
     model = _usage_answer()
     via_langchain = [asyncio.run(model.ainvoke([HumanMessage(content="decide")], phase="harvest")) for _ in range(2)]
     assert starts.n == 2
-    assert [r.response.text for r in direct] == [m.content for m in via_langchain] == ['{"effort": 0.5}', '{"effort": 0.25}']
-    assert [(r.response.input_tokens, r.response.output_tokens, r.response.usage_error) for r in direct] == [(12, 5, None), (5, 9, None)]
-    msg = asyncio.run(__import__("cooplab.agents.calls", fromlist=["direct_call"]).direct_call(
-        _usage_answer(), [HumanMessage(content="decide")], None, {"phase": "harvest"}))
-    assert msg.response_metadata == via_langchain[0].response_metadata and msg.usage_metadata == via_langchain[0].usage_metadata
+    assert (
+        [r.response.text for r in direct]
+        == [m.content for m in via_langchain]
+        == ['{"effort": 0.5}', '{"effort": 0.25}']
+    )
+    assert [(r.response.input_tokens, r.response.output_tokens, r.response.usage_error) for r in direct] == [
+        (12, 5, None),
+        (5, 9, None),
+    ]
+    msg = asyncio.run(
+        __import__("cooplab.agents.calls", fromlist=["direct_call"]).direct_call(
+            _usage_answer(), [HumanMessage(content="decide")], None, {"phase": "harvest"}
+        )
+    )
+    assert (
+        msg.response_metadata == via_langchain[0].response_metadata
+        and msg.usage_metadata == via_langchain[0].usage_metadata
+    )
 
 
 def test_an_observed_call_still_goes_through_langchain(monkeypatch):
@@ -553,7 +640,9 @@ def test_whether_a_node_s_calls_are_observed_is_decided_once_per_node_run(monkey
     node = AsyncCallbackManager(handlers=[])
 
     async def phase(manager):
-        return await asyncio.gather(*(direct_call(model, [HumanMessage(content="decide")], {"callbacks": manager}, {}) for _ in range(5)))
+        return await asyncio.gather(
+            *(direct_call(model, [HumanMessage(content="decide")], {"callbacks": manager}, {}) for _ in range(5))
+        )
 
     assert all(m.content == "ok" for m in asyncio.run(phase(node)))
     assert n["configure"] == 1

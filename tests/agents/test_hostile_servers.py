@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 from decimal import Decimal
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -77,9 +76,14 @@ def test_tool_calls_with_lone_surrogates_arrive_clean():
         """Add two integers."""
         return a + b
 
-    call = {"id": "call_" + SURROGATE, "type": "function",
-            "function": {"name": "add", "arguments": json.dumps({"a": 1, "b": 2, "note": SURROGATE})}}
-    body = completion(content="thinking " + SURROGATE, message={"role": "assistant", "content": None, "tool_calls": [call]})
+    call = {
+        "id": "call_" + SURROGATE,
+        "type": "function",
+        "function": {"name": "add", "arguments": json.dumps({"a": 1, "b": 2, "note": SURROGATE})},
+    }
+    body = completion(
+        content="thinking " + SURROGATE, message={"role": "assistant", "content": None, "tool_calls": [call]}
+    )
     with MisbehavingServer(lambda r: Reply(200, json.dumps(body).encode())) as srv:
         model = make_chat_model(parse_model_spec("openai:x", base_url=srv.url)).bind_tools([add])
         msg = asyncio.run(model.ainvoke([HumanMessage("add 1 and 2")]))
@@ -90,7 +94,10 @@ def test_tool_calls_with_lone_surrogates_arrive_clean():
 def test_json_inside_answers_is_cleaned_too():
     from cooplab.agents.decisions import parse_json
 
-    assert parse_json('{"belief": "fish less \\ud800", "pair": "\\ud83d\\ude00"}') == {"belief": "fish less " + CLEAN, "pair": "\U0001F600"}
+    assert parse_json('{"belief": "fish less \\ud800", "pair": "\\ud83d\\ude00"}') == {
+        "belief": "fish less " + CLEAN,
+        "pair": "\U0001f600",
+    }
     with pytest.raises(ValueError, match="nested too deeply"):
         parse_json("[" * 100_000 + "]" * 100_000)
 
@@ -131,14 +138,18 @@ def test_table_writers_take_lone_surrogates_in_records_nested_values_and_column_
     back = pd.read_parquet(tmp_path / "nested.parquet")
     assert list(back["turns"][0]) == ["a" + CLEAN, "b"] and back["meta"][0] == {"who": "c" + CLEAN}
     write_jsonl(tmp_path / "messages.jsonl", rows)
-    assert json.loads((tmp_path / "messages.jsonl").read_bytes().decode("utf-8"))["parsed"] == {"k" + CLEAN: ["v" + CLEAN]}
+    assert json.loads((tmp_path / "messages.jsonl").read_bytes().decode("utf-8"))["parsed"] == {
+        "k" + CLEAN: ["v" + CLEAN]
+    }
 
 
 # --- item 4: a wall-clock bound on every call ---------------------------------------------------
 def test_a_server_trickling_its_answer_is_cut_at_the_call_timeout(tmp_path, capsys, fast_backoff):
     """One byte every 50 ms of a body that would take minutes to arrive: the per-read timeout never
     fires, the call timeout does, every attempt, and the run stops cleanly with one line."""
-    body = b" " * 5000 + json.dumps(completion()).encode()  # JSON may start with blanks: a valid answer, if it ever ends
+    body = (
+        b" " * 5000 + json.dumps(completion()).encode()
+    )  # JSON may start with blanks: a valid answer, if it ever ends
     out = tmp_path / "run"
     with MisbehavingServer(lambda r: Reply(200, body, trickle=0.05)) as srv:
         code, stdout, err = run(server_run(srv.url, out, "--call-timeout", "0.5", rounds=1), capsys)
@@ -176,7 +187,10 @@ def test_a_server_that_sends_its_headers_then_nothing_stops_the_run_at_the_call_
     line = one_line(err)
     port = srv.httpd.server_address[1]
     assert code == 1 and stdout == ""
-    assert f"model openai:x at 127.0.0.1:{port} stalled: no complete answer within the call deadline of 1.5 s (1 attempt in " in line
+    assert (
+        f"model openai:x at 127.0.0.1:{port} stalled: no complete answer within the call deadline of 1.5 s (1 attempt in "
+        in line
+    )
     assert "raise --call-deadline" in line and "cooplab resume" in line
     s = summary_of(out)
     assert s["status"] == "stopped" and "stalled" in s["message"] and s["ledger"]["calls"] == 0
@@ -215,18 +229,29 @@ BUFFERS = 32 * 2**20  # more than the socket buffers between the server and the 
 
 def _huge_answer(status: int = 200, declared: bool = False):
     """A chat completion whose answer is ``HUGE`` bytes of 'x', made chunk by chunk as it is sent."""
-    head, tail = b'{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"', b'"}}]}'
+    head, tail = (
+        b'{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"',
+        b'"}}]}',
+    )
     block = b"x" * 2**16
 
     def reply(req: dict) -> Reply:
-        chunks = (head if i < 0 else tail if i == HUGE // len(block) else block for i in range(-1, HUGE // len(block) + 1))
+        chunks = (
+            head if i < 0 else tail if i == HUGE // len(block) else block for i in range(-1, HUGE // len(block) + 1)
+        )
         return Reply(status, chunks=chunks, declared_length=len(head) + HUGE + len(tail) if declared else None)
 
     return reply
 
 
-@pytest.mark.parametrize("status,declared,says", [(200, False, "cooplab stopped reading it"), (200, True, "bytes, more than the"),
-                                                  (500, False, "cooplab stopped reading it")])
+@pytest.mark.parametrize(
+    "status,declared,says",
+    [
+        (200, False, "cooplab stopped reading it"),
+        (200, True, "bytes, more than the"),
+        (500, False, "cooplab stopped reading it"),
+    ],
+)
 def test_a_huge_body_is_not_read_past_its_cap(status, declared, says, tmp_path, capsys, fast_backoff):
     out = tmp_path / "run"
     with MisbehavingServer(_huge_answer(status, declared)) as srv:
@@ -299,12 +324,25 @@ def test_keys_made_before_the_endpoint_counted_stay_valid_where_it_is_the_defaul
         monkeypatch.delenv(var, raising=False)
 
     def key(spec: ModelSpec) -> str:
-        return cache_key(model=spec.identity(), messages=[("human", "hi")], agent="0:0", round=1, phase="harvest", seed=0, attempt=0,
-                         schema=None)
+        return cache_key(
+            model=spec.identity(),
+            messages=[("human", "hi")],
+            agent="0:0",
+            round=1,
+            phase="harvest",
+            seed=0,
+            attempt=0,
+            schema=None,
+        )
 
-    assert key(ModelSpec("local", "SmolLM2-135M-Instruct-Q4_1.gguf")) == "fe6680003e24dfc55d6b9f9014711789f06bdad7300248aded86dbf07c3de189"
+    assert (
+        key(ModelSpec("local", "SmolLM2-135M-Instruct-Q4_1.gguf"))
+        == "fe6680003e24dfc55d6b9f9014711789f06bdad7300248aded86dbf07c3de189"
+    )
     assert key(ModelSpec("openai", "gpt-4o-mini")) == "97c8eb468972d7910df934f9fa1f13a56acb382ef7281bd7abb375ed7cd8aed7"
-    assert key(ModelSpec("openai", "gpt-4o-mini", "HTTPS://api.openai.com:443/v1/")) == key(ModelSpec("openai", "gpt-4o-mini"))
+    assert key(ModelSpec("openai", "gpt-4o-mini", "HTTPS://api.openai.com:443/v1/")) == key(
+        ModelSpec("openai", "gpt-4o-mini")
+    )
     assert key(ModelSpec("scripted", "a.json")) == "6a1074b6284c413e51ab0a2011def7b77d0be8465ea3dd7fe12288648a365e87"
     # a server named by the environment, as the OpenAI client reads it, is a server of its own
     monkeypatch.setenv("OPENAI_BASE_URL", "http://10.0.0.5:8000/v1")
@@ -322,7 +360,9 @@ def test_every_paid_call_is_in_the_ledger_after_resumes(cache, stops, tmp_path, 
     answered, each as the live call it was; with a cache the resumed node replays it instead of
     paying again, and the ledger equals an uninterrupted run's."""
     out = tmp_path / "run"
-    args = [str(tmp_path / "cache.sqlite") if a == "off" and cache == "file" else str(a) for a in server_run("URL", out)]
+    args = [
+        str(tmp_path / "cache.sqlite") if a == "off" and cache == "file" else str(a) for a in server_run("URL", out)
+    ]
     with MisbehavingServer("500", script=["ok"] * 3) as srv:
         code, _, err = run([srv.url if a == "URL" else a for a in args], capsys)
         assert code == 1 and "HTTP 500" in one_line(err)

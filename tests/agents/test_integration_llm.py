@@ -31,8 +31,26 @@ def _free_port() -> int:
 
 def test_local_model_runs_the_cpr_society_end_to_end(tmp_path, capsys):
     out = tmp_path / "run"
-    code = main(["run", "cpr", "--agents", "llm", "--model", "local", "--n-agents", "2", "--rounds", "2",
-                 "--out", str(out), "--cache", str(tmp_path / "c.sqlite"), "-q", "--json"])
+    code = main(
+        [
+            "run",
+            "cpr",
+            "--agents",
+            "llm",
+            "--model",
+            "local",
+            "--n-agents",
+            "2",
+            "--rounds",
+            "2",
+            "--out",
+            str(out),
+            "--cache",
+            str(tmp_path / "c.sqlite"),
+            "-q",
+            "--json",
+        ]
+    )
     stdout, err = capsys.readouterr()
     assert code == 0, err
     s = json.loads(stdout)
@@ -59,9 +77,23 @@ def llama_server(tmp_path_factory):
     log_path = tmp_path_factory.mktemp("server") / "server.log"
     log = open(log_path, "wb")  # a pipe nobody reads would fill up and block the server
     proc = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(local_model_path()), "--host", "127.0.0.1",
-         "--port", str(port), "--n_ctx", "2048", "--model_alias", "smollm2"],
-        stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(local_model_path()),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_ctx",
+            "2048",
+            "--model_alias",
+            "smollm2",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.time() + 180
@@ -90,15 +122,44 @@ def llama_server(tmp_path_factory):
 def test_chat_openai_against_a_real_llama_cpp_server(llama_server, tmp_path, capsys):
     spec = parse_model_spec("openai:smollm2", base_url=llama_server, max_tokens=32)
     svc = LLMService(models={"default": (spec, make_chat_model(spec))})
-    value, rec = asyncio.run(decide(svc, EFFORT, [HumanMessage(content='How hard will you fish this round? Reply {"effort": <0..1>}')],
-                                    society=0, agent=0, round=1, ctx={"previous_effort": 0.5}))
+    value, rec = asyncio.run(
+        decide(
+            svc,
+            EFFORT,
+            [HumanMessage(content='How hard will you fish this round? Reply {"effort": <0..1>}')],
+            society=0,
+            agent=0,
+            round=1,
+            ctx={"previous_effort": 0.5},
+        )
+    )
     assert 0 <= value.effort <= 1
     assert rec.input_tokens > 5 and rec.output_tokens > 0  # reported by the server's usage
     assert svc.ledger.totals()["calls"] == rec.attempts
     # the whole society through the CLI against the server
     out = tmp_path / "run"
-    code = main(["run", "cpr", "--agents", "llm", "--model", "openai:smollm2", "--base-url", llama_server, "--n-agents", "2",
-                 "--rounds", "2", "--out", str(out), "--cache", "off", "-q", "--json"])
+    code = main(
+        [
+            "run",
+            "cpr",
+            "--agents",
+            "llm",
+            "--model",
+            "openai:smollm2",
+            "--base-url",
+            llama_server,
+            "--n-agents",
+            "2",
+            "--rounds",
+            "2",
+            "--out",
+            str(out),
+            "--cache",
+            "off",
+            "-q",
+            "--json",
+        ]
+    )
     stdout, err = capsys.readouterr()
     assert code == 0, err
     d = pd.read_parquet(out / "decisions.parquet")
@@ -110,12 +171,16 @@ def test_refused_connection_retries_with_backoff_then_stops(tmp_path):
     svc = LLMService(models={"default": (spec, make_chat_model(spec))}, max_transport_retries=2, backoff_base=0.05)
     t0 = time.perf_counter()
     with pytest.raises(ModelUnavailable, match="unreachable after 3 attempts"):
-        asyncio.run(decide(svc, EFFORT, [HumanMessage(content="x")], society=0, agent=0, round=1, ctx={"previous_effort": 0.5}))
+        asyncio.run(
+            decide(svc, EFFORT, [HumanMessage(content="x")], society=0, agent=0, round=1, ctx={"previous_effort": 0.5})
+        )
     assert time.perf_counter() - t0 >= 0.05 + 0.1  # two backoff sleeps happened
     assert svc.ledger.spent == 0 and svc.ledger.in_flight == 0
 
 
-def test_a_sweep_on_ray_calls_the_server_from_its_workers_and_replays_from_the_shared_cache(llama_server, tmp_path, capsys):
+def test_a_sweep_on_ray_calls_the_server_from_its_workers_and_replays_from_the_shared_cache(
+    llama_server, tmp_path, capsys
+):
     """Model endpoints and the response cache from Ray worker processes: two cells call the real
     server at once, writing one cache file; the same sweep again (cells deleted) is answered
     entirely from that cache, with the same decisions."""
@@ -124,11 +189,29 @@ def test_a_sweep_on_ray_calls_the_server_from_its_workers_and_replays_from_the_s
     import ray  # noqa: F401  (test.sh installs every extra; a missing Ray fails here, not skips)
 
     cfg = tmp_path / "sweep.json"
-    cfg.write_text(json.dumps({"task": "cpr", "out": str(tmp_path / "s"), "seeds": [5], "parallel": 2,
-                               "fixed": {"agents": "llm", "model": "openai:smollm2", "env": "harsh", "population": "mixed", "replicates": 1,
-                                         "n_agents": 2, "rounds": 1, "base_url": llama_server, "cache": str(tmp_path / "cache.sqlite"),
-                                         "max_tokens": 48},
-                               "grid": {"ablation": ["full", "neither"]}}))
+    cfg.write_text(
+        json.dumps(
+            {
+                "task": "cpr",
+                "out": str(tmp_path / "s"),
+                "seeds": [5],
+                "parallel": 2,
+                "fixed": {
+                    "agents": "llm",
+                    "model": "openai:smollm2",
+                    "env": "harsh",
+                    "population": "mixed",
+                    "replicates": 1,
+                    "n_agents": 2,
+                    "rounds": 1,
+                    "base_url": llama_server,
+                    "cache": str(tmp_path / "cache.sqlite"),
+                    "max_tokens": 48,
+                },
+                "grid": {"ablation": ["full", "neither"]},
+            }
+        )
+    )
     runs = []
     for _ in range(2):
         code = main(["sweep", str(cfg), "--executor", "ray", "--no-analysis", "--json"])
@@ -137,12 +220,16 @@ def test_a_sweep_on_ray_calls_the_server_from_its_workers_and_replays_from_the_s
         res = json.loads(out)
         assert len(res["ran"]) == 2 and all(p["pid"] != os.getpid() for p in res["placement"].values())
         runs.append({r["cell"]: r for r in res["table"]})
-        decisions = {c: pd.read_parquet(tmp_path / "s" / "cells" / c / "decisions.parquet")[["agent", "phase", "raw", "parsed"]]
-                     for c in runs[-1]}
+        decisions = {
+            c: pd.read_parquet(tmp_path / "s" / "cells" / c / "decisions.parquet")[["agent", "phase", "raw", "parsed"]]
+            for c in runs[-1]
+        }
         runs[-1]["decisions"] = decisions
         shutil.rmtree(tmp_path / "s" / "cells")
     first, again = runs
     for cell in ("ablation-full__s5", "ablation-neither__s5"):
         assert first[cell]["ledger.calls"] > 0 and first[cell]["ledger.cached_calls"] == 0  # the server answered
-        assert again[cell]["ledger.cached_calls"] == again[cell]["ledger.calls"] == first[cell]["ledger.calls"]  # all replayed
+        assert (
+            again[cell]["ledger.cached_calls"] == again[cell]["ledger.calls"] == first[cell]["ledger.calls"]
+        )  # all replayed
         pd.testing.assert_frame_equal(first["decisions"][cell], again["decisions"][cell])

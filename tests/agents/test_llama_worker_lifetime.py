@@ -67,9 +67,9 @@ def wait_for(pred, seconds: float) -> bool:
 
 @pytest.fixture(scope="module")
 def model_file():
-    from cooplab.agents.model_files import ModelFilesError, verified_path
-
     import importlib.util
+
+    from cooplab.agents.model_files import ModelFilesError, verified_path
 
     try:
         # find_spec, never import: native code stays out of the test runner (later tests check that)

@@ -25,7 +25,6 @@ import pandas as pd
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from cooplab.agents.models import factory
 from cooplab.agents.cache import ResponseCache
 from cooplab.agents.decisions import (
     LLMService,
@@ -38,6 +37,7 @@ from cooplab.agents.models import (
     EndpointResponseError,
     ModelSpec,
     ScriptedChatModel,
+    factory,
     parse_model_spec,
 )
 from cooplab.agents.models.openai_compat import checked_completion
@@ -51,7 +51,6 @@ from cooplab.cli import main
 from cooplab.graphs.ledger import BudgetExhausted, Ledger, Rates
 from cooplab.runs import runner as cpr_runner
 from cooplab.tasks.cpr.llm import EFFORT
-
 from tests.helpers.figures import figures_recorded  # noqa: F401 - a fixture
 
 from ._support import WatchedLedger
@@ -80,8 +79,31 @@ def run(args, capsys):
 
 
 def server_run(url, out, *more, budget=BUDGET, agents=2, rounds=2):
-    return ["run", "cpr", "--agents", "llm", "--model", "openai:x", "--base-url", url, "--n-agents", agents, "--rounds", rounds,
-            "--ablation", "neither", "--budget", budget, "--out", out, "--cache", "off", "-q", "--json", *more]
+    return [
+        "run",
+        "cpr",
+        "--agents",
+        "llm",
+        "--model",
+        "openai:x",
+        "--base-url",
+        url,
+        "--n-agents",
+        agents,
+        "--rounds",
+        rounds,
+        "--ablation",
+        "neither",
+        "--budget",
+        budget,
+        "--out",
+        out,
+        "--cache",
+        "off",
+        "-q",
+        "--json",
+        *more,
+    ]
 
 
 @pytest.fixture
@@ -153,7 +175,10 @@ def test_valid_usage_is_charged_exactly_as_reported(tmp_path, capsys):
     led = pd.read_parquet(out / "ledger.parquet")
     assert s["ledger"]["usage_errors"] == 0 and led["usage_error"].isna().all()
     assert (led["input_tokens"] == 120).all() and (led["output_tokens"] == 12).all()
-    assert Decimal(s["ledger"]["cost_usd"]) == len(led) * (Decimal(120) * Decimal("0.0005") + Decimal(12) * Decimal("0.003")) / 1000
+    assert (
+        Decimal(s["ledger"]["cost_usd"])
+        == len(led) * (Decimal(120) * Decimal("0.0005") + Decimal(12) * Decimal("0.003")) / 1000
+    )
 
 
 # --- implausibly low usage: charged cooplab's estimate of the text, flagged (issue 37.6) ----------
@@ -168,7 +193,9 @@ def test_a_gateway_that_zeroes_usage_cannot_switch_the_budget_off(tmp_path, caps
     assert led["usage_error"].str.startswith("the endpoint: usage implausibly low: 0 prompt tokens").all()
     # charged cooplab's count of the prompt and the answer: the budget counts every call
     assert (led["input_tokens"] > 100).all() and (led["output_tokens"] > 5).all()
-    assert Decimal(s["ledger"]["cost_usd"]) > 0 and int(pd.read_parquet(out / "decisions.parquet")["usage_errors"].sum()) == len(led)
+    assert Decimal(s["ledger"]["cost_usd"]) > 0 and int(
+        pd.read_parquet(out / "decisions.parquet")["usage_errors"].sum()
+    ) == len(led)
 
 
 def test_one_token_for_8_kb_of_answer_is_charged_at_least_what_the_bytes_can_be(tmp_path, capsys):
@@ -191,11 +218,17 @@ def test_the_usage_floor_never_flags_an_honest_count():
     honest = check_usage({"prompt_tokens": 10, "completion_tokens": 32}, input_bound=5000, output_bound=2048, text=text)
     assert honest.error is None and (honest.input_tokens, honest.output_tokens) == (10, 32)
     low = check_usage({"prompt_tokens": 9, "completion_tokens": 40}, input_bound=5000, output_bound=2048, text=text)
-    assert (low.input_tokens, low.output_tokens) == (500, 40) and "9 prompt tokens for 2560 bytes of prompt (at least 10)" in low.error
+    assert (low.input_tokens, low.output_tokens) == (
+        500,
+        40,
+    ) and "9 prompt tokens for 2560 bytes of prompt (at least 10)" in low.error
     capped = check_usage({"input_tokens": 0, "output_tokens": 0}, input_bound=300, output_bound=64, text=text)
     assert (capped.input_tokens, capped.output_tokens) == (300, 64) and "usage implausibly low" in capped.error
     empty = TextEstimate(input_bytes=0, output_bytes=0, input_tokens=0, output_tokens=0)
-    assert check_usage({"prompt_tokens": 0, "completion_tokens": 0}, input_bound=9, output_bound=9, text=empty).error is None
+    assert (
+        check_usage({"prompt_tokens": 0, "completion_tokens": 0}, input_bound=9, output_bound=9, text=empty).error
+        is None
+    )
 
 
 def test_infinite_usage_keeps_every_model_call_in_the_traces(tmp_path, capsys):
@@ -209,7 +242,13 @@ def test_infinite_usage_keeps_every_model_call_in_the_traces(tmp_path, capsys):
 
 
 # --- a broken endpoint: a clean stop, one line, resumable ------------------------------------
-KEYWORD = {"500": "HTTP 500", "502_empty": "HTTP 502", "truncated": "RemoteProtocolError", "401": "HTTP 401", "404": "HTTP 404"}
+KEYWORD = {
+    "500": "HTTP 500",
+    "502_empty": "HTTP 502",
+    "truncated": "RemoteProtocolError",
+    "401": "HTTP 401",
+    "404": "HTTP 404",
+}
 
 
 @pytest.mark.parametrize("mode", MALFORMED_MODES + REJECTED_MODES)
@@ -293,14 +332,33 @@ def test_the_real_cli_process_prints_exactly_one_line(tmp_path):
 # --- the cache can never pass the cap ----------------------------------------------------------
 def _script(tmp_path):
     f = tmp_path / "script.json"
-    f.write_text(json.dumps({"answers": ['{"effort": 0.1}', '{"effort": 0.4}', "no idea", '{"effort": 3}'], "select": "prompt_hash"}))
+    f.write_text(
+        json.dumps(
+            {"answers": ['{"effort": 0.1}', '{"effort": 0.4}', "no idea", '{"effort": 3}'], "select": "prompt_hash"}
+        )
+    )
     return f
 
 
 def test_a_cached_replay_ends_budget_exhausted_within_a_smaller_budget(tmp_path, capsys):
     """The issue's case: replaying from the cache with a budget below the first run's cost."""
     f, cache = _script(tmp_path), tmp_path / "cache.sqlite"
-    args = ["run", "cpr", "--agents", "llm", "--model", f"scripted:{f}", "--n-agents", "3", "--rounds", "4", "--cache", cache, "-q", "--json"]
+    args = [
+        "run",
+        "cpr",
+        "--agents",
+        "llm",
+        "--model",
+        f"scripted:{f}",
+        "--n-agents",
+        "3",
+        "--rounds",
+        "4",
+        "--cache",
+        cache,
+        "-q",
+        "--json",
+    ]
     code, stdout, err = run([*args, "--out", tmp_path / "a"], capsys)
     assert code == 0, err
     first = json.loads(stdout)
@@ -313,7 +371,9 @@ def test_a_cached_replay_ends_budget_exhausted_within_a_smaller_budget(tmp_path,
     assert Decimal(s["ledger"]["cost_usd"]) <= budget
     assert s["ledger"]["cached_calls"] == s["ledger"]["calls"] > 0  # every call replayed, and still capped
     # the same with the cache off ends the same way (it always did)
-    code, stdout, _ = run([*args[:-4], "--cache", "off", "-q", "--json", "--out", tmp_path / "c", "--budget", budget], capsys)
+    code, stdout, _ = run(
+        [*args[:-4], "--cache", "off", "-q", "--json", "--out", tmp_path / "c", "--budget", budget], capsys
+    )
     assert json.loads(stdout)["status"] == "budget_exhausted"
 
 
@@ -322,11 +382,25 @@ def test_a_damaged_cache_is_charged_at_most_the_bound(tmp_path):
     spec = ModelSpec("scripted", "d", max_tokens=32)
 
     def service(ledger):
-        return LLMService(models={"default": (spec, ScriptedChatModel(answers=['{"effort": 0.4}']))}, ledger=ledger, cache=ResponseCache(db))
+        return LLMService(
+            models={"default": (spec, ScriptedChatModel(answers=['{"effort": 0.4}']))},
+            ledger=ledger,
+            cache=ResponseCache(db),
+        )
 
     svc = service(Ledger())
     for a in range(4):
-        asyncio.run(decide(svc, EFFORT, [HumanMessage(content=f"agent {a}")], society=0, agent=a, round=1, ctx={"previous_effort": 0.1}))
+        asyncio.run(
+            decide(
+                svc,
+                EFFORT,
+                [HumanMessage(content=f"agent {a}")],
+                society=0,
+                agent=a,
+                round=1,
+                ctx={"previous_effort": 0.1},
+            )
+        )
     svc.cache.close()
     con = sqlite3.connect(db)
     bad = [(10**12, 10**12), ("abc", None), (-3, 5), (float("nan"), 2.5)]
@@ -337,20 +411,35 @@ def test_a_damaged_cache_is_charged_at_most_the_bound(tmp_path):
     con.close()
     svc = service(Ledger(budget=Decimal("0.01")))
     for a in range(4):
-        value, rec = asyncio.run(decide(svc, EFFORT, [HumanMessage(content=f"agent {a}")], society=0, agent=a, round=1,
-                                        ctx={"previous_effort": 0.1}))
+        value, rec = asyncio.run(
+            decide(
+                svc,
+                EFFORT,
+                [HumanMessage(content=f"agent {a}")],
+                society=0,
+                agent=a,
+                round=1,
+                ctx={"previous_effort": 0.1},
+            )
+        )
         assert value.effort == 0.4 and rec.cached_calls == 1 and rec.usage_errors == 1
         assert rec.output_tokens == 32 and rec.input_tokens == input_bound([HumanMessage(content=f"agent {a}")], None)
-    assert svc.ledger.totals()["usage_errors"] == 4 and all(e.usage_error.startswith("the cache:") for e in svc.ledger.entries)
+    assert svc.ledger.totals()["usage_errors"] == 4 and all(
+        e.usage_error.startswith("the cache:") for e in svc.ledger.entries
+    )
     assert svc.ledger.spent <= Decimal("0.01")
 
 
 def test_an_old_cache_without_the_usage_error_column_is_upgraded(tmp_path):
     db = tmp_path / "old.sqlite"
     con = sqlite3.connect(db)
-    con.execute("CREATE TABLE responses (key TEXT PRIMARY KEY, text TEXT NOT NULL, input_tokens INTEGER, output_tokens INTEGER,"
-                " latency REAL, model TEXT, created TEXT DEFAULT CURRENT_TIMESTAMP)")
-    con.execute("INSERT INTO responses (key, text, input_tokens, output_tokens, latency, model) VALUES ('k', 'hi', 3, 4, 0.1, 'm')")
+    con.execute(
+        "CREATE TABLE responses (key TEXT PRIMARY KEY, text TEXT NOT NULL, input_tokens INTEGER, output_tokens INTEGER,"
+        " latency REAL, model TEXT, created TEXT DEFAULT CURRENT_TIMESTAMP)"
+    )
+    con.execute(
+        "INSERT INTO responses (key, text, input_tokens, output_tokens, latency, model) VALUES ('k', 'hi', 3, 4, 0.1, 'm')"
+    )
     con.commit()
     con.close()
     cache = ResponseCache(db)
@@ -360,7 +449,9 @@ def test_an_old_cache_without_the_usage_error_column_is_upgraded(tmp_path):
 
 
 # --- the ledger's own defences -----------------------------------------------------------------
-@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1, Decimal("NaN"), Decimal("-Infinity"), "abc", True, None, [1]])
+@pytest.mark.parametrize(
+    "bad", [float("nan"), float("inf"), -1, Decimal("NaN"), Decimal("-Infinity"), "abc", True, None, [1]]
+)
 def test_ledger_rejects_non_finite_or_negative_budgets_and_prices(bad):
     if bad is not None:
         with pytest.raises(ValueError, match="budget") as e:
@@ -386,13 +477,19 @@ def test_a_charge_can_never_exceed_its_reservation_nor_an_unreserved_charge_the_
     led = Ledger(budget=Decimal("0.001"))
     res = led.reserve(led.cost("m", 100, 10))
     with pytest.raises(ValueError, match="exceeds its reservation"):
-        led.charge(call_id="a", model="m", agent="0:0", round=1, phase="p", input_tokens=101, output_tokens=10, reservation=res)
+        led.charge(
+            call_id="a", model="m", agent="0:0", round=1, phase="p", input_tokens=101, output_tokens=10, reservation=res
+        )
     assert led.in_flight == 0 and led.spent == 0 and not led.entries
     with pytest.raises(ValueError):
         led.reserve(Decimal(-1))
-    led.charge(call_id="b", model="m", agent="0:0", round=1, phase="p", input_tokens=1000, output_tokens=100, cached=True)
+    led.charge(
+        call_id="b", model="m", agent="0:0", round=1, phase="p", input_tokens=1000, output_tokens=100, cached=True
+    )
     with pytest.raises(BudgetExhausted):  # a cached replay is checked against the cap too
-        led.charge(call_id="c", model="m", agent="0:0", round=1, phase="p", input_tokens=1000, output_tokens=100, cached=True)
+        led.charge(
+            call_id="c", model="m", agent="0:0", round=1, phase="p", input_tokens=1000, output_tokens=100, cached=True
+        )
     assert led.spent == Decimal("0.0008") and len(led.entries) == 1
 
 
@@ -408,8 +505,16 @@ def test_programming_errors_are_not_swallowed_as_endpoint_failures():
         M(x="no")
     except ValidationError as exc:
         verr = exc
-    for exc in (TypeError("x"), KeyError("x"), AttributeError("x"), ValueError("x"), json.JSONDecodeError("x", "doc", 0), verr,
-                IndexError("x"), ZeroDivisionError()):
+    for exc in (
+        TypeError("x"),
+        KeyError("x"),
+        AttributeError("x"),
+        ValueError("x"),
+        json.JSONDecodeError("x", "doc", 0),
+        verr,
+        IndexError("x"),
+        ZeroDivisionError(),
+    ):
         assert endpoint_failure(exc) is None, exc
     assert endpoint_failure(EndpointResponseError("bad")) == "transient"
     req = __import__("httpx").Request("POST", "http://127.0.0.1/v1")
@@ -424,7 +529,9 @@ def test_programming_errors_are_not_swallowed_as_endpoint_failures():
 
     svc = LLMService(models={"default": (ModelSpec("scripted", "b"), Broken(answers=["x"]))}, backoff_base=0.0)
     with pytest.raises(TypeError, match="a bug"):
-        asyncio.run(decide(svc, EFFORT, [HumanMessage(content="x")], society=0, agent=0, round=1, ctx={"previous_effort": 0.1}))
+        asyncio.run(
+            decide(svc, EFFORT, [HumanMessage(content="x")], society=0, agent=0, round=1, ctx={"previous_effort": 0.1})
+        )
     assert svc.ledger.in_flight == 0 and svc.retries == 0
 
 
@@ -432,13 +539,43 @@ def test_scripted_malformed_responses_are_retried_then_stop():
     spec = ModelSpec("scripted", "m")
     svc = LLMService(models={"default": (spec, ScriptedChatModel(answers=[{"error": "malformed"}]))}, backoff_base=0.0)
     with pytest.raises(ModelUnavailable, match="returned malformed responses 5 times"):
-        asyncio.run(decide(svc, EFFORT, [HumanMessage(content="x")], society=0, agent=0, round=1, ctx={"previous_effort": 0.1}))
+        asyncio.run(
+            decide(svc, EFFORT, [HumanMessage(content="x")], society=0, agent=0, round=1, ctx={"previous_effort": 0.1})
+        )
     assert svc.retries == RETRIES and svc.ledger.in_flight == 0 and svc.ledger.spent == 0
 
 
 # --- property-style tests ----------------------------------------------------------------------
-ODD = [None, True, False, 0, 1, -1, 7, 10**18, -(10**18), 0.0, 3.0, 2.5, -0.0, float("nan"), float("inf"), float("-inf"), "", "12",
-       "abc", "NaN", " 3 ", [], [1], {}, {"a": 1}, Decimal("4"), Decimal("NaN"), 1e308]
+ODD = [
+    None,
+    True,
+    False,
+    0,
+    1,
+    -1,
+    7,
+    10**18,
+    -(10**18),
+    0.0,
+    3.0,
+    2.5,
+    -0.0,
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    "",
+    "12",
+    "abc",
+    "NaN",
+    " 3 ",
+    [],
+    [1],
+    {},
+    {"a": 1},
+    Decimal("4"),
+    Decimal("NaN"),
+    1e308,
+]
 
 
 def _valid(v, bound):
@@ -476,7 +613,9 @@ def test_property_check_usage_never_charges_outside_the_bounds():
         u = check_usage(reported, input_bound=ib, output_bound=ob)
         assert type(u.input_tokens) is int and type(u.output_tokens) is int
         assert 0 <= u.input_tokens <= ib and 0 <= u.output_tokens <= ob
-        ok = isinstance(reported, dict) and all(k in reported and _valid(reported[k], b) for k, b in zip(keys, (ib, ob)))
+        ok = isinstance(reported, dict) and all(
+            k in reported and _valid(reported[k], b) for k, b in zip(keys, (ib, ob))
+        )
         assert (u.error is None) == ok, (reported, u)
         if u.error is not None:
             assert (u.input_tokens, u.output_tokens) == (ib, ob) and "\n" not in u.error
@@ -495,13 +634,23 @@ def test_property_random_reported_usage_through_the_service_never_breaks_the_cap
         budget = Decimal(str(round(float(rng.uniform(0.0, 0.004)), 6)))
         ledger = WatchedLedger(budget=budget)
         spec = ModelSpec("scripted", f"p{trial}", max_tokens=32)
-        svc = LLMService(models={"default": (spec, ScriptedChatModel(answers=answers, latency=0.0))}, ledger=ledger,
-                         max_concurrency=int(rng.integers(1, 16)))
+        svc = LLMService(
+            models={"default": (spec, ScriptedChatModel(answers=answers, latency=0.0))},
+            ledger=ledger,
+            max_concurrency=int(rng.integers(1, 16)),
+        )
 
         async def one(i):
             try:
-                return await decide(svc, EFFORT, [HumanMessage(content=f"agent {i} " + "x" * int(rng.integers(0, 200)))], society=0,
-                                    agent=i, round=1, ctx={"previous_effort": 0.1})
+                return await decide(
+                    svc,
+                    EFFORT,
+                    [HumanMessage(content=f"agent {i} " + "x" * int(rng.integers(0, 200)))],
+                    society=0,
+                    agent=i,
+                    round=1,
+                    ctx={"previous_effort": 0.1},
+                )
             except BudgetExhausted:
                 return None
 
@@ -570,21 +719,35 @@ def test_property_random_bodies_from_a_real_server_through_the_openai_path():
             spec = parse_model_spec("openai:x", base_url=srv.url, max_tokens=32)
             budget = Decimal("0.004")
             ledger = WatchedLedger(budget=budget)
-            svc = LLMService(models={"default": (spec, factory.make_chat_model(spec))}, ledger=ledger, max_concurrency=8,
-                             backoff_base=0.0, max_transport_retries=2)
+            svc = LLMService(
+                models={"default": (spec, factory.make_chat_model(spec))},
+                ledger=ledger,
+                max_concurrency=8,
+                backoff_base=0.0,
+                max_transport_retries=2,
+            )
 
             async def one(i):
                 msgs = [HumanMessage(content=f"agent {i}: how much do you fish?")]
                 try:
-                    resp, _ = await svc.call(agent=i, society=0, round=1, phase="harvest", messages=msgs, schema=EFFORT.json_schema,
-                                             attempt=0)
+                    resp, _ = await svc.call(
+                        agent=i,
+                        society=0,
+                        round=1,
+                        phase="harvest",
+                        messages=msgs,
+                        schema=EFFORT.json_schema,
+                        attempt=0,
+                    )
                 except ModelUnavailable as exc:
                     assert "\n" not in str(exc) and srv.url in str(exc)
                     return "unavailable"
                 except BudgetExhausted:
                     return "budget"
                 assert isinstance(resp.text, str)
-                assert 0 <= resp.output_tokens <= 32 and 0 <= resp.input_tokens <= input_bound(msgs, {"type": "json_object", "schema": EFFORT.json_schema})
+                assert 0 <= resp.output_tokens <= 32 and 0 <= resp.input_tokens <= input_bound(
+                    msgs, {"type": "json_object", "schema": EFFORT.json_schema}
+                )
                 return "usage_error" if resp.usage_error else "answer"
 
             async def all_():
@@ -593,7 +756,9 @@ def test_property_random_bodies_from_a_real_server_through_the_openai_path():
             for o in asyncio.run(all_()):
                 outcomes[o] += 1
             assert ledger.spent <= budget and ledger.peak <= budget and ledger.in_flight == 0
-    assert outcomes["unavailable"] > 0 and outcomes["usage_error"] > 0 and outcomes["answer"] + outcomes["usage_error"] > 0, outcomes
+    assert (
+        outcomes["unavailable"] > 0 and outcomes["usage_error"] > 0 and outcomes["answer"] + outcomes["usage_error"] > 0
+    ), outcomes
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -609,7 +774,11 @@ def test_property_cli_runs_against_a_randomly_misbehaving_server(seed, tmp_path,
     if code == 1:
         assert s["status"] == "stopped" and "cooplab resume" in one_line(err)
     else:
-        assert code == 0 and s["status"] in ("completed", "budget_exhausted") and json.loads(stdout)["status"] == s["status"]
+        assert (
+            code == 0
+            and s["status"] in ("completed", "budget_exhausted")
+            and json.loads(stdout)["status"] == s["status"]
+        )
     assert_within_budget(s, budget)
     if s["ledger"]["calls"]:
         led = pd.read_parquet(out / "ledger.parquet")
@@ -626,8 +795,15 @@ def test_many_concurrent_calls_against_a_real_server_never_overshoot_a_tiny_budg
 
         async def one(i):
             try:
-                return await decide(svc, EFFORT, [HumanMessage(content=f"agent {i} decide")], society=0, agent=i, round=1,
-                                    ctx={"previous_effort": 0.1})
+                return await decide(
+                    svc,
+                    EFFORT,
+                    [HumanMessage(content=f"agent {i} decide")],
+                    society=0,
+                    agent=i,
+                    round=1,
+                    ctx={"previous_effort": 0.1},
+                )
             except BudgetExhausted:
                 return None
 
@@ -644,7 +820,9 @@ def test_many_concurrent_calls_against_a_real_server_never_overshoot_a_tiny_budg
 def test_a_concurrent_cli_run_with_huge_usage_ends_budget_exhausted_within_the_cap(tmp_path, capsys):
     out = tmp_path / "run"
     with MisbehavingServer("huge") as srv:
-        code, stdout, err = run(server_run(srv.url, out, "--max-concurrency", 8, budget="0.004", agents=8, rounds=3), capsys)
+        code, stdout, err = run(
+            server_run(srv.url, out, "--max-concurrency", 8, budget="0.004", agents=8, rounds=3), capsys
+        )
     assert code == 0, err
     s = json.loads(stdout)
     assert s["status"] == "budget_exhausted" and Decimal(s["ledger"]["cost_usd"]) <= Decimal("0.004")
@@ -656,9 +834,19 @@ def test_usage_of_every_path_goes_through_the_same_check():
     msgs = [HumanMessage(content="hello")]
     ib, ob = input_bound(msgs), 16
     # an endpoint's raw usage (OpenAI-compatible, scripted with "usage")
-    assert usage_of(AIMessage(content="x", response_metadata={"usage_raw": {"prompt_tokens": 5, "completion_tokens": 2}}), msgs, "x",
-                    input_bound=ib, output_bound=ob).error is None
-    assert usage_of(AIMessage(content="x", response_metadata={"usage_raw": None}), msgs, "x", input_bound=ib, output_bound=ob).error
+    assert (
+        usage_of(
+            AIMessage(content="x", response_metadata={"usage_raw": {"prompt_tokens": 5, "completion_tokens": 2}}),
+            msgs,
+            "x",
+            input_bound=ib,
+            output_bound=ob,
+        ).error
+        is None
+    )
+    assert usage_of(
+        AIMessage(content="x", response_metadata={"usage_raw": None}), msgs, "x", input_bound=ib, output_bound=ob
+    ).error
     # a backend's usage_metadata (local llama.cpp)
     big = AIMessage(content="x", usage_metadata={"input_tokens": ib + 1, "output_tokens": 1, "total_tokens": ib + 2})
     u = usage_of(big, msgs, "x", input_bound=ib, output_bound=ob)
@@ -718,9 +906,18 @@ def test_input_bound_holds_for_a_real_tokenizer_and_chat_template():
 
 
 def test_checked_completion_reads_raw_json_without_coercion():
-    checked, usage = checked_completion({"choices": [{"message": {"content": "hi"}}], "usage": {"prompt_tokens": True, "completion_tokens": "3"}})
+    checked, usage = checked_completion(
+        {"choices": [{"message": {"content": "hi"}}], "usage": {"prompt_tokens": True, "completion_tokens": "3"}}
+    )
     assert checked["choices"][0]["message"] == {"role": "assistant", "content": "hi"}
     assert usage == {"prompt_tokens": True, "completion_tokens": "3"}
-    for bad in (b"", b"<html>", b"[1]", b'{"choices": []}', b'{"choices": [{"message": null}]}', b'{"choices": [{"message": {"content": 5}}]}'):
+    for bad in (
+        b"",
+        b"<html>",
+        b"[1]",
+        b'{"choices": []}',
+        b'{"choices": [{"message": null}]}',
+        b'{"choices": [{"message": {"content": 5}}]}',
+    ):
         with pytest.raises(EndpointResponseError):
             checked_completion(bad)

@@ -37,7 +37,9 @@ def _check_target(v: Target, ctx):
         raise ValueError(f"target {v.target} is not one of the peers shown {ctx['peers']}")
 
 
-TARGET = DecisionSpec(phase="punish", schema=Target, check=_check_target, fallback=lambda ctx: Target(target=None), max_attempts=3)
+TARGET = DecisionSpec(
+    phase="punish", schema=Target, check=_check_target, fallback=lambda ctx: Target(target=None), max_attempts=3
+)
 
 
 def service(answers, **kw):
@@ -49,18 +51,23 @@ def service(answers, **kw):
 
 def ask(svc, spec=EFFORT, ctx=None, agent=0, round_=1):
     msgs = [HumanMessage(content=f"decide, agent {agent}, round {round_}")]
-    return asyncio.run(decide(svc, spec, msgs, society=0, agent=agent, round=round_, ctx=ctx or {"previous_effort": 0.25}))
+    return asyncio.run(
+        decide(svc, spec, msgs, society=0, agent=agent, round=round_, ctx=ctx or {"previous_effort": 0.25})
+    )
 
 
-@pytest.mark.parametrize("bad,why", [
-    ('{"effort": 0.3', "malformed"),
-    ('{"effort": 1.5}', "less than or equal to 1"),
-    ('{"effort": -0.1}', "greater than or equal to 0"),
-    ('{"effort": "lots"}', "effort"),
-    ("", "empty"),
-    ("I'm sorry, but I can't help with deciding how much to fish.", "no JSON"),
-    ('["effort", 0.3]', "JSON object"),
-])
+@pytest.mark.parametrize(
+    "bad,why",
+    [
+        ('{"effort": 0.3', "malformed"),
+        ('{"effort": 1.5}', "less than or equal to 1"),
+        ('{"effort": -0.1}', "greater than or equal to 0"),
+        ('{"effort": "lots"}', "effort"),
+        ("", "empty"),
+        ("I'm sorry, but I can't help with deciding how much to fish.", "no JSON"),
+        ('["effort", 0.3]', "JSON object"),
+    ],
+)
 def test_invalid_answer_is_retried_with_the_error_fed_back(bad, why):
     svc, model = service([bad, '{"effort": 0.6}'])
     value, rec = ask(svc)
@@ -120,7 +127,9 @@ def test_tokens_recorded_for_every_call_and_charged_exactly():
     _, rec = ask(svc)
     (entry,) = svc.ledger.entries
     assert entry.input_tokens > 0 and entry.output_tokens == count_tokens('{"effort": 0.3}')
-    expected = Decimal(entry.input_tokens) * Decimal("0.0005") / 1000 + Decimal(entry.output_tokens) * Decimal("0.003") / 1000
+    expected = (
+        Decimal(entry.input_tokens) * Decimal("0.0005") / 1000 + Decimal(entry.output_tokens) * Decimal("0.003") / 1000
+    )
     assert Decimal(entry.cost) == expected and Decimal(rec.cost) == expected
 
 
@@ -135,7 +144,10 @@ def test_cache_replays_without_calling_the_model(tmp_path):
     spec = ModelSpec("scripted", "c")
 
     def run():
-        svc = LLMService(models={"default": (spec, Counting(answers=['{"effort": 0.3}', '{"effort": 0.9}']))}, cache=ResponseCache(tmp_path / "c.sqlite"))
+        svc = LLMService(
+            models={"default": (spec, Counting(answers=['{"effort": 0.3}', '{"effort": 0.9}']))},
+            cache=ResponseCache(tmp_path / "c.sqlite"),
+        )
         out = [ask(svc, agent=a)[0].effort for a in range(4)]
         svc.cache.close()
         return out, svc
@@ -149,11 +161,26 @@ def test_cache_replays_without_calling_the_model(tmp_path):
 
 
 def test_cache_key_depends_on_every_part():
-    base = dict(model={"model": "m", "temperature": 0.7}, messages=[("human", "x")], agent="0:1", round=1, phase="harvest", seed=0, attempt=0)
+    base = dict(
+        model={"model": "m", "temperature": 0.7},
+        messages=[("human", "x")],
+        agent="0:1",
+        round=1,
+        phase="harvest",
+        seed=0,
+        attempt=0,
+    )
     k = cache_key(**base)
     assert k == cache_key(**dict(base))
-    for field, other in [("agent", "0:2"), ("round", 2), ("phase", "punish"), ("seed", 1), ("attempt", 1),
-                         ("messages", [("human", "y")]), ("model", {"model": "m", "temperature": 0.8})]:
+    for field, other in [
+        ("agent", "0:2"),
+        ("round", 2),
+        ("phase", "punish"),
+        ("seed", 1),
+        ("attempt", 1),
+        ("messages", [("human", "y")]),
+        ("model", {"model": "m", "temperature": 0.8}),
+    ]:
         assert cache_key(**{**base, field: other}) != k, field
 
 
@@ -167,7 +194,15 @@ def test_concurrent_charging_never_overspends_beyond_in_flight_reservations():
 
     async def one(i):
         try:
-            r = await decide(svc, EFFORT, [HumanMessage(content=f"agent {i} decide now")], society=0, agent=i, round=1, ctx={"previous_effort": 0.1})
+            r = await decide(
+                svc,
+                EFFORT,
+                [HumanMessage(content=f"agent {i} decide now")],
+                society=0,
+                agent=i,
+                round=1,
+                ctx={"previous_effort": 0.1},
+            )
             peak["v"] = max(peak["v"], ledger.spent + ledger.in_flight)
             return r
         except BudgetExhausted:
@@ -183,7 +218,10 @@ def test_concurrent_charging_never_overspends_beyond_in_flight_reservations():
     assert ledger.spent <= ledger.budget and peak["v"] <= ledger.budget
     assert ledger.in_flight == 0
     # the sum of charges equals recorded tokens times rates, to the cent and below
-    total = sum(Decimal(e.input_tokens) * Decimal("0.0005") / 1000 + Decimal(e.output_tokens) * Decimal("0.003") / 1000 for e in ledger.entries)
+    total = sum(
+        Decimal(e.input_tokens) * Decimal("0.0005") / 1000 + Decimal(e.output_tokens) * Decimal("0.003") / 1000
+        for e in ledger.entries
+    )
     assert total == ledger.spent == sum(Decimal(e.cost) for e in ledger.entries)
 
 

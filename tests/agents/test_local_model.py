@@ -74,13 +74,16 @@ def test_a_hanging_model_is_killed_at_the_timeout(monkeypatch):
         p.close()
 
 
-@pytest.mark.parametrize("mode,exc,needle", [
-    ("garbage", lm.LocalModelCrashed, "malformed frame"),
-    ("null", lm.LocalModelCrashed, "malformed frame"),
-    ("wrongid", lm.LocalModelCrashed, "instead of"),
-    ("reject", lm.LocalModelError, r"refused it \(ValueError: bad grammar\)"),
-    ("notready", lm.LocalModelError, "could not be loaded: ValueError: no such model"),
-])
+@pytest.mark.parametrize(
+    "mode,exc,needle",
+    [
+        ("garbage", lm.LocalModelCrashed, "malformed frame"),
+        ("null", lm.LocalModelCrashed, "malformed frame"),
+        ("wrongid", lm.LocalModelCrashed, "instead of"),
+        ("reject", lm.LocalModelError, r"refused it \(ValueError: bad grammar\)"),
+        ("notready", lm.LocalModelError, "could not be loaded: ValueError: no such model"),
+    ],
+)
 def test_protocol_violations_and_refusals_are_named(monkeypatch, mode, exc, needle):
     p = fake(monkeypatch, mode)
     try:
@@ -103,51 +106,87 @@ def test_a_crashing_model_stops_decide_with_model_unavailable(monkeypatch):
     key = ("/fake-crash.gguf", LlamaCppChat.model_fields["n_ctx"].default, None)
     monkeypatch.setitem(lm._PROCS, key, lm.LocalModelProcess(key[0], argv=FAKE))
     spec = ModelSpec("local", "fake-crash.gguf")
-    svc = LLMService(models={"default": (spec, LlamaCppChat(model_path=key[0]))}, max_transport_retries=2, backoff_base=0.01)
+    svc = LLMService(
+        models={"default": (spec, LlamaCppChat(model_path=key[0]))}, max_transport_retries=2, backoff_base=0.01
+    )
     from cooplab.tasks.cpr.llm import EFFORT
 
     with pytest.raises(ModelUnavailable, match="after 3 attempts.*SIGSEGV"):
-        asyncio.run(decide(svc, EFFORT, [HumanMessage(content="x")], society=0, agent=0, round=1, ctx={"previous_effort": 0.5}))
+        asyncio.run(
+            decide(svc, EFFORT, [HumanMessage(content="x")], society=0, agent=0, round=1, ctx={"previous_effort": 0.5})
+        )
     assert len(lm._PROCS[key].crashes) == 3 and svc.ledger.spent == 0 and svc.ledger.in_flight == 0
     lm._PROCS[key].close()
 
 
-@pytest.mark.parametrize("mode,needle", [
-    ("reject", r"rejected the request: llama.cpp refused it \(ValueError: bad grammar\)"),  # permanent: no retry
-    ("nochoices", "malformed responses 3 times: malformed response: no choices"),  # transient: retried
-])
+@pytest.mark.parametrize(
+    "mode,needle",
+    [
+        ("reject", r"rejected the request: llama.cpp refused it \(ValueError: bad grammar\)"),  # permanent: no retry
+        ("nochoices", "malformed responses 3 times: malformed response: no choices"),  # transient: retried
+    ],
+)
 def test_refusals_and_garbled_answers_of_the_model_process_stop_cleanly(monkeypatch, mode, needle):
     monkeypatch.setenv("FAKE_WORKER_MODE", mode)
     key = (f"/fake-{mode}.gguf", LlamaCppChat.model_fields["n_ctx"].default, None)
     monkeypatch.setitem(lm._PROCS, key, lm.LocalModelProcess(key[0], argv=FAKE))
     spec = ModelSpec("local", key[0])
-    svc = LLMService(models={"default": (spec, LlamaCppChat(model_path=key[0]))}, max_transport_retries=2, backoff_base=0.01)
+    svc = LLMService(
+        models={"default": (spec, LlamaCppChat(model_path=key[0]))}, max_transport_retries=2, backoff_base=0.01
+    )
     from cooplab.tasks.cpr.llm import EFFORT
 
     try:
         with pytest.raises(ModelUnavailable, match=needle):
-            asyncio.run(decide(svc, EFFORT, [HumanMessage(content="x")], society=0, agent=0, round=1, ctx={"previous_effort": 0.5}))
+            asyncio.run(
+                decide(
+                    svc, EFFORT, [HumanMessage(content="x")], society=0, agent=0, round=1, ctx={"previous_effort": 0.5}
+                )
+            )
         assert svc.ledger.spent == 0 and svc.ledger.in_flight == 0
     finally:
         lm._PROCS[key].close()
 
 
 def test_system_info_parsing_and_the_portability_rule():
-    native_amx = ("CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX_VNNI = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | AVX512 = 1 | "
-                  "AVX512_VBMI = 1 | AVX512_VNNI = 1 | AVX512_BF16 = 1 | AMX_INT8 = 1 | LLAMAFILE = 1 | OPENMP = 1 | REPACK = 1 |")
+    native_amx = (
+        "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX_VNNI = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | AVX512 = 1 | "
+        "AVX512_VBMI = 1 | AVX512_VNNI = 1 | AVX512_BF16 = 1 | AMX_INT8 = 1 | LLAMAFILE = 1 | OPENMP = 1 | REPACK = 1 |"
+    )
     portable = "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | LLAMAFILE = 1 | OPENMP = 1 | REPACK = 1 |"
     assert parse_system_info(portable)["AVX2"] == "1" and "AVX512" not in parse_system_info(portable)
     assert non_portable_features(portable) == []
-    assert non_portable_features(native_amx) == ["AVX512", "AVX512_VBMI", "AVX512_VNNI", "AVX512_BF16", "AMX_INT8", "AVX_VNNI"]
+    assert non_portable_features(native_amx) == [
+        "AVX512",
+        "AVX512_VBMI",
+        "AVX512_VNNI",
+        "AVX512_BF16",
+        "AMX_INT8",
+        "AVX_VNNI",
+    ]
 
 
 def test_cpu_features_read_amx_and_avx512_from_cpuinfo():
-    info = "processor : 0\nmodel name : Intel(R) Xeon(R) Platinum 8488C\nflags : fpu sse4_2 avx avx2 fma f16c bmi2 avx512f " \
-           "avx512_vnni avx512_bf16 amx_tile amx_int8 amx_bf16\n\nprocessor : 1\nflags : fpu\n"
+    info = (
+        "processor : 0\nmodel name : Intel(R) Xeon(R) Platinum 8488C\nflags : fpu sse4_2 avx avx2 fma f16c bmi2 avx512f "
+        "avx512_vnni avx512_bf16 amx_tile amx_int8 amx_bf16\n\nprocessor : 1\nflags : fpu\n"
+    )
     c = cpu_features(info)
     assert c["amx"] and c["avx512"] and c["model"].startswith("Intel")
-    assert c["flags"] == ["sse4_2", "avx", "avx2", "fma", "f16c", "bmi2", "avx512f", "avx512_vnni", "avx512_bf16",
-                          "amx_tile", "amx_int8", "amx_bf16"]
+    assert c["flags"] == [
+        "sse4_2",
+        "avx",
+        "avx2",
+        "fma",
+        "f16c",
+        "bmi2",
+        "avx512f",
+        "avx512_vnni",
+        "avx512_bf16",
+        "amx_tile",
+        "amx_int8",
+        "amx_bf16",
+    ]
     assert not cpu_features("flags : fpu sse4_2 avx2\n")["amx"]
 
 
@@ -157,7 +196,22 @@ def test_doctor_reports_the_cpu_and_json(capsys):
     assert code == 0 and out["ok"] is True
     assert [c["name"] for c in out["checks"]] == ["cpu", "extras"] and out["checks"][0]["details"]["arch"]
     extras = out["checks"][1]["details"]
-    assert extras["extras"] == {name: True for name in ("local", "analysis", "dev", "ray", "bayes", "viewer", "server", "view", "anthropic", "google", "ollama")} and {"cpr", "diners"} <= set(extras["tasks"])
+    assert extras["extras"] == {
+        name: True
+        for name in (
+            "local",
+            "analysis",
+            "dev",
+            "ray",
+            "bayes",
+            "viewer",
+            "server",
+            "view",
+            "anthropic",
+            "google",
+            "ollama",
+        )
+    } and {"cpr", "diners"} <= set(extras["tasks"])
 
 
 def test_doctor_names_missing_extras_and_the_local_model_s_fix(capsys, monkeypatch):
@@ -176,13 +230,18 @@ def test_doctor_names_a_missing_model_file_and_the_command_that_fetches_it(capsy
     code = main(["doctor", "--no-docker", "--no-chromium", "--json"])
     out = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
     assert code == 1
-    assert out["local model"]["ok"] is False and "SmolLM2-135M-Instruct.Q4_1.gguf is missing" in out["local model"]["summary"]
+    assert (
+        out["local model"]["ok"] is False
+        and "SmolLM2-135M-Instruct.Q4_1.gguf is missing" in out["local model"]["summary"]
+    )
     assert out["local model"]["fix"] == "cooplab models fetch smollm2"
 
 
 def test_setup_s_check_prints_one_line_when_the_model_crashes():
     env = {**os.environ, "COOPLAB_LOCAL_FAULT": "segv", "PYTHON": sys.executable}
-    p = subprocess.run(["bash", str(ROOT / "scripts" / "check-local-model.sh")], capture_output=True, text=True, env=env, timeout=600)
+    p = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "check-local-model.sh")], capture_output=True, text=True, env=env, timeout=600
+    )
     assert p.returncode == 1
     assert p.stderr.count("\n") == 1 and "crashed (SIGSEGV)" in p.stderr and "cooplab doctor" in p.stderr
 
@@ -218,13 +277,33 @@ def test_doctor_fails_with_one_named_check_when_the_model_crashes(monkeypatch, c
 
 
 @pytest.mark.integration
-def test_a_crash_of_the_real_model_process_stops_the_run_cleanly_and_it_resumes(tmp_path, capsys, monkeypatch, fresh_model_processes):
+def test_a_crash_of_the_real_model_process_stops_the_run_cleanly_and_it_resumes(
+    tmp_path, capsys, monkeypatch, fresh_model_processes
+):
     out = tmp_path / "run"
     # only social learning: the model decides effort and punishment (short JSON answers), 4 calls a
     # round; every call after the 5th crashes the model process for real (SIGSEGV), so round 2 is cut
     monkeypatch.setenv("COOPLAB_LOCAL_FAULT", "segv-after:5")
-    args = ["run", "cpr", "--agents", "llm", "--model", "local", "--ablation", "osl", "--n-agents", "2", "--rounds", "3",
-            "--out", str(out), "--cache", str(tmp_path / "c.sqlite"), "-q", "--json"]
+    args = [
+        "run",
+        "cpr",
+        "--agents",
+        "llm",
+        "--model",
+        "local",
+        "--ablation",
+        "osl",
+        "--n-agents",
+        "2",
+        "--rounds",
+        "3",
+        "--out",
+        str(out),
+        "--cache",
+        str(tmp_path / "c.sqlite"),
+        "-q",
+        "--json",
+    ]
     code = main(args)
     _, err = capsys.readouterr()
     assert code == 1, err

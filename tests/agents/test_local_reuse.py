@@ -86,18 +86,21 @@ class StandInLlama:
         self._ctx, self.n_tokens, self.input_ids = StandInContext(cuts), 0, np.zeros(64, dtype=np.intc)
 
     def eval(self, tokens):
-        self.input_ids[self.n_tokens:self.n_tokens + len(tokens)] = tokens
+        self.input_ids[self.n_tokens : self.n_tokens + len(tokens)] = tokens
         self.n_tokens += len(tokens)
 
     def generate(self, tokens, *args, **kwargs):
-        self.eval(tokens[self.n_tokens:])
+        self.eval(tokens[self.n_tokens :])
         for t in (90, 91):
             self.eval([t])
         return iter(())
 
     def create_chat_completion(self, *, prompt, **kwargs):
         list(self.generate(prompt))
-        return {"choices": [{"message": {"content": "ok"}}], "usage": {"prompt_tokens": len(prompt), "completion_tokens": 2}}
+        return {
+            "choices": [{"message": {"content": "ok"}}],
+            "usage": {"prompt_tokens": len(prompt), "completion_tokens": 2},
+        }
 
 
 class StandInLib:
@@ -136,7 +139,9 @@ def test_a_memory_that_cannot_cut_the_answer_off_keeps_nothing_and_reads_every_p
     answer(llama, {"prompt": [1, 2, 3, 4, 5, 6]})
     assert len(llama.states) == 0 and llama.n_tokens == 0
     again = answer(llama, {"prompt": [1, 2, 3, 4, 5, 6, 7, 8]})
-    assert again["usage"]["prompt_tokens_details"] == {"cached_tokens": 0} and llama.input_ids[:8].tolist() == list(range(1, 9))
+    assert again["usage"]["prompt_tokens_details"] == {"cached_tokens": 0} and llama.input_ids[:8].tolist() == list(
+        range(1, 9)
+    )
 
 
 def test_a_failure_to_keep_a_state_never_fails_the_call():
@@ -152,25 +157,41 @@ def test_a_failure_to_keep_a_state_never_fails_the_call():
     assert answer(llama, {"prompt": [1, 2, 3, 4]})["usage"]["prompt_tokens_details"] == {"cached_tokens": 0}
 
 
-@pytest.mark.parametrize("usage,reused", [
-    ({"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 6}}, 6),  # OpenAI, the local model
-    ({"prompt_tokens": 10, "completion_tokens": 2, "cached_tokens": 6}, 6),  # Gemini, as cooplab reads its usage
-    ({"prompt_tokens": 10, "completion_tokens": 2}, 0),
-    ({"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 11}}, 0),  # more than the prompt
-    ({"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": -1}}, 0),
-    ({"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": True}}, 0),
-    ({"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": "6"}}, 0),
-    ({"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": "lots"}, 0),
-    ("lots", 0),
-])
+@pytest.mark.parametrize(
+    "usage,reused",
+    [
+        (
+            {"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 6}},
+            6,
+        ),  # OpenAI, the local model
+        ({"prompt_tokens": 10, "completion_tokens": 2, "cached_tokens": 6}, 6),  # Gemini, as cooplab reads its usage
+        ({"prompt_tokens": 10, "completion_tokens": 2}, 0),
+        (
+            {"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 11}},
+            0,
+        ),  # more than the prompt
+        ({"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": -1}}, 0),
+        ({"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": True}}, 0),
+        ({"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": "6"}}, 0),
+        ({"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": "lots"}, 0),
+        ("lots", 0),
+    ],
+)
 def test_reused_tokens_are_read_from_the_reported_usage(usage, reused):
     msg = AIMessage(content="x", response_metadata={"usage_raw": usage})
     assert reused_of(msg, 10) == reused
 
 
 def test_reused_tokens_are_read_from_langchains_usage_metadata():
-    msg = AIMessage(content="x", usage_metadata={"input_tokens": 10, "output_tokens": 2, "total_tokens": 12,
-                                                 "input_token_details": {"cache_read": 4}})
+    msg = AIMessage(
+        content="x",
+        usage_metadata={
+            "input_tokens": 10,
+            "output_tokens": 2,
+            "total_tokens": 12,
+            "input_token_details": {"cache_read": 4},
+        },
+    )
     assert reused_of(msg, 10) == 4
 
 
@@ -186,13 +207,33 @@ def test_geminis_cached_prompt_tokens_are_read():
 def test_a_runs_summary_reports_the_prompt_tokens_reused(tmp_path):
     usage = {"prompt_tokens": 40, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 30}}
     script = tmp_path / "m.json"
-    script.write_text(json.dumps({"by_phase": {"harvest": [{"text": '{"effort": 0.1}', "usage": usage}],
-                                               "punish": [{"text": '{"punish": null}', "usage": usage}]}}))
-    run = cooplab.run(task="cpr", agents="llm", model=f"scripted:{script}", n_agents=2, rounds=2, ablation="osl", cache="off",
-                      out=tmp_path / "run")
+    script.write_text(
+        json.dumps(
+            {
+                "by_phase": {
+                    "harvest": [{"text": '{"effort": 0.1}', "usage": usage}],
+                    "punish": [{"text": '{"punish": null}', "usage": usage}],
+                }
+            }
+        )
+    )
+    run = cooplab.run(
+        task="cpr",
+        agents="llm",
+        model=f"scripted:{script}",
+        n_agents=2,
+        rounds=2,
+        ablation="osl",
+        cache="off",
+        out=tmp_path / "run",
+    )
     calls = run.summary["ledger"]["calls"]
-    assert calls > 0 and run.summary["llm"]["prompt_reuse"] == {"prompt_tokens": 40 * calls, "tokens_reused": 30 * calls,
-                                                                  "tokens_read": 10 * calls, "reused_share": 0.75}
+    assert calls > 0 and run.summary["llm"]["prompt_reuse"] == {
+        "prompt_tokens": 40 * calls,
+        "tokens_reused": 30 * calls,
+        "tokens_read": 10 * calls,
+        "reused_share": 0.75,
+    }
 
 
 @pytest.mark.parametrize("value", ["-1", "nan", "inf", "lots", "1e30"])
@@ -205,16 +246,20 @@ def test_a_hostile_reuse_setting_is_one_line(monkeypatch, value):
 # ---------------------------------------------------------------------------------------------
 # the real model
 # ---------------------------------------------------------------------------------------------
-RULES = ("You work in a team of two analysts on a data set of orders. Read what the other teams wrote, run short code, "
-         "store what you find, and tell your teammate what you did. Keep every answer short. ") * 6
+RULES = (
+    "You work in a team of two analysts on a data set of orders. Read what the other teams wrote, run short code, "
+    "store what you find, and tell your teammate what you did. Keep every answer short. "
+) * 6
 
 
 def turn(agent: int, step: int, seed: int) -> dict:
     """Agent ``agent``'s call at ``step`` of its conversation (the two agents' system prompts differ only at their end)."""
     msgs = [{"role": "system", "content": f"{RULES}You are analyst {agent + 1}."}]
     for t in range(step):
-        msgs += [{"role": "user", "content": f"Step {t + 1}: the table has {1000 + 37 * t + agent} rows. What next?"},
-                 {"role": "assistant", "content": f"I will check column {t + 1} of the table."}]
+        msgs += [
+            {"role": "user", "content": f"Step {t + 1}: the table has {1000 + 37 * t + agent} rows. What next?"},
+            {"role": "assistant", "content": f"I will check column {t + 1} of the table."},
+        ]
     msgs.append({"role": "user", "content": f"Step {step + 1}: what do you do now?"})
     return {"messages": msgs, "max_tokens": 4, "temperature": 0.7, "seed": seed}
 
@@ -240,9 +285,13 @@ def test_the_real_model_reuses_what_it_read_across_agents_and_answers_as_a_cold_
     assert all(u["prompt_tokens_details"]["cached_tokens"] == 0 for u in usage[:4])
     # a prompt seen before: all of it but its last two tokens (a token is never read alone)
     assert all(u["prompt_tokens_details"]["cached_tokens"] == u["prompt_tokens"] - 2 for u in usage[4:])
-    assert [u["prompt_tokens"] for u in usage[:4]] == [u["prompt_tokens"] for u in usage[4:]] and usage[0]["prompt_tokens"] > 250
-    assert (p.prompt_tokens, p.reused_tokens) == (sum(u["prompt_tokens"] for u in usage),
-                                                  sum(u["prompt_tokens_details"]["cached_tokens"] for u in usage))
+    assert [u["prompt_tokens"] for u in usage[:4]] == [u["prompt_tokens"] for u in usage[4:]] and usage[0][
+        "prompt_tokens"
+    ] > 250
+    assert (p.prompt_tokens, p.reused_tokens) == (
+        sum(u["prompt_tokens"] for u in usage),
+        sum(u["prompt_tokens_details"]["cached_tokens"] for u in usage),
+    )
     assert p.meta["reuse_bytes"] == int(lm.REUSE_MB * 1024 * 1024)
 
 
@@ -262,12 +311,19 @@ def test_the_next_turn_reads_only_what_follows_the_kept_prompt_and_answers_as_a_
         first = p.chat(call)
         p.chat(turn(1, 0, seed=4))
         said = first["choices"][0]["message"]["content"]
-        nxt = {**call, "seed": 5, "max_tokens": 8,
-               "messages": call["messages"] + [{"role": "assistant", "content": said}, {"role": "user", "content": "The table is sorted now. What next?"}]}
+        nxt = {
+            **call,
+            "seed": 5,
+            "max_tokens": 8,
+            "messages": call["messages"]
+            + [
+                {"role": "assistant", "content": said},
+                {"role": "user", "content": "The table is sorted now. What next?"},
+            ],
+        }
         warm, cold = p.chat(nxt), p.chat(nxt, reuse=False)
     finally:
         p.close()
     u, n0 = warm["usage"], first["usage"]["prompt_tokens"]
     assert said and warm["choices"][0]["message"]["content"] == cold["choices"][0]["message"]["content"]
     assert u["prompt_tokens_details"]["cached_tokens"] == n0  # the whole first prompt, nothing of its answer
-

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 
 import pytest
 from langchain_core.messages import HumanMessage
@@ -28,27 +27,50 @@ from tests.helpers.cli import fail_line
 
 SERVERS = {"anthropic": AnthropicServer, "google_genai": GoogleServer, "ollama": OllamaServer}
 KEYS = {"anthropic": "ANTHROPIC_API_KEY", "google_genai": "GOOGLE_API_KEY"}
-EXTRAS = {"anthropic": ("anthropic", "langchain_anthropic"), "google_genai": ("google", "langchain_google_genai"),
-          "ollama": ("ollama", "langchain_ollama")}
-SCHEMA = {"type": "object", "properties": {"effort": {"type": "number", "minimum": 0, "maximum": 1}}, "required": ["effort"]}
+EXTRAS = {
+    "anthropic": ("anthropic", "langchain_anthropic"),
+    "google_genai": ("google", "langchain_google_genai"),
+    "ollama": ("ollama", "langchain_ollama"),
+}
+SCHEMA = {
+    "type": "object",
+    "properties": {"effort": {"type": "number", "minimum": 0, "maximum": 1}},
+    "required": ["effort"],
+}
 
 
 @pytest.fixture(autouse=True)
 def no_keys(monkeypatch, tmp_path):
-    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "GOOGLE_API_KEY", "GEMINI_API_KEY", "OLLAMA_HOST"):
+    for var in (
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "GOOGLE_API_KEY",
+        "GEMINI_API_KEY",
+        "OLLAMA_HOST",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
 
 
 # --- item 1: specs, keys, packages ---------------------------------------------------------------
-@pytest.mark.parametrize("text", ["anthropic:claude-3-5-haiku-latest", "google_genai:gemini-2.0-flash", "ollama:llama3", "openai:gpt-4o-mini"])
+@pytest.mark.parametrize(
+    "text",
+    ["anthropic:claude-3-5-haiku-latest", "google_genai:gemini-2.0-flash", "ollama:llama3", "openai:gpt-4o-mini"],
+)
 def test_provider_model_specs_parse(text):
     spec = parse_model_spec(text, base_url="http://127.0.0.1:9")
     assert spec.id == text and spec.kind in PROVIDERS and spec.name == text.split(":", 1)[1]
 
 
-@pytest.mark.parametrize("text, says", [("mistral:large", "unknown model provider 'mistral'"), ("claude-3", "unknown model 'claude-3'"),
-                                        ("anthropic:", "names no model")])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("mistral:large", "unknown model provider 'mistral'"),
+        ("claude-3", "unknown model 'claude-3'"),
+        ("anthropic:", "names no model"),
+    ],
+)
 def test_an_unknown_provider_is_one_line_listing_the_known_ones(text, says):
     with pytest.raises(ModelSpecError) as e:
         parse_model_spec(text)
@@ -77,7 +99,9 @@ def test_ollama_needs_no_key_and_honours_ollama_host(monkeypatch):
 @pytest.mark.parametrize("kind", ["anthropic", "google_genai"])
 def test_a_run_without_the_providers_key_is_one_line_and_creates_nothing(tmp_path, capsys, kind):
     out = tmp_path / "run"
-    line = fail_line(capsys, ["run", "cpr", "--agents", "llm", "--model", f"{kind}:m", "--n-agents", "2", "--out", str(out)])
+    line = fail_line(
+        capsys, ["run", "cpr", "--agents", "llm", "--model", f"{kind}:m", "--n-agents", "2", "--out", str(out)]
+    )
     assert f"{kind}:m needs {KEYS[kind]}" in line and "--base-url" in line and not out.exists()
 
 
@@ -86,26 +110,58 @@ def test_a_run_without_the_providers_package_is_one_line_and_creates_nothing(tmp
     extra, module = EXTRAS[kind]
     monkeypatch.setitem(__import__("sys").modules, module, None)  # as if not installed
     out = tmp_path / "run"
-    line = fail_line(capsys, ["run", "cpr", "--agents", "llm", "--model", f"{kind}:m", "--base-url", "http://127.0.0.1:9",
-                              "--n-agents", "2", "--out", str(out)])
+    line = fail_line(
+        capsys,
+        [
+            "run",
+            "cpr",
+            "--agents",
+            "llm",
+            "--model",
+            f"{kind}:m",
+            "--base-url",
+            "http://127.0.0.1:9",
+            "--n-agents",
+            "2",
+            "--out",
+            str(out),
+        ],
+    )
     assert f"pip install cooplab[{extra}]" in line and module in line and not out.exists()
 
 
 def test_a_sweep_without_the_key_is_one_line_and_creates_nothing(tmp_path, capsys):
     cfg = tmp_path / "sweep.json"
-    cfg.write_text(json.dumps({"out": str(tmp_path / "sweep"), "agents": "llm", "models": ["anthropic:claude-3-5-haiku-latest"],
-                               "trials": 1, "n_agents": 2, "rounds": 1}))
+    cfg.write_text(
+        json.dumps(
+            {
+                "out": str(tmp_path / "sweep"),
+                "agents": "llm",
+                "models": ["anthropic:claude-3-5-haiku-latest"],
+                "trials": 1,
+                "n_agents": 2,
+                "rounds": 1,
+            }
+        )
+    )
     line = fail_line(capsys, ["sweep", str(cfg)])
     assert "needs ANTHROPIC_API_KEY" in line and not (tmp_path / "sweep").exists()
 
 
-@pytest.mark.parametrize("judge, says", [("anthropic:claude-3-5-haiku-latest", "needs ANTHROPIC_API_KEY"),
-                                         ("google_genai:gemini-2.0-flash", "needs GOOGLE_API_KEY or GEMINI_API_KEY")])
+@pytest.mark.parametrize(
+    "judge, says",
+    [
+        ("anthropic:claude-3-5-haiku-latest", "needs ANTHROPIC_API_KEY"),
+        ("google_genai:gemini-2.0-flash", "needs GOOGLE_API_KEY or GEMINI_API_KEY"),
+    ],
+)
 def test_scoring_with_a_provider_judge_without_its_key_is_one_line(tmp_path, capsys, judge, says):
     d = tmp_path / "run"
     (d / "dataset").mkdir(parents=True)
     (d / "scores.json").write_text("{}")
-    (d / "config.json").write_text(json.dumps({"version": 2, "task": "science", "llm": {"model": "builtin:science-oracle:ecology"}}))
+    (d / "config.json").write_text(
+        json.dumps({"version": 2, "task": "science", "llm": {"model": "builtin:science-oracle:ecology"}})
+    )
     line = fail_line(capsys, ["science", "score", str(d), "--judge", judge])
     assert line.startswith(f"cooplab: error: --judge: {judge} {says}") and "internal error" not in line
 
@@ -121,13 +177,28 @@ def test_a_key_in_the_environment_or_a_server_of_ones_own_is_enough(monkeypatch)
 # --- item 2: the native structured-output path of each provider -----------------------------------
 def _service(kind: str, root: str, **kw) -> LLMService:
     spec = parse_model_spec(f"{kind}:m1", base_url=root)
-    return LLMService(models={"default": (spec, make_chat_model(spec, timeout=10))}, max_transport_retries=kw.pop("retries", 1),
-                      backoff_base=0.0, call_timeout=10, **kw)
+    return LLMService(
+        models={"default": (spec, make_chat_model(spec, timeout=10))},
+        max_transport_retries=kw.pop("retries", 1),
+        backoff_base=0.0,
+        call_timeout=10,
+        **kw,
+    )
 
 
 def _ask(service: LLMService, schema=SCHEMA):
-    return asyncio.run(service.ask(agent=0, society=0, round=0, phase="effort", messages=[HumanMessage("hi")], schema=schema,
-                                   attempt=0, max_tokens=32))
+    return asyncio.run(
+        service.ask(
+            agent=0,
+            society=0,
+            round=0,
+            phase="effort",
+            messages=[HumanMessage("hi")],
+            schema=schema,
+            attempt=0,
+            max_tokens=32,
+        )
+    )
 
 
 def test_anthropic_structured_output_is_a_forced_tool_call_read_back_as_json():
@@ -158,9 +229,18 @@ def test_ollama_structured_output_is_format_with_a_seed():
 
 
 # --- item 3: usage by the OpenAI path's rules; errors classified --------------------------------------
-HOSTILE_USAGE = {"huge": "exceeds the bound", "negative": "is negative", "missing": "missing", "bool": "is a boolean",
-                 "numeric_string": "is not a number", "over_max_tokens": "exceeds the bound 32", "nan": "is not finite",
-                 "abc": "is not a number", "fraction": "is not an integer", "infinity": "is not finite"}
+HOSTILE_USAGE = {
+    "huge": "exceeds the bound",
+    "negative": "is negative",
+    "missing": "missing",
+    "bool": "is a boolean",
+    "numeric_string": "is not a number",
+    "over_max_tokens": "exceeds the bound 32",
+    "nan": "is not finite",
+    "abc": "is not a number",
+    "fraction": "is not an integer",
+    "infinity": "is not finite",
+}
 
 
 @pytest.mark.parametrize("kind", list(SERVERS))
@@ -182,18 +262,33 @@ def test_a_good_answers_usage_is_charged_as_reported(kind):
     assert (reply.response.input_tokens, reply.response.output_tokens, reply.response.usage_error) == (120, 12, None)
 
 
-@pytest.mark.parametrize("kind, mode, calls, says", [
-    ("anthropic", "401", 1, "rejected the request (HTTP 401)"), ("anthropic", "529", 3, "failed 3 times with HTTP 529"),
-    ("anthropic", "429", 3, "HTTP 429"), ("anthropic", "json_list", 3, "malformed"), ("anthropic", "content_string", 3, "malformed"),
-    ("google_genai", "400", 1, "rejected the request (HTTP 400)"), ("google_genai", "429", 3, "HTTP 429"),
-    ("google_genai", "503", 3, "HTTP 503"), ("google_genai", "json_list", 3, "malformed"), ("google_genai", "not_json", 3, "malformed"),
-    ("ollama", "404", 1, "rejected the request (HTTP 404)"), ("ollama", "503", 3, "HTTP 503"), ("ollama", "json_list", 3, "malformed"),
-    ("ollama", "oversize", 3, "malformed"), ("anthropic", "oversize", 3, "malformed"), ("google_genai", "oversize", 3, "malformed"),
-    ("google_genai", "no_content", 3, "no content parts"), ("google_genai", "empty_parts", 3, "no content parts"),
-    ("ollama", "never_done", 3, "never ended"),
-    ("anthropic", "500_html", 3, "HTML error page"), ("google_genai", "500_html", 3, "HTML error page"),
-    ("ollama", "500_html", 3, "HTML error page"),
-])
+@pytest.mark.parametrize(
+    "kind, mode, calls, says",
+    [
+        ("anthropic", "401", 1, "rejected the request (HTTP 401)"),
+        ("anthropic", "529", 3, "failed 3 times with HTTP 529"),
+        ("anthropic", "429", 3, "HTTP 429"),
+        ("anthropic", "json_list", 3, "malformed"),
+        ("anthropic", "content_string", 3, "malformed"),
+        ("google_genai", "400", 1, "rejected the request (HTTP 400)"),
+        ("google_genai", "429", 3, "HTTP 429"),
+        ("google_genai", "503", 3, "HTTP 503"),
+        ("google_genai", "json_list", 3, "malformed"),
+        ("google_genai", "not_json", 3, "malformed"),
+        ("ollama", "404", 1, "rejected the request (HTTP 404)"),
+        ("ollama", "503", 3, "HTTP 503"),
+        ("ollama", "json_list", 3, "malformed"),
+        ("ollama", "oversize", 3, "malformed"),
+        ("anthropic", "oversize", 3, "malformed"),
+        ("google_genai", "oversize", 3, "malformed"),
+        ("google_genai", "no_content", 3, "no content parts"),
+        ("google_genai", "empty_parts", 3, "no content parts"),
+        ("ollama", "never_done", 3, "never ended"),
+        ("anthropic", "500_html", 3, "HTML error page"),
+        ("google_genai", "500_html", 3, "HTML error page"),
+        ("ollama", "500_html", 3, "HTML error page"),
+    ],
+)
 def test_provider_errors_are_retried_or_refused_and_stop_with_one_line(kind, mode, calls, says):
     with SERVERS[kind](mode) as srv:
         service = _service(kind, srv.root, retries=2)
@@ -212,7 +307,9 @@ def test_an_sdk_error_is_classified_by_its_status():
 
     req = httpx2.Request("POST", "http://127.0.0.1:9/v1/messages")
     err = lambda status: anthropic.APIStatusError("x", response=httpx2.Response(status, request=req), body=None)  # noqa: E731
-    assert [endpoint_failure(err(s)) for s in (400, 404, 408, 429, 500, 529)] == ["permanent", "permanent"] + ["transient"] * 4
+    assert [endpoint_failure(err(s)) for s in (400, 404, 408, 429, 500, 529)] == ["permanent", "permanent"] + [
+        "transient"
+    ] * 4
     assert endpoint_failure(anthropic.APIConnectionError(request=req)) == "transient"
     assert endpoint_failure(ollama.ResponseError("busy", 503)) == "transient"
     assert endpoint_failure(ollama.ResponseError("no such model", 404)) == "permanent"
@@ -224,9 +321,34 @@ def test_an_sdk_error_is_classified_by_its_status():
 def test_a_cpr_society_runs_against_each_providers_server(tmp_path, capsys, kind):
     out = tmp_path / "run"
     with SERVERS[kind]("ok") as srv:
-        code = main(["run", "cpr", "--agents", "llm", "--model", f"{kind}:m1", "--base-url", srv.root, "--n-agents", "2",
-                     "--rounds", "1", "--cache", "off", "--budget", "0.5", "--price-in", "0.001", "--price-out", "0.002",
-                     "--out", str(out), "-q", "--json"])
+        code = main(
+            [
+                "run",
+                "cpr",
+                "--agents",
+                "llm",
+                "--model",
+                f"{kind}:m1",
+                "--base-url",
+                srv.root,
+                "--n-agents",
+                "2",
+                "--rounds",
+                "1",
+                "--cache",
+                "off",
+                "--budget",
+                "0.5",
+                "--price-in",
+                "0.001",
+                "--price-out",
+                "0.002",
+                "--out",
+                str(out),
+                "-q",
+                "--json",
+            ]
+        )
     stdout, err = capsys.readouterr()
     assert code == 0, err
     s = json.loads(stdout)
@@ -238,12 +360,19 @@ def test_a_cpr_society_runs_against_each_providers_server(tmp_path, capsys, kind
 
 # --- item 3: prices ----------------------------------------------------------------------------------
 def test_list_prices_match_the_longest_prefix_of_the_models_name():
-    from cooplab.agents.prices import NOMINAL, PRICES_DATE, list_price, price_of
     import cooplab.tasks.science.scripted  # noqa: F401  (registers the built-in science models named below)
+    from cooplab.agents.prices import NOMINAL, PRICES_DATE, list_price, price_of
 
     assert PRICES_DATE == "2025-06-01"
-    assert list_price("anthropic", "claude-3-5-haiku-latest") == list_price("anthropic", "claude-3-5-haiku-20241022") == (0.0008, 0.004)
-    assert list_price("openai", "gpt-4o-mini-2024-07-18") == (0.00015, 0.0006) and list_price("openai", "gpt-4o") == (0.0025, 0.01)
+    assert (
+        list_price("anthropic", "claude-3-5-haiku-latest")
+        == list_price("anthropic", "claude-3-5-haiku-20241022")
+        == (0.0008, 0.004)
+    )
+    assert list_price("openai", "gpt-4o-mini-2024-07-18") == (0.00015, 0.0006) and list_price("openai", "gpt-4o") == (
+        0.0025,
+        0.01,
+    )
     assert list_price("google_genai", "models/gemini-2.0-flash-001") == (0.0001, 0.0004)
     assert list_price("openai", "gpt-4omni") is None and list_price("anthropic", "claude-foo") is None
     spec = parse_model_spec
@@ -257,7 +386,20 @@ def test_list_prices_match_the_longest_prefix_of_the_models_name():
 def test_a_budget_with_a_model_of_unknown_price_is_one_line_and_creates_nothing(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
     out = tmp_path / "run"
-    argv = ["run", "cpr", "--agents", "llm", "--model", "anthropic:claude-foo", "--n-agents", "2", "--out", str(out), "--budget", "1"]
+    argv = [
+        "run",
+        "cpr",
+        "--agents",
+        "llm",
+        "--model",
+        "anthropic:claude-foo",
+        "--n-agents",
+        "2",
+        "--out",
+        str(out),
+        "--budget",
+        "1",
+    ]
     line = fail_line(capsys, argv)
     assert "--budget needs the price of anthropic:claude-foo" in line and "--price-in" in line and not out.exists()
     line = fail_line(capsys, argv + ["--price-in", "0.001"])  # half a price is not a price
@@ -268,11 +410,36 @@ def test_each_model_is_charged_its_own_price_and_the_prices_are_recorded(tmp_pat
     import pandas as pd
 
     script = tmp_path / "s.json"
-    script.write_text(json.dumps({"answers": ['{"effort": 0.2, "punish": null, "vote": 1, "belief": "b", "proposal": "p"}']}))
+    script.write_text(
+        json.dumps({"answers": ['{"effort": 0.2, "punish": null, "vote": 1, "belief": "b", "proposal": "p"}']})
+    )
     out = tmp_path / "run"
     with AnthropicServer("ok") as srv:
-        code = main(["run", "cpr", "--agents", "llm", "--model", f"scripted:{script}", "--agent-model", "1=anthropic:claude-3-5-haiku-latest",
-                     "--base-url", srv.root, "--n-agents", "2", "--rounds", "1", "--cache", "off", "--budget", "1", "--out", str(out), "-q"])
+        code = main(
+            [
+                "run",
+                "cpr",
+                "--agents",
+                "llm",
+                "--model",
+                f"scripted:{script}",
+                "--agent-model",
+                "1=anthropic:claude-3-5-haiku-latest",
+                "--base-url",
+                srv.root,
+                "--n-agents",
+                "2",
+                "--rounds",
+                "1",
+                "--cache",
+                "off",
+                "--budget",
+                "1",
+                "--out",
+                str(out),
+                "-q",
+            ]
+        )
     assert code == 0, capsys.readouterr().err
     prices = json.loads((out / "config.json").read_text())["llm"]["prices"]
     assert prices == {f"scripted:{script}": [0.0005, 0.003], "anthropic:claude-3-5-haiku-latest": [0.0008, 0.004]}
@@ -286,46 +453,89 @@ def test_each_model_is_charged_its_own_price_and_the_prices_are_recorded(tmp_pat
 
 # --- item 2: tools through each provider's native tool calling ----------------------------------------
 def test_the_tool_loop_calls_tools_natively_through_anthropics_api():
+    from langchain_core.messages import SystemMessage
+
     from cooplab.agents.tools import ToolAgent
     from cooplab.graphs.context import CoopContext
-    from langchain_core.messages import SystemMessage
     from tests.agents._support import Counter
     from tests.fakes.anthropic_server import Answer
 
     def answer(req):
-        results = [b for m in req.body["messages"] if isinstance(m.get("content"), list) for b in m["content"]
-                   if b.get("type") == "tool_result"]
+        results = [
+            b
+            for m in req.body["messages"]
+            if isinstance(m.get("content"), list)
+            for b in m["content"]
+            if b.get("type") == "tool_result"
+        ]
         return Answer(text="The sum is 5") if results else Answer(tool_calls=[("add", {"a": 2, "b": 3})])
 
     c = Counter()
     with AnthropicServer("ok", answer=answer) as srv:
         svc = _service("anthropic", srv.root)
         agent = ToolAgent("data.lead", c.tools, team="data")
-        res = asyncio.run(agent.arun([SystemMessage(content="You are the data lead."), HumanMessage(content="Add 2 and 3.")],
-                                     context=CoopContext(llm=svc)))
+        res = asyncio.run(
+            agent.arun(
+                [SystemMessage(content="You are the data lead."), HumanMessage(content="Add 2 and 3.")],
+                context=CoopContext(llm=svc),
+            )
+        )
     first, second = (r.body for r in srv.calls())
     assert [t["name"] for t in first["tools"]] == [t.name for t in c.tools] and "input_schema" in first["tools"][0]
     use = next(b for b in second["messages"][-2]["content"] if b["type"] == "tool_use")
     result = next(b for b in second["messages"][-1]["content"] if b["type"] == "tool_result")
     assert result["tool_use_id"] == use["id"] and "5" in json.dumps(result["content"])
-    assert res.protocol == "native" and res.stop_reason == "final" and res.final == "The sum is 5" and c.calls == [("add", 2, 3)]
+    assert (
+        res.protocol == "native"
+        and res.stop_reason == "final"
+        and res.final == "The sum is 5"
+        and c.calls == [("add", 2, 3)]
+    )
     assert svc.ledger.spent == 2 * svc.ledger.cost("anthropic:m1", 120, 12)
 
 
 def test_resuming_without_the_providers_package_says_to_install_it_and_changes_nothing(tmp_path, capsys, monkeypatch):
     script = tmp_path / "s.json"
-    script.write_text(json.dumps({"answers": ['{"effort": 0.2, "punish": null, "vote": 1, "belief": "b", "proposal": "p"}']}))
+    script.write_text(
+        json.dumps({"answers": ['{"effort": 0.2, "punish": null, "vote": 1, "belief": "b", "proposal": "p"}']})
+    )
     d = tmp_path / "run"
-    assert main(["run", "cpr", "--agents", "llm", "--model", f"scripted:{script}", "--n-agents", "2", "--rounds", "1", "--cache", "off",
-                 "--out", str(d), "-q"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "cpr",
+                "--agents",
+                "llm",
+                "--model",
+                f"scripted:{script}",
+                "--n-agents",
+                "2",
+                "--rounds",
+                "1",
+                "--cache",
+                "off",
+                "--out",
+                str(d),
+                "-q",
+            ]
+        )
+        == 0
+    )
     cfg = json.loads((d / "config.json").read_text())
     cfg["llm"].update(model="anthropic:claude-3-5-haiku-latest", base_url="http://127.0.0.1:9")
     (d / "config.json").write_text(json.dumps(cfg))
-    before = {p.name: p.stat().st_mtime_ns for p in d.iterdir() if p.name != ".cooplab.lock"}  # the lock is taken, then let go
+    before = {
+        p.name: p.stat().st_mtime_ns for p in d.iterdir() if p.name != ".cooplab.lock"
+    }  # the lock is taken, then let go
     monkeypatch.setitem(__import__("sys").modules, "langchain_anthropic", None)
     capsys.readouterr()
     line = fail_line(capsys, ["resume", str(d)])
-    assert "pip install cooplab[anthropic]" in line and "install it and resume again" in line and "fix the file" not in line
+    assert (
+        "pip install cooplab[anthropic]" in line
+        and "install it and resume again" in line
+        and "fix the file" not in line
+    )
     assert {p.name: p.stat().st_mtime_ns for p in d.iterdir() if p.name != ".cooplab.lock"} == before
 
 
@@ -348,7 +558,12 @@ def test_recorded_prices_win_and_hostile_ones_are_one_line():
     assert llm.resolved_prices() == {spec: [1.0, 2.0], "ollama:x": [0.0005, 0.003]}
     for bad in ([float("nan"), 1], [-1, 1], [1], [True, 1], [float("inf"), 0], "cheap", [1e9, 0]):
         with pytest.raises(ConfigError) as e:  # as a resumed run's config.json would hold them
-            validate(LLMSettings, {"model": spec, "base_url": "http://127.0.0.1:9", "prices": {spec: bad}}, in_file("config.json", "llm"), strict=False)
+            validate(
+                LLMSettings,
+                {"model": spec, "base_url": "http://127.0.0.1:9", "prices": {spec: bad}},
+                in_file("config.json", "llm"),
+                strict=False,
+            )
         assert "config.json: llm.prices" in str(e.value) and "\n" not in str(e.value)
     with pytest.raises(ConfigError):
         validate(LLMSettings, {"model": spec, "prices": [1, 2]}, in_file("config.json", "llm"), strict=False)
@@ -357,8 +572,15 @@ def test_recorded_prices_win_and_hostile_ones_are_one_line():
 def test_a_science_sweep_with_a_budget_and_a_model_of_unknown_price_is_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
     cfg = tmp_path / "sweep.json"
-    sweep = {"task": "science", "out": str(tmp_path / "sw"), "team": "llm", "models": ["anthropic:claude-foo"], "science_tasks": ["ecology"],
-             "budgets": [0.5], "sandbox_backend": "local"}
+    sweep = {
+        "task": "science",
+        "out": str(tmp_path / "sw"),
+        "team": "llm",
+        "models": ["anthropic:claude-foo"],
+        "science_tasks": ["ecology"],
+        "budgets": [0.5],
+        "sandbox_backend": "local",
+    }
     cfg.write_text(json.dumps(sweep))
     line = fail_line(capsys, ["sweep", str(cfg)])
     assert "budgets needs the price of anthropic:claude-foo" in line and not (tmp_path / "sw").exists()

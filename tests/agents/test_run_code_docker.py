@@ -32,13 +32,22 @@ def docker_pool(docker_ready, dataset):
 
 @pytest.mark.docker
 def test_a_scripted_agent_runs_code_in_docker_reads_the_result_and_answers(docker_pool):
-    svc = service([call("run_code", USAGE, code="total = int(df['a'].sum() * 3)\nprint('total', total)"),
-                   call("run_code", USAGE, code="total + 1"),
-                   quoting_final("The total plus one is")],
-                  unit_rates={SANDBOX_SECONDS: RATE})
+    svc = service(
+        [
+            call("run_code", USAGE, code="total = int(df['a'].sum() * 3)\nprint('total', total)"),
+            call("run_code", USAGE, code="total + 1"),
+            quoting_final("The total plus one is"),
+        ],
+        unit_rates={SANDBOX_SECONDS: RATE},
+    )
     agent = ToolAgent("data.lead", [run_code_tool()], team="data")
-    res = asyncio.run(agent.arun([HumanMessage(content="Sum column a of df, times 3, plus one.")],
-                                 context=CoopContext(llm=svc, sandbox=docker_pool), round=2))
+    res = asyncio.run(
+        agent.arun(
+            [HumanMessage(content="Sum column a of df, times 3, plus one.")],
+            context=CoopContext(llm=svc, sandbox=docker_pool),
+            round=2,
+        )
+    )
     # sum(0..99) * 3 + 1 = 14851, computed in the container, read back by the model
     assert res.stop_reason == "final" and res.final == "The total plus one is 14851"
     results = [m for m in res.messages if isinstance(m, ToolMessage)]
@@ -51,9 +60,15 @@ def test_a_scripted_agent_runs_code_in_docker_reads_the_result_and_answers(docke
     led = svc.ledger
     sandbox = [e for e in led.entries if e.kind == SANDBOX_SECONDS]
     assert [e.kind for e in led.entries] == ["tokens", SANDBOX_SECONDS, "tokens", SANDBOX_SECONDS, "tokens"]
-    assert all(e.agent == "data.lead" and e.team == "data" and e.round == 2 and e.model == "sandbox:docker" for e in sandbox)
-    assert all(Decimal(e.units) > 0 and Decimal(e.rate) == RATE and Decimal(e.cost) == Decimal(e.units) * RATE for e in sandbox)
-    assert sum(Decimal(e.units) for e in sandbox) <= Decimal(str(docker_pool.usage()["data.lead"]["seconds"])) + Decimal("0.00001")
+    assert all(
+        e.agent == "data.lead" and e.team == "data" and e.round == 2 and e.model == "sandbox:docker" for e in sandbox
+    )
+    assert all(
+        Decimal(e.units) > 0 and Decimal(e.rate) == RATE and Decimal(e.cost) == Decimal(e.units) * RATE for e in sandbox
+    )
+    assert sum(Decimal(e.units) for e in sandbox) <= Decimal(
+        str(docker_pool.usage()["data.lead"]["seconds"])
+    ) + Decimal("0.00001")
     assert led.spent == res.cost == sum(Decimal(e.cost) for e in led.entries)
     assert led.totals()["by_kind"][SANDBOX_SECONDS]["entries"] == 2 and led.totals()["calls"] == 3
 

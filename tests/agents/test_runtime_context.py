@@ -75,18 +75,24 @@ def test_nodes_receive_the_typed_context_through_langgraph():
 
 
 def test_the_context_and_the_ledger_never_import_the_layers_above():
-    code = ("import sys, cooplab.graphs.context, cooplab.graphs.ledger; "
-            "bad = sorted(m for m in sys.modules if m.split('.')[:2] in (['cooplab', 'agents'], ['cooplab', 'tasks'], "
-            "['cooplab', 'sandbox'], ['cooplab', 'evals'])); print(bad); sys.exit(1 if bad else 0)")
+    code = (
+        "import sys, cooplab.graphs.context, cooplab.graphs.ledger; "
+        "bad = sorted(m for m in sys.modules if m.split('.')[:2] in (['cooplab', 'agents'], ['cooplab', 'tasks'], "
+        "['cooplab', 'sandbox'], ['cooplab', 'evals'])); print(bad); sys.exit(1 if bad else 0)"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
-    code = ("import sys, cooplab.sandbox.pool; "
-            "bad = sorted(m for m in sys.modules if m.split('.')[:2] in (['cooplab', 'agents'], ['cooplab', 'tasks'], "
-            "['cooplab', 'graphs'], ['cooplab', 'evals'])); print(bad); sys.exit(1 if bad else 0)")
+    code = (
+        "import sys, cooplab.sandbox.pool; "
+        "bad = sorted(m for m in sys.modules if m.split('.')[:2] in (['cooplab', 'agents'], ['cooplab', 'tasks'], "
+        "['cooplab', 'graphs'], ['cooplab', 'evals'])); print(bad); sys.exit(1 if bad else 0)"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
-    code = ("import sys, cooplab.agents.tools; "
-            "bad = sorted(m for m in sys.modules if m.split('.')[:2] in (['cooplab', 'tasks'], ['cooplab', 'evals'])); "
-            "print(bad); sys.exit(1 if bad else 0)")
+    code = (
+        "import sys, cooplab.agents.tools; "
+        "bad = sorted(m for m in sys.modules if m.split('.')[:2] in (['cooplab', 'tasks'], ['cooplab', 'evals'])); "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr

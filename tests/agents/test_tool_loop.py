@@ -90,7 +90,12 @@ def test_a_tool_result_goes_back_to_the_model_and_the_loop_ends_with_its_final_a
     assert [(e.agent, e.team, e.round, e.kind) for e in svc.ledger.entries] == [("data.lead", "data", 4, "tokens")] * 2
     assert res.cost == svc.ledger.spent == sum(Decimal(e.cost) for e in svc.ledger.entries) > 0
     rec = res.record()
-    assert rec["stop_reason"] == "final" and rec["steps"] == 2 and rec["n_tool_calls"] == 1 and rec["tool_calls"][0]["status"] == "success"
+    assert (
+        rec["stop_reason"] == "final"
+        and rec["steps"] == 2
+        and rec["n_tool_calls"] == 1
+        and rec["tool_calls"][0]["status"] == "success"
+    )
     json.dumps(rec)  # a plain row
 
 
@@ -104,14 +109,18 @@ def test_the_repeated_call_guard_stops_the_loop_instead_of_spinning():
     assert res.steps == 3 and svc.live_calls == 3  # no model call after the repeat
     assert res.final is None
     last = res.messages[-1]
-    assert isinstance(last, ToolMessage) and last.status == "error" and "repeats an earlier identical call" in last.content
+    assert (
+        isinstance(last, ToolMessage) and last.status == "error" and "repeats an earlier identical call" in last.content
+    )
     assert_well_formed(res.messages)
     assert [t["status"] for t in res.tool_calls] == ["success", "success", "not_run"]
 
 
 def test_two_identical_calls_in_one_answer_are_a_repeat():
     c = Counter()
-    svc = service([{"tool_calls": [{"name": "add", "args": {"a": 1, "b": 1}}, {"name": "add", "args": {"a": 1, "b": 1}}]}])
+    svc = service(
+        [{"tool_calls": [{"name": "add", "args": {"a": 1, "b": 1}}, {"name": "add", "args": {"a": 1, "b": 1}}]}]
+    )
     res = run(ToolAgent("a", c.tools), svc)
     assert res.stop_reason == "repeated_call" and c.calls == []
     assert_well_formed(res.messages)
@@ -135,13 +144,15 @@ def test_tool_errors_bad_arguments_and_unknown_tools_are_answered_to_the_model_a
         seen["errors"] = [m for m in messages if isinstance(m, ToolMessage)]
         return "I saw the errors"
 
-    svc = service([
-        {"tool_calls": [{"name": "explode", "args": {"what": "the dataset"}}]},
-        call("add", a="not a number", b=1),
-        call("no_such_tool", x=1),
-        {"invalid_tool_calls": [{"name": "add", "args": "{a: 1", "error": "Expecting property name"}]},
-        check_errors,
-    ])
+    svc = service(
+        [
+            {"tool_calls": [{"name": "explode", "args": {"what": "the dataset"}}]},
+            call("add", a="not a number", b=1),
+            call("no_such_tool", x=1),
+            {"invalid_tool_calls": [{"name": "add", "args": "{a: 1", "error": "Expecting property name"}]},
+            check_errors,
+        ]
+    )
     res = run(ToolAgent("a", c.tools), svc)
     assert res.stop_reason == "final" and res.final == "I saw the errors" and res.steps == 5
     errors = seen["errors"]
@@ -195,7 +206,9 @@ def test_the_token_cap_and_the_run_wide_scope():
     res = run(ToolAgent("a", c.tools, limits=lim), svc)
     assert res.stop_reason == "credit_cap" and "tokens" in res.stop_detail and res.tokens <= 1500 and res.steps >= 2
     # scope "run": what the agent spent before counts; a second loop of the same agent stops at once
-    res2 = run(ToolAgent("a", c.tools, limits=ToolLoopLimits(max_steps=20, max_tokens=res.tokens + 1, cap_scope="run")), svc)
+    res2 = run(
+        ToolAgent("a", c.tools, limits=ToolLoopLimits(max_steps=20, max_tokens=res.tokens + 1, cap_scope="run")), svc
+    )
     assert res2.stop_reason == "credit_cap" and res2.steps == 0
     assert svc.ledger.agent_spent("a")[1] == res.tokens
 
@@ -252,14 +265,32 @@ def test_the_native_path_binds_the_tools_and_counts_them_in_the_reservation():
 
 
 def test_an_openai_completion_with_tool_calls_is_checked_and_kept():
-    body = {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{\"a\": 1, \"b\": 2}"}}]}}],
-        "usage": {"prompt_tokens": 5, "completion_tokens": 7}}
+    body = {
+        "choices": [
+            {
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1, "b": 2}'}}
+                    ],
+                }
+            }
+        ],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 7},
+    }
     checked, usage = checked_completion(body)
-    assert checked["choices"][0]["message"]["tool_calls"][0]["function"] == {"name": "add", "arguments": "{\"a\": 1, \"b\": 2}"}
+    assert checked["choices"][0]["message"]["tool_calls"][0]["function"] == {
+        "name": "add",
+        "arguments": '{"a": 1, "b": 2}',
+    }
     assert usage == {"prompt_tokens": 5, "completion_tokens": 7}
-    for bad in ([{"id": "c1"}], "x", [{"id": 3, "function": {"name": "a", "arguments": "{}"}}],
-                [{"id": "c", "function": {"name": "a", "arguments": {"a": 1}}}]):
+    for bad in (
+        [{"id": "c1"}],
+        "x",
+        [{"id": 3, "function": {"name": "a", "arguments": "{}"}}],
+        [{"id": "c", "function": {"name": "a", "arguments": {"a": 1}}}],
+    ):
         with pytest.raises(EndpointResponseError, match="tool_calls"):
             checked_completion({"choices": [{"message": {"content": "", "tool_calls": bad}}]})
 
@@ -269,13 +300,21 @@ def test_the_node_factory_returns_append_only_updates(state):
     c = Counter()
     svc = service(per_agent={"x": [call("add", a=1, b=1), "two"], "y": [call("add", a=2, b=2), "four"]})
     g = StateGraph(state, context_schema=CoopContext)
-    g.add_node("x", tool_agent_node("x", c.tools, lambda s: [HumanMessage(content=f"round {s['round']}")], ledger_key="ledger"))
-    g.add_node("y", tool_agent_node("y", c.tools, lambda s: [HumanMessage(content="y")], ledger_key="ledger", include_prompt=False))
+    g.add_node(
+        "x", tool_agent_node("x", c.tools, lambda s: [HumanMessage(content=f"round {s['round']}")], ledger_key="ledger")
+    )
+    g.add_node(
+        "y",
+        tool_agent_node("y", c.tools, lambda s: [HumanMessage(content="y")], ledger_key="ledger", include_prompt=False),
+    )
     g.add_edge(START, "x")
     g.add_edge("x", "y")
     g.add_edge("y", END)
     out = asyncio.run(g.compile().ainvoke({"round": 3}, context=CoopContext(llm=svc)))
-    assert [r["agent"] for r in out["tool_loops"]] == ["x", "y"] and [r["final"] for r in out["tool_loops"]] == ["two", "four"]
+    assert [r["agent"] for r in out["tool_loops"]] == ["x", "y"] and [r["final"] for r in out["tool_loops"]] == [
+        "two",
+        "four",
+    ]
     assert [r["round"] for r in out["tool_loops"]] == [3, 3]
     assert len(out["messages"]) == 1 + 3 + 3 and out["messages"][0].content == "round 3"
     assert out["ledger"] == [e.as_dict() for e in svc.ledger.entries]
@@ -287,9 +326,21 @@ def test_run_tool_loop_needs_a_model_service():
         asyncio.run(run_tool_loop("a", Counter().tools, PROMPT, context=CoopContext()))
 
 
-@pytest.mark.parametrize("bad", [{"max_steps": 0}, {"max_steps": 1.5}, {"max_steps": True}, {"max_malformed": -1},
-                                 {"max_tokens": 0}, {"max_cost": float("nan")}, {"max_cost": -1}, {"max_cost": "abc"},
-                                 {"cap_scope": "team"}, {"max_calls_per_step": 0}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"max_steps": 0},
+        {"max_steps": 1.5},
+        {"max_steps": True},
+        {"max_malformed": -1},
+        {"max_tokens": 0},
+        {"max_cost": float("nan")},
+        {"max_cost": -1},
+        {"max_cost": "abc"},
+        {"cap_scope": "team"},
+        {"max_calls_per_step": 0},
+    ],
+)
 def test_hostile_limits_are_refused(bad):
     with pytest.raises(ValueError):
         ToolLoopLimits(**bad)
@@ -358,8 +409,12 @@ def test_an_openai_compatible_endpoint_calls_tools_natively(monkeypatch):
     from cooplab.agents.models import make_chat_model, parse_model_spec
 
     replies = [
-        {"tool_calls": [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{\"a\": 20, \"b\": 22}"}},
-                        {"id": "c2", "type": "function", "function": {"name": "add", "arguments": "{a: 1"}}]},
+        {
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 20, "b": 22}'}},
+                {"id": "c2", "type": "function", "function": {"name": "add", "arguments": "{a: 1"}},
+            ]
+        },
         {"content": "it is 42"},
     ]
     requests = []
@@ -369,8 +424,15 @@ def test_an_openai_compatible_endpoint_calls_tools_natively(monkeypatch):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             requests.append(body)
             msg = {"role": "assistant", "content": None, **replies[len(requests) - 1]}
-            out = json.dumps({"id": "x", "object": "chat.completion", "model": "m", "choices": [
-                {"index": 0, "message": msg, "finish_reason": "stop"}], "usage": {"prompt_tokens": 80, "completion_tokens": 9}}).encode()
+            out = json.dumps(
+                {
+                    "id": "x",
+                    "object": "chat.completion",
+                    "model": "m",
+                    "choices": [{"index": 0, "message": msg, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 80, "completion_tokens": 9},
+                }
+            ).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(out)))

@@ -32,18 +32,44 @@ class TeamState(TypedDict, total=False):
     ledger: AppendLog
 
 
-A_SCRIPT = [call("add", usage=USAGE, a=1, b=2), call("add", usage=USAGE, a=3, b=4), {"text": "a is done", "usage": USAGE}]
-B_SCRIPT = [call("add", USAGE, "b1", a=10, b=1), call("add", USAGE, "b2", a=10, b=2), call("add", USAGE, "b3", a=10, b=3),
-            {"text": "b is done", "usage": USAGE}]
+A_SCRIPT = [
+    call("add", usage=USAGE, a=1, b=2),
+    call("add", usage=USAGE, a=3, b=4),
+    {"text": "a is done", "usage": USAGE},
+]
+B_SCRIPT = [
+    call("add", USAGE, "b1", a=10, b=1),
+    call("add", USAGE, "b2", a=10, b=2),
+    call("add", USAGE, "b3", a=10, b=3),
+    {"text": "b is done", "usage": USAGE},
+]
 LIMITS = ToolLoopLimits(max_steps=10)
 
 
 def build(counter: Counter) -> StateGraph:
     g = StateGraph(TeamState, context_schema=CoopContext)
-    g.add_node("modeling", tool_agent_node("modeling.lead", counter.tools, lambda s: [HumanMessage(content="fit the model")],
-                                           team="modeling", limits=LIMITS, ledger_key="ledger"))
-    g.add_node("data", tool_agent_node("data.lead", counter.tools, lambda s: [HumanMessage(content="clean the data")],
-                                       team="data", limits=LIMITS, ledger_key="ledger"))
+    g.add_node(
+        "modeling",
+        tool_agent_node(
+            "modeling.lead",
+            counter.tools,
+            lambda s: [HumanMessage(content="fit the model")],
+            team="modeling",
+            limits=LIMITS,
+            ledger_key="ledger",
+        ),
+    )
+    g.add_node(
+        "data",
+        tool_agent_node(
+            "data.lead",
+            counter.tools,
+            lambda s: [HumanMessage(content="clean the data")],
+            team="data",
+            limits=LIMITS,
+            ledger_key="ledger",
+        ),
+    )
     g.add_edge(START, "modeling")
     g.add_edge("modeling", "data")
     g.add_edge("data", END)
@@ -68,8 +94,15 @@ async def _state(g: StateGraph, db, thread: str):
 def test_a_budget_cap_mid_loop_ends_the_run_cleanly_with_nothing_lost(tmp_path):
     # 1. an uncapped run tells us every call's reservation (upper bound) and cost
     free = RecordingLedger()
-    out = asyncio.run(_run(build(Counter()), tmp_path / "free.sqlite", team_service(free), {"configurable": {"thread_id": "f"}},
-                           {"round": 1}))
+    out = asyncio.run(
+        _run(
+            build(Counter()),
+            tmp_path / "free.sqlite",
+            team_service(free),
+            {"configurable": {"thread_id": "f"}},
+            {"round": 1},
+        )
+    )
     assert [r["stop_reason"] for r in out["tool_loops"]] == ["final", "final"] and len(free.entries) == 7
     costs = [Decimal(e.cost) for e in free.entries]
     # the cap: modeling's 3 calls and data's first 2 fit, the upper bound of data's 3rd call does not
@@ -118,7 +151,9 @@ def test_a_budget_cap_mid_loop_ends_the_run_cleanly_with_nothing_lost(tmp_path):
     assert [r["stop_reason"] for r in final["tool_loops"]] == ["final", "final"]
     assert [r["cached_calls"] for r in final["tool_loops"]] == [0, 2]
     assert ledger2.spent == free.spent and len(ledger2.entries) == 7
-    assert [(e.agent, e.call_id, e.cost) for e in ledger2.entries] == [(e.agent, e.call_id, e.cost) for e in free.entries]
+    assert [(e.agent, e.call_id, e.cost) for e in ledger2.entries] == [
+        (e.agent, e.call_id, e.cost) for e in free.entries
+    ]
     assert final["ledger"] == [e.as_dict() for e in ledger2.entries]
 
     # 4. the trace of the capped run: LangSmith runs, the tools nested under their agent's run (in its steps)
@@ -130,10 +165,25 @@ def test_a_budget_cap_mid_loop_ends_the_run_cleanly_with_nothing_lost(tmp_path):
     agents = {r.name: r for r in parsed if r.run_type == "chain" and r.name in ("modeling.lead", "data.lead")}
     assert set(agents) == {"modeling.lead", "data.lead"}
     assert by_id[agents["data.lead"].parent_run_id].name == "data"  # the agent's run is inside its graph node
-    assert agents["data.lead"].error and "BudgetExhausted" in agents["data.lead"].error and not agents["modeling.lead"].error
+    assert (
+        agents["data.lead"].error
+        and "BudgetExhausted" in agents["data.lead"].error
+        and not agents["modeling.lead"].error
+    )
     # each step of a loop is a node run of the agent's run: model calls under "model", tool calls under "tools"
-    steps = {name: sorted((r for r in parsed if r.parent_run_id == a.id), key=lambda r: r.start_time) for name, a in agents.items()}
-    assert [r.name for r in steps["modeling.lead"]] == ["__start__", "model", "tools", "model", "tools", "model", "finish"]
+    steps = {
+        name: sorted((r for r in parsed if r.parent_run_id == a.id), key=lambda r: r.start_time)
+        for name, a in agents.items()
+    }
+    assert [r.name for r in steps["modeling.lead"]] == [
+        "__start__",
+        "model",
+        "tools",
+        "model",
+        "tools",
+        "model",
+        "finish",
+    ]
     assert [r.name for r in steps["data.lead"]] == ["__start__", "model", "tools", "model", "tools", "model"]
     assert "BudgetExhausted" in steps["data.lead"][-1].error  # the step whose call was refused
     for name, n_tools, n_llm in (("modeling.lead", 2, 3), ("data.lead", 2, 2)):
@@ -142,7 +192,11 @@ def test_a_budget_cap_mid_loop_ends_the_run_cleanly_with_nothing_lost(tmp_path):
         llms = [r for r in parsed if r.run_type == "llm" and kind_of.get(r.parent_run_id) == "model"]
         assert len(tools) == n_tools and all(t.name == "add" and t.trace_id == root.id for t in tools)
         assert len(llms) == n_llm  # the refused call left no llm run: it was never made
-    assert not [r for r in parsed if r.run_type == "tool" and by_id[by_id[r.parent_run_id].parent_run_id].name not in agents]
-    data_tools = sorted((r for r in parsed if r.run_type == "tool" and by_id[r.parent_run_id].parent_run_id == agents["data.lead"].id),
-                        key=lambda r: r.start_time)
+    assert not [
+        r for r in parsed if r.run_type == "tool" and by_id[by_id[r.parent_run_id].parent_run_id].name not in agents
+    ]
+    data_tools = sorted(
+        (r for r in parsed if r.run_type == "tool" and by_id[r.parent_run_id].parent_run_id == agents["data.lead"].id),
+        key=lambda r: r.start_time,
+    )
     assert [t.outputs for t in data_tools] and "11" in str(data_tools[0].outputs)

@@ -66,9 +66,17 @@ def run_bench(script: str, *args: str, tmp_path: Path, own_tmpdir: bool = True, 
         tmp.mkdir(exist_ok=True)
         env["TMPDIR"] = str(tmp)
     before = _digest(RESULTS)
-    p = subprocess.run([sys.executable, f"benchmarks/{script}", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                       timeout=timeout)
-    assert p.returncode == 0, f"{script} exited {p.returncode}\n--- stdout\n{p.stdout[-4000:]}\n--- stderr\n{p.stderr[-4000:]}"
+    p = subprocess.run(
+        [sys.executable, f"benchmarks/{script}", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert p.returncode == 0, (
+        f"{script} exited {p.returncode}\n--- stdout\n{p.stdout[-4000:]}\n--- stderr\n{p.stderr[-4000:]}"
+    )
     assert _digest(RESULTS) == before, f"{script} changed benchmarks/RESULTS.md"
     return p.stdout
 
@@ -90,7 +98,7 @@ def rows(markdown: str, first: str | None = None) -> list[list[str]]:
 def section(path: Path, title: str) -> str:
     text = path.read_text()
     assert f"\n{title}\n" in f"\n{text}", f"no '{title}' in {path}:\n{text[:2000]}"
-    return text[text.index(title):]
+    return text[text.index(title) :]
 
 
 def test_every_benchmark_has_a_smoke_test():
@@ -115,13 +123,27 @@ def test_bench_cpr(tmp_path):
     # cProfile run (--profile always, the default) are kept: they are code paths of their own; this
     # checkout is also its own --baseline (the before/after path: a worker importing another checkout)
     out = tmp_path / "results.md"
-    stdout = run_bench("bench_cpr.py", "--replicates", "1", "--repeats", "1", "--baseline", str(ROOT), "--out", str(out),
-                       tmp_path=tmp_path)
+    stdout = run_bench(
+        "bench_cpr.py",
+        "--replicates",
+        "1",
+        "--repeats",
+        "1",
+        "--baseline",
+        str(ROOT),
+        "--out",
+        str(out),
+        tmp_path=tmp_path,
+    )
     text = section(out, "## CPR ABM")
     variants = {r[0]: r for r in rows(text) if r[0] != "variant"}
     coop = [r for k, r in variants.items() if k.startswith("cooplab (run_cpr, InMemorySaver, durability=exit")]
     before = [r for k, r in variants.items() if k.startswith("cooplab BEFORE")]
-    assert len(coop) == len(before) == 1 and coop[0][1] == before[0][1] == "110" and "plain numpy floor (same generators)" in variants
+    assert (
+        len(coop) == len(before) == 1
+        and coop[0][1] == before[0][1] == "110"
+        and "plain numpy floor (same generators)" in variants
+    )
     assert [r for k, r in variants.items() if k.startswith("Mesa ") and "(full sweep)" in k][0][1] == "110"
     ratios = {r[0].split(" (")[0]: r for r in rows(text) if r[0].startswith(("before", "after"))}
     assert set(ratios) == {"before", "after"} and all(len(r) == 5 for r in ratios.values())
@@ -147,8 +169,19 @@ def test_bench_games_llm(tmp_path):
     from cooplab.tasks.games.params import GAMES
 
     out = tmp_path / "results.md"
-    stdout = run_bench("bench_games_llm.py", "--simulations", "1", "--rounds", "2", "--latency", "0.01", "--no-local",
-                       "--out", str(out), tmp_path=tmp_path)
+    stdout = run_bench(
+        "bench_games_llm.py",
+        "--simulations",
+        "1",
+        "--rounds",
+        "2",
+        "--latency",
+        "0.01",
+        "--no-local",
+        "--out",
+        str(out),
+        tmp_path=tmp_path,
+    )
     text = section(out, "## Behavioral games, LLM players")
     a = [r for r in rows(text) if r[0] in GAMES]
     assert [r[0] for r in a] == list(GAMES) and all(r[1] == "1" for r in a)
@@ -186,7 +219,10 @@ def test_bench_replay(tmp_path):
     out = tmp_path / "results.md"
     run_bench("bench_replay.py", "--quick", "--out", str(out), tmp_path=tmp_path)
     text = section(out, "## Cached replay")
-    cpr, sci = rows(text, "CPR society N = 4, 2 rounds"), rows(text, "science team (ecology, small, size 2, local sandbox)")
+    cpr, sci = (
+        rows(text, "CPR society N = 4, 2 rounds"),
+        rows(text, "science team (ecology, small, size 2, local sandbox)"),
+    )
     assert len(cpr) == 1 and len(sci) == 1
     assert int(cpr[0][2]) > 0 and int(sci[0][2]) > 0  # model calls made by the first run, all replayed by the rerun
     assert "run_code re-executed by the replay" in text
@@ -197,8 +233,20 @@ def test_bench_runner(tmp_path):
     # the baseline commit (default --before) is exported with git archive and pip-installed into
     # tmp_path; 1 repeat of 1 society x 1 round, and the checkpoint growth at 1 round
     out = tmp_path / "results.md"
-    run_bench("bench_runner.py", "--repeats", "1", "--replicates", "1", "--rounds", "1", "--growth-rounds", "1", "--out", str(out),
-              tmp_path=tmp_path)
+    run_bench(
+        "bench_runner.py",
+        "--repeats",
+        "1",
+        "--replicates",
+        "1",
+        "--rounds",
+        "1",
+        "--growth-rounds",
+        "1",
+        "--out",
+        str(out),
+        tmp_path=tmp_path,
+    )
     text = section(out, "## Task runner")
     assert [r[0] for r in rows(text) if r[0] in ("before", "after")] == ["before", "after", "before", "after"]
     assert "**after / before = " in text
@@ -213,8 +261,19 @@ def test_bench_startup(tmp_path):
     run_bench("bench_startup.py", "--quick", "--out", str(out), tmp_path=tmp_path)
     text = section(out, "## Command-line start-up")
     assert [r[0] for r in rows(text) if r[0].startswith("`cooplab ")] == [
-        "`cooplab --help`", "`cooplab --version`", "`cooplab run cpr --help`", "`cooplab params cpr`"]
-    assert [r[0] for r in rows(text) if r[0] in ("before", "after")] == ["before", "after", "before", "after", "before", "after"]
+        "`cooplab --help`",
+        "`cooplab --version`",
+        "`cooplab run cpr --help`",
+        "`cooplab params cpr`",
+    ]
+    assert [r[0] for r in rows(text) if r[0] in ("before", "after")] == [
+        "before",
+        "after",
+        "before",
+        "after",
+        "before",
+        "after",
+    ]
     assert not any((tmp_path / "tmp").glob("bench-startup-*"))  # the export and the install are cleaned up
 
 
@@ -224,11 +283,29 @@ def test_bench_sweep(tmp_path):
     # 2 cells (2 beta x 1 r) of 1 society, 1 science run, local sandbox (the default is Docker;
     # the science cells only pass the backend on). TMPDIR is left alone: see run_bench.
     out = tmp_path / "results.md"
-    run_bench("bench_sweep.py", "--quick", "--betas", "2", "--rs", "1", "--replicates", "1", "--science-runs", "1", "--sandbox", "local",
-              "--out", str(out), tmp_path=tmp_path, own_tmpdir=False)
+    run_bench(
+        "bench_sweep.py",
+        "--quick",
+        "--betas",
+        "2",
+        "--rs",
+        "1",
+        "--replicates",
+        "1",
+        "--science-runs",
+        "1",
+        "--sandbox",
+        "local",
+        "--out",
+        str(out),
+        tmp_path=tmp_path,
+        own_tmpdir=False,
+    )
     text = section(out, "## Sweeps: local vs Ray")
     assert "as 2 cells (2 beta x 1 r, 1 replicates each" in text
-    assert rows(text, "local (threads)") and rows(text, "Ray (2 CPUs, running)") and rows(text, "7,310 oracle-team runs")
+    assert (
+        rows(text, "local (threads)") and rows(text, "Ray (2 CPUs, running)") and rows(text, "7,310 oracle-team runs")
+    )
     assert "1 runs of the scripted oracle team (ecology task, local sandbox)" in text
 
 
@@ -281,12 +358,28 @@ def test_bench_local_build(tmp_path):
     wheel = mod.find_wheel(wheels)
     assert wheel is not None, f"no portable llama-cpp-python wheel in {wheels}: run bash scripts/setup.sh"
     out = tmp_path / "results.md"
-    run_bench("bench_local_build.py", "--native-wheel", str(wheel), "--portable-wheel", str(wheel), "--decisions", "1", "--repeats", "1",
-              "--out", str(out), tmp_path=tmp_path)
+    run_bench(
+        "bench_local_build.py",
+        "--native-wheel",
+        str(wheel),
+        "--portable-wheel",
+        str(wheel),
+        "--decisions",
+        "1",
+        "--repeats",
+        "1",
+        "--out",
+        str(out),
+        tmp_path=tmp_path,
+    )
     text = section(out, "## Local model build")
     configs = [r for r in rows(text) if r[0].startswith(("native,", "portable,"))]
-    assert [r[0] for r in configs] == ["native, in-process, extra bufts on", "portable, in-process, extra bufts on",
-                                      "portable, in-process, extra bufts off", "portable, model process, extra bufts off"]
+    assert [r[0] for r in configs] == [
+        "native, in-process, extra bufts on",
+        "portable, in-process, extra bufts on",
+        "portable, in-process, extra bufts off",
+        "portable, model process, extra bufts off",
+    ]
     assert all(r[1] != "failed" and r[5] == "1/1" for r in configs), configs  # same wheel, same seed: the same text
 
 
@@ -299,7 +392,10 @@ def test_bench_local_reuse(tmp_path):
     out = tmp_path / "results.md"
     stdout = run_bench("bench_local_reuse.py", "--quick", "--out", str(out), tmp_path=tmp_path)
     text = section(out, "## Local model: prompt reuse")
-    assert [r[0] for r in rows(text) if r[0].startswith(("every prompt", "kept states"))] == ["every prompt read in full", "kept states reused"]
+    assert [r[0] for r in rows(text) if r[0].startswith(("every prompt", "kept states"))] == [
+        "every prompt read in full",
+        "kept states reused",
+    ]
     assert "Same answers with and without reuse: **yes**" in text  # kept states never change an answer
     society = {r[0]: r for r in rows(text) if r[0].startswith("after")}
     assert set(society) == {"after, no kept states", "after"} and society["after"][7] == "0"  # no decision differs
@@ -317,8 +413,10 @@ def test_bench_sandbox(tmp_path, docker_ready):
     names = [r[0] for r in rows(text) if r[0] != "measurement"]
     for backend in ("docker", "local"):
         assert [n for n in names if n.startswith(f"{backend}: ")] == [
-            f"{backend}: cold session start (create + imports + df load)", f"{backend}: warm-pool session start",
-            f"{backend}: trivial run_code round trip (`1 + 1`)"]
+            f"{backend}: cold session start (create + imports + df load)",
+            f"{backend}: warm-pool session start",
+            f"{backend}: trivial run_code round trip (`1 + 1`)",
+        ]
     assert any(n.startswith("baseline: `docker run --rm`") for n in names)
     assert all(r[1] == "1" for r in rows(text) if r[0] in names)
     assert "Docker unavailable" not in text
@@ -333,5 +431,10 @@ def test_bench_tools(tmp_path, docker_ready):
     text = section(out, "## Tool loop")
     assert "(docker sandbox, default limits; 1 steps per variant" in text
     variants = [r for r in rows(text) if r[0] != "variant"]
-    assert [r[1] for r in variants] == ["1", "1", "1", "2"]  # three variants, 1 step each; the sandbox alone before and after
+    assert [r[1] for r in variants] == [
+        "1",
+        "1",
+        "1",
+        "2",
+    ]  # three variants, 1 step each; the sandbox alone before and after
     assert variants[0][0].startswith("bare loop") and variants[2][0].startswith("in a graph, as a traced run")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cooplab.cli import figures_app, main, run_app
+from cooplab.cli import figures_app, main
 from cooplab.cli.diners import register
 from cooplab.limits import MAX_SEED
 
@@ -44,7 +44,9 @@ def assert_one_line_error(code, err, needle=None):
 
 
 def digest(d: Path) -> dict[str, str]:
-    return {str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(d.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(d.rglob("*")) if p.is_file()
+    }
 
 
 # --- every numeric CLI option ---------------------------------------------------------------------
@@ -79,35 +81,58 @@ def test_seed_outside_the_rng_range(tmp_path, capsys, seed):
 
 
 def test_the_largest_seed_runs(tmp_path, capsys):
-    code, out, err = run(["run", "cpr", "--seed", str(MAX_SEED), "--replicates", "2", "--rounds", "3", "--out", str(tmp_path / "o"),
-                          "-q", "--json"], capsys)
+    code, out, err = run(
+        [
+            "run",
+            "cpr",
+            "--seed",
+            str(MAX_SEED),
+            "--replicates",
+            "2",
+            "--rounds",
+            "3",
+            "--out",
+            str(tmp_path / "o"),
+            "-q",
+            "--json",
+        ],
+        capsys,
+    )
     assert code == 0, err and json.loads(out)["seed"] == MAX_SEED
 
 
 def test_the_message_names_the_option_the_rule_the_value_and_the_fix(tmp_path, capsys):
     code, _, err = run(["run", "cpr", "--agents", "llm", "--budget", "nan", "--out", str(tmp_path / "o")], capsys)
     assert_one_line_error(code, err)
-    assert err.strip() == "cooplab: error: --budget must be a finite number in [0, 1000000] (USD; omit it for no cap), got nan"
+    assert (
+        err.strip()
+        == "cooplab: error: --budget must be a finite number in [0, 1000000] (USD; omit it for no cap), got nan"
+    )
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["run", "cpr", "--replicates", "100000", "--n-agents", "1000"], "--replicates x --n-agents must be at most"),
-    (["run", "cpr", "--replicates", "100000", "--rounds", "1000"], "--replicates x --rounds must be at most"),
-    (["run", "cpr", "--set", "N=1000000000"], "N"),
-    (["run", "cpr", "--set", "T=1000000000000"], "T"),
-    (["run", "diners", "--replicates", "100000", "--iterations", "1000"], "--replicates x diners^2 x --iterations"),
-    (["run", "diners", "--groups", ",".join(["M"] * 2000)], "at most"),
-    (["run", "diners", "--pk", "nan:1"], "--pk"),
-    (["run", "diners", "--pk", "3:inf"], "--pk"),
-    (["figures", "cpr-abm", "--replicates", "100000"], "--replicates"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["run", "cpr", "--replicates", "100000", "--n-agents", "1000"], "--replicates x --n-agents must be at most"),
+        (["run", "cpr", "--replicates", "100000", "--rounds", "1000"], "--replicates x --rounds must be at most"),
+        (["run", "cpr", "--set", "N=1000000000"], "N"),
+        (["run", "cpr", "--set", "T=1000000000000"], "T"),
+        (["run", "diners", "--replicates", "100000", "--iterations", "1000"], "--replicates x diners^2 x --iterations"),
+        (["run", "diners", "--groups", ",".join(["M"] * 2000)], "at most"),
+        (["run", "diners", "--pk", "nan:1"], "--pk"),
+        (["run", "diners", "--pk", "3:inf"], "--pk"),
+        (["figures", "cpr-abm", "--replicates", "100000"], "--replicates"),
+    ],
+)
 def test_sizes_that_would_exhaust_memory_are_refused(tmp_path, capsys, args, needle):
     code, _, err = run(args + ["--out", str(tmp_path / "o")], capsys)
     assert_one_line_error(code, err, needle)
 
 
 @pytest.mark.parametrize("value", ["nan", "NaN", "Infinity", "-Infinity", "inf", "1e300", "true", "abc", "[1,2]", "{}"])
-@pytest.mark.parametrize("name", ["K", "R0", "r", "c", "beta", "gamma", "delta", "N", "T", "punish_off_round", "learn_prob"])
+@pytest.mark.parametrize(
+    "name", ["K", "R0", "r", "c", "beta", "gamma", "delta", "N", "T", "punish_off_round", "learn_prob"]
+)
 def test_set_parameters_refuse_non_finite_huge_and_wrong_typed_values(tmp_path, capsys, name, value):
     code, _, err = run(["run", "cpr", "--set", f"{name}={value}", "--out", str(tmp_path / "o"), "-q"], capsys)
     assert_one_line_error(code, err, name)
@@ -128,13 +153,27 @@ def test_traces_view_port(tmp_path, capsys, value):
 
 
 # --- agent numbers (part 5) -----------------------------------------------------------------------
-@pytest.mark.parametrize("cmd,n", [(["run", "cpr", "--agents", "llm", "--n-agents", "2"], 2), (["run", "diners", "--agents", "llm"], 8)])
+@pytest.mark.parametrize(
+    "cmd,n", [(["run", "cpr", "--agents", "llm", "--n-agents", "2"], 2), (["run", "diners", "--agents", "llm"], 8)]
+)
 @pytest.mark.parametrize("agent", ["99", "-1", "x"])
 def test_agent_model_outside_the_society(tmp_path, capsys, cmd, n, agent):
     f = tmp_path / "s.json"
     f.write_text(SCRIPT)
-    code, _, err = run([*cmd, "--model", f"scripted:{f}", "--agent-model", f"{agent}=scripted:{f}", "--cache", "off",
-                        "--out", str(tmp_path / "o")], capsys)
+    code, _, err = run(
+        [
+            *cmd,
+            "--model",
+            f"scripted:{f}",
+            "--agent-model",
+            f"{agent}=scripted:{f}",
+            "--cache",
+            "off",
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        capsys,
+    )
     assert_one_line_error(code, err, "--agent-model")
     if agent == "99":
         assert f"0..{n - 1}" in err
@@ -142,15 +181,26 @@ def test_agent_model_outside_the_society(tmp_path, capsys, cmd, n, agent):
 
 # --- sweep configs --------------------------------------------------------------------------------
 JSON_BAD = [float("nan"), float("inf"), float("-inf"), -1, 10**30, "abc", True, [], {}]
-SWEEP_FIELDS = ["trials", "n_agents", "rounds", "seed", "parallel"] + [f"llm.{k}" for k in
-               ("temperature", "max_tokens", "max_concurrency", "rps", "budget", "price_in", "price_out")] + ["set.K", "set.N", "set.beta"]
+SWEEP_FIELDS = (
+    ["trials", "n_agents", "rounds", "seed", "parallel"]
+    + [f"llm.{k}" for k in ("temperature", "max_tokens", "max_concurrency", "rps", "budget", "price_in", "price_out")]
+    + ["set.K", "set.N", "set.beta"]
+)
 
 
 def sweep_config(tmp_path: Path, field: str | None = None, value=None) -> Path:
     f = tmp_path / "s.json"
     f.write_text(SCRIPT)
-    cfg = {"out": str(tmp_path / "sweep"), "agents": "llm", "models": [f"scripted:{f}"], "trials": 1, "n_agents": 2, "rounds": 1,
-           "llm": {"cache": "off"}, "set": {}}
+    cfg = {
+        "out": str(tmp_path / "sweep"),
+        "agents": "llm",
+        "models": [f"scripted:{f}"],
+        "trials": 1,
+        "n_agents": 2,
+        "rounds": 1,
+        "llm": {"cache": "off"},
+        "set": {},
+    }
     if field is not None:
         if "." in field:
             a, b = field.split(".")
@@ -170,12 +220,23 @@ def test_every_sweep_config_field_refuses_bad_values_in_one_line(tmp_path, capsy
         assert not (tmp_path / "sweep").exists(), (field, bad)
 
 
-@pytest.mark.parametrize("patch,needle", [
-    ({"models": "local"}, "models"), ({"models": [3]}, "models"), ({"envs": ["wet"]}, "envs"), ({"llm": []}, "llm"),
-    ({"llm": {"bogus": 1}}, "bogus"), ({"llm": {"cache": 3}}, "cache"), ({"set": [1]}, "set"), ({"set": {"nonsense": 1}}, "nonsense"),
-    ({"out": 5}, "out"), ({"models": ["scripted:/nonexistent.json"]}, "not found"),
-    ({"llm": {"cache": "/proc/x/y"}}, "cache"), ({"trials": 100000, "n_agents": 1000}, "trials x n_agents"),
-])
+@pytest.mark.parametrize(
+    "patch,needle",
+    [
+        ({"models": "local"}, "models"),
+        ({"models": [3]}, "models"),
+        ({"envs": ["wet"]}, "envs"),
+        ({"llm": []}, "llm"),
+        ({"llm": {"bogus": 1}}, "bogus"),
+        ({"llm": {"cache": 3}}, "cache"),
+        ({"set": [1]}, "set"),
+        ({"set": {"nonsense": 1}}, "nonsense"),
+        ({"out": 5}, "out"),
+        ({"models": ["scripted:/nonexistent.json"]}, "not found"),
+        ({"llm": {"cache": "/proc/x/y"}}, "cache"),
+        ({"trials": 100000, "n_agents": 1000}, "trials x n_agents"),
+    ],
+)
 def test_sweep_config_structure(tmp_path, capsys, patch, needle):
     path = sweep_config(tmp_path)
     cfg = json.loads(path.read_text())
@@ -193,29 +254,35 @@ def test_sweep_config_not_json(tmp_path, capsys, text):
 
 
 # --- scripted model files and caches --------------------------------------------------------------
-@pytest.mark.parametrize("content,needle", [
-    ("{not json", "not valid JSON"),
-    ("{}", "non-empty"),
-    ('{"answers": []}', "non-empty"),
-    ('{"answers": "abc"}', "'answers' must be a list"),
-    ('{"answers": [1]}', "answers[0]"),
-    ('{"answers": [{"text": 3}]}', "answers[0].text"),
-    ('{"answers": [{"delay": NaN}]}', "delay"),
-    ('{"answers": [{"error": 500}]}', "error"),
-    ('{"by_phase": {"harvest": "x"}}', "by_phase"),
-    ('{"by_phase": []}', "by_phase"),
-    ('{"answers": ["a"], "latency": "slow"}', "latency"),
-    ('{"answers": ["a"], "latency": Infinity}', "latency"),
-    ('{"answers": ["a"], "latency": -1}', "latency"),
-    ('{"answers": ["a"], "select": "random"}', "select"),
-    ('{"answers": ["a"], "cycle": "yes"}', "cycle"),
-    ("3", "JSON object"),
-])
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        ("{not json", "not valid JSON"),
+        ("{}", "non-empty"),
+        ('{"answers": []}', "non-empty"),
+        ('{"answers": "abc"}', "'answers' must be a list"),
+        ('{"answers": [1]}', "answers[0]"),
+        ('{"answers": [{"text": 3}]}', "answers[0].text"),
+        ('{"answers": [{"delay": NaN}]}', "delay"),
+        ('{"answers": [{"error": 500}]}', "error"),
+        ('{"by_phase": {"harvest": "x"}}', "by_phase"),
+        ('{"by_phase": []}', "by_phase"),
+        ('{"answers": ["a"], "latency": "slow"}', "latency"),
+        ('{"answers": ["a"], "latency": Infinity}', "latency"),
+        ('{"answers": ["a"], "latency": -1}', "latency"),
+        ('{"answers": ["a"], "select": "random"}', "select"),
+        ('{"answers": ["a"], "cycle": "yes"}', "cycle"),
+        ("3", "JSON object"),
+    ],
+)
 def test_bad_scripted_model_files(tmp_path, capsys, content, needle):
     f = tmp_path / "m.json"
     f.write_text(content)
     for cmd in (["run", "cpr"], ["run", "diners"]):
-        code, _, err = run([*cmd, "--agents", "llm", "--model", f"scripted:{f}", "--cache", "off", "--out", str(tmp_path / "o")], capsys)
+        code, _, err = run(
+            [*cmd, "--agents", "llm", "--model", f"scripted:{f}", "--cache", "off", "--out", str(tmp_path / "o")],
+            capsys,
+        )
         assert_one_line_error(code, err, needle)
         assert not (tmp_path / "o").exists()
 
@@ -223,8 +290,14 @@ def test_bad_scripted_model_files(tmp_path, capsys, content, needle):
 def test_scripted_model_file_not_utf8_or_a_directory(tmp_path, capsys):
     f = tmp_path / "m.json"
     f.write_bytes(b"\xff\xfe\x00garbage")
-    assert_one_line_error(*run(["run", "cpr", "--agents", "llm", "--model", f"scripted:{f}", "--out", str(tmp_path / "o")], capsys)[::2])
-    assert_one_line_error(*run(["run", "cpr", "--agents", "llm", "--model", f"scripted:{tmp_path}", "--out", str(tmp_path / "o")], capsys)[::2])
+    assert_one_line_error(
+        *run(["run", "cpr", "--agents", "llm", "--model", f"scripted:{f}", "--out", str(tmp_path / "o")], capsys)[::2]
+    )
+    assert_one_line_error(
+        *run(
+            ["run", "cpr", "--agents", "llm", "--model", f"scripted:{tmp_path}", "--out", str(tmp_path / "o")], capsys
+        )[::2]
+    )
 
 
 def test_bad_caches_are_refused_and_left_unchanged(tmp_path, capsys):
@@ -238,10 +311,28 @@ def test_bad_caches_are_refused_and_left_unchanged(tmp_path, capsys):
     assert run(["run", "cpr", "--replicates", "2", "--rounds", "2", "--out", str(tmp_path / "r"), "-q"], capsys)[0] == 0
     ckpt = tmp_path / "r" / "checkpoints.sqlite"
     before = {p: p.read_bytes() for p in (text, ckpt, blocker)}
-    for cache, needle in ((tmp_path, "is a directory"), ("/proc/x/y", "cannot create"), (blocker / "sub" / "c.sqlite", "cannot create"),
-                          (text, "not an SQLite database"), (ckpt, "not a cooplab response cache")):
-        code, _, err = run(["run", "cpr", "--agents", "llm", "--model", f"scripted:{f}", "--cache", str(cache), "--out", str(tmp_path / "o")],
-                           capsys)
+    for cache, needle in (
+        (tmp_path, "is a directory"),
+        ("/proc/x/y", "cannot create"),
+        (blocker / "sub" / "c.sqlite", "cannot create"),
+        (text, "not an SQLite database"),
+        (ckpt, "not a cooplab response cache"),
+    ):
+        code, _, err = run(
+            [
+                "run",
+                "cpr",
+                "--agents",
+                "llm",
+                "--model",
+                f"scripted:{f}",
+                "--cache",
+                str(cache),
+                "--out",
+                str(tmp_path / "o"),
+            ],
+            capsys,
+        )
         assert_one_line_error(code, err, needle)
         assert not (tmp_path / "o").exists()
     assert {p: p.read_bytes() for p in before} == before
@@ -252,8 +343,26 @@ def test_a_new_cache_in_a_new_directory_is_fine(tmp_path, capsys):
     f = tmp_path / "s.json"
     f.write_text(SCRIPT)
     cache = tmp_path / "a" / "b" / "c.sqlite"
-    code, _, err = run(["run", "cpr", "--agents", "llm", "--model", f"scripted:{f}", "--n-agents", "2", "--rounds", "1",
-                        "--cache", str(cache), "--out", str(tmp_path / "o"), "-q"], capsys)
+    code, _, err = run(
+        [
+            "run",
+            "cpr",
+            "--agents",
+            "llm",
+            "--model",
+            f"scripted:{f}",
+            "--n-agents",
+            "2",
+            "--rounds",
+            "1",
+            "--cache",
+            str(cache),
+            "--out",
+            str(tmp_path / "o"),
+            "-q",
+        ],
+        capsys,
+    )
     assert code == 0, err
     assert cache.is_file()
 
@@ -266,8 +375,28 @@ def finished_runs(tmp_path_factory):
     f = base / "s.json"
     f.write_text(SCRIPT)
     assert main(["run", "cpr", "--replicates", "2", "--rounds", "3", "--out", str(base / "rule"), "-q"]) == 0
-    assert main(["run", "cpr", "--agents", "llm", "--model", f"scripted:{f}", "--n-agents", "2", "--rounds", "2", "--cache", "off",
-                 "--out", str(base / "llm"), "-q"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "cpr",
+                "--agents",
+                "llm",
+                "--model",
+                f"scripted:{f}",
+                "--n-agents",
+                "2",
+                "--rounds",
+                "2",
+                "--cache",
+                "off",
+                "--out",
+                str(base / "llm"),
+                "-q",
+            ]
+        )
+        == 0
+    )
     assert main(["run", "diners", "--replicates", "2", "--iterations", "2", "--out", str(base / "diners"), "-q"]) == 0
     return base
 
@@ -325,10 +454,37 @@ def test_resume_on_paths_that_are_not_run_directories(tmp_path, capsys):
 
 
 RESUME_FIELDS = {
-    "rule": ["seed", "params.replicates", "params.K", "params.N", "params.T", "params.beta", "params.r", "params.punishment"],
-    "llm": ["seed", "params.replicates", "params.N", "llm.temperature", "llm.max_tokens", "llm.max_concurrency", "llm.rps", "llm.budget",
-            "llm.price_in", "llm.price_out"],
-    "diners": ["seed", "params.replicates", "params.iterations", "params.beta", "params.p", "params.k", "params.meal.c_b"],
+    "rule": [
+        "seed",
+        "params.replicates",
+        "params.K",
+        "params.N",
+        "params.T",
+        "params.beta",
+        "params.r",
+        "params.punishment",
+    ],
+    "llm": [
+        "seed",
+        "params.replicates",
+        "params.N",
+        "llm.temperature",
+        "llm.max_tokens",
+        "llm.max_concurrency",
+        "llm.rps",
+        "llm.budget",
+        "llm.price_in",
+        "llm.price_out",
+    ],
+    "diners": [
+        "seed",
+        "params.replicates",
+        "params.iterations",
+        "params.beta",
+        "params.p",
+        "params.k",
+        "params.meal.c_b",
+    ],
 }
 RESUME_CASES = [(n, f) for n, fs in RESUME_FIELDS.items() for f in fs]
 
@@ -353,13 +509,18 @@ def test_resume_refuses_a_config_json_edited_to_hold_bad_values(finished_runs, t
         assert digest(d) == before, (field, bad)
 
 
-@pytest.mark.parametrize("patch,needle", [
-    ({"agents": "robot"}, "agents"), ({"params": []}, "params"), ({"llm": None}, "llm"),
-    ({"llm": {"model": "scripted:/nonexistent.json"}}, "not found"),
-    ({"llm": {"agent_models": {"5": "local"}}}, "0..1"),
-    ({"llm": {"models": {"default": "local"}}}, "unknown field 'models'"),
-    ({"llm": {"cache": "/proc/x/y"}}, "cache"),
-])
+@pytest.mark.parametrize(
+    "patch,needle",
+    [
+        ({"agents": "robot"}, "agents"),
+        ({"params": []}, "params"),
+        ({"llm": None}, "llm"),
+        ({"llm": {"model": "scripted:/nonexistent.json"}}, "not found"),
+        ({"llm": {"agent_models": {"5": "local"}}}, "0..1"),
+        ({"llm": {"models": {"default": "local"}}}, "unknown field 'models'"),
+        ({"llm": {"cache": "/proc/x/y"}}, "cache"),
+    ],
+)
 def test_resume_refuses_bad_llm_settings(finished_runs, tmp_path, capsys, patch, needle):
     d = copy_run(finished_runs, "llm", tmp_path)
     cfg = json.loads((d / "config.json").read_text())
@@ -406,7 +567,11 @@ def test_an_unexpected_error_in_a_run_leaves_summary_and_error_log_and_resume_co
     code, stdout, err = run(base + ["--out", str(out)], capsys)
     lines = err.splitlines()
     assert code == 1 and len(lines) == 1 and "Traceback" not in err
-    assert "ZeroDivisionError: a bug in round 4" in lines[0] and str(out / "error.log") in lines[0] and "cooplab resume" in lines[0]
+    assert (
+        "ZeroDivisionError: a bug in round 4" in lines[0]
+        and str(out / "error.log") in lines[0]
+        and "cooplab resume" in lines[0]
+    )
     s = json.loads((out / "summary.json").read_text())
     assert s["status"] == "failed" and "a bug in round 4" in s["message"] and s["rounds_completed"] == 3
     log = (out / "error.log").read_text()
@@ -416,7 +581,9 @@ def test_an_unexpected_error_in_a_run_leaves_summary_and_error_log_and_resume_co
     assert code == 0, err
     a, b = json.loads(ref), json.loads(resumed)
     assert a["survival_time"] == b["survival_time"] and b["status"] == "completed"
-    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "ref" / "rounds.parquet"), pd.read_parquet(out / "rounds.parquet"))
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(tmp_path / "ref" / "rounds.parquet"), pd.read_parquet(out / "rounds.parquet")
+    )
 
 
 def test_an_unexpected_error_in_an_llm_run(tmp_path, capsys, monkeypatch):
@@ -430,9 +597,29 @@ def test_an_unexpected_error_in_an_llm_run(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(la.LLMVotePolicy, "__call__", bug)
     out = tmp_path / "run"
-    code, _, err = run(["run", "cpr", "--agents", "llm", "--model", f"scripted:{f}", "--n-agents", "2", "--rounds", "2", "--cache", "off",
-                        "--out", str(out), "-q"], capsys)
-    assert code == 1 and len(err.splitlines()) == 1 and "KeyError" in err and "error.log" in err and "Traceback" not in err
+    code, _, err = run(
+        [
+            "run",
+            "cpr",
+            "--agents",
+            "llm",
+            "--model",
+            f"scripted:{f}",
+            "--n-agents",
+            "2",
+            "--rounds",
+            "2",
+            "--cache",
+            "off",
+            "--out",
+            str(out),
+            "-q",
+        ],
+        capsys,
+    )
+    assert (
+        code == 1 and len(err.splitlines()) == 1 and "KeyError" in err and "error.log" in err and "Traceback" not in err
+    )
     assert json.loads((out / "summary.json").read_text())["status"] == "failed"
     assert "no such agent" in (out / "error.log").read_text()
 
@@ -447,7 +634,11 @@ def test_an_unexpected_error_outside_a_run_is_one_line_with_a_saved_traceback(tm
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     code, _, err = run(["analyze", "cpr", str(tmp_path), "--out", str(tmp_path / "a")], capsys)
     lines = err.splitlines()
-    assert code == 1 and len(lines) == 1 and lines[0].startswith("cooplab: internal error: RuntimeError: analysis exploded")
+    assert (
+        code == 1
+        and len(lines) == 1
+        and lines[0].startswith("cooplab: internal error: RuntimeError: analysis exploded")
+    )
     logs = list((tmp_path / "cache" / "cooplab" / "errors").glob("*.log"))
     assert len(logs) == 1 and str(logs[0]) in lines[0] and "Traceback" in logs[0].read_text()
 

@@ -38,8 +38,28 @@ def scripted_run(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("runs") / "cpr"
     script = d.parent / "s.json"
     script.write_text(json.dumps({"answers": [ANSWER]}))
-    assert main(["run", "cpr", "--agents", "llm", "--model", f"scripted:{script}", "--n-agents", "2", "--rounds", "1",
-                 "--cache", "off", "--out", str(d), "-q"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "cpr",
+                "--agents",
+                "llm",
+                "--model",
+                f"scripted:{script}",
+                "--n-agents",
+                "2",
+                "--rounds",
+                "1",
+                "--cache",
+                "off",
+                "--out",
+                str(d),
+                "-q",
+            ]
+        )
+        == 0
+    )
     return d
 
 
@@ -49,14 +69,31 @@ def test_a_run_without_its_api_key_is_one_line_and_creates_nothing(tmp_path, cap
     if key is not None:
         monkeypatch.setenv("OPENAI_API_KEY", key)
     out = tmp_path / "run"
-    line = fail_line(capsys, ["run", "cpr", "--agents", "llm", "--model", "openai:gpt-4o-mini", "--n-agents", "2", "--out", str(out)])
+    line = fail_line(
+        capsys, ["run", "cpr", "--agents", "llm", "--model", "openai:gpt-4o-mini", "--n-agents", "2", "--out", str(out)]
+    )
     assert "openai:gpt-4o-mini needs OPENAI_API_KEY" in line and "--base-url" in line
     assert not out.exists()
 
 
 def test_an_agent_model_without_its_key_is_named(tmp_path, capsys):
-    line = fail_line(capsys, ["run", "cpr", "--agents", "llm", "--model", f"scripted:{CAUTIOUS}", "--agent-model", "1=openai:gpt-4o",
-                              "--n-agents", "2", "--out", str(tmp_path / "run")])
+    line = fail_line(
+        capsys,
+        [
+            "run",
+            "cpr",
+            "--agents",
+            "llm",
+            "--model",
+            f"scripted:{CAUTIOUS}",
+            "--agent-model",
+            "1=openai:gpt-4o",
+            "--n-agents",
+            "2",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+    )
     assert "openai:gpt-4o needs OPENAI_API_KEY" in line and not (tmp_path / "run").exists()
 
 
@@ -80,8 +117,21 @@ def test_resuming_without_the_key_is_one_line_and_says_how_to_continue(tmp_path,
 
 def test_a_science_judge_without_its_key_is_one_line(tmp_path, capsys):
     out = tmp_path / "run"
-    line = fail_line(capsys, ["run", "science", "--team", "oracle", "--sandbox-backend", "local", "--judge", "openai:gpt-4o",
-                              "--out", str(out)])
+    line = fail_line(
+        capsys,
+        [
+            "run",
+            "science",
+            "--team",
+            "oracle",
+            "--sandbox-backend",
+            "local",
+            "--judge",
+            "openai:gpt-4o",
+            "--out",
+            str(out),
+        ],
+    )
     assert line.startswith("cooplab: error: --judge: openai:gpt-4o needs OPENAI_API_KEY") and not out.exists()
 
 
@@ -89,7 +139,9 @@ def test_scoring_with_a_judge_without_its_key_is_one_line(tmp_path, capsys):
     d = tmp_path / "run"
     (d / "dataset").mkdir(parents=True)
     (d / "scores.json").write_text("{}")
-    (d / "config.json").write_text(json.dumps({"version": 2, "task": "science", "llm": {"model": "builtin:science-oracle:ecology"}}))
+    (d / "config.json").write_text(
+        json.dumps({"version": 2, "task": "science", "llm": {"model": "builtin:science-oracle:ecology"}})
+    )
     line = fail_line(capsys, ["science", "score", str(d), "--judge", "openai:gpt-4o"])
     assert "--judge: openai:gpt-4o needs OPENAI_API_KEY" in line and "internal error" not in line
 
@@ -111,8 +163,21 @@ def test_deliberation_asks_its_own_phase(tmp_path, capsys):
 
 
 def test_a_scripted_judge_needs_answers_for_the_judge_phase(tmp_path, capsys):
-    line = fail_line(capsys, ["run", "science", "--team", "oracle", "--sandbox-backend", "local", "--judge", f"scripted:{CAUTIOUS}",
-                              "--out", str(tmp_path / "run")])
+    line = fail_line(
+        capsys,
+        [
+            "run",
+            "science",
+            "--team",
+            "oracle",
+            "--sandbox-backend",
+            "local",
+            "--judge",
+            f"scripted:{CAUTIOUS}",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+    )
     assert f"{CAUTIOUS} has no answers for phase 'judge'" in line and not (tmp_path / "run").exists()
 
 
@@ -120,8 +185,25 @@ def test_a_phase_the_task_does_not_announce_stops_the_run_with_one_line(tmp_path
     script = tmp_path / "typo.json"
     script.write_text(json.dumps({"by_phase": {"harvset": ['{"effort": 0.2}']}}))  # a typo in the phase name
     out = tmp_path / "run"
-    code = main(["run", "cpr", "--agents", "llm", "--model", f"scripted:{script}", "--n-agents", "2", "--rounds", "1", "--cache", "off",
-                 "--out", str(out), "-q"])
+    code = main(
+        [
+            "run",
+            "cpr",
+            "--agents",
+            "llm",
+            "--model",
+            f"scripted:{script}",
+            "--n-agents",
+            "2",
+            "--rounds",
+            "1",
+            "--cache",
+            "off",
+            "--out",
+            str(out),
+            "-q",
+        ]
+    )
     _, err = capsys.readouterr()
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert code == 1 and len(lines) == 1, err
@@ -131,7 +213,9 @@ def test_a_phase_the_task_does_not_announce_stops_the_run_with_one_line(tmp_path
 
 def test_the_scripted_model_names_the_phase_and_its_file():
     model = ScriptedChatModel(by_phase={"vote": ["1"]}, source="scripted model file x.json")
-    with pytest.raises(models.ScriptMissingPhase, match=r"^scripted model file x\.json has no answers for phase 'harvest'"):
+    with pytest.raises(
+        models.ScriptMissingPhase, match=r"^scripted model file x\.json has no answers for phase 'harvest'"
+    ):
         model.invoke([HumanMessage(content="hi")], phase="harvest")
     assert model.invoke([HumanMessage(content="hi")], phase="vote").content == "1"
     hashed = ScriptedChatModel(by_phase={"vote": ["1"]}, select="prompt_hash")

@@ -21,8 +21,32 @@ def run_cli(args, capsys):
 def test_run_cpr_writes_a_complete_run_directory(tmp_path, capsys):
     out = tmp_path / "run"
     code, stdout, err = run_cli(
-        ["run", "cpr", "--agents", "rule", "--env", "rich", "--population", "selfish", "--ablation", "ogd",
-         "--n-agents", "6", "--rounds", "12", "--replicates", "8", "--seed", "5", "--set", "beta=14", "--out", str(out), "--json", "-q"],
+        [
+            "run",
+            "cpr",
+            "--agents",
+            "rule",
+            "--env",
+            "rich",
+            "--population",
+            "selfish",
+            "--ablation",
+            "ogd",
+            "--n-agents",
+            "6",
+            "--rounds",
+            "12",
+            "--replicates",
+            "8",
+            "--seed",
+            "5",
+            "--set",
+            "beta=14",
+            "--out",
+            str(out),
+            "--json",
+            "-q",
+        ],
         capsys,
     )
     assert code == 0, err
@@ -34,7 +58,12 @@ def test_run_cpr_writes_a_complete_run_directory(tmp_path, capsys):
     assert summary["survival_time"]["mean"] == pytest.approx(sum(summary["survival_time"]["values"]) / 8)
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["seed"] == 5 and cfg["params"]["population"] == "selfish" and cfg["params"]["ablation"] == "ogd"
-    assert set(cfg["params"]) == set(CPRParams.model_fields) | {"env", "ablation", "population", "replicates"}  # every parameter recorded
+    assert set(cfg["params"]) == set(CPRParams.model_fields) | {
+        "env",
+        "ablation",
+        "population",
+        "replicates",
+    }  # every parameter recorded
     assert cfg["params"]["beta"] == 14 and cfg["params"]["r"] == 0.6 and cfg["params"]["social_learning"] is False
     rounds = pd.read_parquet(out / "rounds.parquet")
     assert set(rounds["replicate"]) == set(range(8))
@@ -53,21 +82,27 @@ def test_same_seed_same_summary_through_the_cli(tmp_path, capsys):
     assert (tmp_path / "a" / "rounds.csv").read_text() == (tmp_path / "b" / "rounds.csv").read_text()
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["run", "cpr", "--bogus"], "No such option"),
-    (["run", "cpr", "--env", "wet"], "--env"),
-    (["run", "cpr", "--set", "K=0"], "K"),
-    (["run", "cpr", "--set", "r=-0.1"], "r"),
-    (["run", "cpr", "--set", "learn_prob=1.5"], "learn_prob"),
-    (["run", "cpr", "--set", "m_range=[0.2,1.3]"], "m_range"),
-    (["run", "cpr", "--set", "nonsense=1"], "unknown parameter 'nonsense'"),
-    (["run", "cpr", "--set", "beta"], "name=value"),
-    (["run", "cpr", "--rounds", "0"], "--rounds"),
-    (["run", "cpr", "--replicates", "0"], "--replicates"),
-    (["run", "cpr", "--agents", "robot"], "--agents"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["run", "cpr", "--bogus"], "No such option"),
+        (["run", "cpr", "--env", "wet"], "--env"),
+        (["run", "cpr", "--set", "K=0"], "K"),
+        (["run", "cpr", "--set", "r=-0.1"], "r"),
+        (["run", "cpr", "--set", "learn_prob=1.5"], "learn_prob"),
+        (["run", "cpr", "--set", "m_range=[0.2,1.3]"], "m_range"),
+        (["run", "cpr", "--set", "nonsense=1"], "unknown parameter 'nonsense'"),
+        (["run", "cpr", "--set", "beta"], "name=value"),
+        (["run", "cpr", "--rounds", "0"], "--rounds"),
+        (["run", "cpr", "--replicates", "0"], "--replicates"),
+        (["run", "cpr", "--agents", "robot"], "--agents"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(tmp_path, capsys, args, needle):
-    code, out, err = run_cli(args + ["--out", str(tmp_path / "x"), "-q"] if "--bogus" not in args else args + ["--out", str(tmp_path / "x")], capsys)
+    code, out, err = run_cli(
+        args + ["--out", str(tmp_path / "x"), "-q"] if "--bogus" not in args else args + ["--out", str(tmp_path / "x")],
+        capsys,
+    )
     assert code == 2
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("cooplab: error:"), err
@@ -115,7 +150,6 @@ def test_help_everywhere(capsys):
 
 
 def test_resume_continues_an_interrupted_run(tmp_path, capsys, monkeypatch):
-    from cooplab.tasks.cpr import phases as ph
     from cooplab.tasks.cpr import society
     from cooplab.tasks.cpr import task as runner
 
@@ -150,11 +184,20 @@ def test_resume_continues_an_interrupted_run(tmp_path, capsys, monkeypatch):
 
 def test_console_script_runs(tmp_path):
     exe = Path(sys.executable).parent / "cooplab"
-    res = subprocess.run([str(exe), "run", "cpr", "--replicates", "3", "--rounds", "5", "--out", str(tmp_path / "r"), "--json", "-q"],
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [str(exe), "run", "cpr", "--replicates", "3", "--rounds", "5", "--out", str(tmp_path / "r"), "--json", "-q"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["replicates"] == 3
-    bad = subprocess.run([str(exe), "run", "cpr", "--out", str(tmp_path / "r2"), "--set", "K=-5"], capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [str(exe), "run", "cpr", "--out", str(tmp_path / "r2"), "--set", "K=-5"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "Traceback" not in bad.stderr
 
 
@@ -162,8 +205,15 @@ def test_figures_cpr_abm_small(tmp_path, capsys):
     code, out, err = run_cli(["figures", "cpr-abm", "--out", str(tmp_path), "--replicates", "4", "--json"], capsys)
     assert code == 0, err
     res = json.loads(out)
-    for name in ("fig2_punishment_off.png", "fig3_beta_r_grid.png", "fig4_populations.png",
-                 "fig2_timeseries.csv", "fig3_grid.csv", "fig4_bars.csv", "claims.md"):
+    for name in (
+        "fig2_punishment_off.png",
+        "fig3_beta_r_grid.png",
+        "fig4_populations.png",
+        "fig2_timeseries.csv",
+        "fig3_grid.csv",
+        "fig4_bars.csv",
+        "claims.md",
+    ):
         assert (tmp_path / name).exists(), name
     grid = pd.read_csv(tmp_path / "fig3_grid.csv")
     assert grid["beta"].nunique() >= 10 and grid["r"].nunique() >= 10 and (grid["n"] == 4).all()
@@ -174,9 +224,13 @@ def test_figures_cpr_abm_small(tmp_path, capsys):
 def test_figures_cpr_abm_quiet_drops_the_progress_lines_only(tmp_path, capsys):
     code, out, err = run_cli(["figures", "cpr-abm", "--out", str(tmp_path / "loud"), "--replicates", "2"], capsys)
     assert code == 0 and "Fig. 3:" in err
-    code, quiet_out, quiet_err = run_cli(["figures", "cpr-abm", "--out", str(tmp_path / "quiet"), "--replicates", "2", "-q"], capsys)
+    code, quiet_out, quiet_err = run_cli(
+        ["figures", "cpr-abm", "--out", str(tmp_path / "quiet"), "--replicates", "2", "-q"], capsys
+    )
     assert code == 0 and "Fig. 3:" not in quiet_err
-    assert quiet_out.replace(str(tmp_path / "quiet"), "OUT") == out.replace(str(tmp_path / "loud"), "OUT")  # same verdicts printed
+    assert quiet_out.replace(str(tmp_path / "quiet"), "OUT") == out.replace(
+        str(tmp_path / "loud"), "OUT"
+    )  # same verdicts printed
     assert (tmp_path / "quiet" / "claims.md").read_text() == (tmp_path / "loud" / "claims.md").read_text()
 
 

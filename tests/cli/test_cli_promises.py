@@ -47,12 +47,14 @@ def flat(text: str) -> str:
 def test_version_is_printed_without_loading_the_command_line():
     from cooplab._version import __version__
 
-    code = ("import sys; sys.argv = ['cooplab', '--version']\n"
-            "from cooplab._entry import entry\n"
-            "try:\n    entry()\nexcept SystemExit as e:\n    assert e.code == 0, e.code\n"
-            "heavy = [m for m in ('typer', 'click', 'langchain_core', 'langgraph', 'numpy', 'pandas', 'pydantic', 'cooplab.cli') "
-            "if m in sys.modules]\n"
-            "print('HEAVY', heavy)")
+    code = (
+        "import sys; sys.argv = ['cooplab', '--version']\n"
+        "from cooplab._entry import entry\n"
+        "try:\n    entry()\nexcept SystemExit as e:\n    assert e.code == 0, e.code\n"
+        "heavy = [m for m in ('typer', 'click', 'langchain_core', 'langgraph', 'numpy', 'pandas', 'pydantic', 'cooplab.cli') "
+        "if m in sys.modules]\n"
+        "print('HEAVY', heavy)"
+    )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines()[0] == f"cooplab {__version__}"
@@ -68,8 +70,9 @@ def test_version_in_process_and_in_help(capsys):
 
 
 # --- --model lists every kind -----------------------------------------------------------------
-@pytest.mark.parametrize("cmd", [["run", "cpr"], ["run", "diners"], ["run", "game"], ["profile"], ["bench", "science"],
-                                 ["science", "score"]])
+@pytest.mark.parametrize(
+    "cmd", [["run", "cpr"], ["run", "diners"], ["run", "game"], ["profile"], ["bench", "science"], ["science", "score"]]
+)
 def test_model_help_lists_every_model_kind(capsys, cmd):
     from cooplab.agents.providers import PROVIDERS
 
@@ -81,13 +84,24 @@ def test_model_help_lists_every_model_kind(capsys, cmd):
 
 
 # --- LLM options without LLM agents ----------------------------------------------------------------
-@pytest.mark.parametrize("args,flags,how", [
-    (["run", "cpr", "--model", "openai:gpt-4o"], "--model applies", "--agents llm"),
-    (["run", "cpr", "--agents", "rule", "--budget", "1", "--temperature", "0.2"], "--temperature, --budget apply", "--agents llm"),
-    (["run", "diners", "--model", "local"], "--model applies", "--agents llm"),
-    (["run", "game", "--game", "cpr", "--players", "nash", "--model", "local"], "--model applies", "--players llm"),
-    (["profile", "--players", "random", "--base-url", "http://127.0.0.1:1/v1"], "--base-url applies", "--players llm"),
-])
+@pytest.mark.parametrize(
+    "args,flags,how",
+    [
+        (["run", "cpr", "--model", "openai:gpt-4o"], "--model applies", "--agents llm"),
+        (
+            ["run", "cpr", "--agents", "rule", "--budget", "1", "--temperature", "0.2"],
+            "--temperature, --budget apply",
+            "--agents llm",
+        ),
+        (["run", "diners", "--model", "local"], "--model applies", "--agents llm"),
+        (["run", "game", "--game", "cpr", "--players", "nash", "--model", "local"], "--model applies", "--players llm"),
+        (
+            ["profile", "--players", "random", "--base-url", "http://127.0.0.1:1/v1"],
+            "--base-url applies",
+            "--players llm",
+        ),
+    ],
+)
 def test_llm_options_without_llm_agents_are_refused(tmp_path, capsys, args, flags, how):
     out = tmp_path / "o"
     code, _, err = run([*args, "--out", str(out)], capsys)
@@ -183,7 +197,7 @@ def test_setup_ends_with_next_steps_that_parse():
     from cooplab.cli.tasks import run_keywords
 
     text = (ROOT / "scripts" / "setup.sh").read_text()
-    tail = text[text.index("what to try next"):]
+    tail = text[text.index("what to try next") :]
     lines = re.findall(r'echo "  \.venv/bin/cooplab ([^"#]*?)\s*(?:#[^"]*)?"', tail)
     assert 2 <= len(lines) <= 5, lines
     for line in lines:
@@ -195,10 +209,27 @@ def test_setup_ends_with_next_steps_that_parse():
 
 
 def test_the_package_builds_without_setuptools_warnings(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(ROOT)],
-                       capture_output=True, text=True, timeout=600)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
-    assert "Warning" not in p.stdout + p.stderr and "deprecated" not in p.stdout + p.stderr, (p.stdout + p.stderr)[:3000]
+    assert "Warning" not in p.stdout + p.stderr and "deprecated" not in p.stdout + p.stderr, (p.stdout + p.stderr)[
+        :3000
+    ]
     wheel = next(tmp_path.glob("cooplab-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)

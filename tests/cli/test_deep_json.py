@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cooplab.cli import main
-from cooplab.limits import MAX_JSON_DEPTH, ConfigError, json_depth, parse_set, parse_json
+from cooplab.limits import MAX_JSON_DEPTH, ConfigError, json_depth, parse_json, parse_set
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "examples" / "bench-suite"
@@ -45,7 +45,12 @@ def test_the_error_class_and_constants_are_the_callers():
         pass
 
     with pytest.raises(Mine, match=r"^f line 3: not valid JSON \(NaN is not allowed\)$"):
-        parse_json("[NaN]", "f line 3", error=Mine, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(f"{c} is not allowed")))
+        parse_json(
+            "[NaN]",
+            "f line 3",
+            error=Mine,
+            parse_constant=lambda c: (_ for _ in ()).throw(ValueError(f"{c} is not allowed")),
+        )
     with pytest.raises(Mine, match="not valid JSON"):
         parse_json(b"\xff", "f", error=Mine)
 
@@ -65,15 +70,39 @@ def finished_run(tmp_path_factory) -> Path:
 def _suite(tmp: Path) -> tuple[list[str], Path]:
     (tmp / "suite.jsonl").write_text(json.dumps({"id": "q1"})[:-1] + f', "question": {nested(DEEP)}}}\n')
     out = tmp / "out"
-    return ["bench", "science", tmp / "suite.jsonl", "--tables", BENCH / "tables", "--team", f"answers:{BENCH / 'answers-correct.jsonl'}",
-            "--out", out, "-q"], out
+    return [
+        "bench",
+        "science",
+        tmp / "suite.jsonl",
+        "--tables",
+        BENCH / "tables",
+        "--team",
+        f"answers:{BENCH / 'answers-correct.jsonl'}",
+        "--out",
+        out,
+        "-q",
+    ], out
 
 
 def _labels(tmp: Path) -> tuple[list[str], Path]:
-    (tmp / "labels.jsonl").write_text((BENCH / "labels.jsonl").read_text() + f'{{"id": "q99", "common_answers": {nested(DEEP)}}}\n')
+    (tmp / "labels.jsonl").write_text(
+        (BENCH / "labels.jsonl").read_text() + f'{{"id": "q99", "common_answers": {nested(DEEP)}}}\n'
+    )
     out = tmp / "out"
-    return ["bench", "science", BENCH / "suite.jsonl", "--tables", BENCH / "tables", "--labels", tmp / "labels.jsonl",
-            "--team", f"answers:{BENCH / 'answers-correct.jsonl'}", "--out", out, "-q"], out
+    return [
+        "bench",
+        "science",
+        BENCH / "suite.jsonl",
+        "--tables",
+        BENCH / "tables",
+        "--labels",
+        tmp / "labels.jsonl",
+        "--team",
+        f"answers:{BENCH / 'answers-correct.jsonl'}",
+        "--out",
+        out,
+        "-q",
+    ], out
 
 
 def _truth(tmp: Path) -> tuple[list[str], Path]:
@@ -81,8 +110,19 @@ def _truth(tmp: Path) -> tuple[list[str], Path]:
     (tmp / "task.md").write_text("How are a and b related?\n")
     (tmp / "truth.json").write_text(nested(DEEP))
     out = tmp / "out"
-    return ["run", "science", "--dataset", tmp / "data.csv", "--task-file", tmp / "task.md", "--truth", tmp / "truth.json",
-            "--out", out, "-q"], out
+    return [
+        "run",
+        "science",
+        "--dataset",
+        tmp / "data.csv",
+        "--task-file",
+        tmp / "task.md",
+        "--truth",
+        tmp / "truth.json",
+        "--out",
+        out,
+        "-q",
+    ], out
 
 
 def _sweep(tmp: Path) -> tuple[list[str], Path]:
@@ -93,13 +133,40 @@ def _sweep(tmp: Path) -> tuple[list[str], Path]:
 def _scripted(tmp: Path) -> tuple[list[str], Path]:
     (tmp / "script.json").write_text('{"answers": %s}' % nested(DEEP, '"{}"'))
     out = tmp / "out"
-    return ["run", "cpr", "--agents", "llm", "--model", f"scripted:{tmp / 'script.json'}", "--n-agents", "3", "--rounds", "1",
-            "--cache", "off", "--out", out, "-q"], out
+    return [
+        "run",
+        "cpr",
+        "--agents",
+        "llm",
+        "--model",
+        f"scripted:{tmp / 'script.json'}",
+        "--n-agents",
+        "3",
+        "--rounds",
+        "1",
+        "--cache",
+        "off",
+        "--out",
+        out,
+        "-q",
+    ], out
 
 
-INPUTS = {"bench suite line": _suite, "labels line": _labels, "--truth": _truth, "sweep config": _sweep, "scripted: file": _scripted}
-NAMES = {"bench suite line": "suite.jsonl line 1", "labels line": "labels.jsonl line 21", "--truth": "truth.json",
-         "sweep config": "sweep.json", "scripted: file": "script.json", "resumed config.json": "config.json"}
+INPUTS = {
+    "bench suite line": _suite,
+    "labels line": _labels,
+    "--truth": _truth,
+    "sweep config": _sweep,
+    "scripted: file": _scripted,
+}
+NAMES = {
+    "bench suite line": "suite.jsonl line 1",
+    "labels line": "labels.jsonl line 21",
+    "--truth": "truth.json",
+    "sweep config": "sweep.json",
+    "scripted: file": "script.json",
+    "resumed config.json": "config.json",
+}
 
 
 @pytest.mark.parametrize("case", [*INPUTS, "resumed config.json"])
@@ -115,7 +182,12 @@ def test_a_deeply_nested_input_is_one_line_exit_2(case, tmp_path, capsys, finish
     code = main([str(a) for a in args])
     err = capsys.readouterr().err
     assert code == 2, err
-    assert err.count("\n") == 1 and err.startswith("cooplab: error: ") and "Traceback" not in err and "internal error" not in err
+    assert (
+        err.count("\n") == 1
+        and err.startswith("cooplab: error: ")
+        and "Traceback" not in err
+        and "internal error" not in err
+    )
     assert NAMES[case] in err and f"more than {MAX_JSON_DEPTH} levels deep" in err
     if case == "resumed config.json":
         assert sorted(p.name for p in out.iterdir()) == before  # nothing written into the run directory

@@ -27,9 +27,36 @@ except ImportError:  # pragma: no cover
     from click.utils import make_default_short_help
 
 #: packages that answering --help, --version or a parameter table has no use for
-HEAVY = {"pandas", "numpy", "matplotlib", "scipy", "statsmodels", "langchain", "langchain_core", "langchain_openai", "langchain_anthropic",
-         "langchain_google_genai", "langchain_ollama", "langgraph", "langgraph_sdk", "langsmith", "openai", "ray", "jax", "numpyro",
-         "llama_cpp", "httpx", "docker", "tqdm", "fastparquet", "pyarrow", "starlette", "uvicorn", "jinja2", "opentelemetry"}
+HEAVY = {
+    "pandas",
+    "numpy",
+    "matplotlib",
+    "scipy",
+    "statsmodels",
+    "langchain",
+    "langchain_core",
+    "langchain_openai",
+    "langchain_anthropic",
+    "langchain_google_genai",
+    "langchain_ollama",
+    "langgraph",
+    "langgraph_sdk",
+    "langsmith",
+    "openai",
+    "ray",
+    "jax",
+    "numpyro",
+    "llama_cpp",
+    "httpx",
+    "docker",
+    "tqdm",
+    "fastparquet",
+    "pyarrow",
+    "starlette",
+    "uvicorn",
+    "jinja2",
+    "opentelemetry",
+}
 #: the modules of the command line every command loads: the tables, the task groups and the shared options
 FRONT = {"cooplab.cli", "cooplab.cli.lazy", "cooplab.cli.tasks", "cooplab.cli.options"}
 
@@ -44,18 +71,27 @@ entry()
 
 def imported(args: list[str]) -> tuple[str, set[str]]:
     """Run ``cooplab ARGS`` in a fresh interpreter; its stdout and the modules it had imported at exit."""
-    p = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=300, cwd=tempfile.gettempdir())
+    p = subprocess.run(
+        [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=300, cwd=tempfile.gettempdir()
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     line = next(ln for ln in p.stderr.splitlines() if ln.startswith("MODULES "))
-    return p.stdout, set(json.loads(line[len("MODULES "):]))
+    return p.stdout, set(json.loads(line[len("MODULES ") :]))
 
 
-@pytest.mark.parametrize("args, commands, allowed", [
-    (["--help"], set(), set()),
-    (["--version"], set(), set()),
-    (["run", "cpr", "--help"], {"cooplab.cli.cpr"}, set()),
-    (["params", "cpr"], {"cooplab.cli.cpr"}, {"pydantic"}),  # the table is read from the pydantic model of the parameters
-])
+@pytest.mark.parametrize(
+    "args, commands, allowed",
+    [
+        (["--help"], set(), set()),
+        (["--version"], set(), set()),
+        (["run", "cpr", "--help"], {"cooplab.cli.cpr"}, set()),
+        (
+            ["params", "cpr"],
+            {"cooplab.cli.cpr"},
+            {"pydantic"},
+        ),  # the table is read from the pydantic model of the parameters
+    ],
+)
 def test_an_answer_loads_no_heavy_package_and_no_other_command(args, commands, allowed):
     out, modules = imported(args)
     assert out.strip(), "no output"
@@ -64,14 +100,19 @@ def test_an_answer_loads_no_heavy_package_and_no_other_command(args, commands, a
     if "pydantic" not in allowed:
         assert "pydantic" not in tops, f"cooplab {' '.join(args)} imported pydantic"
     cli = {m for m in modules if m.startswith("cooplab.cli.") or m == "cooplab.cli"}
-    assert cli <= FRONT | commands, f"cooplab {' '.join(args)} imported the commands of {sorted(cli - FRONT - commands)}"
+    assert cli <= FRONT | commands, (
+        f"cooplab {' '.join(args)} imported the commands of {sorted(cli - FRONT - commands)}"
+    )
     if args != ["--version"]:  # answered before the command line is imported
         assert cli >= {"cooplab.cli", "cooplab.cli.lazy"} | commands
-    assert not any(m.startswith("cooplab.tasks.cpr.") and m != "cooplab.tasks.cpr.params" for m in modules), \
+    assert not any(m.startswith("cooplab.tasks.cpr.") and m != "cooplab.tasks.cpr.params" for m in modules), (
         "the CPR society was loaded"
+    )
 
 
-@pytest.mark.parametrize("table", [COMMANDS, FIGURES, CALIBRATE, ANALYZE], ids=["cooplab", "figures", "calibrate", "analyze"])
+@pytest.mark.parametrize(
+    "table", [COMMANDS, FIGURES, CALIBRATE, ANALYZE], ids=["cooplab", "figures", "calibrate", "analyze"]
+)
 def test_the_listing_says_what_the_loaded_commands_say(table):
     """Every summary of a lazy table is what Click lists for the command once it is loaded, at any width."""
     for name, entry in table.items():
@@ -90,8 +131,11 @@ def test_the_facts_of_every_built_in_task_are_the_tasks_own():
     for name, module in BUILTIN.items():
         facts, task = importlib.import_module(module).FACTS, registry.get(name)
         assert facts.name == name
-        assert (facts.agent_kinds, facts.uses_sandbox, facts.default_max_tokens) == \
-            (tuple(task.agent_kinds), task.uses_sandbox, task.default_max_tokens), name
+        assert (facts.agent_kinds, facts.uses_sandbox, facts.default_max_tokens) == (
+            tuple(task.agent_kinds),
+            task.uses_sandbox,
+            task.default_max_tokens,
+        ), name
 
 
 def test_the_hosted_providers_named_in_help_are_the_providers_table():
@@ -113,7 +157,9 @@ def test_the_front_module_defines_no_command_of_a_world():
 
     own = {n for n, f in inspect.getmembers(front, inspect.isfunction) if f.__module__ == front.__name__}
     extra = own - {"main", "entry", "_root", "_version", "_not_utf8", "_save_traceback"}
-    assert not extra, f"cooplab/cli/__init__.py defines {sorted(extra)}: a command goes in its own module, named in a lazy table"
+    assert not extra, (
+        f"cooplab/cli/__init__.py defines {sorted(extra)}: a command goes in its own module, named in a lazy table"
+    )
     for table in (COMMANDS, FIGURES, CALIBRATE, ANALYZE):
         for name, entry in table.items():
             module, _, attr = entry.target.partition(":")

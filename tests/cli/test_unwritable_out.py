@@ -38,11 +38,17 @@ def in_namespace(tmp_path: Path, mount: str, command: list[str]) -> tuple[int, s
     mnt = tmp_path / "mnt"
     mnt.mkdir(exist_ok=True)
     io = {k: tmp_path / f"{k}.txt" for k in ("out", "err", "rc", "ls")}
-    script = (f"set -e\n{mount}\nset +e\n{shlex.join(command)} >{io['out']} 2>{io['err']}\necho $? >{io['rc']}\n"
-              f"ls -A {mnt} >{io['ls']}\n")
+    script = (
+        f"set -e\n{mount}\nset +e\n{shlex.join(command)} >{io['out']} 2>{io['err']}\necho $? >{io['rc']}\n"
+        f"ls -A {mnt} >{io['ls']}\n"
+    )
     unshare = ["unshare", "--mount"] if os.geteuid() == 0 else ["unshare", "--map-root-user", "--mount"]
-    setup = subprocess.run([*unshare, "sh", "-c", script.replace("MNT", shlex.quote(str(mnt)))], capture_output=True, text=True,
-                           timeout=300)
+    setup = subprocess.run(
+        [*unshare, "sh", "-c", script.replace("MNT", shlex.quote(str(mnt)))],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert setup.returncode == 0 and io["rc"].exists(), setup.stderr
     return (int(io["rc"].read_text()), io["out"].read_text(), io["err"].read_text(), io["ls"].read_text().split())
 
@@ -54,7 +60,9 @@ FULL = "mount -t tmpfs -o size=64k tmpfs MNT\nhead -c 65536 /dev/zero > MNT/fill
 @pytest.mark.parametrize("out", ["r.html", "sub/r.html"])
 def test_report_into_a_read_only_folder_is_one_line_exit_2(run_dir, tmp_path, out):
     target = tmp_path / "mnt" / out
-    code, stdout, err, left = in_namespace(tmp_path, READ_ONLY, [COOPLAB, "report", str(run_dir), "--out", str(target), "--json"])
+    code, stdout, err, left = in_namespace(
+        tmp_path, READ_ONLY, [COOPLAB, "report", str(run_dir), "--out", str(target), "--json"]
+    )
     assert code == 2 and stdout == "", (code, stdout, err)
     assert err.count("\n") == 1 and err.startswith("cooplab: error: ") and "Read-only file system" in err, err
     assert str(target if out == "r.html" else target.parent) in err and "internal error" not in err
@@ -63,7 +71,9 @@ def test_report_into_a_read_only_folder_is_one_line_exit_2(run_dir, tmp_path, ou
 
 def test_report_onto_a_full_disk_is_one_line_exit_1_and_writes_nothing(run_dir, tmp_path):
     target = tmp_path / "mnt" / "r.html"
-    code, stdout, err, left = in_namespace(tmp_path, FULL, [COOPLAB, "report", str(run_dir), "--out", str(target), "--json"])
+    code, stdout, err, left = in_namespace(
+        tmp_path, FULL, [COOPLAB, "report", str(run_dir), "--out", str(target), "--json"]
+    )
     assert code == 1 and stdout == "", (code, stdout, err)  # no path, no JSON: nothing claims the page exists
     assert err == f"cooplab: error: cannot write {target}: No space left on device; nothing was written\n"
     assert left == ["fill"]  # neither the page nor its temporary file
@@ -71,11 +81,16 @@ def test_report_onto_a_full_disk_is_one_line_exit_1_and_writes_nothing(run_dir, 
 
 def test_a_run_on_a_full_disk_never_names_a_summary_it_did_not_write(tmp_path):
     out = tmp_path / "mnt" / "run"
-    code, stdout, err, left = in_namespace(tmp_path, FULL.replace("64k", "256k").replace("65536", "131072"),
-                                           [COOPLAB, "run", "cpr", "--n-agents", "3", "--rounds", "2", "--out", str(out), "-q"])
+    code, stdout, err, left = in_namespace(
+        tmp_path,
+        FULL.replace("64k", "256k").replace("65536", "131072"),
+        [COOPLAB, "run", "cpr", "--n-agents", "3", "--rounds", "2", "--out", str(out), "-q"],
+    )
     assert code == 1 and err.count("\n") == 1 and "internal error" not in err, (code, err)
     # the namespace is gone with its tmpfs: what the run wrote is judged from the message and the listing
-    assert "summary.json could not be written (No space left on device)" in err and "summary.json has status" not in err, err
+    assert (
+        "summary.json could not be written (No space left on device)" in err and "summary.json has status" not in err
+    ), err
     assert left == ["fill", "run"]
 
 
@@ -99,14 +114,19 @@ def test_a_failing_summary_write_is_reported_as_not_written(tmp_path, capsys, mo
     monkeypatch.setattr(runner, "_execute_rule", broken)
     code = main(["run", "cpr", "--n-agents", "3", "--rounds", "2", "--out", str(tmp_path / "run"), "-q"])
     err = capsys.readouterr().err
-    assert code == 1 and "summary.json could not be written (No space left on device)" in err and "has status" not in err
+    assert (
+        code == 1 and "summary.json could not be written (No space left on device)" in err and "has status" not in err
+    )
     assert not (tmp_path / "run" / "summary.json").exists() and not list((tmp_path / "run").glob("*.tmp"))
 
 
-@pytest.mark.parametrize("err_no,code", [(errno.EROFS, 2), (errno.EACCES, 2), (errno.ENOSPC, 1), (errno.EIO, 1), (errno.EDQUOT, 1)])
+@pytest.mark.parametrize(
+    "err_no,code", [(errno.EROFS, 2), (errno.EACCES, 2), (errno.ENOSPC, 1), (errno.EIO, 1), (errno.EDQUOT, 1)]
+)
 def test_report_write_errors_by_kind(run_dir, tmp_path, capsys, monkeypatch, err_no, code):
     """The page's write fails after the folder took the temporary file (a disk that fills up, an
     I/O error, a folder made read-only meanwhile): the exit code follows the kind of failure."""
+
     def failing(path, data, tmp=None):
         raise OSError(err_no, os.strerror(err_no))
 

@@ -35,7 +35,10 @@ FINAL_KEYS = ("T_s", "collapse", "eta_sum", "alive", "e", "m", "p", "g", "P", "P
 #: variant -> (parameter values under every batch's own, whether the adapt node is in the graph)
 VARIANTS: dict[str, tuple[dict, bool]] = {
     "v1": (preset_values("v1"), False),  # the model the reference was written with
-    "il_rate0": ({**preset_values("v1"), "individual_learning": True, "il_rate": 0.0}, True),  # v1, node present, skipped
+    "il_rate0": (
+        {**preset_values("v1"), "individual_learning": True, "il_rate": 0.0},
+        True,
+    ),  # v1, node present, skipped
     "on": ({}, True),  # today's defaults: individual learning on
 }
 
@@ -60,10 +63,17 @@ def batches(variant: str = "v1") -> dict[str, dict]:
         assert list(phases) == list(phases_for(conds[0].params)) or variant == "il_rate0"
         out[abl] = {"conditions": conds, "replicates": 6, "seed": 11 + i, "phases": phases}
     # societies keep running after agents starve: dead agents inside running societies
-    conds = [Condition(make_params(**{**base, "r": r, "P0": P0, "c": c, "T": 30}), "general")
-             for r in (0.3, 0.8) for P0, c in ((5.0, 8.0), (10.0, 10.0))]
-    out["keep_running"] = {"conditions": conds, "replicates": 8, "seed": 5,
-                           "phases": cpr_phases(end_on_starvation=False, individual_learning=adapt)}
+    conds = [
+        Condition(make_params(**{**base, "r": r, "P0": P0, "c": c, "T": 30}), "general")
+        for r in (0.3, 0.8)
+        for P0, c in ((5.0, 8.0), (10.0, 10.0))
+    ]
+    out["keep_running"] = {
+        "conditions": conds,
+        "replicates": 8,
+        "seed": 5,
+        "phases": cpr_phases(end_on_starvation=False, individual_learning=adapt),
+    }
     return out
 
 
@@ -87,4 +97,14 @@ if __name__ == "__main__":
     print(f"wrote {len(res)} arrays to {DATA}")
     for name in batches():
         T = res[f"{name}/final/T_s"]
-        print(name, "societies", T.size, "mean T_s", T.mean(), "T_s<=10:", int((T <= 10).sum()), "at cap:", int((T == T.max()).sum()))
+        print(
+            name,
+            "societies",
+            T.size,
+            "mean T_s",
+            T.mean(),
+            "T_s<=10:",
+            int((T <= 10).sum()),
+            "at cap:",
+            int((T == T.max()).sum()),
+        )

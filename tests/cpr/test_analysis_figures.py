@@ -9,12 +9,15 @@ import pytest
 from cooplab.tasks.cpr.analysis import ablation_figure, efficiency_figure, model_label, norms_figure, survival_figure
 
 
-@pytest.mark.parametrize("spec,name", [
-    ("scripted:/home/me/runs/examples/scripted/cautious.json", "cautious (scripted)"),
-    ("openai:gpt-4o-mini", "gpt-4o-mini"),
-    ("local", "SmolLM2-135M-Instruct"),
-    ("builtin:oracle", "oracle (built-in)"),
-])
+@pytest.mark.parametrize(
+    "spec,name",
+    [
+        ("scripted:/home/me/runs/examples/scripted/cautious.json", "cautious (scripted)"),
+        ("openai:gpt-4o-mini", "gpt-4o-mini"),
+        ("local", "SmolLM2-135M-Instruct"),
+        ("builtin:oracle", "oracle (built-in)"),
+    ],
+)
 def test_models_go_by_their_names_not_their_files(spec, name):
     assert model_label({"llm": {"model": spec}}) == name
     assert model_label({"llm": {"model": spec, "agent_models": {"1": "local"}}}) == name + " (+per-agent)"
@@ -28,8 +31,17 @@ def _societies() -> pd.DataFrame:
         for pop in ("altruistic", "selfish"):
             for abl in ("full", "osl"):
                 for s in range(3):
-                    rows.append({"run": 0, "model": model, "population": pop, "env": "harsh", "ablation": abl, "society": s,
-                                 "survival_time": int(rng.integers(2, 9))})
+                    rows.append(
+                        {
+                            "run": 0,
+                            "model": model,
+                            "population": pop,
+                            "env": "harsh",
+                            "ablation": abl,
+                            "society": s,
+                            "survival_time": int(rng.integers(2, 9)),
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
@@ -63,8 +75,19 @@ def test_survival_bars_name_models_and_say_what_the_error_bars_are():
 
 
 def test_efficiency_lines_bands_and_reference_have_legend_entries():
-    rows = [{"model": m, "env": "harsh", "ablation": "full", "replicate": s, "round": t, "eta_t": max(0.0, 0.05 + 0.3 * s - 0.01 * t)}
-            for m in ("gpt-4o-mini", "SmolLM2-135M-Instruct") for s in range(3) for t in range(1, 8)]
+    rows = [
+        {
+            "model": m,
+            "env": "harsh",
+            "ablation": "full",
+            "replicate": s,
+            "round": t,
+            "eta_t": max(0.0, 0.05 + 0.3 * s - 0.01 * t),
+        }
+        for m in ("gpt-4o-mini", "SmolLM2-135M-Instruct")
+        for s in range(3)
+        for t in range(1, 8)
+    ]
     fig = efficiency_figure(pd.DataFrame(rows))
     try:
         ax = fig.axes[0]
@@ -81,8 +104,21 @@ def test_efficiency_lines_bands_and_reference_have_legend_entries():
 
 
 def test_norm_similarity_points_are_explained():
-    norms = pd.DataFrame([{"run": r, "society": 0, "round": t, "model": "gpt-4o-mini", "population": "mixed",
-                           "S_ind": 0.5 + 0.1 * r, "S_align": 0.7} for r in range(2) for t in (1, 2)])
+    norms = pd.DataFrame(
+        [
+            {
+                "run": r,
+                "society": 0,
+                "round": t,
+                "model": "gpt-4o-mini",
+                "population": "mixed",
+                "S_ind": 0.5 + 0.1 * r,
+                "S_align": 0.7,
+            }
+            for r in range(2)
+            for t in (1, 2)
+        ]
+    )
     fig = norms_figure(norms)
     try:
         assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["gpt-4o-mini / mixed"]

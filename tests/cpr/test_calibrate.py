@@ -72,7 +72,9 @@ def test_il_rate_joins_the_space_when_the_field_exists(monkeypatch):
         assert "il_rate" not in [d.name for d in cal.space()]
 
         class WithIL(CPRParams):
-            il_rate: float = Field(0.2, ge=0, le=1, description="individual learning rate", json_schema_extra={"source": "chosen: x"})
+            il_rate: float = Field(
+                0.2, ge=0, le=1, description="individual learning rate", json_schema_extra={"source": "chosen: x"}
+            )
 
         monkeypatch.setattr(cal, "CPRParams", WithIL)
     dims = {d.name: d for d in cal.space()}
@@ -114,7 +116,12 @@ def test_an_evaluated_sample_equals_figures_cpr_abm_with_its_values(tmp_path, ca
     sets = []
     for k, v in cal.overrides_of(row["params"]).items():
         sets += ["--set", f"{k}={json.dumps(v)}"]
-    assert main(["figures", "cpr-abm", "--out", str(tmp_path / "fig"), "--replicates", "3", "--seed", "5", *sets, "--json"]) == 0
+    assert (
+        main(
+            ["figures", "cpr-abm", "--out", str(tmp_path / "fig"), "--replicates", "3", "--seed", "5", *sets, "--json"]
+        )
+        == 0
+    )
     fig = json.loads(capsys.readouterr().out)
     for c in fig["claims"]:
         assert row["holds"][c["id"]] == c["holds"]
@@ -123,7 +130,9 @@ def test_an_evaluated_sample_equals_figures_cpr_abm_with_its_values(tmp_path, ca
     grid = pd.read_csv(tmp_path / "fig" / "fig3_grid.csv")
     assert row["survival_mean"] == pytest.approx(grid.survival_mean.mean(), rel=1e-12)
     # and the sample differs from the defaults (its values were used)
-    assert main(["figures", "cpr-abm", "--out", str(tmp_path / "fig0"), "--replicates", "3", "--seed", "5", "--json"]) == 0
+    assert (
+        main(["figures", "cpr-abm", "--out", str(tmp_path / "fig0"), "--replicates", "3", "--seed", "5", "--json"]) == 0
+    )
     default = json.loads(capsys.readouterr().out)
     assert [c["evidence"] for c in default["claims"]] != [row["evidence"][c] for c in cal.CLAIMS]
 
@@ -146,8 +155,12 @@ def test_rerun_skips_finished_samples_and_a_larger_design_extends_it(tmp_path, c
     assert np.array_equal(np.asarray(design["unit"]), cal.unit_design(0, 4, 2, len(cal.space())))
     # a different design on the same OUT is refused in one line, and nothing is touched
     before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
-    for args, what in ((["--seed", "1"], "seed 0 -> 1"), (["--replicates", "3"], "replicates 2 -> 3"),
-                       (["--set", "N=12"], "base differs"), (["--samples", "3"], "at least that")):
+    for args, what in (
+        (["--seed", "1"], "seed 0 -> 1"),
+        (["--replicates", "3"], "replicates 2 -> 3"),
+        (["--set", "N=12"], "base differs"),
+        (["--samples", "3"], "at least that"),
+    ):
         opts = {"--samples": "4", "--replicates": "2", **dict(zip(args[::2], args[1::2]))}
         line = fail_line(capsys, ["calibrate", "cpr", "--out", str(out), *[x for kv in opts.items() for x in kv], "-q"])
         assert what in line, line
@@ -183,15 +196,31 @@ def test_kill_minus_9_then_rerun_gives_the_uninterrupted_table(tmp_path, capsys)
 
 
 # --- hostile options ---------------------------------------------------------------------------
-@pytest.mark.parametrize("args, needle", [
-    (["--samples", "0"], "--samples"), (["--samples", "-3"], "--samples"), (["--samples", "nan"], "--samples"),
-    (["--samples", "1e12"], "--samples"), (["--samples", "2.5"], "--samples"), (["--samples", "abc"], "--samples"),
-    (["--samples", "1000000000000"], "--samples"), (["--replicates", "0"], "--replicates"), (["--replicates", "1"], "--replicates"),
-    (["--parallel", "0"], "--parallel"), (["--batch", "0"], "--batch"), (["--seed", "-1"], "--seed"),
-    (["--replicates", "100000"], "110 conditions"), (["--executor", "dask"], "--executor"), (["--address", "auto"], "--address"),
-    (["--set", "alpha=0.1"], "sampled"), (["--set", "beta=3"], "experiments set beta"), (["--set", "nope=1"], "unknown parameter"),
-    (["--set", "T=0"], "T must be an integer in 1.."), (["--preset", "nope"], "preset"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--samples", "0"], "--samples"),
+        (["--samples", "-3"], "--samples"),
+        (["--samples", "nan"], "--samples"),
+        (["--samples", "1e12"], "--samples"),
+        (["--samples", "2.5"], "--samples"),
+        (["--samples", "abc"], "--samples"),
+        (["--samples", "1000000000000"], "--samples"),
+        (["--replicates", "0"], "--replicates"),
+        (["--replicates", "1"], "--replicates"),
+        (["--parallel", "0"], "--parallel"),
+        (["--batch", "0"], "--batch"),
+        (["--seed", "-1"], "--seed"),
+        (["--replicates", "100000"], "110 conditions"),
+        (["--executor", "dask"], "--executor"),
+        (["--address", "auto"], "--address"),
+        (["--set", "alpha=0.1"], "sampled"),
+        (["--set", "beta=3"], "experiments set beta"),
+        (["--set", "nope=1"], "unknown parameter"),
+        (["--set", "T=0"], "T must be an integer in 1.."),
+        (["--preset", "nope"], "preset"),
+    ],
+)
 def test_hostile_options_are_one_line_errors(tmp_path, capsys, args, needle):
     line = fail_line(capsys, ["calibrate", "cpr", "--out", str(tmp_path / "cal"), *args])
     assert needle in line, line
@@ -201,12 +230,16 @@ def test_hostile_options_are_one_line_errors(tmp_path, capsys, args, needle):
 def test_an_out_that_is_a_file_or_a_foreign_directory_is_refused(tmp_path, capsys):
     f = tmp_path / "file"
     f.write_text("precious")
-    assert "is a file" in fail_line(capsys, ["calibrate", "cpr", "--out", str(f), "--samples", "1", "--replicates", "2"])
+    assert "is a file" in fail_line(
+        capsys, ["calibrate", "cpr", "--out", str(f), "--samples", "1", "--replicates", "2"]
+    )
     assert f.read_text() == "precious"
     d = tmp_path / "run"
     d.mkdir()
     (d / "config.json").write_text("{}")
-    assert "without design.json" in fail_line(capsys, ["calibrate", "cpr", "--out", str(d), "--samples", "1", "--replicates", "2"])
+    assert "without design.json" in fail_line(
+        capsys, ["calibrate", "cpr", "--out", str(d), "--samples", "1", "--replicates", "2"]
+    )
     assert sorted(p.name for p in d.iterdir()) == ["config.json"]
 
 
@@ -257,13 +290,30 @@ def test_sensitivity_recovers_the_one_parameter_that_matters():
 
 
 def test_the_analysis_writes_its_outputs_and_counts_right(tmp_path, monkeypatch):
-    monkeypatch.setattr(cal, "DELTA_MIN_SAMPLES", 10**6)  # RBD-FAST only: delta is tested above and takes seconds per output
+    monkeypatch.setattr(
+        cal, "DELTA_MIN_SAMPLES", 10**6
+    )  # RBD-FAST only: delta is tested above and takes seconds per output
     df, names = fake_table(64)
-    record = {"design_id": "x", "samples": 64, "seed": 0, "replicates": 2, "block": 64, "preset": None, "base": {},
-              "space": cal.space_table(), "names": names}
+    record = {
+        "design_id": "x",
+        "samples": 64,
+        "seed": 0,
+        "replicates": 2,
+        "block": 64,
+        "preset": None,
+        "base": {},
+        "space": cal.space_table(),
+        "names": names,
+    }
     s = cal.analyze(tmp_path, df, record)
-    for f in ("claims_map.csv", "sensitivity.csv", "summary.json", "report.md", "figures/sensitivity.png",
-              *(f"figures/claim_{c}_map.png" for c in cal.CLAIMS)):
+    for f in (
+        "claims_map.csv",
+        "sensitivity.csv",
+        "summary.json",
+        "report.md",
+        "figures/sensitivity.png",
+        *(f"figures/claim_{c}_map.png" for c in cal.CLAIMS),
+    ):
         assert (tmp_path / f).exists(), f
     cmap = pd.read_csv(tmp_path / "claims_map.csv").set_index("claim")
     assert cmap.loc["c1", "held"] == int((df.effect_c1 > 0).sum()) == s["claims"]["c1"]["held"]
@@ -304,13 +354,37 @@ def test_preset_in_run_params_and_figures(presets, tmp_path, capsys):
     assert main(["params", "cpr", "--preset", "v1", "--json"]) == 0
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
     assert rows["c"]["value"] == 3.5 and rows["c"]["preset"] == "v1" and "value" not in rows["alpha"]
-    assert main(["run", "cpr", "--preset", "v1", "--replicates", "2", "--rounds", "2", "--out", str(tmp_path / "r"), "-q"]) == 0
+    assert (
+        main(["run", "cpr", "--preset", "v1", "--replicates", "2", "--rounds", "2", "--out", str(tmp_path / "r"), "-q"])
+        == 0
+    )
     config = json.loads((tmp_path / "r" / "config.json").read_text())
     assert config["params"]["c"] == 3.5 and config["params"]["R0"] == 900.0 and config["params"]["preset"] == "v1"
-    assert main(["run", "cpr", "--preset", "v1", "--set", "c=3", "--replicates", "2", "--rounds", "2", "--out", str(tmp_path / "s"), "-q"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "cpr",
+                "--preset",
+                "v1",
+                "--set",
+                "c=3",
+                "--replicates",
+                "2",
+                "--rounds",
+                "2",
+                "--out",
+                str(tmp_path / "s"),
+                "-q",
+            ]
+        )
+        == 0
+    )
     assert json.loads((tmp_path / "s" / "config.json").read_text())["params"]["c"] == 3  # --set wins
     capsys.readouterr()
-    assert main(["figures", "cpr-abm", "--preset", "v1", "--replicates", "2", "--out", str(tmp_path / "f"), "--json"]) == 0
+    assert (
+        main(["figures", "cpr-abm", "--preset", "v1", "--replicates", "2", "--out", str(tmp_path / "f"), "--json"]) == 0
+    )
     assert json.loads(capsys.readouterr().out)["overrides"] == {"c": 3.5, "R0": 900.0}
     capsys.readouterr()
     s = run(["--out", str(tmp_path / "cal"), "--preset", "v1", "--samples", "1", "--replicates", "2", "-q"], capsys)
@@ -318,8 +392,11 @@ def test_preset_in_run_params_and_figures(presets, tmp_path, capsys):
 
 
 def test_unknown_preset_is_one_line_listing_the_known_ones(presets, tmp_path, capsys):
-    for argv in (["params", "cpr", "--preset", "v2"], ["run", "cpr", "--preset", "v2", "--out", str(tmp_path / "r")],
-                 ["figures", "cpr-abm", "--preset", "v2", "--out", str(tmp_path / "f")]):
+    for argv in (
+        ["params", "cpr", "--preset", "v2"],
+        ["run", "cpr", "--preset", "v2", "--out", str(tmp_path / "r")],
+        ["figures", "cpr-abm", "--preset", "v2", "--out", str(tmp_path / "f")],
+    ):
         line = fail_line(capsys, argv)
         assert "unknown preset 'v2'" in line and "v1" in line, line
 
@@ -354,8 +431,15 @@ def test_a_failed_batch_is_reported_the_others_kept_and_a_rerun_retries_it(tmp_p
         calls.append(overrides["c"])
         if len(calls) == 2:
             raise RuntimeError("boom")
-        return {"holds": {c: c == "c1" for c in cal.CLAIMS}, "effect": {c: overrides["c"] for c in cal.CLAIMS}, "n_held": 1,
-                "survival_mean": overrides["c"], "society_rounds": 10, "evidence": {c: "" for c in cal.CLAIMS}, "eval_seconds": 0.0}
+        return {
+            "holds": {c: c == "c1" for c in cal.CLAIMS},
+            "effect": {c: overrides["c"] for c in cal.CLAIMS},
+            "n_held": 1,
+            "survival_mean": overrides["c"],
+            "society_rounds": 10,
+            "evidence": {c: "" for c in cal.CLAIMS},
+            "eval_seconds": 0.0,
+        }
 
     monkeypatch.setattr(cal, "evaluate", fake)
     out = tmp_path / "cal"

@@ -88,6 +88,8 @@ def test_row_subset_generator_gives_the_whole_batch_draws_of_its_rows():
     full, sub = phase_rng(3, 2, "x"), RowSubsetGenerator(phase_rng(3, 2, "x"), rows, 7)
     np.testing.assert_array_equal(sub.integers(1, 10, size=(3, 4)), full.integers(1, 10, size=(7, 4))[rows])
     np.testing.assert_array_equal(sub.random((3, 4)), full.random((7, 4))[rows])
-    np.testing.assert_array_equal(sub.standard_normal((2, 5)), full.standard_normal((2, 5)))  # per-event: passed through
+    np.testing.assert_array_equal(
+        sub.standard_normal((2, 5)), full.standard_normal((2, 5))
+    )  # per-event: passed through
     with pytest.raises(ValueError):
         sub.random((7, 4))  # a per-society draw must be shaped for the subset

@@ -39,9 +39,22 @@ def test_same_seed_same_result_and_different_seed_differs():
 
 def test_depletion_ends_the_run_at_the_right_round(small_state):
     # r = 0: each round removes 20% of the stock; R^+(t) = 1000 * 0.8^t <= 50 first at t = 14
-    st = small_state(N=10, T=50, r=0.0, R_min=50.0, alpha=0.1, c=0.1, P0=1000, punishment=False, social_learning=False, group_decision=False)
+    st = small_state(
+        N=10,
+        T=50,
+        r=0.0,
+        R_min=50.0,
+        alpha=0.1,
+        c=0.1,
+        P0=1000,
+        punishment=False,
+        social_learning=False,
+        group_decision=False,
+    )
     set_traits(st, e=0.2, g=1e9)
-    out = build_cpr_graph(cpr_phases(punishment=False, social_learning=False, group_decision=False)).invoke(st, {"recursion_limit": 500})
+    out = build_cpr_graph(cpr_phases(punishment=False, social_learning=False, group_decision=False)).invoke(
+        st, {"recursion_limit": 500}
+    )
     assert out["T_s"][0] == 14 and out["collapse"][0] == 1
     assert len(out["history"]) == 14  # the run stops at the collapse round
 
@@ -51,7 +64,9 @@ def test_starvation_ends_the_run_at_the_right_round(small_state):
     # would raise the effort of agents below subsistence)
     st = small_state(N=4, T=50, c=4.0, P0=10.0, punishment=False, social_learning=False, individual_learning=False)
     set_traits(st, e=0.0)
-    out = build_cpr_graph(cpr_phases(punishment=False, social_learning=False, individual_learning=False)).invoke(st, {"recursion_limit": 500})
+    out = build_cpr_graph(cpr_phases(punishment=False, social_learning=False, individual_learning=False)).invoke(
+        st, {"recursion_limit": 500}
+    )
     assert out["T_s"][0] == 3 and out["collapse"][0] == 2
     assert not out["alive"][0].any()
 
@@ -74,12 +89,15 @@ def test_finished_societies_are_frozen_while_others_run():
     assert [set(h["rows"].tolist()) & set(range(5)) for h in out["history"]][1:] == [set()] * (len(out["history"]) - 1)
 
 
-@pytest.mark.parametrize("ablation,expected", [
-    ("full", ["harvest", "punish", "environment", "adapt", "learn", "propose", "vote"]),
-    ("osl", ["harvest", "punish", "environment", "adapt", "learn"]),
-    ("ogd", ["harvest", "punish", "environment", "adapt", "propose", "vote"]),
-    ("neither", ["harvest", "punish", "environment", "adapt"]),
-])
+@pytest.mark.parametrize(
+    "ablation,expected",
+    [
+        ("full", ["harvest", "punish", "environment", "adapt", "learn", "propose", "vote"]),
+        ("osl", ["harvest", "punish", "environment", "adapt", "learn"]),
+        ("ogd", ["harvest", "punish", "environment", "adapt", "propose", "vote"]),
+        ("neither", ["harvest", "punish", "environment", "adapt"]),
+    ],
+)
 def test_ablation_presets_change_what_runs(ablation, expected):
     sw = ABLATIONS[ablation]
     st = init_state([Condition(make_params(T=2, **sw), "mixed")], 3, 0)

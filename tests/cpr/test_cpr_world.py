@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from cooplab.tasks.cpr import rules as rb
 from cooplab.tasks.cpr import model as world
+from cooplab.tasks.cpr import rules as rb
 from cooplab.tasks.cpr.society import build_cpr_graph, cpr_phases
 from tests.conftest import set_traits
 
@@ -42,7 +42,9 @@ def test_ration_never_takes_more_than_the_stock():
 
 def test_one_round_matches_hand_computation(small_state):
     # Two agents, so each inspects the other for sure; m = p = 1.
-    st = small_state(N=2, T=1, K=1000, R0=1000, r=0.2, alpha=0.1, c=4, P0=20, beta=10, gamma=1, ema=0.5, social_learning=False)
+    st = small_state(
+        N=2, T=1, K=1000, R0=1000, r=0.2, alpha=0.1, c=4, P0=20, beta=10, gamma=1, ema=0.5, social_learning=False
+    )
     set_traits(st, e=[0.5, 0.1], g=[100.0, 100.0], m=1.0, p=1.0)
     st["G"] = np.array([20.0])
     graph = build_cpr_graph(cpr_phases(social_learning=False), checkpointer=InMemorySaver())

@@ -10,9 +10,9 @@ import pytest
 
 from cooplab.agents.rule_based import col, count_rows, row_sum, sample_peer, take_peers
 from cooplab.graphs import nodes as gn
+from cooplab.tasks.cpr import model as world
 from cooplab.tasks.cpr import phases as ph
 from cooplab.tasks.cpr import rules as rb
-from cooplab.tasks.cpr import model as world
 from cooplab.tasks.cpr.params import make_params
 from cooplab.tasks.cpr.society import Condition, init_state
 
@@ -26,7 +26,11 @@ def same_bits(a, b):
     if a.dtype.kind != "f":
         return np.array_equal(a, b)
     num = ~np.isnan(a)
-    return np.array_equal(np.isnan(b), ~num) and np.array_equal(a[num], b[num]) and np.array_equal(np.signbit(a[num]), np.signbit(b[num]))
+    return (
+        np.array_equal(np.isnan(b), ~num)
+        and np.array_equal(a[num], b[num])
+        and np.array_equal(np.signbit(a[num]), np.signbit(b[num]))
+    )
 
 
 def wild(rng, shape):
@@ -153,8 +157,14 @@ def old_sample_inspect_punish(state, threshold, rng):
     V[rows[punish], jj[punish]] = 1
     tau_V = np.full((S, N), np.inf)
     np.minimum.at(tau_V, (rows[punish], jj[punish]), np.broadcast_to(threshold, (S, N))[punish])
-    return {"B": B, "V": V, "I": inspect.astype(np.int8), "tau_V": tau_V,
-            "n_inspections": inspect.sum(axis=1), "n_violations": violation.sum(axis=1)}
+    return {
+        "B": B,
+        "V": V,
+        "I": inspect.astype(np.int8),
+        "tau_V": tau_V,
+        "n_inspections": inspect.sum(axis=1),
+        "n_violations": violation.sum(axis=1),
+    }
 
 
 def old_payoff_biased_imitation(state, rng):
@@ -198,15 +208,23 @@ def old_individual_learning(state):
     e_new = np.where(fined, (1.0 - lam) * e, np.where(payoff < 0, e + lam * (1.0 - e), e))
     m_new = np.where(state["I"] == 1, old_reinforce(m, s, lam), m)
     p_new = np.where(state["B"] == 1, old_reinforce(p, s, lam), p)
-    return {"e": np.clip(e_new, 0.0, 1.0), "m": np.clip(m_new, 0.0, 1.0), "p": np.clip(p_new, 0.0, 1.0),
-            "g": np.maximum(g_new, 0.0)}
+    return {
+        "e": np.clip(e_new, 0.0, 1.0),
+        "m": np.clip(m_new, 0.0, 1.0),
+        "p": np.clip(p_new, 0.0, 1.0),
+        "g": np.maximum(g_new, 0.0),
+    }
 
 
 def random_state(seed, scalar_params=False, N=10, S=60):
     """A mid-run batch: dead agents (some societies with one or none alive), finished societies,
     random traits, payoffs, fines and inspections; parameters per society or plain floats."""
     rng = np.random.default_rng(seed)
-    st = dict(init_state([Condition(make_params(beta=b, r=r), "mixed") for b in (5.0, 20.0) for r in (0.3, 0.6)], S // 4, seed))
+    st = dict(
+        init_state(
+            [Condition(make_params(beta=b, r=r), "mixed") for b in (5.0, 20.0) for r in (0.3, 0.6)], S // 4, seed
+        )
+    )
     st["alive"] = rng.random((S, N)) < 0.8
     st["alive"][:3] = False
     st["alive"][3:6] = np.arange(N) == 2  # a single survivor: no peer
@@ -233,8 +251,13 @@ def random_state(seed, scalar_params=False, N=10, S=60):
 @pytest.mark.parametrize("seed", range(6))
 def test_sample_peer_draws_what_it_drew_before(seed):
     rng = np.random.default_rng(seed)
-    for alive in (rng.random((50, 10)) < 0.7, np.ones((50, 10), bool), np.zeros((50, 10), bool), rng.random((50, 2)) < 0.5,
-                  np.ones((50, 1), bool)):
+    for alive in (
+        rng.random((50, 10)) < 0.7,
+        np.ones((50, 10), bool),
+        np.zeros((50, 10), bool),
+        rng.random((50, 2)) < 0.5,
+        np.ones((50, 1), bool),
+    ):
         a, b = np.random.default_rng([seed, 1]), np.random.default_rng([seed, 1])
         assert same_bits(sample_peer(alive, a), old_sample_peer(alive, b))
         assert a.random() == b.random()  # the stream is left where it was left before
@@ -275,4 +298,6 @@ def test_where_returns_the_array_itself_only_when_nothing_is_masked():
 def test_running_agents_is_alive_itself_when_every_society_runs():
     alive = np.array([[True, False], [True, True]])
     assert gn.running_agents({"alive": alive, "active": np.array([True, True])}) is alive
-    assert same_bits(gn.running_agents({"alive": alive, "active": np.array([False, True])}), np.array([[False, False], [True, True]]))
+    assert same_bits(
+        gn.running_agents({"alive": alive, "active": np.array([False, True])}), np.array([[False, False], [True, True]])
+    )

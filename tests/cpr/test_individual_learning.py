@@ -171,7 +171,11 @@ def test_switched_off_society_keeps_its_traits_in_a_mixed_batch(off, finished):
     learns."""
     from cooplab.tasks.cpr.society import init_state
 
-    conds = [Condition(make_params(**off), "mixed"), Condition(make_params(), "mixed"), Condition(make_params(), "mixed")]
+    conds = [
+        Condition(make_params(**off), "mixed"),
+        Condition(make_params(), "mixed"),
+        Condition(make_params(), "mixed"),
+    ]
     st = init_state(conds, 1, 0)
     set_traits(st, payoff=-1.0, e=0.5)
     st["I"] = np.ones_like(st["I"])
@@ -218,7 +222,11 @@ def test_adapt_runs_between_environment_and_learn_in_every_ablation(ablation):
     graph = build_cpr_graph(phases).get_graph()
     edges = {(e.source, e.target) for e in graph.edges}
     assert ("environment", "adapt") in edges
-    nxt = "learn" if ABLATIONS[ablation]["social_learning"] else ("propose" if ABLATIONS[ablation]["group_decision"] else None)
+    nxt = (
+        "learn"
+        if ABLATIONS[ablation]["social_learning"]
+        else ("propose" if ABLATIONS[ablation]["group_decision"] else None)
+    )
     if nxt:
         assert ("adapt", nxt) in edges and ("environment", nxt) not in edges
     else:  # neither: adapt is the last node of the round
@@ -296,9 +304,26 @@ def test_il_rate_accepts_its_domain(ok):
 def test_v1_preset_is_the_first_versions_defaults_with_individual_learning_off():
     v1 = preset_values("v1")
     assert v1["individual_learning"] is False
-    first = dict(K=1000.0, R0=1000.0, R_min=50.0, alpha=0.1, c=4.0, P0=20.0, gamma=1.0, delta=0.2, sigma=0.05,
-                 learn_prob=0.2, ema=0.5, e_min=0.04, g_min=4.0, e_max=1.0, g_max=30.0, m_range=(0.0, 1.0),
-                 p_range=(0.0, 1.0), il_rate=0.2)
+    first = dict(
+        K=1000.0,
+        R0=1000.0,
+        R_min=50.0,
+        alpha=0.1,
+        c=4.0,
+        P0=20.0,
+        gamma=1.0,
+        delta=0.2,
+        sigma=0.05,
+        learn_prob=0.2,
+        ema=0.5,
+        e_min=0.04,
+        g_min=4.0,
+        e_max=1.0,
+        g_max=30.0,
+        m_range=(0.0, 1.0),
+        p_range=(0.0, 1.0),
+        il_rate=0.2,
+    )
     assert make_params(**v1) == make_params(**first, individual_learning=False)
     assert make_params(**v1) != CPRParams(individual_learning=False)  # the defaults moved on (calibrated)
     # choices made by other options are not part of a preset
@@ -322,7 +347,10 @@ def test_a_run_config_written_before_individual_learning_resumes_as_v1():
     from cooplab.runs.config import RunConfig
     from cooplab.tasks.cpr.task import TASK
 
-    old = RunConfig(task="cpr", params={k: v for k, v in CPRParams().model_dump().items() if k not in ("individual_learning", "il_rate")})
+    old = RunConfig(
+        task="cpr",
+        params={k: v for k, v in CPRParams().model_dump().items() if k not in ("individual_learning", "il_rate")},
+    )
     old = old.resolve()  # stored settings, as a config.json holds them
     assert old.params.individual_learning is False
     assert "adapt" not in TASK.phases(old)
@@ -337,8 +365,10 @@ def test_a_batch_mixing_ablations_runs_each_condition_with_its_own_switches():
     or imitates, no group norm) must not decide the graph for the others."""
     from cooplab.tasks.cpr.society import apply_ablation, init_state
 
-    conds = [Condition(make_params(**apply_ablation({"r": 0.6, "individual_learning": False}, "neither")), "mixed"),
-             Condition(make_params(**apply_ablation({"r": 0.6}, "full")), "mixed")]
+    conds = [
+        Condition(make_params(**apply_ablation({"r": 0.6, "individual_learning": False}, "neither")), "mixed"),
+        Condition(make_params(**apply_ablation({"r": 0.6}, "full")), "mixed"),
+    ]
     start = init_state(conds, 8, 3)
     final = run_cpr(conds, 8, 3)
     idx = np.asarray(final["condition"]) == 0
@@ -352,7 +382,8 @@ def test_the_defaults_are_the_calibrated_preset_and_v1_keeps_the_first_values():
     """Issue 14: the calibrated set became the defaults; v1 keeps the first version's numbers."""
     d = CPRParams().model_dump()
     assert {k: (tuple(v) if isinstance(v, list) else v) for k, v in PRESETS["calibrated-punishment"].items()} == {
-        k: d[k] for k in PRESETS["calibrated-punishment"]}
+        k: d[k] for k in PRESETS["calibrated-punishment"]
+    }
     assert set(PRESETS["calibrated-punishment"]) | {"K", "R0"} >= set(PRESETS["v1"]) - {"individual_learning"}
     assert (PRESETS["v1"]["c"], PRESETS["v1"]["alpha"], PRESETS["v1"]["individual_learning"]) == (4.0, 0.1, False)
     assert d["c"] == 3.1 and d["alpha"] == 0.082 and d["individual_learning"] is True

@@ -7,24 +7,25 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from cooplab.agents.decisions import LLMService
 from cooplab.agents.models import ModelSpec, ScriptedChatModel
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.society import build_society
-from cooplab.tasks.cpr.state import CPRState
 from cooplab.tasks.cpr import llm as la
 from cooplab.tasks.cpr.params import ABLATIONS, make_params
-from cooplab.tasks.cpr.task import init_llm_state, llm_phases
 from cooplab.tasks.cpr.society import Condition
+from cooplab.tasks.cpr.state import CPRState
+from cooplab.tasks.cpr.task import init_llm_state, llm_phases
 
 ANSWERS = {
     "harvest": ['{"effort": 0.1}', '{"effort": 0.3}'],
     "punish": ['{"punish": null}', '{"punish": 1}', '{"punish": 2}'],
-    "propose": ['{"belief": "Take little.", "proposal": "Nobody takes more than ten tonnes."}',
-                '{"belief": "Take what you need.", "proposal": "Fish freely while stocks are high."}'],
+    "propose": [
+        '{"belief": "Take little.", "proposal": "Nobody takes more than ten tonnes."}',
+        '{"belief": "Take what you need.", "proposal": "Fish freely while stocks are high."}',
+    ],
     "vote": ['{"vote": 1}', '{"vote": 2}'],
 }
 
@@ -46,7 +47,9 @@ def run_society(ablation="full", N=4, T=3, population="mixed", answers=ANSWERS, 
     phases = llm_phases(p)
     graph = build_society(phases, CPRState, checkpointer=InMemorySaver(), context_schema=CoopContext)
     state = init_llm_state([Condition(p, population)], 1, 5)
-    final = asyncio.run(graph.ainvoke(state, {"configurable": {"thread_id": "t"}, "recursion_limit": 500}, context=CoopContext(llm=svc)))
+    final = asyncio.run(
+        graph.ainvoke(state, {"configurable": {"thread_id": "t"}, "recursion_limit": 500}, context=CoopContext(llm=svc))
+    )
     return final, model.seen, svc
 
 
@@ -76,7 +79,19 @@ def test_calls_per_agent_per_round_by_condition(ablation, per_agent):
 def test_payoff_function_and_dynamics_never_appear_in_any_prompt():
     _, seen, _ = run_society("full")
     text = "\n".join("\n".join(msgs) for _, msgs in seen).lower()
-    for secret in ("alpha", "logistic", "regrow", "carrying capacity", "r * ", "h_i", "payoff", "0.6", "beta", "gamma", "consum"):
+    for secret in (
+        "alpha",
+        "logistic",
+        "regrow",
+        "carrying capacity",
+        "r * ",
+        "h_i",
+        "payoff",
+        "0.6",
+        "beta",
+        "gamma",
+        "consum",
+    ):
         assert secret not in text, secret
 
 
@@ -99,14 +114,15 @@ def test_every_prompt_of_a_phase_begins_with_what_does_not_change():
         head = prompts[0].split("\n\n")[0]
         assert len(prompts) > 1 and "Reply with one JSON object" in head, phase
         assert all(p.startswith(head + "\n\n") for p in prompts), phase  # the same instructions, then what changes
-        assert not any(ch.isdigit() for ch in head.replace("0 (stay home)", "").replace("1 (fish", "").replace("from 0 to 1", "")), phase
+        assert not any(
+            ch.isdigit() for ch in head.replace("0 (stay home)", "").replace("1 (fish", "").replace("from 0 to 1", "")
+        ), phase
 
 
 def test_winning_norm_is_broadcast_verbatim_next_round():
     final, seen, _ = run_society("full", T=3)
     adopted = {h["round"]: h["norm"] for h in final["norm_history"]}
-    assert adopted[1] in (
-        "Nobody takes more than ten tonnes.", "Fish freely while stocks are high.")
+    assert adopted[1] in ("Nobody takes more than ten tonnes.", "Fish freely while stocks are high.")
     round2 = [m[-1] for ph, m in seen if ph in ("harvest", "punish") and ("Round 2." in m[-1])]
     assert round2 and all(f'"{adopted[1]}"' in p for p in round2)
     round1 = [m[-1] for ph, m in seen if ph == "harvest" and "Round 1." in m[-1]]
@@ -161,7 +177,9 @@ def test_an_agent_who_starves_is_never_asked_again_and_the_run_ends():
     svc = LLMService(models={"default": (ModelSpec("scripted", "rec"), model)})
     graph = build_society(llm_phases(p), CPRState, checkpointer=InMemorySaver(), context_schema=CoopContext)
     state = init_llm_state([Condition(p, "mixed")], 1, 1)
-    final = asyncio.run(graph.ainvoke(state, {"configurable": {"thread_id": "d"}, "recursion_limit": 500}, context=CoopContext(llm=svc)))
+    final = asyncio.run(
+        graph.ainvoke(state, {"configurable": {"thread_id": "d"}, "recursion_limit": 500}, context=CoopContext(llm=svc))
+    )
     assert final["T_s"][0] == 1 and final["collapse"][0] == 2
     d = pd.DataFrame(final["decisions"])
     assert set(d["round"]) == {1} and set(d["phase"]) == {"harvest", "punish"}  # no vote after the collapse
@@ -180,18 +198,28 @@ def test_initial_beliefs_follow_types():
 def test_finished_societies_in_a_replicate_batch_are_never_asked_again():
     # one batch: a broke condition whose societies starve in round 1 (effort 0), and a rich one that runs to T
     answers = {**ANSWERS, "harvest": ['{"effort": 0.0}']}
-    conds = [Condition(make_params(N=3, T=4, r=0.6, P0=1.0), "mixed"), Condition(make_params(N=3, T=4, r=0.6, P0=1000.0), "mixed")]
+    conds = [
+        Condition(make_params(N=3, T=4, r=0.6, P0=1.0), "mixed"),
+        Condition(make_params(N=3, T=4, r=0.6, P0=1000.0), "mixed"),
+    ]
     model = Recorder(by_phase=answers, select="prompt_hash", seen=[])
     svc = LLMService(models={"default": (ModelSpec("scripted", "rec"), model)})
-    graph = build_society(llm_phases(conds[0].params), CPRState, checkpointer=InMemorySaver(), context_schema=CoopContext)
+    graph = build_society(
+        llm_phases(conds[0].params), CPRState, checkpointer=InMemorySaver(), context_schema=CoopContext
+    )
     state = init_llm_state(conds, 2, 1)
-    final = asyncio.run(graph.ainvoke(state, {"configurable": {"thread_id": "b"}, "recursion_limit": 500}, context=CoopContext(llm=svc)))
+    final = asyncio.run(
+        graph.ainvoke(state, {"configurable": {"thread_id": "b"}, "recursion_limit": 500}, context=CoopContext(llm=svc))
+    )
     assert final["T_s"].tolist() == [1, 1, 4, 4] and final["collapse"].tolist() == [2, 2, 0, 0]
     d = pd.DataFrame(final["decisions"])
     assert set(d.loc[d["society"] < 2, "round"]) == {1}  # the starved societies: asked in round 1 only
     assert set(d.loc[d["society"] >= 2, "round"]) == {1, 2, 3, 4}  # the others keep being asked
     starved = d[d["society"] < 2]
-    assert len(starved) == 2 * 3 * 2 and set(starved["phase"]) == {"harvest", "punish"}  # 2 societies x 3 agents x 2 phases
+    assert len(starved) == 2 * 3 * 2 and set(starved["phase"]) == {
+        "harvest",
+        "punish",
+    }  # 2 societies x 3 agents x 2 phases
 
 
 class _NoWalk(np.ndarray):

@@ -17,16 +17,33 @@ def _rounds(n_soc: int) -> pd.DataFrame:
     rows = []
     for s in range(n_soc):
         for t in range(1, 6):  # compliance near 1 with a wide spread: an unclipped band would pass 1
-            rows.append({"replicate": s, "round": t, "R": 1000 - 150 * t + rng.normal(0, 30), "mean_effort": 0.2 + 0.05 * t,
-                         "G": 12.0 + rng.normal(0, 2), "compliance": float(rng.choice([0.6, 1.0]))})
+            rows.append(
+                {
+                    "replicate": s,
+                    "round": t,
+                    "R": 1000 - 150 * t + rng.normal(0, 30),
+                    "mean_effort": 0.2 + 0.05 * t,
+                    "G": 12.0 + rng.normal(0, 2),
+                    "compliance": float(rng.choice([0.6, 1.0])),
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def _summary(n_soc: int) -> dict:
     vals = [5.0 - (k % 2) for k in range(n_soc)]
-    return {"env": "harsh", "population": "mixed", "ablation": "full",
-            "survival_time": {"values": vals, "mean": float(np.mean(vals)), "sem": float("nan") if n_soc == 1 else 0.1, "n": n_soc},
-            "efficiency": {"mean": 0.8, "sem": float("nan") if n_soc == 1 else 0.01}}
+    return {
+        "env": "harsh",
+        "population": "mixed",
+        "ablation": "full",
+        "survival_time": {
+            "values": vals,
+            "mean": float(np.mean(vals)),
+            "sem": float("nan") if n_soc == 1 else 0.1,
+            "n": n_soc,
+        },
+        "efficiency": {"mean": 0.8, "sem": float("nan") if n_soc == 1 else 0.01},
+    }
 
 
 @pytest.mark.parametrize("n_soc", [1, 6])
@@ -58,19 +75,35 @@ def test_every_panel_names_its_lines_and_bands(n_soc):
 
 
 def _decisions() -> pd.DataFrame:
-    rows = [{"society": 0, "agent": a, "round": t, "phase": "harvest", "parsed": json.dumps({"effort": 0.1 * (a + 1) + 0.01 * t})}
-            for a in range(3) for t in range(1, 6)]
-    rows += [{"society": 0, "agent": 0, "round": 6, "phase": "harvest", "parsed": "{not json"},  # malformed: left out
-             {"society": 0, "agent": 1, "round": 6, "phase": "harvest", "parsed": json.dumps({"effort": float("inf")})},
-             {"society": 0, "agent": 2, "round": 6, "phase": "harvest", "parsed": None},
-             {"society": 0, "agent": 0, "round": 1, "phase": "vote", "parsed": json.dumps({"vote": 1})}]
+    rows = [
+        {
+            "society": 0,
+            "agent": a,
+            "round": t,
+            "phase": "harvest",
+            "parsed": json.dumps({"effort": 0.1 * (a + 1) + 0.01 * t}),
+        }
+        for a in range(3)
+        for t in range(1, 6)
+    ]
+    rows += [
+        {"society": 0, "agent": 0, "round": 6, "phase": "harvest", "parsed": "{not json"},  # malformed: left out
+        {"society": 0, "agent": 1, "round": 6, "phase": "harvest", "parsed": json.dumps({"effort": float("inf")})},
+        {"society": 0, "agent": 2, "round": 6, "phase": "harvest", "parsed": None},
+        {"society": 0, "agent": 0, "round": 1, "phase": "vote", "parsed": json.dumps({"vote": 1})},
+    ]
     return pd.DataFrame(rows)
 
 
 def test_the_llm_run_figure_shows_each_agents_effort_and_the_adopted_norm():
     long_norm = "Nobody catches more than ten tonnes a round, " * 12
-    norms = pd.DataFrame([{"society": 0, "round": 1, "norm": "Fish lightly."}, {"society": 0, "round": 2, "norm": "Fish lightly."},
-                          {"society": 0, "round": 3, "norm": long_norm}])
+    norms = pd.DataFrame(
+        [
+            {"society": 0, "round": 1, "norm": "Fish lightly."},
+            {"society": 0, "round": 2, "norm": "Fish lightly."},
+            {"society": 0, "round": 3, "norm": long_norm},
+        ]
+    )
     efforts = agent_efforts(_decisions())
     assert len(efforts) == 15 and efforts["effort"].between(0, 1).all()
     fig = run_figure_of(_rounds(1), _summary(1), efforts=efforts, norms=norms)
@@ -107,8 +140,26 @@ def test_a_scripted_llm_run_draws_its_figure(tmp_path):
 
     script = Path(__file__).resolve().parents[2] / "examples" / "scripted" / "cautious.json"
     out = tmp_path / "llm"
-    assert main(["run", "cpr", "--agents", "llm", "--model", f"scripted:{script}", "--n-agents", "3", "--rounds", "3",
-                 "--out", str(out), "-q"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "cpr",
+                "--agents",
+                "llm",
+                "--model",
+                f"scripted:{script}",
+                "--n-agents",
+                "3",
+                "--rounds",
+                "3",
+                "--out",
+                str(out),
+                "-q",
+            ]
+        )
+        == 0
+    )
     summary = json.loads((out / "summary.json").read_text())
     assert "figure_error" not in summary and (out / "figures" / "run.png").stat().st_size > 10_000
 
@@ -120,9 +171,13 @@ def test_fig2_names_line_styles_bands_and_the_switch_off_line():
     for beta in (10.0, 14.0):
         for off in (False, True):
             for t in range(0, 21):
-                rows_s.append({"beta": beta, "punishment_off": off, "round": t, "share": 1.0 - 0.03 * t * off, "ci95": 0.2})
+                rows_s.append(
+                    {"beta": beta, "punishment_off": off, "round": t, "share": 1.0 - 0.03 * t * off, "ci95": 0.2}
+                )
                 for metric, mean in (("R", 900.0 - 10 * t), ("compliance", 0.95)):
-                    rows_t.append({"metric": metric, "beta": beta, "punishment_off": off, "round": t, "mean": mean, "ci95": 0.2})
+                    rows_t.append(
+                        {"metric": metric, "beta": beta, "punishment_off": off, "round": t, "mean": mean, "ci95": 0.2}
+                    )
     fig = fig2_of(pd.DataFrame(rows_t), pd.DataFrame(rows_s), 15)
     try:
         texts = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
@@ -148,8 +203,17 @@ def _llm_run(out: Path, cache: str, monkeypatch) -> list:
     real = figures.run_figure_of
     monkeypatch.setattr(figures, "run_figure_of", lambda *a, **k: drawn.append(1) or real(*a, **k))
     script = Path(__file__).resolve().parents[2] / "examples" / "scripted" / "cautious.json"
-    run = cooplab.run(task="cpr", agents="llm", model=f"scripted:{script}", n_agents=3, rounds=2, seed=3, quiet=True, cache=cache,
-                      out=out)
+    run = cooplab.run(
+        task="cpr",
+        agents="llm",
+        model=f"scripted:{script}",
+        n_agents=3,
+        rounds=2,
+        seed=3,
+        quiet=True,
+        cache=cache,
+        out=out,
+    )
     assert run.status == "completed" and run.summary.figure_error is None
     return drawn
 
@@ -178,7 +242,9 @@ def test_the_figure_key_covers_what_is_drawn_and_nothing_else():
     assert run_figure_key(rounds, summary, norms=pd.DataFrame({"round": [1], "norm_text": ["x"]})) != key
 
 
-@pytest.mark.parametrize("stored", [b"not a png", "\x89PNG text, not bytes", b"\x89PNG\r\n\x1a\n" + b"0" * (16 * 1024 * 1024)])
+@pytest.mark.parametrize(
+    "stored", [b"not a png", "\x89PNG text, not bytes", b"\x89PNG\r\n\x1a\n" + b"0" * (16 * 1024 * 1024)]
+)
 def test_a_figure_in_the_cache_that_is_not_a_png_is_no_answer(tmp_path, stored):
     # the cache file is data from anywhere: a row that is not a PNG of a sane size is never copied
     from cooplab.agents.cache import ResponseCache

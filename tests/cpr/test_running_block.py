@@ -18,8 +18,30 @@ from cooplab.tasks.cpr.params import make_params
 from cooplab.tasks.cpr.society import Condition, build_cpr_graph, cpr_phases, init_state, recursion_limit, run_cpr
 from cooplab.tasks.cpr.state import full_state, unpacked
 
-FINAL = ("T_s", "collapse", "eta_sum", "alive", "e", "m", "p", "g", "P", "P_bar", "R", "R_plus", "G", "effort", "h", "B", "V",
-         "payoff", "proposals", "active", "condition", "replicate")
+FINAL = (
+    "T_s",
+    "collapse",
+    "eta_sum",
+    "alive",
+    "e",
+    "m",
+    "p",
+    "g",
+    "P",
+    "P_bar",
+    "R",
+    "R_plus",
+    "G",
+    "effort",
+    "h",
+    "B",
+    "V",
+    "payoff",
+    "proposals",
+    "active",
+    "condition",
+    "replicate",
+)
 
 
 def _conditions():
@@ -146,6 +168,8 @@ def test_environment_node_compact_false_keeps_the_whole_batch_with_the_same_numb
     phases = cpr_phases()
     phases["environment"] = ph.environment_node(compact=False)
     state = init_state(conds, 8, 3)
-    sizes = [len(v["rows"]) for v in build_cpr_graph(phases).stream(state, {"recursion_limit": 1000}, stream_mode="values")]
+    sizes = [
+        len(v["rows"]) for v in build_cpr_graph(phases).stream(state, {"recursion_limit": 1000}, stream_mode="values")
+    ]
     assert set(sizes) == {16}
     _same(run_cpr(conds, 8, 3, phases=phases), run_cpr(conds, 8, 3))

@@ -23,8 +23,15 @@ def grid(tmp_path):
     cfg = json.loads((ROOT / "examples" / "grid-scripted.json").read_text())
     cfg.update(out=str(tmp_path / "sweep"))
     cfg["fixed"].update(replicates=3, rounds=5, n_agents=3)
-    cfg["grid"].update(env=["harsh"], ablation=["full", "osl"], population=["altruistic", "selfish"],
-                       model=[f"scripted:{ROOT / 'examples/scripted/cautious.json'}", f"scripted:{ROOT / 'examples/scripted/greedy.json'}"])
+    cfg["grid"].update(
+        env=["harsh"],
+        ablation=["full", "osl"],
+        population=["altruistic", "selfish"],
+        model=[
+            f"scripted:{ROOT / 'examples/scripted/cautious.json'}",
+            f"scripted:{ROOT / 'examples/scripted/greedy.json'}",
+        ],
+    )
     path = tmp_path / "sweep.json"
     path.write_text(json.dumps(cfg))
     return path, cfg
@@ -39,8 +46,16 @@ def test_sweep_runs_all_cells_then_skips_them_and_feeds_analyze(grid, capsys, tm
     a = res["analysis"]
     assert a["societies"] == 8 * 3
     adir = Path(res["analysis_dir"])
-    for f in ("fig5_6_survival_harsh.png", "fig7_ablations.png", "fig14_norm_similarity.png", "fig15_efficiency.png",
-              "welch_ablations.csv", "statistics.md", "cells.csv", "norm_similarity.csv"):
+    for f in (
+        "fig5_6_survival_harsh.png",
+        "fig7_ablations.png",
+        "fig14_norm_similarity.png",
+        "fig15_efficiency.png",
+        "welch_ablations.csv",
+        "statistics.md",
+        "cells.csv",
+        "norm_similarity.csv",
+    ):
         assert (adir / f).exists(), f
     # in 5 rounds every society survives: nothing varies, so the ANOVA is not estimable (said, not computed)
     assert "not estimable (every survival_time value is 5" in (adir / "statistics.md").read_text()
@@ -76,12 +91,15 @@ def test_analyze_needs_finished_runs(tmp_path, capsys):
     assert code == 2 and "not a finished cooplab run" in err and err.count("\n") == 1
 
 
-@pytest.mark.parametrize("content,needle", [
-    ("{not json", "not valid JSON"),
-    ('{"out": "x", "ablations": ["full", "most"]}', "ablations"),
-    ('{"out": "x", "trials": 0}', "trials"),
-    ('{"out": "x", "colour": "red"}', "colour"),
-])
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        ("{not json", "not valid JSON"),
+        ('{"out": "x", "ablations": ["full", "most"]}', "ablations"),
+        ('{"out": "x", "trials": 0}', "trials"),
+        ('{"out": "x", "colour": "red"}', "colour"),
+    ],
+)
 def test_bad_sweep_config_is_one_line(tmp_path, capsys, content, needle):
     p = tmp_path / "s.json"
     p.write_text(content)
@@ -95,10 +113,17 @@ def test_analyze_on_constant_data_says_not_estimable_without_nan_or_warnings(tmp
     NaN rows, no library warnings on the terminal (issue 31, item 3)."""
     for name in ("a", "b"):
         shutil.copy(ROOT / "examples/scripted/cautious.json", tmp_path / f"{name}.json")
-    cfg = {"task": "cpr", "out": str(tmp_path / "sweep"), "seeds": [1, 2],
-           "fixed": {"agents": "llm", "rounds": 3, "n_agents": 3, "cache": "off", "env": "harsh"},
-           "grid": {"model": [f"scripted:{tmp_path / 'a.json'}", f"scripted:{tmp_path / 'b.json'}"],
-                    "population": ["altruistic", "selfish"], "ablation": ["full", "osl"]}}
+    cfg = {
+        "task": "cpr",
+        "out": str(tmp_path / "sweep"),
+        "seeds": [1, 2],
+        "fixed": {"agents": "llm", "rounds": 3, "n_agents": 3, "cache": "off", "env": "harsh"},
+        "grid": {
+            "model": [f"scripted:{tmp_path / 'a.json'}", f"scripted:{tmp_path / 'b.json'}"],
+            "population": ["altruistic", "selfish"],
+            "ablation": ["full", "osl"],
+        },
+    }
     (tmp_path / "sweep.json").write_text(json.dumps(cfg))
     assert main(["sweep", str(tmp_path / "sweep.json"), "-q"]) == 0
     capfd.readouterr()

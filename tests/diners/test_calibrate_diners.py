@@ -16,9 +16,9 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from cooplab.cli import main
+from cooplab.evals import calibration as calib
 from cooplab.runs import sweeps
 from cooplab.tasks.diners import calibrate as cal
-from cooplab.evals import calibration as calib
 from cooplab.tasks.diners import figures
 from cooplab.tasks.diners import model as dm
 from cooplab.tasks.diners.society import Condition, paper_conditions, run_diners
@@ -116,7 +116,10 @@ def test_an_evaluated_sample_equals_figures_diners_with_its_choices(tmp_path, ca
     row = calib.read_rows(out)[1]
     assert row["choices"] == cal.choices_of(row["params"])
     sets = [x for k, v in row["choices"].items() for x in ("--set", f"{k}={v!r}")]
-    assert main(["figures", "diners", "--out", str(tmp_path / "fig"), "--replicates", "4", "--seed", "5", *sets, "--json"]) == 0
+    assert (
+        main(["figures", "diners", "--out", str(tmp_path / "fig"), "--replicates", "4", "--seed", "5", *sets, "--json"])
+        == 0
+    )
     fig = {c["id"]: c for c in json.loads(capsys.readouterr().out)["claims"]}
     for k, (comb, pk) in cal.LEADERS.items():
         c = fig[f"c{comb}-{pk}-leader"]
@@ -126,9 +129,13 @@ def test_an_evaluated_sample_equals_figures_diners_with_its_choices(tmp_path, ca
     for k in cal.OTHERS:
         assert row["others"][k] == fig[k]["holds"] and row["others_evidence"][k] == fig[k]["evidence"]
     # the sample's choices were used: ours give other shares
-    assert main(["figures", "diners", "--out", str(tmp_path / "fig0"), "--replicates", "4", "--seed", "5", "--json"]) == 0
+    assert (
+        main(["figures", "diners", "--out", str(tmp_path / "fig0"), "--replicates", "4", "--seed", "5", "--json"]) == 0
+    )
     default = {c["id"]: c for c in json.loads(capsys.readouterr().out)["claims"]}
-    assert [default[f"c{c}-{pk}-leader"]["evidence"] for c, pk in cal.LEADERS.values()] != [row["evidence"][k] for k in cal.CLAIMS]
+    assert [default[f"c{c}-{pk}-leader"]["evidence"] for c, pk in cal.LEADERS.values()] != [
+        row["evidence"][k] for k in cal.CLAIMS
+    ]
     df = pd.read_csv(out / "samples.csv")
     assert list(df["sample"]) == [0, 1] and {f"holds_{k}" for k in cal.CLAIMS} <= set(df.columns)
     assert {"others_held", *cal.OTHER_COLUMNS} <= set(df.columns)
@@ -166,9 +173,15 @@ def test_rerun_skips_finished_samples_extends_and_refuses_another_design(tmp_pat
     design = json.loads((out / "design.json").read_text())
     assert np.array_equal(np.asarray(design["unit"]), calib.unit_design(0, 4, 2, len(cal.space())))
     before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
-    for args, what in ((["--seed", "1"], "seed 0 -> 1"), (["--replicates", "3"], "replicates 2 -> 3"), (["--samples", "3"], "at least that")):
+    for args, what in (
+        (["--seed", "1"], "seed 0 -> 1"),
+        (["--replicates", "3"], "replicates 2 -> 3"),
+        (["--samples", "3"], "at least that"),
+    ):
         opts = {"--samples": "4", "--replicates": "2", **dict(zip(args[::2], args[1::2]))}
-        line = fail_line(capsys, ["calibrate", "diners", "--out", str(out), *[x for kv in opts.items() for x in kv], "-q"])
+        line = fail_line(
+            capsys, ["calibrate", "diners", "--out", str(out), *[x for kv in opts.items() for x in kv], "-q"]
+        )
         assert what in line, line
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
 
@@ -210,14 +223,27 @@ def test_a_batch_job_runs_from_its_json_alone_in_another_process(tmp_path):
 
 
 # --- hostile options ---------------------------------------------------------------------------
-@pytest.mark.parametrize("args, needle", [
-    (["--samples", "0"], "--samples"), (["--samples", "-3"], "--samples"), (["--samples", "nan"], "--samples"),
-    (["--samples", "1e12"], "--samples"), (["--samples", "2.5"], "--samples"), (["--samples", "abc"], "--samples"),
-    (["--replicates", "0"], "--replicates"), (["--replicates", "1"], "--replicates"), (["--replicates", "100001"], "--replicates"),
-    (["--parallel", "0"], "--parallel"), (["--parallel", "65"], "--parallel"), (["--batch", "0"], "--batch"),
-    (["--seed", "-1"], "--seed"), (["--executor", "dask"], "--executor"), (["--address", "auto"], "--address"),
-    (["--set", "c_p=16"], "--set"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--samples", "0"], "--samples"),
+        (["--samples", "-3"], "--samples"),
+        (["--samples", "nan"], "--samples"),
+        (["--samples", "1e12"], "--samples"),
+        (["--samples", "2.5"], "--samples"),
+        (["--samples", "abc"], "--samples"),
+        (["--replicates", "0"], "--replicates"),
+        (["--replicates", "1"], "--replicates"),
+        (["--replicates", "100001"], "--replicates"),
+        (["--parallel", "0"], "--parallel"),
+        (["--parallel", "65"], "--parallel"),
+        (["--batch", "0"], "--batch"),
+        (["--seed", "-1"], "--seed"),
+        (["--executor", "dask"], "--executor"),
+        (["--address", "auto"], "--address"),
+        (["--set", "c_p=16"], "--set"),
+    ],
+)
 def test_hostile_options_are_one_line_errors(tmp_path, capsys, args, needle):
     line = fail_line(capsys, ["calibrate", "diners", "--out", str(tmp_path / "cal"), *args])
     assert needle in line, line
@@ -227,25 +253,38 @@ def test_hostile_options_are_one_line_errors(tmp_path, capsys, args, needle):
 def test_an_out_that_is_a_file_or_a_foreign_directory_is_refused(tmp_path, capsys):
     f = tmp_path / "file"
     f.write_text("precious")
-    assert "is a file" in fail_line(capsys, ["calibrate", "diners", "--out", str(f), "--samples", "1", "--replicates", "2"])
+    assert "is a file" in fail_line(
+        capsys, ["calibrate", "diners", "--out", str(f), "--samples", "1", "--replicates", "2"]
+    )
     assert f.read_text() == "precious"
     d = tmp_path / "run"
     d.mkdir()
     (d / "config.json").write_text("{}")
-    assert "without design.json" in fail_line(capsys, ["calibrate", "diners", "--out", str(d), "--samples", "1", "--replicates", "2"])
+    assert "without design.json" in fail_line(
+        capsys, ["calibrate", "diners", "--out", str(d), "--samples", "1", "--replicates", "2"]
+    )
     assert sorted(p.name for p in d.iterdir()) == ["config.json"]
     cpr = tmp_path / "cpr-design"  # another task's calibration on the same OUT is another design
     cpr.mkdir()
     (cpr / "design.json").write_text(json.dumps({"identity": {"task": "cpr"}, "samples": 1}))
-    assert "different calibration design" in fail_line(capsys, ["calibrate", "diners", "--out", str(cpr), "--samples", "1",
-                                                                 "--replicates", "2"])
+    assert "different calibration design" in fail_line(
+        capsys, ["calibrate", "diners", "--out", str(cpr), "--samples", "1", "--replicates", "2"]
+    )
 
 
-@pytest.mark.parametrize("sets, needle", [
-    (["c_p=100"], "defecting must pay"), (["v_p=40"], "all-defect must be worse"), (["memory=2"], "memory"),
-    (["nope=1"], "unknown choice"), (["c_p=abc"], "not a number"), (["c_p=nan"], "c_p"), (["unstated_p=-1"], "unstated_p"),
-    (["c_p"], "name=value"),
-])
+@pytest.mark.parametrize(
+    "sets, needle",
+    [
+        (["c_p=100"], "defecting must pay"),
+        (["v_p=40"], "all-defect must be worse"),
+        (["memory=2"], "memory"),
+        (["nope=1"], "unknown choice"),
+        (["c_p=abc"], "not a number"),
+        (["c_p=nan"], "c_p"),
+        (["unstated_p=-1"], "unstated_p"),
+        (["c_p"], "name=value"),
+    ],
+)
 def test_figures_diners_set_refuses_bad_choices_in_one_line(tmp_path, capsys, sets, needle):
     argv = ["figures", "diners", "--out", str(tmp_path / "f"), "--replicates", "2"]
     line = fail_line(capsys, [*argv, *[x for s in sets for x in ("--set", s)]])
@@ -258,7 +297,9 @@ def test_help_and_missing_salib(monkeypatch, capsys, tmp_path):
     from tests.install.test_extras import hide
 
     hide(monkeypatch, "SALib")
-    line = fail_line(capsys, ["calibrate", "diners", "--out", str(tmp_path / "c"), "--samples", "1", "--replicates", "2"])
+    line = fail_line(
+        capsys, ["calibrate", "diners", "--out", str(tmp_path / "c"), "--samples", "1", "--replicates", "2"]
+    )
     assert "cooplab[analysis]" in line and "SALib" in line
     assert not (tmp_path / "c").exists()
 
@@ -266,14 +307,28 @@ def test_help_and_missing_salib(monkeypatch, capsys, tmp_path):
 # --- the score's memory ------------------------------------------------------------------------
 def test_memory_one_and_zero_are_accumulate_true_and_false_exactly():
     for flag, number in ((True, 1.0), (False, 0.0)):
-        a = run_diners([Condition(dm.COMBINATIONS[2], 6.0, 1.0, True, 1.0, accumulate=flag)], 30, 7, 10, checkpointer=InMemorySaver())
-        b = run_diners([Condition(dm.COMBINATIONS[2], 6.0, 1.0, True, 1.0, accumulate=number)], 30, 7, 10, checkpointer=InMemorySaver())
+        a = run_diners(
+            [Condition(dm.COMBINATIONS[2], 6.0, 1.0, True, 1.0, accumulate=flag)],
+            30,
+            7,
+            10,
+            checkpointer=InMemorySaver(),
+        )
+        b = run_diners(
+            [Condition(dm.COMBINATIONS[2], 6.0, 1.0, True, 1.0, accumulate=number)],
+            30,
+            7,
+            10,
+            checkpointer=InMemorySaver(),
+        )
         for key in ("strategy", "score", "utility"):
             assert np.array_equal(a[key], b[key]), key
 
 
 def test_memory_in_between_discounts_the_past():
-    f = run_diners([Condition(dm.COMBINATIONS[1], 3.0, 1.0, True, 1.0, accumulate=0.5)], 3, 0, 3, checkpointer=InMemorySaver())
+    f = run_diners(
+        [Condition(dm.COMBINATIONS[1], 3.0, 1.0, True, 1.0, accumulate=0.5)], 3, 0, 3, checkpointer=InMemorySaver()
+    )
     h = f["history"]
     expect = 0.5 * (0.5 * h[0]["utility"] + h[1]["utility"]) + h[2]["utility"]
     np.testing.assert_allclose(h[2]["score"], expect)

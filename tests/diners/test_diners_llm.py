@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from cooplab.cli import figures_app, main, run_app
+from cooplab.cli import figures_app, main
 from cooplab.cli.diners import register
 from cooplab.tasks.diners import llm as la
 from cooplab.tasks.diners.society import Condition
@@ -17,16 +17,37 @@ register(figures_app)
 
 
 def script(path, **by_phase):
-    path.write_text(json.dumps({"by_phase": {k: [a if isinstance(a, str) else json.dumps(a) for a in v] for k, v in by_phase.items()}}))
+    path.write_text(
+        json.dumps(
+            {"by_phase": {k: [a if isinstance(a, str) else json.dumps(a) for a in v] for k, v in by_phase.items()}}
+        )
+    )
     return path
 
 
 def llm_run(tmp_path, capsys, models, *more):
     out = tmp_path / "run"
-    args = ["run", "diners", "--agents", "llm", "--combination", "1", "--pk", "3:1", "--iterations", "1", "--out", str(out),
-            "--cache", "off", "-q", "--json", *more]
+    args = [
+        "run",
+        "diners",
+        "--agents",
+        "llm",
+        "--combination",
+        "1",
+        "--pk",
+        "3:1",
+        "--iterations",
+        "1",
+        "--out",
+        str(out),
+        "--cache",
+        "off",
+        "-q",
+        "--json",
+        *more,
+    ]
     for agent, f in models.items():
-        args += (["--model", f"scripted:{f}"] if agent == "default" else ["--agent-model", f"{agent}=scripted:{f}"])
+        args += ["--model", f"scripted:{f}"] if agent == "default" else ["--agent-model", f"{agent}=scripted:{f}"]
     code = main(args)
     stdout, err = capsys.readouterr()
     assert code == 0, err
@@ -41,8 +62,12 @@ def test_strategy_following_answers_and_one_contradiction(tmp_path, capsys):
     meta = {0: [2, 3, 4], 4: [], 5: []}  # the Moralists: P and E left R1 unpunished; P, E and R1 fail to punish them
     models = {}
     for a in range(8):
-        f = script(tmp_path / f"a{a}.json", order=[{"meal": meal[a]}], punish=[{"punish": punish[a]}],
-                   metanorm=[{"punish": meta.get(a, [])}])
+        f = script(
+            tmp_path / f"a{a}.json",
+            order=[{"meal": meal[a]}],
+            punish=[{"punish": punish[a]}],
+            metanorm=[{"punish": meta.get(a, [])}],
+        )
         models["default" if a == 0 else str(a)] = f
     models["0"] = models["default"]
     out, s = llm_run(tmp_path, capsys, models)
@@ -53,9 +78,19 @@ def test_strategy_following_answers_and_one_contradiction(tmp_path, capsys):
     assert s["punishment_accuracy_by_strategy"]["P"] == 0.5 and s["punishment_accuracy_by_strategy"]["M"] == 1.0
     d = pd.read_parquet(out / "decisions.parquet")
     p_row = d[(d["agent"] == 1) & (d["phase"] == "punish")].iloc[0]
-    assert p_row["strategy"] == "P" and json.loads(p_row["prescribed"]) == [4] and json.loads(p_row["chosen"]) == [] and not p_row["accurate"]
+    assert (
+        p_row["strategy"] == "P"
+        and json.loads(p_row["prescribed"]) == [4]
+        and json.loads(p_row["chosen"]) == []
+        and not p_row["accurate"]
+    )
     r_row = d[(d["agent"] == 7) & (d["phase"] == "punish")].iloc[0]
-    assert r_row["fallback_used"] and r_row["attempts"] == 3 and not r_row["accurate"] and "not one of the other members" in r_row["error"]
+    assert (
+        r_row["fallback_used"]
+        and r_row["attempts"] == 3
+        and not r_row["accurate"]
+        and "not one of the other members" in r_row["error"]
+    )
     # the contradicting answer is applied, not corrected: P did not punish R1, and paid no k for it
     pun = pd.read_parquet(out / "punishments.parquet")
     stage1 = sorted(map(tuple, pun[pun["stage"] == 1][["punisher", "target"]].to_numpy().tolist()))
@@ -103,36 +138,88 @@ def test_prompts_carry_strategy_persona_and_stated_or_unstated_costs():
         assert ("costs each punished member 6 points" in human.content) is present
         assert ("costs you 1 point of utility" in human.content) is present and "member 1" in sys_msg.content
     order = la.order_messages(st, 0, 3)
-    assert "Reluctant Cooperator" in order[0].content and "$12" in order[1].content and "first iteration" in order[1].content
+    assert (
+        "Reluctant Cooperator" in order[0].content
+        and "$12" in order[1].content
+        and "first iteration" in order[1].content
+    )
 
 
 def test_rerun_replays_from_the_cache(tmp_path, capsys):
-    f = script(tmp_path / "all.json", order=[{"meal": "budget"}, {"meal": "premium"}], punish=[{"punish": []}], metanorm=[{"punish": []}])
+    f = script(
+        tmp_path / "all.json",
+        order=[{"meal": "budget"}, {"meal": "premium"}],
+        punish=[{"punish": []}],
+        metanorm=[{"punish": []}],
+    )
     cache = tmp_path / "cache.sqlite"
     outs = []
     for name in ("a", "b"):
-        args = ["run", "diners", "--agents", "llm", "--model", f"scripted:{f}", "--iterations", "2", "--cache", str(cache),
-                "--out", str(tmp_path / name), "-q", "--json"]
+        args = [
+            "run",
+            "diners",
+            "--agents",
+            "llm",
+            "--model",
+            f"scripted:{f}",
+            "--iterations",
+            "2",
+            "--cache",
+            str(cache),
+            "--out",
+            str(tmp_path / name),
+            "-q",
+            "--json",
+        ]
         assert main(args) == 0
         outs.append(json.loads(capsys.readouterr()[0]))
     assert outs[1]["ledger"]["cached_calls"] == outs[1]["ledger"]["calls"] > 0
     assert outs[0]["final_shares"] == outs[1]["final_shares"]
-    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "a" / "orders.parquet"), pd.read_parquet(tmp_path / "b" / "orders.parquet"))
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(tmp_path / "a" / "orders.parquet"), pd.read_parquet(tmp_path / "b" / "orders.parquet")
+    )
 
 
 def test_unreachable_model_stops_cleanly_and_resume_continues_with_one_trace(tmp_path, capsys):
     """A diners LLM run whose model becomes unreachable in iteration 3 stops cleanly (exit 1,
     resumable); 'cooplab resume' (task read from config.json) finishes it with no iteration lost or
     repeated, equal to an uninterrupted run, and traces.jsonl holds both parts as one trace file."""
-    good = script(tmp_path / "good.json", order=[{"meal": "budget"}], punish=[{"punish": []}], metanorm=[{"punish": []}])
+    good = script(
+        tmp_path / "good.json", order=[{"meal": "budget"}], punish=[{"punish": []}], metanorm=[{"punish": []}]
+    )
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"cycle": False, "by_phase": {
-        "order": [json.dumps({"meal": "budget"})] * 16 + [{"error": "connection"}] * 80,
-        "punish": [json.dumps({"punish": []})] * 200, "metanorm": [json.dumps({"punish": []})] * 200}}))
+    bad.write_text(
+        json.dumps(
+            {
+                "cycle": False,
+                "by_phase": {
+                    "order": [json.dumps({"meal": "budget"})] * 16 + [{"error": "connection"}] * 80,
+                    "punish": [json.dumps({"punish": []})] * 200,
+                    "metanorm": [json.dumps({"punish": []})] * 200,
+                },
+            }
+        )
+    )
 
     def args(out, f):
-        return ["run", "diners", "--agents", "llm", "--model", f"scripted:{f}", "--combination", "1", "--iterations", "4",
-                "--out", str(out), "--cache", "off", "-q", "--json"]
+        return [
+            "run",
+            "diners",
+            "--agents",
+            "llm",
+            "--model",
+            f"scripted:{f}",
+            "--combination",
+            "1",
+            "--iterations",
+            "4",
+            "--out",
+            str(out),
+            "--cache",
+            "off",
+            "-q",
+            "--json",
+        ]
 
     assert main(args(tmp_path / "ref", good)) == 0
     ref = json.loads(capsys.readouterr()[0])
@@ -152,7 +239,9 @@ def test_unreachable_model_stops_cleanly_and_resume_continues_with_one_trace(tmp
     assert s2["task"] == "diners" and s2["status"] == "completed" and s2["iterations_completed"] == 4
     assert s2["final_shares"] == ref["final_shares"]
     for stem in ("strategy_counts", "orders", "utilities", "punishments"):
-        pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "ref" / f"{stem}.parquet"), pd.read_parquet(out / f"{stem}.parquet"))
+        pd.testing.assert_frame_equal(
+            pd.read_parquet(tmp_path / "ref" / f"{stem}.parquet"), pd.read_parquet(out / f"{stem}.parquet")
+        )
     d = pd.read_parquet(out / "decisions.parquet")
     assert not d.duplicated(["society", "agent", "round", "phase"]).any()
     assert sorted(d["round"].unique()) == [1, 2, 3, 4] and (d[d["phase"] == "order"].groupby("round").size() == 8).all()
@@ -166,10 +255,14 @@ def test_unreachable_model_stops_cleanly_and_resume_continues_with_one_trace(tmp
     assert all(r["parent_run_id"] is None or by_id[r["parent_run_id"]]["trace_id"] == r["trace_id"] for r in runs)
     roots = [r for r in runs if r["parent_run_id"] is None]
     assert len(roots) == 2 and roots[0]["status"] == "error" and "resumed" in roots[1]["tags"]
+
     def steps(root, status):  # graph steps of the node runs of one part (each under its round's run)
         rounds = {r["id"] for r in runs if r["parent_run_id"] == root["id"] and r["name"].startswith("round ")}
-        return {r["extra"]["metadata"]["langgraph_step"] for r in runs
-                if r["parent_run_id"] in rounds and r["status"] == status}
+        return {
+            r["extra"]["metadata"]["langgraph_step"]
+            for r in runs
+            if r["parent_run_id"] in rounds and r["status"] == status
+        }
 
     done, failed, resumed = steps(roots[0], "success"), steps(roots[0], "error"), steps(roots[1], "success")
     assert done and resumed and max(done) < min(resumed)  # no node done twice

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from cooplab.cli import figures_app, main, run_app
+from cooplab.cli import figures_app, main
 from cooplab.cli.diners import register
 from cooplab.tasks.cpr import model as world
 from cooplab.tasks.diners import model as dm
@@ -133,7 +133,10 @@ def test_p_punishes_defectors_only_and_m_enforces_the_metanorm():
     assert np.argwhere(p2[0]).tolist() == [[0, 1], [0, 2], [0, 3]]  # only M punishes in stage 3
     # nobody defects: nobody is punished at all
     none = np.zeros((1, 4), bool)
-    assert not dm.rule_punish(strat, none, same).any() and not dm.rule_metanorm(strat, none, dm.rule_punish(strat, none, same), same).any()
+    assert (
+        not dm.rule_punish(strat, none, same).any()
+        and not dm.rule_metanorm(strat, none, dm.rule_punish(strat, none, same), same).any()
+    )
     # a group where every non-defector punished: no non-punisher, no second-order target
     strat2 = np.array([idx(["M", "M", "P", "R1"])])
     p1b = dm.rule_punish(strat2, defect, same)
@@ -203,16 +206,44 @@ def test_venues_swap_every_iteration():
 # --- CLI -----------------------------------------------------------------------------------
 def test_cli_rule_run_writes_the_run_dir(tmp_path, capsys):
     out = tmp_path / "run"
-    code = main(["run", "diners", "--combination", "2", "--pk", "6:1", "--replicates", "20", "--iterations", "5", "--seed", "3",
-                 "--out", str(out), "--json", "-q", "--csv"])
+    code = main(
+        [
+            "run",
+            "diners",
+            "--combination",
+            "2",
+            "--pk",
+            "6:1",
+            "--replicates",
+            "20",
+            "--iterations",
+            "5",
+            "--seed",
+            "3",
+            "--out",
+            str(out),
+            "--json",
+            "-q",
+            "--csv",
+        ]
+    )
     stdout, err = capsys.readouterr()
     assert code == 0, err
     s = json.loads(stdout)
-    assert s["task"] == "diners" and s["replicates"] == 20 and s["iterations_completed"] == 5 and (s["p"], s["k"]) == (6.0, 1.0)
+    assert (
+        s["task"] == "diners"
+        and s["replicates"] == 20
+        and s["iterations_completed"] == 5
+        and (s["p"], s["k"]) == (6.0, 1.0)
+    )
     assert abs(sum(s["final_shares"].values()) - 1) < 1e-9
     for stem in ("strategy_counts", "orders", "punishments", "utilities", "imitation"):
         assert (out / f"{stem}.csv").exists(), stem
-    assert (out / "config.json").exists() and (out / "checkpoints.sqlite").exists() and (out / "figures" / "run.png").exists()
+    assert (
+        (out / "config.json").exists()
+        and (out / "checkpoints.sqlite").exists()
+        and (out / "figures" / "run.png").exists()
+    )
     counts = pd.read_csv(out / "strategy_counts.csv")
     assert len(counts) == 20 * 6 and (counts[list(dm.STRATEGIES)].sum(axis=1) == 8).all()
     first = counts[counts["iteration"] == 0].iloc[0]
@@ -223,14 +254,17 @@ def test_cli_rule_run_writes_the_run_dir(tmp_path, capsys):
     assert set(orders["venue"]) == {"pub", "café"}
 
 
-@pytest.mark.parametrize("args,msg", [
-    (["--groups", "M,X;P,P"], "unknown strategy"),
-    (["--pk", "abc"], "--pk"),
-    (["--combination", "3"], "--combination"),
-    (["--combination", "1", "--groups", "M,P"], "either"),
-    (["--iterations", "0"], "--iterations"),
-    (["--agents", "robot"], "--agents"),
-])
+@pytest.mark.parametrize(
+    "args,msg",
+    [
+        (["--groups", "M,X;P,P"], "unknown strategy"),
+        (["--pk", "abc"], "--pk"),
+        (["--combination", "3"], "--combination"),
+        (["--combination", "1", "--groups", "M,P"], "either"),
+        (["--iterations", "0"], "--iterations"),
+        (["--agents", "robot"], "--agents"),
+    ],
+)
 def test_cli_user_errors_are_one_line_exit_2(tmp_path, capsys, args, msg):
     code = main(["run", "diners", "--out", str(tmp_path / "r"), *args])
     _, err = capsys.readouterr()
@@ -243,7 +277,9 @@ def test_cli_figures(tmp_path, capsys):
     stdout, err = capsys.readouterr()
     assert code == 0, err
     res = json.loads(stdout)
-    assert {"fig9_rule.png", "fig10_rule.png", "rule_shares.csv", "rule_final_shares.csv", "claims.md"} <= set(res["files"])
+    assert {"fig9_rule.png", "fig10_rule.png", "rule_shares.csv", "rule_final_shares.csv", "claims.md"} <= set(
+        res["files"]
+    )
     assert len(res["final_shares"]) == 6 and len(res["claims"]) == 14
 
 

@@ -36,7 +36,9 @@ def test_combination_figure_names_bands_and_percentile_lines(counts):
 def test_run_figure_of_one_replicate_has_no_band_entry(counts):
     one = counts[(counts["condition"] == 0)]
     many = run_figure_of(one, {"agents": 8, "pk": PK_ORDER[0], "replicates": 3})
-    single = run_figure_of(one[one["replicate"] == one["replicate"].min()], {"agents": 8, "pk": PK_ORDER[0], "replicates": 1})
+    single = run_figure_of(
+        one[one["replicate"] == one["replicate"].min()], {"agents": 8, "pk": PK_ORDER[0], "replicates": 1}
+    )
     try:
         assert "band: mean ± 1 s.d. over replicates" in _legend_texts(many.axes[0])
         assert not any(t.startswith("band") for t in _legend_texts(single.axes[0]))

@@ -7,8 +7,13 @@ from cooplab.evals.plots_calibration import sensitivity_figure_of
 
 
 def test_the_sensitivity_figure_has_a_caption():
-    sens = pd.DataFrame([{"output": o, "parameter": p, "S1": s, "S1_conf": 0.05, "note": None}
-                         for o in ("T_s", "eta") for p, s in (("beta", 0.4), ("r", 0.1))])
+    sens = pd.DataFrame(
+        [
+            {"output": o, "parameter": p, "S1": s, "S1_conf": 0.05, "note": None}
+            for o in ("T_s", "eta")
+            for p, s in (("beta", 0.4), ("r", 0.1))
+        ]
+    )
     fig = sensitivity_figure_of(sens)
     try:
         caption = fig._supxlabel.get_text().replace("\n", " ")

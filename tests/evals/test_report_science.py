@@ -30,8 +30,26 @@ def cli(args, capsys):
 @pytest.fixture(scope="module")
 def science_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("science") / "oracle"
-    assert main(["run", "science", "--sandbox-backend", "local", "--cache", "off", "--task", "biomarker", "--team", "oracle",
-                 "--out", str(out), "-q"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "science",
+                "--sandbox-backend",
+                "local",
+                "--cache",
+                "off",
+                "--task",
+                "biomarker",
+                "--team",
+                "oracle",
+                "--out",
+                str(out),
+                "-q",
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -44,20 +62,31 @@ def test_the_run_writes_the_one_file(science_run, capsys):
     html = page.read_text(encoding="utf-8")
     assert MARKER in html  # the file cooplab report writes, not a second kind of page
     secs = _sections(html)
-    assert secs[:2] == ["Science run", "Report: each fact&#39;s score and its evidence"] and "Figures" in secs and "Tables" in secs
+    assert (
+        secs[:2] == ["Science run", "Report: each fact&#39;s score and its evidence"]
+        and "Figures" in secs
+        and "Tables" in secs
+    )
     scores = json.loads((science_run / "scores.json").read_text())
     for fact in scores["heuristic"]["facts"]:  # each fact's verdict, as its box's title
         assert f"{escape(fact['id'])} \u00b7 {escape(fact['kind'])} \u00b7 found \u00b7 score 1.00 \u00b7 right" in html
     h = scores["heuristic"]
-    assert (f"Heuristic scores (0-1): completeness {h['completeness']:.2f}, quality {h['quality']:.2f}, accuracy {h['accuracy']:.2f}"
-            in html)
+    assert (
+        f"Heuristic scores (0-1): completeness {h['completeness']:.2f}, quality {h['quality']:.2f}, accuracy {h['accuracy']:.2f}"
+        in html
+    )
     # the final paper, rendered from its Markdown (its title a heading, its sections headings)
-    assert "artifacts/final_paper.v1.md" in html and re.search(r"<h4>Subtypes and predictive biomarkers of treatment response \(\d+ patients\)</h4>", html)
+    assert "artifacts/final_paper.v1.md" in html and re.search(
+        r"<h4>Subtypes and predictive biomarkers of treatment response \(\d+ patients\)</h4>", html
+    )
     assert "figures/budget.png" in html and 'src="data:image/png;base64,' in html
     assert not (science_run / "cooplab-report.html").exists()
     # cooplab report on the run rewrites that same file (no second page)
     res = json.loads(cli(["report", science_run, "--json"], capsys))
-    assert Path(res["path"]) == page and res["sections"][:2] == ["Science run", "Report: each fact's score and its evidence"]
+    assert Path(res["path"]) == page and res["sections"][:2] == [
+        "Science run",
+        "Report: each fact's score and its evidence",
+    ]
     assert res["pages"] == ["oracle", "model calls"] or res["pages"] == ["oracle"]
     assert not (science_run / "cooplab-report.html").exists()
 
@@ -65,7 +94,9 @@ def test_the_run_writes_the_one_file(science_run, capsys):
 def test_an_older_science_page_is_rewritten_in_place(science_run, capsys, tmp_path):
     d = tmp_path / "old"
     shutil.copytree(science_run, d)
-    (d / "report.html").write_text('<!doctype html><html><head><meta charset="utf-8"><title>cooplab science run: biomarker</title>')
+    (d / "report.html").write_text(
+        '<!doctype html><html><head><meta charset="utf-8"><title>cooplab science run: biomarker</title>'
+    )
     res = json.loads(cli(["report", d, "--json"], capsys))
     assert Path(res["path"]) == d / "report.html" and MARKER in (d / "report.html").read_text()
     assert not (d / "cooplab-report.html").exists()
@@ -75,12 +106,29 @@ def test_hostile_scores_and_papers_stay_text(science_run, capsys, tmp_path):
     d = tmp_path / "hostile"
     shutil.copytree(science_run, d)
     scores = json.loads((d / "scores.json").read_text())
-    scores["heuristic"]["facts"] = [{"id": HOSTILE, "status": "found", "score": "abc", "evidence": HOSTILE}, "not a fact", None]
+    scores["heuristic"]["facts"] = [
+        {"id": HOSTILE, "status": "found", "score": "abc", "evidence": HOSTILE},
+        "not a fact",
+        None,
+    ]
     scores["heuristic"]["accuracy"] = None
-    scores["judges"] = [{"judge": HOSTILE, "k": 3, "completeness": 0.5, "quality": float("nan"), "accuracy": None,
-                         "std": {"completeness": 0.1}, "ledger": {"cost_usd_float": 0.25}, "budget_usd": 1}, 7]
+    scores["judges"] = [
+        {
+            "judge": HOSTILE,
+            "k": 3,
+            "completeness": 0.5,
+            "quality": float("nan"),
+            "accuracy": None,
+            "std": {"completeness": 0.1},
+            "ledger": {"cost_usd_float": 0.25},
+            "budget_usd": 1,
+        },
+        7,
+    ]
     (d / "scores.json").write_text(json.dumps(scores))
-    (d / "artifacts" / "final_paper.v2.md").write_text(f"# {HOSTILE}\n\nthe second paper <img src=x onerror=alert(1)> [x](javascript:alert(1))")
+    (d / "artifacts" / "final_paper.v2.md").write_text(
+        f"# {HOSTILE}\n\nthe second paper <img src=x onerror=alert(1)> [x](javascript:alert(1))"
+    )
     (d / "artifacts" / "final_paper.v99x.md").write_text("not a version")
     res = json.loads(cli(["report", d, "--json"], capsys))
     html = Path(res["path"]).read_text()
@@ -103,7 +151,9 @@ def test_the_files_open_from_disk_in_headless_chromium(science_run, capsys, tmp_
     scores = json.loads((d / "scores.json").read_text())
     scores["judges"] = [{"judge": HOSTILE, "k": 1, "completeness": 0.5, "quality": 0.5, "accuracy": 0.5}]
     (d / "scores.json").write_text(json.dumps(scores))
-    (d / "artifacts" / "final_paper.v2.md").write_text(f"# {HOSTILE}\n\n<img src=x onerror=\"document.body.setAttribute('data-pwned','2')\">")
+    (d / "artifacts" / "final_paper.v2.md").write_text(
+        f"# {HOSTILE}\n\n<img src=x onerror=\"document.body.setAttribute('data-pwned','2')\">"
+    )
     hostile = Path(json.loads(cli(["report", d, "--json"], capsys))["path"])
     with DevTools(tmp_path) as b:
         for path in (science_run / "report.html", hostile):
@@ -112,7 +162,9 @@ def test_the_files_open_from_disk_in_headless_chromium(science_run, capsys, tmp_
             assert b.console() == [], (path, b.console())
             widths = b.eval("Array.from(document.images).map(i => i.complete ? i.naturalWidth : 0)")
             assert widths and all(w > 0 for w in widths), widths
-            plots = b.eval("[document.querySelectorAll('figure.plot[data-plot]').length, document.querySelectorAll('figure.plot[data-drawn=\"1\"]').length]")
+            plots = b.eval(
+                "[document.querySelectorAll('figure.plot[data-plot]').length, document.querySelectorAll('figure.plot[data-drawn=\"1\"]').length]"
+            )
             assert plots[0] >= 1 and plots[0] == plots[1], plots  # the budget per team, drawn by the inlined plots.js
             assert b.eval("document.body.getAttribute('data-pwned')") is None
             assert b.eval("document.querySelectorAll('script').length") == 2

@@ -55,9 +55,18 @@ def no_run_figures(monkeypatch):
 
 def test_a_cpr_variant_sweep_flags_the_effect_that_flips_and_not_the_one_that_holds(tmp_path, no_run_figures):
     flipper, steady = instances.register(WordingReader(flip=True)), instances.register(WordingReader(flip=False))
-    table = cooplab.sweep("cpr", out=tmp_path / "sw", grid={"model": [flipper, steady], "prompt_variant": ["original", "reword-a"],
-                                                           "ablation": ["full", "neither"]},
-                          seeds=[0], agents="llm", n_agents=2, rounds=1, replicates=2, cache="off", analysis=False)
+    table = cooplab.sweep(
+        "cpr",
+        out=tmp_path / "sw",
+        grid={"model": [flipper, steady], "prompt_variant": ["original", "reword-a"], "ablation": ["full", "neither"]},
+        seeds=[0],
+        agents="llm",
+        n_agents=2,
+        rounds=1,
+        replicates=2,
+        cache="off",
+        analysis=False,
+    )
     assert (table["status"] == "completed").all() and len(table) == 8
     cfg = json.loads((tmp_path / "sw" / "cells" / table["cell"][0] / "config.json").read_text())
     assert cfg["llm"]["prompt_variant"] == "original"
@@ -77,16 +86,35 @@ def test_a_cpr_variant_sweep_flags_the_effect_that_flips_and_not_the_one_that_ho
     assert spread[(flipper, "ablation=full", "efficiency")]["range"] > 0
     # the variant's mean is the table's: the cells of that model, variant and condition
     rows = table[(table["model"] == flipper) & (table["prompt_variant"] == "reword-a") & (table["ablation"] == "full")]
-    assert spread[(flipper, "ablation=full", "efficiency")]["variants"]["reword-a"]["mean"] == pytest.approx(rows["efficiency.mean"].mean())
+    assert spread[(flipper, "ablation=full", "efficiency")]["variants"]["reword-a"]["mean"] == pytest.approx(
+        rows["efficiency.mean"].mean()
+    )
     assert all(r["parse_failure_share"] == 0 for r in rep["parsing"])
 
 
 def test_a_game_variant_sweep_reports_spreads_parse_failures_and_effects(tmp_path, no_run_figures):
     model = tmp_path / "m.json"
-    model.write_text(json.dumps({"select": "prompt_hash", "by_phase": {"extract": ['{"extract": 2}', '{"extract": 9}', "not json", '{"extract": 5}']}}))
-    table = cooplab.sweep("game", out=tmp_path / "sw", grid={"prompt_variant": ["original", "reword-b"], "prompt": ["standard", "alternate"]},
-                          seeds=[0, 1], game="cpr", players="llm", model=f"scripted:{model}", rounds=2, simulations=1, cache="off",
-                          analysis=False)
+    model.write_text(
+        json.dumps(
+            {
+                "select": "prompt_hash",
+                "by_phase": {"extract": ['{"extract": 2}', '{"extract": 9}', "not json", '{"extract": 5}']},
+            }
+        )
+    )
+    table = cooplab.sweep(
+        "game",
+        out=tmp_path / "sw",
+        grid={"prompt_variant": ["original", "reword-b"], "prompt": ["standard", "alternate"]},
+        seeds=[0, 1],
+        game="cpr",
+        players="llm",
+        model=f"scripted:{model}",
+        rounds=2,
+        simulations=1,
+        cache="off",
+        analysis=False,
+    )
     assert (table["status"] == "completed").all() and len(table) == 8
     rep = cooplab.robustness(tmp_path / "sw", figure=False)
     outcomes = {r["outcome"] for r in rep["spread"]}
@@ -96,7 +124,9 @@ def test_a_game_variant_sweep_reports_spreads_parse_failures_and_effects(tmp_pat
     for r in rep["parsing"]:
         cells = table[table["prompt_variant"] == r["variant"]]["cell"]
         d = pd.concat([pd.read_parquet(tmp_path / "sw" / "cells" / c / "decisions.parquet") for c in cells])
-        assert r["decisions"] == len(d) and r["parse_failure_share"] == ((d["attempts"] > 1) | d["fallback_used"]).mean()
+        assert (
+            r["decisions"] == len(d) and r["parse_failure_share"] == ((d["attempts"] > 1) | d["fallback_used"]).mean()
+        )
     assert any(r["parse_failure_share"] > 0 for r in rep["parsing"])
     [e] = [e for e in rep["effects"] if e["outcome"] == "metric"]
     assert e["effect"] == "prompt: alternate vs standard" and set(e["variants"]) == {"original", "reword-b"}

@@ -59,8 +59,12 @@ def test_compact_letter_display_known_cases():
 
 def test_tukey_and_letters_on_separated_groups():
     rng = np.random.default_rng(0)
-    df = pd.DataFrame({"model": ["big"] * 30 + ["mid"] * 30 + ["mid2"] * 30,
-                       "T": np.r_[rng.normal(40, 1, 30), rng.normal(20, 1, 30), rng.normal(20.1, 1, 30)]})
+    df = pd.DataFrame(
+        {
+            "model": ["big"] * 30 + ["mid"] * 30 + ["mid2"] * 30,
+            "T": np.r_[rng.normal(40, 1, 30), rng.normal(20, 1, 30), rng.normal(20.1, 1, 30)],
+        }
+    )
     t = stats.tukey_hsd(df, "T", "model")
     sig = {frozenset((r.group1, r.group2)): bool(r.reject) for r in t.itertuples()}
     assert sig[frozenset(("big", "mid"))] and not sig[frozenset(("mid", "mid2"))]
@@ -83,8 +87,13 @@ def test_norm_similarity_on_hand_vectors():
 def test_real_embedding_model_ranks_paraphrases_above_unrelated_text():
     from cooplab.tasks.cpr.norms import embed
 
-    v = embed(["Preserve the lake for future generations.", "Keep the lake healthy for our grandchildren.",
-               "Maximize your catch while the fish are abundant."])
+    v = embed(
+        [
+            "Preserve the lake for future generations.",
+            "Keep the lake healthy for our grandchildren.",
+            "Maximize your catch while the fish are abundant.",
+        ]
+    )
     assert v.shape == (3, 384)
     assert np.allclose(np.linalg.norm(v, axis=1), 1.0)
     assert v[0] @ v[1] > v[0] @ v[2]
@@ -97,11 +106,14 @@ def _design(values):
     return pd.DataFrame({"model": [m for m, _ in cells], "population": [p for _, p in cells], "survival_time": values})
 
 
-@pytest.mark.parametrize("values, why", [
-    ([3.0] * 8, "every survival_time value is 3"),
-    ([3.0 + k * 1e-15 for k in range(8)], "every survival_time value is 3"),  # rounding noise only
-    ([1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0], "does not vary within any"),  # cells differ, nothing within them
-])
+@pytest.mark.parametrize(
+    "values, why",
+    [
+        ([3.0] * 8, "every survival_time value is 3"),
+        ([3.0 + k * 1e-15 for k in range(8)], "every survival_time value is 3"),  # rounding noise only
+        ([1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0], "does not vary within any"),  # cells differ, nothing within them
+    ],
+)
 def test_anova_and_tukey_refuse_data_without_error_variance(values, why):
     df = _design(values)
     with pytest.raises(stats.NotEstimable, match=why):
@@ -119,11 +131,15 @@ def test_anova_refuses_unreplicated_or_one_level_designs():
     with pytest.raises(stats.NotEstimable, match="at least two levels of model"):
         stats.two_way_anova(one_model, "survival_time", "model", "population")
     with pytest.raises(stats.NotEstimable, match="survival_time: missing or infinite"):
-        stats.two_way_anova(_design([1.0, 2.0, np.nan, 5.0, 1.0, 2.0, 3.0, 5.0]), "survival_time", "model", "population")
+        stats.two_way_anova(
+            _design([1.0, 2.0, np.nan, 5.0, 1.0, 2.0, 3.0, 5.0]), "survival_time", "model", "population"
+        )
 
 
 def test_anova_still_estimates_real_variance():
-    table = stats.two_way_anova(_design([1.0, 2.0, 2.0, 4.0, 3.0, 3.5, 6.0, 9.0]), "survival_time", "model", "population")
+    table = stats.two_way_anova(
+        _design([1.0, 2.0, 2.0, 4.0, 3.0, 3.5, 6.0, 9.0]), "survival_time", "model", "population"
+    )
     assert np.isfinite(table.loc["model", "F"]) and 0 <= table.loc["model", "p"] <= 1
 
 
@@ -144,5 +160,7 @@ def test_collect_warnings_turns_each_distinct_warning_into_one_line():
         for _ in range(3):
             warnings.warn("precision loss\n  in moments", RuntimeWarning)
         warnings.warn("another", UserWarning)
-    assert notes == ["harsh ANOVA: RuntimeWarning from test_stats_norms.py: precision loss in moments",
-                     "harsh ANOVA: UserWarning from test_stats_norms.py: another"]
+    assert notes == [
+        "harsh ANOVA: RuntimeWarning from test_stats_norms.py: precision loss in moments",
+        "harsh ANOVA: UserWarning from test_stats_norms.py: another",
+    ]

@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = ("cooplab", "graphs", "agents", "sandbox", "evals", "tasks", "scripts")
 
-SCRIPT = textwrap.dedent('''
+SCRIPT = textwrap.dedent("""
     import decimal, json, logging, sys
     from pathlib import Path
 
@@ -121,14 +121,19 @@ SCRIPT = textwrap.dedent('''
     print(json.dumps({"backend": matplotlib.get_backend(), "rc_backend": matplotlib.rcParams["backend"], "open": plt.get_fignums(),
                       "figures": len(made), "pyplot_imported": pyplot_imported_by_cooplab,
                       "logging": [before["logging"], logging_state()], "decimal": [before["decimal"], decimal_state()]}))
-''')
+""")
 
 
 def test_runs_and_every_figure_leave_the_backend_logging_and_decimal_context_alone(tmp_path):
     script = tmp_path / "user.py"
     script.write_text(SCRIPT)
-    res = subprocess.run([sys.executable, str(script), str(tmp_path / "out"), str(ROOT / "examples" / "scripted" / "cautious.json")],
-                         capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    res = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "out"), str(ROOT / "examples" / "scripted" / "cautious.json")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     got = json.loads(res.stdout.strip().splitlines()[-1])
     assert got["figures"] == 21
@@ -142,13 +147,20 @@ def _calls_of(tree: ast.AST) -> list[str]:
     """Every offending use of matplotlib's global state in a module: ``matplotlib.use``, pyplot imports."""
     bad = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "use" \
-                and isinstance(node.func.value, ast.Name) and node.func.value.id in ("matplotlib", "mpl"):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "use"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id in ("matplotlib", "mpl")
+        ):
             bad.append(f"line {node.lineno}: matplotlib.use")
         if isinstance(node, ast.Import) and any(a.name == "matplotlib.pyplot" for a in node.names):
             bad.append(f"line {node.lineno}: import matplotlib.pyplot")
-        if isinstance(node, ast.ImportFrom) and (node.module == "matplotlib.pyplot" or
-                                                 (node.module == "matplotlib" and any(a.name == "pyplot" for a in node.names))):
+        if isinstance(node, ast.ImportFrom) and (
+            node.module == "matplotlib.pyplot"
+            or (node.module == "matplotlib" and any(a.name == "pyplot" for a in node.names))
+        ):
             bad.append(f"line {node.lineno}: from matplotlib import pyplot")
     return bad
 
@@ -161,7 +173,9 @@ def test_no_module_sets_the_backend_or_uses_pyplot():
             if bad:
                 found[str(path.relative_to(ROOT))] = bad
     assert not found, found
-    planted = ast.parse("import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\nfrom matplotlib import pyplot\n")
+    planted = ast.parse(
+        "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\nfrom matplotlib import pyplot\n"
+    )
     assert len(_calls_of(planted)) == 3  # the scan sees each kind
 
 
@@ -173,8 +187,15 @@ def test_a_callers_decimal_context_changes_no_amount_a_run_records(tmp_path):
 
     import cooplab
 
-    kw = dict(task="cpr", agents="llm", model=f"scripted:{ROOT / 'examples' / 'scripted' / 'cautious.json'}", n_agents=3, rounds=2,
-              cache="off", quiet=True)
+    kw = dict(
+        task="cpr",
+        agents="llm",
+        model=f"scripted:{ROOT / 'examples' / 'scripted' / 'cautious.json'}",
+        n_agents=3,
+        rounds=2,
+        cache="off",
+        quiet=True,
+    )
     plain = cooplab.run(out=tmp_path / "plain", **kw).summary["ledger"]["cost_usd"]
     assert len(decimal.Decimal(plain).as_tuple().digits) > 3  # more digits than the caller's context keeps
     mine = decimal.Context(prec=3, traps=[decimal.Inexact, decimal.InvalidOperation])

@@ -25,7 +25,7 @@ def blocks() -> list[tuple[str, str]]:
     for f in DOCS:
         text = f.read_text(encoding="utf-8")
         for m in re.finditer(r"^```python[^\n]*\n(.*?)^```", text, re.S | re.M):
-            out.append((f"{f.relative_to(ROOT)}:{text[:m.start()].count(chr(10)) + 1}", textwrap.dedent(m.group(1))))
+            out.append((f"{f.relative_to(ROOT)}:{text[: m.start()].count(chr(10)) + 1}", textwrap.dedent(m.group(1))))
     return out
 
 
@@ -101,8 +101,12 @@ def test_the_undefined_name_check_finds_a_missing_import():
 
 
 def test_docs_cite_papers_by_title_not_by_file_path():
-    bad = [f"{f.relative_to(ROOT)}:{i}" for f in DOCS for i, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1)
-           if re.search(r"shared/seeds|\bseeds/|cooperative-profiles-science-teams|cpr-social-learning-norms", line)]
+    bad = [
+        f"{f.relative_to(ROOT)}:{i}"
+        for f in DOCS
+        for i, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"shared/seeds|\bseeds/|cooperative-profiles-science-teams|cpr-social-learning-norms", line)
+    ]
     assert not bad, bad
 
 
@@ -111,7 +115,7 @@ def test_docs_say_which_llm_society_claims_hold_and_which_judge_rules_are_ours()
     as docs/cpr.md does for the ABM; docs/science.md names the judge's rule and sample count that
     Appendix L does not have as our choices."""
     llm = (ROOT / "docs" / "cpr-llm.md").read_text(encoding="utf-8")
-    section = llm[llm.index("## Do the paper's LLM-society findings hold?"):]
+    section = llm[llm.index("## Do the paper's LLM-society findings hold?") :]
     rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line][1:]
     assert len(rows) >= 8
     for row in rows:

@@ -16,13 +16,24 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("many") / "runs"
     cooplab.run(task="diners", out=root / "diners", replicates=2, iterations=2, quiet=True)
     cooplab.run(task="cpr", out=root / "cpr", replicates=2, rounds=3, quiet=True)
-    cooplab.sweep("cpr", out=root / "sweep", grid={"n_agents": [2, 3]}, seeds=[0], rounds=2, replicates=2, analysis=False)
+    cooplab.sweep(
+        "cpr", out=root / "sweep", grid={"n_agents": [2, 3]}, seeds=[0], rounds=2, replicates=2, analysis=False
+    )
     return root
 
 
 def test_one_row_per_run_with_task_status_settings_and_results(runs):
     df = cooplab.load_runs(runs)
-    assert len(df) == 4 and list(df.columns[:8]) == ["run", "task", "status", "agents", "seed", "model", "created", "wall_seconds"]
+    assert len(df) == 4 and list(df.columns[:8]) == [
+        "run",
+        "task",
+        "status",
+        "agents",
+        "seed",
+        "model",
+        "created",
+        "wall_seconds",
+    ]
     assert sorted(df["task"]) == ["cpr", "cpr", "cpr", "diners"] and (df["status"] == "completed").all()
     cpr = df[df["task"] == "cpr"].sort_values("run")
     assert sorted(cpr["params.N"]) == [2, 3, 10] and cpr["survival_time.mean"].notna().all()
@@ -58,6 +69,9 @@ def test_damaged_unfinished_and_looping_folders_are_rows_not_crashes(runs, tmp_p
     df = cooplab.load_runs(root).set_index("run")
     assert df.loc[str(root / "ok"), "status"] == "completed"
     assert df.loc[str(root / "unfinished"), "status"] == "not finished"
-    assert df.loc[str(root / "damaged"), "status"] == "unreadable" and "config.json" in df.loc[str(root / "damaged"), "error"]
+    assert (
+        df.loc[str(root / "damaged"), "status"] == "unreadable"
+        and "config.json" in df.loc[str(root / "damaged"), "error"]
+    )
     assert df.loc[str(root / "list"), "status"] == "unreadable"
     assert len(df) == 4

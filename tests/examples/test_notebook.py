@@ -45,8 +45,15 @@ def kernel_env(tmp_path, monkeypatch):
     """A kernel spec of this interpreter (whatever kernels the machine has), and a cache of the test's own."""
     spec = tmp_path / "jupyter" / "kernels" / "cooplab-test"
     spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-                                                  "display_name": "cooplab test", "language": "python"}))
+    (spec / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "cooplab test",
+                "language": "python",
+            }
+        )
+    )
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     monkeypatch.setenv("COOPLAB_CACHE", str(tmp_path / "cache.sqlite"))
     monkeypatch.delenv("MPLBACKEND", raising=False)  # the kernel picks its own (inline) backend
@@ -58,7 +65,9 @@ def test_the_quickstart_runs_in_a_kernel_and_resumes_an_interrupted_run(tmp_path
     shutil.copytree(ROOT / "examples" / "scripted", where / "scripted")
     (where / "notebooks").mkdir()
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    client = NotebookClient(nb, timeout=600, kernel_name=kernel_env, resources={"metadata": {"path": str(where / "notebooks")}})
+    client = NotebookClient(
+        nb, timeout=600, kernel_name=kernel_env, resources={"metadata": {"path": str(where / "notebooks")}}
+    )
     long_run = where / "notebooks" / "runs" / "long"
     interrupted = threading.Event()
     at, long_cell = cell_with(nb, 'out="runs/long"')
@@ -89,10 +98,15 @@ def test_the_quickstart_runs_in_a_kernel_and_resumes_an_interrupted_run(tmp_path
                 assert "KeyboardInterrupt" in text_of(cell), text_of(cell)  # it stopped mid-run ...
                 assert not (long_run / "summary.json").exists() and checkpoints(long_run) >= 3  # ... at a checkpoint
 
-    errors = [(i, text_of(c)) for i, c in enumerate(nb.cells) if c.cell_type == "code" and i != at
-              and any(o.get("output_type") == "error" for o in c.get("outputs", []))]
+    errors = [
+        (i, text_of(c))
+        for i, c in enumerate(nb.cells)
+        if c.cell_type == "code" and i != at and any(o.get("output_type") == "error" for o in c.get("outputs", []))
+    ]
     assert not errors, errors
-    assert "status='completed'" in text_of(cell_with(nb, 'out="runs/society"')[1])  # a run inside the kernel's running loop
+    assert "status='completed'" in text_of(
+        cell_with(nb, 'out="runs/society"')[1]
+    )  # a run inside the kernel's running loop
     assert "agent_id" in text_of(cell_with(nb, "run.decisions[")[1])
     _, resumed = cell_with(nb, 'cooplab.resume("runs/long"')
     assert text_of(resumed) == "('completed', 8)"  # resumed from its checkpoint to the end

@@ -30,6 +30,7 @@ CAUTIOUS = ROOT / "examples" / "scripted" / "cautious.json"
 def in_a_loop(fn):
     """``fn()`` called from inside a running event loop (as a notebook cell runs), with every
     warning recorded; (its result, the warnings)."""
+
     async def cell():
         return fn()
 
@@ -45,7 +46,9 @@ def never_awaited(messages: list[str]) -> list[str]:
 
 
 def script(path: Path, by_phase: dict) -> Path:
-    path.write_text(json.dumps({"select": "prompt_hash", "by_phase": {k: [json.dumps(a) for a in v] for k, v in by_phase.items()}}))
+    path.write_text(
+        json.dumps({"select": "prompt_hash", "by_phase": {k: [json.dumps(a) for a in v] for k, v in by_phase.items()}})
+    )
     return path
 
 
@@ -60,24 +63,44 @@ def ultimatum():
 
 def configs(tmp_path: Path) -> dict[str, dict]:
     """One small LLM run of every task (the example plug-in's included) as keywords of cooplab.run."""
-    diners = script(tmp_path / "diners.json", {"order": [{"meal": "budget"}], "punish": [{"punish": []}], "metanorm": [{"punish": []}]})
+    diners = script(
+        tmp_path / "diners.json",
+        {"order": [{"meal": "budget"}], "punish": [{"punish": []}], "metanorm": [{"punish": []}]},
+    )
     game = script(tmp_path / "game.json", {"extract": [{"extract": 5}]})
     return {
         "cpr": dict(task="cpr", agents="llm", model=f"scripted:{CAUTIOUS}", n_agents=3, rounds=2),
         "diners": dict(task="diners", agents="llm", model=f"scripted:{diners}", combination=1, iterations=1),
         "game": dict(task="game", game="cpr", players="llm", model=f"scripted:{game}", simulations=1),
-        "science": dict(config=cooplab.RunConfig(task="science", agents="llm", options={"task": "anomaly", "team": "oracle"},
-                                                 sandbox=cooplab.SandboxSettings(backend="local"))),
-        "ultimatum": dict(task="ultimatum", agents="llm", model=f"scripted:{ROOT / 'examples' / 'ultimatum' / 'scripted.json'}",
-                          set={"rounds": 2, "replicates": 1}),
+        "science": dict(
+            config=cooplab.RunConfig(
+                task="science",
+                agents="llm",
+                options={"task": "anomaly", "team": "oracle"},
+                sandbox=cooplab.SandboxSettings(backend="local"),
+            )
+        ),
+        "ultimatum": dict(
+            task="ultimatum",
+            agents="llm",
+            model=f"scripted:{ROOT / 'examples' / 'ultimatum' / 'scripted.json'}",
+            set={"rounds": 2, "replicates": 1},
+        ),
     }
 
 
 def judge_file(tmp_path: Path) -> Path:
     from cooplab.evals.scoring.sections import SECTIONS
 
-    verdict = {"completeness": 5, "completeness_rationale": "All there.", "sections": {s: True for s in SECTIONS}, "quality": 4,
-               "quality_rationale": "Tests are reported.", "accuracy": 3, "accuracy_rationale": "Most facts match."}
+    verdict = {
+        "completeness": 5,
+        "completeness_rationale": "All there.",
+        "sections": {s: True for s in SECTIONS},
+        "quality": 4,
+        "quality_rationale": "Tests are reported.",
+        "accuracy": 3,
+        "accuracy_rationale": "Most facts match.",
+    }
     return script(tmp_path / "judge.json", {"judge": [verdict]})
 
 
@@ -92,10 +115,16 @@ def test_run_and_resume_of_every_task_work_inside_a_running_event_loop(tmp_path,
     out = tmp_path / "run"
 
     def cell():
-        run = cooplab.run(config, out=out, cache="off", quiet=True, **kw) if config is None else cooplab.run(config, out=out, quiet=True)
+        run = (
+            cooplab.run(config, out=out, cache="off", quiet=True, **kw)
+            if config is None
+            else cooplab.run(config, out=out, quiet=True)
+        )
         (out / "summary.json").unlink()  # as if it had been interrupted before its end
         again = cooplab.resume(out, quiet=True)
-        scored = judge_run(out, f"scripted:{judge_file(tmp_path)}", k=1) if name == "science" else None  # the judge's own loop
+        scored = (
+            judge_run(out, f"scripted:{judge_file(tmp_path)}", k=1) if name == "science" else None
+        )  # the judge's own loop
         return run, again, scored
 
     (run, again, scored), messages = in_a_loop(cell)
@@ -109,8 +138,17 @@ def test_run_and_resume_of_every_task_work_inside_a_running_event_loop(tmp_path,
 
 def test_a_sweep_works_inside_a_running_event_loop(tmp_path):
     def cell():
-        return cooplab.sweep("cpr", out=tmp_path / "sw", grid={"rounds": [1, 2]}, seeds=[0], analysis=False, agents="llm",
-                             model=f"scripted:{CAUTIOUS}", n_agents=2, cache="off")
+        return cooplab.sweep(
+            "cpr",
+            out=tmp_path / "sw",
+            grid={"rounds": [1, 2]},
+            seeds=[0],
+            analysis=False,
+            agents="llm",
+            model=f"scripted:{CAUTIOUS}",
+            n_agents=2,
+            cache="off",
+        )
 
     rows, messages = in_a_loop(cell)
     assert list(rows["status"]) == ["completed", "completed"]
@@ -123,8 +161,14 @@ def test_async_twins_run_resume_and_sweep(tmp_path):
     async def main():
         run = await cooplab.arun(out=tmp_path / "a", **kw)
         again = await cooplab.aresume(tmp_path / "a", quiet=True)
-        rows = await cooplab.asweep("cpr", out=tmp_path / "sw", grid={"n_agents": [2]}, seeds=[0], analysis=False,
-                                    **{k: v for k, v in kw.items() if k not in ("task", "quiet", "n_agents")})
+        rows = await cooplab.asweep(
+            "cpr",
+            out=tmp_path / "sw",
+            grid={"n_agents": [2]},
+            seeds=[0],
+            analysis=False,
+            **{k: v for k, v in kw.items() if k not in ("task", "quiet", "n_agents")},
+        )
         return run, again, rows
 
     run, again, rows = asyncio.run(main())
@@ -170,7 +214,9 @@ def test_ctrl_c_while_waiting_cancels_the_coroutine_on_its_loop_and_raises_in_th
         return run_sync(forever)
 
     interrupt_main_when(started)
-    loop = asyncio.new_event_loop()  # like ipykernel's: no Ctrl-C handler of asyncio's own, so KeyboardInterrupt is raised
+    loop = (
+        asyncio.new_event_loop()
+    )  # like ipykernel's: no Ctrl-C handler of asyncio's own, so KeyboardInterrupt is raised
     try:
         with pytest.raises(KeyboardInterrupt):
             loop.run_until_complete(cell())
@@ -199,9 +245,13 @@ class Gated(CPRTask):
 def test_ctrl_c_under_asyncio_run_stops_a_run_at_its_checkpoint_and_resume_finishes_it(tmp_path):
     cooplab.register_task(Gated, replace=True)
     out = tmp_path / "run"
-    kw = dict(task="cpr-gated-test", agents="llm", model=f"scripted:{CAUTIOUS}", n_agents=2, rounds=3, cache="off", quiet=True)
+    kw = dict(
+        task="cpr-gated-test", agents="llm", model=f"scripted:{CAUTIOUS}", n_agents=2, rounds=3, cache="off", quiet=True
+    )
     interrupt_main_when(Gated.reached)
-    with pytest.raises(KeyboardInterrupt):  # asyncio.run's handler cancels the cell's task; the run is cancelled on its loop
+    with pytest.raises(
+        KeyboardInterrupt
+    ):  # asyncio.run's handler cancels the cell's task; the run is cancelled on its loop
         in_a_loop(lambda: cooplab.run(out=out, **kw))
     assert not (out / "summary.json").exists() and not (out / "error.log").exists()
     Gated.closed = False
@@ -224,12 +274,25 @@ def test_a_failure_before_the_first_checkpoint_says_to_start_again_in_the_caller
     from cooplab.runs.runner import RunFailed
 
     cooplab.register_task(Broken, replace=True)
-    kw = dict(task="cpr-broken-test", agents="llm", model=f"scripted:{CAUTIOUS}", n_agents=2, rounds=2, cache="off", quiet=True)
+    kw = dict(
+        task="cpr-broken-test",
+        agents="llm",
+        model=f"scripted:{CAUTIOUS}",
+        n_agents=2,
+        rounds=2,
+        cache="off",
+        quiet=True,
+    )
     with pytest.raises(RunFailed) as err:
         in_a_loop(lambda: cooplab.run(out=tmp_path / "py", **kw))
     text = str(err.value)
     assert "the disk is full" in text and f"cooplab.run(..., out={str(tmp_path / 'py')!r}, force=True)" in text, text
-    assert "nothing to resume" in text and "cooplab.resume" not in text and "cooplab resume" not in text and "--" not in text
+    assert (
+        "nothing to resume" in text
+        and "cooplab.resume" not in text
+        and "cooplab resume" not in text
+        and "--" not in text
+    )
     assert json.loads((tmp_path / "py" / "summary.json").read_text())["status"] == "failed"
     with pytest.raises(RunDirError, match="nothing to resume"):
         cooplab.resume(tmp_path / "py")
@@ -238,17 +301,22 @@ def test_a_failure_before_the_first_checkpoint_says_to_start_again_in_the_caller
 
     with pytest.raises(RunFailed) as err:
         api.run.in_cli_words(out=tmp_path / "cli", **kw)
-    assert f"'cooplab run ... --out {tmp_path / 'cli'} --force'" in str(err.value) and "cooplab resume" not in str(err.value)
+    assert f"'cooplab run ... --out {tmp_path / 'cli'} --force'" in str(err.value) and "cooplab resume" not in str(
+        err.value
+    )
 
 
-@pytest.mark.parametrize("kw, said, not_said", [
-    ({"seed": -1}, "seed must be an integer in 0..", "--seed"),
-    ({"n_agents": 1}, "n_agents must be an integer in 2..100000", "--n-agents"),
-    ({"replicates": 100_000, "n_agents": 1000}, "replicates x n_agents must be at most", "--replicates"),
-    ({"set": {"nope": 1}}, "unknown parameter 'nope' in set", "--set"),
-    ({"agent_models": {7: "local"}, "n_agents": 3}, "agent_models[7]", "--agent-model"),
-    ({"price_in": -1}, "price_in must be a finite number", "--price-in"),
-])
+@pytest.mark.parametrize(
+    "kw, said, not_said",
+    [
+        ({"seed": -1}, "seed must be an integer in 0..", "--seed"),
+        ({"n_agents": 1}, "n_agents must be an integer in 2..100000", "--n-agents"),
+        ({"replicates": 100_000, "n_agents": 1000}, "replicates x n_agents must be at most", "--replicates"),
+        ({"set": {"nope": 1}}, "unknown parameter 'nope' in set", "--set"),
+        ({"agent_models": {7: "local"}, "n_agents": 3}, "agent_models[7]", "--agent-model"),
+        ({"price_in": -1}, "price_in must be a finite number", "--price-in"),
+    ],
+)
 def test_errors_raised_in_python_name_keywords_not_flags(tmp_path, kw, said, not_said):
     with pytest.raises(cooplab.ConfigError) as err:
         cooplab.run(task="cpr", agents="llm", model=f"scripted:{CAUTIOUS}", out=tmp_path / "r", **kw)
@@ -259,5 +327,7 @@ def test_a_run_directory_in_use_names_force_and_resume_as_python_calls(tmp_path)
     cooplab.run(task="diners", out=tmp_path / "d", replicates=2, iterations=1, quiet=True)
     with pytest.raises(RunDirError) as err:
         cooplab.run(task="diners", out=tmp_path / "d", replicates=2, iterations=1, quiet=True)
-    assert str(err.value) == (f"{tmp_path / 'd'} already holds a run; pass force=True to overwrite it or "
-                              f"cooplab.resume({str(tmp_path / 'd')!r}) to continue it")
+    assert str(err.value) == (
+        f"{tmp_path / 'd'} already holds a run; pass force=True to overwrite it or "
+        f"cooplab.resume({str(tmp_path / 'd')!r}) to continue it"
+    )

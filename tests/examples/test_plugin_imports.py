@@ -47,8 +47,12 @@ def internal_imports(folder: Path) -> list[str]:
 
 def test_the_example_plugin_imports_only_the_world_face():
     assert not internal_imports(PLUGIN), "\n".join(internal_imports(PLUGIN))
-    uses = [n for p in PLUGIN.rglob("*.py") for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
-            if isinstance(n, ast.ImportFrom) and n.module == FACE]
+    uses = [
+        n
+        for p in PLUGIN.rglob("*.py")
+        for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+        if isinstance(n, ast.ImportFrom) and n.module == FACE
+    ]
     assert len(uses) >= 2  # the task module and its LLM players
 
 
@@ -57,15 +61,22 @@ def test_a_planted_internal_import_is_caught(tmp_path):
     (tmp_path / "pkg" / "a.py").write_text(
         "from cooplab.world import Task, phase_rng\nimport cooplab.world\nfrom cooplab import world\nimport numpy\n"
         "from cooplab.graphs.task import Task\nimport cooplab.agents.batch\nfrom cooplab import run\n"
-        "def f():\n    from cooplab.world import _WHERE\n    from cooplab.graphs import rundir\n")
-    assert internal_imports(tmp_path) == ["pkg/a.py:5 cooplab.graphs.task", "pkg/a.py:6 cooplab.agents.batch",
-                                          "pkg/a.py:7 cooplab.run", "pkg/a.py:9 cooplab.world._WHERE",
-                                          "pkg/a.py:10 cooplab.graphs"]
+        "def f():\n    from cooplab.world import _WHERE\n    from cooplab.graphs import rundir\n"
+    )
+    assert internal_imports(tmp_path) == [
+        "pkg/a.py:5 cooplab.graphs.task",
+        "pkg/a.py:6 cooplab.agents.batch",
+        "pkg/a.py:7 cooplab.run",
+        "pkg/a.py:9 cooplab.world._WHERE",
+        "pkg/a.py:10 cooplab.graphs",
+    ]
 
 
 def test_importing_the_world_face_loads_nothing_else():
     code = "import sys; before = set(sys.modules); import cooplab.world; print(*sorted(set(sys.modules) - before))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout.split()
     assert [m for m in out if m.split(".")[0] == "cooplab"] == ["cooplab", "cooplab._version", "cooplab.world"], out
     assert [m for m in out if m.split(".")[0] not in sys.stdlib_module_names | {"cooplab"}] == [], out  # no third party
 

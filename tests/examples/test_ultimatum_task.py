@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
 from tests.helpers.progress import kill_when
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,10 +31,29 @@ def env(tmp_path_factory) -> dict[str, str]:
     src = tmp_path_factory.mktemp("src") / "ultimatum"
     shutil.copytree(EXAMPLE, src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     site = tmp_path_factory.mktemp("site")
-    res = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index", "--quiet",
-                          "--disable-pip-version-check", "--target", str(site), str(src)], capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--target",
+            str(site),
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
-    assert (next(site.glob("cooplab_ultimatum-*.dist-info")) / "entry_points.txt").read_text().count("cooplab_ultimatum:TASK") == 1
+    assert (next(site.glob("cooplab_ultimatum-*.dist-info")) / "entry_points.txt").read_text().count(
+        "cooplab_ultimatum:TASK"
+    ) == 1
     path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p)
     return {**os.environ, "PYTHONPATH": path, "COOPLAB_CACHE": str(site / "no-default-cache.sqlite")}
 
@@ -61,15 +81,36 @@ def test_params_and_graph_of_the_installed_task(env):
 
 def test_rule_run_with_fixed_traits(env, tmp_path):
     out = tmp_path / "rule"
-    res = ok(cli(env, "run", "ultimatum", "--set", "n_players=6", "--set", "replicates=3", "--set", "rounds=20", "--set", "imitation=0",
-                 "--seed", 7, "--out", out, "--json", "-q"))
+    res = ok(
+        cli(
+            env,
+            "run",
+            "ultimatum",
+            "--set",
+            "n_players=6",
+            "--set",
+            "replicates=3",
+            "--set",
+            "rounds=20",
+            "--set",
+            "imitation=0",
+            "--seed",
+            7,
+            "--out",
+            out,
+            "--json",
+            "-q",
+        )
+    )
     s = json.loads(res.stdout)
     assert s["task"] == "ultimatum" and s["agents"] == "rule" and s["status"] == "completed"
     assert s["rounds_completed"] == 20 and s["replicates"] == 3 and s["n_players"] == 6
     games, rounds = pd.read_parquet(out / "games.parquet"), pd.read_parquet(out / "rounds.parquet")
     assert len(games) == 3 * 20 * 3 and len(rounds) == 3 * 20
     # every player is in exactly one game a round, as proposer or responder
-    per_round = games.groupby(["replicate", "round"]).apply(lambda g: sorted([*g["proposer"], *g["responder"]]), include_groups=False)
+    per_round = games.groupby(["replicate", "round"]).apply(
+        lambda g: sorted([*g["proposer"], *g["responder"]]), include_groups=False
+    )
     assert all(players == list(range(6)) for players in per_round)
     # without imitation a rule player always offers the same share (its trait), within +-spread of the mean
     assert games.groupby(["replicate", "proposer"])["share"].nunique().eq(1).all()
@@ -92,7 +133,9 @@ def test_rule_run_with_fixed_traits(env, tmp_path):
     del cfg["params"]  # not silently the defaults
     (out / "config.json").write_text(json.dumps(cfg))
     res = cli(env, "resume", out)
-    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "params must be a JSON object, got None" in res.stderr
+    assert (
+        res.returncode == 2 and res.stderr.count("\n") == 1 and "params must be a JSON object, got None" in res.stderr
+    )
 
 
 def test_llm_run_with_a_scripted_model_is_traced(env, tmp_path):
@@ -101,8 +144,27 @@ def test_llm_run_with_a_scripted_model_is_traced(env, tmp_path):
     from cooplab.graphs.tracing import load_runs
 
     out = tmp_path / "llm"
-    res = ok(cli(env, "run", "ultimatum", "--agents", "llm", "--model", f"scripted:{SCRIPT}", "--set", "rounds=4",
-                 "--set", "replicates=2", "--cache", "off", "--out", out, "--json", "-q"))
+    res = ok(
+        cli(
+            env,
+            "run",
+            "ultimatum",
+            "--agents",
+            "llm",
+            "--model",
+            f"scripted:{SCRIPT}",
+            "--set",
+            "rounds=4",
+            "--set",
+            "replicates=2",
+            "--cache",
+            "off",
+            "--out",
+            out,
+            "--json",
+            "-q",
+        )
+    )
     s = json.loads(res.stdout)
     assert s["agents"] == "llm" and s["status"] == "completed" and s["rounds_completed"] == 4
     d = pd.read_parquet(out / "decisions.parquet")
@@ -158,12 +220,32 @@ def test_kill_9_mid_node_then_resume_matches_the_uninterrupted_run(env, tmp_path
     slow.write_text(json.dumps({**json.loads(SCRIPT.read_text()), "latency": 0.03}))
 
     def args(out, cache):
-        return ["run", "ultimatum", "--agents", "llm", "--model", f"scripted:{slow}", "--set", "n_players=4", "--set", "rounds=8",
-                "--max-concurrency", 1, "--cache", cache, "--out", out, "--json", "-q"]
+        return [
+            "run",
+            "ultimatum",
+            "--agents",
+            "llm",
+            "--model",
+            f"scripted:{slow}",
+            "--set",
+            "n_players=4",
+            "--set",
+            "rounds=8",
+            "--max-concurrency",
+            1,
+            "--cache",
+            cache,
+            "--out",
+            out,
+            "--json",
+            "-q",
+        ]
 
     ref = ok(cli(env, *args(tmp_path / "ref", tmp_path / "c1.sqlite")))
     run_dir, cache = tmp_path / "run", tmp_path / "c2.sqlite"
-    proc = subprocess.Popen([COOPLAB, *map(str, args(run_dir, cache))], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [COOPLAB, *map(str, args(run_dir, cache))], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     # Killed on observable progress, never after a fixed time: the process is frozen (SIGSTOP) while
     # we look, and killed once it is past round 2 with model calls answered (in the cache) since its
     # last checkpoint: a node is half done, so the resumed run must redo it, replaying those calls.
@@ -182,15 +264,21 @@ def test_kill_9_mid_node_then_resume_matches_the_uninterrupted_run(env, tmp_path
     res = ok(cli(env, "resume", run_dir, "--json", "-q"))
     a, b = json.loads(ref.stdout), json.loads(res.stdout)
     assert b["status"] == "completed" and b["llm"]["cache_hits"] > 0  # the calls made before the kill, replayed ...
-    assert a["ledger"]["cached_calls"] == b["ledger"]["cached_calls"] == 0  # ... and charged once, as the live calls they were
+    assert (
+        a["ledger"]["cached_calls"] == b["ledger"]["cached_calls"] == 0
+    )  # ... and charged once, as the live calls they were
     for key in ("rounds_completed", "mean_offer", "mean_offer_last_round", "acceptance_rate", "mean_payoff"):
         assert a[key] == b[key], key
     assert a["ledger"]["calls"] == b["ledger"]["calls"] and a["ledger"]["cost_usd"] == b["ledger"]["cost_usd"]
     for stem in ("games", "rounds"):
-        pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "ref" / f"{stem}.parquet"), pd.read_parquet(run_dir / f"{stem}.parquet"))
+        pd.testing.assert_frame_equal(
+            pd.read_parquet(tmp_path / "ref" / f"{stem}.parquet"), pd.read_parquet(run_dir / f"{stem}.parquet")
+        )
     drop = ["latency", "cached_calls"]
-    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "ref" / "decisions.parquet").drop(columns=drop),
-                                  pd.read_parquet(run_dir / "decisions.parquet").drop(columns=drop))
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(tmp_path / "ref" / "decisions.parquet").drop(columns=drop),
+        pd.read_parquet(run_dir / "decisions.parquet").drop(columns=drop),
+    )
     # one coherent trace file: the killed run's tree (root recovered as interrupted), then the resumed run's
     runs = load_runs(run_dir, validate=True)
     roots = [r for r in runs if r["parent_run_id"] is None]
@@ -207,18 +295,23 @@ def test_a_broken_plugin_says_why_and_spares_the_others(env, tmp_path):
     env = {**env, "PYTHONPATH": os.pathsep.join([str(tmp_path / "broken"), env["PYTHONPATH"]])}
     res = cli(env, "run", "broken", "--set", "rounds=2", "--out", tmp_path / "x")
     assert res.returncode == 2 and res.stderr.count("\n") == 1
-    assert res.stderr.startswith("cooplab: error: task 'broken' (cooplab_no_such_module:TASK) failed to load: ModuleNotFoundError")
+    assert res.stderr.startswith(
+        "cooplab: error: task 'broken' (cooplab_no_such_module:TASK) failed to load: ModuleNotFoundError"
+    )
     assert not (tmp_path / "x").exists()
     assert ok(cli(env, "run", "ultimatum", "--set", "rounds=2", "--out", tmp_path / "y", "-q", "--json")).stdout
 
 
-@pytest.mark.parametrize("setting,needle", [
-    ("n_players=5", "--set n_players must be a multiple of 2, got 5"),
-    ("offer=NaN", "--set offer must be less than or equal to 1, got nan"),
-    ('rounds="5"', "--set rounds must be an integer, got '5'"),
-    ("rounds=100000", "--set rounds: replicates x n_players / 2 x rounds must be at most 10,000,000 games"),
-    ("colour=red", "unknown parameter 'colour'"),
-])
+@pytest.mark.parametrize(
+    "setting,needle",
+    [
+        ("n_players=5", "--set n_players must be a multiple of 2, got 5"),
+        ("offer=NaN", "--set offer must be less than or equal to 1, got nan"),
+        ('rounds="5"', "--set rounds must be an integer, got '5'"),
+        ("rounds=100000", "--set rounds: replicates x n_players / 2 x rounds must be at most 10,000,000 games"),
+        ("colour=red", "unknown parameter 'colour'"),
+    ],
+)
 def test_bad_set_values_are_one_line_errors(env, tmp_path, setting, needle):
     more = ["--set", "replicates=1000"] if setting.startswith("rounds=1") else []
     res = cli(env, "run", "ultimatum", *more, "--set", setting, "--out", tmp_path / "x")

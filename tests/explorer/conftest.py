@@ -1,12 +1,12 @@
 """Runs for the explorer's tests, made once per session with scripted models and rule agents:
 
-    runs/cpr-llm        CPR, LLM fishers (examples/scripted/cautious.json), 4 fishers, 6 rounds
-    runs/cpr-greedy     the same with examples/scripted/greedy.json (for the comparison)
-    runs/x"'><b>evil    CPR, LLM fishers whose beliefs, proposals and errors carry markup and scripts
-    runs/diners         the Diner's Dilemma, rule agents, 5 replicates
-    runs/profile        cooplab profile of the cpr-sanction game, random players (a sweep: games/*)
-    runs/sweep          a CPR sweep of rule-based runs (cells/*)
-    runs/broken         a run directory whose summary.json and a table are damaged
+runs/cpr-llm        CPR, LLM fishers (examples/scripted/cautious.json), 4 fishers, 6 rounds
+runs/cpr-greedy     the same with examples/scripted/greedy.json (for the comparison)
+runs/x"'><b>evil    CPR, LLM fishers whose beliefs, proposals and errors carry markup and scripts
+runs/diners         the Diner's Dilemma, rule agents, 5 replicates
+runs/profile        cooplab profile of the cpr-sanction game, random players (a sweep: games/*)
+runs/sweep          a CPR sweep of rule-based runs (cells/*)
+runs/broken         a run directory whose summary.json and a table are damaged
 """
 
 from __future__ import annotations
@@ -37,8 +37,17 @@ def hostile_script(path: Path) -> Path:
 
 
 def _cpr_llm(out: Path, model: Path) -> None:
-    cooplab.run(task="cpr", agents="llm", model=f"scripted:{model}", n_agents=4, rounds=6, seed=4, out=out, quiet=True,
-                cache="off")
+    cooplab.run(
+        task="cpr",
+        agents="llm",
+        model=f"scripted:{model}",
+        n_agents=4,
+        rounds=6,
+        seed=4,
+        out=out,
+        quiet=True,
+        cache="off",
+    )
 
 
 @pytest.fixture(scope="session")
@@ -49,11 +58,31 @@ def runs(tmp_path_factory) -> Path:
     _cpr_llm(root / "cpr-greedy", SCRIPTED / "greedy.json")
     _cpr_llm(root / HOSTILE_DIR, hostile_script(root.parent / "hostile.json"))
     cooplab.run(task="diners", replicates=5, iterations=12, seed=1, out=root / "diners", quiet=True)
-    assert main(["profile", "--players", "random", "--games", "cpr-sanction", "--simulations", "2", "--out", str(root / "profile"),
-                 "-q", "--json"]) == 0
-    cooplab.sweep("cpr", out=root / "sweep", grid={"rounds": [3, 4]}, seeds=[0], analysis=False, n_agents=3, replicates=2)
+    assert (
+        main(
+            [
+                "profile",
+                "--players",
+                "random",
+                "--games",
+                "cpr-sanction",
+                "--simulations",
+                "2",
+                "--out",
+                str(root / "profile"),
+                "-q",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    cooplab.sweep(
+        "cpr", out=root / "sweep", grid={"rounds": [3, 4]}, seeds=[0], analysis=False, n_agents=3, replicates=2
+    )
     broken = root / "broken"
-    shutil.copytree(root / "cpr-llm", broken, ignore=shutil.ignore_patterns("checkpoints.sqlite*", "traces.jsonl", ".cooplab.lock"))
+    shutil.copytree(
+        root / "cpr-llm", broken, ignore=shutil.ignore_patterns("checkpoints.sqlite*", "traces.jsonl", ".cooplab.lock")
+    )
     (broken / "summary.json").write_text('{"task": "cpr", "status": ')
     (broken / "rounds.parquet").write_bytes(b"not a parquet file")
     return root

@@ -9,7 +9,6 @@ import json
 import os
 import re
 import shutil
-from pathlib import Path
 import socket
 from html.parser import HTMLParser
 from pathlib import Path
@@ -54,7 +53,7 @@ def dom(tmp_path: Path, url: str) -> str:
 
 def section(html_text: str, sid: str) -> str:
     start = html_text.index(f'<section id="{sid}">')
-    return html_text[start:html_text.index("</section>", start)]
+    return html_text[start : html_text.index("</section>", start)]
 
 
 class Tables(HTMLParser):
@@ -160,13 +159,28 @@ def test_the_list_shows_every_run_under_the_folder_sweeps_cells_too(site, runs, 
     html_text = dom(tmp_path, site)
     rows = tables(html_text)[""]
     names = [r[2].split("\n")[0] for r in rows[1:]]
-    assert sorted(names) == sorted(["cpr-llm", "cpr-greedy", HOSTILE_DIR, "diners", "profile/games/cpr-sanction", "sweep/cells/rounds-3__s0",
-                                    "sweep/cells/rounds-4__s0", "broken"])
+    assert sorted(names) == sorted(
+        [
+            "cpr-llm",
+            "cpr-greedy",
+            HOSTILE_DIR,
+            "diners",
+            "profile/games/cpr-sanction",
+            "sweep/cells/rounds-3__s0",
+            "sweep/cells/rounds-4__s0",
+            "broken",
+        ]
+    )
     by_name = {r[2].split("\n")[0]: r for r in rows[1:]}
     assert by_name["cpr-llm"][3:5] == ["cpr", "completed"] and "cautious.json" in by_name["cpr-llm"][5]
     assert "survival time" in by_name["cpr-llm"][6] and "cost (USD)" in by_name["cpr-llm"][6]
-    assert by_name["diners"][3] == "diners" and by_name["diners"][5] == "rule" and "final shares" in by_name["diners"][6]
-    assert by_name["profile/games/cpr-sanction"][3] == "game" and "Pareto proximity" in by_name["profile/games/cpr-sanction"][6]
+    assert (
+        by_name["diners"][3] == "diners" and by_name["diners"][5] == "rule" and "final shares" in by_name["diners"][6]
+    )
+    assert (
+        by_name["profile/games/cpr-sanction"][3] == "game"
+        and "Pareto proximity" in by_name["profile/games/cpr-sanction"][6]
+    )
     assert "summary.json is damaged" in by_name["broken"][2]
     assert 'action="/compare"' in html_text and html_text.count('name="a"') == len(names) == html_text.count('name="b"')
     assert_inert(html_text)
@@ -191,8 +205,11 @@ def test_the_list_filters_and_sorts_in_the_browser(site, tmp_path):
 def test_who_fined_whom_in_round_5_and_what_fisher_2_said(site, runs, tmp_path):
     d = decisions(runs, "cpr-llm")
     r5 = d[d["round"] == 5]
-    fined = sorted((f"Fisher {a + 1}", f"Fisher {json.loads(p)['punish']}") for a, p in r5[r5.phase == "punish"][["agent", "parsed"]].values
-                   if json.loads(p)["punish"] is not None)
+    fined = sorted(
+        (f"Fisher {a + 1}", f"Fisher {json.loads(p)['punish']}")
+        for a, p in r5[r5.phase == "punish"][["agent", "parsed"]].values
+        if json.loads(p)["punish"] is not None
+    )
     assert fined  # the scripted fishers fine someone in round 5 (seed 4)
     html_text = dom(tmp_path, run_page(site, "cpr-llm", round=5))
     rnd = section(html_text, "round")
@@ -226,11 +243,13 @@ def test_a_cpr_run_shows_the_lake_agents_norms_and_beliefs(site, runs, tmp_path)
     assert len(norms["votes"]) == 1 + (d.phase == "vote").sum()
     adopted = pd.read_parquet(runs / "cpr-llm" / "norms_adopted.parquet")
     votes = [r[norms["norms adopted"][0].index("votes")] for r in norms["norms adopted"][1:]]
-    assert votes == [", ".join(f"option {o}: {n}" for o, n in json.loads(v)) or "no vote (a single proposal)" for v in adopted.votes]  # never a Python list
+    assert votes == [
+        ", ".join(f"option {o}: {n}" for o, n in json.loads(v)) or "no vote (a single proposal)" for v in adopted.votes
+    ]  # never a Python list
     assert all(re.fullmatch(r"option \d+: \d+(, option \d+: \d+)*|no vote \(a single proposal\)", v) for v in votes)
     beliefs = tables(section(html_text, "beliefs"))["each fisher's personal norm in words, as it changed"]
     assert beliefs[0][:3] == ["fisher", "at the start", "after round 1"] and len(beliefs) == 5
-    assert html_text.count('data-drawn="1"') >= 3 and html_text.count('<svg') >= 3  # drawn by plots.js under the CSP
+    assert html_text.count('data-drawn="1"') >= 3 and html_text.count("<svg") >= 3  # drawn by plots.js under the CSP
     screenshot(tmp_path, run_page(site, "cpr-llm"), "explorer-cpr")
 
 
@@ -253,7 +272,10 @@ def test_follow_one_fisher_across_rounds(site, runs, tmp_path):
 def test_the_traces_page_lists_one_rounds_calls(site, runs, tmp_path):
     html_text = dom(tmp_path, page(site, "traces", id="0/cpr-llm", round=2, agent=0))
     d = decisions(runs, "cpr-llm")
-    assert html_text.count('<article class="call">') == len(d[(d.agent == 0) & (d["round"] == 2)]) + d[(d.agent == 0) & (d["round"] == 2)].attempts.sub(1).sum()
+    assert (
+        html_text.count('<article class="call">')
+        == len(d[(d.agent == 0) & (d["round"] == 2)]) + d[(d.agent == 0) & (d["round"] == 2)].attempts.sub(1).sum()
+    )
     assert "Fisher 1 \u00b7 harvest \u00b7 round 2" in html_text
 
 
@@ -315,8 +337,11 @@ def test_compare_two_runs_key_numbers_and_overlaid_plots(site, runs, tmp_path):
     ea = json.loads((runs / "cpr-llm" / "summary.json").read_text())["efficiency"]["mean"]
     eb = json.loads((runs / "cpr-greedy" / "summary.json").read_text())["efficiency"]["mean"]
     assert [float(x) for x in by["efficiency"]] == pytest.approx([ea, eb], rel=1e-3)  # 4 significant digits
-    assert html_text.count('data-drawn="1"') >= 3 and html_text.count('<svg') >= 3
-    assert "Norms: proposed, voted, adopted, side by side" in html_text and "Punishments: who fined whom, side by side" in html_text
+    assert html_text.count('data-drawn="1"') >= 3 and html_text.count("<svg") >= 3
+    assert (
+        "Norms: proposed, voted, adopted, side by side" in html_text
+        and "Punishments: who fined whom, side by side" in html_text
+    )
     for name in ("cpr-llm", "cpr-greedy"):  # each run's adopted norms, with links into its own page
         adopted = pd.read_parquet(runs / name / "norms_adopted.parquet")
         assert all(html.escape(n, quote=False) in html_text for n in adopted.norm)
@@ -335,7 +360,11 @@ def test_hostile_run_text_stays_text(site, runs, tmp_path, query):
 
 
 def test_hostile_text_on_the_list_traces_and_compare_pages(site, runs, tmp_path):
-    for url in (site, page(site, "traces", id=f"0/{HOSTILE_DIR}"), page(site, "compare", a=f"0/{HOSTILE_DIR}", b="0/cpr-llm")):
+    for url in (
+        site,
+        page(site, "traces", id=f"0/{HOSTILE_DIR}"),
+        page(site, "compare", a=f"0/{HOSTILE_DIR}", b="0/cpr-llm"),
+    ):
         html_text = dom(tmp_path, url)
         assert_inert(html_text)
         assert html.escape(HOSTILE_DIR, quote=False) in html_text
@@ -355,11 +384,19 @@ def raw_http(url: str, request: bytes) -> tuple[int, dict[str, str], bytes]:
     return int(lines[0].split(" ", 2)[1]), headers, body
 
 
-@pytest.mark.parametrize("host", ["evil.example:{port}", "localhost.evil.com:{port}", "127.0.0.1:{other}", "localhost", "rebind.test"])
+@pytest.mark.parametrize(
+    "host", ["evil.example:{port}", "localhost.evil.com:{port}", "127.0.0.1:{other}", "localhost", "rebind.test"]
+)
 def test_a_foreign_host_gets_nothing(site, host):
     port = int(site.rstrip("/").rsplit(":", 1)[1])
     host = host.format(port=port, other=port + 1)
-    for path in ("/", "/run?id=0/cpr-llm", "/compare?a=0/cpr-llm&b=0/diners", "/traces?id=0/cpr-llm", "/static/explorer.js"):
+    for path in (
+        "/",
+        "/run?id=0/cpr-llm",
+        "/compare?a=0/cpr-llm&b=0/diners",
+        "/traces?id=0/cpr-llm",
+        "/static/explorer.js",
+    ):
         code, _, body = raw_http(site, f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
         assert code == 421 and b"Fisher" not in body and b"cpr-llm" not in body
 
@@ -368,16 +405,27 @@ def test_no_host_gets_nothing_and_pages_carry_a_strict_csp(site):
     code, _, body = raw_http(site, b"GET / HTTP/1.0\r\n\r\n")
     assert code == 400 and b"cpr-llm" not in body
     port = site.rstrip("/").rsplit(":", 1)[1]
-    code, headers, body = raw_http(site, f"GET /run?id=0/cpr-llm HTTP/1.1\r\nHost: localhost:{port}\r\nConnection: close\r\n\r\n".encode())
+    code, headers, body = raw_http(
+        site, f"GET /run?id=0/cpr-llm HTTP/1.1\r\nHost: localhost:{port}\r\nConnection: close\r\n\r\n".encode()
+    )
     assert code == 200 and headers["content-security-policy"] == CSP and headers["x-content-type-options"] == "nosniff"
     assert "script-src 'self'" in CSP and "unsafe-inline" not in CSP and "unsafe-eval" not in CSP
     assert b"<script>" not in body and b"onclick" not in body  # no inline script at all
 
 
-@pytest.mark.parametrize("query", [
-    {"id": "../../etc"}, {"id": "0/../.."}, {"id": "9/cpr-llm"}, {"id": "0/cpr-llm", "round": "<script>alert(1)</script>"},
-    {"id": "0/cpr-llm", "agent": "-5", "society": "99"}, {"id": "0/cpr-llm", "sort": "<b>"}, {"id": "0/cpr-llm", "round": "9" * 30}, {"id": "0/cpr-llm", "round": "1e309"},
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"id": "../../etc"},
+        {"id": "0/../.."},
+        {"id": "9/cpr-llm"},
+        {"id": "0/cpr-llm", "round": "<script>alert(1)</script>"},
+        {"id": "0/cpr-llm", "agent": "-5", "society": "99"},
+        {"id": "0/cpr-llm", "sort": "<b>"},
+        {"id": "0/cpr-llm", "round": "9" * 30},
+        {"id": "0/cpr-llm", "round": "1e309"},
+    ],
+)
 def test_hostile_queries_get_a_page_or_a_404_never_a_500(site, query):
     r = httpx.get(page(site, "run", **query))
     assert r.status_code in (200, 404) and "Traceback" not in r.text and "<script>alert" not in r.text
@@ -388,7 +436,9 @@ def test_hostile_queries_get_a_page_or_a_404_never_a_500(site, query):
 @pytest.mark.parametrize("path", ["/static/../app.py", "/static/%2e%2e/app.py", "/static/..%2fpages.py", "/static/"])
 def test_static_files_are_only_the_pages_own(site, path):
     port = site.rstrip("/").rsplit(":", 1)[1]
-    code, _, body = raw_http(site, f"GET {path} HTTP/1.1\r\nHost: localhost:{port}\r\nConnection: close\r\n\r\n".encode())
+    code, _, body = raw_http(
+        site, f"GET {path} HTTP/1.1\r\nHost: localhost:{port}\r\nConnection: close\r\n\r\n".encode()
+    )
     assert code == 404 and b"import" not in body
 
 
@@ -405,20 +455,29 @@ class Ultimatum(Task):
     def explore(self, run, query):
         if query.get("boom"):
             raise RuntimeError("the view broke")
-        return [ex.Section("Offers", [ex.Text(f"offer of {run.summary.get('offer')}"),
-                                      ex.Plot([1, 2, 3], {"offer": [1, 2, 3]}, title="offers", key="offers")])]
+        return [
+            ex.Section(
+                "Offers",
+                [
+                    ex.Text(f"offer of {run.summary.get('offer')}"),
+                    ex.Plot([1, 2, 3], {"offer": [1, 2, 3]}, title="offers", key="offers"),
+                ],
+            )
+        ]
 
     def key_numbers(self, summary):
         return {"offer": summary.get("offer")}
 
 
 def test_a_science_runs_key_numbers_lead_with_accuracy_and_cost(tmp_path):
-    from cooplab.evals.explorer.views import key_numbers
     from cooplab.evals.explorer.runs import RunDir
+    from cooplab.evals.explorer.views import key_numbers
 
     run = tmp_path / "sci"
     run.mkdir()
-    summary = json.loads((Path(__file__).parents[1] / "runner" / "data" / "summaries" / "science-oracle.json").read_text())
+    summary = json.loads(
+        (Path(__file__).parents[1] / "runner" / "data" / "summaries" / "science-oracle.json").read_text()
+    )
     summary["science_task"], summary["scores"] = "ecology", {"completeness": 1.0, "quality": 0.5, "accuracy": 0.75}
     summary["ledger"]["cost_usd_float"] = 0.0123
     (run / "summary.json").write_text(json.dumps(summary))
@@ -432,27 +491,45 @@ def test_a_science_runs_key_numbers_lead_with_accuracy_and_cost(tmp_path):
 def test_a_third_party_task_shows_its_own_sections_through_the_hook(tmp_path):
     run = tmp_path / "runs" / "u1"
     run.mkdir(parents=True)
-    (run / "config.json").write_text(json.dumps({"version": 2, "task": "ultimatum-test", "agents": "rule", "seed": 0, "params": {}}))
+    (run / "config.json").write_text(
+        json.dumps({"version": 2, "task": "ultimatum-test", "agents": "rule", "seed": 0, "params": {}})
+    )
     write_summary(run, "ultimatum-test", offer=4)
     (tmp_path / "runs" / "u2").mkdir()  # a run still going: config.json only
-    (tmp_path / "runs" / "u2" / "config.json").write_text(json.dumps({"version": 2, "task": "ultimatum-test", "agents": "llm",
-                                                                      "llm": {"model": "openai:m"}}))
+    (tmp_path / "runs" / "u2" / "config.json").write_text(
+        json.dumps({"version": 2, "task": "ultimatum-test", "agents": "llm", "llm": {"model": "openai:m"}})
+    )
     server, url = serve([tmp_path / "runs"], task_for=lambda name: Ultimatum() if name == "ultimatum-test" else None)
     try:
         listing = httpx.get(url).text
         assert "<b>offer</b> 4" in listing
-        assert "running or unfinished" in listing and "no summary.json (the run has not finished" in listing and "openai:m" in listing
+        assert (
+            "running or unfinished" in listing
+            and "no summary.json (the run has not finished" in listing
+            and "openai:m" in listing
+        )
         own = httpx.get(url + "run?" + urlencode({"id": "0/u1"})).text
         assert '<section id="offers"><h2>Offers</h2>' in own and "offer of 4" in own
         broken = httpx.get(url + "run?" + urlencode({"id": "0/u1", "boom": "1"})).text
-        assert "the task&#39;s explore() failed: RuntimeError: the view broke" in broken and '<section id="config">' in broken
+        assert (
+            "the task&#39;s explore() failed: RuntimeError: the view broke" in broken
+            and '<section id="config">' in broken
+        )
     finally:
         stop(server)
 
 
 # --- the command line ------------------------------------------------------------------------------
-@pytest.mark.parametrize("args", [["/nonexistent/runs"], ["{file}"], ["{empty}"], ["{runs}", "--port", "70000"],
-                                  ["{runs}", "--host", "example.com"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["/nonexistent/runs"],
+        ["{file}"],
+        ["{empty}"],
+        ["{runs}", "--port", "70000"],
+        ["{runs}", "--host", "example.com"],
+    ],
+)
 def test_cooplab_view_refuses_bad_input_in_one_line(capsys, runs, tmp_path, args):
     (tmp_path / "f.txt").write_text("x")
     (tmp_path / "empty").mkdir()
@@ -475,31 +552,81 @@ def test_cooplab_view_prints_its_url_and_serves(capsys, runs):
 def test_non_finite_huge_and_wrong_typed_values_are_shown_never_a_crash(tmp_path):
     run = tmp_path / "runs" / "odd"
     run.mkdir(parents=True)
-    (run / "config.json").write_text('{"version": 2, "task": "cpr", "agents": "llm", "llm": "not an object", "params": [1, 2]}')
-    write_summary(run, status=["x"], survival_time={"mean": float("inf"), "sem": float("nan")}, efficiency={"mean": 1e308, "sem": -1},
-                  ledger={"cost_usd_float": -1}, collapse="none")
-    pd.DataFrame({"condition": [0, 0, 0], "replicate": [0, 0, 0], "round": [1, 2, 3], "R": [float("inf"), float("nan"), -1e300],
-                  "R_plus": [1.0, 2.0, 3.0], "H": ["a", None, 2.5]}).to_csv(run / "rounds.csv", index=False)
-    (run / "decisions.csv").write_text("society,agent,round,phase,parsed,raw\n0,0,1,punish,\"{\"\"punish\"\": 1e999}\",x\n"
-                                       "0,1,1,propose,[1],y\nx,y,z,punish,{},z\n")
-    call = {"id": "c1", "run_type": "llm", "name": "m", "inputs": {"messages": [[{"kwargs": {"type": "human", "content": "Round 1. <b>hi</b>"}}]]},
-            "outputs": {"generations": [[{"text": "{\"punish\": 1}"}]]}, "extra": {"metadata": {"agent_id": 0, "round": "1", "phase": "punish"}}}
-    named = {**call, "id": "c2", "extra": {"metadata": {"agent_id": "eve", "agent_name": "Eve \"the' <i>bad</i>", "round": 1, "phase": "x"}}}
-    (run / "traces.jsonl").write_text('{"run_type": "llm", "inputs\n[1, 2]\n' + "[" * 5000 + '"llm"' + "]" * 5000 + "\n" + json.dumps(call)
-                                      + "\n" + json.dumps(named) + "\n")
+    (run / "config.json").write_text(
+        '{"version": 2, "task": "cpr", "agents": "llm", "llm": "not an object", "params": [1, 2]}'
+    )
+    write_summary(
+        run,
+        status=["x"],
+        survival_time={"mean": float("inf"), "sem": float("nan")},
+        efficiency={"mean": 1e308, "sem": -1},
+        ledger={"cost_usd_float": -1},
+        collapse="none",
+    )
+    pd.DataFrame(
+        {
+            "condition": [0, 0, 0],
+            "replicate": [0, 0, 0],
+            "round": [1, 2, 3],
+            "R": [float("inf"), float("nan"), -1e300],
+            "R_plus": [1.0, 2.0, 3.0],
+            "H": ["a", None, 2.5],
+        }
+    ).to_csv(run / "rounds.csv", index=False)
+    (run / "decisions.csv").write_text(
+        'society,agent,round,phase,parsed,raw\n0,0,1,punish,"{""punish"": 1e999}",x\n'
+        "0,1,1,propose,[1],y\nx,y,z,punish,{},z\n"
+    )
+    call = {
+        "id": "c1",
+        "run_type": "llm",
+        "name": "m",
+        "inputs": {"messages": [[{"kwargs": {"type": "human", "content": "Round 1. <b>hi</b>"}}]]},
+        "outputs": {"generations": [[{"text": '{"punish": 1}'}]]},
+        "extra": {"metadata": {"agent_id": 0, "round": "1", "phase": "punish"}},
+    }
+    named = {
+        **call,
+        "id": "c2",
+        "extra": {"metadata": {"agent_id": "eve", "agent_name": "Eve \"the' <i>bad</i>", "round": 1, "phase": "x"}},
+    }
+    (run / "traces.jsonl").write_text(
+        '{"run_type": "llm", "inputs\n[1, 2]\n'
+        + "[" * 5000
+        + '"llm"'
+        + "]" * 5000
+        + "\n"
+        + json.dumps(call)
+        + "\n"
+        + json.dumps(named)
+        + "\n"
+    )
     server, url = serve([tmp_path / "runs"], task_for=task_for)
     try:
         calls = httpx.get(url + "traces?" + urlencode({"id": "0/odd", "round": "1"})).text
-        assert calls.count('<article class="call">') == 2 and "3 damaged lines of traces.jsonl (not a readable JSON object) were skipped: lines 1, 2, 3" in calls
+        assert (
+            calls.count('<article class="call">') == 2
+            and "3 damaged lines of traces.jsonl (not a readable JSON object) were skipped: lines 1, 2, 3" in calls
+        )
         assert "Eve &#34;the&#39; &lt;i&gt;bad&lt;/i&gt; \u00b7 x \u00b7 round 1" in calls and "<i>" not in calls
         assert "Round 1. &lt;b&gt;hi&lt;/b&gt;" in calls and "Fisher 1 \u00b7 punish \u00b7 round 1" in calls
         listing = httpx.get(url)
         # the damaged summary.json is one line naming its first bad field; none of its values is shown as a result
-        assert listing.status_code == 200 and "summary.json: status: Input should be" in listing.text and "odd" in listing.text
+        assert (
+            listing.status_code == 200
+            and "summary.json: status: Input should be" in listing.text
+            and "odd" in listing.text
+        )
         for q in ({}, {"round": "1"}, {"agent": "0"}, {"society": "0", "round": "2"}):
             r = httpx.get(url + "run?" + urlencode({"id": "0/odd", **q}))
-            assert r.status_code == 200 and "Traceback" not in r.text and "view failed" not in r.text, (q, r.text[-2000:])
-            assert '<section id="lake">' in r.text and "decisions without a whole society, agent or round are left out" in r.text
+            assert r.status_code == 200 and "Traceback" not in r.text and "view failed" not in r.text, (
+                q,
+                r.text[-2000:],
+            )
+            assert (
+                '<section id="lake">' in r.text
+                and "decisions without a whole society, agent or round are left out" in r.text
+            )
         cmp = httpx.get(url + "compare?" + urlencode({"a": "0/odd", "b": "0/odd"}))
         assert cmp.status_code == 200
     finally:
@@ -507,21 +634,58 @@ def test_non_finite_huge_and_wrong_typed_values_are_shown_never_a_crash(tmp_path
 
 
 # --- who and when of a call in traces written before calls were labelled --------------------------
-@pytest.mark.parametrize("system, human, agent, name, rnd", [
-    ("You are one of 4 fishers ... Your name is Fisher 3.", "Round 4.\n\nThe lake now holds 900 tonnes.", 2, "Fisher 3", 4),
-    ("You are Player 2 in Group 1.\n\nGAME RULES: ...", "=== Round 2 of 3 ===\n\nPREVIOUS ROUNDS: ...", 1, "Player 2", 2),
-    ("You are Alex. You like food.\nYou are member 5 of a group of 4 friends who dine out.", "Iteration 3, at the pub. ...", 4, None, 3),
-])
+@pytest.mark.parametrize(
+    "system, human, agent, name, rnd",
+    [
+        (
+            "You are one of 4 fishers ... Your name is Fisher 3.",
+            "Round 4.\n\nThe lake now holds 900 tonnes.",
+            2,
+            "Fisher 3",
+            4,
+        ),
+        (
+            "You are Player 2 in Group 1.\n\nGAME RULES: ...",
+            "=== Round 2 of 3 ===\n\nPREVIOUS ROUNDS: ...",
+            1,
+            "Player 2",
+            2,
+        ),
+        (
+            "You are Alex. You like food.\nYou are member 5 of a group of 4 friends who dine out.",
+            "Iteration 3, at the pub. ...",
+            4,
+            None,
+            3,
+        ),
+    ],
+)
 def test_unlabelled_calls_are_read_from_their_prompts(system, human, agent, name, rnd):
     from cooplab.evals.explorer.traces import facts
 
-    msgs = [{"kwargs": {"type": "system", "content": system}}, {"kwargs": {"type": "human", "content": human}},
-            {"kwargs": {"type": "human", "content": "Round 99 was not valid JSON; answer again."}}]
+    msgs = [
+        {"kwargs": {"type": "system", "content": system}},
+        {"kwargs": {"type": "human", "content": human}},
+        {"kwargs": {"type": "human", "content": "Round 99 was not valid JSON; answer again."}},
+    ]
     f = facts({"run_type": "llm", "inputs": {"messages": [msgs]}, "extra": {"metadata": {"langgraph_node": "act"}}})
     assert (f["agent"], f["agent_name"], f["round"], f["phase"]) == (agent, name, rnd, "act")
-    labelled = facts({"run_type": "llm", "inputs": {"messages": [msgs]},
-                      "extra": {"metadata": {"agent_id": 7, "agent_name": "Fisher 8", "round": 11, "phase": "vote", "society": 2}}})
-    assert (labelled["agent"], labelled["agent_name"], labelled["round"], labelled["phase"], labelled["society"]) == (7, "Fisher 8", 11, "vote", 2)
+    labelled = facts(
+        {
+            "run_type": "llm",
+            "inputs": {"messages": [msgs]},
+            "extra": {
+                "metadata": {"agent_id": 7, "agent_name": "Fisher 8", "round": 11, "phase": "vote", "society": 2}
+            },
+        }
+    )
+    assert (labelled["agent"], labelled["agent_name"], labelled["round"], labelled["phase"], labelled["society"]) == (
+        7,
+        "Fisher 8",
+        11,
+        "vote",
+        2,
+    )
 
 
 def test_a_punisher_or_target_that_is_no_agent_id_is_listed_but_left_out_of_the_matrix():
@@ -530,8 +694,14 @@ def test_a_punisher_or_target_that_is_no_agent_id_is_listed_but_left_out_of_the_
     from cooplab.evals.explorer.views.common import Spec, fines
 
     spec = Spec(noun="Fisher", society=("society",), round="round", agent="agent")
-    listed, matrix = fines([{"round": 1, "punisher": 0, "target": 2}, {"round": 2, "punisher": None, "target": 1},
-                            {"round": 2, "punisher": "x", "target": 0}], spec)
+    listed, matrix = fines(
+        [
+            {"round": 1, "punisher": 0, "target": 2},
+            {"round": 2, "punisher": None, "target": 1},
+            {"round": 2, "punisher": "x", "target": 0},
+        ],
+        spec,
+    )
     assert len(listed.rows) == 3
     assert [r["who \u2193 / fined \u2192"] for r in matrix.rows] == ["Fisher 1", "Fisher 2", "Fisher 3"]
     assert matrix.rows[0]["Fisher 3"] == 1 and matrix.rows[1]["Fisher 1"] == ""

@@ -35,8 +35,18 @@ HOSTILE = "<img src=x onerror=\"document.body.setAttribute('data-pwned','fork')\
 def served(tmp_path_factory):
     root = tmp_path_factory.mktemp("forkpages") / "runs"
     cache = root.parent / "cache.sqlite"
-    cooplab.run(task="cpr", agents="llm", model=f"scripted:{SCRIPT}", n_agents=3, rounds=4, replicates=2, seed=9, cache=str(cache),
-                out=root / "base", quiet=True)
+    cooplab.run(
+        task="cpr",
+        agents="llm",
+        model=f"scripted:{SCRIPT}",
+        n_agents=3,
+        rounds=4,
+        replicates=2,
+        seed=9,
+        cache=str(cache),
+        out=root / "base",
+        quiet=True,
+    )
     cooplab.fork(root / "base", at_round=2, out=root / "rich", set=["r=0.6"], quiet=True)
     cooplab.run(task="diners", replicates=2, iterations=4, seed=1, out=root / "diners", quiet=True)
     # a copy of the fork whose record names a path outside the folders and carries markup: the
@@ -52,13 +62,17 @@ def served(tmp_path_factory):
     shutil.copytree(root / "rich", orphan, ignore=shutil.ignore_patterns("checkpoints.sqlite*", ".cooplab.lock"))
     cfg = json.loads((orphan / "config.json").read_text())
     cfg["record"]["thread_id"] = "orphan-run"
-    cfg["record"]["fork"].update(parent="../../etc", parent_thread_id="no-such-run", lineage=[{"thread_id": "no-such-run", "rounds": 2}])
+    cfg["record"]["fork"].update(
+        parent="../../etc", parent_thread_id="no-such-run", lineage=[{"thread_id": "no-such-run", "rounds": 2}]
+    )
     (orphan / "config.json").write_text(json.dumps(cfg))
     # two copies of the parent whose per-round tables name round 10**12 (a hand-edited table): the
     # first differing round is looked for among the rounds there are, never every number up to it
     for name in ("huge-a", "huge-b"):
         d = root / name
-        shutil.copytree(root / "base", d, ignore=shutil.ignore_patterns("checkpoints.sqlite*", ".cooplab.lock", "traces.jsonl"))
+        shutil.copytree(
+            root / "base", d, ignore=shutil.ignore_patterns("checkpoints.sqlite*", ".cooplab.lock", "traces.jsonl")
+        )
         cfg = json.loads((d / "config.json").read_text())
         cfg["record"]["thread_id"] = name
         (d / "config.json").write_text(json.dumps(cfg))
@@ -89,13 +103,16 @@ def test_the_compare_page_of_a_fork_and_its_parent_shows_curves_marks_and_the_di
     parent_page = httpx.get(page(url, "run", id="0/base")).text
     forks = tables(parent_page)["Forks of this run"]
     assert forks[0] == ["fork", "forked at the end of round", "changes", "status", "compare"]
-    assert [r[0] for r in forks[1:]] == ["forged", "rich"]  # by run id: the forged copy names it too; the orphan does not
+    assert [r[0] for r in forks[1:]] == [
+        "forged",
+        "rich",
+    ]  # by run id: the forged copy names it too; the orphan does not
     assert forks[2][:4] == ["rich", "2", "set r=0.6", "completed"]
 
     html_text = dom(tmp_path, url + link.lstrip("/"))
     assert_inert(html_text)
-    rounds = html_text[html_text.index('<section id="rounds">'):]
-    rounds = rounds[:rounds.index("</section>")]
+    rounds = html_text[html_text.index('<section id="rounds">') :]
+    rounds = rounds[: rounds.index("</section>")]
     assert "B is a fork of A at the end of round 2 (set r=0.6)" in rounds
     assert "1..2 (B" in rounds and "<dt>first round that differs</dt><dd>3</dd>" in rounds
     expected = cooplab.compare(root / "base", root / "rich")
@@ -109,7 +126,11 @@ def test_the_compare_page_of_a_fork_and_its_parent_shows_curves_marks_and_the_di
         assert "rounds 1..2 shared (fork at the end of round 2)" in fig and "first difference: round 3" in fig
         assert 'stroke-dasharray="6 4"' in fig and fig.count('class="line"') == 2
         caption = re.search(r"<figcaption>(.*?)</figcaption>", fig, re.S).group(1)
-        assert "run A solid, run B dashed" in caption and "grey band covers rounds 1..2" in caption and "red dotted line marks round 3" in caption
+        assert (
+            "run A solid, run B dashed" in caption
+            and "grey band covers rounds 1..2" in caption
+            and "red dotted line marks round 3" in caption
+        )
     # the B - A table: every outcome of cooplab.compare, the interval paired
     t = tables(rounds)["Every outcome: B \u2212 A"]
     assert t[0] == ["outcome", "A", "B", "B \u2212 A", "95% interval of B \u2212 A", "interval", "societies (A / B)"]
@@ -117,7 +138,9 @@ def test_the_compare_page_of_a_fork_and_its_parent_shows_curves_marks_and_the_di
     assert set(by) == {o["outcome"] for o in expected.outcomes} and "version" not in by
     eff = next(o for o in expected.outcomes if o["outcome"] == "efficiency")
     row = by["efficiency"]
-    assert float(row[3]) == pytest.approx(eff["difference"], rel=1e-3) and row[5] == "paired t, 95%" and row[6] == "2 / 2"
+    assert (
+        float(row[3]) == pytest.approx(eff["difference"], rel=1e-3) and row[5] == "paired t, 95%" and row[6] == "2 / 2"
+    )
     lo, hi = (float(x) for x in row[4].strip("[]").split(","))
     assert (lo, hi) == (pytest.approx(eff["low"], rel=1e-3), pytest.approx(eff["high"], rel=1e-3))
     assert "paired t interval of the per-society differences" in rounds
@@ -125,12 +148,18 @@ def test_the_compare_page_of_a_fork_and_its_parent_shows_curves_marks_and_the_di
 
 def test_hostile_compare_parameters_get_one_clear_message(served):
     url, _ = served
-    cases = [({"a": "0/nope", "b": "0/rich"}, 404, "no run with id a = '0/nope' under the folders given"),
-             ({"a": "0/../../etc", "b": "0/rich"}, 404, "no run with id a = '0/../../etc'"),
-             ({"a": "0/base", "b": "/etc/passwd"}, 404, "no run with id b = '/etc/passwd'"),
-             ({"a": "0/base", "b": "0/base/../rich"}, 404, "no run with id b = '0/base/../rich'"),
-             ({"a": "0/base"}, 404, "no run with id b = ''"),
-             ({"a": "0/base", "b": "0/diners"}, 400, "base is a 'cpr' run and diners a 'diners' run; compare two runs of one task")]
+    cases = [
+        ({"a": "0/nope", "b": "0/rich"}, 404, "no run with id a = '0/nope' under the folders given"),
+        ({"a": "0/../../etc", "b": "0/rich"}, 404, "no run with id a = '0/../../etc'"),
+        ({"a": "0/base", "b": "/etc/passwd"}, 404, "no run with id b = '/etc/passwd'"),
+        ({"a": "0/base", "b": "0/base/../rich"}, 404, "no run with id b = '0/base/../rich'"),
+        ({"a": "0/base"}, 404, "no run with id b = ''"),
+        (
+            {"a": "0/base", "b": "0/diners"},
+            400,
+            "base is a 'cpr' run and diners a 'diners' run; compare two runs of one task",
+        ),
+    ]
     for query, code, message in cases:
         r = httpx.get(url + "compare?" + urlencode(query))
         assert r.status_code == code, query
@@ -141,22 +170,30 @@ def test_hostile_compare_parameters_get_one_clear_message(served):
 
 def test_a_round_numbered_10_to_the_12_is_compared_at_once(served):
     url, _ = served
-    r = httpx.get(page(url, "compare", a="0/huge-a", b="0/huge-b"), timeout=120)  # before: a loop over 10**12 rounds, no answer
+    r = httpx.get(
+        page(url, "compare", a="0/huge-a", b="0/huge-b"), timeout=120
+    )  # before: a loop over 10**12 rounds, no answer
     assert r.status_code == 200
-    assert "<dt>first round that differs</dt><dd>none: the per-round tables agree on every round both reach</dd>" in r.text
+    assert (
+        "<dt>first round that differs</dt><dd>none: the per-round tables agree on every round both reach</dd>" in r.text
+    )
 
 
 def test_a_forged_fork_record_is_read_as_text_and_its_path_opens_nothing(served, tmp_path):
     url, root = served
     forged = dom(tmp_path, page(url, "run", id="0/forged"))
     assert_inert(forged)
-    sec = forged[forged.index('<section id="forks">'):]
-    sec = sec[:sec.index("</section>")]
-    assert html.escape(HOSTILE, quote=False) in sec and "/etc" not in sec  # its parent by run id: the base run, not /etc
+    sec = forged[forged.index('<section id="forks">') :]
+    sec = sec[: sec.index("</section>")]
+    assert (
+        html.escape(HOSTILE, quote=False) in sec and "/etc" not in sec
+    )  # its parent by run id: the base run, not /etc
     assert "/compare?a=0%2Fbase&amp;b=0%2Fforged" in sec
     orphan = httpx.get(page(url, "run", id="0/orphan")).text
-    sec = orphan[orphan.index('<section id="forks">'):]
-    assert "of the run with id &#39;no-such-run&#39;, which is not under the folders given" in sec.split("</section>")[0]
+    sec = orphan[orphan.index('<section id="forks">') :]
+    assert (
+        "of the run with id &#39;no-such-run&#39;, which is not under the folders given" in sec.split("</section>")[0]
+    )
     assert "/compare?" not in sec.split("</section>")[0] and "etc" not in sec.split("</section>")[0]
     # the compare page of the orphan and the base: no lineage in common, so no band, an unpaired interval
     text = httpx.get(page(url, "compare", a="0/base", b="0/orphan")).text

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-from html import unescape as html_unescape
 import re
 import shutil
 import subprocess
 import sys
+from html import unescape as html_unescape
 from pathlib import Path
 
 import pandas as pd
@@ -25,8 +25,10 @@ from cooplab.tasks.science import explore as sx
 from tests.explorer.test_explorer import assert_inert, image_stats
 from tests.helpers.chromium import browse
 
-PNG_1x1 = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
-                        "1f15c4890000000d49444154789c6360f8cfc0f01f0005fe02fe0dd1b0e80000000049454e44ae426082")
+PNG_1x1 = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360f8cfc0f01f0005fe02fe0dd1b0e80000000049454e44ae426082"
+)
 
 
 # --- helpers -------------------------------------------------------------------------------------------
@@ -57,17 +59,62 @@ def texts(secs, kind=None):
 
 
 def loop(agent="data.0", team="data", visit=1, node="work", calls=()):
-    return {"agent": agent, "team": team, "round": 1, "phase": f"{team}:{node}", "model": "m", "protocol": "native",
-            "stop_reason": "completed", "stop_detail": "", "final": "", "steps": len(calls) + 1, "n_tool_calls": len(calls),
-            "tool_calls": json.dumps([{"step": i + 1, "id": c, "name": "run_code", "args": json.dumps({"code": f"print({i})"}),
-                                       "status": "success", "seconds": 0.1} for i, c in enumerate(calls)]),
-            "malformed": 0, "input_tokens": 1, "output_tokens": 1, "cost": "0.001", "cached_calls": 0, "visit": visit, "node": node}
+    return {
+        "agent": agent,
+        "team": team,
+        "round": 1,
+        "phase": f"{team}:{node}",
+        "model": "m",
+        "protocol": "native",
+        "stop_reason": "completed",
+        "stop_detail": "",
+        "final": "",
+        "steps": len(calls) + 1,
+        "n_tool_calls": len(calls),
+        "tool_calls": json.dumps(
+            [
+                {
+                    "step": i + 1,
+                    "id": c,
+                    "name": "run_code",
+                    "args": json.dumps({"code": f"print({i})"}),
+                    "status": "success",
+                    "seconds": 0.1,
+                }
+                for i, c in enumerate(calls)
+            ]
+        ),
+        "malformed": 0,
+        "input_tokens": 1,
+        "output_tokens": 1,
+        "cost": "0.001",
+        "cached_calls": 0,
+        "visit": visit,
+        "node": node,
+    }
 
 
 def record(call_id="c1", **kw):
-    rec = {"agent": "data.0", "team": "data", "visit": 1, "round": 1, "phase": "data:work", "call_id": call_id, "status": "ok",
-           "seconds": 0.5, "description": "look", "code": "print('hi')", "stdout": "hi\n", "stderr": "", "result": None,
-           "error": None, "traceback": None, "cut": [], "figures": [], "figures_dropped": 0}
+    rec = {
+        "agent": "data.0",
+        "team": "data",
+        "visit": 1,
+        "round": 1,
+        "phase": "data:work",
+        "call_id": call_id,
+        "status": "ok",
+        "seconds": 0.5,
+        "description": "look",
+        "code": "print('hi')",
+        "stdout": "hi\n",
+        "stderr": "",
+        "result": None,
+        "error": None,
+        "traceback": None,
+        "cut": [],
+        "figures": [],
+        "figures_dropped": 0,
+    }
     rec.update(kw)
     return rec
 
@@ -83,11 +130,24 @@ def write_calls(out: Path, *recs, extra_lines=()):
 # --- the data layer on partial and damaged run directories ------------------------------------------------
 def test_an_empty_directory_shows_a_note_for_every_missing_part(tmp_path):
     secs = sx.sections(tmp_path, {})
-    assert [s.id for s in secs] == ["science-overview", "science-facts", "science-timeline", "science-calls",
-                                    "science-artifacts", "science-budget"]
+    assert [s.id for s in secs] == [
+        "science-overview",
+        "science-facts",
+        "science-timeline",
+        "science-calls",
+        "science-artifacts",
+        "science-budget",
+    ]
     notes = texts(secs, ex.Note)
-    for name in ("config.json is missing", "summary.json is missing", "scores.json is missing", "timeline.parquet is missing",
-                 "tool_loops.parquet is missing", "ledger.parquet is missing", "artifacts/ is missing"):
+    for name in (
+        "config.json is missing",
+        "summary.json is missing",
+        "scores.json is missing",
+        "timeline.parquet is missing",
+        "tool_loops.parquet is missing",
+        "ledger.parquet is missing",
+        "artifacts/ is missing",
+    ):
         assert name in notes, notes
     assert "no code was run" in notes and "no ledger" in notes
 
@@ -95,10 +155,32 @@ def test_an_empty_directory_shows_a_note_for_every_missing_part(tmp_path):
 def test_damaged_files_are_named_and_the_rest_is_shown(tmp_path):
     (tmp_path / "config.json").write_text("[1, 2]")
     (tmp_path / "summary.json").write_text('{"status": "completed", "scores": {"accuracy": NaN}')  # cut short
-    (tmp_path / "scores.json").write_text(json.dumps({"heuristic": {"facts": [
-        {"id": "n_species", "kind": "number", "status": "found", "score": 1.0, "evidence": "five species"},
-        {"id": "shift_time", "kind": "number", "status": "contradicted", "score": 0.0, "evidence": "a shift at t = 60"},
-        "not a fact", {"id": "rmse", "score": "NaN", "status": "missing", "evidence": ""}]}}))
+    (tmp_path / "scores.json").write_text(
+        json.dumps(
+            {
+                "heuristic": {
+                    "facts": [
+                        {
+                            "id": "n_species",
+                            "kind": "number",
+                            "status": "found",
+                            "score": 1.0,
+                            "evidence": "five species",
+                        },
+                        {
+                            "id": "shift_time",
+                            "kind": "number",
+                            "status": "contradicted",
+                            "score": 0.0,
+                            "evidence": "a shift at t = 60",
+                        },
+                        "not a fact",
+                        {"id": "rmse", "score": "NaN", "status": "missing", "evidence": ""},
+                    ]
+                }
+            }
+        )
+    )
     (tmp_path / "tool_loops.parquet").write_bytes(b"PAR1 this is not parquet")
     (tmp_path / "ledger.csv").write_text("team,cost,kind\ndata,0.5,tokens\nmodel,oops,tokens\n")
     write_calls(tmp_path, record("c1"), extra_lines=["{not json", "[1]", ""])
@@ -130,9 +212,20 @@ def test_figure_paths_outside_sandbox_figures_are_never_shown(tmp_path):
     (tmp_path / sx.SANDBOX_FIGURES).mkdir()
     (tmp_path / sx.SANDBOX_FIGURES / "ok-1.png").write_bytes(PNG_1x1)
     (tmp_path / "secret.png").write_bytes(PNG_1x1)
-    write_calls(tmp_path, record(figures=["sandbox_figures/ok-1.png", "../secret.png", "secret.png", "/etc/passwd",
-                                          "sandbox_figures/missing.png", 7]),
-                record("c2", figures="sandbox_figures/ok-1.png"))  # not a list: no figure
+    write_calls(
+        tmp_path,
+        record(
+            figures=[
+                "sandbox_figures/ok-1.png",
+                "../secret.png",
+                "secret.png",
+                "/etc/passwd",
+                "sandbox_figures/missing.png",
+                7,
+            ]
+        ),
+        record("c2", figures="sandbox_figures/ok-1.png"),
+    )  # not a list: no figure
     secs = sx.sections(tmp_path, {})
     images = [b for b in all_blocks(secs) if isinstance(b, ex.Image)]
     assert [i.path for i in images] == ["sandbox_figures/ok-1.png"]
@@ -143,7 +236,12 @@ def test_figure_paths_outside_sandbox_figures_are_never_shown(tmp_path):
 
 def test_records_left_by_an_earlier_run_are_not_shown(tmp_path):
     pd.DataFrame([loop(calls=["c2"])]).to_parquet(tmp_path / "tool_loops.parquet")
-    write_calls(tmp_path, record("c1", stdout="old run\n"), record("c2", stdout="first try\n"), record("c2", stdout="rerun after resume\n"))
+    write_calls(
+        tmp_path,
+        record("c1", stdout="old run\n"),
+        record("c2", stdout="first try\n"),
+        record("c2", stdout="rerun after resume\n"),
+    )
     run = sx.load_run(tmp_path)
     assert [(c["call_id"], c["stdout"]) for c in run.calls] == [("c2", "rerun after resume\n")]
     assert any("1 record(s) of sandbox_calls.jsonl match no tool call of this run's tool loops" in n for n in run.notes)
@@ -159,12 +257,19 @@ def test_a_run_without_recorded_calls_shows_their_code_with_a_note(tmp_path):
 
 def test_long_output_is_cut_on_the_page_with_a_note(tmp_path):
     long = "x" * (sx.SHOW_CHARS + 123)
-    write_calls(tmp_path, record(stdout=long, stderr="warning: <b>\n", error="ValueError: </pre>", traceback="tb", cut=["stdout"]))
+    write_calls(
+        tmp_path,
+        record(stdout=long, stderr="warning: <b>\n", error="ValueError: </pre>", traceback="tb", cut=["stdout"]),
+    )
     secs = sx.sections(tmp_path, {})
     details = next(b for b in all_blocks(secs) if isinstance(b, ex.Details) and b.summary.startswith("data#1"))
     assert details.open
     boxes = {b.title: b.text for b in walk(details.blocks) if isinstance(b, ex.Code)}
-    assert len(boxes["stdout"]) == sx.SHOW_CHARS and boxes["stderr"] == "warning: <b>\n" and boxes["error"] == "ValueError: </pre>\ntb"
+    assert (
+        len(boxes["stdout"]) == sx.SHOW_CHARS
+        and boxes["stderr"] == "warning: <b>\n"
+        and boxes["error"] == "ValueError: </pre>\ntb"
+    )
     notes = texts([ex.Section("", details.blocks)], ex.Note)
     assert "stdout: 123 more characters not shown" in notes
     assert f"stdout: longer than {sx.MAX_RECORD_CHARS} characters; only the first were recorded" in notes
@@ -182,20 +287,27 @@ def test_a_page_shows_at_most_100_calls_and_30_figures_and_links_to_the_rest(tmp
     assert len([b for b in blocks if isinstance(b, ex.Details) and "· call " in b.summary]) == sx.MAX_CALLS_SHOWN
     assert len([b for b in blocks if isinstance(b, ex.Image)]) == sx.MAX_FIGURES_SHOWN
     more = [b for b in blocks if isinstance(b, ex.Link) and "open this call alone" in b.text]
-    assert [m.params for m in more[:2]] == [{"call": f"c{sx.MAX_FIGURES_SHOWN}"}, {"call": f"c{sx.MAX_FIGURES_SHOWN + 1}"}]
+    assert [m.params for m in more[:2]] == [
+        {"call": f"c{sx.MAX_FIGURES_SHOWN}"},
+        {"call": f"c{sx.MAX_FIGURES_SHOWN + 1}"},
+    ]
     assert f"{n} code calls: the first {sx.MAX_CALLS_SHOWN} are shown" in texts([ex.Section("", blocks)], ex.Note)
     alone = all_blocks(sx.sections(tmp_path, {"call": f"c{n - 1}"}))
-    assert [b.summary.split(" · ")[2] for b in alone if isinstance(b, ex.Details) and "· call " in b.summary] == [f"call c{n - 1}"]
+    assert [b.summary.split(" · ")[2] for b in alone if isinstance(b, ex.Details) and "· call " in b.summary] == [
+        f"call c{n - 1}"
+    ]
     assert [b.path for b in alone if isinstance(b, ex.Image)] == [f"sandbox_figures/f{n - 1}.png"]
 
 
 def test_a_long_program_shows_its_start_and_all_of_it_in_a_closed_box(tmp_path):
     code = "\n".join(f"x{i} = {i}" for i in range(100))
     write_calls(tmp_path, record(code=code))
-    call = next(b for b in all_blocks(sx.sections(tmp_path, {})) if isinstance(b, ex.Details) and "· call " in b.summary)
+    call = next(
+        b for b in all_blocks(sx.sections(tmp_path, {})) if isinstance(b, ex.Details) and "· call " in b.summary
+    )
     preview, whole = call.blocks[1], call.blocks[2]
     assert preview.title == f"code (the first {sx.PREVIEW_LINES} of 100 lines)"
-    assert preview.text.splitlines() == code.splitlines()[:sx.PREVIEW_LINES]
+    assert preview.text.splitlines() == code.splitlines()[: sx.PREVIEW_LINES]
     assert whole.summary == "all 100 lines of the code" and not whole.open and whole.blocks[0].text == code
 
 
@@ -205,16 +317,24 @@ def test_hostile_query_values_are_ignored(tmp_path):
         secs = sx.sections(tmp_path, q)
         assert len([b for b in all_blocks(secs) if isinstance(b, ex.Details) and "· call " in b.summary]) == 2
     secs = sx.sections(tmp_path, {"team": "model"})
-    assert [b.summary.split(" · ")[0] for b in all_blocks(secs) if isinstance(b, ex.Details) and "· call " in b.summary] == ["model#1"]
+    assert [
+        b.summary.split(" · ")[0] for b in all_blocks(secs) if isinstance(b, ex.Details) and "· call " in b.summary
+    ] == ["model#1"]
 
 
 def test_a_call_record_caps_its_text_and_keeps_only_png_figures(tmp_path):
     from cooplab.sandbox.models import ErrorInfo, ExecResult
 
-    res = ExecResult(status="error", stdout="o" * (sx.MAX_RECORD_CHARS + 5), stderr="e",
-                     error=ErrorInfo(type="ValueError", message="bad", traceback="Traceback ..."),
-                     figures=[PNG_1x1, b"<svg onload=alert(1)>", b"GIF89a"])
-    rec = sx.call_record(res, "print(1)", "why", agent="data.0", team="data", visit=1, round=1, phase="data:work", call_id="../../x")
+    res = ExecResult(
+        status="error",
+        stdout="o" * (sx.MAX_RECORD_CHARS + 5),
+        stderr="e",
+        error=ErrorInfo(type="ValueError", message="bad", traceback="Traceback ..."),
+        figures=[PNG_1x1, b"<svg onload=alert(1)>", b"GIF89a"],
+    )
+    rec = sx.call_record(
+        res, "print(1)", "why", agent="data.0", team="data", visit=1, round=1, phase="data:work", call_id="../../x"
+    )
     assert rec["cut"] == ["stdout"] and len(rec["stdout"]) == sx.MAX_RECORD_CHARS and rec["error"] == "ValueError: bad"
     part = sx._safe_part("../../x")  # a hostile call id: no path separator, no leading dot
     assert "/" not in part and not part.startswith(".")
@@ -235,7 +355,9 @@ def test_the_recorder_keeps_the_agents_code_its_pass_and_figures(tmp_path):
     from cooplab.tasks.science.workspace import CURRENT, Workspace
 
     caller = ToolCaller("model.1", CoopContext(run_dir=str(tmp_path)), team="model", round=3, phase="model:work")
-    runtime = SimpleNamespace(config={"configurable": {CALLER_KEY: caller}}, context=caller.context, tool_call_id="call/7")
+    runtime = SimpleNamespace(
+        config={"configurable": {CALLER_KEY: caller}}, context=caller.context, tool_call_id="call/7"
+    )
     token = CURRENT.set(Workspace(artifacts={}, team="model", visit=2))
     try:
         res = ExecResult(status="ok", stdout="fit done\n", figures=[PNG_1x1, b"not a png"])
@@ -243,7 +365,13 @@ def test_the_recorder_keeps_the_agents_code_its_pass_and_figures(tmp_path):
     finally:
         CURRENT.reset(token)
     (rec,) = [json.loads(line) for line in (tmp_path / sx.SANDBOX_CALLS).read_text().splitlines()]
-    assert (rec["agent"], rec["team"], rec["visit"], rec["round"], rec["call_id"]) == ("model.1", "model", 2, 3, "call/7")
+    assert (rec["agent"], rec["team"], rec["visit"], rec["round"], rec["call_id"]) == (
+        "model.1",
+        "model",
+        2,
+        3,
+        "call/7",
+    )
     assert rec["code"] == "fit()" and rec["stdout"] == "fit done\n" and rec["figures_dropped"] == 1
     assert rec["figures"] == ["sandbox_figures/model-2-model.1-call_7-1.png"]
     assert (tmp_path / rec["figures"][0]).read_bytes() == PNG_1x1
@@ -253,27 +381,62 @@ def test_the_recorder_keeps_the_agents_code_its_pass_and_figures(tmp_path):
 
 
 def test_passes_in_order_with_a_redo_and_the_cost_of_each(tmp_path):
-    rows = [("data", 1, "plan", "0.1"), ("data", 1, "synthesize", "0.3"), ("model", 1, "synthesize", "0.5"),
-            ("data", 2, "synthesize", "0.9"), ("model", 2, "synthesize", "bad")]
-    pd.DataFrame([{"team": t, "visit": v, "node": n, "seconds": 1.0, "spent_usd": s} for t, v, n, s in rows]).to_parquet(
-        tmp_path / "timeline.parquet")
+    rows = [
+        ("data", 1, "plan", "0.1"),
+        ("data", 1, "synthesize", "0.3"),
+        ("model", 1, "synthesize", "0.5"),
+        ("data", 2, "synthesize", "0.9"),
+        ("model", 2, "synthesize", "bad"),
+    ]
+    pd.DataFrame(
+        [{"team": t, "visit": v, "node": n, "seconds": 1.0, "spent_usd": s} for t, v, n, s in rows]
+    ).to_parquet(tmp_path / "timeline.parquet")
     pd.DataFrame([loop(agent="data.1", visit=2, calls=["c9"])]).to_parquet(tmp_path / "tool_loops.parquet")
     write_calls(tmp_path, record("c9", agent="data.1", visit=2))
     with open(tmp_path / "routing.jsonl", "w") as f:
-        f.write(json.dumps({"from_team": "model", "agent": "model.0", "target_team": "data", "kind": "redo", "request": "<b>clean</b> again",
-                            "visit": 1, "decision": "accepted", "reason": "re-entry 1 of 1"}) + "\n")
-    (tmp_path / "messages.jsonl").write_text(json.dumps({"from_team": "data", "agent": "data.1", "to_team": "model",
-                                                          "content": "see sp3", "visit": 2}) + "\n")
+        f.write(
+            json.dumps(
+                {
+                    "from_team": "model",
+                    "agent": "model.0",
+                    "target_team": "data",
+                    "kind": "redo",
+                    "request": "<b>clean</b> again",
+                    "visit": 1,
+                    "decision": "accepted",
+                    "reason": "re-entry 1 of 1",
+                }
+            )
+            + "\n"
+        )
+    (tmp_path / "messages.jsonl").write_text(
+        json.dumps({"from_team": "data", "agent": "data.1", "to_team": "model", "content": "see sp3", "visit": 2})
+        + "\n"
+    )
     blocks = all_blocks(sx.sections(tmp_path, {}))
     tables = {b.title.split(" (")[0].split(",")[0]: b.rows for b in blocks if isinstance(b, ex.Table) and b.title}
-    assert tables["requests to earlier teams"] == [{"from": "model#1", "agent": "model.0 (ML Engineer)", "to team": "data", "kind": "redo",
-                                                    "request": "<b>clean</b> again", "decision": "accepted", "why": "re-entry 1 of 1"}]
-    assert tables["messages between teams"] == [{"from": "data#2", "agent": "data.1 (Data Analyst)", "to team": "model",
-                                                 "message": "see sp3"}]
+    assert tables["requests to earlier teams"] == [
+        {
+            "from": "model#1",
+            "agent": "model.0 (ML Engineer)",
+            "to team": "data",
+            "kind": "redo",
+            "request": "<b>clean</b> again",
+            "decision": "accepted",
+            "why": "re-entry 1 of 1",
+        }
+    ]
+    assert tables["messages between teams"] == [
+        {"from": "data#2", "agent": "data.1 (Data Analyst)", "to team": "model", "message": "see sp3"}
+    ]
     table = next(b for b in blocks if isinstance(b, ex.Table) and b.title.startswith("passes"))
     got = [(r["pass"], r["steps"], r["cost (USD)"], r["code calls"], r["agents"]) for r in table.rows]
-    assert got == [("data#1", "plan > synthesize", "0.3000", 0, ""), ("model#1", "synthesize", "0.2000", 0, ""),
-                   ("data#2", "synthesize", "0.4000", 1, "data.1 (Data Analyst)"), ("model#2", "synthesize", "n/a", 0, "")]
+    assert got == [
+        ("data#1", "plan > synthesize", "0.3000", 0, ""),
+        ("model#1", "synthesize", "0.2000", 0, ""),
+        ("data#2", "synthesize", "0.4000", 1, "data.1 (Data Analyst)"),
+        ("model#2", "synthesize", "n/a", 0, ""),
+    ]
 
 
 def _cooplab(*args, timeout=600):
@@ -293,10 +456,30 @@ def test_a_killed_and_resumed_run_shows_each_code_call_once(tmp_path):
 
     exe = str(Path(sys.executable).parent / "cooplab")
     out = tmp_path / "run"
-    proc = subprocess.Popen([exe, "run", "science", "--task", "anomaly", "--team", "oracle", "--sandbox-backend", "local",
-                             "--cache", str(tmp_path / "c.sqlite"), "--out", str(out), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            exe,
+            "run",
+            "science",
+            "--task",
+            "anomaly",
+            "--team",
+            "oracle",
+            "--sandbox-backend",
+            "local",
+            "--cache",
+            str(tmp_path / "c.sqlite"),
+            "--out",
+            str(out),
+            "-q",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     calls = out / sx.SANDBOX_CALLS
-    assert kill_when(proc, lambda: calls.is_file() and len(calls.read_text().splitlines()) >= 2, timeout=300), "the run ended first"
+    assert kill_when(proc, lambda: calls.is_file() and len(calls.read_text().splitlines()) >= 2, timeout=300), (
+        "the run ended first"
+    )
     res = _cooplab("resume", out, "-q")
     assert res.returncode == 0, res.stderr
     assert len(calls.read_text().splitlines()) >= 3
@@ -307,8 +490,22 @@ def test_a_killed_and_resumed_run_shows_each_code_call_once(tmp_path):
 def test_a_forced_run_over_an_old_one_does_not_show_the_old_calls(tmp_path):
     out = tmp_path / "run"
     for team in ("oracle", "garbage"):  # the garbage team runs no code
-        res = _cooplab("run", "science", "--task", "anomaly", "--team", team, "--sandbox-backend", "local", "--cache", "off",
-                       "--out", out, "-q", "--force")
+        res = _cooplab(
+            "run",
+            "science",
+            "--task",
+            "anomaly",
+            "--team",
+            team,
+            "--sandbox-backend",
+            "local",
+            "--cache",
+            "off",
+            "--out",
+            out,
+            "-q",
+            "--force",
+        )
         assert res.returncode == 0, res.stderr
     assert len((out / sx.SANDBOX_CALLS).read_text().splitlines()) == 3  # the oracle's, still in the file
     run = sx.load_run(out)
@@ -335,7 +532,12 @@ A regime shift occurs at t = 60, where the mean abundance drops.
 # Conclusion
 The community changed early in the record.
 """
-ARTIFACTS = {"data": "dataset_description", "model": "model_architecture", "eval": "evaluation_report", "writing": "final_paper"}
+ARTIFACTS = {
+    "data": "dataset_description",
+    "model": "model_architecture",
+    "eval": "evaluation_report",
+    "writing": "final_paper",
+}
 
 
 def _call(tool, **args):
@@ -349,12 +551,20 @@ def _script(path: Path) -> Path:
     for team, name in ARTIFACTS.items():
         by_phase[f"{team}:plan"] = [f"- {team}.0: do the {team} part"]
         by_phase[f"{team}:work"] = [_call("mark_complete", summary=f"{team} work done")]
-        by_phase[f"{team}:synthesize"] = [_call("write_artifact", name=name, description=f"{team} artifact",
-                                                content=PAPER if team == "writing" else f"# {team}\n\nNotes <b>of</b> the {team} team."),
-                                          _call("mark_complete", summary="written")]
-    by_phase["data:work"] = [_call("run_code", code=HOSTILE_CODE, description="first look </pre><script>alert(2)</script>"),
-                             _call("run_code", code="raise ValueError('<img src=x onerror=alert(1)>')", description="a failing call"),
-                             _call("mark_complete", summary="looked at the data")]
+        by_phase[f"{team}:synthesize"] = [
+            _call(
+                "write_artifact",
+                name=name,
+                description=f"{team} artifact",
+                content=PAPER if team == "writing" else f"# {team}\n\nNotes <b>of</b> the {team} team.",
+            ),
+            _call("mark_complete", summary="written"),
+        ]
+    by_phase["data:work"] = [
+        _call("run_code", code=HOSTILE_CODE, description="first look </pre><script>alert(2)</script>"),
+        _call("run_code", code="raise ValueError('<img src=x onerror=alert(1)>')", description="a failing call"),
+        _call("mark_complete", summary="looked at the data"),
+    ]
     path.write_text(json.dumps({"by_phase": by_phase, "cycle": False}))
     return path
 
@@ -365,8 +575,26 @@ def science_run(tmp_path_factory, docker_ready):
 
     base = tmp_path_factory.mktemp("sciview")
     out = base / "runs" / "hostile-team"
-    code = main(["run", "science", "--task", "ecology", "--model", f"scripted:{_script(base / 'team.json')}", "--team-size", "1",
-                 "--sandbox-backend", "docker", "--cache", "off", "--out", str(out), "-q", "--json"])
+    code = main(
+        [
+            "run",
+            "science",
+            "--task",
+            "ecology",
+            "--model",
+            f"scripted:{_script(base / 'team.json')}",
+            "--team-size",
+            "1",
+            "--sandbox-backend",
+            "docker",
+            "--cache",
+            "off",
+            "--out",
+            str(out),
+            "-q",
+            "--json",
+        ]
+    )
     assert code == 0
     return out
 
@@ -389,12 +617,18 @@ def explorer(science_run):
 @pytest.mark.docker
 def test_a_science_run_records_its_calls_figures_and_artifact_authors(science_run):
     calls = [json.loads(line) for line in (science_run / sx.SANDBOX_CALLS).read_text().splitlines()]
-    assert [(c["agent"], c["team"], c["visit"], c["status"]) for c in calls] == [("data.0", "data", 1, "ok"), ("data.0", "data", 1, "error")]
+    assert [(c["agent"], c["team"], c["visit"], c["status"]) for c in calls] == [
+        ("data.0", "data", 1, "ok"),
+        ("data.0", "data", 1, "error"),
+    ]
     assert "pwned-code" in calls[0]["stdout"] and calls[1]["error"].startswith("ValueError: <img")
-    assert len(calls[0]["figures"]) == 1 and (science_run / calls[0]["figures"][0]).read_bytes().startswith(sx.PNG_MAGIC)
+    assert len(calls[0]["figures"]) == 1 and (science_run / calls[0]["figures"][0]).read_bytes().startswith(
+        sx.PNG_MAGIC
+    )
     index = json.loads((science_run / sx.ARTIFACT_INDEX).read_text())
     assert {(a["name"], a["version"], a["agent"], a["visit"]) for a in index} == {
-        (n, 1, f"{t}.0", 1) for t, n in ARTIFACTS.items()}
+        (n, 1, f"{t}.0", 1) for t, n in ARTIFACTS.items()
+    }
 
 
 @pytest.mark.integration
@@ -410,16 +644,25 @@ def test_the_science_page_in_chromium(explorer, tmp_path):
     assert "&lt;script&gt;document.title='pwned-report'&lt;/script&gt;" in html  # shown as text
     assert "&lt;img src=x onerror=\"document.title='pwned-img'\"&gt;" in html
     # the timeline: each team's pass, who was in it and what it wrote
-    assert re.search(r"<td>data#1</td>\s*<td>plan &gt; work &gt; deliberate &gt; synthesize</td>\s*<td>data.0 \(Data Lead\)</td>"
-                     r"\s*<td>dataset_description v1</td>\s*<td[^>]*>2</td>", html), html[:3000]
+    assert re.search(
+        r"<td>data#1</td>\s*<td>plan &gt; work &gt; deliberate &gt; synthesize</td>\s*<td>data.0 \(Data Lead\)</td>"
+        r"\s*<td>dataset_description v1</td>\s*<td[^>]*>2</td>",
+        html,
+    ), html[:3000]
     assert "<td>writing#1</td>" in html and "final_paper v1" in html
     link = re.search(r'<a href="(/traces\?id=[^"]*agent=data.0[^"]*)">data.0 \(Data Lead\): its model calls</a>', html)
     assert link, "no link to the data lead's model calls"
     # a code call: its code, its output (the hostile line as text), its figure as an image, the failing call's error
     assert "data#1 · data.0 (Data Lead) · call call_1 · ok" in html
     assert "print(\"&lt;/pre&gt;&lt;script&gt;document.title='pwned-code'&lt;/script&gt;\")" in html
-    assert "<h4>stdout</h4><pre class=\"code\">&lt;/pre&gt;&lt;script&gt;document.title='pwned-code'&lt;/script&gt;\ncolumns: 6\n</pre>" in html
-    assert re.search(r'<img src="data:image/png;base64,[A-Za-z0-9+/=]{200,}" alt="sandbox_figures/data-1-data.0-call_\d+-1.png">', html)
+    assert (
+        "<h4>stdout</h4><pre class=\"code\">&lt;/pre&gt;&lt;script&gt;document.title='pwned-code'&lt;/script&gt;\ncolumns: 6\n</pre>"
+        in html
+    )
+    assert re.search(
+        r'<img src="data:image/png;base64,[A-Za-z0-9+/=]{200,}" alt="sandbox_figures/data-1-data.0-call_\d+-1.png">',
+        html,
+    )
     assert "ValueError: &lt;img src=x onerror=alert(1)&gt;" in html
     # the report beside each fact's verdict, truth and evidence
     assert "shift_time · number · contradicted · score 0.00 · WRONG" in html
@@ -428,11 +671,16 @@ def test_the_science_page_in_chromium(explorer, tmp_path):
     assert "n_species · number · found · score 1.00 · right" in html
     assert "forecast_baseline_rmse · number · missing · score 0.00 · NOT STATED" in html
     # the budget plot and the artifacts' versions
-    assert 'aria-label="USD spent per team (cumulative)" data-drawn="1"' in html and "every version of every artifact" in html
+    assert (
+        'aria-label="USD spent per team (cumulative)" data-drawn="1"' in html
+        and "every version of every artifact" in html
+    )
 
     calls = browse(tmp_path, explorer.split("/run?")[0] + html_unescape(link.group(1)), "--dump-dom").stdout
     assert "pwned" not in re.search(r"<title>(.*?)</title>", calls, re.S).group(1)
-    assert "6 calls" in calls and "You are Data Lead, a member of the Data team." in calls  # the data lead's 6 model calls
+    assert (
+        "6 calls" in calls and "You are Data Lead, a member of the Data team." in calls
+    )  # the data lead's 6 model calls
     assert "You are ML Engineer" not in calls  # and no other agent's
 
     png = tmp_path / "explorer-science.png"

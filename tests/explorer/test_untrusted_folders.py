@@ -38,10 +38,20 @@ def bytes_path(parent: Path, name: bytes) -> Path:
 
 def small_run(out: Path, task: str = "cpr") -> Path:
     out.mkdir(parents=True)
-    (out / "config.json").write_text(json.dumps({"version": 2, "task": task, "agents": "rule", "seed": 0, "params": {}}))
+    (out / "config.json").write_text(
+        json.dumps({"version": 2, "task": task, "agents": "rule", "seed": 0, "params": {}})
+    )
     write_summary(out, task, rounds_completed=2)
-    pd.DataFrame({"condition": [0, 0], "replicate": [0, 0], "round": [1, 2], "R": [900.0, 800.0], "R_plus": [850.0, 700.0],
-                  "H": [50.0, 100.0]}).to_parquet(open(out / "rounds.parquet", "wb"), index=False)
+    pd.DataFrame(
+        {
+            "condition": [0, 0],
+            "replicate": [0, 0],
+            "round": [1, 2],
+            "R": [900.0, 800.0],
+            "R_plus": [850.0, 700.0],
+            "H": [50.0, 100.0],
+        }
+    ).to_parquet(open(out / "rounds.parquet", "wb"), index=False)
     return out
 
 
@@ -70,7 +80,9 @@ def test_a_folder_name_that_is_not_utf8_is_listed_and_opens(tmp_path):
         assert len(hrefs) == 2
         for h in hrefs:
             r = httpx.get(url + h.lstrip("/"))
-            assert r.status_code == 200 and "could not be read" not in r.text and '<section id="lake">' in r.text, r.text[-1500:]
+            assert r.status_code == 200 and "could not be read" not in r.text and '<section id="lake">' in r.text, (
+                r.text[-1500:]
+            )
         assert get(url, "compare", a="0/fine", b="0/caf\\xe9 \\xff run").status_code == 200
     finally:
         stop(server)
@@ -80,12 +92,24 @@ def test_links_leaving_the_run_folder_are_never_read(tmp_path):
     outside = tmp_path / "home"
     outside.mkdir()
     (outside / "private.json").write_text(json.dumps({"task": "cpr", "status": SECRET}))
-    pd.DataFrame({"condition": [0], "replicate": [0], "round": [1], "R": [1.0], "R_plus": [1.0], "H": [1.0],
-                  "secret": [SECRET]}).to_parquet(outside / "private.parquet")
-    (outside / "private.jsonl").write_text(json.dumps({"run_type": "llm", "name": "m", "inputs": {"messages": [[{"kwargs": {
-        "type": "human", "content": SECRET}}]]}, "outputs": {"generations": [[{"text": SECRET}]]}}) + "\n")
+    pd.DataFrame(
+        {"condition": [0], "replicate": [0], "round": [1], "R": [1.0], "R_plus": [1.0], "H": [1.0], "secret": [SECRET]}
+    ).to_parquet(outside / "private.parquet")
+    (outside / "private.jsonl").write_text(
+        json.dumps(
+            {
+                "run_type": "llm",
+                "name": "m",
+                "inputs": {"messages": [[{"kwargs": {"type": "human", "content": SECRET}}]]},
+                "outputs": {"generations": [[{"text": SECRET}]]},
+            }
+        )
+        + "\n"
+    )
     (outside / "pics").mkdir()
-    (outside / "pics" / "private.svg").write_text(f'<svg xmlns="http://www.w3.org/2000/svg"><text>{SECRET}</text></svg>')
+    (outside / "pics" / "private.svg").write_text(
+        f'<svg xmlns="http://www.w3.org/2000/svg"><text>{SECRET}</text></svg>'
+    )
     run = small_run(tmp_path / "runs" / "shared")
     (run / "summary.json").unlink()
     (run / "summary.json").symlink_to(outside / "private.json")
@@ -103,11 +127,19 @@ def test_links_leaving_the_run_folder_are_never_read(tmp_path):
     assert rundir.read_table(run, "same")["x"].tolist() == [1, 2]
     server, url = serve([tmp_path / "runs"], task_for=find)
     try:
-        for path, q in (("", {}), ("run", {"id": "0/shared"}), ("traces", {"id": "0/shared"}), ("run", {"id": "0/shared", "round": "1"})):
+        for path, q in (
+            ("", {}),
+            ("run", {"id": "0/shared"}),
+            ("traces", {"id": "0/shared"}),
+            ("run", {"id": "0/shared", "round": "1"}),
+        ):
             r = get(url, path, **q)
             assert r.status_code == 200 and SECRET not in r.text and "c2VjcmV0" not in r.text, (path, q)
         page = get(url, "run", id="0/shared").text
-        assert page.count("leads outside its run directory") >= 3 and "checkpoints.sqlite leads outside the run folder" in page
+        assert (
+            page.count("leads outside its run directory") >= 3
+            and "checkpoints.sqlite leads outside the run folder" in page
+        )
         assert "figures" not in re.findall(r'<nav class="toc">(.*?)</nav>', page)[0].lower()
     finally:
         stop(server)
@@ -127,7 +159,9 @@ def test_a_table_asking_for_gigabytes_is_refused_by_its_footer_in_one_line(tmp_p
         assert page.status_code == 200 and "table decisions is not shown" in page.text and "xxxxxxxxxx" not in page.text
     finally:
         stop(server)
-    info = write_report(run, tmp_path / "report.html", task_for=find)  # its first rows only, each cell cut: a page, not gigabytes
+    info = write_report(
+        run, tmp_path / "report.html", task_for=find
+    )  # its first rows only, each cell cut: a page, not gigabytes
     assert info["bytes"] < 1 << 20 and "2,000 rows" in (tmp_path / "report.html").read_text()
     # the footer's rows x columns alone: refused before any value is read
     monkeypatch.setattr(rundir, "MAX_TABLE_CELLS", 10)
@@ -154,7 +188,9 @@ def test_a_model_name_that_is_not_utf8_is_one_line_before_any_work(tmp_path, cap
     script = bytes_path(tmp_path, b"m\xe9.json")
     script.write_bytes((SCRIPTED / "cautious.json").read_bytes())
     out = tmp_path / "never"
-    line = fail_line(capsys, ["run", "cpr", "--agents", "llm", "--model", f"scripted:{script}", "--rounds", "2", "--out", str(out)])
+    line = fail_line(
+        capsys, ["run", "cpr", "--agents", "llm", "--model", f"scripted:{script}", "--rounds", "2", "--out", str(out)]
+    )
     assert "is not UTF-8" in line and "m\\xe9.json" in line
     assert not out.exists()
 

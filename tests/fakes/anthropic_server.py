@@ -24,15 +24,15 @@ from typing import Any
 from .base import (
     ANSWER,
     COMMON_MODES,
-    Answer,
     USAGE_VALUES,
+    Answer,
     FakeServer,
     Reply,
     Request,
     Talk,
     json_reply,
-    texts,
     oversize,
+    texts,
     truncations,
 )
 
@@ -64,24 +64,43 @@ def blocks_of(req: Request, answer: str | Answer) -> tuple[list[dict], str]:
             data = {"text": answer}
         answer = Answer(tool_calls=[(tool, data)])
     blocks = [{"type": "text", "text": answer.text}] if answer.text else []
-    blocks += [{"type": "tool_use", "id": f"toolu_{next(_ids):024d}", "name": n, "input": i} for n, i in answer.tool_calls]
+    blocks += [
+        {"type": "tool_use", "id": f"toolu_{next(_ids):024d}", "name": n, "input": i} for n, i in answer.tool_calls
+    ]
     return blocks, "tool_use" if answer.tool_calls else "end_turn"
 
 
 def usage(input_tokens: Any = 120, output_tokens: Any = 12) -> dict[str, Any]:
-    return {"input_tokens": input_tokens, "output_tokens": output_tokens, "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0, "service_tier": "standard"}
+    return {
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "service_tier": "standard",
+    }
 
 
-def message(req: Request, *, content: Any = "default", usage_: Any = "default", stop_reason: Any = "default",
-            drop: tuple[str, ...] = ()) -> dict[str, Any]:
+def message(
+    req: Request,
+    *,
+    content: Any = "default",
+    usage_: Any = "default",
+    stop_reason: Any = "default",
+    drop: tuple[str, ...] = (),
+) -> dict[str, Any]:
     """A ``message`` object answering ``req`` with its :attr:`Request.answer` (fields replaceable or dropped)."""
     blocks, stop = blocks_of(req, req.answer)
     model = req.body.get("model", "claude-x") if isinstance(req.body, dict) else "claude-x"
-    body = {"id": f"msg_{next(_ids):024d}", "type": "message", "role": "assistant", "model": model,
-            "content": blocks if content == "default" else content,
-            "stop_reason": stop if stop_reason == "default" else stop_reason, "stop_sequence": None,
-            "usage": usage() if usage_ == "default" else usage_}
+    body = {
+        "id": f"msg_{next(_ids):024d}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": blocks if content == "default" else content,
+        "stop_reason": stop if stop_reason == "default" else stop_reason,
+        "stop_sequence": None,
+        "usage": usage() if usage_ == "default" else usage_,
+    }
     for k in drop:
         body.pop(k, None)
     return body
@@ -106,17 +125,35 @@ def events(msg: dict) -> bytes:
         return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
 
     u = msg.get("usage") if isinstance(msg.get("usage"), dict) else {}
-    out = [event("message_start", {"type": "message_start", "message": {**msg, "content": [], "stop_reason": None,
-                                                                         "usage": {**u, "output_tokens": 1}}})]
+    out = [
+        event(
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {**msg, "content": [], "stop_reason": None, "usage": {**u, "output_tokens": 1}},
+            },
+        )
+    ]
     for i, block in enumerate(msg.get("content") or []):
         start = {**block, "text": ""} if block["type"] == "text" else {**block, "input": {}}
         out.append(event("content_block_start", {"type": "content_block_start", "index": i, "content_block": start}))
-        delta = ({"type": "text_delta", "text": block["text"]} if block["type"] == "text"
-                 else {"type": "input_json_delta", "partial_json": json.dumps(block["input"])})
+        delta = (
+            {"type": "text_delta", "text": block["text"]}
+            if block["type"] == "text"
+            else {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        )
         out.append(event("content_block_delta", {"type": "content_block_delta", "index": i, "delta": delta}))
         out.append(event("content_block_stop", {"type": "content_block_stop", "index": i}))
-    out.append(event("message_delta", {"type": "message_delta", "delta": {"stop_reason": msg.get("stop_reason"), "stop_sequence": None},
-                                       "usage": {"output_tokens": u.get("output_tokens")}}))
+    out.append(
+        event(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": msg.get("stop_reason"), "stop_sequence": None},
+                "usage": {"output_tokens": u.get("output_tokens")},
+            },
+        )
+    )
     out.append(event("message_stop", {"type": "message_stop"}))
     return b"".join(out)
 
@@ -124,8 +161,11 @@ def events(msg: dict) -> bytes:
 def error(status: int, kind: str, text: str, headers: dict[str, str] | None = None) -> Reply:
     """An error in the API's own format."""
     rid = request_id()
-    return json_reply({"type": "error", "error": {"type": kind, "message": text}, "request_id": rid}, status,
-                      {"request-id": rid, **(headers or {})})
+    return json_reply(
+        {"type": "error", "error": {"type": kind, "message": text}, "request_id": rid},
+        status,
+        {"request-id": rid, **(headers or {})},
+    )
 
 
 def _usage_mode(values: Callable[[Request], tuple[Any, Any]]) -> Callable[[Request], Reply]:
@@ -141,11 +181,17 @@ def _usage_mode(values: Callable[[Request], tuple[Any, Any]]) -> Callable[[Reque
 ERROR_MODES: dict[str, Callable[[Request], Reply]] = {
     "400": lambda r: error(400, "invalid_request_error", "max_tokens: Field required"),
     "401": lambda r: error(401, "authentication_error", "invalid x-api-key"),
-    "403": lambda r: error(403, "permission_error", "Your API key does not have permission to use the specified resource."),
+    "403": lambda r: error(
+        403, "permission_error", "Your API key does not have permission to use the specified resource."
+    ),
     "404": lambda r: error(404, "not_found_error", f"model: {(r.body or {}).get('model')}"),
     "413": lambda r: error(413, "request_too_large", "Request exceeds the maximum allowed number of bytes."),
-    "429": lambda r: error(429, "rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit",
-                           {"retry-after": "0"}),
+    "429": lambda r: error(
+        429,
+        "rate_limit_error",
+        "Number of request tokens has exceeded your per-minute rate limit",
+        {"retry-after": "0"},
+    ),
     "500": lambda r: error(500, "api_error", "Internal server error"),
     "529": lambda r: error(529, "overloaded_error", "Overloaded"),
 }
@@ -164,13 +210,25 @@ MODES: dict[str, Callable[[Request], Reply]] = {
     "unknown_block": lambda r: ok_reply(r, message(r, content=[{"type": "hologram", "data": "x"}])),
     "text_number": lambda r: ok_reply(r, message(r, content=[{"type": "text", "text": 42}])),
     "text_null": lambda r: ok_reply(r, message(r, content=[{"type": "text", "text": None}])),
-    "tool_input_string": lambda r: ok_reply(r, message(r, content=[{"type": "tool_use", "id": "toolu_1", "name": forced_tool(r.body) or "x",
-                                                                    "input": "{not json"}], stop_reason="tool_use")),
-    "error_in_200": lambda r: json_reply({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+    "tool_input_string": lambda r: ok_reply(
+        r,
+        message(
+            r,
+            content=[{"type": "tool_use", "id": "toolu_1", "name": forced_tool(r.body) or "x", "input": "{not json"}],
+            stop_reason="tool_use",
+        ),
+    ),
+    "error_in_200": lambda r: json_reply(
+        {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    ),
     "refusal": lambda r: ok_reply(r, message(r, content=[], stop_reason="refusal")),
-    "max_tokens_cut": lambda r: ok_reply(r, message(r, content=[{"type": "text", "text": '{"effort": 0.'}], stop_reason="max_tokens")),
-    "oversize": lambda r: oversize(b'{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"',
-                                   b'"}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1}}'),
+    "max_tokens_cut": lambda r: ok_reply(
+        r, message(r, content=[{"type": "text", "text": '{"effort": 0.'}], stop_reason="max_tokens")
+    ),
+    "oversize": lambda r: oversize(
+        b'{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"',
+        b'"}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1}}',
+    ),
     **truncations(ok_reply),
 }
 MODES.update({name: _usage_mode(values) for name, values in USAGE_VALUES.items()})
@@ -178,9 +236,25 @@ MODES.update({name: _usage_mode(values) for name, values in USAGE_VALUES.items()
 #: modes whose answer is usable but whose usage report is not
 USAGE_ERROR_MODES = sorted(USAGE_VALUES)
 #: modes that are no message at all (the client cannot use the answer)
-MALFORMED_MODES = ["not_json", "html", "text", "empty", "binary", "json_list", "json_string", "json_null", "no_content",
-                   "null_content", "content_string", "block_not_object", "block_without_type", "text_number", "error_in_200",
-                   "truncated", "truncated_json"]
+MALFORMED_MODES = [
+    "not_json",
+    "html",
+    "text",
+    "empty",
+    "binary",
+    "json_list",
+    "json_string",
+    "json_null",
+    "no_content",
+    "null_content",
+    "content_string",
+    "block_not_object",
+    "block_without_type",
+    "text_number",
+    "error_in_200",
+    "truncated",
+    "truncated_json",
+]
 #: errors the API says are worth retrying, and those that are final
 RETRIED_ERRORS = ["429", "500", "529", "500_html", "502_empty"]
 FINAL_ERRORS = ["400", "401", "403", "404", "413"]
@@ -196,8 +270,11 @@ class AnthropicServer(FakeServer):
     def talk(body: Any) -> Talk:
         body = body if isinstance(body, dict) else {}
         blocks = [b for m in body.get("messages") or [] if isinstance(m.get("content"), list) for b in m["content"]]
-        return Talk(texts(body.get("system", "")), [t.get("name") for t in body.get("tools") or []],
-                    sum(isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks))
+        return Talk(
+            texts(body.get("system", "")),
+            [t.get("name") for t in body.get("tools") or []],
+            sum(isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks),
+        )
 
     def fixed(self, req: Request) -> Reply:
         return error(404, "not_found_error", f"Not found: {req.method} {req.path}")

@@ -22,9 +22,24 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
-from tests.agents.misbehaving_server import ANSWER, Delivery, DeliveryLog, Reply as _BaseReply, send_body
+from tests.agents.misbehaving_server import ANSWER, Delivery, DeliveryLog, send_body
+from tests.agents.misbehaving_server import Reply as _BaseReply
 
-__all__ = ["ANSWER", "Answer", "Talk", "texts", "Delivery", "FakeServer", "Reply", "Request", "USAGE_VALUES", "json_reply", "oversize", "truncations", "COMMON_MODES"]
+__all__ = [
+    "ANSWER",
+    "Answer",
+    "Talk",
+    "texts",
+    "Delivery",
+    "FakeServer",
+    "Reply",
+    "Request",
+    "USAGE_VALUES",
+    "json_reply",
+    "oversize",
+    "truncations",
+    "COMMON_MODES",
+]
 
 
 @dataclass
@@ -77,8 +92,11 @@ class Request:
     def max_tokens(self, default: int = 64) -> int:
         """The output cap the request asked for, wherever the provider puts it (int, else ``default``)."""
         b = self.body if isinstance(self.body, dict) else {}
-        for value in (b.get("max_tokens"), (b.get("options") or {}).get("num_predict"),
-                      (b.get("generationConfig") or {}).get("maxOutputTokens")):
+        for value in (
+            b.get("max_tokens"),
+            (b.get("options") or {}).get("num_predict"),
+            (b.get("generationConfig") or {}).get("maxOutputTokens"),
+        ):
             if type(value) is int and value > 0:
                 return value
         return default
@@ -126,7 +144,9 @@ def oversize(head: bytes, tail: bytes, size: int = HUGE_BODY) -> Reply:
 #: the transport-level misbehaviour every provider's server has, whatever its wire format
 COMMON_MODES: dict[str, Callable[[Request], Reply]] = {
     "not_json": lambda r: Reply(200, b"this is not json {"),
-    "html": lambda r: Reply(200, b"<!DOCTYPE html>\n<html><body><h1>Welcome to nginx!</h1></body></html>\n", "text/html"),
+    "html": lambda r: Reply(
+        200, b"<!DOCTYPE html>\n<html><body><h1>Welcome to nginx!</h1></body></html>\n", "text/html"
+    ),
     "text": lambda r: Reply(200, b"OK", "text/plain"),
     "empty": lambda r: Reply(200, b""),
     "binary": lambda r: Reply(200, b"\xff\xfe\x00\x81garbage\x00"),
@@ -134,7 +154,9 @@ COMMON_MODES: dict[str, Callable[[Request], Reply]] = {
     "json_string": lambda r: json_reply("hello"),
     "json_null": lambda r: json_reply(None),
     "502_empty": lambda r: Reply(502, b"", "text/plain"),
-    "500_html": lambda r: Reply(500, b"Internal Server Error\n<pre>Traceback (most recent call last):\n  oops\n</pre>", "text/html"),
+    "500_html": lambda r: Reply(
+        500, b"Internal Server Error\n<pre>Traceback (most recent call last):\n  oops\n</pre>", "text/html"
+    ),
     "hang": lambda r: Reply(hang=True),
 }
 
@@ -166,8 +188,9 @@ class FakeServer(DeliveryLog):
     #: the paths (prefixes) of the API's calls that modes answer; other paths go to :meth:`fixed`
     CALL_PATHS: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, mode: str | Callable[[Request], Reply] = "ok", script: list[Any] | None = None,
-                 answer: Any = ANSWER):
+    def __init__(
+        self, mode: str | Callable[[Request], Reply] = "ok", script: list[Any] | None = None, answer: Any = ANSWER
+    ):
         if isinstance(mode, str) and mode not in self.MODES:
             raise KeyError(f"unknown mode {mode!r}")
         self.mode = mode
@@ -236,7 +259,9 @@ class FakeServer(DeliveryLog):
         if reply.chunks is not None or reply.trickle is not None:
             self._stream(handler, reply)
             return
-        self._head(handler, reply, length=reply.declared_length if reply.declared_length is not None else len(reply.body))
+        self._head(
+            handler, reply, length=reply.declared_length if reply.declared_length is not None else len(reply.body)
+        )
         try:
             handler.wfile.write(reply.body)
             handler.wfile.flush()
@@ -260,7 +285,11 @@ class FakeServer(DeliveryLog):
         """Send a streamed reply until it ends, the client goes away or the server stops."""
         handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 16)
         chunked = reply.declared_length is None and reply.trickle is None
-        self._head(handler, reply, None if chunked else (reply.declared_length if reply.declared_length is not None else len(reply.body)))
+        self._head(
+            handler,
+            reply,
+            None if chunked else (reply.declared_length if reply.declared_length is not None else len(reply.body)),
+        )
         self._delivered(send_body(handler, reply, chunked, self.release))
 
     @staticmethod

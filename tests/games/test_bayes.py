@@ -21,8 +21,8 @@ import pytest
 
 from cooplab.cli import main
 from cooplab.extras import installed
-from cooplab.tasks.games import profiles as pf
 from cooplab.tasks.games import equilibria as eq
+from cooplab.tasks.games import profiles as pf
 from cooplab.tasks.games.params import GAMES
 
 if not (installed("numpyro") and installed("jax")):
@@ -55,9 +55,19 @@ def check_recovery(coef: pd.DataFrame, truth: dict[str, float], divergences: int
 
 
 # --- recovery: Pareto-proximity regression ---------------------------------------------------------
-PROFILE_TRUTH = {"intercept": 0.8, "log10(size)": -0.08, "thinking variant": 0.05, "theory of mind": -0.06,
-                 "game: Weakest-Link": -0.5, "game: CPR": 0.05, "game: CPR+Sanction": 0.0, "game: O-Ring": -0.3,
-                 "game: Public Goods": -0.15, "sigma (residual)": 0.15, "sigma_f (family)": 0.08}
+PROFILE_TRUTH = {
+    "intercept": 0.8,
+    "log10(size)": -0.08,
+    "thinking variant": 0.05,
+    "theory of mind": -0.06,
+    "game: Weakest-Link": -0.5,
+    "game: CPR": 0.05,
+    "game: CPR+Sanction": 0.0,
+    "game: O-Ring": -0.3,
+    "game: Public Goods": -0.15,
+    "sigma (residual)": 0.15,
+    "sigma_f (family)": 0.08,
+}
 
 
 def simulated_profile_design(seed=11, families=6, per_family=2, sims=6):
@@ -73,18 +83,42 @@ def simulated_profile_design(seed=11, families=6, per_family=2, sims=6):
             for tom in (0.0, 1.0):
                 for g in GAMES:
                     ge = 0.0 if g == bz.REFERENCE_GAME else T[f"game: {bz.GAME_TITLES[g]}"]
-                    mu = T["intercept"] + T["log10(size)"] * log_size + T["thinking variant"] * think + T["theory of mind"] * tom + ge + delta[f]
+                    mu = (
+                        T["intercept"]
+                        + T["log10(size)"] * log_size
+                        + T["thinking variant"] * think
+                        + T["theory of mind"] * tom
+                        + ge
+                        + delta[f]
+                    )
                     for y in mu + rng.normal(0, T["sigma (residual)"], sims):
-                        rows.append({"proximity": y, "model": f"m{f}-{k}", "family": f"f{f}", "game": g, "profile": f"m{f}-{k}/{tom}",
-                                     "log10_size": log_size, "thinking": think, "tom": tom})
+                        rows.append(
+                            {
+                                "proximity": y,
+                                "model": f"m{f}-{k}",
+                                "family": f"f{f}",
+                                "game": g,
+                                "profile": f"m{f}-{k}/{tom}",
+                                "log10_size": log_size,
+                                "thinking": think,
+                                "tom": tom,
+                            }
+                        )
     df = pd.DataFrame(rows)
     X = df[["log10_size", "thinking", "tom"]].copy()
     for g in GAMES:
         if g != bz.REFERENCE_GAME:
             X[f"game: {g}"] = (df["game"] == g).astype(float)
     fams = sorted(df["family"].unique())
-    return {"df": df, "X": X, "y": df["proximity"].to_numpy(), "family": df["family"].map({f: i for i, f in enumerate(fams)}).to_numpy(),
-            "families": fams, "models": sorted(df["model"].unique()), "notes": []}, delta
+    return {
+        "df": df,
+        "X": X,
+        "y": df["proximity"].to_numpy(),
+        "family": df["family"].map({f: i for i, f in enumerate(fams)}).to_numpy(),
+        "families": fams,
+        "models": sorted(df["model"].unique()),
+        "notes": [],
+    }, delta
 
 
 @pytest.fixture(scope="module")
@@ -115,9 +149,18 @@ def test_profile_ppc_covers_the_data(profile_fit):
 
 # --- recovery: measurement-error model ------------------------------------------------------------------
 SCIENCE_TRUTH_BETA = [0.06, 0.0, -0.04, 0.05, -0.05, 0.03]
-SCIENCE_TRUTH = {"intercept (alpha)": 0.5, **{bz.GAME_TITLES[g]: b for g, b in zip(GAMES, SCIENCE_TRUTH_BETA)}, "IFEval": 0.04,
-                 "MMLU-Pro": -0.03, "log(budget)": 0.01, "task: ecology": -0.05, "visibility: hidden": 0.02, "team size = 3": 0.0,
-                 "theory of mind": -0.01, "tau (residual SD)": 0.05}
+SCIENCE_TRUTH = {
+    "intercept (alpha)": 0.5,
+    **{bz.GAME_TITLES[g]: b for g, b in zip(GAMES, SCIENCE_TRUTH_BETA)},
+    "IFEval": 0.04,
+    "MMLU-Pro": -0.03,
+    "log(budget)": 0.01,
+    "task: ecology": -0.05,
+    "visibility: hidden": 0.02,
+    "team size = 3": 0.0,
+    "theory of mind": -0.01,
+    "tau (residual SD)": 0.05,
+}
 
 
 def simulated_science_design(seed=7, models=30, conditions=12):
@@ -130,18 +173,38 @@ def simulated_science_design(seed=7, models=30, conditions=12):
     rows = []
     for i in range(models):
         for _ in range(conditions):
-            rows.append({"model": i, "log(budget)": math.log(rng.choice([0.5, 1.0, 2.5, 5.0, 10.0])),
-                         "task: ecology": float(rng.random() < 0.3), "visibility: hidden": float(rng.random() < 0.3),
-                         "team size = 3": float(rng.random() < 0.3), "theory of mind": float(rng.random() < 0.3)})
+            rows.append(
+                {
+                    "model": i,
+                    "log(budget)": math.log(rng.choice([0.5, 1.0, 2.5, 5.0, 10.0])),
+                    "task: ecology": float(rng.random() < 0.3),
+                    "visibility: hidden": float(rng.random() < 0.3),
+                    "team size = 3": float(rng.random() < 0.3),
+                    "theory of mind": float(rng.random() < 0.3),
+                }
+            )
     df = pd.DataFrame(rows)
     C = df.drop(columns="model")
     T = SCIENCE_TRUTH
     idx = df["model"].to_numpy()
-    y = (T["intercept (alpha)"] + theta[idx] @ np.array(SCIENCE_TRUTH_BETA) + C.to_numpy() @ np.array([T[c] for c in C.columns])
-         + B.to_numpy()[idx] @ np.array([T["IFEval"], T["MMLU-Pro"]]) + rng.normal(0, T["tau (residual SD)"], len(df)))
+    y = (
+        T["intercept (alpha)"]
+        + theta[idx] @ np.array(SCIENCE_TRUTH_BETA)
+        + C.to_numpy() @ np.array([T[c] for c in C.columns])
+        + B.to_numpy()[idx] @ np.array([T["IFEval"], T["MMLU-Pro"]])
+        + rng.normal(0, T["tau (residual SD)"], len(df))
+    )
     scores = pd.DataFrame({"accuracy": y, "task": np.where(C["task: ecology"] > 0, "ecology", "anomaly")})
-    return {"models": [f"m{i}" for i in range(models)], "ybar": ybar, "se": se, "C": C, "B": B, "model_of_obs": idx, "scores": scores,
-            "notes": []}, theta
+    return {
+        "models": [f"m{i}" for i in range(models)],
+        "ybar": ybar,
+        "se": se,
+        "C": C,
+        "B": B,
+        "model_of_obs": idx,
+        "scores": scores,
+        "notes": [],
+    }, theta
 
 
 @pytest.fixture(scope="module")
@@ -162,8 +225,16 @@ def test_measurement_error_model_recovers_known_coefficients(science_fit):
 
 
 # --- synthetic profile directories in the real files' format ---------------------------------------------------
-def write_profile(d: Path, model: str | None, base: float, rng: np.random.Generator, sims: int = 8, prompt: str = "standard",
-                  players: str = "llm", spread: float = 0.12) -> Path:
+def write_profile(
+    d: Path,
+    model: str | None,
+    base: float,
+    rng: np.random.Generator,
+    sims: int = 8,
+    prompt: str = "standard",
+    players: str = "llm",
+    spread: float = 0.12,
+) -> Path:
     """A directory as 'cooplab profile' writes it (profile.json, games/GAME/simulations.parquet):
     each simulation's metric at Pareto proximity about ``base`` (plus a game offset, a per-model
     game deviation and noise), the
@@ -174,19 +245,55 @@ def write_profile(d: Path, model: str | None, base: float, rng: np.random.Genera
     for g in GAMES:
         P = pf.game_params(req, g)
         ref = eq.reference(P)
-        prox = np.clip(base + offsets[g] + rng.normal(0, 0.1) + rng.normal(0, spread, sims), 0, 1)  # the model's own game mix
+        prox = np.clip(
+            base + offsets[g] + rng.normal(0, 0.1) + rng.normal(0, spread, sims), 0, 1
+        )  # the model's own game mix
         metric = ref.pareto + prox * (ref.nash - ref.pareto)
-        sim = pd.DataFrame({"simulation": np.arange(sims), "metric": metric, "proximity": ref.proximity(metric),
-                            "near_pareto": ref.proximity(metric) <= 0.2, "payoff": rng.normal(20, 2, sims)})
+        sim = pd.DataFrame(
+            {
+                "simulation": np.arange(sims),
+                "metric": metric,
+                "proximity": ref.proximity(metric),
+                "near_pareto": ref.proximity(metric) <= 0.2,
+                "payoff": rng.normal(20, 2, sims),
+            }
+        )
         (d / "games" / g).mkdir(parents=True)
         sim.to_parquet(d / "games" / g / "simulations.parquet", index=False)
-        games[g] = {"title": pf.TITLES[g], "status": "completed", "run_dir": f"games/{g}", "group_sizes": [5, 5], "rounds_completed": 3,
-                    "rounds": 3, "metric": {"name": "x", "label": "x", "nash": ref.nash, "pareto": ref.pareto, "mean": float(metric.mean()),
-                                            "ci95": [float(metric.min()), float(metric.max())], "sd": float(metric.std(ddof=1)), "n": sims},
-                    "pareto_proximity": {"mean": float(sim["proximity"].mean())}}
+        games[g] = {
+            "title": pf.TITLES[g],
+            "status": "completed",
+            "run_dir": f"games/{g}",
+            "group_sizes": [5, 5],
+            "rounds_completed": 3,
+            "rounds": 3,
+            "metric": {
+                "name": "x",
+                "label": "x",
+                "nash": ref.nash,
+                "pareto": ref.pareto,
+                "mean": float(metric.mean()),
+                "ci95": [float(metric.min()), float(metric.max())],
+                "sd": float(metric.std(ddof=1)),
+                "n": sims,
+            },
+            "pareto_proximity": {"mean": float(sim["proximity"].mean())},
+        }
     label = (model or players) + ("" if prompt == "standard" else f" ({prompt})")
-    p = {"kind": pf.PROFILE_KIND, "version": pf.PROFILE_VERSION, "label": label, "status": "completed", "players": players,
-         "model": model, "prompt": prompt, "deliberation": False, "simulations": sims, "group_size": None, "seed": 0, "games": games}
+    p = {
+        "kind": pf.PROFILE_KIND,
+        "version": pf.PROFILE_VERSION,
+        "label": label,
+        "status": "completed",
+        "players": players,
+        "model": model,
+        "prompt": prompt,
+        "deliberation": False,
+        "simulations": sims,
+        "group_size": None,
+        "seed": 0,
+        "games": games,
+    }
     (d / "profile.json").write_text(json.dumps(p))
     return d
 
@@ -214,7 +321,10 @@ def synthetic(tmp_path_factory):
     rng = np.random.default_rng(5)
     dirs = [write_profile(root / m, m, base, rng) for m, (_, _, _, base) in MODELS.items()]
     dirs.append(write_profile(root / "tom", SECOND, MODELS[SECOND][3], rng, prompt="tom"))
-    rows = [f"{m},{fam},{size},{think},{40 + (37 * i) % 50},{20 + (23 * i) % 40}" for i, (m, (fam, size, think, _)) in enumerate(MODELS.items())]
+    rows = [
+        f"{m},{fam},{size},{think},{40 + (37 * i) % 50},{20 + (23 * i) % 40}"
+        for i, (m, (fam, size, think, _)) in enumerate(MODELS.items())
+    ]
     (root / "models.csv").write_text("model,family,size_b,thinking,ifeval,mmlu_pro\n" + "\n".join(rows) + "\n")
     sweep = root / "sweep"
     sweep.mkdir()
@@ -224,23 +334,48 @@ def synthetic(tmp_path_factory):
             for budget in (0.5, 2.5):
                 for seed in (0, 1):
                     acc = 0.6 - 0.4 * base + rng.normal(0, 0.1)
-                    srows.append({"condition": f"{m}__{task}__b{budget:g}__full__n2__standard", "model": m, "task": task, "budget": budget,
-                                  "visibility": "full", "team_size": 2, "prompt": "standard", "seed": seed, "status": "completed",
-                                  "completeness": 0.5 + 0.3 * (1 - base) + rng.normal(0, 0.1), "quality": 0.5 + rng.normal(0, 0.1),
-                                  "accuracy": acc, "cost_usd": 0.01, "run_dir": "x"})
+                    srows.append(
+                        {
+                            "condition": f"{m}__{task}__b{budget:g}__full__n2__standard",
+                            "model": m,
+                            "task": task,
+                            "budget": budget,
+                            "visibility": "full",
+                            "team_size": 2,
+                            "prompt": "standard",
+                            "seed": seed,
+                            "status": "completed",
+                            "completeness": 0.5 + 0.3 * (1 - base) + rng.normal(0, 0.1),
+                            "quality": 0.5 + rng.normal(0, 0.1),
+                            "accuracy": acc,
+                            "cost_usd": 0.01,
+                            "run_dir": "x",
+                        }
+                    )
     pd.DataFrame(srows).to_csv(sweep / "scores.csv", index=False)
     return {"root": root, "dirs": dirs, "info": root / "models.csv", "sweep": sweep}
 
 
 def test_cli_profiles_end_to_end(synthetic, tmp_path, capsys):
     out = tmp_path / "an"
-    code, stdout, err = cli(["analyze", "profiles", *synthetic["dirs"], "--model-info", synthetic["info"], "--out", out, *SMALL, "--json"], capsys)
+    code, stdout, err = cli(
+        ["analyze", "profiles", *synthetic["dirs"], "--model-info", synthetic["info"], "--out", out, *SMALL, "--json"],
+        capsys,
+    )
     assert code == 0, err
     res = json.loads(stdout)
-    assert res["observations"] == 15 * 6 * 8 and res["models"] == sorted(MODELS) and res["families"] == ["alpha", "beta", "gamma"]
+    assert (
+        res["observations"] == 15 * 6 * 8
+        and res["models"] == sorted(MODELS)
+        and res["families"] == ["alpha", "beta", "gamma"]
+    )
     fit = json.loads((out / "fit.json").read_text())
     assert fit["seed"] == 1 and fit["chains"] == 2 and fit["warmup"] == 200 and fit["samples"] == 200
-    assert fit["versions"]["numpyro"] and fit["versions"]["jax"] and fit["fits"]["proximity"]["divergences"] == res["divergences"]
+    assert (
+        fit["versions"]["numpyro"]
+        and fit["versions"]["jax"]
+        and fit["fits"]["proximity"]["divergences"] == res["divergences"]
+    )
     coef = pd.read_csv(out / "coefficients.csv").set_index("term")
     for col in ("mean", "sd", "ci_low", "ci_high", "r_hat", "ess_bulk", "p_positive"):
         assert np.isfinite(coef[col]).all(), col
@@ -260,8 +395,29 @@ def test_cli_science_end_to_end(synthetic, tmp_path, capsys):
     out = tmp_path / "sci"
     profiles = [x for d in synthetic["dirs"][:-1] for x in ("--profiles", d)]
     # the synthetic sweep's scores.csv holds one scorer's columns (no judge_*): read them as the heuristic's
-    code, stdout, err = cli(["analyze", "science", synthetic["sweep"], *profiles, "--score-source", "heuristic", "--model-info", synthetic["info"], "--out", out,
-                             "--chains", "1", "--warmup", "100", "--samples", "100", "--seed", "2"], capsys)  # plumbing, not convergence
+    code, stdout, err = cli(
+        [
+            "analyze",
+            "science",
+            synthetic["sweep"],
+            *profiles,
+            "--score-source",
+            "heuristic",
+            "--model-info",
+            synthetic["info"],
+            "--out",
+            out,
+            "--chains",
+            "1",
+            "--warmup",
+            "100",
+            "--samples",
+            "100",
+            "--seed",
+            "2",
+        ],
+        capsys,
+    )  # plumbing, not convergence
     assert code == 0, err
     assert "Measurement-error model: 112 observations, 14 models" in stdout
     coef = pd.read_csv(out / "coefficients.csv")
@@ -281,19 +437,25 @@ def anchors(tmp_path_factory):
     """Profiles of reference players made by the project's own 'cooplab profile'."""
     root = tmp_path_factory.mktemp("anchors")
     for kind in ("nash", "random"):
-        assert main(["profile", "--players", kind, "--simulations", "2", "--out", str(root / kind), "-q", "--json"]) == 0
+        assert (
+            main(["profile", "--players", kind, "--simulations", "2", "--out", str(root / kind), "-q", "--json"]) == 0
+        )
     return root
 
 
 def test_cli_profiles_on_real_profile_files(anchors, tmp_path, capsys):
     out = tmp_path / "an"
-    code, stdout, err = cli(["analyze", "profiles", anchors / "nash", anchors / "random", "--out", out, *SMALL, "--json"], capsys)
+    code, stdout, err = cli(
+        ["analyze", "profiles", anchors / "nash", anchors / "random", "--out", out, *SMALL, "--json"], capsys
+    )
     assert code == 0, err
     res = json.loads(stdout)
     assert res["models"] == ["nash", "random"] and res["observations"] == 2 * 6 * 2
     assert any("no --model-info" in n for n in res["notes"])
     ppc = pd.DataFrame(res["ppc"]).set_index("game")
-    real = pd.concat([pd.read_parquet(anchors / k / "games" / g / "simulations.parquet") for k in ("nash", "random") for g in GAMES])
+    real = pd.concat(
+        [pd.read_parquet(anchors / k / "games" / g / "simulations.parquet") for k in ("nash", "random") for g in GAMES]
+    )
     assert ppc.loc["all", "obs_mean"] == pytest.approx(real["proximity"].mean())
 
 
@@ -346,27 +508,39 @@ def test_bad_profiles_are_refused(synthetic, tmp_path, capsys):
     assert not (tmp_path / "o").exists()  # nothing written for refused input
 
 
-@pytest.mark.parametrize("csv, needle", [
-    ("model,family,size_b,thinking\nm,alpha,-3,0\n", "size_b must be a number of billions of parameters above 0"),
-    ("model,family,size_b,thinking\nm,alpha,nan,0\n", "size_b must be"),
-    ("model,family,thinking\nm,alpha,0\n", "lacks the column(s) size_b"),
-    ("model,family,size_b,thinking\nm,alpha,1,2\n", "thinking must be 0 or 1"),
-    ("model,family,size_b,thinking\nm,alpha,1,0\nm,alpha,2,0\n", "twice"),
-    (f"model,family,size_b,thinking\n{FIRST},alpha,1,0\n", f"{SECOND!r} is not in --model-info"),
-    (f"model,family,size_b,thinking\n{FIRST},alpha,1,0\n{SECOND},alpha,3,0\n", "needs at least two families"),
-    ("model,family,size_b,thinking\n", "has no rows"),
-])
+@pytest.mark.parametrize(
+    "csv, needle",
+    [
+        ("model,family,size_b,thinking\nm,alpha,-3,0\n", "size_b must be a number of billions of parameters above 0"),
+        ("model,family,size_b,thinking\nm,alpha,nan,0\n", "size_b must be"),
+        ("model,family,thinking\nm,alpha,0\n", "lacks the column(s) size_b"),
+        ("model,family,size_b,thinking\nm,alpha,1,2\n", "thinking must be 0 or 1"),
+        ("model,family,size_b,thinking\nm,alpha,1,0\nm,alpha,2,0\n", "twice"),
+        (f"model,family,size_b,thinking\n{FIRST},alpha,1,0\n", f"{SECOND!r} is not in --model-info"),
+        (f"model,family,size_b,thinking\n{FIRST},alpha,1,0\n{SECOND},alpha,3,0\n", "needs at least two families"),
+        ("model,family,size_b,thinking\n", "has no rows"),
+    ],
+)
 def test_bad_model_info_is_refused(synthetic, tmp_path, capsys, csv, needle):
     f = tmp_path / "models.csv"
     f.write_text(csv)
-    code, _, err = cli(["analyze", "profiles", *synthetic["dirs"][:2], "--model-info", f, "--out", tmp_path / "o"], capsys)
+    code, _, err = cli(
+        ["analyze", "profiles", *synthetic["dirs"][:2], "--model-info", f, "--out", tmp_path / "o"], capsys
+    )
     _one_line_error(code, err, needle)
 
 
-@pytest.mark.parametrize("opt, needle", [(["--chains", "0"], "--chains must be a whole number from 1 to 16"),
-                                         (["--samples", "-1"], "--samples must be"), (["--warmup", "1000000000"], "--warmup must be"),
-                                         (["--chains", "99999"], "--chains must be"), (["--seed", "-5"], "--seed must be"),
-                                         (["--samples", "2"], "at least 4")])
+@pytest.mark.parametrize(
+    "opt, needle",
+    [
+        (["--chains", "0"], "--chains must be a whole number from 1 to 16"),
+        (["--samples", "-1"], "--samples must be"),
+        (["--warmup", "1000000000"], "--warmup must be"),
+        (["--chains", "99999"], "--chains must be"),
+        (["--seed", "-5"], "--seed must be"),
+        (["--samples", "2"], "at least 4"),
+    ],
+)
 def test_bad_sampler_settings_are_refused(synthetic, tmp_path, capsys, opt, needle):
     code, _, err = cli(["analyze", "profiles", *synthetic["dirs"][:2], "--out", tmp_path / "o", *opt], capsys)
     _one_line_error(code, err, needle)
@@ -377,7 +551,10 @@ def test_every_sampler_option_refuses_hostile_values(synthetic, tmp_path, capsys
     from tests.cli.test_bad_input import CLI_BAD
 
     for bad in CLI_BAD:
-        for cmd in (["profiles", *synthetic["dirs"][:2]], ["science", synthetic["sweep"], "--profiles", synthetic["dirs"][0]]):
+        for cmd in (
+            ["profiles", *synthetic["dirs"][:2]],
+            ["science", synthetic["sweep"], "--profiles", synthetic["dirs"][0]],
+        ):
             code, _, err = cli(["analyze", *cmd, opt, bad, "--out", tmp_path / "o"], capsys)
             _one_line_error(code, err, opt)
             assert not (tmp_path / "o").exists(), (opt, bad)
@@ -385,8 +562,13 @@ def test_every_sampler_option_refuses_hostile_values(synthetic, tmp_path, capsys
 
 def test_bad_science_input_is_refused(synthetic, tmp_path, capsys):
     last = list(MODELS)[-1]
-    profiles = [x for d in synthetic["dirs"][:-2] for x in ("--profiles", d)]  # the last model has science runs but no profile
-    code, _, err = cli(["analyze", "science", synthetic["sweep"], *profiles, "--score-source", "heuristic", "--out", tmp_path / "o"], capsys)
+    profiles = [
+        x for d in synthetic["dirs"][:-2] for x in ("--profiles", d)
+    ]  # the last model has science runs but no profile
+    code, _, err = cli(
+        ["analyze", "science", synthetic["sweep"], *profiles, "--score-source", "heuristic", "--out", tmp_path / "o"],
+        capsys,
+    )
     _one_line_error(code, err, f"{last!r} of scores.csv has no profile")
     bad = tmp_path / "sweep"
     bad.mkdir()
@@ -394,11 +576,15 @@ def test_bad_science_input_is_refused(synthetic, tmp_path, capsys):
     s.loc[3, "accuracy"] = np.nan
     s.to_csv(bad / "scores.csv", index=False)
     all_profiles = [x for d in synthetic["dirs"][:-1] for x in ("--profiles", d)]
-    code, _, err = cli(["analyze", "science", bad, *all_profiles, "--score-source", "heuristic", "--out", tmp_path / "o"], capsys)
+    code, _, err = cli(
+        ["analyze", "science", bad, *all_profiles, "--score-source", "heuristic", "--out", tmp_path / "o"], capsys
+    )
     _one_line_error(code, err, "accuracy of run 4", "from 0 to 1")
     s = pd.read_csv(synthetic["sweep"] / "scores.csv")
     s[s["model"].isin([FIRST, SECOND])].to_csv(bad / "scores.csv", index=False)
-    code, _, err = cli(["analyze", "science", bad, *all_profiles, "--score-source", "heuristic", "--out", tmp_path / "o"], capsys)
+    code, _, err = cli(
+        ["analyze", "science", bad, *all_profiles, "--score-source", "heuristic", "--out", tmp_path / "o"], capsys
+    )
     _one_line_error(code, err, "at least three models")
     code, _, err = cli(["analyze", "science", tmp_path / "empty", *all_profiles, "--out", tmp_path / "o"], capsys)
     _one_line_error(code, err, "no scores.csv")
@@ -419,10 +605,18 @@ def test_missing_extra_is_one_line(synthetic, tmp_path, capsys, monkeypatch):
 
 # --- sampler settings (paper Tables 1 and 2) and the standard-error floor --------------------------------------
 def test_sampler_defaults_are_the_papers():
-    assert {k: v for k, v in bz.sampler_settings("profiles").items() if k != "seed"} == \
-        {"chains": 4, "warmup": 2000, "samples": 2000, "preset": "paper"}  # Table 1: 4 chains x 2,000 draws
-    assert {k: v for k, v in bz.sampler_settings("science").items() if k != "seed"} == \
-        {"chains": 2, "warmup": 2000, "samples": 2000, "preset": "paper"}  # Table 2: 2 chains, 2,000 warm-up + 2,000
+    assert {k: v for k, v in bz.sampler_settings("profiles").items() if k != "seed"} == {
+        "chains": 4,
+        "warmup": 2000,
+        "samples": 2000,
+        "preset": "paper",
+    }  # Table 1: 4 chains x 2,000 draws
+    assert {k: v for k, v in bz.sampler_settings("science").items() if k != "seed"} == {
+        "chains": 2,
+        "warmup": 2000,
+        "samples": 2000,
+        "preset": "paper",
+    }  # Table 2: 2 chains, 2,000 warm-up + 2,000
     q = bz.sampler_settings("science", quick=True, seed=3)
     assert (q["chains"], q["warmup"], q["samples"], q["seed"], q["preset"]) == (2, 200, 200, 3, "quick")
     s = bz.sampler_settings("profiles", samples=300)
@@ -433,7 +627,9 @@ def test_sampler_defaults_are_the_papers():
 
 def test_cli_takes_the_papers_chains_unless_told(synthetic, tmp_path, capsys):
     out = tmp_path / "an"
-    code, stdout, err = cli(["analyze", "profiles", *synthetic["dirs"][:3], "--out", out, "--warmup", 60, "--samples", 60, "--json"], capsys)
+    code, stdout, err = cli(
+        ["analyze", "profiles", *synthetic["dirs"][:3], "--out", out, "--warmup", 60, "--samples", 60, "--json"], capsys
+    )
     assert code == 0, err
     fit = json.loads((out / "fit.json").read_text())
     assert (fit["chains"], fit["warmup"], fit["samples"]) == (4, 60, 60) and fit["preset"].startswith("paper (changed")
@@ -442,14 +638,46 @@ def test_cli_takes_the_papers_chains_unless_told(synthetic, tmp_path, capsys):
 
 def _profile_dict(model: str, metrics: dict[str, list[float]]) -> dict:
     """A loaded profile (load_profile_dir's shape) with the given per-simulation metrics per game."""
-    games = {g: {"sims": pd.DataFrame({"metric": v, "proximity": np.zeros(len(v))}), "group_size": 5.0, "fallback_share": 0.0,
-                 "nash": 0.0, "pareto": 1.0, "pareto_basis": "derived"} for g, v in metrics.items()}
-    return {"dir": model, "model": model, "label": model, "prompt": "standard", "deliberation": False, "games": games, "notes": []}
+    games = {
+        g: {
+            "sims": pd.DataFrame({"metric": v, "proximity": np.zeros(len(v))}),
+            "group_size": 5.0,
+            "fallback_share": 0.0,
+            "nash": 0.0,
+            "pareto": 1.0,
+            "pareto_basis": "derived",
+        }
+        for g, v in metrics.items()
+    }
+    return {
+        "dir": model,
+        "model": model,
+        "label": model,
+        "prompt": "standard",
+        "deliberation": False,
+        "games": games,
+        "notes": [],
+    }
 
 
 def _scores(models: list[str]) -> pd.DataFrame:
-    return pd.DataFrame([{"model": m, "task": "anomaly", "budget": 1.0, "visibility": "full", "team_size": 2, "prompt": "standard",
-                          "completeness": 0.5, "quality": 0.5, "accuracy": 0.5, "runs": 1} for m in models])
+    return pd.DataFrame(
+        [
+            {
+                "model": m,
+                "task": "anomaly",
+                "budget": 1.0,
+                "visibility": "full",
+                "team_size": 2,
+                "prompt": "standard",
+                "completeness": 0.5,
+                "quality": 0.5,
+                "accuracy": 0.5,
+                "runs": 1,
+            }
+            for m in models
+        ]
+    )
 
 
 def test_standard_errors_down_to_the_papers_smallest_are_kept():
@@ -490,22 +718,74 @@ def test_excluded_games_leave_the_regression(tmp_path, capsys):
     from tests.games.test_llm_players import script
 
     model = script(tmp_path, NO_PUBLIC_GOODS)
-    assert main(["profile", "--model", f"scripted:{model}", "--simulations", "2", "--seed", "3", "--cache", "off",
-                 "--out", str(tmp_path / "p"), "-q", "--json"]) == 0
-    assert main(["profile", "--players", "random", "--simulations", "2", "--out", str(tmp_path / "random"), "-q", "--json"]) == 0
+    assert (
+        main(
+            [
+                "profile",
+                "--model",
+                f"scripted:{model}",
+                "--simulations",
+                "2",
+                "--seed",
+                "3",
+                "--cache",
+                "off",
+                "--out",
+                str(tmp_path / "p"),
+                "-q",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            ["profile", "--players", "random", "--simulations", "2", "--out", str(tmp_path / "random"), "-q", "--json"]
+        )
+        == 0
+    )
     capsys.readouterr()
-    code, stdout, err = cli(["analyze", "profiles", tmp_path / "p", tmp_path / "random", "--out", tmp_path / "an", "--quick", "--json"], capsys)
+    code, stdout, err = cli(
+        ["analyze", "profiles", tmp_path / "p", tmp_path / "random", "--out", tmp_path / "an", "--quick", "--json"],
+        capsys,
+    )
     assert code == 0, err
     res = json.loads(stdout)
     assert res["observations"] == 2 * 6 * 2 - 2  # the model's two Public Goods simulations are out
-    assert any("public-goods left out: 100% of its decisions fell back (above --max-fallback 0.2)" in n for n in res["notes"])
+    assert any(
+        "public-goods left out: 100% of its decisions fell back (above --max-fallback 0.2)" in n for n in res["notes"]
+    )
     assert res["profiles"][0]["games"]["public-goods"]["fallback_share"] == 1.0
-    code, stdout, err = cli(["analyze", "profiles", tmp_path / "p", tmp_path / "random", "--out", tmp_path / "an2", "--quick",
-                             "--max-fallback", 1, "--json"], capsys)
+    code, stdout, err = cli(
+        [
+            "analyze",
+            "profiles",
+            tmp_path / "p",
+            tmp_path / "random",
+            "--out",
+            tmp_path / "an2",
+            "--quick",
+            "--max-fallback",
+            1,
+            "--json",
+        ],
+        capsys,
+    )
     assert code == 0, err
     assert json.loads(stdout)["observations"] == 2 * 6 * 2
-    code, _, err = cli(["analyze", "profiles", tmp_path / "p", tmp_path / "random", "--out", tmp_path / "an3", "--max-fallback", "nan"],
-                       capsys)
+    code, _, err = cli(
+        [
+            "analyze",
+            "profiles",
+            tmp_path / "p",
+            tmp_path / "random",
+            "--out",
+            tmp_path / "an3",
+            "--max-fallback",
+            "nan",
+        ],
+        capsys,
+    )
     _one_line_error(code, err, "--max-fallback")
     assert not (tmp_path / "an3").exists()
 
@@ -530,13 +810,18 @@ def with_alternate(synthetic, tmp_path_factory):
     """The synthetic models plus an alternate-wording profile of eight of them, ALT_SHIFT further from Pareto."""
     root = tmp_path_factory.mktemp("alternate")
     rng = np.random.default_rng(9)
-    alt = [write_profile(root / m, m, base + ALT_SHIFT, rng, prompt="alternate") for m, (_, _, _, base) in list(MODELS.items())[:8]]
+    alt = [
+        write_profile(root / m, m, base + ALT_SHIFT, rng, prompt="alternate")
+        for m, (_, _, _, base) in list(MODELS.items())[:8]
+    ]
     return synthetic["dirs"] + alt
 
 
 def test_prompt_invariance_regression(with_alternate, synthetic, tmp_path, capsys):
     out = tmp_path / "inv"
-    code, stdout, err = cli(["analyze", "profiles", *with_alternate, "--model-info", synthetic["info"], "--out", out, "--quick"], capsys)
+    code, stdout, err = cli(
+        ["analyze", "profiles", *with_alternate, "--model-info", synthetic["info"], "--out", out, "--quick"], capsys
+    )
     assert code == 0, err
     assert "prompt invariance (Table 5): standard vs. alternate" in stdout  # the text output names the effect
     res = json.loads((out / "fit.json").read_text())
@@ -550,8 +835,16 @@ def test_prompt_invariance_regression(with_alternate, synthetic, tmp_path, capsy
     # the standard wording is ALT_SHIFT closer to Pareto (a little less: the simulated proximity is clipped at 0 and 1)
     assert t["ci_high"] < 0 and -0.14 < t["mean"] < -0.05, t
     md = (out / "invariance.md").read_text()
-    for row in ("| intercept |", "| log10(size) |", "| thinking variant |", "| standard (vs. alternate) |", "sigma_f (family)",
-                "sigma (residual)", "R^2 (Bayesian)", "N (standard / alternate): 1056 (672 / 384)"):
+    for row in (
+        "| intercept |",
+        "| log10(size) |",
+        "| thinking variant |",
+        "| standard (vs. alternate) |",
+        "sigma_f (family)",
+        "sigma (residual)",
+        "R^2 (Bayesian)",
+        "N (standard / alternate): 1056 (672 / 384)",
+    ):
         assert row in md, row
     assert "game: " not in md  # game effects and family intercepts only in invariance.csv, as Table 5 leaves them out
     full = pd.read_csv(out / "invariance.csv")
@@ -585,11 +878,18 @@ def test_figure_2_encodes_family_model_and_size(synthetic, tmp_path, capsys):
     assert any("log2 of the parameter count" in t for t in texts)
     # the command draws it: analyze profiles writes profiles.png; figures profile takes --model-info too
     out = tmp_path / "an"
-    code, stdout, err = cli(["analyze", "profiles", *synthetic["dirs"], "--model-info", synthetic["info"], "--out", out, "--quick"], capsys)
+    code, stdout, err = cli(
+        ["analyze", "profiles", *synthetic["dirs"], "--model-info", synthetic["info"], "--out", out, "--quick"], capsys
+    )
     assert code == 0, err and (out / "profiles.png").stat().st_size > 20_000
-    code, _, err = cli(["figures", "profile", *synthetic["dirs"], "--model-info", synthetic["info"], "--out", tmp_path / "f.png"], capsys)
+    code, _, err = cli(
+        ["figures", "profile", *synthetic["dirs"], "--model-info", synthetic["info"], "--out", tmp_path / "f.png"],
+        capsys,
+    )
     assert code == 0, err and (tmp_path / "f.png").stat().st_size > 20_000
     f = tmp_path / "partial.csv"
     f.write_text(f"model,family,size_b,thinking\n{FIRST},alpha,1,0\n")
-    code, _, err = cli(["figures", "profile", *synthetic["dirs"][:2], "--model-info", f, "--out", tmp_path / "g.png"], capsys)
+    code, _, err = cli(
+        ["figures", "profile", *synthetic["dirs"][:2], "--model-info", f, "--out", tmp_path / "g.png"], capsys
+    )
     _one_line_error(code, err, f"{SECOND!r} is not in --model-info")

@@ -117,8 +117,13 @@ def test_collective_risk_free_riding_is_nash_and_the_fair_share_is_pareto(T):
     prof = all_profiles(4, len(acts))
 
     def pay(p):  # expected payoffs (one round: the strategy is the contribution)
-        return pf.collective_risk(acts[p][:, None, :], np.zeros(len(p)), endowment=P.endowment, threshold=P.threshold,
-                                  loss_probability=P.loss_probability)["expected_payoff"]
+        return pf.collective_risk(
+            acts[p][:, None, :],
+            np.zeros(len(p)),
+            endowment=P.endowment,
+            threshold=P.threshold,
+            loss_probability=P.loss_probability,
+        )["expected_payoff"]
 
     nash = nash_mask(prof, pay, acts)
     assert nash[np.all(prof == 0, axis=1)].all()  # free riding is an equilibrium
@@ -190,7 +195,9 @@ def test_public_goods_keeping_is_dominant_and_the_group_pool_is_pareto():
     prof = all_profiles(6, len(table))
 
     def pay(p):
-        return pf.public_goods(table[p], g, group_multiplier=P.group_multiplier, global_multiplier=P.global_multiplier)["payoff"]
+        return pf.public_goods(table[p], g, group_multiplier=P.group_multiplier, global_multiplier=P.global_multiplier)[
+            "payoff"
+        ]
 
     nash = nash_mask(prof, pay, np.arange(len(table)))
     keep = int(np.nonzero((table == [2, 0, 0]).all(axis=1))[0][0])

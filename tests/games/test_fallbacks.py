@@ -30,8 +30,29 @@ NO_PUBLIC_GOODS = {**GOOD, "allocate": ['{"keep": 5, "group": 5, "global": 5}'],
 def test_fallback_decisions_are_flagged_in_every_table(tmp_path, capsys):
     # half the answers are out of range: a decision falls back when all three attempts miss
     model = script(tmp_path, {"extract": ['{"extract": 11}', '{"extract": 3}']})
-    code, stdout, err = cli(["run", "game", "--game", "cpr", "--players", "llm", "--model", f"scripted:{model}", "--cache", "off",
-                             "--simulations", 4, "--seed", 4, "--out", tmp_path / "run", "-q", "--json"], capsys)
+    code, stdout, err = cli(
+        [
+            "run",
+            "game",
+            "--game",
+            "cpr",
+            "--players",
+            "llm",
+            "--model",
+            f"scripted:{model}",
+            "--cache",
+            "off",
+            "--simulations",
+            4,
+            "--seed",
+            4,
+            "--out",
+            tmp_path / "run",
+            "-q",
+            "--json",
+        ],
+        capsys,
+    )
     assert code == 0, err
     s = json.loads(stdout)
     out = tmp_path / "run"
@@ -39,7 +60,9 @@ def test_fallback_decisions_are_flagged_in_every_table(tmp_path, capsys):
     assert 0 < d["fallback_used"].sum() < len(d)  # some fell back, most did not
     players = pd.read_parquet(out / "players.parquet")
     flagged = players.set_index(["simulation", "round", "player"])["fallback"].sort_index()
-    want = d.rename(columns={"society": "simulation", "agent": "player"}).set_index(["simulation", "round", "player"])["fallback_used"]
+    want = d.rename(columns={"society": "simulation", "agent": "player"}).set_index(["simulation", "round", "player"])[
+        "fallback_used"
+    ]
     assert flagged.dtype == bool and flagged.equals(want.sort_index().astype(bool).rename("fallback"))
     # a fallback plays the documented action: the Nash extraction in round 1
     assert (players.loc[players["fallback"] & (players["round"] == 1), "extraction"] == 10).all()
@@ -48,14 +71,31 @@ def test_fallback_decisions_are_flagged_in_every_table(tmp_path, capsys):
     assert rounds["fallback_share"].to_numpy() == pytest.approx(per_round.mean().to_numpy())
     assert (rounds["fallback"].to_numpy() == per_round.any().to_numpy()).all()
     sims = pd.read_parquet(out / "simulations.parquet")
-    assert sims["fallback_share"].to_numpy() == pytest.approx(players.groupby("simulation")["fallback"].mean().to_numpy())
+    assert sims["fallback_share"].to_numpy() == pytest.approx(
+        players.groupby("simulation")["fallback"].mean().to_numpy()
+    )
     assert s["fallback"]["fallbacks"] == int(d["fallback_used"].sum()) and s["fallback"]["decisions"] == len(d)
     assert s["fallback"]["share"] == pytest.approx(d["fallback_used"].mean(), abs=1e-6)
 
 
 def test_reference_players_have_no_fallbacks(tmp_path, capsys):
-    code, stdout, err = cli(["run", "game", "--game", "cpr-sanction", "--players", "random", "--simulations", 3, "--out", tmp_path / "r",
-                             "-q", "--json"], capsys)
+    code, stdout, err = cli(
+        [
+            "run",
+            "game",
+            "--game",
+            "cpr-sanction",
+            "--players",
+            "random",
+            "--simulations",
+            3,
+            "--out",
+            tmp_path / "r",
+            "-q",
+            "--json",
+        ],
+        capsys,
+    )
     assert code == 0, err
     s = json.loads(stdout)
     assert s["fallback"]["share"] == 0.0 and s["fallback"]["decisions"] == 2 * 3 * 3 * 10
@@ -68,8 +108,20 @@ def failing_profile(tmp_path_factory):
     """A scripted model whose Public Goods answers never add up: that game falls back throughout."""
     root = tmp_path_factory.mktemp("fallback")
     model = script(root, NO_PUBLIC_GOODS)
-    args = ["profile", "--model", f"scripted:{model}", "--simulations", 2, "--seed", 3, "--cache", root / "cache.sqlite", "--out",
-            root / "p", "-q"]
+    args = [
+        "profile",
+        "--model",
+        f"scripted:{model}",
+        "--simulations",
+        2,
+        "--seed",
+        3,
+        "--cache",
+        root / "cache.sqlite",
+        "--out",
+        root / "p",
+        "-q",
+    ]
     return root, args
 
 
@@ -79,9 +131,15 @@ def test_a_game_above_max_fallback_is_left_out_of_the_profile(failing_profile, c
     assert code == 0, err
     p = json.loads(stdout)
     pg = p["games"]["public-goods"]
-    assert pg["fallback"]["share"] == 1.0 and pg["included"] is False and "above --max-fallback 0.2" in pg["excluded_because"]
+    assert (
+        pg["fallback"]["share"] == 1.0
+        and pg["included"] is False
+        and "above --max-fallback 0.2" in pg["excluded_because"]
+    )
     assert p["excluded_games"] == ["public-goods"] and p["max_fallback"] == 0.2
-    assert all(p["games"][g]["included"] and p["games"][g]["fallback"]["share"] == 0.0 for g in GAMES if g != "public-goods")
+    assert all(
+        p["games"][g]["included"] and p["games"][g]["fallback"]["share"] == 0.0 for g in GAMES if g != "public-goods"
+    )
     # the text output says so, game by game and at the end
     code, stdout, err = cli(args, capsys)
     assert code == 0, err

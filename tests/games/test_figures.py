@@ -19,13 +19,20 @@ def _integer_x(ax) -> bool:
 
 
 def _summary(simulations: int) -> dict:
-    return {"game": "public-goods", "players": "nash", "group_sizes": [5, 5], "simulations": simulations,
-            "metric": {"nash": 0.0, "pareto": 10.0, "pareto_basis": "derived"}}
+    return {
+        "game": "public-goods",
+        "players": "nash",
+        "group_sizes": [5, 5],
+        "simulations": simulations,
+        "metric": {"nash": 0.0, "pareto": 10.0, "pareto_basis": "derived"},
+    }
 
 
 def test_run_figure_names_the_band_and_the_convergence_lines():
     rng = np.random.default_rng(0)
-    rounds = pd.DataFrame([{"round": t, "simulation": s, "metric": float(rng.uniform(0, 10))} for t in (1, 2, 3) for s in range(6)])
+    rounds = pd.DataFrame(
+        [{"round": t, "simulation": s, "metric": float(rng.uniform(0, 10))} for t in (1, 2, 3) for s in range(6)]
+    )
     cv = bootstrap_convergence(rounds.groupby("simulation")["metric"].mean().to_numpy(), rng=rng)
     fig = run_figure_of(rounds, cv, _summary(6))
     try:
@@ -44,8 +51,10 @@ def test_run_figure_names_the_band_and_the_convergence_lines():
 
 def test_profile_figure_names_the_shaded_range_and_missing_games():
     entry = {"metric": {"mean": 4.0, "ci95": [3.0, 5.0], "nash": 0.0, "pareto": 10.0, "label": "contribution"}}
-    profiles = [{"label": "a", "games": {"public-goods": entry, "o-ring": entry}},
-                {"label": "b", "games": {"public-goods": entry}}]
+    profiles = [
+        {"label": "a", "games": {"public-goods": entry, "o-ring": entry}},
+        {"label": "b", "games": {"public-goods": entry}},
+    ]
     fig = profile_figure_of(profiles)
     try:
         panel = next(ax for ax in fig.axes if ax.get_title() == "Public Goods")

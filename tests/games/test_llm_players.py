@@ -23,7 +23,11 @@ GOOD = {
     "extract": ['{"extract": 2}', '{"extract": 5}', '{"extract": 10}'],
     "contribute": ['{"contribute": 1}', '{"contribute": 2}', '{"contribute": 0}'],
     "withdraw": ['{"withdraw": 6}', '{"withdraw": 8}', '{"withdraw": 4}'],
-    "allocate": ['{"keep": 2, "group": 6, "global": 2}', '{"keep": 10, "group": 0, "global": 0}', '{"keep": 0, "group": 10, "global": 0}'],
+    "allocate": [
+        '{"keep": 2, "group": 6, "global": 2}',
+        '{"keep": 10, "group": 0, "global": 0}',
+        '{"keep": 0, "group": 10, "global": 0}',
+    ],
     "sanction": ['{"sanctions": {}}', '{"sanctions": {"1": 2}}', '{"sanctions": {"7": 1}}'],
     "deliberate": ['{"message": "Let us all cooperate."}', '{"message": "I will play high if you do."}'],
 }
@@ -42,8 +46,30 @@ def run_cli(args, capsys):
 
 
 def run_llm(tmp_path, capsys, game, model, out="run", extra=()):
-    code, stdout, err = run_cli(["run", "game", "--game", game, "--players", "llm", "--model", f"scripted:{model}", "--cache", "off",
-                                 "--simulations", "2", "--seed", "4", *extra, "--out", str(tmp_path / out), "-q", "--json"], capsys)
+    code, stdout, err = run_cli(
+        [
+            "run",
+            "game",
+            "--game",
+            game,
+            "--players",
+            "llm",
+            "--model",
+            f"scripted:{model}",
+            "--cache",
+            "off",
+            "--simulations",
+            "2",
+            "--seed",
+            "4",
+            *extra,
+            "--out",
+            str(tmp_path / out),
+            "-q",
+            "--json",
+        ],
+        capsys,
+    )
     assert code == 0, err
     return json.loads(stdout), tmp_path / out
 
@@ -56,8 +82,12 @@ def test_every_game_end_to_end_with_llm_players(tmp_path, capsys, game):
     assert s["status"] == "completed" and s["players"] == "llm" and s["agents"] == "llm" and s["prompt"] == "standard"
     assert s["rounds_completed"] == R and s["metric"]["mean"] is not None and "pareto_proximity" in s
     cfg = json.loads((out / "config.json").read_text())
-    assert cfg["agents"] == "llm" and cfg["params"]["players"] == "llm" and cfg["params"]["prompt"] == "standard" \
+    assert (
+        cfg["agents"] == "llm"
+        and cfg["params"]["players"] == "llm"
+        and cfg["params"]["prompt"] == "standard"
         and cfg["params"]["deliberation"] is False
+    )
     assert cfg["llm"]["model"].startswith("scripted:")
     d = pd.read_parquet(out / "decisions.parquet")
     per_round = 2 * 10 * (2 if game == "cpr-sanction" else 1)
@@ -75,8 +105,18 @@ def test_every_game_end_to_end_with_llm_players(tmp_path, capsys, game):
     if game == "public-goods":
         assert [row["keep"], row["group_pool"], row["global_pool"]] == [first["keep"], first["group"], first["global_"]]
     else:
-        assert int(row[next(c for c in players.columns if c in ("effort", "extraction", "contribution", "withdrawal", "action"))]) \
+        assert (
+            int(
+                row[
+                    next(
+                        c
+                        for c in players.columns
+                        if c in ("effort", "extraction", "contribution", "withdrawal", "action")
+                    )
+                ]
+            )
             == list(first.values())[-1]
+        )
 
 
 def test_rerun_is_identical(tmp_path, capsys):
@@ -89,7 +129,9 @@ def test_rerun_is_identical(tmp_path, capsys):
 
 # --- bad answers -----------------------------------------------------------------------------------------
 def test_out_of_range_answer_is_retried_then_falls_back(tmp_path, capsys):
-    s, out = run_llm(tmp_path, capsys, "cpr", script(tmp_path, {"extract": ['{"extract": 11}', '{"extract": -1}', "no idea"]}))
+    s, out = run_llm(
+        tmp_path, capsys, "cpr", script(tmp_path, {"extract": ['{"extract": 11}', '{"extract": -1}', "no idea"]})
+    )
     d = pd.read_parquet(out / "decisions.parquet")
     assert d["fallback_used"].all() and (d["attempts"] == la.MAX_ATTEMPTS).all()
     assert s["decisions"]["fallback_used"] == len(d) == 60
@@ -99,7 +141,9 @@ def test_out_of_range_answer_is_retried_then_falls_back(tmp_path, capsys):
 
 
 def test_out_of_range_answer_is_retried_and_a_valid_retry_counts(tmp_path, capsys):
-    _, out = run_llm(tmp_path, capsys, "weakest-link", script(tmp_path, {"effort": ['{"effort": 11}', '{"effort": 4}']}))
+    _, out = run_llm(
+        tmp_path, capsys, "weakest-link", script(tmp_path, {"effort": ['{"effort": 11}', '{"effort": 4}']})
+    )
     d = pd.read_parquet(out / "decisions.parquet")
     retried = d[(d["attempts"] > 1) & ~d["fallback_used"]]
     assert len(retried) > 0  # asked again with the error and answered validly
@@ -111,7 +155,9 @@ def test_out_of_range_answer_is_retried_and_a_valid_retry_counts(tmp_path, capsy
 
 def test_public_goods_allocation_not_summing_to_the_endowment_is_retried(tmp_path, capsys):
     bad = '{"keep": 5, "group": 5, "global": 5}'
-    _, out = run_llm(tmp_path, capsys, "public-goods", script(tmp_path, {"allocate": [bad, '{"keep": 3, "group": 4, "global": 3}']}))
+    _, out = run_llm(
+        tmp_path, capsys, "public-goods", script(tmp_path, {"allocate": [bad, '{"keep": 3, "group": 4, "global": 3}']})
+    )
     d = pd.read_parquet(out / "decisions.parquet")
     assert ((d["attempts"] > 1) & ~d["fallback_used"]).any()
     p = pd.read_parquet(out / "players.parquet")
@@ -120,7 +166,9 @@ def test_public_goods_allocation_not_summing_to_the_endowment_is_retried(tmp_pat
     d2 = pd.read_parquet(out2 / "decisions.parquet")
     assert d2["fallback_used"].all() and d2["error"].str.contains("must equal exactly 10 tokens").all()
     p2 = pd.read_parquet(out2 / "players.parquet")
-    assert (p2["keep"] == 10).all() and (p2["group_pool"] == 0).all()  # fallback: keep all (round 1), then the previous allocation
+    assert (p2["keep"] == 10).all() and (
+        p2["group_pool"] == 0
+    ).all()  # fallback: keep all (round 1), then the previous allocation
 
 
 def test_out_of_group_and_self_sanctions_are_refused(tmp_path, capsys):
@@ -129,7 +177,10 @@ def test_out_of_group_and_self_sanctions_are_refused(tmp_path, capsys):
     d = pd.read_parquet(out / "decisions.parquet")
     sd = d[d["phase"] == "sanction"]
     out_group = sd[sd["agent"] < 5]
-    assert out_group["fallback_used"].all() and out_group["error"].str.contains("Player 7 is not a member of your group").all()
+    assert (
+        out_group["fallback_used"].all()
+        and out_group["error"].str.contains("Player 7 is not a member of your group").all()
+    )
     me = sd[sd["agent"] == 6]
     assert me["fallback_used"].all() and me["error"].str.contains("cannot sanction yourself").all()
     ok = sd[(sd["agent"] >= 5) & (sd["agent"] != 6)]
@@ -242,9 +293,15 @@ def test_deliberation_messages_are_shown_to_the_group(tmp_path, capsys):
     assert set(d["phase"]) == {"deliberate", "allocate"}
     # the decision prompt holds the group's messages of this round and no other group's
     P, st = played_state("public-goods", [5, 5])
-    st["messages"] = [{"simulation": 0, "round": 3, "player": j, "group": j // 5, "message": f"note from {j}"} for j in range(10)]
+    st["messages"] = [
+        {"simulation": 0, "round": 3, "player": j, "group": j // 5, "message": f"note from {j}"} for j in range(10)
+    ]
     human = la.decision_messages(P, st, 0, 1, "standard")[1].content
-    assert "GROUP DELIBERATION" in human and "[Player 1]: note from 0" in human and "[Player 2 (you)]: note from 1" in human
+    assert (
+        "GROUP DELIBERATION" in human
+        and "[Player 1]: note from 0" in human
+        and "[Player 2 (you)]: note from 1" in human
+    )
     assert "note from 5" not in human
 
 
@@ -269,8 +326,29 @@ def test_llm_game_resumes_after_ctrl_c_to_the_uninterrupted_run(tmp_path, capsys
         return nodes
 
     monkeypatch.setattr(gt, "phases_for", crashing)
-    code, _, err = run_cli(["run", "game", "--game", "cpr-sanction", "--players", "llm", "--model", f"scripted:{model}", "--cache", "off",
-                            "--simulations", "2", "--seed", "4", "--out", str(tmp_path / "run"), "-q", "--json"], capsys)
+    code, _, err = run_cli(
+        [
+            "run",
+            "game",
+            "--game",
+            "cpr-sanction",
+            "--players",
+            "llm",
+            "--model",
+            f"scripted:{model}",
+            "--cache",
+            "off",
+            "--simulations",
+            "2",
+            "--seed",
+            "4",
+            "--out",
+            str(tmp_path / "run"),
+            "-q",
+            "--json",
+        ],
+        capsys,
+    )
     assert code == 130 and "cooplab resume" in err
     monkeypatch.setattr(gt, "phases_for", real)
     code, stdout, err = run_cli(["resume", str(tmp_path / "run"), "-q", "--json"], capsys)
@@ -279,18 +357,31 @@ def test_llm_game_resumes_after_ctrl_c_to_the_uninterrupted_run(tmp_path, capsys
     for key in ("metric", "pareto_proximity", "payoff", "outcomes", "rounds_completed"):
         assert got[key] == ref[key], key
     for stem in ("players", "rounds", "simulations", "sanctions"):
-        pd.testing.assert_frame_equal(pd.read_parquet(dref / f"{stem}.parquet"), pd.read_parquet(tmp_path / "run" / f"{stem}.parquet"))
+        pd.testing.assert_frame_equal(
+            pd.read_parquet(dref / f"{stem}.parquet"), pd.read_parquet(tmp_path / "run" / f"{stem}.parquet")
+        )
     cols = ["society", "agent", "round", "phase", "raw", "parsed", "attempts", "fallback_used", "error"]
-    a = pd.read_parquet(dref / "decisions.parquet")[cols].sort_values(["round", "phase", "society", "agent"]).reset_index(drop=True)
-    b = pd.read_parquet(tmp_path / "run" / "decisions.parquet")[cols].sort_values(["round", "phase", "society", "agent"]).reset_index(drop=True)
+    a = (
+        pd.read_parquet(dref / "decisions.parquet")[cols]
+        .sort_values(["round", "phase", "society", "agent"])
+        .reset_index(drop=True)
+    )
+    b = (
+        pd.read_parquet(tmp_path / "run" / "decisions.parquet")[cols]
+        .sort_values(["round", "phase", "society", "agent"])
+        .reset_index(drop=True)
+    )
     pd.testing.assert_frame_equal(a, b)
 
 
 def test_resume_refuses_a_bad_prompt_condition(tmp_path, capsys):
     _, out = run_llm(tmp_path, capsys, "cpr", script(tmp_path, GOOD))
     cfg = json.loads((out / "config.json").read_text())
-    for key, value, needle in (("prompt", "poetry", "params.prompt must be standard, alternate, cot or tom"), ("deliberation", "yes", "deliberation"),
-                               ("players", "nash", "players is llm exactly when agents is llm")):
+    for key, value, needle in (
+        ("prompt", "poetry", "params.prompt must be standard, alternate, cot or tom"),
+        ("deliberation", "yes", "deliberation"),
+        ("players", "nash", "players is llm exactly when agents is llm"),
+    ):
         bad = {**cfg, "params": {**cfg["params"], key: value}}
         (out / "config.json").write_text(json.dumps(bad))
         code, _, err = run_cli(["resume", str(out), "-q"], capsys)
@@ -300,8 +391,27 @@ def test_resume_refuses_a_bad_prompt_condition(tmp_path, capsys):
 
 def test_agents_llm_alone_means_llm_players(tmp_path, capsys):
     model = script(tmp_path, GOOD)
-    code, stdout, err = run_cli(["run", "game", "--game", "o-ring", "--agents", "llm", "--model", f"scripted:{model}", "--cache", "off",
-                                 "--simulations", "1", "--out", str(tmp_path / "o"), "-q", "--json"], capsys)
+    code, stdout, err = run_cli(
+        [
+            "run",
+            "game",
+            "--game",
+            "o-ring",
+            "--agents",
+            "llm",
+            "--model",
+            f"scripted:{model}",
+            "--cache",
+            "off",
+            "--simulations",
+            "1",
+            "--out",
+            str(tmp_path / "o"),
+            "-q",
+            "--json",
+        ],
+        capsys,
+    )
     assert code == 0, err
     assert json.loads(stdout)["players"] == "llm"
     assert np.isfinite(json.loads(stdout)["metric"]["mean"])

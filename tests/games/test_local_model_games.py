@@ -19,8 +19,30 @@ pytestmark = pytest.mark.integration
 
 def test_local_model_plays_cpr_with_sanctions(tmp_path, capsys):
     out = tmp_path / "run"
-    code = main(["run", "game", "--game", "cpr-sanction", "--players", "llm", "--model", "local", "--group-size", "2",
-                 "--simulations", "1", "--rounds", "1", "--cache", str(tmp_path / "c.sqlite"), "--out", str(out), "-q", "--json"])
+    code = main(
+        [
+            "run",
+            "game",
+            "--game",
+            "cpr-sanction",
+            "--players",
+            "llm",
+            "--model",
+            "local",
+            "--group-size",
+            "2",
+            "--simulations",
+            "1",
+            "--rounds",
+            "1",
+            "--cache",
+            str(tmp_path / "c.sqlite"),
+            "--out",
+            str(out),
+            "-q",
+            "--json",
+        ]
+    )
     stdout, err = capsys.readouterr()
     assert code == 0, err
     s = json.loads(stdout)
@@ -39,8 +61,25 @@ def test_local_model_plays_cpr_with_sanctions(tmp_path, capsys):
 
 def test_local_model_one_game_profile(tmp_path, capsys):
     out = tmp_path / "prof"
-    code = main(["profile", "--model", "local", "--games", "o-ring", "--simulations", "1", "--group-size", "2", "--cache", str(tmp_path / "c.sqlite"),
-                 "--out", str(out), "-q", "--json"])
+    code = main(
+        [
+            "profile",
+            "--model",
+            "local",
+            "--games",
+            "o-ring",
+            "--simulations",
+            "1",
+            "--group-size",
+            "2",
+            "--cache",
+            str(tmp_path / "c.sqlite"),
+            "--out",
+            str(out),
+            "-q",
+            "--json",
+        ]
+    )
     stdout, err = capsys.readouterr()
     assert code == 0, err
     p = json.loads(stdout)

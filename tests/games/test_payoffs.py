@@ -89,7 +89,9 @@ def test_an_out_of_group_sanction_is_impossible():
     base = pf.cpr(x)[0]
     assert u[7] == base[7] and u[0] == base[0]  # neither the target nor the would-be sanctioner pays anything
     # the payoff function itself also ignores anything across groups
-    assert np.array_equal(pf.cpr_sanction(x, attempt, G55)["payoff"], pf.cpr_sanction(x, out["sanction"], G55)["payoff"])
+    assert np.array_equal(
+        pf.cpr_sanction(x, attempt, G55)["payoff"], pf.cpr_sanction(x, out["sanction"], G55)["payoff"]
+    )
 
 
 def test_sanctions_above_the_cap_or_negative_are_a_policy_error():
@@ -144,7 +146,7 @@ def test_o_ring_all_six_succeeds():
 def test_o_ring_one_group_failing_fails_everyone():
     r = pf.o_ring(row(*[6] * 5, 6, 6, 6, 6, 5), G55)  # player 9 (group 1) withdraws 5
     # 59 withdrawn: factor 0.705; group 0: 705 * 0.6^5 = 54.82 (fine); group 1: 705 * 0.6^4 * 0.5 = 45.68 < 50
-    assert r["production"][0].tolist() == pytest.approx([705 * 0.6 ** 5, 705 * 0.6 ** 4 * 0.5])
+    assert r["production"][0].tolist() == pytest.approx([705 * 0.6**5, 705 * 0.6**4 * 0.5])
     assert r["production"][0, 0] >= 50 and not r["success"][0]
     assert r["payoff"][0].tolist() == [-6.0] * 9 + [-5.0]  # no reward for anyone, each pays its withdrawal
 
@@ -153,7 +155,7 @@ def test_o_ring_one_groups_withdrawals_deplete_the_pool_of_the_other():
     ok = pf.o_ring(row(*[6] * 10), G55)
     greedy = pf.o_ring(row(*[10] * 5, *[6] * 5), G55)  # group 0 takes 10 each: 80 withdrawn, factor 0.6
     assert ok["success"][0] and not greedy["success"][0]
-    assert greedy["production"][0].tolist() == pytest.approx([600.0, 600 * 0.6 ** 5])  # 46.66 < 50 for group 1
+    assert greedy["production"][0].tolist() == pytest.approx([600.0, 600 * 0.6**5])  # 46.66 < 50 for group 1
     assert greedy["payoff"][0].tolist() == [-10.0] * 5 + [-6.0] * 5
 
 

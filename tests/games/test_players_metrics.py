@@ -83,28 +83,41 @@ def test_random_sanctions_stay_in_the_group_and_under_the_cap():
 def test_scripted_players_play_the_script(tmp_path):
     P = model_of("weakest-link")(simulations=3)
     f = tmp_path / "s.json"
-    f.write_text(json.dumps({"game": "weakest-link", "rounds": [{"actions": [10] * 9 + [3]}, {"actions": 7}, {"actions": 10}]}))
+    f.write_text(
+        json.dumps({"game": "weakest-link", "rounds": [{"actions": [10] * 9 + [3]}, {"actions": 7}, {"actions": 10}]})
+    )
     script = pl.load_script(f, P)
     hist = play(P, "scripted", script=script)
     assert hist[0]["payoff"][:, :9].tolist() == [[-4.0] * 9] * 3 and hist[0]["payoff"][:, 9].tolist() == [3.0] * 3
     assert np.all(hist[1]["action"] == 7) and np.all(hist[2]["payoff"] == 10.0)
 
 
-@pytest.mark.parametrize("game,data,needle", [
-    ("cpr", {"rounds": [{"actions": [11] * 10}]}, "actions[0] must be an integer in 0..10"),
-    ("cpr", {"rounds": [{"actions": [1] * 9}]}, "one value per player (10"),
-    ("cpr", {"rounds": [{"actions": 1}, {"actions": 1}]}, "1 entry (played every round) or 3"),
-    ("cpr", {"game": "o-ring", "rounds": [{"actions": 1}]}, "is for the game 'o-ring'"),
-    ("cpr", {"rounds": [{"actions": 1, "sanctions": []}]}, "does not use"),
-    ("cpr", {"rounds": [{"actions": True}]}, "must be an integer"),
-    ("cpr", [1, 2], "must be a JSON object"),
-    ("public-goods", {"rounds": [{"actions": [3, 3, 3]}]}, "must add up to the endowment 10"),
-    ("public-goods", {"rounds": [{"actions": 10}]}, "[keep, group, global]"),
-    ("cpr-sanction", {"rounds": [{"actions": 5, "sanctions": [[0, 7, 2]]}]}, "only possible within one's own group"),
-    ("cpr-sanction", {"rounds": [{"actions": 5, "sanctions": [[3, 3, 2]]}]}, "only possible within one's own group"),
-    ("cpr-sanction", {"rounds": [{"actions": 5, "sanctions": [[0, 1, 6], [0, 2, 6]]}]}, "more than max_sanction"),
-    ("cpr-sanction", {"rounds": [{"actions": 5, "sanctions": [[0, 1]]}]}, "[sanctioner, target, tokens]"),
-])
+@pytest.mark.parametrize(
+    "game,data,needle",
+    [
+        ("cpr", {"rounds": [{"actions": [11] * 10}]}, "actions[0] must be an integer in 0..10"),
+        ("cpr", {"rounds": [{"actions": [1] * 9}]}, "one value per player (10"),
+        ("cpr", {"rounds": [{"actions": 1}, {"actions": 1}]}, "1 entry (played every round) or 3"),
+        ("cpr", {"game": "o-ring", "rounds": [{"actions": 1}]}, "is for the game 'o-ring'"),
+        ("cpr", {"rounds": [{"actions": 1, "sanctions": []}]}, "does not use"),
+        ("cpr", {"rounds": [{"actions": True}]}, "must be an integer"),
+        ("cpr", [1, 2], "must be a JSON object"),
+        ("public-goods", {"rounds": [{"actions": [3, 3, 3]}]}, "must add up to the endowment 10"),
+        ("public-goods", {"rounds": [{"actions": 10}]}, "[keep, group, global]"),
+        (
+            "cpr-sanction",
+            {"rounds": [{"actions": 5, "sanctions": [[0, 7, 2]]}]},
+            "only possible within one's own group",
+        ),
+        (
+            "cpr-sanction",
+            {"rounds": [{"actions": 5, "sanctions": [[3, 3, 2]]}]},
+            "only possible within one's own group",
+        ),
+        ("cpr-sanction", {"rounds": [{"actions": 5, "sanctions": [[0, 1, 6], [0, 2, 6]]}]}, "more than max_sanction"),
+        ("cpr-sanction", {"rounds": [{"actions": 5, "sanctions": [[0, 1]]}]}, "[sanctioner, target, tokens]"),
+    ],
+)
 def test_bad_scripts_are_refused_with_one_line(tmp_path, game, data, needle):
     P = model_of(game)()
     f = tmp_path / "s.json"
@@ -123,8 +136,9 @@ def test_public_goods_script_per_player_triples():
 # --- sanction visibility ----------------------------------------------------------------------------------------------
 def test_sanctions_are_seen_only_inside_the_group():
     P = CPRSanctionParams(simulations=1)
-    script = pl.check_script({"rounds": [{"actions": [2, 2, 2, 2, 10, 10, 10, 10, 10, 0],
-                                          "sanctions": [[0, 4, 3], [6, 9, 1]]}]}, P)
+    script = pl.check_script(
+        {"rounds": [{"actions": [2, 2, 2, 2, 10, 10, 10, 10, 10, 0], "sanctions": [[0, 4, 3], [6, 9, 1]]}]}, P
+    )
     hist = play(P, "scripted", script=script)
     g = eq.groups_of(P)
     rec = hist[0]
@@ -140,8 +154,10 @@ def test_sanctions_are_seen_only_inside_the_group():
 # --- the collective-risk draw -------------------------------------------------------------------------------------------
 def binomial_acceptance(n: int, p: float, alpha: float) -> tuple[int, int]:
     """The central (1 - alpha) acceptance region [lo, hi] of Binomial(n, p), exactly (log-space pmf)."""
-    logs = [math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * math.log(p) + (n - k) * math.log1p(-p)
-            for k in range(n + 1)]
+    logs = [
+        math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * math.log(p) + (n - k) * math.log1p(-p)
+        for k in range(n + 1)
+    ]
     pmf = np.exp(np.array(logs))
     cdf = np.cumsum(pmf)
     lo = int(np.searchsorted(cdf, alpha / 2, side="right"))  # P(X < lo) <= alpha / 2
@@ -214,7 +230,9 @@ def test_random_players_proximity_is_on_the_papers_scale(game):
         assert prox["mean"] == 1.0 and prox["raw_distance_mean"] > 3.5 and prox["beyond_nash_share"] == 1.0
 
 
-@pytest.mark.parametrize("game, default, basis", [("collective-risk", 1.0, "fair share T/(N R)"), ("o-ring", 6.0, "cheapest success t*/N")])
+@pytest.mark.parametrize(
+    "game, default, basis", [("collective-risk", 1.0, "fair share T/(N R)"), ("o-ring", 6.0, "cheapest success t*/N")]
+)
 def test_pareto_reference_is_settable(game, default, basis):
     ref = eq.reference(model_of(game)())
     assert (ref.pareto, ref.basis) == (default, basis)

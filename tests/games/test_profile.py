@@ -6,7 +6,6 @@ one or several profiles (hostile profile files refused in one line)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -24,8 +23,25 @@ def cli(args, capsys):
 
 
 def profile(tmp_path, capsys, model, out="prof", extra=(), expect=0):
-    code, stdout, err = cli(["profile", "--model", f"scripted:{model}", "--simulations", 2, "--seed", 3, "--cache",
-                             str(tmp_path / "cache.sqlite"), *extra, "--out", tmp_path / out, "-q", "--json"], capsys)
+    code, stdout, err = cli(
+        [
+            "profile",
+            "--model",
+            f"scripted:{model}",
+            "--simulations",
+            2,
+            "--seed",
+            3,
+            "--cache",
+            str(tmp_path / "cache.sqlite"),
+            *extra,
+            "--out",
+            tmp_path / out,
+            "-q",
+            "--json",
+        ],
+        capsys,
+    )
     assert code == expect, err
     return (json.loads(stdout) if stdout.strip() else None), tmp_path / out, err
 
@@ -54,7 +70,9 @@ def test_scripted_llm_profile_end_to_end(tmp_path, capsys):
 
 def test_reference_profiles_have_proximity_one_and_zero(tmp_path, capsys):
     for kind, want in (("nash", 1.0), ("pareto", 0.0)):
-        code, stdout, err = cli(["profile", "--players", kind, "--simulations", 3, "--out", tmp_path / kind, "--json"], capsys)
+        code, stdout, err = cli(
+            ["profile", "--players", kind, "--simulations", 3, "--out", tmp_path / kind, "--json"], capsys
+        )
         assert code == 0, err
         p = json.loads(stdout)
         assert p["label"] == kind and p["model"] is None
@@ -88,7 +106,19 @@ def test_interrupted_profile_continues_without_paying_twice(tmp_path, capsys, mo
         return nodes
 
     monkeypatch.setattr(gt, "phases_for", crashing)
-    args = ["profile", "--model", f"scripted:{model}", "--simulations", 2, "--seed", 3, "--cache", "off", "--out", tmp_path / "p"]
+    args = [
+        "profile",
+        "--model",
+        f"scripted:{model}",
+        "--simulations",
+        2,
+        "--seed",
+        3,
+        "--cache",
+        "off",
+        "--out",
+        tmp_path / "p",
+    ]
     code, _, err = cli(args, capsys)
     assert code == 130 and "run the same command again" in err
     assert (tmp_path / "p" / "games" / GAMES[1] / "summary.json").exists()
@@ -96,7 +126,11 @@ def test_interrupted_profile_continues_without_paying_twice(tmp_path, capsys, mo
     monkeypatch.setattr(gt, "phases_for", real)
     code, stdout, err = cli(args + ["--json"], capsys)
     assert code == 0, err
-    assert f"{GAMES[0]}: finished earlier, read back" in err and f"{GAMES[2]}: resuming" in err and f"{GAMES[3]}: playing" in err
+    assert (
+        f"{GAMES[0]}: finished earlier, read back" in err
+        and f"{GAMES[2]}: resuming" in err
+        and f"{GAMES[3]}: playing" in err
+    )
     got = json.loads(stdout)
     for game in GAMES:
         assert got["games"][game]["metric"] == ref["games"][game]["metric"], game
@@ -107,18 +141,84 @@ def test_interrupted_profile_continues_without_paying_twice(tmp_path, capsys, mo
 def test_other_settings_in_the_same_directory_are_refused_and_force_starts_over(tmp_path, capsys):
     model = script(tmp_path, GOOD)
     profile(tmp_path, capsys, model, extra=["--games", "cpr"])
-    code, _, err = cli(["profile", "--model", f"scripted:{model}", "--simulations", 3, "--seed", 3, "--games", "cpr", "--out",
-                        tmp_path / "prof"], capsys)
-    assert code == 2 and err.startswith("cooplab: error: ") and "(simulations 2 -> 3)" in err and len(err.strip().splitlines()) == 1
-    code, _, err = cli(["profile", "--model", f"scripted:{model}", "--simulations", 2, "--seed", 3, "--games", "cpr", "--budget", 1,
-                        "--out", tmp_path / "prof"], capsys)
+    code, _, err = cli(
+        [
+            "profile",
+            "--model",
+            f"scripted:{model}",
+            "--simulations",
+            3,
+            "--seed",
+            3,
+            "--games",
+            "cpr",
+            "--out",
+            tmp_path / "prof",
+        ],
+        capsys,
+    )
+    assert (
+        code == 2
+        and err.startswith("cooplab: error: ")
+        and "(simulations 2 -> 3)" in err
+        and len(err.strip().splitlines()) == 1
+    )
+    code, _, err = cli(
+        [
+            "profile",
+            "--model",
+            f"scripted:{model}",
+            "--simulations",
+            2,
+            "--seed",
+            3,
+            "--games",
+            "cpr",
+            "--budget",
+            1,
+            "--out",
+            tmp_path / "prof",
+        ],
+        capsys,
+    )
     assert code == 2 and "llm.budget None -> 1.0" in err
     # the same request continues (the cache file may differ: it only stores answers)
-    code, _, err = cli(["profile", "--model", f"scripted:{model}", "--simulations", 2, "--seed", 3, "--games", "cpr", "--cache", "off",
-                        "--out", tmp_path / "prof"], capsys)
+    code, _, err = cli(
+        [
+            "profile",
+            "--model",
+            f"scripted:{model}",
+            "--simulations",
+            2,
+            "--seed",
+            3,
+            "--games",
+            "cpr",
+            "--cache",
+            "off",
+            "--out",
+            tmp_path / "prof",
+        ],
+        capsys,
+    )
     assert code == 0 and "cpr: finished earlier, read back" in err
-    code, stdout, err = cli(["profile", "--model", f"scripted:{model}", "--simulations", 3, "--games", "cpr", "--force", "--json", "-q",
-                             "--out", tmp_path / "prof"], capsys)
+    code, stdout, err = cli(
+        [
+            "profile",
+            "--model",
+            f"scripted:{model}",
+            "--simulations",
+            3,
+            "--games",
+            "cpr",
+            "--force",
+            "--json",
+            "-q",
+            "--out",
+            tmp_path / "prof",
+        ],
+        capsys,
+    )
     assert code == 0, err and json.loads(stdout)["simulations"] == 3
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "x.txt").write_text("mine")
@@ -129,7 +229,9 @@ def test_other_settings_in_the_same_directory_are_refused_and_force_starts_over(
 def test_profile_budget_is_shared_by_the_games_and_never_overshot(tmp_path, capsys):
     model = script(tmp_path, GOOD)
     budget = 0.05  # weakest-link spends about $0.01, but every decision reserves its worst case (3 attempts) first
-    p, out, err = profile(tmp_path, capsys, model, extra=["--budget", budget, "--cache", "off"])  # a clean end, like 'cooplab run'
+    p, out, err = profile(
+        tmp_path, capsys, model, extra=["--budget", budget, "--cache", "off"]
+    )  # a clean end, like 'cooplab run'
     assert json.loads((out / "profile.json").read_text()) == p
     assert p["status"] == "budget_exhausted" and p["budget_usd"] == budget
     assert p["totals"]["cost_usd"] <= budget
@@ -153,25 +255,28 @@ def test_profile_budget_is_shared_by_the_games_and_never_overshot(tmp_path, caps
     assert (out / "games" / stopped / "ledger-journal.jsonl").read_bytes() == journal
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--games", "chess"], "--games must be"),
-    (["--games", "cpr,cpr"], "twice"),
-    (["--games", ","], "--games must be"),
-    (["--simulations", "0"], "--simulations"),
-    (["--simulations", "-3"], "--simulations"),
-    (["--simulations", "1e9"], "--simulations"),
-    (["--simulations", "nan"], "--simulations"),
-    (["--players", "dice"], "--players must be"),
-    (["--group-size", "1"], "--group-size"),
-    (["--group-size", "x"], "--group-size"),
-    (["--players", "nash", "--prompt", "cot"], "apply to LLM players only"),
-    (["--prompt", "poem"], "--prompt must be"),
-    (["--prompt-variant", "no-such-wording"], "unknown prompt variant 'no-such-wording'"),
-    (["--players", "nash", "--prompt-variant", "reword-a"], "--prompt-variant words the LLM players' prompts"),
-    (["--budget", "-1"], "--budget"),
-    (["--budget", "inf"], "--budget"),
-    (["--temperature", "nan"], "--temperature"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--games", "chess"], "--games must be"),
+        (["--games", "cpr,cpr"], "twice"),
+        (["--games", ","], "--games must be"),
+        (["--simulations", "0"], "--simulations"),
+        (["--simulations", "-3"], "--simulations"),
+        (["--simulations", "1e9"], "--simulations"),
+        (["--simulations", "nan"], "--simulations"),
+        (["--players", "dice"], "--players must be"),
+        (["--group-size", "1"], "--group-size"),
+        (["--group-size", "x"], "--group-size"),
+        (["--players", "nash", "--prompt", "cot"], "apply to LLM players only"),
+        (["--prompt", "poem"], "--prompt must be"),
+        (["--prompt-variant", "no-such-wording"], "unknown prompt variant 'no-such-wording'"),
+        (["--players", "nash", "--prompt-variant", "reword-a"], "--prompt-variant words the LLM players' prompts"),
+        (["--budget", "-1"], "--budget"),
+        (["--budget", "inf"], "--budget"),
+        (["--temperature", "nan"], "--temperature"),
+    ],
+)
 def test_bad_profile_options_are_one_line_errors(tmp_path, capsys, args, needle):
     model = script(tmp_path, GOOD)
     code, _, err = cli(["profile", "--model", f"scripted:{model}", *args, "--out", tmp_path / "p"], capsys)
@@ -181,7 +286,9 @@ def test_bad_profile_options_are_one_line_errors(tmp_path, capsys, args, needle)
 
 def test_a_profile_passes_its_prompt_variant_to_every_game(tmp_path, capsys):
     """--prompt-variant: every game run of the profile records it (llm.prompt_variant: the runs' prompts are the variant's)."""
-    p, out, _ = profile(tmp_path, capsys, script(tmp_path, GOOD), extra=("--games", "cpr,public-goods", "--prompt-variant", "reword-b"))
+    p, out, _ = profile(
+        tmp_path, capsys, script(tmp_path, GOOD), extra=("--games", "cpr,public-goods", "--prompt-variant", "reword-b")
+    )
     assert p["status"] == "completed"
     for g in ("cpr", "public-goods"):
         config = json.loads((out / "games" / g / "config.json").read_text())
@@ -195,7 +302,10 @@ def test_figure_of_several_profiles(tmp_path, capsys):
     for kind in ("nash", "pareto", "random"):
         assert cli(["profile", "--players", kind, "--simulations", 3, "--out", tmp_path / kind, "-q"], capsys)[0] == 0
     dirs = [tmp_path / k for k in ("nash", "pareto", "random")]
-    code, out, err = cli(["figures", "profile", *dirs, "--label", "N", "--label", "P", "--label", "R", "--out", tmp_path / "f.png"], capsys)
+    code, out, err = cli(
+        ["figures", "profile", *dirs, "--label", "N", "--label", "P", "--label", "R", "--out", tmp_path / "f.png"],
+        capsys,
+    )
     assert code == 0, err and (tmp_path / "f.png").stat().st_size > 10_000
     code, _, err = cli(["figures", "profile", *dirs, "--label", "N", "--out", tmp_path / "g.png"], capsys)
     assert code == 2 and "--label" in err
@@ -203,17 +313,26 @@ def test_figure_of_several_profiles(tmp_path, capsys):
     assert code == 2 and ".png" in err
 
 
-@pytest.mark.parametrize("edit, needle", [
-    (lambda p: p.update(kind="other"), "is not a cooplab profile"),
-    (lambda p: p["games"]["cpr"]["metric"].update(mean=float("nan")), "finite"),
-    (lambda p: p["games"]["cpr"]["metric"].update(mean="high"), "finite"),
-    (lambda p: p["games"]["cpr"]["metric"].update(ci95=[1]), "ci95"),
-    (lambda p: p["games"]["cpr"]["metric"].update(nash=1e999), "finite"),
-    (lambda p: p["games"].update(chess={"metric": {}}), "games.chess"),
-    (lambda p: p.update(games=[1, 2]), "is not a cooplab profile"),
-])
+@pytest.mark.parametrize(
+    "edit, needle",
+    [
+        (lambda p: p.update(kind="other"), "is not a cooplab profile"),
+        (lambda p: p["games"]["cpr"]["metric"].update(mean=float("nan")), "finite"),
+        (lambda p: p["games"]["cpr"]["metric"].update(mean="high"), "finite"),
+        (lambda p: p["games"]["cpr"]["metric"].update(ci95=[1]), "ci95"),
+        (lambda p: p["games"]["cpr"]["metric"].update(nash=1e999), "finite"),
+        (lambda p: p["games"].update(chess={"metric": {}}), "games.chess"),
+        (lambda p: p.update(games=[1, 2]), "is not a cooplab profile"),
+    ],
+)
 def test_hostile_profile_files_are_refused_in_one_line(tmp_path, capsys, edit, needle):
-    assert cli(["profile", "--players", "nash", "--simulations", 2, "--games", "cpr", "--out", tmp_path / "p", "-q"], capsys)[0] == 0
+    assert (
+        cli(
+            ["profile", "--players", "nash", "--simulations", 2, "--games", "cpr", "--out", tmp_path / "p", "-q"],
+            capsys,
+        )[0]
+        == 0
+    )
     f = tmp_path / "p" / "profile.json"
     p = json.loads(f.read_text())
     edit(p)
@@ -228,13 +347,17 @@ def test_hostile_profile_files_are_refused_in_one_line(tmp_path, capsys, edit, n
 
 
 def test_group_size_applies_to_every_game(tmp_path, capsys):
-    code, stdout, err = cli(["profile", "--players", "random", "--simulations", 2, "--group-size", 3, "--out", tmp_path / "p", "--json"],
-                            capsys)
+    code, stdout, err = cli(
+        ["profile", "--players", "random", "--simulations", 2, "--group-size", 3, "--out", tmp_path / "p", "--json"],
+        capsys,
+    )
     assert code == 0, err
     p = json.loads(stdout)
     assert p["group_size"] == 3 and all(e["group_sizes"] == [3, 3] for e in p["games"].values())
-    assert p["games"]["o-ring"]["metric"]["pareto"] == json.loads(
-        (tmp_path / "p" / "games" / "o-ring" / "summary.json").read_text())["metric"]["pareto"]
+    assert (
+        p["games"]["o-ring"]["metric"]["pareto"]
+        == json.loads((tmp_path / "p" / "games" / "o-ring" / "summary.json").read_text())["metric"]["pareto"]
+    )
 
 
 def test_request_checks_the_simulations_against_every_game():
@@ -257,8 +380,19 @@ def test_profile_prints_the_references_it_uses(tmp_path, capsys):
     p = json.loads((tmp_path / "d" / "profile.json").read_text())
     assert p["references"]["collective-risk"] == {"nash": 0.0, "pareto": 1.0, "pareto_basis": "fair share T/(N R)"}
     assert p["references"]["o-ring"] == {"nash": 0.0, "pareto": 6.0, "pareto_basis": "cheapest success t*/N"}
-    args = ["profile", "--players", "random", "--simulations", 2, "--pareto-reference", "collective-risk=1.25", "--pareto-reference",
-            "o-ring=10", "--out", tmp_path / "s"]
+    args = [
+        "profile",
+        "--players",
+        "random",
+        "--simulations",
+        2,
+        "--pareto-reference",
+        "collective-risk=1.25",
+        "--pareto-reference",
+        "o-ring=10",
+        "--out",
+        tmp_path / "s",
+    ]
     code, stdout, err = cli(args + ["--json"], capsys)
     assert code == 0, err
     p = json.loads(stdout)
@@ -272,7 +406,9 @@ def test_profile_prints_the_references_it_uses(tmp_path, capsys):
     # random players withdraw about 5 of 10: far from a Pareto value of 10, near the cheapest success (6)
     assert p["games"]["o-ring"]["pareto_proximity"]["mean"] > 0.4
     code, stdout, err = cli(args, capsys)
-    assert code == 0, err and "Pareto 1.25 (set by pareto_reference)" in stdout and "Pareto 10 (set by pareto_reference)" in stdout
+    assert code == 0, (
+        err and "Pareto 1.25 (set by pareto_reference)" in stdout and "Pareto 10 (set by pareto_reference)" in stdout
+    )
     # the references are part of the profile: another value in the same directory is refused
     code, _, err = cli(["profile", "--players", "random", "--simulations", 2, "--out", tmp_path / "s"], capsys)
     assert code == 2 and "pareto_references" in err and len(err.strip().splitlines()) == 1
@@ -282,24 +418,37 @@ def test_figure_caption_and_legend_name_the_references(tmp_path, capsys):
     from cooplab.tasks.games.figures import reference_caption
 
     for name, extra in (("d", []), ("s", ["--pareto-reference", "collective-risk=1.25"])):
-        assert cli(["profile", "--players", "random", "--simulations", 2, *extra, "--out", tmp_path / name, "-q"], capsys)[0] == 0
+        assert (
+            cli(["profile", "--players", "random", "--simulations", 2, *extra, "--out", tmp_path / name, "-q"], capsys)[
+                0
+            ]
+            == 0
+        )
     d, s = pf.load_profile(tmp_path / "d"), pf.load_profile(tmp_path / "s")
-    assert reference_caption([d]) == "Pareto references: Collective Risk 1 (fair share T/(N R)); O-Ring 6 (cheapest success t*/N)"
-    assert reference_caption([d, s]) == ("Pareto references: Collective Risk 1 (fair share T/(N R)) / 1.25 (set by pareto_reference); "
-                                         "O-Ring 6 (cheapest success t*/N)")
+    assert (
+        reference_caption([d])
+        == "Pareto references: Collective Risk 1 (fair share T/(N R)); O-Ring 6 (cheapest success t*/N)"
+    )
+    assert reference_caption([d, s]) == (
+        "Pareto references: Collective Risk 1 (fair share T/(N R)) / 1.25 (set by pareto_reference); "
+        "O-Ring 6 (cheapest success t*/N)"
+    )
     code, _, err = cli(["figures", "profile", tmp_path / "d", tmp_path / "s", "--out", tmp_path / "f.png"], capsys)
     assert code == 0, err and (tmp_path / "f.png").stat().st_size > 10_000
 
 
-@pytest.mark.parametrize("ref, needle", [
-    ("cpr=3", "'cpr' has no settable Pareto reference"),
-    ("collective-risk", "expects GAME=VALUE"),
-    ("collective-risk=nan", "must be a finite number"),
-    ("collective-risk=0", "pareto_reference must be a finite number in (0, "),
-    ("collective-risk=11", "at most the endowment"),
-    ("o-ring=1e999", "must be a finite number"),
-    ("o-ring=x", "must be a finite number"),
-])
+@pytest.mark.parametrize(
+    "ref, needle",
+    [
+        ("cpr=3", "'cpr' has no settable Pareto reference"),
+        ("collective-risk", "expects GAME=VALUE"),
+        ("collective-risk=nan", "must be a finite number"),
+        ("collective-risk=0", "pareto_reference must be a finite number in (0, "),
+        ("collective-risk=11", "at most the endowment"),
+        ("o-ring=1e999", "must be a finite number"),
+        ("o-ring=x", "must be a finite number"),
+    ],
+)
 def test_bad_pareto_references_are_one_line_errors(tmp_path, capsys, ref, needle):
     code, _, err = cli(["profile", "--players", "random", "--pareto-reference", ref, "--out", tmp_path / "p"], capsys)
     assert code == 2 and err.startswith("cooplab: error: ") and needle in err and len(err.strip().splitlines()) == 1

@@ -16,7 +16,9 @@ from cooplab.tasks.games.params import GAMES, GameParams, model_of
 VALUES = {
     "weakest-link": dict(max_effort=13, min_weight=2.75, effort_cost=1.25),
     "cpr": dict(capacity=170, max_extract=17, multiplier=3.5),
-    "cpr-sanction": dict(capacity=170, max_extract=17, multiplier=3.5, sanction_cost=1.5, sanction_damage=2.25, max_sanction=7),
+    "cpr-sanction": dict(
+        capacity=170, max_extract=17, multiplier=3.5, sanction_cost=1.5, sanction_damage=2.25, max_sanction=7
+    ),
     "collective-risk": dict(rounds=9, endowment=11, threshold=130, loss_probability=0.65),
     "o-ring": dict(pool=230, max_withdraw=12, scale=1100.0, success_threshold=55.0, reward=260.0, withdraw_cost=1.75),
     "public-goods": dict(endowment=14, group_multiplier=2.5, global_multiplier=1.75),
@@ -25,18 +27,54 @@ SIZES = [6, 6]  # 12 players, 11 others, groups of 6
 
 #: the rules each description must state (regular expressions, case-insensitive), beyond the numbers
 RULES = {
-    "weakest-link": [r"\b(lowest|smallest|minimum)\b", r"(any|every|whole|other) (group|population|single)|anyone at all",
-                     r"your own effort|effort you named yourself", r"13"],
-    "cpr": [r"\b(take|extract)", r"multiplied by 3\.5", r"equal", r"full again", r"(you took|tokens you took|tokens taken)"],
-    "cpr-sanction": [r"multiplied by 3\.5", r"equal", r"full again", r"\b(sanction|penali[sz]e|punish)", r"own group",
-                     r"(other groups?|outside your group)", r"(see|shown|sees)", r"(first|phase 1)", r"(second|phase 2)",
-                     r"6 members"],
-    "collective-risk": [r"savings", r"(keep|kept)", r"\ball\b.{0,20}savings|savings.{0,30}(wiped out|lost|loses)",
-                        r"(after|end of) (round 9|the last round)", r"65%"],
-    "o-ring": [r"quality", r"(product|multipl)", r"(nothing|\b0\b)", r"(every|each) team", r"(left|remaining|still left)",
-               r"split equally|divided equally", r"full again"],
-    "public-goods": [r"\bkeep|hold on", r"(group's pool|group pool|pool of your)", r"global pool", r"6 members of your group",
-                     r"(exactly|every one|each of your|none may)"],
+    "weakest-link": [
+        r"\b(lowest|smallest|minimum)\b",
+        r"(any|every|whole|other) (group|population|single)|anyone at all",
+        r"your own effort|effort you named yourself",
+        r"13",
+    ],
+    "cpr": [
+        r"\b(take|extract)",
+        r"multiplied by 3\.5",
+        r"equal",
+        r"full again",
+        r"(you took|tokens you took|tokens taken)",
+    ],
+    "cpr-sanction": [
+        r"multiplied by 3\.5",
+        r"equal",
+        r"full again",
+        r"\b(sanction|penali[sz]e|punish)",
+        r"own group",
+        r"(other groups?|outside your group)",
+        r"(see|shown|sees)",
+        r"(first|phase 1)",
+        r"(second|phase 2)",
+        r"6 members",
+    ],
+    "collective-risk": [
+        r"savings",
+        r"(keep|kept)",
+        r"\ball\b.{0,20}savings|savings.{0,30}(wiped out|lost|loses)",
+        r"(after|end of) (round 9|the last round)",
+        r"65%",
+    ],
+    "o-ring": [
+        r"quality",
+        r"(product|multipl)",
+        r"(nothing|\b0\b)",
+        r"(every|each) team",
+        r"(left|remaining|still left)",
+        r"split equally|divided equally",
+        r"full again",
+    ],
+    "public-goods": [
+        r"\bkeep|hold on",
+        r"(group's pool|group pool|pool of your)",
+        r"global pool",
+        r"6 members of your group",
+        r"(exactly|every one|each of your|none may)",
+    ],
 }
 COMMON = {"group_sizes", "rounds", "simulations", "near_pareto", "pareto_reference"}
 
@@ -57,7 +95,9 @@ def test_every_constant_and_rule_is_in_the_description(game, condition):
     # every constant of the game (model fields, so a new one fails here until the prompt names it)
     assert fields == set(VALUES[game]) - {"loss_probability"}, "VALUES must set every constant of the game"
     for f in sorted(fields):
-        assert re.search(rf"(?<![\d.]){re.escape(fmt(getattr(P, f)))}(?![\d]|\.\d)", text), f"{game}/{condition}: {f} missing"
+        assert re.search(rf"(?<![\d.]){re.escape(fmt(getattr(P, f)))}(?![\d]|\.\d)", text), (
+            f"{game}/{condition}: {f} missing"
+        )
     if game == "collective-risk":
         assert "65%" in text
     # the number of players, and the groups
@@ -73,5 +113,13 @@ def test_the_sanction_prompt_states_its_rules():
     P, st = played_state("cpr-sanction", [4, 4, 4])
     P = P.model_copy(update=dict(sanction_cost=1.5, sanction_damage=2.25, max_sanction=7))
     human = la.sanction_messages(P, st, 0, 5, "standard")[1].content
-    for needle in ("1.5", "2.25", "7 tokens", "all 12 players", "Player 5, Player 7, Player 8", "not you", "another group"):
+    for needle in (
+        "1.5",
+        "2.25",
+        "7 tokens",
+        "all 12 players",
+        "Player 5, Player 7, Player 8",
+        "not you",
+        "another group",
+    ):
         assert needle in human, needle

@@ -29,8 +29,12 @@ def test_a_variant_keeps_every_constant_and_rule(game, variant):
     text = la.description(P, "standard", group_size=6, variant=variant)
     assert text != la.description(P, "standard", group_size=6), "the variant words this game its own way"
     assert "{" not in text and "}" not in text, text
-    for f in sorted(set(P.model_dump()) - COMMON - {"loss_probability"} | ({"rounds"} if game == "collective-risk" else set())):
-        assert re.search(rf"(?<![\d.]){re.escape(fmt(getattr(P, f)))}(?![\d]|\.\d)", text), f"{game}/{variant}: {f} missing"
+    for f in sorted(
+        set(P.model_dump()) - COMMON - {"loss_probability"} | ({"rounds"} if game == "collective-risk" else set())
+    ):
+        assert re.search(rf"(?<![\d.]){re.escape(fmt(getattr(P, f)))}(?![\d]|\.\d)", text), (
+            f"{game}/{variant}: {f} missing"
+        )
     assert re.search(r"(?<!\d)12(?!\d)", text) and ("2 groups of 6" in text or "2 teams of 6" in text)
     for rule in RULES[game]:
         assert re.search(rule, text, re.I), f"{game}/{variant}: rule /{rule}/ not stated:\n{text}"
@@ -55,7 +59,9 @@ def test_each_rewording_words_every_prompt_of_the_games():
     deliberation too), each with the original's fields."""
     from importlib.resources import files
 
-    originals = sorted(p.name for p in files("cooplab.tasks.games").joinpath("prompts").iterdir() if p.name.endswith(".txt"))
+    originals = sorted(
+        p.name for p in files("cooplab.tasks.games").joinpath("prompts").iterdir() if p.name.endswith(".txt")
+    )
     for name in REWORDINGS:
         assert set(prompts.overridden("cooplab.tasks.games", name)) == set(originals), name
         assert prompts.fields_differ("cooplab.tasks.games", name) == "", name
@@ -70,8 +76,12 @@ def test_a_rewording_of_the_alternate_prompt_keeps_every_constant_and_rule(game,
     text = la.description(P, "alternate", group_size=6, variant=variant)
     assert text != la.description(P, "alternate", group_size=6)
     assert "{" not in text and "}" not in text, text
-    for f in sorted(set(P.model_dump()) - COMMON - {"loss_probability"} | ({"rounds"} if game == "collective-risk" else set())):
-        assert re.search(rf"(?<![\d.]){re.escape(fmt(getattr(P, f)))}(?![\d]|\.\d)", text), f"{game}/{variant}: {f} missing"
+    for f in sorted(
+        set(P.model_dump()) - COMMON - {"loss_probability"} | ({"rounds"} if game == "collective-risk" else set())
+    ):
+        assert re.search(rf"(?<![\d.]){re.escape(fmt(getattr(P, f)))}(?![\d]|\.\d)", text), (
+            f"{game}/{variant}: {f} missing"
+        )
     assert re.search(r"(?<!\d)12(?!\d)", text) and ("2 groups of 6" in text or "2 teams of 6" in text)
     if game == "collective-risk":
         assert "65%" in text
@@ -87,8 +97,16 @@ def test_a_rewording_of_the_sanction_cot_tom_and_deliberation_prompts_keeps_thei
     P = P.model_copy(update=dict(sanction_cost=1.5, sanction_damage=2.25, max_sanction=7))
     human = la.sanction_messages(P, st, 0, 5, "standard", variant)[1].content
     assert human != la.sanction_messages(P, st, 0, 5, "standard")[1].content
-    for needle in ("1.5", "2.25", "7 tokens", "all 12 players", "Player 5, Player 7, Player 8", "not you", "another group",
-                   f"Round {int(st['round'])} of {P.rounds}"):
+    for needle in (
+        "1.5",
+        "2.25",
+        "7 tokens",
+        "all 12 players",
+        "Player 5, Player 7, Player 8",
+        "not you",
+        "another group",
+        f"Round {int(st['round'])} of {P.rounds}",
+    ):
         assert needle in human, needle
     for condition in ("cot", "tom"):
         system = la.decision_messages(P, st, 0, 1, condition, variant)[0].content
@@ -96,4 +114,8 @@ def test_a_rewording_of_the_sanction_cot_tom_and_deliberation_prompts_keeps_thei
     words = la.deliberation_messages(P, st, 0, 1, "standard", variant)[1].content
     assert '{"message": "<your message>"}' in words and "1 to 3" in words and "Group 1" in words
     alt = la.decision_messages(P, st, 0, 1, "alternate", variant)
-    assert "JSON" in alt[0].content and "Player 2" in alt[0].content and f"round {int(st['round'])}" in alt[1].content.lower()
+    assert (
+        "JSON" in alt[0].content
+        and "Player 2" in alt[0].content
+        and f"round {int(st['round'])}" in alt[1].content.lower()
+    )

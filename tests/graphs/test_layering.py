@@ -32,8 +32,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 #: source folder -> the import package it installs as
-FOLDERS = {"cooplab": "cooplab", "graphs": "cooplab.graphs", "agents": "cooplab.agents", "sandbox": "cooplab.sandbox",
-           "evals": "cooplab.evals", "tasks": "cooplab.tasks"}
+FOLDERS = {
+    "cooplab": "cooplab",
+    "graphs": "cooplab.graphs",
+    "agents": "cooplab.agents",
+    "sandbox": "cooplab.sandbox",
+    "evals": "cooplab.evals",
+    "tasks": "cooplab.tasks",
+}
 BASE = ("cooplab.limits", "cooplab.extras", "cooplab._version")
 #: the console script (pyproject's ``cooplab = "cooplab._entry:entry"``): it answers ``--version``, then
 #: hands over to the command line, so it sits at the top with it
@@ -49,7 +55,13 @@ ALLOWED = {
     "engine": {"base", "graphs", "agents", "sandbox", "evals", "tasks"},
     "api": {"base", "engine"},
     "cli": {"base", "graphs", "agents", "sandbox", "evals", "tasks", "engine", "api"},
-    "world": {"base", "graphs", "agents", "sandbox", "engine"},  # cooplab.world: for plug-ins, nothing of ours imports it
+    "world": {
+        "base",
+        "graphs",
+        "agents",
+        "sandbox",
+        "engine",
+    },  # cooplab.world: for plug-ins, nothing of ours imports it
 }
 WORLD = "cooplab.world"
 THIRD_PARTY_ONLY_IN_CLI = ("typer", "click")
@@ -105,8 +117,12 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
     for type annotations only, which never run."""
     out: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
-                                         or isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING"):
+        if isinstance(node, ast.If) and (
+            isinstance(node.test, ast.Name)
+            and node.test.id == "TYPE_CHECKING"
+            or isinstance(node.test, ast.Attribute)
+            and node.test.attr == "TYPE_CHECKING"
+        ):
             out |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
     return out
 
@@ -245,33 +261,42 @@ def cycles_inside_packages(root: Path = None) -> list[list[str]]:  # type: ignor
 #: the import cycles left inside a package, each with why it is there; a cycle must lie within one of
 #: these sets of modules (one that shrinks or goes away passes). None may be added in cooplab.agents.
 KNOWN_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"cooplab.evals.report", "cooplab.evals.report_science"}):
-        "`cooplab report` calls the science sections by name and they use its number formatting "
-        "(issue 39 step 4 renders the report from the explorer's templates, each world's sections from Task hooks)",
-    frozenset({"cooplab.tasks.science.owndata", "cooplab.tasks.science.task"}):
-        "the science task reads a team's own data (owndata), and owndata's custom_config builds a run's config "
-        "from the task",
-    frozenset({"cooplab.runs.fork", "cooplab.runs.runner"}):
-        "the runner replays a fork's first K rounds without paying for them (fork.prefix_rounds, read from the fork "
-        "record in config.json), and fork() continues the new run through the runner (runner.execute, inside the "
-        "function); moving the fork record's readers into a leaf module would open it",
-    frozenset({"cooplab.cli", "cooplab.cli.diners", "cooplab.cli.games", "cooplab.cli.science", "cooplab.cli.tasks"}):
-        "the command line registers each world's commands, and their shared helpers (cli/tasks.py) read the app back "
-        "to turn a sweep's options into keywords (run_keywords)",
+    frozenset(
+        {"cooplab.evals.report", "cooplab.evals.report_science"}
+    ): "`cooplab report` calls the science sections by name and they use its number formatting "
+    "(issue 39 step 4 renders the report from the explorer's templates, each world's sections from Task hooks)",
+    frozenset(
+        {"cooplab.tasks.science.owndata", "cooplab.tasks.science.task"}
+    ): "the science task reads a team's own data (owndata), and owndata's custom_config builds a run's config "
+    "from the task",
+    frozenset(
+        {"cooplab.runs.fork", "cooplab.runs.runner"}
+    ): "the runner replays a fork's first K rounds without paying for them (fork.prefix_rounds, read from the fork "
+    "record in config.json), and fork() continues the new run through the runner (runner.execute, inside the "
+    "function); moving the fork record's readers into a leaf module would open it",
+    frozenset(
+        {"cooplab.cli", "cooplab.cli.diners", "cooplab.cli.games", "cooplab.cli.science", "cooplab.cli.tasks"}
+    ): "the command line registers each world's commands, and their shared helpers (cli/tasks.py) read the app back "
+    "to turn a sweep's options into keywords (run_keywords)",
 }
 
 
 def unexplained_cycles(root: Path = None) -> list[list[str]]:  # type: ignore[assignment]
     """The cycles inside a package that no :data:`KNOWN_CYCLES` entry explains (every cycle in
     ``cooplab.agents`` is one)."""
-    return [c for c in cycles_inside_packages(root)
-            if package_of(c[0]) == "agents" or not any(set(c) <= known for known in KNOWN_CYCLES)]
+    return [
+        c
+        for c in cycles_inside_packages(root)
+        if package_of(c[0]) == "agents" or not any(set(c) <= known for known in KNOWN_CYCLES)
+    ]
 
 
 #: the one module of the engine and the evals that may name a world: the registry's table of built-in tasks
 REGISTRY = "cooplab.runs.registry"
 #: a string naming a world's module (``cooplab.tasks.cpr.task:TASK``): checked against the worlds found
-_MODULE_STRING = re.compile(r"^cooplab\.tasks\.([A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z_][A-Za-z0-9_]*)*(:[A-Za-z_][A-Za-z0-9_]*)?$")
+_MODULE_STRING = re.compile(
+    r"^cooplab\.tasks\.([A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z_][A-Za-z0-9_]*)*(:[A-Za-z_][A-Za-z0-9_]*)?$"
+)
 
 
 def worlds(root: Path = None) -> set[str]:  # type: ignore[assignment]
@@ -298,16 +323,20 @@ def world_imports(root: Path = None) -> list[str]:  # type: ignore[assignment]
         for line, name in imports_of(path, m):
             w = world_of(name, known)
             if w is not None:
-                bad.append(f"{path.relative_to(root)}:{line} imports {name} (a module of the world {w}; "
-                           "reach it through the task registry and Task hooks)")
+                bad.append(
+                    f"{path.relative_to(root)}:{line} imports {name} (a module of the world {w}; "
+                    "reach it through the task registry and Task hooks)"
+                )
         if m == REGISTRY:
             continue
         for node in ast.walk(parse(path)):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 hit = _MODULE_STRING.match(node.value)
                 if hit and hit.group(1) in known:
-                    bad.append(f"{path.relative_to(root)}:{node.lineno} names {node.value} (a module of the world "
-                               f"{hit.group(1)}; only the registry names the built-in tasks)")
+                    bad.append(
+                        f"{path.relative_to(root)}:{node.lineno} names {node.value} (a module of the world "
+                        f"{hit.group(1)}; only the registry names the built-in tasks)"
+                    )
     return sorted(set(bad))
 
 
@@ -349,14 +378,26 @@ def facade_imports(root: Path = None) -> list[str]:  # type: ignore[assignment]
                 continue
             for a in node.names:
                 if f"{mod}.{a.name}" not in mods and a.name not in facades[mod]:
-                    bad.append(f"{path.relative_to(root)}:{node.lineno} takes {a.name} from the facade {mod}; "
-                               "import it from the module that defines it")
+                    bad.append(
+                        f"{path.relative_to(root)}:{node.lineno} takes {a.name} from the facade {mod}; "
+                        "import it from the module that defines it"
+                    )
     return bad
 
 
 def test_every_layer_imports_only_what_is_below_it():
     mods = modules()
-    assert {package_of(m) for m in mods} >= {"base", "graphs", "agents", "sandbox", "evals", "tasks", "engine", "cli", "api"}
+    assert {package_of(m) for m in mods} >= {
+        "base",
+        "graphs",
+        "agents",
+        "sandbox",
+        "evals",
+        "tasks",
+        "engine",
+        "cli",
+        "api",
+    }
     bad = violations()
     assert not bad, "\n".join(bad)
 
@@ -371,27 +412,37 @@ def test_a_planted_world_import_is_caught(tmp_path):
     """Each way into a world from the engine or the evals is caught (plain, from, relative, inside a
     function, a world's package, a string for importlib); the registry's table, a world importing
     itself, a task module outside the worlds and the command line are not."""
-    root = _tree(tmp_path, {
-        "tasks/__init__.py": "", "tasks/cpr/__init__.py": "", "tasks/games/__init__.py": "", "tasks/registry.py": "",
-        "cooplab/runs/a.py": "import cooplab.tasks.cpr.params\n",
-        "cooplab/runs/b.py": "def f():\n    from cooplab.tasks.games.task import TASK\n",
-        "cooplab/runs/c.py": "from cooplab.tasks import cpr\n",
-        "cooplab/runs/d.py": "import importlib\nM = importlib.import_module('cooplab.tasks.games.figures')\n",
-        "evals/e.py": "from ..tasks.cpr import metrics\n",
-        "evals/ok.py": "from cooplab.tasks import registry\nDOC = 'see cooplab.tasks.cpr.params for the bounds'\n",
-        "cooplab/runs/registry.py": "BUILTIN = {'cpr': 'cooplab.tasks.cpr.task:TASK'}\n",
-        "tasks/cpr/x.py": "from cooplab.tasks.cpr import params\n",
-        "cooplab/cli/ok.py": "from cooplab.tasks.cpr import params\n",
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "tasks/__init__.py": "",
+            "tasks/cpr/__init__.py": "",
+            "tasks/games/__init__.py": "",
+            "tasks/registry.py": "",
+            "cooplab/runs/a.py": "import cooplab.tasks.cpr.params\n",
+            "cooplab/runs/b.py": "def f():\n    from cooplab.tasks.games.task import TASK\n",
+            "cooplab/runs/c.py": "from cooplab.tasks import cpr\n",
+            "cooplab/runs/d.py": "import importlib\nM = importlib.import_module('cooplab.tasks.games.figures')\n",
+            "evals/e.py": "from ..tasks.cpr import metrics\n",
+            "evals/ok.py": "from cooplab.tasks import registry\nDOC = 'see cooplab.tasks.cpr.params for the bounds'\n",
+            "cooplab/runs/registry.py": "BUILTIN = {'cpr': 'cooplab.tasks.cpr.task:TASK'}\n",
+            "tasks/cpr/x.py": "from cooplab.tasks.cpr import params\n",
+            "cooplab/cli/ok.py": "from cooplab.tasks.cpr import params\n",
+        },
+    )
     got = world_imports(root)
-    expect = ["cooplab/runs/a.py:1 imports cooplab.tasks.cpr.params",
-              "cooplab/runs/b.py:2 imports cooplab.tasks.games.task",
-              "cooplab/runs/c.py:1 imports cooplab.tasks.cpr",
-              "cooplab/runs/d.py:2 names cooplab.tasks.games.figures",
-              "evals/e.py:1 imports cooplab.tasks.cpr"]
+    expect = [
+        "cooplab/runs/a.py:1 imports cooplab.tasks.cpr.params",
+        "cooplab/runs/b.py:2 imports cooplab.tasks.games.task",
+        "cooplab/runs/c.py:1 imports cooplab.tasks.cpr",
+        "cooplab/runs/d.py:2 names cooplab.tasks.games.figures",
+        "evals/e.py:1 imports cooplab.tasks.cpr",
+    ]
     for e in expect:
         assert any(g.startswith(e + " ") for g in got), f"not caught: {e}\ngot:\n" + "\n".join(got)
-    assert not [g for g in got if g.startswith(("evals/ok.py", "cooplab/runs/registry.py", "tasks/", "cooplab/cli/"))], got
+    assert not [
+        g for g in got if g.startswith(("evals/ok.py", "cooplab/runs/registry.py", "tasks/", "cooplab/cli/"))
+    ], got
 
 
 def test_no_import_cycle_crosses_a_package():
@@ -416,8 +467,10 @@ def test_the_models_facade_loads_its_names_on_first_use():
     import subprocess
     import sys
 
-    code = ("import sys, cooplab.agents.models.errors as e; "
-            "print(sorted(m for m in sys.modules if m.startswith('cooplab.agents')))")
+    code = (
+        "import sys, cooplab.agents.models.errors as e; "
+        "print(sorted(m for m in sys.modules if m.startswith('cooplab.agents')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['cooplab.agents', 'cooplab.agents.models', 'cooplab.agents.models.errors']", out
     import importlib
@@ -455,29 +508,34 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
 
 def test_a_planted_violation_of_each_rule_is_caught(tmp_path):
     """One planted import per rule, in each form (plain, from, relative, inside a function)."""
-    root = _tree(tmp_path, {
-        "graphs/bad.py": "import cooplab.agents.models\nfrom ..tasks import registry\n",
-        "sandbox/bad.py": "def f():\n    from cooplab.graphs import rundir\n",
-        "agents/bad.py": "from cooplab.evals import stats\n",
-        "evals/bad.py": "from cooplab.tasks.games import params\n",
-        "tasks/cpr/bad.py": "from cooplab.runs import runner\nimport typer\n",
-        "cooplab/runs/bad.py": "from cooplab.cli import options\n",
-        "cooplab/limits.py": "from cooplab.graphs import rundir\n",
-        "cooplab/__init__.py": "from cooplab.cli import main\n",
-        "tasks/ok.py": "from cooplab.graphs import rundir\nfrom cooplab.limits import ConfigError\nfrom . import cpr\n",
-        "cooplab/cli/ok.py": "import typer\nfrom cooplab.runs import runner\n",
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "graphs/bad.py": "import cooplab.agents.models\nfrom ..tasks import registry\n",
+            "sandbox/bad.py": "def f():\n    from cooplab.graphs import rundir\n",
+            "agents/bad.py": "from cooplab.evals import stats\n",
+            "evals/bad.py": "from cooplab.tasks.games import params\n",
+            "tasks/cpr/bad.py": "from cooplab.runs import runner\nimport typer\n",
+            "cooplab/runs/bad.py": "from cooplab.cli import options\n",
+            "cooplab/limits.py": "from cooplab.graphs import rundir\n",
+            "cooplab/__init__.py": "from cooplab.cli import main\n",
+            "tasks/ok.py": "from cooplab.graphs import rundir\nfrom cooplab.limits import ConfigError\nfrom . import cpr\n",
+            "cooplab/cli/ok.py": "import typer\nfrom cooplab.runs import runner\n",
+        },
+    )
     got = violations(root)
-    expect = ["graphs/bad.py:1 imports cooplab.agents.models (graphs may not import agents)",
-              "graphs/bad.py:2 imports cooplab.tasks (graphs may not import tasks)",
-              "sandbox/bad.py:2 imports cooplab.graphs (sandbox may not import graphs)",
-              "agents/bad.py:1 imports cooplab.evals (agents may not import evals)",
-              "evals/bad.py:1 imports cooplab.tasks.games (evals may not import tasks)",
-              "tasks/cpr/bad.py:1 imports cooplab.runs (tasks may not import engine)",
-              "tasks/cpr/bad.py:2 imports typer (only the command line may import typer)",
-              "cooplab/runs/bad.py:1 imports cooplab.cli (engine may not import cli)",
-              "cooplab/limits.py:1 imports cooplab.graphs (base may not import graphs)",
-              "cooplab/__init__.py:1 imports cooplab.cli.main (api may not import cli)"]
+    expect = [
+        "graphs/bad.py:1 imports cooplab.agents.models (graphs may not import agents)",
+        "graphs/bad.py:2 imports cooplab.tasks (graphs may not import tasks)",
+        "sandbox/bad.py:2 imports cooplab.graphs (sandbox may not import graphs)",
+        "agents/bad.py:1 imports cooplab.evals (agents may not import evals)",
+        "evals/bad.py:1 imports cooplab.tasks.games (evals may not import tasks)",
+        "tasks/cpr/bad.py:1 imports cooplab.runs (tasks may not import engine)",
+        "tasks/cpr/bad.py:2 imports typer (only the command line may import typer)",
+        "cooplab/runs/bad.py:1 imports cooplab.cli (engine may not import cli)",
+        "cooplab/limits.py:1 imports cooplab.graphs (base may not import graphs)",
+        "cooplab/__init__.py:1 imports cooplab.cli.main (api may not import cli)",
+    ]
     for e in expect:
         assert e in got, f"not caught: {e}\ngot:\n" + "\n".join(got)
     assert not [g for g in got if g.startswith(("tasks/ok.py", "cooplab/cli/ok.py"))], got
@@ -485,12 +543,17 @@ def test_a_planted_violation_of_each_rule_is_caught(tmp_path):
 
 def test_a_planted_cycle_across_packages_is_caught(tmp_path):
     """A two-package cycle hidden inside functions is found; a cycle inside one package is allowed."""
-    root = _tree(tmp_path, {
-        "agents/__init__.py": "", "graphs/__init__.py": "",
-        "agents/a.py": "def f():\n    from cooplab.graphs import g\n",
-        "graphs/g.py": "def f():\n    from cooplab.agents import a\n",
-        "graphs/x.py": "from . import y\n", "graphs/y.py": "from . import x\n",
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "agents/__init__.py": "",
+            "graphs/__init__.py": "",
+            "agents/a.py": "def f():\n    from cooplab.graphs import g\n",
+            "graphs/g.py": "def f():\n    from cooplab.agents import a\n",
+            "graphs/x.py": "from . import y\n",
+            "graphs/y.py": "from . import x\n",
+        },
+    )
     assert cycles(root) == [["cooplab.agents.a", "cooplab.graphs.g"]]
 
 
@@ -498,42 +561,53 @@ def test_a_planted_cycle_inside_agents_is_caught_and_type_only_imports_are_not(t
     """Inside agents/: a cycle through a package's __init__ (importing m.e runs m/__init__.py, which
     imports m.f, which imports p, which imports m.e) is caught; ``from . import sibling`` makes no edge
     to its own package; an import under ``if TYPE_CHECKING:`` makes no cycle."""
-    root = _tree(tmp_path, {
-        "agents/__init__.py": "",
-        "agents/m/__init__.py": "from .f import make\n",
-        "agents/m/f.py": "from . import e\nfrom cooplab.agents.p import P\n",
-        "agents/m/e.py": "",
-        "agents/p.py": "def f():\n    from cooplab.agents.m.e import E\n",
-        "agents/x.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from cooplab.agents.y import Y\n",
-        "agents/y.py": "from cooplab.agents.x import X\n",
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "agents/__init__.py": "",
+            "agents/m/__init__.py": "from .f import make\n",
+            "agents/m/f.py": "from . import e\nfrom cooplab.agents.p import P\n",
+            "agents/m/e.py": "",
+            "agents/p.py": "def f():\n    from cooplab.agents.m.e import E\n",
+            "agents/x.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from cooplab.agents.y import Y\n",
+            "agents/y.py": "from cooplab.agents.x import X\n",
+        },
+    )
     assert unexplained_cycles(root) == [["cooplab.agents.m", "cooplab.agents.m.f", "cooplab.agents.p"]]
     assert cycles(root) == []
 
 
 def test_a_known_cycle_may_shrink_but_not_grow(tmp_path):
     """A cycle within a KNOWN_CYCLES set passes; one module more fails."""
-    root = _tree(tmp_path, {
-        "evals/__init__.py": "",
-        "evals/report.py": "def f():\n    from cooplab.evals.report_science import s\n",
-        "evals/report_science.py": "from cooplab.evals.report import fmt\n",
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "evals/__init__.py": "",
+            "evals/report.py": "def f():\n    from cooplab.evals.report_science import s\n",
+            "evals/report_science.py": "from cooplab.evals.report import fmt\n",
+        },
+    )
     assert unexplained_cycles(root) == []
-    (root / "evals" / "report_science.py").write_text("from cooplab.evals.report import fmt\n"
-                                                      "from cooplab.evals import extra\n")
+    (root / "evals" / "report_science.py").write_text(
+        "from cooplab.evals.report import fmt\nfrom cooplab.evals import extra\n"
+    )
     (root / "evals" / "extra.py").write_text("from cooplab.evals import report\n")
     assert unexplained_cycles(root) == [["cooplab.evals.extra", "cooplab.evals.report", "cooplab.evals.report_science"]]
 
 
 def test_a_planted_import_from_a_facade_is_caught(tmp_path):
-    root = _tree(tmp_path, {
-        "agents/__init__.py": "",
-        "agents/m/__init__.py": "VERSION = 1\ndef __getattr__(name):\n    raise AttributeError(name)\n",
-        "agents/m/spec.py": "",
-        "agents/u.py": "from cooplab.agents.m import Spec\nfrom cooplab.agents.m import spec, VERSION\n",
-    })
-    assert facade_imports(root) == ["agents/u.py:1 takes Spec from the facade cooplab.agents.m; "
-                                    "import it from the module that defines it"]
+    root = _tree(
+        tmp_path,
+        {
+            "agents/__init__.py": "",
+            "agents/m/__init__.py": "VERSION = 1\ndef __getattr__(name):\n    raise AttributeError(name)\n",
+            "agents/m/spec.py": "",
+            "agents/u.py": "from cooplab.agents.m import Spec\nfrom cooplab.agents.m import spec, VERSION\n",
+        },
+    )
+    assert facade_imports(root) == [
+        "agents/u.py:1 takes Spec from the facade cooplab.agents.m; import it from the module that defines it"
+    ]
 
 
 def test_the_checker_names_exact_modules():
@@ -554,7 +628,11 @@ def test_tasks_do_not_reach_into_each_other():
         for path in sorted((ROOT / "tasks" / t).rglob("*.py")):
             mod = ".".join(["cooplab.tasks", t, *path.relative_to(ROOT / "tasks" / t).with_suffix("").parts])
             for line, name in imports_of(path, mod):
-                other = [o for o in tasks if o != t and (name == f"cooplab.tasks.{o}" or name.startswith(f"cooplab.tasks.{o}."))]
+                other = [
+                    o
+                    for o in tasks
+                    if o != t and (name == f"cooplab.tasks.{o}" or name.startswith(f"cooplab.tasks.{o}."))
+                ]
                 if other:
                     bad.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
     assert len(tasks) >= 2 and not bad, "\n".join(bad)

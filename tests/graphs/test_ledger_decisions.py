@@ -19,8 +19,17 @@ def _ledger(budget: str | None, journal: LedgerJournal | None = None) -> Ledger:
 
 
 def _charge(led: Ledger, call_id: str, res=None, tokens: int = 100, cached: bool = False):
-    return led.charge(call_id=call_id, model="m", agent="a", round=1, phase="p", input_tokens=tokens, output_tokens=0,
-                      reservation=res, cached=cached)
+    return led.charge(
+        call_id=call_id,
+        model="m",
+        agent="a",
+        round=1,
+        phase="p",
+        input_tokens=tokens,
+        output_tokens=0,
+        reservation=res,
+        cached=cached,
+    )
 
 
 def _resumed(journal: LedgerJournal, budget: str, entries=()) -> Ledger:
@@ -68,7 +77,9 @@ def test_held_reservations_are_in_flight_again_and_taken_over_without_a_check(tm
     b = first.reserve(Decimal("0.4"), "b")
     _charge(first, "b", b)  # b answered (0.1); a is still at the model when the process is killed
     resumed = _resumed(journal, "1")
-    assert resumed.in_flight == Decimal("0.4") and resumed.held == Decimal("0.1")  # the ledger of the moment of the kill
+    assert resumed.in_flight == Decimal("0.4") and resumed.held == Decimal(
+        "0.1"
+    )  # the ledger of the moment of the kill
     with pytest.raises(BudgetExhausted):
         resumed.reserve(Decimal("0.6"), "new")  # 0.1 paid + 0.4 held + 0.6 > 1: as the uninterrupted run saw it
     res = resumed.reserve(Decimal("0.4"), "a")  # a, made again, takes its reservation over
@@ -97,11 +108,15 @@ def test_released_reservations_and_damaged_lines(tmp_path):
     first.release(first.reserve(Decimal("0.3"), "failed"))
     first.reserve(Decimal("0.2"), "open")
     with open(path, "a") as fh:
-        fh.write('{"event": "reserve", "call_id": "x", "amount": "-1"}\n{"event": "reserve", "call_id": "y", "amount": "NaN"}\n'
-                 '{"event": "refuse", "call_id": 7, "budget": "1", "message": "m"}\n[1, 2]\n{"event": "reser')  # cut by a kill
+        fh.write(
+            '{"event": "reserve", "call_id": "x", "amount": "-1"}\n{"event": "reserve", "call_id": "y", "amount": "NaN"}\n'
+            '{"event": "refuse", "call_id": 7, "budget": "1", "message": "m"}\n[1, 2]\n{"event": "reser'
+        )  # cut by a kill
     granted, refused = journal.decisions(Decimal("1"))
     assert granted == [("open", Decimal("0.2"))] and refused == {}
-    _charge(_ledger("1", LedgerJournal(path)), "later")  # the next process: the line cut short does not swallow its first
+    _charge(
+        _ledger("1", LedgerJournal(path)), "later"
+    )  # the next process: the line cut short does not swallow its first
     assert [e["call_id"] for e in journal.entries()] == ["later"]
 
 

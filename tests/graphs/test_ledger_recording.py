@@ -18,7 +18,9 @@ from cooplab.graphs.state import AppendLog
 
 
 def charge(ledger: Ledger, agent: str, tokens: int = 10):
-    return ledger.charge(call_id=agent, model="m", agent=agent, round=1, phase="p", input_tokens=tokens, output_tokens=1)
+    return ledger.charge(
+        call_id=agent, model="m", agent=agent, round=1, phase="p", input_tokens=tokens, output_tokens=1
+    )
 
 
 def test_a_recording_holds_what_its_block_and_the_tasks_and_threads_it_starts_charge():
@@ -29,8 +31,10 @@ def test_a_recording_holds_what_its_block_and_the_tasks_and_threads_it_starts_ch
         with ledger.recording() as rows:
             charge(ledger, "in")
             charge(other, "another ledger")
-            await asyncio.gather(asyncio.create_task(asyncio.sleep(0, charge(ledger, "task"))),
-                                 asyncio.to_thread(charge, ledger, "thread"))
+            await asyncio.gather(
+                asyncio.create_task(asyncio.sleep(0, charge(ledger, "task"))),
+                asyncio.to_thread(charge, ledger, "thread"),
+            )
         charge(ledger, "after")
         return rows
 

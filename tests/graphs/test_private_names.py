@@ -65,7 +65,9 @@ def crossings(root: Path = None) -> list[str]:  # type: ignore[assignment]
 
 def test_no_module_uses_another_modules_private_names():
     found = [c for c in crossings() if c.split(" ", 1)[1] not in KNOWN_CROSSINGS]
-    assert not found, "private names used outside their module (make them public where they are defined):\n" + "\n".join(found)
+    assert not found, (
+        "private names used outside their module (make them public where they are defined):\n" + "\n".join(found)
+    )
 
 
 def test_a_planted_crossing_of_each_form_is_caught(tmp_path):
@@ -80,10 +82,16 @@ def test_a_planted_crossing_of_each_form_is_caught(tmp_path):
         "agents/b.py": "def f():\n    from cooplab.graphs import ledger as L\n    return L._amount\n",
         "agents/c.py": "import cooplab.graphs.ledger\nx = cooplab.graphs.ledger._amount\n",
         "agents/d.py": "from ..graphs.ledger import _amount as amount\n",
-        "agents/ok.py": ("from cooplab.graphs.ledger import __all__\nfrom cooplab.graphs import _util\n"
-                         "from cooplab.limits import one_line as _one_line\nimport os\nos._exit\nclass K:\n    _x = 1\nK._x\n"),
+        "agents/ok.py": (
+            "from cooplab.graphs.ledger import __all__\nfrom cooplab.graphs import _util\n"
+            "from cooplab.limits import one_line as _one_line\nimport os\nos._exit\nclass K:\n    _x = 1\nK._x\n"
+        ),
     }
     for rel, text in files.items():
         (tmp_path / rel).write_text(text)
-    assert crossings(tmp_path) == ["agents/a.py:1 cooplab.graphs.ledger._amount", "agents/b.py:3 cooplab.graphs.ledger._amount",
-                                   "agents/c.py:2 cooplab.graphs.ledger._amount", "agents/d.py:1 cooplab.graphs.ledger._amount"]
+    assert crossings(tmp_path) == [
+        "agents/a.py:1 cooplab.graphs.ledger._amount",
+        "agents/b.py:3 cooplab.graphs.ledger._amount",
+        "agents/c.py:2 cooplab.graphs.ledger._amount",
+        "agents/d.py:1 cooplab.graphs.ledger._amount",
+    ]

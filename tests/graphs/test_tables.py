@@ -21,7 +21,16 @@ CAUTIOUS = ROOT / "examples" / "scripted" / "cautious.json"
 @pytest.fixture(scope="module")
 def cpr(tmp_path_factory):
     out = tmp_path_factory.mktemp("tables")
-    kw = dict(task="cpr", agents="llm", model=f"scripted:{CAUTIOUS}", n_agents=2, rounds=2, replicates=2, cache="off", quiet=True)
+    kw = dict(
+        task="cpr",
+        agents="llm",
+        model=f"scripted:{CAUTIOUS}",
+        n_agents=2,
+        rounds=2,
+        replicates=2,
+        cache="off",
+        quiet=True,
+    )
     return cooplab.run(out=out / "parquet", **kw), cooplab.run(out=out / "csv", csv=True, **kw)
 
 
@@ -59,7 +68,9 @@ def test_csv_tables_keep_identifiers_and_exact_amounts_as_text(cpr):
     assert (run.out / "ledger.csv").is_file()
     raw = pd.read_csv(run.out / "ledger.csv", dtype=str)
     assert run.ledger["cost_usd_exact"].tolist() == raw["cost_usd_exact"].tolist()  # "0.0001335" stays that text
-    assert run.ledger["call_id"].tolist() == raw["call_id"].tolist() and all(isinstance(v, str) for v in run.ledger["call_id"])
+    assert run.ledger["call_id"].tolist() == raw["call_id"].tolist() and all(
+        isinstance(v, str) for v in run.ledger["call_id"]
+    )
 
 
 def test_tables_written_before_read_back_in_todays_shape(cpr, tmp_path):
@@ -68,8 +79,15 @@ def test_tables_written_before_read_back_in_todays_shape(cpr, tmp_path):
     run = cpr[0]
     old = tmp_path / "old"
     shutil.copytree(run.out, old)
-    for name in ("ledger", "decisions"):  # the shape of earlier versions: a "cost" text column; the ledger's agent as "agent"
-        df = pd.read_parquet(old / f"{name}.parquet").drop(columns=["cost_usd"]).rename(columns={"cost_usd_exact": "cost"})
+    for name in (
+        "ledger",
+        "decisions",
+    ):  # the shape of earlier versions: a "cost" text column; the ledger's agent as "agent"
+        df = (
+            pd.read_parquet(old / f"{name}.parquet")
+            .drop(columns=["cost_usd"])
+            .rename(columns={"cost_usd_exact": "cost"})
+        )
         df = df.rename(columns={"agent_id": "agent"}) if name == "ledger" else df.drop(columns=["agent_id"])
         df.to_parquet(old / f"{name}.parquet")
     again = cooplab.Run.open(old)
@@ -79,14 +97,46 @@ def test_tables_written_before_read_back_in_todays_shape(cpr, tmp_path):
 
 def test_every_tasks_per_agent_tables_carry_the_key(tmp_path):
     diners = tmp_path / "diners.json"
-    diners.write_text(json.dumps({"by_phase": {"order": ['{"meal": "premium"}'], "punish": ['{"punish": [2]}'],
-                                               "metanorm": ['{"punish": []}']}}))
+    diners.write_text(
+        json.dumps(
+            {
+                "by_phase": {
+                    "order": ['{"meal": "premium"}'],
+                    "punish": ['{"punish": [2]}'],
+                    "metanorm": ['{"punish": []}'],
+                }
+            }
+        )
+    )
     game = tmp_path / "game.json"
-    game.write_text(json.dumps({"select": "prompt_hash", "by_phase": {"extract": ['{"extract": 5}'], "sanction": ['{"sanctions": {"2": 1}}']}}))
-    d = cooplab.run(task="diners", agents="llm", model=f"scripted:{diners}", combination=1, iterations=1, cache="off",
-                    out=tmp_path / "d", quiet=True)
-    g = cooplab.run(task="game", game="cpr-sanction", players="llm", model=f"scripted:{game}", simulations=2, cache="off",
-                    out=tmp_path / "g", quiet=True)
+    game.write_text(
+        json.dumps(
+            {
+                "select": "prompt_hash",
+                "by_phase": {"extract": ['{"extract": 5}'], "sanction": ['{"sanctions": {"2": 1}}']},
+            }
+        )
+    )
+    d = cooplab.run(
+        task="diners",
+        agents="llm",
+        model=f"scripted:{diners}",
+        combination=1,
+        iterations=1,
+        cache="off",
+        out=tmp_path / "d",
+        quiet=True,
+    )
+    g = cooplab.run(
+        task="game",
+        game="cpr-sanction",
+        players="llm",
+        model=f"scripted:{game}",
+        simulations=2,
+        cache="off",
+        out=tmp_path / "g",
+        quiet=True,
+    )
     keys = {f"0:{a}" for a in range(8)}
     for name in ("orders", "utilities", "imitation"):
         assert set(d.table(name)["agent_id"]) == keys, name
@@ -104,5 +154,9 @@ def test_tool_loops_and_unreadable_amounts():
     loops = money_table("tool_loops", pd.DataFrame({"agent": ["data.lead"], "cost": ["0.25"]}))
     assert list(loops.columns) == ["agent_id", "cost_usd", "cost_usd_exact"] and loops["cost_usd"].tolist() == [0.25]
     odd = upgrade("ledger", pd.DataFrame({"agent": ["0:1", "0:2"], "cost": ["nan-ish", None]}))
-    assert odd["cost_usd"].isna().all() and odd["cost_usd_exact"].iloc[0] == "nan-ish" and pd.isna(odd["cost_usd_exact"].iloc[1])
+    assert (
+        odd["cost_usd"].isna().all()
+        and odd["cost_usd_exact"].iloc[0] == "nan-ish"
+        and pd.isna(odd["cost_usd_exact"].iloc[1])
+    )
     assert upgrade("rounds", pd.DataFrame({"cost": [1]})).columns.tolist() == ["cost"]  # other tables are theirs

@@ -17,8 +17,9 @@ def kill_after_first_sample_then_rerun(exe: str, args: list[str], out: Path, cap
     """Start ``exe ARGS --out OUT`` in its own process group, SIGKILL the group as soon as a sample
     is checkpointed (polling samples.jsonl, never a fixed wait), rerun in-process to the end.
     Returns (rows at the kill, rows at the end)."""
-    proc = subprocess.Popen([exe, *args, "--out", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [exe, *args, "--out", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     deadline = time.time() + 300  # a hang guard only
     try:
         while time.time() < deadline and proc.poll() is None and not calib.read_rows(out):

@@ -26,10 +26,24 @@ def chromium() -> str:
 def browse(tmp_path: Path, url: str, *args: str, size: str = "1200,900") -> subprocess.CompletedProcess:
     """Load ``url`` in a fresh headless profile (10 s of virtual time for its scripts) with extra
     Chromium ``args`` such as ``--dump-dom`` or ``--screenshot=FILE``."""
-    cmd = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-           "--hide-scrollbars", f"--user-data-dir={tmp_path / 'chromium-profile'}", f"--window-size={size}",
-           "--virtual-time-budget=10000", *args, url]
+    cmd = [
+        chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--hide-scrollbars",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+        f"--window-size={size}",
+        "--virtual-time-budget=10000",
+        *args,
+        url,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(tmp_path)})
 
 
@@ -55,12 +69,31 @@ class DevTools:
 
         from websockets.sync.client import connect
 
-        cmd = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-               "--hide-scrollbars", f"--user-data-dir={self.tmp_path / 'chromium-devtools'}", f"--window-size={self.size}",
-               "--remote-debugging-port=0", "--remote-allow-origins=*", "about:blank"]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                     env={**os.environ, "HOME": str(self.tmp_path)})
+        cmd = [
+            chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-dev-shm-usage",
+            "--hide-scrollbars",
+            f"--user-data-dir={self.tmp_path / 'chromium-devtools'}",
+            f"--window-size={self.size}",
+            "--remote-debugging-port=0",
+            "--remote-allow-origins=*",
+            "about:blank",
+        ]
+        self.proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "HOME": str(self.tmp_path)},
+        )
         url = None
         for line in self.proc.stderr:  # Chromium says where it listens as soon as it does
             m = re.search(r"DevTools listening on (ws://\S+)", line)
@@ -71,8 +104,12 @@ class DevTools:
         import httpx
 
         port = url.split(":")[2].split("/")[0]
-        pages = [t for t in httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=30).json() if t.get("type") == "page"]
-        self.ws = connect(pages[0]["webSocketDebuggerUrl"], max_size=None, open_timeout=30).__enter__()  # closed in __exit__
+        pages = [
+            t for t in httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=30).json() if t.get("type") == "page"
+        ]
+        self.ws = connect(
+            pages[0]["webSocketDebuggerUrl"], max_size=None, open_timeout=30
+        ).__enter__()  # closed in __exit__
         for domain in ("Page", "Runtime", "Log"):
             self.send(f"{domain}.enable")
         return self
@@ -128,8 +165,17 @@ class DevTools:
 
     def mouse(self, kind: str, x: float, y: float, button: str = "none", clicks: int = 0) -> None:
         """One mouse event at page coordinates (``kind``: mouseMoved, mousePressed, mouseReleased)."""
-        self.send("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": button, "clickCount": clicks,
-                                                "buttons": 1 if button == "left" and kind != "mouseReleased" else 0})
+        self.send(
+            "Input.dispatchMouseEvent",
+            {
+                "type": kind,
+                "x": x,
+                "y": y,
+                "button": button,
+                "clickCount": clicks,
+                "buttons": 1 if button == "left" and kind != "mouseReleased" else 0,
+            },
+        )
 
     def console(self) -> list[str]:
         """The console and log messages the page wrote so far (CSP refusals show up here)."""

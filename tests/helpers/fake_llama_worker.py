@@ -11,6 +11,7 @@ Its behaviour comes from the environment variable FAKE_WORKER_MODE:
   reject    answer every call with ok=false
   nochoices answer every call with a completion that has no choices
 """
+
 import ctypes
 import json
 import os
@@ -31,6 +32,7 @@ for line in sys.stdin:
         ctypes.string_at(0)
     if mode == "hang":
         import time
+
         time.sleep(3600)
     if mode == "garbage":
         out.write("this is not a frame\n")
@@ -39,13 +41,25 @@ for line in sys.stdin:
     elif mode == "wrongid":
         out.write(json.dumps({"id": req["id"] + 100, "ok": True, "out": {}}) + "\n")
     elif mode == "nochoices":
-        out.write(json.dumps({"id": req["id"], "ok": True, "out": {"choices": [], "usage": {"prompt_tokens": 1}}}) + "\n")
+        out.write(
+            json.dumps({"id": req["id"], "ok": True, "out": {"choices": [], "usage": {"prompt_tokens": 1}}}) + "\n"
+        )
     elif mode == "reject":
         out.write(json.dumps({"id": req["id"], "ok": False, "error": "bad grammar", "type": "ValueError"}) + "\n")
     else:
         text = "echo: " + req["call"]["messages"][-1]["content"]
-        out.write(json.dumps({"id": req["id"], "ok": True, "out": {
-            "choices": [{"message": {"role": "assistant", "content": text}}],
-            "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}}}) + "\n")
+        out.write(
+            json.dumps(
+                {
+                    "id": req["id"],
+                    "ok": True,
+                    "out": {
+                        "choices": [{"message": {"role": "assistant", "content": text}}],
+                        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+                    },
+                }
+            )
+            + "\n"
+        )
     out.flush()
     served += 1

@@ -29,9 +29,14 @@ def payloads(marker: Path) -> dict[str, tuple[ormsgpack.Ext, str]]:
     (a module a reader might trust), and an object array (numpy's pickled objects)."""
     return {
         "os.system": (ext(POS_ARGS, "os", "system", [f"touch {marker}.os"]), "os.system"),
-        "builtins.exec": (ext(POS_ARGS, "builtins", "exec", [f"open({str(marker) + '.exec'!r}, 'w').close()"]), "builtins.exec"),
-        "cooplab.write_json": (ext(KW_ARGS, "cooplab.graphs.rundir", "write_json", {"path": f"{marker}.json", "obj": {}}),
-                               "cooplab.graphs.rundir.write_json"),
+        "builtins.exec": (
+            ext(POS_ARGS, "builtins", "exec", [f"open({str(marker) + '.exec'!r}, 'w').close()"]),
+            "builtins.exec",
+        ),
+        "cooplab.write_json": (
+            ext(KW_ARGS, "cooplab.graphs.rundir", "write_json", {"path": f"{marker}.json", "obj": {}}),
+            "cooplab.graphs.rundir.write_json",
+        ),
         "pathlib.Path": (ext(POS_ARGS, "pathlib", "Path", ["/etc", "passwd"]), "pathlib.Path"),
         "object array": (ext(NUMPY, "|O", [1], "C", b"\0" * 8), "'|O'"),
     }
@@ -51,19 +56,27 @@ def plant(db: Path, value: ormsgpack.Ext, *, where: str = "checkpoint", key: str
     try:
         n = 0
         if where == "write":
-            rows = conn.execute("SELECT rowid, value FROM writes WHERE type = 'msgpack' ORDER BY rowid DESC LIMIT 1").fetchall()
+            rows = conn.execute(
+                "SELECT rowid, value FROM writes WHERE type = 'msgpack' ORDER BY rowid DESC LIMIT 1"
+            ).fetchall()
             for rowid, blob in rows:
                 old = ormsgpack.unpackb(blob, ext_hook=_keep, option=OPT)
-                conn.execute("UPDATE writes SET value = ? WHERE rowid = ?", (ormsgpack.packb([old, value], option=OPT), rowid))
+                conn.execute(
+                    "UPDATE writes SET value = ? WHERE rowid = ?", (ormsgpack.packb([old, value], option=OPT), rowid)
+                )
                 n += 1
         else:
             ns = "checkpoint_ns != ''" if where == "subgraph" else "checkpoint_ns = ''"
             order = " ORDER BY checkpoint_id LIMIT 1" if where == "first" else ""
-            rows = conn.execute(f"SELECT rowid, checkpoint FROM checkpoints WHERE type = 'msgpack' AND {ns}{order}").fetchall()
+            rows = conn.execute(
+                f"SELECT rowid, checkpoint FROM checkpoints WHERE type = 'msgpack' AND {ns}{order}"
+            ).fetchall()
             for rowid, blob in rows:
                 cp = ormsgpack.unpackb(blob, ext_hook=_keep, option=OPT)
                 cp.setdefault("channel_values", {})[key] = value
-                conn.execute("UPDATE checkpoints SET checkpoint = ? WHERE rowid = ?", (ormsgpack.packb(cp, option=OPT), rowid))
+                conn.execute(
+                    "UPDATE checkpoints SET checkpoint = ? WHERE rowid = ?", (ormsgpack.packb(cp, option=OPT), rowid)
+                )
                 n += 1
         conn.commit()
         return n

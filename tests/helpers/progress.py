@@ -19,8 +19,8 @@ def run_progress(run_dir: Path, cache: Path) -> tuple[int, int, int] | None:
 
     from cooplab.graphs.checkpoint_serde import serializer
     from cooplab.limits import ConfigError, flags
-    from cooplab.runs.config import RunConfig, task_params
     from cooplab.runs import registry, runner
+    from cooplab.runs.config import RunConfig, task_params
 
     if not (run_dir / "checkpoints.sqlite").exists() or not cache.exists():
         return None
@@ -28,12 +28,23 @@ def run_progress(run_dir: Path, cache: Path) -> tuple[int, int, int] | None:
         with sqlite3.connect(str(cache), timeout=0.2) as db:
             rows = db.execute("SELECT count(*) FROM responses").fetchone()[0]
         raw = json.loads((run_dir / "config.json").read_text())
-        task = registry.get(raw["task"])  # the settings the graph is built from (the model files and cache are the run's business)
-        config = RunConfig(task=task.name, agents=raw["agents"], seed=raw["seed"], record=raw["record"],
-                           params=task_params(task, raw["params"], raw["agents"], flags()))
+        task = registry.get(
+            raw["task"]
+        )  # the settings the graph is built from (the model files and cache are the run's business)
+        config = RunConfig(
+            task=task.name,
+            agents=raw["agents"],
+            seed=raw["seed"],
+            record=raw["record"],
+            params=task_params(task, raw["params"], raw["agents"], flags()),
+        )
         conn = sqlite3.connect(str(run_dir / "checkpoints.sqlite"), timeout=0.2, check_same_thread=False)
         try:
-            values = task.build(config, checkpointer=SqliteSaver(conn, serde=serializer(task))).get_state({"configurable": {"thread_id": runner.thread_id(task, config)}}).values
+            values = (
+                task.build(config, checkpointer=SqliteSaver(conn, serde=serializer(task)))
+                .get_state({"configurable": {"thread_id": runner.thread_id(task, config)}})
+                .values
+            )
         finally:
             conn.close()
     except (sqlite3.Error, OSError, ValueError, ConfigError):

@@ -53,19 +53,48 @@ def test_the_core_wheel_installs_light_runs_and_names_missing_extras(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     shutil.copy(ROOT / "examples" / "scripted" / "cautious.json", work)
-    r = sh([cooplab, "run", "cpr", "--agents", "llm", "--model", "scripted:cautious.json", "--n-agents", "3", "--rounds", "3",
-            "--cache", "off", "--out", "r1", "-q", "--json"], cwd=work)
+    r = sh(
+        [
+            cooplab,
+            "run",
+            "cpr",
+            "--agents",
+            "llm",
+            "--model",
+            "scripted:cautious.json",
+            "--n-agents",
+            "3",
+            "--rounds",
+            "3",
+            "--cache",
+            "off",
+            "--out",
+            "r1",
+            "-q",
+            "--json",
+        ],
+        cwd=work,
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["status"] == "completed"
     env = json.loads((work / "r1" / "config.json").read_text())["record"]["environment"]
     assert env["packages"]["langgraph"] and env["git"] is None  # a wheel install: versions, no checkout
-    r = sh([cooplab, "run", "diners", "--iterations", "3", "--replicates", "5", "--out", "d1", "-q", "--json"], cwd=work)
+    r = sh(
+        [cooplab, "run", "diners", "--iterations", "3", "--replicates", "5", "--out", "d1", "-q", "--json"], cwd=work
+    )
     assert r.returncode == 0 and json.loads(r.stdout)["iterations_completed"] == 3, r.stderr
     assert sh([cooplab, "params", "cpr", "--json"], cwd=work).returncode == 0
     assert sh([cooplab, "resume", "r1", "-q"], cwd=work).returncode == 0
-    for args, extra in ((["run", "cpr", "--agents", "llm", "--model", "local", "--n-agents", "2", "--rounds", "1", "--out", "r2"], "local"),
-                        (["analyze", "cpr", "r1", "--out", "a1"], "analysis"),
-                        (["figures", "cpr-abm", "--out", "f1", "--replicates", "2"], "analysis")):
+    for args, extra in (
+        (
+            ["run", "cpr", "--agents", "llm", "--model", "local", "--n-agents", "2", "--rounds", "1", "--out", "r2"],
+            "local",
+        ),
+        (["analyze", "cpr", "r1", "--out", "a1"], "analysis"),
+        (["figures", "cpr-abm", "--out", "f1", "--replicates", "2"], "analysis"),
+    ):
         r = sh([cooplab, *args, "-q"] if args[0] == "run" else [cooplab, *args], cwd=work)
         lines = r.stderr.strip().splitlines()
-        assert r.returncode == 2 and len(lines) == 1 and f"cooplab[{extra}]" in lines[0] and "Traceback" not in r.stderr, r.stderr
+        assert (
+            r.returncode == 2 and len(lines) == 1 and f"cooplab[{extra}]" in lines[0] and "Traceback" not in r.stderr
+        ), r.stderr

@@ -40,7 +40,9 @@ def test_every_extra_of_the_package_is_checked_here():
     import tomllib
     from pathlib import Path
 
-    extras = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    extras = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
     assert set(extras) == set(EXTRAS) | {"all"}
     assert all(installed(m) for mods in EXTRAS.values() for m in mods)  # the test environment has everything
 
@@ -61,8 +63,24 @@ def test_setup_sh_installs_every_extra_of_all():
 def test_the_local_model_without_the_local_extra(monkeypatch, capsys, tmp_path):
     hidden = "llama_cpp"
     hide(monkeypatch, hidden)
-    line = one_line_error(capsys, ["run", "cpr", "--agents", "llm", "--model", "local", "--n-agents", "2", "--rounds", "1",
-                                   "--out", str(tmp_path / "r"), "-q"])
+    line = one_line_error(
+        capsys,
+        [
+            "run",
+            "cpr",
+            "--agents",
+            "llm",
+            "--model",
+            "local",
+            "--n-agents",
+            "2",
+            "--rounds",
+            "1",
+            "--out",
+            str(tmp_path / "r"),
+            "-q",
+        ],
+    )
     assert "the local model needs 'pip install cooplab[local]'" in line and hidden in line
     assert not (tmp_path / "r").exists()  # refused before anything was written
     with pytest.raises(MissingExtra, match=r"cooplab\[local\]"):  # the Python API says the same
@@ -83,7 +101,9 @@ def test_analyze_without_the_analysis_extra(monkeypatch, capsys, tmp_path, hidde
 
 def test_the_ray_executor_without_the_ray_extra(monkeypatch, capsys, tmp_path):
     cfg = tmp_path / "s.json"
-    cfg.write_text(json.dumps({"task": "diners", "out": str(tmp_path / "s"), "fixed": {"iterations": 2, "replicates": 2}}))
+    cfg.write_text(
+        json.dumps({"task": "diners", "out": str(tmp_path / "s"), "fixed": {"iterations": 2, "replicates": 2}})
+    )
     hide(monkeypatch, "ray")
     line = one_line_error(capsys, ["sweep", str(cfg), "--executor", "ray"])
     assert "the Ray executor (--executor ray) needs 'pip install cooplab[ray]'" in line
@@ -91,8 +111,28 @@ def test_the_ray_executor_without_the_ray_extra(monkeypatch, capsys, tmp_path):
 
 
 def test_otlp_export_without_the_viewer_extra(monkeypatch, capsys, tmp_path):
-    assert main(["run", "cpr", "--agents", "llm", "--model", f"scripted:{SCRIPTED}", "--n-agents", "2", "--rounds", "1", "--cache", "off",
-                 "--out", str(tmp_path / "r"), "-q"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "cpr",
+                "--agents",
+                "llm",
+                "--model",
+                f"scripted:{SCRIPTED}",
+                "--n-agents",
+                "2",
+                "--rounds",
+                "1",
+                "--cache",
+                "off",
+                "--out",
+                str(tmp_path / "r"),
+                "-q",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     hide(monkeypatch, "opentelemetry.sdk", "opentelemetry.exporter", forget=("cooplab.evals.otlp_export",))
     line = one_line_error(capsys, ["traces", "export", str(tmp_path / "r"), "--otlp", "http://127.0.0.1:9"])
@@ -127,10 +167,42 @@ def test_require_names_every_missing_package_and_refuses_unknown_extras(monkeypa
 
 
 def test_the_core_runs_a_scripted_llm_society_and_diners_with_every_extra_hidden(monkeypatch, capsys, tmp_path):
-    hide(monkeypatch, "llama_cpp", "scipy", "statsmodels", "safetensors", "tokenizers", "mesa",
-         forget=("cooplab.evals.stats", "cooplab.tasks.cpr.analysis", "cooplab.tasks.cpr.validation"))
-    assert main(["run", "cpr", "--agents", "llm", "--model", f"scripted:{SCRIPTED}", "--n-agents", "3", "--rounds", "3",
-                 "--cache", "off", "--out", str(tmp_path / "c"), "-q", "--json"]) == 0
+    hide(
+        monkeypatch,
+        "llama_cpp",
+        "scipy",
+        "statsmodels",
+        "safetensors",
+        "tokenizers",
+        "mesa",
+        forget=("cooplab.evals.stats", "cooplab.tasks.cpr.analysis", "cooplab.tasks.cpr.validation"),
+    )
+    assert (
+        main(
+            [
+                "run",
+                "cpr",
+                "--agents",
+                "llm",
+                "--model",
+                f"scripted:{SCRIPTED}",
+                "--n-agents",
+                "3",
+                "--rounds",
+                "3",
+                "--cache",
+                "off",
+                "--out",
+                str(tmp_path / "c"),
+                "-q",
+                "--json",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["status"] == "completed"
-    assert main(["run", "diners", "--iterations", "2", "--replicates", "3", "--out", str(tmp_path / "d"), "-q", "--json"]) == 0
+    assert (
+        main(["run", "diners", "--iterations", "2", "--replicates", "3", "--out", str(tmp_path / "d"), "-q", "--json"])
+        == 0
+    )
     assert main(["params", "diners", "--json"]) == 0

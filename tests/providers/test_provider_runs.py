@@ -19,12 +19,12 @@ from tests.fakes.base import ANSWER
 
 from ._support import (
     BUDGET,
+    GAME_ANSWER,
     PER_CALL,
     PRICE_IN,
     PRICE_OUT,
     PROVIDERS,
     SERVERS,
-    GAME_ANSWER,
     cpr_run,
     one_line,
     profile_run,
@@ -112,7 +112,10 @@ def test_a_science_team_runs_on_each_provider_with_an_exact_ledger(provider, tmp
     for name in ("dataset_description", "model_architecture", "evaluation_report", "final_paper"):
         assert (out / "artifacts" / f"{name}.v1.md").exists()
     led = s["ledger"]
-    assert led["calls"] == len(calls) and (led["input_tokens"], led["output_tokens"]) == (120 * len(calls), 12 * len(calls))
+    assert led["calls"] == len(calls) and (led["input_tokens"], led["output_tokens"]) == (
+        120 * len(calls),
+        12 * len(calls),
+    )
     assert Decimal(led["cost_usd"]) == len(calls) * PER_CALL <= Decimal(led["budget_usd"])
 
 
@@ -155,8 +158,13 @@ def test_a_concurrent_run_with_huge_usage_ends_budget_exhausted_within_the_cap(p
 
 
 #: answers that say nothing: each provider's way of an empty or refused answer
-EMPTY_ANSWERS = [("anthropic", "empty_content"), ("anthropic", "refusal"), ("ollama", "empty_answer"), ("google_genai", "safety"),
-                 ("google_genai", "blocked_prompt")]
+EMPTY_ANSWERS = [
+    ("anthropic", "empty_content"),
+    ("anthropic", "refusal"),
+    ("ollama", "empty_answer"),
+    ("google_genai", "safety"),
+    ("google_genai", "blocked_prompt"),
+]
 
 
 @pytest.mark.parametrize("provider,mode", EMPTY_ANSWERS)
@@ -172,7 +180,11 @@ def test_an_empty_answer_is_paid_and_falls_back(provider, mode, tmp_path, capsys
     d = pd.read_parquet(out / "decisions.parquet")
     assert s["status"] == "completed" and d["fallback_used"].all() and calls == d["attempts"].sum() == 4 * 3
     out_tokens = 0 if mode == "blocked_prompt" else 12  # a blocked prompt reports no output
-    assert (s["ledger"]["calls"], s["ledger"]["input_tokens"], s["ledger"]["output_tokens"]) == (calls, 120 * calls, out_tokens * calls)
+    assert (s["ledger"]["calls"], s["ledger"]["input_tokens"], s["ledger"]["output_tokens"]) == (
+        calls,
+        120 * calls,
+        out_tokens * calls,
+    )
     assert Decimal(s["ledger"]["cost_usd"]) == calls * (120 * PRICE_IN + out_tokens * PRICE_OUT) / 1000
 
 
@@ -214,7 +226,9 @@ def test_a_hanging_server_is_cut_at_the_call_timeout(provider, tmp_path, capsys,
         code, stdout, err = run(cpr_run(provider, srv.url, out, "--call-timeout", "0.5", rounds=1), capsys)
         requests = len(srv.calls())
     line = one_line(err)
-    assert code == 1 and stdout == "" and "within the call timeout of 0.5 s, 5 times" in line and "cooplab resume" in line
+    assert (
+        code == 1 and stdout == "" and "within the call timeout of 0.5 s, 5 times" in line and "cooplab resume" in line
+    )
     s = summary_of(out)
     assert s["status"] == "stopped" and s["ledger"]["calls"] == 0 and requests == 2 * (1 + RETRIES)
 

@@ -31,8 +31,8 @@ import pytest
 
 from cooplab.cli import main
 from tests.helpers.cli import fail_line
-from tests.helpers.progress import kill_when
 from tests.helpers.figures import figures_recorded  # noqa: F401 - a fixture
+from tests.helpers.progress import kill_when
 
 # no run here checks its figure: none is drawn (tests/helpers/figures.py)
 pytestmark = pytest.mark.usefixtures("figures_recorded")
@@ -54,14 +54,33 @@ def script(tmp_path: Path) -> Path:
 
 
 def args(f: Path, out: Path, cache: Path) -> list[str]:
-    return [EXE, "run", "cpr", "--agents", "llm", "--model", f"scripted:{f}", "--n-agents", "4", "--rounds", "8",
-            "--budget", BUDGET, "--out", str(out), "--cache", str(cache), "-q", "--json"]
+    return [
+        EXE,
+        "run",
+        "cpr",
+        "--agents",
+        "llm",
+        "--model",
+        f"scripted:{f}",
+        "--n-agents",
+        "4",
+        "--rounds",
+        "8",
+        "--budget",
+        BUDGET,
+        "--out",
+        str(out),
+        "--cache",
+        str(cache),
+        "-q",
+        "--json",
+    ]
 
 
 def journal(run: Path) -> list[dict]:
     path = run / "ledger-journal.jsonl"
     rows = []
-    for line in (path.read_text().splitlines() if path.exists() else []):
+    for line in path.read_text().splitlines() if path.exists() else []:
         try:
             rows.append(json.loads(line))
         except ValueError:
@@ -93,9 +112,11 @@ def lines(run: Path) -> int:
 def kill_points(ref: list[dict]) -> list[int]:
     """Journal line counts to kill at: one seeded line of each kind of state, one anywhere."""
     rng = random.Random(SEED)
-    kinds = {"held": [i for i, r in enumerate(ref) if r.get("event") == "reserve"],
-             "paid": [i for i, r in enumerate(ref) if "event" not in r],
-             "refused": [i for i, r in enumerate(ref) if r.get("event") == "refuse"]}
+    kinds = {
+        "held": [i for i, r in enumerate(ref) if r.get("event") == "reserve"],
+        "paid": [i for i, r in enumerate(ref) if "event" not in r],
+        "refused": [i for i, r in enumerate(ref) if r.get("event") == "refuse"],
+    }
     assert all(kinds.values()), {k: len(v) for k, v in kinds.items()}
     points = {rng.choice(v) + 1 for v in kinds.values()} | {rng.randrange(1, len(ref))}
     return sorted(points)
@@ -111,7 +132,9 @@ def test_a_budget_run_killed_four_times_ends_as_the_uninterrupted_run(tmp_path, 
     done = subprocess.run(args(f, ref_dir, tmp_path / "c1.sqlite"), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     a = json.loads(done.stdout)
-    assert a["status"] == "budget_exhausted" and 1 < a["rounds_completed"] < 8, a  # the budget, not the round cap, ends it
+    assert a["status"] == "budget_exhausted" and 1 < a["rounds_completed"] < 8, (
+        a
+    )  # the budget, not the round cap, ends it
     ref = journal(ref_dir)
 
     cache = tmp_path / "c2.sqlite"
@@ -120,8 +143,9 @@ def test_a_budget_run_killed_four_times_ends_as_the_uninterrupted_run(tmp_path, 
         if lines(run) >= point:  # an earlier kill landed past it
             continue
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        assert kill_when(proc, lambda: lines(run) >= point and settled(run, cache), timeout=300), \
+        assert kill_when(proc, lambda: lines(run) >= point and settled(run, cache), timeout=300), (
             f"the run ended before journal line {point}"
+        )
         landed.append(lines(run))
         assert not (run / "summary.json").exists()
         cmd = [EXE, "resume", str(run), "-q", "--json"]
@@ -134,6 +158,7 @@ def test_a_budget_run_killed_four_times_ends_as_the_uninterrupted_run(tmp_path, 
         assert a[key] == b[key], (key, why)
     for key in ("calls", "cost_usd", "cached_calls", "input_tokens", "output_tokens"):
         assert a["ledger"][key] == b["ledger"][key], (key, why)
+
     # the same charges; within a phase they are listed in the order its concurrent calls answered (the
     # uninterrupted run's own order varies with the model's threads), so they are compared in call order
     def charges(d: Path) -> pd.DataFrame:
@@ -150,7 +175,7 @@ def test_a_budget_run_killed_four_times_ends_as_the_uninterrupted_run(tmp_path, 
     # the finished budget_exhausted run: resuming it is one line, exit 2, and changes nothing
     before = files(run)
     line = fail_line(capsys, ["resume", str(run), "-q"])
-    assert "budget" in line and f"--budget" in line and "budget=" in line
+    assert "budget" in line and "--budget" in line and "budget=" in line
     assert files(run) == before
 
 
@@ -162,8 +187,13 @@ def test_resume_raises_the_budget_of_an_exhausted_run_and_says_so(tmp_path, caps
     first = json.loads(capsys.readouterr().out)
     assert first["status"] == "budget_exhausted"
     before = files(out)
-    for bad, needle in (("0.005", "must be above the run's budget of $0.01"), ("0.01", "must be above"), ("nan", "--budget"),
-                        ("-1", "--budget"), ("2e6", "--budget")):
+    for bad, needle in (
+        ("0.005", "must be above the run's budget of $0.01"),
+        ("0.01", "must be above"),
+        ("nan", "--budget"),
+        ("-1", "--budget"),
+        ("2e6", "--budget"),
+    ):
         assert needle in fail_line(capsys, ["resume", str(out), "--budget", bad, "-q"])
         assert files(out) == before
     code = main(["resume", str(out), "--budget", "0.03", "-q", "--json"])
@@ -184,8 +214,17 @@ def test_the_python_api_raises_the_budget_and_refuses_without_it(tmp_path):
 
     f = script(tmp_path)
     out = tmp_path / "run"
-    run = cooplab.run(task="cpr", agents="llm", model=f"scripted:{f}", n_agents=4, rounds=8, budget=0.01, out=out, quiet=True,
-                      cache=str(tmp_path / "c.sqlite"))
+    run = cooplab.run(
+        task="cpr",
+        agents="llm",
+        model=f"scripted:{f}",
+        n_agents=4,
+        rounds=8,
+        budget=0.01,
+        out=out,
+        quiet=True,
+        cache=str(tmp_path / "c.sqlite"),
+    )
     assert run.summary["status"] == "budget_exhausted"
     try:
         cooplab.resume(out, quiet=True)
@@ -200,13 +239,50 @@ def test_the_python_api_raises_the_budget_and_refuses_without_it(tmp_path):
 
 
 def test_budget_on_resume_of_a_rule_run_or_a_run_without_a_cap_is_one_line(tmp_path, capsys):
-    assert main(["run", "cpr", "--n-agents", "3", "--rounds", "2", "--replicates", "2", "--out", str(tmp_path / "rule"), "-q"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "cpr",
+                "--n-agents",
+                "3",
+                "--rounds",
+                "2",
+                "--replicates",
+                "2",
+                "--out",
+                str(tmp_path / "rule"),
+                "-q",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert "makes none" in fail_line(capsys, ["resume", str(tmp_path / "rule"), "--budget", "1", "-q"])
     f = script(tmp_path)
     out = tmp_path / "uncapped"
-    assert main(["run", "cpr", "--agents", "llm", "--model", f"scripted:{f}", "--n-agents", "2", "--rounds", "1", "--out", str(out),
-                 "--cache", "off", "-q"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "cpr",
+                "--agents",
+                "llm",
+                "--model",
+                f"scripted:{f}",
+                "--n-agents",
+                "2",
+                "--rounds",
+                "1",
+                "--out",
+                str(out),
+                "--cache",
+                "off",
+                "-q",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert "no budget cap" in fail_line(capsys, ["resume", str(out), "--budget", "1", "-q"])
 
@@ -215,14 +291,31 @@ def test_a_science_run_stopped_by_its_budget_continues_from_the_step_it_cut_shor
     """Science keeps a budget stop in its state (the team's partial work is kept) and ends at its
     route: raised, the run forks from the checkpoint before the step the stop cut short and runs on."""
     out = tmp_path / "sci"
-    base = ["run", "science", "--task", "anomaly", "--team", "oracle", "--sandbox-backend", "local", "--seed", "5", "--cache", "off",
-            "-q", "--json"]
+    base = [
+        "run",
+        "science",
+        "--task",
+        "anomaly",
+        "--team",
+        "oracle",
+        "--sandbox-backend",
+        "local",
+        "--seed",
+        "5",
+        "--cache",
+        "off",
+        "-q",
+        "--json",
+    ]
     assert main([*base, "--budget", "0.002", "--out", str(out)]) == 0
     first = json.loads(capsys.readouterr().out)
     assert first["status"] == "budget_exhausted" and first["ledger"]["calls"] == 0
     assert "budget" in fail_line(capsys, ["resume", str(out), "-q"])
     assert main(["resume", str(out), "--budget", "0.1", "-q", "--json"]) == 0
     captured = capsys.readouterr()
-    assert "continues from the checkpoint before its plan step" in captured.err and len(captured.err.strip().splitlines()) == 1
+    assert (
+        "continues from the checkpoint before its plan step" in captured.err
+        and len(captured.err.strip().splitlines()) == 1
+    )
     s = json.loads(captured.out)
     assert s["status"] == "completed" and s["ledger"]["calls"] > 0 and float(s["ledger"]["cost_usd"]) <= 0.1

@@ -18,7 +18,6 @@ import httpx
 import pytest
 
 import cooplab
-from cooplab.cli import main
 from cooplab.graphs.checkpoint_serde import CheckpointRefused, CheckpointSerializer, scan
 from tests.helpers.cli import fail_line
 from tests.helpers.planted import payloads, plant
@@ -32,9 +31,20 @@ def made(tmp_path_factory) -> Path:
     """Clean runs to copy: a rule CPR run, an LLM CPR run (scripted) and a sweep of two cells."""
     base = tmp_path_factory.mktemp("made")
     cooplab.run(task="cpr", n_agents=3, rounds=3, replicates=2, seed=1, out=base / "rule", quiet=True)
-    cooplab.run(task="cpr", agents="llm", model=f"scripted:{SCRIPT}", n_agents=3, rounds=2, seed=1, out=base / "llm", quiet=True,
-                cache="off")
-    cooplab.sweep("cpr", out=base / "sweep", grid={"rounds": [2, 3]}, seeds=[0], analysis=False, n_agents=3, replicates=2)
+    cooplab.run(
+        task="cpr",
+        agents="llm",
+        model=f"scripted:{SCRIPT}",
+        n_agents=3,
+        rounds=2,
+        seed=1,
+        out=base / "llm",
+        quiet=True,
+        cache="off",
+    )
+    cooplab.sweep(
+        "cpr", out=base / "sweep", grid={"rounds": [2, 3]}, seeds=[0], analysis=False, n_agents=3, replicates=2
+    )
     return base
 
 
@@ -62,7 +72,12 @@ def test_cooplab_resume_refuses_a_planted_object_in_one_line_and_runs_nothing(ma
     assert plant(run / "checkpoints.sqlite", value) > 0
     before = state_of(run)
     line = fail_line(capsys, ["resume", str(run), "-q"])
-    assert str(run) in line and shown in line and "cannot be trusted" in line and "nothing named in it was imported or run" in line
+    assert (
+        str(run) in line
+        and shown in line
+        and "cannot be trusted" in line
+        and "nothing named in it was imported or run" in line
+    )
     no_markers(marker)
     assert state_of(run) == before  # nothing changed
 
@@ -114,7 +129,9 @@ def test_a_sweep_rerunning_an_interrupted_cell_refuses_it_and_goes_on(made, tmp_
     victim = cells[0]
     (victim / "summary.json").unlink()  # interrupted: the sweep resumes it when run again
     plant(victim / "checkpoints.sqlite", payloads(marker)["os.system"][0])
-    table = cooplab.sweep("cpr", out=sweep, grid={"rounds": [2, 3]}, seeds=[0], analysis=False, n_agents=3, replicates=2)
+    table = cooplab.sweep(
+        "cpr", out=sweep, grid={"rounds": [2, 3]}, seeds=[0], analysis=False, n_agents=3, replicates=2
+    )
     no_markers(marker)
     rows = {r["cell"]: r for r in table.to_dict("records")}
     assert rows[victim.name]["status"] == "failed" and "\n" not in rows[victim.name]["error"]
@@ -134,7 +151,9 @@ def test_the_explorer_page_shows_one_line_and_runs_nothing(made, tmp_path):
     plant(run / "checkpoints.sqlite", payloads(marker)["builtins.exec"][0], where="write")
     server, url = serve([root], task_for=task_for)
     try:
-        res = httpx.get(url + "run", params={"id": "0/planted"}, headers={"Host": httpx.URL(url).netloc.decode()}, timeout=60)
+        res = httpx.get(
+            url + "run", params={"id": "0/planted"}, headers={"Host": httpx.URL(url).netloc.decode()}, timeout=60
+        )
     finally:
         stop(server)
     assert res.status_code == 200
@@ -143,8 +162,10 @@ def test_the_explorer_page_shows_one_line_and_runs_nothing(made, tmp_path):
     line = "planted/checkpoints.sqlite is not shown: it holds a value of type os.system"
     assert line in page and "nothing named in it was imported or run" in page
     start = page.index(line)
-    assert "\n" not in page[start:page.index("<", start)]  # one line
-    assert (run / "checkpoints.sqlite").stat().st_size and not (run / "checkpoints.sqlite-wal").exists()  # opened read-only
+    assert "\n" not in page[start : page.index("<", start)]  # one line
+    assert (run / "checkpoints.sqlite").stat().st_size and not (
+        run / "checkpoints.sqlite-wal"
+    ).exists()  # opened read-only
 
 
 # --- the serializer ------------------------------------------------------------------------------
@@ -154,19 +175,37 @@ def test_every_task_s_real_checkpoints_pass_the_whole_file_check(made):
 
 
 def test_the_serializer_round_trips_what_cooplab_stores_and_refuses_the_rest(tmp_path):
-    import numpy as np
     from decimal import Decimal
 
+    import numpy as np
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
     from langgraph.types import Send
 
     serde = CheckpointSerializer()
-    values = {"a": np.arange(6, dtype=np.int8).reshape(2, 3), "f": np.ones((2, 2), order="F"), "b": np.array([True, False]),
-              "m": [SystemMessage("s"), HumanMessage("h"), AIMessage("a", tool_calls=[{"name": "t", "args": {}, "id": "1"}]),
-                    ToolMessage("r", tool_call_id="1")], "send": Send("node", {"x": 1}), "set": {1, 2}, "d": Decimal("0.1")}
+    values = {
+        "a": np.arange(6, dtype=np.int8).reshape(2, 3),
+        "f": np.ones((2, 2), order="F"),
+        "b": np.array([True, False]),
+        "m": [
+            SystemMessage("s"),
+            HumanMessage("h"),
+            AIMessage("a", tool_calls=[{"name": "t", "args": {}, "id": "1"}]),
+            ToolMessage("r", tool_call_id="1"),
+        ],
+        "send": Send("node", {"x": 1}),
+        "set": {1, 2},
+        "d": Decimal("0.1"),
+    }
     back = serde.loads_typed(serde.dumps_typed(values))
-    assert np.array_equal(back["a"], values["a"]) and back["a"].dtype == np.int8 and np.array_equal(back["f"], values["f"])
-    assert back["m"] == values["m"] and back["send"] == values["send"] and back["set"] == {1, 2} and back["d"] == Decimal("0.1")
+    assert (
+        np.array_equal(back["a"], values["a"]) and back["a"].dtype == np.int8 and np.array_equal(back["f"], values["f"])
+    )
+    assert (
+        back["m"] == values["m"]
+        and back["send"] == values["send"]
+        and back["set"] == {1, 2}
+        and back["d"] == Decimal("0.1")
+    )
     for name, (value, shown) in payloads(tmp_path / "M").items():
         import ormsgpack
 

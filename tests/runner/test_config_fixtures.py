@@ -21,20 +21,37 @@ EXAMPLES = ROOT / "examples"
 #: fixture -> the keywords of cooplab.run (and the flags of `cooplab run`) that wrote it
 CASES = {
     "cpr_rule": dict(task="cpr", agents="rule", replicates=20, rounds=30, seed=3),
-    "cpr_llm": dict(task="cpr", agents="llm", model=f"scripted:{EXAMPLES}/scripted/cautious.json", n_agents=3, rounds=3, seed=4, cache="off"),
+    "cpr_llm": dict(
+        task="cpr",
+        agents="llm",
+        model=f"scripted:{EXAMPLES}/scripted/cautious.json",
+        n_agents=3,
+        rounds=3,
+        seed=4,
+        cache="off",
+    ),
     "diners_rule": dict(task="diners", replicates=20, iterations=5, seed=1, pk="6:1"),
     "game_nash": dict(task="game", game="cpr", simulations=10, seed=2),
     "game_random": dict(task="game", game="o-ring", players="random", simulations=10, seed=2),
     # made when warn_when_hidden defaulted to false and a science run's output cap to 64 tokens: today's equivalent run says so
     # and before status_at (2026-11-27), with the budget status in Appendix C.1's place
-    "science_oracle": dict(task="science", team="oracle", sandbox_backend="local", seed=0, cache="off",
-                           set=["warn_when_hidden=false", "status_at=paper"], max_tokens=64),
+    "science_oracle": dict(
+        task="science",
+        team="oracle",
+        sandbox_backend="local",
+        seed=0,
+        cache="off",
+        set=["warn_when_hidden=false", "status_at=paper"],
+        max_tokens=64,
+    ),
 }
 
 
 #: parameters added after the fixtures were made, with the default that reproduces what those runs did
-ADDED_SINCE = {"game": {"pareto_reference": None},  # None: the reference derived from the game (issue 30, item 3)
-               "science": {"status_at": "paper"}}  # the budget status in C.1's place (issue 41, point 5)
+ADDED_SINCE = {
+    "game": {"pareto_reference": None},  # None: the reference derived from the game (issue 30, item 3)
+    "science": {"status_at": "paper"},
+}  # the budget status in C.1's place (issue 41, point 5)
 
 
 def fixture(name: str) -> dict:
@@ -80,8 +97,14 @@ def same_prices(built: dict, old: dict) -> bool:
 def test_the_upgrade_moves_every_task_setting_under_params_and_respells_the_llm_block():
     cpr = rundir.upgrade_config(fixture("cpr_llm"))
     assert set(cpr) == set(rundir.CONFIG_FIELDS)
-    assert {k: cpr["params"][k] for k in ("env", "ablation", "population", "replicates", "N", "T")} == \
-        {"env": "harsh", "ablation": "full", "population": "mixed", "replicates": 1, "N": 3, "T": 3}
+    assert {k: cpr["params"][k] for k in ("env", "ablation", "population", "replicates", "N", "T")} == {
+        "env": "harsh",
+        "ablation": "full",
+        "population": "mixed",
+        "replicates": 1,
+        "N": 3,
+        "T": 3,
+    }
     assert cpr["llm"]["model"].endswith("cautious.json") and cpr["llm"]["agent_models"] == {}
     assert cpr["llm"]["price_in"] == 0.0005 and "price_in_per_1k" not in cpr["llm"] and "models" not in cpr["llm"]
     diners = rundir.upgrade_config(fixture("diners_rule"))
@@ -98,13 +121,16 @@ def test_an_old_config_passes_the_resume_checks(name):
     assert RunConfig.load(cfg).to_config() == {**cfg, "record": {}} or name.startswith("science")
 
 
-@pytest.mark.parametrize("edit, needle", [
-    (lambda c: c.update(params="x"), "params must be a JSON object"),
-    (lambda c: c.update(population="nobody"), "population must be altruistic"),
-    (lambda c: c["llm"].update(price_in_per_1k=-1), "llm.price_in"),
-    (lambda c: c["llm"].update(models={"default": "local", "7": "local"}), "llm.agent_models"),
-    (lambda c: c.update(version=3), "version 3"),
-])
+@pytest.mark.parametrize(
+    "edit, needle",
+    [
+        (lambda c: c.update(params="x"), "params must be a JSON object"),
+        (lambda c: c.update(population="nobody"), "population must be altruistic"),
+        (lambda c: c["llm"].update(price_in_per_1k=-1), "llm.price_in"),
+        (lambda c: c["llm"].update(models={"default": "local", "7": "local"}), "llm.agent_models"),
+        (lambda c: c.update(version=3), "version 3"),
+    ],
+)
 def test_a_damaged_old_config_is_one_line_naming_the_field(edit, needle):
     cfg = fixture("cpr_llm")
     edit(cfg)
@@ -122,7 +148,9 @@ def test_an_old_run_directory_resumes_to_the_same_result(name, tmp_path, monkeyp
     monkeypatch.setattr(runner, "new_thread_id", lambda: task.name)
     first = runner.start(task, tmp_path, check_stored(old, "old"), quiet=True)
     assert first["status"] == "completed"
-    (tmp_path / "config.json").write_text(json.dumps({**old, "created": "2026-11-01T00:00:00+00:00"}))  # as the old code left it
+    (tmp_path / "config.json").write_text(
+        json.dumps({**old, "created": "2026-11-01T00:00:00+00:00"})
+    )  # as the old code left it
     (tmp_path / "summary.json").unlink()
     again = runner.resume(tmp_path, quiet=True)
     assert again["status"] == "completed"
@@ -157,5 +185,7 @@ def test_a_science_run_made_before_status_at_keeps_the_status_in_the_papers_plac
     task = registry.get("science")
     raw = fixture("science_oracle")
     assert "status_at" not in raw["params"]
-    assert check_stored(raw, "old").params.status_at == "paper"  # read into the typed settings with the layout it ran with
+    assert (
+        check_stored(raw, "old").params.status_at == "paper"
+    )  # read into the typed settings with the layout it ran with
     assert task.default_params().status_at == "end"  # a new run: the default

@@ -17,13 +17,17 @@ def run(capsys, args):
 
 def test_config_records_commit_versions_and_resume_warns_once_when_they_differ(tmp_path, capsys):
     d = tmp_path / "r"
-    code, _, err = run(capsys, ["run", "diners", "--iterations", "2", "--replicates", "3", "--out", str(d), "-q", "--json"])
+    code, _, err = run(
+        capsys, ["run", "diners", "--iterations", "2", "--replicates", "3", "--out", str(d), "-q", "--json"]
+    )
     assert code == 0, err
     env = json.loads((d / "config.json").read_text())["record"]["environment"]
     import langgraph.version
     import numpy
 
-    assert env["packages"]["langgraph"] == langgraph.version.__version__ and env["packages"]["numpy"] == numpy.__version__
+    assert (
+        env["packages"]["langgraph"] == langgraph.version.__version__ and env["packages"]["numpy"] == numpy.__version__
+    )
     assert env["git"] is None or re.fullmatch(r"[0-9a-f]{40}", env["git"]["commit"])  # a checkout: its commit
     # the same environment: no warning
     code, _, err = run(capsys, ["resume", str(d), "-q", "--json"])
@@ -63,4 +67,6 @@ def test_the_local_model_is_recorded_by_file_name_and_sha256():
     assert "local_model" not in runstore.environment({"llm": {"model": "scripted:x.json"}})
     assert "local_model" in runstore.environment({"llm": {"model": "scripted:x.json", "agent_models": {"1": "local"}}})
     changed = dict(env, local_model={"file": path.name, "sha256": "f" * 64})
-    assert runstore.environment_changes(changed, env) == [f"local model sha256 {'f' * 12} -> {env['local_model']['sha256'][:12]}"]
+    assert runstore.environment_changes(changed, env) == [
+        f"local model sha256 {'f' * 12} -> {env['local_model']['sha256'][:12]}"
+    ]

@@ -78,7 +78,9 @@ def load_plugin(name: str) -> None:
 
 def script(path: Path, by_phase: dict[str, list[Any]]) -> str:
     """A scripted model's file answering each phase from its list (JSON answers)."""
-    path.write_text(json.dumps({"select": "prompt_hash", "by_phase": {k: [json.dumps(a) for a in v] for k, v in by_phase.items()}}))
+    path.write_text(
+        json.dumps({"select": "prompt_hash", "by_phase": {k: [json.dumps(a) for a in v] for k, v in by_phase.items()}})
+    )
     return f"scripted:{path}"
 
 
@@ -88,16 +90,37 @@ def llm_case(name: str, tmp: Path) -> dict[str, Any] | None:
     if name == "cpr":
         return {**common, "model": f"scripted:{SCRIPTED / 'cautious.json'}", "n_agents": 3, "rounds": 2}
     if name == "diners":
-        return {**common, "model": script(tmp / "diners.json", {"order": [{"meal": "budget"}, {"meal": "luxury"}], "punish": [{"punish": []}],
-                                                                "metanorm": [{"punish": []}]}),
-                "combination": 1, "iterations": 2}
+        return {
+            **common,
+            "model": script(
+                tmp / "diners.json",
+                {
+                    "order": [{"meal": "budget"}, {"meal": "luxury"}],
+                    "punish": [{"punish": []}],
+                    "metanorm": [{"punish": []}],
+                },
+            ),
+            "combination": 1,
+            "iterations": 2,
+        }
     if name == "game":
-        return {**common, "game": "cpr", "players": "llm", "model": script(tmp / "game.json", {"extract": [{"extract": 2}, {"extract": 5}]}),
-                "simulations": 1, "rounds": 2, "group_size": 2}
+        return {
+            **common,
+            "game": "cpr",
+            "players": "llm",
+            "model": script(tmp / "game.json", {"extract": [{"extract": 2}, {"extract": 5}]}),
+            "simulations": 1,
+            "rounds": 2,
+            "group_size": 2,
+        }
     if name == "science":  # the oracle team: a built-in scripted team (its own fixed model)
         return {**common, "team": "oracle", "pipeline": "solo", "task": "anomaly", "sandbox_backend": "local"}
     if name == "ultimatum":
-        return {**common, "model": f"scripted:{PLUGINS['ultimatum'][0] / 'scripted.json'}", "set": {"rounds": 2, "replicates": 1}}
+        return {
+            **common,
+            "model": f"scripted:{PLUGINS['ultimatum'][0] / 'scripted.json'}",
+            "set": {"rounds": 2, "replicates": 1},
+        }
     return None
 
 
@@ -119,8 +142,10 @@ def case(name: str, kind: str, task: Any, tmp: Path) -> dict[str, Any]:
     if kind == "llm":
         kw = llm_case(name, tmp)
         if kw is None:
-            pytest.fail(f"task {name!r} has LLM agents but no case in llm_case() of {Path(__file__).name}: add its smallest run "
-                        "on a scripted model (a few rounds, a tiny society)")
+            pytest.fail(
+                f"task {name!r} has LLM agents but no case in llm_case() of {Path(__file__).name}: add its smallest run "
+                "on a scripted model (a few rounds, a tiny society)"
+            )
         return kw
     return {"agents": kind, **rule_case(name, task)}
 
@@ -144,8 +169,12 @@ def walk(name: str, kind: str, kw: dict[str, Any], tmp: Path) -> None:
     raw = json.loads((out / runfiles.SUMMARY_FILE).read_text(encoding="utf-8"))
     summary = runfiles.parse_summary(raw, f"{where}: summary.json", task.Results)
     assert summary.task == name and summary.agents == kind and summary.status == "completed"
-    assert isinstance(summary.results, task.Results) and summary.results.model_dump(exclude_none=True), f"{where}: no results"
-    assert set(summary.results.model_dump(mode="json", exclude_none=True)) <= set(raw), f"{where}: results not at the file's top level"
+    assert isinstance(summary.results, task.Results) and summary.results.model_dump(exclude_none=True), (
+        f"{where}: no results"
+    )
+    assert set(summary.results.model_dump(mode="json", exclude_none=True)) <= set(raw), (
+        f"{where}: results not at the file's top level"
+    )
     assert summary.as_json() == raw, f"{where}: summary.json does not read back to itself"
     assert summary.figure_error is None, f"{where}: {summary.figure_error}"
     if summary.rounds_completed is not None:
@@ -157,7 +186,9 @@ def walk(name: str, kind: str, kw: dict[str, Any], tmp: Path) -> None:
     stored_raw = json.loads((out / "config.json").read_text(encoding="utf-8"))
     stored = check_stored(stored_raw, f"{where}: config.json", task)
     assert stored.to_json() == stored_raw
-    assert stored.model_dump(exclude={"record"}) == given.model_dump(exclude={"record"}), f"{where}: config.json reads back different"
+    assert stored.model_dump(exclude={"record"}) == given.model_dump(exclude={"record"}), (
+        f"{where}: config.json reads back different"
+    )
     assert type(stored.params) is type(given.params) and stored.params == given.params
 
     # the task's hooks, called directly (the explorer hides a raising hook behind a note)
@@ -169,7 +200,9 @@ def walk(name: str, kind: str, kw: dict[str, Any], tmp: Path) -> None:
     # the explorer: the list's key numbers and the run's page
     site = Site(roots=[out], task_for=registry.get)
     rows = site.index({})["runs"]
-    assert len(rows) == 1 and rows[0]["task"] == name and rows[0]["numbers"], f"{where}: no key numbers in the explorer's list"
+    assert len(rows) == 1 and rows[0]["task"] == name and rows[0]["numbers"], (
+        f"{where}: no key numbers in the explorer's list"
+    )
     assert not rows[0]["notes"], f"{where}: {rows[0]['notes']}"
     run_dir = site.get(rows[0]["id"])
     sections = task.explore(run_dir, {})
@@ -200,11 +233,14 @@ def broken_task(hook: str) -> Any:
     return type("Broken", (base,), {"name": f"broken-{hook.replace('_', '-')}", hook: boom})()
 
 
-@pytest.mark.parametrize("hook", [
-    "key_numbers",  # the explorer alone would show the generic numbers
-    "explore",  # the explorer alone would show the generic page and a note
-    "figure",  # the run completes; summary.json says why figures/run.png is missing
-])
+@pytest.mark.parametrize(
+    "hook",
+    [
+        "key_numbers",  # the explorer alone would show the generic numbers
+        "explore",  # the explorer alone would show the generic page and a note
+        "figure",  # the run completes; summary.json says why figures/run.png is missing
+    ],
+)
 def test_the_walk_fails_on_a_task_with_a_broken_hook(hook, tmp_path, monkeypatch):
     monkeypatch.setattr(registry, "_REGISTERED", dict(registry._REGISTERED))  # registered for this test only
     monkeypatch.setattr(registry, "_CACHE", dict(registry._CACHE))

@@ -31,14 +31,28 @@ GREEDY = ROOT / "examples" / "scripted" / "greedy.json"
 @pytest.fixture(scope="module")
 def parent(tmp_path_factory) -> Path:
     base = tmp_path_factory.mktemp("fork")
-    run = cooplab.run(task="cpr", agents="llm", model=f"scripted:{SCRIPT}", n_agents=3, rounds=4, replicates=2, seed=9,
-                      cache=str(base / "cache.sqlite"), out=base / "parent", quiet=True)
+    run = cooplab.run(
+        task="cpr",
+        agents="llm",
+        model=f"scripted:{SCRIPT}",
+        n_agents=3,
+        rounds=4,
+        replicates=2,
+        seed=9,
+        cache=str(base / "cache.sqlite"),
+        out=base / "parent",
+        quiet=True,
+    )
     assert run.status == "completed"
     return run.out
 
 
 def files(run: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(run.iterdir()) if p.is_file() and p.name != ".cooplab.lock"}
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(run.iterdir())
+        if p.is_file() and p.name != ".cooplab.lock"
+    }
 
 
 def upto(df: pd.DataFrame, k: int, *, after: bool = False) -> pd.DataFrame:
@@ -79,7 +93,9 @@ def test_a_changed_fork_keeps_rounds_1_to_k_and_diverges_after(parent, tmp_path)
     assert cmp.common_round == 2 and cmp.first_difference == 3
     eff = next(o for o in cmp.outcomes if o["outcome"] == "efficiency")
     assert eff["difference"] == pytest.approx(g.summary["efficiency"]["mean"] - p.summary["efficiency"]["mean"])
-    assert eff["interval"].startswith("paired") and eff["low"] <= eff["difference"] <= eff["high"]  # two societies, paired by the shared start
+    assert (
+        eff["interval"].startswith("paired") and eff["low"] <= eff["difference"] <= eff["high"]
+    )  # two societies, paired by the shared start
     saved = json.loads((tmp_path / "cmp" / "compare.json").read_text())
     assert saved["first_difference"] == 3 and set(saved["curves"]) == {"R", "n_alive", "mean_effort", "H"}
     assert (tmp_path / "cmp" / "compare.png").stat().st_size > 0
@@ -88,7 +104,10 @@ def test_a_changed_fork_keeps_rounds_1_to_k_and_diverges_after(parent, tmp_path)
     gg = cooplab.fork(g.out, at_round=3, out=tmp_path / "gg", model=f"scripted:{GREEDY}", quiet=True)
     pd.testing.assert_frame_equal(upto(g.rounds, 3), upto(gg.rounds, 3))
     assert not upto(g.rounds, 3, after=True).equals(upto(gg.rounds, 3, after=True))
-    assert [x["rounds"] for x in gg.config["record"]["fork"]["lineage"]] == [2, 3]  # the grandparent's rounds 1..2, the parent's 1..3
+    assert [x["rounds"] for x in gg.config["record"]["fork"]["lineage"]] == [
+        2,
+        3,
+    ]  # the grandparent's rounds 1..2, the parent's 1..3
     assert cooplab.compare(parent, gg.out).common_round == 2 and cooplab.compare(g.out, gg.out).common_round == 3
 
 
@@ -129,21 +148,34 @@ def test_a_fork_killed_mid_run_resumes_to_the_uninterrupted_fork(parent, tmp_pat
     ref = cooplab.fork(parent, at_round=1, set=["r=0.4"], out=tmp_path / "ref", quiet=True)
     proc = subprocess.Popen(args(tmp_path / "run"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     # the fork's first checkpoint is the parent's state; killed a few steps after it, in round 2 or 3
-    assert kill_when(proc, lambda: checkpoints(tmp_path / "run") >= 4, timeout=300), "the fork finished before it could be killed"
+    assert kill_when(proc, lambda: checkpoints(tmp_path / "run") >= 4, timeout=300), (
+        "the fork finished before it could be killed"
+    )
     assert not (tmp_path / "run" / "summary.json").exists()
-    res = subprocess.run([exe, "resume", str(tmp_path / "run"), "-q", "--json"], capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        [exe, "resume", str(tmp_path / "run"), "-q", "--json"], capture_output=True, text=True, timeout=600
+    )
     assert res.returncode == 0, res.stderr
     a, b = ref.summary, json.loads(res.stdout)
-    assert b["status"] == "completed" and a["survival_time"] == b["survival_time"] and a["efficiency"] == b["efficiency"]
+    assert (
+        b["status"] == "completed" and a["survival_time"] == b["survival_time"] and a["efficiency"] == b["efficiency"]
+    )
     pd.testing.assert_frame_equal(cooplab.Run.open(tmp_path / "ref").rounds, cooplab.Run.open(tmp_path / "run").rounds)
     assert json.loads((tmp_path / "run" / "config.json").read_text())["record"]["fork"]["at_round"] == 1
     # its traces: the killed first part traced as the fork (tag "fork"), the second as resumed; both name the parent
     from cooplab.graphs.tracing import load_runs
 
-    roots = [r for r in load_runs(tmp_path / "run" / "traces.jsonl") if r.get("parent_run_id") is None and r.get("run_type") == "chain"]
+    roots = [
+        r
+        for r in load_runs(tmp_path / "run" / "traces.jsonl")
+        if r.get("parent_run_id") is None and r.get("run_type") == "chain"
+    ]
     pid = json.loads((parent / "config.json").read_text())["record"]["thread_id"]
     assert [r["extra"]["metadata"]["started_as"] for r in roots] == ["fork", "resumed"]
-    assert ["fork" in r["tags"] for r in roots] == [True, False] and ["resumed" in r["tags"] for r in roots] == [False, True]
+    assert ["fork" in r["tags"] for r in roots] == [True, False] and ["resumed" in r["tags"] for r in roots] == [
+        False,
+        True,
+    ]
     assert all(r["extra"]["metadata"]["fork_of"] == pid and r["extra"]["metadata"]["fork_at_round"] == 1 for r in roots)
 
 
@@ -182,11 +214,15 @@ def test_compare_of_a_run_with_itself_and_the_json_output(parent, capsys):
     assert all(o["difference"] == 0 for o in res["outcomes"])
 
 
-@pytest.mark.parametrize("task,kw,at", [
-    ("cpr", dict(n_agents=4, rounds=6, replicates=3, seed=2), 3),
-    ("diners", dict(iterations=4, replicates=2, seed=3), 2),
-    ("game", dict(game="public-goods", simulations=2, rounds=3, seed=0), 1),
-], ids=["cpr-rule", "diners", "game"])
+@pytest.mark.parametrize(
+    "task,kw,at",
+    [
+        ("cpr", dict(n_agents=4, rounds=6, replicates=3, seed=2), 3),
+        ("diners", dict(iterations=4, replicates=2, seed=3), 2),
+        ("game", dict(game="public-goods", simulations=2, rounds=3, seed=0), 1),
+    ],
+    ids=["cpr-rule", "diners", "game"],
+)
 def test_an_unchanged_fork_of_a_rule_run_of_any_task_is_its_parent(task, kw, at, tmp_path):
     p = cooplab.run(task=task, out=tmp_path / "p", quiet=True, **kw)
     f = cooplab.fork(p.out, at_round=at, out=tmp_path / "f", quiet=True)
@@ -199,18 +235,24 @@ def test_an_unchanged_fork_of_a_rule_run_of_any_task_is_its_parent(task, kw, at,
         assert cooplab.compare(p.out, g.out).first_difference == at + 1
 
 
-@pytest.mark.parametrize("task,kw,fixed", [
-    ("diners", dict(iterations=4, replicates=2, seed=3), {"replicates": 3}),
-    ("diners", dict(iterations=4, replicates=2, seed=3), {"groups": [["M", "P", "E"], ["M", "P", "R1"]]}),
-    ("game", dict(game="public-goods", simulations=2, rounds=3, seed=0), {"group_sizes": [4, 5]}),
-    ("game", dict(game="public-goods", simulations=2, rounds=3, seed=0), {"simulations": 3}),
-    ("game", dict(game="public-goods", simulations=2, rounds=3, seed=0), {"rounds": 2}),
-], ids=["diners-replicates", "diners-groups", "game-groups", "game-simulations", "game-rounds-too-few"])
+@pytest.mark.parametrize(
+    "task,kw,fixed",
+    [
+        ("diners", dict(iterations=4, replicates=2, seed=3), {"replicates": 3}),
+        ("diners", dict(iterations=4, replicates=2, seed=3), {"groups": [["M", "P", "E"], ["M", "P", "R1"]]}),
+        ("game", dict(game="public-goods", simulations=2, rounds=3, seed=0), {"group_sizes": [4, 5]}),
+        ("game", dict(game="public-goods", simulations=2, rounds=3, seed=0), {"simulations": 3}),
+        ("game", dict(game="public-goods", simulations=2, rounds=3, seed=0), {"rounds": 2}),
+    ],
+    ids=["diners-replicates", "diners-groups", "game-groups", "game-simulations", "game-rounds-too-few"],
+)
 def test_a_fork_refuses_a_setting_of_the_start_in_one_line_naming_it(task, kw, fixed, tmp_path):
     p = cooplab.run(task=task, out=tmp_path / "p", quiet=True, **kw)
     name = next(iter(fixed))
     line = fail_line_py(lambda: cooplab.fork(p.out, at_round=2, out=tmp_path / "g", set=fixed, quiet=True))
-    assert "\n" not in line and name in line and ("fixed at the start" in line or "before the fork's first round" in line), line
+    assert (
+        "\n" not in line and name in line and ("fixed at the start" in line or "before the fork's first round" in line)
+    ), line
     assert not (tmp_path / "g").exists()
 
 
@@ -228,7 +270,9 @@ def test_a_game_fork_with_a_changed_constant_plays_on_with_it(tmp_path):
     p = cooplab.run(out=tmp_path / "p", **kw)
     fresh = cooplab.run(out=tmp_path / "fresh", set={"multiplier": 5.0}, **kw)
     f = cooplab.fork(p.out, at_round=2, out=tmp_path / "f", set={"multiplier": 5.0}, quiet=True)
-    assert f.config["params"]["multiplier"] == 5.0 and f.config["record"]["fork"]["changes"] == {"set": {"multiplier": 5.0}}
+    assert f.config["params"]["multiplier"] == 5.0 and f.config["record"]["fork"]["changes"] == {
+        "set": {"multiplier": 5.0}
+    }
     pd.testing.assert_frame_equal(_players(p, 2), _players(f, 2))
     pd.testing.assert_frame_equal(_players(fresh, 2, after=True), _players(f, 2, after=True))
     assert not _players(p, 2, after=True)["payoff"].equals(_players(f, 2, after=True)["payoff"])
@@ -246,16 +290,22 @@ def test_a_diners_fork_with_a_changed_cost_computes_the_next_iteration_with_it(t
     p = cooplab.run(out=tmp_path / "p", **kw)
     f = cooplab.fork(p.out, at_round=1, out=tmp_path / "f", set={"p": 6.0}, quiet=True)
     pu, fu = p.table("utilities"), f.table("utilities")
-    pd.testing.assert_frame_equal(pu[pu["iteration"] <= 1].reset_index(drop=True), fu[fu["iteration"] <= 1].reset_index(drop=True))
+    pd.testing.assert_frame_equal(
+        pu[pu["iteration"] <= 1].reset_index(drop=True), fu[fu["iteration"] <= 1].reset_index(drop=True)
+    )
     a, b = pu[pu["iteration"] == 2].reset_index(drop=True), fu[fu["iteration"] == 2].reset_index(drop=True)
     for col in ("strategy", "meal_utility", "punishments_given", "punishments_received"):
         pd.testing.assert_series_equal(a[col], b[col])
     assert (b["punishments_received"] > 0).any()  # defectors punished in iteration 2
     expected = b["meal_utility"] - 1.0 * b["punishments_given"] - 6.0 * b["punishments_received"]
     assert b["utility"].tolist() == pytest.approx(expected.tolist())
-    assert a["utility"].tolist() == pytest.approx((a["meal_utility"] - a["punishments_given"] - 3.0 * a["punishments_received"]).tolist())
+    assert a["utility"].tolist() == pytest.approx(
+        (a["meal_utility"] - a["punishments_given"] - 3.0 * a["punishments_received"]).tolist()
+    )
     longer = cooplab.fork(p.out, at_round=4, out=tmp_path / "l", set={"iterations": 6}, quiet=True)
-    assert longer.summary["iterations_completed"] == 6 and set(longer.table("utilities")["iteration"]) == set(range(1, 7))
+    assert longer.summary["iterations_completed"] == 6 and set(longer.table("utilities")["iteration"]) == set(
+        range(1, 7)
+    )
 
 
 def test_a_parent_with_a_planted_object_is_refused_in_one_line_and_nothing_runs(parent, tmp_path, capsys):
@@ -281,7 +331,9 @@ def test_a_rule_fork_with_an_invader_is_the_run_invaded_from_the_start(tmp_path)
     invaded = cooplab.run(out=tmp_path / "ref", invader="greedy@4", **kw)
     f = cooplab.fork(tmp_path / "p", at_round=2, invader="greedy@4", out=tmp_path / "f")
     pd.testing.assert_frame_equal(f.rounds, invaded.rounds)
-    assert json.loads((tmp_path / "f" / "config.json").read_text())["record"]["fork"]["changes"]["invader"]["round"] == 4
+    assert (
+        json.loads((tmp_path / "f" / "config.json").read_text())["record"]["fork"]["changes"]["invader"]["round"] == 4
+    )
     line = fail_line_py(lambda: cooplab.fork(tmp_path / "p", at_round=4, invader="greedy@3", out=tmp_path / "g"))
     assert "must come after the fork's round 4" in line and not (tmp_path / "g").exists()
 

@@ -16,8 +16,13 @@ from cooplab.runs import grid
 ROOT = Path(__file__).resolve().parents[2]
 
 #: the paper's science conditions per model: budget x visibility x team size x task x prompt = 240
-PAPER_GRID = {"budget": [0.5, 1.0, 2.5, 5.0, 10.0], "visibility": ["full", "team", "hidden"], "team_size": [2, 3],
-              "task": ["ecology", "anomaly", "biomarker", "geospatial"], "prompt": ["standard", "tom"]}
+PAPER_GRID = {
+    "budget": [0.5, 1.0, 2.5, 5.0, 10.0],
+    "visibility": ["full", "team", "hidden"],
+    "team_size": [2, 3],
+    "task": ["ecology", "anomaly", "biomarker", "geospatial"],
+    "prompt": ["standard", "tom"],
+}
 
 
 def _sweep(tmp_path, **more):
@@ -49,25 +54,32 @@ def test_a_sample_draws_weighted_points_reproducibly(tmp_path):
     # share is below 3/4: the heavy points run out first); unweighted they would be near 1/2
     assert 0.6 < size[2] / 1462 < 0.75 and 0.6 < prompt["standard"] / 1462 < 0.75
     plain = grid.sampled_points(sw.grid, grid.Sample.model_validate({"points": 1462, "seed": 11}))
-    plain_cells = [c for c in grid.cells(sw.model_copy(update={"sample": {"points": 1462, "seed": 11}})) if c["labels"]["seed"] == 0]
+    plain_cells = [
+        c
+        for c in grid.cells(sw.model_copy(update={"sample": {"points": 1462, "seed": 11}}))
+        if c["labels"]["seed"] == 0
+    ]
     assert len(plain) == 1462 and 0.45 < Counter(c["labels"]["team_size"] for c in plain_cells)[2] / 1462 < 0.55
     # every variable is still drawn across its whole range
     assert {l["budget"] for l in labels} == set(PAPER_GRID["budget"]) and len({l["model"] for l in labels}) == 35
 
 
-@pytest.mark.parametrize("sample, says", [
-    ({"points": 0}, "from 1 to the grid's 240 points"),
-    ({"points": 241}, "from 1 to the grid's 240 points"),
-    ({"points": True}, "whole number"),
-    ({"points": 5, "seed": -1}, "sample.seed"),
-    ({"points": 5, "weights": {"colour": {"red": 2}}}, "not a grid keyword"),
-    ({"points": 5, "weights": {"team_size": {"4": 2}}}, "not one of the grid's values"),
-    ({"points": 5, "weights": {"team_size": {"2": float("nan")}}}, "weight from 0 to 1e6"),
-    ({"points": 5, "weights": {"team_size": {"2": -1}}}, "weight from 0 to 1e6"),
-    ({"points": 200, "weights": {"team_size": {"3": 0}}}, "only 120 grid points"),
-    ({"points": 5, "extra": 1}, "sample"),
-    ({"n": 5}, "sample"),
-])
+@pytest.mark.parametrize(
+    "sample, says",
+    [
+        ({"points": 0}, "from 1 to the grid's 240 points"),
+        ({"points": 241}, "from 1 to the grid's 240 points"),
+        ({"points": True}, "whole number"),
+        ({"points": 5, "seed": -1}, "sample.seed"),
+        ({"points": 5, "weights": {"colour": {"red": 2}}}, "not a grid keyword"),
+        ({"points": 5, "weights": {"team_size": {"4": 2}}}, "not one of the grid's values"),
+        ({"points": 5, "weights": {"team_size": {"2": float("nan")}}}, "weight from 0 to 1e6"),
+        ({"points": 5, "weights": {"team_size": {"2": -1}}}, "weight from 0 to 1e6"),
+        ({"points": 200, "weights": {"team_size": {"3": 0}}}, "only 120 grid points"),
+        ({"points": 5, "extra": 1}, "sample"),
+        ({"n": 5}, "sample"),
+    ],
+)
 def test_a_bad_sample_is_one_line(tmp_path, sample, says):
     with pytest.raises(ConfigError, match=says) as err:
         _sweep(tmp_path, sample=sample)

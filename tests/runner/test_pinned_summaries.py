@@ -21,20 +21,49 @@ import cooplab
 
 ROOT = Path(__file__).resolve().parents[2]
 PINNED = Path(__file__).parent / "data" / "pinned"
-GAME_SCRIPT = {"select": "prompt_hash", "by_phase": {
-    "extract": ['{"extract": 2}', '{"extract": 5}', '{"extract": 10}'],
-    "deliberate": ['{"message": "Let us all take little."}']}}
+GAME_SCRIPT = {
+    "select": "prompt_hash",
+    "by_phase": {
+        "extract": ['{"extract": 2}', '{"extract": 5}', '{"extract": 10}'],
+        "deliberate": ['{"message": "Let us all take little."}'],
+    },
+}
 #: name -> (keywords of cooplab.RunConfig.from_keywords, task name)
 CASES = {
     "cpr-rule": ("cpr", dict(agents="rule", n_agents=5, rounds=6, replicates=3, seed=2)),
     "cpr-llm": ("cpr", dict(agents="llm", model="scripted:cautious.json", n_agents=3, rounds=3, seed=1, cache="off")),
-    "cpr-llm-greedy-osl": ("cpr", dict(agents="llm", model="scripted:greedy.json", n_agents=4, rounds=3, seed=7, cache="off",
-                                       ablation="osl", env="rich")),
+    "cpr-llm-greedy-osl": (
+        "cpr",
+        dict(
+            agents="llm",
+            model="scripted:greedy.json",
+            n_agents=4,
+            rounds=3,
+            seed=7,
+            cache="off",
+            ablation="osl",
+            env="rich",
+        ),
+    ),
     "diners-rule": ("diners", dict(iterations=5, replicates=4, seed=3)),
     "game-nash": ("game", dict(game="public-goods", simulations=4, rounds=3, seed=0)),
-    "game-llm": ("game", dict(agents="llm", game="cpr", model="scripted:game.json", simulations=2, rounds=2, group_size=3, seed=4,
-                              cache="off")),
-    "science-oracle": ("science", dict(agents="llm", team="oracle", task="anomaly", seed=5, sandbox_backend="local", cache="off")),
+    "game-llm": (
+        "game",
+        dict(
+            agents="llm",
+            game="cpr",
+            model="scripted:game.json",
+            simulations=2,
+            rounds=2,
+            group_size=3,
+            seed=4,
+            cache="off",
+        ),
+    ),
+    "science-oracle": (
+        "science",
+        dict(agents="llm", team="oracle", task="anomaly", seed=5, sandbox_backend="local", cache="off"),
+    ),
 }
 #: fields that differ between two runs of one configuration (measured time)
 VOLATILE = ("wall_seconds", "sandbox_seconds_by_team", "ledger.by_kind.sandbox_seconds.units")
@@ -81,5 +110,6 @@ def test_summaries_match_the_pinned_ones(name, tmp_path, monkeypatch):
     want = json.loads(path.read_text())
     missing = sorted(set(want) - set(got))
     changed = sorted(k for k in set(want) & set(got) if not same(want[k], got[k]))
-    assert not missing and not changed, (f"{name}: missing {missing[:8]}; changed "
-                                         f"{[(k, want[k], got[k]) for k in changed[:8]]}")
+    assert not missing and not changed, (
+        f"{name}: missing {missing[:8]}; changed {[(k, want[k], got[k]) for k in changed[:8]]}"
+    )

@@ -12,9 +12,13 @@ from cooplab.limits import ConfigError
 from cooplab.runs.plan import extrapolate, plan
 
 ROOT = Path(__file__).resolve().parents[2]
-GAME_SCRIPT = {"select": "prompt_hash", "by_phase": {
-    "extract": ['{"extract": 2}', '{"extract": 5}', '{"extract": 10}'],
-    "deliberate": ['{"message": "Let us all take little."}']}}
+GAME_SCRIPT = {
+    "select": "prompt_hash",
+    "by_phase": {
+        "extract": ['{"extract": 2}', '{"extract": 5}', '{"extract": 10}'],
+        "deliberate": ['{"message": "Let us all take little."}'],
+    },
+}
 
 
 @pytest.fixture
@@ -29,10 +33,19 @@ def within(pred, got, rel=0.10):
     return abs(pred - got) <= rel * max(got, 1)
 
 
-@pytest.mark.parametrize("task,kw", [
-    ("cpr", dict(agents="llm", model="scripted:cautious.json", n_agents=3, rounds=8, cache="off")),
-    ("game", dict(agents="llm", game="cpr", model="scripted:game.json", simulations=2, rounds=8, group_size=3, cache="off")),
-], ids=["cpr", "game"])
+@pytest.mark.parametrize(
+    "task,kw",
+    [
+        ("cpr", dict(agents="llm", model="scripted:cautious.json", n_agents=3, rounds=8, cache="off")),
+        (
+            "game",
+            dict(
+                agents="llm", game="cpr", model="scripted:game.json", simulations=2, rounds=8, group_size=3, cache="off"
+            ),
+        ),
+    ],
+    ids=["cpr", "game"],
+)
 def test_the_plan_predicts_what_the_run_then_records(scripts, task, kw):
     p = plan({"task": task, "seed": 3, **kw}, pilot_rounds=4)
     ledger = cooplab.run(task=task, out="full", quiet=True, seed=3, **kw).summary["ledger"]
@@ -40,12 +53,20 @@ def test_the_plan_predicts_what_the_run_then_records(scripts, task, kw):
     assert p["points"][0]["pilot_rounds"] == 4 and p["points"][0]["rounds"] == 8
     assert within(cell["calls"], ledger["calls"]), (cell, ledger)
     if task == "game":  # the same calls every round, prompts growing by one round of history: exact
-        assert (cell["calls"], cell["input_tokens"], cell["output_tokens"]) == (ledger["calls"], ledger["input_tokens"], ledger["output_tokens"])
+        assert (cell["calls"], cell["input_tokens"], cell["output_tokens"]) == (
+            ledger["calls"],
+            ledger["input_tokens"],
+            ledger["output_tokens"],
+        )
     assert within(cell["input_tokens"], ledger["input_tokens"]), (cell, ledger)
     assert within(cell["output_tokens"], ledger["output_tokens"]), (cell, ledger)
     assert p["total"]["calls"] == cell["calls"] and p["cells"] == 1 and p["upper_bound"] == (task == "cpr")
     assert p["total"]["cost_usd"] == pytest.approx(cell["cost_usd"]) and cell["cost_usd"] > 0
-    assert not Path("full-plan").exists() and sorted(x.name for x in scripts.iterdir()) == ["cautious.json", "full", "game.json"]
+    assert not Path("full-plan").exists() and sorted(x.name for x in scripts.iterdir()) == [
+        "cautious.json",
+        "full",
+        "game.json",
+    ]
 
 
 def test_extrapolation_phase_by_phase():
@@ -64,9 +85,20 @@ def test_extrapolation_phase_by_phase():
 
 
 def test_a_sweep_multiplies_by_seeds_and_prices_each_point(scripts):
-    sweep = {"task": "game", "fixed": {"agents": "llm", "game": "cpr", "model": "scripted:game.json", "simulations": 1, "rounds": 3, "group_size": 2,
-                                       "cache": "off"},
-             "grid": {"price_in": [0.001, 0.002]}, "fixed_price_out": None}
+    sweep = {
+        "task": "game",
+        "fixed": {
+            "agents": "llm",
+            "game": "cpr",
+            "model": "scripted:game.json",
+            "simulations": 1,
+            "rounds": 3,
+            "group_size": 2,
+            "cache": "off",
+        },
+        "grid": {"price_in": [0.001, 0.002]},
+        "fixed_price_out": None,
+    }
     sweep.pop("fixed_price_out")
     sweep["fixed"]["price_out"] = 0.0
     sweep["seeds"] = [0, 1, 2]
@@ -77,14 +109,33 @@ def test_a_sweep_multiplies_by_seeds_and_prices_each_point(scripts):
     assert b["per_cell"]["cost_usd"] == pytest.approx(2 * a["per_cell"]["cost_usd"])
 
 
-@pytest.mark.parametrize("spec,kw,words", [
-    ({"task": "nope", "seed": 0}, {}, "nope"),
-    ({"task": "game", "agents": "llm", "game": "cpr", "model": "openai:gpt-4o", "rounds": 3}, {}, "pilot model"),
-    ({"task": "game", "agents": "llm", "game": "cpr", "model": "scripted:game.json", "rounds": 3}, {"difference": -1.0, "outcome": "x", "pilot_seeds": 2}, "above 0"),
-    ({"task": "game", "agents": "llm", "game": "cpr", "model": "scripted:game.json", "rounds": 3}, {"difference": 1.0, "outcome": "x", "power": 1.5, "pilot_seeds": 2}, "power"),
-    ({"task": "game", "agents": "llm", "game": "cpr", "model": "scripted:game.json", "rounds": 3}, {"difference": 1.0, "outcome": "x"}, "spread"),
-    ({"task": "game", "agents": "llm", "game": "cpr", "model": "scripted:game.json", "rounds": 3}, {"pilot_rounds": 0}, "pilot_rounds"),
-])
+@pytest.mark.parametrize(
+    "spec,kw,words",
+    [
+        ({"task": "nope", "seed": 0}, {}, "nope"),
+        ({"task": "game", "agents": "llm", "game": "cpr", "model": "openai:gpt-4o", "rounds": 3}, {}, "pilot model"),
+        (
+            {"task": "game", "agents": "llm", "game": "cpr", "model": "scripted:game.json", "rounds": 3},
+            {"difference": -1.0, "outcome": "x", "pilot_seeds": 2},
+            "above 0",
+        ),
+        (
+            {"task": "game", "agents": "llm", "game": "cpr", "model": "scripted:game.json", "rounds": 3},
+            {"difference": 1.0, "outcome": "x", "power": 1.5, "pilot_seeds": 2},
+            "power",
+        ),
+        (
+            {"task": "game", "agents": "llm", "game": "cpr", "model": "scripted:game.json", "rounds": 3},
+            {"difference": 1.0, "outcome": "x"},
+            "spread",
+        ),
+        (
+            {"task": "game", "agents": "llm", "game": "cpr", "model": "scripted:game.json", "rounds": 3},
+            {"pilot_rounds": 0},
+            "pilot_rounds",
+        ),
+    ],
+)
 def test_bad_input_is_one_line_before_any_pilot(scripts, monkeypatch, spec, kw, words):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-never-used")  # a plan makes no paid call; the config check wants a key
     with pytest.raises(ConfigError) as e:
@@ -93,25 +144,46 @@ def test_bad_input_is_one_line_before_any_pilot(scripts, monkeypatch, spec, kw, 
     assert sorted(x.name for x in scripts.iterdir()) == ["cautious.json", "game.json"]
 
 
-@pytest.mark.parametrize("args,words", [
-    (["missing.json"], "no sweep file"),
-    (["run.json", "--difference", "nan", "--outcome", "x"], "--difference"),
-    (["run.json", "--difference", "-2", "--outcome", "x"], "--difference"),
-    (["run.json", "--power", "1", "--difference", "1", "--outcome", "x"], "--power"),
-    (["bad-task.json"], "not installed"),
-])
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (["missing.json"], "no sweep file"),
+        (["run.json", "--difference", "nan", "--outcome", "x"], "--difference"),
+        (["run.json", "--difference", "-2", "--outcome", "x"], "--difference"),
+        (["run.json", "--power", "1", "--difference", "1", "--outcome", "x"], "--power"),
+        (["bad-task.json"], "not installed"),
+    ],
+)
 def test_the_command_line_errors_are_one_line_exit_2(scripts, capsys, args, words):
     from tests.helpers.cli import fail_line
 
-    Path("run.json").write_text(json.dumps({"task": "game", "agents": "llm", "game": "cpr", "model": "scripted:game.json", "rounds": 2}))
+    Path("run.json").write_text(
+        json.dumps({"task": "game", "agents": "llm", "game": "cpr", "model": "scripted:game.json", "rounds": 2})
+    )
     Path("bad-task.json").write_text(json.dumps({"task": "nope", "grid": {}, "seeds": [0]}))
     assert words in fail_line(capsys, ["plan", *args])
 
 
 def test_power_from_a_pilot_with_seeds(scripts):
-    p = plan({"task": "game", "fixed": {"agents": "llm", "game": "cpr", "model": "scripted:game.json", "simulations": 1, "rounds": 2, "group_size": 2,
-                                        "cache": "off"}, "seeds": [0]},
-             pilot_rounds=2, pilot_seeds=3, outcome="pareto_proximity.mean", difference=0.5)
+    p = plan(
+        {
+            "task": "game",
+            "fixed": {
+                "agents": "llm",
+                "game": "cpr",
+                "model": "scripted:game.json",
+                "simulations": 1,
+                "rounds": 2,
+                "group_size": 2,
+                "cache": "off",
+            },
+            "seeds": [0],
+        },
+        pilot_rounds=2,
+        pilot_seeds=3,
+        outcome="pareto_proximity.mean",
+        difference=0.5,
+    )
     assert p["power"]["seeds"] >= 2 and p["power"]["sd_from"].startswith("the pilot")
 
 
@@ -119,11 +191,24 @@ def test_cells_on_a_paid_model_are_piloted_on_a_scripted_one_and_priced_at_their
     from cooplab.agents.prices import LIST_PRICES
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-never-used")  # never called: the pilot runs on the scripted model
-    p = plan({"task": "game", "agents": "llm", "game": "cpr", "model": "openai:gpt-4o-mini", "simulations": 1, "rounds": 3,
-              "group_size": 2}, pilot_model="scripted:game.json", pilot_rounds=2)
+    p = plan(
+        {
+            "task": "game",
+            "agents": "llm",
+            "game": "cpr",
+            "model": "openai:gpt-4o-mini",
+            "simulations": 1,
+            "rounds": 3,
+            "group_size": 2,
+        },
+        pilot_model="scripted:game.json",
+        pilot_rounds=2,
+    )
     cell = p["points"][0]["per_cell"]
     pin, pout = LIST_PRICES["openai"]["gpt-4o-mini"]
-    assert cell["calls"] > 0 and cell["cost_usd"] == pytest.approx((cell["input_tokens"] * pin + cell["output_tokens"] * pout) / 1000)
+    assert cell["calls"] > 0 and cell["cost_usd"] == pytest.approx(
+        (cell["input_tokens"] * pin + cell["output_tokens"] * pout) / 1000
+    )
     assert p["at_prices"]["openai:gpt-4o-mini"] == pytest.approx(p["total"]["cost_usd"])
     assert any("scripted:game.json" in n for n in p["notes"])
 
@@ -131,5 +216,12 @@ def test_cells_on_a_paid_model_are_piloted_on_a_scripted_one_and_priced_at_their
 def test_a_two_round_pilot_takes_the_growth_between_its_rounds():
     # prompts that grow by one round of history: 100, 110, 120, 130 tokens a call (the local-model
     # measurement of docs/plan.md was 18 % low before a two-round pilot measured this growth)
-    rounds = {1: {"act": {"calls": 3, "input_tokens": 300, "output_tokens": 6}}, 2: {"act": {"calls": 3, "input_tokens": 330, "output_tokens": 6}}}
-    assert extrapolate(rounds, {"calls": 0, "input_tokens": 0, "output_tokens": 0}, 4) == {"calls": 12, "input_tokens": 1380, "output_tokens": 24}
+    rounds = {
+        1: {"act": {"calls": 3, "input_tokens": 300, "output_tokens": 6}},
+        2: {"act": {"calls": 3, "input_tokens": 330, "output_tokens": 6}},
+    }
+    assert extrapolate(rounds, {"calls": 0, "input_tokens": 0, "output_tokens": 0}, 4) == {
+        "calls": 12,
+        "input_tokens": 1380,
+        "output_tokens": 24,
+    }

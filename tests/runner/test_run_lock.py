@@ -43,7 +43,9 @@ def wait_for(cond, proc: subprocess.Popen | None = None, timeout: float = TIMEOU
     deadline = time.monotonic() + timeout
     while not cond():
         if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"the first process ended first: {proc.returncode}, {proc.stderr.read() if proc.stderr else ''}")
+            raise AssertionError(
+                f"the first process ended first: {proc.returncode}, {proc.stderr.read() if proc.stderr else ''}"
+            )
         assert time.monotonic() < deadline, "no progress"
         time.sleep(0.05)
 
@@ -65,7 +67,10 @@ class HoldAfter:
 
 def one_error_line(proc: subprocess.CompletedProcess) -> str:
     lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
-    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("cooplab: error:"), (proc.returncode, proc.stderr)
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("cooplab: error:"), (
+        proc.returncode,
+        proc.stderr,
+    )
     return lines[0]
 
 
@@ -73,14 +78,33 @@ def test_a_second_process_stops_at_once_and_a_killed_holder_leaves_no_stale_lock
     hold = HoldAfter(2)
     with MisbehavingServer(hold) as server:
         out = tmp_path / "run"
-        run = cooplab("run", "cpr", "--agents", "llm", "--model", "openai:m", "--base-url", server.url, "--n-agents", 2, "--rounds", 3,
-                      "--cache", "off", "--out", out, "-q")
+        run = cooplab(
+            "run",
+            "cpr",
+            "--agents",
+            "llm",
+            "--model",
+            "openai:m",
+            "--base-url",
+            server.url,
+            "--n-agents",
+            2,
+            "--rounds",
+            3,
+            "--cache",
+            "off",
+            "--out",
+            out,
+            "-q",
+        )
         first = subprocess.Popen(run, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             # the first process holds the lock: it is inside a model call, with a checkpoint written
             wait_for(lambda: hold.holding.is_set() and checkpoints(out) >= 1, first)
 
-            second = subprocess.run(cooplab("resume", out, "-q"), env=env, capture_output=True, text=True, timeout=TIMEOUT)
+            second = subprocess.run(
+                cooplab("resume", out, "-q"), env=env, capture_output=True, text=True, timeout=TIMEOUT
+            )
             line = one_error_line(second)
             assert f"{out} is in use by another cooplab process (pid {first.pid})" in line, line
 
@@ -93,8 +117,9 @@ def test_a_second_process_stops_at_once_and_a_killed_holder_leaves_no_stale_lock
         server.mode = "ok"
         server.release.set()
 
-        resumed = subprocess.run(cooplab("resume", out, "-q", "--json"), env=env, capture_output=True, text=True,
-                                 timeout=TIMEOUT)
+        resumed = subprocess.run(
+            cooplab("resume", out, "-q", "--json"), env=env, capture_output=True, text=True, timeout=TIMEOUT
+        )
         assert resumed.returncode == 0, resumed.stderr
         assert json.loads(resumed.stdout)["status"] == "completed"
 
@@ -111,13 +136,26 @@ with locked(Path(sys.argv[1])):
 
 def test_a_sweep_cell_another_process_writes_fails_alone_then_runs_once_it_is_free(tmp_path, env):
     script = tmp_path / "s.json"
-    script.write_text(json.dumps({"answers": ['{"effort": 0.2, "punish": null, "vote": 1, "belief": "b", "proposal": "p"}']}))
+    script.write_text(
+        json.dumps({"answers": ['{"effort": 0.2, "punish": null, "vote": 1, "belief": "b", "proposal": "p"}']})
+    )
     cfg = tmp_path / "sweep.json"
-    cfg.write_text(json.dumps({"task": "cpr", "out": "out", "seeds": [0, 1], "analysis": False,
-                               "fixed": {"agents": "llm", "model": f"scripted:{script}", "n_agents": 2, "rounds": 1, "cache": "off"}}))
+    cfg.write_text(
+        json.dumps(
+            {
+                "task": "cpr",
+                "out": "out",
+                "seeds": [0, 1],
+                "analysis": False,
+                "fixed": {"agents": "llm", "model": f"scripted:{script}", "n_agents": 2, "rounds": 1, "cache": "off"},
+            }
+        )
+    )
     cell = tmp_path / "out" / "cells" / "s1"
     cell.mkdir(parents=True)
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(cell)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(cell)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         busy = subprocess.run(cooplab("sweep", cfg, "--json"), env=env, capture_output=True, text=True, timeout=TIMEOUT)
@@ -184,12 +222,17 @@ def test_a_profile_whose_game_another_process_writes_is_one_line(tmp_path, env):
     assert subprocess.run(args, env=env, capture_output=True, text=True, timeout=TIMEOUT).returncode == 0
     game = out / "games" / "weakest-link"
     (game / "summary.json").unlink()  # as if it had been interrupted: the next profile resumes it
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(game)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(game)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         busy = subprocess.run(args, env=env, capture_output=True, text=True, timeout=TIMEOUT)
         line = one_error_line(busy)
-        assert f"{game} is in use by another cooplab process (pid {holder.pid})" in line and "internal error" not in busy.stderr
+        assert (
+            f"{game} is in use by another cooplab process (pid {holder.pid})" in line
+            and "internal error" not in busy.stderr
+        )
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait()

@@ -70,7 +70,9 @@ def test_old_summaries_open_typed_and_write_back_the_same(name, tmp_path):
     assert s.status == doc["status"] and s.task == doc["task"]
     if doc["status"] != "failed":
         assert isinstance(s.results, task.Results) and task.Results is not runfiles.FreeResults
-        assert not s.results.model_extra, f"fields the {doc['task']} results model does not name: {sorted(s.results.model_extra)}"
+        assert not s.results.model_extra, (
+            f"fields the {doc['task']} results model does not name: {sorted(s.results.model_extra)}"
+        )
     assert s.as_json() == {**doc, "version": runfiles.SUMMARY_VERSION}
     runfiles.write_summary(tmp_path, s)  # what is written reads back the same
     assert read(tmp_path, json.loads((tmp_path / "summary.json").read_text())).as_json() == s.as_json()
@@ -100,7 +102,12 @@ def test_each_missing_field_is_one_line(tmp_path):
     """Every field a run writes is required, but those written only when they apply (a stopped
     run's message, a failed run's log, the decisions of a run that made some). A version-1 file
     lacks the fields added since (``Results.since_v1``: "not recorded"); a version-2 file must have them."""
-    optional = {"message", "error_log", "decisions", "convergence"}  # convergence: a game run without simulations has none
+    optional = {
+        "message",
+        "error_log",
+        "decisions",
+        "convergence",
+    }  # convergence: a game run without simulations has none
     for name in FIXTURES:
         doc = raw(name)
         since_v1 = set(registry.get(doc["task"]).Results.since_v1)
@@ -108,39 +115,51 @@ def test_each_missing_field_is_one_line(tmp_path):
             for key in doc:
                 if key in optional or (version is None and key in since_v1):
                     continue
-                damaged_doc = {k: v for k, v in doc.items() if k != key} | ({} if version is None else {"version": version})
+                damaged_doc = {k: v for k, v in doc.items() if k != key} | (
+                    {} if version is None else {"version": version}
+                )
                 with pytest.raises(RunDirError) as got:
                     read(tmp_path, damaged_doc)
                 line = str(got.value)
-                assert "\n" not in line and line.startswith(str(tmp_path / "summary.json")) and key in line, (name, key, line)
+                assert "\n" not in line and line.startswith(str(tmp_path / "summary.json")) and key in line, (
+                    name,
+                    key,
+                    line,
+                )
 
 
-@pytest.mark.parametrize("doc, says", [
-    ("[1, 2]", "must be a JSON object"),
-    ("{", "not valid JSON"),
-    ("", "not valid JSON"),
-    ("{}", "task"),
-    ('{"version": 99, "task": "cpr"}', "version 99"),
-    ('{"version": "2", "task": "cpr"}', "version \"2\""),
-])
+@pytest.mark.parametrize(
+    "doc, says",
+    [
+        ("[1, 2]", "must be a JSON object"),
+        ("{", "not valid JSON"),
+        ("", "not valid JSON"),
+        ("{}", "task"),
+        ('{"version": 99, "task": "cpr"}', "version 99"),
+        ('{"version": "2", "task": "cpr"}', 'version "2"'),
+    ],
+)
 def test_whole_file_damage_is_one_line(tmp_path, doc, says):
     with pytest.raises(RunDirError) as got:
         read(tmp_path, doc)
     assert "\n" not in str(got.value) and says in str(got.value)
 
 
-@pytest.mark.parametrize("path, new, says", [
-    (("ledger", "calls"), 10**30, "ledger.calls"),  # huge
-    (("ledger", "calls"), -1, "ledger.calls"),  # negative
-    (("ledger", "cached_calls"), 10**6, "cached_calls"),  # more than the calls
-    (("ledger", "cost_usd"), "Infinity", "ledger.cost_usd"),  # an exact amount that is not finite
-    (("ledger", "cost_usd"), "1e999999999", "ledger.cost_usd"),
-    (("survival_time", "mean"), float("inf"), "survival_time.mean"),
-    (("message",), "x" * (runfiles.MAX_TEXT + 1), "message"),  # longer than any line cooplab writes
-    (("status",), "done", "status"),
-    (("seed",), 2**64, "seed"),
-    (("collapse", "x" * 1000), 1, "collapse"),  # a name longer than any
-])
+@pytest.mark.parametrize(
+    "path, new, says",
+    [
+        (("ledger", "calls"), 10**30, "ledger.calls"),  # huge
+        (("ledger", "calls"), -1, "ledger.calls"),  # negative
+        (("ledger", "cached_calls"), 10**6, "cached_calls"),  # more than the calls
+        (("ledger", "cost_usd"), "Infinity", "ledger.cost_usd"),  # an exact amount that is not finite
+        (("ledger", "cost_usd"), "1e999999999", "ledger.cost_usd"),
+        (("survival_time", "mean"), float("inf"), "survival_time.mean"),
+        (("message",), "x" * (runfiles.MAX_TEXT + 1), "message"),  # longer than any line cooplab writes
+        (("status",), "done", "status"),
+        (("seed",), 2**64, "seed"),
+        (("collapse", "x" * 1000), 1, "collapse"),  # a name longer than any
+    ],
+)
 def test_hostile_values_are_one_line(tmp_path, path, new, says):
     doc = raw("cpr-llm")
     with pytest.raises(RunDirError) as got:
@@ -168,5 +187,8 @@ def test_run_open_says_one_line_for_a_damaged_summary(tmp_path):
     (tmp_path / "summary.json").write_text(json.dumps(put(raw("cpr-rule"), ("efficiency", "values", 1), "high")))
     with pytest.raises(RunDirError) as got:
         cooplab.Run.open(tmp_path)
-    assert str(got.value) == f"{tmp_path / 'summary.json'}: efficiency.values.1: Input should be a valid number (got \"high\")"
+    assert (
+        str(got.value)
+        == f'{tmp_path / "summary.json"}: efficiency.values.1: Input should be a valid number (got "high")'
+    )
     assert not math.isnan(0.0)

@@ -57,7 +57,9 @@ def test_cells_together_spend_at_most_the_sweep_budget_and_the_rest_start_on_a_r
     assert res["sweep_budget"]["usd"] == SWEEP_BUDGET and res["sweep_budget"]["spent_usd"] == pytest.approx(spent(out))
 
     code, again = run(sweep_file(tmp_path, 0.01), capsys)  # a larger cap: the rest start, the finished are skipped
-    assert code == 0 and sorted(again["ran"]) == sorted(res["not_started"]) and sorted(again["skipped"]) == sorted(started)
+    assert (
+        code == 0 and sorted(again["ran"]) == sorted(res["not_started"]) and sorted(again["skipped"]) == sorted(started)
+    )
     assert spent(out) <= 0.01 and not again["not_started"]
 
 
@@ -66,7 +68,11 @@ def test_the_cli_says_how_many_cells_the_sweep_budget_left_out(tmp_path, capsys)
     out, _ = capsys.readouterr()
     assert code == 0
     last = out.strip().splitlines()[-1]
-    assert "3 ran" in last and "1 not started (sweep_budget $0.0015: $0.000" in last and "raise it and run the sweep again" in last, last
+    assert (
+        "3 ran" in last
+        and "1 not started (sweep_budget $0.0015: $0.000" in last
+        and "raise it and run the sweep again" in last
+    ), last
 
 
 def test_a_sweep_budget_smaller_than_one_cell_starts_nothing(tmp_path, capsys):
@@ -82,10 +88,15 @@ def test_the_per_cell_budget_alone_still_caps_each_cell(tmp_path, capsys):
         assert json.loads(p.read_text())["ledger"]["cost_usd_float"] <= CELL_BUDGET
 
 
-@pytest.mark.parametrize("value, needle", [
-    (-1, "sweep_budget must be a finite number in [0, 1000000] (USD"), ("lots", "sweep_budget must be"), (True, "sweep_budget must be"),
-    (1e300, "sweep_budget must be a finite number"),
-])
+@pytest.mark.parametrize(
+    "value, needle",
+    [
+        (-1, "sweep_budget must be a finite number in [0, 1000000] (USD"),
+        ("lots", "sweep_budget must be"),
+        (True, "sweep_budget must be"),
+        (1e300, "sweep_budget must be a finite number"),
+    ],
+)
 def test_bad_sweep_budgets_are_one_line(tmp_path, capsys, value, needle):
     cfg = sweep_file(tmp_path, 1.0)
     raw = json.loads(cfg.read_text())
@@ -115,6 +126,7 @@ def test_a_cell_interrupted_without_a_summary_counts_at_its_whole_budget(tmp_pat
 
 def test_the_sweep_budget_holds_on_the_ray_executor(tmp_path, capsys):
     import ray  # noqa: F401 - test.sh installs every extra; a missing Ray fails here
+
     out = tmp_path / "out"
     code, res = run(sweep_file(tmp_path, SWEEP_BUDGET), capsys, "--executor", "ray")
     assert code == 0 and res["executor"] == "ray"
@@ -129,8 +141,16 @@ def test_a_failed_runs_summary_keeps_what_it_paid(tmp_path):
     from cooplab.runs.runner import _restored_totals
 
     def entry(i: int) -> dict:
-        return Entry(call_id=f"c{i}", model="scripted:x", agent="0", round=1, phase="harvest", input_tokens=1000, output_tokens=100,
-                     cost=str(Decimal("0.0008") + Decimal(i) / 10**6)).as_dict()
+        return Entry(
+            call_id=f"c{i}",
+            model="scripted:x",
+            agent="0",
+            round=1,
+            phase="harvest",
+            input_tokens=1000,
+            output_tokens=100,
+            cost=str(Decimal("0.0008") + Decimal(i) / 10**6),
+        ).as_dict()
 
     recorded = [entry(1), entry(2)]
     (tmp_path / JOURNAL_FILE).write_text("".join(json.dumps(e) + "\n" for e in [*recorded, entry(3)]))

@@ -33,7 +33,9 @@ EXE = str(Path(sys.executable).parent / "cooplab")
 RAY = str(Path(sys.executable).parent / "ray")
 
 if os.environ.get("CI") and shutil.which(RAY) is None and not Path(RAY).exists():
-    pytest.fail("Ray is not installed: scripts/setup.sh installs the 'ray' extra (pip install -e .[ray])", pytrace=False)
+    pytest.fail(
+        "Ray is not installed: scripts/setup.sh installs the 'ray' extra (pip install -e .[ray])", pytrace=False
+    )
 ray = pytest.importorskip("ray", reason="the Ray executor needs 'pip install cooplab[ray]'")
 
 #: summary fields that depend on when and where a cell ran, not on what it computed
@@ -53,12 +55,18 @@ def numbers(obj, prefix=""):
 
 
 def summaries(out: Path) -> dict[str, dict]:
-    return {p.parent.name: dict(numbers(json.loads(p.read_text()))) for p in sorted((out / "cells").glob("*/summary.json"))}
+    return {
+        p.parent.name: dict(numbers(json.loads(p.read_text()))) for p in sorted((out / "cells").glob("*/summary.json"))
+    }
 
 
 def table(out: Path) -> pd.DataFrame:
     df = pd.read_csv(out / "table.csv")
-    return df[[c for c in df.columns if not any(s in c.lower() for s in _VOLATILE)]].sort_values(df.columns[0]).reset_index(drop=True)
+    return (
+        df[[c for c in df.columns if not any(s in c.lower() for s in _VOLATILE)]]
+        .sort_values(df.columns[0])
+        .reset_index(drop=True)
+    )
 
 
 def script(tmp_path: Path, name: str, latency: float = 0.0) -> Path:
@@ -69,21 +77,49 @@ def script(tmp_path: Path, name: str, latency: float = 0.0) -> Path:
     return f
 
 
-def cpr_config(tmp_path: Path, out: Path, *, latency: float = 0.0, rounds: int = 3, cache: str = "off",
-               ablations: tuple[str, ...] = ("full", "neither")) -> Path:
+def cpr_config(
+    tmp_path: Path,
+    out: Path,
+    *,
+    latency: float = 0.0,
+    rounds: int = 3,
+    cache: str = "off",
+    ablations: tuple[str, ...] = ("full", "neither"),
+) -> Path:
     a = script(tmp_path, "cautious", latency)
     b = script(tmp_path, "greedy", latency)
-    c = {"task": "cpr", "out": str(out), "fixed": {"agents": "llm", "env": "harsh", "population": "mixed", "replicates": 2, "n_agents": 3,
-                                                   "rounds": rounds, "cache": cache, "max_concurrency": 1},
-         "grid": {"model": [f"scripted:{a}", f"scripted:{b}"], "ablation": list(ablations)}, "seeds": [3], "parallel": 2}
+    c = {
+        "task": "cpr",
+        "out": str(out),
+        "fixed": {
+            "agents": "llm",
+            "env": "harsh",
+            "population": "mixed",
+            "replicates": 2,
+            "n_agents": 3,
+            "rounds": rounds,
+            "cache": cache,
+            "max_concurrency": 1,
+        },
+        "grid": {"model": [f"scripted:{a}", f"scripted:{b}"], "ablation": list(ablations)},
+        "seeds": [3],
+        "parallel": 2,
+    }
     p = tmp_path / f"{out.name}.json"
     p.write_text(json.dumps(c))
     return p
 
 
 def diners_config(tmp_path: Path, out: Path, **more) -> Path:
-    c = {"task": "diners", "out": str(out), "fixed": {"agents": "rule", "iterations": 3, "replicates": 4},
-         "grid": {"pk": ["3:1", "6:1"]}, "seeds": [0, 1], "parallel": 2, **more}
+    c = {
+        "task": "diners",
+        "out": str(out),
+        "fixed": {"agents": "rule", "iterations": 3, "replicates": 4},
+        "grid": {"pk": ["3:1", "6:1"]},
+        "seeds": [0, 1],
+        "parallel": 2,
+        **more,
+    }
     p = tmp_path / f"{out.name}.json"
     p.write_text(json.dumps(c))
     return p
@@ -105,10 +141,32 @@ def test_a_diners_grid_runs_every_cell_once_then_skips_them(tmp_path, capsys):
     assert len(t) == 4 and set(t["status"]) == {"completed"} and sorted(t["pk"]) == ["3:1", "3:1", "6:1", "6:1"]
     for _, row in t.iterrows():  # each cell ran exactly the options of its grid point
         cfg = json.loads((out / "cells" / row["cell"] / "config.json").read_text())
-        assert cfg["task"] == "diners" and cfg["params"]["pk"] == row["pk"] and cfg["seed"] == row["seed"] and cfg["params"]["iterations"] == 3
+        assert (
+            cfg["task"] == "diners"
+            and cfg["params"]["pk"] == row["pk"]
+            and cfg["seed"] == row["seed"]
+            and cfg["params"]["iterations"] == 3
+        )
     # a cell equals the same run made by hand
-    code = main(["run", "diners", "--agents", "rule", "--iterations", "3", "--replicates", "4", "--pk", "6:1", "--seed", "1",
-                 "--out", str(tmp_path / "by-hand"), "-q"])
+    code = main(
+        [
+            "run",
+            "diners",
+            "--agents",
+            "rule",
+            "--iterations",
+            "3",
+            "--replicates",
+            "4",
+            "--pk",
+            "6:1",
+            "--seed",
+            "1",
+            "--out",
+            str(tmp_path / "by-hand"),
+            "-q",
+        ]
+    )
     assert code == 0
     capsys.readouterr()
     by_hand = dict(numbers(json.loads((tmp_path / "by-hand" / "summary.json").read_text())))
@@ -134,7 +192,11 @@ def test_an_interrupted_cell_is_resumed_not_restarted(tmp_path, capsys):
 @pytest.mark.parametrize("executor", ["local", "ray"])
 def test_a_failing_cell_is_recorded_and_the_others_finish(tmp_path, executor, ray_local):
     good = grid.jobs(grid.load(json.loads(diners_config(tmp_path, tmp_path / "d", seeds=[0]).read_text()), "t"))
-    bad = sweeps.job(tmp_path / "d" / "cells" / "broken", "diners", {**good[0]["config"], "params": {**good[0]["config"]["params"], "groups": "not a group list"}})
+    bad = sweeps.job(
+        tmp_path / "d" / "cells" / "broken",
+        "diners",
+        {**good[0]["config"], "params": {**good[0]["config"]["params"], "groups": "not a group list"}},
+    )
     res = sweeps.run_jobs([*good, bad], parallel=2, noun="cell", executor=executor)
     assert sorted(res["ran"]) == sorted(Path(j["dir"]).name for j in good)
     assert [f["cell"] for f in res["failed"]] == ["broken"] and "\n" not in res["failed"][0]["error"]
@@ -143,32 +205,35 @@ def test_a_failing_cell_is_recorded_and_the_others_finish(tmp_path, executor, ra
     assert all(rows[Path(j["dir"]).name]["status"] == "completed" for j in good)
 
 
-@pytest.mark.parametrize("change,needle", [
-    ({"grid": []}, "grid must be an object"),
-    ({"grid": {"pk": []}}, "non-empty list"),
-    ({"grid": {"pk": [True]}}, "--pk and --groups are text"),
-    ({"grid": {"pk": [float("nan")]}}, "values must be finite"),
-    ({"grid": {"pk": [[1, 2]]}}, "--pk and --groups are text"),
-    ({"grid": {"out": ["x"]}}, "out is set by the sweep"),
-    ({"fixed": {"seed": 3}}, "seed is set by the sweep"),
-    ({"fixed": "--agents rule"}, "fixed must be an object"),
-    ({"fixed": {"pk": "3:1"}}, "'pk' is both in fixed and grid"),
-    ({"fixed": {"agents": "rule", "replicates": 4, "iterations": 3, "model": 5}}, "cell pk-3-1__s0"),
-    ({"seeds": []}, "seeds must be a non-empty list"),
-    ({"seeds": [1, 1]}, "duplicates"),
-    ({"seeds": [-1]}, "seeds"),
-    ({"seeds": ["0"]}, "seeds must be a non-empty list of integers"),
-    ({"parallel": 0}, "parallel"),
-    ({"parallel": 10**9}, "parallel"),
-    ({"parallel": 2.5}, "parallel"),
-    ({"task": "nope"}, "task 'nope' is not installed"),
-    ({"task": 3}, "task must be a non-empty string"),
-    ({"grid": {"pk": ["9:x"]}}, "cell pk-9-x__s0"),
-    ({"grid": {"bogus": [1]}}, "has no option 'bogus'"),
-    ({"grid": {"iterations": [-3]}, "fixed": {}}, "--iterations"),
-    ({"grid": {"pk": ["3:1"], "iterations": [1] * 3}, "fixed": {}}, "share the directory"),
-    ({"unknown": 1}, "unknown"),
-])
+@pytest.mark.parametrize(
+    "change,needle",
+    [
+        ({"grid": []}, "grid must be an object"),
+        ({"grid": {"pk": []}}, "non-empty list"),
+        ({"grid": {"pk": [True]}}, "--pk and --groups are text"),
+        ({"grid": {"pk": [float("nan")]}}, "values must be finite"),
+        ({"grid": {"pk": [[1, 2]]}}, "--pk and --groups are text"),
+        ({"grid": {"out": ["x"]}}, "out is set by the sweep"),
+        ({"fixed": {"seed": 3}}, "seed is set by the sweep"),
+        ({"fixed": "--agents rule"}, "fixed must be an object"),
+        ({"fixed": {"pk": "3:1"}}, "'pk' is both in fixed and grid"),
+        ({"fixed": {"agents": "rule", "replicates": 4, "iterations": 3, "model": 5}}, "cell pk-3-1__s0"),
+        ({"seeds": []}, "seeds must be a non-empty list"),
+        ({"seeds": [1, 1]}, "duplicates"),
+        ({"seeds": [-1]}, "seeds"),
+        ({"seeds": ["0"]}, "seeds must be a non-empty list of integers"),
+        ({"parallel": 0}, "parallel"),
+        ({"parallel": 10**9}, "parallel"),
+        ({"parallel": 2.5}, "parallel"),
+        ({"task": "nope"}, "task 'nope' is not installed"),
+        ({"task": 3}, "task must be a non-empty string"),
+        ({"grid": {"pk": ["9:x"]}}, "cell pk-9-x__s0"),
+        ({"grid": {"bogus": [1]}}, "has no option 'bogus'"),
+        ({"grid": {"iterations": [-3]}, "fixed": {}}, "--iterations"),
+        ({"grid": {"pk": ["3:1"], "iterations": [1] * 3}, "fixed": {}}, "share the directory"),
+        ({"unknown": 1}, "unknown"),
+    ],
+)
 def test_bad_task_sweep_configs_are_one_line_errors(tmp_path, capsys, change, needle):
     cfg = json.loads(diners_config(tmp_path, tmp_path / "d").read_text())
     cfg.update(change)
@@ -179,12 +244,15 @@ def test_bad_task_sweep_configs_are_one_line_errors(tmp_path, capsys, change, ne
     assert not (tmp_path / "d").exists()  # nothing ran
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--executor", "dask"], "--executor must be one of local, ray"),
-    (["--address", "auto"], "--address is for --executor ray"),
-    (["--executor", "ray", "--address", "no-port"], "--address must be auto or HOST:PORT"),
-    (["--executor", "ray", "--address", "h:99999"], "--address must be auto or HOST:PORT"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--executor", "dask"], "--executor must be one of local, ray"),
+        (["--address", "auto"], "--address is for --executor ray"),
+        (["--executor", "ray", "--address", "no-port"], "--address must be auto or HOST:PORT"),
+        (["--executor", "ray", "--address", "h:99999"], "--address must be auto or HOST:PORT"),
+    ],
+)
 def test_bad_executor_options_are_one_line_errors(tmp_path, capsys, args, needle):
     code, _, err = sweep([str(diners_config(tmp_path, tmp_path / "d")), *args], capsys)
     assert code == 2 and err.count("\n") == 1 and needle in err, err
@@ -195,9 +263,24 @@ def test_a_cluster_that_is_not_there_is_one_line(tmp_path, capsys):
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    p = subprocess.run([EXE, "sweep", str(diners_config(tmp_path, tmp_path / "d")), "--executor", "ray", "--address", f"127.0.0.1:{port}", "-q"],
-                       capture_output=True, text=True, timeout=300)
-    assert p.returncode == 2 and "cannot reach a Ray cluster" in p.stderr and "Traceback" not in p.stderr, p.stderr[-600:]
+    p = subprocess.run(
+        [
+            EXE,
+            "sweep",
+            str(diners_config(tmp_path, tmp_path / "d")),
+            "--executor",
+            "ray",
+            "--address",
+            f"127.0.0.1:{port}",
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 2 and "cannot reach a Ray cluster" in p.stderr and "Traceback" not in p.stderr, p.stderr[
+        -600:
+    ]
 
 
 # --- Ray ---------------------------------------------------------------------------------------
@@ -241,8 +324,20 @@ def test_science_sweep_on_ray_equals_the_local_executor(tmp_path, capsys, ray_lo
     Ray is exercised by benchmarks/bench_sweep.py)."""
     for name, ex in (("loc", "local"), ("ray", "ray")):
         cfg = tmp_path / f"{name}.json"
-        cfg.write_text(json.dumps({"task": "science", "out": str(tmp_path / name), "team": "oracle", "science_tasks": ["ecology"],
-                                   "simulations": 2, "sandbox_backend": "local", "parallel": 2, "llm": {"cache": "off"}}))
+        cfg.write_text(
+            json.dumps(
+                {
+                    "task": "science",
+                    "out": str(tmp_path / name),
+                    "team": "oracle",
+                    "science_tasks": ["ecology"],
+                    "simulations": 2,
+                    "sandbox_backend": "local",
+                    "parallel": 2,
+                    "llm": {"cache": "off"},
+                }
+            )
+        )
         code, res, err = sweep([str(cfg), "--executor", ex], capsys)
         assert code == 0 and len(res["ran"]) == 2 and res["executor"] == ex, err
         assert Path(res["table_csv"]).exists() and Path(res["scores_csv"]).exists()
@@ -268,10 +363,14 @@ def test_a_worker_killed_mid_cell_is_retried_and_resumes_nothing_lost_nothing_pa
     # two cells of two different models: their cache keys differ (a key names the model and the
     # agent), so every row of the shared cache belongs to exactly one cell's calls
     one = ("full",)
-    ref = run_sweep(load_config(cpr_config(tmp_path, tmp_path / "ref", rounds=6, cache=str(tmp_path / "c1.sqlite"), ablations=one)),
-                    executor="local")
+    ref = run_sweep(
+        load_config(cpr_config(tmp_path, tmp_path / "ref", rounds=6, cache=str(tmp_path / "c1.sqlite"), ablations=one)),
+        executor="local",
+    )
     assert len(ref["ran"]) == 2
-    cfg = load_config(cpr_config(tmp_path, tmp_path / "run", latency=0.03, rounds=6, cache=str(tmp_path / "c2.sqlite"), ablations=one))
+    cfg = load_config(
+        cpr_config(tmp_path, tmp_path / "run", latency=0.03, rounds=6, cache=str(tmp_path / "c2.sqlite"), ablations=one)
+    )
     cache = tmp_path / "c2.sqlite"
     box: dict = {}
     th = threading.Thread(target=lambda: box.update(run_sweep(cfg, executor="ray")))
@@ -329,10 +428,16 @@ def test_a_worker_killed_mid_cell_is_retried_and_resumes_nothing_lost_nothing_pa
         # replays are cache hits, and they read no prompt (the local model's prompt_reuse counts live calls only)
         same = lambda d: {k: v for k, v in d.items() if "cache" not in k and "prompt_reuse" not in k}  # noqa: E731
         assert same(a[cell]) == same(b[cell]), cell
-    assert sum(v for s in b.values() for k, v in s.items() if k == ".llm.cache_hits") > 0  # the retry replayed calls made before the kill
+    assert (
+        sum(v for s in b.values() for k, v in s.items() if k == ".llm.cache_hits") > 0
+    )  # the retry replayed calls made before the kill
     for cell in a:
-        da = pd.read_parquet(tmp_path / "ref" / "cells" / cell / "decisions.parquet").drop(columns=["latency", "cached_calls"])
-        db = pd.read_parquet(tmp_path / "run" / "cells" / cell / "decisions.parquet").drop(columns=["latency", "cached_calls"])
+        da = pd.read_parquet(tmp_path / "ref" / "cells" / cell / "decisions.parquet").drop(
+            columns=["latency", "cached_calls"]
+        )
+        db = pd.read_parquet(tmp_path / "run" / "cells" / cell / "decisions.parquet").drop(
+            columns=["latency", "cached_calls"]
+        )
         pd.testing.assert_frame_equal(da, db)
 
 
@@ -349,12 +454,22 @@ def ray_cluster(tmp_path):
     subprocess.run([RAY, "get-auth-token", "--generate"], env=env, capture_output=True, timeout=60)
     common = ["--num-cpus", "1", "--disable-usage-stats"]
     try:
-        h = subprocess.run([RAY, "start", "--head", "--port", str(port), "--include-dashboard", "false", *common],
-                           env=env, capture_output=True, text=True, timeout=180)
+        h = subprocess.run(
+            [RAY, "start", "--head", "--port", str(port), "--include-dashboard", "false", *common],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         assert h.returncode == 0, h.stderr[-800:]
-        address = next(line.split("--address=")[1].strip().strip("'\"") for line in h.stdout.splitlines() + h.stderr.splitlines()
-                       if "ray start --address=" in line)
-        w = subprocess.run([RAY, "start", "--address", address, *common], env=env, capture_output=True, text=True, timeout=180)
+        address = next(
+            line.split("--address=")[1].strip().strip("'\"")
+            for line in h.stdout.splitlines() + h.stderr.splitlines()
+            if "ray start --address=" in line
+        )
+        w = subprocess.run(
+            [RAY, "start", "--address", address, *common], env=env, capture_output=True, text=True, timeout=180
+        )
         assert w.returncode == 0, w.stderr[-800:]
         yield address, env
     finally:
@@ -363,11 +478,21 @@ def ray_cluster(tmp_path):
 
 def test_a_two_node_ray_start_cluster_gives_the_local_table(tmp_path, ray_cluster):
     address, env = ray_cluster
-    cfg_loc, cfg_ray = cpr_config(tmp_path, tmp_path / "loc", latency=0.01), cpr_config(tmp_path, tmp_path / "ray", latency=0.01)
-    loc = subprocess.run([EXE, "sweep", str(cfg_loc), "--no-analysis", "--json"], capture_output=True, text=True, timeout=600, env=env)
+    cfg_loc, cfg_ray = (
+        cpr_config(tmp_path, tmp_path / "loc", latency=0.01),
+        cpr_config(tmp_path, tmp_path / "ray", latency=0.01),
+    )
+    loc = subprocess.run(
+        [EXE, "sweep", str(cfg_loc), "--no-analysis", "--json"], capture_output=True, text=True, timeout=600, env=env
+    )
     assert loc.returncode == 0, loc.stderr[-800:]
-    p = subprocess.run([EXE, "sweep", str(cfg_ray), "--executor", "ray", "--address", address, "--no-analysis", "--json"],
-                       capture_output=True, text=True, timeout=600, env=env)
+    p = subprocess.run(
+        [EXE, "sweep", str(cfg_ray), "--executor", "ray", "--address", address, "--no-analysis", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert p.returncode == 0, p.stderr[-800:]
     res = json.loads(p.stdout)
     assert res["ray"]["nodes"] == 2 and res["ray"]["cpus"] == 2 and len(res["ran"]) == 4

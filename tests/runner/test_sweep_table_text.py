@@ -4,7 +4,9 @@ from cooplab.runs.sweeps import format_table
 
 
 def test_headers_are_never_cut():
-    rows = [{"cell": "harsh__full__s0", "status": "completed", "survival_time.mean": 5.0, "ledger.cost_usd_float": 0.00725}]
+    rows = [
+        {"cell": "harsh__full__s0", "status": "completed", "survival_time.mean": 5.0, "ledger.cost_usd_float": 0.00725}
+    ]
     lines = format_table(rows, ["cell", "status", "survival_time.mean", "ledger.cost_usd_float"])
     assert lines[0].split() == ["cell", "status", "survival_time.mean", "ledger.cost_usd_float"]
     assert lines[1].split() == ["harsh__full__s0", "completed", "5", "0.00725"]

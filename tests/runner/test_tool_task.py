@@ -45,8 +45,16 @@ class AnalystTask(Task):
 
     def build(self, config, *, checkpointer=None):
         g = StateGraph(TeamState, context_schema=CoopContext)
-        g.add_node("analyst", tool_agent_node("data.lead", [run_code_tool()], lambda s: [HumanMessage(content="compute 6 x 7")],
-                                              team="data", ledger_key="ledger"))
+        g.add_node(
+            "analyst",
+            tool_agent_node(
+                "data.lead",
+                [run_code_tool()],
+                lambda s: [HumanMessage(content="compute 6 x 7")],
+                team="data",
+                ledger_key="ledger",
+            ),
+        )
         g.add_edge(START, "analyst")
         g.add_edge("analyst", END)
         return g.compile(checkpointer=checkpointer, name=self.name)
@@ -68,10 +76,12 @@ def runs_of(run_dir: Path) -> list[Run]:
 
 
 def script(path: Path) -> Path:
-    answers = [{"tool_calls": [{"name": "run_code", "args": {"code": "x = 6 * 7\nx"}}], "usage": USAGE},
-               {"tool_calls": [{"name": "run_code", "args": {"code": "x + 1"}}], "usage": USAGE},
-               {"tool_calls": [{"name": "run_code", "args": {"code": "x + 2"}}], "usage": USAGE},
-               {"text": "x is 42", "usage": USAGE}]
+    answers = [
+        {"tool_calls": [{"name": "run_code", "args": {"code": "x = 6 * 7\nx"}}], "usage": USAGE},
+        {"tool_calls": [{"name": "run_code", "args": {"code": "x + 1"}}], "usage": USAGE},
+        {"tool_calls": [{"name": "run_code", "args": {"code": "x + 2"}}], "usage": USAGE},
+        {"text": "x is 42", "usage": USAGE},
+    ]
     path.write_text(json.dumps({"answers": answers, "cycle": False}))
     return path
 
@@ -79,10 +89,23 @@ def script(path: Path) -> Path:
 def config(tmp_path: Path, budget: float | None) -> dict[str, Any]:
     from cooplab.agents.settings import LLMSettings
 
-    llm = LLMSettings(model=f"scripted:{script(tmp_path / 's.json')}", temperature=0.0, max_concurrency=1, budget=budget,
-                      cache=str(tmp_path / "cache.sqlite")).resolve()
-    return {"version": 2, "agents": "llm", "seed": 0, "csv": False, "params": {}, "llm": llm.model_dump(mode="json"),
-            "sandbox": {"backend": "docker", "timeout": 20.0, "rate": RATE}, "record": {}}
+    llm = LLMSettings(
+        model=f"scripted:{script(tmp_path / 's.json')}",
+        temperature=0.0,
+        max_concurrency=1,
+        budget=budget,
+        cache=str(tmp_path / "cache.sqlite"),
+    ).resolve()
+    return {
+        "version": 2,
+        "agents": "llm",
+        "seed": 0,
+        "csv": False,
+        "params": {},
+        "llm": llm.model_dump(mode="json"),
+        "sandbox": {"backend": "docker", "timeout": 20.0, "rate": RATE},
+        "record": {},
+    }
 
 
 @pytest.fixture
@@ -102,7 +125,12 @@ def test_a_tool_task_runs_code_in_docker_and_a_budget_cap_mid_loop_ends_it_clean
     ledger = pd.read_parquet(free / "ledger.parquet")
     model_calls = ledger[ledger["kind"] == "tokens"]
     seconds = ledger[ledger["kind"] == "sandbox_seconds"]
-    assert len(model_calls) == 4 and len(seconds) == 3 and (seconds["agent_id"] == "data.lead").all() and (seconds["team"] == "data").all()
+    assert (
+        len(model_calls) == 4
+        and len(seconds) == 3
+        and (seconds["agent_id"] == "data.lead").all()
+        and (seconds["team"] == "data").all()
+    )
     assert all(Decimal(c) > 0 for c in seconds["cost_usd_exact"])  # sandbox time is charged at the run's rate
     tool_msgs = [r for r in runs_of(free) if r.run_type == "tool"]
     assert len(tool_msgs) == 3 and "42" in json.dumps(tool_msgs[0].outputs)
@@ -111,7 +139,9 @@ def test_a_tool_task_runs_code_in_docker_and_a_budget_cap_mid_loop_ends_it_clean
     #    the second model call does not (its reservation is at least its cost, twice the room left).
     #    A run_code reservation bounds timeout + grace + margin + one sandbox restart (start_timeout): ~145 s.
     call_cost = Decimal(str(model_calls["cost_usd_exact"].iloc[0]))
-    budget = float(call_cost + Decimal(200) * Decimal(str(RATE)) + Decimal(str(model_calls["cost_usd_exact"].iloc[1])) / 2)
+    budget = float(
+        call_cost + Decimal(200) * Decimal(str(RATE)) + Decimal(str(model_calls["cost_usd_exact"].iloc[1])) / 2
+    )
     capped = tmp_path / "capped"
     capped.mkdir()
     s2 = runner.start(task, capped, config(tmp_path, budget), quiet=True)
@@ -139,7 +169,6 @@ def test_a_tool_task_runs_code_in_docker_and_a_budget_cap_mid_loop_ends_it_clean
 
 def test_sandbox_settings_of_a_run_are_checked_on_resume(tmp_path, task):
     from cooplab.limits import ConfigError
-
     from cooplab.runs.config import check_stored
 
     good = {"task": task.name, **config(tmp_path, None)}

@@ -38,7 +38,11 @@ PINNED = Path(__file__).parent / "data" / "typed" / "configs.json"
 # --- every bound declared once --------------------------------------------------------------------
 def _models() -> dict[str, type[BaseModel]]:
     """Every settings model of the engine and the built-in tasks (variants and nested models too)."""
-    found: dict[str, type[BaseModel]] = {"LLMSettings": LLMSettings, "SandboxSettings": SandboxSettings, "RunConfig": RunConfig}
+    found: dict[str, type[BaseModel]] = {
+        "LLMSettings": LLMSettings,
+        "SandboxSettings": SandboxSettings,
+        "RunConfig": RunConfig,
+    }
     todo = [registry.get(name).Params for name in registry.BUILTIN]
     while todo:
         model = todo.pop()
@@ -85,15 +89,23 @@ def bounds_not_from_the_caps_table(model: type[BaseModel]) -> list[str]:
     for name, f in model.model_fields.items():
         for kind, meta in _numbers(f.annotation, list(f.metadata)):
             rules = [m for m in meta if isinstance(m, Num)]
-            others = [m for m in meta if isinstance(m, (annotated_types.BaseMetadata, annotated_types.GroupedMetadata))
-                      and not isinstance(m, annotated_types.Len)]
+            others = [
+                m
+                for m in meta
+                if isinstance(m, (annotated_types.BaseMetadata, annotated_types.GroupedMetadata))
+                and not isinstance(m, annotated_types.Len)
+            ]
             if len(rules) != 1:
                 bad.append(f"{model.__name__}.{name}: {len(rules)} rules of the caps table")
                 continue
             rule = rules[0]
             cap = RULES.get(rule.name)
-            if cap is None or (cap.lo is not None and (rule.lo is None or rule.lo < cap.lo)) or \
-                    (cap.hi is not None and (rule.hi is None or rule.hi > cap.hi)) or cap.kind is not rule.kind:
+            if (
+                cap is None
+                or (cap.lo is not None and (rule.lo is None or rule.lo < cap.lo))
+                or (cap.hi is not None and (rule.hi is None or rule.hi > cap.hi))
+                or cap.kind is not rule.kind
+            ):
                 bad.append(f"{model.__name__}.{name}: a rule that is not the caps table's {rule.name!r} (or inside it)")
             if others:
                 bad.append(f"{model.__name__}.{name}: bounded again by {others}")
@@ -102,12 +114,36 @@ def bounds_not_from_the_caps_table(model: type[BaseModel]) -> list[str]:
 
 def test_every_number_of_every_settings_model_takes_its_bound_from_the_caps_table():
     models = _models()
-    assert {"CPRSettings", "DinersParams", "Meal", "GameSettings", "PublicGoodsGameSettings", "ScienceSettings", "Judge"} <= set(models)
+    assert {
+        "CPRSettings",
+        "DinersParams",
+        "Meal",
+        "GameSettings",
+        "PublicGoodsGameSettings",
+        "ScienceSettings",
+        "Judge",
+    } <= set(models)
     problems = [p for m in models.values() for p in bounds_not_from_the_caps_table(m)]
     assert problems == []
-    used = {rule.name for m in models.values() for f in m.model_fields.values() for _, meta in _numbers(f.annotation, list(f.metadata))
-            for rule in meta if isinstance(rule, Num)}
-    assert {"seed", "n-agents", "rounds", "replicates", "budget", "max-tokens", "sandbox-timeout", "param", "tokens"} <= used
+    used = {
+        rule.name
+        for m in models.values()
+        for f in m.model_fields.values()
+        for _, meta in _numbers(f.annotation, list(f.metadata))
+        for rule in meta
+        if isinstance(rule, Num)
+    }
+    assert {
+        "seed",
+        "n-agents",
+        "rounds",
+        "replicates",
+        "budget",
+        "max-tokens",
+        "sandbox-timeout",
+        "param",
+        "tokens",
+    } <= used
     for name, rule in RULES.items():  # the table names itself
         assert rule.name == name
 
@@ -149,9 +185,13 @@ def _fails(capsys, args) -> str:
 def test_a_bad_value_names_the_option_the_keyword_the_sweep_field_and_the_file_field(tmp_path, capsys):
     rule = "a finite number in (0, 1e12]"
     # the command line: the option as typed
-    assert _fails(capsys, ["run", "cpr", "--set", "K=-1", "--out", str(tmp_path / "a")]) == f"--set K must be {rule}, got -1"
+    assert (
+        _fails(capsys, ["run", "cpr", "--set", "K=-1", "--out", str(tmp_path / "a")])
+        == f"--set K must be {rule}, got -1"
+    )
     assert _fails(capsys, ["run", "diners", "--pk", "3:1", "--beta", "5000", "--out", str(tmp_path / "a")]).startswith(
-        "--beta must be a finite number in [0, 1000]")
+        "--beta must be a finite number in [0, 1000]"
+    )
     # Python: the keyword
     with pytest.raises(ConfigError) as e:
         cooplab.run(task="cpr", set={"K": -1}, out=tmp_path / "b", quiet=True)
@@ -166,8 +206,9 @@ def test_a_bad_value_names_the_option_the_keyword_the_sweep_field_and_the_file_f
     sweep = tmp_path / "s.json"
     sweep.write_text(json.dumps({"task": "diners", "out": "sw", "fixed": {"iterations": 2}, "grid": {"beta": [1, -2]}}))
     said = _fails(capsys, ["sweep", str(sweep)])
-    assert said.startswith(f"sweep config {sweep}: cell ") and said.endswith("beta must be a finite number in [0, 1000] "
-                                                                              "(selection strength of the Fermi rule), got -2")
+    assert said.startswith(f"sweep config {sweep}: cell ") and said.endswith(
+        "beta must be a finite number in [0, 1000] (selection strength of the Fermi rule), got -2"
+    )
     assert not (tmp_path / "sw").exists()
     # a damaged config.json: the file and the field
     run = cooplab.run(task="diners", replicates=2, iterations=2, out=tmp_path / "r", quiet=True)
@@ -250,27 +291,81 @@ def test_every_hook_receives_the_typed_configuration_new_resumed_and_llm(tmp_pat
     assert cooplab.resume(run.out, quiet=True).summary["total"] == 3 and "outputs" in SEEN
     SEEN.clear()
     shutil.copy(ROOT / "examples" / "scripted" / "cautious.json", tmp_path / "s.json")
-    run = cooplab.run(task=task.name, agents="llm", model=f"scripted:{tmp_path / 's.json'}", cache="off", out=tmp_path / "llm", quiet=True)
+    run = cooplab.run(
+        task=task.name,
+        agents="llm",
+        model=f"scripted:{tmp_path / 's.json'}",
+        cache="off",
+        out=tmp_path / "llm",
+        quiet=True,
+    )
     assert run.summary["status"] == "completed" and {"n_agents", "llm_phases", "outputs"} <= set(SEEN)
 
 
 # --- config.json: the same JSON, written from the typed configuration and read back into it --------
-GAME_SCRIPT = {"select": "prompt_hash", "by_phase": {"extract": ['{"extract": 2}', '{"extract": 5}', '{"extract": 10}'],
-                                                     "deliberate": ['{"message": "hi"}']}}
+GAME_SCRIPT = {
+    "select": "prompt_hash",
+    "by_phase": {
+        "extract": ['{"extract": 2}', '{"extract": 5}', '{"extract": 10}'],
+        "deliberate": ['{"message": "hi"}'],
+    },
+}
 #: name -> (task, keywords of RunConfig.from_keywords) of data/typed/configs.json (written by the code of 2026-11-27)
 CASES = {
     "cpr-rule": ("cpr", dict(agents="rule", n_agents=5, rounds=6, replicates=3, seed=2)),
-    "cpr-preset": ("cpr", dict(agents="rule", n_agents=5, rounds=2, replicates=2, seed=2, preset="v1", env="rich", population="selfish",
-                               set={"beta": 14})),
-    "cpr-llm": ("cpr", dict(agents="llm", model="scripted:cautious.json", n_agents=3, rounds=3, seed=1, cache="off", budget=1.0,
-                            agent_model=["1=scripted:greedy.json"])),
+    "cpr-preset": (
+        "cpr",
+        dict(
+            agents="rule",
+            n_agents=5,
+            rounds=2,
+            replicates=2,
+            seed=2,
+            preset="v1",
+            env="rich",
+            population="selfish",
+            set={"beta": 14},
+        ),
+    ),
+    "cpr-llm": (
+        "cpr",
+        dict(
+            agents="llm",
+            model="scripted:cautious.json",
+            n_agents=3,
+            rounds=3,
+            seed=1,
+            cache="off",
+            budget=1.0,
+            agent_model=["1=scripted:greedy.json"],
+        ),
+    ),
     "diners-rule": ("diners", dict(iterations=5, replicates=4, seed=3, pk="6:1")),
     "diners-groups": ("diners", dict(iterations=2, replicates=2, seed=3, groups="M,P,E;E,R1,D")),
     "game-nash": ("game", dict(game="public-goods", simulations=4, rounds=3, seed=0)),
-    "game-scripted": ("game", dict(game="weakest-link", players="scripted:wl.json", simulations=2, rounds=2, group_size=3, seed=0)),
-    "game-llm": ("game", dict(agents="llm", game="cpr", model="scripted:game.json", simulations=2, rounds=2, group_size=3, seed=4,
-                              cache="off", deliberation=True, prompt="cot")),
-    "science-oracle": ("science", dict(agents="llm", team="oracle", task="anomaly", seed=5, sandbox_backend="local", cache="off")),
+    "game-scripted": (
+        "game",
+        dict(game="weakest-link", players="scripted:wl.json", simulations=2, rounds=2, group_size=3, seed=0),
+    ),
+    "game-llm": (
+        "game",
+        dict(
+            agents="llm",
+            game="cpr",
+            model="scripted:game.json",
+            simulations=2,
+            rounds=2,
+            group_size=3,
+            seed=4,
+            cache="off",
+            deliberation=True,
+            prompt="cot",
+        ),
+    ),
+    "science-oracle": (
+        "science",
+        dict(agents="llm", team="oracle", task="anomaly", seed=5, sandbox_backend="local", cache="off"),
+    ),
 }
 
 
@@ -288,8 +383,10 @@ def test_config_json_is_what_the_code_before_the_types_wrote_and_reads_back_the_
     assert set(pinned) == set(CASES)
     for name, (task, kw) in CASES.items():
         config = RunConfig.from_keywords(task, **kw).resolve()
-        assert isinstance(config.params, registry.get(task).Params.variants[config.params.game] if task == "game"
-                          else registry.get(task).Params), name
+        assert isinstance(
+            config.params,
+            registry.get(task).Params.variants[config.params.game] if task == "game" else registry.get(task).Params,
+        ), name
         written = config.to_json()
         assert json.dumps(written) == json.dumps(pinned[name]), name  # the same keys in the same order
         back = RunConfig.load(json.loads(json.dumps(written)))
@@ -298,7 +395,14 @@ def test_config_json_is_what_the_code_before_the_types_wrote_and_reads_back_the_
 
 def test_a_value_of_a_stored_config_is_read_by_the_same_rule_as_a_new_one(files):
     pinned = json.loads(PINNED.read_text())
-    for field, bad in (("replicates", 0), ("N", 1), ("T", 10**6), ("alpha", 1.5), ("population", "nobody"), ("punishment", 1)):
+    for field, bad in (
+        ("replicates", 0),
+        ("N", 1),
+        ("T", 10**6),
+        ("alpha", 1.5),
+        ("population", "nobody"),
+        ("punishment", 1),
+    ):
         cfg = json.loads(json.dumps(pinned["cpr-rule"]))
         cfg["params"][field] = bad
         with pytest.raises(ConfigError) as e:
@@ -312,20 +416,40 @@ def test_a_mix_and_an_invader_are_settings_of_the_one_system(files):
     settings: each bad value is one line naming its place, from a keyword and from a file."""
     from cooplab.graphs.invaders import Invader
 
-    assert "mix-count" in {m.name for _, meta in _numbers(LLMSettings.model_fields["model_mix"].annotation, []) for m in meta}
-    config = RunConfig.from_keywords("cpr", agents="llm", model_mix={"scripted:cautious.json": 1, "scripted:greedy.json": 2},
-                                     n_agents=3, rounds=3, cache="off", invader="model:scripted:greedy.json@2:0").resolve()
+    assert "mix-count" in {
+        m.name for _, meta in _numbers(LLMSettings.model_fields["model_mix"].annotation, []) for m in meta
+    }
+    config = RunConfig.from_keywords(
+        "cpr",
+        agents="llm",
+        model_mix={"scripted:cautious.json": 1, "scripted:greedy.json": 2},
+        n_agents=3,
+        rounds=3,
+        cache="off",
+        invader="model:scripted:greedy.json@2:0",
+    ).resolve()
     assert isinstance(config.params.invader, Invader) and config.params.invader.round == 2
     assert config.llm.model_from == {"0@2": "scripted:greedy.json"} and sorted(config.llm.agent_models) == [0, 1, 2]
     written = config.to_json()
-    for where, bad, words in ((("llm", "model_mix"), {"scripted:cautious.json": True, "scripted:greedy.json": 2},
-                               "c.json: llm.model_mix['scripted:cautious.json'] must be an integer in 0.."),
-                              (("llm", "model_mix"), {"scripted:cautious.json": 2, "scripted:greedy.json": 2}, "add up to 4"),
-                              (("llm", "model_from"), {"7@2": "scripted:greedy.json"}, "c.json: llm.model_from['7@2']: agent must be"),
-                              (("params", "invader"), {"kind": "model", "round": 9, "agent": "0", "model": "scripted:greedy.json"},
-                               "c.json: params.invader: the round K must be a whole number in 2..3"),
-                              (("params", "invader"), {"kind": "model", "round": 1.5, "agent": "0", "model": None},
-                               "c.json: params.invader.round must be an integer")):
+    for where, bad, words in (
+        (
+            ("llm", "model_mix"),
+            {"scripted:cautious.json": True, "scripted:greedy.json": 2},
+            "c.json: llm.model_mix['scripted:cautious.json'] must be an integer in 0..",
+        ),
+        (("llm", "model_mix"), {"scripted:cautious.json": 2, "scripted:greedy.json": 2}, "add up to 4"),
+        (("llm", "model_from"), {"7@2": "scripted:greedy.json"}, "c.json: llm.model_from['7@2']: agent must be"),
+        (
+            ("params", "invader"),
+            {"kind": "model", "round": 9, "agent": "0", "model": "scripted:greedy.json"},
+            "c.json: params.invader: the round K must be a whole number in 2..3",
+        ),
+        (
+            ("params", "invader"),
+            {"kind": "model", "round": 1.5, "agent": "0", "model": None},
+            "c.json: params.invader.round must be an integer",
+        ),
+    ):
         cfg = json.loads(json.dumps(written))
         cfg[where[0]][where[1]] = bad
         with pytest.raises(ConfigError) as e:

@@ -19,8 +19,13 @@ class OldFormat(Task):
     def earlier_sweep(self, raw):
         if "old_cells" not in raw:
             return None
-        return "old-format sweep", lambda r, where: {"task": "cpr", "out": r["out"], "fixed": {"rounds": r["old_cells"]},
-                                                    "grid": {"env": ["harsh", "rich"]}, "seeds": [0]}
+        return "old-format sweep", lambda r, where: {
+            "task": "cpr",
+            "out": r["out"],
+            "fixed": {"rounds": r["old_cells"]},
+            "grid": {"env": ["harsh", "rich"]},
+            "seeds": [0],
+        }
 
 
 def test_an_earlier_sweep_format_of_any_task_is_read_through_its_hook(tmp_path, monkeypatch):
@@ -36,7 +41,9 @@ def test_an_earlier_sweep_format_of_any_task_is_read_through_its_hook(tmp_path, 
     assert notice.startswith(f"{f} is in the earlier old-format sweep format; read as a grid sweep")
     from cooplab.runs import sweep_formats
 
-    assert sweep_formats.kind_of({"task": "old-format", "out": "o", "grid": {"x": [1]}}) == "grid"  # the hook says: not mine
+    assert (
+        sweep_formats.kind_of({"task": "old-format", "out": "o", "grid": {"x": [1]}}) == "grid"
+    )  # the hook says: not mine
 
 
 def test_a_task_s_whole_page_is_shown_as_it_returns_it():
@@ -59,7 +66,11 @@ def test_a_task_s_whole_page_is_shown_as_it_returns_it():
 def test_the_built_in_worlds_name_their_agents_and_numbers_through_their_tasks():
     from cooplab.runs import registry
 
-    assert {n: registry.get(n).agent_noun for n in ("cpr", "diners", "game")} == {"cpr": "Fisher", "diners": "Diner", "game": "Player"}
+    assert {n: registry.get(n).agent_noun for n in ("cpr", "diners", "game")} == {
+        "cpr": "Fisher",
+        "diners": "Diner",
+        "game": "Player",
+    }
     for n in ("cpr", "diners", "game", "science"):
         t = registry.get(n)
         assert type(t).explore is not Task.explore and type(t).key_numbers is not Task.key_numbers, n

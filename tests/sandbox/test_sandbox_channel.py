@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import click
-from click.testing import CliRunner
 import pytest
+from click.testing import CliRunner
 from pydantic import ValidationError
 
 from cooplab.cli import main
@@ -35,9 +35,10 @@ def sandbox(args):
     """``cooplab sandbox ARGS`` through the real entry point (cooplab.cli.main), as a CliRunner result."""
     return CliRunner().invoke(_cooplab, ["sandbox", *args])
 
+
 # Every id the worker loop could be answering: the frames of the running call
 # are searched for its request (user code can read anything in its process).
-FIND_IDS = r'''
+FIND_IDS = r"""
 import json, os, sys, time
 def _ids(frame):
     ids = set(range(1, 50))
@@ -50,7 +51,7 @@ def _ids(frame):
 def _fake(i, text="'FAKE'"):
     return ("\n" + json.dumps({"type": "result", "id": i, "status": "ok", "result": text, "error": None,
                                "figures": [], "stdout": "", "stderr": ""}) + "\n").encode()
-'''
+"""
 
 
 def _wait_for(predicate, timeout: float, what: str, step: float = 0.1):
@@ -68,7 +69,9 @@ def _wait_for(predicate, timeout: float, what: str, step: float = 0.1):
 
 
 def test_fake_frame_on_every_fd_then_sleep_times_out(session):
-    code = FIND_IDS + r'''
+    code = (
+        FIND_IDS
+        + r"""
 ids = _ids(sys._getframe())
 for fd in sorted(int(x) for x in os.listdir('/proc/self/fd')):
     for i in ids:
@@ -77,7 +80,8 @@ for fd in sorted(int(x) for x in os.listdir('/proc/self/fd')):
         except OSError:
             pass
 time.sleep(100)
-'''
+"""
+    )
     t = time.monotonic()
     r = session.run_code(code, timeout=1.5)
     assert r.status == "timeout", r
@@ -89,7 +93,9 @@ time.sleep(100)
 
 
 def test_thread_forging_later_calls_is_stopped(session):
-    code = FIND_IDS + r'''
+    code = (
+        FIND_IDS
+        + r"""
 import threading
 def forge():
     main = threading.main_thread().ident
@@ -102,7 +108,8 @@ def forge():
         time.sleep(0.005)
 threading.Thread(target=forge, daemon=True).start()
 'started'
-'''
+"""
+    )
     r = session.run_code(code)
     # the thread outlived its call: the sandbox was restarted, and the call's answer (which the
     # thread could have written) is not trusted
@@ -132,8 +139,10 @@ def test_worker_resumed_by_another_process(session):
     # supervisor kills it and stops the worker again; when its SIGCONT cancels the worker's
     # SIGSTOP before it takes effect, the call never ends and times out.  Either way the
     # code only harms its own call: never a forged answer, and the session goes on.
-    code = ("import os, signal\nparent = os.getpid()\nif os.fork() == 0:\n    while True:\n"
-            "        os.kill(parent, signal.SIGCONT)\n'resumed'")
+    code = (
+        "import os, signal\nparent = os.getpid()\nif os.fork() == 0:\n    while True:\n"
+        "        os.kill(parent, signal.SIGCONT)\n'resumed'"
+    )
     for _ in range(3):
         r = session.run_code(code, timeout=2)
         assert r.status in ("ok", "timeout"), r
@@ -148,8 +157,10 @@ def test_worker_resumed_by_another_process(session):
 
 def test_result_channel_flood_is_bounded(session):
     # 300 MB into the result pipe: neither a crash nor supervisor memory growth
-    code = ("import os\nchunk = b'x' * (1 << 20)\nfor _ in range(150):\n    os.write(4, chunk)\n"
-            "for _ in range(150):\n    os.write(4, b'{\"type\": \"result\"}\\n' * 50000)\n'done'")
+    code = (
+        "import os\nchunk = b'x' * (1 << 20)\nfor _ in range(150):\n    os.write(4, chunk)\n"
+        "for _ in range(150):\n    os.write(4, b'{\"type\": \"result\"}\\n' * 50000)\n'done'"
+    )
     r = session.run_code(code, timeout=120)
     assert r.status == "ok" and r.result == "'done'", r
     r = session.run_code("import os\n[l for l in open('/proc/%d/status' % os.getppid()) if l.startswith('VmHWM')][0]")
@@ -161,7 +172,9 @@ def test_result_channel_flood_is_bounded(session):
 def test_forged_frame_is_capped_by_supervisor(session):
     # the code may end its own call with a result of its choosing (by stopping the
     # worker itself), but the caps are applied by the supervisor on what it reads
-    code = FIND_IDS + r'''
+    code = (
+        FIND_IDS
+        + r"""
 import base64, signal
 req_id = [i for i in _ids(sys._getframe()) if isinstance(i, str)][0]
 small = base64.b64encode(b'\x89PNG' + b'0' * 100).decode()
@@ -171,7 +184,8 @@ frame = {"type": "result", "id": req_id, "result": "R" * 1_000_000 + "\ud800", "
          "error": None, "status": "ok"}
 os.write(4, ("\n" + json.dumps(frame) + "\n").encode())
 os.kill(os.getpid(), signal.SIGSTOP)
-'''
+"""
+    )
     r = session.run_code(code)
     assert r.status == "ok", r
     assert r.truncated
@@ -209,11 +223,24 @@ def test_run_code_rejects_bad_timeouts(bad, dataset):
         assert r.status == "ok" and r.result == "2" and not r.state_reset
 
 
-@pytest.mark.parametrize("field, bad", [
-    ("timeout", math.nan), ("timeout", math.inf), ("timeout", -1), ("timeout", 1e12), ("timeout", "nan"),
-    ("interrupt_grace", math.nan), ("idle_timeout", math.inf), ("start_timeout", -1), ("cpus", math.nan),
-    ("pids_limit", -1), ("max_figures", -1), ("memory", "lots"), ("tmpfs_size", "0"),
-])
+@pytest.mark.parametrize(
+    "field, bad",
+    [
+        ("timeout", math.nan),
+        ("timeout", math.inf),
+        ("timeout", -1),
+        ("timeout", 1e12),
+        ("timeout", "nan"),
+        ("interrupt_grace", math.nan),
+        ("idle_timeout", math.inf),
+        ("start_timeout", -1),
+        ("cpus", math.nan),
+        ("pids_limit", -1),
+        ("max_figures", -1),
+        ("memory", "lots"),
+        ("tmpfs_size", "0"),
+    ],
+)
 def test_config_rejects_bad_numbers(field, bad):
     with pytest.raises(ValidationError):
         SandboxConfig(**{field: bad})
@@ -290,15 +317,32 @@ def test_cli_prints_lone_surrogates(code, rc, as_json):
 
 # -- the exact CLI case of the issue, and a killed host ---------------------------
 
-FORGE_CLI = ("import os;os.write(4,b'{\"type\":\"result\",\"id\":1,\"result\":\"fake\",\"error\":null}\\n');"
-             "import time;time.sleep(100)")
+FORGE_CLI = (
+    'import os;os.write(4,b\'{"type":"result","id":1,"result":"fake","error":null}\\n\');import time;time.sleep(100)'
+)
 
 
 def test_cli_forged_frame_times_out(backend):
     t = time.monotonic()
-    p = subprocess.run([sys.executable, "-m", "cooplab.cli", "sandbox", "exec", "--backend", backend,
-                        "--timeout", "2", "--code", FORGE_CLI],
-                       capture_output=True, text=True, timeout=300, cwd=REPO)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cooplab.cli",
+            "sandbox",
+            "exec",
+            "--backend",
+            backend,
+            "--timeout",
+            "2",
+            "--code",
+            FORGE_CLI,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
     elapsed = time.monotonic() - t
     assert p.returncode == 1, (p.stdout, p.stderr)
     assert "fake" not in p.stdout
@@ -306,7 +350,7 @@ def test_cli_forged_frame_times_out(backend):
     assert elapsed < 120, elapsed  # generous: a cold start plus the 2 s timeout
 
 
-KILLED_HOST = r'''
+KILLED_HOST = r"""
 import sys
 from cooplab.sandbox import SandboxConfig, SandboxSession
 s = SandboxSession(SandboxConfig(timeout=600), backend=sys.argv[1]).start()
@@ -314,7 +358,7 @@ t = s._transport
 print(s.container_id or "", t.ready_info.get("pid"), getattr(t, "workdir", ""), flush=True)
 s.run_code("open('/tmp/work/started' if %r == 'docker' else 'started', 'w').close()\nwhile True:\n    pass"
            % sys.argv[1], timeout=600)
-'''
+"""
 
 
 def _pid_gone(pid: int) -> bool:
@@ -323,12 +367,11 @@ def _pid_gone(pid: int) -> bool:
             data = f.read()
     except OSError:
         return True
-    return data[data.rfind(b")") + 2:][:1] in (b"Z", b"X")
+    return data[data.rfind(b")") + 2 :][:1] in (b"Z", b"X")
 
 
 def test_killed_host_takes_its_sandbox_along(backend):
-    proc = subprocess.Popen([sys.executable, "-c", KILLED_HOST, backend], stdout=subprocess.PIPE, text=True,
-                            cwd=REPO)
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_HOST, backend], stdout=subprocess.PIPE, text=True, cwd=REPO)
     try:
         line = proc.stdout.readline().split()
         assert line, "the child did not start a sandbox"
@@ -353,6 +396,7 @@ def test_killed_host_takes_its_sandbox_along(backend):
 
             def gone() -> bool:
                 return _pid_gone(worker)
+
         _wait_for(started, 120, "the call to start running")
         assert not gone()
         proc.kill()  # SIGKILL: no atexit clean-up, no close message

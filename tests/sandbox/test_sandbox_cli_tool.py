@@ -41,8 +41,7 @@ def test_help(cmd):
 
 
 def test_exec_local_json(dataset):
-    r = sandbox(["exec", "--backend", "local", "--dataset", str(dataset), "--code", "print('hi')\ndf.shape",
-                 "--json"])
+    r = sandbox(["exec", "--backend", "local", "--dataset", str(dataset), "--code", "print('hi')\ndf.shape", "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["status"] == "ok" and d["stdout"] == "hi\n" and d["result"] == "(100, 3)"
@@ -56,13 +55,16 @@ def test_exec_local_file_and_error(tmp_path):
     assert "ZeroDivisionError" in r.stderr
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["exec", "--backend", "local"], "exactly one of --code or --file"),
-    (["exec", "--backend", "local", "--code", "1", "--file", "x.py"], "exactly one"),
-    (["exec", "--backend", "local", "--file", "/nonexistent.py"], "cannot read"),
-    (["exec", "--backend", "local", "--dataset", "/nonexistent.csv", "--code", "1"], "dataset not found"),
-    (["exec", "--backend", "local", "--timeout", "0", "--code", "1"], "--timeout must be positive"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["exec", "--backend", "local"], "exactly one of --code or --file"),
+        (["exec", "--backend", "local", "--code", "1", "--file", "x.py"], "exactly one"),
+        (["exec", "--backend", "local", "--file", "/nonexistent.py"], "cannot read"),
+        (["exec", "--backend", "local", "--dataset", "/nonexistent.csv", "--code", "1"], "dataset not found"),
+        (["exec", "--backend", "local", "--timeout", "0", "--code", "1"], "--timeout must be positive"),
+    ],
+)
 def test_user_errors_exit_2_one_line(args, needle):
     r = sandbox(args)
     assert r.exit_code == 2, r.output
@@ -70,11 +72,22 @@ def test_user_errors_exit_2_one_line(args, needle):
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("entry", [["-m", "cooplab.cli", "sandbox"], ["-c", "import sys; from cooplab.cli import entry; sys.argv[0] = 'cooplab'; entry()", "sandbox"]])
+@pytest.mark.parametrize(
+    "entry",
+    [
+        ["-m", "cooplab.cli", "sandbox"],
+        ["-c", "import sys; from cooplab.cli import entry; sys.argv[0] = 'cooplab'; entry()", "sandbox"],
+    ],
+)
 def test_user_error_through_the_real_cli(entry, tmp_path):
     """``python -m cooplab.cli`` and the console script's entry point go through cooplab.cli.main: one error line, exit 2."""
-    p = subprocess.run([sys.executable, *entry, "exec", "--backend", "local", "--code", "1", "--file", "x.py"],
-                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    p = subprocess.run(
+        [sys.executable, *entry, "exec", "--backend", "local", "--code", "1", "--file", "x.py"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert p.returncode == 2, (p.stdout, p.stderr)
     assert p.stderr == "cooplab: error: give exactly one of --code or --file\n" and p.stdout == ""
 
@@ -133,9 +146,23 @@ def _run_docker_test_without_daemon(ci: bool):
         env["CI"] = "true"
     here = Path(__file__).parent
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "limits_applied",
-         str(here / "test_sandbox_docker.py")],
-        capture_output=True, text=True, env=env, cwd=here.parent.parent, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-k",
+            "limits_applied",
+            str(here / "test_sandbox_docker.py"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=here.parent.parent,
+        timeout=120,
+    )
 
 
 def test_docker_tests_fail_under_ci_without_docker():

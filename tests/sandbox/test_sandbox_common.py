@@ -47,19 +47,23 @@ def test_infinite_loop_times_out_and_keeps_state(session):
 
 def test_sigint_ignored_is_killed_and_restarted(session):
     session.run_code("keep = 1")
-    r = session.run_code("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass",
-                         timeout=1.0)
+    r = session.run_code(
+        "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass", timeout=1.0
+    )
     assert r.status == "timeout"
     assert r.state_reset
     r = session.run_code("'keep' in globals(), df.shape")
     assert r.status == "ok" and r.result == "(False, (100, 3))"
 
 
-@pytest.mark.parametrize("code", [
-    "import sys; sys.exit(3)",
-    "import os; os._exit(1)",
-    "import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import sys; sys.exit(3)",
+        "import os; os._exit(1)",
+        "import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
+    ],
+)
 def test_exits_are_crashes_then_restart(session, code):
     session.run_code("keep = 1")
     r = session.run_code(code)
@@ -92,7 +96,7 @@ def test_invalid_utf8_replaced(session):
 
 
 def test_forged_frames_are_ignored(session):
-    code = r'''
+    code = r"""
 import json, os
 fake = {"type": "result", "id": 2, "status": "ok", "result": "'FORGED'", "stdout": "", "stderr": ""}
 # plausible nonces: none of them is the session's
@@ -106,7 +110,7 @@ for path in ("/proc/1/fd/1", "/proc/%d/fd/1" % os.getppid()):
     except OSError:
         pass
 "real"
-'''
+"""
     r = session.run_code(code)
     assert r.status == "ok"
     assert r.result == "'real'"
@@ -122,8 +126,9 @@ def test_recursion(session):
     r = session.run_code("import sys\nsys.setrecursionlimit(200_000)\ndef g(n):\n    return g(n + 1)\ng(0)", timeout=20)
     assert r.status == "error" and r.error.type == "RecursionError"
     # recursion in C (repr of a deeply nested list) with the guard removed overflows the C stack
-    r = session.run_code("import sys\nsys.setrecursionlimit(10**8)\nl = []\nfor i in range(2_000_000):\n"
-                         "    l = [l]\nrepr(l)", timeout=20)
+    r = session.run_code(
+        "import sys\nsys.setrecursionlimit(10**8)\nl = []\nfor i in range(2_000_000):\n    l = [l]\nrepr(l)", timeout=20
+    )
     assert r.status in ("crashed", "error"), r
     assert session.run_code("len(df)").result == "100"
 

@@ -19,8 +19,7 @@ pytestmark = pytest.mark.docker
 
 
 def _procs(session):
-    r = session.run_code(
-        "import os\nsorted(int(p) for p in os.listdir('/proc') if p.isdigit())")
+    r = session.run_code("import os\nsorted(int(p) for p in os.listdir('/proc') if p.isdigit())")
     assert r.status == "ok", r
     return eval(r.result)
 
@@ -44,7 +43,7 @@ def test_no_docker_socket_host_env_or_capabilities(docker_ready, dataset, monkey
     monkeypatch.setenv("COOPLAB_TEST_ALLOWED", "visible")
     cfg = SandboxConfig(dataset=dataset, env_allowlist=["COOPLAB_TEST_ALLOWED"], **FAST)
     with SandboxSession(cfg, backend="docker") as s:
-        code = r'''
+        code = r"""
 import os
 caps = {l.split(':')[0]: l.split()[1] for l in open('/proc/self/status') if l.startswith('Cap')}
 nnp = [l.split()[1] for l in open('/proc/self/status') if l.startswith('NoNewPrivs')][0]
@@ -52,7 +51,7 @@ seccomp = [l.split()[1] for l in open('/proc/self/status') if l.startswith('Secc
 (os.path.exists('/var/run/docker.sock') or os.path.exists('/run/docker.sock'),
  'COOPLAB_TEST_SECRET' in os.environ, os.environ.get('COOPLAB_TEST_ALLOWED'),
  caps['CapEff'], caps['CapPrm'], nnp, seccomp, os.getuid(), sorted(os.listdir('/sys/class/net')))
-'''
+"""
         r = s.run_code(code)
         assert r.status == "ok", r
         sock, secret, allowed, capeff, capprm, nnp, seccomp, uid, nets = eval(r.result)
@@ -63,7 +62,7 @@ seccomp = [l.split()[1] for l in open('/proc/self/status') if l.startswith('Secc
         assert nets == ["lo"]
 
 
-IO_URING = r'''
+IO_URING = r"""
 import ctypes, os, threading
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
@@ -80,7 +79,7 @@ t.start(); t.join()
 out.update(box)
 seccomp = [l.split()[1] for l in open('/proc/self/status') if l.startswith('Seccomp_filters:')]
 (out, seccomp)
-'''
+"""
 
 
 def test_io_uring_is_refused_and_analysis_still_runs(dsession):
@@ -100,7 +99,8 @@ def test_io_uring_is_refused_and_analysis_still_runs(dsession):
         "m = pd.DataFrame({'x': np.arange(10.0)}).x.mean()\n"
         "with ThreadPoolExecutor(2) as ex: s = sum(ex.map(lambda v: v * 2, range(4)))\n"
         "p = subprocess.run([sys.executable, '-c', 'print(6 * 7)'], capture_output=True, text=True)\n"
-        "(float(m), s, p.stdout.strip(), float(df.b.sum()))")
+        "(float(m), s, p.stdout.strip(), float(df.b.sum()))"
+    )
     assert r.status == "ok", r
     assert eval(r.result) == (4.5, 12, "42", 2475.0)
 
@@ -112,7 +112,8 @@ def test_dns_and_pip_fail_fast(dsession):
     r = dsession.run_code(
         "import subprocess, sys\n"
         "p = subprocess.run([sys.executable, '-m', 'pip', 'install', 'requests'], capture_output=True, timeout=20)\n"
-        "p.returncode")
+        "p.returncode"
+    )
     assert r.status == "ok" and r.result != "0"
     r = dsession.run_code("import urllib.request\nurllib.request.urlopen('http://example.com', timeout=5)")
     assert r.status == "error"
@@ -120,7 +121,7 @@ def test_dns_and_pip_fail_fast(dsession):
 
 
 def test_writes_refused_outside_tmp(dsession):
-    code = r'''
+    code = r"""
 import os, sys, sysconfig
 def try_write(path):
     try:
@@ -132,7 +133,7 @@ def try_write(path):
 site = [p for p in sys.path if p.endswith('-packages')][0]
 (try_write('/etc/passwd'), try_write('/etc/new'), try_write(os.path.join(site, 'evil.py')),
  try_write('/data/data.csv'), try_write('/usr/bin/evil'), try_write('/tmp/ok.txt'), open('/tmp/ok.txt').read())
-'''
+"""
     r = dsession.run_code(code)
     assert r.status == "ok", r
     res = eval(r.result)
@@ -145,7 +146,8 @@ def test_tmpfs_filling_errors_at_cap(docker_ready, dataset):
     with SandboxSession(cfg, backend="docker") as s:
         r = s.run_code(
             "written = 0\nchunk = b'x' * (1 << 20)\nwith open('/tmp/fill', 'wb') as f:\n"
-            "    while True:\n        f.write(chunk)\n        f.flush()\n        written += 1\n")
+            "    while True:\n        f.write(chunk)\n        f.flush()\n        written += 1\n"
+        )
         assert r.status == "error" and "No space left" in r.error.message, r
         r = s.run_code("written")
         assert 55 <= int(r.result) <= 64
@@ -155,8 +157,7 @@ def test_tmpfs_filling_errors_at_cap(docker_ready, dataset):
 
 def test_memory_bomb_oom_then_usable(dsession):
     dsession.run_code("keep = 1")
-    r = dsession.run_code(
-        "blocks = []\nwhile True:\n    blocks.append(bytearray(b'x' * 50_000_000))", timeout=60)
+    r = dsession.run_code("blocks = []\nwhile True:\n    blocks.append(bytearray(b'x' * 50_000_000))", timeout=60)
     assert r.status == "oom", r
     assert r.state_reset
     r = dsession.run_code("'keep' in globals(), len(df)")
@@ -166,7 +167,8 @@ def test_memory_bomb_oom_then_usable(dsession):
 def test_fork_bomb_contained(dsession):
     t = time.monotonic()
     r = dsession.run_code(
-        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass", timeout=3)
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass", timeout=3
+    )
     assert r.status in ("timeout", "error", "crashed"), r
     assert time.monotonic() - t < 30
     r = dsession.run_code("1 + 1")
@@ -177,7 +179,9 @@ def test_fork_bomb_contained(dsession):
 def test_background_process_gone_after_timeout(dsession):
     r = dsession.run_code(
         "import subprocess\np = subprocess.Popen(['sleep', '1000'], start_new_session=True)\n"
-        "q = subprocess.Popen(['sh', '-c', 'while :; do :; done'])\nwhile True:\n    pass", timeout=1.5)
+        "q = subprocess.Popen(['sh', '-c', 'while :; do :; done'])\nwhile True:\n    pass",
+        timeout=1.5,
+    )
     assert r.status == "timeout" and not r.state_reset
     r = dsession.run_code("p.poll(), q.poll()")
     assert r.status == "ok" and "None" not in r.result
@@ -242,21 +246,35 @@ def test_orphans_removed_at_next_start(docker_ready):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait(30)
     api = docker_backend.get_client().api
-    labels = {LABEL: "1", f"{LABEL}.host": socket.gethostname(), f"{LABEL}.pid": str(dead.pid),
-              f"{LABEL}.pid_start": "0"}
+    labels = {
+        LABEL: "1",
+        f"{LABEL}.host": socket.gethostname(),
+        f"{LABEL}.pid": str(dead.pid),
+        f"{LABEL}.pid_start": "0",
+    }
     cid = api.create_container(
-        SandboxConfig().image, command=["python3", "-c", "import time; time.sleep(600)"], labels=labels,
-        user="10001:10001", network_disabled=True,
-        host_config=api.create_host_config(network_mode="none", auto_remove=True))["Id"]
+        SandboxConfig().image,
+        command=["python3", "-c", "import time; time.sleep(600)"],
+        labels=labels,
+        user="10001:10001",
+        network_disabled=True,
+        host_config=api.create_host_config(network_mode="none", auto_remove=True),
+    )["Id"]
     try:
         api.start(cid)
         assert cid in [c["Id"] for c in docker_backend.list_sandbox_containers()]
         out = subprocess.run(
-            [sys.executable, "-c",
-             "from cooplab.sandbox import SandboxSession, docker_backend as d\n"
-             "with SandboxSession(backend='docker') as s:\n"
-             "    import json; print(json.dumps([c['Id'] for c in d.list_sandbox_containers()]))"],
-            capture_output=True, text=True, timeout=120)
+            [
+                sys.executable,
+                "-c",
+                "from cooplab.sandbox import SandboxSession, docker_backend as d\n"
+                "with SandboxSession(backend='docker') as s:\n"
+                "    import json; print(json.dumps([c['Id'] for c in d.list_sandbox_containers()]))",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert out.returncode == 0, out.stderr
         assert cid not in json.loads(out.stdout.strip().splitlines()[-1])
     finally:
@@ -277,10 +295,20 @@ def test_a_live_process_s_container_that_is_not_started_yet_is_not_an_orphan(doc
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     api = docker_backend.get_client().api
     start = docker_backend._proc_start_time(live.pid)
-    labels = {LABEL: "1", f"{LABEL}.host": socket.gethostname(), f"{LABEL}.pid": str(live.pid), f"{LABEL}.pid_start": start or ""}
+    labels = {
+        LABEL: "1",
+        f"{LABEL}.host": socket.gethostname(),
+        f"{LABEL}.pid": str(live.pid),
+        f"{LABEL}.pid_start": start or "",
+    }
     cid = api.create_container(
-        SandboxConfig().image, command=["python3", "-c", "pass"], labels=labels, user="10001:10001", network_disabled=True,
-        host_config=api.create_host_config(network_mode="none", auto_remove=True))["Id"]
+        SandboxConfig().image,
+        command=["python3", "-c", "pass"],
+        labels=labels,
+        user="10001:10001",
+        network_disabled=True,
+        host_config=api.create_host_config(network_mode="none", auto_remove=True),
+    )["Id"]
     try:
         assert cid not in docker_backend.sweep_orphans(force=True)
         assert cid in [c["Id"] for c in api.containers(all=True, filters={"label": LABEL})]
@@ -311,12 +339,13 @@ def test_science_stack_importable(dsession):
         "import scipy, sklearn, seaborn, matplotlib\n"
         "from sklearn.linear_model import LogisticRegression\n"
         "m = LogisticRegression().fit(df[['a', 'b']], df['label'])\nround(m.score(df[['a', 'b']], df['label']), 1) >= 0",
-        timeout=120)  # imports take seconds on a loaded machine
+        timeout=120,
+    )  # imports take seconds on a loaded machine
     assert r.status == "ok" and r.result == "True", r
 
 
 def test_supervisor_channel_unreachable_from_code(dsession):
-    code = r'''
+    code = r"""
 def attempt(path, mode):
     try:
         with open(path, mode) as f:
@@ -325,7 +354,7 @@ def attempt(path, mode):
     except OSError as e:
         return type(e).__name__
 (attempt('/proc/1/fd/0', 'r'), attempt('/proc/1/fd/1', 'w'), attempt('/proc/1/environ', 'r'), attempt('/proc/1/mem', 'r'))
-'''
+"""
     r = dsession.run_code(code)
     assert r.status == "ok", r
     assert "open" not in r.result, r.result

@@ -27,7 +27,9 @@ def _pool(backend, dataset, **kw):
 def test_one_session_per_agent_reused_and_isolated(backend, dataset):
     with _pool(backend, dataset) as pool:
         a = pool.run("data.lead", "secret = 41\nsecret + 1")
-        assert a.result.status == "ok" and a.result.result == "42" and a.agent_id == "data.lead" and a.backend == backend
+        assert (
+            a.result.status == "ok" and a.result.result == "42" and a.agent_id == "data.lead" and a.backend == backend
+        )
         assert a.seconds > 0
         again = pool.run("data.lead", "secret")
         assert again.result.result == "41"  # the same session: variables persist for that agent
@@ -39,7 +41,9 @@ def test_one_session_per_agent_reused_and_isolated(backend, dataset):
         assert use["data.lead"]["calls"] == 2 and use["modeling.lead"]["calls"] == 1
         assert use["data.lead"]["seconds"] >= a.seconds
         if backend == "docker":
-            assert pool.isolated and pool.session("data.lead").container_id != pool.session("modeling.lead").container_id
+            assert (
+                pool.isolated and pool.session("data.lead").container_id != pool.session("modeling.lead").container_id
+            )
         sessions = [pool.session(x) for x in pool.agents()]
     # closed with the pool: every session, and the pool refuses new work
     assert pool.closed and all(s._closed for s in sessions)
@@ -72,7 +76,9 @@ def test_concurrent_first_calls_of_one_agent_start_one_session(dataset):
 def test_asyncio_callers_run_agents_in_parallel_and_one_agent_in_order(dataset):
     async def main():
         async with _pool("local", dataset) as pool:
-            outs = await asyncio.gather(*(pool.arun(f"agent {i % 3}", "n = globals().get('n', 0) + 1\nn") for i in range(9)))
+            outs = await asyncio.gather(
+                *(pool.arun(f"agent {i % 3}", "n = globals().get('n', 0) + 1\nn") for i in range(9))
+            )
             return pool, sorted(o.result.result for o in outs), pool.usage()
 
     pool, counts, use = asyncio.run(main())
@@ -123,7 +129,9 @@ def test_a_missing_image_is_refused_up_front(monkeypatch, dataset):
         _pool("docker", dataset)
 
 
-@pytest.mark.parametrize("bad", [{"backend": "vm"}, {"warm": -1}, {"warm": 1.5}, {"warm": True}, {"timeout": float("nan")}])
+@pytest.mark.parametrize(
+    "bad", [{"backend": "vm"}, {"warm": -1}, {"warm": 1.5}, {"warm": True}, {"timeout": float("nan")}]
+)
 def test_bad_pool_arguments_are_refused(bad, dataset):
     kw = {"backend": "local", **bad}
     with pytest.raises((ValueError, TypeError)):

@@ -31,12 +31,16 @@ def private_dataset(tmp_path):
 @pytest.mark.parametrize("how", ["link", "copy"])
 def test_mount_table_does_not_show_the_dataset_s_host_path(docker_ready, private_dataset, monkeypatch, how):
     if how == "copy":  # as across file systems, where a hard link is impossible
+
         def no_link(src, dst, *a, **k):
             raise OSError(18, "Invalid cross-device link")
+
         monkeypatch.setattr(os, "link", no_link)
     with SandboxSession(SandboxConfig(dataset=private_dataset, **FAST), backend="docker") as s:
-        r = s.run_code("(open('/proc/self/mountinfo').read() + open('/proc/self/mounts').read(),"
-                       " df.shape, open('/data/cells.csv').read())")
+        r = s.run_code(
+            "(open('/proc/self/mountinfo').read() + open('/proc/self/mounts').read(),"
+            " df.shape, open('/data/cells.csv').read())"
+        )
         assert r.status == "ok", r
         tables, shape, text = eval(r.result)
     assert shape == (2, 2) and text == private_dataset.read_text()
@@ -55,8 +59,9 @@ def test_staging_is_shared_per_file_version_and_swept_when_its_owner_is_gone(pri
     second = docker_backend.staged_dataset(private_dataset)
     assert second.read_text() == "a,b\n5,6\n"
     # a staging directory whose owner was killed is removed by the next process that stages
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True, check=True).stdout.strip()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     stale = tmp_path / (docker_backend.STAGING_PREFIX + "stale")
     (stale / "x").mkdir(parents=True)
     (stale / "x" / "cells.csv").write_text("old")

@@ -17,7 +17,7 @@ from cooplab.sandbox import docker_backend
 # Runs in the worker.  ``forge_step`` steals whatever request reaches fd 3,
 # answers it with a made-up result on fd 4 and stops the worker.  ``ready`` is
 # written once the stray is in place; the call waits for it.
-FORGER = r'''
+FORGER = r"""
 import ctypes, json, os, select, signal, sys, threading, time
 WORKER = os.getpid()
 libc = ctypes.CDLL(None, use_errno=True)
@@ -54,11 +54,11 @@ def wait_ready():
     if not r:
         raise RuntimeError("the stray did not start")
     return 'ready'
-'''
+"""
 
 HIDING = {
     # the main thread exits, another thread runs on: /proc/PID/stat says Z
-    "dead_main_thread": r'''
+    "dead_main_thread": r"""
 if os.fork() == 0:
     def body():
         while open('/proc/self/stat').read().rsplit(')', 1)[1].split()[0] != 'Z':
@@ -67,39 +67,39 @@ if os.fork() == 0:
         forge_forever()
     threading.Thread(target=body).start()
     libc.syscall(60, 0)  # SYS_exit: this thread only, the thread group lives on
-''',
-    "double_fork_setsid": r'''
+""",
+    "double_fork_setsid": r"""
 if os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
         ready()
         forge_forever()
     os._exit(0)
-''',
-    "renamed": r'''
+""",
+    "renamed": r"""
 if os.fork() == 0:
     libc.prctl(15, b"kworker/0:1", 0, 0, 0)  # PR_SET_NAME
     ready()
     forge_forever()
-''',
-    "ignores_signals": r'''
+""",
+    "ignores_signals": r"""
 if os.fork() == 0:
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGTSTP):
         signal.signal(s, signal.SIG_IGN)
     ready()
     forge_forever()
-''',
+""",
     # a new pid at every step: the parent exits as soon as its child exists
-    "forks_in_a_loop": r'''
+    "forks_in_a_loop": r"""
 if os.fork() == 0:
     ready()
     while True:
         if os.fork() != 0:
             os._exit(0)
         forge_step(0.001)
-''',
+""",
     # the same as fast as it can, without a pause between two forks
-    "hops_without_pause": r'''
+    "hops_without_pause": r"""
 if os.fork() == 0:
     ready()
     while True:
@@ -108,9 +108,9 @@ if os.fork() == 0:
                 os._exit(0)
         except OSError:
             pass
-''',
+""",
     # a thread that keeps writing to the inherited fds, every id it ever saw
-    "writer_thread": r'''
+    "writer_thread": r"""
 if os.fork() == 0:
     def writer():
         while True:
@@ -121,7 +121,7 @@ if os.fork() == 0:
     threading.Thread(target=writer, daemon=True).start()
     ready()
     forge_forever()
-''',
+""",
 }
 
 
@@ -169,7 +169,7 @@ def test_memory_bomb_after_a_hidden_process_is_an_oom(dsession):
 def test_a_frame_written_by_another_process_is_never_the_answer(session):
     # (both backends) A child of the code writes the running call's own id on the result channel and stops the
     # worker: only the worker process may answer, so the call goes on and reports its true end.
-    code = r'''
+    code = r"""
 import json, os, signal, sys
 def ids(frame):
     found = set()
@@ -189,7 +189,7 @@ if pid == 0:
     os._exit(0)
 os.waitpid(pid, 0)
 1/0
-'''
+"""
     r = session.run_code(code)
     assert r.status == "error" and r.error.type == "ZeroDivisionError" and r.result is None, r
     r = session.run_code("'next'")

@@ -15,18 +15,18 @@ SECTIONS = ("Abstract", "Introduction", "Dataset Description", "Methods", "Resul
 
 FILLER = {
     "Abstract": "We studied the dataset with a careful pipeline built by the data, model and evaluation teams. The analysis "
-                "covers the main structure of the data and the questions of the task, and the findings are given below.",
+    "covers the main structure of the data and the questions of the task, and the findings are given below.",
     "Introduction": "Datasets like this one are common in applied science and deserve a careful look. We set out to describe "
-                    "the data, to fit reasonable models and to evaluate them against simple baselines before drawing conclusions.",
+    "the data, to fit reasonable models and to evaluate them against simple baselines before drawing conclusions.",
     "Dataset Description": "The data team's dataset_description artifact lists every column with its type and range. The table "
-                           "has no missing values that matter, and the columns were standardised before modelling.",
+    "has no missing values that matter, and the columns were standardised before modelling.",
     "Methods": "Following the model team's model_architecture artifact we used linear regression, a random forest and "
-               "cross-validation with five folds. Statistical tests (t-tests with p-values and bootstrap confidence "
-               "intervals) checked every effect.",
+    "cross-validation with five folds. Statistical tests (t-tests with p-values and bootstrap confidence "
+    "intervals) checked every effect.",
     "Evaluation": "The evaluation team's evaluation_report compares every model with a baseline under cross-validation. The "
-                  "errors are stable across folds, and the bootstrap intervals are narrow enough for the conclusions drawn.",
+    "errors are stable across folds, and the bootstrap intervals are narrow enough for the conclusions drawn.",
     "Conclusion": "The analysis gives a consistent picture of the data. Further data would sharpen the estimates, and the "
-                  "models should be refitted when new observations arrive.",
+    "models should be refitted when new observations arrive.",
 }
 
 
@@ -57,8 +57,14 @@ def set_candidates(fact: dict[str, Any]) -> list[str]:
     others = [u for u in fact.get("universe") or [] if u not in truth]
     if not others:
         base = truth[0]
-        others = [f"{base}{k}" for k in range(1, len(truth) + 1)] if "->" in base else \
-            [base[:-1] + str((int(base[-1]) + k) % 10) if base[-1].isdigit() else f"{base}_{k}" for k in range(1, len(truth) + 1)]
+        others = (
+            [f"{base}{k}" for k in range(1, len(truth) + 1)]
+            if "->" in base
+            else [
+                base[:-1] + str((int(base[-1]) + k) % 10) if base[-1].isdigit() else f"{base}_{k}"
+                for k in range(1, len(truth) + 1)
+            ]
+        )
         others = [o for o in others if o not in truth]
     return truth + others[: max(1, len(truth))]
 
@@ -76,8 +82,14 @@ def _claim_pair(fact: dict[str, Any]) -> tuple[str, str]:
     stmt = fact["statement"].rstrip(".")
     if fact.get("negative_context"):
         return stmt + ".", f"On the contrary, the effect shows the {fact['negative_context'][0]} throughout."
-    flips = [(" higher ", " lower "), (" lower ", " higher "), (" reverses ", " keeps its sign "), (" are ", " are not "),
-             (" is ", " is not "), (" show ", " do not show ")]
+    flips = [
+        (" higher ", " lower "),
+        (" lower ", " higher "),
+        (" reverses ", " keeps its sign "),
+        (" are ", " are not "),
+        (" is ", " is not "),
+        (" show ", " do not show "),
+    ]
     for a, b in flips:
         if a in stmt:
             return stmt + ".", stmt.replace(a, b, 1) + "."
@@ -135,7 +147,7 @@ def every_label(fact: dict[str, Any]) -> str:
         return f"The {c} are {', '.join(xs[:-1])} and {xs[-1]}. " + " ".join(f"The {c} is {x}." for x in xs)
     if k == "set":
         xs = set_candidates(fact)
-        return " ".join(f"The {c} items are {' and '.join(xs[i:i + 2])}." for i in range(0, len(xs), 2))
+        return " ".join(f"The {c} items are {' and '.join(xs[i : i + 2])}." for i in range(0, len(xs), 2))
     a, b = _claim_pair(fact)
     return f"{a} {b}"
 
@@ -148,7 +160,7 @@ def both_ways(fact: dict[str, Any]) -> str:
         return " ".join(f"The {c} is {x}." for x in label_candidates(fact)[:2])
     if k == "set":
         xs = set_candidates(fact)
-        return f"The {c} items are {' and '.join(xs[:len(xs) // 2])}. The {c} items are {' and '.join(xs[len(xs) // 2:])}."
+        return f"The {c} items are {' and '.join(xs[: len(xs) // 2])}. The {c} items are {' and '.join(xs[len(xs) // 2 :])}."
     a, b = _claim_pair(fact)
     return f"{a} {b} {a}"
 
@@ -160,7 +172,7 @@ def truth_first(fact: dict[str, Any]) -> str:
     if k == "number":
         xs = number_candidates(fact)
         mid = len(xs) // 2
-        return f"The {c} count is {xs[mid]}, {', '.join(xs[:mid] + xs[mid + 1:])}."
+        return f"The {c} count is {xs[mid]}, {', '.join(xs[:mid] + xs[mid + 1 :])}."
     if k == "label":
         xs = label_candidates(fact)
         return f"The {c} is {xs[1]}, {xs[0]}, or {', '.join(xs[2:]) or 'none'}."
@@ -191,8 +203,13 @@ def asides(fact: dict[str, Any]) -> str:
 
 
 SHAPES: dict[str, Callable[[dict[str, Any]], str]] = {
-    "candidate lists": candidates, "ranges": ranges, "either or": either_or, "every label": every_label,
-    "both ways": both_ways, "truth first": truth_first, "asides": asides,
+    "candidate lists": candidates,
+    "ranges": ranges,
+    "either or": either_or,
+    "every label": every_label,
+    "both ways": both_ways,
+    "truth first": truth_first,
+    "asides": asides,
 }
 
 

@@ -25,8 +25,29 @@ SUITE, TABLES, LABELS = EX / "suite.jsonl", EX / "tables", EX / "labels.jsonl"
 
 
 def run_bench(capsys, out, answers, *extra):
-    code = main(["bench", "science", str(SUITE), "--tables", str(TABLES), "--labels", str(LABELS), "--team", f"answers:{answers}",
-                 "--sandbox-backend", "local", "--cache", "off", "--parallel", "2", "--out", str(out), "--json", *extra])
+    code = main(
+        [
+            "bench",
+            "science",
+            str(SUITE),
+            "--tables",
+            str(TABLES),
+            "--labels",
+            str(LABELS),
+            "--team",
+            f"answers:{answers}",
+            "--sandbox-backend",
+            "local",
+            "--cache",
+            "off",
+            "--parallel",
+            "2",
+            "--out",
+            str(out),
+            "--json",
+            *extra,
+        ]
+    )
     o, err = capsys.readouterr()
     assert code == 0, err
     return json.loads(o)
@@ -41,9 +62,28 @@ def correct_bench(tmp_path_factory):
 
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        code = main(["bench", "science", str(SUITE), "--tables", str(TABLES), "--labels", str(LABELS), "--team",
-                     f"answers:{EX / 'answers-correct.jsonl'}", "--sandbox-backend", "local", "--cache", "off", "--parallel", "2",
-                     "--out", str(out), "--json"])
+        code = main(
+            [
+                "bench",
+                "science",
+                str(SUITE),
+                "--tables",
+                str(TABLES),
+                "--labels",
+                str(LABELS),
+                "--team",
+                f"answers:{EX / 'answers-correct.jsonl'}",
+                "--sandbox-backend",
+                "local",
+                "--cache",
+                "off",
+                "--parallel",
+                "2",
+                "--out",
+                str(out),
+                "--json",
+            ]
+        )
     assert code == 0
     return out, json.loads(buf.getvalue())
 
@@ -113,32 +153,43 @@ def test_figure_of_several_benches(correct_bench, tmp_path, capsys):
     assert main(["bench", "figure", str(src), str(src), "--out", str(png), "--json"]) == 0
     o = json.loads(capsys.readouterr().out)
     assert len(o["points"]) == 2 and o["points"][0]["accuracy"] == 1.0 and png.stat().st_size > 1000
-    assert "is not a bench summary" in fail_line(capsys, ["bench", "figure", str(src / "items" / "q01"), "--out", str(png)])
+    assert "is not a bench summary" in fail_line(
+        capsys, ["bench", "figure", str(src / "items" / "q01"), "--out", str(png)]
+    )
 
 
 GOOD = {"id": "a1", "question": "Mean?", "constraints": "2 decimals", "format": "@m[value]", "file_name": "orders.csv"}
 
 
-@pytest.mark.parametrize("line,why", [
-    ('{"id": "a1", "question": "Mean?"', "not valid JSON"),
-    ("[1, 2]", "expected a JSON object"),
-])
+@pytest.mark.parametrize(
+    "line,why",
+    [
+        ('{"id": "a1", "question": "Mean?"', "not valid JSON"),
+        ("[1, 2]", "expected a JSON object"),
+    ],
+)
 def test_a_suite_line_that_is_no_json_object_is_one_line_naming_the_line(tmp_path, capsys, line, why):
     p = tmp_path / "suite.jsonl"
     p.write_text(json.dumps({**GOOD, "id": "a0"}) + "\n" + line + "\n")
-    msg = fail_line(capsys, ["bench", "science", str(p), "--tables", str(TABLES), "--team", "answers:x", "--out", str(tmp_path / "o")])
+    msg = fail_line(
+        capsys,
+        ["bench", "science", str(p), "--tables", str(TABLES), "--team", "answers:x", "--out", str(tmp_path / "o")],
+    )
     assert f"suite {p} line 2: " in msg and why in msg, msg
     assert not (tmp_path / "o" / "items").exists()
 
 
-@pytest.mark.parametrize("line,why", [
-    (json.dumps({k: v for k, v in GOOD.items() if k != "format"}), "format must be non-empty text"),
-    (json.dumps({**GOOD, "file_name": "nope.csv"}), "is not a file under --tables"),
-    (json.dumps({**GOOD, "file_name": "../suite.jsonl"}), "is not a file under --tables"),
-    (json.dumps({**GOOD, "format": "the mean"}), "no @name[...] answer part"),
-    (json.dumps({**GOOD, "id": "../x"}), "id '../x' must be"),
-    (json.dumps({**GOOD, "id": "a0"}), "duplicate id 'a0' (first on line 1)"),
-])
+@pytest.mark.parametrize(
+    "line,why",
+    [
+        (json.dumps({k: v for k, v in GOOD.items() if k != "format"}), "format must be non-empty text"),
+        (json.dumps({**GOOD, "file_name": "nope.csv"}), "is not a file under --tables"),
+        (json.dumps({**GOOD, "file_name": "../suite.jsonl"}), "is not a file under --tables"),
+        (json.dumps({**GOOD, "format": "the mean"}), "no @name[...] answer part"),
+        (json.dumps({**GOOD, "id": "../x"}), "id '../x' must be"),
+        (json.dumps({**GOOD, "id": "a0"}), "duplicate id 'a0' (first on line 1)"),
+    ],
+)
 def test_an_item_that_cannot_run_is_kept_with_its_reason(tmp_path, line, why):
     p = tmp_path / "suite.jsonl"
     p.write_text(json.dumps({**GOOD, "id": "a0"}) + "\n" + line + "\n")
@@ -148,18 +199,42 @@ def test_an_item_that_cannot_run_is_kept_with_its_reason(tmp_path, line, why):
     if why.startswith("duplicate"):
         return
     with pytest.raises(bench.BenchError, match=f"no item of suite {p} can be run; the first: line 1: "):
-        bench.run_bench(p, TABLES, tmp_path / "o", jobs_on=sweeps, labels=None, team="llm", team_size=1, budget_per_item=None, budget=None,
-                        visibility="full", model="local", limit=None, seed=0, parallel=1, executor="local")
+        bench.run_bench(
+            p,
+            TABLES,
+            tmp_path / "o",
+            jobs_on=sweeps,
+            labels=None,
+            team="llm",
+            team_size=1,
+            budget_per_item=None,
+            budget=None,
+            visibility="full",
+            model="local",
+            limit=None,
+            seed=0,
+            parallel=1,
+            executor="local",
+        )
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("line,why", [
-    ('{"id": "a1", "common_answers": [["m"]]}', "common_answers item 1 is not a [name, value] pair"),
-    ('{"id": "a1", "common_answers": []}', "non-empty list"),
-    ('{"id": "a1", "common_answers": [["m", null]]}', "a label value must be text, a number, a list or an object, got null"),
-    ('{"id": "a1", "common_answers": [["m", 1], ["m", 2]]}', "'m' is given twice with different values (1 and 2)"),
-    ('{"id": "a0", "common_answers": [["m", 2]]}', "labels line 2 gives id 'a0' again with other answers (first on line 1)"),
-])
+@pytest.mark.parametrize(
+    "line,why",
+    [
+        ('{"id": "a1", "common_answers": [["m"]]}', "common_answers item 1 is not a [name, value] pair"),
+        ('{"id": "a1", "common_answers": []}', "non-empty list"),
+        (
+            '{"id": "a1", "common_answers": [["m", null]]}',
+            "a label value must be text, a number, a list or an object, got null",
+        ),
+        ('{"id": "a1", "common_answers": [["m", 1], ["m", 2]]}', "'m' is given twice with different values (1 and 2)"),
+        (
+            '{"id": "a0", "common_answers": [["m", 2]]}',
+            "labels line 2 gives id 'a0' again with other answers (first on line 1)",
+        ),
+    ],
+)
 def test_a_label_that_cannot_score_its_item_says_why(tmp_path, line, why):
     lab = tmp_path / "labels.jsonl"
     lab.write_text('{"id": "a0", "common_answers": [["m", 1]]}\n' + line + "\n")
@@ -171,13 +246,24 @@ def test_a_label_that_cannot_score_its_item_says_why(tmp_path, line, why):
 
 def test_labels_of_every_real_shape_load(tmp_path):
     lab = tmp_path / "labels.jsonl"
-    lab.write_text('{"id": 1, "common_answers": [["m", NaN], ["e", ""], ["q", "\'x\'"], ["l", [1, 2]], ["d", {"A": 1}]]}\n'
-                   '{"id": 1, "common_answers": [["m", NaN], ["e", ""], ["q", "\'x\'"], ["l", [1, 2]], ["d", {"A": 1}]]}\n'
-                   '{"id": "../x", "common_answers": [["m", 1]]}\n')
+    lab.write_text(
+        '{"id": 1, "common_answers": [["m", NaN], ["e", ""], ["q", "\'x\'"], ["l", [1, 2]], ["d", {"A": 1}]]}\n'
+        '{"id": 1, "common_answers": [["m", NaN], ["e", ""], ["q", "\'x\'"], ["l", [1, 2]], ["d", {"A": 1}]]}\n'
+        '{"id": "../x", "common_answers": [["m", 1]]}\n'
+    )
     labels, notes = bench.load_labels(lab)
-    assert labels["1"].problem is None and dict(labels["1"].pairs) == {"m": "nan", "e": "", "q": "'x'", "l": ["1", "2"], "d": {"a": "1"}}
+    assert labels["1"].problem is None and dict(labels["1"].pairs) == {
+        "m": "nan",
+        "e": "",
+        "q": "'x'",
+        "l": ["1", "2"],
+        "d": {"a": "1"},
+    }
     assert notes == ["labels line 3: id '../x' must be 1-100 letters, digits, '.', '_' or '-' (it names a directory)"]
-    assert bench.score_item(labels["1"], {"m": "NaN", "e": "", "q": "X", "l": "[2, 1]", "d": "{'a': 1.0}"})["correct"] is True
+    assert (
+        bench.score_item(labels["1"], {"m": "NaN", "e": "", "q": "X", "l": "[2, 1]", "d": "{'a': 1.0}"})["correct"]
+        is True
+    )
 
 
 def test_bad_options_are_one_line(tmp_path, capsys):
@@ -186,22 +272,53 @@ def test_bad_options_are_one_line(tmp_path, capsys):
     assert "answers" in fail_line(capsys, base + ["--team", f"answers:{tmp_path / 'missing.jsonl'}"])
     assert "not both" in fail_line(capsys, base + ["--budget", "1", "--budget-per-item", "0.1", "--team", "llm"])
     assert "--team-size" in fail_line(capsys, base + ["--team-size", "4"])
-    assert "--tables" in fail_line(capsys, ["bench", "science", str(SUITE), "--tables", str(tmp_path / "none"), "--out", str(tmp_path)])
-    assert "scripted model file" in fail_line(capsys, base + ["--team", "llm", "--model", f"scripted:{tmp_path / 'nope.json'}"])
-    for flag, bad in (("--price-in", "nan"), ("--price-out", "-1"), ("--temperature", "3"), ("--rps", "0"), ("--max-concurrency", "0"),
-                      ("--price-in", "1e400")):
+    assert "--tables" in fail_line(
+        capsys, ["bench", "science", str(SUITE), "--tables", str(tmp_path / "none"), "--out", str(tmp_path)]
+    )
+    assert "scripted model file" in fail_line(
+        capsys, base + ["--team", "llm", "--model", f"scripted:{tmp_path / 'nope.json'}"]
+    )
+    for flag, bad in (
+        ("--price-in", "nan"),
+        ("--price-out", "-1"),
+        ("--temperature", "3"),
+        ("--rps", "0"),
+        ("--max-concurrency", "0"),
+        ("--price-in", "1e400"),
+    ):
         assert flag in fail_line(capsys, base + [flag, bad])
     assert not (tmp_path / "o").exists()  # nothing written: a corrected rerun is not refused as "other settings"
 
 
-@pytest.mark.parametrize("label,answer,ok", [
-    ("0.35", "0.3512", True), ("0.35", "0.36", False), ("0.35", "0.354999", True), ("0.35", "0.3551", False),
-    ("0.35", "0.345", True), ("0.35", "0.3449", False), ("12", "12.4", True), ("12", "12.6", False), ("12", "12", True),
-    ("-0.86", "-0.8612", True), ("-0.86", "0.86", False), ("1e-05", "0.0000104", True), ("1e-05", "0.000016", False),
-    ("3.626", "3,626", False), ("1234.5", "1,234.46", True), ("0.35", "abc", False), ("0.35", "", False), ("0.35", None, False),
-    ("North", "  north ", True), ("north", "'North'", True), ("north", "northeast", False), ("yes", "Yes", True),
-    ("0.35", "nan", False), ("0.35", "inf", False),
-])
+@pytest.mark.parametrize(
+    "label,answer,ok",
+    [
+        ("0.35", "0.3512", True),
+        ("0.35", "0.36", False),
+        ("0.35", "0.354999", True),
+        ("0.35", "0.3551", False),
+        ("0.35", "0.345", True),
+        ("0.35", "0.3449", False),
+        ("12", "12.4", True),
+        ("12", "12.6", False),
+        ("12", "12", True),
+        ("-0.86", "-0.8612", True),
+        ("-0.86", "0.86", False),
+        ("1e-05", "0.0000104", True),
+        ("1e-05", "0.000016", False),
+        ("3.626", "3,626", False),
+        ("1234.5", "1,234.46", True),
+        ("0.35", "abc", False),
+        ("0.35", "", False),
+        ("0.35", None, False),
+        ("North", "  north ", True),
+        ("north", "'North'", True),
+        ("north", "northeast", False),
+        ("yes", "Yes", True),
+        ("0.35", "nan", False),
+        ("0.35", "inf", False),
+    ],
+)
 def test_precision_rule_by_hand(label, answer, ok):
     assert bench.match(label, answer) is ok
 
@@ -209,8 +326,13 @@ def test_precision_rule_by_hand(label, answer, ok):
 def test_extraction_last_answer_wins_and_ignores_broken_parts():
     text = "Template @m[value]. We computed @m[0.1], then corrected: @m[ 0.25 ]. Broken: @n[1.0 and @k[] end."
     assert bench.extract(text) == {"m": "0.25", "k": ""}
-    assert bench.score_item(bench.Labels((("m", "0.25"), ("n", "1"))), bench.extract(text)) == \
-        {"correct": False, "n_sub": 2, "n_sub_correct": 1, "sub": {"m": True, "n": False}, "why": None}
+    assert bench.score_item(bench.Labels((("m", "0.25"), ("n", "1"))), bench.extract(text)) == {
+        "correct": False,
+        "n_sub": 2,
+        "n_sub_correct": 1,
+        "sub": {"m": True, "n": False},
+        "why": None,
+    }
 
 
 def test_wilson_interval_by_hand():
@@ -240,7 +362,9 @@ def test_team_size_one_is_a_single_analyst(tmp_path, capsys):
     loops = pd.read_parquet(d / "tool_loops.parquet")
     assert list(loops["agent_id"]) == ["solo.0"] and list(loops["phase"]) == ["solo:analyze"]
     summary = json.loads((d / "summary.json").read_text())
-    assert summary["passes"] == ["solo#1"] and summary["pipeline"] == "solo" and summary["artifacts"] == {"final_paper": 1}
+    assert (
+        summary["passes"] == ["solo#1"] and summary["pipeline"] == "solo" and summary["artifacts"] == {"final_paper": 1}
+    )
     base = pd.read_parquet(tmp_path / "solo" / "results.parquet")
     assert base["tokens_in"].gt(0).all()
 
@@ -250,7 +374,9 @@ def test_ray_executor_runs_the_items_and_resumes(tmp_path, capsys):
 
     s = run_bench(capsys, tmp_path / "ray", EX / "answers-correct.jsonl", "--limit", "3", "--executor", "ray")
     assert s["executor"] == "ray" and sorted(s["ran"]) == ["q01", "q02", "q03"] and s["correct"] == 3
-    again = run_bench(capsys, tmp_path / "ray", EX / "answers-correct.jsonl", "--limit", "3")  # finished items: skipped locally
+    again = run_bench(
+        capsys, tmp_path / "ray", EX / "answers-correct.jsonl", "--limit", "3"
+    )  # finished items: skipped locally
     assert again["skipped"] == ["q01", "q02", "q03"] and again["cost_usd"] == pytest.approx(s["cost_usd"])
 
 
@@ -260,23 +386,47 @@ def test_rerun_with_other_settings_is_refused(correct_bench, tmp_path, capsys):
     shutil.copytree(src, out)
     other = tmp_path / "answers.jsonl"
     other.write_text((EX / "answers-correct.jsonl").read_text().replace("north", "south"))
-    base = ["bench", "science", str(SUITE), "--tables", str(TABLES), "--labels", str(LABELS), "--sandbox-backend", "local",
-            "--out", str(out)]
+    base = [
+        "bench",
+        "science",
+        str(SUITE),
+        "--tables",
+        str(TABLES),
+        "--labels",
+        str(LABELS),
+        "--sandbox-backend",
+        "local",
+        "--out",
+        str(out),
+    ]
     msg = fail_line(capsys, base + ["--team", f"answers:{other}"])
     assert "answers_sha256 differ" in msg
-    assert "team_size differ" in fail_line(capsys, base + ["--team", f"answers:{EX / 'answers-correct.jsonl'}", "--team-size", "3"])
+    assert "team_size differ" in fail_line(
+        capsys, base + ["--team", f"answers:{EX / 'answers-correct.jsonl'}", "--team-size", "3"]
+    )
 
 
 def test_make_suite_reproduces_the_shipped_files(tmp_path):
     import subprocess
     import sys
 
-    subprocess.run([sys.executable, str(EX / "make_suite.py"), "--seed", "17", "--out", str(tmp_path)], check=True, capture_output=True)
-    for rel in ("suite.jsonl", "labels.jsonl", "answers-correct.jsonl", "tables/orders.csv", "tables/sensors.csv", "tables/plants.csv"):
+    subprocess.run(
+        [sys.executable, str(EX / "make_suite.py"), "--seed", "17", "--out", str(tmp_path)],
+        check=True,
+        capture_output=True,
+    )
+    for rel in (
+        "suite.jsonl",
+        "labels.jsonl",
+        "answers-correct.jsonl",
+        "tables/orders.csv",
+        "tables/sensors.csv",
+        "tables/plants.csv",
+    ):
         assert (tmp_path / rel).read_bytes() == (EX / rel).read_bytes(), rel
 
 
-GATED = r'''
+GATED = r"""
 import json, os, sys, time
 from pathlib import Path
 from langchain_core.messages import SystemMessage, ToolMessage
@@ -302,7 +452,7 @@ def step(messages):
 register_builtin("gated-analyst", lambda arg: ScriptedChatModel(by_phase={"solo:analyze": [step]}, answers=["ok"]))
 from cooplab.cli import main
 sys.exit(main(sys.argv[1:]))
-'''
+"""
 
 
 def test_kill_9_mid_item_then_resume_charges_nothing_twice(tmp_path):
@@ -320,13 +470,50 @@ def test_kill_9_mid_item_then_resume_charges_nothing_twice(tmp_path):
     gate = tmp_path / "gate"
 
     def start(out: Path) -> subprocess.Popen:
-        env = {**os.environ, "SUITE": str(SUITE), "ANSWERS": str(EX / "answers-correct.jsonl"), "GATE": str(gate),
-               "BLOCKED": str(out.parent / f"{out.name}.blocked")}
-        cmd = [sys.executable, str(script), "bench", "science", str(SUITE), "--tables", str(TABLES), "--labels", str(LABELS),
-               "--team", "llm", "--model", "builtin:gated-analyst", "--team-size", "1", "--limit", "6", "--parallel", "1",
-               "--sandbox-backend", "local", "--cache", str(out.parent / f"{out.name}.sqlite"), "--out", str(out), "--json"]
-        return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                                cwd=Path(__file__).resolve().parents[2])
+        env = {
+            **os.environ,
+            "SUITE": str(SUITE),
+            "ANSWERS": str(EX / "answers-correct.jsonl"),
+            "GATE": str(gate),
+            "BLOCKED": str(out.parent / f"{out.name}.blocked"),
+        }
+        cmd = [
+            sys.executable,
+            str(script),
+            "bench",
+            "science",
+            str(SUITE),
+            "--tables",
+            str(TABLES),
+            "--labels",
+            str(LABELS),
+            "--team",
+            "llm",
+            "--model",
+            "builtin:gated-analyst",
+            "--team-size",
+            "1",
+            "--limit",
+            "6",
+            "--parallel",
+            "1",
+            "--sandbox-backend",
+            "local",
+            "--cache",
+            str(out.parent / f"{out.name}.sqlite"),
+            "--out",
+            str(out),
+            "--json",
+        ]
+        return subprocess.Popen(
+            cmd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+            cwd=Path(__file__).resolve().parents[2],
+        )
 
     killed = tmp_path / "killed"
     p = start(killed)
@@ -374,7 +561,9 @@ def test_an_item_stopped_by_an_error_counts_wrong_and_is_reported_apart(tmp_path
     )
 
     suite = {json.loads(x)["id"]: json.loads(x) for x in SUITE.read_text().splitlines() if x.strip()}
-    answers = {json.loads(x)["id"]: json.loads(x)["answer"] for x in (EX / "answers-correct.jsonl").read_text().splitlines()}
+    answers = {
+        json.loads(x)["id"]: json.loads(x)["answer"] for x in (EX / "answers-correct.jsonl").read_text().splitlines()
+    }
 
     def step(messages):
         system = next(str(m.content) for m in messages if isinstance(m, SystemMessage))
@@ -382,13 +571,40 @@ def test_an_item_stopped_by_an_error_counts_wrong_and_is_reported_apart(tmp_path
         if item == "q02":
             raise PermanentModelError("the endpoint refused the request (HTTP 400)")
         if not any(m.type == "ai" for m in messages):  # its first step (the budget line may be a second system message)
-            return {"tool_calls": [{"name": "write_artifact", "args": {"name": "final_paper", "content": answers[item]}}]}
+            return {
+                "tool_calls": [{"name": "write_artifact", "args": {"name": "final_paper", "content": answers[item]}}]
+            }
         return {"tool_calls": [{"name": "mark_complete", "args": {"summary": "done"}}]}
 
-    register_builtin("test-refuses-q02", lambda arg: ScriptedChatModel(by_phase={"solo:analyze": [step]}, answers=["ok"]))
-    code = main(["bench", "science", str(SUITE), "--tables", str(TABLES), "--labels", str(LABELS), "--team", "llm", "--model",
-                 "builtin:test-refuses-q02", "--team-size", "1", "--limit", "3", "--sandbox-backend", "local", "--cache", "off",
-                 "--out", str(tmp_path / "b"), "--json"])
+    register_builtin(
+        "test-refuses-q02", lambda arg: ScriptedChatModel(by_phase={"solo:analyze": [step]}, answers=["ok"])
+    )
+    code = main(
+        [
+            "bench",
+            "science",
+            str(SUITE),
+            "--tables",
+            str(TABLES),
+            "--labels",
+            str(LABELS),
+            "--team",
+            "llm",
+            "--model",
+            "builtin:test-refuses-q02",
+            "--team-size",
+            "1",
+            "--limit",
+            "3",
+            "--sandbox-backend",
+            "local",
+            "--cache",
+            "off",
+            "--out",
+            str(tmp_path / "b"),
+            "--json",
+        ]
+    )
     o, err = capsys.readouterr()
     assert code == 1, err  # a failed item makes the exit status 1; everything else is still written
     s = json.loads(o)
@@ -401,7 +617,9 @@ def test_an_item_stopped_by_an_error_counts_wrong_and_is_reported_apart(tmp_path
 
 
 def test_prices_of_the_endpoint_set_the_bill(tmp_path, capsys):
-    s = run_bench(capsys, tmp_path / "p", EX / "answers-correct.jsonl", "--limit", "2", "--price-in", "0.01", "--price-out", "0.2")
+    s = run_bench(
+        capsys, tmp_path / "p", EX / "answers-correct.jsonl", "--limit", "2", "--price-in", "0.01", "--price-out", "0.2"
+    )
     assert s["tokens_in"] > 0 and s["tokens_out"] > 0
     assert s["cost_usd"] == pytest.approx(s["tokens_in"] * 0.01 / 1000 + s["tokens_out"] * 0.2 / 1000, rel=1e-6)
     assert json.loads((tmp_path / "p" / "bench.json").read_text())["llm"]["price_out"] == 0.2
@@ -421,9 +639,30 @@ def test_a_bench_started_before_an_option_existed_resumes_with_its_default(tmp_p
     assert s["skipped"] == ["q01"]
     old["llm"] = {"base_url": None, "max_tokens": 128}
     p.write_text(json.dumps(old))
-    assert "llm differ" in fail_line(capsys, ["bench", "science", str(SUITE), "--tables", str(TABLES), "--labels", str(LABELS), "--team",
-                                              f"answers:{EX / 'answers-correct.jsonl'}", "--sandbox-backend", "local", "--cache", "off",
-                                              "--parallel", "2", "--limit", "1", "--out", str(out)])
+    assert "llm differ" in fail_line(
+        capsys,
+        [
+            "bench",
+            "science",
+            str(SUITE),
+            "--tables",
+            str(TABLES),
+            "--labels",
+            str(LABELS),
+            "--team",
+            f"answers:{EX / 'answers-correct.jsonl'}",
+            "--sandbox-backend",
+            "local",
+            "--cache",
+            "off",
+            "--parallel",
+            "2",
+            "--limit",
+            "1",
+            "--out",
+            str(out),
+        ],
+    )
     # the defaults the bench assumes are those a run on your own data gets
     llm = custom_config([TABLES / "orders.csv"], "x", None, backend="local")["llm"]
     assert {k: llm[k] for k in bench.BENCH_LLM} == bench.bench_llm(None)

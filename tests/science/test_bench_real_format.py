@@ -30,9 +30,30 @@ QUESTIONS, LABELS, TABLES, ANSWERS = D / "questions.jsonl", D / "labels.jsonl", 
 
 
 def bench_run(capsys, out):
-    code = main(["bench", "science", str(QUESTIONS), "--tables", str(TABLES), "--labels", str(LABELS), "--team",
-                 f"answers:{ANSWERS}", "--team-size", "1", "--sandbox-backend", "local", "--cache", "off", "--parallel", "2",
-                 "--out", str(out), "--json"])
+    code = main(
+        [
+            "bench",
+            "science",
+            str(QUESTIONS),
+            "--tables",
+            str(TABLES),
+            "--labels",
+            str(LABELS),
+            "--team",
+            f"answers:{ANSWERS}",
+            "--team-size",
+            "1",
+            "--sandbox-backend",
+            "local",
+            "--cache",
+            "off",
+            "--parallel",
+            "2",
+            "--out",
+            str(out),
+            "--json",
+        ]
+    )
     o, err = capsys.readouterr()
     assert code == 0, err
     return json.loads(o)
@@ -62,27 +83,65 @@ def test_every_item_of_a_real_format_suite_loads_runs_or_says_why(tmp_path, caps
     assert "## Items not scored" in report and "is given twice with different values" in report
     # a rerun reads every answer again (also @mean_age[1e999999999]) and writes the same summary
     again = bench_run(capsys, tmp_path / "b")
-    assert sorted(again["skipped"]) == sorted(s["ran"]) and again["correct"] == 10 and again["not_scored"] == s["not_scored"]
+    assert (
+        sorted(again["skipped"]) == sorted(s["ran"])
+        and again["correct"] == 10
+        and again["not_scored"] == s["not_scored"]
+    )
 
 
-@pytest.mark.parametrize("label,answer,ok", [
-    ("100", "1,0,0", False), ("100", "10,0", False), ("1000", "1,000", True), ("1234.5", "1,234.46", True),
-    ("1e3", "1000", True), ("1e3", "1000.4", True), ("1e3", "600", False), ("1e3", "1400", False), ("1.5e3", "1500.2", True),
-    ("12", "1e999999999", False), ("1e999999999", "1e999999999", True), ("12", "-1e-999999999", False),
-    ("0", "0e999999999", False), ("nan", "NaN", True), ("nan", "0", False), ("", "", True), ("", "''", True), ("", "0", False),
-    ("'Male'", "male", True), ('"Oslo"', "'oslo'", True), ("'12'", "12.4", True), ("0.35", "'0.351'", True),
-    ("12%", "12", True), ("12", "12%", True),
-])
+@pytest.mark.parametrize(
+    "label,answer,ok",
+    [
+        ("100", "1,0,0", False),
+        ("100", "10,0", False),
+        ("1000", "1,000", True),
+        ("1234.5", "1,234.46", True),
+        ("1e3", "1000", True),
+        ("1e3", "1000.4", True),
+        ("1e3", "600", False),
+        ("1e3", "1400", False),
+        ("1.5e3", "1500.2", True),
+        ("12", "1e999999999", False),
+        ("1e999999999", "1e999999999", True),
+        ("12", "-1e-999999999", False),
+        ("0", "0e999999999", False),
+        ("nan", "NaN", True),
+        ("nan", "0", False),
+        ("", "", True),
+        ("", "''", True),
+        ("", "0", False),
+        ("'Male'", "male", True),
+        ('"Oslo"', "'oslo'", True),
+        ("'12'", "12.4", True),
+        ("0.35", "'0.351'", True),
+        ("12%", "12", True),
+        ("12", "12%", True),
+    ],
+)
 def test_scalar_labels(label, answer, ok):
     assert bench.match(label, answer) is ok
 
 
-@pytest.mark.parametrize("label,answer,ok", [
-    (["a", "b"], "b, a", True), (["a", "b"], "[a, b, c]", False), ([1, 2], "[2.0, 1]", True), ([1, 2], "[1, 1]", False),
-    ("['x', 'y']", "['y', 'x']", True), ("[1, 2]", "(1, 2)", True), ([5], "5", True), ([], "[]", True), ([], "", True),
-    ("{'a': 1.5, 'b': [1, 2]}", "{'B': [2, 1], 'a': 1.52}", True), ("{'a': 1.5}", "{'a': 1.6}", False),
-    ({"a": "x"}, "{'a': 'x', 'b': 'y'}", False), ({"a": "x"}, "x", False), ("men's, women's", "men's, women's", True),
-])
+@pytest.mark.parametrize(
+    "label,answer,ok",
+    [
+        (["a", "b"], "b, a", True),
+        (["a", "b"], "[a, b, c]", False),
+        ([1, 2], "[2.0, 1]", True),
+        ([1, 2], "[1, 1]", False),
+        ("['x', 'y']", "['y', 'x']", True),
+        ("[1, 2]", "(1, 2)", True),
+        ([5], "5", True),
+        ([], "[]", True),
+        ([], "", True),
+        ("{'a': 1.5, 'b': [1, 2]}", "{'B': [2, 1], 'a': 1.52}", True),
+        ("{'a': 1.5}", "{'a': 1.6}", False),
+        ({"a": "x"}, "{'a': 'x', 'b': 'y'}", False),
+        ({"a": "x"}, "x", False),
+        ("men's, women's", "men's, women's", True),
+    ],
+)
 def test_lists_and_dicts(label, answer, ok):
     assert same(label_value(label), answer) is ok
 
@@ -95,9 +154,57 @@ def test_answer_parts_with_brackets_inside():
 
 
 # --- a property test over hostile answers and labels (seeded; hypothesis is not installed) ---------------
-ATOMS = ["0", "-0", "1", "12", "0.35", "1e3", "1E-5", "1e999999999", "-1e-999999999", "9" * 400, "1,0,0", "1,000", ",", ".", "e5",
-         "nan", "NaN", "inf", "-Infinity", "", " ", "'", '"', "''", "[", "]", "{", "}", "(", ")", ":", "@", "@x[", "%", "\n",
-         "\u0000", "\ud800", "é", "Male", "'Oslo'", "[1, 2]", "{'a': 1}", "[[[[", "]]]]", "{'a': [", "1.", ".5", "+", "-"]
+ATOMS = [
+    "0",
+    "-0",
+    "1",
+    "12",
+    "0.35",
+    "1e3",
+    "1E-5",
+    "1e999999999",
+    "-1e-999999999",
+    "9" * 400,
+    "1,0,0",
+    "1,000",
+    ",",
+    ".",
+    "e5",
+    "nan",
+    "NaN",
+    "inf",
+    "-Infinity",
+    "",
+    " ",
+    "'",
+    '"',
+    "''",
+    "[",
+    "]",
+    "{",
+    "}",
+    "(",
+    ")",
+    ":",
+    "@",
+    "@x[",
+    "%",
+    "\n",
+    "\u0000",
+    "\ud800",
+    "é",
+    "Male",
+    "'Oslo'",
+    "[1, 2]",
+    "{'a': 1}",
+    "[[[[",
+    "]]]]",
+    "{'a': [",
+    "1.",
+    ".5",
+    "+",
+    "-",
+]
 
 
 def hostile(rng: random.Random) -> str:
@@ -117,7 +224,9 @@ def test_hostile_answers_and_labels_never_raise_and_equal_values_match():
         for name, value in answer_parts(f"@q[{answer}] " + answer):
             assert name and "\n" not in value
     for _ in range(500):  # hostile JSON label values, with a line around them
-        v = rng.choice([float("nan"), float("inf"), -0.0, 1e308, 10**400, True, None, [], {}, [[[]]], {"": [1]}, hostile(rng)])
+        v = rng.choice(
+            [float("nan"), float("inf"), -0.0, 1e308, 10**400, True, None, [], {}, [[[]]], {"": [1]}, hostile(rng)]
+        )
         try:
             lab = label_value(v)
         except ValueError:
@@ -130,7 +239,7 @@ def test_numbers_are_compared_at_the_precision_written_out_in_full():
     rng = random.Random(7)
     for _ in range(2000):
         digits = rng.randint(0, 6)
-        x = Decimal(rng.randint(-10**7, 10**7)).scaleb(-digits)
+        x = Decimal(rng.randint(-(10**7), 10**7)).scaleb(-digits)
         label = f"{x:f}"
         half = Decimal(5).scaleb(-digits - 1)
         assert bench.match(label, f"{x + half:f}") and bench.match(label, f"{x - half:f}")

@@ -30,22 +30,29 @@ BOUND = 0.1  # "near zero"
 
 
 def _report(results: str, everywhere: str = "") -> str:
-    return "\n\n".join(f"## {s}\n\n{FILLER.get(s, '')} {everywhere}".rstrip() + (f"\n\n{results}" if s == "Results" else "")
-                       for s in SECTIONS)
+    return "\n\n".join(
+        f"## {s}\n\n{FILLER.get(s, '')} {everywhere}".rstrip() + (f"\n\n{results}" if s == "Results" else "")
+        for s in SECTIONS
+    )
 
 
 def names_only(truth: dict, columns: list[str]) -> str:
     """Every column and every fact's topic named in every section; nothing claimed of them."""
     topics = ", ".join(f"the {f['context'][0]}" for f in truth["facts"])
-    return _report("", f"The table has the columns {', '.join(columns)}. We looked at {topics}. "
-                       f"Each variable ({', '.join(columns)}) was examined in turn.")
+    return _report(
+        "",
+        f"The table has the columns {', '.join(columns)}. We looked at {topics}. "
+        f"Each variable ({', '.join(columns)}) was examined in turn.",
+    )
 
 
 def shotgun(truth: dict) -> str:
     """Nine candidate numbers per number fact (the truth among them): in a table and one sentence each."""
     numbers = [f for f in truth["facts"] if f["kind"] == "number"]
     rows = [f"| {f['context'][0]} | " + " | ".join(number_candidates(f, 9)) + " |" for f in numbers]
-    table = "| quantity | " + " | ".join(f"run {i}" for i in range(1, 10)) + " |\n|" + "---|" * 10 + "\n" + "\n".join(rows)
+    table = (
+        "| quantity | " + " | ".join(f"run {i}" for i in range(1, 10)) + " |\n|" + "---|" * 10 + "\n" + "\n".join(rows)
+    )
     sentences = " ".join(f"The {f['context'][0]} is {v}." for f in numbers for v in number_candidates(f, 9))
     return _report(f"We report every value we computed.\n\n{table}\n\n{sentences}")
 
@@ -67,10 +74,12 @@ def test_naming_every_variable_or_shotgunning_numbers_earns_no_accuracy(task, ma
 
 
 # --- your own data --------------------------------------------------------------------------------------------
-TRUTH = {"facts": [
-    {"name": "rows", "kind": "number", "value": 240, "tolerance": 0, "context": ["number of rows"]},
-    {"name": "drivers", "kind": "keywords", "value": ["rainfall", "soil"], "context": ["drivers of yield"]},
-]}
+TRUTH = {
+    "facts": [
+        {"name": "rows", "kind": "number", "value": 240, "tolerance": 0, "context": ["number of rows"]},
+        {"name": "drivers", "kind": "keywords", "value": ["rainfall", "soil"], "context": ["drivers of yield"]},
+    ]
+}
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +96,10 @@ def farm(tmp_path_factory):
 
 
 def _own_truth(farm) -> dict:
-    return {"task": "custom", "facts": custom_section([farm / "farm.csv"], "Which variables drive the yield?", TRUTH)["facts"]}
+    return {
+        "task": "custom",
+        "facts": custom_section([farm / "farm.csv"], "Which variables drive the yield?", TRUTH)["facts"],
+    }
 
 
 def test_a_keywords_fact_needs_the_claim_not_the_column_names(farm):
@@ -95,17 +107,26 @@ def test_a_keywords_fact_needs_the_claim_not_the_column_names(farm):
     columns = ["yield", "rainfall", "soil", "temperature", "wind"]
     drivers = next(f for f in truth["facts"] if f["id"] == "drivers")
     assert drivers["universe"] == ["temperature", "wind"]  # the other columns; yield is in the context
-    right = _report("The number of rows is 240. The drivers of yield are rainfall and soil: yield rises by about 2 per unit of "
-                    "rainfall and 1 per unit of soil.")
+    right = _report(
+        "The number of rows is 240. The drivers of yield are rainfall and soil: yield rises by about 2 per unit of "
+        "rainfall and 1 per unit of soil."
+    )
     assert heuristic_score(right, truth).accuracy == 1.0
-    outside = _report("The number of rows is 240. Rainfall and soil both raise the yield.")  # a claim, outside the context
+    outside = _report(
+        "The number of rows is 240. Rainfall and soil both raise the yield."
+    )  # a claim, outside the context
     assert {f.id: f.score for f in heuristic_score(outside, truth).facts} == {"rows": 1.0, "drivers": 0.5}
     for name, report in (
         ("names only", names_only(truth, columns)),
         ("shotgun", shotgun(truth)),
         ("every column a driver", _report("The drivers of yield are rainfall, soil, temperature and wind.")),
-        ("a relation for every column", _report("Rainfall predicts the yield. Soil predicts the yield. Temperature predicts "
-                                                "the yield. Wind predicts the yield.")),
+        (
+            "a relation for every column",
+            _report(
+                "Rainfall predicts the yield. Soil predicts the yield. Temperature predicts "
+                "the yield. Wind predicts the yield."
+            ),
+        ),
     ):
         s = heuristic_score(report, truth)
         assert s.accuracy <= BOUND, (name, [f for f in s.facts if f.score > 0])
@@ -116,9 +137,28 @@ def test_a_team_that_ran_no_analysis_gets_no_credit_for_the_columns(farm, tmp_pa
     every column, and claims nothing about drivers) on data with a drivers fact: before, the
     drivers fact alone gave it 0.5 for naming the columns."""
     out = tmp_path / "run"
-    code = main(["run", "science", "--dataset", str(farm / "farm.csv"), "--task-file", str(farm / "task.md"), "--truth",
-                 str(farm / "truth.json"), "--team", "oracle", "--sandbox-backend", "local", "--cache", "off", "--out", str(out),
-                 "-q", "--json"])
+    code = main(
+        [
+            "run",
+            "science",
+            "--dataset",
+            str(farm / "farm.csv"),
+            "--task-file",
+            str(farm / "task.md"),
+            "--truth",
+            str(farm / "truth.json"),
+            "--team",
+            "oracle",
+            "--sandbox-backend",
+            "local",
+            "--cache",
+            "off",
+            "--out",
+            str(out),
+            "-q",
+            "--json",
+        ]
+    )
     stdout, err = capsys.readouterr()
     assert code == 0, err
     s = json.loads(stdout)
@@ -144,9 +184,16 @@ def test_the_bench_gives_nothing_for_names_or_a_list_of_candidates():
         names = [n for n, _ in lab.pairs]
         assert bench.score_item(lab, bench.extract(correct[item]))["correct"], item
         guesses = ["0", "1", "2.5", "10", "north", "negative", "yes"]
-        papers = {"names only": "We computed " + ", ".join(names) + " from the table.",
-                  "candidates in one answer": " ".join(f"@{n}[{', '.join(guesses + [bench.shown(v)])}]" for n, v in lab.pairs),
-                  "separate candidates": " ".join(f"@{n}[{g}]" for n, v in lab.pairs
-                                                  for g in [bench.shown(v), *(g for g in guesses if not bench.same(v, g))])}
+        papers = {
+            "names only": "We computed " + ", ".join(names) + " from the table.",
+            "candidates in one answer": " ".join(
+                f"@{n}[{', '.join(guesses + [bench.shown(v)])}]" for n, v in lab.pairs
+            ),
+            "separate candidates": " ".join(
+                f"@{n}[{g}]"
+                for n, v in lab.pairs
+                for g in [bench.shown(v), *(g for g in guesses if not bench.same(v, g))]
+            ),
+        }
         for name, text in papers.items():
             assert bench.score_item(lab, bench.extract(text))["n_sub_correct"] == 0, (item, name)

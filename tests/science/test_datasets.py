@@ -53,11 +53,13 @@ def stated(fact: dict, text: str) -> bool:
     low = text.lower()
     if fact["kind"] == "claim":
         return any(c in low for c in fact["context"])
-    sentences = [s for s in re.split(r"(?<=[.!?;])\s+|\n+", low)
-                 if any(c in s for c in fact["context"])]
+    sentences = [s for s in re.split(r"(?<=[.!?;])\s+|\n+", low) if any(c in s for c in fact["context"])]
     if fact["kind"] == "number":
-        return any(abs(float(m.group()) - fact["value"]) <= fact["tolerance"]
-                   for s in sentences for m in re.finditer(r"(?<![\w.-])-?\d+(?:\.\d+)?", s))
+        return any(
+            abs(float(m.group()) - fact["value"]) <= fact["tolerance"]
+            for s in sentences
+            for m in re.finditer(r"(?<![\w.-])-?\d+(?:\.\d+)?", s)
+        )
     items = fact["value"] if fact["kind"] == "set" else [str(fact["value"])]
     return all(any(item.lower() in s for s in sentences) for item in items)
 
@@ -148,15 +150,18 @@ def test_small_size_is_smaller_and_still_recoverable(task, made, tmp_path):
     assert all(recovered_ok(f, got.get(f["id"])) for f in ds.truth["facts"])
 
 
-@pytest.mark.parametrize("task,seed,size,needle", [
-    ("ecologyy", 0, "default", "unknown science task"),
-    (None, 0, "default", "unknown science task"),
-    ("ecology", -1, "default", "non-negative int"),
-    ("ecology", 1.5, "default", "non-negative int"),
-    ("ecology", True, "default", "non-negative int"),
-    ("ecology", "3", "default", "non-negative int"),
-    ("ecology", 0, "huge", "unknown dataset size"),
-])
+@pytest.mark.parametrize(
+    "task,seed,size,needle",
+    [
+        ("ecologyy", 0, "default", "unknown science task"),
+        (None, 0, "default", "unknown science task"),
+        ("ecology", -1, "default", "non-negative int"),
+        ("ecology", 1.5, "default", "non-negative int"),
+        ("ecology", True, "default", "non-negative int"),
+        ("ecology", "3", "default", "non-negative int"),
+        ("ecology", 0, "huge", "unknown dataset size"),
+    ],
+)
 def test_bad_arguments_give_one_line_value_errors(task, seed, size, needle, tmp_path):
     with pytest.raises(ValueError) as err:
         D.generate(task, seed, tmp_path, size=size)
@@ -172,8 +177,9 @@ def test_bad_arguments_give_one_line_value_errors(task, seed, size, needle, tmp_
 @pytest.mark.parametrize("task,seed", CASES)
 def test_oracle_recovers_every_fact(task, seed, made):
     ds, got = made[task, seed]
-    wrong = [(f["id"], f["value"], got.get(f["id"])) for f in ds.truth["facts"]
-             if not recovered_ok(f, got.get(f["id"]))]
+    wrong = [
+        (f["id"], f["value"], got.get(f["id"])) for f in ds.truth["facts"] if not recovered_ok(f, got.get(f["id"]))
+    ]
     assert not wrong
 
 
@@ -182,8 +188,7 @@ def test_oracle_finds_the_anomalies_where_they_were_put(seed, made):
     ds, got = made["anomaly", seed]
     truth = ds.truth["details"]["anomalies"]
     for kind in ("point", "contextual"):
-        assert {(e["sensor"], e["index"]) for e in got[kind]} == \
-               {(e["sensor"], e["index"]) for e in truth[kind]}
+        assert {(e["sensor"], e["index"]) for e in got[kind]} == {(e["sensor"], e["index"]) for e in truth[kind]}
     assert len(got["collective"]) == len(truth["collective"])
     for g, t in zip(got["collective"], truth["collective"]):
         assert g["sensor"] == t["sensor"]

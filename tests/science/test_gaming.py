@@ -51,26 +51,33 @@ def test_a_data_blind_report_scores_no_accuracy(task, shape, made):
 SHIFT, N_SPECIES, RMSE_LIKE = ECOLOGY["facts"][1], ECOLOGY["facts"][0], ANOMALY["facts"][2]
 
 
-@pytest.mark.parametrize("fact,text,status", [
-    # committed, also with a confidence interval or a range inside the tolerance
-    (SHIFT, "A regime shift occurs at t = 120.", "found"),
-    (SHIFT, "The regime shift occurs at t = 121 (95% CI 100-140).", "found"),
-    (SHIFT, "The regime shift occurs between t = 118 and t = 124.", "found"),
-    # several candidates offered together
-    (SHIFT, "The regime shift occurs at t = 100, 120 or 140.", "contradicted"),
-    (SHIFT, "The regime shift occurs between t = 100 and 140.", "contradicted"),
-    (SHIFT, "The regime shift occurs at t = 100-140.", "contradicted"),
-    (SHIFT, "The regime shift occurs at either t = 120 or t = 160.", "contradicted"),
-    (SHIFT, "The regime shift occurs at t = 120 (or perhaps 160).", "contradicted"),
-    (N_SPECIES, "The dataset contains 4 species or 5 species.", "contradicted"),
-    (N_SPECIES, "The dataset could contain 5 species.", "contradicted"),  # a guess
-    # one value per sentence: the statements must agree
-    (N_SPECIES, "The species count is 4. The species count is 5. The species count is 6.", "contradicted"),
-    (N_SPECIES, "The dataset has 5 species. The community of 5 species is stable. The species count is 4.", "found"),
-    # a number that counts something else is no statement of the value
-    (N_SPECIES, "The dataset contains 5 species. The species fall into 3 groups.", "found"),
-    (RMSE_LIKE, "About 4% of the time steps are anomalous.", "found"),
-])
+@pytest.mark.parametrize(
+    "fact,text,status",
+    [
+        # committed, also with a confidence interval or a range inside the tolerance
+        (SHIFT, "A regime shift occurs at t = 120.", "found"),
+        (SHIFT, "The regime shift occurs at t = 121 (95% CI 100-140).", "found"),
+        (SHIFT, "The regime shift occurs between t = 118 and t = 124.", "found"),
+        # several candidates offered together
+        (SHIFT, "The regime shift occurs at t = 100, 120 or 140.", "contradicted"),
+        (SHIFT, "The regime shift occurs between t = 100 and 140.", "contradicted"),
+        (SHIFT, "The regime shift occurs at t = 100-140.", "contradicted"),
+        (SHIFT, "The regime shift occurs at either t = 120 or t = 160.", "contradicted"),
+        (SHIFT, "The regime shift occurs at t = 120 (or perhaps 160).", "contradicted"),
+        (N_SPECIES, "The dataset contains 4 species or 5 species.", "contradicted"),
+        (N_SPECIES, "The dataset could contain 5 species.", "contradicted"),  # a guess
+        # one value per sentence: the statements must agree
+        (N_SPECIES, "The species count is 4. The species count is 5. The species count is 6.", "contradicted"),
+        (
+            N_SPECIES,
+            "The dataset has 5 species. The community of 5 species is stable. The species count is 4.",
+            "found",
+        ),
+        # a number that counts something else is no statement of the value
+        (N_SPECIES, "The dataset contains 5 species. The species fall into 3 groups.", "found"),
+        (RMSE_LIKE, "About 4% of the time steps are anomalous.", "found"),
+    ],
+)
 def test_numbers_must_be_committed(fact, text, status):
     assert fact_result(fact, text).status == status
 
@@ -78,17 +85,24 @@ def test_numbers_must_be_committed(fact, text, status):
 BEST, TOP = GEOSPATIAL["facts"][4], ECOLOGY["facts"][5]
 
 
-@pytest.mark.parametrize("fact,text,status", [
-    (BEST, "Regression kriging is the best model.", "found"),
-    (BEST, "Regression kriging outperforms the random forest and linear regression.", "found"),
-    (BEST, "The best model is kriging or the random forest.", "contradicted"),
-    (BEST, "The best model is kriging, random forest or linear regression.", "contradicted"),
-    (BEST, "The best model is one of kriging, random forest and linear regression.", "contradicted"),
-    (BEST, "The best model could be kriging.", "contradicted"),
-    (BEST, "The best model is kriging. The best model is the random forest.", "contradicted"),
-    (BEST, "The best model is kriging. Kriging had the lowest error. The best model is the random forest.", "found"),
-    (TOP, "sp2 is the main predator; the predator is either sp2 or sp5.", "contradicted"),
-])
+@pytest.mark.parametrize(
+    "fact,text,status",
+    [
+        (BEST, "Regression kriging is the best model.", "found"),
+        (BEST, "Regression kriging outperforms the random forest and linear regression.", "found"),
+        (BEST, "The best model is kriging or the random forest.", "contradicted"),
+        (BEST, "The best model is kriging, random forest or linear regression.", "contradicted"),
+        (BEST, "The best model is one of kriging, random forest and linear regression.", "contradicted"),
+        (BEST, "The best model could be kriging.", "contradicted"),
+        (BEST, "The best model is kriging. The best model is the random forest.", "contradicted"),
+        (
+            BEST,
+            "The best model is kriging. Kriging had the lowest error. The best model is the random forest.",
+            "found",
+        ),
+        (TOP, "sp2 is the main predator; the predator is either sp2 or sp5.", "contradicted"),
+    ],
+)
 def test_labels_must_be_committed(fact, text, status):
     assert fact_result(fact, text).status == status
 
@@ -96,18 +110,41 @@ def test_labels_must_be_committed(fact, text, status):
 PREDICTIVE, IMPORTANT = BIOMARKER["facts"][2], GEOSPATIAL["facts"][2]
 
 
-@pytest.mark.parametrize("fact,text,status,score", [
-    (PREDICTIVE, "The predictive biomarkers are BM03 and BM11.", "found", 1.0),
-    (PREDICTIVE, "The predictive biomarkers are BM03 and BM11. BM03 is the strongest predictive biomarker.", "found", 1.0),
-    (PREDICTIVE, "The predictive biomarkers are BM03, BM11 or BM07.", "contradicted", 0.0),
-    (PREDICTIVE, "The predictive biomarkers are either BM03 and BM11 or BM07 and BM19.", "contradicted", 0.0),
-    (PREDICTIVE, "The predictive biomarkers are BM03 and BM11; or rather BM07 and BM19.", "contradicted", 0.0),
-    (PREDICTIVE, "The predictive biomarkers may include BM03 and BM11.", "contradicted", 0.0),
-    (PREDICTIVE, "The predictive biomarkers are BM03 and BM11. The predictive biomarkers are BM07 and BM19.", "contradicted", 0.0),
-    (PREDICTIVE, "The predictive biomarkers are BM03, BM11, BM07 and BM19.", "contradicted", 0.0),  # 2 right - 2 wrong
-    (IMPORTANT, "The important covariates are elevation, soil_ph, slope and rainfall.", "contradicted", 0.0),
-    (IMPORTANT, "The important covariates are elevation, soil_ph, slope, rainfall and ndvi.", "missing", 0.0),  # a list of candidates
-])
+@pytest.mark.parametrize(
+    "fact,text,status,score",
+    [
+        (PREDICTIVE, "The predictive biomarkers are BM03 and BM11.", "found", 1.0),
+        (
+            PREDICTIVE,
+            "The predictive biomarkers are BM03 and BM11. BM03 is the strongest predictive biomarker.",
+            "found",
+            1.0,
+        ),
+        (PREDICTIVE, "The predictive biomarkers are BM03, BM11 or BM07.", "contradicted", 0.0),
+        (PREDICTIVE, "The predictive biomarkers are either BM03 and BM11 or BM07 and BM19.", "contradicted", 0.0),
+        (PREDICTIVE, "The predictive biomarkers are BM03 and BM11; or rather BM07 and BM19.", "contradicted", 0.0),
+        (PREDICTIVE, "The predictive biomarkers may include BM03 and BM11.", "contradicted", 0.0),
+        (
+            PREDICTIVE,
+            "The predictive biomarkers are BM03 and BM11. The predictive biomarkers are BM07 and BM19.",
+            "contradicted",
+            0.0,
+        ),
+        (
+            PREDICTIVE,
+            "The predictive biomarkers are BM03, BM11, BM07 and BM19.",
+            "contradicted",
+            0.0,
+        ),  # 2 right - 2 wrong
+        (IMPORTANT, "The important covariates are elevation, soil_ph, slope and rainfall.", "contradicted", 0.0),
+        (
+            IMPORTANT,
+            "The important covariates are elevation, soil_ph, slope, rainfall and ndvi.",
+            "missing",
+            0.0,
+        ),  # a list of candidates
+    ],
+)
 def test_sets_must_be_committed(fact, text, status, score):
     r = fact_result(fact, text)
     assert r.status == status and r.score == pytest.approx(score), r
@@ -116,19 +153,38 @@ def test_sets_must_be_committed(fact, text, status, score):
 SPATIAL_CV, AUTOCORR = GEOSPATIAL["facts"][3], GEOSPATIAL["facts"][5]
 
 
-@pytest.mark.parametrize("fact,text,status", [
-    (SPATIAL_CV, "Spatial CV gives a higher error than random CV: 0.82 with blocked folds against 0.61.", "found"),
-    (SPATIAL_CV, "Spatial CV may give a higher error than random CV.", "contradicted"),
-    (SPATIAL_CV, "Spatial CV gives either a higher or a lower error than random CV.", "contradicted"),
-    (SPATIAL_CV, "Spatial CV gives a higher error than random CV (or perhaps the reverse: spatial CV gives a lower "
-                 "error than random CV).", "contradicted"),
-    (SPATIAL_CV, "Spatial CV gives a higher error than random CV. Spatial CV gives a lower error than random CV. "
-                 "Spatial CV gives a higher error than random CV.", "contradicted"),
-    (AUTOCORR, "The residuals show spatial autocorrelation.", "found"),
-    (AUTOCORR, "The residuals show spatial autocorrelation (Moran's I = 0.31), which biases naive standard errors.", "found"),
-    (AUTOCORR, "The residuals possibly show spatial autocorrelation.", "contradicted"),
-    (AUTOCORR, "The residuals show spatial autocorrelation. The residuals show no spatial autocorrelation.", "contradicted"),
-])
+@pytest.mark.parametrize(
+    "fact,text,status",
+    [
+        (SPATIAL_CV, "Spatial CV gives a higher error than random CV: 0.82 with blocked folds against 0.61.", "found"),
+        (SPATIAL_CV, "Spatial CV may give a higher error than random CV.", "contradicted"),
+        (SPATIAL_CV, "Spatial CV gives either a higher or a lower error than random CV.", "contradicted"),
+        (
+            SPATIAL_CV,
+            "Spatial CV gives a higher error than random CV (or perhaps the reverse: spatial CV gives a lower "
+            "error than random CV).",
+            "contradicted",
+        ),
+        (
+            SPATIAL_CV,
+            "Spatial CV gives a higher error than random CV. Spatial CV gives a lower error than random CV. "
+            "Spatial CV gives a higher error than random CV.",
+            "contradicted",
+        ),
+        (AUTOCORR, "The residuals show spatial autocorrelation.", "found"),
+        (
+            AUTOCORR,
+            "The residuals show spatial autocorrelation (Moran's I = 0.31), which biases naive standard errors.",
+            "found",
+        ),
+        (AUTOCORR, "The residuals possibly show spatial autocorrelation.", "contradicted"),
+        (
+            AUTOCORR,
+            "The residuals show spatial autocorrelation. The residuals show no spatial autocorrelation.",
+            "contradicted",
+        ),
+    ],
+)
 def test_claims_must_be_committed(fact, text, status):
     r = fact_result(fact, text)
     assert r.status == status and r.score == (1.0 if status == "found" else 0.0), r

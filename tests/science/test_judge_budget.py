@@ -15,8 +15,15 @@ from cooplab.cli import main
 from cooplab.evals.scoring.sections import SECTIONS
 from cooplab.tasks.science.task import TASK
 
-VERDICT = {"completeness": 5, "completeness_rationale": "All there.", "sections": {s: True for s in SECTIONS}, "quality": 4,
-           "quality_rationale": "Tests are reported.", "accuracy": 3, "accuracy_rationale": "Most facts match."}
+VERDICT = {
+    "completeness": 5,
+    "completeness_rationale": "All there.",
+    "sections": {s: True for s in SECTIONS},
+    "quality": 4,
+    "quality_rationale": "Tests are reported.",
+    "accuracy": 3,
+    "accuracy_rationale": "Most facts match.",
+}
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +35,27 @@ def judge_file(tmp_path_factory) -> Path:
 
 def science(out: Path, capsys, *extra: str) -> dict:
     # the team's output cap the amounts below were chosen for (the science default reserves more per call)
-    code = main(["run", "science", "--team", "oracle", "--sandbox-backend", "local", "--cache", "off", "--budget", "0.03",
-                 "--max-tokens", "64", *extra, "--out", str(out), "-q", "--json"])
+    code = main(
+        [
+            "run",
+            "science",
+            "--team",
+            "oracle",
+            "--sandbox-backend",
+            "local",
+            "--cache",
+            "off",
+            "--budget",
+            "0.03",
+            "--max-tokens",
+            "64",
+            *extra,
+            "--out",
+            str(out),
+            "-q",
+            "--json",
+        ]
+    )
     stdout, err = capsys.readouterr()
     assert code == 0, err
     return json.loads(stdout)
@@ -42,12 +68,17 @@ def test_the_judge_has_the_teams_budget_by_default_and_its_cost_is_reported(tmp_
     assert s["status"] == "completed" and j["budget_usd"] == 0.03 and "error" not in j
     assert 0 < j["cost_usd"] <= 0.03 and j["ledger"]["calls"] == 3 and j["cost_usd"] == j["ledger"]["cost_usd_float"]
     assert s["ledger"]["cost_usd_float"] <= 0.03  # the team's own, apart from the judge's
-    assert TASK.cost_spent(cooplab.Run.open(out).summary) == pytest.approx(s["ledger"]["cost_usd_float"] + j["cost_usd"])
+    assert TASK.cost_spent(cooplab.Run.open(out).summary) == pytest.approx(
+        s["ledger"]["cost_usd_float"] + j["cost_usd"]
+    )
     scored = json.loads((out / "scores.json").read_text())["judges"][0]
     assert scored["budget_usd"] == 0.03 and scored["ledger"]["cost_usd_float"] == j["cost_usd"]
     assert "judge cost $" in (out / "report.html").read_text()
     lines = TASK.report(cooplab.Run.open(out).summary)
-    assert any(ln.startswith(f"judge scripted:{judge_file}") and f"cost ${j['cost_usd']:.4f} of its $0.0300 budget" in ln for ln in lines)
+    assert any(
+        ln.startswith(f"judge scripted:{judge_file}") and f"cost ${j['cost_usd']:.4f} of its $0.0300 budget" in ln
+        for ln in lines
+    )
 
     # scoring again under a budget too small for one call: one line, exit 1, scores.json as it was
     before = (out / "scores.json").read_text()
@@ -84,14 +115,20 @@ def test_the_cost_cap_of_a_science_run_counts_its_judge():
     assert TASK.cost_cap(config({"model": "x", "samples": 3, "budget": 0.002}, budget=None)) is None
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--judge-budget", "-1"], "--judge-budget must be a finite number in [0, 1000000] (USD"),
-    (["--judge-budget", "nan"], "--judge-budget must be a finite number"),
-    (["--judge-budget", "0.01"], "--judge-budget goes with --judge MODEL"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--judge-budget", "-1"], "--judge-budget must be a finite number in [0, 1000000] (USD"),
+        (["--judge-budget", "nan"], "--judge-budget must be a finite number"),
+        (["--judge-budget", "0.01"], "--judge-budget goes with --judge MODEL"),
+    ],
+)
 def test_bad_judge_budgets_are_one_line(tmp_path, capsys, args, needle):
     from tests.helpers.cli import fail_line
 
-    line = fail_line(capsys, ["run", "science", "--team", "oracle", "--sandbox-backend", "local", *args, "--out", str(tmp_path / "r")])
+    line = fail_line(
+        capsys,
+        ["run", "science", "--team", "oracle", "--sandbox-backend", "local", *args, "--out", str(tmp_path / "r")],
+    )
     assert needle in line
     assert not (tmp_path / "r").exists()

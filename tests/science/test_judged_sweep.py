@@ -21,8 +21,18 @@ from tests.games.test_bayes import write_profile
 from tests.helpers.cli import fail_line
 
 #: three different verdicts; the scripted judge picks one by a hash of its prompt (so by the report)
-VERDICTS = [{"completeness": c, "completeness_rationale": "Sections.", "sections": {s: True for s in SECTIONS}, "quality": q,
-             "quality_rationale": "Tests.", "accuracy": a, "accuracy_rationale": "Facts."} for c, q, a in ((5, 4, 3), (2, 2, 1), (4, 3, 5))]
+VERDICTS = [
+    {
+        "completeness": c,
+        "completeness_rationale": "Sections.",
+        "sections": {s: True for s in SECTIONS},
+        "quality": q,
+        "quality_rationale": "Tests.",
+        "accuracy": a,
+        "accuracy_rationale": "Facts.",
+    }
+    for c, q, a in ((5, 4, 3), (2, 2, 1), (4, 3, 5))
+]
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +55,17 @@ def write_sweep(folder: Path, *, judge: str | None, tasks=("ecology", "anomaly")
         fixed.update(judge=judge, judge_samples=2, judge_budget=0.2)
     folder.mkdir(parents=True, exist_ok=True)
     p = folder / "sweep.json"
-    p.write_text(json.dumps({"task": "science", "out": "out", "fixed": fixed, "grid": {"team": ["oracle", "garbage"], "task": list(tasks)},
-                             "seeds": list(seeds)}))
+    p.write_text(
+        json.dumps(
+            {
+                "task": "science",
+                "out": "out",
+                "fixed": fixed,
+                "grid": {"team": ["oracle", "garbage"], "task": list(tasks)},
+                "seeds": list(seeds),
+            }
+        )
+    )
     return p
 
 
@@ -66,7 +85,10 @@ def judged(tmp_path_factory, judge_file):
         assert main(["sweep", str(path), "--json", "-q"]) == 0
     scores = pd.read_csv(root / "out" / "scores.csv")
     rng = np.random.default_rng(2)
-    profiles = [write_profile(root / "profiles" / str(i), m, 0.2 + 0.2 * i, rng) for i, m in enumerate(sorted(set(scores["model"])))]
+    profiles = [
+        write_profile(root / "profiles" / str(i), m, 0.2 + 0.2 * i, rng)
+        for i, m in enumerate(sorted(set(scores["model"])))
+    ]
     return root, scores, profiles
 
 
@@ -85,14 +107,30 @@ def test_a_sweep_judges_every_run_and_records_both_scorers(judged):
         config = json.loads((Path(run) / "config.json").read_text())
         assert config["params"]["judge"] == {"model": f"scripted:{root / 'judge.json'}", "samples": 2, "budget": 0.2}
     cond = pd.read_csv(root / "out" / "conditions.csv")
-    assert {"judge_completeness", "judge_quality", "judge_accuracy"} <= set(cond.columns) and cond["judge_accuracy"].notna().all()
+    assert {"judge_completeness", "judge_quality", "judge_accuracy"} <= set(cond.columns) and cond[
+        "judge_accuracy"
+    ].notna().all()
 
 
 def test_a_judge_scored_sweep_feeds_analyze_science(judged, tmp_path, capsys):
     root, scores, profiles = judged
     out = tmp_path / "an"
-    args = ["analyze", "science", str(root / "out"), *[x for p in profiles for x in ("--profiles", str(p))], "--out", str(out),
-            "--chains", "1", "--warmup", "100", "--samples", "100", "--seed", "1"]  # plumbing, not convergence
+    args = [
+        "analyze",
+        "science",
+        str(root / "out"),
+        *[x for p in profiles for x in ("--profiles", str(p))],
+        "--out",
+        str(out),
+        "--chains",
+        "1",
+        "--warmup",
+        "100",
+        "--samples",
+        "100",
+        "--seed",
+        "1",
+    ]  # plumbing, not convergence
     code = main(args)
     stdout, err = capsys.readouterr()
     assert code == 0, err
@@ -107,7 +145,10 @@ def test_a_judge_scored_sweep_feeds_analyze_science(judged, tmp_path, capsys):
     for dim in ("completeness", "quality", "accuracy"):
         assert np.allclose(got[dim].sort_index(), want[f"judge_{dim}"].sort_index())
     heur, hnotes = bayes.load_scores(root / "out", "heuristic")
-    assert np.allclose(heur.set_index(["model", "task"])["accuracy"].sort_index(), scores.groupby(["model", "task"])["accuracy"].mean().sort_index())
+    assert np.allclose(
+        heur.set_index(["model", "task"])["accuracy"].sort_index(),
+        scores.groupby(["model", "task"])["accuracy"].mean().sort_index(),
+    )
     assert hnotes[0].startswith("outcomes: the heuristic scorer's")
 
 
@@ -120,28 +161,44 @@ def test_runs_without_judge_scores_are_one_line_until_scored(tmp_path, capsys, j
     assert len(res["run_dirs"]) == 2 and scores["judge_accuracy"].isna().all()
     prof = [x for p in profiles for x in ("--profiles", str(p))]
     line = fail_line(capsys, ["analyze", "science", str(sw), *prof, "--out", str(tmp_path / "o")])
-    assert "has no judge scores" in line and "--score-source heuristic" in line and "cooplab science score" in line, line
+    assert "has no judge scores" in line and "--score-source heuristic" in line and "cooplab science score" in line, (
+        line
+    )
     assert not (tmp_path / "o").exists()
-    assert "--score-source must be judge or heuristic" in fail_line(capsys, ["analyze", "science", str(sw), *prof, "--score-source",
-                                                                            "oracle", "--out", str(tmp_path / "o")])
+    assert "--score-source must be judge or heuristic" in fail_line(
+        capsys, ["analyze", "science", str(sw), *prof, "--score-source", "oracle", "--out", str(tmp_path / "o")]
+    )
     # scored after the sweep: read from the runs' scores.json
     for run in scores["run_dir"]:
         assert main(["science", "score", run, "--judge", f"scripted:{judge_file}", "--samples", "1"]) == 0
     capsys.readouterr()
     got, notes = bayes.load_scores(sw)
-    assert got["accuracy"].between(0, 1).all() and notes[0] == f"outcomes: the LLM judge's scores (scripted:{judge_file}), as in the paper's Table 2"
+    assert (
+        got["accuracy"].between(0, 1).all()
+        and notes[0] == f"outcomes: the LLM judge's scores (scripted:{judge_file}), as in the paper's Table 2"
+    )
 
 
 def test_an_earlier_science_sweep_may_name_a_judge(tmp_path, judge_file):
-    raw = {"task": "science", "out": str(tmp_path / "o"), "team": "oracle", "science_tasks": ["ecology"], "sandbox_backend": "local",
-           "llm": {"cache": "off"}, "judge": {"model": f"scripted:{judge_file}", "samples": 4, "budget": 0.1}}
+    raw = {
+        "task": "science",
+        "out": str(tmp_path / "o"),
+        "team": "oracle",
+        "science_tasks": ["ecology"],
+        "sandbox_backend": "local",
+        "llm": {"cache": "off"},
+        "judge": {"model": f"scripted:{judge_file}", "samples": 4, "budget": 0.1},
+    }
     (tmp_path / "s.json").write_text(json.dumps(raw))
     sw, notice = grid.load_file(tmp_path / "s.json")
     assert "earlier science sweep format" in notice
     (job,) = grid.jobs(sw)
     assert job["config"]["params"]["judge"] == {"model": f"scripted:{judge_file}", "samples": 4, "budget": 0.1}
-    for bad, needle in (({"model": 3}, "judge must be"), ({"model": "x", "k": 2}, "judge must be"),
-                        ({"model": f"scripted:{judge_file}", "samples": 0}, "judge-samples")):
+    for bad, needle in (
+        ({"model": 3}, "judge must be"),
+        ({"model": "x", "k": 2}, "judge must be"),
+        ({"model": f"scripted:{judge_file}", "samples": 0}, "judge-samples"),
+    ):
         (tmp_path / "b.json").write_text(json.dumps({**raw, "judge": bad}))
         with pytest.raises(Exception) as exc:
             grid.jobs(grid.load_file(tmp_path / "b.json")[0])

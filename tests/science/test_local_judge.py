@@ -20,8 +20,26 @@ from cooplab.cli import main
 def garbage_run(tmp_path_factory):
     """A finished science run with a short final paper (the scripted garbage team)."""
     out = tmp_path_factory.mktemp("judge") / "run"
-    code = main(["run", "science", "--task", "anomaly", "--team", "garbage", "--seed", "1", "--sandbox-backend", "local",
-                 "--cache", "off", "--out", str(out), "-q", "--json"])
+    code = main(
+        [
+            "run",
+            "science",
+            "--task",
+            "anomaly",
+            "--team",
+            "garbage",
+            "--seed",
+            "1",
+            "--sandbox-backend",
+            "local",
+            "--cache",
+            "off",
+            "--out",
+            str(out),
+            "-q",
+            "--json",
+        ]
+    )
     assert code == 0
     return out
 

@@ -92,8 +92,10 @@ def test_oracle_code_is_the_module_file_and_sandbox_safe(task):
     assert {name.split(".")[0] for name in imported} <= SANDBOX_IMPORTS, imported
     assert "cooplab" not in code
     # the printed lines keep their format: the finding (the prefix plus the JSON), then the detail
-    assert [ln.strip() for ln in code.splitlines()[-2:]] == [f'print("{RESULT_PREFIX}" + json.dumps(result))',
-                                                            f'print("{DETAIL_PREFIX}" + json.dumps(detail))']
+    assert [ln.strip() for ln in code.splitlines()[-2:]] == [
+        f'print("{RESULT_PREFIX}" + json.dumps(result))',
+        f'print("{DETAIL_PREFIX}" + json.dumps(detail))',
+    ]
 
 
 @pytest.mark.parametrize("task", D.TASKS)

@@ -14,8 +14,18 @@ def result(outputs: list[str], final: str | None) -> ToolLoopResult:
     msgs = [AIMessage(content="")]
     for i, text in enumerate(outputs):
         msgs.append(ToolMessage(content=text, name="run_code", tool_call_id=f"c{i}"))
-    return ToolLoopResult(agent_id="analyst", team="t1", round=None, phase="analysis", model="scripted", protocol="json",
-                          messages=msgs, final=final, stop_reason="final", steps=len(outputs) + 1)
+    return ToolLoopResult(
+        agent_id="analyst",
+        team="t1",
+        round=None,
+        phase="analysis",
+        model="scripted",
+        protocol="json",
+        messages=msgs,
+        final=final,
+        stop_reason="final",
+        steps=len(outputs) + 1,
+    )
 
 
 def test_a_long_output_keeps_its_start_and_its_end():

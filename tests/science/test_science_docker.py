@@ -22,7 +22,9 @@ def run(tmp_path, capsys, *args):
 
 
 def test_oracle_team_in_the_docker_sandbox(tmp_path, capsys, docker_ready):
-    s, out = run(tmp_path, capsys, "--task", "biomarker", "--team", "oracle", "--sandbox-backend", "docker", "--cache", "off")
+    s, out = run(
+        tmp_path, capsys, "--task", "biomarker", "--team", "oracle", "--sandbox-backend", "docker", "--cache", "off"
+    )
     assert s["status"] == "completed" and min(s["scores"].values()) >= 0.9, s["scores"]
     lg = pd.read_parquet(out / "ledger.parquet")
     sb = lg[lg.kind == "sandbox_seconds"]
@@ -31,9 +33,30 @@ def test_oracle_team_in_the_docker_sandbox(tmp_path, capsys, docker_ready):
 
 def test_local_model_science_run_completes_and_is_scored(tmp_path, capsys, docker_ready):
     # the smallest team that still passes every phase kind: 1 step per loop, no deliberation (about 16 model calls)
-    s, out = run(tmp_path, capsys, "--task", "ecology", "--model", "local", "--sandbox-backend", "docker", "--max-tokens", "160",
-                 "--set", "data_size=small", "--set", "max_steps=1", "--set", "plan_steps=1", "--set", "synthesis_steps=1",
-                 "--set", "deliberation_rounds=0", "--cache", str(tmp_path / "c.sqlite"))
+    s, out = run(
+        tmp_path,
+        capsys,
+        "--task",
+        "ecology",
+        "--model",
+        "local",
+        "--sandbox-backend",
+        "docker",
+        "--max-tokens",
+        "160",
+        "--set",
+        "data_size=small",
+        "--set",
+        "max_steps=1",
+        "--set",
+        "plan_steps=1",
+        "--set",
+        "synthesis_steps=1",
+        "--set",
+        "deliberation_rounds=0",
+        "--cache",
+        str(tmp_path / "c.sqlite"),
+    )
     assert s["status"] == "completed"
     assert s["passes"][-1] == "writing#1" and set(s["scores"]) == {"completeness", "quality", "accuracy"}
     assert all(0.0 <= v <= 1.0 for v in s["scores"].values())
@@ -52,10 +75,34 @@ def test_local_model_bench_on_two_items_completes_and_is_scored(tmp_path, capsys
     from pathlib import Path
 
     ex = Path(__file__).resolve().parents[2] / "examples" / "bench-suite"
-    args = ["bench", "science", str(ex / "suite.jsonl"), "--tables", str(ex / "tables"), "--labels", str(ex / "labels.jsonl"),
-            "--team", "llm", "--model", "local", "--team-size", "1", "--limit", "2", "--max-tokens", "160",
-            "--budget-per-item", "0.02", "--sandbox-backend", "docker", "--cache", str(tmp_path / "c.sqlite"),
-            "--out", str(tmp_path / "b"), "--json"]
+    args = [
+        "bench",
+        "science",
+        str(ex / "suite.jsonl"),
+        "--tables",
+        str(ex / "tables"),
+        "--labels",
+        str(ex / "labels.jsonl"),
+        "--team",
+        "llm",
+        "--model",
+        "local",
+        "--team-size",
+        "1",
+        "--limit",
+        "2",
+        "--max-tokens",
+        "160",
+        "--budget-per-item",
+        "0.02",
+        "--sandbox-backend",
+        "docker",
+        "--cache",
+        str(tmp_path / "c.sqlite"),
+        "--out",
+        str(tmp_path / "b"),
+        "--json",
+    ]
     assert main(args) == 0
     s = json.loads(capsys.readouterr()[0])
     assert s["items"] == s["scored"] == 2 and sum(s["statuses"].values()) == 2

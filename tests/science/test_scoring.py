@@ -45,82 +45,219 @@ from cooplab.evals.science_scoring import (
 # ground truths, one per task (the generators' format, plus the optional keys)
 # =============================================================================================
 ECOLOGY = {
-    "task": "ecology", "seed": 0, "description": "Analyze a multi-species population dynamics dataset.",
+    "task": "ecology",
+    "seed": 0,
+    "description": "Analyze a multi-species population dynamics dataset.",
     "equations": "log N_i(t+1) - log N_i(t) = r_i + sum_j a_ij N_j(t)",
     "facts": [
-        {"id": "n_species", "kind": "number", "value": 5, "tolerance": 0, "context": ["species"],
-         "statement": "The dataset contains 5 species (sp1, sp2, sp3, sp4, sp5)."},
-        {"id": "shift_time", "kind": "number", "value": 120, "tolerance": 8,
-         "context": ["regime shift", "shift", "change point", "changepoint", "breakpoint", "regime"],
-         "statement": "A regime shift occurs at t = 120."},
-        {"id": "negative_interactions", "kind": "set", "value": ["sp2->sp4", "sp5->sp3"],
-         "context": ["negative", "competition", "suppress", "inhibit", "interaction"],
-         "statement": "Negative interactions (the first species lowers the growth of the second): sp2->sp4, sp5->sp3."},
-        {"id": "positive_interactions", "kind": "set", "value": ["sp3->sp4"],
-         "context": ["positive", "facilitat", "mutualis", "benefit", "interaction"],
-         "statement": "Positive interactions (the first species raises the growth of the second): sp3->sp4."},
-        {"id": "interactions_present", "kind": "claim", "value": True, "context": ["interaction", "predation", "competition"],
-         "negative_context": ["independent"], "statement": "The species interact through competition and facilitation."},
-        {"id": "top_predator", "kind": "label", "value": "sp2", "context": ["predator", "preys on"],
-         "statement": "sp2 is the main predator of sp4."},
+        {
+            "id": "n_species",
+            "kind": "number",
+            "value": 5,
+            "tolerance": 0,
+            "context": ["species"],
+            "statement": "The dataset contains 5 species (sp1, sp2, sp3, sp4, sp5).",
+        },
+        {
+            "id": "shift_time",
+            "kind": "number",
+            "value": 120,
+            "tolerance": 8,
+            "context": ["regime shift", "shift", "change point", "changepoint", "breakpoint", "regime"],
+            "statement": "A regime shift occurs at t = 120.",
+        },
+        {
+            "id": "negative_interactions",
+            "kind": "set",
+            "value": ["sp2->sp4", "sp5->sp3"],
+            "context": ["negative", "competition", "suppress", "inhibit", "interaction"],
+            "statement": "Negative interactions (the first species lowers the growth of the second): sp2->sp4, sp5->sp3.",
+        },
+        {
+            "id": "positive_interactions",
+            "kind": "set",
+            "value": ["sp3->sp4"],
+            "context": ["positive", "facilitat", "mutualis", "benefit", "interaction"],
+            "statement": "Positive interactions (the first species raises the growth of the second): sp3->sp4.",
+        },
+        {
+            "id": "interactions_present",
+            "kind": "claim",
+            "value": True,
+            "context": ["interaction", "predation", "competition"],
+            "negative_context": ["independent"],
+            "statement": "The species interact through competition and facilitation.",
+        },
+        {
+            "id": "top_predator",
+            "kind": "label",
+            "value": "sp2",
+            "context": ["predator", "preys on"],
+            "statement": "sp2 is the main predator of sp4.",
+        },
     ],
     "details": {"species": ["sp1", "sp2", "sp3", "sp4", "sp5"], "r": [0.8, 1.1, 0.6, 0.9, 1.2], "t_shift": 120},
 }
 ANOMALY = {
-    "task": "anomaly", "seed": 0, "description": "Detect point, contextual and collective anomalies across sensors.",
+    "task": "anomaly",
+    "seed": 0,
+    "description": "Detect point, contextual and collective anomalies across sensors.",
     "facts": [
-        {"id": "n_sensors", "kind": "number", "value": 10, "tolerance": 0, "context": ["sensors"],
-         "statement": "The plant has 10 sensors."},
-        {"id": "n_point_anomalies", "kind": "number", "value": 7, "tolerance": 1, "context": ["point anomal", "point", "spike"],
-         "statement": "There are 7 point anomalies."},
-        {"id": "anomaly_rate", "kind": "number", "value": 0.04, "tolerance": 0.01,
-         "context": ["anomaly rate", "contamination", "anomalous"], "statement": "About 4% of the time steps are anomalous."},
-        {"id": "collective_sensors", "kind": "set", "value": ["sensor_03", "sensor_07"], "context": ["collective"],
-         "statement": "The collective anomalies occur on sensor_03 and sensor_07."},
-        {"id": "point_easier", "kind": "claim", "value": True, "context": ["point anomal"],
-         "statement": "Point anomalies are detected with higher recall than collective anomalies."},
-        {"id": "hardest_type", "kind": "label", "value": "collective", "alternatives": ["point", "contextual"],
-         "context": ["hardest", "most difficult", "lowest recall"], "statement": "The hardest anomaly type to detect is collective."},
+        {
+            "id": "n_sensors",
+            "kind": "number",
+            "value": 10,
+            "tolerance": 0,
+            "context": ["sensors"],
+            "statement": "The plant has 10 sensors.",
+        },
+        {
+            "id": "n_point_anomalies",
+            "kind": "number",
+            "value": 7,
+            "tolerance": 1,
+            "context": ["point anomal", "point", "spike"],
+            "statement": "There are 7 point anomalies.",
+        },
+        {
+            "id": "anomaly_rate",
+            "kind": "number",
+            "value": 0.04,
+            "tolerance": 0.01,
+            "context": ["anomaly rate", "contamination", "anomalous"],
+            "statement": "About 4% of the time steps are anomalous.",
+        },
+        {
+            "id": "collective_sensors",
+            "kind": "set",
+            "value": ["sensor_03", "sensor_07"],
+            "context": ["collective"],
+            "statement": "The collective anomalies occur on sensor_03 and sensor_07.",
+        },
+        {
+            "id": "point_easier",
+            "kind": "claim",
+            "value": True,
+            "context": ["point anomal"],
+            "statement": "Point anomalies are detected with higher recall than collective anomalies.",
+        },
+        {
+            "id": "hardest_type",
+            "kind": "label",
+            "value": "collective",
+            "alternatives": ["point", "contextual"],
+            "context": ["hardest", "most difficult", "lowest recall"],
+            "statement": "The hardest anomaly type to detect is collective.",
+        },
     ],
     "details": {"sensors": [f"sensor_{i:02d}" for i in range(1, 11)], "period": 48},
 }
 BIOMARKER = {
-    "task": "biomarker", "seed": 0, "description": "Predict treatment response and find predictive biomarkers and subtypes.",
+    "task": "biomarker",
+    "seed": 0,
+    "description": "Predict treatment response and find predictive biomarkers and subtypes.",
     "facts": [
-        {"id": "n_patients", "kind": "number", "value": 600, "tolerance": 0, "context": ["patients", "subjects", "participants"],
-         "statement": "The trial enrolled 600 patients."},
-        {"id": "n_subtypes", "kind": "number", "value": 3, "tolerance": 0, "context": ["subtype", "cluster", "subgroup"],
-         "statement": "The patients fall into 3 subtypes."},
-        {"id": "predictive_biomarkers", "kind": "set", "value": ["BM03", "BM11"], "context": ["predictive", "interaction", "modif"],
-         "statement": "The predictive biomarkers (treatment x biomarker interaction) are BM03 and BM11."},
-        {"id": "subtype_markers", "kind": "set", "value": ["BM05", "BM14", "BM20"], "context": ["subtype", "cluster", "marker"],
-         "statement": "The subtypes are distinguished by BM05, BM14 and BM20."},
-        {"id": "heterogeneous_effect", "kind": "claim", "value": True,
-         "context": ["heterogeneous treatment effect", "differential treatment response", "treatment effect varies"],
-         "negative_context": ["homogeneous treatment effect", "uniform treatment effect"],
-         "statement": "The trial shows a heterogeneous treatment effect across subtypes."},
-        {"id": "responder_marker", "kind": "label", "value": "BM05", "context": ["benefit", "responder", "respond best"],
-         "statement": "The subtype marked by high BM05 benefits most from the treatment."},
+        {
+            "id": "n_patients",
+            "kind": "number",
+            "value": 600,
+            "tolerance": 0,
+            "context": ["patients", "subjects", "participants"],
+            "statement": "The trial enrolled 600 patients.",
+        },
+        {
+            "id": "n_subtypes",
+            "kind": "number",
+            "value": 3,
+            "tolerance": 0,
+            "context": ["subtype", "cluster", "subgroup"],
+            "statement": "The patients fall into 3 subtypes.",
+        },
+        {
+            "id": "predictive_biomarkers",
+            "kind": "set",
+            "value": ["BM03", "BM11"],
+            "context": ["predictive", "interaction", "modif"],
+            "statement": "The predictive biomarkers (treatment x biomarker interaction) are BM03 and BM11.",
+        },
+        {
+            "id": "subtype_markers",
+            "kind": "set",
+            "value": ["BM05", "BM14", "BM20"],
+            "context": ["subtype", "cluster", "marker"],
+            "statement": "The subtypes are distinguished by BM05, BM14 and BM20.",
+        },
+        {
+            "id": "heterogeneous_effect",
+            "kind": "claim",
+            "value": True,
+            "context": ["heterogeneous treatment effect", "differential treatment response", "treatment effect varies"],
+            "negative_context": ["homogeneous treatment effect", "uniform treatment effect"],
+            "statement": "The trial shows a heterogeneous treatment effect across subtypes.",
+        },
+        {
+            "id": "responder_marker",
+            "kind": "label",
+            "value": "BM05",
+            "context": ["benefit", "responder", "respond best"],
+            "statement": "The subtype marked by high BM05 benefits most from the treatment.",
+        },
     ],
     "details": {"n_biomarkers": 24, "subtypes": {"a": {"n": 210}, "b": {"n": 190}, "c": {"n": 200}}},
 }
 COVARIATES = ["elevation", "soil_ph", "slope", "rainfall", "ndvi", "distance_to_river"]
 GEOSPATIAL = {
-    "task": "geospatial", "seed": 0, "description": "Map resource concentration; compare spatial and non-spatial models.",
+    "task": "geospatial",
+    "seed": 0,
+    "description": "Map resource concentration; compare spatial and non-spatial models.",
     "facts": [
-        {"id": "n_sites", "kind": "number", "value": 400, "tolerance": 0, "context": ["sites", "locations"],
-         "statement": "Resource concentration was measured at 400 sites."},
-        {"id": "range_km", "kind": "number", "value": 15, "tolerance": 3, "context": ["range", "correlation length"],
-         "statement": "The spatial autocorrelation range is about 15 km."},
-        {"id": "important_covariates", "kind": "set", "value": ["elevation", "soil_ph"], "universe": COVARIATES,
-         "context": ["covariate", "important", "predictor", "driver"], "statement": "The important covariates are elevation and soil_ph."},
-        {"id": "spatial_cv_higher", "kind": "claim", "value": True, "context": ["spatial cross-validation", "spatial cv", "blocked"],
-         "statement": "Spatial (blocked) cross-validation gives a higher error than random cross-validation."},
-        {"id": "best_model", "kind": "label", "value": "kriging", "aliases": ["regression kriging", "gaussian process"],
-         "alternatives": ["random forest", "linear regression"], "context": ["best model", "best-performing", "lowest error", "outperform"],
-         "statement": "Regression kriging is the best model."},
-        {"id": "autocorrelation", "kind": "claim", "value": True, "context": ["spatial autocorrelation", "autocorrelat", "moran"],
-         "statement": "The residuals show spatial autocorrelation (positive Moran's I)."},
+        {
+            "id": "n_sites",
+            "kind": "number",
+            "value": 400,
+            "tolerance": 0,
+            "context": ["sites", "locations"],
+            "statement": "Resource concentration was measured at 400 sites.",
+        },
+        {
+            "id": "range_km",
+            "kind": "number",
+            "value": 15,
+            "tolerance": 3,
+            "context": ["range", "correlation length"],
+            "statement": "The spatial autocorrelation range is about 15 km.",
+        },
+        {
+            "id": "important_covariates",
+            "kind": "set",
+            "value": ["elevation", "soil_ph"],
+            "universe": COVARIATES,
+            "context": ["covariate", "important", "predictor", "driver"],
+            "statement": "The important covariates are elevation and soil_ph.",
+        },
+        {
+            "id": "spatial_cv_higher",
+            "kind": "claim",
+            "value": True,
+            "context": ["spatial cross-validation", "spatial cv", "blocked"],
+            "statement": "Spatial (blocked) cross-validation gives a higher error than random cross-validation.",
+        },
+        {
+            "id": "best_model",
+            "kind": "label",
+            "value": "kriging",
+            "aliases": ["regression kriging", "gaussian process"],
+            "alternatives": ["random forest", "linear regression"],
+            "context": ["best model", "best-performing", "lowest error", "outperform"],
+            "statement": "Regression kriging is the best model.",
+        },
+        {
+            "id": "autocorrelation",
+            "kind": "claim",
+            "value": True,
+            "context": ["spatial autocorrelation", "autocorrelat", "moran"],
+            "statement": "The residuals show spatial autocorrelation (positive Moran's I).",
+        },
     ],
     "details": {"covariates": COVARIATES, "n_sites": 400},
 }
@@ -136,23 +273,25 @@ def md(title: str, sections: dict[str, str]) -> str:
 # hand-written reports
 # =============================================================================================
 GOOD = {
-    "ecology": md("Population dynamics of a five-species community", {
-        "Abstract": """We analysed 200 yearly abundance counts of a community of 5 species (sp1 to sp5) described in the data
+    "ecology": md(
+        "Population dynamics of a five-species community",
+        {
+            "Abstract": """We analysed 200 yearly abundance counts of a community of 5 species (sp1 to sp5) described in the data
 team's dataset_description artifact. A Ricker model fitted by ordinary least squares explained 87% of the variance in
 per-capita log growth (R² = 0.87). A regime shift occurs at t = 120, located by PELT change-point detection (95% CI 116-124).
 Negative interactions (the first species lowers the growth of the second): sp2->sp4, sp5->sp3.
 Positive interactions (the first species raises the growth of the second): sp3->sp4.""",
-        "Introduction": """Multi-species time series let us estimate how species limit or facilitate one another and whether a
+            "Introduction": """Multi-species time series let us estimate how species limit or facilitate one another and whether a
 community switched between regimes. We set out to identify inter-species relationships, to detect regime shifts and to forecast
 population sizes one step ahead. This report synthesizes the work of the data, model and evaluation teams.""",
-        "Dataset Description": """The dataset contains 5 species observed at 200 time steps without missing values. Mean abundance
+            "Dataset Description": """The dataset contains 5 species observed at 200 time steps without missing values. Mean abundance
 ranged from 12.4 (sp1) to 85.0 (sp5) individuals, and the coefficient of variation from 0.21 to 0.64. The data team flagged 3
 outlying counts, which we kept after checking them against the raw records.""",
-        "Methods": """Following the model team's model_architecture artifact, we regressed the log growth rate of each species on
+            "Methods": """Following the model team's model_architecture artifact, we regressed the log growth rate of each species on
 the abundances of all species (a multi-species Ricker model, linear regression with 6 coefficients per species). We searched
 for a change point in the residuals with PELT and a BIC penalty. Forecasts were compared with a persistence baseline under
 5-fold blocked cross-validation, and a random forest served as a non-linear benchmark.""",
-        "Results": """The fitted interaction matrix shows competition and facilitation (Table 1). sp2 is the main predator of sp4:
+            "Results": """The fitted interaction matrix shows competition and facilitation (Table 1). sp2 is the main predator of sp4:
 its coefficient is -0.042 (t-test, p < 0.001). The regime shift at t = 120 lowered the carrying capacity of sp1 by 34%.
 
 | Link | Coefficient | p-value |
@@ -160,156 +299,178 @@ its coefficient is -0.042 (t-test, p < 0.001). The regime shift at t = 120 lower
 | sp2->sp4 | -0.042 | <0.001 |
 | sp5->sp3 | -0.031 | 0.004 |
 | sp3->sp4 | 0.018 | 0.02 |""",
-        "Evaluation": """The evaluation team's evaluation_report gives a one-step forecast RMSE of 0.071 for the Ricker model
+            "Evaluation": """The evaluation team's evaluation_report gives a one-step forecast RMSE of 0.071 for the Ricker model
 against 0.093 for persistence, a 24% improvement (Diebold-Mariano test, p = 0.01). A bootstrap with 1000 resamples gave a 95%
 confidence interval of 0.064-0.079 for the model RMSE. The random forest reached 0.085.""",
-        "Conclusion": """The community of 5 species is structured by competition and facilitation, with sp2 suppressing sp4 most
+            "Conclusion": """The community of 5 species is structured by competition and facilitation, with sp2 suppressing sp4 most
 strongly. The regime shift at t = 120 changed the dynamics, so forecasts must be refitted after it. Future work should test
 whether the shift was driven by an external covariate.""",
-    }),
-    "anomaly": md("Anomaly detection for a ten-sensor plant", {
-        "Abstract": """We built an anomaly detection system for 10 sensors sampled every 30 minutes over 8,640 time steps, starting
+        },
+    ),
+    "anomaly": md(
+        "Anomaly detection for a ten-sensor plant",
+        {
+            "Abstract": """We built an anomaly detection system for 10 sensors sampled every 30 minutes over 8,640 time steps, starting
 from the data team's dataset_description artifact. About 4% of the time steps are anomalous. An isolation forest combined with
 rolling z-scores detected point anomalies with a recall of 0.95 and collective anomalies with a recall of 0.71.""",
-        "Introduction": """Industrial sensors fail in several ways: isolated spikes, values that are normal in general but wrong for
+            "Introduction": """Industrial sensors fail in several ways: isolated spikes, values that are normal in general but wrong for
 the time of day, and sustained offsets. A useful detector must separate the three kinds. We describe the pipeline designed by
 the model team and validated by the evaluation team.""",
-        "Data": """The plant has 10 sensors with a daily cycle of 48 steps. Signals are correlated (median pairwise Pearson
+            "Data": """The plant has 10 sensors with a daily cycle of 48 steps. Signals are correlated (median pairwise Pearson
 correlation 0.42) and have no missing values. Labels mark 7 point, 5 contextual and 2 collective anomaly events.""",
-        "Methodology": """Following the model_architecture artifact, each sensor was detrended by subtracting its median daily
+            "Methodology": """Following the model_architecture artifact, each sensor was detrended by subtracting its median daily
 profile, and robust z-scores above 4 flagged point anomalies. An isolation forest on 6-step windows with a contamination of 0.04
 flagged contextual anomalies, and a CUSUM on the residual mean flagged collective runs. Thresholds were tuned by 5-fold
 cross-validation on the first 60 days.""",
-        "Results": """There are 7 point anomalies, 5 contextual anomalies and 2 collective anomalies in the labelled data. The
+            "Results": """There are 7 point anomalies, 5 contextual anomalies and 2 collective anomalies in the labelled data. The
 collective anomalies occur on sensor_03 and sensor_07. Point anomalies are detected with higher recall than collective anomalies
 (0.95 vs 0.71; McNemar test, p = 0.003). Collective anomalies were the hardest type to detect.""",
-        "Evaluation": """On the held-out 30 days the detector reached a precision of 0.88 and an F1 of 0.84, as reported in the
+            "Evaluation": """On the held-out 30 days the detector reached a precision of 0.88 and an F1 of 0.84, as reported in the
 evaluation_report. A permutation test with 1000 shuffles of the labels gave p < 0.001 for the F1. The 95% confidence interval of
 the F1 from a bootstrap was 0.79-0.89.""",
-        "Conclusion": """Point anomalies are easy to catch with robust z-scores, while collective anomalies on sensor_03 and
+            "Conclusion": """Point anomalies are easy to catch with robust z-scores, while collective anomalies on sensor_03 and
 sensor_07 need window statistics. The detector is ready for a pilot on the 10 sensors. Future work should adapt the thresholds
 when the daily cycle drifts.""",
-    }),
-    "biomarker": md("Biomarkers of treatment response", {
-        "Abstract": """We analysed a randomized trial of 600 patients with 24 biomarkers using the data team's
+        },
+    ),
+    "biomarker": md(
+        "Biomarkers of treatment response",
+        {
+            "Abstract": """We analysed a randomized trial of 600 patients with 24 biomarkers using the data team's
 dataset_description artifact. The trial shows a heterogeneous treatment effect across subtypes. The predictive biomarkers
 (treatment x biomarker interaction) are BM03 and BM11 (likelihood-ratio test, p < 0.001).""",
-        "Introduction": """Treatments rarely help every patient equally, and biomarkers can identify who benefits. We aimed to
+            "Introduction": """Treatments rarely help every patient equally, and biomarkers can identify who benefits. We aimed to
 predict treatment response, to discover patient subtypes and to find the biomarkers that modify the treatment effect. The
 analysis builds on the model team's work and on the evaluation team's checks.""",
-        "Dataset": """The trial enrolled 600 patients, 302 treated and 298 controls, with a response rate of 41%. Each patient has
+            "Dataset": """The trial enrolled 600 patients, 302 treated and 298 controls, with a response rate of 41%. Each patient has
 24 continuous biomarkers (BM01 to BM24) measured at baseline. Missing values affected 1.2% of the measurements and were imputed
 with the median.""",
-        "Methods": """Patients were clustered with k-means on standardized biomarkers, choosing k by the silhouette score. Treatment
+            "Methods": """Patients were clustered with k-means on standardized biomarkers, choosing k by the silhouette score. Treatment
 response was modelled by logistic regression with treatment x biomarker interaction terms, one biomarker at a time, following the
 model_architecture artifact. P-values were corrected with the Bonferroni method.""",
-        "Results": """The patients fall into 3 subtypes (silhouette 0.41). The subtypes are distinguished by BM05, BM14 and BM20, each
+            "Results": """The patients fall into 3 subtypes (silhouette 0.41). The subtypes are distinguished by BM05, BM14 and BM20, each
 high in one subtype. The predictive biomarkers (treatment x biomarker interaction) are BM03 and BM11, with odds ratios of 2.4 and
 0.5. The subtype marked by high BM05 benefits most from the treatment (response 62% vs 31%, chi-square p < 0.001).""",
-        "Evaluation": """A logistic model with the two predictive biomarkers reached an AUC of 0.78 under 10-fold cross-validation,
+            "Evaluation": """A logistic model with the two predictive biomarkers reached an AUC of 0.78 under 10-fold cross-validation,
 against 0.61 without interactions. The evaluation_report confirms the subtypes are stable: 94% of patients keep their cluster in
 bootstrap resamples.""",
-        "Conclusion": """The treatment effect differs by subtype, and BM03 and BM11 modify it. Patients in the BM05-high subtype
+            "Conclusion": """The treatment effect differs by subtype, and BM03 and BM11 modify it. Patients in the BM05-high subtype
 should be prioritized for treatment. A confirmatory trial should stratify on the 3 subtypes.""",
-    }),
-    "geospatial": md("Mapping resource concentration", {
-        "Abstract": """We mapped resource concentration from samples at 400 sites, using the data team's dataset_description
+        },
+    ),
+    "geospatial": md(
+        "Mapping resource concentration",
+        {
+            "Abstract": """We mapped resource concentration from samples at 400 sites, using the data team's dataset_description
 artifact. Regression kriging is the best model, with an RMSE of 0.82 under spatial cross-validation. The residuals show spatial
 autocorrelation (positive Moran's I = 0.31, p < 0.001).""",
-        "Introduction": """Resource maps guide where to sample and where to extract. Because nearby sites are similar, random
+            "Introduction": """Resource maps guide where to sample and where to extract. Because nearby sites are similar, random
 cross-validation can overstate how well a model predicts new areas. We compare spatial and non-spatial models with spatial
 cross-validation, building on the model team's candidate models.""",
-        "Dataset Description": """Resource concentration was measured at 400 sites on a 50 x 50 km area, with six covariates:
+            "Dataset Description": """Resource concentration was measured at 400 sites on a 50 x 50 km area, with six covariates:
 elevation, soil_ph, slope, rainfall, ndvi and distance_to_river. Concentration is right-skewed (median 3.1, maximum 19.7) and was
 log-transformed. No values were missing.""",
-        "Methods": """We fitted linear regression, a random forest and regression kriging (linear trend plus ordinary kriging of the
+            "Methods": """We fitted linear regression, a random forest and regression kriging (linear trend plus ordinary kriging of the
 residuals with an exponential variogram), as described in the model_architecture artifact. Models were compared by 5-fold
 random and 5-fold spatially blocked cross-validation with 10 km blocks.""",
-        "Results": """The important covariates are elevation and soil_ph (permutation importance 0.41 and 0.22); slope, rainfall,
+            "Results": """The important covariates are elevation and soil_ph (permutation importance 0.41 and 0.22); slope, rainfall,
 ndvi and distance_to_river had no effect. The spatial autocorrelation range is about 15 km. Regression kriging is the best model:
 its spatial CV RMSE was 0.82 against 1.05 for the random forest and 1.21 for linear regression.""",
-        "Evaluation": """Spatial (blocked) cross-validation gives a higher error than random cross-validation: 0.82 against 0.61 for
+            "Evaluation": """Spatial (blocked) cross-validation gives a higher error than random cross-validation: 0.82 against 0.61 for
 kriging (paired t-test over folds, p = 0.004). The evaluation team's evaluation_report shows the same ranking of models in every
 fold.""",
-        "Conclusion": """Elevation and soil_ph drive the concentration, and the remaining spatial structure is best captured by
+            "Conclusion": """Elevation and soil_ph drive the concentration, and the remaining spatial structure is best captured by
 kriging. Random cross-validation is optimistic for spatial data and should not be used to select models. Future surveys should
 add sites where the kriging variance is largest.""",
-    }),
+        },
+    ),
 }
 
 CONTRADICTING = {
-    "ecology": md("Population dynamics", {
-        "Abstract": """We analysed 200 yearly counts of a community of 8 species described in the data team's dataset_description
+    "ecology": md(
+        "Population dynamics",
+        {
+            "Abstract": """We analysed 200 yearly counts of a community of 8 species described in the data team's dataset_description
 artifact. A Ricker model fitted by ordinary least squares explained 87% of the variance (R² = 0.87). A regime shift occurs at
 t = 40, located by PELT change-point detection (95% CI 36-44).""",
-        "Introduction": """Multi-species time series let us estimate how species limit or facilitate one another and whether a
+            "Introduction": """Multi-species time series let us estimate how species limit or facilitate one another and whether a
 community switched between regimes. We set out to identify inter-species relationships, to detect regime shifts and to forecast
 population sizes one step ahead.""",
-        "Dataset Description": """The dataset contains 8 species observed at 200 time steps without missing values. Mean abundance
+            "Dataset Description": """The dataset contains 8 species observed at 200 time steps without missing values. Mean abundance
 ranged from 12.4 to 85.0 individuals, and the coefficient of variation from 0.21 to 0.64. The data team flagged 3 outlying
 counts.""",
-        "Methods": """Following the model_architecture artifact, we regressed the log growth rate of each species on the abundances of
+            "Methods": """Following the model_architecture artifact, we regressed the log growth rate of each species on the abundances of
 all species (a Ricker model, linear regression). We searched for a change point with PELT and a BIC penalty and compared forecasts
 with a persistence baseline under 5-fold cross-validation.""",
-        "Results": """Negative links: sp1->sp2, sp4->sp5. Positive links: sp5->sp1. The species are independent of each other: the
+            "Results": """Negative links: sp1->sp2, sp4->sp5. Positive links: sp5->sp1. The species are independent of each other: the
 fitted model shows no interactions between them (t-test, p = 0.62). sp5 is the main predator of sp1.""",
-        "Evaluation": """The evaluation team's evaluation_report gives a one-step forecast RMSE of 0.071 against 0.093 for
+            "Evaluation": """The evaluation team's evaluation_report gives a one-step forecast RMSE of 0.071 against 0.093 for
 persistence (Diebold-Mariano test, p = 0.01). A bootstrap with 1000 resamples gave a 95% confidence interval of 0.064-0.079.""",
-        "Conclusion": """The 8 species fluctuate independently, and the regime shift at t = 40 changed their mean levels. Forecasts
+            "Conclusion": """The 8 species fluctuate independently, and the regime shift at t = 40 changed their mean levels. Forecasts
 should be refitted after the shift. Future work should test external drivers of the shift.""",
-    }),
-    "anomaly": md("Anomaly detection", {
-        "Abstract": """We built an anomaly detection system for 14 sensors, starting from the data team's dataset_description
+        },
+    ),
+    "anomaly": md(
+        "Anomaly detection",
+        {
+            "Abstract": """We built an anomaly detection system for 14 sensors, starting from the data team's dataset_description
 artifact. About 15% of the time steps are anomalous. An isolation forest combined with rolling z-scores found all anomaly kinds.""",
-        "Introduction": """Industrial sensors fail in several ways: isolated spikes, values that are wrong for the time of day, and
+            "Introduction": """Industrial sensors fail in several ways: isolated spikes, values that are wrong for the time of day, and
 sustained offsets. A useful detector must separate the three kinds, as planned by the model team.""",
-        "Data": """The plant has 14 sensors with a daily cycle of 48 steps. Signals are correlated (median pairwise Pearson correlation
+            "Data": """The plant has 14 sensors with a daily cycle of 48 steps. Signals are correlated (median pairwise Pearson correlation
 0.42) and have no missing values.""",
-        "Methodology": """Robust z-scores above 4 flagged isolated values, an isolation forest on 6-step windows flagged contextual
+            "Methodology": """Robust z-scores above 4 flagged isolated values, an isolation forest on 6-step windows flagged contextual
 anomalies, and a CUSUM on the residual mean flagged collective runs, following the model_architecture artifact. Thresholds were
 tuned by 5-fold cross-validation.""",
-        "Results": """There are 25 point anomalies in the labelled data. The collective anomalies occur on sensor_01 and sensor_09.
+            "Results": """There are 25 point anomalies in the labelled data. The collective anomalies occur on sensor_01 and sensor_09.
 Point anomalies are detected with lower recall than collective anomalies (McNemar test, p = 0.003). Point anomalies were the
 hardest type to detect.""",
-        "Evaluation": """On the held-out 30 days the detector reached a precision of 0.88 and an F1 of 0.84, as reported in the
+            "Evaluation": """On the held-out 30 days the detector reached a precision of 0.88 and an F1 of 0.84, as reported in the
 evaluation_report. A permutation test with 1000 shuffles gave p < 0.001, and the bootstrap 95% confidence interval was 0.79-0.89.""",
-        "Conclusion": """The 14 sensors need window statistics for every kind of anomaly. The detector is ready for a pilot. Future
+            "Conclusion": """The 14 sensors need window statistics for every kind of anomaly. The detector is ready for a pilot. Future
 work should adapt the thresholds when the daily cycle drifts.""",
-    }),
-    "biomarker": md("Biomarkers", {
-        "Abstract": """We analysed a randomized trial of 450 patients with 24 biomarkers using the data team's dataset_description
+        },
+    ),
+    "biomarker": md(
+        "Biomarkers",
+        {
+            "Abstract": """We analysed a randomized trial of 450 patients with 24 biomarkers using the data team's dataset_description
 artifact. We found a uniform treatment effect across all patients. The predictive biomarkers (treatment x biomarker
 interaction) are BM07 and BM19 (likelihood-ratio test, p < 0.001).""",
-        "Introduction": """Treatments rarely help every patient equally, and biomarkers can identify who benefits. We aimed to
+            "Introduction": """Treatments rarely help every patient equally, and biomarkers can identify who benefits. We aimed to
 predict treatment response and to find the biomarkers that modify the treatment effect, building on the model team's work.""",
-        "Dataset": """The trial enrolled 450 patients with a response rate of 41%. Each patient has 24 continuous biomarkers measured
+            "Dataset": """The trial enrolled 450 patients with a response rate of 41%. Each patient has 24 continuous biomarkers measured
 at baseline, and missing values affected 1.2% of the measurements.""",
-        "Methods": """Patients were clustered with k-means on standardized biomarkers. Treatment response was modelled by logistic
+            "Methods": """Patients were clustered with k-means on standardized biomarkers. Treatment response was modelled by logistic
 regression with treatment x biomarker interaction terms, following the model_architecture artifact, with Bonferroni correction.""",
-        "Results": """The patients fall into 5 subtypes (silhouette 0.41). The subtypes are distinguished by BM01 and BM02. The
+            "Results": """The patients fall into 5 subtypes (silhouette 0.41). The subtypes are distinguished by BM01 and BM02. The
 predictive biomarkers are BM07 and BM19. The subtype marked by high BM02 benefits most from the treatment (chi-square p = 0.01).""",
-        "Evaluation": """A logistic model with the two biomarkers reached an AUC of 0.78 under 10-fold cross-validation. The
+            "Evaluation": """A logistic model with the two biomarkers reached an AUC of 0.78 under 10-fold cross-validation. The
 evaluation_report confirms that 94% of patients keep their cluster in bootstrap resamples.""",
-        "Conclusion": """The treatment works the same for everyone, a uniform treatment effect. BM07 and BM19 should be measured in
+            "Conclusion": """The treatment works the same for everyone, a uniform treatment effect. BM07 and BM19 should be measured in
 future trials, which should stratify on the 5 subtypes.""",
-    }),
-    "geospatial": md("Mapping resource concentration", {
-        "Abstract": """We mapped resource concentration from samples at 250 sites, using the data team's dataset_description
+        },
+    ),
+    "geospatial": md(
+        "Mapping resource concentration",
+        {
+            "Abstract": """We mapped resource concentration from samples at 250 sites, using the data team's dataset_description
 artifact. The random forest is the best model, with an RMSE of 0.82. The residuals show no spatial autocorrelation (Moran's I
 near zero, p = 0.71).""",
-        "Introduction": """Resource maps guide where to sample and where to extract. We compare spatial and non-spatial models with
+            "Introduction": """Resource maps guide where to sample and where to extract. We compare spatial and non-spatial models with
 cross-validation, building on the model team's candidate models.""",
-        "Dataset Description": """Resource concentration was measured at 250 sites with six covariates. Concentration is
+            "Dataset Description": """Resource concentration was measured at 250 sites with six covariates. Concentration is
 right-skewed (median 3.1, maximum 19.7) and was log-transformed, and no values were missing.""",
-        "Methods": """We fitted linear regression, a random forest and regression kriging, as described in the model_architecture
+            "Methods": """We fitted linear regression, a random forest and regression kriging, as described in the model_architecture
 artifact. Models were compared by 5-fold random and 5-fold spatially blocked cross-validation.""",
-        "Results": """The important covariates are slope and rainfall (permutation importance 0.41 and 0.22). The correlation length
+            "Results": """The important covariates are slope and rainfall (permutation importance 0.41 and 0.22). The correlation length
 is about 60 km. The random forest is the best model, with an RMSE of 0.82 against 1.05 for kriging.""",
-        "Evaluation": """Spatial cross-validation gives a lower error than random cross-validation: 0.55 against 0.61 (paired t-test,
+            "Evaluation": """Spatial cross-validation gives a lower error than random cross-validation: 0.55 against 0.61 (paired t-test,
 p = 0.04). The evaluation team's evaluation_report shows the same ranking in every fold.""",
-        "Conclusion": """Slope and rainfall drive the concentration, and the random forest is the best model to deploy. No spatial
+            "Conclusion": """Slope and rainfall drive the concentration, and the random forest is the best model to deploy. No spatial
 autocorrelation remains in the residuals. Future surveys should add sites in the north.""",
-    }),
+        },
+    ),
 }
 
 BOILERPLATE = """# Report
@@ -384,7 +545,12 @@ def test_score_object_and_determinism():
     assert isinstance(a, HeuristicScore) and a == b
     d = a.as_dict()
     json.dumps(d)
-    assert set(d["sections"]) == set(SECTIONS) and set(d["quality_parts"]) == {"numbers", "methods", "tests", "cross_refs"}
+    assert set(d["sections"]) == set(SECTIONS) and set(d["quality_parts"]) == {
+        "numbers",
+        "methods",
+        "tests",
+        "cross_refs",
+    }
     assert [f["id"] for f in d["facts"]] == [f["id"] for f in ECOLOGY["facts"]]
     with pytest.raises(Exception):
         a.completeness = 0.0  # frozen
@@ -393,30 +559,58 @@ def test_score_object_and_determinism():
 # =============================================================================================
 # sections
 # =============================================================================================
-BODY = ("The analysis used 200 observations from five monitoring stations across the region. "
-        "Each station reported hourly values that we aggregated into daily means before modelling. "
-        "Missing hours were rare.")
+BODY = (
+    "The analysis used 200 observations from five monitoring stations across the region. "
+    "Each station reported hourly values that we aggregated into daily means before modelling. "
+    "Missing hours were rare."
+)
 
 
-@pytest.mark.parametrize("heading,section", [
-    ("## Abstract", "abstract"), ("# 1. Introduction", "introduction"), ("### Background", "introduction"),
-    ("## Dataset Description", "dataset"), ("## Data", "dataset"), ("## 2. Data and Preprocessing", "dataset"),
-    ("## Exploratory Data Analysis", "dataset"), ("## Materials and Methods", "methods"), ("## Methodology", "methods"),
-    ("## 3.1 Methods", "methods"), ("## Model Architecture", "methods"), ("## Experiments", "results"),
-    ("## Experimental Results", "results"), ("## Results and Discussion", "results"), ("## Key Findings", "results"),
-    ("## Evaluation", "evaluation"), ("## Validation", "evaluation"), ("## Model Evaluation on Held-out Data", "evaluation"),
-    ("## Discussion and Conclusion", "conclusion"), ("## Conclusions", "conclusion"), ("## Discussion", "conclusion"),
-    ("**Methods**", "methods"), ("__Results:__", "results"), ("Methods:", "methods"), ("RESULTS", "results"),
-    ("2. Methods", "methods"), ("IV. Evaluation", "evaluation"), ("<h2>Conclusion</h2>", "conclusion"),
-    ("\\section{Methods}", "methods"), ("Executive Summary", "abstract"), ("Summary", "abstract"),
-])
+@pytest.mark.parametrize(
+    "heading,section",
+    [
+        ("## Abstract", "abstract"),
+        ("# 1. Introduction", "introduction"),
+        ("### Background", "introduction"),
+        ("## Dataset Description", "dataset"),
+        ("## Data", "dataset"),
+        ("## 2. Data and Preprocessing", "dataset"),
+        ("## Exploratory Data Analysis", "dataset"),
+        ("## Materials and Methods", "methods"),
+        ("## Methodology", "methods"),
+        ("## 3.1 Methods", "methods"),
+        ("## Model Architecture", "methods"),
+        ("## Experiments", "results"),
+        ("## Experimental Results", "results"),
+        ("## Results and Discussion", "results"),
+        ("## Key Findings", "results"),
+        ("## Evaluation", "evaluation"),
+        ("## Validation", "evaluation"),
+        ("## Model Evaluation on Held-out Data", "evaluation"),
+        ("## Discussion and Conclusion", "conclusion"),
+        ("## Conclusions", "conclusion"),
+        ("## Discussion", "conclusion"),
+        ("**Methods**", "methods"),
+        ("__Results:__", "results"),
+        ("Methods:", "methods"),
+        ("RESULTS", "results"),
+        ("2. Methods", "methods"),
+        ("IV. Evaluation", "evaluation"),
+        ("<h2>Conclusion</h2>", "conclusion"),
+        ("\\section{Methods}", "methods"),
+        ("Executive Summary", "abstract"),
+        ("Summary", "abstract"),
+    ],
+)
 def test_heading_variants(heading, section):
     text = f"{heading}\n{BODY}\n"
     assert list(split_sections(text)) == [section], split_sections(text)
     assert heuristic_score(text, ECOLOGY).sections[section]
 
 
-@pytest.mark.parametrize("line", [f"**Abstract:** {BODY}", f"Abstract: {BODY}", f"Abstract — {BODY}", f"__Abstract__: {BODY}"])
+@pytest.mark.parametrize(
+    "line", [f"**Abstract:** {BODY}", f"Abstract: {BODY}", f"Abstract — {BODY}", f"__Abstract__: {BODY}"]
+)
 def test_inline_headings(line):
     secs = split_sections(line)
     assert list(secs) == ["abstract"] and secs["abstract"].strip() == BODY
@@ -430,16 +624,22 @@ def test_setext_inline_and_combined_headings():
 
 
 def test_subsections_continue_a_section_and_unknown_headings_end_it():
-    text = f"## Methods\n{BODY}\n### Random forest\nMore detail.\n## Appendix\nCode listing.\n# Other title\nStray text.\n"
+    text = (
+        f"## Methods\n{BODY}\n### Random forest\nMore detail.\n## Appendix\nCode listing.\n# Other title\nStray text.\n"
+    )
     secs = split_sections(text)
-    assert "More detail." in secs["methods"] and "Code listing." not in secs["methods"] and "Stray" not in secs["methods"]
+    assert (
+        "More detail." in secs["methods"] and "Code listing." not in secs["methods"] and "Stray" not in secs["methods"]
+    )
 
 
 def test_sentences_and_code_comments_are_not_headings():
-    text = (f"## Methods\n{BODY}\n```python\n# Results\nprint(1)\n```\n"
-            "We used random forest and evaluated with cross-validation.\n---\n"
-            "1. Data were loaded with pandas and cleaned.\n"
-            "**Table 1: Results of the models**\n")
+    text = (
+        f"## Methods\n{BODY}\n```python\n# Results\nprint(1)\n```\n"
+        "We used random forest and evaluated with cross-validation.\n---\n"
+        "1. Data were loaded with pandas and cleaned.\n"
+        "**Table 1: Results of the models**\n"
+    )
     assert list(split_sections(text)) == ["methods"]
 
 
@@ -473,7 +673,9 @@ def test_quality_parts_count_distinct_terms_and_saturate():
     parts, terms = quality_parts(GOOD["ecology"])
     assert parts == {"numbers": 1.0, "methods": 1.0, "tests": 1.0, "cross_refs": 1.0}
     assert {"t-test", "p-value", "bootstrap", "confidence interval", "diebold-mariano"} <= set(terms["tests"])
-    assert {"data team", "model team", "evaluation team", "dataset_description", "model_architecture"} <= set(terms["cross_refs"])
+    assert {"data team", "model team", "evaluation team", "dataset_description", "model_architecture"} <= set(
+        terms["cross_refs"]
+    )
     parts, _ = quality_parts("We used a random forest. The accuracy was 0.91 and the error 0.09.")
     assert parts["methods"] == pytest.approx(1 / 3) and parts["numbers"] == pytest.approx(2 / 10)
     assert parts["tests"] == 0 and parts["cross_refs"] == 0
@@ -487,18 +689,38 @@ def test_specific_methods_are_not_double_counted():
 def test_heading_numbers_enumerators_and_references_are_not_results():
     text = "## 2. Methods\n1. We fit the model as in Table 3 and Figure 4.\n2) Section 5 explains the rest.\n"
     assert quality_parts(text)[1]["numbers"] == []
-    assert quality_parts("The RMSE was 0.82 and the R2 0.61 over 1,234 sites.")[1]["numbers"] == ["0.82", "0.61", "1234"]
+    assert quality_parts("The RMSE was 0.82 and the R2 0.61 over 1,234 sites.")[1]["numbers"] == [
+        "0.82",
+        "0.61",
+        "1234",
+    ]
 
 
 # =============================================================================================
 # numbers
 # =============================================================================================
-@pytest.mark.parametrize("text,values", [
-    ("t=120", [120]), ("t = 120", [120]), ("time step 120", [120]), ("1,234.5 units", [1234.5]), ("12%", [12]),
-    ("-3.2 and +4", [-3.2, 4]), ("1e-3", [0.001]), ("2.5E+04", [25000]), ("3 x 10^-4", [3e-4]), ("p < .05", [0.05]),
-    ("between 110-130", [110, 130]), ("BM03 and sensor_03 and R2", []), ("five species", [5]), ("one of them", []),
-    ("t = −5 (U+2212)", [-5, 2212]), ("v1.2.3", []), ("1e999", []),
-])
+@pytest.mark.parametrize(
+    "text,values",
+    [
+        ("t=120", [120]),
+        ("t = 120", [120]),
+        ("time step 120", [120]),
+        ("1,234.5 units", [1234.5]),
+        ("12%", [12]),
+        ("-3.2 and +4", [-3.2, 4]),
+        ("1e-3", [0.001]),
+        ("2.5E+04", [25000]),
+        ("3 x 10^-4", [3e-4]),
+        ("p < .05", [0.05]),
+        ("between 110-130", [110, 130]),
+        ("BM03 and sensor_03 and R2", []),
+        ("five species", [5]),
+        ("one of them", []),
+        ("t = −5 (U+2212)", [-5, 2212]),
+        ("v1.2.3", []),
+        ("1e999", []),
+    ],
+)
 def test_extract_numbers(text, values):
     got = [n.value for n in extract_numbers(clean_text(text)[0])]
     assert got == pytest.approx(values)
@@ -516,18 +738,24 @@ def fact_result(truth_fact: dict, text: str):
 SHIFT = ECOLOGY["facts"][1]
 
 
-@pytest.mark.parametrize("text,status", [
-    ("A regime shift occurs at t = 120.", "found"),
-    ("The change point was located at t=125 (95% CI 117-131).", "found"),  # within the tolerance of 8
-    ("We detected the regime shift at time step 113.", "found"),
-    ("| Regime shift | t = 121 |", "found"),
-    ("A regime shift occurs at t = 300.", "contradicted"),
-    ("A regime shift occurs at t = 130.", "contradicted"),  # just outside the tolerance
-    ("There was a regime shift in the data.", "missing"),
-    ("The value 120 appears in a long sentence that talks about many other things far away from anything else, "
-     "and only much later, well beyond the window of words, does it finally mention a regime shift.", "missing"),
-    ("", "missing"),
-])
+@pytest.mark.parametrize(
+    "text,status",
+    [
+        ("A regime shift occurs at t = 120.", "found"),
+        ("The change point was located at t=125 (95% CI 117-131).", "found"),  # within the tolerance of 8
+        ("We detected the regime shift at time step 113.", "found"),
+        ("| Regime shift | t = 121 |", "found"),
+        ("A regime shift occurs at t = 300.", "contradicted"),
+        ("A regime shift occurs at t = 130.", "contradicted"),  # just outside the tolerance
+        ("There was a regime shift in the data.", "missing"),
+        (
+            "The value 120 appears in a long sentence that talks about many other things far away from anything else, "
+            "and only much later, well beyond the window of words, does it finally mention a regime shift.",
+            "missing",
+        ),
+        ("", "missing"),
+    ],
+)
 def test_number_fact(text, status):
     r = fact_result(SHIFT, text)
     assert r.status == status and r.score == (1.0 if status == "found" else 0.0)
@@ -554,34 +782,52 @@ def test_number_fact_percentages_and_headings():
     assert fact_result(SHIFT, "## 3. Regime shift\nWe looked for it.").status == "missing"
 
 
-MEAN_YIELD = {"id": "mean_yield", "kind": "number", "value": 6.6, "tolerance": 0.05, "context": ["mean yield"],
-              "statement": "The mean yield is 6.6."}
+MEAN_YIELD = {
+    "id": "mean_yield",
+    "kind": "number",
+    "value": 6.6,
+    "tolerance": 0.05,
+    "context": ["mean yield"],
+    "statement": "The mean yield is 6.6.",
+}
 
 
-@pytest.mark.parametrize("text,status", [
-    # issue 38: plainly stated, on word stems and column-name tokens
-    ("The mean of yield_t is 6.5993.", "found"),
-    ("The mean yield_t is 6.5993.", "found"),
-    ("Means of the yields were 6.61.", "found"),
-    ("The mean value of yield is 6.6 t/ha.", "found"),
-    ("| mean of yield2 | 6.6 |", "found"),
-    ("The mean of yield_t is 7.4.", "contradicted"),
-    # ... but only articles, prepositions and "value" between the words: not another quantity
-    ("The mean of rainfall and yield is 6.6.", "missing"),
-    ("The mean of log_yield is 6.6.", "missing"),
-    ("The mean rainfall is 6.6, and the yield varies.", "missing"),
-])
+@pytest.mark.parametrize(
+    "text,status",
+    [
+        # issue 38: plainly stated, on word stems and column-name tokens
+        ("The mean of yield_t is 6.5993.", "found"),
+        ("The mean yield_t is 6.5993.", "found"),
+        ("Means of the yields were 6.61.", "found"),
+        ("The mean value of yield is 6.6 t/ha.", "found"),
+        ("| mean of yield2 | 6.6 |", "found"),
+        ("The mean of yield_t is 7.4.", "contradicted"),
+        # ... but only articles, prepositions and "value" between the words: not another quantity
+        ("The mean of rainfall and yield is 6.6.", "missing"),
+        ("The mean of log_yield is 6.6.", "missing"),
+        ("The mean rainfall is 6.6, and the yield varies.", "missing"),
+    ],
+)
 def test_context_phrases_match_word_stems_and_column_names(text, status):
     assert fact_result(MEAN_YIELD, text).status == status
 
 
 def test_context_gaps_never_join_another_phrase():
-    top = {"id": "top", "kind": "label", "value": "elevation", "context": ["most important"], "alternatives": ["rainfall"],
-           "statement": "The most important covariate is elevation."}
+    top = {
+        "id": "top",
+        "kind": "label",
+        "value": "elevation",
+        "context": ["most important"],
+        "alternatives": ["rainfall"],
+        "statement": "The most important covariate is elevation.",
+    }
     assert fact_result(top, "The most important covariate is elevation.").status == "found"
     assert fact_result(top, "Most of the important covariates are rainfall and soil.").status == "missing"
     spatial_cv = GEOSPATIAL["facts"][3]  # context "spatial cross-validation", "spatial cv", ...
-    assert fact_result(spatial_cv, "Spatial and random CV give a higher error than the training error.").status == "missing"
+    assert (
+        fact_result(spatial_cv, "Spatial and random CV give a higher error than the training error.").status
+        == "missing"
+    )
     assert fact_result(spatial_cv, "Non-spatial CV gives a higher error than random CV.").status == "missing"
     n_patients = BIOMARKER["facts"][0]  # "patients": a plural stays plural
     assert fact_result(n_patients, "The trial enrolled 600 patients. Each patient has 24 biomarkers.").status == "found"
@@ -592,7 +838,9 @@ def test_the_describing_team_is_credited_for_the_means_it_states():
     means): a truth "mean yield 6.6 +- 0.05" finds it."""
     from cooplab.tasks.science.scripted import describe_report
 
-    paper = describe_report({"data": {"rows": 240, "columns": 3, "missing": 0, "means": {"yield_t": 6.5993, "rain_mm": 812.4}}})
+    paper = describe_report(
+        {"data": {"rows": 240, "columns": 3, "missing": 0, "means": {"yield_t": 6.5993, "rain_mm": 812.4}}}
+    )
     assert "The mean of yield_t is 6.5993." in paper
     s = heuristic_score(paper, {"task": "custom", "facts": [MEAN_YIELD]})
     assert s.facts[0].status == "found" and s.accuracy == 1.0
@@ -602,22 +850,37 @@ PREDICTIVE = BIOMARKER["facts"][2]
 IMPORTANT = GEOSPATIAL["facts"][2]
 
 
-@pytest.mark.parametrize("text,status,score", [
-    ("The predictive biomarkers are BM03 and BM11.", "found", 1.0),
-    ("The predictive biomarkers are BM3 and bm_11.", "found", 1.0),  # zero padding, case, separators
-    ("Predictive biomarkers:\n\n- BM03\n- BM11\n", "found", 1.0),  # a list below the context
-    ("| Predictive biomarker | OR |\n|---|---|\n| BM03 | 2.4 |\n| BM11 | 0.5 |\n", "found", 1.0),  # a table below
-    ("The predictive biomarkers are BM03, BM11 and BM07.", "found", 0.5),  # a false positive cancels a right item
-    ("The predictive biomarker is BM03.", "found", 0.5),  # half of the set
-    ("BM03 and BM11 are predictive, whereas BM05 is only prognostic.", "found", 1.0),  # BM05 in another clause
-    ("BM03, BM11, and BM05 are predictive.", "found", 0.5),  # one list, one clause
-    ("The predictive biomarkers are BM03 and BM11, and the\nsubtype marker BM05 is high in one group.", "found", 1.0),
-    ("The predictive biomarkers are BM07 and BM19.", "contradicted", 0.0),
-    ("We found BM03 and BM11 in the data.", "missing", 0.0),  # named outside the context, nothing claimed of them
-    ("BM03 and BM11 are strongly associated with the response.", "found", 0.5),  # a claim outside the context: half weight
-    ("Nothing was predictive.", "missing", 0.0),
-    ("The predictive biomarkers were screened among BM01, BM02, BM03, BM04, BM05, BM06 and BM11.", "missing", 0.0),  # an enumeration
-])
+@pytest.mark.parametrize(
+    "text,status,score",
+    [
+        ("The predictive biomarkers are BM03 and BM11.", "found", 1.0),
+        ("The predictive biomarkers are BM3 and bm_11.", "found", 1.0),  # zero padding, case, separators
+        ("Predictive biomarkers:\n\n- BM03\n- BM11\n", "found", 1.0),  # a list below the context
+        ("| Predictive biomarker | OR |\n|---|---|\n| BM03 | 2.4 |\n| BM11 | 0.5 |\n", "found", 1.0),  # a table below
+        ("The predictive biomarkers are BM03, BM11 and BM07.", "found", 0.5),  # a false positive cancels a right item
+        ("The predictive biomarker is BM03.", "found", 0.5),  # half of the set
+        ("BM03 and BM11 are predictive, whereas BM05 is only prognostic.", "found", 1.0),  # BM05 in another clause
+        ("BM03, BM11, and BM05 are predictive.", "found", 0.5),  # one list, one clause
+        (
+            "The predictive biomarkers are BM03 and BM11, and the\nsubtype marker BM05 is high in one group.",
+            "found",
+            1.0,
+        ),
+        ("The predictive biomarkers are BM07 and BM19.", "contradicted", 0.0),
+        ("We found BM03 and BM11 in the data.", "missing", 0.0),  # named outside the context, nothing claimed of them
+        (
+            "BM03 and BM11 are strongly associated with the response.",
+            "found",
+            0.5,
+        ),  # a claim outside the context: half weight
+        ("Nothing was predictive.", "missing", 0.0),
+        (
+            "The predictive biomarkers were screened among BM01, BM02, BM03, BM04, BM05, BM06 and BM11.",
+            "missing",
+            0.0,
+        ),  # an enumeration
+    ],
+)
 def test_set_fact(text, status, score):
     r = fact_result(PREDICTIVE, text)
     assert r.status == status and r.score == pytest.approx(score), r
@@ -636,8 +899,11 @@ def test_set_fact_universe_and_siblings():
     r = fact_result(IMPORTANT, "The important covariates are slope and rainfall.")
     assert r.status == "contradicted" and r.score == 0
     # listing every covariate in the data description is no claim about importance
-    r = fact_result(IMPORTANT, "Six covariates: elevation, soil_ph, slope, rainfall, ndvi and distance_to_river. "
-                               "The important covariates are elevation and soil_ph.")
+    r = fact_result(
+        IMPORTANT,
+        "Six covariates: elevation, soil_ph, slope, rainfall, ndvi and distance_to_river. "
+        "The important covariates are elevation and soil_ph.",
+    )
     assert r.score == 1.0
     # two set facts sharing a context word: each clause goes to the more specific context
     neg, pos = ECOLOGY["facts"][2], ECOLOGY["facts"][3]
@@ -653,17 +919,20 @@ def test_set_fact_universe_and_siblings():
 SPATIAL_CV = GEOSPATIAL["facts"][3]
 
 
-@pytest.mark.parametrize("text,status", [
-    ("Spatial (blocked) cross-validation gives a higher error than random cross-validation.", "found"),
-    ("The spatial CV error (0.82) was higher than the random CV error (0.61).", "found"),
-    ("Random CV gave a lower error than spatial CV.", "found"),  # "than" flips the comparison
-    ("Blocked cross-validation errors exceeded the random ones.", "found"),
-    ("Spatial CV gives a lower error than random CV.", "contradicted"),
-    ("Random CV error was higher than spatial CV error.", "contradicted"),
-    ("The spatial CV error was not higher than the random CV error.", "contradicted"),
-    ("We used spatial cross-validation with 10 km blocks.", "missing"),  # no comparative: neutral
-    ("The non-spatial CV error was higher than the random one.", "missing"),  # "non-spatial" is not "spatial"
-])
+@pytest.mark.parametrize(
+    "text,status",
+    [
+        ("Spatial (blocked) cross-validation gives a higher error than random cross-validation.", "found"),
+        ("The spatial CV error (0.82) was higher than the random CV error (0.61).", "found"),
+        ("Random CV gave a lower error than spatial CV.", "found"),  # "than" flips the comparison
+        ("Blocked cross-validation errors exceeded the random ones.", "found"),
+        ("Spatial CV gives a lower error than random CV.", "contradicted"),
+        ("Random CV error was higher than spatial CV error.", "contradicted"),
+        ("The spatial CV error was not higher than the random CV error.", "contradicted"),
+        ("We used spatial cross-validation with 10 km blocks.", "missing"),  # no comparative: neutral
+        ("The non-spatial CV error was higher than the random one.", "missing"),  # "non-spatial" is not "spatial"
+    ],
+)
 def test_comparative_claim(text, status):
     assert fact_result(SPATIAL_CV, text).status == status
 
@@ -678,24 +947,36 @@ def test_comparative_claim_with_false_value_requires_the_reverse():
 INTERACT = ECOLOGY["facts"][4]
 
 
-@pytest.mark.parametrize("text,status,score", [
-    ("Strong competition shapes the community.", "found", 1.0),
-    ("There is no evidence of interaction between species.", "contradicted", 0.0),
-    ("The species did not show any competition.", "contradicted", 0.0),
-    ("The species fluctuate independently.", "contradicted", 0.0),  # negative_context
-    ("The species are not independent.", "found", 1.0),  # negated negative_context
-    ("Competition is strong. No interaction involves sp1.", "contradicted", 0.0),  # stated both ways
-    ("Not only competition but predation shapes them.", "found", 1.0),  # "not only" is no negation
-    ("## Methods\nWe tested for interactions between all pairs of species with a Ricker model and report them below.", "missing", 0.0),
-])
+@pytest.mark.parametrize(
+    "text,status,score",
+    [
+        ("Strong competition shapes the community.", "found", 1.0),
+        ("There is no evidence of interaction between species.", "contradicted", 0.0),
+        ("The species did not show any competition.", "contradicted", 0.0),
+        ("The species fluctuate independently.", "contradicted", 0.0),  # negative_context
+        ("The species are not independent.", "found", 1.0),  # negated negative_context
+        ("Competition is strong. No interaction involves sp1.", "contradicted", 0.0),  # stated both ways
+        ("Not only competition but predation shapes them.", "found", 1.0),  # "not only" is no negation
+        (
+            "## Methods\nWe tested for interactions between all pairs of species with a Ricker model and report them below.",
+            "missing",
+            0.0,
+        ),
+    ],
+)
 def test_plain_claim(text, status, score):
     r = fact_result(INTERACT, text)
     assert r.status == status and r.score == pytest.approx(score), r
 
 
 def test_plain_claim_with_false_value():
-    no_shift = {"id": "no_shift", "kind": "claim", "value": False, "context": ["regime shift"],
-                "statement": "There is no regime shift in sp3."}
+    no_shift = {
+        "id": "no_shift",
+        "kind": "claim",
+        "value": False,
+        "context": ["regime shift"],
+        "statement": "There is no regime shift in sp3.",
+    }
     assert fact_result(no_shift, "We found no regime shift in sp3.").status == "found"
     assert fact_result(no_shift, "A regime shift occurs in sp3.").status == "contradicted"
 
@@ -704,27 +985,35 @@ BEST = GEOSPATIAL["facts"][4]
 TOP = ECOLOGY["facts"][5]
 
 
-@pytest.mark.parametrize("fact,text,status", [
-    (BEST, "Regression kriging is the best model.", "found"),
-    (BEST, "The Gaussian process had the lowest error.", "found"),  # an alias
-    (BEST, "The best model was the random forest.", "contradicted"),  # an alternative
-    (BEST, "Kriging was not the best model.", "contradicted"),  # negated
-    (BEST, "We compared kriging and random forests.", "missing"),  # no context
-    (TOP, "sp2 is the main predator of sp4.", "found"),
-    (TOP, "sp5 is the main predator of sp1.", "contradicted"),  # another member of the family
-    (TOP, "The predator could not be identified.", "missing"),
-])
+@pytest.mark.parametrize(
+    "fact,text,status",
+    [
+        (BEST, "Regression kriging is the best model.", "found"),
+        (BEST, "The Gaussian process had the lowest error.", "found"),  # an alias
+        (BEST, "The best model was the random forest.", "contradicted"),  # an alternative
+        (BEST, "Kriging was not the best model.", "contradicted"),  # negated
+        (BEST, "We compared kriging and random forests.", "missing"),  # no context
+        (TOP, "sp2 is the main predator of sp4.", "found"),
+        (TOP, "sp5 is the main predator of sp1.", "contradicted"),  # another member of the family
+        (TOP, "The predator could not be identified.", "missing"),
+    ],
+)
 def test_label_fact(fact, text, status):
     assert fact_result(fact, text).status == status
 
 
 def test_malformed_truth_is_rejected():
-    for bad in [None, {}, {"facts": "x"}, {"facts": [{"id": "a", "kind": "weird", "value": 1, "context": [], "statement": ""}]},
-                {"facts": [{"id": "a", "kind": "number", "value": "5", "context": [], "statement": ""}]},
-                {"facts": [{"id": "a", "kind": "number", "value": True, "context": [], "statement": ""}]},
-                {"facts": [{"id": "a", "kind": "set", "value": [], "context": [], "statement": ""}]},
-                {"facts": [{"id": "a", "kind": "claim", "value": 1, "context": [], "statement": ""}]},
-                {"facts": [{"id": "a", "kind": "label", "value": "x", "context": "word", "statement": ""}]}]:
+    for bad in [
+        None,
+        {},
+        {"facts": "x"},
+        {"facts": [{"id": "a", "kind": "weird", "value": 1, "context": [], "statement": ""}]},
+        {"facts": [{"id": "a", "kind": "number", "value": "5", "context": [], "statement": ""}]},
+        {"facts": [{"id": "a", "kind": "number", "value": True, "context": [], "statement": ""}]},
+        {"facts": [{"id": "a", "kind": "set", "value": [], "context": [], "statement": ""}]},
+        {"facts": [{"id": "a", "kind": "claim", "value": 1, "context": [], "statement": ""}]},
+        {"facts": [{"id": "a", "kind": "label", "value": "x", "context": "word", "statement": ""}]},
+    ]:
         with pytest.raises(ValueError):
             heuristic_score("text", bad)
     assert heuristic_score("text", {"facts": []}).accuracy == 0.0
@@ -734,16 +1023,31 @@ def test_malformed_truth_is_rejected():
 # hostile input
 # =============================================================================================
 def _in_unit(s: HeuristicScore) -> bool:
-    return all(0.0 <= v <= 1.0 for v in (s.completeness, s.quality, s.accuracy, *s.quality_parts.values())) \
-        and all(0.0 <= f.score <= 1.0 for f in s.facts)
+    return all(0.0 <= v <= 1.0 for v in (s.completeness, s.quality, s.accuracy, *s.quality_parts.values())) and all(
+        0.0 <= f.score <= 1.0 for f in s.facts
+    )
 
 
-@pytest.mark.parametrize("report", [
-    None, "", " \n\t ", b"\xff\xfe\x00garbage\x80 regime shift at t = 120", "\udcff lone surrogate",
-    "\x00\x01\x02" * 1000, "|" * 5000, "# " * 3000, "1e999 1e-999 -0 0x1F 1,2,3,4 1.2.3.4 ∞ NaN 12%% --5 +-3 1e 3e+ 99999999999999999999",
-    "| a | b |\n|---|---|\n" + "| 1 | 2 |\n" * 2000, "((((((((((" * 1000 + "regime shift" + "))))" * 500,
-    "sp1->" * 3000, "BM" + "0" * 10000 + "3", 12345, ["not", "a", "string"],
-])
+@pytest.mark.parametrize(
+    "report",
+    [
+        None,
+        "",
+        " \n\t ",
+        b"\xff\xfe\x00garbage\x80 regime shift at t = 120",
+        "\udcff lone surrogate",
+        "\x00\x01\x02" * 1000,
+        "|" * 5000,
+        "# " * 3000,
+        "1e999 1e-999 -0 0x1F 1,2,3,4 1.2.3.4 ∞ NaN 12%% --5 +-3 1e 3e+ 99999999999999999999",
+        "| a | b |\n|---|---|\n" + "| 1 | 2 |\n" * 2000,
+        "((((((((((" * 1000 + "regime shift" + "))))" * 500,
+        "sp1->" * 3000,
+        "BM" + "0" * 10000 + "3",
+        12345,
+        ["not", "a", "string"],
+    ],
+)
 def test_hostile_input_never_raises_and_stays_in_range(report):
     for truth in TRUTHS.values():
         s = heuristic_score(report, truth)
@@ -762,16 +1066,20 @@ def test_huge_report_is_capped_and_fast():
     assert not heuristic_score(GOOD["ecology"].encode(), ECOLOGY).truncated
 
 
-@pytest.mark.parametrize("text,truth", [
-    ("regime shift at t = 300 " * 15000, ECOLOGY),  # one 360k-character sentence, thousands of contexts
-    ("negative interaction sp1->sp2 positive interaction sp3->sp4 " * 5000, ECOLOGY),
-    ("- BM03 predictive\n" * 17000, BIOMARKER),
-    ("(" * 300_000, GEOSPATIAL),
-])
+@pytest.mark.parametrize(
+    "text,truth",
+    [
+        ("regime shift at t = 300 " * 15000, ECOLOGY),  # one 360k-character sentence, thousands of contexts
+        ("negative interaction sp1->sp2 positive interaction sp3->sp4 " * 5000, ECOLOGY),
+        ("- BM03 predictive\n" * 17000, BIOMARKER),
+        ("(" * 300_000, GEOSPATIAL),
+    ],
+)
 def test_walls_of_text_are_bounded(text, truth):
     """The scorer's work grows no faster than the text (no pattern that backtracks without bound):
     eight times the text costs well under 64 times the CPU (a quadratic scorer's ratio). CPU time of
     this process, a ratio within one test: neither the machine's speed nor its load decides it."""
+
     def cpu(t: str, times: int) -> float:
         best = float("inf")
         for _ in range(times):
@@ -798,9 +1106,16 @@ def test_binary_noise_scores_low():
 # =============================================================================================
 def verdict(c=5, q=4, a=3, sections=True, **extra) -> dict:
     secs = {s: sections for s in SECTIONS} if isinstance(sections, bool) else sections
-    return {"completeness": c, "completeness_rationale": "All sections are there.", "sections": secs,
-            "quality": q, "quality_rationale": "Numbers and tests are reported.", "accuracy": a,
-            "accuracy_rationale": "Most facts match the ground truth.", **extra}
+    return {
+        "completeness": c,
+        "completeness_rationale": "All sections are there.",
+        "sections": secs,
+        "quality": q,
+        "quality_rationale": "Numbers and tests are reported.",
+        "accuracy": a,
+        "accuracy_rationale": "Most facts match the ground truth.",
+        **extra,
+    }
 
 
 def test_judge_verdict_accepts_the_appendix_l_format():
@@ -809,14 +1124,23 @@ def test_judge_verdict_accepts_the_appendix_l_format():
     assert v.sections.methods is True
 
 
-@pytest.mark.parametrize("change", [
-    {"completeness": 6}, {"quality": 0}, {"accuracy": "5"}, {"accuracy": 4.0}, {"quality": True}, {"quality": None},
-    {"sections": {s: True for s in SECTIONS if s != "evaluation"}},  # a missing section
-    {"sections": {**{s: True for s in SECTIONS}, "appendix": True}},  # an extra section
-    {"sections": {**{s: True for s in SECTIONS}, "methods": "yes"}},
-    {"overall": 4},  # extra junk
-    {"accuracy_rationale": ""}, {"quality_rationale": 3},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"completeness": 6},
+        {"quality": 0},
+        {"accuracy": "5"},
+        {"accuracy": 4.0},
+        {"quality": True},
+        {"quality": None},
+        {"sections": {s: True for s in SECTIONS if s != "evaluation"}},  # a missing section
+        {"sections": {**{s: True for s in SECTIONS}, "appendix": True}},  # an extra section
+        {"sections": {**{s: True for s in SECTIONS}, "methods": "yes"}},
+        {"overall": 4},  # extra junk
+        {"accuracy_rationale": ""},
+        {"quality_rationale": 3},
+    ],
+)
 def test_judge_verdict_rejects_bad_answers(change):
     with pytest.raises(ValidationError):
         JudgeVerdict.model_validate({**verdict(), **change})
@@ -841,14 +1165,20 @@ def test_judge_prompt_carries_the_rubric_truth_and_report():
     msgs = judge_messages("## Abstract\nA report quoting {task} and {ground_truth_text} literally.", BIOMARKER)
     assert msgs[0].content == JUDGE_SYSTEM
     user = msgs[1].content
-    assert user.startswith("## What the team was asked\n\nScience task: biomarker\nTask description: Predict treatment response")
+    assert user.startswith(
+        "## What the team was asked\n\nScience task: biomarker\nTask description: Predict treatment response"
+    )
     assert "quoting {task} and {ground_truth_text} literally" in user  # filled in one pass
     for f in BIOMARKER["facts"]:
         assert f["statement"] in user
     assert '"completeness": <integer from 1 to 5>' in user and "### 3. Accuracy" in user
     assert JUDGE_USER_TEMPLATE.count("{report_text}") == 1
     gt = ground_truth_text(GEOSPATIAL)
-    assert "- range_km = 15 (+/- 3)" in gt and "- important_covariates = elevation, soil_ph" in gt and "n_sites = 400" in gt
+    assert (
+        "- range_km = 15 (+/- 3)" in gt
+        and "- important_covariates = elevation, soil_ph" in gt
+        and "n_sites = 400" in gt
+    )
     assert "(the report is empty)" in judge_prompt("", GEOSPATIAL)
     long = judge_prompt("x" * 200_000, GEOSPATIAL, max_report_chars=1000)
     assert "continues for 199000 more characters" in long and len(long) < 12_000
@@ -865,12 +1195,19 @@ def run(coro):
 
 
 def test_judge_report_mean_and_spread_over_k_samples():
-    answers = [json.dumps(verdict(5, 4, 3)), json.dumps(verdict(3, 4, 1)), json.dumps(verdict(4, 4, 2, sections={
-        **{s: True for s in SECTIONS}, "evaluation": False}))]
+    answers = [
+        json.dumps(verdict(5, 4, 3)),
+        json.dumps(verdict(3, 4, 1)),
+        json.dumps(verdict(4, 4, 2, sections={**{s: True for s in SECTIONS}, "evaluation": False})),
+    ]
     svc = judge_service(answers)
     res = run(judge_report(svc, GOOD["ecology"], ECOLOGY, k=3))
     assert res.k == 3 and res.n_fallback == 0 and res.judge == "scripted:judge"
-    assert res.completeness == pytest.approx(0.75) and res.quality == pytest.approx(0.75) and res.accuracy == pytest.approx(0.25)
+    assert (
+        res.completeness == pytest.approx(0.75)
+        and res.quality == pytest.approx(0.75)
+        and res.accuracy == pytest.approx(0.25)
+    )
     assert res.std["completeness"] == pytest.approx(np.std([1.0, 0.5, 0.75])) and res.std["quality"] == 0.0
     assert res.sections["evaluation"] == pytest.approx(2 / 3) and res.sections["methods"] == 1.0
     assert len(res.verdicts) == 3 and all(isinstance(v, JudgeVerdict) for v in res.verdicts)
@@ -895,7 +1232,9 @@ def test_judge_malformed_answer_is_retried_with_the_error_fed_back():
 
 
 def test_always_malformed_judge_falls_back_and_is_counted():
-    svc = judge_service(["I think this report is quite good, 4/5.", '{"completeness": 5}', json.dumps(verdict(q="high"))])
+    svc = judge_service(
+        ["I think this report is quite good, 4/5.", '{"completeness": 5}', json.dumps(verdict(q="high"))]
+    )
     res = run(judge_report(svc, GOOD["anomaly"], ANOMALY, k=2))
     assert res.n_fallback == 2 and res.verdicts == [None, None]
     assert res.completeness is None and res.std["accuracy"] is None and res.sections["abstract"] is None
@@ -975,8 +1314,12 @@ def test_judge_agreement_undefined_cases():
 
 
 def test_compare_judges_per_dimension():
-    heur = [heuristic_score(GOOD[t], TRUTHS[t]) for t in TRUTHS] + [heuristic_score(CONTRADICTING[t], TRUTHS[t]) for t in TRUTHS]
-    judge = [{"completeness": 1.0, "quality": 0.75, "accuracy": 1.0}] * 4 + [{"completeness": 1.0, "quality": 0.5, "accuracy": 0.0}] * 4
+    heur = [heuristic_score(GOOD[t], TRUTHS[t]) for t in TRUTHS] + [
+        heuristic_score(CONTRADICTING[t], TRUTHS[t]) for t in TRUTHS
+    ]
+    judge = [{"completeness": 1.0, "quality": 0.75, "accuracy": 1.0}] * 4 + [
+        {"completeness": 1.0, "quality": 0.5, "accuracy": 0.0}
+    ] * 4
     out = compare_judges(heur, judge)
     assert set(out) == {"completeness", "quality", "accuracy"}
     assert out["accuracy"]["pearson_r"] > 0.9

@@ -19,8 +19,24 @@ from tests.helpers.cli import fail_line
 
 
 def run(tmp_path, capsys, *args, out="run", expect=0):
-    code = main([str(a) for a in ["run", "science", "--sandbox-backend", "local", "--cache", "off", *args, "--out", tmp_path / out,
-                                  "-q", "--json"]])
+    code = main(
+        [
+            str(a)
+            for a in [
+                "run",
+                "science",
+                "--sandbox-backend",
+                "local",
+                "--cache",
+                "off",
+                *args,
+                "--out",
+                tmp_path / out,
+                "-q",
+                "--json",
+            ]
+        ]
+    )
     o, err = capsys.readouterr()
     assert code == expect, err
     return (json.loads(o) if o.strip() else None), tmp_path / out
@@ -41,7 +57,9 @@ def test_oracle_solo_analyst_is_scored_like_a_team(tmp_path, capsys):
     assert s["passes"] == ["solo#1"] and s["artifacts"] == {"final_paper": 1}
     assert s["scores"]["accuracy"] >= 0.9 and s["scores"]["completeness"] >= 0.9, s["scores"]
     lg = pd.read_parquet(out / "ledger.parquet")
-    assert set(lg["agent_id"]) == {"solo.0"} and (lg.kind == "sandbox_seconds").any()  # its code ran in the sandbox, charged
+    assert (
+        set(lg["agent_id"]) == {"solo.0"} and (lg.kind == "sandbox_seconds").any()
+    )  # its code ran in the sandbox, charged
     loops = pd.read_parquet(out / "tool_loops.parquet")
     assert list(loops["phase"]) == ["solo:analyze"] and list(loops["stop_reason"]) == ["completed"]
     cfg = json.loads((out / "config.json").read_text())
@@ -61,11 +79,15 @@ def test_solo_analyst_sees_only_its_tools_and_its_own_prompt(tmp_path, capsys):
             return call("write_artifact", name="final_paper", content="# Report\n\nThe mean is @mean[3.5].")
         return call("mark_complete", summary="done")
 
-    s, out = run(tmp_path, capsys, "--task", "anomaly", "--pipeline", "solo", "--model", analyst("test-solo-tools", step))
+    s, out = run(
+        tmp_path, capsys, "--task", "anomaly", "--pipeline", "solo", "--model", analyst("test-solo-tools", step)
+    )
     assert s["status"] == "completed" and s["artifacts"] == {"final_paper": 1}
     assert seen["system"].startswith("You are Solo Analyst, working alone") and "run_code" in seen["system"]
     assert "request_team_redo" not in seen["system"] and "TEAM MEMBERS" not in seen["system"]
-    assert "request_team_redo" in seen["refused"] and ("not" in seen["refused"].lower() or "unknown" in seen["refused"].lower())
+    assert "request_team_redo" in seen["refused"] and (
+        "not" in seen["refused"].lower() or "unknown" in seen["refused"].lower()
+    )
     assert (out / "artifacts" / "final_paper.v1.md").read_text() == "# Report\n\nThe mean is @mean[3.5]."
 
 
@@ -75,7 +97,9 @@ def test_no_paper_written_becomes_a_fallback_paper_from_its_work(tmp_path, capsy
             return call("run_code", code="print('the answer is', 6 * 7)")
         return "I computed it: the answer is 42. " * 10  # final words, no write_artifact
 
-    s, out = run(tmp_path, capsys, "--task", "ecology", "--pipeline", "solo", "--model", analyst("test-solo-fallback", step))
+    s, out = run(
+        tmp_path, capsys, "--task", "ecology", "--pipeline", "solo", "--model", analyst("test-solo-fallback", step)
+    )
     assert s["status"] == "completed" and s["artifacts"] == {"final_paper": 1}
     paper = (out / "artifacts" / "final_paper.v1.md").read_text()
     assert "the answer is 42" in paper
@@ -89,18 +113,33 @@ def test_budget_stops_the_solo_loop_without_overshoot(tmp_path, capsys):
         return call("run_code", code=f"print({n})")  # never finishes by itself
 
     budget = 0.02
-    s, out = run(tmp_path, capsys, "--task", "ecology", "--pipeline", "solo", "--budget", budget, "--set", "max_steps=60",
-                 "--model", analyst("test-solo-budget", step))
+    s, out = run(
+        tmp_path,
+        capsys,
+        "--task",
+        "ecology",
+        "--pipeline",
+        "solo",
+        "--budget",
+        budget,
+        "--set",
+        "max_steps=60",
+        "--model",
+        analyst("test-solo-budget", step),
+    )
     assert s["status"] == "budget_exhausted", s["ledger"]
     assert s["ledger"]["cost_usd_float"] <= budget
     assert s["stop"]["node"] == "analyze"
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--pipeline", "solo", "--team-size", "2"], "team_size must be 1"),
-    (["--pipeline", "duo"], "pipeline"),
-    (["--pipeline", "solo", "--set", "pipeline=solo"], "not both"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--pipeline", "solo", "--team-size", "2"], "team_size must be 1"),
+        (["--pipeline", "duo"], "pipeline"),
+        (["--pipeline", "solo", "--set", "pipeline=solo"], "not both"),
+    ],
+)
 def test_bad_pipeline_options_are_one_line(tmp_path, capsys, args, needle):
     msg = fail_line(capsys, ["run", "science", "--team", "oracle", *args, "--out", str(tmp_path / "x")])
     assert needle in msg

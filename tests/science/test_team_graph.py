@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -29,8 +28,22 @@ def cli(args, capsys):
 
 
 def run(tmp_path, capsys, *args, out="run", expect=0):
-    code, stdout, err = cli(["run", "science", "--sandbox-backend", "local", "--cache", "off", *args, "--out", tmp_path / out,
-                             "-q", "--json"], capsys)
+    code, stdout, err = cli(
+        [
+            "run",
+            "science",
+            "--sandbox-backend",
+            "local",
+            "--cache",
+            "off",
+            *args,
+            "--out",
+            tmp_path / out,
+            "-q",
+            "--json",
+        ],
+        capsys,
+    )
     assert code == expect, err
     return (json.loads(stdout) if stdout.strip() else None), tmp_path / out
 
@@ -107,7 +120,9 @@ def test_requests_route_back_to_the_earlier_team_within_the_reentry_cap(tmp_path
     def work(team, slot, messages):
         done = tool_results(messages)
         if team == "eval" and slot == 0 and not done:
-            return call("request_additional_work", target_team="data", request="report the missing-value counts per column")
+            return call(
+                "request_additional_work", target_team="data", request="report the missing-value counts per column"
+            )
         if team == "eval" and slot == 1 and not done:
             return call("request_team_redo", target_team="model", request="refit", justification="the split leaked")
         return call("mark_complete", summary="done") if not any(m.name == "mark_complete" for m in done) else "done"
@@ -201,10 +216,19 @@ def test_visibility_text_and_warnings():
     assert "Modeling team has spent $0.1000" in tm and "remaining" not in tm and "1.0000" not in tm
     assert pr.budget_status("hidden", budget=b, spent=spent, team_spent=team, team="model") == ""
     assert pr.warning("full", b, Decimal("0.69")) is None
-    assert pr.warning("full", b, Decimal("0.70")) == pr.WARNING_30 and pr.warning("team", b, Decimal("0.80")) == pr.WARNING_30
-    assert pr.warning("full", b, Decimal("0.85")) == pr.WARNING_15 and pr.warning("full", b, Decimal("1.5")) == pr.WARNING_15
+    assert (
+        pr.warning("full", b, Decimal("0.70")) == pr.WARNING_30
+        and pr.warning("team", b, Decimal("0.80")) == pr.WARNING_30
+    )
+    assert (
+        pr.warning("full", b, Decimal("0.85")) == pr.WARNING_15
+        and pr.warning("full", b, Decimal("1.5")) == pr.WARNING_15
+    )
     # the paper warns in every condition: hidden hides the numbers, not the warnings (unless turned off)
-    assert pr.warning("hidden", b, Decimal("0.9")) == pr.WARNING_15 and pr.warning("hidden", b, Decimal("0.9"), warn_when_hidden=False) is None
+    assert (
+        pr.warning("hidden", b, Decimal("0.9")) == pr.WARNING_15
+        and pr.warning("hidden", b, Decimal("0.9"), warn_when_hidden=False) is None
+    )
     assert pr.warning("full", None, Decimal("5")) is None
 
 
@@ -256,7 +280,9 @@ def test_the_live_budget_lines_come_after_everything_that_does_not_change(tmp_pa
     calls = systems["calls"]
     assert len(calls) >= 2
     if status_at == "end":
-        assert all(len(c) == 2 for c in calls) and len({c[0] for c in calls}) == 1  # the fixed part: one text for every loop
+        assert (
+            all(len(c) == 2 for c in calls) and len({c[0] for c in calls}) == 1
+        )  # the fixed part: one text for every loop
         assert "BUDGET STATUS" not in calls[0][0] and all(c[1].startswith("BUDGET STATUS: $") for c in calls)
         assert calls[0][1] != calls[-1][1]  # the live line moved on (synthesis came after paid work)
     else:
@@ -289,26 +315,42 @@ def test_hidden_visibility_still_warns_when_the_pool_runs_low(tmp_path, capsys):
         return call("read_artifact", name=f"x{n}") if n < 30 else "done"
 
     model = use_team("test-hidden-warn", lambda: scripted_team(work=work))
-    s, _ = run(tmp_path, capsys, "--model", model, "--budget", 0.05, "--max-tokens", 64, "--set", "max_steps=30", "--visibility", "hidden")
+    s, _ = run(
+        tmp_path,
+        capsys,
+        "--model",
+        model,
+        "--budget",
+        0.05,
+        "--max-tokens",
+        64,
+        "--set",
+        "max_steps=30",
+        "--visibility",
+        "hidden",
+    )
     assert s["status"] == "budget_exhausted"
     assert any(pr.WARNING_30 in p for p in prompts) and any(pr.WARNING_15 in p for p in prompts)
     assert not any("BUDGET STATUS" in p for p in prompts)
 
 
 # --- bad input -----------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("args, needle", [
-    (["--task", "astrology"], "task"),
-    (["--team", "robots"], "team"),
-    (["--team-size", "4"], "--team-size"),
-    (["--visibility", "partial"], "visibility"),
-    (["--prompt", "poetry"], "prompt"),
-    (["--set", "max_reentries=-1"], "max_reentries"),
-    (["--set", "code_timeout=nan"], "code_timeout"),
-    (["--set", "max_steps=1e9"], "max_steps"),
-    (["--judge-samples", "0"], "--judge-samples"),
-    (["--judge", "nonsense"], "unknown model"),
-    (["--budget", "-1"], "--budget"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--task", "astrology"], "task"),
+        (["--team", "robots"], "team"),
+        (["--team-size", "4"], "--team-size"),
+        (["--visibility", "partial"], "visibility"),
+        (["--prompt", "poetry"], "prompt"),
+        (["--set", "max_reentries=-1"], "max_reentries"),
+        (["--set", "code_timeout=nan"], "code_timeout"),
+        (["--set", "max_steps=1e9"], "max_steps"),
+        (["--judge-samples", "0"], "--judge-samples"),
+        (["--judge", "nonsense"], "unknown model"),
+        (["--budget", "-1"], "--budget"),
+    ],
+)
 def test_bad_options_are_one_line_errors(tmp_path, capsys, args, needle):
     code, _, err = cli(["run", "science", "--team", "oracle", *args, "--out", tmp_path / "r"], capsys)
     assert code == 2 and err.startswith("cooplab: error: ") and needle in err and len(err.strip().splitlines()) == 1
@@ -317,8 +359,17 @@ def test_bad_options_are_one_line_errors(tmp_path, capsys, args, needle):
 # --- the LLM judge -------------------------------------------------------------------------------------------
 def verdict(c: int, q: int, a: int) -> str:
     secs = {k: True for k in ("abstract", "introduction", "dataset", "methods", "results", "evaluation", "conclusion")}
-    return json.dumps({"completeness": c, "completeness_rationale": "r", "sections": secs, "quality": q, "quality_rationale": "r",
-                       "accuracy": a, "accuracy_rationale": "r"})
+    return json.dumps(
+        {
+            "completeness": c,
+            "completeness_rationale": "r",
+            "sections": secs,
+            "quality": q,
+            "quality_rationale": "r",
+            "accuracy": a,
+            "accuracy_rationale": "r",
+        }
+    )
 
 
 def test_llm_judge_after_the_run_and_rescoring_and_agreement(tmp_path, capsys):
@@ -337,24 +388,40 @@ def test_llm_judge_after_the_run_and_rescoring_and_agreement(tmp_path, capsys):
     s2, out2 = run(tmp_path, capsys, "--team", "garbage", out="run2")
     judge_b = tmp_path / "judge_b.json"
     judge_b.write_text(json.dumps({"answers": [verdict(4, 4, 4)]}))
-    code, stdout, err = cli(["science", "score", out, out2, "--judge", f"scripted:{judge_b}", "--samples", 2, "--json"], capsys)
+    code, stdout, err = cli(
+        ["science", "score", out, out2, "--judge", f"scripted:{judge_b}", "--samples", 2, "--json"], capsys
+    )
     assert code == 0, err
     rows = json.loads(stdout)
     assert [r["completeness"] for r in rows] == [0.75, 0.75]
-    code, stdout, err = cli(["science", "agreement", out, out2, "--judge", "heuristic", "--judge", f"scripted:{judge_b}", "--json"],
-                            capsys)
+    code, stdout, err = cli(
+        ["science", "agreement", out, out2, "--judge", "heuristic", "--judge", f"scripted:{judge_b}", "--json"], capsys
+    )
     assert code == 0, err
     agr = json.loads(stdout)
-    assert agr["accuracy"]["n"] == 2 and agr["accuracy"]["pearson_r"] is None and "constant" in agr["accuracy"]["reason"]
+    assert (
+        agr["accuracy"]["n"] == 2 and agr["accuracy"]["pearson_r"] is None and "constant" in agr["accuracy"]["reason"]
+    )
     code, _, err = cli(["science", "score", tmp_path / "nowhere", "--judge", f"scripted:{judge_b}"], capsys)
     assert code == 2 and "not a finished science run" in err
 
 
 # --- sweep ---------------------------------------------------------------------------------------------------
 def test_science_sweep_runs_conditions_and_skips_finished_runs(tmp_path, capsys):
-    cfg = {"task": "science", "out": str(tmp_path / "sw"), "team": "oracle", "science_tasks": ["ecology"], "budgets": [0.5, None],
-           "visibilities": ["full", "team"], "team_sizes": [2], "prompts": ["standard"], "simulations": 1, "sandbox_backend": "local",
-           "parallel": 2, "llm": {"cache": "off"}}
+    cfg = {
+        "task": "science",
+        "out": str(tmp_path / "sw"),
+        "team": "oracle",
+        "science_tasks": ["ecology"],
+        "budgets": [0.5, None],
+        "visibilities": ["full", "team"],
+        "team_sizes": [2],
+        "prompts": ["standard"],
+        "simulations": 1,
+        "sandbox_backend": "local",
+        "parallel": 2,
+        "llm": {"cache": "off"},
+    }
     f = tmp_path / "sweep.json"
     f.write_text(json.dumps(cfg))
     code, stdout, err = cli(["sweep", f, "--json"], capsys)
@@ -364,18 +431,32 @@ def test_science_sweep_runs_conditions_and_skips_finished_runs(tmp_path, capsys)
     df = pd.read_csv(tmp_path / "sw" / "conditions.csv")
     assert len(df) == 4 and (df.accuracy == 1.0).all() and set(df.visibility) == {"full", "team"}
     assert "earlier science sweep format" in err  # read as a grid sweep
-    cfg0 = json.loads((tmp_path / "sw" / "cells" / "task-ecology__budget-0.5__visibility-team__team_size-2__prompt-standard__s0"
-                       / "config.json").read_text())
+    cfg0 = json.loads(
+        (
+            tmp_path
+            / "sw"
+            / "cells"
+            / "task-ecology__budget-0.5__visibility-team__team_size-2__prompt-standard__s0"
+            / "config.json"
+        ).read_text()
+    )
     assert cfg0["llm"]["budget"] == 0.5 and cfg0["params"]["visibility"] == "team"
     code, stdout, err = cli(["sweep", f, "--json"], capsys)
     assert code == 0 and len(json.loads(stdout)["skipped"]) == 4
 
 
-@pytest.mark.parametrize("edit, needle", [
-    ({"budgets": [-1]}, "budgets"), ({"visibilities": ["loud"]}, "visibility"), ({"team_sizes": [7]}, "team_size"),
-    ({"simulations": 0}, "simulations"), ({"science_tasks": []}, "science_tasks"), ({"set": {"max_steps": "many"}}, "max_steps"),
-    ({"colour": "red"}, "colour"),
-])
+@pytest.mark.parametrize(
+    "edit, needle",
+    [
+        ({"budgets": [-1]}, "budgets"),
+        ({"visibilities": ["loud"]}, "visibility"),
+        ({"team_sizes": [7]}, "team_size"),
+        ({"simulations": 0}, "simulations"),
+        ({"science_tasks": []}, "science_tasks"),
+        ({"set": {"max_steps": "many"}}, "max_steps"),
+        ({"colour": "red"}, "colour"),
+    ],
+)
 def test_bad_science_sweep_configs_are_one_line_errors(tmp_path, capsys, edit, needle):
     cfg = {"task": "science", "out": str(tmp_path / "sw"), "team": "oracle", **edit}
     f = tmp_path / "sweep.json"
@@ -388,5 +469,9 @@ def test_bad_science_sweep_configs_are_one_line_errors(tmp_path, capsys, edit, n
 def test_params_name_their_source(capsys):
     code, stdout, _ = cli(["params", "science", "--json"], capsys)
     rows = {r["name"]: r for r in json.loads(stdout)}
-    assert code == 0 and rows["visibility"]["source"].startswith("paper") and "does not say" in rows["max_reentries"]["source"]
+    assert (
+        code == 0
+        and rows["visibility"]["source"].startswith("paper")
+        and "does not say" in rows["max_reentries"]["source"]
+    )
     assert rows["deliberation_rounds"]["default"] == 2 and rows["code_timeout"]["default"] == 30.0

@@ -52,8 +52,16 @@ def _call_id(answer: dict[str, Any], k: int) -> dict[str, Any]:
 
 
 def _loop(agent: str, team: str, messages: list, final: str | None) -> ToolLoopResult:
-    return ToolLoopResult(agent_id=agent, team=team, round=None, phase=f"{team}:work", model="builtin:science-oracle",
-                          protocol="native", final=final, messages=messages)
+    return ToolLoopResult(
+        agent_id=agent,
+        team=team,
+        round=None,
+        phase=f"{team}:work",
+        model="builtin:science-oracle",
+        protocol="native",
+        final=final,
+        messages=messages,
+    )
 
 
 def team_paper(task: str, stdout: str, P: ScienceParams = ScienceParams()) -> str:
@@ -61,17 +69,28 @@ def team_paper(task: str, stdout: str, P: ScienceParams = ScienceParams()) -> st
     return scripted_team_paper(oracle_model(task), "eval", ORACLE_CODE[task], stdout, D.TASK_DESCRIPTIONS[task], P)
 
 
-def scripted_team_paper(model: Any, code_team: str, code: str, stdout: str, description: str,
-                        P: ScienceParams = ScienceParams()) -> str:
+def scripted_team_paper(
+    model: Any, code_team: str, code: str, stdout: str, description: str, P: ScienceParams = ScienceParams()
+) -> str:
     """The final paper a scripted team (``model``) writes when the code its ``code_team`` lead runs
     prints ``stdout``, through the functions the graph calls: the scripted model's answers, the
     run_code tool's text (``code_output_chars``), the member output a synthesis prompt quotes
     (``output_text``, ``synthesis_excerpt``), the workspace's mark_complete and read_artifact answers."""
     ws = Workspace({}, code_team, 1)
     team = roles(code_team, P.team_size)
-    system = {r.agent_id: SystemMessage(content=pr.system_prompt(r, team_size=P.team_size, task_description=description,
-                                                                    status="", prompt="standard", code_timeout=P.code_timeout))
-              for r in team + roles("writing", P.team_size)}
+    system = {
+        r.agent_id: SystemMessage(
+            content=pr.system_prompt(
+                r,
+                team_size=P.team_size,
+                task_description=description,
+                status="",
+                prompt="standard",
+                code_timeout=P.code_timeout,
+            )
+        )
+        for r in team + roles("writing", P.team_size)
+    }
     # the lead's work loop: run the program, then mark complete
     work = model.by_phase[f"{code_team}:work"][0]
     lead = team[0]
@@ -79,28 +98,45 @@ def scripted_team_paper(model: Any, code_team: str, code: str, stdout: str, desc
     call = _call_id(work(msgs), 1)
     assert call["name"] == "run_code" and call["args"]["code"] == code
     tool_text = ExecResult(status="ok", stdout=stdout).to_text(max_chars=P.code_output_chars)
-    msgs += [AIMessage(content="", tool_calls=[call]), ToolMessage(content=tool_text, name="run_code", tool_call_id=call["id"])]
+    msgs += [
+        AIMessage(content="", tool_calls=[call]),
+        ToolMessage(content=tool_text, name="run_code", tool_call_id=call["id"]),
+    ]
     done = _call_id(work(msgs), 2)
     assert done["name"] == "mark_complete"
     final = ws.complete(lead.agent_id, done["args"]["summary"])
-    msgs += [AIMessage(content="", tool_calls=[done]), ToolMessage(content=final, name="mark_complete", tool_call_id=done["id"])]
+    msgs += [
+        AIMessage(content="", tool_calls=[done]),
+        ToolMessage(content=final, name="mark_complete", tool_call_id=done["id"]),
+    ]
     outputs = [(lead.agent_id, output_text(_loop(lead.agent_id, code_team, msgs[2:], final)))]
-    outputs += [(r.agent_id, output_text(_loop(r.agent_id, code_team, [], "marked complete: reviewed the artifacts")))
-                for r in team[1:]]
-    said = [{"agent": r.agent_id, "message": model.by_phase[f"{code_team}:deliberate{k}"][0]} for k in (1, 2) for r in team]
+    outputs += [
+        (r.agent_id, output_text(_loop(r.agent_id, code_team, [], "marked complete: reviewed the artifacts")))
+        for r in team[1:]
+    ]
+    said = [
+        {"agent": r.agent_id, "message": model.by_phase[f"{code_team}:deliberate{k}"][0]} for k in (1, 2) for r in team
+    ]
     # the lead's synthesis: the team's artifact from the members' outputs
     prompt = pr.synthesis_prompt(lead, outputs, said, excerpt=P.synthesis_excerpt)
-    wrote = _call_id(model.by_phase[f"{code_team}:synthesize"][0]([system[lead.agent_id], HumanMessage(content=prompt)]), 3)
+    wrote = _call_id(
+        model.by_phase[f"{code_team}:synthesize"][0]([system[lead.agent_id], HumanMessage(content=prompt)]), 3
+    )
     assert wrote["name"] == "write_artifact" and wrote["args"]["name"] == ARTIFACT[code_team]
     ws.write(lead.agent_id, ARTIFACT[code_team], wrote["args"]["content"])
     # the writing lead's synthesis: read the artifact, write the paper
     author = roles("writing", P.team_size)[0]
     synth = model.by_phase["writing:synthesize"][0]
-    msgs = [system[author.agent_id], HumanMessage(content=pr.synthesis_prompt(author, [], [], excerpt=P.synthesis_excerpt))]
+    msgs = [
+        system[author.agent_id],
+        HumanMessage(content=pr.synthesis_prompt(author, [], [], excerpt=P.synthesis_excerpt)),
+    ]
     read = _call_id(synth(msgs), 4)
     assert read["name"] == "read_artifact" and read["args"]["name"] == ARTIFACT[code_team]
-    msgs += [AIMessage(content="", tool_calls=[read]),
-             ToolMessage(content=ws.read(read["args"]["name"]), name="read_artifact", tool_call_id=read["id"])]
+    msgs += [
+        AIMessage(content="", tool_calls=[read]),
+        ToolMessage(content=ws.read(read["args"]["name"]), name="read_artifact", tool_call_id=read["id"]),
+    ]
     paper = _call_id(synth(msgs), 5)
     assert paper["name"] == "write_artifact" and paper["args"]["name"] == ARTIFACT["writing"]
     return paper["args"]["content"]
@@ -115,7 +151,10 @@ def test_the_oracle_team_scores_1_on_seeds_0_to_19(task, made):
         assert stdout.splitlines()[0] == result_line, seed  # ... and comes first
         parse_oracle_output(stdout)  # the whole output parses
         s = heuristic_score(team_paper(task, stdout), truth)
-        assert s.scores() == {"completeness": 1.0, "quality": 1.0, "accuracy": 1.0}, (seed, [f for f in s.facts if f.score < 1])
+        assert s.scores() == {"completeness": 1.0, "quality": 1.0, "accuracy": 1.0}, (
+            seed,
+            [f for f in s.facts if f.score < 1],
+        )
 
 
 # --- reports that never looked at the data ----------------------------------------------------------------------
@@ -123,22 +162,26 @@ def test_the_oracle_team_scores_1_on_seeds_0_to_19(task, made):
 #: without a name or a number in them
 GENERIC = {
     "ecology": "A regime shift occurs in the second half of the series, when one species' growth rate drops. The species "
-               "interact through competition and facilitation, and the persistence baseline is hard to beat.",
+    "interact through competition and facilitation, and the persistence baseline is hard to beat.",
     "anomaly": "The sensors show point anomalies, contextual anomalies and collective anomalies, and the collective "
-               "anomalies are concentrated on a few sensors.",
+    "anomalies are concentrated on a few sensors.",
     "biomarker": "The patients fall into latent subtypes that differ in a few biomarkers. The treatment effect reverses "
-                 "across subtypes: positive in one subtype and negative in the other subtype(s). A few biomarkers are "
-                 "predictive of the treatment effect, and some are prognostic.",
+    "across subtypes: positive in one subtype and negative in the other subtype(s). A few biomarkers are "
+    "predictive of the treatment effect, and some are prognostic.",
     "geospatial": "Spatial (blocked) cross-validation gives a higher error than random cross-validation, which is optimistic "
-                  "under spatial autocorrelation. The residuals of a covariate-only regression are spatially "
-                  "autocorrelated (positive Moran's I). Several covariates are important predictors of the concentration, "
-                  "and the others have no effect.",
+    "under spatial autocorrelation. The residuals of a covariate-only regression are spatially "
+    "autocorrelated (positive Moran's I). Several covariates are important predictors of the concentration, "
+    "and the others have no effect.",
 }
 
 
 def blind_report(findings: str) -> str:
     """A complete seven-section report whose Results and Conclusion state ``findings``."""
-    body = {**FILLER, "Results": findings + " " + FILLER["Evaluation"], "Conclusion": FILLER["Conclusion"] + " " + findings}
+    body = {
+        **FILLER,
+        "Results": findings + " " + FILLER["Evaluation"],
+        "Conclusion": FILLER["Conclusion"] + " " + findings,
+    }
     return "# Report\n\n" + "\n\n".join(f"## {name}\n\n{body[name]}" for name in SECTIONS) + "\n"
 
 
@@ -163,7 +206,9 @@ def test_a_report_that_never_looked_at_the_data_scores_0_on_seeds_0_to_19(task, 
     for seed in SEEDS:
         truth, _ = made[task, seed]
         claims = claims_only(truth)
-        styles = [("generic", GENERIC[task])] + ([("claims only", claims), ("both", GENERIC[task] + " " + claims)] if claims else [])
+        styles = [("generic", GENERIC[task])] + (
+            [("claims only", claims), ("both", GENERIC[task] + " " + claims)] if claims else []
+        )
         for name, findings in styles:
             s = heuristic_score(blind_report(findings), truth)
             assert s.completeness == 1.0, s.sections
@@ -176,7 +221,9 @@ def test_every_claim_that_never_changes_needs_the_data_to_count(made):
     for task in D.TASKS:
         truths = [made[task, seed][0] for seed in SEEDS]
         for f in truths[0]["facts"]:
-            values = {json.dumps(next(g for g in t["facts"] if g["id"] == f["id"])["value"], sort_keys=True) for t in truths}
+            values = {
+                json.dumps(next(g for g in t["facts"] if g["id"] == f["id"])["value"], sort_keys=True) for t in truths
+            }
             if f["kind"] != "claim" or len(values) > 1:
                 continue
             assert f.get("requires"), (task, f["id"])
@@ -185,18 +232,33 @@ def test_every_claim_that_never_changes_needs_the_data_to_count(made):
                 assert len(rv) > 5, (task, f["id"], r, rv)  # the evidence changes from seed to seed
 
 
-CLAIM = {"id": "reverses", "kind": "claim", "value": True, "context": ["reverse"], "requires": ["best"],
-         "statement": "The treatment effect reverses across subtypes."}
-LABEL = {"id": "best", "kind": "label", "value": "BM07", "context": ["benefit"], "alternatives": ["BM03"],
-         "statement": "The treatment benefits the BM07-high subtype."}
+CLAIM = {
+    "id": "reverses",
+    "kind": "claim",
+    "value": True,
+    "context": ["reverse"],
+    "requires": ["best"],
+    "statement": "The treatment effect reverses across subtypes.",
+}
+LABEL = {
+    "id": "best",
+    "kind": "label",
+    "value": "BM07",
+    "context": ["benefit"],
+    "alternatives": ["BM03"],
+    "statement": "The treatment benefits the BM07-high subtype.",
+}
 
 
-@pytest.mark.parametrize("text,status", [
-    ("The treatment benefits the BM07-high subtype. The treatment effect reverses across subtypes.", "found"),
-    ("The treatment effect reverses across subtypes.", "missing"),  # no evidence from the data
-    ("The treatment benefits the BM03-high subtype. The treatment effect reverses across subtypes.", "missing"),
-    ("The treatment benefits the BM07-high subtype. The treatment effect does not reverse.", "contradicted"),
-])
+@pytest.mark.parametrize(
+    "text,status",
+    [
+        ("The treatment benefits the BM07-high subtype. The treatment effect reverses across subtypes.", "found"),
+        ("The treatment effect reverses across subtypes.", "missing"),  # no evidence from the data
+        ("The treatment benefits the BM03-high subtype. The treatment effect reverses across subtypes.", "missing"),
+        ("The treatment benefits the BM07-high subtype. The treatment effect does not reverse.", "contradicted"),
+    ],
+)
 def test_a_required_fact_backs_the_claim(text, status):
     truth = {"facts": [CLAIM, LABEL]}
     r = {f.id: f for f in heuristic_score(text, truth).facts}["reverses"]
@@ -205,10 +267,16 @@ def test_a_required_fact_backs_the_claim(text, status):
         assert "best not found" in r.evidence
 
 
-@pytest.mark.parametrize("requires,needle", [
-    ("best", "non-empty list of fact ids"), ([], "non-empty list"), ([3], "non-empty list of fact ids"),
-    (["nope"], "'nope', which is not another fact"), (["reverses"], "'reverses', which is not another fact"),
-])
+@pytest.mark.parametrize(
+    "requires,needle",
+    [
+        ("best", "non-empty list of fact ids"),
+        ([], "non-empty list"),
+        ([3], "non-empty list of fact ids"),
+        (["nope"], "'nope', which is not another fact"),
+        (["reverses"], "'reverses', which is not another fact"),
+    ],
+)
 def test_bad_requires_are_one_line_errors(requires, needle):
     with pytest.raises(ValueError, match=needle):
         heuristic_score("text", {"facts": [{**CLAIM, "requires": requires}, LABEL]})
@@ -225,7 +293,9 @@ def test_the_describing_team_keeps_the_tables_before_the_cut():
 
     from cooplab.tasks.science.scripted import DESCRIBE_CODE, describe_model
 
-    frames = {f"table_{k:02d}": pd.DataFrame({f"measurement_{j}": [k + j, k + j + 2.0] for j in range(8)}) for k in range(14)}
+    frames = {
+        f"table_{k:02d}": pd.DataFrame({f"measurement_{j}": [k + j, k + j + 2.0] for j in range(8)}) for k in range(14)
+    }
     ns = {"df": frames}
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):

@@ -75,18 +75,36 @@ def free_port() -> int:
 def langgraph_cli() -> str:
     exe = Path(sys.executable).with_name("langgraph")
     if not exe.exists():
-        pytest.fail("langgraph-cli is not installed: pip install -e '.[server]' (scripts/setup.sh installs it)", pytrace=False)
+        pytest.fail(
+            "langgraph-cli is not installed: pip install -e '.[server]' (scripts/setup.sh installs it)", pytrace=False
+        )
     return str(exe)
 
 
 def offline_env(tmp: Path, proxy_port: int) -> dict[str, str]:
     """The server's environment: no telemetry, no version check, no tracing, no keys, no opt-in of the operator
     (COOPLAB_SERVE_ALLOW_*), and every proxy at the recorder."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LANGSMITH_", "LANGCHAIN_", "LANGGRAPH_", "OPENAI_", "COOPLAB_SERVE_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("LANGSMITH_", "LANGCHAIN_", "LANGGRAPH_", "OPENAI_", "COOPLAB_SERVE_"))
+    }
     proxy = f"http://127.0.0.1:{proxy_port}"
-    env.update(LANGGRAPH_CLI_NO_ANALYTICS="1", LANGGRAPH_NO_VERSION_CHECK="true", LANGSMITH_TRACING="false", LANGCHAIN_TRACING_V2="false",
-               COOPLAB_SERVER_RUNS=str(tmp / "runs"), HTTP_PROXY=proxy, HTTPS_PROXY=proxy, ALL_PROXY=proxy, http_proxy=proxy,
-               https_proxy=proxy, all_proxy=proxy, NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
+    env.update(
+        LANGGRAPH_CLI_NO_ANALYTICS="1",
+        LANGGRAPH_NO_VERSION_CHECK="true",
+        LANGSMITH_TRACING="false",
+        LANGCHAIN_TRACING_V2="false",
+        COOPLAB_SERVER_RUNS=str(tmp / "runs"),
+        HTTP_PROXY=proxy,
+        HTTPS_PROXY=proxy,
+        ALL_PROXY=proxy,
+        http_proxy=proxy,
+        https_proxy=proxy,
+        all_proxy=proxy,
+        NO_PROXY="127.0.0.1,localhost",
+        no_proxy="127.0.0.1,localhost",
+    )
     return env
 
 
@@ -103,7 +121,9 @@ def wait_ready(url: str, proc: subprocess.Popen, log: Path) -> None:
             except httpx.TransportError:
                 pass
             time.sleep(0.25)  # polling interval, not a wait for a result
-    pytest.fail(f"langgraph dev did not answer /ok within {START_DEADLINE:.0f} s:\n{log.read_text()[-3000:]}", pytrace=False)
+    pytest.fail(
+        f"langgraph dev did not answer /ok within {START_DEADLINE:.0f} s:\n{log.read_text()[-3000:]}", pytrace=False
+    )
 
 
 @pytest.fixture(scope="module")
@@ -114,11 +134,30 @@ def server(tmp_path_factory):
     counter = ProxyRecorder()
     port = free_port()
     log = tmp / "server.log"
-    env = {**offline_env(tmp, counter.port), "COOPLAB_SERVE_ALLOW_PATHS": "1"}  # the scripted model is a file (the operator allows it)
+    env = {
+        **offline_env(tmp, counter.port),
+        "COOPLAB_SERVE_ALLOW_PATHS": "1",
+    }  # the scripted model is a file (the operator allows it)
     with open(log, "wb") as out:
-        proc = subprocess.Popen([langgraph_cli(), "dev", "--config", str(tmp / "langgraph.json"), "--host", "127.0.0.1", "--port",
-                                 str(port), "--no-browser", "--no-reload"], cwd=tmp, env=env, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [
+                langgraph_cli(),
+                "dev",
+                "--config",
+                str(tmp / "langgraph.json"),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--no-browser",
+                "--no-reload",
+            ],
+            cwd=tmp,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_ready(url, proc, log)
@@ -164,7 +203,10 @@ def comparable(summary: dict) -> dict:
     out = {k: v for k, v in summary.items() if k not in VARYING}
     sandbox = ((out.get("ledger") or {}).get("by_kind") or {}).get("sandbox_seconds")
     if sandbox is not None:
-        out["ledger"] = {**out["ledger"], "by_kind": {**out["ledger"]["by_kind"], "sandbox_seconds": {**sandbox, "units": "timed"}}}
+        out["ledger"] = {
+            **out["ledger"],
+            "by_kind": {**out["ledger"]["by_kind"], "sandbox_seconds": {**sandbox, "units": "timed"}},
+        }
     return out
 
 
@@ -180,30 +222,53 @@ def test_the_server_lists_every_graph_with_its_settings(server):
             schemas = client.get(f"/assistants/{a['assistant_id']}/schemas").json()
             assert {"agents", "seed", "model", "budget", "options"} <= set(schemas["context_schema"]["properties"])
             drawn = client.get(f"/assistants/{a['assistant_id']}/graph", params={"xray": "true"}).json()
-            assert any(str(n["id"]).startswith(f"{a['graph_id']}:") for n in drawn["nodes"]), drawn  # the task's nodes, for Studio
+            assert any(str(n["id"]).startswith(f"{a['graph_id']}:") for n in drawn["nodes"]), (
+                drawn
+            )  # the task's nodes, for Studio
 
 
 def test_a_bad_setting_reaches_the_client_as_one_line(server):
     joined = run_on_server(server["url"], "cpr", {"seed": -3}, status="error")
     assert joined["__error__"]["error"] == "SettingsError" and "--seed" in joined["__error__"]["message"], joined
     assert "\n" not in joined["__error__"]["message"]
-    assert not list(server["runs"].glob("cpr-*"))  # refused before a run directory was made (the first cpr run of this server)
+    assert not list(
+        server["runs"].glob("cpr-*")
+    )  # refused before a run directory was made (the first cpr run of this server)
 
 
 def test_a_scripted_cpr_society_gives_the_numbers_of_cooplab_run(server, tmp_path, capsys):
     settings = {"agents": "llm", "model": f"scripted:{SCRIPTED}", "seed": 4, "options": {"n_agents": 3, "rounds": 4}}
     values = run_on_server(server["url"], "cpr", settings)
-    ref = cooplab_run(tmp_path, capsys, "cpr", "--agents", "llm", "--model", f"scripted:{SCRIPTED}", "--seed", "4", "--n-agents", "3",
-                      "--rounds", "4", "--cache", "off")
+    ref = cooplab_run(
+        tmp_path,
+        capsys,
+        "cpr",
+        "--agents",
+        "llm",
+        "--model",
+        f"scripted:{SCRIPTED}",
+        "--seed",
+        "4",
+        "--n-agents",
+        "3",
+        "--rounds",
+        "4",
+        "--cache",
+        "off",
+    )
     assert values["summary"]["status"] == "completed" and values["summary"]["ledger"]["calls"] > 0
     assert_same_outcome(values["summary"], ref)
-    assert values["P"] == json.loads(json.dumps(values["P"])) and len(values["P"]) == 1 and len(values["P"][0]) == 3  # plain JSON
+    assert (
+        values["P"] == json.loads(json.dumps(values["P"])) and len(values["P"]) == 1 and len(values["P"][0]) == 3
+    )  # plain JSON
     assert Path(values["run_dir"]).parent == server["runs"] and (Path(values["run_dir"]) / "summary.json").is_file()
 
 
 @pytest.mark.docker
 def test_the_science_oracle_team_gives_the_numbers_of_cooplab_run(server, tmp_path, capsys, docker_ready):
     values = run_on_server(server["url"], "science", {"seed": 1, "options": {"task": "anomaly", "team": "oracle"}})
-    ref = cooplab_run(tmp_path, capsys, "science", "--task", "anomaly", "--team", "oracle", "--seed", "1", "--cache", "off")
+    ref = cooplab_run(
+        tmp_path, capsys, "science", "--task", "anomaly", "--team", "oracle", "--seed", "1", "--cache", "off"
+    )
     assert values["summary"]["status"] == "completed" and min(values["summary"]["scores"].values()) >= 0.9
     assert_same_outcome(values["summary"], ref)

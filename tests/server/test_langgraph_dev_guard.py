@@ -27,13 +27,25 @@ import httpx
 import pytest
 
 from tests.helpers.chromium import browse
-from tests.server.test_langgraph_dev import ROOT, ProxyRecorder, free_port, langgraph_cli, offline_env, run_on_server, wait_ready
+from tests.server.test_langgraph_dev import (
+    ROOT,
+    ProxyRecorder,
+    free_port,
+    langgraph_cli,
+    offline_env,
+    run_on_server,
+    wait_ready,
+)
 
 pytestmark = [pytest.mark.integration]
 
 STUDIO = "https://smith.langchain.com"
 #: a small rule-based CPR run: what the attacker's page asks the server to run
-SMALL_RUN = {"assistant_id": "cpr", "input": {}, "context": {"seed": 1, "options": {"n_agents": 2, "rounds": 2, "replicates": 1}}}
+SMALL_RUN = {
+    "assistant_id": "cpr",
+    "input": {},
+    "context": {"seed": 1, "options": {"n_agents": 2, "rounds": 2, "replicates": 1}},
+}
 
 PAGE = """<!doctype html><html><body><pre id="out">pending</pre><script>
 const target = %(target)s, run = %(run)s, out = {};
@@ -84,9 +96,25 @@ def server(tmp_path_factory):
     log = tmp / "server.log"
     env = offline_env(tmp, counter.port)  # no COOPLAB_SERVE_ALLOW_* variable: every opt-in off
     with open(log, "wb") as out:
-        proc = subprocess.Popen([langgraph_cli(), "dev", "--config", str(tmp / "langgraph.json"), "--host", "127.0.0.1", "--port",
-                                 str(port), "--no-browser", "--no-reload"], cwd=tmp, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [
+                langgraph_cli(),
+                "dev",
+                "--config",
+                str(tmp / "langgraph.json"),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--no-browser",
+                "--no-reload",
+            ],
+            cwd=tmp,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_ready(url, proc, log)
@@ -124,7 +152,9 @@ def refusals(server) -> list[str]:
 def test_a_page_on_another_origin_runs_nothing_and_reads_nothing(server, tmp_path):
     site = tmp_path / "site"
     site.mkdir()
-    (site / "index.html").write_text(PAGE % {"target": json.dumps(server["url"]), "run": json.dumps(json.dumps(SMALL_RUN))})
+    (site / "index.html").write_text(
+        PAGE % {"target": json.dumps(server["url"]), "run": json.dumps(json.dumps(SMALL_RUN))}
+    )
     before = len(threads(server))
     page = PageServer(site)
     try:
@@ -143,15 +173,25 @@ def test_a_page_on_another_origin_runs_nothing_and_reads_nothing(server, tmp_pat
     # each attempt reached the server and was refused by the guard (the JSON POST at its preflight)
     lines = refusals(server)
     for method, path in (("POST", "/runs/wait"), ("POST", "/threads"), ("OPTIONS", "/runs/wait"), ("GET", "/ok")):
-        assert any(f"refused {method} '{path}'" in line and f"127.0.0.1:{page.port}" in line for line in lines), (method, path, lines)
+        assert any(f"refused {method} '{path}'" in line and f"127.0.0.1:{page.port}" in line for line in lines), (
+            method,
+            path,
+            lines,
+        )
 
 
-@pytest.mark.parametrize("host", ["evil.example", "rebind.attacker.test:{port}", "127.0.0.1.nip.io:{port}", "localhost.:{port}x"])
+@pytest.mark.parametrize(
+    "host", ["evil.example", "rebind.attacker.test:{port}", "127.0.0.1.nip.io:{port}", "localhost.:{port}x"]
+)
 def test_a_host_that_is_not_this_server_is_refused(server, host):
     """DNS rebinding: a page whose name resolves to 127.0.0.1 reaches the server with its own name as Host."""
     host, before = host.format(port=server["port"]), len(threads(server))
     with client(server, host=host) as c:
-        for answer in (c.get("/ok"), c.post("/assistants/search", json={"limit": 1}), c.post("/runs/wait", json=SMALL_RUN)):
+        for answer in (
+            c.get("/ok"),
+            c.post("/assistants/search", json={"limit": 1}),
+            c.post("/runs/wait", json=SMALL_RUN),
+        ):
             assert answer.status_code == 403 and "Host" in answer.json()["message"], answer.text
             assert "access-control-allow-origin" not in answer.headers
     assert len(threads(server)) == before and no_run_dirs(server)
@@ -163,24 +203,41 @@ def test_studio_and_the_servers_own_names_still_work(server):
         with client(server, host=host) as c:
             assert c.get("/ok").status_code == 200, host
     with client(server, origin=STUDIO) as c:
-        pre = c.options("/assistants/search", headers={"access-control-request-method": "POST",
-                                                       "access-control-request-headers": "content-type",
-                                                       "access-control-request-private-network": "true"})
-        assert pre.status_code == 200 and pre.headers["access-control-allow-origin"] == STUDIO, (pre.status_code, pre.headers)
+        pre = c.options(
+            "/assistants/search",
+            headers={
+                "access-control-request-method": "POST",
+                "access-control-request-headers": "content-type",
+                "access-control-request-private-network": "true",
+            },
+        )
+        assert pre.status_code == 200 and pre.headers["access-control-allow-origin"] == STUDIO, (
+            pre.status_code,
+            pre.headers,
+        )
         assert pre.headers.get("access-control-allow-private-network") == "true"  # Studio on loopback in Chrome
         found = c.post("/assistants/search", json={"limit": 100})
         assert found.status_code == 200 and found.headers["access-control-allow-origin"] == STUDIO
         assert {a["graph_id"] for a in found.json()} == {"cpr", "diners", "game", "science"}
-        assert c.get("/openapi.json").status_code == 200 and c.get("/docs").status_code == 200  # the server's own routes
+        assert (
+            c.get("/openapi.json").status_code == 200 and c.get("/docs").status_code == 200
+        )  # the server's own routes
     with client(server, origin=server["url"]) as c:  # the server's own pages (/docs)
         assert c.post("/assistants/search", json={"limit": 1}).status_code == 200
-    with client(server, origin=f"http://127.0.0.1:{free_port()}") as c:  # another loopback origin: no preflight approval
-        pre = c.options("/runs/wait", headers={"access-control-request-method": "POST", "access-control-request-private-network": "true"})
+    with client(
+        server, origin=f"http://127.0.0.1:{free_port()}"
+    ) as c:  # another loopback origin: no preflight approval
+        pre = c.options(
+            "/runs/wait",
+            headers={"access-control-request-method": "POST", "access-control-request-private-network": "true"},
+        )
         assert pre.status_code == 403 and "access-control-allow-private-network" not in pre.headers
         assert "access-control-allow-origin" not in pre.headers
 
 
-@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", None])
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", None]
+)
 def test_a_post_that_is_not_json_is_refused_even_without_an_origin(server, content_type):
     headers, before = ({} if content_type is None else {"content-type": content_type}), len(threads(server))
     with client(server) as c:
@@ -189,15 +246,32 @@ def test_a_post_that_is_not_json_is_refused_even_without_an_origin(server, conte
     assert len(threads(server)) == before
 
 
-@pytest.mark.parametrize("graph_id, context, variable", [
-    ("science", {"sandbox": {"backend": "local"}}, "COOPLAB_SERVE_ALLOW_LOCAL_SANDBOX"),
-    ("cpr", {"agents": "llm", "model": "openai:gpt-4o-mini", "budget": 0.01, "llm": {"base_url": "http://127.0.0.1:9/v1"}},
-     "COOPLAB_SERVE_ALLOW_CLIENT_SERVERS"),
-    ("cpr", {"agents": "llm", "model": f"scripted:{ROOT / 'examples' / 'scripted' / 'cautious.json'}"}, "COOPLAB_SERVE_ALLOW_PATHS"),
-    ("cpr", {"agents": "llm", "model": "openai:gpt-4o-mini"}, "COOPLAB_SERVE_ALLOW_UNBUDGETED"),
-])
+@pytest.mark.parametrize(
+    "graph_id, context, variable",
+    [
+        ("science", {"sandbox": {"backend": "local"}}, "COOPLAB_SERVE_ALLOW_LOCAL_SANDBOX"),
+        (
+            "cpr",
+            {
+                "agents": "llm",
+                "model": "openai:gpt-4o-mini",
+                "budget": 0.01,
+                "llm": {"base_url": "http://127.0.0.1:9/v1"},
+            },
+            "COOPLAB_SERVE_ALLOW_CLIENT_SERVERS",
+        ),
+        (
+            "cpr",
+            {"agents": "llm", "model": f"scripted:{ROOT / 'examples' / 'scripted' / 'cautious.json'}"},
+            "COOPLAB_SERVE_ALLOW_PATHS",
+        ),
+        ("cpr", {"agents": "llm", "model": "openai:gpt-4o-mini"}, "COOPLAB_SERVE_ALLOW_UNBUDGETED"),
+    ],
+)
 def test_a_served_run_with_a_refused_setting_ends_in_one_line(server, graph_id, context, variable):
     joined = run_on_server(server["url"], graph_id, context, status="error")
     error = joined["__error__"]
-    assert error["error"] == "SettingsError" and f"{variable}=1" in error["message"] and "\n" not in error["message"], joined
+    assert error["error"] == "SettingsError" and f"{variable}=1" in error["message"] and "\n" not in error["message"], (
+        joined
+    )
     assert no_run_dirs(server)

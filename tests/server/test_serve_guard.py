@@ -28,8 +28,14 @@ async def echo(request: Request) -> JSONResponse:
 INNER = Starlette(routes=[Route("/x", echo, methods=["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"])])
 
 
-def ask(method: str, headers: dict[str, str], *, body: bytes | None = None, guard: ServeGuard | None = None,
-        root_path: str = "") -> httpx.Response:
+def ask(
+    method: str,
+    headers: dict[str, str],
+    *,
+    body: bytes | None = None,
+    guard: ServeGuard | None = None,
+    root_path: str = "",
+) -> httpx.Response:
     app = guard or ServeGuard(INNER, origins=[STUDIO_ORIGIN])
     transport = httpx.ASGITransport(app=app, root_path=root_path)
 
@@ -54,14 +60,28 @@ def refusal(r: httpx.Response) -> str:
 JSON = {"content-type": "application/json"}
 
 
-@pytest.mark.parametrize("host", ["127.0.0.1:2024", "localhost:2024", "LocalHost", "[::1]:2024", "localhost.:8000", "127.0.0.1"])
+@pytest.mark.parametrize(
+    "host", ["127.0.0.1:2024", "localhost:2024", "LocalHost", "[::1]:2024", "localhost.:8000", "127.0.0.1"]
+)
 def test_the_loopback_names_pass(host):
     assert passed(ask("GET", {"host": host}))
     assert passed(ask("POST", {"host": host, **JSON}, body=b"{}"))
 
 
-@pytest.mark.parametrize("host", ["evil.example", "evil.example:2024", "127.0.0.1.nip.io:2024", "localhost.evil.example",
-                                  "localhost:2024@evil", "", "127.0.0.2:2024", "[::2]:2024", "local host"])
+@pytest.mark.parametrize(
+    "host",
+    [
+        "evil.example",
+        "evil.example:2024",
+        "127.0.0.1.nip.io:2024",
+        "localhost.evil.example",
+        "localhost:2024@evil",
+        "",
+        "127.0.0.2:2024",
+        "[::2]:2024",
+        "local host",
+    ],
+)
 def test_any_other_host_is_refused(host):
     assert "Host" in refusal(ask("GET", {"host": host}))
 
@@ -75,15 +95,29 @@ def test_the_operator_may_add_host_names(monkeypatch):
     assert "Host" in refusal(ask("GET", {"host": "other.internal:2024"}, guard=guard))
 
 
-@pytest.mark.parametrize("origin", [STUDIO_ORIGIN, STUDIO_ORIGIN + "/", "HTTPS://SMITH.LANGCHAIN.COM:443", "http://127.0.0.1:2024"])
+@pytest.mark.parametrize(
+    "origin", [STUDIO_ORIGIN, STUDIO_ORIGIN + "/", "HTTPS://SMITH.LANGCHAIN.COM:443", "http://127.0.0.1:2024"]
+)
 def test_studio_and_the_servers_own_pages_pass(origin):
     assert passed(ask("POST", {"origin": origin, **JSON}, body=b"{}"))
     assert passed(ask("GET", {"origin": origin}))
 
 
-@pytest.mark.parametrize("origin", ["http://127.0.0.1:8000", "http://localhost:2024", "https://smith.langchain.com.evil.example",
-                                    "http://smith.langchain.com", "https://evil.example", "null", "file://", "chrome-extension://abc",
-                                    "https://smith.langchain.com/studio", "not an origin"])
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "http://127.0.0.1:8000",
+        "http://localhost:2024",
+        "https://smith.langchain.com.evil.example",
+        "http://smith.langchain.com",
+        "https://evil.example",
+        "null",
+        "file://",
+        "chrome-extension://abc",
+        "https://smith.langchain.com/studio",
+        "not an origin",
+    ],
+)
 def test_any_other_origin_is_refused_for_every_method(origin):
     for method in ("GET", "POST", "OPTIONS", "DELETE"):
         assert "origin" in refusal(ask(method, {"origin": origin, **JSON}, body=b"{}" if method == "POST" else None))
@@ -95,8 +129,18 @@ def test_a_star_in_the_cors_settings_allows_no_other_origin():
     assert passed(ask("POST", {"origin": "http://127.0.0.1:2024", **JSON}, body=b"{}", guard=guard))
 
 
-@pytest.mark.parametrize("content_type", ["text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded",
-                                          "multipart/form-data; boundary=b", "application/jsonp", "application/json-patch+json", None])
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "text/plain",
+        "text/plain;charset=UTF-8",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=b",
+        "application/jsonp",
+        "application/json-patch+json",
+        None,
+    ],
+)
 @pytest.mark.parametrize("method", ["POST", "PUT", "PATCH", "DELETE"])
 def test_a_state_change_that_is_not_json_is_refused(method, content_type):
     headers = {} if content_type is None else {"content-type": content_type}
@@ -133,14 +177,22 @@ def test_two_origins_or_two_hosts_are_refused():
 
 def test_the_servers_own_in_process_requests_pass():
     """langgraph_sdk.get_client() without a URL calls the server in its process as http://api, root path /noauth."""
-    assert passed(ask("POST", {"host": "api", "content-type": "text/plain"}, body=b"{}", root_path=server_app.IN_PROCESS_ROOT))
+    assert passed(
+        ask("POST", {"host": "api", "content-type": "text/plain"}, body=b"{}", root_path=server_app.IN_PROCESS_ROOT)
+    )
     assert "Host" in refusal(ask("POST", {"host": "api", **JSON}, body=b"{}"))
 
 
 def test_studios_private_network_preflight_is_handed_on_without_the_private_network_request():
     """LangGraph's CORS settings cannot allow it; its dev server approves it after the CORS check."""
-    got = ask("OPTIONS", {"origin": STUDIO_ORIGIN, "access-control-request-method": "POST",
-                          "access-control-request-private-network": "true"}).json()["headers"]
+    got = ask(
+        "OPTIONS",
+        {
+            "origin": STUDIO_ORIGIN,
+            "access-control-request-method": "POST",
+            "access-control-request-private-network": "true",
+        },
+    ).json()["headers"]
     assert "access-control-request-private-network" not in got and got["access-control-request-method"] == "POST"
 
 

@@ -70,38 +70,113 @@ CASES = [
     # the unsandboxed backend
     ("science", {"sandbox": {"backend": "local"}}, sg.ALLOW_LOCAL_SANDBOX, "sandbox.backend"),
     # a model server the client names
-    ("cpr", {"agents": "llm", "model": "openai:gpt-4o-mini", "budget": 1.0, "llm": {"base_url": "http://attacker.example/v1"}},
-     sg.ALLOW_CLIENT_SERVERS, "llm.base_url"),
-    ("cpr", {"agents": "llm", "model": "ollama:llama3", "llm": {"base_url": "http://127.0.0.1:9"}}, sg.ALLOW_CLIENT_SERVERS, "base_url"),
+    (
+        "cpr",
+        {
+            "agents": "llm",
+            "model": "openai:gpt-4o-mini",
+            "budget": 1.0,
+            "llm": {"base_url": "http://attacker.example/v1"},
+        },
+        sg.ALLOW_CLIENT_SERVERS,
+        "llm.base_url",
+    ),
+    (
+        "cpr",
+        {"agents": "llm", "model": "ollama:llama3", "llm": {"base_url": "http://127.0.0.1:9"}},
+        sg.ALLOW_CLIENT_SERVERS,
+        "base_url",
+    ),
     # files on the server's disk
     ("cpr", {"agents": "llm", "model": f"scripted:{SCRIPTED}"}, sg.ALLOW_PATHS, "model 'scripted:"),
     ("cpr", {"agents": "llm", "model": f"  scripted:{SCRIPTED}"}, sg.ALLOW_PATHS, "scripted:"),
-    ("cpr", {"agents": "llm", "llm": {"agent_models": {"1": f"scripted:{SCRIPTED}"}}}, sg.ALLOW_PATHS, "llm.agent_models['1']"),
+    (
+        "cpr",
+        {"agents": "llm", "llm": {"agent_models": {"1": f"scripted:{SCRIPTED}"}}},
+        sg.ALLOW_PATHS,
+        "llm.agent_models['1']",
+    ),
     ("cpr", {"agents": "llm", "llm": {"agent_model": [f"1=scripted:{SCRIPTED}"]}}, sg.ALLOW_PATHS, "llm.agent_model"),
     ("cpr", {"options": SMALL, "llm": {"cache": "{tmp}/made-by-client.sqlite"}}, sg.ALLOW_PATHS, "llm.cache"),
-    ("cpr", {"options": SMALL, "llm": {"cache": None}}, sg.ALLOW_PATHS, "llm.cache"),  # the operator's own default cache file
-    ("game", {"options": {"game": "public-goods", "players": f"scripted:{SCRIPTED}"}}, sg.ALLOW_PATHS, "options.players"),
-    ("science", {"options": {"dataset": "/etc/passwd", "task_file": "/etc/hostname"}}, sg.ALLOW_PATHS, "options.dataset"),
+    (
+        "cpr",
+        {"options": SMALL, "llm": {"cache": None}},
+        sg.ALLOW_PATHS,
+        "llm.cache",
+    ),  # the operator's own default cache file
+    (
+        "game",
+        {"options": {"game": "public-goods", "players": f"scripted:{SCRIPTED}"}},
+        sg.ALLOW_PATHS,
+        "options.players",
+    ),
+    (
+        "science",
+        {"options": {"dataset": "/etc/passwd", "task_file": "/etc/hostname"}},
+        sg.ALLOW_PATHS,
+        "options.dataset",
+    ),
     ("science", {"options": {"task_file": "/etc/hostname"}}, sg.ALLOW_PATHS, "options.task_file"),
     ("science", {"options": {"truth": "/etc/hostname"}}, sg.ALLOW_PATHS, "options.truth"),
-    ("science", {"options": {"task": "ecology", "team": "oracle", "judge": f"scripted:{SCRIPTED}"}}, sg.ALLOW_PATHS, "options.judge"),
-    ("science", {"options": {"params": {"custom": {"datasets": [{"path": "/etc/passwd"}]}}}}, sg.ALLOW_PATHS, "options.params.custom"),
+    (
+        "science",
+        {"options": {"task": "ecology", "team": "oracle", "judge": f"scripted:{SCRIPTED}"}},
+        sg.ALLOW_PATHS,
+        "options.judge",
+    ),
+    (
+        "science",
+        {"options": {"params": {"custom": {"datasets": [{"path": "/etc/passwd"}]}}}},
+        sg.ALLOW_PATHS,
+        "options.params.custom",
+    ),
     # a paid model without a cap
     ("cpr", {"agents": "llm", "model": "openai:gpt-4o-mini"}, sg.ALLOW_UNBUDGETED, "without a budget"),
-    ("cpr", {"agents": "llm", "llm": {"agent_models": {"0": "anthropic:claude-3-5-haiku-latest"}}}, sg.ALLOW_UNBUDGETED, "anthropic"),
-    ("science", {"options": {"task": "ecology", "team": "oracle", "judge": "openai:gpt-4o-mini"}}, sg.ALLOW_UNBUDGETED, "options.judge"),
+    (
+        "cpr",
+        {"agents": "llm", "llm": {"agent_models": {"0": "anthropic:claude-3-5-haiku-latest"}}},
+        sg.ALLOW_UNBUDGETED,
+        "anthropic",
+    ),
+    (
+        "science",
+        {"options": {"task": "ecology", "team": "oracle", "judge": "openai:gpt-4o-mini"}},
+        sg.ALLOW_UNBUDGETED,
+        "options.judge",
+    ),
     # ... or under a budget that counts nothing
-    ("cpr", {"agents": "llm", "model": "openai:gpt-4o-mini", "budget": 0.01, "llm": {"price_in": 0.0, "price_out": 0.0}},
-     sg.ALLOW_UNBUDGETED, "llm.price_in"),
-    ("cpr", {"agents": "llm", "model": "openai:gpt-4o-mini", "budget": 0.01, "llm": {"prices": {"openai:gpt-4o-mini": [0, 0]}}},
-     sg.ALLOW_UNBUDGETED, "llm.prices"),
+    (
+        "cpr",
+        {"agents": "llm", "model": "openai:gpt-4o-mini", "budget": 0.01, "llm": {"price_in": 0.0, "price_out": 0.0}},
+        sg.ALLOW_UNBUDGETED,
+        "llm.price_in",
+    ),
+    (
+        "cpr",
+        {
+            "agents": "llm",
+            "model": "openai:gpt-4o-mini",
+            "budget": 0.01,
+            "llm": {"prices": {"openai:gpt-4o-mini": [0, 0]}},
+        },
+        sg.ALLOW_UNBUDGETED,
+        "llm.prices",
+    ),
 ]
 
 
 @pytest.mark.parametrize("graph_id, context, variable, names", CASES, ids=[f"{c[0]}-{c[3]}" for c in CASES])
 def test_a_refused_setting_is_one_line_naming_its_opt_in(tmp_path, graph_id, context, variable, names):
-    context = {**context, "llm": {k: (v.format(tmp=tmp_path) if isinstance(v, str) else v) for k, v in context.get("llm", {}).items()}} \
-        if "llm" in context else context
+    context = (
+        {
+            **context,
+            "llm": {
+                k: (v.format(tmp=tmp_path) if isinstance(v, str) else v) for k, v in context.get("llm", {}).items()
+            },
+        }
+        if "llm" in context
+        else context
+    )
     message = refused(graph_id, context, variable)
     assert names in message, message
     assert list(tmp_path.iterdir()) == []  # no run directory, no cache file: nothing written
@@ -110,8 +185,10 @@ def test_a_refused_setting_is_one_line_naming_its_opt_in(tmp_path, graph_id, con
 @pytest.mark.parametrize("spec, name", [("local:{path}", "model.gguf"), ("scripted:{path}", "answers.json")])
 def test_a_model_file_is_refused_before_it_is_opened(tmp_path, monkeypatch, spec, name):
     secret = Untouchable(tmp_path, monkeypatch, name)
-    for context in ({"agents": "llm", "model": spec.format(path=secret)},
-                    {"agents": "llm", "llm": {"agent_models": {"1": spec.format(path=secret)}}}):
+    for context in (
+        {"agents": "llm", "model": spec.format(path=secret)},
+        {"agents": "llm", "llm": {"agent_models": {"1": spec.format(path=secret)}}},
+    ):
         with pytest.raises(ConfigError) as e:
             sg.cpr(config={"configurable": {}}, runtime=SimpleNamespace(context=context))
         assert secret.touched == [], e.value
@@ -121,8 +198,12 @@ def test_a_model_file_is_refused_before_it_is_opened(tmp_path, monkeypatch, spec
 def test_own_data_is_refused_before_it_is_read(tmp_path, monkeypatch):
     secret = Untouchable(tmp_path, monkeypatch, "data.csv")
     with pytest.raises(ConfigError) as e:
-        sg.science(config={"configurable": {}}, runtime=SimpleNamespace(context={"options": {
-            "dataset": str(secret), "task_file": str(secret), "truth": str(secret)}}))
+        sg.science(
+            config={"configurable": {}},
+            runtime=SimpleNamespace(
+                context={"options": {"dataset": str(secret), "task_file": str(secret), "truth": str(secret)}}
+            ),
+        )
     assert secret.touched == [], e.value
     assert sg.ALLOW_PATHS in str(e.value)
 
@@ -133,12 +214,15 @@ def test_the_settings_in_the_config_are_refused_too():
         sg.science(config={"configurable": {"sandbox": {"backend": "local"}}}, runtime=None)
 
 
-@pytest.mark.parametrize("values, variable", [
-    ({"sandbox_backend": "local"}, sg.ALLOW_LOCAL_SANDBOX),
-    ({"base_url": "http://127.0.0.1:8080/v1", "model": "openai:x", "budget": 1}, sg.ALLOW_CLIENT_SERVERS),
-    ({"model": "local:/models/x.gguf", "cache": "/tmp/c.sqlite", "dataset": ["/d.csv"]}, sg.ALLOW_PATHS),
-    ({"model": "google_genai:gemini-2.0-flash"}, sg.ALLOW_UNBUDGETED),
-])
+@pytest.mark.parametrize(
+    "values, variable",
+    [
+        ({"sandbox_backend": "local"}, sg.ALLOW_LOCAL_SANDBOX),
+        ({"base_url": "http://127.0.0.1:8080/v1", "model": "openai:x", "budget": 1}, sg.ALLOW_CLIENT_SERVERS),
+        ({"model": "local:/models/x.gguf", "cache": "/tmp/c.sqlite", "dataset": ["/d.csv"]}, sg.ALLOW_PATHS),
+        ({"model": "google_genai:gemini-2.0-flash"}, sg.ALLOW_UNBUDGETED),
+    ],
+)
 def test_the_operator_opts_in_one_kind_at_a_time(monkeypatch, values, variable):
     with pytest.raises(sg.SettingsError, match=variable):
         sg.check_served(values)
@@ -154,10 +238,17 @@ def test_the_operator_opts_in_one_kind_at_a_time(monkeypatch, values, variable):
 
 def test_what_is_served_without_any_opt_in():
     """The shipped model, built-in models, Ollama's local server, and a paid model under a budget."""
-    for values in ({}, {"model": "local"}, {"model": "builtin:oracle:ecology"}, {"model": "ollama:llama3"},
-                   {"model": "openai:gpt-4o-mini", "budget": 0.5}, {"model": "anthropic:x", "budget": 0.0},
-                   {"judge": "openai:gpt-4o-mini", "judge_budget": 0.1}, {"cache": "off", "sandbox_backend": "docker"},
-                   {"model": "builtin:oracle:ecology", "price_in": 0.0, "price_out": 0.0}):
+    for values in (
+        {},
+        {"model": "local"},
+        {"model": "builtin:oracle:ecology"},
+        {"model": "ollama:llama3"},
+        {"model": "openai:gpt-4o-mini", "budget": 0.5},
+        {"model": "anthropic:x", "budget": 0.0},
+        {"judge": "openai:gpt-4o-mini", "judge_budget": 0.1},
+        {"cache": "off", "sandbox_backend": "docker"},
+        {"model": "builtin:oracle:ecology", "price_in": 0.0, "price_out": 0.0},
+    ):
         sg.check_served(values)
 
 
@@ -171,5 +262,7 @@ def test_an_opt_in_that_is_neither_on_nor_off_is_one_line(monkeypatch, value):
 
 def test_with_the_opt_in_a_model_file_runs_as_before(tmp_path, monkeypatch):
     monkeypatch.setenv(sg.ALLOW_PATHS, "1")
-    graph = sg.cpr(config={"configurable": {}}, runtime=SimpleNamespace(context={"agents": "llm", "model": f"scripted:{SCRIPTED}"}))
+    graph = sg.cpr(
+        config={"configurable": {}}, runtime=SimpleNamespace(context={"agents": "llm", "model": f"scripted:{SCRIPTED}"})
+    )
     assert "setup" in graph.nodes

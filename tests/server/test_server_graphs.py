@@ -66,8 +66,17 @@ def test_served_llm_cpr_with_a_scripted_model_gives_the_numbers_of_cooplab_run(t
     monkeypatch.setenv(sg.ALLOW_PATHS, "1")  # the operator allows model files (scripted:FILE)
     settings = {"agents": "llm", "model": f"scripted:{SCRIPTED}", "seed": 4, "options": {"n_agents": 3, "rounds": 3}}
     state = serve_and_run("cpr", tmp_path / "served", monkeypatch, context=settings)
-    ref = cooplab.run(task="cpr", agents="llm", model=f"scripted:{SCRIPTED}", seed=4, n_agents=3, rounds=3, cache="off",
-                      out=tmp_path / "ref", quiet=True)
+    ref = cooplab.run(
+        task="cpr",
+        agents="llm",
+        model=f"scripted:{SCRIPTED}",
+        seed=4,
+        n_agents=3,
+        rounds=3,
+        cache="off",
+        out=tmp_path / "ref",
+        quiet=True,
+    )
     assert state["summary"]["status"] == "completed" and state["summary"]["ledger"]["calls"] > 0
     same_summary(state["summary"], ref.out)
     assert len(state["decisions"]) == len(ref.decisions) and len(state["ledger"]) == len(ref.ledger)
@@ -83,14 +92,24 @@ def test_a_second_run_on_the_same_thread_starts_from_its_own_initial_state(tmp_p
     second = asyncio.run(graph.ainvoke({}, {"configurable": {"thread_id": "t", "run_id": "b"}}, context=context))
     assert [h["round"] for h in second["history"]] == [1, 2, 3, 4]
     same_summary(second["summary"], tmp_path / "cpr-a")
-    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "cpr-b" / "rounds.parquet"),
-                                  pd.read_parquet(tmp_path / "cpr-a" / "rounds.parquet"))
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(tmp_path / "cpr-b" / "rounds.parquet"), pd.read_parquet(tmp_path / "cpr-a" / "rounds.parquet")
+    )
 
 
 def test_the_context_wins_over_the_config_and_defaults_fill_the_rest(tmp_path, monkeypatch):
-    state = serve_and_run("cpr", tmp_path, monkeypatch, context={"seed": 2}, configurable={"seed": 9, "options": {"rounds": 2,
-                                                                                                              "replicates": 1}})
-    assert state["summary"]["seed"] == 2 and state["summary"]["rounds_completed"] == 2 and state["summary"]["replicates"] == 1
+    state = serve_and_run(
+        "cpr",
+        tmp_path,
+        monkeypatch,
+        context={"seed": 2},
+        configurable={"seed": 9, "options": {"rounds": 2, "replicates": 1}},
+    )
+    assert (
+        state["summary"]["seed"] == 2
+        and state["summary"]["rounds_completed"] == 2
+        and state["summary"]["replicates"] == 1
+    )
 
 
 @pytest.mark.parametrize("graph_id", ["cpr", "diners", "game"])
@@ -101,20 +120,23 @@ def test_a_bare_run_does_something_small(tmp_path, monkeypatch, graph_id):
     assert (Path(state["run_dir"]) / "summary.json").is_file()
 
 
-@pytest.mark.parametrize("context, says", [
-    ({"seed": -1}, "--seed"),
-    ({"seed": True}, "settings: seed"),
-    ({"options": {"n_agents": "many"}}, "--n-agents"),
-    ({"options": {"colour": 1}}, "no option 'colour'"),
-    ({"agents": "robots"}, "--agents"),
-    ({"sandbox": {"speed": 1}}, "sandbox has no setting 'speed'"),
-    ({"llm": {"temprature": 1}}, "llm has no setting 'temprature'"),
-    ({"llm": {"seed": 1}}, "llm has no setting 'seed'"),
-    ({"budget": float("nan"), "agents": "llm", "model": f"scripted:{SCRIPTED}"}, "budget"),
-    ({"model": "scripted:/nonexistent.json", "agents": "llm"}, "/nonexistent.json"),
-    ({"unknown": 1}, "settings: unknown"),
-    ("not settings", "the context must be an object"),
-])
+@pytest.mark.parametrize(
+    "context, says",
+    [
+        ({"seed": -1}, "--seed"),
+        ({"seed": True}, "settings: seed"),
+        ({"options": {"n_agents": "many"}}, "--n-agents"),
+        ({"options": {"colour": 1}}, "no option 'colour'"),
+        ({"agents": "robots"}, "--agents"),
+        ({"sandbox": {"speed": 1}}, "sandbox has no setting 'speed'"),
+        ({"llm": {"temprature": 1}}, "llm has no setting 'temprature'"),
+        ({"llm": {"seed": 1}}, "llm has no setting 'seed'"),
+        ({"budget": float("nan"), "agents": "llm", "model": f"scripted:{SCRIPTED}"}, "budget"),
+        ({"model": "scripted:/nonexistent.json", "agents": "llm"}, "/nonexistent.json"),
+        ({"unknown": 1}, "settings: unknown"),
+        ("not settings", "the context must be an object"),
+    ],
+)
 def test_a_bad_setting_is_one_line_before_any_run_directory(tmp_path, monkeypatch, context, says):
     monkeypatch.setenv(sg.RUNS_ENV, str(tmp_path / "runs"))
     monkeypatch.setenv(sg.ALLOW_PATHS, "1")  # past the refusals (test_serve_refusals.py): the checks of cooplab run
@@ -139,7 +161,6 @@ def test_langgraph_json_names_one_factory_per_built_in_task():
         # the task's own graph is a subgraph: Studio draws (xray) and steps through its nodes
         inner = [n for n in graph.get_graph(xray=True).nodes if n.startswith(f"{graph_id}:") and not n.endswith("__")]
         assert len(inner) >= 2, inner
-
 
 
 class TinyState(TypedDict, total=False):
@@ -170,8 +191,17 @@ def test_a_log_the_initial_state_already_holds_is_not_doubled(tmp_path, monkeypa
     """served_graph takes any task: its append-only logs reach the server's state once, even when the
     initial state already holds records."""
     monkeypatch.setenv(sg.RUNS_ENV, str(tmp_path))
-    config = {"version": 2, "task": "tiny-served", "agents": "rule", "seed": 0, "csv": False, "params": {}, "llm": None,
-              "sandbox": None, "record": {}}
+    config = {
+        "version": 2,
+        "task": "tiny-served",
+        "agents": "rule",
+        "seed": 0,
+        "csv": False,
+        "params": {},
+        "llm": None,
+        "sandbox": None,
+        "record": {},
+    }
     graph = sg.served_graph(Tiny(), config).copy(update={"checkpointer": InMemorySaver()})
     state = asyncio.run(graph.ainvoke({}, {"configurable": {"thread_id": "t", "run_id": "r"}}))
     assert [h["round"] for h in state["history"]] == [0, 1, 2, 3] and state["summary"]["records"] == 4
@@ -194,8 +224,17 @@ class Failing(Tiny):
 def test_an_unexpected_error_leaves_error_log_and_a_failed_summary(tmp_path, monkeypatch):
     """As cooplab run does: the error reaches the caller, and the run directory says what happened."""
     monkeypatch.setenv(sg.RUNS_ENV, str(tmp_path))
-    config = {"version": 2, "task": "failing-served", "agents": "rule", "seed": 0, "csv": False, "params": {}, "llm": None,
-              "sandbox": None, "record": {}}
+    config = {
+        "version": 2,
+        "task": "failing-served",
+        "agents": "rule",
+        "seed": 0,
+        "csv": False,
+        "params": {},
+        "llm": None,
+        "sandbox": None,
+        "record": {},
+    }
     graph = sg.served_graph(Failing(), config).copy(update={"checkpointer": InMemorySaver()})
     with pytest.raises(RuntimeError, match="the node broke"):
         asyncio.run(graph.ainvoke({}, {"configurable": {"thread_id": "t", "run_id": "r"}}))
@@ -208,10 +247,26 @@ def test_an_unexpected_error_leaves_error_log_and_a_failed_summary(tmp_path, mon
 
 def test_a_spent_budget_ends_the_served_run_as_it_ends_cooplab_run(tmp_path, monkeypatch):
     monkeypatch.setenv(sg.ALLOW_PATHS, "1")
-    settings = {"agents": "llm", "model": f"scripted:{SCRIPTED}", "seed": 1, "budget": 0.02, "options": {"n_agents": 3, "rounds": 20}}
+    settings = {
+        "agents": "llm",
+        "model": f"scripted:{SCRIPTED}",
+        "seed": 1,
+        "budget": 0.02,
+        "options": {"n_agents": 3, "rounds": 20},
+    }
     state = serve_and_run("cpr", tmp_path / "served", monkeypatch, context=settings)
-    ref = cooplab.run(task="cpr", agents="llm", model=f"scripted:{SCRIPTED}", seed=1, budget=0.02, n_agents=3, rounds=20, cache="off",
-                      out=tmp_path / "ref", quiet=True)
+    ref = cooplab.run(
+        task="cpr",
+        agents="llm",
+        model=f"scripted:{SCRIPTED}",
+        seed=1,
+        budget=0.02,
+        n_agents=3,
+        rounds=20,
+        cache="off",
+        out=tmp_path / "ref",
+        quiet=True,
+    )
     assert state["summary"]["status"] == "budget_exhausted" and state["summary"]["ledger"]["cost_usd_float"] <= 0.02
     same_summary(state["summary"], ref.out)
 
@@ -223,8 +278,17 @@ def test_a_served_run_computes_money_in_its_own_decimal_context(tmp_path, monkey
 
     monkeypatch.setenv(sg.ALLOW_PATHS, "1")
     settings = {"agents": "llm", "model": f"scripted:{SCRIPTED}", "seed": 4, "options": {"n_agents": 3, "rounds": 2}}
-    ref = cooplab.run(task="cpr", agents="llm", model=f"scripted:{SCRIPTED}", seed=4, n_agents=3, rounds=2, cache="off",
-                      out=tmp_path / "ref", quiet=True)
+    ref = cooplab.run(
+        task="cpr",
+        agents="llm",
+        model=f"scripted:{SCRIPTED}",
+        seed=4,
+        n_agents=3,
+        rounds=2,
+        cache="off",
+        out=tmp_path / "ref",
+        quiet=True,
+    )
     with decimal.localcontext() as mine:
         mine.prec = 2
         state = serve_and_run("cpr", tmp_path / "served", monkeypatch, context=settings)

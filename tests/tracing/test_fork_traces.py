@@ -26,14 +26,25 @@ def runs(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         for k in ("LANGSMITH_TRACING", "LANGCHAIN_TRACING_V2"):
             mp.delenv(k, raising=False)
-        parent = cooplab.run(task="cpr", agents="llm", model=f"scripted:{SCRIPT}", n_agents=2, rounds=3, seed=3,
-                             cache=str(base / "cache.sqlite"), out=base / "parent", quiet=True)
+        parent = cooplab.run(
+            task="cpr",
+            agents="llm",
+            model=f"scripted:{SCRIPT}",
+            n_agents=2,
+            rounds=3,
+            seed=3,
+            cache=str(base / "cache.sqlite"),
+            out=base / "parent",
+            quiet=True,
+        )
         fork = cooplab.fork(parent.out, at_round=1, set=["r=0.6"], out=base / "fork", quiet=True)
     return parent.out, fork.out
 
 
 def roots(run: Path) -> list[dict]:
-    return [r for r in load_runs(run / "traces.jsonl") if r.get("parent_run_id") is None and r.get("run_type") == "chain"]
+    return [
+        r for r in load_runs(run / "traces.jsonl") if r.get("parent_run_id") is None and r.get("run_type") == "chain"
+    ]
 
 
 def test_a_forks_first_part_is_traced_as_a_fork_naming_its_parent_and_round(runs):

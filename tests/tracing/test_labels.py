@@ -56,16 +56,41 @@ def check_labels(out: Path, task: str, noun: str | None) -> list:
             assert md["agent_name"] == f"{noun} {md['agent_id'] + 1}" and int(m["when"]) == md["round"]
             assert isinstance(md["society"], int)
         assert set(ledger.loc[ledger["call_id"] == md["call_id"], "model"]) == {md["model"]}  # the call's ledger row
-        for tag in (f"task:{task}", f"run:{run_id}", f"agent_name:{md['agent_name']}", f"agent_id:{md['agent_id']}",
-                    f"phase:{md['phase']}", f"round:{md['round']}", f"model:{md['model']}"):
+        for tag in (
+            f"task:{task}",
+            f"run:{run_id}",
+            f"agent_name:{md['agent_name']}",
+            f"agent_id:{md['agent_id']}",
+            f"phase:{md['phase']}",
+            f"round:{md['round']}",
+            f"model:{md['model']}",
+        ):
             assert tag in tags, (tag, tags)
     return runs
 
 
 def test_cpr_model_calls_say_which_fisher_in_which_round_and_phase(tmp_path, capsys):
     out = tmp_path / "cpr"
-    run_cli(["run", "cpr", "--agents", "llm", "--model", f"scripted:{ROOT / 'examples/scripted/cautious.json'}", "--n-agents", 3,
-             "--rounds", 2, "--out", out, "-q", "--cache", "off"], capsys)
+    run_cli(
+        [
+            "run",
+            "cpr",
+            "--agents",
+            "llm",
+            "--model",
+            f"scripted:{ROOT / 'examples/scripted/cautious.json'}",
+            "--n-agents",
+            3,
+            "--rounds",
+            2,
+            "--out",
+            out,
+            "-q",
+            "--cache",
+            "off",
+        ],
+        capsys,
+    )
     runs = check_labels(out, "cpr", "Fisher")
     names = {r["name"] for r in runs}
     assert {"Fisher 1 · harvest · round 1", "Fisher 3 · harvest · round 2"} <= names, sorted(names)
@@ -73,18 +98,59 @@ def test_cpr_model_calls_say_which_fisher_in_which_round_and_phase(tmp_path, cap
 
 def test_diners_model_calls_name_the_diner(tmp_path, capsys):
     f = tmp_path / "diner.json"
-    f.write_text(json.dumps({"by_phase": {"order": ['{"meal": "budget"}'], "punish": ['{"punish": []}'],
-                                          "metanorm": ['{"punish": []}']}}))
+    f.write_text(
+        json.dumps(
+            {
+                "by_phase": {
+                    "order": ['{"meal": "budget"}'],
+                    "punish": ['{"punish": []}'],
+                    "metanorm": ['{"punish": []}'],
+                }
+            }
+        )
+    )
     out = tmp_path / "diners"
-    run_cli(["run", "diners", "--agents", "llm", "--model", f"scripted:{f}", "--iterations", 1, "--out", out, "-q", "--cache", "off"],
-            capsys)
+    run_cli(
+        [
+            "run",
+            "diners",
+            "--agents",
+            "llm",
+            "--model",
+            f"scripted:{f}",
+            "--iterations",
+            1,
+            "--out",
+            out,
+            "-q",
+            "--cache",
+            "off",
+        ],
+        capsys,
+    )
     assert "Diner 8 · order · round 1" in {r["name"] for r in check_labels(out, "diners", "Diner")}
 
 
 def test_science_calls_and_tool_runs_say_role_team_and_pass(tmp_path, capsys):
     out = tmp_path / "science"
-    run_cli(["run", "science", "--sandbox-backend", "local", "--cache", "off", "--task", "biomarker", "--team", "oracle",
-             "--out", out, "-q"], capsys)
+    run_cli(
+        [
+            "run",
+            "science",
+            "--sandbox-backend",
+            "local",
+            "--cache",
+            "off",
+            "--task",
+            "biomarker",
+            "--team",
+            "oracle",
+            "--out",
+            out,
+            "-q",
+        ],
+        capsys,
+    )
     runs = check_labels(out, "science", None)
     assert "Data Lead · data:plan · pass 1" in {r["name"] for r in runs}
     for r in runs:
@@ -94,7 +160,13 @@ def test_science_calls_and_tool_runs_say_role_team_and_pass(tmp_path, capsys):
     assert {t["name"] for t in tools} >= {"run_code", "write_artifact"}
     for t in tools:
         md = t["extra"]["metadata"]
-        assert md["agent_name"] and md["agent_id"] and md["team"] and md["pass"] == 1 and md["phase"].startswith(md["team"])
+        assert (
+            md["agent_name"]
+            and md["agent_id"]
+            and md["team"]
+            and md["pass"] == 1
+            and md["phase"].startswith(md["team"])
+        )
         assert md["run_id"] == record(out)["thread_id"] and f"agent_name:{md['agent_name']}" in t["tags"]
 
 
@@ -104,7 +176,9 @@ def test_display_names_and_labels():
     assert agent_name("data.0", {"agent_name": "Data Lead", "agent_noun": "Fisher"}) == "Data Lead"
     assert agent_name("x.1", None) == "x.1"
     assert call_name({"agent_name": "Player 2", "phase": "extract", "round": 4}) == "Player 2 · extract · round 4"
-    cfg = labelled({"tags": ["a"], "metadata": {"task": "t"}}, {"round": 2, "team": None, "call_id": "abc"}, run_name="n")
+    cfg = labelled(
+        {"tags": ["a"], "metadata": {"task": "t"}}, {"round": 2, "team": None, "call_id": "abc"}, run_name="n"
+    )
     assert cfg == {"tags": ["a", "round:2"], "metadata": {"task": "t", "round": 2, "call_id": "abc"}, "run_name": "n"}
 
 
@@ -132,7 +206,10 @@ def test_a_run_made_before_thread_ids_were_recorded_still_resumes(tmp_path, monk
     (tmp_path / "config.json").write_text(json.dumps(config))
     (tmp_path / "summary.json").unlink()
     again = runner.resume(tmp_path, quiet=True)
-    assert again["status"] == first["status"] == "completed" and again["survival_time"]["mean"] == first["survival_time"]["mean"]
+    assert (
+        again["status"] == first["status"] == "completed"
+        and again["survival_time"]["mean"] == first["survival_time"]["mean"]
+    )
 
 
 @pytest.mark.parametrize("bad", [5, "", " x", "a\nb", "x" * 201, None])

@@ -52,8 +52,25 @@ def cpr_run(tmp_path_factory) -> Path:
     with pytest.MonkeyPatch.context() as mp:
         for k in ("LANGSMITH_TRACING", "LANGCHAIN_TRACING_V2"):
             mp.delenv(k, raising=False)
-        code = main(["run", "cpr", "--agents", "llm", "--model", f"scripted:{ROOT / 'examples/scripted/cautious.json'}",
-                     "--n-agents", "3", "--rounds", "2", "--out", str(d), "-q", "--cache", "off"])
+        code = main(
+            [
+                "run",
+                "cpr",
+                "--agents",
+                "llm",
+                "--model",
+                f"scripted:{ROOT / 'examples/scripted/cautious.json'}",
+                "--n-agents",
+                "3",
+                "--rounds",
+                "2",
+                "--out",
+                str(d),
+                "-q",
+                "--cache",
+                "off",
+            ]
+        )
     assert code in (0, None) and (d / "traces.jsonl").is_file()
     return d
 
@@ -80,15 +97,25 @@ def tool_run(tmp_path_factory) -> Path:
     d.mkdir()
     counter = Counter()
     g = StateGraph(_ToolState, context_schema=CoopContext)
-    g.add_node("data", tool_agent_node("data.lead", counter.tools, lambda s: [HumanMessage(content="add 1 and 2")],
-                                       team="data", limits=ToolLoopLimits(max_steps=5)))
+    g.add_node(
+        "data",
+        tool_agent_node(
+            "data.lead",
+            counter.tools,
+            lambda s: [HumanMessage(content="add 1 and 2")],
+            team="data",
+            limits=ToolLoopLimits(max_steps=5),
+        ),
+    )
     g.add_edge(START, "data")
     g.add_edge("data", END)
     svc = service([call("add", USAGE, a=1, b=2), call("explode", USAGE, what="x"), {"text": "3", "usage": USAGE}])
     with pytest.MonkeyPatch.context() as mp:
         for k in ("LANGSMITH_TRACING", "LANGCHAIN_TRACING_V2"):
             mp.delenv(k, raising=False)
-        asyncio.run(g.compile().ainvoke({"round": 1}, {"callbacks": tracing_callbacks(d)}, context=CoopContext(llm=svc)))
+        asyncio.run(
+            g.compile().ainvoke({"round": 1}, {"callbacks": tracing_callbacks(d)}, context=CoopContext(llm=svc))
+        )
     assert counter.calls == [("add", 1, 2), ("explode", "x")]
     return d
 
@@ -137,9 +164,16 @@ def test_a_cpr_run_becomes_one_span_per_run_with_the_tree_ids_times_and_tokens_k
     for r in llm_runs:
         a = by_run[r["id"]].attributes
         # the scripted model names no model: cooplab's spec id (metadata "model") stands for it
-        assert a["llm.model_name"] == r["extra"]["metadata"]["model"] == f"scripted:{ROOT / 'examples/scripted/cautious.json'}"
+        assert (
+            a["llm.model_name"]
+            == r["extra"]["metadata"]["model"]
+            == f"scripted:{ROOT / 'examples/scripted/cautious.json'}"
+        )
         assert (a["llm.token_count.prompt"], a["llm.token_count.completion"], a["llm.token_count.total"]) == (
-            r["prompt_tokens"], r["completion_tokens"], r["total_tokens"])
+            r["prompt_tokens"],
+            r["completion_tokens"],
+            r["total_tokens"],
+        )
         prompt = r["inputs"]["messages"][0]
         assert a["llm.input_messages.0.message.role"] == "system"
         assert a["llm.input_messages.0.message.content"] == prompt[0]["kwargs"]["content"]
@@ -153,7 +187,9 @@ def test_a_cpr_run_becomes_one_span_per_run_with_the_tree_ids_times_and_tokens_k
     assert resource["openinference.project.name"] == "cpr-proj" and resource["service.name"] == "cooplab"
     # the same file gives the same ids again
     again, _ = convert(cpr_run)
-    assert [(s.context.trace_id, s.context.span_id) for s in again] == [(s.context.trace_id, s.context.span_id) for s in spans]
+    assert [(s.context.trace_id, s.context.span_id) for s in again] == [
+        (s.context.trace_id, s.context.span_id) for s in spans
+    ]
 
 
 def ledger_costs(run_dir: Path) -> dict[str, list[Decimal]]:
@@ -174,13 +210,21 @@ def test_each_model_call_carries_the_cost_the_ledger_charged_and_every_span_the_
     by_run = {s.attributes["langsmith.run_id"]: s for s in spans}
     costs, total = ledger_costs(cpr_run), Decimal(0)
     llm = json.loads((cpr_run / "config.json").read_text())["llm"]
-    (price_in, price_out), = [tuple(Decimal(str(x)) for x in pair) for pair in llm["prices"].values()]  # the run's one model
+    ((price_in, price_out),) = [
+        tuple(Decimal(str(x)) for x in pair) for pair in llm["prices"].values()
+    ]  # the run's one model
     assert llm["price_in"] is None and llm["price_out"] is None  # no run-wide override: the model's own price
     for r in sorted((r for r in runs if r["run_type"] == "llm"), key=lambda r: r["start_time"]):
         a = by_run[r["id"]].attributes
         cost, tin, tout = costs[r["extra"]["metadata"]["call_id"]].pop(0)
-        assert Decimal(str(a["llm.cost.total"])) == cost and (a["cooplab.charged_tokens.prompt"], a["cooplab.charged_tokens.completion"]) == (tin, tout)
-        assert Decimal(str(a["llm.cost.prompt"])) == tin * price_in / 1000 and Decimal(str(a["llm.cost.completion"])) == tout * price_out / 1000
+        assert Decimal(str(a["llm.cost.total"])) == cost and (
+            a["cooplab.charged_tokens.prompt"],
+            a["cooplab.charged_tokens.completion"],
+        ) == (tin, tout)
+        assert (
+            Decimal(str(a["llm.cost.prompt"])) == tin * price_in / 1000
+            and Decimal(str(a["llm.cost.completion"])) == tout * price_out / 1000
+        )
         total += cost
     summary = json.loads((cpr_run / "summary.json").read_text())
     assert float(total) == pytest.approx(summary["ledger"]["cost_usd_float"]) and not any(costs.values())
@@ -202,7 +246,11 @@ def test_a_damaged_ledger_or_config_leaves_cost_out_and_a_run_without_id_is_its_
     (d / "config.json").write_text(json.dumps(cfg))
     bad = set(lg.loc[[0, 1], "call_id"])
     spans, _ = convert(d)
-    llm = {s.attributes["langsmith.run_id"]: s.attributes for s in spans if s.attributes["openinference.span.kind"] == "LLM"}
+    llm = {
+        s.attributes["langsmith.run_id"]: s.attributes
+        for s in spans
+        if s.attributes["openinference.span.kind"] == "LLM"
+    }
     for r in load_runs(d):
         if r["run_type"] == "llm":
             a = llm[r["id"]]
@@ -211,8 +259,12 @@ def test_a_damaged_ledger_or_config_leaves_cost_out_and_a_run_without_id_is_its_
     (d / "ledger.parquet").write_bytes(b"not parquet")
     spans, _ = convert(d)
     assert not any("llm.cost.total" in s.attributes for s in spans)
-    (d / "traces.jsonl").write_text("".join(json.dumps({**json.loads(line), "extra": {}}) + "\n"
-                                            for line in (d / "traces.jsonl").read_text().splitlines()))
+    (d / "traces.jsonl").write_text(
+        "".join(
+            json.dumps({**json.loads(line), "extra": {}}) + "\n"
+            for line in (d / "traces.jsonl").read_text().splitlines()
+        )
+    )
     spans, _ = convert(d)  # runs that name no session: the run directory is the session
     assert {s.attributes["session.id"] for s in spans} == {str(d.resolve())}
 
@@ -240,10 +292,17 @@ def test_a_charged_call_counts_the_charged_tokens_and_keeps_the_reported_ones_ap
     for r in llm:
         a = by_run[r["id"]]
         _, tin, tout = costs[r["extra"]["metadata"]["call_id"]].pop(0)
-        assert (a["llm.token_count.prompt"], a["llm.token_count.completion"], a["llm.token_count.total"]) == (tin, tout, tin + tout)
+        assert (a["llm.token_count.prompt"], a["llm.token_count.completion"], a["llm.token_count.total"]) == (
+            tin,
+            tout,
+            tin + tout,
+        )
         assert (a["cooplab.charged_tokens.prompt"], a["cooplab.charged_tokens.completion"]) == (tin, tout)
-        assert (a["cooplab.reported_tokens.prompt"], a["cooplab.reported_tokens.completion"], a["cooplab.reported_tokens.total"]) == (
-            r["prompt_tokens"], r["completion_tokens"], r["total_tokens"])
+        assert (
+            a["cooplab.reported_tokens.prompt"],
+            a["cooplab.reported_tokens.completion"],
+            a["cooplab.reported_tokens.total"],
+        ) == (r["prompt_tokens"], r["completion_tokens"], r["total_tokens"])
         assert r["completion_tokens"] != tout
 
 
@@ -279,7 +338,12 @@ def test_phoenix_prices_are_the_ledger_rates_that_reproduce_its_charges(tmp_path
 def test_phoenix_prices_against_a_server_that_is_not_phoenix_fail_in_one_line_before_any_span(cpr_run, receiver):
     res = traces(["export", str(cpr_run), "--otlp", receiver.url, "--phoenix-prices", "--timeout", "2"])
     line = one_error_line(res)
-    assert res.exit_code == 2 and "HTTP 404" in line and "is this a Phoenix server?" in line and receiver.url + "/graphql" in line
+    assert (
+        res.exit_code == 2
+        and "HTTP 404" in line
+        and "is this a Phoenix server?" in line
+        and receiver.url + "/graphql" in line
+    )
     assert receiver.spans() == []
     res = traces(["export", str(cpr_run), "--phoenix-prices"])
     assert res.exit_code == 2 and "needs --otlp" in one_error_line(res)
@@ -325,14 +389,29 @@ class FakePhoenix:
 _NO_MODELS = {"data": {"generativeModels": {"edges": []}}}
 
 
-@pytest.mark.parametrize("answers, expected", [
-    ({"generativeModels": {"errors": [{"message": "boom\nsecond line"}]}}, "Phoenix refused a request: boom second line"),
-    ({"generativeModels": {"data": None}}, "gave no data"),
-    ({"generativeModels": {"data": {"generativeModels": None}}, "createModel": {"data": {"createModel": None}}},
-     "createModel answer names no model id"),
-    ({"generativeModels": {"data": {"generativeModels": {"edges": [None, 5, {"node": {"kind": "CUSTOM", "id": 3}}]}}},
-      "createModel": {"errors": ["not an object"]}}, "refused a request: not an object"),
-])
+@pytest.mark.parametrize(
+    "answers, expected",
+    [
+        (
+            {"generativeModels": {"errors": [{"message": "boom\nsecond line"}]}},
+            "Phoenix refused a request: boom second line",
+        ),
+        ({"generativeModels": {"data": None}}, "gave no data"),
+        (
+            {"generativeModels": {"data": {"generativeModels": None}}, "createModel": {"data": {"createModel": None}}},
+            "createModel answer names no model id",
+        ),
+        (
+            {
+                "generativeModels": {
+                    "data": {"generativeModels": {"edges": [None, 5, {"node": {"kind": "CUSTOM", "id": 3}}]}}
+                },
+                "createModel": {"errors": ["not an object"]},
+            },
+            "refused a request: not an object",
+        ),
+    ],
+)
 def test_hostile_phoenix_answers_give_one_line_exit_2_and_no_span_is_sent(cpr_run, answers, expected):
     fake = FakePhoenix(answers)
     try:
@@ -345,16 +424,32 @@ def test_hostile_phoenix_answers_give_one_line_exit_2_and_no_span_is_sent(cpr_ru
 def test_phoenix_that_never_prices_the_probe_is_given_up_on_at_the_deadline(cpr_run):
     from cooplab.evals import phoenix_prices as pp
 
-    unpriced = {"data": {"getProjectByName": {"id": "UHJvamVjdDox", "spans": {"edges": [
-        {"node": {"costSummary": {"total": {"cost": None}}}}, {"node": {"costSummary": None}}, {"node": 7}]}}}}
+    unpriced = {
+        "data": {
+            "getProjectByName": {
+                "id": "UHJvamVjdDox",
+                "spans": {
+                    "edges": [
+                        {"node": {"costSummary": {"total": {"cost": None}}}},
+                        {"node": {"costSummary": None}},
+                        {"node": 7},
+                    ]
+                },
+            }
+        }
+    }
     fake = FakePhoenix({"getProjectByName": unpriced, "deleteProject": {"data": {"deleteProject": {}}}})
     ticks = iter(range(10**6))
     sent = []
     try:
         with pytest.raises(pp.PhoenixPriceError, match="did not price model 'm' at the new rates within 30 s"):
-            pp.wait_until_priced(pp.GraphQL(fake.url, 5), lambda span: sent.append(span) or True,
-                                 pp.ModelPrice("m", Decimal("0.0005"), Decimal("0.003")), deadline=30,
-                                 clock=lambda: float(next(ticks)))
+            pp.wait_until_priced(
+                pp.GraphQL(fake.url, 5),
+                lambda span: sent.append(span) or True,
+                pp.ModelPrice("m", Decimal("0.0005"), Decimal("0.003")),
+                deadline=30,
+                clock=lambda: float(next(ticks)),
+            )
     finally:
         fake.close()
     # probes that arrived unpriced were followed by more; the deadline ran on the clock given; the
@@ -370,7 +465,12 @@ def test_a_tool_agent_run_has_agent_and_tool_spans_and_the_failed_tool_is_an_err
     assert len(spans) == len(runs) and res.n_skipped == 0
     by_run = {s.attributes["langsmith.run_id"]: s for s in spans}
     kinds = {r["name"]: by_run[r["id"]].attributes["openinference.span.kind"] for r in runs if r["run_type"] != "llm"}
-    assert kinds["data.lead"] == "AGENT" and kinds["add"] == "TOOL" and kinds["explode"] == "TOOL" and kinds["data"] == "CHAIN"
+    assert (
+        kinds["data.lead"] == "AGENT"
+        and kinds["add"] == "TOOL"
+        and kinds["explode"] == "TOOL"
+        and kinds["data"] == "CHAIN"
+    )
     agent = next(r for r in runs if r["name"] == "data.lead")
     assert by_run[agent["id"]].attributes["agent.name"] == "data.lead"
     by_id = {r["id"]: r for r in runs}
@@ -399,15 +499,30 @@ def test_a_tool_agent_run_has_agent_and_tool_spans_and_the_failed_tool_is_an_err
 
 def _root(i: int = 0, **kw) -> dict:
     rid = str(uuid.UUID(int=0xABC0000 + i))
-    base = {"id": rid, "trace_id": rid, "parent_run_id": None, "name": "root", "run_type": "chain",
-            "start_time": "2025-01-01T00:00:00+00:00", "end_time": "2025-01-01T00:00:01+00:00", "status": "success"}
+    base = {
+        "id": rid,
+        "trace_id": rid,
+        "parent_run_id": None,
+        "name": "root",
+        "run_type": "chain",
+        "start_time": "2025-01-01T00:00:00+00:00",
+        "end_time": "2025-01-01T00:00:01+00:00",
+        "status": "success",
+    }
     return {**base, **kw}
 
 
 def _child(parent: dict, i: int, **kw) -> dict:
     rid = str(uuid.UUID(int=0xDEF0000 + i))
-    base = {"id": rid, "trace_id": parent["trace_id"], "parent_run_id": parent["id"], "name": f"c{i}", "run_type": "llm",
-            "start_time": "2025-01-01T00:00:00.100000+00:00", "end_time": "2025-01-01T00:00:00.200000+00:00"}
+    base = {
+        "id": rid,
+        "trace_id": parent["trace_id"],
+        "parent_run_id": parent["id"],
+        "name": f"c{i}",
+        "run_type": "llm",
+        "start_time": "2025-01-01T00:00:00.100000+00:00",
+        "end_time": "2025-01-01T00:00:00.200000+00:00",
+    }
     return {**base, **kw}
 
 
@@ -418,14 +533,34 @@ def test_hostile_lines_are_skipped_and_counted_and_bad_values_never_reach_the_wi
     good = [
         root,
         _child(root, 1, prompt_tokens=float("nan"), completion_tokens=-3, total_tokens=10**30),  # no count survives
-        _child(root, 2, prompt_tokens="12", completion_tokens=True, extra={"usage_metadata": {"input_tokens": 7, "output_tokens": 2.0}}),
+        _child(
+            root,
+            2,
+            prompt_tokens="12",
+            completion_tokens=True,
+            extra={"usage_metadata": {"input_tokens": 7, "output_tokens": 2.0}},
+        ),
         _child(root, 3, end_time="2024-12-31T00:00:00+00:00", inputs={"big": "x" * 200_000}, name="\ud800bad"),
-        _child(root, 4, start_time="2025-01-01T00:00:00", end_time=None, extra="not a dict", inputs=[1, 2], outputs="plain",
-               tags=["a", 3, None], run_type="no-such-type", error={"weird": "error object"}),
+        _child(
+            root,
+            4,
+            start_time="2025-01-01T00:00:00",
+            end_time=None,
+            extra="not a dict",
+            inputs=[1, 2],
+            outputs="plain",
+            tags=["a", 3, None],
+            run_type="no-such-type",
+            error={"weird": "error object"},
+        ),
         _child(root, 5, parent_run_id=str(uuid.UUID(int=999))),  # its parent is not in the file: an orphan
         _child(root, 6, trace_id=None, dotted_order=f"20250101T000000000000Z{root['id']}.x"),  # trace from dotted_order
-        _child(root, 7, inputs={"messages": [[{"role": "user", "content": [{"type": "text", "text": "hi"}, 5]}, "bare", 7]]},
-               outputs={"generations": [[{"text": "ok"}, "junk"]]}),
+        _child(
+            root,
+            7,
+            inputs={"messages": [[{"role": "user", "content": [{"type": "text", "text": "hi"}, 5]}, "bare", 7]]},
+            outputs={"generations": [[{"text": "ok"}, "junk"]]},
+        ),
     ]
     bad = [
         "{not json",
@@ -441,13 +576,25 @@ def test_hostile_lines_are_skipped_and_counted_and_bad_values_never_reach_the_wi
         "[" * 100_000 + "]" * 100_000,  # nested too deep for json
         json.dumps(_child(root, 16, trace_id=None, parent_run_id=root["id"])),  # no way to know its trace
     ]
-    lines = [json.dumps(r, allow_nan=True) for r in good[:1]] + bad[:3] + [json.dumps(r, allow_nan=True) for r in good[1:]] + bad[3:]
+    lines = (
+        [json.dumps(r, allow_nan=True) for r in good[:1]]
+        + bad[:3]
+        + [json.dumps(r, allow_nan=True) for r in good[1:]]
+        + bad[3:]
+    )
     (tmp_path / "traces.jsonl").write_text("\n".join(lines) + "\n\n", encoding="utf-8", errors="surrogatepass")
     spans, res = convert(tmp_path)
     assert res.spans == len(spans) == len(good)
-    assert res.skipped == {"not JSON": 2, "not a run object": 1, "no usable id": 2, "no usable start_time": 3,
-                           "unusable parent_run_id": 1, "a run that is its own parent": 1, "a repeated run id": 1,
-                           "no trace_id": 1}
+    assert res.skipped == {
+        "not JSON": 2,
+        "not a run object": 1,
+        "no usable id": 2,
+        "no usable start_time": 3,
+        "unusable parent_run_id": 1,
+        "a run that is its own parent": 1,
+        "a repeated run id": 1,
+        "no trace_id": 1,
+    }
     assert res.n_skipped == len(bad) and res.lines == len(good) + len(bad)
     assert res.first_skip == "line 2: not JSON" and res.orphans == 1
     by_name = {s.name: s for s in spans}
@@ -493,19 +640,36 @@ def test_an_empty_file_exports_nothing_and_a_missing_one_is_a_clear_error(tmp_pa
         convert(tmp_path / "nowhere")
 
 
-@pytest.mark.parametrize("url, expected", [
-    ("http://127.0.0.1:6006", "http://127.0.0.1:6006/v1/traces"),
-    ("http://127.0.0.1:6006/", "http://127.0.0.1:6006/v1/traces"),
-    ("http://127.0.0.1:6006/v1/traces", "http://127.0.0.1:6006/v1/traces"),
-    ("https://collector.example:4318/prefix/", "https://collector.example:4318/prefix/v1/traces"),
-    (" http://[::1]:4318/v1/traces/ ", "http://[::1]:4318/v1/traces"),
-])
+@pytest.mark.parametrize(
+    "url, expected",
+    [
+        ("http://127.0.0.1:6006", "http://127.0.0.1:6006/v1/traces"),
+        ("http://127.0.0.1:6006/", "http://127.0.0.1:6006/v1/traces"),
+        ("http://127.0.0.1:6006/v1/traces", "http://127.0.0.1:6006/v1/traces"),
+        ("https://collector.example:4318/prefix/", "https://collector.example:4318/prefix/v1/traces"),
+        (" http://[::1]:4318/v1/traces/ ", "http://[::1]:4318/v1/traces"),
+    ],
+)
 def test_base_and_full_urls_name_the_traces_endpoint(url, expected):
     assert ox.otlp_traces_url(url) == expected
 
 
-@pytest.mark.parametrize("url", ["", "127.0.0.1:6006", "ftp://h/x", "http://", "http://h:99999", "http://h:abc",
-                                 "http://h/ x", "http://h:0", "http://h/?q=1", None, 6006])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "",
+        "127.0.0.1:6006",
+        "ftp://h/x",
+        "http://",
+        "http://h:99999",
+        "http://h:abc",
+        "http://h/ x",
+        "http://h:0",
+        "http://h/?q=1",
+        None,
+        6006,
+    ],
+)
 def test_urls_that_are_not_http_endpoints_are_refused(url):
     with pytest.raises(ox.OtlpConfigError):
         ox.otlp_traces_url(url)
@@ -555,7 +719,13 @@ class Receiver:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def spans(self) -> list:
-        return [(rs, s) for _, _, req in self.requests for rs in req.resource_spans for ss in rs.scope_spans for s in ss.spans]
+        return [
+            (rs, s)
+            for _, _, req in self.requests
+            for rs in req.resource_spans
+            for ss in rs.scope_spans
+            for s in ss.spans
+        ]
 
     def close(self):
         self.release.set()
@@ -604,7 +774,9 @@ def test_the_cli_sends_protobuf_to_the_traces_path_in_batches(cpr_run, receiver)
     for r in runs:  # the wire carries the same tree
         s = ids[format(ox.span_id_of(r["id"]), "016x")]
         assert s.trace_id.hex() == uuid.UUID(r["trace_id"]).hex
-        assert s.parent_span_id.hex() == ("" if r["parent_run_id"] is None else format(ox.span_id_of(r["parent_run_id"]), "016x"))
+        assert s.parent_span_id.hex() == (
+            "" if r["parent_run_id"] is None else format(ox.span_id_of(r["parent_run_id"]), "016x")
+        )
         attrs = {kv.key: kv.value for kv in s.attributes}
         if r["run_type"] == "llm":
             assert attrs["llm.token_count.total"].int_value == r["total_tokens"]
@@ -690,12 +862,24 @@ def phoenix(tmp_path_factory):
     work = tmp_path_factory.mktemp("phoenix")
     port, grpc = _free_port(), _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PHOENIX_", "OTEL_"))}
-    env.update(PHOENIX_HOST="127.0.0.1", PHOENIX_PORT=str(port), PHOENIX_GRPC_PORT=str(grpc),
-               PHOENIX_WORKING_DIR=str(work), PHOENIX_TELEMETRY_ENABLED="false",
-               PHOENIX_ALLOW_EXTERNAL_RESOURCES="false")
+    env.update(
+        PHOENIX_HOST="127.0.0.1",
+        PHOENIX_PORT=str(port),
+        PHOENIX_GRPC_PORT=str(grpc),
+        PHOENIX_WORKING_DIR=str(work),
+        PHOENIX_TELEMETRY_ENABLED="false",
+        PHOENIX_ALLOW_EXTERNAL_RESOURCES="false",
+    )
     log = open(work / "phoenix.log", "wb")
-    proc = subprocess.Popen([str(exe), "serve"], cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [str(exe), "serve"],
+        cwd=work,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 180  # generous: a cold start on a busy 2-core machine
@@ -764,8 +948,11 @@ def test_phoenix_shows_the_exported_runs_as_the_same_tree(phoenix, cpr_run, tool
                 md = r["extra"]["metadata"]
                 assert a["llm.model_name"] == (md.get("ls_model_name") or md.get("model") or r["name"])
                 if r.get("total_tokens") is not None:
-                    assert (a["llm.token_count.prompt"], a["llm.token_count.completion"], a["llm.token_count.total"]) == (
-                        r["prompt_tokens"], r["completion_tokens"], r["total_tokens"])
+                    assert (
+                        a["llm.token_count.prompt"],
+                        a["llm.token_count.completion"],
+                        a["llm.token_count.total"],
+                    ) == (r["prompt_tokens"], r["completion_tokens"], r["total_tokens"])
             elif r["run_type"] == "tool":
                 assert s["span_kind"] == "TOOL" and a["tool.name"] == r["name"]
                 assert s["status_code"] == ("ERROR" if r["error"] else "OK")
@@ -785,7 +972,9 @@ def test_phoenix_shows_the_exported_runs_as_the_same_tree(phoenix, cpr_run, tool
                 assert Decimal(str(a["llm.cost.total"])) == cost
                 assert a["llm.cost.prompt"] + a["llm.cost.completion"] == pytest.approx(a["llm.cost.total"])
             total = sum(by_run[r["id"]]["attributes"]["llm.cost.total"] for r in llm)
-            assert total == pytest.approx(json.loads((cpr_run / "summary.json").read_text())["ledger"]["cost_usd_float"])
+            assert total == pytest.approx(
+                json.loads((cpr_run / "summary.json").read_text())["ledger"]["cost_usd_float"]
+            )
             _phoenix_own_costs_are_the_ledgers(phoenix, project, cpr_run, runs)
         else:
             assert sorted(s["attributes"]["tool.name"] for s in spans if s["span_kind"] == "TOOL") == ["add", "explode"]
@@ -794,8 +983,11 @@ def test_phoenix_shows_the_exported_runs_as_the_same_tree(phoenix, cpr_run, tool
 
 def _gql(base: str, query: str, **variables) -> dict:
     """The data of a query to Phoenix's GraphQL API (the one its web UI uses)."""
-    req = urllib.request.Request(base + "/graphql", json.dumps({"query": query, "variables": variables}).encode(),
-                                 {"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        base + "/graphql",
+        json.dumps({"query": query, "variables": variables}).encode(),
+        {"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=30) as r:
         body = json.loads(r.read())
     assert not body.get("errors"), body["errors"]
@@ -832,7 +1024,9 @@ def _phoenix_own_costs_are_the_ledgers(base: str, project: str, run_dir: Path, r
     assert session["sessionId"] == json.loads((run_dir / "config.json").read_text())["record"]["thread_id"]
     assert session["costSummary"]["total"]["cost"] == pytest.approx(ledger_total, rel=1e-9, abs=0)
     # exporting again (here to another project) reuses the entry: one per model, no probe project left
-    res = traces(["export", str(run_dir), "--otlp", base, "--project", project + "-again", "--json", "--phoenix-prices"])
+    res = traces(
+        ["export", str(run_dir), "--otlp", base, "--project", project + "-again", "--json", "--phoenix-prices"]
+    )
     assert res.exit_code == 0, res.output
     assert [e["action"] for e in json.loads(res.stdout)["prices"]] == ["reused"]
     model = next(r for r in runs if r["run_type"] == "llm")["extra"]["metadata"]["model"]
@@ -848,7 +1042,10 @@ def _phoenix_own_costs_are_the_ledgers(base: str, project: str, run_dir: Path, r
     assert (upd.action, upd.id) == ("updated", first["id"])
     ours = [e["node"] for e in _gql(base, _MODELS)["generativeModels"]["edges"] if e["node"]["namePattern"] == pattern]
     assert len(ours) == 1 and sorted(p["costPerMillionTokens"] for p in ours[0]["tokenPrices"]) == [1.0, 4.0]
-    names = [e["node"]["name"] for e in _gql(base, "query { projects(first: 100) { edges { node { name } } } }")["projects"]["edges"]]
+    names = [
+        e["node"]["name"]
+        for e in _gql(base, "query { projects(first: 100) { edges { node { name } } } }")["projects"]["edges"]
+    ]
     assert not any(n.startswith("cooplab-price-probe-") for n in names)
 
 
@@ -858,11 +1055,35 @@ def test_each_ledger_row_is_split_at_its_own_models_prices(tmp_path):
     run-wide price_in/price_out, and without those has its total only."""
     from cooplab.graphs.tracing.charges import ledger_charges
 
-    (tmp_path / "config.json").write_text(json.dumps({"llm": {"price_in": None, "price_out": None,
-                                                              "prices": {"a": [0.001, 0.002], "b": [0.01, 0.02]}}}))
-    rows = [{"kind": "tokens", "call_id": "c1", "model": "a", "input_tokens": 1000, "output_tokens": 1000, "cost_usd_exact": 0.003},
-            {"kind": "tokens", "call_id": "c2", "model": "b", "input_tokens": 1000, "output_tokens": 1000, "cost_usd_exact": 0.03},
-            {"kind": "tokens", "call_id": "c3", "model": "z", "input_tokens": 1000, "output_tokens": 1000, "cost_usd_exact": 0.5}]
+    (tmp_path / "config.json").write_text(
+        json.dumps({"llm": {"price_in": None, "price_out": None, "prices": {"a": [0.001, 0.002], "b": [0.01, 0.02]}}})
+    )
+    rows = [
+        {
+            "kind": "tokens",
+            "call_id": "c1",
+            "model": "a",
+            "input_tokens": 1000,
+            "output_tokens": 1000,
+            "cost_usd_exact": 0.003,
+        },
+        {
+            "kind": "tokens",
+            "call_id": "c2",
+            "model": "b",
+            "input_tokens": 1000,
+            "output_tokens": 1000,
+            "cost_usd_exact": 0.03,
+        },
+        {
+            "kind": "tokens",
+            "call_id": "c3",
+            "model": "z",
+            "input_tokens": 1000,
+            "output_tokens": 1000,
+            "cost_usd_exact": 0.5,
+        },
+    ]
     got = ledger_charges(tmp_path, rows)
     assert (got["c1"][0].prompt_cost, got["c1"][0].completion_cost) == (Decimal("0.001"), Decimal("0.002"))
     assert (got["c2"][0].prompt_cost, got["c2"][0].completion_cost) == (Decimal("0.01"), Decimal("0.02"))

@@ -45,7 +45,9 @@ def _answer(r: dict[str, Any]) -> tuple[str, list]:
 
 def _said(r: dict[str, Any]) -> list[tuple]:
     """The messages an llm run was sent: (type, content, tool calls) of each."""
-    return [(m["kwargs"]["type"], m["kwargs"]["content"], m["kwargs"].get("tool_calls")) for m in r["inputs"]["messages"][0]]
+    return [
+        (m["kwargs"]["type"], m["kwargs"]["content"], m["kwargs"].get("tool_calls")) for m in r["inputs"]["messages"][0]
+    ]
 
 
 def _md(r: dict[str, Any]) -> dict[str, Any]:
@@ -65,8 +67,17 @@ def reruns(tmp_path_factory) -> Path:
         for k in ("LANGSMITH_TRACING", "LANGCHAIN_TRACING_V2"):
             mp.delenv(k, raising=False)
         for name in ("first", "rerun"):
-            cooplab.run(task="cpr", agents="llm", model=f"scripted:{script}", n_agents=3, rounds=2, seed=3, out=root / name,
-                        quiet=True, cache=str(cache))
+            cooplab.run(
+                task="cpr",
+                agents="llm",
+                model=f"scripted:{script}",
+                n_agents=3,
+                rounds=2,
+                seed=3,
+                out=root / name,
+                quiet=True,
+                cache=str(cache),
+            )
     return root
 
 
@@ -87,8 +98,11 @@ def test_a_rerun_from_the_cache_traces_every_call_marked_cached_and_free(reruns)
         assert replay["extra"]["invocation_params"] == live["extra"]["invocation_params"]
         # what the original call took: the tokens it was charged, its latency, when it was stored
         row = charged.loc[md["call_id"]]
-        assert md["original_usage"] == {"input_tokens": row["input_tokens"], "output_tokens": row["output_tokens"],
-                                        "total_tokens": row["input_tokens"] + row["output_tokens"]}
+        assert md["original_usage"] == {
+            "input_tokens": row["input_tokens"],
+            "output_tokens": row["output_tokens"],
+            "total_tokens": row["input_tokens"] + row["output_tokens"],
+        }
         assert isinstance(md["original_latency_s"], float) and md["original_latency_s"] >= 0
         assert datetime.fromisoformat(md["cached_at"]).tzinfo is not None
     # the replay's parent is the node that asked, as the live call's is
@@ -116,7 +130,7 @@ def test_the_explorer_shows_the_rerun_s_conversation_marked_cached(reruns):
     try:
         calls = httpx.get(url + "traces?" + urlencode({"id": "0/rerun"})).text
         assert calls.count('<article class="call">') == n and calls.count(">cached</span>") == n
-        assert '{&#34;effort&#34;' in calls or '{"effort"' in calls  # the answers are there
+        assert "{&#34;effort&#34;" in calls or '{"effort"' in calls  # the answers are there
         # a replay is charged nothing; the live calls each show their charge
         assert calls.count("<dt>charged (ledger)</dt><dd>nothing: answered from the response cache") == n
         assert f"model calls</dt><dd>{n} ({n} answered from the response cache)</dd>" in calls
@@ -125,7 +139,11 @@ def test_the_explorer_shows_the_rerun_s_conversation_marked_cached(reruns):
         assert live.count("<dt>charged (ledger)</dt><dd>") == n and "answered from the response cache" not in live
         # a round of one society: each fisher's conversation, every call marked
         page = httpx.get(url + "run?" + urlencode({"id": "0/rerun", "society": 0, "round": 1})).text
-        asked = [r for r in _llm_runs(reruns / "rerun") if (_md(r)["society"], _md(r)["round"], _md(r)["phase"]) == (0, 1, "harvest")]
+        asked = [
+            r
+            for r in _llm_runs(reruns / "rerun")
+            if (_md(r)["society"], _md(r)["round"], _md(r)["phase"]) == (0, 1, "harvest")
+        ]
         assert len(asked) >= 3 and page.count("\u00b7 harvest \u00b7 round 1 \u00b7 cached") == len(asked)
         assert "no model calls recorded" not in page
     finally:
@@ -151,7 +169,10 @@ def test_otlp_spans_of_replayed_calls_say_cached_and_cost_nothing(reruns):
         assert a["llm.cost.total"] == a["llm.cost.prompt"] == a["llm.cost.completion"] == 0.0
         assert a["llm.token_count.prompt"] == a["llm.token_count.completion"] == a["llm.token_count.total"] == 0
         u = usage[a["langsmith.run_id"]]
-        assert (a["cooplab.original_tokens.prompt"], a["cooplab.original_tokens.completion"]) == (u["input_tokens"], u["output_tokens"])
+        assert (a["cooplab.original_tokens.prompt"], a["cooplab.original_tokens.completion"]) == (
+            u["input_tokens"],
+            u["output_tokens"],
+        )
         assert a["cooplab.original_latency_s"] >= 0
     for s in spans(reruns / "first"):  # live calls: the ledger's cost, never marked
         assert "cooplab.cached" not in s.attributes and s.attributes["llm.cost.total"] > 0
@@ -175,8 +196,16 @@ def _tool_loop_traces(out: Path, cache: Path) -> list[tuple]:
 
     counter = Counter()
     g = StateGraph(_LoopState, context_schema=CoopContext)
-    g.add_node("data", tool_agent_node("data.lead", counter.tools, lambda s: [HumanMessage(content="add 1 and 2")], team="data",
-                                       limits=ToolLoopLimits(max_steps=4)))
+    g.add_node(
+        "data",
+        tool_agent_node(
+            "data.lead",
+            counter.tools,
+            lambda s: [HumanMessage(content="add 1 and 2")],
+            team="data",
+            limits=ToolLoopLimits(max_steps=4),
+        ),
+    )
     g.add_edge(START, "data")
     g.add_edge("data", END)
     svc = service([call("add", USAGE, a=1, b=2), {"text": "3", "usage": USAGE}], cache=ResponseCache(cache))
@@ -188,7 +217,9 @@ def _tool_loop_traces(out: Path, cache: Path) -> list[tuple]:
 def test_a_tool_loop_s_replayed_model_calls_are_traced_with_their_tool_calls(tmp_path):
     cache = tmp_path / "cache.sqlite"
     assert _tool_loop_traces(tmp_path / "live", cache) == [("add", 1, 2)]
-    assert _tool_loop_traces(tmp_path / "replay", cache) == [("add", 1, 2)]  # the tool runs again; the model is replayed
+    assert _tool_loop_traces(tmp_path / "replay", cache) == [
+        ("add", 1, 2)
+    ]  # the tool runs again; the model is replayed
     live, replay = _llm_runs(tmp_path / "live"), _llm_runs(tmp_path / "replay")
     assert len(replay) == len(live) == 2
     assert [_answer(r) for r in replay] == [_answer(r) for r in live] == [("", [("add", {"a": 1, "b": 2})]), ("3", [])]
@@ -210,8 +241,16 @@ def _ask(cache: ResponseCache, out: Path) -> tuple[str, bool]:
     hs = tracing_callbacks(out)
 
     async def go():
-        return await svc.ask(agent=1, society=0, round=2, phase="harvest", messages=[HumanMessage(content="how much?")],
-                             schema=None, attempt=0, config={"callbacks": hs})
+        return await svc.ask(
+            agent=1,
+            society=0,
+            round=2,
+            phase="harvest",
+            messages=[HumanMessage(content="how much?")],
+            schema=None,
+            attempt=0,
+            config={"callbacks": hs},
+        )
 
     reply = asyncio.run(go())
     for h in hs[1:]:
@@ -243,10 +282,14 @@ def test_rows_of_a_cache_written_before_usage_errors_were_kept_replay_traced(tmp
     db = sqlite3.connect(path)  # rebuild the file as the first cooplab wrote it
     rows = db.execute("SELECT key, text, input_tokens, output_tokens, latency, model FROM responses").fetchall()
     db.execute("DROP TABLE responses")
-    db.execute("CREATE TABLE responses (key TEXT PRIMARY KEY, text TEXT NOT NULL, input_tokens INTEGER, output_tokens INTEGER,"
-               " latency REAL, model TEXT, created TEXT DEFAULT CURRENT_TIMESTAMP)")
-    db.executemany("INSERT INTO responses (key, text, input_tokens, output_tokens, latency, model) VALUES (?, ?, ?, ?, ?, ?)",
-                   [(k, t, i, o, 1.25, m) for k, t, i, o, _, m in rows])
+    db.execute(
+        "CREATE TABLE responses (key TEXT PRIMARY KEY, text TEXT NOT NULL, input_tokens INTEGER, output_tokens INTEGER,"
+        " latency REAL, model TEXT, created TEXT DEFAULT CURRENT_TIMESTAMP)"
+    )
+    db.executemany(
+        "INSERT INTO responses (key, text, input_tokens, output_tokens, latency, model) VALUES (?, ?, ?, ?, ?, ?)",
+        [(k, t, i, o, 1.25, m) for k, t, i, o, _, m in rows],
+    )
     db.commit()
     db.close()
     assert _ask(ResponseCache(path), tmp_path / "b") == ('{"effort": 0.5}', True)

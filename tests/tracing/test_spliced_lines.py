@@ -18,7 +18,8 @@ from cooplab.agents.models import ModelSpec, ScriptedChatModel
 from cooplab.agents.tools import ToolAgent, ToolLoopLimits
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import Ledger
-from cooplab.graphs.tracing import JsonlTracer, load_runs, tracer as tracer_mod
+from cooplab.graphs.tracing import JsonlTracer, load_runs
+from cooplab.graphs.tracing import tracer as tracer_mod
 
 STEPS = 4
 SECRET = "sk-splice-0123456789abcdef"
@@ -36,8 +37,14 @@ def _answer(messages):
 
 
 def _loop(path, prompt):
-    svc = LLMService(models={"default": (ModelSpec("scripted", "m", max_tokens=64), ScriptedChatModel(answers=[_answer], cycle=True))},
-                     ledger=Ledger(), cache=ResponseCache(None), seed=1)
+    svc = LLMService(
+        models={
+            "default": (ModelSpec("scripted", "m", max_tokens=64), ScriptedChatModel(answers=[_answer], cycle=True))
+        },
+        ledger=Ledger(),
+        cache=ResponseCache(None),
+        seed=1,
+    )
     agent = ToolAgent("agent.0", [echo], limits=ToolLoopLimits(max_steps=STEPS + 1))
     res = asyncio.run(agent.arun(prompt, context=CoopContext(llm=svc), config={"callbacks": [JsonlTracer(path)]}))
     assert res.stop_reason == "final" and len(res.tool_calls) == STEPS
@@ -76,13 +83,16 @@ def test_a_tool_loop_s_messages_are_serialized_once_and_the_lines_are_plain_json
         msgs = r["inputs"]["messages"][0]
         assert msgs[0]["kwargs"]["content"] == prompt[0].content
         assert len(msgs) == 1 + 2 * i  # the prompt, then an answer and a tool result per step before it
-        assert [m["kwargs"]["content"] for m in msgs if m["id"][-1] == "ToolMessage"] == [f"heard: step {k}" for k in range(i)]
+        assert [m["kwargs"]["content"] for m in msgs if m["id"][-1] == "ToolMessage"] == [
+            f"heard: step {k}" for k in range(i)
+        ]
 
 
 def test_the_explorer_and_the_otlp_reader_read_the_spliced_calls(tmp_path):
-    from cooplab.evals.explorer.traces import read_trace_file
-    from cooplab.evals import otlp_export
     from collections import Counter
+
+    from cooplab.evals import otlp_export
+    from cooplab.evals.explorer.traces import read_trace_file
 
     path = tmp_path / "traces.jsonl"
     _loop(path, [HumanMessage(content="find the mean")])

@@ -36,8 +36,27 @@ EXE = Path(sys.executable).with_name("cooplab")
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("traces") / "run"
-    assert main(["run", "cpr", "--agents", "llm", "--model", f"scripted:{REPO / 'examples/scripted/cautious.json'}", "--n-agents", "3",
-                 "--rounds", "2", "--max-tokens", "4", "--out", str(out), "-q", "--cache", "off"]) in (0, None)
+    assert main(
+        [
+            "run",
+            "cpr",
+            "--agents",
+            "llm",
+            "--model",
+            f"scripted:{REPO / 'examples/scripted/cautious.json'}",
+            "--n-agents",
+            "3",
+            "--rounds",
+            "2",
+            "--max-tokens",
+            "4",
+            "--out",
+            str(out),
+            "-q",
+            "--cache",
+            "off",
+        ]
+    ) in (0, None)
     return out
 
 
@@ -47,7 +66,9 @@ def running(run_dir):
     URL is read from its first line. Stopped (SIGTERM, by its pid) at the end."""
     if not EXE.is_file():
         pytest.fail(f"no cooplab console script next to {sys.executable}")
-    proc = subprocess.Popen([str(EXE), "traces", "view", str(run_dir)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(EXE), "traces", "view", str(run_dir)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         line = proc.stdout.readline()  # "model calls of DIR: http://127.0.0.1:PORT/traces?id=0  (Ctrl-C to stop)"
         m = re.search(r"(http://127\.0\.0\.1:\d+/traces\?id=0)", line)
@@ -76,7 +97,10 @@ def test_the_page_groups_the_calls_by_round_with_each_calls_details(running, run
             assert f"{md['agent_name']} \u00b7 {md['phase']} \u00b7 round {rnd}" in part
             assert f"<dt>call id</dt><dd>{md['call_id']}</dd>" in part and f"<dt>run id</dt><dd>{r['id']}</dd>" in part
             reported = r["prompt_tokens"] + r["completion_tokens"]
-            assert f"<dt>tokens reported by the model</dt><dd>{reported:,} ({r['prompt_tokens']:,} in / {r['completion_tokens']:,} out)</dd>" in part
+            assert (
+                f"<dt>tokens reported by the model</dt><dd>{reported:,} ({r['prompt_tokens']:,} in / {r['completion_tokens']:,} out)</dd>"
+                in part
+            )
 
 
 def test_the_header_says_what_the_model_reported_and_what_the_ledger_charged(running, run_dir):
@@ -87,12 +111,18 @@ def test_the_header_says_what_the_model_reported_and_what_the_ledger_charged(run
     reported_in, reported_out = sum(r["prompt_tokens"] for r in llm), sum(r["completion_tokens"] for r in llm)
     assert reported_out > ledger["output_tokens"] and ledger["calls"] == len(llm)  # the answers are longer than the cap
     html = httpx.get(running).text
-    assert (f"<dt>tokens reported by the model</dt><dd>{reported_in + reported_out:,} ({reported_in:,} in / {reported_out:,} out)</dd>"
-            in html)
+    assert (
+        f"<dt>tokens reported by the model</dt><dd>{reported_in + reported_out:,} ({reported_in:,} in / {reported_out:,} out)</dd>"
+        in html
+    )
     cost = float(ledger["cost_usd"])
-    assert (f"<dt>charged tokens (ledger, the whole run)</dt><dd>{ledger['input_tokens'] + ledger['output_tokens']:,} "
-            f"({ledger['input_tokens']:,} in / {ledger['output_tokens']:,} out), {ledger['calls']:,} calls, ${cost:.6g}</dd>") in html
-    charged = re.findall(r"<dt>charged \(ledger\)</dt><dd>[\d,]+ \(([\d,]+) in / ([\d,]+) out\), \$([0-9.e-]+)</dd>", html)
+    assert (
+        f"<dt>charged tokens (ledger, the whole run)</dt><dd>{ledger['input_tokens'] + ledger['output_tokens']:,} "
+        f"({ledger['input_tokens']:,} in / {ledger['output_tokens']:,} out), {ledger['calls']:,} calls, ${cost:.6g}</dd>"
+    ) in html
+    charged = re.findall(
+        r"<dt>charged \(ledger\)</dt><dd>[\d,]+ \(([\d,]+) in / ([\d,]+) out\), \$([0-9.e-]+)</dd>", html
+    )
     assert len(charged) == len(llm)
     assert sum(int(i.replace(",", "")) for i, _, _ in charged) == ledger["input_tokens"]
     assert sum(int(o.replace(",", "")) for _, o, _ in charged) == ledger["output_tokens"]
@@ -116,23 +146,41 @@ def raw_http(url: str, request: bytes) -> tuple[int, bytes]:
     return int(head.split(b" ", 2)[1]), body
 
 
-@pytest.mark.parametrize("host", ["evil.example:{port}", "localhost.evil.com:{port}", "127.0.0.1.nip.io:{port}", "localhost.:{port}",
-                                  "127.0.0.2:{port}", "0.0.0.0:{port}", "localhost:{other}", "[::1]:{other}", "localhost",
-                                  "localhost:{port}@evil.example", ""])
+@pytest.mark.parametrize(
+    "host",
+    [
+        "evil.example:{port}",
+        "localhost.evil.com:{port}",
+        "127.0.0.1.nip.io:{port}",
+        "localhost.:{port}",
+        "127.0.0.2:{port}",
+        "0.0.0.0:{port}",
+        "localhost:{other}",
+        "[::1]:{other}",
+        "localhost",
+        "localhost:{port}@evil.example",
+        "",
+    ],
+)
 def test_a_foreign_host_gets_nothing(running, run_dir, host):
     """A page that points its own name at 127.0.0.1 (DNS rebinding) sends that name as Host."""
     port = int(running.split("//")[1].split("/")[0].rsplit(":", 1)[1])
     host = host.format(port=port, other=port + 1 if port < 65535 else port - 1)
     for method in ("GET", "HEAD"):
-        code, body = raw_http(running, f"{method} /traces?id=0 HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+        code, body = raw_http(
+            running, f"{method} /traces?id=0 HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()
+        )
         assert code in (400, 421), (host, code)
         assert not any(s in body for s in secrets_of(run_dir)), host
 
 
-@pytest.mark.parametrize("request_head", [
-    b"GET /traces?id=0 HTTP/1.0\r\n\r\n",  # HTTP/1.0 without a Host
-    b"GET /traces?id=0 HTTP/1.1\r\nHost: localhost:{port}\r\nHost: evil.example\r\nConnection: close\r\n\r\n",  # two Hosts
-])
+@pytest.mark.parametrize(
+    "request_head",
+    [
+        b"GET /traces?id=0 HTTP/1.0\r\n\r\n",  # HTTP/1.0 without a Host
+        b"GET /traces?id=0 HTTP/1.1\r\nHost: localhost:{port}\r\nHost: evil.example\r\nConnection: close\r\n\r\n",  # two Hosts
+    ],
+)
 def test_no_host_or_two_hosts_get_nothing(running, run_dir, request_head):
     port = running.split("//")[1].split("/")[0].rsplit(":", 1)[1]
     code, body = raw_http(running, request_head.replace(b"{port}", port.encode()))
@@ -143,7 +191,12 @@ def test_a_rebound_name_in_a_real_browser_shows_no_call(running, tmp_path):
     """Chromium told that rebind.test is 127.0.0.1 (as a DNS-rebinding attacker arranges) loads the
     page under that name: no call reaches it; under localhost the same page shows them."""
     port = running.split("//")[1].split("/")[0].rsplit(":", 1)[1]
-    foreign = browse(tmp_path, f"http://rebind.test:{port}/traces?id=0", "--host-resolver-rules=MAP rebind.test 127.0.0.1", "--dump-dom").stdout
+    foreign = browse(
+        tmp_path,
+        f"http://rebind.test:{port}/traces?id=0",
+        "--host-resolver-rules=MAP rebind.test 127.0.0.1",
+        "--dump-dom",
+    ).stdout
     assert "this explorer answers only requests for localhost" in foreign and "Fisher" not in foreign
     own = browse(tmp_path, f"http://localhost:{port}/traces?id=0", "--dump-dom").stdout
     assert '<article class="call">' in own and "Fisher 1 \u00b7 harvest \u00b7 round 1" in own
@@ -151,7 +204,11 @@ def test_a_rebound_name_in_a_real_browser_shows_no_call(running, tmp_path):
 
 def test_host_allowed_by_hand():
     ok = host_allowed
-    assert ok("localhost:8080", ("127.0.0.1", 8080)) and ok("[::1]:8080", ("::1", 8080, 0, 0)) and ok("LocalHost:8080", ("127.0.0.1", 8080))
+    assert (
+        ok("localhost:8080", ("127.0.0.1", 8080))
+        and ok("[::1]:8080", ("::1", 8080, 0, 0))
+        and ok("LocalHost:8080", ("127.0.0.1", 8080))
+    )
     assert ok("192.168.1.5:8080", ("192.168.1.5", 8080))  # the literal address it is bound to
     assert not ok("0.0.0.0:8080", ("0.0.0.0", 8080)) and not ok("[::]:8080", ("::", 8080, 0, 0))
     assert ok("localhost", ("127.0.0.1", 80)) and not ok("localhost", ("127.0.0.1", 8080))
@@ -173,7 +230,10 @@ def test_lines_it_cannot_read_are_skipped_and_named_never_a_500(run_dir, tmp_pat
         r = httpx.get(url + "traces?id=0")
         assert r.status_code == 200 and r.text.count('<article class="call">') == len(llm_runs(run_dir))
         n = len(lines)
-        assert f"4 damaged lines of traces.jsonl (not a readable JSON object) were skipped: lines 4, {n - 2}, {n - 1}, {n}" in r.text
+        assert (
+            f"4 damaged lines of traces.jsonl (not a readable JSON object) were skipped: lines 4, {n - 2}, {n - 1}, {n}"
+            in r.text
+        )
         assert httpx.get(url + "run?id=0").status_code == 200
     finally:
         stop(server)
@@ -197,7 +257,9 @@ def test_cli_help():
         assert res.exit_code == 0 and "Usage" in res.output
 
 
-@pytest.mark.parametrize("args", [["view", "/nonexistent/run"], ["view", "{tmp}"], ["view", "{run}", "--port", "70000"]])
+@pytest.mark.parametrize(
+    "args", [["view", "/nonexistent/run"], ["view", "{tmp}"], ["view", "{run}", "--port", "70000"]]
+)
 def test_cli_user_errors(args, run_dir, tmp_path):
     res = traces([a.replace("{tmp}", str(tmp_path)).replace("{run}", str(run_dir)) for a in args])
     assert res.exit_code == 2 and "Traceback" not in res.output, res.output

@@ -6,8 +6,8 @@ No network: the LangSmith endpoint is a tiny fake HTTP server on 127.0.0.1 start
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import json
+import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -23,7 +23,6 @@ from langgraph.graph import END, START, StateGraph
 from langsmith.schemas import Run
 
 from cooplab.graphs import tracing
-from cooplab.graphs.tracing import live as tracing_live
 from cooplab.graphs.tracing import (
     ExportError,
     JsonlTracer,
@@ -34,6 +33,7 @@ from cooplab.graphs.tracing import (
     to_jsonable,
     tracing_callbacks,
 )
+from cooplab.graphs.tracing import live as tracing_live
 
 ENV_SECRET = "sk-envsecret-0123456789abcdef"
 STATE_SECRET = "state-api-key-value-42"
@@ -52,8 +52,16 @@ def _no_live_tracing(monkeypatch):
     """No test traces live unless it says so. langsmith caches environment reads, so the
     cache is cleared around every test (the env changes made here must be seen)."""
     monkeypatch.setattr(tracing_live, "_clients", {})  # scrubbing_client's cache
-    for k in ("LANGSMITH_TRACING", "LANGCHAIN_TRACING_V2", "LANGSMITH_ENDPOINT", "LANGCHAIN_ENDPOINT",
-              "LANGSMITH_API_KEY", "LANGCHAIN_API_KEY", "LANGSMITH_PROJECT", "LANGCHAIN_PROJECT"):
+    for k in (
+        "LANGSMITH_TRACING",
+        "LANGCHAIN_TRACING_V2",
+        "LANGSMITH_ENDPOINT",
+        "LANGCHAIN_ENDPOINT",
+        "LANGSMITH_API_KEY",
+        "LANGCHAIN_API_KEY",
+        "LANGSMITH_PROJECT",
+        "LANGCHAIN_PROJECT",
+    ):
         monkeypatch.delenv(k, raising=False)
     _clear_langsmith_env_cache()
     yield
@@ -73,7 +81,9 @@ class UsageChatModel(BaseChatModel):
         return "usage-fake"
 
     def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
-        msg = AIMessage(content=self.answer, usage_metadata={"input_tokens": 11, "output_tokens": 2, "total_tokens": 13})
+        msg = AIMessage(
+            content=self.answer, usage_metadata={"input_tokens": 11, "output_tokens": 2, "total_tokens": 13}
+        )
         return ChatResult(generations=[ChatGeneration(message=msg)])
 
     async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
@@ -142,9 +152,11 @@ def make_traces(run_dir: Path, mode: str = "ainvoke") -> list[dict]:
     if mode == "ainvoke":
         asyncio.run(build_graph().ainvoke(initial_state(), cfg))
     elif mode == "astream":
+
         async def go():
             async for _ in build_graph().astream(initial_state(), cfg, stream_mode=["updates", "values"]):
                 pass
+
         asyncio.run(go())
     else:
         build_graph(async_think=False).invoke(initial_state(), cfg)
@@ -195,7 +207,9 @@ def test_graph_run_recorded_as_langsmith_runs(tmp_path, mode):
     assert (llm["prompt_tokens"], llm["completion_tokens"], llm["total_tokens"]) == (11, 2, 13)
     assert llm["extra"]["usage_metadata"] == {"input_tokens": 11, "output_tokens": 2, "total_tokens": 13}
     assert llm["extra"]["metadata"]["langgraph_node"] == "think"
-    assert llm["inputs"]["messages"][0][0]["kwargs"]["content"].startswith("Stock is 60" if mode != "invoke" else "How much?")
+    assert llm["inputs"]["messages"][0][0]["kwargs"]["content"].startswith(
+        "Stock is 60" if mode != "invoke" else "How much?"
+    )
     assert llm["outputs"]["generations"][0][0]["text"] == "harvest 3"
     tool_run = next(r for r in runs if r["run_type"] == "tool")
     assert tool_run["outputs"]["output"] == 6
@@ -244,13 +258,23 @@ def test_numpy_state_is_compact_and_odd_objects_do_not_crash(tmp_path):
 
 
 def test_to_jsonable_edge_cases():
-    out = to_jsonable({
-        "nan": float("nan"), "inf": np.float64("inf"), "i": np.int64(3), "b": np.bool_(True),
-        "small": np.array([[1, 2], [3, 4]], dtype=np.int32), "empty": np.zeros((0, 5)),
-        "objarr": np.array([object()] * 2, dtype=object), "bytes": b"abc", "set": {3, 1},
-        "long": "x" * 30000, "list": list(range(1000)), "path": Path("/a/b"),
-        "fn": lambda x: x,
-    })
+    out = to_jsonable(
+        {
+            "nan": float("nan"),
+            "inf": np.float64("inf"),
+            "i": np.int64(3),
+            "b": np.bool_(True),
+            "small": np.array([[1, 2], [3, 4]], dtype=np.int32),
+            "empty": np.zeros((0, 5)),
+            "objarr": np.array([object()] * 2, dtype=object),
+            "bytes": b"abc",
+            "set": {3, 1},
+            "long": "x" * 30000,
+            "list": list(range(1000)),
+            "path": Path("/a/b"),
+            "fn": lambda x: x,
+        }
+    )
     json.dumps(out, allow_nan=False)
     assert out["nan"] == "nan" and out["inf"] == "inf" and out["i"] == 3 and out["b"] is True
     assert out["small"] == [[1, 2], [3, 4]]
@@ -287,18 +311,38 @@ def test_no_secret_in_any_trace(tmp_path, monkeypatch):
 
 
 def test_secret_values_from_environment():
-    env = {"OPENAI_API_KEY": "sk-abc123456", "TOKENIZERS_PARALLELISM": "false", "MAX_TOKENS": "512",
-           "GH_TOKEN": "ghp_x", "PATH": "/usr/bin", "DB_PASSWORD": "hunter2-hunter2", "EMPTY_SECRET": ""}
+    env = {
+        "OPENAI_API_KEY": "sk-abc123456",
+        "TOKENIZERS_PARALLELISM": "false",
+        "MAX_TOKENS": "512",
+        "GH_TOKEN": "ghp_x",
+        "PATH": "/usr/bin",
+        "DB_PASSWORD": "hunter2-hunter2",
+        "EMPTY_SECRET": "",
+    }
     assert tracing.secret_values(env) == ["hunter2-hunter2", "sk-abc123456", "ghp_x"]
 
 
 def test_scrub_rules():
     secrets = ["hunter2-hunter2", "short"]
-    out = scrub({
-        "password": "x", "client_secret": "y", "x-api-key": "z", "token": "t", "access_token": "a",
-        "max_tokens": 64, "input_tokens": 5, "total_tokens": 9, "nested": [{"Authorization": "Bearer q"}],
-        "msg": "pw is hunter2-hunter2!", "exact": "short", "other": "shorter", "n": None,
-    }, secrets)
+    out = scrub(
+        {
+            "password": "x",
+            "client_secret": "y",
+            "x-api-key": "z",
+            "token": "t",
+            "access_token": "a",
+            "max_tokens": 64,
+            "input_tokens": 5,
+            "total_tokens": 9,
+            "nested": [{"Authorization": "Bearer q"}],
+            "msg": "pw is hunter2-hunter2!",
+            "exact": "short",
+            "other": "shorter",
+            "n": None,
+        },
+        secrets,
+    )
     assert out["password"] == out["client_secret"] == out["x-api-key"] == out["token"] == out["access_token"] == "***"
     assert (out["max_tokens"], out["input_tokens"], out["total_tokens"]) == (64, 5, 9)
     assert out["nested"] == [{"Authorization": "***"}]
@@ -358,11 +402,20 @@ class FakeLangSmith:
             def _handle(self):
                 n = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(n) if n else b""
-                outer.requests.append({"method": self.command, "path": self.path,
-                                       "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body})
+                outer.requests.append(
+                    {
+                        "method": self.command,
+                        "path": self.path,
+                        "headers": {k.lower(): v for k, v in self.headers.items()},
+                        "body": body,
+                    }
+                )
                 code = 200 if self.path.startswith("/info") else outer.status
-                data = json.dumps({"version": "fake"} if self.path.startswith("/info") else
-                                  ({} if code < 400 else {"detail": "refused by fake"})).encode()
+                data = json.dumps(
+                    {"version": "fake"}
+                    if self.path.startswith("/info")
+                    else ({} if code < 400 else {"detail": "refused by fake"})
+                ).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -423,7 +476,9 @@ def test_export_to_fake_endpoint(tmp_path, fake_langsmith, monkeypatch):
 def test_cut_off_last_line_is_skipped(tmp_path, fake_langsmith):
     runs = make_traces(tmp_path, "invoke")
     with open(tmp_path / "traces.jsonl", "a") as fh:
-        fh.write('{"id": "01a2', )  # a crash mid-write
+        fh.write(
+            '{"id": "01a2',
+        )  # a crash mid-write
     assert load_runs(tmp_path, validate=True) == runs
     assert export_traces(tmp_path, endpoint=fake_langsmith.url) == len(runs)
 
@@ -529,7 +584,9 @@ def test_a_killed_run_s_finished_nodes_are_recovered_into_one_coherent_trace_fil
     import subprocess
     import sys
 
-    res = subprocess.run([sys.executable, "-c", _KILLED_SCRIPT, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-c", _KILLED_SCRIPT, str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
     assert res.returncode == 9, res.stderr
     assert not (tmp_path / "traces.jsonl").exists()  # the root never ended
     journals = list(tmp_path.glob(".traces.jsonl.*.part"))
@@ -544,7 +601,10 @@ def test_a_killed_run_s_finished_nodes_are_recovered_into_one_coherent_trace_fil
     assert first["status"] == "error" and first["error"].startswith("interrupted")
     kids = {r["name"] for r in runs if r["parent_run_id"] == first["id"]}
     assert {"think", "act"} <= kids and "die" not in kids  # finished nodes kept; the running one is lost
-    assert any(r["run_type"] == "llm" and by_id[r["parent_run_id"]]["name"] == "think" and r["trace_id"] == first["id"] for r in runs)
+    assert any(
+        r["run_type"] == "llm" and by_id[r["parent_run_id"]]["name"] == "think" and r["trace_id"] == first["id"]
+        for r in runs
+    )
     # a second recovery finds nothing to do, and a cut-off last line is dropped before appending
     with open(tmp_path / "traces.jsonl", "a") as fh:
         fh.write('{"id": "cut-off')
@@ -557,11 +617,34 @@ def test_a_killed_run_s_finished_nodes_are_recovered_into_one_coherent_trace_fil
 # ----------------------------------------------------------------------------------------
 # the package's shape: every name of the former graphs/tracing.py, and the lower-layers rule
 FORMER_NAMES = {
-    "TRACES_FILE", "REDACTED", "MAX_ARRAY_ITEMS", "MAX_LIST_ITEMS", "LIST_KEEP", "MAX_MESSAGES",
-    "MAX_LINE_CHARS", "MAX_STR_CHARS", "MAX_DEPTH", "INTERRUPTED", "to_jsonable", "secret_values",
-    "is_secret_key", "scrub", "safe_value", "fit_line", "JsonlTracer", "journal_path",
-    "recover_interrupted", "live_tracing_enabled", "scrubbing_client", "tracing_callbacks",
-    "TraceFileError", "ExportError", "ExportConfigError", "traces_path", "load_runs", "export_traces",
+    "TRACES_FILE",
+    "REDACTED",
+    "MAX_ARRAY_ITEMS",
+    "MAX_LIST_ITEMS",
+    "LIST_KEEP",
+    "MAX_MESSAGES",
+    "MAX_LINE_CHARS",
+    "MAX_STR_CHARS",
+    "MAX_DEPTH",
+    "INTERRUPTED",
+    "to_jsonable",
+    "secret_values",
+    "is_secret_key",
+    "scrub",
+    "safe_value",
+    "fit_line",
+    "JsonlTracer",
+    "journal_path",
+    "recover_interrupted",
+    "live_tracing_enabled",
+    "scrubbing_client",
+    "tracing_callbacks",
+    "TraceFileError",
+    "ExportError",
+    "ExportConfigError",
+    "traces_path",
+    "load_runs",
+    "export_traces",
 }
 
 
@@ -576,9 +659,11 @@ def test_tracing_imports_no_higher_layer():
     import subprocess
     import sys
 
-    code = ("import sys, cooplab.graphs.tracing; "
-            "print(sorted(m for m in sys.modules if m.startswith(('cooplab.tasks', 'cooplab.agents', "
-            "'cooplab.evals', 'cooplab.sandbox'))))")
+    code = (
+        "import sys, cooplab.graphs.tracing; "
+        "print(sorted(m for m in sys.modules if m.startswith(('cooplab.tasks', 'cooplab.agents', "
+        "'cooplab.evals', 'cooplab.sandbox'))))"
+    )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "[]"
@@ -618,8 +703,9 @@ def _rounds_run(tmp_path: Path, kill_in: int) -> subprocess.CompletedProcess:
     import subprocess
     import sys
 
-    return subprocess.run([sys.executable, "-c", _ROUNDS_SCRIPT, str(tmp_path), str(kill_in)], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", _ROUNDS_SCRIPT, str(tmp_path), str(kill_in)], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_the_nodes_of_a_round_are_grouped_under_a_round_run(tmp_path):
@@ -636,7 +722,9 @@ def test_the_nodes_of_a_round_are_grouped_under_a_round_run(tmp_path):
         assert g["status"] == "success" and g["run_type"] == "chain" and f"round:{n}" in g["tags"]
         assert g["extra"]["metadata"]["session_id"] == "S1" and g["extra"]["metadata"]["round"] == n
     llm = [r for r in runs if r["run_type"] == "llm"]
-    assert len(llm) == 3 and all(by_id[by_id[r["parent_run_id"]]["parent_run_id"]]["name"].startswith("round ") for r in llm)
+    assert len(llm) == 3 and all(
+        by_id[by_id[r["parent_run_id"]]["parent_run_id"]]["name"].startswith("round ") for r in llm
+    )
 
 
 def test_a_run_killed_mid_round_recovers_its_finished_rounds_and_the_open_one_as_interrupted(tmp_path):

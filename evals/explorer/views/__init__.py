@@ -39,7 +39,9 @@ def sections(run: Any, query: Mapping[str, str], task: Any = None) -> list[ex.Se
             notes.append(_problem("the task's explore()", exc))
             secs = None
         if isinstance(secs, list):
-            if getattr(task, "explore_whole_page", False) is not True:  # the task's sections, then every page's generic ones
+            if (
+                getattr(task, "explore_whole_page", False) is not True
+            ):  # the task's sections, then every page's generic ones
                 secs = [*secs, generic.summary_section(run, key_numbers(run, task)), *generic.tail(run)]
             return secs
     secs = [generic.summary_section(run, key_numbers(run, task)), *generic.tail(run)]

@@ -89,7 +89,7 @@ def pick_society(keys: Sequence[str], query: Mapping[str, str]) -> str | None:
 
 
 def plural(n: int, noun: str) -> str:
-    """"1 society", "100 societies", "2 simulations"."""
+    """ "1 society", "100 societies", "2 simulations"."""
     if n == 1:
         return f"1 {noun}"
     if noun.endswith("y") and noun[-2:-1] not in "aeiou":
@@ -102,12 +102,27 @@ def society_picker(keys: Sequence[str], chosen: str | None, label: str) -> list[
     away), with the previous and next one as links."""
     if len(keys) <= 1:
         return []
-    return [ex.Choice("society", [(k, f"{label} {k}") for k in keys], chosen=chosen,
-                      label=f"{plural(len(keys), label)} in this run (side by side); showing {label} {chosen}; pick another:")]
+    return [
+        ex.Choice(
+            "society",
+            [(k, f"{label} {k}") for k in keys],
+            chosen=chosen,
+            label=f"{plural(len(keys), label)} in this run (side by side); showing {label} {chosen}; pick another:",
+        )
+    ]
 
 
-def agents_by_round(df: Any, spec: Spec, values: Sequence[str], *, title: str, key_prefix: str, plots: Sequence[str],
-                    labels: Mapping[str, str] | None = None, keep: Mapping[str, Any] | None = None) -> list[ex.Block]:
+def agents_by_round(
+    df: Any,
+    spec: Spec,
+    values: Sequence[str],
+    *,
+    title: str,
+    key_prefix: str,
+    plots: Sequence[str],
+    labels: Mapping[str, str] | None = None,
+    keep: Mapping[str, Any] | None = None,
+) -> list[ex.Block]:
     """A table of every agent in every round (names link to the agent's page) and a plot per value
     of ``plots`` with one line per agent."""
     labels = dict(labels or {})
@@ -117,8 +132,15 @@ def agents_by_round(df: Any, spec: Spec, values: Sequence[str], *, title: str, k
         row = {spec.round_unit: r[spec.round], spec.noun.lower(): spec.name(r[spec.agent]), "_id": whole(r[spec.agent])}
         row.update({labels.get(c, c): r[c] for c in cols})
         rows.append(row)
-    blocks: list[ex.Block] = [ex.Table(rows, title=title, links={spec.noun.lower(): ("agent", "_id"), spec.round_unit: "round"},
-                                       max_rows=5_000, keep=dict(keep or {}))]
+    blocks: list[ex.Block] = [
+        ex.Table(
+            rows,
+            title=title,
+            links={spec.noun.lower(): ("agent", "_id"), spec.round_unit: "round"},
+            max_rows=5_000,
+            keep=dict(keep or {}),
+        )
+    ]
     for c in plots:
         if c in df.columns:
             blocks.append(per_agent_plot(df, spec, c, labels.get(c, c), key=f"{key_prefix}-{c}"))
@@ -136,9 +158,16 @@ def per_agent_plot(df: Any, spec: Spec, col: str, label: str, *, key: str) -> ex
             series[spec.name(a)] = [sub.get(r) for r in rounds]
     means = df.groupby(spec.round)[col].apply(lambda s: _mean(s.tolist()))
     series["mean"] = [means.get(r) for r in rounds]
-    return ex.Plot(rounds, series, title=f"{label} by {spec.round_unit}", xlabel=spec.round_unit, ylabel=label, key=key,
-                   caption=f"one line per {spec.noun.lower()} (up to {MAX_AGENT_LINES}); the thick black line is the mean over the "
-                           f"{spec.noun.lower()}s with a value in that {spec.round_unit}")
+    return ex.Plot(
+        rounds,
+        series,
+        title=f"{label} by {spec.round_unit}",
+        xlabel=spec.round_unit,
+        ylabel=label,
+        key=key,
+        caption=f"one line per {spec.noun.lower()} (up to {MAX_AGENT_LINES}); the thick black line is the mean over the "
+        f"{spec.noun.lower()}s with a value in that {spec.round_unit}",
+    )
 
 
 def _mean(values: list[Any]) -> float | None:
@@ -147,14 +176,28 @@ def _mean(values: list[Any]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
-def fines(pairs: list[dict[str, Any]], spec: Spec, *, verb: str = "fined", amount: str | None = None,
-          keep: Mapping[str, Any] | None = None) -> list[ex.Block]:
+def fines(
+    pairs: list[dict[str, Any]],
+    spec: Spec,
+    *,
+    verb: str = "fined",
+    amount: str | None = None,
+    keep: Mapping[str, Any] | None = None,
+) -> list[ex.Block]:
     """Who punished whom: a list (round, punisher, target[, amount]) and a matrix of counts (or
     amounts) over the rounds listed. ``pairs``: dicts with round, punisher, target (agent ids)."""
     if not pairs:
         return [ex.Note(f"nobody {verb} anybody", level="info")]
-    rows = [{spec.round_unit: p["round"], "who": spec.name(p["punisher"]), verb: spec.name(p["target"]),
-             **({amount: p.get(amount)} if amount else {}), "_id": whole(p["punisher"])} for p in pairs]
+    rows = [
+        {
+            spec.round_unit: p["round"],
+            "who": spec.name(p["punisher"]),
+            verb: spec.name(p["target"]),
+            **({amount: p.get(amount)} if amount else {}),
+            "_id": whole(p["punisher"]),
+        }
+        for p in pairs
+    ]
     agents = sorted(({whole(p["punisher"]) for p in pairs} | {whole(p["target"]) for p in pairs}) - {None})
     totals: dict[tuple[int | None, int | None], Any] = {}  # (who, whom) -> count or amount, in one pass over the pairs
     for p in pairs:
@@ -166,10 +209,20 @@ def fines(pairs: list[dict[str, Any]], spec: Spec, *, verb: str = "fined", amoun
         for b in agents:
             row[spec.name(b)] = totals.get((a, b), 0) or ""
         matrix.append(row)
-    return [ex.Table(rows, title=f"who {verb} whom, {spec.round_unit} by {spec.round_unit}", links={spec.round_unit: "round",
-                     "who": ("agent", "_id")}, max_rows=5_000, keep=dict(keep or {})),
-            ex.Table(matrix, title=f"times {verb}" + (f" ({amount})" if amount else "") + " (rows: who; columns: whom)",
-                     filterable=False)]
+    return [
+        ex.Table(
+            rows,
+            title=f"who {verb} whom, {spec.round_unit} by {spec.round_unit}",
+            links={spec.round_unit: "round", "who": ("agent", "_id")},
+            max_rows=5_000,
+            keep=dict(keep or {}),
+        ),
+        ex.Table(
+            matrix,
+            title=f"times {verb}" + (f" ({amount})" if amount else "") + " (rows: who; columns: whom)",
+            filterable=False,
+        ),
+    ]
 
 
 def conversation(run: Any, filters: Mapping[str, Any], spec: Spec, *, open_: bool = False) -> list[ex.Block]:
@@ -184,8 +237,11 @@ def conversation(run: Any, filters: Mapping[str, Any], spec: Spec, *, open_: boo
         blocks.append(ex.Note(note))
     for c in found[:MAX_INLINE_CALLS]:
         who = c.get("agent_name") or (spec.name(c["agent"]) if c.get("agent") is not None else c.get("name") or "?")
-        head = f"{who} \u00b7 {c.get('phase') or '?'}" + (f" \u00b7 {spec.round_unit} {c['round']}" if c.get("round") is not None else "") \
+        head = (
+            f"{who} \u00b7 {c.get('phase') or '?'}"
+            + (f" \u00b7 {spec.round_unit} {c['round']}" if c.get("round") is not None else "")
             + (" \u00b7 cached" if c.get("cached") else "")
+        )
         inner: list[ex.Block] = [ex.Code(m["text"], title=m["role"]) for m in c.get("messages") or []]
         inner.append(ex.Code(c.get("answer") or "", title="answer"))
         if c.get("error"):
@@ -211,4 +267,3 @@ def parsed(v: Any) -> dict[str, Any]:
     except (ValueError, RecursionError):
         return {}
     return obj if isinstance(obj, dict) else {}
-

@@ -37,7 +37,11 @@ def key_numbers(summary: Mapping[str, Any]) -> dict[str, Any]:
     has one (:func:`cost_number`). A task names its own with ``Task.key_numbers``."""
     if not isinstance(summary, Mapping):
         return {}
-    out = {str(k): v for k, v in summary.items() if k not in _NOT_NUMBERS and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    out = {
+        str(k): v
+        for k, v in summary.items()
+        if k not in _NOT_NUMBERS and isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
     return {**dict(list(out.items())[:4]), **cost_number(summary)}
 
 
@@ -57,19 +61,35 @@ def costs_of(run: Any) -> dict[str, Any] | None:
     led = summary.get("ledger")
     res: dict[str, Any] = {}
     if isinstance(led, Mapping):
-        res = {"calls": led.get("calls"), "cached calls": led.get("cached_calls"), "input tokens": led.get("input_tokens"),
-               "output tokens": led.get("output_tokens"),
-               "cost (USD)": led.get("cost_usd") if num(led.get("cost_usd")) is not None else led.get("cost_usd_float"),
-               "budget (USD)": led.get("budget_usd"), "usage errors": led.get("usage_errors"), "from": "summary.json"}
+        res = {
+            "calls": led.get("calls"),
+            "cached calls": led.get("cached_calls"),
+            "input tokens": led.get("input_tokens"),
+            "output tokens": led.get("output_tokens"),
+            "cost (USD)": led.get("cost_usd") if num(led.get("cost_usd")) is not None else led.get("cost_usd_float"),
+            "budget (USD)": led.get("budget_usd"),
+            "usage errors": led.get("usage_errors"),
+            "from": "summary.json",
+        }
     elif run.has_table("ledger"):
         lg = run.table("ledger")
         if lg is None:
             return {"problem": "the ledger table could not be read"}
         total = exact_sum(lg["cost_usd_exact"]) if "cost_usd_exact" in lg else None
-        ints = {k: num(lg[c].sum()) if c in lg else None for k, c in (("cached calls", "cached"), ("input tokens", "input_tokens"),
-                                                                         ("output tokens", "output_tokens"))}
-        res = {"calls": len(lg), **{k: int(v) if v is not None else None for k, v in ints.items()},
-               "cost (USD)": str(total) if total is not None else None, "from": "the ledger table"}
+        ints = {
+            k: num(lg[c].sum()) if c in lg else None
+            for k, c in (
+                ("cached calls", "cached"),
+                ("input tokens", "input_tokens"),
+                ("output tokens", "output_tokens"),
+            )
+        }
+        res = {
+            "calls": len(lg),
+            **{k: int(v) if v is not None else None for k, v in ints.items()},
+            "cost (USD)": str(total) if total is not None else None,
+            "from": "the ledger table",
+        }
     else:
         return None
     llm = summary.get("llm")
@@ -77,7 +97,9 @@ def costs_of(run: Any) -> dict[str, Any] | None:
         res["response cache hits"] = llm.get("cache_hits")
         res["response cache misses"] = llm.get("cache_misses")
     judge = summary.get("judge")
-    if isinstance(judge, Mapping) and num(judge.get("cost_usd")) is not None:  # a science run's judge: its own ledger, beside the team's
+    if (
+        isinstance(judge, Mapping) and num(judge.get("cost_usd")) is not None
+    ):  # a science run's judge: its own ledger, beside the team's
         res["judge cost (USD)"] = judge.get("cost_usd")
         res["judge budget (USD)"] = judge.get("budget_usd")
     return {k: v for k, v in res.items() if v is not None}
@@ -89,8 +111,15 @@ def summary_section(run: Any, numbers: Mapping[str, Any] | None = None) -> ex.Se
     s, cfg = run.summary, run.config
     record = cfg.get("record") if isinstance(cfg.get("record"), Mapping) else {}
     numbers = key_numbers(s) if numbers is None else numbers
-    facts = {"task": run.task, "status": run.status, "agents": s.get("agents", cfg.get("agents")), **numbers,
-             "seed": s.get("seed", cfg.get("seed")), "wall time (s)": s.get("wall_seconds"), "started": record.get("created")}
+    facts = {
+        "task": run.task,
+        "status": run.status,
+        "agents": s.get("agents", cfg.get("agents")),
+        **numbers,
+        "seed": s.get("seed", cfg.get("seed")),
+        "wall time (s)": s.get("wall_seconds"),
+        "started": record.get("created"),
+    }
     blocks: list[ex.Block] = [ex.KeyValues({k: v for k, v in facts.items() if v is not None})]
     msg = s.get("message")
     if isinstance(msg, str) and msg:
@@ -98,16 +127,29 @@ def summary_section(run: Any, numbers: Mapping[str, Any] | None = None) -> ex.Se
     if s.get("figure_error"):
         blocks.append(ex.Note(f"the run's figure failed: {fmt(s['figure_error'])}"))
     if not s and cfg:
-        blocks.append(ex.Note(f"no summary.json: the run has not finished (or was interrupted); 'cooplab resume {shown(run.out)}' "
-                              "continues it", level="info"))
+        blocks.append(
+            ex.Note(
+                f"no summary.json: the run has not finished (or was interrupted); 'cooplab resume {shown(run.out)}' "
+                "continues it",
+                level="info",
+            )
+        )
     costs = costs_of(run)
     if costs is None:
         blocks.append(ex.Note("no LLM calls recorded (rule-based agents, or no ledger)", level="info"))
     elif "problem" in costs:
         blocks.append(ex.Note(costs["problem"]))
     else:  # exact decimal costs shown to 6 significant digits (the ledger keeps them exact)
-        blocks.append(ex.KeyValues({k: (f"${num(v):.6g}" if k.endswith("(USD)") and num(v) is not None else v)
-                                    for k, v in costs.items() if k != "from"}, title=f"LLM costs (from {costs['from']})"))
+        blocks.append(
+            ex.KeyValues(
+                {
+                    k: (f"${num(v):.6g}" if k.endswith("(USD)") and num(v) is not None else v)
+                    for k, v in costs.items()
+                    if k != "from"
+                },
+                title=f"LLM costs (from {costs['from']})",
+            )
+        )
     if s:
         blocks.append(ex.Details("summary.json in full", [ex.Code(_json(s), "json")]))
     return ex.Section("Summary", blocks, id="summary")
@@ -129,7 +171,9 @@ def config_section(run: Any) -> ex.Section:
     blocks: list[ex.Block] = [ex.KeyValues(flat, title="run"), ex.KeyValues(dict(params), title="params")]
     record = cfg.get("record") if isinstance(cfg.get("record"), Mapping) else None
     env = record.get("environment") if record is not None else None
-    shown_cfg = {**cfg, "record": {k: v for k, v in record.items() if k != "environment"}} if record is not None else cfg
+    shown_cfg = (
+        {**cfg, "record": {k: v for k, v in record.items() if k != "environment"}} if record is not None else cfg
+    )
     if cfg:
         blocks.append(ex.Details("config.json in full", [ex.Code(_json(shown_cfg), "json")]))
     elif run.file("config.json") is not None and (run.out / "config.json").is_file():
@@ -166,8 +210,10 @@ def _files(run: Any, folder: str, suffixes: tuple[str, ...]) -> list[Any]:
 def figures_section(run: Any) -> ex.Section | None:
     """The images of ``figures/`` and of the run folder's top."""
     files = _files(run, "figures", IMAGE_SUFFIXES) + _files(run, "", IMAGE_SUFFIXES)
-    blocks: list[ex.Block] = [ex.Image(p.relative_to(run.out).as_posix(), caption=shown(p.relative_to(run.out).as_posix()))
-                              for p in files[:MAX_FIGURES]]
+    blocks: list[ex.Block] = [
+        ex.Image(p.relative_to(run.out).as_posix(), caption=shown(p.relative_to(run.out).as_posix()))
+        for p in files[:MAX_FIGURES]
+    ]
     if len(files) > MAX_FIGURES:
         blocks.append(ex.Note(f"{len(files) - MAX_FIGURES} more figures are not shown", level="info"))
     return ex.Section("Figures", blocks, id="figures") if blocks else None
@@ -192,9 +238,17 @@ def traces_section(run: Any) -> ex.Section:
         size = f" ({human_bytes(path.stat().st_size)}, LangSmith run format)"
     except OSError:
         size = ""
-    return ex.Section("Traces", [ex.Link("every model call of this run: prompts, answers, tokens and what each was charged", {}, trace=True),
-                                 ex.Text(f"traces.jsonl{size}; 'cooplab traces view {shown(run.out)}' opens the same page, "
-                                         "'cooplab traces export' sends it to LangSmith or an OpenTelemetry collector")], id="traces")
+    return ex.Section(
+        "Traces",
+        [
+            ex.Link("every model call of this run: prompts, answers, tokens and what each was charged", {}, trace=True),
+            ex.Text(
+                f"traces.jsonl{size}; 'cooplab traces view {shown(run.out)}' opens the same page, "
+                "'cooplab traces export' sends it to LangSmith or an OpenTelemetry collector"
+            ),
+        ],
+        id="traces",
+    )
 
 
 def log_section(run: Any) -> ex.Section | None:
@@ -229,7 +283,13 @@ def files_section(run: Any) -> ex.Section | None:
             when = _dt.datetime.fromtimestamp(p.lstat().st_mtime, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
         except OSError:
             size, when = "unreadable", None
-        rows.append({"name": shown(p.name) + ("/" if p.is_dir() and not p.is_symlink() else ""), "size": size, "changed (UTC)": when})
+        rows.append(
+            {
+                "name": shown(p.name) + ("/" if p.is_dir() and not p.is_symlink() else ""),
+                "size": size,
+                "changed (UTC)": when,
+            }
+        )
     blocks: list[ex.Block] = [ex.Table(rows, filterable=len(rows) > 10, max_rows=MAX_FILES)]
     if len(entries) > MAX_FILES:
         blocks.append(ex.Note(f"{len(entries) - MAX_FILES} more entries are not listed", level="info"))
@@ -239,12 +299,18 @@ def files_section(run: Any) -> ex.Section | None:
 def tail(run: Any) -> list[ex.Section]:
     """The generic sections every page ends with: configuration, tables, figures, notes, traces, the
     error log and the files."""
-    secs = [config_section(run), tables_section(run), figures_section(run), notes_section(run), traces_section(run),
-            log_section(run), files_section(run)]
+    secs = [
+        config_section(run),
+        tables_section(run),
+        figures_section(run),
+        notes_section(run),
+        traces_section(run),
+        log_section(run),
+        files_section(run),
+    ]
     return [s for s in secs if s is not None]
 
 
 def view(run: Any, query: Mapping[str, str]) -> list[ex.Section]:
     """Summary, then the generic sections (:func:`tail`) of any run."""
     return [summary_section(run), *tail(run)]
-

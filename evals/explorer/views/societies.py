@@ -20,7 +20,9 @@ from .common import Spec, agents_by_round, conversation, fines, query_int
 KEYS = ("society", "agent_id")
 
 
-def page(run: Any, numbers: dict[str, Any] | None, focus: list[ex.Section | None], body: list[ex.Section | None]) -> list[ex.Section]:
+def page(
+    run: Any, numbers: dict[str, Any] | None, focus: list[ex.Section | None], body: list[ex.Section | None]
+) -> list[ex.Section]:
     """Summary (with the run's key ``numbers``), then the round or agent asked for, then the society's
     sections, then the generic ones: a whole page (a task's ``explore`` with ``explore_whole_page``)."""
     secs = [generic.summary_section(run, numbers), *focus, *body, *generic.tail(run)]
@@ -32,7 +34,7 @@ def rows_of(df: Any, col: str, value: Any) -> Any:
 
 
 def mean_sem(summary: Mapping[str, Any], key: str) -> str | None:
-    """"0.8333 ± 0.01" of a summary's ``{"mean": .., "sem": ..}`` entry (None without a mean)."""
+    """ "0.8333 ± 0.01" of a summary's ``{"mean": .., "sem": ..}`` entry (None without a mean)."""
     v = summary.get(key)
     if not isinstance(v, Mapping) or "mean" not in v:
         return None
@@ -46,8 +48,15 @@ def known(items: dict[str, Any], summary: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # --- shared focus sections (diners, games) --------------------------------------------------------
-def round_focus(run: Any, query: Mapping[str, str], spec: Spec, df: Any, pairs: list[dict[str, Any]], keep: dict[str, Any],
-                 verb: str) -> ex.Section | None:
+def round_focus(
+    run: Any,
+    query: Mapping[str, str],
+    spec: Spec,
+    df: Any,
+    pairs: list[dict[str, Any]],
+    keep: dict[str, Any],
+    verb: str,
+) -> ex.Section | None:
     r = query_int(query, "round")
     if r is None:
         return None
@@ -55,14 +64,23 @@ def round_focus(run: Any, query: Mapping[str, str], spec: Spec, df: Any, pairs: 
     rows = rows_of(df, spec.round, r)
     if rows is not None and len(rows):
         values = [c for c in rows.columns if c not in (*spec.society, spec.round, spec.agent, *KEYS, "_society")]
-        blocks += agents_by_round(rows, spec, values, title=f"{spec.round_unit} {r}", key_prefix="round", plots=[], keep=keep)
+        blocks += agents_by_round(
+            rows, spec, values, title=f"{spec.round_unit} {r}", key_prefix="round", plots=[], keep=keep
+        )
     blocks += fines([p for p in pairs if str(p["round"]) == str(r)], spec, verb=verb, keep=keep)[:1]
     blocks += conversation(run, {"round": r}, spec)
     return ex.Section(f"{spec.round_unit.capitalize()} {r}", blocks, id="round")
 
 
-def agent_focus(run: Any, query: Mapping[str, str], spec: Spec, df: Any, pairs: list[dict[str, Any]], keep: dict[str, Any],
-                 verb: str) -> ex.Section | None:
+def agent_focus(
+    run: Any,
+    query: Mapping[str, str],
+    spec: Spec,
+    df: Any,
+    pairs: list[dict[str, Any]],
+    keep: dict[str, Any],
+    verb: str,
+) -> ex.Section | None:
     a = query_int(query, "agent")
     if a is None:
         return None
@@ -71,8 +89,15 @@ def agent_focus(run: Any, query: Mapping[str, str], spec: Spec, df: Any, pairs: 
     rows = rows_of(df, spec.agent, a)
     if rows is not None and len(rows):
         values = [c for c in rows.columns if c not in (*spec.society, spec.round, spec.agent, *KEYS, "_society")]
-        blocks += agents_by_round(rows, spec, values, title=f"{name}, {spec.round_unit} by {spec.round_unit}", key_prefix="agent",
-                                  plots=[], keep=keep)
+        blocks += agents_by_round(
+            rows,
+            spec,
+            values,
+            title=f"{name}, {spec.round_unit} by {spec.round_unit}",
+            key_prefix="agent",
+            plots=[],
+            keep=keep,
+        )
     else:
         blocks.append(ex.Note(f"no rows of {name} in this society"))
     mine = [p for p in pairs if str(a) in (str(p["punisher"]), str(p["target"]))]

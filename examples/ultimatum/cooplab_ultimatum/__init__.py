@@ -31,21 +31,35 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from cooplab.world import AppendLog, RunInfo, Task, TaskConfig, imitation_probability, phase_rng, runfiles, sample_peer, write_table
+from cooplab.world import (
+    AppendLog,
+    RunInfo,
+    Task,
+    TaskConfig,
+    imitation_probability,
+    phase_rng,
+    runfiles,
+    sample_peer,
+    write_table,
+)
 
 MAX_GAMES = 10_000_000  # replicates x n_players / 2 x rounds: the history must fit in memory
 
 
 class Params(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)  # a typo or "5" for 5 is an error, not a guess
-    n_players: int = Field(4, ge=2, le=1_000, multiple_of=2, description="players per society (even: all are paired each round)")
+    n_players: int = Field(
+        4, ge=2, le=1_000, multiple_of=2, description="players per society (even: all are paired each round)"
+    )
     replicates: int = Field(1, ge=1, le=1_000, description="independent societies run side by side")
     rounds: int = Field(10, ge=1, le=100_000, description="rounds of the game")
     pie: float = Field(10.0, gt=0, le=1e6, description="coins to divide in each game")
     offer: float = Field(0.4, ge=0, le=1, description="rule players' mean initial offer, as a share of the pie")
     threshold: float = Field(0.3, ge=0, le=1, description="rule players' mean initial acceptance threshold (share)")
     spread: float = Field(0.1, ge=0, le=0.5, description="initial traits are uniform within +-spread of the means")
-    imitation: float = Field(0.1, ge=0, le=1, description="share of rule players who may imitate a peer each round (0: fixed)")
+    imitation: float = Field(
+        0.1, ge=0, le=1, description="share of rule players who may imitate a peer each round (0: fixed)"
+    )
     beta: float = Field(1.0, ge=0, le=100, description="selection strength of the Fermi imitation rule (per coin)")
     noise: float = Field(0.02, ge=0, le=0.5, description="s.d. of the noise added to imitated traits")
 
@@ -120,8 +134,17 @@ def settle_node(P: Params, imitate: bool):
             peer = sample_peer(np.ones((S, N), dtype=bool), rng)
             pr = imitation_probability(np.take_along_axis(gain, peer, axis=1), gain, P.beta)
             copy = (rng.random((S, N)) < P.imitation) & (rng.random((S, N)) < pr)
-            p, q = (np.where(copy, np.clip(np.take_along_axis(x, peer, axis=1) + rng.normal(0, P.noise, (S, N)), 0, 1), x) for x in (p, q))
-        record = {"round": t, "proposer": state["proposer"], "responder": state["responder"], "offer": share, "accepted": acc}
+            p, q = (
+                np.where(copy, np.clip(np.take_along_axis(x, peer, axis=1) + rng.normal(0, P.noise, (S, N)), 0, 1), x)
+                for x in (p, q)
+            )
+        record = {
+            "round": t,
+            "proposer": state["proposer"],
+            "responder": state["responder"],
+            "offer": share,
+            "accepted": acc,
+        }
         return {"earned": earned, "p": p, "q": q, "history": [record], "round": t + 1}
 
     return settle
@@ -143,43 +166,77 @@ class UltimatumTask(Task):
         P, seed = config.params, config.seed
         rng = phase_rng(seed, 0, "traits")
         draw = lambda m: np.clip(m + rng.uniform(-P.spread, P.spread, (P.replicates, P.n_players)), 0.0, 1.0)  # noqa: E731
-        return {"seed": seed, "round": 1, "max_round": P.rounds, "p": draw(P.offer), "q": draw(P.threshold),
-                "earned": np.zeros((P.replicates, P.n_players)), "history": [], "decisions": [], "ledger": []}
+        return {
+            "seed": seed,
+            "round": 1,
+            "max_round": P.rounds,
+            "p": draw(P.offer),
+            "q": draw(P.threshold),
+            "earned": np.zeros((P.replicates, P.n_players)),
+            "history": [],
+            "decisions": [],
+            "ledger": [],
+        }
 
     def phases(self, config: TaskConfig[Params]) -> dict[str, Any]:
         P = config.params
         if config.agents == "llm":  # the LLM stack is imported only for LLM runs
             from cooplab_ultimatum.llm import llm_offer, llm_respond
 
-            return {"pair": pair, "offer": llm_offer(P.pie), "respond": llm_respond(P.pie), "settle": settle_node(P, imitate=False)}
+            return {
+                "pair": pair,
+                "offer": llm_offer(P.pie),
+                "respond": llm_respond(P.pie),
+                "settle": settle_node(P, imitate=False),
+            }
         return {"pair": pair, "offer": rule_offer, "respond": rule_respond, "settle": settle_node(P, imitate=True)}
 
     def outputs(self, final, config: TaskConfig[Params], run: RunInfo) -> Results:
         P, hist = config.params, final.get("history") or []
         S, M = P.replicates, P.n_players // 2
         col = lambda k: np.array([h[k] for h in hist]).ravel()  # noqa: E731 - (rounds, S, M) -> one value per game
-        games = pd.DataFrame({"round": np.repeat([h["round"] for h in hist], S * M).astype(int),
-                              "replicate": np.tile(np.repeat(np.arange(S), M), len(hist)), "proposer": col("proposer"), "responder": col("responder"), "share": col("offer"),
-                              "accepted": col("accepted").astype(bool)})
+        games = pd.DataFrame(
+            {
+                "round": np.repeat([h["round"] for h in hist], S * M).astype(int),
+                "replicate": np.tile(np.repeat(np.arange(S), M), len(hist)),
+                "proposer": col("proposer"),
+                "responder": col("responder"),
+                "share": col("offer"),
+                "accepted": col("accepted").astype(bool),
+            }
+        )
         games["offer"] = games["share"] * P.pie
-        rounds = games.groupby(["replicate", "round"], as_index=False).agg(mean_share=("share", "mean"), acceptance=("accepted", "mean"))
+        rounds = games.groupby(["replicate", "round"], as_index=False).agg(
+            mean_share=("share", "mean"), acceptance=("accepted", "mean")
+        )
         rounds["mean_payoff"] = rounds["acceptance"] * P.pie / 2  # per player: each game splits the pie between two
         write_table(games, run.out, "games", csv=run.csv)
         write_table(rounds, run.out, "rounds", csv=run.csv)
         mean = lambda x: float(x.mean()) if len(x) else None  # noqa: E731
         last = games[games["round"] == len(hist)]
-        return Results.of({"replicates": S, "n_players": P.n_players, "pie": P.pie, "rounds_completed": len(hist),
-                           "mean_offer": mean(games["share"]), "mean_offer_last_round": mean(last["share"]),
-                           "acceptance_rate": mean(games["accepted"]), "mean_payoff": mean(games["accepted"] * P.pie / 2)})
+        return Results.of(
+            {
+                "replicates": S,
+                "n_players": P.n_players,
+                "pie": P.pie,
+                "rounds_completed": len(hist),
+                "mean_offer": mean(games["share"]),
+                "mean_offer_last_round": mean(last["share"]),
+                "acceptance_rate": mean(games["accepted"]),
+                "mean_payoff": mean(games["accepted"] * P.pie / 2),
+            }
+        )
 
     def report(self, summary: runfiles.RunSummary[Results]) -> list[str]:
         r = summary.results
         if r is None or r.mean_offer is None or r.mean_offer_last_round is None:
             return [f"ultimatum: no round completed (status {summary.status})"]
-        return [f"ultimatum: {r.rounds_completed} rounds, {r.replicates} x {r.n_players} players: mean offer "
-                f"{r.mean_offer:.3f} of the pie (last round {r.mean_offer_last_round:.3f}), acceptance rate "
-                f"{r.acceptance_rate or 0.0:.3f}, mean payoff {r.mean_payoff or 0.0:.3f} coins per player per round",
-                "tables: summary.json, games.*, rounds.*"]
+        return [
+            f"ultimatum: {r.rounds_completed} rounds, {r.replicates} x {r.n_players} players: mean offer "
+            f"{r.mean_offer:.3f} of the pie (last round {r.mean_offer_last_round:.3f}), acceptance rate "
+            f"{r.acceptance_rate or 0.0:.3f}, mean payoff {r.mean_payoff or 0.0:.3f} coins per player per round",
+            "tables: summary.json, games.*, rounds.*",
+        ]
 
 
 TASK = UltimatumTask()

@@ -4,6 +4,7 @@ A sandbox program (numpy, pandas and the standard library only; ``df`` is preloa
 importable module: ``analyze(df)`` returns the result dict, and the tail prints it as the
 ``ORACLE_RESULT`` line only when the text runs where ``df`` is defined.
 """
+
 import json
 import math
 
@@ -28,11 +29,17 @@ def collective_runs(E, roll, sensors, thr=2.8, min_run=10):
         while t < T:
             if flag[t]:
                 u = t
-                while u + 1 < T and (flag[u + 1] or (u + 6 < T and flag[u + 2:u + 7].any())):
+                while u + 1 < T and (flag[u + 1] or (u + 6 < T and flag[u + 2 : u + 7].any())):
                     u += 1
                 if u - t + 1 >= min_run:
-                    collective.append({"sensor": sensors[s], "start": int(t), "end": int(u),
-                                       "mean_z": round(float(E[t:u + 1, s].mean()), 2)})
+                    collective.append(
+                        {
+                            "sensor": sensors[s],
+                            "start": int(t),
+                            "end": int(u),
+                            "mean_z": round(float(E[t : u + 1, s].mean()), 2),
+                        }
+                    )
                 t = u + 1
             else:
                 t += 1
@@ -56,7 +63,7 @@ def analyze(df: pd.DataFrame) -> dict:
     Z = R / sd_raw
     # 2. the noise common to all sensors: the cross-sensor median, regressed out of every sensor
     common = np.median(Z, axis=1)
-    load = (Z * common[:, None]).sum(axis=0) / (common ** 2).sum()
+    load = (Z * common[:, None]).sum(axis=0) / (common**2).sum()
     E = Z - common[:, None] * load
     E = E / mad_sd(E)
 
@@ -67,7 +74,7 @@ def analyze(df: pd.DataFrame) -> dict:
     masked = np.zeros((T, S), bool)
     for ev in collective:
         s = sensors.index(ev["sensor"])
-        masked[max(0, ev["start"] - win):ev["end"] + win + 1, s] = True
+        masked[max(0, ev["start"] - win) : ev["end"] + win + 1, s] = True
 
     # 4. single-step anomalies: |z| > 8 outside the collective runs; point if outside the
     #    sensor's normal range (daily profile extremes +- 4 sd), contextual otherwise
@@ -75,8 +82,12 @@ def analyze(df: pd.DataFrame) -> dict:
     hi = profile.max(axis=0) + 4 * sd_raw
     point, contextual = [], []
     for t, s in zip(*np.nonzero((np.abs(E) > 8.0) & ~masked)):
-        rec = {"sensor": sensors[s], "index": int(t), "z": round(float(E[t, s]), 1),
-               "timestamp": str(df["timestamp"].iloc[t])}
+        rec = {
+            "sensor": sensors[s],
+            "index": int(t),
+            "z": round(float(E[t, s]), 1),
+            "timestamp": str(df["timestamp"].iloc[t]),
+        }
         bucket = point if (X[t, s] < lo[s] or X[t, s] > hi[s]) else contextual
         if bucket and bucket[-1]["sensor"] == rec["sensor"] and t - bucket[-1]["index"] <= 2:
             continue  # one anomaly spanning adjacent steps
@@ -89,9 +100,16 @@ def analyze(df: pd.DataFrame) -> dict:
     # contextual values sit from the sensor's overall median in raw standard deviations
     min_abs_z = min([abs(r["z"]) for r in point + contextual], default=None)
     z_values = [abs(r["z"]) for r in point + contextual]
-    global_z = [round(float((X[r["index"], sensors.index(r["sensor"])]
-                             - np.median(X[:, sensors.index(r["sensor"])]))
-                            / X[:, sensors.index(r["sensor"])].std()), 2) for r in contextual]
+    global_z = [
+        round(
+            float(
+                (X[r["index"], sensors.index(r["sensor"])] - np.median(X[:, sensors.index(r["sensor"])]))
+                / X[:, sensors.index(r["sensor"])].std()
+            ),
+            2,
+        )
+        for r in contextual
+    ]
     involved = sorted({r["sensor"] for r in point + contextual + collective})
     return {
         "n_point_anomalies": len(point),

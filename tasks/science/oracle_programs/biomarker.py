@@ -4,6 +4,7 @@ A sandbox program (numpy, pandas and the standard library only; ``df`` is preloa
 importable module: ``analyze(df)`` returns the result dict, and the tail prints it as the
 ``ORACLE_RESULT`` line only when the text runs where ``df`` is defined.
 """
+
 import json
 import math
 
@@ -106,14 +107,19 @@ def analyze(df: pd.DataFrame) -> dict:
     X = np.column_stack([np.ones(n), treat, D, treat[:, None] * D, age, Zr, treat[:, None] * Zr])
     coef, se = logit_fit(X, resp)
     m = len(rest)
-    main_z = coef[-2 * m:-m] / se[-2 * m:-m]
+    main_z = coef[-2 * m : -m] / se[-2 * m : -m]
     int_z = coef[-m:] / se[-m:]
-    interaction = {b: {"coef": round(float(coef[-m + i]), 3), "z": round(float(int_z[i]), 2),
-                       "p": pval(int_z[i]), "main_z": round(float(main_z[i]), 2)}
-                   for i, b in enumerate(rest)}
+    interaction = {
+        b: {
+            "coef": round(float(coef[-m + i]), 3),
+            "z": round(float(int_z[i]), 2),
+            "p": pval(int_z[i]),
+            "main_z": round(float(main_z[i]), 2),
+        }
+        for i, b in enumerate(rest)
+    }
     predictive = sorted(b for b, v in interaction.items() if abs(v["z"]) > 3.5)
-    prognostic = sorted(b for b, v in interaction.items()
-                        if abs(v["main_z"]) > 3.5 and b not in predictive)
+    prognostic = sorted(b for b, v in interaction.items() if abs(v["main_z"]) > 3.5 and b not in predictive)
 
     # 3. treatment effect per subtype: the adjusted log odds ratio (coef_T + coef_TxD_k) with its
     #    Wald z, and the raw response rates with a two-proportion z test
@@ -132,10 +138,15 @@ def analyze(df: pd.DataFrame) -> dict:
         pool = resp[sel].mean()
         rz = rd / math.sqrt(pool * (1 - pool) * (1 / len(t1) + 1 / len(t0)))
         by_subtype[cluster_marker[k]] = {
-            "n": int(sel.sum()), "log_odds_ratio": round(lor, 3), "z": round(lor / lse, 2),
-            "p": pval(lor / lse), "rate_treated": round(float(t1.mean()), 3),
-            "rate_control": round(float(t0.mean()), 3), "risk_difference": round(float(rd), 3),
-            "risk_difference_z": round(float(rz), 2)}
+            "n": int(sel.sum()),
+            "log_odds_ratio": round(lor, 3),
+            "z": round(lor / lse, 2),
+            "p": pval(lor / lse),
+            "rate_treated": round(float(t1.mean()), 3),
+            "rate_control": round(float(t0.mean()), 3),
+            "risk_difference": round(float(rd), 3),
+            "risk_difference_z": round(float(rz), 2),
+        }
     best = max(by_subtype, key=lambda mk: by_subtype[mk]["log_odds_ratio"])
     worst = min(by_subtype, key=lambda mk: by_subtype[mk]["log_odds_ratio"])
     reverses = by_subtype[best]["z"] > 2 and by_subtype[worst]["z"] < -2
@@ -153,8 +164,9 @@ def analyze(df: pd.DataFrame) -> dict:
         "by_subtype": by_subtype,
         "interaction": {b: interaction[b] for b in predictive},
         "prognostic_biomarkers": prognostic,
-        "max_null_interaction_z": round(max([abs(v["z"]) for b, v in interaction.items()
-                                             if b not in predictive] or [0.0]), 2),
+        "max_null_interaction_z": round(
+            max([abs(v["z"]) for b, v in interaction.items() if b not in predictive] or [0.0]), 2
+        ),
     }
 
 

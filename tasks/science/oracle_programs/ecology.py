@@ -4,6 +4,7 @@ A sandbox program (numpy, pandas and the standard library only; ``df`` is preloa
 importable module: ``analyze(df)`` returns the result dict, and the tail prints it as the
 ``ORACLE_RESULT`` line only when the text runs where ``df`` is defined.
 """
+
 import json
 import math
 
@@ -23,7 +24,7 @@ def ricker_fit(N, y, rows, tau):
     Y = y[rows]
     coef, *_ = np.linalg.lstsq(X, Y, rcond=None)
     resid = Y - X @ coef
-    rss = (resid ** 2).sum(axis=0)
+    rss = (resid**2).sum(axis=0)
     dof = X.shape[0] - X.shape[1]
     se = np.sqrt(np.outer(np.diag(np.linalg.inv(X.T @ X)), rss / dof))
     return coef, coef / se, rss
@@ -34,13 +35,12 @@ def analyze(df: pd.DataFrame) -> dict:
     species = [c for c in df.columns if c != "t" and pd.api.types.is_numeric_dtype(df[c])]
     N = df[species].to_numpy(float)
     T, S = N.shape
-    y = np.diff(np.log(N), axis=0)          # per-capita log growth, t -> t+1
+    y = np.diff(np.log(N), axis=0)  # per-capita log growth, t -> t+1
 
     every = np.arange(T - 1)
     # 1. regime shift: the step time that maximises the Gaussian likelihood (sum of log RSS)
     margin = 10
-    scores = {tau: float(np.log(ricker_fit(N, y, every, tau)[2]).sum())
-              for tau in range(margin, T - margin)}
+    scores = {tau: float(np.log(ricker_fit(N, y, every, tau)[2]).sum()) for tau in range(margin, T - margin)}
     tau_hat = min(scores, key=scores.get)
     X0 = np.column_stack([np.ones(T - 1), N[:-1]])
     c0, *_ = np.linalg.lstsq(X0, y, rcond=None)
@@ -61,9 +61,15 @@ def analyze(df: pd.DataFrame) -> dict:
             if abs(t_ij) >= 4.0:
                 name = f"{species[j]}->{species[i]}"
                 (neg if t_ij < 0 else pos).append(name)
-                links.append({"link": name, "a": float(coef[1 + j, i]), "t": round(t_ij, 2),
-                              "elasticity": round(float(coef[1 + j, i] * N[:, j].mean()), 3),
-                              "p": float(math.erfc(abs(t_ij) / math.sqrt(2)))})
+                links.append(
+                    {
+                        "link": name,
+                        "a": float(coef[1 + j, i]),
+                        "t": round(t_ij, 2),
+                        "elasticity": round(float(coef[1 + j, i] * N[:, j].mean()), 3),
+                        "p": float(math.erfc(abs(t_ij) / math.sqrt(2))),
+                    }
+                )
     step_t = tstat[-1]
     k = int(np.argmax(np.abs(step_t)))
     shift_species = species[k]
@@ -72,11 +78,11 @@ def analyze(df: pd.DataFrame) -> dict:
     # 3. forecasts on the last 20% of steps: persistence vs a Ricker model fitted on the first 80%
     n_test = int(round(0.2 * T))
     logN = np.log(N)
-    persistence = float(np.sqrt(np.mean((logN[T - n_test:] - logN[T - n_test - 1:T - 1]) ** 2)))
+    persistence = float(np.sqrt(np.mean((logN[T - n_test :] - logN[T - n_test - 1 : T - 1]) ** 2)))
     train = np.arange(T - 1 - n_test)
     ctr, _, _ = ricker_fit(N, y, train, min(tau_hat, T - 2 - n_test))
     pred = logN[:-1] + ricker_design(N, tau_hat) @ ctr
-    ricker_rmse = float(np.sqrt(np.mean((logN[1:][T - 1 - n_test:] - pred[T - 1 - n_test:]) ** 2)))
+    ricker_rmse = float(np.sqrt(np.mean((logN[1:][T - 1 - n_test :] - pred[T - 1 - n_test :]) ** 2)))
 
     return {
         "n_species": S,

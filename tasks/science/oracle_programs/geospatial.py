@@ -4,6 +4,7 @@ A sandbox program (numpy, pandas and the standard library only; ``df`` is preloa
 importable module: ``analyze(df)`` returns the result dict, and the tail prints it as the
 ``ORACLE_RESULT`` line only when the text runs where ``df`` is defined.
 """
+
 import json
 import math
 
@@ -14,7 +15,7 @@ import pandas as pd
 def moran(v, nb):
     """Moran's I of ``v`` with row-standardized weights over the neighbour index array ``nb``."""
     v = v - v.mean()
-    return float((v * v[nb].mean(1)).sum() / (v ** 2).sum())
+    return float((v * v[nb].mean(1)).sum() / (v**2).sum())
 
 
 def cv(X, xy, yv, cols, fold, k=0):
@@ -36,8 +37,11 @@ def cv(X, xy, yv, cols, fold, k=0):
 
 def analyze(df: pd.DataFrame) -> dict:
     """The recovered important covariates, residual autocorrelation and CV comparison."""
-    covs = [c for c in df.columns if c not in ("site_id", "x_km", "y_km", "concentration")
-            and pd.api.types.is_numeric_dtype(df[c])]
+    covs = [
+        c
+        for c in df.columns
+        if c not in ("site_id", "x_km", "y_km", "concentration") and pd.api.types.is_numeric_dtype(df[c])
+    ]
     X = df[covs].to_numpy(float)
     xy = df[["x_km", "y_km"]].to_numpy(float)
     yv = df["concentration"].to_numpy(float)
@@ -49,7 +53,7 @@ def analyze(df: pd.DataFrame) -> dict:
     D = np.column_stack([np.ones(n), Xs])
     coef, *_ = np.linalg.lstsq(D, yv, rcond=None)
     resid = yv - D @ coef
-    s2 = (resid ** 2).sum() / (n - D.shape[1])
+    s2 = (resid**2).sum() / (n - D.shape[1])
     tvals = coef / np.sqrt(np.diag(np.linalg.inv(D.T @ D)) * s2)
 
     # 2. Moran's I of the residuals (8 nearest neighbours, row-standardized), permutation test
