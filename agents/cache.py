@@ -88,7 +88,8 @@ class ResponseCache:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, text TEXT NOT NULL, input_tokens INTEGER,"
-            " output_tokens INTEGER, latency REAL, model TEXT, created TEXT DEFAULT CURRENT_TIMESTAMP, usage_error TEXT)"
+            " output_tokens INTEGER, latency REAL, model TEXT, created TEXT DEFAULT CURRENT_TIMESTAMP, usage_error "
+            "TEXT)"
         )
         # the drawings of a run (its figure), keyed by a digest of everything drawn (see ``put_figure``)
         try:
@@ -135,7 +136,8 @@ class ResponseCache:
         with self._lock:
             try:
                 self._db.execute(
-                    "INSERT OR REPLACE INTO responses (key, text, input_tokens, output_tokens, latency, model, usage_error)"
+                    "INSERT OR REPLACE INTO responses (key, text, input_tokens, output_tokens, latency, model, "
+                    "usage_error)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?)",
                     (
                         key,

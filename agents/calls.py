@@ -402,7 +402,8 @@ def reused_of(msg: BaseMessage, input_tokens: int) -> int:
     return value if type(value) is int and 0 <= value <= input_tokens else 0
 
 
-#: call options LangChain's ``agenerate`` reads itself (never passed to ``_agenerate``): such a call goes through ``ainvoke``
+#: call options LangChain's ``agenerate`` reads itself (never passed to ``_agenerate``): such a call goes through
+#: ``ainvoke``
 _LANGCHAIN_OPTIONS = frozenset({"ls_structured_output_format", "structured_output_format", "stream"})
 
 
@@ -895,7 +896,8 @@ class PrefixCacheMiss(RuntimeError):
         super().__init__(
             f"the call of {request.agent} in round {request.round}, phase {request.phase!r} (call id "
             f"{call_id_of(request.key)}, model {request.spec.id}) is in this fork's prefix (rounds 1..{through}, the "
-            f"parent's), which must replay from the response cache, but the cache has no answer for it; it was not made "
+            "parent's), which must replay from the response cache, but the cache has no answer for it; it was not "
+            "made "
             f"(give the fork the parent's --cache, or fork at a round the cache covers)"
         )
         self.call_id, self.round, self.phase, self.agent = (

@@ -1,4 +1,5 @@
-"""The HTTP clients of hosted models (OpenAI-compatible, Anthropic, Google, Ollama), with a cap on what a server can make cooplab read.
+"""The HTTP clients of hosted models (OpenAI-compatible, Anthropic, Google, Ollama), with a cap on what a server can
+make cooplab read.
 
 A chat completion's body is bounded by the call's ``max_tokens`` (:func:`~cooplab.agents.usage.body_bytes_bound`).
 :class:`BodyCap` holds a server to it through the hooks of an httpx client: cooplab asks for an

@@ -368,7 +368,8 @@ def check_local_model(
     rebuild = "rebuild it portable: bash scripts/setup.sh --rebuild-llama"
     if p.returncode == 3:
         res["error"] = (
-            f"llama-cpp-python was built for the CPU it was compiled on ({', '.join(res.get('non_portable', []))}); {rebuild}"
+            f"llama-cpp-python was built for the CPU it was compiled on ({', '.join(res.get('non_portable', []))}); "
+            f"{rebuild}"
         )
     elif p.returncode == -signal.SIGILL:
         res["error"] = f"it died with SIGILL: the build uses an instruction this CPU lacks; {rebuild}"
@@ -392,7 +393,8 @@ def main(argv: list[str] | None = None) -> int:
     r = check_local_model()
     if r["ok"]:
         print(
-            f"local model: ok ({r.get('completion_tokens')} tokens in {r.get('generation_s')} s, build: {r.get('system_info')})"
+            f"local model: ok ({r.get('completion_tokens')} tokens in {r.get('generation_s')} s, build: "
+            f"{r.get('system_info')})"
         )
         return 0
     print(f"the local model failed its test generation: {r['error']}", file=sys.stderr)

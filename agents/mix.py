@@ -48,7 +48,8 @@ def check_counts(mix: Any, where: str) -> dict[str, int]:
     """``mix`` as {spec: count}: an object of text keys and non-negative integer counts (not booleans)."""
     if not isinstance(mix, dict) or not mix:
         raise ConfigError(
-            f"{where} must map model specs to agent counts, e.g. {{'local': 2, 'openai:gpt-4o-mini': 2}}, got {show(mix)}"
+            f"{where} must map model specs to agent counts, e.g. {{'local': 2, 'openai:gpt-4o-mini': 2}}, got "
+            f"{show(mix)}"
         )
     for spec, count in mix.items():
         if not isinstance(spec, str) or not spec.strip():

@@ -61,7 +61,8 @@ class LLMSettings(BaseModel):
     )
     model_mix: dict[StrictStr, Annotated[int, RULES["mix-count"]]] | None = Field(
         None,
-        description="A mixed society: how many agents use each model ({spec: count}, the counts adding up to the population); "
+        description="A mixed society: how many agents use each model ({spec: count}, the counts adding up to the "
+        "population); "
         "the agents get their models by a seeded draw, written to agent_models (agents/mix.py).",
     )
     model_from: dict[StrictStr, StrictStr] = Field(
@@ -77,13 +78,15 @@ class LLMSettings(BaseModel):
     max_concurrency: Annotated[int, RULES["max-concurrency"]] = 8
     call_timeout: Annotated[float, RULES["call-timeout"]] = Field(
         300.0,
-        description="Seconds one attempt of a call to a model server may take in all (connecting, waiting, reading the whole "
+        description="Seconds one attempt of a call to a model server may take in all (connecting, waiting, reading the "
+        "whole "
         "answer); past it the call is retried, then the run stops.",
     )
     call_deadline: Annotated[float, RULES["call-deadline"]] = Field(
         DEFAULT_CALL_DEADLINE,
         description="Seconds one call to a model server may take in all, its retries and the waits between "
-        "them included; past it the run stops (resumable) naming the server. Raise it (with call_timeout) for slow reasoning models.",
+        "them included; past it the run stops (resumable) naming the server. Raise it (with call_timeout) for slow "
+        "reasoning models.",
     )
     rps: Annotated[float | None, RULES["rps"]] = Field(
         None, description="Requests per second at most (None: no limit)."
@@ -97,7 +100,8 @@ class LLMSettings(BaseModel):
     )
     prices: dict[StrictStr, Annotated[list[Price], Field(min_length=2, max_length=2)]] | None = Field(
         None,
-        description="The prices used, USD per 1K input and output tokens by model id (filled in by resolve(); recorded in config.json).",
+        description="The prices used, USD per 1K input and output tokens by model id (filled in by resolve(); recorded "
+        "in config.json).",
     )
     cache: StrictStr | None = Field(None, description="Response cache file (None: the default cache; 'off': no cache).")
     prompt_variant: StrictStr = Field(
@@ -229,7 +233,8 @@ def build_service(
     journal: Path | None = None,
 ):
     """The LLM service of a run from its LLM settings and seed (models, cache, ledger restored from
-    the audit trail ``entries``; ``sandbox_rate``: USD per second of sandbox time). With ``journal`` (the run's :class:`~cooplab.graphs.ledger.LedgerJournal`
+    the audit trail ``entries``; ``sandbox_rate``: USD per second of sandbox time). With ``journal`` (the run's
+    :class:`~cooplab.graphs.ledger.LedgerJournal`
     file) every charge and every budget decision on a model call is journaled, and what an
     interrupted process left there is restored too: the charges the audit trail lacks, the
     reservations it still held and the calls its budget refused."""

@@ -1,7 +1,9 @@
 """Benchmark: the Fig. 3 sweep of the CPR fishery ABM, three ways, in one process.
 
-    .venv/bin/python benchmarks/bench_cpr.py            # full run, writes the "## CPR ABM" section of benchmarks/RESULTS.md
-    .venv/bin/python benchmarks/bench_cpr.py --quick    # smoke run (few replicates); writes nothing unless --out is given
+    .venv/bin/python benchmarks/bench_cpr.py            # full run, writes the "## CPR ABM" section of
+    benchmarks/RESULTS.md
+    .venv/bin/python benchmarks/bench_cpr.py --quick    # smoke run (few replicates); writes nothing unless --out is
+    given
 
 The workload is the grid of ``cooplab.tasks.cpr.validation.experiment_fig3``: 11 beta x 10 r
 cells (FIG3_BETAS x FIG3_RS), mixed population, default parameters otherwise (N = 10 agents,
@@ -15,7 +17,8 @@ T = 50 rounds), 100 replicate societies per cell = 11,000 societies.
                 arrays of the running societies only (as cooplab's nodes compute only those),
                 drawing from the same per-(seed, round, phase) generators in the same order and
                 shapes (per-society arrays drawn for all S societies, running rows used), so it
-                must reproduce cooplab's survival times exactly (asserted, society by society). It skips what is not part of the
+                must reproduce cooplab's survival times exactly (asserted, society by society). It skips what is not
+                part of the
                 model: LangGraph, the per-round history record (17 metrics/round), and the
                 propose/vote generators that the default policies never draw from.
 3. Mesa         a Mesa 3 model per society, one ``mesa.Agent`` per fisher, agents stepped
@@ -926,8 +929,10 @@ def split_table(split: dict[str, dict[str, float]], mesa_cpu_per_step: float, ag
     budget_mesa = mesa_cpu_per_step * agent_steps / TARGET_MESA
     lines += [
         "",
-        f"In this instrumented pair of runs: cooplab/floor {c['total'] / f['total']:.2f}x; the {TARGET_FLOOR}x target leaves cooplab "
-        f"{budget_floor:.3f} s CPU, the {TARGET_MESA:g}x Mesa target {budget_mesa:.3f} s CPU (Mesa: {mesa_cpu_per_step * 1e6:.1f} us CPU per "
+        f"In this instrumented pair of runs: cooplab/floor {c['total'] / f['total']:.2f}x; the {TARGET_FLOOR}x target "
+        "leaves cooplab "
+        f"{budget_floor:.3f} s CPU, the {TARGET_MESA:g}x Mesa target {budget_mesa:.3f} s CPU (Mesa: "
+        f"{mesa_cpu_per_step * 1e6:.1f} us CPU per "
         "agent-step in this benchmark).",
     ]
     return lines
@@ -1030,7 +1035,8 @@ def main(argv: list[str] | None = None) -> int:
         "--mesa-max-seconds",
         type=float,
         default=600.0,
-        help="Mesa: stop after the whole pass (one replicate of every cell) that crosses this wall time; the result is then a subset",
+        help="Mesa: stop after the whole pass (one replicate of every cell) that crosses this wall time; the result is "
+        "then a subset",
     )
     ap.add_argument(
         "--baseline",
@@ -1057,7 +1063,8 @@ def main(argv: list[str] | None = None) -> int:
     started = _dt.datetime.now(_dt.timezone.utc)
     info = machine_info()
     print(
-        f"CPR Fig. 3 benchmark: {len(FIG3_BETAS)} beta x {len(FIG3_RS)} r = {C} cells x {reps} replicates = {S} societies, "
+        f"CPR Fig. 3 benchmark: {len(FIG3_BETAS)} beta x {len(FIG3_RS)} r = {C} cells x {reps} replicates = {S} "
+        "societies, "
         f"N = {N}, T = {T}, seed {args.seed}",
         flush=True,
     )
@@ -1080,7 +1087,8 @@ def main(argv: list[str] | None = None) -> int:
         if base is not None:
             base_runs.append(base.run(reps, args.seed))
         print(
-            f"  repeat {i + 1}/{args.repeats}: cooplab {coop_runs[-1]['wall']:.3f} s, floor {floor_runs[-1]['wall']:.3f} s, "
+            f"  repeat {i + 1}/{args.repeats}: cooplab {coop_runs[-1]['wall']:.3f} s, floor "
+            f"{floor_runs[-1]['wall']:.3f} s, "
             f"compacted numpy (info) {compact_runs[-1]['wall']:.3f} s"
             + (f", baseline cooplab {base_runs[-1]['wall']:.3f} s" if base is not None else ""),
             flush=True,
@@ -1270,23 +1278,31 @@ def main(argv: list[str] | None = None) -> int:
         + (" (QUICK SMOKE RUN, not the benchmark)" if args.quick else "")
         + ".",
         "",
-        f"- Machine: {info['cpu_model']} (lscpu), {info['cpus']} CPUs, shared with other engineers' jobs; `{info['uname_a']}`.",
-        f"- Load (`uptime`) at the start: `{info['uptime']}`; at the end: `{uptime()}`. Timings on this machine are noisy, so "
-        "every ratio below is taken within one repeat (the runs of a repeat follow each other) and reported as min / median "
+        f"- Machine: {info['cpu_model']} (lscpu), {info['cpus']} CPUs, shared with other engineers' jobs; "
+        f"`{info['uname_a']}`.",
+        f"- Load (`uptime`) at the start: `{info['uptime']}`; at the end: `{uptime()}`. Timings on this machine are "
+        "noisy, so "
+        "every ratio below is taken within one repeat (the runs of a repeat follow each other) and reported as min / "
+        "median "
         "over the repeats; CPU time (`time.process_time`) is the steadier measure when the load is high.",
         f"- Python {info['python']}, numpy {info['numpy']}, langgraph {info['langgraph']} "
         f"(langgraph-checkpoint {info['langgraph-checkpoint']}), mesa {info['mesa']}",
-        f"- Workload: Fig. 3 grid of `tasks/cpr/validation.py` ({len(FIG3_BETAS)} beta x {len(FIG3_RS)} r = {C} cells, mixed population, "
-        f"default parameters), N = {N} agents, T = {T} rounds, {reps} replicates/cell = {S:,} societies, seed {args.seed}. "
+        f"- Workload: Fig. 3 grid of `tasks/cpr/validation.py` ({len(FIG3_BETAS)} beta x {len(FIG3_RS)} r = {C} cells, "
+        "mixed population, "
+        f"default parameters), N = {N} agents, T = {T} rounds, {reps} replicates/cell = {S:,} societies, seed "
+        f"{args.seed}. "
         f"The batch ran {ref['rounds']} graph rounds (until every society had collapsed or hit the cap).",
         "- Agent-steps: sum over societies and simulated rounds (collapse round included) of the agents alive at the "
         "start of the round; counted the same way for all variants. Wall time of cooplab and the floor includes "
         "`init_state` (and, for cooplab, graph compilation and the exit checkpoint).",
         *(
             [
-                f"- Before and after in the same run: `--baseline {args.baseline}` is another checkout of cooplab (commit "
-                f"{base.commit}); its `run_cpr` ran the same workload in a worker process of the same interpreter that imports "
-                "cooplab from that checkout, timed there as here, once per repeat after this checkout's runs (never at the same time). "
+                f"- Before and after in the same run: `--baseline {args.baseline}` is another checkout of cooplab "
+                "(commit "
+                f"{base.commit}); its `run_cpr` ran the same workload in a worker process of the same interpreter that "
+                "imports "
+                "cooplab from that checkout, timed there as here, once per repeat after this checkout's runs (never at "
+                "the same time). "
                 f"Its survival times and efficiency sums equal this checkout's, society by society (asserted)."
             ]
             if base_runs
@@ -1297,38 +1313,52 @@ def main(argv: list[str] | None = None) -> int:
         "",
         *rtable,
         "",
-        f"- **cooplab / numpy-floor time ratio: {time_ratio:.2f}x** (median over the repeats, wall; CPU {cpu_time_ratio:.2f}x; "
+        f"- **cooplab / numpy-floor time ratio: {time_ratio:.2f}x** (median over the repeats, wall; CPU "
+        f"{cpu_time_ratio:.2f}x; "
         f"target <= {TARGET_FLOOR}x): " + ("**met**" if ok1 else "**NOT met**"),
-        f"- **cooplab / Mesa speed ratio (agent-steps/s): {speed_ratio:,.1f}x** (median, wall; CPU {cpu_speed_ratio:,.1f}x; "
+        f"- **cooplab / Mesa speed ratio (agent-steps/s): {speed_ratio:,.1f}x** (median, wall; CPU "
+        f"{cpu_speed_ratio:,.1f}x; "
         f"target >= {TARGET_MESA:g}x): " + ("**met**" if ok2 else "**NOT met**"),
         f"- Floor exactness: same seed, same `phase_rng(seed, round, phase)` generators in the same order; survival "
         f"times equal society by society for all {S:,} societies (mean T_s {coop_mean_T:.4f} in both), per-society "
         "efficiency sums equal to 1e-12, agent-step counts equal (asserted in the script).",
         (
-            f"- Mesa was measured on a SUBSET: {mz['passes']} whole pass(es) of one replicate per cell over all {C} cells "
+            f"- Mesa was measured on a SUBSET: {mz['passes']} whole pass(es) of one replicate per cell over all {C} "
+            "cells "
             f"= {mz['societies']:,} of the {S:,} societies"
             if subset
-            else f"- Mesa ran the same full sweep ({mz['societies']:,} societies, one `mesa.Model` each, run one after another)"
+            else f"- Mesa ran the same full sweep ({mz['societies']:,} societies, one `mesa.Model` each, run one after "
+            "another)"
         )
         + f" ({mz['agent_steps']:,} agent-steps, {mz['wall']:.1f} s, model construction included); it uses its "
         "own random streams (`Model.random`, seeded per society), so it matches cooplab only statistically. "
         f"Mean T_s on the same {cmp_['cells']} cells, cells weighted equally: Mesa {cmp_['mean_a']:.3f} vs cooplab "
-        f"{cmp_['mean_b']:.3f} (difference {cmp_['diff']:+.3f} +- {cmp_['se']:.3f} s.e., stratified z = {cmp_['z']:.2f}, "
+        f"{cmp_['mean_b']:.3f} (difference {cmp_['diff']:+.3f} +- {cmp_['se']:.3f} s.e., stratified z = "
+        f"{cmp_['z']:.2f}, "
         f"p = {cmp_['p']:.2g}); {cmp_['cells_within_2se']}/{cmp_['cells']} cells differ by less than 2 s.e.",
         "- The floor omits what is not model semantics: LangGraph itself, cooplab's per-round history record "
-        "(17 metrics per round for the running societies) and the propose/vote generators that the default policies never use. "
-        "cooplab and the floor both compute only the societies still running and drop the finished ones from their arrays at "
-        "the end of each round (cooplab: the state's running block, `tasks/cpr/state.py`; the floor: its own compacted arrays), "
+        "(17 metrics per round for the running societies) and the propose/vote generators that the default policies "
+        "never use. "
+        "cooplab and the floor both compute only the societies still running and drop the finished ones from their "
+        "arrays at "
+        "the end of each round (cooplab: the state's running block, `tasks/cpr/state.py`; the floor: its own compacted "
+        "arrays), "
         "and both draw every per-society random array for all S societies and use the running rows, which keeps their "
         "random draws identical to each other and to the earlier masked code.",
         f"- Info row (not a target): the same model in numpy computing only the societies still running "
-        f"({compact_wall:.3f} s, {compact_rate / mesa_rate:,.1f}x Mesa's agent-steps/s). It draws other random streams, so it "
-        f"is checked statistically: mean T_s {cmp_c['mean_a']:.3f} vs cooplab {cmp_c['mean_b']:.3f} (z = {cmp_c['z']:.2f}, "
-        f"p = {cmp_c['p']:.2g}). Live agent-steps are {agent_steps:,} of the {S * N * ref['rounds']:,} agent slots of the "
-        f"batch's rounds ({100 * agent_steps / (S * N * ref['rounds']):.0f}%); cooplab and the floor compute only the live "
+        f"({compact_wall:.3f} s, {compact_rate / mesa_rate:,.1f}x Mesa's agent-steps/s). It draws other random "
+        "streams, so it "
+        f"is checked statistically: mean T_s {cmp_c['mean_a']:.3f} vs cooplab {cmp_c['mean_b']:.3f} (z = "
+        f"{cmp_c['z']:.2f}, "
+        f"p = {cmp_c['p']:.2g}). Live agent-steps are {agent_steps:,} of the {S * N * ref['rounds']:,} agent slots of "
+        "the "
+        f"batch's rounds ({100 * agent_steps / (S * N * ref['rounds']):.0f}%); cooplab and the floor compute only the "
+        "live "
         "societies, but still draw the random arrays for all slots (the price of exact reproduction).",
-        f"- cooplab over the floor (from the medians): {coop_wall - floor_wall:+.3f} s wall ({coop_wall / floor_wall - 1:+.0%}), "
-        f"{coop_cpu - floor_cpu:+.3f} s CPU (split by cause below). The InMemorySaver exit checkpoint accounts for about "
+        f"- cooplab over the floor (from the medians): {coop_wall - floor_wall:+.3f} s wall "
+        f"({coop_wall / floor_wall - 1:+.0%}), "
+        f"{coop_cpu - floor_cpu:+.3f} s CPU (split by cause below). The InMemorySaver exit checkpoint accounts for "
+        "about "
         f"{coop_cpu - coop_nock['cpu']:+.3f} s CPU (checkpointed median minus the single uncheckpointed run; wall: "
         f"{coop_wall - coop_nock['wall']:+.3f} s, noisier).",
     ]
@@ -1338,7 +1368,8 @@ def main(argv: list[str] | None = None) -> int:
         lines += [
             "",
             "Where the CPU time goes: one more checkpointed cooplab run and one floor run, each call timed with "
-            "`time.thread_time` (exclusive times of nested calls; the untimed rest is LangGraph for cooplab, bookkeeping for "
+            "`time.thread_time` (exclusive times of nested calls; the untimed rest is LangGraph for cooplab, "
+            "bookkeeping for "
             "the floor):",
             "",
             *split_table(split, mz["cpu"] / mz["agent_steps"], agent_steps),
@@ -1348,9 +1379,11 @@ def main(argv: list[str] | None = None) -> int:
         steps = ref["rounds"] * len(phases_for_batch([c.params for c in conds]))
         lines += [
             "",
-            f"LangGraph itself: replaying the node updates of a small batch (one replicate a cell) through the same graph, "
+            "LangGraph itself: replaying the node updates of a small batch (one replicate a cell) through the same "
+            "graph, "
             f"with no array work between the steps, costs {alone['cpu']:.3f} s CPU for {alone['steps']} supersteps "
-            f"({1e6 * alone['cpu'] / alone['steps']:.0f} us each, the exit checkpoint of that small state included); in the "
+            f"({1e6 * alone['cpu'] / alone['steps']:.0f} us each, the exit checkpoint of that small state included); "
+            "in the "
             f"run above the untimed rest is {lg_real:.3f} s for {steps} node steps "
             f"({1e6 * lg_real / steps:.0f} us each): the same Python work runs slower after each node's "
             "numpy work has pushed it out of the CPU caches.",
@@ -1371,7 +1404,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"on CPU time: cooplab/floor {cpu_time_ratio:.2f}x, cooplab/Mesa {cpu_speed_ratio:,.1f}x")
     print(
         f"mean T_s: cooplab {coop_mean_T:.4f} == floor {floor_mean_T:.4f} (exact, all {S} societies); "
-        f"Mesa{' (subset)' if subset else ''} {cmp_['mean_a']:.3f} vs cooplab same cells {cmp_['mean_b']:.3f}, z = {cmp_['z']:.2f}, p = {cmp_['p']:.2g}"
+        f"Mesa{' (subset)' if subset else ''} {cmp_['mean_a']:.3f} vs cooplab same cells {cmp_['mean_b']:.3f}, z = "
+        f"{cmp_['z']:.2f}, p = {cmp_['p']:.2g}"
     )
     if prof_text:
         print()

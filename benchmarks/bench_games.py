@@ -1,7 +1,9 @@
 """Benchmark: the six behavioral games with reference players (issue 11), simulation-rounds per second.
 
-    .venv/bin/python benchmarks/bench_games.py            # ~1-2 min; writes "## Behavioral games" in benchmarks/RESULTS.md
-    .venv/bin/python benchmarks/bench_games.py --quick    # smoke run (10,000 simulations, 1 repeat); writes nothing unless --out is given
+    .venv/bin/python benchmarks/bench_games.py            # ~1-2 min; writes "## Behavioral games" in
+    benchmarks/RESULTS.md
+    .venv/bin/python benchmarks/bench_games.py --quick    # smoke run (10,000 simulations, 1 repeat); writes nothing
+    unless --out is given
 
 Workload: each game at its defaults (2 groups of 5, 3 rounds; Collective Risk 10 rounds) with
 ``--simulations`` simulations (default 100,000) side by side in one graph invocation. A
@@ -113,7 +115,8 @@ def main() -> int:
         }
         rows.append(row)
         print(
-            f"{game:16s} R={R:2d}  graph nash {rates['nash']:>12,.0f}  pareto {rates['pareto']:>12,.0f}  random {rates['random']:>12,.0f}"
+            f"{game:16s} R={R:2d}  graph nash {rates['nash']:>12,.0f}  pareto {rates['pareto']:>12,.0f}  random "
+            f"{rates['random']:>12,.0f}"
             f"  runner {row['runner']:>12,.0f}  end-to-end {row['end_to_end']:>12,.0f} sim-rounds/s ({total:.1f} s)",
             flush=True,
         )
@@ -121,27 +124,35 @@ def main() -> int:
     L = [
         f"## {SECTION}",
         "",
-        f"`.venv/bin/python benchmarks/bench_games.py{' --quick' if a.quick else ''}`: the six games of issue 11 with reference players, "
-        f"{S:,} simulations of 2 groups of 5 per game in one graph invocation (3 rounds; Collective Risk 10). Simulation-rounds per "
+        f"`.venv/bin/python benchmarks/bench_games.py{' --quick' if a.quick else ''}`: the six games of issue 11 with "
+        "reference players, "
+        f"{S:,} simulations of 2 groups of 5 per game in one graph invocation (3 rounds; Collective Risk 10). "
+        "Simulation-rounds per "
         f"second (one round of one simulation: 10 decisions and payoffs); target {TARGET:,} per game.",
         "",
         *head,
         "",
-        "| game | rounds | graph, Nash | graph, Pareto | graph, random | runner (SQLite checkpoints), random | end to end (+ tables, bootstrap, figure), random |",
+        "| game | rounds | graph, Nash | graph, Pareto | graph, random | runner (SQLite checkpoints), random | end to "
+        "end (+ tables, bootstrap, figure), random |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         L.append(
-            f"| {r['game']} | {r['rounds']} | {r['nash']:,.0f} | {r['pareto']:,.0f} | {r['random']:,.0f} | {r['runner']:,.0f} | "
+            f"| {r['game']} | {r['rounds']} | {r['nash']:,.0f} | {r['pareto']:,.0f} | {r['random']:,.0f} | "
+            f"{r['runner']:,.0f} | "
             f"{r['end_to_end']:,.0f} ({r['total_s']:.1f} s) |"
         )
     L += [
         "",
         f"Target of {TARGET:,} simulation-rounds per second per game through the graph: "
-        f"{'met by every game and player kind' if ok else 'NOT met by every game and player kind'} (best of {repeats}). "
-        '"graph": the LangGraph graph without a checkpointer (decision nodes with their checks, payoffs, the round\'s record); '
-        '"runner": `cooplab.runs.runner.start`\'s `wall_seconds` (the same graph with one SQLite checkpoint per node); "end to end": '
-        "the same call including the run directory's tables (one row per simulation, round and player), the 200-resample bootstrap "
+        f"{'met by every game and player kind' if ok else 'NOT met by every game and player kind'} (best of "
+        f"{repeats}). "
+        '"graph": the LangGraph graph without a checkpointer (decision nodes with their checks, payoffs, the round\'s '
+        "record); "
+        '"runner": `cooplab.runs.runner.start`\'s `wall_seconds` (the same graph with one SQLite checkpoint per node); '
+        '"end to end": '
+        "the same call including the run directory's tables (one row per simulation, round and player), the "
+        "200-resample bootstrap "
         "convergence and the figure.",
     ]
     slow = [r["game"] for r in rows if r["runner"] < TARGET]
@@ -149,7 +160,8 @@ def main() -> int:
         L.append(
             f"Through the runner below the target: {', '.join(slow)}"
             + (
-                " (CPR with sanctioning checkpoints its simulations x players^2 sanction matrix twice per round: in the "
+                " (CPR with sanctioning checkpoints its simulations x players^2 sanction matrix twice per round: in "
+                "the "
                 "sanction node's update and in the round's record)"
                 if "cpr-sanction" in slow
                 else ""

@@ -1,7 +1,9 @@
 """Benchmark: the six behavioral games with LLM players (issue 11).
 
-    .venv/bin/python benchmarks/bench_games_llm.py          # ~3-6 min; writes "## Behavioral games, LLM players" in RESULTS.md
-    .venv/bin/python benchmarks/bench_games_llm.py --quick  # smoke run (5 simulations, no local model); writes nothing unless --out
+    .venv/bin/python benchmarks/bench_games_llm.py          # ~3-6 min; writes "## Behavioral games, LLM players" in
+    RESULTS.md
+    .venv/bin/python benchmarks/bench_games_llm.py --quick  # smoke run (5 simulations, no local model); writes nothing
+    unless --out
 
 Three measurements:
 
@@ -128,8 +130,10 @@ def main() -> int:
                 }
                 rows.append(row)
                 print(
-                    f"(a) {game:16s} S={sims:3d} round {round_wall:.3f} s = {row['ratio']:.2f} x ({k} x {a.latency:g} s); "
-                    f"zero-latency round {row['base_round']:.3f} s ({row['per_decision_ms']:.2f} ms/decision); {n} decisions/round",
+                    f"(a) {game:16s} S={sims:3d} round {round_wall:.3f} s = {row['ratio']:.2f} x ({k} x {a.latency:g} "
+                    "s); "
+                    f"zero-latency round {row['base_round']:.3f} s ({row['per_decision_ms']:.2f} ms/decision); {n} "
+                    "decisions/round",
                     flush=True,
                 )
         loc = None
@@ -150,7 +154,8 @@ def main() -> int:
                 "fallback": s["decisions"]["fallback_used"],
             }
             print(
-                f"(b) local model: {n} decisions in {s['wall_seconds']:.1f} s = {loc['per_s']:.2f}/s; tokens per decision in "
+                f"(b) local model: {n} decisions in {s['wall_seconds']:.1f} s = {loc['per_s']:.2f}/s; tokens per "
+                "decision in "
                 f"{loc['in']:.0f} / out {loc['out']:.1f}",
                 flush=True,
             )
@@ -161,7 +166,8 @@ def main() -> int:
         prof_wall = time.perf_counter() - t0
         tot = prof["totals"]
         print(
-            f"(c) 20-simulation profile: {tot['decisions']} decisions, tokens in/out {tot['input_tokens']}/{tot['output_tokens']} "
+            f"(c) 20-simulation profile: {tot['decisions']} decisions, tokens in/out "
+            f"{tot['input_tokens']}/{tot['output_tokens']} "
             f"(scripted estimate), ${tot['cost_usd']:.4f}; played in {prof_wall:.1f} s with the instant model",
             flush=True,
         )
@@ -170,34 +176,45 @@ def main() -> int:
     L = [
         f"## {SECTION}",
         "",
-        f"`.venv/bin/python benchmarks/bench_games_llm.py{' --quick' if a.quick else ''}` (took {time.perf_counter() - t_start:.0f} s).",
+        f"`.venv/bin/python benchmarks/bench_games_llm.py{' --quick' if a.quick else ''}` (took "
+        f"{time.perf_counter() - t_start:.0f} s).",
         "",
         *head,
         "",
         "### (a) Concurrency: round wall time over (decision phases x model latency)",
         "",
-        f"Every game through the runner's LLM path (async graph, SQLite checkpoints, ledger, traces; cache off) with 2 groups of 5 "
-        f"players x {S} simulations (the issue's workload) and x 1 simulation, {a.rounds} rounds, max concurrency 1024, and a "
-        f"scripted model answering after {a.latency * 1000:.0f} ms. All players of all simulations decide a phase concurrently, so "
-        f"the ideal round is (phases x latency). Baseline in the same run: the zero-latency model (the framework's own time per "
+        "Every game through the runner's LLM path (async graph, SQLite checkpoints, ledger, traces; cache off) with 2 "
+        "groups of 5 "
+        f"players x {S} simulations (the issue's workload) and x 1 simulation, {a.rounds} rounds, max concurrency "
+        "1024, and a "
+        f"scripted model answering after {a.latency * 1000:.0f} ms. All players of all simulations decide a phase "
+        "concurrently, so "
+        "the ideal round is (phases x latency). Baseline in the same run: the zero-latency model (the framework's own "
+        "time per "
         f"round, and per decision).",
         "",
-        "| game | simulations | decision phases | decisions per round | round wall | ratio (target <= 1.3) | zero-latency round | per decision |",
+        "| game | simulations | decision phases | decisions per round | round wall | ratio (target <= 1.3) | "
+        "zero-latency round | per decision |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         L.append(
-            f"| {r['game']} | {r['simulations']} | {r['phases']} | {r['decisions_per_round']} | {r['round_wall']:.3f} s | "
+            f"| {r['game']} | {r['simulations']} | {r['phases']} | {r['decisions_per_round']} | {r['round_wall']:.3f} "
+            "s | "
             f"**{r['ratio']:.2f}** | {r['base_round']:.3f} s | {r['per_decision_ms']:.2f} ms |"
         )
     missed = [r["game"] for r in target_rows if r["ratio"] > 1.3]
     L += [
         "",
         f"Target <= 1.3 at {S} simulations: {'met by every game' if ok else 'NOT met: ' + ', '.join(missed)}. "
-        "The framework's own work per decision (zero-latency column over the decisions: building the player's prompt from the "
-        "history, LangChain's chat-model call path, validation, the ledger, checkpoints and the trace record) is CPU time on one "
-        "event loop. It overlaps the model's latency only until it adds up to it: with 10 players x 50 simulations deciding "
-        "together, it sums to several hundred ms per phase, so the round is bounded by the CPU, not by the 100 ms model; with "
+        "The framework's own work per decision (zero-latency column over the decisions: building the player's prompt "
+        "from the "
+        "history, LangChain's chat-model call path, validation, the ledger, checkpoints and the trace record) is CPU "
+        "time on one "
+        "event loop. It overlaps the model's latency only until it adds up to it: with 10 players x 50 simulations "
+        "deciding "
+        "together, it sums to several hundred ms per phase, so the round is bounded by the CPU, not by the 100 ms "
+        "model; with "
         "1 simulation (10 decisions) the round is close to the ideal. See the note below the table in docs/games.md.",
         "",
     ]
@@ -205,16 +222,21 @@ def main() -> int:
         L += [
             "### (b) The local model",
             "",
-            "SmolLM2-135M-Instruct (Q4_1 GGUF, llama.cpp in its own process, JSON-schema-constrained decoding, max concurrency 8, "
+            "SmolLM2-135M-Instruct (Q4_1 GGUF, llama.cpp in its own process, JSON-schema-constrained decoding, max "
+            "concurrency 8, "
             "cache off): one round of weakest-link, 10 players x 1 simulation.",
             "",
-            "| decisions | model calls | wall | decisions/s | input tokens / decision | output tokens / decision | fallbacks |",
+            "| decisions | model calls | wall | decisions/s | input tokens / decision | output tokens / decision | "
+            "fallbacks |",
             "|---:|---:|---:|---:|---:|---:|---:|",
-            f"| {loc['decisions']} | {loc['calls']} | {loc['wall']:.1f} s | **{loc['per_s']:.2f}** | {loc['in']:.0f} | {loc['out']:.1f} | "
+            f"| {loc['decisions']} | {loc['calls']} | {loc['wall']:.1f} s | **{loc['per_s']:.2f}** | {loc['in']:.0f} | "
+            f"{loc['out']:.1f} | "
             f"{loc['fallback']} |",
             "",
-            "The prompt (about 300-400 tokens: the paper's system prompt with the player's identity on its first line, the game's "
-            "rules, the history) dominates: llama.cpp evaluates it anew for every player, because the prompts of two players "
+            "The prompt (about 300-400 tokens: the paper's system prompt with the player's identity on its first line, "
+            "the game's "
+            "rules, the history) dominates: llama.cpp evaluates it anew for every player, because the prompts of two "
+            "players "
             "differ from their first line on (no shared prefix to reuse).",
             "",
         ]
@@ -222,13 +244,15 @@ def main() -> int:
     L += [
         "### (c) Tokens and cost of a 20-simulation profile",
         "",
-        f"`cooplab profile --simulations 20` plays {tot['decisions']:,} decisions (six games, 2 groups of 5; weakest-link, CPR, "
+        f"`cooplab profile --simulations 20` plays {tot['decisions']:,} decisions (six games, 2 groups of 5; "
+        "weakest-link, CPR, "
         "O-Ring and public goods 3 rounds, CPR with sanctioning 3 rounds of two decisions, collective risk 10 rounds). "
         f"Default rates ${rates[0]} / ${rates[1]} per 1K input / output tokens.",
         "",
         "| tokens counted by | input tokens | output tokens | cost |",
         "|---|---:|---:|---:|",
-        f"| the prompts' estimate (instant scripted model, answers of 6-20 tokens) | {tot['input_tokens']:,} | {tot['output_tokens']:,} | "
+        f"| the prompts' estimate (instant scripted model, answers of 6-20 tokens) | {tot['input_tokens']:,} | "
+        f"{tot['output_tokens']:,} | "
         f"${tot['cost_usd']:.3f} |",
     ]
     if loc is not None:
@@ -239,10 +263,13 @@ def main() -> int:
         )
     L += [
         "",
-        f'The paper (§4.2) says games "produce tens of tokens of output" and that accurate estimates "can be obtained for under '
-        f'1K tokens". Per decision that holds here (about {tot["output_tokens"] / max(1, tot["decisions"]):.0f} output tokens); a '
+        'The paper (§4.2) says games "produce tens of tokens of output" and that accurate estimates "can be obtained '
+        "for under "
+        f'1K tokens". Per decision that holds here (about {tot["output_tokens"] / max(1, tot["decisions"]):.0f} output '
+        "tokens); a "
         f"whole 20-simulation profile of 10-player games, though, is {tot['decisions']:,} decisions, "
-        f'{tot["output_tokens"]:,} output tokens and {tot["input_tokens"] / 1e6:.1f}M input tokens here: the "under 1K tokens" '
+        f'{tot["output_tokens"]:,} output tokens and {tot["input_tokens"] / 1e6:.1f}M input tokens here: the "under 1K '
+        'tokens" '
         "can only refer to one player's output over a game, not to the profile's bill.",
         "",
     ]

@@ -1,6 +1,7 @@
 """Benchmark: the LLM agent layer (orchestration overhead, concurrency, cache replay, local model).
 
-    .venv/bin/python benchmarks/bench_llm.py            # full run (~2-3 min), writes "## LLM agent layer" in benchmarks/RESULTS.md
+    .venv/bin/python benchmarks/bench_llm.py            # full run (~2-3 min), writes "## LLM agent layer" in
+    benchmarks/RESULTS.md
     .venv/bin/python benchmarks/bench_llm.py --quick    # smoke run; writes nothing unless --out is given
 
 Society: the real LLM CPR society of ``runner.llm_phases`` (harvest, punish, environment,
@@ -308,7 +309,8 @@ async def bench_overhead(plan: list[tuple[int, int, int]], nock_max_n: int = 100
         row["ratio"] = row["graph"] / row["floor"]
         out.append(row)
         print(
-            f"  (a) N={N}: {n_calls} decisions {row['by_phase']}, cooplab {fmt_t(row['graph'])}/decision, floor {fmt_t(row['floor'])}, "
+            f"  (a) N={N}: {n_calls} decisions {row['by_phase']}, cooplab {fmt_t(row['graph'])}/decision, floor "
+            f"{fmt_t(row['floor'])}, "
             f"decide {fmt_t(row['decide'])}, LLM nodes {fmt_t(row['llm'])}, ratio {row['ratio']:.2f}x",
             flush=True,
         )
@@ -605,22 +607,30 @@ def replace_section(path: Path, text: str) -> None:
 def report(info, start, a, bs, c, d, prof, quick: bool, cmd: str, total_s: float) -> str:
     L = [SECTION, ""]
     L.append(
-        f"Run {start} UTC with `{cmd}`{' (QUICK smoke settings)' if quick else ''}; the whole benchmark took {total_s:.0f} s."
+        f"Run {start} UTC with `{cmd}`{' (QUICK smoke settings)' if quick else ''}; the whole benchmark took "
+        f"{total_s:.0f} s."
     )
     L.append("")
     L.append(
-        f"- Machine: `{info['uname_a']}`; nproc {info['nproc']}; load average at start {info['load']}, at end {info['load_end']} "
+        f"- Machine: `{info['uname_a']}`; nproc {info['nproc']}; load average at start {info['load']}, at end "
+        f"{info['load_end']} "
         "(2 cores shared with other engineers' jobs: expect noise of tens of percent)"
     )
     L.append(
-        f"- Python {info['python']}, langgraph {info['langgraph']} (langgraph-checkpoint {info['langgraph-checkpoint']}), "
-        f"langchain-core {info['langchain-core']}, llama-cpp-python {info['llama-cpp-python']}, local model file {info['local-model']}, pydantic {info['pydantic']}"
+        f"- Python {info['python']}, langgraph {info['langgraph']} (langgraph-checkpoint "
+        f"{info['langgraph-checkpoint']}), "
+        f"langchain-core {info['langchain-core']}, llama-cpp-python {info['llama-cpp-python']}, local model file "
+        f"{info['local-model']}, pydantic {info['pydantic']}"
     )
     L.append(
-        "- Society: `runner.llm_phases` + `runner.init_llm_state` (harvest, punish, environment, propose, vote; all but environment "
-        "ask the model), one society, mixed population, seed 7, parameters scaled with N so it survives (K = R0 = 100 N, alpha = 1/N). "
-        'Driven like `runner._arun`: `astream(..., context=CoopContext(llm=service), stream_mode=["updates", "values"], durability="sync")`, '
-        'InMemorySaver, no tracer. Scripted model: effort `{"effort": 0.3}`, punish `{"punish": null}`, 3 distinct proposals in turn '
+        "- Society: `runner.llm_phases` + `runner.init_llm_state` (harvest, punish, environment, propose, vote; all "
+        "but environment "
+        "ask the model), one society, mixed population, seed 7, parameters scaled with N so it survives (K = R0 = 100 "
+        "N, alpha = 1/N). "
+        'Driven like `runner._arun`: `astream(..., context=CoopContext(llm=service), stream_mode=["updates", '
+        '"values"], durability="sync")`, '
+        'InMemorySaver, no tracer. Scripted model: effort `{"effort": 0.3}`, punish `{"punish": null}`, 3 distinct '
+        "proposals in turn "
         '(so votes happen), vote `{"vote": 1}`; zero fallbacks (asserted).'
     )
     L.append("")
@@ -629,27 +639,36 @@ def report(info, start, a, bs, c, d, prof, quick: bool, cmd: str, total_s: float
     )
     L.append("")
     L.append(
-        "cooplab = the graph run, `init_state` included, compilation excluded (own column). Floor = `await model.ainvoke(messages)` "
-        "on the same scripted model for the same prompts (captured from a graph run), one `asyncio.gather` per (round, phase) like the graph. "
-        "`decide` alone = the same gathers through `decide(service, spec, ...)`. Medians over repeats, divided by the number of decisions."
+        "cooplab = the graph run, `init_state` included, compilation excluded (own column). Floor = `await "
+        "model.ainvoke(messages)` "
+        "on the same scripted model for the same prompts (captured from a graph run), one `asyncio.gather` per (round, "
+        "phase) like the graph. "
+        "`decide` alone = the same gathers through `decide(service, spec, ...)`. Medians over repeats, divided by the "
+        "number of decisions."
     )
     L.append("")
     L.append(
-        "| N | rounds | decisions (harvest/punish/propose/vote) | repeats | cooplab / decision | floor / decision | **ratio** | `decide` alone / decision | LLM nodes in graph / decision | cooplab, no checkpointer / decision | compile |"
+        "| N | rounds | decisions (harvest/punish/propose/vote) | repeats | cooplab / decision | floor / decision | "
+        "**ratio** | `decide` alone / decision | LLM nodes in graph / decision | cooplab, no checkpointer / decision | "
+        "compile |"
     )
     L.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in a:
         bp = r["by_phase"]
         L.append(
-            f"| {r['N']} | {r['rounds']} | {r['decisions']:,} ({'/'.join(str(bp.get(p, 0)) for p in ('harvest', 'punish', 'propose', 'vote'))}) | {r['repeats']} | "
-            f"{fmt_t(r['graph'])} | {fmt_t(r['floor'])} | **{r['ratio']:.2f}x** | {fmt_t(r['decide'])} | {fmt_t(r['llm'])} | {fmt_t(r['nock'])} | {fmt_t(r['compile'])} |"
+            f"| {r['N']} | {r['rounds']} | {r['decisions']:,} "
+            f"({'/'.join(str(bp.get(p, 0)) for p in ('harvest', 'punish', 'propose', 'vote'))}) | {r['repeats']} | "
+            f"{fmt_t(r['graph'])} | {fmt_t(r['floor'])} | **{r['ratio']:.2f}x** | {fmt_t(r['decide'])} | "
+            f"{fmt_t(r['llm'])} | {fmt_t(r['nock'])} | {fmt_t(r['compile'])} |"
         )
     L.append("")
     L.append("Where cooplab's time per decision goes (differences of the medians above; shares of the cooplab column):")
     L.append("")
     L.append(
-        "| N | model `ainvoke` (floor) | decision layer (`decide` - floor: schema, key hashing, ledger, token estimate, validation, record) | "
-        "policies (LLM nodes - `decide`: prompts, peer sampling, rows, applying) | LangGraph + checkpoints + environment node (cooplab - LLM nodes) | of which checkpoints (cooplab - no checkpointer) |"
+        "| N | model `ainvoke` (floor) | decision layer (`decide` - floor: schema, key hashing, ledger, token "
+        "estimate, validation, record) | "
+        "policies (LLM nodes - `decide`: prompts, peer sampling, rows, applying) | LangGraph + checkpoints + "
+        "environment node (cooplab - LLM nodes) | of which checkpoints (cooplab - no checkpointer) |"
     )
     L.append("|---:|---:|---:|---:|---:|---:|")
     for r in a:
@@ -675,15 +694,18 @@ def report(info, start, a, bs, c, d, prof, quick: bool, cmd: str, total_s: float
     L.append("### (b) Concurrency: scripted latency 100 ms, N = 50, max_concurrency 50")
     L.append("")
     L.append(
-        "Round wall time = between consecutive ends of the round's last node (round 1 from the start of `astream`: includes `init_state` "
-        "and the first checkpoint). k = LLM phases that called the model in that round (from the ledger; a society's last round has no "
+        "Round wall time = between consecutive ends of the round's last node (round 1 from the start of `astream`: "
+        "includes `init_state` "
+        "and the first checkpoint). k = LLM phases that called the model in that round (from the ledger; a society's "
+        "last round has no "
         "propose/vote calls). ratio = wall / (k x 100 ms). Each row: mean over the runs."
     )
     L.append("")
     for b in bs:
         name = "harvest-only society (punishment and group decision off)" if b["harvest_only"] else "full LLM society"
         L.append(
-            f"**{name}** (LLM nodes: {', '.join(b['nodes'])}; {b['runs']} runs x {b['rounds']} rounds, {b['calls']} calls in all)"
+            f"**{name}** (LLM nodes: {', '.join(b['nodes'])}; {b['runs']} runs x {b['rounds']} rounds, {b['calls']} "
+            "calls in all)"
         )
         L.append("")
         L.append("| round | k | wall | LLM nodes | ratio |")
@@ -694,7 +716,8 @@ def report(info, start, a, bs, c, d, prof, quick: bool, cmd: str, total_s: float
             )
         met = b["mean_ratio"] <= 1.3
         L.append(
-            f"| **mean** | | {fmt_t(statistics.mean(r_['wall'] for r_ in b['rows']))} | {fmt_t(statistics.mean(r_['llm'] for r_ in b['rows']))} | **{b['mean_ratio']:.3f}** |"
+            f"| **mean** | | {fmt_t(statistics.mean(r_['wall'] for r_ in b['rows']))} | "
+            f"{fmt_t(statistics.mean(r_['llm'] for r_ in b['rows']))} | **{b['mean_ratio']:.3f}** |"
         )
         L.append("")
         L.append(
@@ -705,8 +728,10 @@ def report(info, start, a, bs, c, d, prof, quick: bool, cmd: str, total_s: float
         calls_per_round = b["calls"] / (b["runs"] * b["rounds"])
         over = statistics.mean(r_["wall"] - r_["k"] * b["latency"] for r_ in b["rows"])
         L.append(
-            f"- time above the pure latency: {fmt_t(over)} per round for {calls_per_round:.0f} calls per round = {fmt_t(over / calls_per_round)} per call, "
-            "spent on the single event-loop thread (prompts, `decide` before and after the call, LangChain's `ainvoke`, rows, nodes, checkpoints); "
+            f"- time above the pure latency: {fmt_t(over)} per round for {calls_per_round:.0f} calls per round = "
+            f"{fmt_t(over / calls_per_round)} per call, "
+            "spent on the single event-loop thread (prompts, `decide` before and after the call, LangChain's "
+            "`ainvoke`, rows, nodes, checkpoints); "
             "the 100 ms waits themselves overlap fully."
         )
         L.append("")
@@ -714,7 +739,8 @@ def report(info, start, a, bs, c, d, prof, quick: bool, cmd: str, total_s: float
     L.append("")
     f, rp = c["first"], c["replay"]
     L.append(
-        f"Full LLM society, N = {c['N']}, {c['rounds']} rounds, scripted latency {c['latency'] * 1e3:.0f} ms, ResponseCache on a temp SQLite file; "
+        f"Full LLM society, N = {c['N']}, {c['rounds']} rounds, scripted latency {c['latency'] * 1e3:.0f} ms, "
+        "ResponseCache on a temp SQLite file; "
         "the same config and seed twice, a fresh model, service and ledger each time."
     )
     L.append("")
@@ -723,37 +749,49 @@ def report(info, start, a, bs, c, d, prof, quick: bool, cmd: str, total_s: float
     )
     L.append("|---|---:|---:|---:|---:|---:|")
     L.append(
-        f"| first | {fmt_t(f['wall'])} | {f['calls']} | {f['cached_calls']} | {f['hits']} / {f['misses']} | {f['model_calls']} |"
+        f"| first | {fmt_t(f['wall'])} | {f['calls']} | {f['cached_calls']} | {f['hits']} / {f['misses']} | "
+        f"{f['model_calls']} |"
     )
     L.append(
-        f"| replay | {fmt_t(rp['wall'])} | {rp['calls']} | {rp['cached_calls']} | {rp['hits']} / {rp['misses']} | {rp['model_calls']} |"
+        f"| replay | {fmt_t(rp['wall'])} | {rp['calls']} | {rp['cached_calls']} | {rp['hits']} / {rp['misses']} | "
+        f"{rp['model_calls']} |"
     )
     L.append("")
     L.append(
-        f"- replay / first = **{c['ratio']:.3f}** ({1 / c['ratio']:.1f}x faster). Asserted: replay cached_calls == calls, zero model calls, "
+        f"- replay / first = **{c['ratio']:.3f}** ({1 / c['ratio']:.1f}x faster). Asserted: replay cached_calls == "
+        "calls, zero model calls, "
         "and the same outcome (T_s, efforts, wealth, adopted norms)."
     )
     L.append("")
     L.append("### (d) Local model decisions on this machine")
     L.append("")
     L.append(
-        f"`{d['model']}` via `LlamaCppChat`, in its own model process (temperature {d['temperature']}, max_tokens {d['max_tokens']}, JSON-schema-constrained decoding; "
-        f"n_threads {d['n_threads']} / n_threads_batch {d['n_threads_batch']} on {info['nproc']} cores; extra buffer types "
+        f"`{d['model']}` via `LlamaCppChat`, in its own model process (temperature {d['temperature']}, max_tokens "
+        f"{d['max_tokens']}, JSON-schema-constrained decoding; "
+        f"n_threads {d['n_threads']} / n_threads_batch {d['n_threads_batch']} on {info['nproc']} cores; extra buffer "
+        "types "
         f"{'on' if d.get('extra_bufts') else 'off'}; build `{d.get('system_info')}`). "
-        f"{d['n']} EFFORT decisions through `decide`, one after another, prompts from `effort_messages` on a real 10-agent state at round 4 "
-        f"with 3 peers shown (first call's prompt {d['prompt_tokens_first']} tokens with the chat template; a retry re-sends the conversation "
-        f"plus the error, so later attempts are longer). Model load {fmt_t(d['load'])}, not counted. Retried = needed a 2nd or 3rd attempt; "
+        f"{d['n']} EFFORT decisions through `decide`, one after another, prompts from `effort_messages` on a real "
+        "10-agent state at round 4 "
+        f"with 3 peers shown (first call's prompt {d['prompt_tokens_first']} tokens with the chat template; a retry "
+        "re-sends the conversation "
+        f"plus the error, so later attempts are longer). Model load {fmt_t(d['load'])}, not counted. Retried = needed "
+        "a 2nd or 3rd attempt; "
         "fallback = all 3 attempts invalid, the spec's fallback (last round's effort) used."
     )
     L.append("")
     L.append(
-        "| decisions | wall | decisions/s | mean latency | p50 | min / max | input tok | output tok | output tok/s | (in+out) tok/s | retried | fallback |"
+        "| decisions | wall | decisions/s | mean latency | p50 | min / max | input tok | output tok | output tok/s | "
+        "(in+out) tok/s | retried | fallback |"
     )
     L.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     L.append(
-        f"| {d['n']} | {fmt_t(d['wall'])} | {d['dps']:.2f} | {fmt_t(d['mean_latency'])} | {fmt_t(d['p50'])} | {fmt_t(d['min'])} / {fmt_t(d['max'])} | "
-        f"{d['in_tok']} | {d['out_tok']} | {d['out_tok'] / d['wall']:.1f} | {(d['in_tok'] + d['out_tok']) / d['wall']:.0f} | "
-        f"{d['retry']}/{d['n']} ({100 * d['retry'] / d['n']:.0f}%) | {d['fallback']}/{d['n']} ({100 * d['fallback'] / d['n']:.0f}%) |"
+        f"| {d['n']} | {fmt_t(d['wall'])} | {d['dps']:.2f} | {fmt_t(d['mean_latency'])} | {fmt_t(d['p50'])} | "
+        f"{fmt_t(d['min'])} / {fmt_t(d['max'])} | "
+        f"{d['in_tok']} | {d['out_tok']} | {d['out_tok'] / d['wall']:.1f} | "
+        f"{(d['in_tok'] + d['out_tok']) / d['wall']:.0f} | "
+        f"{d['retry']}/{d['n']} ({100 * d['retry'] / d['n']:.0f}%) | {d['fallback']}/{d['n']} "
+        f"({100 * d['fallback'] / d['n']:.0f}%) |"
     )
     L.append("")
     raws = Counter(x.strip() for x in d["raws"])
@@ -766,10 +804,14 @@ def report(info, start, a, bs, c, d, prof, quick: bool, cmd: str, total_s: float
         L.append(f"### Profile (N = {prof['N']})")
         L.append("")
         L.append(
-            f"cProfile of {prof['runs']} graph runs at N = {prof['N']} ({prof['rounds']} rounds, {prof['decisions']} decisions in all, "
-            f"{prof['wall']:.2f} s under the profiler, compilation included). Cumulative time by component (rows starting with '-' are parts "
-            "of the row above; cProfile attributes async frames per resumption and slows small calls more than large ones, so shares are "
-            "indicative; LangGraph runs the sync environment node in a thread executor, which the profiler does not see):"
+            f"cProfile of {prof['runs']} graph runs at N = {prof['N']} ({prof['rounds']} rounds, {prof['decisions']} "
+            "decisions in all, "
+            f"{prof['wall']:.2f} s under the profiler, compilation included). Cumulative time by component (rows "
+            "starting with '-' are parts "
+            "of the row above; cProfile attributes async frames per resumption and slows small calls more than large "
+            "ones, so shares are "
+            "indicative; LangGraph runs the sync environment node in a thread executor, which the profiler does not "
+            "see):"
         )
         L.append("")
         L.append("| component | cumulative | share of profiled wall |")
@@ -825,7 +867,8 @@ def main(argv: list[str] | None = None) -> int:
         b = asyncio.run(bench_latency(50, 2 if args.quick else 5, 0.1, 50, 1 if args.quick else 3, harvest_only))
         bs.append(b)
         print(
-            f"  (b) {'harvest-only' if harvest_only else 'full'}: per round {[round(x['ratio'], 3) for x in b['rows']]} -> mean ratio {b['mean_ratio']:.3f}",
+            f"  (b) {'harvest-only' if harvest_only else 'full'}: per round "
+            f"{[round(x['ratio'], 3) for x in b['rows']]} -> mean ratio {b['mean_ratio']:.3f}",
             flush=True,
         )
     c = asyncio.run(bench_replay(20, 2 if args.quick else 5, 0.02))
@@ -836,7 +879,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  (b), (c) done at {time.perf_counter() - T0:.0f} s", flush=True)
     d = asyncio.run(bench_local(args.local_decisions or (3 if args.quick else 12)))
     print(
-        f"  (d) {d['dps']:.2f} decisions/s, mean latency {d['mean_latency']:.2f} s, retried {d['retry']}, fallback {d['fallback']}",
+        f"  (d) {d['dps']:.2f} decisions/s, mean latency {d['mean_latency']:.2f} s, retried {d['retry']}, fallback "
+        f"{d['fallback']}",
         flush=True,
     )
 

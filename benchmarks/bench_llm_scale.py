@@ -2,10 +2,13 @@
 10,000 agents, beside LangChain's bare ``ainvoke`` and a raw HTTP call; round ratios; run-directory
 bytes per decision.
 
-    .venv/bin/python benchmarks/bench_llm_scale.py --json after.json            # one measurement (~3-6 min on 2 busy cores)
-    /work/main/.venv/bin/python benchmarks/bench_llm_scale.py --json before.json  # the same with another checkout's cooplab
+    .venv/bin/python benchmarks/bench_llm_scale.py --json after.json            # one measurement (~3-6 min on 2 busy
+    cores)
+    /work/main/.venv/bin/python benchmarks/bench_llm_scale.py --json before.json  # the same with another checkout's
+    cooplab
     .venv/bin/python benchmarks/bench_llm_scale.py --report before.json after.json  # writes the section of RESULTS.md
-    .venv/bin/python benchmarks/bench_llm_scale.py --quick                       # smoke run (tiny sizes; writes nothing)
+    .venv/bin/python benchmarks/bench_llm_scale.py --quick                       # smoke run (tiny sizes; writes
+    nothing)
 
 The script measures whichever ``cooplab`` the interpreter imports, so running it with two
 checkouts' interpreters a minute apart gives a before/after pair on one machine and load.
@@ -226,30 +229,39 @@ def fmt(s: float | None) -> str:
 def report(before: dict[str, Any], after: dict[str, Any]) -> str:
     L = [f"## {SECTION}", ""]
     L.append(
-        f"`benchmarks/bench_llm_scale.py`, run with two checkouts' interpreters (side by side, or one after the other when `started` differs): before = `{before['label']}` "
-        f"(started {before['date']} UTC, took {before['seconds']:.0f} s), after = `{after['label']}` (started {after['date']} UTC, "
+        "`benchmarks/bench_llm_scale.py`, run with two checkouts' interpreters (side by side, or one after the other "
+        f"when `started` differs): before = `{before['label']}` "
+        f"(started {before['date']} UTC, took {before['seconds']:.0f} s), after = `{after['label']}` (started "
+        f"{after['date']} UTC, "
         f"took {after['seconds']:.0f} s)."
     )
     L.append("")
     L.append(
-        f"- uname -a: `{after['uname']}`; nproc {after['nproc']}; load average at the starts {before['load']} / {after['load']} "
-        "(2 cores shared with other engineers' jobs: CPU time is measured, not wall time, where it can be; expect noise of tens of percent)"
+        f"- uname -a: `{after['uname']}`; nproc {after['nproc']}; load average at the starts {before['load']} / "
+        f"{after['load']} "
+        "(2 cores shared with other engineers' jobs: CPU time is measured, not wall time, where it can be; expect "
+        "noise of tens of percent)"
     )
     L.append(
-        f"- python {after['python']}, langgraph {after['langgraph']}, langchain-core {after['langchain_core']}, httpx {after['httpx']}"
+        f"- python {after['python']}, langgraph {after['langgraph']}, langchain-core {after['langchain_core']}, httpx "
+        f"{after['httpx']}"
     )
     L.append("")
     L.append("### (a) CPU per decision (zero-latency scripted model; `time.process_time` of the process)")
     L.append("")
     L.append(
-        "cooplab = the whole graph run (prompts, the call path, validation, rows, ledger, checkpoints, LangGraph) over its decisions. "
-        "`ainvoke` = LangChain's bare `await model.ainvoke(messages)` of the same scripted model on the same prompts. raw HTTP = one "
-        "shared `httpx.AsyncClient` (connection limits 256 = the concurrency) posting the same prompts to an OpenAI-compatible stub on "
+        "cooplab = the whole graph run (prompts, the call path, validation, rows, ledger, checkpoints, LangGraph) over "
+        "its decisions. "
+        "`ainvoke` = LangChain's bare `await model.ainvoke(messages)` of the same scripted model on the same prompts. "
+        "raw HTTP = one "
+        "shared `httpx.AsyncClient` (connection limits 256 = the concurrency) posting the same prompts to an "
+        "OpenAI-compatible stub on "
         "loopback (a child process; its CPU not counted) and reading the completion's text."
     )
     L.append("")
     L.append(
-        "| N | rounds | decisions | cooplab before | cooplab after | after / before | LangChain `ainvoke` | raw HTTP call |"
+        "| N | rounds | decisions | cooplab before | cooplab after | after / before | LangChain `ainvoke` | raw HTTP "
+        "call |"
     )
     L.append("|---:|---:|---:|---:|---:|---:|---:|---:|")
     was_cpu = {r["N"]: r for r in before["cpu"]}
@@ -257,7 +269,8 @@ def report(before: dict[str, Any], after: dict[str, Any]) -> str:
         rb = was_cpu.get(ra["N"])
         ratio = f"{ra['cooplab'] / rb['cooplab']:.2f}" if rb else "n/a"
         L.append(
-            f"| {ra['N']:,} | {ra['rounds']} | {ra['decisions']:,} | {fmt(rb['cooplab'] if rb else None)} | **{fmt(ra['cooplab'])}** | "
+            f"| {ra['N']:,} | {ra['rounds']} | {ra['decisions']:,} | {fmt(rb['cooplab'] if rb else None)} | "
+            f"**{fmt(ra['cooplab'])}** | "
             f"{ratio} | {fmt(ra['ainvoke'])} | {fmt(ra.get('http'))} |"
         )
     L.append("")
@@ -282,7 +295,8 @@ def report(before: dict[str, Any], after: dict[str, Any]) -> str:
     if ga is not None:
         was = f"{gb['ratio']:.2f}" if gb else "n/a"
         L.append(
-            f"| public-goods, LLM players through the runner (SQLite checkpoints, traces), {ga['decisions_per_phase']} decisions per phase, "
+            f"| public-goods, LLM players through the runner (SQLite checkpoints, traces), {ga['decisions_per_phase']} "
+            "decisions per phase, "
             f"100 ms model (`wall_seconds` / 2 rounds / 100 ms) | <= 1.3 | {was} | **{ga['ratio']:.2f}** | |"
         )
     L.append("")
@@ -290,9 +304,12 @@ def report(before: dict[str, Any], after: dict[str, Any]) -> str:
     c1k = next((r["cooplab"] for r in after["cpu"] if r["N"] == 1000), None)
     if c50 and c1k:
         L.append(
-            "Wall-time ratios are only as good as the machine's share of CPU for this process: at the load averages above "
-            "(several times the 2 cores) the event loop gets a fraction of a core, and every ratio is inflated by it. What one "
-            "uncontended core would give follows from the CPU per decision c of (a): a phase of D decisions takes about "
+            "Wall-time ratios are only as good as the machine's share of CPU for this process: at the load averages "
+            "above "
+            "(several times the 2 cores) the event loop gets a fraction of a core, and every ratio is inflated by it. "
+            "What one "
+            "uncontended core would give follows from the CPU per decision c of (a): a phase of D decisions takes "
+            "about "
             "L + D x c, so the ratio is about 1 + D x c / L: "
             f"N = 50 at 100 ms: 1 + 50 x {fmt(c50)} / 100 ms = **{1 + 50 * c50 / 0.1:.2f}** (target 1.10); "
             f"1,000 agents at 1 s: 1 + 1,000 x {fmt(c1k)} / 1 s = **{1 + 1000 * c1k:.2f}** (target 1.3); "
@@ -312,31 +329,44 @@ def report(before: dict[str, Any], after: dict[str, Any]) -> str:
         )
     L.append("")
     L.append(
-        "Bytes per decision fall with the society (a run's fixed files are shared by more decisions); with these default "
+        "Bytes per decision fall with the society (a run's fixed files are shared by more decisions); with these "
+        "default "
         "parameters the 1,000-agent society ends after its first round (2,000 decisions)."
     )
     L.append("")
     L.append("### Where the time went and what stands in the way (py-spy, 200 Hz, N = 1,000)")
     L.append("")
     L.append(
-        "- Before: LangChain's `BaseChatModel.ainvoke` and its callback tasks were the largest cost of a decision (about 26% of "
-        "all samples: config copies in `ensure_config`, `inspect.signature` per call, the callback manager, two tasks per call), "
-        "then the CPR peer draw (7.5%, the only cost growing with N: it listed every other living agent for every decision), "
+        "- Before: LangChain's `BaseChatModel.ainvoke` and its callback tasks were the largest cost of a decision "
+        "(about 26% of "
+        "all samples: config copies in `ensure_config`, `inspect.signature` per call, the callback manager, two tasks "
+        "per call), "
+        "then the CPR peer draw (7.5%, the only cost growing with N: it listed every other living agent for every "
+        "decision), "
         "`cache_key` (6%), the call layers (6%). Checkpoints (InMemorySaver) were under 1%."
     )
     L.append(
-        "- Changed: the peer draw is O(k) (same draws, same generator state); a call nothing observes of cooplab's own models "
-        "(scripted, checked OpenAI-compatible) goes straight to `_agenerate` (LangChain's own `configure` decides whether anything "
-        "observes, decided once per node run and model). After, at N = 1,000 (before the once-per-node decision): the scripted model "
-        "itself 8%, LangChain's `configure` check 8%, `cache_key` 2%, the model's identity 1.5%, labels 1%, the policies 5%."
+        "- Changed: the peer draw is O(k) (same draws, same generator state); a call nothing observes of cooplab's own "
+        "models "
+        "(scripted, checked OpenAI-compatible) goes straight to `_agenerate` (LangChain's own `configure` decides "
+        "whether anything "
+        "observes, decided once per node run and model). After, at N = 1,000 (before the once-per-node decision): the "
+        "scripted model "
+        "itself 8%, LangChain's `configure` check 8%, `cache_key` 2%, the model's identity 1.5%, labels 1%, the "
+        "policies 5%."
     )
     L.append(
-        "- The untraced CPU per decision is now within the targets' reach on a core of one's own (1 + D x c / L above); the "
-        "wall-time ratios measured here are not, because the process shares 2 cores with a load of 4-20. The traced runner path (every `cooplab run`) still pays LangChain's callbacks and the JSONL "
-        "tracer per call (about 2 ms per decision in the games; this work does not change that path, and the games row above is "
+        "- The untraced CPU per decision is now within the targets' reach on a core of one's own (1 + D x c / L "
+        "above); the "
+        "wall-time ratios measured here are not, because the process shares 2 cores with a load of 4-20. The traced "
+        "runner path (every `cooplab run`) still pays LangChain's callbacks and the JSONL "
+        "tracer per call (about 2 ms per decision in the games; this work does not change that path, and the games row "
+        "above is "
         "wall-time noise between two busy moments), so 500 decisions per phase at 100 ms stay CPU-bound (about 11x). "
-        "An HTTP model adds the client's own CPU: 1-3 ms per call with httpx (the OpenAI SDK's transport), more than all of "
-        "cooplab's work. Spreading one phase's decisions over worker processes would divide D x c by the workers, but this machine "
+        "An HTTP model adds the client's own CPU: 1-3 ms per call with httpx (the OpenAI SDK's transport), more than "
+        "all of "
+        "cooplab's work. Spreading one phase's decisions over worker processes would divide D x c by the workers, but "
+        "this machine "
         "has 2 cores for everyone: not built."
     )
     L.append("")
@@ -376,7 +406,8 @@ def measure(quick: bool, label: str, parts: str = "abc", save: Path | None = Non
                 res["cpu"].append(row)
                 keep()
                 print(
-                    f"(a) N={N}: cooplab {fmt(row['cooplab'])}/decision, ainvoke {fmt(row['ainvoke'])}, raw HTTP {fmt(row.get('http'))}",
+                    f"(a) N={N}: cooplab {fmt(row['cooplab'])}/decision, ainvoke {fmt(row['ainvoke'])}, raw HTTP "
+                    f"{fmt(row.get('http'))}",
                     flush=True,
                 )
         finally:
@@ -399,7 +430,8 @@ def measure(quick: bool, label: str, parts: str = "abc", save: Path | None = Non
             res["bytes"].append(row)
             keep()
             print(
-                f"(c) N={N}: {row['decisions']} decisions, {row['bytes']:,} bytes, {row['per_decision']:,.0f} per decision",
+                f"(c) N={N}: {row['decisions']} decisions, {row['bytes']:,} bytes, {row['per_decision']:,.0f} per "
+                "decision",
                 flush=True,
             )
     res["seconds"] = time.perf_counter() - t0

@@ -1,6 +1,7 @@
 """Benchmark: the local model's build and run configuration (issue 9), compared in one run.
 
-    .venv/bin/python benchmarks/bench_local_build.py             # writes "## Local model build" in benchmarks/RESULTS.md
+    .venv/bin/python benchmarks/bench_local_build.py             # writes "## Local model build" in
+    benchmarks/RESULTS.md
     .venv/bin/python benchmarks/bench_local_build.py --quick     # smoke run; writes nothing unless --out is given
 
 Configurations, each in a fresh Python process with its own copy of llama-cpp-python (the wheel
@@ -245,16 +246,20 @@ def main(argv: list[str] | None = None) -> int:
         SECTION,
         "",
         f"Run {start} UTC with `.venv/bin/python benchmarks/bench_local_build.py{' --quick' if args.quick else ''}`; "
-        f"took {time.perf_counter() - T0:.0f} s. Machine: `{platform.uname().system} {platform.uname().release} {platform.machine()}`, "
+        f"took {time.perf_counter() - T0:.0f} s. Machine: `{platform.uname().system} {platform.uname().release} "
+        f"{platform.machine()}`, "
         f"{os.cpu_count()} cores, {cpu['model']}; CPU flags that matter to llama.cpp: `{' '.join(cpu['flags'])}` "
         f"(AMX {'yes' if cpu['amx'] else 'no'}, AVX-512 {'yes' if cpu['avx512'] else 'no'}). Load average at end: "
-        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}. llama-cpp-python {LLAMA_VERSION}; portable baseline `{base}`; "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}. llama-cpp-python {LLAMA_VERSION}; portable baseline "
+        f"`{base}`; "
         f"native wheel `{nw.name}` from `{nw.parent}`.",
         "",
-        f"{n} EFFORT decisions per repeat (JSON-schema grammar, max_tokens 64, temperature 0.7, seeded), {reps} repeats round-robin; "
+        f"{n} EFFORT decisions per repeat (JSON-schema grammar, max_tokens 64, temperature 0.7, seeded), {reps} "
+        "repeats round-robin; "
         "medians. Ratio = decisions/s over configuration 1 (the configuration before issue 9) in this run.",
         "",
-        "| configuration | decisions/s | ratio | output tok/s | model load | same texts as 1 | build (llama.cpp system info) |",
+        "| configuration | decisions/s | ratio | output tok/s | model load | same texts as 1 | build (llama.cpp system "
+        "info) |",
         "|---|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
@@ -263,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         ratio = f"{r['dps'] / base_dps:.2f}" if base_dps else "n/a"
         L.append(
-            f"| {r['name']} | {r['dps']:.2f} | {ratio} | {r['tps']:.1f} | {r['load'] * 1000:.0f} ms | {r['same']}/{n} | "
+            f"| {r['name']} | {r['dps']:.2f} | {ratio} | {r['tps']:.1f} | {r['load'] * 1000:.0f} ms | {r['same']}/{n} "
+            "| "
             f"`{r['system_info'].replace('|', chr(92) + '|')}` |"
         )  # escaped: a table cell
     text = "\n".join(L) + "\n"

@@ -1,8 +1,10 @@
 """Benchmark: the local model reuses what it has read (issue 41, point 5), before and after, in one session.
 
     .venv/bin/python benchmarks/bench_local_reuse.py --before ../base/.venv/bin/python
-                                                            # writes "## Local model: prompt reuse" in benchmarks/RESULTS.md
-    .venv/bin/python benchmarks/bench_local_reuse.py --quick    # smoke run (tiny sizes); writes nothing unless --out is given
+                                                            # writes "## Local model: prompt reuse" in
+                                                            benchmarks/RESULTS.md
+    .venv/bin/python benchmarks/bench_local_reuse.py --quick    # smoke run (tiny sizes); writes nothing unless --out is
+    given
 
 Configurations, each a ``cooplab`` command line run by its own Python:
 
@@ -326,14 +328,16 @@ def report(a: dict | None, b: dict | None, c: dict | None, head: list[str], args
         lines += [
             "### (a) The local model's speed (SmolLM2-135M, llama.cpp, 2 threads)",
             "",
-            "| OMP_WAIT_POLICY of the model process | prompt read (tokens) | read, tokens/s | generated (tokens) | generated, tokens/s |",
+            "| OMP_WAIT_POLICY of the model process | prompt read (tokens) | read, tokens/s | generated (tokens) | "
+            "generated, tokens/s |",
             "|---|---:|---:|---:|---:|",
         ]
         for w, v in a["speeds"].items():
             lines.append(f"| {w} | {v['read_tokens']} | {v['read_tps']:.0f} | {v['gen_tokens']} | {v['gen_tps']:.1f} |")
         lines += [
             "",
-            f"Two agents' conversations interleaved, {a['cold']['calls']} calls, answers of at most {args.max_tokens} tokens "
+            f"Two agents' conversations interleaved, {a['cold']['calls']} calls, answers of at most {args.max_tokens} "
+            "tokens "
             "(OMP_WAIT_POLICY as set for the whole benchmark):",
             "",
             "| prompts | calls | prompt tokens | read | reused | seconds | prompt tokens per second (charged) |",
@@ -342,7 +346,8 @@ def report(a: dict | None, b: dict | None, c: dict | None, head: list[str], args
         for mode, label in (("cold", "every prompt read in full"), ("reuse", "kept states reused")):
             m = a[mode]
             lines.append(
-                f"| {label} | {m['calls']} | {m['prompt_tokens']:,} | {m['prompt_tokens'] - m['reused']:,} | {m['reused']:,} | "
+                f"| {label} | {m['calls']} | {m['prompt_tokens']:,} | {m['prompt_tokens'] - m['reused']:,} | "
+                f"{m['reused']:,} | "
                 f"{m['seconds']:.1f} | {m['prompt_tokens'] / m['seconds']:.0f} |"
             )
         lines += ["", f"Same answers with and without reuse: **{'yes' if a['same_texts'] else 'NO'}**.", ""]
@@ -356,12 +361,14 @@ def report(a: dict | None, b: dict | None, c: dict | None, head: list[str], args
         for name, rows in b.items():
             for r in rows:
                 lines.append(
-                    f"| {name} | {r['item']} | {r['wall']:.0f} | {fmt(r['calls'])} | {fmt(r['in'])} / {fmt(r['out'])} | "
+                    f"| {name} | {r['item']} | {r['wall']:.0f} | {fmt(r['calls'])} | {fmt(r['in'])} / {fmt(r['out'])} "
+                    "| "
                     f"{usd(r['cost'])} | {fmt(r['reused'])} | {r['status']} |"
                 )
         lines += [
             "",
-            "| configuration | items | wall s per item (mean) | seconds per 1,000 prompt tokens charged | speed-up per item vs first, same items |",
+            "| configuration | items | wall s per item (mean) | seconds per 1,000 prompt tokens charged | speed-up per "
+            "item vs first, same items |",
             "|---|---:|---:|---:|---:|",
         ]
         first = next(iter(b.values()))
@@ -370,22 +377,27 @@ def report(a: dict | None, b: dict | None, c: dict | None, head: list[str], args
             ref = statistics.mean(r["wall"] for r in first[: len(rows)])
             tin = sum(r["in"] or 0 for r in rows)
             lines.append(
-                f"| {name} | {len(rows)} | {wall:.0f} | {1000 * sum(r['wall'] for r in rows) / max(tin, 1):.2f} | {ref / wall:.2f}x |"
+                f"| {name} | {len(rows)} | {wall:.0f} | {1000 * sum(r['wall'] for r in rows) / max(tin, 1):.2f} | "
+                f"{ref / wall:.2f}x |"
             )
         lines.append("")
     if c:
         lines += [
-            f"### (c) The main job's LLM society (`cooplab run cpr {' '.join(CPR[:-2])} --n-agents {args.cpr_agents} --rounds {args.cpr_rounds}`)",
+            f"### (c) The main job's LLM society (`cooplab run cpr {' '.join(CPR[:-2])} --n-agents {args.cpr_agents} "
+            f"--rounds {args.cpr_rounds}`)",
             "",
-            "| configuration | wall s | calls | tokens in / out | prompt tokens reused | survival | decisions | differ from first | speed-up vs first "
+            "| configuration | wall s | calls | tokens in / out | prompt tokens reused | survival | decisions | differ "
+            "from first | speed-up vs first "
             f"| differ from {OFF} |",
             "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|",
         ]
         base = next(iter(c.values()))["wall"]
         for name, r in c.items():
             lines.append(
-                f"| {name} | {r['wall']:.0f} | {fmt(r['calls'])} | {fmt(r['in'])} / {fmt(r['out'])} | {fmt(r['reused'])} | "
-                f"{r['survival']} | {r['n_decisions']} | {r['differ']} | {base / r['wall']:.2f}x | {fmt(r['differ_off'])} |"
+                f"| {name} | {r['wall']:.0f} | {fmt(r['calls'])} | {fmt(r['in'])} / {fmt(r['out'])} | "
+                f"{fmt(r['reused'])} | "
+                f"{r['survival']} | {r['n_decisions']} | {r['differ']} | {base / r['wall']:.2f}x | "
+                f"{fmt(r['differ_off'])} |"
             )
         lines.append("")
     return "\n".join(lines) + "\n"

@@ -1,7 +1,9 @@
 """Benchmark: how close ``cooplab plan`` comes to what a sweep then uses (issue 40 point 5).
 
-    .venv/bin/python benchmarks/bench_plan.py                    # the local model (SmolLM2): writes "## Plan: predicted vs used" in RESULTS.md
-    .venv/bin/python benchmarks/bench_plan.py --model scripted --rounds 5 --out /tmp/r.md   # smoke run, a scripted model
+    .venv/bin/python benchmarks/bench_plan.py                    # the local model (SmolLM2): writes "## Plan: predicted
+    vs used" in RESULTS.md
+    .venv/bin/python benchmarks/bench_plan.py --model scripted --rounds 5 --out /tmp/r.md   # smoke run, a scripted
+    model
 
 A small sweep of the CPR game (``game=cpr``, one simulation, ``--rounds`` rounds) over ``--group-sizes``
 (default 2 and 3) and ``--seeds`` (0 and 1): ``cooplab plan`` on it (a pilot of ``--pilot-rounds`` rounds per grid point
@@ -93,10 +95,12 @@ def main(argv: list[str] | None = None) -> int:
         *machine_info(),
         "",
         f"Sweep: the CPR game (`game=cpr`), model `{a.model}`, 1 simulation, {a.rounds} rounds, cache off; grid "
-        f"group_size {a.group_sizes}, seeds {a.seeds} ({len(a.group_sizes) * len(a.seeds)} cells). Plan: a pilot of {a.pilot_rounds} rounds per grid point on the "
+        f"group_size {a.group_sizes}, seeds {a.seeds} ({len(a.group_sizes) * len(a.seeds)} cells). Plan: a pilot of "
+        f"{a.pilot_rounds} rounds per grid point on the "
         f"same model ({pilot_calls} calls, {t_plan:.0f} s); the sweep: {t_sweep:.0f} s.",
         "",
-        "| | predicted calls | used calls | predicted input tokens | used input tokens | predicted output tokens | used output tokens |",
+        "| | predicted calls | used calls | predicted input tokens | used input tokens | predicted output tokens | "
+        "used output tokens |",
         "|---|---|---|---|---|---|---|",
     ]
 
@@ -108,12 +112,14 @@ def main(argv: list[str] | None = None) -> int:
         c, u = pt["per_cell"], by_point[g]
         n = pt["seeds"]
         lines.append(
-            f"| group_size {g} ({n} cells) | {c['calls'] * n} | {u['calls']} | {c['input_tokens'] * n} | {u['input_tokens']} | "
+            f"| group_size {g} ({n} cells) | {c['calls'] * n} | {u['calls']} | {c['input_tokens'] * n} | "
+            f"{u['input_tokens']} | "
             f"{c['output_tokens'] * n} | {u['output_tokens']} |"
         )
     t = p["total"]
     lines.append(
-        f"| **total** | {t['calls']} | {used['calls']} | {t['input_tokens']} | {used['input_tokens']} | {t['output_tokens']} | "
+        f"| **total** | {t['calls']} | {used['calls']} | {t['input_tokens']} | {used['input_tokens']} | "
+        f"{t['output_tokens']} | "
         f"{used['output_tokens']} |"
     )
     lines.append(

@@ -1,6 +1,7 @@
 """Benchmark: a rerun answered entirely from the response cache against the first run (issue 41, point 3).
 
-    .venv/bin/python benchmarks/bench_replay.py                 # ~2-4 min; writes "## Cached replay" in benchmarks/RESULTS.md
+    .venv/bin/python benchmarks/bench_replay.py                 # ~2-4 min; writes "## Cached replay" in
+    benchmarks/RESULTS.md
     .venv/bin/python benchmarks/bench_replay.py --quick         # tiny sizes, prints only (the smoke test)
     .venv/bin/python benchmarks/bench_replay.py --before /work/main/.venv/bin/python
                                                                 # adds a "before" column: the same measurement with
@@ -230,13 +231,16 @@ def main() -> int:
         f"## {SECTION}",
         "",
         f"`.venv/bin/python benchmarks/bench_replay.py{' --quick' if a.quick else ''}"
-        f"{' --before ' + a.before if a.before else ''}` (took {time.perf_counter() - t_start:.0f} s; {repeats} pair(s) per row, "
+        f"{' --before ' + a.before if a.before else ''}` (took {time.perf_counter() - t_start:.0f} s; {repeats} "
+        "pair(s) per row, "
         "medians; each pair in a fresh process).",
         "",
         *head,
         "",
-        "A pair = the first run (scripted model of the stated latency per call, cache on a new SQLite file) and a rerun of the same "
-        "config into a new folder answered entirely from that cache, both through `cooplab.run` (runner, checkpoints, ledger, "
+        "A pair = the first run (scripted model of the stated latency per call, cache on a new SQLite file) and a "
+        "rerun of the same "
+        "config into a new folder answered entirely from that cache, both through `cooplab.run` (runner, checkpoints, "
+        "ledger, "
         "traces.jsonl, tables). Asserted: the rerun made no model call and its results equal the first run's.",
         "",
     ]

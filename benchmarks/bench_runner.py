@@ -1,8 +1,10 @@
 """Benchmark: the one runner (issue 10) against the code before it, in the same session.
 
-    .venv/bin/python benchmarks/bench_runner.py                 # ~4-6 min; writes "## Task runner" in benchmarks/RESULTS.md
+    .venv/bin/python benchmarks/bench_runner.py                 # ~4-6 min; writes "## Task runner" in
+    benchmarks/RESULTS.md
     .venv/bin/python benchmarks/bench_runner.py --quick         # smoke run; writes nothing unless --out is given
-    .venv/bin/python benchmarks/bench_runner.py --before REV    # the baseline commit (default: the last commit before the runner)
+    .venv/bin/python benchmarks/bench_runner.py --before REV    # the baseline commit (default: the last commit before
+    the runner)
 
 Two measurements, each on the current tree ("after") and on a clean build of the baseline commit
 ("before": the commit's tree from ``git archive`` + ``pip install --no-deps --target``, run with
@@ -212,11 +214,13 @@ def main() -> int:
         f"## {SECTION}",
         "",
         f"`.venv/bin/python benchmarks/bench_runner.py{' --quick' if a.quick else ''}`: the one runner (issue 10, "
-        f'"after") against commit `{a.before}` ("before"), built from a clean export of its tree (`git archive`) and run in the same session, alternating.',
+        f'"after") against commit `{a.before}` ("before"), built from a clean export of its tree (`git archive`) and '
+        "run in the same session, alternating.",
         "",
         *head,
         "",
-        f"### Runner overhead per round (CPR, rule agents, {a.replicates} societies x 10 agents, {a.rounds} rounds, rich, SQLite checkpoints)",
+        f"### Runner overhead per round (CPR, rule agents, {a.replicates} societies x 10 agents, {a.rounds} rounds, "
+        "rich, SQLite checkpoints)",
         "",
         "| code | median ms per round | runs (ms per round) |",
         "| --- | ---: | --- |",
@@ -234,8 +238,10 @@ def main() -> int:
     ]
     for r in rows:
         L.append(
-            f"| {r['code']} | {r['rounds']} | {r['rounds_run']} | {r['decisions']} | {r['checkpoint_bytes'] / 1e6:.2f} MB | "
-            f"{r['checkpoint_per_round'] / 1e3:.1f} KB | {r['dir_bytes'] / 1e6:.2f} MB | {r['dir_per_round'] / 1e3:.1f} KB |"
+            f"| {r['code']} | {r['rounds']} | {r['rounds_run']} | {r['decisions']} | {r['checkpoint_bytes'] / 1e6:.2f} "
+            "MB | "
+            f"{r['checkpoint_per_round'] / 1e3:.1f} KB | {r['dir_bytes'] / 1e6:.2f} MB | "
+            f"{r['dir_per_round'] / 1e3:.1f} KB |"
         )
     for k in ("before", "after"):
         rs = [r for r in rows if r["code"] == k]
@@ -247,9 +253,12 @@ def main() -> int:
             )
     L += [
         "",
-        'The scripted agents (examples/scripted/cautious.json) can exhaust the stock before the round cap, so "rounds run" '
-        'may be below "rounds asked"; bytes are divided by the rounds run. "After" stores append-only logs (round history, '
-        "decisions, ledger, adopted norms) in LangGraph `DeltaChannel`s (`cooplab.graphs.state.AppendLog`): a checkpoint holds "
+        'The scripted agents (examples/scripted/cautious.json) can exhaust the stock before the round cap, so "rounds '
+        'run" '
+        'may be below "rounds asked"; bytes are divided by the rounds run. "After" stores append-only logs (round '
+        "history, "
+        "decisions, ledger, adopted norms) in LangGraph `DeltaChannel`s (`cooplab.graphs.state.AppendLog`): a "
+        "checkpoint holds "
         "only the records its step added.",
         "",
     ]

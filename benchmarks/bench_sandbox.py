@@ -3,7 +3,8 @@ next to ``docker run --rm`` per call.
 
     .venv/bin/python benchmarks/bench_sandbox.py            # n=50 each, ~4 min
     .venv/bin/python benchmarks/bench_sandbox.py --n 10 --no-write
-    .venv/bin/python benchmarks/bench_sandbox.py --n 1 --roundtrip-n 1 --out /tmp/results.md   # smoke run, written elsewhere
+    .venv/bin/python benchmarks/bench_sandbox.py --n 1 --roundtrip-n 1 --out /tmp/results.md   # smoke run, written
+    elsewhere
 
 Writes (replaces) the ``## Sandbox`` section of benchmarks/RESULTS.md.
 Targets: warm start < 0.3 s, trivial round trip < 50 ms p50.

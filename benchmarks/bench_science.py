@@ -1,7 +1,9 @@
 """Benchmark: science teams (issue 12).
 
-    .venv/bin/python benchmarks/bench_science.py            # ~3-10 min; writes "## Science teams" in benchmarks/RESULTS.md
-    .venv/bin/python benchmarks/bench_science.py --quick    # oracle on one task, local backend, no local model; prints only
+    .venv/bin/python benchmarks/bench_science.py            # ~3-10 min; writes "## Science teams" in
+    benchmarks/RESULTS.md
+    .venv/bin/python benchmarks/bench_science.py --quick    # oracle on one task, local backend, no local model; prints
+    only
 
 Measurements:
 
@@ -128,7 +130,8 @@ def main() -> int:
                 }
             )
             print(
-                f"(b) oracle {task}: {wall:.1f} s, {lg['calls']} calls, ${lg['cost_usd_float']:.4f}, scores {s['scores']}",
+                f"(b) oracle {task}: {wall:.1f} s, {lg['calls']} calls, ${lg['cost_usd_float']:.4f}, scores "
+                f"{s['scores']}",
                 flush=True,
             )
         loc = None
@@ -185,9 +188,12 @@ def main() -> int:
         "",
         "### (a) Framework time per agent step (target <= 5 ms)",
         "",
-        "Scripted teams with zero model latency on the ecology task, local sandbox backend for (a). Per step = (the graph's node "
-        "time from the run's timeline - the sandbox seconds in the ledger) / model calls; one step is one model call with the tool "
-        "calls it asks for (prompt building, the decision layer, the ledger, the tools, the trace records, checkpoints).",
+        "Scripted teams with zero model latency on the ecology task, local sandbox backend for (a). Per step = (the "
+        "graph's node "
+        "time from the run's timeline - the sandbox seconds in the ledger) / model calls; one step is one model call "
+        "with the tool "
+        "calls it asks for (prompt building, the decision layer, the ledger, the tools, the trace records, "
+        "checkpoints).",
         "",
         "| team | runs | model calls per run | node time | sandbox time | per step (median) |",
         "|---|---:|---:|---:|---:|---:|",
@@ -204,17 +210,20 @@ def main() -> int:
     L += [
         "",
         f"Target <= 5 ms per step: {'met' if ok else 'NOT met'}.",
-        f"Issue 41 target, per step <= 1.5x the bare tool step of the same run: oracle {r_or:.2f}x, garbage {r_ga:.2f}x "
+        f"Issue 41 target, per step <= 1.5x the bare tool step of the same run: oracle {r_or:.2f}x, garbage "
+        f"{r_ga:.2f}x "
         f"({'met' if max(r_or, r_ga) <= 1.5 else 'NOT met'}).",
         "",
         f"### (b) The oracle team on each task ({backend} sandbox)",
         "",
-        "| task | wall (process) | run wall | model calls | tokens in / out | cost | sandbox seconds | completeness | quality | accuracy |",
+        "| task | wall (process) | run wall | model calls | tokens in / out | cost | sandbox seconds | completeness | "
+        "quality | accuracy |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         L.append(
-            f"| {r['task']} | {r['wall']:.1f} s | {r['run_wall']:.1f} s | {r['calls']} | {r['in']:,} / {r['out']:,} | ${r['cost']:.4f} | "
+            f"| {r['task']} | {r['wall']:.1f} s | {r['run_wall']:.1f} s | {r['calls']} | {r['in']:,} / {r['out']:,} | "
+            f"${r['cost']:.4f} | "
             f"{r['sandbox_s']:.2f} | {r['completeness']:.2f} | {r['quality']:.2f} | {r['accuracy']:.2f} |"
         )
     if loc is not None:
@@ -225,10 +234,13 @@ def main() -> int:
             f"SmolLM2-135M-Instruct, ecology (small data), {backend} sandbox, team size 2, max_steps 3, plan_steps 1, "
             "synthesis_steps 2, 1 deliberation round, --max-tokens 256, no budget cap.",
             "",
-            "| wall | model calls | tokens in / out | cost at default rates | status | completeness | quality | accuracy | loop stops |",
+            "| wall | model calls | tokens in / out | cost at default rates | status | completeness | quality | "
+            "accuracy | loop stops |",
             "|---:|---:|---:|---:|---|---:|---:|---:|---|",
-            f"| {loc['wall']:.0f} s | {loc['calls']} | {loc['in']:,} / {loc['out']:,} | ${loc['cost']:.4f} | {loc['status']} | "
-            f"{loc['scores']['completeness']:.2f} | {loc['scores']['quality']:.2f} | {loc['scores']['accuracy']:.2f} | {loc['stops']} |",
+            f"| {loc['wall']:.0f} s | {loc['calls']} | {loc['in']:,} / {loc['out']:,} | ${loc['cost']:.4f} | "
+            f"{loc['status']} | "
+            f"{loc['scores']['completeness']:.2f} | {loc['scores']['quality']:.2f} | {loc['scores']['accuracy']:.2f} | "
+            f"{loc['stops']} |",
         ]
     L.append("")
     text = "\n".join(L)

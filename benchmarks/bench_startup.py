@@ -1,8 +1,11 @@
 """Benchmark: how fast the command line answers (issue 41.6), against the code before, in one run.
 
-    .venv/bin/python benchmarks/bench_startup.py                  # ~3-10 min (the before code is slow to start); writes "## Command-line start-up" in RESULTS.md
-    .venv/bin/python benchmarks/bench_startup.py --quick          # smoke run: 1 repeat; writes nothing unless --out is given
-    .venv/bin/python benchmarks/bench_startup.py --before REV     # the baseline commit (default: the last commit before the lazy CLI)
+    .venv/bin/python benchmarks/bench_startup.py                  # ~3-10 min (the before code is slow to start); writes
+    "## Command-line start-up" in RESULTS.md
+    .venv/bin/python benchmarks/bench_startup.py --quick          # smoke run: 1 repeat; writes nothing unless --out is
+    given
+    .venv/bin/python benchmarks/bench_startup.py --before REV     # the baseline commit (default: the last commit before
+    the lazy CLI)
 
 Every figure is a whole process, timed from outside (its start-up included): the wall time around
 ``subprocess.run`` and the CPU time of the finished child (``resource.getrusage(RUSAGE_CHILDREN)``),
@@ -260,8 +263,10 @@ def main() -> int:
         f"## {SECTION}",
         "",
         f'{cmd}: the command line of this checkout ("after") against commit `{a.before}` ("before", a clean '
-        "install of its tree) and the bare interpreter (`python -c pass`), measured in turn in the same run. Whole processes, "
-        f"start-up included; medians of {a.repeats} repeats; a ratio is taken repeat by repeat against the bare start of the same "
+        "install of its tree) and the bare interpreter (`python -c pass`), measured in turn in the same run. Whole "
+        "processes, "
+        f"start-up included; medians of {a.repeats} repeats; a ratio is taken repeat by repeat against the bare start "
+        "of the same "
         "repeat (target: <= 5x).",
         "",
         *head,
@@ -278,14 +283,17 @@ def main() -> int:
         ]
         for v in variants:
             cells.append(
-                f"{statistics.median(w for w, _ in res[v]) * 1e3:.0f} / {statistics.median(c_ for _, c_ in res[v]) * 1e3:.0f}"
+                f"{statistics.median(w for w, _ in res[v]) * 1e3:.0f} / "
+                f"{statistics.median(c_ for _, c_ in res[v]) * 1e3:.0f}"
             )
             cells.append(f"**{ratios(res[v], bare, 0):.1f}x / {ratios(res[v], bare, 1):.1f}x**")
         L.append(f"| `cooplab {c}` | " + " | ".join(cells) + " |")
     L += [
         "",
-        "2-round scripted LLM run of CPR (`run cpr --agents llm --model scripted:examples/scripted/cautious.json --n-agents 3 "
-        f"--rounds 2 --cache off -q --json`), medians of {a.run_repeats} runs each (target: the whole process <= its own work + 0.5 s; "
+        "2-round scripted LLM run of CPR (`run cpr --agents llm --model scripted:examples/scripted/cautious.json "
+        "--n-agents 3 "
+        f"--rounds 2 --cache off -q --json`), medians of {a.run_repeats} runs each (target: the whole process <= its "
+        "own work + 0.5 s; "
         "its own work: the summary's `wall_seconds`, graph build, run and checkpoints):",
         "",
         "| code | whole process wall s | whole process CPU s | its own work s | the rest s (wall) |",
@@ -297,7 +305,8 @@ def main() -> int:
         L.append(f"| {v} | {whole:.2f} | {cpu_s:.2f} | {own:.2f} | **{rest:.2f}** |")
     L += [
         "",
-        "`python -X importtime` (one run each; the sum of the modules' self times, which the instrumentation and the load inflate "
+        "`python -X importtime` (one run each; the sum of the modules' self times, which the instrumentation and the "
+        "load inflate "
         "alike for both):",
         "",
         "| code | command | modules | import time ms | heaviest packages (ms) | heavy packages imported |",
@@ -307,7 +316,8 @@ def main() -> int:
         for v, r in table.items():
             top = sorted(r["by_pkg"].items(), key=lambda kv: -kv[1])[:10]
             L.append(
-                f"| {v} | {what} | {r['modules']} | {r['self_ms']:.0f} | {', '.join(f'{k} {us / 1e3:.0f}' for k, us in top)} | "
+                f"| {v} | {what} | {r['modules']} | {r['self_ms']:.0f} | "
+                f"{', '.join(f'{k} {us / 1e3:.0f}' for k, us in top)} | "
                 f"{', '.join(r['heavy']) or 'none'} |"
             )
     L += ["", f"- load average at the end: {end_load}", ""]

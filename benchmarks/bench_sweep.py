@@ -1,9 +1,12 @@
 """Benchmark: the same sweep on the local executor (threads) and on Ray (issue 13), and a projection
 of the science-teams paper's 7,310 team simulations on N nodes.
 
-    .venv/bin/python benchmarks/bench_sweep.py            # about 8-12 min on 2 cores; writes "## Sweeps: local vs Ray" in RESULTS.md
-    .venv/bin/python benchmarks/bench_sweep.py --quick    # smoke run (12 cells, 10 replicates, 2 science runs); prints only
-    .venv/bin/python benchmarks/bench_sweep.py --quick --betas 2 --rs 1 --replicates 1 --science-runs 1 --sandbox local   # tiniest (tests)
+    .venv/bin/python benchmarks/bench_sweep.py            # about 8-12 min on 2 cores; writes "## Sweeps: local vs Ray"
+    in RESULTS.md
+    .venv/bin/python benchmarks/bench_sweep.py --quick    # smoke run (12 cells, 10 replicates, 2 science runs); prints
+    only
+    .venv/bin/python benchmarks/bench_sweep.py --quick --betas 2 --rs 1 --replicates 1 --science-runs 1 --sandbox local
+    # tiniest (tests)
 
 (a) **The CPR Fig. 3 grid split into cells**: 11 beta x 10 r = 110 cells (mixed population, 10
     agents, 50 rounds, ``--replicates`` societies each, default 100: the 11,000 societies of Fig. 3),
@@ -175,16 +178,19 @@ def main() -> int:
         *machine_info(versions=True),
         f"- ray {ray.__version__}",
         "",
-        f"### (a) The CPR Fig. 3 grid as {n} cells ({len(betas)} beta x {len(rs)} r, {reps} replicates each, 10 agents, 50 rounds)",
+        f"### (a) The CPR Fig. 3 grid as {n} cells ({len(betas)} beta x {len(rs)} r, {reps} replicates each, 10 "
+        "agents, 50 rounds)",
         "",
-        "Both executors run 2 cells at a time; the tables of the two were checked equal (every summary number of every cell).",
+        "Both executors run 2 cells at a time; the tables of the two were checked equal (every summary number of every "
+        "cell).",
         "",
         "| executor | wall (median of %d) | per cell (x 2 workers) |" % a.repeats,
         "|---|---:|---:|",
         f"| local (threads) | {loc:.1f} s | {loc * 2 / n * 1000:.0f} ms |",
         f"| Ray (2 CPUs, running) | {on_ray:.1f} s | {on_ray * 2 / n * 1000:.0f} ms |",
         "",
-        f"- Ray / local wall time with 2 workers: **{on_ray / loc:.2f}x**. The local executor's cells are threads of one "
+        f"- Ray / local wall time with 2 workers: **{on_ray / loc:.2f}x**. The local executor's cells are threads of "
+        "one "
         "process and share its GIL (the CPR ABM is numpy plus Python per round), Ray's are processes.",
         f"- Ray's start-up (`ray.init`, a new local instance): {ray_start:.1f} s, once per sweep.",
         "",

@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/bench_tools.py                 # 200 steps per variant, ~1 min; writes RESULTS.md
     .venv/bin/python benchmarks/bench_tools.py --steps 50 --no-write
-    .venv/bin/python benchmarks/bench_tools.py --steps 1 --per-loop 1 --out /tmp/results.md   # smoke run, written elsewhere
+    .venv/bin/python benchmarks/bench_tools.py --steps 1 --per-loop 1 --out /tmp/results.md   # smoke run, written
+    elsewhere
 
 A step = one model call (zero-latency scripted model answering a ``run_code`` tool call) + the tool
 call through LangGraph's ToolNode + the ``run_code`` tool on a warm Docker sandbox (the agent's
@@ -222,13 +223,15 @@ def main() -> int:
     alone_all = alone + alone2
 
     table = [
-        "| variant | steps | framework / step p50 | p90 | step p50 | step p90 | its sandbox call p50 | step p50 - sandbox alone p50 "
+        "| variant | steps | framework / step p50 | p90 | step p50 | step p90 | its sandbox call p50 | step p50 - "
+        "sandbox alone p50 "
         "| process CPU / step p50 |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, fw, sb, st, cpu in rows:
         table.append(
-            f"| {name} | {len(fw)} | **{ms(pct(fw, 50))}** | {ms(pct(fw, 90))} | {ms(pct(st, 50))} | {ms(pct(st, 90))} | "
+            f"| {name} | {len(fw)} | **{ms(pct(fw, 50))}** | {ms(pct(fw, 90))} | {ms(pct(st, 50))} | {ms(pct(st, 90))} "
+            "| "
             f"{ms(pct(sb, 50))} | {ms(pct(st, 50) - pct(alone_all, 50))} | {ms(pct(cpu, 50))} |"
         )
     table.append(
@@ -251,7 +254,8 @@ def main() -> int:
         [
             "## Tool loop",
             "",
-            f"`.venv/bin/python benchmarks/bench_tools.py` ({args.backend} sandbox, default limits; {args.steps} steps per variant, "
+            f"`.venv/bin/python benchmarks/bench_tools.py` ({args.backend} sandbox, default limits; {args.steps} steps "
+            "per variant, "
             f"loops of {args.per_loop} tool steps + a final answer; whole run {wall:.0f} s).",
             "",
             *info,
@@ -260,16 +264,24 @@ def main() -> int:
             "",
             verdict,
             "",
-            "A step = a zero-latency scripted model's call (through `LLMService.charged_call`: cache key, ledger reservation and "
-            "charge, usage validation) answering a `run_code` tool call, the call through LangGraph's `ToolNode` and the "
-            "`run_code` tool (caller lookup, sandbox-seconds reservation, `AgentSandboxPool.arun` in a worker thread, charge, "
-            "result text), timed from the start of one model call to the start of the next. Framework / step = step - the "
+            "A step = a zero-latency scripted model's call (through `LLMService.charged_call`: cache key, ledger "
+            "reservation and "
+            "charge, usage validation) answering a `run_code` tool call, the call through LangGraph's `ToolNode` and "
+            "the "
+            "`run_code` tool (caller lookup, sandbox-seconds reservation, `AgentSandboxPool.arun` in a worker thread, "
+            "charge, "
+            "result text), timed from the start of one model call to the start of the next. Framework / step = step - "
+            "the "
             "wall time of that step's own `SandboxSession.run_code` (what the pool reports and the ledger charges). "
             "The column after subtracts the median of the sandbox call timed alone instead. Process CPU / step: the "
-            "benchmark process's CPU time (`time.process_time`, all its threads; the sandbox's own process not included) "
-            "over the same span, which other processes' load changes far less than wall time. The cache key hashes the whole "
-            "conversation, so a step's cost grows slowly with the loop's length. Graph variants: one graph run per loop "
-            '(`durability="sync"`); the checkpoint written after the node falls outside the timed steps. With the tracer, '
+            "benchmark process's CPU time (`time.process_time`, all its threads; the sandbox's own process not "
+            "included) "
+            "over the same span, which other processes' load changes far less than wall time. The cache key hashes the "
+            "whole "
+            "conversation, so a step's cost grows slowly with the loop's length. Graph variants: one graph run per "
+            "loop "
+            '(`durability="sync"`); the checkpoint written after the node falls outside the timed steps. With the '
+            "tracer, "
             "each model call's run (and each node run of the loop) records the whole conversation; "
             "`cooplab.graphs.tracing` converts, scrubs and serializes each message once and splices its JSON text into "
             "every record that holds it. The rest of the traced variant's extra time is LangChain's run bookkeeping "

@@ -11,7 +11,8 @@ The Python API (the command line is a thin layer over it)::
     cooplab.register_task(MyTask)                  # a task defined in a notebook
     cooplab.Run.open("runs/x")                     # a run directory read back
     cooplab.load_runs("runs")                      # one row per run directory below runs/
-    cooplab.robustness("runs/variants")            # a sweep over prompt_variant: spreads, parse failures, fragile effects
+    cooplab.robustness("runs/variants")            # a sweep over prompt_variant: spreads, parse failures, fragile
+    effects
     cooplab.fork("runs/x", at_round=2, out="runs/x-r06", set={"r": 0.6})   # a counterfactual fork
     cooplab.compare("runs/x", "runs/x-r06")        # two runs from their shared round on
 

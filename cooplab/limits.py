@@ -573,7 +573,8 @@ def check_size(
         )
     if replicates * rounds > MAX_CELLS:
         raise ConfigError(
-            f"{r} x {t} must be at most {MAX_CELLS:,} (memory), got {replicates} x {rounds}; use fewer replicates or rounds"
+            f"{r} x {t} must be at most {MAX_CELLS:,} (memory), got {replicates} x {rounds}; use fewer replicates or "
+            "rounds"
         )
 
 
@@ -586,7 +587,8 @@ def check_agent_models(
             continue
         if not str(k).isdigit() or not 0 <= int(k) < n_agents:
             raise ConfigError(
-                f"{name(k)}: agent must be in 0..{n_agents - 1} (this society has {n_agents} agents; agents count from 0), got {k}"
+                f"{name(k)}: agent must be in 0..{n_agents - 1} (this society has {n_agents} agents; agents count from "
+                f"0), got {k}"
             )
 
 

@@ -266,7 +266,8 @@ def load_profile_dir(d: Path) -> dict[str, Any]:
         e = p["games"].get(g)
         if e is None:
             raise BayesError(
-                f"{d}: the profile has no {g} game; the analyses need all six games (run 'cooplab profile' without --games)"
+                f"{d}: the profile has no {g} game; the analyses need all six games (run 'cooplab profile' without "
+                "--games)"
             )
         if e.get("status") != "completed":
             raise BayesError(
@@ -378,7 +379,8 @@ def _kept_games(p: Mapping[str, Any], max_fallback: float, notes: list[str]) -> 
         share = p["games"][g]["fallback_share"]
         if share > max_fallback:
             notes.append(
-                f"{p['dir']}: {g} left out: {share:.0%} of its decisions fell back (above --max-fallback {max_fallback:g})"
+                f"{p['dir']}: {g} left out: {share:.0%} of its decisions fell back (above --max-fallback "
+                f"{max_fallback:g})"
             )
         else:
             kept.append(g)
@@ -398,7 +400,8 @@ def profile_design(
     used = [p for p in profiles if REGRESSIONS[kind](p)]
     if kind == "main" and len(used) < len(profiles):
         notes.append(
-            f"{len(profiles) - len(used)} alternate-prompt profile(s) left out of this regression (the paper's Table 6 uses "
+            f"{len(profiles) - len(used)} alternate-prompt profile(s) left out of this regression (the paper's Table 6 "
+            "uses "
             f"the standard wording); they enter the prompt-invariance regression (Table 5)"
         )
     models = sorted({p["model"] for p in used})
@@ -890,7 +893,8 @@ def reference_notes(profiles: Sequence[Mapping[str, Any]]) -> list[str]:
         values = sorted({p["games"][g]["pareto"] for p in profiles if p["games"][g].get("pareto") is not None})
         if len(values) > 1:
             notes.append(
-                f"{g}: the profiles measure proximity from different Pareto values ({', '.join(f'{v:g}' for v in values)})"
+                f"{g}: the profiles measure proximity from different Pareto values "
+                f"({', '.join(f'{v:g}' for v in values)})"
             )
     return notes
 
@@ -1039,7 +1043,8 @@ def _nanmin(s: pd.Series) -> float | None:
 def _header(r: Mapping[str, Any]) -> str:
     fits = "; ".join(f"{k}: {v['divergences']} divergences, {v['seconds']:.1f} s" for k, v in r["fits"].items())
     return (
-        f"NUTS ({r.get('preset', 'settings given')} settings): {r['chains']} chains x {r['samples']} draws after {r['warmup']} "
+        f"NUTS ({r.get('preset', 'settings given')} settings): {r['chains']} chains x {r['samples']} draws after "
+        f"{r['warmup']} "
         f"warm-up, seed {r['seed']}; {fits}. "
         f"Max split R-hat {_fmt(r['max_r_hat'])}, min bulk ESS {_fmt(r['min_ess_bulk'], 'ess_bulk')}. "
         f"numpyro {r['versions']['numpyro']}, jax {r['versions']['jax']}.\n"
@@ -1049,12 +1054,14 @@ def _header(r: Mapping[str, Any]) -> str:
 def _ppc_note() -> str:
     return (
         "p_mean / p_sd: share of replicated data sets whose mean / s.d. is at least the observed one (near 0 or 1: the "
-        "model misses it); coverage95: share of observations inside their own 95% predictive interval; below0: share of "
+        "model misses it); coverage95: share of observations inside their own 95% predictive interval; below0: share "
+        "of "
         "values under 0 (observed and replicated; the Normal likelihood puts mass there, proximity cannot)."
     )
 
 
-# --- analysis 2: science outcomes ---------------------------------------------------------------------------------------
+# --- analysis 2: science outcomes
+# ---------------------------------------------------------------------------------------
 #: where ``analyze science`` takes the three outcomes from: the LLM judge's scores (as the paper's
 #: Table 2 does) or the heuristic scorer's
 SCORE_SOURCES = ("judge", "heuristic")
@@ -1243,7 +1250,8 @@ def science_design(
     zse = np.maximum(zse_raw, SE_FLOOR)
     if (zse_raw < SE_FLOOR).any():
         notes.append(
-            f"{int((zse_raw < SE_FLOOR).sum())} game mean(s) with a standard error under {SE_FLOOR} z-units (e.g. every "
+            f"{int((zse_raw < SE_FLOOR).sum())} game mean(s) with a standard error under {SE_FLOOR} z-units (e.g. "
+            "every "
             f"simulation alike) use {SE_FLOOR}"
         )
     # condition controls

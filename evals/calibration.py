@@ -1,7 +1,8 @@
 """What every ``cooplab calibrate TASK`` shares: the design, the checkpoint, the execution and the
 analysis of a map of where in the space of our free ("chosen") parameters a paper's claims hold
 (docs/calibrate.md). It lies below the tasks (they import it) and runs nothing itself: the engine's job
-executor is passed in (:class:`~cooplab.graphs.jobs.Jobs`). A task supplies only its space (:class:`Dim` rows), what one sample computes
+executor is passed in (:class:`~cooplab.graphs.jobs.Jobs`). A task supplies only its space (:class:`Dim` rows), what one
+sample computes
 (a batch function, ``"module:function"``, that evaluates values with the task's own figures code)
 and a :class:`Spec` naming its claims; ``tasks/cpr/calibrate.py`` and ``tasks/diners/calibrate.py``
 are the two users.
@@ -15,7 +16,8 @@ are the two users.
   write, fsync), so a rerun of the same command skips it; a worker killed at any moment loses at
   most the samples it was computing, and a line torn by a killed writer is ignored and cut.
 * **Execution**: the samples still to do are cut into batches; a batch is a function job of the
-  executor the caller passes in (:class:`~cooplab.graphs.jobs.Jobs`: the engine's :mod:`cooplab.runs.sweeps`), so it runs in
+  executor the caller passes in (:class:`~cooplab.graphs.jobs.Jobs`: the engine's :mod:`cooplab.runs.sweeps`), so it
+  runs in
   a thread (``local``) or as a Ray task.
 * **Analysis** (:func:`analyze`): shares of the space where each claim holds, alone and jointly,
   with 95% Wilson intervals; first-order sensitivity indices (SALib RBD-FAST on the given sample,
@@ -485,8 +487,10 @@ def calibrate(
     have = read_rows(out, record["design_id"])
     todo = [i for i in range(samples) if i not in have]
     log(
-        f"calibrate {spec.task}: {samples} samples x {len(record['names'])} parameters, {record['replicates']} replicates per "
-        f"condition; {samples - len(todo)} already done, {len(todo)} to run in {math.ceil(len(todo) / batch)} batches ({executor})"
+        f"calibrate {spec.task}: {samples} samples x {len(record['names'])} parameters, {record['replicates']} "
+        "replicates per "
+        f"condition; {samples - len(todo)} already done, {len(todo)} to run in {math.ceil(len(todo) / batch)} batches "
+        f"({executor})"
     )
     t0 = time.perf_counter()
     res = jobs_on.run_jobs(
@@ -831,8 +835,10 @@ def report(s: dict[str, Any], sens: list[dict[str, Any]], spec: Spec) -> str:
     L = [
         f"# {spec.title}",
         "",
-        f"{s['finished']} of {s['samples']} samples of a seeded Latin hypercube (seed {s['seed']}, LHS blocks of {s['block']}), "
-        f"{s['replicates']} replicates per condition; every sample runs the experiments of `{spec.command} --seed {s['seed']}` "
+        f"{s['finished']} of {s['samples']} samples of a seeded Latin hypercube (seed {s['seed']}, LHS blocks of "
+        f"{s['block']}), "
+        f"{s['replicates']} replicates per condition; every sample runs the experiments of `{spec.command} --seed "
+        f"{s['seed']}` "
         f"with its parameter values. Design {s['design_id']}."
         + (f" Preset {s['preset']}." if s.get("preset") else "")
         + (f" Fixed overrides: {s['base']}." if s.get("base") else ""),
@@ -884,7 +890,8 @@ def report(s: dict[str, Any], sens: list[dict[str, Any]], spec: Spec) -> str:
     if confs and float(np.median(confs)) > 0.3:
         L += [
             "",
-            f"The confidence half-widths (median {float(np.median(confs)):.2f}) are as large as the indices: {s['finished']} "
+            f"The confidence half-widths (median {float(np.median(confs)):.2f}) are as large as the indices: "
+            f"{s['finished']} "
             "samples are too few to rank the parameters; read the ranking as a hint only (more samples narrow them).",
         ]
     b = s["best_region"]
@@ -893,7 +900,8 @@ def report(s: dict[str, Any], sens: list[dict[str, Any]], spec: Spec) -> str:
         L.append("No samples yet.")
     else:
         L.append(
-            f"{b['n_samples']} samples hold {b['max_claims_held']} of the {spec.n_word} claims jointly (the most); the first "
+            f"{b['n_samples']} samples hold {b['max_claims_held']} of the {spec.n_word} claims jointly (the most); the "
+            "first "
             f"{len(b['samples'])} by summed effect size:"
         )
         L += ["", "| sample | claims | " + " | ".join(b["box"]) + " |", "|---|---|" + "---|" * len(b["box"])]
@@ -916,14 +924,16 @@ def report(s: dict[str, Any], sens: list[dict[str, Any]], spec: Spec) -> str:
     for r in s.get("runs") or []:
         tp = r.get("throughput") or {}
         L.append(
-            f"| {r.get('finished_at')} | {r.get('samples_evaluated')} | {r.get('samples_skipped')} | {r.get('executor')} | "
+            f"| {r.get('finished_at')} | {r.get('samples_evaluated')} | {r.get('samples_skipped')} | "
+            f"{r.get('executor')} | "
             f"{r.get('parallel')} | {r.get('wall_seconds')} | {tp.get('samples_x_replicates_x_rounds_per_second')} | "
             f"{tp.get('society_rounds_simulated_per_second')} |"
         )
     L += [
         "",
         "",
-        "Files: samples.csv (one row per sample), samples.jsonl (the checkpoint, with each claim's evidence), design.json, "
+        "Files: samples.csv (one row per sample), samples.jsonl (the checkpoint, with each claim's evidence), "
+        "design.json, "
         "claims_map.csv, sensitivity.csv, figures/, summary.json.",
         "",
     ]
@@ -943,13 +953,15 @@ def summary_lines(s: dict[str, Any], spec: Spec) -> list[str]:
         )
     d = s[spec.joint_key]
     lines.append(
-        f"all {spec.n_word} hold in {d['held']}/{d['n']}; most claims held jointly: {s['best_region']['max_claims_held']} "
+        f"all {spec.n_word} hold in {d['held']}/{d['n']}; most claims held jointly: "
+        f"{s['best_region']['max_claims_held']} "
         f"(in {s['best_region'].get('n_samples', 0)} samples)"
     )
     run = s["run"]
     tp = (run.get("throughput") or {}).get("samples_x_replicates_x_rounds_per_second")
     lines.append(
-        f"{run['samples_evaluated']} samples evaluated, {run['samples_skipped']} already done, {len(run['failed'])} batches "
+        f"{run['samples_evaluated']} samples evaluated, {run['samples_skipped']} already done, {len(run['failed'])} "
+        "batches "
         f"failed; {run['wall_seconds']:.1f} s" + (f", {tp} samples x replicates x rounds per second" if tp else "")
     )
     return lines

@@ -201,7 +201,8 @@ def compare(profiles: list[Path], science: list[Path]) -> dict[str, Any]:
     notes = []
     if not sci.empty and (sci["status"] != "completed").any():
         notes.append(
-            f"{int((sci['status'] != 'completed').sum())} of {len(sci)} science runs did not complete; their costs are included"
+            f"{int((sci['status'] != 'completed').sum())} of {len(sci)} science runs did not complete; their costs are "
+            "included"
         )
     if not prof.empty and (prof["calls"] == 0).all():
         notes.append(
@@ -232,20 +233,25 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [
         "# A profile's cost against a science run's",
         "",
-        f"{result['profiles']} profile(s), {result['science_runs']} science run(s). Tokens and USD are what the ledgers "
+        f"{result['profiles']} profile(s), {result['science_runs']} science run(s). Tokens and USD are what the "
+        "ledgers "
         "charged for paid calls (cached replays and the science judge left out); a science column is the mean per run; "
         "a ratio is science per run over the whole profile.",
         "",
-        "| model | profile tokens | profile output/decision | science tokens/run | tokens ratio | profile USD | science USD/run | "
+        "| model | profile tokens | profile output/decision | science tokens/run | tokens ratio | profile USD | "
+        "science USD/run | "
         "cost ratio | time ratio | paper's tokens/run (Table 10) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in table.to_dict("records"):
         g = r.get
         lines.append(
-            f"| {r['model']} | {_fmt(g('profile_total_tokens'))} | {_fmt(g('profile_output_tokens_per_decision'), 1)} | "
-            f"{_fmt(g('science_total_tokens_per_run'))} | {_fmt(g('ratio_total_tokens'), 1)} | {_fmt(g('profile_cost_usd'), 4)} | "
-            f"{_fmt(g('science_cost_usd_per_run'), 4)} | {_fmt(g('ratio_cost_usd'), 1)} | {_fmt(g('ratio_wall_seconds'), 1)} | "
+            f"| {r['model']} | {_fmt(g('profile_total_tokens'))} | {_fmt(g('profile_output_tokens_per_decision'), 1)} "
+            "| "
+            f"{_fmt(g('science_total_tokens_per_run'))} | {_fmt(g('ratio_total_tokens'), 1)} | "
+            f"{_fmt(g('profile_cost_usd'), 4)} | "
+            f"{_fmt(g('science_cost_usd_per_run'), 4)} | {_fmt(g('ratio_cost_usd'), 1)} | "
+            f"{_fmt(g('ratio_wall_seconds'), 1)} | "
             f"{_fmt(g('paper_science_total_tokens_per_run'))} |"
         )
     lines += [""] + [f"- note: {n}" for n in result["notes"]]

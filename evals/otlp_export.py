@@ -24,7 +24,8 @@ re-timed live spans) and sent through the OpenTelemetry SDK's ``OTLPSpanExporter
 The resource carries ``service.name = cooplab`` and ``openinference.project.name`` (the Phoenix project).
 
 Every record is scrubbed of secrets again before it is converted (``cooplab.graphs.tracing.scrub``,
-as the LangSmith export does). Hostile files do not stop an export: a line that is not JSON, not a run object, has no usable id or
+as the LangSmith export does). Hostile files do not stop an export: a line that is not JSON, not a run object, has no
+usable id or
 start time, repeats an id, or cannot be converted is **skipped and counted** (:class:`OtlpExportResult`
 ``skipped``, with the first reason); bad values inside a usable run (NaN, negative or huge token
 counts, wrong types, end before start) are dropped or clamped. Failures of the endpoint (down,

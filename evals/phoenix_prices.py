@@ -117,7 +117,8 @@ def model_prices(run_dir: str | os.PathLike[str], charges_by_model: Mapping[str,
         if found is None:
             raise PhoenixPriceError(
                 f"--phoenix-prices: no rate in {run_dir_of(run_dir)}'s summary.json or config.json reproduces what the "
-                f"ledger charged for model {cut_text(model, 80)!r}; export without --phoenix-prices (the spans still carry llm.cost.*)"
+                f"ledger charged for model {cut_text(model, 80)!r}; export without --phoenix-prices (the spans still "
+                "carry llm.cost.*)"
             )
         out.append(ModelPrice(model, *found))
     return out
@@ -329,7 +330,8 @@ def wait_until_priced(
                 seen = len(costs)
             if clock() > end:
                 raise PhoenixPriceError(
-                    f"--phoenix-prices: Phoenix did not price model {cut_text(price.model, 80)!r} at the new rates within "
+                    f"--phoenix-prices: Phoenix did not price model {cut_text(price.model, 80)!r} at the new rates "
+                    "within "
                     f"{deadline:g} s (it reads its price table every few seconds); try again"
                 )
             time.sleep(POLL_SECONDS)  # polling interval while Phoenix ingests and refreshes

@@ -278,7 +278,8 @@ def write_report(d: Path, out: Path | None = None, *, task_for: TaskLookup | Non
     out = Path(out) if out is not None else default_out(d)
     if out.suffix.lower() not in (".html", ".htm"):
         raise ReportError(
-            f"--out {out} must be an .html file (e.g. --out {out.with_suffix('.html') if out.suffix else out / 'report.html'})"
+            f"--out {out} must be an .html file (e.g. --out "
+            f"{out.with_suffix('.html') if out.suffix else out / 'report.html'})"
         )
     if out.is_dir():
         raise ReportError(f"--out {out} is a directory; give a file name such as {out / 'report.html'}")

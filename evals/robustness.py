@@ -475,7 +475,8 @@ def text(report: dict[str, Any]) -> list[str]:
         )
     for e in report["effects"]:
         lines.append(
-            f"{'FRAGILE' if e['fragile'] else 'robust '} {e['model']} | {e['outcome']} | {e['effect']} ({e['at']}): {e['why']}"
+            f"{'FRAGILE' if e['fragile'] else 'robust '} {e['model']} | {e['outcome']} | {e['effect']} ({e['at']}): "
+            f"{e['why']}"
         )
     if report["skipped"]:
         lines.append(f"skipped {len(report['skipped'])} cell(s): {'; '.join(report['skipped'][:3])}")

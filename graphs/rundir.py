@@ -348,7 +348,8 @@ def table_footprint(path: Path, fh: Any = None) -> tuple[int, int, int]:
                 est += max(stored, int(ch.num_values) * width)
             else:
                 dict_bytes = stored if ch.has_dictionary_page and "." in ch.path_in_schema else 0
-                # text: measured by read_table; a nested text column: each value may be the longest entry of its dictionary
+                # text: measured by read_table; a nested text column: each value may be the longest entry of its
+                # dictionary
                 est += max(stored, int(ch.num_values) * (_OBJECT_BYTES + (dict_bytes if dict_bytes else 0)))
     if est > MAX_TABLE_BYTES:
         raise RunDirError(

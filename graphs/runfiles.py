@@ -336,7 +336,8 @@ class RunSummary(FileModel, Generic[R]):
     task: Name = Field(description="the registered task that ran")
     agents: Name | None = Field(description="who decided (rule, llm, or the task's own kinds)")
     status: Literal["completed", "stopped", "budget_exhausted", "failed"] = Field(
-        description="completed; stopped (a model or service unreachable: resumable); budget_exhausted; failed (error.log)"
+        description="completed; stopped (a model or service unreachable: resumable); budget_exhausted; failed "
+        "(error.log)"
     )
     seed: Seed | None = Field(description="the run's seed")
     wall_seconds: Seconds | None = Field(None, description="wall time of the last invocation (run or resume)")
@@ -609,7 +610,8 @@ class ManifestCell(FileModel):
     )
     status: Literal["completed", "stopped", "budget_exhausted", "failed"] | None = Field(
         None,
-        description="its summary's status when the manifest was written; null: not run yet (or its summary is damaged: see error)",
+        description="its summary's status when the manifest was written; null: not run yet (or its summary is damaged: "
+        "see error)",
     )
     error: Text | None = Field(None, description="why it failed, in one line")
 

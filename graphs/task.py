@@ -148,7 +148,8 @@ class Task:
     #: config["sandbox"] picks the backend and the timeout; ``--sandbox-*`` options on the CLI)
     uses_sandbox: ClassVar[bool] = False
     #: True when :meth:`explore` returns the run's whole explorer page (it places the generic summary and
-    #: tail itself, e.g. with :func:`cooplab.evals.explorer.views.societies.page`); False: the explorer adds them after it
+    #: tail itself, e.g. with :func:`cooplab.evals.explorer.views.societies.page`); False: the explorer adds them after
+    #: it
     explore_whole_page: ClassVar[bool] = False
     #: columns of a sweep's table that ``cooplab sweep`` prints (default: the first numbers)
     sweep_columns: ClassVar[tuple[str, ...]] = ()
@@ -280,7 +281,8 @@ class Task:
     def fork_state(self, state: Mapping[str, Any], old: TaskConfig, new: TaskConfig) -> dict[str, Any]:
         """The updates a fork (:mod:`cooplab.runs.fork`) makes to ``state``, its parent's state at the
         end of a round, so that the rounds after it run under the fork's config ``new`` instead of
-        the parent's ``old`` (both typed, as every hook's) (e.g. parameters the state carries). Default: none, and a change of
+        the parent's ``old`` (both typed, as every hook's) (e.g. parameters the state carries). Default: none, and a
+        change of
         ``params`` is refused (one-line :class:`~cooplab.limits.ConfigError`): a task whose state
         holds its parameters must say how they change."""
         if old.params != new.params:

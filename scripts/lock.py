@@ -54,7 +54,8 @@ def closure() -> dict[str, str]:
 
 def render(pins: dict[str, str]) -> str:
     head = (
-        "# Exact versions of everything cooplab[all] installs (scripts/lock.py writes this file from the project's .venv).\n"
+        "# Exact versions of everything cooplab[all] installs (scripts/lock.py writes this file from the project's "
+        ".venv).\n"
         "# scripts/setup.sh installs with -c constraints.txt, so reruns use the same versions.\n"
     )
     return head + "".join(f"{n}=={v.split('+')[0]}\n" for n, v in sorted(pins.items()))

@@ -48,7 +48,8 @@ def check_model(text: Any, base_url: Any = None, name: str = "--model", *, phase
     for a hosted provider's model its API key in the environment (:func:`~cooplab.agents.models.spec.missing_key`)."""
     if not isinstance(text, str):
         raise ConfigError(
-            f"{name} must be a model spec string (local, local:PATH.gguf, PROVIDER:NAME, scripted:FILE), got {show(text)}"
+            f"{name} must be a model spec string (local, local:PATH.gguf, PROVIDER:NAME, scripted:FILE), got "
+            f"{show(text)}"
         )
     if base_url is not None and not isinstance(base_url, str):
         raise ConfigError(f"base_url must be a URL string or null, got {show(base_url)}")

@@ -95,7 +95,8 @@ def script_gap(source: str, phase: str | None, by_phase: dict[str, Any]) -> str:
     """One line: ``source`` has no answers for ``phase``, what it does answer, and the fix."""
     has = ", ".join(repr(k) for k, v in by_phase.items() if v) or "none"
     return (
-        f"{source} has no answers for phase {phase or '(none)'!r}: add a by_phase entry {phase or 'PHASE'!r} or a default "
+        f"{source} has no answers for phase {phase or '(none)'!r}: add a by_phase entry {phase or 'PHASE'!r} or a "
+        "default "
         f"'answers' list (by_phase answers {has})"
     )
 

@@ -46,7 +46,8 @@ COMMANDS = {
     "sweep": Lazy(
         "cooplab.cli.runs:sweep_cmd",
         "Run every cell of a sweep on an executor (skipping finished cells, resuming interrupted ones, "
-        "a failed cell recorded while the others go on), then write OUT/table.csv (one row per cell) and the task's analysis.",
+        "a failed cell recorded while the others go on), then write OUT/table.csv (one row per cell) and the task's "
+        "analysis.",
     ),
     "plan": Lazy(
         "cooplab.cli.plan:plan_cmd",
@@ -56,7 +57,8 @@ COMMANDS = {
     "robustness": Lazy(
         "cooplab.cli.robustness:robustness_cmd",
         "Report how every outcome of a sweep over prompt variants spreads across "
-        "the variants (per model: mean, range, s.d.), each variant's share of answers that failed to parse or fell back, "
+        "the variants (per model: mean, range, s.d.), each variant's share of answers that failed to parse or fell "
+        "back, "
         "and which condition effects are fragile (change sign or lose significance across variants).",
     ),
     "report": Lazy(
@@ -111,7 +113,8 @@ CALIBRATE = {
     "cpr": Lazy(
         "cooplab.cli.cpr:calibrate_cpr",
         "Evaluate the paper's five ABM claims (the experiments of 'cooplab figures cpr-abm') at every "
-        "sample of a Latin hypercube over the chosen parameters (docs/calibrate.md); report where each claim holds, alone and "
+        "sample of a Latin hypercube over the chosen parameters (docs/calibrate.md); report where each claim holds, "
+        "alone and "
         "jointly, and which parameters matter.",
     ),
     "diners": Lazy("cooplab.cli.diners:calibrate_diners", "Evaluate the paper's six strategy leaders (Figs."),
@@ -130,8 +133,10 @@ ANALYZE = {
     "profiles": Lazy(
         "cooplab.cli.bayes:profiles_command",
         "Bayesian regression of Pareto proximity on model size, thinking, CoT, ToM, "
-        "group size, games and family (paper Table 1); with alternate-prompt profiles also the prompt-invariance regression "
-        "(Appendix E, Table 5); and the profiles side by side (profiles.png, the paper's Figure 2: with --model-info colour "
+        "group size, games and family (paper Table 1); with alternate-prompt profiles also the prompt-invariance "
+        "regression "
+        "(Appendix E, Table 5); and the profiles side by side (profiles.png, the paper's Figure 2: with --model-info "
+        "colour "
         "by family, shape by model, size by parameters).",
     ),
     "science": Lazy(
@@ -257,7 +262,8 @@ def _save_traceback(exc: BaseException) -> Optional[Path]:
         try:
             d.mkdir(parents=True, exist_ok=True)
             path = d / f"cooplab-error-{stamp}-{os.getpid()}.log"
-            # a path or value that is not UTF-8 (a folder named in another encoding) is written escaped, never a second error
+            # a path or value that is not UTF-8 (a folder named in another encoding) is written escaped, never a second
+            # error
             path.write_text(f"cooplab {' '.join(sys.argv[1:])}\n\n{text}", encoding="utf-8", errors="backslashreplace")
             return path
         except OSError:

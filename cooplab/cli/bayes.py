@@ -27,7 +27,8 @@ _SEED = typer.Option(0, "--seed", help="Seed of the sampler (recorded in fit.jso
 _INFO = typer.Option(
     None,
     "--model-info",
-    help="models.csv: model,family,size_b,thinking[,ifeval,mmlu_pro] (docs/statistics.md); 'paper': the paper's 35 models.",
+    help="models.csv: model,family,size_b,thinking[,ifeval,mmlu_pro] (docs/statistics.md); 'paper': the paper's 35 "
+    "models.",
 )
 _FALLBACK = Annotated[
     float,
@@ -65,7 +66,8 @@ def _report(res: dict, as_json: bool, what: str) -> None:
     if inv:
         t = inv["standard_vs_alternate"]
         typer.echo(
-            f"prompt invariance (Table 5): standard vs. alternate {t['mean']:+.3f} [{t['ci_low']:+.3f}, {t['ci_high']:+.3f}] "
+            f"prompt invariance (Table 5): standard vs. alternate {t['mean']:+.3f} [{t['ci_low']:+.3f}, "
+            f"{t['ci_high']:+.3f}] "
             f"on {inv['observations']} observations ({inv['standard']} standard / {inv['alternate']} alternate)"
         )
     for n in res["notes"]:
@@ -94,8 +96,10 @@ def profiles_command(
     seed: int = _SEED,
     as_json: bool = _JSON,
 ) -> None:
-    """Bayesian regression of Pareto proximity on model size, thinking, CoT, ToM, group size, games and family (paper Table 1);
-    with alternate-prompt profiles also the prompt-invariance regression (Appendix E, Table 5); and the profiles side by side
+    """Bayesian regression of Pareto proximity on model size, thinking, CoT, ToM, group size, games and family (paper
+    Table 1);
+    with alternate-prompt profiles also the prompt-invariance regression (Appendix E, Table 5); and the profiles side by
+    side
     (profiles.png, the paper's Figure 2: with --model-info colour by family, shape by model, size by parameters)."""
     from cooplab.evals import bayes
     from cooplab.extras import require
@@ -137,7 +141,8 @@ def science_command(
     score_source: str = typer.Option(
         "judge",
         "--score-source",
-        help="The outcomes: judge (the LLM judge's scores, as the paper's Table 2; default) or heuristic (the heuristic scorer's).",
+        help="The outcomes: judge (the LLM judge's scores, as the paper's Table 2; default) or heuristic (the "
+        "heuristic scorer's).",
     ),
     as_json: bool = _JSON,
 ) -> None:

@@ -69,7 +69,8 @@ def cpr_options(
         Optional[int],
         num_opt(
             "--replicates",
-            f"Replicate societies, run side by side in one graph invocation, 1..{co.MAX_REPLICATES} (default: 100 rule, 1 llm).",
+            f"Replicate societies, run side by side in one graph invocation, 1..{co.MAX_REPLICATES} (default: 100 "
+            "rule, 1 llm).",
         ),
     ] = None,
     set_: Optional[list[str]] = typer.Option(
@@ -79,7 +80,8 @@ def cpr_options(
     invader: Optional[str] = typer.Option(
         None,
         "--invader",
-        help="Replace one agent at round K: KIND@K[:AGENT], KIND greedy, defector or free-rider (rule agents) or model:SPEC (LLM agents: another model); the default seat is the last agent (docs/mixed-societies.md).",
+        help="Replace one agent at round K: KIND@K[:AGENT], KIND greedy, defector or free-rider (rule agents) or "
+        "model:SPEC (LLM agents: another model); the default seat is the last agent (docs/mixed-societies.md).",
     ),
 ) -> dict[str, Any]:
     """Run the common-pool fishery society (Gupta et al. 2025) and write a run directory."""
@@ -191,7 +193,9 @@ def calibrate_cpr(
     out: Path = typer.Option(
         ...,
         "--out",
-        help="Calibration directory: design.json, samples.jsonl (the checkpoint), samples.csv, claims_map.csv, sensitivity.csv, figures/, summary.json, report.md. Rerun the same command to continue; a larger --samples extends the design.",
+        help="Calibration directory: design.json, samples.jsonl (the checkpoint), samples.csv, claims_map.csv, "
+        "sensitivity.csv, figures/, summary.json, report.md. Rerun the same command to continue; a larger "
+        "--samples extends the design.",
     ),
     samples: Annotated[int, num_opt("--samples", "Points of the Latin hypercube design, 1..100000.")] = 64,
     replicates: Annotated[
@@ -223,7 +227,8 @@ def calibrate_cpr(
     preset: Optional[str] = typer.Option(
         None,
         "--preset",
-        help="Values of the parameters outside the space for every sample (tasks/cpr/params.py PRESETS); the preset's values of sampled parameters are not used.",
+        help="Values of the parameters outside the space for every sample (tasks/cpr/params.py PRESETS); the preset's "
+        "values of sampled parameters are not used.",
     ),
     set_: Optional[list[str]] = typer.Option(
         None, "--set", help="Set a parameter outside the space for every sample: --set individual_learning=true."
@@ -231,7 +236,8 @@ def calibrate_cpr(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or per-batch lines."),
     as_json: bool = typer.Option(False, "--json", help="Print summary.json."),
 ) -> None:
-    """Evaluate the paper's five ABM claims (the experiments of 'cooplab figures cpr-abm') at every sample of a Latin hypercube over
+    """Evaluate the paper's five ABM claims (the experiments of 'cooplab figures cpr-abm') at every sample of a Latin
+    hypercube over
     the chosen parameters (docs/calibrate.md); report where each claim holds, alone and jointly, and which parameters matter."""
     from cooplab.extras import require
     from cooplab.runs import sweeps

@@ -55,7 +55,9 @@ def diners_options(
     invader: Optional[str] = typer.Option(
         None,
         "--invader",
-        help="Replace one diner at iteration K: KIND@K[:AGENT], KIND greedy or defector (the Defector D), free-rider (the Easy-going Cooperator E), or model:SPEC (LLM diners: another model); the default seat is the last diner (docs/mixed-societies.md).",
+        help="Replace one diner at iteration K: KIND@K[:AGENT], KIND greedy or defector (the Defector D), free-rider "
+        "(the Easy-going Cooperator E), or model:SPEC (LLM diners: another model); the default seat is the last "
+        "diner (docs/mixed-societies.md).",
     ),
 ) -> dict[str, Any]:
     """Run the Diner's Dilemma society with punishment and metanorms and write a run directory."""
@@ -145,7 +147,9 @@ def calibrate_diners(
     out: Path = typer.Option(
         ...,
         "--out",
-        help="Calibration directory: design.json, samples.jsonl (the checkpoint), samples.csv, claims_map.csv, sensitivity.csv, figures/, summary.json, report.md. Rerun the same command to continue; a larger --samples extends the design.",
+        help="Calibration directory: design.json, samples.jsonl (the checkpoint), samples.csv, claims_map.csv, "
+        "sensitivity.csv, figures/, summary.json, report.md. Rerun the same command to continue; a larger "
+        "--samples extends the design.",
     ),
     samples: Annotated[int, num_opt("--samples", "Points of the Latin hypercube design, 1..100000.")] = 64,
     replicates: Annotated[
@@ -177,7 +181,8 @@ def calibrate_diners(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or per-batch lines."),
     as_json: bool = typer.Option(False, "--json", help="Print summary.json."),
 ) -> None:
-    """Evaluate the paper's six strategy leaders (Figs. 9, 10; the claims of 'cooplab figures diners') at every sample of a Latin
+    """Evaluate the paper's six strategy leaders (Figs. 9, 10; the claims of 'cooplab figures diners') at every sample
+    of a Latin
     hypercube over our free choices: the menu, the p and k of 'unstated', the score's memory (docs/diners.md)."""
     from cooplab.cli.tasks import run_calibration
     from cooplab.extras import require

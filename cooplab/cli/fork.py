@@ -1,6 +1,7 @@
 """Counterfactual forks and comparisons on the command line, mounted lazily by ``cooplab.cli``::
 
-    cooplab fork RUN --at-round K [--set NAME=VALUE ...] [--model SPEC] [--prompt-variant NAME] [--invader KIND@ROUND] --out DIR [--force] [--json] [-q]
+    cooplab fork RUN --at-round K [--set NAME=VALUE ...] [--model SPEC] [--prompt-variant NAME] [--invader KIND@ROUND]
+    --out DIR [--force] [--json] [-q]
     cooplab compare A B [--column NAME ...] [--out DIR] [--json]
 
 Each is a thin call of :func:`cooplab.fork` / :func:`cooplab.compare` (docs/forks.md).
@@ -40,7 +41,8 @@ def fork_cmd(
     invader: Optional[str] = typer.Option(
         None,
         "--invader",
-        help="An invader arriving after K: KIND@ROUND[:AGENT] with ROUND > K (CPR, the games and the diners; docs/mixed-societies.md).",
+        help="An invader arriving after K: KIND@ROUND[:AGENT] with ROUND > K (CPR, the games and the diners; "
+        "docs/mixed-societies.md).",
     ),
     force: ForceOpt = False,
     as_json: bool = typer.Option(False, "--json", help="Print the fork's summary.json to stdout."),

@@ -72,12 +72,14 @@ def game_options(
     players: Optional[str] = typer.Option(
         None,
         "--players",
-        help="Who plays: llm (the --model options apply), nash (default), pareto, random (uniform) or scripted:FILE (per-round actions, see docs/games.md).",
+        help="Who plays: llm (the --model options apply), nash (default), pareto, random (uniform) or scripted:FILE "
+        "(per-round actions, see docs/games.md).",
     ),
     prompt: str = typer.Option(
         "standard",
         "--prompt",
-        help="LLM players' prompt condition (Appendix B): standard, alternate (prose wording), cot (chain of thought) or tom (theory of mind).",
+        help="LLM players' prompt condition (Appendix B): standard, alternate (prose wording), cot (chain of thought) "
+        "or tom (theory of mind).",
     ),
     deliberation: bool = typer.Option(
         False, "--deliberation", help="LLM players: each member writes 1-3 sentences to its group before each decision."
@@ -87,7 +89,8 @@ def game_options(
         _num(
             "--group-size",
             GROUP_SIZE,
-            f"Players in each of the 2 groups, 2..{MAX_GROUP} (default 5; Appendix Table 4 sweeps: {_TABLE4}){group_size_note(False)}.",
+            f"Players in each of the 2 groups, 2..{MAX_GROUP} (default 5; Appendix Table 4 sweeps: "
+            f"{_TABLE4}){group_size_note(False)}.",
         ),
     ] = None,
     simulations: Annotated[
@@ -104,7 +107,9 @@ def game_options(
     invader: Optional[str] = typer.Option(
         None,
         "--invader",
-        help="Replace one player at round K: KIND@K[:PLAYER], KIND greedy, defector or free-rider (reference players) or model:SPEC (LLM players: another model); the default seat is the last player (docs/mixed-societies.md).",
+        help="Replace one player at round K: KIND@K[:PLAYER], KIND greedy, defector or free-rider (reference players) "
+        "or model:SPEC (LLM players: another model); the default seat is the last player "
+        "(docs/mixed-societies.md).",
     ),
 ) -> dict[str, Any]:
     """Play one of the six behavioral games with reference or LLM players and write a run directory."""
@@ -206,13 +211,16 @@ def profile_command(
     pareto_reference: Optional[list[str]] = typer.Option(
         None,
         "--pareto-reference",
-        help="Set a game's Pareto value, repeatable: collective-risk=1.25 (contribution per round; default the fair share T/(N R), 1.0) or o-ring=10 (withdrawal; default the cheapest success t*/N, 6). Proximity is measured from it.",
+        help="Set a game's Pareto value, repeatable: collective-risk=1.25 (contribution per round; default the fair "
+        "share T/(N R), 1.0) or o-ring=10 (withdrawal; default the cheapest success t*/N, 6). Proximity is "
+        "measured from it.",
     ),
     max_fallback: Annotated[
         float,
         co.num_opt(
             "--max-fallback",
-            "Leave a game out of the profile (and the analyses) when more than this share of its play decisions fell back, 0..1 (default 0.2).",
+            "Leave a game out of the profile (and the analyses) when more than this share of its play decisions fell "
+            "back, 0..1 (default 0.2).",
         ),
     ] = 0.2,
     force: bool = typer.Option(
@@ -339,7 +347,8 @@ def profile_lines(profile: dict[str, Any]) -> list[str]:
 
     sizes = f"groups of {profile['group_size']}" if profile.get("group_size") else "groups of 5"
     lines = [
-        f"cooperative profile of {profile['label']}: {profile['simulations']} simulations per game, {sizes}, seed {profile['seed']}, "
+        f"cooperative profile of {profile['label']}: {profile['simulations']} simulations per game, {sizes}, seed "
+        f"{profile['seed']}, "
         f"status {profile['status']}"
     ]
     for game, e in profile["games"].items():
@@ -381,7 +390,9 @@ def profile_figure_command(
     model_info: Optional[Path] = typer.Option(
         None,
         "--model-info",
-        help="models.csv (model,family,size_b,thinking; docs/statistics.md; 'paper': the paper's 35 models): colour by family, shape by model, size by log2 of the parameters, sorted by family and size, as the paper's Figure 2.",
+        help="models.csv (model,family,size_b,thinking; docs/statistics.md; 'paper': the paper's 35 models): colour by "
+        "family, shape by model, size by log2 of the parameters, sorted by family and size, as the paper's Figure "
+        "2.",
     ),
 ) -> None:
     """Draw several cooperative profiles side by side (the paper's Figure 2)."""

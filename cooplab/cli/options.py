@@ -125,7 +125,9 @@ ModelMixOpt = Annotated[
     Optional[list[str]],
     typer.Option(
         "--model-mix",
-        help="A mixed society, repeatable: --model-mix SPEC=COUNT per model, the counts adding up to the population (e.g. --model-mix scripted:a.json=2 --model-mix local=2); which agent gets which model is drawn with --seed and recorded in config.json (docs/mixed-societies.md).",
+        help="A mixed society, repeatable: --model-mix SPEC=COUNT per model, the counts adding up to the population "
+        "(e.g. --model-mix scripted:a.json=2 --model-mix local=2); which agent gets which model is drawn with "
+        "--seed and recorded in config.json (docs/mixed-societies.md).",
     ),
 ]
 AgentModelOpt = Annotated[
@@ -138,7 +140,8 @@ BaseUrlOpt = Annotated[
     Optional[str],
     typer.Option(
         "--base-url",
-        help="Another server speaking the model provider's API: an OpenAI-compatible one for openai:NAME (vLLM, llama_cpp.server, ...), an Anthropic, Gemini or Ollama one for anthropic:, google_genai:, ollama:.",
+        help="Another server speaking the model provider's API: an OpenAI-compatible one for openai:NAME (vLLM, "
+        "llama_cpp.server, ...), an Anthropic, Gemini or Ollama one for anthropic:, google_genai:, ollama:.",
     ),
 ]
 TemperatureOpt = Annotated[float, num_opt("--temperature", "Sampling temperature of LLM agents, in [0, 2].")]
@@ -148,14 +151,17 @@ CallTimeoutOpt = Annotated[
     float,
     num_opt(
         "--call-timeout",
-        "Seconds one attempt of a call to a model server may take in all, its whole answer read, in (0, 86400]; past it the call is retried (within --call-deadline), then the run stops.",
+        "Seconds one attempt of a call to a model server may take in all, its whole answer read, in (0, 86400]; past "
+        "it the call is retried (within --call-deadline), then the run stops.",
     ),
 ]
 CallDeadlineOpt = Annotated[
     float,
     num_opt(
         "--call-deadline",
-        "Seconds one call to a model server may take in all, its retries and the waits between them included, in (0, 86400]; past it the run stops (resumable), naming the server. Raise it, with --call-timeout, for slow reasoning models.",
+        "Seconds one call to a model server may take in all, its retries and the waits between them included, in (0, "
+        "86400]; past it the run stops (resumable), naming the server. Raise it, with --call-timeout, for slow "
+        "reasoning models.",
     ),
 ]
 RpsOpt = Annotated[Optional[float], num_opt("--rps", "Requests per second at most, in (0, 1e6] (default: unlimited).")]
@@ -175,14 +181,16 @@ PriceInOpt = Annotated[
     Optional[float],
     num_opt(
         "--price-in",
-        "USD per 1K input tokens of every model, in [0, 1000] (default: each model's list price as of the date in agents/prices.py; nominal 0.0005 for local and self-hosted models).",
+        "USD per 1K input tokens of every model, in [0, 1000] (default: each model's list price as of the date in "
+        "agents/prices.py; nominal 0.0005 for local and self-hosted models).",
     ),
 ]
 PriceOutOpt = Annotated[
     Optional[float],
     num_opt(
         "--price-out",
-        "USD per 1K output tokens of every model, in [0, 1000] (default: each model's list price; nominal 0.003 for local and self-hosted models).",
+        "USD per 1K output tokens of every model, in [0, 1000] (default: each model's list price; nominal 0.003 for "
+        "local and self-hosted models).",
     ),
 ]
 SandboxRateOpt = Annotated[
@@ -207,6 +215,7 @@ PromptVariantOpt = Annotated[
     str,
     typer.Option(
         "--prompt-variant",
-        help="Which wording of the task's prompts LLM agents get: original (the default), or a folder under the task's prompts/variants/ (a rewording, a format, personas; docs/robustness.md). Recorded in config.json.",
+        help="Which wording of the task's prompts LLM agents get: original (the default), or a folder under the task's "
+        "prompts/variants/ (a rewording, a format, personas; docs/robustness.md). Recorded in config.json.",
     ),
 ]

@@ -19,12 +19,14 @@ from cooplab.cli.tasks import echo_json
 def plan_cmd(
     config: Path = typer.Argument(
         ...,
-        help='A sweep file (as for \'cooplab sweep\'; "out" may be left out) or one run\'s keywords as JSON ({"task": "cpr", "agents": "llm", "model": ..., "rounds": 12, ...}).',
+        help='A sweep file (as for \'cooplab sweep\'; "out" may be left out) or one run\'s keywords as JSON ({"task": '
+        '"cpr", "agents": "llm", "model": ..., "rounds": 12, ...}).',
     ),
     pilot_model: Optional[str] = typer.Option(
         None,
         "--pilot-model",
-        help="The model the pilot runs on instead of the cells' own (needed when they cost money): scripted:FILE or builtin:NAME that answers validly.",
+        help="The model the pilot runs on instead of the cells' own (needed when they cost money): scripted:FILE or "
+        "builtin:NAME that answers validly.",
     ),
     pilot_rounds: int = typer.Option(
         4, "--pilot-rounds", help="Rounds of each pilot (the rest is extrapolated from them)."
@@ -102,12 +104,14 @@ def lines(res: dict) -> list[str]:
         name = ", ".join(f"{k}={v}" for k, v in p["labels"].items()) or res["task"]
         c = p["per_cell"]
         out.append(
-            f"{name[:40]:<40} {p['seeds']:>5} {c['calls']:>10} {c['input_tokens']:>12} {c['output_tokens']:>12} {c['cost_usd']:>10.4g}"
+            f"{name[:40]:<40} {p['seeds']:>5} {c['calls']:>10} {c['input_tokens']:>12} {c['output_tokens']:>12} "
+            f"{c['cost_usd']:>10.4g}"
         )
     t = res["total"]
     bound = " (upper bound)" if res["upper_bound"] else ""
     out.append(
-        f"total{bound}: {res['cells']} cells, {t['calls']} calls, {t['input_tokens']} input and {t['output_tokens']} output tokens, "
+        f"total{bound}: {res['cells']} cells, {t['calls']} calls, {t['input_tokens']} input and {t['output_tokens']} "
+        "output tokens, "
         f"${t['cost_usd']:.4f} at the cells' prices"
     )
     cheap = sorted(res["at_prices"].items(), key=lambda kv: kv[1])
@@ -118,7 +122,8 @@ def lines(res: dict) -> list[str]:
     if "power" in res:
         pw = res["power"]
         out.append(
-            f"seeds per cell to find a difference of {pw['d']:g} in {pw['outcome']} ({'paired' if pw['paired'] else 'unpaired'}, "
+            f"seeds per cell to find a difference of {pw['d']:g} in {pw['outcome']} "
+            f"({'paired' if pw['paired'] else 'unpaired'}, "
             f"alpha {pw['alpha']:g}, power {pw['power']:g}, sd {pw['sd']:.4g} from {pw['sd_from']}): {pw['seeds']} "
             f"(normal approximation {pw['normal_seeds']}; the sweep has {pw['configured_seeds']})"
         )

@@ -16,7 +16,8 @@ def robustness_cmd(
     sweep: Path = typer.Argument(
         ...,
         metavar="SWEEP",
-        help='The output folder of a sweep whose grid has prompt_variant (cells/ and table.csv), or the sweep file (its "out" is read).',
+        help="The output folder of a sweep whose grid has prompt_variant (cells/ and table.csv), or the sweep file "
+        '(its "out" is read).',
     ),
     out: Optional[Path] = typer.Option(
         None, "--out", help="Where robustness.json and robustness.png go (default SWEEP/robustness)."

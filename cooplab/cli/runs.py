@@ -34,17 +34,22 @@ def resume_cmd(
 def sweep_cmd(
     config: Path = typer.Argument(
         ...,
-        help='Sweep file (JSON): {"task", "out", "fixed": {keyword: value}, "grid": {keyword: [values]}, "seeds": [...], "parallel": N, "sweep_budget": USD}, the keywords of \'cooplab run TASK\' (docs/scale.md); paths relative to the file\'s folder. Files of the earlier CPR, science and command-line-options formats are converted (a one-line notice).',
+        help='Sweep file (JSON): {"task", "out", "fixed": {keyword: value}, "grid": {keyword: [values]}, "seeds": '
+        '[...], "parallel": N, "sweep_budget": USD}, the keywords of \'cooplab run TASK\' (docs/scale.md); paths '
+        "relative to the file's folder. Files of the earlier CPR, science and command-line-options formats are "
+        "converted (a one-line notice).",
     ),
     executor: str = typer.Option(
         "local",
         "--executor",
-        help="Where cells run: local (threads of this process, 'parallel' at a time) or ray (tasks on a Ray cluster; needs cooplab[ray]).",
+        help="Where cells run: local (threads of this process, 'parallel' at a time) or ray (tasks on a Ray cluster; "
+        "needs cooplab[ray]).",
     ),
     address: Optional[str] = typer.Option(
         None,
         "--address",
-        help="With --executor ray: the cluster to join, auto or HOST:PORT (default: start a private local Ray instance with 'parallel' CPUs).",
+        help="With --executor ray: the cluster to join, auto or HOST:PORT (default: start a private local Ray instance "
+        "with 'parallel' CPUs).",
     ),
     analyze_out: Optional[Path] = typer.Option(
         None, "--analyze", help="Where the task's analysis goes (CPR: default OUT/analysis; science: OUT)."
@@ -105,15 +110,18 @@ def sweep_cmd(
             b = res["sweep_budget"]
             unfunded = (
                 (
-                    f", {len(res['not_started'])} not started (sweep_budget ${b['usd']:g}: ${b['spent_usd']:.6f} spent, "
+                    f", {len(res['not_started'])} not started (sweep_budget ${b['usd']:g}: ${b['spent_usd']:.6f} "
+                    "spent, "
                     f"${b['left_usd']:.6f} left; raise it and run the sweep again to start them)"
                 )
                 if res["not_started"]
                 else f" (sweep_budget ${b['usd']:g}: ${b['spent_usd']:.6f} spent)"
             )
         typer.echo(
-            f"{len(rows)} cells: {len(res['ran'])} ran, {len(res['resumed'])} resumed, {len(res['skipped'])} already done, "
-            f"{len(res['failed'])} failed{unfunded} ({res['executor']}, {res['seconds']:.1f} s); table in {res['table_csv']}{extra}"
+            f"{len(rows)} cells: {len(res['ran'])} ran, {len(res['resumed'])} resumed, {len(res['skipped'])} already "
+            "done, "
+            f"{len(res['failed'])} failed{unfunded} ({res['executor']}, {res['seconds']:.1f} s); table in "
+            f"{res['table_csv']}{extra}"
         )
     if res["failed"]:
         raise typer.Exit(1)
@@ -123,12 +131,14 @@ def report_cmd(
     directory: Path = typer.Argument(
         ...,
         metavar="DIR",
-        help="A run directory, a sweep or profile directory (run directories under cells/, runs/ or games/), or a folder of results (claims.md, statistics.md, efficiency.csv, ...).",
+        help="A run directory, a sweep or profile directory (run directories under cells/, runs/ or games/), or a "
+        "folder of results (claims.md, statistics.md, efficiency.csv, ...).",
     ),
     out: Optional[Path] = typer.Option(
         None,
         "--out",
-        help="The HTML file to write (default DIR/report.html; DIR/cooplab-report.html if DIR/report.html is another program's page).",
+        help="The HTML file to write (default DIR/report.html; DIR/cooplab-report.html if DIR/report.html is another "
+        "program's page).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the path, kind, sections, figures and bytes as JSON."),
 ) -> None:

@@ -40,22 +40,26 @@ def science_options(
     dataset: Optional[list[Path]] = typer.Option(
         None,
         "--dataset",
-        help="Your own data instead of --task: a CSV/TSV (any separator and common encoding) or Parquet file; repeat for several (then df is a dict of frames keyed by file stem).",
+        help="Your own data instead of --task: a CSV/TSV (any separator and common encoding) or Parquet file; repeat "
+        "for several (then df is a dict of frames keyed by file stem).",
     ),
     task_file: Optional[Path] = typer.Option(
         None,
         "--task-file",
-        help="With --dataset: a text/Markdown file saying what the teams should find out (replaces the built-in task text).",
+        help="With --dataset: a text/Markdown file saying what the teams should find out (replaces the built-in task "
+        "text).",
     ),
     truth: Optional[Path] = typer.Option(
         None,
         "--truth",
-        help="With --dataset: a JSON file of facts a correct report states (see docs/science.md); without it accuracy is not scored.",
+        help="With --dataset: a JSON file of facts a correct report states (see docs/science.md); without it accuracy "
+        "is not scored.",
     ),
     team: str = typer.Option(
         "llm",
         "--team",
-        help="Who works: llm (the --model options apply), oracle (scripted: correct code and report) or garbage (scripted: a useless report).",
+        help="Who works: llm (the --model options apply), oracle (scripted: correct code and report) or garbage "
+        "(scripted: a useless report).",
     ),
     team_size: Optional[int] = typer.Option(
         None,
@@ -65,7 +69,8 @@ def science_options(
     pipeline: Optional[str] = typer.Option(
         None,
         "--pipeline",
-        help="teams (default): the paper's four sequential teams; solo: one analyst with the code tool does the whole project and writes the final paper (the single-agent baseline).",
+        help="teams (default): the paper's four sequential teams; solo: one analyst with the code tool does the whole "
+        "project and writes the final paper (the single-agent baseline).",
     ),
     visibility: str = typer.Option(
         "full", "--visibility", help="Budget visibility in the prompt: full, team or hidden."
@@ -74,7 +79,8 @@ def science_options(
     judge: str = typer.Option(
         "heuristic",
         "--judge",
-        help=f"Scorer: heuristic (always computed), or a model spec that also judges the paper with the Appendix L rubric: {co.model_kinds()}.",
+        help="Scorer: heuristic (always computed), or a model spec that also judges the paper with the Appendix L "
+        f"rubric: {co.model_kinds()}.",
     ),
     judge_samples: int = typer.Option(
         3, "--judge-samples", help="Judge samples per report (their spread is reported), 1..20."
@@ -83,7 +89,8 @@ def science_options(
         Optional[float],
         num_opt(
             "--judge-budget",
-            "USD the LLM judge may spend, apart from the team's budget (default: the same amount as --budget; no cap without one).",
+            "USD the LLM judge may spend, apart from the team's budget (default: the same amount as --budget; no cap "
+            "without one).",
             "budget",
         ),
     ] = None,
@@ -139,7 +146,8 @@ def score_command(
         Optional[float],
         num_opt(
             "--judge-budget",
-            "USD the judge may spend on each run (default: the run's judge budget, else its --budget; no cap without one).",
+            "USD the judge may spend on each run (default: the run's judge budget, else its --budget; no cap without "
+            "one).",
             "budget",
         ),
     ] = None,
@@ -159,7 +167,8 @@ def score_command(
     for d in dirs:  # every directory and the judge's model (spec, file, API key) checked before any call
         if not (d / "scores.json").exists() or not (d / "dataset").is_dir() or not (d / "config.json").is_file():
             fail(
-                f"{d} is not a finished science run directory (no scores.json or dataset/); run 'cooplab run science' first"
+                f"{d} is not a finished science run directory (no scores.json or dataset/); run 'cooplab run science' "
+                "first"
             )
         try:
             config = rundir.read_config(d)
@@ -257,7 +266,8 @@ def agreement_command(
 def bench_science(
     suite: Path = typer.Argument(
         ...,
-        help="The suite (JSONL): one question per line with id, question, constraints, format (@name[value] parts), file_name, optional level and concepts.",
+        help="The suite (JSONL): one question per line with id, question, constraints, format (@name[value] parts), "
+        "file_name, optional level and concepts.",
     ),
     tables: Path = typer.Option(..., "--tables", help="The directory holding every item's file_name."),
     labels: Optional[Path] = typer.Option(
@@ -268,12 +278,14 @@ def bench_science(
     team: str = typer.Option(
         "llm",
         "--team",
-        help="llm (the --model team) or answers:FILE (scripted: states the answers of FILE, JSONL id + answer; checks extraction and scoring).",
+        help="llm (the --model team) or answers:FILE (scripted: states the answers of FILE, JSONL id + answer; checks "
+        "extraction and scoring).",
     ),
     team_size: int = typer.Option(
         2,
         "--team-size",
-        help="Agents per team: 2 or 3 (the four teams of the paper), or 1: a single analyst agent with the code tool, the baseline (the solo pipeline).",
+        help="Agents per team: 2 or 3 (the four teams of the paper), or 1: a single analyst agent with the code tool, "
+        "the baseline (the solo pipeline).",
     ),
     budget_per_item: Annotated[
         Optional[float], num_opt("--budget-per-item", "USD cap of one item's run.", "budget")
@@ -385,7 +397,8 @@ def bench_science(
         cpc = "n/a" if s["cost_per_correct_usd"] is None else f"${s['cost_per_correct_usd']:.6f}"
         typer.echo(
             f"{s['items']} items: {len(s['ran'])} ran, {len(s['resumed'])} resumed, {len(s['skipped'])} already done, "
-            f"{len(s['failed'])} failed, {len(s['not_scored'])} not scored; accuracy {s['correct']}/{s['scored']} = {acc}; cost ${s['cost_usd']:.6f}, "
+            f"{len(s['failed'])} failed, {len(s['not_scored'])} not scored; accuracy {s['correct']}/{s['scored']} = "
+            f"{acc}; cost ${s['cost_usd']:.6f}, "
             f"per correct answer {cpc}; report in {out / 'report.md'}"
         )
     if s["failed"]:

@@ -131,7 +131,8 @@ def report(task: "Task", out: Path, summary: "RunSummary", as_json: bool) -> Non
     lg = summary.ledger
     if lg is not None:
         typer.echo(
-            f"LLM calls: {lg.calls} ({lg.cached_calls} from cache), tokens in/out {lg.input_tokens}/{lg.output_tokens}, "
+            f"LLM calls: {lg.calls} ({lg.cached_calls} from cache), tokens in/out "
+            f"{lg.input_tokens}/{lg.output_tokens}, "
             f"cost ${lg.cost_usd_float:.6f}; status {summary.status}"
         )
     typer.echo(f"run directory: {out}")

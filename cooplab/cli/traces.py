@@ -44,7 +44,8 @@ def export_cmd(
         None,
         "--otlp",
         metavar="URL",
-        help="Send OpenTelemetry spans (OpenInference conventions, OTLP/HTTP protobuf) to URL instead of LangSmith: a base URL such as http://127.0.0.1:6006 (Phoenix) or a full .../v1/traces URL. Needs the 'viewer' extra.",
+        help="Send OpenTelemetry spans (OpenInference conventions, OTLP/HTTP protobuf) to URL instead of LangSmith: a "
+        "base URL such as http://127.0.0.1:6006 (Phoenix) or a full .../v1/traces URL. Needs the 'viewer' extra.",
     ),
     project: Optional[str] = typer.Option(
         None,
@@ -57,7 +58,9 @@ def export_cmd(
     phoenix_prices: bool = typer.Option(
         False,
         "--phoenix-prices",
-        help="With --otlp to Arize Phoenix: first set Phoenix's price of each of the run's models (Settings > Models, an exact-name entry) to the ledger's rates, so Phoenix's own cost columns show what the ledger charged. Any failure: one line, exit 2, nothing sent.",
+        help="With --otlp to Arize Phoenix: first set Phoenix's price of each of the run's models (Settings > Models, "
+        "an exact-name entry) to the ledger's rates, so Phoenix's own cost columns show what the ledger charged. "
+        "Any failure: one line, exit 2, nothing sent.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
@@ -117,7 +120,8 @@ def _export_otlp(
         return
     rate = f", {res.spans / res.seconds:.0f} spans/s" if res.seconds > 0 and res.spans else ""
     typer.echo(
-        f"exported {res.spans} spans ({res.traces} trace{'' if res.traces == 1 else 's'}) from {res.file} to {res.endpoint} "
+        f"exported {res.spans} spans ({res.traces} trace{'' if res.traces == 1 else 's'}) from {res.file} to "
+        f"{res.endpoint} "
         f"(project {res.project}) in {res.seconds:.2f} s{rate}"
     )
     for e in res.prices or []:
@@ -147,7 +151,8 @@ def view_cmd(
     no_block: bool = typer.Option(
         False,
         "--no-block",
-        help="Serve from a background process, print its URL and pid, and return; it serves until stopped with 'kill PID'.",
+        help="Serve from a background process, print its URL and pid, and return; it serves until stopped with 'kill "
+        "PID'.",
     ),
 ) -> None:
     """Read a run's model calls (prompts, answers, tokens, what each was charged, round by round) on

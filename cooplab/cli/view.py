@@ -72,13 +72,15 @@ def view_cmd(
     dirs: Optional[List[Path]] = typer.Argument(
         None,
         metavar="DIR",
-        help="Folders holding run directories, searched recursively (sweeps' cells too). Default: ./runs if it exists, else the current folder.",
+        help="Folders holding run directories, searched recursively (sweeps' cells too). Default: ./runs if it exists, "
+        "else the current folder.",
     ),
     port: int = typer.Option(0, "--port", help="Port to listen on (0: any free port)."),
     host: str = typer.Option(
         "127.0.0.1",
         "--host",
-        help="Address to listen on (default: loopback only). Requests must still name localhost, 127.0.0.1 or [::1] in their Host header.",
+        help="Address to listen on (default: loopback only). Requests must still name localhost, 127.0.0.1 or [::1] in "
+        "their Host header.",
     ),
     open_browser: bool = typer.Option(False, "--open/--no-open", help="Open the explorer in the default browser."),
     as_json: bool = typer.Option(
@@ -87,7 +89,8 @@ def view_cmd(
     no_block: bool = typer.Option(
         False,
         "--no-block",
-        help="Serve from a background process, print its URL and pid, and return; it serves until stopped with 'kill PID'.",
+        help="Serve from a background process, print its URL and pid, and return; it serves until stopped with 'kill "
+        "PID'.",
     ),
 ) -> None:
     """Explore runs in a local web app: the list of runs (sortable, filterable), a society's rounds,
@@ -115,7 +118,8 @@ def view_cmd(
             typer.echo(json.dumps({"url": url, "runs": n, "dirs": [str(d) for d in roots], "pid": pid}))
         else:
             typer.echo(
-                f"cooplab view: {n} runs under {', '.join(map(str, roots))} at {url} (server pid {pid}; stop it with 'kill {pid}')"
+                f"cooplab view: {n} runs under {', '.join(map(str, roots))} at {url} (server pid {pid}; stop it with "
+                f"'kill {pid}')"
             )
         open_in_browser(url, open_browser)
         return

@@ -17,7 +17,8 @@ sorts and filters tables, and ``static/plots.js``, which draws the plots from th
 
 Safety: every request must name this server by a loopback name and its port in ``Host``
 (:func:`host_allowed`; 400 without exactly one Host, 421 for another name: a page whose domain was
-pointed at 127.0.0.1, DNS rebinding, reads nothing); every response carries a Content-Security-Policy that allows scripts and styles from this
+pointed at 127.0.0.1, DNS rebinding, reads nothing); every response carries a Content-Security-Policy that allows
+scripts and styles from this
 server only (no inline script, no eval), images from this server and ``data:`` URIs, no frames, no
 requests elsewhere. Run text reaches the page only through Jinja's autoescape.
 """

@@ -261,7 +261,8 @@ def curve_plots(res: Any, shared: int) -> list[ex.Plot]:
         caption = (
             f"Each line is {col} per round, the mean over the run's societies: run A solid, run B dashed (one colour). "
             + (
-                f"The grey band covers rounds 1..{shared}, which the runs share (the fork took them from the checkpoint at "
+                f"The grey band covers rounds 1..{shared}, which the runs share (the fork took them from the "
+                "checkpoint at "
                 f"the end of round {shared}; both lines lie on each other there). "
                 if shared > 0
                 else "The runs share no round by their fork records (no grey band). "

@@ -316,7 +316,8 @@ def sweep_sections(g: Group, query: Mapping[str, str]) -> list[ex.Section]:
                 integer_x=numeric_x and all(float(x).is_integer() for x in xs),
                 bands={label: ([stats[c][1] for c in order], [stats[c][2] for c in order])},
                 scatter={"each seed": (scatter_x, scatter_y)},
-                caption=f"black {'line' if numeric_x else 'dots'}: the mean of {metric} over the seeds of each condition "
+                caption=f"black {'line' if numeric_x else 'dots'}: the mean of {metric} over the seeds of each "
+                "condition "
                 f"({seeds} seeds); {'grey band' if numeric_x else 'whiskers'}: the 95% confidence interval of that "
                 "mean (Student's t, seeds - 1 degrees of freedom; none where a condition has a single seed); open "
                 "dots: each seed's own value. A cell that is itself a batch of societies contributes its own "

@@ -3,7 +3,8 @@
 A society's tables hold per-round means; who caught, earned and believed what in each round lives in
 the graph's checkpoints, one after every node. :func:`updates` replays them in order (read-only, the
 top-level graph only, and only the values a cooplab checkpoint may hold: see
-:mod:`cooplab.graphs.checkpoint_serde`; a file holding anything else is refused in one line) and yields, per checkpoint, the channels its node wrote and the state after
+:mod:`cooplab.graphs.checkpoint_serde`; a file holding anything else is refused in one line) and yields, per checkpoint,
+the channels its node wrote and the state after
 it. A damaged or missing file yields nothing and the caller says so.
 """
 

@@ -375,7 +375,8 @@ def image_uri(run: Any, rel: str) -> tuple[str | None, str | None]:
         if budget is not None and path.stat().st_size > budget.left:
             return (
                 None,
-                f"{cut(rel, 120)} is not embedded: the images of this file already take {MAX_FILE_IMAGE_BYTES >> 20} MB",
+                f"{cut(rel, 120)} is not embedded: the images of this file already take {MAX_FILE_IMAGE_BYTES >> 20} "
+                "MB",
             )
         data = path.read_bytes()
     except OSError as exc:

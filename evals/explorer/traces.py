@@ -299,7 +299,8 @@ def read_trace_file(path: Any) -> TraceFile:
                     break
                 if not raw.strip():
                     continue
-                try:  # nested deeper than MAX_JSON_DEPTH: damaged too (every later reader stays clear of the recursion limit)
+                # nested deeper than MAX_JSON_DEPTH: damaged too (every later reader stays clear of the recursion limit)
+                try:
                     rec = parse_json(raw, f"traces.jsonl line {n}", error=ValueError)
                 except ValueError:
                     rec = None

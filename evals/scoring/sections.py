@@ -110,7 +110,8 @@ _HEADING_KEYWORDS: list[tuple[str, str, bool]] = [
     (r"problem (?:statement|definition|formulation|description)", "introduction", True),
     (r"research questions?|objectives?|aims?(?: and scope)?|scope", "introduction", False),
     (
-        r"(?:description of (?:the )?)?(?:datasets?|data ?sets?|data)(?: (?:description|overview|summary|characteristics|"
+        r"(?:description of (?:the )?)?(?:datasets?|data ?sets?|data)(?: "
+        r"(?:description|overview|summary|characteristics|"
         r"exploration|collection|sources?|and preprocessing|preprocessing))?",
         "dataset",
         True,

@@ -132,7 +132,8 @@ def questions(t: dict[str, pd.DataFrame]) -> list[dict]:
             "sensors.csv",
             "medium",
             ["summary", "missing values"],
-            "How many humidity readings are missing, and what is the mean humidity after filling the missing readings with the median humidity?",
+            "How many humidity readings are missing, and what is the mean humidity after filling the missing readings "
+            "with the median humidity?",
             "Use the median of the observed readings. Round the mean to 2 decimal places.",
             [("missing_humidity", int(s.humidity.isna().sum()), 0), ("mean_humidity_filled", hum_filled.mean(), 2)],
         ),
@@ -149,7 +150,8 @@ def questions(t: dict[str, pd.DataFrame]) -> list[dict]:
             "medium",
             ["correlation"],
             "What is the Pearson correlation between temperature and humidity, and is it positive or negative?",
-            "Use the rows where both are present. Round the coefficient to 2 decimal places; the direction is the word positive or negative.",
+            "Use the rows where both are present. Round the coefficient to 2 decimal places; the direction is the word "
+            "positive or negative.",
             [("r_temp_humidity", r_th, 2), ("direction", "negative" if r_th < 0 else "positive", None)],
         ),
         (
@@ -181,7 +183,8 @@ def questions(t: dict[str, pd.DataFrame]) -> list[dict]:
             "hard",
             ["distribution"],
             "Do plants with fertilizer A and fertilizer B differ in mean height? Use Welch's t-test.",
-            "Compare A against B (A first). Round the t statistic to 2 decimal places and the p-value to 4 decimal places.",
+            "Compare A against B (A first). Round the t statistic to 2 decimal places and the p-value to 4 decimal "
+            "places.",
             [("welch_t", welch.statistic, 2), ("welch_p", welch.pvalue, 4)],
         ),
         (
@@ -189,7 +192,8 @@ def questions(t: dict[str, pd.DataFrame]) -> list[dict]:
             "hard",
             ["distribution"],
             "Are region and returned independent? Use a chi-square test of independence on their contingency table.",
-            "Use scipy's default continuity handling. Round the p-value to 3 decimal places; dependent is yes when p < 0.05, else no.",
+            "Use scipy's default continuity handling. Round the p-value to 3 decimal places; dependent is yes when p < "
+            "0.05, else no.",
             [("chi2_p", chi.pvalue, 3), ("dependent", "yes" if chi.pvalue < 0.05 else "no", None)],
         ),
         (
@@ -236,7 +240,8 @@ def questions(t: dict[str, pd.DataFrame]) -> list[dict]:
             "sensors.csv",
             "medium",
             ["features"],
-            "Cut the temperature into 3 equal-width bins (pandas.cut with bins=3). How many readings fall into the highest bin?",
+            "Cut the temperature into 3 equal-width bins (pandas.cut with bins=3). How many readings fall into the "
+            "highest bin?",
             "Give an integer.",
             [("high_bin_count", int((bins == "high").sum()), 0)],
         ),
@@ -244,7 +249,8 @@ def questions(t: dict[str, pd.DataFrame]) -> list[dict]:
             "plants.csv",
             "hard",
             ["model"],
-            "Fit an ordinary least squares regression of height_cm on water_ml and sunlight_h (with an intercept). What are the coefficient of water_ml and the R-squared?",
+            "Fit an ordinary least squares regression of height_cm on water_ml and sunlight_h (with an intercept). "
+            "What are the coefficient of water_ml and the R-squared?",
             "Round the coefficient to 4 decimal places and R-squared to 3 decimal places.",
             [("coef_water", beta[1], 4), ("r_squared", r2, 3)],
         ),
@@ -252,7 +258,8 @@ def questions(t: dict[str, pd.DataFrame]) -> list[dict]:
             "plants.csv",
             "hard",
             ["model"],
-            "With the least squares model of height_cm on water_ml and sunlight_h (with an intercept), what height does it predict for water_ml = 500 and sunlight_h = 6?",
+            "With the least squares model of height_cm on water_ml and sunlight_h (with an intercept), what height "
+            "does it predict for water_ml = 500 and sunlight_h = 6?",
             "Round to 2 decimal places.",
             [("predicted_height", beta[0] + 500 * beta[1] + 6 * beta[2], 2)],
         ),

@@ -71,7 +71,8 @@ class _Raw:
 
 
 _NONCE = uuid.uuid4().hex
-#: a _Raw as json.dumps writes it (the NUL characters are escaped: no string of the record can spell it without the nonce)
+#: a _Raw as json.dumps writes it (the NUL characters are escaped: no string of the record can spell it without the
+#: nonce)
 _RAW = re.compile('"\\\\u0000' + _NONCE + ':(\\d+)\\\\u0000"')
 
 

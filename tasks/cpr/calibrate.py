@@ -14,7 +14,8 @@ ABM claims hold (docs/calibrate.md).
   one graph invocation per experiment, seeds SEED, SEED + 1, SEED + 2 for every sample (common
   random numbers across samples).
 * **Execution**: the samples still to do are cut into batches; a batch is a function job of
-  the executor passed in (``jobs_on``: the engine's :data:`cooplab.runs.engine.ENGINE`), so it runs in a thread (``local``) or as a Ray task.
+  the executor passed in (``jobs_on``: the engine's :data:`cooplab.runs.engine.ENGINE`), so it runs in a thread
+  (``local``) or as a Ray task.
   Every finished sample is appended at once to OUT/samples.jsonl (one locked write, fsync), so a
   rerun of the same command skips it; a worker killed at any moment loses at most the samples it
   was computing.
@@ -73,7 +74,8 @@ SPACE: tuple[Dim, ...] = (
         0.05,
         0.2,
         "a full-effort fleet of 10 takes N*alpha = 50% to 200% of the stock per round: overfishing stays "
-        "possible in both lakes (10*alpha > r/(1+r)) up to an empty lake in half a round; v1's 0.1 at the geometric centre",
+        "possible in both lakes (10*alpha > r/(1+r)) up to an empty lake in half a round; v1's 0.1 at the geometric "
+        "centre",
         log=True,
     ),
     Dim(
@@ -165,7 +167,8 @@ OPTIONAL: tuple[Dim, ...] = (
 #: "chosen" parameters deliberately not sampled, and why
 FIXED: dict[str, str] = {
     "K": "the unit of fish: every amount (c, P0, R_min, gamma, caps) is sampled relative to K = 1000; what K does beyond the unit "
-    "(the paper's absolute beta = 10, 14 against the catch) is covered by sampling c, P0, gamma and the caps against fixed beta, "
+    "(the paper's absolute beta = 10, 14 against the catch) is covered by sampling c, P0, gamma and the caps against "
+    "fixed beta, "
     "and alpha*K (a full-effort catch of 50-200 fish) by sampling alpha",
     "R0": "R0 = K: the lake starts unexploited, as in the paper's figures (a lower start only removes the first rounds of decline)",
     "m_range": "the lower end stays 0 (the full unit interval starts there); the upper end is the dimension m_max",

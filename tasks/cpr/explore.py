@@ -164,7 +164,8 @@ def view(run: Any, query: Mapping[str, str]) -> list[ex.Section]:
                 xlabel="round",
                 ylabel="tonnes",
                 key="lake",
-                caption="fish in the lake at the start of each round and after the harvest, and the round's total catch",
+                caption="fish in the lake at the start of each round and after the harvest, and the round's total "
+                "catch",
             )
         )
         cols = [
@@ -292,7 +293,8 @@ def votes_text(v: Any) -> Any:
         ):
             return v
         out.append(
-            f"option {whole(p[0]) if whole(p[0]) is not None else p[0]}: {whole(p[1]) if whole(p[1]) is not None else p[1]}"
+            f"option {whole(p[0]) if whole(p[0]) is not None else p[0]}: "
+            f"{whole(p[1]) if whole(p[1]) is not None else p[1]}"
         )
     return ", ".join(out)
 

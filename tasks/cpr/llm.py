@@ -80,7 +80,8 @@ class VoteDecision(BaseModel):
 def _check_punish(v: PunishDecision, ctx: dict[str, Any]) -> None:
     if v.punish is not None and v.punish not in ctx["shown"]:
         raise ValueError(
-            f"fisher {v.punish} was not among the fishers shown ({', '.join(map(str, ctx['shown']))}); use one of them or null"
+            f"fisher {v.punish} was not among the fishers shown ({', '.join(map(str, ctx['shown']))}); use one of them "
+            "or null"
         )
 
 
@@ -168,7 +169,8 @@ def peer_block(state: dict[str, Any], s: int, peers: list[int], rounds_done: int
     if not peers or rounds_done <= 0:
         return ""
     lines = [
-        f"- Fisher {j + 1}: effort {state['effort_recent'][s, j, 0]:.2f}, caught {_t(state['h_recent'][s, j, 0])} tonnes, "
+        f"- Fisher {j + 1}: effort {state['effort_recent'][s, j, 0]:.2f}, caught {_t(state['h_recent'][s, j, 0])} "
+        "tonnes, "
         f"savings {_t(state['P'][s, j])}" + (", was fined" if state["V_recent"][s, j, 0] else "")
         for j in peers
     ]

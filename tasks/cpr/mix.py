@@ -172,7 +172,8 @@ def report_lines(summary: Mapping[str, Any]) -> list[str]:
     for r in summary.get("by_model") or []:
         lines.append(
             f"model {r['model']} ({r['agents']} agents): catch {r['catch_per_agent']:.1f} per agent, fines given "
-            f"{r['fines_given_per_agent']:.2f} / received {r['fines_received_per_agent']:.2f} per agent, norms proposed "
+            f"{r['fines_given_per_agent']:.2f} / received {r['fines_received_per_agent']:.2f} per agent, norms "
+            "proposed "
             f"{r['norms_proposed']}, adopted {r['norms_adopted']}, final wealth {_f(r['wealth_per_agent'])} per agent"
         )
     if summary.get("crossplay"):

@@ -78,12 +78,14 @@ class CPRParams(BaseModel):
     alpha: PositiveShare = _f(
         0.082,
         "productivity: h_i = alpha * e_i * R",
-        "chosen, calibrated (docs/cpr.md): 10 agents at full effort take 82% of the stock per round; v1: 0.1, they can empty the lake in one round",
+        "chosen, calibrated (docs/cpr.md): 10 agents at full effort take 82% of the stock per round; v1: 0.1, they can "
+        "empty the lake in one round",
     )
     c: Positive = _f(
         3.1,
         "fixed consumption per agent per round",
-        "chosen, calibrated (docs/cpr.md): 62% of the harsh lake's per-capita MSY rK/4N = 5 (21% of the rich lake's 15); v1: 4.0 (80%)",
+        "chosen, calibrated (docs/cpr.md): 62% of the harsh lake's per-capita MSY rK/4N = 5 (21% of the rich lake's "
+        "15); v1: 4.0 (80%)",
     )
     P0: Real = _f(
         38.0,
@@ -127,7 +129,8 @@ class CPRParams(BaseModel):
     individual_learning: StrictBool = _f(
         True,
         "individual (reinforcement) learning from one's own payoff, fines and sanctions on/off",
-        "paper abstract ('agents also individually learn from the consequences of harvesting, monitoring, and punishing') "
+        "paper abstract ('agents also individually learn from the consequences of harvesting, monitoring, and "
+        "punishing') "
         "and §4.2.5 (Neither: 'individual history and environmental feedback')",
     )
     il_rate: Share = _f(
@@ -141,7 +144,8 @@ class CPRParams(BaseModel):
     e_min: Share = _f(
         0.082,
         "lower end of the general initial effort range",
-        "chosen, calibrated (docs/cpr.md): alpha e K = 6.7, about twice subsistence at full stock; v1: 0.04, subsistence (alpha e K = c)",
+        "chosen, calibrated (docs/cpr.md): alpha e K = 6.7, about twice subsistence at full stock; v1: 0.04, "
+        "subsistence (alpha e K = c)",
     )
     g_min: Real = _f(
         0.13,

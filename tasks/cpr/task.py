@@ -370,7 +370,8 @@ class CPRTask(Task):
 
         whole = summary.as_json()
         return [
-            f"survival time T_s = {mean_sem_text(st.model_dump(), 2)}, efficiency eta = {mean_sem_text(ef.model_dump(), 3)}{how}, "
+            f"survival time T_s = {mean_sem_text(st.model_dump(), 2)}, efficiency eta = "
+            f"{mean_sem_text(ef.model_dump(), 3)}{how}, "
             f"n = {n} {'society' if n == 1 else 'societies'}; collapse causes: {counts_text(res.collapse)}",
             *report_lines(whole),
             "tables: summary.json, rounds.*, agents.*"

@@ -157,7 +157,8 @@ def check_claims(
         holds &= ok
         gaps.append(float(on.mean() - off.mean()))
         parts.append(
-            f"beta={beta:g}: T_s kept {on.mean():.1f} vs off-at-{FIG2_OFF} {off.mean():.1f} (Welch t={w['t']:.2f}, p={w['p']:.2g})"
+            f"beta={beta:g}: T_s kept {on.mean():.1f} vs off-at-{FIG2_OFF} {off.mean():.1f} (Welch t={w['t']:.2f}, "
+            f"p={w['p']:.2g})"
         )
     claims.append(
         {

@@ -69,7 +69,8 @@ SPACE: tuple[Dim, ...] = (
         2.0,
         32.0,
         "c_p - c_b, the premium meal's extra price, from a quarter to four times ours (8), log-uniform "
-        "with ours at the geometric centre: a lone defector's private gain (value_ratio - 1/4) * extra_price then runs from "
+        "with ours at the geometric centre: a lone defector's private gain (value_ratio - 1/4) * extra_price then runs "
+        "from "
         "0.2 (far below one punishment at k = 1) to 22 (far above the 6:1 fine p = 6)",
         log=True,
     ),
@@ -78,7 +79,8 @@ SPACE: tuple[Dim, ...] = (
         0.35,
         0.95,
         "(v_p - v_b) / (c_p - c_b), the share of its extra price that the premium meal returns to its "
-        "eater; the dilemma for groups of n = 3 and 4 is exactly 1/3 < value_ratio < 1 (defecting pays: > 1/n; all-defect is "
+        "eater; the dilemma for groups of n = 3 and 4 is exactly 1/3 < value_ratio < 1 (defecting pays: > 1/n; "
+        "all-defect is "
         "worse than all-cooperate: < 1); the range is that interval with margins of 0.017 and 0.05 (ours: 0.5)",
     ),
     Dim(
@@ -94,7 +96,8 @@ SPACE: tuple[Dim, ...] = (
         1 / 6,
         6.0,
         "p / k in the 'unstated' setting, from the inverse of the paper's strongest stated ratio to that "
-        "ratio (6:1); ours (1:1) at the geometric centre: the LLM decided, and nothing says it punished harder than the paper's "
+        "ratio (6:1); ours (1:1) at the geometric centre: the LLM decided, and nothing says it punished harder than "
+        "the paper's "
         "explicit settings",
         log=True,
     ),
@@ -103,7 +106,8 @@ SPACE: tuple[Dim, ...] = (
         0.0,
         1.0,
         "how much of its past score an agent keeps per iteration, pi <- memory * pi + u: 1 = the utility "
-        "accumulated since iteration 1 (ours, choice 5), 0 = the last iteration's only; the paper says 'accumulated rewards and "
+        "accumulated since iteration 1 (ours, choice 5), 0 = the last iteration's only; the paper says 'accumulated "
+        "rewards and "
         "penalties' without saying over what",
     ),
 )
@@ -345,7 +349,8 @@ def report_extra(s: dict[str, Any]) -> list[str]:
     return [
         "## The other claims",
         "",
-        f"The eight other claims of `cooplab figures diners` ({', '.join(o['claims'])}) all hold in {a['held']}/{a['n']} samples "
+        f"The eight other claims of `cooplab figures diners` ({', '.join(o['claims'])}) all hold in "
+        f"{a['held']}/{a['n']} samples "
         f"({calib.pct(a['share'])}, 95% CI {calib.ci_text(a)}); all fourteen claims jointly in {b['held']}/{b['n']} "
         f"({calib.pct(b['share'])}, {calib.ci_text(b)}).",
         "",

@@ -233,7 +233,8 @@ def check_claims(counts: pd.DataFrame) -> list[dict[str, Any]]:
             mp = sh["M"] + sh["P"]
             add(
                 f"c{comb}-{pk}-mp",
-                f"combination {comb}, p:k {pk}: M or P dominate at iteration {T} (M + P > 50 %, one of them the largest)",
+                f"combination {comb}, p:k {pk}: M or P dominate at iteration {T} (M + P > 50 %, one of them the "
+                "largest)",
                 mp > 0.5 and leader(comb, pk) in ("M", "P"),
                 f"M + P = {mp:.3f}; largest: {leader(comb, pk)}",
                 min(mp - 0.5, max(sh["M"], sh["P"]) - max(v for n, v in sh.items() if n not in ("M", "P"))),
@@ -311,7 +312,8 @@ def make_figures(
     )
     claims = check_claims(counts)
     lines = [
-        f"# Diner's Dilemma, rule-based agents: {replicates} replicates per condition, {iterations} iterations, seed {seed}, beta {beta}",
+        f"# Diner's Dilemma, rule-based agents: {replicates} replicates per condition, {iterations} iterations, seed "
+        f"{seed}, beta {beta}",
         "",
         "Free choices: "
         + ", ".join(f"{k} = {v:g}" for k, v in choices.items())
@@ -319,7 +321,8 @@ def make_figures(
         "",
     ]
     lines += [
-        f"- **{c['id']}**{' (Fig. ' + c['figure'] + ')' if c.get('figure') else ''} ({'holds' if c['holds'] else 'does not hold'}): "
+        f"- **{c['id']}**{' (Fig. ' + c['figure'] + ')' if c.get('figure') else ''} "
+        f"({'holds' if c['holds'] else 'does not hold'}): "
         f"{c['claim']}. {c['evidence']}; effect {c['effect']:+.3f}"
         for c in claims
     ]

@@ -186,7 +186,8 @@ def cost_line(state: dict[str, Any], s: int) -> str:
     P = state["params"]
     if bool(P["stated"][s]):
         return (
-            f"Punishing a member costs you {_points(P['k'][s])} of utility per member punished, and costs each punished "
+            f"Punishing a member costs you {_points(P['k'][s])} of utility per member punished, and costs each "
+            "punished "
             f"member {_points(P['p'][s])} per punisher."
         )
     return "Punishing a member has a cost for you and a cost for the punished member."

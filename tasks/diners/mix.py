@@ -157,7 +157,8 @@ def report_lines(summary: Mapping[str, Any]) -> list[str]:
 
     lines = [
         f"model {r['model']} ({r['diners']} diners): premium share {f(r['premium_share'])}, punishments given "
-        f"{f(r['punishments_given_per_iteration'])} / received {f(r['punishments_received_per_iteration'])} per iteration, "
+        f"{f(r['punishments_given_per_iteration'])} / received {f(r['punishments_received_per_iteration'])} per "
+        "iteration, "
         f"utility {f(r['utility_per_iteration'])} per iteration, final score {f(r['final_score'], 2)}"
         for r in summary.get("by_model") or []
     ]

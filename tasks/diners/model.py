@@ -90,7 +90,8 @@ def parse_groups(text: str) -> tuple[tuple[str, ...], ...]:
     n = sum(len(g) for g in groups)
     if len(groups) > MAX_GROUPS or n > MAX_DINERS:
         raise DinersError(
-            f"--groups: at most {MAX_GROUPS} groups and {MAX_DINERS} diners in all, got {len(groups)} groups and {n} diners"
+            f"--groups: at most {MAX_GROUPS} groups and {MAX_DINERS} diners in all, got {len(groups)} groups and {n} "
+            "diners"
         )
     return tuple(groups)
 

@@ -96,7 +96,8 @@ class DinersTask(Task):
             raise co.ConfigError("give either --combination or --groups, not both")
         if not isinstance(pk, str) or (groups is not None and not isinstance(groups, str)):
             raise co.ConfigError(
-                f"--pk and --groups are text such as '3:1' and 'M,P,E,R1;M,M,P,R1', got {co.show(pk)} and {co.show(groups)}"
+                f"--pk and --groups are text such as '3:1' and 'M,P,E,R1;M,M,P,R1', got {co.show(pk)} and "
+                f"{co.show(groups)}"
             )
         if replicates is None:
             replicates = 1 if agents == "llm" else 200
@@ -252,7 +253,8 @@ class DinersTask(Task):
             return super().report(summary)
         shares = ", ".join(f"{n} {v:.3f}" for n, v in r.final_shares.items() if v or n != "D")
         lines = [
-            f"final strategy shares after {r.iterations_completed} iterations (mean of {r.replicates} replicates): {shares}"
+            f"final strategy shares after {r.iterations_completed} iterations (mean of {r.replicates} replicates): "
+            f"{shares}"
         ]
         if r.decision_accuracy_n is not None:
             fmt = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731

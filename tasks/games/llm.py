@@ -371,7 +371,8 @@ def status_text(P: Any, state: Any, s: int) -> str:
     ]
     if t == P.rounds:
         lines.append(
-            f"THIS IS THE FINAL ROUND. If the threshold is not met, there is a {_num(100 * P.loss_probability)}% chance "
+            f"THIS IS THE FINAL ROUND. If the threshold is not met, there is a {_num(100 * P.loss_probability)}% "
+            "chance "
             "ALL savings are lost."
         )
     return "\n".join(lines) + "\n"

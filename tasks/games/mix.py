@@ -131,7 +131,8 @@ def report_lines(summary: Mapping[str, Any]) -> list[str]:
     inv = summary.get("invasion")
     if inv:
         lines.append(
-            f"invader: {text(inv['invader'])}; payoff per round from K: invader {f(inv.get('invader_payoff_per_round'))}, "
+            f"invader: {text(inv['invader'])}; payoff per round from K: invader "
+            f"{f(inv.get('invader_payoff_per_round'))}, "
             f"residents {f(inv.get('resident_payoff_per_round'))}"
         )
         lines.append(recovery_text(inv["recovery"], "residents' metric"))

@@ -118,7 +118,8 @@ class WeakestLinkParams(GameParams):
     def check_game(self) -> None:
         if not self.min_weight > self.effort_cost > 0:
             raise ValueError(
-                f"min_weight ({self.min_weight:g}) must exceed effort_cost ({self.effort_cost:g}) > 0: otherwise high effort "
+                f"min_weight ({self.min_weight:g}) must exceed effort_cost ({self.effort_cost:g}) > 0: otherwise high "
+                "effort "
                 "never pays and the game has no coordination problem"
             )
 
@@ -162,7 +163,8 @@ class CPRSanctionParams(CPRParams):
         cells = self.simulations * self.n_players**2 * self.rounds
         if cells > MAX_SANCTION_CELLS:
             raise ValueError(
-                f"simulations x players^2 x rounds must be at most {MAX_SANCTION_CELLS:,} (memory: the sanction matrices), "
+                f"simulations x players^2 x rounds must be at most {MAX_SANCTION_CELLS:,} (memory: the sanction "
+                "matrices), "
                 f"got {cells:,}"
             )
         return self
@@ -205,12 +207,14 @@ class CollectiveRiskParams(GameParams):
         N, R, E, T, p = self.n_players, self.rounds, self.endowment, self.threshold, self.loss_probability
         if T > p * N * R * E:
             raise ValueError(
-                f"threshold ({T}) must be at most loss_probability x N x rounds x endowment ({p * N * R * E:g}): otherwise "
+                f"threshold ({T}) must be at most loss_probability x N x rounds x endowment ({p * N * R * E:g}): "
+                "otherwise "
                 "meeting it costs more than the expected loss and free-riding is the social optimum"
             )
         if T < p * R * E:
             raise ValueError(
-                f"threshold ({T}) must be at least loss_probability x rounds x endowment ({p * R * E:g}): otherwise one "
+                f"threshold ({T}) must be at least loss_probability x rounds x endowment ({p * R * E:g}): otherwise "
+                "one "
                 "player prefers to meet it alone and free-riding is no equilibrium"
             )
 
@@ -253,7 +257,8 @@ class ORingParams(GameParams):
         if t is None:
             raise ValueError(
                 f"no withdrawals reach success_threshold ({self.success_threshold:g}) in every group with groups "
-                f"{self.group_sizes}, pool {self.pool} and scale {self.scale:g} (Table 4 sweeps O-Ring over 3, 5, 8 per group)"
+                f"{self.group_sizes}, pool {self.pool} and scale {self.scale:g} (Table 4 sweeps O-Ring over 3, 5, 8 "
+                "per group)"
             )
         if self.reward <= self.withdraw_cost * t:
             raise ValueError(
@@ -322,7 +327,8 @@ class GameRun(InvaderWhenSet):
     )
     players: Literal["llm", "nash", "pareto", "random", "scripted"] = Field(
         "nash",
-        description="who plays: llm (exactly when the run's agents are llm), nash, pareto, random or scripted (--players)",
+        description="who plays: llm (exactly when the run's agents are llm), nash, pareto, random or scripted "
+        "(--players)",
         json_schema_extra={"source": "paper §3.1.2 (the reference players are ours)"},
     )
     script: dict[str, Any] | None = Field(

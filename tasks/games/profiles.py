@@ -84,7 +84,8 @@ def request(
     bad = [g for g in chosen if g not in GAMES]
     if bad or not chosen:
         raise ProfileError(
-            f"--games must be a comma-separated list of {', '.join(GAMES)}, got {','.join(map(str, chosen)) or 'nothing'}"
+            f"--games must be a comma-separated list of {', '.join(GAMES)}, got "
+            f"{','.join(map(str, chosen)) or 'nothing'}"
         )
     if len(set(chosen)) != len(chosen):
         raise ProfileError(f"--games lists a game twice: {','.join(chosen)}")
@@ -309,7 +310,8 @@ def run_profile(
     warn: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Play (or continue) every game of ``req`` into ``out`` (made by :func:`prepare`) on ``engine``
-    (:data:`cooplab.runs.engine.ENGINE`) and write the profile. ``on_game(game, what)`` is told what happens to each game: "done" (read back),
+    (:data:`cooplab.runs.engine.ENGINE`) and write the profile. ``on_game(game, what)`` is told what happens to each
+    game: "done" (read back),
     "resume", "start", "skipped" (the budget ran out before it). A game that stops early (budget,
     a model that cannot be reached) ends the profile there: profile.json is written with what
     exists and the stop is re-raised (``RunStopped``, ``RunFailed``) or recorded (budget)."""

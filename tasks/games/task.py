@@ -2,7 +2,8 @@
 one runner: ``cooplab run game --game NAME --players llm|nash|pareto|random|scripted:FILE ...``.
 
 A run's settings (``config.params``; config.json's ``params``) are the game's
-:class:`~cooplab.tasks.games.params.GameSettings`: the game's parameters (:mod:`.params`) and ``game`` (one of :data:`GAMES`),
+:class:`~cooplab.tasks.games.params.GameSettings`: the game's parameters (:mod:`.params`) and ``game`` (one of
+:data:`GAMES`),
 ``players`` (llm | nash | pareto | random | scripted; llm exactly when the runner's ``agents`` is
 llm), ``prompt`` (LLM players' condition: standard | alternate | cot | tom), ``deliberation``
 (LLM players: a within-group message before each decision), ``script`` (scripted players: the validated
@@ -12,7 +13,8 @@ from).
 Run directory: ``players.*`` (one row per simulation, round and player), ``rounds.*`` (per
 simulation and round: the metric, its Pareto proximity, payoffs and group outcomes),
 ``simulations.*`` (per simulation: metric, proximity, near-Pareto, payoff, outcomes),
-``sanctions.*`` (CPR with sanctioning: every sanction), ``messages.*`` (deliberation), ``convergence.*`` (Appendix D's bootstrap),
+``sanctions.*`` (CPR with sanctioning: every sanction), ``messages.*`` (deliberation), ``convergence.*`` (Appendix D's
+bootstrap),
 ``summary.json`` and ``figures/run.png``.
 """
 
@@ -303,7 +305,8 @@ class GameTask(Task):
             and oc.expected_payoff_per_player is not None
         ):
             lines.append(
-                f"threshold met in {oc.threshold_met_rate:.2f} of simulations, savings lost in {oc.savings_lost_rate:.2f}; "
+                f"threshold met in {oc.threshold_met_rate:.2f} of simulations, savings lost in "
+                f"{oc.savings_lost_rate:.2f}; "
                 f"expected payoff per player {oc.expected_payoff_per_player:.3f}"
             )
         if oc.success_rate is not None:

@@ -8,7 +8,8 @@ under ``--tables``), optional ``level`` and ``concepts``. Labels, one object per
 
 Every item is one science run on its own data (:func:`cooplab.tasks.science.owndata.custom_config`:
 the item's table is the dataset, question + constraints + format the task text), run as a job of
-the executor passed in (``jobs_on``: the engine's :mod:`cooplab.runs.sweeps`; ``OUT/items/ID`` run directories, concurrent, finished items skipped on a
+the executor passed in (``jobs_on``: the engine's :mod:`cooplab.runs.sweeps`; ``OUT/items/ID`` run directories,
+concurrent, finished items skipped on a
 rerun, ``--executor ray``). The answers are the ``@name[value]`` parts of the final artifact (the
 last one of each name wins); an item is correct when every labelled sub-answer matches
 (:mod:`cooplab.tasks.science.bench_answers`: numbers at the label's precision, text, lists, dicts). An
@@ -463,7 +464,8 @@ def _table(title: str, groups: dict[str, dict[str, Any]]) -> list[str]:
     for g, a in groups.items():
         ci = "n/a" if a["ci95"][0] is None else f"{_pct(a['ci95'][0])}–{_pct(a['ci95'][1])}"
         lines.append(
-            f"| {g} | {a['scored']} | {a['correct']} | {_pct(a['accuracy'])} | {ci} | {a['sub_correct']}/{a['sub_answers']} |"
+            f"| {g} | {a['scored']} | {a['correct']} | {_pct(a['accuracy'])} | {ci} | "
+            f"{a['sub_correct']}/{a['sub_answers']} |"
         )
     return lines + [""]
 
@@ -482,13 +484,15 @@ def write_report(out: Path, s: dict[str, Any]) -> Path:
         f"- sub-answer accuracy: {s['sub_correct']}/{s['sub_answers']} = {_pct(s['sub_accuracy'])}",
         f"- cost ${s['cost_usd']:.6f} (${s['cost_per_item_usd']:.6f} per item), cost per correct answer "
         + ("n/a (none correct)" if cpc is None else f"${cpc:.6f}"),
-        f"- tokens in {s['tokens_in']}, out {s['tokens_out']}; mean wall time per item {s['wall_seconds_per_item_mean']} s; "
+        f"- tokens in {s['tokens_in']}, out {s['tokens_out']}; mean wall time per item "
+        f"{s['wall_seconds_per_item_mean']} s; "
         f"statuses {s['statuses']}",
     ]
     f = s.get("finished") or {}
     if f and f.get("items") != s["items"]:
         lines.append(
-            f"- {s['items'] - f['items']} item(s) stopped by an error count as wrong above; over the {f['items']} whose run "
+            f"- {s['items'] - f['items']} item(s) stopped by an error count as wrong above; over the {f['items']} "
+            "whose run "
             f"finished (completed or budget exhausted): {f['correct']}/{f['scored']} = {_pct(f['accuracy'])}"
         )
     lines += [""]
@@ -558,7 +562,8 @@ def check_settings(out: Path, settings: dict[str, Any]) -> None:
         diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
         if diff:
             raise BenchError(
-                f"{out} was started with other settings ({', '.join(diff)} differ); rerun with the same ones or use a new --out"
+                f"{out} was started with other settings ({', '.join(diff)} differ); rerun with the same ones or use a "
+                "new --out"
             )
 
 

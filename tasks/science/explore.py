@@ -634,7 +634,8 @@ def _scores_lines(run: ScienceRun) -> list[str]:
 
     h = run.scores.get("heuristic") if isinstance(run.scores.get("heuristic"), dict) else {}
     lines = [
-        f"Heuristic scores (0-1): completeness {score_text(h.get('completeness'))}, quality {score_text(h.get('quality'))}, "
+        f"Heuristic scores (0-1): completeness {score_text(h.get('completeness'))}, quality "
+        f"{score_text(h.get('quality'))}, "
         f"accuracy {score_text(h.get('accuracy'))} (scored: {one_line(run.scores.get('scored'), 80)})."
     ]
     for j in run.scores.get("judges") or [] if isinstance(run.scores.get("judges"), list) else []:
@@ -645,8 +646,10 @@ def _scores_lines(run: ScienceRun) -> list[str]:
             counts_text({str(k): score_text(v) for k, v in spread.items()}) if isinstance(spread, dict) else "none"
         )
         lines.append(
-            f"Judge {one_line(j.get('judge'), 80)} (k = {one_line(j.get('k'), 10)}): completeness {score_text(j.get('completeness'))}, "
-            f"quality {score_text(j.get('quality'))}, accuracy {score_text(j.get('accuracy'))}; spread (s.d. over its k "
+            f"Judge {one_line(j.get('judge'), 80)} (k = {one_line(j.get('k'), 10)}): completeness "
+            f"{score_text(j.get('completeness'))}, "
+            f"quality {score_text(j.get('quality'))}, accuracy {score_text(j.get('accuracy'))}; spread (s.d. over its "
+            "k "
             f"readings) {spread_text}{judge_cost(j)}."
         )
     return lines
@@ -944,7 +947,8 @@ def _code_calls(run: ScienceRun, q: Mapping[str, str]) -> list[Any]:
     if len(calls) > MAX_CALLS_SHOWN:
         blocks.append(
             Note(
-                f"{len(calls)} code calls: the first {MAX_CALLS_SHOWN} are shown (keep one team's with the links above)",
+                f"{len(calls)} code calls: the first {MAX_CALLS_SHOWN} are shown (keep one team's with the links "
+                "above)",
                 level="info",
             )
         )

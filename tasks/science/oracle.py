@@ -191,8 +191,10 @@ def _ecology_report(r: dict[str, Any], truth: dict[str, Any]) -> str:
             "N_j,t + d_i 1(t >= tau) + e by ordinary least squares, so a_ij measures the effect of "
             "species j on the growth of species i. The change point tau was chosen by a likelihood scan "
             "over all candidate times (minimising the summed log residual sums of squares), and the "
-            "shift (a change-point detection) was tested with a likelihood-ratio statistic and Wald z tests of d_i. Off-diagonal "
-            "coefficients with |t| of at least four (two-sided p below 0.0001) were called interactions. Forecasts were "
+            "shift (a change-point detection) was tested with a likelihood-ratio statistic and Wald z tests of d_i. "
+            "Off-diagonal "
+            "coefficients with |t| of at least four (two-sided p below 0.0001) were called interactions. Forecasts "
+            "were "
             "scored by RMSE of log abundance on the last 20% of the series against the persistence "
             "baseline."
         ),
@@ -216,7 +218,8 @@ def _ecology_report(r: dict[str, Any], truth: dict[str, Any]) -> str:
         ),
         "Conclusion": (
             f"The community has {S} species. They are linked by {len(neg) + len(pos)} "
-            f"interactions, and their dynamics changed at t = {shift} when the growth of {sp} fell. A Ricker model with this "
+            f"interactions, and their dynamics changed at t = {shift} when the growth of {sp} fell. A Ricker model "
+            "with this "
             "change point forecasts better than the persistence baseline. Longer series and replicated "
             "communities would sharpen the weaker interaction estimates."
         ),
@@ -274,7 +277,8 @@ def _anomaly_report(r: dict[str, Any], truth: dict[str, Any]) -> str:
             f"For each sensor we estimated the daily profile as the median over days of each of the "
             f"{period} time-of-day slots and took residuals from it. Residuals were scaled to robust "
             "z-scores (median absolute deviation), and the common noise factor (the cross-sensor "
-            "median) was removed from every sensor by least-squares regression. Collective anomalies are runs of at least ten steps where a "
+            "median) was removed from every sensor by least-squares regression. Collective anomalies are runs of at "
+            "least ten steps where a "
             "rolling median (window of twenty-one steps) of the z-score exceeds 2.8; single steps with "
             "|z| above eight outside those runs are point anomalies when the value lies outside the "
             "sensor's normal range (daily profile extremes plus or minus four standard deviations) "

@@ -46,7 +46,8 @@ META_COLUMN = "__cooplab_frames__"
 MULTI_PREAMBLE = (
     "if '_cooplab_frames' not in globals() and hasattr(globals().get('df'), 'columns') and "
     f"{META_COLUMN!r} in df.columns: import json as _cj; _cm = _cj.loads(df[{META_COLUMN!r}].dropna().iloc[0]); "
-    "df = {f['stem']: df.iloc[:f['rows']][f['cols']].astype(f['dtypes']).set_axis(f['names'], axis=1).reset_index(drop=True) "
+    "df = {f['stem']: df.iloc[:f['rows']][f['cols']].astype(f['dtypes']).set_axis(f['names'], "
+    "axis=1).reset_index(drop=True) "
     "for f in _cm}; _cooplab_frames = list(df)\n"
 )
 

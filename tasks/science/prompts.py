@@ -41,8 +41,10 @@ WARNING_15 = (
 )
 
 TOM = (
-    "THINKING ABOUT OTHERS: before you act, consider what your teammates and the other teams already know, what they need "
-    "from you to do their part, and what they are likely to do next; write your output so that they can use it directly."
+    "THINKING ABOUT OTHERS: before you act, consider what your teammates and the other teams already know, what they "
+    "need "
+    "from you to do their part, and what they are likely to do next; write your output so that they can use it "
+    "directly."
 )
 
 _TOOLS_CODE = (
@@ -131,7 +133,8 @@ def system_prompt(
         "BUDGET RULES:",
         "- All teams draw on one pool of credits: each model answer and each tool call is paid from it.",
         "- If the pool is used up before the final report exists, the whole project has FAILED.",
-        "- Under 30% left: wrap up the step you are on in as few calls as possible and call mark_complete; drop optional "
+        "- Under 30% left: wrap up the step you are on in as few calls as possible and call mark_complete; drop "
+        "optional "
         "or exploratory analysis.",
         "- Under 15% left: call mark_complete now with what you already have; begin no further analysis.",
         "- Write brief, focused code; do not repeat runs or print more output than you need.",
@@ -250,7 +253,8 @@ def solo_system_prompt(
     if prompt == "tom":
         parts += [
             "",
-            "THINKING ABOUT OTHERS: before you write, consider what a reader of your report needs to check and reuse your "
+            "THINKING ABOUT OTHERS: before you write, consider what a reader of your report needs to check and reuse "
+            "your "
             "results, and write it so that they can.",
         ]
     return "\n".join(parts)
@@ -259,7 +263,9 @@ def solo_system_prompt(
 def solo_work_prompt(role: Role) -> str:
     """The solo analyst's one task: analyze, then write the final paper."""
     return (
-        "YOUR TASK: answer the project's questions. Use run_code to compute every number from the data (print the results). "
-        f'Then save your report with write_artifact(name="{ARTIFACT[role.team]}", ...): it states each answer with its number, '
+        "YOUR TASK: answer the project's questions. Use run_code to compute every number from the data (print the "
+        "results). "
+        f'Then save your report with write_artifact(name="{ARTIFACT[role.team]}", ...): it states each answer with its '
+        "number, "
         "in any answer format the project asks for. Then call mark_complete with a brief summary."
     )

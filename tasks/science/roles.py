@@ -50,7 +50,8 @@ _ROLES: dict[str, tuple[tuple[str, str], ...]] = {
         (
             "Data Lead",
             "You plan how the data is analyzed. You write the code that loads and cleans it, deal with missing values, "
-            "and make sure the team produces a thorough dataset_description artifact: the data's structure, its quality "
+            "and make sure the team produces a thorough dataset_description artifact: the data's structure, its "
+            "quality "
             "problems and the main patterns found.",
         ),
         (
@@ -84,7 +85,8 @@ _ROLES: dict[str, tuple[tuple[str, str], ...]] = {
     "eval": (
         (
             "Eval Lead",
-            "You plan the evaluation. You choose the metrics, write the evaluation code, and make sure the team produces "
+            "You plan the evaluation. You choose the metrics, write the evaluation code, and make sure the team "
+            "produces "
             "an evaluation_report artifact that summarizes how well the models do, with statistical rigor.",
         ),
         (
@@ -107,7 +109,8 @@ _ROLES: dict[str, tuple[tuple[str, str], ...]] = {
         ),
         (
             "Co-Author",
-            "You draft the abstract, introduction, dataset description and methods sections from the upstream artifacts. "
+            "You draft the abstract, introduction, dataset description and methods sections from the upstream "
+            "artifacts. "
             "You have no code tool.",
         ),
         (

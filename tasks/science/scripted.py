@@ -296,7 +296,8 @@ def describe_model(_arg: str) -> ScriptedChatModel:
 register_builtin("science-describe", describe_model)
 
 
-# --- the scripted answers team (cooplab bench science --answers) -----------------------------------------------------------------------
+# --- the scripted answers team (cooplab bench science --answers)
+# -----------------------------------------------------------------------
 def answers_model(path: str):
     """``builtin:science-answers:PATH``: PATH holds the answer text of one item."""
     answer = Path(path).read_text(encoding="utf-8")

@@ -301,7 +301,8 @@ class ScienceTask(Task):
                 now = sha256_file(p) if p.is_file() else None
                 if now != i["sha256"]:
                     print(
-                        f"cooplab: warning: {p} {'is gone' if now is None else 'changed (SHA-256 differs)'} since the run started; "
+                        f"cooplab: warning: {p} {'is gone' if now is None else 'changed (SHA-256 differs)'} since the "
+                        "run started; "
                         f"the run goes on with its copy in {d}",
                         file=sys.stderr,
                     )
@@ -478,7 +479,8 @@ class ScienceTask(Task):
         acc = "not scored (no truth)" if s.accuracy is None else f"{s.accuracy:.2f}"
         lines = [
             head,
-            f"scores (heuristic, 0-1): completeness {number_text(s.completeness, 2)}, quality {number_text(s.quality, 2)}, "
+            f"scores (heuristic, 0-1): completeness {number_text(s.completeness, 2)}, quality "
+            f"{number_text(s.quality, 2)}, "
             f"accuracy {acc} (scored: {r.scored})",
             f"team passes: {', '.join(r.passes) or 'none'}; requests {r.requests} "
             f"({r.requests_refused} refused); tool loops {r.tool_loops} (stops: {counts_text(r.loop_stops)})",
@@ -499,8 +501,8 @@ class ScienceTask(Task):
                 f"{'' if cap is None else f' of its ${cap:.4f} budget'}"
             )
         lines.append(
-            "files: dataset/, artifacts/, scores.json, report.html, messages.jsonl, requests.jsonl, tool_loops.*, ledger.*, "
-            + TRACES_FILE
+            "files: dataset/, artifacts/, scores.json, report.html, messages.jsonl, requests.jsonl, tool_loops.*, "
+            "ledger.*, " + TRACES_FILE
         )
         return lines
 

@@ -321,7 +321,8 @@ class TeamGraph:
         request = None
         if serving:
             request = (
-                f"The {serving['from_team']} team ({serving['agent']}) asks for {'a REDO' if serving['kind'] == 'redo' else 'additional work'}: "
+                f"The {serving['from_team']} team ({serving['agent']}) asks for "
+                f"{'a REDO' if serving['kind'] == 'redo' else 'additional work'}: "
                 f"{serving['request']}"
                 + (f" Justification: {serving['justification']}" if serving.get("justification") else "")
             )

@@ -89,8 +89,8 @@ class Workspace:
         for n in self.names():
             a = self.latest(n)
             rows.append(
-                f"- {n}: {len(self.versions(n))} version(s), latest by {a['agent']} ({a['team']}), {len(a['content'])} characters"
-                + (f": {a['description']}" if a.get("description") else "")
+                f"- {n}: {len(self.versions(n))} version(s), latest by {a['agent']} ({a['team']}), {len(a['content'])} "
+                "characters" + (f": {a['description']}" if a.get("description") else "")
             )
         return "\n".join(rows) or "no artifacts yet"
 

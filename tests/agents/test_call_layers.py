@@ -322,8 +322,8 @@ def test_retries_are_bounded_then_one_line_naming_the_model():
         asyncio.run(layer(request()))
     msg = str(ei.value)
     assert (
-        msg
-        == "model scripted:layers unreachable after 5 attempts: TransientModelError: timeout: scripted transport failure"
+        msg == "model scripted:layers unreachable after 5 attempts: TransientModelError: timeout: scripted transport "
+        "failure"
     )
     assert "\n" not in msg and ei.value.__cause__ is failure.cause
     assert len(inner.seen) == 5 and layer.count == 4 and t.sleeps == [3.0, 5.0, 5.0, 5.0]

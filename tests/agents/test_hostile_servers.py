@@ -188,8 +188,8 @@ def test_a_server_that_sends_its_headers_then_nothing_stops_the_run_at_the_call_
     port = srv.httpd.server_address[1]
     assert code == 1 and stdout == ""
     assert (
-        f"model openai:x at 127.0.0.1:{port} stalled: no complete answer within the call deadline of 1.5 s (1 attempt in "
-        in line
+        f"model openai:x at 127.0.0.1:{port} stalled: no complete answer within the call deadline of 1.5 s (1 attempt "
+        "in " in line
     )
     assert "raise --call-deadline" in line and "cooplab resume" in line
     s = summary_of(out)

@@ -438,7 +438,8 @@ def test_an_old_cache_without_the_usage_error_column_is_upgraded(tmp_path):
         " latency REAL, model TEXT, created TEXT DEFAULT CURRENT_TIMESTAMP)"
     )
     con.execute(
-        "INSERT INTO responses (key, text, input_tokens, output_tokens, latency, model) VALUES ('k', 'hi', 3, 4, 0.1, 'm')"
+        "INSERT INTO responses (key, text, input_tokens, output_tokens, latency, model) VALUES ('k', 'hi', 3, 4, 0.1, "
+        "'m')"
     )
     con.commit()
     con.close()

@@ -168,7 +168,8 @@ def test_system_info_parsing_and_the_portability_rule():
 
 def test_cpu_features_read_amx_and_avx512_from_cpuinfo():
     info = (
-        "processor : 0\nmodel name : Intel(R) Xeon(R) Platinum 8488C\nflags : fpu sse4_2 avx avx2 fma f16c bmi2 avx512f "
+        "processor : 0\nmodel name : Intel(R) Xeon(R) Platinum 8488C\nflags : fpu sse4_2 avx avx2 fma f16c bmi2 "
+        "avx512f "
         "avx512_vnni avx512_bf16 amx_tile amx_int8 amx_bf16\n\nprocessor : 1\nflags : fpu\n"
     )
     c = cpu_features(info)

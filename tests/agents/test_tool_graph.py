@@ -138,7 +138,8 @@ def test_what_counts_as_a_repeat():
         [answered("mul", {"a": 1, "b": 2})],
     ):
         assert route(state(messages=[one], last="answer", steps=1, tool_calls=records), LIMITS) == "tools"
-    # a failed call counts (its error was answered); so does the same call twice in one answer, and a repeated unparsable call
+    # a failed call counts (its error was answered); so does the same call twice in one answer, and a repeated
+    # unparsable call
     assert (
         route(
             state(messages=[one], last="answer", tool_calls=[answered("add", {"a": 1, "b": 2}, "error")]), LIMITS

@@ -51,7 +51,8 @@ def test_version_is_printed_without_loading_the_command_line():
         "import sys; sys.argv = ['cooplab', '--version']\n"
         "from cooplab._entry import entry\n"
         "try:\n    entry()\nexcept SystemExit as e:\n    assert e.code == 0, e.code\n"
-        "heavy = [m for m in ('typer', 'click', 'langchain_core', 'langgraph', 'numpy', 'pandas', 'pydantic', 'cooplab.cli') "
+        "heavy = [m for m in ('typer', 'click', 'langchain_core', 'langgraph', 'numpy', 'pandas', 'pydantic', "
+        "'cooplab.cli') "
         "if m in sys.modules]\n"
         "print('HEAVY', heavy)"
     )

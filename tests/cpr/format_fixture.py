@@ -124,5 +124,6 @@ if __name__ == "__main__":
     np.savez_compressed(NPZ, **arrays, **tables)
     JSON.write_text(json.dumps(summaries, indent=1, sort_keys=True) + "\n")
     print(
-        f"wrote {len(arrays) + len(tables)} arrays to {NPZ} ({NPZ.stat().st_size:,} bytes) and {len(summaries)} summaries to {JSON}"
+        f"wrote {len(arrays) + len(tables)} arrays to {NPZ} ({NPZ.stat().st_size:,} bytes) and {len(summaries)} "
+        f"summaries to {JSON}"
     )

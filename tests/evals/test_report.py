@@ -433,7 +433,8 @@ def test_the_files_open_from_disk_in_headless_chromium(dirs, capsys, tmp_path):
             widths = b.eval("Array.from(document.images).map(i => i.complete ? i.naturalWidth : 0)")
             assert widths and all(w > 0 for w in widths), (name, widths)
             plots = b.eval(
-                "[document.querySelectorAll('figure.plot[data-plot]').length, document.querySelectorAll('figure.plot[data-drawn=\"1\"]').length]"
+                "[document.querySelectorAll('figure.plot[data-plot]').length, "
+                "document.querySelectorAll('figure.plot[data-drawn=\"1\"]').length]"
             )
             assert plots[0] >= 1 and plots[0] == plots[1], (name, plots)
             assert b.eval("document.body.getAttribute('data-pwned')") is None

@@ -72,8 +72,8 @@ def test_the_run_writes_the_one_file(science_run, capsys):
         assert f"{escape(fact['id'])} \u00b7 {escape(fact['kind'])} \u00b7 found \u00b7 score 1.00 \u00b7 right" in html
     h = scores["heuristic"]
     assert (
-        f"Heuristic scores (0-1): completeness {h['completeness']:.2f}, quality {h['quality']:.2f}, accuracy {h['accuracy']:.2f}"
-        in html
+        f"Heuristic scores (0-1): completeness {h['completeness']:.2f}, quality {h['quality']:.2f}, accuracy "
+        f"{h['accuracy']:.2f}" in html
     )
     # the final paper, rendered from its Markdown (its title a heading, its sections headings)
     assert "artifacts/final_paper.v1.md" in html and re.search(
@@ -163,7 +163,8 @@ def test_the_files_open_from_disk_in_headless_chromium(science_run, capsys, tmp_
             widths = b.eval("Array.from(document.images).map(i => i.complete ? i.naturalWidth : 0)")
             assert widths and all(w > 0 for w in widths), widths
             plots = b.eval(
-                "[document.querySelectorAll('figure.plot[data-plot]').length, document.querySelectorAll('figure.plot[data-drawn=\"1\"]').length]"
+                "[document.querySelectorAll('figure.plot[data-plot]').length, "
+                "document.querySelectorAll('figure.plot[data-drawn=\"1\"]').length]"
             )
             assert plots[0] >= 1 and plots[0] == plots[1], plots  # the budget per team, drawn by the inlined plots.js
             assert b.eval("document.body.getAttribute('data-pwned')") is None

@@ -66,7 +66,8 @@ def test_hover_zoom_and_legend_answer_the_mouse_under_the_csp(site, runs, browse
     b = browser
     b.open(url_of(site, "run", id="0/many", society="7"))
     drawn = b.eval(
-        "Array.from(document.querySelectorAll('figure.plot')).map(f => [f.getAttribute('data-drawn'), !!f.querySelector('svg')])"
+        "Array.from(document.querySelectorAll('figure.plot')).map(f => [f.getAttribute('data-drawn'), "
+        "!!f.querySelector('svg')])"
     )
     assert len(drawn) >= 3 and all(d == ["1", True] for d in drawn)
     assert not [m for m in b.console() if "Content Security Policy" in m or "Refused" in m]
@@ -186,7 +187,8 @@ def test_a_sweep_is_grouped_by_condition_with_one_aggregate_plot(site, runs, bro
             y for x, y in zip(data["scatter"][0]["x"], data["scatter"][0]["y"]) if x == rounds
         ) == pytest.approx(sorted(values), rel=1e-5)
     conditions = b.eval(
-        "Array.from(document.querySelectorAll('#conditions table.data tbody tr')).map(r => [r.cells[0].textContent, r.cells[1].textContent])"
+        "Array.from(document.querySelectorAll('#conditions table.data tbody tr')).map(r => [r.cells[0].textContent, "
+        "r.cells[1].textContent])"
     )
     assert conditions == [["rounds=3", "3"], ["rounds=5", "3"]]
     cells = b.eval("Array.from(document.querySelectorAll('#cells a')).map(a => a.getAttribute('href'))")

@@ -656,7 +656,8 @@ def test_the_science_page_in_chromium(explorer, tmp_path):
     assert "data#1 · data.0 (Data Lead) · call call_1 · ok" in html
     assert "print(\"&lt;/pre&gt;&lt;script&gt;document.title='pwned-code'&lt;/script&gt;\")" in html
     assert (
-        "<h4>stdout</h4><pre class=\"code\">&lt;/pre&gt;&lt;script&gt;document.title='pwned-code'&lt;/script&gt;\ncolumns: 6\n</pre>"
+        "<h4>stdout</h4><pre "
+        "class=\"code\">&lt;/pre&gt;&lt;script&gt;document.title='pwned-code'&lt;/script&gt;\ncolumns: 6\n</pre>"
         in html
     )
     assert re.search(

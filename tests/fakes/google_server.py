@@ -3,7 +3,8 @@
 SDK, and passes its ``base_url`` on as ``HttpOptions(base_url=...)``, so a loopback server is
 reachable without any patching).
 
-``POST /v1beta/models/NAME:generateContent`` (or ``/v1/...``: google-genai 3.x calls ``v1``) answers a ``GenerateContentResponse``:
+``POST /v1beta/models/NAME:generateContent`` (or ``/v1/...``: google-genai 3.x calls ``v1``) answers a
+``GenerateContentResponse``:
 ``candidates[].content.parts[]`` (``{"text": ...}``, or ``{"functionCall": {"name", "args"}}`` when
 the request forces one function through ``toolConfig.functionCallingConfig`` mode ``ANY``, or the
 answer is a call), ``finishReason``, and ``usageMetadata`` ``{promptTokenCount,

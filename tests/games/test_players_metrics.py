@@ -151,7 +151,8 @@ def test_sanctions_are_seen_only_inside_the_group():
     assert w["sanctions"] == [(6, 9, 1)] and w["your_payoff"] == pytest.approx(0 + 3 * 42 / 10 - 2)
 
 
-# --- the collective-risk draw -------------------------------------------------------------------------------------------
+# --- the collective-risk draw
+# -------------------------------------------------------------------------------------------
 def binomial_acceptance(n: int, p: float, alpha: float) -> tuple[int, int]:
     """The central (1 - alpha) acceptance region [lo, hi] of Binomial(n, p), exactly (log-space pmf)."""
     logs = [

@@ -19,7 +19,8 @@ out) is searched for strongly connected components: a cycle whose files lie in t
 and so does a cycle inside a package unless :data:`KNOWN_CYCLES` names it with its reason (none in
 ``cooplab.agents``). The engine and the evals reach a world (a folder of ``tasks/``: cpr, diners, games,
 science ...) only through the task registry and ``Task`` hooks: none of their modules imports a world's
-module, or names one in a string (``importlib``), except the registry's table of built-in tasks. A lazy facade (``cooplab.agents.models``) is for users: the tree imports each
+module, or names one in a string (``importlib``), except the registry's table of built-in tasks. A lazy facade
+(``cooplab.agents.models``) is for users: the tree imports each
 name from the module that defines it. ``scripts/import_graph.py`` prints a package's graph.
 """
 

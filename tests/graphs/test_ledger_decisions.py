@@ -109,7 +109,8 @@ def test_released_reservations_and_damaged_lines(tmp_path):
     first.reserve(Decimal("0.2"), "open")
     with open(path, "a") as fh:
         fh.write(
-            '{"event": "reserve", "call_id": "x", "amount": "-1"}\n{"event": "reserve", "call_id": "y", "amount": "NaN"}\n'
+            '{"event": "reserve", "call_id": "x", "amount": "-1"}\n{"event": "reserve", "call_id": "y", "amount": '
+            '"NaN"}\n'
             '{"event": "refuse", "call_id": 7, "budget": "1", "message": "m"}\n[1, 2]\n{"event": "reser'
         )  # cut by a kill
     granted, refused = journal.decisions(Decimal("1"))

@@ -1,5 +1,6 @@
 """Headless Chromium for the tests that look at a page as a person sees it (the run explorer, its
-traces page, the file of cooplab report). Chromium comes from the Debian package (scripts/ensure-chromium.sh); under CI a
+traces page, the file of cooplab report). Chromium comes from the Debian package (scripts/ensure-chromium.sh); under CI
+a
 missing Chromium fails the test, elsewhere it is skipped with the reason."""
 
 from __future__ import annotations

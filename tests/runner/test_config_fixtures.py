@@ -33,7 +33,8 @@ CASES = {
     "diners_rule": dict(task="diners", replicates=20, iterations=5, seed=1, pk="6:1"),
     "game_nash": dict(task="game", game="cpr", simulations=10, seed=2),
     "game_random": dict(task="game", game="o-ring", players="random", simulations=10, seed=2),
-    # made when warn_when_hidden defaulted to false and a science run's output cap to 64 tokens: today's equivalent run says so
+    # made when warn_when_hidden defaulted to false and a science run's output cap to 64 tokens: today's equivalent run
+    # says so
     # and before status_at (2026-11-27), with the budget status in Appendix C.1's place
     "science_oracle": dict(
         task="science",

@@ -143,7 +143,8 @@ def case(name: str, kind: str, task: Any, tmp: Path) -> dict[str, Any]:
         kw = llm_case(name, tmp)
         if kw is None:
             pytest.fail(
-                f"task {name!r} has LLM agents but no case in llm_case() of {Path(__file__).name}: add its smallest run "
+                f"task {name!r} has LLM agents but no case in llm_case() of {Path(__file__).name}: add its smallest "
+                "run "
                 "on a scripted model (a few rounds, a tiny society)"
             )
         return kw

@@ -98,7 +98,8 @@ def test_listing_warns_once_and_lists_everything(plugin):
     assert res.returncode == 0, res.stderr
     assert (
         res.stderr
-        == f"cooplab: warning: task 'exiter' (cooplab_exiter:TASK) failed to load: {WHY[case]}; its commands only say so\n"
+        == f"cooplab: warning: task 'exiter' (cooplab_exiter:TASK) failed to load: {WHY[case]}; its commands only say "
+        "so\n"
     )
     listed = res.stdout.split("Commands:", 1)[1]
     assert all(name in listed for name in ("cpr", "diners", "game", "science", "exiter"))
@@ -113,7 +114,8 @@ def test_from_python_the_failure_is_an_error_and_the_module_is_imported_once(plu
         "import cooplab\nfrom cooplab.runs import registry\nfrom cooplab.limits import ConfigError\n"
         "for _ in range(2):\n"
         "    try:\n        registry.get('exiter')\n    except registry.UnknownTask as exc:\n        print(exc)\n"
-        "try:\n    cooplab.run(task='exiter', out='never')\nexcept ConfigError as exc:\n    print('ConfigError:', exc)\n"
+        "try:\n    cooplab.run(task='exiter', out='never')\nexcept ConfigError as exc:\n    print('ConfigError:', "
+        "exc)\n"
         "print(registry.get('cpr').name)\n"
     )
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)

@@ -25,7 +25,8 @@ from cooplab.runs import registry, runner
 from cooplab.runs.config import RunConfig
 
 USAGE = {"input_tokens": 120, "output_tokens": 12}
-RATE = 1e-6  # USD per sandbox second: a run_code call reserves its timeout's worth (20 s: $0.00002), then pays what it used
+# USD per sandbox second: a run_code call reserves its timeout's worth (20 s: $0.00002), then pays what it used
+RATE = 1e-6
 
 
 class TeamState(TypedDict, total=False):
@@ -150,7 +151,8 @@ def test_a_tool_task_runs_code_in_docker_and_a_budget_cap_mid_loop_ends_it_clean
     charged = pd.read_parquet(capped / "ledger.parquet")
     assert list(charged["kind"])[:2] == ["tokens", "sandbox_seconds"]  # nothing charged is missing from the table
     assert sum(Decimal(c) for c in charged["cost_usd_exact"]) == Decimal(s2["ledger"]["cost_usd"])
-    # the last checkpoint loads; resuming the finished run as it is would only replay its stop: one line, nothing changed
+    # the last checkpoint loads; resuming the finished run as it is would only replay its stop: one line, nothing
+    # changed
     values = runner.last_values(task, capped, RunConfig.load(capped))  # the typed configuration, as the runner reads it
     assert values["round"] == 1
     with pytest.raises(runner.runstore.RunDirError, match="raise the budget"):

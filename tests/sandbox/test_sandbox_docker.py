@@ -338,7 +338,8 @@ def test_science_stack_importable(dsession):
     r = dsession.run_code(
         "import scipy, sklearn, seaborn, matplotlib\n"
         "from sklearn.linear_model import LogisticRegression\n"
-        "m = LogisticRegression().fit(df[['a', 'b']], df['label'])\nround(m.score(df[['a', 'b']], df['label']), 1) >= 0",
+        "m = LogisticRegression().fit(df[['a', 'b']], df['label'])\nround(m.score(df[['a', 'b']], df['label']), 1) >= "
+        "0",
         timeout=120,
     )  # imports take seconds on a loaded machine
     assert r.status == "ok" and r.result == "True", r

@@ -958,7 +958,8 @@ INTERACT = ECOLOGY["facts"][4]
         ("Competition is strong. No interaction involves sp1.", "contradicted", 0.0),  # stated both ways
         ("Not only competition but predation shapes them.", "found", 1.0),  # "not only" is no negation
         (
-            "## Methods\nWe tested for interactions between all pairs of species with a Ricker model and report them below.",
+            "## Methods\nWe tested for interactions between all pairs of species with a Ricker model and report them "
+            "below.",
             "missing",
             0.0,
         ),

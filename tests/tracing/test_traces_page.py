@@ -98,8 +98,8 @@ def test_the_page_groups_the_calls_by_round_with_each_calls_details(running, run
             assert f"<dt>call id</dt><dd>{md['call_id']}</dd>" in part and f"<dt>run id</dt><dd>{r['id']}</dd>" in part
             reported = r["prompt_tokens"] + r["completion_tokens"]
             assert (
-                f"<dt>tokens reported by the model</dt><dd>{reported:,} ({r['prompt_tokens']:,} in / {r['completion_tokens']:,} out)</dd>"
-                in part
+                f"<dt>tokens reported by the model</dt><dd>{reported:,} ({r['prompt_tokens']:,} in / "
+                f"{r['completion_tokens']:,} out)</dd>" in part
             )
 
 
@@ -112,13 +112,14 @@ def test_the_header_says_what_the_model_reported_and_what_the_ledger_charged(run
     assert reported_out > ledger["output_tokens"] and ledger["calls"] == len(llm)  # the answers are longer than the cap
     html = httpx.get(running).text
     assert (
-        f"<dt>tokens reported by the model</dt><dd>{reported_in + reported_out:,} ({reported_in:,} in / {reported_out:,} out)</dd>"
-        in html
+        f"<dt>tokens reported by the model</dt><dd>{reported_in + reported_out:,} ({reported_in:,} in / "
+        f"{reported_out:,} out)</dd>" in html
     )
     cost = float(ledger["cost_usd"])
     assert (
         f"<dt>charged tokens (ledger, the whole run)</dt><dd>{ledger['input_tokens'] + ledger['output_tokens']:,} "
-        f"({ledger['input_tokens']:,} in / {ledger['output_tokens']:,} out), {ledger['calls']:,} calls, ${cost:.6g}</dd>"
+        f"({ledger['input_tokens']:,} in / {ledger['output_tokens']:,} out), {ledger['calls']:,} calls, "
+        f"${cost:.6g}</dd>"
     ) in html
     charged = re.findall(
         r"<dt>charged \(ledger\)</dt><dd>[\d,]+ \(([\d,]+) in / ([\d,]+) out\), \$([0-9.e-]+)</dd>", html
@@ -178,7 +179,8 @@ def test_a_foreign_host_gets_nothing(running, run_dir, host):
     "request_head",
     [
         b"GET /traces?id=0 HTTP/1.0\r\n\r\n",  # HTTP/1.0 without a Host
-        b"GET /traces?id=0 HTTP/1.1\r\nHost: localhost:{port}\r\nHost: evil.example\r\nConnection: close\r\n\r\n",  # two Hosts
+        # two Hosts
+        b"GET /traces?id=0 HTTP/1.1\r\nHost: localhost:{port}\r\nHost: evil.example\r\nConnection: close\r\n\r\n",
     ],
 )
 def test_no_host_or_two_hosts_get_nothing(running, run_dir, request_head):

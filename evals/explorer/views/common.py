@@ -165,7 +165,8 @@ def per_agent_plot(df: Any, spec: Spec, col: str, label: str, *, key: str) -> ex
         xlabel=spec.round_unit,
         ylabel=label,
         key=key,
-        caption=f"one line per {spec.noun.lower()} (up to {MAX_AGENT_LINES}); the thick black line is the mean over the "
+        caption=f"one line per {spec.noun.lower()} (up to {MAX_AGENT_LINES}); the thick black line is the mean over "
+        "the "
         f"{spec.noun.lower()}s with a value in that {spec.round_unit}",
     )
 

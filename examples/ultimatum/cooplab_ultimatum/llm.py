@@ -53,11 +53,14 @@ def chat(state, s: int, i: int, pie: float, ask: str) -> list:
         k = int(np.flatnonzero(h[role][s] == i)[0])
         last = (
             f"Last round you were the {role}; the offer was {h['offer'][s, k] * pie:g} coins and it was "
-            f"{'accepted' if h['accepted'][s, k] else 'rejected'}. You have earned {state['earned'][s, i]:g} coins so far."
+            f"{'accepted' if h['accepted'][s, k] else 'rejected'}. You have earned {state['earned'][s, i]:g} coins so "
+            "far."
         )
     rules = (
-        f"You are player {i + 1} of {state['p'].shape[1]} in a repeated ultimatum game. Each round you meet a random other "
-        f"player: the proposer offers the responder part of {pie:g} coins; if the responder accepts, the coins are split as "
+        f"You are player {i + 1} of {state['p'].shape[1]} in a repeated ultimatum game. Each round you meet a random "
+        "other "
+        f"player: the proposer offers the responder part of {pie:g} coins; if the responder accepts, the coins are "
+        "split as "
         f"offered, otherwise both get nothing."
     )
     return [SystemMessage(content=rules), HumanMessage(content=f"Round {state['round']}. {last}\n{ask}")]
