@@ -149,7 +149,8 @@ class LLMService:
         return k
 
     def model_for(self, agent: int | str, round: int | None = None) -> tuple[ModelSpec, BaseChatModel]:
-        """The model of ``agent``; in ``round``, a switch ``"AGENT@ROUND"`` (``llm.model_from``) counts from its round on."""
+        """The model of ``agent``; in ``round``, a switch ``"AGENT@ROUND"`` (``llm.model_from``) counts from its round
+        on."""
         if round is not None and len(self.models) > 1:
             after = [
                 (int(r), key)

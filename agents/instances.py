@@ -223,7 +223,8 @@ def settings_text(model: BaseChatModel) -> str:
 
 
 def _timeouts(model: BaseModel) -> frozenset[str]:
-    """The fields that bound how long a call may take (``timeout``, ``request_timeout``, ...): not settings of its answers."""
+    """The fields that bound how long a call may take (``timeout``, ``request_timeout``, ...): not settings of its
+    answers."""
     return frozenset(n for n in type(model).model_fields if n == "timeout" or n.endswith("_timeout"))
 
 

@@ -140,7 +140,8 @@ class LLMSettings(BaseModel):
     @field_validator("model_mix", mode="before")
     @classmethod
     def _mix_items(cls, value: Any) -> Any:
-        """``--model-mix SPEC=COUNT`` items (the CLI) become a {spec: count} mapping (its sum is checked by :meth:`resolve`)."""
+        """``--model-mix SPEC=COUNT`` items (the CLI) become a {spec: count} mapping (its sum is checked by
+        :meth:`resolve`)."""
         from cooplab.agents.mix import parse_mix
 
         return parse_mix(value) if isinstance(value, (list, tuple)) else value

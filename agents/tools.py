@@ -1087,7 +1087,8 @@ def run_code_tool(
     (``sandbox_seconds``) at the ledger's rate for it (zero unless set): reserved for the call's
     upper bound before it runs (``BudgetExhausted`` if that does not fit), committed after.
     ``on_result(result, code, description, runtime)``, when given, sees every call's full
-    :class:`ExecResult` (figures included), e.g. to keep it in the run directory. ``config`` only sets the limits shown in the description (the pool's config applies)."""
+    :class:`ExecResult` (figures included), e.g. to keep it in the run directory. ``config`` only sets the limits
+    shown in the description (the pool's config applies)."""
     shown = config or SandboxConfig()
     if timeout is not None:
         from cooplab.sandbox.models import check_seconds

@@ -774,7 +774,8 @@ def _write(out: Path, stem: str, df: pd.DataFrame) -> str:
 def _fit_record(settings: Mapping[str, int], fits: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     return {
         **settings,
-        "sampler": f"NUTS (numpyro), CPU; target_accept_prob 0.9, for the proximity regressions {PROFILE_TARGET_ACCEPT} "
+        "sampler": "NUTS (numpyro), CPU; target_accept_prob 0.9, for the proximity regressions "
+        f"{PROFILE_TARGET_ACCEPT} "
         f"and a dense mass matrix",
         "versions": versions(),
         "fits": {

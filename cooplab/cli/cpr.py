@@ -166,7 +166,8 @@ def figures_cpr_abm(
     as_json: bool = typer.Option(False, "--json", help="Print the results (claims, timings) as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No per-figure progress lines."),
 ) -> None:
-    """Reproduce the paper's ABM validation: Fig. 2 (punishment off at t = 15), Fig. 3 (beta x r grid), Fig. 4 (populations x environments)."""
+    """Reproduce the paper's ABM validation: Fig. 2 (punishment off at t = 15), Fig. 3 (beta x r grid), Fig. 4
+    (populations x environments)."""
     from cooplab.runs import store as runstore
     from cooplab.tasks.cpr.params import ParamError, make_params, parse_set
     from cooplab.tasks.cpr.task import preset_values
@@ -238,7 +239,8 @@ def calibrate_cpr(
 ) -> None:
     """Evaluate the paper's five ABM claims (the experiments of 'cooplab figures cpr-abm') at every sample of a Latin
     hypercube over
-    the chosen parameters (docs/calibrate.md); report where each claim holds, alone and jointly, and which parameters matter."""
+    the chosen parameters (docs/calibrate.md); report where each claim holds, alone and jointly, and which parameters
+    matter."""
     from cooplab.extras import require
     from cooplab.runs import sweeps
 

@@ -108,7 +108,8 @@ def figures_diners(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the results (final shares, claims) as JSON."),
 ) -> None:
-    """Figs. 9 and 10 analogs: strategy shares per iteration for the paper's six conditions (rule-based), and an LLM run."""
+    """Figs. 9 and 10 analogs: strategy shares per iteration for the paper's six conditions (rule-based), and an LLM
+    run."""
     from cooplab.cli.tasks import echo_json as _echo_json
     from cooplab.runs import store as runstore
     from cooplab.tasks.diners import model as dm

@@ -112,7 +112,8 @@ def check_local_model(timeout: float = 300.0) -> dict[str, Any]:
             "ok": False,
             "summary": f"not installed (missing: {', '.join(gone)})",
             "details": {},
-            "fix": "pip install 'cooplab[local]' (from a checkout: bash scripts/setup.sh, which builds llama.cpp portably)",
+            "fix": "pip install 'cooplab[local]' (from a checkout: bash scripts/setup.sh, which builds llama.cpp "
+            "portably)",
         }
     from cooplab.agents.model_files import problems
 

@@ -84,7 +84,8 @@ def compare_cmd(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
 ) -> None:
-    """Show two runs from their common round on: outcome curves, the first round where they differ, and the difference in every outcome."""
+    """Show two runs from their common round on: outcome curves, the first round where they differ, and the difference
+    in every outcome."""
     from cooplab.runs import api
     from cooplab.runs import store as runstore
 

@@ -28,7 +28,9 @@ def robustness_cmd(
     no_figure: bool = typer.Option(False, "--no-figure", help="Write robustness.json only."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
-    """Report how every outcome of a sweep over prompt variants spreads across the variants (per model: mean, range, s.d.), each variant's share of answers that failed to parse or fell back, and which condition effects are fragile (change sign or lose significance across variants)."""
+    """Report how every outcome of a sweep over prompt variants spreads across the variants (per model: mean, range,
+    s.d.), each variant's share of answers that failed to parse or fell back, and which condition effects are fragile
+    (change sign or lose significance across variants)."""
     from cooplab.cli.tasks import echo_json
     from cooplab.evals import robustness as rb
 

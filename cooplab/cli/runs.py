@@ -142,7 +142,8 @@ def report_cmd(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the path, kind, sections, figures and bytes as JSON."),
 ) -> None:
-    """Write the explorer's pages of a run, sweep, profile or folder of results to one self-contained HTML file (offline, no server)."""
+    """Write the explorer's pages of a run, sweep, profile or folder of results to one self-contained HTML file
+    (offline, no server)."""
     from cooplab.cli.view import task_for
     from cooplab.evals.report import ReportError, ReportWriteError, write_report
 

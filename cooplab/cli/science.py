@@ -98,7 +98,8 @@ def science_options(
         None, "--set", help="Set another parameter: --set max_reentries=2 (see 'cooplab params science')."
     ),
 ) -> dict[str, Any]:
-    """Four sequential science teams analyze a generated dataset in the sandbox under one shared budget; the report is scored."""
+    """Four sequential science teams analyze a generated dataset in the sandbox under one shared budget; the report is
+    scored."""
     from cooplab.tasks.science.task import TASK
 
     return TASK.options(
@@ -153,7 +154,8 @@ def score_command(
     ] = None,
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Judge the final paper of one or more science runs (Appendix L rubric, k samples); results go into each run's scores.json."""
+    """Judge the final paper of one or more science runs (Appendix L rubric, k samples); results go into each run's
+    scores.json."""
     from cooplab.agents.models.factory import check_model
     from cooplab.cli.tasks import echo_json
     from cooplab.evals.scoring.judge import JUDGE_PHASE

@@ -166,11 +166,13 @@ OPTIONAL: tuple[Dim, ...] = (
 )
 #: "chosen" parameters deliberately not sampled, and why
 FIXED: dict[str, str] = {
-    "K": "the unit of fish: every amount (c, P0, R_min, gamma, caps) is sampled relative to K = 1000; what K does beyond the unit "
+    "K": "the unit of fish: every amount (c, P0, R_min, gamma, caps) is sampled relative to K = 1000; what K does "
+    "beyond the unit "
     "(the paper's absolute beta = 10, 14 against the catch) is covered by sampling c, P0, gamma and the caps against "
     "fixed beta, "
     "and alpha*K (a full-effort catch of 50-200 fish) by sampling alpha",
-    "R0": "R0 = K: the lake starts unexploited, as in the paper's figures (a lower start only removes the first rounds of decline)",
+    "R0": "R0 = K: the lake starts unexploited, as in the paper's figures (a lower start only removes the first rounds "
+    "of decline)",
     "m_range": "the lower end stays 0 (the full unit interval starts there); the upper end is the dimension m_max",
     "p_range": "the lower end stays 0; the upper end is the dimension p_max",
 }
@@ -271,7 +273,8 @@ def _envs() -> dict[str, float]:
 def prepare(
     out: Path, *, samples: int, seed: int, replicates: int, base: dict[str, Any], preset: str | None
 ) -> dict[str, Any]:
-    """Create OUT and its design.json, or check that OUT holds the same design (:func:`cooplab.evals.calibration.prepare`)."""
+    """Create OUT and its design.json, or check that OUT holds the same design
+    (:func:`cooplab.evals.calibration.prepare`)."""
     return calib.prepare(
         out,
         samples=samples,

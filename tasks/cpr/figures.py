@@ -1,4 +1,5 @@
-"""Figures of the CPR society: one run's dynamics (stock, efforts, norms) and the plots of the ABM validation (Figs. 2-4, run by :mod:`.validation`)."""
+"""Figures of the CPR society: one run's dynamics (stock, efforts, norms) and the plots of the ABM validation (Figs.
+2-4, run by :mod:`.validation`)."""
 
 from __future__ import annotations
 

@@ -44,13 +44,15 @@ MEMORY = 3  # rounds of personal history shown
 
 
 def prompt(name: str, variant: str = ORIGINAL) -> str:
-    """The prompt ``name`` as ``variant`` words it (:mod:`cooplab.graphs.prompts`; a file the variant lacks is the original's)."""
+    """The prompt ``name`` as ``variant`` words it (:mod:`cooplab.graphs.prompts`; a file the variant lacks is the
+    original's)."""
     return prompts.text("cooplab.tasks.cpr", f"{name}.txt", variant)
 
 
 @lru_cache(maxsize=None)
 def belief_bank(variant: str = ORIGINAL) -> dict[str, list[str]]:
-    """The initial beliefs by agent type (the personas altruistic and selfish agents start with), as ``variant`` words them."""
+    """The initial beliefs by agent type (the personas altruistic and selfish agents start with), as ``variant`` words
+    them."""
     bank = json.loads(prompts.text("cooplab.tasks.cpr", "beliefs.json", variant))
     for kind in ("altruistic", "selfish"):
         rows = bank.get(kind) if isinstance(bank, dict) else None

@@ -159,7 +159,8 @@ def invader_effect(
         "mean_drop": float(np.mean([p["drop"] for p in per if p.get("drop") is not None])) if per else None,
         "invader_wealth": float(inv["wealth"].mean()) if len(inv) else None,
         "resident_wealth": float(res["wealth"].mean()) if len(res) else None,
-        "payoff_basis": "final wealth of the invader's seat against the residents' mean (the seat's wealth before K included)",
+        "payoff_basis": "final wealth of the invader's seat against the residents' mean (the seat's wealth before K "
+        "included)",
     }
 
 

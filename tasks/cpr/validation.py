@@ -183,7 +183,8 @@ def check_claims(
     claims.append(
         {
             "id": "b",
-            "claim": "Stronger punishment improves survival at moderate growth r in [0.25, 0.75], with a non-linear beta x r interaction (Fig. 3)",
+            "claim": "Stronger punishment improves survival at moderate growth r in [0.25, 0.75], with a non-linear "
+            "beta x r interaction (Fig. 3)",
             "holds": bool(helps),
             "evidence": f"T_s(beta={hi_b:g}) - T_s(beta={lo_b:g}) per r: "
             + ", ".join(
@@ -212,7 +213,9 @@ def check_claims(
             "id": "c1",
             "claim": "Altruistic populations survive longest in the harsh environment (Fig. 4)",
             "holds": bool(c1),
-            "evidence": f"harsh T_s: altruistic {ts('harsh', 'altruistic').mean():.1f}, mixed {ts('harsh', 'mixed').mean():.1f}, selfish {ts('harsh', 'selfish').mean():.1f}; altruistic vs selfish p={w1['p']:.2g}, vs mixed p={w2['p']:.2g}",
+            "evidence": f"harsh T_s: altruistic {ts('harsh', 'altruistic').mean():.1f}, mixed "
+            f"{ts('harsh', 'mixed').mean():.1f}, selfish {ts('harsh', 'selfish').mean():.1f}; altruistic "
+            f"vs selfish p={w1['p']:.2g}, vs mixed p={w2['p']:.2g}",
             "effect": float(
                 ts("harsh", "altruistic").mean() - max(ts("harsh", "selfish").mean(), ts("harsh", "mixed").mean())
             ),
@@ -225,7 +228,8 @@ def check_claims(
             "id": "c2",
             "claim": "Selfish populations do better than altruistic ones in the rich environment (Fig. 4)",
             "holds": bool(c2),
-            "evidence": f"rich T_s: selfish {ts('rich', 'selfish').mean():.1f} vs altruistic {ts('rich', 'altruistic').mean():.1f} (p={w3['p']:.2g})",
+            "evidence": f"rich T_s: selfish {ts('rich', 'selfish').mean():.1f} vs altruistic "
+            f"{ts('rich', 'altruistic').mean():.1f} (p={w3['p']:.2g})",
             "effect": float(ts("rich", "selfish").mean() - ts("rich", "altruistic").mean()),
         }
     )
@@ -240,8 +244,9 @@ def check_claims(
             "id": "c3",
             "claim": "Mixed populations do best in the rich environment (Fig. 4)",
             "holds": bool(strictly),
-            "evidence": f"rich T_s: mixed {ts('rich', 'mixed').mean():.1f}, selfish {ts('rich', 'selfish').mean():.1f}, altruistic {ts('rich', 'altruistic').mean():.1f}; highest mean: {best}"
-            + ("" if strictly else "; mixed is not significantly above both others"),
+            "evidence": f"rich T_s: mixed {ts('rich', 'mixed').mean():.1f}, selfish "
+            f"{ts('rich', 'selfish').mean():.1f}, altruistic {ts('rich', 'altruistic').mean():.1f}; "
+            f"highest mean: {best}" + ("" if strictly else "; mixed is not significantly above both others"),
             "effect": float(ts("rich", "mixed").mean() - max(ts("rich", o).mean() for o in others)),
         }
     )

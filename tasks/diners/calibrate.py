@@ -113,15 +113,19 @@ SPACE: tuple[Dim, ...] = (
 )
 #: the free choices of docs/diners.md that are not sampled, and why
 FIXED: dict[str, str] = {
-    "c_b, v_b": "the menu's level: with groups of equal size every agent's utility contains the same constant v_b - c_b, which "
+    "c_b, v_b": "the menu's level: with groups of equal size every agent's utility contains the same constant v_b - "
+    "c_b, which "
     "cancels in every score difference of the Fermi rule, so only the extra price and value matter (c_b = 4, v_b = 6; "
     "tested)",
-    "non-punisher, fails to punish non-punishers (choices 1, 2)": "definitions that follow the paper's wording and its own §4 "
+    "non-punisher, fails to punish non-punishers (choices 1, 2)": "definitions that follow the paper's wording and its "
+    "own §4 "
     "example; not numbers",
-    "one punishment per punisher, target and stage (choice 3)": "a rule, not a number; p and k scale what one punishment costs",
+    "one punishment per punisher, target and stage (choice 3)": "a rule, not a number; p and k scale what one "
+    "punishment costs",
     "R1's switch (choice 4)": "'defects until punished' read literally: any punishment reforms it",
     "fixed groups, venue swap (choice 6)": "the paper's design; venues differ only in LLM prompts",
-    "imitation after every iteration, synchronous (choice 7)": "the paper's process; 10 updates per run as in its figures",
+    "imitation after every iteration, synchronous (choice 7)": "the paper's process; 10 updates per run as in its "
+    "figures",
 }
 #: the paper's values (never sampled)
 PAPER = {
@@ -210,7 +214,8 @@ def identity(*, seed: int, replicates: int, block: int) -> dict[str, Any]:
 
 
 def prepare(out: Path, *, samples: int, seed: int, replicates: int) -> dict[str, Any]:
-    """Create OUT and its design.json, or check that OUT holds the same design (:func:`cooplab.evals.calibration.prepare`)."""
+    """Create OUT and its design.json, or check that OUT holds the same design
+    (:func:`cooplab.evals.calibration.prepare`)."""
     return calib.prepare(
         out,
         samples=samples,

@@ -42,7 +42,8 @@ from cooplab.tasks.diners import model as dm
 
 
 def prompt(name: str, variant: str = ORIGINAL) -> str:
-    """The prompt file ``name`` as ``variant`` words it (:mod:`cooplab.graphs.prompts`; a file the variant lacks is the original's)."""
+    """The prompt file ``name`` as ``variant`` words it (:mod:`cooplab.graphs.prompts`; a file the variant lacks is the
+    original's)."""
     return prompts.text("cooplab.tasks.diners", name, variant)
 
 

@@ -65,7 +65,8 @@ FIELD = {"effort": "effort", "extract": "extract", "contribute": "contribute", "
 
 
 def prompt(name: str, variant: str = ORIGINAL) -> str:
-    """The prompt ``name`` as ``variant`` words it (:mod:`cooplab.graphs.prompts`; a file the variant lacks is the original's)."""
+    """The prompt ``name`` as ``variant`` words it (:mod:`cooplab.graphs.prompts`; a file the variant lacks is the
+    original's)."""
     return prompts.text("cooplab.tasks.games", f"{name}.txt", variant)
 
 
@@ -386,7 +387,8 @@ def ask_text(P: Any) -> str:
         "weakest-link": f"Choose your effort level, an integer from 0 to {hi}.",
         "cpr": f"Choose how many tokens to extract, an integer from 0 to {hi}.",
         "cpr-sanction": f"Choose how many tokens to extract (Phase 1), an integer from 0 to {hi}.",
-        "collective-risk": f"You have {hi} tokens this round. Decide how many to contribute, an integer from 0 to {hi}.",
+        "collective-risk": f"You have {hi} tokens this round. Decide how many to contribute, an integer from 0 to "
+        f"{hi}.",
         "o-ring": f"Choose how many units to withdraw, an integer from 0 to {hi}.",
     }[P.GAME]
 

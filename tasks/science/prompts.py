@@ -190,11 +190,15 @@ def deliberation_prompt(round_no: int, rounds: int, discussion: list[dict[str, A
 
 
 SECTIONS_TEMPLATE = {
-    "data": "Required sections: Overview (rows, columns, types), Data quality (missing values, outliers), Key patterns (with numbers), "
+    "data": "Required sections: Overview (rows, columns, types), Data quality (missing values, outliers), Key patterns "
+    "(with numbers), "
     "Recommendations for modeling.",
-    "model": "Required sections: Approach, Models and features, Training procedure, Results on held-out data (numbers), Rationale.",
-    "eval": "Required sections: Metrics, Results (numbers with uncertainty), Statistical tests, Error analysis, Limitations.",
-    "writing": "Required sections (as Markdown headings): Abstract, Introduction, Dataset Description, Methods, Results, Evaluation, "
+    "model": "Required sections: Approach, Models and features, Training procedure, Results on held-out data "
+    "(numbers), Rationale.",
+    "eval": "Required sections: Metrics, Results (numbers with uncertainty), Statistical tests, Error analysis, "
+    "Limitations.",
+    "writing": "Required sections (as Markdown headings): Abstract, Introduction, Dataset Description, Methods, "
+    "Results, Evaluation, "
     "Conclusion. Quote the upstream teams' numbers.",
 }
 

@@ -509,7 +509,8 @@ class ScienceTask(Task):
     def earlier_sweep(
         self, raw: Mapping[str, Any]
     ) -> tuple[str, Callable[[dict[str, Any], str], dict[str, Any]]] | None:
-        """The earlier science sweep format (``models``, ``science_tasks``, ``budgets`` ...): ``tasks/science/sweep_format.py``."""
+        """The earlier science sweep format (``models``, ``science_tasks``, ``budgets`` ...):
+        ``tasks/science/sweep_format.py``."""
         from cooplab.tasks.science import sweep_format
 
         if not sweep_format.claims(dict(raw)):

@@ -1,6 +1,7 @@
 """The Python in README.md and docs/*.md is code a user pastes: every ```python block compiles,
 every name it imports exists, and a block that starts with imports and elides nothing (no ``...``:
-a snippet meant to run as it stands) uses no name it does not define. The docs cite papers by title, never by a file path."""
+a snippet meant to run as it stands) uses no name it does not define. The docs cite papers by title, never by a file
+path."""
 
 from __future__ import annotations
 

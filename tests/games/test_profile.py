@@ -285,7 +285,8 @@ def test_bad_profile_options_are_one_line_errors(tmp_path, capsys, args, needle)
 
 
 def test_a_profile_passes_its_prompt_variant_to_every_game(tmp_path, capsys):
-    """--prompt-variant: every game run of the profile records it (llm.prompt_variant: the runs' prompts are the variant's)."""
+    """--prompt-variant: every game run of the profile records it (llm.prompt_variant: the runs' prompts are the
+    variant's)."""
     p, out, _ = profile(
         tmp_path, capsys, script(tmp_path, GOOD), extra=("--games", "cpr,public-goods", "--prompt-variant", "reword-b")
     )

@@ -520,7 +520,8 @@ def test_a_planted_violation_of_each_rule_is_caught(tmp_path):
             "cooplab/runs/bad.py": "from cooplab.cli import options\n",
             "cooplab/limits.py": "from cooplab.graphs import rundir\n",
             "cooplab/__init__.py": "from cooplab.cli import main\n",
-            "tasks/ok.py": "from cooplab.graphs import rundir\nfrom cooplab.limits import ConfigError\nfrom . import cpr\n",
+            "tasks/ok.py": "from cooplab.graphs import rundir\nfrom cooplab.limits import ConfigError\nfrom . import "
+            "cpr\n",
             "cooplab/cli/ok.py": "import typer\nfrom cooplab.runs import runner\n",
         },
     )

@@ -18,7 +18,8 @@ import pytest
 
 @pytest.fixture
 def figures_recorded(monkeypatch) -> Iterator[list[dict[str, Any]]]:
-    """CPR runs skip drawing ``figures/run.png``; each call's arguments are recorded by name (rounds, summary, outdir, ...)."""
+    """CPR runs skip drawing ``figures/run.png``; each call's arguments are recorded by name (rounds, summary, outdir,
+    ...)."""
     from cooplab.tasks.cpr import figures
 
     calls: list[dict[str, Any]] = []

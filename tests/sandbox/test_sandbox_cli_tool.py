@@ -80,7 +80,8 @@ def test_user_errors_exit_2_one_line(args, needle):
     ],
 )
 def test_user_error_through_the_real_cli(entry, tmp_path):
-    """``python -m cooplab.cli`` and the console script's entry point go through cooplab.cli.main: one error line, exit 2."""
+    """``python -m cooplab.cli`` and the console script's entry point go through cooplab.cli.main: one error line, exit
+    2."""
     p = subprocess.run(
         [sys.executable, *entry, "exec", "--backend", "local", "--code", "1", "--file", "x.py"],
         capture_output=True,

@@ -14,18 +14,23 @@ from typing import Any, Callable
 SECTIONS = ("Abstract", "Introduction", "Dataset Description", "Methods", "Results", "Evaluation", "Conclusion")
 
 FILLER = {
-    "Abstract": "We studied the dataset with a careful pipeline built by the data, model and evaluation teams. The analysis "
+    "Abstract": "We studied the dataset with a careful pipeline built by the data, model and evaluation teams. The "
+    "analysis "
     "covers the main structure of the data and the questions of the task, and the findings are given below.",
-    "Introduction": "Datasets like this one are common in applied science and deserve a careful look. We set out to describe "
+    "Introduction": "Datasets like this one are common in applied science and deserve a careful look. We set out to "
+    "describe "
     "the data, to fit reasonable models and to evaluate them against simple baselines before drawing conclusions.",
-    "Dataset Description": "The data team's dataset_description artifact lists every column with its type and range. The table "
+    "Dataset Description": "The data team's dataset_description artifact lists every column with its type and range. "
+    "The table "
     "has no missing values that matter, and the columns were standardised before modelling.",
     "Methods": "Following the model team's model_architecture artifact we used linear regression, a random forest and "
     "cross-validation with five folds. Statistical tests (t-tests with p-values and bootstrap confidence "
     "intervals) checked every effect.",
-    "Evaluation": "The evaluation team's evaluation_report compares every model with a baseline under cross-validation. The "
+    "Evaluation": "The evaluation team's evaluation_report compares every model with a baseline under "
+    "cross-validation. The "
     "errors are stable across folds, and the bootstrap intervals are narrow enough for the conclusions drawn.",
-    "Conclusion": "The analysis gives a consistent picture of the data. Further data would sharpen the estimates, and the "
+    "Conclusion": "The analysis gives a consistent picture of the data. Further data would sharpen the estimates, and "
+    "the "
     "models should be refitted when new observations arrive.",
 }
 

@@ -71,7 +71,8 @@ ECOLOGY = {
             "kind": "set",
             "value": ["sp2->sp4", "sp5->sp3"],
             "context": ["negative", "competition", "suppress", "inhibit", "interaction"],
-            "statement": "Negative interactions (the first species lowers the growth of the second): sp2->sp4, sp5->sp3.",
+            "statement": "Negative interactions (the first species lowers the growth of the second): sp2->sp4, "
+            "sp5->sp3.",
         },
         {
             "id": "positive_interactions",

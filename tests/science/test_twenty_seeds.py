@@ -161,14 +161,17 @@ def test_the_oracle_team_scores_1_on_seeds_0_to_19(task, made):
 #: per task, what a report can say without the data: the task's claims (true on every seed) and findings
 #: without a name or a number in them
 GENERIC = {
-    "ecology": "A regime shift occurs in the second half of the series, when one species' growth rate drops. The species "
+    "ecology": "A regime shift occurs in the second half of the series, when one species' growth rate drops. The "
+    "species "
     "interact through competition and facilitation, and the persistence baseline is hard to beat.",
     "anomaly": "The sensors show point anomalies, contextual anomalies and collective anomalies, and the collective "
     "anomalies are concentrated on a few sensors.",
-    "biomarker": "The patients fall into latent subtypes that differ in a few biomarkers. The treatment effect reverses "
+    "biomarker": "The patients fall into latent subtypes that differ in a few biomarkers. The treatment effect "
+    "reverses "
     "across subtypes: positive in one subtype and negative in the other subtype(s). A few biomarkers are "
     "predictive of the treatment effect, and some are prognostic.",
-    "geospatial": "Spatial (blocked) cross-validation gives a higher error than random cross-validation, which is optimistic "
+    "geospatial": "Spatial (blocked) cross-validation gives a higher error than random cross-validation, which is "
+    "optimistic "
     "under spatial autocorrelation. The residuals of a covariate-only regression are spatially "
     "autocorrelated (positive Moran's I). Several covariates are important predictors of the concentration, "
     "and the others have no effect.",
