@@ -113,7 +113,8 @@ RULES = (
 
 
 def convo(agent: int, turn: int) -> list[dict]:
-    """Agent ``agent``'s prompt at ``turn`` of its conversation (two agents' system prompts differ only at their end)."""
+    """Agent ``agent``'s prompt at ``turn`` of its conversation (two agents' system prompts
+    differ only at their end)."""
     msgs = [{"role": "system", "content": f"{RULES * 6}You are analyst {agent + 1}."}]
     for t in range(turn):
         msgs += [

@@ -111,7 +111,10 @@ def fields_differ(package: str | None, variant: str) -> str:
     for name in overridden(package, variant):
         orig = root.joinpath(name)
         if not orig.is_file():
-            return f"{name} has no original in the task's prompts (the files there: {', '.join(sorted(p.name for p in root.iterdir() if p.is_file()))})"
+            return (
+                f"{name} has no original in the task's prompts (the files there: "
+                f"{', '.join(sorted(p.name for p in root.iterdir() if p.is_file()))})"
+            )
         try:
             mine = root.joinpath(VARIANTS_DIR, variant, name).read_text(encoding="utf-8")
         except UnicodeDecodeError:

@@ -133,7 +133,10 @@ def missing_key(spec: ModelSpec) -> str | None:
     p = provider(spec.kind)
     if p is None or not p.keys or spec.base_url is not None or p.key() is not None:
         return None
-    return f"{spec.id} needs {' or '.join(p.keys)} in the environment (or --base-url for a server of your own that needs none)"
+    return (
+        f"{spec.id} needs {' or '.join(p.keys)} in the environment (or --base-url for a server of your own that "
+        "needs none)"
+    )
 
 
 def require_provider(spec: ModelSpec) -> None:

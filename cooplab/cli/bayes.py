@@ -146,7 +146,8 @@ def science_command(
     ),
     as_json: bool = _JSON,
 ) -> None:
-    """Measurement-error model: latent game dispositions predicting completeness, quality and accuracy (paper Table 2)."""
+    """Measurement-error model: latent game dispositions predicting completeness, quality and accuracy
+    (paper Table 2)."""
     from cooplab.evals import bayes
     from cooplab.extras import require
 

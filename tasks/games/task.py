@@ -51,7 +51,10 @@ Config = TaskConfig[Any]  # params: one of GameSettings' variants (a GameParams 
 
 class GameTask(Task):
     name = "game"
-    title = "Six behavioral games (weakest-link, cpr, cpr-sanction, collective-risk, o-ring, public-goods) with reference or LLM players."
+    title = (
+        "Six behavioral games (weakest-link, cpr, cpr-sanction, collective-risk, o-ring, public-goods) with "
+        "reference or LLM players."
+    )
     Params = GameSettings
     Results = GameResults
     state_schema = GameState
@@ -283,7 +286,10 @@ class GameTask(Task):
         who = r.players
         if who == "llm":
             who = f"LLM ({r.prompt} prompt{', deliberation' if r.deliberation else ''})"
-        head = f"{r.game}: {who} players, groups {sizes}, {r.rounds_completed}/{r.rounds} rounds, {r.simulations} simulations"
+        head = (
+            f"{r.game}: {who} players, groups {sizes}, {r.rounds_completed}/{r.rounds} rounds, {r.simulations} "
+            "simulations"
+        )
         if m.mean is None or p is None or p.mean is None or r.payoff is None:
             return [f"{head}: no round completed (status {summary.status})"]
         ci = m.ci95

@@ -58,7 +58,7 @@ _TOOLS = """- read_artifact(name): returns the workspace artifact with that name
 - send_message(to_team, content): passes a note to another team.
 - request_additional_work(target_team, request): asks a team that worked before you for a specific piece of NEW output.
 - request_team_redo(target_team, request, justification): sends a team that worked before you back to REDO its work; this costs a lot.
-- mark_complete(summary): tells everyone your part is finished."""
+- mark_complete(summary): tells everyone your part is finished."""  # noqa: E501 (text kept verbatim)
 
 
 def money(x: Any) -> str:

@@ -124,7 +124,10 @@ def _judge_the_run(out: Path, config: Config) -> dict[str, Any]:
 
 class ScienceTask(Task):
     name = "science"
-    title = "Science teams: four sequential teams of tool-using agents analyze a dataset in the sandbox under one shared budget."
+    title = (
+        "Science teams: four sequential teams of tool-using agents analyze a dataset in the sandbox under one "
+        "shared budget."
+    )
     Params = ScienceSettings
     Results = ScienceResults
     state_schema = ScienceState

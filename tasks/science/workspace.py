@@ -124,7 +124,10 @@ class Workspace:
             }
         )
         what = "redo its work" if kind == "redo" else "produce the additional work"
-        return f"request recorded: the {target} team will be asked to {what} once your team has finished (if re-entries remain)"
+        return (
+            f"request recorded: the {target} team will be asked to {what} once your team has finished (if "
+            "re-entries remain)"
+        )
 
     def complete(self, agent: str, summary: str) -> str:
         summary = _text(summary, "summary", MAX_MESSAGE_CHARS)

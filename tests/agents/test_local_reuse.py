@@ -253,7 +253,8 @@ RULES = (
 
 
 def turn(agent: int, step: int, seed: int) -> dict:
-    """Agent ``agent``'s call at ``step`` of its conversation (the two agents' system prompts differ only at their end)."""
+    """Agent ``agent``'s call at ``step`` of its conversation (the two agents' system prompts
+    differ only at their end)."""
     msgs = [{"role": "system", "content": f"{RULES}You are analyst {agent + 1}."}]
     for t in range(step):
         msgs += [

@@ -415,7 +415,10 @@ def test_a_batch_job_runs_from_its_json_alone_in_another_process(tmp_path):
     out = tmp_path / "cal"
     record = cal.prepare(out, samples=2, seed=0, replicates=2, base={}, preset=None)
     (j,) = cal.jobs(out, record, [1], batch=4, jobs_on=sweeps)
-    code = "import json, sys; from cooplab.runs.sweeps import execute_job; print(json.dumps(execute_job(json.load(sys.stdin))))"
+    code = (
+        "import json, sys; from cooplab.runs.sweeps import execute_job; "
+        "print(json.dumps(execute_job(json.load(sys.stdin))))"
+    )
     res = subprocess.run([sys.executable, "-c", code], input=json.dumps(j), capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout.strip().splitlines()[-1])["kind"] == "ran"

@@ -442,7 +442,7 @@ def test_the_files_open_from_disk_in_headless_chromium(dirs, capsys, tmp_path):
             if name == "llm":
                 got = b.eval("""(() => { const t = document.querySelector('#run-lake table.sortable');
                     const col = () => Array.from(t.tBodies[0].rows).map(r => Number(r.cells[0].dataset.sort));
-                    const th = t.tHead.rows[0].cells[0]; th.click(); const up = col(); th.click(); return [up, col()]; })()""")
+                    const th = t.tHead.rows[0].cells[0]; th.click(); const up = col(); th.click(); return [up, col()]; })()""")  # noqa: E501 (text kept verbatim)
                 assert got[0] == sorted(got[0]) and got[1] == sorted(got[0], reverse=True) and len(got[0]) == 2
         shot = b.send("Page.captureScreenshot", {"format": "png"})
     png = tmp_path / "shot.png"

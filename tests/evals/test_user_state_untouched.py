@@ -121,7 +121,7 @@ SCRIPT = textwrap.dedent("""
     print(json.dumps({"backend": matplotlib.get_backend(), "rc_backend": matplotlib.rcParams["backend"], "open": plt.get_fignums(),
                       "figures": len(made), "pyplot_imported": pyplot_imported_by_cooplab,
                       "logging": [before["logging"], logging_state()], "decimal": [before["decimal"], decimal_state()]}))
-""")
+""")  # noqa: E501 (text kept verbatim)
 
 
 def test_runs_and_every_figure_leave_the_backend_logging_and_decimal_context_alone(tmp_path):

@@ -40,7 +40,8 @@ _ids = itertools.count(1)
 
 
 def forced_tool(body: Any) -> str | None:
-    """The tool a request forces (``tool_choice`` ``{"type": "tool", "name": ...}``, or ``any`` with one tool), or None."""
+    """The tool a request forces (``tool_choice`` ``{"type": "tool", "name": ...}``, or ``any`` with one tool),
+    or None."""
     if not isinstance(body, dict):
         return None
     choice, tools = body.get("tool_choice") or {}, body.get("tools") or []

@@ -165,7 +165,10 @@ def both_ways(fact: dict[str, Any]) -> str:
         return " ".join(f"The {c} is {x}." for x in label_candidates(fact)[:2])
     if k == "set":
         xs = set_candidates(fact)
-        return f"The {c} items are {' and '.join(xs[: len(xs) // 2])}. The {c} items are {' and '.join(xs[len(xs) // 2 :])}."
+        return (
+            f"The {c} items are {' and '.join(xs[: len(xs) // 2])}. The {c} items are "
+            f"{' and '.join(xs[len(xs) // 2 :])}."
+        )
     a, b = _claim_pair(fact)
     return f"{a} {b} {a}"
 

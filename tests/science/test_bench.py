@@ -452,7 +452,7 @@ def step(messages):
 register_builtin("gated-analyst", lambda arg: ScriptedChatModel(by_phase={"solo:analyze": [step]}, answers=["ok"]))
 from cooplab.cli import main
 sys.exit(main(sys.argv[1:]))
-"""
+"""  # noqa: E501 (text kept verbatim)
 
 
 def test_kill_9_mid_item_then_resume_charges_nothing_twice(tmp_path):

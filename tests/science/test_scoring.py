@@ -281,17 +281,17 @@ GOOD = {
 team's dataset_description artifact. A Ricker model fitted by ordinary least squares explained 87% of the variance in
 per-capita log growth (R² = 0.87). A regime shift occurs at t = 120, located by PELT change-point detection (95% CI 116-124).
 Negative interactions (the first species lowers the growth of the second): sp2->sp4, sp5->sp3.
-Positive interactions (the first species raises the growth of the second): sp3->sp4.""",
+Positive interactions (the first species raises the growth of the second): sp3->sp4.""",  # noqa: E501 (text kept verbatim)
             "Introduction": """Multi-species time series let us estimate how species limit or facilitate one another and whether a
 community switched between regimes. We set out to identify inter-species relationships, to detect regime shifts and to forecast
-population sizes one step ahead. This report synthesizes the work of the data, model and evaluation teams.""",
+population sizes one step ahead. This report synthesizes the work of the data, model and evaluation teams.""",  # noqa: E501 (text kept verbatim)
             "Dataset Description": """The dataset contains 5 species observed at 200 time steps without missing values. Mean abundance
 ranged from 12.4 (sp1) to 85.0 (sp5) individuals, and the coefficient of variation from 0.21 to 0.64. The data team flagged 3
-outlying counts, which we kept after checking them against the raw records.""",
+outlying counts, which we kept after checking them against the raw records.""",  # noqa: E501 (text kept verbatim)
             "Methods": """Following the model team's model_architecture artifact, we regressed the log growth rate of each species on
 the abundances of all species (a multi-species Ricker model, linear regression with 6 coefficients per species). We searched
 for a change point in the residuals with PELT and a BIC penalty. Forecasts were compared with a persistence baseline under
-5-fold blocked cross-validation, and a random forest served as a non-linear benchmark.""",
+5-fold blocked cross-validation, and a random forest served as a non-linear benchmark.""",  # noqa: E501 (text kept verbatim)
             "Results": """The fitted interaction matrix shows competition and facilitation (Table 1). sp2 is the main predator of sp4:
 its coefficient is -0.042 (t-test, p < 0.001). The regime shift at t = 120 lowered the carrying capacity of sp1 by 34%.
 
@@ -299,13 +299,13 @@ its coefficient is -0.042 (t-test, p < 0.001). The regime shift at t = 120 lower
 |---|---|---|
 | sp2->sp4 | -0.042 | <0.001 |
 | sp5->sp3 | -0.031 | 0.004 |
-| sp3->sp4 | 0.018 | 0.02 |""",
+| sp3->sp4 | 0.018 | 0.02 |""",  # noqa: E501 (text kept verbatim)
             "Evaluation": """The evaluation team's evaluation_report gives a one-step forecast RMSE of 0.071 for the Ricker model
 against 0.093 for persistence, a 24% improvement (Diebold-Mariano test, p = 0.01). A bootstrap with 1000 resamples gave a 95%
-confidence interval of 0.064-0.079 for the model RMSE. The random forest reached 0.085.""",
+confidence interval of 0.064-0.079 for the model RMSE. The random forest reached 0.085.""",  # noqa: E501 (text kept verbatim)
             "Conclusion": """The community of 5 species is structured by competition and facilitation, with sp2 suppressing sp4 most
 strongly. The regime shift at t = 120 changed the dynamics, so forecasts must be refitted after it. Future work should test
-whether the shift was driven by an external covariate.""",
+whether the shift was driven by an external covariate.""",  # noqa: E501 (text kept verbatim)
         },
     ),
     "anomaly": md(
@@ -313,25 +313,25 @@ whether the shift was driven by an external covariate.""",
         {
             "Abstract": """We built an anomaly detection system for 10 sensors sampled every 30 minutes over 8,640 time steps, starting
 from the data team's dataset_description artifact. About 4% of the time steps are anomalous. An isolation forest combined with
-rolling z-scores detected point anomalies with a recall of 0.95 and collective anomalies with a recall of 0.71.""",
+rolling z-scores detected point anomalies with a recall of 0.95 and collective anomalies with a recall of 0.71.""",  # noqa: E501 (text kept verbatim)
             "Introduction": """Industrial sensors fail in several ways: isolated spikes, values that are normal in general but wrong for
 the time of day, and sustained offsets. A useful detector must separate the three kinds. We describe the pipeline designed by
-the model team and validated by the evaluation team.""",
+the model team and validated by the evaluation team.""",  # noqa: E501 (text kept verbatim)
             "Data": """The plant has 10 sensors with a daily cycle of 48 steps. Signals are correlated (median pairwise Pearson
-correlation 0.42) and have no missing values. Labels mark 7 point, 5 contextual and 2 collective anomaly events.""",
+correlation 0.42) and have no missing values. Labels mark 7 point, 5 contextual and 2 collective anomaly events.""",  # noqa: E501 (text kept verbatim)
             "Methodology": """Following the model_architecture artifact, each sensor was detrended by subtracting its median daily
 profile, and robust z-scores above 4 flagged point anomalies. An isolation forest on 6-step windows with a contamination of 0.04
 flagged contextual anomalies, and a CUSUM on the residual mean flagged collective runs. Thresholds were tuned by 5-fold
-cross-validation on the first 60 days.""",
+cross-validation on the first 60 days.""",  # noqa: E501 (text kept verbatim)
             "Results": """There are 7 point anomalies, 5 contextual anomalies and 2 collective anomalies in the labelled data. The
 collective anomalies occur on sensor_03 and sensor_07. Point anomalies are detected with higher recall than collective anomalies
-(0.95 vs 0.71; McNemar test, p = 0.003). Collective anomalies were the hardest type to detect.""",
+(0.95 vs 0.71; McNemar test, p = 0.003). Collective anomalies were the hardest type to detect.""",  # noqa: E501 (text kept verbatim)
             "Evaluation": """On the held-out 30 days the detector reached a precision of 0.88 and an F1 of 0.84, as reported in the
 evaluation_report. A permutation test with 1000 shuffles of the labels gave p < 0.001 for the F1. The 95% confidence interval of
-the F1 from a bootstrap was 0.79-0.89.""",
+the F1 from a bootstrap was 0.79-0.89.""",  # noqa: E501 (text kept verbatim)
             "Conclusion": """Point anomalies are easy to catch with robust z-scores, while collective anomalies on sensor_03 and
 sensor_07 need window statistics. The detector is ready for a pilot on the 10 sensors. Future work should adapt the thresholds
-when the daily cycle drifts.""",
+when the daily cycle drifts.""",  # noqa: E501 (text kept verbatim)
         },
     ),
     "biomarker": md(
@@ -339,24 +339,24 @@ when the daily cycle drifts.""",
         {
             "Abstract": """We analysed a randomized trial of 600 patients with 24 biomarkers using the data team's
 dataset_description artifact. The trial shows a heterogeneous treatment effect across subtypes. The predictive biomarkers
-(treatment x biomarker interaction) are BM03 and BM11 (likelihood-ratio test, p < 0.001).""",
+(treatment x biomarker interaction) are BM03 and BM11 (likelihood-ratio test, p < 0.001).""",  # noqa: E501 (text kept verbatim)
             "Introduction": """Treatments rarely help every patient equally, and biomarkers can identify who benefits. We aimed to
 predict treatment response, to discover patient subtypes and to find the biomarkers that modify the treatment effect. The
-analysis builds on the model team's work and on the evaluation team's checks.""",
+analysis builds on the model team's work and on the evaluation team's checks.""",  # noqa: E501 (text kept verbatim)
             "Dataset": """The trial enrolled 600 patients, 302 treated and 298 controls, with a response rate of 41%. Each patient has
 24 continuous biomarkers (BM01 to BM24) measured at baseline. Missing values affected 1.2% of the measurements and were imputed
-with the median.""",
+with the median.""",  # noqa: E501 (text kept verbatim)
             "Methods": """Patients were clustered with k-means on standardized biomarkers, choosing k by the silhouette score. Treatment
 response was modelled by logistic regression with treatment x biomarker interaction terms, one biomarker at a time, following the
-model_architecture artifact. P-values were corrected with the Bonferroni method.""",
+model_architecture artifact. P-values were corrected with the Bonferroni method.""",  # noqa: E501 (text kept verbatim)
             "Results": """The patients fall into 3 subtypes (silhouette 0.41). The subtypes are distinguished by BM05, BM14 and BM20, each
 high in one subtype. The predictive biomarkers (treatment x biomarker interaction) are BM03 and BM11, with odds ratios of 2.4 and
-0.5. The subtype marked by high BM05 benefits most from the treatment (response 62% vs 31%, chi-square p < 0.001).""",
+0.5. The subtype marked by high BM05 benefits most from the treatment (response 62% vs 31%, chi-square p < 0.001).""",  # noqa: E501 (text kept verbatim)
             "Evaluation": """A logistic model with the two predictive biomarkers reached an AUC of 0.78 under 10-fold cross-validation,
 against 0.61 without interactions. The evaluation_report confirms the subtypes are stable: 94% of patients keep their cluster in
-bootstrap resamples.""",
+bootstrap resamples.""",  # noqa: E501 (text kept verbatim)
             "Conclusion": """The treatment effect differs by subtype, and BM03 and BM11 modify it. Patients in the BM05-high subtype
-should be prioritized for treatment. A confirmatory trial should stratify on the 3 subtypes.""",
+should be prioritized for treatment. A confirmatory trial should stratify on the 3 subtypes.""",  # noqa: E501 (text kept verbatim)
         },
     ),
     "geospatial": md(
@@ -364,25 +364,25 @@ should be prioritized for treatment. A confirmatory trial should stratify on the
         {
             "Abstract": """We mapped resource concentration from samples at 400 sites, using the data team's dataset_description
 artifact. Regression kriging is the best model, with an RMSE of 0.82 under spatial cross-validation. The residuals show spatial
-autocorrelation (positive Moran's I = 0.31, p < 0.001).""",
+autocorrelation (positive Moran's I = 0.31, p < 0.001).""",  # noqa: E501 (text kept verbatim)
             "Introduction": """Resource maps guide where to sample and where to extract. Because nearby sites are similar, random
 cross-validation can overstate how well a model predicts new areas. We compare spatial and non-spatial models with spatial
-cross-validation, building on the model team's candidate models.""",
+cross-validation, building on the model team's candidate models.""",  # noqa: E501 (text kept verbatim)
             "Dataset Description": """Resource concentration was measured at 400 sites on a 50 x 50 km area, with six covariates:
 elevation, soil_ph, slope, rainfall, ndvi and distance_to_river. Concentration is right-skewed (median 3.1, maximum 19.7) and was
-log-transformed. No values were missing.""",
+log-transformed. No values were missing.""",  # noqa: E501 (text kept verbatim)
             "Methods": """We fitted linear regression, a random forest and regression kriging (linear trend plus ordinary kriging of the
 residuals with an exponential variogram), as described in the model_architecture artifact. Models were compared by 5-fold
-random and 5-fold spatially blocked cross-validation with 10 km blocks.""",
+random and 5-fold spatially blocked cross-validation with 10 km blocks.""",  # noqa: E501 (text kept verbatim)
             "Results": """The important covariates are elevation and soil_ph (permutation importance 0.41 and 0.22); slope, rainfall,
 ndvi and distance_to_river had no effect. The spatial autocorrelation range is about 15 km. Regression kriging is the best model:
-its spatial CV RMSE was 0.82 against 1.05 for the random forest and 1.21 for linear regression.""",
+its spatial CV RMSE was 0.82 against 1.05 for the random forest and 1.21 for linear regression.""",  # noqa: E501 (text kept verbatim)
             "Evaluation": """Spatial (blocked) cross-validation gives a higher error than random cross-validation: 0.82 against 0.61 for
 kriging (paired t-test over folds, p = 0.004). The evaluation team's evaluation_report shows the same ranking of models in every
-fold.""",
+fold.""",  # noqa: E501 (text kept verbatim)
             "Conclusion": """Elevation and soil_ph drive the concentration, and the remaining spatial structure is best captured by
 kriging. Random cross-validation is optimistic for spatial data and should not be used to select models. Future surveys should
-add sites where the kriging variance is largest.""",
+add sites where the kriging variance is largest.""",  # noqa: E501 (text kept verbatim)
         },
     ),
 }
@@ -393,43 +393,43 @@ CONTRADICTING = {
         {
             "Abstract": """We analysed 200 yearly counts of a community of 8 species described in the data team's dataset_description
 artifact. A Ricker model fitted by ordinary least squares explained 87% of the variance (R² = 0.87). A regime shift occurs at
-t = 40, located by PELT change-point detection (95% CI 36-44).""",
+t = 40, located by PELT change-point detection (95% CI 36-44).""",  # noqa: E501 (text kept verbatim)
             "Introduction": """Multi-species time series let us estimate how species limit or facilitate one another and whether a
 community switched between regimes. We set out to identify inter-species relationships, to detect regime shifts and to forecast
-population sizes one step ahead.""",
+population sizes one step ahead.""",  # noqa: E501 (text kept verbatim)
             "Dataset Description": """The dataset contains 8 species observed at 200 time steps without missing values. Mean abundance
 ranged from 12.4 to 85.0 individuals, and the coefficient of variation from 0.21 to 0.64. The data team flagged 3 outlying
-counts.""",
+counts.""",  # noqa: E501 (text kept verbatim)
             "Methods": """Following the model_architecture artifact, we regressed the log growth rate of each species on the abundances of
 all species (a Ricker model, linear regression). We searched for a change point with PELT and a BIC penalty and compared forecasts
-with a persistence baseline under 5-fold cross-validation.""",
+with a persistence baseline under 5-fold cross-validation.""",  # noqa: E501 (text kept verbatim)
             "Results": """Negative links: sp1->sp2, sp4->sp5. Positive links: sp5->sp1. The species are independent of each other: the
-fitted model shows no interactions between them (t-test, p = 0.62). sp5 is the main predator of sp1.""",
+fitted model shows no interactions between them (t-test, p = 0.62). sp5 is the main predator of sp1.""",  # noqa: E501 (text kept verbatim)
             "Evaluation": """The evaluation team's evaluation_report gives a one-step forecast RMSE of 0.071 against 0.093 for
-persistence (Diebold-Mariano test, p = 0.01). A bootstrap with 1000 resamples gave a 95% confidence interval of 0.064-0.079.""",
+persistence (Diebold-Mariano test, p = 0.01). A bootstrap with 1000 resamples gave a 95% confidence interval of 0.064-0.079.""",  # noqa: E501 (text kept verbatim)
             "Conclusion": """The 8 species fluctuate independently, and the regime shift at t = 40 changed their mean levels. Forecasts
-should be refitted after the shift. Future work should test external drivers of the shift.""",
+should be refitted after the shift. Future work should test external drivers of the shift.""",  # noqa: E501 (text kept verbatim)
         },
     ),
     "anomaly": md(
         "Anomaly detection",
         {
             "Abstract": """We built an anomaly detection system for 14 sensors, starting from the data team's dataset_description
-artifact. About 15% of the time steps are anomalous. An isolation forest combined with rolling z-scores found all anomaly kinds.""",
+artifact. About 15% of the time steps are anomalous. An isolation forest combined with rolling z-scores found all anomaly kinds.""",  # noqa: E501 (text kept verbatim)
             "Introduction": """Industrial sensors fail in several ways: isolated spikes, values that are wrong for the time of day, and
-sustained offsets. A useful detector must separate the three kinds, as planned by the model team.""",
+sustained offsets. A useful detector must separate the three kinds, as planned by the model team.""",  # noqa: E501 (text kept verbatim)
             "Data": """The plant has 14 sensors with a daily cycle of 48 steps. Signals are correlated (median pairwise Pearson correlation
-0.42) and have no missing values.""",
+0.42) and have no missing values.""",  # noqa: E501 (text kept verbatim)
             "Methodology": """Robust z-scores above 4 flagged isolated values, an isolation forest on 6-step windows flagged contextual
 anomalies, and a CUSUM on the residual mean flagged collective runs, following the model_architecture artifact. Thresholds were
-tuned by 5-fold cross-validation.""",
+tuned by 5-fold cross-validation.""",  # noqa: E501 (text kept verbatim)
             "Results": """There are 25 point anomalies in the labelled data. The collective anomalies occur on sensor_01 and sensor_09.
 Point anomalies are detected with lower recall than collective anomalies (McNemar test, p = 0.003). Point anomalies were the
-hardest type to detect.""",
+hardest type to detect.""",  # noqa: E501 (text kept verbatim)
             "Evaluation": """On the held-out 30 days the detector reached a precision of 0.88 and an F1 of 0.84, as reported in the
-evaluation_report. A permutation test with 1000 shuffles gave p < 0.001, and the bootstrap 95% confidence interval was 0.79-0.89.""",
+evaluation_report. A permutation test with 1000 shuffles gave p < 0.001, and the bootstrap 95% confidence interval was 0.79-0.89.""",  # noqa: E501 (text kept verbatim)
             "Conclusion": """The 14 sensors need window statistics for every kind of anomaly. The detector is ready for a pilot. Future
-work should adapt the thresholds when the daily cycle drifts.""",
+work should adapt the thresholds when the daily cycle drifts.""",  # noqa: E501 (text kept verbatim)
         },
     ),
     "biomarker": md(
@@ -437,19 +437,19 @@ work should adapt the thresholds when the daily cycle drifts.""",
         {
             "Abstract": """We analysed a randomized trial of 450 patients with 24 biomarkers using the data team's dataset_description
 artifact. We found a uniform treatment effect across all patients. The predictive biomarkers (treatment x biomarker
-interaction) are BM07 and BM19 (likelihood-ratio test, p < 0.001).""",
+interaction) are BM07 and BM19 (likelihood-ratio test, p < 0.001).""",  # noqa: E501 (text kept verbatim)
             "Introduction": """Treatments rarely help every patient equally, and biomarkers can identify who benefits. We aimed to
-predict treatment response and to find the biomarkers that modify the treatment effect, building on the model team's work.""",
+predict treatment response and to find the biomarkers that modify the treatment effect, building on the model team's work.""",  # noqa: E501 (text kept verbatim)
             "Dataset": """The trial enrolled 450 patients with a response rate of 41%. Each patient has 24 continuous biomarkers measured
-at baseline, and missing values affected 1.2% of the measurements.""",
+at baseline, and missing values affected 1.2% of the measurements.""",  # noqa: E501 (text kept verbatim)
             "Methods": """Patients were clustered with k-means on standardized biomarkers. Treatment response was modelled by logistic
-regression with treatment x biomarker interaction terms, following the model_architecture artifact, with Bonferroni correction.""",
+regression with treatment x biomarker interaction terms, following the model_architecture artifact, with Bonferroni correction.""",  # noqa: E501 (text kept verbatim)
             "Results": """The patients fall into 5 subtypes (silhouette 0.41). The subtypes are distinguished by BM01 and BM02. The
-predictive biomarkers are BM07 and BM19. The subtype marked by high BM02 benefits most from the treatment (chi-square p = 0.01).""",
+predictive biomarkers are BM07 and BM19. The subtype marked by high BM02 benefits most from the treatment (chi-square p = 0.01).""",  # noqa: E501 (text kept verbatim)
             "Evaluation": """A logistic model with the two biomarkers reached an AUC of 0.78 under 10-fold cross-validation. The
-evaluation_report confirms that 94% of patients keep their cluster in bootstrap resamples.""",
+evaluation_report confirms that 94% of patients keep their cluster in bootstrap resamples.""",  # noqa: E501 (text kept verbatim)
             "Conclusion": """The treatment works the same for everyone, a uniform treatment effect. BM07 and BM19 should be measured in
-future trials, which should stratify on the 5 subtypes.""",
+future trials, which should stratify on the 5 subtypes.""",  # noqa: E501 (text kept verbatim)
         },
     ),
     "geospatial": md(
@@ -457,19 +457,19 @@ future trials, which should stratify on the 5 subtypes.""",
         {
             "Abstract": """We mapped resource concentration from samples at 250 sites, using the data team's dataset_description
 artifact. The random forest is the best model, with an RMSE of 0.82. The residuals show no spatial autocorrelation (Moran's I
-near zero, p = 0.71).""",
+near zero, p = 0.71).""",  # noqa: E501 (text kept verbatim)
             "Introduction": """Resource maps guide where to sample and where to extract. We compare spatial and non-spatial models with
-cross-validation, building on the model team's candidate models.""",
+cross-validation, building on the model team's candidate models.""",  # noqa: E501 (text kept verbatim)
             "Dataset Description": """Resource concentration was measured at 250 sites with six covariates. Concentration is
-right-skewed (median 3.1, maximum 19.7) and was log-transformed, and no values were missing.""",
+right-skewed (median 3.1, maximum 19.7) and was log-transformed, and no values were missing.""",  # noqa: E501 (text kept verbatim)
             "Methods": """We fitted linear regression, a random forest and regression kriging, as described in the model_architecture
-artifact. Models were compared by 5-fold random and 5-fold spatially blocked cross-validation.""",
+artifact. Models were compared by 5-fold random and 5-fold spatially blocked cross-validation.""",  # noqa: E501 (text kept verbatim)
             "Results": """The important covariates are slope and rainfall (permutation importance 0.41 and 0.22). The correlation length
-is about 60 km. The random forest is the best model, with an RMSE of 0.82 against 1.05 for kriging.""",
+is about 60 km. The random forest is the best model, with an RMSE of 0.82 against 1.05 for kriging.""",  # noqa: E501 (text kept verbatim)
             "Evaluation": """Spatial cross-validation gives a lower error than random cross-validation: 0.55 against 0.61 (paired t-test,
-p = 0.04). The evaluation team's evaluation_report shows the same ranking in every fold.""",
+p = 0.04). The evaluation team's evaluation_report shows the same ranking in every fold.""",  # noqa: E501 (text kept verbatim)
             "Conclusion": """Slope and rainfall drive the concentration, and the random forest is the best model to deploy. No spatial
-autocorrelation remains in the residuals. Future surveys should add sites in the north.""",
+autocorrelation remains in the residuals. Future surveys should add sites in the north.""",  # noqa: E501 (text kept verbatim)
         },
     ),
 }

@@ -696,7 +696,7 @@ g.add_node("act", act); g.add_node("settle", settle)
 g.add_edge(START, "act"); g.add_edge("act", "settle")
 g.add_conditional_edges("settle", lambda s: END if s["round"] > 3 else "act", ["act", END])
 g.compile(name="society").invoke({"round": 1, "x": 0}, {"callbacks": tracing_callbacks(sys.argv[1]), "metadata": {"session_id": "S1"}})
-"""
+"""  # noqa: E501 (text kept verbatim)
 
 
 def _rounds_run(tmp_path: Path, kill_in: int) -> subprocess.CompletedProcess:
