@@ -998,7 +998,10 @@ _COSTS = """query($name: String!) { getProjectByName(name: $name) { costSummary 
   sessions(first: 10) { edges { node { sessionId costSummary { total { cost } } } } }
   spans(first: 1000) { edges { node { attributes costSummary { total { cost } prompt { tokens } completion { tokens } }
     trace { traceId costSummary { total { cost } } } } } } } }"""
-_MODELS = "query { generativeModels(first: 10000) { edges { node { name namePattern kind tokenPrices { costPerMillionTokens } } } } }"
+_MODELS = (
+    "query { generativeModels(first: 10000) { edges { node "
+    "{ name namePattern kind tokenPrices { costPerMillionTokens } } } } }"
+)
 
 
 def _phoenix_own_costs_are_the_ledgers(base: str, project: str, run_dir: Path, runs: list[dict]) -> None:
