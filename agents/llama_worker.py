@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import sys
 import time
 

@@ -677,7 +677,7 @@ def stratified_compare(a_T: np.ndarray, a_cell: np.ndarray, b_T: np.ndarray, b_c
     p = math.erfc(abs(z) / math.sqrt(2.0))
     # per-cell agreement: share of cells whose difference is within 2 combined standard errors
     within = 0
-    for c, x, y in zip(cells, ma, mb):
+    for c, x, y in zip(cells, ma, mb, strict=False):
         xa, xb = a_T[a_cell == c].astype(float), b_T[b_cell == c].astype(float)
         s = math.sqrt(
             (xa.var(ddof=1) / xa.size if xa.size > 1 else 0.0) + (xb.var(ddof=1) / xb.size if xb.size > 1 else 0.0)
@@ -874,7 +874,7 @@ def time_split(conds: list[Condition], replicates: int, seed: int) -> dict[str, 
                 patch(ph, "round_record", W("record", ph.round_record))
                 for meth in ("put", "put_writes"):
                     patch(InMemorySaver, meth, W("checkpoint", getattr(InMemorySaver, meth)))
-                pol = lambda f: W("policies", f)  # noqa: E731
+                pol = lambda f, W=W: W("policies", f)  # noqa: E731
                 nodes = collections.OrderedDict(
                     harvest=ph.harvest_node(pol(rb.capped_effort)),
                     punish=ph.punish_node(pol(rb.sample_inspect_punish)),
@@ -1147,8 +1147,8 @@ def main(argv: list[str] | None = None) -> int:
         """Per repeat (the cooplab run and the floor run of the same repeat, next to each other in time):
         time over the floor's, and agent-steps/s over Mesa's; on wall and on CPU time."""
         return {
-            "floor_wall": [r["wall"] / f["wall"] for r, f in zip(runs, floor_runs)],
-            "floor_cpu": [r["cpu"] / f["cpu"] for r, f in zip(runs, floor_runs)],
+            "floor_wall": [r["wall"] / f["wall"] for r, f in zip(runs, floor_runs, strict=False)],
+            "floor_cpu": [r["cpu"] / f["cpu"] for r, f in zip(runs, floor_runs, strict=False)],
             "mesa_wall": [agent_steps / r["wall"] / mesa_rate for r in runs],
             "mesa_cpu": [agent_steps / r["cpu"] / mesa_cpu_rate for r in runs],
         }

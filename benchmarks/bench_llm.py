@@ -408,7 +408,7 @@ async def bench_latency(
             N, rounds, scripted_service(latency=latency, max_concurrency=max_concurrency), harvest_only=harvest_only
         )
         assert r["fallbacks"] == 0
-        walls = [b - a for a, b in zip(r["marks"], r["marks"][1:])]
+        walls = [b - a for a, b in zip(r["marks"], r["marks"][1:], strict=False)]
         per_run.append(
             {
                 "walls": walls,

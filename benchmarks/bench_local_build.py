@@ -221,14 +221,14 @@ def main(argv: list[str] | None = None) -> int:
     work.unlink()
     ref = next((x for x in runs[configs[0][0]] if "times" in x), None)
     rows = []
-    for name, build, mode, eb in configs:
+    for name, _build, _mode, _eb in configs:
         ok = [x for x in runs[name] if "times" in x]
         if not ok:
             rows.append({"name": name, "failed": True})
             continue
         dps = statistics.median(n / sum(x["times"]) for x in ok)
         tps = statistics.median(sum(x["out_tokens"]) / sum(x["times"]) for x in ok)
-        same = sum(a == b for a, b in zip(ok[0]["texts"], ref["texts"])) if ref else 0
+        same = sum(a == b for a, b in zip(ok[0]["texts"], ref["texts"], strict=False)) if ref else 0
         rows.append(
             {
                 "name": name,

@@ -204,10 +204,10 @@ def science(
         names = [name for name in cfgs if not (name == OFF and k > off_items)]
         if together:  # every configuration's item at the same time: the machine's load hits them alike
             with ThreadPoolExecutor(len(names)) as pool:
-                rows = list(pool.map(lambda name: science_item(cfgs, name, k, team_size, work), names))
+                rows = list(pool.map(lambda name, k=k: science_item(cfgs, name, k, team_size, work), names))
         else:
             rows = [science_item(cfgs, name, k, team_size, work) for name in names]
-        for name, row in zip(names, rows):
+        for name, row in zip(names, rows, strict=False):
             per[name].append(row)
     return per
 

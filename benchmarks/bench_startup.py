@@ -215,7 +215,7 @@ def importtime(variant: str, site: Path | None, args: list[str]) -> dict:
 
 
 def ratios(rows: list[tuple[float, float]], bare: list[tuple[float, float]], k: int) -> float:
-    return statistics.median(a[k] / b[k] for a, b in zip(rows, bare))
+    return statistics.median(a[k] / b[k] for a, b in zip(rows, bare, strict=False))
 
 
 def main() -> int:

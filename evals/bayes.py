@@ -182,7 +182,7 @@ def read_model_info(path: Path | None) -> pd.DataFrame | None:
         if col not in df.columns:
             continue
         vals = pd.to_numeric(df[col], errors="coerce")
-        for i, (raw, v) in enumerate(zip(df[col], vals)):
+        for i, (raw, v) in enumerate(zip(df[col], vals, strict=False)):
             if not (np.isfinite(v) and ok(float(v))):
                 raise BayesError(
                     f"--model-info {path} row {i + 2} ({df['model'].iloc[i]}): {col} must be {what}, got {raw!r}"
@@ -741,7 +741,7 @@ def forest_plot(tables: Mapping[str, pd.DataFrame], path: Path, title: str) -> P
     n = len(tables)
     rows = max(len(t) for t in tables.values())
     fig, axes = subplots(1, n, figsize=(4.6 * n + 1.5, 0.32 * rows + 1.6), squeeze=False, sharey=True)
-    for ax, (name, t) in zip(axes[0], tables.items()):
+    for ax, (name, t) in zip(axes[0], tables.items(), strict=False):
         yy = np.arange(len(t))[::-1]
         color = np.where(t["excludes_zero"].to_numpy(), "tab:blue", "0.5")
         ax.errorbar(

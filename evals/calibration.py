@@ -414,7 +414,7 @@ def jobs(
             "seed": record["seed"],
             "replicates": record["replicates"],
             **(extra or {}),
-            "values": {str(i): dict(zip(names, record["values"][i])) for i in ids},
+            "values": {str(i): dict(zip(names, record["values"][i], strict=False)) for i in ids},
             "unit": {str(i): record["unit"][i] for i in ids},
         }
         out_jobs.append(

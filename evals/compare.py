@@ -57,7 +57,7 @@ class Comparison:
         """JSON-ready: everything but the curves' rows (the curves as {column: {run: [[round, mean], ...]}})."""
         curves: dict[str, dict[str, list]] = {}
         for (col, run), g in self.curves.groupby(["column", "run"], sort=False) if len(self.curves) else []:
-            curves.setdefault(col, {})[run] = [[int(r), _num(m)] for r, m in zip(g["round"], g["mean"])]
+            curves.setdefault(col, {})[run] = [[int(r), _num(m)] for r, m in zip(g["round"], g["mean"], strict=False)]
         return {
             "a": self.a,
             "b": self.b,
@@ -240,7 +240,7 @@ def figure(cmp: Comparison):
 
     cols = cmp.columns or ["(no per-round table)"]
     fig, axes = canvas.subplots(1, len(cols), figsize=(3.6 * len(cols), 3.2), squeeze=False, constrained_layout=True)
-    for ax, col in zip(axes[0], cols):
+    for ax, col in zip(axes[0], cols, strict=False):
         for run, style in ((cmp.a, "-"), (cmp.b, "--")):
             g = (
                 cmp.curves[(cmp.curves["column"] == col) & (cmp.curves["run"] == run)]

@@ -96,7 +96,7 @@ def sensitivity_figure_of(sens: pd.DataFrame) -> Figure:
         constrained_layout=True,
         squeeze=False,
     )
-    for ax, o in zip(axes.flat, outputs):
+    for ax, o in zip(axes.flat, outputs, strict=False):
         sub = sens[sens["output"] == o].sort_values("S1", na_position="first")
         ax.barh(
             sub["parameter"], sub["S1"].fillna(0), xerr=sub["S1_conf"].fillna(0), color="tab:blue", alpha=0.8, capsize=2

@@ -25,7 +25,7 @@ def by_model_figure(
     axes = fig.subplots(1, len(outcomes), squeeze=False)[0]
     names = [model_display_name(r["model"]) for r in rows]
     colors = [f"C{i}" for i in range(len(rows))]
-    for ax, (key, label) in zip(axes, outcomes):
+    for ax, (key, label) in zip(axes, outcomes, strict=False):
         values = [np.nan if r.get(key) is None else float(r[key]) for r in rows]
         ax.bar(range(len(rows)), values, color=colors, label=label)
         ax.set_xticks(range(len(rows)), names, rotation=15, fontsize=8)

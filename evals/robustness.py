@@ -121,7 +121,7 @@ def _labels(sweep: Path) -> dict[str, dict[str, str]]:
     keys = head[1 : head.index("status")]
     if len(rows) - 1 > MAX_CELLS:
         raise RobustnessError(f"{p} lists {len(rows) - 1} cells; at most {MAX_CELLS}")
-    return {r[0]: dict(zip(keys, r[1 : len(keys) + 1])) for r in rows[1:] if r and len(r) > len(keys)}
+    return {r[0]: dict(zip(keys, r[1 : len(keys) + 1], strict=False)) for r in rows[1:] if r and len(r) > len(keys)}
 
 
 def load_cells(sweep: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
@@ -290,7 +290,7 @@ def effects(cells: list[dict[str, Any]], alpha: float = ALPHA) -> list[dict[str,
             for outcome in outcomes:
                 for at in others:
 
-                    def cond(level: str, at: tuple = at) -> tuple:
+                    def cond(level: str, at: tuple = at, axis: str = axis) -> tuple:
                         return tuple(sorted(at + ((axis, level),)))
 
                     for level in levels[1:]:
@@ -414,7 +414,7 @@ def draw(report: dict[str, Any]):
         squeeze=False,
         constrained_layout=True,
     )
-    for ax, outcome in zip(axes[:, 0], outcomes):
+    for ax, outcome in zip(axes[:, 0], outcomes, strict=False):
         rows = [r for r in report["spread"] if r["outcome"] == outcome]
         width = 0.8 / max(len(rows), 1)
         for k, r in enumerate(rows):

@@ -83,7 +83,9 @@ def ledger_node(node: Callable[[State, RunnableConfig, Runtime], Awaitable[dict]
 def is_async_policy(policy: Callable) -> bool:
     """LLM policies are coroutine functions (or objects with an ``async __call__``) with the
     signature ``(state, rng, context, config) -> PolicyResult``."""
-    return inspect.iscoroutinefunction(policy) or inspect.iscoroutinefunction(getattr(policy, "__call__", None))
+    return inspect.iscoroutinefunction(policy) or (
+        callable(policy) and inspect.iscoroutinefunction(type(policy).__call__)
+    )
 
 
 def llm_node(phase: str, policy: Callable, apply: Callable[[State, Any], dict] | None = None) -> Callable[..., Any]:

@@ -41,7 +41,7 @@ def build_society(
     for n in names:
         g.add_node(n, phases[n])
     g.add_edge(START, names[0])
-    for a, b in zip(names, names[1:]):
+    for a, b in zip(names, names[1:], strict=False):
         g.add_edge(a, b)
     first = names[0]
 

@@ -38,7 +38,7 @@ def agent_id(society: Any, agent: Any) -> str:
 
 def ids(societies: Any, agents: Any) -> list[str]:
     """The keys of whole-number society and agent positions, element by element (arrays of equal length)."""
-    return [agent_id(s, a) for s, a in zip(societies, agents)]
+    return [agent_id(s, a) for s, a in zip(societies, agents, strict=False)]
 
 
 def _insert_after(df: pd.DataFrame, after: str | None, name: str, values: Any) -> pd.DataFrame:
@@ -66,7 +66,9 @@ def with_agent_ids(df: pd.DataFrame, society: str = "society", agent: str = "age
         df,
         agent,
         AGENT_ID,
-        pd.Series([key(s, a) for s, a in zip(df[society], df[agent])], index=df.index, dtype=object).infer_objects(),
+        pd.Series(
+            [key(s, a) for s, a in zip(df[society], df[agent], strict=False)], index=df.index, dtype=object
+        ).infer_objects(),
     )
 
 

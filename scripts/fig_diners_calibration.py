@@ -30,7 +30,7 @@ ax[0].set(
     title="(a) the four reproducible leaders (seed 0)",
 )
 ax[0].legend(fontsize=7, loc="lower left")
-for (name, d), col in zip(runs.items(), ("tab:blue", "tab:orange")):
+for (name, d), col in zip(runs.items(), ("tab:blue", "tab:orange"), strict=False):
     ax[1].scatter(d.memory, d.effect_10c, s=8, c=col, alpha=0.6, label=name)
     ax[2].scatter(d.up, d.effect_9a, s=8, c=col, alpha=0.6, label=name)
 ax[1].axhline(0, c="k", lw=0.8)

@@ -60,3 +60,18 @@ def dataset(tmp_path_factory) -> Path:
     os.chmod(p, 0o644)
     os.chmod(p.parent, 0o755)
     return p
+
+
+@pytest.fixture
+def fast_backoff(monkeypatch):
+    """Retries without waiting (the count of retries is unchanged): wraps the runner's service."""
+    from cooplab.runs import runner as cpr_runner
+
+    build = cpr_runner.build_service
+
+    def quick(*a, **kw):
+        svc = build(*a, **kw)
+        svc.backoff_base = 0.0
+        return svc
+
+    monkeypatch.setattr(cpr_runner, "build_service", quick)

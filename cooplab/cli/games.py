@@ -310,12 +310,12 @@ def profile_command(
             f"cooplab: {exc}; profile.json holds the games played so far; run the same command again to continue",
             err=True,
         )
-        raise typer.Exit(1)
+        raise typer.Exit(1) from None
     except runner.runstore.RunDirError as exc:  # e.g. a game's directory another process is writing
         fail(str(exc))
     except KeyboardInterrupt:
         typer.echo(f"cooplab: interrupted; run the same command again to continue the profile in {out}", err=True)
-        raise typer.Exit(130)
+        raise typer.Exit(130) from None
     if as_json:
         echo_json(profile)
         return

@@ -184,7 +184,7 @@ def score_command(
         )
         configs.append(config)
     rows = []
-    for d, config in zip(dirs, configs):
+    for d, config in zip(dirs, configs, strict=False):
         try:
             e = judge_run(d, judge, k=samples, base_url=base_url, cache=cache, budget=budget_of(config, judge_budget))
         except JudgeFailed as exc:

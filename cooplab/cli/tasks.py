@@ -151,10 +151,10 @@ def run_errors(out: Path):
         fail(str(exc))
     except (RunStopped, RunFailed) as exc:
         typer.echo(f"cooplab: {exc}", err=True)
-        raise typer.Exit(1)
+        raise typer.Exit(1) from None
     except KeyboardInterrupt:
         typer.echo(f"cooplab: interrupted; checkpoints are in {out}; continue with 'cooplab resume {out}'", err=True)
-        raise typer.Exit(130)
+        raise typer.Exit(130) from None
 
 
 def exit_if_stopped(run: Any) -> None:
@@ -540,7 +540,7 @@ def run_calibration(cal: Any, out: Any, *, as_json: bool, quiet: bool, **kw: Any
             f"cooplab: interrupted; finished samples are in {out}/samples.jsonl; rerun the same command to continue",
             err=True,
         )
-        raise typer.Exit(130)
+        raise typer.Exit(130) from None
     if as_json:
         echo_json(s)
     else:

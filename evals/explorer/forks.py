@@ -245,7 +245,7 @@ def curve_plots(res: Any, shared: int) -> list[ex.Plot]:
         series: dict[str, list[Any]] = {}
         for tag in ("A", "B"):
             g = part[part["run"] == tag]
-            at = {int(r): float(m) for r, m in zip(g["round"], g["mean"])}
+            at = {int(r): float(m) for r, m in zip(g["round"], g["mean"], strict=False)}
             series[f"{tag} \u00b7 {col}"] = [at.get(r) for r in rounds]
         marks: list[dict[str, Any]] = []
         if shared > 0:

@@ -296,7 +296,7 @@ def sweep_sections(g: Group, query: Mapping[str, str]) -> list[ex.Section]:
         stats = {c: mean_ci([num(r.get(metric)) for r in by[c]]) for c in order}
         xs = [num(by[c][0].get(keys[0])) for c in order] if numeric_x else [_label(c) for c in order]
         scatter_x, scatter_y = [], []
-        for x, c in zip(xs, order):
+        for x, c in zip(xs, order, strict=False):
             for r in by[c]:
                 if num(r.get(metric)) is not None:
                     scatter_x.append(x)

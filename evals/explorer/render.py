@@ -98,7 +98,7 @@ class Addresses:
     images: ImageBudget | None = None
 
 
-_ADDRESSES: ContextVar[Addresses] = ContextVar("cooplab_explorer_addresses", default=Addresses())
+_ADDRESSES: ContextVar[Addresses] = ContextVar("cooplab_explorer_addresses", default=Addresses())  # noqa: B039 (a frozen dataclass)
 
 
 @contextmanager
@@ -290,7 +290,7 @@ def plot_data(p: ex.Plot) -> tuple[str | None, str | None]:
             continue
         lv = [_short(num(lo[i])) if i < len(lo) else None for i in idx]
         hv = [_short(num(hi[i])) if i < len(hi) else None for i in idx]
-        if any(a is not None and b is not None for a, b in zip(lv, hv)):
+        if any(a is not None and b is not None for a, b in zip(lv, hv, strict=False)):
             bands.append({"label": cut(str(label), 60), "lo": lv, "hi": hv, "colour": col[str(label)]})
     scatter = []
     slot = {str(xs[i]): k for k, i in enumerate(idx)}  # a category's place on the x axis
@@ -301,7 +301,7 @@ def plot_data(p: ex.Plot) -> tuple[str | None, str | None]:
             continue
         px = [slot.get(str(x)) for x in sx] if categorical else [_short(num(x)) for x in sx]
         py = [_short(num(y)) for y in sy]
-        keep = [(a, b) for a, b in zip(px, py) if a is not None and b is not None]
+        keep = [(a, b) for a, b in zip(px, py, strict=False) if a is not None and b is not None]
         if keep:
             scatter.append(
                 {
@@ -420,9 +420,9 @@ def block(b: Any, run: Any, depth: int = 0) -> dict[str, Any]:
         }
         out_rows = []
         for r in rows:
-            values = dict(zip(cols, r))
+            values = dict(zip(cols, r, strict=False))
             cells = []
-            for c, v in zip(cols, r):
+            for c, v in zip(cols, r, strict=False):
                 if c.startswith("_"):
                     continue
                 d = cell(v, c)

@@ -35,7 +35,7 @@ def judge_agreement(scores_a: Sequence[float | None], scores_b: Sequence[float |
             and math.isfinite(float(x))
         )
 
-    pairs = [(float(a), float(b)) for a, b in zip(scores_a, scores_b) if ok(a) and ok(b)]
+    pairs = [(float(a), float(b)) for a, b in zip(scores_a, scores_b, strict=False) if ok(a) and ok(b)]
     out: dict[str, Any] = {
         "n": len(pairs),
         "n_dropped": len(scores_a) - len(pairs),

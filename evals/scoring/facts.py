@@ -278,7 +278,7 @@ def _groups(unit: str, spans: list[tuple[int, int]], alternatives_only: bool = F
     an or / nor / either, so that a list "A, B and C" is one statement of three items, while "A
     or B" offers two) share a group."""
     out: list[int] = []
-    for i, (a, b) in enumerate(spans):
+    for i, (a, _b) in enumerate(spans):
         if i and spans[i - 1][1] <= a:
             between = unit[spans[i - 1][1] : a]
             same = _joined(between) and (not alternatives_only or bool(_ALT_WORD_RE.search(between)))
@@ -570,7 +570,7 @@ def _score_number(fact: dict[str, Any], units: list[_Unit]) -> FactResult:
         nums = extract_numbers(u.text)
         groups = _groups(u.text, [(n.start, n.start + len(n.text)) for n in nums])
         close = [_number_close(n, value, tol) for n in nums]
-        far_groups = {g for g, c in zip(groups, close) if not c}
+        far_groups = {g for g, c in zip(groups, close, strict=False) if not c}
         alone = [g not in far_groups for g in groups]
         for m in matches:
             seen += 1
@@ -1050,7 +1050,7 @@ def score_facts(text: str, truth: dict[str, Any]) -> list[FactResult]:
     sets = [f for f in facts if f["kind"] == "set"]
     results = [_score_set(f, units, sets) if f["kind"] == "set" else _SCORERS[f["kind"]](f, units) for f in facts]
     by_id = {r.id: r for r in results}
-    return [_backed(r, f, by_id) for r, f in zip(results, facts)]
+    return [_backed(r, f, by_id) for r, f in zip(results, facts, strict=False)]
 
 
 def _backed(result: FactResult, fact: dict[str, Any], by_id: dict[str, FactResult]) -> FactResult:

@@ -60,7 +60,9 @@ def load_runs(run_dirs: list[Path], with_norms: bool = True) -> tuple[pd.DataFra
             "ablation": (cfg.get("params") or {}).get("ablation"),
             "status": summ.status,
         }
-        for rep, (ts, e) in enumerate(zip(summ.results.survival_time.values, summ.results.efficiency.values)):
+        for rep, (ts, e) in enumerate(
+            zip(summ.results.survival_time.values, summ.results.efficiency.values, strict=False)
+        ):
             societies.append({**meta, "society": rep, "survival_time": ts, "efficiency": e})
         rounds = rundir.read_table(d, "rounds")
         if len(rounds):
@@ -262,7 +264,7 @@ def ablation_figure(soc: pd.DataFrame) -> Figure:
     envs = sorted(soc["env"].unique())
     fig, axes = subplots(1, len(envs), figsize=(6 * len(envs), 4.4), constrained_layout=True, squeeze=False)
     ns: list[int] = []
-    for ax, env in zip(axes[0], envs):
+    for ax, env in zip(axes[0], envs, strict=False):
         g = soc[soc.env == env]
         abls = [a for a in ABLS if a in set(g["ablation"])]
         _, n = _bars(ax, g, "ablation", abls)
@@ -309,7 +311,7 @@ def efficiency_figure(eff: pd.DataFrame) -> Figure:
 
     envs = sorted(eff["env"].unique())
     fig, axes = subplots(1, len(envs), figsize=(6 * len(envs), 4.4), constrained_layout=True, squeeze=False)
-    for ax, env in zip(axes[0], envs):
+    for ax, env in zip(axes[0], envs, strict=False):
         g = eff[(eff.env == env) & (eff.ablation == "full")] if (eff.ablation == "full").any() else eff[eff.env == env]
         handles = []
         for model, gm in g.groupby("model"):

@@ -93,15 +93,15 @@ def cpr_rounds(run: Any) -> pd.DataFrame | None:
     df = run.table("rounds")
     if df is None or not {"condition", "replicate", "round"} <= set(df.columns):
         return None
-    keys = [(whole(c), whole(r)) for c, r in zip(df["condition"], df["replicate"])]
+    keys = [(whole(c), whole(r)) for c, r in zip(df["condition"], df["replicate"], strict=False)]
     ok = [None not in k for k in keys]
     if not all(ok):
         run.notes.append(
             f"{len(ok) - sum(ok)} rows of the rounds table have no whole condition or replicate and are left out"
         )
-    index = {p: s for s, p in enumerate(sorted({k for k, good in zip(keys, ok) if good}))}
+    index = {p: s for s, p in enumerate(sorted({k for k, good in zip(keys, ok, strict=False) if good}))}
     df = df[ok].copy()
-    df["society"] = [index[k] for k, good in zip(keys, ok) if good]
+    df["society"] = [index[k] for k, good in zip(keys, ok, strict=False) if good]
     return df
 
 

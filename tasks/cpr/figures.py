@@ -95,7 +95,7 @@ def norm_lines(norms: pd.DataFrame, society: int = 0, width: int = 70) -> list[s
         return ["No norm was adopted."]
     own = norms[norms["society"] == society].sort_values("round", kind="stable")
     changes: list[tuple[int, str]] = []
-    for rnd, text in zip(own["round"], own["norm"]):
+    for rnd, text in zip(own["round"], own["norm"], strict=False):
         text = " ".join(str(text).split()) if isinstance(text, str) else ""
         if text and (not changes or changes[-1][1] != text):
             changes.append((int(rnd), text))

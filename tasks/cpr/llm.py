@@ -444,7 +444,7 @@ class LLMVotePolicy:
                 )
         jobs = _without(jobs, _ruled(self.invader, int(state["round"]) - 1))
         votes: dict[int, list[int]] = {s: [] for s in range(S)}
-        for s, i, value, rec in await batch.ask(VOTE, jobs, int(state["round"]) - 1, config):
+        for s, _i, value, rec in await batch.ask(VOTE, jobs, int(state["round"]) - 1, config):
             votes[s].append(value.vote)
             batch.record(rec.as_dict())
         norm = list(state.get("norm_text") or [None] * S)

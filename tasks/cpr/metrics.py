@@ -45,7 +45,7 @@ def history_frame(state: dict[str, Any]) -> pd.DataFrame:
         "round": np.repeat(np.array([h["round"] for h in hist]), [len(w) for w in who]),
     }
     for c in cols:
-        data[c] = np.concatenate([np.asarray(_at(h, c, w, S), dtype=float) for h, w in zip(hist, who)])
+        data[c] = np.concatenate([np.asarray(_at(h, c, w, S), dtype=float) for h, w in zip(hist, who, strict=False)])
     df = pd.DataFrame(data)
     return df.sort_values(["condition", "replicate", "round"], kind="stable").reset_index(drop=True)
 

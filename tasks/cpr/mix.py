@@ -61,14 +61,14 @@ def per_model(
     for (s, t), g in hv.groupby(["society", "round"]):
         e = np.array([float(v.get("effort", 0.0)) for v in g["value"]])
         total = e.sum()
-        for m, ei in zip(g["m"], e):
+        for m, ei in zip(g["m"], e, strict=False):
             efforts[m].append(ei)
             if total > 0:
                 catch[m] += H.get((int(s), int(t)), 0.0) * ei / total
     given = {m: 0 for m in names}
     received = {m: 0 for m in names}
     cross = {(a, b): 0 for a in names for b in names}
-    for (_, row), v in zip(d[d["phase"] == "punish"].iterrows(), d[d["phase"] == "punish"]["value"]):
+    for (_, row), v in zip(d[d["phase"] == "punish"].iterrows(), d[d["phase"] == "punish"]["value"], strict=False):
         target = v.get("punish")
         if target is None:
             continue
@@ -82,7 +82,7 @@ def per_model(
     if norms is not None and len(norms):
         texts = [
             (int(s), int(t), str(v.get("proposal", "")).strip(), m)
-            for s, t, v, m in zip(pr["society"], pr["round"], pr["value"], pr["m"])
+            for s, t, v, m in zip(pr["society"], pr["round"], pr["value"], pr["m"], strict=False)
         ]
         for _, n in norms.iterrows():
             by = {
@@ -94,7 +94,7 @@ def per_model(
                 adopted[m] += 1
     rows = []
     for m in names:
-        ag = agents[agents["agent"].map(lambda a: models[int(a)] == m)]
+        ag = agents[agents["agent"].map(lambda a, m=m: models[int(a)] == m)]
         k = n_of[m] * S
         rows.append(
             {

@@ -86,7 +86,7 @@ def norm_similarity(norms: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["society", "round", "n_agents", "S_ind", "S_align"])
     texts = norms["text"].astype(str).tolist()
     unique = list(dict.fromkeys(texts))
-    vecs = dict(zip(unique, embed(unique)))
+    vecs = dict(zip(unique, embed(unique), strict=False))
     rows = []
     for (s, r), g in norms.groupby(["society", "round"], sort=True):
         n = np.stack([vecs[t] for t in g["text"].astype(str)])

@@ -101,7 +101,7 @@ def punish_node(policy: Callable = rb.sample_inspect_punish) -> Callable[..., An
     def apply(state: State, out: dict) -> dict:
         on = punishment_enabled(state)
         shape = state["alive"].shape
-        I = out.get("I", np.zeros(shape, dtype=np.int8))
+        I = out.get("I", np.zeros(shape, dtype=np.int8))  # noqa: E741 (the paper's name)
         tau_V = out.get("tau_V", np.full(shape, np.inf))
         if on.all():  # in force everywhere: nothing to mask (the same numbers, no copies)
             return {

@@ -65,7 +65,7 @@ class CPRState(TypedDict, total=False):
     h: np.ndarray  # (n, N) harvest h_i(t)
     B: np.ndarray  # (n, N) 1 if i punished someone this round
     V: np.ndarray  # (n, N) 1 if i was punished this round
-    I: np.ndarray  # (n, N) int8, 1 if i inspected someone this round (0 where punishment is off; LLM: always 0)
+    I: np.ndarray  # noqa: E741 (the paper's name) (n, N) int8, 1 if i inspected someone this round (0 where punishment is off; LLM: always 0)
     tau_V: np.ndarray  # (n, N) lowest threshold among the inspectors who fined i this round (+inf: not fined)
     payoff: np.ndarray  # (n, N) this round's payoff pi_i = h_i - c - gamma B_i - beta V_i (0: dead or finished)
     n_inspections: np.ndarray  # (n,) inspections made this round

@@ -97,7 +97,7 @@ def combination_figure_of(st: pd.DataFrame, comb: int, suptitle: str):
 
     fig, axes = subplots(1, 3, figsize=(13, 3.8), sharey=True)
     bands = False
-    for ax, pk in zip(axes, PK_ORDER):
+    for ax, pk in zip(axes, PK_ORDER, strict=False):
         bands |= _panel(ax, st[(st["combination"] == comb) & (st["pk"] == pk)], PK_TITLE[pk])
     axes[0].set_ylabel("% of agents")
     _legend(axes[-1], bands, loc="center right")

@@ -133,7 +133,7 @@ def oring_split(P: Any) -> np.ndarray | None:
             need.append(int(ok[0]))
         if len(need) < len(sizes) or sum(need) > t:
             continue
-        w = np.concatenate([even_split(s, n) for s, n in zip(need, sizes)])
+        w = np.concatenate([even_split(s, n) for s, n in zip(need, sizes, strict=False)])
         res = pf.o_ring(
             w[None, :],
             group,

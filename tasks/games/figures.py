@@ -108,7 +108,7 @@ def convergence_figure(per_game: Mapping[str, Any], path: Path, *, resamples: in
     tables, pooled = [], {}
     for game, values in per_game.items():
         cv = bootstrap_convergence(values, resamples=resamples, rng=rng, errors=True)
-        for n, err in zip(cv["n"], cv["errors"]):
+        for n, err in zip(cv["n"], cv["errors"], strict=False):
             pooled.setdefault(int(n), []).append(err)
         tables.append(cv.drop(columns=["errors"]).assign(game=game))
     table = (
@@ -341,7 +341,7 @@ def profile_figure_of(
                 lw=1.2,
                 label=f"Pareto {pareto:g}" + (f" ({basis})" if basis != "derived" else ""),
             )
-        for x, (pt, e) in enumerate(zip(points, entries)):
+        for x, (pt, e) in enumerate(zip(points, entries, strict=False)):
             if e is None or e["metric"].get("mean") is None:
                 ax.plot([x], [0], marker="x", color="0.6", ls="none")
                 missing_any = True

@@ -149,7 +149,7 @@ class _SanctionBase(_Strict):
 
 def _check_sanctions(v: Any, ctx: dict[str, Any]) -> None:
     allowed, me = ctx["allowed"], ctx["me"]
-    for j, tokens in v.sanctions.items():
+    for j in v.sanctions:
         if j == me:
             raise ValueError(
                 f"you cannot sanction yourself (Player {me}); sanction only other members of your group "

@@ -212,7 +212,7 @@ def _one_to_one(labels: list[Value], answers: list[Value]) -> bool:
     then in any order by augmenting paths, for at most :data:`MAX_UNORDERED` items)."""
     if len(labels) != len(answers):
         return False
-    if all(same(lab, ans) for lab, ans in zip(labels, answers)):
+    if all(same(lab, ans) for lab, ans in zip(labels, answers, strict=False)):
         return True
     if len(labels) > MAX_UNORDERED:
         return False

@@ -181,7 +181,7 @@ def _eco_parameters(rng: np.random.Generator, S: int) -> dict[str, Any] | None:
     pairs = [(i, j) for i in range(S) for j in range(S) if i != j]  # (affected i, acting j)
     links = [pairs[k] for k in rng.choice(len(pairs), n_pos + n_neg, replace=False)]
     signs = [1] * n_pos + [-1] * n_neg
-    for (i, j), s in zip(links, signs):
+    for (i, j), s in zip(links, signs, strict=False):
         B[i, j] = s * rng.uniform(*ECO_LINK_STRENGTH)
     n_star = np.exp(rng.uniform(np.log(ECO_EQUILIBRIUM[0]), np.log(ECO_EQUILIBRIUM[1]), S))
     t_frac = rng.uniform(*ECO_SHIFT_WINDOW)
@@ -282,8 +282,8 @@ def _ecology(rng: np.random.Generator, size: str, data_path: Path) -> dict[str, 
     err = logb[T - n_test :] - logb[T - n_test - 1 : T - 1]
     rmse = float(np.sqrt(np.mean(err**2)))
 
-    neg = sorted(f"{names[j]}->{names[i]}" for (i, j), s in zip(p["links"], p["signs"]) if s < 0)
-    pos = sorted(f"{names[j]}->{names[i]}" for (i, j), s in zip(p["links"], p["signs"]) if s > 0)
+    neg = sorted(f"{names[j]}->{names[i]}" for (i, j), s in zip(p["links"], p["signs"], strict=False) if s < 0)
+    pos = sorted(f"{names[j]}->{names[i]}" for (i, j), s in zip(p["links"], p["signs"], strict=False) if s > 0)
     facts = [
         _fact(
             "n_species",
@@ -456,7 +456,7 @@ def _anomaly(rng: np.random.Generator, size: str, data_path: Path) -> dict[str, 
         return all(end + ANO_MIN_GAP < a or start > b + ANO_MIN_GAP for a, b in taken)
 
     events: dict[str, list[dict[str, Any]]] = {"point": [], "contextual": [], "collective": []}
-    for kind, s in zip(kinds, owner):
+    for kind, s in zip(kinds, owner, strict=False):
         length = (
             int(rng.integers(ANO_COLLECTIVE_LENGTH[0], ANO_COLLECTIVE_LENGTH[1] + 1)) if kind == "collective" else 1
         )
@@ -845,9 +845,9 @@ def _biomarker(rng: np.random.Generator, size: str, data_path: Path) -> dict[str
         "responder_subtype": responder,
         "treatment_effect_logodds": np.round(tau, 4).tolist(),
         "subtype_baseline_logodds": np.round(base, 4).tolist(),
-        "predictive_effects": {names[j]: round(float(v), 4) for j, v in zip(predictive, c)},
+        "predictive_effects": {names[j]: round(float(v), 4) for j, v in zip(predictive, c, strict=False)},
         "prognostic_biomarkers": [names[j] for j in prognostic],
-        "prognostic_effects": {names[j]: round(float(v), 4) for j, v in zip(prognostic, g)},
+        "prognostic_effects": {names[j]: round(float(v), 4) for j, v in zip(prognostic, g, strict=False)},
         "by_subtype": rates,
         "biomarker_center": np.round(center, 4).tolist(),
         "biomarker_scale": np.round(scale, 4).tolist(),
@@ -988,7 +988,7 @@ def _geospatial(rng: np.random.Generator, size: str, data_path: Path) -> dict[st
     important = [GEO_COVARIATES[i] for i in rng.choice(len(GEO_COVARIATES), n_imp, replace=False)]
     mags = np.concatenate([[rng.uniform(*GEO_TOP_EFFECT)], rng.uniform(*GEO_OTHER_EFFECT, n_imp - 1)])
     signs = np.where(rng.random(n_imp) < 0.5, -1.0, 1.0)
-    beta = {c: float(m * s) for c, m, s in zip(important, mags, signs)}
+    beta = {c: float(m * s) for c, m, s in zip(important, mags, signs, strict=False)}
     scale = rng.uniform(*GEO_FIELD_SCALE)
     G = _smooth_field(rng, xy, scale, GEO_FIELD_BUMPS)
     # orthogonalize the field to the covariates (no spatial confounding of the effects)

@@ -1003,7 +1003,7 @@ def _budget(run: ScienceRun) -> list[Any]:
     teams = list(dict.fromkeys(str(e.get("team") or "?") for e in run.ledger))
     series: dict[str, list[float]] = {t: [] for t in teams}
     total, acc = [], {t: 0.0 for t in teams}
-    for e, c in zip(run.ledger, costs):
+    for e, c in zip(run.ledger, costs, strict=False):
         acc[str(e.get("team") or "?")] += c or 0.0
         for t in teams:
             series[t].append(acc[t])
@@ -1029,7 +1029,7 @@ def _budget(run: ScienceRun) -> list[Any]:
         blocks.append(Note(f"{bad} ledger row(s) have no readable cost and count as 0"))
     per = []
     for t in teams:
-        es = [(e, c) for e, c in zip(run.ledger, costs) if str(e.get("team") or "?") == t]
+        es = [(e, c) for e, c in zip(run.ledger, costs, strict=False) if str(e.get("team") or "?") == t]
         per.append(
             {
                 "team": t,

@@ -191,7 +191,7 @@ def write_canonical(infos: list[dict[str, Any]], d: Path) -> Path:
             frames[0].to_csv(target, index=False)
         return target
     parts, meta = [], []
-    for k, (info, f) in enumerate(zip(infos, frames)):
+    for k, (info, f) in enumerate(zip(infos, frames, strict=False)):
         # dtypes as read back from a CSV of this frame (what a single file would give)
         back = pd.read_csv(io.StringIO(f.to_csv(index=False)), low_memory=False)
         cols = [f"f{k}c{j}" for j in range(back.shape[1])]
@@ -201,7 +201,7 @@ def write_canonical(infos: list[dict[str, Any]], d: Path) -> Path:
                 "rows": int(back.shape[0]),
                 "cols": cols,
                 "names": [str(c) for c in back.columns],
-                "dtypes": {c: str(t) for c, t in zip(cols, back.dtypes)},
+                "dtypes": {c: str(t) for c, t in zip(cols, back.dtypes, strict=False)},
             }
         )
         parts.append(back.set_axis(cols, axis=1))

@@ -367,7 +367,9 @@ class TeamGraph:
                 )
             )
         results, stop = await self.run_agents(jobs, ctx, config, state)
-        outputs = [[r.agent_id, output_text(res)] for r, res in zip(roles(team, self.P.team_size), results)]
+        outputs = [
+            [r.agent_id, output_text(res)] for r, res in zip(roles(team, self.P.team_size), results, strict=False)
+        ]
         upd = self.record(state, "work", results, ctx, t0, ws, stop)
         upd["outputs"] = outputs
         return upd
@@ -397,7 +399,7 @@ class TeamGraph:
             ]
             results, stop = await self.run_agents(jobs, ctx, config, state)
             all_results += results
-            for role, res in zip(team_roles, results):
+            for role, res in zip(team_roles, results, strict=False):
                 text = (res.final or "").strip() if res is not None else ""
                 if text:
                     discussion.append(

@@ -20,7 +20,7 @@ from cooplab.agents.models import make_chat_model, parse_model_spec
 from cooplab.graphs.tracing import JsonlTracer
 
 from .misbehaving_server import ANSWER, MisbehavingServer, Reply, completion
-from .test_llm_budget import fast_backoff, one_line, run, server_run, summary_of  # noqa: F401 - fast_backoff is a fixture
+from .test_llm_budget import one_line, run, server_run, summary_of
 
 SURROGATE = "\ud800"  # valid in JSON ("\\ud800"), never in UTF-8 text
 CLEAN = "\ufffd"

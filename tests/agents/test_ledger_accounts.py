@@ -291,7 +291,7 @@ def test_property_concurrent_token_and_unit_charges_never_pass_the_cap():
         peak = []
         errors = []
 
-        def worker(seed):
+        def worker(seed, led=led, peak=peak, errors=errors):
             rng = random.Random(seed)
             for _ in range(200):
                 try:

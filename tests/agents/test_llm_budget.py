@@ -49,7 +49,6 @@ from cooplab.agents.usage import (
 )
 from cooplab.cli import main
 from cooplab.graphs.ledger import BudgetExhausted, Ledger, Rates
-from cooplab.runs import runner as cpr_runner
 from cooplab.tasks.cpr.llm import EFFORT
 from tests.helpers.figures import figures_recorded  # noqa: F401 - a fixture
 
@@ -104,19 +103,6 @@ def server_run(url, out, *more, budget=BUDGET, agents=2, rounds=2):
         "--json",
         *more,
     ]
-
-
-@pytest.fixture
-def fast_backoff(monkeypatch):
-    """Retries without waiting (the count of retries is unchanged): wraps the runner's service."""
-    build = cpr_runner.build_service
-
-    def quick(*a, **kw):
-        svc = build(*a, **kw)
-        svc.backoff_base = 0.0
-        return svc
-
-    monkeypatch.setattr(cpr_runner, "build_service", quick)
 
 
 def one_line(err: str) -> str:
@@ -405,7 +391,7 @@ def test_a_damaged_cache_is_charged_at_most_the_bound(tmp_path):
     con = sqlite3.connect(db)
     bad = [(10**12, 10**12), ("abc", None), (-3, 5), (float("nan"), 2.5)]
     keys = [k for (k,) in con.execute("SELECT key FROM responses ORDER BY key")]
-    for key, (i, o) in zip(keys, bad):
+    for key, (i, o) in zip(keys, bad, strict=False):
         con.execute("UPDATE responses SET input_tokens = ?, output_tokens = ? WHERE key = ?", (i, o, key))
     con.commit()
     con.close()
@@ -606,7 +592,7 @@ def test_property_check_usage_never_charges_outside_the_bounds():
         ib, ob = int(rng.integers(1, 5000)), int(rng.integers(1, 512))
         keys = (("prompt_tokens", "completion_tokens"), ("input_tokens", "output_tokens"))[int(rng.integers(2))]
         reported = {}
-        for k, b in zip(keys, (ib, ob)):
+        for k, b in zip(keys, (ib, ob), strict=False):
             if rng.random() < 0.9:
                 reported[k] = _random_value(rng, b)
         if rng.random() < 0.05:
@@ -615,7 +601,7 @@ def test_property_check_usage_never_charges_outside_the_bounds():
         assert type(u.input_tokens) is int and type(u.output_tokens) is int
         assert 0 <= u.input_tokens <= ib and 0 <= u.output_tokens <= ob
         ok = isinstance(reported, dict) and all(
-            k in reported and _valid(reported[k], b) for k, b in zip(keys, (ib, ob))
+            k in reported and _valid(reported[k], b) for k, b in zip(keys, (ib, ob), strict=False)
         )
         assert (u.error is None) == ok, (reported, u)
         if u.error is not None:
@@ -641,7 +627,7 @@ def test_property_random_reported_usage_through_the_service_never_breaks_the_cap
             max_concurrency=int(rng.integers(1, 16)),
         )
 
-        async def one(i):
+        async def one(i, svc=svc):
             try:
                 return await decide(
                     svc,
@@ -728,7 +714,7 @@ def test_property_random_bodies_from_a_real_server_through_the_openai_path():
                 max_transport_retries=2,
             )
 
-            async def one(i):
+            async def one(i, svc=svc):
                 msgs = [HumanMessage(content=f"agent {i}: how much do you fish?")]
                 try:
                     resp, _ = await svc.call(

@@ -24,7 +24,6 @@ from cooplab.graphs.rundir import RunDirError
 from cooplab.limits import ConfigError
 
 from .misbehaving_server import MisbehavingServer, Reply, completion
-from .test_llm_budget import fast_backoff  # noqa: F401 - a fixture
 
 
 def _answering(effort: float):

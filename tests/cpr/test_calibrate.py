@@ -103,7 +103,7 @@ def test_sampled_values_respect_ranges_and_constraints():
             assert abs(np.log10(np.median(x[:, j])) - (np.log10(dim.low) + np.log10(dim.high)) / 2) < 0.1
     names = [dim.name for dim in dims]
     for row in x:
-        p = make_params(**cal.overrides_of(dict(zip(names, row))))  # validation enforces every constraint
+        p = make_params(**cal.overrides_of(dict(zip(names, row, strict=False))))  # validation enforces every constraint
         assert p.e_min <= p.e_max and p.g_min <= p.g_max and p.R0 <= p.K
         assert p.m_range[0] == 0.0 and p.p_range[0] == 0.0
 
@@ -161,7 +161,7 @@ def test_rerun_skips_finished_samples_and_a_larger_design_extends_it(tmp_path, c
         (["--set", "N=12"], "base differs"),
         (["--samples", "3"], "at least that"),
     ):
-        opts = {"--samples": "4", "--replicates": "2", **dict(zip(args[::2], args[1::2]))}
+        opts = {"--samples": "4", "--replicates": "2", **dict(zip(args[::2], args[1::2], strict=False))}
         line = fail_line(capsys, ["calibrate", "cpr", "--out", str(out), *[x for kv in opts.items() for x in kv], "-q"])
         assert what in line, line
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before

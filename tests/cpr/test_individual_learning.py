@@ -411,7 +411,7 @@ def test_figures_under_the_default_preset_equal_figures_under_the_defaults_it_no
     b = af.run_experiments(4, 3, {})
     frames = [*a["fig2"], a["grid"], *a["fig4"]], [*b["fig2"], b["grid"], *b["fig4"]]
     assert len(frames[0]) == 6
-    for x, y in zip(*frames):
+    for x, y in zip(*frames, strict=False):
         pd.testing.assert_frame_equal(x, y)
     assert a["grid"]["beta"].nunique() == len(af.FIG3_BETAS)  # the beta grid survived the preset
     assert set(a["fig2"][2]["beta"]) == set(af.FIG2_BETAS)

@@ -190,7 +190,7 @@ def test_initial_beliefs_follow_types():
     final, _, _ = run_society("neither", N=6, T=1, population="mixed")
     types = final["agent_types"][0]
     assert types == ["altruistic"] * 3 + ["selfish"] * 3
-    for t, b in zip(types, final["beliefs"][0]):
+    for t, b in zip(types, final["beliefs"][0], strict=False):
         assert b in bank[t]
     assert len(bank["altruistic"]) >= 3 and len(bank["selfish"]) >= 3
 

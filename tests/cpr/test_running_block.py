@@ -133,7 +133,7 @@ def test_a_state_written_before_the_block_existed_runs_to_the_same_result():
     _same(out, ref)
     assert "rows" not in out["history"][0] and "rows" in out["history"][-1]  # both kinds of records, read alike
     pd.testing.assert_frame_equal(cm.history_frame(out), cm.history_frame(ref))
-    for a, b in zip(cm.full_history(out), cm.full_history(ref)):
+    for a, b in zip(cm.full_history(out), cm.full_history(ref), strict=False):
         assert a.keys() == b.keys()
         for k in a:
             np.testing.assert_array_equal(a[k], b[k], err_msg=k)

@@ -42,7 +42,7 @@ def run(args: list[str], capsys) -> dict:
 
 def all_choices(u: np.ndarray) -> list[dict[str, float]]:
     names = [d.name for d in cal.space()]
-    return [cal.choices_of(dict(zip(names, row))) for row in calib.design_values(u, cal.space())]
+    return [cal.choices_of(dict(zip(names, row, strict=False))) for row in calib.design_values(u, cal.space())]
 
 
 # --- the space ---------------------------------------------------------------------------------
@@ -178,7 +178,7 @@ def test_rerun_skips_finished_samples_extends_and_refuses_another_design(tmp_pat
         (["--replicates", "3"], "replicates 2 -> 3"),
         (["--samples", "3"], "at least that"),
     ):
-        opts = {"--samples": "4", "--replicates": "2", **dict(zip(args[::2], args[1::2]))}
+        opts = {"--samples": "4", "--replicates": "2", **dict(zip(args[::2], args[1::2], strict=False))}
         line = fail_line(
             capsys, ["calibrate", "diners", "--out", str(out), *[x for kv in opts.items() for x in kv], "-q"]
         )

@@ -188,10 +188,10 @@ def test_seeds_reproduce_and_differ():
     a = one(dm.COMBINATIONS[2], iterations=10, seed=5, replicates=50)
     b = one(dm.COMBINATIONS[2], iterations=10, seed=5, replicates=50)
     c = one(dm.COMBINATIONS[2], iterations=10, seed=6, replicates=50)
-    for ha, hb in zip(a["history"], b["history"]):
+    for ha, hb in zip(a["history"], b["history"], strict=False):
         for key in ("strategy", "defect", "punish1", "punish2", "utility", "imitation_role"):
             np.testing.assert_array_equal(ha[key], hb[key])
-    assert any((ha["strategy"] != hc["strategy"]).any() for ha, hc in zip(a["history"], c["history"]))
+    assert any((ha["strategy"] != hc["strategy"]).any() for ha, hc in zip(a["history"], c["history"], strict=False))
 
 
 def test_venues_swap_every_iteration():

@@ -158,8 +158,8 @@ def test_collect_warnings_turns_each_distinct_warning_into_one_line():
     notes: list[str] = []
     with stats.collect_warnings(notes, "harsh ANOVA"):
         for _ in range(3):
-            warnings.warn("precision loss\n  in moments", RuntimeWarning)
-        warnings.warn("another", UserWarning)
+            warnings.warn("precision loss\n  in moments", RuntimeWarning, stacklevel=1)
+        warnings.warn("another", UserWarning, stacklevel=1)
     assert notes == [
         "harsh ANOVA: RuntimeWarning from test_stats_norms.py: precision loss in moments",
         "harsh ANOVA: UserWarning from test_stats_norms.py: another",

@@ -313,7 +313,7 @@ def test_a_profile_has_its_own_page_with_its_games_and_figure(site, runs, tmp_pa
     prof = json.loads((runs / "profile" / "profile.json").read_text())
     game = prof["games"]["cpr-sanction"]
     row = tables(section(html_text, "profile"))["every game"]
-    got = dict(zip(row[0], row[1]))
+    got = dict(zip(row[0], row[1], strict=False))
     assert got["game"] == "cpr-sanction" and got["title"] == game["title"] and got["metric"] == game["metric"]["label"]
     assert float(got["mean"]) == pytest.approx(game["metric"]["mean"], rel=1e-3)
     assert float(got["Pareto proximity"]) == pytest.approx(game["pareto_proximity"]["mean"], rel=1e-3)

@@ -120,7 +120,7 @@ def test_the_compare_page_of_a_fork_and_its_parent_shows_curves_marks_and_the_di
     # one plot per curve column, both runs drawn (B dashed), the shared rounds shaded and the first difference marked
     figures = re.findall(r'<figure class="plot"[^>]*data-drawn="1".*?</figure>', rounds, re.S)
     assert len(figures) == len(expected.columns) == 4
-    for fig, col in zip(figures, expected.columns):
+    for fig, col in zip(figures, expected.columns, strict=False):
         assert f"{col} per round, A and B" in fig
         assert fig.count('class="mark mark-band"') == 1 and fig.count('class="mark mark-line"') == 1
         assert "rounds 1..2 shared (fork at the end of round 2)" in fig and "first difference: round 3" in fig

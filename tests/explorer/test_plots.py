@@ -184,7 +184,7 @@ def test_a_sweep_is_grouped_by_condition_with_one_aggregate_plot(site, runs, bro
             i
         ] == pytest.approx(m + half, rel=1e-3)
         assert sorted(
-            y for x, y in zip(data["scatter"][0]["x"], data["scatter"][0]["y"]) if x == rounds
+            y for x, y in zip(data["scatter"][0]["x"], data["scatter"][0]["y"], strict=False) if x == rounds
         ) == pytest.approx(sorted(values), rel=1e-5)
     conditions = b.eval(
         "Array.from(document.querySelectorAll('#conditions table.data tbody tr')).map(r => [r.cells[0].textContent, "

@@ -151,7 +151,7 @@ def test_profile_ppc_covers_the_data(profile_fit):
 SCIENCE_TRUTH_BETA = [0.06, 0.0, -0.04, 0.05, -0.05, 0.03]
 SCIENCE_TRUTH = {
     "intercept (alpha)": 0.5,
-    **{bz.GAME_TITLES[g]: b for g, b in zip(GAMES, SCIENCE_TRUTH_BETA)},
+    **{bz.GAME_TITLES[g]: b for g, b in zip(GAMES, SCIENCE_TRUTH_BETA, strict=False)},
     "IFEval": 0.04,
     "MMLU-Pro": -0.03,
     "log(budget)": 0.01,
@@ -241,7 +241,7 @@ def write_profile(
     proximity computed by the games' own reference."""
     req = {"simulations": sims, "group_size": None}
     games = {}
-    offsets = dict(zip(GAMES, [-0.3, 0.1, 0.15, 0.0, -0.2, -0.1]))
+    offsets = dict(zip(GAMES, [-0.3, 0.1, 0.15, 0.0, -0.2, -0.1], strict=False))
     for g in GAMES:
         P = pf.game_params(req, g)
         ref = eq.reference(P)
@@ -686,7 +686,7 @@ def test_standard_errors_down_to_the_papers_smallest_are_kept():
     models = ["a", "b", "c", "d"]
     means = [1.0, 2.0, 3.0, 4.0]
     profiles = []
-    for m, mu in zip(models, means):
+    for m, mu in zip(models, means, strict=False):
         metrics = {g: [mu - 0.5, mu + 0.5] for g in GAMES}
         metrics["weakest-link"] = [mu - 0.01, mu + 0.01] if m == "a" else [mu - 0.5, mu + 0.5]
         metrics["cpr"] = [mu, mu] if m == "a" else [mu - 0.5, mu + 0.5]

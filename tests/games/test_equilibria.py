@@ -81,17 +81,17 @@ def test_cpr_nash_is_maximum_extraction_and_pareto_zero():
 
 
 def test_cpr_with_large_groups_where_the_pool_can_run_dry():
-    P = CPRParams(group_sizes=[10, 10])  # N X = 200 > C: extraction beyond the pool
+    N = sum(CPRParams(group_sizes=[10, 10]).group_sizes)  # N X = 200 > C: extraction beyond the pool
     rng = np.random.default_rng(0)
-    x = rng.integers(0, 11, size=(2000, 20))
-    for i in range(20):  # extracting the maximum is dominant: never worse than any other choice
+    x = rng.integers(0, 11, size=(2000, N))
+    for i in range(N):  # extracting the maximum is dominant: never worse than any other choice
         for d in range(11):
             dev = x.copy()
             dev[:, i] = d
             top = x.copy()
             top[:, i] = 10
             assert np.all(pf.cpr(top)[:, i] >= pf.cpr(dev)[:, i] - EPS)
-    assert pf.cpr(np.zeros((1, 20))).sum() > pf.cpr(x).sum(axis=1).max()
+    assert pf.cpr(np.zeros((1, N))).sum() > pf.cpr(x).sum(axis=1).max()
 
 
 def test_cpr_sanction_best_response_is_never_to_sanction():

@@ -63,7 +63,7 @@ def test_random_players_stay_in_range_and_vary(game):
     else:
         assert abs(a.mean() - hi / 2) < 0.1
     again = play(P, "random", seed=3)
-    assert all(np.array_equal(x["action"], y["action"]) for x, y in zip(hist, again))  # seeded
+    assert all(np.array_equal(x["action"], y["action"]) for x, y in zip(hist, again, strict=False))  # seeded
     other = play(P, "random", seed=4)
     assert not np.array_equal(hist[0]["action"], other[0]["action"])
 

@@ -13,7 +13,6 @@ from decimal import Decimal
 import pandas as pd
 import pytest
 
-from tests.agents.test_llm_budget import fast_backoff  # noqa: F401 - a fixture
 from tests.fakes import anthropic_server, google_server, ollama_server
 from tests.fakes.base import ANSWER
 

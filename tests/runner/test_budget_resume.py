@@ -143,7 +143,7 @@ def test_a_budget_run_killed_four_times_ends_as_the_uninterrupted_run(tmp_path, 
         if lines(run) >= point:  # an earlier kill landed past it
             continue
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        assert kill_when(proc, lambda: lines(run) >= point and settled(run, cache), timeout=300), (
+        assert kill_when(proc, lambda point=point: lines(run) >= point and settled(run, cache), timeout=300), (
             f"the run ended before journal line {point}"
         )
         landed.append(lines(run))

@@ -206,7 +206,7 @@ def test_the_serializer_round_trips_what_cooplab_stores_and_refuses_the_rest(tmp
         and back["set"] == {1, 2}
         and back["d"] == Decimal("0.1")
     )
-    for name, (value, shown) in payloads(tmp_path / "M").items():
+    for value, shown in payloads(tmp_path / "M").values():
         import ormsgpack
 
         with pytest.raises(CheckpointRefused, match=shown.replace("|", r"\|")):

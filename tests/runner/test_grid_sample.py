@@ -49,7 +49,7 @@ def test_a_sample_draws_weighted_points_reproducibly(tmp_path):
     cells = grid.cells(sw)
     assert len(cells) == 1462 * 5
     labels = [c["labels"] for c in cells if c["labels"]["seed"] == 0]
-    size, prompt = Counter(l["team_size"] for l in labels), Counter(l["prompt"] for l in labels)
+    size, prompt = Counter(x["team_size"] for x in labels), Counter(x["prompt"] for x in labels)
     # weighted 3:1, the draws lean to team size 2 and the standard prompt (without replacement the
     # share is below 3/4: the heavy points run out first); unweighted they would be near 1/2
     assert 0.6 < size[2] / 1462 < 0.75 and 0.6 < prompt["standard"] / 1462 < 0.75
@@ -61,7 +61,7 @@ def test_a_sample_draws_weighted_points_reproducibly(tmp_path):
     ]
     assert len(plain) == 1462 and 0.45 < Counter(c["labels"]["team_size"] for c in plain_cells)[2] / 1462 < 0.55
     # every variable is still drawn across its whole range
-    assert {l["budget"] for l in labels} == set(PAPER_GRID["budget"]) and len({l["model"] for l in labels}) == 35
+    assert {x["budget"] for x in labels} == set(PAPER_GRID["budget"]) and len({x["model"] for x in labels}) == 35
 
 
 @pytest.mark.parametrize(

@@ -87,7 +87,7 @@ def bounds_not_from_the_caps_table(model: type[BaseModel]) -> list[str]:
     """What in ``model`` bounds a number otherwise than by one rule of RULES (each field's problems)."""
     bad = []
     for name, f in model.model_fields.items():
-        for kind, meta in _numbers(f.annotation, list(f.metadata)):
+        for _kind, meta in _numbers(f.annotation, list(f.metadata)):
             rules = [m for m in meta if isinstance(m, Num)]
             others = [
                 m

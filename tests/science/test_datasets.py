@@ -190,7 +190,7 @@ def test_oracle_finds_the_anomalies_where_they_were_put(seed, made):
     for kind in ("point", "contextual"):
         assert {(e["sensor"], e["index"]) for e in got[kind]} == {(e["sensor"], e["index"]) for e in truth[kind]}
     assert len(got["collective"]) == len(truth["collective"])
-    for g, t in zip(got["collective"], truth["collective"]):
+    for g, t in zip(got["collective"], truth["collective"], strict=False):
         assert g["sensor"] == t["sensor"]
         assert abs(g["start"] - t["start"]) <= 5 and abs(g["end"] - t["end"]) <= 5
 

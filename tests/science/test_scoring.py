@@ -553,7 +553,7 @@ def test_score_object_and_determinism():
         "cross_refs",
     }
     assert [f["id"] for f in d["facts"]] == [f["id"] for f in ECOLOGY["facts"]]
-    with pytest.raises(Exception):
+    with pytest.raises(AttributeError):
         a.completeness = 0.0  # frozen
 
 

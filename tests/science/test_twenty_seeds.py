@@ -64,19 +64,20 @@ def _loop(agent: str, team: str, messages: list, final: str | None) -> ToolLoopR
     )
 
 
-def team_paper(task: str, stdout: str, P: ScienceParams = ScienceParams()) -> str:
+def team_paper(task: str, stdout: str, P: ScienceParams | None = None) -> str:
     """The final paper the oracle team writes when its program prints ``stdout``."""
     return scripted_team_paper(oracle_model(task), "eval", ORACLE_CODE[task], stdout, D.TASK_DESCRIPTIONS[task], P)
 
 
 def scripted_team_paper(
-    model: Any, code_team: str, code: str, stdout: str, description: str, P: ScienceParams = ScienceParams()
+    model: Any, code_team: str, code: str, stdout: str, description: str, P: ScienceParams | None = None
 ) -> str:
     """The final paper a scripted team (``model``) writes when the code its ``code_team`` lead runs
     prints ``stdout``, through the functions the graph calls: the scripted model's answers, the
     run_code tool's text (``code_output_chars``), the member output a synthesis prompt quotes
     (``output_text``, ``synthesis_excerpt``), the workspace's mark_complete and read_artifact answers."""
     ws = Workspace({}, code_team, 1)
+    P = P or ScienceParams()
     team = roles(code_team, P.team_size)
     system = {
         r.agent_id: SystemMessage(

@@ -5,7 +5,6 @@ that allows it, raised before anything is read, opened or written."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -34,7 +33,7 @@ class Untouchable:
         self.path.parent.mkdir()
         self.path.write_bytes(b"GGUF" + b"\0" * 60 if name.endswith(".gguf") else b'{"secret": 1}')
         self.touched: list[str] = []
-        real_open, real_stat = Path.open, os.stat
+        real_open = Path.open
 
         def watch_open(p, *a, **k):
             if str(p) == str(self.path):

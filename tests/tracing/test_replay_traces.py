@@ -25,7 +25,7 @@ from cooplab.graphs.state import AppendLog
 from cooplab.graphs.tracing import ledger_charges, load_runs, match_charges, tracing_callbacks
 
 # fixtures: a fake LangSmith endpoint; no live tracing unless a test says so (around every test)
-from .test_tracing import _clear_langsmith_env_cache, _no_live_tracing, fake_langsmith  # noqa: F401
+from .test_tracing import _clear_langsmith_env_cache, _no_live_tracing  # noqa: F401
 
 EFFORTS = ['{"effort": 0.1}', '{"effort": 0.25}', '{"effort": 0.4}', "no idea", '{"effort": 3}']
 
@@ -85,7 +85,7 @@ def test_a_rerun_from_the_cache_traces_every_call_marked_cached_and_free(reruns)
     first, rerun = sorted(_llm_runs(reruns / "first"), key=_key), sorted(_llm_runs(reruns / "rerun"), key=_key)
     assert len(rerun) == len(first) >= 6  # every call of the rerun is in its traces
     charged = pd.read_parquet(reruns / "first" / "ledger.parquet").set_index("call_id")
-    for live, replay in zip(first, rerun):
+    for live, replay in zip(first, rerun, strict=False):
         assert _key(replay) == _key(live) and _answer(replay) == _answer(live)  # same name, inputs, answer
         assert "cached" not in _md(live) and "cached" not in live["tags"] and "total_cost" not in live
         md = _md(replay)

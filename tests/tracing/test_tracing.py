@@ -441,13 +441,6 @@ class FakeLangSmith:
         self.server.server_close()
 
 
-@pytest.fixture
-def fake_langsmith():
-    srv = FakeLangSmith()
-    yield srv
-    srv.close()
-
-
 def test_export_to_fake_endpoint(tmp_path, fake_langsmith, monkeypatch):
     make_traces(tmp_path, "ainvoke")
     make_traces(tmp_path, "invoke")

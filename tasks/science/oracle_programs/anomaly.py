@@ -81,7 +81,7 @@ def analyze(df: pd.DataFrame) -> dict:
     lo = profile.min(axis=0) - 4 * sd_raw
     hi = profile.max(axis=0) + 4 * sd_raw
     point, contextual = [], []
-    for t, s in zip(*np.nonzero((np.abs(E) > 8.0) & ~masked)):
+    for t, s in zip(*np.nonzero((np.abs(E) > 8.0) & ~masked), strict=False):
         rec = {
             "sensor": sensors[s],
             "index": int(t),
