@@ -1,4 +1,4 @@
-"""Figures of ``cooplab calibrate TASK`` (cooplab/calibration.py): where a claim holds over two
+"""Figures of ``cooplab calibrate TASK`` (evals/calibration.py): where a claim holds over two
 parameters, and the first-order sensitivity of every output."""
 
 from __future__ import annotations

@@ -93,7 +93,7 @@ def stderr_log(quiet: bool) -> Callable[[str], None]:
     return (lambda s: None) if quiet else (lambda s: typer.echo(s, err=True))
 
 
-# --- LLM agents (checked and assembled by cooplab.agents.settings.llm_config) ---------------
+# --- LLM agents (checked and assembled by cooplab.agents.settings.LLMSettings.from_options) ---------------
 #: the hosted providers' spec prefixes, in the order of :data:`cooplab.agents.providers.PROVIDERS`
 #: (named here so that ``--help`` does not load the model layer; a test checks the two agree)
 HOSTED_PROVIDERS = ("openai", "anthropic", "google_genai", "ollama")

@@ -240,7 +240,7 @@ def overrides_of(values: dict[str, float]) -> dict[str, Any]:
     return out
 
 
-# --- the design (cooplab/calibration.py; here what makes a CPR design) ---------------------------
+# --- the design (evals/calibration.py; here what makes a CPR design) ---------------------------
 def identity(*, seed: int, replicates: int, block: int, base: dict[str, Any], preset: str | None) -> dict[str, Any]:
     """What makes two designs the same design: everything but the number of samples."""
     from cooplab.tasks.cpr import validation as af
@@ -428,7 +428,7 @@ def throughput(df, replicates: int, T: int, wall: float | None) -> dict[str, Any
     }
 
 
-# --- analysis (cooplab/calibration.py) --------------------------------------------------------
+# --- analysis (evals/calibration.py) --------------------------------------------------------
 def claims_map(df) -> list[dict[str, Any]]:
     """Share of the samples where each claim holds, all five jointly, and exactly k of five, with
     95% Wilson intervals."""

@@ -415,7 +415,7 @@ def custom_config(
     llm: dict[str, Any] | None = None,
     **params: Any,
 ) -> dict[str, Any]:
-    """A complete run config for :func:`cooplab.runs.runner.run` (see docs/science.md, "Your own data")."""
+    """A complete run config for :func:`cooplab.run` (see docs/science.md, "Your own data")."""
     from cooplab.agents.settings import LLMSettings
     from cooplab.limits import in_file, validate
     from cooplab.tasks.science.defaults import MAX_TOKENS
