@@ -10,7 +10,8 @@ meaning or their types comes with a new version of that file and a converter reg
 Two kinds of converter:
 
 - **run files** (:data:`CONVERTERS`): ``config.json`` and ``summary.json`` of version 1 (before the
-  typed configuration and the schema) to version 2, and a folder of many runs made before
+  typed configuration and the schema) to version 2, the decisions, ledger and tool-loops tables
+  written before their ``agent_id`` and ``cost_usd`` columns, and a folder of many runs made before
   ``manifest.json`` to one with it. The readers (:func:`cooplab.graphs.rundir.read_config`,
   :func:`cooplab.graphs.runfiles.parse_summary`, :func:`cooplab.graphs.runfiles.manifest_of`) convert
   on read through the same functions; :mod:`cooplab.runs.migrate` rewrites the files in place.
@@ -148,12 +149,27 @@ def upgrade_summary(raw: Any, results: Any = None) -> Any:
     return out
 
 
+# --- tables ---------------------------------------------------------------------------------------
+def upgrade_table(name: str, df: Any) -> Any:
+    """A decisions, ledger or tool-loops table (a DataFrame) written before the agent key and the
+    money columns, in today's shape (:func:`cooplab.graphs.tables.upgrade`, which the readers use)."""
+    from cooplab.graphs.tables import upgrade
+
+    return upgrade(name, df)
+
+
 #: the converters of run files, by the file they read; ``cooplab migrate`` applies them in place
 #: (a folder of many runs without manifest.json gets the one its layout shows: the engine's driver
 #: writes it with :func:`cooplab.graphs.runfiles.manifest_of`)
 CONVERTERS: dict[str, Converter] = {
     "config.json": Converter("config.json", "version 1", f"version {CONFIG_VERSION}", upgrade_config),
     "summary.json": Converter("summary.json", "version 1", f"version {SUMMARY_VERSION}", upgrade_summary),
+    "table": Converter(
+        "table",
+        "decisions, ledger, tool_loops before agent_id and cost_usd (agent, cost)",
+        "agent_id, cost_usd, cost_usd_exact",
+        upgrade_table,
+    ),
     "manifest.json": Converter(
         "manifest.json",
         "a layout before manifests (cells/, runs/, games/, items/)",

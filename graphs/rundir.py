@@ -473,15 +473,19 @@ ID_COLUMNS = ("call_id", "model", "run_id", "thread_id", "trace_id")
 TEXT_COLUMNS = ("agent_id", "call_id", "cost_usd_exact", "units", "rate")
 
 
-def read_table(out: Path, stem: str) -> pd.DataFrame:
+def read_table(out: Path, stem: str, *, as_written: bool = False) -> pd.DataFrame:
     """``out/stem.parquet`` or ``out/stem.csv``, whichever exists (else a one-line RunDirError), in
-    today's shape (:func:`cooplab.graphs.tables.upgrade`: the agent key and the money columns).
+    today's shape (:func:`cooplab.graphs.tables.upgrade`: the agent key and the money columns), or
+    with ``as_written`` as the file holds it (``cooplab migrate`` converts it).
 
     A run directory is data, never trusted: a file that is a symbolic link leaving ``out`` is
     refused (:func:`inside`), and so is a table whose footer (Parquet) or size (CSV) says it would
     take more than :data:`MAX_TABLE_BYTES` of memory or hold more than :data:`MAX_TABLE_CELLS`
     cells, each in one line naming the file, before its values are read."""
-    from cooplab.graphs.tables import upgrade
+    from cooplab.graphs.tables import upgrade as today
+
+    def upgrade(name: str, df: pd.DataFrame) -> pd.DataFrame:
+        return df if as_written else today(name, df)
 
     for ext in ("parquet", "csv"):
         p = Path(out) / f"{stem}.{ext}"

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,8 @@ __all__ = ["FORMAT", "Converter", "Change", "Migration", "migrate", "sweep_conve
 
 #: the files of a run folder a converter reads
 RUN_FILES = ("config.json", "summary.json")
+#: the converters whose files sit in a run folder (written while the folder is locked)
+_IN_RUN = ("config.json", "summary.json", "table")
 #: folders never entered (a run's own stores, caches, version control)
 _SKIP_DIRS = {".git", "__pycache__", "node_modules", ".venv", "checkpoints"}
 #: at most this many folders are looked at under PATH (a typo such as '/' is refused, not walked)
@@ -162,6 +165,29 @@ def _plan_summary(path: Path) -> Change | None:
     return Change(path, formats.CONVERTERS["summary.json"], version, content=summary.as_json())
 
 
+def _plan_tables(d: Path) -> list[Change]:
+    """The decisions, ledger and tool-loops tables of run folder ``d`` written before the agent key
+    and the money columns, each with its table in today's shape."""
+    from cooplab.graphs.tables import MONEY_TABLES, is_earlier
+
+    out = []
+    for stem in MONEY_TABLES:
+        for ext in ("parquet", "csv"):
+            path = d / f"{stem}.{ext}"
+            if not (path.exists() or path.is_symlink()):
+                continue
+            if path.is_symlink() or not path.is_file():
+                raise RunDirError(f"{path} is a link or not a regular file; cooplab migrate changes only regular files")
+            df = (
+                rundir.read_table(d, stem, as_written=True)
+                if ext == "parquet" or not (d / f"{stem}.parquet").exists()
+                else None
+            )
+            if df is not None and is_earlier(stem, [str(c) for c in df.columns]):
+                out.append(Change(path, formats.CONVERTERS["table"], 1, content=formats.upgrade_table(stem, df)))
+    return out
+
+
 def _plan_manifest(folder: Path) -> Change | None:
     path = folder / runfiles.MANIFEST_FILE
     if path.exists() or path.is_symlink():
@@ -218,6 +244,7 @@ def plan(path: str | Path) -> tuple[list[Change], int]:
                     c = step(d / name)
                     if c is not None:
                         changes.append(c)
+            changes.extend(_plan_tables(d))
         c = _plan_manifest(d)
         if c is not None or (d / runfiles.MANIFEST_FILE).is_file():
             many += 1
@@ -248,7 +275,17 @@ def _apply(change: Change) -> Change:
     if change.version:  # an earlier file: its original bytes first, then the new file over it
         backup = _backup_of(change.path, change.version)
         write_atomic(backup, change.path.read_bytes())
-    write_atomic(change.path, (json.dumps(change.content, indent=2) + "\n").encode())
+    if change.converter.file == "table":  # written whole beside it, then renamed over it
+        tmp = change.path.parent / f".{change.path.name}.migrate"
+        tmp.mkdir(exist_ok=True)
+        try:
+            stem, ext = change.path.name.rsplit(".", 1)
+            written = rundir.write_table(change.content, tmp, stem, csv=ext == "csv")
+            os.replace(written, change.path)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        write_atomic(change.path, (json.dumps(change.content, indent=2) + "\n").encode())
     return Change(change.path, change.converter, change.version, backup, change.content)
 
 
@@ -262,14 +299,14 @@ def migrate(path: str | Path, *, dry_run: bool = False) -> Migration:
     current is left alone; running it twice is the same as once."""
     changes, runs = plan(path)
     if not dry_run and changes:
-        runs_changed = sorted({c.path.parent for c in changes if c.converter.file in RUN_FILES})
+        runs_changed = sorted({c.path.parent for c in changes if c.converter.file in _IN_RUN})
         for d in runs_changed:  # every run folder free before the first write
             with rundir.locked(d):
                 pass
-        done = [_apply(c) for c in changes if c.converter.file not in RUN_FILES]
+        done = [_apply(c) for c in changes if c.converter.file not in _IN_RUN]
         for d in runs_changed:
             with rundir.locked(d):
-                done.extend(_apply(c) for c in changes if c.path.parent == d and c.converter.file in RUN_FILES)
+                done.extend(_apply(c) for c in changes if c.path.parent == d and c.converter.file in _IN_RUN)
         changes = done
     return Migration(Path(path), dry_run, changes, runs)
 

@@ -70,7 +70,9 @@ def test_the_format_is_declared_once_with_the_version_of_each_file():
         "manifest.json": runfiles.MANIFEST_VERSION,
     }
     for name, conv in formats.CONVERTERS.items():
-        assert conv.file == name and conv.writes == f"version {formats.VERSIONS[name]}" and conv.reads
+        assert conv.file == name and conv.reads and conv.writes
+        assert name not in formats.VERSIONS or conv.writes == f"version {formats.VERSIONS[name]}"
+    assert set(formats.CONVERTERS) == {*formats.VERSIONS, "table"}
 
 
 def test_every_run_file_of_every_task_is_converted_to_what_the_readers_make_of_it(tmp_path):
@@ -91,7 +93,10 @@ def test_every_run_file_of_every_task_is_converted_to_what_the_readers_make_of_i
             assert (d / "summary.json.v1.bak").read_bytes() == originals[f"{name}/summary.json"]
     # what a resume reads: the same configuration before and after
     for name in ("cpr-rule", "diners-rule", "game-nash"):
-        assert RunConfig.load(runs[name]).to_config() == RunConfig.load(json.loads(originals[f"{name}/config.json"])).to_config()
+        assert (
+            RunConfig.load(runs[name]).to_config()
+            == RunConfig.load(json.loads(originals[f"{name}/config.json"])).to_config()
+        )
 
 
 def test_a_grid_sweep_folder_made_before_manifests_gets_the_manifest_its_layout_shows(tmp_path):
@@ -148,7 +153,9 @@ def test_a_dry_run_says_what_would_change_and_writes_nothing(tmp_path, capsys):
     code, out, err = cli([str(tmp_path / "runs"), "--dry-run", "--json"], capsys)
     report = json.loads(out)
     assert code == 0 and report["dry_run"] and not report["current"] and len(report["changes"]) == len(before), err
-    assert {c["reads"] for c in report["changes"]} == {"version 1"} and all(c["backup"] is None for c in report["changes"])
+    assert {c["reads"] for c in report["changes"]} == {"version 1"} and all(
+        c["backup"] is None for c in report["changes"]
+    )
     assert files(tmp_path) == before
 
 
@@ -160,8 +167,47 @@ def test_a_second_migration_and_a_current_folder_are_no_ops_that_say_so(tmp_path
     code, out, _ = cli([str(tmp_path / "runs")], capsys)
     assert code == 0 and out.strip().endswith("already in cooplab's on-disk format 0.1 (8 run folders); nothing to do")
     assert out.count("\n") == 1 and files(tmp_path) == after
-    fresh = cooplab.run(task="cpr", agents="rule", replicates=2, rounds=2, out=tmp_path / "new", quiet=True).out
-    assert migrate.migrate(fresh).current  # what this cooplab writes is the current format
+
+
+@pytest.fixture(scope="module")
+def llm_run(tmp_path_factory):
+    """A tiny scripted LLM run of this cooplab (it has every table the money converter reads)."""
+    out = tmp_path_factory.mktemp("migrate") / "run"
+    kw = dict(n_agents=2, rounds=2, replicates=1, cache="off", quiet=True)
+    return cooplab.run(task="cpr", agents="llm", model=f"scripted:{EXAMPLES}/scripted/cautious.json", out=out, **kw)
+
+
+def test_what_this_cooplab_writes_is_current(llm_run):
+    before = files(llm_run.out)
+    assert migrate.migrate(llm_run.out).current and files(llm_run.out) == before
+
+
+@pytest.mark.parametrize("ext", ["parquet", "csv"])
+def test_tables_written_before_the_agent_key_and_the_money_columns_are_rewritten(llm_run, tmp_path, ext):
+    import pandas as pd
+
+    old = tmp_path / "old"
+    shutil.copytree(llm_run.out, old)
+    for name in ("ledger", "decisions"):  # the earlier shape: a "cost" text column, the ledger's agent as "agent"
+        df = (
+            pd.read_parquet(old / f"{name}.parquet")
+            .drop(columns=["cost_usd"])
+            .rename(columns={"cost_usd_exact": "cost"})
+        )
+        df = df.rename(columns={"agent_id": "agent"}) if name == "ledger" else df.drop(columns=["agent_id"])
+        (old / f"{name}.parquet").unlink()
+        rundir.write_table(df, old, name, csv=ext == "csv")
+    originals = files(old)
+    on_read = {name: rundir.read_table(old, name) for name in ("ledger", "decisions")}  # the readers' conversion
+    done = migrate.migrate(old)
+    assert sorted(c.path.name for c in done.changes) == [f"decisions.{ext}", f"ledger.{ext}"]
+    for name in ("ledger", "decisions"):
+        assert (old / f"{name}.{ext}.v1.bak").read_bytes() == originals[f"{name}.{ext}"]
+        stored = rundir.read_table(old, name, as_written=True)
+        pd.testing.assert_frame_equal(stored, on_read[name], check_dtype=False)
+        if ext == "parquet":  # what this cooplab writes, to the value
+            pd.testing.assert_frame_equal(stored, rundir.read_table(llm_run.out, name))
+    assert migrate.migrate(old).current
 
 
 @pytest.mark.parametrize(
@@ -197,8 +243,11 @@ def test_a_damaged_or_unknown_file_is_one_line_exit_2_and_nothing_changes(tmp_pa
 def test_a_path_that_holds_no_run_or_is_not_a_folder_is_one_line(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     (tmp_path / "f.json").write_text("{}")
-    for path, says in ((tmp_path / "empty", "holds no cooplab run folder"), (tmp_path / "f.json", "is not a folder"),
-                       (tmp_path / "none", "does not exist")):
+    for path, says in (
+        (tmp_path / "empty", "holds no cooplab run folder"),
+        (tmp_path / "f.json", "is not a folder"),
+        (tmp_path / "none", "does not exist"),
+    ):
         code, out, err = cli([str(path)], capsys)
         assert code == 2 and says in err and err.count("\n") == 1, err
 
