@@ -24,8 +24,9 @@ Rules every model here follows (Inspect's ``EvalLog`` is the pattern):
   damaged value is still one line. The writer validates before it writes, so a task whose outputs
   leave its own schema fails in its own tests.
 - **Versions.** ``version`` is written in every file; a summary without one was written before the
-  schema (version 1) and is read through :func:`upgrade_summary`, the one place that knows the
-  earlier shapes (as :func:`cooplab.graphs.rundir.upgrade_config` is for config.json).
+  schema (version 1) and is read through :func:`cooplab.graphs.formats.upgrade_summary`, beside the
+  converters of every earlier shape of the run files and the format's version (``FORMAT``, 0.1,
+  declared stable); ``cooplab migrate`` (:mod:`cooplab.runs.migrate`) rewrites old files in place.
 
 **manifest.json** is written by every command that makes a folder of many runs (a grid sweep, a
 game profile, a bench, a calibration): the kind of folder, the task, and its cells (name, run

@@ -21,9 +21,10 @@ def migrate_cmd(
     dry_run: bool = typer.Option(False, "--dry-run", help="Say which files would be converted; write nothing."),
     as_json: bool = typer.Option(False, "--json", help="Print what was converted (or would be) as JSON."),
 ) -> None:
-    """Convert every file under PATH written in an earlier on-disk format to the current one, in place: each
-    file written atomically, its original bytes kept beside it as NAME.vN.bak. A damaged or unknown file is one
-    line (exit 2) and nothing is written; a folder already current is left as it is."""
+    """Bring a run folder (or a folder of many runs) written in an earlier on-disk format up to the current one, in
+    place, keeping the original files beside the new ones. Every file under PATH is converted and written atomically,
+    its original bytes kept as NAME.vN.bak; a damaged or unknown file is one line (exit 2) and nothing is written; a
+    folder already current is left as it is."""
     from cooplab.graphs.rundir import RunDirError
     from cooplab.runs import migrate
 
