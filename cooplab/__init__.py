@@ -15,6 +15,7 @@ The Python API (the command line is a thin layer over it)::
     effects
     cooplab.fork("runs/x", at_round=2, out="runs/x-r06", set={"r": 0.6})   # a counterfactual fork
     cooplab.compare("runs/x", "runs/x-r06")        # two runs from their shared round on
+    cooplab.migrate("runs")                        # files of earlier on-disk formats converted in place
 
 The names below are loaded on first use, so ``import cooplab.graphs`` (or any lower layer) does
 not load the engine.
@@ -37,6 +38,7 @@ __all__ = [
     "robustness",
     "fork",
     "compare",
+    "migrate",
     "RunConfig",
     "LLMSettings",
     "SandboxSettings",
@@ -57,6 +59,7 @@ _LAZY = {
     "robustness": "cooplab.evals.robustness",
     "fork": "cooplab.runs.api",
     "compare": "cooplab.runs.api",
+    "migrate": "cooplab.runs.migrate",
     "RunConfig": "cooplab.runs.config",
     "LLMSettings": "cooplab.runs.config",
     "SandboxSettings": "cooplab.runs.config",

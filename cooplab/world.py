@@ -31,6 +31,8 @@ the run's page         :mod:`explore` (the module of the blocks ``Task.explore``
 the run's summary      :mod:`runfiles` (``runfiles.Results``, the base of a task's typed
                        results, with its field types ``runfiles.Count``, ``runfiles.Share``, ...;
                        ``runfiles.RunSummary``, what ``report`` and ``figure`` are given)
+earlier sweep files    :mod:`formats` (``formats.Converter``, what ``Task.earlier_sweep`` returns;
+                       ``formats.read_earlier`` and ``formats.grid_sweep``, the common part)
 =====================  ============================================================================
 
 Each name is loaded from the module that defines it on first use, so ``import cooplab.world``
@@ -57,7 +59,11 @@ _FROM: dict[str, tuple[str, ...]] = {
     "cooplab.runs.registry": ("register_task",),
 }
 #: modules the face hands out whole (their names are the blocks of a task's page)
-_MODULES: dict[str, str] = {"explore": "cooplab.graphs.explore", "runfiles": "cooplab.graphs.runfiles"}
+_MODULES: dict[str, str] = {
+    "explore": "cooplab.graphs.explore",
+    "runfiles": "cooplab.graphs.runfiles",
+    "formats": "cooplab.graphs.formats",
+}
 _WHERE = {name: module for module, names in _FROM.items() for name in names}
 
 __all__ = sorted([*_WHERE, *_MODULES])

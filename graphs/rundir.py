@@ -23,6 +23,9 @@ import numpy as np
 import pandas as pd
 
 from cooplab._version import __version__
+
+# the format's versions and the converters of earlier config.json files: cooplab.graphs.formats
+from cooplab.graphs.formats import CONFIG_FIELDS, CONFIG_VERSION, upgrade_config, upgrade_llm  # noqa: F401
 from cooplab.limits import clean_text
 
 #: the trace file of a run directory (LangSmith run format, one run per line)
@@ -470,15 +473,19 @@ ID_COLUMNS = ("call_id", "model", "run_id", "thread_id", "trace_id")
 TEXT_COLUMNS = ("agent_id", "call_id", "cost_usd_exact", "units", "rate")
 
 
-def read_table(out: Path, stem: str) -> pd.DataFrame:
+def read_table(out: Path, stem: str, *, as_written: bool = False) -> pd.DataFrame:
     """``out/stem.parquet`` or ``out/stem.csv``, whichever exists (else a one-line RunDirError), in
-    today's shape (:func:`cooplab.graphs.tables.upgrade`: the agent key and the money columns).
+    today's shape (:func:`cooplab.graphs.tables.upgrade`: the agent key and the money columns), or
+    with ``as_written`` as the file holds it (``cooplab migrate`` converts it).
 
     A run directory is data, never trusted: a file that is a symbolic link leaving ``out`` is
     refused (:func:`inside`), and so is a table whose footer (Parquet) or size (CSV) says it would
     take more than :data:`MAX_TABLE_BYTES` of memory or hold more than :data:`MAX_TABLE_CELLS`
     cells, each in one line naming the file, before its values are read."""
-    from cooplab.graphs.tables import upgrade
+    from cooplab.graphs.tables import upgrade as today
+
+    def upgrade(name: str, df: pd.DataFrame) -> pd.DataFrame:
+        return df if as_written else today(name, df)
 
     for ext in ("parquet", "csv"):
         p = Path(out) / f"{stem}.{ext}"
@@ -498,72 +505,6 @@ def read_table(out: Path, stem: str) -> pd.DataFrame:
 def _read_csv(path: Path) -> pd.DataFrame:
     """A CSV table, its identifier and exact-amount columns (:data:`ID_COLUMNS`, :data:`TEXT_COLUMNS`) as text."""
     return pd.read_csv(path, dtype={c: "string" for c in (*ID_COLUMNS, *TEXT_COLUMNS)})
-
-
-# --- config.json versions ---------------------------------------------------------------------
-#: the version of config.json this code writes (``"version"``; files without it are version 1)
-CONFIG_VERSION = 2
-#: the fields of every config.json (version 2): the run's settings, and ``record`` for what was
-#: noted when it started (not a setting: the code version, the time, the environment, a dataset's hash)
-CONFIG_FIELDS = ("version", "task", "agents", "seed", "csv", "params", "llm", "sandbox", "record")
-#: version-1 top-level keys that were records, not settings
-_V1_RECORDS = ("code_version", "created", "environment", "dataset", "sweep_cell", "sweep_condition", "bench_item")
-#: version-1 names of the LLM block -> version 2 (one spelling per setting)
-_V1_LLM = {"price_in_per_1k": "price_in", "price_out_per_1k": "price_out"}
-
-
-def upgrade_config(raw: Any) -> Any:
-    """A run's config.json in the current shape (version 2), from any version this code wrote.
-
-    Version 1 (before the typed run configuration) kept each task's options beside the runner's
-    fields at the top level (CPR's ``population`` and ``replicates``, every diners option, the
-    game's ``game`` and ``players``, science's ``judge``), spelled the LLM prices ``price_in_per_1k``,
-    listed models as ``{"default": ..., "1": ...}`` and put the sandbox's price in the LLM block.
-    Version 2 puts every option of the task under ``params``, the LLM block in the fields of
-    :class:`cooplab.agents.settings.LLMSettings`, the sandbox's in ``sandbox`` and what was only
-    recorded under ``record``. Anything that is not an object is returned as it is (the checks
-    that follow say what is wrong with it); the input is never changed."""
-    if not isinstance(raw, dict) or "version" in raw:
-        return raw
-    runner = {"task", "agents", "seed", "csv", "llm", "sandbox", "params", *_V1_RECORDS}
-    params = dict(raw["params"]) if isinstance(raw.get("params"), dict) else {}
-    for key, value in raw.items():
-        if key not in runner:
-            params[key] = value  # a task option kept at the top level in version 1
-    out: dict[str, Any] = {
-        "version": CONFIG_VERSION,
-        **{k: raw[k] for k in ("task", "agents", "seed", "csv") if k in raw},
-    }
-    out.setdefault("csv", False)
-    out["params"] = raw["params"] if "params" in raw and not isinstance(raw["params"], dict) else params
-    llm, rate = upgrade_llm(raw.get("llm"))
-    out["llm"] = llm
-    sandbox = raw.get("sandbox")
-    if isinstance(sandbox, dict):
-        sandbox = {**sandbox, "rate": sandbox.get("rate", rate if rate is not None else 0.0)}
-    out["sandbox"] = sandbox
-    out["record"] = {k: raw[k] for k in _V1_RECORDS if k in raw}
-    return out
-
-
-def upgrade_llm(llm: Any) -> tuple[Any, Any]:
-    """A version-1 LLM block in version 2's spelling, and the sandbox price it held (0.0 if none);
-    a version-2 block (or anything not an object) comes back as it is."""
-    if not isinstance(llm, dict) or (
-        "models" not in llm and not set(_V1_LLM) & set(llm) and "sandbox_usd_per_second" not in llm
-    ):
-        return llm, 0.0
-    llm = dict(llm)
-    models = llm.pop("models", None)
-    if isinstance(models, dict):
-        llm["model"] = models.get("default")
-        llm["agent_models"] = {k: v for k, v in models.items() if k != "default"}
-    elif models is not None:
-        llm["model"] = models  # wrong; the checks say so
-    for old, new in _V1_LLM.items():
-        if old in llm:
-            llm[new] = llm.pop(old)
-    return llm, llm.pop("sandbox_usd_per_second", 0.0)
 
 
 def read_config(out: Path) -> dict[str, Any]:

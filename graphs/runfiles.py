@@ -24,8 +24,9 @@ Rules every model here follows (Inspect's ``EvalLog`` is the pattern):
   damaged value is still one line. The writer validates before it writes, so a task whose outputs
   leave its own schema fails in its own tests.
 - **Versions.** ``version`` is written in every file; a summary without one was written before the
-  schema (version 1) and is read through :func:`upgrade_summary`, the one place that knows the
-  earlier shapes (as :func:`cooplab.graphs.rundir.upgrade_config` is for config.json).
+  schema (version 1) and is read through :func:`cooplab.graphs.formats.upgrade_summary`, beside the
+  converters of every earlier shape of the run files and the format's version (``FORMAT``, 0.1,
+  declared stable); ``cooplab migrate`` (:mod:`cooplab.runs.migrate`) rewrites old files in place.
 
 **manifest.json** is written by every command that makes a folder of many runs (a grid sweep, a
 game profile, a bench, a calibration): the kind of folder, the task, and its cells (name, run
@@ -60,16 +61,13 @@ from pydantic import (
     model_validator,
 )
 
+from cooplab.graphs.formats import FORMAT, MANIFEST_VERSION, SUMMARY_VERSION, upgrade_summary  # noqa: F401
 from cooplab.graphs.rundir import RunDirError, jsonable, read_json, write_json
 from cooplab.limits import MAX_SEED, one_line
 
 #: the file names
 SUMMARY_FILE = "summary.json"
 MANIFEST_FILE = "manifest.json"
-#: the version of summary.json this code writes (files without ``version`` are version 1)
-SUMMARY_VERSION = 2
-#: the version of manifest.json this code writes
-MANIFEST_VERSION = 1
 #: characters of a free text field (a message, an error) at most; the writer cuts longer ones
 MAX_TEXT = 4000
 #: characters of a name (a task, a model, a kind of charge, a label) at most
@@ -451,29 +449,6 @@ def check_results(model: Any, task: str = "task") -> type[Results]:
 def summary_model(results: type[Results] | None = None) -> type[RunSummary[Any]]:
     """The summary model of a task whose results are ``results`` (None: :class:`FreeResults`)."""
     return RunSummary[results or FreeResults]  # type: ignore[index]
-
-
-# --- versions -----------------------------------------------------------------------------------
-def upgrade_summary(raw: Any, results: type[Results] | None = None) -> Any:
-    """A summary.json's JSON in the current shape (version 2), from any version this code wrote.
-
-    Version 1 (every summary before the schema) had no ``version`` and the same fields, except
-    what earlier code did not write yet: the ledger's ``usage_errors``, ``by_kind`` and
-    ``unit_rates`` (null: not recorded), and the task's fields its ``Results.since_v1`` names.
-    Anything that is not an object, and a version this code does not know, is returned as it is
-    (the checks that follow say what is wrong); the input is never changed."""
-    if not isinstance(raw, dict) or "version" in raw:
-        return raw
-    out = {"version": SUMMARY_VERSION, **raw}
-    led = raw.get("ledger")
-    if isinstance(led, dict):
-        out["ledger"] = {**{k: None for k in ("usage_errors", "by_kind", "unit_rates")}, **led}
-    if raw.get("ledger", 0) is None:
-        del out["ledger"]  # a failed run whose trail could not be read wrote null: no totals
-    if results is not None and raw.get("status") != "failed":
-        for k, v in results.since_v1.items():
-            out.setdefault(k, v)
-    return out
 
 
 def parse_summary(raw: Any, where: str, results: type[Results] | None = None) -> RunSummary[Any]:

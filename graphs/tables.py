@@ -101,11 +101,24 @@ def money_table(name: str, df: pd.DataFrame) -> pd.DataFrame:
 
 def upgrade(name: str, df: pd.DataFrame) -> pd.DataFrame:
     """A table as read back from a run directory, in today's shape: a decisions, ledger or tool-loops
-    table written before ``agent_id``, ``cost_usd`` and ``cost_usd_exact`` existed gets them."""
-    if name not in MONEY_TABLES:
+    table written before ``agent_id``, ``cost_usd`` and ``cost_usd_exact`` existed gets them (the
+    converter registered in :mod:`cooplab.graphs.formats`; ``cooplab migrate`` writes it back)."""
+    if not is_earlier(name, list(df.columns)):
         return df
     if "cost" in df.columns and EXACT_COST not in df.columns:
         df = with_costs(df)
     if AGENT_ID not in df.columns:
         df = with_agent_ids(df) if name == "decisions" else df.rename(columns={"agent": AGENT_ID})
     return df
+
+
+def is_earlier(name: str, columns: list[str]) -> bool:
+    """Whether a table with these columns was written before the agent key and the money columns
+    (what :func:`upgrade` changes)."""
+    if name not in MONEY_TABLES:
+        return False
+    if "cost" in columns and EXACT_COST not in columns:
+        return True
+    if AGENT_ID in columns:
+        return False
+    return ("society" in columns and "agent" in columns) if name == "decisions" else "agent" in columns

@@ -35,6 +35,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from cooplab.graphs import runfiles
+from cooplab.graphs.formats import Converter
 from cooplab.graphs.runfiles import RunSummary
 
 Node = Callable[..., Any]
@@ -361,11 +362,14 @@ class Task:
 
     def earlier_sweep(
         self, raw: Mapping[str, Any]
-    ) -> tuple[str, Callable[[dict[str, Any], str], dict[str, Any]]] | None:
+    ) -> Converter | tuple[str, Callable[[dict[str, Any], str], dict[str, Any]]] | None:
         """When a sweep file's JSON object ``raw`` is in an earlier sweep format of this task (one from
-        before the grid format of :mod:`cooplab.runs.grid`): the format's name for the notice (e.g.
-        "CPR sweep") and its converter ``(raw, where) -> the grid format's JSON object`` (checked; a
-        one-line :class:`~cooplab.limits.ConfigError` otherwise). None (default): not one of this task's."""
+        before the grid format of :mod:`cooplab.runs.grid`): its :class:`~cooplab.graphs.formats.Converter`
+        (``reads``: the format's name for the notice, e.g. "CPR sweep"; ``convert(raw, where)``: the grid
+        format's JSON object, checked, a one-line :class:`~cooplab.limits.ConfigError` otherwise). A pair
+        (name, convert) is read the same way. None (default): not one of this task's. The engine's
+        :mod:`cooplab.runs.migrate` asks every task and drives the converter; the format's code stays in
+        the world's folder (``tasks/cpr/sweep_format.py``)."""
         return None
 
     def params_table(self) -> list[dict[str, Any]]:

@@ -71,6 +71,11 @@ COMMANDS = {
         "Play all six games with one model and write its cooperative profile "
         "(profile.json, the decisions and ledger, figures/profile.png).",
     ),
+    "migrate": Lazy(
+        "cooplab.cli.migrate:migrate_cmd",
+        "Bring a run folder (or a folder of many runs) written in an earlier on-disk format up to the current "
+        "one, in place, keeping the original files beside the new ones.",
+    ),
     "doctor": Lazy(
         "cooplab.cli.doctor:doctor_cmd",
         "Check this machine: CPU features, the llama.cpp build and a test generation (in a "

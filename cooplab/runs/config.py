@@ -24,7 +24,7 @@ validators, and the first bad one is a one-line :class:`~cooplab.limits.ConfigEr
 (:func:`cooplab.limits.explain`) naming it as the entry point spells it: the option on the command
 line (``--budget``), the keyword in Python (``budget``), the field of a file
 (``config.json: llm.budget``); nothing has been written yet. Files written by older code are
-upgraded on reading (:func:`cooplab.graphs.rundir.upgrade_config`).
+upgraded on reading (:func:`cooplab.graphs.formats.upgrade_config`; ``cooplab migrate`` rewrites them).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ finished ones unless ``"analysis": false``. ``budget`` (a run keyword) caps each
 
 Files in the three earlier formats (CPR's models x envs x populations x ablations, science's
 conditions, a task's command-line ``args``) are converted to this one with a one-line notice
-(:mod:`cooplab.runs.sweep_formats`).
+(:mod:`cooplab.runs.migrate`, which also upgrades run folders: ``cooplab migrate``).
 """
 
 from __future__ import annotations
@@ -327,7 +327,7 @@ def load_file(path: Path, *, convert_args: Callable[[str, list[str]], dict[str, 
     """A sweep file, in this format or an earlier one (converted: the second value is the one-line
     notice saying so). ``convert_args(task, args)``: how the command line turns a task's option
     flags into keywords, for files of the ``args`` format (without it they are refused, one line)."""
-    from cooplab.runs import sweep_formats
+    from cooplab.runs import migrate
 
     path = Path(path)
     where = f"sweep config {path}"
@@ -338,11 +338,11 @@ def load_file(path: Path, *, convert_args: Callable[[str, list[str]], dict[str, 
     except UnicodeDecodeError:
         raise ConfigError(f"{where} is not a UTF-8 text file") from None
     raw = parse_json(text, where)
-    kind = sweep_formats.kind_of(raw)
-    if kind == "grid":
+    conv = migrate.sweep_converter(raw)
+    if conv is None:
         return load(raw, where, base=path.resolve().parent), None
-    converted = sweep_formats.convert(kind, raw, where, convert_args=convert_args)
+    converted = migrate.convert_sweep(conv, raw, where, convert_args=convert_args)
     # the earlier formats meant paths relative to the current directory; they still do
     sw = load(converted, where, base=Path.cwd())
-    return sw, (f"{path} is in the earlier {sweep_formats.format_name(kind)} format; read as a grid sweep "
+    return sw, (f"{path} is in the earlier {conv.reads} format; read as a grid sweep "
                 f"(rewrite it as {{\"task\", \"out\", \"fixed\", \"grid\", \"seeds\"}}: docs/scale.md)")

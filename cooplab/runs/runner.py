@@ -35,7 +35,7 @@ from cooplab.graphs import checkpoint_serde, runfiles
 from cooplab.graphs.aio import run_sync
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import JOURNAL_FILE, BudgetExhausted
-from cooplab.graphs.rundir import upgrade_config
+from cooplab.graphs.formats import upgrade_config
 from cooplab.graphs.runfiles import RunSummary
 from cooplab.graphs.tables import money_table
 from cooplab.graphs.task import RunInfo, Task

@@ -9,16 +9,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from cooplab.agents.cache import check_cache
 from cooplab.agents.models.factory import check_model
 from cooplab.agents.settings import sweep_llm_block
+from cooplab.graphs.formats import Converter, grid_sweep, read_earlier
 from cooplab.limits import ConfigError
 
 from .params import ABLATIONS, ENVIRONMENTS, ParamError
 
 NAME = "CPR sweep"
+
+
+def converter(resolve: Callable[..., Any]) -> Converter:
+    """This format's converter, as the task's ``earlier_sweep`` hook registers it (``resolve``: the
+    task's :func:`~cooplab.tasks.cpr.task.resolve_params`, which checks each cell's parameters)."""
+    return Converter(
+        "sweep file", NAME, "grid sweep", lambda raw, where: convert(raw, where, resolve=resolve), owner="cpr"
+    )
 
 
 def claims(raw: dict[str, Any]) -> bool:
@@ -53,14 +62,7 @@ class SweepConfig(BaseModel):
 
 def load_cpr(raw: Any, where: str, *, resolve: Callable[..., Any]) -> SweepConfig:
     """An earlier CPR sweep file, checked as it always was (one-line ConfigError)."""
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where} must be a JSON object (see examples/grid-scripted.json)")
-    check_raw(raw, where)
-    try:
-        cfg = SweepConfig(**raw)
-    except ValidationError as exc:
-        e = exc.errors()[0]
-        raise ConfigError(f"{where}: {'.'.join(map(str, e['loc']))}: {e['msg']}") from None
+    cfg = read_earlier(SweepConfig, raw, where, see="examples/grid-scripted.json", check=check_raw)
     for name, values, allowed in (
         ("envs", cfg.envs, ENVIRONMENTS),
         ("populations", cfg.populations, ("altruistic", "selfish", "mixed")),
@@ -136,11 +138,8 @@ def from_cpr(cfg: SweepConfig) -> dict[str, Any]:
         "rounds": cfg.rounds,
         "replicates": cfg.trials,
     }
-    if cfg.set:
-        fixed["set"] = dict(cfg.set)
-    grid: dict[str, list[Any]] = {}
     if cfg.agents == "llm":
         fixed.update(cfg.llm)
-        grid["model"] = list(cfg.models)
-    grid.update(env=list(cfg.envs), population=list(cfg.populations), ablation=list(cfg.ablations))
-    return {"task": "cpr", "out": cfg.out, "fixed": fixed, "grid": grid, "seeds": [cfg.seed], "parallel": cfg.parallel}
+    grid = {"env": list(cfg.envs), "population": list(cfg.populations), "ablation": list(cfg.ablations)}
+    models = list(cfg.models) if cfg.agents == "llm" else None
+    return grid_sweep("cpr", cfg.out, fixed, grid, [cfg.seed], cfg.parallel, set_=cfg.set, models=models)

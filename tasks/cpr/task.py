@@ -21,6 +21,7 @@ import pandas as pd
 
 from cooplab.evals.text import counts_text, mean_sem_text
 from cooplab.graphs import prompts, rundir
+from cooplab.graphs.formats import Converter
 from cooplab.graphs.rng import phase_rng
 from cooplab.graphs.runfiles import RunSummary
 from cooplab.graphs.tables import agent_id
@@ -379,15 +380,11 @@ class CPRTask(Task):
             + ", figures/run.png",
         ]
 
-    def earlier_sweep(
-        self, raw: Mapping[str, Any]
-    ) -> tuple[str, Callable[[dict[str, Any], str], dict[str, Any]]] | None:
+    def earlier_sweep(self, raw: Mapping[str, Any]) -> Converter | None:
         """The earlier CPR sweep format (no "task" key): ``tasks/cpr/sweep_format.py``."""
         from cooplab.tasks.cpr import sweep_format
 
-        if not sweep_format.claims(dict(raw)):
-            return None
-        return sweep_format.NAME, lambda r, where: sweep_format.convert(r, where, resolve=resolve_params)
+        return sweep_format.converter(resolve_params) if sweep_format.claims(dict(raw)) else None
 
     def analyze_sweep(
         self, cells: list[dict[str, Any]], out: Path, *, analysis_out: Path | None = None

@@ -34,8 +34,9 @@ from typing import Any
 
 from cooplab.evals.bayes import MAX_FALLBACK, check_max_fallback, fallback_of
 from cooplab.graphs import rundir
+from cooplab.graphs.formats import upgrade_llm
 from cooplab.graphs.jobs import Runs
-from cooplab.graphs.rundir import RunDirError, upgrade_llm
+from cooplab.graphs.rundir import RunDirError
 from cooplab.graphs.runfiles import RunSummary, read_summary
 from cooplab.tasks.games.figures import TITLES, profile_figure  # noqa: F401 - profile_figure is this module's API too
 from cooplab.tasks.games.params import GAMES, PROMPTS, model_of

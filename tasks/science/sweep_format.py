@@ -16,6 +16,7 @@ from cooplab.agents.models.factory import check_model
 from cooplab.agents.models.spec import parse_model_spec
 from cooplab.agents.prices import run_prices
 from cooplab.agents.settings import sweep_llm_block
+from cooplab.graphs.formats import Converter, grid_sweep, read_earlier
 from cooplab.limits import ConfigError, explain
 
 from .params import ScienceParams
@@ -43,6 +44,11 @@ KEYS = {
 def claims(raw: dict[str, Any]) -> bool:
     """A sweep file's object is of this format: a science task without the grid format's keys."""
     return raw.get("task") == "science" and "grid" not in raw and "seeds" not in raw and bool(set(raw) & KEYS)
+
+
+def converter() -> Converter:
+    """This format's converter, as the task's ``earlier_sweep`` hook registers it."""
+    return Converter("sweep file", NAME, "grid sweep", convert, owner="science")
 
 
 def convert(raw: dict[str, Any], where: str) -> dict[str, Any]:
@@ -108,10 +114,7 @@ def load_science(raw: dict[str, Any], where: str) -> ScienceSweep:
             f'{where}: judge must be {{"model": SPEC, "samples": 1..20, "budget": USD}} (samples and budget '
             f"optional), got {str(judge)[:200]!r}"
         )
-    try:
-        cfg = ScienceSweep(**raw)
-    except ValidationError as exc:
-        raise ConfigError(f"{where}: {explain(exc)}") from None
+    cfg = read_earlier(ScienceSweep, raw, where, see="docs/science.md")
     try:  # every condition's parameters, before anything runs
         for t, size, vis, prompt in product(cfg.science_tasks, cfg.team_sizes, cfg.visibilities, cfg.prompts):
             ScienceParams(
@@ -146,7 +149,7 @@ def from_science(cfg: ScienceSweep) -> dict[str, Any]:
         **cfg.llm,
     }  # no max_tokens given: the science task's own (build_config)
     if cfg.set:
-        fixed["set"] = dict(cfg.set)
+        fixed["set"] = dict(cfg.set)  # before the judge's keywords, as it always was
     if cfg.judge is not None:  # the task's own options: checked with each cell (samples 1..20, the budget's rule)
         fixed.update(
             {
@@ -155,21 +158,13 @@ def from_science(cfg: ScienceSweep) -> dict[str, Any]:
                 "judge_budget": cfg.judge.get("budget"),
             }
         )
-    grid: dict[str, list[Any]] = {}
-    if cfg.team == "llm":
-        grid["model"] = list(cfg.models)
-    grid.update(
-        task=list(cfg.science_tasks),
-        budget=list(cfg.budgets),
-        visibility=list(cfg.visibilities),
-        team_size=list(cfg.team_sizes),
-        prompt=list(cfg.prompts),
-    )
-    return {
-        "task": "science",
-        "out": cfg.out,
-        "fixed": fixed,
-        "grid": grid,
-        "seeds": list(range(cfg.seed, cfg.seed + cfg.simulations)),
-        "parallel": cfg.parallel,
+    grid = {
+        "task": list(cfg.science_tasks),
+        "budget": list(cfg.budgets),
+        "visibility": list(cfg.visibilities),
+        "team_size": list(cfg.team_sizes),
+        "prompt": list(cfg.prompts),
     }
+    seeds = list(range(cfg.seed, cfg.seed + cfg.simulations))
+    models = list(cfg.models) if cfg.team == "llm" else None
+    return grid_sweep("science", cfg.out, fixed, grid, seeds, cfg.parallel, models=models)

@@ -18,12 +18,13 @@ LLM judge adds its scores there, see ``cooplab science score``), ``summary.json`
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from cooplab.evals.text import counts_text, number_text
 from cooplab.graphs import rundir, runfiles
+from cooplab.graphs.formats import Converter
 from cooplab.graphs.rundir import TRACES_FILE
 from cooplab.graphs.runfiles import RunSummary
 from cooplab.graphs.tables import money_table
@@ -509,16 +510,12 @@ class ScienceTask(Task):
         )
         return lines
 
-    def earlier_sweep(
-        self, raw: Mapping[str, Any]
-    ) -> tuple[str, Callable[[dict[str, Any], str], dict[str, Any]]] | None:
+    def earlier_sweep(self, raw: Mapping[str, Any]) -> Converter | None:
         """The earlier science sweep format (``models``, ``science_tasks``, ``budgets`` ...):
         ``tasks/science/sweep_format.py``."""
         from cooplab.tasks.science import sweep_format
 
-        if not sweep_format.claims(dict(raw)):
-            return None
-        return sweep_format.NAME, sweep_format.convert
+        return sweep_format.converter() if sweep_format.claims(dict(raw)) else None
 
     def analyze_sweep(
         self, cells: list[dict[str, Any]], out: Path, *, analysis_out: Path | None = None
