@@ -63,7 +63,7 @@ class TaskConfig(Protocol, Generic[P]):
     @property
     def task(self) -> str: ...
     @property
-    def agents(self) -> str: ...  # rule | llm
+    def agents(self) -> str | None: ...  # rule | llm (set in every resolved configuration, the only kind a hook gets)
     @property
     def seed(self) -> int: ...
     @property
