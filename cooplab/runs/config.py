@@ -48,9 +48,9 @@ class SandboxSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    backend: Literal["docker", "local"] = Field("docker", description="docker (isolated; never falls back) or local (no isolation, by name only).")
-    timeout: Annotated[float, RULES["sandbox-timeout"]] = Field(30.0, description="Seconds one run_code call may take.")
-    rate: Annotated[float, RULES["sandbox-rate"]] = Field(0.0, description="USD per second of sandbox time charged to the ledger (0: recorded, free).")
+    backend: Literal["docker", "local"] = Field(default="docker", description="docker (isolated; never falls back) or local (no isolation, by name only).")
+    timeout: Annotated[float, RULES["sandbox-timeout"]] = Field(default=30.0, description="Seconds one run_code call may take.")
+    rate: Annotated[float, RULES["sandbox-rate"]] = Field(default=0.0, description="USD per second of sandbox time charged to the ledger (0: recorded, free).")
 
 
 #: keyword arguments of :func:`cooplab.run` that are LLM settings (CLI flag spellings kept where they differ)

@@ -91,10 +91,10 @@ class ServerSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    agents: str | None = Field(None, description="rule or llm (default: the task's first kind).")
-    seed: int = Field(0, description="The run's seed: every random draw derives from it.")
-    model: str | None = Field(None, description="Model spec of every LLM agent (local, local:PATH.gguf, PROVIDER:NAME such as openai:NAME or anthropic:NAME, scripted:FILE, builtin:NAME).")
-    budget: float | None = Field(None, description="Budget cap in USD of an LLM run (null: no cap).")
+    agents: str | None = Field(default=None, description="rule or llm (default: the task's first kind).")
+    seed: int = Field(default=0, description="The run's seed: every random draw derives from it.")
+    model: str | None = Field(default=None, description="Model spec of every LLM agent (local, local:PATH.gguf, PROVIDER:NAME such as openai:NAME or anthropic:NAME, scripted:FILE, builtin:NAME).")
+    budget: float | None = Field(default=None, description="Budget cap in USD of an LLM run (null: no cap).")
     options: dict[str, Any] = Field(default_factory=dict, description="The task's own options, as cooplab.run takes them "
                                     "(cooplab params TASK); given, they replace the default options as a whole.")
     llm: dict[str, Any] = Field(default_factory=dict, description="Other LLM settings: temperature, max_tokens, cache (default off here: "
@@ -126,23 +126,23 @@ class ServerSettings(BaseModel):
 
 
 class CPRSettings(ServerSettings):
-    options: dict[str, Any] = Field({"n_agents": 5, "rounds": 10, "replicates": 2},
+    options: dict[str, Any] = Field(default={"n_agents": 5, "rounds": 10, "replicates": 2},
                                     description=ServerSettings.model_fields["options"].description)
 
 
 class DinersSettings(ServerSettings):
-    options: dict[str, Any] = Field({"iterations": 3, "replicates": 2},
+    options: dict[str, Any] = Field(default={"iterations": 3, "replicates": 2},
                                     description=ServerSettings.model_fields["options"].description)
 
 
 class GameSettings(ServerSettings):
-    options: dict[str, Any] = Field({"game": "public-goods", "simulations": 2, "rounds": 3},
+    options: dict[str, Any] = Field(default={"game": "public-goods", "simulations": 2, "rounds": 3},
                                     description=ServerSettings.model_fields["options"].description)
 
 
 class ScienceSettings(ServerSettings):
-    agents: str | None = Field("llm", description="llm (science teams are LLM agents; --team oracle plays a built-in model).")
-    options: dict[str, Any] = Field({"task": "ecology", "team": "oracle"},
+    agents: str | None = Field(default="llm", description="llm (science teams are LLM agents; --team oracle plays a built-in model).")
+    options: dict[str, Any] = Field(default={"task": "ecology", "team": "oracle"},
                                     description=ServerSettings.model_fields["options"].description)
 
 

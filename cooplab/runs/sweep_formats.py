@@ -77,7 +77,7 @@ class TaskSweep(BaseModel):
     args: list[str] = []
     grid: dict[str, list[Any]] = {}
     seeds: list[int] = Field(default_factory=lambda: [0])
-    parallel: int = Field(2, ge=1, le=64)
+    parallel: int = Field(default=2, ge=1, le=64)
 
 
 def _check_raw(raw: dict[str, Any], where: str) -> None:
