@@ -140,7 +140,7 @@ class SandboxSession:
         self,
         config: Optional[SandboxConfig] = None,
         *,
-        backend: Backend = "auto",
+        backend: Union[Backend, str] = "auto",  # checked by resolve_backend
         pool: Optional[SandboxPool] = None,
         **overrides,
     ):

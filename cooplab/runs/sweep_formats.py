@@ -15,7 +15,7 @@ that it converted the file. Their paths stay relative to the current directory, 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -27,7 +27,7 @@ ARGS = "command-line options"
 Earlier = tuple[str, Callable[[dict[str, Any], str], dict[str, Any]]]
 
 
-def kind_of(raw: Any) -> str | Earlier:
+def kind_of(raw: Any) -> Literal["grid", "args"] | Earlier:
     """Which format a sweep file's object is in: "grid", "args", or a task's earlier format (what its
     :meth:`~cooplab.graphs.task.Task.earlier_sweep` hook returns: the task the file names is asked, or
     every installed task when it names none)."""
@@ -47,12 +47,12 @@ def kind_of(raw: Any) -> str | Earlier:
     return "grid"
 
 
-def format_name(kind: str | Earlier) -> str:
+def format_name(kind: Literal["args"] | Earlier) -> str:
     """The name of a format for the notice ("CPR sweep", "command-line options")."""
     return ARGS if kind == "args" else kind[0]
 
 
-def convert(kind: str | Earlier, raw: dict[str, Any], where: str, *,
+def convert(kind: Literal["args"] | Earlier, raw: dict[str, Any], where: str, *,
             convert_args: Callable[[str, list[str]], dict[str, Any]] | None) -> dict[str, Any]:
     """A file of an earlier format as a grid sweep's JSON object (checked as before; one-line ConfigError)."""
     try:
