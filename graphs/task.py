@@ -248,6 +248,8 @@ class Task:
         from cooplab.graphs.context import CoopContext
         from cooplab.graphs.society import build_society
 
+        if self.state_schema is None:
+            raise NotImplementedError(f"task {self.name!r} declares no state_schema, which the default build() needs")
         return build_society(
             self.phases(config),
             self.state_schema,
