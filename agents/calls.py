@@ -149,7 +149,7 @@ def _status(exc: BaseException) -> int | None:
     return None
 
 
-def _chain(exc: BaseException, depth: int = 4) -> list[BaseException]:
+def _chain(exc: BaseException | None, depth: int = 4) -> list[BaseException]:
     """``exc`` and the exceptions it was raised from (an integration re-raises its SDK's errors)."""
     out: list[BaseException] = []
     while exc is not None and len(out) < depth:
@@ -196,7 +196,7 @@ def is_transient(exc: BaseException) -> bool:
     return status is not None and (status < 0 or status >= 500 or status in RETRY_STATUSES)
 
 
-def _malformed_cause(exc: BaseException) -> EndpointResponseError | None:
+def _malformed_cause(exc: BaseException | None) -> EndpointResponseError | None:
     """The malformed response behind ``exc`` (its cause chain), if any."""
     seen = 0
     while exc is not None and seen < 8:

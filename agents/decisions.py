@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Generic, TypeVar
@@ -306,7 +306,7 @@ class LLMService:
         agent_id: str,
         round: int | None,
         phase: str,
-        config: dict | None = None,
+        config: Mapping[str, Any] | None = None,
         team: str | None = None,
         to_text: Callable[[BaseMessage], str] | None = None,
         from_text: Callable[[str], BaseMessage] | None = None,
@@ -347,6 +347,7 @@ class LLMService:
                 from_text=from_text,
             )
         )
+        assert reply.entry is not None, "the call path charges every reply (a call, or a replay from the cache)"
         return reply.response, reply.cached, reply.entry
 
 
@@ -448,6 +449,7 @@ async def decide(
             max_tokens=spec.max_tokens,
         )
         resp = reply.response
+        assert reply.entry is not None, "the call path charges every reply (a call, or a replay from the cache)"
         raw = resp.text
         in_tok += resp.input_tokens
         out_tok += resp.output_tokens

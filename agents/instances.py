@@ -278,7 +278,7 @@ def price_identity(spec: str) -> tuple[str | None, str, str | None]:
     url = getattr(model, attr, None) if attr else None
     own = (
         url.rstrip("/")
-        if isinstance(url, str) and url.strip() and url.rstrip("/") != PROVIDERS[kind].default_url
+        if kind is not None and isinstance(url, str) and url.strip() and url.rstrip("/") != PROVIDERS[kind].default_url
         else None
     )
     return kind, model_label(model), own
@@ -356,7 +356,8 @@ class CheckedObject(BaseChatModel):
     def _cap(self, kwargs: dict[str, Any]) -> int:
         """The call's output cap in tokens: the one its options name (``max_tokens``,
         ``max_output_tokens``, Ollama's ``options.num_predict``), else :attr:`max_tokens`."""
-        options = kwargs.get("options") if isinstance(kwargs.get("options"), dict) else {}
+        options = kwargs.get("options")
+        options = options if isinstance(options, dict) else {}
         for n in (
             kwargs.get("max_tokens"),
             kwargs.get("max_output_tokens"),

@@ -228,6 +228,7 @@ class LocalModelProcess:
         with self.lock:
             if self.proc is not None and self.proc.poll() is None:
                 try:
+                    assert self.proc.stdin is not None  # spawned with a pipe to its stdin
                     self.proc.stdin.close()  # EOF: the worker exits by itself
                     self.proc.wait(timeout=5)
                 except (OSError, subprocess.TimeoutExpired):
@@ -287,10 +288,12 @@ class LocalModelProcess:
             fault = None
             if self._fault_after is not None and self.calls >= self._fault_after:
                 fault = "segv"
+            proc = self.proc
+            assert proc is not None and proc.stdin is not None  # _start spawned it, with a pipe to its stdin
             try:
                 req = {"id": rid, "call": call, "fault": fault, **({} if reuse else {"reuse": False})}
-                self.proc.stdin.write((json.dumps(req) + "\n").encode())
-                self.proc.stdin.flush()
+                proc.stdin.write((json.dumps(req) + "\n").encode())
+                proc.stdin.flush()
             except (BrokenPipeError, OSError):
                 raise self._crashed("was gone before the call") from None
             frame = self._read_frame(self.timeout)

@@ -28,7 +28,7 @@ from langchain_core.callbacks.manager import AsyncCallbackManager
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.runnables import RunnableBinding, ensure_config
+from langchain_core.runnables import RunnableBinding, RunnableConfig, ensure_config
 from pydantic import ConfigDict
 
 from cooplab.agents.cache import CachedResponse
@@ -105,7 +105,9 @@ def replay_message(
     )
 
 
-def _unbound(runnable: Any, config: dict | None, kwargs: dict[str, Any]) -> tuple[Any, dict | None, dict[str, Any]]:
+def _unbound(
+    runnable: Any, config: RunnableConfig | None, kwargs: dict[str, Any]
+) -> tuple[Any, RunnableConfig | None, dict[str, Any]]:
     """The model inside ``runnable`` (a model with tools bound, say), with the config and call
     keywords it would have been invoked with."""
     while isinstance(runnable, RunnableBinding):
@@ -115,7 +117,7 @@ def _unbound(runnable: Any, config: dict | None, kwargs: dict[str, Any]) -> tupl
     return runnable, config, kwargs
 
 
-def _handlers(model: Any, config: dict | None) -> list:
+def _handlers(model: Any, config: RunnableConfig | None) -> list:
     """The callback handlers a call of ``model`` with ``config`` would report to (those of the config
     or of the running graph, the model's own, and LangSmith's when tracing is switched on)."""
     cfg = ensure_config(config)
@@ -130,7 +132,7 @@ async def trace_replay(
     runnable: Any,
     messages: list[BaseMessage],
     kwargs: dict[str, Any],
-    config: dict | None,
+    config: RunnableConfig | None,
     response: CachedResponse,
     from_text: Callable[[str], BaseMessage] | None = None,
 ) -> None:

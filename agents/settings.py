@@ -52,7 +52,7 @@ class LLMSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: StrictStr = Field(
-        "local",
+        default="local",
         description="Model spec of every agent: local, local:PATH.gguf, PROVIDER:NAME (openai, anthropic, "
         "google_genai, ollama), scripted:FILE, builtin:NAME, or (from Python) a LangChain chat model object.",
     )
@@ -60,7 +60,7 @@ class LLMSettings(BaseModel):
         default_factory=dict, description="Per-agent model specs by agent number (0..N-1)."
     )
     model_mix: dict[StrictStr, Annotated[int, RULES["mix-count"]]] | None = Field(
-        None,
+        default=None,
         description="A mixed society: how many agents use each model ({spec: count}, the counts adding up to the "
         "population); "
         "the agents get their models by a seeded draw, written to agent_models (agents/mix.py).",
@@ -71,41 +71,45 @@ class LLMSettings(BaseModel):
         "uses that model from that round on (an invader of another model, agents/mix.py).",
     )
     base_url: StrictStr | None = Field(
-        None, description="Another server speaking the provider's API (agents/providers.py)."
+        default=None, description="Another server speaking the provider's API (agents/providers.py)."
     )
     temperature: Annotated[float, RULES["temperature"]] = 0.7
-    max_tokens: Annotated[int, RULES["max-tokens"]] = Field(64, description="Output token cap per call.")
+    max_tokens: Annotated[int, RULES["max-tokens"]] = Field(default=64, description="Output token cap per call.")
     max_concurrency: Annotated[int, RULES["max-concurrency"]] = 8
     call_timeout: Annotated[float, RULES["call-timeout"]] = Field(
-        300.0,
+        default=300.0,
         description="Seconds one attempt of a call to a model server may take in all (connecting, waiting, reading the "
         "whole "
         "answer); past it the call is retried, then the run stops.",
     )
     call_deadline: Annotated[float, RULES["call-deadline"]] = Field(
-        DEFAULT_CALL_DEADLINE,
+        default=DEFAULT_CALL_DEADLINE,
         description="Seconds one call to a model server may take in all, its retries and the waits between "
         "them included; past it the run stops (resumable) naming the server. Raise it (with call_timeout) for slow "
         "reasoning models.",
     )
     rps: Annotated[float | None, RULES["rps"]] = Field(
-        None, description="Requests per second at most (None: no limit)."
+        default=None, description="Requests per second at most (None: no limit)."
     )
-    budget: Annotated[float | None, RULES["budget"]] = Field(None, description="Budget cap in USD (None: no cap).")
+    budget: Annotated[float | None, RULES["budget"]] = Field(
+        default=None, description="Budget cap in USD (None: no cap)."
+    )
     price_in: Annotated[float | None, RULES["price-in"]] = Field(
-        None, description="USD per 1K input tokens of every model (None: each model's price, agents/prices.py)."
+        default=None, description="USD per 1K input tokens of every model (None: each model's price, agents/prices.py)."
     )
     price_out: Annotated[float | None, RULES["price-out"]] = Field(
-        None, description="USD per 1K output tokens of every model (None: each model's price)."
+        default=None, description="USD per 1K output tokens of every model (None: each model's price)."
     )
     prices: dict[StrictStr, Annotated[list[Price], Field(min_length=2, max_length=2)]] | None = Field(
-        None,
+        default=None,
         description="The prices used, USD per 1K input and output tokens by model id (filled in by resolve(); recorded "
         "in config.json).",
     )
-    cache: StrictStr | None = Field(None, description="Response cache file (None: the default cache; 'off': no cache).")
+    cache: StrictStr | None = Field(
+        default=None, description="Response cache file (None: the default cache; 'off': no cache)."
+    )
     prompt_variant: StrictStr = Field(
-        "original",
+        default="original",
         description="Which wording of the task's prompts the agents get: original, or a "
         "folder of prompts/variants/ beside the task's prompts (docs/robustness.md).",
     )

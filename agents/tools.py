@@ -430,7 +430,7 @@ def _tool_error_text(e: Exception) -> str:
     return f"Error: {type(e).__name__}: {e}\n Please fix your mistakes."
 
 
-def _not_run(call: dict, text: str, step: int) -> tuple[ToolMessage, dict[str, Any]]:
+def _not_run(call: Mapping[str, Any], text: str, step: int) -> tuple[ToolMessage, dict[str, Any]]:
     """The answer to a tool call that is not run (``text`` starting "not run") or cannot be
     (arguments that do not parse), and its record."""
     msg = ToolMessage(content=text, tool_call_id=call.get("id") or "", name=call.get("name") or "", status="error")
@@ -451,9 +451,10 @@ def _not_run(call: dict, text: str, step: int) -> tuple[ToolMessage, dict[str, A
 MessageLog = Annotated[list[BaseMessage], DeltaChannel(extend, snapshot_frequency=SNAPSHOT_EVERY)]
 
 
-class ToolLoopState(TypedDict, total=False):
-    """The state of one tool loop (the channels of its graph). Under a parent graph's checkpointer
-    every step is a checkpoint of it; :func:`loop_result` turns it into the :class:`ToolLoopResult`."""
+class ToolLoopState(TypedDict):
+    """The state of one tool loop (the channels of its graph; :meth:`ToolAgent.arun` sets every one).
+    Under a parent graph's checkpointer every step is a checkpoint of it; :func:`loop_result` turns it
+    into the :class:`ToolLoopResult`."""
 
     messages: MessageLog  #: the prompt, then every message the loop adds
     n_prompt: int  #: how many of ``messages`` are the prompt
@@ -744,9 +745,11 @@ class ToolAgent:
         the loop is a subgraph of that graph, its steps checkpointed by the parent's checkpointer
         (under a namespace of its own: see :meth:`arun`) and traced under the node's run."""
         g = StateGraph(ToolLoopState, context_schema=CoopContext)
-        g.add_node("model", self._model_step)
-        g.add_node("tools", self._tools_step)
-        g.add_node("finish", _finish)
+        # LangGraph passes (state, config, runtime) positionally, and "finish" gets the Stop its Send
+        # carries, not the state: its StateNode protocols name neither
+        g.add_node("model", self._model_step)  # pyright: ignore[reportArgumentType]
+        g.add_node("tools", self._tools_step)  # pyright: ignore[reportArgumentType]
+        g.add_node("finish", _finish)  # pyright: ignore[reportArgumentType]
         edge = _Edge(self.limits)
         g.add_conditional_edges(START, edge, ["model", "finish"])
         g.add_conditional_edges("model", edge, ["model", "tools", "finish"])
@@ -776,16 +779,18 @@ class ToolAgent:
             so_far = loop_result(state)
             cost, tokens = so_far.cost, so_far.tokens
         else:
-            cost, tokens = context.ledger.agent_spent(self.agent_id)
+            cost, tokens = llm.ledger.agent_spent(self.agent_id)  # the context's ledger is the service's
         upd["spending"] = {
             "cost": str(cost),
             "tokens": tokens,
-            "next_cost": str(context.ledger.cost(spec.id, in_bound, out_bound)),
+            "next_cost": str(llm.ledger.cost(spec.id, in_bound, out_bound)),
             "next_tokens": in_bound + out_bound,
         }
         return upd
 
-    async def _model_step(self, state: ToolLoopState, config: RunnableConfig, runtime: Runtime) -> dict[str, Any]:
+    async def _model_step(
+        self, state: ToolLoopState, config: RunnableConfig, runtime: Runtime[CoopContext]
+    ) -> dict[str, Any]:
         llm: LLMService = runtime.context.llm  # type: ignore[union-attr]
         spec, model = llm.model_for(self.model_key or self.agent_id)
         proto, steps = state["protocol"], state["steps"]
@@ -853,8 +858,11 @@ class ToolAgent:
         upd["messages"].append(ai)
         return upd
 
-    async def _tools_step(self, state: ToolLoopState, config: RunnableConfig, runtime: Runtime) -> dict[str, Any]:
+    async def _tools_step(
+        self, state: ToolLoopState, config: RunnableConfig, runtime: Runtime[CoopContext]
+    ) -> dict[str, Any]:
         history, ai = state["messages"][:-1], state["messages"][-1]
+        assert isinstance(ai, AIMessage), "the edge routes to tools only after a model answer with tool calls"
         step, limit = state["steps"], self.limits.max_calls_per_step
         caller = ToolCaller(self.agent_id, runtime.context, self.team, state["round"], self.phase)
         tool_cfg: RunnableConfig = {
@@ -1040,7 +1048,7 @@ def tool_agent_node(
     ``round_key``: the state field holding the round (None: no round)."""
     agent = ToolAgent(agent_id, tools, team=team, phase=phase, limits=limits, protocol=protocol, model_key=model_key)
 
-    async def node(state: Any, config: RunnableConfig, runtime: Runtime) -> dict[str, Any]:
+    async def node(state: Any, config: RunnableConfig, runtime: Runtime[CoopContext]) -> dict[str, Any]:
         prompt = prompt_fn(state)
         if inspect.isawaitable(prompt):
             prompt = await prompt
@@ -1106,7 +1114,7 @@ def run_code_tool(
         try:
             call = await pool.arun(caller.agent_id, code, timeout)
         except BaseException:
-            if reservation is not None:
+            if reservation is not None and ledger is not None:  # a reservation was made on the ledger
                 ledger.release(reservation)
             raise
         seconds, note = Decimal(str(round(call.seconds, 6))), None

@@ -187,7 +187,7 @@ def check_usage(
         return Usage(input_bound, output_bound, f"{source}: {why}")
     i, ei = _count(_pick(reported, "prompt_tokens", "input_tokens"), "prompt tokens", input_bound)
     o, eo = _count(_pick(reported, "completion_tokens", "output_tokens"), "completion tokens", output_bound)
-    if ei or eo:
+    if ei or eo or i is None or o is None:  # (a count is None only with its error)
         return Usage(input_bound, output_bound, f"{source}: " + "; ".join(e for e in (ei, eo) if e))
     return (
         Usage(i, o)

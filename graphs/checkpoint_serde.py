@@ -31,7 +31,7 @@ import sqlite3
 from collections.abc import Callable, Iterable
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import ormsgpack
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -190,7 +190,7 @@ class CheckpointSerializer(JsonPlusSerializer):
     def _hook(self, refused: list[str], build: bool) -> Callable[[int, bytes], Any]:
         known = self._known
 
-        def refuse(what: str) -> None:
+        def refuse(what: str) -> NoReturn:
             refused.append(what)
             raise _Refusal(what)
 

@@ -23,8 +23,9 @@ def fork_record(config: Any) -> dict[str, Any] | None:
     return dict(rec) if isinstance(rec, Mapping) else None
 
 
-def prefix_rounds(config: Mapping[str, Any]) -> int | None:
-    """K of a fork at round K (its rounds 1..K are the parent's), or None."""
+def prefix_rounds(config: Any) -> int | None:
+    """K of a fork at round K (its rounds 1..K are the parent's), or None (``config``: a RunConfig or its
+    config.json's object)."""
     rec = fork_record(config)
     k = rec.get("at_round") if rec else None
     return k if isinstance(k, int) and not isinstance(k, bool) and k >= 0 else None
@@ -46,7 +47,7 @@ def trace_labels(config: Any) -> dict[str, Any]:
     return out
 
 
-def ancestry(config: Mapping[str, Any], thread_id: str | None) -> list[dict[str, Any]]:
+def ancestry(config: Any, thread_id: str | None) -> list[dict[str, Any]]:
     """The runs whose rounds a run shares, as ``[{"thread_id", "rounds"}]`` (its rounds 1..rounds are
     that run's; ``rounds`` None: all, the run itself): its fork record's lineage, then itself. Entries
     of a damaged record are skipped (a lineage is read, never followed to a folder)."""
@@ -66,7 +67,7 @@ def ancestry(config: Mapping[str, Any], thread_id: str | None) -> list[dict[str,
     return out
 
 
-def lineage(parent_config: Mapping[str, Any], parent_thread_id: str, at_round: int) -> list[dict[str, Any]]:
+def lineage(parent_config: Any, parent_thread_id: str, at_round: int) -> list[dict[str, Any]]:
     """A fork's lineage: the runs whose rounds 1..n it shares (its parent's ancestry cut at K)."""
     return [
         {"thread_id": a["thread_id"], "rounds": at_round if a["rounds"] is None else min(a["rounds"], at_round)}

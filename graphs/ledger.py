@@ -36,7 +36,7 @@ import logging
 import operator
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import MISSING, dataclass, field, fields
@@ -103,13 +103,19 @@ def _round(value: Any) -> int | None:
         raise ValueError(f"a round must be an integer or None, got {value!r}") from None
 
 
-def _text(value: Any, what: str, *, optional: bool = False, nonempty: bool = False) -> str | None:
-    if value is None and optional:
-        return None
+def _text(value: Any, what: str, *, nonempty: bool = False) -> str:
     if not isinstance(value, str):
-        raise ValueError(f"{what} must be a string{' or None' if optional else ''}, got {value!r}")
+        raise ValueError(f"{what} must be a string, got {value!r}")
     if nonempty and not value.strip():
         raise ValueError(f"{what} must not be empty")
+    return value
+
+
+def _optional_text(value: Any, what: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{what} must be a string or None, got {value!r}")
     return value
 
 
@@ -279,7 +285,7 @@ class Ledger:
             if call_id is not None and call_id in self._refused:
                 raise BudgetExhausted(self._refused[call_id])
             held = self._granted.get(call_id) if call_id is not None else None
-            if held:
+            if held and call_id is not None:  # (held only under a call id)
                 was = held.pop(0)  # already counted in ``_reserved``: the interrupted process's grant
                 if not held:
                     del self._granted[call_id]
@@ -464,7 +470,7 @@ class Ledger:
             str(cost),
             bool(cached),
             usage_error,
-            _text(team, "a team", optional=True),
+            _optional_text(team, "a team"),
         )
         return self.commit(reservation, e)
 
@@ -502,8 +508,8 @@ class Ledger:
             0,
             str(u * r),
             False,
-            _text(note, "a note", optional=True),
-            _text(team, "a team", optional=True),
+            _optional_text(note, "a note"),
+            _optional_text(team, "a team"),
             kind,
             str(u),
             str(r),
@@ -536,10 +542,10 @@ class Ledger:
 
     def restore(
         self,
-        entries: list[dict[str, Any]],
-        unrecorded: list[dict[str, Any]] = (),
+        entries: Sequence[dict[str, Any]],
+        unrecorded: Sequence[dict[str, Any]] = (),
         *,
-        granted: list[tuple[str, Any]] = (),
+        granted: Sequence[tuple[str, Any]] = (),
         refused: dict[str, str] | None = None,
     ) -> None:
         """Rebuild from the audit trail kept in a checkpoint (on resume), plus the ``unrecorded``

@@ -108,6 +108,8 @@ def fields_differ(package: str | None, variant: str) -> str:
     if variant == ORIGINAL or not package:
         return ""
     root = _root(package)
+    if root is None:  # no prompts folder: no variant overrides a file (overridden() is empty)
+        return ""
     for name in overridden(package, variant):
         orig = root.joinpath(name)
         if not orig.is_file():

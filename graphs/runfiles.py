@@ -330,7 +330,7 @@ class RunSummary(FileModel, Generic[R]):
     summary``) reads the file's JSON form, as code written before the schema did; new code reads
     the attributes (``summary.ledger.calls``, ``summary.results.survival_time.mean``)."""
 
-    version: Literal[2] = Field(2, description="the format of this file (files without it are version 1)")
+    version: Literal[2] = Field(default=2, description="the format of this file (files without it are version 1)")
     task: Name = Field(description="the registered task that ran")
     agents: Name | None = Field(description="who decided (rule, llm, or the task's own kinds)")
     status: Literal["completed", "stopped", "budget_exhausted", "failed"] = Field(
@@ -338,17 +338,19 @@ class RunSummary(FileModel, Generic[R]):
         "(error.log)"
     )
     seed: Seed | None = Field(description="the run's seed")
-    wall_seconds: Seconds | None = Field(None, description="wall time of the last invocation (run or resume)")
-    message: Text | None = Field(None, description="why the run stopped early, in one line")
+    wall_seconds: Seconds | None = Field(default=None, description="wall time of the last invocation (run or resume)")
+    message: Text | None = Field(default=None, description="why the run stopped early, in one line")
     error_log: Text | None = Field(
-        None, description="the traceback's file, when the run failed before any state could be read"
+        default=None, description="the traceback's file, when the run failed before any state could be read"
     )
-    ledger: LedgerTotals | None = Field(None, description="the credit ledger's totals (LLM runs)")
-    llm: LLMStats | None = Field(None, description="the response cache (LLM runs)")
-    decisions: DecisionStats | None = Field(None, description="the structured decisions (LLM runs)")
-    figure_error: Text | None = Field(None, description="why figures/run.png could not be drawn (the run is complete)")
+    ledger: LedgerTotals | None = Field(default=None, description="the credit ledger's totals (LLM runs)")
+    llm: LLMStats | None = Field(default=None, description="the response cache (LLM runs)")
+    decisions: DecisionStats | None = Field(default=None, description="the structured decisions (LLM runs)")
+    figure_error: Text | None = Field(
+        default=None, description="why figures/run.png could not be drawn (the run is complete)"
+    )
     results: SerializeAsAny[R] | None = Field(
-        None,
+        default=None,
         description="the task's results (at the top level of the file); "
         "null only in a failed run's summary of essentials",
     )
@@ -584,21 +586,21 @@ class ManifestCell(FileModel):
         default_factory=dict, description="what sets it apart: grid values, seed, game, item"
     )
     status: Literal["completed", "stopped", "budget_exhausted", "failed"] | None = Field(
-        None,
+        default=None,
         description="its summary's status when the manifest was written; null: not run yet (or its summary is damaged: "
         "see error)",
     )
-    error: Text | None = Field(None, description="why it failed, in one line")
+    error: Text | None = Field(default=None, description="why it failed, in one line")
 
 
 class Manifest(FileModel):
     """``manifest.json`` of a folder of many runs (a sweep, a profile, a bench, a calibration)."""
 
-    version: Literal[1] = Field(1, description="the format of this file")
+    version: Literal[1] = Field(default=1, description="the format of this file")
     kind: Literal["sweep", "profile", "bench", "calibration"]
     task: Name | None = Field(description="the task every cell runs")
-    created: Text | None = Field(None, description="when the folder was made (UTC, ISO 8601)")
-    updated: Text | None = Field(None, description="when this file was last written")
+    created: Text | None = Field(default=None, description="when the folder was made (UTC, ISO 8601)")
+    updated: Text | None = Field(default=None, description="when this file was last written")
     cells: list[ManifestCell] = Field(default_factory=list)
     outputs: dict[Name, Inside] = Field(
         default_factory=dict, description="the folder's own files: table, analysis, profile, report"
@@ -606,7 +608,9 @@ class Manifest(FileModel):
     counts: dict[Name, Count] = Field(
         default_factory=dict, description="what the cells do not list (a calibration's samples)"
     )
-    inferred: bool = Field(False, description="true when read from a folder made before manifests (never written)")
+    inferred: bool = Field(
+        default=False, description="true when read from a folder made before manifests (never written)"
+    )
 
     @model_validator(mode="after")
     def _unique(self) -> "Manifest":

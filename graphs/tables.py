@@ -19,7 +19,7 @@ column, the ledger's agent under ``agent``) is read back in this shape (:func:`u
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -84,7 +84,9 @@ def with_costs(df: pd.DataFrame, source: str = "cost") -> pd.DataFrame:
     at = list(df.columns).index(source)
     df = df.drop(columns=[source])
     df.insert(at, EXACT_COST, exact)
-    df.insert(at, COST, pd.to_numeric(exact, errors="coerce").astype(float))
+    df.insert(
+        at, COST, cast(pd.Series, pd.to_numeric(exact, errors="coerce")).astype(float)
+    )  # a Series in, a Series out
     return df
 
 

@@ -64,7 +64,7 @@ class TaskConfig(Protocol, Generic[P]):
     @property
     def task(self) -> str: ...
     @property
-    def agents(self) -> str: ...  # rule | llm
+    def agents(self) -> str | None: ...  # rule | llm (set in every resolved configuration, the only kind a hook gets)
     @property
     def seed(self) -> int: ...
     @property
@@ -249,6 +249,8 @@ class Task:
         from cooplab.graphs.context import CoopContext
         from cooplab.graphs.society import build_society
 
+        if self.state_schema is None:
+            raise NotImplementedError(f"task {self.name!r} declares no state_schema, which the default build() needs")
         return build_society(
             self.phases(config),
             self.state_schema,

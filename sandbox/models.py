@@ -65,23 +65,23 @@ class SandboxConfig(BaseModel):
     # numbers are finite and bounded (they may come from a config file or a model)
     image: str = DEFAULT_IMAGE
     dataset: Optional[Path] = None
-    timeout: float = Field(30.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
-    interrupt_grace: float = Field(2.0, ge=0, le=3600, allow_inf_nan=False)
+    timeout: float = Field(default=30.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
+    interrupt_grace: float = Field(default=2.0, ge=0, le=3600, allow_inf_nan=False)
     memory: str = "2g"
-    cpus: float = Field(1.0, gt=0, le=1024, allow_inf_nan=False)
-    pids_limit: int = Field(256, ge=8, le=1_000_000)
+    cpus: float = Field(default=1.0, gt=0, le=1024, allow_inf_nan=False)
+    pids_limit: int = Field(default=256, ge=8, le=1_000_000)
     tmpfs_size: str = "256m"
     shm_size: str = "64m"
     user: str = "10001:10001"
     network: str = "none"
-    max_output_bytes: int = Field(64 * 1024, ge=0, le=64 * 1024**2)
-    max_result_chars: int = Field(20_000, ge=1, le=10_000_000)
-    max_figures: int = Field(5, ge=0, le=100)
-    max_figure_bytes: int = Field(2_000_000, ge=0, le=64 * 1024**2)
+    max_output_bytes: int = Field(default=64 * 1024, ge=0, le=64 * 1024**2)
+    max_result_chars: int = Field(default=20_000, ge=1, le=10_000_000)
+    max_figures: int = Field(default=5, ge=0, le=100)
+    max_figure_bytes: int = Field(default=2_000_000, ge=0, le=64 * 1024**2)
     env_allowlist: list[str] = Field(default_factory=list)
     extra_env: dict[str, str] = Field(default_factory=dict)
-    idle_timeout: float = Field(900.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
-    start_timeout: float = Field(120.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
+    idle_timeout: float = Field(default=900.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
+    start_timeout: float = Field(default=120.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
     preload: list[str] = Field(default_factory=list)
     # local backend only
     local_python: Optional[str] = None

@@ -44,7 +44,9 @@ class SandboxPool:
     loaded) so that sessions start fast.  A sandbox is handed to exactly one
     session and destroyed with it: containers are never reused."""
 
-    def __init__(self, config: Optional[SandboxConfig] = None, size: int = 2, backend: Backend = "auto", **overrides):
+    def __init__(
+        self, config: Optional[SandboxConfig] = None, size: int = 2, backend: Union[Backend, str] = "auto", **overrides
+    ):  # backend: checked by resolve_backend
         self.config = (config or SandboxConfig()).with_overrides(**overrides)
         self.backend = resolve_backend(backend)
         self.size = max(0, int(size))
@@ -140,7 +142,7 @@ class SandboxSession:
         self,
         config: Optional[SandboxConfig] = None,
         *,
-        backend: Backend = "auto",
+        backend: Union[Backend, str] = "auto",  # checked by resolve_backend
         pool: Optional[SandboxPool] = None,
         **overrides,
     ):

@@ -59,7 +59,7 @@ class ModelSpec:
         models that run in cooplab (local, scripted)."""
         p = provider(self.kind)
         url = p.url(self.base_url) if p is not None else None
-        if not url:
+        if p is None or not url:
             return None
         url = normalise_url(url)
         return None if url == p.default_url else url

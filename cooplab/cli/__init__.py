@@ -218,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
         exc.show()
         return 0
     except _cx.UsageError as exc:
-        hint = f" (see '{exc.ctx.command_path} --help')" if getattr(exc, "ctx", None) is not None else ""
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
         typer.echo(f"cooplab: error: {one_line(exc.format_message().replace('Value error, ', ''))}{hint}", err=True)
         return 2
     except (typer.Abort, KeyboardInterrupt):

@@ -30,7 +30,8 @@ FACTS = TaskFacts("game")
 
 Game = Enum("Game", {g.replace("-", "_"): g for g in GAMES}, type=str)  # type: ignore[misc]
 
-GROUP_SIZE = co.Num(int, 2, MAX_GROUP, hint="players in each of the 2 groups")
+MIN_GROUP = 2  # players in each group at least
+GROUP_SIZE = co.Num(int, MIN_GROUP, MAX_GROUP, hint="players in each of the 2 groups")
 SIMULATIONS = co.Num(int, 1, MAX_SIMULATIONS)
 _TABLE4 = "; ".join(f"{g} {', '.join(map(str, s))}" for g, s in TABLE4.items())
 
@@ -41,7 +42,7 @@ def smallest_group(game: str, limit: int = 64) -> int | None:
     the group size); None if none up to ``limit``."""
     from cooplab.tasks.games.params import model_of
 
-    for k in range(int(GROUP_SIZE.lo), limit + 1):
+    for k in range(MIN_GROUP, limit + 1):
         try:
             model_of(game)(group_sizes=[k, k], simulations=1)
             return k
@@ -53,7 +54,7 @@ def smallest_group(game: str, limit: int = 64) -> int | None:
 def group_size_note(profile: bool) -> str:
     """What --group-size's help says about the games that need larger groups (computed)."""
     needs = {g: smallest_group(g) for g in GAMES}
-    more = [f"{g} needs at least {k}" for g, k in needs.items() if k != GROUP_SIZE.lo]
+    more = [f"{g} needs at least {k}" for g, k in needs.items() if k != MIN_GROUP]
     if not more:
         return ""
     return f"; with their default constants {', '.join(more)}" + (" (or leave it out with --games)" if profile else "")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, NoReturn, Optional
 
 import typer
 
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from cooplab.agents.settings import LLMSettings
 
 
-def fail(msg: str, code: int = 2) -> None:
+def fail(msg: str, code: int = 2) -> NoReturn:
     """The one error exit of every ``cooplab`` command: ``cooplab: error: <msg>`` on stderr (one
     line) and exit ``code``: 2 for a user mistake (the default), 1 for a failure of the work
     itself (e.g. a sandbox command that failed). Never returns."""

@@ -212,7 +212,8 @@ def score_line(r: dict[str, Any]) -> str:
     from cooplab.evals.text import counts_text, number_text
 
     cap = "" if r.get("budget_usd") is None else f" of ${r['budget_usd']:g}"
-    std = r.get("std") if isinstance(r.get("std"), dict) else {}
+    std = r.get("std")
+    std = std if isinstance(std, dict) else {}
     spread = counts_text({k: number_text(v) for k, v in std.items()})
     return (
         f"{r['run']}: {r['judge']} x{r['k']}: completeness {number_text(r.get('completeness'))}, quality "

@@ -342,8 +342,9 @@ def run_keywords(task: str, args: list[str]) -> dict[str, Any]:
     except ConfigError:
         raise
     except Exception as exc:  # Click's usage errors (format_message) and Exit (--help)
-        if hasattr(exc, "format_message"):
-            raise ConfigError(exc.format_message()) from None
+        format_message = getattr(exc, "format_message", None)
+        if format_message is not None:
+            raise ConfigError(format_message()) from None
         if type(exc).__name__ == "Exit":
             raise ConfigError(
                 f"'cooplab run {task}' with these options runs nothing (an option such as --help?)"

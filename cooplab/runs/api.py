@@ -19,7 +19,7 @@ import asyncio
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, cast
 
 import pandas as pd
 
@@ -370,12 +370,14 @@ def _run_row(d: Path) -> dict[str, Any]:
             summary = store.read_summary(d).as_json()
         except rundir.RunDirError as exc:  # one line: the file, the field, what is wrong
             row["error"] = str(exc)
-    llm = config.get("llm") if isinstance(config.get("llm"), Mapping) else {}
-    record = config.get("record") if isinstance(config.get("record"), Mapping) else {}
+    llm, record = config.get("llm"), config.get("record")
+    llm = llm if isinstance(llm, Mapping) else {}
+    record = record if isinstance(record, Mapping) else {}
     row.update(task=config.get("task"), status=summary.get("status") or ("unreadable" if "error" in row else "not finished"),
                agents=config.get("agents"), seed=config.get("seed"), model=llm.get("model"), created=record.get("created"),
                wall_seconds=summary.get("wall_seconds"))
-    params = config.get("params") if isinstance(config.get("params"), Mapping) else {}
+    params = config.get("params")
+    params = params if isinstance(params, Mapping) else {}
     row.update({f"params.{k}": v for k, v in flatten_summary(dict(params)).items()})
     row.update({k: v for k, v in flatten_summary(dict(summary)).items() if k not in row and f"params.{k}" not in row})
     return {k: (str(v) if k in ("run", "task", "status", "agents", "model", "created") and v is not None else v) for k, v in row.items()}
@@ -397,7 +399,7 @@ def load_runs(where: str | Path | Sequence[str | Path] = "runs") -> pd.DataFrame
     if df.empty:
         return pd.DataFrame(columns=list(RUN_COLUMNS))
     first = [c for c in RUN_COLUMNS if c in df.columns]
-    return df[first + [c for c in df.columns if c not in first]]
+    return cast(pd.DataFrame, df[first + [c for c in df.columns if c not in first]])  # pandas' stubs: a list of columns selects a frame
 
 
 def register_task(task: Task | type[Task], *, replace: bool = False) -> Task:

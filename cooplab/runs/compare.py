@@ -24,7 +24,8 @@ def _side(path: Path, name: str) -> tuple[cmp.Side, dict[str, Any], str | None]:
     rounds = None
     if any((path / f"rounds.{ext}").exists() for ext in ("parquet", "csv")):
         rounds = rundir.read_table(path, "rounds")
-    record = config.get("record") if isinstance(config.get("record"), dict) else {}
+    record = config.get("record")
+    record = record if isinstance(record, dict) else {}
     tid = record.get("thread_id") if isinstance(record.get("thread_id"), str) else None
     return cmp.Side(str(path), summary, rounds), config, tid
 

@@ -48,9 +48,9 @@ class SandboxSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    backend: Literal["docker", "local"] = Field("docker", description="docker (isolated; never falls back) or local (no isolation, by name only).")
-    timeout: Annotated[float, RULES["sandbox-timeout"]] = Field(30.0, description="Seconds one run_code call may take.")
-    rate: Annotated[float, RULES["sandbox-rate"]] = Field(0.0, description="USD per second of sandbox time charged to the ledger (0: recorded, free).")
+    backend: Literal["docker", "local"] = Field(default="docker", description="docker (isolated; never falls back) or local (no isolation, by name only).")
+    timeout: Annotated[float, RULES["sandbox-timeout"]] = Field(default=30.0, description="Seconds one run_code call may take.")
+    rate: Annotated[float, RULES["sandbox-rate"]] = Field(default=0.0, description="USD per second of sandbox time charged to the ledger (0: recorded, free).")
 
 
 #: keyword arguments of :func:`cooplab.run` that are LLM settings (CLI flag spellings kept where they differ)
@@ -258,6 +258,8 @@ def build_config(task: Task, fields: dict[str, Any], *, agents: str, seed: int, 
 def task_params_types(task: Task) -> tuple[type, ...]:
     """The classes a resolved run's ``params`` may be of: the task's Params, or one of its variants
     (a Params that picks its model by a setting, as the game's does by ``game``)."""
+    if task.Params is None:  # a task without Params: no class (callers ask only of a task with one)
+        return ()
     variants = getattr(task.Params, "variants", None)
     return (task.Params, *variants.values()) if isinstance(variants, dict) else (task.Params,)
 
@@ -283,6 +285,7 @@ def check_run_models(task: Task, config: RunConfig, label: Any) -> None:
     from cooplab.agents.models.factory import check_model
 
     llm = config.llm
+    assert llm is not None, "check_run_models is for an LLM run (its configuration has the LLM settings)"
     phases = task.llm_phases(config)
     if phases:
         for who, text in llm.models().items():
@@ -315,8 +318,11 @@ def check_stored(raw: Any, where: str, task: Task | None = None) -> RunConfig:
     if unknown:
         raise ConfigError(f"{where}: unknown field {unknown[0]!r}; a config.json has {', '.join(rundir.CONFIG_FIELDS)}")
     if task is None:
+        name = config.get("task")
+        if not isinstance(name, str):  # a list is not even looked up (it is unhashable)
+            raise ConfigError(f"{where}: task must be a task name, got {show(name)}")
         try:
-            task = registry.get(config.get("task"))
+            task = registry.get(name)
         except registry.UnknownTask as exc:
             raise ConfigError(f"{where}: {exc}") from None
     agents = config.get("agents")

@@ -42,6 +42,7 @@ from cooplab.graphs.forks import (  # noqa: F401 - the fork record's readers and
     refuse_fixed,
     trace_labels,
 )
+from cooplab.graphs.runfiles import RunSummary
 from cooplab.graphs.task import Task
 from cooplab.limits import ConfigError, one_line, show
 from cooplab.runs import store as runstore
@@ -72,7 +73,7 @@ def rounds_completed(snap: Any) -> int | None:
     """The round a snapshot ends, when it is the end of a round (the checkpoint after a round's last
     node: round R+1 is next, or the run ended), else None."""
     values = snap.values or {}
-    r = values.get("round")
+    r: Any = values.get("round")  # a checkpoint's value: whatever int() takes, else None
     if not isinstance(r, (int,)) or isinstance(r, bool):
         try:
             r = int(r)
@@ -237,7 +238,7 @@ def plan(parent: str | Path, *, at_round: Any, set: Any = None, model: str | Non
 
 
 def fork(parent: str | Path, *, at_round: Any, out: str | Path, set: Any = None, model: str | None = None,  # noqa: A002
-         prompt_variant: str | None = None, invader: Any = None, force: bool = False, quiet: bool = False) -> dict[str, Any]:
+         prompt_variant: str | None = None, invader: Any = None, force: bool = False, quiet: bool = False) -> RunSummary:
     """Fork ``parent`` at the end of round ``at_round`` into ``out`` with the changes applied and run
     the fork to its end (see the module docstring). Everything is checked before ``out`` is made or
     changed. Returns the fork's summary; a fork that stops early raises what a run raises

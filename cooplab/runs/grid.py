@@ -164,8 +164,10 @@ def _check_sample(sw: GridSweep, points: int, where: str) -> Sample:
     except ValidationError as exc:
         raise ConfigError(f"{where}: sample: {explain(exc)} (sample is {{\"points\": N, \"seed\": S, \"weights\": "
                           f"{{\"keyword\": {{\"value\": weight}}}}}})") from None
-    if isinstance(sw.sample.get("points"), bool) or not 1 <= sample.points <= points:
-        raise ConfigError(f"{where}: sample.points must be a whole number from 1 to the grid's {points} points, got {show(sw.sample.get('points'))}")
+    raw = sw.sample
+    assert raw is not None  # None does not validate as a Sample (a ConfigError above)
+    if isinstance(raw.get("points"), bool) or not 1 <= sample.points <= points:
+        raise ConfigError(f"{where}: sample.points must be a whole number from 1 to the grid's {points} points, got {show(raw.get('points'))}")
     check(f"{where}: sample.seed", sample.seed, "seed")
     for key, by_value in sample.weights.items():
         if key not in sw.grid:

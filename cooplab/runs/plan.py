@@ -190,6 +190,7 @@ def extrapolate(rounds: dict[int, dict[str, dict[str, int]]], outside: dict[str,
         total["calls"] += round(more * calls)
         for k in _FIELDS[1:]:
             base = per_call(seen[-1], ph, k)
+            assert base is not None  # a round in seen has calls of ph: per_call is a number for every field
             total[k] += round(sum(calls * (base + grow(ph, k) * j) for j in range(1, more + 1)))
     for ph, v in last.items():  # the last round, that many rounds later
         for k in _FIELDS[1:]:
@@ -287,6 +288,7 @@ def plan(spec: Any, *, pilot_model: str | None = None, pilot_rounds: int = PILOT
                 if shape is None:
                     shape = _per_round(r.ledger)
                     prices = (r.config.get("llm") or {}).get("prices") or {}
+            assert shape is not None  # the pilot ran at least one seed
             rounds, outside, models = shape
             cell = extrapolate(rounds, outside, p["rounds"])
             if pilot_model is None or priced_model is None:
@@ -315,7 +317,7 @@ def plan(spec: Any, *, pilot_model: str | None = None, pilot_rounds: int = PILOT
     result: dict[str, Any] = {"task": sw.task, "cells": sum(p["seeds"] for p in out_points), "grid_points": len(out_points),
                               "total": total, "points": out_points, "at_prices": _at_prices(total["input_tokens"], total["output_tokens"]),
                               "upper_bound": ends_early, "notes": notes}
-    if difference is not None:
+    if difference is not None and outcome is not None:  # (checked above: a difference comes with its outcome)
         result["power"] = _power(sw, pilot_rows, outcome, difference, alpha, power, paired, variance_from)
     return result
 

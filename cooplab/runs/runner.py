@@ -26,8 +26,9 @@ import sqlite3
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, cast
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from cooplab.agents.settings import build_service
@@ -262,7 +263,7 @@ def thread_id(task: Task, config: RunConfig) -> str:
     return tid
 
 
-def _graph_config(task: Task, config: RunConfig) -> dict[str, Any]:
+def _graph_config(task: Task, config: RunConfig) -> RunnableConfig:
     """The run's LangGraph config: its thread, and the metadata every traced run inherits (the task,
     the run's id as thread and session, how agents are named in run names: see docs/traces.md)."""
     from cooplab.graphs.tracing import run_metadata, run_tags
@@ -416,7 +417,7 @@ def _execute_rule(task: Task, out: Path, config: RunConfig, state: dict[str, Any
     t0 = time.perf_counter()
     with sqlite_saver(out / "checkpoints.sqlite", task) as saver:
         graph = task.build(config, checkpointer=saver)
-        cfg: dict[str, Any] = _graph_config(task, config)
+        cfg = _graph_config(task, config)
         snap = None
         if state is None:
             try:
@@ -428,17 +429,21 @@ def _execute_rule(task: Task, out: Path, config: RunConfig, state: dict[str, Any
         progress = _Progress(task, config, sized, quiet)
         try:
             if not more:
-                final = snap.values
+                final = sized  # nothing left: the last checkpoint's values
             elif progress.bar is None:
                 final = graph.invoke(state, cfg, durability="async")
             else:
                 final = None
-                for mode, data in graph.stream(state, cfg, stream_mode=["updates", "values"], durability="async"):
+                # with a list of modes LangGraph streams (mode, chunk) pairs; its stubs say only dict | Any
+                chunks = cast(Iterator[tuple[str, Any]], graph.stream(state, cfg, stream_mode=["updates", "values"], durability="async"))
+                for mode, data in chunks:
                     if mode == "values":
                         final = data
                     else:
                         for node, update in data.items():
                             progress(node, update)
+                if final is None:  # LangGraph streams the state at least once (its input's checkpoint)
+                    raise RuntimeError("the run's graph streamed no state")
         finally:
             progress.close()
     return finish(task, out, config, final, time.perf_counter() - t0)
@@ -454,7 +459,7 @@ async def _execute_llm(task: Task, out: Path, config: RunConfig, state: dict[str
     async with aiosqlite.connect(str(out / "checkpoints.sqlite")) as conn:
         saver = AsyncSqliteSaver(conn, serde=checkpoint_serde.serializer(task))
         graph = task.build(config, checkpointer=saver)
-        cfg: dict[str, Any] = _graph_config(task, config)
+        cfg = _graph_config(task, config)
         snap = None
         if state is None:
             try:
@@ -465,6 +470,7 @@ async def _execute_llm(task: Task, out: Path, config: RunConfig, state: dict[str
         cfg["recursion_limit"] = task.recursion_limit(sized, len(graph.nodes) - 1)
         if state is not None:  # a new run: a journal left by an earlier run in this directory (--force) is not its own
             (out / JOURNAL_FILE).unlink(missing_ok=True)
+        assert config.llm is not None, "an LLM run's resolved configuration has its LLM settings"
         service = build_service(config.llm, seed=config.seed, sandbox_rate=config.sandbox.rate if config.sandbox is not None else 0.0,
                                 entries=(snap.values or {}).get("ledger") if snap is not None else None, journal=out / JOURNAL_FILE)
         service.replay_only_through = prefix_rounds(config)  # a fork's rounds 1..K never pay for a call (cooplab/runs/fork.py)
@@ -472,7 +478,7 @@ async def _execute_llm(task: Task, out: Path, config: RunConfig, state: dict[str
         pool = None
         try:
             if not more:
-                final = snap.values
+                final = sized  # nothing left: the last checkpoint's values
             else:
                 pool = sandbox_pool(task, config, out)
                 context = CoopContext(llm=service, sandbox=pool, run_dir=str(out))
@@ -519,7 +525,7 @@ def trace_start(config: RunConfig, state: dict[str, Any] | None, start: str | No
             "metadata": {**(cfg.get("metadata") or {}), "started_as": kind, **trace_labels(config)}}
 
 
-async def _stream(graph, state, cfg, context, progress: Callable[[str, Any], None], out: Path):
+async def _stream(graph, state, cfg, context, progress: Callable[[str, Any], None], out: Path) -> dict[str, Any]:
     from cooplab.graphs.tracing import tracing_callbacks
 
     cfg = {**cfg, "callbacks": tracing_callbacks(out)}
@@ -530,6 +536,8 @@ async def _stream(graph, state, cfg, context, progress: Callable[[str, Any], Non
         else:
             for node, update in data.items():
                 progress(node, update)
+    if final is None:  # LangGraph streams the state at least once (its input's checkpoint)
+        raise RuntimeError("the run's graph streamed no state")
     return final
 
 
@@ -578,8 +586,8 @@ def finish(task: Task, out: Path, config: RunConfig, final: dict[str, Any], seco
         if "parsed" in df:
             df["parsed"] = df["parsed"].map(lambda v: None if v is None else json.dumps(v))
         runstore.write_table(money_table("decisions", df), out, "decisions", csv=csv)
-        common["decisions"] = {"count": len(df), "fallback_used": int(df["fallback_used"].sum()) if "fallback_used" in df else 0,
-                               "mean_attempts": float(df["attempts"].mean()) if "attempts" in df else 1.0}
+        common["decisions"] = {"count": len(df), "fallback_used": int(cast(int, df["fallback_used"].sum())) if "fallback_used" in df else 0,
+                               "mean_attempts": float(cast(float, df["attempts"].mean())) if "attempts" in df else 1.0}  # pandas' stubs: a Series
     summary = runfiles.new_summary(task.Results, out, results=results, **common)
     runfiles.write_summary(out, summary)
     try:

@@ -91,10 +91,10 @@ class ServerSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    agents: str | None = Field(None, description="rule or llm (default: the task's first kind).")
-    seed: int = Field(0, description="The run's seed: every random draw derives from it.")
-    model: str | None = Field(None, description="Model spec of every LLM agent (local, local:PATH.gguf, PROVIDER:NAME such as openai:NAME or anthropic:NAME, scripted:FILE, builtin:NAME).")
-    budget: float | None = Field(None, description="Budget cap in USD of an LLM run (null: no cap).")
+    agents: str | None = Field(default=None, description="rule or llm (default: the task's first kind).")
+    seed: int = Field(default=0, description="The run's seed: every random draw derives from it.")
+    model: str | None = Field(default=None, description="Model spec of every LLM agent (local, local:PATH.gguf, PROVIDER:NAME such as openai:NAME or anthropic:NAME, scripted:FILE, builtin:NAME).")
+    budget: float | None = Field(default=None, description="Budget cap in USD of an LLM run (null: no cap).")
     options: dict[str, Any] = Field(default_factory=dict, description="The task's own options, as cooplab.run takes them "
                                     "(cooplab params TASK); given, they replace the default options as a whole.")
     llm: dict[str, Any] = Field(default_factory=dict, description="Other LLM settings: temperature, max_tokens, cache (default off here: "
@@ -126,23 +126,23 @@ class ServerSettings(BaseModel):
 
 
 class CPRSettings(ServerSettings):
-    options: dict[str, Any] = Field({"n_agents": 5, "rounds": 10, "replicates": 2},
+    options: dict[str, Any] = Field(default={"n_agents": 5, "rounds": 10, "replicates": 2},
                                     description=ServerSettings.model_fields["options"].description)
 
 
 class DinersSettings(ServerSettings):
-    options: dict[str, Any] = Field({"iterations": 3, "replicates": 2},
+    options: dict[str, Any] = Field(default={"iterations": 3, "replicates": 2},
                                     description=ServerSettings.model_fields["options"].description)
 
 
 class GameSettings(ServerSettings):
-    options: dict[str, Any] = Field({"game": "public-goods", "simulations": 2, "rounds": 3},
+    options: dict[str, Any] = Field(default={"game": "public-goods", "simulations": 2, "rounds": 3},
                                     description=ServerSettings.model_fields["options"].description)
 
 
 class ScienceSettings(ServerSettings):
-    agents: str | None = Field("llm", description="llm (science teams are LLM agents; --team oracle plays a built-in model).")
-    options: dict[str, Any] = Field({"task": "ecology", "team": "oracle"},
+    agents: str | None = Field(default="llm", description="llm (science teams are LLM agents; --team oracle plays a built-in model).")
+    options: dict[str, Any] = Field(default={"task": "ecology", "team": "oracle"},
                                     description=ServerSettings.model_fields["options"].description)
 
 
@@ -273,8 +273,10 @@ def check_served(values: Mapping[str, Any]) -> None:
 def _config_values(config: Mapping[str, Any]) -> dict[str, Any]:
     """A run's config.json as the flat settings :func:`check_served` reads (the checked config, the
     last word: what the run would really use)."""
-    llm = config.get("llm") if isinstance(config.get("llm"), Mapping) else {}
-    sandbox = config.get("sandbox") if isinstance(config.get("sandbox"), Mapping) else {}
+    llm = config.get("llm")
+    llm = llm if isinstance(llm, Mapping) else {}
+    sandbox = config.get("sandbox")
+    sandbox = sandbox if isinstance(sandbox, Mapping) else {}
     return {"model": llm.get("model"), "agent_models": llm.get("agent_models"), "base_url": llm.get("base_url"),
             "cache": llm.get("cache", "off"), "budget": llm.get("budget"), "price_in": llm.get("price_in"),
             "price_out": llm.get("price_out"), "sandbox_backend": sandbox.get("backend"),
@@ -329,7 +331,10 @@ def served_graph(task: Task, checked: RunConfig, schema: type[ServerSettings] = 
     from cooplab.graphs.ledger import JOURNAL_FILE
 
     inner = task.build(checked)
-    own_keys = set(typing.get_type_hints(task.state_schema))
+    state_schema = task.state_schema
+    if state_schema is None:
+        raise TypeError(f"task {task.name!r} declares no state_schema; a served graph is made from it")
+    own_keys = set(typing.get_type_hints(state_schema))
     started: dict[str, RunConfig] = {}  # run directory -> its configuration, as setup wrote it
 
     def setup(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
@@ -350,6 +355,7 @@ def served_graph(task: Task, checked: RunConfig, schema: type[ServerSettings] = 
         traces.jsonl: the server records the run's steps itself); all None for a rule-based run."""
         if cfg.agents != "llm":
             return None, None, None
+        assert cfg.llm is not None, "an LLM run's resolved configuration has its LLM settings"
         from cooplab.agents.settings import build_service
 
         service = build_service(cfg.llm, seed=cfg.seed, sandbox_rate=cfg.sandbox.rate if cfg.sandbox is not None else 0.0,
@@ -368,7 +374,7 @@ def served_graph(task: Task, checked: RunConfig, schema: type[ServerSettings] = 
             cfg = await asyncio.to_thread(config_of, out)
             initial = {k: v for k, v in state.items() if k in own_keys}
             service, pool, context = await asyncio.to_thread(services, out, cfg)
-            run_cfg = {"recursion_limit": task.recursion_limit(initial, len(inner.nodes) - 1)}
+            run_cfg: RunnableConfig = {"recursion_limit": task.recursion_limit(initial, len(inner.nodes) - 1)}
             status, message, final = "completed", None, initial
             t0 = time.perf_counter()
             try:
@@ -389,9 +395,10 @@ def served_graph(task: Task, checked: RunConfig, schema: type[ServerSettings] = 
                                               message=message, service=service)
             return {**final, "summary": summary.as_json()}
 
-    g = StateGraph(_served_state(task.state_schema), context_schema=schema)
-    g.add_node("setup", setup)
-    g.add_node(task.name, run_task)
+    g = StateGraph(_served_state(state_schema), context_schema=schema)
+    # the state is a TypedDict made at run time (_served_state), which LangGraph's node protocols cannot name
+    g.add_node("setup", setup)  # pyright: ignore[reportArgumentType]
+    g.add_node(task.name, run_task)  # pyright: ignore[reportArgumentType]
     g.add_edge(START, "setup")
     g.add_edge("setup", task.name)
     g.add_edge(task.name, END)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from cooplab.graphs.rundir import RunDirError, frame, jsonable, now, read_json, read_table, write_json, write_table  # noqa: F401 - the engine's file helpers
 from cooplab.limits import ConfigError, one_line, parse_json
@@ -114,7 +115,11 @@ def check_checkpoints(out: Path, serde: Any = None) -> None:
         raise RunDirError(f"{path} is damaged ({one_line(str(exc), 200)}); the run cannot resume: {again}") from None
 
 
-def config_for_resume(out: Path, task: str, check_config, serde: Any = None) -> dict[str, Any]:
+_Checked = TypeVar("_Checked")
+
+
+def config_for_resume(out: Path, task: str, check_config: Callable[[Path, dict[str, Any]], _Checked],
+                      serde: Any = None) -> _Checked:
     """A run directory's config.json, ready to resume a ``task`` run: the task matches, every value
     passes ``check_config(out, config)`` (which returns it in the current shape) and checkpoints.sqlite is sound (one-line RunDirErrors;
     nothing is changed)."""
@@ -122,11 +127,11 @@ def config_for_resume(out: Path, task: str, check_config, serde: Any = None) -> 
     from cooplab.agents.models.errors import MissingAPIKey
     from cooplab.extras import MissingExtra
 
-    config = read_run_config(out)
-    if config.get("task") != task:
-        raise RunDirError(f"{out} holds a {config.get('task')!r} run; only {task} runs resume here")
+    raw = read_run_config(out)
+    if raw.get("task") != task:
+        raise RunDirError(f"{out} holds a {raw.get('task')!r} run; only {task} runs resume here")
     try:
-        config = check_config(out, config)
+        config = check_config(out, raw)
     except MissingAPIKey as exc:  # the file is fine: the environment lacks the key
         raise RunDirError(f"{exc}; set it and resume again") from None
     except ModelObjectMissing as exc:  # the file is fine: this process was not handed the object

@@ -166,6 +166,7 @@ def run_jobs(jobs: list[dict[str, Any]], *, parallel: int, noun: str, executor: 
         else:
             left = _run_local(jobs, done, parallel=parallel, budget=budget)
         for j in left:  # only a budget leaves jobs unstarted
+            assert budget is not None
             res["not_started"].append(Path(j["dir"]).name)
             say(f"{noun} {Path(j['dir']).name}: not started ({budget.shortfall(j)})")
     finally:

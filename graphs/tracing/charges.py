@@ -169,17 +169,22 @@ def match_charges(runs: Iterable[Mapping[str, Any]], charges: Mapping[str, list[
     calls.sort(key=lambda r: str(r.get("start_time") or ""))
     out: dict[str, Charge] = {}
     for r in calls:
-        extra = r.get("extra") if isinstance(r.get("extra"), Mapping) else {}
-        md = extra.get("metadata") if isinstance(extra.get("metadata"), Mapping) else {}
-        queue = left.get(md.get(CALL_ID)) if isinstance(md.get(CALL_ID), str) else None
+        extra = r.get("extra")
+        extra = extra if isinstance(extra, Mapping) else {}
+        md = extra.get("metadata")
+        md = md if isinstance(md, Mapping) else {}
+        call_id = md.get(CALL_ID)
+        queue = left.get(call_id) if isinstance(call_id, str) else None
         if queue:
             out[str(r.get("id"))] = queue.pop(0)
     return out
 
 
 def _replayed(run: Mapping[str, Any]) -> bool:
-    extra = run.get("extra") if isinstance(run.get("extra"), Mapping) else {}
-    return is_cached(extra.get("metadata") if isinstance(extra.get("metadata"), Mapping) else None)
+    extra = run.get("extra")
+    extra = extra if isinstance(extra, Mapping) else {}
+    md = extra.get("metadata")
+    return is_cached(md if isinstance(md, Mapping) else None)
 
 
 def ledger_totals(run_dir: str | Path) -> dict[str, Any] | None:

@@ -88,7 +88,7 @@ def _to_jsonable(obj: Any, depth: int, seen: set[int], max_list: int) -> Any:
         hit = _memo_get(obj, max_list)
         if hit is not None:
             return hit
-    if isinstance(obj, (bool, int)) and not _is_numpy(obj):
+    if not _is_numpy(obj) and isinstance(obj, (bool, int)):  # (this order keeps obj's type Any below, for pyright)
         return obj
     if isinstance(obj, float):
         return _finite(float(obj))

@@ -201,7 +201,7 @@ def _round_of(inputs: Any) -> int | None:
     """The round of a node run's input state (a whole number), or None."""
     if not isinstance(inputs, Mapping):
         return None
-    r = inputs.get("round")
+    r: Any = inputs.get("round")  # a state's value: whatever int() takes, else None
     if isinstance(r, bool):
         return None
     try:

@@ -130,6 +130,7 @@ def test_an_old_config_passes_the_resume_checks(name):
         (lambda c: c["llm"].update(price_in_per_1k=-1), "llm.price_in"),
         (lambda c: c["llm"].update(models={"default": "local", "7": "local"}), "llm.agent_models"),
         (lambda c: c.update(version=3), "version 3"),
+        (lambda c: c.update(task=["cpr"]), "task must be a task name"),
     ],
 )
 def test_a_damaged_old_config_is_one_line_naming_the_field(edit, needle):

@@ -234,7 +234,7 @@ class CountState(TypedDict, total=False):
 SEEN: list[str] = []
 
 
-def _typed(hook: str, config: Any, agents: str) -> None:
+def _typed(hook: str, config: Any, agents: str | None) -> None:
     assert isinstance(config, RunConfig) and config.resolved, hook
     assert isinstance(config.params, CountParams), hook
     assert config.agents == agents and isinstance(config.seed, int) and isinstance(config.record, dict), hook
