@@ -46,4 +46,9 @@ def groups(table: pd.DataFrame, by: str | list[str], **kw: Any) -> Iterator[tupl
     return iter(table.groupby(by, **kw))
 
 
-__all__ = ["as_array", "as_frame", "as_series", "cell", "column", "groups"]
+def tuples(table: pd.DataFrame, **kw: Any) -> Iterator[Any]:
+    """``table.itertuples(**kw)``: named tuples, one attribute per column (pandas types them as plain tuples)."""
+    return iter(table.itertuples(**kw))
+
+
+__all__ = ["as_array", "as_frame", "as_series", "cell", "column", "groups", "tuples"]

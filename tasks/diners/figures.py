@@ -9,8 +9,8 @@ from its ``strategy_counts`` table. PNG + CSV, and ``claims.md`` comparing with 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -21,8 +21,8 @@ from cooplab.graphs import rundir
 from cooplab.graphs.checkpoint_serde import CheckpointSerializer
 from cooplab.tasks.diners import model as dm
 from cooplab.tasks.diners.metrics import strategy_counts
-from cooplab.tasks.frames import as_frame, column
 from cooplab.tasks.diners.society import paper_conditions, run_diners
+from cooplab.tasks.frames import as_frame, column
 
 COLORS = {"P": "tab:blue", "R1": "tab:red", "E": "tab:green", "M": "tab:purple", "D": "black"}
 PK_ORDER = ("unstated", "3:1", "6:1")
