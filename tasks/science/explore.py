@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -163,7 +163,7 @@ def _current_visit() -> int | None:
         return None
 
 
-def artifact_index(artifacts: Mapping[str, list[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+def artifact_index(artifacts: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
     """Who wrote each artifact version, in which pass (``artifacts/index.json``; the contents are
     the ``NAME.vN.md`` files next to it)."""
     return [
