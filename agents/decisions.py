@@ -63,7 +63,7 @@ class DecisionSpec(Generic[T]):
     phase: str
     schema: type[T]
     check: Callable[[T, dict[str, Any]], None] = lambda value, ctx: None  # raise ValueError if wrong
-    fallback: Callable[[dict[str, Any]], T] | None = None
+    fallback: Callable[[dict[str, Any]], T | None] | None = None
     max_attempts: int = 3
     instructions: str = "Reply with one JSON object only, no other text."
     # optional: a per-call schema for grammar-constrained decoders (e.g. the ids actually shown);

@@ -27,7 +27,7 @@ import numpy as np
 
 
 def recovery(
-    series: Sequence[float], K: int, *, window: int = 3, band: float = 0.1, direction: str = "up"
+    series: Sequence[float] | np.ndarray, K: int, *, window: int = 3, band: float = 0.1, direction: str = "up"
 ) -> dict[str, Any]:
     """The recovery figures of one series around an event at round ``K`` (see the module)."""
     y = np.asarray(series, dtype=float)

@@ -22,6 +22,7 @@ from cooplab.evals.text import model_display_name
 from cooplab.graphs import rundir, runfiles
 from cooplab.tasks.cpr.figures import timeseries_stats
 from cooplab.tasks.cpr.results import CPRResults
+from cooplab.tasks.frames import as_frame, column, groups
 
 POPS = ["altruistic", "mixed", "selfish"]
 ABLS = ["full", "osl", "ogd", "neither"]
@@ -106,10 +107,10 @@ def analyze(run_dirs: list[Path], out: Path) -> dict[str, Any]:
     cells.to_csv(out / "cells.csv", index=False)
     result["tables"].append("cells.csv")
     md = ["# CPR LLM society: statistics", ""]
-    full = soc[soc["ablation"] == "full"]
+    full = as_frame(soc[soc["ablation"] == "full"])
     letters_by_env: dict[str, dict[str, str]] = {}
     notes = result["notes"]
-    for env, g in full.groupby("env"):
+    for env, g in groups(full, "env"):
         anova_title = f"Two-way ANOVA (type II) of survival time, {env} environment"
         try:
             with stats.collect_warnings(notes, f"{env} ANOVA"):
@@ -121,8 +122,8 @@ def analyze(run_dirs: list[Path], out: Path) -> dict[str, Any]:
             table.to_csv(out / f"anova_{env}.csv")
             md.append(stats.anova_markdown(table, anova_title))
             result["tables"].append(f"anova_{env}.csv")
-        letters_by_env[env] = {m: "" for m in g["model"].unique()}
-        if g["model"].nunique() >= 2:
+        letters_by_env[env] = {m: "" for m in column(g, "model").unique()}
+        if column(g, "model").nunique() >= 2:
             try:
                 with stats.collect_warnings(notes, f"{env} Tukey HSD"):
                     tk = stats.tukey_hsd(g, "survival_time", "model")
@@ -134,13 +135,13 @@ def analyze(run_dirs: list[Path], out: Path) -> dict[str, Any]:
                 result["tables"].append(f"tukey_{env}.csv")
     # Welch t-tests for the ablations (§4.2.5): each reduced condition vs the rest, and vs full
     welch_rows = []
-    if soc["ablation"].nunique() >= 2:
-        full_t = soc[soc["ablation"] == "full"]["survival_time"]
+    if column(soc, "ablation").nunique() >= 2:
+        full_t = column(as_frame(soc[soc["ablation"] == "full"]), "survival_time")
         for abl in ABLS:
-            a = soc[soc["ablation"] == abl]["survival_time"]
+            a = column(as_frame(soc[soc["ablation"] == abl]), "survival_time")
             if a.empty:
                 continue
-            pairs = [(f"{abl} vs others", soc[soc["ablation"] != abl]["survival_time"])]
+            pairs = [(f"{abl} vs others", column(as_frame(soc[soc["ablation"] != abl]), "survival_time"))]
             if abl != "full" and len(full_t):
                 pairs.append((f"{abl} vs full", full_t))
             for name, b in pairs:
@@ -217,7 +218,7 @@ def _bars(ax, g: pd.DataFrame, key: str, levels: list[str]) -> tuple[float, list
     w = 0.8 / max(len(pops), 1)
     top, ns = 0.0, []
     for k, pop in enumerate(pops):
-        xs = [g[(g[key] == lev) & (g.population == pop)]["survival_time"] for lev in levels]
+        xs = [column(as_frame(g[(g[key] == lev) & (g.population == pop)]), "survival_time") for lev in levels]
         means = np.array([x.mean() if len(x) else np.nan for x in xs], dtype=float)
         sems = np.array([_sem(x) for x in xs], dtype=float)
         ns += [len(x) for x in xs]
@@ -265,7 +266,7 @@ def ablation_figure(soc: pd.DataFrame) -> Figure:
     fig, axes = subplots(1, len(envs), figsize=(6 * len(envs), 4.4), constrained_layout=True, squeeze=False)
     ns: list[int] = []
     for ax, env in zip(axes[0], envs, strict=False):
-        g = soc[soc.env == env]
+        g = as_frame(soc[soc.env == env])
         abls = [a for a in ABLS if a in set(g["ablation"])]
         _, n = _bars(ax, g, "ablation", abls)
         ns += n
@@ -285,7 +286,7 @@ def norms_figure(norms: pd.DataFrame) -> Figure:
     last = norms.sort_values("round").groupby(["run", "society"]).tail(1)
     fig, ax = subplots(figsize=(6, 5.3), constrained_layout=True)
     markers = {"altruistic": "o", "mixed": "s", "selfish": "^"}
-    for (model, pop), g in last.groupby(["model", "population"]):
+    for (model, pop), g in groups(last, ["model", "population"]):
         ax.scatter(g["S_ind"], g["S_align"], marker=markers.get(pop, "x"), label=f"{model} / {pop}", alpha=0.8)
     ax.set(
         xlabel="individual similarity S_ind",
@@ -312,7 +313,9 @@ def efficiency_figure(eff: pd.DataFrame) -> Figure:
     envs = sorted(eff["env"].unique())
     fig, axes = subplots(1, len(envs), figsize=(6 * len(envs), 4.4), constrained_layout=True, squeeze=False)
     for ax, env in zip(axes[0], envs, strict=False):
-        g = eff[(eff.env == env) & (eff.ablation == "full")] if (eff.ablation == "full").any() else eff[eff.env == env]
+        g = as_frame(
+            eff[(eff.env == env) & (eff.ablation == "full")] if (eff.ablation == "full").any() else eff[eff.env == env]
+        )
         handles = []
         for model, gm in g.groupby("model"):
             st = timeseries_stats(gm, "eta_t")
@@ -351,8 +354,8 @@ def _save(fig: Figure, out: Path, name: str) -> str:
 
 def _plots(soc, eff, norms, letters, out: Path) -> list[str]:
     made = []
-    full = soc[soc["ablation"] == "full"] if (soc["ablation"] == "full").any() else soc
-    for env, g in full.groupby("env"):
+    full = as_frame(soc[soc["ablation"] == "full"]) if (soc["ablation"] == "full").any() else soc
+    for env, g in groups(full, "env"):
         made.append(_save(survival_figure(g, env, letters.get(env, {})), out, f"fig5_6_survival_{env}.png"))
     if soc["ablation"].nunique() >= 2:
         made.append(_save(ablation_figure(soc), out, "fig7_ablations.png"))

@@ -355,7 +355,9 @@ def spec(T: int | None = None, replicates: int | None = None) -> calib.Spec:
         recorded=("society_rounds",),
         joint_key="all_five",
         effect_unit="rounds of T_s",
-        throughput=(lambda df, wall: throughput(df, replicates, T, wall)) if T is not None else None,
+        throughput=(lambda df, wall: throughput(df, replicates, T, wall))
+        if T is not None and replicates is not None
+        else None,
     )
 
 

@@ -11,9 +11,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pandas.core.util.hashing import hash_pandas_object  # what pd.util.hash_pandas_object returns, typed
 
 from cooplab.evals.canvas import Figure, subplots
 from cooplab.evals.text import mean_sem_text
+from cooplab.tasks.frames import as_frame, column, groups
 
 
 def _band(ax, x, mean, half, label, color=None, ls="-", bounds=(-np.inf, np.inf)):
@@ -58,7 +60,7 @@ MAX_NORMS_SHOWN, MAX_NORM_CHARS = 4, 240
 MAX_AGENTS_NAMED = 10
 
 
-def agent_efforts(decisions: pd.DataFrame) -> pd.DataFrame:
+def agent_efforts(decisions: pd.DataFrame | None) -> pd.DataFrame:
     """Each agent's effort per round (society, agent, round, effort) from an LLM run's decisions
     table: the harvest decisions as applied (a fallback's value where the model's answer failed).
     Rows whose effort is missing, malformed or outside [0, 1] are left out."""
@@ -69,7 +71,7 @@ def agent_efforts(decisions: pd.DataFrame) -> pd.DataFrame:
         or not {"phase", "parsed", "society", "agent", "round"} <= set(decisions.columns)
     ):
         return pd.DataFrame(columns=cols)
-    harvest = decisions[decisions["phase"] == "harvest"]
+    harvest = as_frame(decisions[decisions["phase"] == "harvest"])
 
     def effort(parsed: Any) -> float:
         if isinstance(parsed, str):
@@ -78,14 +80,15 @@ def agent_efforts(decisions: pd.DataFrame) -> pd.DataFrame:
             except ValueError:
                 return np.nan
         value = parsed.get("effort") if isinstance(parsed, dict) else None
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value <= 1.0
-        return float(value) if ok else np.nan
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value <= 1.0:
+            return float(value)
+        return np.nan
 
-    out = harvest[["society", "agent", "round"]].assign(effort=harvest["parsed"].map(effort))
-    return out.dropna(subset=["effort"]).reset_index(drop=True)[cols]
+    out = as_frame(harvest[["society", "agent", "round"]]).assign(effort=column(harvest, "parsed").map(effort))
+    return as_frame(out.dropna(subset=["effort"]).reset_index(drop=True)[cols])
 
 
-def norm_lines(norms: pd.DataFrame, society: int = 0, width: int = 70) -> list[str]:
+def norm_lines(norms: pd.DataFrame | None, society: int = 0, width: int = 70) -> list[str]:
     """The adopted norms of one society as wrapped text: each change of norm with its round (the
     last :data:`MAX_NORMS_SHOWN`, each cut to :data:`MAX_NORM_CHARS` characters, a cut ending in
     an ellipsis)."""
@@ -93,7 +96,7 @@ def norm_lines(norms: pd.DataFrame, society: int = 0, width: int = 70) -> list[s
 
     if norms is None or not len(norms) or not {"society", "round", "norm"} <= set(norms.columns):
         return ["No norm was adopted."]
-    own = norms[norms["society"] == society].sort_values("round", kind="stable")
+    own = as_frame(norms[norms["society"] == society]).sort_values("round", kind="stable")
     changes: list[tuple[int, str]] = []
     for rnd, text in zip(own["round"], own["norm"], strict=False):
         text = " ".join(str(text).split()) if isinstance(text, str) else ""
@@ -110,11 +113,11 @@ def norm_lines(norms: pd.DataFrame, society: int = 0, width: int = 70) -> list[s
 
 def _effort_panel(ax, efforts: pd.DataFrame, society: int, societies: int) -> None:
     """One line per agent: the effort it applied in each round (one society)."""
-    own = efforts[efforts["society"] == society]
-    agents = sorted(own["agent"].unique())
+    own = as_frame(efforts[efforts["society"] == society])
+    agents = sorted(column(own, "agent").unique())
     named = len(agents) <= MAX_AGENTS_NAMED
     for a in agents:
-        d = own[own["agent"] == a].sort_values("round")
+        d = as_frame(own[own["agent"] == a]).sort_values("round")
         ax.plot(
             d["round"],
             d["effort"],
@@ -139,7 +142,7 @@ def _effort_panel(ax, efforts: pd.DataFrame, society: int, societies: int) -> No
         ax.text(0.5, 0.5, "No harvest decision was recorded.", ha="center", va="center", transform=ax.transAxes)
 
 
-def _norm_panel(ax, norms: pd.DataFrame, society: int, societies: int) -> None:
+def _norm_panel(ax, norms: pd.DataFrame | None, society: int, societies: int) -> None:
     """The adopted norm's text, wrapped and cut, in a panel without axes."""
     ax.axis("off")
     where = f" (society {society + 1} of {societies})" if societies > 1 else ""
@@ -179,7 +182,7 @@ def _frame_digest(df: pd.DataFrame | None) -> bytes:
     if df is None:
         return b"none"
     head = json.dumps([[str(c), str(t)] for c, t in df.dtypes.items()]).encode()
-    return head + pd.util.hash_pandas_object(df, index=True).to_numpy().tobytes()
+    return head + hash_pandas_object(df, index=True).to_numpy().tobytes()
 
 
 def run_figure_key(
@@ -223,13 +226,13 @@ def run_figure(
     path = outdir / "run.png"
     summary = {k: summary[k] for k in RUN_FIGURE_FIELDS if k in summary}
     key = run_figure_key(rounds, summary, efforts=efforts, norms=norms) if cache is not None else None
-    png = cache.get_figure(key) if key is not None else None
+    png = cache.get_figure(key) if cache is not None and key is not None else None
     if png is not None:
         path.write_bytes(png)
         return path
     fig = run_figure_of(rounds, summary, efforts=efforts, norms=norms)
     fig.savefig(path, dpi=110)
-    if key is not None:
+    if cache is not None and key is not None:
         cache.put_figure(key, path.read_bytes())
     return path
 
@@ -262,7 +265,7 @@ def run_figure_of(
         _norm_panel(grid[2, 1], norms, 0, societies)
     Ts = np.asarray(summary["survival_time"]["values"])
     n = len(Ts)
-    T = int(rounds["round"].max()) if len(rounds) else 1
+    T = int(column(rounds, "round").max()) if len(rounds) else 1
     ci_label = "95% CI over societies" if n > 1 else "one society: no interval"
     t, s, ci = survival_curve(Ts, T)
     line = _band(axes[0, 0], t, s, ci, "share still running", bounds=(0.0, 1.0))
@@ -291,7 +294,7 @@ def run_figure_of(
         st = timeseries_stats(rounds, col)
         lines = [_band(ax, st["round"], st["mean"], st["ci95"], label, bounds=bounds)]
         ax.set(title=title, xlabel="round t", ylabel=ylabel)
-        if col == "mean_effort" and rounds["G"].notna().any():
+        if col == "mean_effort" and column(rounds, "G").notna().any():
             ax2 = ax.twinx()
             stg = timeseries_stats(rounds.dropna(subset=["G"]), "G")
             lines.append(
@@ -342,7 +345,7 @@ def fig2_of(ts: pd.DataFrame, surv: pd.DataFrame, off_round: int) -> Figure:
     fig, axes = subplots(1, 3, figsize=(15, 4.4), constrained_layout=True)
     colors: dict[float, str] = {}
     share = (0.0, 1.0)
-    for (beta, off), grp in surv.groupby(["beta", "punishment_off"]):
+    for (beta, off), grp in groups(surv, ["beta", "punishment_off"]):
         c = colors.setdefault(beta, f"C{len(colors)}")
         ls = "--" if off else "-"
         lab = f"beta = {beta:g}, " + (f"off at t = {off_round}" if off else "always on")
@@ -353,7 +356,7 @@ def fig2_of(ts: pd.DataFrame, surv: pd.DataFrame, off_round: int) -> Figure:
         (axes[2], "compliance", "Cooperation: share with h_i <= G", "share of agents", share),
     )
     for ax, metric, title, ylabel, bounds in panels:
-        for (beta, off), grp in ts[ts["metric"] == metric].groupby(["beta", "punishment_off"]):
+        for (beta, off), grp in groups(as_frame(ts[ts["metric"] == metric]), ["beta", "punishment_off"]):
             _band(
                 ax,
                 grp["round"],
@@ -388,7 +391,7 @@ def fig3(grid: pd.DataFrame, path: Path) -> Path:
     """Fig. 3 analog: mean survival time over beta x r."""
     piv = grid.pivot(index="r", columns="beta", values="survival_mean").sort_index(ascending=False)
     fig, ax = subplots(figsize=(8.5, 6), constrained_layout=True)
-    im = ax.imshow(piv.values, aspect="auto", cmap="viridis", vmin=0, vmax=float(grid["rounds"].max()))
+    im = ax.imshow(piv.values, aspect="auto", cmap="viridis", vmin=0, vmax=float(column(grid, "rounds").max()))
     ax.set_xticks(range(piv.shape[1]), [f"{b:g}" for b in piv.columns])
     ax.set_yticks(range(piv.shape[0]), [f"{r:.2f}" for r in piv.index])
     for i in range(piv.shape[0]):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -92,8 +93,9 @@ def _check_vote(v: VoteDecision, ctx: dict[str, Any]) -> None:
         raise ValueError(f"vote must be a rule number from 1 to {ctx['n_options']}")
 
 
-def _only(field: str, values: list) -> Any:
-    """A decoding constraint: ``field`` may only take ``values`` (for grammar-constrained models)."""
+def _only(field: str, values: list | Callable[[dict[str, Any]], list]) -> Any:
+    """A decoding constraint: ``field`` may only take ``values`` (a list, or one made from the
+    decision's context; for grammar-constrained models)."""
 
     def constrain(schema: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
         allowed = values(ctx) if callable(values) else values

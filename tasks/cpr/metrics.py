@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -86,7 +87,7 @@ def full_history(state: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def agents_frame(state: dict[str, Any]) -> pd.DataFrame:
+def agents_frame(state: Mapping[str, Any]) -> pd.DataFrame:
     """Final per-agent traits and wealth: one row per agent of each society (``society``: the run's
     index of the society, the decisions' ``society``; ``agent_id``: ``"SOCIETY:AGENT"``)."""
     state = full_state(state)

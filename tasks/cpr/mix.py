@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from cooplab.agents.mix import model_of
+from cooplab.tasks.frames import as_frame, cell, column, groups
 
 
 def models_by_agent(llm: Mapping[str, Any] | None, n_agents: int) -> dict[int, str]:
@@ -51,14 +52,14 @@ def per_model(
     d["m"] = [models[int(a)] for a in d["agent"]]
     names = list(dict.fromkeys(models.values()))
     n_of = {m: sum(1 for x in models.values() if x == m) for m in names}
-    S = int(agents["society"].nunique()) if len(agents) else 1
-    n_rounds = int(rounds["round"].max()) if len(rounds) else 0
+    S = int(column(agents, "society").nunique()) if len(agents) else 1
+    n_rounds = int(column(rounds, "round").max()) if len(rounds) else 0
     catch = {m: 0.0 for m in names}
     efforts: dict[str, list[float]] = {m: [] for m in names}
     hv = d[d["phase"] == "harvest"]
     soc_col = "replicate" if "replicate" in rounds.columns else "society"
-    H = {(int(r[soc_col]), int(r["round"])): float(r["H"]) for _, r in rounds.iterrows()}
-    for (s, t), g in hv.groupby(["society", "round"]):
+    H = {(int(cell(r, soc_col)), int(cell(r, "round"))): float(cell(r, "H")) for _, r in rounds.iterrows()}
+    for (s, t), g in groups(as_frame(hv), ["society", "round"]):
         e = np.array([float(v.get("effort", 0.0)) for v in g["value"]])
         total = e.sum()
         for m, ei in zip(g["m"], e, strict=False):
@@ -73,11 +74,11 @@ def per_model(
         if target is None:
             continue
         tm = models[int(target) - 1]
-        given[row["m"]] += 1
+        given[cell(row, "m")] += 1
         received[tm] += 1
-        cross[(row["m"], tm)] += 1
-    pr = d[d["phase"] == "propose"]
-    proposed = {m: int((pr["m"] == m).sum()) for m in names}
+        cross[(cell(row, "m"), tm)] += 1
+    pr = as_frame(d[d["phase"] == "propose"])
+    proposed = {m: int((column(pr, "m") == m).sum()) for m in names}
     adopted = {m: 0 for m in names}
     if norms is not None and len(norms):
         texts = [
@@ -88,13 +89,13 @@ def per_model(
             by = {
                 m
                 for s, t, text, m in texts
-                if s == int(n["society"]) and t == int(n["round"]) and text == str(n["norm"]).strip()
+                if s == int(cell(n, "society")) and t == int(cell(n, "round")) and text == str(n["norm"]).strip()
             }
             for m in by:
                 adopted[m] += 1
     rows = []
     for m in names:
-        ag = agents[agents["agent"].map(lambda a, m=m: models[int(a)] == m)]
+        ag = as_frame(agents[column(agents, "agent").map(lambda a, m=m: models[int(a)] == m)])
         k = n_of[m] * S
         rows.append(
             {
@@ -106,8 +107,8 @@ def per_model(
                 "fines_received_per_agent": received[m] / k,
                 "norms_proposed": proposed[m],
                 "norms_adopted": adopted[m],
-                "wealth_per_agent": float(ag["wealth"].mean()) if len(ag) else None,
-                "alive_share": float(ag["alive"].mean()) if len(ag) else None,
+                "wealth_per_agent": float(column(ag, "wealth").mean()) if len(ag) else None,
+                "alive_share": float(column(ag, "alive").mean()) if len(ag) else None,
             }
         )
     cp = []
@@ -135,8 +136,8 @@ def invader_effect(
     K, seat = int(invader["round"]), int(invader["agent"])
     soc_col = "replicate" if "replicate" in rounds.columns else "society"
     per = []
-    for s, g in rounds.sort_values("round").groupby(soc_col):
-        stock = g.set_index("round")["R"].reindex(range(1, int(g["round"].max()) + 1))
+    for s, g in groups(rounds.sort_values("round"), soc_col):
+        stock = column(g.set_index("round"), "R").reindex(range(1, int(column(g, "round").max()) + 1))
         per.append(
             {
                 "society": int(s),
@@ -147,8 +148,8 @@ def invader_effect(
                 ),
             }
         )
-    inv = agents[agents["agent"] == seat]
-    res = agents[agents["agent"] != seat]
+    inv = as_frame(agents[agents["agent"] == seat])
+    res = as_frame(agents[agents["agent"] != seat])
     recovered = [p.get("rounds_to_recover") for p in per if p.get("recovered")]
     return {
         "invader": dict(invader),
@@ -157,8 +158,8 @@ def invader_effect(
         "recovered_share": float(np.mean([bool(p.get("recovered")) for p in per])) if per else None,
         "mean_rounds_to_recover": float(np.mean(recovered)) if recovered else None,
         "mean_drop": float(np.mean([p["drop"] for p in per if p.get("drop") is not None])) if per else None,
-        "invader_wealth": float(inv["wealth"].mean()) if len(inv) else None,
-        "resident_wealth": float(res["wealth"].mean()) if len(res) else None,
+        "invader_wealth": float(column(inv, "wealth").mean()) if len(inv) else None,
+        "resident_wealth": float(column(res, "wealth").mean()) if len(res) else None,
         "payoff_basis": "final wealth of the invader's seat against the residents' mean (the seat's wealth before K "
         "included)",
     }

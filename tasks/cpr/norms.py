@@ -16,6 +16,8 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from cooplab.tasks.frames import as_frame, as_series, groups, tuples
+
 #: the packages the embedder needs (all in the analysis extra)
 EMBEDDER_PACKAGES = ("safetensors", "tokenizers", "scipy")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -88,7 +90,7 @@ def norm_similarity(norms: pd.DataFrame) -> pd.DataFrame:
     unique = list(dict.fromkeys(texts))
     vecs = dict(zip(unique, embed(unique), strict=False))
     rows = []
-    for (s, r), g in norms.groupby(["society", "round"], sort=True):
+    for (s, r), g in groups(norms, ["society", "round"], sort=True):
         n = np.stack([vecs[t] for t in g["text"].astype(str)])
         rows.append({"society": s, "round": r, "n_agents": len(g), "S_ind": s_ind(n), "S_align": s_align(n)})
     return pd.DataFrame(rows)
@@ -99,14 +101,14 @@ def agent_norm_texts(decisions: pd.DataFrame, beliefs: pd.DataFrame, rounds: pd.
     decision on), else its personal belief (OSL, Neither: the initial template)."""
     import json
 
-    props = decisions[decisions["phase"] == "propose"] if len(decisions) else decisions
+    props = as_frame(decisions[decisions["phase"] == "propose"]) if len(decisions) else decisions
     latest: dict[tuple[int, int], str] = {}
     by_round: dict[int, list] = {}
-    for row in props.itertuples():
+    for row in tuples(props):
         by_round.setdefault(int(row.round), []).append(row)
     out = []
-    alive_rounds = rounds.groupby("replicate")["round"].max().to_dict() if len(rounds) else {}
-    initial = {(int(b.society), int(b.agent)): b.initial_belief for b in beliefs.itertuples()}
+    alive_rounds = as_series(rounds.groupby("replicate")["round"].max()).to_dict() if len(rounds) else {}
+    initial = {(int(b.society), int(b.agent)): b.initial_belief for b in tuples(beliefs)}
     agents_per_soc: dict[int, list[int]] = {}
     for s, i in initial:
         agents_per_soc.setdefault(s, []).append(i)

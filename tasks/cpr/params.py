@@ -9,6 +9,7 @@ this table and ``docs/cpr.md`` reproduces it.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -392,7 +393,7 @@ class ParamError(ValueError):
     """A user-facing, one-line parameter error."""
 
 
-def parse_set(items: list[str] | None) -> dict[str, Any]:
+def parse_set(items: Sequence[str] | None) -> dict[str, Any]:
     """Parse ``--set name=value`` items into a dict with values parsed as JSON where possible."""
     import json
 

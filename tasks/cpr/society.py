@@ -8,11 +8,13 @@ conditions x replicates in a single graph invocation.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import Durability
 
 from cooplab.graphs.rng import phase_rng
 from cooplab.graphs.society import build_society
@@ -171,7 +173,7 @@ def init_state(conditions: Sequence[Condition], replicates: int, seed: int) -> C
     )
 
 
-def recursion_limit(state: CPRState, n_phases: int) -> int:
+def recursion_limit(state: Mapping[str, Any], n_phases: int) -> int:
     return int(state["max_round"]) * (n_phases + 1) + 10
 
 
@@ -183,7 +185,7 @@ def run_cpr(
     phases: "OrderedDict[str, Callable] | None" = None,
     checkpointer: Any = None,
     thread_id: str = "run",
-    durability: str | None = None,
+    durability: Durability | None = None,
     progress: Callable[[dict], None] | None = None,
 ) -> CPRState:
     """Run a batch in one graph invocation and return the final state.
@@ -194,18 +196,24 @@ def run_cpr(
         phases = phases_for_batch([c.params for c in conditions])
     graph = build_cpr_graph(phases, checkpointer=checkpointer)
     state = init_state(conditions, replicates, seed)
-    cfg = {"configurable": {"thread_id": thread_id}, "recursion_limit": recursion_limit(state, len(phases))}
+    cfg: RunnableConfig = {
+        "configurable": {"thread_id": thread_id},
+        "recursion_limit": recursion_limit(state, len(phases)),
+    }
     kw = {"durability": durability} if (durability and checkpointer is not None) else {}
     return drive(graph, state, cfg, progress=progress, **kw)
 
 
-def drive(graph, inp: Any, cfg: dict, *, progress: Callable[[dict], None] | None = None, **kw: Any) -> CPRState:
+def drive(
+    graph, inp: Any, cfg: RunnableConfig, *, progress: Callable[[dict], None] | None = None, **kw: Any
+) -> CPRState:
     """Invoke (``inp`` a state) or resume (``inp`` None) a graph; report rounds to ``progress``.
     The state returned covers the whole batch (:func:`~cooplab.tasks.cpr.state.full_state`)."""
     if progress is None:
         out = graph.invoke(inp, cfg, version="v2", **kw)  # v2 streams only the values (v1 also every update)
         final = full_state(out.value)
-        return {**final, "__interrupt__": list(out.interrupts)} if out.interrupts else final  # as v1 returns them
+        whole = {**final, "__interrupt__": list(out.interrupts)} if out.interrupts else final  # as v1 returns them
+        return cast(CPRState, whole)  # full_state keeps the state's keys
     final = None
     for chunk in graph.stream(inp, cfg, stream_mode=["updates", "values"], **kw):
         mode, data = chunk
@@ -213,4 +221,6 @@ def drive(graph, inp: Any, cfg: dict, *, progress: Callable[[dict], None] | None
             progress(data["environment"])
         elif mode == "values":
             final = data
-    return final if final is None else full_state(final)
+    # the values mode streams the input state first, so a run started from a state always has one
+    assert final is not None, "the graph streamed no state"
+    return cast(CPRState, full_state(final))  # full_state keeps the state's keys

@@ -14,7 +14,7 @@ import sqlite3
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -42,6 +42,7 @@ from cooplab.tasks.cpr.params import (
 from cooplab.tasks.cpr.results import CPRResults
 from cooplab.tasks.cpr.society import Condition, apply_ablation, init_state, phases_for
 from cooplab.tasks.cpr.state import CPRState, full_state
+from cooplab.tasks.frames import column
 
 
 def presets() -> dict[str, dict[str, Any]]:
@@ -110,12 +111,17 @@ def llm_phases(
     return nodes
 
 
+def _as_dict(state: CPRState) -> dict[str, Any]:
+    """The state as the plain dict it is at runtime (a TypedDict is a dict), read and filled by key."""
+    return cast(dict[str, Any], state)
+
+
 def init_llm_state(conditions, replicates: int, seed: int, variant: str = "original") -> dict[str, Any]:
     """The rule-based initial state plus what LLM agents carry: belief texts drawn from the
     template bank by type, an empty group norm, and a short memory of recent outcomes."""
     from cooplab.tasks.cpr.llm import MEMORY, initial_beliefs
 
-    state = init_state(conditions, replicates, seed)
+    state = _as_dict(init_state(conditions, replicates, seed))
     S, N = state["alive"].shape
     types = [agent_types(N, conditions[int(c)].population) for c in state["condition"]]
     beliefs = initial_beliefs(types, phase_rng(seed, 0, "beliefs"), variant)
@@ -238,7 +244,7 @@ class CPRTask(Task):
         conds = [Condition(P, P.population)]
         if config.agents == "llm":
             return init_llm_state(conds, P.replicates, config.seed, prompts.variant_of(config))
-        return init_state(conds, P.replicates, config.seed)
+        return _as_dict(init_state(conds, P.replicates, config.seed))
 
     def total_rounds(self, config: Config) -> int:
         return config.params.T
@@ -305,7 +311,7 @@ class CPRTask(Task):
             "n_agents": N,
             "rounds_completed": int(final["round"]) - 1,
             **summarize(final),
-            "agent_steps": int(rounds["n_alive"].sum()) if len(rounds) else 0,
+            "agent_steps": int(column(rounds, "n_alive").sum()) if len(rounds) else 0,
         }
         if run.status != "completed":
             summary["censored"] = bool(np.asarray(final["active"]).any())

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import numpy as np
 import pandas as pd
@@ -46,7 +46,10 @@ EFFECTS = {
 
 
 def _run(conds: list[Condition], replicates: int, seed: int) -> dict[str, Any]:
-    return run_cpr(conds, replicates, seed, checkpointer=InMemorySaver(serde=CheckpointSerializer()), durability="exit")
+    final = run_cpr(
+        conds, replicates, seed, checkpointer=InMemorySaver(serde=CheckpointSerializer()), durability="exit"
+    )
+    return cast(dict[str, Any], final)  # the final state, read here by key as a plain dict
 
 
 def experiment_fig2(
@@ -135,7 +138,7 @@ def experiment_fig4(replicates: int, seed: int, overrides: dict[str, Any]) -> tu
 def _welch(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
     if np.std(a) == 0 and np.std(b) == 0:
         return {"t": float("nan"), "p": 1.0 if a.mean() == b.mean() else 0.0}
-    t, p = stats.ttest_ind(a, b, equal_var=False)
+    t, p = cast(tuple[float, float], stats.ttest_ind(a, b, equal_var=False))  # scipy's result unpacks to (t, p)
     return {"t": float(t), "p": float(p)}
 
 

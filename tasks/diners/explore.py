@@ -75,8 +75,10 @@ def view(run: Any, query: Mapping[str, str]) -> list[ex.Section]:
         if p is not None
         else []
     )
-    punish = fines(pairs, DINERS, verb="punished", keep=keep) if p is not None else [ex.Note("no punishments table")]
-    body = [
+    punish: list[ex.Block] = (
+        fines(pairs, DINERS, verb="punished", keep=keep) if p is not None else [ex.Note("no punishments table")]
+    )
+    body: list[ex.Section | None] = [
         ex.Section("The society", state, id="state"),
         ex.Section("Diners by iteration", agent_blocks, id="agents"),
         ex.Section("Punishments: who punished whom", punish, id="fines"),

@@ -9,6 +9,7 @@ from its ``strategy_counts`` table. PNG + CSV, and ``claims.md`` comparing with 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Callable
 
@@ -21,6 +22,7 @@ from cooplab.graphs.checkpoint_serde import CheckpointSerializer
 from cooplab.tasks.diners import model as dm
 from cooplab.tasks.diners.metrics import strategy_counts
 from cooplab.tasks.diners.society import paper_conditions, run_diners
+from cooplab.tasks.frames import as_frame, column
 
 COLORS = {"P": "tab:blue", "R1": "tab:red", "E": "tab:green", "M": "tab:purple", "D": "black"}
 PK_ORDER = ("unstated", "3:1", "6:1")
@@ -39,7 +41,7 @@ def share_stats(counts: pd.DataFrame, by: list[str] | None = None) -> pd.DataFra
     out = g.agg(mean="mean", sd="std", n="count")
     out.insert(2, "q05", g.quantile(0.05))  # vectorized (a lambda per group took seconds per call)
     out.insert(3, "q95", g.quantile(0.95))
-    out = out[["mean", "sd", "q05", "q95", "n"]].reset_index()
+    out = as_frame(out[["mean", "sd", "q05", "q95", "n"]]).reset_index()
     out["sd"] = out["sd"].fillna(0.0)
     return out
 
@@ -52,12 +54,12 @@ def _panel(ax, st: pd.DataFrame, title: str, bands: bool = True) -> bool:
 
     drew = False
     for name in dm.STRATEGIES:
-        d = st[st["strategy"] == name].sort_values("iteration")
-        if not len(d) or (d["mean"].max() == 0 and d["q95"].max() == 0):
+        d = as_frame(st[st["strategy"] == name]).sort_values("iteration")
+        if not len(d) or (column(d, "mean").max() == 0 and column(d, "q95").max() == 0):
             continue
         x = d["iteration"].to_numpy()
         ax.plot(x, 100 * d["mean"], marker="o", ms=3, color=COLORS[name], label=f"{name} ({dm.STRATEGY_NAMES[name]})")
-        if bands and d["n"].max() > 1:
+        if bands and column(d, "n").max() > 1:
             drew = True
             ax.fill_between(
                 x,
@@ -98,7 +100,7 @@ def combination_figure_of(st: pd.DataFrame, comb: int, suptitle: str):
     fig, axes = subplots(1, 3, figsize=(13, 3.8), sharey=True)
     bands = False
     for ax, pk in zip(axes, PK_ORDER, strict=False):
-        bands |= _panel(ax, st[(st["combination"] == comb) & (st["pk"] == pk)], PK_TITLE[pk])
+        bands |= _panel(ax, as_frame(st[(st["combination"] == comb) & (st["pk"] == pk)]), PK_TITLE[pk])
     axes[0].set_ylabel("% of agents")
     _legend(axes[-1], bands, loc="center right")
     fig.suptitle(suptitle, fontsize=10)
@@ -155,18 +157,18 @@ def rule_experiment(
     return counts.join(meta, on="condition")
 
 
-def _initial(final: dict[str, Any]) -> np.ndarray:
+def _initial(final: Mapping[str, Any]) -> np.ndarray:
     h = final["history"]
     return h[0]["strategy_played"] if h else final["strategy"]
 
 
 def final_table(counts: pd.DataFrame) -> pd.DataFrame:
     """Mean final shares per condition (rows: combination, pk; columns: strategies)."""
-    last = counts[counts["iteration"] == counts["iteration"].max()]
+    last = as_frame(counts[counts["iteration"] == counts["iteration"].max()])
     names = list(dm.STRATEGIES)
-    sh = last[names].div(last[names].sum(axis=1), axis=0)
+    sh = as_frame(last[names]).div(last[names].sum(axis=1), axis=0)
     sh[["combination", "pk"]] = last[["combination", "pk"]]
-    return sh.groupby(["combination", "pk"], sort=False)[names].mean().reset_index()
+    return as_frame(sh.groupby(["combination", "pk"], sort=False)[names].mean()).reset_index()
 
 
 #: the paper's strategy leaders (§5, Figs. 9 and 10: one LLM run per condition): (combination, p:k) -> (figure, leader)
@@ -187,7 +189,7 @@ def check_claims(counts: pd.DataFrame) -> list[dict[str, Any]]:
     positive when it holds (0: a tie): for a leader claim the mean final share of the paper's
     leader minus the largest other share; see :data:`EFFECTS`."""
     st = share_stats(counts, ["combination", "pk"])
-    T = int(counts["iteration"].max())
+    T = int(column(counts, "iteration").max())
     means = {
         (c, pk, n, int(t)): float(m)
         for c, pk, n, t, m in st[["combination", "pk", "strategy", "iteration", "mean"]].itertuples(

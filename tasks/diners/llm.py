@@ -130,12 +130,11 @@ def punish_spec(phase: str, n_agents: int, max_targets: int) -> DecisionSpec:
     """The punish decision with its JSON schema bounded to this society: member numbers in
     1..N and at most (group size - 1) of them (a schema-constrained model, e.g. llama.cpp's
     grammar, cannot produce anything else); membership of the agent's own group is checked."""
-    Member = Annotated[int, Field(ge=1, le=n_agents)]
     schema = create_model(
         f"PunishDecision_{n_agents}_{max_targets}",
         __base__=PunishDecision,
         punish=(
-            list[Member],
+            list[Annotated[int, Field(ge=1, le=n_agents)]],
             Field(default_factory=list, max_length=max_targets, description="member numbers to punish; [] for nobody"),
         ),
     )

@@ -8,20 +8,22 @@ per iteration and at the end, as ``summary.json`` records them.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 
 from cooplab.graphs.tables import ids
 from cooplab.tasks.diners import model as dm
+from cooplab.tasks.frames import as_frame, as_series
 
 
-def _meta(final: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+def _meta(final: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(final["condition"]), np.asarray(final["replicate"])
 
 
-def strategy_counts(final: dict[str, Any], initial: np.ndarray) -> pd.DataFrame:
+def strategy_counts(final: Mapping[str, Any], initial: np.ndarray) -> pd.DataFrame:
     """One row per (society, iteration t): strategy counts after iteration t's update (t = 0:
     the initial composition)."""
     cond, rep = _meta(final)
@@ -36,7 +38,7 @@ def strategy_counts(final: dict[str, Any], initial: np.ndarray) -> pd.DataFrame:
     return df.sort_values(["condition", "replicate", "iteration"], kind="stable").reset_index(drop=True)
 
 
-def per_agent_tables(final: dict[str, Any]) -> dict[str, pd.DataFrame]:
+def per_agent_tables(final: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
     cond, rep = _meta(final)
     S, N = np.asarray(final["strategy"]).shape
     orders, utils, imit, pun = [], [], [], []
@@ -127,10 +129,14 @@ def share_summary(counts: pd.DataFrame) -> dict[str, Any]:
     shares = (
         counts[list(dm.STRATEGIES)].div(n, axis=0).assign(condition=counts["condition"], iteration=counts["iteration"])
     )
-    last = shares[shares["iteration"] == shares["iteration"].max()]
-    mean = shares.groupby("iteration")[list(dm.STRATEGIES)].mean()
+    last = as_frame(shares[shares["iteration"] == shares["iteration"].max()])
+    mean = as_frame(shares.groupby("iteration")[list(dm.STRATEGIES)].mean())
     return {
         "final_shares": {k: float(v) for k, v in last[list(dm.STRATEGIES)].mean().items()},
-        "final_shares_sd": {k: float(v) for k, v in last[list(dm.STRATEGIES)].std(ddof=1).fillna(0.0).items()},
-        "shares_by_iteration": {int(t): {k: round(float(v), 6) for k, v in row.items()} for t, row in mean.iterrows()},
+        "final_shares_sd": {
+            k: float(v) for k, v in as_series(last[list(dm.STRATEGIES)].std(ddof=1)).fillna(0.0).items()
+        },
+        "shares_by_iteration": {
+            int(cast(Any, t)): {k: round(float(v), 6) for k, v in row.items()} for t, row in mean.iterrows()
+        },
     }

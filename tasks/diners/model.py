@@ -181,7 +181,7 @@ def rule_punish(strategy: Array, defect: Array, same: Array) -> Array:
 def non_punishers(defect: Array, punish1: Array, same: Array) -> Array:
     """(S, N) first-order non-punishers: agents who left some defector of their group (other
     than themselves) unpunished in stage 2. Nobody is a non-punisher where nobody defected."""
-    return (same & defect[:, None, :] & ~punish1).any(axis=2)
+    return np.asarray((same & defect[:, None, :] & ~punish1).any(axis=2))
 
 
 def metanorm_targets(strategy: Array, defect: Array, punish1: Array, same: Array) -> Array:

@@ -11,13 +11,14 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator, model_validator
+from pydantic.config import JsonDict
 
 from cooplab.graphs.invaders import Invader, InvaderWhenSet
 from cooplab.limits import RULES
 from cooplab.tasks.diners import model as dm
 
 
-def _src(source: str) -> dict[str, str]:
+def _src(source: str) -> JsonDict:
     return {"source": source}
 
 
@@ -30,10 +31,12 @@ class Meal(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    c_b: Amount = Field(dm.MEAL["c_b"], description="cost of the budget meal", json_schema_extra=_src("paper"))
-    v_b: Amount = Field(dm.MEAL["v_b"], description="value of the budget meal", json_schema_extra=_src("paper"))
-    c_p: Amount = Field(dm.MEAL["c_p"], description="cost of the premium meal", json_schema_extra=_src("paper"))
-    v_p: Amount = Field(dm.MEAL["v_p"], description="value of the premium meal", json_schema_extra=_src("paper"))
+    c_b: Amount = Field(default=dm.MEAL["c_b"], description="cost of the budget meal", json_schema_extra=_src("paper"))
+    v_b: Amount = Field(default=dm.MEAL["v_b"], description="value of the budget meal", json_schema_extra=_src("paper"))
+    c_p: Amount = Field(default=dm.MEAL["c_p"], description="cost of the premium meal", json_schema_extra=_src("paper"))
+    v_p: Amount = Field(
+        default=dm.MEAL["v_p"], description="value of the premium meal", json_schema_extra=_src("paper")
+    )
 
 
 def invader_kinds(agents: str | None) -> tuple[str, ...]:

@@ -18,9 +18,11 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import Durability
 
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.society import build_society
@@ -216,11 +218,11 @@ def run_diners(
     *,
     checkpointer: Any = None,
     thread_id: str = "diners",
-    durability: str | None = None,
+    durability: Durability | None = None,
 ) -> DinersState:
     """Run a rule-based batch (conditions x replicates) in one graph invocation; the final state."""
     graph = build_diners_graph(checkpointer=checkpointer)
     state = init_state(conditions, replicates, seed, iterations)
-    cfg = {"configurable": {"thread_id": thread_id}, "recursion_limit": recursion_limit(state)}
-    kw = {"durability": durability} if (durability and checkpointer is not None) else {}
-    return graph.invoke(state, cfg, **kw)
+    cfg: RunnableConfig = {"configurable": {"thread_id": thread_id}, "recursion_limit": recursion_limit(state)}
+    final = graph.invoke(state, cfg, durability=durability if (durability and checkpointer is not None) else None)
+    return cast(DinersState, final)  # LangGraph types the final state as a plain dict

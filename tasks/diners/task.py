@@ -14,7 +14,7 @@ Run directory: the per-iteration tables ``strategy_counts``, ``orders``, ``punis
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -35,8 +35,13 @@ from cooplab.tasks.diners.society import (
 
 
 # --- the task ------------------------------------------------------------------------------
+def _as_dict(state: DinersState) -> dict[str, Any]:
+    """The state as the plain dict it is at runtime (a TypedDict is a dict), read and filled by key."""
+    return cast(dict[str, Any], state)
+
+
 def init_llm_state(cond: Condition, replicates: int, seed: int, iterations: int) -> dict[str, Any]:
-    state = init_state([cond], replicates, seed, iterations)
+    state = _as_dict(init_state([cond], replicates, seed, iterations))
     S, N = state["strategy"].shape
     state.update(personas=[list(range(N)) for _ in range(S)], decisions=[], ledger=[])
     return state
@@ -162,14 +167,14 @@ class DinersTask(Task):
     def init_state(self, config: Config) -> dict[str, Any]:
         P = config.params
         args = (P.condition(), P.replicates, config.seed, P.iterations)
-        return init_llm_state(*args) if config.agents == "llm" else init_state([args[0]], *args[1:])
+        return init_llm_state(*args) if config.agents == "llm" else _as_dict(init_state([args[0]], *args[1:]))
 
     def total_rounds(self, config: Config) -> int:
         return config.params.iterations
 
     def _initial(self, config: Config) -> np.ndarray:
         P = config.params
-        return init_state([P.condition()], P.replicates, config.seed, P.iterations)["strategy"]
+        return _as_dict(init_state([P.condition()], P.replicates, config.seed, P.iterations))["strategy"]
 
     #: settings a fork keeps from its parent: the agents and their groups (the shapes of the state's
     #: arrays), the replicates, and the labels of the start (``pk`` names the costs the run began with)

@@ -201,7 +201,10 @@ def profile(kind: str, P: Any) -> np.ndarray:
     elif game == "collective-risk":
         return np.zeros((R, N), dtype=np.int64) if nash else fair_share_schedule(P)
     elif game == "o-ring":
-        row = np.zeros(N, dtype=np.int64) if nash else oring_split(P)
+        split = None if nash else oring_split(P)
+        if not nash and split is None:
+            raise ValueError(f"no withdrawals reach success_threshold ({P.success_threshold:g}) in every group")
+        row = np.zeros(N, dtype=np.int64) if split is None else split
     elif game == "public-goods":
         row = np.tile([P.endowment, 0, 0] if nash else [0, P.endowment, 0], (N, 1))
     else:

@@ -102,7 +102,10 @@ def view(run: Any, query: Mapping[str, str]) -> list[ex.Section]:
         if sc is not None
         else []
     )
-    body = [ex.Section("The game", state, id="state"), ex.Section("Players by round", agent_blocks, id="agents")]
+    body: list[ex.Section | None] = [
+        ex.Section("The game", state, id="state"),
+        ex.Section("Players by round", agent_blocks, id="agents"),
+    ]
     if sanc is not None:
         body.append(
             ex.Section(
@@ -120,7 +123,8 @@ def view(run: Any, query: Mapping[str, str]) -> list[ex.Section]:
 
 def key_numbers(summary: Mapping[str, Any]) -> dict[str, Any]:
     """The game, its metric and the metric's mean, the Pareto proximity, the cost."""
-    metric = summary.get("metric") if isinstance(summary.get("metric"), Mapping) else {}
+    raw = summary.get("metric")
+    metric: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     return known(
         {
             "game": summary.get("game"),

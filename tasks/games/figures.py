@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cooplab.tasks.frames import as_frame, as_series, column
 from cooplab.tasks.games.metrics import METRIC_LABEL, bootstrap_convergence
 
 
@@ -28,7 +29,7 @@ def run_figure_of(rounds: pd.DataFrame, convergence: pd.DataFrame, summary: Mapp
     fig, (ax, bx) = subplots(1, 2, figsize=(10, 3.8))
     if len(rounds):
         g = rounds.groupby("round")["metric"]
-        mean, sd, n = g.mean(), g.std(ddof=1).fillna(0.0), g.count()
+        mean, sd, n = as_series(g.mean()), as_series(g.std(ddof=1)).fillna(0.0), as_series(g.count())
         half = 1.96 * sd / np.sqrt(n)
         ax.plot(
             mean.index,
@@ -112,7 +113,7 @@ def convergence_figure(per_game: Mapping[str, Any], path: Path, *, resamples: in
             pooled.setdefault(int(n), []).append(err)
         tables.append(cv.drop(columns=["errors"]).assign(game=game))
     table = (
-        pd.concat(tables, ignore_index=True)[["game", "n", "mae", "sd", "p95", "mae_sd_units"]]
+        as_frame(pd.concat(tables, ignore_index=True)[["game", "n", "mae", "sd", "p95", "mae_sd_units"]])
         if tables
         else pd.DataFrame()
     )
@@ -136,8 +137,8 @@ def convergence_figure(per_game: Mapping[str, Any], path: Path, *, resamples: in
         ax.legend(fontsize=7)
     ax.set_title(f"all games ({len(per_game)}): mean absolute error", fontsize=9)
     for k, (game, cv) in enumerate(table.groupby("game", sort=False)):
-        if cv["mae_sd_units"].notna().any():
-            _convergence_panel(bx, cv, f"C{k}", game, column="mae_sd_units")
+        if column(cv, "mae_sd_units").notna().any():
+            _convergence_panel(bx, cv, f"C{k}", str(game), column="mae_sd_units")
     bx.set_title("per game, in units of the full-data s.d.", fontsize=9)
     bx.legend(fontsize=7)
     fig.tight_layout()
@@ -238,7 +239,9 @@ def encoding(
         }
         for fam, sz, lab, i, key in rows
     ]
-    legend = [("family", f"family {f} (colour)", color[f], "s", 8.0) for f in families]
+    legend: list[tuple[str, str, Any, str, float]] = [
+        ("family", f"family {f} (colour)", color[f], "s", 8.0) for f in families
+    ]
     seen: set[str] = set()
     for pt in points:
         if pt["model"] not in seen:

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from cooplab.graphs.tables import ids
+from cooplab.tasks.frames import as_frame, column
 from cooplab.tasks.games import equilibria as eq
 
 METRIC_LABEL = {
@@ -206,9 +207,9 @@ def fallback_masks(
     rows = pd.DataFrame(list(decisions or []))
     if rows.empty or "fallback_used" not in rows:
         return masks
-    rows = rows[rows["fallback_used"].astype(bool)]
+    rows = as_frame(rows[rows["fallback_used"].astype(bool)])
     for key, phase in phases.items():
-        hit = rows[(rows["phase"] == phase) & (rows["round"] >= 1) & (rows["round"] <= R)]
+        hit = as_frame(rows[(rows["phase"] == phase) & (rows["round"] >= 1) & (rows["round"] <= R)])
         masks[key][
             hit["round"].to_numpy(dtype=int) - 1, hit["society"].to_numpy(dtype=int), hit["agent"].to_numpy(dtype=int)
         ] = True
@@ -217,7 +218,7 @@ def fallback_masks(
 
 def _fallback_cells(masks: Mapping[str, np.ndarray]) -> tuple[np.ndarray, int]:
     """(rounds, S, N) number of fallbacks per player and round, and the play decisions per cell."""
-    return sum(m.astype(np.int64) for m in masks.values()), len(masks)
+    return sum((m.astype(np.int64) for m in masks.values()), np.zeros((), dtype=np.int64)), len(masks)
 
 
 def fallback_summary(masks: Mapping[str, np.ndarray]) -> dict[str, Any]:
@@ -376,7 +377,7 @@ def simulation_table(
         "proximity": prox,
         "proximity_raw": ref.distance(m),
         "near_pareto": prox <= P.near_pareto,
-        "payoff": sum(np.asarray(h["payoff"], dtype=float) for h in history).mean(axis=-1),
+        "payoff": sum((np.asarray(h["payoff"], dtype=float) for h in history), np.zeros(())).mean(axis=-1),
         "fallback": cells.sum(axis=(0, 2)) > 0,
         "fallback_share": cells.sum(axis=(0, 2)) / (per * cells.shape[0] * cells.shape[2]),
     }
@@ -442,7 +443,7 @@ def summarize(
     out["pareto_proximity"] = {
         "mean": _r(pc["mean"]),
         "ci95": _r(pc["ci95"]),
-        "near_pareto_share": _r(float(sims["near_pareto"].mean())),
+        "near_pareto_share": _r(float(column(sims, "near_pareto").mean())),
         "near_pareto_threshold": P.near_pareto,
         "normalization": PROXIMITY_FORMULA,
         "raw_distance_mean": _r(float(raw.mean())),

@@ -384,9 +384,7 @@ class GameRun(InvaderWhenSet):
                 raise ValueError(str(exc)) from None
         elif self.script is not None:
             raise ValueError(f"script must be null unless players is scripted, got {type(self.script).__name__}")
-        if self.invader is not None and hasattr(
-            self, "n_players"
-        ):  # a game's settings: the seat and round within its society
+        if self.invader is not None and isinstance(self, GameParams):  # a game's settings: seat and round in range
             from cooplab.graphs.invaders import check_in
 
             check_in(

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
+from langchain_core.runnables import RunnableConfig
 
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.society import build_society
@@ -82,7 +83,10 @@ def run_game(P: Any, policies: Mapping[str, Callable], seed: int = 0, *, checkpo
     """Run a game to the end in one graph invocation (no run directory); the final state."""
     graph = build_game_graph(P, policies, checkpointer=checkpointer)
     state = init_state(P, seed)
-    cfg = {"configurable": {"thread_id": P.GAME}, "recursion_limit": P.rounds * (len(graph.nodes) + 1) + 10}
+    cfg: RunnableConfig = {
+        "configurable": {"thread_id": P.GAME},
+        "recursion_limit": P.rounds * (len(graph.nodes) + 1) + 10,
+    }
     return graph.invoke(state, cfg)
 
 

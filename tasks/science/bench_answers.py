@@ -187,9 +187,18 @@ def number(text: str) -> Decimal | None:
         d = Decimal(s.replace(",", ""))
     except InvalidOperation:  # pragma: no cover - the pattern admits only valid literals
         return None
-    if not d.is_finite() or abs(d.as_tuple().exponent) > MAX_EXPONENT or abs(d.adjusted()) > MAX_EXPONENT:
+    if not d.is_finite() or abs(_exponent(d)) > MAX_EXPONENT or abs(d.adjusted()) > MAX_EXPONENT:
         return None
     return d
+
+
+def _exponent(d: Decimal) -> int:
+    """The exponent of a finite Decimal (:func:`number` returns only those; NaN and the infinities
+    have a letter there instead)."""
+    e = d.as_tuple().exponent
+    if not isinstance(e, int):
+        raise ValueError(f"{d} is not a finite number")
+    return e
 
 
 def match(label: str, answer: str | None) -> bool:
@@ -202,7 +211,7 @@ def match(label: str, answer: str | None) -> bool:
         ans = number(ans_text)
         if ans is None:
             return False
-        half = Decimal(5).scaleb(min(lab.as_tuple().exponent, 0) - 1)
+        half = Decimal(5).scaleb(min(_exponent(lab), 0) - 1)
         return abs(ans - lab) <= half
     return _key(ans_text) == _key(lab_text)
 

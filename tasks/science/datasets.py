@@ -246,7 +246,7 @@ def _ecology(rng: np.random.Generator, size: str, data_path: Path) -> dict[str, 
     """
     T = int(rng.integers(ECO_STEPS[size][0], ECO_STEPS[size][1] + 1))
     S = int(rng.integers(ECO_SPECIES[0], ECO_SPECIES[1] + 1))
-    best: tuple[float, dict, np.ndarray, int] | None = None
+    best: tuple[Any, dict, np.ndarray, int] | None = None  # (margin: a numpy float, parameters, N, shift)
     for _ in range(ECO_MAX_DRAWS):
         p = _eco_parameters(rng, S)
         if p is None:

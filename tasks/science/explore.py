@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -163,7 +163,7 @@ def _current_visit() -> int | None:
         return None
 
 
-def artifact_index(artifacts: Mapping[str, list[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+def artifact_index(artifacts: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
     """Who wrote each artifact version, in which pass (``artifacts/index.json``; the contents are
     the ``NAME.vN.md`` files next to it)."""
     return [
@@ -305,7 +305,7 @@ def _plain(v: Any) -> Any:
             return None
     except (TypeError, ValueError):
         return v
-    return v.item() if hasattr(v, "item") and not isinstance(v, (str, bytes)) else v
+    return v.item() if hasattr(v, "item") and not isinstance(v, (str, bytes, list, dict)) else v
 
 
 def load_run(out: Path) -> ScienceRun:
@@ -525,8 +525,8 @@ def _role_names(run: ScienceRun) -> dict[str, str]:
     """agent id -> its role's name (e.g. ``data.0`` -> Data Lead) for the run's team size."""
     from cooplab.tasks.science.roles import pipeline_roles
 
-    P = run.config.get("params") if isinstance(run.config.get("params"), dict) else {}
-    size = P.get("team_size") if P.get("team_size") in (1, 2, 3) else 3
+    P = got if isinstance(got := run.config.get("params"), dict) else {}
+    size = got if (got := P.get("team_size")) in (1, 2, 3) else 3
     pipeline = "solo" if P.get("pipeline") == "solo" else "teams"
     return {r.agent_id: r.name for r in pipeline_roles(pipeline, size)}
 
@@ -539,8 +539,8 @@ def _who(run: ScienceRun, agent: Any) -> str:
 def _overview(run: ScienceRun) -> list[Any]:
     from cooplab.graphs.explore import KeyValues
 
-    s, P = run.summary, run.config.get("params") if isinstance(run.config.get("params"), dict) else {}
-    sc = s.get("scores") if isinstance(s.get("scores"), dict) else {}
+    s, P = run.summary, got if isinstance(got := run.config.get("params"), dict) else {}
+    sc = got if isinstance(got := s.get("scores"), dict) else {}
     cost = (s.get("ledger") or {}).get("cost_usd_float") if isinstance(s.get("ledger"), dict) else None
     items = {
         "task": s.get("science_task", P.get("task")),
@@ -558,7 +558,7 @@ def _overview(run: ScienceRun) -> list[Any]:
 
 # --- facts -----------------------------------------------------------------------------------------
 def _truth_facts(run: ScienceRun) -> dict[str, dict[str, Any]]:
-    facts = run.truth.get("facts") if isinstance(run.truth.get("facts"), list) else []
+    facts = got if isinstance(got := run.truth.get("facts"), list) else []
     return {str(f.get("id")): f for f in facts if isinstance(f, dict)}
 
 
@@ -632,7 +632,7 @@ def _scores_lines(run: ScienceRun) -> list[str]:
     its k readings, and what the judge cost)."""
     from cooplab.evals.text import counts_text
 
-    h = run.scores.get("heuristic") if isinstance(run.scores.get("heuristic"), dict) else {}
+    h = got if isinstance(got := run.scores.get("heuristic"), dict) else {}
     lines = [
         f"Heuristic scores (0-1): completeness {score_text(h.get('completeness'))}, quality "
         f"{score_text(h.get('quality'))}, "
@@ -661,7 +661,7 @@ def _facts(run: ScienceRun) -> list[Any]:
     word on it), then the judge's ratings and reasons."""
     from cooplab.graphs.explore import Columns, Markdown, Note, Table, Text
 
-    h = run.scores.get("heuristic") if isinstance(run.scores.get("heuristic"), dict) else {}
+    h = got if isinstance(got := run.scores.get("heuristic"), dict) else {}
     facts = [f for f in h.get("facts") or [] if isinstance(f, dict)] if isinstance(h.get("facts"), list) else []
     blocks: list[Any] = (
         [Text(line) for line in _scores_lines(run)] if run.scores else [Note("no scores.json: the run was not scored")]
@@ -679,7 +679,7 @@ def _facts(run: ScienceRun) -> list[Any]:
         blocks.append(Note("no per-fact scores in scores.json (the run was not scored, or has no ground truth)"))
     paper = [a for a in run.artifacts if a["name"] == "final_paper"]
     text = read_text(run, paper[-1]["file"]) if paper else None
-    left = (
+    left: list[Any] = (
         [Text(f"The final paper ({paper[-1]['file']}, version {paper[-1]['version']}), as scored:"), Markdown(text)]
         if text is not None
         else [Note("no final paper to show")]
@@ -701,7 +701,7 @@ def _fact_cards(run: ScienceRun, facts: list[dict[str, Any]]) -> list[Any]:
         fid = str(f.get("id"))
         mark = _verdict(f)
         t = truth.get(fid, {})
-        inner = [
+        inner: list[Any] = [
             Text("The truth: " + clean_text(str(t.get("statement") or "(not in the ground truth file)"))),
             Text("Evidence (heuristic scorer): " + _why(f)),
         ] + [Text(s) for s in _judge_fact(run, fid)]
@@ -722,7 +722,10 @@ def _verdict(f: Mapping[str, Any]) -> str:
 
 def _score(f: Mapping[str, Any]) -> float:
     try:
-        v = float(f.get("score"))
+        score = f.get("score")
+        if score is None:
+            return 0.0
+        v = float(score)
     except (TypeError, ValueError):
         return 0.0
     return v if v == v else 0.0
@@ -875,7 +878,7 @@ def _code_box(code: str) -> list[Any]:
 
 def _figures(c: Mapping[str, Any]) -> list[Any]:
     """A call record's figure paths (a list, else none)."""
-    return list(c.get("figures")) if isinstance(c.get("figures"), list) else []
+    return list(got) if isinstance(got := c.get("figures"), list) else []
 
 
 def _call_blocks(run: ScienceRun, c: Mapping[str, Any], shown: list[int]) -> list[Any]:
@@ -1009,7 +1012,7 @@ def _budget(run: ScienceRun) -> list[Any]:
             series[t].append(acc[t])
         total.append(sum(acc.values()))
     series["all teams"] = total
-    llm = run.config.get("llm") if isinstance(run.config.get("llm"), dict) else {}
+    llm = got if isinstance(got := run.config.get("llm"), dict) else {}
     cap = money(llm.get("budget")) if llm.get("budget") is not None else None
     if cap is not None:
         series["budget cap"] = [cap] * len(total)
@@ -1049,7 +1052,7 @@ def key_numbers(summary: Mapping[str, Any]) -> dict[str, Any]:
     scores (accuracy first) and the cost."""
     from cooplab.evals.explorer.views.societies import known
 
-    scores = summary.get("scores") if isinstance(summary.get("scores"), Mapping) else {}
+    scores = got if isinstance(got := summary.get("scores"), Mapping) else {}
     out: dict[str, Any] = {"science task": summary.get("science_task")}
     out.update({k: scores.get(k) for k in ("accuracy", "completeness", "quality") if k in scores})
     return known(out, summary)

@@ -80,7 +80,7 @@ def _separator(sample: str) -> str:
         return csv.Sniffer().sniff("\n".join(lines), delimiters=",;\t|").delimiter
     except csv.Error:
         counts = {d: lines[0].count(d) for d in ",;\t|"} if lines else {}
-        best = max(counts, key=counts.get) if counts else ","
+        best = max(counts, key=lambda d: counts[d]) if counts else ","
         return best if counts.get(best) else ","
 
 
@@ -409,7 +409,7 @@ def custom_config(
     task: str,
     truth: Any = None,
     *,
-    team: str = "llm",
+    team: Literal["llm", "oracle", "garbage"] = "llm",
     seed: int = 0,
     backend: str = "docker",
     llm: dict[str, Any] | None = None,

@@ -81,6 +81,8 @@ def budget_status(visibility: str, *, budget: Decimal | None, spent: Decimal, te
         return f"BUDGET STATUS: {money(spent)} spent so far; the budget has no cap."
     left = max(Decimal(0), budget - spent)
     share = remaining_share(budget, spent)
+    if share is None:  # pragma: no cover - a budget is set here, so there is a share
+        raise ValueError("no remaining share without a budget")
     return (
         f"BUDGET STATUS: {money(spent)} spent of {money(budget)}; {money(left)} remaining "
         f"({float(share) * 100:.0f}% of the budget)."

@@ -33,7 +33,7 @@ from cooplab.limits import clean_text, sha256_file
 from cooplab.tasks.science import datasets as dsets
 from cooplab.tasks.science import scripted  # noqa: F401 - registers the built-in scripted teams (and the bench's answers team)
 from cooplab.tasks.science.defaults import MAX_TOKENS
-from cooplab.tasks.science.params import ScienceParams, ScienceSettings
+from cooplab.tasks.science.params import Custom, Judge, ScienceParams, ScienceSettings
 from cooplab.tasks.science.results import ScienceResults
 from cooplab.tasks.science.roles import ARTIFACT, TEAMS
 from cooplab.tasks.science.team import ScienceState, TeamGraph, artifacts_of, init_state
@@ -105,12 +105,11 @@ def judge_budget(config: Config) -> float | None:
     return None if config.llm is None else config.llm.budget
 
 
-def _judge_the_run(out: Path, config: Config) -> dict[str, Any]:
+def _judge_the_run(out: Path, config: Config, judge: Judge) -> dict[str, Any]:
     """The summary's ``judge`` entry: the judge's scores, or its one-line error; with what it cost
     (``cost_usd``, its ``ledger``) and the budget it had (``budget_usd``), next to the team's."""
     from cooplab.tasks.science.judging import JudgeFailed, judge_run
 
-    judge = config.params.judge
     budget = judge_budget(config)
     try:
         e = judge_run(out, judge.model, k=judge.samples, budget=budget)
@@ -256,7 +255,7 @@ class ScienceTask(Task):
         that the files are the ones the run started with (regenerated if missing)."""
         _dataset(config)  # what the run recorded of its data, checked before anything is written
         if config.params.custom is not None:
-            return self._prepare_custom(config, Path(out))
+            return self._prepare_custom(config, config.params.custom, Path(out))
         P = config.params
         d = Path(out) / DATASET_DIR
         data = d / dsets.DATA_FILE
@@ -275,7 +274,7 @@ class ScienceTask(Task):
                 f"{data} is not the dataset this run started with (SHA-256 differs); restore it or start a new run"
             )
 
-    def _prepare_custom(self, config: Config, out: Path) -> None:
+    def _prepare_custom(self, config: Config, c: Custom, out: Path) -> None:
         """Your own data: the canonical file the sandbox loads and ground_truth.json (the facts, or
         none) are written once; on resume the copy must be unchanged (an error) and a changed input
         file is a warning (the run goes on with its copy)."""
@@ -283,7 +282,6 @@ class ScienceTask(Task):
 
         from cooplab.tasks.science import owndata
 
-        c = config.params.custom
         d = out / DATASET_DIR
         have = [p for p in (d / "data.csv", d / "data.parquet") if p.exists()]
         if not have or not (d / dsets.TRUTH_FILE).exists():
@@ -346,13 +344,14 @@ class ScienceTask(Task):
         """A budget stop is kept in the state (``stop``, naming the node it cut short): with a raised
         budget the run continues from the checkpoint before that node, which runs again (its calls
         paid before the stop replay from the cache)."""
-        stop = None
+        stop: dict[str, Any] = {}  # the newest checkpoint's stop (the first of ``history``)
         for i, snap in enumerate(history):
             values = snap.values or {}
             if i == 0:
-                stop = values.get("stop")
-                if not isinstance(stop, dict):
+                got = values.get("stop")
+                if not isinstance(got, dict):
                     return None
+                stop = got
             elif not values.get("stop") and stop.get("node") in snap.next:
                 return snap
         return None
@@ -428,8 +427,8 @@ class ScienceTask(Task):
         ]
         judged = None
         if P.judge is not None and run.status in ("completed", "budget_exhausted"):
-            judged = _judge_the_run(out, config)
-        sc = {k: h.scores()[k] for k in ("completeness", "quality", "accuracy")}
+            judged = _judge_the_run(out, config, P.judge)
+        sc: dict[str, float | None] = {k: h.scores()[k] for k in ("completeness", "quality", "accuracy")}
         if no_truth:
             sc["accuracy"] = None
         return ScienceResults.of(

@@ -44,7 +44,7 @@ from cooplab.agents.tools import (
     run_code_tool,
 )
 from cooplab.graphs.context import CoopContext
-from cooplab.graphs.ledger import BudgetExhausted
+from cooplab.graphs.ledger import BudgetExhausted, Ledger
 from cooplab.graphs.nodes import ledger_node
 from cooplab.graphs.state import AppendLog
 from cooplab.graphs.tracing.labels import AGENT_NAME, labelled
@@ -117,6 +117,13 @@ def init_state(max_reentries: int) -> dict[str, Any]:
     }
 
 
+def _ledger(context: CoopContext) -> Ledger:
+    """The run's ledger: a science team's nodes always run with one (every model call is charged)."""
+    if context.ledger is None:
+        raise RuntimeError("a science team node ran without a ledger in its runtime context")
+    return context.ledger
+
+
 class TeamGraph:
     """Builds the graph for one run's settings (``P``: :class:`cooplab.tasks.science.params.ScienceParams`)."""
 
@@ -139,7 +146,7 @@ class TeamGraph:
         return int((state.get("visits") or {}).get(self.team(state), 1))
 
     def status(self, context: CoopContext, team: str) -> str:
-        ledger = context.ledger
+        ledger = _ledger(context)
         team_spent = sum((Decimal(e.cost) for e in ledger.entries if e.team == team), Decimal(0))
         return pr.budget_status(
             self.P.visibility, budget=ledger.budget, spent=ledger.spent, team_spent=team_spent, team=team
@@ -173,7 +180,7 @@ class TeamGraph:
         the team members and the budget rules, in one message."""
         status = self.status(context, role.team)
         w = pr.warning(
-            self.P.visibility, context.ledger.budget, context.ledger.spent, warn_when_hidden=self.P.warn_when_hidden
+            self.P.visibility, _ledger(context).budget, _ledger(context).spent, warn_when_hidden=self.P.warn_when_hidden
         )
         paper = self.P.status_at == "paper"
         kw = {
@@ -224,7 +231,10 @@ class TeamGraph:
             return tool
         from langchain_core.tools import StructuredTool
 
-        inner, prefix = tool.coroutine, self.code_prefix
+        coroutine = tool.coroutine if isinstance(tool, StructuredTool) else None
+        if coroutine is None:  # run_code_tool makes a StructuredTool from an async function
+            raise TypeError("the run_code tool has no coroutine to wrap")
+        inner, prefix = coroutine, self.code_prefix
 
         async def run_code(code: str, runtime: Any, description: str = "") -> str:
             return await inner(prefix + code, runtime, description)
@@ -285,7 +295,7 @@ class TeamGraph:
                     "visit": visit,
                     "node": node,
                     "seconds": round(time.perf_counter() - t0, 3),
-                    "spent_usd": str(context.ledger.spent),
+                    "spent_usd": str(_ledger(context).spent),
                 }
             ],
         }

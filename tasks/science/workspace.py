@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextvars
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt import ToolRuntime
@@ -87,7 +87,7 @@ class Workspace:
     def list(self) -> str:
         rows = []
         for n in self.names():
-            a = self.latest(n)
+            a = self.versions(n)[-1]  # the latest: every listed name has a version
             rows.append(
                 f"- {n}: {len(self.versions(n))} version(s), latest by {a['agent']} ({a['team']}), {len(a['content'])} "
                 "characters" + (f": {a['description']}" if a.get("description") else "")
@@ -232,7 +232,7 @@ def workspace_tools(ws: Workspace | None = None, *, code_tool: BaseTool | None) 
     """The tools of Appendix C.1 on ``ws``, or on the current node's workspace (:data:`CURRENT`)
     when ``ws`` is None (``run_code`` first, for the teams with code)."""
     if ws is None:
-        ws = _Current()  # type: ignore[assignment]
+        ws = cast(Workspace, _Current())  # forwards every attribute to the current node's workspace
 
     def agent_of(runtime: ToolRuntime) -> str:
         return caller_of(runtime).agent_id
