@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pandas.core.util.hashing import hash_pandas_object  # what pd.util.hash_pandas_object returns, typed
 
 from cooplab.evals.canvas import Figure, subplots
 from cooplab.evals.text import mean_sem_text
@@ -182,7 +181,9 @@ def _frame_digest(df: pd.DataFrame | None) -> bytes:
     if df is None:
         return b"none"
     head = json.dumps([[str(c), str(t)] for c, t in df.dtypes.items()]).encode()
-    return head + hash_pandas_object(df, index=True).to_numpy().tobytes()
+    # pd.util is pandas' public home of the function (pandas.core is private); its stubs do not list it
+    hashed = pd.util.hash_pandas_object(df, index=True)  # pyright: ignore[reportAttributeAccessIssue]
+    return head + hashed.to_numpy().tobytes()
 
 
 def run_figure_key(
