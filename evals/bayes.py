@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cooplab.evals.typed import sub
 from cooplab.limits import ConfigError
 
 #: the six games in the order of the paper's tables, and the prompt variants; the same as
@@ -120,7 +121,7 @@ def fallback_of(entry: Mapping[str, Any]) -> dict[str, Any]:
     fb = entry.get("fallback")
     if isinstance(fb, Mapping) and "share" in fb:
         return dict(fb)
-    d = entry.get("decisions") if isinstance(entry.get("decisions"), Mapping) else {}
+    d = sub(entry, "decisions")
     n, k = d.get("count") or 0, d.get("fallback_used") or 0
     ok = all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in (n, k))
     share = k / n if ok and n > 0 else 0.0
@@ -312,7 +313,7 @@ def load_profile_dir(d: Path) -> dict[str, Any]:
             raise BayesError(
                 f"{d}/profile.json: games.{g}.group_sizes must be a list of positive whole numbers, got {gs!r}"
             )
-        m = e.get("metric") if isinstance(e.get("metric"), Mapping) else {}
+        m = sub(e, "metric")
         ref = {
             k: (
                 float(m[k])

@@ -103,10 +103,12 @@ def profile_row(d: Path) -> dict[str, Any]:
     model = prof.get("model") or prof.get("players")
     if not isinstance(model, str) or not model:
         raise EfficiencyError(f"{d}/profile.json names no model")
-    games = prof.get("games") if isinstance(prof.get("games"), dict) else {}
+    games = prof.get("games")
+    games = games if isinstance(games, dict) else {}
     frames = [lg for g in games if (lg := _ledger(d / "games" / g)) is not None]
     totals = ledger_totals(pd.concat(frames, ignore_index=True) if frames else None)
-    t = prof.get("totals") if isinstance(prof.get("totals"), dict) else {}
+    t = prof.get("totals")
+    t = t if isinstance(t, dict) else {}
     return {
         "model": model,
         "profile": str(d),
