@@ -119,7 +119,8 @@ def model_prices(run_dir: str | os.PathLike[str], charges_by_model: Mapping[str,
         found = next((known[k] for k in order if k in known and _reproduces(known[k], charges)), None)
         if found is None:
             raise PhoenixPriceError(
-                f"--phoenix-prices: no rate in {run_dir_of(Path(run_dir))}'s summary.json or config.json reproduces what the "
+                f"--phoenix-prices: no rate in {run_dir_of(Path(run_dir))}'s summary.json "
+                f"or config.json reproduces what the "
                 f"ledger charged for model {cut_text(model, 80)!r}; export without --phoenix-prices (the spans still "
                 "carry llm.cost.*)"
             )
