@@ -37,3 +37,14 @@ def as_frame(x: Any) -> pd.DataFrame:
     """``x``, a DataFrame that pandas' stubs type as a union (a selection of columns by list,
     ``reset_index`` of a frame, ``sort_values`` of a frame)."""
     return cast("pd.DataFrame", x)
+
+
+def as_series(x: Any) -> pd.Series:
+    """``x``, a Series that pandas' stubs type as a union (a grouped column's ``mean`` or ``size``,
+    a frame's one column)."""
+    return cast("pd.Series", x)
+
+
+def cell(row: pd.Series, key: Any) -> Any:
+    """``row[key]``: one value of a frame's row (from ``iterrows``), whatever its type."""
+    return row[key]
