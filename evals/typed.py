@@ -48,3 +48,14 @@ def as_series(x: Any) -> pd.Series:
 def cell(row: pd.Series, key: Any) -> Any:
     """``row[key]``: one value of a frame's row (from ``iterrows``), whatever its type."""
     return row[key]
+
+
+def scalar(x: Any) -> float:
+    """``float(x)`` of a reduction of a Series (``std``, ``mean``, ``sum``), which pandas' stubs type
+    as a Series or a scalar."""
+    return float(x)
+
+
+def first_where(values: pd.Series, mask: Any) -> Any:
+    """The first of ``values`` where the boolean Series ``mask`` is true (an offending raw value to name)."""
+    return as_series(values[mask]).iloc[0]
