@@ -36,7 +36,7 @@ import pandas as pd
 if TYPE_CHECKING:
     import jax
 
-from cooplab.evals.typed import as_frame, as_series, column, first_where, numeric, scalar, sub
+from cooplab.evals.typed import as_frame, as_series, cell, column, first_where, numeric, scalar, sub
 from cooplab.limits import ConfigError
 
 #: the six games in the order of the paper's tables, and the prompt variants; the same as
@@ -169,7 +169,8 @@ def read_model_info(path: Path | None) -> pd.DataFrame | None:
         )
     if df.empty:
         raise BayesError(f"--model-info {path} has no rows")
-    for i, (model, family) in enumerate(zip(df["model"], df["family"], strict=True)):  # read_csv: rows 0, 1, ...
+    for i, (_, row) in enumerate(df.iterrows()):  # read_csv's index: i is the row's label
+        model, family = cell(row, "model"), cell(row, "family")
         where = f"--model-info {path} row {i + 2}"
         if not isinstance(model, str) or not model.strip():
             raise BayesError(f"{where}: model must be a name, got {model!r}")
