@@ -20,8 +20,8 @@ def test_pandas_views_return_their_argument_unchanged():
     got = numeric(column(df, "x"))
     assert got.equals(pd.to_numeric(df["x"], errors="coerce")) and got.isna().tolist() == [False, False, True, True]
     assert as_frame(df[["y"]]).equals(df[["y"]]) and as_series(df["y"]) is not None
-    row = next(df.iterrows())[1]
+    row = next(iter(df.iterrows()))[1]
     assert cell(row, "x") == "1"
-    assert scalar(df["y"].std(ddof=1)) == float(df["y"].std(ddof=1))
+    assert scalar(df["y"].std(ddof=1)) == df["y"].std(ddof=1)
     mask = df["y"] > 2
-    assert first_where(df["x"], mask) == "no" and np.isnan(scalar(df["y"].iloc[:0].mean()))
+    assert first_where(column(df, "x"), mask) == "no" and np.isnan(scalar(df["y"].iloc[:0].mean()))
