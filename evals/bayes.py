@@ -28,11 +28,15 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast, overload
 
 import numpy as np
 import pandas as pd
 
+if TYPE_CHECKING:
+    import jax
+
+from cooplab.evals.typed import as_frame, as_series, cell, column, first_where, numeric, scalar, sub
 from cooplab.limits import ConfigError
 
 #: the six games in the order of the paper's tables, and the prompt variants; the same as
@@ -84,7 +88,8 @@ def sampler_settings(
     preset's. Checked (:func:`check_settings`); ``preset`` names where they came from."""
     base = PRESETS["quick" if quick else analysis]
     given = {"chains": chains, "warmup": warmup, "samples": samples}
-    out = check_settings(**{k: base[k] if v is None else v for k, v in given.items()}, seed=seed)
+    chosen: dict[str, Any] = {k: base[k] if v is None else v for k, v in given.items()}
+    out = check_settings(**chosen, seed=seed)
     name = "quick" if quick else "paper"
     if any(v is not None and v != base[k] for k, v in given.items()):
         name += " (changed: " + ", ".join(f"{k} {v}" for k, v in given.items() if v is not None and v != base[k]) + ")"
@@ -120,7 +125,7 @@ def fallback_of(entry: Mapping[str, Any]) -> dict[str, Any]:
     fb = entry.get("fallback")
     if isinstance(fb, Mapping) and "share" in fb:
         return dict(fb)
-    d = entry.get("decisions") if isinstance(entry.get("decisions"), Mapping) else {}
+    d = sub(entry, "decisions")
     n, k = d.get("count") or 0, d.get("fallback_used") or 0
     ok = all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in (n, k))
     share = k / n if ok and n > 0 else 0.0
@@ -164,14 +169,16 @@ def read_model_info(path: Path | None) -> pd.DataFrame | None:
         )
     if df.empty:
         raise BayesError(f"--model-info {path} has no rows")
-    for i, row in df.iterrows():
+    for i, (_, row) in enumerate(df.iterrows()):  # read_csv's index: i is the row's label
+        model, family = cell(row, "model"), cell(row, "family")
         where = f"--model-info {path} row {i + 2}"
-        if not isinstance(row["model"], str) or not row["model"].strip():
-            raise BayesError(f"{where}: model must be a name, got {row['model']!r}")
-        if not isinstance(row["family"], str) or not row["family"].strip():
-            raise BayesError(f"{where} ({row['model']}): family must be a name, got {row['family']!r}")
-    if df["model"].duplicated().any():
-        raise BayesError(f"--model-info {path} lists model {df['model'][df['model'].duplicated()].iloc[0]!r} twice")
+        if not isinstance(model, str) or not model.strip():
+            raise BayesError(f"{where}: model must be a name, got {model!r}")
+        if not isinstance(family, str) or not family.strip():
+            raise BayesError(f"{where} ({model}): family must be a name, got {family!r}")
+    models = column(df, "model")
+    if bool(models.duplicated().any()):
+        raise BayesError(f"--model-info {path} lists model {first_where(models, models.duplicated())!r} twice")
     checks = {
         "size_b": (lambda v: v > 0, "a number of billions of parameters above 0"),
         "thinking": (lambda v: v in (0.0, 1.0), "0 or 1"),
@@ -181,7 +188,7 @@ def read_model_info(path: Path | None) -> pd.DataFrame | None:
     for col, (ok, what) in checks.items():
         if col not in df.columns:
             continue
-        vals = pd.to_numeric(df[col], errors="coerce")
+        vals = numeric(column(df, col))
         for i, (raw, v) in enumerate(zip(df[col], vals, strict=False)):
             if not (np.isfinite(v) and ok(float(v))):
                 raise BayesError(
@@ -199,6 +206,12 @@ def bare_model_name(model: Any) -> str:
     return str(model).split(":", 1)[-1].rsplit("/", 1)[-1].strip().lower()
 
 
+@overload
+def info_of(info: pd.DataFrame, model: str, path_hint: str = ...) -> dict[str, Any]: ...
+@overload
+def info_of(info: None, model: str, path_hint: str = ...) -> None: ...
+@overload
+def info_of(info: pd.DataFrame | None, model: str, path_hint: str = ...) -> dict[str, Any] | None: ...
 def info_of(info: pd.DataFrame | None, model: str, path_hint: str = "models.csv") -> dict[str, Any] | None:
     """A model's row of models.csv: by its exact name, else (when exactly one row matches) by the
     name without its provider (``openai:qwen3-8b`` is ``qwen3-8b``) or its organisation
@@ -281,9 +294,9 @@ def load_profile_dir(d: Path) -> dict[str, Any]:
         for col in ("metric", "proximity"):
             if col not in sims.columns:
                 raise BayesError(f"{d}/games/{g}/simulations has no {col} column; is it a cooplab game run?")
-            v = pd.to_numeric(sims[col], errors="coerce").to_numpy(dtype=float)
+            v = numeric(column(sims, col)).to_numpy(dtype=float)
             bad = ~np.isfinite(v)
-            if bad.any():
+            if bool(bad.any()):
                 raise BayesError(
                     f"{d}/games/{g}/simulations: {col} of simulation {int(np.flatnonzero(bad)[0])} is "
                     f"{sims[col].iloc[int(np.flatnonzero(bad)[0])]!r}, not a finite number; rerun that game"
@@ -312,7 +325,7 @@ def load_profile_dir(d: Path) -> dict[str, Any]:
             raise BayesError(
                 f"{d}/profile.json: games.{g}.group_sizes must be a list of positive whole numbers, got {gs!r}"
             )
-        m = e.get("metric") if isinstance(e.get("metric"), Mapping) else {}
+        m = sub(e, "metric")
         ref = {
             k: (
                 float(m[k])
@@ -359,7 +372,7 @@ def _drop_constant(X: pd.DataFrame, notes: list[str], why: str = "") -> pd.DataF
     for c in X.columns:
         if c not in keep:
             notes.append(f"{c} is the same in every observation{why}: dropped (not identifiable)")
-    return X[keep]
+    return as_frame(X[keep])
 
 
 #: the profiles each Pareto-proximity regression uses: the main one (paper Tables 1 and 6: every
@@ -449,10 +462,10 @@ def profile_design(
             f"every model is of family {fams[0]!r}: the family random intercept needs at least two families"
         )
     preds = [c for c in ("log10_size", "thinking", "cot", "tom", "standard_prompt", "group_size") if c in df.columns]
-    X = _drop_constant(df[preds].astype(float), notes).copy()
+    X = _drop_constant(as_frame(df[preds]).astype(float), notes).copy()
     if kind == "invariance" and "standard_prompt" not in X.columns:
         raise BayesError("the prompt-invariance regression needs profiles in both wordings, standard and alternate")
-    present = [g for g in GAMES if (df["game"] == g).any()]
+    present = [g for g in GAMES if bool((df["game"] == g).any())]
     ref = REFERENCE_GAME if REFERENCE_GAME in present else present[0]
     if ref != REFERENCE_GAME:
         notes.append(f"no {REFERENCE_GAME} observations left: game effects are against {ref}")
@@ -463,7 +476,7 @@ def profile_design(
         notes.append(
             "deliberation is not a predictor of the regression; deliberating profiles are pooled with the others"
         )
-    fam_idx = df["family"].map({f: i for i, f in enumerate(fams)}).to_numpy()
+    fam_idx = column(df, "family").map({f: i for i, f in enumerate(fams)}).to_numpy()
     return {
         "df": df,
         "X": X,
@@ -518,6 +531,11 @@ def versions() -> dict[str, str]:
     }
 
 
+def _array(x: Any) -> jax.Array:
+    """A sample site's value: numpyro types it ArrayLike (a scalar too); a site with a shape is an array."""
+    return x
+
+
 def profile_model(X, family, n_families, y=None, centred=True):
     """The Pareto-proximity regression (predictors centred; the reported intercept is at zero).
     ``centred``: sample the family intercepts themselves (right when the data pin each one) or as
@@ -532,10 +550,10 @@ def profile_model(X, family, n_families, y=None, centred=True):
     numpyro.deterministic("intercept", a_c - jnp.dot(xmean, beta))
     sigma_f = numpyro.sample("sigma_f", dist.HalfNormal(0.5))
     if centred:
-        delta = numpyro.sample("delta_f", dist.Normal(0.0, sigma_f).expand([n_families]).to_event(1))
+        delta = _array(numpyro.sample("delta_f", dist.Normal(0.0, sigma_f).expand([n_families]).to_event(1)))
     else:
         z_f = numpyro.sample("z_f", dist.Normal(0.0, 1.0).expand([n_families]).to_event(1))
-        delta = numpyro.deterministic("delta_f", sigma_f * z_f)
+        delta = _array(numpyro.deterministic("delta_f", sigma_f * z_f))
     sigma = numpyro.sample("sigma", dist.HalfNormal(0.5))
     mu = a_c + (X - xmean) @ beta + delta[family]  # not stored: recomputed for the draws that need it
     numpyro.sample("y", dist.Normal(mu, sigma), obs=y)
@@ -556,7 +574,7 @@ def science_model(ybar, se, model_of_obs, C, B, y=None, observed=None):
     # centred (the paper writes theta = mu_g + sigma_g z, the same model): the game means are z-scored
     # across models, so sigma_g stays near 1 (no funnel), while precisely measured means (SE down to
     # the floor) pin theta and would make z_ig a needle the sampler crosses in tiny steps
-    theta = numpyro.sample("theta", dist.Normal(mu_g, sigma_g).expand([M, G]).to_event(2))
+    theta = _array(numpyro.sample("theta", dist.Normal(mu_g, sigma_g).expand([M, G]).to_event(2)))
     measured = dist.Normal(theta, se)
     numpyro.sample("ybar", (measured if observed is None else measured.mask(observed)).to_event(2), obs=ybar)
     alpha = numpyro.sample("alpha", dist.Normal(0.5, 0.5))
@@ -844,11 +862,11 @@ def family_centring(design: Mapping[str, Any]) -> bool:
     one is used. Only the sampler's geometry depends on it, not the model."""
     df = pd.DataFrame({"y": design["y"], "game": design["df"]["game"].to_numpy(), "family": design["family"]})
     r = df["y"] - df.groupby("game")["y"].transform("mean")
-    fam_mean = r.groupby(df["family"]).mean()
-    within = float((r - df["family"].map(fam_mean)).std(ddof=1))
+    fam_mean = as_series(r.groupby(df["family"]).mean())
+    within = scalar((r - column(df, "family").map(fam_mean)).std(ddof=1))
     n = df.groupby("family").size()
     se = within / np.sqrt(n.to_numpy(dtype=float))
-    spread = float(fam_mean.std(ddof=1)) if len(fam_mean) > 1 else 0.0
+    spread = scalar(fam_mean.std(ddof=1)) if len(fam_mean) > 1 else 0.0
     return bool(spread > 0 and se.max() < 0.5 * spread)
 
 
@@ -915,7 +933,7 @@ def invariance_table(coef: pd.DataFrame, design: Mapping[str, Any]) -> pd.DataFr
             }
         ]
     )
-    return pd.concat([keep, n], ignore_index=True)
+    return as_frame(pd.concat([keep, n], ignore_index=True))
 
 
 def analyze_profiles(
@@ -982,8 +1000,8 @@ def analyze_profiles(
         "notes": design["notes"],
         "model_info": str(model_info) if model_info else None,
         "divergences": int(sum(f["divergences"] for f in fits.values())),
-        "max_r_hat": _nanmax(all_coef["r_hat"]),
-        "min_ess_bulk": _nanmin(all_coef["ess_bulk"]),
+        "max_r_hat": _nanmax(column(all_coef, "r_hat")),
+        "min_ess_bulk": _nanmin(column(all_coef, "ess_bulk")),
         "invariance": inv_record,
     }
     md = [
@@ -1106,7 +1124,8 @@ def _judge_outcomes(df: pd.DataFrame, f: Path) -> tuple[pd.DataFrame, str]:
         d = Path(run_dir) if isinstance(run_dir, str) else None
         entry = _run_judge(d, df.loc[i, "judge"] if isinstance(df.loc[i, "judge"], str) else None)
         if entry is None:
-            where = d if d is not None else f"row {int(df.index.get_loc(i)) + 1}"
+            # the index is unique (read_csv's rows, some left out): get_loc gives the position
+            where = d if d is not None else f"row {cast(int, df.index.get_loc(i)) + 1}"
             raise BayesError(f"{f}: run {where} has no judge scores; {fix}")
         df.loc[i, "judge"] = entry.get("judge")
         for dim, col in JUDGE_COLUMNS.items():
@@ -1145,10 +1164,10 @@ def load_scores(sweep_dir: Path, source: str = "judge") -> tuple[pd.DataFrame, l
     if gone:
         raise BayesError(f"{f} lacks the column(s) {', '.join(gone)}; is it a science sweep's scores.csv?")
     notes = []
-    ok = df["status"].isin(["completed", "budget_exhausted"])
-    if (~ok).any():
+    ok = column(df, "status").isin(["completed", "budget_exhausted"])
+    if bool((~ok).any()):
         notes.append(f"{int((~ok).sum())} run(s) neither completed nor budget_exhausted left out")
-    df = df[ok].copy()
+    df = as_frame(df[ok]).copy()
     if df.empty:
         raise BayesError(f"{f}: no completed runs")
     if source == "judge":
@@ -1160,37 +1179,40 @@ def load_scores(sweep_dir: Path, source: str = "judge") -> tuple[pd.DataFrame, l
         )
     df["model"] = df["model"].astype(str)
     for c in OUTCOMES:
-        v = pd.to_numeric(df[c], errors="coerce")
+        v = numeric(column(df, c))
         bad = ~(np.isfinite(v) & (v >= 0) & (v <= 1))
-        if bad.any():
-            i = int(np.flatnonzero(bad.to_numpy())[0])
+        if bool(bad.any()):
+            i = int(np.flatnonzero(as_series(bad).to_numpy())[0])  # numpy's ufuncs keep a Series a Series
             raise BayesError(
                 f"{f}: {c} of run {i + 1} is {df[c].iloc[i]!r}; scores must be numbers from 0 to 1 (re-score the run)"
             )
         df[c] = v.astype(float)
     for c, allowed in (("task", SCIENCE_TASKS), ("visibility", VISIBILITIES), ("prompt", ("standard", "tom"))):
-        bad = ~df[c].isin(allowed)
-        if bad.any():
-            raise BayesError(f"{f}: {c} {df[c][bad].iloc[0]!r} is not one of {', '.join(allowed)}")
-    ts = pd.to_numeric(df["team_size"], errors="coerce")
+        bad = ~column(df, c).isin(allowed)
+        if bool(bad.any()):
+            raise BayesError(f"{f}: {c} {first_where(column(df, c), bad)!r} is not one of {', '.join(allowed)}")
+    ts = numeric(column(df, "team_size"))
     bad = ~(np.isfinite(ts) & (ts >= 1) & (ts <= 100) & (ts == np.round(ts)))
-    if bad.any():
-        raise BayesError(f"{f}: team_size must be a whole number from 1 to 100, got {df['team_size'][bad].iloc[0]!r}")
+    if bool(bad.any()):
+        raise BayesError(
+            f"{f}: team_size must be a whole number from 1 to 100, got {first_where(column(df, 'team_size'), bad)!r}"
+        )
     df["team_size"] = ts.astype(int)
-    b = pd.to_numeric(df["budget"], errors="coerce")
-    if b.isna().all():
+    b = numeric(column(df, "budget"))
+    if bool(b.isna().all()):
         notes.append("no run has a budget: log(budget) is left out")
         df["budget"] = np.nan
     else:
         bad = ~(np.isfinite(b) & (b > 0) & (b < 1e6))
-        if bad.any():
+        if bool(bad.any()):
             raise BayesError(
-                f"{f}: budget {df['budget'][bad].iloc[0]!r} is not a positive finite number; log(budget) needs every "
+                f"{f}: budget {first_where(column(df, 'budget'), bad)!r} is not a positive finite number; "
+                f"log(budget) needs every "
                 f"run to have one (leave budgetless runs out of the sweep)"
             )
         df["budget"] = b.astype(float)
     keys = ["model", "task", "budget", "visibility", "team_size", "prompt"]
-    agg = df.groupby(keys, dropna=False)[list(OUTCOMES)].mean().reset_index()
+    agg = as_frame(df.groupby(keys, dropna=False)[list(OUTCOMES)].mean()).reset_index()
     agg["runs"] = df.groupby(keys, dropna=False).size().to_numpy()
     return agg, notes
 
@@ -1257,7 +1279,7 @@ def science_design(
         )
     # condition controls
     C = pd.DataFrame(index=scores.index)
-    if scores["budget"].notna().all():
+    if bool(scores["budget"].notna().all()):
         C["log(budget)"] = np.log(scores["budget"].to_numpy(dtype=float))
     for t in SCIENCE_TASKS[1:]:
         C[f"task: {t}"] = (scores["task"] == t).astype(float)
@@ -1296,7 +1318,7 @@ def science_design(
             f"{M} models for {G} game effects and {B.shape[1]} capability controls: the model-level coefficients are "
             f"weakly identified (their intervals mostly reflect the priors)"
         )
-    idx = scores["model"].map({m: i for i, m in enumerate(models)}).to_numpy()
+    idx = column(scores, "model").map({m: i for i, m in enumerate(models)}).to_numpy()
     return {
         "models": models,
         "ybar": zbar,
@@ -1417,9 +1439,9 @@ def analyze_science(
                     }
                 )
     coef = pd.concat(coefs, ignore_index=True)
-    coef = coef[["outcome"] + [c for c in coef.columns if c != "outcome"]]
+    coef = as_frame(coef[["outcome"] + [c for c in coef.columns if c != "outcome"]])
     ppc = pd.concat(ppcs, ignore_index=True)
-    ppc = ppc[["outcome"] + [c for c in ppc.columns if c != "outcome"]]
+    ppc = as_frame(ppc[["outcome"] + [c for c in ppc.columns if c != "outcome"]])
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(disp).to_csv(out / "dispositions.csv", index=False)
@@ -1432,7 +1454,7 @@ def analyze_science(
         "analysis": "measurement-error model (paper §4.1.2, Tables 2 and 7)",
         **_fit_record(settings, fits),
         "observations": int(len(scores)),
-        "runs": int(scores["runs"].sum()),
+        "runs": int(column(scores, "runs").sum()),
         "models": design["models"],
         "outcomes": list(outcomes),
         "condition_controls": list(design["C"].columns),
@@ -1446,8 +1468,8 @@ def analyze_science(
         "sweep": str(sweep_dir),
         "profiles": [str(p) for p in profile_dirs],
         "divergences": int(sum(f["divergences"] for f in fits.values())),
-        "max_r_hat": _nanmax(coef["r_hat"]),
-        "min_ess_bulk": _nanmin(coef["ess_bulk"]),
+        "max_r_hat": _nanmax(column(coef, "r_hat")),
+        "min_ess_bulk": _nanmin(column(coef, "ess_bulk")),
     }
     md = [
         "# Measurement-error model: game dispositions and science outcomes\n",

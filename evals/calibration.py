@@ -142,7 +142,8 @@ def _lhs(d: int, rng: np.random.Generator):
     try:
         return qmc.LatinHypercube(d=d, rng=rng)
     except TypeError:  # SciPy < 1.15 calls it seed
-        return qmc.LatinHypercube(d=d, seed=rng)
+        # the installed SciPy's stubs name it rng only; SciPy < 1.15 takes seed
+        return qmc.LatinHypercube(d=d, seed=rng)  # pyright: ignore[reportCallIssue]
 
 
 def unit_design(seed: int, n: int, block: int, d: int) -> np.ndarray:
@@ -307,7 +308,7 @@ def read_rows(out: Path, design: str | None = None) -> dict[int, dict[str, Any]]
     return rows
 
 
-def _json_or_none(line: str) -> Any:
+def _json_or_none(line: str | bytes) -> Any:
     """A line of a JSONL file this module appends to, or None if a killed writer tore it (or it is not JSON)."""
     try:
         return parse_json(line, "line", error=ValueError)
@@ -617,7 +618,8 @@ def _one_blas_thread():
     """One BLAS thread: SALib's delta solves thousands of tiny systems (one KDE each), which a
     threaded OpenBLAS on a busy machine makes 25 times slower (0.6 s -> 16 s for 128 samples)."""
     try:
-        from threadpoolctl import threadpool_limits
+        # optional (not a dependency of cooplab): without it, BLAS keeps its threads
+        from threadpoolctl import threadpool_limits  # pyright: ignore[reportMissingImports]
     except ImportError:
         return contextlib.nullcontext()
     return threadpool_limits(limits=1, user_api="blas")

@@ -11,10 +11,13 @@ when it is the value of a cell (IPython draws any ``Figure``) or is saved with `
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+
+#: what ``sharex``/``sharey`` of :func:`subplots` may be besides a bool (matplotlib's values)
+Share = Literal["none", "all", "row", "col"]
 
 __all__ = ["Figure", "figure", "subplots"]
 
@@ -33,8 +36,8 @@ def subplots(
     nrows: int = 1,
     ncols: int = 1,
     *,
-    sharex: bool | str = False,
-    sharey: bool | str = False,
+    sharex: bool | Share = False,
+    sharey: bool | Share = False,
     squeeze: bool = True,
     width_ratios: Any = None,
     height_ratios: Any = None,

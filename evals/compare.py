@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TypeGuard, cast
 
 import numpy as np
 import pandas as pd
+
+from cooplab.evals.typed import as_frame, as_series, column, numeric
 
 #: summary fields that describe the run, not its outcome
 NOT_OUTCOMES = {"version", "wall_seconds", "seed", "replicates", "n_agents", "task", "agents", "status", "message"}
@@ -56,7 +58,8 @@ class Comparison:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: everything but the curves' rows (the curves as {column: {run: [[round, mean], ...]}})."""
         curves: dict[str, dict[str, list]] = {}
-        for (col, run), g in self.curves.groupby(["column", "run"], sort=False) if len(self.curves) else []:
+        for key, g in self.curves.groupby(["column", "run"], sort=False) if len(self.curves) else []:
+            col, run = cast("tuple[str, str]", key)  # grouped by two columns: a (column, run) pair
             curves.setdefault(col, {})[run] = [[int(r), _num(m)] for r, m in zip(g["round"], g["mean"], strict=False)]
         return {
             "a": self.a,
@@ -80,7 +83,7 @@ def _num(v: Any) -> Any:
     return v
 
 
-def _numeric(v: Any) -> bool:
+def _numeric(v: Any) -> TypeGuard[int | float | np.integer | np.floating]:
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
 
 
@@ -175,12 +178,12 @@ def first_difference(a: pd.DataFrame | None, b: pd.DataFrame | None) -> int | No
         return None
     keys = _key_columns(a)
     cols = [c for c in value_columns(a) if c in b.columns]
-    last = int(min(a["round"].max(), b["round"].max())) if len(a) and len(b) else 0
+    last = int(min(column(a, "round").max(), column(b, "round").max())) if len(a) and len(b) else 0
     # the rounds either table has (never every number up to the last: a table from a run folder may name round 10**12)
-    present = pd.to_numeric(pd.concat([a["round"], b["round"]], ignore_index=True), errors="coerce").dropna()
+    present = numeric(pd.concat([column(a, "round"), column(b, "round")], ignore_index=True)).dropna()
     for r in sorted({int(x) for x in present if 1 <= x <= last}):
-        ra = a[a["round"] == r].sort_values(keys).reset_index(drop=True)
-        rb = b[b["round"] == r].sort_values(keys).reset_index(drop=True)
+        ra = as_frame(a[a["round"] == r]).sort_values(keys).reset_index(drop=True)
+        rb = as_frame(b[b["round"] == r]).sort_values(keys).reset_index(drop=True)
         if len(ra) != len(rb) or not ra[keys].equals(rb[keys]):
             return r
         for c in cols:
@@ -199,7 +202,7 @@ def curves(sides: Sequence[Side], columns: Sequence[str]) -> pd.DataFrame:
             continue
         for col in columns:
             if col in df.columns:
-                m = df.groupby("round", sort=True)[col].mean()
+                m = as_series(df.groupby("round", sort=True)[col].mean())
                 frames.append(
                     pd.DataFrame(
                         {

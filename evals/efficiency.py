@@ -18,12 +18,14 @@ The paper's own Table 10 (mean tokens per science run of its 34 models) ships as
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from cooplab.evals.bayes import bare_model_name
+from cooplab.evals.typed import column
 from cooplab.evals.values import num
 from cooplab.graphs.rundir import RunDirError, read_json
 from cooplab.limits import ConfigError
@@ -103,10 +105,12 @@ def profile_row(d: Path) -> dict[str, Any]:
     model = prof.get("model") or prof.get("players")
     if not isinstance(model, str) or not model:
         raise EfficiencyError(f"{d}/profile.json names no model")
-    games = prof.get("games") if isinstance(prof.get("games"), dict) else {}
+    games = prof.get("games")
+    games = games if isinstance(games, dict) else {}
     frames = [lg for g in games if (lg := _ledger(d / "games" / g)) is not None]
     totals = ledger_totals(pd.concat(frames, ignore_index=True) if frames else None)
-    t = prof.get("totals") if isinstance(prof.get("totals"), dict) else {}
+    t = prof.get("totals")
+    t = t if isinstance(t, dict) else {}
     return {
         "model": model,
         "profile": str(d),
@@ -164,28 +168,30 @@ def compare(profiles: list[Path], science: list[Path]) -> dict[str, Any]:
         raise EfficiencyError("no science runs among --science (their config.json names another task)")
     sci = pd.DataFrame(runs)
     metrics = ("input_tokens", "output_tokens", "total_tokens", "cost_usd", "wall_seconds")
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[Hashable, dict[str, Any]] = {}  # by the model column's values
     if not prof.empty:
         for model, g in prof.groupby("model", sort=True):
             rows.setdefault(model, {"model": model})
             rows[model].update(
                 {
                     "profiles": len(g),
-                    "profile_decisions": int(g["decisions"].sum()),
-                    "profile_calls": int(g["calls"].sum()),
-                    **{f"profile_{m}": float(g[m].mean()) for m in metrics},
+                    "profile_decisions": int(column(g, "decisions").sum()),
+                    "profile_calls": int(column(g, "calls").sum()),
+                    **{f"profile_{m}": float(column(g, m).mean()) for m in metrics},
                 }
             )
-            dec = g["decisions"].sum()
-            rows[model]["profile_output_tokens_per_decision"] = float(g["output_tokens"].sum() / dec) if dec else None
+            dec = column(g, "decisions").sum()
+            rows[model]["profile_output_tokens_per_decision"] = (
+                float(column(g, "output_tokens").sum() / dec) if dec else None
+            )
     if not sci.empty:
         for model, g in sci.groupby("model", sort=True):
             rows.setdefault(model, {"model": model})
             rows[model].update(
                 {
                     "science_runs": len(g),
-                    **{f"science_{m}_per_run": float(g[m].mean()) for m in metrics},
-                    "science_sandbox_usd_per_run": float(g["sandbox_usd"].mean()),
+                    **{f"science_{m}_per_run": float(column(g, m).mean()) for m in metrics},
+                    "science_sandbox_usd_per_run": float(column(g, "sandbox_usd").mean()),
                 }
             )
     paper = pd.read_csv(PAPER_TABLE_10).set_index("model")
@@ -199,12 +205,12 @@ def compare(profiles: list[Path], science: list[Path]) -> dict[str, Any]:
         )
     table = pd.DataFrame(list(rows.values()))
     notes = []
-    if not sci.empty and (sci["status"] != "completed").any():
+    if not sci.empty and bool((column(sci, "status") != "completed").any()):
         notes.append(
-            f"{int((sci['status'] != 'completed').sum())} of {len(sci)} science runs did not complete; their costs are "
-            "included"
+            f"{int((column(sci, 'status') != 'completed').sum())} of {len(sci)} science runs did not complete; "
+            "their costs are included"
         )
-    if not prof.empty and (prof["calls"] == 0).all():
+    if not prof.empty and bool((column(prof, "calls") == 0).all()):
         notes.append(
             "the profiles made no paid model calls (rule-based players or all answers replayed from the cache)"
         )

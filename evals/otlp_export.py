@@ -183,7 +183,7 @@ def run_config(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """The config.json of a run directory (or of the one holding a traces file) as an object; empty
     when it is missing, damaged or not an object."""
     try:
-        cfg = json.loads((run_dir_of(run_dir) / "config.json").read_text(encoding="utf-8", errors="replace"))
+        cfg = json.loads((run_dir_of(Path(run_dir)) / "config.json").read_text(encoding="utf-8", errors="replace"))
     except (OSError, ValueError, RecursionError):
         return {}
     return cfg if isinstance(cfg, dict) else {}
@@ -192,7 +192,7 @@ def run_config(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
 def run_metadata(run_dir: str | os.PathLike[str]) -> dict[str, str]:
     """``cooplab.run_dir`` (absolute) and, when the run directory's config.json names one,
     ``cooplab.task``. A missing or damaged config.json only leaves the task out."""
-    meta = {"cooplab.run_dir": clean_str(str(run_dir_of(run_dir).resolve()))}
+    meta = {"cooplab.run_dir": clean_str(str(run_dir_of(Path(run_dir)).resolve()))}
     task = run_config(run_dir).get("task")
     if isinstance(task, str) and task.strip():
         meta["cooplab.task"] = clean_str(task.strip())[:MAX_NAME_CHARS]
@@ -206,7 +206,7 @@ def run_session(run_dir: str | os.PathLike[str]) -> str:
     tid = record.get("thread_id") if isinstance(record, dict) else None
     if isinstance(tid, str) and tid.strip():
         return cut_text(clean_str(tid.strip()), MAX_NAME_CHARS)
-    return cut_text(clean_str(str(run_dir_of(run_dir).resolve())), MAX_NAME_CHARS)
+    return cut_text(clean_str(str(run_dir_of(Path(run_dir)).resolve())), MAX_NAME_CHARS)
 
 
 def run_charges(path: Path) -> dict[str, Charge]:
@@ -960,7 +960,7 @@ def export_otlp(
 
     own = exporter is None
     answers: list[tuple[int, str]] = []  # (status, reason) of every HTTP answer, for the error line
-    if own:
+    if exporter is None:  # own
         import requests
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
             OTLPSpanExporter,

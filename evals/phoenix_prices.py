@@ -32,6 +32,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from cooplab.graphs.tracing.charges import Charge, money_pair, run_dir_of, run_prices, split_cost
@@ -88,14 +89,16 @@ def ledger_rates(run_dir: str | os.PathLike[str]) -> dict[str, tuple[Decimal, De
     out: dict[str, tuple[Decimal, Decimal]] = {}
     from cooplab.graphs import runfiles
 
-    summary, _problem = runfiles.try_summary(run_dir_of(run_dir))  # a damaged summary gives no rate (the config's may)
+    summary, _problem = runfiles.try_summary(
+        run_dir_of(Path(run_dir))
+    )  # a damaged summary gives no rate (the config's may)
     rates = summary.ledger.rates_per_1k if summary is not None and summary.ledger is not None else None
     if isinstance(rates, dict):
         for k, v in rates.items():
             pair = _rate_pair(v)
             if isinstance(k, str) and pair is not None:
                 out[k] = pair
-    for model, pair in run_prices(run_dir).items():
+    for model, pair in run_prices(Path(run_dir)).items():
         if _rate_pair(pair) is not None:
             out.setdefault("config" if model is None else f"config:{model}", pair)
     return out
@@ -116,7 +119,8 @@ def model_prices(run_dir: str | os.PathLike[str], charges_by_model: Mapping[str,
         found = next((known[k] for k in order if k in known and _reproduces(known[k], charges)), None)
         if found is None:
             raise PhoenixPriceError(
-                f"--phoenix-prices: no rate in {run_dir_of(run_dir)}'s summary.json or config.json reproduces what the "
+                f"--phoenix-prices: no rate in {run_dir_of(Path(run_dir))}'s summary.json "
+                f"or config.json reproduces what the "
                 f"ledger charged for model {cut_text(model, 80)!r}; export without --phoenix-prices (the spans still "
                 "carry llm.cost.*)"
             )
@@ -210,12 +214,12 @@ def _costs(price: ModelPrice) -> list[dict[str, Any]]:
 
 
 def _same_prices(node: Mapping[str, Any], price: ModelPrice) -> bool:
-    prices = node.get("tokenPrices") if isinstance(node.get("tokenPrices"), list) else []
+    prices = node.get("tokenPrices")
+    prices = prices if isinstance(prices, list) else []
     have = {(p.get("tokenType"), p.get("kind")): p.get("costPerMillionTokens") for p in prices if isinstance(p, dict)}
     want = {(c["tokenType"], c["kind"]): c["costPerMillionTokens"] for c in _costs(price)}
     return set(have) == set(want) and all(
-        isinstance(have[k], (int, float)) and math.isclose(have[k], v, rel_tol=1e-12, abs_tol=0)
-        for k, v in want.items()
+        isinstance(h := have[k], (int, float)) and math.isclose(h, v, rel_tol=1e-12, abs_tol=0) for k, v in want.items()
     )
 
 

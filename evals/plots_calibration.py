@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from cooplab.evals.canvas import Figure, subplots
+from cooplab.evals.typed import as_frame
 
 
 def claim_map_figure(
@@ -97,12 +98,12 @@ def sensitivity_figure_of(sens: pd.DataFrame) -> Figure:
         squeeze=False,
     )
     for ax, o in zip(axes.flat, outputs, strict=False):
-        sub = sens[sens["output"] == o].sort_values("S1", na_position="first")
+        sub = as_frame(sens[sens["output"] == o]).sort_values("S1", na_position="first")
         ax.barh(
             sub["parameter"], sub["S1"].fillna(0), xerr=sub["S1_conf"].fillna(0), color="tab:blue", alpha=0.8, capsize=2
         )
         ax.axvline(0, color="0.5", lw=0.8)
-        note = sub["note"].dropna().iloc[0] if "note" in sub and sub["note"].astype(bool).any() else ""
+        note = sub["note"].dropna().iloc[0] if "note" in sub and bool(sub["note"].astype(bool).any()) else ""
         ax.set_title(o + (f"\n({note})" if note else ""), fontsize=9)
         ax.tick_params(labelsize=8)
         ax.set_xlabel("S1 (RBD-FAST)", fontsize=8)

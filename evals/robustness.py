@@ -29,7 +29,7 @@ import json
 import math
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -50,7 +50,7 @@ class RobustnessError(ConfigError):
     """A folder that is not a finished sweep over prompt variants (one line)."""
 
 
-def _finite(x: Any) -> bool:
+def _finite(x: Any) -> TypeGuard[float]:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
@@ -97,7 +97,8 @@ def _parsing(d: Path, summary: dict[str, Any]) -> dict[str, float]:
             }
     except Exception:  # noqa: BLE001 - a missing or unreadable table: the summary's counts instead
         pass
-    dec = summary.get("decisions") if isinstance(summary.get("decisions"), dict) else {}
+    dec = summary.get("decisions")
+    dec = dec if isinstance(dec, dict) else {}
     n, fb = dec.get("count"), dec.get("fallback_used")
     if _finite(n) and _finite(fb) and n > 0:
         return {"decisions": float(n), "retried": float("nan"), "fallbacks": float(fb)}
@@ -150,8 +151,10 @@ def load_cells(sweep: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
         if summary.get("status") != "completed":
             skipped.append(f"{name}: status {summary.get('status')!r}")
             continue
-        llm = config.get("llm") if isinstance(config.get("llm"), dict) else {}
-        variant = llm.get(VARIANT) if isinstance(llm.get(VARIANT), str) else "original"
+        llm = config.get("llm")
+        llm = llm if isinstance(llm, dict) else {}
+        variant = llm.get(VARIANT)
+        variant = variant if isinstance(variant, str) else "original"
         model = _short_model(llm.get("model", "(rule-based)") if llm else "(rule-based)")
         condition = tuple(sorted((k, v) for k, v in lab.items() if k not in NOT_CONDITIONS))
         cells.append(

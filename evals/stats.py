@@ -15,11 +15,12 @@ import contextlib
 import itertools
 import warnings
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 
+from cooplab.evals.typed import as_frame, as_series, cell, column
 from cooplab.extras import require
 
 require("analysis", "statistics (cooplab analyze, cooplab figures cpr-abm, cooplab sweep)", ("scipy", "statsmodels"))
@@ -79,8 +80,8 @@ def two_way_anova(df: pd.DataFrame, y: str, a: str, b: str) -> pd.DataFrame:
     import statsmodels.api as sm
     from statsmodels.formula.api import ols
 
-    data = df[[y, a, b]].rename(columns={y: "y", a: "A", b: "B"}).copy()
-    if data["A"].nunique() < 2 or data["B"].nunique() < 2:
+    data = as_frame(df[[y, a, b]]).rename(columns={y: "y", a: "A", b: "B"}).copy()
+    if column(data, "A").nunique() < 2 or column(data, "B").nunique() < 2:
         raise NotEstimable(f"a two-way ANOVA needs at least two levels of {a} and of {b}")
     if len(data) <= data.groupby(["A", "B"]).ngroups:
         raise NotEstimable(f"no {a} x {b} cell has a replicate, so there is no error variance")
@@ -90,7 +91,8 @@ def two_way_anova(df: pd.DataFrame, y: str, a: str, b: str) -> pd.DataFrame:
     model = ols("y ~ C(A) + C(B) + C(A):C(B)", data=data).fit()
     table = sm.stats.anova_lm(model, typ=2)
     table = table.rename(index={"C(A)": a, "C(B)": b, "C(A):C(B)": f"{a} x {b}"})
-    ss_total = ((data["y"] - data["y"].mean()) ** 2).sum()
+    ys = column(data, "y")
+    ss_total = float(((ys - ys.mean()) ** 2).sum())
     table["eta_sq"] = table["sum_sq"] / ss_total if ss_total > 0 else np.nan
     table.loc["Residual", ["F", "PR(>F)", "eta_sq"]] = np.nan
     return table.rename(columns={"PR(>F)": "p"})
@@ -100,10 +102,10 @@ def tukey_hsd(df: pd.DataFrame, y: str, group: str, alpha: float = 0.05) -> pd.D
     """Pairwise Tukey HSD (statsmodels). Columns: group1, group2, meandiff, p_adj, lower, upper, reject."""
     from statsmodels.stats.multicomp import pairwise_tukeyhsd
 
-    sizes = df.groupby(group)[y].size()
+    sizes = as_series(df.groupby(group)[y].size())
     if len(sizes) < 2:
         raise NotEstimable(f"Tukey HSD needs at least two {group} groups")
-    if (sizes < 2).any():
+    if bool((sizes < 2).any()):
         raise NotEstimable(f"Tukey HSD needs two or more values per {group}; {sizes.idxmin()} has {int(sizes.min())}")
     _check_within_variance(df, y, [group])
     res = pairwise_tukeyhsd(df[y].to_numpy(dtype=float), df[group].astype(str).to_numpy(), alpha=alpha)
@@ -147,11 +149,15 @@ def compact_letters(
 
 
 def cld_from_tukey(df: pd.DataFrame, y: str, group: str, alpha: float = 0.05) -> dict[str, str]:
-    groups = list(df.groupby(group)[y].mean().sort_values(ascending=False).index.astype(str))
+    groups = list(as_series(df.groupby(group)[y].mean()).sort_values(ascending=False).index.astype(str))
     if len(groups) < 2:
         return {g: "a" for g in groups}
     t = tukey_hsd(df, y, group, alpha)
-    sig = {frozenset((str(r.group1), str(r.group2))) for r in t.itertuples() if bool(r.reject)}
+    sig = {
+        frozenset((str(g1), str(g2)))
+        for g1, g2, rej in zip(t["group1"], t["group2"], t["reject"], strict=True)
+        if bool(rej)
+    }
     return compact_letters(groups, sig, order=groups)
 
 
@@ -163,11 +169,13 @@ def welch(a: np.ndarray, b: np.ndarray) -> dict[str, Any]:
     if np.ptp(a) <= RELATIVE_TOL * _spread(a) and np.ptp(b) <= RELATIVE_TOL * _spread(b):
         raise NotEstimable(f"both groups are constant ({a[0]:g} and {b[0]:g}): no variance to test")
     res = stats.ttest_ind(a, b, equal_var=False)
+    # TtestResult is the tuple (statistic, pvalue) with more attributes, which its stubs do not name
+    statistic, pvalue = cast("tuple[float, float]", (res[0], res[1]))
     va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
     df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if (va + vb) > 0 else float("nan")
     return {
-        "t": float(res.statistic),
-        "p": float(res.pvalue),
+        "t": float(statistic),
+        "p": float(pvalue),
         "df": float(df),
         "mean_a": float(a.mean()),
         "mean_b": float(b.mean()),
@@ -182,7 +190,7 @@ def anova_markdown(table: pd.DataFrame, title: str) -> str:
         if name == "Residual":
             lines.append(f"| Residual | {r['df']:.0f} | | | |")
             continue
-        p = "<0.001" if r["p"] < 0.001 else f"{r['p']:.3f}"
+        p = "<0.001" if cell(r, "p") < 0.001 else f"{r['p']:.3f}"
         lines.append(f"| {name} | {r['df']:.0f} | {r['F']:.2f} | {p} | {r['eta_sq']:.2f} |")
     return "\n".join(lines) + "\n"
 

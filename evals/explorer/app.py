@@ -69,7 +69,7 @@ def host_allowed(host: str | None, bound: tuple[Any, ...]) -> bool:
     if not host:
         return False
     addr, port = str(bound[0]), int(bound[1])
-    names = set(LOOPBACK_NAMES)
+    names: set[str] = set(LOOPBACK_NAMES)
     try:
         ip = ipaddress.ip_address(addr)
         if not ip.is_unspecified:

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cooplab.evals.explorer.runs import RUN_FOLDERS, RunDir, read_json, shown
+from cooplab.evals.typed import sub
 from cooplab.evals.values import cut, fmt, num
 from cooplab.graphs import explore as ex
 
@@ -178,7 +179,7 @@ def t95(df: int) -> float:
     return 1.95996 + 2.4 / df  # within 0.002 of the exact value above 30
 
 
-def mean_ci(values: list[float]) -> tuple[float | None, float | None, float | None]:
+def mean_ci(values: Sequence[float | None]) -> tuple[float | None, float | None, float | None]:
     """(mean, lower, upper) of a 95% t interval of the mean; no interval for fewer than two values."""
     xs = [v for v in values if v is not None and math.isfinite(v)]
     if not xs:
@@ -291,10 +292,14 @@ def sweep_sections(g: Group, query: Mapping[str, str]) -> list[ex.Section]:
         blocks.append(ex.Note("the cells have no numeric results to aggregate"))
     else:
         blocks.append(ex.Choice("metric", [(m, m) for m in metrics], chosen=metric, label="metric:"))
-        numeric_x = len(keys) == 1 and all(num(by[c][0].get(keys[0])) is not None for c in conds)
-        order = sorted(conds, key=lambda c: num(by[c][0].get(keys[0]))) if numeric_x else conds
+        xnum: dict[str, float] = {}  # each condition's x when the one key varied is a number
+        for c in conds if len(keys) == 1 else []:
+            if (v := num(by[c][0].get(keys[0]))) is not None:
+                xnum[c] = v
+        numeric_x = len(keys) == 1 and len(xnum) == len(conds)
+        order = sorted(conds, key=lambda c: xnum[c]) if numeric_x else conds
         stats = {c: mean_ci([num(r.get(metric)) for r in by[c]]) for c in order}
-        xs = [num(by[c][0].get(keys[0])) for c in order] if numeric_x else [_label(c) for c in order]
+        xs: list[float] | list[str] = [xnum[c] for c in order] if numeric_x else [_label(c) for c in order]
         scatter_x, scatter_y = [], []
         for x, c in zip(xs, order, strict=False):
             for r in by[c]:
@@ -313,7 +318,7 @@ def sweep_sections(g: Group, query: Mapping[str, str]) -> list[ex.Section]:
                 ylabel=metric,
                 kind="line" if numeric_x else "points",
                 key=f"sweep-{metric}",
-                integer_x=numeric_x and all(float(x).is_integer() for x in xs),
+                integer_x=numeric_x and all(xnum[c].is_integer() for c in order),
                 bands={label: ([stats[c][1] for c in order], [stats[c][2] for c in order])},
                 scatter={"each seed": (scatter_x, scatter_y)},
                 caption=f"black {'line' if numeric_x else 'dots'}: the mean of {metric} over the seeds of each "
@@ -410,16 +415,17 @@ def profile_sections(g: Group, query: Mapping[str, str]) -> list[ex.Section]:
         if k in prof
     }
     blocks: list[ex.Block] = [ex.KeyValues(settings, title="the profile")]
-    games = prof.get("games") if isinstance(prof.get("games"), Mapping) else {}
+    games = sub(prof, "games")
     rows, xs, ys, lo, hi = [], [], [], [], []
     for name, gm in list(games.items())[:200]:
         if not isinstance(gm, Mapping):
             continue
-        metric = gm.get("metric") if isinstance(gm.get("metric"), Mapping) else {}
-        prox = gm.get("pareto_proximity") if isinstance(gm.get("pareto_proximity"), Mapping) else {}
-        fb = gm.get("fallback") if isinstance(gm.get("fallback"), Mapping) else {}
+        metric = sub(gm, "metric")
+        prox = sub(gm, "pareto_proximity")
+        fb = sub(gm, "fallback")
         ci, pci = _pair(metric.get("ci95")), _pair(prox.get("ci95"))
-        title = gm.get("title") if isinstance(gm.get("title"), str) else str(name)
+        title = gm.get("title")
+        title = title if isinstance(title, str) else str(name)
         rows.append(
             {
                 "game": str(name),
@@ -462,7 +468,7 @@ def profile_sections(g: Group, query: Mapping[str, str]) -> list[ex.Section]:
         )
     else:
         blocks.append(ex.Note("profile.json lists no game"))
-    figs = [ex.Image(p, caption=p) for p in ("figures/profile.png",) if (g.out / p).is_file()]
+    figs: list[ex.Block] = [ex.Image(p, caption=p) for p in ("figures/profile.png",) if (g.out / p).is_file()]
     secs = [overview(g), ex.Section("Profile", blocks, id="profile")]
     if figs:
         secs.append(ex.Section("The profile's figure", figs, id="figure"))
@@ -505,7 +511,9 @@ def folder_sections(g: Group, page: RunDir, skip: set[str] = frozenset()) -> lis
     from cooplab.evals.explorer.runs import read_text_head
 
     secs: list[ex.Section] = []
-    figs = [ex.Image(rel, caption=shown(rel)) for rel in _listed(page, IMAGE_SUFFIXES) if rel not in skip]
+    figs: list[ex.Block] = [
+        ex.Image(rel, caption=shown(rel)) for rel in _listed(page, IMAGE_SUFFIXES) if rel not in skip
+    ]
     if figs:
         secs.append(ex.Section("Figures", figs, id="figures"))
     notes: list[ex.Block] = []
@@ -564,11 +572,9 @@ def overview(g: Group) -> ex.Section:
         folder = _folder(g, name)
         cell = RunDir(id=g.cells[name], out=g.out / folder / name, root=g.root, task_for=g.task_for) if folder else None
         s = cell.summary if cell is not None else {}
-        status = (
-            s.get("status")
-            if isinstance(s.get("status"), str)
-            else ("unfinished" if cell is not None and cell.config else "?")
-        )
+        status = s.get("status")
+        if not isinstance(status, str):
+            status = "unfinished" if cell is not None and cell.config else "?"
         statuses[status] = statuses.get(status, 0) + 1
         led = s.get("ledger") if isinstance(s.get("ledger"), Mapping) else None
         if led is None:

@@ -41,7 +41,11 @@ def updates(out: Path) -> Iterator[tuple[set[str], dict[str, Any]]]:
         raise HistoryError(f"cannot open checkpoints.sqlite: {exc}") from None
     try:
         saver = SqliteSaver(conn, serde=CheckpointSerializer())  # only what cooplab stores is read back
-        cps = [c for c in saver.list(None, limit=MAX_CHECKPOINTS) if not c.config["configurable"].get("checkpoint_ns")]
+        cps = [
+            c
+            for c in saver.list(None, limit=MAX_CHECKPOINTS)
+            if not c.config.get("configurable", {}).get("checkpoint_ns")
+        ]
     except CheckpointRefused as exc:
         conn.close()
         raise HistoryError(f"{out.name}/checkpoints.sqlite is not shown: {exc}") from None

@@ -15,6 +15,7 @@ from typing import Any
 
 from cooplab.evals.explorer import forks, groups, render, traces, views
 from cooplab.evals.explorer.runs import RunDir, discover, shown
+from cooplab.evals.typed import sub
 from cooplab.evals.values import cut, human_bytes, num, slug
 from cooplab.graphs import explore as ex
 
@@ -29,7 +30,7 @@ def model_of(config: Mapping[str, Any]) -> str:
     if config.get("agents") != "llm":
         a = config.get("agents")
         return a if isinstance(a, str) and a else "?"
-    llm = config.get("llm") if isinstance(config.get("llm"), Mapping) else {}
+    llm = sub(config, "llm")
     model = llm.get("model")
     text = cut(model, 80) if isinstance(model, str) else "?"
     per = llm.get("agent_models")
@@ -368,7 +369,7 @@ def twins(sa: list[ex.Section], sb: list[ex.Section], a: RunDir, b: RunDir) -> l
             sides.append(
                 [render.block(x, run) for x in blocks] or [render.block(ex.Note("not in this run", level="info"), run)]
             )
-        title = (by_a.get(sid) or by_b.get(sid)).title
+        title = (by_a[sid] if sid in by_a else by_b[sid]).title
         out.append({"title": render.text(title, 200), "a": sides[0], "b": sides[1]})
     return out
 

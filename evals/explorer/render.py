@@ -52,7 +52,7 @@ MAX_CHOICES = 10_000
 
 def package_dir(name: str) -> Path:
     """A folder of the explorer's package data (``templates``, ``static``)."""
-    return Path(str(resources.files(__package__).joinpath(name)))
+    return Path(str(resources.files(__name__.rpartition(".")[0]).joinpath(name)))
 
 
 def templates(layout: str = "base.html") -> Any:
@@ -427,7 +427,7 @@ def block(b: Any, run: Any, depth: int = 0) -> dict[str, Any]:
                     continue
                 d = cell(v, c)
                 param, src = links.get(c, (None, None))
-                target = values.get(src)
+                target = values.get(src) if src is not None else None
                 if param and target is not None and cell(target)["text"] != "\u2014":  # "id": another run's page
                     d["href"] = _href(
                         "run" if param == "id" else _page(run),

@@ -23,8 +23,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, overload
 
+from cooplab.evals.typed import sub
 from cooplab.evals.values import cut, num
 from cooplab.graphs.rundir import TRACES_FILE
 from cooplab.graphs.tracing import charges as ledger
@@ -72,8 +73,8 @@ def _messages(inputs: Any) -> list[dict[str, str]]:
 
 
 def _answer(outputs: Any) -> str:
-    gens = outputs.get("generations") if isinstance(outputs, Mapping) else None
-    try:
+    gens: Any = outputs.get("generations") if isinstance(outputs, Mapping) else None
+    try:  # None or a malformed record raises below: no answer
         g = gens[0][0]
         text = g.get("text") or ((g.get("message") or {}).get("kwargs") or {}).get("content")
         return cut(text if isinstance(text, str) else json.dumps(text, default=str), MAX_MESSAGE_CHARS)
@@ -93,8 +94,8 @@ def _int(v: Any) -> int | None:
 
 def facts(rec: Mapping[str, Any]) -> dict[str, Any]:
     """Who and when of one llm run: from its metadata, else read from its prompt and node."""
-    extra = rec.get("extra") if isinstance(rec.get("extra"), Mapping) else {}
-    md = extra.get("metadata") if isinstance(extra.get("metadata"), Mapping) else {}
+    extra = sub(rec, "extra")
+    md = sub(extra, "metadata")
     msgs = _messages(rec.get("inputs"))
     text = "\n".join(m["text"] for m in msgs)
     agent = md.get("agent_id")
@@ -146,7 +147,7 @@ def _seconds(start: Any, end: Any) -> float | None:
 def _reported(rec: Mapping[str, Any], extra: Mapping[str, Any]) -> tuple[int, int] | None:
     """The (input, output) tokens the model reported for a call: the record's prompt and completion
     counts, else its usage metadata; None when neither holds whole numbers."""
-    usage = extra.get("usage_metadata") if isinstance(extra.get("usage_metadata"), Mapping) else {}
+    usage = sub(extra, "usage_metadata")
     for pair in (
         (rec.get("prompt_tokens"), rec.get("completion_tokens")),
         (usage.get("input_tokens"), usage.get("output_tokens")),
@@ -165,9 +166,10 @@ def start_of(rec: Mapping[str, Any]) -> dict[str, Any]:
     """How the part of a run a root record traces started: its metadata's ``started_as`` ("new",
     "resumed", "fork"), else its tags (traces written before the metadata: "resumed" or new), and
     a fork's ``fork_of`` (the parent's run id, text) and ``fork_at_round``."""
-    extra = rec.get("extra") if isinstance(rec.get("extra"), Mapping) else {}
-    md = extra.get("metadata") if isinstance(extra.get("metadata"), Mapping) else {}
-    tags = rec.get("tags") if isinstance(rec.get("tags"), list) else []
+    extra = sub(rec, "extra")
+    md = sub(extra, "metadata")
+    tags = rec.get("tags")
+    tags = tags if isinstance(tags, list) else []
     kind = md.get("started_as")
     if kind not in ("new", "resumed", "fork"):
         kind = "fork" if "fork" in tags else "resumed" if "resumed" in tags else "new"
@@ -310,7 +312,8 @@ def read_trace_file(path: Any) -> TraceFile:
                         tf.bad_lines.append(n)
                     continue
                 tf.records += 1
-                kind = rec.get("run_type") if isinstance(rec.get("run_type"), str) else "?"
+                kind = rec.get("run_type")
+                kind = kind if isinstance(kind, str) else "?"
                 kind = cut(kind, 40) if kind in tf.run_types or len(tf.run_types) < MAX_RUN_TYPES else "other"
                 tf.run_types[kind] = tf.run_types.get(kind, 0) + 1
                 if rec.get("run_type") == "llm":
@@ -333,6 +336,12 @@ def read_trace_file(path: Any) -> TraceFile:
     return tf
 
 
+@overload
+def tokens_text(pair: tuple[int, int]) -> str: ...
+@overload
+def tokens_text(pair: None) -> None: ...
+@overload
+def tokens_text(pair: tuple[int, int] | None) -> str | None: ...
 def tokens_text(pair: tuple[int, int] | None) -> str | None:
     """ "13 (11 in / 2 out)" of an (input, output) pair."""
     return None if pair is None else f"{pair[0] + pair[1]:,} ({pair[0]:,} in / {pair[1]:,} out)"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -27,7 +27,7 @@ def judge_agreement(scores_a: Sequence[float | None], scores_b: Sequence[float |
     if len(scores_a) != len(scores_b):
         raise ValueError(f"the two score lists differ in length ({len(scores_a)} vs {len(scores_b)})")
 
-    def ok(x: Any) -> bool:
+    def ok(x: Any) -> TypeGuard[float | np.floating | np.integer]:
         return (
             x is not None
             and not isinstance(x, bool)

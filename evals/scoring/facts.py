@@ -383,8 +383,10 @@ def _item_key(item: str) -> tuple[str, re.Pattern, re.Pattern | None]:
         fam_re = re.compile(rf"(?<![^\W_])(?:{pre})[\s_\-]?(\d{{1,12}})(?![\w.]\d|\w)", re.IGNORECASE)
         return f"{prefix}#{num}", item_re, fam_re
     sides = _ARROW_SPLIT_RE.split(s)
-    if len(sides) == 2 and all(_numbered(x) for x in sides):
-        (pa, a), (pb, b) = _numbered(sides[0]), _numbered(sides[1])
+    na = _numbered(sides[0]) if len(sides) == 2 else None
+    nb = _numbered(sides[1]) if len(sides) == 2 else None
+    if na and nb:
+        (pa, a), (pb, b) = na, nb
         qa, qb = _prefix_pattern(pa), _prefix_pattern(pb)
         item_re = re.compile(
             rf"(?<![^\W_])(?:{qa})[\s_\-]?0*{a}{_ARROW}(?:{qb})[\s_\-]?0*{b}(?![\w.]\d|\w)", re.IGNORECASE

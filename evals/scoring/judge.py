@@ -329,8 +329,9 @@ async def judge_report(
     failures = [r for r in results if isinstance(r, BaseException)]
     if failures:
         raise failures[0]
-    verdicts: list[JudgeVerdict | None] = [v for v, _ in results]
-    records = [rec for _, rec in results]
+    done = [r for r in results if not isinstance(r, BaseException)]  # every one, since none failed
+    verdicts: list[JudgeVerdict | None] = [v for v, _ in done]
+    records = [rec for _, rec in done]
     valid = [v for v in verdicts if v is not None]
     means: dict[str, float | None] = {}
     stds: dict[str, float | None] = {}

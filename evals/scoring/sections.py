@@ -233,7 +233,9 @@ def parse_heading(line: str, next_line: str | None) -> tuple[int, tuple[str, ...
         return None
     if len(s) > 200:  # too long for a heading line; only an inline heading "Methods: ..." remains
         m = _INLINE_RE.match(s[:300])
-        secs = _title_sections(m.group(1), strict=True) if m else None
+        if m is None:
+            return None
+        secs = _title_sections(m.group(1), strict=True)
         return (2, secs, s[m.start(2) :], False) if secs else None
     m = _MD_HEADING_RE.match(line)
     if m:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cooplab.evals.explorer import traces
+from cooplab.evals.typed import numeric
 from cooplab.evals.values import cut, num
 from cooplab.graphs import explore as ex
 
@@ -63,7 +64,7 @@ def society_keys(df: Any, cols: Sequence[str]) -> Any:
 
     key = None
     for c in cols:
-        values = pd.to_numeric(df[c], errors="coerce")
+        values = numeric(df[c])
         whole_ = values.notna() & (values.abs() < 1e15) & (values % 1 == 0)
         text = df[c].astype(str)
         text[whole_] = values[whole_].astype("int64").astype(str)
@@ -199,7 +200,7 @@ def fines(
         }
         for p in pairs
     ]
-    agents = sorted(({whole(p["punisher"]) for p in pairs} | {whole(p["target"]) for p in pairs}) - {None})
+    agents = sorted({w for p in pairs for w in (whole(p["punisher"]), whole(p["target"])) if w is not None})
     totals: dict[tuple[int | None, int | None], Any] = {}  # (who, whom) -> count or amount, in one pass over the pairs
     for p in pairs:
         key = (whole(p["punisher"]), whole(p["target"]))

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cooplab.evals.explorer.runs import read_text_head, shown
+from cooplab.evals.typed import sub
 from cooplab.evals.values import cut, exact_sum, fmt, human_bytes, num
 from cooplab.graphs import explore as ex
 from cooplab.graphs.rundir import TRACES_FILE
@@ -109,7 +110,7 @@ def summary_section(run: Any, numbers: Mapping[str, Any] | None = None) -> ex.Se
     """Status, key numbers (``numbers``: the task's, else :func:`key_numbers`), when it started and
     how long it took; why it stopped; its costs; summary.json in full."""
     s, cfg = run.summary, run.config
-    record = cfg.get("record") if isinstance(cfg.get("record"), Mapping) else {}
+    record = sub(cfg, "record")
     numbers = key_numbers(s) if numbers is None else numbers
     facts = {
         "task": run.task,
@@ -167,7 +168,7 @@ def config_section(run: Any) -> ex.Section:
     git commit, machine) folded apart."""
     cfg = run.config
     flat = {k: v for k, v in cfg.items() if not isinstance(v, (dict, list))}
-    params = cfg.get("params") if isinstance(cfg.get("params"), Mapping) else {}
+    params = sub(cfg, "params")
     blocks: list[ex.Block] = [ex.KeyValues(flat, title="run"), ex.KeyValues(dict(params), title="params")]
     record = cfg.get("record") if isinstance(cfg.get("record"), Mapping) else None
     env = record.get("environment") if record is not None else None
