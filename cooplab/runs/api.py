@@ -127,6 +127,7 @@ def _python_words(fn: Callable) -> Callable:
     and commands (``--seed``, ``--force``, ``cooplab resume DIR``): :func:`cooplab.limits.for_python`.
     ``fn`` itself stays reachable as ``.in_cli_words``: the command line calls it, so its messages
     keep naming flags."""
+
     @functools.wraps(fn)
     def wrapper(*args: Any, **kw: Any) -> Any:
         try:
@@ -143,16 +144,24 @@ def _python_words(fn: Callable) -> Callable:
     return wrapper
 
 
-def _config(config: RunConfig | Mapping[str, Any] | None, task: str | Task | None, kw: dict[str, Any]) -> tuple[Task, RunConfig]:
+def _config(
+    config: RunConfig | Mapping[str, Any] | None, task: str | Task | None, kw: dict[str, Any]
+) -> tuple[Task, RunConfig]:
     """The resolved configuration of a run from a RunConfig, a mapping of its fields, or keywords."""
     if isinstance(task, Task):
-        task = registry.register_task(task, replace=True).name if registry.registered(task.name) is not task else task.name
+        task = (
+            registry.register_task(task, replace=True).name if registry.registered(task.name) is not task else task.name
+        )
     if config is None:
         if not isinstance(task, str):
-            raise ConfigError("cooplab.run needs task=NAME (or a RunConfig); installed tasks: " + ", ".join(registry.names()))
+            raise ConfigError(
+                "cooplab.run needs task=NAME (or a RunConfig); installed tasks: " + ", ".join(registry.names())
+            )
         config = RunConfig.from_keywords(task, **kw)
     elif kw or task is not None:
-        raise ConfigError(f"give cooplab.run either a RunConfig or keywords, not both (got {sorted(kw) + (['task'] if task else [])})")
+        raise ConfigError(
+            f"give cooplab.run either a RunConfig or keywords, not both (got {sorted(kw) + (['task'] if task else [])})"
+        )
     elif isinstance(config, Mapping):
         fields = dict(config)
         if "version" in fields:  # a stored config.json, as read from a run directory
@@ -171,8 +180,16 @@ def _config(config: RunConfig | Mapping[str, Any] | None, task: str | Task | Non
 
 
 @_python_words
-def run(config: RunConfig | Mapping[str, Any] | None = None, /, *, task: str | Task | None = None, out: str | Path,
-        force: bool = False, quiet: bool = False, **kw: Any) -> Run:
+def run(
+    config: RunConfig | Mapping[str, Any] | None = None,
+    /,
+    *,
+    task: str | Task | None = None,
+    out: str | Path,
+    force: bool = False,
+    quiet: bool = False,
+    **kw: Any,
+) -> Run:
     """Run a task and return the :class:`Run` it wrote in ``out``.
 
     Either a :class:`~cooplab.runs.config.RunConfig`, or keywords: ``task`` (a registered name, or a
@@ -215,9 +232,16 @@ def _opened(out: str | Path, stopped: str | None) -> Run:
 
 
 @_python_words
-def resume(out: str | Path, *, quiet: bool = False, warn: Callable[[str], None] | None = None,
-           models: Sequence[Any] = (), budget: float | None = None, notice: Callable[[str], None] | None = None,
-           budget_name: str = "budget") -> Run:
+def resume(
+    out: str | Path,
+    *,
+    quiet: bool = False,
+    warn: Callable[[str], None] | None = None,
+    models: Sequence[Any] = (),
+    budget: float | None = None,
+    notice: Callable[[str], None] | None = None,
+    budget_name: str = "budget",
+) -> Run:
     """Continue a run from its last checkpoint (any task, a registered one included) and return it.
     ``models``: the chat model objects a run made from Python was given (a new process holds none;
     each is matched to the run's ``instance:`` specs by its class and settings). ``budget``: a new,
@@ -229,14 +253,25 @@ def resume(out: str | Path, *, quiet: bool = False, warn: Callable[[str], None] 
 
     for model in models:
         register(model)
-    stopped = _stopped_by(lambda: runner.resume(Path(out), quiet=quiet, warn=warn, budget=budget, budget_name=budget_name,
-                                                notice=notice))
+    stopped = _stopped_by(
+        lambda: runner.resume(Path(out), quiet=quiet, warn=warn, budget=budget, budget_name=budget_name, notice=notice)
+    )
     return _opened(out, stopped)
 
 
 @_python_words
-def fork(parent: str | Path, *, at_round: int, out: str | Path, set: Any = None, model: str | None = None,  # noqa: A002
-         prompt_variant: str | None = None, invader: Any = None, force: bool = False, quiet: bool = False) -> Run:
+def fork(
+    parent: str | Path,
+    *,
+    at_round: int,
+    out: str | Path,
+    set: Any = None,
+    model: str | None = None,  # noqa: A002
+    prompt_variant: str | None = None,
+    invader: Any = None,
+    force: bool = False,
+    quiet: bool = False,
+) -> Run:
     """A counterfactual fork: a new run in ``out`` that starts from ``parent``'s state at the end of
     round ``at_round`` with the changes applied (``set``: the task's parameters, a dict or
     ``"name=value"`` strings; ``model``; ``prompt_variant``; ``invader``, ``"KIND@K[:AGENT]"`` with K
@@ -246,8 +281,19 @@ def fork(parent: str | Path, *, at_round: int, out: str | Path, set: Any = None,
     can itself be forked. See :mod:`cooplab.runs.fork` and docs/forks.md."""
     from cooplab.runs import fork as forks
 
-    stopped = _stopped_by(lambda: forks.fork(parent, at_round=at_round, out=out, set=set, model=model, prompt_variant=prompt_variant,
-                                             invader=invader, force=force, quiet=quiet))
+    stopped = _stopped_by(
+        lambda: forks.fork(
+            parent,
+            at_round=at_round,
+            out=out,
+            set=set,
+            model=model,
+            prompt_variant=prompt_variant,
+            invader=invader,
+            force=force,
+            quiet=quiet,
+        )
+    )
     return _opened(out, stopped)
 
 
@@ -280,14 +326,27 @@ async def asweep(task: str | Task, **kw: Any) -> pd.DataFrame:
 
 
 @_python_words
-def sweep(task: str | Task, *, out: str | Path, grid: Mapping[str, Sequence[Any]] | None = None, seeds: Sequence[int] | None = None,
-          parallel: int = 1, executor: str = "local", address: str | None = None, quiet: bool = True, analysis: bool = True,
-          sweep_budget: float | None = None, sample: Mapping[str, Any] | None = None, **fixed: Any) -> pd.DataFrame:
+def sweep(
+    task: str | Task,
+    *,
+    out: str | Path,
+    grid: Mapping[str, Sequence[Any]] | None = None,
+    seeds: Sequence[int] | None = None,
+    parallel: int = 1,
+    executor: str = "local",
+    address: str | None = None,
+    quiet: bool = True,
+    analysis: bool = True,
+    sweep_budget: float | None = None,
+    sample: Mapping[str, Any] | None = None,
+    **fixed: Any,
+) -> pd.DataFrame:
     """Run a grid of one task's runs and return their table (one row per cell; also written as
     ``out/table.csv``). ``grid`` maps any keyword of :func:`run` to its values (``"set.NAME"`` sweeps
     one parameter of the task's ``set``), ``seeds`` repeats every cell (default: the task's
     ``sweep_seeds``; five for science), ``sample`` draws some grid points instead of all
-    (``{"points": N, "seed": S, "weights": {...}}``, see :class:`cooplab.runs.grid.Sample`), ``fixed`` holds the keywords
+    (``{"points": N, "seed": S, "weights": {...}}``, see :class:`cooplab.runs.grid.Sample`), ``fixed`` holds the
+    keywords
     every cell shares. The same as a sweep file (:mod:`cooplab.runs.grid`, ``cooplab sweep FILE``).
     Every cell's config is checked before any runs (a bad value names its cell); finished cells are
     skipped and interrupted ones resumed when the same sweep runs again; a failed cell is recorded
@@ -308,9 +367,17 @@ def sweep(task: str | Task, *, out: str | Path, grid: Mapping[str, Sequence[Any]
         raise ConfigError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
     if grid is not None and not isinstance(grid, Mapping):
         raise ConfigError(f"grid must map keywords to non-empty lists of values, got {show(grid)}")
-    raw = {"task": task, "out": str(out), "fixed": dict(fixed), "grid": {k: list(v) if isinstance(v, tuple) else v for k, v in (grid or {}).items()},
-           "seeds": list(seeds) if isinstance(seeds, (list, tuple)) else seeds, "parallel": parallel, "analysis": analysis,
-           "sweep_budget": sweep_budget, "sample": dict(sample) if isinstance(sample, Mapping) else sample}
+    raw = {
+        "task": task,
+        "out": str(out),
+        "fixed": dict(fixed),
+        "grid": {k: list(v) if isinstance(v, tuple) else v for k, v in (grid or {}).items()},
+        "seeds": list(seeds) if isinstance(seeds, (list, tuple)) else seeds,
+        "parallel": parallel,
+        "analysis": analysis,
+        "sweep_budget": sweep_budget,
+        "sample": dict(sample) if isinstance(sample, Mapping) else sample,
+    }
     sw = grids.load(raw, "sweep")
     try:
         res = grids.run(sw, grids.jobs(sw), executor=executor, address=address, quiet=quiet)
@@ -373,14 +440,23 @@ def _run_row(d: Path) -> dict[str, Any]:
     llm, record = config.get("llm"), config.get("record")
     llm = llm if isinstance(llm, Mapping) else {}
     record = record if isinstance(record, Mapping) else {}
-    row.update(task=config.get("task"), status=summary.get("status") or ("unreadable" if "error" in row else "not finished"),
-               agents=config.get("agents"), seed=config.get("seed"), model=llm.get("model"), created=record.get("created"),
-               wall_seconds=summary.get("wall_seconds"))
+    row.update(
+        task=config.get("task"),
+        status=summary.get("status") or ("unreadable" if "error" in row else "not finished"),
+        agents=config.get("agents"),
+        seed=config.get("seed"),
+        model=llm.get("model"),
+        created=record.get("created"),
+        wall_seconds=summary.get("wall_seconds"),
+    )
     params = config.get("params")
     params = params if isinstance(params, Mapping) else {}
     row.update({f"params.{k}": v for k, v in flatten_summary(dict(params)).items()})
     row.update({k: v for k, v in flatten_summary(dict(summary)).items() if k not in row and f"params.{k}" not in row})
-    return {k: (str(v) if k in ("run", "task", "status", "agents", "model", "created") and v is not None else v) for k, v in row.items()}
+    return {
+        k: (str(v) if k in ("run", "task", "status", "agents", "model", "created") and v is not None else v)
+        for k, v in row.items()
+    }
 
 
 def load_runs(where: str | Path | Sequence[str | Path] = "runs") -> pd.DataFrame:
@@ -399,9 +475,12 @@ def load_runs(where: str | Path | Sequence[str | Path] = "runs") -> pd.DataFrame
     if df.empty:
         return pd.DataFrame(columns=list(RUN_COLUMNS))
     first = [c for c in RUN_COLUMNS if c in df.columns]
-    return cast(pd.DataFrame, df[first + [c for c in df.columns if c not in first]])  # pandas' stubs: a list of columns selects a frame
+    return cast(
+        pd.DataFrame, df[first + [c for c in df.columns if c not in first]]
+    )  # pandas' stubs: a list of columns selects a frame
 
 
 def register_task(task: Task | type[Task], *, replace: bool = False) -> Task:
-    """Make a task defined in Python runnable by name in this process (see :func:`cooplab.runs.registry.register_task`)."""
+    """Make a task defined in Python runnable by name in this process
+    (see :func:`cooplab.runs.registry.register_task`)."""
     return registry.register_task(task, replace=replace)

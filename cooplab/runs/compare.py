@@ -39,13 +39,17 @@ def compare_dirs(a: Path, b: Path, *, out: Path | None = None, columns: Sequence
     sa, ca, ta = _side(a, "A")
     sb, cb, tb = _side(b, "B")
     if ca.get("task") != cb.get("task"):
-        raise ConfigError(f"{a} is a {ca.get('task')!r} run and {b} a {cb.get('task')!r} run; compare two runs of one task")
+        raise ConfigError(
+            f"{a} is a {ca.get('task')!r} run and {b} a {cb.get('task')!r} run; compare two runs of one task"
+        )
     if columns is not None and (not isinstance(columns, (list, tuple)) or not all(isinstance(c, str) for c in columns)):
         raise ConfigError("columns must be a list of per-round column names")
     known = set(cmp.value_columns(sa.rounds)) & set(cmp.value_columns(sb.rounds))
     for c in columns or ():
         if c not in known:
-            raise ConfigError(f"unknown column {c!r}; the per-round tables of both runs have: {', '.join(sorted(known)) or 'none'}")
+            raise ConfigError(
+                f"unknown column {c!r}; the per-round tables of both runs have: {', '.join(sorted(known)) or 'none'}"
+            )
     try:
         default = getattr(registry.get(str(ca.get("task"))), "curve_columns", None)
     except registry.UnknownTask:
@@ -53,8 +57,12 @@ def compare_dirs(a: Path, b: Path, *, out: Path | None = None, columns: Sequence
     shared = common_round(ca, ta, cb, tb)
     if shared == -1:  # the same run twice
         shared = max(int(sa.summary.get("rounds_completed") or 0), 0)
-    result = cmp.compare(sa, sb, common_round=shared, columns=list(columns) if columns else
-                         ([c for c in default if c in known] if default else None))
+    result = cmp.compare(
+        sa,
+        sb,
+        common_round=shared,
+        columns=list(columns) if columns else ([c for c in default if c in known] if default else None),
+    )
     if out is not None:
         path = runstore.ensure_writable(out)
         runstore.write_json(path / "compare.json", result.to_dict())

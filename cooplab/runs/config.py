@@ -48,9 +48,15 @@ class SandboxSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    backend: Literal["docker", "local"] = Field(default="docker", description="docker (isolated; never falls back) or local (no isolation, by name only).")
-    timeout: Annotated[float, RULES["sandbox-timeout"]] = Field(default=30.0, description="Seconds one run_code call may take.")
-    rate: Annotated[float, RULES["sandbox-rate"]] = Field(default=0.0, description="USD per second of sandbox time charged to the ledger (0: recorded, free).")
+    backend: Literal["docker", "local"] = Field(
+        default="docker", description="docker (isolated; never falls back) or local (no isolation, by name only)."
+    )
+    timeout: Annotated[float, RULES["sandbox-timeout"]] = Field(
+        default=30.0, description="Seconds one run_code call may take."
+    )
+    rate: Annotated[float, RULES["sandbox-rate"]] = Field(
+        default=0.0, description="USD per second of sandbox time charged to the ledger (0: recorded, free)."
+    )
 
 
 #: keyword arguments of :func:`cooplab.run` that are LLM settings (CLI flag spellings kept where they differ)
@@ -159,9 +165,13 @@ class RunConfig(BaseModel):
             raise ConfigError(f"--agents must be {' or '.join(task.agent_kinds)}, got {agents!r}")
         if self.params is not None:
             if self.options:
-                raise ConfigError(f"give the task's options or its params, not both (options: {', '.join(sorted(self.options))})")
+                raise ConfigError(
+                    f"give the task's options or its params, not both (options: {', '.join(sorted(self.options))})"
+                )
             raw = self.params.model_dump(mode="json") if isinstance(self.params, BaseModel) else self.params
-            fields: dict[str, Any] = {"params": task_params(task, raw, agents, flags(rest=lambda f: f"params.{f}"), stored=True)}
+            fields: dict[str, Any] = {
+                "params": task_params(task, raw, agents, flags(rest=lambda f: f"params.{f}"), stored=True)
+            }
         else:
             _check_keywords(task, self.options)
             fields = task.options(agents, **self.options)
@@ -175,7 +185,9 @@ class RunConfig(BaseModel):
     def to_json(self) -> dict[str, Any]:
         """The run's config.json (a resolved configuration; :meth:`to_config` resolves it first)."""
         if not self.resolved:
-            raise ValueError("only a resolved RunConfig is written to config.json: call resolve() first (or to_config())")
+            raise ValueError(
+                "only a resolved RunConfig is written to config.json: call resolve() first (or to_config())"
+            )
         return self.model_dump(mode="json", exclude={"options"})
 
     def to_config(self, task: Task | None = None) -> dict[str, Any]:
@@ -205,9 +217,12 @@ def _check_keywords(task: Task, options: dict[str, Any]) -> None:
     known = [p for p in params if p != "agents" and params[p].kind is inspect.Parameter.KEYWORD_ONLY]
     unknown = sorted(set(options) - set(known))
     if unknown:
-        raise ConfigError(f"task {task.name!r} has no option {unknown[0]!r}; its options are {', '.join(known) or 'none'} "
-                          f"(and the common ones: agents, seed, csv, params, the LLM settings {', '.join(sorted(LLMSettings.model_fields))}, "
-                          f"sandbox_backend, sandbox_timeout, sandbox_rate)")
+        raise ConfigError(
+            f"task {task.name!r} has no option {unknown[0]!r}; its options are {', '.join(known) or 'none'} "
+            "(and the common ones: agents, seed, csv, params, the LLM settings "
+            f"{', '.join(sorted(LLMSettings.model_fields))}, "
+            f"sandbox_backend, sandbox_timeout, sandbox_rate)"
+        )
 
 
 def with_task_defaults(task: Task, llm: LLMSettings) -> LLMSettings:
@@ -218,8 +233,9 @@ def with_task_defaults(task: Task, llm: LLMSettings) -> LLMSettings:
     return llm.model_copy(update={"max_tokens": task.default_max_tokens})
 
 
-def build_config(task: Task, fields: dict[str, Any], *, agents: str, seed: int, csv: bool, llm: LLMSettings,
-                 sandbox: SandboxSettings) -> RunConfig:
+def build_config(
+    task: Task, fields: dict[str, Any], *, agents: str, seed: int, csv: bool, llm: LLMSettings, sandbox: SandboxSettings
+) -> RunConfig:
     """The resolved configuration of a new run from what a task's :meth:`~cooplab.graphs.task.Task.options`
     returned (``params``: its ``Params``, or their JSON object; optionally ``agents`` when an option
     picks the kind, ``record``) and the common settings: the LLM settings resolved only for LLM
@@ -227,17 +243,33 @@ def build_config(task: Task, fields: dict[str, Any], *, agents: str, seed: int, 
     sandbox settings for tasks that use the sandbox."""
     unknown = sorted(set(fields) - {"params", "agents", "record"})
     if unknown or not isinstance(fields.get("params"), (dict, BaseModel)):
-        raise TypeError(f"task {task.name!r}: options() must return {{'params': Params}} (and optionally agents, record), "
-                        f"got keys {sorted(fields)}")
+        raise TypeError(
+            f"task {task.name!r}: options() must return {{'params': Params}} (and optionally agents, record), "
+            f"got keys {sorted(fields)}"
+        )
     agents = fields.get("agents", agents)
     if agents not in task.agent_kinds:  # a task's options may choose the kind (e.g. game --players llm)
         raise ConfigError(f"--agents must be {' or '.join(task.agent_kinds)}, got {agents!r}")
     params = fields["params"]
-    if not isinstance(params, BaseModel) or (task.Params is not None and not isinstance(params, task_params_types(task))):
-        params = task_params(task, params.model_dump(mode="json") if isinstance(params, BaseModel) else params, agents,
-                             flags(rest=lambda f: f"params.{f}"))
-    config = RunConfig(task=task.name, agents=agents, seed=seed, csv=csv, params=params, llm=None, sandbox=None,
-                       record=dict(fields.get("record") or {}))
+    if not isinstance(params, BaseModel) or (
+        task.Params is not None and not isinstance(params, task_params_types(task))
+    ):
+        params = task_params(
+            task,
+            params.model_dump(mode="json") if isinstance(params, BaseModel) else params,
+            agents,
+            flags(rest=lambda f: f"params.{f}"),
+        )
+    config = RunConfig(
+        task=task.name,
+        agents=agents,
+        seed=seed,
+        csv=csv,
+        params=params,
+        llm=None,
+        sandbox=None,
+        record=dict(fields.get("record") or {}),
+    )
     if agents == "llm":
         llm = with_task_defaults(task, llm)
         fixed = task.fixed_model(config)  # a setting that fixes the model (e.g. science --team oracle)
@@ -271,7 +303,9 @@ def _mixed(llm: LLMSettings, n_agents: int, seed: int, invader: Any) -> LLMSetti
 
     llm = mix.resolve(llm, n_agents, seed, "--model-mix")
     if isinstance(invader, dict) and invader.get("kind") == "model":
-        llm = llm.model_copy(update={"model_from": {**llm.model_from, f"{invader['agent']}@{invader['round']}": invader["model"]}})
+        llm = llm.model_copy(
+            update={"model_from": {**llm.model_from, f"{invader['agent']}@{invader['round']}": invader["model"]}}
+        )
     return llm
 
 
@@ -290,8 +324,12 @@ def check_run_models(task: Task, config: RunConfig, label: Any) -> None:
     if phases:
         for who, text in llm.models().items():
             if text.startswith("scripted:"):
-                check_model(text, llm.base_url, label(who, "llm.model" if who == "default" else f"llm.agent_models[{who!r}]"),
-                            phases=phases)
+                check_model(
+                    text,
+                    llm.base_url,
+                    label(who, "llm.model" if who == "default" else f"llm.agent_models[{who!r}]"),
+                    phases=phases,
+                )
     for option, field, text, asked in task.other_models(config):
         check_model(text, llm.base_url, label(option, field), phases=asked)
 
@@ -312,8 +350,10 @@ def check_stored(raw: Any, where: str, task: Task | None = None) -> RunConfig:
     if not isinstance(config, dict):
         raise ConfigError(f"{where} must be a JSON object, got {show(config)}")
     if config.get("version") != rundir.CONFIG_VERSION:
-        raise ConfigError(f"{where}: version {show(config.get('version'))} is not one this cooplab reads "
-                          f"(it writes version {rundir.CONFIG_VERSION}); upgrade cooplab")
+        raise ConfigError(
+            f"{where}: version {show(config.get('version'))} is not one this cooplab reads "
+            f"(it writes version {rundir.CONFIG_VERSION}); upgrade cooplab"
+        )
     unknown = sorted(set(config) - set(rundir.CONFIG_FIELDS))
     if unknown:
         raise ConfigError(f"{where}: unknown field {unknown[0]!r}; a config.json has {', '.join(rundir.CONFIG_FIELDS)}")
@@ -329,8 +369,12 @@ def check_stored(raw: Any, where: str, task: Task | None = None) -> RunConfig:
     if agents not in task.agent_kinds:
         raise ConfigError(f"{where}: agents must be one of {', '.join(task.agent_kinds)}, got {show(agents)}")
     name = in_file(where)
-    common = validate(RunConfig, {k: config[k] for k in ("version", "task", "seed", "csv", "record") if k in config} | {"agents": agents},
-                      name, strict=False)
+    common = validate(
+        RunConfig,
+        {k: config[k] for k in ("version", "task", "seed", "csv", "record") if k in config} | {"agents": agents},
+        name,
+        strict=False,
+    )
     try:
         params = task_params(task, config.get("params"), agents, in_file(where, "params"), stored=True)
     except (MissingAPIKey, MissingExtra) as exc:  # not the file's fault: kept apart (see config_for_resume)
@@ -349,12 +393,16 @@ def check_stored(raw: Any, where: str, task: Task | None = None) -> RunConfig:
         prompts.check(task, out.llm.prompt_variant, f"{where}: llm.prompt_variant")
         fixed = task.fixed_model(out)
         if fixed is not None and out.llm.model != fixed:
-            raise ConfigError(f"{where}: llm.model must be {fixed}, the built-in model these params play, got {show(out.llm.model)}")
+            raise ConfigError(
+                f"{where}: llm.model must be {fixed}, the built-in model these params play, got {show(out.llm.model)}"
+            )
         out.llm = out.llm.resolve(task.n_agents(out), name=in_file(where, "llm"))
         check_run_models(task, out, lambda who, field: f"{where}: {field}")
     elif llm is not None:
         raise ConfigError(f"{where}: llm must be null for agents {agents!r}, got {show(llm)}")
     if task.uses_sandbox:
         sandbox = config.get("sandbox")
-        out.sandbox = validate(SandboxSettings, sandbox if sandbox is not None else {}, in_file(where, "sandbox"), strict=False)
+        out.sandbox = validate(
+            SandboxSettings, sandbox if sandbox is not None else {}, in_file(where, "sandbox"), strict=False
+        )
     return out

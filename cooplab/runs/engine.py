@@ -58,8 +58,13 @@ class Engine:
         from cooplab.limits import flags
         from cooplab.runs.config import RunConfig, check_run_models, task_params
 
-        rc = RunConfig(task=task.name, agents="llm", seed=config["seed"], params=task_params(task, config["params"], "llm", flags()),
-                       llm=LLMSettings.model_validate(config["llm"]))
+        rc = RunConfig(
+            task=task.name,
+            agents="llm",
+            seed=config["seed"],
+            params=task_params(task, config["params"], "llm", flags()),
+            llm=LLMSettings.model_validate(config["llm"]),
+        )
         check_run_models(task, rc, lambda who, field: flag)
 
 

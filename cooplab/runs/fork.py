@@ -110,16 +110,30 @@ def end_of_round(history: Sequence[Any], at_round: int, where: Path) -> tuple[An
         ends[k] = (snap, node)
     if at_round not in ends:
         have = sorted(ends)
-        span = f"rounds 0..{have[-1]}" if have and have == list(range(have[-1] + 1)) else (", ".join(map(str, have)) or "none")
-        raise ConfigError(f"--at-round {at_round} is out of range: {where} has checkpoints at the end of {span}; "
-                          f"give a round it completed (0 forks from its start)")
+        span = (
+            f"rounds 0..{have[-1]}"
+            if have and have == list(range(have[-1] + 1))
+            else (", ".join(map(str, have)) or "none")
+        )
+        raise ConfigError(
+            f"--at-round {at_round} is out of range: {where} has checkpoints at the end of {span}; "
+            f"give a round it completed (0 forks from its start)"
+        )
     return ends[at_round]
 
 
 # --- the fork's settings ------------------------------------------------------------------------
-def _changed_config(task: Task, config: dict[str, Any], *, set: Any, model: str | None,  # noqa: A002
-                    prompt_variant: str | None, invader: Any = None, at_round: int = 0,
-                    fields: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def _changed_config(
+    task: Task,
+    config: dict[str, Any],
+    *,
+    set: Any,
+    model: str | None,  # noqa: A002
+    prompt_variant: str | None,
+    invader: Any = None,
+    at_round: int = 0,
+    fields: Any = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the fork's config, the changes as recorded); one-line ConfigErrors for unknown settings and
     bad values. ``fields``: the settings ``--set`` may name (the parent's typed settings' model's;
     default: the task's Params')."""
@@ -149,17 +163,25 @@ def _changed_config(task: Task, config: dict[str, Any], *, set: Any, model: str 
 
         if isinstance(new.get("llm"), dict) and "prompt_variant" in LLMSettings.model_fields:
             new["llm"] = {**new["llm"], "prompt_variant": prompt_variant}
-        elif task.Params is not None and "prompt_variant" in task.Params.model_fields and isinstance(new.get("params"), dict):
+        elif (
+            task.Params is not None
+            and "prompt_variant" in task.Params.model_fields
+            and isinstance(new.get("params"), dict)
+        ):
             new["params"] = {**new["params"], "prompt_variant": prompt_variant}
         else:
-            raise ConfigError(f"unknown setting --prompt-variant: {task.name} runs of this cooplab have no prompt variants")
+            raise ConfigError(
+                f"unknown setting --prompt-variant: {task.name} runs of this cooplab have no prompt variants"
+            )
         changes["prompt_variant"] = prompt_variant
     if invader is not None:
         new, changes["invader"] = _with_invader(task, new, invader, at_round)
     return new, changes
 
 
-def _with_invader(task: Task, new: dict[str, Any], invader: Any, at_round: int) -> tuple[dict[str, Any], dict[str, Any]]:
+def _with_invader(
+    task: Task, new: dict[str, Any], invader: Any, at_round: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """``new`` with an invader arriving after the fork's round (``--invader KIND@K[:AGENT]``, K after
     ``at_round``: the rounds the fork shares with its parent stay the parent's). The task's own
     check of the stored config then says whether it takes invaders and of which kind."""
@@ -168,23 +190,39 @@ def _with_invader(task: Task, new: dict[str, Any], invader: Any, at_round: int) 
     if not isinstance(new.get("params"), dict):
         raise ConfigError(f"--invader: {task.name} runs have no parameters to hold an invader")
     if new["params"].get("invader") is not None:
-        raise ConfigError(f"--invader: the parent already has an invader ({invaders.text(new['params']['invader'])}); "
-                          f"fork it without --invader, or fork its own parent")
+        raise ConfigError(
+            f"--invader: the parent already has an invader ({invaders.text(new['params']['invader'])}); "
+            f"fork it without --invader, or fork its own parent"
+        )
     from cooplab.runs.config import check_stored
 
     typed = check_stored(new, "the parent's settings", task)
-    inv = invaders.parse(invader, n_agents=task.n_agents(typed), rounds=task.total_rounds(typed), agents=str(new.get("agents")))
+    inv = invaders.parse(
+        invader, n_agents=task.n_agents(typed), rounds=task.total_rounds(typed), agents=str(new.get("agents"))
+    )
     if inv is None or inv["round"] <= at_round:
-        raise ConfigError(f"--invader: the invader's round must come after the fork's round {at_round} (rounds 1..{at_round} "
-                          f"are the parent's), got {invaders.text(inv)}")
+        raise ConfigError(
+            f"--invader: the invader's round must come after the fork's round {at_round} (rounds 1..{at_round} "
+            f"are the parent's), got {invaders.text(inv)}"
+        )
     new["params"] = {**new["params"], "invader": inv}
     if inv["kind"] == "model" and isinstance(new.get("llm"), dict):
-        new["llm"] = {**new["llm"], "model_from": {**(new["llm"].get("model_from") or {}), f"{inv['agent']}@{inv['round']}": inv["model"]}}
+        new["llm"] = {
+            **new["llm"],
+            "model_from": {**(new["llm"].get("model_from") or {}), f"{inv['agent']}@{inv['round']}": inv["model"]},
+        }
     return new, inv
 
 
-def plan(parent: str | Path, *, at_round: Any, set: Any = None, model: str | None = None,  # noqa: A002
-         prompt_variant: str | None = None, invader: Any = None) -> dict[str, Any]:
+def plan(
+    parent: str | Path,
+    *,
+    at_round: Any,
+    set: Any = None,
+    model: str | None = None,  # noqa: A002
+    prompt_variant: str | None = None,
+    invader: Any = None,
+) -> dict[str, Any]:
     """Everything a fork needs, checked, without writing anything: the task, the parent's and the
     fork's configs, the state the fork starts from and the node that wrote it. One-line
     :class:`~cooplab.runs.store.RunDirError` (the parent) or :class:`ConfigError` (the settings)."""
@@ -202,10 +240,25 @@ def plan(parent: str | Path, *, at_round: Any, set: Any = None, model: str | Non
     except ConfigError as exc:
         raise runstore.RunDirError(f"{parent}/config.json: {exc}") from None
     # the changes are made on the parent's config.json object, then the fork's read back into a typed RunConfig
-    new, changes = _changed_config(task, config.to_json(), set=set, model=model, prompt_variant=prompt_variant, invader=invader,
-                                   at_round=at_round, fields=type(config.params).model_fields if task.Params is not None else {})
-    new["record"] = {"fork": {"parent": str(parent), "parent_thread_id": tid, "at_round": at_round, "changes": changes,
-                              "lineage": lineage(config, tid, at_round)}}
+    new, changes = _changed_config(
+        task,
+        config.to_json(),
+        set=set,
+        model=model,
+        prompt_variant=prompt_variant,
+        invader=invader,
+        at_round=at_round,
+        fields=type(config.params).model_fields if task.Params is not None else {},
+    )
+    new["record"] = {
+        "fork": {
+            "parent": str(parent),
+            "parent_thread_id": tid,
+            "at_round": at_round,
+            "changes": changes,
+            "lineage": lineage(config, tid, at_round),
+        }
+    }
     try:
         new = check_stored(new, "the fork's settings", task)
     except ConfigError as exc:
@@ -219,26 +272,51 @@ def plan(parent: str | Path, *, at_round: Any, set: Any = None, model: str | Non
     except Exception as exc:  # noqa: BLE001 - a checkpoint that does not deserialize
         if isinstance(exc, checkpoint_serde.CheckpointRefused):
             raise runstore.refused_checkpoint(parent, exc) from None
-        raise runstore.RunDirError(f"{parent}/checkpoints.sqlite cannot be read ({one_line(f'{type(exc).__name__}: {exc}', 200)}); "
-                                   f"it cannot be forked") from None
+        raise runstore.RunDirError(
+            f"{parent}/checkpoints.sqlite cannot be read ({one_line(f'{type(exc).__name__}: {exc}', 200)}); "
+            f"it cannot be forked"
+        ) from None
     snap, node = end_of_round(history, at_round, parent)
     values = dict(snap.values)
     values.update(task.fork_state(values, config, new))
     if "ledger" in values:  # the fork's ledger is what the fork spends: the prefix was paid by the parent
         values["ledger"] = []
     fork_graph = task.build(new)
-    if node != "__input__" and node not in fork_graph.nodes:  # the changes drop the step that ends a round: the fork's own last step ends it
+    if (
+        node != "__input__" and node not in fork_graph.nodes
+    ):  # the changes drop the step that ends a round: the fork's own last step ends it
         closing = [n for n in getattr(fork_graph.builder, "branches", {}) if n in fork_graph.nodes]
         if len(closing) != 1:
-            raise ConfigError(f"the changes remove the {node} step that ends a round of {parent}, and the fork's graph has no one step "
-                              f"that ends a round; a fork cannot change which steps a round has here")
+            raise ConfigError(
+                f"the changes remove the {node} step that ends a round of {parent}, and the fork's graph has no one "
+                "step "
+                f"that ends a round; a fork cannot change which steps a round has here"
+            )
         node = closing[0]
-    return {"task": task, "parent": parent, "config": config, "new": new, "values": values, "as_node": node, "changes": changes,
-            "at_round": at_round}
+    return {
+        "task": task,
+        "parent": parent,
+        "config": config,
+        "new": new,
+        "values": values,
+        "as_node": node,
+        "changes": changes,
+        "at_round": at_round,
+    }
 
 
-def fork(parent: str | Path, *, at_round: Any, out: str | Path, set: Any = None, model: str | None = None,  # noqa: A002
-         prompt_variant: str | None = None, invader: Any = None, force: bool = False, quiet: bool = False) -> RunSummary:
+def fork(
+    parent: str | Path,
+    *,
+    at_round: Any,
+    out: str | Path,
+    set: Any = None,
+    model: str | None = None,  # noqa: A002
+    prompt_variant: str | None = None,
+    invader: Any = None,
+    force: bool = False,
+    quiet: bool = False,
+) -> RunSummary:
     """Fork ``parent`` at the end of round ``at_round`` into ``out`` with the changes applied and run
     the fork to its end (see the module docstring). Everything is checked before ``out`` is made or
     changed. Returns the fork's summary; a fork that stops early raises what a run raises
@@ -260,8 +338,21 @@ def fork(parent: str | Path, *, at_round: Any, out: str | Path, set: Any = None,
         runstore.write_json(path / "config.json", new.to_json())
         with runner.sqlite_saver(path / "checkpoints.sqlite", task) as saver:
             graph = task.build(new, checkpointer=saver)
-            graph.update_state({"configurable": {"thread_id": runner.thread_id(task, new)}}, p["values"], as_node=p["as_node"])
+            graph.update_state(
+                {"configurable": {"thread_id": runner.thread_id(task, new)}}, p["values"], as_node=p["as_node"]
+            )
         return runner.execute(task, path, new, None, quiet=quiet, start="fork")
 
 
-__all__ = ["CHANGEABLE", "ancestry", "trace_labels", "common_round", "end_of_round", "fork", "fork_record", "lineage", "plan", "prefix_rounds"]
+__all__ = [
+    "CHANGEABLE",
+    "ancestry",
+    "trace_labels",
+    "common_round",
+    "end_of_round",
+    "fork",
+    "fork_record",
+    "lineage",
+    "plan",
+    "prefix_rounds",
+]

@@ -107,7 +107,9 @@ def load(raw: Any, where: str, *, base: Path | None = None) -> GridSweep:
         if key in raw and (not isinstance(raw[key], str) or not raw[key].strip()):
             raise ConfigError(f"{where}: {key} must be a non-empty string, got {show(raw[key])}")
     if not isinstance(raw.get("fixed", {}), dict):
-        raise ConfigError(f'{where}: fixed must be an object {{"keyword": value}} of cooplab.run keywords, got {show(raw["fixed"])}')
+        raise ConfigError(
+            f'{where}: fixed must be an object {{"keyword": value}} of cooplab.run keywords, got {show(raw["fixed"])}'
+        )
     grid = raw.get("grid", {})
     if not isinstance(grid, dict):
         raise ConfigError(f'{where}: grid must be an object {{"keyword": [values, ...]}}, got {show(grid)}')
@@ -120,7 +122,11 @@ def load(raw: Any, where: str, *, base: Path | None = None) -> GridSweep:
         task_seeds = registry.get(raw["task"]).sweep_seeds if raw.get("task") in registry.names() else (0,)
         raw = {**raw, "seeds": list(task_seeds)}
     seeds = raw["seeds"]
-    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+    if (
+        not isinstance(seeds, list)
+        or not seeds
+        or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)
+    ):
         raise ConfigError(f"{where}: seeds must be a non-empty list of integers, got {show(seeds)}")
     for s in seeds:
         check(f"{where}: seeds", s, "seed")
@@ -133,7 +139,9 @@ def load(raw: Any, where: str, *, base: Path | None = None) -> GridSweep:
         raw = {**raw, "sweep_budget": float(raw["sweep_budget"])}
     own = sorted((set(raw.get("fixed", {})) | set(grid)) & _OWN)
     if own:
-        raise ConfigError(f"{where}: {own[0]} is set by the sweep for each cell; remove it from fixed/grid (use \"seeds\" and \"out\")")
+        raise ConfigError(
+            f'{where}: {own[0]} is set by the sweep for each cell; remove it from fixed/grid (use "seeds" and "out")'
+        )
     clash = sorted(set(raw.get("fixed", {})) & set(grid))
     if clash:
         raise ConfigError(f"{where}: {clash[0]!r} is both in fixed and grid; give it in one place")
@@ -150,8 +158,13 @@ def load(raw: Any, where: str, *, base: Path | None = None) -> GridSweep:
     if n > MAX_CELLS:
         raise ConfigError(f"{where}: the grid has {n} cells; at most {MAX_CELLS} per sweep (split it)")
     if base is not None:
-        sw = sw.model_copy(update={"out": str(_path(sw.out, base)), "fixed": resolve_paths(sw.fixed, base),
-                                   "grid": {k: [resolve_paths({k: v}, base)[k] for v in vs] for k, vs in sw.grid.items()}})
+        sw = sw.model_copy(
+            update={
+                "out": str(_path(sw.out, base)),
+                "fixed": resolve_paths(sw.fixed, base),
+                "grid": {k: [resolve_paths({k: v}, base)[k] for v in vs] for k, vs in sw.grid.items()},
+            }
+        )
     return sw
 
 
@@ -162,33 +175,50 @@ def _check_sample(sw: GridSweep, points: int, where: str) -> Sample:
     try:
         sample = Sample.model_validate(sw.sample, strict=False)
     except ValidationError as exc:
-        raise ConfigError(f"{where}: sample: {explain(exc)} (sample is {{\"points\": N, \"seed\": S, \"weights\": "
-                          f"{{\"keyword\": {{\"value\": weight}}}}}})") from None
+        raise ConfigError(
+            f'{where}: sample: {explain(exc)} (sample is {{"points": N, "seed": S, "weights": '
+            f'{{"keyword": {{"value": weight}}}}}})'
+        ) from None
     raw = sw.sample
     assert raw is not None  # None does not validate as a Sample (a ConfigError above)
     if isinstance(raw.get("points"), bool) or not 1 <= sample.points <= points:
-        raise ConfigError(f"{where}: sample.points must be a whole number from 1 to the grid's {points} points, got {show(raw.get('points'))}")
+        raise ConfigError(
+            f"{where}: sample.points must be a whole number from 1 to the grid's {points} points, got "
+            f"{show(raw.get('points'))}"
+        )
     check(f"{where}: sample.seed", sample.seed, "seed")
     for key, by_value in sample.weights.items():
         if key not in sw.grid:
-            raise ConfigError(f"{where}: sample.weights names {key!r}, which is not a grid keyword ({', '.join(sw.grid) or 'no grid'})")
+            raise ConfigError(
+                f"{where}: sample.weights names {key!r}, which is not a grid keyword "
+                f"({', '.join(sw.grid) or 'no grid'})"
+            )
         texts = {_text(v) for v in sw.grid[key]}
         for value, w in by_value.items():
             if value not in texts:
-                raise ConfigError(f"{where}: sample.weights.{key} names {value!r}, not one of the grid's values ({', '.join(sorted(texts))})")
+                raise ConfigError(
+                    f"{where}: sample.weights.{key} names {value!r}, not one of the grid's values "
+                    f"({', '.join(sorted(texts))})"
+                )
             if isinstance(w, bool) or not math.isfinite(w) or w < 0 or w > 1e6:
-                raise ConfigError(f"{where}: sample.weights.{key}.{value} must be a weight from 0 to 1e6, got {show(w)}")
+                raise ConfigError(
+                    f"{where}: sample.weights.{key}.{value} must be a weight from 0 to 1e6, got {show(w)}"
+                )
     weighted = sum(1 for w in _point_weights(sw.grid, sample) if w > 0)
     if weighted < sample.points:
-        raise ConfigError(f"{where}: sample.points is {sample.points}, but only {weighted} grid points have a weight above 0")
+        raise ConfigError(
+            f"{where}: sample.points is {sample.points}, but only {weighted} grid points have a weight above 0"
+        )
     return sample
 
 
 def _point_weights(grid: dict[str, list[Any]], sample: Sample) -> list[float]:
     """The weight of each grid point, in the order of :func:`itertools.product` over the grid."""
     keys = list(grid)
-    return [math.prod(sample.weights.get(k, {}).get(_text(v), 1.0) for k, v in zip(keys, values))
-            for values in product(*(grid[k] for k in keys))]
+    return [
+        math.prod(sample.weights.get(k, {}).get(_text(v), 1.0) for k, v in zip(keys, values, strict=False))
+        for values in product(*(grid[k] for k in keys))
+    ]
 
 
 def sampled_points(grid: dict[str, list[Any]], sample: Sample) -> list[int]:
@@ -211,7 +241,7 @@ def _path(text: str, base: Path) -> Path:
 def _spec(text: Any, base: Path) -> Any:
     """A model spec with its ``scripted:FILE`` made absolute against ``base``."""
     if isinstance(text, str) and text.startswith("scripted:"):
-        return "scripted:" + str(_path(text[len("scripted:"):], base))
+        return "scripted:" + str(_path(text[len("scripted:") :], base))
     return text
 
 
@@ -226,7 +256,10 @@ def resolve_paths(keywords: dict[str, Any], base: Path) -> dict[str, Any]:
         elif key in ("model", "players", "judge"):
             out[key] = _spec(v, base)
         elif key == "agent_model" and isinstance(v, list):  # ["2=scripted:f.json", ...]
-            out[key] = [f"{x.split('=', 1)[0]}={_spec(x.split('=', 1)[1], base)}" if isinstance(x, str) and "=" in x else x for x in v]
+            out[key] = [
+                f"{x.split('=', 1)[0]}={_spec(x.split('=', 1)[1], base)}" if isinstance(x, str) and "=" in x else x
+                for x in v
+            ]
         elif key == "agent_models" and isinstance(v, dict):
             out[key] = {a: _spec(m, base) for a, m in v.items()}
         elif key == "model_mix" and isinstance(v, dict):  # {spec: count}: the specs are the keys
@@ -244,7 +277,7 @@ def keywords_of(fixed: dict[str, Any], point: dict[str, Any]) -> dict[str, Any]:
     kw = dict(fixed)
     for key, v in point.items():
         if key.startswith("set."):
-            name = key[len("set."):]
+            name = key[len("set.") :]
             have = kw.get("set")
             if have is None or isinstance(have, dict):
                 kw["set"] = {**(have or {}), name: v}
@@ -265,14 +298,21 @@ def cells(sw: GridSweep) -> list[dict[str, Any]]:
     if sw.sample is not None:
         points = [points[i] for i in sampled_points(sw.grid, Sample.model_validate(sw.sample, strict=False))]
     for values in points:
-        point = dict(zip(keys, values))
+        point = dict(zip(keys, values, strict=False))
         for seed in sw.seeds:
             name = "__".join([f"{k.removeprefix('set.')}-{slug(_text(v))}" for k, v in point.items()] + [f"s{seed}"])
             if name in names:
-                raise ConfigError(f"two cells would share the directory {name!r}: make the grid values differ in letters or digits")
+                raise ConfigError(
+                    f"two cells would share the directory {name!r}: make the grid values differ in letters or digits"
+                )
             names.add(name)
-            out.append({"name": name, "keywords": {**keywords_of(sw.fixed, point), "seed": seed},
-                        "labels": {**{k.removeprefix("set."): v for k, v in point.items()}, "seed": seed}})
+            out.append(
+                {
+                    "name": name,
+                    "keywords": {**keywords_of(sw.fixed, point), "seed": seed},
+                    "labels": {**{k.removeprefix("set."): v for k, v in point.items()}, "seed": seed},
+                }
+            )
     return out
 
 
@@ -288,17 +328,33 @@ def jobs(sw: GridSweep, where: str = "sweep") -> list[dict[str, Any]]:
             config = RunConfig.from_keywords(sw.task, **c["keywords"]).resolve(task)
         except ConfigError as exc:
             raise ConfigError(f"{where}: cell {c['name']}: {exc}") from None
-        j = job(Path(sw.out) / "cells" / c["name"], sw.task, config.to_json(), labels=c["labels"], done=("completed", "budget_exhausted"))
+        j = job(
+            Path(sw.out) / "cells" / c["name"],
+            sw.task,
+            config.to_json(),
+            labels=c["labels"],
+            done=("completed", "budget_exhausted"),
+        )
         j["cap"] = task.cost_cap(config)
         if sw.sweep_budget is not None and j["cap"] is None:
-            raise ConfigError(f"{where}: cell {c['name']} has no budget of its own; with sweep_budget every cell needs one "
-                              f"(\"budget\" in fixed or grid, USD per cell), so that what it may spend is known before it starts")
+            raise ConfigError(
+                f"{where}: cell {c['name']} has no budget of its own; with sweep_budget every cell needs one "
+                f'("budget" in fixed or grid, USD per cell), so that what it may spend is known before it starts'
+            )
         out.append(j)
     return out
 
 
-def run(sw: GridSweep, todo: list[dict[str, Any]] | None = None, *, executor: str = "local", address: str | None = None,
-        log: Callable[[str], None] = lambda s: None, quiet: bool = True, analysis_out: Path | None = None) -> dict[str, Any]:
+def run(
+    sw: GridSweep,
+    todo: list[dict[str, Any]] | None = None,
+    *,
+    executor: str = "local",
+    address: str | None = None,
+    log: Callable[[str], None] = lambda s: None,
+    quiet: bool = True,
+    analysis_out: Path | None = None,
+) -> dict[str, Any]:
     """Run a sweep's cells (``todo``: its jobs, if already built), write ``OUT/table.csv`` and, unless
     the sweep says not to, the task's analysis of the finished cells. The result has the cells'
     outcomes, the table, where it is, and the analysis (or the one line saying why it failed)."""
@@ -307,12 +363,17 @@ def run(sw: GridSweep, todo: list[dict[str, Any]] | None = None, *, executor: st
 
     todo = jobs(sw) if todo is None else todo
     budget = None if sw.sweep_budget is None else SweepBudget(sw.sweep_budget, todo)
-    res = run_jobs(todo, parallel=sw.parallel, noun="cell", executor=executor, address=address, log=log, quiet=quiet, budget=budget)
+    res = run_jobs(
+        todo, parallel=sw.parallel, noun="cell", executor=executor, address=address, log=log, quiet=quiet, budget=budget
+    )
     rows = table(todo, res, "cell")
     result = {**res, "cells": len(todo), "table": rows, "table_csv": str(write_table(rows, Path(sw.out)))}
     failed = {f["cell"] for f in res["failed"]} | set(res["not_started"])
-    finished = [{"dir": j["dir"], "labels": j["labels"]} for j in todo if Path(j["dir"]).name not in failed
-                and (Path(j["dir"]) / "summary.json").is_file()]
+    finished = [
+        {"dir": j["dir"], "labels": j["labels"]}
+        for j in todo
+        if Path(j["dir"]).name not in failed and (Path(j["dir"]) / "summary.json").is_file()
+    ]
     result["run_dirs"] = [c["dir"] for c in finished]
     if sw.analysis and finished:
         try:
@@ -325,7 +386,9 @@ def run(sw: GridSweep, todo: list[dict[str, Any]] | None = None, *, executor: st
     return result
 
 
-def load_file(path: Path, *, convert_args: Callable[[str, list[str]], dict[str, Any]] | None = None) -> tuple[GridSweep, str | None]:
+def load_file(
+    path: Path, *, convert_args: Callable[[str, list[str]], dict[str, Any]] | None = None
+) -> tuple[GridSweep, str | None]:
     """A sweep file, in this format or an earlier one (converted: the second value is the one-line
     notice saying so). ``convert_args(task, args)``: how the command line turns a task's option
     flags into keywords, for files of the ``args`` format (without it they are refused, one line)."""
@@ -346,5 +409,7 @@ def load_file(path: Path, *, convert_args: Callable[[str, list[str]], dict[str, 
     converted = migrate.convert_sweep(conv, raw, where, convert_args=convert_args)
     # the earlier formats meant paths relative to the current directory; they still do
     sw = load(converted, where, base=Path.cwd())
-    return sw, (f"{path} is in the earlier {conv.reads} format; read as a grid sweep "
-                f"(rewrite it as {{\"task\", \"out\", \"fixed\", \"grid\", \"seeds\"}}: docs/scale.md)")
+    return sw, (
+        f"{path} is in the earlier {conv.reads} format; read as a grid sweep "
+        f'(rewrite it as {{"task", "out", "fixed", "grid", "seeds"}}: docs/scale.md)'
+    )

@@ -58,7 +58,9 @@ def _sweep_of(spec: Any, where: str):
     if isinstance(spec, (str, Path)):
         p = Path(spec)
         if not p.is_file():
-            raise ConfigError(f"{where}: no such file {p} (give a sweep file: docs/scale.md, or a run's keywords as JSON)")
+            raise ConfigError(
+                f"{where}: no such file {p} (give a sweep file: docs/scale.md, or a run's keywords as JSON)"
+            )
         from cooplab.limits import parse_json
 
         try:
@@ -69,7 +71,9 @@ def _sweep_of(spec: Any, where: str):
         if isinstance(raw, dict) and not (set(raw) & {"fixed", "grid", "seeds", "out"}) and "task" in raw:
             return _run_sweep(raw, where, base)
         if isinstance(raw, dict) and "out" not in raw:
-            return grid.load({**raw, "out": str(Path(tempfile.gettempdir()) / "cooplab-plan")}, f"{where} {p}", base=base)
+            return grid.load(
+                {**raw, "out": str(Path(tempfile.gettempdir()) / "cooplab-plan")}, f"{where} {p}", base=base
+            )
         return grid.load_file(p)[0]
     if isinstance(spec, Mapping):
         raw = dict(spec)
@@ -78,7 +82,9 @@ def _sweep_of(spec: Any, where: str):
         if "out" not in raw:
             raw["out"] = str(Path(tempfile.gettempdir()) / "cooplab-plan")
         return grid.load(raw, where)
-    raise ConfigError(f"{where} must be a sweep (file, dict or GridSweep) or a run's keywords with task, got {show(spec)}")
+    raise ConfigError(
+        f"{where} must be a sweep (file, dict or GridSweep) or a run's keywords with task, got {show(spec)}"
+    )
 
 
 def _run_sweep(raw: dict[str, Any], where: str, base: Path | None):
@@ -87,8 +93,17 @@ def _run_sweep(raw: dict[str, Any], where: str, base: Path | None):
 
     kw = {k: v for k, v in raw.items() if k not in ("task", "seed", "out", "force", "quiet")}
     seed = raw.get("seed", 0)
-    return grid.load({"task": raw["task"], "out": str(Path(tempfile.gettempdir()) / "cooplab-plan"), "fixed": kw, "seeds": [seed],
-                      "analysis": False}, where, base=base)
+    return grid.load(
+        {
+            "task": raw["task"],
+            "out": str(Path(tempfile.gettempdir()) / "cooplab-plan"),
+            "fixed": kw,
+            "seeds": [seed],
+            "analysis": False,
+        },
+        where,
+        base=base,
+    )
 
 
 def _spec(text: Any):
@@ -141,11 +156,13 @@ def _per_round(ledger) -> tuple[dict[int, dict[str, dict[str, int]]], dict[str, 
     if ledger is None or len(ledger) == 0:
         return rounds, outside, []
     df = ledger[ledger["kind"] == "tokens"] if "kind" in ledger.columns else ledger
-    for r, ph, i, o in zip(df["round"], df["phase"], df["input_tokens"], df["output_tokens"]):
+    for r, ph, i, o in zip(df["round"], df["phase"], df["input_tokens"], df["output_tokens"], strict=False):
         if pd.isna(r):
             slot = outside
         else:
-            slot = rounds.setdefault(int(r), {}).setdefault(str(ph), {"calls": 0, "input_tokens": 0, "output_tokens": 0})
+            slot = rounds.setdefault(int(r), {}).setdefault(
+                str(ph), {"calls": 0, "input_tokens": 0, "output_tokens": 0}
+            )
         slot["calls"] += 1
         slot["input_tokens"] += int(i)
         slot["output_tokens"] += int(o)
@@ -159,7 +176,9 @@ def _sum(phases: dict[str, dict[str, int]]) -> dict[str, int]:
     return {k: sum(v[k] for v in phases.values()) for k in _FIELDS}
 
 
-def extrapolate(rounds: dict[int, dict[str, dict[str, int]]], outside: dict[str, int], target: int | None) -> dict[str, int]:
+def extrapolate(
+    rounds: dict[int, dict[str, dict[str, int]]], outside: dict[str, int], target: int | None
+) -> dict[str, int]:
     """A cell's calls and tokens over ``target`` rounds from its pilot's, phase by phase (see the
     module): the pilot's last round stands for the run's last round (a last round often makes
     fewer calls: no proposal after it); every round in between makes each phase's calls as often
@@ -199,20 +218,37 @@ def extrapolate(rounds: dict[int, dict[str, dict[str, int]]], outside: dict[str,
 
 
 def _cost(tokens_in: int, tokens_out: int, price: tuple[float, float] | list[float]) -> float:
-    return float((Decimal(tokens_in) * Decimal(str(price[0])) + Decimal(tokens_out) * Decimal(str(price[1]))) / Decimal(1000))
+    return float(
+        (Decimal(tokens_in) * Decimal(str(price[0])) + Decimal(tokens_out) * Decimal(str(price[1]))) / Decimal(1000)
+    )
 
 
 def _at_prices(tokens_in: int, tokens_out: int) -> dict[str, float]:
     from cooplab.agents.prices import LIST_PRICES, NOMINAL
 
-    out = {f"{kind}:{name}": _cost(tokens_in, tokens_out, p) for kind, table in LIST_PRICES.items() for name, p in table.items()}
+    out = {
+        f"{kind}:{name}": _cost(tokens_in, tokens_out, p)
+        for kind, table in LIST_PRICES.items()
+        for name, p in table.items()
+    }
     out["nominal (local, scripted, self-hosted)"] = _cost(tokens_in, tokens_out, NOMINAL)
     return out
 
 
-def plan(spec: Any, *, pilot_model: str | None = None, pilot_rounds: int = PILOT_ROUNDS, pilot_seeds: int = 1,
-         outcome: str | None = None, difference: float | None = None, alpha: float = 0.05, power: float = 0.8,
-         paired: bool = False, variance_from: str | Path | None = None, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+def plan(
+    spec: Any,
+    *,
+    pilot_model: str | None = None,
+    pilot_rounds: int = PILOT_ROUNDS,
+    pilot_seeds: int = 1,
+    outcome: str | None = None,
+    difference: float | None = None,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    paired: bool = False,
+    variance_from: str | Path | None = None,
+    log: Callable[[str], None] = lambda s: None,
+) -> dict[str, Any]:
     """Predict a sweep's (or run's) model calls, tokens and cost from a pilot, and optionally the
     seeds per cell for a difference in an outcome (see the module). ``spec``: a sweep file, a
     sweep as a dict or :class:`~cooplab.runs.grid.GridSweep`, or one run's keywords (a dict with
@@ -229,7 +265,10 @@ def plan(spec: Any, *, pilot_model: str | None = None, pilot_rounds: int = PILOT
         raise ConfigError(f"pilot_seeds must be a whole number from 1 to {MAX_PILOT_SEEDS}, got {show(pilot_seeds)}")
     if difference is not None or outcome is not None:
         if outcome is None or not isinstance(outcome, str) or not outcome.strip():
-            raise ConfigError("a difference needs the outcome it is in (outcome, a column of the sweep's table such as survival_time.mean)")
+            raise ConfigError(
+                "a difference needs the outcome it is in (outcome, a column of the sweep's table such as "
+                "survival_time.mean)"
+            )
         if difference is None:
             raise ConfigError("an outcome needs the difference to find in it (difference, in the outcome's units)")
         try:
@@ -237,10 +276,15 @@ def plan(spec: Any, *, pilot_model: str | None = None, pilot_rounds: int = PILOT
         except pw.PowerError as exc:
             raise ConfigError(str(exc)) from None
         if variance_from is None and pilot_seeds < 2:
-            raise ConfigError("the seeds per cell need the outcome's spread: give an earlier sweep's folder (variance_from) or "
-                              "at least 2 pilot seeds (pilot_seeds)")
+            raise ConfigError(
+                "the seeds per cell need the outcome's spread: give an earlier sweep's folder (variance_from) or "
+                "at least 2 pilot seeds (pilot_seeds)"
+            )
         if variance_from is not None and not (Path(variance_from) / "table.csv").is_file():
-            raise ConfigError(f"{variance_from} has no table.csv; give the folder of a finished sweep ('cooplab sweep' writes OUT/table.csv)")
+            raise ConfigError(
+                f"{variance_from} has no table.csv; give the folder of a finished sweep ('cooplab sweep' writes "
+                "OUT/table.csv)"
+            )
     if pilot_model is not None:
         try:
             _spec(pilot_model)
@@ -254,8 +298,10 @@ def plan(spec: Any, *, pilot_model: str | None = None, pilot_rounds: int = PILOT
     for p in points:
         kw = p["keywords"]
         if not _free(kw.get("model")) and pilot_model is None:
-            raise ConfigError(f"the cells use {kw.get('model')}, which costs money: give a pilot model that answers validly "
-                              f"(pilot_model / --pilot-model, e.g. scripted:FILE or builtin:NAME); nothing was run")
+            raise ConfigError(
+                f"the cells use {kw.get('model')}, which costs money: give a pilot model that answers validly "
+                f"(pilot_model / --pilot-model, e.g. scripted:FILE or builtin:NAME); nothing was run"
+            )
         p["rounds"] = _configured_rounds(sw.task, {k: v for k, v in kw.items() if k != "seed"})
 
     out_points, pilot_rows, notes = [], [], []
@@ -277,11 +323,16 @@ def plan(spec: Any, *, pilot_model: str | None = None, pilot_rounds: int = PILOT
             extra = [max(seeds) + k for k in range(1, pilot_seeds - len(seeds) + 1)]
             shape = None
             for s in seeds + extra:
-                log(f"pilot {i + 1}/{len(points)} seed {s}: {', '.join(f'{k}={v}' for k, v in p['labels'].items()) or 'the run'}")
+                log(
+                    f"pilot {i + 1}/{len(points)} seed {s}: "
+                    f"{', '.join(f'{k}={v}' for k, v in p['labels'].items()) or 'the run'}"
+                )
                 r = api.run(task=sw.task, out=Path(tmp) / f"p{i}-s{s}", quiet=True, **{**kw, "seed": s})
                 if r.status not in ("completed",):
-                    raise ConfigError(f"the pilot of {p['cells'][0]} ended {r.status!r}{': ' + r.stopped if r.stopped else ''}; "
-                                      f"give a pilot model that answers validly (--pilot-model)")
+                    raise ConfigError(
+                        f"the pilot of {p['cells'][0]} ended {r.status!r}{': ' + r.stopped if r.stopped else ''}; "
+                        f"give a pilot model that answers validly (--pilot-model)"
+                    )
                 summary = r.summary.model_dump(mode="json") if hasattr(r.summary, "model_dump") else dict(r.summary)
                 pilot_rows.append({**{k: v for k, v in p["labels"].items()}, "seed": s, **_flatten(summary)})
                 ends_early = ends_early or any(k in summary or k in (summary.get("results") or {}) for k in _ENDS_EARLY)
@@ -299,24 +350,50 @@ def plan(spec: Any, *, pilot_model: str | None = None, pilot_rounds: int = PILOT
                 pr = price_of(_spec(priced_model), kw.get("price_in"), kw.get("price_out"))
                 price = list(pr) if pr is not None else [0.0, 0.0]
                 if pr is None:
-                    notes.append(f"{priced_model} has no list price: its cost is reported as 0 (give price_in and price_out)")
+                    notes.append(
+                        f"{priced_model} has no list price: its cost is reported as 0 (give price_in and price_out)"
+                    )
             cell["cost_usd"] = _cost(cell["input_tokens"], cell["output_tokens"], price)
             n = len(p["seeds"])
             for k in ("calls", "input_tokens", "output_tokens"):
                 total[k] += cell[k] * n
             total["cost_usd"] += cell["cost_usd"] * n
-            out_points.append({"labels": p["labels"], "cells": p["cells"], "seeds": n, "model": priced_model, "price_per_1k": price,
-                               "rounds": p["rounds"], "pilot_rounds": len(rounds), "pilot": {"by_round": {str(k): v for k, v in sorted(rounds.items())},
-                                                                                             "outside_rounds": outside, "models": models},
-                               "per_cell": cell})
+            out_points.append(
+                {
+                    "labels": p["labels"],
+                    "cells": p["cells"],
+                    "seeds": n,
+                    "model": priced_model,
+                    "price_per_1k": price,
+                    "rounds": p["rounds"],
+                    "pilot_rounds": len(rounds),
+                    "pilot": {
+                        "by_round": {str(k): v for k, v in sorted(rounds.items())},
+                        "outside_rounds": outside,
+                        "models": models,
+                    },
+                    "per_cell": cell,
+                }
+            )
     if ends_early:
-        notes.append("a society that collapses before its last round makes no more calls: these numbers are an upper bound")
+        notes.append(
+            "a society that collapses before its last round makes no more calls: these numbers are an upper bound"
+        )
     if pilot_model is not None:
-        notes.append(f"the pilot ran on {pilot_model}: input tokens follow the prompts; output tokens are that model's "
-                     "answers, which another model may make longer or shorter")
-    result: dict[str, Any] = {"task": sw.task, "cells": sum(p["seeds"] for p in out_points), "grid_points": len(out_points),
-                              "total": total, "points": out_points, "at_prices": _at_prices(total["input_tokens"], total["output_tokens"]),
-                              "upper_bound": ends_early, "notes": notes}
+        notes.append(
+            f"the pilot ran on {pilot_model}: input tokens follow the prompts; output tokens are that model's "
+            "answers, which another model may make longer or shorter"
+        )
+    result: dict[str, Any] = {
+        "task": sw.task,
+        "cells": sum(p["seeds"] for p in out_points),
+        "grid_points": len(out_points),
+        "total": total,
+        "points": out_points,
+        "at_prices": _at_prices(total["input_tokens"], total["output_tokens"]),
+        "upper_bound": ends_early,
+        "notes": notes,
+    }
     if difference is not None and outcome is not None:  # (checked above: a difference comes with its outcome)
         result["power"] = _power(sw, pilot_rows, outcome, difference, alpha, power, paired, variance_from)
     return result
@@ -339,8 +416,16 @@ def _flatten(summary: dict[str, Any]) -> dict[str, Any]:
     return flat(summary)
 
 
-def _power(sw, pilot_rows: list[dict[str, Any]], outcome: str, difference: float, alpha: float, power: float, paired: bool,
-           variance_from: str | Path | None) -> dict[str, Any]:
+def _power(
+    sw,
+    pilot_rows: list[dict[str, Any]],
+    outcome: str,
+    difference: float,
+    alpha: float,
+    power: float,
+    paired: bool,
+    variance_from: str | Path | None,
+) -> dict[str, Any]:
     from cooplab.evals import power as pw
 
     if variance_from is not None:
@@ -348,17 +433,26 @@ def _power(sw, pilot_rows: list[dict[str, Any]], outcome: str, difference: float
 
         df = pd.read_csv(Path(variance_from) / "table.csv")
         if outcome not in df.columns:
-            raise ConfigError(f"{variance_from}/table.csv has no column {outcome!r}; its numeric columns: "
-                              f"{', '.join(c for c in df.columns if df[c].dtype.kind in 'if')[:300]}")
+            raise ConfigError(
+                f"{variance_from}/table.csv has no column {outcome!r}; its numeric columns: "
+                f"{', '.join(c for c in df.columns if df[c].dtype.kind in 'if')[:300]}"
+            )
         if "seed" not in df.columns:
             raise ConfigError(f"{variance_from}/table.csv has no seed column (is it a sweep's table?)")
-        labels = [c for c in df.columns if c not in ("cell", "seed", "status") and c in set(sw.grid) | {k.removeprefix('set.') for k in sw.grid}]
+        labels = [
+            c
+            for c in df.columns
+            if c not in ("cell", "seed", "status") and c in set(sw.grid) | {k.removeprefix("set.") for k in sw.grid}
+        ]
         rows, source = df.to_dict("records"), f"{variance_from}/table.csv"
     else:
         rows, source = pilot_rows, f"the pilot ({len(pilot_rows)} runs)"
         labels = [k.removeprefix("set.") for k in sw.grid]
         if not any(outcome in r for r in rows):
-            raise ConfigError(f"the pilot's summaries have no {outcome!r}; e.g. {', '.join(sorted(k for k, v in rows[0].items() if isinstance(v, float))[:8])}")
+            raise ConfigError(
+                f"the pilot's summaries have no {outcome!r}; e.g. "
+                f"{', '.join(sorted(k for k, v in rows[0].items() if isinstance(v, float))[:8])}"
+            )
     try:
         spread = pw.outcome_sd(rows, outcome, by=labels, paired=paired)
         need = pw.seeds_needed(difference, spread["sd"], alpha=alpha, power=power, paired=paired)

@@ -22,9 +22,9 @@ from __future__ import annotations
 import importlib
 from importlib.metadata import entry_points
 
-from cooplab.limits import one_line
-from cooplab.graphs.task import Task
 from cooplab.graphs.runfiles import check_results
+from cooplab.graphs.task import Task
+from cooplab.limits import one_line
 
 GROUP = "cooplab.tasks"
 BUILTIN = {
@@ -90,13 +90,19 @@ def register_task(task: Task | type[Task], *, replace: bool = False) -> Task:
 
     obj = task() if isinstance(task, type) else task
     if not isinstance(obj, Task):
-        raise ConfigError(f"register_task needs a cooplab.graphs.task.Task (an instance or a subclass), got {type(obj).__name__}")
+        raise ConfigError(
+            f"register_task needs a cooplab.graphs.task.Task (an instance or a subclass), got {type(obj).__name__}"
+        )
     name = obj.name
     if not isinstance(name, str) or not name.strip() or not name.replace("-", "").replace("_", "").isalnum():
-        raise ConfigError(f"a task's name must be letters, digits, '-' or '_', got {name!r}; set the class attribute name")
+        raise ConfigError(
+            f"a task's name must be letters, digits, '-' or '_', got {name!r}; set the class attribute name"
+        )
     taken = name in BUILTIN or name in third_party() or name in _REGISTERED
     if taken and not replace:
-        raise ConfigError(f"a task named {name!r} is already registered; give it another name, or register_task(..., replace=True)")
+        raise ConfigError(
+            f"a task named {name!r} is already registered; give it another name, or register_task(..., replace=True)"
+        )
     try:
         check_results(obj.Results, name)
     except TypeError as exc:
@@ -116,8 +122,10 @@ def get(name: str) -> Task:
         raise UnknownTask(_FAILED[name])
     target = BUILTIN.get(name) or third_party().get(name)
     if target is None:
-        raise UnknownTask(f"no task named {name!r} is installed; installed tasks: {', '.join(names())} "
-                          f"(a third-party task registers in the {GROUP!r} entry-point group)")
+        raise UnknownTask(
+            f"no task named {name!r} is installed; installed tasks: {', '.join(names())} "
+            f"(a third-party task registers in the {GROUP!r} entry-point group)"
+        )
     try:
         task = _load(target)
         own_name = task.name

@@ -35,8 +35,8 @@ from cooplab.agents.settings import build_service
 from cooplab.graphs import checkpoint_serde, runfiles
 from cooplab.graphs.aio import run_sync
 from cooplab.graphs.context import CoopContext
-from cooplab.graphs.ledger import JOURNAL_FILE, BudgetExhausted
 from cooplab.graphs.formats import upgrade_config
+from cooplab.graphs.ledger import JOURNAL_FILE, BudgetExhausted
 from cooplab.graphs.runfiles import RunSummary
 from cooplab.graphs.tables import money_table
 from cooplab.graphs.task import RunInfo, Task
@@ -56,8 +56,14 @@ class RunFailed(RuntimeError):
 
 
 # --- starting and resuming -----------------------------------------------------------------
-def start(task: Task, out: Path, config: RunConfig | dict[str, Any], *, quiet: bool = False,
-          state: dict[str, Any] | None = None) -> RunSummary:
+def start(
+    task: Task,
+    out: Path,
+    config: RunConfig | dict[str, Any],
+    *,
+    quiet: bool = False,
+    state: dict[str, Any] | None = None,
+) -> RunSummary:
     """Write ``out/config.json`` (the runner's fields added), build the initial state and run, holding
     the directory's lock (:func:`~cooplab.runs.store.locked`) throughout. ``out`` must exist and be
     empty (``runstore.prepare_out``). ``config``: a resolved :class:`RunConfig`, or a config.json's
@@ -74,20 +80,42 @@ def stamped(task: Task, config: RunConfig | dict[str, Any]) -> RunConfig:
     shape, is read as a stored one), with what is noted when a run starts in ``record`` (code
     version, time, environment, the run's own id as ``thread_id``)."""
     if not isinstance(config, (RunConfig, dict)) and hasattr(config, "params"):  # a TaskConfig made without the engine
-        config = RunConfig(task=task.name, agents=config.agents, seed=config.seed, csv=config.csv, params=config.params,
-                           llm=config.llm, sandbox=config.sandbox, record=dict(config.record))
+        config = RunConfig(
+            task=task.name,
+            agents=config.agents,
+            seed=config.seed,
+            csv=config.csv,
+            params=config.params,
+            llm=config.llm,
+            sandbox=config.sandbox,
+            record=dict(config.record),
+        )
     if not isinstance(config, RunConfig):
-        config = check_stored({"task": task.name, "agents": task.agent_kinds[0], **upgrade_config({"task": task.name, **config})},
-                              "config", task)
+        config = check_stored(
+            {"task": task.name, "agents": task.agent_kinds[0], **upgrade_config({"task": task.name, **config})},
+            "config",
+            task,
+        )
     elif not config.resolved:
         config = config.resolve(task)
     env = runstore.environment(config.to_json())
-    return config.with_record(code_version=runstore.code_version(env["git"]), created=runstore.now(), environment=env,
-                              thread_id=new_thread_id())
+    return config.with_record(
+        code_version=runstore.code_version(env["git"]),
+        created=runstore.now(),
+        environment=env,
+        thread_id=new_thread_id(),
+    )
 
 
-def resume(out: Path, *, quiet: bool = False, warn: Callable[[str], None] | None = None, budget: float | None = None,
-           budget_name: str = "budget", notice: Callable[[str], None] | None = None) -> RunSummary:
+def resume(
+    out: Path,
+    *,
+    quiet: bool = False,
+    warn: Callable[[str], None] | None = None,
+    budget: float | None = None,
+    budget_name: str = "budget",
+    notice: Callable[[str], None] | None = None,
+) -> RunSummary:
     """Continue any task's run from its last checkpoint, after checking its config.json (every value
     by the rules of the options that wrote it) and its checkpoints.sqlite (read-only): damaged
     files and unknown tasks are one-line ``RunDirError``s and nothing is changed. ``warn`` gets one
@@ -108,48 +136,68 @@ def resume(out: Path, *, quiet: bool = False, warn: Callable[[str], None] | None
 
 
 def stored_run(out: Path) -> tuple[Task, RunConfig]:
-    """(the task, the checked config.json read into its typed RunConfig) of the run in ``out``, as a resume or a fork reads them:
+    """(the task, the checked config.json read into its typed RunConfig) of the run in ``out``, as a resume or a fork
+    reads them:
     one-line :class:`~cooplab.runs.store.RunDirError` on a folder that is not a run of a known task."""
     from cooplab.runs import registry
 
     name = runstore.read_run_config(out).get("task")
     if not isinstance(name, str):
-        raise runstore.RunDirError(f"{out}/config.json: task must be a task name, got {show(name)}; is it a cooplab run directory?")
+        raise runstore.RunDirError(
+            f"{out}/config.json: task must be a task name, got {show(name)}; is it a cooplab run directory?"
+        )
     try:
         task = registry.get(name)
     except registry.UnknownTask as exc:
         raise runstore.RunDirError(f"{out}/config.json: {exc}") from None
-    return task, runstore.config_for_resume(out, name, lambda o, c: check_stored(c, f"{o}/config.json", task),
-                                            checkpoint_serde.serializer(task))
+    return task, runstore.config_for_resume(
+        out, name, lambda o, c: check_stored(c, f"{o}/config.json", task), checkpoint_serde.serializer(task)
+    )
 
 
-def _resume(out: Path, *, quiet: bool, warn: Callable[[str], None] | None, budget: float | None = None,
-            budget_name: str = "budget", notice: Callable[[str], None] | None = None) -> RunSummary:
+def _resume(
+    out: Path,
+    *,
+    quiet: bool,
+    warn: Callable[[str], None] | None,
+    budget: float | None = None,
+    budget_name: str = "budget",
+    notice: Callable[[str], None] | None = None,
+) -> RunSummary:
     task, config = stored_run(out)
     try:
         thread_id(task, config)
     except ConfigError as exc:
-        raise runstore.RunDirError(f"{out}/config.json: {exc}; fix the file, or {runstore.RESTART.format(out=out)}") from None
+        raise runstore.RunDirError(
+            f"{out}/config.json: {exc}; fix the file, or {runstore.RESTART.format(out=out)}"
+        ) from None
     config = _budget_for_resume(out, task, config, budget, budget_name, notice or warn or _log_warning)
     changes = runstore.environment_changes(config.record.get("environment"), runstore.environment(config.to_json()))
     if changes:
-        (warn or _log_warning)(f"{out} was started in another environment ({'; '.join(changes)}); "
-                               f"the resumed part may not match an uninterrupted run")
+        (warn or _log_warning)(
+            f"{out} was started in another environment ({'; '.join(changes)}); "
+            f"the resumed part may not match an uninterrupted run"
+        )
     return execute(task, out, config, None, quiet=quiet)
 
 
-def _budget_for_resume(out: Path, task: Task, config: RunConfig, budget: float | None, name: str,
-                       say: Callable[[str], None]) -> RunConfig:
+def _budget_for_resume(
+    out: Path, task: Task, config: RunConfig, budget: float | None, name: str, say: Callable[[str], None]
+) -> RunConfig:
     """The config a run resumes with under :func:`resume`'s budget rule (one-line RunDirErrors)."""
     old = config.llm.budget if config.llm is not None else None
     how = f"'cooplab resume {out} --budget USD', or cooplab.resume(..., budget=USD) in Python"
     if budget is None:
         if _status(out) == "budget_exhausted":
-            raise runstore.RunDirError(f"{out} ended with its budget of ${old} spent, so resuming it would change nothing; "
-                                       f"to continue it, raise the budget above ${old} ({how})")
+            raise runstore.RunDirError(
+                f"{out} ended with its budget of ${old} spent, so resuming it would change nothing; "
+                f"to continue it, raise the budget above ${old} ({how})"
+            )
         return config
     if config.agents != "llm":
-        raise runstore.RunDirError(f"{name} caps what model calls cost; {out} is a run of {config.agents} agents, which makes none")
+        raise runstore.RunDirError(
+            f"{name} caps what model calls cost; {out} is a run of {config.agents} agents, which makes none"
+        )
     try:
         value = check(name, budget, "budget")
     except ConfigError as exc:
@@ -160,8 +208,14 @@ def _budget_for_resume(out: Path, task: Task, config: RunConfig, budget: float |
         raise runstore.RunDirError(f"{name} must be above the run's budget of ${old} to continue it, got {value:g}")
     raw = runstore.read_run_config(out)
     raised = [r for r in ((raw.get("record") or {}).get("budget_raised") or []) if isinstance(r, dict)]
-    raw = {**raw, "llm": {**raw["llm"], "budget": value},
-           "record": {**(raw.get("record") or {}), "budget_raised": [*raised, {"from": old, "to": value, "at": runstore.now()}]}}
+    raw = {
+        **raw,
+        "llm": {**raw["llm"], "budget": value},
+        "record": {
+            **(raw.get("record") or {}),
+            "budget_raised": [*raised, {"from": old, "to": value, "at": runstore.now()}],
+        },
+    }
     try:
         new = check_stored(raw, f"{out}/config.json", task)
     except ConfigError as exc:
@@ -171,14 +225,19 @@ def _budget_for_resume(out: Path, task: Task, config: RunConfig, budget: float |
         with sqlite_saver(out / "checkpoints.sqlite", task) as saver:
             graph = task.build(new, checkpointer=saver)
             try:
-                point = task.budget_resume_point(graph.get_state_history({"configurable": {"thread_id": thread_id(task, new)}}))
+                point = task.budget_resume_point(
+                    graph.get_state_history({"configurable": {"thread_id": thread_id(task, new)}})
+                )
             except Exception as exc:  # noqa: BLE001 - a checkpoint that does not deserialize
                 raise _damaged(out, exc) from None
             if point is not None:  # the stop is in the state: fork from before the node it cut short
                 graph.update_state(point.config, None, as_node="__copy__")
                 where = f"the checkpoint before its {point.next[0]} step, where the budget stopped it"
     runstore.write_json(out / "config.json", raw)
-    say(f"the budget of {out} is raised from ${old:g} to ${value:g} (recorded in its config.json); it continues from {where}")
+    say(
+        f"the budget of {out} is raised from ${old:g} to ${value:g} (recorded in its config.json); it continues from "
+        f"{where}"
+    )
     return new
 
 
@@ -259,7 +318,9 @@ def thread_id(task: Task, config: RunConfig) -> str:
         return task.name
     tid = record["thread_id"]
     if not isinstance(tid, str) or not 0 < len(tid) <= MAX_THREAD_ID or not tid.isprintable() or tid != tid.strip():
-        raise ConfigError(f"record.thread_id must be the run's id (1 to {MAX_THREAD_ID} printable characters), got {show(tid)}")
+        raise ConfigError(
+            f"record.thread_id must be the run's id (1 to {MAX_THREAD_ID} printable characters), got {show(tid)}"
+        )
     return tid
 
 
@@ -269,8 +330,11 @@ def _graph_config(task: Task, config: RunConfig) -> RunnableConfig:
     from cooplab.graphs.tracing import run_metadata, run_tags
 
     tid = thread_id(task, config)
-    return {"configurable": {"thread_id": tid}, "metadata": run_metadata(task.name, tid, getattr(task, "agent_noun", None)),
-            "tags": run_tags(task.name, tid)}
+    return {
+        "configurable": {"thread_id": tid},
+        "metadata": run_metadata(task.name, tid, getattr(task, "agent_noun", None)),
+        "tags": run_tags(task.name, tid),
+    }
 
 
 @contextmanager
@@ -287,8 +351,10 @@ def sqlite_saver(path: Path, task: Task | None = None) -> Iterator[SqliteSaver]:
 def _damaged(out: Path, exc: BaseException) -> runstore.RunDirError:
     if isinstance(exc, checkpoint_serde.CheckpointRefused):
         return runstore.refused_checkpoint(out, exc)
-    return runstore.RunDirError(f"{out}/checkpoints.sqlite is damaged ({one_line(f'{type(exc).__name__}: {exc}', 250)}); "
-                                f"the run cannot resume: {runstore.RESTART.format(out=out)}")
+    return runstore.RunDirError(
+        f"{out}/checkpoints.sqlite is damaged ({one_line(f'{type(exc).__name__}: {exc}', 250)}); "
+        f"the run cannot resume: {runstore.RESTART.format(out=out)}"
+    )
 
 
 def _work_left(snap: Any, state: Any, out: Path) -> tuple[bool, Any]:
@@ -313,8 +379,15 @@ class _Progress:
 
         total = max(task.total_rounds(config), int(start.get("max_round", 0) or 0))
         done = max(int(start.get("round", 1) or 1) - 1, 0)
-        self.bar = tqdm(total=total or None, initial=done, desc=f"{task.name} {task.round_unit}s", unit=task.round_unit, leave=False,
-                        dynamic_ncols=True, disable=None)
+        self.bar = tqdm(
+            total=total or None,
+            initial=done,
+            desc=f"{task.name} {task.round_unit}s",
+            unit=task.round_unit,
+            leave=False,
+            dynamic_ncols=True,
+            disable=None,
+        )
 
     def __call__(self, node: str, update: Any) -> None:
         if self.bar is None or node != self.task.round_node or not isinstance(update, dict):
@@ -326,7 +399,9 @@ class _Progress:
         post = self.task.progress(update)
         if self.service is not None:
             t = self.service.ledger.totals()
-            post.update(calls=t["calls"], tokens=t["input_tokens"] + t["output_tokens"], cost=f"${t['cost_usd_float']:.4f}")
+            post.update(
+                calls=t["calls"], tokens=t["input_tokens"] + t["output_tokens"], cost=f"${t['cost_usd_float']:.4f}"
+            )
         self.bar.set_postfix(post, refresh=False)
         self.bar.refresh()
 
@@ -335,12 +410,20 @@ class _Progress:
             self.bar.close()
 
 
-def execute(task: Task, out: Path, config: RunConfig, state: dict[str, Any] | None, *, quiet: bool = False,
-            start: str | None = None) -> RunSummary:
+def execute(
+    task: Task,
+    out: Path,
+    config: RunConfig,
+    state: dict[str, Any] | None,
+    *,
+    quiet: bool = False,
+    start: str | None = None,
+) -> RunSummary:
     """Run (``state``: the initial state) or resume (``state=None``) ``config``'s run in ``out``,
     inside the safety net (an unexpected error becomes :class:`RunFailed`, see the module docstring).
     ``start``: how the traces label this part of the run (:func:`trace_start`; default: "new" for
     a state, "resumed" without one; a fork's first part is "fork")."""
+
     def body() -> RunSummary:
         task.prepare_run(config, out)
         if config.agents == "llm":
@@ -348,7 +431,9 @@ def execute(task: Task, out: Path, config: RunConfig, state: dict[str, Any] | No
             return run_sync(lambda: _execute_llm(task, out, config, state, quiet, start))
         return _execute_rule(task, out, config, state, quiet)
 
-    with decimal.localcontext(decimal_context()):  # the caller's decimal context neither changes the sums nor is changed
+    with decimal.localcontext(
+        decimal_context()
+    ):  # the caller's decimal context neither changes the sums nor is changed
         return _safety_net(task, out, config, body)
 
 
@@ -362,9 +447,17 @@ def _safety_net(task: Task, out: Path, config: RunConfig, body: Callable[[], Run
         message = one_line(f"{type(exc).__name__}: {exc}", 350)
         unwritten = record_failure(task, out, config, message, log)
         where = f"the traceback is in {log}" if log else "the traceback could not be saved"
-        summary = "summary.json has status 'failed'" if unwritten is None else f"summary.json could not be written ({unwritten})"
-        then = (f"'cooplab resume {out}' continues from the last checkpoint" if resumable(task, out, config) else
-                f"{runstore.RESTART.format(out=out)} (it failed before its first checkpoint: there is nothing to resume)")
+        summary = (
+            "summary.json has status 'failed'"
+            if unwritten is None
+            else f"summary.json could not be written ({unwritten})"
+        )
+        then = (
+            f"'cooplab resume {out}' continues from the last checkpoint"
+            if resumable(task, out, config)
+            else f"{runstore.RESTART.format(out=out)} (it failed before its first checkpoint: there is nothing to "
+            "resume)"
+        )
         raise RunFailed(f"the run failed ({message}); {where}; {summary}; after fixing the cause, {then}") from exc
 
 
@@ -382,23 +475,51 @@ def decimal_context() -> decimal.Context:
     """The decimal context every run computes its money in (the ledger's exact sums): Python's
     default, stated here so that a caller's own context (a notebook's ``getcontext().prec = 6``, a
     trap on ``Inexact``) changes no amount a run records; it is set for the run only."""
-    return decimal.Context(prec=28, rounding=decimal.ROUND_HALF_EVEN, Emin=-999999, Emax=999999, capitals=1, clamp=0,
-                           flags=[], traps=[decimal.InvalidOperation, decimal.DivisionByZero, decimal.Overflow])
+    return decimal.Context(
+        prec=28,
+        rounding=decimal.ROUND_HALF_EVEN,
+        Emin=-999999,
+        Emax=999999,
+        capitals=1,
+        clamp=0,
+        flags=[],
+        traps=[decimal.InvalidOperation, decimal.DivisionByZero, decimal.Overflow],
+    )
 
 
-def record_failure(task: Task, out: Path, config: RunConfig, message: str, log: Path | None,
-                   state: dict[str, Any] | None = None) -> str | None:
+def record_failure(
+    task: Task, out: Path, config: RunConfig, message: str, log: Path | None, state: dict[str, Any] | None = None
+) -> str | None:
     """Write summary.json with status "failed": the full one from ``state`` (default: the last
     checkpoint's), else (the state is unusable too) the essentials. None once written; else why it
     could not be (a full disk)."""
     try:
-        finish(task, out, config, last_values(task, out, config) if state is None else state, 0.0, status="failed", message=message)
+        finish(
+            task,
+            out,
+            config,
+            last_values(task, out, config) if state is None else state,
+            0.0,
+            status="failed",
+            message=message,
+        )
         return None
     except Exception:  # noqa: BLE001 - even the state is unusable: keep the essentials
         pass
     try:
-        runfiles.write_summary(out, runfiles.new_summary(task.Results, out, task=task.name, agents=config.agents, status="failed",
-                                                         message=message, error_log=str(log) if log else None, seed=config.seed))
+        runfiles.write_summary(
+            out,
+            runfiles.new_summary(
+                task.Results,
+                out,
+                task=task.name,
+                agents=config.agents,
+                status="failed",
+                message=message,
+                error_log=str(log) if log else None,
+                seed=config.seed,
+            ),
+        )
         return None
     except Exception as exc:  # noqa: BLE001
         return one_line(getattr(exc, "strerror", None) or f"{type(exc).__name__}: {exc}", 120)
@@ -407,7 +528,9 @@ def record_failure(task: Task, out: Path, config: RunConfig, message: str, log: 
 def last_values(task: Task, out: Path, config: RunConfig) -> dict[str, Any]:
     """The state of a run's last checkpoint (append-only logs rebuilt from their deltas)."""
     with sqlite_saver(out / "checkpoints.sqlite", task) as saver:
-        snap = task.build(config, checkpointer=saver).get_state({"configurable": {"thread_id": thread_id(task, config)}})
+        snap = task.build(config, checkpointer=saver).get_state(
+            {"configurable": {"thread_id": thread_id(task, config)}}
+        )
     if not snap.values:
         raise RuntimeError("no checkpoint")
     return dict(snap.values)
@@ -435,7 +558,10 @@ def _execute_rule(task: Task, out: Path, config: RunConfig, state: dict[str, Any
             else:
                 final = None
                 # with a list of modes LangGraph streams (mode, chunk) pairs; its stubs say only dict | Any
-                chunks = cast(Iterator[tuple[str, Any]], graph.stream(state, cfg, stream_mode=["updates", "values"], durability="async"))
+                chunks = cast(
+                    Iterator[tuple[str, Any]],
+                    graph.stream(state, cfg, stream_mode=["updates", "values"], durability="async"),
+                )
                 for mode, data in chunks:
                     if mode == "values":
                         final = data
@@ -449,8 +575,9 @@ def _execute_rule(task: Task, out: Path, config: RunConfig, state: dict[str, Any
     return finish(task, out, config, final, time.perf_counter() - t0)
 
 
-async def _execute_llm(task: Task, out: Path, config: RunConfig, state: dict[str, Any] | None, quiet: bool,
-                       start: str | None = None) -> RunSummary:
+async def _execute_llm(
+    task: Task, out: Path, config: RunConfig, state: dict[str, Any] | None, quiet: bool, start: str | None = None
+) -> RunSummary:
     import aiosqlite
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
@@ -471,9 +598,16 @@ async def _execute_llm(task: Task, out: Path, config: RunConfig, state: dict[str
         if state is not None:  # a new run: a journal left by an earlier run in this directory (--force) is not its own
             (out / JOURNAL_FILE).unlink(missing_ok=True)
         assert config.llm is not None, "an LLM run's resolved configuration has its LLM settings"
-        service = build_service(config.llm, seed=config.seed, sandbox_rate=config.sandbox.rate if config.sandbox is not None else 0.0,
-                                entries=(snap.values or {}).get("ledger") if snap is not None else None, journal=out / JOURNAL_FILE)
-        service.replay_only_through = prefix_rounds(config)  # a fork's rounds 1..K never pay for a call (cooplab/runs/fork.py)
+        service = build_service(
+            config.llm,
+            seed=config.seed,
+            sandbox_rate=config.sandbox.rate if config.sandbox is not None else 0.0,
+            entries=(snap.values or {}).get("ledger") if snap is not None else None,
+            journal=out / JOURNAL_FILE,
+        )
+        service.replay_only_through = prefix_rounds(
+            config
+        )  # a fork's rounds 1..K never pay for a call (cooplab/runs/fork.py)
         progress = _Progress(task, config, sized, quiet, service)
         pool = None
         try:
@@ -484,10 +618,13 @@ async def _execute_llm(task: Task, out: Path, config: RunConfig, state: dict[str
                 context = CoopContext(llm=service, sandbox=pool, run_dir=str(out))
 
                 def step(node: str, update: Any) -> None:
-                    service.ledger.forget_granted()  # the interrupted node is done: a call it did not make again is not coming
+                    # the interrupted node is done: a call it did not make again is not coming
+                    service.ledger.forget_granted()
                     progress(node, update)
 
-                final = await _stream(graph, state, {**cfg, **trace_start(config, state, start, cfg)}, context, step, out)
+                final = await _stream(
+                    graph, state, {**cfg, **trace_start(config, state, start, cfg)}, context, step, out
+                )
         except BaseException as exc:  # noqa: BLE001
             stop = stop_status(exc)
             if stop is None:
@@ -499,7 +636,9 @@ async def _execute_llm(task: Task, out: Path, config: RunConfig, state: dict[str
             service.cache.close()
             if pool is not None:
                 pool.close()
-    summary = finish(task, out, config, final, time.perf_counter() - t0, status=status, message=message, service=service)
+    summary = finish(
+        task, out, config, final, time.perf_counter() - t0, status=status, message=message, service=service
+    )
     if status == "stopped":
         raise RunStopped(f"{message}; the run stopped at its last checkpoint: continue with 'cooplab resume {out}'")
     return summary
@@ -511,7 +650,9 @@ async def _execute_llm(task: Task, out: Path, config: RunConfig, state: dict[str
 TRACE_STARTS = ("new", "resumed", "fork")
 
 
-def trace_start(config: RunConfig, state: dict[str, Any] | None, start: str | None, cfg: Mapping[str, Any]) -> dict[str, Any]:
+def trace_start(
+    config: RunConfig, state: dict[str, Any] | None, start: str | None, cfg: Mapping[str, Any]
+) -> dict[str, Any]:
     """The tags and metadata of the part of a run this process runs (:data:`TRACE_STARTS`): a
     fork's parts also carry its parent's run id and round (``fork_of``, ``fork_at_round``), so a
     trace viewer that groups by run can find the rounds 1..K the fork did not run."""
@@ -521,8 +662,10 @@ def trace_start(config: RunConfig, state: dict[str, Any] | None, start: str | No
     if kind not in TRACE_STARTS:
         raise ValueError(f"start must be one of {', '.join(TRACE_STARTS)}, got {kind!r}")
     tags = list(cfg.get("tags") or [])
-    return {"tags": tags + [kind] if kind != "new" else tags,
-            "metadata": {**(cfg.get("metadata") or {}), "started_as": kind, **trace_labels(config)}}
+    return {
+        "tags": tags + [kind] if kind != "new" else tags,
+        "metadata": {**(cfg.get("metadata") or {}), "started_as": kind, **trace_labels(config)},
+    }
 
 
 async def _stream(graph, state, cfg, context, progress: Callable[[str, Any], None], out: Path) -> dict[str, Any]:
@@ -530,7 +673,9 @@ async def _stream(graph, state, cfg, context, progress: Callable[[str, Any], Non
 
     cfg = {**cfg, "callbacks": tracing_callbacks(out)}
     final = None
-    async for mode, data in graph.astream(state, cfg, context=context, stream_mode=["updates", "values"], durability="sync"):
+    async for mode, data in graph.astream(
+        state, cfg, context=context, stream_mode=["updates", "values"], durability="sync"
+    ):
         if mode == "values":
             final = data
         else:
@@ -556,25 +701,50 @@ def _restored_totals(out: Path, entries: Any) -> dict[str, Any] | None:
         return None
 
 
-def finish(task: Task, out: Path, config: RunConfig, final: dict[str, Any], seconds: float, *, status: str = "completed",
-           message: str | None = None, service: Any = None) -> RunSummary:
+def finish(
+    task: Task,
+    out: Path,
+    config: RunConfig,
+    final: dict[str, Any],
+    seconds: float,
+    *,
+    status: str = "completed",
+    message: str | None = None,
+    service: Any = None,
+) -> RunSummary:
     """Write the task's outputs, the LLM bookkeeping (decisions, ledger) and summary.json (the
     task's results beside the runner's fields, validated by :func:`cooplab.graphs.runfiles.new_summary`);
     then the run's figure (a figure error is recorded in the summary, never lost work)."""
     csv = config.csv
-    run = RunInfo(out=out, status=status, message=message, seconds=seconds, csv=csv, llm=config.agents == "llm",
-                  cache=service.cache.path if service is not None else None)
+    run = RunInfo(
+        out=out,
+        status=status,
+        message=message,
+        seconds=seconds,
+        csv=csv,
+        llm=config.agents == "llm",
+        cache=service.cache.path if service is not None else None,
+    )
     final = dict(final)
     if service is not None:
         service.ledger.settle()  # calls paid before a resume that no replay adopted: paid twice, both kept
-    common: dict[str, Any] = {"task": task.name, "agents": config.agents, "status": status, "seed": config.seed,
-                              "wall_seconds": round(seconds, 3)}
+    common: dict[str, Any] = {
+        "task": task.name,
+        "agents": config.agents,
+        "status": status,
+        "seed": config.seed,
+        "wall_seconds": round(seconds, 3),
+    }
     results = task.outputs(final, config, run)
     if message:
         common["message"] = message
     if service is not None:
         common["ledger"] = service.ledger.totals()
-        common["llm"] = {"cache_hits": service.cache.hits, "cache_misses": service.cache.misses, "prompt_reuse": service.prompt_reuse}
+        common["llm"] = {
+            "cache_hits": service.cache.hits,
+            "cache_misses": service.cache.misses,
+            "prompt_reuse": service.prompt_reuse,
+        }
         entries = [e.as_dict() for e in service.ledger.entries]
         if entries:  # the money as float and exact text, the agent as agent_id (graphs/tables.py)
             runstore.write_table(money_table("ledger", runstore.frame(entries)), out, "ledger", csv=csv)
@@ -586,13 +756,18 @@ def finish(task: Task, out: Path, config: RunConfig, final: dict[str, Any], seco
         if "parsed" in df:
             df["parsed"] = df["parsed"].map(lambda v: None if v is None else json.dumps(v))
         runstore.write_table(money_table("decisions", df), out, "decisions", csv=csv)
-        common["decisions"] = {"count": len(df), "fallback_used": int(cast(int, df["fallback_used"].sum())) if "fallback_used" in df else 0,
-                               "mean_attempts": float(cast(float, df["attempts"].mean())) if "attempts" in df else 1.0}  # pandas' stubs: a Series
+        common["decisions"] = {
+            "count": len(df),
+            "fallback_used": int(cast(int, df["fallback_used"].sum())) if "fallback_used" in df else 0,
+            "mean_attempts": float(cast(float, df["attempts"].mean())) if "attempts" in df else 1.0,
+        }  # pandas' stubs: a Series
     summary = runfiles.new_summary(task.Results, out, results=results, **common)
     runfiles.write_summary(out, summary)
     try:
         task.figure(summary, run)
     except Exception as exc:  # noqa: BLE001 - a figure must never lose the computed run
-        summary = summary.model_copy(update={"figure_error": one_line(f"{type(exc).__name__}: {exc}", runfiles.MAX_TEXT)})
+        summary = summary.model_copy(
+            update={"figure_error": one_line(f"{type(exc).__name__}: {exc}", runfiles.MAX_TEXT)}
+        )
         runfiles.write_summary(out, summary)
     return summary

@@ -73,7 +73,13 @@ def _origin(text: str) -> tuple[str, str, int] | None:
         port = parts.port
     except ValueError:
         return None
-    if parts.scheme not in _DEFAULT_PORTS or not parts.hostname or parts.path not in ("", "/") or parts.query or parts.username is not None:
+    if (
+        parts.scheme not in _DEFAULT_PORTS
+        or not parts.hostname
+        or parts.path not in ("", "/")
+        or parts.query
+        or parts.username is not None
+    ):
         return None
     return parts.scheme, parts.hostname.rstrip("."), port if port is not None else _DEFAULT_PORTS[parts.scheme]
 
@@ -102,7 +108,9 @@ class ServeGuard:
     def __init__(self, app: Any, *, origins: Iterable[str] | None = None, hosts: Iterable[str] | None = None) -> None:
         self.app = app
         given = cors_origins() if origins is None else list(origins)
-        self.origins = {o for o in (_origin(x) for x in given if isinstance(x, str) and x.strip() != "*") if o is not None}
+        self.origins = {
+            o for o in (_origin(x) for x in given if isinstance(x, str) and x.strip() != "*") if o is not None
+        }
         self.hosts = {h.strip("[]").lower() for h in (list(LOOPBACK_HOSTS) + extra_hosts() if hosts is None else hosts)}
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -110,8 +118,13 @@ class ServeGuard:
             return await self.app(scope, receive, send)
         why = self.refusal(scope)
         if why is None:
-            if scope.get("method") == "OPTIONS":  # an allowed origin's private-network preflight: LangGraph's middleware approves it
-                scope = {**scope, "headers": [(k, v) for k, v in scope.get("headers") or [] if k.lower() != PNA_REQUEST]}
+            if (
+                scope.get("method") == "OPTIONS"
+            ):  # an allowed origin's private-network preflight: LangGraph's middleware approves it
+                scope = {
+                    **scope,
+                    "headers": [(k, v) for k, v in scope.get("headers") or [] if k.lower() != PNA_REQUEST],
+                }
             return await self.app(scope, receive, send)
         method = scope.get("method", "WEBSOCKET")
         print(f"cooplab: refused {method} {scope.get('path', '')!r}: {why}", file=sys.stderr, flush=True)
@@ -119,8 +132,13 @@ class ServeGuard:
             await send({"type": "websocket.close", "code": 1008})
             return
         body = json.dumps({"error": "Forbidden", "message": why}).encode()
-        await send({"type": "http.response.start", "status": 403,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 403,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
     def refusal(self, scope: dict[str, Any]) -> str | None:
@@ -133,8 +151,11 @@ class ServeGuard:
             return "a request needs exactly one Host header"
         host = _host_name(hosts[0])
         if host is None or host[0] not in self.hosts:
-            return (f"Host {hosts[0][:100]!r} is not a name of this server ({', '.join(sorted(self.hosts))}); a page that reaches it "
-                    f"under another name is refused (the operator can add names in ${HOSTS_ENV})")
+            return (
+                f"Host {hosts[0][:100]!r} is not a name of this server ({', '.join(sorted(self.hosts))}); a page that "
+                "reaches it "
+                f"under another name is refused (the operator can add names in ${HOSTS_ENV})"
+            )
         method = str(scope.get("method", "GET")).upper()
         origins = headers.get("origin", [])
         if len(origins) > 1:
@@ -144,14 +165,22 @@ class ServeGuard:
             scheme = str(scope.get("scheme") or "http")
             own = (scheme, host[0], host[1] if host[1] is not None else _DEFAULT_PORTS.get(scheme, 80))
             if origin is None or (origin != own and origin not in self.origins):
-                allowed = ", ".join(sorted(f"{s}://{h}" + ("" if p == _DEFAULT_PORTS[s] else f":{p}") for s, h, p in self.origins))
-                return (f"origin {origins[0][:100]!r} may not use this server (allowed: its own pages and {allowed or 'no other origin'}, "
-                        "langgraph.json's http.cors.allow_origins)")
+                allowed = ", ".join(
+                    sorted(f"{s}://{h}" + ("" if p == _DEFAULT_PORTS[s] else f":{p}") for s, h, p in self.origins)
+                )
+                return (
+                    f"origin {origins[0][:100]!r} may not use this server (allowed: its own pages and "
+                    f"{allowed or 'no other origin'}, "
+                    "langgraph.json's http.cors.allow_origins)"
+                )
         elif method in UNSAFE_METHODS and headers.get("sec-fetch-site", [""])[0].lower() in ("cross-site", "same-site"):
             return "a cross-site request without an Origin may not change anything here"
         if method in UNSAFE_METHODS and scope["type"] == "http":
             types = headers.get("content-type", [])
-            has_body = any(v.strip() not in ("", "0") for v in headers.get("content-length", [])) or "transfer-encoding" in headers
+            has_body = (
+                any(v.strip() not in ("", "0") for v in headers.get("content-length", []))
+                or "transfer-encoding" in headers
+            )
             media = types[0].split(";", 1)[0].strip().lower() if len(types) == 1 else None
             if (types or has_body) and media != "application/json":
                 got = "no content type" if not types else f"content type {', '.join(types)[:100]!r}"

@@ -93,14 +93,26 @@ class ServerSettings(BaseModel):
 
     agents: str | None = Field(default=None, description="rule or llm (default: the task's first kind).")
     seed: int = Field(default=0, description="The run's seed: every random draw derives from it.")
-    model: str | None = Field(default=None, description="Model spec of every LLM agent (local, local:PATH.gguf, PROVIDER:NAME such as openai:NAME or anthropic:NAME, scripted:FILE, builtin:NAME).")
+    model: str | None = Field(
+        default=None,
+        description="Model spec of every LLM agent (local, local:PATH.gguf, PROVIDER:NAME such as openai:NAME or "
+        "anthropic:NAME, scripted:FILE, builtin:NAME).",
+    )
     budget: float | None = Field(default=None, description="Budget cap in USD of an LLM run (null: no cap).")
-    options: dict[str, Any] = Field(default_factory=dict, description="The task's own options, as cooplab.run takes them "
-                                    "(cooplab params TASK); given, they replace the default options as a whole.")
-    llm: dict[str, Any] = Field(default_factory=dict, description="Other LLM settings: temperature, max_tokens, cache (default off here: "
-                                "a cache file is SQLite, which needs langgraph dev --allow-blocking), base_url, agent_models, price_in, "
-                                "price_out, max_concurrency, rps, call_timeout, call_deadline.")
-    sandbox: dict[str, Any] = Field(default_factory=dict, description="Sandbox settings of science: backend, timeout, rate.")
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The task's own options, as cooplab.run takes them "
+        "(cooplab params TASK); given, they replace the default options as a whole.",
+    )
+    llm: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Other LLM settings: temperature, max_tokens, cache (default off here: "
+        "a cache file is SQLite, which needs langgraph dev --allow-blocking), base_url, agent_models, price_in, "
+        "price_out, max_concurrency, rps, call_timeout, call_deadline.",
+    )
+    sandbox: dict[str, Any] = Field(
+        default_factory=dict, description="Sandbox settings of science: backend, timeout, rate."
+    )
 
     def keywords(self) -> dict[str, Any]:
         """These settings as the keywords of :func:`cooplab.run` (a one-line ConfigError when two
@@ -112,10 +124,14 @@ class ServerSettings(BaseModel):
         sandbox = {f"sandbox_{k}": v for k, v in self.sandbox.items()}
         unknown = sorted(k for k in sandbox if k not in SANDBOX_KEYWORDS)
         if unknown:
-            raise ConfigError(f"sandbox has no setting {unknown[0].removeprefix('sandbox_')!r}; use backend, timeout or rate")
+            raise ConfigError(
+                f"sandbox has no setting {unknown[0].removeprefix('sandbox_')!r}; use backend, timeout or rate"
+            )
         strange = sorted(k for k in self.llm if k not in LLM_KEYWORDS)
         if strange:
-            raise ConfigError(f"llm has no setting {strange[0]!r}; use {', '.join(sorted(LLM_KEYWORDS - {'agent_model'}))}")
+            raise ConfigError(
+                f"llm has no setting {strange[0]!r}; use {', '.join(sorted(LLM_KEYWORDS - {'agent_model'}))}"
+            )
         llm = {"cache": "off", **self.llm}  # LLM settings are ignored by rule-based runs
         for group, values in (("llm", llm), ("sandbox", sandbox), ("options", self.options)):
             twice = sorted(set(values) & set(kw))
@@ -126,24 +142,32 @@ class ServerSettings(BaseModel):
 
 
 class CPRSettings(ServerSettings):
-    options: dict[str, Any] = Field(default={"n_agents": 5, "rounds": 10, "replicates": 2},
-                                    description=ServerSettings.model_fields["options"].description)
+    options: dict[str, Any] = Field(
+        default={"n_agents": 5, "rounds": 10, "replicates": 2},
+        description=ServerSettings.model_fields["options"].description,
+    )
 
 
 class DinersSettings(ServerSettings):
-    options: dict[str, Any] = Field(default={"iterations": 3, "replicates": 2},
-                                    description=ServerSettings.model_fields["options"].description)
+    options: dict[str, Any] = Field(
+        default={"iterations": 3, "replicates": 2}, description=ServerSettings.model_fields["options"].description
+    )
 
 
 class GameSettings(ServerSettings):
-    options: dict[str, Any] = Field(default={"game": "public-goods", "simulations": 2, "rounds": 3},
-                                    description=ServerSettings.model_fields["options"].description)
+    options: dict[str, Any] = Field(
+        default={"game": "public-goods", "simulations": 2, "rounds": 3},
+        description=ServerSettings.model_fields["options"].description,
+    )
 
 
 class ScienceSettings(ServerSettings):
-    agents: str | None = Field(default="llm", description="llm (science teams are LLM agents; --team oracle plays a built-in model).")
-    options: dict[str, Any] = Field(default={"task": "ecology", "team": "oracle"},
-                                    description=ServerSettings.model_fields["options"].description)
+    agents: str | None = Field(
+        default="llm", description="llm (science teams are LLM agents; --team oracle plays a built-in model)."
+    )
+    options: dict[str, Any] = Field(
+        default={"task": "ecology", "team": "oracle"}, description=ServerSettings.model_fields["options"].description
+    )
 
 
 #: graph id (langgraph.json) -> (registered task, its settings schema)
@@ -167,7 +191,9 @@ def settings_of(schema: type[ServerSettings], config: Mapping[str, Any] | None, 
     elif isinstance(context, Mapping):
         given.update(context)
     elif context is not None:
-        raise ConfigError(f"the context must be an object of settings ({', '.join(schema.model_fields)}), got {show(context)}")
+        raise ConfigError(
+            f"the context must be an object of settings ({', '.join(schema.model_fields)}), got {show(context)}"
+        )
     try:
         return schema.model_validate(given)
     except ValidationError as exc:
@@ -182,14 +208,18 @@ def opted_in(variable: str) -> bool:
         return False
     if raw in _ON:
         return True
-    raise SettingsError(f"the server's ${variable} must be 1 (allow) or 0 (refuse), got {show(os.environ.get(variable))}")
+    raise SettingsError(
+        f"the server's ${variable} must be 1 (allow) or 0 (refuse), got {show(os.environ.get(variable))}"
+    )
 
 
 def _refuse(what: str, why: str, variable: str) -> None:
     """A refused setting, unless the operator opted in with ``variable``: one line the client sees."""
     if not opted_in(variable):
-        raise SettingsError(f"this server refuses {what}: {why}; its operator can allow it by starting the server with "
-                            f"{variable}=1 (docs/langgraph-server.md)")
+        raise SettingsError(
+            f"this server refuses {what}: {why}; its operator can allow it by starting the server with "
+            f"{variable}=1 (docs/langgraph-server.md)"
+        )
 
 
 def _spec_text(value: Any) -> str | None:
@@ -207,14 +237,20 @@ def _models(values: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     items = values.get("agent_model")
     if isinstance(items, (list, tuple)):
         found += [("llm.agent_model", i.split("=", 1)[-1], "budget") for i in items if isinstance(i, str)]
-    mix, switches = values.get("model_mix"), values.get("model_from")  # a mixed society's specs; model switches (invaders)
+    mix, switches = (
+        values.get("model_mix"),
+        values.get("model_from"),
+    )  # a mixed society's specs; model switches (invaders)
     if isinstance(mix, Mapping):
         found += [("llm.model_mix", k, "budget") for k in mix]
     elif isinstance(mix, (list, tuple)):
         found += [("llm.model_mix", i.rpartition("=")[0], "budget") for i in mix if isinstance(i, str)]
     if isinstance(switches, Mapping):
         found += [(f"llm.model_from[{str(k)[:20]!r}]", v, "budget") for k, v in switches.items()]
-    for invader in (values.get("invader"), (values.get("params") or {}).get("invader") if isinstance(values.get("params"), Mapping) else None):
+    for invader in (
+        values.get("invader"),
+        (values.get("params") or {}).get("invader") if isinstance(values.get("params"), Mapping) else None,
+    ):
         if isinstance(invader, str) and invader.strip().startswith("model:"):
             found.append(("options.invader", invader.strip()[6:].rpartition("@")[0], "budget"))
         elif isinstance(invader, Mapping):
@@ -236,11 +272,17 @@ def check_served(values: Mapping[str, Any]) -> None:
     from cooplab.agents.providers import provider
 
     if values.get("sandbox_backend") == "local":
-        _refuse("sandbox.backend 'local'", "the local backend runs the agents' code on this machine without isolation",
-                ALLOW_LOCAL_SANDBOX)
+        _refuse(
+            "sandbox.backend 'local'",
+            "the local backend runs the agents' code on this machine without isolation",
+            ALLOW_LOCAL_SANDBOX,
+        )
     if values.get("base_url") is not None:
-        _refuse(f"llm.base_url {show(values.get('base_url'))}", "a model server the client names would receive the server's API keys "
-                "and the run's prompts", ALLOW_CLIENT_SERVERS)
+        _refuse(
+            f"llm.base_url {show(values.get('base_url'))}",
+            "a model server the client names would receive the server's API keys and the run's prompts",
+            ALLOW_CLIENT_SERVERS,
+        )
     for key in PATH_OPTIONS:
         if values.get(key) is not None:
             _refuse(f"options.{key}", "it names a file on this machine", ALLOW_PATHS)
@@ -249,25 +291,43 @@ def check_served(values: Mapping[str, Any]) -> None:
         _refuse("options.params.custom", "your own data names files on this machine", ALLOW_PATHS)
     cache = values.get("cache", "off")
     if cache != "off":
-        _refuse(f"llm.cache {show(cache)}", "a response cache is a file on this machine (the served default is off)", ALLOW_PATHS)
+        _refuse(
+            f"llm.cache {show(cache)}",
+            "a response cache is a file on this machine (the served default is off)",
+            ALLOW_PATHS,
+        )
     judge = params.get("judge") if isinstance(params, Mapping) else None
-    caps = {"budget": values.get("budget"), "judge": values.get("judge_budget"),
-            "params.judge": judge.get("budget") if isinstance(judge, Mapping) else None}
+    caps = {
+        "budget": values.get("budget"),
+        "judge": values.get("judge_budget"),
+        "params.judge": judge.get("budget") if isinstance(judge, Mapping) else None,
+    }
     prices = sorted(k for k in ("price_in", "price_out", "prices") if values.get(k) is not None)
     for where, text, whose in _models(values):
         if text.lower().startswith(PATH_SPECS):
-            _refuse(f"{where} {text[:80]!r}", "a local: or scripted: model names a file on this machine (local alone, the shipped "
-                    "model, and builtin: models are served)", ALLOW_PATHS)
+            _refuse(
+                f"{where} {text[:80]!r}",
+                "a local: or scripted: model names a file on this machine (local alone, the shipped "
+                "model, and builtin: models are served)",
+                ALLOW_PATHS,
+            )
         p = provider(text.partition(":")[0])
         if p is None or not p.keys:
             continue
         if caps["budget"] is None and caps[whose] is None:
-            _refuse(f"{where} {text[:80]!r} without a budget", f"{p.kind} models are paid with the server's {' or '.join(p.keys)}; give "
-                    f"{'options.judge_budget or ' if whose == 'judge' else ''}budget (USD) to cap what the run may spend",
-                    ALLOW_UNBUDGETED)
+            _refuse(
+                f"{where} {text[:80]!r} without a budget",
+                f"{p.kind} models are paid with the server's {' or '.join(p.keys)}; give "
+                f"{'options.judge_budget or ' if whose == 'judge' else ''}budget (USD) to cap what the run may spend",
+                ALLOW_UNBUDGETED,
+            )
         if prices:
-            _refuse(f"llm.{prices[0]} with the paid model {text[:80]!r}", "prices the client sets decide what the budget counts (0 "
-                    "would let the run spend without a cap); the price table's are used", ALLOW_UNBUDGETED)
+            _refuse(
+                f"llm.{prices[0]} with the paid model {text[:80]!r}",
+                "prices the client sets decide what the budget counts (0 "
+                "would let the run spend without a cap); the price table's are used",
+                ALLOW_UNBUDGETED,
+            )
 
 
 def _config_values(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -277,10 +337,17 @@ def _config_values(config: Mapping[str, Any]) -> dict[str, Any]:
     llm = llm if isinstance(llm, Mapping) else {}
     sandbox = config.get("sandbox")
     sandbox = sandbox if isinstance(sandbox, Mapping) else {}
-    return {"model": llm.get("model"), "agent_models": llm.get("agent_models"), "base_url": llm.get("base_url"),
-            "cache": llm.get("cache", "off"), "budget": llm.get("budget"), "price_in": llm.get("price_in"),
-            "price_out": llm.get("price_out"), "sandbox_backend": sandbox.get("backend"),
-            "params": config.get("params")}
+    return {
+        "model": llm.get("model"),
+        "agent_models": llm.get("agent_models"),
+        "base_url": llm.get("base_url"),
+        "cache": llm.get("cache", "off"),
+        "budget": llm.get("budget"),
+        "price_in": llm.get("price_in"),
+        "price_out": llm.get("price_out"),
+        "sandbox_backend": sandbox.get("backend"),
+        "params": config.get("params"),
+    }
 
 
 def run_config(graph_id: str, settings: ServerSettings) -> tuple[Task, RunConfig]:
@@ -295,8 +362,10 @@ def _served_state(schema: type) -> type:
     """The task's state schema with every key a plain value (an append-only log of the task is a
     list here, replaced by each update: a second run on the same thread starts from its own initial
     state, never from the logs of the run before), plus the run directory and the run's summary."""
-    hints = {k: (typing.get_args(h)[0] if typing.get_origin(h) is typing.Annotated else h)
-             for k, h in typing.get_type_hints(schema, include_extras=True).items()}
+    hints = {
+        k: (typing.get_args(h)[0] if typing.get_origin(h) is typing.Annotated else h)
+        for k, h in typing.get_type_hints(schema, include_extras=True).items()
+    }
     return TypedDict(f"Served{schema.__name__}", {**hints, "run_dir": str, "summary": dict[str, Any]}, total=False)  # type: ignore[misc]
 
 
@@ -358,8 +427,12 @@ def served_graph(task: Task, checked: RunConfig, schema: type[ServerSettings] = 
         assert cfg.llm is not None, "an LLM run's resolved configuration has its LLM settings"
         from cooplab.agents.settings import build_service
 
-        service = build_service(cfg.llm, seed=cfg.seed, sandbox_rate=cfg.sandbox.rate if cfg.sandbox is not None else 0.0,
-                                journal=out / JOURNAL_FILE)
+        service = build_service(
+            cfg.llm,
+            seed=cfg.seed,
+            sandbox_rate=cfg.sandbox.rate if cfg.sandbox is not None else 0.0,
+            journal=out / JOURNAL_FILE,
+        )
         pool = runner.sandbox_pool(task, cfg, out)
         return service, pool, CoopContext(llm=service, sandbox=pool, run_dir=str(out))
 
@@ -391,8 +464,9 @@ def served_graph(task: Task, checked: RunConfig, schema: type[ServerSettings] = 
                 if service is not None or pool is not None:
                     await asyncio.to_thread(_close, service, pool)
             seconds = time.perf_counter() - t0
-            summary = await asyncio.to_thread(runner.finish, task, out, cfg, dict(final), seconds, status=status,
-                                              message=message, service=service)
+            summary = await asyncio.to_thread(
+                runner.finish, task, out, cfg, dict(final), seconds, status=status, message=message, service=service
+            )
             return {**final, "summary": summary.as_json()}
 
     g = StateGraph(_served_state(state_schema), context_schema=schema)
@@ -441,6 +515,22 @@ def science(config: RunnableConfig, runtime: ServerRuntime):
     return serve("science", config, runtime)
 
 
-__all__ = ["ALLOW_CLIENT_SERVERS", "ALLOW_LOCAL_SANDBOX", "ALLOW_PATHS", "ALLOW_UNBUDGETED", "GRAPHS", "OPT_INS", "ServerSettings",
-           "SettingsError", "check_served", "cpr", "diners", "game", "science", "serve", "served_graph", "settings_of",
-           "run_config"]
+__all__ = [
+    "ALLOW_CLIENT_SERVERS",
+    "ALLOW_LOCAL_SANDBOX",
+    "ALLOW_PATHS",
+    "ALLOW_UNBUDGETED",
+    "GRAPHS",
+    "OPT_INS",
+    "ServerSettings",
+    "SettingsError",
+    "check_served",
+    "cpr",
+    "diners",
+    "game",
+    "science",
+    "serve",
+    "served_graph",
+    "settings_of",
+    "run_config",
+]

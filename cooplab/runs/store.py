@@ -9,13 +9,28 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from cooplab.graphs.rundir import RunDirError, frame, jsonable, now, read_json, read_table, write_json, write_table  # noqa: F401 - the engine's file helpers
-from cooplab.limits import ConfigError, one_line, parse_json
-from cooplab.graphs.rundir import code_version, git_commit, machine, readonly_uri, TRACES_FILE  # noqa: F401
-from cooplab.graphs.rundir import LOCK_FILE, RunDirBusy, locked  # noqa: F401 - one writer per run directory
-from cooplab.graphs.rundir import ensure_writable  # noqa: F401 - the engine's, below the tasks so calibrations use it too
 from cooplab.graphs import runfiles
+from cooplab.graphs.rundir import (  # noqa: F401 - the engine's file helpers  # noqa: F401  # noqa: F401 - one writer per run directory
+    LOCK_FILE,
+    TRACES_FILE,
+    RunDirBusy,
+    RunDirError,
+    code_version,
+    ensure_writable,  # noqa: F401 - the engine's, below the tasks so calibrations use it too
+    frame,
+    git_commit,
+    jsonable,
+    locked,
+    machine,
+    now,
+    read_json,
+    read_table,
+    readonly_uri,
+    write_json,
+    write_table,
+)
 from cooplab.graphs.runfiles import RunSummary, SchemaError  # noqa: F401 - the engine's summary model
+from cooplab.limits import ConfigError, one_line, parse_json
 
 
 def read_summary(out: Path) -> RunSummary:
@@ -30,9 +45,18 @@ def prepare_out(out: Path, *, force: bool = False) -> Path:
     """Create ``out`` (and parents) and check it is writable; refuse to clobber a finished run."""
     out = ensure_writable(out)
     if (out / "config.json").exists() and not force:
-        raise RunDirError(f"{out} already holds a run; pass --force to overwrite it or 'cooplab resume {out}' to continue it")
+        raise RunDirError(
+            f"{out} already holds a run; pass --force to overwrite it or 'cooplab resume {out}' to continue it"
+        )
     if force:
-        for name in ("checkpoints.sqlite", "checkpoints.sqlite-wal", "checkpoints.sqlite-shm", "summary.json", TRACES_FILE, ERROR_LOG):
+        for name in (
+            "checkpoints.sqlite",
+            "checkpoints.sqlite-wal",
+            "checkpoints.sqlite-shm",
+            "summary.json",
+            TRACES_FILE,
+            ERROR_LOG,
+        ):
             (out / name).unlink(missing_ok=True)
     return out
 
@@ -69,7 +93,9 @@ def refused_checkpoint(out: Path, exc: Exception) -> RunDirError:
     """The one line of a run whose checkpoints hold a value cooplab never stores
     (:class:`~cooplab.graphs.checkpoint_serde.CheckpointRefused`): the run, the refused type, and
     that nothing of it ran."""
-    return RunDirError(f"{out}/checkpoints.sqlite cannot be trusted: {exc}; the run cannot resume: {RESTART.format(out=out)}")
+    return RunDirError(
+        f"{out}/checkpoints.sqlite cannot be trusted: {exc}; the run cannot resume: {RESTART.format(out=out)}"
+    )
 
 
 def check_checkpoints(out: Path, serde: Any = None) -> None:
@@ -118,10 +144,12 @@ def check_checkpoints(out: Path, serde: Any = None) -> None:
 _Checked = TypeVar("_Checked")
 
 
-def config_for_resume(out: Path, task: str, check_config: Callable[[Path, dict[str, Any]], _Checked],
-                      serde: Any = None) -> _Checked:
+def config_for_resume(
+    out: Path, task: str, check_config: Callable[[Path, dict[str, Any]], _Checked], serde: Any = None
+) -> _Checked:
     """A run directory's config.json, ready to resume a ``task`` run: the task matches, every value
-    passes ``check_config(out, config)`` (which returns it in the current shape) and checkpoints.sqlite is sound (one-line RunDirErrors;
+    passes ``check_config(out, config)`` (which returns it in the current shape) and checkpoints.sqlite is sound
+    (one-line RunDirErrors;
     nothing is changed)."""
     from cooplab.agents.instances import ModelObjectMissing
     from cooplab.agents.models.errors import MissingAPIKey
@@ -160,7 +188,15 @@ def save_error(out: Path, exc: BaseException) -> Path | None:
 
 # --- the environment a run was made in ------------------------------------------------------
 #: the distributions whose versions decide a run's results (recorded in config.json's "environment")
-DECIDING_PACKAGES = ("cooplab", "langgraph", "langchain-core", "langchain-openai", "numpy", "pandas", "llama-cpp-python")
+DECIDING_PACKAGES = (
+    "cooplab",
+    "langgraph",
+    "langchain-core",
+    "langchain-openai",
+    "numpy",
+    "pandas",
+    "llama-cpp-python",
+)
 
 
 def _version(dist: str) -> str | None:
@@ -176,14 +212,18 @@ def environment(config: dict[str, Any]) -> dict[str, Any]:
     """What decides a run's results besides its config: the git commit (from a checkout), the
     versions of :data:`DECIDING_PACKAGES`, the local model's file, SHA-256 and origin (when a local
     model is used) and the sandbox image id (when the run uses the sandbox)."""
-    env: dict[str, Any] = {"python": platform.python_version(), "machine": machine(), "git": git_commit(),
-                           "packages": {d: _version(d) for d in DECIDING_PACKAGES}}
+    env: dict[str, Any] = {
+        "python": platform.python_version(),
+        "machine": machine(),
+        "git": git_commit(),
+        "packages": {d: _version(d) for d in DECIDING_PACKAGES},
+    }
     llm = config.get("llm") or {}
     models = [llm.get("model"), *(llm.get("agent_models") or {}).values(), *(llm.get("model_from") or {}).values()]
     if any(isinstance(m, str) and m.strip().lower() == "local" for m in models):
         try:
-            from cooplab.agents.models.local import local_model_path
             from cooplab.agents.model_files import record
+            from cooplab.agents.models.local import local_model_path
 
             local_model_path()  # the file on disk is the pinned one (its SHA-256 checked)
             env["local_model"] = record("smollm2")  # file, sha256, origin, how it came
@@ -197,8 +237,7 @@ def environment(config: dict[str, Any]) -> dict[str, Any]:
         for spec, path in sorted(files.items()):
             try:
                 real = str(Path(path).expanduser().resolve(strict=True))
-                env["local_files"][spec] = {"file": real, "bytes": os.path.getsize(real),
-                                            "sha256": gguf_sha256(real)}
+                env["local_files"][spec] = {"file": real, "bytes": os.path.getsize(real), "sha256": gguf_sha256(real)}
             except Exception as exc:  # noqa: BLE001 - recorded, never fatal here
                 env["local_files"][spec] = {"error": f"{type(exc).__name__}: {exc}"}
     objects = sorted({m for m in models if isinstance(m, str) and m.startswith("instance:")})
@@ -224,7 +263,11 @@ def environment_changes(recorded: Any, now: dict[str, Any]) -> list[str]:
     out = []
     old_p, new_p = recorded.get("packages"), now.get("packages") or {}
     if isinstance(old_p, dict):
-        out += [f"{d} {old_p.get(d)} -> {new_p.get(d)}" for d in DECIDING_PACKAGES if d in old_p and old_p.get(d) != new_p.get(d)]
+        out += [
+            f"{d} {old_p.get(d)} -> {new_p.get(d)}"
+            for d in DECIDING_PACKAGES
+            if d in old_p and old_p.get(d) != new_p.get(d)
+        ]
     old_g, new_g = recorded.get("git"), now.get("git")
     if isinstance(old_g, dict) and isinstance(new_g, dict) and old_g.get("commit") != new_g.get("commit"):
         out.append(f"git commit {str(old_g.get('commit'))[:12]} -> {str(new_g.get('commit'))[:12]}")

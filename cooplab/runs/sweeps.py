@@ -50,12 +50,25 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text.split("/")[-1]).strip("-")
 
 
-def job(dir: Path | str, task: str, config: dict[str, Any], *, labels: dict[str, Any] | None = None,
-        done: tuple[str, ...] = ("completed",), fn: str | None = None) -> dict[str, Any]:
+def job(
+    dir: Path | str,
+    task: str,
+    config: dict[str, Any],
+    *,
+    labels: dict[str, Any] | None = None,
+    done: tuple[str, ...] = ("completed",),
+    fn: str | None = None,
+) -> dict[str, Any]:
     """One cell of a sweep as plain data (see the module's docstring). ``fn``: a function
     ``module:attribute`` that runs the job instead of the runner."""
-    j = {"dir": str(Path(dir).absolute()), "task": task, "config": config, "done": list(done),
-         "labels": dict(labels or {}), "cwd": os.getcwd()}
+    j = {
+        "dir": str(Path(dir).absolute()),
+        "task": task,
+        "config": config,
+        "done": list(done),
+        "labels": dict(labels or {}),
+        "cwd": os.getcwd(),
+    }
     if fn is not None:
         j["fn"] = fn
     return j
@@ -74,9 +87,8 @@ def cell_status(d: Path) -> str | None:
 def execute_job(j: dict[str, Any]) -> dict[str, Any]:
     """Run one cell wherever this is called (a thread here or a Ray worker): "skipped" when it is
     finished, "resumed" when it has checkpoints, else "ran". Raises what the run raises."""
-    from cooplab.runs import runner
+    from cooplab.runs import registry, runner
     from cooplab.runs import store as runstore
-    from cooplab.runs import registry
 
     if j.get("cwd") and os.getcwd() != j["cwd"] and threading.current_thread() is threading.main_thread():
         os.chdir(j["cwd"])  # a Ray worker: relative paths in the config mean the sweep's directory
@@ -112,8 +124,14 @@ def _ray_node() -> str | None:
         return None
 
 
-def _record(res: dict[str, Any], j: dict[str, Any], outcome: dict[str, Any] | BaseException, noun: str,
-            log: Callable[[str], None], total: int) -> None:
+def _record(
+    res: dict[str, Any],
+    j: dict[str, Any],
+    outcome: dict[str, Any] | BaseException,
+    noun: str,
+    log: Callable[[str], None],
+    total: int,
+) -> None:
     name = Path(j["dir"]).name
     if isinstance(outcome, BaseException):
         msg = _error_line(outcome)
@@ -122,7 +140,10 @@ def _record(res: dict[str, Any], j: dict[str, Any], outcome: dict[str, Any] | Ba
     else:
         res[outcome["kind"]].append(name)
         res.setdefault("placement", {})[name] = {k: outcome.get(k) for k in ("host", "pid", "node")}
-        log(f"{noun} {name}: {outcome['kind']} ({sum(len(res[k]) for k in ('ran', 'resumed', 'skipped', 'failed'))}/{total})")
+        log(
+            f"{noun} {name}: {outcome['kind']} "
+            f"({sum(len(res[k]) for k in ('ran', 'resumed', 'skipped', 'failed'))}/{total})"
+        )
 
 
 def _error_line(exc: BaseException) -> str:
@@ -137,11 +158,27 @@ def _error_line(exc: BaseException) -> str:
 def _progress(total: int, noun: str, quiet: bool):
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=f"{noun}s", unit=noun, file=sys.stderr, disable=True if quiet or total == 0 else None, dynamic_ncols=True)  # None: only on a terminal
+    return tqdm(
+        total=total,
+        desc=f"{noun}s",
+        unit=noun,
+        file=sys.stderr,
+        disable=True if quiet or total == 0 else None,
+        dynamic_ncols=True,
+    )  # None: only on a terminal
 
 
-def run_jobs(jobs: list[dict[str, Any]], *, parallel: int, noun: str, executor: str = "local", address: str | None = None,
-             log: Callable[[str], None] = lambda s: None, quiet: bool = True, budget: "SweepBudget | None" = None) -> dict[str, Any]:
+def run_jobs(
+    jobs: list[dict[str, Any]],
+    *,
+    parallel: int,
+    noun: str,
+    executor: str = "local",
+    address: str | None = None,
+    log: Callable[[str], None] = lambda s: None,
+    quiet: bool = True,
+    budget: "SweepBudget | None" = None,
+) -> dict[str, Any]:
     """Run every job on ``executor`` (``parallel`` cells at a time locally; on Ray, as many as the
     cluster has CPUs). A progress bar counts cells unless ``quiet``. With a ``budget`` (a cap on
     what the cells spend together) a cell starts only when its whole cap fits in what is left
@@ -149,7 +186,14 @@ def run_jobs(jobs: list[dict[str, Any]], *, parallel: int, noun: str, executor: 
     resumed, were skipped, were not started, and those that failed with their error."""
     if executor not in EXECUTORS:
         raise SweepError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
-    res: dict[str, Any] = {"ran": [], "resumed": [], "skipped": [], "failed": [], "not_started": [], "executor": executor}
+    res: dict[str, Any] = {
+        "ran": [],
+        "resumed": [],
+        "skipped": [],
+        "failed": [],
+        "not_started": [],
+        "executor": executor,
+    }
     bar = _progress(len(jobs), noun, quiet)
     say = (lambda s: bar.write(s, file=sys.stderr)) if not quiet and len(jobs) else log
 
@@ -177,8 +221,15 @@ def run_jobs(jobs: list[dict[str, Any]], *, parallel: int, noun: str, executor: 
     return res
 
 
-def _schedule(jobs: list[dict[str, Any]], submit: Callable[[dict[str, Any]], Any], wait_one: Callable[[list[Any]], tuple[Any, Any]],
-              done: Callable[[dict[str, Any], Any], None], *, slots: int, budget: "SweepBudget | None") -> list[dict[str, Any]]:
+def _schedule(
+    jobs: list[dict[str, Any]],
+    submit: Callable[[dict[str, Any]], Any],
+    wait_one: Callable[[list[Any]], tuple[Any, Any]],
+    done: Callable[[dict[str, Any], Any], None],
+    *,
+    slots: int,
+    budget: "SweepBudget | None",
+) -> list[dict[str, Any]]:
     """Start jobs in order while fewer than ``slots`` run and (with a ``budget``) the next one's cap
     fits; when none fits, wait for a running one to end and try again. ``submit(job)`` -> a handle;
     ``wait_one(handles)`` -> (a finished handle, its outcome or exception). Returns the jobs never
@@ -198,8 +249,13 @@ def _schedule(jobs: list[dict[str, Any]], submit: Callable[[dict[str, Any]], Any
     return pending
 
 
-def _run_local(jobs: list[dict[str, Any]], done: Callable[[dict[str, Any], Any], None], *, parallel: int,
-               budget: "SweepBudget | None" = None) -> list[dict[str, Any]]:
+def _run_local(
+    jobs: list[dict[str, Any]],
+    done: Callable[[dict[str, Any], Any], None],
+    *,
+    parallel: int,
+    budget: "SweepBudget | None" = None,
+) -> list[dict[str, Any]]:
     from concurrent.futures import FIRST_COMPLETED, wait
 
     def wait_one(futures: list[Any]) -> tuple[Any, Any]:
@@ -218,17 +274,28 @@ def _ray_address(address: str | None) -> str | None:
         return address
     host, sep, port = address.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise SweepError(f"--address must be auto or HOST:PORT (the head's GCS address, 'ray start --head' prints it), got {address!r}")
+        raise SweepError(
+            "--address must be auto or HOST:PORT (the head's GCS address, 'ray start --head' prints it), got "
+            f"{address!r}"
+        )
     try:  # Ray itself would retry a dead address for minutes
         socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
     except OSError as exc:
-        raise SweepError(f"cannot reach a Ray cluster at {address}: {exc.strerror or exc}; start one with 'ray start --head' "
-                         f"or leave out --address for a local instance") from None
+        raise SweepError(
+            f"cannot reach a Ray cluster at {address}: {exc.strerror or exc}; start one with 'ray start --head' "
+            f"or leave out --address for a local instance"
+        ) from None
     return address
 
 
-def _run_ray(jobs: list[dict[str, Any]], done: Callable[[dict[str, Any], Any], None], *, address: str | None,
-             parallel: int, budget: "SweepBudget | None" = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _run_ray(
+    jobs: list[dict[str, Any]],
+    done: Callable[[dict[str, Any], Any], None],
+    *,
+    address: str | None,
+    parallel: int,
+    budget: "SweepBudget | None" = None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Submit the jobs as Ray tasks (one CPU each; retried when its worker dies) and collect them as
     they finish: all at once, or with a ``budget`` as many as the cluster has CPUs (a cell's cap is
     held only while it runs). Without ``address`` a private local Ray instance with ``parallel``
@@ -246,12 +313,17 @@ def _run_ray(jobs: list[dict[str, Any]], done: Callable[[dict[str, Any], Any], N
         if address is None:
             kw["num_cpus"] = parallel
         try:
-            ray.init(address=address or "local", **kw)  # "local": a new instance, never a cluster that happens to run here
+            ray.init(
+                address=address or "local", **kw
+            )  # "local": a new instance, never a cluster that happens to run here
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise SweepError(f"cannot reach a Ray cluster at {address}: {' '.join(str(exc).split())[:300]}") from None
     try:
-        info = {"address": address or "local", "nodes": len([n for n in ray.nodes() if n.get("Alive")]),
-                "cpus": int(ray.cluster_resources().get("CPU", 0))}
+        info = {
+            "address": address or "local",
+            "nodes": len([n for n in ray.nodes() if n.get("Alive")]),
+            "cpus": int(ray.cluster_resources().get("CPU", 0)),
+        }
         remote = ray.remote(num_cpus=1, max_retries=RAY_RETRIES, retry_exceptions=False)(execute_job)
 
         def wait_one(refs: list[Any]) -> tuple[Any, Any]:
@@ -337,12 +409,24 @@ class SweepBudget:
         """The cap and what the cells count against it now (their spending, or caps where unknown)."""
         with self._lock:
             counted = sum(self._counted.values(), Decimal(0))
-        return {"usd": float(self.usd), "spent_usd": float(counted), "left_usd": float(max(self.usd - counted, Decimal(0)))}
+        return {
+            "usd": float(self.usd),
+            "spent_usd": float(counted),
+            "left_usd": float(max(self.usd - counted, Decimal(0))),
+        }
 
 
 # --- the folder's manifest ---------------------------------------------------------------------
-def write_manifest(folder: Path, kind: str, task: str | None, jobs: list[dict[str, Any]], res: dict[str, Any] | None = None, *,
-                   outputs: dict[str, str] | None = None, counts: dict[str, int] | None = None) -> Any:
+def write_manifest(
+    folder: Path,
+    kind: str,
+    task: str | None,
+    jobs: list[dict[str, Any]],
+    res: dict[str, Any] | None = None,
+    *,
+    outputs: dict[str, str] | None = None,
+    counts: dict[str, int] | None = None,
+) -> Any:
     """Write ``folder/manifest.json`` (:class:`cooplab.graphs.runfiles.Manifest`): one cell per job
     under ``folder`` (its name, run directory, labels, and the status its summary.json holds now;
     a cell whose summary is damaged or that failed has its one line), the folder's own files that
@@ -369,8 +453,15 @@ def write_manifest(folder: Path, kind: str, task: str | None, jobs: list[dict[st
         except runstore.RunDirError as exc:
             status, error = None, str(exc)
         labels = {str(k): v for k, v in runstore.jsonable(j.get("labels") or {}).items()}
-        cells.append(runfiles.ManifestCell(name=d.name, dir=rel, labels=labels, status=status,
-                                           **({"error": one_line(error, runfiles.MAX_TEXT)} if error else {})))
+        cells.append(
+            runfiles.ManifestCell(
+                name=d.name,
+                dir=rel,
+                labels=labels,
+                status=status,
+                **({"error": one_line(error, runfiles.MAX_TEXT)} if error else {}),
+            )
+        )
     there = {k: v for k, v in (outputs or {}).items() if (folder / v).exists()}
     m = runfiles.Manifest(kind=kind, task=task, cells=cells, outputs=there, counts=dict(counts or {}))
     return runfiles.write_manifest(folder, m)
@@ -387,7 +478,11 @@ def flatten_summary(obj: Any, prefix: str = "", depth: int = 0) -> dict[str, Any
         for k, v in obj.items():
             if k in _SKIP:
                 continue
-            out.update(flatten_summary(v, f"{prefix}{k}.", depth + 1) if isinstance(v, dict) else flatten_summary(v, f"{prefix}{k}", depth + 1))
+            out.update(
+                flatten_summary(v, f"{prefix}{k}.", depth + 1)
+                if isinstance(v, dict)
+                else flatten_summary(v, f"{prefix}{k}", depth + 1)
+            )
     elif isinstance(obj, bool):
         out[prefix.rstrip(".")] = obj
     elif isinstance(obj, int | float | str) or obj is None:
@@ -417,7 +512,9 @@ def table(jobs: list[dict[str, Any]], res: dict[str, Any], noun: str) -> list[di
             except runstore.RunDirError as exc:
                 unreadable = str(exc)
         flat = {k: v for k, v in flatten_summary(summary).items() if k not in row}
-        row["status"] = flat.pop("status", None) or ("unreadable" if unreadable else "failed" if d.name in errors else "not run")
+        row["status"] = flat.pop("status", None) or (
+            "unreadable" if unreadable else "failed" if d.name in errors else "not run"
+        )
         if d.name in unfunded:  # not run this time: its budget did not fit in what the sweep had left
             row["status"] = NOT_STARTED
         row.update(flat)
@@ -452,8 +549,10 @@ def format_table(rows: list[dict[str, Any]], columns: list[str], width: int = 14
     def fit(text: str, w: int) -> str:
         return f"{text:<{w}}" if len(text) <= w else text[: w - 1] + "\u2026"
 
-    w = {c: max(len(c), min(max((len(cell(r.get(c))) for r in rows), default=0), 48 if i == 0 else width))
-         for i, c in enumerate(cols)}
+    w = {
+        c: max(len(c), min(max((len(cell(r.get(c))) for r in rows), default=0), 48 if i == 0 else width))
+        for i, c in enumerate(cols)
+    }
     lines = ["  ".join(f"{c:<{w[c]}}" for c in cols)]
     for r in rows:
         lines.append("  ".join(fit(cell(r.get(c)), w[c]) for c in cols))
