@@ -37,7 +37,9 @@ def text_of(cell) -> str:
 
 
 def cell_with(nb, needle: str) -> tuple[int, dict]:
-    return next((i, c) for i, c in enumerate(nb.cells) if c.cell_type == "code" and needle in c.source)
+    """The first code cell whose source holds ``needle``, whitespace aside (the formatter may wrap a call)."""
+    bare = "".join(needle.split())
+    return next((i, c) for i, c in enumerate(nb.cells) if c.cell_type == "code" and bare in "".join(c.source.split()))
 
 
 @pytest.fixture
