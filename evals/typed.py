@@ -7,11 +7,12 @@ frame; the numbers pandas parses from a column, whose stubs type as a wide union
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     import pandas as pd
+    from numpy.typing import NDArray
 
 
 def sub(record: Mapping[str, Any] | None, key: str) -> Mapping[str, Any]:
@@ -59,3 +60,18 @@ def scalar(x: Any) -> float:
 def first_where(values: pd.Series, mask: Any) -> Any:
     """The first of ``values`` where the boolean Series ``mask`` is true (an offending raw value to name)."""
     return as_series(values[mask]).iloc[0]
+
+
+def as_array(x: Any) -> NDArray[Any]:
+    """``x`` as the numpy array it is at run time."""
+    return cast("NDArray[Any]", x)
+
+
+def groups(df: pd.DataFrame, by: str | list[str], **kw: Any) -> Iterator[tuple[Any, pd.DataFrame]]:
+    """``df.groupby(by, **kw)`` as (key, group) pairs, the key Any (a tuple when ``by`` is a list)."""
+    return iter(df.groupby(by, **kw))
+
+
+def tuples(df: pd.DataFrame, **kw: Any) -> Iterator[Any]:
+    """``df.itertuples(**kw)``, rows read by attribute."""
+    return iter(df.itertuples(**kw))

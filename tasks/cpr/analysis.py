@@ -19,10 +19,10 @@ import pandas as pd
 from cooplab.evals import stats
 from cooplab.evals.canvas import Figure, subplots
 from cooplab.evals.text import model_display_name
+from cooplab.evals.typed import as_frame, column, groups
 from cooplab.graphs import rundir, runfiles
 from cooplab.tasks.cpr.figures import timeseries_stats
 from cooplab.tasks.cpr.results import CPRResults
-from cooplab.tasks.frames import as_frame, column, groups
 
 POPS = ["altruistic", "mixed", "selfish"]
 ABLS = ["full", "osl", "ogd", "neither"]

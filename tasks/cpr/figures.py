@@ -14,7 +14,7 @@ import pandas as pd
 
 from cooplab.evals.canvas import Figure, subplots
 from cooplab.evals.text import mean_sem_text
-from cooplab.tasks.frames import as_frame, column, groups
+from cooplab.evals.typed import as_frame, column, groups
 
 
 def _band(ax, x, mean, half, label, color=None, ls="-", bounds=(-np.inf, np.inf)):

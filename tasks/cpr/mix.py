@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from cooplab.agents.mix import model_of
-from cooplab.tasks.frames import as_frame, cell, column, groups
+from cooplab.evals.typed import as_frame, cell, column, groups
 
 
 def models_by_agent(llm: Mapping[str, Any] | None, n_agents: int) -> dict[int, str]:

@@ -16,7 +16,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from cooplab.tasks.frames import as_frame, as_series, groups, tuples
+from cooplab.evals.typed import as_frame, as_series, groups, tuples
 
 #: the packages the embedder needs (all in the analysis extra)
 EMBEDDER_PACKAGES = ("safetensors", "tokenizers", "scipy")

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from cooplab.evals.text import counts_text, mean_sem_text
+from cooplab.evals.typed import column
 from cooplab.graphs import prompts, rundir
 from cooplab.graphs.formats import Converter
 from cooplab.graphs.rng import phase_rng
@@ -42,7 +43,6 @@ from cooplab.tasks.cpr.params import (
 from cooplab.tasks.cpr.results import CPRResults
 from cooplab.tasks.cpr.society import Condition, apply_ablation, init_state, phases_for
 from cooplab.tasks.cpr.state import CPRState, full_state
-from cooplab.tasks.frames import column
 
 
 def presets() -> dict[str, dict[str, Any]]:

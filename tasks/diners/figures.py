@@ -17,12 +17,12 @@ import numpy as np
 import pandas as pd
 from langgraph.checkpoint.memory import InMemorySaver
 
+from cooplab.evals.typed import as_frame, column
 from cooplab.graphs import rundir
 from cooplab.graphs.checkpoint_serde import CheckpointSerializer
 from cooplab.tasks.diners import model as dm
 from cooplab.tasks.diners.metrics import strategy_counts
 from cooplab.tasks.diners.society import paper_conditions, run_diners
-from cooplab.tasks.frames import as_frame, column
 
 COLORS = {"P": "tab:blue", "R1": "tab:red", "E": "tab:green", "M": "tab:purple", "D": "black"}
 PK_ORDER = ("unstated", "3:1", "6:1")

@@ -14,9 +14,9 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
+from cooplab.evals.typed import as_frame, as_series
 from cooplab.graphs.tables import ids
 from cooplab.tasks.diners import model as dm
-from cooplab.tasks.frames import as_frame, as_series
 
 
 def _meta(final: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:

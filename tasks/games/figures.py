@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cooplab.tasks.frames import as_frame, as_series, column
+from cooplab.evals.typed import as_frame, as_series, column
 from cooplab.tasks.games.metrics import METRIC_LABEL, bootstrap_convergence
 
 

@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cooplab.evals.typed import as_frame, column
 from cooplab.graphs.tables import ids
-from cooplab.tasks.frames import as_frame, column
 from cooplab.tasks.games import equilibria as eq
 
 METRIC_LABEL = {
