@@ -410,7 +410,7 @@ def analyze(out: Path) -> dict[str, Any]:
         m = runfiles.manifest_of(out)
     except RunDirError as exc:
         raise ProfileError(str(exc)) from None
-    cells = {c.labels.get("game", c.name): c for c in (m.cells if m is not None else []) if c.dir is not None}
+    cells = {str(c.labels.get("game", c.name)): c for c in (m.cells if m is not None else []) if c.dir is not None}
     summaries: dict[str, RunSummary | None] = {}
     status = "completed"
     for game in req["games"]:
