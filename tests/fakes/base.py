@@ -17,7 +17,7 @@ import json
 import math
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
@@ -189,13 +189,16 @@ class FakeServer(DeliveryLog):
     CALL_PATHS: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
-        self, mode: str | Callable[[Request], Reply] = "ok", script: list[Any] | None = None, answer: Any = ANSWER
+        self,
+        mode: str | Callable[[Request], Reply] = "ok",
+        script: Sequence[str | Callable[[Request], Reply]] | None = None,
+        answer: Any = ANSWER,
     ):
         if isinstance(mode, str) and mode not in self.MODES:
             raise KeyError(f"unknown mode {mode!r}")
         self.mode = mode
         self.answer = answer
-        self.script = list(script or [])
+        self.script: list[str | Callable[[Request], Reply]] = list(script or [])
         self.requests: list[Request] = []
         self.deliveries: list[Delivery] = []
         self.release = threading.Event()
