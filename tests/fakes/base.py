@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from tests.agents.misbehaving_server import ANSWER, Delivery, DeliveryLog, send_body
 from tests.agents.misbehaving_server import Reply as _BaseReply
@@ -313,7 +313,12 @@ class FakeServer(DeliveryLog):
     def root(self) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
-    def __enter__(self) -> "FakeServer":
+    @property
+    def url(self) -> str:
+        """The base URL a provider's client is given (each server says)."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
