@@ -127,6 +127,16 @@ def params_cpr(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Every cpr parameter with its default (or a preset's value), meaning and source."""
+    typer.echo(params_output(preset, as_json), nl=False)
+
+
+def params_output(preset: str | None, as_json: bool) -> str:
+    """What ``cooplab params cpr [--preset P] [--json]`` prints. Without a preset it is also kept in
+    tasks/cpr/params_table.json (:data:`cooplab.tasks.cpr.TABLE_FILE`), which the console script
+    prints without loading Typer or pydantic (``scripts/params_table.py`` writes it; a test checks
+    it against this function)."""
+    import json
+
     from cooplab.evals.text import plain
     from cooplab.tasks.cpr.params import ParamError, make_params, params_table
 
@@ -144,13 +154,16 @@ def params_cpr(
         if r["name"] in values:
             r["value"], r["preset"] = getattr(params, r["name"]), preset
     if as_json:
-        echo_json(rows)
-        return
+        from cooplab.graphs.rundir import jsonable
+
+        return json.dumps(jsonable(rows), indent=2) + "\n"
     w = max((len(r["name"]) for r in rows), default=4)
+    lines = []
     for r in rows:
         shown = r.get("value", r["default"])
         where = f"preset {r['preset']}; default {plain(r['default'])}; {r['source']}" if "preset" in r else r["source"]
-        typer.echo(f"{r['name']:<{w}}  {plain(shown):<12}  {r['meaning']}  [{where}]")
+        lines.append(f"{r['name']:<{w}}  {plain(shown):<12}  {r['meaning']}  [{where}]\n")
+    return "".join(lines)
 
 
 def figures_cpr_abm(

@@ -5,7 +5,7 @@ Each LLM run of the trace becomes one call: its agent, round, phase (and society
 messages of its prompt and the answer, when it started and how long it took, the tokens the model
 reported and, from the run's ledger, what the call was charged (its tokens and cost; matched by the
 call id in its metadata, :mod:`cooplab.graphs.tracing.charges`). Who and when come from the run's
-metadata (``agent_id``, ``round``, ``phase``, ... set by cooplab's tracing); traces written before
+metadata (``agent_id``, ``agent``, ``round``, ``phase``, ... set by cooplab's tracing); traces written before
 those labels existed are read from the prompt itself (``Your name is Fisher 3`` -> agent 2,
 ``Round 4.``) and the graph node (the phase). A call answered from the response cache (a rerun, a
 resume, a fork) is one too, marked ``cached``, and is charged nothing.
@@ -98,7 +98,9 @@ def facts(rec: Mapping[str, Any]) -> dict[str, Any]:
     md = sub(extra, "metadata")
     msgs = _messages(rec.get("inputs"))
     text = "\n".join(m["text"] for m in msgs)
-    agent = md.get("agent_id")
+    # a numbered agent's position: "agent" (agent_id is then the tables' "S:A" text); in traces
+    # written before that, agent_id was the position itself; a science role has only its text id
+    agent = md.get("agent") if md.get("agent") is not None else md.get("agent_id")
     name = md.get("agent_name")
     if agent is None:
         m = _NAME.search(text)

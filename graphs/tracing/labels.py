@@ -26,7 +26,7 @@ ORIGINAL_LATENCY = "original_latency_s"
 ORIGINAL_USAGE = "original_usage"
 CACHED_AT = "cached_at"
 #: the labels a call may carry, in the order of its tags
-LABELS = ("society", "agent_id", AGENT_NAME, "round", "phase", "team", "pass", "model", CALL_ID)
+LABELS = ("society", "agent_id", "agent", AGENT_NAME, "round", "phase", "team", "pass", "model", CALL_ID)
 SEP = " · "
 
 
@@ -85,11 +85,15 @@ def call_labels(
     pass_: int | None = None,
 ) -> dict[str, Any]:
     """The labels of one agent's call or tool run (team and pass from the config's metadata when the
-    task set them there)."""
+    task set them there). ``agent_id`` is text, the key the run's tables use: ``"SOCIETY:AGENT"``
+    for a numbered agent of a society (``"0:2"``, as :func:`cooplab.graphs.tables.agent_id`), else
+    the agent's own id (a science role's); a numbered agent's position is also there as ``agent``."""
     md = (config or {}).get("metadata") or {}
+    numbered = isinstance(agent, int) and not isinstance(agent, bool)
     return {
         "society": society,
-        "agent_id": agent,
+        "agent_id": f"{society}:{agent}" if numbered and isinstance(society, int) else str(agent),
+        "agent": agent if numbered else None,
         AGENT_NAME: agent_name(agent, md),
         "round": round,
         "phase": phase,

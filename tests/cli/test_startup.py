@@ -90,11 +90,8 @@ def imported(args: list[str]) -> tuple[str, set[str]]:
         (["--help"], set(), set()),
         (["--version"], set(), set()),
         (["run", "cpr", "--help"], {"cooplab.cli.cpr"}, set()),
-        (
-            ["params", "cpr"],
-            {"cooplab.cli.cpr"},
-            {"pydantic"},
-        ),  # the table is read from the pydantic model of the parameters
+        (["params", "cpr"], set(), set()),  # printed from the stored copy of the table
+        (["params", "cpr", "--json"], set(), set()),
     ],
 )
 def test_an_answer_loads_no_heavy_package_and_no_other_command(args, commands, allowed):
@@ -108,8 +105,10 @@ def test_an_answer_loads_no_heavy_package_and_no_other_command(args, commands, a
     assert cli <= FRONT | commands, (
         f"cooplab {' '.join(args)} imported the commands of {sorted(cli - FRONT - commands)}"
     )
-    if args != ["--version"]:  # answered before the command line is imported
+    if commands or args == ["--help"]:  # --version and the stored tables: answered before the command line loads
         assert cli >= {"cooplab.cli", "cooplab.cli.lazy"} | commands
+    else:
+        assert not cli and "typer" not in tops, f"cooplab {' '.join(args)} loaded the command line"
     assert not any(m.startswith("cooplab.tasks.cpr.") and m != "cooplab.tasks.cpr.params" for m in modules), (
         "the CPR society was loaded"
     )
@@ -170,3 +169,36 @@ def test_the_front_module_defines_no_command_of_a_world():
             module, _, attr = entry.target.partition(":")
             if module == front.__name__:
                 assert isinstance(getattr(front, attr), typer.Typer), f"{name}: {entry.target} is not a group"
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_the_stored_parameter_table_is_what_the_command_prints(as_json):
+    """tasks/cpr/params_table.json against the command it copies; when this fails, run
+    ``.venv/bin/python scripts/params_table.py`` after changing the CPR parameters."""
+    import cooplab._entry as entry
+    from cooplab.cli.cpr import params_output
+
+    args = ["params", "cpr", *(["--json"] if as_json else [])]
+    assert entry.stored_output(args) == params_output(None, as_json), "run scripts/params_table.py"
+    # and the console script prints it byte for byte as the command line does
+    fast = subprocess.run(
+        [sys.executable, "-c", "from cooplab._entry import entry; entry()", *args], capture_output=True, timeout=300
+    )
+    full = subprocess.run(
+        [sys.executable, "-c", "from cooplab.cli import entry; entry()", *args], capture_output=True, timeout=300
+    )
+    assert fast.returncode == full.returncode == 0 and fast.stdout == full.stdout, fast.stderr + full.stderr
+
+
+def test_an_unreadable_stored_table_leaves_the_answer_to_the_command_line(tmp_path, monkeypatch):
+    import cooplab._entry as entry
+    import cooplab.tasks.cpr as cpr
+
+    assert entry.stored_output(["params", "cpr", "--preset", "v1"]) is None  # not a stored command
+    assert entry.stored_output(["params", "games"]) is None
+    for content in (None, "not json", "[1, 2]", '{"text": 3}', '{"text": ""}'):
+        path = tmp_path / f"t{hash(content)}.json"
+        if content is not None:
+            path.write_text(content)
+        monkeypatch.setattr(cpr, "TABLE_FILE", str(path))  # an absolute path wins over the folder in os.path.join
+        assert entry.stored_output(["params", "cpr"]) is None, content

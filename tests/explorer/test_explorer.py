@@ -689,7 +689,15 @@ def test_unlabelled_calls_are_read_from_their_prompts(system, human, agent, name
         11,
         "vote",
         2,
+    )  # a trace written when agent_id was the agent's number
+    now = facts(
+        {
+            "run_type": "llm",
+            "inputs": {"messages": [msgs]},
+            "extra": {"metadata": {"agent_id": "2:7", "agent": 7, "round": 11, "phase": "vote", "society": 2}},
+        }
     )
+    assert (now["agent"], now["society"], now["round"]) == (7, 2, 11)  # agent_id is the tables' text key
 
 
 def test_a_punisher_or_target_that_is_no_agent_id_is_listed_but_left_out_of_the_matrix():

@@ -84,6 +84,9 @@ def test_the_core_wheel_installs_light_runs_and_names_missing_extras(tmp_path):
     )
     assert r.returncode == 0 and json.loads(r.stdout)["iterations_completed"] == 3, r.stderr
     assert sh([cooplab, "params", "cpr", "--json"], cwd=work).returncode == 0
+    # the wheel carries the stored parameter table, so the console script answers without Typer or pydantic
+    stored = "import cooplab._entry as e; assert e.stored_output(['params', 'cpr', '--json']).startswith('[')"
+    assert sh([py, "-c", stored], cwd=work).returncode == 0
     assert sh([cooplab, "resume", "r1", "-q"], cwd=work).returncode == 0
     for args, extra in (
         (

@@ -53,8 +53,11 @@ def check_labels(out: Path, task: str, noun: str | None) -> list:
         assert md["task"] == task and md["run_id"] == md["thread_id"] == md["session_id"] == run_id
         assert m["who"] == md["agent_name"] and m["phase"] == md["phase"]
         if noun is not None:
-            assert md["agent_name"] == f"{noun} {md['agent_id'] + 1}" and int(m["when"]) == md["round"]
+            assert md["agent_name"] == f"{noun} {md['agent'] + 1}" and int(m["when"]) == md["round"]
             assert isinstance(md["society"], int)
+            # identifiers are text: the tables' key of the agent, which its ledger row carries too
+            assert md["agent_id"] == f"{md['society']}:{md['agent']}"
+            assert set(ledger.loc[ledger["call_id"] == md["call_id"], "agent_id"]) == {md["agent_id"]}
         assert set(ledger.loc[ledger["call_id"] == md["call_id"], "model"]) == {md["model"]}  # the call's ledger row
         for tag in (
             f"task:{task}",
