@@ -232,7 +232,9 @@ def test_a_fork_whose_record_lost_its_round_says_so_and_never_round_none(served)
     url, root = served
     assert '"fork_at_round": null' in (root / "noround" / "traces.jsonl").read_text()
     traces = httpx.get(page(url, "traces", id="0/noround")).text
-    note = re.search(r'<p class="note info fork">(.*?)</p>', traces, re.S).group(1)
+    found = re.search(r'<p class="note info fork">(.*?)</p>', traces, re.S)
+    assert found, traces[:400]
+    note = found.group(1)
     assert "at a round its record does not say" in note and "its first rounds are the parent" in note
     assert "round not recorded)" in traces
     run = httpx.get(page(url, "run", id="0/noround")).text
