@@ -15,7 +15,8 @@ Both are fitted with NUTS on the CPU from a recorded seed; the tables carry the 
 s.d., 95% interval, P(>0), split R-hat and bulk ESS (NumPyro's estimators), the divergences, and a
 posterior-predictive check. NumPyro and JAX are the optional extra ``bayes``.
 
-The data come from ``cooplab profile`` directories (profile.json and ``games/GAME/simulations.*``),
+The data come from ``cooplab profile`` directories (profile.json and each game's ``simulations.*`` in
+the run its manifest names: ``cells/game-GAME__sSEED/``, ``games/GAME/`` before the grid layout),
 a science sweep directory (``scores.csv``) and an optional ``models.csv``
 (:func:`read_model_info`).
 """
@@ -248,7 +249,7 @@ def load_profile_dir(d: Path) -> dict[str, Any]:
     proximity), the group size and the share of fallback decisions. Every game must be there,
     completed, with at least two finite simulations. Proximities above 1 (written before proximity
     was capped at 1) are capped here, with a note."""
-    from cooplab.graphs import rundir
+    from cooplab.graphs import rundir, runfiles
 
     d = Path(d)
     if not d.is_dir():
@@ -275,6 +276,11 @@ def load_profile_dir(d: Path) -> dict[str, Any]:
         raise BayesError(f"{d}/profile.json: prompt must be one of {', '.join(PROMPTS)}, got {prompt!r}")
     games: dict[str, dict[str, Any]] = {}
     notes: list[str] = []
+    try:
+        manifest = runfiles.manifest_of(d)
+    except rundir.RunDirError as exc:
+        raise BayesError(_line(exc)) from None
+    dirs = {} if manifest is None else manifest.dirs_by(d, "game")  # cells/game-GAME__sN (games/GAME before)
     for g in GAMES:
         e = p["games"].get(g)
         if e is None:
@@ -287,35 +293,31 @@ def load_profile_dir(d: Path) -> dict[str, Any]:
                 f"{d}: game {g} has status {e.get('status')!r}, not completed; finish the profile (rerun the same "
                 f"'cooplab profile' command)"
             )
+        gd = dirs.get(g, d / "games" / g)
         try:
-            sims = rundir.read_table(d / "games" / g, "simulations")
+            sims = rundir.read_table(gd, "simulations")
         except (rundir.RunDirError, OSError, ValueError) as exc:
-            raise BayesError(f"{d}/games/{g}: simulations table cannot be read ({_line(exc)})") from None
+            raise BayesError(f"{gd}: simulations table cannot be read ({_line(exc)})") from None
         for col in ("metric", "proximity"):
             if col not in sims.columns:
-                raise BayesError(f"{d}/games/{g}/simulations has no {col} column; is it a cooplab game run?")
+                raise BayesError(f"{gd}/simulations has no {col} column; is it a cooplab game run?")
             v = numeric(column(sims, col)).to_numpy(dtype=float)
             bad = ~np.isfinite(v)
             if bool(bad.any()):
                 raise BayesError(
-                    f"{d}/games/{g}/simulations: {col} of simulation {int(np.flatnonzero(bad)[0])} is "
+                    f"{gd}/simulations: {col} of simulation {int(np.flatnonzero(bad)[0])} is "
                     f"{sims[col].iloc[int(np.flatnonzero(bad)[0])]!r}, not a finite number; rerun that game"
                 )
             if col == "proximity" and (v < 0).any():
-                raise BayesError(
-                    f"{d}/games/{g}/simulations: a proximity is negative ({v.min():g}); proximity is a distance"
-                )
+                raise BayesError(f"{gd}/simulations: a proximity is negative ({v.min():g}); proximity is a distance")
             if col == "proximity" and (v > 1).any():
                 notes.append(
-                    f"{d}/games/{g}: {int((v > 1).sum())} proximity value(s) above 1 (an earlier cooplab, uncapped) "
-                    f"capped at 1"
+                    f"{gd}: {int((v > 1).sum())} proximity value(s) above 1 (an earlier cooplab, uncapped) capped at 1"
                 )
                 v = np.minimum(v, 1.0)
             sims[col] = v
         if len(sims) < 2:
-            raise BayesError(
-                f"{d}/games/{g}: {len(sims)} simulation(s); the analyses need at least 2 per game (--simulations)"
-            )
+            raise BayesError(f"{gd}: {len(sims)} simulation(s); the analyses need at least 2 per game (--simulations)")
         gs = e.get("group_sizes")
         if not (
             isinstance(gs, list)

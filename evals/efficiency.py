@@ -27,6 +27,7 @@ import pandas as pd
 from cooplab.evals.bayes import bare_model_name
 from cooplab.evals.typed import column
 from cooplab.evals.values import num
+from cooplab.graphs import runfiles
 from cooplab.graphs.rundir import RunDirError, read_json
 from cooplab.limits import ConfigError
 
@@ -107,7 +108,12 @@ def profile_row(d: Path) -> dict[str, Any]:
         raise EfficiencyError(f"{d}/profile.json names no model")
     games = prof.get("games")
     games = games if isinstance(games, dict) else {}
-    frames = [lg for g in games if (lg := _ledger(d / "games" / g)) is not None]
+    try:
+        m = runfiles.manifest_of(d)
+    except runfiles.RunDirError as exc:
+        raise EfficiencyError(str(exc).splitlines()[0]) from None
+    dirs = {} if m is None else m.dirs_by(d, "game")  # cells/game-GAME__sN (games/GAME before the grid layout)
+    frames = [lg for g in games if (lg := _ledger(dirs.get(str(g), d / "games" / str(g)))) is not None]
     totals = ledger_totals(pd.concat(frames, ignore_index=True) if frames else None)
     t = prof.get("totals")
     t = t if isinstance(t, dict) else {}

@@ -11,8 +11,9 @@ Two kinds of converter:
 
 - **run files** (:data:`CONVERTERS`): ``config.json`` and ``summary.json`` of version 1 (before the
   typed configuration and the schema) to version 2, the decisions, ledger and tool-loops tables
-  written before their ``agent_id`` and ``cost_usd`` columns, and a folder of many runs made before
-  ``manifest.json`` to one with it. The readers (:func:`cooplab.graphs.rundir.read_config`,
+  written before their ``agent_id`` and ``cost_usd`` columns, a folder of many runs made before
+  ``manifest.json`` to one with it, and a game profile's ``games/GAME`` runs to the grid sweep's
+  ``cells/`` (:func:`profile_cells`). The readers (:func:`cooplab.graphs.rundir.read_config`,
   :func:`cooplab.graphs.runfiles.parse_summary`, :func:`cooplab.graphs.runfiles.manifest_of`) convert
   on read through the same functions; :mod:`cooplab.runs.migrate` rewrites the files in place.
 - **sweep files**: the formats before the one grid format, converted on read with a one-line
@@ -158,6 +159,19 @@ def upgrade_table(name: str, df: Any) -> Any:
     return upgrade(name, df)
 
 
+# --- a game profile's folder -----------------------------------------------------------------------
+def profile_cells(games: Any, seed: Any) -> dict[str, str]:
+    """Where a game profile written before the grid layout keeps each game's run (``games/GAME``,
+    relative to the profile's folder) -> where the grid layout keeps it (``cells/game-GAME__sSEED``,
+    the name :func:`cooplab.runs.grid.cells` gives the cell of the grid ``{"game": [...]}`` and that
+    seed). ``games``: the games of the profile; an unusable list or seed is a ValueError (one line)."""
+    if not isinstance(games, list) or not all(isinstance(g, str) and g.replace("-", "").isalnum() for g in games):
+        raise ValueError(f"games must be a list of game names, got {games!r}"[:200])
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"seed must be an integer, got {seed!r}"[:200])
+    return {f"games/{g}": f"cells/game-{g}__s{seed}" for g in games}
+
+
 #: the converters of run files, by the file they read; ``cooplab migrate`` applies them in place
 #: (a folder of many runs without manifest.json gets the one its layout shows: the engine's driver
 #: writes it with :func:`cooplab.graphs.runfiles.manifest_of`)
@@ -175,6 +189,12 @@ CONVERTERS: dict[str, Converter] = {
         "a layout before manifests (cells/, runs/, games/, items/)",
         f"version {MANIFEST_VERSION}",
         lambda raw: raw,
+    ),
+    "games/": Converter(
+        "games/",
+        "a game profile's games/GAME run folders (before profiles were grid sweeps)",
+        "cells/game-GAME__sSEED, with the manifest and profile.json naming them",
+        profile_cells,
     ),
 }
 

@@ -58,7 +58,8 @@ class Runs(Jobs, Protocol):
     """The job executor and single runs (:data:`cooplab.runs.engine.ENGINE`): ``start`` a task's run in
     an empty or new directory, ``resume`` one from its checkpoints, ``check_models`` of a run's config
     (raw JSON) before anything runs; a run that stops early raises ``RunStopped`` (Ctrl-C, a model
-    that cannot be reached) or ``RunFailed``."""
+    that cannot be reached) or ``RunFailed``; ``run_grid`` runs a grid sweep (:mod:`cooplab.runs.grid`,
+    the one runner of many runs: a game profile is one) and ``cell_names`` names its cells."""
 
     RunStopped: type[BaseException]
     RunFailed: type[BaseException]
@@ -68,3 +69,20 @@ class Runs(Jobs, Protocol):
     def resume(self, out: Path, *, quiet: bool = ..., warn: Callable[[str], None] | None = None) -> Any: ...
 
     def check_models(self, task: Any, config: dict[str, Any], flag: str) -> None: ...
+
+    def run_grid(
+        self,
+        sweep: dict[str, Any],
+        *,
+        where: str = ...,
+        config_of: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        kind: str = ...,
+        outputs: dict[str, str] | None = None,
+        in_turn: bool = ...,
+        log: Callable[[str], None] = ...,
+        quiet: bool = ...,
+        warn: Callable[[str], None] | None = None,
+        announce: Callable[[dict[str, Any], str], None] | None = None,
+    ) -> dict[str, Any]: ...
+
+    def cell_names(self, sweep: dict[str, Any], where: str = ...) -> dict[str, dict[str, Any]]: ...

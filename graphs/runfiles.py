@@ -625,6 +625,16 @@ class Manifest(FileModel):
         """The cells that are run directories, each with its path under ``folder``."""
         return [(c, Path(folder) / c.dir) for c in self.cells if c.dir is not None]
 
+    def dirs_by(self, folder: str | Path, key: str) -> dict[str, Path]:
+        """The run directories under ``folder`` by the value of the cells' label ``key`` as text (a
+        game profile's by game); a cell without that label, as in a layout inferred from before
+        manifests, by its name; the first cell of a value wins."""
+        out: dict[str, Path] = {}
+        for c, d in self.runs(folder):
+            v = c.labels.get(key, c.name)
+            out.setdefault(v if isinstance(v, str) else json.dumps(v), d)
+        return out
+
 
 #: the folders the layouts before manifests kept their run directories in
 RUN_FOLDERS = ("cells", "runs", "games", "items")

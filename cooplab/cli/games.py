@@ -312,7 +312,7 @@ def profile_command(
             err=True,
         )
         raise typer.Exit(1) from None
-    except runner.runstore.RunDirError as exc:  # e.g. a game's directory another process is writing
+    except (runner.runstore.RunDirError, pf.ProfileError) as exc:  # e.g. a game's directory another process is writing
         fail(str(exc))
     except KeyboardInterrupt:
         typer.echo(f"cooplab: interrupted; run the same command again to continue the profile in {out}", err=True)
@@ -322,7 +322,10 @@ def profile_command(
         return
     for line in profile_lines(profile):
         typer.echo(line)
-    typer.echo(f"profile directory: {out} (profile.json, decisions.*, ledger.*, figures/profile.png, games/GAME/)")
+    typer.echo(
+        f"profile directory: {out} (profile.json, decisions.*, ledger.*, figures/profile.png, cells/ (one run per "
+        "game), manifest.json, table.csv)"
+    )
 
 
 def _references(items: Optional[list[str]]) -> dict[str, float] | None:

@@ -50,6 +50,38 @@ class Engine:
 
         return runner.resume(Path(out), quiet=quiet, warn=warn)
 
+    def run_grid(
+        self,
+        sweep: dict[str, Any],
+        *,
+        where: str = "sweep",
+        config_of: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        kind: str = "sweep",
+        outputs: dict[str, str] | None = None,
+        in_turn: bool = False,
+        log: Callable[[str], None] = lambda s: None,
+        quiet: bool = True,
+        warn: Callable[[str], None] | None = None,
+        announce: Callable[[dict[str, Any], str], None] | None = None,
+    ) -> dict[str, Any]:
+        """Run a grid sweep given as its JSON object (:mod:`cooplab.runs.grid`: checked, one-line
+        ConfigError naming ``where``) and return its result; ``config_of(labels)`` builds a cell's
+        config.json object, ``kind``, ``outputs``, ``in_turn``, ``warn``, ``announce`` as
+        :func:`cooplab.runs.grid.run` takes them."""
+        from cooplab.runs import grid
+
+        sw = grid.load(sweep, where)
+        todo = grid.jobs(sw, where, config_of=config_of)
+        return grid.run(
+            sw, todo, log=log, quiet=quiet, kind=kind, outputs=outputs, in_turn=in_turn, warn=warn, announce=announce
+        )
+
+    def cell_names(self, sweep: dict[str, Any], where: str = "sweep") -> dict[str, dict[str, Any]]:
+        """The cells of a grid sweep given as its JSON object: name -> labels (nothing runs)."""
+        from cooplab.runs import grid
+
+        return {c["name"]: c["labels"] for c in grid.cells(grid.load(sweep, where))}
+
     def check_models(self, task: Any, config: dict[str, Any], flag: str) -> None:
         """The models of an LLM run's raw ``config`` (``seed``, ``params``, ``llm``), checked before
         anything runs (scripted models answer every phase; other models reachable); a one-line

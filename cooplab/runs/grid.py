@@ -20,6 +20,10 @@ from any directory. After the cells, the task's :meth:`~cooplab.graphs.task.Task
 finished ones unless ``"analysis": false``. ``budget`` (a run keyword) caps each cell;
 ``"sweep_budget": USD`` caps what all cells spend together (:class:`~cooplab.runs.sweeps.SweepBudget`).
 
+Every many-run job of a world goes through this runner: a game profile (``cooplab profile``,
+:mod:`cooplab.tasks.games.profiles`) is a sweep of one cell per game, run in turn (``in_turn``),
+its manifest of kind ``profile``, its files written by the game task's ``analyze_sweep``.
+
 Files in the three earlier formats (CPR's models x envs x populations x ablations, science's
 conditions, a task's command-line ``args``) are converted to this one with a one-line notice
 (:mod:`cooplab.runs.migrate`, which also upgrades run folders: ``cooplab migrate``).
@@ -306,8 +310,12 @@ def cells(sw: GridSweep) -> list[dict[str, Any]]:
     return out
 
 
-def jobs(sw: GridSweep, where: str = "sweep") -> list[dict[str, Any]]:
-    """Every cell as a job of :mod:`cooplab.runs.sweeps`, its config built and checked (nothing runs)."""
+def jobs(
+    sw: GridSweep, where: str = "sweep", *, config_of: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """Every cell as a job of :mod:`cooplab.runs.sweeps`, its config built and checked (nothing runs).
+    ``config_of(labels)``: the cell's config.json object, when the caller builds it (a game profile:
+    one game per cell); otherwise built from the cell's keywords."""
     from cooplab.runs import registry
     from cooplab.runs.config import RunConfig
 
@@ -315,13 +323,18 @@ def jobs(sw: GridSweep, where: str = "sweep") -> list[dict[str, Any]]:
     out = []
     for c in cells(sw):
         try:
-            config = RunConfig.from_keywords(sw.task, **c["keywords"]).resolve(task)
+            if config_of is not None:
+                raw = config_of(c["labels"])
+                config = RunConfig.load(raw, where="config")  # checked as a stored config is
+            else:
+                config = RunConfig.from_keywords(sw.task, **c["keywords"]).resolve(task)
+                raw = config.to_json()
         except ConfigError as exc:
             raise ConfigError(f"{where}: cell {c['name']}: {exc}") from None
         j = job(
             Path(sw.out) / "cells" / c["name"],
             sw.task,
-            config.to_json(),
+            raw,
             labels=c["labels"],
             done=("completed", "budget_exhausted"),
         )
@@ -344,17 +357,40 @@ def run(
     log: Callable[[str], None] = lambda s: None,
     quiet: bool = True,
     analysis_out: Path | None = None,
+    kind: str = "sweep",
+    outputs: dict[str, str] | None = None,
+    in_turn: bool = False,
+    warn: Callable[[str], None] | None = None,
+    announce: Callable[[dict[str, Any], str], None] | None = None,
 ) -> dict[str, Any]:
-    """Run a sweep's cells (``todo``: its jobs, if already built), write ``OUT/table.csv`` and, unless
-    the sweep says not to, the task's analysis of the finished cells. The result has the cells'
-    outcomes, the table, where it is, and the analysis (or the one line saying why it failed)."""
+    """Run a sweep's cells (``todo``: its jobs, if already built), write ``OUT/table.csv``,
+    ``OUT/manifest.json`` and, unless the sweep says not to, the task's analysis of the finished
+    cells. The result has the cells' outcomes, the table, where it is, and the analysis (or the
+    one line saying why it failed).
+
+    ``kind``: the manifest's kind, ``outputs`` the folder's own files it names (a game profile:
+    "profile", its profile.json...); a folder of another kind than "sweep" is analyzed even when
+    no cell finished (its files say what it has), reading the manifest, which is written before
+    the analysis and again after it. ``in_turn``: the cells run one after another and each gets
+    what the ones before it left of ``sweep_budget`` (:func:`~cooplab.runs.sweeps.run_jobs`,
+    :class:`~cooplab.runs.sweeps.SweepBudget`); ``warn`` and ``announce`` as there."""
     from cooplab.graphs import rundir
     from cooplab.runs import registry
 
     todo = jobs(sw) if todo is None else todo
-    budget = None if sw.sweep_budget is None else SweepBudget(sw.sweep_budget, todo)
+    budget = None if sw.sweep_budget is None else SweepBudget(sw.sweep_budget, todo, in_turn=in_turn)
     res = run_jobs(
-        todo, parallel=sw.parallel, noun="cell", executor=executor, address=address, log=log, quiet=quiet, budget=budget
+        todo,
+        parallel=sw.parallel,
+        noun="cell",
+        executor=executor,
+        address=address,
+        log=log,
+        quiet=quiet,
+        budget=budget,
+        in_turn=in_turn,
+        warn=warn,
+        announce=announce,
     )
     rows = table(todo, res, "cell")
     result = {**res, "cells": len(todo), "table": rows, "table_csv": str(write_table(rows, Path(sw.out)))}
@@ -365,14 +401,16 @@ def run(
         if Path(j["dir"]).name not in failed and (Path(j["dir"]) / "summary.json").is_file()
     ]
     result["run_dirs"] = [c["dir"] for c in finished]
-    if sw.analysis and finished:
+    outputs = {"table": "table.csv", **(outputs if outputs is not None else {"analysis": "analysis"})}
+    write_manifest(Path(sw.out), kind, sw.task, todo, res, outputs=outputs)
+    if sw.analysis and (finished or kind != "sweep"):
         try:
             extra = registry.get(sw.task).analyze_sweep(finished, Path(sw.out), analysis_out=analysis_out)
         except (rundir.RunDirError, ConfigError, ValueError) as exc:
             result["analysis_error"] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         else:
             result.update(extra or {})
-    write_manifest(Path(sw.out), "sweep", sw.task, todo, res, outputs={"table": "table.csv", "analysis": "analysis"})
+        write_manifest(Path(sw.out), kind, sw.task, todo, res, outputs=outputs)
     return result
 
 

@@ -5,7 +5,9 @@ formats before the grid format are converted on read.
 
 **Run folders.** Every file an earlier version wrote is converted by the converter registered for
 it (:data:`cooplab.graphs.formats.CONVERTERS`): ``config.json`` and ``summary.json`` of version 1
-to version 2, and a folder of many runs made before manifests gets its ``manifest.json``. Nothing
+to version 2, a folder of many runs made before manifests gets its ``manifest.json``, and a game
+profile written before profiles were grid sweeps has its ``games/GAME`` runs moved into ``cells/``
+(its manifest and profile.json then name them; the originals of both kept as ``*.v1.bak``). Nothing
 is written before every file of the folder has been read and converted: a damaged or unknown file
 (not JSON, a version this cooplab does not know, a summary its schema refuses) is one line and
 nothing changes. Each file is then written atomically (a temporary file renamed over it) after its
@@ -200,6 +202,85 @@ def _plan_manifest(folder: Path) -> Change | None:
     return Change(path, formats.CONVERTERS["manifest.json"], 0, content=content)
 
 
+def _plan_profile(folder: Path) -> Change | None:
+    """A game profile in the layout before profiles were grid sweeps (``games/GAME`` run folders,
+    ``profile-config.json``, no ``cells/``): its runs to move into ``cells/`` (formats.profile_cells),
+    checked first (every target free, every source a run folder); None for anything else."""
+    cfg = folder / "profile-config.json"
+    if not (folder / "games").is_dir() or (folder / "cells").exists() or not cfg.is_file():
+        return None
+    req = _read(cfg)
+    if not isinstance(req, dict):
+        raise RunDirError(f"{cfg}: must be a JSON object, got {type(req).__name__}; is it a cooplab profile?")
+    try:
+        moves = formats.profile_cells(req.get("games"), req.get("seed"))
+    except ValueError as exc:
+        raise RunDirError(f"{cfg}: {one_line(str(exc), 200)}") from None
+    moves = {a: b for a, b in moves.items() if (folder / a).is_dir()}
+    for a in moves:
+        if (folder / a).is_symlink():
+            raise RunDirError(f"{folder / a} is a link; cooplab migrate moves only regular folders")
+    return Change(folder / "games", formats.CONVERTERS["games/"], 1, content=moves) if moves else None
+
+
+def _apply_profile(change: Change) -> Change:
+    """Move a profile's game runs into ``cells/``, then write its manifest and its profile.json
+    naming them (the originals of both kept as ``NAME.v1.bak``); each run folder is locked while it moves."""
+    folder = change.path.parent
+    (folder / "cells").mkdir(exist_ok=True)
+    for a, b in change.content.items():
+        with rundir.locked(folder / a):
+            pass  # free: no cooplab writes it
+        os.replace(folder / a, folder / b)
+    try:
+        (folder / "games").rmdir()  # nothing else was in it
+    except OSError:
+        pass
+    backup = None
+    prof = folder / "profile.json"
+    if prof.is_file():
+        raw = read_json(prof)
+        if isinstance(raw, dict) and isinstance(raw.get("games"), dict):
+            backup = _backup_of(prof, 1)
+            write_atomic(backup, prof.read_bytes())
+            for g, e in raw["games"].items():
+                new = change.content.get(f"games/{g}")
+                if isinstance(e, dict) and new is not None and e.get("run_dir") is not None:
+                    e["run_dir"] = new
+            write_atomic(prof, (json.dumps(raw, indent=2) + "\n").encode())
+    mpath = folder / runfiles.MANIFEST_FILE
+    old = runfiles.read_manifest(folder) if mpath.is_file() else None
+    if old is not None:
+        write_atomic(_backup_of(mpath, 1), mpath.read_bytes())
+    cells = [
+        runfiles.ManifestCell(
+            name=Path(b).name,
+            dir=b,
+            labels={"game": a.split("/", 1)[1]},
+            status=_status(folder / b),
+        )
+        for a, b in change.content.items()
+    ]
+    outputs = {
+        k: v
+        for k, v in (
+            ("profile", "profile.json"),
+            ("settings", "profile-config.json"),
+            ("figure", "figures/profile.png"),
+        )
+        if (folder / v).exists()
+    }
+    runfiles.write_manifest(folder, runfiles.Manifest(kind="profile", task="game", cells=cells, outputs=outputs))
+    return Change(change.path, change.converter, change.version, backup, change.content)
+
+
+def _status(d: Path) -> Any:
+    try:
+        return runfiles.read_summary(d).status if (d / runfiles.SUMMARY_FILE).is_file() else None
+    except RunDirError:
+        return None
+
+
 def _unambiguous(folder: Path, m: runfiles.Manifest) -> bool:
     """Whether a layout before manifests is surely a folder of many runs (a profile, a bench, a
     calibration, or a grid sweep's cells/ with its table.csv): a folder that merely holds runs in
@@ -245,11 +326,14 @@ def plan(path: str | Path) -> tuple[list[Change], int]:
                     if c is not None:
                         changes.append(c)
             changes.extend(_plan_tables(d))
-        c = _plan_manifest(d)
-        if c is not None or (d / runfiles.MANIFEST_FILE).is_file():
+        layout = _plan_profile(d)
+        c = _plan_manifest(d) if layout is None else None  # a profile moved into cells/ gets its manifest then
+        if c is not None or layout is not None or (d / runfiles.MANIFEST_FILE).is_file():
             many += 1
         if c is not None:
             changes.append(c)
+        if layout is not None:
+            changes.append(layout)
     if runs == 0 and many == 0:
         raise RunDirError(
             f"{root} holds no cooplab run folder (config.json, summary.json or manifest.json); nothing to migrate"
@@ -303,10 +387,11 @@ def migrate(path: str | Path, *, dry_run: bool = False) -> Migration:
         for d in runs_changed:  # every run folder free before the first write
             with rundir.locked(d):
                 pass
-        done = [_apply(c) for c in changes if c.converter.file not in _IN_RUN]
+        done = [_apply(c) for c in changes if c.converter.file not in (*_IN_RUN, "games/")]
         for d in runs_changed:
             with rundir.locked(d):
                 done.extend(_apply(c) for c in changes if c.path.parent == d and c.converter.file in _IN_RUN)
+        done.extend(_apply_profile(c) for c in changes if c.converter.file == "games/")  # the runs move last
         changes = done
     return Migration(Path(path), dry_run, changes, runs)
 

@@ -84,13 +84,30 @@ def cell_status(d: Path) -> str | None:
     return runstore.read_summary(d).status
 
 
-def execute_job(j: dict[str, Any]) -> dict[str, Any]:
+def next_step(j: dict[str, Any]) -> str:
+    """What :func:`execute_job` will do with ``j`` as its folder is now: "skipped" (finished),
+    "resumed" (checkpoints) or "ran"; a damaged summary counts as "ran" here (the job fails with
+    its one line)."""
+    from cooplab.runs import store as runstore
+
+    d = Path(j["dir"])
+    try:
+        if cell_status(d) in j["done"]:
+            return "skipped"
+    except runstore.RunDirError:
+        return "ran"
+    return "resumed" if (d / "checkpoints.sqlite").exists() and (d / "config.json").exists() else "ran"
+
+
+def execute_job(j: dict[str, Any], *, warn: Callable[[str], None] | None = None, worker: bool = True) -> dict[str, Any]:
     """Run one cell wherever this is called (a thread here or a Ray worker): "skipped" when it is
-    finished, "resumed" when it has checkpoints, else "ran". Raises what the run raises."""
+    finished, "resumed" when it has checkpoints, else "ran". Raises what the run raises. ``warn``
+    gets a resumed run's notices; ``worker``: False when the caller's own thread runs it (the
+    current directory is then never changed)."""
     from cooplab.runs import registry, runner
     from cooplab.runs import store as runstore
 
-    if j.get("cwd") and os.getcwd() != j["cwd"] and threading.current_thread() is threading.main_thread():
+    if worker and j.get("cwd") and os.getcwd() != j["cwd"] and threading.current_thread() is threading.main_thread():
         os.chdir(j["cwd"])  # a Ray worker: relative paths in the config mean the sweep's directory
     d = Path(j["dir"])
     where = {"host": socket.gethostname(), "pid": os.getpid(), "node": _ray_node()}
@@ -106,7 +123,7 @@ def execute_job(j: dict[str, Any]) -> dict[str, Any]:
         if cell_status(d) in j["done"]:
             return {"kind": "skipped", **where}
         if (d / "checkpoints.sqlite").exists() and (d / "config.json").exists():
-            runner.resume(d, quiet=True)
+            runner.resume(d, quiet=True, warn=warn)
             return {"kind": "resumed", **where}
         runstore.prepare_out(d, force=True)
         runner.start(registry.get(j["task"]), d, j["config"], quiet=True)
@@ -178,14 +195,27 @@ def run_jobs(
     log: Callable[[str], None] = lambda s: None,
     quiet: bool = True,
     budget: "SweepBudget | None" = None,
+    in_turn: bool = False,
+    warn: Callable[[str], None] | None = None,
+    announce: Callable[[dict[str, Any], str], None] | None = None,
 ) -> dict[str, Any]:
     """Run every job on ``executor`` (``parallel`` cells at a time locally; on Ray, as many as the
     cluster has CPUs). A progress bar counts cells unless ``quiet``. With a ``budget`` (a cap on
     what the cells spend together) a cell starts only when its whole cap fits in what is left
     (:class:`SweepBudget`); the others are "not_started". Returns the names of the cells that ran,
-    resumed, were skipped, were not started, and those that failed with their error."""
+    resumed, were skipped, were not started, and those that failed with their error.
+
+    ``in_turn`` (a game profile's order; local executor): the jobs run one after another in this
+    thread (Ctrl-C stops the running one at once), and the first that does not complete (an
+    error, or a summary status other than "completed") ends the sweep: the jobs after it are
+    not started, except finished ones, which are still read back (skipped). ``warn`` gets a
+    resumed run's notices; ``announce(job, step)`` is told before each job what it does
+    (:func:`next_step`: "skipped", "resumed", "ran") and, after the others, of each job not
+    started ("not_started")."""
     if executor not in EXECUTORS:
         raise SweepError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    if in_turn and executor != "local":
+        raise SweepError("cells that run in turn run on the local executor")
     res: dict[str, Any] = {
         "ran": [],
         "resumed": [],
@@ -201,18 +231,28 @@ def run_jobs(
         if budget is not None:
             budget.settle(j)
         _record(res, j, outcome, noun, say, len(jobs))
+        if in_turn and not res.get("halted") and not _completed(j, outcome):
+            res["halted"] = Path(j["dir"]).name
         bar.update(1)
 
     t0 = time.perf_counter()
     try:
-        if executor == "ray":
+        if in_turn:
+            left = _run_in_turn(jobs, done, budget=budget, warn=warn, announce=announce)
+        elif executor == "ray":
             res["ray"], left = _run_ray(jobs, done, address=address, parallel=parallel, budget=budget)
         else:
-            left = _run_local(jobs, done, parallel=parallel, budget=budget)
-        for j in left:  # only a budget leaves jobs unstarted
-            assert budget is not None
+            left = _run_local(jobs, done, parallel=parallel, budget=budget, warn=warn, announce=announce)
+        for j in left:  # a budget, or a cell before them that did not complete, left them unstarted
             res["not_started"].append(Path(j["dir"]).name)
-            say(f"{noun} {Path(j['dir']).name}: not started ({budget.shortfall(j)})")
+            why = (
+                budget.shortfall(j)
+                if budget is not None and not res.get("halted")
+                else "a cell before it did not complete"
+            )
+            say(f"{noun} {Path(j['dir']).name}: not started ({why})")
+            if announce is not None:
+                announce(j, "not_started")
     finally:
         bar.close()
     if budget is not None:
@@ -249,12 +289,53 @@ def _schedule(
     return pending
 
 
+def _completed(j: dict[str, Any], outcome: Any) -> bool:
+    """Whether a job that ended left a completed run (its summary's status)."""
+    from cooplab.runs import store as runstore
+
+    if isinstance(outcome, BaseException):
+        return False
+    try:
+        return cell_status(Path(j["dir"])) == "completed"
+    except runstore.RunDirError:
+        return False
+
+
+def _run_in_turn(
+    jobs: list[dict[str, Any]],
+    done: Callable[[dict[str, Any], Any], None],
+    *,
+    budget: "SweepBudget | None",
+    warn: Callable[[str], None] | None,
+    announce: Callable[[dict[str, Any], str], None] | None,
+) -> list[dict[str, Any]]:
+    """The jobs one after another in this thread (see :func:`run_jobs`); returns those not started."""
+    left: list[dict[str, Any]] = []
+    halted = False
+    for j in jobs:
+        step = next_step(j)
+        if (halted and step != "skipped") or (budget is not None and not budget.admit(j)):
+            left.append(j)
+            continue
+        if announce is not None:
+            announce(j, step)
+        try:
+            outcome: Any = execute_job(j, warn=warn, worker=False)
+        except Exception as exc:  # kept, as in any sweep; the jobs after it are not started
+            outcome = exc
+        done(j, outcome)
+        halted = halted or not _completed(j, outcome)  # a run its budget stopped ends the turn too
+    return left
+
+
 def _run_local(
     jobs: list[dict[str, Any]],
     done: Callable[[dict[str, Any], Any], None],
     *,
     parallel: int,
     budget: "SweepBudget | None" = None,
+    warn: Callable[[str], None] | None = None,
+    announce: Callable[[dict[str, Any], str], None] | None = None,
 ) -> list[dict[str, Any]]:
     from concurrent.futures import FIRST_COMPLETED, wait
 
@@ -265,8 +346,13 @@ def _run_local(
         except Exception as exc:  # keep the other cells going; report at the end
             return fut, exc
 
+    def submit(j: dict[str, Any]) -> Any:
+        if announce is not None:
+            announce(j, next_step(j))
+        return pool.submit(execute_job, j, warn=warn)
+
     with ThreadPoolExecutor(max_workers=parallel) as pool:
-        return _schedule(jobs, lambda j: pool.submit(execute_job, j), wait_one, done, slots=parallel, budget=budget)
+        return _schedule(jobs, submit, wait_one, done, slots=parallel, budget=budget)
 
 
 def _ray_address(address: str | None) -> str | None:
@@ -344,6 +430,10 @@ def _run_ray(
 class SweepBudget:
     """A cap (USD) on what a sweep's cells spend together, beside each cell's own budget.
 
+    ``in_turn`` (cells that run one after another, as a game profile's games): each new cell's LLM
+    budget is what the cells before it left (set in its config when it starts; none left: not
+    started), and a started cell resumes with the budget it was given.
+
     Every job carries ``cap``: the most its run may spend (:meth:`~cooplab.graphs.task.Task.cost_cap`:
     its budget, plus a judge's). A cell counts against the sweep with what it has spent (its
     summary.json, read through :meth:`~cooplab.graphs.task.Task.cost_spent`) while it is not
@@ -355,11 +445,31 @@ class SweepBudget:
     that runs keeps its whole budget (the same experiment as without the sweep's cap). A cell that
     does not fit is not started; it starts on a later run of the sweep once the cap allows it."""
 
-    def __init__(self, usd: float, jobs: list[dict[str, Any]]):
+    def __init__(self, usd: float, jobs: list[dict[str, Any]], *, in_turn: bool = False):
         self.usd = Decimal(str(usd))
-        self._cap = {j["dir"]: Decimal(str(j["cap"])) for j in jobs}
+        self.in_turn = in_turn
+        self._cap = {j["dir"]: Decimal(str(self._cap_of(j))) for j in jobs}
         self._counted = {j["dir"]: self._spent(j) for j in jobs}
         self._lock = threading.Lock()
+
+    @staticmethod
+    def _resumes(j: dict[str, Any]) -> bool:
+        """Whether the cell resumes from its checkpoints when it runs (:func:`execute_job`)."""
+        d = Path(j["dir"])
+        return (d / "checkpoints.sqlite").exists() and (d / "config.json").exists()
+
+    def _cap_of(self, j: dict[str, Any]) -> Any:
+        """A job's cap: its ``cap``; in turn, a started cell's is the budget it was given (its config.json)."""
+        if self.in_turn and self._resumes(j):
+            from cooplab.runs import store as runstore
+
+            try:
+                llm = runstore.read_json(Path(j["dir"]) / "config.json").get("llm")
+                if isinstance(llm, dict) and isinstance(llm.get("budget"), (int, float)):
+                    return llm["budget"]
+            except (OSError, ValueError, AttributeError):
+                pass
+        return j["cap"]
 
     def _spent(self, j: dict[str, Any]) -> Decimal:
         """What a cell has spent by its summary.json (0 for a cell never started; its cap when unknown)."""
@@ -389,6 +499,18 @@ class SweepBudget:
                 done = False
             if done:
                 return True  # skipped: spends nothing
+            if self.in_turn and self._resumes(j):
+                self._counted[j["dir"]] = self._cap[j["dir"]]
+                return True  # started with what was left then: it resumes within that
+            if self.in_turn:  # a new cell gets what the others left as its budget
+                left = self.usd - self._others(j)
+                if left <= 0:
+                    return False
+                self._cap[j["dir"]] = left
+                if isinstance(j["config"].get("llm"), dict):
+                    j["config"]["llm"]["budget"] = float(left)
+                self._counted[j["dir"]] = left
+                return True
             if self._others(j) + self._cap[j["dir"]] > self.usd:
                 return False
             self._counted[j["dir"]] = self._cap[j["dir"]]

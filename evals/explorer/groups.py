@@ -7,7 +7,7 @@ its cells grouped by their grid values (the cell's name without its ``__sSEED`` 
 a time (``?metric=``), with one aggregate plot (the mean over each condition's seeds, its 95%
 confidence interval and every seed's value) and a table per condition linking to every cell.
 
-A **profile** (``cooplab profile``: ``profile.json``, ``figures/profile.png``, ``games/*``) is
+A **profile** (``cooplab profile``: ``profile.json``, ``figures/profile.png``, ``cells/*``) is
 shown as its settings, one row per game (metric, Pareto proximity and their intervals as
 ``profile.json`` gives them), one plot of every game's Pareto proximity with its interval, and the
 profile's figure.
@@ -383,6 +383,13 @@ def _f(v: float | None) -> str:
 
 
 # --- a profile -----------------------------------------------------------------------------------
+def _cell_name(entry: Mapping[str, Any], game: Any) -> str:
+    """The folder name of a game's run in a profile: the last part of its ``run_dir``
+    (``cells/game-cpr__s0``; ``games/cpr`` before the grid layout), else the game's name."""
+    run_dir = entry.get("run_dir")
+    return run_dir.rsplit("/", 1)[-1] if isinstance(run_dir, str) and run_dir else str(game)
+
+
 def profile_sections(g: Group, query: Mapping[str, str]) -> list[ex.Section]:
     page = as_page(g)
     path = page.file("profile.json")
@@ -439,7 +446,7 @@ def profile_sections(g: Group, query: Mapping[str, str]) -> list[ex.Section]:
                 "Pareto proximity": prox.get("mean"),
                 "proximity 95% CI": f"{_f(pci[0])} to {_f(pci[1])}" if pci[0] is not None else "\u2014",
                 "fallback share": fb.get("share"),
-                "_id": g.cells.get(shown(name)),
+                "_id": g.cells.get(shown(_cell_name(gm, name))),
             }
         )
         xs.append(cut(title, 24))

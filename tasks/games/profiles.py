@@ -1,9 +1,12 @@
 """A model's cooperative profile (paper §3, Figure 2): the six games played by one model, one
 primary metric per game with its 95% interval and its Pareto proximity.
 
-``cooplab profile --model M [--simulations 20] --out DIR`` plays the games one after another, each
-as an ordinary run of the ``game`` task in ``DIR/games/GAME/`` (its own config.json,
-checkpoints, decisions, ledger and figure), then writes:
+``cooplab profile --model M [--simulations 20] --out DIR`` is a grid sweep of the ``game`` task
+(:mod:`cooplab.runs.grid`, through the engine passed in): one cell per game, played one after
+another, each an ordinary run in ``DIR/cells/game-GAME__sSEED/`` (its own config.json, checkpoints,
+decisions, ledger and figure), with the sweep's ``DIR/manifest.json`` (kind ``profile``) and
+``DIR/table.csv``. The game task's analysis of the sweep (:func:`analyze`) then writes, from the
+manifest and the games' summaries:
 
 - ``DIR/profile.json``: per game the metric (mean, 95% Student-t interval, s.d., n), the Nash and
   Pareto references (and where the Pareto value comes from), the Pareto proximity (mean, interval,
@@ -18,7 +21,9 @@ checkpoints, decisions, ledger and figure), then writes:
 ``DIR/profile-config.json`` records what was asked. Running the same command again continues: a
 finished game is read back, an interrupted one resumes from its last checkpoint (its finished LLM
 calls replay from the response cache, never paid twice), a game not started yet starts. The same
-directory with other settings is refused (one line) unless ``--force``.
+directory with other settings is refused (one line) unless ``--force``. A profile written before
+the grid layout (``DIR/games/GAME/``) still reads (its manifest names its games); ``cooplab
+migrate DIR`` moves its games into ``cells/`` so that it can be continued.
 
 The budget (``--budget``) is for the whole profile: each game starts with what the games before it
 left; when it is spent the profile stops with status ``budget_exhausted`` and keeps what it has.
@@ -279,16 +284,18 @@ def prepare(out: Path, req: Mapping[str, Any], *, force: bool = False) -> Path:
                 f"{out} holds a profile with other settings ({'; '.join(diff)}); use another --out, or --force "
                 f"to start over"
             )
+        if (out / "games").is_dir() and not (out / "cells").exists():
+            raise ProfileError(
+                f"{out} holds a profile in the earlier games/GAME layout; convert it with 'cooplab migrate {out}' "
+                "and run the same command again to continue it"
+            )
+        rundir.write_json(cfg_path, {**req, "created": old.get("created")})  # what was asked last (--max-fallback)
         return out
     if out.exists() and any(out.iterdir()):
         raise ProfileError(f"--out {out} is not empty and holds no profile; use another directory or --force")
     out.mkdir(parents=True, exist_ok=True)
     rundir.write_json(cfg_path, {**req, "created": rundir.now()})
     return out
-
-
-def _spent(summary: RunSummary | None) -> float:
-    return (summary.cost_usd or 0.0) if summary is not None else 0.0
 
 
 def _read_summary(run_dir: Path) -> RunSummary | None:
@@ -301,6 +308,24 @@ def _read_summary(run_dir: Path) -> RunSummary | None:
         raise ProfileError(f"{exc}; fix the file, or delete it to resume the game from its last checkpoint") from None
 
 
+def sweep_of(out: Path, req: Mapping[str, Any]) -> dict[str, Any]:
+    """The profile as a grid sweep of the ``game`` task (:mod:`cooplab.runs.grid`): one cell per game
+    (``OUT/cells/game-GAME__sSEED``), the profile's seed, one cell at a time, the profile's budget
+    shared by the games in turn (:class:`cooplab.runs.sweeps.SweepBudget`)."""
+    return {
+        "task": "game",
+        "out": str(out),
+        "grid": {"game": list(req["games"])},
+        "seeds": [req["seed"]],
+        "parallel": 1,
+        "sweep_budget": (req["llm"] or {}).get("budget"),
+    }
+
+
+#: the profile's own files, as its manifest names them
+OUTPUTS = {"profile": "profile.json", "settings": "profile-config.json", "figure": "figures/profile.png"}
+
+
 def run_profile(
     out: Path,
     req: Mapping[str, Any],
@@ -311,61 +336,107 @@ def run_profile(
     warn: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Play (or continue) every game of ``req`` into ``out`` (made by :func:`prepare`) on ``engine``
-    (:data:`cooplab.runs.engine.ENGINE`) and write the profile. ``on_game(game, what)`` is told what happens to each
-    game: "done" (read back),
-    "resume", "start", "skipped" (the budget ran out before it). A game that stops early (budget,
-    a model that cannot be reached) ends the profile there: profile.json is written with what
-    exists and the stop is re-raised (``RunStopped``, ``RunFailed``) or recorded (budget)."""
-    from cooplab.tasks.games.task import TASK
-
+    (:data:`cooplab.runs.engine.ENGINE`) and write the profile: the games are the cells of one grid
+    sweep (:func:`sweep_of`) run by the engine's grid runner in turn, and the game task's
+    :meth:`~cooplab.tasks.games.task.GameTask.analyze_sweep` writes the profile from the folder's
+    manifest (:func:`analyze`). ``on_game(game, what)`` is told what happens to each game: "done"
+    (read back), "resume", "start", "skipped" (the profile stopped, or its budget ran out, before
+    it). A game that stops early (budget, a model that cannot be reached) ends the profile there:
+    profile.json is written with what exists and the stop is re-raised (``RunStopped``,
+    ``RunFailed``; any other error of a game as a one-line ProfileError) or recorded (budget)."""
     out = Path(out)
     tell = on_game or (lambda g, w: None)
-    total_budget = (req["llm"] or {}).get("budget")
+    what = {"skipped": "done", "resumed": "resume", "ran": "start", "not_started": "skipped"}
+    total = (req["llm"] or {}).get("budget")
+    res = engine.run_grid(
+        sweep_of(out, req),
+        where=f"profile {out}",
+        config_of=lambda labels: game_config(req, labels["game"], total),
+        kind="profile",
+        outputs=OUTPUTS,
+        in_turn=True,
+        quiet=quiet,
+        warn=warn,
+        announce=lambda j, step: tell(j["labels"]["game"], what[step]),
+    )
+    if res.get("analysis_error"):
+        raise ProfileError(res["analysis_error"])
+    for f in res["failed"]:  # the game that stopped the profile (in turn: at most one)
+        kind, _, msg = f["error"].partition(": ")
+        if kind == "RunStopped":
+            raise engine.RunStopped(msg)
+        if kind == "RunFailed":
+            raise engine.RunFailed(msg)
+        raise ProfileError(msg or kind)
+    return res["profile"]
+
+
+def game_dirs(out: Path) -> dict[str, Path]:
+    """Each game's run directory in a profile folder, from its manifest (a profile of the earlier
+    ``games/GAME`` layout too); a damaged manifest is a one-line ProfileError."""
+    from cooplab.graphs import runfiles
+
+    try:
+        m = runfiles.manifest_of(out)
+    except RunDirError as exc:
+        raise ProfileError(str(exc)) from None
+    return {} if m is None else m.dirs_by(Path(out), "game")
+
+
+def _stored_request(out: Path) -> dict[str, Any]:
+    """The profile's request as profile-config.json holds it (one-line ProfileError)."""
+    path = Path(out) / "profile-config.json"
+    try:
+        req = rundir.read_json(path)
+    except (OSError, ValueError) as exc:
+        raise ProfileError(f"{path} cannot be read ({_first(exc)}); run the profile again with --force") from None
+    if not isinstance(req, dict) or req.get("kind") != PROFILE_KIND or not isinstance(req.get("games"), list):
+        raise ProfileError(f"{path} is not a cooplab profile config")
+    if isinstance(req.get("llm"), dict):
+        req["llm"] = upgrade_llm(req["llm"])[0]
+    return req
+
+
+def analyze(out: Path) -> dict[str, Any]:
+    """The profile of the folder ``out`` from its manifest (what the grid runner recorded of each
+    game: the status of its summary, the error that stopped it) and its games' summaries: the
+    profile's status as the games in order give it, then :func:`build_profile`. Returns
+    ``{"profile": ...}`` for the sweep's result."""
+    from cooplab.graphs import runfiles
+
+    out = Path(out)
+    req = _stored_request(out)
+    try:
+        m = runfiles.manifest_of(out)
+    except RunDirError as exc:
+        raise ProfileError(str(exc)) from None
+    cells = {str(c.labels.get("game", c.name)): c for c in (m.cells if m is not None else []) if c.dir is not None}
     summaries: dict[str, RunSummary | None] = {}
     status = "completed"
-    stop: BaseException | None = None
     for game in req["games"]:
-        run_dir = out / "games" / game
-        summary = _read_summary(run_dir)
-        if summary is not None and summary.status in ("completed", "budget_exhausted"):
-            tell(game, "done")  # a game its budget stopped ended there: resuming it would only replay the stop
-            summaries[game] = summary
-            if summary.status != "completed" and status == "completed":
-                status = summary.status
+        c = cells.get(game)
+        s = _read_summary(out / c.dir) if c is not None and c.dir is not None else None
+        if s is not None and s.status in ("completed", "budget_exhausted"):
+            summaries[game] = s  # a game its budget stopped ended there: it is read back as it ended
+            if s.status != "completed" and status == "completed":
+                status = s.status
             continue
+        summaries[game] = None
         if status != "completed":
-            tell(game, "skipped")
-            summaries[game] = None
-            continue
-        try:
-            if (run_dir / "config.json").exists():
-                tell(game, "resume")
-                summary = engine.resume(run_dir, quiet=quiet, warn=warn)
-            else:
-                budget = None
-                if total_budget is not None:
-                    budget = max(0.0, float(total_budget) - sum(_spent(s) for s in summaries.values()))
-                    if budget <= 0.0:
-                        status = "budget_exhausted"
-                        tell(game, "skipped")
-                        summaries[game] = None
-                        continue
-                tell(game, "start")
-                summary = engine.start(TASK, run_dir, game_config(req, game, budget), quiet=quiet)
-        except (engine.RunStopped, engine.RunFailed) as exc:
-            summaries[game] = _read_summary(run_dir)
-            status, stop = ("stopped" if isinstance(exc, engine.RunStopped) else "failed"), exc
-            continue
-        summaries[game] = summary
-        if summary.status != "completed":
-            status = summary.status
-    profile = build_profile(out, req, summaries, status, engine)
-    if stop is not None:
-        raise stop
-    return profile
+            continue  # skipped: the profile stopped before it
+        if c is not None and c.error:  # it stopped the profile
+            status = "stopped" if c.error.startswith("RunStopped") else "failed"
+            summaries[game] = s
+        elif s is not None:
+            status, summaries[game] = s.status, s
+        elif (req.get("llm") or {}).get("budget") is not None:
+            status = "budget_exhausted"  # not started: the games before it spent the budget
+    return {"profile": build_profile(out, req, summaries, status, cells={g: c.dir for g, c in cells.items()})}
 
 
-def _game_entry(req: Mapping[str, Any], game: str, s: RunSummary[GameResults] | None) -> dict[str, Any]:
+def _game_entry(
+    req: Mapping[str, Any], game: str, s: RunSummary[GameResults] | None, run_dir: str | None
+) -> dict[str, Any]:
     from cooplab.tasks.games import equilibria as eq
     from cooplab.tasks.games.metrics import METRIC_LABEL
 
@@ -395,7 +466,7 @@ def _game_entry(req: Mapping[str, Any], game: str, s: RunSummary[GameResults] | 
     entry: dict[str, Any] = {
         "title": TITLES[game],
         "status": s.status,
-        "run_dir": str(Path("games") / game),
+        "run_dir": run_dir,
         "group_sizes": r.group_sizes,
         "rounds_completed": r.rounds_completed,
         "rounds": r.rounds,
@@ -430,12 +501,18 @@ def references_of(games: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str,
 
 
 def build_profile(
-    out: Path, req: Mapping[str, Any], summaries: Mapping[str, RunSummary | None], status: str, engine: Runs
+    out: Path,
+    req: Mapping[str, Any],
+    summaries: Mapping[str, RunSummary | None],
+    status: str,
+    *,
+    cells: Mapping[str, str | None],
 ) -> dict[str, Any]:
-    """profile.json, the merged decisions and ledger tables and the figure from the games' summaries."""
+    """profile.json, the merged decisions and ledger tables and the figure from the games' summaries
+    (``cells``: each game's run directory inside ``out``)."""
     import pandas as pd
 
-    games = {g: _game_entry(req, g, summaries.get(g)) for g in req["games"]}
+    games = {g: _game_entry(req, g, summaries.get(g), cells.get(g)) for g in req["games"]}
     totals = {
         "calls": 0,
         "cached_calls": 0,
@@ -485,7 +562,9 @@ def build_profile(
     for stem in ("decisions", "ledger"):
         frames = []
         for g in req["games"]:
-            run_dir = out / "games" / g
+            if cells.get(g) is None:
+                continue
+            run_dir = out / str(cells[g])
             try:
                 df = rundir.read_table(run_dir, stem)
             except (FileNotFoundError, OSError, ValueError):
@@ -499,13 +578,6 @@ def build_profile(
     except Exception as exc:  # noqa: BLE001 - the figure must never lose the computed profile
         profile["figure_error"] = f"{type(exc).__name__}: {exc}"
         rundir.write_json(out / "profile.json", profile)
-    engine.write_manifest(
-        out,
-        "profile",
-        "game",
-        [{"dir": str(out / "games" / g), "labels": {"game": g}} for g in req["games"]],
-        outputs={"profile": "profile.json", "settings": "profile-config.json", "figure": "figures/profile.png"},
-    )
     return profile
 
 

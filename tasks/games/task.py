@@ -21,6 +21,7 @@ bootstrap),
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from cooplab.graphs import prompts, rundir
@@ -345,7 +346,18 @@ class GameTask(Task):
     def analyze_sweep(
         self, cells: list[dict[str, Any]], out: Any, *, analysis_out: Any = None
     ) -> dict[str, Any] | None:
-        """The cells' per-model rows, cross-play and invasions side by side (when any cell has them)."""
+        """A game profile's folder (its manifest's kind is "profile": ``cooplab profile``): its
+        profile.json, merged tables and figure (:func:`cooplab.tasks.games.profiles.analyze`); any
+        other sweep: the cells' per-model rows, cross-play and invasions side by side (when any
+        cell has them)."""
+        from cooplab.graphs.runfiles import read_manifest
+
+        if (Path(out) / "manifest.json").is_file() and read_manifest(Path(out)).kind == "profile":
+            from cooplab.tasks.games.profiles import analyze
+
+            return analyze(Path(out))
+        if not cells:
+            return None
         from cooplab.evals.mixsweep import analyze_mixed_cells
 
         return analyze_mixed_cells(cells, out, analysis_out=analysis_out)

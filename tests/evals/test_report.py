@@ -231,7 +231,11 @@ def test_a_profile_is_its_page_then_each_games_page(dirs, capsys):
     html = Path(res["path"]).read_text()
     games = json.loads((d / "profile.json").read_text())["games"]
     assert res["kind"] == "profile" and res["label"] == "game profile" and res["runs"] == len(games) == 6
-    assert sorted(res["pages"][1:]) == sorted(f"games/{g}" for g in games)
+    assert (
+        sorted(res["pages"][1:])
+        == sorted(f"cells/game-{g}__s0" for g in games)
+        == sorted(e["run_dir"] for e in games.values())
+    )
     rows = tables(section(page_of(html, "folder"), "folder-profile"))["every game"]
     assert sorted(r[0] for r in rows[1:]) == sorted(games)
     assert base64.b64encode((d / "figures" / "profile.png").read_bytes()).decode() in html

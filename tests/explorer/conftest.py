@@ -4,7 +4,7 @@ runs/cpr-llm        CPR, LLM fishers (examples/scripted/cautious.json), 4 fisher
 runs/cpr-greedy     the same with examples/scripted/greedy.json (for the comparison)
 runs/x"'><b>evil    CPR, LLM fishers whose beliefs, proposals and errors carry markup and scripts
 runs/diners         the Diner's Dilemma, rule agents, 5 replicates
-runs/profile        cooplab profile of the cpr-sanction game, random players (a sweep: games/*)
+runs/profile        cooplab profile of the cpr-sanction game, random players (a grid sweep: cells/game-cpr-sanction__s0)
 runs/sweep          a CPR sweep of rule-based runs (cells/*)
 runs/broken         a run directory whose summary.json and a table are damaged
 """

@@ -166,7 +166,7 @@ def test_the_list_shows_every_run_under_the_folder_sweeps_cells_too(site, runs, 
             "cpr-greedy",
             HOSTILE_DIR,
             "diners",
-            "profile/games/cpr-sanction",
+            "profile/cells/game-cpr-sanction__s0",
             "sweep/cells/rounds-3__s0",
             "sweep/cells/rounds-4__s0",
             "broken",
@@ -179,8 +179,8 @@ def test_the_list_shows_every_run_under_the_folder_sweeps_cells_too(site, runs, 
         by_name["diners"][3] == "diners" and by_name["diners"][5] == "rule" and "final shares" in by_name["diners"][6]
     )
     assert (
-        by_name["profile/games/cpr-sanction"][3] == "game"
-        and "Pareto proximity" in by_name["profile/games/cpr-sanction"][6]
+        by_name["profile/cells/game-cpr-sanction__s0"][3] == "game"
+        and "Pareto proximity" in by_name["profile/cells/game-cpr-sanction__s0"][6]
     )
     assert "summary.json is damaged" in by_name["broken"][2]
     assert 'action="/compare"' in html_text and html_text.count('name="a"') == len(names) == html_text.count('name="b"')
@@ -296,7 +296,7 @@ def test_a_diners_run_shows_strategies_diners_and_punishments(site, runs, tmp_pa
 
 
 def test_a_game_profile_shows_players_and_sanctions(site, runs, tmp_path):
-    name = "profile/games/cpr-sanction"
+    name = "profile/cells/game-cpr-sanction__s0"
     html_text = dom(tmp_path, run_page(site, name, round=2))
     players = pd.read_parquet(runs / name / "players.parquet")
     sanctions = pd.read_parquet(runs / name / "sanctions.parquet")
@@ -323,7 +323,7 @@ def test_a_profile_has_its_own_page_with_its_games_and_figure(site, runs, tmp_pa
     assert float(got["Pareto proximity"]) == pytest.approx(game["pareto_proximity"]["mean"], rel=1e-3)
     lo, hi = (float(v) for v in got["proximity 95% CI"].split(" to "))
     assert [lo, hi] == pytest.approx(game["pareto_proximity"]["ci95"], rel=1e-3)
-    assert 'href="/run?id=0%2Fprofile%2Fgames%2Fcpr-sanction"' in html_text
+    assert 'href="/run?id=0%2Fprofile%2Fcells%2Fgame-cpr-sanction__s0"' in html_text
     assert html_text.count('data-drawn="1"') == 1 and "whiskers: its 95% confidence interval" in html_text
     assert '<img src="data:image/png;base64,' in section(html_text, "figure")
     assert_inert(html_text)

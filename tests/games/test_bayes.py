@@ -454,7 +454,11 @@ def test_cli_profiles_on_real_profile_files(anchors, tmp_path, capsys):
     assert any("no --model-info" in n for n in res["notes"])
     ppc = pd.DataFrame(res["ppc"]).set_index("game")
     real = pd.concat(
-        [pd.read_parquet(anchors / k / "games" / g / "simulations.parquet") for k in ("nash", "random") for g in GAMES]
+        [
+            pd.read_parquet(pf.game_dirs(anchors / k)[g] / "simulations.parquet")  # the profile's cells/game-GAME__s0
+            for k in ("nash", "random")
+            for g in GAMES
+        ]
     )
     assert ppc.loc["all", "obs_mean"] == pytest.approx(real["proximity"].mean())
 

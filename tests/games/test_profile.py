@@ -16,6 +16,11 @@ from cooplab.tasks.games.params import GAMES
 from tests.games.test_llm_players import GOOD, script
 
 
+def cell(out, game):
+    """A game's run directory in a profile folder: the grid sweep's cell ``cells/game-GAME__sSEED``."""
+    return pf.game_dirs(out)[game]
+
+
 def cli(args, capsys):
     code = main([str(a) for a in args])
     out, err = capsys.readouterr()
@@ -52,7 +57,7 @@ def test_scripted_llm_profile_end_to_end(tmp_path, capsys):
     assert json.loads((out / "profile.json").read_text()) == p
     total_decisions = total_calls = 0
     for game in GAMES:
-        s = json.loads((out / "games" / game / "summary.json").read_text())
+        s = json.loads((cell(out, game) / "summary.json").read_text())
         e = p["games"][game]
         assert s["status"] == e["status"] == "completed" and s["players"] == "llm" and s["simulations"] == 2
         for k in ("mean", "ci95", "sd", "nash", "pareto", "label"):
@@ -82,8 +87,22 @@ def test_reference_profiles_have_proximity_one_and_zero(tmp_path, capsys):
         from cooplab.graphs import runfiles  # the profile's manifest: one cell per game, with its status
 
         m = runfiles.read_manifest(tmp_path / kind)
-        assert m.kind == "profile" and m.task == "game" and [c.name for c in m.cells] == list(p["games"])
-        assert {c.status for c in m.cells} == {"completed"} and all(c.labels == {"game": c.name} for c in m.cells)
+        assert (
+            m.kind == "profile"
+            and m.task == "game"
+            and [c.name for c in m.cells] == [f"game-{g}__s0" for g in p["games"]]
+        )
+        assert {c.status for c in m.cells} == {"completed"} and [c.labels for c in m.cells] == [
+            {"game": g, "seed": 0} for g in p["games"]
+        ]
+        assert all(p["games"][c.labels["game"]]["run_dir"] == c.dir == f"cells/{c.name}" for c in m.cells)
+        assert m.outputs == {
+            "table": "table.csv",
+            "profile": "profile.json",
+            "settings": "profile-config.json",
+            "figure": "figures/profile.png",
+        }
+        assert not (tmp_path / kind / "games").exists()  # one layout: the grid sweep's
 
 
 def test_interrupted_profile_continues_without_paying_twice(tmp_path, capsys, monkeypatch):
@@ -121,8 +140,8 @@ def test_interrupted_profile_continues_without_paying_twice(tmp_path, capsys, mo
     ]
     code, _, err = cli(args, capsys)
     assert code == 130 and "run the same command again" in err
-    assert (tmp_path / "p" / "games" / GAMES[1] / "summary.json").exists()
-    assert not (tmp_path / "p" / "games" / GAMES[3]).exists()
+    assert (tmp_path / "p" / "cells" / f"game-{GAMES[1]}__s3" / "summary.json").exists()
+    assert not (tmp_path / "p" / "cells" / f"game-{GAMES[3]}__s3").exists()
     monkeypatch.setattr(gt, "phases_for", real)
     code, stdout, err = cli(args + ["--json"], capsys)
     assert code == 0, err
@@ -240,7 +259,7 @@ def test_profile_budget_is_shared_by_the_games_and_never_overshot(tmp_path, caps
     # each game's own budget was what the games before it left
     spent = 0.0
     for g in GAMES:
-        cfg_path = out / "games" / g / "config.json"
+        cfg_path = out / "cells" / f"game-{g}__s3" / "config.json"
         if not cfg_path.exists():
             continue
         cfg = json.loads(cfg_path.read_text())
@@ -249,10 +268,10 @@ def test_profile_budget_is_shared_by_the_games_and_never_overshot(tmp_path, caps
     # the same profile again: the game its budget stopped is read back as it ended (resuming it would only
     # replay its stop), and nothing is paid again
     stopped = next(g for g in GAMES if p["games"][g]["status"] == "budget_exhausted")
-    journal = (out / "games" / stopped / "ledger-journal.jsonl").read_bytes()
+    journal = (cell(out, stopped) / "ledger-journal.jsonl").read_bytes()
     again, _, err = profile(tmp_path, capsys, model, extra=["--budget", budget, "--cache", "off"])
     assert again["status"] == "budget_exhausted" and again["totals"] == p["totals"]
-    assert (out / "games" / stopped / "ledger-journal.jsonl").read_bytes() == journal
+    assert (cell(out, stopped) / "ledger-journal.jsonl").read_bytes() == journal
 
 
 @pytest.mark.parametrize(
@@ -292,7 +311,7 @@ def test_a_profile_passes_its_prompt_variant_to_every_game(tmp_path, capsys):
     )
     assert p["status"] == "completed"
     for g in ("cpr", "public-goods"):
-        config = json.loads((out / "games" / g / "config.json").read_text())
+        config = json.loads((cell(out, g) / "config.json").read_text())
         assert config["llm"]["prompt_variant"] == "reword-b"
     req = json.loads((out / "profile-config.json").read_text())
     assert req["llm"]["prompt_variant"] == "reword-b"
@@ -357,7 +376,7 @@ def test_group_size_applies_to_every_game(tmp_path, capsys):
     assert p["group_size"] == 3 and all(e["group_sizes"] == [3, 3] for e in p["games"].values())
     assert (
         p["games"]["o-ring"]["metric"]["pareto"]
-        == json.loads((tmp_path / "p" / "games" / "o-ring" / "summary.json").read_text())["metric"]["pareto"]
+        == json.loads((cell(tmp_path / "p", "o-ring") / "summary.json").read_text())["metric"]["pareto"]
     )
 
 
@@ -401,7 +420,7 @@ def test_profile_prints_the_references_it_uses(tmp_path, capsys):
     for game, value in (("collective-risk", 1.25), ("o-ring", 10.0)):
         assert p["references"][game] == {"nash": 0.0, "pareto": value, "pareto_basis": "set by pareto_reference"}
         assert p["games"][game]["metric"]["pareto"] == value
-        cfg = json.loads((tmp_path / "s" / "games" / game / "config.json").read_text())
+        cfg = json.loads((cell(tmp_path / "s", game) / "config.json").read_text())
         assert cfg["params"]["pareto_reference"] == value  # the game run itself measures from it
         assert 0.0 <= p["games"][game]["pareto_proximity"]["mean"] <= 1.0
     # random players withdraw about 5 of 10: far from a Pareto value of 10, near the cheapest success (6)

@@ -277,6 +277,11 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
     "record in config.json), and fork() continues the new run through the runner (runner.execute, inside the "
     "function); moving the fork record's readers into a leaf module would open it",
     frozenset(
+        {"cooplab.tasks.games.profiles", "cooplab.tasks.games.task"}
+    ): "a game profile is a grid sweep of the game task: the task's analyze_sweep writes profile.json for a folder "
+    "whose manifest says profile (profiles.analyze), and a profile request is checked with the task's own prompt "
+    "variants and models (both imports inside the functions)",
+    frozenset(
         {"cooplab.cli", "cooplab.cli.diners", "cooplab.cli.games", "cooplab.cli.science", "cooplab.cli.tasks"}
     ): "the command line registers each world's commands, and their shared helpers (cli/tasks.py) read the app back "
     "to turn a sweep's options into keywords (run_keywords)",

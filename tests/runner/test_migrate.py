@@ -72,7 +72,7 @@ def test_the_format_is_declared_once_with_the_version_of_each_file():
     for name, conv in formats.CONVERTERS.items():
         assert conv.file == name and conv.reads and conv.writes
         assert name not in formats.VERSIONS or conv.writes == f"version {formats.VERSIONS[name]}"
-    assert set(formats.CONVERTERS) == {*formats.VERSIONS, "table"}
+    assert set(formats.CONVERTERS) == {*formats.VERSIONS, "table", "games/"}
 
 
 def test_every_run_file_of_every_task_is_converted_to_what_the_readers_make_of_it(tmp_path):
@@ -115,6 +115,50 @@ def test_a_grid_sweep_folder_made_before_manifests_gets_the_manifest_its_layout_
     assert not m.inferred and m.kind == inferred.kind == "sweep"
     assert [c.dir for c in m.cells] == [c.dir for c in inferred.cells] == ["cells/a", "cells/b"]
     assert not (project / runfiles.MANIFEST_FILE).exists()
+
+
+#: 'cooplab profile --players nash --games cpr,weakest-link --simulations 2' as cooplab wrote it before
+#: profiles were grid sweeps (games/GAME run folders; made by that code, figures and traces left out)
+OLD_PROFILE = DATA / "profile-games-layout"
+PROFILE_ARGS = ["profile", "--players", "nash", "--games", "cpr,weakest-link", "--simulations", "2"]
+
+
+def test_a_profile_in_the_games_layout_reads_and_continues_after_migrate(tmp_path, capsys):
+    from cooplab.tasks.games import profiles as pf
+
+    d = tmp_path / "p"
+    shutil.copytree(OLD_PROFILE, d)
+    before = json.loads((d / "profile.json").read_text())
+    assert pf.game_dirs(d) == {g: d / "games" / g for g in ("cpr", "weakest-link")}  # it reads as it is
+    code = main([*PROFILE_ARGS, "--out", str(d)])
+    _, err = capsys.readouterr()
+    assert code == 2 and f"'cooplab migrate {d}'" in err and len(err.strip().splitlines()) == 1
+    code, out, err = cli([str(d), "--dry-run", "--json"], capsys)
+    assert code == 0 and [c["file"] for c in json.loads(out)["changes"]] == ["games/"] and (d / "games").is_dir()
+    code, out, err = cli([str(d)], capsys)
+    assert code == 0 and "converted to format 0.1" in out, err
+    assert not (d / "games").exists() and sorted(p.name for p in (d / "cells").iterdir()) == [
+        "game-cpr__s0",
+        "game-weakest-link__s0",
+    ]
+    m = runfiles.read_manifest(d)
+    assert m.kind == "profile" and [(c.dir, c.labels, c.status) for c in m.cells] == [
+        ("cells/game-cpr__s0", {"game": "cpr"}, "completed"),
+        ("cells/game-weakest-link__s0", {"game": "weakest-link"}, "completed"),
+    ]
+    moved = json.loads((d / "profile.json").read_text())
+    assert [e["run_dir"] for e in moved["games"].values()] == [c.dir for c in m.cells]
+    assert json.loads((d / "profile.json.v1.bak").read_text()) == before
+    assert cli([str(d)], capsys)[1].strip().endswith("nothing to do")  # a second migration changes nothing
+    # the converted profile continues: a finished game read back, an interrupted one resumed from its checkpoint
+    (d / "cells" / "game-weakest-link__s0" / "summary.json").unlink()
+    code = main([*PROFILE_ARGS, "--json", "--out", str(d)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    got = json.loads(out)
+    assert "cpr: finished earlier, read back" in err and "weakest-link: resuming" in err
+    for g, e in before["games"].items():
+        assert got["games"][g]["metric"] == e["metric"] and got["games"][g]["status"] == "completed", g
 
 
 SWEEPS = {

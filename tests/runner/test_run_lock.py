@@ -221,7 +221,7 @@ def test_a_profile_whose_game_another_process_writes_is_one_line(tmp_path, env):
     out = tmp_path / "profile"
     args = cooplab("profile", "--out", out, "--players", "nash", "--games", "weakest-link", "--simulations", 2, "-q")
     assert subprocess.run(args, env=env, capture_output=True, text=True, timeout=TIMEOUT).returncode == 0
-    game = out / "games" / "weakest-link"
+    game = out / "cells" / "game-weakest-link__s0"  # the profile's one cell
     (game / "summary.json").unlink()  # as if it had been interrupted: the next profile resumes it
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(game)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True

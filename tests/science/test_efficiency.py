@@ -83,7 +83,9 @@ def test_the_comparison_is_the_ledgers_totals(made):
     table = res["table"].set_index("model")
     assert res["profiles"] == 1 and res["science_runs"] == 2
     prof = table.loc[model]
-    games = [tmp / "prof" / "games" / g for g in ("cpr", "weakest-link")]
+    from cooplab.tasks.games.profiles import game_dirs
+
+    games = [game_dirs(tmp / "prof")[g] for g in ("cpr", "weakest-link")]  # the profile's cells
     assert (
         prof["profile_total_tokens"]
         == float(sum(_ledger_sum(g, "input_tokens") + _ledger_sum(g, "output_tokens") for g in games))
