@@ -189,6 +189,7 @@ def violations(root: Path = None) -> list[str]:  # type: ignore[assignment]
     bad = []
     for m, path in mods.items():
         mine = package_of(m)
+        assert mine is not None, f"{m} is not a cooplab module"
         for line, name in imports_of(path, m):
             where = f"{path.relative_to(root)}:{line} imports {name}"
             if mine != "cli" and name.split(".")[0] in THIRD_PARTY_ONLY_IN_CLI:
