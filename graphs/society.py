@@ -13,7 +13,8 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
-Node = Callable[[dict[str, Any]], dict[str, Any]]
+#: a phase: the state in, its update out (or an awaitable of it: LangGraph awaits an async node)
+Node = Callable[[dict[str, Any]], Any]
 
 
 def default_should_continue(state: Mapping[str, Any]) -> bool:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -113,7 +113,7 @@ class ServeGuard:
         }
         self.hosts = {h.strip("[]").lower() for h in (list(LOOPBACK_HOSTS) + extra_hosts() if hosts is None else hosts)}
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         if scope.get("type") not in ("http", "websocket") or scope.get("root_path") == IN_PROCESS_ROOT:
             return await self.app(scope, receive, send)
         why = self.refusal(scope)
@@ -141,7 +141,7 @@ class ServeGuard:
         )
         await send({"type": "http.response.body", "body": body})
 
-    def refusal(self, scope: dict[str, Any]) -> str | None:
+    def refusal(self, scope: Mapping[str, Any]) -> str | None:
         """Why this request is refused (one line), or None to pass it on."""
         headers: dict[str, list[str]] = {}
         for key, value in scope.get("headers") or []:

@@ -11,6 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _results():
     spec = importlib.util.spec_from_file_location("bench_results_under_test", ROOT / "benchmarks" / "_results.py")
+    assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

@@ -352,6 +352,7 @@ def test_bench_local_build(tmp_path):
     # installs into --target directories (under tmp_path), the four configurations in their own
     # processes (in-process llama.cpp and cooplab's model process) on 1 decision, the report.
     spec = importlib.util.spec_from_file_location("bench_local_build", BENCH / "bench_local_build.py")
+    assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)  # standard library imports only
     wheels = Path.home() / ".cache" / "cooplab" / "wheels" / f"llama-cpp-python-{mod.LLAMA_VERSION}-{mod.baseline()}"

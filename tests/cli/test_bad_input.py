@@ -250,7 +250,8 @@ def test_sweep_config_structure(tmp_path, capsys, patch, needle):
 def test_sweep_config_not_json(tmp_path, capsys, text):
     p = tmp_path / "bad.json"
     p.write_bytes(text.encode("latin-1"))
-    assert_one_line_error(*run(["sweep", str(p)], capsys)[::2], "sweep config")
+    code, _, err = run(["sweep", str(p)], capsys)
+    assert_one_line_error(code, err, "sweep config")
 
 
 # --- scripted model files and caches --------------------------------------------------------------
@@ -445,12 +446,15 @@ def test_resume_with_damaged_config(finished_runs, tmp_path, capsys, name, how):
 
 
 def test_resume_on_paths_that_are_not_run_directories(tmp_path, capsys):
-    assert_one_line_error(*run(["resume", str(tmp_path / "nope")], capsys)[::2], "does not exist")
+    code, _, err = run(["resume", str(tmp_path / "nope")], capsys)
+    assert_one_line_error(code, err, "does not exist")
     (tmp_path / "file").write_text("x")
-    assert_one_line_error(*run(["resume", str(tmp_path / "file")], capsys)[::2], "not a directory")
+    code, _, err = run(["resume", str(tmp_path / "file")], capsys)
+    assert_one_line_error(code, err, "not a directory")
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "config.json").write_text('{"task": "fishing"}')
-    assert_one_line_error(*run(["resume", str(tmp_path / "d")], capsys)[::2], "no task named 'fishing'")
+    code, _, err = run(["resume", str(tmp_path / "d")], capsys)
+    assert_one_line_error(code, err, "no task named 'fishing'")
 
 
 RESUME_FIELDS = {

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from cooplab.cli import main
+from cooplab.evals.typed import as_series, column
 from cooplab.tasks.cpr.params import CPRParams
 
 
@@ -67,7 +68,7 @@ def test_run_cpr_writes_a_complete_run_directory(tmp_path, capsys):
     assert cfg["params"]["beta"] == 14 and cfg["params"]["r"] == 0.6 and cfg["params"]["social_learning"] is False
     rounds = pd.read_parquet(out / "rounds.parquet")
     assert set(rounds["replicate"]) == set(range(8))
-    per_rep = rounds.groupby("replicate")["round"].max().to_dict()
+    per_rep = as_series(rounds.groupby("replicate")["round"].max()).to_dict()
     assert per_rep == dict(enumerate(summary["survival_time"]["values"]))  # one row per round lived
     assert (out / "agents.parquet").exists() and (out / "figures" / "run.png").stat().st_size > 10_000
     assert (out / "checkpoints.sqlite").exists()
@@ -216,7 +217,7 @@ def test_figures_cpr_abm_small(tmp_path, capsys):
     ):
         assert (tmp_path / name).exists(), name
     grid = pd.read_csv(tmp_path / "fig3_grid.csv")
-    assert grid["beta"].nunique() >= 10 and grid["r"].nunique() >= 10 and (grid["n"] == 4).all()
+    assert column(grid, "beta").nunique() >= 10 and column(grid, "r").nunique() >= 10 and bool((grid["n"] == 4).all())
     assert {c["id"] for c in res["claims"]} == {"a", "b", "c1", "c2", "c3"}
     assert all(isinstance(c["holds"], bool) for c in res["claims"])
 

@@ -120,6 +120,7 @@ def test_group_size_help_names_what_the_validation_refuses(capsys):
     text = flat(out)
     for g in GAMES:
         k = smallest_group(g)
+        assert k is not None, g
         pf.request(games=[g], players="nash", simulations=1, group_size=k)  # accepted
         if k > 2:
             assert f"{g} needs at least {k}" in text

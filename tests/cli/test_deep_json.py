@@ -67,7 +67,7 @@ def finished_run(tmp_path_factory) -> Path:
     return out
 
 
-def _suite(tmp: Path) -> tuple[list[str], Path]:
+def _suite(tmp: Path) -> tuple[list[str | Path], Path]:
     (tmp / "suite.jsonl").write_text(json.dumps({"id": "q1"})[:-1] + f', "question": {nested(DEEP)}}}\n')
     out = tmp / "out"
     return [
@@ -84,7 +84,7 @@ def _suite(tmp: Path) -> tuple[list[str], Path]:
     ], out
 
 
-def _labels(tmp: Path) -> tuple[list[str], Path]:
+def _labels(tmp: Path) -> tuple[list[str | Path], Path]:
     (tmp / "labels.jsonl").write_text(
         (BENCH / "labels.jsonl").read_text() + f'{{"id": "q99", "common_answers": {nested(DEEP)}}}\n'
     )
@@ -105,7 +105,7 @@ def _labels(tmp: Path) -> tuple[list[str], Path]:
     ], out
 
 
-def _truth(tmp: Path) -> tuple[list[str], Path]:
+def _truth(tmp: Path) -> tuple[list[str | Path], Path]:
     (tmp / "data.csv").write_text("a,b\n1,2\n3,4\n")
     (tmp / "task.md").write_text("How are a and b related?\n")
     (tmp / "truth.json").write_text(nested(DEEP))
@@ -125,12 +125,12 @@ def _truth(tmp: Path) -> tuple[list[str], Path]:
     ], out
 
 
-def _sweep(tmp: Path) -> tuple[list[str], Path]:
+def _sweep(tmp: Path) -> tuple[list[str | Path], Path]:
     (tmp / "sweep.json").write_text('{"task": "cpr", "out": "%s", "grid": %s}' % (tmp / "out", nested(DEEP)))
     return ["sweep", tmp / "sweep.json"], tmp / "out"
 
 
-def _scripted(tmp: Path) -> tuple[list[str], Path]:
+def _scripted(tmp: Path) -> tuple[list[str | Path], Path]:
     (tmp / "script.json").write_text('{"answers": %s}' % nested(DEEP, '"{}"'))
     out = tmp / "out"
     return [

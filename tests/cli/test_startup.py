@@ -15,6 +15,8 @@ import json
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
+from typing import cast
 
 import pytest
 
@@ -23,8 +25,11 @@ from cooplab.cli.lazy import load
 
 try:
     from typer._click.utils import make_default_short_help
-except ImportError:  # pragma: no cover
-    from click.utils import make_default_short_help
+except ImportError:  # pragma: no cover - a typer without its own copy of click
+    import click.utils
+
+    # click 8.2+ serves it through a module __getattr__ (typed object); it is the same function
+    make_default_short_help = cast("Callable[[str, int], str]", click.utils.make_default_short_help)
 
 #: packages that answering --help, --version or a parameter table has no use for
 HEAVY = {

@@ -325,13 +325,16 @@ def test_memory_one_and_zero_are_accumulate_true_and_false_exactly():
             checkpointer=InMemorySaver(),
         )
         for key in ("strategy", "score", "utility"):
-            assert np.array_equal(a[key], b[key]), key
+            got_a, got_b = a.get(key), b.get(key)
+            assert got_a is not None and got_b is not None, key
+            assert np.array_equal(got_a, got_b), key
 
 
 def test_memory_in_between_discounts_the_past():
     f = run_diners(
         [Condition(dm.COMBINATIONS[1], 3.0, 1.0, True, 1.0, accumulate=0.5)], 3, 0, 3, checkpointer=InMemorySaver()
     )
+    assert "history" in f
     h = f["history"]
     expect = 0.5 * (0.5 * h[0]["utility"] + h[1]["utility"]) + h[2]["utility"]
     np.testing.assert_allclose(h[2]["score"], expect)

@@ -9,6 +9,7 @@ import pandas as pd
 
 from cooplab.cli import figures_app, main
 from cooplab.cli.diners import register
+from cooplab.evals.typed import as_frame, column, scalar
 from cooplab.tasks.diners import llm as la
 from cooplab.tasks.diners.society import Condition
 from cooplab.tasks.diners.task import init_llm_state
@@ -93,14 +94,14 @@ def test_strategy_following_answers_and_one_contradiction(tmp_path, capsys):
     )
     # the contradicting answer is applied, not corrected: P did not punish R1, and paid no k for it
     pun = pd.read_parquet(out / "punishments.parquet")
-    stage1 = sorted(map(tuple, pun[pun["stage"] == 1][["punisher", "target"]].to_numpy().tolist()))
+    stage1 = sorted(map(tuple, as_frame(pun[pun["stage"] == 1][["punisher", "target"]]).to_numpy().tolist()))
     assert stage1 == [(0, 3), (4, 7), (5, 7), (6, 7)]
-    stage2 = sorted(map(tuple, pun[pun["stage"] == 2][["punisher", "target"]].to_numpy().tolist()))
+    stage2 = sorted(map(tuple, as_frame(pun[pun["stage"] == 2][["punisher", "target"]]).to_numpy().tolist()))
     assert stage2 == [(0, 1), (0, 2), (0, 3)]
     u = pd.read_parquet(out / "utilities.parquet").sort_values("agent")
     # group 1 (p = 3, k = 1): M 0 - 1 - 3 = -4; P 0 - 3 = -3; E 0 - 3 = -3; R1 4 - 3 - 3 = -2
     np.testing.assert_allclose(u["utility"], [-4, -3, -3, -2, -1, -1, -1, -5])
-    assert (out / "ledger.parquet").exists() and s["ledger"]["calls"] == int(d["attempts"].sum())
+    assert (out / "ledger.parquet").exists() and s["ledger"]["calls"] == int(scalar(column(d, "attempts").sum()))
 
 
 def test_punish_schema_is_bounded_to_the_society():
@@ -124,8 +125,8 @@ def test_orders_contradicting_the_strategy_count_against_decision_accuracy(tmp_p
     # the Moralists should punish every non-punisher in stage 3 (0 of 3 right)
     assert abs(s["punishment_accuracy"] - 3 / 11) < 1e-12
     orders = pd.read_parquet(out / "orders.parquet")
-    assert (orders["order"] == "premium").all()  # applied as answered
-    assert (pd.read_parquet(out / "utilities.parquet")["utility"] == -2).all()  # all-defect: 10 - 12
+    assert bool((orders["order"] == "premium").all())  # applied as answered
+    assert bool((pd.read_parquet(out / "utilities.parquet")["utility"] == -2).all())  # all-defect: 10 - 12
 
 
 def test_prompts_carry_strategy_persona_and_stated_or_unstated_costs():
@@ -244,7 +245,9 @@ def test_unreachable_model_stops_cleanly_and_resume_continues_with_one_trace(tmp
         )
     d = pd.read_parquet(out / "decisions.parquet")
     assert not d.duplicated(["society", "agent", "round", "phase"]).any()
-    assert sorted(d["round"].unique()) == [1, 2, 3, 4] and (d[d["phase"] == "order"].groupby("round").size() == 8).all()
+    assert sorted(d["round"].unique()) == [1, 2, 3, 4] and bool(
+        (d[d["phase"] == "order"].groupby("round").size() == 8).all()
+    )
     # one coherent trace file: the stopped run's tree, then the resumed run's
     from cooplab.graphs.tracing import load_runs
 

@@ -3,6 +3,7 @@ metanorm, the Fermi rule's frequency, seeds, venue swap, and the CLI."""
 
 import json
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -19,9 +20,10 @@ from cooplab.tasks.diners.society import Condition, init_state, run_diners
 register(figures_app)
 
 
-def one(groups, iterations=1, p=3.0, k=1.0, seed=0, replicates=1, beta=1.0):
+def one(groups, iterations=1, p=3.0, k=1.0, seed=0, replicates=1, beta=1.0) -> dict[str, Any]:
+    """The final state of one run (a plain dict: DinersState is total=False for the nodes' updates)."""
     cond = Condition(tuple(tuple(g) for g in groups), p, k, True, beta)
-    return run_diners([cond], replicates, seed, iterations, checkpointer=InMemorySaver())
+    return dict(run_diners([cond], replicates, seed, iterations, checkpointer=InMemorySaver()))
 
 
 def idx(names):
@@ -112,6 +114,7 @@ def test_r1_switches_after_being_punished_and_never_punishes():
 
 def test_r1_reform_persists_and_resets_on_adoption():
     s = init_state([Condition((("R1", "P", "M", "M"),), 3.0, 1.0, True, beta=0.0)], 1, 0, 2)
+    assert "reformed" in s and "score" in s
     s["reformed"][:] = True  # pretend everyone had been punished while R1
     s["score"][:] = 0.0
     s["strategy"] = np.array([idx(["R1", "P", "M", "M"])], dtype=np.int8)
@@ -178,6 +181,7 @@ def test_fermi_adoption_frequency(beta, diff):
 def test_role_models_come_from_the_whole_population():
     S = 4000
     s = init_state([Condition(dm.COMBINATIONS[1])], S, 3, 1)
+    assert "group" in s
     role = imitate_node()(s)["imitation"]["role"]
     other_group = (s["group"][np.arange(S)[:, None], role] != s["group"]).mean()
     assert abs(other_group - 4 / 7) < 0.02  # 4 of the 7 possible role models sit in the other group

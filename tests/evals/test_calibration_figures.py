@@ -16,7 +16,7 @@ def test_the_sensitivity_figure_has_a_caption():
     )
     fig = sensitivity_figure_of(sens)
     try:
-        caption = fig._supxlabel.get_text().replace("\n", " ")
+        caption = fig.get_supxlabel().replace("\n", " ")
         assert "error bars: the 95% confidence half-width of S1" in caption and "S1 = 0" in caption
         assert [ax.get_title() for ax in fig.axes if ax.get_title()] == ["T_s", "eta"]
     finally:

@@ -16,6 +16,7 @@ import re
 import shutil
 from html import escape as html_escape
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -110,7 +111,8 @@ def dirs(tmp_path_factory):
     return d
 
 
-def report(capsys, target, *extra, expect=0):
+def report(capsys, target, *extra, expect=0) -> Any:
+    """The command's --json answer (JSON) when it exits 0, else its stderr."""
     code, out, err = cli(["report", target, "--json", *extra], capsys)
     assert code == expect, err
     return json.loads(out) if code == 0 else err
@@ -177,9 +179,9 @@ def test_llm_run_is_its_explorer_page_and_its_model_calls(dirs, capsys):
     assert '<section id="calls-round-1">' in calls and '<section id="calls-round-2">' in calls
     assert '<a href="#calls">every model call of this run' in run and f"cooplab traces view {d}" in run
     # a link to a page the file does not hold (one round, one fisher) is text, never a dead link
-    hrefs = [a.get("href") for t, a in elements(html) if t == "a" and a.get("href")]
+    hrefs = [h for t, a in elements(html) if t == "a" and (h := a.get("href"))]
     assert hrefs and all(h.startswith("#") for h in hrefs), [h for h in hrefs if not h.startswith("#")]
-    anchors = {a["id"] for t, a in elements(html) if a.get("id")}
+    anchors = {i for _, a in elements(html) if (i := a.get("id"))}
     assert {h[1:] for h in hrefs} <= anchors  # every link leads somewhere in the file
     check_self_contained(html)
 

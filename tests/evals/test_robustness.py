@@ -161,7 +161,7 @@ def test_the_figure_has_one_panel_per_outcome_with_every_variant(tmp_path):
     assert [t.get_text() for t in ax.get_xticklabels()] == [
         "original",
         "reword-a",
-    ] and "dashed" in fig._suptitle.get_text()
+    ] and "dashed" in fig.get_suptitle()
 
 
 def test_bad_folders_are_one_line(tmp_path):

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from cooplab.evals import stats
+from cooplab.evals.typed import tuples
 from cooplab.tasks.cpr.norms import s_align, s_ind
 
 
@@ -66,7 +67,7 @@ def test_tukey_and_letters_on_separated_groups():
         }
     )
     t = stats.tukey_hsd(df, "T", "model")
-    sig = {frozenset((r.group1, r.group2)): bool(r.reject) for r in t.itertuples()}
+    sig = {frozenset((r.group1, r.group2)): bool(r.reject) for r in tuples(t)}
     assert sig[frozenset(("big", "mid"))] and not sig[frozenset(("mid", "mid2"))]
     letters = stats.cld_from_tukey(df, "T", "model")
     assert letters["big"] == "a" and letters["mid"] == letters["mid2"] == "b"

@@ -39,7 +39,7 @@ def wrapped(src: str) -> str:
     return "async def _block():\n" + textwrap.indent(src, "    ") + "\n    pass\n"
 
 
-def tree(src: str) -> ast.AST:
+def tree(src: str) -> ast.Module:
     try:
         compile(src, "<doc>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
         return ast.parse(src)
@@ -62,6 +62,7 @@ def test_every_python_block_compiles_and_its_imports_resolve(where, src, monkeyp
             for a in node.names:
                 importlib.import_module(a.name)
         elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            assert node.module is not None  # an absolute import names its module
             mod = importlib.import_module(node.module)
             for a in node.names:
                 if not hasattr(mod, a.name):

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 from nbclient import NotebookClient
+from nbformat import NotebookNode
 
 from tests.helpers.progress import checkpoints
 
@@ -36,7 +38,7 @@ def text_of(cell) -> str:
     return "\n".join(parts)
 
 
-def cell_with(nb, needle: str) -> tuple[int, dict]:
+def cell_with(nb, needle: str) -> tuple[int, NotebookNode]:
     """The first code cell whose source holds ``needle``, whitespace aside (the formatter may wrap a call)."""
     bare = "".join(needle.split())
     return next((i, c) for i, c in enumerate(nb.cells) if c.cell_type == "code" and bare in "".join(c.source.split()))
@@ -85,7 +87,10 @@ def test_the_quickstart_runs_in_a_kernel_and_resumes_an_interrupted_run(tmp_path
             threading.Event().wait(0.05)
 
     with client.setup_kernel():
-        pid = client.km.provisioner.process.pid
+        km = client.km
+        assert km is not None and isinstance(km.provisioner, LocalProvisioner)  # setup_kernel started it here
+        assert km.provisioner.process is not None
+        pid = km.provisioner.process.pid
         for i, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
                 continue

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import importlib
 import json
 import signal
 import sys
@@ -55,7 +56,7 @@ def script(path: Path, by_phase: dict) -> Path:
 def ultimatum():
     sys.path.insert(0, str(ROOT / "examples" / "ultimatum"))
     try:
-        from cooplab_ultimatum import TASK
+        TASK = importlib.import_module("cooplab_ultimatum").TASK  # examples/ultimatum, on sys.path just now
     finally:
         sys.path.remove(str(ROOT / "examples" / "ultimatum"))
     return cooplab.register_task(TASK, replace=True)
@@ -133,6 +134,7 @@ def test_run_and_resume_of_every_task_work_inside_a_running_event_loop(tmp_path,
     assert not (out / "error.log").exists()
     assert not never_awaited(messages), messages
     if name == "science":
+        assert scored is not None
         assert scored["completeness"] == 1.0 and scored["ledger"]["calls"] == 1
 
 
@@ -189,6 +191,7 @@ def interrupt_main_when(ready: threading.Event) -> threading.Thread:
     """A thread that sends SIGINT to the main thread once ``ready`` is set (as Jupyter's "interrupt
     the kernel" does)."""
     main = threading.main_thread().ident
+    assert main is not None  # the main thread has started
 
     def go():
         if ready.wait(timeout=300):

@@ -139,7 +139,7 @@ def test_sweep_returns_one_row_per_cell_and_skips_finished_cells(tmp_path):
     )
     assert isinstance(rows, pd.DataFrame) and len(rows) == 4
     assert set(rows["pk"]) == {"3:1", "6:1"} and set(rows["seed"]) == {0, 1}
-    assert (rows["status"] == "completed").all()
+    assert bool((rows["status"] == "completed").all())
     assert (tmp_path / "sw" / "table.csv").is_file()
     cells = sorted(p.name for p in (tmp_path / "sw" / "cells").iterdir())
     assert cells == ["pk-3-1__s0", "pk-3-1__s1", "pk-6-1__s0", "pk-6-1__s1"]

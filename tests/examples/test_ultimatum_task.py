@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from cooplab.evals.typed import as_frame, column, scalar
 from tests.helpers.progress import kill_when
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,12 +114,12 @@ def test_rule_run_with_fixed_traits(env, tmp_path):
     )
     assert all(players == list(range(6)) for players in per_round)
     # without imitation a rule player always offers the same share (its trait), within +-spread of the mean
-    assert games.groupby(["replicate", "proposer"])["share"].nunique().eq(1).all()
+    assert bool(games.groupby(["replicate", "proposer"])["share"].nunique().eq(1).all())
     assert games["share"].between(0.3 - 1e-12, 0.5 + 1e-12).all()
     assert s["mean_offer"] == pytest.approx(games["share"].mean())
     assert s["acceptance_rate"] == pytest.approx(games["accepted"].mean())
     assert s["mean_payoff"] == pytest.approx(10.0 * s["acceptance_rate"] / 2)
-    assert rounds["mean_payoff"].mean() == pytest.approx(s["mean_payoff"])
+    assert scalar(column(rounds, "mean_payoff").mean()) == pytest.approx(s["mean_payoff"])
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["task"] == "ultimatum" and cfg["params"]["imitation"] == 0 and cfg["params"]["pie"] == 10.0
     # the human report: the task's lines and the run directory
@@ -170,12 +171,14 @@ def test_llm_run_with_a_scripted_model_is_traced(env, tmp_path):
     d = pd.read_parquet(out / "decisions.parquet")
     assert len(d) == 2 * (4 * 2 * 2) == s["decisions"]["count"]  # an offer and a response per game
     assert d.groupby("phase").size().to_dict() == {"offer": 16, "respond": 16}
-    assert s["ledger"]["calls"] == int(d["attempts"].sum()) == len(pd.read_parquet(out / "ledger.parquet"))
+    assert (
+        s["ledger"]["calls"] == int(scalar(column(d, "attempts").sum())) == len(pd.read_parquet(out / "ledger.parquet"))
+    )
     # the script's invalid answers ("I offer half.", an offer above the pie) were retried; offers within the pie
-    assert (d["attempts"] > 1).any() and (d["attempts"] <= 3).all()
+    assert bool((d["attempts"] > 1).any()) and bool((d["attempts"] <= 3).all())
     games = pd.read_parquet(out / "games.parquet")
     assert games["offer"].between(0, 10).all() and len(games) == 16
-    offers = d[d["phase"] == "offer"].sort_values(["round", "society"], kind="stable")
+    offers = as_frame(d[d["phase"] == "offer"]).sort_values(["round", "society"], kind="stable")
     assert sorted(json.loads(p)["offer"] for p in offers["parsed"]) == sorted(games["offer"])
     # traces.jsonl: LangSmith runs, one root (the graph), its nodes and every model call nested under it
     runs = load_runs(out, validate=True)

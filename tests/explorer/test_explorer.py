@@ -21,6 +21,7 @@ import pytest
 from cooplab.cli import main
 from cooplab.cli.view import stop_started, task_for
 from cooplab.evals.explorer.app import CSP, serve, stop
+from cooplab.evals.typed import as_frame
 from cooplab.graphs import explore as ex
 from cooplab.graphs.task import Task
 from tests.explorer.conftest import HOSTILE_BELIEF, HOSTILE_DIR, HOSTILE_NORM
@@ -204,10 +205,10 @@ def test_the_list_filters_and_sorts_in_the_browser(site, tmp_path):
 # --- a CPR run of LLM fishers ----------------------------------------------------------------------
 def test_who_fined_whom_in_round_5_and_what_fisher_2_said(site, runs, tmp_path):
     d = decisions(runs, "cpr-llm")
-    r5 = d[d["round"] == 5]
+    r5 = as_frame(d[d["round"] == 5])
     fined = sorted(
         (f"Fisher {a + 1}", f"Fisher {json.loads(p)['punish']}")
-        for a, p in r5[r5.phase == "punish"][["agent", "parsed"]].values
+        for a, p in as_frame(r5[r5.phase == "punish"][["agent", "parsed"]]).values
         if json.loads(p)["punish"] is not None
     )
     assert fined  # the scripted fishers fine someone in round 5 (seed 4)
@@ -261,7 +262,10 @@ def test_follow_one_fisher_across_rounds(site, runs, tmp_path):
     assert "Fisher 2 across rounds" in me
     rows = tables(me)["Fisher 2, round by round"]
     d = decisions(runs, "cpr-llm")
-    efforts = [json.loads(p)["effort"] for p in d[(d.agent == 1) & (d.phase == "harvest")].sort_values("round").parsed]
+    efforts = [
+        json.loads(p)["effort"]
+        for p in as_frame(d[(d.agent == 1) & (d.phase == "harvest")]).sort_values("round").parsed
+    ]
     assert [r[0] for r in rows[1:]] == [str(r) for r in range(1, 7)] and {r[1] for r in rows[1:]} == {"Fisher 2"}
     assert [float(r[3]) for r in rows[1:]] == pytest.approx(efforts)
     for answer in d[d.agent == 1].raw:
@@ -710,6 +714,7 @@ def test_a_punisher_or_target_that_is_no_agent_id_is_listed_but_left_out_of_the_
         ],
         spec,
     )
+    assert isinstance(listed, ex.Table) and isinstance(matrix, ex.Table)
     assert len(listed.rows) == 3
     assert [r["who \u2193 / fined \u2192"] for r in matrix.rows] == ["Fisher 1", "Fisher 2", "Fisher 3"]
     assert matrix.rows[0]["Fisher 3"] == 1 and matrix.rows[1]["Fisher 1"] == ""

@@ -138,7 +138,9 @@ def test_the_compare_page_of_a_fork_and_its_parent_shows_curves_marks_and_the_di
         assert fig.count('class="mark mark-band"') == 1 and fig.count('class="mark mark-line"') == 1
         assert "rounds 1..2 shared (fork at the end of round 2)" in fig and "first difference: round 3" in fig
         assert 'stroke-dasharray="6 4"' in fig and fig.count('class="line"') == 2
-        caption = re.search(r"<figcaption>(.*?)</figcaption>", fig, re.S).group(1)
+        found = re.search(r"<figcaption>(.*?)</figcaption>", fig, re.S)
+        assert found, fig[:400]
+        caption = found.group(1)
         assert (
             "run A solid, run B dashed" in caption
             and "grey band covers rounds 1..2" in caption
@@ -216,7 +218,9 @@ def test_a_forged_fork_record_is_read_as_text_and_its_path_opens_nothing(served,
 def test_the_traces_page_of_a_fork_names_its_parent_and_the_part_traced_as_a_fork(served):
     url, root = served
     text = httpx.get(page(url, "traces", id="0/rich")).text
-    note = re.search(r'<p class="note info fork">(.*?)</p>', text, re.S).group(1)
+    found = re.search(r'<p class="note info fork">(.*?)</p>', text, re.S)
+    assert found, text[:400]
+    note = found.group(1)
     assert 'A fork of <a href="/run?id=0%2Fbase">base</a> at the end of round 2' in note
     assert '<a href="/traces?id=0%2Fbase">' in note and "/compare?a=0%2Fbase&amp;b=0%2Frich" in note
     parent_id = json.loads((root / "base" / "config.json").read_text())["record"]["thread_id"]
@@ -228,7 +232,9 @@ def test_a_fork_whose_record_lost_its_round_says_so_and_never_round_none(served)
     url, root = served
     assert '"fork_at_round": null' in (root / "noround" / "traces.jsonl").read_text()
     traces = httpx.get(page(url, "traces", id="0/noround")).text
-    note = re.search(r'<p class="note info fork">(.*?)</p>', traces, re.S).group(1)
+    found = re.search(r'<p class="note info fork">(.*?)</p>', traces, re.S)
+    assert found, traces[:400]
+    note = found.group(1)
     assert "at a round its record does not say" in note and "its first rounds are the parent" in note
     assert "round not recorded)" in traces
     run = httpx.get(page(url, "run", id="0/noround")).text

@@ -18,6 +18,7 @@ import pytest
 
 import cooplab
 from cooplab.evals.explorer.app import CSP, serve, stop
+from cooplab.evals.typed import as_frame
 from cooplab.evals.values import fmt
 from cooplab.runs.registry import find  # the explorer's task lookup, as the command line passes it
 from tests.helpers.chromium import DevTools
@@ -76,7 +77,9 @@ def test_hover_zoom_and_legend_answer_the_mouse_under_the_csp(site, runs, browse
     x, y, w, h = box(b, lake)
     b.mouse("mouseMoved", x + w * 0.5, y + h * 0.5)
     tip = b.eval("document.querySelector(\"figure.plot[data-plot*='stock at the start'] .tip\").textContent")
-    shown_round = int(re.match(r"round (\d+)", tip).group(1))
+    said = re.match(r"round (\d+)", tip)
+    assert said, tip
+    shown_round = int(said.group(1))
     rounds = pd.read_parquet(runs / "many" / "rounds.parquet")
     row = rounds[(rounds.replicate == 7) & (rounds["round"] == shown_round)].iloc[
         0
@@ -142,7 +145,7 @@ def test_every_society_of_a_100_society_run_is_one_pick_away(site, runs, browser
         "Array.from(document.querySelectorAll('#lake table.data tbody tr')).map(r => r.cells[1].textContent)"
     )
     rounds = pd.read_parquet(runs / "many" / "rounds.parquet")
-    assert shown == [fmt(float(v)) for v in rounds[rounds.replicate == 73].sort_values("round").R]
+    assert shown == [fmt(float(v)) for v in as_frame(rounds[rounds.replicate == 73]).sort_values("round").R]
     # and the next one is a link away
     nx, ny, nw, nh = box(b, "form.choice a.next")
     b.events.clear()

@@ -306,6 +306,8 @@ def test_a_long_program_shows_its_start_and_all_of_it_in_a_closed_box(tmp_path):
         b for b in all_blocks(sx.sections(tmp_path, {})) if isinstance(b, ex.Details) and "· call " in b.summary
     )
     preview, whole = call.blocks[1], call.blocks[2]
+    assert isinstance(preview, ex.Code) and isinstance(whole, ex.Details)
+    assert isinstance(whole.blocks[0], ex.Code)
     assert preview.title == f"code (the first {sx.PREVIEW_LINES} of 100 lines)"
     assert preview.text.splitlines() == code.splitlines()[: sx.PREVIEW_LINES]
     assert whole.summary == "all 100 lines of the code" and not whole.open and whole.blocks[0].text == code
@@ -429,7 +431,7 @@ def test_passes_in_order_with_a_redo_and_the_cost_of_each(tmp_path):
     assert tables["messages between teams"] == [
         {"from": "data#2", "agent": "data.1 (Data Analyst)", "to team": "model", "message": "see sp3"}
     ]
-    table = next(b for b in blocks if isinstance(b, ex.Table) and b.title.startswith("passes"))
+    table = next(b for b in blocks if isinstance(b, ex.Table) and (b.title or "").startswith("passes"))
     got = [(r["pass"], r["steps"], r["cost (USD)"], r["code calls"], r["agents"]) for r in table.rows]
     assert got == [
         ("data#1", "plan > synthesize", "0.3000", 0, ""),
@@ -638,7 +640,9 @@ def test_the_science_page_in_chromium(explorer, tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     html = res.stdout
     # hostile text stayed text: no script of the run ran (the title is the explorer's), none is in the DOM
-    title = re.search(r"<title>(.*?)</title>", html, re.S).group(1)
+    found = re.search(r"<title>(.*?)</title>", html, re.S)
+    assert found, html[:400]
+    title = found.group(1)
     assert "pwned" not in title and "hostile-team" in title
     assert_inert(html)  # the explorer's own script only, no element or handler a payload would add
     assert "&lt;script&gt;document.title='pwned-report'&lt;/script&gt;" in html  # shown as text
@@ -678,7 +682,8 @@ def test_the_science_page_in_chromium(explorer, tmp_path):
     )
 
     calls = browse(tmp_path, explorer.split("/run?")[0] + html_unescape(link.group(1)), "--dump-dom").stdout
-    assert "pwned" not in re.search(r"<title>(.*?)</title>", calls, re.S).group(1)
+    found = re.search(r"<title>(.*?)</title>", calls, re.S)
+    assert found and "pwned" not in found.group(1)
     assert (
         "6 calls" in calls and "You are Data Lead, a member of the Data team." in calls
     )  # the data lead's 6 model calls

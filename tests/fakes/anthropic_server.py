@@ -125,7 +125,8 @@ def events(msg: dict) -> bytes:
     def event(name: str, data: dict) -> bytes:
         return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
 
-    u = msg.get("usage") if isinstance(msg.get("usage"), dict) else {}
+    got = msg.get("usage")
+    u: dict = got if isinstance(got, dict) else {}
     out = [
         event(
             "message_start",

@@ -17,10 +17,10 @@ import json
 import math
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from tests.agents.misbehaving_server import ANSWER, Delivery, DeliveryLog, send_body
 from tests.agents.misbehaving_server import Reply as _BaseReply
@@ -189,13 +189,16 @@ class FakeServer(DeliveryLog):
     CALL_PATHS: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
-        self, mode: str | Callable[[Request], Reply] = "ok", script: list[Any] | None = None, answer: Any = ANSWER
+        self,
+        mode: str | Callable[[Request], Reply] = "ok",
+        script: Sequence[str | Callable[[Request], Reply]] | None = None,
+        answer: Any = ANSWER,
     ):
         if isinstance(mode, str) and mode not in self.MODES:
             raise KeyError(f"unknown mode {mode!r}")
         self.mode = mode
         self.answer = answer
-        self.script = list(script or [])
+        self.script: list[str | Callable[[Request], Reply]] = list(script or [])
         self.requests: list[Request] = []
         self.deliveries: list[Delivery] = []
         self.release = threading.Event()
@@ -310,7 +313,12 @@ class FakeServer(DeliveryLog):
     def root(self) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
-    def __enter__(self) -> "FakeServer":
+    @property
+    def url(self) -> str:
+        """The base URL a provider's client is given (each server says)."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from decimal import Decimal
 from types import SimpleNamespace
-from typing import TypedDict
+from typing import TypedDict, cast
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
@@ -66,7 +66,7 @@ def test_concurrent_recordings_see_only_their_own_charges_and_nested_ones_see_bo
 
 
 def test_a_refused_charge_is_not_recorded():
-    ledger = Ledger(budget=0)
+    ledger = Ledger(budget=Decimal(0))
     with ledger.recording() as rows:
         try:
             charge(ledger, "too much")
@@ -83,6 +83,7 @@ def test_charged_gives_the_rows_of_the_awaited_work_or_none_without_a_ledger():
         return "done"
 
     value, rows = asyncio.run(charged(SimpleNamespace(ledger=ledger), work()))
+    assert rows is not None
     assert value == "done" and rows == [ledger.entries[0].as_dict()] and rows[0]["input_tokens"] == 7
     assert asyncio.run(charged(SimpleNamespace(ledger=None), work())) == ("done", None)
 
@@ -106,7 +107,10 @@ def test_llm_and_ledger_nodes_put_exactly_their_charges_in_the_state():
         return PolicyResult(5, {"decisions": [{"d": 1}]})
 
     async def tool_node(state, config, runtime: Runtime):
-        charge(runtime.context.ledger, "tool")
+        # the graph's context_schema is CoopContext (ledger_node's type names a bare Runtime)
+        context = cast(CoopContext, runtime.context)
+        assert context.ledger is not None
+        charge(context.ledger, "tool")
         return {"value": state["value"] + 1}
 
     g = StateGraph(State, context_schema=CoopContext)

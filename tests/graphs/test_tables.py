@@ -155,7 +155,7 @@ def test_tool_loops_and_unreadable_amounts():
     assert list(loops.columns) == ["agent_id", "cost_usd", "cost_usd_exact"] and loops["cost_usd"].tolist() == [0.25]
     odd = upgrade("ledger", pd.DataFrame({"agent": ["0:1", "0:2"], "cost": ["nan-ish", None]}))
     assert (
-        odd["cost_usd"].isna().all()
+        bool(odd["cost_usd"].isna().all())
         and odd["cost_usd_exact"].iloc[0] == "nan-ish"
         and pd.isna(odd["cost_usd_exact"].iloc[1])
     )

@@ -9,8 +9,12 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from websockets.sync.client import ClientConnection
 
 
 def chromium() -> str:
@@ -61,7 +65,7 @@ class DevTools:
     def __init__(self, tmp_path: Path, size: str = "1300,1000"):
         self.tmp_path, self.size = tmp_path, size
         self.proc: subprocess.Popen | None = None
-        self.ws = None
+        self.ws: ClientConnection | None = None
         self.events: list[dict] = []
         self._id = 0
 
@@ -95,6 +99,7 @@ class DevTools:
             text=True,
             env={**os.environ, "HOME": str(self.tmp_path)},
         )
+        assert self.proc.stderr is not None  # stderr=PIPE
         url = None
         for line in self.proc.stderr:  # Chromium says where it listens as soon as it does
             m = re.search(r"DevTools listening on (ws://\S+)", line)
@@ -129,6 +134,8 @@ class DevTools:
     def send(self, method: str, params: dict | None = None, timeout: float = 60) -> dict:
         import json
 
+        assert self.ws is not None, "DevTools.send outside its with block"
+
         self._id += 1
         me = self._id
         self.ws.send(json.dumps({"id": me, "method": method, "params": params or {}}))
@@ -142,6 +149,8 @@ class DevTools:
     def wait_event(self, method: str, timeout: float = 60) -> dict:
         """The next event ``method`` (one already received counts), waiting for it."""
         import json
+
+        assert self.ws is not None, "DevTools.wait_event outside its with block"
 
         for i, e in enumerate(self.events):
             if e.get("method") == method:

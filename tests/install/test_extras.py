@@ -55,8 +55,12 @@ def test_setup_sh_installs_every_extra_of_all():
 
     root = Path(__file__).resolve().parents[2]
     extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    listed = set(re.search(r"cooplab\[([^\]]+)\]", extras["all"][0]).group(1).split(","))
-    setup = re.search(r"\*,all,\*\) EXTRAS=([a-z,]+) ;;", (root / "scripts" / "setup.sh").read_text()).group(1)
+    in_all = re.search(r"cooplab\[([^\]]+)\]", extras["all"][0])
+    assert in_all, f"pyproject's 'all' extra names no cooplab[...]: {extras['all']}"
+    listed = set(in_all.group(1).split(","))
+    in_setup = re.search(r"\*,all,\*\) EXTRAS=([a-z,]+) ;;", (root / "scripts" / "setup.sh").read_text())
+    assert in_setup, "scripts/setup.sh has no '*,all,*) EXTRAS=...' case"
+    setup = in_setup.group(1)
     assert set(setup.split(",")) == listed == set(EXTRAS)
 
 

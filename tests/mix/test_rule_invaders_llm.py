@@ -11,13 +11,14 @@ import pandas as pd
 import pytest
 
 import cooplab
+from cooplab.evals.typed import as_frame
 
 ROOT = Path(__file__).resolve().parents[2]
 CAUTIOUS = f"scripted:{ROOT / 'examples/scripted/cautious.json'}"
 
 
 def early(df: pd.DataFrame, k: int, cols: list[str]) -> pd.DataFrame:
-    return df[df["round"] < k][cols].reset_index(drop=True)
+    return as_frame(df[df["round"] < k][cols]).reset_index(drop=True)
 
 
 CPR = dict(task="cpr", agents="llm", model=CAUTIOUS, n_agents=3, rounds=3, seed=5, cache="off", quiet=True)

@@ -48,7 +48,7 @@ def summary_of(out: Path) -> dict:
     return json.loads((out / "summary.json").read_text())
 
 
-def paid(provider: str, url: str, *, budget: Decimal = BUDGET) -> list[str]:
+def paid(provider: str, url: str, *, budget: Decimal = BUDGET) -> list[str | Decimal]:
     """The model options of a run against ``url``: the provider's model, explicit prices, a budget, no cache."""
     return [
         "--model",

@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from typing import Any
 
 import anthropic
 import httpx
 import httpx2
 import ollama
 import pytest
+from anthropic.types import TextBlock, ToolUseBlock
 from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types as genai_types
@@ -41,8 +43,21 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-def hi() -> list[dict]:
+def hi() -> list[Any]:
+    """One user message, in the shape every SDK here takes."""
     return [{"role": "user", "content": "hi"}]
+
+
+def text(block: Any) -> str:
+    """The text of an Anthropic content block that must be a text block."""
+    assert isinstance(block, TextBlock), block
+    return block.text
+
+
+def tool_use(block: Any) -> ToolUseBlock:
+    """An Anthropic content block that must be a tool call."""
+    assert isinstance(block, ToolUseBlock), block
+    return block
 
 
 # --- Anthropic -----------------------------------------------------------------------------------
@@ -54,7 +69,7 @@ def test_anthropic_sdk_reads_messages_tools_and_events():
     with an.AnthropicServer("ok") as srv:
         c = anthropic_client(srv)
         m = c.messages.create(model="claude-x", max_tokens=64, messages=hi())
-        assert m.content[0].text == ANSWER and m.stop_reason == "end_turn" and m._request_id.startswith("req_")
+        assert text(m.content[0]) == ANSWER and m.stop_reason == "end_turn" and str(m._request_id).startswith("req_")
         assert (m.usage.input_tokens, m.usage.output_tokens) == (120, 12)
         forced = c.messages.create(
             model="claude-x",
@@ -63,18 +78,21 @@ def test_anthropic_sdk_reads_messages_tools_and_events():
             tool_choice={"type": "tool", "name": "Decision"},
             tools=[{"name": "Decision", "input_schema": {"type": "object"}}],
         )
-        assert forced.stop_reason == "tool_use" and forced.content[0].name == "Decision"
-        assert forced.content[0].input == json.loads(ANSWER)
+        assert forced.stop_reason == "tool_use" and tool_use(forced.content[0]).name == "Decision"
+        assert tool_use(forced.content[0]).input == json.loads(ANSWER)
         with c.messages.stream(model="claude-x", max_tokens=64, messages=hi()) as events:
             streamed = events.get_final_message()
-        assert streamed.content[0].text == ANSWER and streamed.usage.output_tokens == 12
+        assert text(streamed.content[0]) == ANSWER and streamed.usage.output_tokens == 12
         assert [r.path for r in srv.calls()] == ["/v1/messages"] * 3 and srv.calls()[0].body["max_tokens"] == 64
 
 
 def test_langchain_anthropic_structured_output_both_ways_and_tool_calls():
     with an.AnthropicServer("ok") as srv:
-        llm = ChatAnthropic(model="claude-x", base_url=srv.url, api_key="test-key", max_retries=0, max_tokens=64)
+        # pydantic aliases (model, max_tokens) and a str made a SecretStr: pyright reads only field names and types
+        settings: dict[str, Any] = {"model": "claude-x", "max_tokens": 64, "api_key": "test-key"}
+        llm = ChatAnthropic(base_url=srv.url, max_retries=0, **settings)
         msg = llm.invoke("hi")
+        assert msg.usage_metadata is not None
         assert (
             msg.content == ANSWER
             and msg.usage_metadata["input_tokens"] == 120
@@ -113,7 +131,7 @@ def test_anthropic_sdk_hands_on_hostile_usage_unchecked(mode):
     """Why cooplab checks usage itself: the SDK takes whatever the server reports (or raises)."""
     with an.AnthropicServer(mode) as srv:
         m = anthropic_client(srv).messages.create(model="claude-x", max_tokens=64, messages=hi())
-    assert m.content[0].text == ANSWER
+    assert text(m.content[0]) == ANSWER
     assert (
         mode in ("huge", "over_max_tokens")
         or type(getattr(m.usage, "input_tokens", None)) is not int
@@ -130,11 +148,11 @@ def test_ollama_client_streams_and_lists():
         parts = list(c.chat(model="llama3", messages=hi(), stream=True))
         assert (
             len(parts) > 2
-            and "".join(p.message.content for p in parts) == ANSWER
+            and "".join(str(p.message.content) for p in parts) == ANSWER
             and parts[-1].done
             and parts[-1].eval_count == 12
         )
-        assert [m.model for m in c.list().models] == ["llama3"] and "tools" in c.show("llama3").capabilities
+        assert [m.model for m in c.list().models] == ["llama3"] and "tools" in (c.show("llama3").capabilities or [])
         with pytest.raises(ollama.ResponseError):
             c.show("mistral")
 
@@ -186,12 +204,15 @@ def test_google_sdk_reaches_a_loopback_server():
     with gg.GoogleServer("ok") as srv:
         c = google_client(srv)
         r = c.models.generate_content(model="gemini-x", contents="hi")
+        assert r.usage_metadata is not None
         assert r.text == ANSWER and (r.usage_metadata.prompt_token_count, r.usage_metadata.candidates_token_count) == (
             120,
             12,
         )
         assert asyncio.run(c.aio.models.generate_content(model="gemini-x", contents="hi")).text == ANSWER
-        assert "".join(ch.text for ch in c.models.generate_content_stream(model="gemini-x", contents="hi")) == ANSWER
+        assert (
+            "".join(str(ch.text) for ch in c.models.generate_content_stream(model="gemini-x", contents="hi")) == ANSWER
+        )
         paths = [re.sub(r"^/v1(beta)?/", "/VERSION/", r.path) for r in srv.calls()]  # google-genai 2.x: v1beta, 3.x: v1
         assert paths == ["/VERSION/models/gemini-x:generateContent"] * 2 + [
             "/VERSION/models/gemini-x:streamGenerateContent?alt=sse"
@@ -205,6 +226,7 @@ def test_langchain_google_genai_structured_output_both_ways_and_tool_calls():
             model="gemini-x", base_url=srv.url, api_key="test-key", max_retries=0, max_output_tokens=64
         )
         msg = llm.invoke("hi")
+        assert msg.usage_metadata is not None
         assert msg.content == ANSWER and (msg.usage_metadata["input_tokens"], msg.usage_metadata["output_tokens"]) == (
             120,
             12,

@@ -13,6 +13,7 @@ from cooplab.graphs import rundir
 from cooplab.limits import ConfigError
 from cooplab.runs import registry, runner
 from cooplab.runs.config import RunConfig, check_stored
+from cooplab.tasks.science.params import ScienceParams
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).parent / "data" / "configs"
@@ -187,7 +188,8 @@ def test_a_science_run_made_before_status_at_keeps_the_status_in_the_papers_plac
     task = registry.get("science")
     raw = fixture("science_oracle")
     assert "status_at" not in raw["params"]
-    assert (
-        check_stored(raw, "old").params.status_at == "paper"
-    )  # read into the typed settings with the layout it ran with
-    assert task.default_params().status_at == "end"  # a new run: the default
+    params = check_stored(raw, "old").params
+    assert isinstance(params, ScienceParams)
+    assert params.status_at == "paper"  # read into the typed settings with the layout it ran with
+    default = task.default_params()
+    assert isinstance(default, ScienceParams) and default.status_at == "end"  # a new run: the default

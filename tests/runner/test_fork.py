@@ -20,6 +20,7 @@ import pytest
 
 import cooplab
 from cooplab.cli import main
+from cooplab.evals.typed import as_frame
 from tests.helpers.cli import fail_line
 from tests.helpers.progress import checkpoints, kill_when
 
@@ -56,7 +57,7 @@ def files(run: Path) -> dict[str, str]:
 
 
 def upto(df: pd.DataFrame, k: int, *, after: bool = False) -> pd.DataFrame:
-    return df[(df["round"] > k) if after else (df["round"] <= k)].reset_index(drop=True)
+    return as_frame(df[(df["round"] > k) if after else (df["round"] <= k)]).reset_index(drop=True)
 
 
 def decisions(run) -> pd.DataFrame:  # what was decided (not whether it came from the cache, nor how long it took)

@@ -89,6 +89,7 @@ def test_a_bad_sample_is_one_line(tmp_path, sample, says):
 def test_the_paper_design_example_loads_and_says_what_it_draws():
     raw = json.loads((ROOT / "examples" / "science-paper-design.json").read_text())
     sw = grid.load(raw, "example", base=ROOT / "examples")
+    assert sw.sample is not None
     assert sw.sample["points"] == 1462 and sw.seeds == [0, 1, 2, 3, 4]
     n_points = 1
     for values in sw.grid.values():

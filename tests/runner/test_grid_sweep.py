@@ -9,12 +9,14 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
 
 import cooplab
 from cooplab.cli import main
+from cooplab.evals.typed import as_frame
 from cooplab.limits import ConfigError
 from cooplab.runs import grid, registry
 
@@ -22,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 EXE = str(Path(sys.executable).parent / "cooplab")
 
 
-def sweep(args: list[str], capsys) -> tuple[int, dict | None, str]:
+def sweep(args: list[str], capsys) -> tuple[int, Any, str]:
+    """The exit code, the --json answer (JSON: None when nothing was printed) and stderr."""
     code = main(["sweep", *args, "--json"])
     out, err = capsys.readouterr()
     return code, (json.loads(out) if out.strip() else None), err
@@ -110,8 +113,8 @@ def test_python_and_a_file_give_the_same_cells_and_table(tmp_path, capsys):
     file_rows = pd.read_csv(tmp_path / "file" / "table.csv")
     keep = [c for c in file_rows.columns if "second" not in c and "wall" not in c]
     pd.testing.assert_frame_equal(
-        file_rows[keep].sort_values("cell").reset_index(drop=True),
-        pd.read_csv(tmp_path / "py" / "table.csv")[keep].sort_values("cell").reset_index(drop=True),
+        as_frame(file_rows[keep]).sort_values("cell").reset_index(drop=True),
+        as_frame(pd.read_csv(tmp_path / "py" / "table.csv")[keep]).sort_values("cell").reset_index(drop=True),
     )
     assert len(rows) == 8 and set(rows["status"]) == {"completed"}
     from cooplab.graphs import runfiles  # the folder's manifest names every cell, its labels and status
@@ -236,7 +239,12 @@ def test_an_earlier_science_sweep_is_read_as_a_grid_sweep(tmp_path):
     }
     (tmp_path / "s.json").write_text(json.dumps(old))
     sw, notice = grid.load_file(tmp_path / "s.json")
-    assert "earlier science sweep format" in notice and sw.seeds == [3, 4] and sw.grid["budget"] == [0.5, None]
+    assert (
+        notice is not None
+        and "earlier science sweep format" in notice
+        and sw.seeds == [3, 4]
+        and sw.grid["budget"] == [0.5, None]
+    )
     budgets = sorted((j["config"]["llm"]["budget"] is None, j["config"]["llm"]["max_tokens"]) for j in grid.jobs(sw))
     assert budgets == [
         (False, MAX_TOKENS),

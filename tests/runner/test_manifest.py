@@ -76,6 +76,7 @@ def test_folders_made_before_manifests_are_inferred(tmp_path, layout, files, kin
     for f in files:
         (tmp_path / f).write_text("{}")
     m = runfiles.manifest_of(tmp_path)
+    assert m is not None
     assert (m.kind, m.task, m.inferred) == (kind, task, True)
     assert [(c.name, c.dir) for c in m.cells] == [("one", f"{layout}/one"), ("two", f"{layout}/two")]
     assert runfiles.manifest_of(tmp_path / layout / "one") is None  # a run directory is not a folder of many

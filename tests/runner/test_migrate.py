@@ -87,9 +87,9 @@ def test_every_run_file_of_every_task_is_converted_to_what_the_readers_make_of_i
             stored = json.loads((d / "config.json").read_text())
             assert stored["version"] == formats.CONFIG_VERSION and stored == json.loads(json.dumps(before[name]))
             assert (d / "config.json.v1.bak").read_bytes() == originals[f"{name}/config.json"]
-        if read[name][0] is not None:
+        if (summary := read[name][0]) is not None:
             stored = json.loads((d / "summary.json").read_text())
-            assert stored["version"] == formats.SUMMARY_VERSION and stored == read[name][0].as_json()
+            assert stored["version"] == formats.SUMMARY_VERSION and stored == summary.as_json()
             assert (d / "summary.json.v1.bak").read_bytes() == originals[f"{name}/summary.json"]
     # what a resume reads: the same configuration before and after
     for name in ("cpr-rule", "diners-rule", "game-nash"):
@@ -111,6 +111,7 @@ def test_a_grid_sweep_folder_made_before_manifests_gets_the_manifest_its_layout_
     inferred = runfiles.manifest_of(sweep)
     migrate.migrate(tmp_path)
     m = runfiles.read_manifest(sweep)
+    assert inferred is not None
     assert not m.inferred and m.kind == inferred.kind == "sweep"
     assert [c.dir for c in m.cells] == [c.dir for c in inferred.cells] == ["cells/a", "cells/b"]
     assert not (project / runfiles.MANIFEST_FILE).exists()

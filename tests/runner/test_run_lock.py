@@ -156,6 +156,7 @@ def test_a_sweep_cell_another_process_writes_fails_alone_then_runs_once_it_is_fr
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(cell)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
+    assert holder.stdout is not None  # stdout=PIPE
     try:
         assert holder.stdout.readline().strip() == "held"
         busy = subprocess.run(cooplab("sweep", cfg, "--json"), env=env, capture_output=True, text=True, timeout=TIMEOUT)
@@ -200,7 +201,7 @@ def test_execute_job_refuses_a_cell_held_elsewhere(tmp_path):
     d = tmp_path / "cell"
     d.mkdir()
     j = sweeps.job(d, "cpr", {})
-    result: list[BaseException] = []
+    result: list[BaseException | None] = []
     with runstore.locked(d):
         t = threading.Thread(target=lambda: result.append(_raises(lambda: sweeps.execute_job(j))))
         t.start()
@@ -225,6 +226,7 @@ def test_a_profile_whose_game_another_process_writes_is_one_line(tmp_path, env):
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(game)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
+    assert holder.stdout is not None  # stdout=PIPE
     try:
         assert holder.stdout.readline().strip() == "held"
         busy = subprocess.run(args, env=env, capture_output=True, text=True, timeout=TIMEOUT)

@@ -173,6 +173,7 @@ def test_unknown_fields_are_kept_and_typed(tmp_path):
     written back; it must still be JSON with finite numbers."""
     doc = {**raw("cpr-rule"), "newer_metric": {"mean": 1.5, "values": [1, 2]}}
     s = read(tmp_path, doc)
+    assert s.results is not None
     assert s.results.model_extra == {"newer_metric": {"mean": 1.5, "values": [1, 2]}}
     assert s.as_json()["newer_metric"] == {"mean": 1.5, "values": [1, 2]}
     doc["ledger_extra"] = {"x": [1, float("nan")]}

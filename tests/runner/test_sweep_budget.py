@@ -20,7 +20,9 @@ CELL_BUDGET = 0.001  # a cell of 2 agents x 1 round costs about $0.00024 at the 
 SWEEP_BUDGET = 0.0015  # room for 3 such cells one after the other, never for the 4th beside the others' spending
 
 
-def sweep_file(tmp_path: Path, sweep_budget, *, seeds=(0, 1, 2, 3), parallel=2, budget=CELL_BUDGET) -> Path:
+def sweep_file(
+    tmp_path: Path, sweep_budget, *, seeds=(0, 1, 2, 3), parallel=2, budget: float | None = CELL_BUDGET
+) -> Path:
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"answers": [ANSWER]}))
     fixed = {"agents": "llm", "model": f"scripted:{script}", "n_agents": 2, "rounds": 1, "cache": "off"}
@@ -118,6 +120,7 @@ def test_a_cell_interrupted_without_a_summary_counts_at_its_whole_budget(tmp_pat
     d = Path(todo[0]["dir"])
     d.mkdir(parents=True)
     (d / "config.json").write_text(json.dumps(todo[0]["config"]))  # started, killed before any summary
+    assert sw.sweep_budget is not None
     budget = sweeps.SweepBudget(sw.sweep_budget, todo)
     assert budget.report()["spent_usd"] == pytest.approx(CELL_BUDGET)
     assert budget.admit(todo[1]) and budget.admit(todo[2])
@@ -155,5 +158,6 @@ def test_a_failed_runs_summary_keeps_what_it_paid(tmp_path):
     recorded = [entry(1), entry(2)]
     (tmp_path / JOURNAL_FILE).write_text("".join(json.dumps(e) + "\n" for e in [*recorded, entry(3)]))
     totals = _restored_totals(tmp_path, recorded)
+    assert totals is not None
     assert totals["calls"] == 3 and Decimal(totals["cost_usd"]) == Decimal("0.002406")
     assert _restored_totals(tmp_path / "none", [{"not": "an entry"}]) is None  # unreadable: no number is made up

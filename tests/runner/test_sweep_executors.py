@@ -21,11 +21,13 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
 
 from cooplab.cli import main
+from cooplab.evals.typed import as_frame, column, scalar
 from cooplab.runs import grid, sweeps
 from tests.helpers.progress import run_progress
 
@@ -63,7 +65,7 @@ def summaries(out: Path) -> dict[str, dict]:
 def table(out: Path) -> pd.DataFrame:
     df = pd.read_csv(out / "table.csv")
     return (
-        df[[c for c in df.columns if not any(s in c.lower() for s in _VOLATILE)]]
+        as_frame(df[[c for c in df.columns if not any(s in c.lower() for s in _VOLATILE)]])
         .sort_values(df.columns[0])
         .reset_index(drop=True)
     )
@@ -125,7 +127,8 @@ def diners_config(tmp_path: Path, out: Path, **more) -> Path:
     return p
 
 
-def sweep(args: list[str], capsys) -> tuple[int, dict | None, str]:
+def sweep(args: list[str], capsys) -> tuple[int, Any, str]:
+    """The exit code, the --json answer (JSON: None when nothing was printed) and stderr."""
     code = main(["sweep", *args, "--json"])
     out, err = capsys.readouterr()
     return code, (json.loads(out) if out.strip() else None), err
@@ -308,7 +311,7 @@ def test_cpr_sweep_on_ray_equals_the_local_executor(tmp_path, capsys, ray_local)
     assert all(p["node"] for p in on_ray["placement"].values())
     assert summaries(tmp_path / "loc") == summaries(tmp_path / "ray")
     pd.testing.assert_frame_equal(table(tmp_path / "loc"), table(tmp_path / "ray"))
-    assert table(tmp_path / "ray")["ledger.calls"].min() > 0
+    assert scalar(column(table(tmp_path / "ray"), "ledger.calls").min()) > 0
 
 
 def test_diners_sweep_on_ray_equals_the_local_executor(tmp_path, capsys, ray_local):

@@ -17,6 +17,7 @@ from langgraph.graph import END, START, StateGraph
 from langsmith.schemas import Run
 
 from cooplab.agents.tools import run_code_tool, tool_agent_node
+from cooplab.evals.typed import as_frame, column
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.state import AppendLog
 from cooplab.graphs.task import RunInfo, Task
@@ -48,7 +49,7 @@ class AnalystTask(Task):
         g = StateGraph(TeamState, context_schema=CoopContext)
         g.add_node(
             "analyst",
-            tool_agent_node(
+            tool_agent_node(  # pyright: ignore[reportArgumentType] - a (state, config, runtime) node: LangGraph's StateNode protocols do not name it
                 "data.lead",
                 [run_code_tool()],
                 lambda s: [HumanMessage(content="compute 6 x 7")],
@@ -129,8 +130,8 @@ def test_a_tool_task_runs_code_in_docker_and_a_budget_cap_mid_loop_ends_it_clean
     assert (
         len(model_calls) == 4
         and len(seconds) == 3
-        and (seconds["agent_id"] == "data.lead").all()
-        and (seconds["team"] == "data").all()
+        and bool((seconds["agent_id"] == "data.lead").all())
+        and bool((seconds["team"] == "data").all())
     )
     assert all(Decimal(c) > 0 for c in seconds["cost_usd_exact"])  # sandbox time is charged at the run's rate
     tool_msgs = [r for r in runs_of(free) if r.run_type == "tool"]
@@ -139,10 +140,9 @@ def test_a_tool_task_runs_code_in_docker_and_a_budget_cap_mid_loop_ends_it_clean
     # 2. the cap: the first model call and its run_code's reservation (timeout x rate, with room) fit;
     #    the second model call does not (its reservation is at least its cost, twice the room left).
     #    A run_code reservation bounds timeout + grace + margin + one sandbox restart (start_timeout): ~145 s.
-    call_cost = Decimal(str(model_calls["cost_usd_exact"].iloc[0]))
-    budget = float(
-        call_cost + Decimal(200) * Decimal(str(RATE)) + Decimal(str(model_calls["cost_usd_exact"].iloc[1])) / 2
-    )
+    call_costs = column(as_frame(model_calls), "cost_usd_exact")
+    call_cost = Decimal(str(call_costs.iloc[0]))
+    budget = float(call_cost + Decimal(200) * Decimal(str(RATE)) + Decimal(str(call_costs.iloc[1])) / 2)
     capped = tmp_path / "capped"
     capped.mkdir()
     s2 = runner.start(task, capped, config(tmp_path, budget), quiet=True)
@@ -163,10 +163,15 @@ def test_a_tool_task_runs_code_in_docker_and_a_budget_cap_mid_loop_ends_it_clean
     # the trace: the agent's loop is a graph run; its steps are its children, the tool runs theirs
     runs = runs_of(capped)
     by_id = {r.id: r for r in runs}
+
+    def parent(r):
+        assert r.parent_run_id is not None, r.name  # a tool run is nested in its loop's tools step
+        return by_id[r.parent_run_id]
+
     agent = [r for r in runs if r.name == "data.lead"]
     tools = [r for r in runs if r.run_type == "tool"]
-    assert agent and tools and all(by_id[t.parent_run_id].name == "tools" for t in tools)
-    assert all(by_id[t.parent_run_id].parent_run_id in {a.id for a in agent} for t in tools)
+    assert agent and tools and all(parent(t).name == "tools" for t in tools)
+    assert all(parent(t).parent_run_id in {a.id for a in agent} for t in tools)
 
 
 def test_sandbox_settings_of_a_run_are_checked_on_resume(tmp_path, task):
@@ -174,7 +179,9 @@ def test_sandbox_settings_of_a_run_are_checked_on_resume(tmp_path, task):
     from cooplab.runs.config import check_stored
 
     good = {"task": task.name, **config(tmp_path, None)}
-    assert check_stored(good, "c", task).sandbox.model_dump() == {"backend": "docker", "timeout": 20.0, "rate": RATE}
+    sandbox = check_stored(good, "c", task).sandbox
+    assert sandbox is not None
+    assert sandbox.model_dump() == {"backend": "docker", "timeout": 20.0, "rate": RATE}
     bad = {**good, "sandbox": {"backend": "auto"}}
     with pytest.raises(ConfigError, match="backend must be docker or local"):
         check_stored(bad, "c", task)

@@ -38,7 +38,9 @@ def test_an_earlier_sweep_format_of_any_task_is_read_through_its_hook(tmp_path, 
     f.write_text(json.dumps({"task": "old-format", "old_cells": 2, "out": str(tmp_path / "o")}))
     sw, notice = grid.load_file(f)
     assert sw.task == "cpr" and sw.fixed["rounds"] == 2 and sw.grid == {"env": ["harsh", "rich"]}
-    assert notice.startswith(f"{f} is in the earlier old-format sweep format; read as a grid sweep")
+    assert notice is not None and notice.startswith(
+        f"{f} is in the earlier old-format sweep format; read as a grid sweep"
+    )
     from cooplab.runs import migrate
 
     assert migrate.sweep_converter({"task": "old-format", "out": "o", "grid": {"x": [1]}}) is None  # the hook: not mine

@@ -105,7 +105,7 @@ def test_the_cost_cap_of_a_science_run_counts_its_judge():
     from cooplab.agents.settings import LLMSettings
     from cooplab.graphs.task import PlainConfig
 
-    def config(judge, budget=0.03):  # the typed configuration the hook receives
+    def config(judge, budget: float | None = 0.03):  # the typed configuration the hook receives
         params = TASK.default_config("llm", judge=judge).params
         return PlainConfig(task="science", agents="llm", params=params, llm=LLMSettings(budget=budget))
 

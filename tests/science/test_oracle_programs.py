@@ -45,6 +45,7 @@ def small(tmp_path_factory):
 def fresh_module(task: str):
     """Execute ``oracle_programs/<task>.py`` as a new module object (not the cached import)."""
     spec = importlib.util.spec_from_file_location(f"_fresh_oracle_{task}", PROGRAM_DIR / f"{task}.py")
+    assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

@@ -4,14 +4,14 @@ long tool results."""
 
 from __future__ import annotations
 
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from cooplab.agents.tools import ToolLoopResult
 from cooplab.tasks.science.team import clipped, output_text
 
 
 def result(outputs: list[str], final: str | None) -> ToolLoopResult:
-    msgs = [AIMessage(content="")]
+    msgs: list[BaseMessage] = [AIMessage(content="")]
     for i, text in enumerate(outputs):
         msgs.append(ToolMessage(content=text, name="run_code", tool_call_id=f"c{i}"))
     return ToolLoopResult(

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from cooplab.cli import main
+from cooplab.evals.typed import column, scalar
 from cooplab.limits import sha256_file
 from cooplab.runs.api import Run
 from cooplab.tasks.science import owndata
@@ -97,7 +98,7 @@ def test_hostile_csv_with_truth_is_read_preloaded_scored_and_resumes(tmp_path, c
             "rows": 240,
             "columns": 3,
             "missing": 4,
-            "means": {"größe": round(float(df["größe"].mean()), 4), "x": mean_x},
+            "means": {"größe": round(scalar(column(df, "größe").mean()), 4), "x": mean_x},
         }
     }
     cfg = json.loads((out / "config.json").read_text())

@@ -109,7 +109,7 @@ def test_local_model_bench_on_two_items_completes_and_is_scored(tmp_path, capsys
     assert set(s["statuses"]) <= {"completed", "budget_exhausted"}, s["statuses"]
     assert s["tokens_in"] > 0 and 0 < s["cost_usd"] <= 0.04 and s["accuracy"] in (0.0, 0.5, 1.0)
     df = pd.read_parquet(tmp_path / "b" / "results.parquet")
-    assert list(df["id"]) == ["q01", "q02"] and df["correct"].notna().all()
+    assert list(df["id"]) == ["q01", "q02"] and bool(df["correct"].notna().all())
     assert main(args) == 0
     again = json.loads(capsys.readouterr()[0])
     assert again["skipped"] == ["q01", "q02"] and again["cost_usd"] == pytest.approx(s["cost_usd"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -554,7 +555,7 @@ def test_score_object_and_determinism():
     }
     assert [f["id"] for f in d["facts"]] == [f["id"] for f in ECOLOGY["facts"]]
     with pytest.raises(AttributeError):
-        a.completeness = 0.0  # frozen
+        a.completeness = 0.0  # pyright: ignore[reportAttributeAccessIssue] - frozen: the assignment this checks is refused
 
 
 # =============================================================================================
@@ -1106,7 +1107,14 @@ def test_binary_noise_scores_low():
 # =============================================================================================
 # the LLM judge
 # =============================================================================================
-def verdict(c=5, q=4, a=3, sections=True, **extra) -> dict:
+def accuracies(verdicts: list[Any]) -> list[int]:
+    """The sorted accuracies of judge verdicts that must all be there."""
+    assert None not in verdicts, verdicts
+    return sorted(v.accuracy for v in verdicts)
+
+
+def verdict(c: Any = 5, q: Any = 4, a: Any = 3, sections: bool | dict[str, bool] = True, **extra: Any) -> dict:
+    """A judge's JSON answer; any value, wrong ones included (what a model may send)."""
     secs = {s: sections for s in SECTIONS} if isinstance(sections, bool) else sections
     return {
         "completeness": c,
@@ -1158,7 +1166,8 @@ def test_judge_verdict_rejects_missing_keys():
 
 def test_to_unit():
     assert [to_unit(s) for s in range(1, 6)] == [0.0, 0.25, 0.5, 0.75, 1.0]
-    for bad in (0, 6, 2.5, "3", True, None):
+    bad_scores: list[Any] = [0, 6, 2.5, "3", True, None]  # what a judge may answer
+    for bad in bad_scores:
         with pytest.raises(ValueError):
             to_unit(bad)
 
@@ -1167,6 +1176,7 @@ def test_judge_prompt_carries_the_rubric_truth_and_report():
     msgs = judge_messages("## Abstract\nA report quoting {task} and {ground_truth_text} literally.", BIOMARKER)
     assert msgs[0].content == JUDGE_SYSTEM
     user = msgs[1].content
+    assert isinstance(user, str)
     assert user.startswith(
         "## What the team was asked\n\nScience task: biomarker\nTask description: Predict treatment response"
     )
@@ -1258,12 +1268,12 @@ def test_k_samples_are_k_distinct_calls_and_replay_from_the_cache(tmp_path):
     db = tmp_path / "judge.sqlite"
     svc = judge_service(answers, cache=ResponseCache(db))
     first = run(judge_report(svc, GOOD["biomarker"], BIOMARKER, k=4))
-    assert svc.live_calls == 4 and sorted(v.accuracy for v in first.verdicts) == [1, 2, 3, 4]
+    assert svc.live_calls == 4 and accuracies(first.verdicts) == [1, 2, 3, 4]
     svc.cache.close()
     again = judge_service(["{}"], cache=ResponseCache(db))  # a model that would only answer badly
     second = run(judge_report(again, GOOD["biomarker"], BIOMARKER, k=4))
     assert again.live_calls == 0 and [r.cached_calls for r in second.records] == [1, 1, 1, 1]
-    assert sorted(v.accuracy for v in second.verdicts) == [1, 2, 3, 4] and second.accuracy == first.accuracy
+    assert accuracies(second.verdicts) == [1, 2, 3, 4] and second.accuracy == first.accuracy
     again.cache.close()
     # another report is another call
     third = judge_service(answers, cache=ResponseCache(db))
@@ -1275,6 +1285,7 @@ def test_k_samples_are_k_distinct_calls_and_replay_from_the_cache(tmp_path):
 def test_judge_spec_and_bad_k():
     spec = judge_spec()
     assert spec.max_tokens == 512 and spec.fallback is None and spec.max_attempts == 3 and spec.phase == "judge"
+    assert spec.constrain is not None
     decode = spec.constrain(spec.json_schema, {})
     assert "$defs" not in json.dumps(decode) and "$ref" not in json.dumps(decode)
     assert set(decode["properties"]["sections"]["properties"]) == set(SECTIONS)
@@ -1282,7 +1293,8 @@ def test_judge_spec_and_bad_k():
     assert "maxLength" not in json.dumps(decode) and "minLength" not in json.dumps(decode)
     with pytest.raises(ValidationError):
         JudgeVerdict.model_validate(verdict(accuracy_rationale="x" * 2001))
-    for k in (0, -1, 1.5, True):
+    bad_ks: list[Any] = [0, -1, 1.5, True]  # what a caller may pass
+    for k in bad_ks:
         with pytest.raises(ValueError):
             run(judge_report(judge_service(["{}"]), "r", ANOMALY, k=k))
 

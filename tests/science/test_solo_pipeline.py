@@ -6,6 +6,7 @@ paper, the budget stop inside its tool loop, and that it never sees team-only to
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -18,7 +19,8 @@ from cooplab.tasks.science.params import ScienceParams
 from tests.helpers.cli import fail_line
 
 
-def run(tmp_path, capsys, *args, out="run", expect=0):
+def run(tmp_path, capsys, *args, out="run", expect=0) -> tuple[Any, Path]:
+    """The run's --json summary (JSON: None when the command printed none) and its directory."""
     code = main(
         [
             str(a)

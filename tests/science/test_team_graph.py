@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -27,7 +28,8 @@ def cli(args, capsys):
     return code, out, err
 
 
-def run(tmp_path, capsys, *args, out="run", expect=0):
+def run(tmp_path, capsys, *args, out="run", expect=0) -> tuple[Any, Path]:
+    """The run's --json summary (JSON: None when the command printed none) and its directory."""
     code, stdout, err = cli(
         [
             "run",

@@ -185,7 +185,9 @@ def run_on_server(url: str, graph_id: str, context: dict, *, status: str = "succ
         joined = await client.runs.join(thread["thread_id"], run["run_id"])
         done = await client.runs.get(thread["thread_id"], run["run_id"])
         assert done["status"] == status, (done, joined)
-        return (await client.threads.get_state(thread["thread_id"]))["values"] if status == "success" else joined
+        out = (await client.threads.get_state(thread["thread_id"]))["values"] if status == "success" else joined
+        assert isinstance(out, dict), out  # a graph's state; a failed run's join is its error object
+        return out
 
     return asyncio.run(go())
 

@@ -6,12 +6,12 @@ that allows it, raised before anything is read, opened or written."""
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from cooplab.limits import ConfigError
 from cooplab.runs import server_graphs as sg
+from tests.helpers.served import run_runtime
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTED = ROOT / "examples" / "scripted" / "cautious.json"
@@ -58,7 +58,7 @@ def _watching(real, watch: "Untouchable"):
 
 def refused(graph_id: str, context: dict, variable: str) -> str:
     with pytest.raises(sg.SettingsError) as e:
-        getattr(sg, graph_id)(config={"configurable": {}}, runtime=SimpleNamespace(context=context))
+        getattr(sg, graph_id)(config={"configurable": {}}, runtime=run_runtime(context))
     message = str(e.value)
     assert f"{variable}=1" in message and "\n" not in message and "refuses" in message, message
     assert isinstance(e.value, ValueError)  # the server hands a ValueError's message to the client
@@ -189,7 +189,7 @@ def test_a_model_file_is_refused_before_it_is_opened(tmp_path, monkeypatch, spec
         {"agents": "llm", "llm": {"agent_models": {"1": spec.format(path=secret)}}},
     ):
         with pytest.raises(ConfigError) as e:
-            sg.cpr(config={"configurable": {}}, runtime=SimpleNamespace(context=context))
+            sg.cpr(config={"configurable": {}}, runtime=run_runtime(context))
         assert secret.touched == [], e.value
         assert sg.ALLOW_PATHS in str(e.value)
 
@@ -199,7 +199,7 @@ def test_own_data_is_refused_before_it_is_read(tmp_path, monkeypatch):
     with pytest.raises(ConfigError) as e:
         sg.science(
             config={"configurable": {}},
-            runtime=SimpleNamespace(
+            runtime=run_runtime(
                 context={"options": {"dataset": str(secret), "task_file": str(secret), "truth": str(secret)}}
             ),
         )
@@ -210,7 +210,7 @@ def test_own_data_is_refused_before_it_is_read(tmp_path, monkeypatch):
 def test_the_settings_in_the_config_are_refused_too():
     """A client that sends only a config (``config["configurable"]``) gets the same refusals."""
     with pytest.raises(sg.SettingsError, match=sg.ALLOW_LOCAL_SANDBOX):
-        sg.science(config={"configurable": {"sandbox": {"backend": "local"}}}, runtime=None)
+        sg.science(config={"configurable": {"sandbox": {"backend": "local"}}}, runtime=run_runtime(None))
 
 
 @pytest.mark.parametrize(
@@ -261,7 +261,5 @@ def test_an_opt_in_that_is_neither_on_nor_off_is_one_line(monkeypatch, value):
 
 def test_with_the_opt_in_a_model_file_runs_as_before(tmp_path, monkeypatch):
     monkeypatch.setenv(sg.ALLOW_PATHS, "1")
-    graph = sg.cpr(
-        config={"configurable": {}}, runtime=SimpleNamespace(context={"agents": "llm", "model": f"scripted:{SCRIPTED}"})
-    )
+    graph = sg.cpr(config={"configurable": {}}, runtime=run_runtime({"agents": "llm", "model": f"scripted:{SCRIPTED}"}))
     assert "setup" in graph.nodes

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import TypedDict
 
 import numpy as np
@@ -21,6 +20,8 @@ from cooplab.graphs.state import AppendLog
 from cooplab.graphs.task import Task
 from cooplab.limits import ConfigError
 from cooplab.runs import server_graphs as sg
+from cooplab.runs.config import RunConfig
+from tests.helpers.served import run_runtime
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTED = ROOT / "examples" / "scripted" / "cautious.json"
@@ -39,7 +40,7 @@ def serve_and_run(graph_id: str, runs: Path, monkeypatch, *, context=None, confi
     """Build the served graph as the server would (factory with config and runtime) and run it to the end."""
     monkeypatch.setenv(sg.RUNS_ENV, str(runs))
     config = {"configurable": {**(configurable or {}), "thread_id": "t", "run_id": run_id}}
-    graph = getattr(sg, graph_id)(config=config, runtime=SimpleNamespace(context=context))
+    graph = getattr(sg, graph_id)(config=config, runtime=run_runtime(context))
     graph = graph.copy(update={"checkpointer": InMemorySaver()})
     return asyncio.run(graph.ainvoke({}, config, context=context))
 
@@ -86,10 +87,12 @@ def test_a_second_run_on_the_same_thread_starts_from_its_own_initial_state(tmp_p
     """Studio runs a graph again on the same thread: the new run must not inherit the logs of the first."""
     monkeypatch.setenv(sg.RUNS_ENV, str(tmp_path))
     context = {"seed": 5, "options": {"n_agents": 3, "rounds": 4, "replicates": 1}}
-    graph = sg.cpr(config={"configurable": {}}, runtime=SimpleNamespace(context=context))
+    graph = sg.cpr(config={"configurable": {}}, runtime=run_runtime(context))
     graph = graph.copy(update={"checkpointer": InMemorySaver()})
-    asyncio.run(graph.ainvoke({}, {"configurable": {"thread_id": "t", "run_id": "a"}}, context=context))
-    second = asyncio.run(graph.ainvoke({}, {"configurable": {"thread_id": "t", "run_id": "b"}}, context=context))
+    # as the server does, the context goes in as the client's JSON object (LangGraph makes the
+    # context_schema of it; its stubs want the schema itself)
+    asyncio.run(graph.ainvoke({}, {"configurable": {"thread_id": "t", "run_id": "a"}}, context=context))  # pyright: ignore[reportArgumentType]
+    second = asyncio.run(graph.ainvoke({}, {"configurable": {"thread_id": "t", "run_id": "b"}}, context=context))  # pyright: ignore[reportArgumentType]
     assert [h["round"] for h in second["history"]] == [1, 2, 3, 4]
     same_summary(second["summary"], tmp_path / "cpr-a")
     pd.testing.assert_frame_equal(
@@ -141,7 +144,7 @@ def test_a_bad_setting_is_one_line_before_any_run_directory(tmp_path, monkeypatc
     monkeypatch.setenv(sg.RUNS_ENV, str(tmp_path / "runs"))
     monkeypatch.setenv(sg.ALLOW_PATHS, "1")  # past the refusals (test_serve_refusals.py): the checks of cooplab run
     with pytest.raises(ConfigError) as e:
-        sg.cpr(config={"configurable": {}}, runtime=SimpleNamespace(context=context))
+        sg.cpr(config={"configurable": {}}, runtime=run_runtime(context))
     assert says in str(e.value) and "\n" not in str(e.value)
     assert isinstance(e.value, ValueError)  # the server passes a ValueError's message on to the client
     assert not (tmp_path / "runs").exists()
@@ -155,7 +158,7 @@ def test_langgraph_json_names_one_factory_per_built_in_task():
     for graph_id, where in spec["graphs"].items():
         module, _, name = where.partition(":")
         assert module == sg.__name__ and callable(getattr(sg, name))
-        graph = getattr(sg, name)(config={"configurable": {}}, runtime=None)
+        graph = getattr(sg, name)(config={"configurable": {}}, runtime=run_runtime(None))
         assert graph.checkpointer is None and graph.get_context_jsonschema()["properties"]["options"]["default"]
         assert list(graph.get_graph().nodes) == ["__start__", "setup", sg.GRAPHS[graph_id][0], "__end__"]
         # the task's own graph is a subgraph: Studio draws (xray) and steps through its nodes
@@ -202,7 +205,7 @@ def test_a_log_the_initial_state_already_holds_is_not_doubled(tmp_path, monkeypa
         "sandbox": None,
         "record": {},
     }
-    graph = sg.served_graph(Tiny(), config).copy(update={"checkpointer": InMemorySaver()})
+    graph = sg.served_graph(Tiny(), RunConfig.model_validate(config)).copy(update={"checkpointer": InMemorySaver()})
     state = asyncio.run(graph.ainvoke({}, {"configurable": {"thread_id": "t", "run_id": "r"}}))
     assert [h["round"] for h in state["history"]] == [0, 1, 2, 3] and state["summary"]["records"] == 4
 
@@ -235,7 +238,7 @@ def test_an_unexpected_error_leaves_error_log_and_a_failed_summary(tmp_path, mon
         "sandbox": None,
         "record": {},
     }
-    graph = sg.served_graph(Failing(), config).copy(update={"checkpointer": InMemorySaver()})
+    graph = sg.served_graph(Failing(), RunConfig.model_validate(config)).copy(update={"checkpointer": InMemorySaver()})
     with pytest.raises(RuntimeError, match="the node broke"):
         asyncio.run(graph.ainvoke({}, {"configurable": {"thread_id": "t", "run_id": "r"}}))
     out = tmp_path / "failing-served-r"

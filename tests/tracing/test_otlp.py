@@ -35,6 +35,7 @@ from click.testing import CliRunner
 
 from cooplab.cli import main
 from cooplab.evals import otlp_export as ox
+from cooplab.evals.typed import as_frame, tuples
 from cooplab.graphs.state import AppendLog
 from cooplab.graphs.tracing import load_runs
 
@@ -99,7 +100,7 @@ def tool_run(tmp_path_factory) -> Path:
     g = StateGraph(_ToolState, context_schema=CoopContext)
     g.add_node(
         "data",
-        tool_agent_node(
+        tool_agent_node(  # pyright: ignore[reportArgumentType] - a (state, config, runtime) node: LangGraph's StateNode protocols do not name it
             "data.lead",
             counter.tools,
             lambda s: [HumanMessage(content="add 1 and 2")],
@@ -192,11 +193,11 @@ def test_a_cpr_run_becomes_one_span_per_run_with_the_tree_ids_times_and_tokens_k
     ]
 
 
-def ledger_costs(run_dir: Path) -> dict[str, list[Decimal]]:
-    """The ledger's live (not replayed) charges by call id, in ledger order."""
+def ledger_costs(run_dir: Path) -> dict[str, list[tuple[Decimal, int, int]]]:
+    """The ledger's live (not replayed) charges by call id, in ledger order: (cost, input tokens, output tokens)."""
     lg = pd.read_parquet(run_dir / "ledger.parquet")
-    out: dict[str, list[Decimal]] = {}
-    for row in lg[lg["kind"] == "tokens"].itertuples():
+    out: dict[str, list[tuple[Decimal, int, int]]] = {}
+    for row in tuples(as_frame(lg[lg["kind"] == "tokens"])):
         if not row.cached:
             out.setdefault(row.call_id, []).append((Decimal(row.cost_usd_exact), row.input_tokens, row.output_tokens))
     return out
@@ -686,7 +687,7 @@ class Receiver:
             ExportTraceServiceRequest,
         )
 
-        self.requests: list[tuple[str, str, Any]] = []
+        self.requests: list[tuple[str, str | None, Any]] = []  # path, Content-Type, the request
         self.status, self.release = status, threading.Event()
         outer = self
 

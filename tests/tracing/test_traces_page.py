@@ -69,6 +69,7 @@ def running(run_dir):
     proc = subprocess.Popen(
         [str(EXE), "traces", "view", str(run_dir)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
+    assert proc.stdout is not None and proc.stderr is not None  # both PIPE
     try:
         line = proc.stdout.readline()  # "model calls of DIR: http://127.0.0.1:PORT/traces?id=0  (Ctrl-C to stop)"
         m = re.search(r"(http://127\.0\.0\.1:\d+/traces\?id=0)", line)
@@ -275,7 +276,9 @@ def test_cli_view_no_block_serves_the_page_from_a_process_of_its_own(run_dir):
     res = traces(["view", str(run_dir), "--no-block"])
     try:
         assert res.exit_code == 0, res.output
-        url, pid = re.search(r"(http://127\.0\.0\.1:\d+/traces\?id=0) \(server pid (\d+);", res.stdout).groups()
+        said = re.search(r"(http://127\.0\.0\.1:\d+/traces\?id=0) \(server pid (\d+);", res.stdout)
+        assert said, res.stdout
+        url, pid = said.groups()
         assert int(pid) == STARTED[-1].pid
         assert httpx.get(url).text.count('<article class="call">') == len(llm_runs(run_dir))
     finally:

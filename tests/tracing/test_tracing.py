@@ -18,6 +18,7 @@ import pytest
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
 from langsmith.schemas import Run
@@ -107,6 +108,7 @@ class State(TypedDict, total=False):
 
 
 async def think(state: State) -> dict:
+    assert "stock" in state
     ask = f"Stock is {np.asarray(state['stock']).sum():.0f}. How much? (do not leak {ENV_SECRET})"
     msg = await UsageChatModel().ainvoke([HumanMessage(content=ask)])
     await harvest_tool.ainvoke({"amount": 3})
@@ -120,6 +122,7 @@ def think_sync(state: State) -> dict:
 
 
 def act(state: State) -> dict:
+    assert "stock" in state
     stock = np.asarray(state["stock"], dtype=float)
     stock -= 1.0  # in place: the recorded inputs must not change
     return {"stock": stock}
@@ -135,7 +138,7 @@ def build_graph(async_think: bool = True):
     return g.compile(name="society")
 
 
-def initial_state() -> dict:
+def initial_state() -> State:
     return {
         "stock": np.array([10.0, 20.0, 30.0]),
         "big": np.random.default_rng(0).random((300, 400)),
@@ -148,7 +151,7 @@ def initial_state() -> dict:
 
 def make_traces(run_dir: Path, mode: str = "ainvoke") -> list[dict]:
     """Run the test graph once with tracing into run_dir; return the runs of traces.jsonl."""
-    cfg = {"callbacks": tracing_callbacks(run_dir)}
+    cfg: RunnableConfig = {"callbacks": tracing_callbacks(run_dir)}
     if mode == "ainvoke":
         asyncio.run(build_graph().ainvoke(initial_state(), cfg))
     elif mode == "astream":
@@ -527,7 +530,7 @@ def test_interrupted_run_is_still_written(tmp_path, use_async):
     g.add_edge("think", "stop")
     g.add_edge("stop", END)
     app = g.compile(name="society")
-    cfg = {"callbacks": tracing_callbacks(tmp_path)}
+    cfg: RunnableConfig = {"callbacks": tracing_callbacks(tmp_path)}
     with pytest.raises(KeyboardInterrupt):
         if use_async:
             asyncio.run(app.ainvoke(initial_state(), cfg))
