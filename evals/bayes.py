@@ -143,7 +143,11 @@ def fallback_of(entry: Mapping[str, Any]) -> dict[str, Any]:
 PAPER_MODEL_INFO = Path(__file__).resolve().parent / "data" / "paper_models.csv"
 
 
-def read_model_info(path: Path | None) -> pd.DataFrame | None:
+@overload
+def read_model_info(path: None) -> None: ...
+@overload
+def read_model_info(path: str | Path) -> pd.DataFrame: ...
+def read_model_info(path: str | Path | None) -> pd.DataFrame | None:
     """models.csv: one row per model. Required columns ``model`` (the name in profile.json's
     ``model``, or the reference players' kind, and in scores.csv), ``family``, ``size_b``
     (parameters in billions, > 0), ``thinking`` (0 or 1); optional ``ifeval`` and ``mmlu_pro``

@@ -12,6 +12,7 @@ from langchain_core.tools import tool
 from cooplab.agents.cache import ResponseCache
 from cooplab.agents.decisions import LLMService
 from cooplab.agents.models import ModelSpec, ScriptedChatModel
+from cooplab.agents.tools import ToolLoopResult
 from cooplab.graphs.ledger import Ledger
 
 
@@ -35,6 +36,13 @@ def service(
     if ledger is None:
         ledger = Ledger(budget=budget, unit_rates=unit_rates or {})
     return LLMService(models=models, ledger=ledger, cache=cache or ResponseCache(None))
+
+
+def loop_of(exc: BaseException) -> ToolLoopResult:
+    """The partial loop a run-ending error carries (agents/tools.py attaches it as ``exc.tool_loop``)."""
+    res = getattr(exc, "tool_loop", None)
+    assert isinstance(res, ToolLoopResult), f"{type(exc).__name__} carries no tool loop"
+    return res
 
 
 def call(name: str, usage: dict | None = None, call_id: str | None = None, **args: Any) -> dict:

@@ -195,6 +195,7 @@ def send_body(handler: BaseHTTPRequestHandler, reply: Reply, chunked: bool, rele
     seconds) until it ends, the client goes away or ``release`` is set (the server stopping); what
     was delivered. Headers are the caller's."""
     body = (reply.body[i : i + 1] for i in range(len(reply.body))) if reply.trickle is not None else reply.chunks
+    assert body is not None, "a streamed reply has chunks or a trickle"
     done = Delivery()
     try:
         for chunk in body:

@@ -101,6 +101,7 @@ def test_the_same_call_asked_twice_in_a_run_is_two_calls_and_two_cache_entries(t
     assert (
         (a.response.text, b.response.text) == ('{"effort": 0.1}', '{"effort": 0.9}') and not a.cached and not b.cached
     )
+    assert a.entry is not None and b.entry is not None
     assert svc.live_calls == 2 and a.entry.call_id != b.entry.call_id
     spec = svc.model_for(1)[0]
     old = cache_key(
@@ -125,7 +126,7 @@ def test_the_same_call_asked_twice_in_a_run_is_two_calls_and_two_cache_entries(t
     )
     assert again.live_calls == 0
     # a resumed run whose checkpoint holds the first asking: its next asking is the repeat
-    resumed, [r] = asyncio.run(rerun(Ledger(entries=[svc.ledger.entries[0].as_dict()])))
+    resumed, [r] = asyncio.run(rerun(Ledger(entries=[svc.ledger.entries[0]])))  # restored from its dict
     assert r.response.text == '{"effort": 0.9}' and r.cached and resumed.live_calls == 0
 
 

@@ -10,6 +10,7 @@ import math
 from decimal import Decimal
 
 import httpx
+import httpx2
 import openai
 import pytest
 from langchain_core.language_models.chat_models import BaseChatModel
@@ -80,8 +81,8 @@ class Inner:
         self.seen: list[Request] = []
         self.inside = self.peak = 0
 
-    async def __call__(self, req: Request) -> Reply:
-        self.seen.append(req)
+    async def __call__(self, request: Request) -> Reply:
+        self.seen.append(request)
         self.inside += 1
         self.peak = max(self.peak, self.inside)
         try:
@@ -127,6 +128,7 @@ def test_a_cache_hit_replays_without_the_inner_layers_charged_its_stored_usage_u
     r = asyncio.run(layer(request()))
     assert inner.seen == [] and ledger.reservations == []
     assert r.cached and (r.response.text, r.response.input_tokens, r.response.output_tokens) == ("stored", 11, 3)
+    assert r.entry is not None
     assert r.entry.cached and (r.entry.input_tokens, r.entry.output_tokens) == (11, 3) and ledger.spent == cost(11, 3)
     assert ledger.entries == [r.entry] and r.entry.call_id == KEY[:16] and r.entry.agent == "0:1"
 
@@ -144,9 +146,11 @@ def test_a_replay_that_does_not_fit_the_cap_is_refused_and_records_nothing(tmp_p
 @pytest.mark.parametrize("stored", [(10**9, 3), (-5, 3), (11, 10**6)])
 def test_a_damaged_cache_row_is_charged_at_the_bounds_and_flagged(tmp_path, stored):
     cache = ResponseCache(tmp_path / "c.sqlite")
-    cache.put(KEY, CachedResponse("stored", *stored, 0.0), SPEC.id)
+    input_tokens, output_tokens = stored
+    cache.put(KEY, CachedResponse("stored", input_tokens, output_tokens, 0.0), SPEC.id)
     ledger = Ledger()
     r = asyncio.run(CacheLayer(Inner(), cache, BudgetLayer(Inner(), ledger).charge_known)(request()))
+    assert r.entry is not None and r.entry.usage_error is not None
     assert (r.entry.input_tokens, r.entry.output_tokens) == (IN_BOUND, OUT_BOUND)
     assert r.entry.usage_error.startswith("the cache:") and r.response.usage_error == r.entry.usage_error
 
@@ -178,14 +182,15 @@ def test_the_budget_reserves_the_bound_charges_the_usage_and_releases_the_rest()
     during = []
 
     class Watch(Inner):
-        async def __call__(self, req):
+        async def __call__(self, request):
             during.append((ledger.in_flight, ledger.spent))
-            return await super().__call__(req)
+            return await super().__call__(request)
 
     r = asyncio.run(BudgetLayer(Watch(reply("x", 20, 4)), ledger)(request(team="data")))
     assert ledger.reservations == [cost(IN_BOUND, OUT_BOUND)] and during == [(cost(IN_BOUND, OUT_BOUND), 0)]
     assert ledger.in_flight == 0 and ledger.spent == cost(20, 4) < cost(IN_BOUND, OUT_BOUND)
     e = r.entry
+    assert e is not None
     assert (e.call_id, e.model, e.agent, e.round, e.phase, e.team, e.cached) == (
         KEY[:16],
         SPEC.id,
@@ -230,6 +235,7 @@ def test_concurrent_calls_never_hold_more_than_the_cap():
     inside, held, out, inner = asyncio.run(main())
     refused = [r for r in out if isinstance(r, BudgetExhausted)]
     assert inside == 3 and held == 3 * bound and len(refused) == 7 and len(inner.seen) == 3
+    assert ledger.budget is not None
     assert ledger.peak <= ledger.budget and ledger.in_flight == 0 and ledger.spent == 3 * cost(20, 4)
     # the charged calls freed the rest of their reservations: a new call fits again
     assert asyncio.run(BudgetLayer(Inner(), ledger)(request())).entry is not None
@@ -241,9 +247,9 @@ def test_call_starts_are_spaced_by_one_over_rps_on_the_clock():
     starts = []
 
     class Stamp(Inner):
-        async def __call__(self, req):
+        async def __call__(self, request):
             starts.append(t.now)
-            return await super().__call__(req)
+            return await super().__call__(request)
 
     layer = RateLimitLayer(Stamp(), max_concurrency=8, rps=4, clock=t.clock, sleep=t.sleep)
 
@@ -341,7 +347,7 @@ def test_malformed_responses_give_up_with_their_own_message():
 def test_a_permanent_failure_is_not_retried():
     t = FakeTime()
     spec = ModelSpec("openai", "m", base_url="http://127.0.0.1:9/v1")
-    resp = httpx.Response(401, request=httpx.Request("POST", "http://127.0.0.1:9/v1"))
+    resp = httpx2.Response(401, request=httpx2.Request("POST", "http://127.0.0.1:9/v1"))  # openai's own httpx
     failure = ProviderAdapter(spec, None).failure(openai.APIStatusError("bad key", response=resp, body=None))
     inner = Inner(failure)
     layer = RetryLayer(inner, retries=4, base=0.5, cap=8.0, sleep=t.sleep)
@@ -387,6 +393,7 @@ def test_hostile_reported_usage_is_charged_at_the_bounds_and_flagged(usage, why)
     model = scripted({"text": "hi", "usage": usage})
     r = asyncio.run(ScriptedAdapter(SPEC, model).invoke(request(model)))
     assert (r.response.input_tokens, r.response.output_tokens) == (IN_BOUND, OUT_BOUND)
+    assert r.response.usage_error is not None
     assert r.response.usage_error.startswith("the endpoint: ") and why in r.response.usage_error
 
 
@@ -420,10 +427,8 @@ def test_usage_metadata_of_another_backend_is_checked_like_an_endpoint_report():
     big = MetadataModel(usage={"input_tokens": 10**7, "output_tokens": 2, "total_tokens": 10**7 + 2})
     assert adapter_type(big) is ProviderAdapter
     r = asyncio.run(ProviderAdapter(SPEC, big).invoke(request(big)))
-    assert (r.response.input_tokens, r.response.output_tokens) == (
-        IN_BOUND,
-        OUT_BOUND,
-    ) and "exceeds the bound" in r.response.usage_error
+    assert (r.response.input_tokens, r.response.output_tokens) == (IN_BOUND, OUT_BOUND)
+    assert r.response.usage_error is not None and "exceeds the bound" in r.response.usage_error
     ok = MetadataModel(usage={"input_tokens": 9, "output_tokens": 2, "total_tokens": 11})
     r = asyncio.run(ProviderAdapter(SPEC, ok).invoke(request(ok)))
     assert (r.response.input_tokens, r.response.output_tokens, r.response.usage_error) == (9, 2, None)
@@ -455,12 +460,11 @@ def test_provider_errors_become_transient_or_permanent_failures_and_bugs_pass():
 
     with pytest.raises(AttributeError, match="a bug"):
         asyncio.run(ScriptedAdapter(SPEC, Buggy(answers=["x"])).invoke(request(Buggy(answers=["x"]))))
-    resp = httpx.Response(404, request=httpx.Request("POST", "http://h/v1"))
-    assert (
-        ProviderAdapter(SPEC, None).failure(openai.NotFoundError("no model", response=resp, body=None)).transient
-        is False
-    )
-    assert ProviderAdapter(SPEC, None).failure(httpx.ReadTimeout("slow")).transient is True
+    resp = httpx2.Response(404, request=httpx2.Request("POST", "http://h/v1"))
+    not_found = ProviderAdapter(SPEC, None).failure(openai.NotFoundError("no model", response=resp, body=None))
+    assert not_found is not None and not_found.transient is False
+    timeout = ProviderAdapter(SPEC, None).failure(httpx.ReadTimeout("slow"))
+    assert timeout is not None and timeout.transient is True
 
 
 SCHEMA = {
@@ -480,9 +484,11 @@ def test_each_provider_asks_for_structured_output_its_own_way(monkeypatch):
     llama = adapter_type(LlamaCppChat(model_path="/none.gguf"))(ModelSpec("local", "m.gguf"), None)
     assert isinstance(llama, LlamaAdapter)
     rf = llama.response_format(SCHEMA)
+    assert rf is not None
     assert rf["type"] == "json_object" and rf["schema"]["properties"]["effort"]["enum"][:3] == [0.0, 0.05, 0.1]
     narrow = {"type": "object", "properties": {"target": {"enum": [2, 5]}}}
-    assert llama.response_format(SCHEMA, narrow)["schema"] == narrow  # the narrower decoding schema wins
+    rf = llama.response_format(SCHEMA, narrow)
+    assert rf is not None and rf["schema"] == narrow  # the narrower decoding schema wins
     assert llama.call_options(key=KEY, phase="vote", max_tokens=9) == {"seed": int(KEY[:8], 16), "max_tokens": 9}
     assert llama.call_options(key=KEY, phase="vote", max_tokens=None) == {"seed": int(KEY[:8], 16)}
 
@@ -644,7 +650,7 @@ def test_whether_a_node_s_calls_are_observed_is_decided_once_per_node_run(monkey
             *(direct_call(model, [HumanMessage(content="decide")], {"callbacks": manager}, {}) for _ in range(5))
         )
 
-    assert all(m.content == "ok" for m in asyncio.run(phase(node)))
+    assert all(m is not None and m.content == "ok" for m in asyncio.run(phase(node)))
     assert n["configure"] == 1
     asyncio.run(phase(AsyncCallbackManager(handlers=[])))
     assert n["configure"] == 2

@@ -17,6 +17,7 @@ from langchain_core.tools import tool
 
 from cooplab.agents.cache import CachedResponse, ResponseCache
 from cooplab.agents.models import make_chat_model, parse_model_spec
+from cooplab.evals.typed import column
 from cooplab.graphs.tracing import JsonlTracer
 
 from .misbehaving_server import ANSWER, MisbehavingServer, Reply, completion
@@ -50,7 +51,7 @@ def test_lone_surrogates_in_answers_and_ids_neither_crash_a_run_nor_lose_its_tra
         assert code == 0, err
         assert len(srv.requests) == calls > 0
     d = pd.read_parquet(out / "decisions.parquet")
-    assert d["raw"].str.contains(CLEAN).all() and not d["fallback_used"].any()
+    assert column(d, "raw").str.contains(CLEAN).all() and not column(d, "fallback_used").any()
     lines = (out / "traces.jsonl").read_bytes().decode("utf-8").splitlines()  # strict UTF-8
     assert lines and not list(out.glob(".traces.jsonl.*.part"))
     llm_runs = [r for r in map(json.loads, lines) if r["run_type"] == "llm"]
@@ -108,7 +109,8 @@ def test_writers_take_lone_surrogates(tmp_path):
 
     cache = ResponseCache(tmp_path / "c.sqlite")
     cache.put("k", CachedResponse("a" + SURROGATE, 1, 2, 0.1, "bad " + SURROGATE), "m" + SURROGATE)
-    assert cache.get("k").text == "a" + CLEAN and cache.write_errors == 0
+    hit = cache.get("k")
+    assert hit is not None and hit.text == "a" + CLEAN and cache.write_errors == 0
     write_json(tmp_path / "s.json", {"k" + SURROGATE: ["v" + SURROGATE]})
     assert read_json(tmp_path / "s.json") == {"k" + CLEAN: ["v" + CLEAN]}
     write_table(pd.DataFrame({"raw": ["x" + SURROGATE]}, dtype=object), tmp_path, "t")
@@ -117,7 +119,11 @@ def test_writers_take_lone_surrogates(tmp_path):
     from langchain_core.runnables import RunnableLambda
 
     tracer = JsonlTracer(tmp_path / "traces.jsonl")
-    RunnableLambda(lambda x: {"answer": x + SURROGATE}, name="step").invoke("q" + SURROGATE, {"callbacks": [tracer]})
+
+    def step(x: str) -> dict:
+        return {"answer": x + SURROGATE}
+
+    RunnableLambda(step, name="step").invoke("q" + SURROGATE, {"callbacks": [tracer]})
     rec = json.loads((tmp_path / "traces.jsonl").read_bytes().decode("utf-8"))
     assert rec["outputs"] == {"answer": "q" + CLEAN + CLEAN} and not list(tmp_path.glob(".traces.jsonl.*.part"))
 
@@ -136,7 +142,8 @@ def test_table_writers_take_lone_surrogates_in_records_nested_values_and_column_
     nested = pd.DataFrame({"turns": [["a" + SURROGATE, "b"]], "meta": [{"who": "c" + SURROGATE}]}, dtype=object)
     write_table(nested, tmp_path, "nested")
     back = pd.read_parquet(tmp_path / "nested.parquet")
-    assert list(back["turns"][0]) == ["a" + CLEAN, "b"] and back["meta"][0] == {"who": "c" + CLEAN}
+    assert list(column(back, "turns").iloc[0]) == ["a" + CLEAN, "b"]
+    assert column(back, "meta").iloc[0] == {"who": "c" + CLEAN}
     write_jsonl(tmp_path / "messages.jsonl", rows)
     assert json.loads((tmp_path / "messages.jsonl").read_bytes().decode("utf-8"))["parsed"] == {
         "k" + CLEAN: ["v" + CLEAN]
@@ -311,7 +318,7 @@ def test_the_cache_never_replays_another_servers_answers(tmp_path, capsys):
         # the first server again, spelled another way (scheme in capitals, a trailing slash): replayed
         again = cached_run(a.url.replace("http://", "HTTP://") + "/", "a2")
         assert len(a.requests) == len(first) and again["raw"].str.contains("0.3").all()
-        assert again["cached_calls"].sum() == len(again)
+        assert column(again, "cached_calls").sum() == len(again)
 
 
 def test_keys_made_before_the_endpoint_counted_stay_valid_where_it_is_the_default(monkeypatch):
@@ -377,7 +384,7 @@ def test_every_paid_call_is_in_the_ledger_after_resumes(cache, stops, tmp_path, 
     s = json.loads(stdout)
     led = pd.read_parquet(out / "ledger.parquet")
     assert s["status"] == "completed" and s["ledger"]["calls"] == len(led) == paid
-    assert s["ledger"]["cached_calls"] == 0 and not led["cached"].any()
+    assert s["ledger"]["cached_calls"] == 0 and not column(led, "cached").any()
     per_call = (Decimal(120) * Decimal("0.0005") + Decimal(12) * Decimal("0.003")) / 1000
     assert Decimal(s["ledger"]["cost_usd"]) == paid * per_call
     if cache == "file":  # 2 rounds x 2 phases x 2 agents, each paid once

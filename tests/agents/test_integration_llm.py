@@ -18,6 +18,7 @@ from cooplab.agents.decisions import LLMService, ModelUnavailable, decide
 from cooplab.agents.models import make_chat_model, parse_model_spec
 from cooplab.agents.models.local import local_model_path
 from cooplab.cli import main
+from cooplab.evals.typed import column
 from cooplab.tasks.cpr.llm import EFFORT
 
 pytestmark = pytest.mark.integration
@@ -60,7 +61,7 @@ def test_local_model_runs_the_cpr_society_end_to_end(tmp_path, capsys):
     # round 1: effort, punish, propose (+ vote if 2+ distinct proposals); round 2 (last): effort, punish
     assert per_phase["harvest"] == 4 and per_phase["punish"] == 4 and per_phase["propose"] == 2
     assert per_phase.get("vote", 0) in (0, 2)
-    assert (d["input_tokens"] > 100).all() and (d["output_tokens"] > 0).all()
+    assert (column(d, "input_tokens") > 100).all() and (column(d, "output_tokens") > 0).all()
     # every effort decision ended with a valid effort in [0, 1], decoded or by fallback
     efforts = [json.loads(p)["effort"] for p in d[d.phase == "harvest"]["parsed"]]
     assert all(0 <= e <= 1 for e in efforts)
@@ -133,7 +134,7 @@ def test_chat_openai_against_a_real_llama_cpp_server(llama_server, tmp_path, cap
             ctx={"previous_effort": 0.5},
         )
     )
-    assert 0 <= value.effort <= 1
+    assert value is not None and 0 <= value.effort <= 1
     assert rec.input_tokens > 5 and rec.output_tokens > 0  # reported by the server's usage
     assert svc.ledger.totals()["calls"] == rec.attempts
     # the whole society through the CLI against the server
@@ -163,7 +164,7 @@ def test_chat_openai_against_a_real_llama_cpp_server(llama_server, tmp_path, cap
     stdout, err = capsys.readouterr()
     assert code == 0, err
     d = pd.read_parquet(out / "decisions.parquet")
-    assert (d["phase"] == "harvest").sum() == 4 and json.loads(stdout)["decisions"]["count"] == len(d)
+    assert (column(d, "phase") == "harvest").sum() == 4 and json.loads(stdout)["decisions"]["count"] == len(d)
 
 
 def test_refused_connection_retries_with_backoff_then_stops(tmp_path):

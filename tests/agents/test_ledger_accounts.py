@@ -49,7 +49,7 @@ def test_string_agent_ids_with_team_and_optional_round():
 
 
 def test_non_token_charges_at_per_kind_rates_zero_by_default():
-    led = Ledger(unit_rates={"sandbox_seconds": "0.0001"})
+    led = Ledger(unit_rates={"sandbox_seconds": "0.0001"})  # pyright: ignore[reportArgumentType]  # a price as text is taken as its Decimal
     e = led.charge_units("sandbox_seconds", Decimal("2.5"), agent="data.lead", team="data", round=1, phase="analysis")
     assert (e.kind, e.units, e.rate, e.cost, e.input_tokens, e.output_tokens) == (
         "sandbox_seconds",
@@ -100,7 +100,7 @@ def test_non_token_charges_go_through_the_same_cap():
     led.charge_units("sandbox_seconds", Decimal("1.5"), agent="a", reservation=res)
     assert led.spent == Decimal("0.0075") and led.in_flight == 0
     # a zero rate always fits, even with the budget spent
-    free = Ledger(budget=0)
+    free = Ledger(budget=0)  # pyright: ignore[reportArgumentType]  # an int budget is taken as its Decimal
     free.charge_units("sandbox_seconds", 1000, agent="a")
     assert free.spent == 0 and free.totals()["by_kind"]["sandbox_seconds"]["units"] == "1000"
 

@@ -87,6 +87,7 @@ def test_the_worker_dies_with_its_parent_in_the_middle_of_a_generation(model_fil
     parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     worker = None
     try:
+        assert parent.stdout is not None and parent.stderr is not None  # both piped
         line = parent.stdout.readline()
         assert line, parent.stderr.read()[-2000:]
         info = json.loads(line)

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from cooplab.agents.cache import ResponseCache
 from cooplab.agents.decisions import (
@@ -48,6 +48,7 @@ from cooplab.agents.usage import (
     input_bound,
 )
 from cooplab.cli import main
+from cooplab.evals.typed import column
 from cooplab.graphs.ledger import BudgetExhausted, Ledger, Rates
 from cooplab.tasks.cpr.llm import EFFORT
 from tests.helpers.figures import figures_recorded  # noqa: F401 - a fixture
@@ -77,7 +78,7 @@ def run(args, capsys):
     return code, out, err
 
 
-def server_run(url, out, *more, budget=BUDGET, agents=2, rounds=2):
+def server_run(url, out, *more, budget: Decimal | str = BUDGET, agents=2, rounds=2):
     return [
         "run",
         "cpr",
@@ -137,10 +138,11 @@ def test_impossible_usage_is_charged_at_the_bound_and_counted(mode, tmp_path, ca
     assert s["ledger"]["calls"] == len(led) > 0 and s["ledger"]["usage_errors"] == len(led)
     assert led["usage_error"].str.startswith("the endpoint:").all()
     # charged at the bound: the request's bytes + overheads and max_tokens (64), never the report
-    assert (led["output_tokens"] == 64).all() and (led["input_tokens"] < 10_000).all()
+    assert (column(led, "output_tokens") == 64).all() and (column(led, "input_tokens") < 10_000).all()
     assert sum(Decimal(c) for c in led["cost_usd_exact"]) == Decimal(s["ledger"]["cost_usd"])
     d = pd.read_parquet(out / "decisions.parquet")
-    assert int(d["usage_errors"].sum()) == len(led) and not d["fallback_used"].any()  # the answers were used
+    assert int(column(d, "usage_errors").sum()) == len(led)
+    assert not column(d, "fallback_used").any()  # the answers were used
 
 
 def test_the_issue_case_huge_usage_cannot_cost_7000_dollars(tmp_path, capsys):
@@ -159,8 +161,8 @@ def test_valid_usage_is_charged_exactly_as_reported(tmp_path, capsys):
     assert code == 0, err
     s = summary_of(out)
     led = pd.read_parquet(out / "ledger.parquet")
-    assert s["ledger"]["usage_errors"] == 0 and led["usage_error"].isna().all()
-    assert (led["input_tokens"] == 120).all() and (led["output_tokens"] == 12).all()
+    assert s["ledger"]["usage_errors"] == 0 and column(led, "usage_error").isna().all()
+    assert (column(led, "input_tokens") == 120).all() and (column(led, "output_tokens") == 12).all()
     assert (
         Decimal(s["ledger"]["cost_usd"])
         == len(led) * (Decimal(120) * Decimal("0.0005") + Decimal(12) * Decimal("0.003")) / 1000
@@ -178,9 +180,9 @@ def test_a_gateway_that_zeroes_usage_cannot_switch_the_budget_off(tmp_path, caps
     assert s["ledger"]["usage_errors"] == len(led) > 0
     assert led["usage_error"].str.startswith("the endpoint: usage implausibly low: 0 prompt tokens").all()
     # charged cooplab's count of the prompt and the answer: the budget counts every call
-    assert (led["input_tokens"] > 100).all() and (led["output_tokens"] > 5).all()
+    assert (column(led, "input_tokens") > 100).all() and (column(led, "output_tokens") > 5).all()
     assert Decimal(s["ledger"]["cost_usd"]) > 0 and int(
-        pd.read_parquet(out / "decisions.parquet")["usage_errors"].sum()
+        column(pd.read_parquet(out / "decisions.parquet"), "usage_errors").sum()
     ) == len(led)
 
 
@@ -192,8 +194,8 @@ def test_one_token_for_8_kb_of_answer_is_charged_at_least_what_the_bytes_can_be(
     led = pd.read_parquet(out / "ledger.parquet")
     assert len(led) > 0 and led["usage_error"].str.contains("1 completion tokens for 8").all()
     # the plausible prompt count stands; the answer's ~1,500 words are clamped to the call's cap (64)
-    assert (led["input_tokens"] == 120).all() and (led["output_tokens"] == 64).all()
-    assert not pd.read_parquet(out / "decisions.parquet")["fallback_used"].any()
+    assert (column(led, "input_tokens") == 120).all() and (column(led, "output_tokens") == 64).all()
+    assert not column(pd.read_parquet(out / "decisions.parquet"), "fallback_used").any()
 
 
 def test_the_usage_floor_never_flags_an_honest_count():
@@ -204,12 +206,11 @@ def test_the_usage_floor_never_flags_an_honest_count():
     honest = check_usage({"prompt_tokens": 10, "completion_tokens": 32}, input_bound=5000, output_bound=2048, text=text)
     assert honest.error is None and (honest.input_tokens, honest.output_tokens) == (10, 32)
     low = check_usage({"prompt_tokens": 9, "completion_tokens": 40}, input_bound=5000, output_bound=2048, text=text)
-    assert (low.input_tokens, low.output_tokens) == (
-        500,
-        40,
-    ) and "9 prompt tokens for 2560 bytes of prompt (at least 10)" in low.error
+    assert (low.input_tokens, low.output_tokens) == (500, 40) and low.error is not None
+    assert "9 prompt tokens for 2560 bytes of prompt (at least 10)" in low.error
     capped = check_usage({"input_tokens": 0, "output_tokens": 0}, input_bound=300, output_bound=64, text=text)
-    assert (capped.input_tokens, capped.output_tokens) == (300, 64) and "usage implausibly low" in capped.error
+    assert (capped.input_tokens, capped.output_tokens) == (300, 64) and capped.error is not None
+    assert "usage implausibly low" in capped.error
     empty = TextEstimate(input_bytes=0, output_bytes=0, input_tokens=0, output_tokens=0)
     assert (
         check_usage({"prompt_tokens": 0, "completion_tokens": 0}, input_bound=9, output_bound=9, text=empty).error
@@ -408,10 +409,10 @@ def test_a_damaged_cache_is_charged_at_most_the_bound(tmp_path):
                 ctx={"previous_effort": 0.1},
             )
         )
-        assert value.effort == 0.4 and rec.cached_calls == 1 and rec.usage_errors == 1
+        assert value is not None and value.effort == 0.4 and rec.cached_calls == 1 and rec.usage_errors == 1
         assert rec.output_tokens == 32 and rec.input_tokens == input_bound([HumanMessage(content=f"agent {a}")], None)
     assert svc.ledger.totals()["usage_errors"] == 4 and all(
-        e.usage_error.startswith("the cache:") for e in svc.ledger.entries
+        e.usage_error is not None and e.usage_error.startswith("the cache:") for e in svc.ledger.entries
     )
     assert svc.ledger.spent <= Decimal("0.01")
 
@@ -431,6 +432,7 @@ def test_an_old_cache_without_the_usage_error_column_is_upgraded(tmp_path):
     con.close()
     cache = ResponseCache(db)
     hit = cache.get("k")
+    assert hit is not None
     assert (hit.text, hit.input_tokens, hit.output_tokens, hit.usage_error) == ("hi", 3, 4, None)
     cache.close()
 
@@ -446,15 +448,15 @@ def test_ledger_rejects_non_finite_or_negative_budgets_and_prices(bad):
         assert "\n" not in str(e.value)
     for kw in ({"input_per_1k": bad}, {"output_per_1k": bad}):
         with pytest.raises(ValueError, match="price") as e:
-            Rates(**kw)
+            Rates(**kw)  # pyright: ignore[reportArgumentType]  # hostile prices on purpose (None among them)
         assert "\n" not in str(e.value)
 
 
 def test_ledger_amounts_stay_exact_decimals():
-    r = Rates(0.1, "0.3")  # floats via their shortest text
+    r = Rates(0.1, "0.3")  # pyright: ignore[reportArgumentType]  # floats via their shortest text, text as Decimal
     assert r.input_per_1k == Decimal("0.1") and isinstance(r.cost(3, 7), Decimal)
     assert r.cost(3, 7) == (Decimal("0.3") + Decimal("2.1")) / 1000
-    led = Ledger(budget=0)
+    led = Ledger(budget=0)  # pyright: ignore[reportArgumentType]  # an int budget is taken as its Decimal
     assert led.budget == Decimal(0)
     with pytest.raises(BudgetExhausted):
         led.reserve(Decimal("0.0000001"))
@@ -489,7 +491,7 @@ def test_programming_errors_are_not_swallowed_as_endpoint_failures():
         x: int
 
     try:
-        M(x="no")
+        M(x="no")  # pyright: ignore[reportArgumentType]  # invalid on purpose: the test needs a ValidationError
     except ValidationError as exc:
         verr = exc
     for exc in (
@@ -715,7 +717,7 @@ def test_property_random_bodies_from_a_real_server_through_the_openai_path():
             )
 
             async def one(i, svc=svc):
-                msgs = [HumanMessage(content=f"agent {i}: how much do you fish?")]
+                msgs: list[BaseMessage] = [HumanMessage(content=f"agent {i}: how much do you fish?")]
                 try:
                     resp, _ = await svc.call(
                         agent=i,
@@ -769,7 +771,7 @@ def test_property_cli_runs_against_a_randomly_misbehaving_server(seed, tmp_path,
     assert_within_budget(s, budget)
     if s["ledger"]["calls"]:
         led = pd.read_parquet(out / "ledger.parquet")
-        assert s["ledger"]["usage_errors"] == int(led["usage_error"].notna().sum())
+        assert s["ledger"]["usage_errors"] == int(column(led, "usage_error").notna().sum())
 
 
 # --- concurrency ---------------------------------------------------------------------------------
@@ -818,7 +820,7 @@ def test_a_concurrent_cli_run_with_huge_usage_ends_budget_exhausted_within_the_c
 
 # --- the bound -----------------------------------------------------------------------------------
 def test_usage_of_every_path_goes_through_the_same_check():
-    msgs = [HumanMessage(content="hello")]
+    msgs: list[BaseMessage] = [HumanMessage(content="hello")]
     ib, ob = input_bound(msgs), 16
     # an endpoint's raw usage (OpenAI-compatible, scripted with "usage")
     assert (

@@ -4,13 +4,15 @@ transport errors, the response cache, and the credit ledger under concurrency.""
 import asyncio
 import json
 from decimal import Decimal
+from typing import TypeVar
 
 import pytest
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 from pydantic import BaseModel, Field
 
 from cooplab.agents.cache import ResponseCache, cache_key
 from cooplab.agents.decisions import (
+    DecisionRecord,
     DecisionSpec,
     LLMService,
     ModelUnavailable,
@@ -26,6 +28,8 @@ from cooplab.agents.models import (
 from cooplab.agents.usage import count_tokens
 from cooplab.graphs.ledger import BudgetExhausted, Ledger, Rates
 from cooplab.tasks.cpr.llm import EFFORT
+
+D = TypeVar("D", bound=BaseModel)
 
 
 class Target(BaseModel):
@@ -49,8 +53,8 @@ def service(answers, **kw):
     return svc, model
 
 
-def ask(svc, spec=EFFORT, ctx=None, agent=0, round_=1):
-    msgs = [HumanMessage(content=f"decide, agent {agent}, round {round_}")]
+def ask(svc, spec: DecisionSpec[D] = EFFORT, ctx=None, agent=0, round_=1) -> tuple[D | None, DecisionRecord]:
+    msgs: list[BaseMessage] = [HumanMessage(content=f"decide, agent {agent}, round {round_}")]
     return asyncio.run(
         decide(svc, spec, msgs, society=0, agent=agent, round=round_, ctx=ctx or {"previous_effort": 0.25})
     )
@@ -71,11 +75,12 @@ def ask(svc, spec=EFFORT, ctx=None, agent=0, round_=1):
 def test_invalid_answer_is_retried_with_the_error_fed_back(bad, why):
     svc, model = service([bad, '{"effort": 0.6}'])
     value, rec = ask(svc)
-    assert value.effort == 0.6 and rec.attempts == 2 and not rec.fallback_used
+    assert value is not None and value.effort == 0.6 and rec.attempts == 2 and not rec.fallback_used
     assert rec.error is None and rec.raw == '{"effort": 0.6}'
     # the second call saw the bad answer and the validation error
     svc2, _ = service([bad] * 3)
     value2, rec2 = ask(svc2)
+    assert value2 is not None and rec2.error is not None
     assert rec2.fallback_used and rec2.attempts == 3 and value2.effort == 0.25  # documented fallback: previous effort
     assert why.lower() in rec2.error.lower()
 
@@ -98,9 +103,10 @@ def test_feedback_message_contains_the_validation_error():
 def test_ids_must_exist_among_the_peers_shown():
     svc, _ = service(['{"target": 7}', '{"target": 2}'])
     value, rec = ask(svc, TARGET, {"peers": [1, 2, 3]})
-    assert value.target == 2 and rec.attempts == 2
+    assert value is not None and value.target == 2 and rec.attempts == 2
     svc, _ = service(['{"target": 9}'] * 3)
     value, rec = ask(svc, TARGET, {"peers": [1, 2, 3]})
+    assert value is not None and rec.error is not None
     assert value.target is None and rec.fallback_used and "not one of the peers" in rec.error
 
 
@@ -111,7 +117,7 @@ def test_json_inside_prose_is_accepted():
 def test_transient_transport_errors_are_retried_then_succeed():
     svc, _ = service([{"error": "timeout"}, {"error": "429"}, {"error": "500"}, '{"effort": 0.7}'])
     value, rec = ask(svc)
-    assert value.effort == 0.7 and rec.attempts == 1
+    assert value is not None and value.effort == 0.7 and rec.attempts == 1
     assert svc.ledger.totals()["calls"] == 1  # failed transport attempts are not charged
 
 
@@ -148,7 +154,11 @@ def test_cache_replays_without_calling_the_model(tmp_path):
             models={"default": (spec, Counting(answers=['{"effort": 0.3}', '{"effort": 0.9}']))},
             cache=ResponseCache(tmp_path / "c.sqlite"),
         )
-        out = [ask(svc, agent=a)[0].effort for a in range(4)]
+        out = []
+        for a in range(4):
+            value, _ = ask(svc, agent=a)
+            assert value is not None
+            out.append(value.effort)
         svc.cache.close()
         return out, svc
 
@@ -215,7 +225,7 @@ def test_concurrent_charging_never_overspends_beyond_in_flight_reservations():
     done = [r for r in results if r is not None]
     refused = len(results) - len(done)
     assert 0 < len(done) < 200 and refused > 0
-    assert ledger.spent <= ledger.budget and peak["v"] <= ledger.budget
+    assert ledger.budget is not None and ledger.spent <= ledger.budget and peak["v"] <= ledger.budget
     assert ledger.in_flight == 0
     # the sum of charges equals recorded tokens times rates, to the cent and below
     total = sum(

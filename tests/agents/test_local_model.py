@@ -44,6 +44,7 @@ def test_a_call_goes_through_the_child_and_back(monkeypatch):
         out = p.chat(call("hello"))
         assert out["choices"][0]["message"]["content"] == "echo: hello"
         assert p.chat(call("again"))["choices"][0]["message"]["content"] == "echo: again"
+        assert p.proc is not None
         assert p.calls == 2 and p.restarts == 0 and p.proc.pid != os.getpid()
     finally:
         p.close()
@@ -54,11 +55,13 @@ def test_a_native_crash_is_a_transient_error_and_the_next_call_restarts_the_proc
     p = fake(monkeypatch, "segv:1")
     try:
         p.chat(call())
+        assert p.proc is not None
         first_pid = p.proc.pid
         with pytest.raises(lm.LocalModelCrashed, match="SIGSEGV") as ei:
             p.chat(call())
         assert is_transient(ei.value)  # the caller's retry loop counts it and backs off
         assert p.chat(call("after"))["choices"][0]["message"]["content"] == "echo: after"
+        assert p.proc is not None
         assert p.proc.pid != first_pid and p.restarts == 1 and len(p.crashes) == 1
     finally:
         p.close()
@@ -69,7 +72,7 @@ def test_a_hanging_model_is_killed_at_the_timeout(monkeypatch):
     try:
         with pytest.raises(lm.LocalModelCrashed, match="did not answer within 0.5 s"):
             p.chat(call())
-        assert p.proc.poll() is not None  # killed, not left running
+        assert p.proc is not None and p.proc.poll() is not None  # killed, not left running
     finally:
         p.close()
 

@@ -40,7 +40,7 @@ def test_the_kept_state_sharing_the_longest_prefix_is_found():
     s.keep(toks(1, 2, 9, 9, 9), state(10))
     s.keep(toks(7, 7), state(10))
     sid, n = s.longest(toks(1, 2, 9, 5))
-    assert n == 3 and s.take(sid)[0].tolist() == [1, 2, 9, 9, 9]
+    assert sid is not None and n == 3 and s.take(sid)[0].tolist() == [1, 2, 9, 9, 9]
     assert s.longest(toks(8)) == (None, 0)
 
 
@@ -56,7 +56,9 @@ def test_states_are_bounded_in_bytes_least_recently_used_out():
     s = PrefixStates(100)
     s.keep(toks(1), state(40))
     s.keep(toks(2), state(40))
-    s.take(s.longest(toks(1))[0])  # used: now the most recent
+    sid, _ = s.longest(toks(1))
+    assert sid is not None
+    s.take(sid)  # used: now the most recent
     s.keep(toks(3), state(40))  # over the bound: the least recently used (2) goes
     assert s.bytes == 80 and s.longest(toks(2)) == (None, 0) and s.longest(toks(1))[1] == 1
     assert not s.keep(toks(4), state(101))  # alone over the bound: not kept

@@ -15,6 +15,7 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_openai import ChatOpenAI
+from pydantic import SecretStr
 
 import cooplab
 from cooplab.agents import instances
@@ -31,7 +32,7 @@ def _answering(effort: float):
 
 
 def _chat(url: str, **kw) -> ChatOpenAI:
-    return ChatOpenAI(model="tiny-fisher", base_url=url, api_key="sk-test", max_retries=0, **kw)
+    return ChatOpenAI(model="tiny-fisher", base_url=url, api_key=SecretStr("sk-test"), max_retries=0, **kw)
 
 
 # --- objects ---------------------------------------------------------------------------------
@@ -96,7 +97,7 @@ def test_a_class_of_ones_own_differs_by_its_own_fields_and_never_shows_a_secret(
     assert "tok-PRIVATE" not in text and '"depth":1' in text
     secret = ChatOpenAI(
         model="m",
-        api_key="sk-SECRET-1",
+        api_key=SecretStr("sk-SECRET-1"),
         base_url="http://u:pw-SECRET-2@127.0.0.1:9/v1?key=sk-SECRET-3",
         default_headers={"Authorization": "Bearer sk-SECRET-4", "X-Api-Key": "sk-SECRET-5"},
         max_retries=0,
@@ -113,7 +114,7 @@ def test_an_objects_api_key_is_never_written_to_the_run_or_the_cache(tmp_path):
         model = ChatOpenAI(
             model="tiny-fisher",
             base_url=srv.url,
-            api_key="sk-NEVER-WRITTEN",
+            api_key=SecretStr("sk-NEVER-WRITTEN"),
             max_retries=0,
             default_headers={"Authorization": "Bearer sk-NEVER-WRITTEN"},
         )
@@ -157,7 +158,7 @@ class Odd(BaseChatModel):
         elif self.mode == "huge":
             msg.content = answer + " " + "x" * self.size
         elif self.mode == "infinite":  # LangChain validates usage when a message is made, not when it is set
-            msg.usage_metadata = {"input_tokens": float("inf"), "output_tokens": 12, "total_tokens": float("inf")}
+            msg.usage_metadata = {"input_tokens": float("inf"), "output_tokens": 12, "total_tokens": float("inf")}  # pyright: ignore[reportAttributeAccessIssue]  # a hostile non-int usage on purpose
         elif self.mode == "zero":
             msg.usage_metadata = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
         return ChatResult(generations=[ChatGeneration(message=msg)])
@@ -470,9 +471,10 @@ def test_objects_are_priced_by_their_provider_and_model_name():
     from cooplab.agents.models import parse_model_spec as parse
     from cooplab.agents.prices import list_price, price_of
 
-    hosted = parse(instances.register(ChatOpenAI(model="gpt-4o-mini", api_key="sk-x")))
+    hosted = parse(instances.register(ChatOpenAI(model="gpt-4o-mini", api_key=SecretStr("sk-x"))))
     assert price_of(hosted) == list_price("openai", "gpt-4o-mini") is not None
-    claude = parse(instances.register(ChatAnthropic(model="claude-3-5-haiku-latest", api_key="sk-x")))
+    anthropic = ChatAnthropic(model="claude-3-5-haiku-latest", api_key=SecretStr("sk-x"))  # pyright: ignore[reportCallIssue]  # langchain_anthropic's aliased fields with positional Field defaults
+    claude = parse(instances.register(anthropic))
     assert price_of(claude) == list_price("anthropic", "claude-3-5-haiku-latest") is not None
     # at a server of your own: the nominal price, as for openai:NAME --base-url
     own = parse(instances.register(_chat("http://127.0.0.1:9/v1")))

@@ -19,6 +19,7 @@ from cooplab.agents.decisions import LLMService, ModelUnavailable
 from cooplab.agents.models import ModelSpecError, check_model, make_chat_model, parse_model_spec
 from cooplab.agents.providers import PROVIDERS
 from cooplab.cli import main
+from cooplab.evals.typed import as_frame, tuples
 from cooplab.limits import ConfigError, in_file, validate
 from tests.fakes.anthropic_server import AnthropicServer
 from tests.fakes.google_server import GoogleServer
@@ -250,6 +251,7 @@ def test_hostile_usage_is_charged_at_the_bounds_and_flagged(kind, mode):
         service = _service(kind, srv.root)
         reply = _ask(service)
     r = reply.response
+    assert r.usage_error is not None
     assert HOSTILE_USAGE[mode] in r.usage_error and r.output_tokens == 32 and r.input_tokens > 0
     led = service.ledger
     assert led.spent == led.cost(f"{kind}:m1", r.input_tokens, 32) and led.in_flight == 0
@@ -445,9 +447,9 @@ def test_each_model_is_charged_its_own_price_and_the_prices_are_recorded(tmp_pat
     assert prices == {f"scripted:{script}": [0.0005, 0.003], "anthropic:claude-3-5-haiku-latest": [0.0008, 0.004]}
     led = pd.read_parquet(out / "ledger.parquet")
     for model, (p_in, p_out) in prices.items():
-        rows = led[led["model"] == model]
+        rows = as_frame(led[led["model"] == model])
         assert len(rows) > 0
-        for r in rows.itertuples():
+        for r in tuples(rows):
             assert float(r.cost_usd) == pytest.approx((r.input_tokens * p_in + r.output_tokens * p_out) / 1000)
 
 

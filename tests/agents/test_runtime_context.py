@@ -24,7 +24,7 @@ def test_existing_callers_still_work_and_the_ledger_defaults_to_the_model_servic
     assert ctx.ledger is svc.ledger and ctx.sandbox is None and ctx.run_dir == "/tmp/run"
     assert isinstance(svc, ModelService)
     assert CoopContext().ledger is None
-    assert CoopContext(run_dir=Path("/tmp/x")).run_dir == "/tmp/x"  # a path becomes text
+    assert CoopContext(run_dir=Path("/tmp/x")).run_dir == "/tmp/x"  # pyright: ignore[reportArgumentType]  # a path becomes text
     own = Ledger()
     assert CoopContext(ledger=own).ledger is own  # no model service: a ledger for other charges only
     assert CoopContext(llm=svc, ledger=svc.ledger).ledger is svc.ledger
@@ -50,7 +50,7 @@ def test_the_sandbox_pool_satisfies_the_protocol():
 
 
 class S(TypedDict, total=False):
-    seen: str
+    seen: str | None
 
 
 def test_nodes_receive_the_typed_context_through_langgraph():
@@ -70,6 +70,7 @@ def test_nodes_receive_the_typed_context_through_langgraph():
     assert out["seen"] == "/r"
     # LangGraph can still describe the context (its JSON schema): the services are described, not validated
     schema = compiled.get_context_jsonschema()
+    assert schema is not None
     assert set(schema["properties"]) == {"llm", "sandbox", "run_dir", "ledger"}
     assert "model service" in schema["properties"]["llm"]["description"]
 

@@ -14,6 +14,7 @@ from typing import TypedDict
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
@@ -32,7 +33,7 @@ from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import BudgetExhausted, Ledger
 from cooplab.graphs.state import AppendLog
 
-from ._support import USAGE, Counter, RecordingLedger, call, service
+from ._support import USAGE, Counter, RecordingLedger, call, loop_of, service
 
 LIMITS = ToolLoopLimits(max_steps=4, max_malformed=1)
 
@@ -62,6 +63,13 @@ def state(**kw):
     }
     s.update(kw)
     return s
+
+
+def stopped(s, limits) -> Stop:
+    """The edge's decision on ``s``, which must be a stop."""
+    r = route(s, limits)
+    assert isinstance(r, Stop), r
+    return r
 
 
 def answer(*calls, invalid=(), text=""):
@@ -103,7 +111,7 @@ def test_a_loop_starts_with_a_model_call_and_runs_the_tools_an_answer_asks_for()
 )
 def test_an_answer_without_tool_calls_is_the_final_answer(protocol, text, final):
     s = state(messages=[HumanMessage(content="go"), AIMessage(content=text)], last="answer", steps=1, protocol=protocol)
-    r = route(s, LIMITS)
+    r = stopped(s, LIMITS)
     assert r == Stop("final", final=final)
     assert r.update() == {"stop_reason": "final", "stop_detail": "", "final": final}
 
@@ -116,10 +124,11 @@ def test_a_call_repeating_an_answered_call_stops_the_loop_and_none_of_the_answer
         steps=2,
         tool_calls=[answered("add", {"a": 1, "b": 2})],
     )
-    r = route(s, LIMITS)
+    r = stopped(s, LIMITS)
     assert isinstance(r, Stop) and r.reason == "repeated_call" and r.detail == "add with the same arguments as before"
-    assert [m.tool_call_id for m in r.messages] == ["c0", "c1"] and all(isinstance(m, ToolMessage) for m in r.messages)
-    assert all(m.status == "error" and "repeats an earlier identical call" in m.content for m in r.messages)
+    results = [m for m in r.messages if isinstance(m, ToolMessage)]
+    assert [m.tool_call_id for m in results] == ["c0", "c1"] and len(results) == len(r.messages)
+    assert all(m.status == "error" and "repeats an earlier identical call" in m.content for m in results)
     assert [(t["step"], t["status"]) for t in r.tool_calls] == [(2, "not_run"), (2, "not_run")]
     assert r.update() == {
         "stop_reason": "repeated_call",
@@ -141,19 +150,19 @@ def test_what_counts_as_a_repeat():
     # a failed call counts (its error was answered); so does the same call twice in one answer, and a repeated
     # unparsable call
     assert (
-        route(
+        stopped(
             state(messages=[one], last="answer", tool_calls=[answered("add", {"a": 1, "b": 2}, "error")]), LIMITS
         ).reason
         == "repeated_call"
     )
     assert (
-        route(state(messages=[answer(("add", {"a": 1}), ("add", {"a": 1}))], last="answer"), LIMITS).reason
+        stopped(state(messages=[answer(("add", {"a": 1}), ("add", {"a": 1}))], last="answer"), LIMITS).reason
         == "repeated_call"
     )
     bad = answer(invalid=[("add", "{a: 1")])
     assert route(state(messages=[bad], last="answer"), LIMITS) == "tools"
     assert (
-        route(state(messages=[bad], last="answer", tool_calls=[answered("add", "{a: 1", "error")]), LIMITS).reason
+        stopped(state(messages=[bad], last="answer", tool_calls=[answered("add", "{a: 1", "error")]), LIMITS).reason
         == "repeated_call"
     )
 
@@ -168,7 +177,7 @@ def test_malformed_answers_are_retried_up_to_their_limit(malformed, expected):
     r = route(state(last="malformed", malformed=malformed, steps=malformed), LIMITS)
     assert (r if isinstance(r, str) else r.reason) == expected
     if expected == "malformed":
-        assert r.detail == "2 malformed answers (limit 1)"
+        assert isinstance(r, Stop) and r.detail == "2 malformed answers (limit 1)"
 
 
 @pytest.mark.parametrize("last", ["tools", "malformed"])
@@ -176,7 +185,7 @@ def test_the_step_cap_comes_before_the_credit_cap(last):
     capped = ToolLoopLimits(max_steps=4, max_cost=Decimal("0.001"), max_malformed=9)
     over = spent(1, 0, 1, 0)
     assert route(state(last=last, steps=4, malformed=1, spending=over), capped) == Stop("step_cap", "4 model calls")
-    assert route(state(last=last, steps=3, malformed=1, spending=over), capped).reason == "credit_cap"
+    assert stopped(state(last=last, steps=3, malformed=1, spending=over), capped).reason == "credit_cap"
     assert route(state(last=last, steps=3, malformed=1, spending=spent(0, 0, 0, 0)), capped) == "model"
 
 
@@ -185,11 +194,11 @@ def test_the_credit_cap_compares_what_was_spent_plus_the_next_calls_bound_with_t
     assert (
         route(state(last="tools", steps=1, spending=spent("0.5", 10, "0.5", 10)), by_cost) == "model"
     )  # = the cap: fits
-    r = route(state(last="tools", steps=1, spending=spent("0.5", 10, "0.51", 10)), by_cost)
+    r = stopped(state(last="tools", steps=1, spending=spent("0.5", 10, "0.51", 10)), by_cost)
     assert r.reason == "credit_cap" and r.detail == "spent $0.5 of $1.0; the next call may cost up to $0.51"
     by_tokens = ToolLoopLimits(max_tokens=100)
     assert route(state(spending=spent(9, 0, 9, 100)), by_tokens) == "model"
-    r = route(state(spending=spent(0, 1, 0, 100)), by_tokens)
+    r = stopped(state(spending=spent(0, 1, 0, 100)), by_tokens)
     assert r.reason == "credit_cap" and r.detail == "used 1 of 100 tokens; the next call may use up to 100"
     # without a cap the spending is not looked at; with one it must be there
     assert route(state(last="tools", steps=1, spending=spent(9, 9, 9, 9)), ToolLoopLimits()) == "model"
@@ -200,10 +209,10 @@ def test_the_credit_cap_compares_what_was_spent_plus_the_next_calls_bound_with_t
 def test_a_note_due_before_the_refused_call_is_kept_with_the_stop():
     cap = ToolLoopLimits(max_cost=Decimal("0.1"))
     over = spent("0.1", 0, "0.01", 0)
-    assert [m.content for m in route(state(note="20 % of the budget left", spending=over), cap).messages] == [
+    assert [m.content for m in stopped(state(note="20 % of the budget left", spending=over), cap).messages] == [
         "20 % of the budget left"
     ]
-    assert route(state(note="20 % left", last_note="20 % left", spending=over), cap).messages == ()  # already said
+    assert stopped(state(note="20 % left", last_note="20 % left", spending=over), cap).messages == ()  # already said
 
 
 def test_the_edge_never_changes_the_state():
@@ -253,9 +262,10 @@ def scripted(tmp_path: Path, answers: list, ledger: Ledger | None = None) -> LLM
     return LLMService(models={"default": (spec, make_chat_model(spec))}, ledger=ledger or Ledger())
 
 
-def parent_graph(tools, limits: ToolLoopLimits, saver) -> object:
+def parent_graph(tools, limits: ToolLoopLimits, saver):
     g = StateGraph(Parent, context_schema=CoopContext)
-    g.add_node("agent", tool_agent_node("a", tools, lambda s: [HumanMessage(content="add numbers")], limits=limits))
+    node = tool_agent_node("a", tools, lambda s: [HumanMessage(content="add numbers")], limits=limits)
+    g.add_node("agent", node)  # pyright: ignore[reportArgumentType]  # LangGraph passes (state, config, runtime); its StateNode protocols do not name that form
     g.add_edge(START, "agent")
     g.add_edge("agent", END)
     return g.compile(checkpointer=saver)
@@ -285,7 +295,7 @@ def loop_checkpoints(saver: InMemorySaver, thread="t") -> dict[str, list]:
     """The thread's checkpoints of graphs below the root (namespace -> checkpoints, oldest first)."""
     out: dict[str, list] = {}
     for c in reversed(list(saver.list({"configurable": {"thread_id": thread}}))):
-        ns = c.config["configurable"]["checkpoint_ns"]
+        ns = c.config.get("configurable", {})["checkpoint_ns"]
         if ns:
             out.setdefault(ns, []).append(c)
     return out
@@ -359,9 +369,10 @@ def test_the_repeated_call_stop(tmp_path):
 
 def test_the_credit_cap_stops_the_loop_before_a_call_that_could_pass_it(tmp_path):
     answers = [call("add", USAGE, a=i, b=0) for i in range(5)]
-    probe = scripted(tmp_path, answers, RecordingLedger())  # every call's bound (its reservation) and cost
+    recording = RecordingLedger()  # every call's bound (its reservation) and cost
+    probe = scripted(tmp_path, answers, recording)
     run_streamed(parent_graph(Counter().tools, ToolLoopLimits(max_steps=3), InMemorySaver()), probe)
-    cost_1, bound_2 = Decimal(probe.ledger.entries[0].cost), probe.ledger.reservations[1]
+    cost_1, bound_2 = Decimal(recording.entries[0].cost), recording.reservations[1]
     c = Counter()
     svc = scripted(tmp_path, answers)
     cap = cost_1 + bound_2 - Decimal("0.000000001")  # the first call fits, the second's bound does not
@@ -400,10 +411,10 @@ def test_a_node_run_again_starts_its_loop_afresh_under_a_new_namespace(tmp_path)
     )
     saver = InMemorySaver()
     graph = parent_graph([c.add, charge], ToolLoopLimits(max_steps=9), saver)
-    cfg = {"configurable": {"thread_id": "t"}}
+    cfg: RunnableConfig = {"configurable": {"thread_id": "t"}}
     with pytest.raises(BudgetExhausted) as ei:
         asyncio.run(graph.ainvoke({"round": 1}, cfg, context=CoopContext(llm=svc)))
-    assert ei.value.tool_loop.steps == 2 and [t["name"] for t in ei.value.tool_loop.tool_calls] == ["add"]
+    assert loop_of(ei.value).steps == 2 and [t["name"] for t in loop_of(ei.value).tool_calls] == ["add"]
     ((first_ns, first),) = loop_checkpoints(saver).items()
     out = asyncio.run(graph.ainvoke(None, cfg, context=CoopContext(llm=svc)))
     assert out["tool_loops"][0]["stop_reason"] == "final" and out["tool_loops"][0]["steps"] == 3
@@ -432,7 +443,7 @@ def test_concurrent_loops_of_one_node_keep_their_own_checkpoints(tmp_path):
         return {"tool_loops": [r.record() for r in res]}
 
     g = StateGraph(Parent, context_schema=CoopContext)
-    g.add_node("team", both)
+    g.add_node("team", both)  # pyright: ignore[reportArgumentType]  # LangGraph passes (state, config, runtime); its StateNode protocols do not name that form
     g.add_edge(START, "team")
     g.add_edge("team", END)
     saver = InMemorySaver()

@@ -98,9 +98,11 @@ def test_the_conversation_is_rendered_for_a_model_without_tool_calling():
     ]
     out = render_json_protocol(convo, c.tools)
     assert [type(m).__name__ for m in out] == ["SystemMessage", "HumanMessage", "AIMessage", "HumanMessage"]
-    assert out[0].content.startswith("You are a fisher.") and "- add: Add two integers." in out[0].content
-    assert JSON_INSTRUCTIONS in out[0].content
-    assert json.loads(out[2].content) == {"tool": "add", "args": {"a": 1, "b": 2}}
+    system, call = out[0].content, out[2].content
+    assert isinstance(system, str) and isinstance(call, str)
+    assert system.startswith("You are a fisher.") and "- add: Add two integers." in system
+    assert JSON_INSTRUCTIONS in system
+    assert json.loads(call) == {"tool": "add", "args": {"a": 1, "b": 2}}
     assert out[3].content == "Result of add:\n3"
 
 
@@ -118,12 +120,14 @@ def test_the_tools_go_between_the_fixed_system_prompt_and_the_live_one():
         c.tools,
     )
     assert [type(m).__name__ for m in out] == ["SystemMessage", "HumanMessage"]
+    system = out[0].content
+    assert isinstance(system, str)
     first, tools, live = (
-        out[0].content.partition("You can use these tools:")[0],
-        out[0].content.index("- add:"),
-        out[0].content.index("BUDGET"),
+        system.partition("You can use these tools:")[0],
+        system.index("- add:"),
+        system.index("BUDGET"),
     )
-    assert first == "You are a fisher.\n\n" and tools < live and out[0].content.endswith("\n\nBUDGET STATUS: $1 spent.")
+    assert first == "You are a fisher.\n\n" and tools < live and system.endswith("\n\nBUDGET STATUS: $1 spent.")
 
 
 def test_a_malformed_answer_is_fed_back_and_the_loop_goes_on():
@@ -203,5 +207,5 @@ def test_the_real_local_model_runs_a_bounded_tool_loop_and_every_call_is_charged
     assert svc.ledger.spent == res.cost > 0
     for m in res.messages:  # grammar-constrained: every answer of the model is a JSON object
         if isinstance(m, AIMessage):
-            assert isinstance(json.loads(m.content), dict)
+            assert isinstance(m.content, str) and isinstance(json.loads(m.content), dict)
     assert "llama_cpp" not in sys.modules  # the model ran in its own process

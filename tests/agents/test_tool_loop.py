@@ -40,6 +40,7 @@ from ._support import (
     Counter,
     RecordingLedger,
     call,
+    loop_of,
     quoting_final,
     service,
 )
@@ -68,7 +69,7 @@ def run(agent: ToolAgent, svc, **kw):
 
 def assert_well_formed(messages):
     """Every tool call of an AIMessage is answered by exactly one ToolMessage, in order."""
-    pending: list[str] = []
+    pending: list[str | None] = []
     for m in messages:
         if isinstance(m, AIMessage):
             assert not pending, f"unanswered tool calls {pending}"
@@ -177,7 +178,7 @@ def test_budget_and_model_failures_inside_a_tool_propagate_with_the_partial_loop
     svc = service([call("add", a=1, b=1), call("spend", x=1), "never"])
     with pytest.raises(type(fatal)) as ei:
         run(ToolAgent("a", [c.add, spend]), svc)
-    part = ei.value.tool_loop
+    part = loop_of(ei.value)
     assert part.steps == 2 and part.stop_reason is None and [t["name"] for t in part.tool_calls] == ["add"]
     assert len(part.entries) == 2 and part.cost == svc.ledger.spent
 
@@ -185,9 +186,10 @@ def test_budget_and_model_failures_inside_a_tool_propagate_with_the_partial_loop
 def test_the_credit_cap_is_checked_with_the_next_calls_bound_before_the_call():
     c = Counter()
     answers = [call("add", usage=USAGE, a=i, b=0) for i in range(10)]
-    probe = service(answers, ledger=RecordingLedger())
+    recording = RecordingLedger()
+    probe = service(answers, ledger=recording)
     run(ToolAgent("a", c.tools, limits=ToolLoopLimits(max_steps=3)), probe)
-    r = probe.ledger.reservations  # the upper bounds of the first three calls (they grow with the history)
+    r = recording.reservations  # the upper bounds of the first three calls (they grow with the history)
     costs = [Decimal(e.cost) for e in probe.ledger.entries]
     assert costs == [COST_PER_CALL] * 3 and r[0] < r[1] < r[2]
     cap = costs[0] + costs[1] + r[2] - Decimal("0.000000001")  # two calls fit; the third's bound does not
@@ -218,7 +220,7 @@ def test_the_global_budget_stops_the_loop_before_a_call_that_does_not_fit():
     svc = service([call("add", usage=USAGE, a=i, b=0) for i in range(10)], budget=Decimal("0.0006"))
     with pytest.raises(BudgetExhausted) as ei:
         run(ToolAgent("a", c.tools, limits=ToolLoopLimits(max_steps=10)), svc)
-    part = ei.value.tool_loop
+    part = loop_of(ei.value)
     assert part.steps >= 1 and svc.ledger.spent <= Decimal("0.0006") and svc.ledger.in_flight == 0
     assert svc.live_calls == part.steps  # the refused call was never made
     assert len(c.calls) == part.steps  # the tools of every completed call ran
@@ -300,13 +302,10 @@ def test_the_node_factory_returns_append_only_updates(state):
     c = Counter()
     svc = service(per_agent={"x": [call("add", a=1, b=1), "two"], "y": [call("add", a=2, b=2), "four"]})
     g = StateGraph(state, context_schema=CoopContext)
-    g.add_node(
-        "x", tool_agent_node("x", c.tools, lambda s: [HumanMessage(content=f"round {s['round']}")], ledger_key="ledger")
-    )
-    g.add_node(
-        "y",
-        tool_agent_node("y", c.tools, lambda s: [HumanMessage(content="y")], ledger_key="ledger", include_prompt=False),
-    )
+    x = tool_agent_node("x", c.tools, lambda s: [HumanMessage(content=f"round {s['round']}")], ledger_key="ledger")
+    y = tool_agent_node("y", c.tools, lambda s: [HumanMessage(content="y")], ledger_key="ledger", include_prompt=False)
+    g.add_node("x", x)  # pyright: ignore[reportArgumentType]  # LangGraph passes (state, config, runtime); its StateNode protocols do not name that form
+    g.add_node("y", y)  # pyright: ignore[reportArgumentType]  # LangGraph passes (state, config, runtime); its StateNode protocols do not name that form
     g.add_edge(START, "x")
     g.add_edge("x", "y")
     g.add_edge("y", END)
@@ -384,11 +383,17 @@ def test_sandbox_failures_end_the_run_instead_of_being_answered_to_the_model():
     svc = service([call("run_code", code="1"), "never"])
     with pytest.raises(SandboxError) as ei:
         asyncio.run(ToolAgent("a", [run_code_tool()]).arun(PROMPT, context=CoopContext(llm=svc, sandbox=pool)))
-    assert "closed" in str(ei.value) and ei.value.tool_loop.steps == 1 and svc.ledger.in_flight == 0
+    assert "closed" in str(ei.value) and loop_of(ei.value).steps == 1 and svc.ledger.in_flight == 0
 
     class Gone:
         def max_call_seconds(self, timeout=None):
             return 10.0
+
+        def session(self, agent_id):
+            raise SandboxUnavailable("no Docker daemon answers")
+
+        def close(self):
+            pass
 
         async def arun(self, agent_id, code, timeout=None):
             raise SandboxUnavailable("no Docker daemon answers")

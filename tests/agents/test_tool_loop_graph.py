@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from decimal import Decimal
 from typing import TypedDict
+from uuid import UUID
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -16,13 +17,14 @@ from langgraph.graph import END, START, StateGraph
 from langsmith.schemas import Run
 
 from cooplab.agents.cache import ResponseCache
+from cooplab.agents.models.scripted import ScriptedChatModel
 from cooplab.agents.tools import ToolLoopLimits, tool_agent_node
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import BudgetExhausted, Ledger
 from cooplab.graphs.state import AppendLog
 from cooplab.graphs.tracing import load_runs, tracing_callbacks
 
-from ._support import USAGE, Counter, RecordingLedger, call, service
+from ._support import USAGE, Counter, RecordingLedger, call, loop_of, service
 
 
 class TeamState(TypedDict, total=False):
@@ -44,13 +46,14 @@ B_SCRIPT = [
     {"text": "b is done", "usage": USAGE},
 ]
 LIMITS = ToolLoopLimits(max_steps=10)
+TeamGraph = StateGraph[TeamState, CoopContext, TeamState, TeamState]
 
 
-def build(counter: Counter) -> StateGraph:
+def build(counter: Counter) -> TeamGraph:
     g = StateGraph(TeamState, context_schema=CoopContext)
     g.add_node(
         "modeling",
-        tool_agent_node(
+        tool_agent_node(  # pyright: ignore[reportArgumentType]  # LangGraph passes (state, config, runtime); StateNode does not name that form
             "modeling.lead",
             counter.tools,
             lambda s: [HumanMessage(content="fit the model")],
@@ -61,7 +64,7 @@ def build(counter: Counter) -> StateGraph:
     )
     g.add_node(
         "data",
-        tool_agent_node(
+        tool_agent_node(  # pyright: ignore[reportArgumentType]  # LangGraph passes (state, config, runtime); StateNode does not name that form
             "data.lead",
             counter.tools,
             lambda s: [HumanMessage(content="clean the data")],
@@ -80,13 +83,13 @@ def team_service(ledger: Ledger, cache: ResponseCache | None = None):
     return service(per_agent={"modeling.lead": A_SCRIPT, "data.lead": B_SCRIPT}, ledger=ledger, cache=cache)
 
 
-async def _run(g: StateGraph, db, svc, cfg, inp):
+async def _run(g: TeamGraph, db, svc, cfg, inp):
     async with AsyncSqliteSaver.from_conn_string(str(db)) as saver:
         graph = g.compile(checkpointer=saver)
         return await graph.ainvoke(inp, cfg, context=CoopContext(llm=svc), durability="sync")
 
 
-async def _state(g: StateGraph, db, thread: str):
+async def _state(g: TeamGraph, db, thread: str):
     async with AsyncSqliteSaver.from_conn_string(str(db)) as saver:  # a fresh connection: what a new process sees
         return await g.compile(checkpointer=saver).aget_state({"configurable": {"thread_id": thread}})
 
@@ -126,7 +129,7 @@ def test_a_budget_cap_mid_loop_ends_the_run_cleanly_with_nothing_lost(tmp_path):
     assert ledger.spent == sum(Decimal(e.cost) for e in ledger.entries) == sum(costs[:5])
     assert svc.live_calls == 5
     assert counter.calls == [("add", 1, 2), ("add", 3, 4), ("add", 10, 1), ("add", 10, 2)]
-    partial = ei.value.tool_loop  # the interrupted loop: 2 calls, 2 tool results
+    partial = loop_of(ei.value)  # the interrupted loop: 2 calls, 2 tool results
     assert partial.agent_id == "data.lead" and partial.steps == 2 and len(partial.tool_calls) == 2
     assert [type(m).__name__ for m in partial.messages] == ["AIMessage", "ToolMessage"] * 2
 
@@ -146,7 +149,9 @@ def test_a_budget_cap_mid_loop_ends_the_run_cleanly_with_nothing_lost(tmp_path):
     ledger2 = Ledger(budget=Decimal("1"))
     ledger2.restore(st.values["ledger"])
     svc2 = team_service(ledger2, cache)
-    svc2.models["data.lead"][1]._counters["*"] = 2  # the script resumes where the model left off
+    scripted = svc2.models["data.lead"][1]
+    assert isinstance(scripted, ScriptedChatModel)
+    scripted._counters["*"] = 2  # the script resumes where the model left off
     final = asyncio.run(_run(build(Counter()), db, svc2, {"configurable": {"thread_id": "t"}}, None))
     assert [r["stop_reason"] for r in final["tool_loops"]] == ["final", "final"]
     assert [r["cached_calls"] for r in final["tool_loops"]] == [0, 2]
@@ -159,7 +164,7 @@ def test_a_budget_cap_mid_loop_ends_the_run_cleanly_with_nothing_lost(tmp_path):
     # 4. the trace of the capped run: LangSmith runs, the tools nested under their agent's run (in its steps)
     runs = load_runs(run_dir, validate=True)
     parsed = [Run(**r) for r in runs]
-    by_id = {r.id: r for r in parsed}
+    by_id: dict[UUID | None, Run] = {r.id: r for r in parsed}  # looked up by parent ids, which may be None
     root = next(r for r in parsed if r.parent_run_id is None)
     assert root.error and "BudgetExhausted" in root.error
     agents = {r.name: r for r in parsed if r.run_type == "chain" and r.name in ("modeling.lead", "data.lead")}
@@ -185,9 +190,9 @@ def test_a_budget_cap_mid_loop_ends_the_run_cleanly_with_nothing_lost(tmp_path):
         "finish",
     ]
     assert [r.name for r in steps["data.lead"]] == ["__start__", "model", "tools", "model", "tools", "model"]
-    assert "BudgetExhausted" in steps["data.lead"][-1].error  # the step whose call was refused
+    assert "BudgetExhausted" in (steps["data.lead"][-1].error or "")  # the step whose call was refused
     for name, n_tools, n_llm in (("modeling.lead", 2, 3), ("data.lead", 2, 2)):
-        kind_of = {r.id: r.name for r in steps[name]}
+        kind_of: dict[UUID | None, str] = {r.id: r.name for r in steps[name]}
         tools = [r for r in parsed if r.run_type == "tool" and kind_of.get(r.parent_run_id) == "tools"]
         llms = [r for r in parsed if r.run_type == "llm" and kind_of.get(r.parent_run_id) == "model"]
         assert len(tools) == n_tools and all(t.name == "add" and t.trace_id == root.id for t in tools)

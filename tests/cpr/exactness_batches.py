@@ -27,6 +27,7 @@ from cooplab.tasks.cpr.society import (
     phases_for,
     run_cpr,
 )
+from tests.cpr._support import plain
 
 DATA = Path(__file__).resolve().parent / "data" / "exactness_reference.npz"
 FINAL_KEYS = ("T_s", "collapse", "eta_sum", "alive", "e", "m", "p", "g", "P", "P_bar", "R", "R_plus", "G", "round")
@@ -81,7 +82,7 @@ def outcomes(variant: str = "v1") -> dict[str, np.ndarray]:
     """Flat name -> array of every batch's final state and per-round history table."""
     res = {}
     for name, kw in batches(variant).items():
-        final = run_cpr(**kw)
+        final = plain(run_cpr(**kw))
         for k in FINAL_KEYS:
             res[f"{name}/final/{k}"] = np.asarray(final[k])
         hist = full_history(final)  # every record over the whole batch, as the reference holds them
@@ -93,7 +94,7 @@ def outcomes(variant: str = "v1") -> dict[str, np.ndarray]:
 if __name__ == "__main__":
     DATA.parent.mkdir(parents=True, exist_ok=True)
     res = outcomes()
-    np.savez_compressed(DATA, **res)
+    np.savez_compressed(DATA, allow_pickle=True, **res)  # numpy's default, named: the arrays are the other keywords
     print(f"wrote {len(res)} arrays to {DATA}")
     for name in batches():
         T = res[f"{name}/final/T_s"]

@@ -81,10 +81,11 @@ def batch_outcomes() -> dict[str, np.ndarray]:
 
     from cooplab.tasks.cpr import metrics as cm
     from cooplab.tasks.cpr.society import run_cpr
+    from tests.cpr._support import plain
     from tests.cpr.exactness_batches import batches
 
     res: dict[str, np.ndarray] = {}
-    final = run_cpr(**sweep_batch(), checkpointer=InMemorySaver(), durability="exit")
+    final = plain(run_cpr(**sweep_batch(), checkpointer=InMemorySaver(), durability="exit"))
     for k, v in final_arrays(final).items():
         res[f"sweep/final/{k}"] = v
     for k, v in frame_arrays(cm.history_frame(final)).items():
@@ -92,7 +93,7 @@ def batch_outcomes() -> dict[str, np.ndarray]:
     for k, v in frame_arrays(cm.agents_frame(final)).items():
         res[f"sweep/agents/{k}"] = v
     for name, kw in batches("on").items():
-        final = run_cpr(**kw)
+        final = plain(run_cpr(**kw))
         for k, v in final_arrays(final).items():
             res[f"{name}/final/{k}"] = v
         for k, v in stacked_history(final).items():
@@ -121,7 +122,9 @@ if __name__ == "__main__":
     DATA.mkdir(parents=True, exist_ok=True)
     arrays = batch_outcomes()
     summaries, tables = runner_outcomes()
-    np.savez_compressed(NPZ, **arrays, **tables)
+    np.savez_compressed(
+        NPZ, allow_pickle=True, **arrays, **tables
+    )  # numpy's default, named: the arrays are the other keywords
     JSON.write_text(json.dumps(summaries, indent=1, sort_keys=True) + "\n")
     print(
         f"wrote {len(arrays) + len(tables)} arrays to {NPZ} ({NPZ.stat().st_size:,} bytes) and {len(summaries)} "

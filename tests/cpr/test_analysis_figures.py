@@ -6,7 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from cooplab.evals.typed import as_frame
 from cooplab.tasks.cpr.analysis import ablation_figure, efficiency_figure, model_label, norms_figure, survival_figure
+
+from ._support import legend_texts
 
 
 @pytest.mark.parametrize(
@@ -47,7 +50,7 @@ def _societies() -> pd.DataFrame:
 
 def _caption(fig) -> str:
     """The caption as one line (it is wrapped to the figure's width)."""
-    return fig._supxlabel.get_text().replace("\n", " ") if fig._supxlabel is not None else ""
+    return fig.get_supxlabel().replace("\n", " ")  # "" when the figure has none
 
 
 def _integer_ticks(axis, lim) -> bool:
@@ -56,11 +59,13 @@ def _integer_ticks(axis, lim) -> bool:
 
 def test_survival_bars_name_models_and_say_what_the_error_bars_are():
     soc = _societies()
-    fig = survival_figure(soc[soc.ablation == "full"], "harsh", {"gpt-4o-mini": "a", "cautious (scripted)": "b"})
+    fig = survival_figure(
+        as_frame(soc[soc.ablation == "full"]), "harsh", {"gpt-4o-mini": "a", "cautious (scripted)": "b"}
+    )
     try:
         ax = fig.axes[0]
         assert [t.get_text() for t in ax.get_xticklabels()] == ["cautious (scripted)", "gpt-4o-mini"]
-        assert [t.get_text() for t in ax.get_legend().get_texts()] == ["altruistic", "selfish"]
+        assert legend_texts(ax) == ["altruistic", "selfish"]
         cap = _caption(fig)
         assert "±1 s.e.m. over those societies (n = 3 societies per bar)" in cap and "Tukey HSD" in cap
         assert _integer_ticks(ax.yaxis, ax.get_ylim())
@@ -91,13 +96,13 @@ def test_efficiency_lines_bands_and_reference_have_legend_entries():
     fig = efficiency_figure(pd.DataFrame(rows))
     try:
         ax = fig.axes[0]
-        texts = [t.get_text() for t in ax.get_legend().get_texts()]
+        texts = legend_texts(ax)
         assert {"gpt-4o-mini", "SmolLM2-135M-Instruct"} <= set(texts)
         assert "95% CI over running societies" in texts and any(t.startswith("eta = 1") for t in texts)
         assert "95% confidence intervals" in _caption(fig)
         assert _integer_ticks(ax.xaxis, ax.get_xlim())
         for band in ax.collections:  # efficiency is never negative: neither is its band
-            ys = np.concatenate([p.vertices[:, 1] for p in band.get_paths()])
+            ys = np.concatenate([np.asarray(p.vertices)[:, 1] for p in band.get_paths()])
             assert ys.min() >= 0
     finally:
         plt.close(fig)
@@ -121,7 +126,7 @@ def test_norm_similarity_points_are_explained():
     )
     fig = norms_figure(norms)
     try:
-        assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["gpt-4o-mini / mixed"]
+        assert legend_texts(fig.axes[0]) == ["gpt-4o-mini / mixed"]
         assert "Each point: one society at its last round" in _caption(fig)
     finally:
         plt.close(fig)

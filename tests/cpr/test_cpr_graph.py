@@ -4,6 +4,7 @@ import sqlite3
 
 import numpy as np
 import pytest
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
@@ -20,6 +21,8 @@ from cooplab.tasks.cpr.society import (
 )
 from tests.conftest import set_traits
 
+from ._support import plain
+
 
 def _nodes_run(graph, state):
     seen = []
@@ -30,7 +33,7 @@ def _nodes_run(graph, state):
 
 def test_same_seed_same_result_and_different_seed_differs():
     conds = [Condition(make_params(r=0.6), "mixed")]
-    a, b, c = run_cpr(conds, 30, 7), run_cpr(conds, 30, 7), run_cpr(conds, 30, 8)
+    a, b, c = plain(run_cpr(conds, 30, 7)), plain(run_cpr(conds, 30, 7)), plain(run_cpr(conds, 30, 8))
     for k in ("T_s", "eta_sum", "e", "g", "P", "R"):
         np.testing.assert_array_equal(a[k], b[k])
     assert not np.array_equal(a["g"], c["g"])
@@ -82,7 +85,9 @@ def test_finished_societies_are_frozen_while_others_run():
     # one condition starves fast, the other runs to the cap; same batch
     quick = make_params(c=50.0, P0=0.0, social_learning=False)
     slow = make_params(c=0.01, social_learning=False)
-    out = run_cpr([Condition(quick, "mixed"), Condition(slow, "mixed")], 5, 1, phases=cpr_phases(social_learning=False))
+    out = plain(
+        run_cpr([Condition(quick, "mixed"), Condition(slow, "mixed")], 5, 1, phases=cpr_phases(social_learning=False))
+    )
     assert (out["T_s"][:5] == 1).all() and (out["T_s"][5:] > 1).all()
     rounds_run = [int(h["active"][:5].sum()) for h in full_history(out)]
     assert rounds_run[0] == 5 and sum(rounds_run[1:]) == 0
@@ -104,7 +109,7 @@ def test_ablation_presets_change_what_runs(ablation, expected):
     seen = _nodes_run(build_cpr_graph(cpr_phases(**sw)), st)
     assert seen == expected * 2
     if not sw["group_decision"]:
-        assert np.isnan(st["G"]).all()
+        assert np.isnan(plain(st)["G"]).all()
 
 
 def test_punishment_switch_removes_the_node_and_off_round_stops_it():
@@ -112,7 +117,7 @@ def test_punishment_switch_removes_the_node_and_off_round_stops_it():
     assert "punish" not in _nodes_run(build_cpr_graph(cpr_phases(punishment=False)), st)
     # punishment on until round 3: punishments happen in rounds 1-2, never from round 3 on
     p = make_params(r=0.6, T=10, punish_off_round=3, beta=1.0)
-    out = run_cpr([Condition(p, "selfish")], 200, 2)
+    out = plain(run_cpr([Condition(p, "selfish")], 200, 2))
     punished = [int(h["n_punished"].sum()) for h in out["history"]]
     assert sum(punished[:2]) > 0 and sum(punished[2:]) == 0
 
@@ -131,9 +136,9 @@ def test_social_learning_changes_traits_only_when_on():
     # individual learning off in both: it would move the caps of fined agents on its own
     p_on = make_params(T=5, r=0.6, learn_prob=1.0, individual_learning=False)
     p_off = make_params(T=5, r=0.6, social_learning=False, individual_learning=False)
-    on = run_cpr([Condition(p_on, "mixed")], 20, 3)
-    off = run_cpr([Condition(p_off, "mixed")], 20, 3)
-    init = init_state([Condition(p_on, "mixed")], 20, 3)
+    on = plain(run_cpr([Condition(p_on, "mixed")], 20, 3))
+    off = plain(run_cpr([Condition(p_off, "mixed")], 20, 3))
+    init = plain(init_state([Condition(p_on, "mixed")], 20, 3))
     assert not np.array_equal(on["g"], init["g"])
     np.testing.assert_array_equal(off["g"], init["g"])
 
@@ -163,7 +168,7 @@ def test_compose_a_new_society_swap_drop_and_add_nodes(small_state):
 def test_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path):
     p = make_params(r=0.6, T=20)
     conds = [Condition(p, "mixed")]
-    ref = run_cpr(conds, 25, 11, checkpointer=InMemorySaver())
+    ref = plain(run_cpr(conds, 25, 11, checkpointer=InMemorySaver()))
 
     crash = {"on": True}
     learn = ph.learn_node()
@@ -177,7 +182,7 @@ def test_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path):
     phases["learn"] = flaky_learn
     conn = sqlite3.connect(str(tmp_path / "ck.sqlite"), check_same_thread=False)
     graph = build_cpr_graph(phases, checkpointer=SqliteSaver(conn))
-    cfg = {"configurable": {"thread_id": "t"}, "recursion_limit": 1000}
+    cfg: RunnableConfig = {"configurable": {"thread_id": "t"}, "recursion_limit": 1000}
     with pytest.raises(RuntimeError, match="simulated crash"):
         graph.invoke(init_state(conds, 25, 11), cfg)
     assert graph.get_state(cfg).values["round"] == 9

@@ -4,6 +4,7 @@ vote, peer sampling and the three random/learning policies (against verbatim cop
 code, kept here as references), and the nodes' helpers (``where``, ``running_agents``)."""
 
 import warnings
+from typing import Any
 
 import numpy as np
 import pytest
@@ -220,7 +221,7 @@ def random_state(seed, scalar_params=False, N=10, S=60):
     """A mid-run batch: dead agents (some societies with one or none alive), finished societies,
     random traits, payoffs, fines and inspections; parameters per society or plain floats."""
     rng = np.random.default_rng(seed)
-    st = dict(
+    st: dict[str, Any] = dict(
         init_state(
             [Condition(make_params(beta=b, r=r), "mixed") for b in (5.0, 20.0) for r in (0.3, 0.6)], S // 4, seed
         )

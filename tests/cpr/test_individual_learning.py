@@ -24,6 +24,8 @@ from cooplab.tasks.cpr.society import Condition, build_cpr_graph, phases_for, ru
 from cooplab.tasks.cpr.task import resolve_params
 from tests.conftest import set_traits
 
+from ._support import plain
+
 LAM, C, BETA, GAMMA = 0.2, 4.0, 10.0, 1.0
 
 
@@ -43,7 +45,8 @@ class ScriptedRng:
 def _punish(st, h):
     """Agents 1 and 2 both inspect agent 0, agent 0 inspects agent 1 (N = 3)."""
     st["h"] = np.asarray([h], dtype=float)
-    return rb.sample_inspect_punish(st, ph.threshold(st), ScriptedRng([[1, 2, 1]]))
+    rng = ScriptedRng([[1, 2, 1]])
+    return rb.sample_inspect_punish(st, ph.threshold(st), rng)  # pyright: ignore[reportArgumentType]  # a scripted stand-in for the Generator
 
 
 def _settle(st, out):
@@ -176,7 +179,7 @@ def test_switched_off_society_keeps_its_traits_in_a_mixed_batch(off, finished):
         Condition(make_params(), "mixed"),
         Condition(make_params(), "mixed"),
     ]
-    st = init_state(conds, 1, 0)
+    st = plain(init_state(conds, 1, 0))
     set_traits(st, payoff=-1.0, e=0.5)
     st["I"] = np.ones_like(st["I"])
     st["active"] = np.array([True, True, not finished])
@@ -198,10 +201,10 @@ def test_switch_off_or_rate_zero_reproduces_the_v1_model_bit_for_bit():
     on = make_params(**{**base, "individual_learning": True})
     assert "adapt" not in phases_for(v1) and "adapt" not in phases_for(off) and "adapt" not in phases_for(zero)
     runs = {
-        "v1": run_cpr([Condition(v1, "mixed")], 40, 3),
-        "off": run_cpr([Condition(off, "mixed")], 40, 3),
-        "zero_node": run_cpr([Condition(zero, "mixed")], 40, 3, phases=phases_for(on)),  # node present, skipped
-        "on": run_cpr([Condition(on, "mixed")], 40, 3),
+        "v1": plain(run_cpr([Condition(v1, "mixed")], 40, 3)),
+        "off": plain(run_cpr([Condition(off, "mixed")], 40, 3)),
+        "zero_node": plain(run_cpr([Condition(zero, "mixed")], 40, 3, phases=phases_for(on))),  # node present, skipped
+        "on": plain(run_cpr([Condition(on, "mixed")], 40, 3)),
     }
     assert "adapt" in phases_for(on)
     for k in ("T_s", "eta_sum", "e", "m", "p", "g", "P", "R", "G"):
@@ -270,7 +273,7 @@ def test_punish_node_fills_finished_societies_and_switched_off_punishment():
     params = make_params(punish_off_round=1)  # punishment off from round 1
     from cooplab.tasks.cpr.society import init_state
 
-    st = init_state([Condition(params, "mixed"), Condition(make_params(), "mixed")], 2, 0)
+    st = plain(init_state([Condition(params, "mixed"), Condition(make_params(), "mixed")], 2, 0))
     st["h"] = np.full(st["alive"].shape, 100.0)  # everybody violates
     set_traits(st, m=1.0, p=1.0)
     st["active"] = np.array([True, True, True, False])
@@ -369,8 +372,8 @@ def test_a_batch_mixing_ablations_runs_each_condition_with_its_own_switches():
         Condition(make_params(**apply_ablation({"r": 0.6, "individual_learning": False}, "neither")), "mixed"),
         Condition(make_params(**apply_ablation({"r": 0.6}, "full")), "mixed"),
     ]
-    start = init_state(conds, 8, 3)
-    final = run_cpr(conds, 8, 3)
+    start = plain(init_state(conds, 8, 3))
+    final = plain(run_cpr(conds, 8, 3))
     idx = np.asarray(final["condition"]) == 0
     for k in ("e", "m", "p", "g"):  # Neither without adapt: every trait as drawn at the start
         assert np.array_equal(np.asarray(final[k])[idx], np.asarray(start[k])[idx]), k

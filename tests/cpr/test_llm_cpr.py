@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from cooplab.cli import main
+from cooplab.evals.typed import column
 from tests.helpers.figures import figures_recorded  # noqa: F401 - a fixture
 from tests.helpers.progress import kill_when, run_progress
 
@@ -79,9 +80,9 @@ def test_llm_run_writes_decisions_ledger_and_summary(tmp_path, capsys):
         "cost_usd_exact",
         "agent_id",
     }
-    assert (d["attempts"] >= 1).all() and (d["attempts"] <= 3).all()
+    assert (column(d, "attempts") >= 1).all() and (column(d, "attempts") <= 3).all()
     led = pd.read_parquet(out / "ledger.parquet")
-    assert s["ledger"]["calls"] == len(led) == int(d["attempts"].sum())
+    assert s["ledger"]["calls"] == len(led) == int(column(d, "attempts").sum())
     assert Decimal(s["ledger"]["cost_usd"]) == sum(Decimal(c) for c in led["cost_usd_exact"])
     assert sum(Decimal(c) for c in d["cost_usd_exact"]) == Decimal(s["ledger"]["cost_usd"])
     cfg = json.loads((out / "config.json").read_text())

@@ -11,6 +11,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from cooplab.agents.decisions import LLMService
 from cooplab.agents.models import ModelSpec, ScriptedChatModel
+from cooplab.evals.typed import as_frame, column, tuples
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.society import build_society
 from cooplab.tasks.cpr import llm as la
@@ -151,7 +152,7 @@ def test_vote_ties_in_a_run_are_recorded():
     final, _, _ = run_society("full", N=4, T=4, answers=answers)
     hist = pd.DataFrame(final["norm_history"])
     assert {"tie", "votes", "options"} <= set(hist.columns)
-    for row in hist.itertuples():
+    for row in tuples(hist):
         counts = dict(json.loads(row.votes))
         if row.options > 1 and counts:
             top = max(counts.values())
@@ -162,11 +163,11 @@ def test_invalid_ids_fall_back_and_unknown_fisher_is_never_fined():
     answers = {**ANSWERS, "punish": ['{"punish": 99}'], "vote": ['{"vote": 17}']}
     final, _, _ = run_society("full", T=2, answers=answers)
     d = pd.DataFrame(final["decisions"])
-    pun = d[d.phase == "punish"]
-    assert pun["fallback_used"].all() and (pun["attempts"] == 3).all()
+    pun = as_frame(d[d.phase == "punish"])
+    assert column(pun, "fallback_used").all() and (column(pun, "attempts") == 3).all()
     assert all(p == {"punish": None} for p in pun["parsed"])
-    vote = d[d.phase == "vote"]
-    assert vote["fallback_used"].all()
+    vote = as_frame(d[d.phase == "vote"])
+    assert column(vote, "fallback_used").all()
 
 
 def test_an_agent_who_starves_is_never_asked_again_and_the_run_ends():

@@ -11,6 +11,8 @@ import pytest
 
 from cooplab.tasks.cpr.figures import agent_efforts, run_figure_of
 
+from ._support import legend_texts
+
 
 def _rounds(n_soc: int) -> pd.DataFrame:
     rng = np.random.default_rng(0)
@@ -61,15 +63,15 @@ def test_every_panel_names_its_lines_and_bands(n_soc):
             ticks = [x for x in ax.get_xticks() if ax.get_xlim()[0] <= x <= ax.get_xlim()[1]]
             assert all(float(x).is_integer() for x in ticks), ticks
         effort = next(ax for ax in panels if ax.get_title().startswith("Mean effort"))
-        assert any("group norm" in t.get_text() for t in effort.get_legend().get_texts())
+        assert any("group norm" in t for t in legend_texts(effort))
         share_panels = [ax for ax in panels if ax.get_ylabel() in ("share of societies", "share of agents")]
         assert len(share_panels) == 2
         for ax in share_panels:
             for band in ax.collections:
-                ys = np.concatenate([p.vertices[:, 1] for p in band.get_paths()])
+                ys = np.concatenate([np.asarray(p.vertices)[:, 1] for p in band.get_paths()])
                 assert ys.min() >= 0 and ys.max() <= 1, (ax.get_title(), ys.min(), ys.max())
         assert "nan" not in fig.get_suptitle()
-        assert "95% confidence" in fig._supxlabel.get_text()
+        assert "95% confidence" in fig.get_supxlabel()
     finally:
         plt.close(fig)
 
@@ -109,8 +111,8 @@ def test_the_llm_run_figure_shows_each_agents_effort_and_the_adopted_norm():
     fig = run_figure_of(_rounds(1), _summary(1), efforts=efforts, norms=norms)
     try:
         effort = next(ax for ax in fig.axes if ax.get_title() == "Effort per agent")
-        assert [t.get_text() for t in effort.get_legend().get_texts()] == ["Fisher 1", "Fisher 2", "Fisher 3"]
-        assert [len(line.get_xdata()) for line in effort.get_lines()] == [5, 5, 5]
+        assert legend_texts(effort) == ["Fisher 1", "Fisher 2", "Fisher 3"]
+        assert [len(np.asarray(line.get_xdata())) for line in effort.get_lines()] == [5, 5, 5]
         ticks = [x for x in effort.get_xticks() if effort.get_xlim()[0] <= x <= effort.get_xlim()[1]]
         assert all(float(x).is_integer() for x in ticks)
         panel = next(ax for ax in fig.axes if ax.get_title() == "Adopted group norm")
@@ -180,7 +182,7 @@ def test_fig2_names_line_styles_bands_and_the_switch_off_line():
                     )
     fig = fig2_of(pd.DataFrame(rows_t), pd.DataFrame(rows_s), 15)
     try:
-        texts = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+        texts = legend_texts(fig.axes[0])
         assert "beta = 10, off at t = 15" in texts and "beta = 14, always on" in texts
         assert "95% CI over societies" in texts and "t = 15: punishment switched off" in texts
         for ax in fig.axes:
@@ -188,7 +190,7 @@ def test_fig2_names_line_styles_bands_and_the_switch_off_line():
             assert all(float(x).is_integer() for x in ticks)
         for ax in (fig.axes[0], fig.axes[2]):  # shares: bands stay in [0, 1]
             for band in ax.collections:
-                ys = np.concatenate([p.vertices[:, 1] for p in band.get_paths()])
+                ys = np.concatenate([np.asarray(p.vertices)[:, 1] for p in band.get_paths()])
                 assert 0 <= ys.min() and ys.max() <= 1
     finally:
         plt.close(fig)
@@ -251,6 +253,7 @@ def test_a_figure_in_the_cache_that_is_not_a_png_is_no_answer(tmp_path, stored):
 
     cache = ResponseCache(tmp_path / "cache.sqlite")
     try:
+        assert cache._db is not None  # a cache with a file
         cache._db.execute("INSERT INTO figures (key, png) VALUES (?, ?)", ("k", stored))
         assert cache.get_figure("k") is None
         cache.put_figure("k2", stored if isinstance(stored, bytes) else stored.encode())
@@ -267,6 +270,7 @@ def test_a_bad_figure_in_the_cache_is_drawn_again_and_replaced(tmp_path):
     cache = ResponseCache(tmp_path / "cache.sqlite")
     try:
         key = run_figure_key(rounds, summary)
+        assert key is not None and cache._db is not None
         cache._db.execute("INSERT INTO figures (key, png) VALUES (?, ?)", (key, b"not a png"))
         png = run_figure(rounds, summary, tmp_path / "figs", cache=cache).read_bytes()
         assert png.startswith(b"\x89PNG") and cache.get_figure(key) == png

@@ -9,14 +9,18 @@ import sqlite3
 import numpy as np
 import pandas as pd
 import pytest
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from cooplab.evals.typed import as_frame, as_series, column
 from cooplab.tasks.cpr import metrics as cm
 from cooplab.tasks.cpr import phases as ph
 from cooplab.tasks.cpr.params import make_params
 from cooplab.tasks.cpr.society import Condition, build_cpr_graph, cpr_phases, init_state, recursion_limit, run_cpr
 from cooplab.tasks.cpr.state import full_state, unpacked
+
+from ._support import plain
 
 FINAL = (
     "T_s",
@@ -75,6 +79,7 @@ def test_the_block_holds_only_running_societies_and_the_final_state_the_whole_ba
             assert all((unpacked(f)["T_s"] > 0).all() for f in values["finished"])
         sizes.append(n)
         final = values
+    assert final is not None
     assert min(sizes) < S and sizes[-1] == S  # societies left the block, and the batch came back together
     assert final["e"].shape == (S, 10) and final["rows"].tolist() == list(range(S))
     assert final["T_s"][:8].max() < final["T_s"][8:].min() == 12  # the starving ones ended early, the others at the cap
@@ -83,7 +88,7 @@ def test_the_block_holds_only_running_societies_and_the_final_state_the_whole_ba
 
 def test_a_checkpoint_taken_after_societies_left_resumes_to_the_uninterrupted_result(tmp_path):
     conds = _conditions()
-    ref = run_cpr(conds, 8, 5)
+    ref = plain(run_cpr(conds, 8, 5))
     crash = {"on": True}
     learn = ph.learn_node()
     seen = {}
@@ -98,7 +103,7 @@ def test_a_checkpoint_taken_after_societies_left_resumes_to_the_uninterrupted_re
     phases["learn"] = flaky_learn
     conn = sqlite3.connect(str(tmp_path / "ck.sqlite"), check_same_thread=False)
     graph = build_cpr_graph(phases, checkpointer=SqliteSaver(conn))
-    cfg = {"configurable": {"thread_id": "t"}, "recursion_limit": 1000}
+    cfg: RunnableConfig = {"configurable": {"thread_id": "t"}, "recursion_limit": 1000}
     with pytest.raises(RuntimeError, match="simulated crash"):
         graph.invoke(init_state(conds, 8, 5), cfg)
     assert seen["rows"] < 16  # the checkpoint resumed from holds the running block only
@@ -119,9 +124,9 @@ def test_a_state_written_before_the_block_existed_runs_to_the_same_result():
     ``finished``; finished societies masked by ``active``) and whole-batch history records:
     resumed, it gives the numbers of a run that had the block from the start."""
     conds = _conditions()
-    ref = run_cpr(conds, 8, 7, checkpointer=InMemorySaver())
+    ref = plain(run_cpr(conds, 8, 7, checkpointer=InMemorySaver()))
     graph = build_cpr_graph(cpr_phases(), checkpointer=InMemorySaver())
-    cfg = {"configurable": {"thread_id": "t"}, "recursion_limit": 1000}
+    cfg: RunnableConfig = {"configurable": {"thread_id": "t"}, "recursion_limit": 1000}
     graph.invoke(init_state(conds, 8, 7), cfg, interrupt_before=["harvest"])
     for _ in range(7):  # seven rounds, then the state as the former code kept it
         graph.invoke(None, cfg, interrupt_before=["harvest"])
@@ -151,16 +156,16 @@ def test_the_explorer_finds_every_society_in_every_round_it_ran(tmp_path):
     out = tmp_path / "run"
     cooplab.run(task="cpr", replicates=6, rounds=25, seed=2, out=str(out), quiet=True, set={"P0": 2.0})
     agents, _, note = cpr_history(RunDir(id="0/run", out=out, root=tmp_path))
-    assert note is None
+    assert note is None and agents is not None
     rounds = pd.read_parquet(out / "rounds.parquet")
-    T = rounds.groupby("replicate")["round"].max()
+    T = as_series(rounds.groupby("replicate")["round"].max())
     assert T.min() < T.max()  # societies ended in different rounds
     for s, T_s in T.items():  # one condition: the society index is the replicate
         mine = agents[agents.society == s]
         assert sorted(set(mine["round"])) == list(range(1, T_s + 1)), s
         # every fisher was alive at the start of each of these rounds (a starvation ends the society)
-        want = rounds[rounds.replicate == s].set_index("round")["mean_effort"]
-        assert mine.groupby("round")["effort"].mean().tolist() == pytest.approx(want.tolist(), rel=1e-12), s
+        want = column(as_frame(rounds[rounds.replicate == s]).set_index("round"), "mean_effort")
+        assert as_series(mine.groupby("round")["effort"].mean()).tolist() == pytest.approx(want.tolist(), rel=1e-12), s
 
 
 def test_environment_node_compact_false_keeps_the_whole_batch_with_the_same_numbers():

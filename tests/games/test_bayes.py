@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 
 from cooplab.cli import main
+from cooplab.evals.typed import column
 from cooplab.extras import installed
 from cooplab.tasks.games import equilibria as eq
 from cooplab.tasks.games import profiles as pf
@@ -46,8 +47,8 @@ def cli(args, capsys):
 def check_recovery(coef: pd.DataFrame, truth: dict[str, float], divergences: int) -> None:
     c = coef.set_index("term")
     assert divergences == 0
-    assert (coef["r_hat"] <= 1.01).all(), coef.loc[coef["r_hat"] > 1.01, ["term", "r_hat"]]
-    assert (coef["ess_bulk"] > 200).all(), coef[["term", "ess_bulk"]]
+    assert (column(coef, "r_hat") <= 1.01).all(), coef.loc[column(coef, "r_hat") > 1.01, ["term", "r_hat"]]
+    assert (column(coef, "ess_bulk") > 200).all(), coef[["term", "ess_bulk"]]
     z = {t: abs(c.loc[t, "mean"] - v) / c.loc[t, "sd"] for t, v in truth.items()}
     assert all(v < 3.3 for v in z.values()), z
     inside = [t for t, v in truth.items() if c.loc[t, "ci_low"] <= v <= c.loc[t, "ci_high"]]
@@ -114,7 +115,7 @@ def simulated_profile_design(seed=11, families=6, per_family=2, sims=6):
         "df": df,
         "X": X,
         "y": df["proximity"].to_numpy(),
-        "family": df["family"].map({f: i for i, f in enumerate(fams)}).to_numpy(),
+        "family": column(df, "family").map({f: i for i, f in enumerate(fams)}).to_numpy(),
         "families": fams,
         "models": sorted(df["model"].unique()),
         "notes": [],
@@ -277,7 +278,7 @@ def write_profile(
                 "sd": float(metric.std(ddof=1)),
                 "n": sims,
             },
-            "pareto_proximity": {"mean": float(sim["proximity"].mean())},
+            "pareto_proximity": {"mean": float(column(sim, "proximity").mean())},
         }
     label = (model or players) + ("" if prompt == "standard" else f" ({prompt})")
     p = {
@@ -426,7 +427,7 @@ def test_cli_science_end_to_end(synthetic, tmp_path, capsys):
     assert {"Weakest-Link", "IFEval", "log(budget)", "task: ecology", "tau (residual SD)"} <= set(acc.index)
     assert "visibility: hidden" not in acc.index  # every run had full visibility
     disp = pd.read_csv(out / "dispositions.csv")
-    assert len(disp) == 3 * 14 * 6 and (disp["simulations"] == 8).all()
+    assert len(disp) == 3 * 14 * 6 and (column(disp, "simulations") == 8).all()
     fit = json.loads((out / "fit.json").read_text())
     assert set(fit["fits"]) == set(bz.OUTCOMES) and fit["observations"] == 112 and fit["runs"] == 224
     assert (out / "forest.png").stat().st_size > 5_000

@@ -164,6 +164,7 @@ def test_o_ring_all_zero_is_nash_and_pareto_is_the_cheapest_success(sizes):
     best = eq.profile("pareto", P)[0]
     assert pay(best[None, :]).sum() == pytest.approx(w.max())
     t = eq.oring_min_total(P)
+    assert t is not None  # the default O-Ring game has a successful total
     assert w.max() == pytest.approx(P.reward - P.withdraw_cost * t)
     assert eq.reference(P) == eq.Reference(0.0, t / P.n_players)
 

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from cooplab.cli import main
+from cooplab.evals.typed import as_series, column
 from cooplab.tasks.games.params import GAMES
 from tests.games.test_llm_players import GOOD, script
 
@@ -57,24 +58,25 @@ def test_fallback_decisions_are_flagged_in_every_table(tmp_path, capsys):
     s = json.loads(stdout)
     out = tmp_path / "run"
     d = pd.read_parquet(out / "decisions.parquet")
-    assert 0 < d["fallback_used"].sum() < len(d)  # some fell back, most did not
+    assert 0 < column(d, "fallback_used").sum() < len(d)  # some fell back, most did not
     players = pd.read_parquet(out / "players.parquet")
     flagged = players.set_index(["simulation", "round", "player"])["fallback"].sort_index()
-    want = d.rename(columns={"society": "simulation", "agent": "player"}).set_index(["simulation", "round", "player"])[
-        "fallback_used"
-    ]
+    want = column(
+        d.rename(columns={"society": "simulation", "agent": "player"}).set_index(["simulation", "round", "player"]),
+        "fallback_used",
+    )
     assert flagged.dtype == bool and flagged.equals(want.sort_index().astype(bool).rename("fallback"))
     # a fallback plays the documented action: the Nash extraction in round 1
     assert (players.loc[players["fallback"] & (players["round"] == 1), "extraction"] == 10).all()
     rounds = pd.read_parquet(out / "rounds.parquet").set_index(["simulation", "round"]).sort_index()
     per_round = players.groupby(["simulation", "round"])["fallback"]
-    assert rounds["fallback_share"].to_numpy() == pytest.approx(per_round.mean().to_numpy())
-    assert (rounds["fallback"].to_numpy() == per_round.any().to_numpy()).all()
+    assert column(rounds, "fallback_share").to_numpy() == pytest.approx(as_series(per_round.mean()).to_numpy())
+    assert (column(rounds, "fallback").to_numpy() == as_series(per_round.any()).to_numpy()).all()
     sims = pd.read_parquet(out / "simulations.parquet")
     assert sims["fallback_share"].to_numpy() == pytest.approx(
-        players.groupby("simulation")["fallback"].mean().to_numpy()
+        as_series(players.groupby("simulation")["fallback"].mean()).to_numpy()
     )
-    assert s["fallback"]["fallbacks"] == int(d["fallback_used"].sum()) and s["fallback"]["decisions"] == len(d)
+    assert s["fallback"]["fallbacks"] == int(column(d, "fallback_used").sum()) and s["fallback"]["decisions"] == len(d)
     assert s["fallback"]["share"] == pytest.approx(d["fallback_used"].mean(), abs=1e-6)
 
 
@@ -100,7 +102,7 @@ def test_reference_players_have_no_fallbacks(tmp_path, capsys):
     s = json.loads(stdout)
     assert s["fallback"]["share"] == 0.0 and s["fallback"]["decisions"] == 2 * 3 * 3 * 10
     players = pd.read_parquet(tmp_path / "r" / "players.parquet")
-    assert not players["fallback"].any() and not players["sanction_fallback"].any()
+    assert not column(players, "fallback").any() and not column(players, "sanction_fallback").any()
 
 
 @pytest.fixture(scope="module")

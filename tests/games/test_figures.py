@@ -5,6 +5,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from cooplab.evals.typed import as_frame, as_series
 from cooplab.tasks.games.figures import profile_figure_of, run_figure_of
 from cooplab.tasks.games.metrics import bootstrap_convergence
 
@@ -33,7 +34,7 @@ def test_run_figure_names_the_band_and_the_convergence_lines():
     rounds = pd.DataFrame(
         [{"round": t, "simulation": s, "metric": float(rng.uniform(0, 10))} for t in (1, 2, 3) for s in range(6)]
     )
-    cv = bootstrap_convergence(rounds.groupby("simulation")["metric"].mean().to_numpy(), rng=rng)
+    cv = bootstrap_convergence(as_series(rounds.groupby("simulation")["metric"].mean()).to_numpy(), rng=rng)
     fig = run_figure_of(rounds, cv, _summary(6))
     try:
         left, right = fig.axes
@@ -42,7 +43,7 @@ def test_run_figure_names_the_band_and_the_convergence_lines():
         assert _integer_x(left) and _integer_x(right)
     finally:
         plt.close(fig)
-    one = run_figure_of(rounds[rounds["simulation"] == 0], cv.iloc[:0], _summary(1))
+    one = run_figure_of(as_frame(rounds[rounds["simulation"] == 0]), cv.iloc[:0], _summary(1))
     try:  # one simulation: no band, so no band entry
         assert "95% CI over simulations" not in _texts(one.axes[0])
     finally:

@@ -13,10 +13,11 @@ import pandas as pd
 import pytest
 
 from cooplab.cli import main
+from cooplab.evals.typed import as_frame, column
 from cooplab.tasks.games import llm as la
 from cooplab.tasks.games import players as pl
 from cooplab.tasks.games import society as so
-from cooplab.tasks.games.params import GAMES, model_of
+from cooplab.tasks.games.params import GAMES, CPRParams, model_of
 
 GOOD = {
     "effort": ['{"effort": 10}', '{"effort": 7}', '{"effort": 3}'],
@@ -97,7 +98,7 @@ def test_every_game_end_to_end_with_llm_players(tmp_path, capsys, game):
     players = pd.read_parquet(out / "players.parquet")
     assert len(players) == 2 * 10 * R
     if game != "cpr-sanction":  # every answer of GOOD is valid outside the sanction phase
-        assert not d["fallback_used"].any() and (d["attempts"] == 1).all()
+        assert not column(d, "fallback_used").any() and (column(d, "attempts") == 1).all()
     # the actions played are the answers given
     dec = d[d["phase"] == so.DECISION[game]].set_index(["society", "round", "agent"]).sort_index()
     first = json.loads(dec.iloc[0]["parsed"])
@@ -133,11 +134,11 @@ def test_out_of_range_answer_is_retried_then_falls_back(tmp_path, capsys):
         tmp_path, capsys, "cpr", script(tmp_path, {"extract": ['{"extract": 11}', '{"extract": -1}', "no idea"]})
     )
     d = pd.read_parquet(out / "decisions.parquet")
-    assert d["fallback_used"].all() and (d["attempts"] == la.MAX_ATTEMPTS).all()
+    assert column(d, "fallback_used").all() and (column(d, "attempts") == la.MAX_ATTEMPTS).all()
     assert s["decisions"]["fallback_used"] == len(d) == 60
     assert d["error"].str.contains("field 'extract'|no JSON").all()
     # the documented fallback: the Nash action in round 1 (extract all 10), then one's own previous action
-    assert (pd.read_parquet(out / "players.parquet")["extraction"] == 10).all()
+    assert (column(pd.read_parquet(out / "players.parquet"), "extraction") == 10).all()
 
 
 def test_out_of_range_answer_is_retried_and_a_valid_retry_counts(tmp_path, capsys):
@@ -147,7 +148,9 @@ def test_out_of_range_answer_is_retried_and_a_valid_retry_counts(tmp_path, capsy
     d = pd.read_parquet(out / "decisions.parquet")
     retried = d[(d["attempts"] > 1) & ~d["fallback_used"]]
     assert len(retried) > 0  # asked again with the error and answered validly
-    assert (d[~d["fallback_used"]]["parsed"].map(lambda p: json.loads(p)["effort"]) == 4).all()
+    assert (
+        column(as_frame(d[~column(d, "fallback_used")]), "parsed").map(lambda p: json.loads(p)["effort"]) == 4
+    ).all()
     # the retry carried the validation error back to the model (traces hold every call's messages)
     traces = (out / "traces.jsonl").read_text()
     assert "That answer was invalid" in traces and "less than or equal to 10" in traces
@@ -159,15 +162,15 @@ def test_public_goods_allocation_not_summing_to_the_endowment_is_retried(tmp_pat
         tmp_path, capsys, "public-goods", script(tmp_path, {"allocate": [bad, '{"keep": 3, "group": 4, "global": 3}']})
     )
     d = pd.read_parquet(out / "decisions.parquet")
-    assert ((d["attempts"] > 1) & ~d["fallback_used"]).any()
+    assert ((column(d, "attempts") > 1) & ~column(d, "fallback_used")).any()
     p = pd.read_parquet(out / "players.parquet")
-    assert ((p["keep"] + p["group_pool"] + p["global_pool"]) == 10).all()
+    assert ((column(p, "keep") + column(p, "group_pool") + column(p, "global_pool")) == 10).all()
     _, out2 = run_llm(tmp_path, capsys, "public-goods", script(tmp_path, {"allocate": [bad]}, "bad.json"), out="bad")
     d2 = pd.read_parquet(out2 / "decisions.parquet")
-    assert d2["fallback_used"].all() and d2["error"].str.contains("must equal exactly 10 tokens").all()
+    assert column(d2, "fallback_used").all() and column(d2, "error").str.contains("must equal exactly 10 tokens").all()
     p2 = pd.read_parquet(out2 / "players.parquet")
-    assert (p2["keep"] == 10).all() and (
-        p2["group_pool"] == 0
+    assert (column(p2, "keep") == 10).all() and (
+        column(p2, "group_pool") == 0
     ).all()  # fallback: keep all (round 1), then the previous allocation
 
 
@@ -175,18 +178,22 @@ def test_out_of_group_and_self_sanctions_are_refused(tmp_path, capsys):
     model = script(tmp_path, {"extract": ['{"extract": 5}'], "sanction": ['{"sanctions": {"7": 3}}']})
     s, out = run_llm(tmp_path, capsys, "cpr-sanction", model)
     d = pd.read_parquet(out / "decisions.parquet")
-    sd = d[d["phase"] == "sanction"]
-    out_group = sd[sd["agent"] < 5]
+    sd = as_frame(d[d["phase"] == "sanction"])
+    out_group = as_frame(sd[sd["agent"] < 5])
     assert (
-        out_group["fallback_used"].all()
-        and out_group["error"].str.contains("Player 7 is not a member of your group").all()
+        column(out_group, "fallback_used").all()
+        and column(out_group, "error").str.contains("Player 7 is not a member of your group").all()
     )
-    me = sd[sd["agent"] == 6]
-    assert me["fallback_used"].all() and me["error"].str.contains("cannot sanction yourself").all()
-    ok = sd[(sd["agent"] >= 5) & (sd["agent"] != 6)]
-    assert not ok["fallback_used"].any()
+    me = as_frame(sd[sd["agent"] == 6])
+    assert column(me, "fallback_used").all() and column(me, "error").str.contains("cannot sanction yourself").all()
+    ok = as_frame(sd[(sd["agent"] >= 5) & (sd["agent"] != 6)])
+    assert not column(ok, "fallback_used").any()
     sanc = pd.read_parquet(out / "sanctions.parquet")
-    assert set(sanc["target"]) == {6} and set(sanc["sanctioner"]) == {5, 7, 8, 9} and (sanc["tokens"] == 3).all()
+    assert (
+        set(column(sanc, "target")) == {6}
+        and set(column(sanc, "sanctioner")) == {5, 7, 8, 9}
+        and (column(sanc, "tokens") == 3).all()
+    )
     assert s["outcomes"]["sanctions"]["dropped_out_of_group"] == 0
 
 
@@ -202,6 +209,7 @@ def test_sanctions_above_the_budget_are_refused():
 
 def test_sanction_decoding_constraint_names_only_the_own_group():
     spec = la.sanction_spec("standard")
+    assert spec.constrain is not None  # the sanction decision narrows its decoding schema
     got = spec.constrain(spec.json_schema, {"allowed": [6, 8], "me": 7, "max_sanction": 3})
     prop = got["properties"]["sanctions"]
     assert set(prop["properties"]) == {"6", "8"} and prop["additionalProperties"] is False
@@ -219,6 +227,7 @@ def played_state(game: str, sizes: list[int], rounds_done: int = 2):
     if game == "cpr-sanction":
         from cooplab.tasks.games import model as pf
 
+        assert isinstance(P, CPRParams)
         st["stage_payoff"] = pf.cpr(st["action"], capacity=P.capacity, multiplier=P.multiplier)
     return P, st
 
@@ -277,11 +286,14 @@ def test_cot_and_tom_runs_record_the_condition(tmp_path, capsys):
         s, out = run_llm(tmp_path, capsys, "weakest-link", model, out=cond, extra=("--prompt", cond))
         assert s["prompt"] == cond and json.loads((out / "config.json").read_text())["params"]["prompt"] == cond
         d = pd.read_parquet(out / "decisions.parquet")
-        assert (d["prompt"] == cond).all()
+        assert (column(d, "prompt") == cond).all()
         if cond != "alternate":  # the answer without reasoning is refused and retried
-            ok = d[~d["fallback_used"]]
-            assert len(ok) and ok["parsed"].map(lambda p: json.loads(p)["reasoning"] == "everyone gains at 10").all()
-            assert d[d["fallback_used"]]["error"].str.contains("reasoning").all()
+            ok = as_frame(d[~column(d, "fallback_used")])
+            assert (
+                len(ok)
+                and column(ok, "parsed").map(lambda p: json.loads(p)["reasoning"] == "everyone gains at 10").all()
+            )
+            assert column(as_frame(d[column(d, "fallback_used")]), "error").str.contains("reasoning").all()
 
 
 def test_deliberation_messages_are_shown_to_the_group(tmp_path, capsys):
@@ -362,12 +374,12 @@ def test_llm_game_resumes_after_ctrl_c_to_the_uninterrupted_run(tmp_path, capsys
         )
     cols = ["society", "agent", "round", "phase", "raw", "parsed", "attempts", "fallback_used", "error"]
     a = (
-        pd.read_parquet(dref / "decisions.parquet")[cols]
+        as_frame(pd.read_parquet(dref / "decisions.parquet")[cols])
         .sort_values(["round", "phase", "society", "agent"])
         .reset_index(drop=True)
     )
     b = (
-        pd.read_parquet(tmp_path / "run" / "decisions.parquet")[cols]
+        as_frame(pd.read_parquet(tmp_path / "run" / "decisions.parquet")[cols])
         .sort_values(["round", "phase", "society", "agent"])
         .reset_index(drop=True)
     )

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from cooplab.cli import main
+from cooplab.evals.typed import column, tuples
 
 pytestmark = pytest.mark.integration
 
@@ -49,13 +50,13 @@ def test_local_model_plays_cpr_with_sanctions(tmp_path, capsys):
     assert s["status"] == "completed" and s["rounds_completed"] == 1 and s["ledger"]["calls"] >= 8
     d = pd.read_parquet(out / "decisions.parquet")
     assert sorted(d.groupby("phase").size().to_dict().items()) == [("extract", 4), ("sanction", 4)]
-    assert (d["input_tokens"] > 100).all() and (d["output_tokens"] > 0).all()
+    assert (column(d, "input_tokens") > 100).all() and (column(d, "output_tokens") > 0).all()
     players = pd.read_parquet(out / "players.parquet")
     assert players["extraction"].between(0, 10).all() and len(players) == 4
     # sanctions landed only inside each player's own group (players 0-1 and 2-3)
     sanctions = pd.read_parquet(out / "sanctions.parquet") if (out / "sanctions.parquet").exists() else pd.DataFrame()
-    for _, r in sanctions.iterrows():
-        assert r["sanctioner"] // 2 == r["target"] // 2 and r["sanctioner"] != r["target"]
+    for r in tuples(sanctions):
+        assert r.sanctioner // 2 == r.target // 2 and r.sanctioner != r.target
     assert np.isfinite(s["metric"]["mean"]) and "llama_cpp" not in sys.modules
 
 

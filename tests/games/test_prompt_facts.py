@@ -6,6 +6,7 @@ so that each number can only come from its own field."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -13,7 +14,7 @@ from cooplab.tasks.games import llm as la
 from cooplab.tasks.games.params import GAMES, GameParams, model_of
 
 #: unusual values (each game's dilemma checks still hold) so a number found can only be its field's
-VALUES = {
+VALUES: dict[str, dict[str, Any]] = {  # per game: a value for each of its constants (ints and floats)
     "weakest-link": dict(max_effort=13, min_weight=2.75, effort_cost=1.25),
     "cpr": dict(capacity=170, max_extract=17, multiplier=3.5),
     "cpr-sanction": dict(

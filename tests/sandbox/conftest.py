@@ -9,12 +9,21 @@ without Docker cannot look green.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypedDict
 
 import pytest
 
 from cooplab.sandbox import SandboxConfig, SandboxPool, SandboxSession
 
-FAST = dict(timeout=3.0, interrupt_grace=1.0)
+
+class Limits(TypedDict):
+    """The SandboxConfig limits these tests shorten."""
+
+    timeout: float
+    interrupt_grace: float
+
+
+FAST = Limits(timeout=3.0, interrupt_grace=1.0)
 
 
 def pytest_configure(config):

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TypedDict
 
 import click
 import pytest
@@ -21,7 +22,15 @@ from pydantic import ValidationError
 from cooplab.cli import main
 from cooplab.sandbox import SandboxConfig, SandboxSession
 
-FAST = dict(timeout=3.0, interrupt_grace=1.0)
+
+class Limits(TypedDict):
+    """The SandboxConfig limits these tests shorten."""
+
+    timeout: float
+    interrupt_grace: float
+
+
+FAST = Limits(timeout=3.0, interrupt_grace=1.0)
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -373,6 +382,7 @@ def _pid_gone(pid: int) -> bool:
 def test_killed_host_takes_its_sandbox_along(backend):
     proc = subprocess.Popen([sys.executable, "-c", KILLED_HOST, backend], stdout=subprocess.PIPE, text=True, cwd=REPO)
     try:
+        assert proc.stdout is not None  # piped
         line = proc.stdout.readline().split()
         assert line, "the child did not start a sandbox"
         if backend == "docker":

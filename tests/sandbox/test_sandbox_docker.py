@@ -8,12 +8,21 @@ import subprocess
 import sys
 import threading
 import time
+from typing import TypedDict
 
 import pytest
 
 from cooplab.sandbox import SandboxConfig, SandboxSession, docker_backend
 
-FAST = dict(timeout=3.0, interrupt_grace=1.0)
+
+class Limits(TypedDict):
+    """The SandboxConfig limits these tests shorten."""
+
+    timeout: float
+    interrupt_grace: float
+
+
+FAST = Limits(timeout=3.0, interrupt_grace=1.0)
 
 pytestmark = pytest.mark.docker
 
@@ -53,7 +62,7 @@ seccomp = [l.split()[1] for l in open('/proc/self/status') if l.startswith('Secc
  caps['CapEff'], caps['CapPrm'], nnp, seccomp, os.getuid(), sorted(os.listdir('/sys/class/net')))
 """
         r = s.run_code(code)
-        assert r.status == "ok", r
+        assert r.status == "ok" and r.result is not None, r
         sock, secret, allowed, capeff, capprm, nnp, seccomp, uid, nets = eval(r.result)
         assert not sock and not secret and allowed == "visible"
         assert int(capeff, 16) == 0 and int(capprm, 16) == 0
@@ -148,9 +157,9 @@ def test_tmpfs_filling_errors_at_cap(docker_ready, dataset):
             "written = 0\nchunk = b'x' * (1 << 20)\nwith open('/tmp/fill', 'wb') as f:\n"
             "    while True:\n        f.write(chunk)\n        f.flush()\n        written += 1\n"
         )
-        assert r.status == "error" and "No space left" in r.error.message, r
+        assert r.status == "error" and r.error is not None and "No space left" in r.error.message, r
         r = s.run_code("written")
-        assert 55 <= int(r.result) <= 64
+        assert r.result is not None and 55 <= int(r.result) <= 64
         r = s.run_code("import os\nos.remove('/tmp/fill')\nopen('/tmp/small', 'w').write('ok')")
         assert r.status == "ok" and r.result == "2"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from typing import TypedDict
 
 import pytest
 
@@ -17,7 +18,15 @@ from cooplab.sandbox import (
 )
 from cooplab.sandbox.pool import AgentSandboxPool
 
-FAST = dict(timeout=5.0, interrupt_grace=1.0)
+
+class Limits(TypedDict):
+    """The SandboxConfig limits these tests shorten."""
+
+    timeout: float
+    interrupt_grace: float
+
+
+FAST = Limits(timeout=5.0, interrupt_grace=1.0)
 
 
 def _pool(backend, dataset, **kw):
@@ -79,7 +88,9 @@ def test_asyncio_callers_run_agents_in_parallel_and_one_agent_in_order(dataset):
             outs = await asyncio.gather(
                 *(pool.arun(f"agent {i % 3}", "n = globals().get('n', 0) + 1\nn") for i in range(9))
             )
-            return pool, sorted(o.result.result for o in outs), pool.usage()
+            results = [o.result.result for o in outs]
+            assert None not in results, outs
+            return pool, sorted(r for r in results if r is not None), pool.usage()
 
     pool, counts, use = asyncio.run(main())
     assert counts == sorted(["1", "2", "3"] * 3)  # three agents, three calls each, in order per agent

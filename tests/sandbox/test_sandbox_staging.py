@@ -8,12 +8,21 @@ import json
 import os
 import subprocess
 import sys
+from typing import TypedDict
 
 import pytest
 
 from cooplab.sandbox import SandboxConfig, SandboxSession, docker_backend
 
-FAST = dict(timeout=10.0, interrupt_grace=1.0)
+
+class Limits(TypedDict):
+    """The SandboxConfig limits these tests shorten."""
+
+    timeout: float
+    interrupt_grace: float
+
+
+FAST = Limits(timeout=10.0, interrupt_grace=1.0)
 MARK = "alice-grant-proposal-7f3e9"  # a directory name that must not reach the sandbox
 
 
@@ -41,7 +50,7 @@ def test_mount_table_does_not_show_the_dataset_s_host_path(docker_ready, private
             "(open('/proc/self/mountinfo').read() + open('/proc/self/mounts').read(),"
             " df.shape, open('/data/cells.csv').read())"
         )
-        assert r.status == "ok", r
+        assert r.status == "ok" and r.result is not None, r
         tables, shape, text = eval(r.result)
     assert shape == (2, 2) and text == private_dataset.read_text()
     assert "/data/cells.csv" in tables  # the mount is there...
