@@ -626,3 +626,19 @@ def parse_set(items: Any, fields: Any, task: str) -> dict[str, Any]:
                 pass  # not JSON (or absurdly nested): kept as text, for the parameter's own rule to take or refuse
         out[name] = value
     return out
+
+
+def check_seeds(where: str, seeds: Any) -> list[int]:
+    """A sweep's seed list: a non-empty list of distinct integers, each within the seed bounds;
+    otherwise a one-line ConfigError naming ``where``."""
+    if (
+        not isinstance(seeds, list)
+        or not seeds
+        or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)
+    ):
+        raise ConfigError(f"{where}: seeds must be a non-empty list of integers, got {show(seeds)}")
+    for s in seeds:
+        check(f"{where}: seeds", s, "seed")
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"{where}: seeds has duplicates: {seeds}")
+    return seeds

@@ -36,7 +36,7 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from cooplab.limits import ConfigError, explain, parse_json, show
+from cooplab.limits import ConfigError, check_seeds, explain, parse_json, show
 from cooplab.runs.sweeps import SweepBudget, job, run_jobs, slug, table, write_manifest, write_table
 
 #: at most this many cells in one sweep
@@ -121,17 +121,7 @@ def load(raw: Any, where: str, *, base: Path | None = None) -> GridSweep:
     if "seeds" not in raw or raw["seeds"] is None:  # the task's simulations per condition
         task_seeds = registry.get(raw["task"]).sweep_seeds if raw.get("task") in registry.names() else (0,)
         raw = {**raw, "seeds": list(task_seeds)}
-    seeds = raw["seeds"]
-    if (
-        not isinstance(seeds, list)
-        or not seeds
-        or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)
-    ):
-        raise ConfigError(f"{where}: seeds must be a non-empty list of integers, got {show(seeds)}")
-    for s in seeds:
-        check(f"{where}: seeds", s, "seed")
-    if len(set(seeds)) != len(seeds):
-        raise ConfigError(f"{where}: seeds has duplicates: {seeds}")
+    check_seeds(where, raw["seeds"])
     if "parallel" in raw:
         check(f"{where}: parallel", raw["parallel"], "parallel")
     if raw.get("sweep_budget") is not None:

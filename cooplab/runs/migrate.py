@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from cooplab.graphs import formats, rundir, runfiles
 from cooplab.graphs.formats import FORMAT, Converter, read_earlier
 from cooplab.graphs.rundir import RunDirError, jsonable, read_json, write_atomic
-from cooplab.limits import ConfigError, one_line
+from cooplab.limits import ConfigError, check, check_seeds, one_line
 
 __all__ = ["FORMAT", "Converter", "Change", "Migration", "migrate", "sweep_converter", "convert_sweep"]
 
@@ -359,21 +359,9 @@ def _check_args_raw(raw: dict[str, Any], where: str) -> None:
                 or (isinstance(v, float) and not math.isfinite(v))
             ):
                 raise ConfigError(f"{where}: grid {opt}: every value must be a string or a finite number, got {v!r}")
-    seeds = raw.get("seeds", [0])
-    if (
-        not isinstance(seeds, list)
-        or not seeds
-        or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)
-    ):
-        raise ConfigError(f"{where}: seeds must be a non-empty list of integers, got {seeds!r}")
-    import cooplab.limits as co
-
-    for s in seeds:
-        co.check(f"{where}: seeds", s, "seed")
+    check_seeds(where, raw.get("seeds", [0]))
     if "parallel" in raw:
-        co.check(f"{where}: parallel", raw["parallel"], "parallel")
-    if len(set(seeds)) != len(seeds):
-        raise ConfigError(f"{where}: seeds has duplicates: {seeds}")
+        check(f"{where}: parallel", raw["parallel"], "parallel")
     given = [a.split("=", 1)[0] for a in raw.get("args", []) if isinstance(a, str)] + list(grid)
     own = sorted(set(given) & _OWN)
     if own:

@@ -39,18 +39,26 @@ def run_id(run: RunDir) -> str | None:
 
 def fork_of(run: RunDir) -> dict[str, Any] | None:
     """What a fork's config.json says of its parent: ``parent_id`` (the parent's run id, or None),
-    ``at_round`` (K, or None) and ``changes`` (as text); None for a run that is not a fork."""
+    ``at_round`` (K, or None), ``where`` (K in words: "at the end of round K", or that the record
+    does not say) and ``changes`` (as text); None for a run that is not a fork."""
     from cooplab.graphs.forks import fork_record, prefix_rounds
 
     rec = fork_record(run.config)
     if rec is None:
         return None
     pid = rec.get("parent_thread_id")
+    k = prefix_rounds(run.config)
     return {
         "parent_id": pid if isinstance(pid, str) and pid else None,
-        "at_round": prefix_rounds(run.config),
+        "at_round": k,
+        "where": at_round_words(k),
         "changes": changes_text(rec.get("changes")),
     }
+
+
+def at_round_words(k: int | None) -> str:
+    """Where a fork left its parent, in words (a damaged record may not say)."""
+    return f"at the end of round {k}" if k is not None else "at a round its record does not say"
 
 
 def changes_text(changes: Any) -> str:
@@ -92,8 +100,7 @@ def lineage_section(run: RunDir, runs: Iterable[RunDir]) -> dict[str, Any] | Non
     blocks: list[dict[str, Any]] = []
     if rec is not None:
         parent = ids.get(rec["parent_id"]) if rec["parent_id"] else None
-        k = rec["at_round"]
-        where = f"at the end of round {k}" if k is not None else "at a round its record does not say"
+        k, where = rec["at_round"], rec["where"]
         if parent is not None and parent.out != run.out:
             blocks.append(
                 {
@@ -103,7 +110,7 @@ def lineage_section(run: RunDir, runs: Iterable[RunDir]) -> dict[str, Any] | Non
                         ("fork of", parent.name),
                         ("forked", where),
                         ("changes", rec["changes"]),
-                        ("rounds shared with the parent", f"1..{k}" if k else "none"),
+                        ("rounds shared with the parent", f"1..{k}" if k else "none" if k == 0 else "not recorded"),
                     ],
                 }
             )
@@ -171,9 +178,9 @@ def relation(a: RunDir, b: RunDir, shared: int) -> str:
     ra, rb = fork_of(a), fork_of(b)
     ia, ib = run_id(a), run_id(b)
     if rb is not None and ia is not None and rb["parent_id"] == ia:
-        return f"B is a fork of A at the end of round {rb['at_round']} ({rb['changes']})"
+        return f"B is a fork of A {rb['where']} ({rb['changes']})"
     if ra is not None and ib is not None and ra["parent_id"] == ib:
-        return f"A is a fork of B at the end of round {ra['at_round']} ({ra['changes']})"
+        return f"A is a fork of B {ra['where']} ({ra['changes']})"
     if ia is not None and ia == ib:
         return "A and B are the same run (one run id)"
     if shared > 0:

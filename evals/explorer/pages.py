@@ -252,6 +252,7 @@ class Site:
         parent = forks.by_id(self.scan()).get(rec["parent_id"]) if rec["parent_id"] else None
         return {
             "at_round": rec["at_round"],
+            "where": rec["where"],
             "changes": rec["changes"],
             "parent_id": render.text(rec["parent_id"], 120),
             "parent_name": parent.name if parent is not None else None,
@@ -333,7 +334,9 @@ def trace_totals(tf: traces.TraceFile, calls: list[dict[str, Any]]) -> list[tupl
                 "; ".join(
                     f"{n}. {words[s['started_as']]}"
                     + (
-                        f" (of run {cut(s['fork_of'], 60)}, round {s['fork_at_round']})"
+                        f" (of run {cut(s['fork_of'], 60)}, round "
+                        + (str(s["fork_at_round"]) if s.get("fork_at_round") is not None else "not recorded")
+                        + ")"
                         if s["started_as"] == "fork" and s.get("fork_of")
                         else ""
                     )

@@ -79,6 +79,17 @@ def served(tmp_path_factory):
         df = pd.read_parquet(d / "rounds.parquet")
         df.loc[df.index[-1], "round"] = 10**12
         df.to_parquet(d / "rounds.parquet", index=False)
+    # a fork whose record lost its round (a damaged config.json; its traces lost it too)
+    noround = root / "noround"
+    shutil.copytree(root / "rich", noround, ignore=shutil.ignore_patterns("checkpoints.sqlite*", ".cooplab.lock"))
+    cfg = json.loads((noround / "config.json").read_text())
+    cfg["record"]["thread_id"] = "noround-run"
+    del cfg["record"]["fork"]["at_round"]
+    (noround / "config.json").write_text(json.dumps(cfg))
+    lines = (noround / "traces.jsonl").read_text().splitlines()
+    (noround / "traces.jsonl").write_text(
+        "\n".join(re.sub(r'"fork_at_round": ?2', '"fork_at_round": null', x) for x in lines)
+    )
     server, url = serve([root], task_for=task_for)
     yield url, root
     stop(server)
@@ -105,9 +116,11 @@ def test_the_compare_page_of_a_fork_and_its_parent_shows_curves_marks_and_the_di
     assert forks[0] == ["fork", "forked at the end of round", "changes", "status", "compare"]
     assert [r[0] for r in forks[1:]] == [
         "forged",
+        "noround",
         "rich",
-    ]  # by run id: the forged copy names it too; the orphan does not
-    assert forks[2][:4] == ["rich", "2", "set r=0.6", "completed"]
+    ]  # by run id: the forged and damaged copies name it too; the orphan does not
+    assert forks[3][:4] == ["rich", "2", "set r=0.6", "completed"]
+    assert forks[2][1] == "—"  # the damaged record's round: a dash, never "None"
 
     html_text = dom(tmp_path, url + link.lstrip("/"))
     assert_inert(html_text)
@@ -209,3 +222,17 @@ def test_the_traces_page_of_a_fork_names_its_parent_and_the_part_traced_as_a_for
     parent_id = json.loads((root / "base" / "config.json").read_text())["record"]["thread_id"]
     assert f"1. a fork&#39;s start, from its parent&#39;s checkpoint (of run {parent_id}, round 2)" in text
     assert 'class="note info fork"' not in httpx.get(page(url, "traces", id="0/base")).text
+
+
+def test_a_fork_whose_record_lost_its_round_says_so_and_never_round_none(served):
+    url, root = served
+    assert '"fork_at_round": null' in (root / "noround" / "traces.jsonl").read_text()
+    traces = httpx.get(page(url, "traces", id="0/noround")).text
+    note = re.search(r'<p class="note info fork">(.*?)</p>', traces, re.S).group(1)
+    assert "at a round its record does not say" in note and "its first rounds are the parent" in note
+    assert "round not recorded)" in traces
+    run = httpx.get(page(url, "run", id="0/noround")).text
+    sec = run[run.index('<section id="forks">') :].split("</section>")[0]
+    assert "at a round its record does not say" in sec and "not recorded" in sec
+    for text in (traces, run):
+        assert "None" not in re.sub(r"<[^>]+>", "", text)

@@ -274,3 +274,24 @@ def test_an_earlier_format_keeps_its_one_line_errors(tmp_path, capsys):
     (tmp_path / "bad.json").write_text(json.dumps({"out": "x", "ablations": ["full", "most"]}))
     code, _, err = sweep([str(tmp_path / "bad.json")], capsys)
     assert code == 2 and "ablations" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "seeds, says",
+    [
+        ([], "seeds must be a non-empty list of integers, got []"),
+        ([0, True], "seeds must be a non-empty list of integers, got [0, True]"),
+        ([1, 1], "seeds has duplicates: [1, 1]"),
+        ([-1], "seeds"),
+    ],
+)
+def test_the_grid_format_and_the_args_format_refuse_a_bad_seed_list_alike(tmp_path, seeds, says):
+    new = {"task": "diners", "out": "x", "fixed": {"agents": "rule"}, "seeds": seeds}
+    old = {"task": "diners", "out": "x", "args": ["--agents", "rule"], "seeds": seeds}
+    errors = []
+    for name, raw in (("new", new), ("old", old)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(raw))
+        with pytest.raises(ConfigError) as exc:
+            grid.load_file(tmp_path / f"{name}.json")
+        errors.append(str(exc.value).split(": ", 1)[1])
+    assert says in errors[0] and errors[0] == errors[1]
