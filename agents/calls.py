@@ -45,6 +45,7 @@ from typing import Any, Protocol
 
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import BaseMessage
+from langchain_core.runnables import RunnableConfig
 
 from cooplab.agents.cache import CachedResponse, ResponseCache
 from cooplab.agents.models.errors import (
@@ -88,7 +89,7 @@ class Request:
     round: int | None
     phase: str
     team: str | None = None
-    config: dict | None = None
+    config: RunnableConfig | None = None
     to_text: Callable[[BaseMessage], str] | None = None
     #: how a stored answer's text is read back as the model's message (the inverse of ``to_text``),
     #: for the trace of a replay; default: a message of that text
@@ -445,7 +446,7 @@ def _observed(callbacks: Any, model: Any, manager_type: type) -> bool:
 
 
 async def direct_call(
-    runnable: Any, messages: list[BaseMessage], config: dict | None, kwargs: dict[str, Any]
+    runnable: Any, messages: list[BaseMessage], config: RunnableConfig | None, kwargs: dict[str, Any]
 ) -> BaseMessage | None:
     """The answer of ``runnable`` to ``messages``, asked without LangChain's run machinery, when
     nothing would observe the call; None when something would (then the caller uses ``ainvoke``).
@@ -485,7 +486,8 @@ async def direct_call(
             callbacks = (var_child_runnable_config.get() or {}).get("callbacks")
         if _observed(callbacks, model, AsyncCallbackManager):
             return None
-        normalize, gen_metadata = lc._normalize_messages, lc._gen_info_and_msg_metadata
+        normalize = lc._normalize_messages  # pyright: ignore[reportPrivateImportUsage]  # what ainvoke calls
+        gen_metadata = lc._gen_info_and_msg_metadata
     except (AttributeError, ImportError, TypeError):  # a LangChain without these internals: its own path
         return None
     # suspend once, as a call through ``ainvoke`` does before its model answers: the decisions of a

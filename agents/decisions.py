@@ -31,6 +31,7 @@ from typing import Any, Generic, TypeVar
 
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel, ValidationError
 
 from cooplab.agents.cache import CachedResponse, ResponseCache, cache_key
@@ -220,7 +221,7 @@ class LLMService:
         messages: list[BaseMessage],
         schema: dict[str, Any] | None,
         attempt: int,
-        config: dict | None = None,
+        config: RunnableConfig | None = None,
         decode_schema: dict[str, Any] | None = None,
         max_tokens: int | None = None,
     ) -> Reply:
@@ -274,7 +275,7 @@ class LLMService:
         messages: list[BaseMessage],
         schema: dict[str, Any] | None,
         attempt: int,
-        config: dict | None = None,
+        config: RunnableConfig | None = None,
         decode_schema: dict[str, Any] | None = None,
         max_tokens: int | None = None,
     ) -> tuple[CachedResponse, bool]:
@@ -421,7 +422,7 @@ async def decide(
     agent: int,
     round: int,
     ctx: dict[str, Any] | None = None,
-    config: dict | None = None,
+    config: RunnableConfig | None = None,
 ) -> tuple[T | None, DecisionRecord]:
     """Ask one agent for one structured decision (see the module docstring)."""
     ctx = ctx or {}

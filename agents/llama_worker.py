@@ -52,6 +52,10 @@ import os
 import queue
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # numpy is imported in the functions that use it (the module starts on the standard library)
+    import numpy as np
 
 # CPU features that a portable build must not be compiled for (llama.cpp's system info names)
 NON_PORTABLE = ("AVX512", "AVX512_VBMI", "AVX512_VNNI", "AVX512_BF16", "AMX_INT8", "AMX_TILE", "AMX_BF16", "AVX_VNNI")
@@ -143,7 +147,8 @@ class PrefixStates:
         from collections import OrderedDict
 
         self.max_bytes = max(0, int(max_bytes))
-        self._states: OrderedDict[int, tuple] = OrderedDict()  # id -> (tokens, data); least recently used first
+        # id -> (tokens, data); least recently used first
+        self._states: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self._ids = 0
         self.bytes = 0
         self.kept = self.restored = self.dropped = 0
@@ -160,7 +165,7 @@ class PrefixStates:
                 best, best_n = sid, n
         return best, best_n
 
-    def take(self, sid: int) -> tuple:
+    def take(self, sid: int) -> tuple[np.ndarray, np.ndarray]:
         """The state ``sid`` as (tokens, data), now the most recently used."""
         self._states.move_to_end(sid)
         self.restored += 1
@@ -335,7 +340,7 @@ def _pdeathsig() -> bool:
         return False
 
 
-def die_with_parent(parent: int | None, lines: "queue.Queue[str | None]", poll: float = 0.25) -> bool:
+def die_with_parent(parent: int | None, lines: "queue.Queue[str]", poll: float = 0.25) -> bool:
     """Tie this process's life to its parent's: PR_SET_PDEATHSIG where the kernel has it, and two
     daemon threads: one moves stdin's lines to ``lines`` and ends the process at EOF, the other
     ends it when the process is re-parented (its parent pid is no longer ``parent``). Returns
@@ -380,7 +385,7 @@ def _fault(kind: str | None) -> None:
 def serve(cfg: dict) -> int:
     import queue
 
-    lines: queue.Queue[str | None] = queue.Queue()
+    lines: queue.Queue[str] = queue.Queue()
     die_with_parent(_parent_pid(), lines)  # before the model loads: a load can take long too
     proto = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
     os.dup2(2, 1)  # native prints go to stderr, never into a frame

@@ -19,7 +19,9 @@ from typing import Any
 
 from cooplab.limits import RULES, ConfigError, show
 
-MAX_COUNT = int(RULES["mix-count"].hi)  # the caps table's bound
+_MIX_COUNT_HI = RULES["mix-count"].hi
+assert _MIX_COUNT_HI is not None, "the caps table bounds a mix's count"
+MAX_COUNT = int(_MIX_COUNT_HI)  # the caps table's bound
 
 
 def parse_mix(items: Any) -> dict[str, int]:

@@ -132,7 +132,7 @@ def checked_message(msg: Any, max_tokens: int | None, usage: Any) -> AIMessage:
     return attach_usage(msg, usage, "input_tokens", "output_tokens")
 
 
-def _cap(kwargs: dict[str, Any], default: int, *names: str) -> int:
+def _cap(kwargs: dict[str, Any], default: int | None, *names: str) -> int | None:
     for name in names:
         n = kwargs.get(name)
         if type(n) is int and n > 0:

@@ -492,7 +492,8 @@ def explain(exc: Any, name: Callable[[tuple], str] | None = None) -> str:
     through this function, so a bad value reads the same whatever the model and the place."""
     name = name or dotted
     e = exc.errors(include_url=False)[0]
-    loc, kind, ctx = tuple(e.get("loc") or ()), e.get("type", ""), e.get("ctx") or {}
+    loc: tuple[Any, ...] = tuple(e.get("loc") or ())
+    kind, ctx = e.get("type", ""), e.get("ctx") or {}
     got = show(e.get("input"))
     msg = str(e.get("msg", "")).removeprefix("Value error, ").removeprefix("Assertion failed, ")
     if kind == "extra_forbidden":

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from cooplab.evals.canvas import figure
 from cooplab.evals.text import model_display_name
@@ -38,7 +39,7 @@ def by_model_figure(
 
 
 def recovery_figure(
-    series: Mapping[str, Sequence[float]],
+    series: Mapping[str, ArrayLike],
     K: int,
     rec: Mapping[str, Any],
     ylabel: str,

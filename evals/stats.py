@@ -19,6 +19,7 @@ from typing import Any, cast
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 from cooplab.evals.typed import as_frame, as_series, cell, column
 from cooplab.extras import require
@@ -40,7 +41,7 @@ def _spread(y: np.ndarray) -> float:
     return max(float(np.max(np.abs(y))) if y.size else 0.0, 1.0)
 
 
-def _check_values(y: np.ndarray, what: str) -> np.ndarray:
+def _check_values(y: ArrayLike, what: str) -> np.ndarray:
     y = np.asarray(y, dtype=float)
     if y.size == 0:
         raise NotEstimable(f"{what}: no values")
@@ -161,7 +162,7 @@ def cld_from_tukey(df: pd.DataFrame, y: str, group: str, alpha: float = 0.05) ->
     return compact_letters(groups, sig, order=groups)
 
 
-def welch(a: np.ndarray, b: np.ndarray) -> dict[str, Any]:
+def welch(a: ArrayLike, b: ArrayLike) -> dict[str, Any]:
     """Welch's t-test (scipy) with the Welch-Satterthwaite degrees of freedom."""
     a, b = _check_values(a, "the first group"), _check_values(b, "the second group")
     if len(a) < 2 or len(b) < 2:

@@ -11,7 +11,10 @@ runs them (``local`` threads or Ray), skipping finished ones; ``write_manifest``
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+if TYPE_CHECKING:
+    from cooplab.graphs.runfiles import ManifestKind
 
 
 class Jobs(Protocol):
@@ -44,7 +47,7 @@ class Jobs(Protocol):
     def write_manifest(
         self,
         folder: Path,
-        kind: str,
+        kind: ManifestKind,
         task: str | None,
         jobs: list[dict[str, Any]],
         res: dict[str, Any] | None = None,
@@ -61,8 +64,11 @@ class Runs(Jobs, Protocol):
     that cannot be reached) or ``RunFailed``; ``run_grid`` runs a grid sweep (:mod:`cooplab.runs.grid`,
     the one runner of many runs: a game profile is one) and ``cell_names`` names its cells."""
 
-    RunStopped: type[BaseException]
-    RunFailed: type[BaseException]
+    @property
+    def RunStopped(self) -> type[BaseException]: ...  # noqa: N802 - the exception class's name
+
+    @property
+    def RunFailed(self) -> type[BaseException]: ...  # noqa: N802 - the exception class's name
 
     def start(self, task: Any, out: Path, config: dict[str, Any], *, quiet: bool = ...) -> Any: ...
 

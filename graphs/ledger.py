@@ -126,14 +126,22 @@ def _kind(value: Any) -> str:
     return kind
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Rates:
-    input_per_1k: Decimal = DEFAULT_RATES[0]
-    output_per_1k: Decimal = DEFAULT_RATES[1]
+    """USD per 1K input and per 1K output tokens, held as exact Decimals. Given as Decimals, ints,
+    numeric text or floats (a float by its shortest text: 0.1 is Decimal("0.1")); a price that is
+    not a finite, non-negative number is a ValueError."""
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "input_per_1k", checked_amount(self.input_per_1k, "the input price per 1K tokens"))
-        object.__setattr__(self, "output_per_1k", checked_amount(self.output_per_1k, "the output price per 1K tokens"))
+    input_per_1k: Decimal
+    output_per_1k: Decimal
+
+    def __init__(
+        self,
+        input_per_1k: Decimal | float | str = DEFAULT_RATES[0],
+        output_per_1k: Decimal | float | str = DEFAULT_RATES[1],
+    ) -> None:
+        object.__setattr__(self, "input_per_1k", checked_amount(input_per_1k, "the input price per 1K tokens"))
+        object.__setattr__(self, "output_per_1k", checked_amount(output_per_1k, "the output price per 1K tokens"))
 
     def cost(self, input_tokens: int, output_tokens: int) -> Decimal:
         """cost = input_tokens / 1000 * rate_in + output_tokens / 1000 * rate_out."""

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import numpy as np
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
+from langgraph.typing import ContextT
 
 from cooplab.graphs.rng import phase_rng
 
@@ -68,11 +69,17 @@ async def charged(context: Any, work: Awaitable[T]) -> tuple[T, list[dict[str, A
     return value, [e.as_dict() for e in entries]
 
 
-def ledger_node(node: Callable[[State, RunnableConfig, Runtime], Awaitable[dict]]) -> Callable[..., Awaitable[dict]]:
+#: a graph's state as a node reads it (its schema: a TypedDict, any mapping)
+S = TypeVar("S")
+
+
+def ledger_node(
+    node: Callable[[S, RunnableConfig, Runtime[ContextT]], Awaitable[dict]],
+) -> Callable[..., Awaitable[dict]]:
     """The async node ``node(state, config, runtime)`` with the charges it made added to its
     update under ``ledger`` (see :func:`charged`)."""
 
-    async def wrapped(state: State, config: RunnableConfig, runtime: Runtime) -> dict:
+    async def wrapped(state: S, config: RunnableConfig, runtime: Runtime[ContextT]) -> dict:
         update, rows = await charged(runtime.context, node(state, config, runtime))
         return update if rows is None else {**update, LEDGER_KEY: rows}
 

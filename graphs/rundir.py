@@ -388,7 +388,10 @@ def expand(table: Any, path: Path, text: list[str], base: int = 0) -> Any:
     for name in text:
         for chunk in table.column(name).chunks:
             if isinstance(chunk, pa.DictionaryArray) and len(chunk):
-                decoded += int(pc.sum(pc.take(pc.binary_length(chunk.dictionary), chunk.indices)).as_py() or 0)
+                # pyarrow.compute makes its functions when imported: its stubs name neither sum nor binary_length
+                lengths = pc.binary_length(chunk.dictionary)  # pyright: ignore[reportAttributeAccessIssue]  # unstubbed
+                total = pc.sum(pc.take(lengths, chunk.indices))  # pyright: ignore[reportAttributeAccessIssue]  # unstubbed
+                decoded += int(total.as_py() or 0)
         if decoded > MAX_TABLE_BYTES:
             raise RunDirError(
                 f"{path} would take more than {_gb(MAX_TABLE_BYTES)} of memory once its text column {name!r} is "

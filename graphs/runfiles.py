@@ -151,6 +151,10 @@ Usd = Annotated[float, Field(ge=0)]
 Share = Annotated[float, Field(ge=0, le=1)]
 Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
 Name = Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME)]
+#: how a run ended (``summary.json``'s ``status``)
+RunStatus = Literal["completed", "stopped", "budget_exhausted", "failed"]
+#: what a folder of many runs is (``manifest.json``'s ``kind``)
+ManifestKind = Literal["sweep", "profile", "bench", "calibration"]
 Text = Annotated[str, StringConstraints(max_length=MAX_TEXT)]
 PathText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_PATH)]
 #: a number written as given: an integer stays an integer (a float field would write 6 as 6.0)
@@ -333,7 +337,7 @@ class RunSummary(FileModel, Generic[R]):
     version: Literal[2] = Field(default=2, description="the format of this file (files without it are version 1)")
     task: Name = Field(description="the registered task that ran")
     agents: Name | None = Field(description="who decided (rule, llm, or the task's own kinds)")
-    status: Literal["completed", "stopped", "budget_exhausted", "failed"] = Field(
+    status: RunStatus = Field(
         description="completed; stopped (a model or service unreachable: resumable); budget_exhausted; failed "
         "(error.log)"
     )
@@ -585,7 +589,7 @@ class ManifestCell(FileModel):
     labels: dict[Name, JsonValue] = Field(
         default_factory=dict, description="what sets it apart: grid values, seed, game, item"
     )
-    status: Literal["completed", "stopped", "budget_exhausted", "failed"] | None = Field(
+    status: RunStatus | None = Field(
         default=None,
         description="its summary's status when the manifest was written; null: not run yet (or its summary is damaged: "
         "see error)",
@@ -597,7 +601,7 @@ class Manifest(FileModel):
     """``manifest.json`` of a folder of many runs (a sweep, a profile, a bench, a calibration)."""
 
     version: Literal[1] = Field(default=1, description="the format of this file")
-    kind: Literal["sweep", "profile", "bench", "calibration"]
+    kind: ManifestKind
     task: Name | None = Field(description="the task every cell runs")
     created: Text | None = Field(default=None, description="when the folder was made (UTC, ISO 8601)")
     updated: Text | None = Field(default=None, description="when this file was last written")

@@ -13,8 +13,9 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
-#: a phase: the state in, its update out (or an awaitable of it: LangGraph awaits an async node)
-Node = Callable[[dict[str, Any]], Any]
+#: a phase's node: ``node(state)`` (a rule) or ``async node(state, runtime, config)`` (an LLM policy,
+#: :func:`cooplab.graphs.nodes.llm_node`), returning its state update, as LangGraph calls it
+Node = Callable[..., Any]
 
 
 def default_should_continue(state: Mapping[str, Any]) -> bool:

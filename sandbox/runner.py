@@ -285,6 +285,12 @@ class Supervisor:
     is its result read.  Time, output, result and figure limits are applied
     here."""
 
+    #: the wake-up pipe SIGCHLD writes to (made by run() before anything polls it)
+    sig_r: int
+    sig_w: int
+    #: the worker's request pipe (made by spawn_worker() before any request is sent)
+    req_w: int
+
     def __init__(self, opts):
         self.opts = opts
         self.mode = opts.get("mode", "container")
@@ -293,10 +299,9 @@ class Supervisor:
         self.worker_status = None  # raw wait status once reaped
         self.worker_stopped = False  # last waitpid report: stopped
         self.foreign_continue = False  # resumed by another process since our last SIGCONT
-        self.req_w = self.res_r = self.out_r = self.err_r = None
+        self.res_r = self.out_r = self.err_r = None  # None once read to end-of-file
         self.res_sock = None  # the result channel (self.res_r is its fd)
         self.req_pending = bytearray()
-        self.sig_r = self.sig_w = None
         self.stdin_buf = bytearray()
         self.stdin_eof = False
         self.ready_msg = None
@@ -598,7 +603,9 @@ class Supervisor:
         except OSError:
             pass
         if fd == self.res_r:
-            self.res_sock.detach()  # the fd is closed above
+            sock = self.res_sock
+            assert sock is not None  # res_r is this socket's fd
+            sock.detach()  # the fd is closed above
             self.res_sock = self.res_r = None
         elif fd == self.out_r:
             self.out_r = None
@@ -608,7 +615,9 @@ class Supervisor:
     def _read_result(self):
         """One chunk from the result socket and the pid of the process that
         wrote it (the kernel's word: a process cannot claim another's pid)."""
-        data, ancillary, _, _ = self.res_sock.recvmsg(1 << 20, socket.CMSG_SPACE(UCRED.size))
+        sock = self.res_sock
+        assert sock is not None  # read only while self.res_r (its fd) is open
+        data, ancillary, _, _ = sock.recvmsg(1 << 20, socket.CMSG_SPACE(UCRED.size))
         sender = None
         for level, kind, payload in ancillary:
             if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(payload) >= UCRED.size:

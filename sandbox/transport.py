@@ -242,8 +242,10 @@ class LocalTransport(Transport):
             start_new_session=True,
             close_fds=True,
         )
-        self._out = self.proc.stdout.fileno()
-        self._err = self.proc.stderr.fileno()
+        out, err = self.proc.stdout, self.proc.stderr
+        assert out is not None and err is not None  # both made as pipes just above
+        self._out = out.fileno()
+        self._err = err.fileno()
         os.set_blocking(self._out, False)
         os.set_blocking(self._err, False)
         self.handshake(config.start_timeout)

@@ -17,7 +17,7 @@ import asyncio
 import json
 from typing import Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatResult
 
 from cooplab.agents.models.errors import EndpointResponseError, snippet
@@ -35,7 +35,7 @@ _JSON_TYPES = {
 }
 
 
-def attach_usage(msg: BaseMessage, usage: Any, input_key: str, output_key: str) -> BaseMessage:
+def attach_usage(msg: AIMessage, usage: Any, input_key: str, output_key: str) -> AIMessage:
     """Keep an endpoint's reported usage exactly as received in ``response_metadata["usage_raw"]``
     (the model service checks it against the call's bounds, ``agents/usage.py``), and make it
     ``usage_metadata`` (for traces) only when both counts are non-negative integers."""
@@ -43,7 +43,7 @@ def attach_usage(msg: BaseMessage, usage: Any, input_key: str, output_key: str) 
     msg.usage_metadata = None
     if isinstance(usage, dict):
         i, o = usage.get(input_key), usage.get(output_key)
-        if all(type(v) is int and v >= 0 for v in (i, o)):
+        if type(i) is int and type(o) is int and i >= 0 and o >= 0:
             msg.usage_metadata = {"input_tokens": i, "output_tokens": o, "total_tokens": i + o}
     return msg
 
@@ -223,7 +223,9 @@ def checked_chat_openai() -> type:
         def _checked_result(self, body: bytes, max_tokens: int | None = None) -> ChatResult:
             checked, usage = checked_completion(parse_body(body), max_tokens=max_tokens)
             result = super()._create_chat_result(checked, {})
-            attach_usage(result.generations[0].message, usage, "prompt_tokens", "completion_tokens")
+            msg = result.generations[0].message
+            assert isinstance(msg, AIMessage), "checked_completion answers with the assistant's role"
+            attach_usage(msg, usage, "prompt_tokens", "completion_tokens")
             return result
 
     _CHECKED_CHAT_OPENAI = CheckedChatOpenAI

@@ -152,9 +152,9 @@ class ScriptedChatModel(BaseChatModel):
         except OSError as exc:
             raise ModelSpecError(f"cannot read scripted model file {path}: {exc.strerror or exc}") from None
         # a file's JSON may spell lone surrogates too
-        data = clean_strings(parse_json(text, f"scripted model file {path}", error=ModelSpecError))
-        if isinstance(data, list):
-            data = {"answers": data}
+        parsed = clean_strings(parse_json(text, f"scripted model file {path}", error=ModelSpecError))
+        # a JSON object (a list is its answers); the model's own validation checks its fields
+        data: Any = {"answers": parsed} if isinstance(parsed, list) else parsed
         if not isinstance(data, dict) or not (data.get("answers") or data.get("by_phase")):
             raise ModelSpecError(f"scripted model file {path} needs a non-empty 'answers' list or 'by_phase' mapping")
         select = data.get("select", "order")

@@ -28,7 +28,18 @@ from cooplab.tasks.games.params import GAMES, MAX_GROUP, MAX_SIMULATIONS, TABLE4
 #: what ``cooplab run game`` needs of the task before it is loaded (a test checks it against the task)
 FACTS = TaskFacts("game")
 
-Game = Enum("Game", {g.replace("-", "_"): g for g in GAMES}, type=str)  # type: ignore[misc]
+
+class Game(str, Enum):
+    """The choices of ``--game``: the six games of :data:`~cooplab.tasks.games.params.GAMES`, in its
+    order (``tests/cli/test_game_cli.py`` checks that the two agree)."""
+
+    weakest_link = "weakest-link"
+    cpr = "cpr"
+    cpr_sanction = "cpr-sanction"
+    collective_risk = "collective-risk"
+    o_ring = "o-ring"
+    public_goods = "public-goods"
+
 
 MIN_GROUP = 2  # players in each group at least
 GROUP_SIZE = co.Num(int, MIN_GROUP, MAX_GROUP, hint="players in each of the 2 groups")

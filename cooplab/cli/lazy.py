@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 from gettext import gettext as _
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple, cast
 
 import typer
 from typer.core import TyperGroup
@@ -23,7 +23,11 @@ from typer.core import TyperGroup
 try:  # Typer >= 0.20 vendors Click; older releases depend on it
     from typer._click.utils import make_default_short_help
 except ImportError:  # pragma: no cover
-    from click.utils import make_default_short_help
+    import click.utils
+
+    # Click >= 8.5 keeps the name as a deprecated alias its module __getattr__ types as object; the older
+    # Click an older Typer brings has the function itself
+    make_default_short_help = cast(Callable[[str, int], str], click.utils.make_default_short_help)
 
 
 class Lazy(NamedTuple):

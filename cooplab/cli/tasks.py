@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, cast
 
 import typer
 from typer.core import TyperGroup
@@ -234,7 +234,9 @@ def _sandbox(
 
 def agent_kinds(task: "Task | TaskFacts") -> type[Enum]:
     """The choices of a task's ``--agents`` option (shown in ``--help``, checked by Typer)."""
-    return Enum(f"{task.name.title()}Agents", {k: k for k in task.agent_kinds}, type=str)
+    # a class, by construction (typeshed's EnumMeta.__call__ with names says so; pyright reads a call
+    # whose names are not literal as a member)
+    return cast("type[Enum]", Enum(f"{task.name.title()}Agents", {k: k for k in task.agent_kinds}, type=str))
 
 
 def run_command(task: "Task | TaskFacts", options: Callable[..., dict[str, Any]]) -> Callable[..., None]:
@@ -333,8 +335,8 @@ def run_keywords(task: str, args: list[str]) -> dict[str, Any]:
 
     group = typer.main.get_command(app)
     with group.context_class(group) as ctx:  # Typer's own Click (it may bring a copy): its classes, not click's
-        run_group = group.get_command(ctx, "run")
-        cmd = run_group.get_command(ctx, task) if run_group is not None else None
+        run_group = group.get_command(ctx, "run") if isinstance(group, TyperGroup) else None
+        cmd = run_group.get_command(ctx, task) if isinstance(run_group, TyperGroup) else None
     if cmd is None:
         raise ConfigError(f"no task named {task!r}")
     try:
@@ -396,12 +398,12 @@ def graph_command(task: "Task | TaskFacts") -> Callable[..., None]:
     kinds = agent_kinds(task)
 
     def command(
-        agents: kinds = typer.Option(
+        agents: Enum = typer.Option(  # a member of kinds: Typer reads the class from __annotations__ (below)
             kinds(task.agent_kinds[0]), "--agents", help=f"Whose graph: {' or '.join(task.agent_kinds)}."
         ),
     ) -> None:
-        agents, real = agents.value, loaded(task)
-        typer.echo(real.build(real.default_config(agents)).get_graph().draw_mermaid())
+        kind, real = agents.value, loaded(task)
+        typer.echo(real.build(real.default_config(kind)).get_graph().draw_mermaid())
 
     command.__annotations__ = {"agents": kinds, "return": None}  # a local Enum: not resolvable from its name
     command.__doc__ = f"Print the {task.name} graph as Mermaid text."

@@ -141,7 +141,7 @@ def view_cmd(
 def serve_until_stopped(server: Any, name: str) -> None:
     """Keep the explorer's ``server`` answering until it ends or Ctrl-C, then stop it (``name``: the
     command, for the line that says it stopped)."""
-    from cooplab.evals import explorer
+    from cooplab.evals.explorer import app as explorer
 
     try:
         while server._cooplab_thread.is_alive():  # type: ignore[attr-defined]

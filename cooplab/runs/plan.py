@@ -341,7 +341,7 @@ def plan(
                     prices = (r.config.get("llm") or {}).get("prices") or {}
             assert shape is not None  # the pilot ran at least one seed
             rounds, outside, models = shape
-            cell = extrapolate(rounds, outside, p["rounds"])
+            counts = extrapolate(rounds, outside, p["rounds"])
             if pilot_model is None or priced_model is None:
                 price = _ledger_price(models, prices)
             else:
@@ -353,7 +353,7 @@ def plan(
                     notes.append(
                         f"{priced_model} has no list price: its cost is reported as 0 (give price_in and price_out)"
                     )
-            cell["cost_usd"] = _cost(cell["input_tokens"], cell["output_tokens"], price)
+            cell = {**counts, "cost_usd": _cost(counts["input_tokens"], counts["output_tokens"], price)}
             n = len(p["seeds"])
             for k in ("calls", "input_tokens", "output_tokens"):
                 total[k] += cell[k] * n

@@ -32,7 +32,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from cooplab.graphs import runfiles
 
 EXECUTORS = ("local", "ray")
 #: a cell's status in the sweep's table when the sweep-wide budget could not cover it
@@ -74,7 +77,7 @@ def job(
     return j
 
 
-def cell_status(d: Path) -> str | None:
+def cell_status(d: Path) -> runfiles.RunStatus | None:
     """The status in a cell's summary.json, or None when it has none (not run, or interrupted); a
     damaged one is a one-line RunDirError (the cell is reported failed with it, never re-run blind)."""
     from cooplab.runs import store as runstore
@@ -541,7 +544,7 @@ class SweepBudget:
 # --- the folder's manifest ---------------------------------------------------------------------
 def write_manifest(
     folder: Path,
-    kind: str,
+    kind: runfiles.ManifestKind,
     task: str | None,
     jobs: list[dict[str, Any]],
     res: dict[str, Any] | None = None,

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel, ConfigDict, Field
 
 from cooplab.agents.decisions import DecisionRecord, DecisionSpec, LLMService, decide
@@ -306,7 +307,7 @@ async def judge_report(
     spec: DecisionSpec[JudgeVerdict] | None = None,
     task_description: str | None = None,
     max_report_chars: int = JUDGE_MAX_REPORT_CHARS,
-    config: dict | None = None,
+    config: RunnableConfig | None = None,
 ) -> JudgeResult:
     """Ask the judge (the service's model for ``agent``: its ``"default"`` model unless the
     service maps ``str(agent)`` to another) to rate ``report`` ``k`` times, concurrently.

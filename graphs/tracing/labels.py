@@ -11,7 +11,10 @@ and is named for them ("Fisher 3 · harvest · round 2"); a tool call gets the s
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:  # a type only: the trace readers (explorer, OTLP export) import this without LangChain
+    from langchain_core.runnables import RunnableConfig
 
 #: metadata key of the noun a task calls its agents by ("Fisher": "Fisher 3" is agent 2)
 AGENT_NOUN = "agent_noun"
@@ -58,13 +61,18 @@ def agent_name(agent: int | str, metadata: Mapping[str, Any] | None) -> str:
     return str(agent)
 
 
+def _copy(config: Mapping[str, Any] | None) -> RunnableConfig:
+    """A copy of a LangChain config (the caller's, any Mapping with its keys) to add labels to."""
+    return cast("RunnableConfig", dict(config or {}))
+
+
 def labelled(
     config: Mapping[str, Any] | None, labels: Mapping[str, Any], *, run_name: str | None = None
-) -> dict[str, Any]:
+) -> RunnableConfig:
     """``config`` with ``labels`` (None values dropped) added to its metadata and as ``key:value``
     tags, and named ``run_name`` when given (a name is not inherited: it names only the run
     invoked with this config)."""
-    cfg = dict(config or {})
+    cfg = _copy(config)
     labels = {k: v for k, v in labels.items() if v is not None}
     cfg["metadata"] = {**(cfg.get("metadata") or {}), **labels}
     tags = list(cfg.get("tags") or [])
@@ -126,12 +134,12 @@ def replay_config(
     output_tokens: int,
     usage_error: str | None = None,
     created: str | None = None,
-) -> dict[str, Any]:
+) -> RunnableConfig:
     """The config of a call answered from the cache: ``config`` (the call's own, :func:`call_config`)
     with the metadata ``cached: true`` and what the original call took (its latency in seconds when
     it is a sound number, the tokens it was charged, and when its answer was stored when known), and
     the tag ``cached``."""
-    cfg = dict(config or {})
+    cfg = _copy(config)
     usage: dict[str, Any] = {
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
@@ -160,7 +168,7 @@ def call_config(
     model: str,
     call_id: str,
     team: str | None = None,
-) -> dict[str, Any]:
+) -> RunnableConfig:
     """The config of one model call: ``config`` labelled with who makes it, when, with which model
     (spec id) and its ledger call id, and named for them (:func:`call_name`)."""
     labels = {

@@ -323,7 +323,7 @@ class JsonlTracer(BaseTracer):
             start_time=start_time,
             run_type="llm",
             tags=tags,
-            name=name,
+            name=name,  # pyright: ignore[reportArgumentType]  # RunTree's before-validator names a nameless run
         )
         with self._lock:
             self._inputs[str(run.id)] = inputs  # already JSON-safe: _on_run_create keeps it as is

@@ -30,7 +30,7 @@ import re
 import time
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any, TypedDict
+from typing import Any, Required, TypedDict
 
 from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -63,9 +63,9 @@ from cooplab.tasks.science.workspace import Workspace, workspace_tools
 
 
 class ScienceState(TypedDict, total=False):
-    round: int  #: team passes finished + 1 (the progress bar's unit)
+    round: Required[int]  #: team passes finished + 1 (the progress bar's unit); set by init_state
     max_round: int  #: passes at most (the recursion limit)
-    cursor: int  #: index in TEAMS of the team working now (-1: done)
+    cursor: Required[int]  #: index in TEAMS of the team working now (-1: done); set by init_state
     visits: dict[str, int]  #: passes started per team
     reentries: dict[str, int]  #: passes caused by requests, per team
     return_to: list[int]  #: teams to go back to after a requested pass (a stack)
@@ -255,7 +255,7 @@ class TeamGraph:
 
         def traced(a: ToolAgent) -> RunnableConfig:
             name = role_of(a.agent_id, self.P.team_size).name  # every agent is made from a role (self.agent)
-            return labelled(config, {AGENT_NAME: name, "team": a.team, "pass": pass_})  # type: ignore[return-value]
+            return labelled(config, {AGENT_NAME: name, "team": a.team, "pass": pass_})
 
         results = await asyncio.gather(
             *(a.arun(m, context=context, round=rnd, config=traced(a)) for a, m in jobs), return_exceptions=True

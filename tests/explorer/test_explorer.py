@@ -552,6 +552,27 @@ def test_cooplab_view_prints_its_url_and_serves(capsys, runs):
         stop_started()
 
 
+def test_ctrl_c_stops_the_served_explorer_in_one_line(capsys, runs, monkeypatch):
+    """Ctrl-C while ``cooplab view`` (or ``traces view``) serves: one line saying it stopped, the
+    server's thread ended, nothing raised (it called a ``stop`` that the explorer package lacks: an
+    AttributeError traceback after the line)."""
+    from types import SimpleNamespace
+
+    from cooplab.cli import view
+
+    server, url = serve([runs], task_for=task_for)
+
+    def ctrl_c(seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(view, "time", SimpleNamespace(sleep=ctrl_c))  # the wait loop's sleep, only there
+    view.serve_until_stopped(server, "cooplab view")
+    assert capsys.readouterr().err.strip() == "cooplab view stopped"
+    assert not server._cooplab_thread.is_alive()
+    with pytest.raises(httpx.TransportError):
+        httpx.get(url, timeout=5)
+
+
 # --- hostile values in a run's files ---------------------------------------------------------------
 def test_non_finite_huge_and_wrong_typed_values_are_shown_never_a_crash(tmp_path):
     run = tmp_path / "runs" / "odd"

@@ -555,6 +555,15 @@ def test_graph_shows_the_phases_of_each_game(capsys):
     assert "sanction" not in run_cli(["graph", "game", "--game", "cpr"], capsys)[1]
 
 
+def test_the_game_option_offers_exactly_the_games_in_their_order():
+    """``--game``'s choices (the Game enum of cooplab/cli/games.py, written out for the type checker)
+    are the task's GAMES, in order: a game added to one and not the other fails here."""
+    from cooplab.cli.games import Game
+
+    assert [g.value for g in Game] == list(GAMES)
+    assert [g.name for g in Game] == [g.replace("-", "_") for g in GAMES]
+
+
 def test_help(capsys):
     for cmd in (["run", "game"], ["params", "game"], ["graph", "game"]):
         code, out, _ = run_cli(cmd + ["--help"], capsys)
