@@ -61,6 +61,7 @@ def _config(under: list[str] | None = None) -> dict:
     conf = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pyright"]
     conf = {k: v for k, v in conf.items() if k not in ("include", "exclude")}
     conf["include"] = [_installed(u) for u in under] if under else ["cooplab", *BESIDE]
+    conf["ignore"] = [_installed(p) for p in conf.get("ignore", [])]  # repository paths -> the copied tree's
     conf["extraPaths"] = ["."]
     conf["venvPath"] = str(ROOT)
     conf["venv"] = ".venv"
