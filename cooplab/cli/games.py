@@ -31,7 +31,7 @@ FACTS = TaskFacts("game")
 
 class Game(str, Enum):
     """The choices of ``--game``: the six games of :data:`~cooplab.tasks.games.params.GAMES`, in its
-    order (``tests/cli/test_game_cli.py`` checks that the two agree)."""
+    order (``tests/games/test_game_cli.py`` checks that the two agree)."""
 
     weakest_link = "weakest-link"
     cpr = "cpr"
