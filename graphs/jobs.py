@@ -82,7 +82,7 @@ class Runs(Jobs, Protocol):
         *,
         where: str = ...,
         config_of: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-        kind: str = ...,
+        kind: ManifestKind = ...,
         outputs: dict[str, str] | None = None,
         in_turn: bool = ...,
         log: Callable[[str], None] = ...,

@@ -12,9 +12,12 @@ line, a user's script) passes :data:`ENGINE` in::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from cooplab.runs import sweeps
+
+if TYPE_CHECKING:
+    from cooplab.graphs.runfiles import ManifestKind
 
 
 class Engine:
@@ -56,7 +59,7 @@ class Engine:
         *,
         where: str = "sweep",
         config_of: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-        kind: str = "sweep",
+        kind: ManifestKind = "sweep",
         outputs: dict[str, str] | None = None,
         in_turn: bool = False,
         log: Callable[[str], None] = lambda s: None,

@@ -40,6 +40,7 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from cooplab.graphs.runfiles import ManifestKind
 from cooplab.limits import ConfigError, check_seeds, explain, parse_json, show
 from cooplab.runs.sweeps import SweepBudget, job, run_jobs, slug, table, write_manifest, write_table
 
@@ -357,7 +358,7 @@ def run(
     log: Callable[[str], None] = lambda s: None,
     quiet: bool = True,
     analysis_out: Path | None = None,
-    kind: str = "sweep",
+    kind: ManifestKind = "sweep",
     outputs: dict[str, str] | None = None,
     in_turn: bool = False,
     warn: Callable[[str], None] | None = None,

@@ -39,7 +39,7 @@ from cooplab.graphs.formats import upgrade_config
 from cooplab.graphs.ledger import JOURNAL_FILE, BudgetExhausted
 from cooplab.graphs.runfiles import RunSummary
 from cooplab.graphs.tables import money_table
-from cooplab.graphs.task import RunInfo, Task
+from cooplab.graphs.task import RunInfo, Task, TaskConfig
 from cooplab.limits import ConfigError, check, one_line, show
 from cooplab.runs import store as runstore
 from cooplab.runs.config import RunConfig, check_stored
@@ -59,15 +59,16 @@ class RunFailed(RuntimeError):
 def start(
     task: Task,
     out: Path,
-    config: RunConfig | dict[str, Any],
+    config: RunConfig | dict[str, Any] | TaskConfig[Any],
     *,
     quiet: bool = False,
     state: dict[str, Any] | None = None,
 ) -> RunSummary:
     """Write ``out/config.json`` (the runner's fields added), build the initial state and run, holding
     the directory's lock (:func:`~cooplab.runs.store.locked`) throughout. ``out`` must exist and be
-    empty (``runstore.prepare_out``). ``config``: a resolved :class:`RunConfig`, or a config.json's
-    object (any version: read and checked as a stored one)."""
+    empty (``runstore.prepare_out``). ``config``: a resolved :class:`RunConfig`, a config.json's
+    object (any version: read and checked as a stored one), or a task's own configuration made
+    without the engine (``Task.default_config``)."""
     out = Path(out)
     config = stamped(task, config)
     with runstore.locked(out):
@@ -75,7 +76,7 @@ def start(
         return execute(task, out, config, task.init_state(config) if state is None else state, quiet=quiet)
 
 
-def stamped(task: Task, config: RunConfig | dict[str, Any]) -> RunConfig:
+def stamped(task: Task, config: RunConfig | dict[str, Any] | TaskConfig[Any]) -> RunConfig:
     """A new run's configuration: ``config`` resolved (a config.json's object, in any version's
     shape, is read as a stored one), with what is noted when a run starts in ``record`` (code
     version, time, environment, the run's own id as ``thread_id``)."""
@@ -90,9 +91,10 @@ def stamped(task: Task, config: RunConfig | dict[str, Any]) -> RunConfig:
             sandbox=config.sandbox,
             record=dict(config.record),
         )
-    if not isinstance(config, RunConfig):
+    if not isinstance(config, RunConfig):  # a config.json's object (TaskConfigs became RunConfigs above)
+        stored = cast("dict[str, Any]", config)
         config = check_stored(
-            {"task": task.name, "agents": task.agent_kinds[0], **upgrade_config({"task": task.name, **config})},
+            {"task": task.name, "agents": task.agent_kinds[0], **upgrade_config({"task": task.name, **stored})},
             "config",
             task,
         )

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from cooplab.cli import main
+from cooplab.evals.typed import as_series, column
 from cooplab.tasks.games.params import GAMES, TABLE4
 from tests.helpers.progress import kill_when
 
@@ -79,9 +80,9 @@ def test_run_each_game_with_json(tmp_path, capsys, game):
         players_t = pd.read_parquet(out / "players.parquet")
         sims = pd.read_parquet(out / "simulations.parquet")
         assert len(players_t) == 20 * 10 * s["rounds_completed"] and len(sims) == 20
-        assert s["metric"]["mean"] == pytest.approx(sims["metric"].mean())
+        assert s["metric"]["mean"] == pytest.approx(column(sims, "metric").mean())
         assert s["payoff"]["mean_total_per_player"] == pytest.approx(
-            players_t.groupby("simulation")["payoff"].sum().mean() / 10
+            as_series(players_t.groupby("simulation")["payoff"].sum()).mean() / 10
         )
     n, p, r = results["nash"], results["pareto"], results["random"]
     assert (

@@ -6,6 +6,8 @@ one or several profiles (hostile profile files refused in one line)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -27,7 +29,8 @@ def cli(args, capsys):
     return code, out, err
 
 
-def profile(tmp_path, capsys, model, out="prof", extra=(), expect=0):
+def profile(tmp_path, capsys, model, out="prof", extra=(), expect=0) -> tuple[Any, Path, str]:
+    """Run ``cooplab profile``; its --json answer (None when it printed none), its folder and stderr."""
     code, stdout, err = cli(
         [
             "profile",
