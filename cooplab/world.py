@@ -42,6 +42,8 @@ the LLM stack. The modules behind these names are cooplab's inside: they may mov
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 #: the module that defines each name (the layering test checks that the world face sits above them)
 _FROM: dict[str, tuple[str, ...]] = {
     "cooplab.graphs.task": ("Task", "TaskConfig", "RunInfo", "TaskConfigError"),
@@ -65,6 +67,34 @@ _MODULES: dict[str, str] = {
     "formats": "cooplab.graphs.formats",
 }
 _WHERE = {name: module for module, names in _FROM.items() for name in names}
+
+if TYPE_CHECKING:  # the same names as _FROM and _MODULES, for type checkers; at run time they load on first use
+    # (`X as X`: a re-export)
+    from cooplab.agents.batch import decide_all as decide_all
+    from cooplab.agents.decisions import DecisionSpec as DecisionSpec
+    from cooplab.agents.decisions import decide as decide
+    from cooplab.agents.models.scripted import ScriptedChatModel as ScriptedChatModel
+    from cooplab.agents.rule_based import imitation_probability as imitation_probability
+    from cooplab.agents.rule_based import sample_peer as sample_peer
+    from cooplab.graphs import explore as explore
+    from cooplab.graphs import formats as formats
+    from cooplab.graphs import runfiles as runfiles
+    from cooplab.graphs.context import CoopContext as CoopContext
+    from cooplab.graphs.nodes import PolicyResult as PolicyResult
+    from cooplab.graphs.nodes import charged as charged
+    from cooplab.graphs.nodes import ledger_node as ledger_node
+    from cooplab.graphs.nodes import llm_node as llm_node
+    from cooplab.graphs.rng import phase_rng as phase_rng
+    from cooplab.graphs.rundir import write_table as write_table
+    from cooplab.graphs.society import build_society as build_society
+    from cooplab.graphs.state import AppendLog as AppendLog
+    from cooplab.graphs.tables import agent_id as agent_id
+    from cooplab.graphs.tables import with_agent_ids as with_agent_ids
+    from cooplab.graphs.task import RunInfo as RunInfo
+    from cooplab.graphs.task import Task as Task
+    from cooplab.graphs.task import TaskConfig as TaskConfig
+    from cooplab.graphs.task import TaskConfigError as TaskConfigError
+    from cooplab.runs.registry import register_task as register_task
 
 __all__ = sorted([*_WHERE, *_MODULES])
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("layering", ROOT / "tests" / "graphs" / "test_layering.py")
+assert _spec is not None and _spec.loader is not None, "tests/graphs/test_layering.py is missing"
 layering = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(layering)
 

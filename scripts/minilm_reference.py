@@ -47,9 +47,10 @@ def texts() -> list[str]:
 
 
 def main() -> int:
-    import sentence_transformers
-    import torch
-    from sentence_transformers import SentenceTransformer
+    # the reference's own stack, installed only to write the reference (never in cooplab's environments)
+    import sentence_transformers  # pyright: ignore[reportMissingImports]
+    import torch  # pyright: ignore[reportMissingImports]
+    from sentence_transformers import SentenceTransformer  # pyright: ignore[reportMissingImports]
 
     from cooplab.agents.model_files import verified_dir
 

@@ -78,6 +78,7 @@ def main(out: Path) -> None:
         if kind == "greedy":  # the figure's level and band are the greedy run's
             first = rec
     print("unperturbed T_s", base.summary["survival_time"]["mean"])
+    assert first is not None, "the greedy run's recovery figures are the figure's level and band"
     series["unperturbed"] = base.rounds.sort_values("round")["R"].to_numpy()
     recovery_figure(
         series,

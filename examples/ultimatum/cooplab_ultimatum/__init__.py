@@ -86,7 +86,11 @@ class Results(runfiles.Results):
     mean_payoff: float | None = Field(ge=0, description="coins per player per round")
 
 
-class State(TypedDict, total=False):
+class State(TypedDict):
+    """The graph's state. Every key is there when a node reads it: init_state sets the first nine, and
+    each round's pair, offer and respond nodes set the round's keys before the nodes after them read them
+    (a node returns only the keys it changes)."""
+
     seed: int
     round: int  # the round being played (1-based); > max_round when the run is over
     max_round: int
