@@ -1015,7 +1015,7 @@ def replace_section(path: Path, text: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     ap.add_argument(
         "--quick", action="store_true", help="smoke variant: 3 replicates/cell; no file written unless --out"
     )

@@ -34,6 +34,7 @@ from _results import (  # benchmarks/ is on sys.path when run as a script
     emit,
     machine_info,
 )
+from langchain_core.runnables import RunnableConfig
 
 from cooplab.tasks.games import players as pl
 from cooplab.tasks.games.params import GAMES, model_of
@@ -47,7 +48,10 @@ def time_graph(game: str, kind: str, S: int, repeats: int) -> float:
     """Best wall time of one graph invocation of ``S`` simulations."""
     P = model_of(game)(simulations=S)
     graph = build_game_graph(P, pl.policies(kind, P))
-    cfg = {"configurable": {"thread_id": game}, "recursion_limit": P.rounds * (len(graph.nodes) + 1) + 10}
+    cfg: RunnableConfig = {
+        "configurable": {"thread_id": game},
+        "recursion_limit": P.rounds * (len(graph.nodes) + 1) + 10,
+    }
     best = float("inf")
     for _ in range(repeats):
         state = init_state(P, seed=1)

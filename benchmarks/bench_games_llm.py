@@ -29,6 +29,7 @@ import json
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from _results import (  # benchmarks/ is on sys.path when run as a script
     emit,
@@ -72,7 +73,7 @@ def run_game(
     rounds: int | None = None,
     group_size: int | None = None,
     max_concurrency: int = 1024,
-) -> dict:
+) -> Any:
     """One game through the runner; its summary."""
     from cooplab.runs import runner
     from cooplab.runs import store as runstore

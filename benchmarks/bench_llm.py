@@ -378,7 +378,7 @@ def profile_graph(N: int, rounds: int, runs: int = 5, top: int = 12) -> dict[str
     st = pstats.Stats(pr)
     groups = []
     for label, file_part, names in PROFILE_GROUPS:
-        groups.append((label, sum(v[3] for (f, _l, name), v in st.stats.items() if name in names and file_part in f)))
+        groups.append((label, sum(v[3] for (f, _l, name), v in st.stats.items() if name in names and file_part in f)))  # pyright: ignore[reportAttributeAccessIssue]  # pstats' table (not in typeshed)
     buf = io.StringIO()
     pstats.Stats(pr, stream=buf).sort_stats("tottime").print_stats(top)
     lines = [ln for ln in buf.getvalue().splitlines() if re.match(r"\s*[0-9/]+\s+[0-9.]+", ln)]
@@ -464,6 +464,7 @@ async def bench_replay(N: int, rounds: int, latency: float) -> dict[str, Any]:
             cache = ResponseCache(path)
             svc = scripted_service(latency=latency, cache=cache)
             model = svc.models["default"][1]
+            assert isinstance(model, ScriptedChatModel)
             r = await run_graph(N, rounds, svc)
             tot = svc.ledger.totals()
             fin = r["final"]
@@ -830,7 +831,7 @@ def report(info, start, a, bs, c, d, prof, quick: bool, cmd: str, total_s: float
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     ap.add_argument(
         "--quick", action="store_true", help="smoke run: fewer agents/rounds/repeats; no file written unless --out"
     )

@@ -439,7 +439,7 @@ def measure(quick: bool, label: str, parts: str = "abc", save: Path | None = Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     ap.add_argument("--quick", action="store_true", help="smoke run: tiny sizes")
     ap.add_argument("--json", type=Path, help="write this measurement to a JSON file")
     ap.add_argument("--label", default=None, help="what was measured (default: the cooplab package's folder)")

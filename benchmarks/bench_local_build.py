@@ -136,7 +136,10 @@ def native_wheel(arg: Path | None) -> Path:
         ],
         env=env,
     )
-    return find_wheel(d)
+    wheel = find_wheel(d)
+    if wheel is None:
+        raise SystemExit(f"bench_local_build: pip built no llama-cpp-python {LLAMA_VERSION} wheel in {d}")
+    return wheel
 
 
 def install(wheel: Path, target: Path) -> Path:
@@ -171,7 +174,7 @@ def make_calls(n: int) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     ap.add_argument("--quick", action="store_true", help="3 decisions, 1 repeat; writes nothing unless --out")
     ap.add_argument("--decisions", type=int, default=12)
     ap.add_argument("--repeats", type=int, default=3)

@@ -280,7 +280,9 @@ def society(cfgs: dict, agents: int, rounds: int, work: Path) -> dict[str, dict]
             "out": led.get("output_tokens"),
             "reused": reuse.get("tokens_reused"),
             "survival": s.get("survival_time", {}).get("values"),
-            "decisions": {(r.society, r.agent, r.round, r.phase): r.parsed for r in d.itertuples()},
+            "decisions": {
+                (r["society"], r["agent"], r["round"], r["phase"]): r["parsed"] for r in d.to_dict("records")
+            },
         }
         print(
             f"(c) {name}: {s['wall_seconds']:.0f} s, {led.get('calls')} calls, {led.get('input_tokens')} tokens in",

@@ -35,7 +35,7 @@ SCRIPT = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     ap.add_argument("--model", default="local", help="local (default) or scripted (a scripted model, for smoke runs)")
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--pilot-rounds", type=int, default=4)

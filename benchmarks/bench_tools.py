@@ -36,6 +36,7 @@ from _results import (  # benchmarks/ is on sys.path when run as a script
     write_section,
 )
 from langchain_core.messages import HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
 
@@ -125,7 +126,7 @@ async def run_variant(
     saver_cm = graph = None
     if run_dir is not None:
         g = StateGraph(LoopState, context_schema=CoopContext)
-        g.add_node(
+        g.add_node(  # pyright: ignore[reportArgumentType]  # LangGraph's stubs name no (state, config, runtime) node
             "agent",
             tool_agent_node(
                 AGENT,
@@ -147,7 +148,8 @@ async def run_variant(
             res = await agent.arun([HumanMessage(content=f"loop {i}")], context=ctx, round=i)
             rec = res.record()
         else:
-            cfg = {
+            assert run_dir is not None  # a graph is built only with a run folder
+            cfg: RunnableConfig = {
                 "configurable": {"thread_id": f"loop-{i}"},
                 **({"callbacks": tracing_callbacks(run_dir)} if trace else {}),
             }
