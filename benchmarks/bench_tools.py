@@ -36,7 +36,6 @@ from _results import (  # benchmarks/ is on sys.path when run as a script
     write_section,
 )
 from langchain_core.messages import HumanMessage, ToolMessage
-from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
 
@@ -126,9 +125,10 @@ async def run_variant(
     saver_cm = graph = None
     if run_dir is not None:
         g = StateGraph(LoopState, context_schema=CoopContext)
-        g.add_node(  # pyright: ignore[reportArgumentType]  # LangGraph's stubs name no (state, config, runtime) node
+        # LangGraph's stubs name no (state, config, runtime) node
+        g.add_node(
             "agent",
-            tool_agent_node(
+            tool_agent_node(  # pyright: ignore[reportArgumentType]
                 AGENT,
                 [run_code_tool()],
                 lambda s: [HumanMessage(content=f"loop {s['round']}")],
@@ -149,7 +149,7 @@ async def run_variant(
             rec = res.record()
         else:
             assert run_dir is not None  # a graph is built only with a run folder
-            cfg: RunnableConfig = {
+            cfg = {
                 "configurable": {"thread_id": f"loop-{i}"},
                 **({"callbacks": tracing_callbacks(run_dir)} if trace else {}),
             }
