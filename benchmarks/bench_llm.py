@@ -162,11 +162,11 @@ async def run_graph(
     compile_s = time.perf_counter() - t_c
     t0 = time.perf_counter()
     state = initial_state(params)
-    cfg: dict[str, Any] = {
+    cfg: RunnableConfig = {
         "configurable": {"thread_id": "bench"},
         "recursion_limit": recursion_limit(state, len(phases)),
     }
-    kw = {"durability": "sync"} if checkpointer else {}
+    kw: dict[str, Any] = {"durability": "sync"} if checkpointer else {}
     marks = [t0]
     final = None
     async for mode, data in graph.astream(
@@ -177,12 +177,14 @@ async def run_graph(
         elif mode == "values":
             final = data
     wall = time.perf_counter() - t0
+    assert final is not None, "the graph streamed no state"
     n_r = len(marks) - 1
     llm_round = [sum(e - s for _n, s, e in spans if marks[j] < e <= marks[j + 1]) for j in range(n_r)]
     tot = service.ledger.totals()
     decisions = final.get("decisions") or []
     phases_by_round: dict[int, set] = {}
     for e in service.ledger.entries:
+        assert e.round is not None  # every call of a society round names its round
         phases_by_round.setdefault(int(e.round), set()).add(e.phase)
     return {
         "wall": wall,
