@@ -160,6 +160,10 @@ def upgrade_table(name: str, df: Any) -> Any:
 
 
 # --- a game profile's folder -----------------------------------------------------------------------
+#: a game profile folder's own files, as its manifest's ``outputs`` names them
+PROFILE_OUTPUTS = {"profile": "profile.json", "settings": "profile-config.json", "figure": "figures/profile.png"}
+
+
 def profile_cells(games: Any, seed: Any) -> dict[str, str]:
     """Where a game profile written before the grid layout keeps each game's run (``games/GAME``,
     relative to the profile's folder) -> where the grid layout keeps it (``cells/game-GAME__sSEED``,

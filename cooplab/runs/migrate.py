@@ -261,22 +261,17 @@ def _apply_profile(change: Change) -> Change:
         )
         for a, b in change.content.items()
     ]
-    outputs = {
-        k: v
-        for k, v in (
-            ("profile", "profile.json"),
-            ("settings", "profile-config.json"),
-            ("figure", "figures/profile.png"),
-        )
-        if (folder / v).exists()
-    }
+    outputs = {k: v for k, v in formats.PROFILE_OUTPUTS.items() if (folder / v).exists()}
     runfiles.write_manifest(folder, runfiles.Manifest(kind="profile", task="game", cells=cells, outputs=outputs))
     return Change(change.path, change.converter, change.version, backup, change.content)
 
 
 def _status(d: Path) -> Any:
+    """A moved run's status for the manifest (None when it has no readable summary)."""
+    from cooplab.runs.sweeps import cell_status
+
     try:
-        return runfiles.read_summary(d).status if (d / runfiles.SUMMARY_FILE).is_file() else None
+        return cell_status(d)
     except RunDirError:
         return None
 

@@ -39,7 +39,7 @@ from typing import Any
 
 from cooplab.evals.bayes import MAX_FALLBACK, check_max_fallback, fallback_of
 from cooplab.graphs import rundir
-from cooplab.graphs.formats import upgrade_llm
+from cooplab.graphs.formats import PROFILE_OUTPUTS, upgrade_llm
 from cooplab.graphs.jobs import Runs
 from cooplab.graphs.rundir import RunDirError
 from cooplab.graphs.runfiles import RunSummary, read_summary
@@ -323,7 +323,7 @@ def sweep_of(out: Path, req: Mapping[str, Any]) -> dict[str, Any]:
 
 
 #: the profile's own files, as its manifest names them
-OUTPUTS = {"profile": "profile.json", "settings": "profile-config.json", "figure": "figures/profile.png"}
+OUTPUTS = PROFILE_OUTPUTS
 
 
 def run_profile(
