@@ -87,6 +87,11 @@ def cell_status(d: Path) -> runfiles.RunStatus | None:
     return runstore.read_summary(d).status
 
 
+def resumable(d: Path) -> bool:
+    """Whether a cell's folder holds a started run that resumes from its checkpoints (:func:`execute_job`)."""
+    return (d / "checkpoints.sqlite").exists() and (d / "config.json").exists()
+
+
 def next_step(j: dict[str, Any]) -> str:
     """What :func:`execute_job` will do with ``j`` as its folder is now: "skipped" (finished),
     "resumed" (checkpoints) or "ran"; a damaged summary counts as "ran" here (the job fails with
@@ -99,7 +104,7 @@ def next_step(j: dict[str, Any]) -> str:
             return "skipped"
     except runstore.RunDirError:
         return "ran"
-    return "resumed" if (d / "checkpoints.sqlite").exists() and (d / "config.json").exists() else "ran"
+    return "resumed" if resumable(d) else "ran"
 
 
 def execute_job(j: dict[str, Any], *, warn: Callable[[str], None] | None = None, worker: bool = True) -> dict[str, Any]:
@@ -125,7 +130,7 @@ def execute_job(j: dict[str, Any], *, warn: Callable[[str], None] | None = None,
     with runstore.locked(runstore.ensure_writable(d)):  # a cell another process is writing is not touched
         if cell_status(d) in j["done"]:
             return {"kind": "skipped", **where}
-        if (d / "checkpoints.sqlite").exists() and (d / "config.json").exists():
+        if resumable(d):
             runner.resume(d, quiet=True, warn=warn)
             return {"kind": "resumed", **where}
         runstore.prepare_out(d, force=True)
@@ -455,15 +460,9 @@ class SweepBudget:
         self._counted = {j["dir"]: self._spent(j) for j in jobs}
         self._lock = threading.Lock()
 
-    @staticmethod
-    def _resumes(j: dict[str, Any]) -> bool:
-        """Whether the cell resumes from its checkpoints when it runs (:func:`execute_job`)."""
-        d = Path(j["dir"])
-        return (d / "checkpoints.sqlite").exists() and (d / "config.json").exists()
-
     def _cap_of(self, j: dict[str, Any]) -> Any:
         """A job's cap: its ``cap``; in turn, a started cell's is the budget it was given (its config.json)."""
-        if self.in_turn and self._resumes(j):
+        if self.in_turn and resumable(Path(j["dir"])):
             from cooplab.runs import store as runstore
 
             try:
@@ -502,7 +501,7 @@ class SweepBudget:
                 done = False
             if done:
                 return True  # skipped: spends nothing
-            if self.in_turn and self._resumes(j):
+            if self.in_turn and resumable(Path(j["dir"])):
                 self._counted[j["dir"]] = self._cap[j["dir"]]
                 return True  # started with what was left then: it resumes within that
             if self.in_turn:  # a new cell gets what the others left as its budget
