@@ -281,10 +281,9 @@ def load_profile_dir(d: Path) -> dict[str, Any]:
     games: dict[str, dict[str, Any]] = {}
     notes: list[str] = []
     try:
-        manifest = runfiles.manifest_of(d)
+        dirs = runfiles.dirs_by(d, "game")  # cells/game-GAME__sN (games/GAME before)
     except rundir.RunDirError as exc:
         raise BayesError(_line(exc)) from None
-    dirs = {} if manifest is None else manifest.dirs_by(d, "game")  # cells/game-GAME__sN (games/GAME before)
     for g in GAMES:
         e = p["games"].get(g)
         if e is None:

@@ -109,10 +109,9 @@ def profile_row(d: Path) -> dict[str, Any]:
     games = prof.get("games")
     games = games if isinstance(games, dict) else {}
     try:
-        m = runfiles.manifest_of(d)
+        dirs = runfiles.dirs_by(d, "game")  # cells/game-GAME__sN (games/GAME before the grid layout)
     except runfiles.RunDirError as exc:
         raise EfficiencyError(str(exc).splitlines()[0]) from None
-    dirs = {} if m is None else m.dirs_by(d, "game")  # cells/game-GAME__sN (games/GAME before the grid layout)
     frames = [lg for g in games if (lg := _ledger(dirs.get(str(g), d / "games" / str(g)))) is not None]
     totals = ledger_totals(pd.concat(frames, ignore_index=True) if frames else None)
     t = prof.get("totals")

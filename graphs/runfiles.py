@@ -640,6 +640,14 @@ class Manifest(FileModel):
         return out
 
 
+def dirs_by(folder: str | Path, key: str) -> dict[str, Path]:
+    """The run directories of a folder of many runs by the cells' label ``key`` (:meth:`Manifest.dirs_by`;
+    earlier layouts through :func:`manifest_of`); {} for a folder that is none; a damaged manifest is a
+    one-line RunDirError."""
+    m = manifest_of(folder)
+    return {} if m is None else m.dirs_by(Path(folder), key)
+
+
 #: the folders the layouts before manifests kept their run directories in
 RUN_FOLDERS = ("cells", "runs", "games", "items")
 

@@ -377,10 +377,9 @@ def game_dirs(out: Path) -> dict[str, Path]:
     from cooplab.graphs import runfiles
 
     try:
-        m = runfiles.manifest_of(out)
+        return runfiles.dirs_by(out, "game")
     except RunDirError as exc:
         raise ProfileError(str(exc)) from None
-    return {} if m is None else m.dirs_by(Path(out), "game")
 
 
 def _stored_request(out: Path) -> dict[str, Any]:
