@@ -525,8 +525,17 @@ class ScienceTask(Task):
         heuristic scorer's (as before); ``judge`` names the LLM judge whose scores are in
         ``judge_completeness``, ``judge_quality`` and ``judge_accuracy`` (:func:`_judge_row`; empty
         for a run no judge scored). A run's condition is its cell name without the seed; the
-        model, task, budget, visibility, team size and prompt come from the run's own config.json."""
+        model, task, budget, visibility, team size and prompt come from the run's own config.json.
+
+        A bench's folder (its manifest's kind is "bench": ``cooplab bench science``): its
+        results.parquet, summary.json, report.md and figure instead
+        (:func:`cooplab.tasks.science.bench.analyze`)."""
         import pandas as pd
+
+        if (Path(out) / "manifest.json").is_file() and runfiles.read_manifest(Path(out)).kind == "bench":
+            from cooplab.tasks.science.bench import analyze
+
+            return analyze(Path(out), cells)
 
         from cooplab.evals.science_scoring import JUDGE_COLUMNS
 
