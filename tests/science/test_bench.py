@@ -16,12 +16,17 @@ import pandas as pd
 import pytest
 
 from cooplab.cli import main
-from cooplab.runs import sweeps
+from cooplab.runs.engine import ENGINE
 from cooplab.tasks.science import bench
 from tests.helpers.cli import fail_line
 
 EX = Path(__file__).resolve().parents[2] / "examples" / "bench-suite"
 SUITE, TABLES, LABELS = EX / "suite.jsonl", EX / "tables", EX / "labels.jsonl"
+
+
+def cell(out: Path, item: str, seed: int = 0) -> Path:
+    """An item's run directory in a bench folder (a cell of its grid sweep)."""
+    return out / "cells" / f"item-{item}__s{seed}"
 
 
 def run_bench(capsys, out, answers, *extra):
@@ -107,7 +112,7 @@ def test_correct_answers_score_100_percent_with_every_output(correct_bench):
     report = (out / "report.md").read_text()
     assert "## By level" in report and "## By concept" in report and "cost per correct answer" in report
     assert (out / "figures" / "accuracy-cost.png").stat().st_size > 1000
-    paper = sorted((out / "items" / "q01" / "artifacts").glob("final_paper.v*.md"))[-1].read_text()
+    paper = sorted((cell(out, "q01") / "artifacts").glob("final_paper.v*.md"))[-1].read_text()
     assert "@mean_unit_price[" in paper  # the answer went through the graph into the final artifact
 
 
@@ -137,8 +142,8 @@ def test_resume_skips_finished_items_and_charges_nothing_again(correct_bench, tm
     src, s0 = correct_bench
     out = tmp_path / "resumed"
     shutil.copytree(src, out)
-    (out / "items" / "q05" / "summary.json").unlink()  # interrupted after its last checkpoint
-    shutil.rmtree(out / "items" / "q06")  # never started
+    (cell(out, "q05") / "summary.json").unlink()  # interrupted after its last checkpoint
+    shutil.rmtree(cell(out, "q06"))  # never started
     s = run_bench(capsys, out, EX / "answers-correct.jsonl")
     assert s["resumed"] == ["q05"] and s["ran"] == ["q06"] and len(s["skipped"]) == s0["items"] - 2
     assert s["cost_usd"] == pytest.approx(s0["cost_usd"]) and s["tokens_in"] == s0["tokens_in"]
@@ -153,9 +158,7 @@ def test_figure_of_several_benches(correct_bench, tmp_path, capsys):
     assert main(["bench", "figure", str(src), str(src), "--out", str(png), "--json"]) == 0
     o = json.loads(capsys.readouterr().out)
     assert len(o["points"]) == 2 and o["points"][0]["accuracy"] == 1.0 and png.stat().st_size > 1000
-    assert "is not a bench summary" in fail_line(
-        capsys, ["bench", "figure", str(src / "items" / "q01"), "--out", str(png)]
-    )
+    assert "is not a bench summary" in fail_line(capsys, ["bench", "figure", str(cell(src, "q01")), "--out", str(png)])
 
 
 GOOD = {"id": "a1", "question": "Mean?", "constraints": "2 decimals", "format": "@m[value]", "file_name": "orders.csv"}
@@ -176,7 +179,7 @@ def test_a_suite_line_that_is_no_json_object_is_one_line_naming_the_line(tmp_pat
         ["bench", "science", str(p), "--tables", str(TABLES), "--team", "answers:x", "--out", str(tmp_path / "o")],
     )
     assert f"suite {p} line 2: " in msg and why in msg, msg
-    assert not (tmp_path / "o" / "items").exists()
+    assert not (tmp_path / "o").exists()
 
 
 @pytest.mark.parametrize(
@@ -188,6 +191,7 @@ def test_a_suite_line_that_is_no_json_object_is_one_line_naming_the_line(tmp_pat
         (json.dumps({**GOOD, "format": "the mean"}), "no @name[...] answer part"),
         (json.dumps({**GOOD, "id": "../x"}), "id '../x' must be"),
         (json.dumps({**GOOD, "id": "a0"}), "duplicate id 'a0' (first on line 1)"),
+        (json.dumps({**GOOD, "id": "a0-"}), "id 'a0-' names the same run folder as id 'a0' (line 1)"),
     ],
 )
 def test_an_item_that_cannot_run_is_kept_with_its_reason(tmp_path, line, why):
@@ -196,14 +200,14 @@ def test_an_item_that_cannot_run_is_kept_with_its_reason(tmp_path, line, why):
     first, second = bench.load_suite(p, TABLES)
     assert first["problem"] is None and second["line"] == 2 and why in second["problem"], second["problem"]
     p.write_text(line + "\n")
-    if why.startswith("duplicate"):
+    if why.startswith("duplicate") or "same run folder" in why:
         return
     with pytest.raises(bench.BenchError, match=f"no item of suite {p} can be run; the first: line 1: "):
         bench.run_bench(
             p,
             TABLES,
             tmp_path / "o",
-            jobs_on=sweeps,
+            jobs_on=ENGINE,
             labels=None,
             team="llm",
             team_size=1,
@@ -356,7 +360,7 @@ def test_team_size_one_is_a_single_analyst(tmp_path, capsys):
     """--team-size 1 is the baseline of the benchmark papers: one agent, one tool loop, no teams."""
     s = run_bench(capsys, tmp_path / "solo", EX / "answers-correct.jsonl", "--limit", "2", "--team-size", "1")
     assert s["team_size"] == 1 and s["correct"] == 2
-    d = tmp_path / "solo" / "items" / "q01"
+    d = cell(tmp_path / "solo", "q01")
     cfg = json.loads((d / "config.json").read_text())
     assert cfg["params"]["team_size"] == 1 and cfg["params"]["pipeline"] == "solo"
     loops = pd.read_parquet(d / "tool_loops.parquet")
@@ -524,7 +528,7 @@ def test_kill_9_mid_item_then_resume_charges_nothing_twice(tmp_path):
         time.sleep(0.05)
     os.killpg(p.pid, signal.SIGKILL)
     p.wait()
-    done = sorted(d.name for d in (killed / "items").iterdir() if (d / "summary.json").exists())
+    done = sorted(iid for iid in ("q01", "q02", "q03", "q04") if (cell(killed, iid) / "summary.json").exists())
     assert done == ["q01", "q02", "q03"]  # the kill landed inside q04
     gate.touch()
     p = start(killed)
@@ -532,7 +536,7 @@ def test_kill_9_mid_item_then_resume_charges_nothing_twice(tmp_path):
     assert p.returncode == 0, err[-2000:]
     s = json.loads(out)
     assert s["skipped"] == ["q01", "q02", "q03"] and sorted(s["resumed"] + s["ran"]) == ["q04", "q05", "q06"]
-    q04 = json.loads((killed / "items" / "q04" / "summary.json").read_text())
+    q04 = json.loads((cell(killed, "q04") / "summary.json").read_text())
     assert q04["llm"]["cache_hits"] >= 1  # the call paid before the kill was replayed, not bought again ...
     assert q04["ledger"]["cached_calls"] == 0  # ... and charged as the live call it was (the ledger journal)
 
