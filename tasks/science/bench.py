@@ -625,7 +625,7 @@ def run_bench(
         raise BenchError("give --budget-per-item or --budget (the whole suite), not both")
     per_item = budget / len(items) if budget is not None else budget_per_item
     out = Path(out)
-    if (out / "items").is_dir() and not (out / "cells").exists():
+    if (out / "items").is_dir() and not (out / "cells").exists() and any((out / "items").iterdir()):
         raise BenchError(
             f"{out} is a bench in the earlier items/ layout; run `cooplab migrate {out}` to move its items into "
             "cells/, then run the bench again"
