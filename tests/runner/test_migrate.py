@@ -72,7 +72,7 @@ def test_the_format_is_declared_once_with_the_version_of_each_file():
     for name, conv in formats.CONVERTERS.items():
         assert conv.file == name and conv.reads and conv.writes
         assert name not in formats.VERSIONS or conv.writes == f"version {formats.VERSIONS[name]}"
-    assert set(formats.CONVERTERS) == {*formats.VERSIONS, "table", "games/"}
+    assert set(formats.CONVERTERS) == {*formats.VERSIONS, "table", "games/", "items/"}
 
 
 def test_every_run_file_of_every_task_is_converted_to_what_the_readers_make_of_it(tmp_path):
