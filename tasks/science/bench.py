@@ -7,10 +7,13 @@ under ``--tables``), optional ``level`` and ``concepts``. Labels, one object per
 ``common_answers`` (a list of ``[name, value]`` pairs).
 
 Every item is one science run on its own data (:func:`cooplab.tasks.science.owndata.custom_config`:
-the item's table is the dataset, question + constraints + format the task text), run as a job of
-the executor passed in (``jobs_on``: the engine's :mod:`cooplab.runs.sweeps`; ``OUT/items/ID`` run directories,
-concurrent, finished items skipped on a
-rerun, ``--executor ray``). The answers are the ``@name[value]`` parts of the final artifact (the
+the item's table is the dataset, question + constraints + format the task text). The bench is a
+grid sweep of the science task run by the engine's grid runner (``jobs_on.run_grid``,
+:mod:`cooplab.runs.grid`; :func:`sweep_of`): one cell per item that can run,
+``OUT/cells/item-ID__sSEED`` run directories, ``OUT/manifest.json`` of kind ``bench``, concurrent,
+finished items skipped on a rerun, ``--executor ray``. The science task's ``analyze_sweep`` then
+writes the bench's files from the manifest (:func:`analyze`). A bench of the earlier
+``OUT/items/ID`` layout reads as it is; ``cooplab migrate`` moves it (``formats.bench_cells``). The answers are the ``@name[value]`` parts of the final artifact (the
 last one of each name wins); an item is correct when every labelled sub-answer matches
 (:mod:`cooplab.tasks.science.bench_answers`: numbers at the label's precision, text, lists, dicts). An
 item that cannot be run or scored (a problem in its suite line or its labels) is kept, left out
