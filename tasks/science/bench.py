@@ -13,8 +13,10 @@ grid sweep of the science task run by the engine's grid runner (``jobs_on.run_gr
 ``OUT/cells/item-ID__sSEED`` run directories, ``OUT/manifest.json`` of kind ``bench``, concurrent,
 finished items skipped on a rerun, ``--executor ray``. The science task's ``analyze_sweep`` then
 writes the bench's files from the manifest (:func:`analyze`). A bench of the earlier
-``OUT/items/ID`` layout reads as it is; ``cooplab migrate`` moves it (``formats.bench_cells``). The answers are the ``@name[value]`` parts of the final artifact (the
-last one of each name wins); an item is correct when every labelled sub-answer matches
+``OUT/items/ID`` layout reads as it is; ``cooplab migrate`` moves it (``formats.bench_cells``).
+
+The answers are the ``@name[value]`` parts of the final artifact (the last one of each name
+wins); an item is correct when every labelled sub-answer matches
 (:mod:`cooplab.tasks.science.bench_answers`: numbers at the label's precision, text, lists, dicts). An
 item that cannot be run or scored (a problem in its suite line or its labels) is kept, left out
 of the accuracy and listed with the reason (``why_not_scored``, ``not_scored``, report.md); one
