@@ -424,6 +424,7 @@ def custom_config(
     """A complete run config for :func:`cooplab.run` (see docs/science.md, "Your own data")."""
     from cooplab.agents.settings import LLMSettings
     from cooplab.limits import in_file, validate
+    from cooplab.tasks.science import scripted  # noqa: F401 - registers the built-in scripted teams (and the bench's)
     from cooplab.tasks.science.defaults import MAX_TOKENS
     from cooplab.tasks.science.params import ScienceParams
 
