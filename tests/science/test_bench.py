@@ -670,3 +670,23 @@ def test_a_bench_started_before_an_option_existed_resumes_with_its_default(tmp_p
     # the defaults the bench assumes are those a run on your own data gets
     llm = custom_config([TABLES / "orders.csv"], "x", None, backend="local")["llm"]
     assert {k: llm[k] for k in bench.BENCH_LLM} == bench.bench_llm(None)
+
+
+def test_a_fresh_process_knows_the_answers_team(tmp_path):
+    """`cooplab bench science --team answers:FILE` in a process that imported nothing before it:
+    the scripted answers model is registered by the code that builds an item's config (not by
+    whatever the test process imported earlier)."""
+    import subprocess
+    import sys
+
+    cmd = [
+        sys.executable,
+        "-c",
+        "import sys; from cooplab.cli import main; sys.exit(main(sys.argv[1:]))",
+        *["bench", "science", str(SUITE), "--tables", str(TABLES), "--labels", str(LABELS)],
+        *["--team", f"answers:{EX / 'answers-correct.jsonl'}", "--sandbox-backend", "local", "--cache", "off"],
+        *["--limit", "1", "--out", str(tmp_path / "b"), "--json"],
+    ]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=Path(__file__).resolve().parents[2])
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert json.loads(p.stdout)["correct"] == 1
