@@ -279,7 +279,9 @@ def _plan_bench(folder: Path) -> Change | None:
     settings = _read(cfg)
     if not isinstance(settings, dict):
         raise RunDirError(f"{cfg}: must be a JSON object, got {type(settings).__name__}; is it a cooplab bench?")
-    ids = sorted(d.name for d in items.iterdir() if d.is_symlink() or d.is_dir())
+    ids = sorted(  # the item runs (anything else in items/ stays there)
+        d.name for d in items.iterdir() if d.is_symlink() or (d.is_dir() and any((d / f).is_file() for f in RUN_FILES))
+    )
     for i in ids:
         if (items / i).is_symlink():
             raise RunDirError(f"{items / i} is a link; cooplab migrate moves only regular folders")
