@@ -65,17 +65,21 @@ def _lines(path: Path, what: str, constants: bool = False) -> Iterable[tuple[int
     from cooplab.tasks.science.owndata import read_utf8
 
     p = Path(path)
-    text = read_utf8(p, what, BenchError)
+    return _text_lines(read_utf8(p, what, BenchError), f"{what} {p}", constants)
+
+
+def _text_lines(text: str, where: str, constants: bool = False) -> Iterable[tuple[int, Any]]:
+    """:func:`_lines` of a file's text (``where``: what and which file, for the messages)."""
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         if len(line) > MAX_LINE:
-            raise BenchError(f"{what} {p} line {n}: longer than {MAX_LINE} characters")
+            raise BenchError(f"{where} line {n}: longer than {MAX_LINE} characters")
         obj = parse_json(
-            line, f"{what} {p} line {n}", error=BenchError, parse_constant=None if constants else _no_constant
+            line, f"{where} line {n}", error=BenchError, parse_constant=None if constants else _no_constant
         )
         if not isinstance(obj, dict):
-            raise BenchError(f"{what} {p} line {n}: expected a JSON object, got {type(obj).__name__}")
+            raise BenchError(f"{where} line {n}: expected a JSON object, got {type(obj).__name__}")
         yield n, obj
 
 
@@ -205,10 +209,15 @@ def load_labels(path: Path | str) -> tuple[dict[str, Labels], list[str]]:
     counts once. A line that cannot score its item (no pairs, a null value, a name given twice
     with different values, an id given again with other answers) marks that item not scored,
     with the reason. BenchError (one line) only for a line that is not a JSON object."""
+    return _labels_of(_lines(Path(path), "labels", constants=True))
+
+
+def _labels_of(lines: Iterable[tuple[int, Any]]) -> tuple[dict[str, Labels], list[str]]:
+    """:func:`load_labels` of a labels file's parsed lines."""
     out: dict[str, Labels] = {}
     notes: list[str] = []
     seen: dict[str, int] = {}
-    for n, obj in _lines(Path(path), "labels", constants=True):
+    for n, obj in lines:
         iid, why = _item_id(obj)
         if iid is None:
             notes.append(f"labels line {n}: {why}")
@@ -614,7 +623,14 @@ def run_bench(
     from cooplab.graphs.rundir import write_json
 
     items = load_suite(suite, tables)
-    labs, label_notes = load_labels(labels) if labels is not None else (None, [])
+    from cooplab.tasks.science.owndata import read_utf8
+
+    labels_text = read_utf8(Path(labels), "labels", BenchError) if labels is not None else None
+    labs, label_notes = (
+        _labels_of(_text_lines(labels_text, f"labels {labels}", constants=True))
+        if labels_text is not None
+        else (None, [])
+    )
     if limit is not None:
         items = items[:limit]
     if all(it["problem"] for it in items):
@@ -689,7 +705,8 @@ def run_bench(
         out / RUN_FILE,
         {
             "meta": meta,
-            "labels_file": None if labels is None else str(Path(labels).resolve()),
+            # the labels themselves, not their file's path: the analysis reads nothing a run folder points to
+            "labels_text": labels_text,
             "label_notes": label_notes,
             "items": items,
             "started": time.time(),
@@ -734,7 +751,8 @@ def analyze(out: Path, cells: list[dict[str, Any]]) -> dict[str, Any]:
         raise BenchError(f"{out} cannot be analysed as a bench ({one_line(exc, 200)}); run the bench again") from None
     if not isinstance(run, dict) or not isinstance(run.get("items"), list):
         raise BenchError(f"{out / RUN_FILE} is not what cooplab bench science writes; run the bench again")
-    labs = load_labels(run["labels_file"])[0] if run.get("labels_file") else None
+    text = run.get("labels_text")
+    labs = _labels_of(_text_lines(text, f"labels kept in {out / RUN_FILE}", constants=True))[0] if text else None
     by_item = {str(c.labels.get("item")): c for c in m.cells if c.dir is not None}
     steps: dict[str, list[str]] = {"ran": [], "resumed": [], "skipped": []}
     finished = set()

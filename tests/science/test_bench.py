@@ -152,6 +152,25 @@ def test_resume_skips_finished_items_and_charges_nothing_again(correct_bench, tm
     assert s2["ran"] == [] and s2["resumed"] == [] and s2["cost_usd"] == pytest.approx(s0["cost_usd"])
 
 
+def test_the_analysis_scores_with_the_labels_kept_in_the_folder_and_opens_no_path_from_it(correct_bench, tmp_path):
+    src, s0 = correct_bench
+    out = tmp_path / "copy"
+    shutil.copytree(src, out)
+    run = json.loads((out / bench.RUN_FILE).read_text())
+    lines = [json.loads(x) for x in run["labels_text"].splitlines() if x.strip()]
+    for obj in lines:
+        if obj["id"] == "q01":  # the kept labels now disagree with q01's answer
+            obj["common_answers"] = [[name, "123456789"] for name, _ in obj["common_answers"]]
+    run["labels_text"] = "\n".join(json.dumps(o) for o in lines)
+    run["labels_file"] = str(tmp_path / "not-a-labels-file")  # a path written in the folder is never opened
+    (tmp_path / "not-a-labels-file").write_text("this is not JSON\n")
+    (out / bench.RUN_FILE).write_text(json.dumps(run))
+    s = bench.analyze(out, [])["bench"]
+    assert s["correct"] == s0["correct"] - 1 and s["scored"] == s0["scored"]
+    df = pd.read_parquet(out / "results.parquet").set_index("id")
+    assert not bool(df.loc["q01", "correct"]) and bool(df.drop(index="q01")["correct"].all())
+
+
 def test_figure_of_several_benches(correct_bench, tmp_path, capsys):
     src, _ = correct_bench
     png = tmp_path / "f.png"
