@@ -55,9 +55,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import mesa
 import numpy as np
@@ -118,7 +120,7 @@ def run_cooplab(conds: list[Condition], replicates: int, seed: int, checkpointer
     saver = InMemorySaver() if checkpointer else None
     t0 = time.perf_counter()
     c0 = time.process_time()
-    final = run_cpr(conds, replicates, seed, checkpointer=saver, durability="exit")
+    final: dict[str, Any] = dict(run_cpr(conds, replicates, seed, checkpointer=saver, durability="exit"))
     wall = time.perf_counter() - t0
     N = conds[0].params.N
     return {
@@ -202,14 +204,16 @@ class Baseline:
             text=True,
             cwd=self._tmp.name,
         )
+        assert self.proc.stdin is not None and self.proc.stdout is not None  # both are PIPEs
+        self._stdin, self._stdout = self.proc.stdin, self.proc.stdout
         self._ask(None)  # ready
         self._ask(f"warm {seed}")
 
     def _ask(self, line: str | None) -> dict[str, Any]:
         if line is not None:
-            self.proc.stdin.write(line + "\n")
-            self.proc.stdin.flush()
-        answer = self.proc.stdout.readline()
+            self._stdin.write(line + "\n")
+            self._stdin.flush()
+        answer = self._stdout.readline()
         if not answer:
             raise RuntimeError(f"the baseline worker ({self.checkout}) stopped; see its error above")
         return self._json.loads(answer)
@@ -222,7 +226,7 @@ class Baseline:
         return out
 
     def close(self) -> None:
-        self.proc.stdin.close()
+        self._stdin.close()
         self.proc.wait(timeout=60)
         self._tmp.cleanup()
 
@@ -261,13 +265,13 @@ def run_floor(conds: list[Condition], replicates: int, seed: int) -> dict[str, A
         alive, R = st["alive"], st["R"]  # every society in st is running: run == alive
         agent_steps += int(alive.sum())
         # --- harvest: capped effort, harvest, ration, post-harvest stock
-        rng = RowSubsetGenerator(phase_rng(seed_, t, "harvest"), ids, S)
+        rng = running_rows_rng(seed_, t, "harvest", ids, S)
         effort = where(alive, np.clip(rb.capped_effort(st, rng), 0.0, 1.0), 0.0)
         h = world.ration(world.harvest(P["alpha"], effort, R), R)
         R_plus = world.post_harvest_stock(R, h)
         st["effort"], st["h"], st["R_plus"] = effort, h, R_plus
         # --- punish: sample a peer, inspect with m_i, punish violations of G with p_i
-        rng = RowSubsetGenerator(phase_rng(seed_, t, "punish"), ids, S)
+        rng = running_rows_rng(seed_, t, "punish", ids, S)
         out = rb.sample_inspect_punish(st, ph.threshold(st), rng)
         on = (P["punishment"].astype(bool) & (t < P["punish_off_round"]))[:, None]
         if on.all():  # as the node: in force everywhere, nothing to mask
@@ -306,7 +310,7 @@ def run_floor(conds: list[Condition], replicates: int, seed: int) -> dict[str, A
             for k in ("e", "m", "p", "g"):
                 st[k] = where(run, out[k], st[k])
         # --- learn: payoff-biased imitation with mutation (synchronous)
-        rng = RowSubsetGenerator(phase_rng(seed_, t, "learn"), ids, S)
+        rng = running_rows_rng(seed_, t, "learn", ids, S)
         out = rb.payoff_biased_imitation(st, rng)
         for k in ("e", "m", "g"):
             st[k] = where(alive, out[k], st[k])
@@ -325,6 +329,14 @@ def run_floor(conds: list[Condition], replicates: int, seed: int) -> dict[str, A
         "eta_sum": eta_sum_all,
         "rounds": t - 1,
     }
+
+
+def running_rows_rng(seed: int, t: int, phase: str, ids: np.ndarray, S: int) -> np.random.Generator:
+    """The generator of ``phase`` in round ``t`` as cooplab's nodes hand it to the rules for the running
+    societies ``ids`` of ``S`` (``phases.phase_generator``): per-society arrays drawn for all S rows, the
+    running ones returned. ``RowSubsetGenerator`` is a facade of a Generator with exactly the draws the
+    rules make (random, integers, standard_normal), so it is cast to the type the rules take."""
+    return cast(np.random.Generator, RowSubsetGenerator(phase_rng(seed, t, phase), ids, S))
 
 
 def drop_finished(st: dict[str, Any], keep: np.ndarray, per_society: list[str]) -> None:
@@ -346,10 +358,10 @@ def run_compact(conds: list[Condition], replicates: int, seed: int) -> dict[str,
         raise ValueError("run_compact implements the default society (all phases on)")
     t0 = time.perf_counter()
     c0 = time.process_time()
-    st = init_state(conds, replicates, seed)
+    st: dict[str, Any] = dict(init_state(conds, replicates, seed))
     P = st["params"]
     S, N = st["alive"].shape
-    ids = np.arange(S)
+    ids: np.ndarray = np.arange(S)
     T_s = np.zeros(S, dtype=int)
     eta_sum = np.zeros(S)
     e, m, p, g, W, Pb = st["e"], st["m"], st["p"], st["g"], st["P"], st["P_bar"]
@@ -406,7 +418,7 @@ def run_compact(conds: list[Condition], replicates: int, seed: int) -> dict[str,
         Pb = (1.0 - q["ema"]) * Pb + q["ema"] * pay
         R = Rp + prm["r"] * Rp * (1.0 - Rp / prm["K"])
         eta_sum[ids] += H / (prm["r"] * prm["K"] / 4.0)
-        done = (Rp <= prm["R_min"]) | (count_rows(W < 0) > 0) | (t >= prm["T"])
+        done: np.ndarray = (Rp <= prm["R_min"]) | (count_rows(W < 0) > 0) | (t >= prm["T"])
         t += 1
         if done.any():
             T_s[ids[done]] = t - 1
@@ -462,6 +474,8 @@ class Fisher(mesa.Agent):
     smoothed payoff; the phase methods are called by ``FisheryModel.step`` on all agents
     (fish, monitor, settle, adapt = individual learning, consider_imitation + adopt)."""
 
+    model: FisheryModel  # (mesa.Agent types it as any Model)
+
     def __init__(self, model: "FisheryModel", e: float, m: float, p: float, g: float) -> None:
         super().__init__(model)
         self.e, self.m, self.p, self.g = e, m, p, g
@@ -477,7 +491,7 @@ class Fisher(mesa.Agent):
         self.new_traits: tuple[float, float, float] | None = None
 
     def random_peer(self) -> "Fisher | None":
-        others = [a for a in self.model.agents if a is not self]
+        others = [a for a in cast("Sequence[Fisher]", self.model.agents) if a is not self]  # all Fishers
         return self.random.choice(others) if others else None
 
     def fish(self) -> None:
@@ -578,30 +592,34 @@ class FisheryModel(mesa.Model):
         for rg in population_ranges(prm, population):
             u = self.random.uniform
             Fisher(self, u(*rg.e), u(*prm.m_range), u(*prm.p_range), u(*rg.g))
-        self.G = statistics.median(a.g for a in self.agents) if prm.group_decision else math.nan
+        self.G = statistics.median(a.g for a in self.fishers()) if prm.group_decision else math.nan
+
+    def fishers(self) -> Sequence[Fisher]:
+        """The agents, all Fishers (``__init__`` makes no other; AgentSet types them as any Agent)."""
+        return cast("Sequence[Fisher]", self.agents)
 
     def threshold(self, inspector: Fisher) -> float:
         return self.G if (self.prm.group_decision and not math.isnan(self.G)) else inspector.g
 
     def step(self) -> None:
         prm, t = self.prm, self.t
-        agents = self.agents
+        agents, fishers = self.agents, self.fishers()
         self.agent_steps += len(agents)
         # harvest
         agents.do("fish")
-        H = sum(a.h for a in agents)
+        H = sum(a.h for a in fishers)
         if H > self.R:  # ration
             scale = self.R / H
-            for a in agents:
+            for a in fishers:
                 a.h *= scale
-            H = sum(a.h for a in agents)
+            H = sum(a.h for a in fishers)
         R_plus = max(0.0, self.R - H)
         # punish
         if prm.punishment and (prm.punish_off_round is None or t < prm.punish_off_round):
             agents.do("monitor")
         # environment
         agents.do("settle")
-        starved = [a for a in agents if a.wealth < 0]
+        starved = [a for a in fishers if a.wealth < 0]
         for a in starved:
             a.remove()
         self.R = R_plus + prm.r * R_plus * (1.0 - R_plus / prm.K)
@@ -621,7 +639,7 @@ class FisheryModel(mesa.Model):
             agents.do("adopt")
         # propose + vote
         if prm.group_decision and len(agents):
-            self.G = statistics.median(a.g for a in agents)
+            self.G = statistics.median(a.g for a in fishers)
         self.t += 1
 
 
@@ -713,11 +731,11 @@ def profile_cooplab(conds: list[Condition], replicates: int, seed: int, top: int
     pr.disable()
     wall = time.perf_counter() - t0
     st = pstats.Stats(pr)
-    total = st.total_tt
+    total: float = st.total_tt  # pyright: ignore[reportAttributeAccessIssue]  # set by Stats, not in typeshed
 
     def cum(file_suffix: str, names: tuple[str, ...]) -> float:
         out = 0.0
-        for (fn, _line, name), (_cc, _nc, _tt, ct, _callers) in st.stats.items():
+        for (fn, _line, name), (_cc, _nc, _tt, ct, _callers) in st.stats.items():  # pyright: ignore[reportAttributeAccessIssue]  # set by Stats, not in typeshed
             if fn.replace(os.sep, "/").endswith(file_suffix) and name in names:
                 out += ct
         return out
@@ -858,6 +876,7 @@ def time_split(conds: list[Condition], replicates: int, seed: int) -> dict[str, 
         setattr(owner, name, value)
 
     out: dict[str, dict[str, float]] = {}
+    survival: dict[str, np.ndarray] = {}  # each instrumented run's T_s, compared at the end
     for which in ("cooplab", "floor"):
         timer = SplitTimer()
         W = timer.wrap
@@ -890,7 +909,7 @@ def time_split(conds: list[Condition], replicates: int, seed: int) -> dict[str, 
                 c0 = time.process_time()
                 final = run_cpr(conds, replicates, seed, phases=phases, checkpointer=InMemorySaver(), durability="exit")
                 total = time.process_time() - c0
-                T_s = np.asarray(final["T_s"])
+                T_s = np.asarray(final.get("T_s"))
             else:
                 for name in (
                     "capped_effort",
@@ -912,9 +931,9 @@ def time_split(conds: list[Condition], replicates: int, seed: int) -> dict[str, 
         rest = total - sum(split.values())
         split["langgraph" if which == "cooplab" else "bookkeeping"] += rest
         split["total"] = total
-        split["T_s"] = T_s
+        survival[which] = T_s
         out[which] = split
-    assert np.array_equal(out["cooplab"].pop("T_s"), out["floor"].pop("T_s")), "the instrumented runs disagree"
+    assert np.array_equal(survival["cooplab"], survival["floor"]), "the instrumented runs disagree"
     return out
 
 
@@ -1014,7 +1033,10 @@ def replace_section(path: Path, text: str) -> None:
     path.write_text(new.rstrip("\n") + "\n")
 
 
-def main(argv: list[str] | None = None) -> int:
+# ------------------------------------------------------------------------------------------
+# the run: measured sections, then the report
+# ------------------------------------------------------------------------------------------
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     ap.add_argument(
         "--quick", action="store_true", help="smoke variant: 3 replicates/cell; no file written unless --out"
@@ -1052,42 +1074,45 @@ def main(argv: list[str] | None = None) -> int:
         help="split the CPU time of one more cooplab run and floor run by cause (written to the results) and "
         "cProfile one more cooplab run (printed) (auto: only if a target is missed)",
     )
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
 
-    reps = args.replicates or (3 if args.quick else 100)
-    mesa_reps = args.mesa_reps if args.mesa_reps is not None else reps
-    out = args.out if args.out is not None else (None if args.quick else HERE / "RESULTS.md")
-    conds, meta = fig3_conditions()
-    C, N, T = len(conds), conds[0].params.N, conds[0].params.T
-    S = C * reps
-    started = _dt.datetime.now(_dt.timezone.utc)
-    info = machine_info()
-    print(
-        f"CPR Fig. 3 benchmark: {len(FIG3_BETAS)} beta x {len(FIG3_RS)} r = {C} cells x {reps} replicates = {S} "
-        "societies, "
-        f"N = {N}, T = {T}, seed {args.seed}",
-        flush=True,
-    )
-    print("machine: " + info["uname_a"] + f" | nproc {info['nproc']} | load {info['load']}", flush=True)
 
-    # warm-up (imports, first-call costs) on a tiny batch, not timed
-    run_cpr(conds[:2], 2, args.seed, checkpointer=InMemorySaver(), durability="exit")
-    run_floor(conds[:2], 2, args.seed)
-    run_compact(conds[:2], 2, args.seed)
-    base = Baseline(args.baseline, args.seed) if args.baseline is not None else None
+@dataclass
+class Repeats:
+    """The timed runs: per repeat cooplab, the floor, the compacted numpy variant (info) and, with
+    ``--baseline``, the other checkout's cooplab; and one cooplab run without a checkpointer."""
 
-    coop_runs, floor_runs, compact_runs, base_runs = [], [], [], []
-    for i in range(args.repeats):
+    coop: list[dict[str, Any]]
+    floor: list[dict[str, Any]]
+    compact: list[dict[str, Any]]
+    base: list[dict[str, Any]]
+    base_commit: str | None
+    nock: dict[str, Any]
+
+
+def time_repeats(conds: list[Condition], reps: int, seed: int, repeats: int, baseline: Path | None) -> Repeats:
+    """Warm up (not timed), then ``repeats`` timed rounds of cooplab, the floor, the compacted variant
+    and the baseline checkout, one after the other; then cooplab once without a checkpointer."""
+    run_cpr(conds[:2], 2, seed, checkpointer=InMemorySaver(), durability="exit")
+    run_floor(conds[:2], 2, seed)
+    run_compact(conds[:2], 2, seed)
+    base = Baseline(baseline, seed) if baseline is not None else None
+
+    coop_runs: list[dict[str, Any]] = []
+    floor_runs: list[dict[str, Any]] = []
+    compact_runs: list[dict[str, Any]] = []
+    base_runs: list[dict[str, Any]] = []
+    for i in range(repeats):
         gc.collect()
-        coop_runs.append(run_cooplab(conds, reps, args.seed, checkpointer=True))
+        coop_runs.append(run_cooplab(conds, reps, seed, checkpointer=True))
         gc.collect()
-        floor_runs.append(run_floor(conds, reps, args.seed))
+        floor_runs.append(run_floor(conds, reps, seed))
         gc.collect()
-        compact_runs.append(run_compact(conds, reps, args.seed))
+        compact_runs.append(run_compact(conds, reps, seed))
         if base is not None:
-            base_runs.append(base.run(reps, args.seed))
+            base_runs.append(base.run(reps, seed))
         print(
-            f"  repeat {i + 1}/{args.repeats}: cooplab {coop_runs[-1]['wall']:.3f} s, floor "
+            f"  repeat {i + 1}/{repeats}: cooplab {coop_runs[-1]['wall']:.3f} s, floor "
             f"{floor_runs[-1]['wall']:.3f} s, "
             f"compacted numpy (info) {compact_runs[-1]['wall']:.3f} s"
             + (f", baseline cooplab {base_runs[-1]['wall']:.3f} s" if base is not None else ""),
@@ -1096,136 +1121,210 @@ def main(argv: list[str] | None = None) -> int:
     if base is not None:
         base.close()
     gc.collect()
-    coop_nock = run_cooplab(conds, reps, args.seed, checkpointer=False)
+    coop_nock = run_cooplab(conds, reps, seed, checkpointer=False)
     print(f"  cooplab without checkpointer (once): {coop_nock['wall']:.3f} s", flush=True)
+    commit = base.commit if base is not None else None
+    return Repeats(coop_runs, floor_runs, compact_runs, base_runs, commit, coop_nock)
 
-    # --- exactness: the floor reproduces cooplab society by society
-    ref = coop_runs[0]
-    for r in coop_runs[1:] + [coop_nock]:
+
+def check_exact(rr: Repeats) -> None:
+    """The floor reproduces cooplab society by society; cooplab's runs and the baseline's agree."""
+    ref = rr.coop[0]
+    for r in rr.coop[1:] + [rr.nock]:
         assert np.array_equal(r["T_s"], ref["T_s"]), "cooplab runs disagree with each other"
-    for r in base_runs:
+    for r in rr.base:
         assert np.array_equal(r["T_s"], ref["T_s"]), "the baseline checkout's T_s differs from this one's"
         assert np.array_equal(r["eta_sum"], ref["eta_sum"]), (
             "the baseline checkout's efficiency sums differ from this one's"
         )
-    for r in floor_runs:
+    for r in rr.floor:
         assert np.array_equal(r["T_s"], ref["T_s"]), "numpy floor T_s differs from cooplab"
         assert r["T_s"].mean() == ref["T_s"].mean()
         assert np.allclose(r["eta_sum"], ref["eta_sum"], rtol=1e-12, atol=1e-12), "numpy floor efficiency differs"
         assert r["agent_steps"] == ref["agent_steps"], "agent-step counts differ"
-    coop_mean_T = float(ref["T_s"].mean())
-    floor_mean_T = float(floor_runs[0]["T_s"].mean())
-    agent_steps = ref["agent_steps"]
 
-    # --- Mesa on a subset
+
+def measure_mesa(conds: list[Condition], seed: int, mesa_reps: int, max_seconds: float) -> dict[str, Any]:
     print(
-        f"  Mesa: {mesa_reps} replicates x {C} cells (stopping after a whole pass past {args.mesa_max_seconds:g} s)",
+        f"  Mesa: {mesa_reps} replicates x {len(conds)} cells (stopping after a whole pass past {max_seconds:g} s)",
         flush=True,
     )
     gc.collect()
-    mz = run_mesa(conds, args.seed, mesa_reps, args.mesa_max_seconds)
+    return run_mesa(conds, seed, mesa_reps, max_seconds)
+
+
+def median_wall(runs: list[dict[str, Any]]) -> float:
+    return statistics.median(r["wall"] for r in runs)
+
+
+def median_cpu(runs: list[dict[str, Any]]) -> float:
+    return statistics.median(r["cpu"] for r in runs)
+
+
+def repeat_ratios(
+    runs: list[dict[str, Any]], floor_runs: list[dict[str, Any]], agent_steps: int, mesa: dict[str, Any]
+) -> dict[str, list[float]]:
+    """Per repeat (the cooplab run and the floor run of the same repeat, next to each other in time):
+    time over the floor's, and agent-steps/s over Mesa's; on wall and on CPU time."""
+    mesa_rate, mesa_cpu_rate = mesa["agent_steps"] / mesa["wall"], mesa["agent_steps"] / mesa["cpu"]
+    return {
+        "floor_wall": [r["wall"] / f["wall"] for r, f in zip(runs, floor_runs, strict=False)],
+        "floor_cpu": [r["cpu"] / f["cpu"] for r, f in zip(runs, floor_runs, strict=False)],
+        "mesa_wall": [agent_steps / r["wall"] / mesa_rate for r in runs],
+        "mesa_cpu": [agent_steps / r["cpu"] / mesa_cpu_rate for r in runs],
+    }
+
+
+@dataclass
+class Summary:
+    """What the report says about the runs: medians, ratios against the targets, the Mesa comparison."""
+
+    S: int
+    agent_steps: int
+    rounds: int
+    coop_mean_T: float
+    floor_mean_T: float
+    coop_wall: float
+    floor_wall: float
+    compact_wall: float
+    coop_cpu: float
+    floor_cpu: float
+    compact_cpu: float
+    mesa_rate: float
+    compact_steps: int
+    compact_rate: float
+    after: dict[str, list[float]]
+    before: dict[str, list[float]] | None
+    time_ratio: float
+    speed_ratio: float
+    cpu_time_ratio: float
+    cpu_speed_ratio: float
+    ok1: bool
+    ok2: bool
+    subset: bool
+    mesa_label: str
+    cmp_mesa: dict[str, float]
+    cmp_compact: dict[str, float]
+
+
+def summarize(rr: Repeats, mz: dict[str, Any], S: int, C: int) -> Summary:
+    ref = rr.coop[0]
+    agent_steps = ref["agent_steps"]
     subset = mz["societies"] < S
     mesa_label = (
         f"Mesa {mesa.__version__} (SUBSET: {mz['passes']} rep/cell x {C} cells)"
         if subset
         else f"Mesa {mesa.__version__} (full sweep)"
     )
-    cmp_ = stratified_compare(mz["T_s"], mz["condition"], ref["T_s"], ref["condition"])
-    cmp_c = stratified_compare(compact_runs[0]["T_s"], ref["condition"], ref["T_s"], ref["condition"])
-
-    med = lambda runs: statistics.median(r["wall"] for r in runs)  # noqa: E731
-    coop_wall, floor_wall, compact_wall = med(coop_runs), med(floor_runs), med(compact_runs)
-    rate = lambda steps, wall: steps / wall  # noqa: E731
-    mesa_rate = rate(mz["agent_steps"], mz["wall"])
-    compact_steps = compact_runs[0]["agent_steps"]
-    compact_rate = rate(compact_steps, compact_wall)
-    medc = lambda runs: statistics.median(r["cpu"] for r in runs)  # noqa: E731
-    coop_cpu, floor_cpu, compact_cpu = medc(coop_runs), medc(floor_runs), medc(compact_runs)
-    mesa_cpu_rate = mz["agent_steps"] / mz["cpu"]
-
-    def ratios(runs: list[dict[str, Any]]) -> dict[str, list[float]]:
-        """Per repeat (the cooplab run and the floor run of the same repeat, next to each other in time):
-        time over the floor's, and agent-steps/s over Mesa's; on wall and on CPU time."""
-        return {
-            "floor_wall": [r["wall"] / f["wall"] for r, f in zip(runs, floor_runs, strict=False)],
-            "floor_cpu": [r["cpu"] / f["cpu"] for r, f in zip(runs, floor_runs, strict=False)],
-            "mesa_wall": [agent_steps / r["wall"] / mesa_rate for r in runs],
-            "mesa_cpu": [agent_steps / r["cpu"] / mesa_cpu_rate for r in runs],
-        }
-
-    after = ratios(coop_runs)
-    before = ratios(base_runs) if base_runs else None
+    compact_wall = median_wall(rr.compact)
+    compact_steps = rr.compact[0]["agent_steps"]
+    after = repeat_ratios(rr.coop, rr.floor, agent_steps, mz)
     time_ratio, speed_ratio = statistics.median(after["floor_wall"]), statistics.median(after["mesa_wall"])
-    cpu_time_ratio, cpu_speed_ratio = statistics.median(after["floor_cpu"]), statistics.median(after["mesa_cpu"])
-    ok1, ok2 = time_ratio <= TARGET_FLOOR, speed_ratio >= TARGET_MESA
+    return Summary(
+        S=S,
+        agent_steps=agent_steps,
+        rounds=ref["rounds"],
+        coop_mean_T=float(ref["T_s"].mean()),
+        floor_mean_T=float(rr.floor[0]["T_s"].mean()),
+        coop_wall=median_wall(rr.coop),
+        floor_wall=median_wall(rr.floor),
+        compact_wall=compact_wall,
+        coop_cpu=median_cpu(rr.coop),
+        floor_cpu=median_cpu(rr.floor),
+        compact_cpu=median_cpu(rr.compact),
+        mesa_rate=mz["agent_steps"] / mz["wall"],
+        compact_steps=compact_steps,
+        compact_rate=compact_steps / compact_wall,
+        after=after,
+        before=repeat_ratios(rr.base, rr.floor, agent_steps, mz) if rr.base else None,
+        time_ratio=time_ratio,
+        speed_ratio=speed_ratio,
+        cpu_time_ratio=statistics.median(after["floor_cpu"]),
+        cpu_speed_ratio=statistics.median(after["mesa_cpu"]),
+        ok1=time_ratio <= TARGET_FLOOR,
+        ok2=speed_ratio >= TARGET_MESA,
+        subset=subset,
+        mesa_label=mesa_label,
+        cmp_mesa=stratified_compare(mz["T_s"], mz["condition"], ref["T_s"], ref["condition"]),
+        cmp_compact=stratified_compare(rr.compact[0]["T_s"], ref["condition"], ref["T_s"], ref["condition"]),
+    )
 
-    def row(label: str, soc: int, steps: int, wall: float, timings: str, cpu: float, meanT: float) -> tuple[str, ...]:
-        return (
-            label,
-            f"{soc:,}",
-            f"{steps:,}",
-            f"{wall:.3f}",
-            timings,
-            fmt_rate(steps / wall),
-            f"{cpu:.3f}",
-            fmt_rate(steps / cpu),
-            f"{meanT:.4f}",
-        )
 
-    walls = lambda runs: f"median of {len(runs)}: " + ", ".join(f"{r['wall']:.3f}" for r in runs)  # noqa: E731
-    here = f"this checkout, {info['commit']}"
+def table_row(label: str, soc: int, steps: int, wall: float, timings: str, cpu: float, meanT: float) -> tuple[str, ...]:
+    return (
+        label,
+        f"{soc:,}",
+        f"{steps:,}",
+        f"{wall:.3f}",
+        timings,
+        fmt_rate(steps / wall),
+        f"{cpu:.3f}",
+        fmt_rate(steps / cpu),
+        f"{meanT:.4f}",
+    )
+
+
+def walls(runs: list[dict[str, Any]]) -> str:
+    return f"median of {len(runs)}: " + ", ".join(f"{r['wall']:.3f}" for r in runs)
+
+
+def results_table(rr: Repeats, mz: dict[str, Any], sm: Summary, here: str) -> list[str]:
+    """The markdown table of the variants: societies, agent-steps, times and rates, mean T_s."""
+    S, steps = sm.S, sm.agent_steps
     rows = [
-        row(
+        table_row(
             f"cooplab (run_cpr, InMemorySaver, durability=exit; {here})",
             S,
-            agent_steps,
-            coop_wall,
-            walls(coop_runs),
-            coop_cpu,
-            coop_mean_T,
+            steps,
+            sm.coop_wall,
+            walls(rr.coop),
+            sm.coop_cpu,
+            sm.coop_mean_T,
         )
     ]
-    if base_runs:
+    if rr.base:
         rows.append(
-            row(
-                f"cooplab BEFORE (the same; baseline checkout {base.commit})",
+            table_row(
+                f"cooplab BEFORE (the same; baseline checkout {rr.base_commit})",
                 S,
-                agent_steps,
-                med(base_runs),
-                walls(base_runs),
-                medc(base_runs),
-                float(base_runs[0]["T_s"].mean()),
+                steps,
+                median_wall(rr.base),
+                walls(rr.base),
+                median_cpu(rr.base),
+                float(rr.base[0]["T_s"].mean()),
             )
         )
     rows += [
-        row(
+        table_row(
             "cooplab, no checkpointer (info)",
             S,
-            agent_steps,
-            coop_nock["wall"],
+            steps,
+            rr.nock["wall"],
             "1 run",
-            coop_nock["cpu"],
-            float(coop_nock["T_s"].mean()),
+            rr.nock["cpu"],
+            float(rr.nock["T_s"].mean()),
         ),
-        row(
+        table_row(
             "plain numpy floor (same generators)",
             S,
-            agent_steps,
-            floor_wall,
-            walls(floor_runs),
-            floor_cpu,
-            floor_mean_T,
+            steps,
+            sm.floor_wall,
+            walls(rr.floor),
+            sm.floor_cpu,
+            sm.floor_mean_T,
         ),
-        row(
+        table_row(
             "info: numpy, finished societies dropped (own streams)",
             S,
-            compact_steps,
-            compact_wall,
-            walls(compact_runs),
-            compact_cpu,
-            float(compact_runs[0]["T_s"].mean()),
+            sm.compact_steps,
+            sm.compact_wall,
+            walls(rr.compact),
+            sm.compact_cpu,
+            float(rr.compact[0]["T_s"].mean()),
         ),
-        row(mesa_label, mz["societies"], mz["agent_steps"], mz["wall"], "1 run", mz["cpu"], float(mz["T_s"].mean())),
+        table_row(
+            sm.mesa_label, mz["societies"], mz["agent_steps"], mz["wall"], "1 run", mz["cpu"], float(mz["T_s"].mean())
+        ),
     ]
     head = (
         "variant",
@@ -1239,11 +1338,15 @@ def main(argv: list[str] | None = None) -> int:
         "mean T_s",
     )
     table = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
-    table += ["| " + " | ".join(r) + " |" for r in rows]
+    return table + ["| " + " | ".join(r) + " |" for r in rows]
 
-    def span(xs: list[float], fmt: str) -> str:
-        return f"{format(min(xs), fmt)} / {format(statistics.median(xs), fmt)}"
 
+def span(xs: list[float], fmt: str) -> str:
+    return f"{format(min(xs), fmt)} / {format(statistics.median(xs), fmt)}"
+
+
+def ratio_table(sm: Summary, base_commit: str | None, here: str) -> list[str]:
+    """The markdown table of the ratios against the targets, before (the baseline) and after."""
     rhead = (
         "cooplab",
         "time / floor's, wall (min / median)",
@@ -1252,22 +1355,24 @@ def main(argv: list[str] | None = None) -> int:
         "agent-steps/s / Mesa's, CPU (min / median)",
     )
     rtable = ["| " + " | ".join(rhead) + " |", "|" + "|".join("---" for _ in rhead) + "|"]
-    for label, r in (
-        (f"before (baseline checkout {base.commit})", before) if before else (None, None),
-        (f"after ({here})", after),
-    ):
-        if r is not None:
-            rtable.append(
-                f"| {label} | {span(r['floor_wall'], '.2f')} | {span(r['floor_cpu'], '.2f')} | "
-                f"{span(r['mesa_wall'], ',.1f')} | {span(r['mesa_cpu'], ',.1f')} |"
-            )
+    labelled: list[tuple[str, dict[str, list[float]]]] = []
+    if sm.before is not None:
+        labelled.append((f"before (baseline checkout {base_commit})", sm.before))
+    labelled.append((f"after ({here})", sm.after))
+    for label, r in labelled:
+        rtable.append(
+            f"| {label} | {span(r['floor_wall'], '.2f')} | {span(r['floor_cpu'], '.2f')} | "
+            f"{span(r['mesa_wall'], ',.1f')} | {span(r['mesa_cpu'], ',.1f')} |"
+        )
     rtable.append(f"| target (issue 41, point 4) | <= {TARGET_FLOOR} | | >= {TARGET_MESA:g} | |")
+    return rtable
 
+
+def command_line(args: argparse.Namespace) -> str:
+    """The command line of this run as the report quotes it."""
     how = f" --baseline {args.baseline}" if args.baseline is not None else ""
-    lines = [
-        SECTION,
-        "",
-        f"Run {started:%Y-%m-%d %H:%M UTC} with `.venv/bin/python benchmarks/bench_cpr.py"
+    return (
+        "`.venv/bin/python benchmarks/bench_cpr.py"
         + (" --quick" if args.quick else "")
         + ("" if args.replicates is None else f" --replicates {args.replicates}")
         + ("" if args.repeats == 3 else f" --repeats {args.repeats}")
@@ -1275,6 +1380,30 @@ def main(argv: list[str] | None = None) -> int:
         + ("" if args.mesa_max_seconds == 600.0 else f" --mesa-max-seconds {args.mesa_max_seconds:g}")
         + how
         + "`"
+    )
+
+
+def report_lines(
+    args: argparse.Namespace,
+    started: _dt.datetime,
+    info: dict[str, str],
+    conds: list[Condition],
+    reps: int,
+    rr: Repeats,
+    mz: dict[str, Any],
+    sm: Summary,
+    table: list[str],
+    rtable: list[str],
+) -> list[str]:
+    """The results section: how it was run, the two tables, and what they say."""
+    C, N, T = len(conds), conds[0].params.N, conds[0].params.T
+    S, agent_steps, rounds = sm.S, sm.agent_steps, sm.rounds
+    cmp_, cmp_c = sm.cmp_mesa, sm.cmp_compact
+    return [
+        SECTION,
+        "",
+        f"Run {started:%Y-%m-%d %H:%M UTC} with "
+        + command_line(args)
         + (" (QUICK SMOKE RUN, not the benchmark)" if args.quick else "")
         + ".",
         "",
@@ -1291,7 +1420,7 @@ def main(argv: list[str] | None = None) -> int:
         "mixed population, "
         f"default parameters), N = {N} agents, T = {T} rounds, {reps} replicates/cell = {S:,} societies, seed "
         f"{args.seed}. "
-        f"The batch ran {ref['rounds']} graph rounds (until every society had collapsed or hit the cap).",
+        f"The batch ran {rounds} graph rounds (until every society had collapsed or hit the cap).",
         "- Agent-steps: sum over societies and simulated rounds (collapse round included) of the agents alive at the "
         "start of the round; counted the same way for all variants. Wall time of cooplab and the floor includes "
         "`init_state` (and, for cooplab, graph compilation and the exit checkpoint).",
@@ -1299,13 +1428,13 @@ def main(argv: list[str] | None = None) -> int:
             [
                 f"- Before and after in the same run: `--baseline {args.baseline}` is another checkout of cooplab "
                 "(commit "
-                f"{base.commit}); its `run_cpr` ran the same workload in a worker process of the same interpreter that "
-                "imports "
+                f"{rr.base_commit}); its `run_cpr` ran the same workload in a worker process of the same interpreter "
+                "that imports "
                 "cooplab from that checkout, timed there as here, once per repeat after this checkout's runs (never at "
                 "the same time). "
                 f"Its survival times and efficiency sums equal this checkout's, society by society (asserted)."
             ]
-            if base_runs
+            if rr.base
             else []
         ),
         "",
@@ -1313,20 +1442,20 @@ def main(argv: list[str] | None = None) -> int:
         "",
         *rtable,
         "",
-        f"- **cooplab / numpy-floor time ratio: {time_ratio:.2f}x** (median over the repeats, wall; CPU "
-        f"{cpu_time_ratio:.2f}x; "
-        f"target <= {TARGET_FLOOR}x): " + ("**met**" if ok1 else "**NOT met**"),
-        f"- **cooplab / Mesa speed ratio (agent-steps/s): {speed_ratio:,.1f}x** (median, wall; CPU "
-        f"{cpu_speed_ratio:,.1f}x; "
-        f"target >= {TARGET_MESA:g}x): " + ("**met**" if ok2 else "**NOT met**"),
+        f"- **cooplab / numpy-floor time ratio: {sm.time_ratio:.2f}x** (median over the repeats, wall; CPU "
+        f"{sm.cpu_time_ratio:.2f}x; "
+        f"target <= {TARGET_FLOOR}x): " + ("**met**" if sm.ok1 else "**NOT met**"),
+        f"- **cooplab / Mesa speed ratio (agent-steps/s): {sm.speed_ratio:,.1f}x** (median, wall; CPU "
+        f"{sm.cpu_speed_ratio:,.1f}x; "
+        f"target >= {TARGET_MESA:g}x): " + ("**met**" if sm.ok2 else "**NOT met**"),
         f"- Floor exactness: same seed, same `phase_rng(seed, round, phase)` generators in the same order; survival "
-        f"times equal society by society for all {S:,} societies (mean T_s {coop_mean_T:.4f} in both), per-society "
-        "efficiency sums equal to 1e-12, agent-step counts equal (asserted in the script).",
+        f"times equal society by society for all {S:,} societies (mean T_s {sm.coop_mean_T:.4f} in both), "
+        "per-society efficiency sums equal to 1e-12, agent-step counts equal (asserted in the script).",
         (
             f"- Mesa was measured on a SUBSET: {mz['passes']} whole pass(es) of one replicate per cell over all {C} "
             "cells "
             f"= {mz['societies']:,} of the {S:,} societies"
-            if subset
+            if sm.subset
             else f"- Mesa ran the same full sweep ({mz['societies']:,} societies, one `mesa.Model` each, run one after "
             "another)"
         )
@@ -1346,70 +1475,116 @@ def main(argv: list[str] | None = None) -> int:
         "and both draw every per-society random array for all S societies and use the running rows, which keeps their "
         "random draws identical to each other and to the earlier masked code.",
         f"- Info row (not a target): the same model in numpy computing only the societies still running "
-        f"({compact_wall:.3f} s, {compact_rate / mesa_rate:,.1f}x Mesa's agent-steps/s). It draws other random "
-        "streams, so it "
+        f"({sm.compact_wall:.3f} s, {sm.compact_rate / sm.mesa_rate:,.1f}x Mesa's agent-steps/s). It draws other "
+        "random streams, so it "
         f"is checked statistically: mean T_s {cmp_c['mean_a']:.3f} vs cooplab {cmp_c['mean_b']:.3f} (z = "
         f"{cmp_c['z']:.2f}, "
-        f"p = {cmp_c['p']:.2g}). Live agent-steps are {agent_steps:,} of the {S * N * ref['rounds']:,} agent slots of "
+        f"p = {cmp_c['p']:.2g}). Live agent-steps are {agent_steps:,} of the {S * N * rounds:,} agent slots of "
         "the "
-        f"batch's rounds ({100 * agent_steps / (S * N * ref['rounds']):.0f}%); cooplab and the floor compute only the "
+        f"batch's rounds ({100 * agent_steps / (S * N * rounds):.0f}%); cooplab and the floor compute only the "
         "live "
         "societies, but still draw the random arrays for all slots (the price of exact reproduction).",
-        f"- cooplab over the floor (from the medians): {coop_wall - floor_wall:+.3f} s wall "
-        f"({coop_wall / floor_wall - 1:+.0%}), "
-        f"{coop_cpu - floor_cpu:+.3f} s CPU (split by cause below). The InMemorySaver exit checkpoint accounts for "
-        "about "
-        f"{coop_cpu - coop_nock['cpu']:+.3f} s CPU (checkpointed median minus the single uncheckpointed run; wall: "
-        f"{coop_wall - coop_nock['wall']:+.3f} s, noisier).",
+        f"- cooplab over the floor (from the medians): {sm.coop_wall - sm.floor_wall:+.3f} s wall "
+        f"({sm.coop_wall / sm.floor_wall - 1:+.0%}), "
+        f"{sm.coop_cpu - sm.floor_cpu:+.3f} s CPU (split by cause below). The InMemorySaver exit checkpoint accounts "
+        "for about "
+        f"{sm.coop_cpu - rr.nock['cpu']:+.3f} s CPU (checkpointed median minus the single uncheckpointed run; wall: "
+        f"{sm.coop_wall - rr.nock['wall']:+.3f} s, noisier).",
     ]
-    prof_text = None
-    if args.profile == "always" or (args.profile == "auto" and not (ok1 and ok2)):
-        split = time_split(conds, reps, args.seed)
-        lines += [
-            "",
-            "Where the CPU time goes: one more checkpointed cooplab run and one floor run, each call timed with "
-            "`time.thread_time` (exclusive times of nested calls; the untimed rest is LangGraph for cooplab, "
-            "bookkeeping for "
-            "the floor):",
-            "",
-            *split_table(split, mz["cpu"] / mz["agent_steps"], agent_steps),
-        ]
-        alone = langgraph_alone(conds, args.seed)
-        lg_real = split["cooplab"]["langgraph"]
-        steps = ref["rounds"] * len(phases_for_batch([c.params for c in conds]))
-        lines += [
-            "",
-            "LangGraph itself: replaying the node updates of a small batch (one replicate a cell) through the same "
-            "graph, "
-            f"with no array work between the steps, costs {alone['cpu']:.3f} s CPU for {alone['steps']} supersteps "
-            f"({1e6 * alone['cpu'] / alone['steps']:.0f} us each, the exit checkpoint of that small state included); "
-            "in the "
-            f"run above the untimed rest is {lg_real:.3f} s for {steps} node steps "
-            f"({1e6 * lg_real / steps:.0f} us each): the same Python work runs slower after each node's "
-            "numpy work has pushed it out of the CPU caches.",
-        ]
-        prof_text, summary = profile_cooplab(conds, reps, args.seed)
-        prof_text = "\n".join(split_table(split, mz["cpu"] / mz["agent_steps"], agent_steps)) + "\n\n" + prof_text
-    section = "\n".join(lines) + "\n"
 
+
+def cpu_split_lines(
+    conds: list[Condition], reps: int, seed: int, mz: dict[str, Any], sm: Summary
+) -> tuple[list[str], str]:
+    """One more cooplab run and floor run with their CPU time split by cause, LangGraph's own cost
+    per superstep, and a cProfile of one more cooplab run: the lines for the results section and the
+    text printed (the split and the profile)."""
+    split = time_split(conds, reps, seed)
+    mesa_cpu_per_step = mz["cpu"] / mz["agent_steps"]
+    lines = [
+        "",
+        "Where the CPU time goes: one more checkpointed cooplab run and one floor run, each call timed with "
+        "`time.thread_time` (exclusive times of nested calls; the untimed rest is LangGraph for cooplab, "
+        "bookkeeping for "
+        "the floor):",
+        "",
+        *split_table(split, mesa_cpu_per_step, sm.agent_steps),
+    ]
+    alone = langgraph_alone(conds, seed)
+    lg_real = split["cooplab"]["langgraph"]
+    steps = sm.rounds * len(phases_for_batch([c.params for c in conds]))
+    lines += [
+        "",
+        "LangGraph itself: replaying the node updates of a small batch (one replicate a cell) through the same "
+        "graph, "
+        f"with no array work between the steps, costs {alone['cpu']:.3f} s CPU for {alone['steps']} supersteps "
+        f"({1e6 * alone['cpu'] / alone['steps']:.0f} us each, the exit checkpoint of that small state included); "
+        "in the "
+        f"run above the untimed rest is {lg_real:.3f} s for {steps} node steps "
+        f"({1e6 * lg_real / steps:.0f} us each): the same Python work runs slower after each node's "
+        "numpy work has pushed it out of the CPU caches.",
+    ]
+    prof_text, _summary = profile_cooplab(conds, reps, seed)
+    prof_text = "\n".join(split_table(split, mesa_cpu_per_step, sm.agent_steps)) + "\n\n" + prof_text
+    return lines, prof_text
+
+
+def print_summary(table: list[str], rtable: list[str], sm: Summary, prof_text: str | None) -> None:
     print()
     print("\n".join(table))
     print()
     print("\n".join(rtable))
     print()
     print(
-        f"cooplab/floor time ratio {time_ratio:.2f}x (target <= {TARGET_FLOOR}x: {'met' if ok1 else 'NOT met'}); "
-        f"cooplab/Mesa speed ratio {speed_ratio:,.1f}x (target >= {TARGET_MESA:g}x: {'met' if ok2 else 'NOT met'})"
+        f"cooplab/floor time ratio {sm.time_ratio:.2f}x (target <= {TARGET_FLOOR}x: {'met' if sm.ok1 else 'NOT met'}); "
+        f"cooplab/Mesa speed ratio {sm.speed_ratio:,.1f}x (target >= {TARGET_MESA:g}x: "
+        f"{'met' if sm.ok2 else 'NOT met'})"
     )
-    print(f"on CPU time: cooplab/floor {cpu_time_ratio:.2f}x, cooplab/Mesa {cpu_speed_ratio:,.1f}x")
+    print(f"on CPU time: cooplab/floor {sm.cpu_time_ratio:.2f}x, cooplab/Mesa {sm.cpu_speed_ratio:,.1f}x")
+    cmp_ = sm.cmp_mesa
     print(
-        f"mean T_s: cooplab {coop_mean_T:.4f} == floor {floor_mean_T:.4f} (exact, all {S} societies); "
-        f"Mesa{' (subset)' if subset else ''} {cmp_['mean_a']:.3f} vs cooplab same cells {cmp_['mean_b']:.3f}, z = "
-        f"{cmp_['z']:.2f}, p = {cmp_['p']:.2g}"
+        f"mean T_s: cooplab {sm.coop_mean_T:.4f} == floor {sm.floor_mean_T:.4f} (exact, all {sm.S} societies); "
+        f"Mesa{' (subset)' if sm.subset else ''} {cmp_['mean_a']:.3f} vs cooplab same cells {cmp_['mean_b']:.3f}, "
+        f"z = {cmp_['z']:.2f}, p = {cmp_['p']:.2g}"
     )
     if prof_text:
         print()
         print(prof_text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    reps: int = args.replicates or (3 if args.quick else 100)
+    mesa_reps: int = args.mesa_reps if args.mesa_reps is not None else reps
+    out: Path | None = args.out if args.out is not None else (None if args.quick else HERE / "RESULTS.md")
+    conds, _meta = fig3_conditions()
+    C, N, T = len(conds), conds[0].params.N, conds[0].params.T
+    S = C * reps
+    started = _dt.datetime.now(_dt.timezone.utc)
+    info = machine_info()
+    print(
+        f"CPR Fig. 3 benchmark: {len(FIG3_BETAS)} beta x {len(FIG3_RS)} r = {C} cells x {reps} replicates = {S} "
+        "societies, "
+        f"N = {N}, T = {T}, seed {args.seed}",
+        flush=True,
+    )
+    print("machine: " + info["uname_a"] + f" | nproc {info['nproc']} | load {info['load']}", flush=True)
+
+    rr = time_repeats(conds, reps, args.seed, args.repeats, args.baseline)
+    check_exact(rr)
+    mz = measure_mesa(conds, args.seed, mesa_reps, args.mesa_max_seconds)
+    sm = summarize(rr, mz, S, C)
+    here = f"this checkout, {info['commit']}"
+    table = results_table(rr, mz, sm, here)
+    rtable = ratio_table(sm, rr.base_commit, here)
+    lines = report_lines(args, started, info, conds, reps, rr, mz, sm, table, rtable)
+    prof_text = None
+    if args.profile == "always" or (args.profile == "auto" and not (sm.ok1 and sm.ok2)):
+        more, prof_text = cpu_split_lines(conds, reps, args.seed, mz, sm)
+        lines += more
+    section = "\n".join(lines) + "\n"
+
+    print_summary(table, rtable, sm, prof_text)
     if out is not None:
         replace_section(Path(out), section)
         print(f"wrote section '{SECTION}' of {out}")

@@ -175,6 +175,7 @@ async def run_graph(
         if mode == "updates" and last in data:
             marks.append(time.perf_counter())
         elif mode == "values":
+            assert isinstance(data, dict)  # a "values" chunk is the whole state
             final = data
     wall = time.perf_counter() - t0
     assert final is not None, "the graph streamed no state"

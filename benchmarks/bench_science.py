@@ -54,10 +54,12 @@ def run(out: Path, *args: str) -> tuple[dict, float]:
 def step_overhead(out: Path, summary: dict) -> dict:
     import pandas as pd
 
+    from cooplab.evals.typed import scalar
+
     tl = pd.read_parquet(out / "timeline.parquet")
     lg = pd.read_parquet(out / "ledger.parquet")
-    sandbox = float(lg.loc[lg.kind == "sandbox_seconds", "units"].astype(float).sum()) if "units" in lg else 0.0
-    nodes = float(tl["seconds"].sum())
+    sandbox = scalar(lg.loc[lg.kind == "sandbox_seconds", "units"].astype(float).sum()) if "units" in lg else 0.0
+    nodes = scalar(tl["seconds"].sum())
     calls = int((lg.kind == "tokens").sum())
     return {
         "nodes_s": nodes,

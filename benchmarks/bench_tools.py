@@ -36,6 +36,7 @@ from _results import (  # benchmarks/ is on sys.path when run as a script
     write_section,
 )
 from langchain_core.messages import HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
 
@@ -149,14 +150,17 @@ async def run_variant(
             rec = res.record()
         else:
             assert run_dir is not None  # a graph is built only with a run folder
-            cfg = {
-                "configurable": {"thread_id": f"loop-{i}"},
-                **({"callbacks": tracing_callbacks(run_dir)} if trace else {}),
-            }
+            cfg: RunnableConfig = {"configurable": {"thread_id": f"loop-{i}"}}
+            if trace:
+                cfg["callbacks"] = tracing_callbacks(run_dir)
             out = await graph.ainvoke({"round": i}, cfg, context=ctx, durability="sync")
             rec = out["tool_loops"][-1]
         assert rec["stop_reason"] == "final" and rec["n_tool_calls"] == per_loop, rec
-        secs = [float(e.units) for e in svc.ledger.entries[n0:] if e.kind == SANDBOX_SECONDS]
+        secs: list[float] = []
+        for e in svc.ledger.entries[n0:]:
+            if e.kind == SANDBOX_SECONDS:
+                assert e.units is not None  # a non-token charge names the units it charged
+                secs.append(float(e.units))
         for j in range(per_loop):  # step j: model call j + its tool call, up to the start of model call j + 1
             step = model.starts[j + 1] - model.starts[j]
             step_times.append(step)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The lint and type check .ci/run runs beside the tests: ruff (pyflakes, pycodestyle, bugbear, isort;
-# [tool.ruff] in pyproject.toml), ruff's formatter in check mode, and pyright in basic mode held to
-# scripts/pyright-baseline.json (scripts/typecheck.py). Needs the dev extra (bash scripts/setup.sh).
+# [tool.ruff] in pyproject.toml), ruff's formatter in check mode, and pyright in basic mode with no error
+# allowed (scripts/typecheck.py). Needs the dev extra (bash scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 .venv/bin/ruff check .

@@ -1,4 +1,4 @@
-"""pyright in basic mode on the whole tree, held to a baseline that may only go down.
+"""pyright in basic mode on the whole tree: any error fails the check.
 
 The user's folders install into one namespace (agents/ is cooplab.agents, ...; pyproject's
 ``package-dir``), which pyright cannot follow through setuptools' editable finder. So the tree is
@@ -6,12 +6,12 @@ copied once into ``build/typecheck/`` in its installed shape (``cooplab/agents/.
 tests/, benchmarks/, examples/ and scripts/, pyright runs there with the ``[tool.pyright]``
 settings of pyproject.toml, and every finding is named by its path in the repository.
 
-    .venv/bin/python scripts/typecheck.py            check: no file has more errors than the baseline
-    .venv/bin/python scripts/typecheck.py --update   write the current counts as the new baseline
-    .venv/bin/python scripts/typecheck.py --list F   print the findings of the files F (repository paths)
+    .venv/bin/python scripts/typecheck.py                 check: no pyright error anywhere
+    .venv/bin/python scripts/typecheck.py --under DIR...  check only these folders (repository paths)
+    .venv/bin/python scripts/typecheck.py --list [F...]   print the findings (of the files F), exit 0
 
-Exit 0 when no file has more errors than ``scripts/pyright-baseline.json`` says, 1 when one has
-(each such file and its new findings are printed), 2 when pyright cannot run.
+Exit 0 when pyright finds no error, 1 when it finds one (every finding is printed, named by its
+repository path), 2 when pyright cannot run.
 """
 
 from __future__ import annotations
@@ -22,12 +22,11 @@ import shutil
 import subprocess
 import sys
 import tomllib
-from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "build" / "typecheck"
-BASELINE = ROOT / "scripts" / "pyright-baseline.json"
+VENV = ROOT / ".venv"  # where pyright and the installed packages are
 NAMESPACE = {"cooplab": "cooplab", "agents": "cooplab/agents", "graphs": "cooplab/graphs", "sandbox": "cooplab/sandbox"}
 NAMESPACE |= {"tasks": "cooplab/tasks", "evals": "cooplab/evals"}
 BESIDE = ("tests", "benchmarks", "examples", "scripts")
@@ -63,8 +62,8 @@ def _config(under: list[str] | None = None) -> dict:
     conf["include"] = [_installed(u) for u in under] if under else ["cooplab", *BESIDE]
     conf["ignore"] = [_installed(p) for p in conf.get("ignore", [])]  # repository paths -> the copied tree's
     conf["extraPaths"] = ["."]
-    conf["venvPath"] = str(ROOT)
-    conf["venv"] = ".venv"
+    conf["venvPath"] = str(VENV.parent)
+    conf["venv"] = VENV.name
     return conf
 
 
@@ -72,7 +71,7 @@ def run_pyright(under: list[str] | None = None) -> list[dict]:
     """Every error pyright reports, as {file (repository path), line, rule, message}."""
     names = _copy_tree()
     (OUT / "pyrightconfig.json").write_text(json.dumps(_config(under), indent=1))
-    exe = ROOT / ".venv" / "bin" / "pyright"
+    exe = VENV / "bin" / "pyright"
     if not exe.exists():
         print("typecheck: .venv/bin/pyright is missing; run bash scripts/setup.sh (the dev extra)", file=sys.stderr)
         raise SystemExit(2)
@@ -99,37 +98,24 @@ def run_pyright(under: list[str] | None = None) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="pyright (basic) on the whole tree against a baseline that only goes down")
-    ap.add_argument("--update", action="store_true", help="write the current counts as the baseline")
+    ap = argparse.ArgumentParser(description="pyright (basic) on the whole tree: no error allowed")
     ap.add_argument("--list", nargs="*", metavar="FILE", help="print the findings of these files (all when none)")
-    ap.add_argument("--under", nargs="+", metavar="DIR", help="check only these folders (faster; --list only)")
+    ap.add_argument("--under", nargs="+", metavar="DIR", help="check only these folders (faster)")
     args = ap.parse_args(argv)
-    if args.under and args.list is None:
-        ap.error("--under only goes with --list (the baseline is checked on the whole tree)")
-    found = run_pyright(args.under)
-    now = Counter(f["file"] for f in found)
+    found = sorted(run_pyright(args.under), key=lambda f: (f["file"], f["line"]))
     if args.list is not None:
-        for f in sorted(found, key=lambda f: (f["file"], f["line"])):
+        for f in found:
             if not args.list or f["file"] in args.list:
                 print(f"{f['file']}:{f['line']}: {f['rule']}: {f['message']}")
         return 0
-    if args.update:
-        BASELINE.write_text(json.dumps(dict(sorted(now.items())), indent=1) + "\n")
-        print(f"typecheck: baseline written, {sum(now.values())} errors in {len(now)} files")
-        return 0
-    base = json.loads(BASELINE.read_text()) if BASELINE.exists() else {}
-    worse = {f: n for f, n in now.items() if n > base.get(f, 0)}
-    total, was = sum(now.values()), sum(base.values())
-    if worse:
-        for f in sorted(worse):
-            print(f"{f}: {worse[f]} pyright errors, the baseline allows {base.get(f, 0)}")
-            for d in found:
-                if d["file"] == f:
-                    print(f"  {f}:{d['line']}: {d['rule']}: {d['message']}")
-        print(f"typecheck: {len(worse)} files have more pyright errors than scripts/pyright-baseline.json allows")
+    where = " under " + " ".join(args.under) if args.under else ""
+    if found:
+        for f in found:
+            print(f"{f['file']}:{f['line']}: {f['rule']}: {f['message']}")
+        files = len({f["file"] for f in found})
+        print(f"typecheck: {len(found)} pyright errors in {files} files{where}; the tree must have none (fix the code)")
         return 1
-    lower = " (lower than the baseline: run scripts/typecheck.py --update to hold it there)" if total < was else ""
-    print(f"typecheck: {total} pyright errors in {len(now)} files, none over the baseline{lower}")
+    print(f"typecheck: no pyright errors{where}")
     return 0
 
 

@@ -29,7 +29,24 @@ the module that defines it (the layering test holds it to that).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers; at run time they load on first use
+    # (`X as X`: a re-export)
+    from .errors import CallTimedOut as CallTimedOut
+    from .errors import EndpointResponseError as EndpointResponseError
+    from .errors import MissingAPIKey as MissingAPIKey
+    from .errors import ModelSpecError as ModelSpecError
+    from .errors import PermanentModelError as PermanentModelError
+    from .errors import TransientModelError as TransientModelError
+    from .factory import check_model as check_model
+    from .factory import make_chat_model as make_chat_model
+    from .local import LlamaCppChat as LlamaCppChat
+    from .scripted import ScriptedChatModel as ScriptedChatModel
+    from .scripted import ScriptMissingPhase as ScriptMissingPhase
+    from .scripted import register_builtin as register_builtin
+    from .spec import ModelSpec as ModelSpec
+    from .spec import parse_model_spec as parse_model_spec
 
 #: public name -> the module of this package that defines it
 _EXPORTS = {

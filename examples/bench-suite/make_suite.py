@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -95,14 +96,17 @@ def questions(t: dict[str, pd.DataFrame]) -> list[dict]:
     r2 = 1 - ((p.height_cm - fitted) ** 2).sum() / ((p.height_cm - p.height_cm.mean()) ** 2).sum()
     slope, intercept = np.polyfit(o.units, o.days_to_ship, 1)
     welch = stats.ttest_ind(p.height_cm[p.fertilizer == "A"], p.height_cm[p.fertilizer == "B"], equal_var=False)
-    chi = stats.chi2_contingency(pd.crosstab(o.region, o.returned))
+    # scipy's results are tuples with named fields its types do not show: (statistic, pvalue, ...)
+    welch_t, welch_p = cast("tuple[float, float]", (welch[0], welch[1]))
+    chi_p = cast(float, stats.chi2_contingency(pd.crosstab(o.region, o.returned))[1])
     sw = stats.shapiro(p.height_cm)
     z = (s.temp_c - s.temp_c.mean()) / s.temp_c.std()
     top = o.region.value_counts()
     temp_clean = s.temp_c[~_iqr_mask(s.temp_c)]
-    bins = pd.cut(s.temp_c, bins=3, labels=["low", "mid", "high"])
+    bins = cast(pd.Series, pd.cut(s.temp_c, bins=3, labels=["low", "mid", "high"]))  # cut of a Series: a Series
     hum_filled = s.humidity.fillna(s.humidity.median())
-    r_th = s[["temp_c", "humidity"]].dropna().corr().iloc[0, 1]
+    pair = cast(pd.DataFrame, s[["temp_c", "humidity"]]).dropna()  # a list of columns selects a DataFrame
+    r_th = pair.corr().iloc[0, 1]
     items = [
         (
             "orders.csv",
@@ -185,7 +189,7 @@ def questions(t: dict[str, pd.DataFrame]) -> list[dict]:
             "Do plants with fertilizer A and fertilizer B differ in mean height? Use Welch's t-test.",
             "Compare A against B (A first). Round the t statistic to 2 decimal places and the p-value to 4 decimal "
             "places.",
-            [("welch_t", welch.statistic, 2), ("welch_p", welch.pvalue, 4)],
+            [("welch_t", welch_t, 2), ("welch_p", welch_p, 4)],
         ),
         (
             "orders.csv",
@@ -194,7 +198,7 @@ def questions(t: dict[str, pd.DataFrame]) -> list[dict]:
             "Are region and returned independent? Use a chi-square test of independence on their contingency table.",
             "Use scipy's default continuity handling. Round the p-value to 3 decimal places; dependent is yes when p < "
             "0.05, else no.",
-            [("chi2_p", chi.pvalue, 3), ("dependent", "yes" if chi.pvalue < 0.05 else "no", None)],
+            [("chi2_p", chi_p, 3), ("dependent", "yes" if chi_p < 0.05 else "no", None)],
         ),
         (
             "sensors.csv",
@@ -293,7 +297,7 @@ def questions(t: dict[str, pd.DataFrame]) -> list[dict]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--seed", type=int, default=17)
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent)
     a = ap.parse_args()

@@ -6,6 +6,7 @@ import re
 from decimal import Decimal
 from typing import Any
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
 
@@ -30,7 +31,9 @@ def service(
     """A model service of scripted models (answers in call order, no cycling): ``answers`` for every
     agent, ``per_agent`` for agents with their own script."""
     spec = ModelSpec("scripted", name, max_tokens=max_tokens)
-    models = {"default": (spec, ScriptedChatModel(answers=list(answers or []), cycle=False))}
+    models: dict[str, tuple[ModelSpec, BaseChatModel]] = {
+        "default": (spec, ScriptedChatModel(answers=list(answers or []), cycle=False))
+    }
     for agent, script in (per_agent or {}).items():
         models[agent] = (spec, ScriptedChatModel(answers=list(script), cycle=False))
     if ledger is None:

@@ -489,6 +489,23 @@ def test_the_models_facade_loads_its_names_on_first_use():
         assert getattr(models, name) is getattr(importlib.import_module(f"cooplab.agents.models.{where}"), name), name
 
 
+def test_the_models_facade_shows_type_checkers_every_name_it_loads_lazily():
+    """Type checkers cannot follow the facade's ``__getattr__`` (every name imported from
+    cooplab.agents.models would be Any to them), so its ``if TYPE_CHECKING:`` block re-exports
+    (``X as X``) exactly the names of ``_EXPORTS``, each from the module that defines it."""
+    from cooplab.agents import models
+
+    tree = ast.parse((ROOT / "agents" / "models" / "__init__.py").read_text(encoding="utf-8"))
+    inside = _type_checking_nodes(tree)
+    shown = {
+        alias.asname: (node.module, alias.name)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and id(node) in inside and node.level == 1
+        for alias in node.names
+    }
+    assert shown == {name: (module, name) for name, module in models._EXPORTS.items()}
+
+
 def test_the_world_face_names_only_what_its_layer_may_import():
     """cooplab.world loads its names by module name (no import statement the rules above read): each
     of those modules must lie in a layer the world face may import, and define the name."""
