@@ -187,7 +187,7 @@ def test_a_sweep_on_ray_calls_the_server_from_its_workers_and_replays_from_the_s
     entirely from that cache, with the same decisions."""
     import shutil
 
-    import ray  # noqa: F401  (test.sh installs every extra; a missing Ray fails here, not skips)
+    import ray  # test.sh installs every extra; a missing Ray fails here, not skips
 
     cfg = tmp_path / "sweep.json"
     cfg.write_text(
@@ -214,19 +214,28 @@ def test_a_sweep_on_ray_calls_the_server_from_its_workers_and_replays_from_the_s
         )
     )
     runs = []
-    for _ in range(2):
-        code = main(["sweep", str(cfg), "--executor", "ray", "--no-analysis", "--json"])
-        out, err = capsys.readouterr()
-        assert code == 0, err
-        res = json.loads(out)
-        assert len(res["ran"]) == 2 and all(p["pid"] != os.getpid() for p in res["placement"].values())
-        runs.append({r["cell"]: r for r in res["table"]})
-        decisions = {
-            c: pd.read_parquet(tmp_path / "s" / "cells" / c / "decisions.parquet")[["agent", "phase", "raw", "parsed"]]
-            for c in runs[-1]
-        }
-        runs[-1]["decisions"] = decisions
-        shutil.rmtree(tmp_path / "s" / "cells")
+    # one local Ray instance for both sweeps (each would start and stop its own: seconds of start-up
+    # apiece); the sweep finds it running and leaves it up. Its cells run in Ray worker processes
+    # either way, and a cell keeps nothing in memory between runs: the replay can only come from the file.
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        for _ in range(2):
+            code = main(["sweep", str(cfg), "--executor", "ray", "--no-analysis", "--json"])
+            out, err = capsys.readouterr()
+            assert code == 0, err
+            res = json.loads(out)
+            assert len(res["ran"]) == 2 and all(p["pid"] != os.getpid() for p in res["placement"].values())
+            runs.append({r["cell"]: r for r in res["table"]})
+            decisions = {
+                c: pd.read_parquet(tmp_path / "s" / "cells" / c / "decisions.parquet")[
+                    ["agent", "phase", "raw", "parsed"]
+                ]
+                for c in runs[-1]
+            }
+            runs[-1]["decisions"] = decisions
+            shutil.rmtree(tmp_path / "s" / "cells")
+    finally:
+        ray.shutdown()
     first, again = runs
     for cell in ("ablation-full__s5", "ablation-neither__s5"):
         assert first[cell]["ledger.calls"] > 0 and first[cell]["ledger.cached_calls"] == 0  # the server answered

@@ -289,7 +289,8 @@ def test_a_crash_of_the_real_model_process_stops_the_run_cleanly_and_it_resumes(
 ):
     out = tmp_path / "run"
     # only social learning: the model decides effort and punishment (short JSON answers), 4 calls a
-    # round; every call after the 5th crashes the model process for real (SIGSEGV), so round 2 is cut
+    # round; every call after the 5th crashes the model process for real (SIGSEGV), so round 2 (the
+    # last) is cut and the resume finishes it
     monkeypatch.setenv("COOPLAB_LOCAL_FAULT", "segv-after:5")
     args = [
         "run",
@@ -303,7 +304,7 @@ def test_a_crash_of_the_real_model_process_stops_the_run_cleanly_and_it_resumes(
         "--n-agents",
         "2",
         "--rounds",
-        "3",
+        "2",
         "--out",
         str(out),
         "--cache",
@@ -316,7 +317,7 @@ def test_a_crash_of_the_real_model_process_stops_the_run_cleanly_and_it_resumes(
     assert code == 1, err
     assert err.count("\n") == 1 and "SIGSEGV" in err and "cooplab resume" in err
     s = json.loads((out / "summary.json").read_text())
-    assert s["status"] == "stopped" and s["rounds_completed"] < 3
+    assert s["status"] == "stopped" and s["rounds_completed"] < 2
     monkeypatch.delenv("COOPLAB_LOCAL_FAULT")
     lm._close_all()
     lm._PROCS.clear()

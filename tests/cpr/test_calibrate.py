@@ -277,9 +277,12 @@ def fake_table(n: int, seed: int = 0) -> tuple[pd.DataFrame, list[str]]:
     return df, names
 
 
-def test_sensitivity_recovers_the_one_parameter_that_matters():
+def test_sensitivity_recovers_the_one_parameter_that_matters(monkeypatch):
     df, names = fake_table(128)
-    sens = cal.sensitivity(df, names, outputs=("effect_c1", "effect_a"))
+    sens = cal.sensitivity(df, names, outputs=("effect_c1",))
+    # the noise output is judged by RBD-FAST's S1 only: its delta (seconds per output) is left out
+    monkeypatch.setattr(cal, "DELTA_MIN_SAMPLES", 10**6)
+    sens += cal.sensitivity(df, names, outputs=("effect_a",))
     top = cal.top_parameters(sens, "effect_c1", 3)
     assert top[0] == "gamma", top
     rows = {r["parameter"]: r for r in sens if r["output"] == "effect_c1"}

@@ -10,6 +10,8 @@ passes at any seed, a biased one does not); every split R-hat <= 1.01 and no div
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import os
@@ -357,12 +359,19 @@ def synthetic(tmp_path_factory):
     return {"root": root, "dirs": dirs, "info": root / "models.csv", "sweep": sweep}
 
 
-def test_cli_profiles_end_to_end(synthetic, tmp_path, capsys):
-    out = tmp_path / "an"
-    code, stdout, err = cli(
-        ["analyze", "profiles", *synthetic["dirs"], "--model-info", synthetic["info"], "--out", out, *SMALL, "--json"],
-        capsys,
-    )
+@pytest.fixture(scope="module")
+def profiles_analysis(synthetic, tmp_path_factory):
+    """One ``analyze profiles`` of the synthetic models with their model info (the tests only read
+    its output folder and its JSON answer): exit code, stdout, stderr, output folder."""
+    out = tmp_path_factory.mktemp("profiles-analysis") / "an"
+    args = ["analyze", "profiles", *synthetic["dirs"], "--model-info", synthetic["info"], "--out", out, *SMALL]
+    with contextlib.redirect_stdout(io.StringIO()) as stdout, contextlib.redirect_stderr(io.StringIO()) as stderr:
+        code = main([str(a) for a in [*args, "--json"]])
+    return code, stdout.getvalue(), stderr.getvalue(), out
+
+
+def test_cli_profiles_end_to_end(profiles_analysis):
+    code, stdout, err, out = profiles_analysis
     assert code == 0, err
     res = json.loads(stdout)
     assert (
@@ -716,9 +725,10 @@ def test_a_model_without_a_game_has_no_measurement_of_it():
     assert bz.science_design(_scores(models), profiles, None, [], max_fallback=0.6)["observed"].all()
 
 
-def test_excluded_games_leave_the_regression(tmp_path, capsys):
+def test_excluded_games_leave_the_regression(anchors, tmp_path, capsys):
     """A scripted model whose Public Goods answers never add up: that game falls back in every decision
-    and leaves the regression at --max-fallback 0.2; at 1 it is kept."""
+    and leaves the regression at --max-fallback 0.2; at 1 it is kept. The random players' profile
+    beside it is the module's (anchors: read only)."""
     from tests.games.test_fallbacks import NO_PUBLIC_GOODS
     from tests.games.test_llm_players import script
 
@@ -743,15 +753,9 @@ def test_excluded_games_leave_the_regression(tmp_path, capsys):
         )
         == 0
     )
-    assert (
-        main(
-            ["profile", "--players", "random", "--simulations", "2", "--out", str(tmp_path / "random"), "-q", "--json"]
-        )
-        == 0
-    )
     capsys.readouterr()
     code, stdout, err = cli(
-        ["analyze", "profiles", tmp_path / "p", tmp_path / "random", "--out", tmp_path / "an", "--quick", "--json"],
+        ["analyze", "profiles", tmp_path / "p", anchors / "random", "--out", tmp_path / "an", "--quick", "--json"],
         capsys,
     )
     assert code == 0, err
@@ -766,7 +770,7 @@ def test_excluded_games_leave_the_regression(tmp_path, capsys):
             "analyze",
             "profiles",
             tmp_path / "p",
-            tmp_path / "random",
+            anchors / "random",
             "--out",
             tmp_path / "an2",
             "--quick",
@@ -783,7 +787,7 @@ def test_excluded_games_leave_the_regression(tmp_path, capsys):
             "analyze",
             "profiles",
             tmp_path / "p",
-            tmp_path / "random",
+            anchors / "random",
             "--out",
             tmp_path / "an3",
             "--max-fallback",
@@ -859,7 +863,7 @@ def test_prompt_invariance_regression(with_alternate, synthetic, tmp_path, capsy
 
 
 # --- Figure 2 with the model info ------------------------------------------------------------------------------------
-def test_figure_2_encodes_family_model_and_size(synthetic, tmp_path, capsys):
+def test_figure_2_encodes_family_model_and_size(synthetic, profiles_analysis, tmp_path, capsys):
     from cooplab.tasks.games.figures import encoding
 
     profiles = [pf.load_profile(d) for d in synthetic["dirs"]]
@@ -882,16 +886,15 @@ def test_figure_2_encodes_family_model_and_size(synthetic, tmp_path, capsys):
     assert all(any(t.startswith(m + " (") for t in texts) for m in MODELS)
     assert any("log2 of the parameter count" in t for t in texts)
     # the command draws it: analyze profiles writes profiles.png; figures profile takes --model-info too
-    out = tmp_path / "an"
-    code, stdout, err = cli(
-        ["analyze", "profiles", *synthetic["dirs"], "--model-info", synthetic["info"], "--out", out, "--quick"], capsys
-    )
-    assert code == 0, err and (out / "profiles.png").stat().st_size > 20_000
+    code, _, err, out = profiles_analysis
+    assert code == 0, err
+    assert (out / "profiles.png").stat().st_size > 20_000
     code, _, err = cli(
         ["figures", "profile", *synthetic["dirs"], "--model-info", synthetic["info"], "--out", tmp_path / "f.png"],
         capsys,
     )
-    assert code == 0, err and (tmp_path / "f.png").stat().st_size > 20_000
+    assert code == 0, err
+    assert (tmp_path / "f.png").stat().st_size > 20_000
     f = tmp_path / "partial.csv"
     f.write_text(f"model,family,size_b,thinking\n{FIRST},alpha,1,0\n")
     code, _, err = cli(
