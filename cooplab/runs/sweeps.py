@@ -334,7 +334,7 @@ def _run_in_turn(
             continue
         if announce is not None:
             announce(j, step)
-        if shown:
+        if shown and bar is not None:
             bar.set_postfix_str(Path(j["dir"]).name)
         try:
             outcome: Any = execute_job(j, warn=warn, worker=False, quiet=not shown)
