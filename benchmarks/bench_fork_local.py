@@ -19,8 +19,10 @@ own, as a user's command has):
 The parent and the runs use no response cache (``--cache off``): every call of the fork's rounds
 K+1.. is live, so the reuse measured is the model's alone. Per configuration: the live calls, prompt
 tokens, tokens reused from earlier calls of the same process and read, the reused share, the model
-seconds per live call (the decisions' latencies), the tokens read per live call and the wall
-seconds; for the fresh run also its rounds after K alone (calls, prompt tokens, model seconds).
+seconds per live call (per round, the span from its first call's start to its last answer, from
+traces.jsonl: the calls of a round wait for one another at the one model, so their own latencies
+overlap), the tokens read per live call and the wall seconds; per round, the same from the traces;
+for the fresh run also its rounds after K alone.
 
 What a fork cannot reuse: its model process starts empty (the parent's process, and with it what
 it read, ended with the parent), so each agent's first call of round K+1 reads its whole prompt,
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -111,32 +114,80 @@ def measured(out: Path, summary: dict[str, Any], after: int) -> dict[str, Any]:
         "reused": int(reuse.get("tokens_reused") or 0),
         "read": int(reuse.get("tokens_read") or 0),
         "share": reuse.get("reused_share"),
-        "model_s": total(late, "latency"),
         "late_calls": len(late),
         "late_tokens": int(total(late, "input_tokens")),
-        "late_model_s": total(late, "latency"),
         "decisions": {(r["society"], r["agent"], r["round"], r["phase"]): r["parsed"] for r in late},
     }
+
+
+def per_round(out: Path) -> dict[int, dict[str, float]]:
+    """Per round, the live model calls' prompt tokens, the tokens reused and the seconds from the first
+    call's start to the last one's end, from the
+    run's traces.jsonl (each LLM call's usage as the model process reported it; a fork's file
+    holds only its own calls)."""
+    import datetime as dt
+
+    rounds: dict[int, dict[str, float]] = {}
+    path = out / "traces.jsonl"
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        r = json.loads(line)
+        if r.get("run_type") != "llm" or r.get("error"):
+            continue
+        meta = (r.get("extra") or {}).get("metadata") or {}
+        gens = (r.get("outputs") or {}).get("generations") or [[{}]]
+        msg = (gens[0][0].get("message") or {}).get("kwargs") or {}
+        usage = (msg.get("response_metadata") or {}).get("usage_raw") or {}
+        if not isinstance(meta.get("round"), int) or not isinstance(usage.get("prompt_tokens"), int):
+            continue
+        row = rounds.setdefault(meta["round"], {"calls": 0, "prompt": 0, "reused": 0, "start": math.inf, "end": 0.0})
+        row["calls"] += 1
+        row["prompt"] += usage["prompt_tokens"]
+        row["reused"] += (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+        t0, t1 = (dt.datetime.fromisoformat(r[k]).timestamp() for k in ("start_time", "end_time"))
+        row["start"], row["end"] = min(row["start"], t0), max(row["end"], t1)
+    for row in rounds.values():  # the calls of a round wait for one another at the model: their span
+        row["seconds"] = row["end"] - row["start"]
+    return rounds
+
+
+def done(out: Path) -> dict[str, Any] | None:
+    """A finished run's summary.json in ``out`` (a benchmark continued with ``--work``), else None."""
+    try:
+        s = json.loads((out / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return s if isinstance(s, dict) and s.get("status") == "completed" else None
 
 
 def run(a: argparse.Namespace, work: Path) -> dict[str, dict[str, Any]]:
     base = {k: v for k, v in os.environ.items() if k != "COOPLAB_LOCAL_REUSE_MB"}
     off = {**base, "COOPLAB_LOCAL_REUSE_MB": "0"}
-    parent = work / "parent"
-    s = cli(["run", "cpr", *society_args(a), "--out", str(parent), "--force"], base)
-    res = {"parent": measured(parent, s, 0)}
-    print(f"parent: {res['parent']['wall']:.0f} s, {res['parent']['calls']} calls", flush=True)
     change = f"r={a.r}"
-    for name, env in ((ON, base), (OFF, off)):
-        out = work / name.replace(" ", "-").replace(",", "")
-        s = cli(["fork", str(parent), "--at-round", str(a.at_round), "--set", change, "--out", str(out)], env)
-        res[name] = measured(out, s, a.at_round)
+    parent = work / "parent"
+    plan = [
+        ("parent", parent, ["run", "cpr", *society_args(a), "--out", str(parent), "--force"], base, 0),
+        *(
+            (name, work / slug, ["fork", str(parent), "--at-round", str(a.at_round), "--set", change], env, a.at_round)
+            for name, slug, env in ((ON, "fork", base), (OFF, "fork-no-kept-states", off))
+        ),
+        (FRESH, work / "fresh", ["run", "cpr", *society_args(a), "--set", change, "--force"], base, 0),
+    ]
+    res: dict[str, dict[str, Any]] = {}
+    for name, out, args, env, after in plan:
+        s = done(out)
+        if s is None:
+            shutil.rmtree(out, ignore_errors=True)
+            s = cli([*args, "--out", str(out)], env)
+        else:
+            print(f"{name}: finished before, read back from {out}", flush=True)
+        res[name] = measured(out, s, after)
+        res[name]["rounds"] = per_round(out)
+        res[name]["model_s"] = sum(c["seconds"] for k, c in res[name]["rounds"].items() if k > after)
         print(f"{name}: {res[name]['wall']:.0f} s, {res[name]['calls']} calls", flush=True)
-    out = work / "fresh"
-    s = cli(["run", "cpr", *society_args(a), "--set", change, "--out", str(out), "--force"], base)
-    res[FRESH] = measured(out, s, 0)
-    res[FRESH]["late"] = measured(out, s, a.at_round)
-    print(f"{FRESH}: {res[FRESH]['wall']:.0f} s, {res[FRESH]['calls']} calls", flush=True)
+    res[FRESH]["late"] = measured(work / "fresh", done(work / "fresh") or {}, a.at_round)
+    for name in res:  # the model's seconds of the rounds after K (the spans of their calls)
+        res[name]["late_model_s"] = sum(c["seconds"] for k, c in res[name]["rounds"].items() if k > a.at_round)
+    res[FRESH]["late"]["late_model_s"] = res[FRESH]["late_model_s"]
     return res
 
 
@@ -179,6 +230,26 @@ def report(res: dict[str, dict[str, Any]], head: list[str], a: argparse.Namespac
         f"| {FRESH} (its rounds after {a.at_round} only) | {late['late_calls']} | {late['late_tokens']:,} | "
         f"{late['late_model_s']:.0f} |",
         "",
+        "Per round, what the model process reused of the live calls' prompt tokens, the calls, and the seconds from "
+        "the round's first call to its last answer (from each run's traces.jsonl):",
+        "",
+        "| run | " + " | ".join(f"round {k}" for k in range(1, a.rounds + 1)) + " |",
+        "|---|" + "---:|" * a.rounds,
+        *(
+            f"| {name} | "
+            + " | ".join(
+                (
+                    f"{int(c['reused']):,} of {int(c['prompt']):,} ({c['reused'] / c['prompt']:.0%}), "
+                    f"{int(c['calls'])} calls, {c['seconds']:.0f} s"
+                    if (c := res[name]["rounds"].get(k)) and c["prompt"]
+                    else "–"
+                )
+                for k in range(1, a.rounds + 1)
+            )
+            + " |"
+            for name in ("parent", ON, OFF, FRESH)
+        ),
+        "",
         "Ratios, this session:",
         "",
         f"- the fork against the same fork without kept states: tokens read {ratio(on['read'], off['read'])}, "
@@ -209,6 +280,13 @@ def main() -> int:
         "--quick", action="store_true", help="smoke size: 2 agents, 2 rounds, K = 1, 8-token answers, effort only"
     )
     ap.add_argument("--out", type=Path, default=None, help="write the section into this file instead of RESULTS.md")
+    ap.add_argument(
+        "--work",
+        type=Path,
+        default=None,
+        help="keep the runs in this folder (default: a temporary one, removed); runs finished there before are "
+        "read back, not run again",
+    )
     a = ap.parse_args()
     if a.quick:
         a.agents, a.rounds, a.at_round, a.max_tokens, a.effort_only = 2, 2, 1, 8, True
@@ -222,11 +300,13 @@ def main() -> int:
     if not 0 < a.r <= 5:
         raise SystemExit(f"bench_fork_local: --r must be in (0, 5], got {a.r}")
     head = machine_info(versions=True)
-    work = Path(tempfile.mkdtemp(prefix="bench-fork-"))
+    work = a.work.resolve() if a.work else Path(tempfile.mkdtemp(prefix="bench-fork-"))
+    work.mkdir(parents=True, exist_ok=True)
     try:
         res = run(a, work)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if a.work is None:
+            shutil.rmtree(work, ignore_errors=True)
     try:
         load = os.getloadavg()
         head.append(f"- load average at end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
