@@ -217,7 +217,7 @@ def settings_text(model: BaseChatModel) -> str:
     ident = {
         "class": _path(model),
         "endpoint": endpoint_of(model),
-        "settings": _fields(model, skip=_NOT_SETTINGS | _timeouts(model)),
+        "settings": _fields(model, skip=_NOT_SETTINGS | _timeouts(model) | _unset_later_fields(model)),
     }
     return json.dumps(ident, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=_path)
 
@@ -226,6 +226,13 @@ def _timeouts(model: BaseModel) -> frozenset[str]:
     """The fields that bound how long a call may take (``timeout``, ``request_timeout``, ...): not settings of its
     answers."""
     return frozenset(n for n in type(model).model_fields if n == "timeout" or n.endswith("_timeout"))
+
+
+def _unset_later_fields(model: BaseModel) -> frozenset[str]:
+    """Fields a class added after its digests were in use (``ADDED_SETTINGS``), left out while
+    unset, so objects that do not use them keep the digest, and the cache entries, they had."""
+    added = getattr(type(model), "ADDED_SETTINGS", frozenset())
+    return frozenset(n for n in added if getattr(model, n, None) is None)
 
 
 def settings_digest(model: BaseChatModel) -> str:

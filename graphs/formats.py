@@ -12,8 +12,9 @@ Two kinds of converter:
 - **run files** (:data:`CONVERTERS`): ``config.json`` and ``summary.json`` of version 1 (before the
   typed configuration and the schema) to version 2, the decisions, ledger and tool-loops tables
   written before their ``agent_id`` and ``cost_usd`` columns, a folder of many runs made before
-  ``manifest.json`` to one with it, and a game profile's ``games/GAME`` runs to the grid sweep's
-  ``cells/`` (:func:`profile_cells`). The readers (:func:`cooplab.graphs.rundir.read_config`,
+  ``manifest.json`` to one with it, a game profile's ``games/GAME`` runs to the grid sweep's
+  ``cells/`` (:func:`profile_cells`), and a science bench's ``items/ID`` runs likewise
+  (:func:`bench_cells`). The readers (:func:`cooplab.graphs.rundir.read_config`,
   :func:`cooplab.graphs.runfiles.parse_summary`, :func:`cooplab.graphs.runfiles.manifest_of`) convert
   on read through the same functions; :mod:`cooplab.runs.migrate` rewrites the files in place.
 - **sweep files**: the formats before the one grid format, converted on read with a one-line
@@ -28,6 +29,7 @@ This module sits at the bottom of the graph layer: it imports nothing of cooplab
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -176,6 +178,47 @@ def profile_cells(games: Any, seed: Any) -> dict[str, str]:
     return {f"games/{g}": f"cells/game-{g}__s{seed}" for g in games}
 
 
+# --- a science bench's folder -----------------------------------------------------------------------
+#: a bench folder's own files, as its manifest's ``outputs`` names them
+BENCH_OUTPUTS = {
+    "settings": "bench.json",
+    "results": "results.parquet",
+    "summary": "summary.json",
+    "report": "report.md",
+    "figure": "figures/accuracy-cost.png",
+}
+
+
+def bench_cell(item: str, seed: int) -> str:
+    """The cell of a bench's item: ``item-ID__sSEED``, the name :func:`cooplab.runs.grid.cells` gives
+    the cell of the grid ``{"item": [...]}`` and that seed (an id is 1-100 letters, digits, '.', '_'
+    or '-'; anything else is replaced by '-', and '-' at either end dropped, as the grid does)."""
+    part = re.sub(r"[^A-Za-z0-9._-]+", "-", str(item).split("/")[-1]).strip("-")
+    return f"item-{part}__s{seed}"
+
+
+def bench_cells(items: Any, seed: Any) -> dict[str, str]:
+    """Where a bench written before the grid layout keeps each item's run (``items/ID``, relative to
+    the bench's folder) -> where the grid layout keeps it (``cells/item-ID__sSEED``,
+    :func:`bench_cell`). ``items``: the ids of its run folders; unusable ids, two ids with one cell or an
+    unusable seed are a ValueError (one line)."""
+    if not isinstance(items, list) or not all(isinstance(i, str) and _BENCH_ID.match(i) for i in items):
+        raise ValueError(f"items must be a list of bench item ids, got {items!r}"[:200])
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"seed must be an integer, got {seed!r}"[:200])
+    out: dict[str, str] = {}
+    for i in items:
+        cell = f"cells/{bench_cell(i, seed)}"
+        if cell in out.values():
+            raise ValueError(f"two items would share the run folder {cell}: rename one of them"[:200])
+        out[f"items/{i}"] = cell
+    return out
+
+
+#: a bench item's id (it names a folder): tasks/science/bench.py ID_RE
+_BENCH_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
 #: the converters of run files, by the file they read; ``cooplab migrate`` applies them in place
 #: (a folder of many runs without manifest.json gets the one its layout shows: the engine's driver
 #: writes it with :func:`cooplab.graphs.runfiles.manifest_of`)
@@ -199,6 +242,12 @@ CONVERTERS: dict[str, Converter] = {
         "a game profile's games/GAME run folders (before profiles were grid sweeps)",
         "cells/game-GAME__sSEED, with the manifest and profile.json naming them",
         profile_cells,
+    ),
+    "items/": Converter(
+        "items/",
+        "a science bench's items/ID run folders (before benches were grid sweeps)",
+        "cells/item-ID__sSEED, with the manifest and results.parquet naming them",
+        bench_cells,
     ),
 }
 

@@ -85,6 +85,7 @@ class Runs(Jobs, Protocol):
         kind: ManifestKind = ...,
         outputs: dict[str, str] | None = None,
         in_turn: bool = ...,
+        executor: str = ...,
         log: Callable[[str], None] = ...,
         quiet: bool = ...,
         warn: Callable[[str], None] | None = None,

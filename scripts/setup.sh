@@ -101,6 +101,7 @@ stamp=.venv/.cooplab-installed
 models=""
 has_extra local && models="smollm2"
 has_extra analysis && models="$models minilm"
+has_extra dev && models="$models tiktoken"  # the tests count an OpenAI model's tokens (cooplab plan)
 fetch_models() {
   if [ -n "$models" ]; then
     # shellcheck disable=SC2086 # one word per model

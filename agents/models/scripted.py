@@ -13,7 +13,7 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models.chat_models import BaseChatModel
@@ -64,14 +64,32 @@ def scripted_identity(path: str) -> dict[str, str]:
     return {"model": "scripted", "sha256": digest}
 
 
-def with_usage(msg: AIMessage, messages: list[BaseMessage]) -> AIMessage:
-    """Make sure an answer carries token counts, counting them ourselves if needed."""
+def with_usage(msg: AIMessage, messages: list[BaseMessage], tokenizer: str | None = None) -> AIMessage:
+    """Make sure an answer carries token counts, counting them ourselves if needed: with the
+    encoding ``tokenizer`` names (:mod:`cooplab.agents.tokenizers`), else cooplab's own count."""
     um = getattr(msg, "usage_metadata", None)
     if not um or not um.get("input_tokens") and not um.get("output_tokens"):
-        i, o = messages_tokens(messages), count_tokens(str(msg.content))
+        i, o, source = counted(messages, str(msg.content), None, tokenizer)
         msg.usage_metadata = {"input_tokens": i, "output_tokens": o, "total_tokens": i + o}
-        msg.response_metadata = {**(msg.response_metadata or {}), "token_count_source": "cooplab"}
+        msg.response_metadata = {**(msg.response_metadata or {}), "token_count_source": source}
     return msg
+
+
+def counted(
+    messages: list[BaseMessage], text: str, tool_calls: list[Any] | None, tokenizer: str | None
+) -> tuple[int, int, str]:
+    """(input tokens, output tokens, who counted) of a scripted answer (``tool_calls``: the calls of
+    a tool-calling answer, their JSON counted too): the encoding ``tokenizer`` (``o200k_base``: what
+    an OpenAI model would report), else cooplab's own count."""
+    if tokenizer is not None:
+        from cooplab.agents import tokenizers
+
+        enc = tokenizers.load(tokenizer)
+        return tokenizers.chat_tokens(enc, messages), tokenizers.answer_tokens(enc, text, tool_calls), tokenizer
+    o = count_tokens(text)
+    if tool_calls is not None:
+        o += count_tokens(json.dumps([[c["name"], c["args"]] for c in tool_calls]))
+    return messages_tokens(messages), o, "cooplab"
 
 
 _NO_USAGE = object()  # a scripted tool-call answer without "usage": cooplab counts its tokens
@@ -129,6 +147,11 @@ class ScriptedChatModel(BaseChatModel):
     cycle: bool = True
     select: str = "order"  # "order": answers in call order; "prompt_hash": chosen by a hash of the prompt
     source: str = "a scripted model defined in Python"  # where the answers come from, for messages
+    #: the encoding its token counts follow (``o200k_base``, ``cl100k_base``: what an OpenAI model
+    #: would report for the same text, :mod:`cooplab.agents.tokenizers`); None: cooplab's own count
+    tokenizer: str | None = None
+    #: fields a model object's digest leaves out while they are None (agents/instances.py)
+    ADDED_SETTINGS: ClassVar[frozenset[str]] = frozenset({"tokenizer"})
     _counters: dict[str, int] = PrivateAttr(default_factory=dict)
     _lock: Any = PrivateAttr(default_factory=threading.Lock)
     _call_ids: int = PrivateAttr(default=0)
@@ -244,14 +267,13 @@ class ScriptedChatModel(BaseChatModel):
             calls = {"tool_calls": text.tool_calls or [], "invalid_tool_calls": text.invalid_tool_calls or []}
             if text.usage is _NO_USAGE:  # counted by cooplab: the text and the calls' JSON
                 msg = AIMessage(content=str(text), **calls)
-                i = messages_tokens(messages)
-                o = count_tokens(str(text)) + count_tokens(json.dumps([[c["name"], c["args"]] for c in msg.tool_calls]))
+                i, o, source = counted(messages, str(text), list(msg.tool_calls), self.tokenizer)
                 msg.usage_metadata = {"input_tokens": i, "output_tokens": o, "total_tokens": i + o}
-                msg.response_metadata = {"token_count_source": "cooplab"}
+                msg.response_metadata = {"token_count_source": source}
             else:
                 msg = AIMessage(content=str(text), response_metadata={"usage_raw": text.usage}, **calls)
         else:
-            msg = with_usage(AIMessage(content=text), messages)
+            msg = with_usage(AIMessage(content=text), messages, self.tokenizer)
         return ChatResult(generations=[ChatGeneration(message=msg)])
 
     def _generate(

@@ -320,7 +320,10 @@ def bench_science(
         "local", "--executor", help="local (threads) or ray (tasks on a Ray cluster; needs cooplab[ray])."
     ),
     out: Path = typer.Option(
-        ..., "--out", help="The bench directory: items/ID run dirs, results.parquet, summary.json, report.md, figures/."
+        ...,
+        "--out",
+        help="The bench directory: cells/item-ID__sSEED run dirs, manifest.json, results.parquet, summary.json, "
+        "report.md, figures/.",
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or per-item lines."),
     as_json: bool = typer.Option(False, "--json", help="Print summary.json."),

@@ -62,6 +62,7 @@ class Engine:
         kind: ManifestKind = "sweep",
         outputs: dict[str, str] | None = None,
         in_turn: bool = False,
+        executor: str = "local",
         log: Callable[[str], None] = lambda s: None,
         quiet: bool = True,
         warn: Callable[[str], None] | None = None,
@@ -69,14 +70,23 @@ class Engine:
     ) -> dict[str, Any]:
         """Run a grid sweep given as its JSON object (:mod:`cooplab.runs.grid`: checked, one-line
         ConfigError naming ``where``) and return its result; ``config_of(labels)`` builds a cell's
-        config.json object, ``kind``, ``outputs``, ``in_turn``, ``warn``, ``announce`` as
+        config.json object, ``kind``, ``outputs``, ``in_turn``, ``executor``, ``warn``, ``announce`` as
         :func:`cooplab.runs.grid.run` takes them."""
         from cooplab.runs import grid
 
         sw = grid.load(sweep, where)
         todo = grid.jobs(sw, where, config_of=config_of)
         return grid.run(
-            sw, todo, log=log, quiet=quiet, kind=kind, outputs=outputs, in_turn=in_turn, warn=warn, announce=announce
+            sw,
+            todo,
+            executor=executor,
+            log=log,
+            quiet=quiet,
+            kind=kind,
+            outputs=outputs,
+            in_turn=in_turn,
+            warn=warn,
+            announce=announce,
         )
 
     def cell_names(self, sweep: dict[str, Any], where: str = "sweep") -> dict[str, dict[str, Any]]:

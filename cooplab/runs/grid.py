@@ -22,7 +22,11 @@ finished ones unless ``"analysis": false``. ``budget`` (a run keyword) caps each
 
 Every many-run job of a world goes through this runner: a game profile (``cooplab profile``,
 :mod:`cooplab.tasks.games.profiles`) is a sweep of one cell per game, run in turn (``in_turn``),
-its manifest of kind ``profile``, its files written by the game task's ``analyze_sweep``.
+its manifest of kind ``profile``, its files written by the game task's ``analyze_sweep``; a
+science bench (``cooplab bench science``, :mod:`cooplab.tasks.science.bench`) is a sweep of one
+cell per item (``cells/item-ID__sSEED``), its manifest of kind ``bench``, its results, summary
+and report written by the science task's ``analyze_sweep``. The finished cells handed to
+``analyze_sweep`` say what this invocation did with each (``step``: "ran", "resumed", "skipped").
 
 Files in the three earlier formats (CPR's models x envs x populations x ablations, science's
 conditions, a task's command-line ``args``) are converted to this one with a one-line notice
@@ -396,8 +400,9 @@ def run(
     rows = table(todo, res, "cell")
     result = {**res, "cells": len(todo), "table": rows, "table_csv": str(write_table(rows, Path(sw.out)))}
     failed = {f["cell"] for f in res["failed"]} | set(res["not_started"])
+    steps = {name: step for step in ("ran", "resumed", "skipped") for name in res[step]}
     finished = [
-        {"dir": j["dir"], "labels": j["labels"]}
+        {"dir": j["dir"], "labels": j["labels"], "step": steps.get(Path(j["dir"]).name)}
         for j in todo
         if Path(j["dir"]).name not in failed and (Path(j["dir"]) / "summary.json").is_file()
     ]

@@ -7,7 +7,9 @@ formats before the grid format are converted on read.
 it (:data:`cooplab.graphs.formats.CONVERTERS`): ``config.json`` and ``summary.json`` of version 1
 to version 2, a folder of many runs made before manifests gets its ``manifest.json``, and a game
 profile written before profiles were grid sweeps has its ``games/GAME`` runs moved into ``cells/``
-(its manifest and profile.json then name them; the originals of both kept as ``*.v1.bak``). Nothing
+(its manifest and profile.json then name them; the originals of both kept as ``*.v1.bak``), and a
+science bench written before benches were grid sweeps its ``items/ID`` runs (its manifest and
+results.parquet then name them, the originals kept likewise). Nothing
 is written before every file of the folder has been read and converted: a damaged or unknown file
 (not JSON, a version this cooplab does not know, a summary its schema refuses) is one line and
 nothing changes. Each file is then written atomically (a temporary file renamed over it) after its
@@ -266,6 +268,83 @@ def _apply_profile(change: Change) -> Change:
     return Change(change.path, change.converter, change.version, backup, change.content)
 
 
+def _plan_bench(folder: Path) -> Change | None:
+    """A science bench in the layout before benches were grid sweeps (``items/ID`` run folders,
+    ``bench.json``, no ``cells/``): its runs to move into ``cells/`` (formats.bench_cells), checked
+    first (every id usable, no two on one cell, no link); None for anything else."""
+    cfg = folder / "bench.json"
+    items = folder / "items"
+    if not items.is_dir() or items.is_symlink() or (folder / "cells").exists() or not cfg.is_file():
+        return None
+    settings = _read(cfg)
+    if not isinstance(settings, dict):
+        raise RunDirError(f"{cfg}: must be a JSON object, got {type(settings).__name__}; is it a cooplab bench?")
+    ids = sorted(  # the item runs (anything else in items/ stays there)
+        d.name for d in items.iterdir() if d.is_symlink() or (d.is_dir() and any((d / f).is_file() for f in RUN_FILES))
+    )
+    for i in ids:
+        if (items / i).is_symlink():
+            raise RunDirError(f"{items / i} is a link; cooplab migrate moves only regular folders")
+    try:
+        moves = formats.bench_cells(ids, settings.get("seed"))
+    except ValueError as exc:
+        raise RunDirError(f"{folder}: {one_line(str(exc), 200)}") from None
+    return Change(items, formats.CONVERTERS["items/"], 1, content=moves) if moves else None
+
+
+def _apply_bench(change: Change) -> Change:
+    """Move a bench's item runs into ``cells/``, then write its manifest (cells labelled by item and
+    seed) and its results.parquet naming them (the originals of both kept as ``NAME.v1.bak``); each
+    run folder is locked while it moves."""
+    import pandas as pd
+
+    folder = change.path.parent
+    (folder / "cells").mkdir(exist_ok=True)
+    for a, b in change.content.items():
+        with rundir.locked(folder / a):
+            pass  # free: no cooplab writes it
+        os.replace(folder / a, folder / b)
+    try:
+        (folder / "items").rmdir()  # nothing else was in it
+    except OSError:
+        pass
+    backup = None
+    res = folder / "results.parquet"
+    if res.is_file():
+        df = pd.read_parquet(res)
+        if "run_dir" in df.columns:
+            backup = _backup_of(res, 1)
+            write_atomic(backup, res.read_bytes())
+
+            def moved(v: Any) -> Any:
+                for a, b in change.content.items():
+                    if isinstance(v, str) and (v == a or Path(v).as_posix().endswith("/" + a)):
+                        return Path(v).as_posix()[: -len(a)] + b
+                return v
+
+            df["run_dir"] = df["run_dir"].map(moved)
+            tmp = folder / ".results.parquet.migrate"
+            df.to_parquet(tmp, index=False)
+            os.replace(tmp, res)
+    mpath = folder / runfiles.MANIFEST_FILE
+    if mpath.is_file():
+        runfiles.read_manifest(folder)  # damage: one line, before it is replaced
+        write_atomic(_backup_of(mpath, 1), mpath.read_bytes())
+    seed = read_json(folder / "bench.json").get("seed")
+    cells = [
+        runfiles.ManifestCell(
+            name=Path(b).name,
+            dir=b,
+            labels={"item": a.split("/", 1)[1], "seed": seed},
+            status=_status(folder / b),
+        )
+        for a, b in change.content.items()
+    ]
+    outputs = {k: v for k, v in formats.BENCH_OUTPUTS.items() if (folder / v).exists()}
+    runfiles.write_manifest(folder, runfiles.Manifest(kind="bench", task="science", cells=cells, outputs=outputs))
+    return Change(change.path, change.converter, change.version, backup, change.content)
+
+
 def _status(d: Path) -> Any:
     """A moved run's status for the manifest (None when it has no readable summary)."""
     from cooplab.runs.sweeps import cell_status
@@ -321,8 +400,8 @@ def plan(path: str | Path) -> tuple[list[Change], int]:
                     if c is not None:
                         changes.append(c)
             changes.extend(_plan_tables(d))
-        layout = _plan_profile(d)
-        c = _plan_manifest(d) if layout is None else None  # a profile moved into cells/ gets its manifest then
+        layout = _plan_profile(d) or _plan_bench(d)
+        c = _plan_manifest(d) if layout is None else None  # a profile or bench moved into cells/ gets its manifest then
         if c is not None or layout is not None or (d / runfiles.MANIFEST_FILE).is_file():
             many += 1
         if c is not None:
@@ -382,11 +461,12 @@ def migrate(path: str | Path, *, dry_run: bool = False) -> Migration:
         for d in runs_changed:  # every run folder free before the first write
             with rundir.locked(d):
                 pass
-        done = [_apply(c) for c in changes if c.converter.file not in (*_IN_RUN, "games/")]
+        done = [_apply(c) for c in changes if c.converter.file not in (*_IN_RUN, "games/", "items/")]
         for d in runs_changed:
             with rundir.locked(d):
                 done.extend(_apply(c) for c in changes if c.path.parent == d and c.converter.file in _IN_RUN)
         done.extend(_apply_profile(c) for c in changes if c.converter.file == "games/")  # the runs move last
+        done.extend(_apply_bench(c) for c in changes if c.converter.file == "items/")
         changes = done
     return Migration(Path(path), dry_run, changes, runs)
 

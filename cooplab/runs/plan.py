@@ -24,6 +24,11 @@ price too. A society that collapses before its last round (CPR) stops making cal
 task can end early the prediction is an upper bound. Output tokens depend on what a model answers:
 a pilot on a scripted model predicts the prompts, not another model's answers' length.
 
+A scripted pilot counts tokens the way the priced model would where its tokenizer can be had
+here: an OpenAI model's encoding (``o200k_base``, ``cl100k_base``, :mod:`cooplab.agents.tokenizers`,
+pinned files fetched by ``cooplab models fetch tiktoken``). Other models' cells are counted with
+cooplab's own count (words and punctuation marks), and the plan says so in its notes.
+
 With ``difference`` the plan also says how many seeds per cell find that difference in
 ``outcome`` at the power asked (:mod:`cooplab.evals.power`), from the per-seed values of an
 earlier sweep (``variance_from``: its folder with ``table.csv``) or of the pilot (``pilot_seeds``
@@ -119,6 +124,40 @@ def _free(model: Any) -> bool:
         return _spec(model).kind in FREE_KINDS
     except Exception:  # noqa: BLE001 - an unparsable spec fails in the config check with its own message
         return False
+
+
+def _counted_as(priced_model: Any) -> tuple[str | None, str | None]:
+    """(the encoding a scripted pilot counts ``priced_model``'s tokens with, why it cannot): the
+    model's own tokenizer where cooplab has it (see the module), else (None, the reason or None)."""
+    from cooplab.agents import tokenizers
+
+    enc = tokenizers.encoding_for(priced_model if isinstance(priced_model, str) else None)
+    if enc is None:
+        return None, None
+    try:
+        tokenizers.load(enc)
+    except tokenizers.TokenizerUnavailable as exc:
+        return None, f"{priced_model}'s tokenizer {enc} is not available here ({exc})"
+    return enc, None
+
+
+def _pilot_model(pilot_model: str, encoding: str | None) -> Any:
+    """What a pilot runs on: the spec itself, or (when the priced model's tokens can be counted)
+    a fresh scripted model object counting with ``encoding`` (fresh per pilot, so its answers
+    start from the script's first, as a model made from the spec does)."""
+    if encoding is None:
+        return pilot_model
+    from cooplab.agents.models.factory import make_chat_model
+    from cooplab.agents.models.scripted import ScriptedChatModel
+
+    spec = _spec(pilot_model)
+    if spec.kind not in ("scripted", "builtin"):
+        return pilot_model
+    model = make_chat_model(spec)
+    if not isinstance(model, ScriptedChatModel):
+        return pilot_model
+    model.tokenizer = encoding
+    return model
 
 
 def _configured_rounds(task: str, kw: dict[str, Any]) -> int | None:
@@ -311,8 +350,12 @@ def plan(
         for i, p in enumerate(points):
             kw = dict(p["keywords"])
             priced_model = kw.get("model")
-            if pilot_model is not None and kw.get("agents", "llm") != "rule":
-                kw["model"] = pilot_model
+            encoding = None
+            scripted_pilot = pilot_model is not None and kw.get("agents", "llm") != "rule"
+            if scripted_pilot:
+                encoding, why_not = _counted_as(priced_model)
+                if why_not is not None and why_not not in notes:
+                    notes.append(f"{why_not}: its tokens are cooplab's own count")
                 kw.pop("agent_models", None)
                 kw.pop("agent_model", None)
             kw["cache"] = "off"
@@ -327,6 +370,9 @@ def plan(
                     f"pilot {i + 1}/{len(points)} seed {s}: "
                     f"{', '.join(f'{k}={v}' for k, v in p['labels'].items()) or 'the run'}"
                 )
+                if scripted_pilot:
+                    assert pilot_model is not None  # (scripted_pilot says so)
+                    kw["model"] = _pilot_model(pilot_model, encoding)
                 r = api.run(task=sw.task, out=Path(tmp) / f"p{i}-s{s}", quiet=True, **{**kw, "seed": s})
                 if r.status not in ("completed",):
                     raise ConfigError(
@@ -367,6 +413,9 @@ def plan(
                     "price_per_1k": price,
                     "rounds": p["rounds"],
                     "pilot_rounds": len(rounds),
+                    # who counted the pilot's tokens: the priced model's own encoding, the pilot
+                    # model itself, or cooplab's own count
+                    "tokens_counted_by": encoding or ("cooplab" if scripted_pilot else "the model"),
                     "pilot": {
                         "by_round": {str(k): v for k, v in sorted(rounds.items())},
                         "outside_rounds": outside,
@@ -384,6 +433,17 @@ def plan(
             f"the pilot ran on {pilot_model}: input tokens follow the prompts; output tokens are that model's "
             "answers, which another model may make longer or shorter"
         )
+        counted = sorted({p["tokens_counted_by"] for p in out_points} - {"cooplab", "the model"})
+        if counted:
+            notes.append(
+                f"tokens counted with {', '.join(counted)}, the priced model's own tokenizer (chat framing as OpenAI "
+                "counts it)"
+            )
+        if any(p["tokens_counted_by"] == "cooplab" for p in out_points):
+            notes.append(
+                "where no tokenizer of the priced model is at hand, tokens are cooplab's own count (words and "
+                "punctuation marks); a real tokenizer gives somewhat more"
+            )
     result: dict[str, Any] = {
         "task": sw.task,
         "cells": sum(p["seeds"] for p in out_points),

@@ -7,11 +7,16 @@ under ``--tables``), optional ``level`` and ``concepts``. Labels, one object per
 ``common_answers`` (a list of ``[name, value]`` pairs).
 
 Every item is one science run on its own data (:func:`cooplab.tasks.science.owndata.custom_config`:
-the item's table is the dataset, question + constraints + format the task text), run as a job of
-the executor passed in (``jobs_on``: the engine's :mod:`cooplab.runs.sweeps`; ``OUT/items/ID`` run directories,
-concurrent, finished items skipped on a
-rerun, ``--executor ray``). The answers are the ``@name[value]`` parts of the final artifact (the
-last one of each name wins); an item is correct when every labelled sub-answer matches
+the item's table is the dataset, question + constraints + format the task text). The bench is a
+grid sweep of the science task run by the engine's grid runner (``jobs_on.run_grid``,
+:mod:`cooplab.runs.grid`; :func:`sweep_of`): one cell per item that can run,
+``OUT/cells/item-ID__sSEED`` run directories, ``OUT/manifest.json`` of kind ``bench``, concurrent,
+finished items skipped on a rerun, ``--executor ray``. The science task's ``analyze_sweep`` then
+writes the bench's files from the manifest (:func:`analyze`). A bench of the earlier
+``OUT/items/ID`` layout reads as it is; ``cooplab migrate`` moves it (``formats.bench_cells``).
+
+The answers are the ``@name[value]`` parts of the final artifact (the last one of each name
+wins); an item is correct when every labelled sub-answer matches
 (:mod:`cooplab.tasks.science.bench_answers`: numbers at the label's precision, text, lists, dicts). An
 item that cannot be run or scored (a problem in its suite line or its labels) is kept, left out
 of the accuracy and listed with the reason (``why_not_scored``, ``not_scored``, report.md); one
@@ -29,14 +34,16 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cooplab.evals.calibration import wilson  # noqa: F401 - the 95% Wilson interval, shared with cooplab calibrate
-from cooplab.graphs.jobs import Jobs
-from cooplab.limits import one_line, parse_json
+from cooplab.graphs.formats import BENCH_OUTPUTS, bench_cell
+from cooplab.graphs.jobs import Runs
+from cooplab.limits import ConfigError, one_line, parse_json
 from cooplab.tasks.science.bench_answers import Value, answer_parts, extract, label_value, match, same, shown  # noqa: F401 - extract, match: the API
 
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -58,17 +65,21 @@ def _lines(path: Path, what: str, constants: bool = False) -> Iterable[tuple[int
     from cooplab.tasks.science.owndata import read_utf8
 
     p = Path(path)
-    text = read_utf8(p, what, BenchError)
+    return _text_lines(read_utf8(p, what, BenchError), f"{what} {p}", constants)
+
+
+def _text_lines(text: str, where: str, constants: bool = False) -> Iterable[tuple[int, Any]]:
+    """:func:`_lines` of a file's text (``where``: what and which file, for the messages)."""
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         if len(line) > MAX_LINE:
-            raise BenchError(f"{what} {p} line {n}: longer than {MAX_LINE} characters")
+            raise BenchError(f"{where} line {n}: longer than {MAX_LINE} characters")
         obj = parse_json(
-            line, f"{what} {p} line {n}", error=BenchError, parse_constant=None if constants else _no_constant
+            line, f"{where} line {n}", error=BenchError, parse_constant=None if constants else _no_constant
         )
         if not isinstance(obj, dict):
-            raise BenchError(f"{what} {p} line {n}: expected a JSON object, got {type(obj).__name__}")
+            raise BenchError(f"{where} line {n}: expected a JSON object, got {type(obj).__name__}")
         yield n, obj
 
 
@@ -113,20 +124,25 @@ def _item_problem(obj: dict[str, Any], tdir: Path) -> str | None:
 
 def load_suite(path: Path | str, tables: Path | str) -> list[dict[str, Any]]:
     """Every item of the suite, in order. An item that cannot be run (no usable id, a duplicate
-    id, a missing question, format or table, a format without @name[...] parts) is kept with
+    id or one naming the same run folder as an earlier id (``a-`` and ``a``: :func:`bench_cell`), a
+    missing question, format or table, a format without @name[...] parts) is kept with
     ``problem`` saying why, and is reported, never run; a level or concepts of an odd type are
     dropped. BenchError (one line) only for the files themselves: ``--tables`` not a directory, a
     line that is not a JSON object, no item at all."""
     tdir = Path(tables)
     if not tdir.is_dir():
         raise BenchError(f"--tables {tdir} is not a directory")
-    items, seen = [], {}
+    items, seen, folders = [], {}, {}
     for n, obj in _lines(Path(path), "suite"):
         iid, problem = _item_id(obj)
         if iid is not None and iid in seen:
             problem = f"duplicate id {iid!r} (first on line {seen[iid]})"
+        elif iid is not None and bench_cell(iid, 0) in folders:
+            first = folders[bench_cell(iid, 0)]
+            problem = f"id {iid!r} names the same run folder as id {first[0]!r} (line {first[1]}): make them differ"
         elif iid is not None:
             seen[iid] = n
+            folders[bench_cell(iid, 0)] = (iid, n)
         problem = problem or _item_problem(obj, tdir)
         level = obj.get("level")
         fname = _text(obj, "file_name")
@@ -193,10 +209,15 @@ def load_labels(path: Path | str) -> tuple[dict[str, Labels], list[str]]:
     counts once. A line that cannot score its item (no pairs, a null value, a name given twice
     with different values, an id given again with other answers) marks that item not scored,
     with the reason. BenchError (one line) only for a line that is not a JSON object."""
+    return _labels_of(_lines(Path(path), "labels", constants=True))
+
+
+def _labels_of(lines: Iterable[tuple[int, Any]]) -> tuple[dict[str, Labels], list[str]]:
+    """:func:`load_labels` of a labels file's parsed lines."""
     out: dict[str, Labels] = {}
     notes: list[str] = []
     seen: dict[str, int] = {}
-    for n, obj in _lines(Path(path), "labels", constants=True):
+    for n, obj in lines:
         iid, why = _item_id(obj)
         if iid is None:
             notes.append(f"labels line {n}: {why}")
@@ -267,12 +288,10 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def item_jobs(
-    items: list[dict[str, Any]],
+def item_config(
+    it: dict[str, Any],
     out: Path,
     *,
-    job: Any,
-    team: str,
     team_size: int,
     budget_per_item: float | None,
     visibility: str,
@@ -281,47 +300,49 @@ def item_jobs(
     backend: str,
     llm: dict[str, Any],
     answers: dict[str, str] | None,
-) -> list[dict[str, Any]]:
-    """One sweep job per item that can run (a run directory ``OUT/items/ID``)."""
+) -> dict[str, Any]:
+    """The config.json of one item that can run (a science run on its own table, see the module's
+    docstring); with scripted ``answers`` the item's answer text is written to ``OUT/answers/ID.txt``."""
     from cooplab.tasks.science.owndata import custom_config
 
-    jobs = []
-    for it in items:
-        if it["problem"]:
-            continue
-        spec = model
-        if answers is not None:
-            adir = out / "answers"
-            adir.mkdir(parents=True, exist_ok=True)
-            f = adir / f"{it['id']}.txt"
-            text = answers.get(it["id"], "")
-            if not f.exists() or f.read_text(encoding="utf-8") != text:
-                f.write_text(text, encoding="utf-8")
-            spec = f"builtin:science-answers:{f.resolve()}"
-        cfg = custom_config(
-            [it["table"]],
-            task_text(it),
-            None,
-            team="llm",
-            seed=seed,
-            backend=backend,
-            llm={**llm, "model": spec, "budget": budget_per_item},
-            team_size=team_size,
-            visibility=visibility,
-            pipeline="solo" if team_size == 1 else "teams",
-        )
-        cfg["csv"] = False
-        cfg["record"] = {**cfg["record"], "bench_item": it["id"]}
-        jobs.append(
-            job(
-                out / "items" / it["id"],
-                "science",
-                cfg,
-                labels={"id": it["id"]},
-                done=("completed", "budget_exhausted"),
-            )
-        )
-    return jobs
+    spec = model
+    if answers is not None:
+        adir = out / "answers"
+        adir.mkdir(parents=True, exist_ok=True)
+        f = adir / f"{it['id']}.txt"
+        text = answers.get(it["id"], "")
+        if not f.exists() or f.read_text(encoding="utf-8") != text:
+            f.write_text(text, encoding="utf-8")
+        spec = f"builtin:science-answers:{f.resolve()}"
+    cfg = custom_config(
+        [it["table"]],
+        task_text(it),
+        None,
+        team="llm",
+        seed=seed,
+        backend=backend,
+        llm={**llm, "model": spec, "budget": budget_per_item},
+        team_size=team_size,
+        visibility=visibility,
+        pipeline="solo" if team_size == 1 else "teams",
+    )
+    cfg["csv"] = False
+    cfg["record"] = {**cfg["record"], "bench_item": it["id"]}
+    return cfg
+
+
+def sweep_of(out: Path, items: list[dict[str, Any]], *, seed: int, parallel: int) -> dict[str, Any]:
+    """The bench as a grid sweep of the ``science`` task (:mod:`cooplab.runs.grid`): one cell per
+    item that can run (grid ``{"item": [ID, ...]}``, the bench's seed: ``OUT/cells/item-ID__sSEED``,
+    :func:`cooplab.graphs.formats.bench_cell`), ``parallel`` cells at a time. Each cell's
+    config.json is :func:`item_config` (passed to the grid runner as ``config_of``)."""
+    return {
+        "task": "science",
+        "out": str(out),
+        "grid": {"item": [it["id"] for it in items if not it["problem"]]},
+        "seeds": [seed],
+        "parallel": parallel,
+    }
 
 
 def final_text(run_dir: Path) -> tuple[str, str]:
@@ -567,12 +588,16 @@ def check_settings(out: Path, settings: dict[str, Any]) -> None:
             )
 
 
+#: what one invocation of the bench hands its analysis (:func:`analyze`): the items, the labels file, the meta
+RUN_FILE = "bench-run.json"
+
+
 def run_bench(
     suite: Path,
     tables: Path,
     out: Path,
     *,
-    jobs_on: Jobs,
+    jobs_on: Runs,
     labels: Path | None,
     team: str,
     team_size: int,
@@ -589,12 +614,23 @@ def run_bench(
     log=lambda s: None,
     quiet: bool = True,
 ) -> dict[str, Any]:
-    """Run (or resume) a bench on ``jobs_on`` (the job executor: the engine's :mod:`cooplab.runs.sweeps`)
-    and write its outputs; returns the summary."""
-    import pandas as pd
+    """Run (or resume) a bench on ``jobs_on`` (the engine, :data:`cooplab.runs.engine.ENGINE`) and
+    return its summary: the items are the cells of one grid sweep (:func:`sweep_of`) run by the
+    engine's grid runner, and the science task's
+    :meth:`~cooplab.tasks.science.task.ScienceTask.analyze_sweep` writes the bench's files from the
+    folder's manifest (:func:`analyze`). A folder of the earlier ``items/`` layout is refused (one
+    line: ``cooplab migrate`` moves it)."""
+    from cooplab.graphs.rundir import write_json
 
     items = load_suite(suite, tables)
-    labs, label_notes = load_labels(labels) if labels is not None else (None, [])
+    from cooplab.tasks.science.owndata import read_utf8
+
+    labels_text = read_utf8(Path(labels), "labels", BenchError) if labels is not None else None
+    labs, label_notes = (
+        _labels_of(_text_lines(labels_text, f"labels {labels}", constants=True))
+        if labels_text is not None
+        else (None, [])
+    )
     if limit is not None:
         items = items[:limit]
     if all(it["problem"] for it in items):
@@ -610,6 +646,11 @@ def run_bench(
         raise BenchError("give --budget-per-item or --budget (the whole suite), not both")
     per_item = budget / len(items) if budget is not None else budget_per_item
     out = Path(out)
+    if (out / "items").is_dir() and not (out / "cells").exists() and any((out / "items").iterdir()):
+        raise BenchError(
+            f"{out} is a bench in the earlier items/ layout; run `cooplab migrate {out}` to move its items into "
+            "cells/, then run the bench again"
+        )
     settings = {
         "suite_sha256": _sha(Path(suite)),
         "team": team.split(":", 1)[0],
@@ -623,28 +664,30 @@ def run_bench(
         "llm": bench_llm(llm),
     }
     check_settings(out, settings)
-    js = item_jobs(
-        items,
-        out,
-        job=jobs_on.job,
-        team=team,
-        team_size=team_size,
-        budget_per_item=per_item,
-        visibility=visibility,
-        model=model,
-        seed=seed,
-        backend=backend,
-        llm=llm or {},
-        answers=answers,
-    )  # checks the model options before anything is written
+    runnable = {it["id"]: it for it in items if not it["problem"]}
+    configs = {
+        iid: item_config(
+            it,
+            out,
+            team_size=team_size,
+            budget_per_item=per_item,
+            visibility=visibility,
+            model=model,
+            seed=seed,
+            backend=backend,
+            llm=llm or {},
+            answers=answers,
+        )
+        for iid, it in runnable.items()
+    }
+    sweep = sweep_of(out, items, seed=seed, parallel=parallel)
+    try:  # the cells named before anything else is written
+        jobs_on.cell_names(sweep, f"bench {out}")
+    except ConfigError as exc:
+        raise BenchError(str(exc)) from None
     if not (out / "bench.json").exists():
         out.mkdir(parents=True, exist_ok=True)
         (out / "bench.json").write_text(json.dumps(settings, indent=1, default=str) + "\n", encoding="utf-8")
-    res = jobs_on.run_jobs(js, parallel=parallel, noun="item", executor=executor, log=log, quiet=quiet)
-    errors = {f["item"]: f["error"] for f in res["failed"]}
-    rows = [
-        item_row(it, out / "items" / it["id"], labs, None if it["problem"] else errors.get(it["id"])) for it in items
-    ]
     meta = {
         "suite": str(suite),
         "suite_sha256": _sha(Path(suite)),
@@ -657,32 +700,89 @@ def run_bench(
         "seed": seed,
         "executor": executor,
         "sandbox": backend,
-        "ran": sorted(res["ran"]),
-        "resumed": sorted(res["resumed"]),
-        "skipped": sorted(res["skipped"]),
-        "failed": res["failed"],
-        "seconds_this_invocation": res["seconds"],
-        "label_notes": label_notes,
+    }
+    write_json(
+        out / RUN_FILE,
+        {
+            "meta": meta,
+            # the labels themselves, not their file's path: the analysis reads nothing a run folder points to
+            "labels_text": labels_text,
+            "label_notes": label_notes,
+            "items": items,
+            "started": time.time(),
+            "team_label": f"{team} n={team_size}",
+        },
+    )
+    try:
+        res = jobs_on.run_grid(
+            sweep,
+            where=f"bench {out}",
+            config_of=lambda cell: configs[str(cell["item"])],
+            kind="bench",
+            outputs=BENCH_OUTPUTS,
+            executor=executor,
+            log=log,
+            quiet=quiet,
+        )
+    except ConfigError as exc:
+        raise BenchError(str(exc)) from None
+    if res.get("analysis_error"):
+        raise BenchError(res["analysis_error"])
+    return res["bench"]
+
+
+def analyze(out: Path, cells: list[dict[str, Any]]) -> dict[str, Any]:
+    """The bench's files from its folder: ``results.parquet`` (one row per item of the suite, in
+    order), ``summary.json``, ``report.md`` and ``figures/accuracy-cost.png``. Each item that ran is
+    found through the folder's manifest (its cell's run directory, status and error); the items, the
+    labels and the settings are those this invocation recorded (``bench-run.json``); ``cells`` (the
+    finished cells the grid runner hands over) say what this invocation did with each (ran,
+    resumed, skipped). Returns ``{"bench": summary}`` for the sweep's result."""
+    import pandas as pd
+
+    from cooplab.graphs import runfiles
+    from cooplab.graphs.rundir import RunDirError, read_json, write_json
+
+    out = Path(out)
+    try:
+        run = read_json(out / RUN_FILE)
+        m = runfiles.read_manifest(out)
+    except (OSError, ValueError, RunDirError) as exc:
+        raise BenchError(f"{out} cannot be analysed as a bench ({one_line(exc, 200)}); run the bench again") from None
+    if not isinstance(run, dict) or not isinstance(run.get("items"), list):
+        raise BenchError(f"{out / RUN_FILE} is not what cooplab bench science writes; run the bench again")
+    text = run.get("labels_text")
+    labs = _labels_of(_text_lines(text, f"labels kept in {out / RUN_FILE}", constants=True))[0] if text else None
+    by_item = {str(c.labels.get("item")): c for c in m.cells if c.dir is not None}
+    steps: dict[str, list[str]] = {"ran": [], "resumed": [], "skipped": []}
+    finished = set()
+    for c in cells:
+        item = str((c.get("labels") or {}).get("item"))
+        finished.add(item)
+        if c.get("step") in steps:
+            steps[c["step"]].append(item)
+    failed = [{"item": iid, "error": c.error} for iid, c in by_item.items() if c.error and iid not in finished]
+    errors = {f["item"]: f["error"] for f in failed}
+    rows = []
+    for it in run["items"]:
+        c = by_item.get(it["id"]) if not it["problem"] else None
+        run_dir = out / c.dir if c is not None and c.dir is not None else out / "cells" / "-"
+        try:
+            rows.append(item_row(it, run_dir, labs, None if it["problem"] else errors.get(it["id"])))
+        except RunDirError as exc:  # pragma: no cover - item_row reads what it can; a guard
+            raise BenchError(str(exc)) from None
+    meta = {
+        **run["meta"],
+        "ran": sorted(steps["ran"]),
+        "resumed": sorted(steps["resumed"]),
+        "skipped": sorted(steps["skipped"]),
+        "failed": failed,
+        "seconds_this_invocation": round(time.time() - float(run.get("started") or time.time()), 3),
+        "label_notes": run.get("label_notes") or [],
     }
     s = summarize(rows, meta)
     pd.DataFrame(rows).to_parquet(out / "results.parquet", index=False)
-    from cooplab.graphs.rundir import write_json
-
     write_json(out / "summary.json", s)
     write_report(out, s)
-    figure([(f"{team} n={team_size}", s)], out / "figures" / "accuracy-cost.png")
-    jobs_on.write_manifest(
-        out,
-        "bench",
-        "science",
-        js,
-        res,
-        outputs={
-            "settings": "bench.json",
-            "results": "results.parquet",
-            "summary": "summary.json",
-            "report": "report.md",
-            "figure": "figures/accuracy-cost.png",
-        },
-    )
-    return s
+    figure([(str(run.get("team_label") or meta["team"]), s)], out / "figures" / "accuracy-cost.png")
+    return {"bench": s}

@@ -404,6 +404,12 @@ def custom_section(datasets: Sequence[Path | str], task: str, truth: Any = None)
     return {"task": task.strip()[:MAX_TASK_CHARS], "datasets": infos, "facts": facts}
 
 
+def custom_team_model(team: str) -> str | None:
+    """The scripted teams of a run on your own data: ``oracle`` is the describing team (it computes
+    and states the data's shape, missing values and column means), ``garbage`` the useless report."""
+    return {"oracle": "builtin:science-describe:data", "garbage": "builtin:science-garbage:ecology"}.get(team)
+
+
 def custom_config(
     datasets: Sequence[Path | str],
     task: str,
@@ -418,9 +424,9 @@ def custom_config(
     """A complete run config for :func:`cooplab.run` (see docs/science.md, "Your own data")."""
     from cooplab.agents.settings import LLMSettings
     from cooplab.limits import in_file, validate
+    from cooplab.tasks.science import scripted  # noqa: F401 - registers the built-in scripted teams (and the bench's)
     from cooplab.tasks.science.defaults import MAX_TOKENS
     from cooplab.tasks.science.params import ScienceParams
-    from cooplab.tasks.science.task import custom_team_model
 
     P = ScienceParams(team=team, **params)
     settings = validate(LLMSettings, {"max_tokens": MAX_TOKENS, **(llm or {})}, in_file("llm"), strict=False)

@@ -46,12 +46,6 @@ def team_model(team: str, task: str) -> str | None:
     return {"oracle": f"builtin:science-oracle:{task}", "garbage": f"builtin:science-garbage:{task}"}.get(team)
 
 
-def custom_team_model(team: str) -> str | None:
-    """The scripted teams of a run on your own data: ``oracle`` is the describing team (it computes
-    and states the data's shape, missing values and column means), ``garbage`` the useless report."""
-    return {"oracle": "builtin:science-describe:data", "garbage": "builtin:science-garbage:ecology"}.get(team)
-
-
 Config = TaskConfig[ScienceSettings]
 
 
@@ -226,6 +220,8 @@ class ScienceTask(Task):
     def fixed_model(self, config: Config) -> str | None:
         """The built-in scripted model of an oracle or garbage team (None for an LLM team)."""
         P = config.params
+        from cooplab.tasks.science.owndata import custom_team_model
+
         return custom_team_model(P.team) if P.custom is not None else team_model(P.team, P.task)
 
     def other_models(self, config: Config) -> list[tuple[str, str, str, tuple[str, ...]]]:
@@ -525,8 +521,17 @@ class ScienceTask(Task):
         heuristic scorer's (as before); ``judge`` names the LLM judge whose scores are in
         ``judge_completeness``, ``judge_quality`` and ``judge_accuracy`` (:func:`_judge_row`; empty
         for a run no judge scored). A run's condition is its cell name without the seed; the
-        model, task, budget, visibility, team size and prompt come from the run's own config.json."""
+        model, task, budget, visibility, team size and prompt come from the run's own config.json.
+
+        A bench's folder (its manifest's kind is "bench": ``cooplab bench science``): its
+        results.parquet, summary.json, report.md and figure instead
+        (:func:`cooplab.tasks.science.bench.analyze`)."""
         import pandas as pd
+
+        if (Path(out) / "manifest.json").is_file() and runfiles.read_manifest(Path(out)).kind == "bench":
+            from cooplab.tasks.science.bench import analyze
+
+            return analyze(Path(out), cells)
 
         from cooplab.evals.science_scoring import JUDGE_COLUMNS
 

@@ -288,8 +288,8 @@ def test_analyze_without_the_embedder_s_files_is_one_line(tmp_path, monkeypatch,
 
 
 def test_the_docs_state_every_pinned_sha256_and_origin():
-    docs = {name: (ROOT / name).read_text() for name in ("docs/llm.md", "docs/cpr-llm.md", "README.md")}
-    for key, doc in (("smollm2", "docs/llm.md"), ("minilm", "docs/cpr-llm.md")):
+    docs = {name: (ROOT / name).read_text() for name in ("docs/llm.md", "docs/cpr-llm.md", "docs/plan.md", "README.md")}
+    for key, doc in (("smollm2", "docs/llm.md"), ("minilm", "docs/cpr-llm.md"), ("tiktoken", "docs/plan.md")):
         model = mf.MODELS[key]
         for f in model.files:
             assert f.sha256 in docs[doc], (doc, f.name)

@@ -72,7 +72,7 @@ def test_the_format_is_declared_once_with_the_version_of_each_file():
     for name, conv in formats.CONVERTERS.items():
         assert conv.file == name and conv.reads and conv.writes
         assert name not in formats.VERSIONS or conv.writes == f"version {formats.VERSIONS[name]}"
-    assert set(formats.CONVERTERS) == {*formats.VERSIONS, "table", "games/"}
+    assert set(formats.CONVERTERS) == {*formats.VERSIONS, "table", "games/", "items/"}
 
 
 def test_every_run_file_of_every_task_is_converted_to_what_the_readers_make_of_it(tmp_path):
@@ -159,6 +159,68 @@ def test_a_profile_in_the_games_layout_reads_and_continues_after_migrate(tmp_pat
     assert "cpr: finished earlier, read back" in err and "weakest-link: resuming" in err
     for g, e in before["games"].items():
         assert got["games"][g]["metric"] == e["metric"] and got["games"][g]["status"] == "completed", g
+
+
+OLD_BENCH, BENCH_INPUTS = DATA / "bench-items-layout", DATA / "bench-items-inputs"
+BENCH_ARGS = [
+    "bench",
+    "science",
+    str(BENCH_INPUTS / "suite.jsonl"),
+    "--tables",
+    str(EXAMPLES / "bench-suite" / "tables"),
+    "--labels",
+    str(BENCH_INPUTS / "labels.jsonl"),
+    "--team",
+    f"answers:{BENCH_INPUTS / 'answers.jsonl'}",
+    "--sandbox-backend",
+    "local",
+    "--cache",
+    "off",
+]
+
+
+def test_a_bench_in_the_items_layout_reads_and_continues_after_migrate(tmp_path, capsys):
+    """A bench written before benches were grid sweeps (the fixture: today's code before the
+    change, --limit 3 of a 4-item suite with a dotted id and an item that cannot run; figures,
+    traces and checkpoints left out, no absolute path inside)."""
+    import pandas as pd
+
+    d = tmp_path / "b"
+    shutil.copytree(OLD_BENCH, d)
+    before = json.loads((d / "summary.json").read_text())
+    assert runfiles.dirs_by(d, "id") == {i: d / "items" / i for i in ("q01", "v1.2")}  # it reads as it is
+    code = main([*BENCH_ARGS, "--out", str(d)])
+    _, err = capsys.readouterr()
+    assert code == 2 and f"`cooplab migrate {d}`" in err and len(err.strip().splitlines()) == 1, err
+    code, out, err = cli([str(d), "--dry-run", "--json"], capsys)
+    assert code == 0 and [c["file"] for c in json.loads(out)["changes"]] == ["items/"] and (d / "items").is_dir()
+    code, out, err = cli([str(d)], capsys)
+    assert code == 0 and "converted to format 0.1" in out, err
+    cells = ["cells/item-q01__s0", "cells/item-v1.2__s0"]
+    assert not (d / "items").exists() and sorted(f"cells/{p.name}" for p in (d / "cells").iterdir()) == cells
+    m = runfiles.read_manifest(d)
+    assert m.kind == "bench" and [(c.dir, c.labels, c.status) for c in m.cells] == [
+        ("cells/item-q01__s0", {"item": "q01", "seed": 0}, "completed"),
+        ("cells/item-v1.2__s0", {"item": "v1.2", "seed": 0}, "completed"),
+    ]
+    assert m.outputs == {k: v for k, v in formats.BENCH_OUTPUTS.items() if k != "figure"}  # the fixture has none
+    rows = pd.read_parquet(d / "results.parquet")
+    assert list(rows["run_dir"]) == ["bench-items-layout/" + c for c in cells] + [""]
+    old_rows = pd.read_parquet(d / "results.parquet.v1.bak")
+    assert list(old_rows["run_dir"]) == ["bench-items-layout/items/q01", "bench-items-layout/items/v1.2", ""]
+    assert runfiles.read_manifest(d).cells[0].dir == "cells/item-q01__s0" and (d / "manifest.json.v1.bak").is_file()
+    assert cli([str(d)], capsys)[1].strip().endswith("nothing to do")  # a second migration changes nothing
+    # the converted bench continues: its finished items read back (skipped, nothing charged), the fourth item runs
+    code = main([*BENCH_ARGS, "--json", "-q", "--out", str(d)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    s = json.loads(out)
+    assert s["skipped"] == ["q01", "v1.2"] and s["ran"] == ["q02"] and s["items"] == 4, s
+    assert [n["id"] for n in s["not_scored"]] == [n["id"] for n in before["not_scored"]] == ["bad.item"]
+    # q02's label in the fixture's inputs is wrong on purpose: scored, not correct
+    assert s["scored"] == before["scored"] + 1 and s["correct"] == before["correct"] == 2
+    assert s["cost_usd"] > before["cost_usd"] and (d / "figures" / "accuracy-cost.png").is_file()
+    assert runfiles.dirs_by(d, "item") == {i: d / "cells" / f"item-{i}__s0" for i in ("q01", "v1.2", "q02")}
 
 
 SWEEPS = {

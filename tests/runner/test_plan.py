@@ -213,6 +213,44 @@ def test_cells_on_a_paid_model_are_piloted_on_a_scripted_one_and_priced_at_their
     assert any("scripted:game.json" in n for n in p["notes"])
 
 
+def test_a_pilot_for_an_openai_model_counts_tokens_with_that_models_encoding(scripts, monkeypatch):
+    from cooplab.agents import tokenizers
+    from cooplab.agents.models.scripted import ScriptedChatModel
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-never-used")  # never called: the pilot runs on the scripted model
+    base = {"task": "game", "agents": "llm", "game": "cpr", "simulations": 1, "rounds": 2, "group_size": 2}
+    models = ("openai:gpt-4o-mini", "openai:gpt-4", "openai:my-finetune")
+    plans = {m: plan({**base, "model": m}, pilot_model="scripted:game.json", pilot_rounds=2) for m in models}
+    assert {m: p["points"][0]["tokens_counted_by"] for m, p in plans.items()} == {
+        "openai:gpt-4o-mini": "o200k_base",
+        "openai:gpt-4": "cl100k_base",
+        "openai:my-finetune": "cooplab",
+    }
+    cells = {m: p["points"][0]["per_cell"] for m, p in plans.items()}
+    assert len({c["calls"] for c in cells.values()}) == 1  # the same calls, counted three ways
+    assert len({c["input_tokens"] for c in cells.values()}) == 3
+    assert any("o200k_base" in n for n in plans["openai:gpt-4o-mini"]["notes"])
+    assert any("cooplab's own count" in n for n in plans["openai:my-finetune"]["notes"])
+    # a pilot as long as the run is the run: the same game on the scripted model counting in o200k_base
+    run = cooplab.run(
+        **{**base, "model": ScriptedChatModel.from_file("game.json", tokenizer="o200k_base")}, out="direct", quiet=True
+    )
+    tokens = run.ledger[run.ledger["kind"] == "tokens"]
+    assert cells["openai:gpt-4o-mini"]["input_tokens"] == int(tokens["input_tokens"].sum())
+    assert cells["openai:gpt-4o-mini"]["output_tokens"] == int(tokens["output_tokens"].sum())
+    # without the encoding's files: cooplab's own count, and the note says how to get them
+    monkeypatch.setenv("COOPLAB_MODELS_DIR", str(scripts / "no-models"))
+    monkeypatch.setattr(tokenizers, "_LOADED", {})
+    p = plan({**base, "model": "openai:gpt-4o-mini"}, pilot_model="scripted:game.json", pilot_rounds=2)
+    assert p["points"][0]["tokens_counted_by"] == "cooplab"
+    fallback = p["points"][0]["per_cell"]
+    assert (fallback["calls"], fallback["input_tokens"]) == (
+        cells["openai:my-finetune"]["calls"],
+        cells["openai:my-finetune"]["input_tokens"],
+    )
+    assert any("cooplab models fetch tiktoken" in n and "\n" not in n for n in p["notes"])
+
+
 def test_a_two_round_pilot_takes_the_growth_between_its_rounds():
     # prompts that grow by one round of history: 100, 110, 120, 130 tokens a call (the local-model
     # measurement of docs/plan.md was 18 % low before a two-round pilot measured this growth)

@@ -16,12 +16,17 @@ import pandas as pd
 import pytest
 
 from cooplab.cli import main
-from cooplab.runs import sweeps
+from cooplab.runs.engine import ENGINE
 from cooplab.tasks.science import bench
 from tests.helpers.cli import fail_line
 
 EX = Path(__file__).resolve().parents[2] / "examples" / "bench-suite"
 SUITE, TABLES, LABELS = EX / "suite.jsonl", EX / "tables", EX / "labels.jsonl"
+
+
+def cell(out: Path, item: str, seed: int = 0) -> Path:
+    """An item's run directory in a bench folder (a cell of its grid sweep)."""
+    return out / "cells" / f"item-{item}__s{seed}"
 
 
 def run_bench(capsys, out, answers, *extra):
@@ -107,7 +112,7 @@ def test_correct_answers_score_100_percent_with_every_output(correct_bench):
     report = (out / "report.md").read_text()
     assert "## By level" in report and "## By concept" in report and "cost per correct answer" in report
     assert (out / "figures" / "accuracy-cost.png").stat().st_size > 1000
-    paper = sorted((out / "items" / "q01" / "artifacts").glob("final_paper.v*.md"))[-1].read_text()
+    paper = sorted((cell(out, "q01") / "artifacts").glob("final_paper.v*.md"))[-1].read_text()
     assert "@mean_unit_price[" in paper  # the answer went through the graph into the final artifact
 
 
@@ -137,8 +142,8 @@ def test_resume_skips_finished_items_and_charges_nothing_again(correct_bench, tm
     src, s0 = correct_bench
     out = tmp_path / "resumed"
     shutil.copytree(src, out)
-    (out / "items" / "q05" / "summary.json").unlink()  # interrupted after its last checkpoint
-    shutil.rmtree(out / "items" / "q06")  # never started
+    (cell(out, "q05") / "summary.json").unlink()  # interrupted after its last checkpoint
+    shutil.rmtree(cell(out, "q06"))  # never started
     s = run_bench(capsys, out, EX / "answers-correct.jsonl")
     assert s["resumed"] == ["q05"] and s["ran"] == ["q06"] and len(s["skipped"]) == s0["items"] - 2
     assert s["cost_usd"] == pytest.approx(s0["cost_usd"]) and s["tokens_in"] == s0["tokens_in"]
@@ -147,15 +152,32 @@ def test_resume_skips_finished_items_and_charges_nothing_again(correct_bench, tm
     assert s2["ran"] == [] and s2["resumed"] == [] and s2["cost_usd"] == pytest.approx(s0["cost_usd"])
 
 
+def test_the_analysis_scores_with_the_labels_kept_in_the_folder_and_opens_no_path_from_it(correct_bench, tmp_path):
+    src, s0 = correct_bench
+    out = tmp_path / "copy"
+    shutil.copytree(src, out)
+    run = json.loads((out / bench.RUN_FILE).read_text())
+    lines = [json.loads(x) for x in run["labels_text"].splitlines() if x.strip()]
+    for obj in lines:
+        if obj["id"] == "q01":  # the kept labels now disagree with q01's answer
+            obj["common_answers"] = [[name, "123456789"] for name, _ in obj["common_answers"]]
+    run["labels_text"] = "\n".join(json.dumps(o) for o in lines)
+    run["labels_file"] = str(tmp_path / "not-a-labels-file")  # a path written in the folder is never opened
+    (tmp_path / "not-a-labels-file").write_text("this is not JSON\n")
+    (out / bench.RUN_FILE).write_text(json.dumps(run))
+    s = bench.analyze(out, [])["bench"]
+    assert s["correct"] == s0["correct"] - 1 and s["scored"] == s0["scored"]
+    df = pd.read_parquet(out / "results.parquet").set_index("id")
+    assert not bool(df.loc["q01", "correct"]) and bool(df.drop(index="q01")["correct"].all())
+
+
 def test_figure_of_several_benches(correct_bench, tmp_path, capsys):
     src, _ = correct_bench
     png = tmp_path / "f.png"
     assert main(["bench", "figure", str(src), str(src), "--out", str(png), "--json"]) == 0
     o = json.loads(capsys.readouterr().out)
     assert len(o["points"]) == 2 and o["points"][0]["accuracy"] == 1.0 and png.stat().st_size > 1000
-    assert "is not a bench summary" in fail_line(
-        capsys, ["bench", "figure", str(src / "items" / "q01"), "--out", str(png)]
-    )
+    assert "is not a bench summary" in fail_line(capsys, ["bench", "figure", str(cell(src, "q01")), "--out", str(png)])
 
 
 GOOD = {"id": "a1", "question": "Mean?", "constraints": "2 decimals", "format": "@m[value]", "file_name": "orders.csv"}
@@ -176,7 +198,7 @@ def test_a_suite_line_that_is_no_json_object_is_one_line_naming_the_line(tmp_pat
         ["bench", "science", str(p), "--tables", str(TABLES), "--team", "answers:x", "--out", str(tmp_path / "o")],
     )
     assert f"suite {p} line 2: " in msg and why in msg, msg
-    assert not (tmp_path / "o" / "items").exists()
+    assert not (tmp_path / "o").exists()
 
 
 @pytest.mark.parametrize(
@@ -188,6 +210,7 @@ def test_a_suite_line_that_is_no_json_object_is_one_line_naming_the_line(tmp_pat
         (json.dumps({**GOOD, "format": "the mean"}), "no @name[...] answer part"),
         (json.dumps({**GOOD, "id": "../x"}), "id '../x' must be"),
         (json.dumps({**GOOD, "id": "a0"}), "duplicate id 'a0' (first on line 1)"),
+        (json.dumps({**GOOD, "id": "a0-"}), "id 'a0-' names the same run folder as id 'a0' (line 1)"),
     ],
 )
 def test_an_item_that_cannot_run_is_kept_with_its_reason(tmp_path, line, why):
@@ -196,14 +219,14 @@ def test_an_item_that_cannot_run_is_kept_with_its_reason(tmp_path, line, why):
     first, second = bench.load_suite(p, TABLES)
     assert first["problem"] is None and second["line"] == 2 and why in second["problem"], second["problem"]
     p.write_text(line + "\n")
-    if why.startswith("duplicate"):
+    if why.startswith("duplicate") or "same run folder" in why:
         return
     with pytest.raises(bench.BenchError, match=f"no item of suite {p} can be run; the first: line 1: "):
         bench.run_bench(
             p,
             TABLES,
             tmp_path / "o",
-            jobs_on=sweeps,
+            jobs_on=ENGINE,
             labels=None,
             team="llm",
             team_size=1,
@@ -356,7 +379,7 @@ def test_team_size_one_is_a_single_analyst(tmp_path, capsys):
     """--team-size 1 is the baseline of the benchmark papers: one agent, one tool loop, no teams."""
     s = run_bench(capsys, tmp_path / "solo", EX / "answers-correct.jsonl", "--limit", "2", "--team-size", "1")
     assert s["team_size"] == 1 and s["correct"] == 2
-    d = tmp_path / "solo" / "items" / "q01"
+    d = cell(tmp_path / "solo", "q01")
     cfg = json.loads((d / "config.json").read_text())
     assert cfg["params"]["team_size"] == 1 and cfg["params"]["pipeline"] == "solo"
     loops = pd.read_parquet(d / "tool_loops.parquet")
@@ -524,7 +547,7 @@ def test_kill_9_mid_item_then_resume_charges_nothing_twice(tmp_path):
         time.sleep(0.05)
     os.killpg(p.pid, signal.SIGKILL)
     p.wait()
-    done = sorted(d.name for d in (killed / "items").iterdir() if (d / "summary.json").exists())
+    done = sorted(iid for iid in ("q01", "q02", "q03", "q04") if (cell(killed, iid) / "summary.json").exists())
     assert done == ["q01", "q02", "q03"]  # the kill landed inside q04
     gate.touch()
     p = start(killed)
@@ -532,7 +555,7 @@ def test_kill_9_mid_item_then_resume_charges_nothing_twice(tmp_path):
     assert p.returncode == 0, err[-2000:]
     s = json.loads(out)
     assert s["skipped"] == ["q01", "q02", "q03"] and sorted(s["resumed"] + s["ran"]) == ["q04", "q05", "q06"]
-    q04 = json.loads((killed / "items" / "q04" / "summary.json").read_text())
+    q04 = json.loads((cell(killed, "q04") / "summary.json").read_text())
     assert q04["llm"]["cache_hits"] >= 1  # the call paid before the kill was replayed, not bought again ...
     assert q04["ledger"]["cached_calls"] == 0  # ... and charged as the live call it was (the ledger journal)
 
@@ -666,3 +689,23 @@ def test_a_bench_started_before_an_option_existed_resumes_with_its_default(tmp_p
     # the defaults the bench assumes are those a run on your own data gets
     llm = custom_config([TABLES / "orders.csv"], "x", None, backend="local")["llm"]
     assert {k: llm[k] for k in bench.BENCH_LLM} == bench.bench_llm(None)
+
+
+def test_a_fresh_process_knows_the_answers_team(tmp_path):
+    """`cooplab bench science --team answers:FILE` in a process that imported nothing before it:
+    the scripted answers model is registered by the code that builds an item's config (not by
+    whatever the test process imported earlier)."""
+    import subprocess
+    import sys
+
+    cmd = [
+        sys.executable,
+        "-c",
+        "import sys; from cooplab.cli import main; sys.exit(main(sys.argv[1:]))",
+        *["bench", "science", str(SUITE), "--tables", str(TABLES), "--labels", str(LABELS)],
+        *["--team", f"answers:{EX / 'answers-correct.jsonl'}", "--sandbox-backend", "local", "--cache", "off"],
+        *["--limit", "1", "--out", str(tmp_path / "b"), "--json"],
+    ]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=Path(__file__).resolve().parents[2])
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert json.loads(p.stdout)["correct"] == 1

@@ -127,5 +127,5 @@ def test_own_data_and_the_bench_use_the_science_cap(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 0, err
     assert json.loads((out / "bench.json").read_text())["llm"]["max_tokens"] == MAX_TOKENS
-    item = next((out / "items").iterdir())
+    item = next((out / "cells").iterdir())
     assert json.loads((item / "config.json").read_text())["llm"]["max_tokens"] == MAX_TOKENS
