@@ -274,10 +274,10 @@ def main() -> int:
     ap.add_argument("--r", type=float, default=0.6, help="the fork's regrowth rate (default 0.6; the parent's 0.2)")
     ap.add_argument("--max-tokens", type=int, default=64, help="answer cap per call (default 64)")
     ap.add_argument(
-        "--effort-only", action="store_true", help="the effort prompt alone (punishment and group decisions off)"
+        "--effort-only", action="store_true", help="punishment and group decisions off (fewer prompts per round)"
     )
     ap.add_argument(
-        "--quick", action="store_true", help="smoke size: 2 agents, 2 rounds, K = 1, 8-token answers, effort only"
+        "--quick", action="store_true", help="smoke size: 2 agents, 2 rounds, K = 1, 8-token answers, --effort-only"
     )
     ap.add_argument("--out", type=Path, default=None, help="write the section into this file instead of RESULTS.md")
     ap.add_argument(

@@ -407,7 +407,7 @@ def test_bench_local_reuse(tmp_path):
 @pytest.mark.slow
 @pytest.mark.integration
 def test_bench_fork_local(tmp_path):
-    # --quick: a 2-fisher, 2-round CPR society on the local model asking the effort prompt alone,
+    # --quick: a 2-fisher, 2-round CPR society on the local model (punishment and group decisions off),
     # forked at round 1 with another regrowth, with and without kept states, and the fresh run of
     # the fork's settings (nothing timed: the table's rows and its counts)
     out = tmp_path / "results.md"
@@ -418,8 +418,9 @@ def test_bench_fork_local(tmp_path):
         if r[0] in ("parent", "fork", "fork, no kept states", "fresh run"):
             table.setdefault(r[0], r)
     assert list(table) == ["parent", "fork", "fork, no kept states", "fresh run"]
-    assert table["fork"][1] == table["fork, no kept states"][1] == "2"  # round 2's two effort calls, live
-    assert table["parent"][1] == table["fresh run"][1] == "4"
+    calls = {k: int(r[1]) for k, r in table.items()}
+    assert calls["fork"] == calls["fork, no kept states"] > 0  # round 2's calls, all live, the same with or without
+    assert calls["fork"] < calls["fresh run"] and calls["fork"] < calls["parent"]  # round 1 is not asked again
     reused = {k: int(table[k][3].replace(",", "")) for k in ("fork", "fork, no kept states")}
     assert reused["fork, no kept states"] <= reused["fork"]  # the kept states hold what the last call read, and more
     assert "the same decisions: **yes**" in text  # kept states never change an answer
