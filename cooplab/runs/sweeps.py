@@ -107,11 +107,14 @@ def next_step(j: dict[str, Any]) -> str:
     return "resumed" if resumable(d) else "ran"
 
 
-def execute_job(j: dict[str, Any], *, warn: Callable[[str], None] | None = None, worker: bool = True) -> dict[str, Any]:
+def execute_job(
+    j: dict[str, Any], *, warn: Callable[[str], None] | None = None, worker: bool = True, quiet: bool = True
+) -> dict[str, Any]:
     """Run one cell wherever this is called (a thread here or a Ray worker): "skipped" when it is
     finished, "resumed" when it has checkpoints, else "ran". Raises what the run raises. ``warn``
     gets a resumed run's notices; ``worker``: False when the caller's own thread runs it (the
-    current directory is then never changed)."""
+    current directory is then never changed); ``quiet``: False shows the run's own progress bar
+    (cells run in turn, one at a time: a game profile's games)."""
     from cooplab.runs import registry, runner
     from cooplab.runs import store as runstore
 
@@ -131,10 +134,10 @@ def execute_job(j: dict[str, Any], *, warn: Callable[[str], None] | None = None,
         if cell_status(d) in j["done"]:
             return {"kind": "skipped", **where}
         if resumable(d):
-            runner.resume(d, quiet=True, warn=warn)
+            runner.resume(d, quiet=quiet, warn=warn)
             return {"kind": "resumed", **where}
         runstore.prepare_out(d, force=True)
-        runner.start(registry.get(j["task"]), d, j["config"], quiet=True)
+        runner.start(registry.get(j["task"]), d, j["config"], quiet=quiet)
         return {"kind": "ran", **where}
 
 
@@ -246,7 +249,7 @@ def run_jobs(
     t0 = time.perf_counter()
     try:
         if in_turn:
-            left = _run_in_turn(jobs, done, budget=budget, warn=warn, announce=announce)
+            left = _run_in_turn(jobs, done, budget=budget, warn=warn, announce=announce, bar=bar)
         elif executor == "ray":
             res["ray"], left = _run_ray(jobs, done, address=address, parallel=parallel, budget=budget)
         else:
@@ -316,8 +319,12 @@ def _run_in_turn(
     budget: "SweepBudget | None",
     warn: Callable[[str], None] | None,
     announce: Callable[[dict[str, Any], str], None] | None,
+    bar: Any = None,
 ) -> list[dict[str, Any]]:
-    """The jobs one after another in this thread (see :func:`run_jobs`); returns those not started."""
+    """The jobs one after another in this thread (see :func:`run_jobs`); returns those not started.
+    With the sweep's progress ``bar`` shown, it names the running cell and the cell's run shows its
+    own progress bar under it (its rounds, calls, tokens, cost), as a single run does."""
+    shown = bar is not None and not bar.disable
     left: list[dict[str, Any]] = []
     halted = False
     for j in jobs:
@@ -327,8 +334,10 @@ def _run_in_turn(
             continue
         if announce is not None:
             announce(j, step)
+        if shown and bar is not None:
+            bar.set_postfix_str(Path(j["dir"]).name)
         try:
-            outcome: Any = execute_job(j, warn=warn, worker=False)
+            outcome: Any = execute_job(j, warn=warn, worker=False, quiet=not shown)
         except Exception as exc:  # kept, as in any sweep; the jobs after it are not started
             outcome = exc
         done(j, outcome)

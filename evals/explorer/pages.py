@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cooplab.evals.explorer import forks, groups, render, traces, views
-from cooplab.evals.explorer.runs import RunDir, discover, shown
+from cooplab.evals.explorer.runs import ConfigCache, RunDir, discover, shown
 from cooplab.evals.typed import sub
 from cooplab.evals.values import cut, human_bytes, num, slug
 from cooplab.graphs import explore as ex
@@ -50,10 +50,13 @@ class Site:
     task_for: Callable[[str], Any]
     _runs: dict[str, RunDir] = field(default_factory=dict)
     _groups: dict[str, groups.Group] = field(default_factory=dict)
+    #: config.json of every served run as last read: a page view re-reads only the files that changed
+    configs: ConfigCache = field(default_factory=ConfigCache)
 
     # --- finding runs ---------------------------------------------------------------------
     def scan(self) -> list[RunDir]:
-        runs = discover(self.roots, self.task)
+        runs = discover(self.roots, self.task, self.configs)
+        self.configs.keep_only({r.out for r in runs})
         self._runs = {r.id: r for r in runs}
         self._groups = {g.id: g for g in groups.find(self.roots, runs)}
         return runs
@@ -73,7 +76,9 @@ class Site:
         if run_id not in self._runs:
             self.scan()
         r = self._runs.get(run_id)
-        return RunDir(id=r.id, out=r.out, root=r.root, task_for=self.task) if r is not None else None
+        return (
+            RunDir(id=r.id, out=r.out, root=r.root, task_for=self.task, configs=self.configs) if r is not None else None
+        )
 
     def task(self, name: str) -> Any:
         try:

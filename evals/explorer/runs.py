@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import os
+import stat
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,6 +86,49 @@ def shown(text: Any) -> str:
         return t.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+class ConfigCache:
+    """config.json of each run folder as last read, kept while the file's (inode, mtime_ns, size)
+    stay the same: the explorer's pages look up a run's parent and forks among every run served
+    (:mod:`cooplab.evals.explorer.forks`), and with this a page view reads only the files that
+    changed since the last one. A changed, replaced, removed or new file is read again. The parsed
+    objects are shared between the readers of a folder: nothing may change them. Safe to share
+    between the server's threads."""
+
+    def __init__(self) -> None:
+        self._kept: dict[Path, tuple[tuple[int, int, int], Any, tuple[str, ...]]] = {}
+        self._lock = threading.Lock()
+
+    def read(self, path: Path) -> tuple[Any, list[str]]:
+        """(config.json as a JSON object, or {}; the notes a reader shows about it)."""
+        try:
+            st = path.stat()
+        except OSError:
+            st = None
+        if st is None or not stat.S_ISREG(st.st_mode):
+            with self._lock:
+                self._kept.pop(path, None)
+            return {}, [f"no {path.name} (the run has not finished, or the directory is incomplete)"]
+        key = (st.st_ino, st.st_mtime_ns, st.st_size)
+        hit = self._kept.get(path)
+        if hit is not None and hit[0] == key:
+            return hit[1], list(hit[2])
+        obj, problem = read_json(path)
+        notes: tuple[str, ...] = ()
+        if problem:
+            obj, notes = {}, (problem,)
+        elif not isinstance(obj, dict):
+            obj, notes = {}, (f"{path.name} is not a JSON object",)
+        with self._lock:
+            self._kept[path] = (key, obj, notes)
+        return obj, list(notes)
+
+    def keep_only(self, folders: set[Path]) -> None:
+        """Forget the files of folders no longer served (a removed run)."""
+        with self._lock:
+            for path in [p for p in self._kept if p.parent not in folders]:
+                del self._kept[path]
+
+
 @dataclass
 class RunDir:
     """One run directory as the explorer sees it: ``id`` is its address in the app's URLs
@@ -100,6 +145,8 @@ class RunDir:
     #: task name -> the registered task (its ``Results`` types the summary's results; None: any JSON)
     task_for: Any = field(default=None, repr=False)
     _summary: Any = field(default=None, repr=False)
+    #: what earlier readers of this folder read of its config.json (:class:`ConfigCache`; None: read it)
+    configs: ConfigCache | None = field(default=None, repr=False)
 
     def file(self, name: str) -> Path | None:
         """``out/name`` when it stays inside the run folder, else None and a note (a symbolic link
@@ -116,6 +163,9 @@ class RunDir:
             obj: Any = {}
             if path is None:
                 pass
+            elif name == "config.json" and self.configs is not None:
+                obj, problems = self.configs.read(path)
+                self.notes.extend(problems)
             elif path.is_file():
                 obj, problem = read_json(path)
                 if problem:
@@ -226,10 +276,10 @@ class RunDir:
         return ""
 
 
-def discover(roots: list[Path], task_for: Any = None) -> list[RunDir]:
+def discover(roots: list[Path], task_for: Any = None, configs: ConfigCache | None = None) -> list[RunDir]:
     """Every run directory at or below ``roots`` (sorted by root, then path). Symbolic links are not
     followed; unreadable folders are skipped. ``task_for``: the registered tasks (their results
-    models type each summary)."""
+    models type each summary); ``configs``: config.json as read before (only changed files are read)."""
     found: list[RunDir] = []
     ids: set[str] = set()
     for n, root in enumerate(roots):
@@ -251,5 +301,5 @@ def discover(roots: list[Path], task_for: Any = None) -> list[RunDir]:
                 while rid in ids:  # a readable name that another folder already has (its bytes differ)
                     rid += "~"
                 ids.add(rid)
-                found.append(RunDir(id=rid, out=here, root=root, task_for=task_for))
+                found.append(RunDir(id=rid, out=here, root=root, task_for=task_for, configs=configs))
     return found

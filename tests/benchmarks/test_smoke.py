@@ -34,6 +34,7 @@ RESULTS = BENCH / "RESULTS.md"
 COVERED = {
     "bench_cpr.py": "test_bench_cpr",
     "bench_games.py": "test_bench_games",
+    "bench_fork_local.py": "test_bench_fork_local",
     "bench_games_llm.py": "test_bench_games_llm",
     "bench_llm.py": "test_bench_llm",
     "bench_llm_scale.py": "test_bench_llm_scale",
@@ -401,6 +402,29 @@ def test_bench_local_reuse(tmp_path):
     society = {r[0]: r for r in rows(text) if r[0].startswith("after")}
     assert set(society) == {"after, no kept states", "after"} and society["after"][7] == "0"  # no decision differs
     assert "### (b)" not in text and "(c) after:" in stdout
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_bench_fork_local(tmp_path):
+    # --quick: a 2-fisher, 2-round CPR society on the local model (punishment and group decisions off),
+    # forked at round 1 with another regrowth, with and without kept states, and the fresh run of
+    # the fork's settings (nothing timed: the table's rows and its counts)
+    out = tmp_path / "results.md"
+    stdout = run_bench("bench_fork_local.py", "--quick", "--out", str(out), tmp_path=tmp_path)
+    text = section(out, "## Local model: forks")
+    table: dict[str, list[str]] = {}
+    for r in rows(text):  # the first table's rows (the per-round table below repeats the names)
+        if r[0] in ("parent", "fork", "fork, no kept states", "fresh run"):
+            table.setdefault(r[0], r)
+    assert list(table) == ["parent", "fork", "fork, no kept states", "fresh run"]
+    calls = {k: int(r[1]) for k, r in table.items()}
+    assert calls["fork"] == calls["fork, no kept states"] > 0  # round 2's calls, all live, the same with or without
+    assert calls["fork"] < calls["fresh run"] and calls["fork"] < calls["parent"]  # round 1 is not asked again
+    reused = {k: int(table[k][3].replace(",", "")) for k in ("fork", "fork, no kept states")}
+    assert reused["fork, no kept states"] <= reused["fork"]  # the kept states hold what the last call read, and more
+    assert "the same decisions: **yes**" in text  # kept states never change an answer
+    assert "fresh run:" in stdout
 
 
 # --- Docker --------------------------------------------------------------------------------------
