@@ -88,7 +88,9 @@ _SMOL_REV = (
 )
 
 
-_TIKTOKEN_ORIGIN = "https://openaipublic.blob.core.windows.net/encodings/ (pinned by tiktoken 0.14's openai_public.py)"
+_TIKTOKEN_ORIGIN = (
+    "https://openaipublic.blob.core.windows.net/encodings/ (pinned by tiktoken 0.14's tiktoken_ext/openai_public.py)"
+)
 
 
 def _minilm(name: str, size: int, sha256: str) -> ModelFile:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import platform
 import re
 import subprocess
+import tempfile
 from pathlib import Path
+from typing import Any
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 
@@ -66,3 +69,23 @@ def emit(title: str, text: str, *, write: bool, out: Path | None = None) -> None
         print(f"wrote '## {title}' to {out or RESULTS}")
     else:
         print(text)
+
+
+#: ``cooplab ARGS`` through the command line's own entry point, in the Python that runs it
+CLI = "import sys; from cooplab.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def cooplab_json(python: str, args: list[str], env: dict[str, str], *, who: str, timeout: float) -> Any:
+    """``cooplab ARGS -q --json`` run by ``python`` (cwd outside the checkout: nothing shadows its
+    install); its JSON answer, or SystemExit naming the benchmark ``who`` and the command's last words."""
+    res = subprocess.run(
+        [python, "-c", CLI, *args, "-q", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tempfile.gettempdir(),
+        timeout=timeout,
+    )
+    if res.returncode != 0:
+        raise SystemExit(f"{who}: cooplab {' '.join(args[:3])} failed ({res.returncode}): {res.stderr.strip()[-600:]}")
+    return json.loads(res.stdout)

@@ -38,16 +38,14 @@ import json
 import math
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from _results import emit, machine_info  # benchmarks/ is on sys.path when run as a script
+from _results import cooplab_json, emit, machine_info  # benchmarks/ is on sys.path when run as a script
 
 SECTION = "Local model: forks"
-CLI = "import sys; from cooplab.cli import main; sys.exit(main(sys.argv[1:]))"
 OFF = "fork, no kept states"
 ON = "fork"
 FRESH = "fresh run"
@@ -55,19 +53,7 @@ FRESH = "fresh run"
 
 def cli(args: list[str], env: dict[str, str], timeout: float = 3 * 3600) -> dict[str, Any]:
     """``cooplab ARGS --json -q`` in a Python of its own (cwd outside the checkout)."""
-    res = subprocess.run(
-        [sys.executable, "-c", CLI, *args, "-q", "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tempfile.gettempdir(),
-        timeout=timeout,
-    )
-    if res.returncode != 0:
-        raise SystemExit(
-            f"bench_fork_local: cooplab {' '.join(args[:2])} failed ({res.returncode}): {res.stderr.strip()[-600:]}"
-        )
-    return json.loads(res.stdout)
+    return cooplab_json(sys.executable, args, env, who="bench_fork_local", timeout=timeout)
 
 
 def society_args(a: argparse.Namespace) -> list[str]:

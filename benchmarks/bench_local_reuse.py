@@ -55,12 +55,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _results import emit, machine_info  # benchmarks/ is on sys.path when run as a script
+from _results import cooplab_json, emit, machine_info  # benchmarks/ is on sys.path when run as a script
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "Local model: prompt reuse"
 SUITE = ROOT / "examples" / "bench-suite"
-CLI = "import sys; from cooplab.cli import main; sys.exit(main(sys.argv[1:]))"
 OFF = "after, no kept states"
 CPR = [
     "--agents",
@@ -80,19 +79,7 @@ CPR = [
 
 def cli(python: str, args: list[str], env: dict[str, str], timeout: float = 6 * 3600) -> dict:
     """``cooplab ARGS --json -q`` run by ``python`` (cwd outside the checkout: nothing shadows its install)."""
-    res = subprocess.run(
-        [python, "-c", CLI, *args, "-q", "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tempfile.gettempdir(),
-        timeout=timeout,
-    )
-    if res.returncode != 0:
-        raise SystemExit(
-            f"bench_local_reuse: cooplab {' '.join(args[:3])} failed ({res.returncode}): {res.stderr.strip()[-600:]}"
-        )
-    return json.loads(res.stdout)
+    return cooplab_json(python, args, env, who="bench_local_reuse", timeout=timeout)
 
 
 def configs(before: str | None) -> dict[str, tuple[str, dict[str, str]]]:

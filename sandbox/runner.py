@@ -523,11 +523,23 @@ class Supervisor:
             except OSError:
                 pass
         deadline = time.monotonic() + 5
+        # In a container every process is ours, so a pass also looks for churn: a listed process
+        # that vanished, or became a zombie, since the listing may have forked a child the listing
+        # does not hold (a process that forks and exits in a loop). Only a pass that saw no
+        # change (zombies already seen in the pass before it) ends the sweep.
+        zombies = set()
         while True:
-            found = False
+            found = churn = False
+            seen = set()
             for p in self._pids():
-                if p in keep or (self.mode == "container" and p == 1) or not self._alive(p):
-                    continue  # gone, or a zombie waiting for its parent
+                if p in keep or (self.mode == "container" and p == 1):
+                    continue
+                if not self._alive(p):  # gone, or a zombie waiting for its parent
+                    if self.mode == "container":
+                        seen.add(p)
+                        if p not in zombies or self._stat("/proc/%d/stat" % p) is None:
+                            churn = True
+                    continue
                 st = self._stat("/proc/%d/stat" % p)
                 if not st or not self._is_stray(p, st):
                     continue
@@ -537,7 +549,8 @@ class Supervisor:
                 except (ProcessLookupError, PermissionError):
                     pass
             self.reap()
-            if not found:
+            zombies = seen
+            if not found and not churn:
                 return True
             if time.monotonic() > deadline:
                 return False

@@ -225,9 +225,10 @@ def _plan_profile(folder: Path) -> Change | None:
     return Change(folder / "games", formats.CONVERTERS["games/"], 1, content=moves) if moves else None
 
 
-def _apply_profile(change: Change) -> Change:
-    """Move a profile's game runs into ``cells/``, then write its manifest and its profile.json
-    naming them (the originals of both kept as ``NAME.v1.bak``); each run folder is locked while it moves."""
+def _move_into_cells(change: Change) -> Path:
+    """Move the runs a change names (``games/G`` or ``items/ID`` -> ``cells/NAME``) into ``cells/``,
+    each locked while it moves, and drop their old folder if nothing else is in it; returns the
+    many-run folder."""
     folder = change.path.parent
     (folder / "cells").mkdir(exist_ok=True)
     for a, b in change.content.items():
@@ -235,9 +236,16 @@ def _apply_profile(change: Change) -> Change:
             pass  # free: no cooplab writes it
         os.replace(folder / a, folder / b)
     try:
-        (folder / "games").rmdir()  # nothing else was in it
+        change.path.rmdir()  # nothing else was in it
     except OSError:
         pass
+    return folder
+
+
+def _apply_profile(change: Change) -> Change:
+    """Move a profile's game runs into ``cells/``, then write its manifest and its profile.json
+    naming them (the originals of both kept as ``NAME.v1.bak``); each run folder is locked while it moves."""
+    folder = _move_into_cells(change)
     backup = None
     prof = folder / "profile.json"
     if prof.is_file():
@@ -298,16 +306,7 @@ def _apply_bench(change: Change) -> Change:
     run folder is locked while it moves."""
     import pandas as pd
 
-    folder = change.path.parent
-    (folder / "cells").mkdir(exist_ok=True)
-    for a, b in change.content.items():
-        with rundir.locked(folder / a):
-            pass  # free: no cooplab writes it
-        os.replace(folder / a, folder / b)
-    try:
-        (folder / "items").rmdir()  # nothing else was in it
-    except OSError:
-        pass
+    folder = _move_into_cells(change)
     backup = None
     res = folder / "results.parquet"
     if res.is_file():

@@ -51,6 +51,7 @@ ELSEWHERE = {
     "convert_hf_to_gguf.py": "llama.cpp's converter",
     "langgraph/checkpoint/serde/jsonplus.py": "LangGraph's serializer",
     "tests/test_examples.py": "Mesa's walk over its examples (docs/write-your-own-task.md)",
+    "tiktoken_ext/openai_public.py": "tiktoken's table of OpenAI's encodings and their SHA-256 (agents/model_files.py)",
 }
 
 
