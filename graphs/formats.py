@@ -189,12 +189,16 @@ BENCH_OUTPUTS = {
 }
 
 
+def slug(text: str) -> str:
+    """A name as a directory-name part (``openai:gpt-4o`` -> ``openai-gpt-4o``): what the grid's cell
+    names are made of (:func:`cooplab.runs.grid.cells`)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text.split("/")[-1]).strip("-")
+
+
 def bench_cell(item: str, seed: int) -> str:
     """The cell of a bench's item: ``item-ID__sSEED``, the name :func:`cooplab.runs.grid.cells` gives
-    the cell of the grid ``{"item": [...]}`` and that seed (an id is 1-100 letters, digits, '.', '_'
-    or '-'; anything else is replaced by '-', and '-' at either end dropped, as the grid does)."""
-    part = re.sub(r"[^A-Za-z0-9._-]+", "-", str(item).split("/")[-1]).strip("-")
-    return f"item-{part}__s{seed}"
+    the cell of the grid ``{"item": [...]}`` and that seed (:func:`slug` of the id, as the grid does)."""
+    return f"item-{slug(str(item))}__s{seed}"
 
 
 def bench_cells(items: Any, seed: Any) -> dict[str, str]:
@@ -202,7 +206,7 @@ def bench_cells(items: Any, seed: Any) -> dict[str, str]:
     the bench's folder) -> where the grid layout keeps it (``cells/item-ID__sSEED``,
     :func:`bench_cell`). ``items``: the ids of its run folders; unusable ids, two ids with one cell or an
     unusable seed are a ValueError (one line)."""
-    if not isinstance(items, list) or not all(isinstance(i, str) and _BENCH_ID.match(i) for i in items):
+    if not isinstance(items, list) or not all(isinstance(i, str) and BENCH_ID.match(i) for i in items):
         raise ValueError(f"items must be a list of bench item ids, got {items!r}"[:200])
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed must be an integer, got {seed!r}"[:200])
@@ -215,8 +219,8 @@ def bench_cells(items: Any, seed: Any) -> dict[str, str]:
     return out
 
 
-#: a bench item's id (it names a folder): tasks/science/bench.py ID_RE
-_BENCH_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+#: a bench item's id (it names a folder; tasks/science/bench.py checks a suite's ids with it)
+BENCH_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
 #: the converters of run files, by the file they read; ``cooplab migrate`` applies them in place

@@ -44,9 +44,10 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from cooplab.graphs.formats import slug
 from cooplab.graphs.runfiles import ManifestKind
 from cooplab.limits import ConfigError, check_seeds, explain, parse_json, show
-from cooplab.runs.sweeps import SweepBudget, job, run_jobs, slug, table, write_manifest, write_table
+from cooplab.runs.sweeps import SweepBudget, job, run_jobs, table, write_manifest, write_table
 
 #: at most this many cells in one sweep
 MAX_CELLS = 100_000

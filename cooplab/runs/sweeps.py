@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import socket
 import sys
 import threading
@@ -46,11 +45,6 @@ RAY_RETRIES = 3
 
 class SweepError(ValueError):
     """A sweep config that cannot be used; the message is one line."""
-
-
-def slug(text: str) -> str:
-    """A model spec or name as a directory-name part (``openai:gpt-4o`` -> ``openai-gpt-4o``)."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text.split("/")[-1]).strip("-")
 
 
 def job(

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -41,12 +40,12 @@ from pathlib import Path
 from typing import Any
 
 from cooplab.evals.calibration import wilson  # noqa: F401 - the 95% Wilson interval, shared with cooplab calibrate
-from cooplab.graphs.formats import BENCH_OUTPUTS, bench_cell
+from cooplab.graphs.formats import BENCH_ID, BENCH_OUTPUTS, bench_cell
 from cooplab.graphs.jobs import Runs
 from cooplab.limits import ConfigError, one_line, parse_json
 from cooplab.tasks.science.bench_answers import Value, answer_parts, extract, label_value, match, same, shown  # noqa: F401 - extract, match: the API
 
-ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+ID_RE = BENCH_ID
 MAX_LINE = 100_000
 
 
