@@ -21,8 +21,9 @@ Rules (docs/sandbox.md):
   agent's first call does not wait for a cold start (it is still charged the seconds that start took).
 
 Every call reports the seconds it used (wall time of the session's ``run_code`` on the host,
-restarts after a crash included, and on an agent's first call the seconds its sandbox took to start), which the ``run_code`` tool charges
-to the ledger as ``sandbox_seconds``; :meth:`max_call_seconds` is a true upper bound of it, used
+restarts after a crash included, and on an agent's first call the seconds its sandbox took to
+start), which the ``run_code`` tool charges to the ledger as ``sandbox_seconds``;
+:meth:`max_call_seconds` is a true upper bound of it, used
 to reserve the charge before the call. Thread-safe and usable from asyncio (``arun`` runs the
 blocking call in a worker thread); calls of one agent run one at a time, calls of different
 agents in parallel.

@@ -86,7 +86,6 @@ _X32_BIT = 0x40000000
 _EPERM = 1
 
 
-
 def _lazy_pyplot(ns):
     """``plt`` as the code finds it: a stand-in that imports matplotlib's pyplot (Agg) the first
     time the code touches it, then puts the real module in its place. Importing pyplot is about

@@ -74,7 +74,8 @@ class SandboxPool:
             self._filling += missing
             self._threads = [t for t in self._threads if t.is_alive()]
             started = [
-                threading.Thread(target=self._fill_one, daemon=True, name="cooplab-sandbox-pool") for _ in range(missing)
+                threading.Thread(target=self._fill_one, daemon=True, name="cooplab-sandbox-pool")
+                for _ in range(missing)
             ]
             self._threads.extend(started)
         for th in started:
