@@ -18,11 +18,12 @@ Rules (docs/sandbox.md):
   ``SandboxSession``; the resolved backend is in :attr:`backend` and a warning is logged when it
   is local. ``backend="local"`` is no security boundary.
 * ``warm=N`` keeps N started sandboxes ready (the existing warm :class:`SandboxPool`), so an
-  agent's first call does not pay a cold start.
+  agent's first call does not wait for a cold start (it is still charged the seconds that start took).
 
 Every call reports the seconds it used (wall time of the session's ``run_code`` on the host,
-restarts after a crash included, session creation excluded), which the ``run_code`` tool charges
-to the ledger as ``sandbox_seconds``; :meth:`max_call_seconds` is a true upper bound of it, used
+restarts after a crash included, and on an agent's first call the seconds its sandbox took to
+start), which the ``run_code`` tool charges to the ledger as ``sandbox_seconds``;
+:meth:`max_call_seconds` is a true upper bound of it, used
 to reserve the charge before the call. Thread-safe and usable from asyncio (``arun`` runs the
 blocking call in a worker thread); calls of one agent run one at a time, calls of different
 agents in parallel.
@@ -125,18 +126,22 @@ class AgentSandboxPool:
 
     def session(self, agent_id: str) -> SandboxSession:
         """The started session of ``agent_id`` (created on first use, then reused)."""
+        return self._session(agent_id)[0]
+
+    def _session(self, agent_id: str) -> tuple[SandboxSession, bool]:
+        """The started session of ``agent_id``, and whether this call started it."""
         if not isinstance(agent_id, str) or not agent_id.strip():
             raise ValueError(f"an agent id must be a non-empty string, got {agent_id!r}")
         with self._lock:
             s = self._started(agent_id)
             if s is not None:
-                return s
+                return s, False
             starting = self._starting.setdefault(agent_id, threading.Lock())
         with starting:  # one start per agent; other agents start in parallel
             with self._lock:
                 s = self._started(agent_id)
                 if s is not None:
-                    return s
+                    return s, False
             s = SandboxSession(self.config, backend=self.backend, pool=self._warm)
             if s.backend != self.backend:  # pragma: no cover - SandboxSession keeps the pool's backend
                 raise SandboxUnavailable(f"a {s.backend} session was made for a {self.backend} pool")
@@ -147,7 +152,7 @@ class AgentSandboxPool:
                     raise SandboxError("the sandbox pool is closed")
                 self._sessions[agent_id] = s
                 self._stats.setdefault(agent_id, [0, 0.0])
-            return s
+            return s, True
 
     # -- calls ------------------------------------------------------------------------------
     def max_call_seconds(self, timeout: Optional[float] = None) -> float:
@@ -161,11 +166,14 @@ class AgentSandboxPool:
         """Run ``code`` in ``agent_id``'s session; never raises for errors of the code (see
         :class:`ExecResult`), raises :class:`SandboxError` when the sandbox cannot be used. The
         seconds reported include starting the session on an agent's first call (within the bound
-        of :meth:`max_call_seconds`, which counts one start)."""
-        t0 = time.perf_counter()  # the first call of an agent includes starting its session: compute it used
-        session = self.session(agent_id)
+        of :meth:`max_call_seconds`, which counts one start): the seconds its sandbox took to start, also when a
+        warm pool started it ahead of time, so a call costs the same whether its sandbox was waiting or not."""
+        session, started = self._session(agent_id)
+        t0 = time.perf_counter()
         result = session.run_code(code, timeout=timeout)
         seconds = time.perf_counter() - t0
+        if started:  # the first call of an agent includes starting its session: compute it used
+            seconds += session.start_seconds or 0.0
         with self._lock:
             st = self._stats.setdefault(agent_id, [0, 0.0])
             st[0] += 1

@@ -32,11 +32,15 @@ def resolve_backend(backend: str) -> str:
 
 def start_transport(config: SandboxConfig, backend: str) -> Transport:
     backend = resolve_backend(backend)
+    t0 = time.perf_counter()
     if backend == "local":
-        return LocalTransport(config)
-    from . import docker_backend
+        t: Transport = LocalTransport(config)
+    else:
+        from . import docker_backend
 
-    return docker_backend.start_container(config)
+        t = docker_backend.start_container(config)
+    t.start_seconds = time.perf_counter() - t0
+    return t
 
 
 class SandboxPool:
@@ -52,7 +56,10 @@ class SandboxPool:
         self.size = max(0, int(size))
         self._ready: "queue.Queue[Transport]" = queue.Queue()
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)  # a fill ended (a sandbox is ready, or the start failed)
         self._filling = 0
+        self._waiting = 0  # acquire() calls waiting for a fill in progress
+        self._threads: list[threading.Thread] = []
         self._closed = False
         self.last_error: Optional[BaseException] = None
         self._refill()
@@ -65,39 +72,69 @@ class SandboxPool:
             if missing <= 0:
                 return
             self._filling += missing
-        for _ in range(missing):
-            threading.Thread(target=self._fill_one, daemon=True, name="cooplab-sandbox-pool").start()
+            self._threads = [t for t in self._threads if t.is_alive()]
+            started = [
+                threading.Thread(target=self._fill_one, daemon=True, name="cooplab-sandbox-pool")
+                for _ in range(missing)
+            ]
+            self._threads.extend(started)
+        for th in started:
+            th.start()
 
     def _fill_one(self) -> None:
+        t: Optional[Transport] = None
         try:
             t = start_transport(self.config, self.backend)
         except BaseException as e:  # keep the error for diagnostics
             self.last_error = e
             log.warning("sandbox pool: could not start a sandbox: %s", e)
-            with self._lock:
-                self._filling -= 1
-            return
         with self._lock:
             self._filling -= 1
             closed = self._closed
-        if closed:
+            if t is not None and not closed:
+                self._ready.put(t)
+            self._changed.notify_all()
+        if t is not None and closed:
             t.kill()
-        else:
-            self._ready.put(t)
 
     def acquire(self) -> Transport:
-        """A ready sandbox: from the pool if one is there, else a cold start."""
+        """A ready sandbox: from the pool if one is there; else the one a fill in progress is starting, when no
+        other caller waits for it (it is ready sooner than a new start would be); else a cold start."""
         try:
             while True:
-                t = self._ready.get_nowait()
+                with self._lock:
+                    t = self._take_locked()
+                if t is None:
+                    break
                 if t.ping(2.0):
                     return t
                 t.kill()
-        except queue.Empty:
-            pass
         finally:
             self._refill()
         return start_transport(self.config, self.backend)
+
+    def _take_locked(self) -> Optional[Transport]:
+        """A ready sandbox, waiting for a fill in progress that nobody else waits for; None when there is none."""
+        deadline = time.monotonic() + self.config.start_timeout + HOST_MARGIN
+        waiting = False
+        try:
+            while True:
+                try:
+                    return self._ready.get_nowait()
+                except queue.Empty:
+                    pass
+                if self._closed or self._filling <= self._waiting - (1 if waiting else 0):
+                    return None
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                if not waiting:
+                    waiting = True
+                    self._waiting += 1
+                self._changed.wait(left)
+        finally:
+            if waiting:
+                self._waiting -= 1
 
     def wait_ready(self, n: Optional[int] = None, timeout: float = 120.0) -> bool:
         n = self.size if n is None else n
@@ -112,13 +149,20 @@ class SandboxPool:
         return SandboxSession(self.config, backend=self.backend, pool=self)
 
     def close(self) -> None:
+        """Destroy the ready sandboxes, and wait for the starts in progress to end and destroy theirs, so that no
+        sandbox of the pool outlives this call."""
         with self._lock:
             self._closed = True
+            threads = list(self._threads)
+            self._changed.notify_all()
         while True:
             try:
                 self._ready.get_nowait().kill()
             except queue.Empty:
                 break
+        for th in threads:
+            if th is not threading.current_thread():
+                th.join(self.config.start_timeout + HOST_MARGIN)
 
     def __enter__(self) -> "SandboxPool":
         return self
@@ -154,6 +198,8 @@ class SandboxSession:
         self._pending_reset = False
         self._closed = False
         self.restarts = 0
+        #: seconds its first sandbox took to start (ahead of time when it came from a warm pool); None until started
+        self.start_seconds: Optional[float] = None
 
     # -- lifecycle --------------------------------------------------------
     def start(self) -> "SandboxSession":
@@ -165,6 +211,8 @@ class SandboxSession:
                     self._transport = self.pool.acquire()
                 else:
                     self._transport = start_transport(self.config, self.backend)
+                if self.start_seconds is None:
+                    self.start_seconds = self._transport.start_seconds
         return self
 
     @property

@@ -111,6 +111,8 @@ class Transport:
         self.parser = FrameParser(self.nonce)
         self.ready_info: dict = {}
         self.closed = False
+        #: seconds it took to start this sandbox, up to its ready handshake (set by ``start_transport``)
+        self.start_seconds = 0.0
         self.stderr_tail: deque[bytes] = deque(maxlen=64)
 
     # subclasses implement: _write(bytes), _read_some(timeout) -> bytes|None (b"" = EOF), kill()

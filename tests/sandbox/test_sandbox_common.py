@@ -142,6 +142,17 @@ def test_figures_captured_and_capped(session):
     assert r.result == "[]"
 
 
+def test_plt_is_ready_but_pyplot_is_imported_only_when_the_code_draws(session):
+    """``plt`` is in every session, yet a session that never draws never imports pyplot (half of a
+    sandbox's start); the first use imports it with the off-screen backend, and figures are captured."""
+    r = session.run_code("import sys\n'matplotlib.pyplot' in sys.modules, 'plt' in globals()")
+    assert r.result == "(False, True)"
+    r = session.run_code("plt.plot([0, 1]); plt.title('t')\nimport matplotlib\nmatplotlib.get_backend().lower()")
+    assert r.status == "ok" and r.result == "'agg'" and len(r.figures) == 1 and r.figures[0].startswith(b"\x89PNG")
+    r = session.run_code("import matplotlib.pyplot\nplt is matplotlib.pyplot")  # the stand-in gave way to pyplot
+    assert r.result == "True"
+
+
 def test_result_repr_capped(session):
     r = session.run_code("'a' * 1_000_000")
     assert r.status == "ok" and r.truncated and len(r.result) < 25_000

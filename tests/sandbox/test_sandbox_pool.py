@@ -177,3 +177,58 @@ def test_a_warm_docker_pool_hands_each_agent_its_own_container(docker_ready, dat
         assert ids <= set(names)
     live = {c["Id"] for c in docker_backend.list_sandbox_containers()}
     assert not ids & live  # closed with the pool
+
+
+def test_a_warm_sandbox_is_charged_the_seconds_its_start_took(dataset):
+    """A sandbox started ahead by the warm pool costs its first call what a cold start would: the
+    seconds its start took are added to that call (and only to that one)."""
+    with _pool("local", dataset, warm=1) as pool:
+        assert pool._warm is not None and pool._warm.wait_ready(1, timeout=120)
+        first = pool.run("a", "1 + 1")
+        start = pool.session("a").start_seconds
+        assert start is not None and start > 0.05  # a worker's imports and the dataset: far above a round trip
+        assert first.result.result == "2" and first.seconds >= start
+        second = pool.run("a", "2 + 2")
+        assert second.seconds < start  # the start is charged once
+        assert pool.usage()["a"]["seconds"] >= start
+
+
+def _recording_starts(monkeypatch):
+    """Record every sandbox the warm pool starts: (thread name, transport)."""
+    from cooplab.sandbox import session as session_mod
+
+    made: list[tuple[str, object]] = []
+    real = session_mod.start_transport
+
+    def start(config, backend):
+        t = real(config, backend)
+        made.append((threading.current_thread().name, t))
+        return t
+
+    monkeypatch.setattr(session_mod, "start_transport", start)
+    return made
+
+
+def test_a_session_takes_the_sandbox_a_fill_is_starting_instead_of_a_second_cold_start(monkeypatch, dataset):
+    from cooplab.sandbox.session import SandboxPool
+
+    made = _recording_starts(monkeypatch)
+    with SandboxPool(SandboxConfig(dataset=dataset, **FAST), size=1, backend="local") as warm:
+        with warm.session() as s:  # asked at once: the pool's first sandbox is still starting
+            assert s.run_code("1 + 1").result == "2"
+            mine = s._transport
+        # the session got the sandbox the pool was starting, not one started in the caller's thread
+        assert [name for name, t in made if t is mine] == ["cooplab-sandbox-pool"]
+        assert not any(name != "cooplab-sandbox-pool" for name, _ in made)
+
+
+def test_closing_a_warm_pool_leaves_no_sandbox_starting_or_alive(monkeypatch, dataset):
+    from cooplab.sandbox.session import SandboxPool
+
+    made = _recording_starts(monkeypatch)
+    warm = SandboxPool(SandboxConfig(dataset=dataset, **FAST), size=2, backend="local")
+    warm.close()  # at once: both starts are in progress
+    assert not [th for th in threading.enumerate() if th.name == "cooplab-sandbox-pool"]
+    assert len(made) == 2
+    for _, t in made:
+        assert t.proc.poll() is not None  # type: ignore[attr-defined]  # killed, not left running
