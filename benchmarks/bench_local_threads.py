@@ -64,7 +64,7 @@ def measure(threads: int | None, repeats: int, gen_tokens: int, rules: str = RUL
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument(
         "--quick", action="store_true", help="smoke run: no busy process, 1 repeat, short prompts and answers"
     )

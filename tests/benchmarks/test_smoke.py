@@ -407,8 +407,8 @@ def test_bench_local_reuse(tmp_path):
 
 @pytest.mark.integration
 def test_bench_local_threads(tmp_path):
-    # --quick: no busy process, one call of each kind per configuration, short prompts, answers of 4 tokens (nothing timed:
-    # the rows, the thread counts the calls used, and that the answers agree)
+    # --quick: no busy process, one call of each kind per configuration, short prompts, answers of 4 tokens
+    # (nothing timed: the rows, the thread counts the calls used, and that the answers agree)
     out = tmp_path / "results.md"
     run_bench("bench_local_threads.py", "--quick", "--out", str(out), tmp_path=tmp_path)
     text = section(out, "## Local model: threads on a busy machine")
