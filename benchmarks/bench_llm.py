@@ -71,6 +71,7 @@ from cooplab.agents.models import (
     make_chat_model,
     parse_model_spec,
 )
+from cooplab.graphs.checkpoint_serde import CheckpointSerializer
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import Ledger
 from cooplab.graphs.society import build_society
@@ -156,9 +157,8 @@ async def run_graph(
         phases[n] = timed(phases[n], n, spans)
     last = list(phases)[-1]
     t_c = time.perf_counter()
-    graph = build_society(
-        phases, CPRState, checkpointer=InMemorySaver() if checkpointer else None, name="cpr", context_schema=CoopContext
-    )
+    saver = InMemorySaver(serde=CheckpointSerializer()) if checkpointer else None  # the runner's serializer
+    graph = build_society(phases, CPRState, checkpointer=saver, name="cpr", context_schema=CoopContext)
     compile_s = time.perf_counter() - t_c
     t0 = time.perf_counter()
     state = initial_state(params)

@@ -8,6 +8,7 @@ mapping of phases: swap a node, drop one, or insert one, then build.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -25,6 +26,29 @@ def default_should_continue(state: Mapping[str, Any]) -> bool:
     return bool(more_rounds and (active is None or bool(active.any())))
 
 
+def _is_async(node: Node) -> bool:
+    return inspect.iscoroutinefunction(node) or (callable(node) and inspect.iscoroutinefunction(type(node).__call__))
+
+
+def on_the_loop(node: Node) -> Node:
+    """``node`` (a plain function) as a coroutine function that calls it on the event loop's own
+    thread, with the same signature (LangGraph passes it the same config/runtime arguments).
+
+    LangGraph runs a plain node of an async run in a worker thread (``run_in_executor``): a thread
+    hop per phase per round that costs more CPU and latency than a rule phase's vectorized numpy
+    work. Inside an LLM society (a graph that is awaited anyway) the rule phases are cheap and
+    never wait on I/O, so they run inline."""
+
+    async def inline(*args: Any, **kwargs: Any) -> Any:
+        return node(*args, **kwargs)
+
+    inline.__name__ = getattr(node, "__name__", "node")
+    inline.__qualname__ = getattr(node, "__qualname__", inline.__name__)
+    inline.__doc__ = getattr(node, "__doc__", None)
+    inline.__signature__ = inspect.signature(node)  # type: ignore[attr-defined]
+    return inline
+
+
 def build_society(
     phases: Mapping[str, Node],
     state_schema: type,
@@ -34,9 +58,15 @@ def build_society(
     name: str = "society",
     context_schema: type | None = None,
 ):
-    """Compile a round-based society graph from ordered ``phases`` (name -> node)."""
+    """Compile a round-based society graph from ordered ``phases`` (name -> node).
+
+    When some phase is async (an LLM policy's node), the graph can only be awaited, and its plain
+    (rule) phases run on the event loop's thread instead of a worker thread (:func:`on_the_loop`);
+    a graph of plain phases only is left as it is (``invoke`` and ``ainvoke`` both work)."""
     if not phases:
         raise ValueError("a society needs at least one phase node")
+    if any(_is_async(fn) for fn in phases.values()):
+        phases = {n: fn if _is_async(fn) else on_the_loop(fn) for n, fn in phases.items()}
     kwargs = {"context_schema": context_schema} if context_schema is not None else {}
     g = StateGraph(state_schema, **kwargs)
     names = list(phases)
