@@ -182,10 +182,6 @@ class LocalModelProcess:
         if self.proc is not None:
             self.restarts += 1
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "COOPLAB_LLAMA_PARENT": str(os.getpid())}
-        # llama.cpp's OpenMP threads sleep at their barriers instead of spinning: on a busy machine
-        # a spinning thread burns the CPU its partner needs (issue 41; benchmarks/RESULTS.md, "Local
-        # model under load"). A value the user set, even empty, is passed on as it is.
-        env.setdefault("OMP_WAIT_POLICY", "passive")
         self.proc = _spawn(
             [*self.argv, json.dumps(self.cfg)],
             stdin=subprocess.PIPE,

@@ -8,15 +8,16 @@ each measurement), each configuration of the model process is started fresh and 
 read of a prompt with a one-token answer (prompt tokens read per second) and one short prompt with
 up to 48 tokens generated (tokens per second), as in ``bench_local_reuse.py`` part (a).
 
-Configurations (the model process's environment / thread count; the worker sets
-``OMP_WAIT_POLICY=passive`` itself when the variable is unset, so ``default`` is measured with
-``OMP_WAIT_POLICY`` set to the empty string, which libgomp does not take for a policy: its own default, as before):
+Configurations (the model process's environment / thread count). All but ``adapt`` fix two threads,
+as the model process ran before its count followed the free cores (``threads_for_call`` in
+``agents/llama_worker.py``):
 
-- ``default``: OpenMP's default wait policy;
+- ``default``: OpenMP's default wait policy (``OMP_WAIT_POLICY`` unset);
 - ``active``: ``OMP_WAIT_POLICY=active`` (llama.cpp's OpenMP threads spin at barriers);
 - ``passive``: ``OMP_WAIT_POLICY=passive`` (they sleep);
 - ``spin0``: ``GOMP_SPINCOUNT=0`` with no wait policy;
-- ``1thread``: ``n_threads=1``, default policy.
+- ``1thread``: ``n_threads=1``, default policy;
+- ``adapt``: the model process as it ships (the count follows the free cores), default policy.
 """
 
 from __future__ import annotations
@@ -34,11 +35,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_local_reuse import convo  # noqa: E402
 
 CONFIGS = {
-    "default": ({"OMP_WAIT_POLICY": ""}, None),
-    "active": ({"OMP_WAIT_POLICY": "active"}, None),
-    "passive": ({"OMP_WAIT_POLICY": "passive"}, None),
-    "spin0": ({"OMP_WAIT_POLICY": "", "GOMP_SPINCOUNT": "0"}, None),
-    "1thread": ({"OMP_WAIT_POLICY": ""}, 1),
+    "default": ({}, 2),
+    "active": ({"OMP_WAIT_POLICY": "active"}, 2),
+    "passive": ({"OMP_WAIT_POLICY": "passive"}, 2),
+    "spin0": ({"GOMP_SPINCOUNT": "0"}, 2),
+    "1thread": ({}, 1),
+    "adapt": ({}, None),
 }
 
 

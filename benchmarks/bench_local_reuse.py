@@ -311,7 +311,7 @@ def report(a: dict | None, b: dict | None, c: dict | None, head: list[str], args
         f"## {SECTION}",
         "",
         *head,
-        f"- OMP_WAIT_POLICY: {os.environ.get('OMP_WAIT_POLICY', '(unset: the model process gets passive)')}",
+        f"- OMP_WAIT_POLICY: {os.environ.get('OMP_WAIT_POLICY', '(unset: llama.cpp threads spin at barriers)')}",
         f"- command: `python benchmarks/bench_local_reuse.py {' '.join(sys.argv[1:])}`",
         "",
     ]

@@ -51,23 +51,6 @@ def test_a_call_goes_through_the_child_and_back(monkeypatch):
     assert p.proc is None
 
 
-@pytest.mark.parametrize(("user", "child"), [(None, "passive"), ("active", "active"), ("", "")])
-def test_the_model_process_waits_passively_unless_the_user_says_otherwise(monkeypatch, user, child):
-    # llama.cpp's OpenMP threads spin at their barriers by default, which on a busy machine burns
-    # the CPU the other thread needs (issue 41; benchmarks/RESULTS.md, "Local model under load")
-    if user is None:
-        monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
-    else:
-        monkeypatch.setenv("OMP_WAIT_POLICY", user)
-    p = fake(monkeypatch, "ok")
-    try:
-        p.chat(call())
-        assert p.meta["omp_wait_policy"] == child
-    finally:
-        p.close()
-    assert os.environ.get("OMP_WAIT_POLICY") == user  # the caller's own environment is left alone
-
-
 def test_a_native_crash_is_a_transient_error_and_the_next_call_restarts_the_process(monkeypatch):
     p = fake(monkeypatch, "segv:1")
     try:

@@ -23,18 +23,7 @@ if mode == "notready":
     out.write(json.dumps({"ready": False, "error": "ValueError: no such model"}) + "\n")
     out.flush()
     sys.exit(1)
-out.write(
-    json.dumps(
-        {
-            "ready": True,
-            "system_info": "CPU : AVX2 = 1 |",
-            "load_s": 0.0,
-            "pid": os.getpid(),
-            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
-        }
-    )
-    + "\n"
-)
+out.write(json.dumps({"ready": True, "system_info": "CPU : AVX2 = 1 |", "load_s": 0.0, "pid": os.getpid()}) + "\n")
 out.flush()
 served = 0
 for line in sys.stdin:
