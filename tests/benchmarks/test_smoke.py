@@ -41,6 +41,7 @@ COVERED = {
     "bench_plan.py": "test_bench_plan",
     "bench_replay.py": "test_bench_replay",
     "bench_local_build.py": "test_bench_local_build",
+    "bench_local_load.py": "test_bench_local_load",
     "bench_local_reuse.py": "test_bench_local_reuse",
     "bench_local_threads.py": "test_bench_local_threads",
     "bench_runner.py": "test_bench_runner",
@@ -403,6 +404,20 @@ def test_bench_local_reuse(tmp_path):
     society = {r[0]: r for r in rows(text) if r[0].startswith("after")}
     assert set(society) == {"after, no kept states", "after"} and society["after"][7] == "0"  # no decision differs
     assert "### (b)" not in text and "(c) after:" in stdout
+
+
+@pytest.mark.integration
+def test_bench_local_load(tmp_path):
+    # no burner, one configuration with a wait policy and one with a thread count (nothing timed:
+    # the rows and that every rate is a positive number)
+    out = tmp_path / "results.md"
+    run_bench(
+        "bench_local_load.py", "--loads", "0", "--configs", "passive", "1thread", "--out", str(out), tmp_path=tmp_path
+    )
+    text = section(out, "## Local model under load (2026-11-28)")
+    table = rows(text)[1:]
+    assert [r[:2] for r in table] == [["0", "passive"], ["0", "1thread"]]
+    assert all(float(r[2]) > 0 and float(r[3]) > 0 for r in table)
 
 
 @pytest.mark.integration
