@@ -98,7 +98,7 @@ def _load(cfg: dict):
             return p
 
         lib.llama_model_default_params = params_without_extra_bufts
-    threads = int(cfg.get("n_threads") or os.cpu_count() or 1)
+    threads = int(cfg.get("n_threads") or os.cpu_count() or 1)  # at most, when the count adapts (below)
     t0 = time.perf_counter()
     llama = _reusing(Llama, lib)(
         model_path=cfg["model_path"],
@@ -116,11 +116,81 @@ def _load(cfg: dict):
         "system_info": info,
         "load_s": round(time.perf_counter() - t0, 3),
         "threads": threads,
+        "threads_adapt": not cfg.get("n_threads"),
         "llama_cpp_python": getattr(llama_cpp, "__version__", "?"),
         "extra_bufts": bool(cfg.get("extra_bufts", False)),
         "reuse_bytes": llama.states.max_bytes,
         "pid": os.getpid(),
     }
+
+
+# --- threads: as many as there are free cores ---------------------------------------------
+def _own_running() -> int:
+    """This process's threads that are running or ready to run now (state R)."""
+    n = 0
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return 1
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] == b"R":
+            n += 1
+    return n
+
+
+def runnable_elsewhere(samples: int = 5, gap: float = 0.001) -> int | None:
+    """How many threads of other processes are running or waiting for a core right now: the
+    kernel's count of runnable threads (the fourth field of /proc/loadavg) minus this process's
+    own. The least of a few samples a millisecond apart, so that a passing blip does not count.
+    None where /proc/loadavg cannot be read."""
+    least = None
+    for i in range(samples):
+        try:
+            with open("/proc/loadavg", "rb") as f:
+                runnable = int(f.read().split()[3].split(b"/")[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        others = max(0, runnable - _own_running())
+        least = others if least is None else min(least, others)
+        if least == 0:
+            break
+        if i + 1 < samples:
+            time.sleep(gap)
+    return least
+
+
+def threads_for_call(most: int, cpus: int, others: int | None) -> int:
+    """Threads for the next call: one per core that other processes leave free, at least one and
+    at most ``most``. On a busy machine llama.cpp's threads would otherwise wait at every layer
+    for the one that shares a core with another process (generation measured 3-8x slower with two
+    busy processes on 2 cores at 2 threads than at 1)."""
+    if others is None:
+        return most
+    return max(1, min(most, cpus - others))
+
+
+class ThreadCount:
+    """Sets the llama.cpp context's thread count before each call (``llama_set_n_threads``) when
+    the count adapts, and remembers the last one set."""
+
+    def __init__(self, llama, lib, most: int, adapt: bool):
+        self.llama, self.lib, self.most, self.adapt = llama, lib, most, adapt
+        self.cpus = os.cpu_count() or 1
+        self.current = most
+
+    def before_call(self) -> int:
+        if not self.adapt:
+            return self.current
+        n = threads_for_call(self.most, self.cpus, runnable_elsewhere())
+        if n != self.current:
+            self.lib.llama_set_n_threads(self.llama._ctx.ctx, n, n)
+            self.current = n
+        return n
 
 
 # --- reuse of what was read ----------------------------------------------------------------
@@ -401,6 +471,9 @@ def serve(cfg: dict) -> int:
         send({"ready": False, "error": f"{type(exc).__name__}: {exc}"})
         return 1
     send({"ready": True, **meta})
+    import llama_cpp.llama_cpp as lib
+
+    threads = ThreadCount(llama, lib, int(meta["threads"]), bool(meta["threads_adapt"]))
     while True:
         line = lines.get()
         if not line.strip():
@@ -413,8 +486,9 @@ def serve(cfg: dict) -> int:
             continue
         try:
             _fault(req.get("fault"))
+            n = threads.before_call()
             out = answer(llama, req["call"], reuse=req.get("reuse", True) is not False)
-            send({"id": rid, "ok": True, "out": out})
+            send({"id": rid, "ok": True, "out": out, "threads": n})
         except Exception as exc:  # noqa: BLE001 - a bad request is the caller's error, not a crash
             send({"id": rid, "ok": False, "error": f"{exc}", "type": type(exc).__name__})
     return 0

@@ -165,6 +165,7 @@ class LocalModelProcess:
         self.prompt_tokens = 0  # prompt tokens of the answered calls
         self.reused_tokens = 0  # of which the model process reused from what it had read
         self.restarts = 0  # processes started after the first
+        self.threads_used: dict[int, int] = {}  # llama.cpp threads of the answered calls -> how many calls
         self.crashes: list[str] = []
         self._next_id = 0
         self._buf = b""
@@ -303,6 +304,9 @@ class LocalModelProcess:
                 raise LocalModelError(f"llama.cpp refused it ({frame.get('type')}: {frame.get('error')})")
             self.calls += 1
             self._count(frame["out"])
+            n = frame.get("threads")
+            if type(n) is int and 0 < n <= 4096:
+                self.threads_used[n] = self.threads_used.get(n, 0) + 1
             return frame["out"]
 
     def _count(self, out: Any) -> None:

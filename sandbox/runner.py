@@ -309,6 +309,46 @@ def _on_sigchld(signum, frame):
     """SIGCHLD only wakes the select loop (through the wakeup fd)."""
 
 
+def _sigkill(pid):
+    """SIGKILL ``pid`` (the whole thread group, even with its leader gone); whether it was sent."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def sweep_strays(listing, kill, *, churn, reap=lambda: None, expired=lambda: False, pause=lambda: None):
+    """Kill strays pass after pass until a pass finds nothing to do; True then, False once ``expired()``.
+
+    ``listing()`` yields ``(pid, state)`` for one pass, each state read when its pid is reached:
+    ``"stray"`` (alive, to ``kill(pid)``, which says whether the signal was sent), ``"zombie"`` (dead,
+    not yet reaped) or ``"gone"`` (listed, vanished before it was looked at); pids to spare are not
+    yielded. Without ``churn`` (the local backend) a pass that sent no kill ends the sweep. With
+    ``churn`` (a container, where every process is ours) a process that died or vanished may have
+    forked a child the listing does not hold (a process that forks and exits in a loop), so such a
+    pass forces another one: a pass ends the sweep only if it sent no kill, nothing in it vanished
+    and every zombie in it was already one in the pass before (a zombie that stays counts once)."""
+    zombies = set()
+    while True:
+        found = changed = False
+        seen = set()
+        for pid, state in listing():
+            if state == "stray":
+                found = kill(pid) or found
+            elif churn and state in ("zombie", "gone"):
+                seen.add(pid)
+                if state == "gone" or pid not in zombies:
+                    changed = True
+        reap()
+        zombies = seen
+        if not found and not changed:
+            return True
+        if expired():
+            return False
+        pause()
+
+
 class Supervisor:
     """Runs the worker and decides every call's outcome from facts the worker
     cannot fake: the worker ends a call by stopping itself (SIGSTOP), which the
@@ -555,38 +595,28 @@ class Supervisor:
             except OSError:
                 pass
         deadline = time.monotonic() + 5
-        # In a container every process is ours, so a pass also looks for churn: a listed process
-        # that vanished, or became a zombie, since the listing may have forked a child the listing
-        # does not hold (a process that forks and exits in a loop). Only a pass that saw no
-        # change (zombies already seen in the pass before it) ends the sweep.
-        zombies = set()
-        while True:
-            found = churn = False
-            seen = set()
+        container = self.mode == "container"
+
+        def listing():
             for p in self._pids():
-                if p in keep or (self.mode == "container" and p == 1):
+                if p in keep or (container and p == 1):
                     continue
                 if not self._alive(p):  # gone, or a zombie waiting for its parent
-                    if self.mode == "container":
-                        seen.add(p)
-                        if p not in zombies or self._stat("/proc/%d/stat" % p) is None:
-                            churn = True
+                    if container:
+                        yield p, ("gone" if self._stat("/proc/%d/stat" % p) is None else "zombie")
                     continue
                 st = self._stat("/proc/%d/stat" % p)
-                if not st or not self._is_stray(p, st):
-                    continue
-                try:
-                    os.kill(p, signal.SIGKILL)  # the whole thread group, even with its leader gone
-                    found = True
-                except (ProcessLookupError, PermissionError):
-                    pass
-            self.reap()
-            zombies = seen
-            if not found and not churn:
-                return True
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.002)
+                if st and self._is_stray(p, st):
+                    yield p, "stray"
+
+        return sweep_strays(
+            listing,
+            _sigkill,
+            churn=container,
+            reap=self.reap,
+            expired=lambda: time.monotonic() > deadline,
+            pause=lambda: time.sleep(0.002),
+        )
 
     def kill_worker(self):
         self._signal_worker(signal.SIGKILL)

@@ -42,6 +42,7 @@ COVERED = {
     "bench_replay.py": "test_bench_replay",
     "bench_local_build.py": "test_bench_local_build",
     "bench_local_reuse.py": "test_bench_local_reuse",
+    "bench_local_threads.py": "test_bench_local_threads",
     "bench_runner.py": "test_bench_runner",
     "bench_sandbox.py": "test_bench_sandbox",
     "bench_science.py": "test_bench_science",
@@ -402,6 +403,21 @@ def test_bench_local_reuse(tmp_path):
     society = {r[0]: r for r in rows(text) if r[0].startswith("after")}
     assert set(society) == {"after, no kept states", "after"} and society["after"][7] == "0"  # no decision differs
     assert "### (b)" not in text and "(c) after:" in stdout
+
+
+@pytest.mark.integration
+def test_bench_local_threads(tmp_path):
+    # --quick: no busy process, one call of each kind per configuration, short prompts, answers of 4 tokens
+    # (nothing timed: the rows, the thread counts the calls used, and that the answers agree)
+    out = tmp_path / "results.md"
+    run_bench("bench_local_threads.py", "--quick", "--out", str(out), tmp_path=tmp_path)
+    text = section(out, "## Local model: threads on a busy machine")
+    table = {r[1]: r for r in rows(text) if r[0] == "0"}
+    assert list(table) == ["follows the free cores (default)", "fixed at the cores", "fixed at 1"]
+    cores = os.cpu_count() or 1
+    assert table["fixed at the cores"][2] == f"{cores} thread{'s' if cores > 1 else ''} x 3"
+    assert table["fixed at 1"][2] == "1 thread x 3" and table["fixed at the cores"][5] == "1.00x"
+    assert "Same answers in every configuration: **yes**" in text  # the thread count never changes a word
 
 
 @pytest.mark.slow
