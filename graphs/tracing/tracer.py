@@ -16,14 +16,15 @@ import logging
 import os
 import re
 import threading
+import traceback
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from langchain_core.tracers.base import BaseTracer
-from langchain_core.tracers.schemas import Run as _LCRun
+from langchain_core.callbacks.base import BaseCallbackHandler
+from langchain_core.load import dumpd
 
 from cooplab.limits import clean_text
 
@@ -196,6 +197,110 @@ def _iso(t: _dt.datetime | None) -> str | None:
 
 
 # ----------------------------------------------------------------------------------------
+# The runs in progress: light objects built from the callback events
+class _Run:
+    """A run in progress, with the fields a record is made of (what LangChain's ``Run`` held for
+    this tracer, without its validation, ``serialized`` dict and event list)."""
+
+    __slots__ = (
+        "id",
+        "trace_id",
+        "parent_run_id",
+        "dotted_order",
+        "name",
+        "run_type",
+        "start_time",
+        "end_time",
+        "inputs",
+        "outputs",
+        "error",
+        "extra",
+        "tags",
+    )
+
+    def __init__(
+        self,
+        run_id: uuid.UUID,
+        parent_run_id: uuid.UUID | None,
+        name: str | None,
+        serialized: Any,
+        run_type: str,
+        inputs: Any,
+        extra: dict[str, Any],
+        tags: Any,
+    ) -> None:
+        self.id = run_id
+        self.parent_run_id = parent_run_id
+        self.trace_id: uuid.UUID = run_id
+        self.dotted_order = ""
+        self.name = name or _serialized_name(serialized)
+        self.run_type = run_type
+        self.start_time = _dt.datetime.now(_dt.timezone.utc)
+        self.end_time: _dt.datetime | None = None
+        self.inputs = inputs
+        self.outputs: dict[str, Any] | None = None
+        self.error: str | None = None
+        self.extra = extra
+        self.tags = list(tags) if tags else []
+
+
+def _serialized_name(serialized: Any) -> str:
+    """A nameless run's name, as LangChain's ``Run`` gives it: the serialized name, else the last
+    part of the serialized id, else ``Unnamed``."""
+    if isinstance(serialized, Mapping):
+        name = serialized.get("name")
+        if name:
+            return str(name)
+        ident = serialized.get("id")
+        if isinstance(ident, list) and ident:
+            return str(ident[-1])
+    return "Unnamed"
+
+
+def _stacktrace(error: BaseException) -> str:
+    """An error as LangChain's tracer records it: its repr and its traceback."""
+    msg = repr(error)
+    try:
+        return (msg + "\n\n".join(traceback.format_exception(error))).strip()
+    except Exception:  # pragma: no cover - as LangChain does
+        return msg
+
+
+def _extra(metadata: dict[str, Any] | None, kwargs: dict[str, Any]) -> dict[str, Any]:
+    if metadata:
+        kwargs["metadata"] = metadata
+    return kwargs
+
+
+def _llm_outputs(run: _Run, response: Any) -> None:
+    """An llm run's outputs from its ``LLMResult`` (messages dumped as LangChain's tracer dumps
+    them), its tool call count and gateway metadata."""
+    if run.outputs is None:
+        run.outputs = {}
+    if not run.extra.get("__omit_auto_outputs", False):
+        run.outputs.update(response.model_dump())
+    gens = run.outputs.get("generations") or []
+    for i, generations in enumerate(response.generations):
+        for j, generation in enumerate(generations):
+            try:
+                out = gens[i][j]
+            except (IndexError, TypeError, KeyError):
+                continue
+            if isinstance(out, dict) and "message" in out:
+                out["message"] = dumpd(generation.message)
+    if _attach_gateway is not None:
+        _attach_gateway(run, response)  # type: ignore[arg-type]
+
+
+try:  # LangChain's promotion of gateway metadata (reads and writes run.extra only)
+    from langchain_core.tracers.core import _TracerCore
+
+    _attach_gateway: Any = lambda run, response: _TracerCore._attach_gateway_metadata(None, run, response)  # type: ignore[arg-type]  # noqa: E731
+except (ImportError, AttributeError):  # pragma: no cover - another langchain-core
+    _attach_gateway = None
+
+
+# ----------------------------------------------------------------------------------------
 # Round groups
 def _round_of(inputs: Any) -> int | None:
     """The round of a node run's input state (a whole number), or None."""
@@ -256,7 +361,7 @@ class _RoundRun:
 
 
 # ----------------------------------------------------------------------------------------
-class JsonlTracer(BaseTracer):
+class JsonlTracer(BaseCallbackHandler):
     """Append every run of a finished root run's tree to a JSON Lines file (LangSmith format).
 
     Works with ``invoke``/``stream`` and ``ainvoke``/``astream`` (it runs inline, in the
@@ -276,11 +381,10 @@ class JsonlTracer(BaseTracer):
 
     run_inline = True  # cheap; keeps event order under ainvoke/astream
 
-    def __init__(self, path: str | os.PathLike[str], *, group_rounds: bool = True, **kwargs: Any) -> None:
-        kwargs.setdefault("_schema_format", "original+chat")
-        super().__init__(**kwargs)
+    def __init__(self, path: str | os.PathLike[str], *, group_rounds: bool = True) -> None:
         self.path = Path(path)
         self._lock = threading.RLock()
+        self.run_map: dict[str, _Run] = {}  # runs in progress by id
         self._inputs: dict[str, Any] = {}
         self._pending: dict[str, list[dict[str, Any]]] = {}
         self._journaled: dict[str, set[str]] = {}
@@ -291,6 +395,14 @@ class JsonlTracer(BaseTracer):
         self.runs_written = 0
         self.runs_recovered = recover_interrupted(self.path)
 
+    # callback managers copy their handlers: every copy is this tracer
+    def __copy__(self) -> "JsonlTracer":
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> "JsonlTracer":
+        return self
+
+    # -- the callback events ---------------------------------------------------------------------
     def on_chat_model_start(
         self,
         serialized: dict[str, Any],
@@ -302,54 +414,215 @@ class JsonlTracer(BaseTracer):
         metadata: dict[str, Any] | None = None,
         name: str | None = None,
         **kwargs: Any,
-    ) -> _LCRun:
+    ) -> None:
         """A chat model call: an ``llm`` run whose inputs are ``{"messages": [[...]]}``, as
         LangSmith records it (not the flattened prompt strings of the generic fallback).
 
         The messages are converted here, once, through :func:`to_jsonable`'s memo of converted
-        messages (LangChain's own ``_create_chat_model_run`` would serialize the whole conversation
-        again at every call of a tool loop); the record is the same."""
+        messages; the record is the same."""
         inputs = to_jsonable({"messages": messages}, max_list=convert.MAX_MESSAGES)
-        if metadata:
-            kwargs.update({"metadata": metadata})
-        start_time = _dt.datetime.now(_dt.timezone.utc)
-        run = _LCRun(
-            id=run_id,
-            parent_run_id=parent_run_id,
-            serialized=serialized,
-            inputs=inputs,
-            **self._get_run_kwargs(parent_run_id, kwargs),
-            events=[{"name": "start", "time": start_time}],
-            start_time=start_time,
-            run_type="llm",
-            tags=tags,
-            name=name,  # pyright: ignore[reportArgumentType]  # RunTree's before-validator names a nameless run
-        )
+        run = _Run(run_id, parent_run_id, name, serialized, "llm", inputs, _extra(metadata, kwargs), tags)
         with self._lock:
             self._inputs[str(run.id)] = inputs  # already JSON-safe: _on_run_create keeps it as is
         self._start_trace(run)
-        self._on_chat_model_start(run)
-        return run
+
+    def on_llm_start(
+        self,
+        serialized: dict[str, Any],
+        prompts: list[str],
+        *,
+        run_id: uuid.UUID,
+        tags: list[str] | None = None,
+        parent_run_id: uuid.UUID | None = None,
+        metadata: dict[str, Any] | None = None,
+        name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        run = _Run(run_id, parent_run_id, name, serialized, "llm", {"prompts": prompts}, _extra(metadata, kwargs), tags)
+        self._start_trace(run)
+
+    def on_llm_end(self, response: Any, *, run_id: uuid.UUID, **kwargs: Any) -> None:  # noqa: ARG002
+        run = self.run_map.get(str(run_id))
+        if run is None:
+            return
+        _llm_outputs(run, response)
+        run.end_time = _dt.datetime.now(_dt.timezone.utc)
+        count = sum(
+            len(getattr(g.message, "tool_calls", None) or [])
+            for gens in response.generations
+            for g in gens
+            if hasattr(g, "message")
+        )
+        if count > 0:
+            run.extra["tool_call_count"] = count
+        self._end_trace(run)
+
+    def on_llm_error(self, error: BaseException, *, run_id: uuid.UUID, **kwargs: Any) -> None:
+        run = self.run_map.get(str(run_id))
+        if run is None:
+            return
+        run.error = _stacktrace(error)
+        response = kwargs.get("response")
+        if response:
+            _llm_outputs(run, response)
+        run.end_time = _dt.datetime.now(_dt.timezone.utc)
+        self._end_trace(run)
+
+    def on_chain_start(
+        self,
+        serialized: dict[str, Any],
+        inputs: Any,
+        *,
+        run_id: uuid.UUID,
+        tags: list[str] | None = None,
+        parent_run_id: uuid.UUID | None = None,
+        metadata: dict[str, Any] | None = None,
+        run_type: str | None = None,
+        name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        inputs = inputs if isinstance(inputs, dict) else {"input": inputs}
+        run = _Run(run_id, parent_run_id, name, serialized, run_type or "chain", inputs, _extra(metadata, kwargs), tags)
+        self._start_trace(run)
+
+    def on_chain_end(
+        self,
+        outputs: Any,
+        *,
+        run_id: uuid.UUID,
+        inputs: Any = None,
+        **kwargs: Any,  # noqa: ARG002
+    ) -> None:
+        run = self.run_map.get(str(run_id))
+        if run is None:
+            return
+        if run.outputs is None:
+            run.outputs = {}
+        if not run.extra.get("__omit_auto_outputs", False):
+            run.outputs.update(outputs if isinstance(outputs, dict) else {"output": outputs})
+        run.end_time = _dt.datetime.now(_dt.timezone.utc)
+        if inputs is not None:
+            run.inputs = inputs if isinstance(inputs, dict) else {"input": inputs}
+        self._end_trace(run)
+
+    def on_chain_error(
+        self,
+        error: BaseException,
+        *,
+        run_id: uuid.UUID,
+        inputs: Any = None,
+        **kwargs: Any,  # noqa: ARG002
+    ) -> None:
+        run = self.run_map.get(str(run_id))
+        if run is None:
+            return
+        run.error = _stacktrace(error)
+        run.end_time = _dt.datetime.now(_dt.timezone.utc)
+        if inputs is not None:
+            run.inputs = inputs if isinstance(inputs, dict) else {"input": inputs}
+        self._end_trace(run)
+
+    def on_tool_start(
+        self,
+        serialized: dict[str, Any],
+        input_str: str,
+        *,
+        run_id: uuid.UUID,
+        tags: list[str] | None = None,
+        parent_run_id: uuid.UUID | None = None,
+        metadata: dict[str, Any] | None = None,
+        name: str | None = None,
+        inputs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        inputs = inputs if isinstance(inputs, dict) else {"input": input_str}
+        run = _Run(run_id, parent_run_id, name, serialized, "tool", inputs, _extra(metadata, kwargs), tags)
+        self._start_trace(run)
+
+    def on_tool_end(self, output: Any, *, run_id: uuid.UUID, **kwargs: Any) -> None:  # noqa: ARG002
+        run = self.run_map.get(str(run_id))
+        if run is None:
+            return
+        if run.outputs is None:
+            run.outputs = {}
+        if not run.extra.get("__omit_auto_outputs", False):
+            run.outputs["output"] = output
+        run.end_time = _dt.datetime.now(_dt.timezone.utc)
+        self._end_trace(run)
+
+    def on_tool_error(self, error: BaseException, *, run_id: uuid.UUID, **kwargs: Any) -> None:  # noqa: ARG002
+        self._errored(error, run_id)
+
+    def on_retriever_start(
+        self,
+        serialized: dict[str, Any],
+        query: str,
+        *,
+        run_id: uuid.UUID,
+        parent_run_id: uuid.UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        run = _Run(
+            run_id,
+            parent_run_id,
+            name or "Retriever",
+            serialized,
+            "retriever",
+            {"query": query},
+            _extra(metadata, kwargs),
+            tags,
+        )
+        self._start_trace(run)
+
+    def on_retriever_end(self, documents: Any, *, run_id: uuid.UUID, **kwargs: Any) -> None:  # noqa: ARG002
+        run = self.run_map.get(str(run_id))
+        if run is None:
+            return
+        run.outputs = {"documents": documents}
+        run.end_time = _dt.datetime.now(_dt.timezone.utc)
+        self._end_trace(run)
+
+    def on_retriever_error(self, error: BaseException, *, run_id: uuid.UUID, **kwargs: Any) -> None:  # noqa: ARG002
+        self._errored(error, run_id)
+
+    def _errored(self, error: BaseException, run_id: uuid.UUID) -> None:
+        run = self.run_map.get(str(run_id))
+        if run is None:
+            return
+        run.error = _stacktrace(error)
+        run.end_time = _dt.datetime.now(_dt.timezone.utc)
+        self._end_trace(run)
 
     # -- rounds: a graph's node runs grouped under one chain run per round ("round 2") ----------
-    def _start_trace(self, run: _LCRun) -> None:  # type: ignore[override]
-        """LangChain's bookkeeping; then a node run of a graph whose state has a ``round`` moves
-        under that round's group run (its descendants follow: their dotted orders extend its own)."""
-        super()._start_trace(run)
-        if not self.group_rounds or run.run_type != "chain" or not run.parent_run_id:
-            return
+    def _start_trace(self, run: _Run) -> None:
+        """A run's trace id and dotted order (its parent's, extended; a run whose parent this tracer
+        did not see is a root, as LangChain's tracers treat it); a node run of a graph whose state has
+        a ``round`` moves under that round's group run (its descendants follow: their dotted orders
+        extend its own)."""
         with self._lock:
-            parent = self.run_map.get(str(run.parent_run_id))
-            rnd = _round_of(run.inputs)
-            if parent is None or rnd is None or not self._is_local_root(parent):
-                return
-            group = self._round_run(parent, rnd, run)
-            run.parent_run_id = group.id
-            run.dotted_order = f"{group.dotted_order}.{_segment(run.start_time, run.id)}"
-            self.order_map[run.id] = (run.trace_id, run.dotted_order)
-            group.open += 1
+            segment = _segment(run.start_time, run.id)
+            parent = self.run_map.get(str(run.parent_run_id)) if run.parent_run_id else None
+            if parent is not None:
+                run.trace_id = parent.trace_id
+                run.dotted_order = f"{parent.dotted_order}.{segment}"
+            else:
+                run.parent_run_id = None
+                run.trace_id = run.id
+                run.dotted_order = segment
+            self.run_map[str(run.id)] = run
+            if self.group_rounds and run.run_type == "chain" and parent is not None:
+                rnd = _round_of(run.inputs)
+                if rnd is not None and self._is_local_root(parent):
+                    group = self._round_run(parent, rnd, run)
+                    run.parent_run_id = group.id
+                    run.dotted_order = f"{group.dotted_order}.{segment}"
+                    group.open += 1
+        self._on_run_create(run)
 
-    def _round_run(self, root: _LCRun, rnd: int, first: _LCRun) -> "_RoundRun":
+    def _round_run(self, root: _Run, rnd: int, first: _Run) -> "_RoundRun":
         """The group run of round ``rnd`` of ``root``'s trace (made at its first node; the group of
         the round before is then complete, and journaled)."""
         key = (str(root.trace_id), rnd)
@@ -381,7 +654,7 @@ class JsonlTracer(BaseTracer):
         self._journal(str(group.trace_id), [group.record()])
         self._journaled.setdefault(str(group.trace_id), set()).add(str(group.id))
 
-    def _round_ended(self, run: _LCRun) -> None:
+    def _round_ended(self, run: _Run) -> None:
         """A node run of a round group ended: the group ends no earlier."""
         group = self._round_ids.get(str(run.parent_run_id))
         if group is not None:
@@ -408,13 +681,13 @@ class JsonlTracer(BaseTracer):
 
     # no child_runs tree in memory: each run becomes a record when it ends
     @staticmethod
-    def _add_child_run(parent_run: _LCRun, child_run: _LCRun) -> None:  # noqa: ARG004
+    def _add_child_run(parent_run: _Run, child_run: _Run) -> None:  # noqa: ARG004
         return None
 
-    def _persist_run(self, run: _LCRun) -> None:  # records are written in _end_trace
+    def _persist_run(self, run: _Run) -> None:  # records are written in _end_trace
         return None
 
-    def _on_run_create(self, run: _LCRun) -> None:
+    def _on_run_create(self, run: _Run) -> None:
         with self._lock:
             snap = self._inputs.get(str(run.id))
         if snap is None:
@@ -440,15 +713,15 @@ class JsonlTracer(BaseTracer):
                 except Exception as exc:  # never break the traced program
                     logger.warning("JsonlTracer: could not journal run %s: %r", run.id, exc)
 
-    def _is_local_root(self, run: _LCRun) -> bool:
+    def _is_local_root(self, run: _Run) -> bool:
         if not run.parent_run_id:
             return True
         pid = str(run.parent_run_id)
         if pid in self._round_ids:
             return False
-        return pid not in self.run_map or pid in self._external_run_ids
+        return pid not in self.run_map
 
-    def _end_trace(self, run: _LCRun) -> None:
+    def _end_trace(self, run: _Run) -> None:
         with self._lock:
             root = self._is_local_root(run)
             grouped = str(run.parent_run_id) in self._round_ids
@@ -456,7 +729,8 @@ class JsonlTracer(BaseTracer):
             node = grouped or (parent is not None and self._is_local_root(parent))
             if grouped:
                 self._round_ended(run)
-            super()._end_trace(run)  # calls _on_run_update(run)
+            self.run_map.pop(str(run.id), None)
+            self._on_run_update(run)
             if root:
                 self._pending.setdefault(str(run.trace_id), []).extend(
                     _Record(r) for r in self._round_records(str(run.trace_id))
@@ -489,7 +763,7 @@ class JsonlTracer(BaseTracer):
         except (OSError, TypeError, ValueError) as exc:
             logger.warning("JsonlTracer: could not write the journal %s: %r", path, exc)
 
-    def _on_run_update(self, run: _LCRun) -> None:
+    def _on_run_update(self, run: _Run) -> None:
         try:
             record = self.record(run)
         except Exception as exc:  # never break the traced program
@@ -498,7 +772,7 @@ class JsonlTracer(BaseTracer):
         with self._lock:
             self._pending.setdefault(str(run.trace_id), []).append(record)
 
-    def record(self, run: _LCRun) -> dict[str, Any]:
+    def record(self, run: _Run) -> dict[str, Any]:
         """The JSON-safe, scrubbed LangSmith-format record of a finished run."""
         secrets = self._secrets(str(run.trace_id))
         inputs = self._inputs.pop(str(run.id), None)
