@@ -458,15 +458,7 @@ class JsonlTracer(BaseCallbackHandler):
         self._end_trace(run)
 
     def on_llm_error(self, error: BaseException, *, run_id: uuid.UUID, **kwargs: Any) -> None:
-        run = self.run_map.get(str(run_id))
-        if run is None:
-            return
-        run.error = _stacktrace(error)
-        response = kwargs.get("response")
-        if response:
-            _llm_outputs(run, response)
-        run.end_time = _dt.datetime.now(_dt.timezone.utc)
-        self._end_trace(run)
+        self._errored(error, run_id, response=kwargs.get("response"))
 
     def on_chain_start(
         self,
@@ -513,14 +505,7 @@ class JsonlTracer(BaseCallbackHandler):
         inputs: Any = None,
         **kwargs: Any,  # noqa: ARG002
     ) -> None:
-        run = self.run_map.get(str(run_id))
-        if run is None:
-            return
-        run.error = _stacktrace(error)
-        run.end_time = _dt.datetime.now(_dt.timezone.utc)
-        if inputs is not None:
-            run.inputs = inputs if isinstance(inputs, dict) else {"input": inputs}
-        self._end_trace(run)
+        self._errored(error, run_id, inputs=inputs)
 
     def on_tool_start(
         self,
@@ -588,12 +573,17 @@ class JsonlTracer(BaseCallbackHandler):
     def on_retriever_error(self, error: BaseException, *, run_id: uuid.UUID, **kwargs: Any) -> None:  # noqa: ARG002
         self._errored(error, run_id)
 
-    def _errored(self, error: BaseException, run_id: uuid.UUID) -> None:
+    def _errored(self, error: BaseException, run_id: uuid.UUID, *, inputs: Any = None, response: Any = None) -> None:
+        """A run that ended in ``error`` (an llm run's partial ``response``, a chain run's final ``inputs``)."""
         run = self.run_map.get(str(run_id))
         if run is None:
             return
         run.error = _stacktrace(error)
+        if response:
+            _llm_outputs(run, response)
         run.end_time = _dt.datetime.now(_dt.timezone.utc)
+        if inputs is not None:
+            run.inputs = inputs if isinstance(inputs, dict) else {"input": inputs}
         self._end_trace(run)
 
     # -- rounds: a graph's node runs grouped under one chain run per round ("round 2") ----------
