@@ -188,7 +188,11 @@ class ThreadCount:
             return self.current
         n = threads_for_call(self.most, self.cpus, runnable_elsewhere())
         if n != self.current:
-            self.lib.llama_set_n_threads(self.llama._ctx.ctx, n, n)
+            try:
+                self.lib.llama_set_n_threads(self.llama._ctx.ctx, n, n)
+            except Exception:  # noqa: BLE001 - another llama-cpp-python: keep the count it has, never fail a call
+                self.adapt = False
+                return self.current
             self.current = n
         return n
 

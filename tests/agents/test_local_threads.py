@@ -65,6 +65,16 @@ def test_the_count_is_set_before_a_call_only_when_it_changes_and_never_when_fixe
     assert fixed.before_call() == 2 and lib.set == [(1, 1), (2, 2)]
 
 
+def test_a_llama_cpp_without_the_setter_keeps_its_count_and_never_fails_a_call(monkeypatch):
+    class Old:
+        pass  # no llama_set_n_threads
+
+    monkeypatch.setattr(lw, "runnable_elsewhere", lambda: 1)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    tc = lw.ThreadCount(_Llama(), Old(), most=2, adapt=True)
+    assert tc.before_call() == 2 and tc.adapt is False and tc.before_call() == 2
+
+
 def _answers(p: lm.LocalModelProcess) -> list[str]:
     calls = [
         {"messages": [{"role": "user", "content": f"Name {k + 2} things a fisher carries."}], "max_tokens": 16}
