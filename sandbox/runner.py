@@ -94,10 +94,9 @@ def _lazy_pyplot(ns):
 
     class LazyPyplot(types.ModuleType):
         def _load(self):
-            import matplotlib
-
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as real
+            scope = {}
+            exec("import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot as real", scope)
+            real = scope["real"]
 
             if ns.get("plt") is self:
                 ns["plt"] = real
