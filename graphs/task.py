@@ -269,6 +269,12 @@ class Task:
         sandbox), or None."""
         return None
 
+    def sandbox_agents(self, config: TaskConfig) -> int | None:
+        """How many agents of the run use the sandbox (tasks that use it), or None when unknown. The run
+        starts sandboxes ahead for them and none beyond them (:func:`cooplab.runs.runner.sandbox_pool`).
+        Default: None (one sandbox kept started ahead)."""
+        return None
+
     def init_state(self, config: TaskConfig) -> dict[str, Any]:
         """*Required*: the initial state of a new run (every random draw from ``config.seed``)."""
         raise NotImplementedError

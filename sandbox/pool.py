@@ -19,6 +19,8 @@ Rules (docs/sandbox.md):
   is local. ``backend="local"`` is no security boundary.
 * ``warm=N`` keeps N started sandboxes ready (the existing warm :class:`SandboxPool`), so an
   agent's first call does not wait for a cold start (it is still charged the seconds that start took).
+  ``expected=K`` says how many agents will use the pool: the warm pool never holds more sandboxes
+  than agents still to come, so a run that knows its agents ends without a spare started for nobody.
 
 Every call reports the seconds it used (wall time of the session's ``run_code`` on the host,
 restarts after a crash included, and on an agent's first call the seconds its sandbox took to
@@ -69,6 +71,7 @@ class AgentSandboxPool:
         *,
         backend: Backend = "docker",
         warm: int = 0,
+        expected: Optional[int] = None,
         check: bool = True,
         **overrides,
     ):
@@ -76,6 +79,8 @@ class AgentSandboxPool:
             raise ValueError(f"unknown sandbox backend {backend!r} (docker, local or auto)")
         if isinstance(warm, bool) or not isinstance(warm, int) or warm < 0:
             raise ValueError(f"warm must be a non-negative integer, got {warm!r}")
+        if expected is not None and (isinstance(expected, bool) or not isinstance(expected, int) or expected < 0):
+            raise ValueError(f"expected must be a non-negative integer or None, got {expected!r}")
         self.config = (config or SandboxConfig()).with_overrides(**overrides)
         self.requested = backend
         self.backend = resolve_backend(backend)
@@ -90,7 +95,11 @@ class AgentSandboxPool:
         self._starting: dict[str, threading.Lock] = {}
         self._stats: dict[str, list] = {}  # agent -> [calls, seconds]
         self._closed = False
-        self._warm = SandboxPool(self.config, size=warm, backend=self.backend) if warm else None
+        self._warm_size = warm
+        self._expected = expected
+        self._handed = 0  # sessions started (each took a warm sandbox, or started its own)
+        size = warm if expected is None else min(warm, expected)
+        self._warm = SandboxPool(self.config, size=size, backend=self.backend) if size else None
 
     def _check_docker(self) -> None:
         from . import docker_backend
@@ -142,6 +151,11 @@ class AgentSandboxPool:
                 s = self._started(agent_id)
                 if s is not None:
                     return s, False
+            if self._warm is not None and self._expected is not None:
+                with self._lock:  # keep ready no more sandboxes than the agents still to come after this one
+                    self._handed += 1
+                    left = max(0, self._expected - self._handed)
+                self._warm.size = min(self._warm_size, left)  # the refill after this session's take
             s = SandboxSession(self.config, backend=self.backend, pool=self._warm)
             if s.backend != self.backend:  # pragma: no cover - SandboxSession keeps the pool's backend
                 raise SandboxUnavailable(f"a {s.backend} session was made for a {self.backend} pool")

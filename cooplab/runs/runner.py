@@ -288,7 +288,14 @@ def sandbox_pool(task: Task, config: RunConfig, out: Path):
     dataset = task.sandbox_dataset(config, out)
     if dataset is not None:
         sandbox_config = type(sandbox_config)(**{**sandbox_config.model_dump(), "dataset": dataset})
-    return AgentSandboxPool(sandbox_config, backend=backend, warm=1)
+    agents = task.sandbox_agents(config)
+    if agents is None:
+        return AgentSandboxPool(sandbox_config, backend=backend, warm=1)
+    return AgentSandboxPool(sandbox_config, backend=backend, warm=min(WARM_SANDBOXES, agents), expected=agents)
+
+
+#: sandboxes a run keeps started ahead when its task says how many agents use the sandbox
+WARM_SANDBOXES = 1
 
 
 def stop_status(exc: BaseException) -> tuple[str, str] | None:

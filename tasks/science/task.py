@@ -321,6 +321,12 @@ class ScienceTask(Task):
             return d / "data.parquet" if (d / "data.parquet").exists() else d / "data.csv"
         return Path(out) / DATASET_DIR / dsets.DATA_FILE
 
+    def sandbox_agents(self, config: Config) -> int | None:
+        from cooplab.tasks.science.roles import CODE_TEAMS, pipeline_roles
+
+        P = config.params
+        return sum(1 for r in pipeline_roles(P.pipeline, P.team_size) if r.team in CODE_TEAMS)
+
     # --- the graph -----------------------------------------------------------------------------------
     def build(self, config: Config, *, checkpointer: Any = None):
         P = config.params

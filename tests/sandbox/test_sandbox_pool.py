@@ -232,3 +232,33 @@ def test_closing_a_warm_pool_leaves_no_sandbox_starting_or_alive(monkeypatch, da
     assert len(made) == 2
     for _, t in made:
         assert t.proc.poll() is not None  # type: ignore[attr-defined]  # killed, not left running
+
+
+def test_a_pool_that_knows_its_agents_starts_one_sandbox_each_and_no_spare(monkeypatch, dataset):
+    """``expected=3, warm=2``: two sandboxes start ahead, one more when the first agent takes its own,
+    and none when the last agents take theirs: three agents, three starts, nothing left for nobody."""
+    made = _recording_starts(monkeypatch)
+    with _pool("local", dataset, warm=2, expected=3) as pool:
+        assert pool._warm is not None and pool._warm.wait_ready(2, timeout=120)
+        for agent in ("a", "b", "c"):
+            assert pool.run(agent, "1 + 1").result.result == "2"
+        assert pool._warm._ready.qsize() == 0 and pool._warm._filling == 0
+        assert len(made) == 3 and all(name == "cooplab-sandbox-pool" for name, _ in made)
+        # an agent the run did not announce still gets a sandbox (a cold start in its own thread)
+        assert pool.run("d", "2 + 2").result.result == "4"
+        assert len(made) == 4 and made[-1][0] != "cooplab-sandbox-pool"
+
+
+def test_a_warm_pool_without_expected_agents_keeps_its_spare(monkeypatch, dataset):
+    made = _recording_starts(monkeypatch)
+    with _pool("local", dataset, warm=1) as pool:
+        assert pool._warm is not None
+        pool.run("a", "1")
+        assert pool._warm.wait_ready(1, timeout=120)  # refilled: one spare is kept ready
+        assert len(made) == 2
+
+
+@pytest.mark.parametrize("bad", [-1, True, 1.5, "2"])
+def test_expected_agents_must_be_a_count(bad, dataset):
+    with pytest.raises(ValueError, match="expected must be"):
+        _pool("local", dataset, warm=1, expected=bad)

@@ -159,3 +159,21 @@ def test_params_solo_forces_one_agent():
     assert TASK.n_agents(cfg) == 1 and TASK.total_rounds(cfg) == 1
     g = TASK.build(cfg)
     assert set(g.get_graph().nodes) == {"__start__", "analyze", "route", "__end__"}
+
+
+@pytest.mark.parametrize(("kw", "coders"), [({"pipeline": "solo"}, 1), ({"team_size": 2}, 6), ({"team_size": 3}, 9)])
+def test_a_run_starts_sandboxes_ahead_for_its_coding_agents_and_none_beyond(monkeypatch, tmp_path, kw, coders):
+    """The writing team has no code tool: its agents never take a sandbox, so none is started for them."""
+    from cooplab.runs import runner
+    from cooplab.sandbox import pool as pool_mod
+    from cooplab.tasks.science.task import TASK
+
+    cfg = TASK.default_config(**kw)
+    assert TASK.sandbox_agents(cfg) == coders
+    made: list[dict[str, Any]] = []
+    monkeypatch.setattr(pool_mod, "AgentSandboxPool", lambda config, **k: made.append(k) or k)
+    (tmp_path / "dataset").mkdir()
+    (tmp_path / "dataset" / "data.csv").write_text("x\n1\n")
+    run_cfg: Any = cfg  # the pool reads only the params and the (absent) sandbox settings of a run's config
+    runner.sandbox_pool(TASK, run_cfg, tmp_path)
+    assert made[0]["expected"] == coders and made[0]["warm"] == min(runner.WARM_SANDBOXES, coders)
