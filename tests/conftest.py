@@ -7,6 +7,41 @@ import pytest
 from cooplab.tasks.cpr.params import make_params
 from cooplab.tasks.cpr.society import Condition, init_state
 
+# --- pytest-xdist (test.sh runs two workers with --dist loadfile) ---------------------------------
+# A test file runs whole on one worker, in order, so its module fixtures are built once. Files that
+# start Ray share one unit of work: a private Ray instance and the two-node cluster that
+# `ray stop --force` tears down (it stops every Ray process on the machine) must never run at the
+# same time on two workers.
+SHARED_GROUPS = {
+    "ray": (
+        "agents/test_integration_llm.py",
+        "benchmarks/test_smoke.py",
+        "runner/test_sweep_budget.py",
+        "runner/test_sweep_executors.py",
+        "science/test_bench.py",
+    ),
+}
+_GROUP_OF = {f: g for g, files in SHARED_GROUPS.items() for f in files}
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work a test belongs to: its file (``tests/x/test_y.py``), or its file's group."""
+    file = nodeid.split("::", 1)[0]
+    return _GROUP_OF.get(file.removeprefix("tests/"), file)
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, which the core install does not have
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None  # another --dist asked for: xdist's own scheduler
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FilesAndGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return FilesAndGroups(config, log)
+
 
 @pytest.fixture
 def small_state():
@@ -60,6 +95,14 @@ def dataset(tmp_path_factory) -> Path:
     os.chmod(p, 0o644)
     os.chmod(p.parent, 0o755)
     return p
+
+
+@pytest.fixture(scope="session")
+def cooplab_wheel(tmp_path_factory):
+    """The wheel of this checkout (``tests/helpers/wheel.py``), built once per test process."""
+    from tests.helpers.wheel import build_wheel
+
+    return build_wheel(tmp_path_factory.mktemp("wheel"))
 
 
 @pytest.fixture

@@ -210,29 +210,10 @@ def test_setup_ends_with_next_steps_that_parse():
             assert main([*args[:1], "--help"] if args[0] != "--help" else ["--help"]) == 0
 
 
-def test_the_package_builds_without_setuptools_warnings(tmp_path):
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(tmp_path),
-            str(ROOT),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert p.returncode == 0, p.stderr[-2000:]
-    assert "Warning" not in p.stdout + p.stderr and "deprecated" not in p.stdout + p.stderr, (p.stdout + p.stderr)[
-        :3000
-    ]
-    wheel = next(tmp_path.glob("cooplab-*.whl"))
+def test_the_package_builds_without_setuptools_warnings(cooplab_wheel):
+    out = cooplab_wheel.output
+    assert "Warning" not in out and "deprecated" not in out, out[:3000]
+    wheel = cooplab_wheel.path
     names = zipfile.ZipFile(wheel).namelist()
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     meta = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()

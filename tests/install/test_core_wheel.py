@@ -30,11 +30,8 @@ def dir_mb(path: Path) -> float:
 
 @pytest.mark.integration
 @pytest.mark.slow
-def test_the_core_wheel_installs_light_runs_and_names_missing_extras(tmp_path):
-    dist = tmp_path / "dist"
-    built = sh([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", dist, ROOT])
-    assert built.returncode == 0, built.stderr[-2000:]
-    wheel = next(dist.glob("cooplab-*.whl"))
+def test_the_core_wheel_installs_light_runs_and_names_missing_extras(tmp_path, cooplab_wheel):
+    wheel = cooplab_wheel.path
     venv = tmp_path / "v"
     base = getattr(sys, "_base_executable", sys.executable)
     assert sh([base, "-m", "venv", venv]).returncode == 0

@@ -299,31 +299,13 @@ def test_the_docs_state_every_pinned_sha256_and_origin():
 
 @pytest.mark.integration
 @pytest.mark.slow
-def test_the_local_and_analysis_extras_pull_neither_pytorch_nor_the_llm_command_line(tmp_path):
+def test_the_local_and_analysis_extras_pull_neither_pytorch_nor_the_llm_command_line(tmp_path, cooplab_wheel):
     """What ``pip install cooplab[local,analysis]`` would install, resolved by pip itself (a dry
     run against the package index, llama-cpp-python from set-up's portable wheel)."""
     wheels = Path(os.environ.get("COOPLAB_WHEEL_DIR") or Path.home() / ".cache" / "cooplab" / "wheels")
     llama = sorted(wheels.glob("llama-cpp-python-*/llama_cpp_python-*.whl"))
     assert llama, f"no portable llama-cpp-python wheel under {wheels}: run bash scripts/setup.sh"
-    built = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(tmp_path),
-            str(ROOT),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert built.returncode == 0, built.stderr[-2000:]
-    wheel = next(tmp_path.glob("cooplab-*.whl"))
+    wheel = cooplab_wheel.path
     report = tmp_path / "report.json"
     p = subprocess.run(
         [
