@@ -32,7 +32,7 @@ def test_oracle_team_in_the_docker_sandbox(tmp_path, capsys, docker_ready):
 
 
 def test_local_model_science_run_completes_and_is_scored(tmp_path, capsys, docker_ready):
-    # the smallest team that still passes every phase kind: 1 step per loop, no deliberation (about 16 model calls)
+    # the smallest project that still passes every team: each team its lead alone, 1 step per loop
     s, out = run(
         tmp_path,
         capsys,
@@ -46,6 +46,8 @@ def test_local_model_science_run_completes_and_is_scored(tmp_path, capsys, docke
         "160",
         "--set",
         "data_size=small",
+        "--set",
+        "team_size=1",
         "--set",
         "max_steps=1",
         "--set",
