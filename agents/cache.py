@@ -99,6 +99,14 @@ class ResponseCache:
             )
         except sqlite3.Error:  # the name is taken by something else (a foreign file): figures are drawn, never kept
             pass
+        # the agents' run_code calls (cooplab/sandbox/replay.py): the result as JSON and the seconds charged
+        try:
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS sandbox_calls (key TEXT PRIMARY KEY, value TEXT NOT NULL,"
+                " created TEXT DEFAULT CURRENT_TIMESTAMP)"
+            )
+        except sqlite3.Error:  # as for figures: code is run again, never answered from a foreign table
+            pass
         cols = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
         if "usage_error" not in cols:  # a cache written before usage was validated
             try:
@@ -179,6 +187,36 @@ class ResponseCache:
             try:
                 self._db.execute("INSERT OR REPLACE INTO figures (key, png) VALUES (?, ?)", (key, png))
             except sqlite3.Error:  # locked for BUSY_SECONDS, read-only: the figure stands, only its reuse is lost
+                self.write_errors += 1
+
+    @property
+    def enabled(self) -> bool:
+        """True when the cache keeps answers (a file is open)."""
+        return self._db is not None
+
+    def get_sandbox(self, key: str) -> str | None:
+        """The stored ``run_code`` call under ``key`` (text for :func:`cooplab.sandbox.replay.decode`
+        to check), or None."""
+        if self._db is None:
+            return None
+        with self._lock:
+            try:
+                row = self._db.execute("SELECT value FROM sandbox_calls WHERE key = ?", (key,)).fetchone()
+            except sqlite3.Error:  # a cache written before code was kept, read-only, damaged: the code runs
+                return None
+        value = row[0] if row is not None else None
+        return value if isinstance(value, str) else None
+
+    def put_sandbox(self, key: str, value: str) -> None:
+        """Keep a ``run_code`` call (a lost write only costs its replay)."""
+        if self._db is None:
+            return
+        with self._lock:
+            try:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO sandbox_calls (key, value) VALUES (?, ?)", (key, clean_text(value))
+                )
+            except sqlite3.Error:
                 self.write_errors += 1
 
     def close(self) -> None:

@@ -20,11 +20,11 @@ the first run's (the CPR rounds table; the science scores and ledger).
     the framework's own cost in the first run, so the ratio shows what a replay itself costs.
 (b) **Science team** (``cooplab run science --team llm`` with the oracle team's scripted model and a
     fixed latency; ecology, small data, team size 2, local sandbox backend). A replay answers every
-    model call from the cache but runs every tool call again (``run_code`` executes in the sandbox:
-    the sandbox's files and variables are what later steps, the artifacts and the scores read, and
-    a tool result is part of the next call's key, so a changed result makes that call live instead
-    of replaying an answer to something the model never saw). The sandbox seconds are therefore
-    paid again by a replay and are shown beside the walls.
+    model call and every ``run_code`` call from the cache (sandbox/replay.py: a call is keyed by the
+    sandbox, the seed, the agent and the agent's code so far, and charged the seconds the first run
+    was charged), so it starts no sandbox; asserted: the replay ran no code and charged the same
+    sandbox seconds. A "before" interpreter that predates that runs every tool call again; its
+    sandbox seconds are shown beside the walls.
 """
 
 from __future__ import annotations
@@ -122,6 +122,12 @@ def worker_science(latency: float, backend: str, tmp: Path, quick: bool = False)
     def sandbox(run) -> float:
         return float(sum((run.summary.results.sandbox_seconds_by_team or {}).values()))
 
+    # code kept in the cache (sandbox/replay.py; absent from a "before" interpreter that predates it)
+    executed = getattr(replay.summary.llm, "sandbox_executed", None) if replay.summary.llm is not None else None
+    if executed is not None:
+        assert executed == 0, replay.summary.llm
+        assert sandbox(first) == sandbox(replay), (sandbox(first), sandbox(replay))
+
     return {
         "first": wf,
         "replay": wr,
@@ -130,6 +136,7 @@ def worker_science(latency: float, backend: str, tmp: Path, quick: bool = False)
         "calls": lf["calls"],
         "sandbox_first": sandbox(first),
         "sandbox_replay": sandbox(replay),
+        "code_runs_replay": executed,
     }
 
 
@@ -271,7 +278,8 @@ def main() -> int:
     if sci:
         L += [
             "",
-            "Science: sandbox seconds (the ledger's `sandbox_seconds`, run_code re-executed by the replay): "
+            "Science: sandbox seconds charged (the ledger's `sandbox_seconds`; a replay that keeps code in the "
+            "cache charges the first run's and runs no code): "
             + "; ".join(
                 f"{lat * 1000:g} ms model: first {v[0]['sandbox_first']:.2f} s, replay {v[0]['sandbox_replay']:.2f} s"
                 for lat, v in sci

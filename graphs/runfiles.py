@@ -280,6 +280,10 @@ class LLMStats(FileModel):
     cache_hits: Count
     cache_misses: Count
     prompt_reuse: PromptReuse | None = None
+    sandbox_replayed: Count | None = Field(
+        default=None, description="run_code calls answered from the cache (no sandbox ran them); null without a sandbox"
+    )
+    sandbox_executed: Count | None = Field(default=None, description="run_code calls run in a sandbox")
 
 
 class DecisionStats(FileModel):

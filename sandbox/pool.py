@@ -168,6 +168,14 @@ class AgentSandboxPool:
                 self._stats.setdefault(agent_id, [0, 0.0])
             return s, True
 
+    def discard(self, agent_id: str) -> None:
+        """Throw ``agent_id``'s sandbox away (its variables with it): its next call starts a new one
+        and is charged that start, as a first call is. Nothing happens for an agent without one."""
+        with self._lock:
+            s = self._sessions.pop(agent_id, None)
+        if s is not None:
+            s.close()
+
     # -- calls ------------------------------------------------------------------------------
     def max_call_seconds(self, timeout: Optional[float] = None) -> float:
         """An upper bound of the seconds one call can report: the timeout, the interrupt grace,

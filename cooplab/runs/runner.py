@@ -271,9 +271,11 @@ def sandbox_settings(config: RunConfig):
     return sandbox.backend, SandboxConfig(timeout=float(sandbox.timeout))
 
 
-def sandbox_pool(task: Task, config: RunConfig, out: Path):
+def sandbox_pool(task: Task, config: RunConfig, out: Path, cache: Any = None):
     """The per-agent sandbox pool of an LLM run of a task that uses the sandbox (its dataset loaded
-    read-only in every session), or None. The caller closes it.
+    read-only in every session), or None. The caller closes it. With ``cache`` (the model service's
+    response cache, when on) the agents' ``run_code`` calls are kept there and a rerun's are answered
+    from it (:class:`~cooplab.sandbox.replay.ReplayingSandboxPool`).
 
     One sandbox is kept started ahead (``warm=1``): the first one from the run's start, the next as
     soon as an agent takes it, so an agent's first ``run_code`` finds its sandbox ready instead of
@@ -288,10 +290,14 @@ def sandbox_pool(task: Task, config: RunConfig, out: Path):
     dataset = task.sandbox_dataset(config, out)
     if dataset is not None:
         sandbox_config = type(sandbox_config)(**{**sandbox_config.model_dump(), "dataset": dataset})
+    from cooplab.sandbox.replay import ReplayingSandboxPool
+
     agents = task.sandbox_agents(config)
     if agents is None:
-        return AgentSandboxPool(sandbox_config, backend=backend, warm=1)
-    return AgentSandboxPool(sandbox_config, backend=backend, warm=min(WARM_SANDBOXES, agents), expected=agents)
+        pool = AgentSandboxPool(sandbox_config, backend=backend, warm=1)
+    else:
+        pool = AgentSandboxPool(sandbox_config, backend=backend, warm=min(WARM_SANDBOXES, agents), expected=agents)
+    return ReplayingSandboxPool.wrap(pool, cache, config.seed)
 
 
 #: sandboxes a run keeps started ahead when its task says how many agents use the sandbox
@@ -629,7 +635,7 @@ async def _execute_llm(
             if not more:
                 final = sized  # nothing left: the last checkpoint's values
             else:
-                pool = sandbox_pool(task, config, out)
+                pool = sandbox_pool(task, config, out, cache=service.cache)
                 context = CoopContext(llm=service, sandbox=pool, run_dir=str(out))
 
                 def step(node: str, update: Any) -> None:
@@ -652,7 +658,15 @@ async def _execute_llm(
             if pool is not None:
                 pool.close()
     summary = finish(
-        task, out, config, final, time.perf_counter() - t0, status=status, message=message, service=service
+        task,
+        out,
+        config,
+        final,
+        time.perf_counter() - t0,
+        status=status,
+        message=message,
+        service=service,
+        sandbox=pool,
     )
     if status == "stopped":
         raise RunStopped(f"{message}; the run stopped at its last checkpoint: continue with 'cooplab resume {out}'")
@@ -726,6 +740,7 @@ def finish(
     status: str = "completed",
     message: str | None = None,
     service: Any = None,
+    sandbox: Any = None,
 ) -> RunSummary:
     """Write the task's outputs, the LLM bookkeeping (decisions, ledger) and summary.json (the
     task's results beside the runner's fields, validated by :func:`cooplab.graphs.runfiles.new_summary`);
@@ -760,6 +775,8 @@ def finish(
             "cache_misses": service.cache.misses,
             "prompt_reuse": service.prompt_reuse,
         }
+        if hasattr(sandbox, "stats"):  # the run_code calls answered from the cache and run in a sandbox
+            common["llm"].update(sandbox.stats())
         entries = [e.as_dict() for e in service.ledger.entries]
         if entries:  # the money as float and exact text, the agent as agent_id (graphs/tables.py)
             runstore.write_table(money_table("ledger", runstore.frame(entries)), out, "ledger", csv=csv)

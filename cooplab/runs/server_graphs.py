@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import decimal
+import functools
 import os
 import re
 import time
@@ -433,7 +434,7 @@ def served_graph(task: Task, checked: RunConfig, schema: type[ServerSettings] = 
             sandbox_rate=cfg.sandbox.rate if cfg.sandbox is not None else 0.0,
             journal=out / JOURNAL_FILE,
         )
-        pool = runner.sandbox_pool(task, cfg, out)
+        pool = runner.sandbox_pool(task, cfg, out, cache=service.cache)
         return service, pool, CoopContext(llm=service, sandbox=pool, run_dir=str(out))
 
     async def run_task(state: Mapping[str, Any]) -> dict[str, Any]:
@@ -465,7 +466,12 @@ def served_graph(task: Task, checked: RunConfig, schema: type[ServerSettings] = 
                     await asyncio.to_thread(_close, service, pool)
             seconds = time.perf_counter() - t0
             summary = await asyncio.to_thread(
-                runner.finish, task, out, cfg, dict(final), seconds, status=status, message=message, service=service
+                functools.partial(runner.finish, status=status, message=message, service=service, sandbox=pool),
+                task,
+                out,
+                cfg,
+                dict(final),
+                seconds,
             )
             return {**final, "summary": summary.as_json()}
 
