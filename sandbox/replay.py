@@ -38,8 +38,9 @@ import hashlib
 import json
 import math
 import threading
-from pathlib import Path
 from typing import Any, Optional
+
+from cooplab.limits import sha256_file
 
 from .models import ExecResult, SandboxConfig
 
@@ -49,14 +50,6 @@ FORMAT = 1
 LOCAL_LIBRARIES = ("numpy", "pandas", "scipy", "scikit-learn", "matplotlib", "seaborn")
 #: SandboxConfig fields that do not change what code does (the dataset's path is replaced by its digest)
 NOT_IN_KEY = frozenset({"dataset", "idle_timeout", "start_timeout", "local_python"})
-
-
-def file_digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def runtime_identity(config: SandboxConfig, backend: str) -> dict[str, Any] | None:
@@ -86,7 +79,7 @@ def scope_of(config: SandboxConfig, backend: str, seed: Any) -> str | None:
     if runtime is None:
         return None
     limits = {k: v for k, v in config.model_dump(mode="json").items() if k not in NOT_IN_KEY}
-    dataset = file_digest(config.dataset) if config.dataset is not None else None
+    dataset = sha256_file(config.dataset) if config.dataset is not None else None
     blob = json.dumps(
         {"format": FORMAT, "backend": backend, "runtime": runtime, "limits": limits, "dataset": dataset, "seed": seed},
         sort_keys=True,
