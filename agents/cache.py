@@ -99,7 +99,7 @@ class ResponseCache:
             )
         except sqlite3.Error:  # the name is taken by something else (a foreign file): figures are drawn, never kept
             pass
-        # the agents' run_code calls (cooplab/sandbox/replay.py): the result as JSON and the seconds charged
+        # the agents' run_code calls (sandbox/replay.py): the result as JSON and the seconds charged
         try:
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS sandbox_calls (key TEXT PRIMARY KEY, value TEXT NOT NULL,"

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -218,7 +219,7 @@ def test_bench_science(tmp_path):
 def test_bench_replay(tmp_path):
     # --quick: a 4-agent, 2-round CPR society (20 ms model) and a short science team item (local
     # sandbox, no model latency), each run and rerun from its cache through cooplab.run; the worker
-    # asserts that the rerun made no model call and gave the first run's results
+    # asserts that the rerun made no model call, ran no code and gave the first run's results
     out = tmp_path / "results.md"
     run_bench("bench_replay.py", "--quick", "--out", str(out), tmp_path=tmp_path)
     text = section(out, "## Cached replay")
@@ -228,7 +229,8 @@ def test_bench_replay(tmp_path):
     )
     assert len(cpr) == 1 and len(sci) == 1
     assert int(cpr[0][2]) > 0 and int(sci[0][2]) > 0  # model calls made by the first run, all replayed by the rerun
-    assert "run_code re-executed by the replay" in text
+    charged = re.search(r"0 ms model: first ([0-9.]+) s, replay ([0-9.]+) s", text)
+    assert charged and float(charged[1]) > 0 and charged[1] == charged[2]  # the rerun charged the first run's seconds
 
 
 @pytest.mark.slow
