@@ -91,22 +91,17 @@ class ResponseCache:
             " output_tokens INTEGER, latency REAL, model TEXT, created TEXT DEFAULT CURRENT_TIMESTAMP, usage_error "
             "TEXT)"
         )
-        # the drawings of a run (its figure), keyed by a digest of everything drawn (see ``put_figure``)
-        try:
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS figures (key TEXT PRIMARY KEY, png BLOB NOT NULL,"
-                " created TEXT DEFAULT CURRENT_TIMESTAMP)"
-            )
-        except sqlite3.Error:  # the name is taken by something else (a foreign file): figures are drawn, never kept
-            pass
-        # the agents' run_code calls (sandbox/replay.py): the result as JSON and the seconds charged
-        try:
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS sandbox_calls (key TEXT PRIMARY KEY, value TEXT NOT NULL,"
-                " created TEXT DEFAULT CURRENT_TIMESTAMP)"
-            )
-        except sqlite3.Error:  # as for figures: code is run again, never answered from a foreign table
-            pass
+        # side tables: the drawings of a run (its figure), keyed by a digest of everything drawn (see
+        # ``put_figure``), and the agents' run_code calls (sandbox/replay.py: the result as JSON and the
+        # seconds charged)
+        for table, column in (("figures", "png BLOB"), ("sandbox_calls", "value TEXT")):
+            try:
+                self._db.execute(
+                    f"CREATE TABLE IF NOT EXISTS {table} (key TEXT PRIMARY KEY, {column} NOT NULL,"
+                    " created TEXT DEFAULT CURRENT_TIMESTAMP)"
+                )
+            except sqlite3.Error:  # the name is taken by something else (a foreign file): nothing is kept there
+                pass
         cols = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
         if "usage_error" not in cols:  # a cache written before usage was validated
             try:
@@ -162,17 +157,32 @@ class ResponseCache:
             ):  # locked for BUSY_SECONDS by other writers: the call stands, only its replay is lost
                 self.write_errors += 1
 
-    def get_figure(self, key: str) -> bytes | None:
-        """The PNG stored for ``key`` by :meth:`put_figure`, or None. A row that is not a PNG of at
-        most :data:`MAX_FIGURE_BYTES` (a damaged or foreign cache) is no answer: the figure is drawn."""
+    def _side_get(self, sql: str, key: str) -> Any:
+        """The one value ``sql`` selects for ``key`` from a side table, or None (no row; a cache
+        written before the table existed, opened read-only, or damaged)."""
         if self._db is None:
             return None
         with self._lock:
             try:
-                row = self._db.execute("SELECT png FROM figures WHERE key = ?", (key,)).fetchone()
-            except sqlite3.Error:  # a cache written before figures were kept, opened read-only, damaged
+                row = self._db.execute(sql, (key,)).fetchone()
+            except sqlite3.Error:
                 return None
-        png = row[0] if row is not None else None
+        return row[0] if row is not None else None
+
+    def _side_put(self, sql: str, params: tuple[Any, ...]) -> None:
+        """Write a side table's row; a lost write (locked for BUSY_SECONDS, read-only) only costs its reuse."""
+        if self._db is None:
+            return
+        with self._lock:
+            try:
+                self._db.execute(sql, params)
+            except sqlite3.Error:
+                self.write_errors += 1
+
+    def get_figure(self, key: str) -> bytes | None:
+        """The PNG stored for ``key`` by :meth:`put_figure`, or None. A row that is not a PNG of at
+        most :data:`MAX_FIGURE_BYTES` (a damaged or foreign cache) is no answer: the figure is drawn."""
+        png = self._side_get("SELECT png FROM figures WHERE key = ?", key)
         if not isinstance(png, bytes) or not png.startswith(PNG_SIGNATURE) or len(png) > MAX_FIGURE_BYTES:
             return None
         return png
@@ -181,43 +191,18 @@ class ResponseCache:
         """Keep a drawn figure under ``key``: the SHA-256 of its inputs and of the code and library
         that drew it (:func:`cooplab.tasks.cpr.figures.run_figure`), so a rerun whose tables are
         the same, bit for bit, copies it instead of drawing it again."""
-        if self._db is None or not png.startswith(PNG_SIGNATURE) or len(png) > MAX_FIGURE_BYTES:
-            return
-        with self._lock:
-            try:
-                self._db.execute("INSERT OR REPLACE INTO figures (key, png) VALUES (?, ?)", (key, png))
-            except sqlite3.Error:  # locked for BUSY_SECONDS, read-only: the figure stands, only its reuse is lost
-                self.write_errors += 1
-
-    @property
-    def enabled(self) -> bool:
-        """True when the cache keeps answers (a file is open)."""
-        return self._db is not None
+        if png.startswith(PNG_SIGNATURE) and len(png) <= MAX_FIGURE_BYTES:
+            self._side_put("INSERT OR REPLACE INTO figures (key, png) VALUES (?, ?)", (key, png))
 
     def get_sandbox(self, key: str) -> str | None:
         """The stored ``run_code`` call under ``key`` (text for :func:`cooplab.sandbox.replay.decode`
-        to check), or None."""
-        if self._db is None:
-            return None
-        with self._lock:
-            try:
-                row = self._db.execute("SELECT value FROM sandbox_calls WHERE key = ?", (key,)).fetchone()
-            except sqlite3.Error:  # a cache written before code was kept, read-only, damaged: the code runs
-                return None
-        value = row[0] if row is not None else None
+        to check), or None: the code runs."""
+        value = self._side_get("SELECT value FROM sandbox_calls WHERE key = ?", key)
         return value if isinstance(value, str) else None
 
     def put_sandbox(self, key: str, value: str) -> None:
-        """Keep a ``run_code`` call (a lost write only costs its replay)."""
-        if self._db is None:
-            return
-        with self._lock:
-            try:
-                self._db.execute(
-                    "INSERT OR REPLACE INTO sandbox_calls (key, value) VALUES (?, ?)", (key, clean_text(value))
-                )
-            except sqlite3.Error:
-                self.write_errors += 1
+        """Keep a ``run_code`` call."""
+        self._side_put("INSERT OR REPLACE INTO sandbox_calls (key, value) VALUES (?, ?)", (key, clean_text(value)))
 
     def close(self) -> None:
         if self._db is not None:

@@ -624,12 +624,6 @@ class _Edge(Runnable):
         return self.invoke(state)
 
 
-async def _finish(stop: dict[str, Any]) -> dict[str, Any]:
-    """The loop's last node: records the :class:`Stop` its edge sent (a conditional edge cannot
-    write the state itself). Async: LangGraph runs a sync node of an async run in a worker thread."""
-    return stop
-
-
 class _Step:
     """A step of the loop (a bound method of its agent) as a callable object rather than a function:
     at every compile LangGraph disassembles a node function's bytecode, and the functions it
@@ -650,12 +644,14 @@ class _Step:
 
 
 class _Finish:
-    """:func:`_finish` as an object, for the same reason as :class:`_Step`."""
+    """The loop's last node: records the :class:`Stop` its edge sent (a conditional edge cannot
+    write the state itself). Async: LangGraph runs a sync node of an async run in a worker thread.
+    An object rather than a function for the same reason as :class:`_Step`."""
 
     __slots__ = ()
 
     async def __call__(self, stop: dict[str, Any]) -> dict[str, Any]:
-        return await _finish(stop)
+        return stop
 
 
 def _interrupted(exc: BaseException, state: Mapping[str, Any]) -> None:

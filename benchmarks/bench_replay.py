@@ -123,7 +123,7 @@ def worker_science(latency: float, backend: str, tmp: Path, quick: bool = False)
         return float(sum((run.summary.results.sandbox_seconds_by_team or {}).values()))
 
     # code kept in the cache (sandbox/replay.py; absent from a "before" interpreter that predates it)
-    executed = getattr(replay.summary.llm, "sandbox_executed", None) if replay.summary.llm is not None else None
+    executed = getattr(replay.summary.llm, "sandbox_executed", None)
     if executed is not None:
         assert executed == 0, replay.summary.llm
         assert sandbox(first) == sandbox(replay), (sandbox(first), sandbox(replay))

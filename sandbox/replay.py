@@ -126,12 +126,12 @@ def decode(text: Any, bound: float) -> tuple[ExecResult, float] | None:
 class _Agent:
     """One agent's place in its session: the key of its last call and the code its sandbox would hold."""
 
-    __slots__ = ("last", "live", "behind", "stale", "lock", "queue")
+    __slots__ = ("last", "live", "ran", "stale", "lock", "queue")
 
     def __init__(self) -> None:
         self.last = ""  # the key of the agent's last call
         self.live: list[str] = []  # the code run since the last state reset, as the first run lived it
-        self.behind = 0  # how many of ``live`` the real sandbox has not run (answered from the cache)
+        self.ran = 0  # how many of ``live`` (from the start) the real sandbox has run; the rest came from the cache
         self.stale = False  # the real sandbox holds variables the first run lost (a replayed reset)
         self.lock = threading.Lock()  # one call of an agent at a time
         self.queue: asyncio.Lock | None = None  # ... taken in the order the calls arrive (asyncio)
@@ -156,7 +156,7 @@ class ReplayingSandboxPool:
     def wrap(cls, pool: Any, store: Any, seed: Any) -> Any:
         """``pool`` with its calls cached in ``store``, or ``pool`` itself when ``store`` keeps
         nothing (the cache is off) or the sandbox's runtime cannot be identified."""
-        if pool is None or store is None or not getattr(store, "enabled", False):
+        if pool is None or getattr(store, "path", None) is None:  # no cache, or --cache off
             return pool
         scope = scope_of(pool.config, pool.backend, seed)
         return pool if scope is None else cls(pool, store, scope)
@@ -188,7 +188,6 @@ class ReplayingSandboxPool:
             if hit is not None:
                 result, seconds = hit
                 self.replayed += 1
-                a.behind += 1
             else:
                 result, seconds = self._execute(a, agent_id, code, timeout)
                 self.executed += 1
@@ -211,14 +210,13 @@ class ReplayingSandboxPool:
         """Run ``code`` in the real sandbox after the code it has not run yet (its catch-up, not
         charged); the seconds charged are the call's own, and its sandbox's start when this call
         started it (as a live call would be)."""
-        pending = a.live[len(a.live) - a.behind :] if a.behind else []
+        pending = a.live[a.ran :]
         if a.stale:  # the first run's sandbox lost its variables here; throw this one's away too
             self._pool.discard(agent_id)
             a.stale = False
         started_here = agent_id not in self._pool.agents()
         for earlier in pending:
             self._pool.run(agent_id, earlier, timeout)
-        a.behind = 0
         call = self._pool.run(agent_id, code, timeout)
         seconds = call.seconds
         if started_here and pending:  # the catch-up's first call carried the start; the call is charged it
@@ -228,16 +226,18 @@ class ReplayingSandboxPool:
     @staticmethod
     def _follow(a: _Agent, result: ExecResult, code: str, *, replayed: bool) -> None:
         """What the sandbox holds after the call, as the first run lived it (module docstring)."""
-        # a replayed reset: the real sandbox still holds what it ran before this call, which the first run lost
-        held = replayed and len(a.live) - (a.behind - 1) > 0
+        # a replayed reset while the real sandbox holds code: it keeps variables the first run lost there
+        held = replayed and a.ran > 0
         if result.status in ("timeout", "crashed"):  # the sandbox was restarted after the code: nothing kept
             a.stale = a.stale or held
-            a.live, a.behind = [], 0
+            a.live, a.ran = [], 0
         elif result.state_reset:  # it was restarted before the code ran: the code ran in a fresh sandbox
             a.stale = a.stale or held
-            a.live, a.behind = [code], 1 if replayed else 0
+            a.live, a.ran = [code], 0 if replayed else 1
         else:
             a.live.append(code)
+            if not replayed:  # the real sandbox ran the catch-up, then this code
+                a.ran = len(a.live)
 
     def stats(self) -> dict[str, int]:
         return {"sandbox_replayed": self.replayed, "sandbox_executed": self.executed}

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import asyncio
 import decimal
-import functools
 import os
 import re
 import time
@@ -466,12 +465,16 @@ def served_graph(task: Task, checked: RunConfig, schema: type[ServerSettings] = 
                     await asyncio.to_thread(_close, service, pool)
             seconds = time.perf_counter() - t0
             summary = await asyncio.to_thread(
-                functools.partial(runner.finish, status=status, message=message, service=service, sandbox=pool),
+                runner.finish,
                 task,
                 out,
                 cfg,
                 dict(final),
                 seconds,
+                status=status,
+                message=message,
+                service=service,
+                sandbox=pool,
             )
             return {**final, "summary": summary.as_json()}
 
