@@ -637,9 +637,11 @@ class _Step:
     def __init__(self, step: Callable[..., Awaitable[dict[str, Any]]]):
         self.step = step
 
-    async def __call__(
-        self, state: ToolLoopState, config: RunnableConfig, runtime: Runtime[CoopContext]
-    ) -> dict[str, Any]:
+    # Unannotated on purpose: add_node evaluates a callable's annotations (``typing.get_type_hints``,
+    # which here also walks the whole ToolLoopState) to infer the node's input schema, a third of a
+    # compile; unannotated, the node takes the graph's state schema, the same. The arguments are
+    # (ToolLoopState, RunnableConfig, Runtime[CoopContext]); the result is a dict of state updates.
+    async def __call__(self, state, config, runtime):  # noqa: ANN001, ANN204
         return await self.step(state, config, runtime)
 
 
@@ -650,7 +652,7 @@ class _Finish:
 
     __slots__ = ()
 
-    async def __call__(self, stop: dict[str, Any]) -> dict[str, Any]:
+    async def __call__(self, stop):  # noqa: ANN001, ANN204 (a dict of state updates; unannotated as _Step's)
         return stop
 
 

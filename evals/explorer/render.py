@@ -15,6 +15,7 @@ the link is then shown as text). :func:`addressing` sets it for the pages render
 from __future__ import annotations
 
 import base64
+import functools
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -55,10 +56,12 @@ def package_dir(name: str) -> Path:
     return Path(str(resources.files(__name__.rpartition(".")[0]).joinpath(name)))
 
 
+@functools.cache
 def templates(layout: str = "base.html") -> Any:
     """The Jinja environment: the package's templates, autoescape on for every template. ``layout``:
     what every page extends (``base.html``, the app's page; ``part.html``, one page of the file
-    ``cooplab report`` writes)."""
+    ``cooplab report`` writes). One environment per layout and process, so a template is compiled
+    once (Jinja checks the file's time and recompiles an edited one); nothing changes it after."""
     from jinja2 import Environment, FileSystemLoader, select_autoescape
 
     env = Environment(

@@ -22,7 +22,7 @@ from enum import Enum
 from pathlib import PurePath
 from typing import Any
 
-from .scrubbing import REDACTED, scrub, share
+from .scrubbing import REDACTED, is_secret_key, prepared_secrets, redactable, scrub, scrub_prepared, share
 
 # Arrays with more elements than this are written as a summary, not their values.
 MAX_ARRAY_ITEMS = 64
@@ -251,9 +251,63 @@ def _is_secret_type(obj: Any) -> bool:
     return name in ("SecretStr", "SecretBytes") and type(obj).__module__.startswith("pydantic")
 
 
-def safe_value(obj: Any, secrets: Iterable[str] | None = None) -> Any:
-    """:func:`to_jsonable` then :func:`scrub`."""
-    return scrub(to_jsonable(obj), secrets)
+def safe_value(obj: Any, secrets: Iterable[str] | None = None, *, max_list: int | None = None) -> Any:
+    """``scrub(to_jsonable(obj, max_list=max_list), secrets)``, the same value, made in one walk
+    over ``obj``: plain dicts, lists, strings and numbers are converted and scrubbed as they are
+    copied; any other value is converted by :func:`to_jsonable`'s rules, then scrubbed (a converted
+    message from the memo is scrubbed once per set of secrets). Never raises."""
+    exact, long = prepared_secrets(secrets)
+    try:
+        return _safe(obj, 0, set(), MAX_LIST_ITEMS if max_list is None else max_list, exact, long)
+    except Exception:  # to_jsonable's own fallback, as the two steps would give it
+        return scrub(to_jsonable(obj, max_list=max_list), secrets)
+
+
+def _safe_str(text: str, exact: frozenset[str], long: tuple[str, ...]) -> str:
+    if text in exact:
+        return REDACTED
+    for v in long:
+        if v in text:
+            text = text.replace(v, REDACTED)
+    return text
+
+
+def _safe(obj: Any, depth: int, seen: set[int], max_list: int, exact: frozenset[str], long: tuple[str, ...]) -> Any:
+    # the common cases of _to_jsonable then scrub_prepared, in one step; the rest as the two steps do it
+    t = type(obj)
+    if t is str and len(obj) <= MAX_STR_CHARS:
+        return _safe_str(obj, exact, long)
+    if t is int or t is bool or obj is None:
+        return obj
+    if t is float:
+        x = _finite(obj)
+        return x if type(x) is float else _safe_str(x, exact, long)
+    if (t is dict or t is list) and depth <= MAX_DEPTH:
+        key = id(obj)
+        if key in seen:
+            return {"__cycle__": t.__name__}
+        seen.add(key)
+        try:
+            if t is dict:
+                out: dict[str, Any] = {}
+                for k, v in list(obj.items()):
+                    k = k if type(k) is str else str(k)
+                    v = _safe(v, depth + 1, seen, max_list, exact, long)
+                    if is_secret_key(k) and redactable(k, v):
+                        out[k] = REDACTED
+                    else:
+                        out[_safe_str(k, exact, long)] = v
+                return out
+            if len(obj) > max_list:
+                return (
+                    [_safe(v, depth + 1, seen, max_list, exact, long) for v in obj[:LIST_KEEP]]
+                    + [{"__truncated__": len(obj) - 2 * LIST_KEEP}]
+                    + [_safe(v, depth + 1, seen, max_list, exact, long) for v in obj[-LIST_KEEP:]]
+                )
+            return [_safe(v, depth + 1, seen, max_list, exact, long) for v in list(obj)]
+        finally:
+            seen.discard(key)
+    return scrub_prepared(_to_jsonable(obj, depth, seen, max_list), exact, long)
 
 
 def fit_line(rec: dict[str, Any], limit: int | None = None) -> dict[str, Any]:

@@ -72,15 +72,15 @@ def is_secret_key(key: str) -> bool:
 def scrub(obj: Any, secrets: Iterable[str] | None = None) -> Any:
     """Replace secrets in a JSON-safe value: values of secret-looking keys, strings equal to a
     secret environment value, and occurrences of longer secret values inside strings."""
-    exact, long = _prepared(secrets)
-    return _scrub(obj, exact, long)
+    exact, long = prepared_secrets(secrets)
+    return scrub_prepared(obj, exact, long)
 
 
 # the last list of secrets prepared for scrubbing (a tracer passes the same list for every record of a trace)
 _PREPARED: list[Any] = [None, None, None]
 
 
-def _prepared(secrets: Iterable[str] | None) -> tuple[frozenset[str], tuple[str, ...]]:
+def prepared_secrets(secrets: Iterable[str] | None) -> tuple[frozenset[str], tuple[str, ...]]:
     """(the secrets, those also looked for inside strings) of ``secrets`` (default: the environment's);
     the same list object as the last call's is not prepared again."""
     if secrets is not None and _PREPARED[0] is secrets and isinstance(secrets, (list, tuple)):
@@ -93,7 +93,9 @@ def _prepared(secrets: Iterable[str] | None) -> tuple[frozenset[str], tuple[str,
     return exact, long
 
 
-def _redactable(key: str, value: Any) -> bool:
+def redactable(key: str, value: Any) -> bool:
+    """Whether ``value``, under a secret-looking ``key``, is replaced: text always, numbers unless
+    the key names a token count."""
     if isinstance(value, str):
         return True
     # numbers under a *token* key are counts (max_token); under password/secret/key, secrets
@@ -137,7 +139,8 @@ def shared_json(obj: Any, dumps: Any) -> str | None:
     return entry[3]
 
 
-def _scrub(obj: Any, exact: frozenset[str], long: tuple[str, ...]) -> Any:
+def scrub_prepared(obj: Any, exact: frozenset[str], long: tuple[str, ...]) -> Any:
+    """:func:`scrub` with the secrets already prepared (:func:`prepared_secrets`)."""
     if type(obj) is dict and _SHARED:
         entry = _SHARED.get(id(obj))
         if entry is not None and entry[0] is obj:
@@ -162,11 +165,11 @@ def _scrub_value(obj: Any, exact: frozenset[str], long: tuple[str, ...]) -> Any:
     if isinstance(obj, dict):
         out = {}
         for k, v in obj.items():
-            if isinstance(k, str) and is_secret_key(k) and _redactable(k, v):
+            if isinstance(k, str) and is_secret_key(k) and redactable(k, v):
                 out[k] = REDACTED
             else:
-                out[_scrub(k, exact, long) if isinstance(k, str) else k] = _scrub(v, exact, long)
+                out[scrub_prepared(k, exact, long) if isinstance(k, str) else k] = scrub_prepared(v, exact, long)
         return out
     if isinstance(obj, list):
-        return [_scrub(v, exact, long) for v in obj]
+        return [scrub_prepared(v, exact, long) for v in obj]
     return obj

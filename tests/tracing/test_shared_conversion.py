@@ -39,3 +39,94 @@ def test_a_shared_converted_message_is_scrubbed_for_the_current_secrets():
     assert secret in str(scrub(conv, []))  # ...and not reused for another set of secrets
     assert secret not in str(scrub({"inputs": [conv, conv]}, [secret]))
     assert secret in str(conv)  # the shared value itself is never changed
+
+
+def _hostile_values(secret: str) -> list:
+    """Values a traced run can hold: nesting, secrets under keys and inside text, non-string keys,
+    numbers of every kind, long lists and strings, cycles, messages, odd objects."""
+    import datetime as dt
+    import math
+    from collections import OrderedDict
+    from decimal import Decimal
+
+    import numpy as np
+    from pydantic import SecretStr
+
+    cyc: dict = {"name": "loop"}
+    cyc["self"] = cyc
+    deep: dict = {}
+    cur = deep
+    for _ in range(40):
+        cur["next"] = {}
+        cur = cur["next"]
+    m = HumanMessage(content=f"use {secret} please")
+    return [
+        {"api_key": secret, "max_tokens": 5, "password": 7, "input_token": 3, "Authorization": f"Bearer {secret}"},
+        {"text": f"the key {secret} leaked", secret: "a secret as a key", 1: "int key", (1, 2): "tuple key"},
+        {"1": "string one", 1: "int one", "nested": [{"token": secret}, [secret, "short", "abcd"]]},
+        [math.nan, math.inf, -math.inf, 1.5, -0.0, True, None, 10**30, Decimal("1e999"), np.float64("nan")],
+        list(range(100)),
+        [secret] * 50,
+        "x" * 30_000 + secret,
+        secret,
+        "abcd",
+        cyc,
+        deep,
+        {"messages": [[m, m]], "when": dt.datetime(2026, 1, 2, 3, 4, 5), "odd": object.__new__(type("Odd", (), {}))},
+        OrderedDict(a=secret, b=SecretStr("hidden")),
+        {"arr": np.arange(10), "big": np.zeros(1000), "set": {3, 1, 2}, "tuple": (secret, 1)},
+        {"exc": ValueError(f"bad {secret}"), "bytes": secret.encode()},
+    ]
+
+
+def test_safe_value_in_one_walk_equals_conversion_then_scrubbing():
+    """The tracer converts and scrubs a record's parts in one walk (convert.safe_value): for every
+    kind of value, secrets and list caps it must give exactly what the two steps give."""
+    from cooplab.graphs.tracing import safe_value
+
+    secret = "sk-live-0123456789abcdef0123"
+    for secrets in ([secret, "abcd"], [], ["nan", "1.5", "int one", "short"]):
+        for value in _hostile_values(secret):
+            for max_list in (None, convert.MAX_MESSAGES, 3):
+                expected = scrub(to_jsonable(value, max_list=max_list), secrets)
+                got = safe_value(value, secrets, max_list=max_list)
+                assert got == expected, (value, secrets, max_list)
+                if secret in secrets:
+                    assert secret not in str(got)
+
+
+def test_a_traced_record_keeps_no_secret_from_its_inputs_outputs_or_extra(tmp_path, monkeypatch):
+    """A secret of the environment placed in a node's input, its output, its metadata and a
+    message is absent from every line the tracer writes, the journal included."""
+    import json
+
+    from langgraph.graph import END, START, StateGraph
+    from typing_extensions import TypedDict
+
+    from cooplab.graphs.tracing import JsonlTracer
+
+    secret = "sk-env-9f8e7d6c5b4a3928"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+
+    class S(TypedDict, total=False):
+        note: str
+        out: dict
+
+    def node(state: S) -> dict:
+        return {"out": {"echo": state["note"], "api_key": "plain-but-under-a-secret-key"}}
+
+    g = StateGraph(S)
+    g.add_node("n", node)
+    g.add_edge(START, "n")
+    g.add_edge("n", END)
+    path = tmp_path / "traces.jsonl"
+    tracer = JsonlTracer(path)
+    g.compile().invoke(
+        {"note": f"key={secret}"}, {"callbacks": [tracer], "metadata": {"who": secret}, "run_name": f"run {secret}"}
+    )
+    text = path.read_text()
+    assert text and secret not in text
+    recs = [json.loads(line) for line in text.splitlines()]
+    node_rec = next(r for r in recs if r["name"] == "n")
+    assert node_rec["inputs"]["note"] == "key=***" and node_rec["outputs"]["out"]["api_key"] == "***"
+    assert any(r["name"] == "run ***" for r in recs)
