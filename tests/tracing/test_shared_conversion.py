@@ -113,7 +113,7 @@ def test_a_traced_record_keeps_no_secret_from_its_inputs_outputs_or_extra(tmp_pa
         out: dict
 
     def node(state: S) -> dict:
-        return {"out": {"echo": state["note"], "api_key": "plain-but-under-a-secret-key"}}
+        return {"out": {"echo": state.get("note"), "api_key": "plain-but-under-a-secret-key"}}
 
     g = StateGraph(S)
     g.add_node("n", node)
