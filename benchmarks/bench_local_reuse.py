@@ -342,6 +342,7 @@ def report(a: dict | None, b: dict | None, c: dict | None, head: list[str], args
                 f"{m['seconds']:.1f} | {m['prompt_tokens'] / m['seconds']:.0f} |"
             )
         lines += ["", f"Same answers with and without reuse: **{'yes' if a['same_texts'] else 'NO'}**.", ""]
+    b = {name: rows for name, rows in (b or {}).items() if rows}  # a configuration given no item (--off-items 0)
     if b:
         lines += [
             f"### (b) Science bench, team of {args.team_size}, local model, first {args.items} items",

@@ -389,6 +389,28 @@ def test_bench_local_build(tmp_path):
     assert all(r[1] != "failed" and r[5] == "1/1" for r in configs), configs  # same wheel, same seed: the same text
 
 
+def test_bench_local_reuse_reports_items_when_a_configuration_ran_none(monkeypatch):
+    # --off-items 0 (the usual setting: a science item takes 20-40 minutes) leaves that configuration
+    # without rows: its report must still give the others' rows and ratios (it raised before writing)
+    import argparse
+
+    monkeypatch.syspath_prepend(str(BENCH))  # the benchmark imports its helpers as a script does
+    spec = importlib.util.spec_from_file_location("bench_local_reuse", BENCH / "bench_local_reuse.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    row = {"item": "q01", "wall": 2000.0, "calls": 79, "in": 110_000, "out": 12_000, "cost": 0.09, "reused": None}
+    b = {
+        "before": [{**row, "status": "completed"}],
+        mod.OFF: [],
+        "after": [{**row, "wall": 1000.0, "status": "completed"}],
+    }
+    text = mod.report(None, b, None, [], argparse.Namespace(team_size=2, items=1))
+    table = [r for r in rows(text) if r[0] in ("before", "after", mod.OFF)]
+    assert [r[0] for r in table] == ["before", "after", "before", "after"]  # the items, then the means
+    assert table[-1][-1] == "2.00x" and mod.OFF not in text
+
+
 @pytest.mark.slow
 @pytest.mark.integration
 def test_bench_local_reuse(tmp_path):
