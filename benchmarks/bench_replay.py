@@ -6,6 +6,8 @@
     .venv/bin/python benchmarks/bench_replay.py --before /work/main/.venv/bin/python
                                                                 # adds a "before" column: the same measurement with
                                                                 # another checkout's interpreter, interleaved with ours
+    .venv/bin/python benchmarks/bench_replay.py --warm 3        # science: also 3 more reruns in each worker process
+                                                                # (what a rerun costs in a process that ran one)
 
 Each measurement runs in a fresh process (one per code version), through the Python API exactly as
 the command line does (``cooplab.run``: the runner, checkpoints, ledger, traces.jsonl, tables, the
@@ -89,7 +91,7 @@ def worker_cpr(n: int, rounds: int, latency: float, tmp: Path) -> dict:
     return {"first": wf, "replay": wr, "first_cpu": cf, "replay_cpu": cr, "calls": lf["calls"]}
 
 
-def worker_science(latency: float, backend: str, tmp: Path, quick: bool = False) -> dict:
+def worker_science(latency: float, backend: str, tmp: Path, quick: bool = False, warm: int = 0) -> dict:
     import cooplab
     from cooplab.agents.models.scripted import register_builtin
     from cooplab.tasks.science.scripted import oracle_model
@@ -128,11 +130,18 @@ def worker_science(latency: float, backend: str, tmp: Path, quick: bool = False)
         assert executed == 0, replay.summary.llm
         assert sandbox(first) == sandbox(replay), (sandbox(first), sandbox(replay))
 
+    # further reruns in this process (--warm): what a rerun costs once the process has made one
+    warm_runs = [_timed(lambda i=i: cooplab.run(out=tmp / f"warm{i}", **kw)) for i in range(warm)]
+    for run, _, _ in warm_runs:
+        assert _ledger(run)["cached_calls"] == lf["calls"] and run.summary.results.scores == sf.scores
+
     return {
         "first": wf,
         "replay": wr,
         "first_cpu": cf,
         "replay_cpu": cr,
+        "warm": [w for _, w, _ in warm_runs],
+        "warm_cpu": [c for _, _, c in warm_runs],
         "calls": lf["calls"],
         "sandbox_first": sandbox(first),
         "sandbox_replay": sandbox(replay),
@@ -146,7 +155,7 @@ def worker(args: argparse.Namespace) -> int:
         if args.worker == "cpr":
             out = worker_cpr(args.n, args.rounds, args.latency, tmp)
         else:
-            out = worker_science(args.latency, args.backend, tmp, quick=args.quick)
+            out = worker_science(args.latency, args.backend, tmp, quick=args.quick, warm=args.warm)
     print("RESULT " + json.dumps(out))
     return 0
 
@@ -154,7 +163,9 @@ def worker(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------
 # the driver
 # ------------------------------------------------------------------------------------------
-def measure(python: str, kind: str, latency: float, *, n: int, rounds: int, backend: str, quick: bool) -> dict:
+def measure(
+    python: str, kind: str, latency: float, *, n: int, rounds: int, backend: str, quick: bool, warm: int = 0
+) -> dict:
     cmd = [
         python,
         str(Path(__file__).resolve()),
@@ -169,6 +180,7 @@ def measure(python: str, kind: str, latency: float, *, n: int, rounds: int, back
         "--backend",
         backend,
         *(["--quick"] if quick else []),
+        *(["--warm", str(warm)] if warm and kind == "science" else []),
     ]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")), None)
@@ -193,12 +205,21 @@ def main() -> int:
     ap.add_argument(
         "--backend", default="local", choices=("local", "docker"), help="the science team's sandbox backend"
     )
+    ap.add_argument(
+        "--warm",
+        type=int,
+        default=0,
+        help="science: this many more reruns after the replay, in the same process (the rerun of a notebook "
+        "or a sweep's worker); their mean wall and CPU are added as columns",
+    )
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--worker", choices=("cpr", "science"), help=argparse.SUPPRESS)
     ap.add_argument("--latency", type=float, default=0.0, help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, default=20, help=argparse.SUPPRESS)
     ap.add_argument("--rounds", type=int, default=5, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if not 0 <= a.warm <= 100:
+        raise SystemExit(f"bench_replay: --warm must be a whole number from 0 to 100, got {a.warm}")
     if a.worker:
         return worker(a)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -218,7 +239,7 @@ def main() -> int:
     for kind, lat in configs:
         for _ in range(repeats):
             for name, py in reversed(versions):  # before and after interleaved, in the same minutes
-                r = measure(py, kind, lat, n=n, rounds=rounds, backend=a.backend, quick=a.quick)
+                r = measure(py, kind, lat, n=n, rounds=rounds, backend=a.backend, quick=a.quick, warm=a.warm)
                 res.setdefault((kind, lat, name), []).append(r)
                 print(
                     f"{kind} latency {lat:g} s {name}: first {r['first']:.3f} s, replay {r['replay']:.3f} s, "
@@ -286,6 +307,26 @@ def main() -> int:
             )
             + ".",
         ]
+    if a.warm and sci:
+        import statistics
+
+        L += [
+            "",
+            f"Science, {a.warm} more rerun(s) in each worker process after the replay (a process that has run the "
+            "item before: a notebook, a sweep's worker), mean per rerun, median over the pairs:",
+            "",
+            "| latency per call | " + " | ".join(f"warm rerun ({c}) | its CPU ({c})" for c in cols) + " |",
+            "|---:|" + "---:|" * (2 * len(cols)),
+        ]
+        for lat, _ in sci:
+            cells = []
+            for c in cols:
+                vals = res[("science", lat, c)]  # (the worker is this file, whichever interpreter runs it)
+                cells += [
+                    fmt(statistics.median(statistics.mean(v["warm"]) for v in vals)),
+                    fmt(statistics.median(statistics.mean(v["warm_cpu"]) for v in vals)),
+                ]
+            L.append(f"| {lat * 1000:g} ms | " + " | ".join(cells) + " |")
     L.append("")
     emit(SECTION, "\n".join(L), write=not a.quick or a.out is not None, out=a.out)
     return 0

@@ -221,8 +221,10 @@ def test_bench_replay(tmp_path):
     # sandbox, no model latency), each run and rerun from its cache through cooplab.run; the worker
     # asserts that the rerun made no model call, ran no code and gave the first run's results
     out = tmp_path / "results.md"
-    run_bench("bench_replay.py", "--quick", "--out", str(out), tmp_path=tmp_path)
+    run_bench("bench_replay.py", "--quick", "--warm", "1", "--out", str(out), tmp_path=tmp_path)
     text = section(out, "## Cached replay")
+    (warm,) = rows(text, "0 ms")  # the warm rerun's row: a wall and a CPU time, the worker checked its results
+    assert len(warm) == 3 and all(re.fullmatch(r"\d+ ms|\d+\.\d s", v) for v in warm[1:]), warm
     cpr, sci = (
         rows(text, "CPR society N = 4, 2 rounds"),
         rows(text, "science team (ecology, small, size 2, local sandbox)"),
