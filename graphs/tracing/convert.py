@@ -22,7 +22,7 @@ from enum import Enum
 from pathlib import PurePath
 from typing import Any
 
-from .scrubbing import REDACTED, is_secret_key, prepared_secrets, redactable, scrub, scrub_prepared, share
+from .scrubbing import REDACTED, is_secret_key, prepared_secrets, redactable, scrub, scrub_prepared, scrub_text, share
 
 # Arrays with more elements than this are written as a summary, not their values.
 MAX_ARRAY_ITEMS = 64
@@ -263,25 +263,16 @@ def safe_value(obj: Any, secrets: Iterable[str] | None = None, *, max_list: int 
         return scrub(to_jsonable(obj, max_list=max_list), secrets)
 
 
-def _safe_str(text: str, exact: frozenset[str], long: tuple[str, ...]) -> str:
-    if text in exact:
-        return REDACTED
-    for v in long:
-        if v in text:
-            text = text.replace(v, REDACTED)
-    return text
-
-
 def _safe(obj: Any, depth: int, seen: set[int], max_list: int, exact: frozenset[str], long: tuple[str, ...]) -> Any:
     # the common cases of _to_jsonable then scrub_prepared, in one step; the rest as the two steps do it
     t = type(obj)
     if t is str and len(obj) <= MAX_STR_CHARS:
-        return _safe_str(obj, exact, long)
+        return scrub_text(obj, exact, long)
     if t is int or t is bool or obj is None:
         return obj
     if t is float:
         x = _finite(obj)
-        return x if type(x) is float else _safe_str(x, exact, long)
+        return x if type(x) is float else scrub_text(x, exact, long)
     if (t is dict or t is list) and depth <= MAX_DEPTH:
         key = id(obj)
         if key in seen:
@@ -296,7 +287,7 @@ def _safe(obj: Any, depth: int, seen: set[int], max_list: int, exact: frozenset[
                     if is_secret_key(k) and redactable(k, v):
                         out[k] = REDACTED
                     else:
-                        out[_safe_str(k, exact, long)] = v
+                        out[scrub_text(k, exact, long)] = v
                 return out
             if len(obj) > max_list:
                 return (

@@ -154,14 +154,20 @@ def scrub_prepared(obj: Any, exact: frozenset[str], long: tuple[str, ...]) -> An
     return _scrub_value(obj, exact, long)
 
 
+def scrub_text(text: str, exact: frozenset[str], long: tuple[str, ...]) -> str:
+    """A string scrubbed with prepared secrets: all of it when it is a secret, else each longer
+    secret inside it."""
+    if text in exact:
+        return REDACTED
+    for v in long:
+        if v in text:
+            text = text.replace(v, REDACTED)
+    return text
+
+
 def _scrub_value(obj: Any, exact: frozenset[str], long: tuple[str, ...]) -> Any:
     if isinstance(obj, str):
-        if obj in exact:
-            return REDACTED
-        for v in long:
-            if v in obj:
-                obj = obj.replace(v, REDACTED)
-        return obj
+        return scrub_text(obj, exact, long)
     if isinstance(obj, dict):
         out = {}
         for k, v in obj.items():
