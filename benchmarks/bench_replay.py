@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -248,8 +249,6 @@ def main() -> int:
                 )
 
     def med(kind, lat, name, key):
-        import statistics
-
         vals = res[(kind, lat, name)]
         if key == "speedup":
             return statistics.median(v["first"] / v["replay"] for v in vals)
@@ -308,8 +307,6 @@ def main() -> int:
             + ".",
         ]
     if a.warm and sci:
-        import statistics
-
         L += [
             "",
             f"Science, {a.warm} more rerun(s) in each worker process after the replay (a process that has run the "

@@ -809,8 +809,6 @@ class JsonlTracer(BaseCallbackHandler):
         for k, v in rec.items():  # the run's own fields (name, error, tags, ...): inputs, outputs and extra are done
             if k not in _SCRUBBED_PARTS:
                 rec[k] = scrub(v, secrets)
-        if "usage_metadata" in rec["extra"]:
-            rec["extra"]["usage_metadata"] = scrub(rec["extra"]["usage_metadata"], secrets)
         rec = _Record(rec)
         rec.line = _dumps(rec)  # serialized once: its length decides whether it must shrink, then it is written as is
         if len(rec.line) > convert.MAX_LINE_CHARS:
