@@ -98,7 +98,7 @@ def test_the_memo_stays_bounded_when_tools_bring_new_classes_each_time(monkeypat
 
 def test_the_scripted_model_binds_the_same_forms():
     tools = [_tool(), _tool(name="shout", schema=_Other)]
-    bound = ScriptedChatModel(script=[]).bind_tools(tools)
+    bound = ScriptedChatModel(answers=[]).bind_tools(tools)
     assert bound.kwargs["tools"] == [convert_to_openai_tool(t) for t in tools]
     bound.kwargs["tools"][0]["function"]["name"] = "tampered"  # the binding's own copy
     assert T.openai_tool(tools[0])["function"]["name"] == "echo"
