@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 from pathlib import Path
@@ -13,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from cooplab.evals.canvas import Figure, subplots
+from cooplab.evals.figcache import draw_or_copy, files_digest, frame_digest
 from cooplab.evals.text import mean_sem_text
 from cooplab.evals.typed import as_frame, column, groups
 
@@ -164,26 +164,13 @@ def _norm_panel(ax, norms: pd.DataFrame | None, society: int, societies: int) ->
 RUN_FIGURE_FIELDS = ("env", "population", "ablation", "survival_time", "efficiency", "replicates")
 
 
-@functools.cache
 def _code_digest() -> str:
     """The SHA-256 of the code that draws the run figure (this module, the canvas, the text of
     numbers): a change to any of it draws the figure anew."""
     import cooplab.evals.canvas as canvas
     import cooplab.evals.text as text
 
-    h = hashlib.sha256()
-    for p in (__file__, canvas.__file__, text.__file__):
-        h.update(Path(p).read_bytes())
-    return h.hexdigest()
-
-
-def _frame_digest(df: pd.DataFrame | None) -> bytes:
-    if df is None:
-        return b"none"
-    head = json.dumps([[str(c), str(t)] for c, t in df.dtypes.items()]).encode()
-    # pd.util is pandas' public home of the function (pandas.core is private); its stubs do not list it
-    hashed = pd.util.hash_pandas_object(df, index=True)  # pyright: ignore[reportAttributeAccessIssue]
-    return head + hashed.to_numpy().tobytes()
+    return files_digest(__file__, canvas.__file__, text.__file__)
 
 
 def run_figure_key(
@@ -203,7 +190,7 @@ def run_figure_key(
     h.update(json.dumps({k: summary.get(k) for k in RUN_FIGURE_FIELDS}, sort_keys=True, default=str).encode())
     try:
         for df in (rounds, efforts, norms):
-            h.update(b"\0" + _frame_digest(df))
+            h.update(b"\0" + frame_digest(df))
     except (TypeError, ValueError):  # a column of unhashable values
         return None
     return h.hexdigest()
@@ -227,15 +214,11 @@ def run_figure(
     path = outdir / "run.png"
     summary = {k: summary[k] for k in RUN_FIGURE_FIELDS if k in summary}
     key = run_figure_key(rounds, summary, efforts=efforts, norms=norms) if cache is not None else None
-    png = cache.get_figure(key) if cache is not None and key is not None else None
-    if png is not None:
-        path.write_bytes(png)
-        return path
-    fig = run_figure_of(rounds, summary, efforts=efforts, norms=norms)
-    fig.savefig(path, dpi=110)
-    if cache is not None and key is not None:
-        cache.put_figure(key, path.read_bytes())
-    return path
+
+    def draw(p: Path) -> None:
+        run_figure_of(rounds, summary, efforts=efforts, norms=norms).savefig(p, dpi=110)
+
+    return draw_or_copy(path, key, cache, draw)
 
 
 def run_figure_of(

@@ -10,7 +10,6 @@ A run's settings are a :class:`~cooplab.tasks.cpr.params.CPRSettings` (``config.
 
 from __future__ import annotations
 
-import sqlite3
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -349,14 +348,9 @@ class CPRTask(Task):
             extra["efforts"] = agent_efforts(_table_or_none(run.out, "decisions"))
             extra["norms"] = _table_or_none(run.out, "norms_adopted")
         whole = summary.as_json()
-        cache = None
-        if run.cache is not None:  # a figure drawn before from the same tables is copied from the response cache
-            from cooplab.agents.cache import ResponseCache
+        from cooplab.evals.figcache import open_cache
 
-            try:
-                cache = ResponseCache(run.cache)
-            except (OSError, sqlite3.Error):
-                cache = None
+        cache = open_cache(run.cache)  # a figure drawn before from the same tables is copied from the response cache
         try:
             run_figure(rounds, whole, run.out / "figures", cache=cache, **extra)
         finally:
