@@ -70,7 +70,6 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
-from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.channels.delta import DeltaChannel
 from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.graph import END, START, StateGraph
@@ -87,6 +86,7 @@ from cooplab.agents.decisions import (
     decoding_schema,
     parse_json,
 )
+from cooplab.agents.toolforms import kept_form, openai_tool
 from cooplab.agents.usage import input_bound
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import BudgetExhausted, Entry, checked_amount
@@ -203,40 +203,9 @@ def caller_of(runtime: ToolRuntime) -> ToolCaller:
 
 # --------------------------------------------------------------------------------------------
 # the JSON tool-call grammar (models without native tool calling: the local llama.cpp model)
-#: (name, description, args schema class) -> the tool's OpenAI form; see :func:`_spec`
-_SPECS: dict[tuple[str, str, type], dict[str, Any]] = {}
-_MAX_SPECS = 1024
-
-
-def _spec(tool: Any) -> dict[str, Any]:
-    """The tool's OpenAI form (``convert_to_openai_tool``), shared: callers must not change it.
-
-    A science run makes its tools afresh for each of its agents, and LangChain derives a new
-    tool's schema through a new pydantic model every time (about 0.45 ms a tool). For a plain
-    ``StructuredTool`` whose arguments are a pydantic class, the form depends only on the name,
-    the description and that class, so it is kept under those; any other tool is converted as is.
-    """
-    schema = getattr(tool, "args_schema", None)
-    if type(tool) is not StructuredTool or not isinstance(schema, type):
-        return convert_to_openai_tool(tool)
-    key = (tool.name, tool.description, schema)
-    spec = _SPECS.get(key)
-    if spec is None:
-        spec = convert_to_openai_tool(tool)
-        if len(_SPECS) >= _MAX_SPECS:  # tools made with new classes again and again: start over
-            _SPECS.clear()
-        _SPECS[key] = spec
-    return spec
-
-
-def openai_tool(tool: Any) -> dict[str, Any]:
-    """``convert_to_openai_tool(tool)``, computed once per kind of tool (a copy the caller owns)."""
-    return copy.deepcopy(_spec(tool))
-
-
 def tool_args_schema(tool: BaseTool) -> dict[str, Any]:
     """The JSON schema of a tool's arguments as a model sees them (injected arguments excluded)."""
-    return copy.deepcopy(_spec(tool)["function"].get("parameters") or {"type": "object", "properties": {}})
+    return copy.deepcopy(kept_form(tool)["function"].get("parameters") or {"type": "object", "properties": {}})
 
 
 def tool_call_schema(tools: Sequence[BaseTool], *, for_decoder: bool = False) -> dict[str, Any]:
@@ -312,7 +281,7 @@ def render_json_protocol(messages: Sequence[BaseMessage], tools: Sequence[BaseTo
     tool results as user messages."""
     lines = ["You can use these tools:"]
     for t in tools:
-        args = _spec(t)["function"].get("parameters") or {"type": "object", "properties": {}}
+        args = kept_form(t)["function"].get("parameters") or {"type": "object", "properties": {}}
         lines.append(f"- {t.name}: {t.description}\n  args schema: {json.dumps(args, sort_keys=True)}")
     lines.append(JSON_INSTRUCTIONS)
     preamble = "\n".join(lines)
@@ -737,7 +706,7 @@ class ToolAgent:
         #: conversation as a user message first (e.g. a budget warning once the pool gets low)
         self.notes = notes
         self.tool_node = ToolNode(self.tools, handle_tool_errors=_tool_error_text)
-        self._tool_specs = [_spec(t) for t in self.tools]  # shared forms: read, never changed
+        self._tool_specs = [kept_form(t) for t in self.tools]  # shared forms: read, never changed
         self._tools_id = cache_key(tools=self._tool_specs)[:16]
         self._bound: dict[int, Any] = {}
         self._json_schemas: tuple[dict[str, Any], dict[str, Any]] | None = (

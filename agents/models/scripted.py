@@ -159,7 +159,7 @@ class ScriptedChatModel(BaseChatModel):
     def bind_tools(self, tools: Any, *, tool_choice: Any = None, **kwargs: Any) -> Any:
         """Native tool calling, scripted: the tools' schemas are bound like a real model's (and
         so visible in traces); which tool is called is up to the script."""
-        from cooplab.agents.tools import openai_tool  # convert_to_openai_tool, once per kind of tool
+        from cooplab.agents.toolforms import openai_tool  # convert_to_openai_tool, once per kind of tool
 
         return self.bind(tools=[openai_tool(t) for t in tools], **kwargs)
 

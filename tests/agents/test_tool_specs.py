@@ -1,4 +1,4 @@
-"""A tool's OpenAI form is computed once per kind of tool (agents/tools.py, ``openai_tool``): the
+"""A tool's OpenAI form is computed once per kind of tool (agents/toolforms.py, ``openai_tool``): the
 same form LangChain gives, a copy the caller may change, and never another tool's."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.prebuilt import ToolRuntime
 from pydantic import BaseModel, Field
 
+from cooplab.agents import toolforms as F
 from cooplab.agents import tools as T
 from cooplab.agents.models.scripted import ScriptedChatModel
 from cooplab.tasks.science.workspace import workspace_tools
@@ -88,12 +89,12 @@ def test_a_tool_of_another_kind_is_converted_every_time():
 
 
 def test_the_memo_stays_bounded_when_tools_bring_new_classes_each_time(monkeypatch):
-    monkeypatch.setattr(T, "_SPECS", {})
-    monkeypatch.setattr(T, "_MAX_SPECS", 4)
+    monkeypatch.setattr(F, "_SPECS", {})
+    monkeypatch.setattr(F, "_MAX_SPECS", 4)
     for i in range(10):
         schema = type(f"Args{i}", (BaseModel,), {"__annotations__": {"text": str}})
         assert T.openai_tool(_tool(schema=schema)) == convert_to_openai_tool(_tool(schema=schema))
-        assert len(T._SPECS) <= 4
+        assert len(F._SPECS) <= 4
 
 
 def test_the_scripted_model_binds_the_same_forms():
