@@ -86,7 +86,7 @@ from cooplab.agents.decisions import (
     decoding_schema,
     parse_json,
 )
-from cooplab.agents.toolforms import kept_form, openai_tool
+from cooplab.agents.toolforms import kept_form
 from cooplab.agents.usage import input_bound
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.ledger import BudgetExhausted, Entry, checked_amount
@@ -203,9 +203,14 @@ def caller_of(runtime: ToolRuntime) -> ToolCaller:
 
 # --------------------------------------------------------------------------------------------
 # the JSON tool-call grammar (models without native tool calling: the local llama.cpp model)
+def _kept_args(tool: BaseTool) -> dict[str, Any]:
+    """The tool's argument schema from its kept form (shared: read, never changed)."""
+    return kept_form(tool)["function"].get("parameters") or {"type": "object", "properties": {}}
+
+
 def tool_args_schema(tool: BaseTool) -> dict[str, Any]:
     """The JSON schema of a tool's arguments as a model sees them (injected arguments excluded)."""
-    return copy.deepcopy(kept_form(tool)["function"].get("parameters") or {"type": "object", "properties": {}})
+    return copy.deepcopy(_kept_args(tool))
 
 
 def tool_call_schema(tools: Sequence[BaseTool], *, for_decoder: bool = False) -> dict[str, Any]:
@@ -281,8 +286,7 @@ def render_json_protocol(messages: Sequence[BaseMessage], tools: Sequence[BaseTo
     tool results as user messages."""
     lines = ["You can use these tools:"]
     for t in tools:
-        args = kept_form(t)["function"].get("parameters") or {"type": "object", "properties": {}}
-        lines.append(f"- {t.name}: {t.description}\n  args schema: {json.dumps(args, sort_keys=True)}")
+        lines.append(f"- {t.name}: {t.description}\n  args schema: {json.dumps(_kept_args(t), sort_keys=True)}")
     lines.append(JSON_INSTRUCTIONS)
     preamble = "\n".join(lines)
     out: list[BaseMessage] = []
@@ -1187,7 +1191,6 @@ __all__ = [
     "ToolSetupError",
     "caller_of",
     "loop_result",
-    "openai_tool",
     "parse_tool_answer",
     "render_json_protocol",
     "route",

@@ -9,10 +9,11 @@ matplotlib and pandas. Anything that changes a pixel changes the key, and then t
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,19 +40,44 @@ def frame_digest(df: pd.DataFrame | None) -> bytes:
     return head + hashed.to_numpy().tobytes()
 
 
-def open_cache(path: Any) -> Any:
-    """The run's :class:`~cooplab.agents.cache.ResponseCache` at ``path`` to keep figures in, or
-    None (no cache, or a file that cannot be opened: then figures are simply drawn)."""
-    if path is None:
-        return None
-    import sqlite3
+def figure_key(
+    name: str, code: Sequence[str], settings: Mapping[str, Any], frames: Sequence[pd.DataFrame | None]
+) -> str | None:
+    """The SHA-256 of a figure's inputs: its ``name``, the bytes of its drawing ``code`` (source
+    files), the matplotlib and pandas versions, the ``settings`` it shows and every value of the
+    ``frames`` it reads; None when a frame cannot be hashed (then the figure is drawn, never reused)."""
+    import matplotlib
 
-    from cooplab.agents.cache import ResponseCache
-
+    h = hashlib.sha256(f"cooplab {name}\0".encode())
+    h.update(f"{files_digest(*code)} {matplotlib.__version__} {pd.__version__}\0".encode())
+    h.update(json.dumps(dict(settings), sort_keys=True, default=str).encode())
     try:
-        return ResponseCache(path)
-    except (OSError, sqlite3.Error):
+        for df in frames:
+            h.update(b"\0" + frame_digest(df))
+    except (TypeError, ValueError):  # a column of unhashable values
         return None
+    return h.hexdigest()
+
+
+@contextlib.contextmanager
+def figure_cache(path: Any) -> Iterator[Any]:
+    """The run's :class:`~cooplab.agents.cache.ResponseCache` at ``path`` to keep figures in, closed
+    at the end; None when there is no cache or its file cannot be opened (figures are then drawn)."""
+    cache = None
+    if path is not None:
+        import sqlite3
+
+        from cooplab.agents.cache import ResponseCache
+
+        try:
+            cache = ResponseCache(path)
+        except (OSError, sqlite3.Error):
+            cache = None
+    try:
+        yield cache
+    finally:
+        if cache is not None:
+            cache.close()
 
 
 def draw_or_copy(path: Path, key: str | None, cache: Any, draw: Callable[[Path], Any]) -> Path:
@@ -68,4 +94,4 @@ def draw_or_copy(path: Path, key: str | None, cache: Any, draw: Callable[[Path],
     return path
 
 
-__all__ = ["draw_or_copy", "files_digest", "frame_digest", "open_cache"]
+__all__ = ["draw_or_copy", "figure_cache", "figure_key", "files_digest", "frame_digest"]

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from cooplab.evals.canvas import Figure, subplots
-from cooplab.evals.figcache import draw_or_copy, files_digest, frame_digest
+from cooplab.evals.figcache import draw_or_copy, figure_key
 from cooplab.evals.text import mean_sem_text
 from cooplab.evals.typed import as_frame, column, groups
 
@@ -164,15 +163,6 @@ def _norm_panel(ax, norms: pd.DataFrame | None, society: int, societies: int) ->
 RUN_FIGURE_FIELDS = ("env", "population", "ablation", "survival_time", "efficiency", "replicates")
 
 
-def _code_digest() -> str:
-    """The SHA-256 of the code that draws the run figure (this module, the canvas, the text of
-    numbers): a change to any of it draws the figure anew."""
-    import cooplab.evals.canvas as canvas
-    import cooplab.evals.text as text
-
-    return files_digest(__file__, canvas.__file__, text.__file__)
-
-
 def run_figure_key(
     rounds: pd.DataFrame,
     summary: dict[str, Any],
@@ -180,20 +170,19 @@ def run_figure_key(
     efforts: pd.DataFrame | None = None,
     norms: pd.DataFrame | None = None,
 ) -> str | None:
-    """The SHA-256 of everything the run figure is drawn from: the tables (their columns, types and
-    every value), the summary's :data:`RUN_FIGURE_FIELDS`, the drawing code and the matplotlib
-    version; None when a table cannot be hashed (then the figure is drawn, never reused)."""
-    import matplotlib
+    """The SHA-256 of everything the run figure is drawn from (:func:`~cooplab.evals.figcache.figure_key`):
+    the tables (their columns, types and every value), the summary's :data:`RUN_FIGURE_FIELDS`, the
+    drawing code (this module, the canvas, the text of numbers) and the library versions; None when
+    a table cannot be hashed."""
+    import cooplab.evals.canvas as canvas
+    import cooplab.evals.text as text
 
-    h = hashlib.sha256(b"cooplab cpr run figure\0")
-    h.update(f"{_code_digest()} {matplotlib.__version__} {pd.__version__}\0".encode())
-    h.update(json.dumps({k: summary.get(k) for k in RUN_FIGURE_FIELDS}, sort_keys=True, default=str).encode())
-    try:
-        for df in (rounds, efforts, norms):
-            h.update(b"\0" + frame_digest(df))
-    except (TypeError, ValueError):  # a column of unhashable values
-        return None
-    return h.hexdigest()
+    return figure_key(
+        "cpr run figure",
+        (__file__, canvas.__file__, text.__file__),
+        {k: summary.get(k) for k in RUN_FIGURE_FIELDS},
+        (rounds, efforts, norms),
+    )
 
 
 def run_figure(

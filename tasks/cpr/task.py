@@ -348,14 +348,10 @@ class CPRTask(Task):
             extra["efforts"] = agent_efforts(_table_or_none(run.out, "decisions"))
             extra["norms"] = _table_or_none(run.out, "norms_adopted")
         whole = summary.as_json()
-        from cooplab.evals.figcache import open_cache
+        from cooplab.evals.figcache import figure_cache
 
-        cache = open_cache(run.cache)  # a figure drawn before from the same tables is copied from the response cache
-        try:
+        with figure_cache(run.cache) as cache:  # a figure drawn before from the same tables is copied from it
             run_figure(rounds, whole, run.out / "figures", cache=cache, **extra)
-        finally:
-            if cache is not None:
-                cache.close()
         from cooplab.tasks.cpr.mix import figures as mix_figures
 
         mix_figures(whole, rounds, run.out / "figures")

@@ -4,8 +4,6 @@ pages of the run."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
@@ -13,23 +11,15 @@ from cooplab.graphs import rundir
 
 
 def _budget_key(lg: Any, budget: Any) -> str | None:
-    """The SHA-256 of what the budget figure shows: each charge's team and cost in order, the
-    budget line, the drawing code and the library versions; None if the columns cannot be hashed.
-    A rerun answered from the cache charges the same calls at the same costs, so it has the same key."""
-    import matplotlib
-    import pandas as pd
-
+    """The key of what the budget figure shows (:func:`~cooplab.evals.figcache.figure_key`): each
+    charge's team and cost in order, the budget line, the drawing code and the library versions. A
+    rerun answered from the cache charges the same calls at the same costs, so it has the same key."""
     from cooplab.evals import canvas
-    from cooplab.evals.figcache import files_digest, frame_digest
+    from cooplab.evals.figcache import figure_key
 
-    h = hashlib.sha256(b"cooplab science budget figure\0")
-    h.update(f"{files_digest(__file__, canvas.__file__)} {matplotlib.__version__} {pd.__version__}\0".encode())
-    h.update(json.dumps({"budget": budget}, default=str).encode())
-    try:
-        h.update(frame_digest(lg[["team", "cost_usd"]]))
-    except (TypeError, ValueError):  # a column of unhashable values: draw it
-        return None
-    return h.hexdigest()
+    return figure_key(
+        "science budget figure", (__file__, canvas.__file__), {"budget": budget}, (lg[["team", "cost_usd"]],)
+    )
 
 
 def budget_figure(out: Path, path: Path, cache: Any = None) -> Path | None:

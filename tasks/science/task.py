@@ -459,15 +459,11 @@ class ScienceTask(Task):
         )
 
     def figure(self, summary: RunSummary[ScienceResults], run: RunInfo) -> None:
-        from cooplab.evals.figcache import open_cache
+        from cooplab.evals.figcache import figure_cache
         from cooplab.tasks.science.report import write_report
 
-        cache = open_cache(run.cache)  # the budget figure of a rerun is copied from the response cache
-        try:
+        with figure_cache(run.cache) as cache:  # the budget figure of a rerun is copied from the response cache
             write_report(run.out, self, cache=cache)
-        finally:
-            if cache is not None:
-                cache.close()
 
     def explore(self, run: Any, query: Mapping[str, str]) -> list[Any]:
         """The science run's page in the explorer (:func:`cooplab.tasks.science.explore.sections`)."""

@@ -37,18 +37,18 @@ def _tool(name: str = "echo", description: str = "Echo the text.", schema: type 
 def test_the_form_is_langchains_for_every_science_tool_made_afresh():
     for _ in range(3):  # new tool objects each time, as a science run makes them per agent
         tools = workspace_tools(None, code_tool=T.run_code_tool())
-        assert [T.openai_tool(t) for t in tools] == [convert_to_openai_tool(t) for t in tools]
+        assert [F.openai_tool(t) for t in tools] == [convert_to_openai_tool(t) for t in tools]
         assert [T.tool_args_schema(t) for t in tools] == [
             convert_to_openai_tool(t)["function"]["parameters"] for t in tools
         ]
 
 
 def test_a_changed_copy_never_reaches_the_next_caller():
-    a = T.openai_tool(_tool())
+    a = F.openai_tool(_tool())
     a["function"]["parameters"]["properties"]["text"]["description"] = "tampered"
     a["function"]["name"] = "tampered"
     T.tool_args_schema(_tool())["properties"].clear()
-    b = T.openai_tool(_tool())
+    b = F.openai_tool(_tool())
     assert b == convert_to_openai_tool(_tool())
     assert b["function"]["name"] == "echo" and "text" in b["function"]["parameters"]["properties"]
 
@@ -62,7 +62,7 @@ def test_a_changed_copy_never_reaches_the_next_caller():
     ],
 )
 def test_tools_that_differ_in_name_description_or_arguments_get_their_own_form(other: dict[str, Any]):
-    base, changed = T.openai_tool(_tool()), T.openai_tool(_tool(**other))
+    base, changed = F.openai_tool(_tool()), F.openai_tool(_tool(**other))
     assert changed == convert_to_openai_tool(_tool(**other)) and changed != base
 
 
@@ -81,9 +81,9 @@ def test_a_tool_of_another_kind_is_converted_every_time():
             return text
 
     t = Switching()
-    first = T.openai_tool(t)
+    first = F.openai_tool(t)
     t.wide = True
-    second = T.openai_tool(t)
+    second = F.openai_tool(t)
     assert "times" not in first["function"]["parameters"]["properties"]
     assert "times" in second["function"]["parameters"]["properties"]  # not served from the memo
 
@@ -93,7 +93,7 @@ def test_the_memo_stays_bounded_when_tools_bring_new_classes_each_time(monkeypat
     monkeypatch.setattr(F, "_MAX_SPECS", 4)
     for i in range(10):
         schema = type(f"Args{i}", (BaseModel,), {"__annotations__": {"text": str}})
-        assert T.openai_tool(_tool(schema=schema)) == convert_to_openai_tool(_tool(schema=schema))
+        assert F.openai_tool(_tool(schema=schema)) == convert_to_openai_tool(_tool(schema=schema))
         assert len(F._SPECS) <= 4
 
 
@@ -102,4 +102,4 @@ def test_the_scripted_model_binds_the_same_forms():
     bound = ScriptedChatModel(answers=[]).bind_tools(tools)
     assert bound.kwargs["tools"] == [convert_to_openai_tool(t) for t in tools]
     bound.kwargs["tools"][0]["function"]["name"] = "tampered"  # the binding's own copy
-    assert T.openai_tool(tools[0])["function"]["name"] == "echo"
+    assert F.openai_tool(tools[0])["function"]["name"] == "echo"
