@@ -255,6 +255,7 @@ class FakeServer(DeliveryLog):
         reply = self._reply(req)
         with self._lock:
             self.requests.append(req)
+            self._lock.notify_all()
         handler.close_connection = True
         if reply.hang:
             self.release.wait(120)
@@ -305,6 +306,14 @@ class FakeServer(DeliveryLog):
         """The requests of the API's calls (not listings), in order."""
         with self._lock:
             return [r for r in self.requests if r.mode != "fixed"]
+
+    def wait_calls(self, n: int, timeout: float = 60.0) -> list[Request]:
+        """The calls once ``n`` have been read. A client that gives up at its own timeout may do so
+        before a busy server's thread has read its request; the request still arrives, later."""
+        with self._lock:
+            read = self._lock.wait_for(lambda: len(self.calls()) >= n, timeout)
+            assert read, f"{len(self.calls())} of {n} calls read"
+            return self.calls()
 
     def modes_seen(self) -> list[str]:
         return [r.mode for r in self.calls()]
