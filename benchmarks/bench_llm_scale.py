@@ -9,9 +9,14 @@ bytes per decision.
     .venv/bin/python benchmarks/bench_llm_scale.py --report before.json after.json  # writes the section of RESULTS.md
     .venv/bin/python benchmarks/bench_llm_scale.py --quick                       # smoke run (tiny sizes; writes
     nothing)
+    .venv/bin/python benchmarks/bench_llm_scale.py --gc python --json py.json    # under Python's own collector
+    thresholds (a notebook's), against the default --gc cooplab (the console script's, cooplab._entry)
 
 The script measures whichever ``cooplab`` the interpreter imports, so running it with two
 checkouts' interpreters a minute apart gives a before/after pair on one machine and load.
+``--gc`` sets the process's cyclic collector as the ``cooplab`` console script sets its own
+(``cooplab``, the default) or leaves Python's thresholds (``python``: the library in a notebook);
+(c)'s ``cooplab run`` gets the same through ``COOPLAB_GC``.
 
 (a) CPU per decision (``time.process_time``, this process: the event loop and its threads) of the
     real LLM CPR society of ``bench_llm.py`` (InMemorySaver, no tracer, cache off, zero-latency
@@ -43,6 +48,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from cooplab import _entry
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -212,7 +219,10 @@ def run_bytes(N: int, tmp: Path) -> dict[str, Any]:
         str(out),
         "--quiet",
     ]
-    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    env = {k: v for k, v in os.environ.items() if k != "COOPLAB_GC"}
+    if gc.get_threshold() != _entry.GC_THRESHOLDS:  # this process runs under Python's thresholds: so does the run
+        env["COOPLAB_GC"] = ",".join(map(str, gc.get_threshold()))
+    subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
     summary = json.loads((out / "summary.json").read_text())
     decisions = int(summary["ledger"]["calls"])
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
@@ -246,6 +256,8 @@ def report(before: dict[str, Any], after: dict[str, Any]) -> str:
         f"- python {after['python']}, langgraph {after['langgraph']}, langchain-core {after['langchain_core']}, httpx "
         f"{after['httpx']}"
     )
+    gcs = [", ".join(map(str, m["gc"])) if m.get("gc") else "not recorded" for m in (before, after)]
+    L.append(f"- the garbage collector's thresholds (`gc.get_threshold()`): before {gcs[0]}, after {gcs[1]}")
     L.append("")
     L.append("### (a) CPU per decision (zero-latency scripted model; `time.process_time` of the process)")
     L.append("")
@@ -390,6 +402,7 @@ def measure(quick: bool, label: str, parts: str = "abc", save: Path | None = Non
         "langgraph": langgraph.version.__version__,
         "langchain_core": langchain_core.__version__,
         "httpx": httpx.__version__,
+        "gc": list(gc.get_threshold()),
     }
     plan = [(10, 1), (100, 1)] if quick else [(10, 3), (100, 3), (1000, 2), (10000, 1)]
 
@@ -456,6 +469,12 @@ def main(argv: list[str] | None = None) -> int:
         default="abc",
         help="which measurements: any of a (CPU per decision), b (round ratios), c (bytes); default abc",
     )
+    ap.add_argument(
+        "--gc",
+        choices=("cooplab", "python"),
+        default="cooplab",
+        help="the garbage collector's thresholds: the cooplab console script's (default) or Python's own",
+    )
     ap.add_argument("--serve-stub", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.serve_stub:
@@ -471,6 +490,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     import cooplab.agents.calls as calls
 
+    if a.gc == "cooplab":
+        gc.set_threshold(*_entry.GC_THRESHOLDS)
     label = a.label or str(Path(calls.__file__).resolve().parents[1])
     res = measure(a.quick, label, a.parts, a.json)
     if a.json:

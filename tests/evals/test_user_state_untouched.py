@@ -1,7 +1,7 @@
 """cooplab leaves the state a user owns as it found it (issue 38, item 2): importing it, running
 tasks and drawing every kind of figure it draws neither changes the matplotlib backend (a
 notebook's inline backend stays on) nor leaves pyplot figures open, nor touches the logging
-configuration or the decimal context. Every figure is a Figure on its own Agg canvas
+configuration, the decimal context or the garbage collector's thresholds. Every figure is a Figure on its own Agg canvas
 (:mod:`cooplab.evals.canvas`); no module of the package calls ``matplotlib.use`` or pyplot."""
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = ("cooplab", "graphs", "agents", "sandbox", "evals", "tasks", "scripts")
 
 SCRIPT = textwrap.dedent("""
-    import decimal, json, logging, sys
+    import decimal, gc, json, logging, sys
     from pathlib import Path
+
+    gc.set_threshold(1234, 5, 6)               # the user's garbage collector
 
     import matplotlib
     matplotlib.use("svg")                      # the user's backend (a notebook's would be its inline one)
@@ -120,11 +122,12 @@ SCRIPT = textwrap.dedent("""
     import matplotlib.pyplot as plt  # the user's own pyplot
     print(json.dumps({"backend": matplotlib.get_backend(), "rc_backend": matplotlib.rcParams["backend"], "open": plt.get_fignums(),
                       "figures": len(made), "pyplot_imported": pyplot_imported_by_cooplab,
-                      "logging": [before["logging"], logging_state()], "decimal": [before["decimal"], decimal_state()]}))
+                      "logging": [before["logging"], logging_state()], "decimal": [before["decimal"], decimal_state()],
+                      "gc": gc.get_threshold()}))
 """)  # noqa: E501 (text kept verbatim)
 
 
-def test_runs_and_every_figure_leave_the_backend_logging_and_decimal_context_alone(tmp_path):
+def test_runs_and_every_figure_leave_the_backend_logging_decimal_context_and_collector_alone(tmp_path):
     script = tmp_path / "user.py"
     script.write_text(SCRIPT)
     res = subprocess.run(
@@ -141,6 +144,7 @@ def test_runs_and_every_figure_leave_the_backend_logging_and_decimal_context_alo
     assert got["open"] == [] and not got["pyplot_imported"]  # nothing drawn through pyplot
     assert got["logging"][0] == got["logging"][1]
     assert got["decimal"][0] == got["decimal"][1]
+    assert got["gc"] == [1234, 5, 6]  # the collector is the console script's to set, never the library's
 
 
 def _calls_of(tree: ast.AST) -> list[str]:
