@@ -45,12 +45,36 @@ def machine_info(*, versions: bool = False, docker: bool = False) -> list[str]:
             lines.append(f"- docker: {v.get('Version')} (API {v.get('ApiVersion')})")
         except Exception:  # noqa: BLE001 - information only
             lines.append("- docker: unavailable")
+    import gc
+
+    lines.append(f"- the garbage collector's thresholds: {', '.join(map(str, gc.get_threshold()))}")
     try:
         load = os.getloadavg()
         lines.append(f"- load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     except OSError:
         pass
     return lines
+
+
+def gc_option(ap: Any) -> None:
+    """``--gc cooplab|python`` on an argparse parser: the garbage collector's thresholds to measure under."""
+    ap.add_argument(
+        "--gc",
+        choices=("cooplab", "python"),
+        default="cooplab",
+        help="the garbage collector's thresholds: the cooplab console script's (default; cooplab._entry) or "
+        "Python's own (the library in a notebook)",
+    )
+
+
+def apply_gc(choice: str) -> None:
+    """Set this process's collector as ``cooplab`` runs (the console script's thresholds) or leave Python's."""
+    if choice == "cooplab":
+        import gc
+
+        from cooplab._entry import GC_THRESHOLDS
+
+        gc.set_threshold(*GC_THRESHOLDS)
 
 
 def write_section(title: str, text: str, path: Path = RESULTS) -> None:

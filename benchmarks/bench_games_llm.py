@@ -32,7 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from _results import (  # benchmarks/ is on sys.path when run as a script
+    apply_gc,
     emit,
+    gc_option,
     machine_info,
 )
 
@@ -102,7 +104,9 @@ def main() -> int:
     ap.add_argument("--no-local", action="store_true", help="skip (b) and the local-model pricing of (c)")
     ap.add_argument("--quick", action="store_true", help="5 simulations, no local model; writes nothing unless --out")
     ap.add_argument("--out", type=Path, default=None)
+    gc_option(ap)
     a = ap.parse_args()
+    apply_gc(a.gc)
     S = 5 if a.quick else a.simulations
     local = not (a.quick or a.no_local)
     head = machine_info(versions=True)

@@ -49,6 +49,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _results import apply_gc, gc_option  # benchmarks/ is on sys.path when run as a script
+
 from cooplab import _entry
 
 HERE = Path(__file__).resolve().parent
@@ -469,12 +471,7 @@ def main(argv: list[str] | None = None) -> int:
         default="abc",
         help="which measurements: any of a (CPU per decision), b (round ratios), c (bytes); default abc",
     )
-    ap.add_argument(
-        "--gc",
-        choices=("cooplab", "python"),
-        default="cooplab",
-        help="the garbage collector's thresholds: the cooplab console script's (default) or Python's own",
-    )
+    gc_option(ap)
     ap.add_argument("--serve-stub", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.serve_stub:
@@ -490,8 +487,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     import cooplab.agents.calls as calls
 
-    if a.gc == "cooplab":
-        gc.set_threshold(*_entry.GC_THRESHOLDS)
+    apply_gc(a.gc)
     label = a.label or str(Path(calls.__file__).resolve().parents[1])
     res = measure(a.quick, label, a.parts, a.json)
     if a.json:

@@ -32,6 +32,8 @@ from typing import TypedDict
 
 from _results import (  # benchmarks/ is on sys.path when run as a script
     RESULTS,
+    apply_gc,
+    gc_option,
     machine_info,
     write_section,
 )
@@ -188,9 +190,11 @@ def main() -> int:
     ap.add_argument(
         "--out", type=Path, default=None, help="write the section to this file instead of benchmarks/RESULTS.md"
     )
+    gc_option(ap)
     args = ap.parse_args()
     if args.steps < 1 or args.per_loop < 1:
         ap.error("--steps and --per-loop must be at least 1")
+    apply_gc(args.gc)
 
     info = machine_info(versions=True, docker=True)
     tmp = Path(tempfile.mkdtemp(prefix="cooplab-bench-tools-"))

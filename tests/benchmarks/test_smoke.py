@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -340,10 +341,12 @@ def test_bench_llm_scale(tmp_path):
     # ratios at tiny sizes; the run-directory bytes at N = 10; then --report of that measurement
     # against itself into tmp_path
     measured, out = tmp_path / "m.json", tmp_path / "results.md"
-    stdout = run_bench("bench_llm_scale.py", "--quick", "--json", str(measured), tmp_path=tmp_path)
+    stdout = run_bench("bench_llm_scale.py", "--quick", "--gc", "python", "--json", str(measured), tmp_path=tmp_path)
     assert "(a) N=100:" in stdout and "(c) N=10:" in stdout
+    assert json.loads(measured.read_text())["gc"] == [700, 10, 10]  # Python's own thresholds, as asked
     run_bench("bench_llm_scale.py", "--report", str(measured), str(measured), "--out", str(out), tmp_path=tmp_path)
     text = section(out, "## LLM societies at scale, issue 41.1")
+    assert "thresholds (`gc.get_threshold()`): before 700, 10, 10, after 700, 10, 10" in text
     a = [r for r in rows(text) if len(r) == 8 and r[0] != "N"]
     assert [r[0] for r in a] == ["10", "100"]
     assert all(r[-1].endswith(("ms", "us")) for r in a)  # the raw HTTP floor was measured
@@ -511,6 +514,7 @@ def test_bench_tools(tmp_path, docker_ready):
     out = tmp_path / "results.md"
     run_bench("bench_tools.py", "--steps", "1", "--per-loop", "1", "--out", str(out), tmp_path=tmp_path)
     text = section(out, "## Tool loop")
+    assert "- the garbage collector's thresholds: 50000, 20, 20" in text  # as the console script runs (the default)
     assert "(docker sandbox, default limits; 1 steps per variant" in text
     variants = [r for r in rows(text) if r[0] != "variant"]
     assert [r[1] for r in variants] == [
