@@ -72,8 +72,10 @@ def apply_gc(choice: str) -> None:
     if choice == "cooplab":
         import gc
 
-        from cooplab._entry import GC_THRESHOLDS
-
+        try:
+            from cooplab._entry import GC_THRESHOLDS
+        except ImportError:  # a checkout from before the console script set its collector (--before)
+            GC_THRESHOLDS = (50_000, 20, 20)  # noqa: N806 - the constant of today's cooplab._entry
         gc.set_threshold(*GC_THRESHOLDS)
 
 

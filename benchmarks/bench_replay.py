@@ -165,7 +165,16 @@ def worker(args: argparse.Namespace) -> int:
 # the driver
 # ------------------------------------------------------------------------------------------
 def measure(
-    python: str, kind: str, latency: float, *, n: int, rounds: int, backend: str, quick: bool, warm: int = 0
+    python: str,
+    kind: str,
+    latency: float,
+    *,
+    n: int,
+    rounds: int,
+    backend: str,
+    quick: bool,
+    warm: int = 0,
+    gc: str = "cooplab",
 ) -> dict:
     cmd = [
         python,
@@ -182,6 +191,8 @@ def measure(
         backend,
         *(["--quick"] if quick else []),
         *(["--warm", str(warm)] if warm and kind == "science" else []),
+        "--gc",
+        gc,
     ]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")), None)
@@ -214,6 +225,10 @@ def main() -> int:
         "or a sweep's worker); their mean wall and CPU are added as columns",
     )
     ap.add_argument("--out", type=Path, default=None)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _results import apply_gc, gc_option
+
+    gc_option(ap)
     ap.add_argument("--worker", choices=("cpr", "science"), help=argparse.SUPPRESS)
     ap.add_argument("--latency", type=float, default=0.0, help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, default=20, help=argparse.SUPPRESS)
@@ -222,8 +237,8 @@ def main() -> int:
     if not 0 <= a.warm <= 100:
         raise SystemExit(f"bench_replay: --warm must be a whole number from 0 to 100, got {a.warm}")
     if a.worker:
+        apply_gc(a.gc)
         return worker(a)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _results import emit, machine_info
 
     head = machine_info(versions=True, docker=a.backend == "docker")
@@ -240,7 +255,7 @@ def main() -> int:
     for kind, lat in configs:
         for _ in range(repeats):
             for name, py in reversed(versions):  # before and after interleaved, in the same minutes
-                r = measure(py, kind, lat, n=n, rounds=rounds, backend=a.backend, quick=a.quick, warm=a.warm)
+                r = measure(py, kind, lat, n=n, rounds=rounds, backend=a.backend, quick=a.quick, warm=a.warm, gc=a.gc)
                 res.setdefault((kind, lat, name), []).append(r)
                 print(
                     f"{kind} latency {lat:g} s {name}: first {r['first']:.3f} s, replay {r['replay']:.3f} s, "

@@ -3,7 +3,7 @@ running them on an executor (finished cells skipped, interrupted ones resumed, a
 while the others go on), then one table of every cell.
 
 A sweep (CPR, science, or any registered task, docs/scale.md) turns its config into **jobs**:
-plain JSON-able dicts ``{"dir", "task", "config", "done", "labels", "cwd"}``. A job carries
+plain JSON-able dicts ``{"dir", "task", "config", "done", "labels", "cwd", "gc"}``. A job carries
 everything a process needs to run its cell: :func:`execute_job` skips a cell whose
 ``summary.json`` has a finished status, resumes one that has checkpoints, and otherwise starts
 it through the one runner (``cooplab.runs.runner``). A job with ``fn`` (``"module:function"``) is
@@ -17,11 +17,14 @@ paid twice (LLM calls after the checkpoint replay from the response cache).
 
 Every node must see the sweep directory (and any file a config names, such as a scripted
 model) at the same path: one host, or a shared filesystem. Relative paths are resolved against
-the directory the sweep was started from (``cwd``).
+the directory the sweep was started from (``cwd``). A Ray worker also takes the garbage
+collector's thresholds of the process that made the jobs (``gc``): the ``cooplab`` console
+script's own (``cooplab._entry``), or whatever a notebook that calls :func:`cooplab.sweep` has.
 """
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import socket
@@ -65,10 +68,23 @@ def job(
         "done": list(done),
         "labels": dict(labels or {}),
         "cwd": os.getcwd(),
+        "gc": list(gc.get_threshold()),
     }
     if fn is not None:
         j["fn"] = fn
     return j
+
+
+def _collector_of(value: Any) -> None:
+    """Set this process's collector thresholds to ``value`` when it is three whole numbers from 0 to
+    10**9 (a job's ``gc``); anything else leaves them as they are."""
+    if (
+        isinstance(value, (list, tuple))
+        and len(value) == 3
+        and all(type(x) is int and 0 <= x <= 10**9 for x in value)
+        and tuple(value) != gc.get_threshold()
+    ):
+        gc.set_threshold(*value)
 
 
 def cell_status(d: Path) -> runfiles.RunStatus | None:
@@ -114,8 +130,10 @@ def execute_job(
 
     if worker and j.get("cwd") and os.getcwd() != j["cwd"] and threading.current_thread() is threading.main_thread():
         os.chdir(j["cwd"])  # a Ray worker: relative paths in the config mean the sweep's directory
+    if worker and threading.current_thread() is threading.main_thread():
+        _collector_of(j.get("gc"))  # a Ray worker: the collector of the process that made the job
     d = Path(j["dir"])
-    where = {"host": socket.gethostname(), "pid": os.getpid(), "node": _ray_node()}
+    where = {"host": socket.gethostname(), "pid": os.getpid(), "node": _ray_node(), "gc": list(gc.get_threshold())}
     if j.get("fn"):
         import importlib
 
@@ -161,7 +179,7 @@ def _record(
         log(f"{noun} {name}: FAILED ({msg})")
     else:
         res[outcome["kind"]].append(name)
-        res.setdefault("placement", {})[name] = {k: outcome.get(k) for k in ("host", "pid", "node")}
+        res.setdefault("placement", {})[name] = {k: outcome.get(k) for k in ("host", "pid", "node", "gc")}
         log(
             f"{noun} {name}: {outcome['kind']} "
             f"({sum(len(res[k]) for k in ('ran', 'resumed', 'skipped', 'failed'))}/{total})"

@@ -303,12 +303,26 @@ def run_sweep(sw: grid.GridSweep, executor: str) -> dict:
     return grid.run(sw, executor=executor)
 
 
-def test_cpr_sweep_on_ray_equals_the_local_executor(tmp_path, capsys, ray_local):
+@pytest.fixture
+def drivers_collector():
+    """This process's garbage collector set as a notebook user might have it, then put back."""
+    import gc
+
+    saved = gc.get_threshold()
+    gc.set_threshold(2345, 11, 12)
+    yield [2345, 11, 12]
+    gc.set_threshold(*saved)
+
+
+def test_cpr_sweep_on_ray_equals_the_local_executor(tmp_path, capsys, ray_local, drivers_collector):
     loc = run_sweep(load_config(cpr_config(tmp_path, tmp_path / "loc")), executor="local")
     on_ray = run_sweep(load_config(cpr_config(tmp_path, tmp_path / "ray")), executor="ray")
     assert len(loc["ran"]) == 4 and sorted(on_ray["ran"]) == sorted(loc["ran"]) and not on_ray["failed"]
     assert {p["pid"] for p in on_ray["placement"].values()} - {os.getpid()}  # cells ran in Ray worker processes
     assert all(p["node"] for p in on_ray["placement"].values())
+    # each worker ran its cell under the collector of the process that made the jobs (Ray's start with Python's)
+    assert [p["gc"] for p in on_ray["placement"].values()] == [drivers_collector] * 4
+    assert [p["gc"] for p in loc["placement"].values()] == [drivers_collector] * 4
     assert summaries(tmp_path / "loc") == summaries(tmp_path / "ray")
     pd.testing.assert_frame_equal(table(tmp_path / "loc"), table(tmp_path / "ray"))
     assert scalar(column(table(tmp_path / "ray"), "ledger.calls").min()) > 0
