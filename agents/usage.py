@@ -30,6 +30,7 @@ scripted, cache replays):
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -89,11 +90,24 @@ def input_bound(messages: list[Any], *sent: Any) -> int:
 
 
 _TOKEN_RE = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+#: texts up to this many characters have their count kept (:func:`count_tokens`)
+COUNT_MEMO_CHARS = 16_384
+
+
+@functools.lru_cache(maxsize=1024)
+def _kept_count(text: str) -> int:
+    return len(_TOKEN_RE.findall(text))
 
 
 def count_tokens(text: str) -> int:
     """Our own token count where a backend reports none: words and punctuation marks
-    (a documented approximation; real BPE counts are typically 1.0-1.4x this)."""
+    (a documented approximation; real BPE counts are typically 1.0-1.4x this).
+
+    The count of a text of at most :data:`COUNT_MEMO_CHARS` characters is kept (the last 1,024,
+    at most 16 million characters): every agent of a society gets the same system prompt, and hashing it
+    again costs about 2 us where the count costs about 90 us for 2,500 characters."""
+    if type(text) is str and len(text) <= COUNT_MEMO_CHARS:
+        return _kept_count(text)
     return len(_TOKEN_RE.findall(text or ""))
 
 

@@ -258,3 +258,22 @@ def test_scripted_prompt_hash_selection_is_order_free():
     m2 = ScriptedChatModel(answers=["a", "b", "c", "d"], select="prompt_hash")
     second = [m2.invoke([HumanMessage(content=f"p{i}")]).content for i in reversed(range(6))]
     assert first == list(reversed(second))
+
+
+def test_a_kept_token_count_is_the_count():
+    """Counts of texts up to COUNT_MEMO_CHARS are kept; every text, kept or not, counts its words and
+    punctuation marks, asked once or again, and the memo stays bounded."""
+    from cooplab.agents import usage as U
+
+    short = "You are one of 10 fishers, sharing a lake: fish (or not)!"
+    assert count_tokens(short) == count_tokens(short) == 17
+    long = "word, " * (U.COUNT_MEMO_CHARS // 6 + 10)  # beyond the memo: counted each time
+    assert len(long) > U.COUNT_MEMO_CHARS and count_tokens(long) == 2 * long.count(",")
+    edge = "a" * U.COUNT_MEMO_CHARS
+    assert count_tokens(edge) == 1 and count_tokens(edge + " b") == 2
+    assert count_tokens("") == 0 and count_tokens(None) == 0  # type: ignore[arg-type]
+    for i in range(3000):
+        count_tokens(f"text number {i}.")
+    assert U._kept_count.cache_info().currsize <= 1024
+    with pytest.raises(TypeError):
+        count_tokens(["not", "text"])  # type: ignore[arg-type]
