@@ -647,6 +647,7 @@ class LedgerJournal:
         self._lock = threading.Lock()
         self._warned = False
         self._tail_checked = False
+        self._fh: Any = None  # kept open between lines (two a model call); :meth:`close` ends it
 
     def _ends_with_newline(self) -> bool:
         with open(self.path, "rb") as fh:
@@ -662,15 +663,20 @@ class LedgerJournal:
         self._write(json.dumps(decision, sort_keys=True) + "\n")
 
     def _write(self, line: str) -> None:
+        """Append ``line`` and hand it to the system at once (a killed process loses no whole line). The
+        file stays open between lines: opening and closing it cost about twice the write."""
         with self._lock:
             try:
-                with open(self.path, "a", encoding="utf-8") as fh:
+                if self._fh is None:
+                    self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
                     if not self._tail_checked:  # a line a kill cut short must not swallow the next one
                         self._tail_checked = True
-                        if fh.tell() and not self._ends_with_newline():
+                        if self._fh.tell() and not self._ends_with_newline():
                             line = "\n" + line
-                    fh.write(line)
+                self._fh.write(line)
+                self._fh.flush()
             except OSError as exc:
+                self._drop()
                 if not self._warned:
                     self._warned = True
                     logger.warning(
@@ -679,6 +685,19 @@ class LedgerJournal:
                         self.path,
                         exc.strerror or exc,
                     )
+
+    def _drop(self) -> None:
+        fh, self._fh = self._fh, None
+        if fh is not None:
+            try:
+                fh.close()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        """Close the file (a later line opens it again)."""
+        with self._lock:
+            self._drop()
 
     def _lines(self) -> list[dict[str, Any]]:
         """Every whole line as a JSON object, in order (a line cut short by a kill is skipped)."""
@@ -760,3 +779,10 @@ class LedgerJournal:
 
 def _canonical(row: dict[str, Any]) -> str:
     return json.dumps(row, sort_keys=True)
+
+
+def close_journal(ledger: Ledger) -> None:
+    """Close the file of the :class:`LedgerJournal` that journals ``ledger`` (its ``on_commit``), if any."""
+    book = getattr(ledger.on_commit, "__self__", None)
+    if isinstance(book, LedgerJournal):
+        book.close()

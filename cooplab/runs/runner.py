@@ -36,7 +36,7 @@ from cooplab.graphs import checkpoint_serde, runfiles
 from cooplab.graphs.aio import run_sync
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.formats import upgrade_config
-from cooplab.graphs.ledger import JOURNAL_FILE, BudgetExhausted
+from cooplab.graphs.ledger import JOURNAL_FILE, BudgetExhausted, close_journal
 from cooplab.graphs.runfiles import RunSummary
 from cooplab.graphs.tables import money_table
 from cooplab.graphs.task import RunInfo, Task, TaskConfig
@@ -655,6 +655,7 @@ async def _execute_llm(
         finally:
             progress.close()
             service.cache.close()
+            close_journal(service.ledger)
             if pool is not None:
                 pool.close()
     summary = finish(

@@ -389,6 +389,9 @@ def _close(service: Any, pool: Any) -> None:
     """Close an LLM run's response cache and sandbox pool."""
     if service is not None:
         service.cache.close()
+        from cooplab.graphs.ledger import close_journal
+
+        close_journal(service.ledger)
     if pool is not None:
         pool.close()
 

@@ -138,3 +138,34 @@ def test_the_cap_holds_under_a_journal_of_held_reservations(tmp_path):
     assert resumed.in_flight == Decimal("0.95")
     resumed.release(res)
     assert resumed.in_flight == Decimal("0.6")
+
+
+def test_the_journal_file_stays_open_and_every_line_is_out_at_once(tmp_path, caplog):
+    """The journal keeps its file open between lines; each line reaches the file as it is written (a
+    reader, or a process killed right after, sees it), closing is safe twice, and a later line opens
+    the file again. A journal that cannot be written warns once and the ledger goes on."""
+    from cooplab.graphs.ledger import close_journal
+
+    path = tmp_path / "j.jsonl"
+    journal = LedgerJournal(path)
+    ledger = _ledger("1", journal)
+    ledger.reserve(Decimal("0.1"), "a")
+    assert path.read_text().count("\n") == 1 and journal._fh is not None  # written through, file kept
+    first = journal._fh
+    _charge(ledger, "b")
+    assert journal._fh is first and [e["call_id"] for e in journal.entries()] == ["b"]
+    close_journal(ledger)
+    close_journal(ledger)
+    assert journal._fh is None and first.closed
+    _charge(ledger, "c")
+    assert [e["call_id"] for e in journal.entries()] == ["b", "c"] and journal._fh is not None
+    close_journal(Ledger())  # a ledger without a journal: nothing to close
+    journal.close()
+
+    bad = LedgerJournal(tmp_path)  # a folder: never writable as a file
+    broken = _ledger("1", bad)
+    with caplog.at_level("WARNING", logger="cooplab.graphs.ledger"):
+        _charge(broken, "d")
+        _charge(broken, "e")
+    assert len([r for r in caplog.records if "cannot be written" in r.getMessage()]) == 1
+    assert bad._fh is None and len(broken.entries) == 2
