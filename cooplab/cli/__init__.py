@@ -278,10 +278,6 @@ def _save_traceback(exc: BaseException) -> Optional[Path]:
 
 
 def entry() -> None:
-    """``python -m cooplab.cli``: the console script's process set-up, then :func:`main`."""
-    from cooplab._entry import tune_or_exit
-
-    tune_or_exit()
     sys.exit(main())
 
 

@@ -1,5 +1,5 @@
-"""``python -m cooplab.cli``: the same as the ``cooplab`` command."""
+"""``python -m cooplab.cli``: the same as the ``cooplab`` command (its process set-up included)."""
 
-from cooplab.cli import entry
+from cooplab._entry import entry
 
 entry()

@@ -15,11 +15,14 @@ import pytest
 from cooplab._entry import GC_THRESHOLDS, tune_collector
 
 PROBE = """
-import atexit, gc, json, sys
+import atexit, gc, json, runpy, sys
 atexit.register(lambda: sys.stderr.write("\\nTHRESHOLDS " + json.dumps(gc.get_threshold()) + "\\n"))
 sys.argv[0] = "cooplab"
-from {module} import entry
-entry()
+if "{module}" == "cooplab.cli":  # python -m cooplab.cli
+    runpy.run_module("cooplab.cli", run_name="__main__")
+else:  # the console script
+    from cooplab._entry import entry
+    entry()
 """
 
 
