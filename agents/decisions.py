@@ -49,7 +49,7 @@ from cooplab.agents.calls import (  # noqa: F401 - is_transient, endpoint_failur
 )
 from cooplab.agents.models.spec import ModelSpec
 from cooplab.agents.usage import input_bound
-from cooplab.graphs.ledger import BudgetExhausted, Entry, Ledger, call_id_of
+from cooplab.graphs.ledger import BudgetExhausted, Entry, Ledger, call_id_of, close_journal
 from cooplab.graphs.tables import agent_id
 from cooplab.graphs.tracing.labels import call_config
 from cooplab.limits import DEFAULT_CALL_DEADLINE, clean_strings
@@ -162,6 +162,12 @@ class LLMService:
             if after:
                 return self.models[max(after)[1]]
         return self.models.get(str(agent)) or self.models["default"]
+
+    def close(self) -> None:
+        """Close the run's files this service holds open: the response cache and the ledger's
+        journal (:func:`~cooplab.graphs.ledger.close_journal`). Either opens again when used."""
+        self.cache.close()
+        close_journal(self.ledger)
 
     def adapter(self, spec: ModelSpec, model: Any) -> ProviderAdapter:
         """The provider adapter of the chat model ``model`` under ``spec`` (made once)."""

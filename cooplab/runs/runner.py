@@ -36,7 +36,7 @@ from cooplab.graphs import checkpoint_serde, runfiles
 from cooplab.graphs.aio import run_sync
 from cooplab.graphs.context import CoopContext
 from cooplab.graphs.formats import upgrade_config
-from cooplab.graphs.ledger import JOURNAL_FILE, BudgetExhausted, close_journal
+from cooplab.graphs.ledger import JOURNAL_FILE, BudgetExhausted
 from cooplab.graphs.runfiles import RunSummary
 from cooplab.graphs.tables import money_table
 from cooplab.graphs.task import RunInfo, Task, TaskConfig
@@ -654,8 +654,7 @@ async def _execute_llm(
             final = (await graph.aget_state(cfg)).values
         finally:
             progress.close()
-            service.cache.close()
-            close_journal(service.ledger)
+            service.close()
             if pool is not None:
                 pool.close()
     summary = finish(

@@ -386,12 +386,9 @@ def _record_failure(task: Task, out: Path, cfg: RunConfig, final: dict[str, Any]
 
 
 def _close(service: Any, pool: Any) -> None:
-    """Close an LLM run's response cache and sandbox pool."""
+    """Close an LLM run's files (response cache, ledger journal) and sandbox pool."""
     if service is not None:
-        service.cache.close()
-        from cooplab.graphs.ledger import close_journal
-
-        close_journal(service.ledger)
+        service.close()
     if pool is not None:
         pool.close()
 

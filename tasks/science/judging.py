@@ -113,7 +113,7 @@ def judge_run(
         except (BudgetExhausted, ModelUnavailable) as exc:
             raise _failure(judge, out, exc, budget, _ledger(service)) from None
         finally:
-            service.cache.close()
+            service.close()
         entry = res.as_dict()
         entry.pop("records", None)
         if truth.get("task") == "custom" and not truth.get(
