@@ -89,6 +89,6 @@ def entry() -> None:
         sys.stdout.write(out)
         sys.stdout.flush()
         sys.exit(0)
-    from cooplab.cli import main
+    from cooplab.cli import entry as cli_entry
 
-    sys.exit(main())
+    cli_entry()

@@ -76,14 +76,9 @@ def job(
 
 
 def _collector_of(value: Any) -> None:
-    """Set this process's collector thresholds to ``value`` when it is three whole numbers from 0 to
-    10**9 (a job's ``gc``); anything else leaves them as they are."""
-    if (
-        isinstance(value, (list, tuple))
-        and len(value) == 3
-        and all(type(x) is int and 0 <= x <= 10**9 for x in value)
-        and tuple(value) != gc.get_threshold()
-    ):
+    """Set this process's collector thresholds to ``value`` (a job's ``gc``) when it is three whole
+    numbers below 10**9, as ``COOPLAB_GC`` takes them; anything else leaves them as they are."""
+    if isinstance(value, list) and len(value) == 3 and all(type(x) is int and 0 <= x < 10**9 for x in value):
         gc.set_threshold(*value)
 
 
