@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from cooplab.tasks.cpr.figures import agent_efforts, run_figure_of
+from tests.helpers.figures import check_a_rerun_copies_its_figure
 
 from ._support import legend_texts
 
@@ -223,12 +224,7 @@ def _llm_run(out: Path, cache: str, monkeypatch) -> list:
 def test_a_rerun_answered_from_the_cache_copies_its_figure_instead_of_drawing_it(tmp_path, monkeypatch):
     # issue 41.3: drawing the figure was half of a cached rerun's time; the rerun's tables are the
     # first run's, bit for bit, so its figure is the same picture
-    cache = str(tmp_path / "cache.sqlite")
-    assert len(_llm_run(tmp_path / "first", cache, monkeypatch)) == 1
-    assert len(_llm_run(tmp_path / "rerun", cache, monkeypatch)) == 0
-    first, rerun = ((tmp_path / d / "figures" / "run.png").read_bytes() for d in ("first", "rerun"))
-    assert rerun == first and first.startswith(b"\x89PNG")
-    assert len(_llm_run(tmp_path / "off", "off", monkeypatch)) == 1  # without a cache: drawn, nothing kept
+    check_a_rerun_copies_its_figure(tmp_path, lambda out, cache: _llm_run(out, cache, monkeypatch), "run.png")
 
 
 def test_the_figure_key_covers_what_is_drawn_and_nothing_else():

@@ -44,3 +44,15 @@ def figures_recorded(monkeypatch) -> Iterator[list[dict[str, Any]]]:
     yield calls
     # a figure error never fails a run (summary.json records it): a wrong call fails the test here instead
     assert not wrong, wrong
+
+
+def check_a_rerun_copies_its_figure(tmp_path: Path, run: Any, png: str) -> None:
+    """``run(out, cache)`` makes a run into ``out`` with the response cache ``cache`` and returns the
+    figures it drew. A first run draws ``figures/PNG`` once; its rerun from the same cache draws
+    nothing and has the same bytes; a run with the cache off draws it."""
+    cache = str(tmp_path / "cache.sqlite")
+    assert len(run(tmp_path / "first", cache)) == 1
+    assert len(run(tmp_path / "rerun", cache)) == 0
+    first, rerun = ((tmp_path / d / "figures" / png).read_bytes() for d in ("first", "rerun"))
+    assert rerun == first and first.startswith(b"\x89PNG")
+    assert len(run(tmp_path / "off", "off")) == 1  # without a cache: drawn, nothing kept

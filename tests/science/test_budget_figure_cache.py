@@ -10,6 +10,7 @@ import pandas as pd
 
 from cooplab.evals import canvas
 from cooplab.tasks.science import report
+from tests.helpers.figures import check_a_rerun_copies_its_figure
 
 
 def _run(out: Path, cache: str, monkeypatch) -> list:
@@ -37,14 +38,9 @@ def _run(out: Path, cache: str, monkeypatch) -> list:
 
 
 def test_a_rerun_from_the_cache_copies_the_budget_figure_and_without_a_cache_draws_it(tmp_path, monkeypatch):
-    cache = str(tmp_path / "cache.sqlite")
-    assert len(_run(tmp_path / "first", cache, monkeypatch)) == 1
-    assert len(_run(tmp_path / "rerun", cache, monkeypatch)) == 0
-    first, rerun = ((tmp_path / d / "figures" / "budget.png").read_bytes() for d in ("first", "rerun"))
-    assert rerun == first and first.startswith(b"\x89PNG")
+    check_a_rerun_copies_its_figure(tmp_path, lambda out, cache: _run(out, cache, monkeypatch), "budget.png")
     # the page embeds the copied figure like a drawn one
     assert "figures/budget.png" in (tmp_path / "rerun" / "report.html").read_text()
-    assert len(_run(tmp_path / "off", "off", monkeypatch)) == 1  # no cache: drawn
 
 
 def _ledger() -> pd.DataFrame:
