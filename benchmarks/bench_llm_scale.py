@@ -51,8 +51,6 @@ from typing import Any
 
 from _results import apply_gc, gc_option  # benchmarks/ is on sys.path when run as a script
 
-from cooplab import _entry
-
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 SECTION = "LLM societies at scale, issue 41.1"
@@ -221,9 +219,7 @@ def run_bytes(N: int, tmp: Path) -> dict[str, Any]:
         str(out),
         "--quiet",
     ]
-    env = {k: v for k, v in os.environ.items() if k != "COOPLAB_GC"}
-    if gc.get_threshold() != _entry.GC_THRESHOLDS:  # this process runs under Python's thresholds: so does the run
-        env["COOPLAB_GC"] = ",".join(map(str, gc.get_threshold()))
+    env = {**os.environ, "COOPLAB_GC": ",".join(map(str, gc.get_threshold()))}  # the run: this process's collector
     subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
     summary = json.loads((out / "summary.json").read_text())
     decisions = int(summary["ledger"]["calls"])
