@@ -130,3 +130,80 @@ def test_a_traced_record_keeps_no_secret_from_its_inputs_outputs_or_extra(tmp_pa
     node_rec = next(r for r in recs if r["name"] == "n")
     assert node_rec["inputs"]["note"] == "key=***" and node_rec["outputs"]["out"]["api_key"] == "***"
     assert any(r["name"] == "run ***" for r in recs)
+
+
+def _walk(state: dict, secrets: list[str]) -> dict:
+    from cooplab.graphs.tracing import safe_value
+
+    return safe_value(state, secrets)
+
+
+def test_a_record_inside_the_state_is_converted_once_while_unchanged():
+    """A tool loop's ledger entries and tool calls sit in the state of every later node run: a flat
+    record seen before is served from the memo (the same converted dict), the state around it is new."""
+    import json
+
+    secrets = ["sk-live-0123456789abcdef0123"]
+    entry = {
+        "call_id": "c1",
+        "model": "scripted:x",
+        "input_tokens": 6,
+        "cost": "0.000072",
+        "cached": False,
+        "team": None,
+    }
+    first = _walk({"entries": [entry], "steps": 1}, secrets)
+    second = _walk({"entries": [entry], "steps": 2}, secrets)
+    assert second["entries"][0] is first["entries"][0]  # served, not converted again
+    assert first is not second and second["steps"] == 2  # the value around it is always new (fit_line edits it)
+    assert json.dumps(second) == json.dumps({"entries": [entry], "steps": 2})
+    top = _walk(entry, secrets)
+    assert top is not first["entries"][0]  # a top-level value is never shared
+
+
+def test_a_record_changed_in_place_is_converted_again():
+    """Every kind of change to a remembered record shows in the next conversion, whatever its type:
+    1, 1.0 and True are equal in Python but not in JSON."""
+    import json
+
+    secrets: list[str] = []
+    rec = {"a": 1, "b": "x", "c": None}
+    changes = [
+        lambda r: r.__setitem__("a", 1.0),
+        lambda r: r.__setitem__("a", True),
+        lambda r: r.__setitem__("b", "y"),
+        lambda r: r.__setitem__("d", 4),
+        lambda r: r.pop("d"),
+        lambda r: r.__setitem__("b", r.pop("b")),  # the same keys and values in another order
+        lambda r: r.__setitem__("c", float("nan")),
+        lambda r: r.__setitem__("c", {"nested": 1}),  # no longer flat
+        lambda r: r.__setitem__("c", None),
+    ]
+    for change in changes:
+        _walk({"rec": rec}, secrets)
+        change(rec)
+        got = _walk({"rec": rec}, secrets)["rec"]
+        fresh = json.loads(json.dumps(to_jsonable(dict(rec))))
+        assert json.dumps(got) == json.dumps(fresh), (rec, got)
+
+
+def test_a_remembered_record_is_scrubbed_for_the_current_secrets():
+    secret = "sk-live-0123456789abcdef0123"
+    rec = {"note": f"key {secret}", "api_key": "plain", "n": 3}
+    with_secret, without = [secret], []
+    a = _walk({"r": rec}, with_secret)["r"]
+    b = _walk({"r": rec}, without)["r"]
+    c = _walk({"r": rec}, with_secret)["r"]
+    assert secret not in str(a) and secret not in str(c) and a["api_key"] == "***"
+    assert secret in b["note"]  # scrubbed for another set of secrets: not the remembered copy
+    assert rec["note"] == f"key {secret}"  # the record itself is never changed
+
+
+def test_the_record_memo_stays_bounded_and_ids_reused_are_not_confused():
+    vals = []
+    for i in range(convert.FLAT_SIZE + 500):  # freed records' ids are reused by new ones
+        r = {"i": i, "s": f"v{i}"}
+        vals.append(_walk({"r": r}, [])["r"]["s"])
+        del r
+    assert vals == [f"v{i}" for i in range(convert.FLAT_SIZE + 500)]
+    assert len(convert._FLAT) <= convert.FLAT_SIZE
