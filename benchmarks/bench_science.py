@@ -7,11 +7,16 @@
 
 Measurements:
 
-(a) **Framework time per agent step** with the scripted oracle team (zero model latency): the
-    graph's node time (the run's timeline: plan, work, deliberate, synthesize, route) minus the
-    sandbox time (the ledger's sandbox seconds), divided by the model calls (one agent step = one
-    model call and the tool calls it asks for). Target <= 5 ms. The same for the garbage team
-    (no code: no sandbox at all) as a second reading.
+(a) **Framework time per agent step** with the scripted oracle team (zero model latency) and the
+    garbage team (no code: no sandbox at all), one agent step being one model call and the tool
+    calls it asks for. The main reading is the framework's CPU per step: the run's process CPU
+    (``time.process_time``) over the graph's execution (``cooplab.runs.runner._stream``: prompts,
+    the decision layer, the ledger, the tools' client side, trace records, checkpoints; the
+    sandbox's own process is not counted) over the model calls, beside the same CPU per step of the
+    bare tool loop (``bench_tools``' bare variant) in the same run: issue 41 point 2 asks for at
+    most 1.5x. The older reading, node wall time minus the ledger's sandbox seconds, is kept beside
+    it; it undercounts when a team's agents run code at the same time (their sandbox seconds add
+    up, the wall time does not). Target <= 5 ms.
 (b) **The oracle team on each task** with the Docker sandbox: wall time, model calls, tokens,
     cost at the default rates, sandbox seconds, scores.
 (c) **One local-model run** (SmolLM2-135M, Docker sandbox, small caps): wall time, calls, tokens,
@@ -29,6 +34,7 @@ import time
 from pathlib import Path
 
 from _results import (  # benchmarks/ is on sys.path when run as a script
+    apply_gc,
     emit,
     machine_info,
 )
@@ -51,7 +57,55 @@ def run(out: Path, *args: str) -> tuple[dict, float]:
     return json.loads(res.stdout), wall
 
 
-def step_overhead(out: Path, summary: dict) -> dict:
+def run_timed(out: Path, *args: str) -> tuple[dict, dict]:
+    """``cooplab run science ...`` in a child process that also times the graph's execution (its
+    process CPU and wall over ``runner._stream``): (the run's summary, the timing)."""
+    import os
+
+    timing = out.parent / f"{out.name}.timing.json"
+    env = {**os.environ, "COOPLAB_BENCH_TIMING": str(timing)}
+    cmd = [sys.executable, __file__, "--worker", "run", "science", *args, "--cache", "off", "--out", str(out)]
+    res = subprocess.run([*cmd, "-q", "--json"], capture_output=True, text=True, timeout=3600, env=env)
+    if res.returncode != 0:
+        raise SystemExit(f"bench_science: run failed: {res.stderr.strip()[-400:]}")
+    return json.loads(res.stdout), json.loads(timing.read_text())
+
+
+def worker(argv: list[str]) -> int:
+    """The child of :func:`run_timed`: the ``cooplab`` command line in this process, under the console
+    script's collector, with the graph's execution timed into ``$COOPLAB_BENCH_TIMING``."""
+    import os
+
+    from _results import apply_gc
+
+    from cooplab.runs import runner
+
+    apply_gc("cooplab")
+    inner = runner._stream
+    timing: dict[str, float] = {}
+
+    async def timed(*a, **k):
+        c0, w0 = time.process_time(), time.perf_counter()
+        try:
+            return await inner(*a, **k)
+        finally:
+            timing["graph_cpu_s"] = time.process_time() - c0
+            timing["graph_wall_s"] = time.perf_counter() - w0
+
+    runner._stream = timed
+    from cooplab.cli import entry
+
+    sys.argv = ["cooplab", *argv]
+    try:
+        entry()
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            raise
+    Path(os.environ["COOPLAB_BENCH_TIMING"]).write_text(json.dumps(timing))
+    return 0
+
+
+def step_overhead(out: Path, summary: dict, timing: dict) -> dict:
     import pandas as pd
 
     from cooplab.evals.typed import scalar
@@ -66,13 +120,16 @@ def step_overhead(out: Path, summary: dict) -> dict:
         "sandbox_s": sandbox,
         "calls": calls,
         "per_step_ms": 1000 * (nodes - sandbox) / max(1, calls),
+        "cpu_s": timing["graph_cpu_s"],
+        "cpu_step_ms": 1000 * timing["graph_cpu_s"] / max(1, calls),
         "wall": summary["wall_seconds"],
     }
 
 
-def bare_tool_step(steps: int) -> float:
-    """The framework time of a bare tool-loop step in this run (ms, median): ``bench_tools``' bare
-    variant (``ToolAgent.arun``, no cache, no tracer) on the local sandbox backend, as (a) uses."""
+def bare_tool_step(steps: int) -> tuple[float, float]:
+    """A bare tool-loop step in this run (ms, medians): its framework time and its process CPU.
+    ``bench_tools``' bare variant (``ToolAgent.arun``, no cache, no tracer) on the local sandbox
+    backend, as (a) uses."""
     import asyncio
 
     from bench_tools import AGENT, CODE, pct, run_variant
@@ -84,8 +141,8 @@ def bare_tool_step(steps: int) -> float:
         for k in range(5):
             pool.run(AGENT, CODE.format(k=k))
         asyncio.run(run_variant(pool, 20, 5, cache_path=None, run_dir=None))  # warm the code paths
-        fw = asyncio.run(run_variant(pool, steps, 5, cache_path=None, run_dir=None))[0]
-    return 1000 * pct(fw, 50)
+        fw, _sandbox, _steps, cpu = asyncio.run(run_variant(pool, steps, 5, cache_path=None, run_dir=None))
+    return 1000 * pct(fw, 50), 1000 * pct(cpu, 50)
 
 
 def main() -> int:
@@ -94,25 +151,34 @@ def main() -> int:
     ap.add_argument("--no-local", action="store_true", help="skip (c)")
     ap.add_argument("--backend", default="docker", choices=("docker", "local"))
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--repeats", type=int, default=5, help="runs of each team in (a) (default 5)")
+    if sys.argv[1:2] == ["--worker"]:
+        return worker(sys.argv[2:])
     a = ap.parse_args()
+    if a.repeats < 1:
+        ap.error("--repeats must be at least 1")
+    apply_gc("cooplab")  # the bare loop measured under the collector the runs have (the console script's)
     backend = "local" if a.quick else a.backend
     head = machine_info(versions=True, docker=backend == "docker")
     t_start = time.perf_counter()
     from cooplab.tasks.science.datasets import TASKS
 
     tasks = TASKS[:1] if a.quick else TASKS
-    bare = bare_tool_step(20 if a.quick else 200)
-    print(f"(a) bare tool step: {bare:.2f} ms framework per step", flush=True)
+    bare_steps = 20 if a.quick else 200
+    bare, bare_cpu = bare_tool_step(bare_steps)
+    print(f"(a) bare tool step: {bare:.2f} ms framework, {bare_cpu:.2f} ms CPU per step", flush=True)
     rows, steps = [], []
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         for team in ("oracle", "garbage"):
-            for rep in range(1 if a.quick else 3):
+            for rep in range(1 if a.quick else a.repeats):
                 out = d / f"steps-{team}-{rep}"
-                s, _ = run(out, "--task", "ecology", "--team", team, "--sandbox-backend", "local")
-                steps.append({"team": team, **step_overhead(out, s)})
+                s, timing = run_timed(out, "--task", "ecology", "--team", team, "--sandbox-backend", "local")
+                steps.append({"team": team, **step_overhead(out, s, timing)})
                 print(
-                    f"(a) {team}: {steps[-1]['per_step_ms']:.2f} ms per step ({steps[-1]['calls']} calls)", flush=True
+                    f"(a) {team}: {steps[-1]['cpu_step_ms']:.2f} ms CPU per step, {steps[-1]['per_step_ms']:.2f} ms "
+                    f"node wall - sandbox per step ({steps[-1]['calls']} calls)",
+                    flush=True,
                 )
         for task in tasks:
             out = d / f"oracle-{task}"
@@ -177,8 +243,8 @@ def main() -> int:
             )
     import statistics
 
-    def med(team: str) -> float:
-        return statistics.median(r["per_step_ms"] for r in steps if r["team"] == team)
+    def med(team: str, key: str = "per_step_ms") -> float:
+        return statistics.median(r[key] for r in steps if r["team"] == team)
 
     L = [
         f"## {SECTION}",
@@ -190,31 +256,36 @@ def main() -> int:
         "",
         "### (a) Framework time per agent step (target <= 5 ms)",
         "",
-        "Scripted teams with zero model latency on the ecology task, local sandbox backend for (a). Per step = (the "
-        "graph's node "
-        "time from the run's timeline - the sandbox seconds in the ledger) / model calls; one step is one model call "
-        "with the tool "
-        "calls it asks for (prompt building, the decision layer, the ledger, the tools, the trace records, "
-        "checkpoints).",
+        "Scripted teams with zero model latency on the ecology task, local sandbox backend, each run in a process "
+        "of its own under the console script's collector. One step is one model call with the tool calls it asks "
+        "for. **CPU per step** = the run's process CPU over the graph's execution (prompts, the decision layer, the "
+        "ledger, the tools' client side, trace records, SQLite checkpoints; not the sandbox's own process) / model "
+        "calls. *Wall - sandbox per step* = (the graph's node time from the run's timeline - the ledger's sandbox "
+        "seconds) / model calls: the older reading, too low when agents run code at the same time (their sandbox "
+        "seconds add up, the node time does not).",
         "",
-        "| team | runs | model calls per run | node time | sandbox time | per step (median) |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| team | runs | model calls per run | graph CPU per run | **CPU per step** (median) | / bare step's CPU | "
+        "wall - sandbox per step (median) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for team in ("oracle", "garbage"):
         rs = [r for r in steps if r["team"] == team]
         L.append(
-            f"| {team} | {len(rs)} | {rs[0]['calls']} | {statistics.median(r['nodes_s'] for r in rs):.2f} s | "
-            f"{statistics.median(r['sandbox_s'] for r in rs):.2f} s | **{med(team):.2f} ms** |"
+            f"| {team} | {len(rs)} | {rs[0]['calls']} | {statistics.median(r['cpu_s'] for r in rs):.3f} s | "
+            f"**{med(team, 'cpu_step_ms'):.2f} ms** | {med(team, 'cpu_step_ms') / max(bare_cpu, 1e-9):.2f}x | "
+            f"{med(team):.2f} ms |"
         )
-    L.append(f"| bare tool step (`bench_tools` bare loop, local backend, same run) | 1 | | | | **{bare:.2f} ms** |")
-    ok = max(med("oracle"), med("garbage")) <= 5.0
-    r_or, r_ga = med("oracle") / max(bare, 1e-9), med("garbage") / max(bare, 1e-9)
+    L.append(
+        f"| bare tool step (`bench_tools` bare loop, local backend, same run) | {bare_steps} steps | | | "
+        f"**{bare_cpu:.2f} ms** | 1.00x | {bare:.2f} ms (framework wall) |"
+    )
+    cpu_or, cpu_ga = med("oracle", "cpu_step_ms"), med("garbage", "cpu_step_ms")
+    r_or, r_ga = cpu_or / max(bare_cpu, 1e-9), cpu_ga / max(bare_cpu, 1e-9)
     L += [
         "",
-        f"Target <= 5 ms per step: {'met' if ok else 'NOT met'}.",
-        f"Issue 41 target, per step <= 1.5x the bare tool step of the same run: oracle {r_or:.2f}x, garbage "
-        f"{r_ga:.2f}x "
-        f"({'met' if max(r_or, r_ga) <= 1.5 else 'NOT met'}).",
+        f"Target <= 5 ms of CPU per step: {'met' if max(cpu_or, cpu_ga) <= 5.0 else 'NOT met'}.",
+        f"Issue 41 target, a science team's step <= 1.5x the bare tool step of the same run (CPU): oracle "
+        f"{r_or:.2f}x, garbage {r_ga:.2f}x ({'met' if max(r_or, r_ga) <= 1.5 else 'NOT met'}).",
         "",
         f"### (b) The oracle team on each task ({backend} sandbox)",
         "",

@@ -210,7 +210,11 @@ def test_bench_science(tmp_path):
     out = tmp_path / "results.md"
     run_bench("bench_science.py", "--quick", "--out", str(out), tmp_path=tmp_path)
     text = section(out, "## Science teams")
-    assert [r[:2] for r in rows(text) if r[0] in ("oracle", "garbage")] == [["oracle", "1"], ["garbage", "1"]]
+    teams = [r for r in rows(text) if r[0] in ("oracle", "garbage")]
+    assert [r[:2] for r in teams] == [["oracle", "1"], ["garbage", "1"]]
+    for r in teams:  # the graph's CPU per step, measured in the run's own process, and its ratio to the bare step
+        cpu_ms, ratio = float(r[4].strip("*").removesuffix(" ms")), float(r[5].removesuffix("x"))
+        assert cpu_ms > 0 and ratio > 0
     ecology = rows(text, "ecology")
     assert len(ecology) == 1 and ecology[0][-3:] == ["1.00", "1.00", "1.00"]  # the oracle scores fully
     assert "(local sandbox)" in text
