@@ -63,7 +63,14 @@ def _dumps(rec: Mapping[str, Any]) -> str:
     if not raws:
         return clean_text(_plain_dumps(rec))
     text = json.dumps(marked, ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=_raw_marker)
-    return clean_text(_RAW.sub(lambda m: raws[int(m.group(1))], text))
+    # the shared texts were cleaned when they were made (_clean_dumps): only the record's own text is looked at
+    return _RAW.sub(lambda m: raws[int(m.group(1))], clean_text(text))
+
+
+def _clean_dumps(value: Any) -> str:
+    """The JSON text of a shared value as a line holds it: lone surrogates replaced (clean_text maps
+    character for character, so cleaning the parts of a line before they are joined is cleaning the line)."""
+    return clean_text(_plain_dumps(value))
 
 
 class _Raw:
@@ -94,7 +101,7 @@ def _marked(value: Any, raws: list[str], depth: int = 0) -> Any:
     if t is _Record:
         t = dict
     if t is dict:
-        text = shared_json(value, _plain_dumps)
+        text = shared_json(value, _clean_dumps)
         if text is not None:
             raws.append(text)
             return _Raw(len(raws) - 1)

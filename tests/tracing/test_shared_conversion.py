@@ -207,3 +207,43 @@ def test_the_record_memo_stays_bounded_and_ids_reused_are_not_confused():
         del r
     assert vals == [f"v{i}" for i in range(convert.FLAT_SIZE + 500)]
     assert len(convert._FLAT) <= convert.FLAT_SIZE
+
+
+def test_lone_surrogates_in_shared_messages_and_in_a_record_s_own_text_become_u_fffd(tmp_path):
+    """A shared message's text is cleaned once, when its JSON is made, and a record's own text when
+    its line is made: every line the tracer writes is valid UTF-8, with U+FFFD for each lone surrogate."""
+    import json
+
+    from langgraph.graph import END, START, StateGraph
+    from typing_extensions import TypedDict
+
+    from cooplab.graphs.tracing import JsonlTracer
+
+    msg = HumanMessage(content="bad \ud800 text")
+
+    class S(TypedDict, total=False):
+        messages: list
+        note: str
+
+    def node(state: S) -> dict:
+        return {"note": state.get("note", "") + "+"}
+
+    g = StateGraph(S)
+    for n in ("a", "b"):
+        g.add_node(n, node)
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    g.add_edge("b", END)
+    path = tmp_path / "traces.jsonl"
+    g.compile().invoke(
+        {"messages": [msg], "note": "own \udfff text"}, {"callbacks": [JsonlTracer(path)], "run_name": "r\ud83d"}
+    )
+    raw = path.read_bytes()
+    text = raw.decode("utf-8")  # strict: no lone surrogate reached the file
+    recs = [json.loads(line) for line in text.splitlines()]
+    nodes = [r for r in recs if r["name"] in ("a", "b")]
+    assert len(nodes) == 2
+    for r in nodes:
+        assert r["inputs"]["messages"][0]["kwargs"]["content"] == "bad \ufffd text"
+        assert r["inputs"]["note"].startswith("own \ufffd text")
+    assert any(r["name"] == "r\ufffd" for r in recs)
