@@ -42,6 +42,7 @@ COVERED = {
     "bench_llm_scale.py": "test_bench_llm_scale",
     "bench_plan.py": "test_bench_plan",
     "bench_replay.py": "test_bench_replay",
+    "bench_local_batch.py": "test_bench_local_batch",
     "bench_local_build.py": "test_bench_local_build",
     "bench_local_load.py": "test_bench_local_load",
     "bench_local_reuse.py": "test_bench_local_reuse",
@@ -451,6 +452,21 @@ def test_bench_local_load(tmp_path):
     table = rows(text)[1:]
     assert [r[:2] for r in table] == [["0", "passive"], ["0", "1thread"]]
     assert all(float(r[2]) > 0 and float(r[3]) > 0 for r in table)
+
+
+@pytest.mark.integration
+def test_bench_local_batch(tmp_path):
+    # --quick: a 64-token context, 3 repeats of each batch size (nothing timed: the rows and their arithmetic)
+    out = tmp_path / "results.md"
+    run_bench("bench_local_batch.py", "--quick", "--out", str(out), tmp_path=tmp_path)
+    text = section(out, "## Local model: the cost of a batch of tokens")
+    table = rows(text)[1:]  # the header row left out
+    assert [r[0] for r in table] == ["1", "2", "4", "8", "16"]
+    assert table[0][3] == "1.00x" and table[0][4] == "1.00x"
+    for r in table:  # ms per token = ms per evaluation / k
+        k, per_eval, per_token = int(r[0]), float(r[1]), float(r[2])
+        assert per_eval > 0 and abs(per_token * k - per_eval) <= 0.05 + 0.005 * k  # to the table's rounding
+    assert "tokens/s" in text and "context 64 tokens" in text
 
 
 @pytest.mark.integration
