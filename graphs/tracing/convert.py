@@ -15,7 +15,6 @@ import dataclasses
 import datetime as _dt
 import json
 import math
-import operator
 import uuid
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
@@ -281,24 +280,14 @@ def _safe(obj: Any, depth: int, seen: set[int], max_list: int, exact: frozenset[
         seen.add(key)
         try:
             if t is dict:
-                if depth:  # a record inside the state, seen before: a ledger entry, a tool call
-                    hit = _FLAT.get(key)
-                    if hit is not None and _flat_unchanged(hit, obj, exact, long):
-                        return hit[5]
                 out: dict[str, Any] = {}
-                flat = True
                 for k, v in list(obj.items()):
                     k = k if type(k) is str else str(k)
-                    tv = type(v)
-                    if flat and not (tv is str or tv is int or tv is float or tv is bool or v is None):
-                        flat = False
                     v = _safe(v, depth + 1, seen, max_list, exact, long)
                     if is_secret_key(k) and redactable(k, v):
                         out[k] = REDACTED
                     else:
                         out[scrub_text(k, exact, long)] = v
-                if flat and depth:
-                    _flat_put(obj, exact, long, out)
                 return out
             if len(obj) > max_list:
                 return (
@@ -310,39 +299,6 @@ def _safe(obj: Any, depth: int, seen: set[int], max_list: int, exact: frozenset[
         finally:
             seen.discard(key)
     return scrub_prepared(_to_jsonable(obj, depth, seen, max_list), exact, long)
-
-
-# --- memo of converted flat records ---------------------------------------------------------
-# A tool loop's state holds its ledger entries and tool calls, dicts of plain values that every
-# later node run's inputs and outputs hold again: each would be converted and scrubbed once per
-# run that records it, so a loop's cost grew with its length. A flat dict (its values str, int,
-# float, bool or None) converted inside a value is remembered by identity, for the secrets it was
-# scrubbed with. The entry keeps the dict alive (its id cannot be reused) and the very key and value
-# objects it held: a dict changed since, in any key or value, no longer matches and is converted
-# again. The converted dict is shared like a converted message: callers must not change it.
-FLAT_SIZE = 8192
-_FLAT: dict[int, tuple[Any, tuple[Any, ...], tuple[Any, ...], frozenset[str], tuple[str, ...], dict[str, Any]]] = {}
-
-
-def _flat_unchanged(hit: tuple, obj: dict, exact: frozenset[str], long: tuple[str, ...]) -> bool:
-    keys, values = hit[1], hit[2]
-    return (
-        hit[0] is obj
-        and hit[3] is exact
-        and hit[4] is long
-        and len(obj) == len(keys)
-        and all(map(operator.is_, obj, keys))
-        and all(map(operator.is_, obj.values(), values))
-    )
-
-
-def _flat_put(obj: dict, exact: frozenset[str], long: tuple[str, ...], out: dict[str, Any]) -> None:
-    if len(_FLAT) >= FLAT_SIZE:
-        try:
-            _FLAT.pop(next(iter(_FLAT)))
-        except (RuntimeError, StopIteration, KeyError):  # another thread changed the memo meanwhile
-            pass
-    _FLAT[id(obj)] = (obj, tuple(obj), tuple(obj.values()), exact, long, out)
 
 
 def fit_line(rec: dict[str, Any], limit: int | None = None) -> dict[str, Any]:
