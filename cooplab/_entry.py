@@ -33,10 +33,11 @@ def tune_collector(value: str | None) -> str | None:
     if not text:
         gc.set_threshold(*GC_THRESHOLDS)
         return None
-    parts = [x.strip() for x in text.split(",")]
-    if len(parts) == 3 and all(x.isascii() and x.isdigit() and len(x) <= 9 for x in parts):
-        a, b, c = (int(x) for x in parts)
-        gc.set_threshold(a, b, c)
+    from cooplab.limits import gc_thresholds  # only here: --version stays free of it
+
+    thresholds = gc_thresholds(text.split(","))
+    if thresholds is not None:
+        gc.set_threshold(*thresholds)
         return None
     shown = text if len(text) <= 40 else text[:40] + "..."
     return (

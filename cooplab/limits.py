@@ -77,6 +77,27 @@ MAX_GROUPS = 100  #: groups per game
 MAX_SIMULATIONS = 100_000  #: simulations of one game run
 MAX_TOKENS = 1_000_000  #: any token amount of a game (endowments, pools, thresholds)
 MAX_FACTOR = 1e6  #: any multiplier, weight, cost or reward of a game
+MAX_GC_THRESHOLD = 10**9 - 1  #: any of the garbage collector's three thresholds (COOPLAB_GC, a sweep job's "gc")
+
+
+def gc_thresholds(values: Any) -> tuple[int, int, int] | None:
+    """The garbage collector's three thresholds in ``values`` (whole numbers from 0 to
+    :data:`MAX_GC_THRESHOLD`, as ints or as text of ASCII digits), or None when they are not that."""
+    if not isinstance(values, (list, tuple)) or len(values) != 3:
+        return None
+    out: list[int] = []
+    for v in values:
+        if type(v) is str:
+            v = v.strip()
+            if not (v.isascii() and v.isdigit() and len(v) <= len(str(MAX_GC_THRESHOLD))):
+                return None
+            v = int(v)
+        if type(v) is not int or not 0 <= v <= MAX_GC_THRESHOLD:
+            return None
+        out.append(v)
+    return out[0], out[1], out[2]
+
+
 MAX_JSON_DEPTH = (
     100  #: arrays and objects inside each other in any JSON read from a file (cooplab's own need fewer than 20)
 )

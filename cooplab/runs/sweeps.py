@@ -36,6 +36,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from cooplab.limits import gc_thresholds
+
 if TYPE_CHECKING:
     from cooplab.graphs import runfiles
 
@@ -76,10 +78,12 @@ def job(
 
 
 def _collector_of(value: Any) -> None:
-    """Set this process's collector thresholds to ``value`` (a job's ``gc``) when it is three whole
-    numbers below 10**9, as ``COOPLAB_GC`` takes them; anything else leaves them as they are."""
-    if isinstance(value, list) and len(value) == 3 and all(type(x) is int and 0 <= x < 10**9 for x in value):
-        gc.set_threshold(*value)
+    """Set this process's collector thresholds to ``value`` (a job's ``gc``) when they are thresholds
+    as ``COOPLAB_GC`` takes them (:func:`~cooplab.limits.gc_thresholds`); anything else leaves them as they are."""
+    ints = isinstance(value, list) and all(type(x) is int for x in value)  # a job holds numbers, never text
+    thresholds = gc_thresholds(value) if ints else None
+    if thresholds is not None:
+        gc.set_threshold(*thresholds)
 
 
 def cell_status(d: Path) -> runfiles.RunStatus | None:

@@ -98,3 +98,20 @@ def test_a_bad_setting_stops_the_console_script_before_any_work(tmp_path):
     code, text, got = thresholds_of(["run", "cpr", "--replicates", "1", "--rounds", "2", "--out", str(out)], "fast")
     assert code == 2 and text.startswith("cooplab: error: COOPLAB_GC='fast'") and len(text.splitlines()) == 1
     assert tuple(got) == (700, 10, 10) and not out.exists()
+
+
+def test_a_sweep_job_s_collector_is_set_only_from_three_whole_numbers_in_range():
+    """A Ray worker takes a job's ``gc`` (cooplab.runs.sweeps) by the rule COOPLAB_GC follows
+    (cooplab.limits.gc_thresholds); a job is data, so anything else leaves the worker's collector alone."""
+    from cooplab.runs.sweeps import _collector_of
+
+    before = gc.get_threshold()
+    try:
+        for hostile in (["50000", "20", "20"], [True, 1, 1], [10**9, 1, 1], [-1, 1, 1], [1, 2], [1.0, 2, 3], None, {}):
+            gc.set_threshold(*before)
+            _collector_of(hostile)
+            assert gc.get_threshold() == before, hostile
+        _collector_of([1234, 5, 6])
+        assert gc.get_threshold() == (1234, 5, 6)
+    finally:
+        gc.set_threshold(*before)
