@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -41,15 +42,23 @@ from _results import (  # benchmarks/ is on sys.path when run as a script
 
 SECTION = "Science teams"
 EXE = str(Path(sys.executable).parent / "cooplab")
+TIMING_ENV = "COOPLAB_BENCH_TIMING"  #: where the worker writes the graph's timing
 
 
-def run(out: Path, *args: str) -> tuple[dict, float]:
+def run(out: Path, *args: str, timing: Path | None = None) -> tuple[dict, float]:
+    """``cooplab run science ... --cache off --out OUT``: (its summary, the process's wall time). With
+    ``timing``, the command line runs in this script's worker (:func:`worker`), which also writes the
+    graph's CPU and wall time to that file."""
+    cmd, env = [EXE], None
+    if timing is not None:
+        cmd, env = [sys.executable, __file__, "--worker"], {**os.environ, TIMING_ENV: str(timing)}
     t0 = time.perf_counter()
     res = subprocess.run(
-        [EXE, "run", "science", *args, "--cache", "off", "--out", str(out), "-q", "--json"],
+        [*cmd, "run", "science", *args, "--cache", "off", "--out", str(out), "-q", "--json"],
         capture_output=True,
         text=True,
         timeout=3600,
+        env=env,
     )
     wall = time.perf_counter() - t0
     if res.returncode != 0:
@@ -58,26 +67,15 @@ def run(out: Path, *args: str) -> tuple[dict, float]:
 
 
 def run_timed(out: Path, *args: str) -> tuple[dict, dict]:
-    """``cooplab run science ...`` in a child process that also times the graph's execution (its
-    process CPU and wall over ``runner._stream``): (the run's summary, the timing)."""
-    import os
-
+    """:func:`run` in the worker: (the run's summary, its graph's CPU and wall seconds)."""
     timing = out.parent / f"{out.name}.timing.json"
-    env = {**os.environ, "COOPLAB_BENCH_TIMING": str(timing)}
-    cmd = [sys.executable, __file__, "--worker", "run", "science", *args, "--cache", "off", "--out", str(out)]
-    res = subprocess.run([*cmd, "-q", "--json"], capture_output=True, text=True, timeout=3600, env=env)
-    if res.returncode != 0:
-        raise SystemExit(f"bench_science: run failed: {res.stderr.strip()[-400:]}")
-    return json.loads(res.stdout), json.loads(timing.read_text())
+    summary, _wall = run(out, *args, timing=timing)
+    return summary, json.loads(timing.read_text())
 
 
 def worker(argv: list[str]) -> int:
     """The child of :func:`run_timed`: the ``cooplab`` command line in this process, under the console
     script's collector, with the graph's execution timed into ``$COOPLAB_BENCH_TIMING``."""
-    import os
-
-    from _results import apply_gc
-
     from cooplab.runs import runner
 
     apply_gc("cooplab")
@@ -101,7 +99,7 @@ def worker(argv: list[str]) -> int:
     except SystemExit as exc:
         if exc.code not in (0, None):
             raise
-    Path(os.environ["COOPLAB_BENCH_TIMING"]).write_text(json.dumps(timing))
+    Path(os.environ[TIMING_ENV]).write_text(json.dumps(timing))
     return 0
 
 

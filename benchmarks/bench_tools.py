@@ -206,7 +206,6 @@ def main() -> int:
     info = machine_info(versions=True, docker=True)
     tmp = Path(tempfile.mkdtemp(prefix="cooplab-bench-tools-"))
     t_start = time.perf_counter()
-    rows = []
     try:
         with AgentSandboxPool(SandboxConfig(), backend=args.backend) as pool:
             for k in range(20):  # warm: the agent's session is started, imports done, code has run
