@@ -309,7 +309,8 @@ class FakeServer(DeliveryLog):
 
     def wait_calls(self, n: int, timeout: float = 60.0) -> list[Request]:
         """The calls once ``n`` have been read. A client that gives up at its own timeout may do so
-        before a busy server's thread has read its request; the request still arrives, later."""
+        before a busy server's thread has read its request (it arrives later), or, its event loop late
+        on a busy machine, before the request went out at all (it never arrives)."""
         with self._lock:
             read = self._lock.wait_for(lambda: len(self.calls()) >= n, timeout)
             assert read, f"{len(self.calls())} of {n} calls read"
