@@ -51,7 +51,9 @@ from cooplab.agents.cache import CachedResponse, ResponseCache
 from cooplab.agents.models.errors import (
     CallTimedOut,
     EndpointResponseError,
+    FailureFacts,
     PermanentModelError,
+    RemoteFailure,
     TransientModelError,
     one_line,
 )
@@ -186,7 +188,10 @@ def is_transient(exc: BaseException) -> bool:
     """Timeout, refused connection, 408/409/429, 5xx and malformed responses (a body that is not
     a chat completion: :class:`~cooplab.agents.models.EndpointResponseError`) are worth retrying;
     everything else is not. Each provider's SDK errors are read by :func:`_status`: an error of
-    the HTTP layer without a status (``ollama``'s stream errors: -1) is transient too."""
+    the HTTP layer without a status (``ollama``'s stream errors: -1) is transient too. A failure in a
+    model process (:class:`RemoteFailure`) was classified there."""
+    if isinstance(exc, RemoteFailure):
+        return exc.transient
     if isinstance(exc, (TransientModelError, TimeoutError, asyncio.TimeoutError, ConnectionError)) or _transport_error(
         exc
     ):
@@ -212,6 +217,8 @@ def endpoint_failure(exc: BaseException) -> str | None:
     :class:`ModelUnavailable`), ``"permanent"`` (an error the endpoint will repeat, e.g. HTTP 401
     or 404: :class:`ModelUnavailable` at once), or None: not the endpoint's failure (a
     programming error), which propagates unchanged."""
+    if isinstance(exc, RemoteFailure):
+        return "transient" if exc.transient else "permanent"
     if is_transient(exc):
         return "transient"
     if (
@@ -221,26 +228,11 @@ def endpoint_failure(exc: BaseException) -> str | None:
     return None
 
 
-def failure_message(spec: ModelSpec, exc: BaseException, attempts: int | None) -> str:
-    """One line naming the model, its endpoint and what went wrong (``attempts`` None: refused)."""
-    where = f"model {spec.id}" + (f" at {spec.base_url}" if spec.base_url else "")
+def failure_facts(exc: BaseException) -> FailureFacts:
+    """What a failed call's one-line message says of ``exc`` (a model process sends these along)."""
+    if isinstance(exc, RemoteFailure):
+        return exc.facts
     status = _status(exc)
-    status = None if status is None or status < 0 else status
-    if attempts is None:
-        return (
-            f"{where} rejected the request"
-            + (f" (HTTP {status})" if status is not None else "")
-            + f": {_error_text(exc)}"
-        )
-    if isinstance(exc, CallTimedOut):
-        return (
-            f"{where} sent no complete answer within the call timeout of {exc.seconds:g} s, {attempts} times "
-            "(raise --call-timeout, or llm.call_timeout in a config file, if the server is just slow)"
-        )
-    if isinstance(exc, EndpointResponseError):
-        return f"{where} returned malformed responses {attempts} times: {one_line(exc)}"
-    if isinstance(status, int):
-        return f"{where} failed {attempts} times with HTTP {status}: {_error_text(exc)}"
     chain, c = [], exc
     while (c := c.__cause__ or c.__context__) is not None and len(chain) < 8:
         chain.append(c)
@@ -251,7 +243,32 @@ def failure_message(spec: ModelSpec, exc: BaseException, attempts: int | None) -
     why = f"{type(exc).__name__}: {exc}"
     if cause is not None:
         why += f" ({type(cause).__name__}" + (f": {cause})" if str(cause) else ")")
-    return f"{where} unreachable after {attempts} attempts: {one_line(why)}"
+    return FailureFacts(
+        status=None if status is None or status < 0 else status,
+        text=_error_text(exc),
+        timeout=exc.seconds if isinstance(exc, CallTimedOut) else None,
+        malformed=one_line(exc) if isinstance(exc, EndpointResponseError) else None,
+        why=why,
+    )
+
+
+def failure_message(spec: ModelSpec, exc: BaseException, attempts: int | None) -> str:
+    """One line naming the model, its endpoint and what went wrong (``attempts`` None: refused)."""
+    where = f"model {spec.id}" + (f" at {spec.base_url}" if spec.base_url else "")
+    facts = failure_facts(exc)
+    status = facts.status
+    if attempts is None:
+        return f"{where} rejected the request" + (f" (HTTP {status})" if status is not None else "") + f": {facts.text}"
+    if facts.timeout is not None:
+        return (
+            f"{where} sent no complete answer within the call timeout of {facts.timeout:g} s, {attempts} times "
+            "(raise --call-timeout, or llm.call_timeout in a config file, if the server is just slow)"
+        )
+    if facts.malformed is not None:
+        return f"{where} returned malformed responses {attempts} times: {facts.malformed}"
+    if status is not None:
+        return f"{where} failed {attempts} times with HTTP {status}: {facts.text}"
+    return f"{where} unreachable after {attempts} attempts: {one_line(facts.why)}"
 
 
 def server_of(spec: ModelSpec) -> str:
@@ -410,8 +427,12 @@ _LANGCHAIN_OPTIONS = frozenset({"ls_structured_output_format", "structured_outpu
 
 def _direct_model(runnable: Any) -> bool:
     """Whether ``runnable`` is one of cooplab's own chat models (scripted, the checked
-    OpenAI-compatible one), whose ``_agenerate`` is all an unobserved ``ainvoke`` of them does."""
+    OpenAI-compatible one, the stand-in of a model answered by a model process), whose ``_agenerate``
+    is all an unobserved ``ainvoke`` of them does."""
     if isinstance(runnable, ScriptedChatModel):
+        return True
+    remote = sys.modules.get("cooplab.agents.model_processes")  # loaded once a service uses model processes
+    if remote is not None and type(runnable) is remote.RemoteChatModel:
         return True
     from cooplab.agents.models import openai_compat
 
@@ -570,9 +591,18 @@ class ProviderAdapter:
 
     async def invoke(self, request: Request, timeout: float | None = None) -> Reply:
         """One attempt, stopped after ``timeout`` seconds in all (None: no bound)."""
+        remote = sys.modules.get("cooplab.agents.model_processes")  # a model process's stand-in: its workers started
+        prepare = (
+            request.runnable.prepare
+            if remote is not None and type(request.runnable) is remote.RemoteChatModel
+            else None
+        )
         t0 = time.perf_counter()
         bound = asyncio.timeout(timeout if self.stoppable else None)
         try:
+            if prepare is not None:
+                await prepare()
+                t0 = time.perf_counter()
             async with bound:
                 msg = await direct_call(request.runnable, request.messages, request.config, request.kwargs)
                 if msg is None:

@@ -126,10 +126,15 @@ class LLMService:
     )
     #: a fork's K (:mod:`cooplab.runs.fork`): calls of round K or earlier only replay from the cache
     replay_only_through: int | None = None
+    #: worker processes that answer the calls of :meth:`ask` (``llm.model_processes``; 0: this process;
+    #: :mod:`cooplab.agents.model_processes`)
+    model_processes: int = 0
     _path: CallPath | None = field(default=None, init=False, repr=False)
     _adapters: dict[int, ProviderAdapter] = field(default_factory=dict, init=False, repr=False)
     _asked: dict[str, int] = field(default_factory=dict, init=False, repr=False)  # key -> times asked in this process
     _settled: set[str] | None = field(default=None, init=False, repr=False)  # call ids the restored ledger holds
+    _pool: Any = field(default=None, init=False, repr=False)  # the model processes, once started
+    _remote: dict[int, tuple[Any, Any]] = field(default_factory=dict, init=False, repr=False)  # id -> (model, runnable)
 
     def distinct_key(self, key: str) -> str:
         """The cache key of this asking of the call whose key is ``key``: ``key`` itself the first time
@@ -165,9 +170,36 @@ class LLMService:
 
     def close(self) -> None:
         """Close the run's files this service holds open: the response cache and the ledger's
-        journal (:func:`~cooplab.graphs.ledger.close_journal`). Either opens again when used."""
+        journal (:func:`~cooplab.graphs.ledger.close_journal`), and stop its model processes. Each
+        opens or starts again when used."""
         self.cache.close()
         close_journal(self.ledger)
+        if self._pool is not None:
+            self._pool.close()
+
+    @property
+    def model_pool(self) -> Any:
+        """The model processes (:class:`~cooplab.agents.model_processes.ModelProcesses`); None until a call
+        used them."""
+        return self._pool
+
+    def runnable_for(self, spec: ModelSpec, model: BaseChatModel) -> Any:
+        """What a decision's call of ``model`` invokes: the model, or with model processes its stand-in
+        whose answers come from a worker (when the model can move: :func:`~cooplab.agents.model_processes.sendable`)."""
+        if self.model_processes <= 0:
+            return model
+        kept = self._remote.get(id(model))
+        if kept is not None and kept[0] is model:
+            return kept[1]
+        from cooplab.agents import model_processes as mp
+
+        runnable: Any = model
+        if mp.sendable(spec, model):
+            if self._pool is None:
+                self._pool = mp.ModelProcesses(int(self.model_processes))
+            runnable = mp.remote_model(model, spec, self._pool)
+        self._remote[id(model)] = (model, runnable)
+        return runnable
 
     def adapter(self, spec: ModelSpec, model: Any) -> ProviderAdapter:
         """The provider adapter of the chat model ``model`` under ``spec`` (made once)."""
@@ -258,7 +290,7 @@ class LLMService:
             Request(
                 spec,
                 adapter,
-                model,
+                self.runnable_for(spec, model),
                 key,
                 messages,
                 kwargs,

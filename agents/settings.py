@@ -76,6 +76,11 @@ class LLMSettings(BaseModel):
     temperature: Annotated[float, RULES["temperature"]] = 0.7
     max_tokens: Annotated[int, RULES["max-tokens"]] = Field(default=64, description="Output token cap per call.")
     max_concurrency: Annotated[int, RULES["max-concurrency"]] = 8
+    model_processes: Annotated[int, RULES["model-processes"]] = Field(
+        default=0,
+        description="Worker processes that make the decisions' model calls (a hosted model's client costs 1-3 ms of "
+        "CPU per call); 0: the run's own process. Results, ledger, cache and traces are the same (docs/scale.md).",
+    )
     call_timeout: Annotated[float, RULES["call-timeout"]] = Field(
         default=300.0,
         description="Seconds one attempt of a call to a model server may take in all (connecting, waiting, reading the "
@@ -276,6 +281,7 @@ def build_service(
         cache=cache,
         seed=int(seed),
         max_concurrency=llm.max_concurrency,
+        model_processes=llm.model_processes,
         rps=llm.rps,
         call_timeout=llm.call_timeout,
         call_deadline=llm.call_deadline,

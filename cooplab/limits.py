@@ -406,6 +406,7 @@ RULES: dict[str, Num] = {
         "temperature": Num(float, 0, 2),
         "max-tokens": Num(int, 1, 100_000),
         "max-concurrency": Num(int, 1, 1024),
+        "model-processes": Num(int, 0, 64, hint="worker processes for the model calls; 0: the run's own process"),
         "call-timeout": Num(
             float,
             0,

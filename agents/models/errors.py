@@ -7,6 +7,7 @@ table, the HTTP clients and the local model's process manager raise these.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from cooplab.limits import ConfigError
@@ -51,6 +52,30 @@ class EndpointResponseError(TransientModelError):
 
     def __init__(self, message: str):
         super().__init__("malformed response", message)
+
+
+@dataclass(frozen=True)
+class FailureFacts:
+    """What the one-line message of a failed model call says about its cause (``calls.failure_message``)."""
+
+    status: int | None  # the HTTP status (None: none, or an HTTP-layer error without one)
+    text: str  # the error's own text, on one line
+    timeout: float | None  # a call timeout's seconds (CallTimedOut)
+    malformed: str | None  # a malformed response's text (EndpointResponseError)
+    why: str  # what an unreachable server's line says: the error and its transport cause
+
+
+class RemoteFailure(Exception):
+    """A model call that failed in a model process (``agents/model_processes.py``): ``transient``
+    (retried) or not, as the worker classified the original error, with the facts its one-line message
+    needs. The call path reads it as it would read the original."""
+
+    def __init__(self, text: str, transient: bool, facts: FailureFacts):
+        super().__init__(text)
+        self.transient, self.facts = transient, facts
+
+    def __reduce__(self) -> tuple:
+        return (RemoteFailure, (str(self), self.transient, self.facts))
 
 
 def one_line(value: Any, limit: int = 240) -> str:

@@ -147,6 +147,14 @@ BaseUrlOpt = Annotated[
 TemperatureOpt = Annotated[float, num_opt("--temperature", "Sampling temperature of LLM agents, in [0, 2].")]
 MaxTokensOpt = Annotated[int, num_opt("--max-tokens", "Output token cap per LLM call (1..100000).")]
 MaxConcurrencyOpt = Annotated[int, num_opt("--max-concurrency", "Concurrent model calls at most (1..1024).")]
+ModelProcessesOpt = Annotated[
+    int,
+    num_opt(
+        "--model-processes",
+        "Worker processes that make the LLM agents' model calls, 0..64 (0: this process). Worth it when a hosted "
+        "model's client, not the server, limits a large society; results are the same (docs/scale.md).",
+    ),
+]
 CallTimeoutOpt = Annotated[
     float,
     num_opt(

@@ -271,6 +271,12 @@ def check_served(values: Mapping[str, Any]) -> None:
     the files and open the caches they are given."""
     from cooplab.agents.providers import provider
 
+    processes = values.get("model_processes")
+    if processes is not None and processes != 0:
+        raise SettingsError(
+            f"this server refuses llm.model_processes {show(processes)}: each request would start worker processes "
+            "on this machine; served runs make their model calls in the server's process"
+        )
     if values.get("sandbox_backend") == "local":
         _refuse(
             "sandbox.backend 'local'",

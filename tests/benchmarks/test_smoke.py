@@ -40,6 +40,7 @@ COVERED = {
     "bench_games_llm.py": "test_bench_games_llm",
     "bench_llm.py": "test_bench_llm",
     "bench_llm_scale.py": "test_bench_llm_scale",
+    "bench_model_processes.py": "test_bench_model_processes",
     "bench_plan.py": "test_bench_plan",
     "bench_replay.py": "test_bench_replay",
     "bench_local_batch.py": "test_bench_local_batch",
@@ -467,6 +468,18 @@ def test_bench_local_batch(tmp_path):
         k, per_eval, per_token = int(r[0]), float(r[1]), float(r[2])
         assert per_eval > 0 and abs(per_token * k - per_eval) <= 0.05 + 0.005 * k  # to the table's rounding
     assert "tokens/s" in text and "context 64 tokens" in text
+
+
+def test_bench_model_processes(tmp_path):
+    # --quick: 6 agents, 1 round, 0/1/2 model processes against the loopback server (nothing timed: the rows,
+    # and the benchmark's own check that every variant's decisions and ledger equal the one-process run's)
+    out = tmp_path / "results.md"
+    run_bench("bench_model_processes.py", "--quick", "--out", str(out), tmp_path=tmp_path)
+    text = section(out, "## Model processes: a society's model calls in worker processes")
+    table = rows(text)[1:]
+    assert [r[0] for r in table] == ["0", "1", "2"]
+    assert all(r[1] == "12" for r in table)  # 6 agents x 2 LLM phases (harvest, punish) in one round
+    assert table[0][4] == "1.00"
 
 
 @pytest.mark.integration

@@ -263,3 +263,18 @@ def test_with_the_opt_in_a_model_file_runs_as_before(tmp_path, monkeypatch):
     monkeypatch.setenv(sg.ALLOW_PATHS, "1")
     graph = sg.cpr(config={"configurable": {}}, runtime=run_runtime({"agents": "llm", "model": f"scripted:{SCRIPTED}"}))
     assert "setup" in graph.nodes
+
+
+@pytest.mark.parametrize("value", [1, 2, 64, -1, "2", True])
+def test_model_processes_are_refused_whatever_the_operator_allows(monkeypatch, value):
+    """A request may not start worker processes on the server's machine (docs/langgraph-server.md):
+    refused in the context and in the config, with every opt-in set, before anything starts."""
+    for variable in sg.OPT_INS:
+        monkeypatch.setenv(variable, "1")
+    with pytest.raises(sg.SettingsError) as e:
+        sg.cpr(config={"configurable": {}}, runtime=run_runtime({"llm": {"model_processes": value}}))
+    message = str(e.value)
+    assert "refuses llm.model_processes" in message and "\n" not in message
+    with pytest.raises(sg.SettingsError, match="model_processes"):
+        sg.cpr(config={"configurable": {"llm": {"model_processes": value}}}, runtime=run_runtime(None))
+    sg.check_served({"model_processes": 0})  # 0: the server's own process, as without the setting
