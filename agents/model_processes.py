@@ -21,13 +21,16 @@ from its spec in another process), a scripted model whose answers follow the ord
 counter would be split over the workers; ``"select": "prompt_hash"`` scripts can move), and the calls
 of tool-using agents.
 
-The workers are this interpreter running this module (:func:`serve`), started on the first call and
-stopped by :meth:`ModelProcesses.close` (the service's ``close``); each talks to the run's process over
-a private socket pair, in length-prefixed pickles: both ends are this program, and nothing else can
-write to the socket. A failure of the model arrives as :class:`RemoteFailure`, classified by the worker
-as the run's process would classify the original (transient or not, its HTTP status, its one-line
-text), so retries and error lines are the same. A worker that dies fails its calls as transient: the
-retry layer sends them again, to a worker started afresh.
+The workers are this interpreter running this module (:func:`serve`, with the run's import path and
+without the current folder's), started on the first call, each model built before the worker says it is
+ready (so neither a worker's start nor a provider's import falls in a call's timeout), and stopped by
+:meth:`ModelProcesses.close` (the service's ``close``). Each talks to the run's process over a private
+socket pair, in frames of a call id and a pickle: both ends are this program, nothing else can write to
+the socket, and each end loads only messages, model specs, failures and plain values from it
+(:class:`_Unpickler`), never a function. A failure of the model arrives as :class:`RemoteFailure`,
+classified by the worker as the run's process would classify the original (transient or not, its HTTP
+status, its one-line text), so retries and error lines are the same. A worker that dies fails its calls
+as transient: the retry layer sends them again, to a worker started afresh.
 """
 
 from __future__ import annotations
@@ -43,18 +46,28 @@ import sys
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.outputs import ChatResult
 
-from cooplab.agents.models.errors import RemoteFailure, TransientModelError
+from cooplab.agents.models.errors import ModelProcessError, RemoteError, RemoteFailure, TransientModelError
 from cooplab.agents.replay import ReplayChatModel
 
 #: the most worker processes a run may ask for (``--model-processes``; cooplab.limits' rule says the same)
 MAX_MODEL_PROCESSES = 64
 #: the largest frame either end accepts (a prompt or an answer this large is refused as malformed)
 MAX_FRAME = 256 * 1024 * 1024
-_HEADER = struct.Struct(">I")
+_HEADER = struct.Struct(">IQ")  # the pickle's length, the call id
 #: environment of a worker: LangSmith's own tracing off (the run's process reports every call once)
-WORKER_ENV = {"LANGSMITH_TRACING": "false", "LANGCHAIN_TRACING_V2": "false", "COOPLAB_MODEL_PROCESS": "1"}
+WORKER_ENV = {
+    "LANGSMITH_TRACING": "false",
+    "LANGSMITH_TRACING_V2": "false",
+    "LANGCHAIN_TRACING": "false",
+    "LANGCHAIN_TRACING_V2": "false",
+    "COOPLAB_MODEL_PROCESS": "1",
+}
+#: seconds a worker may take to start and build its models before the run stops with one line
+START_TIMEOUT = 120.0
+#: how a worker is started: this module's ``main`` by import (so its classes are the run's, never ``__main__``'s)
+_WORKER_CODE = "import sys; from cooplab.agents.model_processes import main; sys.exit(main())"
 
 
 # --- what may move --------------------------------------------------------------------------------
@@ -66,20 +79,13 @@ def sendable(spec: Any, model: Any) -> bool:
     if spec.kind in ("local", "instance", "builtin"):  # builtin: registered in Python, maybe only in this process
         return False
     if isinstance(model, ScriptedChatModel):
-        return model.select == "prompt_hash" or all(len(s) <= 1 for s in (model.answers, *model.by_phase.values()))
+        if model.select == "prompt_hash":
+            return True
+        return model.cycle and all(len(s) <= 1 for s in (model.answers, *model.by_phase.values()))
     return True
 
 
 # --- failures -------------------------------------------------------------------------------------------
-class ModelProcessError(RuntimeError):
-    """A model process that could not start (its interpreter's error is printed above this)."""
-
-
-class RemoteError(RuntimeError):
-    """An error in a worker process that is not the model endpoint's (a programming error), and whose
-    own exception could not be sent: its type and text."""
-
-
 def _as_sent(spec: Any, model: Any, exc: BaseException) -> BaseException:
     """``exc`` as the run's process receives it: an endpoint failure as :class:`RemoteFailure`; any other
     error itself when it survives pickling unchanged (a scripted model's :class:`ScriptMissingPhase`), else
@@ -101,25 +107,48 @@ def _as_sent(spec: Any, model: Any, exc: BaseException) -> BaseException:
 
 
 # --- frames -------------------------------------------------------------------------------------------
-#: the only modules a frame may name classes of: messages, cooplab's own (specs, failures), plain values
-_LOADABLE = ("langchain_core.", "cooplab.", "pydantic.", "pydantic_core.", "datetime", "decimal", "uuid", "collections")
-_BUILTINS = frozenset(
-    {"dict", "list", "tuple", "set", "frozenset", "str", "bytes", "bytearray", "int", "float", "complex", "bool"}
-)
+#: the classes of the standard library a frame may hold, by module
+_PLAIN = {
+    "builtins": {"dict", "list", "tuple", "set", "frozenset", "str", "bytes", "bytearray", "int", "float", "complex"},
+    "datetime": {"datetime", "date", "time", "timedelta", "timezone"},
+    "decimal": {"Decimal"},
+    "uuid": {"UUID"},
+    "collections": {"OrderedDict", "defaultdict", "deque"},
+}
+
+
+def _loadable(module: str, name: str) -> Any:
+    """The class ``module.name`` if a frame may hold its instances: a plain value type of the standard
+    library, an exception, a LangChain message or generation, a model spec or a failure's facts; else None.
+    Only modules already loaded are looked in, and never a function."""
+    from langchain_core.outputs import Generation
+
+    from cooplab.agents.models.errors import FailureFacts
+    from cooplab.agents.models.spec import ModelSpec
+
+    mod = sys.modules.get(module)
+    value = getattr(mod, name, None) if mod is not None and "." not in name else None
+    if not isinstance(value, type):
+        return None
+    if name in _PLAIN.get(module, ()):
+        return value
+    if module == "builtins" or module.startswith(("langchain_core.", "cooplab.", "google.", "openai", "anthropic")):
+        # str: LangChain's text of a message or generation is a str of its own
+        if issubclass(value, (BaseException, BaseMessage, Generation, str)) or value in (ModelSpec, FailureFacts):
+            return value
+    return None
 
 
 class _Unpickler(pickle.Unpickler):
-    """Loads what the two ends send (messages, specs, failures, plain values) and refuses any other class or
-    function a frame names: an answer's text is the model's, and no frame is read as code."""
+    """Loads what the two ends send (messages, generations, specs, failures, plain values) and refuses
+    anything else a frame names, a function above all: an answer's text is the model's, and no frame is
+    read as code."""
 
     def find_class(self, module: str, name: str) -> Any:
-        if module == "builtins":
-            value = getattr(__import__("builtins"), name, None)
-            if name in _BUILTINS or (isinstance(value, type) and issubclass(value, BaseException)):
-                return value
-        elif module.startswith(_LOADABLE):
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"a model process's frame names {module}.{name}, which is not loaded")
+        value = _loadable(module, name)
+        if value is None:
+            raise pickle.UnpicklingError(f"a model process's frame names {module}.{name}, which no frame may hold")
+        return value
 
 
 def _loads(data: bytes) -> Any:
@@ -128,21 +157,67 @@ def _loads(data: bytes) -> Any:
     return _Unpickler(io.BytesIO(data)).load()
 
 
-def _frame(obj: Any) -> bytes:
+def _frame(cid: int, obj: Any) -> bytes:
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    return _HEADER.pack(len(data)) + data
+    return _HEADER.pack(len(data), cid) + data
 
 
-async def _read_frame(reader: asyncio.StreamReader) -> Any:
-    """The next frame's object, or None at the end of the stream."""
+async def _read_frame(reader: asyncio.StreamReader) -> tuple[int, Any] | None:
+    """The next frame's call id and object (an :class:`Exception` when its bytes do not load), or None at
+    the end of the stream."""
     try:
         head = await reader.readexactly(_HEADER.size)
     except asyncio.IncompleteReadError:
         return None
-    (n,) = _HEADER.unpack(head)
+    n, cid = _HEADER.unpack(head)
     if n > MAX_FRAME:
         raise ValueError(f"a model process sent a frame of {n} bytes (at most {MAX_FRAME})")
-    return _loads(await reader.readexactly(n))
+    data = await reader.readexactly(n)
+    try:
+        return cid, _loads(data)
+    except Exception as exc:  # noqa: BLE001 - that frame's call fails, the others go on
+        return cid, exc
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with every object that is not a plain JSON value turned into its text (an SDK's enum
+    in a response's metadata, say)."""
+    import json
+
+    return json.loads(json.dumps(value, default=str))
+
+
+def _sendable_answer(result: Any) -> Any:
+    """A worker's answer as a frame can hold it: the same answer when it loads, else its generations'
+    metadata made plain (what the run's process then records is that text); ValueError if even that
+    does not load."""
+
+    def loads(value: Any) -> bool:
+        try:
+            _loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+            return True
+        except Exception:  # noqa: BLE001 - an SDK's own type in the metadata
+            return False
+
+    if loads(result):
+        return result
+    generation, llm_output = result
+    msg = generation.message
+    msg = msg.model_copy(
+        update={
+            "response_metadata": _plain(msg.response_metadata),
+            "additional_kwargs": _plain(msg.additional_kwargs),
+        }
+    )
+    plain = (
+        generation.model_copy(
+            update={"message": msg, "text": str(generation.text), "generation_info": _plain(generation.generation_info)}
+        ),
+        _plain(llm_output),
+    )
+    if not loads(plain):
+        raise ValueError("the model's answer holds objects a model process cannot send back")
+    return plain
 
 
 # --- the run's side -------------------------------------------------------------------------------------
@@ -158,12 +233,18 @@ class _Worker:
         self.listener: asyncio.Task | None = None
         self.drain_lock = asyncio.Lock()
 
+    def send(self, cid: int, obj: Any) -> None:
+        self.writer.write(_frame(cid, obj))
+
     def stop(self) -> None:
         """Ask the worker to end: shut the socket at once (the worker reads its end and exits;
         closing the stream would wait for the event loop)."""
         self.alive = False
         if self.listener is not None and not self.listener.done():
-            self.listener.cancel()
+            try:
+                self.listener.cancel()
+            except RuntimeError:  # its loop is closed already
+                pass
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:  # closed already
@@ -172,6 +253,7 @@ class _Worker:
             self.writer.close()
         except RuntimeError:  # its loop is closed already
             pass
+        self.sock.close()
 
     def join(self, timeout: float = 5.0) -> None:
         """Wait for the process to end, killing it after ``timeout`` seconds."""
@@ -183,9 +265,16 @@ class _Worker:
                 self.proc.wait()
 
 
+def _worker_env() -> dict[str, str]:
+    """A worker's environment: this one's, LangSmith's tracing off, and this process's import path (so a
+    notebook that found cooplab by a path of its own finds it there too)."""
+    paths = [os.getcwd() if p == "" else p for p in sys.path]
+    return {**os.environ, **WORKER_ENV, "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
+
+
 class ModelProcesses:
     """``n`` worker processes answering model calls (see the module docstring). Started on the first
-    :meth:`call` in the event loop that makes it; a call from another loop starts them afresh there."""
+    :meth:`ready` in the event loop that makes it; a call from another loop starts them afresh there."""
 
     def __init__(self, n: int):
         if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_MODEL_PROCESSES:
@@ -194,9 +283,11 @@ class ModelProcesses:
         self.calls = 0  # calls sent to a worker
         self.started = 0  # worker processes started in all (more than n after a worker died)
         self._workers: list[_Worker | None] = [None] * n
+        self._specs: list[Any] = []  # the models every worker builds before it is ready
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._lock: asyncio.Lock | None = None  # held while workers start
-        self._ids = itertools.count()
+        self._lock: asyncio.Lock | None = None  # held while workers start or build a model
+        self._failed: BaseException | None = None  # a start that failed: every later call fails the same
+        self._ids = itertools.count(1)
 
     @property
     def pids(self) -> list[int]:
@@ -204,29 +295,42 @@ class ModelProcesses:
         return [w.proc.pid for w in self._workers if w is not None and w.alive]
 
     async def _start(self, i: int) -> _Worker:
-        """Start worker ``i`` and wait until it has loaded what it needs (its "ready" frame)."""
+        """Start worker ``i``, have it build every model of :attr:`_specs`, and wait until it says it is ready
+        (at most :data:`START_TIMEOUT` seconds)."""
         parent, child = socket.socketpair()
+        proc: subprocess.Popen | None = None
+        w: _Worker | None = None
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "cooplab.agents.model_processes", str(child.fileno())],
+                [sys.executable, "-P", "-c", _WORKER_CODE, str(child.fileno())],
                 pass_fds=[child.fileno()],
                 stdin=subprocess.DEVNULL,
-                env={**os.environ, **WORKER_ENV},
+                env=_worker_env(),
+                start_new_session=True,  # Ctrl-C in a terminal stops the run, which stops its workers
             )
-        finally:
             child.close()
-        reader, writer = await asyncio.open_connection(sock=parent, limit=2**20)
-        w = _Worker(proc, parent, reader, writer)
-        try:
-            hello = await _read_frame(reader)
-        except Exception as exc:  # noqa: BLE001 - whatever it sent, it is not ready
-            hello = exc
-        if hello != ("ready",):
-            w.stop()
-            w.join()
-            raise ModelProcessError(
-                f"a model process did not start (exit code {proc.returncode}); what it printed is above"
-            )
+            reader, writer = await asyncio.open_connection(sock=parent, limit=2**20)
+            w = _Worker(proc, parent, reader, writer)
+            w.send(0, ("build", list(self._specs)))
+            async with asyncio.timeout(START_TIMEOUT):
+                hello = await _read_frame(reader)
+            if hello is None or hello[1] != "ready":
+                why = hello[1] if hello is not None and isinstance(hello[1], BaseException) else None
+                raise ModelProcessError(
+                    f"a model process did not start (exit code {proc.poll()})" + (f": {why}" if why else "")
+                )
+        except BaseException as exc:
+            child.close()
+            if w is not None:
+                w.stop()
+            else:
+                parent.close()
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                await asyncio.to_thread(proc.wait)
+            if isinstance(exc, TimeoutError):
+                raise ModelProcessError(f"a model process did not start within {START_TIMEOUT:g} s") from None
+            raise
         w.listener = asyncio.get_running_loop().create_task(self._listen(w))
         self._workers[i] = w
         self.started += 1
@@ -239,13 +343,16 @@ class ModelProcesses:
                 frame = await _read_frame(w.reader)
                 if frame is None:
                     break
-                ok, cid, value = frame
+                cid, reply = frame
                 fut = w.pending.pop(cid, None)
-                if fut is not None and not fut.done():
-                    if ok:
-                        fut.set_result(value)
-                    else:
-                        fut.set_exception(value)
+                if fut is None or fut.done():
+                    continue
+                if isinstance(reply, BaseException):  # its bytes did not load: that call fails alone
+                    fut.set_exception(RemoteError(f"the model process's answer could not be read: {reply}"))
+                elif reply[0]:
+                    fut.set_result(reply[1])
+                else:
+                    fut.set_exception(reply[1])
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a broken stream ends the worker; its calls are retried
@@ -259,60 +366,75 @@ class ModelProcesses:
                     fut.set_exception(TransientModelError("model process", f"the worker process {why}"))
             w.pending.clear()
 
-    async def ready(self) -> None:
-        """Start every worker that is not running (all at once on the first call, a dead one again) and
-        wait until each is ready. A model call waits for this outside its call timeout: a worker's start
-        (about a second of imports) is not the model's time."""
+    async def ready(self, spec: Any = None) -> None:
+        """Have every worker running (all started at once on the first call, a dead one again) with the model
+        of ``spec`` built. A model call waits for this outside its call timeout: a worker's start (about a
+        second of imports) and a provider's import are not the model's time."""
         loop = asyncio.get_running_loop()
         if self._loop is not loop:
             self.close()
             self._loop, self._lock = loop, asyncio.Lock()
         assert self._lock is not None
-        if all(w is not None and w.alive for w in self._workers):
+        if self._failed is not None:
+            raise self._failed
+        new = spec is not None and spec not in self._specs
+        if not new and all(w is not None and w.alive for w in self._workers):
             return
         async with self._lock:
+            if self._failed is not None:
+                raise self._failed
             down = [i for i, w in enumerate(self._workers) if w is None or not w.alive]
             for i in down:
                 old = self._workers[i]
+                self._workers[i] = None
                 if old is not None:
                     old.stop()
-                    old.join()
-                    self._workers[i] = None
+                    await asyncio.to_thread(old.join)
+            if spec is not None and spec not in self._specs:
+                up = [w for w in self._workers if w is not None]
+                self._specs.append(spec)  # a worker started from now on builds it first
+                await asyncio.gather(*(self._send(w, ("build", [spec])) for w in up))
             started = await asyncio.gather(*(self._start(i) for i in down), return_exceptions=True)
-        failed = [e for e in started if isinstance(e, BaseException)]
-        if failed and not any(w is not None and w.alive for w in self._workers):
-            raise failed[0]
+            failed = next((e for e in started if isinstance(e, BaseException)), None)
+            if failed is not None:
+                self._failed = failed if isinstance(failed, ModelProcessError) else ModelProcessError(str(failed))
+                raise self._failed
 
-    async def _worker(self) -> _Worker:
-        """The live worker with the fewest calls in flight (started first if none is running)."""
-        await self.ready()
-        live = [w for w in self._workers if w is not None and w.alive]
-        if not live:  # every worker died since: the call is retried
-            raise TransientModelError("model process", "no worker process is running")
-        return min(live, key=lambda w: len(w.pending))
-
-    async def call(self, spec: Any, messages: list[BaseMessage], kwargs: dict[str, Any]) -> BaseMessage:
-        """The answer of ``spec``'s model to ``messages`` with the call options ``kwargs``, from a worker."""
-        w = await self._worker()
+    async def _send(self, w: _Worker, request: Any) -> Any:
+        """Send ``request`` to ``w`` and wait for its reply (cancelled there too if this wait is)."""
         cid = next(self._ids)
         fut = asyncio.get_running_loop().create_future()
-        w.pending[cid] = fut  # no suspension since the worker was chosen alive: its end fails this too
-        self.calls += 1
+        w.pending[cid] = fut  # no suspension since ``w`` was seen alive: its end fails this too
         try:
-            w.writer.write(_frame(("call", cid, spec, messages, kwargs)))
+            w.send(cid, request)
             if w.writer.transport.get_write_buffer_size() > 2**20:
                 async with w.drain_lock:
                     await w.writer.drain()
-        except (ConnectionError, RuntimeError) as exc:  # the socket is gone: the worker with it
-            w.pending.pop(cid, None)
-            raise TransientModelError("model process", f"could not reach the worker process: {exc}") from exc
-        try:
             return await fut
-        except asyncio.CancelledError:  # a call timeout, a stopped run: the worker drops the call too
+        except BaseException as exc:
             w.pending.pop(cid, None)
-            if w.alive and not w.writer.is_closing():
-                w.writer.write(_frame(("cancel", cid, None, None, None)))
+            if not fut.done():
+                fut.cancel()
+            elif not fut.cancelled():
+                fut.exception()  # retrieved: its failure is this call's, raised below or dropped with it
+            if isinstance(exc, asyncio.CancelledError):  # a call timeout, a stopped run: the worker drops it
+                if w.alive and not w.writer.is_closing():
+                    w.send(cid, ("cancel",))
+                raise
+            if isinstance(exc, (ConnectionError, OSError)):  # the socket is gone: the worker with it
+                raise TransientModelError("model process", f"could not reach the worker process: {exc}") from exc
             raise
+
+    async def call(self, spec: Any, messages: list[BaseMessage], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+        """The answer of ``spec``'s model to ``messages`` with the call options ``kwargs``, from a worker: its
+        generation and the model's ``llm_output``."""
+        await self.ready(spec)
+        live = [w for w in self._workers if w is not None and w.alive]
+        if not live:  # every worker died since: the call is retried
+            raise TransientModelError("model process", "no worker process is running")
+        w = min(live, key=lambda w: len(w.pending))
+        self.calls += 1
+        return await self._send(w, ("call", spec, messages, kwargs))
 
     def close(self) -> None:
         """Stop every worker (each ends when its socket closes); calls start them again."""
@@ -339,8 +461,13 @@ class RemoteChatModel(ReplayChatModel):
     spec: Any = None
 
     async def prepare(self) -> None:
-        """Have the workers running (``ProviderAdapter.invoke`` awaits this before an attempt's time starts)."""
-        await self.pool.ready()
+        """Have the workers running with this model built (``ProviderAdapter.invoke`` awaits this before an
+        attempt's time starts)."""
+        await self.pool.ready(self.spec)
+
+    def _combine_llm_outputs(self, llm_outputs: list[dict | None]) -> dict:
+        combine = getattr(self.original, "_combine_llm_outputs", None)
+        return combine(llm_outputs) if combine is not None else {}
 
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None, **kw: Any):
         raise NotImplementedError("a model answered by a worker process is called asynchronously (ainvoke)")
@@ -349,8 +476,8 @@ class RemoteChatModel(ReplayChatModel):
         self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None, **kwargs: Any
     ) -> ChatResult:
         options = {**kwargs, **({"stop": stop} if stop else {})}
-        msg = await self.pool.call(self.spec, list(messages), options)
-        return ChatResult(generations=[ChatGeneration(message=msg)])
+        generation, llm_output = await self.pool.call(self.spec, list(messages), options)
+        return ChatResult(generations=[generation], llm_output=llm_output)
 
 
 def remote_model(original: Any, spec: Any, pool: ModelProcesses) -> RemoteChatModel:
@@ -368,59 +495,99 @@ def remote_model(original: Any, spec: Any, pool: ModelProcesses) -> RemoteChatMo
 
 
 # --- the worker's side ----------------------------------------------------------------------------------
-async def _answer(models: dict, spec: Any, messages: list[BaseMessage], kwargs: dict[str, Any]) -> BaseMessage:
-    from cooplab.agents.calls import direct_call
+def _build(models: dict, specs: list[Any]) -> None:
     from cooplab.agents.models.factory import make_chat_model
 
-    model = models.get(spec)
-    if model is None:
-        model = models[spec] = make_chat_model(spec)
-    msg = await direct_call(model, messages, None, kwargs)
-    if msg is None:
-        msg = await model.ainvoke(messages, **kwargs)
-    if isinstance(msg, AIMessage) and msg.id is not None:
-        msg = msg.model_copy(update={"id": None})  # the run's process names it, as its own call would
-    return msg
+    for spec in specs:
+        if spec not in models:
+            models[spec] = make_chat_model(spec)
+
+
+async def _answer(models: dict, spec: Any, messages: list[BaseMessage], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """What the model's run gives inside ``ainvoke`` when no callback listens (``_agenerate_with_cache``, as
+    LangChain calls it): its generation, with the metadata merged into the message, and the model's own
+    ``llm_output`` (which the trace records); through ``agenerate`` for options LangChain reads itself."""
+    from langchain_core.language_models import chat_models as lc
+
+    from cooplab.agents.calls import _LANGCHAIN_OPTIONS
+
+    _build(models, [spec])
+    model = models[spec]
+    kwargs = dict(kwargs)
+    stop = kwargs.pop("stop", None)
+    if _LANGCHAIN_OPTIONS.isdisjoint(kwargs) and hasattr(model, "_agenerate_with_cache"):
+        normalize = lc._normalize_messages  # pyright: ignore[reportPrivateImportUsage]  # what ainvoke calls
+        result = await model._agenerate_with_cache(normalize(messages), stop=stop, **kwargs)
+        generation, llm_output = result.generations[0], result.llm_output
+    else:
+        out = await model.agenerate([messages], stop=stop, **kwargs)
+        generation, llm_output = out.generations[0][0], out.llm_output
+    msg = generation.message
+    if msg.id is not None:  # the run's process names it, as its own call would
+        generation = generation.model_copy(update={"message": msg.model_copy(update={"id": None})})
+    return generation, llm_output
 
 
 async def serve(fd: int) -> None:
-    """A worker: answer the calls that arrive on the socket ``fd`` until it closes."""
+    """A worker: build the models it is asked to, then answer the calls that arrive on the socket ``fd``
+    until it closes."""
     import cooplab.agents.calls  # noqa: F401 - what every call needs, loaded before saying ready
     import cooplab.agents.models.factory  # noqa: F401
 
     reader, writer = await asyncio.open_connection(sock=socket.socket(fileno=fd), limit=2**20)
-    writer.write(_frame(("ready",)))
     models: dict[Any, Any] = {}
     tasks: dict[int, asyncio.Task] = {}
+    greeted = False
+
+    def reply(cid: int, ok: bool, value: Any) -> None:
+        try:
+            data = _frame(cid, (ok, value))
+        except Exception as exc:  # noqa: BLE001 - whatever cannot be pickled is sent as its text
+            data = _frame(cid, (False, RemoteError(f"the answer could not be sent back: {exc}")))
+        if not writer.is_closing():
+            writer.write(data)
 
     async def one(cid: int, spec: Any, messages: list[BaseMessage], kwargs: dict[str, Any]) -> None:
         try:
-            reply: tuple = (True, cid, await _answer(models, spec, messages, kwargs))
+            reply(cid, True, _sendable_answer(await _answer(models, spec, messages, kwargs)))
         except asyncio.CancelledError:
             return
-        except Exception as exc:  # noqa: BLE001 - every failure goes back to the caller
-            reply = (False, cid, _as_sent(spec, models.get(spec), exc))
+        except BaseException as exc:  # noqa: BLE001 - every failure goes back to the caller
+            try:
+                sent = _as_sent(spec, models.get(spec), exc)
+            except BaseException as inner:  # noqa: BLE001 - even what cannot be classified gets an answer
+                sent = RemoteError(f"{type(exc).__name__}: {exc} (not classified: {inner!r})")
+            reply(cid, False, sent)
         finally:
             tasks.pop(cid, None)
-        try:
-            data = _frame(reply)
-        except Exception as exc:  # noqa: BLE001 - an answer that cannot be sent is the endpoint's fault
-            data = _frame((False, cid, RemoteError(f"the answer could not be sent back: {exc}")))
-        if not writer.is_closing():
-            writer.write(data)
 
     try:
         while True:
             frame = await _read_frame(reader)
             if frame is None:
                 break
-            op, cid, spec, messages, kwargs = frame
+            cid, request = frame
+            if isinstance(request, BaseException):  # a request that does not load: refused alone
+                reply(cid, False, RemoteError(f"the request could not be read: {request}"))
+                continue
+            op = request[0]
             if op == "call":
-                tasks[cid] = asyncio.create_task(one(cid, spec, messages, kwargs))
+                tasks[cid] = asyncio.create_task(one(cid, *request[1:]))
             elif op == "cancel":
                 task = tasks.pop(cid, None)
                 if task is not None:
                     task.cancel()
+            elif op == "build":
+                try:
+                    _build(models, request[1])
+                    ok, value = True, None
+                except Exception as exc:  # noqa: BLE001 - the run stops with this line
+                    ok, value = False, ModelProcessError(f"a model process could not build its model: {exc}")
+                if not greeted:  # the first build ends the start: ready, or why not
+                    greeted = True
+                    writer.write(_frame(cid, "ready" if ok else value))
+                else:
+                    reply(cid, ok, value)
     finally:
         for task in list(tasks.values()):
             task.cancel()

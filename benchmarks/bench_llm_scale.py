@@ -50,64 +50,11 @@ from pathlib import Path
 from typing import Any
 
 from _results import apply_gc, gc_option  # benchmarks/ is on sys.path when run as a script
+from _stub import start  # the loopback OpenAI-compatible stub (a child process)
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 SECTION = "LLM societies at scale, issue 41.1"
-STUB_BODY = json.dumps(
-    {
-        "id": "stub",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "stub",
-        "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": '{"effort": 0.3}'}, "finish_reason": "stop"}
-        ],
-        "usage": {"prompt_tokens": 300, "completion_tokens": 6, "total_tokens": 306},
-    }
-).encode()
-
-
-# --- the loopback OpenAI-compatible stub (a child process) -----------------------------------------
-async def _serve(port_file: str) -> None:
-    head = (
-        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
-        + str(len(STUB_BODY)).encode()
-        + b"\r\nconnection: keep-alive\r\n\r\n"
-        + STUB_BODY
-    )
-
-    async def client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                header = await reader.readuntil(b"\r\n\r\n")
-                n = 0
-                for line in header.split(b"\r\n"):
-                    if line.lower().startswith(b"content-length:"):
-                        n = int(line.split(b":", 1)[1])
-                if n:
-                    await reader.readexactly(n)
-                writer.write(head)
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
-            writer.close()
-
-    server = await asyncio.start_server(client, "127.0.0.1", 0, backlog=1024)
-    Path(port_file).write_text(str(server.sockets[0].getsockname()[1]))
-    async with server:
-        await server.serve_forever()
-
-
-def start_stub(tmp: Path) -> tuple[subprocess.Popen, int]:
-    port_file = tmp / "stub.port"
-    proc = subprocess.Popen([sys.executable, __file__, "--serve-stub", str(port_file)])
-    for _ in range(600):
-        if port_file.exists() and port_file.read_text():
-            return proc, int(port_file.read_text())
-        if proc.poll() is not None:
-            raise RuntimeError("the loopback stub exited")
-        time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("the loopback stub did not start")
 
 
 async def raw_http(port: int, groups: list, concurrency: int = 256) -> tuple[float, int]:
@@ -410,7 +357,7 @@ def measure(quick: bool, label: str, parts: str = "abc", save: Path | None = Non
 
     with tempfile.TemporaryDirectory() as tmp:
         res["cpu"] = []
-        proc, port = start_stub(Path(tmp)) if "a" in parts else (None, None)
+        proc, port = start(Path(tmp), '{"effort": 0.3}', 300, 6) if "a" in parts else (None, None)
         try:
             for N, rounds in plan if "a" in parts else []:
                 row = asyncio.run(cpu_row(N, rounds, port))
@@ -468,11 +415,7 @@ def main(argv: list[str] | None = None) -> int:
         help="which measurements: any of a (CPU per decision), b (round ratios), c (bytes); default abc",
     )
     gc_option(ap)
-    ap.add_argument("--serve-stub", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
-    if a.serve_stub:
-        asyncio.run(_serve(a.serve_stub))
-        return 0
     if a.report:
         from _results import write_section
 

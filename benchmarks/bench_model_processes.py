@@ -20,7 +20,6 @@ equal to the first one-process run's: the benchmark stops if they differ.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import resource
@@ -37,6 +36,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from _results import CLI, emit, machine_info  # noqa: E402 - benchmarks/ is on sys.path when run as a script
+from _stub import start  # noqa: E402
 
 TITLE = "Model processes: a society's model calls in worker processes"
 #: a valid answer for every CPR phase (each decision's schema ignores the fields of the others)
@@ -49,59 +49,6 @@ ANSWER = json.dumps(
         "proposal": "Everyone fishes at most half of the usual effort.",
     }
 )
-BODY = json.dumps(
-    {
-        "id": "stub",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "stub",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": ANSWER}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 300, "completion_tokens": 40, "total_tokens": 340},
-    }
-).encode()
-
-
-# --- the loopback server (a child process) ------------------------------------------------------------
-async def _serve(port_file: str) -> None:
-    reply = (
-        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
-        + str(len(BODY)).encode()
-        + b"\r\nconnection: keep-alive\r\n\r\n"
-        + BODY
-    )
-
-    async def client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                header = await reader.readuntil(b"\r\n\r\n")
-                n = 0
-                for line in header.split(b"\r\n"):
-                    if line.lower().startswith(b"content-length:"):
-                        n = int(line.split(b":", 1)[1])
-                if n:
-                    await reader.readexactly(n)
-                writer.write(reply)
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
-            writer.close()
-
-    server = await asyncio.start_server(client, "127.0.0.1", 0, backlog=1024)
-    tmp = port_file + ".tmp"
-    Path(tmp).write_text(str(server.sockets[0].getsockname()[1]))
-    os.replace(tmp, port_file)  # whole, or not there
-    async with server:
-        await server.serve_forever()
-
-
-def start_server(tmp: Path) -> tuple[subprocess.Popen, int]:
-    port_file = tmp / "server.port"
-    proc = subprocess.Popen([sys.executable, __file__, "--serve", str(port_file)])
-    deadline = time.monotonic() + 60
-    while not port_file.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise SystemExit("bench_model_processes: the loopback server did not start")
-        time.sleep(0.02)
-    return proc, int(port_file.read_text())
 
 
 # --- one run ------------------------------------------------------------------------------------------
@@ -149,7 +96,7 @@ def same_results(a: Path, b: Path) -> str | None:
 
 def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
     tmp = Path(tempfile.mkdtemp(prefix="bench-mp-"))
-    server, port = start_server(tmp)
+    server, port = start(tmp, ANSWER, 300, 40)
     rows: list[dict[str, Any]] = []
     try:
         for rep in range(args.repeats):
@@ -216,11 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="smoke size: 6 agents, 1 round, 1 repeat")
     ap.add_argument("--out", type=Path, default=None, help="write the section into this file instead of RESULTS.md")
-    ap.add_argument("--serve", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.serve:
-        asyncio.run(_serve(args.serve))
-        return 0
     try:
         args.processes = [int(x) for x in args.processes.split(",") if x.strip()]
     except ValueError:

@@ -78,6 +78,16 @@ class RemoteFailure(Exception):
         return (RemoteFailure, (str(self), self.transient, self.facts))
 
 
+class ModelProcessError(PermanentModelError):
+    """A model process (``agents/model_processes.py``) that could not start or build its model: the run
+    stops with one line (what the worker's interpreter printed is above it)."""
+
+
+class RemoteError(RuntimeError):
+    """An error in a model process that is not the model endpoint's (a programming error) and whose own
+    exception could not be sent back: its type and text."""
+
+
 def one_line(value: Any, limit: int = 240) -> str:
     """``value`` as text on one line (whitespace collapsed, lone surrogates replaced, bytes decoded
     as UTF-8 with U+FFFD for what is not), cut to ``limit`` characters."""

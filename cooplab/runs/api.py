@@ -195,7 +195,8 @@ def run(
     Either a :class:`~cooplab.runs.config.RunConfig`, or keywords: ``task`` (a registered name, or a
     :class:`~cooplab.graphs.task.Task` instance, registered on the way), ``agents`` (rule or llm),
     ``seed``, ``csv``, the LLM settings (``model``, ``agent_models``, ``base_url``, ``temperature``,
-    ``max_tokens``, ``max_concurrency``, ``rps``, ``budget``, ``price_in``, ``price_out``, ``cache``),
+    ``max_tokens``, ``max_concurrency``, ``model_processes``, ``rps``, ``budget``, ``price_in``, ``price_out``,
+    ``cache``),
     the sandbox settings (``sandbox_backend``, ``sandbox_timeout``, ``sandbox_rate``) and the task's
     own options (``cooplab params TASK`` / ``help(task.options)``: CPR takes ``n_agents``, ``rounds``,
     ``env``, ``population``, ``replicates``, ``set`` ...). Everything is checked before ``out`` is

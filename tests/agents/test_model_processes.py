@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 
 import cooplab
 from cooplab.agents import model_processes as mp
 from cooplab.agents.models import ModelSpec, ScriptedChatModel, make_chat_model, parse_model_spec
-from cooplab.agents.models.errors import RemoteFailure, TransientModelError
+from cooplab.agents.models.errors import FailureFacts, RemoteFailure, TransientModelError
 
 from .misbehaving_server import MisbehavingServer, Reply, completion
 from .test_llm_budget import one_line, run, server_run, summary_of
@@ -48,7 +48,8 @@ def _llm_runs(out: Path) -> list[tuple]:
         if rec["run_type"] != "llm":
             continue
         meta = rec["extra"].get("metadata", {})
-        answer = rec["outputs"]["generations"][0][0]["message"]["kwargs"]
+        generation = rec["outputs"]["generations"][0][0]
+        answer = generation["message"]["kwargs"]
         found.append(
             (
                 rec["name"],
@@ -56,6 +57,9 @@ def _llm_runs(out: Path) -> list[tuple]:
                 json.dumps(rec["inputs"], sort_keys=True),
                 answer.get("content"),
                 json.dumps(answer.get("usage_metadata"), sort_keys=True),
+                json.dumps(answer.get("response_metadata"), sort_keys=True),
+                json.dumps(generation.get("generation_info"), sort_keys=True),
+                json.dumps(rec["outputs"].get("llm_output"), sort_keys=True),
                 json.dumps(rec["extra"].get("invocation_params"), sort_keys=True),
                 rec.get("error"),
             )
@@ -180,8 +184,8 @@ def test_a_worker_that_dies_fails_its_calls_as_retryable_and_is_started_again(tm
                 TransientModelError, match="model process: the worker process (exited|stopped answering)"
             ):
                 await slow
-            answer = await pool.call(spec, [HumanMessage("now")], {"phase": "fast"})
-            return answer.content, first, pool.pids, pool.started
+            generation, _ = await pool.call(spec, [HumanMessage("now")], {"phase": "fast"})
+            return generation.message.content, first, pool.pids, pool.started
         finally:
             pool.close()
 
@@ -204,7 +208,7 @@ def test_close_ends_the_workers_and_a_failure_keeps_its_kind(tmp_path):
         return answers, pids, e.value
 
     answers, pids, remote = asyncio.run(scenario())
-    assert [a.content for a in answers] == ["quick"] * 50 and len(pids) == 2
+    assert [g.message.content for g, _ in answers] == ["quick"] * 50 and len(pids) == 2
     model = make_chat_model(spec)
     with pytest.raises(EndpointFailure) as here:
         asyncio.run(ScriptedAdapter(spec, model).invoke(_request(spec, model, "nowhere")))
@@ -235,6 +239,10 @@ def test_what_moves_to_a_model_process(tmp_path):
     single.write_text(json.dumps({"answers": ['{"effort": 0.1}']}))
     spec = parse_model_spec(f"scripted:{single}")
     assert mp.sendable(spec, make_chat_model(spec))
+    once = tmp_path / "once.json"
+    once.write_text(json.dumps({"answers": ['{"effort": 0.1}'], "cycle": False}))  # answers once: one counter
+    spec = parse_model_spec(f"scripted:{once}")
+    assert not mp.sendable(spec, make_chat_model(spec))
     openai = parse_model_spec("openai:gpt-4o-mini", base_url="http://127.0.0.1:9/v1")
     assert mp.sendable(openai, object())
     assert not mp.sendable(parse_model_spec("local"), object())  # it has its own process already
@@ -268,3 +276,96 @@ def test_a_bad_model_processes_value_is_one_line_before_any_work(bad, tmp_path, 
     code, _, err = run(server_run("http://127.0.0.1:9/v1", out, "--model-processes", bad), capsys)
     assert code == 2 and "--model-processes" in one_line(err)
     assert not out.exists()
+
+
+class _Planted:
+    """What a frame written by anything but a worker might hold: a call of ``target`` on loading."""
+
+    def __init__(self, target, *args):
+        self.target, self.args = target, args
+
+    def __reduce__(self):
+        return (self.target, self.args)
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        _Planted(os.system, "echo planted"),  # a function
+        _Planted(mp.ModelProcesses, 2),  # a class of cooplab's whose making does something
+        _Planted(eval, "1 + 1"),  # a builtin function
+    ],
+)
+def test_a_frame_is_data_never_code(planted):
+    import pickle
+
+    with pytest.raises(pickle.UnpicklingError, match="which no frame may hold"):
+        mp._loads(pickle.dumps(planted))
+    answer = AIMessage(content="x", usage_metadata={"input_tokens": 1, "output_tokens": 1, "total_tokens": 2})
+    failure = RemoteFailure("HTTP 500", True, FailureFacts(500, "HTTP 500", None, None, "why"))
+    assert mp._loads(pickle.dumps((True, 1, answer))) == (True, 1, answer)
+    back = mp._loads(pickle.dumps(failure))
+    assert (str(back), back.transient, back.facts) == ("HTTP 500", True, failure.facts)
+
+
+def test_an_answer_holding_an_sdks_own_objects_arrives_as_plain_text():
+    """A provider's metadata may hold its SDK's types (Gemini's safety ratings are enums of google.genai),
+    which no frame may hold: the worker sends their text, and the call succeeds."""
+    import enum
+
+    from langchain_core.outputs import ChatGeneration
+
+    class Harm(enum.Enum):  # a type of a module no frame may name, as an SDK's would be
+        LOW = "HARM_PROBABILITY_LOW"
+
+    msg = AIMessage(content="ok", response_metadata={"safety": [{"probability": Harm.LOW}]})
+    generation = ChatGeneration(message=msg, generation_info={"finish_reason": "STOP", "rating": Harm.LOW})
+    sent = mp._sendable_answer((generation, {"model": Harm.LOW}))
+    back, llm_output = mp._loads(__import__("pickle").dumps(sent))
+    assert back.message.content == "ok" and back.text == "ok"
+    assert back.message.response_metadata == {"safety": [{"probability": "Harm.LOW"}]}
+    assert back.generation_info == {"finish_reason": "STOP", "rating": "Harm.LOW"} and llm_output == {
+        "model": "Harm.LOW"
+    }
+
+
+def test_a_module_in_the_current_folder_does_not_shadow_the_workers_imports(tmp_path, monkeypatch):
+    """The worker starts without the current folder on its import path (``-P``): a ``json.py`` there, which
+    would break any import of json, is not read."""
+    (tmp_path / "json.py").write_text("raise SystemExit('a json.py of the current folder was imported')\n")
+    monkeypatch.chdir(tmp_path)
+    spec = parse_model_spec(f"scripted:{_script(tmp_path / 'm.json')}")
+
+    async def scenario():
+        pool = mp.ModelProcesses(1)
+        try:
+            generation, _ = await pool.call(spec, [HumanMessage("hi")], {"phase": "fast"})
+            return generation.message.content
+        finally:
+            pool.close()
+
+    assert asyncio.run(scenario()) == "quick"
+
+
+def test_a_worker_that_cannot_build_its_model_stops_the_run_with_one_line(tmp_path):
+    from cooplab.agents.models.errors import ModelProcessError
+
+    path = _script(tmp_path / "m.json")
+    spec = parse_model_spec(f"scripted:{path}")
+    path.unlink()  # gone after this process built its model: the worker cannot
+
+    async def scenario():
+        pool = mp.ModelProcesses(2)
+        try:
+            with pytest.raises(ModelProcessError, match="could not build its model") as first:
+                await pool.call(spec, [HumanMessage("hi")], {"phase": "fast"})
+            started = pool.started
+            with pytest.raises(ModelProcessError) as again:  # not started again for every call
+                await pool.call(spec, [HumanMessage("hi")], {"phase": "fast"})
+            return first.value, again.value, started, pool.started, pool.pids
+        finally:
+            pool.close()
+
+    first, again, started, after, pids = asyncio.run(scenario())
+    assert again is first and started == after == 0 and pids == []
+    assert "\n" not in str(first)
