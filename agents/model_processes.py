@@ -266,10 +266,14 @@ class _Worker:
 
 
 def _worker_env() -> dict[str, str]:
-    """A worker's environment: this one's, LangSmith's tracing off, and this process's import path (so a
-    notebook that found cooplab by a path of its own finds it there too)."""
+    """A worker's environment: this one's, LangSmith's tracing off, and the folders this process imports
+    from beyond the interpreter's own (so a notebook that found cooplab by a path of its own finds it there
+    too; the interpreter's standard library and packages come first, as in any process of it)."""
+    own = tuple({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
     paths = [os.getcwd() if p == "" else p for p in sys.path]
-    return {**os.environ, **WORKER_ENV, "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
+    extra = [p for p in paths if os.path.isdir(p) and not os.path.realpath(p).startswith(own)]
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return {**os.environ, **WORKER_ENV, "PYTHONPATH": os.pathsep.join(dict.fromkeys([*extra, *inherited]))}
 
 
 class ModelProcesses:

@@ -369,3 +369,21 @@ def test_a_worker_that_cannot_build_its_model_stops_the_run_with_one_line(tmp_pa
     first, again, started, after, pids = asyncio.run(scenario())
     assert again is first and started == after == 0 and pids == []
     assert "\n" not in str(first)
+
+
+def test_a_worker_imports_from_where_this_process_does_but_after_the_interpreters_own(tmp_path, monkeypatch):
+    """A folder a notebook added to its import path reaches the workers; the interpreter's own folders (the
+    standard library, site-packages) are not put before its standard library, and no empty entry (the
+    current folder) is added."""
+    import sys
+    import sysconfig
+
+    extra = tmp_path / "mine"
+    extra.mkdir()
+    monkeypatch.syspath_prepend(str(extra))
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    paths = mp._worker_env()["PYTHONPATH"].split(os.pathsep)
+    assert paths[0] == str(extra) and "" not in paths
+    assert sysconfig.get_paths()["purelib"] not in paths and sysconfig.get_paths()["stdlib"] not in paths
+    assert all(Path(p).is_dir() for p in paths), paths
+    assert sys.prefix not in paths
