@@ -422,7 +422,7 @@ def reused_of(msg: BaseMessage, input_tokens: int) -> int:
 
 #: call options LangChain's ``agenerate`` reads itself (never passed to ``_agenerate``): such a call goes through
 #: ``ainvoke``
-_LANGCHAIN_OPTIONS = frozenset({"ls_structured_output_format", "structured_output_format", "stream"})
+LANGCHAIN_OPTIONS = frozenset({"ls_structured_output_format", "structured_output_format", "stream"})
 
 
 def _direct_model(runnable: Any) -> bool:
@@ -480,7 +480,7 @@ async def direct_call(
     limiter are set and the model would not stream, ``ainvoke`` amounts to ``_agenerate`` plus
     the response metadata it merges: that is what is done here, for cooplab's own models only.
     The answer's text, usage and metadata are the same; only its LangChain run id (``id``) is unset."""
-    if not _direct_model(runnable) or not _LANGCHAIN_OPTIONS.isdisjoint(kwargs):
+    if not _direct_model(runnable) or not LANGCHAIN_OPTIONS.isdisjoint(kwargs):
         return None
     model = runnable
     try:

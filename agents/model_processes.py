@@ -513,13 +513,13 @@ async def _answer(models: dict, spec: Any, messages: list[BaseMessage], kwargs: 
     ``llm_output`` (which the trace records); through ``agenerate`` for options LangChain reads itself."""
     from langchain_core.language_models import chat_models as lc
 
-    from cooplab.agents.calls import _LANGCHAIN_OPTIONS
+    from cooplab.agents.calls import LANGCHAIN_OPTIONS
 
     _build(models, [spec])
     model = models[spec]
     kwargs = dict(kwargs)
     stop = kwargs.pop("stop", None)
-    if _LANGCHAIN_OPTIONS.isdisjoint(kwargs) and hasattr(model, "_agenerate_with_cache"):
+    if LANGCHAIN_OPTIONS.isdisjoint(kwargs) and hasattr(model, "_agenerate_with_cache"):
         normalize = lc._normalize_messages  # pyright: ignore[reportPrivateImportUsage]  # what ainvoke calls
         result = await model._agenerate_with_cache(normalize(messages), stop=stop, **kwargs)
         generation, llm_output = result.generations[0], result.llm_output
