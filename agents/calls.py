@@ -425,14 +425,18 @@ def reused_of(msg: BaseMessage, input_tokens: int) -> int:
 LANGCHAIN_OPTIONS = frozenset({"ls_structured_output_format", "structured_output_format", "stream"})
 
 
+def _stand_in(runnable: Any) -> bool:
+    """Whether ``runnable`` stands in for a model whose calls a model process makes
+    (:class:`~cooplab.agents.model_processes.RemoteChatModel`; its module is loaded once a service uses one)."""
+    remote = sys.modules.get("cooplab.agents.model_processes")
+    return remote is not None and type(runnable) is remote.RemoteChatModel
+
+
 def _direct_model(runnable: Any) -> bool:
     """Whether ``runnable`` is one of cooplab's own chat models (scripted, the checked
     OpenAI-compatible one, the stand-in of a model answered by a model process), whose ``_agenerate``
     is all an unobserved ``ainvoke`` of them does."""
-    if isinstance(runnable, ScriptedChatModel):
-        return True
-    remote = sys.modules.get("cooplab.agents.model_processes")  # loaded once a service uses model processes
-    if remote is not None and type(runnable) is remote.RemoteChatModel:
+    if isinstance(runnable, ScriptedChatModel) or _stand_in(runnable):
         return True
     from cooplab.agents.models import openai_compat
 
@@ -591,12 +595,7 @@ class ProviderAdapter:
 
     async def invoke(self, request: Request, timeout: float | None = None) -> Reply:
         """One attempt, stopped after ``timeout`` seconds in all (None: no bound)."""
-        remote = sys.modules.get("cooplab.agents.model_processes")  # a model process's stand-in: its workers started
-        prepare = (
-            request.runnable.prepare
-            if remote is not None and type(request.runnable) is remote.RemoteChatModel
-            else None
-        )
+        prepare = request.runnable.prepare if _stand_in(request.runnable) else None  # its workers started
         t0 = time.perf_counter()
         bound = asyncio.timeout(timeout if self.stoppable else None)
         try:

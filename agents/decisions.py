@@ -177,12 +177,6 @@ class LLMService:
         if self._pool is not None:
             self._pool.close()
 
-    @property
-    def model_pool(self) -> Any:
-        """The model processes (:class:`~cooplab.agents.model_processes.ModelProcesses`); None until a call
-        used them."""
-        return self._pool
-
     def runnable_for(self, spec: ModelSpec, model: BaseChatModel) -> Any:
         """What a decision's call of ``model`` invokes: the model, or with model processes its stand-in
         whose answers come from a worker (when the model can move: :func:`~cooplab.agents.model_processes.sendable`)."""

@@ -157,8 +157,9 @@ def _loads(data: bytes) -> Any:
     return _Unpickler(io.BytesIO(data)).load()
 
 
-def _frame(cid: int, obj: Any) -> bytes:
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+def _frame(cid: int, obj: Any, data: bytes | None = None) -> bytes:
+    """A frame of ``obj`` for call ``cid`` (``data``: ``obj`` pickled already)."""
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL) if data is None else data
     return _HEADER.pack(len(data), cid) + data
 
 
@@ -187,20 +188,8 @@ def _plain(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def _sendable_answer(result: Any) -> Any:
-    """A worker's answer as a frame can hold it: the same answer when it loads, else its generations'
-    metadata made plain (what the run's process then records is that text); ValueError if even that
-    does not load."""
-
-    def loads(value: Any) -> bool:
-        try:
-            _loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
-            return True
-        except Exception:  # noqa: BLE001 - an SDK's own type in the metadata
-            return False
-
-    if loads(result):
-        return result
+def _plain_answer(result: Any) -> Any:
+    """A worker's answer (generation, ``llm_output``) with its metadata made plain (:func:`_plain`)."""
     generation, llm_output = result
     msg = generation.message
     msg = msg.model_copy(
@@ -209,15 +198,33 @@ def _sendable_answer(result: Any) -> Any:
             "additional_kwargs": _plain(msg.additional_kwargs),
         }
     )
-    plain = (
+    return (
         generation.model_copy(
             update={"message": msg, "text": str(generation.text), "generation_info": _plain(generation.generation_info)}
         ),
         _plain(llm_output),
     )
-    if not loads(plain):
+
+
+def _pickled_answer(result: Any) -> bytes:
+    """The pickle of a worker's reply ``(True, result)`` as the run's process can load it: the answer as it
+    is, else with its metadata made plain (what the run's process then records is that text); ValueError if
+    even that does not load. Pickled once: the bytes checked are the bytes sent."""
+
+    def encoded(value: Any) -> bytes | None:
+        try:
+            data = pickle.dumps((True, value), protocol=pickle.HIGHEST_PROTOCOL)
+            _loads(data)
+            return data
+        except Exception:  # noqa: BLE001 - an SDK's own type in the metadata
+            return None
+
+    data = encoded(result)
+    if data is None:
+        data = encoded(_plain_answer(result))
+    if data is None:
         raise ValueError("the model's answer holds objects a model process cannot send back")
-    return plain
+    return data
 
 
 # --- the run's side -------------------------------------------------------------------------------------
@@ -284,7 +291,6 @@ class ModelProcesses:
         if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_MODEL_PROCESSES:
             raise ValueError(f"model processes must be a whole number in 1..{MAX_MODEL_PROCESSES}, got {n!r}")
         self.n = n
-        self.calls = 0  # calls sent to a worker
         self.started = 0  # worker processes started in all (more than n after a worker died)
         self._workers: list[_Worker | None] = [None] * n
         self._specs: list[Any] = []  # the models every worker builds before it is ready
@@ -437,7 +443,6 @@ class ModelProcesses:
         if not live:  # every worker died since: the call is retried
             raise TransientModelError("model process", "no worker process is running")
         w = min(live, key=lambda w: len(w.pending))
-        self.calls += 1
         return await self._send(w, ("call", spec, messages, kwargs))
 
     def close(self) -> None:
@@ -553,7 +558,9 @@ async def serve(fd: int) -> None:
 
     async def one(cid: int, spec: Any, messages: list[BaseMessage], kwargs: dict[str, Any]) -> None:
         try:
-            reply(cid, True, _sendable_answer(await _answer(models, spec, messages, kwargs)))
+            data = _pickled_answer(await _answer(models, spec, messages, kwargs))
+            if not writer.is_closing():
+                writer.write(_frame(cid, None, data))
         except asyncio.CancelledError:
             return
         except BaseException as exc:  # noqa: BLE001 - every failure goes back to the caller

@@ -320,8 +320,7 @@ def test_an_answer_holding_an_sdks_own_objects_arrives_as_plain_text():
 
     msg = AIMessage(content="ok", response_metadata={"safety": [{"probability": Harm.LOW}]})
     generation = ChatGeneration(message=msg, generation_info={"finish_reason": "STOP", "rating": Harm.LOW})
-    sent = mp._sendable_answer((generation, {"model": Harm.LOW}))
-    back, llm_output = mp._loads(__import__("pickle").dumps(sent))
+    _, (back, llm_output) = mp._loads(mp._pickled_answer((generation, {"model": Harm.LOW})))
     assert back.message.content == "ok" and back.text == "ok"
     assert back.message.response_metadata == {"safety": [{"probability": "Harm.LOW"}]}
     assert back.generation_info == {"finish_reason": "STOP", "rating": "Harm.LOW"} and llm_output == {
